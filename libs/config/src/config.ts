@@ -1,0 +1,84 @@
+/**
+ * Gateway configuration, read once from the environment and validated at start.
+ * A bad value stops the process with a message that names the variable and says
+ * what is accepted, instead of failing later somewhere deep in a request.
+ */
+export type EventStoreKind = 'postgres' | 'eventstoredb';
+export type ClockMode = 'system' | 'manual';
+
+export interface GatewayConfig {
+  readonly port: number;
+  /** null: start an embedded PostgreSQL under dataDir. */
+  readonly databaseUrl: string | null;
+  readonly dataDir: string;
+  readonly eventStore: EventStoreKind;
+  readonly eventStoreConnectionString: string | null;
+  /** null: generate a random token at start and print it. */
+  readonly adminToken: string | null;
+  readonly clock: ClockMode;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: readonly string[]) {
+    super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+const blankToUndefined = (v: string | undefined): string | undefined =>
+  v === undefined || v.trim() === '' ? undefined : v.trim();
+
+export function loadConfig(env: Env = process.env): GatewayConfig {
+  const problems: string[] = [];
+
+  const portRaw = blankToUndefined(env.PORT) ?? '3000';
+  const port = /^\d{1,5}$/.test(portRaw) ? Number(portRaw) : NaN;
+  if (!(port >= 0 && port <= 65535)) {
+    problems.push(`PORT must be an integer from 0 to 65535 (0 picks a free port), got "${portRaw}"`);
+  }
+
+  const databaseUrl = blankToUndefined(env.DATABASE_URL) ?? null;
+  if (databaseUrl !== null && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    problems.push('DATABASE_URL must be a PostgreSQL connection URL (postgres://user:password@host:port/database)');
+  }
+
+  const dataDir = blankToUndefined(env.DATA_DIR) ?? './data';
+
+  const eventStoreRaw = blankToUndefined(env.EVENT_STORE) ?? 'postgres';
+  if (eventStoreRaw !== 'postgres' && eventStoreRaw !== 'eventstoredb') {
+    problems.push(`EVENT_STORE must be "postgres" or "eventstoredb", got "${eventStoreRaw}"`);
+  }
+  const eventStore = eventStoreRaw as EventStoreKind;
+
+  const eventStoreConnectionString = blankToUndefined(env.EVENTSTORE_CONNECTION_STRING) ?? null;
+  if (eventStore === 'eventstoredb') {
+    if (eventStoreConnectionString === null) {
+      problems.push('EVENT_STORE=eventstoredb needs EVENTSTORE_CONNECTION_STRING (for example esdb://localhost:2113?tls=false)');
+    } else if (!/^(esdb|esdb\+discover|kurrentdb|kurrentdb\+discover|kdb|kdb\+discover):\/\//.test(eventStoreConnectionString)) {
+      problems.push('EVENTSTORE_CONNECTION_STRING must start with esdb://, esdb+discover://, kurrentdb:// or kdb://');
+    }
+  }
+
+  const adminToken = blankToUndefined(env.ADMIN_TOKEN) ?? null;
+  if (adminToken !== null && adminToken.length < 16) {
+    problems.push('ADMIN_TOKEN must be at least 16 characters long (leave it unset to get a random one)');
+  }
+
+  const clockRaw = blankToUndefined(env.CLOCK) ?? 'system';
+  if (clockRaw !== 'system' && clockRaw !== 'manual') {
+    problems.push(`CLOCK must be "system" or "manual", got "${clockRaw}"`);
+  }
+
+  if (problems.length > 0) throw new ConfigError(problems);
+  return {
+    port,
+    databaseUrl,
+    dataDir,
+    eventStore,
+    eventStoreConnectionString,
+    adminToken,
+    clock: clockRaw as ClockMode,
+  };
+}

@@ -1,0 +1,3 @@
+export * from './pool';
+export * from './migrate';
+export * from './embedded-postgres';

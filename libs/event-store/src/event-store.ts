@@ -1,0 +1,181 @@
+/**
+ * The event store port. It has EventStoreDB's semantics so that the PostgreSQL
+ * adapter (default) and the EventStoreDB adapter pass one contract suite:
+ *
+ * - streams are named `<category>-<id>`;
+ * - an append states what it expects of the stream (no stream, any, stream exists,
+ *   or an exact revision) and carries client-chosen event ids; a retried append
+ *   with the same ids succeeds again without writing the events twice;
+ * - streams are read forwards and backwards;
+ * - the global log (`$all`) is read and subscribed to from an exclusive position,
+ *   catch-up first, then live.
+ */
+
+/** Where an event sits in the global log. Opaque outside the adapter; ordered by (commit, prepare). */
+export interface Position {
+  readonly commit: bigint;
+  readonly prepare: bigint;
+}
+
+export const START = 'start' as const;
+export const END = 'end' as const;
+
+export type ExpectedRevision = 'any' | 'no_stream' | 'stream_exists' | bigint;
+
+export type JsonObject = { readonly [key: string]: unknown };
+
+export interface EventToAppend<Type extends string = string, Data extends JsonObject = JsonObject> {
+  /** A UUID chosen by the caller; the idempotency key of the append. */
+  readonly id: string;
+  readonly type: Type;
+  readonly data: Data;
+  readonly metadata?: JsonObject;
+}
+
+export interface RecordedEvent<Type extends string = string, Data extends JsonObject = JsonObject> {
+  readonly id: string;
+  readonly type: Type;
+  readonly streamName: string;
+  /** 0 for a stream's first event. */
+  readonly revision: bigint;
+  readonly data: Data;
+  readonly metadata: JsonObject;
+  readonly position: Position;
+  readonly createdAt: Date;
+}
+
+export interface AppendResult {
+  /** The revision of the last event now in the stream: the next append's expected revision. */
+  readonly nextExpectedRevision: bigint;
+  /** The global position of the last event of this append. */
+  readonly position: Position;
+}
+
+export interface ReadStreamOptions {
+  readonly direction?: 'forwards' | 'backwards';
+  /** Inclusive. Default: start when reading forwards, end when reading backwards. */
+  readonly fromRevision?: bigint | typeof START | typeof END;
+  readonly maxCount?: number;
+}
+
+export interface ReadAllOptions {
+  /** Exclusive: the first event returned comes after this position. */
+  readonly after?: Position | typeof START;
+  readonly maxCount?: number;
+}
+
+export interface AllFilter {
+  /** Keep events whose stream name starts with one of these. */
+  readonly streamNamePrefixes?: readonly string[];
+  /** Keep events whose type starts with one of these. */
+  readonly eventTypePrefixes?: readonly string[];
+}
+
+export interface SubscribeToAllOptions {
+  /** Exclusive. */
+  readonly after?: Position | typeof START;
+  readonly filter?: AllFilter;
+  /** Largest batch handed over at once. */
+  readonly maxBatchSize?: number;
+}
+
+/**
+ * One hand-over of a subscription: the events that matched since the last batch,
+ * and the position up to which the log has been looked at (a checkpoint, which may
+ * lie past the last event when a filter skipped events). `caughtUp` tells that the
+ * subscription has reached the end of the log as it was when it looked.
+ */
+export interface SubscriptionBatch {
+  readonly events: readonly RecordedEvent[];
+  readonly checkpoint: Position;
+  readonly caughtUp: boolean;
+}
+
+export interface AllSubscription extends AsyncIterable<SubscriptionBatch> {
+  /** Ends the subscription; the iterator then finishes. */
+  unsubscribe(): Promise<void>;
+}
+
+export interface EventStore {
+  appendToStream(
+    streamName: string,
+    events: readonly EventToAppend[],
+    options?: { expectedRevision?: ExpectedRevision },
+  ): Promise<AppendResult>;
+
+  /** The stream's events; StreamNotFoundError when it has none. */
+  readStream(streamName: string, options?: ReadStreamOptions): Promise<RecordedEvent[]>;
+
+  /** Events of the global log after a position, in log order. */
+  readAll(options?: ReadAllOptions): Promise<RecordedEvent[]>;
+
+  subscribeToAll(options?: SubscribeToAllOptions): AllSubscription;
+
+  /** The position of the last event of the log, or null for an empty log. */
+  headPosition(): Promise<Position | null>;
+
+  close(): Promise<void>;
+}
+
+export class WrongExpectedRevisionError extends Error {
+  constructor(
+    readonly streamName: string,
+    readonly expected: ExpectedRevision,
+    readonly actual: bigint | 'no_stream',
+  ) {
+    super(`stream ${streamName}: expected revision ${String(expected)}, actual ${String(actual)}`);
+    this.name = 'WrongExpectedRevisionError';
+  }
+}
+
+export class StreamNotFoundError extends Error {
+  constructor(readonly streamName: string) {
+    super(`stream ${streamName} not found`);
+    this.name = 'StreamNotFoundError';
+  }
+}
+
+/** Some of the event ids of an append are already stored, but not as this append. */
+export class DuplicateEventIdError extends Error {
+  constructor(readonly streamName: string, readonly eventIds: readonly string[]) {
+    super(`stream ${streamName}: event ids already used elsewhere: ${eventIds.join(', ')}`);
+    this.name = 'DuplicateEventIdError';
+  }
+}
+
+export const EVENT_STORE = Symbol('EventStore');
+
+export function comparePositions(a: Position, b: Position): number {
+  if (a.commit !== b.commit) return a.commit < b.commit ? -1 : 1;
+  if (a.prepare !== b.prepare) return a.prepare < b.prepare ? -1 : 1;
+  return 0;
+}
+
+export const positionToString = (p: Position): string => `${p.commit}/${p.prepare}`;
+
+export function positionFromString(s: string): Position {
+  const match = /^(\d+)\/(\d+)$/.exec(s);
+  if (!match) throw new RangeError(`not a log position: ${s}`);
+  return { commit: BigInt(match[1]!), prepare: BigInt(match[2]!) };
+}
+
+export function matchesFilter(filter: AllFilter | undefined, event: { streamName: string; type: string }): boolean {
+  if (!filter) return true;
+  if (filter.streamNamePrefixes && !filter.streamNamePrefixes.some((p) => event.streamName.startsWith(p))) return false;
+  if (filter.eventTypePrefixes && !filter.eventTypePrefixes.some((p) => event.type.startsWith(p))) return false;
+  return true;
+}
+
+const STREAM_NAME = /^([a-z][a-z0-9_]*)-(.+)$/;
+
+/** `<category>-<id>`: the category is lower-case letters, digits and underscores. */
+export function streamName(category: string, id: string): string {
+  const name = `${category}-${id}`;
+  if (!STREAM_NAME.test(name)) throw new RangeError(`not a valid stream name: ${name}`);
+  return name;
+}
+
+export function streamCategory(name: string): string {
+  const match = STREAM_NAME.exec(name);
+  return match ? match[1]! : name;
+}

@@ -1,0 +1,3 @@
+export * from './event-store';
+export * from './postgres/postgres-event-store';
+export * from './postgres/schema';

@@ -1,0 +1,278 @@
+import type { Pool } from 'pg';
+import {
+  AllSubscription,
+  AppendResult,
+  DuplicateEventIdError,
+  EventStore,
+  EventToAppend,
+  ExpectedRevision,
+  matchesFilter,
+  Position,
+  ReadAllOptions,
+  ReadStreamOptions,
+  RecordedEvent,
+  StreamNotFoundError,
+  SubscribeToAllOptions,
+  SubscriptionBatch,
+  WrongExpectedRevisionError,
+} from '../event-store';
+import { LogTailSignal } from './log-tail-signal';
+
+interface EventRow {
+  global_position: string;
+  transaction_id: string;
+  stream_name: string;
+  stream_revision: string;
+  event_id: string;
+  event_type: string;
+  data: RecordedEvent['data'];
+  metadata: RecordedEvent['metadata'];
+  created_at: Date;
+}
+
+/** Note: `transaction_id` is selected as text; ORDER BY must name `events.transaction_id` (the xid8). */
+const EVENT_COLUMNS =
+  'global_position, transaction_id::text AS transaction_id, stream_name, stream_revision, event_id, event_type, data, metadata, created_at';
+
+/**
+ * Only transactions below the oldest one still running are complete: any
+ * transaction that could still commit events has an id at or above this horizon.
+ */
+const VISIBLE = 'transaction_id < pg_snapshot_xmin(pg_current_snapshot())';
+
+const toEvent = (row: EventRow): RecordedEvent => ({
+  id: row.event_id,
+  type: row.event_type,
+  streamName: row.stream_name,
+  revision: BigInt(row.stream_revision),
+  data: row.data,
+  metadata: row.metadata,
+  position: { commit: BigInt(row.transaction_id), prepare: BigInt(row.global_position) },
+  createdAt: row.created_at,
+});
+
+/**
+ * How the stream row moves for each kind of expected revision. Each is one
+ * statement that either moves the revision (locking the row until commit) or
+ * returns nothing, which means the expectation did not hold.
+ *   $1 stream name, $2 number of events, $4 expected revision (exact only)
+ */
+const STREAM_CLAIM: Record<'any' | 'no_stream' | 'stream_exists' | 'exact', string> = {
+  no_stream: `INSERT INTO event_streams (stream_name, revision) VALUES ($1, $2 - 1)
+              ON CONFLICT (stream_name) DO NOTHING RETURNING revision`,
+  any: `INSERT INTO event_streams (stream_name, revision) VALUES ($1, $2 - 1)
+        ON CONFLICT (stream_name) DO UPDATE SET revision = event_streams.revision + $2 RETURNING revision`,
+  stream_exists: `UPDATE event_streams SET revision = revision + $2 WHERE stream_name = $1 RETURNING revision`,
+  exact: `UPDATE event_streams SET revision = $4::bigint + $2 WHERE stream_name = $1 AND revision = $4::bigint RETURNING revision`,
+};
+
+export interface PostgresEventStoreOptions {
+  /** How often a waiting subscription looks for events appended by other processes. */
+  readonly pollIntervalMs?: number;
+  /** Close the pool on close(). */
+  readonly ownsPool?: boolean;
+}
+
+export class PostgresEventStore implements EventStore {
+  private readonly tail: LogTailSignal;
+  private readonly subscriptions = new Set<AllSubscription>();
+
+  constructor(
+    private readonly pool: Pool,
+    private readonly options: PostgresEventStoreOptions = {},
+  ) {
+    this.tail = new LogTailSignal(() => this.headPosition(), options.pollIntervalMs ?? 20);
+  }
+
+  async appendToStream(
+    streamName: string,
+    events: readonly EventToAppend[],
+    options: { expectedRevision?: ExpectedRevision } = {},
+  ): Promise<AppendResult> {
+    const expected = options.expectedRevision ?? 'any';
+    if (events.length === 0) return this.checkOnly(streamName, expected);
+
+    const kind = typeof expected === 'bigint' ? 'exact' : expected;
+    const params: unknown[] = [
+      streamName,
+      events.length,
+      JSON.stringify(events.map((e) => ({ id: e.id, type: e.type, data: e.data, metadata: e.metadata ?? {} }))),
+    ];
+    if (typeof expected === 'bigint') params.push(expected.toString());
+    const sql = `
+      WITH stream AS (${STREAM_CLAIM[kind]})
+      INSERT INTO events (stream_name, stream_revision, event_id, event_type, data, metadata)
+      SELECT $1, stream.revision - $2 + e.ord, (e.value->>'id')::uuid, e.value->>'type', e.value->'data', e.value->'metadata'
+      FROM stream, jsonb_array_elements($3::jsonb) WITH ORDINALITY AS e(value, ord)
+      ORDER BY e.ord
+      RETURNING global_position, transaction_id::text AS transaction_id, stream_revision`;
+
+    try {
+      const result = await this.pool.query<{ global_position: string; transaction_id: string; stream_revision: string }>(
+        sql,
+        params,
+      );
+      if (result.rows.length === 0) return await this.afterRefusedAppend(streamName, events, expected);
+      const last = result.rows.reduce((a, b) => (BigInt(a.global_position) > BigInt(b.global_position) ? a : b));
+      this.tail.notify();
+      return {
+        nextExpectedRevision: BigInt(last.stream_revision),
+        position: { commit: BigInt(last.transaction_id), prepare: BigInt(last.global_position) },
+      };
+    } catch (error) {
+      if ((error as { code?: string; constraint?: string }).constraint === 'events_event_id_unique') {
+        return this.afterRefusedAppend(streamName, events, expected);
+      }
+      throw error;
+    }
+  }
+
+  /**
+   * The append wrote nothing. If exactly these events are already in the stream, in
+   * this order, it is a retry of an append that succeeded: answer as that append did.
+   */
+  private async afterRefusedAppend(
+    streamName: string,
+    events: readonly EventToAppend[],
+    expected: ExpectedRevision,
+  ): Promise<AppendResult> {
+    const ids = events.map((e) => e.id);
+    const stored = await this.pool.query<EventRow>(
+      `SELECT ${EVENT_COLUMNS} FROM events WHERE event_id = ANY($1::uuid[]) ORDER BY events.global_position`,
+      [ids],
+    );
+    if (stored.rows.length > 0) {
+      const sameAppend =
+        stored.rows.length === ids.length &&
+        stored.rows.every(
+          (row, i) =>
+            row.stream_name === streamName &&
+            row.event_id === ids[i] &&
+            BigInt(row.stream_revision) === BigInt(stored.rows[0]!.stream_revision) + BigInt(i),
+        );
+      if (!sameAppend) throw new DuplicateEventIdError(streamName, stored.rows.map((r) => r.event_id));
+      const last = toEvent(stored.rows[stored.rows.length - 1]!);
+      return { nextExpectedRevision: last.revision, position: last.position };
+    }
+    throw new WrongExpectedRevisionError(streamName, expected, await this.currentRevision(streamName));
+  }
+
+  private async currentRevision(streamName: string): Promise<bigint | 'no_stream'> {
+    const row = await this.pool.query<{ revision: string }>('SELECT revision FROM event_streams WHERE stream_name = $1', [
+      streamName,
+    ]);
+    return row.rows.length === 0 ? 'no_stream' : BigInt(row.rows[0]!.revision);
+  }
+
+  private async checkOnly(streamName: string, expected: ExpectedRevision): Promise<AppendResult> {
+    const actual = await this.currentRevision(streamName);
+    const holds =
+      expected === 'any' ||
+      (expected === 'no_stream' && actual === 'no_stream') ||
+      (expected === 'stream_exists' && actual !== 'no_stream') ||
+      (typeof expected === 'bigint' && actual === expected);
+    if (!holds) throw new WrongExpectedRevisionError(streamName, expected, actual);
+    const head = await this.headPosition();
+    return { nextExpectedRevision: actual === 'no_stream' ? -1n : actual, position: head ?? { commit: 0n, prepare: 0n } };
+  }
+
+  async readStream(streamName: string, options: ReadStreamOptions = {}): Promise<RecordedEvent[]> {
+    const backwards = options.direction === 'backwards';
+    const from = options.fromRevision ?? (backwards ? 'end' : 'start');
+    const limit = options.maxCount ?? Number.MAX_SAFE_INTEGER;
+    const params: unknown[] = [streamName, limit];
+    let bound = '';
+    if (typeof from === 'bigint') {
+      params.push(from.toString());
+      bound = backwards ? 'AND stream_revision <= $3' : 'AND stream_revision >= $3';
+    }
+    const result = await this.pool.query<EventRow>(
+      `SELECT ${EVENT_COLUMNS} FROM events WHERE stream_name = $1 ${bound}
+       ORDER BY events.stream_revision ${backwards ? 'DESC' : 'ASC'} LIMIT $2`,
+      params,
+    );
+    if (result.rows.length === 0 && (await this.currentRevision(streamName)) === 'no_stream') {
+      throw new StreamNotFoundError(streamName);
+    }
+    return result.rows.map(toEvent);
+  }
+
+  async readAll(options: ReadAllOptions = {}): Promise<RecordedEvent[]> {
+    const after = options.after && options.after !== 'start' ? options.after : { commit: 0n, prepare: 0n };
+    const result = await this.pool.query<EventRow>(
+      `SELECT ${EVENT_COLUMNS} FROM events
+       WHERE (transaction_id, global_position) > ($1::text::xid8, $2::bigint) AND ${VISIBLE}
+       ORDER BY events.transaction_id, events.global_position LIMIT $3`,
+      [after.commit.toString(), after.prepare.toString(), options.maxCount ?? 1000],
+    );
+    return result.rows.map(toEvent);
+  }
+
+  async headPosition(): Promise<Position | null> {
+    const result = await this.pool.query<{ transaction_id: string; global_position: string }>(
+      `SELECT transaction_id::text AS transaction_id, global_position FROM events WHERE ${VISIBLE}
+       ORDER BY events.transaction_id DESC, events.global_position DESC LIMIT 1`,
+    );
+    const row = result.rows[0];
+    return row ? { commit: BigInt(row.transaction_id), prepare: BigInt(row.global_position) } : null;
+  }
+
+  subscribeToAll(options: SubscribeToAllOptions = {}): AllSubscription {
+    const store = this;
+    const batchSize = options.maxBatchSize ?? 500;
+    let cursor: Position = options.after && options.after !== 'start' ? options.after : { commit: 0n, prepare: 0n };
+    let active = true;
+    let announcedCaughtUp = false;
+
+    async function* batches(): AsyncGenerator<SubscriptionBatch> {
+      while (active) {
+        let page: RecordedEvent[];
+        try {
+          page = await store.readAll({ after: cursor, maxCount: batchSize });
+        } catch (error) {
+          if (!active) return;
+          // the database went away: wait and read again from the same cursor
+          await store.tail.wait(1000);
+          if (isFatal(error)) throw error;
+          continue;
+        }
+        if (!active) return;
+        const caughtUp = page.length < batchSize;
+        if (page.length > 0) {
+          cursor = page[page.length - 1]!.position;
+          announcedCaughtUp = caughtUp;
+          yield { events: page.filter((e) => matchesFilter(options.filter, e)), checkpoint: cursor, caughtUp };
+        } else if (!announcedCaughtUp) {
+          announcedCaughtUp = true;
+          yield { events: [], checkpoint: cursor, caughtUp: true };
+        }
+        if (caughtUp && active) await store.tail.wait(1000);
+      }
+    }
+
+    const iterator = batches();
+    const subscription: AllSubscription = {
+      [Symbol.asyncIterator]: () => iterator,
+      unsubscribe: async () => {
+        active = false;
+        store.subscriptions.delete(subscription);
+        store.tail.notify();
+        await iterator.return(undefined);
+      },
+    };
+    this.subscriptions.add(subscription);
+    return subscription;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.subscriptions].map((s) => s.unsubscribe()));
+    this.tail.close();
+    if (this.options.ownsPool) await this.pool.end();
+  }
+}
+
+/** Errors a retry cannot cure: a programming or schema error rather than a lost connection. */
+function isFatal(error: unknown): boolean {
+  const code = (error as { code?: string }).code;
+  return typeof code === 'string' && /^(42|22)/.test(code);
+}

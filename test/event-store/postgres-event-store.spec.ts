@@ -1,0 +1,98 @@
+import { randomUUID } from 'node:crypto';
+import { DuplicateEventIdError, PostgresEventStore, RecordedEvent } from '../../libs/event-store/src';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { eventStoreContract } from './event-store.contract';
+
+let db: TestDatabase;
+let store: PostgresEventStore;
+
+eventStoreContract(
+  'PostgreSQL',
+  async () => {
+    db = await createTestDatabase({ poolSize: 30 });
+    store = new PostgresEventStore(db.pool);
+    return store;
+  },
+  async () => {
+    await store.close();
+    await db.drop();
+  },
+);
+
+describe('PostgreSQL event store specifics', () => {
+  let local: TestDatabase;
+  let localStore: PostgresEventStore;
+
+  beforeAll(async () => {
+    local = await createTestDatabase();
+    localStore = new PostgresEventStore(local.pool, { pollIntervalMs: 10 });
+  });
+  afterAll(async () => {
+    await localStore.close();
+    await local.drop();
+  });
+
+  it('never skips a transaction that took an earlier position but commits later', async () => {
+    const subscription = localStore.subscribeToAll({ filter: { streamNamePrefixes: ['order-'] } });
+    const received: RecordedEvent[] = [];
+    const consuming = (async () => {
+      for await (const batch of subscription) {
+        received.push(...batch.events);
+        if (received.length >= 2) return;
+      }
+    })();
+
+    // Transaction A takes its global position first and stays open...
+    const slow = await local.pool.connect();
+    await slow.query('BEGIN');
+    await slow.query(`INSERT INTO event_streams (stream_name, revision) VALUES ('order-early', 0)`);
+    const earlyRow = await slow.query<{ global_position: string }>(
+      `INSERT INTO events (stream_name, stream_revision, event_id, event_type, data)
+       VALUES ('order-early', 0, $1, 'Early', '{}') RETURNING global_position`,
+      [randomUUID()],
+    );
+
+    // ...while transaction B, with a later position, commits first.
+    const late = await localStore.appendToStream('order-late', [{ id: randomUUID(), type: 'Late', data: {} }], {
+      expectedRevision: 'no_stream',
+    });
+    expect(late.position.prepare).toBeGreaterThan(BigInt(earlyRow.rows[0]!.global_position));
+
+    // The subscriber must not move past A's position while A is still open.
+    await new Promise((r) => setTimeout(r, 200));
+    expect(received.map((e) => e.type)).toEqual([]);
+
+    await slow.query('COMMIT');
+    slow.release();
+    await consuming;
+    await subscription.unsubscribe();
+    expect(received.map((e) => e.type)).toEqual(['Early', 'Late']);
+  });
+
+  it('refuses event ids already used by another append', async () => {
+    const id = randomUUID();
+    await localStore.appendToStream('reuse-a', [{ id, type: 'X', data: {} }]);
+    await expect(localStore.appendToStream('reuse-b', [{ id, type: 'X', data: {} }])).rejects.toBeInstanceOf(
+      DuplicateEventIdError,
+    );
+    await expect(localStore.readStream('reuse-b')).rejects.toThrow('not found');
+  });
+
+  it('an append is all or nothing', async () => {
+    const id = randomUUID();
+    await localStore.appendToStream('atomic-a', [{ id, type: 'X', data: {} }]);
+    await expect(
+      localStore.appendToStream('atomic-b', [
+        { id: randomUUID(), type: 'X', data: {} },
+        { id, type: 'X', data: {} },
+      ]),
+    ).rejects.toBeInstanceOf(DuplicateEventIdError);
+    const count = await local.pool.query(`SELECT count(*)::int AS n FROM events WHERE stream_name = 'atomic-b'`);
+    expect(count.rows[0].n).toBe(0);
+  });
+
+  it('reports the head of the log', async () => {
+    const result = await localStore.appendToStream('head-a', [{ id: randomUUID(), type: 'X', data: {} }]);
+    expect(await localStore.headPosition()).toEqual(result.position);
+  });
+});

@@ -1,0 +1,22 @@
+import { mkdirSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { makeTraversable, startEmbeddedPostgres } from '../../libs/database/src/embedded-postgres';
+
+/**
+ * One PostgreSQL server for the whole run: DATABASE_URL when set, otherwise an
+ * embedded server in a throw-away folder. Each test file then makes its own
+ * database on it (test/support/test-database.ts), so files run in parallel.
+ */
+export default async function globalSetup(): Promise<void> {
+  if (process.env.DATABASE_URL) {
+    process.env.TEST_ADMIN_DATABASE_URL = process.env.DATABASE_URL;
+    return;
+  }
+  const dir = path.resolve(__dirname, '../../.tmp', `test-postgres-${process.pid}`);
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(path.dirname(dir), { recursive: true });
+  makeTraversable(dir);
+  const server = await startEmbeddedPostgres(dir, { databaseName: 'postgres' });
+  process.env.TEST_ADMIN_DATABASE_URL = server.url;
+  (globalThis as Record<string, unknown>).__TEST_POSTGRES__ = { server, dir };
+}
