@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { makeTraversable, startEmbeddedPostgres } from '../../libs/database/src/embedded-postgres';
@@ -8,6 +9,7 @@ import { makeTraversable, startEmbeddedPostgres } from '../../libs/database/src/
  * database on it (test/support/test-database.ts), so files run in parallel.
  */
 export default async function globalSetup(): Promise<void> {
+  buildOnce();
   if (process.env.DATABASE_URL) {
     process.env.TEST_ADMIN_DATABASE_URL = process.env.DATABASE_URL;
     return;
@@ -19,4 +21,17 @@ export default async function globalSetup(): Promise<void> {
   const server = await startEmbeddedPostgres(dir, { databaseName: 'postgres' });
   process.env.TEST_ADMIN_DATABASE_URL = server.url;
   (globalThis as Record<string, unknown>).__TEST_POSTGRES__ = { server, dir };
+}
+
+/**
+ * The process-level tests start the compiled gateway (`dist/`), exactly as
+ * `npm start` does; build it once for the whole run.
+ */
+function buildOnce(): void {
+  const root = path.resolve(__dirname, '../..');
+  const result = spawnSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', 'tsconfig.build.json'], {
+    cwd: root,
+    encoding: 'utf8',
+  });
+  if (result.status !== 0) throw new Error(`build failed before the tests:\n${result.stdout}${result.stderr}`);
 }

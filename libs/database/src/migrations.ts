@@ -1,5 +1,13 @@
 import type { Migration } from './migrate';
 import { eventStoreMigration } from '../../event-store/src/postgres/schema';
+import { projectionsMigration } from '../../projections/src/schema';
+import { streamCatalogMigration } from '../../read-models/src/stream-catalog.projection';
+import { manualClockMigration } from '../../clock/src/manual-clock-sync';
 
 /** Every schema change of the gateway, in version order. Never edit an applied one: add a new one. */
-export const allMigrations: readonly Migration[] = [eventStoreMigration];
+export const allMigrations: readonly Migration[] = [
+  eventStoreMigration,
+  projectionsMigration,
+  streamCatalogMigration,
+  manualClockMigration,
+];

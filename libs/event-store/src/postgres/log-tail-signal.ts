@@ -36,6 +36,7 @@ export class LogTailSignal {
         resolve();
       };
       const timeout = setTimeout(done, maxWaitMs);
+      timeout.unref();
       waiters.add(done);
       this.schedulePoll();
     });
@@ -51,6 +52,7 @@ export class LogTailSignal {
   private schedulePoll(): void {
     if (this.timer || this.closed) return;
     this.timer = setTimeout(() => void this.poll(), this.pollIntervalMs);
+    this.timer.unref();
   }
 
   private async poll(): Promise<void> {

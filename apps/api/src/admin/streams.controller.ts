@@ -1,0 +1,58 @@
+import { Controller, Get, Inject, Param, Query, UseGuards } from '@nestjs/common';
+import { RecordedEvent, StreamNotFoundError } from '../../../../libs/event-store/src';
+import type { Infrastructure } from '../../../../libs/infrastructure/src/infrastructure';
+import { ApiError } from '../errors/api-error';
+import { INFRASTRUCTURE } from '../tokens';
+import { AdminTokenGuard } from './admin-token.guard';
+
+const MAX_PAGE = 1000;
+
+/** Audit: the raw events of one stream, as stored, oldest first. */
+@Controller('admin/v1/streams')
+@UseGuards(AdminTokenGuard)
+export class StreamsController {
+  constructor(@Inject(INFRASTRUCTURE) private readonly infra: Infrastructure) {}
+
+  @Get(':streamName')
+  async read(
+    @Param('streamName') streamName: string,
+    @Query('fromRevision') fromRevision?: string,
+    @Query('limit') limit?: string,
+  ) {
+    const from = parseNonNegative(fromRevision, 'fromRevision', 0);
+    const max = parseNonNegative(limit, 'limit', 100);
+    if (max < 1 || max > MAX_PAGE) {
+      throw ApiError.validation([{ param: 'limit', code: 'out_of_range', message: `limit: от 1 до ${MAX_PAGE}` }]);
+    }
+    try {
+      const events = await this.infra.store.readStream(streamName, { fromRevision: BigInt(from), maxCount: max + 1 });
+      const page = events.slice(0, max);
+      return {
+        streamName,
+        events: page.map(toWire),
+        nextRevision: events.length > max ? Number(page[page.length - 1]!.revision) + 1 : null,
+      };
+    } catch (error) {
+      if (error instanceof StreamNotFoundError) throw ApiError.notFound('not_found', `Поток ${streamName} не найден`);
+      throw error;
+    }
+  }
+}
+
+function parseNonNegative(value: string | undefined, param: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!/^\d{1,15}$/.test(value)) {
+    throw ApiError.validation([{ param, code: 'invalid', message: `${param}: неотрицательное целое число` }]);
+  }
+  return Number(value);
+}
+
+const toWire = (e: RecordedEvent) => ({
+  id: e.id,
+  type: e.type,
+  revision: Number(e.revision),
+  position: `${e.position.commit}/${e.position.prepare}`,
+  createdAt: e.createdAt.toISOString(),
+  data: e.data,
+  metadata: e.metadata,
+});

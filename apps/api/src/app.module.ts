@@ -1,0 +1,30 @@
+import { DynamicModule, Module } from '@nestjs/common';
+import type { Infrastructure } from '../../../libs/infrastructure/src/infrastructure';
+import { AdminTokenGuard } from './admin/admin-token.guard';
+import { ClockController } from './admin/clock.controller';
+import { StreamsController } from './admin/streams.controller';
+import { HealthController, ReadinessProbe } from './health/health.controller';
+import { ADMIN_TOKEN, DATABASE_POOL, INFRASTRUCTURE, READINESS } from './tokens';
+
+export interface ApiDependencies {
+  readonly infrastructure: Infrastructure;
+  readonly adminToken: string;
+  readonly readiness?: ReadinessProbe;
+}
+
+@Module({})
+export class AppModule {
+  static register(deps: ApiDependencies): DynamicModule {
+    return {
+      module: AppModule,
+      controllers: [HealthController, ClockController, StreamsController],
+      providers: [
+        { provide: INFRASTRUCTURE, useValue: deps.infrastructure },
+        { provide: DATABASE_POOL, useValue: deps.infrastructure.pool },
+        { provide: ADMIN_TOKEN, useValue: deps.adminToken },
+        { provide: READINESS, useValue: deps.readiness ?? (() => ({})) },
+        AdminTokenGuard,
+      ],
+    };
+  }
+}

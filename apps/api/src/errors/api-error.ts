@@ -1,0 +1,56 @@
+/**
+ * The spec's error shape: `{ error: { code, message, param?, details? } }`. Codes are
+ * the spec's and stable; messages are in Russian, for logs, not for buyers.
+ */
+export interface ErrorDetail {
+  readonly param: string;
+  readonly code: string;
+  readonly message: string;
+}
+
+export interface ErrorBody {
+  readonly error: {
+    readonly code: string;
+    readonly message: string;
+    readonly param?: string;
+    readonly details?: readonly ErrorDetail[];
+  };
+}
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly param?: string,
+    readonly details?: readonly ErrorDetail[],
+    readonly headers: Readonly<Record<string, string>> = {},
+  ) {
+    super(message);
+    this.name = 'ApiError';
+  }
+
+  body(): ErrorBody {
+    return {
+      error: {
+        code: this.code,
+        message: this.message,
+        ...(this.param !== undefined ? { param: this.param } : {}),
+        ...(this.details !== undefined ? { details: this.details } : {}),
+      },
+    };
+  }
+
+  static validation(details: readonly ErrorDetail[]): ApiError {
+    const first = details[0]!;
+    return new ApiError(400, 'validation', first.message, first.param, details);
+  }
+
+  static notFound(code = 'not_found', message = 'Ресурс не найден'): ApiError {
+    return new ApiError(404, code, message);
+  }
+
+  static unauthorized(message = 'Требуется авторизация: ключ не указан, не найден или отозван'): ApiError {
+    return new ApiError(401, 'unauthorized', message);
+  }
+}

@@ -1,0 +1,55 @@
+import { ArgumentsHost, Catch, ExceptionFilter, HttpException } from '@nestjs/common';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Logger } from '../../../../libs/logging/src/logger';
+import { ApiError } from './api-error';
+
+/**
+ * Every failure leaves the API in the spec's error shape. Nothing internal (stack,
+ * SQL, class names) reaches the client: unknown errors become 500 `internal` and
+ * are logged in full on the server.
+ */
+@Catch()
+export class ErrorFilter implements ExceptionFilter {
+  constructor(private readonly log: Logger) {}
+
+  catch(exception: unknown, host: ArgumentsHost): void {
+    const reply = host.switchToHttp().getResponse<FastifyReply>();
+    const request = host.switchToHttp().getRequest<FastifyRequest>();
+    const error = toApiError(exception);
+    if (error.status >= 500) {
+      this.log.error({ err: exception, method: request.method, url: request.url }, 'request failed');
+    }
+    for (const [name, value] of Object.entries(error.headers)) void reply.header(name, value);
+    void reply.status(error.status).header('content-type', 'application/json; charset=utf-8').send(error.body());
+  }
+}
+
+export function toApiError(exception: unknown): ApiError {
+  if (exception instanceof ApiError) return exception;
+  const fastifyCode = (exception as { code?: unknown }).code;
+  if (typeof fastifyCode === 'string' && fastifyCode.startsWith('FST_')) return fromFastify(fastifyCode, exception as Error);
+  if (exception instanceof HttpException) {
+    const status = exception.getStatus();
+    if (status === 404) return new ApiError(404, 'not_found', 'Такого адреса нет в API');
+    if (status === 405) return new ApiError(405, 'method_not_allowed', 'Метод не поддерживается для этого адреса');
+    if (status === 413) return new ApiError(413, 'payload_too_large', 'Тело запроса слишком большое');
+    if (status < 500) return new ApiError(status, 'validation', 'Некорректный запрос');
+  }
+  return new ApiError(500, 'internal', 'Внутренняя ошибка сервера');
+}
+
+function fromFastify(code: string, error: Error): ApiError {
+  switch (code) {
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new ApiError(400, 'validation', 'Тело запроса не является корректным JSON', 'body');
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new ApiError(413, 'payload_too_large', 'Тело запроса слишком большое');
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new ApiError(415, 'unsupported_media_type', 'Тело запроса должно быть в формате application/json');
+    default: {
+      const status = (error as { statusCode?: number }).statusCode ?? 500;
+      return status < 500 ? new ApiError(status, 'validation', 'Некорректный запрос') : new ApiError(500, 'internal', 'Внутренняя ошибка сервера');
+    }
+  }
+}

@@ -1,0 +1,5 @@
+/** Injection tokens of the API's infrastructure. */
+export const DATABASE_POOL = Symbol('DatabasePool');
+export const INFRASTRUCTURE = Symbol('Infrastructure');
+export const ADMIN_TOKEN = Symbol('AdminToken');
+export const READINESS = Symbol('Readiness');

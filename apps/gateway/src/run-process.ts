@@ -1,0 +1,86 @@
+import { randomBytes } from 'node:crypto';
+import type { NestFastifyApplication } from '@nestjs/platform-fastify';
+import { ConfigError, loadConfig } from '../../../libs/config/src';
+import { openInfrastructure } from '../../../libs/infrastructure/src/infrastructure';
+import { createLogger } from '../../../libs/logging/src/logger';
+import { allProjections } from '../../../libs/read-models/src';
+import { createApi } from '../../api/src/create-api';
+import { Projector } from '../../projector/src/projector';
+
+export interface ProcessRoles {
+  readonly name: string;
+  readonly api: boolean;
+  readonly projector: boolean;
+}
+
+/**
+ * Starts a gateway process with the roles asked for: `npm start` runs everything in
+ * one process, `start:api` and `start:projector` run them apart against one
+ * database. Stops cleanly on SIGINT/SIGTERM.
+ */
+export async function runProcess(roles: ProcessRoles): Promise<void> {
+  const log = createLogger(`gateway-${roles.name}`);
+  let config;
+  try {
+    config = loadConfig();
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`);
+      process.exit(2);
+    }
+    throw error;
+  }
+
+  try {
+    const infra = await openInfrastructure(config, log, { applicationName: `gateway-${roles.name}` });
+    const projector = roles.projector ? new Projector(infra.pool, infra.store, allProjections, log) : null;
+    projector?.start();
+
+    let app: NestFastifyApplication | null = null;
+    let adminToken = config.adminToken;
+    if (roles.api) {
+      const tokenWasGenerated = adminToken === null;
+      adminToken ??= randomBytes(24).toString('base64url');
+      app = await createApi(
+        {
+          infrastructure: infra,
+          adminToken,
+          readiness: () => (projector ? { projections: projector.report() } : {}),
+        },
+        log,
+      );
+      await app.listen({ port: config.port, host: '0.0.0.0' });
+      const address = app.getHttpServer().address();
+      const port = typeof address === 'object' && address ? address.port : config.port;
+      const lines = [
+        `Payment gateway (${roles.name}) listening on http://127.0.0.1:${port}`,
+        `  merchant API:  http://127.0.0.1:${port}/v1`,
+        `  operator API:  http://127.0.0.1:${port}/admin/v1`,
+        `  operator token (ADMIN_TOKEN${tokenWasGenerated ? ', generated for this run' : ''}): ${adminToken}`,
+        `  database: ${config.databaseUrl ? 'DATABASE_URL' : `embedded PostgreSQL under ${config.dataDir}`}; event store: ${config.eventStore}; clock: ${config.clock}`,
+      ];
+      process.stdout.write(`${lines.join('\n')}\n`);
+    } else {
+      process.stdout.write(`Payment gateway (${roles.name}) running ${projector?.report().length ?? 0} projections\n`);
+    }
+
+    let stopping = false;
+    const stop = async (signal: string) => {
+      if (stopping) return;
+      stopping = true;
+      log.info({ signal }, 'stopping');
+      const force = setTimeout(() => process.exit(1), 15_000);
+      force.unref();
+      await app?.close().catch(() => undefined);
+      await projector?.stop().catch(() => undefined);
+      await infra.close().catch(() => undefined);
+      process.exit(0);
+    };
+    process.on('SIGINT', () => void stop('SIGINT'));
+    process.on('SIGTERM', () => void stop('SIGTERM'));
+  } catch (error) {
+    log.fatal({ err: error }, 'the gateway could not start');
+    process.stderr.write(`The gateway could not start: ${(error as Error).message}\n`);
+    process.exit(1);
+  }
+}

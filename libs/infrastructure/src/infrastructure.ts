@@ -1,0 +1,72 @@
+import type { Pool } from 'pg';
+import { GatewayClock, ManualClock, ManualClockSync, SystemClock } from '../../clock/src';
+import type { GatewayConfig } from '../../config/src';
+import { createPool, EmbeddedDatabase, migrate, startEmbeddedPostgres } from '../../database/src';
+import { allMigrations } from '../../database/src/migrations';
+import { EventStore, PostgresEventStore } from '../../event-store/src';
+import { EventStoreDbEventStore } from '../../event-store/src/eventstoredb/eventstoredb-event-store';
+import type { Logger } from '../../logging/src/logger';
+
+/** What every process of the gateway stands on: database, event store, clock. */
+export interface Infrastructure {
+  readonly config: GatewayConfig;
+  readonly databaseUrl: string;
+  readonly pool: Pool;
+  readonly store: EventStore;
+  readonly clock: GatewayClock;
+  /** Set with CLOCK=manual. */
+  readonly clockSync: ManualClockSync | null;
+  close(): Promise<void>;
+}
+
+export async function openInfrastructure(
+  config: GatewayConfig,
+  log: Logger,
+  options: { applicationName?: string; poolSize?: number } = {},
+): Promise<Infrastructure> {
+  let embedded: EmbeddedDatabase | null = null;
+  let databaseUrl = config.databaseUrl;
+  if (databaseUrl === null) {
+    log.info({ dataDir: config.dataDir }, 'DATABASE_URL is not set: starting the embedded PostgreSQL');
+    embedded = await startEmbeddedPostgres(config.dataDir, { log: (line) => log.debug({ postgres: line }) });
+    databaseUrl = embedded.url;
+  }
+  const pool = createPool(databaseUrl, { max: options.poolSize ?? 20, applicationName: options.applicationName });
+  try {
+    const applied = await migrate(pool, allMigrations);
+    if (applied.length > 0) log.info({ versions: applied }, 'schema migrations applied');
+
+    const store: EventStore =
+      config.eventStore === 'eventstoredb'
+        ? EventStoreDbEventStore.fromConnectionString(config.eventStoreConnectionString!)
+        : new PostgresEventStore(pool);
+
+    let clock: GatewayClock = new SystemClock();
+    let clockSync: ManualClockSync | null = null;
+    if (config.clock === 'manual') {
+      const manual = new ManualClock();
+      clockSync = new ManualClockSync(pool, manual);
+      await clockSync.start();
+      clock = manual;
+    }
+
+    return {
+      config,
+      databaseUrl,
+      pool,
+      store,
+      clock,
+      clockSync,
+      async close() {
+        clockSync?.stop();
+        await store.close();
+        await pool.end();
+        await embedded?.stop();
+      },
+    };
+  } catch (error) {
+    await pool.end().catch(() => undefined);
+    await embedded?.stop().catch(() => undefined);
+    throw error;
+  }
+}

@@ -1,0 +1,62 @@
+import type { Pool, PoolClient } from 'pg';
+import type { Position } from '../../event-store/src';
+
+export const ZERO: Position = { commit: 0n, prepare: 0n };
+
+export interface CheckpointRow {
+  readonly projection: string;
+  readonly position: Position;
+  readonly eventsApplied: bigint;
+  readonly updatedAt: Date;
+  readonly rebuildStartedAt: Date | null;
+}
+
+type Queryable = Pick<Pool | PoolClient, 'query'>;
+
+/** Thrown when another instance moved the checkpoint under us: our batch is not applied. */
+export class CheckpointMovedError extends Error {
+  constructor(readonly projection: string) {
+    super(`checkpoint of projection ${projection} was moved by another instance`);
+    this.name = 'CheckpointMovedError';
+  }
+}
+
+export async function ensureCheckpoint(db: Queryable, projection: string): Promise<void> {
+  await db.query('INSERT INTO projection_checkpoints (projection) VALUES ($1) ON CONFLICT DO NOTHING', [projection]);
+}
+
+export async function readCheckpoint(db: Queryable, projection: string): Promise<CheckpointRow | null> {
+  const result = await db.query<{
+    commit_position: string;
+    prepare_position: string;
+    events_applied: string;
+    updated_at: Date;
+    rebuild_started_at: Date | null;
+  }>('SELECT * FROM projection_checkpoints WHERE projection = $1', [projection]);
+  const row = result.rows[0];
+  if (!row) return null;
+  return {
+    projection,
+    position: { commit: BigInt(row.commit_position), prepare: BigInt(row.prepare_position) },
+    eventsApplied: BigInt(row.events_applied),
+    updatedAt: row.updated_at,
+    rebuildStartedAt: row.rebuild_started_at,
+  };
+}
+
+/** Compare-and-set: moves the checkpoint from `from` to `to` or throws CheckpointMovedError. */
+export async function advanceCheckpoint(
+  tx: PoolClient,
+  projection: string,
+  from: Position,
+  to: Position,
+  applied: number,
+): Promise<void> {
+  const result = await tx.query(
+    `UPDATE projection_checkpoints
+     SET commit_position = $4, prepare_position = $5, events_applied = events_applied + $6, updated_at = now()
+     WHERE projection = $1 AND commit_position = $2 AND prepare_position = $3`,
+    [projection, from.commit.toString(), from.prepare.toString(), to.commit.toString(), to.prepare.toString(), applied],
+  );
+  if (result.rowCount !== 1) throw new CheckpointMovedError(projection);
+}

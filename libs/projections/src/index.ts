@@ -1,0 +1,6 @@
+export * from './projection';
+export * from './checkpoints';
+export * from './projection-runner';
+export * from './rebuild';
+export * from './progress-bar';
+export * from './schema';

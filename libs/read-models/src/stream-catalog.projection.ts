@@ -1,0 +1,61 @@
+import type { PoolClient } from 'pg';
+import type { Migration } from '../../database/src';
+import { RecordedEvent, streamCategory } from '../../event-store/src';
+import type { Projection } from '../../projections/src';
+
+export const streamCatalogMigration: Migration = {
+  version: 3,
+  name: 'read_model_stream_catalog',
+  sql: `
+CREATE TABLE stream_catalog (
+  stream_name text PRIMARY KEY,
+  category text NOT NULL,
+  event_count bigint NOT NULL,
+  last_revision bigint NOT NULL,
+  last_event_type text NOT NULL,
+  first_event_at timestamptz NOT NULL,
+  last_event_at timestamptz NOT NULL
+);
+CREATE INDEX stream_catalog_category ON stream_catalog (category, stream_name);
+`,
+};
+
+/**
+ * Every stream of the log with its category, length and last event: the auditor's
+ * index into the raw streams. Idempotent: counts are derived from revisions, so
+ * applying an event twice changes nothing.
+ */
+export const streamCatalogProjection: Projection = {
+  name: 'stream_catalog',
+  tables: ['stream_catalog'],
+  async apply(tx: PoolClient, events: readonly RecordedEvent[]): Promise<void> {
+    const latest = new Map<string, { first: RecordedEvent; last: RecordedEvent }>();
+    for (const event of events) {
+      const seen = latest.get(event.streamName);
+      if (!seen) latest.set(event.streamName, { first: event, last: event });
+      else if (event.revision > seen.last.revision) seen.last = event;
+    }
+    if (latest.size === 0) return;
+    const rows = [...latest.values()];
+    await tx.query(
+      `INSERT INTO stream_catalog AS c (stream_name, category, event_count, last_revision, last_event_type, first_event_at, last_event_at)
+       SELECT s.name, s.category, s.revision + 1, s.revision, s.type, s.first_at, s.last_at
+       FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::timestamptz[], $6::timestamptz[])
+         AS s(name, category, revision, type, first_at, last_at)
+       ON CONFLICT (stream_name) DO UPDATE SET
+         event_count = GREATEST(c.event_count, EXCLUDED.event_count),
+         last_revision = GREATEST(c.last_revision, EXCLUDED.last_revision),
+         last_event_type = CASE WHEN EXCLUDED.last_revision >= c.last_revision THEN EXCLUDED.last_event_type ELSE c.last_event_type END,
+         first_event_at = LEAST(c.first_event_at, EXCLUDED.first_event_at),
+         last_event_at = GREATEST(c.last_event_at, EXCLUDED.last_event_at)`,
+      [
+        rows.map((r) => r.last.streamName),
+        rows.map((r) => streamCategory(r.last.streamName)),
+        rows.map((r) => r.last.revision.toString()),
+        rows.map((r) => r.last.type),
+        rows.map((r) => r.first.createdAt.toISOString()),
+        rows.map((r) => r.last.createdAt.toISOString()),
+      ],
+    );
+  },
+};

@@ -1,0 +1,65 @@
+import { ConfigError, loadConfig } from '../../libs/config/src';
+import { ManualClock } from '../../libs/clock/src';
+
+describe('configuration from the environment', () => {
+  it('has working defaults for a fresh machine', () => {
+    expect(loadConfig({})).toEqual({
+      port: 3000,
+      databaseUrl: null,
+      dataDir: './data',
+      eventStore: 'postgres',
+      eventStoreConnectionString: null,
+      adminToken: null,
+      clock: 'system',
+    });
+  });
+
+  it('reads every variable', () => {
+    const config = loadConfig({
+      PORT: '8080',
+      DATABASE_URL: 'postgres://u:p@db:5432/gw',
+      DATA_DIR: '/var/lib/gw',
+      EVENT_STORE: 'eventstoredb',
+      EVENTSTORE_CONNECTION_STRING: 'esdb://localhost:2113?tls=false',
+      ADMIN_TOKEN: 'a-very-long-operator-token',
+      CLOCK: 'manual',
+    });
+    expect(config).toMatchObject({ port: 8080, eventStore: 'eventstoredb', clock: 'manual', dataDir: '/var/lib/gw' });
+  });
+
+  it.each([
+    [{ PORT: 'abc' }, 'PORT must be an integer from 0 to 65535'],
+    [{ PORT: '70000' }, 'PORT must be an integer from 0 to 65535'],
+    [{ DATABASE_URL: 'mysql://x' }, 'DATABASE_URL must be a PostgreSQL connection URL'],
+    [{ EVENT_STORE: 'kafka' }, 'EVENT_STORE must be "postgres" or "eventstoredb", got "kafka"'],
+    [{ EVENT_STORE: 'eventstoredb' }, 'EVENT_STORE=eventstoredb needs EVENTSTORE_CONNECTION_STRING'],
+    [{ EVENT_STORE: 'eventstoredb', EVENTSTORE_CONNECTION_STRING: 'http://x' }, 'EVENTSTORE_CONNECTION_STRING must start with'],
+    [{ ADMIN_TOKEN: 'short' }, 'ADMIN_TOKEN must be at least 16 characters'],
+    [{ CLOCK: 'fast' }, 'CLOCK must be "system" or "manual", got "fast"'],
+  ])('refuses %j with a message naming the variable', (env, message) => {
+    expect(() => loadConfig(env)).toThrow(ConfigError);
+    expect(() => loadConfig(env)).toThrow(message);
+  });
+
+  it('lists every problem at once', () => {
+    try {
+      loadConfig({ PORT: 'x', CLOCK: 'y' });
+      throw new Error('expected a ConfigError');
+    } catch (error) {
+      expect((error as ConfigError).problems).toHaveLength(2);
+    }
+  });
+});
+
+describe('manual clock', () => {
+  it('is real time plus an offset that only moves forward', () => {
+    let real = 1_000_000;
+    const clock = new ManualClock(() => real);
+    expect(clock.now().getTime()).toBe(1_000_000);
+    clock.setOffset(60_000);
+    real += 5;
+    expect(clock.now().getTime()).toBe(1_060_005);
+    clock.setOffset(10_000);
+    expect(clock.offsetMilliseconds).toBe(60_000);
+  });
+});

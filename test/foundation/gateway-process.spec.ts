@@ -1,0 +1,179 @@
+import { randomUUID } from 'node:crypto';
+import { Pool } from 'pg';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { startGateway, startProcess, temporaryDataDir } from '../support/gateway-process';
+
+const ADMIN_TOKEN = 'operator-token-for-tests-0123456789';
+
+async function json(url: string, init: RequestInit = {}) {
+  const response = await fetch(url, init);
+  const text = await response.text();
+  return { status: response.status, body: text ? JSON.parse(text) : null, headers: response.headers };
+}
+
+async function untilTrue(check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR', () => {
+  const data = temporaryDataDir();
+  afterAll(() => data.remove());
+
+  it('starts, answers health, prints the operator token, and keeps its data across a restart', async () => {
+    const env = { DATA_DIR: data.dir, CLOCK: 'manual' };
+    const first = await startGateway('gateway', env);
+    try {
+      expect(first.output()).toMatch(/operator token \(ADMIN_TOKEN, generated for this run\): \S{20,}/);
+      expect(first.output()).toContain(`embedded PostgreSQL under ${data.dir}`);
+      expect((await json(`${first.baseUrl}/health/live`)).status).toBe(200);
+      const ready = await json(`${first.baseUrl}/health/ready`);
+      expect(ready.status).toBe(200);
+      expect(ready.body).toMatchObject({ status: 'ready', database: 'ok' });
+      expect(ready.body.projections.map((p: { projection: string }) => p.projection)).toContain('stream_catalog');
+
+      const advanced = await json(`${first.baseUrl}/admin/v1/clock/advance`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${first.adminToken}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ seconds: 3600 }),
+      });
+      expect(advanced.status).toBe(200);
+      expect(new Date(advanced.body.now).getTime()).toBeGreaterThan(Date.now() + 3500_000);
+    } finally {
+      expect(await first.kill('SIGTERM')).toBe(0);
+    }
+
+    const second = await startGateway('gateway', env);
+    try {
+      const now = await json(`${second.baseUrl}/admin/v1/clock/advance`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${second.adminToken}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ seconds: 0 }),
+      });
+      // The offset was stored in the embedded database, which kept its data.
+      expect(new Date(now.body.now).getTime()).toBeGreaterThan(Date.now() + 3500_000);
+    } finally {
+      await second.kill('SIGTERM');
+    }
+  });
+
+  it('starts again after being killed with SIGKILL, reusing the server it left running', async () => {
+    const env = { DATA_DIR: data.dir };
+    const first = await startGateway('gateway', env);
+    await first.kill('SIGKILL');
+    const second = await startGateway('gateway', env);
+    try {
+      expect((await json(`${second.baseUrl}/health/ready`)).status).toBe(200);
+    } finally {
+      await second.kill('SIGTERM');
+    }
+  });
+});
+
+describe('the gateway against a DATABASE_URL', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase({ migrate: false });
+  });
+  afterAll(async () => {
+    await db.drop();
+  });
+
+  it('runs the API and the projector as separate processes on one database', async () => {
+    const env = { DATABASE_URL: db.url, ADMIN_TOKEN };
+    const [api, projector] = await Promise.all([
+      startGateway('api', env),
+      (async () => {
+        const p = startProcess('projector', env);
+        await p.waitForOutput(/running \d+ projections/);
+        return p;
+      })(),
+    ]);
+    try {
+      const ready = await json(`${api.baseUrl}/health/ready`);
+      expect(ready.status).toBe(200);
+      expect(ready.body.projections).toBeUndefined();
+
+      // An event appended by anyone reaches the projector process's read model.
+      const pool = new Pool({ connectionString: db.url });
+      try {
+        await pool.query(
+          `INSERT INTO event_streams (stream_name, revision) VALUES ('probe-1', 0);
+           INSERT INTO events (stream_name, stream_revision, event_id, event_type, data)
+           VALUES ('probe-1', 0, '${randomUUID()}', 'Probed', '{}')`,
+        );
+        await untilTrue(async () => (await pool.query(`SELECT 1 FROM stream_catalog WHERE stream_name = 'probe-1'`)).rowCount === 1);
+
+        const raw = await json(`${api.baseUrl}/admin/v1/streams/probe-1`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+        expect(raw.status).toBe(200);
+        expect(raw.body.events).toEqual([expect.objectContaining({ type: 'Probed', revision: 0, data: {} })]);
+      } finally {
+        await pool.end();
+      }
+    } finally {
+      await Promise.all([api.kill(), projector.kill()]);
+    }
+  });
+
+  it('answers in the error shape: unknown route, missing operator token, clock off, bad input', async () => {
+    const api = await startGateway('api', { DATABASE_URL: db.url, ADMIN_TOKEN });
+    try {
+      const unknown = await json(`${api.baseUrl}/v1/nothing-here`);
+      expect(unknown.status).toBe(404);
+      expect(unknown.body).toEqual({ error: { code: 'not_found', message: expect.any(String) } });
+
+      const noToken = await json(`${api.baseUrl}/admin/v1/clock/advance`, { method: 'POST' });
+      expect(noToken.status).toBe(401);
+      expect(noToken.body.error.code).toBe('unauthorized');
+
+      const wrongToken = await json(`${api.baseUrl}/admin/v1/streams/probe-1`, { headers: { authorization: 'Bearer nope' } });
+      expect(wrongToken.status).toBe(401);
+
+      const auth = { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' };
+      const clockOff = await json(`${api.baseUrl}/admin/v1/clock/advance`, { method: 'POST', headers: auth, body: '{"seconds":1}' });
+      expect(clockOff.status).toBe(404);
+      expect(clockOff.body.error.code).toBe('not_found');
+
+      const notJson = await json(`${api.baseUrl}/admin/v1/clock/advance`, { method: 'POST', headers: auth, body: '{"seconds":' });
+      expect(notJson.status).toBe(400);
+      expect(notJson.body.error).toMatchObject({ code: 'validation' });
+
+      const missingStream = await json(`${api.baseUrl}/admin/v1/streams/none-1`, { headers: auth });
+      expect(missingStream.status).toBe(404);
+      const badLimit = await json(`${api.baseUrl}/admin/v1/streams/probe-1?limit=0`, { headers: auth });
+      expect(badLimit.status).toBe(400);
+      expect(badLimit.body.error.param).toBe('limit');
+    } finally {
+      await api.kill();
+    }
+  });
+
+  it('validates the manual clock advance', async () => {
+    const api = await startGateway('api', { DATABASE_URL: db.url, ADMIN_TOKEN, CLOCK: 'manual' });
+    try {
+      const auth = { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' };
+      for (const body of ['{"seconds":-1}', '{"seconds":1.5}', '{"seconds":"60"}', '{}']) {
+        const result = await json(`${api.baseUrl}/admin/v1/clock/advance`, { method: 'POST', headers: auth, body });
+        expect(result.status).toBe(400);
+        expect(result.body.error).toMatchObject({ code: 'validation', param: 'seconds' });
+      }
+      const before = await json(`${api.baseUrl}/admin/v1/clock/advance`, { method: 'POST', headers: auth, body: '{"seconds":0}' });
+      const after = await json(`${api.baseUrl}/admin/v1/clock/advance`, { method: 'POST', headers: auth, body: '{"seconds":120}' });
+      const moved = new Date(after.body.now).getTime() - new Date(before.body.now).getTime();
+      expect(moved).toBeGreaterThanOrEqual(120_000);
+      expect(moved).toBeLessThan(130_000);
+    } finally {
+      await api.kill();
+    }
+  });
+
+  it('refuses a bad configuration with a clear message and exit code 2', async () => {
+    const proc = startProcess('gateway', { PORT: 'eighty', EVENT_STORE: 'kafka' });
+    expect(await proc.exited).toBe(2);
+    expect(proc.output()).toContain('PORT must be an integer from 0 to 65535');
+    expect(proc.output()).toContain('EVENT_STORE must be "postgres" or "eventstoredb"');
+  });
+});

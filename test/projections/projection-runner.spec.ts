@@ -1,0 +1,195 @@
+import { randomUUID } from 'node:crypto';
+import type { PoolClient } from 'pg';
+import { PostgresEventStore, RecordedEvent } from '../../libs/event-store/src';
+import {
+  Projection,
+  ProjectionRunner,
+  readCheckpoint,
+  rebuildProjection,
+  resetProjection,
+} from '../../libs/projections/src';
+import { streamCatalogProjection } from '../../libs/read-models/src';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+
+let db: TestDatabase;
+let store: PostgresEventStore;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  store = new PostgresEventStore(db.pool, { pollIntervalMs: 10 });
+  await db.pool.query(`CREATE TABLE seen_events (event_id uuid PRIMARY KEY, seen_count int NOT NULL)`);
+});
+afterAll(async () => {
+  await store.close();
+  await db.drop();
+});
+
+/** Counts how often each event reached `apply`: an event applied twice shows seen_count 2. */
+const countingProjection = (name: string, onApply?: (events: readonly RecordedEvent[]) => Promise<void>): Projection => ({
+  name,
+  tables: ['seen_events'],
+  filter: { streamNamePrefixes: ['count-'] },
+  async apply(tx: PoolClient, events) {
+    await onApply?.(events);
+    for (const e of events) {
+      await tx.query(
+        `INSERT INTO seen_events (event_id, seen_count) VALUES ($1, 1)
+         ON CONFLICT (event_id) DO UPDATE SET seen_count = seen_events.seen_count + 1`,
+        [e.id],
+      );
+    }
+  },
+});
+
+async function appendMany(prefix: string, streams: number, perStream: number): Promise<void> {
+  for (let s = 0; s < streams; s++) {
+    await store.appendToStream(
+      `${prefix}-${s}`,
+      Array.from({ length: perStream }, (_, i) => ({ id: randomUUID(), type: `Step${i}`, data: { s, i } })),
+    );
+  }
+}
+
+async function until(condition: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+const seen = async () =>
+  (await db.pool.query<{ n: number; max: number }>('SELECT count(*)::int AS n, coalesce(max(seen_count), 0)::int AS max FROM seen_events'))
+    .rows[0]!;
+
+describe('projection runner', () => {
+  beforeEach(async () => {
+    await db.pool.query('TRUNCATE seen_events');
+  });
+
+  it('applies every matching event once, skips others, and stores its checkpoint', async () => {
+    const projection = countingProjection(`p_${randomUUID().slice(0, 8)}`);
+    await appendMany('count', 5, 4);
+    await appendMany('other', 3, 2);
+    const runner = new ProjectionRunner(db.pool, store, projection, { batchSize: 7 });
+    runner.start();
+    await until(async () => (await seen()).n === 20);
+    await until(async () => runner.status().state === 'live');
+    await runner.stop();
+    expect(await seen()).toEqual({ n: 20, max: 1 });
+    const checkpoint = await readCheckpoint(db.pool, projection.name);
+    expect(checkpoint!.position).toEqual(await store.headPosition());
+  });
+
+  it('resumes after a restart where it stopped, without applying anything twice', async () => {
+    const projection = countingProjection(`p_${randomUUID().slice(0, 8)}`);
+    const first = new ProjectionRunner(db.pool, store, projection, { batchSize: 5 });
+    first.start();
+    await until(async () => first.status().state === 'live');
+    const before = (await seen()).n;
+    await first.stop();
+
+    await appendMany('count', 2, 3);
+    const second = new ProjectionRunner(db.pool, store, projection, { batchSize: 5 });
+    second.start();
+    await until(async () => (await seen()).n === before + 6);
+    await until(async () => second.status().state === 'live');
+    await second.stop();
+    expect((await seen()).max).toBe(1);
+  });
+
+  it('keeps one active instance: a second runner waits in standby and takes over when the first stops', async () => {
+    const projection = countingProjection(`p_${randomUUID().slice(0, 8)}`);
+    const a = new ProjectionRunner(db.pool, store, projection, { standbyRetryMs: 50 });
+    const b = new ProjectionRunner(db.pool, store, projection, { standbyRetryMs: 50 });
+    a.start();
+    await until(async () => a.status().state === 'live');
+    b.start();
+    await until(async () => b.status().state === 'standby');
+    await a.stop();
+    await appendMany('count', 1, 2);
+    await until(async () => b.status().state === 'live' && (await seen()).n > 0);
+    await b.stop();
+    expect((await seen()).max).toBe(1);
+  });
+
+  it('a batch whose checkpoint was moved by someone else is rolled back, not applied twice', async () => {
+    let moved = false;
+    const projection = countingProjection(`p_${randomUUID().slice(0, 8)}`, async () => {
+      if (moved) return;
+      moved = true;
+      // Another process moves the stored checkpoint while this batch is being applied:
+      // the runner's compare-and-set must fail and its whole batch roll back.
+      await db.pool.query(`UPDATE projection_checkpoints SET commit_position = 1, prepare_position = 1 WHERE projection = $1`, [
+        projection.name,
+      ]);
+    });
+    const runner = new ProjectionRunner(db.pool, store, projection, { batchSize: 1000 });
+    runner.start();
+    await until(async () => runner.status().state === 'live');
+    await runner.stop();
+    expect(moved).toBe(true);
+    const total = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM events WHERE stream_name LIKE 'count-%'`);
+    expect(await seen()).toEqual({ n: total.rows[0]!.n, max: 1 });
+  });
+
+  it('a failing batch is retried, never skipped', async () => {
+    let failures = 2;
+    const projection = countingProjection(`p_${randomUUID().slice(0, 8)}`, async () => {
+      if (failures > 0) {
+        failures--;
+        throw new Error('read model unavailable');
+      }
+    });
+    const runner = new ProjectionRunner(db.pool, store, projection, { batchSize: 1000 });
+    runner.start();
+    await until(async () => runner.status().state === 'live', 20_000);
+    await runner.stop();
+    expect(failures).toBe(0);
+    const total = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM events WHERE stream_name LIKE 'count-%'`);
+    expect((await seen()).n).toBe(total.rows[0]!.n);
+  });
+});
+
+describe('stream catalog and rebuild', () => {
+  const checksum = async () =>
+    (
+      await db.pool.query<{ sum: string }>(
+        `SELECT md5(coalesce(string_agg(c::text, '|' ORDER BY c.stream_name), '')) AS sum FROM stream_catalog c`,
+      )
+    ).rows[0]!.sum;
+
+  it('catalogues every stream with its length and last event; a rebuild gives the same table', async () => {
+    await appendMany('catalog', 4, 3);
+    const live = new ProjectionRunner(db.pool, store, streamCatalogProjection, { batchSize: 3 });
+    live.start();
+    await until(async () => live.status().state === 'live');
+    await live.stop();
+    const row = await db.pool.query(`SELECT * FROM stream_catalog WHERE stream_name = 'catalog-2'`);
+    expect(row.rows[0]).toMatchObject({ category: 'catalog', event_count: '3', last_revision: '2', last_event_type: 'Step2' });
+    const liveSum = await checksum();
+
+    await resetProjection(db.pool, streamCatalogProjection);
+    expect((await db.pool.query('SELECT count(*)::int AS n FROM stream_catalog')).rows[0].n).toBe(0);
+    const progress: number[] = [];
+    const result = await rebuildProjection(db.pool, store, streamCatalogProjection, {
+      batchSize: 4,
+      onProgress: (p) => progress.push(p.fraction),
+    });
+    expect(await checksum()).toBe(liveSum);
+    expect(progress[progress.length - 1]).toBe(1);
+    expect(Number(result.eventsApplied)).toBeGreaterThan(0);
+  });
+
+  it('applying the same events twice changes nothing (idempotent handler)', async () => {
+    const events = await store.readAll({ maxCount: 10_000 });
+    const before = await checksum();
+    const client = await db.pool.connect();
+    try {
+      await streamCatalogProjection.apply(client, events);
+    } finally {
+      client.release();
+    }
+    expect(await checksum()).toBe(before);
+  });
+});

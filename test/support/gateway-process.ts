@@ -1,0 +1,108 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { makeTraversable } from '../../libs/database/src/embedded-postgres';
+
+export const ROOT = path.resolve(__dirname, '../..');
+
+export type Entry = 'gateway' | 'api' | 'projector' | 'rebuild';
+const ENTRIES: Record<Entry, string> = {
+  gateway: 'dist/apps/gateway/src/main.js',
+  api: 'dist/apps/api/src/main.js',
+  projector: 'dist/apps/projector/src/main.js',
+  rebuild: 'dist/apps/projector/src/rebuild.js',
+};
+
+export interface RunningProcess {
+  readonly child: ChildProcess;
+  /** Everything written to stdout and stderr so far. */
+  output(): string;
+  /** Resolves with the exit code (or signal name). */
+  readonly exited: Promise<number | string>;
+  waitForOutput(pattern: RegExp, timeoutMs?: number): Promise<RegExpMatchArray>;
+  kill(signal?: NodeJS.Signals): Promise<number | string>;
+}
+
+/** Starts one of the compiled entry points with the given environment (plus PATH). */
+export function startProcess(entry: Entry, env: Record<string, string>, args: string[] = []): RunningProcess {
+  const child = spawn(process.execPath, [path.join(ROOT, ENTRIES[entry]), ...args], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let text = '';
+  const listeners = new Set<() => void>();
+  const onData = (chunk: Buffer) => {
+    text += chunk.toString('utf8');
+    for (const l of listeners) l();
+  };
+  child.stdout!.on('data', onData);
+  child.stderr!.on('data', onData);
+  const exited = new Promise<number | string>((resolve) => {
+    child.on('exit', (code, signal) => {
+      resolve(code ?? signal ?? 'unknown');
+      for (const l of listeners) l();
+    });
+  });
+  let exitedAlready = false;
+  void exited.then(() => (exitedAlready = true));
+
+  return {
+    child,
+    output: () => text,
+    exited,
+    waitForOutput(pattern, timeoutMs = 30_000) {
+      return new Promise((resolve, reject) => {
+        const check = () => {
+          const match = pattern.exec(text);
+          if (match) {
+            cleanup();
+            resolve(match);
+          } else if (exitedAlready) {
+            cleanup();
+            reject(new Error(`${entry} exited before printing ${pattern}; output:\n${text}`));
+          }
+        };
+        const timer = setTimeout(() => {
+          cleanup();
+          reject(new Error(`${entry} did not print ${pattern} within ${timeoutMs} ms; output:\n${text}`));
+        }, timeoutMs);
+        const cleanup = () => {
+          clearTimeout(timer);
+          listeners.delete(check);
+        };
+        listeners.add(check);
+        check();
+      });
+    },
+    async kill(signal = 'SIGTERM') {
+      if (!exitedAlready) child.kill(signal);
+      return exited;
+    },
+  };
+}
+
+export interface RunningGateway extends RunningProcess {
+  readonly baseUrl: string;
+  readonly adminToken: string;
+}
+
+/** Starts an entry point that serves HTTP and waits until it printed its address. */
+export async function startGateway(entry: 'gateway' | 'api', env: Record<string, string>): Promise<RunningGateway> {
+  const proc = startProcess(entry, { PORT: '0', ...env });
+  const [, url] = await proc.waitForOutput(/listening on (http:\/\/127\.0\.0\.1:\d+)/);
+  const [, token] = await proc.waitForOutput(/operator token \([^)]*\): (\S+)/);
+  return { ...proc, baseUrl: url!, adminToken: token! };
+}
+
+/** A data folder the embedded PostgreSQL (running as the postgres user) can reach. */
+export function temporaryDataDir(): { dir: string; remove(): void } {
+  const parent = path.join(ROOT, '.tmp');
+  makeTraversable(parent);
+  const dir = mkdtempSync(path.join(parent, 'data-'));
+  makeTraversable(dir);
+  return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+export const tmpRoot = os.tmpdir();
