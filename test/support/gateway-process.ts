@@ -1,6 +1,5 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { makeTraversable } from '../../libs/database/src/embedded-postgres';
 
@@ -105,4 +104,3 @@ export function temporaryDataDir(): { dir: string; remove(): void } {
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-export const tmpRoot = os.tmpdir();

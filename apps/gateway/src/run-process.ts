@@ -19,7 +19,7 @@ export interface ProcessRoles {
  * database. Stops cleanly on SIGINT/SIGTERM.
  */
 export async function runProcess(roles: ProcessRoles): Promise<void> {
-  const log = createLogger(`gateway-${roles.name}`);
+  const log = createLogger(roles.name === 'gateway' ? 'gateway' : `gateway-${roles.name}`);
   let config;
   try {
     config = loadConfig();

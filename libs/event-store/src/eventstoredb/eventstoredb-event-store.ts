@@ -496,7 +496,7 @@ export function batchClientSubscription(client: AllStreamSubscription, options: 
         await client.unsubscribe().catch(() => undefined);
         // Cancelling the gRPC call does not end the client's stream: destroy it, so
         // that the read ahead (subscriptionItems) finishes.
-        void 0;
+        client.destroy();
       }
     },
   });
