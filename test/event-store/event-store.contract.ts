@@ -146,7 +146,13 @@ export function eventStoreContract(adapterName: string, open: () => Promise<Even
         for (const id of ['x', 'y', 'z']) {
           await store.appendToStream(stream(id), [event('Step', { id })], { expectedRevision: 'no_stream' });
         }
-        const all = ours(await readWholeLog(store));
+        // $all is eventually consistent on PostgreSQL: a committed event shows once every
+        // older transaction of the cluster has ended (the gap protection), so read until it does.
+        let all: RecordedEvent[] = [];
+        await eventually(async () => {
+          all = ours(await readWholeLog(store));
+          return all.length >= 3;
+        });
         expect(all.map((e) => e.data.id)).toEqual(['x', 'y', 'z']);
         for (let i = 1; i < all.length; i++) expect(comparePositions(all[i - 1]!.position, all[i]!.position)).toBeLessThan(0);
 
@@ -247,6 +253,14 @@ async function collect(
     onBatch?.(batch.caughtUp);
     if (into.length >= count) return;
     if (Date.now() > deadline) throw new Error(`subscription delivered ${into.length} of ${count} events in 30 s`);
+  }
+}
+
+async function eventually(check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 10));
   }
 }
 

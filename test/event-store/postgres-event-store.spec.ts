@@ -78,6 +78,16 @@ describe('PostgreSQL event store specifics', () => {
     await expect(localStore.readStream('reuse-b')).rejects.toThrow('not found');
   });
 
+  it('the same event ids at another expected revision are not a retry', async () => {
+    const first = { id: randomUUID(), type: 'X', data: {} };
+    await localStore.appendToStream('again-a', [first], { expectedRevision: 'no_stream' });
+    await localStore.appendToStream('again-a', [{ id: randomUUID(), type: 'Y', data: {} }], { expectedRevision: 0n });
+    await expect(localStore.appendToStream('again-a', [first], { expectedRevision: 1n })).rejects.toBeInstanceOf(
+      DuplicateEventIdError,
+    );
+    expect(await localStore.readStream('again-a')).toHaveLength(2);
+  });
+
   it('an append is all or nothing', async () => {
     const id = randomUUID();
     await localStore.appendToStream('atomic-a', [{ id, type: 'X', data: {} }]);

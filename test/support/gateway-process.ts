@@ -5,12 +5,13 @@ import { makeTraversable } from '../../libs/database/src/embedded-postgres';
 
 export const ROOT = path.resolve(__dirname, '../..');
 
-export type Entry = 'gateway' | 'api' | 'projector' | 'rebuild';
+export type Entry = 'gateway' | 'api' | 'projector' | 'rebuild' | 'ledger-verify';
 const ENTRIES: Record<Entry, string> = {
   gateway: 'dist/apps/gateway/src/main.js',
   api: 'dist/apps/api/src/main.js',
   projector: 'dist/apps/projector/src/main.js',
   rebuild: 'dist/apps/projector/src/rebuild.js',
+  'ledger-verify': 'dist/apps/projector/src/ledger-verify.js',
 };
 
 export interface RunningProcess {

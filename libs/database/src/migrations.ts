@@ -3,6 +3,8 @@ import { eventStoreMigration } from '../../event-store/src/postgres/schema';
 import { projectionsMigration } from '../../projections/src/schema';
 import { streamCatalogMigration } from '../../read-models/src/stream-catalog.projection';
 import { manualClockMigration } from '../../clock/src/manual-clock-sync';
+import { snapshotsMigration } from '../../event-store/src/postgres/snapshot-store';
+import { ledgerReadModelMigration } from '../../read-models/src/ledger.projection';
 
 /** Every schema change of the gateway, in version order. Never edit an applied one: add a new one. */
 export const allMigrations: readonly Migration[] = [
@@ -10,4 +12,6 @@ export const allMigrations: readonly Migration[] = [
   projectionsMigration,
   streamCatalogMigration,
   manualClockMigration,
+  snapshotsMigration,
+  ledgerReadModelMigration,
 ];

@@ -1,3 +1,5 @@
 export * from './event-store';
 export * from './postgres/postgres-event-store';
 export * from './postgres/schema';
+export * from './decider';
+export * from './postgres/snapshot-store';

@@ -129,7 +129,10 @@ export class PostgresEventStore implements EventStore {
 
   /**
    * The append wrote nothing. If exactly these events are already in the stream, in
-   * this order, it is a retry of an append that succeeded: answer as that append did.
+   * this order, and where this append expected to put them, it is a retry of an
+   * append that succeeded: answer as that append did. The same ids anywhere else
+   * are a different append reusing them (as in EventStoreDB: idempotent only at the
+   * expected revision).
    */
   private async afterRefusedAppend(
     streamName: string,
@@ -149,7 +152,8 @@ export class PostgresEventStore implements EventStore {
             row.stream_name === streamName &&
             row.event_id === ids[i] &&
             BigInt(row.stream_revision) === BigInt(stored.rows[0]!.stream_revision) + BigInt(i),
-        );
+        ) &&
+        expectationMatches(expected, BigInt(stored.rows[0]!.stream_revision));
       if (!sameAppend) throw new DuplicateEventIdError(streamName, stored.rows.map((r) => r.event_id));
       const last = toEvent(stored.rows[stored.rows.length - 1]!);
       return { nextExpectedRevision: last.revision, position: last.position };
@@ -269,6 +273,14 @@ export class PostgresEventStore implements EventStore {
     this.tail.close();
     if (this.options.ownsPool) await this.pool.end();
   }
+}
+
+/** Would an append with this expectation have put its first event at `firstRevision`? */
+function expectationMatches(expected: ExpectedRevision, firstRevision: bigint): boolean {
+  if (typeof expected === 'bigint') return firstRevision === expected + 1n;
+  if (expected === 'no_stream') return firstRevision === 0n;
+  if (expected === 'stream_exists') return firstRevision > 0n;
+  return true;
 }
 
 /** Errors a retry cannot cure: a programming or schema error rather than a lost connection. */

@@ -1,0 +1,145 @@
+import { randomUUID } from 'node:crypto';
+import {
+  DuplicateEventIdError,
+  EventStore,
+  EventToAppend,
+  JsonObject,
+  Position,
+  StreamNotFoundError,
+  WrongExpectedRevisionError,
+} from './event-store';
+
+/**
+ * An aggregate as pure functions (Emmett's decider): the state a stream folds into,
+ * and the events a command adds to it, or the domain error that refuses it.
+ */
+export interface Decider<State, Command, Event extends { type: string; data: JsonObject }, Failure> {
+  initialState(): State;
+  evolve(state: State, event: Event): State;
+  decide(command: Command, state: State): Event[] | Failure;
+}
+
+/** Versioned snapshots of folded state: a cache, never the source of truth. */
+export interface SnapshotStore {
+  load(streamName: string): Promise<{ revision: bigint; schemaVersion: number; state: unknown } | null>;
+  save(streamName: string, revision: bigint, schemaVersion: number, state: unknown): Promise<void>;
+}
+
+export interface SnapshotPolicy {
+  readonly store: SnapshotStore;
+  /** Bump when the state's shape changes: older snapshots are then ignored. */
+  readonly schemaVersion: number;
+  /** Take a snapshot once this many events were appended since the last one. */
+  readonly every: number;
+}
+
+export interface HandleOptions<Event> {
+  /** The id of each new event; default a random UUID. Deterministic ids make retries idempotent. */
+  readonly eventId?: (event: Event, index: number) => string;
+  readonly metadata?: JsonObject;
+  readonly snapshots?: SnapshotPolicy;
+  /** How often a command is decided again on fresh state after a revision conflict. */
+  readonly maxAttempts?: number;
+  /**
+   * An event id of this command is already stored elsewhere in the stream: the same
+   * cause was handled before. 'already_handled' answers as a repeat (no new events).
+   */
+  readonly onDuplicateEventId?: 'throw' | 'already_handled';
+}
+
+export type HandleResult<State, Event, Failure> =
+  | {
+      readonly ok: true;
+      readonly state: State;
+      /** The events this call appended ([] for an idempotent repeat). */
+      readonly events: readonly Event[];
+      readonly revision: bigint;
+      /** Log position of the last appended event; null when nothing was appended. */
+      readonly position: Position | null;
+      readonly attempts: number;
+    }
+  | { readonly ok: false; readonly failure: Failure; readonly state: State; readonly attempts: number };
+
+export interface LoadedState<State> {
+  readonly state: State;
+  /** Revision of the last event folded; -1 for a stream that does not exist. */
+  readonly revision: bigint;
+  readonly snapshotRevision: bigint | null;
+}
+
+export async function loadState<State, Event extends { type: string; data: JsonObject }>(
+  store: EventStore,
+  streamName: string,
+  decider: Pick<Decider<State, never, Event, never>, 'initialState' | 'evolve'>,
+  snapshots?: SnapshotPolicy,
+): Promise<LoadedState<State>> {
+  let state = decider.initialState();
+  let revision = -1n;
+  let snapshotRevision: bigint | null = null;
+  const snapshot = snapshots ? await snapshots.store.load(streamName) : null;
+  if (snapshot && snapshot.schemaVersion === snapshots!.schemaVersion) {
+    state = snapshot.state as State;
+    revision = snapshot.revision;
+    snapshotRevision = snapshot.revision;
+  }
+  try {
+    const events = await store.readStream(streamName, { fromRevision: revision + 1n });
+    for (const event of events) {
+      state = decider.evolve(state, { type: event.type, data: event.data } as Event);
+      revision = event.revision;
+    }
+  } catch (error) {
+    if (!(error instanceof StreamNotFoundError)) throw error;
+  }
+  return { state, revision, snapshotRevision };
+}
+
+/**
+ * The whole write side of one command: load the stream, decide, append with the
+ * expected revision; on a conflict decide again on fresh state. Never overwrites.
+ */
+export async function handleCommand<State, Command, Event extends { type: string; data: JsonObject }, Failure>(
+  store: EventStore,
+  streamName: string,
+  decider: Decider<State, Command, Event, Failure>,
+  command: Command,
+  options: HandleOptions<Event> = {},
+): Promise<HandleResult<State, Event, Failure>> {
+  const maxAttempts = options.maxAttempts ?? 100;
+  for (let attempt = 1; ; attempt++) {
+    const loaded = await loadState(store, streamName, decider, options.snapshots);
+    const decision = decider.decide(command, loaded.state);
+    if (!Array.isArray(decision)) return { ok: false, failure: decision, state: loaded.state, attempts: attempt };
+    if (decision.length === 0) {
+      return { ok: true, state: loaded.state, events: [], revision: loaded.revision, position: null, attempts: attempt };
+    }
+    const toAppend: EventToAppend[] = decision.map((event, i) => ({
+      id: options.eventId ? options.eventId(event, i) : randomUUID(),
+      type: event.type,
+      data: event.data,
+      metadata: options.metadata,
+    }));
+    try {
+      const result = await store.appendToStream(streamName, toAppend, {
+        expectedRevision: loaded.revision < 0n ? 'no_stream' : loaded.revision,
+      });
+      const state = decision.reduce(decider.evolve, loaded.state);
+      if (options.snapshots) {
+        const since = result.nextExpectedRevision - (loaded.snapshotRevision ?? -1n);
+        if (since >= BigInt(options.snapshots.every)) {
+          await options.snapshots.store
+            .save(streamName, result.nextExpectedRevision, options.snapshots.schemaVersion, state)
+            .catch(() => undefined); // a lost snapshot only costs a longer read next time
+        }
+      }
+      return { ok: true, state, events: decision, revision: result.nextExpectedRevision, position: result.position, attempts: attempt };
+    } catch (error) {
+      if (error instanceof DuplicateEventIdError && options.onDuplicateEventId === 'already_handled') {
+        return { ok: true, state: loaded.state, events: [], revision: loaded.revision, position: null, attempts: attempt };
+      }
+      if (!(error instanceof WrongExpectedRevisionError) || attempt >= maxAttempts) throw error;
+      // Someone appended first: decide again on their result, after a short jittered pause.
+      await new Promise((r) => setTimeout(r, Math.random() * Math.min(2 * attempt, 20)));
+    }
+  }
+}

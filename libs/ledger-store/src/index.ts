@@ -1,0 +1,2 @@
+export * from './ledger-book';
+export * from './verify-ledgers';

@@ -1,0 +1,169 @@
+import type { Pool } from 'pg';
+import type { EventStore, Position, RecordedEvent } from '../../event-store/src';
+import { comparePositions } from '../../event-store/src';
+import {
+  entryViolations,
+  evolve,
+  initialLedgerState,
+  LEDGER_ACCOUNTS,
+  LEDGER_CATEGORY,
+  LedgerEntryPostedData,
+  ledgerIdFromStream,
+  LedgerState,
+  stateViolations,
+} from '../../ledger/src';
+import { readCheckpoint } from '../../projections/src';
+
+export interface VerifyProblem {
+  readonly ledger: string;
+  readonly kind:
+    | 'invariant'
+    | 'duplicate_cause'
+    | 'duplicate_entry'
+    | 'revision_gap'
+    | 'balance_differs'
+    | 'entry_count_differs'
+    | 'missing_in_read_model'
+    | 'unknown_in_read_model';
+  readonly detail: string;
+}
+
+export interface VerifyReport {
+  readonly ledgers: number;
+  readonly entries: number;
+  readonly eventsRead: number;
+  readonly comparedAt: Position | null;
+  readonly problems: readonly VerifyProblem[];
+  /** Facts worth printing that are not differences (e.g. the read model lagging the log). */
+  readonly notes: readonly string[];
+}
+
+interface Replayed {
+  state: LedgerState;
+  lastRevision: bigint;
+  causes: Set<string>;
+  /** The state as of the read model's checkpoint. */
+  atCheckpoint: LedgerState;
+  entriesAtCheckpoint: number;
+}
+
+/**
+ * Replays every ledger from the global log, checks every invariant after every
+ * entry (each entry balances, no merchant account below zero, all accounts sum to
+ * zero, open holds and reservations match pending and reserved, no cause or entry
+ * posted twice, no revision gap), and compares the ledgers as of the ledger
+ * projection's checkpoint with its tables, read in one snapshot.
+ */
+export async function verifyLedgers(
+  pool: Pool,
+  store: EventStore,
+  options: { onProgress?: (eventsRead: number, fraction: number) => void } = {},
+): Promise<VerifyReport> {
+  const problems: VerifyProblem[] = [];
+  const notes: string[] = [];
+
+  // The read model and its checkpoint, as of one instant.
+  const snapshot = await pool.connect();
+  let checkpoint: Position;
+  let balances: { account_id: string; mode: string; account: string; balance: string }[];
+  let counts: { account_id: string; mode: string; n: string }[];
+  try {
+    await snapshot.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+    checkpoint = (await readCheckpoint(snapshot, 'ledger'))?.position ?? { commit: 0n, prepare: 0n };
+    balances = (await snapshot.query('SELECT account_id, mode, account, balance FROM ledger_balances')).rows;
+    counts = (await snapshot.query('SELECT account_id, mode, count(*) AS n FROM ledger_entries GROUP BY 1, 2')).rows;
+    await snapshot.query('COMMIT');
+  } finally {
+    snapshot.release();
+  }
+
+  const head = await store.headPosition();
+  if (head && comparePositions(checkpoint, head) < 0) {
+    notes.push(
+      `the ledger projection is at ${checkpoint.commit}/${checkpoint.prepare}, the log at ${head.commit}/${head.prepare}: the read model is compared as of its checkpoint`,
+    );
+  }
+
+  const ledgers = new Map<string, Replayed>();
+  const entryIds = new Set<string>();
+  let eventsRead = 0;
+  let entries = 0;
+  let cursor: Position | 'start' = 'start';
+  for (;;) {
+    const page: RecordedEvent[] = await store.readAll({ after: cursor, maxCount: 2000 });
+    for (const event of page) {
+      eventsRead++;
+      if (!event.streamName.startsWith(`${LEDGER_CATEGORY}-`) || event.type !== 'LedgerEntryPosted') continue;
+      entries++;
+      const name = event.streamName;
+      let replayed = ledgers.get(name);
+      if (!replayed) {
+        replayed = { state: initialLedgerState(), lastRevision: -1n, causes: new Set(), atCheckpoint: initialLedgerState(), entriesAtCheckpoint: 0 };
+        ledgers.set(name, replayed);
+      }
+      const data = event.data as unknown as LedgerEntryPostedData;
+      if (event.revision !== replayed.lastRevision + 1n) {
+        problems.push({ ledger: name, kind: 'revision_gap', detail: `revision ${event.revision} after ${replayed.lastRevision}` });
+      }
+      replayed.lastRevision = event.revision;
+      if (replayed.causes.has(data.cause)) {
+        problems.push({ ledger: name, kind: 'duplicate_cause', detail: `cause ${data.cause} posted again by entry ${data.entryId}` });
+      }
+      replayed.causes.add(data.cause);
+      if (entryIds.has(data.entryId)) problems.push({ ledger: name, kind: 'duplicate_entry', detail: `entry ${data.entryId}` });
+      entryIds.add(data.entryId);
+
+      const ledgerEvent = { type: 'LedgerEntryPosted' as const, data };
+      replayed.state = evolve(replayed.state, ledgerEvent);
+      for (const v of [...entryViolations(ledgerEvent), ...stateViolations(replayed.state, data.entryId)]) {
+        problems.push({ ledger: name, kind: 'invariant', detail: `${v.rule} after entry ${v.entryId}: ${v.detail}` });
+      }
+      if (comparePositions(event.position, checkpoint) <= 0) {
+        replayed.atCheckpoint = replayed.state;
+        replayed.entriesAtCheckpoint++;
+      }
+    }
+    if (page.length > 0) {
+      cursor = page[page.length - 1]!.position;
+      const fraction = head ? Number(page[page.length - 1]!.position.prepare) / Number(head.prepare) : 1;
+      options.onProgress?.(eventsRead, Math.min(1, fraction));
+    }
+    if (page.length < 2000) break;
+  }
+
+  // Compare, both ways, with the read model.
+  const key = (accountId: string, mode: string) => `${LEDGER_CATEGORY}-${mode}_${accountId}`;
+  const stored = new Map<string, Map<string, bigint>>();
+  for (const row of balances) {
+    const name = key(row.account_id, row.mode);
+    if (!stored.has(name)) stored.set(name, new Map());
+    stored.get(name)!.set(row.account, BigInt(row.balance));
+  }
+  const storedCounts = new Map(counts.map((r) => [key(r.account_id, r.mode), Number(r.n)]));
+
+  for (const [name, replayed] of ledgers) {
+    if (!ledgerIdFromStream(name)) continue;
+    const row = stored.get(name);
+    if (replayed.entriesAtCheckpoint === 0) continue;
+    if (!row) {
+      problems.push({ ledger: name, kind: 'missing_in_read_model', detail: 'no balances in the read model' });
+      continue;
+    }
+    for (const account of LEDGER_ACCOUNTS) {
+      const expected = BigInt(replayed.atCheckpoint.balances[account]);
+      const actual = row.get(account) ?? 0n;
+      if (expected !== actual) {
+        problems.push({ ledger: name, kind: 'balance_differs', detail: `${account}: log says ${expected}, read model says ${actual}` });
+      }
+    }
+    const n = storedCounts.get(name) ?? 0;
+    if (n !== replayed.entriesAtCheckpoint) {
+      problems.push({ ledger: name, kind: 'entry_count_differs', detail: `log has ${replayed.entriesAtCheckpoint} entries, read model ${n}` });
+    }
+  }
+  for (const name of new Set([...stored.keys(), ...storedCounts.keys()])) {
+    if (!ledgers.has(name)) problems.push({ ledger: name, kind: 'unknown_in_read_model', detail: 'the read model has a ledger the log does not' });
+  }
+
+  return { ledgers: ledgers.size, entries, eventsRead, comparedAt: checkpoint, problems, notes };
+}

@@ -1,0 +1,4 @@
+export * from './money';
+export * from './ledger';
+export * from './ledger-id';
+export * from './ledger-decider';

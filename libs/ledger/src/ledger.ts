@@ -1,0 +1,337 @@
+/**
+ * The double-entry ledger of one merchant account in one mode (test or live).
+ *
+ * Pure: no I/O, no clock, no NestJS. `decide` says which journal entries a command
+ * posts (or why it may not), `evolve` folds posted entries into the state. Every
+ * entry balances (its postings sum to zero), no merchant account goes below zero,
+ * and therefore the sum of all accounts is always zero.
+ *
+ * Sign convention: a merchant account's balance is what the gateway owes the
+ * merchant (positive); system accounts carry the other side. Flows:
+ *   payment recorded   clearing −(net + fee)   pending +net   fees +fee
+ *   hold released      pending −net            available +net
+ *   funds reserved     available −amount       reserved +amount
+ *   refund settled     reserved −amount        refunds_paid +amount
+ *   payout settled     reserved −amount        payouts_sent +(amount − fee)   fees +fee
+ *   reservation released  reserved −amount     available +amount
+ */
+import type { Kopecks } from './money';
+
+export type LedgerMode = 'test' | 'live';
+
+export const MERCHANT_ACCOUNTS = ['pending', 'available', 'reserved'] as const;
+export const SYSTEM_ACCOUNTS = ['acquiring_clearing', 'fees', 'refunds_paid', 'payouts_sent'] as const;
+export const LEDGER_ACCOUNTS = [...MERCHANT_ACCOUNTS, ...SYSTEM_ACCOUNTS] as const;
+export type MerchantAccount = (typeof MERCHANT_ACCOUNTS)[number];
+export type LedgerAccount = (typeof LEDGER_ACCOUNTS)[number];
+
+export type Balances = Readonly<Record<LedgerAccount, Kopecks>>;
+
+export interface Posting {
+  readonly account: LedgerAccount;
+  readonly amount: Kopecks;
+}
+
+export type ReservationPurpose = 'refund' | 'payout';
+
+export type EntryKind = 'payment_recorded' | 'hold_released' | 'funds_reserved' | 'reservation_settled' | 'reservation_released';
+
+/** One journal entry: the only event of the ledger stream. */
+export interface LedgerEntryPostedData {
+  readonly [key: string]: unknown;
+  readonly entryId: string;
+  readonly kind: EntryKind;
+  /** What caused it, e.g. `payment:<invoiceId>`: the same cause never posts twice. */
+  readonly cause: string;
+  readonly postings: readonly Posting[];
+  readonly occurredAt: string;
+  /** payment_recorded: the net amount now held in `pending`, and until when. */
+  readonly hold?: { readonly invoiceId: string; readonly amount: Kopecks; readonly releaseAt: string | null };
+  /** hold_released: whose hold. */
+  readonly invoiceId?: string;
+  /** funds_reserved / reservation_settled / reservation_released. */
+  readonly reservation?: { readonly id: string; readonly purpose: ReservationPurpose; readonly amount: Kopecks };
+}
+
+export type LedgerEvent = { readonly type: 'LedgerEntryPosted'; readonly data: LedgerEntryPostedData };
+
+export interface OpenHold {
+  readonly amount: Kopecks;
+  readonly releaseAt: string | null;
+}
+export interface OpenReservation {
+  readonly purpose: ReservationPurpose;
+  readonly amount: Kopecks;
+}
+
+/**
+ * Everything a decision needs, and nothing that grows with history: balances, the
+ * holds and reservations still open, and a bounded window of recent causes (older
+ * duplicates are stopped by the deterministic entry ids: see ledger-entry-id.ts).
+ */
+export interface LedgerState {
+  readonly balances: Balances;
+  readonly holds: Readonly<Record<string, OpenHold>>;
+  readonly reservations: Readonly<Record<string, OpenReservation>>;
+  /** Most recent causes, oldest first, at most RECENT_CAUSES_KEPT. */
+  readonly recentCauses: readonly string[];
+  readonly entries: number;
+}
+
+export const RECENT_CAUSES_KEPT = 2000;
+
+const zeroBalances = (): Balances =>
+  Object.fromEntries(LEDGER_ACCOUNTS.map((a) => [a, 0])) as unknown as Balances;
+
+export const initialLedgerState = (): LedgerState => ({
+  balances: zeroBalances(),
+  holds: {},
+  reservations: {},
+  recentCauses: [],
+  entries: 0,
+});
+
+// ---------------------------------------------------------------------------------
+// Commands
+
+interface CommandBase {
+  /** Id of the journal entry to post (derived from the cause by the caller). */
+  readonly entryId: string;
+  /** The gateway clock's time of the decision, ISO 8601. */
+  readonly at: string;
+}
+
+export type LedgerCommand =
+  | (CommandBase & {
+      readonly type: 'RecordPayment';
+      readonly invoiceId: string;
+      /** What the merchant is credited: amount − merchant's part of the fee. */
+      readonly netAmount: Kopecks;
+      /** The whole fee of the service. */
+      readonly feeAmount: Kopecks;
+      /** When the net amount becomes available; null: no hold. */
+      readonly releaseAt: string | null;
+    })
+  | (CommandBase & { readonly type: 'ReleaseHold'; readonly invoiceId: string })
+  | (CommandBase & {
+      readonly type: 'ReserveFunds';
+      readonly reservationId: string;
+      readonly purpose: ReservationPurpose;
+      readonly amount: Kopecks;
+    })
+  | (CommandBase & {
+      readonly type: 'SettleReservation';
+      readonly reservationId: string;
+      /** Payouts: the payout fee kept by the gateway out of the reserved amount. */
+      readonly feeAmount?: Kopecks;
+    })
+  | (CommandBase & { readonly type: 'ReleaseReservation'; readonly reservationId: string });
+
+export type LedgerErrorCode =
+  | 'insufficient_balance'
+  | 'invalid_amount'
+  | 'hold_not_found'
+  | 'hold_not_due'
+  | 'reservation_not_found'
+  | 'duplicate_reservation';
+
+export class LedgerError extends Error {
+  constructor(
+    readonly code: LedgerErrorCode,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'LedgerError';
+  }
+}
+
+/** The cause key of a command: one posting per cause, ever. */
+export function causeOf(command: LedgerCommand): string {
+  switch (command.type) {
+    case 'RecordPayment':
+      return `payment:${command.invoiceId}`;
+    case 'ReleaseHold':
+      return `hold_release:${command.invoiceId}`;
+    case 'ReserveFunds':
+      return `reserve:${command.reservationId}`;
+    case 'SettleReservation':
+      return `settle:${command.reservationId}`;
+    case 'ReleaseReservation':
+      return `release:${command.reservationId}`;
+  }
+}
+
+const isAmount = (n: unknown, allowZero = false): n is Kopecks =>
+  typeof n === 'number' && Number.isSafeInteger(n) && (allowZero ? n >= 0 : n > 0);
+
+/**
+ * The entries the command posts: [] when its cause already posted (an idempotent
+ * repeat), or a LedgerError when it may not post.
+ */
+export function decide(command: LedgerCommand, state: LedgerState): LedgerEvent[] | LedgerError {
+  const cause = causeOf(command);
+  if (state.recentCauses.includes(cause)) return [];
+  const entry = (kind: EntryKind, postings: Posting[], extra: Partial<LedgerEntryPostedData> = {}): LedgerEvent[] => [
+    {
+      type: 'LedgerEntryPosted',
+      data: { entryId: command.entryId, kind, cause, postings, occurredAt: command.at, ...extra },
+    },
+  ];
+
+  switch (command.type) {
+    case 'RecordPayment': {
+      if (!isAmount(command.netAmount, true) || !isAmount(command.feeAmount, true) || command.netAmount + command.feeAmount === 0) {
+        return new LedgerError('invalid_amount', 'Сумма платежа и комиссии должна быть неотрицательным целым числом копеек, не нулём');
+      }
+      if (state.holds[command.invoiceId]) return [];
+      const gross = command.netAmount + command.feeAmount;
+      const postings: Posting[] = [{ account: 'acquiring_clearing', amount: -gross }];
+      if (command.netAmount > 0) postings.push({ account: command.releaseAt === null ? 'available' : 'pending', amount: command.netAmount });
+      if (command.feeAmount > 0) postings.push({ account: 'fees', amount: command.feeAmount });
+      return entry('payment_recorded', postings, {
+        hold:
+          command.releaseAt === null
+            ? undefined
+            : { invoiceId: command.invoiceId, amount: command.netAmount, releaseAt: command.releaseAt },
+        invoiceId: command.invoiceId,
+      });
+    }
+    case 'ReleaseHold': {
+      const hold = state.holds[command.invoiceId];
+      if (!hold) return new LedgerError('hold_not_found', `Нет удержания по счёту ${command.invoiceId}`);
+      if (hold.releaseAt !== null && Date.parse(hold.releaseAt) > Date.parse(command.at)) {
+        return new LedgerError('hold_not_due', `Удержание по счёту ${command.invoiceId} действует до ${hold.releaseAt}`);
+      }
+      const postings: Posting[] =
+        hold.amount > 0
+          ? [
+              { account: 'pending', amount: -hold.amount },
+              { account: 'available', amount: hold.amount },
+            ]
+          : [];
+      return entry('hold_released', postings, { invoiceId: command.invoiceId });
+    }
+    case 'ReserveFunds': {
+      if (!isAmount(command.amount)) return new LedgerError('invalid_amount', 'Сумма резерва должна быть положительным целым числом копеек');
+      if (state.reservations[command.reservationId]) {
+        return new LedgerError('duplicate_reservation', `Резерв ${command.reservationId} уже открыт`);
+      }
+      if (state.balances.available < command.amount) {
+        return new LedgerError('insufficient_balance', 'Недостаточно средств на доступном балансе');
+      }
+      return entry(
+        'funds_reserved',
+        [
+          { account: 'available', amount: -command.amount },
+          { account: 'reserved', amount: command.amount },
+        ],
+        { reservation: { id: command.reservationId, purpose: command.purpose, amount: command.amount } },
+      );
+    }
+    case 'SettleReservation': {
+      const reservation = state.reservations[command.reservationId];
+      if (!reservation) return new LedgerError('reservation_not_found', `Нет открытого резерва ${command.reservationId}`);
+      const fee = command.feeAmount ?? 0;
+      if (!isAmount(fee, true) || fee > reservation.amount || (fee > 0 && reservation.purpose !== 'payout')) {
+        return new LedgerError('invalid_amount', 'Комиссия выплаты должна быть от нуля до суммы резерва');
+      }
+      const outgoing: LedgerAccount = reservation.purpose === 'refund' ? 'refunds_paid' : 'payouts_sent';
+      const postings: Posting[] = [{ account: 'reserved', amount: -reservation.amount }];
+      if (reservation.amount - fee > 0) postings.push({ account: outgoing, amount: reservation.amount - fee });
+      if (fee > 0) postings.push({ account: 'fees', amount: fee });
+      return entry('reservation_settled', postings, {
+        reservation: { id: command.reservationId, purpose: reservation.purpose, amount: reservation.amount },
+      });
+    }
+    case 'ReleaseReservation': {
+      const reservation = state.reservations[command.reservationId];
+      if (!reservation) return new LedgerError('reservation_not_found', `Нет открытого резерва ${command.reservationId}`);
+      return entry(
+        'reservation_released',
+        [
+          { account: 'reserved', amount: -reservation.amount },
+          { account: 'available', amount: reservation.amount },
+        ],
+        { reservation: { id: command.reservationId, purpose: reservation.purpose, amount: reservation.amount } },
+      );
+    }
+  }
+}
+
+export function evolve(state: LedgerState, event: LedgerEvent): LedgerState {
+  const e = event.data;
+  const balances = { ...state.balances } as Record<LedgerAccount, Kopecks>;
+  for (const p of e.postings) balances[p.account] = balances[p.account] + p.amount;
+
+  let holds = state.holds;
+  let reservations = state.reservations;
+  switch (e.kind) {
+    case 'payment_recorded':
+      if (e.hold) holds = { ...holds, [e.hold.invoiceId]: { amount: e.hold.amount, releaseAt: e.hold.releaseAt } };
+      break;
+    case 'hold_released':
+      if (e.invoiceId !== undefined) {
+        const { [e.invoiceId]: _released, ...rest } = holds;
+        holds = rest;
+      }
+      break;
+    case 'funds_reserved':
+      if (e.reservation) {
+        reservations = { ...reservations, [e.reservation.id]: { purpose: e.reservation.purpose, amount: e.reservation.amount } };
+      }
+      break;
+    case 'reservation_settled':
+    case 'reservation_released':
+      if (e.reservation) {
+        const { [e.reservation.id]: _closed, ...rest } = reservations;
+        reservations = rest;
+      }
+      break;
+  }
+
+  const recentCauses =
+    state.recentCauses.length >= RECENT_CAUSES_KEPT
+      ? [...state.recentCauses.slice(state.recentCauses.length - RECENT_CAUSES_KEPT + 1), e.cause]
+      : [...state.recentCauses, e.cause];
+
+  return { balances, holds, reservations, recentCauses, entries: state.entries + 1 };
+}
+
+// ---------------------------------------------------------------------------------
+// Invariants (checked by tests, by ledger:verify, and before every append)
+
+export interface InvariantViolation {
+  readonly entryId: string | null;
+  readonly rule: 'entry_unbalanced' | 'negative_merchant_account' | 'sum_not_zero' | 'hold_mismatch' | 'reservation_mismatch';
+  readonly detail: string;
+}
+
+export function entryViolations(event: LedgerEvent): InvariantViolation[] {
+  const sum = event.data.postings.reduce((s, p) => s + p.amount, 0);
+  return sum === 0
+    ? []
+    : [{ entryId: event.data.entryId, rule: 'entry_unbalanced', detail: `postings sum to ${sum}, not 0` }];
+}
+
+export function stateViolations(state: LedgerState, entryId: string | null = null): InvariantViolation[] {
+  const violations: InvariantViolation[] = [];
+  for (const account of MERCHANT_ACCOUNTS) {
+    if (state.balances[account] < 0) {
+      violations.push({ entryId, rule: 'negative_merchant_account', detail: `${account} is ${state.balances[account]}` });
+    }
+  }
+  const sum = LEDGER_ACCOUNTS.reduce((s, a) => s + state.balances[a], 0);
+  if (sum !== 0) violations.push({ entryId, rule: 'sum_not_zero', detail: `accounts sum to ${sum}` });
+  const held = Object.values(state.holds).reduce((s, h) => s + h.amount, 0);
+  if (held !== state.balances.pending) {
+    violations.push({ entryId, rule: 'hold_mismatch', detail: `open holds ${held} ≠ pending ${state.balances.pending}` });
+  }
+  const reserved = Object.values(state.reservations).reduce((s, r) => s + r.amount, 0);
+  if (reserved !== state.balances.reserved) {
+    violations.push({ entryId, rule: 'reservation_mismatch', detail: `open reservations ${reserved} ≠ reserved ${state.balances.reserved}` });
+  }
+  return violations;
+}
+
+export const foldLedger = (events: readonly LedgerEvent[], from: LedgerState = initialLedgerState()): LedgerState =>
+  events.reduce(evolve, from);

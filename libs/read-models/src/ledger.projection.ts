@@ -1,0 +1,96 @@
+import type { PoolClient } from 'pg';
+import type { Migration } from '../../database/src';
+import type { RecordedEvent } from '../../event-store/src';
+import { LEDGER_CATEGORY, LedgerEntryPostedData, ledgerIdFromStream } from '../../ledger/src';
+import type { Projection } from '../../projections/src';
+
+export const ledgerReadModelMigration: Migration = {
+  version: 6,
+  name: 'read_model_ledger',
+  sql: `
+CREATE TABLE ledger_entries (
+  entry_id uuid PRIMARY KEY,
+  account_id text NOT NULL,
+  mode text NOT NULL CHECK (mode IN ('test', 'live')),
+  seq bigint NOT NULL,
+  kind text NOT NULL,
+  cause text NOT NULL,
+  occurred_at timestamptz NOT NULL,
+  log_position text NOT NULL,
+  UNIQUE (account_id, mode, seq)
+);
+CREATE TABLE ledger_postings (
+  entry_id uuid NOT NULL REFERENCES ledger_entries (entry_id) ON DELETE CASCADE,
+  ordinal smallint NOT NULL,
+  account text NOT NULL,
+  amount bigint NOT NULL,
+  PRIMARY KEY (entry_id, ordinal)
+);
+CREATE TABLE ledger_balances (
+  account_id text NOT NULL,
+  mode text NOT NULL,
+  account text NOT NULL,
+  balance bigint NOT NULL,
+  PRIMARY KEY (account_id, mode, account)
+);
+`,
+};
+
+/**
+ * Journal entries with their postings, and the balance of every account, for the
+ * audit API and GET /balance. Idempotent: an entry already stored is skipped, and
+ * balances move only for entries stored by this batch.
+ */
+export const ledgerProjection: Projection = {
+  name: 'ledger',
+  tables: ['ledger_postings', 'ledger_entries', 'ledger_balances'],
+  filter: { streamNamePrefixes: [`${LEDGER_CATEGORY}-`], eventTypePrefixes: ['LedgerEntryPosted'] },
+  async apply(tx: PoolClient, events: readonly RecordedEvent[]): Promise<void> {
+    const entries = events.flatMap((event) => {
+      const ledger = ledgerIdFromStream(event.streamName);
+      return ledger ? [{ event, ledger, data: event.data as unknown as LedgerEntryPostedData }] : [];
+    });
+    if (entries.length === 0) return;
+
+    const inserted = await tx.query<{ entry_id: string }>(
+      `INSERT INTO ledger_entries (entry_id, account_id, mode, seq, kind, cause, occurred_at, log_position)
+       SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::timestamptz[], $8::text[])
+       ON CONFLICT (entry_id) DO NOTHING RETURNING entry_id`,
+      [
+        entries.map((e) => e.data.entryId),
+        entries.map((e) => e.ledger.accountId),
+        entries.map((e) => e.ledger.mode),
+        entries.map((e) => e.event.revision.toString()),
+        entries.map((e) => e.data.kind),
+        entries.map((e) => e.data.cause),
+        entries.map((e) => e.data.occurredAt),
+        entries.map((e) => `${e.event.position.commit}/${e.event.position.prepare}`),
+      ],
+    );
+    const fresh = new Set(inserted.rows.map((r) => r.entry_id));
+    const postings = entries.filter((e) => fresh.has(e.data.entryId));
+    if (postings.length === 0) return;
+
+    const rows = postings.flatMap((e) => e.data.postings.map((p, i) => ({ e, p, i })));
+    await tx.query(
+      `INSERT INTO ledger_postings (entry_id, ordinal, account, amount)
+       SELECT * FROM unnest($1::uuid[], $2::smallint[], $3::text[], $4::bigint[])`,
+      [rows.map((r) => r.e.data.entryId), rows.map((r) => r.i), rows.map((r) => r.p.account), rows.map((r) => r.p.amount)],
+    );
+
+    const deltas = new Map<string, { accountId: string; mode: string; account: string; amount: number }>();
+    for (const { e, p } of rows) {
+      const key = `${e.ledger.accountId}\u0000${e.ledger.mode}\u0000${p.account}`;
+      const d = deltas.get(key) ?? { accountId: e.ledger.accountId, mode: e.ledger.mode, account: p.account, amount: 0 };
+      d.amount += p.amount;
+      deltas.set(key, d);
+    }
+    const d = [...deltas.values()];
+    await tx.query(
+      `INSERT INTO ledger_balances AS b (account_id, mode, account, balance)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[])
+       ON CONFLICT (account_id, mode, account) DO UPDATE SET balance = b.balance + EXCLUDED.balance`,
+      [d.map((x) => x.accountId), d.map((x) => x.mode), d.map((x) => x.account), d.map((x) => x.amount)],
+    );
+  },
+};
