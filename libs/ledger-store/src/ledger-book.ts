@@ -30,7 +30,7 @@ export const LEDGER_SNAPSHOT_EVERY = 500;
 const OUT_OF_ORDER_WINDOW_MS = 3600_000;
 
 /** Bump when LedgerState changes shape. */
-export const LEDGER_STATE_VERSION = 1;
+export const LEDGER_STATE_VERSION = 2;
 
 /**
  * The merchants' ledgers, persisted in the event store: one stream per account and

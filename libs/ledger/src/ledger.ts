@@ -73,12 +73,28 @@ export interface LedgerState {
   readonly balances: Balances;
   readonly holds: Readonly<Record<string, OpenHold>>;
   readonly reservations: Readonly<Record<string, OpenReservation>>;
-  /** Most recent causes, oldest first, at most RECENT_CAUSES_KEPT. */
-  readonly recentCauses: readonly string[];
+  /**
+   * The most recent causes (at least RECENT_CAUSES_KEPT of them), oldest first, in
+   * chunks of CAUSE_CHUNK so that remembering one copies a small chunk, not the window.
+   */
+  readonly recentCauses: readonly (readonly string[])[];
   readonly entries: number;
 }
 
 export const RECENT_CAUSES_KEPT = 2000;
+const CAUSE_CHUNK = 64;
+
+export const hasRecentCause = (state: LedgerState, cause: string): boolean =>
+  state.recentCauses.some((chunk) => chunk.includes(cause));
+
+function rememberCause(chunks: LedgerState['recentCauses'], cause: string): LedgerState['recentCauses'] {
+  const last = chunks[chunks.length - 1];
+  const appended =
+    last && last.length < CAUSE_CHUNK ? [...chunks.slice(0, -1), [...last, cause]] : [...chunks, [cause]];
+  // Drop the oldest chunk once the others still hold the whole window.
+  const total = appended.reduce((n, c) => n + c.length, 0);
+  return total - appended[0]!.length >= RECENT_CAUSES_KEPT ? appended.slice(1) : appended;
+}
 
 const zeroBalances = (): Balances =>
   Object.fromEntries(LEDGER_ACCOUNTS.map((a) => [a, 0])) as unknown as Balances;
@@ -170,7 +186,7 @@ const isAmount = (n: unknown, allowZero = false): n is Kopecks =>
  */
 export function decide(command: LedgerCommand, state: LedgerState): LedgerEvent[] | LedgerError {
   const cause = causeOf(command);
-  if (state.recentCauses.includes(cause)) return [];
+  if (hasRecentCause(state, cause)) return [];
   const entry = (kind: EntryKind, postings: Posting[], extra: Partial<LedgerEntryPostedData> = {}): LedgerEvent[] => [
     {
       type: 'LedgerEntryPosted',
@@ -289,12 +305,7 @@ export function evolve(state: LedgerState, event: LedgerEvent): LedgerState {
       break;
   }
 
-  const recentCauses =
-    state.recentCauses.length >= RECENT_CAUSES_KEPT
-      ? [...state.recentCauses.slice(state.recentCauses.length - RECENT_CAUSES_KEPT + 1), e.cause]
-      : [...state.recentCauses, e.cause];
-
-  return { balances, holds, reservations, recentCauses, entries: state.entries + 1 };
+  return { balances, holds, reservations, recentCauses: rememberCause(state.recentCauses, e.cause), entries: state.entries + 1 };
 }
 
 // ---------------------------------------------------------------------------------

@@ -1,0 +1,140 @@
+import { randomUUID } from 'node:crypto';
+import { PostgresEventStore, PostgresSnapshotStore } from '../../libs/event-store/src';
+import { LedgerId } from '../../libs/ledger/src';
+import { LedgerBook } from '../../libs/ledger-store/src';
+import { RunningGateway, startGateway, startProcess } from '../support/gateway-process';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+
+const ADMIN_TOKEN = 'operator-token-for-ledger-tests-42';
+
+describe('ledger audit over HTTP and ledger:verify', () => {
+  let db: TestDatabase;
+  let store: PostgresEventStore;
+  let gateway: RunningGateway;
+  const ledger: LedgerId = { accountId: randomUUID(), mode: 'live' };
+  const auth = { authorization: `Bearer ${ADMIN_TOKEN}` };
+
+  async function get(path: string, headers: Record<string, string> = auth) {
+    const response = await fetch(`${gateway.baseUrl}${path}`, { headers });
+    return { status: response.status, body: await response.json() };
+  }
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    store = new PostgresEventStore(db.pool);
+    const book = new LedgerBook(store, new PostgresSnapshotStore(db.pool));
+    gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN });
+
+    await book.post(ledger, { type: 'RecordPayment', invoiceId: 'inv-1', netAmount: 96_500, feeAmount: 3_500, releaseAt: '2026-03-02T10:00:00.000Z', at: '2026-03-01T10:00:00.000Z' });
+    await book.post(ledger, { type: 'RecordPayment', invoiceId: 'inv-2', netAmount: 48_000, feeAmount: 2_000, releaseAt: '2026-03-02T11:00:00.000Z', at: '2026-03-01T11:00:00.000Z' });
+    await book.post(ledger, { type: 'ReleaseHold', invoiceId: 'inv-1', at: '2026-03-02T10:00:00.000Z' });
+    await book.post(ledger, { type: 'ReserveFunds', reservationId: 'rf_1', purpose: 'refund', amount: 10_000, at: '2026-03-02T12:00:00.000Z' });
+    await book.post(ledger, { type: 'SettleReservation', reservationId: 'rf_1', at: '2026-03-02T12:00:10.000Z' });
+    await book.post({ ...ledger, mode: 'test' }, { type: 'RecordPayment', invoiceId: 'inv-t', netAmount: 100, feeAmount: 0, releaseAt: null, at: '2026-03-01T09:00:00.000Z' });
+
+    const deadline = Date.now() + 20_000;
+    while ((await db.pool.query('SELECT count(*)::int AS n FROM ledger_entries')).rows[0].n < 6) {
+      if (Date.now() > deadline) throw new Error('the ledger read model did not catch up');
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  });
+  afterAll(async () => {
+    await gateway.kill();
+    await store.close();
+    await db.drop();
+  });
+
+  it('pages journal entries oldest first, each with balanced postings in Money strings', async () => {
+    const seen: { kind: string; postings: { account: string; amount: string }[] }[] = [];
+    let cursor: string | null = null;
+    let pages = 0;
+    do {
+      const query: string = `/admin/v1/accounts/${ledger.accountId}/ledger?mode=live&limit=2${cursor ? `&cursor=${cursor}` : ''}`;
+      const page = await get(query);
+      expect(page.status).toBe(200);
+      seen.push(...page.body.items);
+      cursor = page.body.nextCursor;
+      expect(page.body.hasMore).toBe(cursor !== null);
+      pages++;
+    } while (cursor);
+    expect(pages).toBe(3);
+    expect(seen.map((e) => e.kind)).toEqual([
+      'payment_recorded',
+      'payment_recorded',
+      'hold_released',
+      'funds_reserved',
+      'reservation_settled',
+    ]);
+    expect(seen[0]!.postings).toEqual([
+      { account: 'acquiring_clearing', amount: '-1000.00' },
+      { account: 'pending', amount: '965.00' },
+      { account: 'fees', amount: '35.00' },
+    ]);
+    for (const entry of seen) {
+      const sum = entry.postings.reduce((s, p) => s + Math.round(Number(p.amount) * 100), 0);
+      expect(sum).toBe(0);
+    }
+  });
+
+  it('gives the balance now and as of any past instant, rebuilt from the log, per mode', async () => {
+    const now = await get(`/admin/v1/accounts/${ledger.accountId}/balance?mode=live`);
+    expect(now.status).toBe(200);
+    expect(now.body).toMatchObject({
+      available: '865.00',
+      pending: '480.00',
+      reserved: '0.00',
+      currency: 'RUB',
+      entries: 5,
+      system: { acquiring_clearing: '-1500.00', fees: '55.00', refunds_paid: '100.00', payouts_sent: '0.00' },
+    });
+    const before = await get(`/admin/v1/accounts/${ledger.accountId}/balance?mode=live&asOf=2026-03-01T10:30:00Z`);
+    expect(before.body).toMatchObject({ available: '0.00', pending: '965.00', entries: 1, lastEntryAt: '2026-03-01T10:00:00.000Z' });
+    const beforeAll = await get(`/admin/v1/accounts/${ledger.accountId}/balance?mode=live&asOf=2020-01-01T00:00:00Z`);
+    expect(beforeAll.body).toMatchObject({ available: '0.00', pending: '0.00', entries: 0, lastEntryAt: null });
+    const test = await get(`/admin/v1/accounts/${ledger.accountId}/balance?mode=test`);
+    expect(test.body).toMatchObject({ available: '1.00', entries: 1 });
+  });
+
+  it('refuses bad audit requests in the error shape', async () => {
+    const cases: [string, string][] = [
+      [`/admin/v1/accounts/${ledger.accountId}/ledger`, 'mode'],
+      [`/admin/v1/accounts/${ledger.accountId}/ledger?mode=prod`, 'mode'],
+      [`/admin/v1/accounts/${ledger.accountId}/ledger?mode=live&limit=0`, 'limit'],
+      [`/admin/v1/accounts/${ledger.accountId}/ledger?mode=live&cursor=not-a-cursor`, 'cursor'],
+      [`/admin/v1/accounts/${ledger.accountId}/balance?mode=live&asOf=yesterday`, 'asOf'],
+      [`/admin/v1/accounts/bad%20id/balance?mode=live`, 'id'],
+    ];
+    for (const [path, param] of cases) {
+      const result = await get(path);
+      expect({ path, status: result.status, code: result.body.error?.code, param: result.body.error?.param }).toEqual({
+        path,
+        status: 400,
+        code: 'validation',
+        param,
+      });
+    }
+    const unauthorized = await get(`/admin/v1/accounts/${ledger.accountId}/balance?mode=live`, {});
+    expect(unauthorized.status).toBe(401);
+  });
+
+  it('ledger:verify passes on the real read model and fails, naming the ledger, on a hand-corrupted one', async () => {
+    const ok = startProcess('ledger-verify', { DATABASE_URL: db.url });
+    expect(await ok.exited).toBe(0);
+    expect(ok.output()).toContain('ledgers: 2, journal entries: 6');
+    expect(ok.output()).toContain('OK: every entry balances');
+
+    await db.pool.query(`UPDATE ledger_balances SET balance = balance - 100 WHERE account_id = $1 AND mode = 'live' AND account = 'pending'`, [
+      ledger.accountId,
+    ]);
+    try {
+      const bad = startProcess('ledger-verify', { DATABASE_URL: db.url });
+      expect(await bad.exited).toBe(1);
+      expect(bad.output()).toContain('FAILED: 1 problem(s)');
+      expect(bad.output()).toContain(`[balance_differs] ledger-live_${ledger.accountId}: pending: log says 48000, read model says 47900`);
+    } finally {
+      await db.pool.query(`UPDATE ledger_balances SET balance = balance + 100 WHERE account_id = $1 AND mode = 'live' AND account = 'pending'`, [
+        ledger.accountId,
+      ]);
+    }
+  });
+});
