@@ -14,7 +14,8 @@ describe('ledger audit over HTTP and ledger:verify', () => {
   const ledger: LedgerId = { accountId: randomUUID(), mode: 'live' };
   const auth = { authorization: `Bearer ${ADMIN_TOKEN}` };
 
-  async function get(path: string, headers: Record<string, string> = auth) {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  async function get(path: string, headers: Record<string, string> = auth): Promise<{ status: number; body: any }> {
     const response = await fetch(`${gateway.baseUrl}${path}`, { headers });
     return { status: response.status, body: await response.json() };
   }

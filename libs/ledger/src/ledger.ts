@@ -15,7 +15,7 @@
  *   payout settled     reserved −amount        payouts_sent +(amount − fee)   fees +fee
  *   reservation released  reserved −amount     available +amount
  */
-import type { Kopecks } from './money';
+import { Kopecks, MAX_MONEY_KOPECKS } from './money';
 
 export type LedgerMode = 'test' | 'live';
 
@@ -149,7 +149,8 @@ export type LedgerErrorCode =
   | 'hold_not_found'
   | 'hold_not_due'
   | 'reservation_not_found'
-  | 'duplicate_reservation';
+  | 'duplicate_reservation'
+  | 'invalid_time';
 
 export class LedgerError extends Error {
   constructor(
@@ -177,8 +178,13 @@ export function causeOf(command: LedgerCommand): string {
   }
 }
 
+/** A whole number of kopecks within the largest single amount the gateway handles. */
 const isAmount = (n: unknown, allowZero = false): n is Kopecks =>
-  typeof n === 'number' && Number.isSafeInteger(n) && (allowZero ? n >= 0 : n > 0);
+  typeof n === 'number' && Number.isSafeInteger(n) && (allowZero ? n >= 0 : n > 0) && n <= MAX_MONEY_KOPECKS;
+
+/** Own entries only: an id such as `constructor` or `__proto__` is just an id. */
+const lookup = <T>(record: Readonly<Record<string, T>>, id: string): T | undefined =>
+  Object.hasOwn(record, id) ? record[id] : undefined;
 
 /**
  * The entries the command posts: [] when its cause already posted (an idempotent
@@ -187,6 +193,7 @@ const isAmount = (n: unknown, allowZero = false): n is Kopecks =>
 export function decide(command: LedgerCommand, state: LedgerState): LedgerEvent[] | LedgerError {
   const cause = causeOf(command);
   if (hasRecentCause(state, cause)) return [];
+  if (Number.isNaN(Date.parse(command.at))) return new LedgerError('invalid_time', `Некорректное время решения: ${command.at}`);
   const entry = (kind: EntryKind, postings: Posting[], extra: Partial<LedgerEntryPostedData> = {}): LedgerEvent[] => [
     {
       type: 'LedgerEntryPosted',
@@ -196,40 +203,36 @@ export function decide(command: LedgerCommand, state: LedgerState): LedgerEvent[
 
   switch (command.type) {
     case 'RecordPayment': {
-      if (!isAmount(command.netAmount, true) || !isAmount(command.feeAmount, true) || command.netAmount + command.feeAmount === 0) {
+      const gross = command.netAmount + command.feeAmount;
+      if (!isAmount(command.netAmount, true) || !isAmount(command.feeAmount, true) || !isAmount(gross)) {
         return new LedgerError('invalid_amount', 'Сумма платежа и комиссии должна быть неотрицательным целым числом копеек, не нулём');
       }
-      if (state.holds[command.invoiceId]) return [];
-      const gross = command.netAmount + command.feeAmount;
+      if (lookup(state.holds, command.invoiceId)) return [];
+      // A hold of nothing is no hold: zero net goes nowhere and there is nothing to release later.
+      const held = command.releaseAt !== null && command.netAmount > 0;
       const postings: Posting[] = [{ account: 'acquiring_clearing', amount: -gross }];
-      if (command.netAmount > 0) postings.push({ account: command.releaseAt === null ? 'available' : 'pending', amount: command.netAmount });
+      if (command.netAmount > 0) postings.push({ account: held ? 'pending' : 'available', amount: command.netAmount });
       if (command.feeAmount > 0) postings.push({ account: 'fees', amount: command.feeAmount });
       return entry('payment_recorded', postings, {
-        hold:
-          command.releaseAt === null
-            ? undefined
-            : { invoiceId: command.invoiceId, amount: command.netAmount, releaseAt: command.releaseAt },
+        hold: held ? { invoiceId: command.invoiceId, amount: command.netAmount, releaseAt: command.releaseAt } : undefined,
         invoiceId: command.invoiceId,
       });
     }
     case 'ReleaseHold': {
-      const hold = state.holds[command.invoiceId];
+      const hold = lookup(state.holds, command.invoiceId);
       if (!hold) return new LedgerError('hold_not_found', `Нет удержания по счёту ${command.invoiceId}`);
       if (hold.releaseAt !== null && Date.parse(hold.releaseAt) > Date.parse(command.at)) {
         return new LedgerError('hold_not_due', `Удержание по счёту ${command.invoiceId} действует до ${hold.releaseAt}`);
       }
-      const postings: Posting[] =
-        hold.amount > 0
-          ? [
-              { account: 'pending', amount: -hold.amount },
-              { account: 'available', amount: hold.amount },
-            ]
-          : [];
+      const postings: Posting[] = [
+        { account: 'pending', amount: -hold.amount },
+        { account: 'available', amount: hold.amount },
+      ];
       return entry('hold_released', postings, { invoiceId: command.invoiceId });
     }
     case 'ReserveFunds': {
       if (!isAmount(command.amount)) return new LedgerError('invalid_amount', 'Сумма резерва должна быть положительным целым числом копеек');
-      if (state.reservations[command.reservationId]) {
+      if (lookup(state.reservations, command.reservationId)) {
         return new LedgerError('duplicate_reservation', `Резерв ${command.reservationId} уже открыт`);
       }
       if (state.balances.available < command.amount) {
@@ -245,7 +248,7 @@ export function decide(command: LedgerCommand, state: LedgerState): LedgerEvent[
       );
     }
     case 'SettleReservation': {
-      const reservation = state.reservations[command.reservationId];
+      const reservation = lookup(state.reservations, command.reservationId);
       if (!reservation) return new LedgerError('reservation_not_found', `Нет открытого резерва ${command.reservationId}`);
       const fee = command.feeAmount ?? 0;
       if (!isAmount(fee, true) || fee > reservation.amount || (fee > 0 && reservation.purpose !== 'payout')) {
@@ -260,7 +263,7 @@ export function decide(command: LedgerCommand, state: LedgerState): LedgerEvent[
       });
     }
     case 'ReleaseReservation': {
-      const reservation = state.reservations[command.reservationId];
+      const reservation = lookup(state.reservations, command.reservationId);
       if (!reservation) return new LedgerError('reservation_not_found', `Нет открытого резерва ${command.reservationId}`);
       return entry(
         'reservation_released',

@@ -1,0 +1,963 @@
+/**
+ * Example tests of the ledger decider, given/when/then:
+ *
+ *   given(past entries).when(command).then(entries it posts)
+ *                                    .thenFails(error code)
+ *                                    .thenNothing()      // an idempotent repeat: []
+ *
+ * The state is always built by folding the given entries (foldLedger) and the
+ * command is decided by `ledgerDecider`, i.e. with the invariant checks on.
+ */
+import * as ledgerModule from './ledger';
+import {
+  causeOf,
+  entryViolations,
+  foldLedger,
+  hasRecentCause,
+  initialLedgerState,
+  LEDGER_ACCOUNTS,
+  LedgerCommand,
+  LedgerError,
+  LedgerErrorCode,
+  LedgerEvent,
+  LedgerEntryPostedData,
+  LedgerState,
+  Posting,
+  RECENT_CAUSES_KEPT,
+  ReservationPurpose,
+  stateViolations,
+} from './ledger';
+import { ledgerDecider, LedgerInvariantError } from './ledger-decider';
+import { LedgerId, ledgerEntryId } from './ledger-id';
+
+// ---------------------------------------------------------------------------------
+// Fixtures
+
+const LEDGER: LedgerId = { accountId: 'acc_7f3e', mode: 'test' };
+const T0 = Date.parse('2025-03-01T10:00:00.000Z');
+/** The gateway clock `minutes` after T0, ISO. */
+const at = (minutes = 0): string => new Date(T0 + minutes * 60_000).toISOString();
+const HOUR = 60;
+const DAY = 24 * HOUR;
+
+const idOf = (cause: string): string => ledgerEntryId(LEDGER, cause);
+
+// Commands, with the entry id derived from the cause exactly as LedgerBook does.
+const recordPayment = (invoiceId: string, netAmount: number, feeAmount: number, releaseAt: string | null, when = at()): LedgerCommand => ({
+  type: 'RecordPayment',
+  invoiceId,
+  netAmount,
+  feeAmount,
+  releaseAt,
+  at: when,
+  entryId: idOf(`payment:${invoiceId}`),
+});
+const releaseHold = (invoiceId: string, when = at()): LedgerCommand => ({
+  type: 'ReleaseHold',
+  invoiceId,
+  at: when,
+  entryId: idOf(`hold_release:${invoiceId}`),
+});
+const reserveFunds = (reservationId: string, purpose: ReservationPurpose, amount: number, when = at()): LedgerCommand => ({
+  type: 'ReserveFunds',
+  reservationId,
+  purpose,
+  amount,
+  at: when,
+  entryId: idOf(`reserve:${reservationId}`),
+});
+const settleReservation = (reservationId: string, feeAmount?: number, when = at()): LedgerCommand => ({
+  type: 'SettleReservation',
+  reservationId,
+  ...(feeAmount === undefined ? {} : { feeAmount }),
+  at: when,
+  entryId: idOf(`settle:${reservationId}`),
+});
+const releaseReservation = (reservationId: string, when = at()): LedgerCommand => ({
+  type: 'ReleaseReservation',
+  reservationId,
+  at: when,
+  entryId: idOf(`release:${reservationId}`),
+});
+
+// Entries, written out by hand (the flows of the header comment of ledger.ts).
+const entry = (
+  kind: LedgerEntryPostedData['kind'],
+  cause: string,
+  postings: Posting[],
+  when: string,
+  extra: Partial<LedgerEntryPostedData> = {},
+): LedgerEvent => ({
+  type: 'LedgerEntryPosted',
+  data: { entryId: idOf(cause), kind, cause, postings, occurredAt: when, ...extra },
+});
+
+/** A payment of net + fee whose net waits in pending until releaseAt. */
+const paymentHeld = (invoiceId: string, net: number, fee: number, releaseAt: string, when = at()): LedgerEvent =>
+  entry(
+    'payment_recorded',
+    `payment:${invoiceId}`,
+    [
+      { account: 'acquiring_clearing', amount: -(net + fee) },
+      ...(net > 0 ? [{ account: 'pending' as const, amount: net }] : []),
+      ...(fee > 0 ? [{ account: 'fees' as const, amount: fee }] : []),
+    ],
+    when,
+    { hold: { invoiceId, amount: net, releaseAt }, invoiceId },
+  );
+
+/** A payment of net + fee whose net is available at once. */
+const paymentAvailable = (invoiceId: string, net: number, fee: number, when = at()): LedgerEvent =>
+  entry(
+    'payment_recorded',
+    `payment:${invoiceId}`,
+    [
+      { account: 'acquiring_clearing', amount: -(net + fee) },
+      ...(net > 0 ? [{ account: 'available' as const, amount: net }] : []),
+      ...(fee > 0 ? [{ account: 'fees' as const, amount: fee }] : []),
+    ],
+    when,
+    { invoiceId },
+  );
+
+const holdReleased = (invoiceId: string, amount: number, when = at()): LedgerEvent =>
+  entry(
+    'hold_released',
+    `hold_release:${invoiceId}`,
+    [
+      { account: 'pending', amount: -amount },
+      { account: 'available', amount },
+    ],
+    when,
+    { invoiceId },
+  );
+
+const fundsReserved = (id: string, purpose: ReservationPurpose, amount: number, when = at()): LedgerEvent =>
+  entry(
+    'funds_reserved',
+    `reserve:${id}`,
+    [
+      { account: 'available', amount: -amount },
+      { account: 'reserved', amount },
+    ],
+    when,
+    { reservation: { id, purpose, amount } },
+  );
+
+const refundSettled = (id: string, amount: number, when = at()): LedgerEvent =>
+  entry(
+    'reservation_settled',
+    `settle:${id}`,
+    [
+      { account: 'reserved', amount: -amount },
+      { account: 'refunds_paid', amount },
+    ],
+    when,
+    { reservation: { id, purpose: 'refund', amount } },
+  );
+
+const reservationReleased = (id: string, purpose: ReservationPurpose, amount: number, when = at()): LedgerEvent =>
+  entry(
+    'reservation_released',
+    `release:${id}`,
+    [
+      { account: 'reserved', amount: -amount },
+      { account: 'available', amount },
+    ],
+    when,
+    { reservation: { id, purpose, amount } },
+  );
+
+// ---------------------------------------------------------------------------------
+// given / when / then
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const child of Object.values(value)) deepFreeze(child);
+  }
+  return value;
+}
+
+function given(events: LedgerEvent[]) {
+  // Frozen: a decision that tried to mutate the state would throw.
+  const state = deepFreeze(foldLedger(events));
+  const snapshot = structuredClone(state);
+  return {
+    when(command: LedgerCommand) {
+      const decide = (): LedgerEvent[] | LedgerError => {
+        const decision = ledgerDecider.decide(command, state);
+        expect(state).toEqual(snapshot);
+        return decision;
+      };
+      return {
+        then(expected: LedgerEvent[]): void {
+          expect(expected.length).toBeGreaterThan(0); // use thenNothing() for []
+          expect(decide()).toEqual(expected);
+        },
+        thenFails(code: LedgerErrorCode): void {
+          const decision = decide();
+          expect(decision).toBeInstanceOf(LedgerError);
+          expect((decision as LedgerError).code).toBe(code);
+        },
+        thenNothing(): void {
+          expect(decide()).toEqual([]);
+        },
+      };
+    },
+  };
+}
+
+/** What `run` throws, or undefined. */
+function thrownBy(run: () => unknown): unknown {
+  try {
+    run();
+    return undefined;
+  } catch (error) {
+    return error;
+  }
+}
+
+/** Folds events and returns the balances only, every account listed. */
+const balancesAfter = (events: LedgerEvent[]) => foldLedger(events).balances;
+
+// ---------------------------------------------------------------------------------
+
+describe('ledger: payment recorded', () => {
+  it('with a hold: clearing −(net + fee), pending +net, fees +fee, and the hold is recorded', () => {
+    const releaseAt = at(3 * DAY);
+    given([])
+      .when(recordPayment('inv_1', 97_000, 3_000, releaseAt, at(5)))
+      .then([
+        entry(
+          'payment_recorded',
+          'payment:inv_1',
+          [
+            { account: 'acquiring_clearing', amount: -100_000 },
+            { account: 'pending', amount: 97_000 },
+            { account: 'fees', amount: 3_000 },
+          ],
+          at(5),
+          { hold: { invoiceId: 'inv_1', amount: 97_000, releaseAt }, invoiceId: 'inv_1' },
+        ),
+      ]);
+  });
+
+  it('with a hold: the folded state holds the net amount in pending until releaseAt', () => {
+    const state = foldLedger([paymentHeld('inv_1', 97_000, 3_000, at(3 * DAY))]);
+    expect(state.balances).toEqual({
+      pending: 97_000,
+      available: 0,
+      reserved: 0,
+      acquiring_clearing: -100_000,
+      fees: 3_000,
+      refunds_paid: 0,
+      payouts_sent: 0,
+    });
+    expect(state.holds).toEqual({ inv_1: { amount: 97_000, releaseAt: at(3 * DAY) } });
+    expect(hasRecentCause(state, 'payment:inv_1')).toBe(true);
+    expect(hasRecentCause(state, 'payment:inv_2')).toBe(false);
+    expect(state.entries).toBe(1);
+  });
+
+  it('without a hold (releaseAt null): straight to available, no hold recorded', () => {
+    given([])
+      .when(recordPayment('inv_1', 97_000, 3_000, null))
+      .then([
+        entry(
+          'payment_recorded',
+          'payment:inv_1',
+          [
+            { account: 'acquiring_clearing', amount: -100_000 },
+            { account: 'available', amount: 97_000 },
+            { account: 'fees', amount: 3_000 },
+          ],
+          at(),
+          { invoiceId: 'inv_1' },
+        ),
+      ]);
+    const state = foldLedger([paymentAvailable('inv_1', 97_000, 3_000)]);
+    expect(state.holds).toEqual({});
+    expect(state.balances.available).toBe(97_000);
+    expect(state.balances.pending).toBe(0);
+  });
+
+  it('with a zero fee: no fees posting', () => {
+    given([])
+      .when(recordPayment('inv_1', 50_000, 0, at(DAY)))
+      .then([
+        entry(
+          'payment_recorded',
+          'payment:inv_1',
+          [
+            { account: 'acquiring_clearing', amount: -50_000 },
+            { account: 'pending', amount: 50_000 },
+          ],
+          at(),
+          { hold: { invoiceId: 'inv_1', amount: 50_000, releaseAt: at(DAY) }, invoiceId: 'inv_1' },
+        ),
+      ]);
+  });
+
+  it('with a zero net and a positive fee: only clearing and fees, and no hold (nothing to release later)', () => {
+    given([])
+      .when(recordPayment('inv_1', 0, 1_500, at(DAY)))
+      .then([
+        entry(
+          'payment_recorded',
+          'payment:inv_1',
+          [
+            { account: 'acquiring_clearing', amount: -1_500 },
+            { account: 'fees', amount: 1_500 },
+          ],
+          at(),
+          { hold: undefined, invoiceId: 'inv_1' },
+        ),
+      ]);
+  });
+
+  it('with a zero net, no hold: only clearing and fees', () => {
+    given([])
+      .when(recordPayment('inv_1', 0, 1_500, null))
+      .then([
+        entry(
+          'payment_recorded',
+          'payment:inv_1',
+          [
+            { account: 'acquiring_clearing', amount: -1_500 },
+            { account: 'fees', amount: 1_500 },
+          ],
+          at(),
+          { invoiceId: 'inv_1' },
+        ),
+      ]);
+  });
+
+  it.each([
+    ['a negative net', -1, 100],
+    ['a negative fee', 100, -1],
+    ['a fractional net', 100.5, 0],
+    ['a fractional fee', 100, 0.25],
+    ['NaN', Number.NaN, 0],
+    ['Infinity', Number.POSITIVE_INFINITY, 0],
+    ['a net beyond the safe integers', 2 ** 53, 0],
+    ['both zero', 0, 0],
+  ])('refuses %s with invalid_amount', (_label, net, fee) => {
+    given([]).when(recordPayment('inv_1', net, fee, at(DAY))).thenFails('invalid_amount');
+    given([]).when(recordPayment('inv_1', net, fee, null)).thenFails('invalid_amount');
+  });
+
+  it('refuses a string amount with invalid_amount (JSON input is never trusted)', () => {
+    const command = { ...recordPayment('inv_1', 1, 0, null), netAmount: '100' as unknown as number };
+    given([]).when(command).thenFails('invalid_amount');
+  });
+
+  it('a repeat of the same invoice posts nothing (idempotent), whatever the amounts', () => {
+    const history = [paymentHeld('inv_1', 97_000, 3_000, at(3 * DAY))];
+    given(history).when(recordPayment('inv_1', 97_000, 3_000, at(3 * DAY), at(10))).thenNothing();
+    given(history).when(recordPayment('inv_1', 1, 1, null, at(10))).thenNothing();
+    // A repeat is recognised before the amounts are checked.
+    given(history).when(recordPayment('inv_1', -5, 0, null, at(10))).thenNothing();
+  });
+
+  it('a repeat of a payment without a hold posts nothing too', () => {
+    given([paymentAvailable('inv_1', 97_000, 3_000)]).when(recordPayment('inv_1', 97_000, 3_000, null, at(10))).thenNothing();
+  });
+
+  it('a repeat after its hold was released posts nothing', () => {
+    given([paymentHeld('inv_1', 97_000, 3_000, at(DAY)), holdReleased('inv_1', 97_000, at(DAY))])
+      .when(recordPayment('inv_1', 97_000, 3_000, at(DAY), at(2 * DAY)))
+      .thenNothing();
+  });
+
+  it('another invoice is another payment', () => {
+    given([paymentAvailable('inv_1', 97_000, 3_000)])
+      .when(recordPayment('inv_2', 10_000, 0, null))
+      .then([paymentAvailable('inv_2', 10_000, 0)]);
+  });
+});
+
+describe('ledger: hold released', () => {
+  const history = [paymentHeld('inv_1', 97_000, 3_000, at(3 * DAY))];
+
+  it('before releaseAt: hold_not_due', () => {
+    given(history).when(releaseHold('inv_1', at(3 * DAY - 1))).thenFails('hold_not_due');
+    given(history).when(releaseHold('inv_1', new Date(Date.parse(at(3 * DAY)) - 1).toISOString())).thenFails('hold_not_due');
+  });
+
+  it('exactly at releaseAt: pending → available', () => {
+    given(history)
+      .when(releaseHold('inv_1', at(3 * DAY)))
+      .then([
+        entry(
+          'hold_released',
+          'hold_release:inv_1',
+          [
+            { account: 'pending', amount: -97_000 },
+            { account: 'available', amount: 97_000 },
+          ],
+          at(3 * DAY),
+          { invoiceId: 'inv_1' },
+        ),
+      ]);
+  });
+
+  it('after releaseAt: pending → available, and the hold is closed', () => {
+    given(history)
+      .when(releaseHold('inv_1', at(5 * DAY)))
+      .then([holdReleased('inv_1', 97_000, at(5 * DAY))]);
+    const state = foldLedger([...history, holdReleased('inv_1', 97_000, at(5 * DAY))]);
+    expect(state.holds).toEqual({});
+    expect(state.balances.pending).toBe(0);
+    expect(state.balances.available).toBe(97_000);
+  });
+
+  it('compares instants, not strings (an offset releaseAt)', () => {
+    // 13:00+03:00 is 10:00Z: due at T0, not before.
+    const held = [paymentHeld('inv_1', 500, 0, '2025-03-01T13:00:00+03:00')];
+    given(held).when(releaseHold('inv_1', at(-1))).thenFails('hold_not_due');
+    given(held)
+      .when(releaseHold('inv_1', at(0)))
+      .then([holdReleased('inv_1', 500, at(0))]);
+  });
+
+  it('after a zero-net payment with a hold date: hold_not_found (no hold was opened)', () => {
+    const decided = ledgerDecider.decide(recordPayment('inv_1', 0, 1_500, at(DAY)), initialLedgerState());
+    expect(Array.isArray(decided)).toBe(true);
+    given(decided as LedgerEvent[])
+      .when(releaseHold('inv_1', at(DAY)))
+      .thenFails('hold_not_found');
+  });
+
+  it('of an unknown invoice: hold_not_found', () => {
+    given(history).when(releaseHold('inv_unknown', at(5 * DAY))).thenFails('hold_not_found');
+    given([]).when(releaseHold('inv_1', at(5 * DAY))).thenFails('hold_not_found');
+  });
+
+  it('of a payment recorded without a hold: hold_not_found', () => {
+    given([paymentAvailable('inv_1', 97_000, 3_000)]).when(releaseHold('inv_1', at(5 * DAY))).thenFails('hold_not_found');
+  });
+
+  it('a repeat posts nothing', () => {
+    given([...history, holdReleased('inv_1', 97_000, at(3 * DAY))])
+      .when(releaseHold('inv_1', at(4 * DAY)))
+      .thenNothing();
+  });
+});
+
+describe('ledger: funds reserved', () => {
+  const funded = [paymentAvailable('inv_1', 97_000, 3_000)];
+
+  it('moves available → reserved and opens the reservation', () => {
+    given(funded)
+      .when(reserveFunds('rf_1', 'refund', 40_000, at(10)))
+      .then([
+        entry(
+          'funds_reserved',
+          'reserve:rf_1',
+          [
+            { account: 'available', amount: -40_000 },
+            { account: 'reserved', amount: 40_000 },
+          ],
+          at(10),
+          { reservation: { id: 'rf_1', purpose: 'refund', amount: 40_000 } },
+        ),
+      ]);
+    const state = foldLedger([...funded, fundsReserved('rf_1', 'refund', 40_000, at(10))]);
+    expect(state.reservations).toEqual({ rf_1: { purpose: 'refund', amount: 40_000 } });
+    expect(state.balances.available).toBe(57_000);
+    expect(state.balances.reserved).toBe(40_000);
+  });
+
+  it('exactly the available balance is allowed', () => {
+    given(funded)
+      .when(reserveFunds('po_1', 'payout', 97_000))
+      .then([fundsReserved('po_1', 'payout', 97_000)]);
+  });
+
+  it('one kopeck more than available: insufficient_balance', () => {
+    given(funded).when(reserveFunds('po_1', 'payout', 97_001)).thenFails('insufficient_balance');
+  });
+
+  it('anything from an empty ledger: insufficient_balance', () => {
+    given([]).when(reserveFunds('po_1', 'payout', 1)).thenFails('insufficient_balance');
+  });
+
+  it('pending money cannot be reserved', () => {
+    const held = [paymentHeld('inv_1', 97_000, 3_000, at(3 * DAY))];
+    given(held).when(reserveFunds('rf_1', 'refund', 1)).thenFails('insufficient_balance');
+    // Available 10 000 plus pending 97 000: only the 10 000 count.
+    const mixed = [...held, paymentAvailable('inv_2', 10_000, 0)];
+    given(mixed).when(reserveFunds('rf_1', 'refund', 10_001)).thenFails('insufficient_balance');
+    given(mixed)
+      .when(reserveFunds('rf_1', 'refund', 10_000))
+      .then([fundsReserved('rf_1', 'refund', 10_000)]);
+  });
+
+  it('reserved money cannot be reserved again', () => {
+    given([...funded, fundsReserved('rf_1', 'refund', 90_000)])
+      .when(reserveFunds('rf_2', 'refund', 7_001))
+      .thenFails('insufficient_balance');
+  });
+
+  it.each([
+    ['zero', 0],
+    ['negative', -100],
+    ['fractional', 10.5],
+    ['NaN', Number.NaN],
+  ])('a %s amount: invalid_amount', (_label, amount) => {
+    given(funded).when(reserveFunds('rf_1', 'refund', amount)).thenFails('invalid_amount');
+  });
+
+  it('the same reservation id twice: the repeat of the same cause posts nothing', () => {
+    const reserved = [...funded, fundsReserved('rf_1', 'refund', 40_000)];
+    given(reserved).when(reserveFunds('rf_1', 'refund', 40_000, at(10))).thenNothing();
+    // Even with other terms, and even with terms that could not be met.
+    given(reserved).when(reserveFunds('rf_1', 'payout', 1_000_000, at(10))).thenNothing();
+  });
+
+  it('the same reservation id after it was settled or released posts nothing (the cause is spent)', () => {
+    given([...funded, fundsReserved('rf_1', 'refund', 40_000), refundSettled('rf_1', 40_000)])
+      .when(reserveFunds('rf_1', 'refund', 40_000))
+      .thenNothing();
+    given([...funded, fundsReserved('rf_1', 'refund', 40_000), reservationReleased('rf_1', 'refund', 40_000)])
+      .when(reserveFunds('rf_1', 'refund', 40_000))
+      .thenNothing();
+  });
+});
+
+describe('ledger: reservation settled', () => {
+  const funded = [paymentAvailable('inv_1', 97_000, 3_000)];
+
+  it('a refund: reserved → refunds_paid', () => {
+    given([...funded, fundsReserved('rf_1', 'refund', 40_000)])
+      .when(settleReservation('rf_1', undefined, at(20)))
+      .then([
+        entry(
+          'reservation_settled',
+          'settle:rf_1',
+          [
+            { account: 'reserved', amount: -40_000 },
+            { account: 'refunds_paid', amount: 40_000 },
+          ],
+          at(20),
+          { reservation: { id: 'rf_1', purpose: 'refund', amount: 40_000 } },
+        ),
+      ]);
+    const state = foldLedger([...funded, fundsReserved('rf_1', 'refund', 40_000), refundSettled('rf_1', 40_000)]);
+    expect(state.reservations).toEqual({});
+    expect(state.balances.reserved).toBe(0);
+    expect(state.balances.refunds_paid).toBe(40_000);
+    expect(state.balances.available).toBe(57_000);
+  });
+
+  it('a refund with an explicit zero fee is the same refund', () => {
+    given([...funded, fundsReserved('rf_1', 'refund', 40_000)])
+      .when(settleReservation('rf_1', 0))
+      .then([refundSettled('rf_1', 40_000)]);
+  });
+
+  it('a payout with a fee: payouts_sent gets amount − fee, fees gets the fee', () => {
+    given([...funded, fundsReserved('po_1', 'payout', 97_000)])
+      .when(settleReservation('po_1', 1_500, at(30)))
+      .then([
+        entry(
+          'reservation_settled',
+          'settle:po_1',
+          [
+            { account: 'reserved', amount: -97_000 },
+            { account: 'payouts_sent', amount: 95_500 },
+            { account: 'fees', amount: 1_500 },
+          ],
+          at(30),
+          { reservation: { id: 'po_1', purpose: 'payout', amount: 97_000 } },
+        ),
+      ]);
+  });
+
+  it('a payout without a fee: all of it to payouts_sent', () => {
+    given([...funded, fundsReserved('po_1', 'payout', 97_000)])
+      .when(settleReservation('po_1'))
+      .then([
+        entry(
+          'reservation_settled',
+          'settle:po_1',
+          [
+            { account: 'reserved', amount: -97_000 },
+            { account: 'payouts_sent', amount: 97_000 },
+          ],
+          at(),
+          { reservation: { id: 'po_1', purpose: 'payout', amount: 97_000 } },
+        ),
+      ]);
+  });
+
+  it('a payout whose fee is the whole amount: all of it to fees', () => {
+    given([...funded, fundsReserved('po_1', 'payout', 1_000)])
+      .when(settleReservation('po_1', 1_000))
+      .then([
+        entry(
+          'reservation_settled',
+          'settle:po_1',
+          [
+            { account: 'reserved', amount: -1_000 },
+            { account: 'fees', amount: 1_000 },
+          ],
+          at(),
+          { reservation: { id: 'po_1', purpose: 'payout', amount: 1_000 } },
+        ),
+      ]);
+  });
+
+  it('a fee on a refund reservation: invalid_amount', () => {
+    given([...funded, fundsReserved('rf_1', 'refund', 40_000)]).when(settleReservation('rf_1', 1)).thenFails('invalid_amount');
+  });
+
+  it('a fee above the amount: invalid_amount', () => {
+    given([...funded, fundsReserved('po_1', 'payout', 1_000)]).when(settleReservation('po_1', 1_001)).thenFails('invalid_amount');
+  });
+
+  it.each([
+    ['negative', -1],
+    ['fractional', 0.5],
+    ['NaN', Number.NaN],
+  ])('a %s fee: invalid_amount', (_label, fee) => {
+    given([...funded, fundsReserved('po_1', 'payout', 1_000)]).when(settleReservation('po_1', fee)).thenFails('invalid_amount');
+  });
+
+  it('an unknown reservation: reservation_not_found', () => {
+    given(funded).when(settleReservation('po_unknown')).thenFails('reservation_not_found');
+    given([...funded, fundsReserved('po_1', 'payout', 1_000)]).when(settleReservation('po_2')).thenFails('reservation_not_found');
+  });
+
+  it('settled twice: the second is a repeat of the cause and posts nothing', () => {
+    given([...funded, fundsReserved('rf_1', 'refund', 40_000), refundSettled('rf_1', 40_000)])
+      .when(settleReservation('rf_1', undefined, at(40)))
+      .thenNothing();
+  });
+});
+
+describe('ledger: reservation released', () => {
+  const funded = [paymentAvailable('inv_1', 97_000, 3_000)];
+
+  it('moves reserved back to available and closes the reservation', () => {
+    given([...funded, fundsReserved('po_1', 'payout', 97_000)])
+      .when(releaseReservation('po_1', at(50)))
+      .then([
+        entry(
+          'reservation_released',
+          'release:po_1',
+          [
+            { account: 'reserved', amount: -97_000 },
+            { account: 'available', amount: 97_000 },
+          ],
+          at(50),
+          { reservation: { id: 'po_1', purpose: 'payout', amount: 97_000 } },
+        ),
+      ]);
+    const state = foldLedger([...funded, fundsReserved('po_1', 'payout', 97_000), reservationReleased('po_1', 'payout', 97_000)]);
+    expect(state.reservations).toEqual({});
+    expect(state.balances.available).toBe(97_000);
+    expect(state.balances.reserved).toBe(0);
+  });
+
+  it('released money can be reserved again under a new id', () => {
+    given([...funded, fundsReserved('po_1', 'payout', 97_000), reservationReleased('po_1', 'payout', 97_000)])
+      .when(reserveFunds('po_2', 'payout', 97_000))
+      .then([fundsReserved('po_2', 'payout', 97_000)]);
+  });
+
+  it('after a settle: reservation_not_found (never both)', () => {
+    given([...funded, fundsReserved('rf_1', 'refund', 40_000), refundSettled('rf_1', 40_000)])
+      .when(releaseReservation('rf_1'))
+      .thenFails('reservation_not_found');
+  });
+
+  it('a settle after a release: reservation_not_found (never both)', () => {
+    given([...funded, fundsReserved('rf_1', 'refund', 40_000), reservationReleased('rf_1', 'refund', 40_000)])
+      .when(settleReservation('rf_1'))
+      .thenFails('reservation_not_found');
+  });
+
+  it('released twice: the second is a repeat and posts nothing', () => {
+    given([...funded, fundsReserved('rf_1', 'refund', 40_000), reservationReleased('rf_1', 'refund', 40_000)])
+      .when(releaseReservation('rf_1'))
+      .thenNothing();
+  });
+
+  it('an unknown reservation: reservation_not_found', () => {
+    given(funded).when(releaseReservation('rf_unknown')).thenFails('reservation_not_found');
+  });
+});
+
+describe('ledger: causes and entry ids', () => {
+  it('causeOf names each command by what caused it', () => {
+    expect(causeOf(recordPayment('i', 1, 0, null))).toBe('payment:i');
+    expect(causeOf(releaseHold('i'))).toBe('hold_release:i');
+    expect(causeOf(reserveFunds('r', 'refund', 1))).toBe('reserve:r');
+    expect(causeOf(settleReservation('r'))).toBe('settle:r');
+    expect(causeOf(releaseReservation('r'))).toBe('release:r');
+  });
+
+  it('an entry carries the command’s entry id and time, whatever they are', () => {
+    const command = { ...recordPayment('inv_1', 10, 0, null, at(7)), entryId: 'caller-chosen-id' };
+    const decision = ledgerDecider.decide(command, initialLedgerState()) as LedgerEvent[];
+    expect(decision).toHaveLength(1);
+    expect(decision[0]!.data.entryId).toBe('caller-chosen-id');
+    expect(decision[0]!.data.occurredAt).toBe(at(7));
+  });
+
+  describe('the window of recent causes', () => {
+    /** n entries that are not about inv_old, po_old or rf_old. */
+    const filler = (n: number) => Array.from({ length: n }, (_, i) => paymentAvailable(`inv_fill_${i}`, 100, 1, at(10 + i)));
+    /**
+     * Well past the window: the state keeps *at least* the RECENT_CAUSES_KEPT most
+     * recent causes (in chunks, so a few more), never all of them.
+     */
+    const PAST_THE_WINDOW = 2 * RECENT_CAUSES_KEPT;
+    /** How many causes the state remembers, whatever the shape of the window. */
+    const remembered = (state: LedgerState): number => (state.recentCauses as readonly unknown[]).flat(Infinity as 1).length;
+
+    it('remembers at least the RECENT_CAUSES_KEPT most recent causes: within them a repeat posts nothing', () => {
+      const history = [paymentAvailable('inv_old', 97_000, 3_000), ...filler(RECENT_CAUSES_KEPT - 1)];
+      expect(hasRecentCause(foldLedger(history), 'payment:inv_old')).toBe(true);
+      given(history).when(recordPayment('inv_old', 97_000, 3_000, null, at(DAY))).thenNothing();
+    });
+
+    it('does not grow with history: older causes are forgotten', () => {
+      const long = foldLedger(filler(PAST_THE_WINDOW));
+      const longer = foldLedger(filler(2 * PAST_THE_WINDOW));
+      for (const state of [long, longer]) {
+        expect(remembered(state)).toBeGreaterThanOrEqual(RECENT_CAUSES_KEPT);
+        expect(remembered(state)).toBeLessThan(PAST_THE_WINDOW);
+        expect(hasRecentCause(state, 'payment:inv_fill_0')).toBe(false);
+        expect(hasRecentCause(state, `payment:inv_fill_${state.entries - 1}`)).toBe(true);
+      }
+      expect(longer.entries).toBe(2 * PAST_THE_WINDOW);
+    });
+
+    it('past the window the state forgets the cause; the deterministic entry id is what stops the repeat', () => {
+      const original = paymentAvailable('inv_old', 97_000, 3_000);
+      const state = foldLedger([original, ...filler(PAST_THE_WINDOW)]);
+      expect(hasRecentCause(state, 'payment:inv_old')).toBe(false);
+
+      // The state alone would post the payment again…
+      const decision = ledgerDecider.decide(recordPayment('inv_old', 97_000, 3_000, null, at(DAY)), state);
+      expect(Array.isArray(decision) && decision.length).toBe(1);
+      // …but under the very same entry id as the first time, which the event store
+      // refuses to store twice (LedgerBook: onDuplicateEventId 'already_handled').
+      expect((decision as LedgerEvent[])[0]!.data.entryId).toBe(original.data.entryId);
+      expect(ledgerEntryId(LEDGER, causeOf(recordPayment('inv_old', 1, 1, null)))).toBe(original.data.entryId);
+    });
+
+    it('an open hold still stops a forgotten payment cause', () => {
+      given([paymentHeld('inv_old', 97_000, 3_000, at(30 * DAY)), ...filler(PAST_THE_WINDOW)])
+        .when(recordPayment('inv_old', 97_000, 3_000, at(30 * DAY), at(DAY)))
+        .thenNothing();
+    });
+
+    it('an open reservation whose cause was forgotten: duplicate_reservation', () => {
+      given([paymentAvailable('inv_old', 97_000, 3_000), fundsReserved('po_old', 'payout', 50_000), ...filler(PAST_THE_WINDOW)])
+        .when(reserveFunds('po_old', 'payout', 50_000, at(DAY)))
+        .thenFails('duplicate_reservation');
+    });
+
+    it('a forgotten settle cannot settle again: the reservation is closed', () => {
+      given([
+        paymentAvailable('inv_old', 97_000, 3_000),
+        fundsReserved('rf_old', 'refund', 50_000),
+        refundSettled('rf_old', 50_000),
+        ...filler(PAST_THE_WINDOW),
+      ])
+        .when(settleReservation('rf_old', undefined, at(DAY)))
+        .thenFails('reservation_not_found');
+    });
+  });
+
+  describe('ledgerEntryId', () => {
+    const UUID_V5 = /^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+    it('is deterministic: the same ledger and cause give the same id', () => {
+      expect(ledgerEntryId(LEDGER, 'payment:inv_1')).toBe(ledgerEntryId({ accountId: 'acc_7f3e', mode: 'test' }, 'payment:inv_1'));
+    });
+
+    it('differs for another cause, another account, another mode', () => {
+      const ids = [
+        ledgerEntryId(LEDGER, 'payment:inv_1'),
+        ledgerEntryId(LEDGER, 'payment:inv_2'),
+        ledgerEntryId(LEDGER, 'hold_release:inv_1'),
+        ledgerEntryId({ accountId: 'acc_other', mode: 'test' }, 'payment:inv_1'),
+        ledgerEntryId({ accountId: 'acc_7f3e', mode: 'live' }, 'payment:inv_1'),
+      ];
+      expect(new Set(ids).size).toBe(ids.length);
+    });
+
+    it('is a valid RFC 4122 version 5 UUID', () => {
+      for (const cause of ['payment:inv_1', 'settle:po_1', '', 'ünïcødé:∑']) {
+        expect(ledgerEntryId(LEDGER, cause)).toMatch(UUID_V5);
+      }
+    });
+  });
+});
+
+describe('ledger: invariants', () => {
+  const balanced = paymentAvailable('inv_1', 97_000, 3_000);
+
+  afterEach(() => jest.restoreAllMocks());
+
+  it('entryViolations: a balanced entry has none', () => {
+    expect(entryViolations(balanced)).toEqual([]);
+  });
+
+  it('entryViolations: an unbalanced entry', () => {
+    const bad = entry('payment_recorded', 'payment:bad', [
+      { account: 'acquiring_clearing', amount: -100 },
+      { account: 'available', amount: 99 },
+    ], at());
+    expect(entryViolations(bad)).toEqual([{ entryId: idOf('payment:bad'), rule: 'entry_unbalanced', detail: 'postings sum to -1, not 0' }]);
+  });
+
+  it('stateViolations: a consistent state has none', () => {
+    expect(stateViolations(initialLedgerState())).toEqual([]);
+    expect(
+      stateViolations(
+        foldLedger([
+          paymentHeld('inv_1', 97_000, 3_000, at(DAY)),
+          paymentAvailable('inv_2', 10_000, 0),
+          fundsReserved('rf_1', 'refund', 4_000),
+        ]),
+      ),
+    ).toEqual([]);
+  });
+
+  const withBalances = (state: LedgerState, changes: Partial<Record<(typeof LEDGER_ACCOUNTS)[number], number>>): LedgerState => ({
+    ...state,
+    balances: { ...state.balances, ...changes },
+  });
+
+  it('stateViolations: a negative merchant account', () => {
+    const state = withBalances(initialLedgerState(), { available: -1, acquiring_clearing: 1 });
+    expect(stateViolations(state, 'e1')).toEqual([{ entryId: 'e1', rule: 'negative_merchant_account', detail: 'available is -1' }]);
+  });
+
+  it('stateViolations: a negative system account is fine (that is the sign convention)', () => {
+    expect(stateViolations(withBalances(initialLedgerState(), { available: 5, acquiring_clearing: -5 }))).toEqual([]);
+  });
+
+  it('stateViolations: accounts that do not sum to zero', () => {
+    const state = withBalances(initialLedgerState(), { fees: 7 });
+    expect(stateViolations(state).map((v) => v.rule)).toEqual(['sum_not_zero']);
+  });
+
+  it('stateViolations: pending that does not match the open holds', () => {
+    const state = foldLedger([paymentHeld('inv_1', 97_000, 3_000, at(DAY))]);
+    const noHold: LedgerState = { ...state, holds: {} };
+    expect(stateViolations(noHold).map((v) => v.rule)).toEqual(['hold_mismatch']);
+    const wrongHold: LedgerState = { ...state, holds: { inv_1: { amount: 96_999, releaseAt: at(DAY) } } };
+    expect(stateViolations(wrongHold)).toEqual([{ entryId: null, rule: 'hold_mismatch', detail: 'open holds 96999 ≠ pending 97000' }]);
+  });
+
+  it('stateViolations: reserved that does not match the open reservations', () => {
+    const state = foldLedger([balanced, fundsReserved('rf_1', 'refund', 4_000)]);
+    const lost: LedgerState = { ...state, reservations: {} };
+    expect(stateViolations(lost)).toEqual([{ entryId: null, rule: 'reservation_mismatch', detail: 'open reservations 0 ≠ reserved 4000' }]);
+    const extra: LedgerState = { ...state, reservations: { ...state.reservations, rf_2: { purpose: 'payout', amount: 1 } } };
+    expect(stateViolations(extra).map((v) => v.rule)).toEqual(['reservation_mismatch']);
+  });
+
+  it('ledgerDecider throws LedgerInvariantError when decide produces an unbalanced entry', () => {
+    const unbalanced = entry('payment_recorded', 'payment:inv_1', [
+      { account: 'acquiring_clearing', amount: -100 },
+      { account: 'available', amount: 101 },
+    ], at());
+    jest.spyOn(ledgerModule, 'decide').mockReturnValue([unbalanced]);
+    const thrown = thrownBy(() => ledgerDecider.decide(recordPayment('inv_1', 100, 0, null), initialLedgerState()));
+    expect(thrown).toBeInstanceOf(LedgerInvariantError);
+    expect((thrown as LedgerInvariantError).violations).toEqual([
+      'entry_unbalanced: postings sum to 1, not 0',
+      'sum_not_zero: accounts sum to 1',
+    ]);
+  });
+
+  it('ledgerDecider throws LedgerInvariantError when decide would overdraw a merchant account', () => {
+    const overdraw = fundsReserved('po_1', 'payout', 1);
+    jest.spyOn(ledgerModule, 'decide').mockReturnValue([overdraw]);
+    expect(() => ledgerDecider.decide(reserveFunds('po_1', 'payout', 1), initialLedgerState())).toThrow(
+      /negative_merchant_account: available is -1/,
+    );
+  });
+
+  it('ledgerDecider passes refusals and sound entries through unchanged', () => {
+    const refusal = new LedgerError('insufficient_balance', 'no');
+    jest.spyOn(ledgerModule, 'decide').mockReturnValueOnce(refusal).mockReturnValueOnce([balanced]);
+    expect(ledgerDecider.decide(reserveFunds('po_1', 'payout', 1), initialLedgerState())).toBe(refusal);
+    expect(ledgerDecider.decide(recordPayment('inv_1', 97_000, 3_000, null), initialLedgerState())).toEqual([balanced]);
+  });
+
+  it('every flow of the examples above keeps the books balanced', () => {
+    const history = [
+      paymentHeld('inv_1', 97_000, 3_000, at(DAY)),
+      paymentAvailable('inv_2', 50_000, 1_000),
+      holdReleased('inv_1', 97_000, at(DAY)),
+      fundsReserved('rf_1', 'refund', 40_000),
+      fundsReserved('po_1', 'payout', 100_000),
+      refundSettled('rf_1', 40_000),
+      reservationReleased('po_1', 'payout', 100_000),
+    ];
+    for (const e of history) expect(entryViolations(e)).toEqual([]);
+    expect(stateViolations(foldLedger(history))).toEqual([]);
+    expect(balancesAfter(history)).toEqual({
+      pending: 0,
+      available: 107_000,
+      reserved: 0,
+      acquiring_clearing: -151_000,
+      fees: 4_000,
+      refunds_paid: 40_000,
+      payouts_sent: 0,
+    });
+  });
+});
+
+/**
+ * Defects found while writing these tests. ledger.ts is deliberately left unchanged
+ * here: these tests fail until it is fixed.
+ */
+describe('ledger: defects found by these tests, now fixed', () => {
+  it('BUG: a payment whose net + fee is not a safe integer is refused with invalid_amount, not decided into an unbalanced entry', () => {
+    // Both amounts pass the safe-integer check, their sum does not: decide posts
+    // clearing −9007199254740992 (rounded), available +9007199254740991, fees +2,
+    // which sums to 1, and ledgerDecider throws LedgerInvariantError.
+    given([]).when(recordPayment('inv_big', Number.MAX_SAFE_INTEGER, 2, null)).thenFails('invalid_amount');
+  });
+
+  it('BUG: ids named like Object.prototype members (constructor, __proto__, toString…) are ids like any other', () => {
+    const funded = foldLedger([paymentAvailable('inv_1', 97_000, 3_000)]);
+    const outcome = (command: LedgerCommand, state: LedgerState): string => {
+      let decision: LedgerEvent[] | LedgerError;
+      try {
+        decision = ledgerDecider.decide(command, state);
+      } catch (error) {
+        return (error as Error).name;
+      }
+      if (decision instanceof LedgerError) return decision.code;
+      return decision.length === 0 ? 'nothing' : `posted ${decision[0]!.data.kind}`;
+    };
+    // Pairs, not an object: an object keyed by '__proto__' would fall into the very same trap.
+    const actual: [string, string[]][] = [];
+    const expected: [string, string[]][] = [];
+    for (const id of ['constructor', '__proto__', 'toString', 'hasOwnProperty']) {
+      actual.push([
+        id,
+        [
+          outcome(recordPayment(id, 100, 0, at(DAY)), initialLedgerState()),
+          outcome(releaseHold(id, at(2 * DAY)), initialLedgerState()),
+          outcome(reserveFunds(id, 'refund', 10), funded),
+          outcome(settleReservation(id), funded),
+          outcome(releaseReservation(id), funded),
+        ],
+      ]);
+      expected.push([id, ['posted payment_recorded', 'hold_not_found', 'posted funds_reserved', 'reservation_not_found', 'reservation_not_found']]);
+    }
+    expect(actual).toEqual(expected);
+  });
+});
