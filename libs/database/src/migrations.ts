@@ -4,7 +4,9 @@ import { projectionsMigration } from '../../projections/src/schema';
 import { streamCatalogMigration } from '../../read-models/src/stream-catalog.projection';
 import { manualClockMigration } from '../../clock/src/manual-clock-sync';
 import { snapshotsMigration } from '../../event-store/src/postgres/snapshot-store';
-import { ledgerReadModelMigration } from '../../read-models/src/ledger.projection';
+import { ledgerOpenHoldsMigration, ledgerReadModelMigration } from '../../read-models/src/ledger.projection';
+import { registryMigration } from '../../registry/src/schema';
+import { invoicesReadModelMigration } from '../../read-models/src/invoices.projection';
 
 /** Every schema change of the gateway, in version order. Never edit an applied one: add a new one. */
 export const allMigrations: readonly Migration[] = [
@@ -14,4 +16,7 @@ export const allMigrations: readonly Migration[] = [
   manualClockMigration,
   snapshotsMigration,
   ledgerReadModelMigration,
+  registryMigration,
+  invoicesReadModelMigration,
+  ledgerOpenHoldsMigration,
 ];

@@ -1,9 +1,11 @@
 import type { Projection } from '../../projections/src';
+import { invoicesProjection } from './invoices.projection';
 import { ledgerProjection } from './ledger.projection';
 import { streamCatalogProjection } from './stream-catalog.projection';
 
 export * from './stream-catalog.projection';
 export * from './ledger.projection';
+export * from './invoices.projection';
 
 /** Every projection the projector runs, by name. */
-export const allProjections: readonly Projection[] = [streamCatalogProjection, ledgerProjection];
+export const allProjections: readonly Projection[] = [streamCatalogProjection, ledgerProjection, invoicesProjection];

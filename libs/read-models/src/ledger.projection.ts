@@ -36,6 +36,22 @@ CREATE TABLE ledger_balances (
 `,
 };
 
+export const ledgerOpenHoldsMigration: Migration = {
+  version: 9,
+  name: 'read_model_ledger_open_holds',
+  sql: `
+CREATE TABLE ledger_open_holds (
+  account_id text NOT NULL,
+  mode text NOT NULL,
+  invoice_id text NOT NULL,
+  amount bigint NOT NULL,
+  release_at timestamptz NOT NULL,
+  PRIMARY KEY (account_id, mode, invoice_id)
+);
+CREATE INDEX ledger_open_holds_due ON ledger_open_holds (release_at);
+`,
+};
+
 /**
  * Journal entries with their postings, and the balance of every account, for the
  * audit API and GET /balance. Idempotent: an entry already stored is skipped, and
@@ -43,7 +59,7 @@ CREATE TABLE ledger_balances (
  */
 export const ledgerProjection: Projection = {
   name: 'ledger',
-  tables: ['ledger_postings', 'ledger_entries', 'ledger_balances'],
+  tables: ['ledger_postings', 'ledger_entries', 'ledger_balances', 'ledger_open_holds'],
   filter: { streamNamePrefixes: [`${LEDGER_CATEGORY}-`], eventTypePrefixes: ['LedgerEntryPosted'] },
   async apply(tx: PoolClient, events: readonly RecordedEvent[]): Promise<void> {
     const entries = events.flatMap((event) => {
@@ -70,6 +86,23 @@ export const ledgerProjection: Projection = {
     const fresh = new Set(inserted.rows.map((r) => r.entry_id));
     const postings = entries.filter((e) => fresh.has(e.data.entryId));
     if (postings.length === 0) return;
+
+    // Open holds, for the worker that releases them when due.
+    for (const { ledger, data } of postings) {
+      if (data.kind === 'payment_recorded' && data.hold && data.hold.releaseAt !== null) {
+        await tx.query(
+          `INSERT INTO ledger_open_holds (account_id, mode, invoice_id, amount, release_at) VALUES ($1, $2, $3, $4, $5)
+           ON CONFLICT DO NOTHING`,
+          [ledger.accountId, ledger.mode, data.hold.invoiceId, data.hold.amount, data.hold.releaseAt],
+        );
+      } else if (data.kind === 'hold_released' && data.invoiceId !== undefined) {
+        await tx.query('DELETE FROM ledger_open_holds WHERE account_id = $1 AND mode = $2 AND invoice_id = $3', [
+          ledger.accountId,
+          ledger.mode,
+          data.invoiceId,
+        ]);
+      }
+    }
 
     const rows = postings.flatMap((e) => e.data.postings.map((p, i) => ({ e, p, i })));
     await tx.query(

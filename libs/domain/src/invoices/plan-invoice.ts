@@ -1,0 +1,133 @@
+import type { Kopecks, PercentRate } from '../../../ledger/src/money';
+import { formatMoney, formatPercent } from '../../../ledger/src/money';
+import type { MethodCode, MethodTerms } from '../methods';
+import { CustomerFeeRequest, customerPctAt, invoiceAmounts } from './fees';
+import type { Customer, InvoiceCreatedData, Mode } from './invoice';
+
+/** POST /invoices after its format was checked: amounts in kopecks, rates exact. */
+export interface InvoiceRequest {
+  readonly amount: Kopecks;
+  readonly orderId: string;
+  readonly method: MethodCode | null;
+  readonly customerFeePct: PercentRate | null;
+  readonly customerFeeShare: number | null;
+  readonly feePayer: 'merchant' | 'customer' | null;
+  readonly description: string | null;
+  readonly successUrl: string | null;
+  readonly failUrl: string | null;
+  readonly expireMinutes: number;
+  readonly customer: Customer;
+  readonly customFields: { readonly [key: string]: unknown } | null;
+}
+
+export interface ProjectTerms {
+  readonly projectId: string;
+  readonly accountId: string;
+  readonly mode: Mode;
+  readonly methods: readonly MethodTerms[];
+  /** The project's slider: the buyer's share of the rate, whole percent (default 100). */
+  readonly customerFeeShare: number;
+}
+
+export type InvoicePlanErrorCode = 'amount_out_of_range' | 'method_unavailable' | 'customer_fee_pct_too_high';
+
+export class InvoicePlanError extends Error {
+  constructor(
+    readonly code: InvoicePlanErrorCode,
+    message: string,
+    readonly param: string,
+  ) {
+    super(message);
+    this.name = 'InvoicePlanError';
+  }
+}
+
+export function customerFeeRequest(request: InvoiceRequest, project: Pick<ProjectTerms, 'customerFeeShare'>): CustomerFeeRequest {
+  if (request.customerFeePct !== null) return { kind: 'pct', pct: request.customerFeePct };
+  if (request.customerFeeShare !== null) return { kind: 'share', share: request.customerFeeShare };
+  if (request.feePayer !== null) return { kind: 'payer', payer: request.feePayer };
+  return { kind: 'project_default', share: project.customerFeeShare };
+}
+
+/**
+ * The invoice a request creates, or the 422 that refuses it. With a method: its
+ * rate, limits and availability. Without one: the buyer may choose among the enabled
+ * methods whose limits hold the amount, and the amounts are shown at the largest of
+ * their rates until the buyer chooses.
+ */
+export function planInvoice(invoiceId: string, request: InvoiceRequest, project: ProjectTerms, now: Date): InvoiceCreatedData {
+  const inRange = (m: MethodTerms) => request.amount >= m.min && request.amount <= m.max;
+  let choosable: readonly MethodTerms[];
+  if (request.method !== null) {
+    const terms = project.methods.find((m) => m.code === request.method);
+    if (!terms || !terms.enabled) {
+      throw new InvoicePlanError('method_unavailable', `Способ оплаты ${request.method} недоступен для проекта`, 'method');
+    }
+    if (!inRange(terms)) {
+      throw new InvoicePlanError(
+        'amount_out_of_range',
+        `Сумма для способа ${terms.code} должна быть от ${formatMoney(terms.min)} до ${formatMoney(terms.max)}`,
+        'amount',
+      );
+    }
+    choosable = [terms];
+  } else {
+    const enabled = project.methods.filter((m) => m.enabled);
+    if (enabled.length === 0) throw new InvoicePlanError('method_unavailable', 'В проекте нет доступных способов оплаты', 'method');
+    choosable = enabled.filter(inRange);
+    if (choosable.length === 0) {
+      const min = Math.min(...enabled.map((m) => m.min));
+      const max = Math.max(...enabled.map((m) => m.max));
+      throw new InvoicePlanError('amount_out_of_range', `Сумма должна быть от ${formatMoney(min)} до ${formatMoney(max)}`, 'amount');
+    }
+  }
+
+  const feePct = Math.max(...choosable.map((m) => m.feePct));
+  if (request.customerFeePct !== null && request.customerFeePct > feePct) {
+    throw new InvoicePlanError(
+      'customer_fee_pct_too_high',
+      `customerFeePct не может быть больше ставки ${formatPercent(feePct)} %`,
+      'customerFeePct',
+    );
+  }
+  const customerFee = customerFeeRequest(request, project);
+  const amounts = invoiceAmounts(request.amount, feePct, customerPctAt(customerFee, feePct));
+
+  return {
+    invoiceId,
+    projectId: project.projectId,
+    accountId: project.accountId,
+    mode: project.mode,
+    orderId: request.orderId,
+    amount: request.amount,
+    method: request.method,
+    methodRates: Object.fromEntries(choosable.map((m) => [m.code, m.feePct])),
+    customerFee,
+    amounts,
+    description: request.description,
+    customer: request.customer,
+    customFields: request.customFields,
+    successUrl: request.successUrl,
+    failUrl: request.failUrl,
+    createdAt: now.toISOString(),
+    expiresAt: new Date(now.getTime() + request.expireMinutes * 60_000).toISOString(),
+  };
+}
+
+/**
+ * An orderId repeat is the same invoice when amount, method and the buyer's percent
+ * agree (the spec's "same parameters"); otherwise it is an order_id_conflict.
+ */
+export function sameInvoiceParameters(
+  existing: InvoiceCreatedData,
+  repeat: InvoiceRequest,
+  project: Pick<ProjectTerms, 'customerFeeShare'>,
+): boolean {
+  // Both buyer's percents at the rate the invoice was created with.
+  const rate = existing.amounts.feePct;
+  return (
+    existing.amount === repeat.amount &&
+    existing.method === repeat.method &&
+    customerPctAt(existing.customerFee, rate) === customerPctAt(customerFeeRequest(repeat, project), rate)
+  );
+}

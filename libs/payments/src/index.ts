@@ -1,0 +1,3 @@
+export * from './invoice-id';
+export * from './invoice-view';
+export * from './invoice-service';

@@ -1,0 +1,139 @@
+import type { EventStore } from '../../event-store/src';
+import { handleCommand, loadState } from '../../event-store/src';
+import {
+  Invoice,
+  InvoiceCommand,
+  invoiceDecider,
+  InvoiceError,
+  InvoiceEvent,
+  InvoiceRequest,
+  invoiceStreamName,
+  MethodCode,
+  Mode,
+  planInvoice,
+  sameInvoiceParameters,
+} from '../../domain/src';
+import { methodsOf, Project, Registry } from '../../registry/src';
+import { invoiceIdFor } from './invoice-id';
+
+/** An answer the merchant API maps to the spec's error (status, code, param). */
+export class PaymentsError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly param?: string,
+  ) {
+    super(message);
+    this.name = 'PaymentsError';
+  }
+}
+
+const fromInvoiceError = (e: InvoiceError): PaymentsError => {
+  switch (e.code) {
+    case 'invoice_not_found':
+      return new PaymentsError(404, 'invoice_not_found', e.message);
+    case 'conflict':
+      return new PaymentsError(409, 'conflict', e.message);
+    case 'method_unavailable':
+      return new PaymentsError(422, 'method_unavailable', e.message, e.param);
+    case 'validation':
+      return new PaymentsError(400, 'validation', e.message, e.param);
+  }
+};
+
+/**
+ * The invoice commands: used by the merchant API, the operator API, the payment page
+ * and the workers. Each loads the invoice's stream, decides with the pure decider,
+ * and appends with the expected revision (retrying on a conflict).
+ */
+export class InvoiceService {
+  constructor(
+    private readonly store: EventStore,
+    private readonly registry: Registry,
+  ) {}
+
+  /**
+   * POST /invoices. The invoice id derives from the orderId, so a repeat (or 50 at
+   * once) lands on the same stream: exactly one creates it; the others get it back
+   * (200) when their parameters agree, or order_id_conflict (409) when not.
+   */
+  async create(project: Project, mode: Mode, request: InvoiceRequest, now: Date): Promise<{ created: boolean; invoice: Invoice }> {
+    const invoiceId = invoiceIdFor(project.idNamespace, mode, request.orderId);
+    // A repeat is compared with the stored invoice, not planned again: the project's
+    // settings may have changed since, and the first answer still stands.
+    const existing = await this.get(invoiceId);
+    if (existing) return this.repeat(existing, request, project);
+
+    const planned = planInvoice(
+      invoiceId,
+      request,
+      { projectId: project.id, accountId: project.accountId, mode, methods: methodsOf(project), customerFeeShare: project.customerFeeShare },
+      now,
+    );
+    const result = await handleCommand(this.store, invoiceStreamName(invoiceId), invoiceDecider, {
+      type: 'CreateInvoice',
+      data: planned,
+    } as InvoiceCommand);
+    if (result.ok) return { created: true, invoice: result.state };
+    // Lost the race to a concurrent create of the same orderId.
+    if (result.failure.code === 'conflict' && result.state.created) return this.repeat(result.state, request, project);
+    throw fromInvoiceError(result.failure);
+  }
+
+  private repeat(existing: Invoice, request: InvoiceRequest, project: Project): { created: boolean; invoice: Invoice } {
+    if (sameInvoiceParameters(existing.created!, request, project)) return { created: false, invoice: existing };
+    throw new PaymentsError(
+      409,
+      'order_id_conflict',
+      `orderId ${request.orderId} уже использован счётом с другими параметрами (сумма, способ оплаты, customerFeePct)`,
+      'orderId',
+    );
+  }
+
+  /** The invoice as its stream says now (immediately consistent), or null. */
+  async get(invoiceId: string): Promise<Invoice | null> {
+    if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(invoiceId)) return null;
+    const loaded = await loadState<Invoice, InvoiceEvent>(this.store, invoiceStreamName(invoiceId.toLowerCase()), invoiceDecider);
+    return loaded.state.exists ? loaded.state : null;
+  }
+
+  /** The invoice if this project and mode may see it; other projects and modes get 404. */
+  async getFor(project: Project, mode: Mode, invoiceId: string): Promise<Invoice> {
+    const invoice = await this.get(invoiceId);
+    if (!invoice || invoice.created!.projectId !== project.id || invoice.created!.mode !== mode) {
+      throw new PaymentsError(404, 'invoice_not_found', 'Счёт не найден');
+    }
+    return invoice;
+  }
+
+  async chooseMethod(invoiceId: string, method: MethodCode, now: Date): Promise<Invoice> {
+    return this.run(invoiceId, { type: 'ChooseMethod', method, at: now.toISOString() });
+  }
+
+  /** The acquirer's answer (the operator API, or the sandbox buttons of the payment page). */
+  async recordPaymentResult(invoiceId: string, outcome: 'paid' | 'failed', method: MethodCode | null, now: Date): Promise<Invoice> {
+    const invoice = await this.get(invoiceId);
+    if (!invoice) throw new PaymentsError(404, 'invoice_not_found', 'Счёт не найден');
+    const project = await this.registry.project(invoice.created!.projectId);
+    return this.run(invoiceId, {
+      type: 'RecordPaymentResult',
+      outcome,
+      method,
+      at: now.toISOString(),
+      holdHours: project?.holdHours ?? 24,
+      reason: outcome === 'failed' ? 'declined by the acquirer' : undefined,
+    });
+  }
+
+  async expire(invoiceId: string, now: Date): Promise<Invoice> {
+    return this.run(invoiceId, { type: 'ExpireInvoice', at: now.toISOString() });
+  }
+
+  private async run(invoiceId: string, command: InvoiceCommand): Promise<Invoice> {
+    if (!(await this.get(invoiceId))) throw new PaymentsError(404, 'invoice_not_found', 'Счёт не найден');
+    const result = await handleCommand(this.store, invoiceStreamName(invoiceId.toLowerCase()), invoiceDecider, command);
+    if (!result.ok) throw fromInvoiceError(result.failure);
+    return result.state;
+  }
+}

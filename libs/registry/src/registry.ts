@@ -1,0 +1,225 @@
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import type { Pool, PoolClient } from 'pg';
+import { inTransaction } from '../../database/src';
+import { MethodOverrides, projectMethods, MethodTerms } from '../../domain/src/methods';
+import type { Mode } from '../../domain/src/invoices/invoice';
+
+export const PROJECT_STATUSES = ['active', 'pending', 'rejected', 'blocked'] as const;
+export type ProjectStatus = (typeof PROJECT_STATUSES)[number];
+export const WEBHOOK_EVENTS = [
+  'invoice.paid',
+  'invoice.failed',
+  'invoice.expired',
+  'refund.succeeded',
+  'refund.failed',
+  'payout.paid',
+  'payout.rejected',
+] as const;
+export type WebhookEventKind = (typeof WEBHOOK_EVENTS)[number];
+
+export interface Account {
+  readonly id: string;
+  readonly name: string;
+  readonly email: string;
+  readonly createdAt: Date;
+}
+
+export interface Project {
+  readonly id: string;
+  readonly accountId: string;
+  readonly name: string;
+  readonly status: ProjectStatus;
+  readonly webhookUrl: string | null;
+  readonly webhookEvents: readonly WebhookEventKind[];
+  readonly usdtEnabled: boolean;
+  readonly holdHours: number;
+  readonly methodOverrides: MethodOverrides;
+  readonly customerFeeShare: number;
+  readonly webhookSecret: string;
+  readonly idNamespace: string;
+  readonly createdAt: Date;
+  readonly updatedAt: Date;
+}
+
+export interface KeyPair {
+  readonly secretKey: string;
+  readonly publicKey: string;
+}
+
+export interface ProjectSettings {
+  readonly name: string;
+  readonly status: ProjectStatus;
+  readonly webhookUrl: string | null;
+  readonly webhookEvents: readonly WebhookEventKind[];
+  readonly usdtEnabled: boolean;
+  readonly holdHours: number;
+  readonly methodOverrides: MethodOverrides;
+  readonly customerFeeShare: number;
+}
+
+/** Who a merchant request is: the project and mode its key selects. */
+export interface MerchantIdentity {
+  readonly project: Project;
+  readonly mode: Mode;
+  readonly keyId: string;
+}
+
+export const hashSecretKey = (secret: string): string => createHash('sha256').update(secret).digest('hex');
+
+const token = (bytes: number) => randomBytes(bytes).toString('base64url');
+export const newKeyPair = (mode: Mode): KeyPair => ({ secretKey: `sk_${mode}_${token(24)}`, publicKey: `pk_${mode}_${token(18)}` });
+
+export const methodsOf = (project: Project): MethodTerms[] => projectMethods(project.methodOverrides, project.usdtEnabled);
+
+interface ProjectRow {
+  id: string;
+  account_id: string;
+  name: string;
+  status: ProjectStatus;
+  webhook_url: string | null;
+  webhook_events: WebhookEventKind[];
+  usdt_enabled: boolean;
+  hold_hours: number;
+  methods: MethodOverrides;
+  customer_fee_share: number;
+  webhook_secret: string;
+  id_namespace: string;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const toProject = (r: ProjectRow): Project => ({
+  id: r.id,
+  accountId: r.account_id,
+  name: r.name,
+  status: r.status,
+  webhookUrl: r.webhook_url,
+  webhookEvents: r.webhook_events,
+  usdtEnabled: r.usdt_enabled,
+  holdHours: r.hold_hours,
+  methodOverrides: r.methods,
+  customerFeeShare: r.customer_fee_share,
+  webhookSecret: r.webhook_secret,
+  idNamespace: r.id_namespace,
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
+});
+
+/**
+ * Merchant accounts, their projects and API keys. Configuration, not money: kept in
+ * plain tables. Secret keys are shown once and stored only as SHA-256 hashes (they
+ * are 192-bit random tokens, so a fast hash is enough); a rotation revokes the old
+ * pair of that mode in the same transaction that creates the new one.
+ */
+export class Registry {
+  constructor(private readonly pool: Pool) {}
+
+  async createAccount(name: string, email: string, now: Date): Promise<Account> {
+    const id = randomUUID();
+    await this.pool.query('INSERT INTO accounts (id, name, email, created_at) VALUES ($1, $2, $3, $4)', [id, name, email, now]);
+    return { id, name, email, createdAt: now };
+  }
+
+  async account(id: string): Promise<Account | null> {
+    const r = await this.pool.query<{ id: string; name: string; email: string; created_at: Date }>(
+      'SELECT * FROM accounts WHERE id = $1',
+      [id],
+    );
+    const row = r.rows[0];
+    return row ? { id: row.id, name: row.name, email: row.email, createdAt: row.created_at } : null;
+  }
+
+  async createProject(
+    accountId: string,
+    settings: ProjectSettings,
+    now: Date,
+  ): Promise<{ project: Project; keys: Record<Mode, KeyPair> }> {
+    return inTransaction(this.pool, async (tx) => {
+      const id = randomUUID();
+      const row = await tx.query<ProjectRow>(
+        `INSERT INTO projects (id, account_id, name, status, webhook_url, webhook_events, usdt_enabled, hold_hours, methods,
+           customer_fee_share, webhook_secret, id_namespace, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13) RETURNING *`,
+        [
+          id,
+          accountId,
+          settings.name,
+          settings.status,
+          settings.webhookUrl,
+          settings.webhookEvents,
+          settings.usdtEnabled,
+          settings.holdHours,
+          JSON.stringify(settings.methodOverrides),
+          settings.customerFeeShare,
+          `whsec_${token(24)}`,
+          randomUUID(),
+          now,
+        ],
+      );
+      const keys = { test: await this.issueKeys(tx, id, 'test', now), live: await this.issueKeys(tx, id, 'live', now) };
+      return { project: toProject(row.rows[0]!), keys };
+    });
+  }
+
+  async project(id: string): Promise<Project | null> {
+    const r = await this.pool.query<ProjectRow>('SELECT * FROM projects WHERE id = $1', [id]);
+    return r.rows[0] ? toProject(r.rows[0]) : null;
+  }
+
+  async updateProject(id: string, settings: ProjectSettings, now: Date): Promise<Project | null> {
+    const r = await this.pool.query<ProjectRow>(
+      `UPDATE projects SET name = $2, status = $3, webhook_url = $4, webhook_events = $5, usdt_enabled = $6, hold_hours = $7,
+         methods = $8, customer_fee_share = $9, updated_at = $10
+       WHERE id = $1 RETURNING *`,
+      [
+        id,
+        settings.name,
+        settings.status,
+        settings.webhookUrl,
+        settings.webhookEvents,
+        settings.usdtEnabled,
+        settings.holdHours,
+        JSON.stringify(settings.methodOverrides),
+        settings.customerFeeShare,
+        now,
+      ],
+    );
+    return r.rows[0] ? toProject(r.rows[0]) : null;
+  }
+
+  /** A new key pair for the mode; the old one stops working at once (same transaction). */
+  async rotateKeys(projectId: string, mode: Mode, now: Date): Promise<KeyPair> {
+    return inTransaction(this.pool, async (tx) => {
+      await tx.query('SELECT id FROM projects WHERE id = $1 FOR UPDATE', [projectId]);
+      await tx.query('UPDATE api_keys SET revoked_at = $3 WHERE project_id = $1 AND mode = $2 AND revoked_at IS NULL', [
+        projectId,
+        mode,
+        now,
+      ]);
+      return this.issueKeys(tx, projectId, mode, now);
+    });
+  }
+
+  private async issueKeys(tx: PoolClient, projectId: string, mode: Mode, now: Date): Promise<KeyPair> {
+    const pair = newKeyPair(mode);
+    await tx.query(
+      `INSERT INTO api_keys (id, project_id, mode, secret_key_hash, public_key, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
+      [randomUUID(), projectId, mode, hashSecretKey(pair.secretKey), pair.publicKey, now],
+    );
+    return pair;
+  }
+
+  /** The project and mode of a secret key that is known and not revoked. */
+  async identifyBySecretKey(secretKey: string): Promise<MerchantIdentity | null> {
+    const match = /^sk_(test|live)_[A-Za-z0-9_-]{16,64}$/.exec(secretKey);
+    if (!match) return null;
+    const r = await this.pool.query<ProjectRow & { key_id: string; key_mode: Mode }>(
+      `SELECT p.*, k.id AS key_id, k.mode AS key_mode FROM api_keys k JOIN projects p ON p.id = k.project_id
+       WHERE k.secret_key_hash = $1 AND k.revoked_at IS NULL`,
+      [hashSecretKey(secretKey)],
+    );
+    const row = r.rows[0];
+    if (!row || row.key_mode !== match[1]) return null;
+    return { project: toProject(row), mode: row.key_mode, keyId: row.key_id };
+  }
+}

@@ -1,0 +1,44 @@
+import type { Migration } from '../../database/src';
+
+export const registryMigration: Migration = {
+  version: 7,
+  name: 'registry_accounts_projects_keys',
+  sql: `
+CREATE TABLE accounts (
+  id uuid PRIMARY KEY,
+  name text NOT NULL,
+  email text NOT NULL,
+  created_at timestamptz NOT NULL
+);
+
+CREATE TABLE projects (
+  id uuid PRIMARY KEY,
+  account_id uuid NOT NULL REFERENCES accounts (id),
+  name text NOT NULL,
+  status text NOT NULL CHECK (status IN ('active', 'pending', 'rejected', 'blocked')),
+  webhook_url text,
+  webhook_events text[] NOT NULL,
+  usdt_enabled boolean NOT NULL,
+  hold_hours integer NOT NULL CHECK (hold_hours >= 0),
+  methods jsonb NOT NULL,
+  customer_fee_share integer NOT NULL CHECK (customer_fee_share BETWEEN 0 AND 100),
+  webhook_secret text NOT NULL,
+  -- secret namespace of the project's invoice ids (derived from orderId, not guessable)
+  id_namespace uuid NOT NULL,
+  created_at timestamptz NOT NULL,
+  updated_at timestamptz NOT NULL
+);
+CREATE INDEX projects_account ON projects (account_id);
+
+CREATE TABLE api_keys (
+  id uuid PRIMARY KEY,
+  project_id uuid NOT NULL REFERENCES projects (id),
+  mode text NOT NULL CHECK (mode IN ('test', 'live')),
+  secret_key_hash text NOT NULL UNIQUE,
+  public_key text NOT NULL UNIQUE,
+  created_at timestamptz NOT NULL,
+  revoked_at timestamptz
+);
+CREATE UNIQUE INDEX api_keys_one_active_per_mode ON api_keys (project_id, mode) WHERE revoked_at IS NULL;
+`,
+};
