@@ -1,17 +1,34 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import type { Infrastructure } from '../../../libs/infrastructure/src/infrastructure';
+import type { GatewayServices } from '../../../libs/infrastructure/src/services';
 import { AdminTokenGuard } from './admin/admin-token.guard';
 import { ClockController } from './admin/clock.controller';
+import { InvoicePaymentsController } from './admin/invoice-payments.controller';
 import { LedgerAuditController } from './admin/ledger-audit.controller';
+import { ProjectsController } from './admin/projects.controller';
 import { StreamsController } from './admin/streams.controller';
-import { PostgresSnapshotStore } from '../../../libs/event-store/src';
-import { LedgerBook } from '../../../libs/ledger-store/src';
 import { HealthController, ReadinessProbe } from './health/health.controller';
-import { ADMIN_TOKEN, CLOCK_TOKEN, DATABASE_POOL, INFRASTRUCTURE, LEDGER_BOOK, READINESS } from './tokens';
+import { InvoicesController } from './merchant/invoices.controller';
+import { MerchantAuthGuard } from './merchant/merchant-auth.guard';
+import { ReferenceController } from './merchant/reference.controller';
+import {
+  ADMIN_TOKEN,
+  CLOCK_TOKEN,
+  DATABASE_POOL,
+  INFRASTRUCTURE,
+  INVOICE_SERVICE,
+  LEDGER_BOOK,
+  PUBLIC_URL,
+  PublicUrl,
+  READINESS,
+  REGISTRY,
+} from './tokens';
 
 export interface ApiDependencies {
   readonly infrastructure: Infrastructure;
+  readonly services: GatewayServices;
   readonly adminToken: string;
+  readonly publicUrl: PublicUrl;
   readonly readiness?: ReadinessProbe;
 }
 
@@ -20,18 +37,28 @@ export class AppModule {
   static register(deps: ApiDependencies): DynamicModule {
     return {
       module: AppModule,
-      controllers: [HealthController, ClockController, StreamsController, LedgerAuditController],
+      controllers: [
+        HealthController,
+        ClockController,
+        StreamsController,
+        LedgerAuditController,
+        ProjectsController,
+        InvoicePaymentsController,
+        InvoicesController,
+        ReferenceController,
+      ],
       providers: [
         { provide: INFRASTRUCTURE, useValue: deps.infrastructure },
         { provide: DATABASE_POOL, useValue: deps.infrastructure.pool },
+        { provide: CLOCK_TOKEN, useValue: deps.infrastructure.clock },
         { provide: ADMIN_TOKEN, useValue: deps.adminToken },
         { provide: READINESS, useValue: deps.readiness ?? (() => ({})) },
-        { provide: CLOCK_TOKEN, useValue: deps.infrastructure.clock },
-        {
-          provide: LEDGER_BOOK,
-          useValue: new LedgerBook(deps.infrastructure.store, new PostgresSnapshotStore(deps.infrastructure.pool)),
-        },
+        { provide: PUBLIC_URL, useValue: deps.publicUrl },
+        { provide: REGISTRY, useValue: deps.services.registry },
+        { provide: LEDGER_BOOK, useValue: deps.services.ledgers },
+        { provide: INVOICE_SERVICE, useValue: deps.services.invoices },
         AdminTokenGuard,
+        MerchantAuthGuard,
       ],
     };
   }

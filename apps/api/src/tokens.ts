@@ -5,3 +5,11 @@ export const ADMIN_TOKEN = Symbol('AdminToken');
 export const READINESS = Symbol('Readiness');
 export const LEDGER_BOOK = Symbol('LedgerBook');
 export const CLOCK_TOKEN = Symbol('Clock');
+export const REGISTRY = Symbol('Registry');
+export const INVOICE_SERVICE = Symbol('InvoiceService');
+export const PUBLIC_URL = Symbol('PublicUrl');
+
+/** The address buyers reach the payment page at; known once the server listens. */
+export interface PublicUrl {
+  value: string;
+}

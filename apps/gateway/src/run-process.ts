@@ -3,7 +3,7 @@ import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { ConfigError, loadConfig } from '../../../libs/config/src';
 import { openInfrastructure } from '../../../libs/infrastructure/src/infrastructure';
 import { createLogger } from '../../../libs/logging/src/logger';
-import { allProjections } from '../../../libs/read-models/src';
+import { createServices } from '../../../libs/infrastructure/src/services';
 import { createApi } from '../../api/src/create-api';
 import { Projector } from '../../projector/src/projector';
 
@@ -33,7 +33,8 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
 
   try {
     const infra = await openInfrastructure(config, log, { applicationName: `gateway-${roles.name}` });
-    const projector = roles.projector ? new Projector(infra.pool, infra.store, allProjections, log) : null;
+    const services = createServices(infra);
+    const projector = roles.projector ? new Projector(infra, services, log) : null;
     projector?.start();
 
     let app: NestFastifyApplication | null = null;
@@ -41,10 +42,13 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
     if (roles.api) {
       const tokenWasGenerated = adminToken === null;
       adminToken ??= randomBytes(24).toString('base64url');
+      const publicUrl = { value: config.publicUrl ?? `http://127.0.0.1:${config.port}` };
       app = await createApi(
         {
           infrastructure: infra,
+          services,
           adminToken,
+          publicUrl,
           readiness: () => (projector ? { projections: projector.report() } : {}),
         },
         log,
@@ -52,6 +56,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
       await app.listen({ port: config.port, host: '0.0.0.0' });
       const address = app.getHttpServer().address();
       const port = typeof address === 'object' && address ? address.port : config.port;
+      if (config.publicUrl === null) publicUrl.value = `http://127.0.0.1:${port}`;
       const lines = [
         `Payment gateway (${roles.name}) listening on http://127.0.0.1:${port}`,
         `  merchant API:  http://127.0.0.1:${port}/v1`,

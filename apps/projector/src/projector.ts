@@ -1,23 +1,41 @@
-import type { Pool } from 'pg';
 import type { EventStore } from '../../../libs/event-store/src';
 import { positionToString } from '../../../libs/event-store/src';
+import type { Infrastructure } from '../../../libs/infrastructure/src/infrastructure';
+import type { GatewayServices } from '../../../libs/infrastructure/src/services';
 import type { Logger } from '../../../libs/logging/src/logger';
 import { Projection, ProjectionRunner } from '../../../libs/projections/src';
+import { allProjections } from '../../../libs/read-models/src';
+import { releaseDueHolds } from './workers/hold-release';
+import { expireDueInvoices } from './workers/invoice-expiry';
+import { paymentsToLedger } from './workers/payments-to-ledger';
+import { PeriodicWorker } from './workers/periodic-worker';
 
-/** Runs every projection of the gateway, each as its own runner. */
+/**
+ * The projector process's work: every read-model projection and process manager,
+ * each as its own runner (one active instance per name across processes), and the
+ * workers driven by the gateway clock.
+ */
 export class Projector {
   private readonly runners: ProjectionRunner[];
+  private readonly workers: PeriodicWorker[];
 
-  constructor(pool: Pool, store: EventStore, projections: readonly Projection[], log: Logger, batchSize?: number) {
-    this.runners = projections.map((p) => new ProjectionRunner(pool, store, p, { log, batchSize }));
+  constructor(infra: Infrastructure, services: GatewayServices, log: Logger) {
+    const store: EventStore = infra.store;
+    const projections: Projection[] = [...allProjections, paymentsToLedger(services.ledgers)];
+    this.runners = projections.map((p) => new ProjectionRunner(infra.pool, store, p, { log }));
+    this.workers = [
+      new PeriodicWorker('invoice-expiry', 500, expireDueInvoices(infra.pool, services.invoices, infra.clock), log),
+      new PeriodicWorker('hold-release', 500, releaseDueHolds(infra.pool, services.ledgers, infra.clock), log),
+    ];
   }
 
   start(): void {
     for (const runner of this.runners) runner.start();
+    for (const worker of this.workers) worker.start();
   }
 
   async stop(): Promise<void> {
-    await Promise.all(this.runners.map((r) => r.stop()));
+    await Promise.all([...this.workers.map((w) => w.stop()), ...this.runners.map((r) => r.stop())]);
   }
 
   report() {

@@ -16,6 +16,8 @@ export interface GatewayConfig {
   /** null: generate a random token at start and print it. */
   readonly adminToken: string | null;
   readonly clock: ClockMode;
+  /** Where buyers reach the gateway (payment page links); null: http://127.0.0.1:<port>. */
+  readonly publicUrl: string | null;
 }
 
 export class ConfigError extends Error {
@@ -71,6 +73,14 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
     problems.push(`CLOCK must be "system" or "manual", got "${clockRaw}"`);
   }
 
+  const publicUrlRaw = blankToUndefined(env.PUBLIC_URL);
+  let publicUrl: string | null = null;
+  if (publicUrlRaw !== undefined) {
+    if (!/^https?:\/\/[^\s/?#]+(\/[^\s?#]*)?$/.test(publicUrlRaw)) {
+      problems.push(`PUBLIC_URL must be an http(s) URL such as https://pay.example.com, got "${publicUrlRaw}"`);
+    } else publicUrl = publicUrlRaw.replace(/\/+$/, '');
+  }
+
   if (problems.length > 0) throw new ConfigError(problems);
   return {
     port,
@@ -80,5 +90,6 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
     eventStoreConnectionString,
     adminToken,
     clock: clockRaw as ClockMode,
+    publicUrl,
   };
 }

@@ -1,7 +1,7 @@
 import type { PoolClient } from 'pg';
 import type { Migration } from '../../database/src';
 import type { RecordedEvent } from '../../event-store/src';
-import { INVOICE_CATEGORY, InvoiceEvent } from '../../domain/src';
+import { evolveInvoice, initialInvoice, Invoice, INVOICE_CATEGORY, InvoiceEvent } from '../../domain/src';
 
 export const invoicesReadModelMigration: Migration = {
   version: 8,
@@ -22,6 +22,8 @@ CREATE TABLE invoices (
   created_at timestamptz NOT NULL,
   expires_at timestamptz NOT NULL,
   paid_at timestamptz,
+  -- the invoice folded from its stream up to last_revision (what list items show)
+  state jsonb NOT NULL,
   last_revision bigint NOT NULL
 );
 CREATE UNIQUE INDEX invoices_order ON invoices (project_id, mode, order_id);
@@ -43,42 +45,28 @@ export const invoicesProjection = {
     for (const recorded of events) {
       const event = { type: recorded.type, data: recorded.data } as unknown as InvoiceEvent;
       const revision = recorded.revision.toString();
-      switch (event.type) {
-        case 'InvoiceCreated': {
-          const d = event.data;
-          await tx.query(
-            `INSERT INTO invoices (id, project_id, account_id, mode, order_id, status, amount, method, created_at, expires_at, last_revision)
-             VALUES ($1, $2, $3, $4, $5, 'created', $6, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING`,
-            [d.invoiceId, d.projectId, d.accountId, d.mode, d.orderId, d.amount, d.method, d.createdAt, d.expiresAt, revision],
-          );
-          break;
-        }
-        case 'InvoiceMethodChosen':
-          await tx.query(`UPDATE invoices SET status = 'pending', method = $2, last_revision = $3 WHERE id = $1 AND last_revision < $3`, [
-            event.data.invoiceId,
-            event.data.method,
-            revision,
-          ]);
-          break;
-        case 'InvoicePaid':
-          await tx.query(
-            `UPDATE invoices SET status = 'paid', method = $2, paid_at = $3, last_revision = $4 WHERE id = $1 AND last_revision < $4`,
-            [event.data.invoiceId, event.data.method, event.data.paidAt, revision],
-          );
-          break;
-        case 'InvoiceFailed':
-          await tx.query(`UPDATE invoices SET status = 'failed', last_revision = $2 WHERE id = $1 AND last_revision < $2`, [
-            event.data.invoiceId,
-            revision,
-          ]);
-          break;
-        case 'InvoiceExpired':
-          await tx.query(`UPDATE invoices SET status = 'expired', last_revision = $2 WHERE id = $1 AND last_revision < $2`, [
-            event.data.invoiceId,
-            revision,
-          ]);
-          break;
+      if (event.type === 'InvoiceCreated') {
+        const d = event.data;
+        const state = evolveInvoice(initialInvoice(), event);
+        await tx.query(
+          `INSERT INTO invoices (id, project_id, account_id, mode, order_id, status, amount, method, created_at, expires_at, state, last_revision)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (id) DO NOTHING`,
+          [d.invoiceId, d.projectId, d.accountId, d.mode, d.orderId, state.status, d.amount, d.method, d.createdAt, d.expiresAt, state, revision],
+        );
+        continue;
       }
+      const row = await tx.query<{ state: Invoice; last_revision: string }>(
+        'SELECT state, last_revision FROM invoices WHERE id = $1 FOR UPDATE',
+        [event.data.invoiceId],
+      );
+      const current = row.rows[0];
+      // Applied already (a replayed batch): nothing changes.
+      if (!current || BigInt(current.last_revision) >= recorded.revision) continue;
+      const state = evolveInvoice(current.state, event);
+      await tx.query(
+        `UPDATE invoices SET status = $2, method = $3, paid_at = $4, state = $5, last_revision = $6 WHERE id = $1`,
+        [event.data.invoiceId, state.status, state.method, state.paidAt, state, revision],
+      );
     }
   },
 };

@@ -1,6 +1,9 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from '../../../../libs/logging/src/logger';
+import { InvoicePlanError } from '../../../../libs/domain/src/invoices/plan-invoice';
+import { LedgerError } from '../../../../libs/ledger/src/ledger';
+import { PaymentsError } from '../../../../libs/payments/src/invoice-service';
 import { ApiError } from './api-error';
 
 /**
@@ -26,6 +29,13 @@ export class ErrorFilter implements ExceptionFilter {
 
 export function toApiError(exception: unknown): ApiError {
   if (exception instanceof ApiError) return exception;
+  if (exception instanceof PaymentsError) return new ApiError(exception.status, exception.code, exception.message, exception.param);
+  if (exception instanceof InvoicePlanError) return new ApiError(422, exception.code, exception.message, exception.param);
+  if (exception instanceof LedgerError) {
+    return exception.code === 'insufficient_balance'
+      ? new ApiError(422, 'insufficient_balance', exception.message)
+      : new ApiError(409, 'conflict', exception.message);
+  }
   const fastifyCode = (exception as { code?: unknown }).code;
   if (typeof fastifyCode === 'string' && fastifyCode.startsWith('FST_')) return fromFastify(fastifyCode, exception as Error);
   if (exception instanceof HttpException) {

@@ -10,7 +10,8 @@ import type { Kopecks, PercentRate } from '../../../ledger/src/money';
 import type { MethodCode } from '../methods';
 import { CustomerFeeRequest, customerPctAt, InvoiceAmounts, invoiceAmounts } from './fees';
 
-export type InvoiceStatus = 'created' | 'pending' | 'paid' | 'failed' | 'expired' | 'refunded' | 'partially_refunded';
+export const INVOICE_STATUSES = ['created', 'pending', 'paid', 'failed', 'expired', 'refunded', 'partially_refunded'] as const;
+export type InvoiceStatus = (typeof INVOICE_STATUSES)[number];
 export type Mode = 'test' | 'live';
 
 export interface Customer {

@@ -1,0 +1,31 @@
+import { Body, Controller, HttpCode, Inject, Param, Post, UseGuards } from '@nestjs/common';
+import type { Clock } from '../../../../libs/clock/src';
+import { METHOD_CODES } from '../../../../libs/domain/src';
+import type { InvoiceService } from '../../../../libs/payments/src';
+import { invoiceView } from '../../../../libs/payments/src';
+import { Fields } from '../http/validation';
+import { CLOCK_TOKEN, INVOICE_SERVICE, PUBLIC_URL } from '../tokens';
+import type { PublicUrl } from '../tokens';
+import { AdminTokenGuard } from './admin-token.guard';
+
+/** The acquirer's answer for an invoice (what the sandbox payment page does for test invoices). */
+@Controller('admin/v1/invoices')
+@UseGuards(AdminTokenGuard)
+export class InvoicePaymentsController {
+  constructor(
+    @Inject(INVOICE_SERVICE) private readonly invoices: InvoiceService,
+    @Inject(CLOCK_TOKEN) private readonly clock: Clock,
+    @Inject(PUBLIC_URL) private readonly publicUrl: PublicUrl,
+  ) {}
+
+  @Post(':id/payment')
+  @HttpCode(200)
+  async payment(@Param('id') id: string, @Body() body: unknown) {
+    const f = Fields.ofBody(body);
+    const outcome = f.enumOf('outcome', ['paid', 'failed'] as const, { required: true });
+    const method = f.enumOf('method', METHOD_CODES, { nullable: true });
+    f.done();
+    const invoice = await this.invoices.recordPaymentResult(id, outcome!, method ?? null, this.clock.now());
+    return invoiceView(invoice, this.publicUrl.value);
+  }
+}

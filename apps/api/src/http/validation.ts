@@ -1,0 +1,189 @@
+import {
+  Kopecks,
+  MoneyFormatError,
+  parseMoney,
+  parsePercent,
+  PercentFormatError,
+  PercentRate,
+} from '../../../../libs/ledger/src/money';
+import { ApiError, ErrorDetail } from '../errors/api-error';
+
+type Obj = Record<string, unknown>;
+
+export const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+const EMAIL = /^[^\s@"<>()[\]\\,;:]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$/;
+const E164 = /^\+[1-9]\d{1,14}$/;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const ISO_DATETIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})$/;
+
+export const isUuid = (v: unknown): v is string => typeof v === 'string' && UUID.test(v);
+
+/**
+ * Reads a request field by field, collecting every violation with the field's path
+ * (`customer.email`); `done()` throws one 400 `validation` listing them all.
+ */
+export class Fields {
+  private readonly problems: ErrorDetail[] = [];
+
+  constructor(
+    private readonly source: Obj,
+    private readonly prefix = '',
+  ) {}
+
+  static ofBody(body: unknown): Fields {
+    if (!isObject(body)) {
+      throw ApiError.validation([{ param: 'body', code: 'invalid_type', message: 'Тело запроса должно быть JSON-объектом' }]);
+    }
+    return new Fields(body);
+  }
+
+  path(name: string): string {
+    return this.prefix ? `${this.prefix}.${name}` : name;
+  }
+
+  has(name: string): boolean {
+    return this.source[name] !== undefined;
+  }
+
+  fail(name: string, code: string, message: string): undefined {
+    this.problems.push({ param: this.path(name), code, message: `${this.path(name)}: ${message}` });
+    return undefined;
+  }
+
+  private value(name: string, required: boolean, nullable: boolean): { present: boolean; value: unknown } {
+    const value = this.source[name];
+    if (value === undefined || (value === null && nullable)) {
+      if (required) this.fail(name, 'required', 'обязательное поле');
+      return { present: false, value: undefined };
+    }
+    return { present: true, value };
+  }
+
+  string(name: string, o: { required?: boolean; nullable?: boolean; min?: number; max: number; pattern?: RegExp; patternMessage?: string }): string | undefined {
+    const { present, value } = this.value(name, o.required ?? false, o.nullable ?? false);
+    if (!present) return undefined;
+    if (typeof value !== 'string') return this.fail(name, 'invalid_type', 'ожидается строка');
+    if (value.length < (o.min ?? 0)) return this.fail(name, 'too_short', `не короче ${o.min} символов`);
+    if (value.length > o.max) return this.fail(name, 'too_long', `не длиннее ${o.max} символов`);
+    if (o.pattern && !o.pattern.test(value)) return this.fail(name, 'invalid_format', o.patternMessage ?? 'неверный формат');
+    return value;
+  }
+
+  enumOf<T extends string>(name: string, allowed: readonly T[], o: { required?: boolean; nullable?: boolean } = {}): T | undefined {
+    const { present, value } = this.value(name, o.required ?? false, o.nullable ?? false);
+    if (!present) return undefined;
+    if (typeof value !== 'string' || !(allowed as readonly string[]).includes(value)) {
+      return this.fail(name, 'invalid_enum', `одно из значений: ${allowed.join(', ')}`);
+    }
+    return value as T;
+  }
+
+  integer(name: string, o: { required?: boolean; nullable?: boolean; min: number; max: number }): number | undefined {
+    const { present, value } = this.value(name, o.required ?? false, o.nullable ?? false);
+    if (!present) return undefined;
+    if (typeof value !== 'number' || !Number.isInteger(value)) return this.fail(name, 'invalid_type', 'ожидается целое число');
+    if (value < o.min || value > o.max) return this.fail(name, 'out_of_range', `от ${o.min} до ${o.max}`);
+    return value;
+  }
+
+  boolean(name: string, o: { required?: boolean } = {}): boolean | undefined {
+    const { present, value } = this.value(name, o.required ?? false, false);
+    if (!present) return undefined;
+    if (typeof value !== 'boolean') return this.fail(name, 'invalid_type', 'ожидается true или false');
+    return value;
+  }
+
+  money(name: string, o: { required?: boolean; nullable?: boolean } = {}): Kopecks | undefined {
+    const { present, value } = this.value(name, o.required ?? false, o.nullable ?? false);
+    if (!present) return undefined;
+    try {
+      return parseMoney(value);
+    } catch (error) {
+      if (error instanceof MoneyFormatError) return this.fail(name, `invalid_money_${error.reason}`, error.message);
+      throw error;
+    }
+  }
+
+  percent(name: string, o: { required?: boolean; nullable?: boolean; numberOnly?: boolean } = {}): PercentRate | undefined {
+    const { present, value } = this.value(name, o.required ?? false, o.nullable ?? false);
+    if (!present) return undefined;
+    if (o.numberOnly && typeof value !== 'number') return this.fail(name, 'invalid_type', 'ожидается число');
+    try {
+      return parsePercent(value);
+    } catch (error) {
+      if (error instanceof PercentFormatError) return this.fail(name, `invalid_percent_${error.reason}`, error.message);
+      throw error;
+    }
+  }
+
+  url(name: string, o: { nullable?: boolean } = {}): string | undefined {
+    const raw = this.string(name, { nullable: o.nullable, max: 2048 });
+    if (raw === undefined) return undefined;
+    let parsed: URL | null = null;
+    try {
+      parsed = new URL(raw);
+    } catch {
+      parsed = null;
+    }
+    if (!parsed || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')) {
+      return this.fail(name, 'invalid_url', 'ожидается адрес http:// или https://');
+    }
+    return raw;
+  }
+
+  email(name: string, o: { nullable?: boolean } = {}): string | undefined {
+    return this.string(name, { nullable: o.nullable, max: 254, pattern: EMAIL, patternMessage: 'некорректный адрес электронной почты' });
+  }
+
+  phone(name: string, o: { nullable?: boolean } = {}): string | undefined {
+    return this.string(name, { nullable: o.nullable, max: 16, pattern: E164, patternMessage: 'телефон в формате E.164, например +79991234567' });
+  }
+
+  uuid(name: string, o: { required?: boolean } = {}): string | undefined {
+    return this.string(name, { required: o.required, max: 36, pattern: UUID, patternMessage: 'ожидается UUID' });
+  }
+
+  datetime(name: string): Date | undefined {
+    const raw = this.string(name, { max: 40 });
+    if (raw === undefined) return undefined;
+    const date = ISO_DATETIME.test(raw) ? new Date(raw) : null;
+    if (!date || Number.isNaN(date.getTime())) return this.fail(name, 'invalid_datetime', 'дата и время в ISO 8601, например 2026-01-31T21:00:00Z');
+    return date;
+  }
+
+  /** A nested object read with its own Fields, whose problems join these. */
+  object<T>(name: string, read: (fields: Fields) => T, o: { nullable?: boolean } = {}): T | undefined {
+    const { present, value } = this.value(name, false, o.nullable ?? false);
+    if (!present) return undefined;
+    if (!isObject(value)) return this.fail(name, 'invalid_type', 'ожидается объект');
+    const nested = new Fields(value, this.path(name));
+    const result = read(nested);
+    this.problems.push(...nested.problems);
+    return result;
+  }
+
+  raw(name: string): unknown {
+    return this.source[name];
+  }
+
+  /** Throws the collected violations, if any. */
+  done(): void {
+    if (this.problems.length > 0) throw ApiError.validation(this.problems);
+  }
+}
+
+/** Query strings: every value is a string (or repeated: an array, which is refused). */
+export function queryFields(query: unknown): Fields {
+  return new Fields(isObject(query) ? query : {});
+}
+
+export function queryInteger(f: Fields, name: string, o: { min: number; max: number; fallback: number }): number {
+  const raw = f.raw(name);
+  if (raw === undefined) return o.fallback;
+  if (typeof raw !== 'string' || !/^\d{1,9}$/.test(raw) || Number(raw) < o.min || Number(raw) > o.max) {
+    f.fail(name, 'out_of_range', `целое число от ${o.min} до ${o.max}`);
+    return o.fallback;
+  }
+  return Number(raw);
+}

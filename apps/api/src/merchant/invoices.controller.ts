@@ -1,0 +1,81 @@
+import { Body, Controller, Get, Inject, Param, Post, Query, Res, UseGuards } from '@nestjs/common';
+import type { FastifyReply } from 'fastify';
+import type { Pool } from 'pg';
+import type { Clock } from '../../../../libs/clock/src';
+import { Invoice, INVOICE_STATUSES, InvoiceStatus } from '../../../../libs/domain/src';
+import type { InvoiceService } from '../../../../libs/payments/src';
+import { invoiceCreatedView, invoiceView } from '../../../../libs/payments/src';
+import type { MerchantIdentity } from '../../../../libs/registry/src';
+import { ApiError } from '../errors/api-error';
+import { decodeCursor, encodeCursor } from '../http/cursor';
+import { queryFields, queryInteger } from '../http/validation';
+import { CLOCK_TOKEN, DATABASE_POOL, INVOICE_SERVICE, PUBLIC_URL } from '../tokens';
+import type { PublicUrl } from '../tokens';
+import { readCreateInvoiceRequest } from './create-invoice.request';
+import { Merchant, MerchantAuthGuard } from './merchant-auth.guard';
+
+@Controller('v1/invoices')
+@UseGuards(MerchantAuthGuard)
+export class InvoicesController {
+  constructor(
+    @Inject(INVOICE_SERVICE) private readonly invoices: InvoiceService,
+    @Inject(DATABASE_POOL) private readonly pool: Pool,
+    @Inject(CLOCK_TOKEN) private readonly clock: Clock,
+    @Inject(PUBLIC_URL) private readonly publicUrl: PublicUrl,
+  ) {}
+
+  @Post()
+  async create(@Merchant() merchant: MerchantIdentity, @Body() body: unknown, @Res() reply: FastifyReply) {
+    const request = readCreateInvoiceRequest(body);
+    if (merchant.mode === 'live' && merchant.project.status !== 'active') {
+      throw new ApiError(403, 'project_not_active', `Проект не активен (статус ${merchant.project.status}): боевой ключ не может создавать счета`);
+    }
+    const { created, invoice } = await this.invoices.create(merchant.project, merchant.mode, request, this.clock.now());
+    return reply.status(created ? 201 : 200).send(invoiceCreatedView(invoiceView(invoice, this.publicUrl.value)));
+  }
+
+  /** Invoices of the project and mode, newest first (order of arrival), cursor pages. */
+  @Get()
+  async list(@Merchant() merchant: MerchantIdentity, @Query() query: unknown) {
+    const f = queryFields(query);
+    const orderId = f.string('orderId', { max: 128 });
+    const status = f.enumOf('status', INVOICE_STATUSES);
+    const from = f.datetime('from');
+    const to = f.datetime('to');
+    const limit = queryInteger(f, 'limit', { min: 1, max: 100, fallback: 20 });
+    const cursorRaw = f.string('cursor', { max: 512 });
+    f.done();
+    const before = cursorRaw === undefined ? null : decodeCursor(cursorRaw, (c) => (typeof c.seq === 'number' ? c.seq : null));
+
+    const where = ['project_id = $1', 'mode = $2'];
+    const params: unknown[] = [merchant.project.id, merchant.mode];
+    const add = (sql: string, value: unknown) => {
+      params.push(value);
+      where.push(sql.replace('?', `$${params.length}`));
+    };
+    if (orderId !== undefined) add('order_id = ?', orderId);
+    if (status !== undefined) add('status = ?', status as InvoiceStatus);
+    if (from !== undefined) add('created_at >= ?', from);
+    if (to !== undefined) add('created_at < ?', to);
+    if (before !== null) add('seq < ?', before);
+    params.push(limit + 1);
+    const rows = await this.pool.query<{ seq: string; state: Invoice }>(
+      `SELECT seq, state FROM invoices WHERE ${where.join(' AND ')} ORDER BY seq DESC LIMIT $${params.length}`,
+      params,
+    );
+    const page = rows.rows.slice(0, limit);
+    const hasMore = rows.rows.length > limit;
+    return {
+      items: page.map((r) => invoiceView(r.state, this.publicUrl.value)),
+      nextCursor: hasMore ? encodeCursor({ seq: Number(page[page.length - 1]!.seq) }) : null,
+      hasMore,
+    };
+  }
+
+  /** One invoice, from its own stream: what the merchant just wrote is always there. */
+  @Get(':id')
+  async get(@Merchant() merchant: MerchantIdentity, @Param('id') id: string) {
+    const invoice = await this.invoices.getFor(merchant.project, merchant.mode, id);
+    return invoiceView(invoice, this.publicUrl.value);
+  }
+}
