@@ -35,6 +35,13 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
       expect(ready.body).toMatchObject({ status: 'ready', database: 'ok' });
       expect(ready.body.projections.map((p: { projection: string }) => p.projection)).toContain('stream_catalog');
 
+      // An empty database gets a ready sandbox project whose test key works at once.
+      const [, sandboxKey] = /test secret key: (sk_test_\S+)/.exec(first.output()) ?? [];
+      expect(sandboxKey).toBeDefined();
+      const methods = await json(`${first.baseUrl}/v1/methods`, { headers: { authorization: `Bearer ${sandboxKey}` } });
+      expect(methods.status).toBe(200);
+      expect(methods.body.methods.map((m: { code: string }) => m.code)).toEqual(['sbp', 'card', 'crypto']);
+
       const advanced = await json(`${first.baseUrl}/admin/v1/clock/advance`, {
         method: 'POST',
         headers: { authorization: `Bearer ${first.adminToken}`, 'content-type': 'application/json' },
@@ -48,6 +55,7 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
 
     const second = await startGateway('gateway', env);
     try {
+      expect(second.output()).not.toContain('created a sandbox project');
       const now = await json(`${second.baseUrl}/admin/v1/clock/advance`, {
         method: 'POST',
         headers: { authorization: `Bearer ${second.adminToken}`, 'content-type': 'application/json' },

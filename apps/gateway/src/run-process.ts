@@ -4,6 +4,7 @@ import { ConfigError, loadConfig } from '../../../libs/config/src';
 import { openInfrastructure } from '../../../libs/infrastructure/src/infrastructure';
 import { createLogger } from '../../../libs/logging/src/logger';
 import { createServices } from '../../../libs/infrastructure/src/services';
+import { WEBHOOK_EVENTS } from '../../../libs/registry/src';
 import { createApi } from '../../api/src/create-api';
 import { Projector } from '../../projector/src/projector';
 
@@ -64,6 +65,23 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
         `  operator token (ADMIN_TOKEN${tokenWasGenerated ? ', generated for this run' : ''}): ${adminToken}`,
         `  database: ${config.databaseUrl ? 'DATABASE_URL' : `embedded PostgreSQL under ${config.dataDir}`}; event store: ${config.eventStore}; clock: ${config.clock}`,
       ];
+      const sandbox = await services.registry.createSandboxIfEmpty(infra.clock.now(), {
+        name: 'Sandbox project',
+        status: 'active',
+        webhookUrl: null,
+        webhookEvents: [...WEBHOOK_EVENTS],
+        usdtEnabled: true,
+        holdHours: 24,
+        methodOverrides: {},
+        customerFeeShare: 100,
+      });
+      if (sandbox) {
+        lines.push(
+          `  empty database: created a sandbox project ${sandbox.project.id} (shown once, keep them):`,
+          `    test secret key: ${sandbox.keys.test.secretKey}   public key: ${sandbox.keys.test.publicKey}`,
+          `    try: curl -H 'Authorization: Bearer ${sandbox.keys.test.secretKey}' http://127.0.0.1:${port}/v1/methods`,
+        );
+      }
       process.stdout.write(`${lines.join('\n')}\n`);
     } else {
       process.stdout.write(`Payment gateway (${roles.name}) running ${projector?.report().length ?? 0} projections\n`);

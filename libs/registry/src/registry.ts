@@ -120,6 +120,25 @@ export class Registry {
     return { id, name, email, createdAt: now };
   }
 
+  /**
+   * On an empty database: one sandbox account with an active project, so a newcomer
+   * can call the API at once. Returns its keys (the only time they are shown), or null
+   * when the database already has accounts. Two processes starting at once create one.
+   */
+  async createSandboxIfEmpty(now: Date, settings: ProjectSettings): Promise<{ project: Project; keys: Record<Mode, KeyPair> } | null> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('SELECT pg_advisory_lock(7261903185)');
+      const any = await client.query('SELECT 1 FROM accounts LIMIT 1');
+      if (any.rowCount !== 0) return null;
+      const account = await this.createAccount('Sandbox', 'sandbox@example.com', now);
+      return await this.createProject(account.id, settings, now);
+    } finally {
+      await client.query('SELECT pg_advisory_unlock(7261903185)').catch(() => undefined);
+      client.release();
+    }
+  }
+
   async account(id: string): Promise<Account | null> {
     const r = await this.pool.query<{ id: string; name: string; email: string; created_at: Date }>(
       'SELECT * FROM accounts WHERE id = $1',
