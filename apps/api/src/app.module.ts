@@ -11,6 +11,7 @@ import { HealthController, ReadinessProbe } from './health/health.controller';
 import { InvoicesController } from './merchant/invoices.controller';
 import { MerchantAuthGuard } from './merchant/merchant-auth.guard';
 import { ReferenceController } from './merchant/reference.controller';
+import { PaymentPageController } from './pay/payment-page.controller';
 import {
   ADMIN_TOKEN,
   CLOCK_TOKEN,
@@ -46,6 +47,7 @@ export class AppModule {
         InvoicePaymentsController,
         InvoicesController,
         ReferenceController,
+        PaymentPageController,
       ],
       providers: [
         { provide: INFRASTRUCTURE, useValue: deps.infrastructure },

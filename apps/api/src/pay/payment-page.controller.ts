@@ -1,0 +1,178 @@
+import { Body, Catch, Controller, Get, Inject, Param, Post, Query, Res, UseFilters } from '@nestjs/common';
+import type { ArgumentsHost, ExceptionFilter } from '@nestjs/common';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Clock } from '../../../../libs/clock/src';
+import { isMethodCode } from '../../../../libs/domain/src';
+import type { Invoice, InvoiceCreatedData } from '../../../../libs/domain/src';
+import { createLogger } from '../../../../libs/logging/src/logger';
+import type { Logger } from '../../../../libs/logging/src/logger';
+import type { InvoiceService } from '../../../../libs/payments/src';
+import { toApiError } from '../errors/error.filter';
+import { CLOCK_TOKEN, INVOICE_SERVICE } from '../tokens';
+import { pageStatus, renderErrorPage, renderInvoicePage, renderNotFoundPage, safeHttpUrl } from './payment-page.html';
+
+/** Headers of every answer of the payment page: never cached, never framed, no scripts, no referrer leaks. */
+export const PAYMENT_PAGE_HEADERS: Readonly<Record<string, string>> = {
+  'cache-control': 'no-store',
+  'x-frame-options': 'DENY',
+  'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; form-action 'self' http: https:",
+  'referrer-policy': 'no-referrer',
+  'x-content-type-options': 'nosniff',
+};
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+function sendHtml(reply: FastifyReply, status: number, html: string): FastifyReply {
+  return reply.status(status).headers(PAYMENT_PAGE_HEADERS).header('content-type', 'text/html; charset=utf-8').send(html);
+}
+
+/** 303 See Other: the browser follows with a GET (Post/Redirect/Get). */
+function redirect(reply: FastifyReply, location: string): FastifyReply {
+  return reply.status(303).headers(PAYMENT_PAGE_HEADERS).header('location', location).send();
+}
+
+/** A refusal that already knows its page. */
+class PageError extends Error {
+  constructor(
+    readonly status: number,
+    readonly html: string,
+  ) {
+    super(`payment page: ${status}`);
+    this.name = 'PageError';
+  }
+}
+
+const backHrefOf = (id: unknown): string | null => (typeof id === 'string' && UUID.test(id) ? `/pay/${id.toLowerCase()}` : null);
+
+/** What the buyer reads for a refusal of the invoice service (its own messages are for logs, not buyers). */
+function buyerError(status: number, code: string, backHref: string | null) {
+  if (status === 409) {
+    return { title: 'Действие недоступно', message: 'Счёт уже оплачен, отклонён или закрыт, либо срок его оплаты истёк.', backHref };
+  }
+  if (code === 'method_unavailable') return { title: 'Способ оплаты недоступен', message: 'Этот способ оплаты нельзя выбрать для этого счёта.', backHref };
+  if (status < 500) return { title: 'Некорректный запрос', message: 'Запрос не удалось выполнить. Вернитесь к счёту и попробуйте ещё раз.', backHref };
+  return { title: 'Что-то пошло не так', message: 'Сервис временно не смог обработать запрос. Попробуйте обновить страницу через минуту.', backHref };
+}
+
+/** Every failure on the payment page is an HTML page with the right status, never the API's JSON. */
+@Catch()
+export class PaymentPageErrorFilter implements ExceptionFilter {
+  private log: Logger | null = null;
+
+  catch(exception: unknown, host: ArgumentsHost): void {
+    const reply = host.switchToHttp().getResponse<FastifyReply>();
+    const request = host.switchToHttp().getRequest<FastifyRequest>();
+    if (exception instanceof PageError) {
+      void sendHtml(reply, exception.status, exception.html);
+      return;
+    }
+    const error = toApiError(exception);
+    if (error.status === 404) {
+      void sendHtml(reply, 404, renderNotFoundPage());
+      return;
+    }
+    if (error.status >= 500) {
+      this.log ??= createLogger('gateway-payment-page');
+      this.log.error({ err: exception, method: request.method, url: request.url }, 'payment page request failed');
+    }
+    const backHref = backHrefOf((request.params as { id?: unknown } | undefined)?.id);
+    void sendHtml(reply, error.status, renderErrorPage(buyerError(error.status, error.code, backHref)));
+  }
+}
+
+/** One field of an application/x-www-form-urlencoded body (repeated or missing fields give undefined). */
+function formField(body: unknown, name: string): string | undefined {
+  if (typeof body !== 'object' || body === null || !Object.hasOwn(body, name)) return undefined;
+  const value = (body as Record<string, unknown>)[name];
+  return typeof value === 'string' ? value : undefined;
+}
+
+/**
+ * The buyer's payment page at the invoice's `url`: server-rendered HTML, no login
+ * (whoever has the link pays). In test mode the sandbox buttons stand in for the
+ * acquirer; in live mode the payment happens at the bank.
+ */
+@Controller('pay')
+@UseFilters(PaymentPageErrorFilter)
+export class PaymentPageController {
+  constructor(
+    @Inject(INVOICE_SERVICE) private readonly invoices: InvoiceService,
+    @Inject(CLOCK_TOKEN) private readonly clock: Clock,
+  ) {}
+
+  @Get(':id')
+  async show(@Param('id') id: string, @Query('change') change: unknown, @Res() reply: FastifyReply) {
+    const invoice = await this.find(id);
+    return sendHtml(reply, 200, renderInvoicePage(invoice, this.clock.now(), { changeMethod: change === '1' }));
+  }
+
+  /** The buyer picks a method (created → pending); back to the page, which then offers to pay. */
+  @Post(':id/method')
+  async chooseMethod(@Param('id') id: string, @Body() body: unknown, @Res() reply: FastifyReply) {
+    const invoice = await this.find(id);
+    const created = invoice.created!;
+    const now = this.clock.now();
+    this.requireOpen(invoice, now);
+    const method = formField(body, 'method');
+    if (!isMethodCode(method) || created.methodRates[method] === undefined) {
+      throw new PageError(
+        400,
+        renderErrorPage({ title: 'Способ оплаты недоступен', message: 'Выберите один из способов оплаты, предложенных на странице счёта.', backHref: pagePath(created) }),
+      );
+    }
+    await this.invoices.chooseMethod(created.invoiceId, method, now);
+    return redirect(reply, pagePath(created));
+  }
+
+  /** Test mode only: the buyer plays the acquirer ("Оплатить" / "Отклонить"). */
+  @Post(':id/sandbox')
+  async sandbox(@Param('id') id: string, @Body() body: unknown, @Res() reply: FastifyReply) {
+    const invoice = await this.find(id);
+    const created = invoice.created!;
+    if (created.mode !== 'test') {
+      throw new PageError(
+        403,
+        renderErrorPage({
+          title: 'Тестовая оплата недоступна',
+          message: 'Это боевой счёт: он оплачивается на стороне банка, а не кнопками тестового режима.',
+          backHref: pagePath(created),
+        }),
+      );
+    }
+    const outcome = formField(body, 'outcome');
+    if (outcome !== 'paid' && outcome !== 'failed') {
+      throw new PageError(400, renderErrorPage({ title: 'Некорректный запрос', message: 'Выберите «Оплатить» или «Отклонить».', backHref: pagePath(created) }));
+    }
+    // A second click (or the back button) after the same outcome: answer as the first time.
+    if (invoice.status === outcome) return redirect(reply, afterPayment(created, outcome));
+    const now = this.clock.now();
+    this.requireOpen(invoice, now);
+    if (invoice.method === null) {
+      throw new PageError(
+        409,
+        renderErrorPage({ title: 'Сначала выберите способ оплаты', message: 'Выберите способ оплаты на странице счёта.', backHref: pagePath(created) }),
+      );
+    }
+    await this.invoices.recordPaymentResult(created.invoiceId, outcome, null, now);
+    return redirect(reply, afterPayment(created, outcome));
+  }
+
+  private async find(id: string): Promise<Invoice> {
+    const invoice = await this.invoices.get(id);
+    if (!invoice) throw new PageError(404, renderNotFoundPage());
+    return invoice;
+  }
+
+  /** Only an open invoice within its lifetime (by the gateway clock) takes a method or a payment; else its page, with 409. */
+  private requireOpen(invoice: Invoice, now: Date): void {
+    const status = pageStatus(invoice, now);
+    if (status !== 'created' && status !== 'pending') throw new PageError(409, renderInvoicePage(invoice, now));
+  }
+}
+
+const pagePath = (created: InvoiceCreatedData) => `/pay/${created.invoiceId}`;
+
+/** successUrl / failUrl when set and http(s); otherwise the invoice's own page. */
+function afterPayment(created: InvoiceCreatedData, outcome: 'paid' | 'failed'): string {
+  return safeHttpUrl(outcome === 'paid' ? created.successUrl : created.failUrl) ?? pagePath(created);
+}

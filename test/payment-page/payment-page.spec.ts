@@ -1,0 +1,362 @@
+import { randomUUID } from 'node:crypto';
+import { evolveInvoice, initialInvoice } from '../../libs/domain/src';
+import type { Invoice, InvoiceCreatedData } from '../../libs/domain/src';
+import { formatRubles, pageStatus, renderInvoicePage, safeHttpUrl } from '../../apps/api/src/pay/payment-page.html';
+import { RunningGateway, startGateway } from '../support/gateway-process';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+
+const ADMIN_TOKEN = 'operator-token-for-payment-page-tests-7';
+
+const SECURITY_HEADERS = {
+  'cache-control': 'no-store',
+  'x-frame-options': 'DENY',
+  'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; form-action 'self' http: https:",
+  'referrer-policy': 'no-referrer',
+};
+
+/** The page's text with non-breaking spaces as plain spaces ("1 030,00 ₽"). */
+const plain = (html: string) => html.replace(/\u00a0/g, ' ');
+
+describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pay/{id}/sandbox)', () => {
+  let db: TestDatabase;
+  let gateway: RunningGateway;
+  let testKey: string;
+  let liveKey: string;
+  let orders = 0;
+
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  async function json(method: string, path: string, body: unknown, authorization: string): Promise<{ status: number; body: any }> {
+    const response = await fetch(`${gateway.baseUrl}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${authorization}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return { status: response.status, body: await response.json() };
+  }
+
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  async function createInvoice(fields: Record<string, unknown>, key = testKey): Promise<{ id: string; url: string; [k: string]: any }> {
+    const created = await json('POST', '/v1/invoices', { amount: '1000.00', orderId: `order-${++orders}-${randomUUID()}`, ...fields }, key);
+    expect(created.status).toBe(201);
+    return created.body;
+  }
+
+  async function invoiceStatus(id: string, key = testKey): Promise<string> {
+    const got = await json('GET', `/v1/invoices/${id}`, undefined, key);
+    expect(got.status).toBe(200);
+    return got.body.status;
+  }
+
+  async function page(pathOrUrl: string): Promise<{ status: number; headers: Headers; html: string }> {
+    const response = await fetch(pathOrUrl.startsWith('http') ? pathOrUrl : `${gateway.baseUrl}${pathOrUrl}`, { redirect: 'manual' });
+    return { status: response.status, headers: response.headers, html: plain(await response.text()) };
+  }
+
+  async function submit(path: string, form: Record<string, string>): Promise<{ status: number; location: string | null; headers: Headers; html: string }> {
+    const response = await fetch(`${gateway.baseUrl}${path}`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams(form).toString(),
+    });
+    return { status: response.status, location: response.headers.get('location'), headers: response.headers, html: plain(await response.text()) };
+  }
+
+  function expectHtml(headers: Headers): void {
+    expect(headers.get('content-type')).toBe('text/html; charset=utf-8');
+  }
+
+  function expectSecurityHeaders(headers: Headers): void {
+    for (const [name, value] of Object.entries(SECURITY_HEADERS)) expect({ name, value: headers.get(name) }).toEqual({ name, value });
+  }
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN, CLOCK: 'manual' });
+    const account = await json('POST', '/admin/v1/accounts', { name: 'Кофейня', email: 'coffee@example.com' }, ADMIN_TOKEN);
+    expect(account.status).toBe(201);
+    const project = await json('POST', '/admin/v1/projects', { accountId: account.body.id, name: 'Кофейня онлайн' }, ADMIN_TOKEN);
+    expect(project.status).toBe(201);
+    testKey = project.body.keys.test.secretKey;
+    liveKey = project.body.keys.live.secretKey;
+  });
+  afterAll(async () => {
+    await gateway?.kill();
+    await db?.drop();
+  });
+
+  it('shows the description, the amount, the buyer fee, the total and the expiry of a method-fixed test invoice, with sandbox buttons', async () => {
+    const invoice = await createInvoice({ method: 'card', description: 'Два капучино и круассан' });
+    expect(invoice.url).toBe(`${gateway.baseUrl}/pay/${invoice.id}`);
+    const shown = await page(invoice.url);
+    expect(shown.status).toBe(200);
+    expectHtml(shown.headers);
+    expect(shown.html).toContain('<html lang="ru">');
+    expect(shown.html).toContain('Два капучино и круассан');
+    expect(shown.html).toContain('<dt>Сумма заказа</dt><dd>1 000,00 ₽</dd>');
+    expect(shown.html).toContain('<dt>Сервисный сбор</dt><dd>30,00 ₽</dd>');
+    expect(shown.html).toContain('1 030,00 ₽'); // total = payableAmount
+    expect(invoice.payableAmount).toBe('1030.00');
+    expect(shown.html).toContain('Банковская карта');
+    expect(shown.html).toContain('Оплатить до');
+    expect(shown.html).toContain(`<time datetime="${invoice.expiresAt}">`);
+    expect(shown.html).toContain('Тестовый счёт');
+    expect(shown.html).toContain(`action="/pay/${invoice.id}/sandbox"`);
+    expect(shown.html).toContain('value="paid">Оплатить</button>');
+    expect(shown.html).toContain('value="failed">Отклонить</button>');
+    // The merchant fixed the method: no choice offered.
+    expect(shown.html).not.toContain('/method"');
+    expect(shown.html).not.toContain('<script');
+  });
+
+  it('lets the buyer choose among the invoice methods, with what each costs, then offers to pay (303 back to the page)', async () => {
+    const invoice = await createInvoice({ description: 'Абонемент' });
+    const before = await page(`/pay/${invoice.id}`);
+    expect(before.status).toBe(200);
+    expect(before.html).toContain(`<form method="post" action="/pay/${invoice.id}/method"`);
+    // SBP 1.5 %, card 3 % (crypto is off in this project); the whole rate on the buyer by default.
+    expect(before.html).toContain('name="method" value="sbp"><span class="title">СБП (Система быстрых платежей)</span><span class="sum">1 015,00 ₽</span><span class="fee">сервисный сбор 15,00 ₽</span>');
+    expect(before.html).toContain('name="method" value="card"><span class="title">Банковская карта</span><span class="sum">1 030,00 ₽</span>');
+    expect(before.html).not.toContain('value="crypto"');
+    expect(before.html).toContain('<span class="nw">от 1 015,00 ₽</span> <span class="nw">до 1 030,00 ₽</span>');
+    expect(before.html).not.toContain('/sandbox"');
+
+    const unknown = await submit(`/pay/${invoice.id}/method`, { method: 'crypto' });
+    expect(unknown.status).toBe(400);
+    expectHtml(unknown.headers);
+    expect(unknown.html).toContain('Способ оплаты недоступен');
+    expect((await submit(`/pay/${invoice.id}/method`, {})).status).toBe(400);
+
+    const chosen = await submit(`/pay/${invoice.id}/method`, { method: 'sbp' });
+    expect(chosen.status).toBe(303);
+    expect(chosen.location).toBe(`/pay/${invoice.id}`);
+    expectSecurityHeaders(chosen.headers);
+
+    const after = await page(`/pay/${invoice.id}`);
+    expect(after.html).toContain('<dt>Сервисный сбор</dt><dd>15,00 ₽</dd>');
+    expect(after.html).toContain('<dd class="total">1 015,00 ₽</dd>');
+    expect(after.html).toContain('<dt>Способ оплаты</dt><dd>СБП (Система быстрых платежей)</dd>');
+    expect(after.html).toContain(`action="/pay/${invoice.id}/sandbox"`);
+    expect(after.html).not.toContain('/method"');
+    expect(after.html).toContain(`href="/pay/${invoice.id}?change=1"`);
+
+    // The buyer may still switch while the invoice is open.
+    const change = await page(`/pay/${invoice.id}?change=1`);
+    expect(change.html).toContain(`action="/pay/${invoice.id}/method"`);
+    expect((await submit(`/pay/${invoice.id}/method`, { method: 'card' })).status).toBe(303);
+    const view = await json('GET', `/v1/invoices/${invoice.id}`, undefined, testKey);
+    expect(view.body).toMatchObject({ status: 'pending', method: 'card', customerFeeAmount: '30.00', payableAmount: '1030.00' });
+  });
+
+  it('sandbox "Оплатить" records the payment and redirects (303) to successUrl; the invoice is paid', async () => {
+    const successUrl = 'https://shop.example/thanks?order=42&src=pay';
+    const invoice = await createInvoice({ method: 'sbp', successUrl, failUrl: 'https://shop.example/sorry' });
+    const paid = await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid' });
+    expect(paid.status).toBe(303);
+    expect(paid.location).toBe(successUrl);
+    expectSecurityHeaders(paid.headers);
+    expect(await invoiceStatus(invoice.id)).toBe('paid');
+
+    const shown = await page(`/pay/${invoice.id}`);
+    expect(shown.status).toBe(200);
+    expect(shown.html).toContain('<h1>Оплачено</h1>');
+    expect(shown.html).toContain('href="https://shop.example/thanks?order=42&amp;src=pay"');
+    expect(shown.html).not.toContain('/sandbox"');
+
+    // A second click answers as the first; the opposite outcome is refused (409, HTML).
+    const again = await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid' });
+    expect(again.status).toBe(303);
+    expect(again.location).toBe(successUrl);
+    const decline = await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'failed' });
+    expect(decline.status).toBe(409);
+    expectHtml(decline.headers);
+    expect(decline.html).toContain('<h1>Оплачено</h1>');
+    const choose = await submit(`/pay/${invoice.id}/method`, { method: 'card' });
+    expect(choose.status).toBe(409);
+  });
+
+  it('sandbox "Отклонить" records the decline and redirects (303) to failUrl; the invoice is failed', async () => {
+    const failUrl = 'http://shop.example/failed';
+    const invoice = await createInvoice({ method: 'card', successUrl: 'https://shop.example/ok', failUrl });
+    const declined = await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'failed' });
+    expect(declined.status).toBe(303);
+    expect(declined.location).toBe(failUrl);
+    expect(await invoiceStatus(invoice.id)).toBe('failed');
+    const shown = await page(`/pay/${invoice.id}`);
+    expect(shown.html).toContain('<h1>Платёж отклонён</h1>');
+    expect(shown.html).toContain(`href="${failUrl}"`);
+    expect((await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid' })).status).toBe(409);
+  });
+
+  it('without successUrl / failUrl the sandbox redirects back to the page; a bad outcome or no method yet is refused', async () => {
+    const noMethod = await createInvoice({});
+    const early = await submit(`/pay/${noMethod.id}/sandbox`, { outcome: 'paid' });
+    expect(early.status).toBe(409);
+    expectHtml(early.headers);
+    expect(early.html).toContain('Сначала выберите способ оплаты');
+
+    const invoice = await createInvoice({ method: 'sbp' });
+    const bad = await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'maybe' });
+    expect(bad.status).toBe(400);
+    expectHtml(bad.headers);
+    const paid = await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid' });
+    expect(paid.status).toBe(303);
+    expect(paid.location).toBe(`/pay/${invoice.id}`);
+    expect((await page(`/pay/${invoice.id}`)).html).toContain('<h1>Оплачено</h1>');
+  });
+
+  it('a live invoice has no sandbox buttons, says the payment happens at the bank, and refuses POST sandbox (403)', async () => {
+    const invoice = await createInvoice({ method: 'card', description: 'Боевой заказ' }, liveKey);
+    const shown = await page(`/pay/${invoice.id}`);
+    expect(shown.status).toBe(200);
+    expect(shown.html).toContain('Боевой заказ');
+    expect(shown.html).toContain('1 030,00 ₽');
+    expect(shown.html).toContain('Оплата проводится на стороне банка');
+    expect(shown.html).toContain('не реализовано');
+    expect(shown.html).not.toContain('/sandbox"');
+    expect(shown.html).not.toContain('>Оплатить</button>');
+    expect(shown.html).not.toContain('Тестовый');
+
+    const refused = await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid' });
+    expect(refused.status).toBe(403);
+    expectHtml(refused.headers);
+    expectSecurityHeaders(refused.headers);
+    expect(refused.html).toContain('Тестовая оплата недоступна');
+    expect(await invoiceStatus(invoice.id, liveKey)).toBe('created');
+  });
+
+  it('answers an unknown or malformed id with a 404 HTML page', async () => {
+    for (const path of [`/pay/${randomUUID()}`, '/pay/not-an-invoice', `/pay/${randomUUID()}/sandbox`, '/pay/%3Cscript%3E/method']) {
+      const response = path.endsWith('sandbox') || path.endsWith('method') ? await submit(path, { outcome: 'paid', method: 'sbp' }) : await page(path);
+      expect({ path, status: response.status }).toEqual({ path, status: 404 });
+      expectHtml(response.headers);
+      expectSecurityHeaders(response.headers);
+      expect(response.html).toContain('Счёт не найден');
+      expect(response.html).not.toContain('"error"');
+      expect(response.html).not.toContain('<script');
+    }
+  });
+
+  it('escapes every merchant-supplied string', async () => {
+    const invoice = await createInvoice({
+      method: 'sbp',
+      orderId: `<b>${randomUUID()}</b>`,
+      description: '<script>alert("x")</script> & \'quotes\'',
+      successUrl: 'https://shop.example/ok?q="><script>alert(1)</script>',
+    });
+    const shown = await page(`/pay/${invoice.id}`);
+    expect(shown.html).not.toContain('<script');
+    expect(shown.html).not.toContain('<b>');
+    expect(shown.html).toContain('&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;quotes&#39;');
+    expect(shown.html).toContain('&lt;b&gt;');
+    const paid = await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid' });
+    expect(paid.status).toBe(303);
+    expect(paid.location).toBe('https://shop.example/ok?q=%22%3E%3Cscript%3Ealert(1)%3C/script%3E');
+    const done = await page(`/pay/${invoice.id}`);
+    expect(done.html).not.toContain('<script');
+    expect(done.html).toContain('href="https://shop.example/ok?q=%22%3E%3Cscript%3Ealert(1)%3C/script%3E"');
+  });
+
+  it('sends the security headers on the page', async () => {
+    const invoice = await createInvoice({});
+    const shown = await page(`/pay/${invoice.id}`);
+    expectSecurityHeaders(shown.headers);
+    expect(shown.headers.get('x-content-type-options')).toBe('nosniff');
+  });
+
+  it('shows an invoice past its lifetime as expired (by the gateway clock) and refuses method choice and payment', async () => {
+    const withMethod = await createInvoice({ method: 'sbp', expire: 1, failUrl: 'https://shop.example/again' });
+    const withoutMethod = await createInvoice({ expire: 1 });
+    expect((await page(`/pay/${withMethod.id}`)).html).toContain('>Оплатить</button>');
+
+    const advanced = await json('POST', '/admin/v1/clock/advance', { seconds: 61 }, ADMIN_TOKEN);
+    expect(advanced.status).toBe(200);
+
+    for (const invoice of [withMethod, withoutMethod]) {
+      const shown = await page(`/pay/${invoice.id}`);
+      expect(shown.status).toBe(200);
+      expect(shown.html).toContain('<h1>Срок оплаты истёк</h1>');
+      expect(shown.html).not.toContain('<form');
+    }
+    expect((await page(`/pay/${withMethod.id}`)).html).toContain('href="https://shop.example/again"');
+
+    const pay = await submit(`/pay/${withMethod.id}/sandbox`, { outcome: 'paid' });
+    expect(pay.status).toBe(409);
+    expectHtml(pay.headers);
+    expect(pay.html).toContain('Срок оплаты истёк');
+    const choose = await submit(`/pay/${withoutMethod.id}/method`, { method: 'sbp' });
+    expect(choose.status).toBe(409);
+    expect(choose.html).toContain('Срок оплаты истёк');
+
+    expect(['pending', 'created', 'expired']).toContain(await invoiceStatus(withMethod.id));
+    expect(['created', 'expired']).toContain(await invoiceStatus(withoutMethod.id));
+  });
+});
+
+describe('payment page rendering (pure)', () => {
+  const created: InvoiceCreatedData = {
+    invoiceId: '0b6f3c1e-8d2a-4c59-9a3e-5f1d2c3b4a59',
+    projectId: 'p',
+    accountId: 'a',
+    mode: 'test',
+    orderId: 'A-1',
+    amount: 150_000,
+    method: null,
+    methodRates: { sbp: 15_000, card: 30_000 },
+    customerFee: { kind: 'pct', pct: 10_000 },
+    amounts: { feePct: 30_000, feeAmount: 4_500, customerFeePct: 10_000, customerFeeAmount: 1_500, payableAmount: 151_500, netAmount: 147_000 },
+    description: null,
+    customer: {},
+    customFields: null,
+    successUrl: 'javascript:alert(1)',
+    failUrl: null,
+    createdAt: '2026-03-01T09:00:00.000Z',
+    expiresAt: '2026-03-01T10:00:00.000Z',
+  };
+  const open: Invoice = evolveInvoice(evolveInvoice(initialInvoice(), { type: 'InvoiceCreated', data: created }), {
+    type: 'InvoiceMethodChosen',
+    data: {
+      invoiceId: created.invoiceId,
+      method: 'sbp',
+      amounts: { feePct: 15_000, feeAmount: 2_250, customerFeePct: 10_000, customerFeeAmount: 1_500, payableAmount: 151_500, netAmount: 149_250 },
+      at: '2026-03-01T09:10:00.000Z',
+    },
+  });
+
+  it('an open invoice past expiresAt but not yet marked expired shows as expired, with no forms', () => {
+    expect(open.status).toBe('pending');
+    expect(pageStatus(open, new Date('2026-03-01T09:59:59.999Z'))).toBe('pending');
+    expect(pageStatus(open, new Date('2026-03-01T10:00:00.000Z'))).toBe('expired');
+    const before = renderInvoicePage(open, new Date('2026-03-01T09:30:00.000Z'));
+    expect(before).toContain('>Оплатить</button>');
+    expect(plain(before).replace(/<[^>]+>/g, '')).toContain('Оплатить до1 марта 2026, 13:00 (МСК)');
+    const after = renderInvoicePage(open, new Date('2026-03-01T10:00:01.000Z'));
+    expect(after).toContain('<h1>Срок оплаты истёк</h1>');
+    expect(after).not.toContain('<form');
+  });
+
+  it('formats rubles exactly and links only to http(s) URLs', () => {
+    expect(plain(formatRubles(123_456_789))).toBe('1 234 567,89 ₽');
+    expect(plain(formatRubles(5))).toBe('0,05 ₽');
+    expect(safeHttpUrl('javascript:alert(1)')).toBeNull();
+    expect(safeHttpUrl('data:text/html,hi')).toBeNull();
+    expect(safeHttpUrl('/relative')).toBeNull();
+    expect(safeHttpUrl('https://shop.example/ok')).toBe('https://shop.example/ok');
+    const paid = renderInvoicePage(
+      evolveInvoice(open, {
+        type: 'InvoicePaid',
+        data: { invoiceId: created.invoiceId, accountId: 'a', mode: 'test', method: 'sbp', paidAt: '2026-03-01T09:20:00.000Z', availableAt: null, netAmount: 149_250, feeAmount: 2_250 },
+      }),
+      new Date('2026-03-01T09:21:00.000Z'),
+    );
+    expect(paid).toContain('<h1>Оплачено</h1>');
+    expect(paid).not.toContain('javascript:');
+    expect(plain(paid)).toContain('Заказ № A-1');
+  });
+
+  it('has a clear page for refunded and partially refunded invoices', () => {
+    const now = new Date('2026-03-02T00:00:00.000Z');
+    expect(renderInvoicePage({ ...open, status: 'refunded' }, now)).toContain('<h1>Платёж возвращён</h1>');
+    expect(renderInvoicePage({ ...open, status: 'partially_refunded' }, now)).toContain('<h1>Платёж частично возвращён</h1>');
+  });
+});
