@@ -26,12 +26,13 @@ describe('ledger audit over HTTP and ledger:verify', () => {
     const book = new LedgerBook(store, new PostgresSnapshotStore(db.pool));
     gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN });
 
-    await book.post(ledger, { type: 'RecordPayment', invoiceId: 'inv-1', netAmount: 96_500, feeAmount: 3_500, releaseAt: '2026-03-02T10:00:00.000Z', at: '2026-03-01T10:00:00.000Z' });
-    await book.post(ledger, { type: 'RecordPayment', invoiceId: 'inv-2', netAmount: 48_000, feeAmount: 2_000, releaseAt: '2026-03-02T11:00:00.000Z', at: '2026-03-01T11:00:00.000Z' });
-    await book.post(ledger, { type: 'ReleaseHold', invoiceId: 'inv-1', at: '2026-03-02T10:00:00.000Z' });
-    await book.post(ledger, { type: 'ReserveFunds', reservationId: 'rf_1', purpose: 'refund', amount: 10_000, at: '2026-03-02T12:00:00.000Z' });
-    await book.post(ledger, { type: 'SettleReservation', reservationId: 'rf_1', at: '2026-03-02T12:00:10.000Z' });
-    await book.post({ ...ledger, mode: 'test' }, { type: 'RecordPayment', invoiceId: 'inv-t', netAmount: 100, feeAmount: 0, releaseAt: null, at: '2026-03-01T09:00:00.000Z' });
+    // Times lie in the future of the real clock, so the gateway's hold-release worker leaves them to the test.
+    await book.post(ledger, { type: 'RecordPayment', invoiceId: 'inv-1', netAmount: 96_500, feeAmount: 3_500, releaseAt: '2031-03-02T10:00:00.000Z', at: '2031-03-01T10:00:00.000Z' });
+    await book.post(ledger, { type: 'RecordPayment', invoiceId: 'inv-2', netAmount: 48_000, feeAmount: 2_000, releaseAt: '2031-03-02T11:00:00.000Z', at: '2031-03-01T11:00:00.000Z' });
+    await book.post(ledger, { type: 'ReleaseHold', invoiceId: 'inv-1', at: '2031-03-02T10:00:00.000Z' });
+    await book.post(ledger, { type: 'ReserveFunds', reservationId: 'rf_1', purpose: 'refund', amount: 10_000, at: '2031-03-02T12:00:00.000Z' });
+    await book.post(ledger, { type: 'SettleReservation', reservationId: 'rf_1', at: '2031-03-02T12:00:10.000Z' });
+    await book.post({ ...ledger, mode: 'test' }, { type: 'RecordPayment', invoiceId: 'inv-t', netAmount: 100, feeAmount: 0, releaseAt: null, at: '2031-03-01T09:00:00.000Z' });
 
     const deadline = Date.now() + 20_000;
     while ((await db.pool.query('SELECT count(*)::int AS n FROM ledger_entries')).rows[0].n < 6) {
@@ -88,9 +89,9 @@ describe('ledger audit over HTTP and ledger:verify', () => {
       entries: 5,
       system: { acquiring_clearing: '-1500.00', fees: '55.00', refunds_paid: '100.00', payouts_sent: '0.00' },
     });
-    const before = await get(`/admin/v1/accounts/${ledger.accountId}/balance?mode=live&asOf=2026-03-01T10:30:00Z`);
-    expect(before.body).toMatchObject({ available: '0.00', pending: '965.00', entries: 1, lastEntryAt: '2026-03-01T10:00:00.000Z' });
-    const beforeAll = await get(`/admin/v1/accounts/${ledger.accountId}/balance?mode=live&asOf=2020-01-01T00:00:00Z`);
+    const before = await get(`/admin/v1/accounts/${ledger.accountId}/balance?mode=live&asOf=2031-03-01T10:30:00Z`);
+    expect(before.body).toMatchObject({ available: '0.00', pending: '965.00', entries: 1, lastEntryAt: '2031-03-01T10:00:00.000Z' });
+    const beforeAll = await get(`/admin/v1/accounts/${ledger.accountId}/balance?mode=live&asOf=2030-01-01T00:00:00Z`);
     expect(beforeAll.body).toMatchObject({ available: '0.00', pending: '0.00', entries: 0, lastEntryAt: null });
     const test = await get(`/admin/v1/accounts/${ledger.accountId}/balance?mode=test`);
     expect(test.body).toMatchObject({ available: '1.00', entries: 1 });

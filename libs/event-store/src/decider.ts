@@ -17,6 +17,11 @@ export interface Decider<State, Command, Event extends { type: string; data: Jso
   initialState(): State;
   evolve(state: State, event: Event): State;
   decide(command: Command, state: State): Event[] | Failure;
+  /**
+   * Optional: the same as reducing `events` with `evolve`, done faster (e.g. copying
+   * the state once and applying the events in place). Used when loading a stream.
+   */
+  fold?(state: State, events: readonly Event[]): State;
 }
 
 /** Versioned snapshots of folded state: a cache, never the source of truth. */
@@ -70,7 +75,7 @@ export interface LoadedState<State> {
 export async function loadState<State, Event extends { type: string; data: JsonObject }>(
   store: EventStore,
   streamName: string,
-  decider: Pick<Decider<State, never, Event, never>, 'initialState' | 'evolve'>,
+  decider: Pick<Decider<State, never, Event, never>, 'initialState' | 'evolve' | 'fold'>,
   snapshots?: SnapshotPolicy,
 ): Promise<LoadedState<State>> {
   let state = decider.initialState();
@@ -83,11 +88,10 @@ export async function loadState<State, Event extends { type: string; data: JsonO
     snapshotRevision = snapshot.revision;
   }
   try {
-    const events = await store.readStream(streamName, { fromRevision: revision + 1n });
-    for (const event of events) {
-      state = decider.evolve(state, { type: event.type, data: event.data } as Event);
-      revision = event.revision;
-    }
+    const recorded = await store.readStream(streamName, { fromRevision: revision + 1n });
+    const events = recorded.map((e) => ({ type: e.type, data: e.data }) as Event);
+    state = decider.fold ? decider.fold(state, events) : events.reduce(decider.evolve, state);
+    if (recorded.length > 0) revision = recorded[recorded.length - 1]!.revision;
   } catch (error) {
     if (!(error instanceof StreamNotFoundError)) throw error;
   }

@@ -3,6 +3,7 @@ import {
   decide,
   entryViolations,
   evolve,
+  foldLedger,
   initialLedgerState,
   LedgerCommand,
   LedgerError,
@@ -27,6 +28,7 @@ export class LedgerInvariantError extends Error {
 export const ledgerDecider: Decider<LedgerState, LedgerCommand, LedgerEvent, LedgerError> = {
   initialState: initialLedgerState,
   evolve,
+  fold: (state, events) => foldLedger(events, state),
   decide(command, state) {
     const decision = decide(command, state);
     if (!Array.isArray(decision)) return decision;

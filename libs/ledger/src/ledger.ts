@@ -347,5 +347,32 @@ export function stateViolations(state: LedgerState, entryId: string | null = nul
   return violations;
 }
 
-export const foldLedger = (events: readonly LedgerEvent[], from: LedgerState = initialLedgerState()): LedgerState =>
-  events.reduce(evolve, from);
+/** `record[id] = value` as an own property, even for ids such as `__proto__`. */
+function setOwn<T>(record: Record<string, T>, id: string, value: T): void {
+  Object.defineProperty(record, id, { value, enumerable: true, writable: true, configurable: true });
+}
+
+/**
+ * The same as reducing with `evolve`, in time linear in the events: the state is
+ * copied once and the events applied to the copy in place (evolve alone copies the
+ * open holds and reservations on every entry, which is quadratic over a long replay).
+ */
+export function foldLedger(events: readonly LedgerEvent[], from: LedgerState = initialLedgerState()): LedgerState {
+  if (events.length === 0) return from;
+  const balances = { ...from.balances } as Record<LedgerAccount, Kopecks>;
+  const holds: Record<string, OpenHold> = { ...from.holds };
+  const reservations: Record<string, OpenReservation> = { ...from.reservations };
+  let recentCauses = from.recentCauses;
+  for (const { data: e } of events) {
+    for (const p of e.postings) balances[p.account] = balances[p.account] + p.amount;
+    if (e.kind === 'payment_recorded' && e.hold) setOwn(holds, e.hold.invoiceId, { amount: e.hold.amount, releaseAt: e.hold.releaseAt });
+    else if (e.kind === 'hold_released' && e.invoiceId !== undefined) delete holds[e.invoiceId];
+    else if (e.kind === 'funds_reserved' && e.reservation) {
+      setOwn(reservations, e.reservation.id, { purpose: e.reservation.purpose, amount: e.reservation.amount });
+    } else if ((e.kind === 'reservation_settled' || e.kind === 'reservation_released') && e.reservation) {
+      delete reservations[e.reservation.id];
+    }
+    recentCauses = rememberCause(recentCauses, e.cause);
+  }
+  return { balances, holds, reservations, recentCauses, entries: from.entries + events.length };
+}
