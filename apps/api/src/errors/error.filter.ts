@@ -39,10 +39,14 @@ export function toApiError(exception: unknown): ApiError {
   const fastifyCode = (exception as { code?: unknown }).code;
   if (typeof fastifyCode === 'string' && fastifyCode.startsWith('FST_')) return fromFastify(fastifyCode, exception as Error);
   if (exception instanceof HttpException) {
+    // Our code throws ApiError only: an HttpException is Nest's wrapping of a Fastify
+    // error raised before any handler ran (body parsing, routing).
     const status = exception.getStatus();
     if (status === 404) return new ApiError(404, 'not_found', 'Такого адреса нет в API');
     if (status === 405) return new ApiError(405, 'method_not_allowed', 'Метод не поддерживается для этого адреса');
     if (status === 413) return new ApiError(413, 'payload_too_large', 'Тело запроса слишком большое');
+    if (status === 415) return new ApiError(415, 'unsupported_media_type', 'Тело запроса должно быть в формате application/json');
+    if (status === 400) return new ApiError(400, 'validation', 'Тело запроса не является корректным JSON', 'body');
     if (status < 500) return new ApiError(status, 'validation', 'Некорректный запрос');
   }
   return new ApiError(500, 'internal', 'Внутренняя ошибка сервера');

@@ -64,6 +64,7 @@ export class Fields {
     const { present, value } = this.value(name, o.required ?? false, o.nullable ?? false);
     if (!present) return undefined;
     if (typeof value !== 'string') return this.fail(name, 'invalid_type', 'ожидается строка');
+    if (value.includes('\u0000')) return this.fail(name, 'invalid_character', 'символ NUL (\\u0000) не допускается');
     if (value.length < (o.min ?? 0)) return this.fail(name, 'too_short', `не короче ${o.min} символов`);
     if (value.length > o.max) return this.fail(name, 'too_long', `не длиннее ${o.max} символов`);
     if (o.pattern && !o.pattern.test(value)) return this.fail(name, 'invalid_format', o.patternMessage ?? 'неверный формат');
@@ -172,6 +173,9 @@ export class Fields {
     if (this.problems.length > 0) throw ApiError.validation(this.problems);
   }
 }
+
+/** JSON text that PostgreSQL can store: no NUL character anywhere (keys or values). */
+export const hasNulCharacter = (value: unknown): boolean => JSON.stringify(value).includes('\\u0000');
 
 /** Query strings: every value is a string (or repeated: an array, which is refused). */
 export function queryFields(query: unknown): Fields {

@@ -123,11 +123,13 @@ export function sameInvoiceParameters(
   repeat: InvoiceRequest,
   project: Pick<ProjectTerms, 'customerFeeShare'>,
 ): boolean {
-  // Both buyer's percents at the rate the invoice was created with.
+  // Both buyer's percents at the rate the invoice was created with; a repeat without
+  // fee parameters means the project's slider as it was then, not as it is now.
   const rate = existing.amounts.feePct;
+  const slider = existing.customerFee.kind === 'project_default' ? { customerFeeShare: existing.customerFee.share } : project;
   return (
     existing.amount === repeat.amount &&
     existing.method === repeat.method &&
-    customerPctAt(existing.customerFee, rate) === customerPctAt(customerFeeRequest(repeat, project), rate)
+    customerPctAt(existing.customerFee, rate) === customerPctAt(customerFeeRequest(repeat, slider), rate)
   );
 }
