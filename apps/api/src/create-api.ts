@@ -15,7 +15,6 @@ export async function createApi(deps: ApiDependencies, log: Logger): Promise<Nes
     abortOnError: false,
   });
   app.useGlobalFilters(new ErrorFilter(log));
-  app.enableShutdownHooks();
   await app.init();
   return app;
 }

