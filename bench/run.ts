@@ -20,6 +20,7 @@ import { createPool, migrate } from '../libs/database/src';
 import { makeTraversable, startEmbeddedPostgres } from '../libs/database/src/embedded-postgres';
 import { allMigrations } from '../libs/database/src/migrations';
 import { eventStoreBench } from './event-store.bench';
+import { httpBench } from './http.bench';
 import { ledgerBench } from './ledger.bench';
 import { printTable, Table } from './table';
 
@@ -39,7 +40,7 @@ export interface BenchSection {
   run(context: BenchContext): Promise<Table[]>;
 }
 
-const SECTIONS: readonly BenchSection[] = [eventStoreBench, ledgerBench];
+const SECTIONS: readonly BenchSection[] = [eventStoreBench, ledgerBench, httpBench];
 
 interface Options {
   readonly quick: boolean;
