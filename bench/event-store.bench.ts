@@ -96,7 +96,7 @@ async function measureAppends(url: string, writers: number, settings: Settings):
       let expected: ExpectedRevision = 'no_stream';
       for (let appended = 0; ; appended++) {
         if (appended % APPENDS_PER_STREAM === 0) {
-          stream = `invoice-${randomUUID()}`;
+          stream = `benchinvoice-${randomUUID()}`;
           expected = 'no_stream';
         }
         const event = invoiceEvent(stream, appended % APPENDS_PER_STREAM);
@@ -129,7 +129,7 @@ async function bulkLoad(url: string, settings: Settings): Promise<(string | numb
     const writer = async (): Promise<void> => {
       while (next < appends) {
         next++;
-        const stream = `invoice-${randomUUID()}`;
+        const stream = `benchinvoice-${randomUUID()}`;
         const batch = Array.from({ length: settings.bulkBatch }, (_, i) => invoiceEvent(stream, i));
         const started = nowMs();
         await store.appendToStream(stream, batch, { expectedRevision: 'no_stream' });

@@ -1,5 +1,6 @@
 import type { EventStore } from '../../event-store/src';
-import { handleCommand, loadState } from '../../event-store/src';
+import { randomUUID } from 'node:crypto';
+import { handleCommand, loadState, WrongExpectedRevisionError } from '../../event-store/src';
 import {
   Invoice,
   InvoiceCommand,
@@ -15,6 +16,8 @@ import {
 } from '../../domain/src';
 import { methodsOf, Project, Registry } from '../../registry/src';
 import { invoiceIdFor } from './invoice-id';
+
+const isUuid = (id: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id);
 
 /** An answer the merchant API maps to the spec's error (status, code, param). */
 export class PaymentsError extends Error {
@@ -60,10 +63,11 @@ export class InvoiceService {
    */
   async create(project: Project, mode: Mode, request: InvoiceRequest, now: Date): Promise<{ created: boolean; invoice: Invoice }> {
     const invoiceId = invoiceIdFor(project.idNamespace, mode, request.orderId);
+    const stream = invoiceStreamName(invoiceId);
     // A repeat is compared with the stored invoice, not planned again: the project's
     // settings may have changed since, and the first answer still stands.
-    const existing = await this.get(invoiceId);
-    if (existing) return this.repeat(existing, request, project);
+    const existing = await loadState<Invoice, InvoiceEvent>(this.store, stream, invoiceDecider);
+    if (existing.state.exists) return this.repeat(existing.state, request, project);
 
     const planned = planInvoice(
       invoiceId,
@@ -71,14 +75,20 @@ export class InvoiceService {
       { projectId: project.id, accountId: project.accountId, mode, methods: methodsOf(project), customerFeeShare: project.customerFeeShare },
       now,
     );
-    const result = await handleCommand(this.store, invoiceStreamName(invoiceId), invoiceDecider, {
-      type: 'CreateInvoice',
-      data: planned,
-    } as InvoiceCommand);
-    if (result.ok) return { created: true, invoice: result.state };
-    // Lost the race to a concurrent create of the same orderId.
-    if (result.failure.code === 'conflict' && result.state.created) return this.repeat(result.state, request, project);
-    throw fromInvoiceError(result.failure);
+    const decision = invoiceDecider.decide({ type: 'CreateInvoice', data: planned }, existing.state) as InvoiceEvent[];
+    try {
+      await this.store.appendToStream(
+        stream,
+        decision.map((e) => ({ id: randomUUID(), type: e.type, data: e.data })),
+        { expectedRevision: 'no_stream' },
+      );
+      return { created: true, invoice: decision.reduce(invoiceDecider.evolve, existing.state) };
+    } catch (error) {
+      if (!(error instanceof WrongExpectedRevisionError)) throw error;
+      // Lost the race to a concurrent create of the same orderId: answer as a repeat.
+      const winner = await loadState<Invoice, InvoiceEvent>(this.store, stream, invoiceDecider);
+      return this.repeat(winner.state, request, project);
+    }
   }
 
   private repeat(existing: Invoice, request: InvoiceRequest, project: Project): { created: boolean; invoice: Invoice } {
@@ -93,7 +103,7 @@ export class InvoiceService {
 
   /** The invoice as its stream says now (immediately consistent), or null. */
   async get(invoiceId: string): Promise<Invoice | null> {
-    if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(invoiceId)) return null;
+    if (!isUuid(invoiceId)) return null;
     const loaded = await loadState<Invoice, InvoiceEvent>(this.store, invoiceStreamName(invoiceId.toLowerCase()), invoiceDecider);
     return loaded.state.exists ? loaded.state : null;
   }
@@ -131,7 +141,8 @@ export class InvoiceService {
   }
 
   private async run(invoiceId: string, command: InvoiceCommand): Promise<Invoice> {
-    if (!(await this.get(invoiceId))) throw new PaymentsError(404, 'invoice_not_found', 'Счёт не найден');
+    if (!isUuid(invoiceId)) throw new PaymentsError(404, 'invoice_not_found', 'Счёт не найден');
+    // A missing stream folds to a non-existent invoice, which the decider refuses (404).
     const result = await handleCommand(this.store, invoiceStreamName(invoiceId.toLowerCase()), invoiceDecider, command);
     if (!result.ok) throw fromInvoiceError(result.failure);
     return result.state;

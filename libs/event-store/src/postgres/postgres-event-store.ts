@@ -190,15 +190,18 @@ export class PostgresEventStore implements EventStore {
       params.push(from.toString());
       bound = backwards ? 'AND stream_revision <= $3' : 'AND stream_revision >= $3';
     }
-    const result = await this.pool.query<EventRow>(
-      `SELECT ${EVENT_COLUMNS} FROM events WHERE stream_name = $1 ${bound}
-       ORDER BY events.stream_revision ${backwards ? 'DESC' : 'ASC'} LIMIT $2`,
+    // One round trip: no row at all means no stream; one row of nulls, a stream with
+    // no event in the range.
+    const result = await this.pool.query<EventRow | Record<keyof EventRow, null>>(
+      `SELECT e.* FROM (SELECT 1 FROM event_streams WHERE stream_name = $1) s
+       LEFT JOIN LATERAL (
+         SELECT ${EVENT_COLUMNS} FROM events WHERE stream_name = $1 ${bound}
+         ORDER BY events.stream_revision ${backwards ? 'DESC' : 'ASC'} LIMIT $2
+       ) e ON true`,
       params,
     );
-    if (result.rows.length === 0 && (await this.currentRevision(streamName)) === 'no_stream') {
-      throw new StreamNotFoundError(streamName);
-    }
-    return result.rows.map(toEvent);
+    if (result.rows.length === 0) throw new StreamNotFoundError(streamName);
+    return result.rows.filter((r): r is EventRow => r.event_id !== null).map(toEvent);
   }
 
   async readAll(options: ReadAllOptions = {}): Promise<RecordedEvent[]> {
