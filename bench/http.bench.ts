@@ -1,11 +1,11 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
 import { Client } from 'pg';
 import type { BenchContext, BenchSection } from './run';
+import { repoRoot } from './paths';
 import { percentiles, sleep } from './stats';
 import { fixed, integer, Table } from './table';
 
@@ -46,16 +46,6 @@ let orderCounter = 0;
 const nextOrderBody = (): string =>
   JSON.stringify({ amount: '1000.00', orderId: `bench-${++orderCounter}`, method: 'card' });
 
-/** The folder holding package.json above this file (bench/ from source, dist/bench/ when built). */
-function repoRoot(): string {
-  let dir = __dirname;
-  while (!existsSync(path.join(dir, 'package.json'))) {
-    const parent = path.dirname(dir);
-    if (parent === dir) return process.cwd();
-    dir = parent;
-  }
-  return dir;
-}
 
 // ---------------------------------------------------------------------------
 // Child processes (as test/support/gateway-process.ts starts them)
@@ -83,6 +73,10 @@ async function startServer(
     env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  // If the bench is interrupted (Ctrl-C, SIGTERM), its servers must not outlive it.
+  const killOnExit = () => child.kill('SIGKILL');
+  process.once('exit', killOnExit);
+  child.once('exit', () => process.removeListener('exit', killOnExit));
   let text = '';
   let wake: () => void = () => undefined;
   const onData = (chunk: Buffer) => {
@@ -279,7 +273,40 @@ async function measure(target: Target, connections: number, settings: Settings):
 
 // ---------------------------------------------------------------------------
 
-async function run(context: BenchContext): Promise<Table[]> {
+/**
+ * A fresh database of this section's own on the run's server: the gateway must not
+ * start on the log the other sections filled (its projections would first catch up
+ * on a million events).
+ */
+async function ownDatabase(runDatabaseUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `bench_http_${randomBytes(4).toString('hex')}`;
+  const admin = new Client({ connectionString: runDatabaseUrl });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(runDatabaseUrl);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      const client = new Client({ connectionString: runDatabaseUrl });
+      await client.connect();
+      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await client.end();
+    },
+  };
+}
+
+async function run(runContext: BenchContext): Promise<Table[]> {
+  const own = await ownDatabase(runContext.databaseUrl);
+  try {
+    return await runOn({ ...runContext, databaseUrl: own.url });
+  } finally {
+    await own.drop();
+  }
+}
+
+async function runOn(context: BenchContext): Promise<Table[]> {
   const settings = context.quick ? QUICK : FULL;
   const notes: string[] = [];
   const db = new Client({ connectionString: context.databaseUrl, application_name: 'gateway-bench-http' });

@@ -11,7 +11,7 @@
  * stderr. A section is one file exporting a BenchSection, listed in SECTIONS.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -22,6 +22,7 @@ import { allMigrations } from '../libs/database/src/migrations';
 import { eventStoreBench } from './event-store.bench';
 import { httpBench } from './http.bench';
 import { ledgerBench } from './ledger.bench';
+import { repoRoot } from './paths';
 import { printTable, Table } from './table';
 
 export interface BenchContext {
@@ -87,16 +88,6 @@ interface BenchDatabase {
   dispose(): Promise<void>;
 }
 
-/** The folder holding package.json above this file (bench/ when run from source, dist/bench/ when built). */
-function repoRoot(): string {
-  let dir = __dirname;
-  while (!existsSync(path.join(dir, 'package.json'))) {
-    const parent = path.dirname(dir);
-    if (parent === dir) return process.cwd();
-    dir = parent;
-  }
-  return dir;
-}
 
 async function onServer(url: string, sql: string): Promise<void> {
   const client = new Client({ connectionString: url });

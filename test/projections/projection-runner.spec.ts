@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { PoolClient } from 'pg';
-import { PostgresEventStore, RecordedEvent } from '../../libs/event-store/src';
+import { comparePositions, Position, PostgresEventStore, RecordedEvent } from '../../libs/event-store/src';
 import {
   Projection,
   ProjectionRunner,
@@ -41,13 +41,29 @@ const countingProjection = (name: string, onApply?: (events: readonly RecordedEv
   },
 });
 
+/** The position of this file's latest append: a runner has seen everything once past it. */
+let lastAppended: Position = { commit: 0n, prepare: 0n };
+
 async function appendMany(prefix: string, streams: number, perStream: number): Promise<void> {
   for (let s = 0; s < streams; s++) {
-    await store.appendToStream(
+    const result = await store.appendToStream(
       `${prefix}-${s}`,
       Array.from({ length: perStream }, (_, i) => ({ id: randomUUID(), type: `Step${i}`, data: { s, i } })),
     );
+    if (comparePositions(result.position, lastAppended) > 0) lastAppended = result.position;
   }
+}
+
+/**
+ * "live" means caught up with what is visible; an event just committed becomes
+ * visible once older transactions of the cluster end, so wait for the checkpoint to
+ * pass our own last append.
+ */
+async function untilProjected(runner: ProjectionRunner): Promise<void> {
+  await until(async () => {
+    const checkpoint = runner.status().checkpoint;
+    return checkpoint !== null && comparePositions(checkpoint, lastAppended) >= 0;
+  });
 }
 
 async function until(condition: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
@@ -74,7 +90,7 @@ describe('projection runner', () => {
     const runner = new ProjectionRunner(db.pool, store, projection, { batchSize: 7 });
     runner.start();
     await until(async () => (await seen()).n === 20);
-    await until(async () => runner.status().state === 'live');
+    await untilProjected(runner);
     await runner.stop();
     expect(await seen()).toEqual({ n: 20, max: 1 });
     const checkpoint = await readCheckpoint(db.pool, projection.name);
@@ -85,7 +101,7 @@ describe('projection runner', () => {
     const projection = countingProjection(`p_${randomUUID().slice(0, 8)}`);
     const first = new ProjectionRunner(db.pool, store, projection, { batchSize: 5 });
     first.start();
-    await until(async () => first.status().state === 'live');
+    await untilProjected(first);
     const before = (await seen()).n;
     await first.stop();
 
@@ -126,7 +142,7 @@ describe('projection runner', () => {
     });
     const runner = new ProjectionRunner(db.pool, store, projection, { batchSize: 1000 });
     runner.start();
-    await until(async () => runner.status().state === 'live');
+    await untilProjected(runner);
     await runner.stop();
     expect(moved).toBe(true);
     const total = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM events WHERE stream_name LIKE 'count-%'`);
@@ -144,6 +160,7 @@ describe('projection runner', () => {
     const runner = new ProjectionRunner(db.pool, store, projection, { batchSize: 1000 });
     runner.start();
     await until(async () => runner.status().state === 'live', 20_000);
+    await untilProjected(runner);
     await runner.stop();
     expect(failures).toBe(0);
     const total = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM events WHERE stream_name LIKE 'count-%'`);
@@ -163,7 +180,7 @@ describe('stream catalog and rebuild', () => {
     await appendMany('catalog', 4, 3);
     const live = new ProjectionRunner(db.pool, store, streamCatalogProjection, { batchSize: 3 });
     live.start();
-    await until(async () => live.status().state === 'live');
+    await untilProjected(live);
     await live.stop();
     const row = await db.pool.query(`SELECT * FROM stream_catalog WHERE stream_name = 'catalog-2'`);
     expect(row.rows[0]).toMatchObject({ category: 'catalog', event_count: '3', last_revision: '2', last_event_type: 'Step2' });

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { uuidV5 } from '../../identifiers/src/uuid-v5';
 import { LedgerMode } from './ledger';
 
 /** One ledger per merchant account and mode. */
@@ -16,7 +16,7 @@ export function ledgerIdFromStream(streamName: string): LedgerId | null {
   return match ? { mode: match[1] as LedgerMode, accountId: match[2]! } : null;
 }
 
-/** RFC 4122 name-based UUID (version 5, SHA-1) in a namespace of our own. */
+/** The namespace of ledger entry ids (UUID v5). */
 const NAMESPACE = Buffer.from('6f1c2a8e9d3b4c5a8e7f0a1b2c3d4e5f', 'hex');
 
 /**
@@ -25,9 +25,5 @@ const NAMESPACE = Buffer.from('6f1c2a8e9d3b4c5a8e7f0a1b2c3d4e5f', 'hex');
  * cause older than the ledger's window of recent causes still cannot post twice.
  */
 export function ledgerEntryId(ledger: LedgerId, cause: string): string {
-  const hash = createHash('sha1').update(NAMESPACE).update(`${ledgerStreamName(ledger)}|${cause}`).digest();
-  hash[6] = (hash[6]! & 0x0f) | 0x50;
-  hash[8] = (hash[8]! & 0x3f) | 0x80;
-  const hex = hash.subarray(0, 16).toString('hex');
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  return uuidV5(NAMESPACE, `${ledgerStreamName(ledger)}|${cause}`);
 }

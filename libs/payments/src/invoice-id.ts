@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { uuidBytes, uuidV5 } from '../../identifiers/src/uuid-v5';
 
 /**
  * The invoice id of an orderId: a UUID v5 in the project's secret namespace. The
@@ -7,10 +7,5 @@ import { createHash } from 'node:crypto';
  * id cannot be guessed from the orderId.
  */
 export function invoiceIdFor(projectNamespace: string, mode: string, orderId: string): string {
-  const namespace = Buffer.from(projectNamespace.replace(/-/g, ''), 'hex');
-  const hash = createHash('sha1').update(namespace).update(`${mode}\u0000${orderId}`).digest();
-  hash[6] = (hash[6]! & 0x0f) | 0x50;
-  hash[8] = (hash[8]! & 0x3f) | 0x80;
-  const hex = hash.subarray(0, 16).toString('hex');
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  return uuidV5(uuidBytes(projectNamespace), `${mode}\u0000${orderId}`);
 }

@@ -24,17 +24,9 @@ export interface Account {
   readonly createdAt: Date;
 }
 
-export interface Project {
+export interface Project extends ProjectSettings {
   readonly id: string;
   readonly accountId: string;
-  readonly name: string;
-  readonly status: ProjectStatus;
-  readonly webhookUrl: string | null;
-  readonly webhookEvents: readonly WebhookEventKind[];
-  readonly usdtEnabled: boolean;
-  readonly holdHours: number;
-  readonly methodOverrides: MethodOverrides;
-  readonly customerFeeShare: number;
   readonly webhookSecret: string;
   readonly idNamespace: string;
   readonly createdAt: Date;
