@@ -12,6 +12,8 @@ describe('configuration from the environment', () => {
       adminToken: null,
       clock: 'system',
       publicUrl: null,
+      rateLimitPerSecond: 60,
+      pollIntervalSeconds: 3,
     });
   });
 
@@ -38,6 +40,8 @@ describe('configuration from the environment', () => {
     [{ ADMIN_TOKEN: 'short' }, 'ADMIN_TOKEN must be at least 16 characters'],
     [{ CLOCK: 'fast' }, 'CLOCK must be "system" or "manual", got "fast"'],
     [{ PUBLIC_URL: 'ftp://x' }, 'PUBLIC_URL must be an http(s) URL'],
+    [{ RATE_LIMIT_PER_SECOND: '0' }, 'RATE_LIMIT_PER_SECOND must be a positive integer'],
+    [{ POLL_INTERVAL_SECONDS: '-1' }, 'POLL_INTERVAL_SECONDS must be a whole number of seconds'],
   ])('refuses %j with a message naming the variable', (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);

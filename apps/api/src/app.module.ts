@@ -12,7 +12,9 @@ import { InvoicesController } from './merchant/invoices.controller';
 import { MerchantAuthGuard } from './merchant/merchant-auth.guard';
 import { ReferenceController } from './merchant/reference.controller';
 import { PaymentPageController } from './pay/payment-page.controller';
+import { AccessControl } from '../../../libs/access/src';
 import {
+  ACCESS_CONTROL,
   ADMIN_TOKEN,
   CLOCK_TOKEN,
   DATABASE_POOL,
@@ -59,6 +61,13 @@ export class AppModule {
         { provide: REGISTRY, useValue: deps.services.registry },
         { provide: LEDGER_BOOK, useValue: deps.services.ledgers },
         { provide: INVOICE_SERVICE, useValue: deps.services.invoices },
+        {
+          provide: ACCESS_CONTROL,
+          useValue: new AccessControl(deps.infrastructure.pool, {
+            perSecond: deps.infrastructure.config.rateLimitPerSecond,
+            pollIntervalSeconds: deps.infrastructure.config.pollIntervalSeconds,
+          }),
+        },
         AdminTokenGuard,
         MerchantAuthGuard,
       ],

@@ -13,6 +13,8 @@ export async function createApi(deps: ApiDependencies, log: Logger): Promise<Nes
   const app = await NestFactory.create<NestFastifyApplication>(AppModule.register(deps), adapter, {
     logger: false,
     abortOnError: false,
+    // The exact bytes of each body, for the HMAC signature of mode 2.
+    rawBody: true,
   });
   app.useGlobalFilters(new ErrorFilter(log));
   await app.init();

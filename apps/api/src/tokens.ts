@@ -8,6 +8,7 @@ export const CLOCK_TOKEN = Symbol('Clock');
 export const REGISTRY = Symbol('Registry');
 export const INVOICE_SERVICE = Symbol('InvoiceService');
 export const PUBLIC_URL = Symbol('PublicUrl');
+export const ACCESS_CONTROL = Symbol('AccessControl');
 
 /** The address buyers reach the payment page at; known once the server listens. */
 export interface PublicUrl {

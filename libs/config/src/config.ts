@@ -18,6 +18,10 @@ export interface GatewayConfig {
   readonly clock: ClockMode;
   /** Where buyers reach the gateway (payment page links); null: http://127.0.0.1:<port>. */
   readonly publicUrl: string | null;
+  /** Requests per second per key (spec: 60). */
+  readonly rateLimitPerSecond: number;
+  /** Shortest interval between two reads of one invoice or payout by one key (spec: 3 s). */
+  readonly pollIntervalSeconds: number;
 }
 
 export class ConfigError extends Error {
@@ -81,6 +85,13 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
     } else publicUrl = publicUrlRaw.replace(/\/+$/, '');
   }
 
+  const rateRaw = blankToUndefined(env.RATE_LIMIT_PER_SECOND) ?? '60';
+  const rateLimitPerSecond = /^\d{1,9}$/.test(rateRaw) && Number(rateRaw) >= 1 ? Number(rateRaw) : NaN;
+  if (Number.isNaN(rateLimitPerSecond)) problems.push(`RATE_LIMIT_PER_SECOND must be a positive integer, got "${rateRaw}"`);
+  const pollRaw = blankToUndefined(env.POLL_INTERVAL_SECONDS) ?? '3';
+  const pollIntervalSeconds = /^\d{1,6}$/.test(pollRaw) ? Number(pollRaw) : NaN;
+  if (Number.isNaN(pollIntervalSeconds)) problems.push(`POLL_INTERVAL_SECONDS must be a whole number of seconds, got "${pollRaw}"`);
+
   if (problems.length > 0) throw new ConfigError(problems);
   return {
     port,
@@ -91,5 +102,7 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
     adminToken,
     clock: clockRaw as ClockMode,
     publicUrl,
+    rateLimitPerSecond,
+    pollIntervalSeconds,
   };
 }

@@ -6,6 +6,7 @@ import { manualClockMigration } from '../../clock/src/manual-clock-sync';
 import { snapshotsMigration } from '../../event-store/src/postgres/snapshot-store';
 import { ledgerOpenHoldsMigration, ledgerReadModelMigration } from '../../read-models/src/ledger.projection';
 import { registryMigration } from '../../registry/src/schema';
+import { accessControlMigration } from '../../access/src/schema';
 import { invoicesReadModelMigration } from '../../read-models/src/invoices.projection';
 
 /** Every schema change of the gateway, in version order. Never edit an applied one: add a new one. */
@@ -19,4 +20,5 @@ export const allMigrations: readonly Migration[] = [
   registryMigration,
   invoicesReadModelMigration,
   ledgerOpenHoldsMigration,
+  accessControlMigration,
 ];

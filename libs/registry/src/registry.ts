@@ -220,6 +220,20 @@ export class Registry {
     return pair;
   }
 
+  /** The project and mode of a public key (HMAC mode) that is known and not revoked. */
+  async identifyByPublicKey(publicKey: string): Promise<MerchantIdentity | null> {
+    const match = /^pk_(test|live)_[A-Za-z0-9_-]{16,64}$/.exec(publicKey);
+    if (!match) return null;
+    const r = await this.pool.query<ProjectRow & { key_id: string; key_mode: Mode }>(
+      `SELECT p.*, k.id AS key_id, k.mode AS key_mode FROM api_keys k JOIN projects p ON p.id = k.project_id
+       WHERE k.public_key = $1 AND k.revoked_at IS NULL`,
+      [publicKey],
+    );
+    const row = r.rows[0];
+    if (!row || row.key_mode !== match[1]) return null;
+    return { project: toProject(row), mode: row.key_mode, keyId: row.key_id };
+  }
+
   /** The project and mode of a secret key that is known and not revoked. */
   async identifyBySecretKey(secretKey: string): Promise<MerchantIdentity | null> {
     const match = /^sk_(test|live)_[A-Za-z0-9_-]{16,64}$/.exec(secretKey);

@@ -9,10 +9,11 @@ import type { MerchantIdentity } from '../../../../libs/registry/src';
 import { ApiError } from '../errors/api-error';
 import { decodeCursor, encodeCursor } from '../http/cursor';
 import { queryFields, queryInteger } from '../http/validation';
-import { CLOCK_TOKEN, DATABASE_POOL, INVOICE_SERVICE, PUBLIC_URL } from '../tokens';
+import { ACCESS_CONTROL, CLOCK_TOKEN, DATABASE_POOL, INVOICE_SERVICE, PUBLIC_URL } from '../tokens';
+import type { AccessControl } from '../../../../libs/access/src';
 import type { PublicUrl } from '../tokens';
 import { readCreateInvoiceRequest } from './create-invoice.request';
-import { Merchant, MerchantAuthGuard } from './merchant-auth.guard';
+import { Merchant, MerchantAuthGuard, rateLimited } from './merchant-auth.guard';
 
 @Controller('v1/invoices')
 @UseGuards(MerchantAuthGuard)
@@ -22,6 +23,7 @@ export class InvoicesController {
     @Inject(DATABASE_POOL) private readonly pool: Pool,
     @Inject(CLOCK_TOKEN) private readonly clock: Clock,
     @Inject(PUBLIC_URL) private readonly publicUrl: PublicUrl,
+    @Inject(ACCESS_CONTROL) private readonly access: AccessControl,
   ) {}
 
   @Post()
@@ -75,6 +77,8 @@ export class InvoicesController {
   /** One invoice, from its own stream: what the merchant just wrote is always there. */
   @Get(':id')
   async get(@Merchant() merchant: MerchantIdentity, @Param('id') id: string) {
+    const refusal = await this.access.admitPoll(merchant.keyId, `invoice:${id}`, this.clock.now());
+    if (refusal) throw rateLimited(refusal.retryAfterSeconds, 'Один счёт можно запрашивать не чаще раза в 3 секунды: ждите вебхук');
     const invoice = await this.invoices.getFor(merchant.project, merchant.mode, id);
     return invoiceView(invoice, this.publicUrl.value);
   }

@@ -1,34 +1,84 @@
 import { CanActivate, createParamDecorator, ExecutionContext, Inject, Injectable } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
+import type { AccessControl } from '../../../../libs/access/src';
+import { requestSignature, signaturesMatch, TIMESTAMP_WINDOW_SECONDS } from '../../../../libs/access/src';
+import type { Clock } from '../../../../libs/clock/src';
 import type { MerchantIdentity, Registry } from '../../../../libs/registry/src';
 import { ApiError } from '../errors/api-error';
-import { REGISTRY } from '../tokens';
+import { ACCESS_CONTROL, CLOCK_TOKEN, REGISTRY } from '../tokens';
 
-type WithMerchant = FastifyRequest & { merchant?: MerchantIdentity };
+type MerchantRequest = FastifyRequest & { merchant?: MerchantIdentity; rawBody?: Buffer };
+
+const header = (request: FastifyRequest, name: string): string | undefined => {
+  const value = request.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+};
 
 /**
- * Mode 1 of the spec: `Authorization: Bearer sk_test_…|sk_live_…`. The key selects
- * the project and the mode; an unknown or revoked key is 401 `unauthorized`. (Keys
- * are looked up by their SHA-256 hash, so no secret is compared in user code.)
+ * Who is calling, by either mode of the spec, then the per-key request rate:
+ * - Bearer: `Authorization: Bearer sk_test_…|sk_live_…` (looked up by its hash);
+ * - HMAC: `X-Public-Id` (pk_…), `X-Timestamp` (unix seconds, ±300 s of the gateway
+ *   clock) and `X-Signature` (or `Signature`): hex HMAC-SHA256 of
+ *   `<timestamp>.<exact raw body>` with the project's webhook secret, accepted once.
+ * Every lookup goes to the database, so a revoked or rotated key stops at once in
+ * every process; so do the replay store and the rate counters.
  */
 @Injectable()
 export class MerchantAuthGuard implements CanActivate {
-  constructor(@Inject(REGISTRY) private readonly registry: Registry) {}
+  constructor(
+    @Inject(REGISTRY) private readonly registry: Registry,
+    @Inject(ACCESS_CONTROL) private readonly access: AccessControl,
+    @Inject(CLOCK_TOKEN) private readonly clock: Clock,
+  ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
-    const request = context.switchToHttp().getRequest<WithMerchant>();
-    const match = /^Bearer\s+(\S+)$/i.exec(request.headers.authorization ?? '');
-    if (!match) throw ApiError.unauthorized('Нужен заголовок Authorization: Bearer <секретный ключ проекта>');
-    const identity = await this.registry.identifyBySecretKey(match[1]!);
-    if (!identity) throw ApiError.unauthorized('Ключ не найден или отозван');
+    const request = context.switchToHttp().getRequest<MerchantRequest>();
+    const now = this.clock.now();
+    const identity = header(request, 'authorization') !== undefined ? await this.bearer(request) : await this.hmac(request, now);
+    const refusal = await this.access.admit(identity.keyId, now);
+    if (refusal) throw rateLimited(refusal.retryAfterSeconds, 'Слишком много запросов: не больше 60 в секунду на ключ');
     request.merchant = identity;
     return true;
   }
+
+  private async bearer(request: MerchantRequest): Promise<MerchantIdentity> {
+    const match = /^Bearer\s+(\S+)$/i.exec(header(request, 'authorization') ?? '');
+    if (!match) throw ApiError.unauthorized('Нужен заголовок Authorization: Bearer <секретный ключ проекта>');
+    const identity = await this.registry.identifyBySecretKey(match[1]!);
+    if (!identity) throw ApiError.unauthorized('Ключ не найден или отозван');
+    return identity;
+  }
+
+  private async hmac(request: MerchantRequest, now: Date): Promise<MerchantIdentity> {
+    const publicId = header(request, 'x-public-id');
+    if (publicId === undefined) {
+      throw ApiError.unauthorized('Нужна авторизация: Authorization: Bearer <ключ> или X-Public-Id с подписью HMAC');
+    }
+    const identity = await this.registry.identifyByPublicKey(publicId);
+    if (!identity) throw ApiError.unauthorized('Публичный ключ не найден или отозван');
+
+    const timestamp = header(request, 'x-timestamp');
+    const seconds = timestamp !== undefined && /^\d{1,12}$/.test(timestamp) ? Number(timestamp) : NaN;
+    if (Number.isNaN(seconds) || Math.abs(now.getTime() / 1000 - seconds) > TIMESTAMP_WINDOW_SECONDS) {
+      throw new ApiError(401, 'timestamp_invalid', 'X-Timestamp: время запроса в секундах Unix, не дальше 300 секунд от времени сервера');
+    }
+    const signature = header(request, 'x-signature') ?? header(request, 'signature') ?? '';
+    const expected = requestSignature(identity.project.webhookSecret, timestamp!, request.rawBody ?? '');
+    if (!signaturesMatch(expected, signature)) throw new ApiError(401, 'signature_invalid', 'Подпись запроса не совпадает');
+    if (!(await this.access.firstUseOfSignature(signature, now))) {
+      throw new ApiError(401, 'signature_invalid', 'Эта подпись уже использована: каждая принимается один раз');
+    }
+    return identity;
+  }
+}
+
+export function rateLimited(retryAfterSeconds: number, message: string): ApiError {
+  return new ApiError(429, 'rate_limited', message, undefined, undefined, { 'Retry-After': String(retryAfterSeconds) });
 }
 
 /** The project and mode of the authenticated key. */
 export const Merchant = createParamDecorator((_: unknown, context: ExecutionContext): MerchantIdentity => {
-  const merchant = context.switchToHttp().getRequest<WithMerchant>().merchant;
+  const merchant = context.switchToHttp().getRequest<MerchantRequest>().merchant;
   if (!merchant) throw new Error('Merchant() used on a route without MerchantAuthGuard');
   return merchant;
 });

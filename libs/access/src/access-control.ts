@@ -1,0 +1,85 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import type { Pool } from 'pg';
+
+export const TIMESTAMP_WINDOW_SECONDS = 300;
+export const SIGNATURE_REUSE_WINDOW_SECONDS = 600;
+
+/** hex HMAC-SHA256 of `<timestamp>.<raw body>` keyed with the project's webhook secret. */
+export const requestSignature = (secret: string, timestamp: string, rawBody: string | Buffer): string =>
+  createHmac('sha256', secret).update(`${timestamp}.`).update(rawBody).digest('hex');
+
+/** Constant-time comparison of two hex signatures (different lengths are simply unequal). */
+export function signaturesMatch(expectedHex: string, givenHex: string): boolean {
+  if (!/^[0-9a-f]{64}$/i.test(givenHex)) return false;
+  const a = Buffer.from(expectedHex, 'hex');
+  const b = Buffer.from(givenHex.toLowerCase(), 'hex');
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+export type Refusal = { readonly code: 'rate_limited'; readonly retryAfterSeconds: number };
+
+/**
+ * The database-backed parts of request admission, shared by every API process:
+ * one use per signature, requests per second per key, and the poll interval of one
+ * resource per key. Every decision reads the gateway clock passed in.
+ */
+export class AccessControl {
+  private lastSweep = 0;
+
+  constructor(
+    private readonly pool: Pool,
+    private readonly limits: { perSecond: number; pollIntervalSeconds: number },
+  ) {}
+
+  /** Records a signature's first use; false when it was already used (a replay). */
+  async firstUseOfSignature(signature: string, now: Date): Promise<boolean> {
+    await this.sweep(now);
+    const result = await this.pool.query(
+      'INSERT INTO used_signatures (signature, used_at) VALUES ($1, $2) ON CONFLICT (signature) DO NOTHING',
+      [signature.toLowerCase(), now],
+    );
+    return result.rowCount === 1;
+  }
+
+  /** Counts the request in its one-second window; refuses beyond the per-key limit. */
+  async admit(keyId: string, now: Date): Promise<Refusal | null> {
+    await this.sweep(now);
+    const second = Math.floor(now.getTime() / 1000);
+    const result = await this.pool.query<{ hits: number }>(
+      `INSERT INTO rate_limit_windows (key_id, window_second, hits) VALUES ($1, $2, 1)
+       ON CONFLICT (key_id, window_second) DO UPDATE SET hits = rate_limit_windows.hits + 1 RETURNING hits`,
+      [keyId, second],
+    );
+    if (result.rows[0]!.hits <= this.limits.perSecond) return null;
+    return { code: 'rate_limited', retryAfterSeconds: 1 };
+  }
+
+  /** One read of one invoice or payout per key per poll interval. */
+  async admitPoll(keyId: string, resource: string, now: Date): Promise<Refusal | null> {
+    const interval = this.limits.pollIntervalSeconds;
+    if (interval === 0) return null;
+    const result = await this.pool.query(
+      `INSERT INTO poll_marks (key_id, resource, last_at) VALUES ($1, $2, $3)
+       ON CONFLICT (key_id, resource) DO UPDATE SET last_at = EXCLUDED.last_at
+       WHERE poll_marks.last_at <= EXCLUDED.last_at - make_interval(secs => $4)`,
+      [keyId, resource, now, interval],
+    );
+    if (result.rowCount === 1) return null;
+    const last = await this.pool.query<{ last_at: Date }>('SELECT last_at FROM poll_marks WHERE key_id = $1 AND resource = $2', [
+      keyId,
+      resource,
+    ]);
+    const waitMs = (last.rows[0]?.last_at.getTime() ?? now.getTime()) + interval * 1000 - now.getTime();
+    return { code: 'rate_limited', retryAfterSeconds: Math.max(1, Math.ceil(waitMs / 1000)) };
+  }
+
+  /** Forgets what no rule can need any more, at most once a minute per process. */
+  private async sweep(now: Date): Promise<void> {
+    if (now.getTime() - this.lastSweep < 60_000) return;
+    this.lastSweep = now.getTime();
+    const horizon = new Date(now.getTime() - SIGNATURE_REUSE_WINDOW_SECONDS * 1000);
+    await this.pool.query('DELETE FROM used_signatures WHERE used_at < $1', [horizon]);
+    await this.pool.query('DELETE FROM rate_limit_windows WHERE window_second < $1', [Math.floor(now.getTime() / 1000) - 60]);
+    await this.pool.query('DELETE FROM poll_marks WHERE last_at < $1', [horizon]);
+  }
+}

@@ -1,0 +1,2 @@
+export * from './access-control';
+export * from './schema';

@@ -1,0 +1,32 @@
+import type { Migration } from '../../database/src';
+
+/**
+ * Shared by every API process (so the limits hold however many serve one key).
+ * UNLOGGED: short-lived counters that need no crash safety or replication.
+ */
+export const accessControlMigration: Migration = {
+  version: 10,
+  name: 'access_control',
+  sql: `
+CREATE UNLOGGED TABLE used_signatures (
+  signature text PRIMARY KEY,
+  used_at timestamptz NOT NULL
+);
+CREATE INDEX used_signatures_age ON used_signatures (used_at);
+
+CREATE UNLOGGED TABLE rate_limit_windows (
+  key_id uuid NOT NULL,
+  window_second bigint NOT NULL,
+  hits integer NOT NULL,
+  PRIMARY KEY (key_id, window_second)
+);
+
+CREATE UNLOGGED TABLE poll_marks (
+  key_id uuid NOT NULL,
+  resource text NOT NULL,
+  last_at timestamptz NOT NULL,
+  PRIMARY KEY (key_id, resource)
+);
+CREATE INDEX poll_marks_age ON poll_marks (last_at);
+`,
+};
