@@ -5,6 +5,7 @@ import { formatMoney, formatPercent } from '../../../../libs/ledger/src/money';
 import type { Project, ProjectSettings, Registry } from '../../../../libs/registry/src';
 import { methodsOf, PROJECT_STATUSES, WEBHOOK_EVENTS, WebhookEventKind } from '../../../../libs/registry/src';
 import { ApiError } from '../errors/api-error';
+import { RawBody } from '../http/raw-body';
 import { Fields, isObject, isUuid } from '../http/validation';
 import { CLOCK_TOKEN, REGISTRY } from '../tokens';
 import { AdminTokenGuard } from './admin-token.guard';
@@ -109,8 +110,8 @@ export class ProjectsController {
   }
 
   @Post('projects')
-  async createProject(@Body() body: unknown) {
-    const f = Fields.ofBody(body);
+  async createProject(@Body() body: unknown, @RawBody() rawBody: Buffer | undefined) {
+    const f = Fields.ofBody(body, rawBody);
     const accountId = f.uuid('accountId', { required: true });
     if (!f.has('name')) f.fail('name', 'required', 'обязательное поле');
     const settings = readSettings(f, NEW_PROJECT);
@@ -127,9 +128,9 @@ export class ProjectsController {
   }
 
   @Patch('projects/:id')
-  async updateProject(@Param('id') id: string, @Body() body: unknown) {
+  async updateProject(@Param('id') id: string, @Body() body: unknown, @RawBody() rawBody: Buffer | undefined) {
     const project = await this.find(id);
-    const f = Fields.ofBody(body);
+    const f = Fields.ofBody(body, rawBody);
     if (f.has('accountId')) f.fail('accountId', 'read_only', 'аккаунт проекта не меняется');
     const settings = readSettings(f, project);
     f.done();

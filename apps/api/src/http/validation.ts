@@ -7,6 +7,7 @@ import {
   PercentRate,
 } from '../../../../libs/ledger/src/money';
 import { ApiError, ErrorDetail } from '../errors/api-error';
+import { numberLiterals } from './number-literals';
 
 type Obj = Record<string, unknown>;
 
@@ -25,17 +26,25 @@ export const isUuid = (v: unknown): v is string => typeof v === 'string' && UUID
  */
 export class Fields {
   private readonly problems: ErrorDetail[] = [];
+  /** The fields this reader looked at: any other field of the source is unknown. */
+  private readonly read = new Set<string>();
 
   constructor(
     private readonly source: Obj,
     private readonly prefix = '',
+    private readonly literals: () => Map<string, string> = () => new Map(),
   ) {}
 
-  static ofBody(body: unknown): Fields {
+  /**
+   * A JSON body. With its raw text, numbers are checked as written (`1e3` and
+   * `10.100` are not money even though they parse to 1000 and 10.1).
+   */
+  static ofBody(body: unknown, rawBody?: Buffer | string): Fields {
     if (!isObject(body)) {
       throw ApiError.validation([{ param: 'body', code: 'invalid_type', message: 'Тело запроса должно быть JSON-объектом' }]);
     }
-    return new Fields(body);
+    let cached: Map<string, string> | null = null;
+    return new Fields(body, '', () => (cached ??= rawBody === undefined ? new Map() : numberLiterals(rawBody.toString('utf8'))));
   }
 
   path(name: string): string {
@@ -43,6 +52,7 @@ export class Fields {
   }
 
   has(name: string): boolean {
+    this.read.add(name);
     return this.source[name] !== undefined;
   }
 
@@ -52,6 +62,7 @@ export class Fields {
   }
 
   private value(name: string, required: boolean, nullable: boolean): { present: boolean; value: unknown } {
+    this.read.add(name);
     const value = this.source[name];
     if (value === undefined || (value === null && nullable)) {
       if (required) this.fail(name, 'required', 'обязательное поле');
@@ -99,7 +110,7 @@ export class Fields {
     const { present, value } = this.value(name, o.required ?? false, o.nullable ?? false);
     if (!present) return undefined;
     try {
-      return parseMoney(value);
+      return parseMoney(value, typeof value === 'number' ? this.literals().get(this.path(name)) : undefined);
     } catch (error) {
       if (error instanceof MoneyFormatError) return this.fail(name, `invalid_money_${error.reason}`, error.message);
       throw error;
@@ -111,7 +122,7 @@ export class Fields {
     if (!present) return undefined;
     if (o.numberOnly && typeof value !== 'number') return this.fail(name, 'invalid_type', 'ожидается число');
     try {
-      return parsePercent(value);
+      return parsePercent(value, typeof value === 'number' ? this.literals().get(this.path(name)) : undefined);
     } catch (error) {
       if (error instanceof PercentFormatError) return this.fail(name, `invalid_percent_${error.reason}`, error.message);
       throw error;
@@ -158,18 +169,27 @@ export class Fields {
     const { present, value } = this.value(name, false, o.nullable ?? false);
     if (!present) return undefined;
     if (!isObject(value)) return this.fail(name, 'invalid_type', 'ожидается объект');
-    const nested = new Fields(value, this.path(name));
+    const nested = new Fields(value, this.path(name), this.literals);
     const result = read(nested);
+    nested.flagUnknownFields();
     this.problems.push(...nested.problems);
     return result;
   }
 
   raw(name: string): unknown {
+    this.read.add(name);
     return this.source[name];
   }
 
-  /** Throws the collected violations, if any. */
+  private flagUnknownFields(): void {
+    for (const key of Object.keys(this.source)) {
+      if (!this.read.has(key)) this.fail(key, 'unknown_field', 'неизвестное поле');
+    }
+  }
+
+  /** Throws the collected violations, if any, unknown fields included. */
   done(): void {
+    this.flagUnknownFields();
     if (this.problems.length > 0) throw ApiError.validation(this.problems);
   }
 }

@@ -5,8 +5,8 @@ import { Fields, hasNulCharacter } from '../http/validation';
 const CUSTOM_FIELDS_MAX_BYTES = 2048;
 
 /** CreateInvoiceRequest → InvoiceRequest, or a 400 listing every violation. */
-export function readCreateInvoiceRequest(body: unknown): InvoiceRequest {
-  const f = Fields.ofBody(body);
+export function readCreateInvoiceRequest(body: unknown, rawBody?: Buffer): InvoiceRequest {
+  const f = Fields.ofBody(body, rawBody);
   const amount = f.money('amount', { required: true });
   const orderId = f.string('orderId', { required: true, min: 1, max: 128 });
   const description = f.string('description', { nullable: true, max: 255 });

@@ -12,6 +12,7 @@ import { queryFields, queryInteger } from '../http/validation';
 import { ACCESS_CONTROL, CLOCK_TOKEN, DATABASE_POOL, INVOICE_SERVICE, PUBLIC_URL } from '../tokens';
 import type { AccessControl } from '../../../../libs/access/src';
 import type { PublicUrl } from '../tokens';
+import { RawBody } from '../http/raw-body';
 import { readCreateInvoiceRequest } from './create-invoice.request';
 import { Merchant, MerchantAuthGuard, rateLimited } from './merchant-auth.guard';
 
@@ -27,8 +28,13 @@ export class InvoicesController {
   ) {}
 
   @Post()
-  async create(@Merchant() merchant: MerchantIdentity, @Body() body: unknown, @Res() reply: FastifyReply) {
-    const request = readCreateInvoiceRequest(body);
+  async create(
+    @Merchant() merchant: MerchantIdentity,
+    @Body() body: unknown,
+    @RawBody() rawBody: Buffer | undefined,
+    @Res() reply: FastifyReply,
+  ) {
+    const request = readCreateInvoiceRequest(body, rawBody);
     if (merchant.mode === 'live' && merchant.project.status !== 'active') {
       throw new ApiError(403, 'project_not_active', `Проект не активен (статус ${merchant.project.status}): боевой ключ не может создавать счета`);
     }
