@@ -10,6 +10,7 @@ import { StreamsController } from './admin/streams.controller';
 import { HealthController, ReadinessProbe } from './health/health.controller';
 import { InvoicesController } from './merchant/invoices.controller';
 import { MerchantAuthGuard } from './merchant/merchant-auth.guard';
+import { OpenApiController } from './openapi/openapi.controller';
 import { ReferenceController } from './merchant/reference.controller';
 import { PaymentPageController } from './pay/payment-page.controller';
 import { AccessControl } from '../../../libs/access/src';
@@ -50,6 +51,7 @@ export class AppModule {
         InvoicesController,
         ReferenceController,
         PaymentPageController,
+        OpenApiController,
       ],
       providers: [
         { provide: INFRASTRUCTURE, useValue: deps.infrastructure },

@@ -1,0 +1,955 @@
+/**
+ * The machine-readable description of the merchant API v1: OpenAPI 3.1.0, description
+ * version 1.0.0. A plain object, derived by hand from the spec
+ * (`payment-gateway-api-v1.md`) and from DESIGN.md where the spec says "not shown".
+ * Served as `GET /v1/openapi.json` and rendered as `GET /docs`; the tests validate
+ * real responses of the gateway against its schemas.
+ *
+ * Schemas are JSON Schema 2020-12 (the 3.1 dialect): nullable fields are
+ * `type: [X, 'null']`, examples are `examples: [...]`, no OpenAPI-3.0 `nullable`.
+ * Response objects stay open (no `additionalProperties: false`) so that adding a
+ * field is not a breaking change; the error body is closed.
+ */
+
+// ---------------------------------------------------------------------------
+// The subset of OpenAPI 3.1 that this document uses (typos in keywords fail to compile).
+// ---------------------------------------------------------------------------
+
+export type JsonType = 'string' | 'number' | 'integer' | 'boolean' | 'object' | 'array' | 'null';
+
+export interface SchemaObject {
+  readonly $ref?: string;
+  readonly title?: string;
+  readonly description?: string;
+  readonly type?: JsonType | readonly JsonType[];
+  readonly format?: 'uuid' | 'date-time' | 'uri' | 'email';
+  readonly pattern?: string;
+  readonly enum?: readonly (string | number | boolean | null)[];
+  readonly const?: string | number | boolean | null;
+  readonly minimum?: number;
+  readonly maximum?: number;
+  readonly minLength?: number;
+  readonly maxLength?: number;
+  readonly default?: unknown;
+  readonly deprecated?: boolean;
+  readonly examples?: readonly unknown[];
+  readonly properties?: Readonly<Record<string, SchemaObject>>;
+  readonly required?: readonly string[];
+  readonly additionalProperties?: boolean | SchemaObject;
+  readonly unevaluatedProperties?: boolean;
+  readonly dependentRequired?: Readonly<Record<string, readonly string[]>>;
+  readonly items?: SchemaObject;
+  readonly oneOf?: readonly SchemaObject[];
+  readonly anyOf?: readonly SchemaObject[];
+  readonly allOf?: readonly SchemaObject[];
+}
+
+export interface MediaTypeObject {
+  readonly schema: SchemaObject;
+}
+
+export interface HeaderObject {
+  readonly description: string;
+  readonly required?: boolean;
+  readonly schema: SchemaObject;
+}
+
+export interface ParameterObject {
+  readonly name: string;
+  readonly in: 'query' | 'path' | 'header';
+  readonly description?: string;
+  readonly required?: boolean;
+  readonly deprecated?: boolean;
+  readonly schema: SchemaObject;
+}
+
+export interface RequestBodyObject {
+  readonly description?: string;
+  readonly required: boolean;
+  readonly content: { readonly 'application/json': MediaTypeObject };
+}
+
+export interface ResponseObject {
+  readonly description: string;
+  readonly headers?: Readonly<Record<string, HeaderObject>>;
+  readonly content?: { readonly 'application/json': MediaTypeObject };
+  /** The spec's error codes this status carries for this operation (extension; the body is the Error schema). */
+  readonly 'x-error-codes'?: readonly string[];
+}
+
+export type SecurityRequirement = Readonly<Record<string, readonly string[]>>;
+
+export interface OperationObject {
+  readonly operationId: string;
+  readonly summary: string;
+  readonly description?: string;
+  readonly tags: readonly string[];
+  readonly parameters?: readonly ParameterObject[];
+  readonly requestBody?: RequestBodyObject;
+  readonly responses: Readonly<Record<string, ResponseObject>>;
+  readonly security?: readonly SecurityRequirement[];
+}
+
+export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
+export const HTTP_METHODS: readonly HttpMethod[] = ['get', 'post', 'put', 'patch', 'delete'];
+
+export type PathItemObject = Partial<Readonly<Record<HttpMethod, OperationObject>>> & { readonly parameters?: readonly ParameterObject[] };
+
+export type SecuritySchemeObject =
+  | { readonly type: 'http'; readonly scheme: 'bearer'; readonly bearerFormat?: string; readonly description: string }
+  | { readonly type: 'apiKey'; readonly in: 'header'; readonly name: string; readonly description: string };
+
+export interface OpenApiDocument {
+  readonly openapi: '3.1.0';
+  readonly info: { readonly title: string; readonly version: string; readonly description: string; readonly summary?: string };
+  readonly jsonSchemaDialect: string;
+  readonly servers: readonly { readonly url: string; readonly description?: string }[];
+  readonly security: readonly SecurityRequirement[];
+  readonly tags: readonly { readonly name: string; readonly description: string }[];
+  readonly paths: Readonly<Record<string, PathItemObject>>;
+  readonly webhooks: Readonly<Record<string, PathItemObject>>;
+  readonly components: {
+    readonly schemas: Readonly<Record<string, SchemaObject>>;
+    readonly securitySchemes: Readonly<Record<string, SecuritySchemeObject>>;
+  };
+}
+
+// ---------------------------------------------------------------------------
+// Building blocks
+// ---------------------------------------------------------------------------
+
+const ref = (name: string): SchemaObject => ({ $ref: `#/components/schemas/${name}` });
+const refWith = (name: string, description: string, extra: Omit<SchemaObject, '$ref' | 'description'> = {}): SchemaObject => ({
+  $ref: `#/components/schemas/${name}`,
+  description,
+  ...extra,
+});
+
+const MONEY_PATTERN = '^\\d+\\.\\d{2}$';
+const PERCENT_PATTERN = '^\\d+(\\.\\d+)?$';
+
+const INVOICE_STATUSES = ['created', 'pending', 'paid', 'failed', 'expired', 'refunded', 'partially_refunded'] as const;
+const METHOD_CODES = ['sbp', 'card', 'crypto'] as const;
+const PAYOUT_METHODS = ['sbp', 'usdt_trc20', 'usdt_bep20'] as const;
+const PAYOUT_STATUSES = ['pending', 'approved', 'processing', 'paid', 'rejected', 'cancelled'] as const;
+const REFUND_STATUSES = ['pending', 'succeeded', 'failed'] as const;
+const FEE_PAYERS = ['merchant', 'customer'] as const;
+
+const datetime = (description: string): SchemaObject => ({ type: 'string', format: 'date-time', description });
+const nullableDatetime = (description: string): SchemaObject => ({ type: ['string', 'null'], format: 'date-time', description });
+const nullableString = (description: string): SchemaObject => ({ type: ['string', 'null'], description });
+const money = (description: string): SchemaObject => refWith('Money', description);
+const percent = (description: string): SchemaObject => ({ type: 'string', pattern: PERCENT_PATTERN, description, examples: ['3.5'] });
+const rub: SchemaObject = { type: 'string', const: 'RUB', description: 'Валюта, всегда RUB' };
+
+const jsonBody = (schema: SchemaObject) => ({ 'application/json': { schema } }) as const;
+
+const RETRY_AFTER: Readonly<Record<string, HeaderObject>> = {
+  'Retry-After': { description: 'Через сколько секунд можно повторить запрос (целое число)', required: true, schema: { type: 'integer', minimum: 0 } },
+};
+
+const ERROR_TEXT: Readonly<Record<string, string>> = {
+  validation: 'тело не JSON, неверный тип, формат или значение перечисления; param указывает поле',
+  unauthorized: 'нет заголовка Authorization / X-Public-Id, ключ не найден или отозван',
+  timestamp_invalid: 'режим HMAC: X-Timestamp отсутствует, не в секундах Unix или дальше 300 секунд от времени сервера',
+  signature_invalid: 'режим HMAC: подпись не совпадает или уже использована',
+  project_not_active: 'проект не прошёл модерацию, отклонён или заблокирован: боевой ключ не может создавать счета',
+  test_mode: 'POST /payouts с тестовым ключом',
+  invoice_not_found: 'счёт или возврат не найден в этом проекте или создан ключом другого режима',
+  address_not_found: 'реквизиты для выплаты не найдены',
+  not_found: 'выплата не найдена (по id или по orderId)',
+  duplicate_request: 'выплата без orderId повторяет сумму и реквизиты заявки, созданной меньше минуты назад',
+  order_id_conflict: 'orderId уже занят счётом с другими параметрами (amount, method, customerFeePct)',
+  conflict: 'возврат по счёту не в статусе paid или partially_refunded',
+  too_many_pending: 'уже три заявки на выплату в обработке (pending, approved или processing)',
+  amount_out_of_range: 'сумма ниже минимума или выше максимума способа оплаты или проекта (для выплат: ниже минимальной выплаты)',
+  method_unavailable: 'способ оплаты отключён в проекте или временно недоступен',
+  customer_fee_pct_too_high: 'customerFeePct выше ставки мерчанта для способа оплаты',
+  refund_exceeds_amount: 'сумма возврата больше невозвращённого остатка',
+  insufficient_balance: 'недостаточно доступного баланса мерчанта',
+  address_not_confirmed: 'реквизиты для выплаты не подтверждены',
+  rate_limited: 'больше 60 запросов в секунду на ключ или опрос одного счёта / выплаты чаще раза в 3 секунды',
+  internal: 'внутренняя ошибка сервера',
+  provider_unavailable: 'способ оплаты временно недоступен у банков или идут технические работы',
+};
+
+/** An error response: the one Error schema, with the codes this operation answers for this status. */
+function errorResponse(title: string, codes: readonly string[], headers?: Readonly<Record<string, HeaderObject>>): ResponseObject {
+  const lines = codes.map((code) => `- \`${code}\`: ${ERROR_TEXT[code] ?? ''}`);
+  return {
+    description: `${title}\n\n${lines.join('\n')}`,
+    ...(headers ? { headers } : {}),
+    content: jsonBody(ref('Error')),
+    'x-error-codes': codes,
+  };
+}
+
+/** 401 for every authenticated operation: either mode's refusals. */
+const UNAUTHORIZED = errorResponse('Нет авторизации или она неверна', ['unauthorized', 'timestamp_invalid', 'signature_invalid']);
+/** 429: the per-key request rate applies to every endpoint (Limits); polling limits add to it on GET by id. */
+const RATE_LIMITED = errorResponse('Слишком много запросов; повторить после Retry-After', ['rate_limited'], RETRY_AFTER);
+const INTERNAL = errorResponse('Внутренняя ошибка сервера; безопасно повторить с задержкой', ['internal']);
+const VALIDATION = errorResponse('Запрос не прошёл проверку', ['validation']);
+
+const ok = (description: string, schema: SchemaObject): ResponseObject => ({ description, content: jsonBody(schema) });
+
+// Parameters -----------------------------------------------------------------
+
+const limitParam: ParameterObject = {
+  name: 'limit',
+  in: 'query',
+  description: 'Размер страницы',
+  schema: { type: 'integer', minimum: 1, maximum: 100, default: 20 },
+};
+const cursorParam: ParameterObject = {
+  name: 'cursor',
+  in: 'query',
+  description: 'nextCursor из предыдущего ответа',
+  schema: { type: 'string' },
+};
+const invoiceIdParam: ParameterObject = {
+  name: 'id',
+  in: 'path',
+  required: true,
+  description: 'Идентификатор счёта',
+  schema: { type: 'string', format: 'uuid' },
+};
+
+// ---------------------------------------------------------------------------
+// Schemas
+// ---------------------------------------------------------------------------
+
+const customer: SchemaObject = {
+  type: 'object',
+  description: 'Покупатель; все поля необязательны',
+  properties: {
+    email: { type: ['string', 'null'], format: 'email', description: 'E-mail покупателя' },
+    phone: { type: ['string', 'null'], pattern: '^\\+[1-9]\\d{1,14}$', description: 'Телефон в формате E.164, например +79991234567', examples: ['+79991234567'] },
+    userId: nullableString('Идентификатор покупателя в системе мерчанта'),
+    name: nullableString('Имя покупателя'),
+  },
+};
+
+const moneyInput = (description: string): SchemaObject => ({
+  description,
+  oneOf: [ref('Money'), { type: 'number', minimum: 0, description: 'Число рублей, не больше двух знаков после точки' }],
+  examples: ['1500.00', 1500],
+});
+
+const createInvoiceRequest: SchemaObject = {
+  type: 'object',
+  description: 'Тело POST /invoices; неизвестные поля: 400 validation',
+  required: ['amount', 'orderId'],
+  additionalProperties: false,
+  properties: {
+    amount: moneyInput('Сумма в рублях: строка Money или число; в ответах всегда строка'),
+    orderId: {
+      type: 'string',
+      minLength: 1,
+      maxLength: 128,
+      description: 'Номер заказа мерчанта, уникален в проекте; ключ идемпотентности',
+    },
+    description: { type: 'string', maxLength: 255, description: 'Описание счёта' },
+    method: {
+      type: 'string',
+      enum: METHOD_CODES,
+      description: 'Способ оплаты; без него покупатель выбирает сам; crypto только если в проекте включён приём USDT',
+    },
+    customerFeePct: {
+      type: 'number',
+      minimum: 0,
+      description:
+        'Процент от суммы, который покупатель платит сверх неё: от 0 до ставки мерчанта для способа; остаток ставки платит мерчант. ' +
+        'Выше ставки: 422 customer_fee_pct_too_high. По умолчанию: настройка ползунка проекта (вся ставка на покупателе). ' +
+        'Приоритетнее customerFeeShare и feePayer',
+    },
+    customerFeeShare: {
+      type: 'integer',
+      minimum: 0,
+      maximum: 100,
+      deprecated: true,
+      description: 'Устарело: доля ставки на покупателе в процентах (100 = вся ставка); пересчитывается в customerFeePct по ставке способа',
+    },
+    feePayer: {
+      type: 'string',
+      enum: FEE_PAYERS,
+      deprecated: true,
+      description: 'Устарело: customer = вся ставка на покупателе, merchant = 0. Учитывается, только если не заданы customerFeePct и customerFeeShare',
+    },
+    successUrl: { type: 'string', format: 'uri', description: 'Куда вернуть покупателя после оплаты' },
+    failUrl: { type: 'string', format: 'uri', description: 'Куда вернуть покупателя после отказа' },
+    expire: { type: 'integer', minimum: 1, maximum: 1440, default: 60, description: 'Время жизни счёта в минутах' },
+    customer: refWith('Customer', 'Покупатель; неизвестные поля: 400 validation', { type: 'object', unevaluatedProperties: false }),
+    customFields: { type: 'object', description: 'Произвольный JSON до 2 КБ; возвращается как передан' },
+    payerEmail: { type: 'string', format: 'email', deprecated: true, description: 'Устарело: синоним customer.email' },
+  },
+};
+
+const invoiceStatus: SchemaObject = { type: 'string', enum: INVOICE_STATUSES, description: 'Статус счёта' };
+
+const invoiceCreated: SchemaObject = {
+  type: 'object',
+  description: 'Ответ POST /invoices',
+  required: ['id', 'url', 'status', 'amount', 'feePct', 'feeAmount', 'customerFeeAmount', 'payableAmount', 'netAmount', 'expiresAt'],
+  properties: {
+    id: { type: 'string', format: 'uuid', description: 'Идентификатор счёта' },
+    url: { type: 'string', format: 'uri', description: 'Страница оплаты' },
+    status: invoiceStatus,
+    amount: money('Сумма счёта'),
+    feePct: percent('Ставка мерчанта для способа; пока способ не выбран, наибольшая из ставок'),
+    feeAmount: money('Вся комиссия сервиса'),
+    customerFeePct: {
+      type: ['string', 'null'],
+      pattern: PERCENT_PATTERN,
+      description: 'Процент на покупателе для выбранного способа; null, пока способ не выбран',
+    },
+    customerFeeShare: { type: 'integer', minimum: 0, maximum: 100, deprecated: true, description: 'Устарело: доля ставки на покупателе в процентах' },
+    customerFeeAmount: money('Часть комиссии, которую покупатель платит сверх суммы'),
+    payableAmount: money('Сколько платит покупатель: amount + customerFeeAmount'),
+    netAmount: money('Сколько зачисляется мерчанту: amount − (feeAmount − customerFeeAmount)'),
+    feePayer: {
+      type: 'string',
+      enum: FEE_PAYERS,
+      deprecated: true,
+      description: 'Устарело, вычисляется: merchant, если покупатель платит 0%, иначе customer',
+    },
+    expiresAt: datetime('Когда истекает срок оплаты'),
+  },
+};
+
+const invoice: SchemaObject = {
+  type: 'object',
+  description: 'Счёт: ответ GET /invoices/{id} и элемент списка',
+  required: [
+    'id',
+    'url',
+    'orderId',
+    'status',
+    'amount',
+    'feePct',
+    'feeAmount',
+    'customerFeeAmount',
+    'payableAmount',
+    'netAmount',
+    'currency',
+    'isTest',
+    'createdAt',
+    'expiresAt',
+  ],
+  properties: {
+    id: { type: 'string', format: 'uuid', description: 'Идентификатор счёта' },
+    url: { type: 'string', format: 'uri', description: 'Страница оплаты' },
+    orderId: { type: 'string', description: 'Номер заказа мерчанта' },
+    status: invoiceStatus,
+    amount: money('Сумма счёта'),
+    feePct: percent('Ставка мерчанта для способа; пока способ не выбран, наибольшая из ставок'),
+    feeAmount: money('Вся комиссия сервиса'),
+    customerFeePct: { type: ['string', 'null'], pattern: PERCENT_PATTERN, description: 'Процент на покупателе; null, пока способ не выбран' },
+    customerFeeShare: { type: 'integer', minimum: 0, maximum: 100, deprecated: true, description: 'Устарело: доля ставки на покупателе в процентах' },
+    customerFeeAmount: money('Часть комиссии, которую покупатель платит сверх суммы'),
+    payableAmount: money('Сколько платит покупатель'),
+    netAmount: money('Сколько зачисляется мерчанту'),
+    refundedAmount: money('Сколько возвращено'),
+    currency: rub,
+    method: { type: ['string', 'null'], enum: [...METHOD_CODES, null], description: 'Способ оплаты; null, пока покупатель не выбрал' },
+    feePayer: { type: 'string', enum: FEE_PAYERS, deprecated: true, description: 'Устарело, вычисляется как в InvoiceCreated' },
+    description: nullableString('Описание счёта'),
+    customer: refWith('Customer', 'Покупатель'),
+    customFields: { type: ['object', 'null'], description: 'customFields из запроса, как переданы' },
+    isTest: { type: 'boolean', description: 'Счёт создан тестовым ключом' },
+    createdAt: datetime('Когда создан'),
+    expiresAt: datetime('Когда истекает срок оплаты'),
+    paidAt: nullableDatetime('Когда оплачен'),
+    availableAt: nullableDatetime('Когда сумма станет доступна к выплате (холд проекта); null: холда нет'),
+  },
+};
+
+const list = (description: string, item: string): SchemaObject => ({
+  type: 'object',
+  description,
+  required: ['items', 'hasMore'],
+  properties: {
+    items: { type: 'array', items: ref(item) },
+    nextCursor: nullableString('Курсор следующей страницы (параметр cursor); null на последней'),
+    hasMore: { type: 'boolean', description: 'Есть ли следующая страница' },
+  },
+});
+
+const refund: SchemaObject = {
+  type: 'object',
+  description: 'Возврат',
+  required: ['id', 'invoiceId', 'amount', 'currency', 'status', 'createdAt'],
+  properties: {
+    id: { type: 'string', pattern: '^rf_\\S+$', description: 'Идентификатор возврата: префикс rf_ и идентификатор' },
+    invoiceId: { type: 'string', format: 'uuid', description: 'Счёт' },
+    amount: money('Сумма возврата'),
+    currency: rub,
+    status: { type: 'string', enum: REFUND_STATUSES, description: 'Статус возврата' },
+    createdAt: datetime('Когда создан'),
+    completedAt: nullableDatetime('Когда завершён'),
+  },
+};
+
+const refundInvoiceRequest: SchemaObject = {
+  type: 'object',
+  description: 'Тело возврата (необязательно): без amount возвращается весь невозвращённый остаток',
+  additionalProperties: false,
+  properties: {
+    amount: money('Сумма частичного возврата'),
+  },
+};
+
+const method: SchemaObject = {
+  type: 'object',
+  description: 'Способ оплаты с лимитами и ставкой',
+  required: ['code', 'title', 'feePct', 'min', 'max', 'currency', 'enabled'],
+  properties: {
+    code: { type: 'string', enum: METHOD_CODES, description: 'Код способа' },
+    title: { type: 'string', description: 'Название' },
+    feePct: percent('Ставка мерчанта'),
+    min: money('Минимальная сумма счёта'),
+    max: money('Максимальная сумма счёта'),
+    currency: rub,
+    enabled: { type: 'boolean', description: 'Включён ли способ' },
+  },
+};
+
+const methodList: SchemaObject = {
+  type: 'object',
+  description: 'Ответ GET /methods',
+  required: ['methods'],
+  properties: { methods: { type: 'array', items: ref('Method') } },
+};
+
+const balance: SchemaObject = {
+  type: 'object',
+  description: 'Баланс мерчанта в режиме ключа',
+  required: ['available', 'pending', 'currency'],
+  properties: {
+    available: money('Доступно к выплате'),
+    pending: money('Оплачено, но на холде; станет доступно после холда проекта (24 часа по умолчанию)'),
+    reserved: money('Заморожено заявками на выплату и возвратами'),
+    currency: rub,
+  },
+};
+
+const payoutAddress: SchemaObject = {
+  type: 'object',
+  description: 'Подтверждённые реквизиты для выплаты',
+  required: ['id', 'method', 'account', 'status', 'createdAt'],
+  properties: {
+    id: { type: 'integer', description: 'Идентификатор реквизитов' },
+    method: { type: 'string', enum: PAYOUT_METHODS, description: 'Способ выплаты' },
+    label: nullableString('Подпись'),
+    account: { type: 'string', description: 'Телефон или адрес, маскированный' },
+    bank: nullableString('Банк получателя (sbp)'),
+    status: { type: 'string', const: 'confirmed', description: 'Всегда confirmed: возвращаются только подтверждённые реквизиты' },
+    confirmedAt: nullableDatetime('Когда подтверждены'),
+    createdAt: datetime('Когда добавлены'),
+  },
+};
+
+const payoutAddressList: SchemaObject = {
+  type: 'object',
+  description: 'Ответ GET /payout-addresses',
+  required: ['items'],
+  properties: { items: { type: 'array', items: ref('PayoutAddress') } },
+};
+
+const createPayoutRequest: SchemaObject = {
+  type: 'object',
+  description: 'Заявка на выплату: addressId или пара method + account уже подтверждённых реквизитов',
+  required: ['amount'],
+  additionalProperties: false,
+  properties: {
+    amount: moneyInput('Сумма в рублях, списывается с available; комиссия вычитается из неё'),
+    addressId: { type: 'integer', description: 'Подтверждённые реквизиты; обязателен, если не заданы method + account' },
+    method: { type: 'string', enum: PAYOUT_METHODS, description: 'Способ выплаты, вместе с account' },
+    account: { type: 'string', description: 'Полный телефон или адрес уже подтверждённых реквизитов, вместе с method' },
+    orderId: { type: 'string', maxLength: 128, description: 'Идентификатор заявки у мерчанта; ключ идемпотентности' },
+    comment: { type: 'string', maxLength: 500, description: 'Комментарий' },
+  },
+  anyOf: [{ required: ['addressId'] }, { required: ['method', 'account'] }],
+  dependentRequired: { method: ['account'], account: ['method'] },
+};
+
+const payout: SchemaObject = {
+  type: 'object',
+  description: 'Заявка на выплату (ответ GET /payouts/{id})',
+  required: ['id', 'status', 'amount', 'feeAmount', 'netAmount', 'currency', 'method', 'source', 'createdAt'],
+  properties: {
+    id: { type: 'integer', description: 'Идентификатор выплаты' },
+    status: { type: 'string', enum: PAYOUT_STATUSES, description: 'Статус выплаты' },
+    amount: money('Сумма заявки'),
+    feeAmount: money('Комиссия'),
+    netAmount: money('amount − feeAmount; уходит получателю'),
+    currency: rub,
+    method: { type: 'string', enum: PAYOUT_METHODS, description: 'Способ выплаты' },
+    account: nullableString('Телефон или адрес, маскированный'),
+    bank: nullableString('Банк получателя'),
+    addressId: { type: ['integer', 'null'], description: 'Реквизиты' },
+    orderId: nullableString('Идентификатор заявки у мерчанта'),
+    comment: nullableString('Комментарий'),
+    usdtAmount: nullableString('Сколько USDT отправить (только USDT-способы)'),
+    usdtRate: nullableString('Рублей за 1 USDT на момент создания'),
+    statusReason: nullableString('Причина отклонения или отмены'),
+    externalId: nullableString('Хеш транзакции или номер перевода после выплаты'),
+    source: { type: 'string', enum: ['api', 'manual', 'auto'], description: 'Откуда заявка' },
+    createdAt: datetime('Когда создана'),
+    processedAt: nullableDatetime('Когда обработана'),
+  },
+};
+
+const errorSchema: SchemaObject = {
+  type: 'object',
+  description: 'Единый формат ошибки. Клиент действует по code, не по тексту; message на русском, для логов',
+  required: ['error'],
+  additionalProperties: false,
+  properties: {
+    error: {
+      type: 'object',
+      required: ['code', 'message'],
+      additionalProperties: false,
+      properties: {
+        code: { type: 'string', pattern: '^[a-z][a-z0-9]*(_[a-z0-9]+)*$', description: 'Стабильный машиночитаемый код (snake_case)', examples: ['validation'] },
+        message: { type: 'string', description: 'Текст для логов; не показывать покупателю как есть' },
+        param: { type: 'string', description: 'Поле запроса, к которому относится ошибка (например amount, customer.email)' },
+        details: {
+          type: 'array',
+          description: 'Подробности проверки: по одной записи на каждое нарушение',
+          items: {
+            type: 'object',
+            required: ['param', 'code', 'message'],
+            properties: {
+              param: { type: 'string', description: 'Поле запроса' },
+              code: { type: 'string', description: 'Код нарушения (required, invalid_type, too_long, ...)' },
+              message: { type: 'string', description: 'Текст для логов' },
+            },
+          },
+        },
+      },
+    },
+  },
+};
+
+// Webhooks -------------------------------------------------------------------
+
+const INVOICE_EVENTS = ['invoice.paid', 'invoice.failed', 'invoice.expired'] as const;
+const REFUND_EVENTS = ['refund.succeeded', 'refund.failed'] as const;
+const PAYOUT_EVENTS = ['payout.paid', 'payout.rejected'] as const;
+const EVENT_KINDS = [...INVOICE_EVENTS, ...REFUND_EVENTS, ...PAYOUT_EVENTS] as const;
+
+const envelope = (description: string, kinds: readonly string[], data: SchemaObject): SchemaObject => ({
+  type: 'object',
+  description,
+  required: ['id', 'type', 'createdAt', 'isTest', 'data'],
+  properties: {
+    id: { type: 'string', description: 'Идентификатор события; ключ идемпотентности получателя (повторная доставка несёт тот же id)' },
+    type: { type: 'string', enum: kinds, description: 'Вид события' },
+    createdAt: datetime('Когда произошло событие'),
+    isTest: { type: 'boolean', description: 'Событие тестового режима' },
+    data,
+  },
+});
+
+const invoiceEvent = envelope('Тело вебхуков invoice.paid, invoice.failed, invoice.expired', INVOICE_EVENTS, {
+  type: 'object',
+  required: ['invoice'],
+  properties: { invoice: refWith('Invoice', 'Счёт в форме GET /invoices/{id}') },
+});
+const refundEvent = envelope('Тело вебхуков refund.succeeded, refund.failed', REFUND_EVENTS, {
+  type: 'object',
+  required: ['refund', 'invoice'],
+  properties: { refund: refWith('Refund', 'Возврат'), invoice: refWith('Invoice', 'Счёт возврата') },
+});
+const payoutEvent = envelope('Тело вебхуков payout.paid, payout.rejected', PAYOUT_EVENTS, {
+  type: 'object',
+  required: ['payout'],
+  properties: { payout: refWith('Payout', 'Выплата в форме GET /payouts/{id}') },
+});
+
+const WEBHOOK_HEADERS: readonly ParameterObject[] = [
+  {
+    name: 'X-Service-Signature',
+    in: 'header',
+    required: true,
+    description: 'sha256= и hex HMAC-SHA256 сырого тела, ключ: webhook_secret проекта',
+    schema: { type: 'string', pattern: '^sha256=[0-9a-f]{64}$' },
+  },
+  { name: 'X-Service-Timestamp', in: 'header', required: true, description: 'Время попытки доставки, секунды Unix', schema: { type: 'string', pattern: '^\\d+$' } },
+  { name: 'X-Service-Event', in: 'header', required: true, description: 'Вид события', schema: { type: 'string', enum: EVENT_KINDS } },
+  {
+    name: 'X-Service-Delivery-Id',
+    in: 'header',
+    required: true,
+    description: 'Идентификатор доставки (UUID), одинаковый во всех попытках одной доставки',
+    schema: { type: 'string', format: 'uuid' },
+  },
+  { name: 'X-Service-Test', in: 'header', required: true, description: 'Тестовый режим: true или false', schema: { type: 'string', enum: ['true', 'false'] } },
+];
+
+const WEBHOOK_MEANING: Readonly<Record<(typeof EVENT_KINDS)[number], string>> = {
+  'invoice.paid': 'Счёт оплачен',
+  'invoice.failed': 'Оплата отклонена',
+  'invoice.expired': 'Срок оплаты истёк',
+  'refund.succeeded': 'Возврат выполнен (после 202 на POST /invoices/{id}/refund)',
+  'refund.failed': 'Возврат не удался',
+  'payout.paid': 'Выплата произведена',
+  'payout.rejected': 'Выплата отклонена; сумма вернулась на баланс',
+};
+
+function webhook(kind: (typeof EVENT_KINDS)[number], payload: string): PathItemObject {
+  const operationId = `${kind.replace(/\.(\w)/, (_, c: string) => c.toUpperCase())}Webhook`;
+  return {
+    post: {
+      operationId,
+      summary: WEBHOOK_MEANING[kind],
+      description:
+        'POST на webhook_url проекта. Получатель отвечает 2xx за 10 секунд, иначе повтор через 1 мин, 5 мин, 30 мин, 2 ч, 12 ч и 24 ч. ' +
+        'Обработка должна быть идемпотентной по id события.' +
+        (kind.startsWith('payout.') ? ' Отправляется на webhook_url каждого проекта аккаунта, подписанного на событие.' : ''),
+      tags: ['Вебхуки'],
+      security: [],
+      parameters: WEBHOOK_HEADERS,
+      requestBody: {
+        required: true,
+        content: jsonBody({ allOf: [ref(payload), { type: 'object', properties: { type: { const: kind } } }] }),
+      },
+      responses: {
+        '2XX': { description: 'Доставка принята; код и тело ответа сохраняются в истории доставок' },
+        default: { description: 'Доставка не принята: будет повторена по расписанию' },
+      },
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------
+// The description text
+// ---------------------------------------------------------------------------
+
+const DESCRIPTION = `Платёжный шлюз для мерчантов: счета, возвраты, выплаты, справочники и вебхуки.
+
+Все тела запросов и ответов: JSON (application/json). Суммы: строки в рублях ровно с двумя знаками после точки (Money, например \`1500.00\`). Время: ISO 8601 в UTC. Базовый адрес уже содержит версию (\`/v1\`).
+
+## Режимы и ключи
+
+Ключ \`sk_test_\` работает в песочнице, \`sk_live_\`: в бою, на том же адресе. Объекты одного режима не видны ключам другого (404 \`invoice_not_found\`).
+
+## Авторизация
+
+Запрос использует один из двух режимов:
+
+1. **Bearer**: заголовок \`Authorization: Bearer <SECRET_KEY>\` с секретным ключом проекта (\`sk_live_\` или \`sk_test_\`).
+2. **Подпись HMAC**: заголовки \`X-Public-Id\` (публичный ключ \`pk_live_\` / \`pk_test_\`), \`X-Timestamp\` (секунды Unix, не дальше ±300 секунд от времени сервера) и \`X-Signature\` (или \`Signature\`): hex HMAC-SHA256 строки \`<timestamp>.<сырое тело>\` на webhook secret проекта; у GET тело пустое, строка: \`<timestamp>.\`. Каждая подпись принимается один раз в течение 10 минут.
+
+## Ошибки
+
+Тело ошибки: \`{"error": {"code", "message", "param"?, "details"?}}\`. Клиент действует по \`code\`; \`message\` на русском и может меняться. Неизвестные поля тела и параметры запроса отклоняются: 400 \`validation\` с \`param\` = имя поля (код в details: \`unknown_field\`); числа в деньгах и процентах проверяются так, как записаны в теле (без экспоненты и лишних знаков после точки). Повторять с растущей от 250 мс задержкой (не больше 4-5 раз) 429 (после Retry-After), 500, 503 и таймауты; 400, 401, 403, 404, 409, 422 без изменений не повторять. POST /invoices с тем же orderId повторять безопасно всегда.
+
+## Лимиты
+
+- 60 запросов в секунду на ключ (все методы), иначе 429 \`rate_limited\` с Retry-After.
+- Один счёт или одну выплату опрашивать не чаще раза в 3 секунды.
+- Размер страницы: limit 1..100, по умолчанию 20. orderId: до 128 символов. Описание счёта: до 255. customFields: до 2 КБ. Время жизни счёта: 1..1440 минут, по умолчанию 60. Комментарий выплаты: до 500. В обработке не больше 3 выплат. Окно дубликата выплаты: 1 минута.
+- Холд по умолчанию: 24 часа (настройка проекта). Лимиты суммы счёта: по способу, из GET /methods.
+
+## Устаревшие поля
+
+\`customerFeeShare\`, \`feePayer\`, \`payerEmail\` продолжают работать и помечены \`deprecated\`.
+
+## Решения там, где спецификация говорит «not shown»
+
+- **Переходы счёта**: created → pending (покупатель выбрал способ или начал оплату) → paid или failed; created или pending → expired, когда наступает expiresAt; paid → partially_refunded → refunded по мере успешных возвратов. failed и expired конечны. Невозвращённый остаток учитывает и возвраты в статусе pending, поэтому два возврата не превысят сумму.
+- **Возвраты** списываются с доступного баланса (available); если его мало: 422 \`insufficient_balance\`.
+- **Переходы выплаты**: pending → approved → processing → paid; pending, approved или processing → rejected; pending → cancelled. «В обработке» для \`too_many_pending\`: pending, approved или processing.
+- **Минимальная выплата**: 100.00 по умолчанию (по способу, настраивается). Сумма ниже минимума: 422 \`amount_out_of_range\`; выше доступного баланса: 422 \`insufficient_balance\`.
+- **Список выплат**: \`{items, nextCursor, hasMore}\`, как список счетов; \`nextCursor\` передаётся в параметр \`cursor\`.
+- **Дополнительные поля Payout** после processedAt: нет.
+- **Тело вебхука**: \`{id, type, createdAt, isTest, data}\`; \`data.invoice\` (форма Invoice) у событий счёта, \`data.refund\` и \`data.invoice\` у событий возврата, \`data.payout\` (форма GET /payouts/{id}) у событий выплаты. \`id\`: идентификатор события, ключ идемпотентности получателя.
+- **Заголовки доставки**: \`X-Service-Timestamp\`: секунды Unix попытки; \`X-Service-Delivery-Id\`: UUID, одинаковый во всех попытках одной доставки; \`X-Service-Test\`: \`true\` или \`false\`.
+- **Подписка на события**: webhook_url и список видов событий (по умолчанию все семь) задаются в настройках проекта (в кабинете / операторским API), не через этот API.
+- **Деньги**: внутри целые копейки; комиссия округляется до копейки половиной вверх; в JSON: строка с двумя знаками. Проценты: десятичные строки (например \`3.5\`).
+- **Ошибки**: сообщения на русском, коды из спецификации. \`details\` у 400 \`validation\`: массив \`{param, code, message}\`, по записи на каждое нарушение.
+- **Правила изменений и вывода версий из обращения**: не определены; добавление новых полей в ответы не считается несовместимым изменением, поэтому схемы ответов открыты.
+`;
+
+// ---------------------------------------------------------------------------
+// The document
+// ---------------------------------------------------------------------------
+
+export const OPENAPI_DOCUMENT: OpenApiDocument = {
+  openapi: '3.1.0',
+  info: {
+    title: 'Payment Gateway API',
+    summary: 'Счета, возвраты, выплаты и вебхуки платёжного шлюза',
+    version: '1.0.0',
+    description: DESCRIPTION,
+  },
+  jsonSchemaDialect: 'https://spec.openapis.org/oas/3.1/dialect/base',
+  servers: [{ url: '/v1', description: 'API v1 (боевой и тестовый режим выбираются ключом)' }],
+  security: [{ bearerAuth: [] }, { hmacPublicId: [], hmacTimestamp: [], hmacSignature: [] }],
+  tags: [
+    { name: 'Счета', description: 'Создание, список и чтение счетов' },
+    { name: 'Возвраты', description: 'Полные и частичные возвраты оплаченных счетов; обрабатываются асинхронно' },
+    { name: 'Справочники', description: 'Способы оплаты и баланс мерчанта' },
+    { name: 'Выплаты', description: 'Вывод средств с баланса на подтверждённые реквизиты' },
+    { name: 'Вебхуки', description: 'Исходящие подписанные уведомления на webhook_url проекта' },
+  ],
+  paths: {
+    '/invoices': {
+      post: {
+        operationId: 'createInvoice',
+        summary: 'Создать счёт',
+        description:
+          'Создаёт счёт и возвращает ссылку на страницу оплаты. Повтор с тем же orderId и теми же параметрами возвращает тот же счёт (200); ' +
+          'с другими параметрами (amount, method, customerFeePct): 409 order_id_conflict.',
+        tags: ['Счета'],
+        requestBody: { required: true, content: jsonBody(ref('CreateInvoiceRequest')) },
+        responses: {
+          '201': ok('Счёт создан', ref('InvoiceCreated')),
+          '200': ok('Счёт с этим orderId уже есть в проекте с теми же параметрами (идемпотентный повтор)', ref('InvoiceCreated')),
+          '400': VALIDATION,
+          '401': UNAUTHORIZED,
+          '403': errorResponse('Проект не активен', ['project_not_active']),
+          '409': errorResponse('orderId занят счётом с другими параметрами', ['order_id_conflict']),
+          '422': errorResponse('Запрос корректен, но не может быть выполнен', ['amount_out_of_range', 'method_unavailable', 'customer_fee_pct_too_high']),
+          '429': RATE_LIMITED,
+          '500': INTERNAL,
+          '503': errorResponse('Способ оплаты временно недоступен', ['provider_unavailable']),
+        },
+      },
+      get: {
+        operationId: 'listInvoices',
+        summary: 'Список счетов',
+        description: 'Счета проекта в режиме ключа, новые первыми, постраничный курсор.',
+        tags: ['Счета'],
+        parameters: [
+          { name: 'orderId', in: 'query', description: 'Номер заказа; тогда в ответе 0 или 1 счёт', schema: { type: 'string', maxLength: 128 } },
+          { name: 'status', in: 'query', description: 'Статус счёта', schema: { type: 'string', enum: INVOICE_STATUSES } },
+          { name: 'from', in: 'query', description: 'Созданы в этот момент или позже (включительно)', schema: { type: 'string', format: 'date-time' } },
+          { name: 'to', in: 'query', description: 'Созданы раньше этого момента (не включительно)', schema: { type: 'string', format: 'date-time' } },
+          limitParam,
+          cursorParam,
+        ],
+        responses: {
+          '200': ok('Страница счетов', ref('InvoiceList')),
+          '400': VALIDATION,
+          '401': UNAUTHORIZED,
+          '429': RATE_LIMITED,
+          '500': INTERNAL,
+        },
+      },
+    },
+    '/invoices/{id}': {
+      get: {
+        operationId: 'getInvoice',
+        summary: 'Счёт',
+        description: 'Один счёт. Опрос одного счёта чаще раза в 3 секунды: 429 rate_limited с Retry-After; итог оплаты приходит вебхуками.',
+        tags: ['Счета'],
+        parameters: [invoiceIdParam],
+        responses: {
+          '200': ok('Счёт', ref('Invoice')),
+          '401': UNAUTHORIZED,
+          '404': errorResponse('Счёт не найден', ['invoice_not_found']),
+          '429': RATE_LIMITED,
+          '500': INTERNAL,
+        },
+      },
+    },
+    '/invoices/{id}/refund': {
+      post: {
+        operationId: 'refundInvoice',
+        summary: 'Вернуть оплату',
+        description:
+          'Полный (без amount) или частичный возврат счёта в статусе paid или partially_refunded. Сумма сразу списывается с баланса мерчанта; ' +
+          'итог приходит вебхуком refund.succeeded или refund.failed.',
+        tags: ['Возвраты'],
+        parameters: [{ ...invoiceIdParam, description: 'Идентификатор возвращаемого счёта' }],
+        requestBody: { required: false, content: jsonBody(ref('RefundInvoiceRequest')) },
+        responses: {
+          '202': ok('Возврат принят, статус pending', ref('Refund')),
+          '400': VALIDATION,
+          '401': UNAUTHORIZED,
+          '404': errorResponse('Счёт не найден', ['invoice_not_found']),
+          '409': errorResponse('Счёт не в статусе paid или partially_refunded', ['conflict']),
+          '422': errorResponse('Возврат невозможен', ['refund_exceeds_amount', 'insufficient_balance']),
+          '429': RATE_LIMITED,
+          '500': INTERNAL,
+        },
+      },
+    },
+    '/refunds/{id}': {
+      get: {
+        operationId: 'getRefund',
+        summary: 'Возврат',
+        tags: ['Возвраты'],
+        parameters: [{ name: 'id', in: 'path', required: true, description: 'Идентификатор возврата (rf_…)', schema: { type: 'string' } }],
+        responses: {
+          '200': ok('Возврат', ref('Refund')),
+          '401': UNAUTHORIZED,
+          '404': errorResponse('Возврат не найден (код тот же, что для счёта)', ['invoice_not_found']),
+          '429': RATE_LIMITED,
+          '500': INTERNAL,
+        },
+      },
+    },
+    '/methods': {
+      get: {
+        operationId: 'listMethods',
+        summary: 'Способы оплаты',
+        description: 'Способы оплаты проекта с лимитами суммы и ставками мерчанта.',
+        tags: ['Справочники'],
+        responses: { '200': ok('Способы оплаты', ref('MethodList')), '401': UNAUTHORIZED, '429': RATE_LIMITED, '500': INTERNAL },
+      },
+    },
+    '/balance': {
+      get: {
+        operationId: 'getBalance',
+        summary: 'Баланс',
+        description: 'Баланс мерчанта в режиме ключа.',
+        tags: ['Справочники'],
+        responses: { '200': ok('Баланс', ref('Balance')), '401': UNAUTHORIZED, '429': RATE_LIMITED, '500': INTERNAL },
+      },
+    },
+    '/payout-addresses': {
+      get: {
+        operationId: 'listPayoutAddresses',
+        summary: 'Реквизиты для выплат',
+        description: 'Только подтверждённые реквизиты, счёт маскирован. Добавляются и подтверждаются (по e-mail) только в кабинете.',
+        tags: ['Выплаты'],
+        responses: { '200': ok('Реквизиты', ref('PayoutAddressList')), '401': UNAUTHORIZED, '429': RATE_LIMITED, '500': INTERNAL },
+      },
+    },
+    '/payouts': {
+      post: {
+        operationId: 'createPayout',
+        summary: 'Создать выплату',
+        description:
+          'Только боевой ключ (sk_live_). Резервирует сумму на балансе и создаёт заявку на подтверждённые реквизиты (addressId или пара method + account). ' +
+          'Без orderId повтор суммы и реквизитов заявки, созданной меньше минуты назад: 409 duplicate_request.',
+        tags: ['Выплаты'],
+        requestBody: { required: true, content: jsonBody(ref('CreatePayoutRequest')) },
+        responses: {
+          '201': ok('Заявка создана', ref('Payout')),
+          '200': ok('Заявка с этим orderId уже есть (идемпотентный повтор)', ref('Payout')),
+          '400': VALIDATION,
+          '401': UNAUTHORIZED,
+          '403': errorResponse('Тестовый ключ', ['test_mode']),
+          '404': errorResponse('Реквизиты не найдены', ['address_not_found']),
+          '409': errorResponse('Заявка не принята', ['too_many_pending', 'duplicate_request']),
+          '422': errorResponse('Заявка невозможна', ['address_not_confirmed', 'amount_out_of_range', 'insufficient_balance']),
+          '429': RATE_LIMITED,
+          '500': INTERNAL,
+        },
+      },
+      get: {
+        operationId: 'listPayouts',
+        summary: 'Список выплат',
+        description: 'Новые первыми, постраничный курсор. С orderId возвращает одну выплату объектом (не списком) или 404 not_found.',
+        tags: ['Выплаты'],
+        parameters: [
+          {
+            name: 'orderId',
+            in: 'query',
+            description: 'Идентификатор заявки: ответ тогда одна выплата (объект Payout), 404 not_found, если её нет',
+            schema: { type: 'string', maxLength: 128 },
+          },
+          { name: 'status', in: 'query', description: 'Статус выплаты', schema: { type: 'string', enum: PAYOUT_STATUSES } },
+          limitParam,
+          cursorParam,
+        ],
+        responses: {
+          '200': ok('Страница выплат или, с orderId, одна выплата', { oneOf: [ref('PayoutList'), ref('Payout')] }),
+          '400': VALIDATION,
+          '401': UNAUTHORIZED,
+          '404': errorResponse('Выплата с этим orderId не найдена', ['not_found']),
+          '429': RATE_LIMITED,
+          '500': INTERNAL,
+        },
+      },
+    },
+    '/payouts/{id}': {
+      get: {
+        operationId: 'getPayout',
+        summary: 'Выплата',
+        description: 'Одна выплата. Опрос чаще раза в 3 секунды: 429 rate_limited с Retry-After; итог приходит вебхуками payout.paid и payout.rejected.',
+        tags: ['Выплаты'],
+        parameters: [{ name: 'id', in: 'path', required: true, description: 'Идентификатор выплаты', schema: { type: 'integer' } }],
+        responses: {
+          '200': ok('Выплата', ref('Payout')),
+          '401': UNAUTHORIZED,
+          '404': errorResponse('Выплата не найдена', ['not_found']),
+          '429': RATE_LIMITED,
+          '500': INTERNAL,
+        },
+      },
+    },
+  },
+  webhooks: {
+    'invoice.paid': webhook('invoice.paid', 'InvoiceEvent'),
+    'invoice.failed': webhook('invoice.failed', 'InvoiceEvent'),
+    'invoice.expired': webhook('invoice.expired', 'InvoiceEvent'),
+    'refund.succeeded': webhook('refund.succeeded', 'RefundEvent'),
+    'refund.failed': webhook('refund.failed', 'RefundEvent'),
+    'payout.paid': webhook('payout.paid', 'PayoutEvent'),
+    'payout.rejected': webhook('payout.rejected', 'PayoutEvent'),
+  },
+  components: {
+    schemas: {
+      Money: {
+        type: 'string',
+        pattern: MONEY_PATTERN,
+        description: 'Сумма в рублях: цифры, точка, ровно две цифры',
+        examples: ['1500.00'],
+      },
+      Customer: customer,
+      CreateInvoiceRequest: createInvoiceRequest,
+      InvoiceCreated: invoiceCreated,
+      Invoice: invoice,
+      InvoiceList: list('Страница счетов', 'Invoice'),
+      RefundInvoiceRequest: refundInvoiceRequest,
+      Refund: refund,
+      Method: method,
+      MethodList: methodList,
+      Balance: balance,
+      PayoutAddress: payoutAddress,
+      PayoutAddressList: payoutAddressList,
+      CreatePayoutRequest: createPayoutRequest,
+      Payout: payout,
+      PayoutList: list('Страница выплат', 'Payout'),
+      InvoiceEvent: invoiceEvent,
+      RefundEvent: refundEvent,
+      PayoutEvent: payoutEvent,
+      Error: errorSchema,
+    },
+    securitySchemes: {
+      bearerAuth: {
+        type: 'http',
+        scheme: 'bearer',
+        bearerFormat: 'sk_live_… | sk_test_…',
+        description: 'Режим 1: Authorization: Bearer <секретный ключ проекта> с префиксом sk_live_ (бой) или sk_test_ (песочница).',
+      },
+      hmacPublicId: {
+        type: 'apiKey',
+        in: 'header',
+        name: 'X-Public-Id',
+        description: 'Режим 2 (HMAC): публичный ключ проекта с префиксом pk_live_ или pk_test_. Используется вместе с X-Timestamp и X-Signature.',
+      },
+      hmacTimestamp: {
+        type: 'apiKey',
+        in: 'header',
+        name: 'X-Timestamp',
+        description:
+          'Режим 2 (HMAC): время запроса в секундах Unix; принимается в пределах ±300 секунд от времени сервера, иначе (и если заголовка нет) 401 timestamp_invalid.',
+      },
+      hmacSignature: {
+        type: 'apiKey',
+        in: 'header',
+        name: 'X-Signature',
+        description:
+          'Режим 2 (HMAC): hex HMAC-SHA256 строки «<X-Timestamp>.<точное сырое тело запроса>», ключ: webhook secret проекта; у GET тело пустое, строка: «<timestamp>.». ' +
+          'Принимается и заголовок Signature. Каждая подпись принимается один раз в течение 10 минут, повтор или несовпадение: 401 signature_invalid.',
+      },
+    },
+  },
+};
