@@ -1,9 +1,27 @@
 import { ApiError } from '../errors/api-error';
+import type { Fields } from './validation';
 
 /** Opaque page cursors: base64url JSON, validated on the way back in. */
 export const encodeCursor = (value: Record<string, unknown>): string => Buffer.from(JSON.stringify(value)).toString('base64url');
 
+const CURSOR_MESSAGE = 'cursor: передайте nextCursor из предыдущего ответа';
+
+/** A cursor read among the other fields of a query: a bad one joins their violations. */
+export function readCursor<T>(f: Fields, name: string, read: (value: Record<string, unknown>) => T | null): T | undefined {
+  const raw = f.raw(name);
+  if (raw === undefined) return undefined;
+  const value = typeof raw === 'string' ? parseCursor(raw, read) : null;
+  if (value === null) return f.fail(name, 'invalid_cursor', 'передайте nextCursor из предыдущего ответа');
+  return value;
+}
+
 export function decodeCursor<T>(cursor: string, read: (value: Record<string, unknown>) => T | null): T {
+  const value = parseCursor(cursor, read);
+  if (value === null) throw ApiError.validation([{ param: 'cursor', code: 'invalid_cursor', message: CURSOR_MESSAGE }]);
+  return value;
+}
+
+function parseCursor<T>(cursor: string, read: (value: Record<string, unknown>) => T | null): T | null {
   let decoded: unknown = null;
   if (/^[A-Za-z0-9_-]{1,512}$/.test(cursor)) {
     try {
@@ -12,9 +30,5 @@ export function decodeCursor<T>(cursor: string, read: (value: Record<string, unk
       decoded = null;
     }
   }
-  const value = decoded && typeof decoded === 'object' && !Array.isArray(decoded) ? read(decoded as Record<string, unknown>) : null;
-  if (value === null) {
-    throw ApiError.validation([{ param: 'cursor', code: 'invalid_cursor', message: 'cursor: передайте nextCursor из предыдущего ответа' }]);
-  }
-  return value;
+  return decoded && typeof decoded === 'object' && !Array.isArray(decoded) ? read(decoded as Record<string, unknown>) : null;
 }

@@ -75,7 +75,7 @@ export class Fields {
     const { present, value } = this.value(name, o.required ?? false, o.nullable ?? false);
     if (!present) return undefined;
     if (typeof value !== 'string') return this.fail(name, 'invalid_type', 'ожидается строка');
-    if (value.includes('\u0000')) return this.fail(name, 'invalid_character', 'символ NUL (\\u0000) не допускается');
+    if (!storableText(value)) return this.fail(name, 'invalid_character', 'символ NUL (\\u0000) и одиночные суррогаты UTF-16 не допускаются');
     if (value.length < (o.min ?? 0)) return this.fail(name, 'too_short', `не короче ${o.min} символов`);
     if (value.length > o.max) return this.fail(name, 'too_long', `не длиннее ${o.max} символов`);
     if (o.pattern && !o.pattern.test(value)) return this.fail(name, 'invalid_format', o.patternMessage ?? 'неверный формат');
@@ -194,8 +194,37 @@ export class Fields {
   }
 }
 
-/** JSON text that PostgreSQL can store: no NUL character anywhere (keys or values). */
-export const hasNulCharacter = (value: unknown): boolean => JSON.stringify(value).includes('\\u0000');
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** Text PostgreSQL can store as json: no NUL character, no lone UTF-16 surrogate. */
+export const storableText = (text: string): boolean => !text.includes('\u0000') && !LONE_SURROGATE.test(text);
+
+export const MAX_JSON_DEPTH = 32;
+
+/**
+ * Why an arbitrary JSON value (customFields) cannot be stored, or null: nesting deeper
+ * than MAX_JSON_DEPTH, or a key or string with text PostgreSQL refuses. Checked by a
+ * bounded walk before anything serialises it.
+ */
+export function unstorableJson(value: unknown, depth = 0): string | null {
+  if (depth > MAX_JSON_DEPTH) return `вложенность глубже ${MAX_JSON_DEPTH} уровней`;
+  if (typeof value === 'string') return storableText(value) ? null : 'символ NUL (\\u0000) или одиночный суррогат UTF-16';
+  if (Array.isArray(value)) {
+    for (const item of value) {
+      const problem = unstorableJson(item, depth + 1);
+      if (problem) return problem;
+    }
+    return null;
+  }
+  if (typeof value === 'object' && value !== null) {
+    for (const [key, item] of Object.entries(value)) {
+      if (!storableText(key)) return 'символ NUL (\\u0000) или одиночный суррогат UTF-16 в имени поля';
+      const problem = unstorableJson(item, depth + 1);
+      if (problem) return problem;
+    }
+  }
+  return null;
+}
 
 /** Query strings: every value is a string (or repeated: an array, which is refused). */
 export function queryFields(query: unknown): Fields {

@@ -1,6 +1,6 @@
 import type { InvoiceRequest } from '../../../../libs/domain/src';
 import { METHOD_CODES } from '../../../../libs/domain/src';
-import { Fields, hasNulCharacter } from '../http/validation';
+import { Fields, unstorableJson } from '../http/validation';
 
 const CUSTOM_FIELDS_MAX_BYTES = 2048;
 
@@ -33,7 +33,7 @@ export function readCreateInvoiceRequest(body: unknown, rawBody?: Buffer): Invoi
   if (f.has('customFields') && f.raw('customFields') !== null) {
     const raw = f.raw('customFields');
     if (typeof raw !== 'object' || Array.isArray(raw)) f.fail('customFields', 'invalid_type', 'ожидается объект');
-    else if (hasNulCharacter(raw)) f.fail('customFields', 'invalid_character', 'символ NUL (\\u0000) не допускается');
+    else if (unstorableJson(raw)) f.fail('customFields', 'invalid_value', unstorableJson(raw)!);
     else if (Buffer.byteLength(JSON.stringify(raw)) > CUSTOM_FIELDS_MAX_BYTES) {
       f.fail('customFields', 'too_large', `не больше ${CUSTOM_FIELDS_MAX_BYTES} байт в JSON`);
     } else customFields = raw as Record<string, unknown>;

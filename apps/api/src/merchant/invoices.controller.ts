@@ -7,7 +7,7 @@ import type { InvoiceService } from '../../../../libs/payments/src';
 import { invoiceCreatedView, invoiceView } from '../../../../libs/payments/src';
 import type { MerchantIdentity } from '../../../../libs/registry/src';
 import { ApiError } from '../errors/api-error';
-import { decodeCursor, encodeCursor } from '../http/cursor';
+import { encodeCursor, readCursor } from '../http/cursor';
 import { queryFields, queryInteger } from '../http/validation';
 import { ACCESS_CONTROL, CLOCK_TOKEN, DATABASE_POOL, INVOICE_SERVICE, PUBLIC_URL } from '../tokens';
 import type { AccessControl } from '../../../../libs/access/src';
@@ -51,9 +51,8 @@ export class InvoicesController {
     const from = f.datetime('from');
     const to = f.datetime('to');
     const limit = queryInteger(f, 'limit', { min: 1, max: 100, fallback: 20 });
-    const cursorRaw = f.string('cursor', { max: 512 });
+    const before = readCursor(f, 'cursor', (c) => (typeof c.seq === 'number' ? c.seq : null)) ?? null;
     f.done();
-    const before = cursorRaw === undefined ? null : decodeCursor(cursorRaw, (c) => (typeof c.seq === 'number' ? c.seq : null));
 
     const where = ['project_id = $1', 'mode = $2'];
     const params: unknown[] = [merchant.project.id, merchant.mode];
@@ -83,7 +82,8 @@ export class InvoicesController {
   /** One invoice, from its own stream: what the merchant just wrote is always there. */
   @Get(':id')
   async get(@Merchant() merchant: MerchantIdentity, @Param('id') id: string) {
-    const refusal = await this.access.admitPoll(merchant.keyId, `invoice:${id}`, this.clock.now());
+    // One resource, however its id is spelled (UUIDs are case-insensitive).
+    const refusal = await this.access.admitPoll(merchant.keyId, `invoice:${id.toLowerCase()}`, this.clock.now());
     if (refusal) throw rateLimited(refusal.retryAfterSeconds, 'Один счёт можно запрашивать не чаще раза в 3 секунды: ждите вебхук');
     const invoice = await this.invoices.getFor(merchant.project, merchant.mode, id);
     return invoiceView(invoice, this.publicUrl.value);

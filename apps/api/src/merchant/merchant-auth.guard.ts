@@ -59,7 +59,8 @@ export class MerchantAuthGuard implements CanActivate {
 
     const timestamp = header(request, 'x-timestamp');
     const seconds = timestamp !== undefined && /^\d{1,12}$/.test(timestamp) ? Number(timestamp) : NaN;
-    if (Number.isNaN(seconds) || Math.abs(now.getTime() / 1000 - seconds) > TIMESTAMP_WINDOW_SECONDS) {
+    // Whole seconds on both sides: T-300 and T+300 are both inside the window.
+    if (Number.isNaN(seconds) || Math.abs(Math.floor(now.getTime() / 1000) - seconds) > TIMESTAMP_WINDOW_SECONDS) {
       throw new ApiError(401, 'timestamp_invalid', 'X-Timestamp: время запроса в секундах Unix, не дальше 300 секунд от времени сервера');
     }
     const signature = header(request, 'x-signature') ?? header(request, 'signature') ?? '';
