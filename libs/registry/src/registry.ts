@@ -97,6 +97,18 @@ const toProject = (r: ProjectRow): Project => ({
   updatedAt: r.updated_at,
 });
 
+/** The settings columns in table order: name, status, webhook_url, webhook_events, usdt_enabled, hold_hours, methods, customer_fee_share. */
+const settingsParams = (settings: ProjectSettings): unknown[] => [
+  settings.name,
+  settings.status,
+  settings.webhookUrl,
+  settings.webhookEvents,
+  settings.usdtEnabled,
+  settings.holdHours,
+  JSON.stringify(settings.methodOverrides),
+  settings.customerFeeShare,
+];
+
 /**
  * Merchant accounts, their projects and API keys. Configuration, not money: kept in
  * plain tables. Secret keys are shown once and stored only as SHA-256 hashes (they
@@ -151,21 +163,7 @@ export class Registry {
         `INSERT INTO projects (id, account_id, name, status, webhook_url, webhook_events, usdt_enabled, hold_hours, methods,
            customer_fee_share, webhook_secret, id_namespace, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13) RETURNING *`,
-        [
-          id,
-          accountId,
-          settings.name,
-          settings.status,
-          settings.webhookUrl,
-          settings.webhookEvents,
-          settings.usdtEnabled,
-          settings.holdHours,
-          JSON.stringify(settings.methodOverrides),
-          settings.customerFeeShare,
-          `whsec_${token(24)}`,
-          randomUUID(),
-          now,
-        ],
+        [id, accountId, ...settingsParams(settings), `whsec_${token(24)}`, randomUUID(), now],
       );
       const keys = { test: await this.issueKeys(tx, id, 'test', now), live: await this.issueKeys(tx, id, 'live', now) };
       return { project: toProject(row.rows[0]!), keys };
@@ -182,18 +180,7 @@ export class Registry {
       `UPDATE projects SET name = $2, status = $3, webhook_url = $4, webhook_events = $5, usdt_enabled = $6, hold_hours = $7,
          methods = $8, customer_fee_share = $9, updated_at = $10
        WHERE id = $1 RETURNING *`,
-      [
-        id,
-        settings.name,
-        settings.status,
-        settings.webhookUrl,
-        settings.webhookEvents,
-        settings.usdtEnabled,
-        settings.holdHours,
-        JSON.stringify(settings.methodOverrides),
-        settings.customerFeeShare,
-        now,
-      ],
+      [id, ...settingsParams(settings), now],
     );
     return r.rows[0] ? toProject(r.rows[0]) : null;
   }
@@ -221,30 +208,26 @@ export class Registry {
   }
 
   /** The project and mode of a public key (HMAC mode) that is known and not revoked. */
-  async identifyByPublicKey(publicKey: string): Promise<MerchantIdentity | null> {
+  identifyByPublicKey(publicKey: string): Promise<MerchantIdentity | null> {
     const match = /^pk_(test|live)_[A-Za-z0-9_-]{16,64}$/.exec(publicKey);
-    if (!match) return null;
-    const r = await this.pool.query<ProjectRow & { key_id: string; key_mode: Mode }>(
-      `SELECT p.*, k.id AS key_id, k.mode AS key_mode FROM api_keys k JOIN projects p ON p.id = k.project_id
-       WHERE k.public_key = $1 AND k.revoked_at IS NULL`,
-      [publicKey],
-    );
-    const row = r.rows[0];
-    if (!row || row.key_mode !== match[1]) return null;
-    return { project: toProject(row), mode: row.key_mode, keyId: row.key_id };
+    return match ? this.identify('public_key', publicKey, match[1] as Mode) : Promise.resolve(null);
   }
 
-  /** The project and mode of a secret key that is known and not revoked. */
-  async identifyBySecretKey(secretKey: string): Promise<MerchantIdentity | null> {
+  /** The project and mode of a secret key that is known and not revoked (looked up by its hash). */
+  identifyBySecretKey(secretKey: string): Promise<MerchantIdentity | null> {
     const match = /^sk_(test|live)_[A-Za-z0-9_-]{16,64}$/.exec(secretKey);
-    if (!match) return null;
+    return match ? this.identify('secret_key_hash', hashSecretKey(secretKey), match[1] as Mode) : Promise.resolve(null);
+  }
+
+  /** A live key's project, when the key's stored mode is the one its prefix claims. */
+  private async identify(column: 'public_key' | 'secret_key_hash', value: string, mode: Mode): Promise<MerchantIdentity | null> {
     const r = await this.pool.query<ProjectRow & { key_id: string; key_mode: Mode }>(
       `SELECT p.*, k.id AS key_id, k.mode AS key_mode FROM api_keys k JOIN projects p ON p.id = k.project_id
-       WHERE k.secret_key_hash = $1 AND k.revoked_at IS NULL`,
-      [hashSecretKey(secretKey)],
+       WHERE k.${column} = $1 AND k.revoked_at IS NULL`,
+      [value],
     );
     const row = r.rows[0];
-    if (!row || row.key_mode !== match[1]) return null;
+    if (!row || row.key_mode !== mode) return null;
     return { project: toProject(row), mode: row.key_mode, keyId: row.key_id };
   }
 }
