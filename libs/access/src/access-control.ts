@@ -69,8 +69,10 @@ export class AccessControl {
       keyId,
       resource,
     ]);
+    // A concurrent reader may have stamped a moment a little after our own `now`: the
+    // wait is never longer than one interval.
     const waitMs = (last.rows[0]?.last_at.getTime() ?? now.getTime()) + interval * 1000 - now.getTime();
-    return { code: 'rate_limited', retryAfterSeconds: Math.max(1, Math.ceil(waitMs / 1000)) };
+    return { code: 'rate_limited', retryAfterSeconds: Math.min(interval, Math.max(1, Math.ceil(waitMs / 1000))) };
   }
 
   /** Forgets what no rule can need any more, at most once a minute per process. */
