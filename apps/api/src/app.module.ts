@@ -9,6 +9,9 @@ import { ProjectsController } from './admin/projects.controller';
 import { StreamsController } from './admin/streams.controller';
 import { HealthController, ReadinessProbe } from './health/health.controller';
 import { InvoicesController } from './merchant/invoices.controller';
+import { RefundsController } from './merchant/refunds.controller';
+import { PayoutsController } from './merchant/payouts.controller';
+import { PayoutsAdminController } from './admin/payouts-admin.controller';
 import { MerchantAuthGuard } from './merchant/merchant-auth.guard';
 import { OpenApiController } from './openapi/openapi.controller';
 import { ReferenceController } from './merchant/reference.controller';
@@ -22,7 +25,10 @@ import {
   INFRASTRUCTURE,
   INVOICE_SERVICE,
   LEDGER_BOOK,
+  PAYOUT_ADDRESSES,
+  PAYOUT_SERVICE,
   PUBLIC_URL,
+  REFUND_SERVICE,
   PublicUrl,
   READINESS,
   REGISTRY,
@@ -48,7 +54,10 @@ export class AppModule {
         LedgerAuditController,
         ProjectsController,
         InvoicePaymentsController,
+        PayoutsAdminController,
         InvoicesController,
+        RefundsController,
+        PayoutsController,
         ReferenceController,
         PaymentPageController,
         OpenApiController,
@@ -63,6 +72,9 @@ export class AppModule {
         { provide: REGISTRY, useValue: deps.services.registry },
         { provide: LEDGER_BOOK, useValue: deps.services.ledgers },
         { provide: INVOICE_SERVICE, useValue: deps.services.invoices },
+        { provide: REFUND_SERVICE, useValue: deps.services.refunds },
+        { provide: PAYOUT_SERVICE, useValue: deps.services.payouts },
+        { provide: PAYOUT_ADDRESSES, useValue: deps.services.payoutAddresses },
         {
           provide: ACCESS_CONTROL,
           useValue: new AccessControl(deps.infrastructure.pool, {

@@ -14,3 +14,6 @@ export const ACCESS_CONTROL = Symbol('AccessControl');
 export interface PublicUrl {
   value: string;
 }
+export const REFUND_SERVICE = Symbol('RefundService');
+export const PAYOUT_SERVICE = Symbol('PayoutService');
+export const PAYOUT_ADDRESSES = Symbol('PayoutAddresses');

@@ -9,6 +9,9 @@ import { releaseDueHolds } from './workers/hold-release';
 import { expireDueInvoices } from './workers/invoice-expiry';
 import { paymentsToLedger } from './workers/payments-to-ledger';
 import { PeriodicWorker } from './workers/periodic-worker';
+import { payoutOutcomes, refundOutcomes } from './workers/refund-and-payout-outcomes';
+import { completeDueRefunds } from './workers/refund-processor';
+import { recoverHalfDoneFlows } from './workers/flow-recovery';
 
 /**
  * The projector process's work: every read-model projection and process manager,
@@ -21,11 +24,18 @@ export class Projector {
 
   constructor(infra: Infrastructure, services: GatewayServices, log: Logger) {
     const store: EventStore = infra.store;
-    const projections: Projection[] = [...allProjections, paymentsToLedger(services.ledgers)];
+    const projections: Projection[] = [
+      ...allProjections,
+      paymentsToLedger(services.ledgers),
+      refundOutcomes(services.ledgers, services.invoices),
+      payoutOutcomes(services.ledgers),
+    ];
     this.runners = projections.map((p) => new ProjectionRunner(infra.pool, store, p, { log }));
     this.workers = [
       new PeriodicWorker('invoice-expiry', 500, expireDueInvoices(infra.pool, services.invoices, infra.clock), log),
       new PeriodicWorker('hold-release', 500, releaseDueHolds(infra.pool, services.ledgers, infra.clock), log),
+      new PeriodicWorker('refund-processor', 500, completeDueRefunds(infra.pool, services.refunds, infra.clock), log),
+      new PeriodicWorker('flow-recovery', 1000, recoverHalfDoneFlows(infra.pool, services.refunds, services.payouts, infra.clock), log),
     ];
   }
 

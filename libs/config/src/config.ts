@@ -22,7 +22,16 @@ export interface GatewayConfig {
   readonly rateLimitPerSecond: number;
   /** Shortest interval between two reads of one invoice or payout by one key (spec: 3 s). */
   readonly pollIntervalSeconds: number;
+  /** How long a refund stays pending before the sandbox refund processor completes it (on the clock). */
+  readonly refundProcessingSeconds: number;
+  /** Rubles per 1 USDT, in kopecks: the rate source of USDT payouts. */
+  readonly usdtRubRate: Kopecks;
+  /** Payout fee and minimum per method: the defaults with PAYOUT_TERMS over them. */
+  readonly payoutTerms: Readonly<Record<PayoutMethod, PayoutTerms>>;
 }
+
+import { Kopecks, parseMoney, parsePercent } from '../../ledger/src/money';
+import { DEFAULT_PAYOUT_TERMS, PAYOUT_METHODS, PayoutMethod, PayoutTerms } from '../../domain/src/payouts/payout-terms';
 
 export class ConfigError extends Error {
   constructor(readonly problems: readonly string[]) {
@@ -92,6 +101,21 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
   const pollIntervalSeconds = /^\d{1,6}$/.test(pollRaw) ? Number(pollRaw) : NaN;
   if (Number.isNaN(pollIntervalSeconds)) problems.push(`POLL_INTERVAL_SECONDS must be a whole number of seconds, got "${pollRaw}"`);
 
+  const refundRaw = blankToUndefined(env.REFUND_PROCESSING_SECONDS) ?? '10';
+  const refundProcessingSeconds = /^\d{1,7}$/.test(refundRaw) ? Number(refundRaw) : NaN;
+  if (Number.isNaN(refundProcessingSeconds)) problems.push(`REFUND_PROCESSING_SECONDS must be a whole number of seconds, got "${refundRaw}"`);
+
+  const rateRaw2 = blankToUndefined(env.USDT_RUB_RATE) ?? '95.00';
+  let usdtRubRate: Kopecks = NaN;
+  try {
+    usdtRubRate = parseMoney(rateRaw2);
+  } catch {
+    /* reported below */
+  }
+  if (!(usdtRubRate > 0)) problems.push(`USDT_RUB_RATE must be rubles per 1 USDT with at most two decimals, such as 95.40, got "${rateRaw2}"`);
+
+  const payoutTerms = readPayoutTerms(blankToUndefined(env.PAYOUT_TERMS), problems);
+
   if (problems.length > 0) throw new ConfigError(problems);
   return {
     port,
@@ -104,5 +128,42 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
     publicUrl,
     rateLimitPerSecond,
     pollIntervalSeconds,
+    refundProcessingSeconds,
+    usdtRubRate,
+    payoutTerms,
   };
+}
+
+/** PAYOUT_TERMS: JSON such as {"sbp": {"feePct": "0.50", "min": "500.00"}}; fields left out keep their defaults. */
+function readPayoutTerms(raw: string | undefined, problems: string[]): Record<PayoutMethod, PayoutTerms> {
+  const terms = { ...DEFAULT_PAYOUT_TERMS } as Record<PayoutMethod, PayoutTerms>;
+  if (raw === undefined) return terms;
+  const bad = () => problems.push(`PAYOUT_TERMS must be JSON like {"sbp": {"feePct": "1.00", "min": "100.00"}} with methods ${PAYOUT_METHODS.join(', ')}`);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    bad();
+    return terms;
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    bad();
+    return terms;
+  }
+  for (const [method, value] of Object.entries(parsed)) {
+    if (!(PAYOUT_METHODS as readonly string[]).includes(method) || typeof value !== 'object' || value === null) {
+      bad();
+      continue;
+    }
+    const v = value as { feePct?: unknown; min?: unknown };
+    try {
+      const feePct = v.feePct === undefined ? terms[method as PayoutMethod].feePct : parsePercent(v.feePct);
+      const min = v.min === undefined ? terms[method as PayoutMethod].min : parseMoney(v.min);
+      if (feePct >= 100 * 10_000 || min <= 0) throw new RangeError('out of range');
+      terms[method as PayoutMethod] = { feePct, min };
+    } catch {
+      bad();
+    }
+  }
+  return terms;
 }

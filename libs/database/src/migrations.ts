@@ -8,6 +8,10 @@ import { ledgerOpenHoldsMigration, ledgerReadModelMigration } from '../../read-m
 import { registryMigration } from '../../registry/src/schema';
 import { accessControlMigration } from '../../access/src/schema';
 import { invoicesReadModelMigration } from '../../read-models/src/invoices.projection';
+import { payoutAddressesMigration } from '../../registry/src/payout-addresses';
+import { payoutIdsMigration } from '../../payments/src/schema';
+import { refundsReadModelMigration } from '../../read-models/src/refunds.projection';
+import { payoutsReadModelMigration } from '../../read-models/src/payouts.projection';
 
 /** Every schema change of the gateway, in version order. Never edit an applied one: add a new one. */
 export const allMigrations: readonly Migration[] = [
@@ -21,4 +25,8 @@ export const allMigrations: readonly Migration[] = [
   invoicesReadModelMigration,
   ledgerOpenHoldsMigration,
   accessControlMigration,
+  payoutAddressesMigration,
+  payoutIdsMigration,
+  refundsReadModelMigration,
+  payoutsReadModelMigration,
 ];

@@ -1,21 +1,31 @@
 import { PostgresSnapshotStore } from '../../event-store/src';
 import { LedgerBook } from '../../ledger-store/src';
-import { InvoiceService } from '../../payments/src';
-import { Registry } from '../../registry/src';
+import { FixedUsdtRate, InvoiceService, PayoutService, RefundService } from '../../payments/src';
+import { PayoutAddresses, Registry } from '../../registry/src';
 import type { Infrastructure } from './infrastructure';
 
 /** The gateway's application services, built once per process over its infrastructure. */
 export interface GatewayServices {
   readonly registry: Registry;
+  readonly payoutAddresses: PayoutAddresses;
   readonly ledgers: LedgerBook;
   readonly invoices: InvoiceService;
+  readonly refunds: RefundService;
+  readonly payouts: PayoutService;
 }
 
 export function createServices(infra: Infrastructure): GatewayServices {
   const registry = new Registry(infra.pool);
+  const payoutAddresses = new PayoutAddresses(infra.pool);
+  const ledgers = new LedgerBook(infra.store, new PostgresSnapshotStore(infra.pool));
+  const invoices = new InvoiceService(infra.store, registry);
+  const { config } = infra;
   return {
     registry,
-    ledgers: new LedgerBook(infra.store, new PostgresSnapshotStore(infra.pool)),
-    invoices: new InvoiceService(infra.store, registry),
+    payoutAddresses,
+    ledgers,
+    invoices,
+    refunds: new RefundService(infra.store, ledgers, invoices, config.refundProcessingSeconds),
+    payouts: new PayoutService(infra.store, infra.pool, ledgers, payoutAddresses, config.payoutTerms, new FixedUsdtRate(config.usdtRubRate)),
   };
 }

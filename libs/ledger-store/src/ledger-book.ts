@@ -1,5 +1,5 @@
 import type { EventStore, SnapshotStore } from '../../event-store/src';
-import { handleCommand, loadState, StreamNotFoundError } from '../../event-store/src';
+import { END, handleCommand, loadState, StreamNotFoundError } from '../../event-store/src';
 import {
   causeOf,
   evolve,
@@ -12,6 +12,7 @@ import {
   ledgerEntryId,
   LedgerState,
   ledgerStreamName,
+  ReservationRefusal,
 } from '../../ledger/src';
 import type { Position } from '../../event-store/src';
 
@@ -30,7 +31,7 @@ export const LEDGER_SNAPSHOT_EVERY = 500;
 const OUT_OF_ORDER_WINDOW_MS = 3600_000;
 
 /** Bump when LedgerState changes shape. */
-export const LEDGER_STATE_VERSION = 2;
+export const LEDGER_STATE_VERSION = 3;
 
 /**
  * The merchants' ledgers, persisted in the event store: one stream per account and
@@ -58,6 +59,37 @@ export class LedgerBook {
     });
     if (!result.ok) throw result.failure;
     return { entry: result.events[0]?.data ?? null, state: result.state, position: result.position };
+  }
+
+  /**
+   * Reserves funds for a refund or payout, or records why not, once per reservation
+   * id: the first decision stands for every retry, whoever makes it (the API or a
+   * recovery worker), so a request refused for want of balance can never be reserved
+   * later behind the back of the flow that reported the refusal.
+   */
+  async reserve(
+    ledger: LedgerId,
+    request: Omit<Extract<LedgerRequest, { type: 'ReserveFunds' }>, 'recordRefusal'>,
+  ): Promise<{ readonly outcome: 'reserved' } | { readonly outcome: 'refused'; readonly refusal: ReservationRefusal }> {
+    const posted = await this.post(ledger, { ...request, recordRefusal: true });
+    const entry = posted.entry ?? (Object.hasOwn(posted.state.reservations, request.reservationId) ? null : await this.entryOf(ledger, causeOf({ ...request, entryId: '' })));
+    if (entry === null || entry.kind === 'funds_reserved') return { outcome: 'reserved' };
+    if (entry.kind === 'reservation_refused') return { outcome: 'refused', refusal: entry.refusal! };
+    throw new Error(`Entry ${entry.entryId} of cause reserve:${request.reservationId} is ${entry.kind}`);
+  }
+
+  /** The entry a cause posted, searched from the newest entry back. */
+  private async entryOf(ledger: LedgerId, cause: string): Promise<LedgerEvent['data']> {
+    const entryId = ledgerEntryId(ledger, cause);
+    let from: bigint | typeof END = END;
+    for (;;) {
+      const page = await this.store.readStream(ledgerStreamName(ledger), { direction: 'backwards', fromRevision: from, maxCount: 1000 });
+      const found = page.find((e) => (e.data as unknown as LedgerEvent['data']).entryId === entryId);
+      if (found) return found.data as unknown as LedgerEvent['data'];
+      const last = page[page.length - 1];
+      if (page.length < 1000 || !last || last.revision === 0n) throw new Error(`No entry of cause ${cause} in ${ledgerStreamName(ledger)}`);
+      from = last.revision - 1n;
+    }
   }
 
   /** The ledger's current state, from the log (snapshot plus the entries after it). */

@@ -14,6 +14,8 @@
  *   refund settled     reserved −amount        refunds_paid +amount
  *   payout settled     reserved −amount        payouts_sent +(amount − fee)   fees +fee
  *   reservation released  reserved −amount     available +amount
+ *   reservation refused   (no postings: the refusal of a request, recorded so that
+ *                          a retry of the same request gets the same answer)
  */
 import { Kopecks, MAX_MONEY_KOPECKS } from './money';
 
@@ -34,7 +36,26 @@ export interface Posting {
 
 export type ReservationPurpose = 'refund' | 'payout';
 
-export type EntryKind = 'payment_recorded' | 'hold_released' | 'funds_reserved' | 'reservation_settled' | 'reservation_released';
+export type EntryKind =
+  | 'payment_recorded'
+  | 'hold_released'
+  | 'funds_reserved'
+  | 'reservation_refused'
+  | 'reservation_settled'
+  | 'reservation_released';
+
+/** Why a reservation was refused. */
+export type ReservationRefusal = 'insufficient_balance' | 'too_many_pending' | 'duplicate_request';
+
+/** The payout rules a reservation for a payout is decided under (spec: Limits). */
+export interface PayoutReservationRules {
+  /** Amount and payout detail: a repeat of both within the window is a duplicate. */
+  readonly fingerprint: string;
+  /** null: not checked (the request carries an orderId, its own idempotency key). */
+  readonly duplicateWindowSeconds: number | null;
+  /** Unfinished payouts (open payout reservations) allowed at once. */
+  readonly maxUnfinished: number;
+}
 
 /** One journal entry: the only event of the ledger stream. */
 export interface LedgerEntryPostedData {
@@ -49,8 +70,12 @@ export interface LedgerEntryPostedData {
   readonly hold?: { readonly invoiceId: string; readonly amount: Kopecks; readonly releaseAt: string | null };
   /** hold_released: whose hold. */
   readonly invoiceId?: string;
-  /** funds_reserved / reservation_settled / reservation_released. */
+  /** funds_reserved / reservation_refused / reservation_settled / reservation_released. */
   readonly reservation?: { readonly id: string; readonly purpose: ReservationPurpose; readonly amount: Kopecks };
+  /** reservation_refused: why. */
+  readonly refusal?: ReservationRefusal;
+  /** funds_reserved for a payout: its fingerprint, for the duplicate window. */
+  readonly payoutFingerprint?: string;
 }
 
 export type LedgerEvent = { readonly type: 'LedgerEntryPosted'; readonly data: LedgerEntryPostedData };
@@ -63,6 +88,13 @@ export interface OpenReservation {
   readonly purpose: ReservationPurpose;
   readonly amount: Kopecks;
 }
+/** A payout reserved recently (within the duplicate window of the latest entry). */
+export interface RecentPayout {
+  readonly fingerprint: string;
+  readonly at: string;
+}
+/** How long recent payouts are remembered: the longest duplicate window. */
+export const RECENT_PAYOUT_WINDOW_MS = 60_000;
 
 /**
  * Everything a decision needs, and nothing that grows with history: balances, the
@@ -78,6 +110,7 @@ export interface LedgerState {
    * chunks of CAUSE_CHUNK so that remembering one copies a small chunk, not the window.
    */
   readonly recentCauses: readonly (readonly string[])[];
+  readonly recentPayouts: readonly RecentPayout[];
   readonly entries: number;
 }
 
@@ -104,6 +137,7 @@ export const initialLedgerState = (): LedgerState => ({
   holds: {},
   reservations: {},
   recentCauses: [],
+  recentPayouts: [],
   entries: 0,
 });
 
@@ -134,6 +168,13 @@ export type LedgerCommand =
       readonly reservationId: string;
       readonly purpose: ReservationPurpose;
       readonly amount: Kopecks;
+      /** Payouts: the limits on unfinished and duplicate payouts. */
+      readonly payout?: PayoutReservationRules;
+      /**
+       * Record a refusal as an entry without postings instead of answering an error:
+       * the request's first decision then stands for every retry, whoever makes it.
+       */
+      readonly recordRefusal?: boolean;
     })
   | (CommandBase & {
       readonly type: 'SettleReservation';
@@ -150,6 +191,8 @@ export type LedgerErrorCode =
   | 'hold_not_due'
   | 'reservation_not_found'
   | 'duplicate_reservation'
+  | 'too_many_pending'
+  | 'duplicate_request'
   | 'invalid_time';
 
 export class LedgerError extends Error {
@@ -235,8 +278,11 @@ export function decide(command: LedgerCommand, state: LedgerState): LedgerEvent[
       if (lookup(state.reservations, command.reservationId)) {
         return new LedgerError('duplicate_reservation', `Резерв ${command.reservationId} уже открыт`);
       }
-      if (state.balances.available < command.amount) {
-        return new LedgerError('insufficient_balance', 'Недостаточно средств на доступном балансе');
+      const reservation = { id: command.reservationId, purpose: command.purpose, amount: command.amount };
+      const refusal = reservationRefusal(command, state);
+      if (refusal) {
+        if (command.recordRefusal) return entry('reservation_refused', [], { reservation, refusal: refusal.code });
+        return new LedgerError(refusal.code, refusal.message);
       }
       return entry(
         'funds_reserved',
@@ -244,7 +290,7 @@ export function decide(command: LedgerCommand, state: LedgerState): LedgerEvent[
           { account: 'available', amount: -command.amount },
           { account: 'reserved', amount: command.amount },
         ],
-        { reservation: { id: command.reservationId, purpose: command.purpose, amount: command.amount } },
+        { reservation, payoutFingerprint: command.payout?.fingerprint },
       );
     }
     case 'SettleReservation': {
@@ -275,6 +321,41 @@ export function decide(command: LedgerCommand, state: LedgerState): LedgerEvent[
       );
     }
   }
+}
+
+type ReserveFunds = Extract<LedgerCommand, { type: 'ReserveFunds' }>;
+
+/** Why the reservation may not be made, or null. The payout limits come before the balance. */
+function reservationRefusal(command: ReserveFunds, state: LedgerState): { code: ReservationRefusal; message: string } | null {
+  const rules = command.payout;
+  if (rules) {
+    const unfinished = Object.values(state.reservations).filter((r) => r.purpose === 'payout').length;
+    if (unfinished >= rules.maxUnfinished) {
+      return { code: 'too_many_pending', message: `Уже ${unfinished} незавершённых заявки на выплату: не больше ${rules.maxUnfinished}` };
+    }
+    if (rules.duplicateWindowSeconds !== null) {
+      const at = Date.parse(command.at);
+      const windowMs = rules.duplicateWindowSeconds * 1000;
+      if (state.recentPayouts.some((p) => p.fingerprint === rules.fingerprint && at - Date.parse(p.at) < windowMs)) {
+        return {
+          code: 'duplicate_request',
+          message: 'Такая же выплата (сумма и реквизит) создана меньше минуты назад: укажите orderId, если это новая заявка',
+        };
+      }
+    }
+  }
+  if (state.balances.available < command.amount) {
+    return { code: 'insufficient_balance', message: 'Недостаточно средств на доступном балансе' };
+  }
+  return null;
+}
+
+/** The payouts to remember after `e`: those within the window of its time, plus its own. */
+function rememberPayout(recent: readonly RecentPayout[], e: LedgerEntryPostedData): readonly RecentPayout[] {
+  const at = Date.parse(e.occurredAt);
+  const kept = recent.filter((p) => at - Date.parse(p.at) < RECENT_PAYOUT_WINDOW_MS);
+  if (e.kind === 'funds_reserved' && e.payoutFingerprint !== undefined) kept.push({ fingerprint: e.payoutFingerprint, at: e.occurredAt });
+  return kept.length === recent.length && kept.every((p, i) => p === recent[i]) ? recent : kept;
 }
 
 export function evolve(state: LedgerState, event: LedgerEvent): LedgerState {
@@ -308,7 +389,14 @@ export function evolve(state: LedgerState, event: LedgerEvent): LedgerState {
       break;
   }
 
-  return { balances, holds, reservations, recentCauses: rememberCause(state.recentCauses, e.cause), entries: state.entries + 1 };
+  return {
+    balances,
+    holds,
+    reservations,
+    recentCauses: rememberCause(state.recentCauses, e.cause),
+    recentPayouts: rememberPayout(state.recentPayouts, e),
+    entries: state.entries + 1,
+  };
 }
 
 // ---------------------------------------------------------------------------------
@@ -363,6 +451,7 @@ export function foldLedger(events: readonly LedgerEvent[], from: LedgerState = i
   const holds: Record<string, OpenHold> = { ...from.holds };
   const reservations: Record<string, OpenReservation> = { ...from.reservations };
   let recentCauses = from.recentCauses;
+  let recentPayouts = from.recentPayouts;
   for (const { data: e } of events) {
     for (const p of e.postings) balances[p.account] = balances[p.account] + p.amount;
     if (e.kind === 'payment_recorded' && e.hold) setOwn(holds, e.hold.invoiceId, { amount: e.hold.amount, releaseAt: e.hold.releaseAt });
@@ -373,6 +462,7 @@ export function foldLedger(events: readonly LedgerEvent[], from: LedgerState = i
       delete reservations[e.reservation.id];
     }
     recentCauses = rememberCause(recentCauses, e.cause);
+    if (recentPayouts.length > 0 || e.payoutFingerprint !== undefined) recentPayouts = rememberPayout(recentPayouts, e);
   }
-  return { balances, holds, reservations, recentCauses, entries: from.entries + events.length };
+  return { balances, holds, reservations, recentCauses, recentPayouts, entries: from.entries + events.length };
 }

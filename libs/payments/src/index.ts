@@ -1,3 +1,5 @@
 export * from './invoice-id';
 export * from './invoice-view';
 export * from './invoice-service';
+export * from './refund-service';
+export * from './payout-service';

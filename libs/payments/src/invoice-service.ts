@@ -32,7 +32,7 @@ export class PaymentsError extends Error {
   }
 }
 
-const fromInvoiceError = (e: InvoiceError): PaymentsError => {
+export const fromInvoiceError = (e: InvoiceError): PaymentsError => {
   switch (e.code) {
     case 'invoice_not_found':
       return new PaymentsError(404, 'invoice_not_found', e.message);
@@ -42,6 +42,8 @@ const fromInvoiceError = (e: InvoiceError): PaymentsError => {
       return new PaymentsError(422, 'method_unavailable', e.message, e.param);
     case 'validation':
       return new PaymentsError(400, 'validation', e.message, e.param);
+    case 'refund_exceeds_amount':
+      return new PaymentsError(422, 'refund_exceeds_amount', e.message, e.param);
   }
 };
 
@@ -134,6 +136,11 @@ export class InvoiceService {
       holdHours: project?.holdHours ?? 24,
       reason: outcome === 'failed' ? 'declined by the acquirer' : undefined,
     });
+  }
+
+  /** A refund's outcome on its invoice: refunded (status, refundedAmount) or returned to the remainder. Idempotent. */
+  async resolveRefund(invoiceId: string, refundId: string, outcome: 'succeeded' | 'failed', at: string): Promise<Invoice> {
+    return this.run(invoiceId, { type: 'ResolveRefund', refundId, outcome, at });
   }
 
   async expire(invoiceId: string, now: Date): Promise<Invoice> {

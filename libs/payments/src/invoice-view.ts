@@ -49,7 +49,7 @@ export type InvoiceCreatedView = Pick<
 
 export const paymentPageUrl = (publicUrl: string, invoiceId: string) => `${publicUrl}/pay/${invoiceId}`;
 
-export function invoiceView(invoice: Invoice, publicUrl: string, refundedAmount = 0): InvoiceView {
+export function invoiceView(invoice: Invoice, publicUrl: string): InvoiceView {
   const created = invoice.created!;
   const amounts = invoice.amounts!;
   const methodKnown = invoice.method !== null;
@@ -67,7 +67,8 @@ export function invoiceView(invoice: Invoice, publicUrl: string, refundedAmount 
     customerFeeAmount: formatMoney(amounts.customerFeeAmount),
     payableAmount: formatMoney(amounts.payableAmount),
     netAmount: formatMoney(amounts.netAmount),
-    refundedAmount: formatMoney(refundedAmount),
+    // Rows of the list written before refunds existed have no such field: nothing refunded.
+    refundedAmount: formatMoney(invoice.refundedAmount ?? 0),
     currency: 'RUB',
     method: invoice.method,
     feePayer: amounts.customerFeePct === 0 ? 'merchant' : 'customer',

@@ -62,7 +62,8 @@ export const invoicesProjection = {
       const current = row.rows[0];
       // Applied already (a replayed batch): nothing changes.
       if (!current || BigInt(current.last_revision) >= recorded.revision) continue;
-      const state = evolveInvoice(current.state, event);
+      // Rows written before the invoice state grew a field read it as its initial value.
+      const state = evolveInvoice({ ...initialInvoice(), ...current.state }, event);
       await tx.query(
         `UPDATE invoices SET status = $2, method = $3, paid_at = $4, state = $5, last_revision = $6 WHERE id = $1`,
         [event.data.invoiceId, state.status, state.method, state.paidAt, state, revision],

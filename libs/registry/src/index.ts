@@ -1,2 +1,3 @@
 export * from './registry';
 export * from './schema';
+export * from './payout-addresses';

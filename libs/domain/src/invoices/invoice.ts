@@ -5,6 +5,11 @@
  * Lifecycle: created → pending (a method was chosen) → paid or failed; created or
  * pending → expired once expiresAt has passed. failed and expired are final; paid
  * goes on to partially_refunded and refunded as refunds succeed.
+ *
+ * Refunds: the invoice decides how much may still be refunded (its amount less what
+ * was refunded and what refunds still pending hold), so two refunds can never exceed
+ * it. A request stays pending on the invoice until its refund succeeds (refunded),
+ * fails, or is refused for want of balance (returned to the remainder).
  */
 import type { Kopecks, PercentRate } from '../../../ledger/src/money';
 import type { MethodCode } from '../methods';
@@ -67,7 +72,43 @@ export type InvoiceEvent =
       };
     }
   | { readonly type: 'InvoiceFailed'; readonly data: { readonly invoiceId: string; readonly at: string; readonly reason: string } }
-  | { readonly type: 'InvoiceExpired'; readonly data: { readonly invoiceId: string; readonly at: string } };
+  | { readonly type: 'InvoiceExpired'; readonly data: { readonly invoiceId: string; readonly at: string } }
+  | {
+      readonly type: 'InvoiceRefundRequested';
+      readonly data: {
+        readonly invoiceId: string;
+        readonly refundId: string;
+        readonly projectId: string;
+        readonly accountId: string;
+        readonly mode: Mode;
+        readonly amount: Kopecks;
+        readonly at: string;
+      };
+    }
+  | {
+      readonly type: 'InvoiceRefunded';
+      readonly data: {
+        readonly invoiceId: string;
+        readonly refundId: string;
+        readonly amount: Kopecks;
+        /** Refunded in all, this refund included. */
+        readonly refundedAmount: Kopecks;
+        readonly at: string;
+      };
+    }
+  | {
+      readonly type: 'InvoiceRefundReleased';
+      readonly data: {
+        readonly invoiceId: string;
+        readonly refundId: string;
+        readonly amount: Kopecks;
+        /** failed: the bank refused the refund; refused: the merchant's balance was short. */
+        readonly reason: 'failed' | 'refused';
+        readonly at: string;
+      };
+    };
+
+export type RefundOnInvoice = 'requested' | 'succeeded' | 'failed' | 'refused';
 
 export interface Invoice {
   readonly exists: boolean;
@@ -78,6 +119,12 @@ export interface Invoice {
   readonly paidAt: string | null;
   readonly availableAt: string | null;
   readonly finishedAt: string | null;
+  /** Refunded in all (succeeded refunds). */
+  readonly refundedAmount: Kopecks;
+  /** Held by refunds still pending. */
+  readonly refundPendingAmount: Kopecks;
+  /** Every refund asked for, by id: its amount and where it stands. */
+  readonly refunds: Readonly<Record<string, { readonly amount: Kopecks; readonly status: RefundOnInvoice }>>;
 }
 
 export const initialInvoice = (): Invoice => ({
@@ -89,6 +136,9 @@ export const initialInvoice = (): Invoice => ({
   paidAt: null,
   availableAt: null,
   finishedAt: null,
+  refundedAmount: 0,
+  refundPendingAmount: 0,
+  refunds: {},
 });
 
 export type InvoiceCommand =
@@ -104,9 +154,12 @@ export type InvoiceCommand =
       readonly holdHours: number;
       readonly reason?: string;
     }
-  | { readonly type: 'ExpireInvoice'; readonly at: string };
+  | { readonly type: 'ExpireInvoice'; readonly at: string }
+  /** amount null: the whole remainder. */
+  | { readonly type: 'RequestRefund'; readonly refundId: string; readonly amount: Kopecks | null; readonly at: string }
+  | { readonly type: 'ResolveRefund'; readonly refundId: string; readonly outcome: 'succeeded' | 'failed' | 'refused'; readonly at: string };
 
-export type InvoiceErrorCode = 'invoice_not_found' | 'conflict' | 'method_unavailable' | 'validation';
+export type InvoiceErrorCode = 'invoice_not_found' | 'conflict' | 'method_unavailable' | 'validation' | 'refund_exceeds_amount';
 
 export class InvoiceError extends Error {
   constructor(
@@ -188,8 +241,41 @@ export function decideInvoice(command: InvoiceCommand, s: Invoice): InvoiceEvent
       if (!isOpen(s) || !hasExpired(s, command.at)) return [];
       return [{ type: 'InvoiceExpired', data: { invoiceId, at: command.at } }];
     }
+    case 'RequestRefund': {
+      // The same request again (a retry, or recovery finishing it): already decided.
+      if (Object.hasOwn(s.refunds, command.refundId)) return [];
+      if (s.status !== 'paid' && s.status !== 'partially_refunded') {
+        return new InvoiceError('conflict', `Счёт в статусе ${s.status}: вернуть можно только оплаченный (paid или partially_refunded)`);
+      }
+      const remainder = refundableRemainder(s);
+      const amount = command.amount ?? remainder;
+      if (amount <= 0 || amount > remainder) {
+        return new InvoiceError(
+          'refund_exceeds_amount',
+          remainder === 0
+            ? 'Возвращать нечего: вся сумма счёта уже возвращена или ждёт возврата'
+            : `Сумма возврата больше невозвращённого остатка счёта (${remainder} коп., с учётом возвратов в обработке)`,
+          command.amount === null ? undefined : 'amount',
+        );
+      }
+      const { projectId, accountId, mode } = created;
+      return [{ type: 'InvoiceRefundRequested', data: { invoiceId, refundId: command.refundId, projectId, accountId, mode, amount, at: command.at } }];
+    }
+    case 'ResolveRefund': {
+      const refund = Object.hasOwn(s.refunds, command.refundId) ? s.refunds[command.refundId]! : null;
+      if (!refund) return new InvoiceError('conflict', `Возврат ${command.refundId} по этому счёту не запрашивался`);
+      if (refund.status !== 'requested') return [];
+      const base = { invoiceId, refundId: command.refundId, amount: refund.amount, at: command.at };
+      if (command.outcome === 'succeeded') {
+        return [{ type: 'InvoiceRefunded', data: { ...base, refundedAmount: s.refundedAmount + refund.amount } }];
+      }
+      return [{ type: 'InvoiceRefundReleased', data: { ...base, reason: command.outcome } }];
+    }
   }
 }
+
+/** What may still be refunded: the amount less what was refunded and what pending refunds hold. */
+export const refundableRemainder = (s: Invoice): Kopecks => s.created!.amount - s.refundedAmount - s.refundPendingAmount;
 
 export function evolveInvoice(s: Invoice, event: InvoiceEvent): Invoice {
   switch (event.type) {
@@ -203,6 +289,28 @@ export function evolveInvoice(s: Invoice, event: InvoiceEvent): Invoice {
       return { ...s, status: 'failed', finishedAt: event.data.at };
     case 'InvoiceExpired':
       return { ...s, status: 'expired', finishedAt: event.data.at };
+    case 'InvoiceRefundRequested': {
+      const { refundId, amount } = event.data;
+      return { ...s, refundPendingAmount: s.refundPendingAmount + amount, refunds: { ...s.refunds, [refundId]: { amount, status: 'requested' } } };
+    }
+    case 'InvoiceRefunded': {
+      const { refundId, amount, refundedAmount } = event.data;
+      return {
+        ...s,
+        status: refundedAmount >= s.created!.amount ? 'refunded' : 'partially_refunded',
+        refundedAmount,
+        refundPendingAmount: s.refundPendingAmount - amount,
+        refunds: { ...s.refunds, [refundId]: { amount, status: 'succeeded' } },
+      };
+    }
+    case 'InvoiceRefundReleased': {
+      const { refundId, amount, reason } = event.data;
+      return {
+        ...s,
+        refundPendingAmount: s.refundPendingAmount - amount,
+        refunds: { ...s.refunds, [refundId]: { amount, status: reason } },
+      };
+    }
   }
 }
 

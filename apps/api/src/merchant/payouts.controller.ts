@@ -1,0 +1,125 @@
+import { Body, Controller, Get, Inject, Param, Post, Query, Res, UseGuards } from '@nestjs/common';
+import type { FastifyReply } from 'fastify';
+import type { Pool } from 'pg';
+import type { AccessControl } from '../../../../libs/access/src';
+import type { Clock } from '../../../../libs/clock/src';
+import { maskPayoutAccount, Payout, PAYOUT_METHODS, PAYOUT_STATUSES } from '../../../../libs/domain/src';
+import type { PayoutService } from '../../../../libs/payments/src';
+import { payoutView } from '../../../../libs/payments/src';
+import type { MerchantIdentity, PayoutAddresses } from '../../../../libs/registry/src';
+import { ApiError } from '../errors/api-error';
+import { encodeCursor, readCursor } from '../http/cursor';
+import { RawBody } from '../http/raw-body';
+import { Fields, queryFields, queryInteger } from '../http/validation';
+import { ACCESS_CONTROL, CLOCK_TOKEN, DATABASE_POOL, PAYOUT_ADDRESSES, PAYOUT_SERVICE } from '../tokens';
+import { Merchant, MerchantAuthGuard, rateLimited } from './merchant-auth.guard';
+
+/** A payout id in a path: a positive integer in its plain spelling, or nothing. */
+export const payoutIdOf = (raw: string): number | null => (/^[1-9]\d{0,15}$/.test(raw) && Number.isSafeInteger(Number(raw)) ? Number(raw) : null);
+
+const notFound = () => ApiError.notFound('not_found', 'Выплата не найдена');
+
+@Controller('v1')
+@UseGuards(MerchantAuthGuard)
+export class PayoutsController {
+  constructor(
+    @Inject(PAYOUT_SERVICE) private readonly payouts: PayoutService,
+    @Inject(PAYOUT_ADDRESSES) private readonly addresses: PayoutAddresses,
+    @Inject(DATABASE_POOL) private readonly pool: Pool,
+    @Inject(CLOCK_TOKEN) private readonly clock: Clock,
+    @Inject(ACCESS_CONTROL) private readonly access: AccessControl,
+  ) {}
+
+  /** The account's confirmed payout details, account masked. */
+  @Get('payout-addresses')
+  async listAddresses(@Merchant() merchant: MerchantIdentity) {
+    const confirmed = await this.addresses.confirmedOf(merchant.project.accountId);
+    return {
+      items: confirmed.map((a) => ({
+        id: a.id,
+        method: a.method,
+        label: a.label,
+        account: maskPayoutAccount(a.method, a.account),
+        bank: a.bank,
+        status: 'confirmed' as const,
+        confirmedAt: a.confirmedAt?.toISOString() ?? null,
+        createdAt: a.createdAt.toISOString(),
+      })),
+    };
+  }
+
+  @Post('payouts')
+  async create(
+    @Merchant() merchant: MerchantIdentity,
+    @Body() body: unknown,
+    @RawBody() rawBody: Buffer | undefined,
+    @Res() reply: FastifyReply,
+  ) {
+    if (merchant.mode !== 'live') throw new ApiError(403, 'test_mode', 'Выплаты создаются только боевым ключом (sk_live_)');
+    const f = Fields.ofBody(body, rawBody);
+    const amount = f.money('amount', { required: true });
+    const addressId = f.integer('addressId', { min: 1, max: Number.MAX_SAFE_INTEGER });
+    const method = f.enumOf('method', PAYOUT_METHODS);
+    const account = f.string('account', { min: 1, max: 128 });
+    const orderId = f.string('orderId', { min: 1, max: 128 });
+    const comment = f.string('comment', { max: 500, nullable: true });
+    if (addressId === undefined && !f.has('addressId')) {
+      if (method === undefined && account === undefined && !f.has('method') && !f.has('account')) {
+        f.fail('addressId', 'required', 'укажите addressId или пару method и account');
+      } else {
+        if (!f.has('method')) f.fail('method', 'required', 'обязательно вместе с account');
+        if (!f.has('account')) f.fail('account', 'required', 'обязательно вместе с method');
+      }
+    } else if (f.has('method') !== f.has('account')) {
+      f.fail(f.has('method') ? 'account' : 'method', 'required', 'method и account указываются вместе');
+    }
+    f.done();
+    const { created, payout } = await this.payouts.create(
+      merchant.project.accountId,
+      merchant.project.id,
+      { amount: amount!, addressId, method, account, orderId: orderId ?? null, comment: comment ?? null },
+      this.clock.now(),
+    );
+    return reply.status(created ? 201 : 200).send(payoutView(payout));
+  }
+
+  /** The account's payouts, newest first; with orderId, the one payout (not a list) or 404 not_found. */
+  @Get('payouts')
+  async list(@Merchant() merchant: MerchantIdentity, @Query() query: unknown) {
+    const f = queryFields(query);
+    const orderId = f.string('orderId', { max: 128 });
+    const status = f.enumOf('status', PAYOUT_STATUSES);
+    const limit = queryInteger(f, 'limit', { min: 1, max: 100, fallback: 20 });
+    const before = readCursor(f, 'cursor', (c) => (typeof c.seq === 'number' ? c.seq : null)) ?? null;
+    f.done();
+    // Payouts are made with live keys only: a test key has none.
+    const live = merchant.mode === 'live';
+    if (orderId !== undefined) {
+      if (!live) throw notFound();
+      return payoutView(await this.payouts.byOrderId(merchant.project.accountId, orderId));
+    }
+    if (!live) return { items: [], nextCursor: null, hasMore: false };
+    const params: unknown[] = [merchant.project.accountId, status !== undefined ? [status] : PAYOUT_STATUSES, before ?? '9223372036854775807', limit + 1];
+    const rows = await this.pool.query<{ seq: string; state: Payout }>(
+      `SELECT seq, state FROM payouts WHERE account_id = $1 AND status = ANY($2) AND seq < $3 ORDER BY seq DESC LIMIT $4`,
+      params,
+    );
+    const page = rows.rows.slice(0, limit);
+    const hasMore = rows.rows.length > limit;
+    return {
+      items: page.map((r) => payoutView(r.state)),
+      nextCursor: hasMore ? encodeCursor({ seq: Number(page[page.length - 1]!.seq) }) : null,
+      hasMore,
+    };
+  }
+
+  /** One payout, from its own stream; polled at most once per 3 seconds. */
+  @Get('payouts/:id')
+  async get(@Merchant() merchant: MerchantIdentity, @Param('id') id: string) {
+    const payoutId = payoutIdOf(id);
+    const refusal = await this.access.admitPoll(merchant.keyId, `payout:${payoutId ?? id}`, this.clock.now());
+    if (refusal) throw rateLimited(refusal.retryAfterSeconds, 'Одну выплату можно запрашивать не чаще раза в 3 секунды: ждите вебхук');
+    if (payoutId === null || merchant.mode !== 'live') throw notFound();
+    return payoutView(await this.payouts.getFor(merchant.project.accountId, payoutId));
+  }
+}

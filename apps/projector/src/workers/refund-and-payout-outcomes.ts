@@ -1,0 +1,62 @@
+import type { RecordedEvent } from '../../../../libs/event-store/src';
+import { PAYOUT_CATEGORY, PayoutEvent, payoutReservationId, REFUND_CATEGORY, RefundEvent } from '../../../../libs/domain/src';
+import type { LedgerBook } from '../../../../libs/ledger-store/src';
+import type { InvoiceService } from '../../../../libs/payments/src';
+import type { Projection } from '../../../../libs/projections/src';
+
+/**
+ * Process manager: a refund's outcome moves its reserved money (succeeded: out to
+ * refunds_paid; failed: back to available) and settles it on the invoice (refunded
+ * amount and status, or the amount back in the remainder). It follows the log from
+ * its own checkpoint, and each step decides once per refund (ledger causes
+ * `settle:`/`release:`, the invoice's record of the refund), so a crash, restart or
+ * replay neither misses nor doubles one.
+ */
+export function refundOutcomes(ledgers: LedgerBook, invoices: InvoiceService): Projection {
+  return {
+    name: 'refund_outcomes',
+    tables: [],
+    filter: { streamNamePrefixes: [`${REFUND_CATEGORY}-`], eventTypePrefixes: ['RefundSucceeded', 'RefundFailed'] },
+    async apply(_tx, events: readonly RecordedEvent[]) {
+      for (const recorded of events) {
+        const event = { type: recorded.type, data: recorded.data } as unknown as RefundEvent;
+        if (event.type !== 'RefundSucceeded' && event.type !== 'RefundFailed') continue;
+        const d = event.data;
+        const ledger = { accountId: d.accountId, mode: d.mode };
+        const succeeded = event.type === 'RefundSucceeded';
+        await ledgers.post(
+          ledger,
+          succeeded
+            ? { type: 'SettleReservation', reservationId: d.refundId, at: d.at }
+            : { type: 'ReleaseReservation', reservationId: d.refundId, at: d.at },
+        );
+        await invoices.resolveRefund(d.invoiceId, d.refundId, succeeded ? 'succeeded' : 'failed', d.at);
+      }
+    },
+  };
+}
+
+/**
+ * Process manager: a finished payout settles its reservation (paid: the net amount
+ * to payouts_sent and the fee to fees) or returns it to available (rejected,
+ * cancelled). Once per payout, by the ledger's causes.
+ */
+export function payoutOutcomes(ledgers: LedgerBook): Projection {
+  return {
+    name: 'payout_outcomes',
+    tables: [],
+    filter: { streamNamePrefixes: [`${PAYOUT_CATEGORY}-`], eventTypePrefixes: ['PayoutPaid', 'PayoutRejected', 'PayoutCancelled'] },
+    async apply(_tx, events: readonly RecordedEvent[]) {
+      for (const recorded of events) {
+        const event = { type: recorded.type, data: recorded.data } as unknown as PayoutEvent;
+        const ledger = { accountId: event.data.accountId, mode: 'live' as const };
+        const reservationId = payoutReservationId(event.data.payoutId);
+        if (event.type === 'PayoutPaid') {
+          await ledgers.post(ledger, { type: 'SettleReservation', reservationId, feeAmount: event.data.feeAmount, at: event.data.at });
+        } else if (event.type === 'PayoutRejected' || event.type === 'PayoutCancelled') {
+          await ledgers.post(ledger, { type: 'ReleaseReservation', reservationId, at: event.data.at });
+        }
+      }
+    },
+  };
+}

@@ -1,0 +1,179 @@
+/**
+ * A payout: the merchant's withdrawal of available balance to a confirmed payout
+ * detail. Pure decisions over its events.
+ *
+ * requested → pending once the ledger reserved the amount (or → refused, never
+ * shown, when it refused: balance, unfinished or duplicate payouts). Then
+ * pending → approved → processing → paid; pending, approved or processing →
+ * rejected; pending → cancelled. paid, rejected and cancelled are final: paid settles
+ * the reservation, rejected and cancelled return it to available.
+ */
+import type { Kopecks } from '../../../ledger/src/money';
+import type { PayoutMethod } from './payout-terms';
+
+export const PAYOUT_STATUSES = ['pending', 'approved', 'processing', 'paid', 'rejected', 'cancelled'] as const;
+export type PayoutStatus = (typeof PAYOUT_STATUSES)[number];
+/** The statuses a payout has on its way; only PAYOUT_STATUSES are ever shown. */
+export type PayoutLifecycle = 'requested' | 'refused' | PayoutStatus;
+
+/** "In processing" for the limit of three: the payout's money is still reserved. */
+export const UNFINISHED_PAYOUT_STATUSES: readonly PayoutStatus[] = ['pending', 'approved', 'processing'];
+
+export type PayoutRefusal = 'insufficient_balance' | 'too_many_pending' | 'duplicate_request';
+
+export interface PayoutRequestedData {
+  readonly [key: string]: unknown;
+  readonly payoutId: number;
+  readonly accountId: string;
+  readonly projectId: string;
+  readonly method: PayoutMethod;
+  readonly addressId: number;
+  /** The full detail, canonical; shown masked. */
+  readonly account: string;
+  readonly bank: string | null;
+  readonly orderId: string | null;
+  readonly comment: string | null;
+  readonly amount: Kopecks;
+  readonly feeAmount: Kopecks;
+  readonly netAmount: Kopecks;
+  readonly usdtAmount: string | null;
+  /** Kopecks per 1 USDT at creation. */
+  readonly usdtRate: Kopecks | null;
+  readonly source: 'api' | 'manual' | 'auto';
+  readonly createdAt: string;
+}
+
+/** Every event after the request names the ledger it moves, so the flows that follow read no other stream. */
+interface PayoutRef {
+  readonly [key: string]: unknown;
+  readonly payoutId: number;
+  readonly accountId: string;
+  readonly at: string;
+}
+
+export type PayoutEvent =
+  | { readonly type: 'PayoutRequested'; readonly data: PayoutRequestedData }
+  | { readonly type: 'PayoutReserved'; readonly data: PayoutRef }
+  | { readonly type: 'PayoutRefused'; readonly data: PayoutRef & { readonly refusal: PayoutRefusal } }
+  | { readonly type: 'PayoutApproved'; readonly data: PayoutRef }
+  | { readonly type: 'PayoutProcessingStarted'; readonly data: PayoutRef }
+  | { readonly type: 'PayoutPaid'; readonly data: PayoutRef & { readonly externalId: string | null; readonly feeAmount: Kopecks } }
+  | { readonly type: 'PayoutRejected'; readonly data: PayoutRef & { readonly reason: string } }
+  | { readonly type: 'PayoutCancelled'; readonly data: PayoutRef & { readonly reason: string } };
+
+export interface Payout {
+  readonly requested: PayoutRequestedData | null;
+  readonly status: PayoutLifecycle;
+  readonly refusal: PayoutRefusal | null;
+  readonly statusReason: string | null;
+  readonly externalId: string | null;
+  readonly processedAt: string | null;
+}
+
+export const initialPayout = (): Payout => ({
+  requested: null,
+  status: 'requested',
+  refusal: null,
+  statusReason: null,
+  externalId: null,
+  processedAt: null,
+});
+
+export type PayoutTransition = 'approve' | 'process' | 'pay' | 'reject' | 'cancel';
+
+export type PayoutCommand =
+  | { readonly type: 'RequestPayout'; readonly data: PayoutRequestedData }
+  | { readonly type: 'RecordReservation'; readonly outcome: 'reserved' | PayoutRefusal; readonly at: string }
+  | { readonly type: 'ApprovePayout'; readonly at: string }
+  | { readonly type: 'StartProcessing'; readonly at: string }
+  | { readonly type: 'PayPayout'; readonly at: string; readonly externalId: string | null }
+  | { readonly type: 'RejectPayout'; readonly at: string; readonly reason: string }
+  | { readonly type: 'CancelPayout'; readonly at: string; readonly reason: string };
+
+export class PayoutError extends Error {
+  constructor(
+    readonly code: 'not_found' | 'conflict',
+    message: string,
+  ) {
+    super(message);
+    this.name = 'PayoutError';
+  }
+}
+
+/** From which statuses each operator transition is legal. */
+export const PAYOUT_TRANSITIONS: Readonly<Record<PayoutTransition, readonly PayoutStatus[]>> = {
+  approve: ['pending'],
+  process: ['approved'],
+  pay: ['processing'],
+  reject: ['pending', 'approved', 'processing'],
+  cancel: ['pending'],
+};
+
+const TRANSITION_OF: Partial<Record<PayoutCommand['type'], PayoutTransition>> = {
+  ApprovePayout: 'approve',
+  StartProcessing: 'process',
+  PayPayout: 'pay',
+  RejectPayout: 'reject',
+  CancelPayout: 'cancel',
+};
+
+/** Visible to the merchant and the operator: reserved at least once. */
+export const isShownPayout = (s: Payout): boolean => s.requested !== null && s.status !== 'requested' && s.status !== 'refused';
+
+export function decidePayout(command: PayoutCommand, s: Payout): PayoutEvent[] | PayoutError {
+  if (command.type === 'RequestPayout') return s.requested ? [] : [{ type: 'PayoutRequested', data: command.data }];
+  if (!s.requested) return new PayoutError('not_found', 'Выплата не найдена');
+  const ref = { payoutId: s.requested.payoutId, accountId: s.requested.accountId, at: command.at };
+  if (command.type === 'RecordReservation') {
+    // The ledger decided once; whoever records it first, the answer is the same.
+    if (s.status !== 'requested') return [];
+    return command.outcome === 'reserved'
+      ? [{ type: 'PayoutReserved', data: ref }]
+      : [{ type: 'PayoutRefused', data: { ...ref, refusal: command.outcome } }];
+  }
+  if (!isShownPayout(s)) return new PayoutError('not_found', 'Выплата не найдена');
+  const transition = TRANSITION_OF[command.type]!;
+  if (!(PAYOUT_TRANSITIONS[transition] as readonly string[]).includes(s.status)) {
+    return new PayoutError('conflict', `Выплата в статусе ${s.status}: переход ${transition} невозможен`);
+  }
+  switch (command.type) {
+    case 'ApprovePayout':
+      return [{ type: 'PayoutApproved', data: ref }];
+    case 'StartProcessing':
+      return [{ type: 'PayoutProcessingStarted', data: ref }];
+    case 'PayPayout':
+      return [{ type: 'PayoutPaid', data: { ...ref, externalId: command.externalId, feeAmount: s.requested.feeAmount } }];
+    case 'RejectPayout':
+      return [{ type: 'PayoutRejected', data: { ...ref, reason: command.reason } }];
+    case 'CancelPayout':
+      return [{ type: 'PayoutCancelled', data: { ...ref, reason: command.reason } }];
+  }
+}
+
+export function evolvePayout(s: Payout, event: PayoutEvent): Payout {
+  switch (event.type) {
+    case 'PayoutRequested':
+      return { ...s, requested: event.data, status: 'requested' };
+    case 'PayoutReserved':
+      return { ...s, status: 'pending' };
+    case 'PayoutRefused':
+      return { ...s, status: 'refused', refusal: event.data.refusal };
+    case 'PayoutApproved':
+      return { ...s, status: 'approved' };
+    case 'PayoutProcessingStarted':
+      return { ...s, status: 'processing' };
+    case 'PayoutPaid':
+      return { ...s, status: 'paid', externalId: event.data.externalId, processedAt: event.data.at };
+    case 'PayoutRejected':
+      return { ...s, status: 'rejected', statusReason: event.data.reason, processedAt: event.data.at };
+    case 'PayoutCancelled':
+      return { ...s, status: 'cancelled', statusReason: event.data.reason, processedAt: event.data.at };
+  }
+}
+
+export const payoutDecider = { initialState: initialPayout, evolve: evolvePayout, decide: decidePayout };
+
+export const PAYOUT_CATEGORY = 'payout';
+export const payoutStreamName = (payoutId: number) => `${PAYOUT_CATEGORY}-${payoutId}`;
+/** The id of a payout's reservation in the ledger. */
+export const payoutReservationId = (payoutId: number) => `po_${payoutId}`;

@@ -1,0 +1,314 @@
+import type { Pool } from 'pg';
+import type { EventStore } from '../../event-store/src';
+import { handleCommand, loadState } from '../../event-store/src';
+import {
+  canonicalPayoutAccount,
+  isShownPayout,
+  isUsdtMethod,
+  maskPayoutAccount,
+  Payout,
+  PayoutCommand,
+  payoutAmounts,
+  payoutDecider,
+  PayoutEvent,
+  PayoutMethod,
+  payoutReservationId,
+  PayoutRefusal,
+  payoutStreamName,
+  PayoutTerms,
+  usdtFor,
+} from '../../domain/src';
+import type { Kopecks } from '../../ledger/src/money';
+import { formatMoney } from '../../ledger/src/money';
+import type { LedgerBook } from '../../ledger-store/src';
+import type { PayoutAddress, PayoutAddresses } from '../../registry/src';
+import { PaymentsError } from './invoice-service';
+
+/** The spec's Payout object (GET /payouts/{id}, list items, webhook data.payout). */
+export interface PayoutView {
+  readonly id: number;
+  readonly status: string;
+  readonly amount: string;
+  readonly feeAmount: string;
+  readonly netAmount: string;
+  readonly currency: 'RUB';
+  readonly method: PayoutMethod;
+  readonly account: string | null;
+  readonly bank: string | null;
+  readonly addressId: number | null;
+  readonly orderId: string | null;
+  readonly comment: string | null;
+  readonly usdtAmount: string | null;
+  readonly usdtRate: string | null;
+  readonly statusReason: string | null;
+  readonly externalId: string | null;
+  readonly source: 'api' | 'manual' | 'auto';
+  readonly createdAt: string;
+  readonly processedAt: string | null;
+}
+
+export function payoutView(payout: Payout): PayoutView {
+  const r = payout.requested!;
+  return {
+    id: r.payoutId,
+    status: payout.status,
+    amount: formatMoney(r.amount),
+    feeAmount: formatMoney(r.feeAmount),
+    netAmount: formatMoney(r.netAmount),
+    currency: 'RUB',
+    method: r.method,
+    account: maskPayoutAccount(r.method, r.account),
+    bank: r.bank,
+    addressId: r.addressId,
+    orderId: r.orderId,
+    comment: r.comment,
+    usdtAmount: r.usdtAmount,
+    usdtRate: r.usdtRate === null ? null : formatMoney(r.usdtRate),
+    statusReason: payout.statusReason,
+    externalId: payout.externalId,
+    source: r.source,
+    createdAt: r.createdAt,
+    processedAt: payout.processedAt,
+  };
+}
+
+/** Where the USDT rate of a payout comes from. */
+export interface UsdtRateSource {
+  /** Kopecks per 1 USDT now. */
+  rubPerUsdt(): Promise<Kopecks>;
+}
+
+export class FixedUsdtRate implements UsdtRateSource {
+  constructor(private readonly rate: Kopecks) {}
+  rubPerUsdt(): Promise<Kopecks> {
+    return Promise.resolve(this.rate);
+  }
+}
+
+export interface PayoutRequest {
+  readonly amount: Kopecks;
+  /** Either the id of a payout detail... */
+  readonly addressId?: number;
+  /** ...or its method and full account. */
+  readonly method?: PayoutMethod;
+  readonly account?: string;
+  readonly orderId: string | null;
+  readonly comment: string | null;
+}
+
+/** The spec's limits on payouts. */
+export const MAX_UNFINISHED_PAYOUTS = 3;
+export const DUPLICATE_PAYOUT_WINDOW_SECONDS = 60;
+
+const REFUSALS: Record<PayoutRefusal, () => PaymentsError> = {
+  insufficient_balance: () => new PaymentsError(422, 'insufficient_balance', 'Недостаточно средств на доступном балансе', 'amount'),
+  too_many_pending: () =>
+    new PaymentsError(409, 'too_many_pending', `Уже ${MAX_UNFINISHED_PAYOUTS} заявки на выплату в обработке: дождитесь завершения одной из них`),
+  duplicate_request: () =>
+    new PaymentsError(409, 'duplicate_request', 'Такая же выплата (сумма и реквизит) создана меньше минуты назад: для новой заявки укажите orderId'),
+};
+
+const notFound = () => new PaymentsError(404, 'not_found', 'Выплата не найдена');
+
+/**
+ * Payouts. Creating one runs steps that each decide once and can be run again by
+ * anyone: (1) the payout's stream records the request under an integer id (claimed
+ * for its orderId first, when there is one); (2) the merchant's live ledger reserves
+ * the amount from `available` under the payout rules (at most three unfinished, no
+ * duplicate within a minute) or records why not; (3) the payout records the ledger's
+ * answer: pending (shown) or refused (never shown). The recovery worker runs
+ * `advance` for any payout left at step 1.
+ */
+export class PayoutService {
+  constructor(
+    private readonly store: EventStore,
+    private readonly pool: Pool,
+    private readonly ledgers: LedgerBook,
+    private readonly addresses: PayoutAddresses,
+    private readonly terms: Readonly<Record<PayoutMethod, PayoutTerms>>,
+    private readonly usdtRate: UsdtRateSource,
+  ) {}
+
+  /** POST /payouts (live keys only: the caller checks the mode). */
+  async create(accountId: string, projectId: string, request: PayoutRequest, now: Date): Promise<{ created: boolean; payout: Payout }> {
+    if (request.orderId !== null) {
+      const repeat = await this.repeatOf(accountId, request.orderId, now);
+      if (repeat.payout) return { created: false, payout: repeat.payout };
+    }
+    const address = await this.resolveAddress(accountId, request);
+    const terms = this.terms[address.method];
+    if (request.amount < terms.min) {
+      throw new PaymentsError(422, 'amount_out_of_range', `Сумма выплаты меньше минимальной (${formatMoney(terms.min)} ₽ для ${address.method})`, 'amount');
+    }
+    const amounts = payoutAmounts(request.amount, terms);
+    const rate = isUsdtMethod(address.method) ? await this.usdtRate.rubPerUsdt() : null;
+
+    let payoutId: number;
+    if (request.orderId === null) payoutId = await this.nextId();
+    else {
+      const claim = await this.pool.query<{ payout_id: string }>(
+        `INSERT INTO payout_order_ids (account_id, order_id, payout_id) VALUES ($1, $2, nextval('payout_ids'))
+         ON CONFLICT (account_id, order_id) DO NOTHING RETURNING payout_id`,
+        [accountId, request.orderId],
+      );
+      if (claim.rows[0]) payoutId = Number(claim.rows[0].payout_id);
+      else {
+        // A concurrent request with this orderId claimed it first: its payout is the answer
+        // (or, when that request died before writing it, the id is ours to use).
+        const repeat = await this.repeatOf(accountId, request.orderId, now);
+        if (repeat.payout) return { created: false, payout: repeat.payout };
+        if (repeat.abandonedId === null) return this.create(accountId, projectId, request, now);
+        payoutId = repeat.abandonedId;
+      }
+    }
+    await this.run(payoutId, {
+      type: 'RequestPayout',
+      data: {
+        payoutId,
+        accountId,
+        projectId,
+        method: address.method,
+        addressId: address.id,
+        account: address.account,
+        bank: address.bank,
+        orderId: request.orderId,
+        comment: request.comment,
+        ...amounts,
+        usdtAmount: rate === null ? null : usdtFor(amounts.netAmount, rate),
+        usdtRate: rate,
+        source: 'api',
+        createdAt: now.toISOString(),
+      },
+    });
+    return { created: true, payout: await this.advance(payoutId, now) };
+  }
+
+  /**
+   * What an orderId already stands for: its payout (taken through the ledger's
+   * decision if that is still to come), or the id of a claim whose request died
+   * before writing its payout, or nothing (never claimed, or refused and given up).
+   */
+  private async repeatOf(accountId: string, orderId: string, now: Date): Promise<{ payout: Payout | null; abandonedId: number | null }> {
+    for (let attempt = 0; ; attempt++) {
+      const claimed = await this.pool.query<{ payout_id: string }>('SELECT payout_id FROM payout_order_ids WHERE account_id = $1 AND order_id = $2', [
+        accountId,
+        orderId,
+      ]);
+      if (!claimed.rows[0]) return { payout: null, abandonedId: null };
+      const payoutId = Number(claimed.rows[0].payout_id);
+      const payout = await this.load(payoutId);
+      if (payout.status === 'refused') {
+        // Refused: its claim is given up (here too, should the refusing request have died first).
+        await this.releaseClaim(accountId, orderId, payoutId);
+        continue;
+      }
+      if (payout.requested !== null) {
+        try {
+          return { payout: await this.advance(payoutId, now), abandonedId: null };
+        } catch (error) {
+          if (error instanceof PaymentsError && error.code !== 'not_found') continue;
+          throw error;
+        }
+      }
+      // Claimed, not yet written: the claiming request is on its way; after a grace period it is taken as dead.
+      if (attempt >= 50) return { payout: null, abandonedId: payoutId };
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  /** Takes a requested payout through the ledger's decision: the payout (pending or later), or its refusal. */
+  async advance(payoutId: number, now: Date): Promise<Payout> {
+    const payout = await this.load(payoutId);
+    if (!payout.requested) throw notFound();
+    if (payout.status === 'refused') throw REFUSALS[payout.refusal!]();
+    if (payout.status !== 'requested') return payout;
+    const r = payout.requested;
+    const reservation = await this.ledgers.reserve(
+      { accountId: r.accountId, mode: 'live' },
+      {
+        type: 'ReserveFunds',
+        reservationId: payoutReservationId(payoutId),
+        purpose: 'payout',
+        amount: r.amount,
+        at: r.createdAt,
+        payout: {
+          fingerprint: `${r.amount}|${r.addressId}`,
+          duplicateWindowSeconds: r.orderId === null ? DUPLICATE_PAYOUT_WINDOW_SECONDS : null,
+          maxUnfinished: MAX_UNFINISHED_PAYOUTS,
+        },
+      },
+    );
+    const recorded = await this.run(payoutId, {
+      type: 'RecordReservation',
+      outcome: reservation.outcome === 'reserved' ? 'reserved' : reservation.refusal,
+      at: now.toISOString(),
+    });
+    if (recorded.status === 'refused') {
+      if (r.orderId !== null) await this.releaseClaim(r.accountId, r.orderId, payoutId);
+      throw REFUSALS[recorded.refusal!]();
+    }
+    return recorded;
+  }
+
+  private async resolveAddress(accountId: string, request: PayoutRequest): Promise<PayoutAddress> {
+    let address: PayoutAddress | null;
+    if (request.addressId !== undefined) {
+      address = await this.addresses.byId(accountId, request.addressId);
+      if (address && request.method !== undefined && request.account !== undefined) {
+        const same = address.method === request.method && canonicalPayoutAccount(request.method, request.account) === address.account;
+        if (!same) throw new PaymentsError(400, 'validation', 'addressId и method + account указывают на разные реквизиты', 'account');
+      }
+    } else {
+      address = await this.addresses.byAccount(accountId, request.method!, request.account!);
+    }
+    if (!address) throw new PaymentsError(404, 'address_not_found', 'Реквизит для выплаты не найден', request.addressId !== undefined ? 'addressId' : 'account');
+    if (address.status !== 'confirmed') {
+      throw new PaymentsError(422, 'address_not_confirmed', 'Реквизит для выплаты не подтверждён', request.addressId !== undefined ? 'addressId' : 'account');
+    }
+    return address;
+  }
+
+  private async releaseClaim(accountId: string, orderId: string, payoutId: number): Promise<void> {
+    await this.pool.query('DELETE FROM payout_order_ids WHERE account_id = $1 AND order_id = $2 AND payout_id = $3', [accountId, orderId, payoutId]);
+  }
+
+  private async nextId(): Promise<number> {
+    const r = await this.pool.query<{ id: string }>(`SELECT nextval('payout_ids') AS id`);
+    return Number(r.rows[0]!.id);
+  }
+
+  private async load(payoutId: number): Promise<Payout> {
+    return (await loadState<Payout, PayoutEvent>(this.store, payoutStreamName(payoutId), payoutDecider)).state;
+  }
+
+  /** The payout if the merchant account may see it (shown, its own); otherwise 404 not_found. */
+  async getFor(accountId: string, payoutId: number): Promise<Payout> {
+    if (!Number.isSafeInteger(payoutId) || payoutId < 1) throw notFound();
+    const payout = await this.load(payoutId);
+    if (!isShownPayout(payout) || payout.requested!.accountId !== accountId) throw notFound();
+    return payout;
+  }
+
+  /** GET /payouts?orderId=: the one payout with it, or 404 not_found. */
+  async byOrderId(accountId: string, orderId: string): Promise<Payout> {
+    const claimed = await this.pool.query<{ payout_id: string }>('SELECT payout_id FROM payout_order_ids WHERE account_id = $1 AND order_id = $2', [
+      accountId,
+      orderId,
+    ]);
+    if (!claimed.rows[0]) throw notFound();
+    return this.getFor(accountId, Number(claimed.rows[0].payout_id));
+  }
+
+  /** An operator transition: 404 for an unknown payout, 409 conflict when illegal from its status. */
+  transition(payoutId: number, command: Exclude<PayoutCommand, { type: 'RequestPayout' | 'RecordReservation' }>): Promise<Payout> {
+    if (!Number.isSafeInteger(payoutId) || payoutId < 1) return Promise.reject(notFound());
+    return this.run(payoutId, command);
+  }
+
+  private async run(payoutId: number, command: PayoutCommand): Promise<Payout> {
+    const result = await handleCommand(this.store, payoutStreamName(payoutId), payoutDecider, command);
+    if (result.ok) return result.state;
+    if (result.failure.code === 'conflict') throw new PaymentsError(409, 'conflict', result.failure.message);
+    throw notFound();
+  }
+}

@@ -1,0 +1,173 @@
+import { randomBytes } from 'node:crypto';
+import type { EventStore } from '../../event-store/src';
+import { handleCommand, loadState } from '../../event-store/src';
+import {
+  Invoice,
+  invoiceDecider,
+  InvoiceEvent,
+  invoiceStreamName,
+  Mode,
+  Refund,
+  REFUND_ID,
+  RefundCommand,
+  refundDecider,
+  RefundEvent,
+  refundStreamName,
+} from '../../domain/src';
+import type { Kopecks } from '../../ledger/src/money';
+import { formatMoney } from '../../ledger/src/money';
+import type { LedgerBook } from '../../ledger-store/src';
+import type { Project } from '../../registry/src';
+import { fromInvoiceError, InvoiceService, PaymentsError } from './invoice-service';
+
+const ALPHABET = '0123456789abcdefghijklmnopqrstuvwxyz';
+
+/** `rf_` and 24 random lower-case letters and digits (about 124 bits). */
+export function newRefundId(): string {
+  const bytes = randomBytes(24);
+  let id = 'rf_';
+  for (const b of bytes) id += ALPHABET[b % 36];
+  return id;
+}
+
+/** The spec's Refund object. */
+export interface RefundView {
+  readonly id: string;
+  readonly invoiceId: string;
+  readonly amount: string;
+  readonly currency: 'RUB';
+  readonly status: Refund['status'];
+  readonly createdAt: string;
+  readonly completedAt: string | null;
+}
+
+export function refundView(refund: Refund): RefundView {
+  const c = refund.created!;
+  return {
+    id: c.refundId,
+    invoiceId: c.invoiceId,
+    amount: formatMoney(c.amount),
+    currency: 'RUB',
+    status: refund.status,
+    createdAt: c.createdAt,
+    completedAt: refund.completedAt,
+  };
+}
+
+const notFound = () => new PaymentsError(404, 'invoice_not_found', 'Возврат не найден');
+
+/**
+ * Refunds. A request touches two aggregates and the ledger, in steps that each
+ * decide once and can be run again by anyone:
+ *  1. the invoice grants the amount from its unrefunded remainder (pending refunds
+ *     count), recording the request under a fresh refund id;
+ *  2. the merchant's ledger reserves it from `available`, or records that it could not;
+ *  3. reserved: the refund's stream is created, pending; refused: the invoice returns
+ *     the amount to its remainder.
+ * The API runs the steps and answers 202 or 422; should it die between them, the
+ * recovery worker runs `advance` for the request and reaches the same end.
+ */
+export class RefundService {
+  constructor(
+    private readonly store: EventStore,
+    private readonly ledgers: LedgerBook,
+    private readonly invoices: InvoiceService,
+    private readonly processingSeconds: number,
+  ) {}
+
+  /** POST /invoices/{id}/refund: amount null refunds the whole remainder. */
+  async request(project: Project, mode: Mode, invoiceId: string, amount: Kopecks | null, now: Date): Promise<Refund> {
+    const invoice = await this.invoices.getFor(project, mode, invoiceId);
+    const refundId = newRefundId();
+    const id = invoice.created!.invoiceId;
+    const granted = await handleCommand(this.store, invoiceStreamName(id), invoiceDecider, {
+      type: 'RequestRefund',
+      refundId,
+      amount,
+      at: now.toISOString(),
+    });
+    if (!granted.ok) throw fromInvoiceError(granted.failure);
+    return this.advance(id, refundId, now);
+  }
+
+  /**
+   * Takes a requested refund as far as it goes: its refund (pending or later), or
+   * PaymentsError 422 insufficient_balance when the ledger refused it.
+   */
+  async advance(invoiceId: string, refundId: string, now: Date): Promise<Refund> {
+    const invoice = (await loadState<Invoice, InvoiceEvent>(this.store, invoiceStreamName(invoiceId), invoiceDecider)).state;
+    const asked = invoice.exists && Object.hasOwn(invoice.refunds, refundId) ? invoice.refunds[refundId]! : null;
+    if (!asked) throw new Error(`Refund ${refundId} was never requested on invoice ${invoiceId}`);
+    const existing = await this.find(refundId);
+    if (existing) return existing;
+    if (asked.status === 'refused') throw insufficientBalance();
+
+    const created = invoice.created!;
+    const ledger = { accountId: created.accountId, mode: created.mode };
+    const reservation = await this.ledgers.reserve(ledger, {
+      type: 'ReserveFunds',
+      reservationId: refundId,
+      purpose: 'refund',
+      amount: asked.amount,
+      at: now.toISOString(),
+    });
+    if (reservation.outcome === 'refused') {
+      await handleCommand(this.store, invoiceStreamName(invoiceId), invoiceDecider, {
+        type: 'ResolveRefund',
+        refundId,
+        outcome: 'refused',
+        at: now.toISOString(),
+      });
+      throw insufficientBalance();
+    }
+    const result = await this.run(refundId, {
+      type: 'CreateRefund',
+      data: {
+        refundId,
+        invoiceId,
+        projectId: created.projectId,
+        accountId: created.accountId,
+        mode: created.mode,
+        amount: asked.amount,
+        createdAt: now.toISOString(),
+        processAt: new Date(now.getTime() + this.processingSeconds * 1000).toISOString(),
+      },
+    });
+    return result;
+  }
+
+  /** The refund from its own stream (immediately consistent), or null. */
+  async find(refundId: string): Promise<Refund | null> {
+    if (!REFUND_ID.test(refundId)) return null;
+    const loaded = await loadState<Refund, RefundEvent>(this.store, refundStreamName(refundId), refundDecider);
+    return loaded.state.created ? loaded.state : null;
+  }
+
+  /** GET /refunds/{id}: other projects and modes get 404 invoice_not_found, as the spec says. */
+  async getFor(project: Project, mode: Mode, refundId: string): Promise<Refund> {
+    const refund = await this.find(refundId);
+    if (!refund || refund.created!.projectId !== project.id || refund.created!.mode !== mode) throw notFound();
+    return refund;
+  }
+
+  /** The processor's success (after REFUND_PROCESSING_SECONDS); a refund that failed meanwhile stays failed. */
+  complete(refundId: string, now: Date): Promise<Refund> {
+    return this.run(refundId, { type: 'CompleteRefund', at: now.toISOString() });
+  }
+
+  /** The bank refused it (operator API): 409 conflict once it succeeded. */
+  fail(refundId: string, reason: string, now: Date): Promise<Refund> {
+    return this.run(refundId, { type: 'FailRefund', at: now.toISOString(), reason });
+  }
+
+  private async run(refundId: string, command: RefundCommand): Promise<Refund> {
+    if (!REFUND_ID.test(refundId)) throw notFound();
+    const result = await handleCommand(this.store, refundStreamName(refundId), refundDecider, command);
+    if (result.ok) return result.state;
+    if (result.failure.code === 'conflict') throw new PaymentsError(409, 'conflict', result.failure.message);
+    throw notFound();
+  }
+}
+
+const insufficientBalance = () =>
+  new PaymentsError(422, 'insufficient_balance', 'Недостаточно средств на доступном балансе для возврата');

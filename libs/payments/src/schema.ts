@@ -1,0 +1,21 @@
+import type { Migration } from '../../database/src';
+
+/**
+ * Payout ids are integers (spec): one sequence hands them out. An orderId is claimed
+ * for one payout id before the payout's stream is written, so a repeat of the request
+ * (or many at once) lands on the same payout; a claim whose payout the ledger refused
+ * is given up, so the merchant can try the same orderId again later.
+ */
+export const payoutIdsMigration: Migration = {
+  version: 12,
+  name: 'payout_ids_and_order_ids',
+  sql: `
+CREATE SEQUENCE payout_ids AS bigint START 1;
+CREATE TABLE payout_order_ids (
+  account_id uuid NOT NULL,
+  order_id text NOT NULL,
+  payout_id bigint NOT NULL,
+  PRIMARY KEY (account_id, order_id)
+);
+`,
+};
