@@ -73,8 +73,9 @@ export class LedgerAuditController {
       postings: { account: string; amount: number }[];
     }>(
       `SELECT e.entry_id, e.seq, e.kind, e.cause, e.occurred_at, e.log_position,
-              json_agg(json_build_object('account', p.account, 'amount', p.amount) ORDER BY p.ordinal) AS postings
-       FROM ledger_entries e JOIN ledger_postings p USING (entry_id)
+              COALESCE(json_agg(json_build_object('account', p.account, 'amount', p.amount) ORDER BY p.ordinal)
+                FILTER (WHERE p.entry_id IS NOT NULL), '[]') AS postings
+       FROM ledger_entries e LEFT JOIN ledger_postings p USING (entry_id)
        WHERE e.account_id = $1 AND e.mode = $2 AND e.seq > $3
        GROUP BY e.entry_id ORDER BY e.seq LIMIT $4`,
       [accountId, ledgerMode, after, pageSize + 1],

@@ -72,7 +72,7 @@ export class PayoutsAdminController {
   @HttpCode(200)
   async transition(@Param('id') id: string, @Param('transition') transition: string, @Body() body: unknown) {
     const at = this.clock.now().toISOString();
-    const f = Fields.ofBody(body ?? {});
+    const f = Fields.ofBody(body === undefined ? {} : body);
     let command: Parameters<PayoutService['transition']>[1];
     switch (transition as PayoutTransition) {
       case 'approve':
@@ -103,7 +103,7 @@ export class PayoutsAdminController {
   @Post('refunds/:id/fail')
   @HttpCode(200)
   async failRefund(@Param('id') id: string, @Body() body: unknown) {
-    const f = Fields.ofBody(body ?? {});
+    const f = Fields.ofBody(body === undefined ? {} : body);
     const reason = f.string('reason', { min: 1, max: 500 });
     f.done();
     return refundView(await this.refunds.fail(id, reason ?? 'refused by the bank', this.clock.now()));

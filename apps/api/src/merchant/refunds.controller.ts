@@ -29,8 +29,8 @@ export class RefundsController {
     @Body() body: unknown,
     @RawBody() rawBody: Buffer | undefined,
   ) {
-    // The body is optional: none at all is a full refund.
-    const f = Fields.ofBody(body ?? {}, rawBody);
+    // The body is optional: none at all is a full refund. A JSON `null` is a body, and not an object.
+    const f = Fields.ofBody(body === undefined ? {} : body, rawBody);
     const amount = f.money('amount');
     if (amount === 0) f.fail('amount', 'out_of_range', 'сумма возврата должна быть больше нуля');
     f.done();
