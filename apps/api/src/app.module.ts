@@ -12,6 +12,7 @@ import { InvoicesController } from './merchant/invoices.controller';
 import { RefundsController } from './merchant/refunds.controller';
 import { PayoutsController } from './merchant/payouts.controller';
 import { PayoutsAdminController } from './admin/payouts-admin.controller';
+import { WebhookDeliveriesController } from './admin/webhook-deliveries.controller';
 import { MerchantAuthGuard } from './merchant/merchant-auth.guard';
 import { OpenApiController } from './openapi/openapi.controller';
 import { ReferenceController } from './merchant/reference.controller';
@@ -55,6 +56,7 @@ export class AppModule {
         ProjectsController,
         InvoicePaymentsController,
         PayoutsAdminController,
+        WebhookDeliveriesController,
         InvoicesController,
         RefundsController,
         PayoutsController,

@@ -36,7 +36,9 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
   try {
     const infra = await openInfrastructure(config, log, { applicationName: `gateway-${roles.name}` });
     const services = createServices(infra);
-    const projector = roles.projector ? new Projector(infra, services, log) : null;
+    // Where buyers reach the payment page (invoice urls, also in webhooks): known once the API listens.
+    const publicUrl = { value: config.publicUrl ?? `http://127.0.0.1:${config.port}` };
+    const projector = roles.projector ? new Projector(infra, services, log, () => publicUrl.value) : null;
     projector?.start();
 
     let app: NestFastifyApplication | null = null;
@@ -44,7 +46,6 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
     if (roles.api) {
       const tokenWasGenerated = adminToken === null;
       adminToken ??= randomBytes(24).toString('base64url');
-      const publicUrl = { value: config.publicUrl ?? `http://127.0.0.1:${config.port}` };
       app = await createApi(
         {
           infrastructure: infra,

@@ -12,6 +12,7 @@ import { PeriodicWorker } from './workers/periodic-worker';
 import { payoutOutcomes, refundOutcomes } from './workers/refund-and-payout-outcomes';
 import { completeDueRefunds } from './workers/refund-processor';
 import { recoverHalfDoneFlows } from './workers/flow-recovery';
+import { WebhookDispatcher, webhookOutbox } from '../../../libs/webhooks/src';
 
 /**
  * The projector process's work: every read-model projection and process manager,
@@ -21,20 +22,29 @@ import { recoverHalfDoneFlows } from './workers/flow-recovery';
 export class Projector {
   private readonly runners: ProjectionRunner[];
   private readonly workers: PeriodicWorker[];
+  private readonly dispatcher: WebhookDispatcher;
 
-  constructor(infra: Infrastructure, services: GatewayServices, log: Logger) {
+  constructor(infra: Infrastructure, services: GatewayServices, log: Logger, publicUrl: () => string) {
     const store: EventStore = infra.store;
     const projections: Projection[] = [
       ...allProjections,
       paymentsToLedger(services.ledgers),
       refundOutcomes(services.ledgers, services.invoices),
       payoutOutcomes(services.ledgers),
+      webhookOutbox(store, services.registry, infra.clock, publicUrl),
     ];
+    const dispatcher = new WebhookDispatcher(infra.pool, services.registry, infra.clock, {
+      concurrency: 32,
+      allowPrivateNetworks: infra.config.webhookAllowPrivateNetworks,
+    });
+    dispatcher.onError = (error) => log.error({ err: error }, 'webhook attempt not recorded');
+    this.dispatcher = dispatcher;
     this.runners = projections.map((p) => new ProjectionRunner(infra.pool, store, p, { log }));
     this.workers = [
       new PeriodicWorker('invoice-expiry', 500, expireDueInvoices(infra.pool, services.invoices, infra.clock), log),
       new PeriodicWorker('hold-release', 500, releaseDueHolds(infra.pool, services.ledgers, infra.clock), log),
       new PeriodicWorker('refund-processor', 500, completeDueRefunds(infra.pool, services.refunds, infra.clock), log),
+      new PeriodicWorker('webhook-dispatcher', 100, () => dispatcher.tick(), log, 32),
       new PeriodicWorker('flow-recovery', 1000, recoverHalfDoneFlows(infra.pool, services.refunds, services.payouts, infra.clock), log),
     ];
   }
@@ -46,6 +56,7 @@ export class Projector {
 
   async stop(): Promise<void> {
     await Promise.all([...this.workers.map((w) => w.stop()), ...this.runners.map((r) => r.stop())]);
+    await this.dispatcher.drain();
   }
 
   report() {

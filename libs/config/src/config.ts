@@ -28,6 +28,8 @@ export interface GatewayConfig {
   readonly usdtRubRate: Kopecks;
   /** Payout fee and minimum per method: the defaults with PAYOUT_TERMS over them. */
   readonly payoutTerms: Readonly<Record<PayoutMethod, PayoutTerms>>;
+  /** Live-mode webhooks may go to loopback and private addresses (test-mode ones always may). */
+  readonly webhookAllowPrivateNetworks: boolean;
 }
 
 import { Kopecks, parseMoney, parsePercent } from '../../ledger/src/money';
@@ -114,6 +116,10 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
   }
   if (!(usdtRubRate > 0)) problems.push(`USDT_RUB_RATE must be rubles per 1 USDT with at most two decimals, such as 95.40, got "${rateRaw2}"`);
 
+  const privateRaw = (blankToUndefined(env.WEBHOOK_ALLOW_PRIVATE_NETWORKS) ?? 'false').toLowerCase();
+  if (privateRaw !== 'true' && privateRaw !== 'false') problems.push(`WEBHOOK_ALLOW_PRIVATE_NETWORKS must be "true" or "false", got "${privateRaw}"`);
+  const webhookAllowPrivateNetworks = privateRaw === 'true';
+
   const payoutTerms = readPayoutTerms(blankToUndefined(env.PAYOUT_TERMS), problems);
 
   if (problems.length > 0) throw new ConfigError(problems);
@@ -131,6 +137,7 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
     refundProcessingSeconds,
     usdtRubRate,
     payoutTerms,
+    webhookAllowPrivateNetworks,
   };
 }
 

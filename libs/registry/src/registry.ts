@@ -175,6 +175,12 @@ export class Registry {
     return r.rows[0] ? toProject(r.rows[0]) : null;
   }
 
+  /** Every project of the account, oldest first. */
+  async projectsOfAccount(accountId: string): Promise<Project[]> {
+    const r = await this.pool.query<ProjectRow>('SELECT * FROM projects WHERE account_id = $1 ORDER BY created_at, id', [accountId]);
+    return r.rows.map(toProject);
+  }
+
   async updateProject(id: string, settings: ProjectSettings, now: Date): Promise<Project | null> {
     const r = await this.pool.query<ProjectRow>(
       `UPDATE projects SET name = $2, status = $3, webhook_url = $4, webhook_events = $5, usdt_enabled = $6, hold_hours = $7,

@@ -15,6 +15,8 @@ export class PeriodicWorker {
     private readonly intervalMs: number,
     private readonly tick: () => Promise<number>,
     private readonly log: Logger,
+    /** A tick that did this much work goes again at once: more is probably waiting. */
+    private readonly fullBatch = 100,
   ) {}
 
   start(): void {
@@ -36,7 +38,7 @@ export class PeriodicWorker {
         .then((done) => {
           if (done > 0) this.log.info({ worker: this.name, done }, 'worker tick');
           // Work left over: go again at once.
-          this.schedule(done >= 100 ? 0 : this.intervalMs);
+          this.schedule(done >= this.fullBatch ? 0 : this.intervalMs);
         })
         .catch((error) => {
           this.log.error({ err: error, worker: this.name }, 'worker tick failed');

@@ -1,0 +1,45 @@
+import type { Migration } from '../../database/src';
+
+/**
+ * The durable webhook queue. One row per (event, project): its exact body is fixed
+ * when it is enqueued, so every attempt sends the same bytes with the same delivery
+ * id. Dispatchers claim due rows with FOR UPDATE SKIP LOCKED and a lease in real
+ * time (`leased_until`), so several share the work and a dispatcher that dies mid-
+ * attempt only delays that delivery until its lease runs out.
+ */
+export const webhookQueueMigration: Migration = {
+  version: 15,
+  name: 'webhook_deliveries',
+  sql: `
+CREATE TABLE webhook_deliveries (
+  seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+  id uuid PRIMARY KEY,
+  event_id uuid NOT NULL,
+  event_type text NOT NULL,
+  project_id uuid NOT NULL,
+  url text NOT NULL,
+  body text NOT NULL,
+  is_test boolean NOT NULL,
+  status text NOT NULL CHECK (status IN ('pending', 'delivered', 'failed')),
+  attempts_made integer NOT NULL DEFAULT 0,
+  -- attempts made before the last resend: the retry schedule starts again from there
+  schedule_base integer NOT NULL DEFAULT 0,
+  next_attempt_at timestamptz,
+  leased_until timestamptz,
+  created_at timestamptz NOT NULL
+);
+CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE status = 'pending';
+CREATE INDEX webhook_deliveries_project ON webhook_deliveries (project_id, seq);
+
+CREATE TABLE webhook_attempts (
+  delivery_id uuid NOT NULL REFERENCES webhook_deliveries (id),
+  attempt integer NOT NULL,
+  at timestamptz NOT NULL,
+  status_code integer,
+  body text,
+  duration_ms integer NOT NULL,
+  error text,
+  PRIMARY KEY (delivery_id, attempt)
+);
+`,
+};

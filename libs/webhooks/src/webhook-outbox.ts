@@ -1,0 +1,125 @@
+import type { PoolClient } from 'pg';
+import type { Clock } from '../../clock/src';
+import type { EventStore, RecordedEvent } from '../../event-store/src';
+import { loadState } from '../../event-store/src';
+import {
+  decideInvoice,
+  evolveInvoice,
+  initialInvoice,
+  Invoice,
+  INVOICE_CATEGORY,
+  invoiceDecider,
+  InvoiceEvent,
+  invoiceStreamName,
+  Payout,
+  PAYOUT_CATEGORY,
+  evolvePayout,
+  initialPayout,
+  PayoutEvent,
+  REFUND_CATEGORY,
+  refundDecider,
+  Refund,
+  RefundEvent,
+} from '../../domain/src';
+import { uuidV5 } from '../../identifiers/src/uuid-v5';
+import { invoiceView, payoutView, refundView } from '../../payments/src';
+import type { Projection } from '../../projections/src';
+import type { Project, Registry, WebhookEventKind } from '../../registry/src';
+import { WEBHOOK_SOURCE_EVENT_TYPES, webhookKindOf } from './webhook-rules';
+
+/** What a webhook says, before it is addressed to projects. */
+export interface WebhookMessage {
+  readonly kind: WebhookEventKind;
+  /** The envelope: {id, type, createdAt, isTest, data}. */
+  readonly envelope: { id: string; type: WebhookEventKind; createdAt: string; isTest: boolean; data: Record<string, unknown> };
+  /** The projects it is meant for (before their subscriptions are checked). */
+  readonly projects: readonly Project[];
+}
+
+const NAMESPACE = Buffer.from('3b0e9c1d5a7f4e2b8c6d1f0a9e8b7c6d', 'hex');
+/** One delivery per event and project, whoever enqueues it and however often. */
+export const deliveryIdOf = (eventId: string, projectId: string): string => uuidV5(NAMESPACE, `${eventId}|${projectId}`);
+
+/** The events of a stream up to and including `revision`, folded. */
+async function stateAt<S, E>(store: EventStore, stream: string, revision: bigint, initial: S, evolve: (s: S, e: E) => S): Promise<S> {
+  const events = await store.readStream(stream, { maxCount: Number(revision) + 1 });
+  return events.reduce((s, e) => evolve(s, { type: e.type, data: e.data } as unknown as E), initial);
+}
+
+/**
+ * Builds the webhook of one stored event: the invoice, refund or payout as it was
+ * when the event happened (so a replay renders the same thing), in the shapes of
+ * the merchant API. A refund's invoice is shown with that refund's outcome applied.
+ */
+export async function renderWebhook(
+  store: EventStore,
+  registry: Registry,
+  recorded: RecordedEvent,
+  publicUrl: () => string,
+): Promise<WebhookMessage | null> {
+  const kind = webhookKindOf(recorded.streamName, recorded.type);
+  if (!kind) return null;
+  const envelope = (createdAt: string, isTest: boolean, data: Record<string, unknown>) => ({ id: recorded.id, type: kind, createdAt, isTest, data });
+  if (recorded.streamName.startsWith(`${INVOICE_CATEGORY}-`)) {
+    const invoice = await stateAt<Invoice, InvoiceEvent>(store, recorded.streamName, recorded.revision, initialInvoice(), evolveInvoice);
+    const event = { type: recorded.type, data: recorded.data } as unknown as InvoiceEvent;
+    const at = event.type === 'InvoicePaid' ? event.data.paidAt : (event.data as { at: string }).at;
+    const project = await registry.project(invoice.created!.projectId);
+    return { kind, envelope: envelope(at, invoice.created!.mode === 'test', { invoice: invoiceView(invoice, publicUrl()) }), projects: project ? [project] : [] };
+  }
+  if (recorded.streamName.startsWith(`${REFUND_CATEGORY}-`)) {
+    const refund = await stateAt<Refund, RefundEvent>(store, recorded.streamName, recorded.revision, refundDecider.initialState(), refundDecider.evolve);
+    const event = { type: recorded.type, data: recorded.data } as unknown as RefundEvent;
+    const c = refund.created!;
+    let invoice = (await loadState<Invoice, InvoiceEvent>(store, invoiceStreamName(c.invoiceId), invoiceDecider)).state;
+    const outcome = decideInvoice(
+      { type: 'ResolveRefund', refundId: c.refundId, outcome: event.type === 'RefundSucceeded' ? 'succeeded' : 'failed', at: (event.data as { at: string }).at },
+      invoice,
+    );
+    if (Array.isArray(outcome)) invoice = outcome.reduce(evolveInvoice, invoice);
+    const project = await registry.project(c.projectId);
+    return {
+      kind,
+      envelope: envelope((event.data as { at: string }).at, c.mode === 'test', { refund: refundView(refund), invoice: invoiceView(invoice, publicUrl()) }),
+      projects: project ? [project] : [],
+    };
+  }
+  if (recorded.streamName.startsWith(`${PAYOUT_CATEGORY}-`)) {
+    const payout = await stateAt<Payout, PayoutEvent>(store, recorded.streamName, recorded.revision, initialPayout(), evolvePayout);
+    const at = (recorded.data as { at: string }).at;
+    // Payout events go to every project of the account (payouts belong to the account).
+    const projects = await registry.projectsOfAccount(payout.requested!.accountId);
+    return { kind, envelope: envelope(at, false, { payout: payoutView(payout) }), projects };
+  }
+  return null;
+}
+
+/**
+ * The webhook outbox: follows the log and enqueues one delivery per webhook event
+ * and subscribed project (its webhookUrl set and the kind among its webhookEvents).
+ * Its queue is never emptied by a rebuild: replaying the log enqueues nothing twice
+ * (delivery ids are derived from event and project), so nothing is sent again.
+ */
+export function webhookOutbox(store: EventStore, registry: Registry, clock: Clock, publicUrl: () => string): Projection {
+  return {
+    name: 'webhook_outbox',
+    tables: [],
+    filter: { streamNamePrefixes: [`${INVOICE_CATEGORY}-`, `${REFUND_CATEGORY}-`, `${PAYOUT_CATEGORY}-`], eventTypePrefixes: WEBHOOK_SOURCE_EVENT_TYPES },
+    async apply(tx: PoolClient, events: readonly RecordedEvent[]) {
+      const now = clock.now();
+      for (const recorded of events) {
+        const message = await renderWebhook(store, registry, recorded, publicUrl);
+        if (!message) continue;
+        const body = JSON.stringify(message.envelope);
+        for (const project of message.projects) {
+          if (project.webhookUrl === null || !project.webhookEvents.includes(message.kind)) continue;
+          await tx.query(
+            `INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $8) ON CONFLICT (id) DO NOTHING`,
+            [deliveryIdOf(recorded.id, project.id), recorded.id, message.kind, project.id, project.webhookUrl, body, message.envelope.isTest, now],
+          );
+        }
+      }
+    },
+  };
+}

@@ -1,0 +1,41 @@
+/**
+ * The webhook rules of the spec, as pure functions: which log events are webhooks
+ * of which kind, the signature, and the retry schedule.
+ */
+import { createHmac } from 'node:crypto';
+import type { WebhookEventKind } from '../../registry/src';
+
+const KINDS: Readonly<Record<string, Readonly<Record<string, WebhookEventKind>>>> = {
+  invoice: { InvoicePaid: 'invoice.paid', InvoiceFailed: 'invoice.failed', InvoiceExpired: 'invoice.expired' },
+  refund: { RefundSucceeded: 'refund.succeeded', RefundFailed: 'refund.failed' },
+  payout: { PayoutPaid: 'payout.paid', PayoutRejected: 'payout.rejected' },
+};
+
+/** The webhook kind a stored event stands for, or null. */
+export function webhookKindOf(streamName: string, eventType: string): WebhookEventKind | null {
+  const category = streamName.slice(0, streamName.indexOf('-'));
+  return Object.hasOwn(KINDS, category) && Object.hasOwn(KINDS[category]!, eventType) ? KINDS[category]![eventType]! : null;
+}
+
+/** The event types that become webhooks (for the log filter). */
+export const WEBHOOK_SOURCE_EVENT_TYPES: readonly string[] = Object.values(KINDS).flatMap((byType) => Object.keys(byType));
+
+/** `X-Service-Signature`: sha256= and the hex HMAC-SHA256 of the exact body, keyed with the project's webhook secret. */
+export function webhookSignature(body: string | Buffer, secret: string): string {
+  return `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
+}
+
+/** Spec: retried after 1 min, 5 min, 30 min, 2 h, 12 h and 24 h; then the delivery has failed. */
+export const RETRY_SCHEDULE_SECONDS: readonly number[] = [60, 300, 1800, 7200, 43_200, 86_400];
+
+/** After the n-th failed attempt since the schedule (re)started (n ≥ 1): seconds to the next one, or null: give up. */
+export function retryDelaySeconds(failedAttempts: number): number | null {
+  return failedAttempts >= 1 && failedAttempts <= RETRY_SCHEDULE_SECONDS.length ? RETRY_SCHEDULE_SECONDS[failedAttempts - 1]! : null;
+}
+
+/** Spec: a reply counts only if it is 2xx within 10 seconds. */
+export const WEBHOOK_REPLY_TIMEOUT_MS = 10_000;
+/** The part of a reply body kept in the history (and read at all). */
+export const WEBHOOK_REPLY_BODY_LIMIT = 4096;
+
+export const isAcknowledged = (statusCode: number | null): boolean => statusCode !== null && statusCode >= 200 && statusCode < 300;
