@@ -48,8 +48,10 @@ export function waitForBalance(client: Client, expected: Partial<Balance>, timeo
 /** Pays invoices into the mode's ledger until `available` has grown by what they net; returns the new available. */
 export async function fund(operator: Operator, merchant: Merchant, mode: Mode, invoiceAmounts: readonly string[]): Promise<Balance> {
   const client = merchant[mode];
-  const before = await balanceOf(client);
-  let expected = toKopecks(before.available);
+  // The ledger itself (rebuilt from the log), not the read model that may still lag it.
+  const ledger = await operator.http.get(`/admin/v1/accounts/${merchant.accountId}/balance?mode=${mode}`);
+  expectStatus(ledger, 200);
+  let expected = toKopecks(ledger.body.available);
   for (const amount of invoiceAmounts) {
     const id = await paidInvoice(operator, client, amount);
     const invoice = await operator.http.get(`/admin/v1/streams/invoice-${id}`);
