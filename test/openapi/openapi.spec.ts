@@ -11,7 +11,8 @@ import type { ErrorObject, ValidateFunction } from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import { HTTP_METHODS, OPENAPI_DOCUMENT } from '../../apps/api/src/openapi/openapi-document';
 import type { OperationObject, PathItemObject, SchemaObject } from '../../apps/api/src/openapi/openapi-document';
-import { api, expectStatus, InvoiceGateway, Json, Merchant, orderId, Reply, startInvoiceGateway, waitForList } from '../support/merchant-fixtures';
+import { api, expectStatus, InvoiceGateway, Json, Merchant, orderId, poll, Reply, startInvoiceGateway, waitForList } from '../support/merchant-fixtures';
+import { BEP20, fund, instantMerchant, paidInvoice, payoutAddress, PHONE, TRC20, waitForBalance } from '../support/money-out-fixtures';
 
 const doc = OPENAPI_DOCUMENT;
 
@@ -183,6 +184,23 @@ describe('the OpenAPI document', () => {
     for (const fact of ['{items, nextCursor, hasMore}', '{id, type, createdAt, isTest, data}', '100.00', 'insufficient_balance', 'X-Service-Delivery-Id']) {
       expect(text).toContain(fact);
     }
+    // Money going out: fees and minimum per method, the refusals, what counts as "in processing", visibility, masking, USDT.
+    for (const fact of [
+      '`sbp`: 1.00%',
+      '`usdt_trc20`: 2.00%',
+      '`usdt_bep20`: 1.50%',
+      'PAYOUT_TERMS',
+      'amount_out_of_range',
+      'too_many_pending',
+      'pending, approved или processing',
+      'аккаунта',
+      'available',
+      '+7916*****67',
+      'USDT_RUB_RATE',
+      '6 знаков',
+    ]) {
+      expect(text).toContain(fact);
+    }
   });
 
   it('has every operationId of the spec exactly once, at the spec’s method and path', () => {
@@ -329,6 +347,137 @@ describe('real answers of the gateway match the document', () => {
 
   /** Named calls, made in this order in beforeAll (later ones may use what earlier ones created). */
   const created: Record<string, Json> = {};
+
+  // Money going out. `payer`: a merchant whose project releases payments at once (holdHours 0);
+  // refunds are made in its test mode, payouts (live keys only) in its live mode. `sibling`:
+  // a second project of the same account (payouts belong to the account). `held`: a merchant
+  // with the default 24-hour hold, so a paid invoice is `pending`, not `available`.
+  let payer: Merchant;
+  let sibling: Merchant;
+  let held: Merchant;
+  const ids: Record<string, string> = {};
+  const addresses: Record<string, Json> = {};
+  const payoutOrderId = orderId('openapi-payout');
+  const sbpPayout = () => ({ amount: '150.00', addressId: addresses.sbp.id, orderId: payoutOrderId, comment: 'Вывод за май' });
+  const usdtPayout = { amount: '500.00', method: 'usdt_trc20', account: TRC20 };
+  const MONEY_OUT_CASES: Record<string, Case> = {
+    'refundInvoice 202 (partial)': {
+      operationId: 'refundInvoice',
+      status: 202,
+      reply: () => payer.test.post(`/v1/invoices/${ids.refundedPartly}/refund`, { amount: '100.00' }),
+    },
+    'refundInvoice 202 (full, no body)': { operationId: 'refundInvoice', status: 202, reply: () => payer.test.post(`/v1/invoices/${ids.refundedFully}/refund`) },
+    'refundInvoice 422 refund_exceeds_amount (above the remainder)': {
+      operationId: 'refundInvoice',
+      status: 422,
+      reply: () => payer.test.post(`/v1/invoices/${ids.refundedPartly}/refund`, { amount: '950.00' }),
+    },
+    'refundInvoice 422 insufficient_balance (money still on hold)': {
+      operationId: 'refundInvoice',
+      status: 422,
+      reply: () => held.test.post(`/v1/invoices/${ids.onHold}/refund`),
+    },
+    'refundInvoice 409 conflict (unpaid invoice)': { operationId: 'refundInvoice', status: 409, reply: () => payer.test.post(`/v1/invoices/${ids.unpaid}/refund`) },
+    'refundInvoice 404 invoice_not_found': {
+      operationId: 'refundInvoice',
+      status: 404,
+      reply: () => payer.test.post(`/v1/invoices/${randomUUID()}/refund`, { amount: '10.00' }),
+    },
+    'refundInvoice 400 validation': {
+      operationId: 'refundInvoice',
+      status: 400,
+      reply: () => payer.test.post(`/v1/invoices/${ids.refundedPartly}/refund`, { amount: 'abc' }),
+    },
+    'getRefund 200': { operationId: 'getRefund', status: 200, reply: () => payer.test.get(`/v1/refunds/${created.partialRefund.id}`) },
+    'getRefund 404 invoice_not_found (unknown id)': {
+      operationId: 'getRefund',
+      status: 404,
+      reply: () => payer.test.get(`/v1/refunds/rf_${randomUUID().replace(/-/g, '').slice(0, 24)}`),
+    },
+    'getRefund 404 invoice_not_found (key of the other mode)': {
+      operationId: 'getRefund',
+      status: 404,
+      reply: () => payer.live.get(`/v1/refunds/${created.partialRefund.id}`),
+    },
+    'listPayoutAddresses 200 (one confirmed address)': { operationId: 'listPayoutAddresses', status: 200, reply: () => payer.live.get('/v1/payout-addresses') },
+    'createPayout 201 (sbp, addressId, orderId)': { operationId: 'createPayout', status: 201, reply: () => payer.live.post('/v1/payouts', sbpPayout()) },
+    'createPayout 200 (orderId repeat)': { operationId: 'createPayout', status: 200, reply: () => payer.live.post('/v1/payouts', sbpPayout()) },
+    'createPayout 201 (usdt_trc20, method + account, no orderId)': {
+      operationId: 'createPayout',
+      status: 201,
+      reply: () => payer.live.post('/v1/payouts', usdtPayout),
+    },
+    'createPayout 409 duplicate_request (same amount and detail, no orderId, within a minute)': {
+      operationId: 'createPayout',
+      status: 409,
+      reply: () => payer.live.post('/v1/payouts', usdtPayout),
+    },
+    'createPayout 422 insufficient_balance (above available)': {
+      operationId: 'createPayout',
+      status: 422,
+      reply: () => payer.live.post('/v1/payouts', { amount: '1000000.00', addressId: addresses.sbp.id }),
+    },
+    'createPayout 422 amount_out_of_range (below the minimum)': {
+      operationId: 'createPayout',
+      status: 422,
+      reply: () => payer.live.post('/v1/payouts', { amount: '99.99', addressId: addresses.sbp.id }),
+    },
+    'createPayout 422 address_not_confirmed': {
+      operationId: 'createPayout',
+      status: 422,
+      reply: () => payer.live.post('/v1/payouts', { amount: '100.00', addressId: addresses.unconfirmed.id }),
+    },
+    'createPayout 404 address_not_found': {
+      operationId: 'createPayout',
+      status: 404,
+      reply: () => payer.live.post('/v1/payouts', { amount: '100.00', addressId: addresses.foreign.id }),
+    },
+    'createPayout 400 validation (no addressId, no method + account)': {
+      operationId: 'createPayout',
+      status: 400,
+      reply: () => payer.live.post('/v1/payouts', { amount: '100.00' }),
+    },
+    'createPayout 403 test_mode': {
+      operationId: 'createPayout',
+      status: 403,
+      reply: () => payer.test.post('/v1/payouts', { amount: '100.00', addressId: addresses.sbp.id }),
+    },
+    'createPayout 201 (sbp, method + account in another spelling: the third unfinished payout)': {
+      operationId: 'createPayout',
+      status: 201,
+      reply: () => payer.live.post('/v1/payouts', { amount: '200.00', method: 'sbp', account: '8 (916) 123-45-67', orderId: orderId('openapi-payout-3') }),
+    },
+    'createPayout 409 too_many_pending (a fourth unfinished payout)': {
+      operationId: 'createPayout',
+      status: 409,
+      reply: () => payer.live.post('/v1/payouts', { amount: '100.00', addressId: addresses.sbp.id, orderId: orderId('openapi-payout-4') }),
+    },
+    'listPayouts 200 (list)': { operationId: 'listPayouts', status: 200, reply: () => payer.live.get('/v1/payouts') },
+    'listPayouts 200 (test key: empty list)': { operationId: 'listPayouts', status: 200, reply: () => payer.test.get('/v1/payouts') },
+    'listPayouts 200 (orderId: the one payout object)': {
+      operationId: 'listPayouts',
+      status: 200,
+      reply: () => payer.live.get(`/v1/payouts?orderId=${encodeURIComponent(payoutOrderId)}`),
+    },
+    'listPayouts 404 not_found (unknown orderId)': {
+      operationId: 'listPayouts',
+      status: 404,
+      reply: () => payer.live.get(`/v1/payouts?orderId=${encodeURIComponent(orderId('openapi-nobody'))}`),
+    },
+    'listPayouts 400 validation': { operationId: 'listPayouts', status: 400, reply: () => payer.live.get('/v1/payouts?limit=0') },
+    'getPayout 200': { operationId: 'getPayout', status: 200, reply: () => payer.live.get(`/v1/payouts/${created.sbpPayout.id}`) },
+    'getPayout 429 rate_limited (polled again within 3 seconds)': {
+      operationId: 'getPayout',
+      status: 429,
+      reply: () => payer.live.get(`/v1/payouts/${created.sbpPayout.id}`),
+    },
+    'getPayout 200 (another project of the same account)': {
+      operationId: 'getPayout',
+      status: 200,
+      reply: () => sibling.live.get(`/v1/payouts/${created.sbpPayout.id}`),
+    },
+    'getPayout 404 not_found': { operationId: 'getPayout', status: 404, reply: () => payer.live.get('/v1/payouts/999999999') },
+  };
   const fullRequest = {
     amount: '1500.00',
     orderId: orderId('openapi-full'),
@@ -407,6 +556,7 @@ describe('real answers of the gateway match the document', () => {
       status: 429,
       reply: () => shop.test.get(`/v1/invoices/${created.full.id}`),
     },
+    ...MONEY_OUT_CASES,
   };
   const CODES: Record<string, string> = {
     'createInvoice 400 validation': 'validation',
@@ -420,6 +570,36 @@ describe('real answers of the gateway match the document', () => {
     'createInvoice 422 amount_out_of_range': 'amount_out_of_range',
     'createInvoice 422 customer_fee_pct_too_high': 'customer_fee_pct_too_high',
     'getInvoice 429 rate_limited (polled again within 3 seconds)': 'rate_limited',
+    'refundInvoice 422 refund_exceeds_amount (above the remainder)': 'refund_exceeds_amount',
+    'refundInvoice 422 insufficient_balance (money still on hold)': 'insufficient_balance',
+    'refundInvoice 409 conflict (unpaid invoice)': 'conflict',
+    'refundInvoice 404 invoice_not_found': 'invoice_not_found',
+    'refundInvoice 400 validation': 'validation',
+    'getRefund 404 invoice_not_found (unknown id)': 'invoice_not_found',
+    'getRefund 404 invoice_not_found (key of the other mode)': 'invoice_not_found',
+    'createPayout 409 duplicate_request (same amount and detail, no orderId, within a minute)': 'duplicate_request',
+    'createPayout 422 insufficient_balance (above available)': 'insufficient_balance',
+    'createPayout 422 amount_out_of_range (below the minimum)': 'amount_out_of_range',
+    'createPayout 422 address_not_confirmed': 'address_not_confirmed',
+    'createPayout 404 address_not_found': 'address_not_found',
+    'createPayout 400 validation (no addressId, no method + account)': 'validation',
+    'createPayout 403 test_mode': 'test_mode',
+    'createPayout 409 too_many_pending (a fourth unfinished payout)': 'too_many_pending',
+    'listPayouts 404 not_found (unknown orderId)': 'not_found',
+    'listPayouts 400 validation': 'validation',
+    'getPayout 429 rate_limited (polled again within 3 seconds)': 'rate_limited',
+    'getPayout 404 not_found': 'not_found',
+  };
+  /** The param of an error answer, where it names a field of the request. */
+  const PARAMS: Record<string, string> = {
+    'refundInvoice 400 validation': 'amount',
+    'refundInvoice 422 refund_exceeds_amount (above the remainder)': 'amount',
+    'createPayout 422 insufficient_balance (above available)': 'amount',
+    'createPayout 422 amount_out_of_range (below the minimum)': 'amount',
+    'createPayout 422 address_not_confirmed': 'addressId',
+    'createPayout 404 address_not_found': 'addressId',
+    'createPayout 400 validation (no addressId, no method + account)': 'addressId',
+    'listPayouts 400 validation': 'limit',
   };
 
   beforeAll(async () => {
@@ -438,6 +618,54 @@ describe('real answers of the gateway match the document', () => {
     created.paid = (await run('createInvoice 201 (deprecated fields)')).body;
     expectStatus(await gw.operator.payment(created.paid.id, 'paid'), 200);
     await waitForList(shop.test, [created.full.id, created.minimal.id, created.paid.id]);
+    for (const name of Object.keys(CASES)) if (!replies.has(name) && !(name in MONEY_OUT_CASES)) await run(name);
+
+    // Money going out, in an order that gives each case the answer it names.
+    payer = await instantMerchant(gw.operator);
+    sibling = await instantMerchant(gw.operator, payer.accountId);
+    held = await gw.operator.merchant({ name: 'Магазин с холдом' });
+    const other = await instantMerchant(gw.operator);
+
+    // Refunds (test mode of `payer`): two paid 1000.00 invoices, available 2000.00.
+    ids.refundedPartly = await paidInvoice(gw.operator, payer.test, '1000.00');
+    ids.refundedFully = await paidInvoice(gw.operator, payer.test, '1000.00');
+    await waitForBalance(payer.test, { available: '2000.00' });
+    const unpaid = await payer.test.post('/v1/invoices', { amount: '500.00', orderId: orderId('openapi-unpaid'), method: 'sbp' });
+    expectStatus(unpaid, 201);
+    ids.unpaid = unpaid.body.id;
+    ids.onHold = await paidInvoice(gw.operator, held.test, '1000.00');
+    created.partialRefund = (await run('refundInvoice 202 (partial)')).body; // remainder of that invoice: 900.00
+    created.fullRefund = (await run('refundInvoice 202 (full, no body)')).body;
+    for (const name of Object.keys(MONEY_OUT_CASES).filter((n) => /^(refundInvoice|getRefund) /.test(n))) if (!replies.has(name)) await run(name);
+
+    // Payouts (live mode of `payer`): 1000.00 available; one confirmed SBP detail listed.
+    await fund(gw.operator, payer, 'live', ['1000.00']);
+    addresses.sbp = await payoutAddress(gw.operator, payer.accountId, { method: 'sbp', account: PHONE, bank: 'Сбербанк', label: 'Основной' });
+    addresses.unconfirmed = await payoutAddress(gw.operator, payer.accountId, { method: 'usdt_bep20', account: BEP20 }, false);
+    addresses.foreign = await payoutAddress(gw.operator, other.accountId, { method: 'sbp', account: PHONE });
+    await run('listPayoutAddresses 200 (one confirmed address)');
+    addresses.trc20 = await payoutAddress(gw.operator, payer.accountId, { method: 'usdt_trc20', account: TRC20, label: 'Кошелёк' });
+    created.sbpPayout = (await run('createPayout 201 (sbp, addressId, orderId)')).body; // unfinished: 1, available 850.00
+    await run('createPayout 200 (orderId repeat)');
+    created.usdtPayout = (await run('createPayout 201 (usdt_trc20, method + account, no orderId)')).body; // unfinished: 2, available 350.00
+    await run('createPayout 409 duplicate_request (same amount and detail, no orderId, within a minute)');
+    await run('createPayout 422 insufficient_balance (above available)');
+    await run('createPayout 422 amount_out_of_range (below the minimum)');
+    await run('createPayout 422 address_not_confirmed');
+    await run('createPayout 404 address_not_found');
+    await run('createPayout 400 validation (no addressId, no method + account)');
+    await run('createPayout 403 test_mode');
+    created.thirdPayout = (await run('createPayout 201 (sbp, method + account in another spelling: the third unfinished payout)')).body; // unfinished: 3
+    await run('createPayout 409 too_many_pending (a fourth unfinished payout)');
+    // The list is a read model: wait until it shows the three payouts.
+    await poll(
+      () => payer.live.get('/v1/payouts'),
+      (r) => r.status === 200 && r.body.items.length === 3,
+      'the payout list to show three payouts',
+    );
+    // Polled twice in a row (well within 3 seconds): 200, then 429.
+    await run('getPayout 200');
+    await run('getPayout 429 rate_limited (polled again within 3 seconds)');
     for (const name of Object.keys(CASES)) if (!replies.has(name)) await run(name);
   });
   afterAll(async () => {
@@ -452,6 +680,7 @@ describe('real answers of the gateway match the document', () => {
     validate(reply.body);
     expect({ body: reply.body, errors: errorLines(validate.errors) }).toEqual({ body: reply.body, errors: [] });
     if (CODES[name]) expect(reply.body.error.code).toBe(CODES[name]);
+    if (PARAMS[name]) expect(reply.body.error.param).toBe(PARAMS[name]);
     const declared = operation(operationId).responses[String(status)]!;
     if (declared['x-error-codes']) expect(declared['x-error-codes']).toContain(reply.body.error.code);
     if (status === 429) expect(reply.headers.get('retry-after')).toMatch(/^\d+$/);
@@ -465,6 +694,50 @@ describe('real answers of the gateway match the document', () => {
       .filter((e) => e.keyword === 'additionalProperties')
       .map((e) => `${e.instancePath || '/'}: ${(e.params as { additionalProperty: string }).additionalProperty}`);
     expect(undocumented).toEqual([]);
+  });
+
+  it('the refund and payout cases got the answers they name', () => {
+    const body = (name: string) => replies.get(name)!.reply.body;
+    expect(body('refundInvoice 202 (partial)')).toMatchObject({ id: expect.stringMatching(/^rf_[0-9a-z]{24}$/), invoiceId: ids.refundedPartly, amount: '100.00' });
+    expect(body('refundInvoice 202 (full, no body)')).toMatchObject({ invoiceId: ids.refundedFully, amount: '1000.00', status: 'pending' });
+    expect(body('getRefund 200')).toMatchObject({ id: created.partialRefund.id, invoiceId: ids.refundedPartly, amount: '100.00' });
+    expect(body('listPayoutAddresses 200 (one confirmed address)').items).toEqual([
+      expect.objectContaining({ id: addresses.sbp.id, method: 'sbp', account: '+7916*****67', bank: 'Сбербанк', label: 'Основной', status: 'confirmed' }),
+    ]);
+    const sbp = body('createPayout 201 (sbp, addressId, orderId)');
+    expect(sbp).toMatchObject({
+      status: 'pending',
+      amount: '150.00',
+      feeAmount: '1.50',
+      netAmount: '148.50',
+      method: 'sbp',
+      account: '+7916*****67',
+      addressId: addresses.sbp.id,
+      orderId: payoutOrderId,
+      usdtAmount: null,
+      usdtRate: null,
+      source: 'api',
+    });
+    expect(body('createPayout 200 (orderId repeat)')).toEqual(sbp);
+    expect(body('createPayout 201 (usdt_trc20, method + account, no orderId)')).toMatchObject({
+      amount: '500.00',
+      feeAmount: '10.00',
+      netAmount: '490.00',
+      method: 'usdt_trc20',
+      account: `${TRC20.slice(0, 6)}****${TRC20.slice(-4)}`,
+      addressId: addresses.trc20.id,
+      orderId: null,
+      usdtAmount: '5.157894', // 490.00 / 95.00, rounded down to 6 decimals
+      usdtRate: '95.00',
+    });
+    expect(body('createPayout 201 (sbp, method + account in another spelling: the third unfinished payout)')).toMatchObject({ addressId: addresses.sbp.id });
+    const list = body('listPayouts 200 (list)');
+    expect(list.items.map((p: Json) => p.id)).toEqual([created.thirdPayout.id, created.usdtPayout.id, created.sbpPayout.id]);
+    expect(list).toMatchObject({ nextCursor: null, hasMore: false });
+    expect(body('listPayouts 200 (test key: empty list)')).toEqual({ items: [], nextCursor: null, hasMore: false });
+    expect(body('listPayouts 200 (orderId: the one payout object)')).toMatchObject({ id: sbp.id, orderId: payoutOrderId });
+    expect(body('getPayout 200').id).toBe(sbp.id);
+    expect(body('getPayout 200 (another project of the same account)').id).toBe(sbp.id);
   });
 
   it('GET /v1/openapi.json answers the document, without a key', async () => {

@@ -441,7 +441,7 @@ const payoutAddress: SchemaObject = {
     id: { type: 'integer', description: 'Идентификатор реквизитов' },
     method: { type: 'string', enum: PAYOUT_METHODS, description: 'Способ выплаты' },
     label: nullableString('Подпись'),
-    account: { type: 'string', description: 'Телефон или адрес, маскированный' },
+    account: { type: 'string', description: 'Телефон или адрес, маскированный: у телефона первые 5 и последние 2 символа (+7916*****67), у адреса первые 6 и последние 4' },
     bank: nullableString('Банк получателя (sbp)'),
     status: { type: 'string', const: 'confirmed', description: 'Всегда confirmed: возвращаются только подтверждённые реквизиты' },
     confirmedAt: nullableDatetime('Когда подтверждены'),
@@ -462,11 +462,11 @@ const createPayoutRequest: SchemaObject = {
   required: ['amount'],
   additionalProperties: false,
   properties: {
-    amount: moneyInput('Сумма в рублях, списывается с available; комиссия вычитается из неё'),
+    amount: moneyInput('Сумма в рублях, списывается с available; комиссия вычитается из неё. Не меньше минимума способа (100.00 по умолчанию)'),
     addressId: { type: 'integer', description: 'Подтверждённые реквизиты; обязателен, если не заданы method + account' },
     method: { type: 'string', enum: PAYOUT_METHODS, description: 'Способ выплаты, вместе с account' },
     account: { type: 'string', description: 'Полный телефон или адрес уже подтверждённых реквизитов, вместе с method' },
-    orderId: { type: 'string', maxLength: 128, description: 'Идентификатор заявки у мерчанта; ключ идемпотентности' },
+    orderId: { type: 'string', maxLength: 128, description: 'Идентификатор заявки у мерчанта, уникален в аккаунте; ключ идемпотентности' },
     comment: { type: 'string', maxLength: 500, description: 'Комментарий' },
   },
   anyOf: [{ required: ['addressId'] }, { required: ['method', 'account'] }],
@@ -475,23 +475,33 @@ const createPayoutRequest: SchemaObject = {
 
 const payout: SchemaObject = {
   type: 'object',
-  description: 'Заявка на выплату (ответ GET /payouts/{id})',
+  description: 'Заявка на выплату аккаунта мерчанта (ответ GET /payouts/{id})',
   required: ['id', 'status', 'amount', 'feeAmount', 'netAmount', 'currency', 'method', 'source', 'createdAt'],
   properties: {
     id: { type: 'integer', description: 'Идентификатор выплаты' },
     status: { type: 'string', enum: PAYOUT_STATUSES, description: 'Статус выплаты' },
     amount: money('Сумма заявки'),
-    feeAmount: money('Комиссия'),
+    feeAmount: money('Комиссия: sbp 1.00%, usdt_trc20 2.00%, usdt_bep20 1.50% от amount (по умолчанию), до копейки половиной вверх'),
     netAmount: money('amount − feeAmount; уходит получателю'),
     currency: rub,
     method: { type: 'string', enum: PAYOUT_METHODS, description: 'Способ выплаты' },
-    account: nullableString('Телефон или адрес, маскированный'),
+    account: nullableString('Телефон или адрес, маскированный: +7916*****67, TQn9Y2****bLSE'),
     bank: nullableString('Банк получателя'),
     addressId: { type: ['integer', 'null'], description: 'Реквизиты' },
     orderId: nullableString('Идентификатор заявки у мерчанта'),
     comment: nullableString('Комментарий'),
-    usdtAmount: nullableString('Сколько USDT отправить (только USDT-способы)'),
-    usdtRate: nullableString('Рублей за 1 USDT на момент создания'),
+    usdtAmount: {
+      type: ['string', 'null'],
+      pattern: '^\\d+\\.\\d{6}$',
+      description: 'Сколько USDT отправить (только USDT-способы, иначе null): netAmount / usdtRate, округлено вниз до 6 знаков',
+      examples: ['5.157894'],
+    },
+    usdtRate: {
+      type: ['string', 'null'],
+      pattern: MONEY_PATTERN,
+      description: 'Рублей за 1 USDT на момент создания (USDT_RUB_RATE; только USDT-способы, иначе null)',
+      examples: ['95.00'],
+    },
     statusReason: nullableString('Причина отклонения или отмены'),
     externalId: nullableString('Хеш транзакции или номер перевода после выплаты'),
     source: { type: 'string', enum: ['api', 'manual', 'auto'], description: 'Откуда заявка' },
@@ -633,7 +643,7 @@ const DESCRIPTION = `Платёжный шлюз для мерчантов: сч
 
 ## Режимы и ключи
 
-Ключ \`sk_test_\` работает в песочнице, \`sk_live_\`: в бою, на том же адресе. Объекты одного режима не видны ключам другого (404 \`invoice_not_found\`).
+Ключ \`sk_test_\` работает в песочнице, \`sk_live_\`: в бою, на том же адресе. Объекты одного режима не видны ключам другого (404 \`invoice_not_found\`). Выплаты бывают только боевые: с тестовым ключом POST /payouts отвечает 403 \`test_mode\`, GET /payouts: пустой список, GET /payouts/{id} и GET /payouts?orderId=: 404 \`not_found\`.
 
 ## Авторизация
 
@@ -660,10 +670,14 @@ const DESCRIPTION = `Платёжный шлюз для мерчантов: сч
 ## Решения там, где спецификация говорит «not shown»
 
 - **Переходы счёта**: created → pending (покупатель выбрал способ или начал оплату) → paid или failed; created или pending → expired, когда наступает expiresAt; paid → partially_refunded → refunded по мере успешных возвратов. failed и expired конечны. Невозвращённый остаток учитывает и возвраты в статусе pending, поэтому два возврата не превысят сумму.
-- **Возвраты** списываются с доступного баланса (available); если его мало: 422 \`insufficient_balance\`.
-- **Переходы выплаты**: pending → approved → processing → paid; pending, approved или processing → rejected; pending → cancelled. «В обработке» для \`too_many_pending\`: pending, approved или processing.
-- **Минимальная выплата**: 100.00 по умолчанию (по способу, настраивается). Сумма ниже минимума: 422 \`amount_out_of_range\`; выше доступного баланса: 422 \`insufficient_balance\`.
-- **Список выплат**: \`{items, nextCursor, hasMore}\`, как список счетов; \`nextCursor\` передаётся в параметр \`cursor\`.
+- **Возвраты** списываются с доступного баланса (available) аккаунта мерчанта в режиме счёта: сумма сразу переходит из available в reserved и уходит с баланса, когда возврат выполнен (при refund.failed возвращается в available). Средства на холде (pending) не используются; если available мало: 422 \`insufficient_balance\`. Проверки по порядку: счёт (404 \`invoice_not_found\`), его статус (409 \`conflict\`), невозвращённый остаток (422 \`refund_exceeds_amount\`; полный возврат, когда возвращать уже нечего, тоже), баланс (422 \`insufficient_balance\`). Идентификатор возврата: \`rf_\` и 24 символа [0-9a-z].
+- **Переходы выплаты**: pending → approved → processing → paid; pending, approved или processing → rejected; pending → cancelled. «В обработке» для \`too_many_pending\`: pending, approved или processing (не больше трёх таких заявок на аккаунт).
+- **Комиссия выплаты** по способу: \`sbp\`: 1.00%, \`usdt_trc20\`: 2.00%, \`usdt_bep20\`: 1.50%; удерживается из суммы (netAmount = amount − feeAmount, комиссия округляется до копейки половиной вверх). С баланса списывается amount.
+- **Минимальная выплата**: 100.00 для каждого способа. Ставки и минимумы по умолчанию; оператор шлюза меняет их настройкой \`PAYOUT_TERMS\`. Сумма ниже минимума способа: 422 \`amount_out_of_range\`; выше доступного баланса (available): 422 \`insufficient_balance\` (у обоих param = amount). Спецификация перечисляет для этих случаев и 422 \`address_not_confirmed\`, но код для них оставляет открытым; шлюз отвечает \`address_not_confirmed\` только на неподтверждённые реквизиты. Проверки POST /payouts по порядку: ключ (403 \`test_mode\`), тело (400 \`validation\`), повтор orderId (200), реквизиты (404 \`address_not_found\`, 422 \`address_not_confirmed\`), минимум (422 \`amount_out_of_range\`), заявки в обработке (409 \`too_many_pending\`), дубликат (409 \`duplicate_request\`), баланс (422 \`insufficient_balance\`).
+- **Выплаты принадлежат аккаунту мерчанта**, а не проекту: реквизиты, заявки и боевой баланс, с которого они списываются, общие для всех проектов аккаунта; боевой ключ любого его проекта видит и создаёт их. Лимит заявок в обработке, окно дубликата и уникальность orderId выплаты действуют в пределах аккаунта. Повтор POST /payouts с orderId уже созданной заявки возвращает её (200), не сравнивая остальные поля.
+- **Маскирование реквизитов** в GET /payout-addresses и в Payout: телефон СБП сохраняет первые 5 символов и последние 2 (\`+7916*****67\`), адрес кошелька: первые 6 символов, \`****\` и последние 4 (\`TQn9Y2****bLSE\`). В POST /payouts account передаётся полностью: телефон как +7XXXXXXXXXX (допускаются 8 вместо +7, пробелы, дефисы и скобки), адрес TRC-20 с учётом регистра, адрес BEP-20 без учёта регистра.
+- **USDT**: usdtRate: курс шлюза в рублях за 1 USDT на момент создания заявки (настройка \`USDT_RUB_RATE\`, по умолчанию 95.00); usdtAmount = netAmount / usdtRate, округлено вниз до 6 знаков после точки. У выплат на СБП оба поля null.
+- **Список выплат**: \`{items, nextCursor, hasMore}\`, как список счетов, новые первыми; \`nextCursor\` передаётся в параметр \`cursor\`.
 - **Дополнительные поля Payout** после processedAt: нет.
 - **Тело вебхука**: \`{id, type, createdAt, isTest, data}\`; \`data.invoice\` (форма Invoice) у событий счёта, \`data.refund\` и \`data.invoice\` у событий возврата, \`data.payout\` (форма GET /payouts/{id}) у событий выплаты. \`id\`: идентификатор события, ключ идемпотентности получателя.
 - **Заголовки доставки**: \`X-Service-Timestamp\`: секунды Unix попытки; \`X-Service-Delivery-Id\`: UUID, одинаковый во всех попытках одной доставки; \`X-Service-Test\`: \`true\` или \`false\`.
@@ -761,8 +775,8 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
         operationId: 'refundInvoice',
         summary: 'Вернуть оплату',
         description:
-          'Полный (без amount) или частичный возврат счёта в статусе paid или partially_refunded. Сумма сразу списывается с баланса мерчанта; ' +
-          'итог приходит вебхуком refund.succeeded или refund.failed.',
+          'Полный (без amount) или частичный возврат счёта в статусе paid или partially_refunded. Сумма сразу резервируется из доступного баланса (available) ' +
+          'мерчанта в режиме ключа; итог приходит вебхуком refund.succeeded или refund.failed (тогда сумма возвращается в available).',
         tags: ['Возвраты'],
         parameters: [{ ...invoiceIdParam, description: 'Идентификатор возвращаемого счёта' }],
         requestBody: { required: false, content: jsonBody(ref('RefundInvoiceRequest')) },
@@ -772,7 +786,10 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
           '401': UNAUTHORIZED,
           '404': errorResponse('Счёт не найден', ['invoice_not_found']),
           '409': errorResponse('Счёт не в статусе paid или partially_refunded', ['conflict']),
-          '422': errorResponse('Возврат невозможен', ['refund_exceeds_amount', 'insufficient_balance']),
+          '422': errorResponse('Возврат невозможен: сумма больше невозвращённого остатка (с учётом возвратов в pending) или больше available', [
+            'refund_exceeds_amount',
+            'insufficient_balance',
+          ]),
           '429': RATE_LIMITED,
           '500': INTERNAL,
         },
@@ -815,7 +832,8 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
       get: {
         operationId: 'listPayoutAddresses',
         summary: 'Реквизиты для выплат',
-        description: 'Только подтверждённые реквизиты, счёт маскирован. Добавляются и подтверждаются (по e-mail) только в кабинете.',
+        description:
+          'Подтверждённые реквизиты аккаунта мерчанта (общие для всех его проектов), счёт маскирован. Добавляются и подтверждаются (по e-mail) только в кабинете.',
         tags: ['Выплаты'],
         responses: { '200': ok('Реквизиты', ref('PayoutAddressList')), '401': UNAUTHORIZED, '429': RATE_LIMITED, '500': INTERNAL },
       },
@@ -825,8 +843,10 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
         operationId: 'createPayout',
         summary: 'Создать выплату',
         description:
-          'Только боевой ключ (sk_live_). Резервирует сумму на балансе и создаёт заявку на подтверждённые реквизиты (addressId или пара method + account). ' +
-          'Без orderId повтор суммы и реквизитов заявки, созданной меньше минуты назад: 409 duplicate_request.',
+          'Только боевой ключ (sk_live_). Резервирует сумму на боевом балансе аккаунта (из available) и создаёт заявку на подтверждённые реквизиты аккаунта ' +
+          '(addressId или пара method + account). Комиссия (sbp 1.00%, usdt_trc20 2.00%, usdt_bep20 1.50%) удерживается из суммы; минимум 100.00 для каждого способа. ' +
+          'Без orderId повтор суммы и реквизитов заявки, созданной меньше минуты назад: 409 duplicate_request. ' +
+          'Если у аккаунта уже три заявки в pending, approved или processing: 409 too_many_pending.',
         tags: ['Выплаты'],
         requestBody: { required: true, content: jsonBody(ref('CreatePayoutRequest')) },
         responses: {
@@ -837,7 +857,11 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
           '403': errorResponse('Тестовый ключ', ['test_mode']),
           '404': errorResponse('Реквизиты не найдены', ['address_not_found']),
           '409': errorResponse('Заявка не принята', ['too_many_pending', 'duplicate_request']),
-          '422': errorResponse('Заявка невозможна', ['address_not_confirmed', 'amount_out_of_range', 'insufficient_balance']),
+          '422': errorResponse('Заявка невозможна: реквизиты не подтверждены, сумма ниже минимума способа или больше available', [
+            'address_not_confirmed',
+            'amount_out_of_range',
+            'insufficient_balance',
+          ]),
           '429': RATE_LIMITED,
           '500': INTERNAL,
         },
@@ -845,7 +869,9 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
       get: {
         operationId: 'listPayouts',
         summary: 'Список выплат',
-        description: 'Новые первыми, постраничный курсор. С orderId возвращает одну выплату объектом (не списком) или 404 not_found.',
+        description:
+          'Выплаты аккаунта мерчанта (любого его проекта), новые первыми, постраничный курсор; ответ {items, nextCursor, hasMore}. ' +
+          'С orderId возвращает одну выплату объектом (не списком) или 404 not_found. Тестовый ключ: пустой список.',
         tags: ['Выплаты'],
         parameters: [
           {
@@ -872,7 +898,9 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
       get: {
         operationId: 'getPayout',
         summary: 'Выплата',
-        description: 'Одна выплата. Опрос чаще раза в 3 секунды: 429 rate_limited с Retry-After; итог приходит вебхуками payout.paid и payout.rejected.',
+        description:
+          'Одна выплата аккаунта мерчанта (видна ключу любого его проекта; тестовому ключу: 404 not_found). Опрос чаще раза в 3 секунды: 429 rate_limited с Retry-After; ' +
+          'итог приходит вебхуками payout.paid и payout.rejected.',
         tags: ['Выплаты'],
         parameters: [{ name: 'id', in: 'path', required: true, description: 'Идентификатор выплаты', schema: { type: 'integer' } }],
         responses: {
@@ -916,7 +944,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
       PayoutAddressList: payoutAddressList,
       CreatePayoutRequest: createPayoutRequest,
       Payout: payout,
-      PayoutList: list('Страница выплат', 'Payout'),
+      PayoutList: list('Страница выплат аккаунта, новые первыми', 'Payout'),
       InvoiceEvent: invoiceEvent,
       RefundEvent: refundEvent,
       PayoutEvent: payoutEvent,
