@@ -22,6 +22,7 @@ import { allMigrations } from '../libs/database/src/migrations';
 import { eventStoreBench } from './event-store.bench';
 import { httpBench } from './http.bench';
 import { ledgerBench } from './ledger.bench';
+import { webhooksBench } from './webhooks.bench';
 import { repoRoot } from './paths';
 import { printTable, Table } from './table';
 
@@ -41,7 +42,7 @@ export interface BenchSection {
   run(context: BenchContext): Promise<Table[]>;
 }
 
-const SECTIONS: readonly BenchSection[] = [eventStoreBench, ledgerBench, httpBench];
+const SECTIONS: readonly BenchSection[] = [eventStoreBench, ledgerBench, httpBench, webhooksBench];
 
 interface Options {
   readonly quick: boolean;

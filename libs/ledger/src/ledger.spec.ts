@@ -8,6 +8,7 @@
  * The state is always built by folding the given entries (foldLedger) and the
  * command is decided by `ledgerDecider`, i.e. with the invariant checks on.
  */
+import fc from 'fast-check';
 import * as ledgerModule from './ledger';
 import {
   causeOf,
@@ -23,7 +24,10 @@ import {
   LedgerEntryPostedData,
   LedgerState,
   Posting,
+  PayoutReservationRules,
   RECENT_CAUSES_KEPT,
+  RECENT_PAYOUT_WINDOW_MS,
+  ReservationRefusal,
   ReservationPurpose,
   stateViolations,
 } from './ledger';
@@ -959,5 +963,437 @@ describe('ledger: defects found by these tests, now fixed', () => {
       expected.push([id, ['posted payment_recorded', 'hold_not_found', 'posted funds_reserved', 'reservation_not_found', 'reservation_not_found']]);
     }
     expect(actual).toEqual(expected);
+  });
+});
+
+// ---------------------------------------------------------------------------------
+// Payout rules of ReserveFunds (too_many_pending, duplicate_request) and recorded refusals
+
+describe('ledger: payout reservations and recorded refusals', () => {
+  /** The gateway clock `seconds` after T0, ISO (the duplicate window is counted in seconds). */
+  const atSec = (seconds: number): string => new Date(T0 + seconds * 1000).toISOString();
+
+  const rules = (fingerprint: string, duplicateWindowSeconds: number | null = 60, maxUnfinished = 3): PayoutReservationRules => ({
+    fingerprint,
+    duplicateWindowSeconds,
+    maxUnfinished,
+  });
+  const reservePayout = (
+    id: string,
+    amount: number,
+    payout: PayoutReservationRules,
+    when = at(),
+    recordRefusal = false,
+  ): LedgerCommand => ({
+    type: 'ReserveFunds',
+    reservationId: id,
+    purpose: 'payout',
+    amount,
+    payout,
+    ...(recordRefusal ? { recordRefusal: true } : {}),
+    at: when,
+    entryId: idOf(`reserve:${id}`),
+  });
+  const reserveRefund = (id: string, amount: number, when = at(), recordRefusal = false): LedgerCommand => ({
+    type: 'ReserveFunds',
+    reservationId: id,
+    purpose: 'refund',
+    amount,
+    ...(recordRefusal ? { recordRefusal: true } : {}),
+    at: when,
+    entryId: idOf(`reserve:${id}`),
+  });
+
+  /** A payout reservation as decide posts it: with its fingerprint. */
+  const payoutReserved = (id: string, amount: number, fingerprint: string, when = at()): LedgerEvent =>
+    entry(
+      'funds_reserved',
+      `reserve:${id}`,
+      [
+        { account: 'available', amount: -amount },
+        { account: 'reserved', amount },
+      ],
+      when,
+      { reservation: { id, purpose: 'payout', amount }, payoutFingerprint: fingerprint },
+    );
+  const payoutSettled = (id: string, amount: number, fee: number, when = at()): LedgerEvent =>
+    entry(
+      'reservation_settled',
+      `settle:${id}`,
+      [
+        { account: 'reserved', amount: -amount },
+        { account: 'payouts_sent', amount: amount - fee },
+        { account: 'fees', amount: fee },
+      ],
+      when,
+      { reservation: { id, purpose: 'payout', amount } },
+    );
+  const reservationRefused = (
+    id: string,
+    purpose: ReservationPurpose,
+    amount: number,
+    refusal: ReservationRefusal,
+    when = at(),
+  ): LedgerEvent => entry('reservation_refused', `reserve:${id}`, [], when, { reservation: { id, purpose, amount }, refusal });
+
+  const funded = [paymentAvailable('inv_1', 1_000_000, 0)];
+  /** Three open payouts of 10 000 each, with fingerprints a, b, c. */
+  const threeOpen = [
+    ...funded,
+    payoutReserved('po_1', 10_000, 'a', atSec(0)),
+    payoutReserved('po_2', 10_000, 'b', atSec(1)),
+    payoutReserved('po_3', 10_000, 'c', atSec(2)),
+  ];
+
+  describe('too_many_pending', () => {
+    it('a payout beyond maxUnfinished open payout reservations: too_many_pending', () => {
+      given(threeOpen).when(reservePayout('po_4', 10_000, rules('d'), atSec(10))).thenFails('too_many_pending');
+    });
+
+    it('below maxUnfinished: reserved, with its fingerprint', () => {
+      given(threeOpen.slice(0, 3))
+        .when(reservePayout('po_3', 10_000, rules('c'), atSec(10)))
+        .then([payoutReserved('po_3', 10_000, 'c', atSec(10))]);
+    });
+
+    it('refund reservations do not count', () => {
+      const withRefunds = [
+        ...threeOpen.slice(0, 3),
+        fundsReserved('rf_1', 'refund', 1_000),
+        fundsReserved('rf_2', 'refund', 1_000),
+        fundsReserved('rf_3', 'refund', 1_000),
+        fundsReserved('rf_4', 'refund', 1_000),
+      ];
+      given(withRefunds)
+        .when(reservePayout('po_3', 10_000, rules('c'), atSec(10)))
+        .then([payoutReserved('po_3', 10_000, 'c', atSec(10))]);
+    });
+
+    it('a refund is never held back by open payouts', () => {
+      given(threeOpen)
+        .when(reserveRefund('rf_1', 10_000, atSec(10)))
+        .then([fundsReserved('rf_1', 'refund', 10_000, atSec(10))]);
+    });
+
+    it('a payout settled or released no longer counts', () => {
+      given([...threeOpen, payoutSettled('po_1', 10_000, 100, atSec(5))])
+        .when(reservePayout('po_4', 10_000, rules('d'), atSec(10)))
+        .then([payoutReserved('po_4', 10_000, 'd', atSec(10))]);
+      given([...threeOpen, reservationReleased('po_2', 'payout', 10_000, atSec(5))])
+        .when(reservePayout('po_4', 10_000, rules('d'), atSec(10)))
+        .then([payoutReserved('po_4', 10_000, 'd', atSec(10))]);
+    });
+
+    it('a refused payout never opened a reservation and does not count', () => {
+      given([...threeOpen.slice(0, 3), reservationRefused('po_x', 'payout', 10_000_000, 'insufficient_balance', atSec(3))])
+        .when(reservePayout('po_3', 10_000, rules('c'), atSec(10)))
+        .then([payoutReserved('po_3', 10_000, 'c', atSec(10))]);
+    });
+
+    it('the limit is the command’s maxUnfinished', () => {
+      given(threeOpen)
+        .when(reservePayout('po_4', 10_000, rules('d', 60, 4), atSec(10)))
+        .then([payoutReserved('po_4', 10_000, 'd', atSec(10))]);
+      given(threeOpen.slice(0, 2)).when(reservePayout('po_2', 10_000, rules('b', 60, 1), atSec(10))).thenFails('too_many_pending');
+      given(funded).when(reservePayout('po_1', 10_000, rules('a', 60, 0), atSec(10))).thenFails('too_many_pending');
+    });
+  });
+
+  describe('duplicate_request', () => {
+    const first = [...funded, payoutReserved('po_1', 10_000, 'fp', atSec(0))];
+
+    it('the same fingerprint within the window: duplicate_request', () => {
+      given(first).when(reservePayout('po_2', 10_000, rules('fp'), atSec(1))).thenFails('duplicate_request');
+      given(first).when(reservePayout('po_2', 10_000, rules('fp'), atSec(59))).thenFails('duplicate_request');
+      given(first)
+        .when(reservePayout('po_2', 10_000, rules('fp'), new Date(T0 + 59_999).toISOString()))
+        .thenFails('duplicate_request');
+    });
+
+    it('the window is counted from command.at: other entries in between change nothing', () => {
+      given([...first, paymentAvailable('inv_2', 5_000, 0, atSec(30)), fundsReserved('rf_1', 'refund', 100, atSec(40))])
+        .when(reservePayout('po_2', 10_000, rules('fp'), atSec(45)))
+        .thenFails('duplicate_request');
+    });
+
+    it('once the window has passed (exactly 60 s, or later): reserved', () => {
+      given(first)
+        .when(reservePayout('po_2', 10_000, rules('fp'), atSec(60)))
+        .then([payoutReserved('po_2', 10_000, 'fp', atSec(60))]);
+      given(first)
+        .when(reservePayout('po_2', 10_000, rules('fp'), atSec(3_600)))
+        .then([payoutReserved('po_2', 10_000, 'fp', atSec(3_600))]);
+    });
+
+    it('a shorter window of the command applies', () => {
+      given(first).when(reservePayout('po_2', 10_000, rules('fp', 10), atSec(9))).thenFails('duplicate_request');
+      given(first)
+        .when(reservePayout('po_2', 10_000, rules('fp', 10), atSec(10)))
+        .then([payoutReserved('po_2', 10_000, 'fp', atSec(10))]);
+    });
+
+    it('duplicateWindowSeconds null (an orderId of its own): not checked', () => {
+      given(first)
+        .when(reservePayout('po_2', 10_000, rules('fp', null), atSec(1)))
+        .then([payoutReserved('po_2', 10_000, 'fp', atSec(1))]);
+    });
+
+    it('another fingerprint within the window: reserved', () => {
+      given(first)
+        .when(reservePayout('po_2', 10_000, rules('fp-other'), atSec(1)))
+        .then([payoutReserved('po_2', 10_000, 'fp-other', atSec(1))]);
+    });
+
+    it('a payout reserved without a window (it had an orderId) still counts for a later request with one', () => {
+      const posted = ledgerDecider.decide(reservePayout('po_1', 10_000, rules('fp', null), atSec(0)), foldLedger(funded));
+      expect(posted).toEqual([payoutReserved('po_1', 10_000, 'fp', atSec(0))]);
+      given([...funded, ...(posted as LedgerEvent[])])
+        .when(reservePayout('po_2', 10_000, rules('fp'), atSec(5)))
+        .thenFails('duplicate_request');
+    });
+
+    it('the earlier payout counts even once it was released: it was created less than a minute ago', () => {
+      given([...first, reservationReleased('po_1', 'payout', 10_000, atSec(10))])
+        .when(reservePayout('po_2', 10_000, rules('fp'), atSec(20)))
+        .thenFails('duplicate_request');
+    });
+
+    it('a refused request was never created: it does not make a duplicate', () => {
+      given([...funded, reservationRefused('po_1', 'payout', 10_000_000, 'insufficient_balance', atSec(0))])
+        .when(reservePayout('po_2', 10_000, rules('fp'), atSec(5)))
+        .then([payoutReserved('po_2', 10_000, 'fp', atSec(5))]);
+    });
+
+    it('refund reservations have no fingerprint and make no duplicates', () => {
+      const state = foldLedger([...funded, fundsReserved('rf_1', 'refund', 10_000, atSec(0))]);
+      expect(state.recentPayouts).toEqual([]);
+    });
+  });
+
+  describe('payout limits come before the balance', () => {
+    it('too_many_pending, not insufficient_balance, when both apply', () => {
+      const drained = [
+        paymentAvailable('inv_1', 30_000, 0),
+        payoutReserved('po_1', 10_000, 'a', atSec(0)),
+        payoutReserved('po_2', 10_000, 'b', atSec(1)),
+        payoutReserved('po_3', 10_000, 'c', atSec(2)),
+      ];
+      expect(foldLedger(drained).balances.available).toBe(0);
+      given(drained).when(reservePayout('po_4', 10_000, rules('d'), atSec(10))).thenFails('too_many_pending');
+    });
+
+    it('duplicate_request, not insufficient_balance, when both apply', () => {
+      const drained = [paymentAvailable('inv_1', 10_000, 0), payoutReserved('po_1', 10_000, 'fp', atSec(0))];
+      expect(foldLedger(drained).balances.available).toBe(0);
+      given(drained).when(reservePayout('po_2', 10_000, rules('fp'), atSec(5))).thenFails('duplicate_request');
+    });
+
+    it('with no limit reached, the balance decides', () => {
+      const drained = [paymentAvailable('inv_1', 10_000, 0), payoutReserved('po_1', 10_000, 'fp', atSec(0))];
+      given(drained).when(reservePayout('po_2', 1, rules('other'), atSec(5))).thenFails('insufficient_balance');
+      given([paymentAvailable('inv_1', 10_000, 0)]).when(reservePayout('po_1', 10_001, rules('fp'))).thenFails('insufficient_balance');
+    });
+  });
+
+  describe('recordRefusal', () => {
+    it.each<[ReservationRefusal, LedgerEvent[], LedgerCommand]>([
+      ['insufficient_balance', [paymentAvailable('inv_1', 5_000, 0)], reservePayout('po_9', 10_000, rules('z'), atSec(20), true)],
+      ['too_many_pending', threeOpen, reservePayout('po_9', 10_000, rules('z'), atSec(20), true)],
+      ['duplicate_request', threeOpen.slice(0, 2), reservePayout('po_9', 10_000, rules('a'), atSec(20), true)],
+    ])('%s: an entry of kind reservation_refused, without postings, with the refusal', (refusal, history, command) => {
+      given(history)
+        .when(command)
+        .then([
+          {
+            type: 'LedgerEntryPosted',
+            data: {
+              entryId: idOf('reserve:po_9'),
+              kind: 'reservation_refused',
+              cause: 'reserve:po_9',
+              postings: [],
+              occurredAt: atSec(20),
+              reservation: { id: 'po_9', purpose: 'payout', amount: 10_000 },
+              refusal,
+            },
+          },
+        ]);
+      // Without recordRefusal the same decision is an error.
+      const { recordRefusal: _recorded, ...plain } = command as Extract<LedgerCommand, { type: 'ReserveFunds' }>;
+      given(history).when(plain).thenFails(refusal);
+    });
+
+    it('a refund refused for want of balance is recorded the same way', () => {
+      given([paymentAvailable('inv_1', 5_000, 0)])
+        .when(reserveRefund('rf_1', 5_001, at(3), true))
+        .then([reservationRefused('rf_1', 'refund', 5_001, 'insufficient_balance', at(3))]);
+    });
+
+    it('a recorded refusal moves no money and opens nothing, but spends the cause', () => {
+      const before = foldLedger(threeOpen);
+      const after = foldLedger([...threeOpen, reservationRefused('po_9', 'payout', 10_000, 'too_many_pending', atSec(20))]);
+      expect(after.balances).toEqual(before.balances);
+      expect(after.reservations).toEqual(before.reservations);
+      expect(after.entries).toBe(before.entries + 1);
+      expect(hasRecentCause(after, 'reserve:po_9')).toBe(true);
+      expect(after.recentPayouts.map((p) => p.fingerprint)).toEqual(['a', 'b', 'c']);
+      expect(stateViolations(after)).toEqual([]);
+      expect(entryViolations(reservationRefused('po_9', 'payout', 10_000, 'too_many_pending'))).toEqual([]);
+    });
+
+    it('the same command again returns [] even if the balance would now allow it', () => {
+      const refused = [paymentAvailable('inv_1', 5_000, 0), reservationRefused('po_1', 'payout', 10_000, 'insufficient_balance', atSec(0))];
+      const nowFunded = [...refused, paymentAvailable('inv_2', 1_000_000, 0, atSec(10))];
+      given(nowFunded).when(reservePayout('po_1', 10_000, rules('fp'), atSec(20), true)).thenNothing();
+      given(nowFunded).when(reservePayout('po_1', 10_000, rules('fp'), atSec(20))).thenNothing();
+      // A new request is another reservation id: that one is decided afresh.
+      given(nowFunded)
+        .when(reservePayout('po_2', 10_000, rules('fp'), atSec(20), true))
+        .then([payoutReserved('po_2', 10_000, 'fp', atSec(20))]);
+    });
+
+    it('the same command again returns [] once the other payouts have finished', () => {
+      const refused = [...threeOpen, reservationRefused('po_9', 'payout', 10_000, 'too_many_pending', atSec(20))];
+      const finished = [
+        ...refused,
+        reservationReleased('po_1', 'payout', 10_000, atSec(30)),
+        reservationReleased('po_2', 'payout', 10_000, atSec(31)),
+        reservationReleased('po_3', 'payout', 10_000, atSec(32)),
+      ];
+      expect(foldLedger(finished).reservations).toEqual({});
+      given(finished).when(reservePayout('po_9', 10_000, rules('z'), atSec(200), true)).thenNothing();
+    });
+
+    it('a refund refused for balance stays refused after money arrives', () => {
+      given([
+        paymentAvailable('inv_1', 5_000, 0),
+        reservationRefused('rf_1', 'refund', 5_001, 'insufficient_balance'),
+        paymentAvailable('inv_2', 100_000, 0, at(5)),
+      ])
+        .when(reserveRefund('rf_1', 5_001, at(10), true))
+        .thenNothing();
+    });
+
+    it('a reservation that can be made is posted as usual', () => {
+      given(funded)
+        .when(reservePayout('po_1', 10_000, rules('fp'), atSec(0), true))
+        .then([payoutReserved('po_1', 10_000, 'fp', atSec(0))]);
+      given(funded)
+        .when(reserveRefund('rf_1', 10_000, at(), true))
+        .then([fundsReserved('rf_1', 'refund', 10_000)]);
+    });
+
+    it('an invalid amount stays an error (invalid_amount), not a recorded refusal', () => {
+      given(funded).when(reservePayout('po_1', 0, rules('fp'), atSec(0), true)).thenFails('invalid_amount');
+      given(funded).when(reserveRefund('rf_1', -5, at(), true)).thenFails('invalid_amount');
+    });
+  });
+
+  describe('recentPayouts', () => {
+    it('remembers the payouts reserved within RECENT_PAYOUT_WINDOW_MS of the latest entry, oldest first', () => {
+      expect(RECENT_PAYOUT_WINDOW_MS).toBe(60_000);
+      const history = [
+        ...funded,
+        payoutReserved('po_1', 1_000, 'a', atSec(0)),
+        payoutReserved('po_2', 1_000, 'b', atSec(30)),
+        payoutReserved('po_3', 1_000, 'c', atSec(59)),
+      ];
+      expect(foldLedger(history).recentPayouts).toEqual([
+        { fingerprint: 'a', at: atSec(0) },
+        { fingerprint: 'b', at: atSec(30) },
+        { fingerprint: 'c', at: atSec(59) },
+      ]);
+      // Any later entry forgets those a minute or more older than itself.
+      const later = [...history, paymentAvailable('inv_2', 1, 0, atSec(60))];
+      expect(foldLedger(later).recentPayouts).toEqual([
+        { fingerprint: 'b', at: atSec(30) },
+        { fingerprint: 'c', at: atSec(59) },
+      ]);
+      expect(foldLedger([...later, paymentAvailable('inv_3', 1, 0, atSec(500))]).recentPayouts).toEqual([]);
+    });
+
+    type Op =
+      | { readonly op: 'pay'; readonly amount: number }
+      | { readonly op: 'payout'; readonly id: number; readonly amount: number; readonly fp: number; readonly window: number | null; readonly record: boolean }
+      | { readonly op: 'refund'; readonly id: number; readonly amount: number; readonly record: boolean }
+      | { readonly op: 'settle' | 'release'; readonly id: number; readonly payout: boolean };
+
+    const op: fc.Arbitrary<Op> = fc.oneof(
+      { weight: 2, arbitrary: fc.record({ op: fc.constant('pay' as const), amount: fc.integer({ min: 1, max: 50_000 }) }) },
+      {
+        weight: 5,
+        arbitrary: fc.record({
+          op: fc.constant('payout' as const),
+          id: fc.nat({ max: 11 }),
+          amount: fc.integer({ min: 1, max: 20_000 }),
+          fp: fc.nat({ max: 2 }),
+          window: fc.constantFrom(60, 30, null),
+          record: fc.boolean(),
+        }),
+      },
+      {
+        weight: 2,
+        arbitrary: fc.record({
+          op: fc.constant('refund' as const),
+          id: fc.nat({ max: 5 }),
+          amount: fc.integer({ min: 1, max: 20_000 }),
+          record: fc.boolean(),
+        }),
+      },
+      {
+        weight: 3,
+        arbitrary: fc.record({ op: fc.constantFrom('settle' as const, 'release' as const), id: fc.nat({ max: 11 }), payout: fc.boolean() }),
+      },
+    );
+    const steps = fc.array(fc.record({ advanceSeconds: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 90 })), op }), {
+      maxLength: 50,
+    });
+
+    const commandOf = (o: Op, when: string): LedgerCommand => {
+      switch (o.op) {
+        case 'pay':
+          return { ...recordPayment(`inv_${when}`, o.amount, 0, null, when) };
+        case 'payout':
+          return reservePayout(`po_${o.id}`, o.amount, rules(`fp${o.fp}`, o.window), when, o.record);
+        case 'refund':
+          return reserveRefund(`rf_${o.id}`, o.amount, when, o.record);
+        case 'settle':
+          return settleReservation(`${o.payout ? 'po' : 'rf'}_${o.id}`, undefined, when);
+        case 'release':
+          return releaseReservation(`${o.payout ? 'po' : 'rf'}_${o.id}`, when);
+      }
+    };
+
+    it('foldLedger and evolve agree (recentPayouts included) on random sequences, at every step', () => {
+      fc.assert(
+        fc.property(steps, (plan) => {
+          let clock = T0;
+          let byEvolve = initialLedgerState();
+          const events: LedgerEvent[] = [];
+          for (const step of plan) {
+            clock += step.advanceSeconds * 1000;
+            const decision = ledgerDecider.decide(commandOf(step.op, new Date(clock).toISOString()), byEvolve);
+            if (!Array.isArray(decision)) continue;
+            for (const event of decision) byEvolve = ledgerModule.evolve(byEvolve, event);
+            events.push(...decision);
+
+            const byFold = foldLedger(events);
+            expect(byFold).toEqual(byEvolve);
+            // Folding in two parts is the same as folding at once.
+            const half = Math.floor(events.length / 2);
+            expect(foldLedger(events.slice(half), foldLedger(events.slice(0, half)))).toEqual(byEvolve);
+          }
+          // The payouts remembered are exactly those reserved within the window of the latest entry.
+          if (events.length > 0) {
+            const latest = Date.parse(events[events.length - 1]!.data.occurredAt);
+            const expected = events
+              .filter((e) => e.data.kind === 'funds_reserved' && e.data.payoutFingerprint !== undefined)
+              .filter((e) => latest - Date.parse(e.data.occurredAt) < RECENT_PAYOUT_WINDOW_MS)
+              .map((e) => ({ fingerprint: e.data.payoutFingerprint, at: e.data.occurredAt }));
+            expect(byEvolve.recentPayouts).toEqual(expected);
+          }
+        }),
+        { numRuns: 300 },
+      );
+    });
   });
 });
