@@ -4,8 +4,8 @@ import type { Registry } from '../../registry/src';
 import { AttemptResult, postWebhook } from './http-delivery';
 import { isAcknowledged, retryDelaySeconds, WEBHOOK_REPLY_TIMEOUT_MS, webhookSignature } from './webhook-rules';
 
-/** How long a claimed delivery is out of other dispatchers' reach (real time): well beyond one attempt. */
-const LEASE_SECONDS = 30;
+/** How long a claimed delivery is out of other dispatchers' reach (real time): one attempt (at most 10 s) and a margin. */
+const LEASE_SECONDS = 15;
 
 interface ClaimedDelivery {
   id: string;
