@@ -23,6 +23,7 @@ import { formatMoney } from '../../ledger/src/money';
 import type { LedgerBook } from '../../ledger-store/src';
 import type { PayoutAddress, PayoutAddresses } from '../../registry/src';
 import { PaymentsError } from './invoice-service';
+import { applyPayoutOutcome } from './outcomes';
 
 /** The spec's Payout object (GET /payouts/{id}, list items, webhook data.payout). */
 export interface PayoutView {
@@ -300,9 +301,14 @@ export class PayoutService {
   }
 
   /** An operator transition: 404 for an unknown payout, 409 conflict when illegal from its status. */
-  transition(payoutId: number, command: Exclude<PayoutCommand, { type: 'RequestPayout' | 'RecordReservation' }>): Promise<Payout> {
-    if (!Number.isSafeInteger(payoutId) || payoutId < 1) return Promise.reject(notFound());
-    return this.run(payoutId, command);
+  async transition(payoutId: number, command: Exclude<PayoutCommand, { type: 'RequestPayout' | 'RecordReservation' }>): Promise<Payout> {
+    if (!Number.isSafeInteger(payoutId) || payoutId < 1) throw notFound();
+    const result = await handleCommand(this.store, payoutStreamName(payoutId), payoutDecider, command);
+    if (!result.ok) throw result.failure.code === 'conflict' ? new PaymentsError(409, 'conflict', result.failure.message) : notFound();
+    // A finished payout frees its reservation before the answer, so the next request
+    // sees the slot and the money at once (the process manager repeats it, idempotently).
+    for (const event of result.events) await applyPayoutOutcome(this.ledgers, event);
+    return result.state;
   }
 
   private async run(payoutId: number, command: PayoutCommand): Promise<Payout> {

@@ -19,6 +19,7 @@ import { formatMoney } from '../../ledger/src/money';
 import type { LedgerBook } from '../../ledger-store/src';
 import type { Project } from '../../registry/src';
 import { fromInvoiceError, InvoiceService, PaymentsError } from './invoice-service';
+import { applyRefundOutcome } from './outcomes';
 
 const ALPHABET = '0123456789abcdefghijklmnopqrstuvwxyz';
 
@@ -163,7 +164,11 @@ export class RefundService {
   private async run(refundId: string, command: RefundCommand): Promise<Refund> {
     if (!REFUND_ID.test(refundId)) throw notFound();
     const result = await handleCommand(this.store, refundStreamName(refundId), refundDecider, command);
-    if (result.ok) return result.state;
+    if (result.ok) {
+      // An outcome moves the money and the invoice before the answer (the process manager repeats it, idempotently).
+      for (const event of result.events) await applyRefundOutcome(this.ledgers, this.invoices, event);
+      return result.state;
+    }
     if (result.failure.code === 'conflict') throw new PaymentsError(409, 'conflict', result.failure.message);
     throw notFound();
   }

@@ -1,7 +1,8 @@
 import type { RecordedEvent } from '../../../../libs/event-store/src';
-import { PAYOUT_CATEGORY, PayoutEvent, payoutReservationId, REFUND_CATEGORY, RefundEvent } from '../../../../libs/domain/src';
+import { PAYOUT_CATEGORY, PayoutEvent, REFUND_CATEGORY, RefundEvent } from '../../../../libs/domain/src';
 import type { LedgerBook } from '../../../../libs/ledger-store/src';
 import type { InvoiceService } from '../../../../libs/payments/src';
+import { applyPayoutOutcome, applyRefundOutcome } from '../../../../libs/payments/src';
 import type { Projection } from '../../../../libs/projections/src';
 
 /**
@@ -19,18 +20,7 @@ export function refundOutcomes(ledgers: LedgerBook, invoices: InvoiceService): P
     filter: { streamNamePrefixes: [`${REFUND_CATEGORY}-`], eventTypePrefixes: ['RefundSucceeded', 'RefundFailed'] },
     async apply(_tx, events: readonly RecordedEvent[]) {
       for (const recorded of events) {
-        const event = { type: recorded.type, data: recorded.data } as unknown as RefundEvent;
-        if (event.type !== 'RefundSucceeded' && event.type !== 'RefundFailed') continue;
-        const d = event.data;
-        const ledger = { accountId: d.accountId, mode: d.mode };
-        const succeeded = event.type === 'RefundSucceeded';
-        await ledgers.post(
-          ledger,
-          succeeded
-            ? { type: 'SettleReservation', reservationId: d.refundId, at: d.at }
-            : { type: 'ReleaseReservation', reservationId: d.refundId, at: d.at },
-        );
-        await invoices.resolveRefund(d.invoiceId, d.refundId, succeeded ? 'succeeded' : 'failed', d.at);
+        await applyRefundOutcome(ledgers, invoices, { type: recorded.type, data: recorded.data } as unknown as RefundEvent);
       }
     },
   };
@@ -48,14 +38,7 @@ export function payoutOutcomes(ledgers: LedgerBook): Projection {
     filter: { streamNamePrefixes: [`${PAYOUT_CATEGORY}-`], eventTypePrefixes: ['PayoutPaid', 'PayoutRejected', 'PayoutCancelled'] },
     async apply(_tx, events: readonly RecordedEvent[]) {
       for (const recorded of events) {
-        const event = { type: recorded.type, data: recorded.data } as unknown as PayoutEvent;
-        const ledger = { accountId: event.data.accountId, mode: 'live' as const };
-        const reservationId = payoutReservationId(event.data.payoutId);
-        if (event.type === 'PayoutPaid') {
-          await ledgers.post(ledger, { type: 'SettleReservation', reservationId, feeAmount: event.data.feeAmount, at: event.data.at });
-        } else if (event.type === 'PayoutRejected' || event.type === 'PayoutCancelled') {
-          await ledgers.post(ledger, { type: 'ReleaseReservation', reservationId, at: event.data.at });
-        }
+        await applyPayoutOutcome(ledgers, { type: recorded.type, data: recorded.data } as unknown as PayoutEvent);
       }
     },
   };
