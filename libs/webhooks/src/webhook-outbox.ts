@@ -1,14 +1,12 @@
 import type { PoolClient } from 'pg';
 import type { Clock } from '../../clock/src';
 import type { EventStore, RecordedEvent } from '../../event-store/src';
-import { loadState } from '../../event-store/src';
 import {
   decideInvoice,
   evolveInvoice,
   initialInvoice,
   Invoice,
   INVOICE_CATEGORY,
-  invoiceDecider,
   InvoiceEvent,
   invoiceStreamName,
   Payout,
@@ -71,12 +69,25 @@ export async function renderWebhook(
     const refund = await stateAt<Refund, RefundEvent>(store, recorded.streamName, recorded.revision, refundDecider.initialState(), refundDecider.evolve);
     const event = { type: recorded.type, data: recorded.data } as unknown as RefundEvent;
     const c = refund.created!;
-    let invoice = (await loadState<Invoice, InvoiceEvent>(store, invoiceStreamName(c.invoiceId), invoiceDecider)).state;
-    const outcome = decideInvoice(
-      { type: 'ResolveRefund', refundId: c.refundId, outcome: event.type === 'RefundSucceeded' ? 'succeeded' : 'failed', at: (event.data as { at: string }).at },
-      invoice,
-    );
-    if (Array.isArray(outcome)) invoice = outcome.reduce(evolveInvoice, invoice);
+    // The invoice as this refund's outcome left it: folded up to the event that resolved
+    // the refund on it (or, not yet there, with the outcome applied as it will be).
+    const invoiceEvents = await store.readStream(invoiceStreamName(c.invoiceId));
+    let invoice = initialInvoice();
+    let resolved = false;
+    for (const e of invoiceEvents) {
+      invoice = evolveInvoice(invoice, { type: e.type, data: e.data } as unknown as InvoiceEvent);
+      if ((e.type === 'InvoiceRefunded' || e.type === 'InvoiceRefundReleased') && e.data.refundId === c.refundId) {
+        resolved = true;
+        break;
+      }
+    }
+    if (!resolved) {
+      const outcome = decideInvoice(
+        { type: 'ResolveRefund', refundId: c.refundId, outcome: event.type === 'RefundSucceeded' ? 'succeeded' : 'failed', at: (event.data as { at: string }).at },
+        invoice,
+      );
+      if (Array.isArray(outcome)) invoice = outcome.reduce(evolveInvoice, invoice);
+    }
     const project = await registry.project(c.projectId);
     return {
       kind,
