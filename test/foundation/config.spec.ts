@@ -14,6 +14,33 @@ describe('configuration from the environment', () => {
       publicUrl: null,
       rateLimitPerSecond: 60,
       pollIntervalSeconds: 3,
+      refundProcessingSeconds: 10,
+      usdtRubRate: 9500,
+      payoutTerms: {
+        sbp: { feePct: 10_000, min: 10_000 },
+        usdt_trc20: { feePct: 20_000, min: 10_000 },
+        usdt_bep20: { feePct: 15_000, min: 10_000 },
+      },
+      webhookAllowPrivateNetworks: false,
+    });
+  });
+
+  it('reads the money-out and webhook settings', () => {
+    const config = loadConfig({
+      REFUND_PROCESSING_SECONDS: '0',
+      USDT_RUB_RATE: '92.45',
+      PAYOUT_TERMS: '{"sbp": {"feePct": "0.50", "min": "500.00"}, "usdt_bep20": {"min": "250.00"}}',
+      WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'TRUE',
+    });
+    expect(config).toMatchObject({
+      refundProcessingSeconds: 0,
+      usdtRubRate: 9245,
+      payoutTerms: {
+        sbp: { feePct: 5_000, min: 50_000 },
+        usdt_trc20: { feePct: 20_000, min: 10_000 },
+        usdt_bep20: { feePct: 15_000, min: 25_000 },
+      },
+      webhookAllowPrivateNetworks: true,
     });
   });
 
@@ -42,6 +69,13 @@ describe('configuration from the environment', () => {
     [{ PUBLIC_URL: 'ftp://x' }, 'PUBLIC_URL must be an http(s) URL'],
     [{ RATE_LIMIT_PER_SECOND: '0' }, 'RATE_LIMIT_PER_SECOND must be a positive integer'],
     [{ POLL_INTERVAL_SECONDS: '-1' }, 'POLL_INTERVAL_SECONDS must be a whole number of seconds'],
+    [{ REFUND_PROCESSING_SECONDS: 'soon' }, 'REFUND_PROCESSING_SECONDS must be a whole number of seconds'],
+    [{ USDT_RUB_RATE: '0' }, 'USDT_RUB_RATE must be rubles per 1 USDT'],
+    [{ USDT_RUB_RATE: '95.123' }, 'USDT_RUB_RATE must be rubles per 1 USDT'],
+    [{ PAYOUT_TERMS: '{"card": {"min": "1.00"}}' }, 'PAYOUT_TERMS must be JSON'],
+    [{ PAYOUT_TERMS: '{"sbp": {"feePct": "abc"}}' }, 'PAYOUT_TERMS must be JSON'],
+    [{ PAYOUT_TERMS: 'not json' }, 'PAYOUT_TERMS must be JSON'],
+    [{ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'yes' }, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS must be "true" or "false"'],
   ])('refuses %j with a message naming the variable', (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);
