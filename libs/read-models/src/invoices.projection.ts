@@ -2,6 +2,7 @@ import type { PoolClient } from 'pg';
 import type { Migration } from '../../database/src';
 import type { RecordedEvent } from '../../event-store/src';
 import { evolveInvoice, initialInvoice, Invoice, INVOICE_CATEGORY, InvoiceEvent } from '../../domain/src';
+import { foldIntoRow } from './folded-row';
 
 export const invoicesReadModelMigration: Migration = {
   version: 8,
@@ -55,15 +56,11 @@ export const invoicesProjection = {
         );
         continue;
       }
-      const row = await tx.query<{ state: Invoice; last_revision: string }>(
-        'SELECT state, last_revision FROM invoices WHERE id = $1 FOR UPDATE',
-        [event.data.invoiceId],
-      );
-      const current = row.rows[0];
-      // Applied already (a replayed batch): nothing changes.
-      if (!current || BigInt(current.last_revision) >= recorded.revision) continue;
       // Rows written before the invoice state grew a field read it as its initial value.
-      const state = evolveInvoice({ ...initialInvoice(), ...current.state }, event);
+      const state = await foldIntoRow<Invoice>(tx, 'invoices', event.data.invoiceId, recorded.revision, (s) =>
+        evolveInvoice({ ...initialInvoice(), ...s }, event),
+      );
+      if (!state) continue;
       await tx.query(
         `UPDATE invoices SET status = $2, method = $3, paid_at = $4, state = $5, last_revision = $6 WHERE id = $1`,
         [event.data.invoiceId, state.status, state.method, state.paidAt, state, revision],

@@ -3,6 +3,7 @@ import type { Migration } from '../../database/src';
 import type { RecordedEvent } from '../../event-store/src';
 import { evolvePayout, initialPayout, Payout, PAYOUT_CATEGORY, PayoutEvent } from '../../domain/src';
 import type { Projection } from '../../projections/src';
+import { foldIntoRow } from './folded-row';
 
 export const payoutsReadModelMigration: Migration = {
   version: 14,
@@ -45,12 +46,8 @@ export const payoutsProjection: Projection = {
         );
         continue;
       }
-      const row = await tx.query<{ state: Payout; last_revision: string }>('SELECT state, last_revision FROM payouts WHERE id = $1 FOR UPDATE', [
-        event.data.payoutId,
-      ]);
-      const current = row.rows[0];
-      if (!current || BigInt(current.last_revision) >= recorded.revision) continue;
-      const state = evolvePayout(current.state, event);
+      const state = await foldIntoRow<Payout>(tx, 'payouts', event.data.payoutId, recorded.revision, (s) => evolvePayout(s, event));
+      if (!state) continue;
       await tx.query('UPDATE payouts SET status = $2, state = $3, last_revision = $4 WHERE id = $1', [event.data.payoutId, state.status, state, revision]);
     }
   },
