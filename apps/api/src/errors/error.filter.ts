@@ -36,6 +36,13 @@ export function toApiError(exception: unknown): ApiError {
       ? new ApiError(422, 'insufficient_balance', exception.message)
       : new ApiError(409, 'conflict', exception.message);
   }
+  if (isDatabaseUnavailable(exception)) {
+    // Nothing was written or the write was not confirmed; every write is idempotent,
+    // so the client's retry (after Retry-After) is safe.
+    return new ApiError(503, 'provider_unavailable', 'Сервис временно недоступен: повторите запрос через несколько секунд', undefined, undefined, {
+      'Retry-After': '1',
+    });
+  }
   const fastifyCode = (exception as { code?: unknown }).code;
   if (typeof fastifyCode === 'string' && fastifyCode.startsWith('FST_')) return fromFastify(fastifyCode, exception as Error);
   if (exception instanceof HttpException) {
@@ -50,6 +57,22 @@ export function toApiError(exception: unknown): ApiError {
     if (status < 500) return new ApiError(status, 'validation', 'Некорректный запрос');
   }
   return new ApiError(500, 'internal', 'Внутренняя ошибка сервера');
+}
+
+/** The database cannot be reached, went away mid-request, or is shutting down or starting. */
+export function isDatabaseUnavailable(exception: unknown): boolean {
+  if (typeof exception !== 'object' || exception === null) return false;
+  const code = (exception as { code?: unknown }).code;
+  if (typeof code === 'string') {
+    // Socket errors, and PostgreSQL's connection exceptions (08xxx), admin/crash shutdown and "cannot connect now" (57P01..57P03).
+    if (['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN'].includes(code)) return true;
+    if (/^08/.test(code) || code === '57P01' || code === '57P02' || code === '57P03') return true;
+  }
+  const message = (exception as { message?: unknown }).message;
+  return (
+    typeof message === 'string' &&
+    /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|the database system is (starting up|shutting down)/i.test(message)
+  );
 }
 
 function fromFastify(code: string, error: Error): ApiError {
