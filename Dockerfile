@@ -1,0 +1,17 @@
+# The gateway image: one build, three entry points (all-in-one, API, projector).
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci
+COPY . .
+RUN npm run build && npm prune --omit=dev
+
+FROM node:20-bookworm-slim
+ENV NODE_ENV=production
+WORKDIR /app
+COPY --from=build /app/package.json ./
+COPY --from=build /app/node_modules node_modules
+COPY --from=build /app/dist dist
+USER node
+# Overridden per service in docker-compose.yml.
+CMD ["node", "dist/apps/api/src/main.js"]
