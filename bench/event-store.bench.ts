@@ -69,7 +69,17 @@ async function run(context: BenchContext): Promise<Table[]> {
 
   const readRows = await measureReads(context.databaseUrl, context.progress);
   return [
-    { title: APPEND_TITLE, headers: ['writers', 'events/append', 'events/s', 'p50 ms', 'p99 ms'], rows: appendRows },
+    {
+      title: APPEND_TITLE,
+      headers: ['writers', 'events/append', 'events/s', 'p50 ms', 'p99 ms'],
+      rows: appendRows,
+      summary: appendRows.map(([writers, perAppend, perSecond, p50, p99]) => ({
+        measure: `event store appends: ${writers} writer(s), ${perAppend} event(s) per append`,
+        figure: `${perSecond} events/s`,
+        p50: String(p50),
+        p99: String(p99),
+      })),
+    },
     { title: READ_TITLE, headers: ['reader', 'batch', 'events', 'seconds', 'events/s'], rows: readRows },
   ];
 }

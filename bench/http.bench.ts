@@ -527,8 +527,21 @@ async function runOn(context: BenchContext): Promise<Table[]> {
       '  Before each warm-up and each run: the gateway\'s projections caught up with the log, then a CHECKPOINT.',
       ...notes.map((n) => `  ! ${n}`),
     ];
+    const summary = measurements
+      .filter((m) => m.target.server === 'gateway')
+      .map((m) => {
+        const base = measurements.find((b) => b.target.server === 'baseline' && b.target.kind === m.target.kind && b.connections === m.connections);
+        return {
+          measure: `${m.target.route}, ${m.connections} connections`,
+          figure: `${integer(m.perSecond)} req/s`,
+          p50: ms(m.p50),
+          p99: ms(m.p99),
+          baseline: base ? `${integer(base.perSecond)} req/s` : undefined,
+          ratio: base && base.perSecond > 0 ? fixed(2)(m.perSecond / base.perSecond) : undefined,
+        };
+      });
     return [
-      { title: TITLE, headers: HEADERS, rows },
+      { title: TITLE, headers: HEADERS, rows, summary },
       // Printed as plain lines: a title, a one-column "header", one row per further line.
       { title: footnote[0]!, headers: [footnote[1]!], rows: footnote.slice(2).map((line) => [line]) },
     ];

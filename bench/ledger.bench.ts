@@ -128,6 +128,16 @@ async function run(context: BenchContext): Promise<Table[]> {
         title: `Ledger command latency, ratio of ${long.entries} to ${short.entries} prior entries (target: at most 1.50x; not asserted)`,
         headers: ['ratio', 'p50', 'p99'],
         rows: [[`${long.entries} / ${short.entries}`, ratio(longP50, shortP50), ratio(longP99, shortP99)]],
+        summary: [
+          { measure: `ledger command, ${short.entries} prior entries`, figure: `${latencies[0]!.length} commands`, p50: ms(shortP50), p99: ms(shortP99) },
+          {
+            measure: `ledger command, ${long.entries} prior entries`,
+            figure: `${latencies[1]!.length} commands`,
+            p50: ms(longP50),
+            p99: ms(longP99),
+            ratio: `${ratio(longP50, shortP50)} p50, ${ratio(longP99, shortP99)} p99`,
+          },
+        ],
       },
     ];
   } finally {

@@ -24,7 +24,7 @@ import { httpBench } from './http.bench';
 import { ledgerBench } from './ledger.bench';
 import { webhooksBench } from './webhooks.bench';
 import { repoRoot } from './paths';
-import { printTable, Table } from './table';
+import { printTable, SUMMARY_HEADERS, summaryCells, SummaryRow, Table } from './table';
 
 export interface BenchContext {
   /** A migrated database of the run's own (shared by the sections, in order). */
@@ -178,11 +178,17 @@ async function main(argv: readonly string[]): Promise<void> {
     process.stdout.write(`${headerLine(serverVersion, database.origin, options.quick)}\n\n`);
 
     const context: BenchContext = { databaseUrl: database.url, quick: options.quick, progress };
+    const summary: SummaryRow[] = [];
     for (const section of options.sections) {
       progress(`section ${section.name}`);
       const tables = await section.run(context);
-      for (const table of tables) printTable(table.title, table.headers, table.rows);
+      for (const table of tables) {
+        printTable(table.title, table.headers, table.rows);
+        summary.push(...(table.summary ?? []));
+      }
     }
+    // The key figures of every section in one table (the details are above).
+    if (summary.length > 0) printTable('Summary', SUMMARY_HEADERS, summary.map(summaryCells));
   } finally {
     await database.dispose();
   }

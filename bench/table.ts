@@ -3,7 +3,23 @@ export interface Table {
   readonly title: string;
   readonly headers: readonly string[];
   readonly rows: readonly (readonly (string | number)[])[];
+  /** The key figures of this table, for the one summary table printed at the end. */
+  readonly summary?: readonly SummaryRow[];
 }
+
+/** One line of the summary table. */
+export interface SummaryRow {
+  readonly measure: string;
+  readonly figure: string;
+  readonly p50?: string;
+  readonly p99?: string;
+  readonly baseline?: string;
+  readonly ratio?: string;
+}
+
+export const SUMMARY_HEADERS = ['measure', 'figure', 'p50 ms', 'p99 ms', 'baseline', 'ratio'] as const;
+
+export const summaryCells = (r: SummaryRow): string[] => [r.measure, r.figure, r.p50 ?? '-', r.p99 ?? '-', r.baseline ?? '-', r.ratio ?? '-'];
 
 const NUMBER = /^-?[\d.,]+%?$|^NaN$|^-$/;
 

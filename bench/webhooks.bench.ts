@@ -118,6 +118,12 @@ async function run(context: BenchContext): Promise<Table[]> {
       title: 'Webhook deliveries to a local receiver (32 in flight per dispatcher; signed, each attempt recorded)',
       headers: ['dispatchers', 'deliveries', 'deliveries/s', 'attempt p50 ms', 'attempt p99 ms'],
       rows,
+      summary: rows.map(([dispatchers, , perSecond, p50, p99]) => ({
+        measure: `webhook deliveries, ${dispatchers} dispatcher(s)`,
+        figure: `${perSecond} deliveries/s`,
+        p50: String(p50),
+        p99: String(p99),
+      })),
     },
   ];
 }
