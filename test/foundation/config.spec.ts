@@ -22,6 +22,7 @@ describe('configuration from the environment', () => {
         usdt_bep20: { feePct: 15_000, min: 10_000 },
       },
       webhookAllowPrivateNetworks: false,
+      metricsPort: null,
     });
   });
 

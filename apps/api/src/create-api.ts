@@ -1,12 +1,17 @@
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from '../../../libs/logging/src/logger';
+import { REQUEST_ID_HEADER, REQUEST_ID_LOG_FIELD, requestIdOf } from '../../../libs/logging/src/logger';
+import { GatewayMetrics, UNMATCHED_ROUTE } from '../../../libs/metrics/src';
 import { ApiDependencies, AppModule } from './app.module';
 import { ApiError } from './errors/api-error';
 import { ErrorFilter } from './errors/error.filter';
+import { registerMetricsRoute } from './metrics/metrics-endpoint';
 
 /** Largest request body the API reads (customFields are at most 2 KB; the rest is small). */
 export const BODY_LIMIT_BYTES = 64 * 1024;
@@ -29,15 +34,51 @@ function requireJsonBodies(request: FastifyRequest, reply: FastifyReply, done: (
   done();
 }
 
-export async function createApi(deps: ApiDependencies, log: Logger): Promise<NestFastifyApplication> {
+/** Routes polled by machines (scrapers, probes): their request lines are logged at debug, not info. */
+const MACHINE_ROUTES = new Set(['/metrics', '/health/live', '/health/ready']);
+
+/**
+ * After every response: the request in the metrics (route pattern, never the raw
+ * URL) and one log line, through the request's child logger (so with its requestId).
+ */
+function recordResponse(metrics: GatewayMetrics | undefined, request: FastifyRequest, reply: FastifyReply, durationMs: number): void {
+  const route = request.is404 ? UNMATCHED_ROUTE : (request.routeOptions.url ?? UNMATCHED_ROUTE);
+  const status = reply.statusCode;
+  metrics?.observeRequest(request.method, route, status, durationMs / 1000);
+  const line = { method: request.method, route, status, durationMs: Math.round(durationMs * 1000) / 1000 };
+  if (MACHINE_ROUTES.has(route)) request.log.debug(line, 'request');
+  else request.log.info(line, 'request');
+}
+
+export interface ApiObservability {
+  /** The process's metrics: the API records requests in them and serves them at GET /metrics (operator token). */
+  readonly metrics?: GatewayMetrics;
+}
+
+export async function createApi(deps: ApiDependencies, log: Logger, observability: ApiObservability = {}): Promise<NestFastifyApplication> {
+  const { metrics } = observability;
   const adapter = new FastifyAdapter({
     bodyLimit: BODY_LIMIT_BYTES,
     trustProxy: false,
     // Long ids reach the handlers, which answer 404 in the spec's shape.
     maxParamLength: 1024,
-    // Errors of the router itself (a malformed URL) in the spec's shape too.
-    frameworkErrors: (_error: Error, _request: FastifyRequest, reply: FastifyReply) =>
-      sendError(reply, new ApiError(400, 'validation', 'Некорректный адрес запроса', 'path')),
+    // Every request has an id: the caller's X-Request-Id when it is a sane token, else a
+    // fresh UUID. It is in the X-Request-Id response header and, through request.log (a
+    // pino child of the process logger), in every log line written for the request.
+    genReqId: (raw: IncomingMessage) => requestIdOf(raw.headers[REQUEST_ID_HEADER]),
+    requestIdHeader: false,
+    requestIdLogLabel: REQUEST_ID_LOG_FIELD,
+    loggerInstance: log as FastifyBaseLogger,
+    // Fastify's own two lines per request are replaced by recordResponse's one.
+    disableRequestLogging: true,
+    // Errors of the router itself (a malformed URL) in the spec's shape too. No hook runs
+    // for these: the id header, the metrics and the log line are done here.
+    frameworkErrors: (_error: Error, request: FastifyRequest, reply: FastifyReply) => {
+      const started = performance.now();
+      reply.raw.once('finish', () => recordResponse(metrics, request, reply, performance.now() - started));
+      void reply.header(REQUEST_ID_HEADER, request.id);
+      return sendError(reply, new ApiError(400, 'validation', 'Некорректный адрес запроса', 'path'));
+    },
     // What Node's HTTP parser refuses (headers too large, garbage) never reaches a route.
     clientErrorHandler: (error: Error & { code?: string }, socket: Socket) => {
       if (!socket.writable) return socket.destroy();
@@ -48,11 +89,23 @@ export async function createApi(deps: ApiDependencies, log: Logger): Promise<Nes
       );
       socket.end(
         `HTTP/1.1 ${status} ${tooLarge ? 'Request Header Fields Too Large' : 'Bad Request'}\r\n` +
-          `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+          `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+          `X-Request-Id: ${randomUUID()}\r\nConnection: close\r\n\r\n${body}`,
       );
     },
   });
-  adapter.getInstance().addHook('onRequest', requireJsonBodies);
+  const fastify = adapter.getInstance();
+  // First of our hooks, so that every answer (a hook's 415 included) carries the id.
+  fastify.addHook('onRequest', (request, reply, done) => {
+    void reply.header(REQUEST_ID_HEADER, request.id);
+    done();
+  });
+  fastify.addHook('onRequest', requireJsonBodies);
+  fastify.addHook('onResponse', (request, reply, done) => {
+    recordResponse(metrics, request, reply, reply.elapsedTime);
+    done();
+  });
+  if (metrics) registerMetricsRoute(fastify, metrics, deps.adminToken);
   const app = await NestFactory.create<NestFastifyApplication>(AppModule.register(deps), adapter, {
     logger: false,
     abortOnError: false,

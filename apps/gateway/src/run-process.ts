@@ -6,7 +6,11 @@ import { createLogger } from '../../../libs/logging/src/logger';
 import { takeOverShutdownSignals } from '../../../libs/database/src/embedded-postgres';
 import { createServices } from '../../../libs/infrastructure/src/services';
 import { WEBHOOK_EVENTS } from '../../../libs/registry/src';
+import { observeCommands } from '../../../libs/event-store/src';
+import { GatewayMetrics } from '../../../libs/metrics/src';
 import { createApi } from '../../api/src/create-api';
+import type { ReadinessProbe } from '../../api/src/health/readiness';
+import { MetricsServer, startMetricsServer } from '../../api/src/metrics/metrics-endpoint';
 import { Projector } from '../../projector/src/projector';
 
 export interface ProcessRoles {
@@ -38,8 +42,17 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
     const services = createServices(infra);
     // Where buyers reach the payment page (invoice urls, also in webhooks): known once the API listens.
     const publicUrl = { value: config.publicUrl ?? `http://127.0.0.1:${config.port}` };
-    const projector = roles.projector ? new Projector(infra, services, log, () => publicUrl.value) : null;
+    // Metrics of this process: its requests, commands, projections and webhook attempts.
+    const metrics = new GatewayMetrics({}, log);
+    observeCommands(metrics.commandObserver);
+    const projector = roles.projector ? new Projector(infra, services, log, () => publicUrl.value, metrics) : null;
     projector?.start();
+    const readiness: ReadinessProbe = async () => (projector ? { projections: await projector.reportWithLag() } : {});
+    const metricsServer: MetricsServer | null =
+      config.metricsPort === null ? null : await startMetricsServer(config.metricsPort, metrics, infra.pool, readiness, log);
+    const metricsLine = metricsServer
+      ? `  metrics and health (METRICS_PORT, no token): http://127.0.0.1:${metricsServer.port}/metrics`
+      : null;
 
     let app: NestFastifyApplication | null = null;
     let adminToken = config.adminToken;
@@ -52,9 +65,10 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
           services,
           adminToken,
           publicUrl,
-          readiness: () => (projector ? { projections: projector.report() } : {}),
+          readiness,
         },
         log,
+        { metrics },
       );
       await app.listen({ port: config.port, host: '0.0.0.0' });
       const address = app.getHttpServer().address();
@@ -64,6 +78,8 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
         `Payment gateway (${roles.name}) listening on http://127.0.0.1:${port}`,
         `  merchant API:  http://127.0.0.1:${port}/v1`,
         `  operator API:  http://127.0.0.1:${port}/admin/v1`,
+        `  metrics:       http://127.0.0.1:${port}/metrics (operator token)`,
+        ...(metricsLine ? [metricsLine] : []),
         `  operator token (ADMIN_TOKEN${tokenWasGenerated ? ', generated for this run' : ''}): ${adminToken}`,
         `  database: ${config.databaseUrl ? 'DATABASE_URL' : `embedded PostgreSQL under ${config.dataDir}`}; event store: ${config.eventStore}; clock: ${config.clock}`,
       ];
@@ -86,7 +102,9 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
       }
       process.stdout.write(`${lines.join('\n')}\n`);
     } else {
-      process.stdout.write(`Payment gateway (${roles.name}) running ${projector?.report().length ?? 0} projections\n`);
+      process.stdout.write(
+        `Payment gateway (${roles.name}) running ${projector?.report().length ?? 0} projections\n${metricsLine ? `${metricsLine}\n` : ''}`,
+      );
     }
 
     let stopping = false;
@@ -97,6 +115,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
       const force = setTimeout(() => process.exit(1), 15_000);
       force.unref();
       await app?.close().catch(() => undefined);
+      await metricsServer?.close().catch(() => undefined);
       await projector?.stop().catch(() => undefined);
       await infra.close().catch(() => undefined);
       process.exit(0);

@@ -13,6 +13,17 @@ import { payoutOutcomes, refundOutcomes } from './workers/refund-and-payout-outc
 import { completeDueRefunds } from './workers/refund-processor';
 import { recoverHalfDoneFlows } from './workers/flow-recovery';
 import { WebhookDispatcher, webhookOutbox } from '../../../libs/webhooks/src';
+import { GatewayMetrics, projectionLag, webhookQueueDepth } from '../../../libs/metrics/src';
+
+/** One projection in the readiness report. */
+export interface ProjectionReport {
+  readonly projection: string;
+  readonly state: string;
+  readonly checkpoint: string | null;
+  readonly lastError: string | null;
+  /** Events of the log after the stored checkpoint (counted up to 10 000); null when the database could not be asked. */
+  readonly lag?: number | null;
+}
 
 /**
  * The projector process's work: every read-model projection and process manager,
@@ -23,8 +34,9 @@ export class Projector {
   private readonly runners: ProjectionRunner[];
   private readonly workers: PeriodicWorker[];
   private readonly dispatcher: WebhookDispatcher;
+  private readonly lag: () => ReturnType<typeof projectionLag>;
 
-  constructor(infra: Infrastructure, services: GatewayServices, log: Logger, publicUrl: () => string) {
+  constructor(infra: Infrastructure, services: GatewayServices, log: Logger, publicUrl: () => string, metrics?: GatewayMetrics) {
     const store: EventStore = infra.store;
     const projections: Projection[] = [
       ...allProjections,
@@ -36,10 +48,20 @@ export class Projector {
     const dispatcher = new WebhookDispatcher(infra.pool, services.registry, infra.clock, {
       concurrency: 32,
       allowPrivateNetworks: infra.config.webhookAllowPrivateNetworks,
+      onAttempt: metrics?.onWebhookAttempt,
     });
     dispatcher.onError = (error) => log.error({ err: error }, 'webhook attempt not recorded');
     this.dispatcher = dispatcher;
-    this.runners = projections.map((p) => new ProjectionRunner(infra.pool, store, p, { log }));
+    this.runners = projections.map(
+      (p) => new ProjectionRunner(infra.pool, store, p, { log, onBatch: metrics?.onProjectionBatch, onError: metrics?.onProjectionError }),
+    );
+    const names = projections.map((p) => p.name);
+    this.lag = () => projectionLag(infra.pool, store, names);
+    if (metrics) {
+      metrics.registerProjections(names);
+      metrics.addProjectionLagSource(this.lag);
+      metrics.addWebhookQueueSource(() => webhookQueueDepth(infra.pool, infra.clock));
+    }
     this.workers = [
       new PeriodicWorker('invoice-expiry', 500, expireDueInvoices(infra.pool, services.invoices, infra.clock), log),
       new PeriodicWorker('hold-release', 500, releaseDueHolds(infra.pool, services.ledgers, infra.clock), log),
@@ -59,7 +81,13 @@ export class Projector {
     await this.dispatcher.drain();
   }
 
-  report() {
+  /** Each runner's state, with its lag behind the head of the log (null when the database does not answer). */
+  async reportWithLag(): Promise<ProjectionReport[]> {
+    const lags = await this.lag().catch(() => null);
+    return this.report().map((r) => ({ ...r, lag: lags?.find((l) => l.projection === r.projection)?.lagEvents ?? null }));
+  }
+
+  report(): ProjectionReport[] {
     return this.runners.map((r) => {
       const s = r.status();
       return {

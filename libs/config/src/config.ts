@@ -30,6 +30,8 @@ export interface GatewayConfig {
   readonly payoutTerms: Readonly<Record<PayoutMethod, PayoutTerms>>;
   /** Live-mode webhooks may go to loopback and private addresses (test-mode ones always may). */
   readonly webhookAllowPrivateNetworks: boolean;
+  /** METRICS_PORT: a separate unauthenticated listener for /metrics and /health (0 picks a free port); null: none. */
+  readonly metricsPort: number | null;
 }
 
 import { Kopecks, parseMoney, parsePercent } from '../../ledger/src/money';
@@ -120,6 +122,17 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
   if (privateRaw !== 'true' && privateRaw !== 'false') problems.push(`WEBHOOK_ALLOW_PRIVATE_NETWORKS must be "true" or "false", got "${privateRaw}"`);
   const webhookAllowPrivateNetworks = privateRaw === 'true';
 
+  const metricsPortRaw = blankToUndefined(env.METRICS_PORT);
+  let metricsPort: number | null = null;
+  if (metricsPortRaw !== undefined) {
+    metricsPort = /^\d{1,5}$/.test(metricsPortRaw) ? Number(metricsPortRaw) : NaN;
+    if (!(metricsPort >= 0 && metricsPort <= 65535)) {
+      problems.push(`METRICS_PORT must be an integer from 0 to 65535 (0 picks a free port), or unset for no metrics listener, got "${metricsPortRaw}"`);
+    } else if (metricsPort !== 0 && metricsPort === port) {
+      problems.push(`METRICS_PORT must differ from PORT (${port}): /metrics on the API port is GET /metrics with the operator token`);
+    }
+  }
+
   const payoutTerms = readPayoutTerms(blankToUndefined(env.PAYOUT_TERMS), problems);
 
   if (problems.length > 0) throw new ConfigError(problems);
@@ -138,6 +151,7 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
     usdtRubRate,
     payoutTerms,
     webhookAllowPrivateNetworks,
+    metricsPort,
   };
 }
 

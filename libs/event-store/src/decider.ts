@@ -5,9 +5,38 @@ import {
   EventToAppend,
   JsonObject,
   Position,
+  streamCategory,
   StreamNotFoundError,
   WrongExpectedRevisionError,
 } from './event-store';
+
+/**
+ * Watches the write side (metrics): revision conflicts and how commands end, per
+ * stream category (ledger, invoice, refund, payout). Set once per process; it must
+ * not throw (what it throws is ignored) and must be cheap.
+ */
+export interface CommandObserver {
+  /** An append found the stream moved; `retrying` is false when the command gives up. */
+  conflict?(category: string, retrying: boolean): void;
+  /** A command ended after `attempts` decisions: events appended, nothing to append, refused by the decider, or an error thrown. */
+  handled?(category: string, attempts: number, outcome: 'appended' | 'unchanged' | 'refused' | 'error'): void;
+}
+
+let commandObserver: CommandObserver | null = null;
+
+/** Installs the process's command observer (null removes it). */
+export function observeCommands(observer: CommandObserver | null): void {
+  commandObserver = observer;
+}
+
+function notify(call: (observer: CommandObserver) => void): void {
+  if (commandObserver === null) return;
+  try {
+    call(commandObserver);
+  } catch {
+    /* an observer never breaks a command */
+  }
+}
 
 /**
  * An aggregate as pure functions (Emmett's decider): the state a stream folds into,
@@ -109,8 +138,32 @@ export async function handleCommand<State, Command, Event extends { type: string
   command: Command,
   options: HandleOptions<Event> = {},
 ): Promise<HandleResult<State, Event, Failure>> {
+  if (commandObserver === null) return decideAndAppend(store, streamName, decider, command, options);
+  const category = streamCategory(streamName);
+  let attempts = 0;
+  try {
+    const result = await decideAndAppend(store, streamName, decider, command, options, category, (n) => (attempts = n));
+    const outcome = !result.ok ? 'refused' : result.events.length > 0 ? 'appended' : 'unchanged';
+    notify((o) => o.handled?.(category, result.attempts, outcome));
+    return result;
+  } catch (error) {
+    notify((o) => o.handled?.(category, attempts, 'error'));
+    throw error;
+  }
+}
+
+async function decideAndAppend<State, Command, Event extends { type: string; data: JsonObject }, Failure>(
+  store: EventStore,
+  streamName: string,
+  decider: Decider<State, Command, Event, Failure>,
+  command: Command,
+  options: HandleOptions<Event>,
+  category?: string,
+  onAttempt?: (attempt: number) => void,
+): Promise<HandleResult<State, Event, Failure>> {
   const maxAttempts = options.maxAttempts ?? 100;
   for (let attempt = 1; ; attempt++) {
+    onAttempt?.(attempt);
     const loaded = await loadState(store, streamName, decider, options.snapshots);
     const decision = decider.decide(command, loaded.state);
     if (!Array.isArray(decision)) return { ok: false, failure: decision, state: loaded.state, attempts: attempt };
@@ -141,7 +194,9 @@ export async function handleCommand<State, Command, Event extends { type: string
       if (error instanceof DuplicateEventIdError && options.onDuplicateEventId === 'already_handled') {
         return { ok: true, state: loaded.state, events: [], revision: loaded.revision, position: null, attempts: attempt };
       }
-      if (!(error instanceof WrongExpectedRevisionError) || attempt >= maxAttempts) throw error;
+      if (!(error instanceof WrongExpectedRevisionError)) throw error;
+      if (category !== undefined) notify((o) => o.conflict?.(category, attempt < maxAttempts));
+      if (attempt >= maxAttempts) throw error;
       // Someone appended first: decide again on their result, after a short jittered pause.
       await new Promise((r) => setTimeout(r, Math.random() * Math.min(2 * attempt, 20)));
     }

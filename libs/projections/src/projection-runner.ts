@@ -22,6 +22,8 @@ export interface ProjectionRunnerOptions {
   readonly standbyRetryMs?: number;
   /** Called after every committed batch (progress bars, metrics). */
   readonly onBatch?: (info: { projection: string; applied: number; checkpoint: Position; caughtUp: boolean }) => void;
+  /** Called when a batch failed and will be retried (metrics). */
+  readonly onError?: (info: { projection: string; error: Error }) => void;
   readonly log?: Logger;
 }
 
@@ -96,6 +98,7 @@ export class ProjectionRunner {
         this.state = 'failing';
         this.lastError = (error as Error).message;
         this.log.error({ err: error }, 'projection batch failed; retrying');
+        this.options.onError?.({ projection: this.projection.name, error: error as Error });
         await this.releaseLock();
         await this.sleep(backoffMs);
         backoffMs = Math.min(backoffMs * 2, 10_000);

@@ -26,7 +26,11 @@ export interface DispatcherOptions {
   readonly timeoutMs?: number;
   /** The poster (tests of the dispatcher itself may pass their own). */
   readonly post?: typeof postWebhook;
+  /** Called with each recorded attempt's outcome (metrics): delivered, a retry scheduled, or failed for good. */
+  readonly onAttempt?: (outcome: WebhookAttemptOutcome) => void;
 }
+
+export type WebhookAttemptOutcome = 'delivered' | 'retry' | 'failed';
 
 /**
  * Sends due webhook deliveries. Each tick claims up to `concurrency` due rows (FOR
@@ -126,6 +130,7 @@ export class WebhookDispatcher {
     } finally {
       client.release();
     }
+    this.options.onAttempt?.(status === 'pending' ? 'retry' : status);
   }
 }
 

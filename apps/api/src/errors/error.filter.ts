@@ -20,7 +20,8 @@ export class ErrorFilter implements ExceptionFilter {
     const request = host.switchToHttp().getRequest<FastifyRequest>();
     const error = toApiError(exception);
     if (error.status >= 500) {
-      this.log.error({ err: exception, method: request.method, url: request.url }, 'request failed');
+      // request.log is the request's child logger: the line carries its requestId.
+      (request.log ?? this.log).error({ err: exception, method: request.method, url: request.url }, 'request failed');
     }
     for (const [name, value] of Object.entries(error.headers)) void reply.header(name, value);
     void reply.status(error.status).header('content-type', 'application/json; charset=utf-8').send(error.body());

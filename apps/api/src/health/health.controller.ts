@@ -2,12 +2,10 @@ import { Controller, Get, Inject, Res } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import type { Pool } from 'pg';
 import { DATABASE_POOL, READINESS } from '../tokens';
+import type { ReadinessProbe } from './readiness';
+import { readiness } from './readiness';
 
-/** What the readiness check also asks of the process (e.g. its projector's state). */
-export interface ReadinessReport {
-  readonly projections?: readonly { projection: string; state: string; checkpoint: string | null; lastError: string | null }[];
-}
-export type ReadinessProbe = () => ReadinessReport;
+export type { ReadinessProbe, ReadinessReport } from './readiness';
 
 @Controller('health')
 export class HealthController {
@@ -22,15 +20,13 @@ export class HealthController {
     return { status: 'ok' };
   }
 
-  /** The process can serve: its database answers (migrations ran before the port opened). */
+  /**
+   * The process can serve: its database answers (migrations ran before the port
+   * opened). A process that runs projections also shows each one's state and lag.
+   */
   @Get('ready')
   async ready(@Res() reply: FastifyReply) {
-    const report = this.probe();
-    try {
-      await this.pool.query('SELECT 1');
-      return reply.status(200).send({ status: 'ready', database: 'ok', ...report });
-    } catch {
-      return reply.status(503).send({ status: 'not_ready', database: 'unreachable', ...report });
-    }
+    const { status, body } = await readiness(this.pool, this.probe);
+    return reply.status(status).send(body);
   }
 }

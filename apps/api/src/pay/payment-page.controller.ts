@@ -72,8 +72,9 @@ export class PaymentPageErrorFilter implements ExceptionFilter {
       return;
     }
     if (error.status >= 500) {
-      this.log ??= createLogger('gateway-payment-page');
-      this.log.error({ err: exception, method: request.method, url: request.url }, 'payment page request failed');
+      // The request's own logger carries its request id.
+      const log = (request as { log?: Pick<Logger, 'error'> }).log ?? (this.log ??= createLogger('gateway-payment-page'));
+      log.error({ err: exception, method: request.method, url: request.url }, 'payment page request failed');
     }
     const backHref = backHrefOf((request.params as { id?: unknown } | undefined)?.id);
     void sendHtml(reply, error.status, renderErrorPage(buyerError(error.status, error.code, backHref)));

@@ -1,0 +1,38 @@
+import type { Pool } from 'pg';
+
+/** One projection run by this process: its runner's state and how far its read model is behind the log. */
+export interface ProjectionReadiness {
+  readonly projection: string;
+  readonly state: string;
+  readonly checkpoint: string | null;
+  readonly lastError: string | null;
+  /** Events of the global log after the stored checkpoint (counted up to 10 000); null when unknown. */
+  readonly lag?: number | null;
+}
+
+/** What the readiness check also asks of the process (e.g. its projector's state). */
+export interface ReadinessReport {
+  readonly projections?: readonly ProjectionReadiness[];
+}
+export type ReadinessProbe = () => ReadinessReport | Promise<ReadinessReport>;
+
+/**
+ * GET /health/ready, for the API port and the metrics port alike. 503 when the
+ * database does not answer: nothing can be served then. A projection that lags or
+ * fails does not make the process unready (writes and most reads still work, and a
+ * load balancer taking every replica out would stop all payments): it shows here
+ * and in projection_lag_events / projection_batch_failures_total, for alerts.
+ */
+export async function readiness(pool: Pool, probe: ReadinessProbe): Promise<{ status: number; body: Record<string, unknown> }> {
+  const [database, report] = await Promise.all([
+    pool.query('SELECT 1').then(
+      () => 'ok' as const,
+      () => 'unreachable' as const,
+    ),
+    Promise.resolve()
+      .then(probe)
+      .catch((): ReadinessReport => ({})),
+  ]);
+  const ready = database === 'ok';
+  return { status: ready ? 200 : 503, body: { status: ready ? 'ready' : 'not_ready', ready, database, ...report } };
+}

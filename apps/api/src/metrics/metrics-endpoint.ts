@@ -1,0 +1,108 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Pool } from 'pg';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { GatewayMetrics } from '../../../../libs/metrics/src';
+import type { Logger } from '../../../../libs/logging/src/logger';
+import { REQUEST_ID_HEADER, requestIdOf } from '../../../../libs/logging/src/logger';
+import { ApiError } from '../errors/api-error';
+import { readiness, ReadinessProbe } from '../health/readiness';
+
+const digest = (s: string) => createHash('sha256').update(s).digest();
+
+/**
+ * GET /metrics on the API's own port. That port faces merchants and buyers, and the
+ * figures (request and webhook volumes per route) are business data, so it asks for
+ * the operator token like the operator API (Prometheus: `authorization: {credentials:
+ * ...}` in the scrape config). The METRICS_PORT listener serves the same text without
+ * a token, for a port that only the monitoring network reaches.
+ */
+export function registerMetricsRoute(fastify: FastifyInstance, metrics: GatewayMetrics, adminToken: string): void {
+  const expected = digest(adminToken);
+  fastify.get('/metrics', async (request: FastifyRequest, reply: FastifyReply) => {
+    const match = /^Bearer\s+(\S+)$/i.exec(request.headers.authorization ?? '');
+    if (!match || !timingSafeEqual(digest(match[1]!), expected)) {
+      const error = ApiError.unauthorized('Нужен токен оператора: Authorization: Bearer <ADMIN_TOKEN>');
+      return reply.status(error.status).header('content-type', 'application/json; charset=utf-8').send(error.body());
+    }
+    return sendExposition(metrics, reply.log, (status, contentType, body) =>
+      reply.status(status).header('content-type', contentType).send(body),
+    );
+  });
+}
+
+async function sendExposition<T>(
+  metrics: GatewayMetrics,
+  log: Pick<Logger, 'error'>,
+  send: (status: number, contentType: string, body: string) => T,
+): Promise<T> {
+  try {
+    const { contentType, body } = await metrics.exposition();
+    return send(200, contentType, body);
+  } catch (error) {
+    log.error({ err: error }, 'metrics exposition failed');
+    return send(500, 'application/json; charset=utf-8', JSON.stringify(new ApiError(500, 'internal', 'Внутренняя ошибка сервера').body()));
+  }
+}
+
+export interface MetricsServer {
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+/**
+ * METRICS_PORT: a tiny HTTP listener of its own (any role, and the only HTTP a
+ * projector-only process has) with GET /metrics, /health/live and /health/ready,
+ * unauthenticated: bind it where only monitoring reaches.
+ */
+export async function startMetricsServer(
+  port: number,
+  metrics: GatewayMetrics,
+  pool: Pool,
+  probe: ReadinessProbe,
+  log: Logger,
+): Promise<MetricsServer> {
+  const server = http.createServer((request, response) => {
+    const requestId = requestIdOf(request.headers[REQUEST_ID_HEADER]);
+    response.setHeader('X-Request-Id', requestId);
+    const started = process.hrtime.bigint();
+    const path = (request.url ?? '/').split('?')[0]!;
+    const route = request.method === 'GET' && ['/metrics', '/health/live', '/health/ready'].includes(path) ? path : 'unmatched';
+    response.on('finish', () => {
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      metrics.observeRequest(request.method ?? 'GET', route, response.statusCode, seconds);
+      // Scrapes and probes come every few seconds: their lines are debug.
+      log.debug({ requestId, method: request.method, route, status: response.statusCode, durationMs: Math.round(seconds * 1e6) / 1000 }, 'request');
+    });
+    const json = (status: number, body: unknown) => {
+      response.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify(body));
+    };
+    if (route === '/metrics') {
+      void sendExposition(metrics, log.child({ requestId }), (status, contentType, body) =>
+        response.writeHead(status, { 'content-type': contentType }).end(body),
+      );
+    } else if (route === '/health/live') {
+      json(200, { status: 'ok' });
+    } else if (route === '/health/ready') {
+      void readiness(pool, probe).then(({ status, body }) => json(status, body));
+    } else {
+      json(404, new ApiError(404, 'not_found', 'Такого адреса нет: здесь только /metrics и /health').body());
+    }
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '0.0.0.0', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

@@ -1,0 +1,201 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { CommandObserver } from '../../event-store/src';
+import type { Logger } from '../../logging/src/logger';
+import type { WebhookAttemptOutcome } from '../../webhooks/src/webhook-dispatcher';
+import type { ProjectionLag } from './projection-lag';
+
+/** A route label for requests that matched no route (never the raw URL: unbounded label values). */
+export const UNMATCHED_ROUTE = 'unmatched';
+
+export interface WebhookQueueDepth {
+  /** Deliveries not yet delivered nor failed for good. */
+  readonly pending: number;
+  /** Of those, the ones whose next attempt is due now (the dispatcher's backlog). */
+  readonly due: number;
+}
+
+/**
+ * The process's Prometheus metrics (text exposition at /metrics). The libs only
+ * report to plain observer hooks; this is the one place that knows prom-client.
+ * Gauges of shared state (projection lag, webhook queue) are read from the database
+ * when scraped, by the sources the process registers.
+ */
+export class GatewayMetrics {
+  readonly registry = new Registry();
+
+  private readonly httpRequests = new Counter({
+    name: 'http_requests_total',
+    help: 'HTTP requests answered, by method, route pattern and status code',
+    labelNames: ['method', 'route', 'status'] as const,
+    registers: [this.registry],
+  });
+
+  private readonly httpDuration = new Histogram({
+    name: 'http_request_duration_seconds',
+    help: 'Time from the request to the end of its response, by method and route pattern',
+    labelNames: ['method', 'route'] as const,
+    buckets: [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
+
+  private readonly commands = new Counter({
+    name: 'commands_total',
+    help: 'Commands handled on event streams, by stream category and outcome (appended, unchanged, refused, error)',
+    labelNames: ['category', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
+  private readonly commandConflicts = new Counter({
+    name: 'command_conflicts_total',
+    help: 'Appends refused because the stream had moved (optimistic concurrency), by stream category',
+    labelNames: ['category'] as const,
+    registers: [this.registry],
+  });
+
+  private readonly commandRetries = new Counter({
+    name: 'command_retries_total',
+    help: 'Commands decided again on fresh state after a revision conflict, by stream category',
+    labelNames: ['category'] as const,
+    registers: [this.registry],
+  });
+
+  private readonly commandAttempts = new Histogram({
+    name: 'command_attempts',
+    help: 'Decisions one command took (1 = no conflict), by stream category',
+    labelNames: ['category'] as const,
+    buckets: [1, 2, 3, 5, 10, 20, 50, 100],
+    registers: [this.registry],
+  });
+
+  private readonly projectionEventsApplied = new Counter({
+    name: 'projection_events_applied_total',
+    help: 'Events applied to a read model by this process, by projection',
+    labelNames: ['projection'] as const,
+    registers: [this.registry],
+  });
+
+  private readonly projectionFailures = new Counter({
+    name: 'projection_batch_failures_total',
+    help: 'Projection batches that failed and are retried, by projection',
+    labelNames: ['projection'] as const,
+    registers: [this.registry],
+  });
+
+  private readonly webhookAttempts = new Counter({
+    name: 'webhook_attempts_total',
+    help: 'Webhook delivery attempts recorded by this process, by outcome (delivered, retry, failed)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
+  private readonly collectFailures = new Counter({
+    name: 'metrics_collect_failures_total',
+    help: 'Scrapes in which a gauge could not be read from the database, by gauge',
+    labelNames: ['gauge'] as const,
+    registers: [this.registry],
+  });
+
+  constructor(
+    options: { defaultMetrics?: boolean } = {},
+    private readonly log?: Logger,
+  ) {
+    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** One answered HTTP request; `route` is the route pattern or UNMATCHED_ROUTE. */
+  observeRequest(method: string, route: string, status: number, seconds: number): void {
+    this.httpRequests.inc({ method, route, status: String(status) });
+    this.httpDuration.observe({ method, route }, seconds);
+  }
+
+  /** The hook for libs/event-store's handleCommand (observeCommands). */
+  readonly commandObserver: CommandObserver = {
+    conflict: (category, retrying) => {
+      this.commandConflicts.inc({ category });
+      if (retrying) this.commandRetries.inc({ category });
+    },
+    handled: (category, attempts, outcome) => {
+      this.commands.inc({ category, outcome });
+      if (attempts > 0) this.commandAttempts.observe({ category }, attempts);
+    },
+  };
+
+  /** ProjectionRunner's onBatch. */
+  readonly onProjectionBatch = (info: { projection: string; applied: number }): void => {
+    // Counted from zero for every projection the process runs, so a rate works from the first scrape.
+    this.projectionEventsApplied.inc({ projection: info.projection }, info.applied);
+  };
+
+  /** ProjectionRunner's onError. */
+  readonly onProjectionError = (info: { projection: string }): void => {
+    this.projectionFailures.inc({ projection: info.projection });
+  };
+
+  /** WebhookDispatcher's onAttempt. */
+  readonly onWebhookAttempt = (outcome: WebhookAttemptOutcome): void => {
+    this.webhookAttempts.inc({ outcome });
+  };
+
+  /** Starts every series of a projection at zero (shown before its first batch). */
+  registerProjections(names: readonly string[]): void {
+    for (const projection of names) {
+      this.projectionEventsApplied.inc({ projection }, 0);
+      this.projectionFailures.inc({ projection }, 0);
+    }
+  }
+
+  /** projection_lag_events{projection}, read at each scrape. */
+  addProjectionLagSource(read: () => Promise<readonly ProjectionLag[]>): void {
+    const collectFailures = this.collectFailures;
+    const log = this.log;
+    new Gauge({
+      name: 'projection_lag_events',
+      help: 'Events of the global log after the projection\'s stored checkpoint (counted up to 10000)',
+      labelNames: ['projection'] as const,
+      registers: [this.registry],
+      async collect() {
+        try {
+          const lags = await read();
+          this.reset();
+          for (const lag of lags) this.set({ projection: lag.projection }, lag.lagEvents);
+        } catch (error) {
+          // No number rather than a stale one: the alert on a missing series fires.
+          this.reset();
+          collectFailures.inc({ gauge: 'projection_lag_events' });
+          log?.warn({ err: error }, 'projection lag could not be read for /metrics');
+        }
+      },
+    });
+    this.collectFailures.inc({ gauge: 'projection_lag_events' }, 0);
+  }
+
+  /** webhook_queue_depth{status="pending"|"due"}, read at each scrape. */
+  addWebhookQueueSource(read: () => Promise<WebhookQueueDepth>): void {
+    const collectFailures = this.collectFailures;
+    const log = this.log;
+    new Gauge({
+      name: 'webhook_queue_depth',
+      help: 'Webhook deliveries waiting: pending (not yet delivered nor failed) and due (pending whose attempt is due now)',
+      labelNames: ['status'] as const,
+      registers: [this.registry],
+      async collect() {
+        try {
+          const depth = await read();
+          this.set({ status: 'pending' }, depth.pending);
+          this.set({ status: 'due' }, depth.due);
+        } catch (error) {
+          this.reset();
+          collectFailures.inc({ gauge: 'webhook_queue_depth' });
+          log?.warn({ err: error }, 'webhook queue depth could not be read for /metrics');
+        }
+      },
+    });
+    for (const outcome of ['delivered', 'retry', 'failed'] as const) this.webhookAttempts.inc({ outcome }, 0);
+    this.collectFailures.inc({ gauge: 'webhook_queue_depth' }, 0);
+  }
+
+  /** The text exposition format (Prometheus 0.0.4). */
+  async exposition(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+}

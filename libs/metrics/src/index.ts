@@ -1,0 +1,3 @@
+export * from './gateway-metrics';
+export * from './projection-lag';
+export * from './webhook-queue';
