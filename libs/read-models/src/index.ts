@@ -19,3 +19,4 @@ export const allProjections: readonly Projection[] = [
   refundsProjection,
   payoutsProjection,
 ];
+export * from './checksums';
