@@ -5,13 +5,15 @@ import { makeTraversable } from '../../libs/database/src/embedded-postgres';
 
 export const ROOT = path.resolve(__dirname, '../..');
 
-export type Entry = 'gateway' | 'api' | 'projector' | 'rebuild' | 'ledger-verify';
+export type Entry = 'gateway' | 'api' | 'projector' | 'rebuild' | 'ledger-verify' | 'seed-load' | 'read-models-checksum';
 const ENTRIES: Record<Entry, string> = {
   gateway: 'dist/apps/gateway/src/main.js',
   api: 'dist/apps/api/src/main.js',
   projector: 'dist/apps/projector/src/main.js',
   rebuild: 'dist/apps/projector/src/rebuild.js',
   'ledger-verify': 'dist/apps/projector/src/ledger-verify.js',
+  'seed-load': 'dist/apps/tools/src/seed-load.js',
+  'read-models-checksum': 'dist/apps/tools/src/read-models-checksum.js',
 };
 
 export interface RunningProcess {
