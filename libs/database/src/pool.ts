@@ -16,6 +16,12 @@ export function createPool(url: string, options: { max?: number; applicationName
   });
   // An idle client losing its connection (database restart) must not crash the process.
   pool.on('error', () => undefined);
+  // Nor may a checked-out one: pg-pool listens for a client's 'error' only while it is
+  // idle, and a connection terminated between two queries of a checked-out client (a
+  // transaction waiting on other work when the server shuts down) emits 'error' with
+  // nobody listening, which kills the process. Its next query fails on its own ("not
+  // queryable", a 503 for the API) and the pool discards it when it is released.
+  pool.on('connect', (client) => client.on('error', () => undefined));
   return pool;
 }
 

@@ -21,6 +21,12 @@ interface ClaimedDelivery {
 export interface DispatcherOptions {
   /** Deliveries sent at once by one dispatcher. */
   readonly concurrency: number;
+  /**
+   * Deliveries to one URL sent at once by one dispatcher (default a quarter of
+   * `concurrency`): a receiver that hangs holds only these slots, and the others stay
+   * free for everybody else's webhooks.
+   */
+  readonly perUrlConcurrency?: number;
   /** WEBHOOK_ALLOW_PRIVATE_NETWORKS: live deliveries may go to loopback and private addresses. */
   readonly allowPrivateNetworks: boolean;
   readonly timeoutMs?: number;
@@ -49,30 +55,62 @@ export class WebhookDispatcher {
   ) {}
 
   private readonly inFlight = new Set<Promise<void>>();
+  /** Attempts in flight per URL. */
+  private readonly inFlightByUrl = new Map<string, number>();
 
   /**
    * Claims as many due deliveries as there are free slots and starts them; does not
-   * wait for them (a slow receiver holds one slot, not the dispatcher). Answers the
-   * number started.
+   * wait for them (a slow receiver holds one slot, not the dispatcher). No URL gets
+   * more than `perUrlConcurrency` slots: 100 deliveries to a receiver that never
+   * answers would otherwise take every slot for 10 s at a time, and every other
+   * project's webhooks would wait behind them. Answers the number started.
    */
   async tick(): Promise<number> {
     const free = this.options.concurrency - this.inFlight.size;
     if (free <= 0) return 0;
+    const perUrl = Math.max(1, this.options.perUrlConcurrency ?? Math.floor(this.options.concurrency / 4));
+    const busy = [...this.inFlightByUrl];
     const now = this.clock.now();
+    // The earliest due rows, the URLs already at their limit left out (so a stuck URL's
+    // backlog does not hide the others'), then at most what each URL has left.
     const claimed = await this.pool.query<ClaimedDelivery>(
-      `WITH due AS (
-         SELECT id FROM webhook_deliveries
-         WHERE status = 'pending' AND next_attempt_at <= $1 AND (leased_until IS NULL OR leased_until < clock_timestamp())
-         ORDER BY next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+      `WITH candidates AS (
+         SELECT id, url, next_attempt_at, row_number() OVER (PARTITION BY url ORDER BY next_attempt_at, seq) AS nth
+         FROM (SELECT id, url, next_attempt_at, seq FROM webhook_deliveries
+               WHERE status = 'pending' AND next_attempt_at <= $1 AND (leased_until IS NULL OR leased_until < clock_timestamp())
+                 AND NOT (url = ANY($4::text[]))
+               ORDER BY next_attempt_at LIMIT $6) AS earliest),
+       due AS (
+         SELECT d.id FROM webhook_deliveries d
+         JOIN candidates c ON c.id = d.id
+         LEFT JOIN unnest($7::text[], $8::int[]) AS busy(url, n) ON busy.url = c.url
+         WHERE c.nth + coalesce(busy.n, 0) <= $5
+           AND d.status = 'pending' AND (d.leased_until IS NULL OR d.leased_until < clock_timestamp())
+         ORDER BY c.next_attempt_at LIMIT $2 FOR UPDATE OF d SKIP LOCKED)
        UPDATE webhook_deliveries d SET leased_until = clock_timestamp() + make_interval(secs => $3)
        FROM due WHERE d.id = due.id
        RETURNING d.id, d.event_type, d.project_id, d.url, d.body, d.is_test, d.attempts_made, d.schedule_base`,
-      [now, free, LEASE_SECONDS],
+      [
+        now,
+        free,
+        LEASE_SECONDS,
+        busy.filter(([, n]) => n >= perUrl).map(([url]) => url),
+        perUrl,
+        free * perUrl,
+        busy.map(([url]) => url),
+        busy.map(([, n]) => n),
+      ],
     );
     for (const d of claimed.rows) {
+      this.inFlightByUrl.set(d.url, (this.inFlightByUrl.get(d.url) ?? 0) + 1);
       const running: Promise<void> = this.attempt(d)
         .catch((error: Error) => this.onError?.(error))
-        .finally(() => this.inFlight.delete(running));
+        .finally(() => {
+          this.inFlight.delete(running);
+          const left = (this.inFlightByUrl.get(d.url) ?? 1) - 1;
+          if (left > 0) this.inFlightByUrl.set(d.url, left);
+          else this.inFlightByUrl.delete(d.url);
+        });
       this.inFlight.add(running);
     }
     return claimed.rows.length;
