@@ -22,6 +22,7 @@ import { allMigrations } from '../libs/database/src/migrations';
 import { eventStoreBench } from './event-store.bench';
 import { httpBench } from './http.bench';
 import { ledgerBench } from './ledger.bench';
+import { rebuildBench } from './rebuild.bench';
 import { webhooksBench } from './webhooks.bench';
 import { repoRoot } from './paths';
 import { printTable, SUMMARY_HEADERS, summaryCells, SummaryRow, Table } from './table';
@@ -42,7 +43,7 @@ export interface BenchSection {
   run(context: BenchContext): Promise<Table[]>;
 }
 
-const SECTIONS: readonly BenchSection[] = [eventStoreBench, ledgerBench, httpBench, webhooksBench];
+const SECTIONS: readonly BenchSection[] = [eventStoreBench, ledgerBench, httpBench, webhooksBench, rebuildBench];
 
 interface Options {
   readonly quick: boolean;

@@ -1,0 +1,56 @@
+import { ConfigError, loadConfig } from '../../../libs/config/src';
+import { comparePositions, positionToString } from '../../../libs/event-store/src';
+import { openInfrastructure } from '../../../libs/infrastructure/src/infrastructure';
+import { createLogger } from '../../../libs/logging/src/logger';
+import { readCheckpoint } from '../../../libs/projections/src';
+import { allProjections, formatChecksums, READ_MODEL_TABLES, readModelChecksums } from '../../../libs/read-models/src';
+
+/**
+ * `npm run read-models:checksum [table...]`: one line per read-model table (table,
+ * rows, md5 of its rows in primary-key order, identity columns counted by their
+ * order only), so an operator can compare a live read model with a rebuilt one, or
+ * two replicas. Where each projection stands against the head of the log goes to
+ * stderr: compare checksums taken at the same position.
+ */
+async function main(): Promise<void> {
+  const tables = process.argv.slice(2);
+  const option = tables.find((t) => t.startsWith('-'));
+  if (option) fail(`unknown option ${option}`);
+  const unknown = tables.filter((t) => !READ_MODEL_TABLES.includes(t));
+  if (unknown.length > 0) fail(`unknown table ${unknown.join(', ')}; read-model tables: ${READ_MODEL_TABLES.join(', ')}`);
+
+  let config;
+  try {
+    config = loadConfig();
+  } catch (error) {
+    if (error instanceof ConfigError) fail(error.message);
+    throw error;
+  }
+  const log = createLogger('read-models-checksum', process.env.LOG_LEVEL ?? 'warn');
+  const infra = await openInfrastructure(config, log, { applicationName: 'gateway-read-models-checksum', poolSize: 2 });
+  try {
+    const head = await infra.store.headPosition();
+    const checksums = await readModelChecksums(infra.pool, tables.length > 0 ? tables : READ_MODEL_TABLES);
+    const notes: string[] = [`log head: ${head ? positionToString(head) : 'empty log'}`];
+    for (const projection of allProjections) {
+      const row = await readCheckpoint(infra.pool, projection.name);
+      const at = row?.position ?? { commit: 0n, prepare: 0n };
+      const behind = head !== null && comparePositions(at, head) < 0;
+      notes.push(`  ${projection.name}: at ${positionToString(at)}${behind ? ' (behind the head)' : ''}${row?.rebuildStartedAt ? ' (rebuild in progress)' : ''}`);
+    }
+    process.stderr.write(`${notes.join('\n')}\n`);
+    process.stdout.write(`${formatChecksums(checksums)}\n`);
+  } finally {
+    await infra.close();
+  }
+}
+
+function fail(message: string): never {
+  process.stderr.write(`read-models:checksum: ${message}\n`);
+  process.exit(2);
+}
+
+main().catch((error) => {
+  process.stderr.write(`read-models:checksum failed: ${(error as Error).message}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,121 @@
+import { parseArgs } from 'node:util';
+import { ConfigError, loadConfig } from '../../../libs/config/src';
+import { openInfrastructure } from '../../../libs/infrastructure/src/infrastructure';
+import { createLogger } from '../../../libs/logging/src/logger';
+import { ProgressBar } from '../../../libs/projections/src';
+import { DEFAULT_SEED, DEFAULT_START, seedLoad, SeedRefusedError } from './seed/seed-load';
+
+const USAGE = `usage: npm run seed:load -- [--events N] [--seed S] [--start ISO-8601] [--days N] [--merchants N]
+  --events     about how many events to write (default 100000)
+  --seed       the same seed writes the same history (default ${DEFAULT_SEED}); ids handed out by the database differ
+  --start      simulated time of the first invoice (default ${DEFAULT_START.toISOString()})
+  --days       simulated days the invoices are spread over (default 30)
+  --merchants  merchant accounts (default one per 2500 events, 3 to 400)`;
+
+/**
+ * `npm run seed:load -- --events 1000000`: writes a realistic history of many
+ * merchants (invoices paid, failed, expired; refunds; payouts; the ledger entries
+ * they cause) into the configured database (DATABASE_URL, or the embedded
+ * PostgreSQL under DATA_DIR), with a progress bar, and prints events/s at the end.
+ * Run it with the gateway's projector stopped; start the projector afterwards (or
+ * run projections:rebuild) to build the read models, then ledger:verify.
+ */
+async function main(): Promise<void> {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: process.argv.slice(2),
+      options: {
+        events: { type: 'string' },
+        seed: { type: 'string' },
+        start: { type: 'string' },
+        days: { type: 'string' },
+        merchants: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (error) {
+    fail((error as Error).message);
+  }
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return;
+  }
+  const events = positiveInteger('events', values.events, 100_000);
+  const days = positiveInteger('days', values.days, 30);
+  const merchants = values.merchants === undefined ? undefined : positiveInteger('merchants', values.merchants, 1);
+  const seed = typeof values.seed === 'string' ? values.seed : DEFAULT_SEED;
+  let start = DEFAULT_START;
+  if (typeof values.start === 'string') {
+    start = new Date(values.start);
+    if (Number.isNaN(start.getTime())) fail(`--start takes an ISO 8601 time such as ${DEFAULT_START.toISOString()}`);
+  }
+
+  let config;
+  try {
+    config = loadConfig();
+  } catch (error) {
+    if (error instanceof ConfigError) fail(error.message);
+    throw error;
+  }
+  const log = createLogger('seed-load', process.env.LOG_LEVEL ?? 'warn');
+  const infra = await openInfrastructure(config, log, { applicationName: 'gateway-seed-load' });
+  try {
+    process.stderr.write(`seed:load: about ${events} events, seed ${JSON.stringify(seed)}, from ${start.toISOString()} over ${days} simulated days\n`);
+    const bar = new ProgressBar('seed:load'.padEnd(12));
+    const result = await seedLoad(
+      { pool: infra.pool, store: infra.store, terms: config },
+      {
+        events,
+        seed,
+        start,
+        days,
+        merchants,
+        onProgress: (p) => {
+          if (!p.done && p.fraction >= 1) return; // the last line comes with done
+          const rate = p.eventsWritten / Math.max(bar.elapsedSeconds(), 0.001);
+          bar.update(p.fraction, `${p.eventsWritten} events, ${Math.round(rate)} events/s`, p.done);
+        },
+      },
+    );
+    const c = (key: string) => result.counts[key] ?? 0;
+    const payoutRefusals = Object.entries(result.counts)
+      .filter(([k]) => k.startsWith('PayoutRefused:'))
+      .map(([k, n]) => `${k.slice('PayoutRefused:'.length)} ${n}`)
+      .join(', ');
+    const lines = [
+      `seeded ${result.eventsWritten} events in ${result.appends} appends in ${result.seconds.toFixed(1)} s (${Math.round(result.eventsWritten / Math.max(result.seconds, 0.001))} events/s)`,
+      `  merchants ${result.merchants}, projects ${result.projects}; simulated ${result.from.toISOString()} to ${result.until.toISOString()}`,
+      `  invoices ${c('InvoiceCreated')}: paid ${c('InvoicePaid')}, failed ${c('InvoiceFailed')}, expired ${c('InvoiceExpired')}`,
+      `  refunds requested ${c('InvoiceRefundRequested')}: succeeded ${c('RefundSucceeded')}, failed ${c('RefundFailed')}, refused for want of balance ${c('RefundRefused')}`,
+      `  payouts requested ${c('PayoutRequested')}: reserved ${c('PayoutReserved')} (paid ${c('PayoutPaid')}, rejected ${c('PayoutRejected')}, cancelled ${c('PayoutCancelled')}), refused ${c('PayoutRefused')}${payoutRefusals ? ` (${payoutRefusals})` : ''}`,
+      `  ledger entries ${c('LedgerEntryPosted')}`,
+    ];
+    process.stdout.write(`${lines.join('\n')}\n`);
+  } finally {
+    await infra.close();
+  }
+}
+
+function positiveInteger(name: string, raw: string | boolean | undefined, fallback: number): number {
+  if (raw === undefined) return fallback;
+  const n = typeof raw === 'string' && /^\d+$/.test(raw) ? Number(raw) : NaN;
+  if (!Number.isSafeInteger(n) || n < 1) fail(`--${name} takes a positive integer`);
+  return n;
+}
+
+function fail(message: string): never {
+  process.stderr.write(`seed:load: ${message}\n${USAGE}\n`);
+  process.exit(2);
+}
+
+main().catch((error) => {
+  if (error instanceof SeedRefusedError) {
+    process.stderr.write(`\nseed:load: ${error.message}\n`);
+    process.exit(2);
+  }
+  process.stderr.write(`seed:load failed: ${(error as Error).stack ?? (error as Error).message}\n`);
+  process.exit(1);
+});

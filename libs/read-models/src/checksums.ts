@@ -1,0 +1,92 @@
+import type { Pool } from 'pg';
+import { invoicesProjection } from './invoices.projection';
+import { ledgerProjection } from './ledger.projection';
+import { payoutsProjection } from './payouts.projection';
+import { refundsProjection } from './refunds.projection';
+import { streamCatalogProjection } from './stream-catalog.projection';
+
+/** One read-model table's content, summed up. */
+export interface TableChecksum {
+  readonly table: string;
+  readonly rows: number;
+  /** md5 over the rows' md5s, in primary-key order. */
+  readonly md5: string;
+}
+
+/** Every table the read-model projections write (what projections:rebuild empties and rebuilds). */
+export const READ_MODEL_TABLES: readonly string[] = [
+  streamCatalogProjection,
+  ledgerProjection,
+  invoicesProjection,
+  refundsProjection,
+  payoutsProjection,
+].flatMap((p) => p.tables);
+
+interface Column {
+  readonly name: string;
+  readonly identity: boolean;
+}
+
+const quote = (identifier: string): string => `"${identifier.replace(/"/g, '""')}"`;
+
+/**
+ * A checksum of each read-model table, to compare a live read model with a rebuilt
+ * one (or two replicas). Every column counts except the values of identity columns
+ * (such as `invoices.seq`, the order of arrival): a rebuild numbers rows again from
+ * where the sequence stood, so the numbers differ, but the order they define must
+ * not. Such a column is replaced by the row's rank in its order. Rows are taken in
+ * primary-key order, values as PostgreSQL prints them in UTC, and all tables are
+ * read in one snapshot.
+ */
+export async function readModelChecksums(pool: Pool, tables: readonly string[] = READ_MODEL_TABLES): Promise<TableChecksum[]> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+    await client.query(`SET LOCAL TIME ZONE 'UTC'`);
+    await client.query(`SET LOCAL DateStyle = 'ISO, YMD'`);
+    await client.query(`SET LOCAL IntervalStyle = 'postgres'`);
+    await client.query('SET LOCAL extra_float_digits = 3');
+    const out: TableChecksum[] = [];
+    for (const table of tables) {
+      const columns = (
+        await client.query<{ name: string; identity: string }>(
+          `SELECT column_name AS name, is_identity AS identity FROM information_schema.columns
+           WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position`,
+          [table],
+        )
+      ).rows.map((r): Column => ({ name: r.name, identity: r.identity === 'YES' }));
+      if (columns.length === 0) throw new Error(`no read-model table ${table}`);
+      const key = (
+        await client.query<{ name: string }>(
+          `SELECT a.attname AS name FROM pg_index i
+           JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+           WHERE i.indrelid = $1::regclass AND i.indisprimary
+           ORDER BY array_position(i.indkey::int2[], a.attnum)`,
+          [quote(table)],
+        )
+      ).rows.map((r) => r.name);
+      const order = (key.length > 0 ? key : columns.filter((c) => !c.identity).map((c) => c.name)).map(quote).join(', ');
+      const ranks = columns.filter((c) => c.identity).map((c) => `rank() OVER (ORDER BY ${quote(c.name)}) AS ${quote(`${c.name}_rank`)}`);
+      const values = columns.map((c) => quote(c.identity ? `${c.name}_rank` : c.name)).join(', ');
+      const result = await client.query<{ rows: string; md5: string }>(
+        `SELECT count(*) AS rows, md5(coalesce(string_agg(md5(ROW(${values})::text), '' ORDER BY ${order}), '')) AS md5
+         FROM (SELECT t.*${ranks.map((r) => `, ${r}`).join('')} FROM ${quote(table)} t) t`,
+      );
+      out.push({ table, rows: Number(result.rows[0]!.rows), md5: result.rows[0]!.md5 });
+    }
+    await client.query('COMMIT');
+    return out;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+/** One line per table: name, rows, md5 (what `npm run read-models:checksum` prints). */
+export function formatChecksums(checksums: readonly TableChecksum[]): string {
+  const width = Math.max(...checksums.map((c) => c.table.length));
+  const rowsWidth = Math.max(...checksums.map((c) => String(c.rows).length));
+  return checksums.map((c) => `${c.table.padEnd(width)}  ${String(c.rows).padStart(rowsWidth)}  ${c.md5}`).join('\n');
+}
