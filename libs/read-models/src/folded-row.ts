@@ -1,20 +1,86 @@
 import type { PoolClient } from 'pg';
+import type { RecordedEvent } from '../../event-store/src';
+
+/** A column of a folded-state table besides id, state and last_revision, derived from the state. */
+export interface FoldedColumn<S> {
+  readonly name: string;
+  /** The SQL type of the column, for unnest. */
+  readonly type: string;
+  value(state: S): unknown;
+}
 
 /**
- * For a table that keeps a stream's folded state (`state` jsonb) with the revision it
- * has reached (`last_revision`): locks the row and answers its state with the event
- * at `revision` applied, or null when the row is missing or already past it (a
- * replayed batch changes nothing). The caller writes the new state and revision.
+ * A table that keeps each stream's folded state (`state` jsonb) with the revision it
+ * has reached (`last_revision`), plus columns derived from the state for queries.
  */
-export async function foldIntoRow<S>(
-  tx: PoolClient,
-  table: 'invoices' | 'payouts',
-  id: string | number,
-  revision: bigint,
-  apply: (state: S) => S,
-): Promise<S | null> {
-  const row = await tx.query<{ state: S; last_revision: string }>(`SELECT state, last_revision FROM ${table} WHERE id = $1 FOR UPDATE`, [id]);
-  const current = row.rows[0];
-  if (!current || BigInt(current.last_revision) >= revision) return null;
-  return apply(current.state);
+export interface FoldedTable<S> {
+  readonly table: 'invoices' | 'payouts';
+  readonly idType: 'uuid' | 'bigint';
+  /** The id of the row an event belongs to (from its data). */
+  idOf(event: RecordedEvent): string | number;
+  /** The state before the stream's first event. */
+  initial(): S;
+  /** A stored state as the current code reads it (e.g. fields added since it was written). */
+  upgrade(stored: S): S;
+  evolve(state: S, event: RecordedEvent): S;
+  readonly columns: readonly FoldedColumn<S>[];
+}
+
+/**
+ * Applies a batch to a folded-state table in three statements, whatever its size:
+ * the rows the batch touches are read (and locked) at once, each stream's events are
+ * folded in memory, and every changed row is written by one upsert. Idempotent: an
+ * event at or below a row's `last_revision` is skipped, so a replayed batch changes
+ * nothing. New rows are inserted in the order their streams first appear in the log,
+ * so an identity column (`seq`) keeps the order of arrival.
+ */
+export async function foldBatchIntoTable<S>(tx: PoolClient, t: FoldedTable<S>, events: readonly RecordedEvent[]): Promise<void> {
+  const byId = new Map<string, { id: string | number; events: RecordedEvent[] }>();
+  for (const e of events) {
+    const id = t.idOf(e);
+    const key = String(id);
+    const entry = byId.get(key) ?? { id, events: [] };
+    entry.events.push(e);
+    byId.set(key, entry);
+  }
+  if (byId.size === 0) return;
+  const stored = await tx.query<{ id: string; state: S; last_revision: string }>(
+    `SELECT id::text AS id, state, last_revision FROM ${t.table} WHERE id = ANY($1::${t.idType}[]) ORDER BY id FOR UPDATE`,
+    [[...byId.values()].map((e) => e.id)],
+  );
+  const rows = new Map(stored.rows.map((r) => [r.id, r]));
+
+  const changed: { id: string | number; state: S; revision: bigint }[] = [];
+  for (const [key, { id, events: streamEvents }] of byId) {
+    const row = rows.get(key);
+    // A stream is folded from its first event or from its stored row, never from the middle.
+    if (!row && streamEvents[0]!.revision !== 0n) continue;
+    let state = row ? t.upgrade(row.state) : t.initial();
+    let revision = row ? BigInt(row.last_revision) : -1n;
+    const start = revision;
+    for (const e of streamEvents) {
+      if (e.revision <= revision) continue;
+      state = t.evolve(state, e);
+      revision = e.revision;
+    }
+    if (revision > start) changed.push({ id, state, revision });
+  }
+  if (changed.length === 0) return;
+
+  const names = ['id', ...t.columns.map((c) => c.name), 'state', 'last_revision'];
+  const types = [t.idType, ...t.columns.map((c) => c.type), 'jsonb', 'bigint'];
+  const values: unknown[][] = [
+    changed.map((c) => c.id),
+    ...t.columns.map((col) => changed.map((c) => col.value(c.state))),
+    changed.map((c) => JSON.stringify(c.state)),
+    changed.map((c) => c.revision.toString()),
+  ];
+  const unnest = types.map((type, i) => `$${i + 1}::${type}[]`).join(', ');
+  const updates = names.slice(1).map((n) => `${n} = EXCLUDED.${n}`).join(', ');
+  await tx.query(
+    `INSERT INTO ${t.table} (${names.join(', ')})
+     SELECT ${names.map((n) => `u.${n}`).join(', ')} FROM unnest(${unnest}) WITH ORDINALITY AS u(${names.join(', ')}, ord) ORDER BY u.ord
+     ON CONFLICT (id) DO UPDATE SET ${updates} WHERE ${t.table}.last_revision < EXCLUDED.last_revision`,
+    values,
+  );
 }

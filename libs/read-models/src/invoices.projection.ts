@@ -2,7 +2,7 @@ import type { PoolClient } from 'pg';
 import type { Migration } from '../../database/src';
 import type { RecordedEvent } from '../../event-store/src';
 import { evolveInvoice, initialInvoice, Invoice, INVOICE_CATEGORY, InvoiceEvent } from '../../domain/src';
-import { foldIntoRow } from './folded-row';
+import { foldBatchIntoTable, FoldedTable } from './folded-row';
 
 export const invoicesReadModelMigration: Migration = {
   version: 8,
@@ -33,6 +33,28 @@ CREATE INDEX invoices_open_by_expiry ON invoices (expires_at) WHERE status IN ('
 `,
 };
 
+const invoicesTable: FoldedTable<Invoice> = {
+  table: 'invoices',
+  idType: 'uuid',
+  idOf: (e) => (e.data as { invoiceId: string }).invoiceId,
+  initial: initialInvoice,
+  // Rows written before the invoice state grew a field read it as its initial value.
+  upgrade: (stored) => ({ ...initialInvoice(), ...stored }),
+  evolve: (state, e) => evolveInvoice(state, { type: e.type, data: e.data } as unknown as InvoiceEvent),
+  columns: [
+    { name: 'project_id', type: 'uuid', value: (s) => s.created!.projectId },
+    { name: 'account_id', type: 'uuid', value: (s) => s.created!.accountId },
+    { name: 'mode', type: 'text', value: (s) => s.created!.mode },
+    { name: 'order_id', type: 'text', value: (s) => s.created!.orderId },
+    { name: 'status', type: 'text', value: (s) => s.status },
+    { name: 'amount', type: 'bigint', value: (s) => s.created!.amount },
+    { name: 'method', type: 'text', value: (s) => s.method },
+    { name: 'created_at', type: 'timestamptz', value: (s) => s.created!.createdAt },
+    { name: 'expires_at', type: 'timestamptz', value: (s) => s.created!.expiresAt },
+    { name: 'paid_at', type: 'timestamptz', value: (s) => s.paidAt },
+  ],
+};
+
 /**
  * Invoices for lists and the expiry worker. A single invoice is always read from its
  * own stream (immediately consistent); this table answers the collection queries.
@@ -42,29 +64,5 @@ export const invoicesProjection = {
   name: 'invoices',
   tables: ['invoices'],
   filter: { streamNamePrefixes: [`${INVOICE_CATEGORY}-`] },
-  async apply(tx: PoolClient, events: readonly RecordedEvent[]): Promise<void> {
-    for (const recorded of events) {
-      const event = { type: recorded.type, data: recorded.data } as unknown as InvoiceEvent;
-      const revision = recorded.revision.toString();
-      if (event.type === 'InvoiceCreated') {
-        const d = event.data;
-        const state = evolveInvoice(initialInvoice(), event);
-        await tx.query(
-          `INSERT INTO invoices (id, project_id, account_id, mode, order_id, status, amount, method, created_at, expires_at, state, last_revision)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (id) DO NOTHING`,
-          [d.invoiceId, d.projectId, d.accountId, d.mode, d.orderId, state.status, d.amount, d.method, d.createdAt, d.expiresAt, state, revision],
-        );
-        continue;
-      }
-      // Rows written before the invoice state grew a field read it as its initial value.
-      const state = await foldIntoRow<Invoice>(tx, 'invoices', event.data.invoiceId, recorded.revision, (s) =>
-        evolveInvoice({ ...initialInvoice(), ...s }, event),
-      );
-      if (!state) continue;
-      await tx.query(
-        `UPDATE invoices SET status = $2, method = $3, paid_at = $4, state = $5, last_revision = $6 WHERE id = $1`,
-        [event.data.invoiceId, state.status, state.method, state.paidAt, state, revision],
-      );
-    }
-  },
+  apply: (tx: PoolClient, events: readonly RecordedEvent[]): Promise<void> => foldBatchIntoTable(tx, invoicesTable, events),
 };

@@ -3,7 +3,7 @@ import type { Migration } from '../../database/src';
 import type { RecordedEvent } from '../../event-store/src';
 import { evolvePayout, initialPayout, Payout, PAYOUT_CATEGORY, PayoutEvent } from '../../domain/src';
 import type { Projection } from '../../projections/src';
-import { foldIntoRow } from './folded-row';
+import { foldBatchIntoTable, FoldedTable } from './folded-row';
 
 export const payoutsReadModelMigration: Migration = {
   version: 14,
@@ -27,28 +27,26 @@ CREATE INDEX payouts_requested ON payouts (created_at) WHERE status = 'requested
 `,
 };
 
+const payoutsTable: FoldedTable<Payout> = {
+  table: 'payouts',
+  idType: 'bigint',
+  idOf: (e) => (e.data as { payoutId: number }).payoutId,
+  initial: initialPayout,
+  upgrade: (stored) => stored,
+  evolve: (state, e) => evolvePayout(state, { type: e.type, data: e.data } as unknown as PayoutEvent),
+  columns: [
+    { name: 'account_id', type: 'uuid', value: (s) => s.requested!.accountId },
+    { name: 'project_id', type: 'uuid', value: (s) => s.requested!.projectId },
+    { name: 'order_id', type: 'text', value: (s) => s.requested!.orderId },
+    { name: 'status', type: 'text', value: (s) => s.status },
+    { name: 'created_at', type: 'timestamptz', value: (s) => s.requested!.createdAt },
+  ],
+};
+
 /** Payouts for lists and the recovery worker; a single payout is read from its own stream. Idempotent by revision. */
 export const payoutsProjection: Projection = {
   name: 'payouts',
   tables: ['payouts'],
   filter: { streamNamePrefixes: [`${PAYOUT_CATEGORY}-`] },
-  async apply(tx: PoolClient, events: readonly RecordedEvent[]): Promise<void> {
-    for (const recorded of events) {
-      const event = { type: recorded.type, data: recorded.data } as unknown as PayoutEvent;
-      const revision = recorded.revision.toString();
-      if (event.type === 'PayoutRequested') {
-        const d = event.data;
-        const state = evolvePayout(initialPayout(), event);
-        await tx.query(
-          `INSERT INTO payouts (id, account_id, project_id, order_id, status, created_at, state, last_revision)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING`,
-          [d.payoutId, d.accountId, d.projectId, d.orderId, state.status, d.createdAt, state, revision],
-        );
-        continue;
-      }
-      const state = await foldIntoRow<Payout>(tx, 'payouts', event.data.payoutId, recorded.revision, (s) => evolvePayout(s, event));
-      if (!state) continue;
-      await tx.query('UPDATE payouts SET status = $2, state = $3, last_revision = $4 WHERE id = $1', [event.data.payoutId, state.status, state, revision]);
-    }
-  },
+  apply: (tx: PoolClient, events: readonly RecordedEvent[]): Promise<void> => foldBatchIntoTable(tx, payoutsTable, events),
 };
