@@ -4,6 +4,7 @@ import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
+import { LogController } from 'fastify';
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from '../../../libs/logging/src/logger';
 import { REQUEST_ID_HEADER, REQUEST_ID_LOG_FIELD, requestIdOf } from '../../../libs/logging/src/logger';
@@ -61,16 +62,15 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
     bodyLimit: BODY_LIMIT_BYTES,
     trustProxy: false,
     // Long ids reach the handlers, which answer 404 in the spec's shape.
-    maxParamLength: 1024,
+    routerOptions: { maxParamLength: 1024 },
     // Every request has an id: the caller's X-Request-Id when it is a sane token, else a
     // fresh UUID. It is in the X-Request-Id response header and, through request.log (a
     // pino child of the process logger), in every log line written for the request.
     genReqId: (raw: IncomingMessage) => requestIdOf(raw.headers[REQUEST_ID_HEADER]),
     requestIdHeader: false,
-    requestIdLogLabel: REQUEST_ID_LOG_FIELD,
     loggerInstance: log as FastifyBaseLogger,
     // Fastify's own two lines per request are replaced by recordResponse's one.
-    disableRequestLogging: true,
+    logController: new LogController({ requestIdLogLabel: REQUEST_ID_LOG_FIELD, disableRequestLogging: true }),
     // Errors of the router itself (a malformed URL) in the spec's shape too. No hook runs
     // for these: the id header, the metrics and the log line are done here.
     frameworkErrors: (_error: Error, request: FastifyRequest, reply: FastifyReply) => {
