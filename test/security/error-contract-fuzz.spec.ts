@@ -178,6 +178,18 @@ describe('the error contract under fuzzing', () => {
     { name: 'PATCH /admin/v1/projects/{id}', method: 'PATCH', path: () => `/admin/v1/projects/${scratch.projectId}`, admin: true, body: true },
     { name: 'POST /admin/v1/invoices/{id}/payment', method: 'POST', path: () => `/admin/v1/invoices/${invoiceId}/payment`, admin: true, body: true },
     { name: 'POST /admin/v1/clock/advance', method: 'POST', path: () => '/admin/v1/clock/advance', admin: true, body: true },
+    // The money going out: the target invoice is unpaid (a refund of it is refused), the
+    // keys are test keys (payouts are refused), and the ids below do not exist.
+    { name: 'POST /v1/invoices/{id}/refund', method: 'POST', path: () => `/v1/invoices/${invoiceId}/refund`, admin: false, body: true },
+    { name: 'GET /v1/refunds/{id}', method: 'GET', path: () => '/v1/refunds/rf_000000000000000000000000', admin: false, body: false },
+    { name: 'GET /v1/payout-addresses', method: 'GET', path: () => '/v1/payout-addresses', admin: false, body: false },
+    { name: 'POST /v1/payouts', method: 'POST', path: () => '/v1/payouts', admin: false, body: true },
+    { name: 'GET /v1/payouts', method: 'GET', path: () => '/v1/payouts', admin: false, body: false },
+    { name: 'GET /v1/payouts/{id}', method: 'GET', path: () => '/v1/payouts/999999999', admin: false, body: false },
+    { name: 'POST /admin/v1/payout-addresses/{id}/confirm', method: 'POST', path: () => '/admin/v1/payout-addresses/999999999/confirm', admin: true, body: true },
+    { name: 'POST /admin/v1/payouts/{id}/reject', method: 'POST', path: () => '/admin/v1/payouts/999999999/reject', admin: true, body: true },
+    { name: 'POST /admin/v1/refunds/{id}/fail', method: 'POST', path: () => '/admin/v1/refunds/rf_000000000000000000000000/fail', admin: true, body: true },
+    { name: 'GET /admin/v1/webhook-deliveries', method: 'GET', path: () => '/admin/v1/webhook-deliveries', admin: true, body: false },
   ];
   const WITH_BODY = ENDPOINTS.filter((e) => e.body);
   const MERCHANT = ENDPOINTS.filter((e) => !e.admin);
@@ -441,8 +453,20 @@ describe('the error contract under fuzzing', () => {
           const tsOk = ts !== undefined && /^\d+$/.test(ts) && Math.abs(Number(ts) - now) < 290;
           if (!tsOk) possible.add('timestamp_invalid');
           possible.add('signature_invalid'); // a wrong signature, or a valid one already used
-          if (knownKey && e.name === 'GET /v1/invoices/{id}' && pk === shop.keys.live.publicKey) possible.add('invoice_not_found');
-          expect(r.status === 401 || r.body.error.code === 'invoice_not_found').toBe(true);
+          // Authenticated, the request meets the endpoint's own refusal (the ids do not
+          // exist for that key, the body has a field the endpoint does not take, payouts
+          // need a live key).
+          const live = pk === shop.keys.live.publicKey;
+          const afterAuthentication: Record<string, string | undefined> = {
+            'GET /v1/invoices/{id}': live ? 'invoice_not_found' : undefined,
+            'POST /v1/invoices/{id}/refund': 'validation',
+            'GET /v1/refunds/{id}': 'invoice_not_found',
+            'POST /v1/payouts': live ? 'validation' : 'test_mode',
+            'GET /v1/payouts/{id}': 'not_found',
+          };
+          const handled = knownKey ? afterAuthentication[e.name] : undefined;
+          if (handled) possible.add(handled);
+          expect(r.status === 401 || r.body.error.code === handled).toBe(true);
           expect([...possible]).toContain(r.body.error.code);
         }),
         { numRuns: 400 },
