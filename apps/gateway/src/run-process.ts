@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
-import { ConfigError, loadConfig } from '../../../libs/config/src';
+import { loadConfigOrExit } from '../../../libs/config/src';
 import { openInfrastructure } from '../../../libs/infrastructure/src/infrastructure';
 import { createLogger } from '../../../libs/logging/src/logger';
 import { takeOverShutdownSignals } from '../../../libs/database/src/embedded-postgres';
@@ -26,16 +26,7 @@ export interface ProcessRoles {
  */
 export async function runProcess(roles: ProcessRoles): Promise<void> {
   const log = createLogger(roles.name === 'gateway' ? 'gateway' : `gateway-${roles.name}`);
-  let config;
-  try {
-    config = loadConfig();
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      process.stderr.write(`${error.message}\n`);
-      process.exit(2);
-    }
-    throw error;
-  }
+  const config = loadConfigOrExit(roles.name);
 
   try {
     const infra = await openInfrastructure(config, log, { applicationName: `gateway-${roles.name}` });

@@ -1,4 +1,4 @@
-import { ConfigError, loadConfig } from '../../../libs/config/src';
+import { loadConfigOrExit } from '../../../libs/config/src';
 import { openInfrastructure } from '../../../libs/infrastructure/src/infrastructure';
 import { verifyLedgers } from '../../../libs/ledger-store/src';
 import { createLogger } from '../../../libs/logging/src/logger';
@@ -10,16 +10,7 @@ import { ProgressBar } from '../../../libs/projections/src';
  * exits 1 on any difference (0 when everything agrees).
  */
 async function main(): Promise<void> {
-  let config;
-  try {
-    config = loadConfig();
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      process.stderr.write(`ledger:verify: ${error.message}\n`);
-      process.exit(2);
-    }
-    throw error;
-  }
+  const config = loadConfigOrExit('ledger:verify');
   const log = createLogger('ledger-verify', process.env.LOG_LEVEL ?? 'warn');
   const infra = await openInfrastructure(config, log, { applicationName: 'gateway-ledger-verify' });
   let failed = false;

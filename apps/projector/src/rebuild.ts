@@ -1,4 +1,4 @@
-import { ConfigError, loadConfig } from '../../../libs/config/src';
+import { loadConfigOrExit } from '../../../libs/config/src';
 import { openInfrastructure } from '../../../libs/infrastructure/src/infrastructure';
 import { createLogger } from '../../../libs/logging/src/logger';
 import { ProgressBar, rebuildProjection } from '../../../libs/projections/src';
@@ -29,13 +29,7 @@ async function main(): Promise<void> {
   if (unknown.length > 0) fail(`unknown projection ${unknown.join(', ')}; known: ${[...known.keys()].join(', ')}`);
   const selected = names.length > 0 ? names.map((n) => known.get(n)!) : [...allProjections];
 
-  let config;
-  try {
-    config = loadConfig();
-  } catch (error) {
-    if (error instanceof ConfigError) fail(error.message);
-    throw error;
-  }
+  const config = loadConfigOrExit('projections:rebuild');
   const log = createLogger('projections-rebuild', process.env.LOG_LEVEL ?? 'warn');
   const infra = await openInfrastructure(config, log, { applicationName: 'gateway-rebuild' });
   try {

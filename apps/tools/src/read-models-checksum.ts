@@ -1,4 +1,4 @@
-import { ConfigError, loadConfig } from '../../../libs/config/src';
+import { loadConfigOrExit } from '../../../libs/config/src';
 import { comparePositions, positionToString } from '../../../libs/event-store/src';
 import { openInfrastructure } from '../../../libs/infrastructure/src/infrastructure';
 import { createLogger } from '../../../libs/logging/src/logger';
@@ -19,13 +19,7 @@ async function main(): Promise<void> {
   const unknown = tables.filter((t) => !READ_MODEL_TABLES.includes(t));
   if (unknown.length > 0) fail(`unknown table ${unknown.join(', ')}; read-model tables: ${READ_MODEL_TABLES.join(', ')}`);
 
-  let config;
-  try {
-    config = loadConfig();
-  } catch (error) {
-    if (error instanceof ConfigError) fail(error.message);
-    throw error;
-  }
+  const config = loadConfigOrExit('read-models:checksum');
   const log = createLogger('read-models-checksum', process.env.LOG_LEVEL ?? 'warn');
   const infra = await openInfrastructure(config, log, { applicationName: 'gateway-read-models-checksum', poolSize: 2 });
   try {

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig } from '../../../libs/config/src';
+import { loadConfigOrExit } from '../../../libs/config/src';
 import { openInfrastructure } from '../../../libs/infrastructure/src/infrastructure';
 import { createLogger } from '../../../libs/logging/src/logger';
 import { ProgressBar } from '../../../libs/projections/src';
@@ -53,13 +53,7 @@ async function main(): Promise<void> {
     if (Number.isNaN(start.getTime())) fail(`--start takes an ISO 8601 time such as ${DEFAULT_START.toISOString()}`);
   }
 
-  let config;
-  try {
-    config = loadConfig();
-  } catch (error) {
-    if (error instanceof ConfigError) fail(error.message);
-    throw error;
-  }
+  const config = loadConfigOrExit('seed:load');
   const log = createLogger('seed-load', process.env.LOG_LEVEL ?? 'warn');
   const infra = await openInfrastructure(config, log, { applicationName: 'gateway-seed-load' });
   try {

@@ -188,3 +188,17 @@ function readPayoutTerms(raw: string | undefined, problems: string[]): Record<Pa
   }
   return terms;
 }
+
+/**
+ * The configuration of a command-line entry point: on a bad value, the problems go to
+ * stderr under the command's name and the process exits with code 2.
+ */
+export function loadConfigOrExit(command: string, env: Env = process.env): GatewayConfig {
+  try {
+    return loadConfig(env);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    process.stderr.write(`${command}: ${error.message}\n`);
+    process.exit(2);
+  }
+}
