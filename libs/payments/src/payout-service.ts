@@ -301,20 +301,17 @@ export class PayoutService {
   }
 
   /** An operator transition: 404 for an unknown payout, 409 conflict when illegal from its status. */
-  async transition(payoutId: number, command: Exclude<PayoutCommand, { type: 'RequestPayout' | 'RecordReservation' }>): Promise<Payout> {
-    if (!Number.isSafeInteger(payoutId) || payoutId < 1) throw notFound();
+  transition(payoutId: number, command: Exclude<PayoutCommand, { type: 'RequestPayout' | 'RecordReservation' }>): Promise<Payout> {
+    if (!Number.isSafeInteger(payoutId) || payoutId < 1) return Promise.reject(notFound());
+    return this.run(payoutId, command);
+  }
+
+  private async run(payoutId: number, command: PayoutCommand): Promise<Payout> {
     const result = await handleCommand(this.store, payoutStreamName(payoutId), payoutDecider, command);
     if (!result.ok) throw result.failure.code === 'conflict' ? new PaymentsError(409, 'conflict', result.failure.message) : notFound();
     // A finished payout frees its reservation before the answer, so the next request
     // sees the slot and the money at once (the process manager repeats it, idempotently).
     for (const event of result.events) await applyPayoutOutcome(this.ledgers, event);
     return result.state;
-  }
-
-  private async run(payoutId: number, command: PayoutCommand): Promise<Payout> {
-    const result = await handleCommand(this.store, payoutStreamName(payoutId), payoutDecider, command);
-    if (result.ok) return result.state;
-    if (result.failure.code === 'conflict') throw new PaymentsError(409, 'conflict', result.failure.message);
-    throw notFound();
   }
 }
