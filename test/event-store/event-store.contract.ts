@@ -191,6 +191,28 @@ export function eventStoreContract(adapterName: string, open: () => Promise<Even
         expect(received.map((e) => e.data.n)).toEqual([2, 3]);
       });
 
+      it("concurrent 'any' appends to one stream keep that stream's order in $all", async () => {
+        // Many writers racing for the same stream row: the order in which they take
+        // the stream must be the order of their events in the global log.
+        const writers = 16;
+        const appendsPerWriter = 25;
+        await Promise.all(
+          Array.from({ length: writers }, async (_, w) => {
+            for (let i = 0; i < appendsPerWriter; i++) {
+              await store.appendToStream(stream('hot'), [event('Hot', { w, i }), event('Hot', { w, i })], {
+                expectedRevision: i % 2 === 0 ? 'any' : 'stream_exists',
+              });
+            }
+          }),
+        );
+        let all: RecordedEvent[] = [];
+        await eventually(async () => {
+          all = ours(await readWholeLog(store));
+          return all.length >= writers * appendsPerWriter * 2;
+        });
+        expect(all.map((e) => Number(e.revision))).toEqual(all.map((_, i) => i));
+      });
+
       it('thousands of events from many concurrent writers reach a live subscriber exactly once, in stream order', async () => {
         const writers = 24;
         const appendsPerWriter = 50;

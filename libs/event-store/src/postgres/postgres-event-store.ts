@@ -51,20 +51,35 @@ const toEvent = (row: EventRow): RecordedEvent => ({
   createdAt: row.created_at,
 });
 
+/** Namespace of the two-key advisory locks that serialise appends to one stream. */
+const STREAM_APPEND_LOCK_NAMESPACE = 5_406_117;
+
 /**
- * How the stream row moves for each kind of expected revision. Each is one
- * statement that either moves the revision (locking the row until commit) or
- * returns nothing, which means the expectation did not hold.
+ * How the stream row moves for each kind of expected revision. Each either moves
+ * the revision (locking the row until commit) or returns nothing, which means the
+ * expectation did not hold. It reads the `append_lock` CTE first: see APPEND_LOCK.
  *   $1 stream name, $2 number of events, $4 expected revision (exact only)
  */
 const STREAM_CLAIM: Record<'any' | 'no_stream' | 'stream_exists' | 'exact', string> = {
-  no_stream: `INSERT INTO event_streams (stream_name, revision) VALUES ($1, $2 - 1)
+  no_stream: `INSERT INTO event_streams (stream_name, revision) SELECT $1, $2 - 1 FROM append_lock
               ON CONFLICT (stream_name) DO NOTHING RETURNING revision`,
-  any: `INSERT INTO event_streams (stream_name, revision) VALUES ($1, $2 - 1)
+  any: `INSERT INTO event_streams (stream_name, revision) SELECT $1, $2 - 1 FROM append_lock
         ON CONFLICT (stream_name) DO UPDATE SET revision = event_streams.revision + $2 RETURNING revision`,
-  stream_exists: `UPDATE event_streams SET revision = revision + $2 WHERE stream_name = $1 RETURNING revision`,
-  exact: `UPDATE event_streams SET revision = $4::bigint + $2 WHERE stream_name = $1 AND revision = $4::bigint RETURNING revision`,
+  stream_exists: `UPDATE event_streams SET revision = revision + $2 FROM append_lock WHERE stream_name = $1 RETURNING revision`,
+  exact: `UPDATE event_streams SET revision = $4::bigint + $2 FROM append_lock
+          WHERE stream_name = $1 AND revision = $4::bigint RETURNING revision`,
 };
+
+/**
+ * Positions order the log by transaction id, and a transaction gets its id at its
+ * first write. Two appends to one stream could otherwise take their ids in one order
+ * and the stream row's lock in the other (an 'any' append gets its id, then waits
+ * for the row another append has just locked): the later revisions would then sit
+ * earlier in $all. Taking a transaction-scoped advisory lock per stream before any
+ * write (it needs no transaction id) makes the append that wrote first also the one
+ * with the smaller id, so $all always keeps each stream's order.
+ */
+const APPEND_LOCK = `SELECT pg_advisory_xact_lock(${STREAM_APPEND_LOCK_NAMESPACE}, hashtext($1)) AS locked`;
 
 export interface PostgresEventStoreOptions {
   /** How often a waiting subscription looks for events appended by other processes. */
@@ -100,7 +115,7 @@ export class PostgresEventStore implements EventStore {
     ];
     if (typeof expected === 'bigint') params.push(expected.toString());
     const sql = `
-      WITH stream AS (${STREAM_CLAIM[kind]})
+      WITH append_lock AS (${APPEND_LOCK}), stream AS (${STREAM_CLAIM[kind]})
       INSERT INTO events (stream_name, stream_revision, event_id, event_type, data, metadata)
       SELECT $1, stream.revision - $2 + e.ord, (e.value->>'id')::uuid, e.value->>'type', e.value->'data', e.value->'metadata'
       FROM stream, jsonb_array_elements($3::jsonb) WITH ORDINALITY AS e(value, ord)
