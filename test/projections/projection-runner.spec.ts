@@ -8,6 +8,7 @@ import {
   rebuildProjection,
   resetProjection,
 } from '../../libs/projections/src';
+import { createPool } from '../../libs/database/src/pool';
 import { streamCatalogProjection } from '../../libs/read-models/src';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
@@ -147,6 +148,33 @@ describe('projection runner', () => {
     expect(moved).toBe(true);
     const total = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM events WHERE stream_name LIKE 'count-%'`);
     expect(await seen()).toEqual({ n: total.rows[0]!.n, max: 1 });
+  });
+
+  it('takes its lock again after its session is killed, and gives the dead connection back to the pool', async () => {
+    // The runner's own pool, so that its connections can be counted and killed alone.
+    const applicationName = `lock-${randomUUID().slice(0, 8)}`;
+    const pool = createPool(db.url, { max: 6, applicationName });
+    const projection = countingProjection(`p_${randomUUID().slice(0, 8)}`);
+    const runner = new ProjectionRunner(pool, store, projection, { batchSize: 1000, standbyRetryMs: 50 });
+    try {
+      runner.start();
+      await untilProjected(runner);
+      for (let restart = 0; restart < 3; restart++) {
+        // What a database restart does to this process: every session ends.
+        await db.pool.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [applicationName]);
+        await appendMany('count', 1, 2);
+        await until(async () => runner.status().state === 'live');
+        await untilProjected(runner);
+      }
+      // Only the session holding the lock is checked out: none of the killed ones is
+      // still counted against the pool.
+      expect({ checkedOut: pool.totalCount - pool.idleCount, waiting: pool.waitingCount }).toEqual({ checkedOut: 1, waiting: 0 });
+      const total = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM events WHERE stream_name LIKE 'count-%'`);
+      expect(await seen()).toEqual({ n: total.rows[0]!.n, max: 1 });
+    } finally {
+      await runner.stop();
+      await pool.end();
+    }
   });
 
   it('a failing batch is retried, never skipped', async () => {

@@ -42,9 +42,16 @@ export class ProjectionRunner {
   private lastError: string | null = null;
   private running = false;
   private lockClient: PoolClient | null = null;
-  private readonly onLockConnectionError = () => {
+  private readonly onLockConnectionError = (error: Error) => {
     // The session, and the lock with it, is gone: the next batch sees it and starts over.
+    // The client goes back to the pool with the error, which discards it: kept checked
+    // out, every projection would leak one connection per database restart, and after
+    // one restart the runners alone would hold the whole pool.
+    const client = this.lockClient;
     this.lockClient = null;
+    if (!client) return;
+    client.off('error', this.onLockConnectionError);
+    client.release(error);
   };
   private subscription: AllSubscription | null = null;
   private loop: Promise<void> | null = null;
