@@ -66,30 +66,37 @@ export class InvoiceService {
   async create(project: Project, mode: Mode, request: InvoiceRequest, now: Date): Promise<{ created: boolean; invoice: Invoice }> {
     const invoiceId = invoiceIdFor(project.idNamespace, mode, request.orderId);
     const stream = invoiceStreamName(invoiceId);
-    // A repeat is compared with the stored invoice, not planned again: the project's
-    // settings may have changed since, and the first answer still stands.
-    const existing = await loadState<Invoice, InvoiceEvent>(this.store, stream, invoiceDecider);
-    if (existing.state.exists) return this.repeat(existing.state, request, project);
-
-    const planned = planInvoice(
-      invoiceId,
-      request,
-      { projectId: project.id, accountId: project.accountId, mode, methods: methodsOf(project), customerFeeShare: project.customerFeeShare },
-      now,
-    );
-    const decision = invoiceDecider.decide({ type: 'CreateInvoice', data: planned }, existing.state) as InvoiceEvent[];
+    // A new orderId is the common case: plan and append straight away, expecting no
+    // stream (one round trip). A repeat finds the stream taken and is then compared
+    // with the stored invoice, not planned again: the project's settings may have
+    // changed since, and the first answer still stands.
+    let planned: ReturnType<typeof planInvoice>;
+    try {
+      planned = planInvoice(
+        invoiceId,
+        request,
+        { projectId: project.id, accountId: project.accountId, mode, methods: methodsOf(project), customerFeeShare: project.customerFeeShare },
+        now,
+      );
+    } catch (planError) {
+      const existing = await loadState<Invoice, InvoiceEvent>(this.store, stream, invoiceDecider);
+      if (existing.state.exists) return this.repeat(existing.state, request, project);
+      throw planError;
+    }
+    const nothing = invoiceDecider.initialState();
+    const decision = invoiceDecider.decide({ type: 'CreateInvoice', data: planned }, nothing) as InvoiceEvent[];
     try {
       await this.store.appendToStream(
         stream,
         decision.map((e) => ({ id: randomUUID(), type: e.type, data: e.data })),
         { expectedRevision: 'no_stream' },
       );
-      return { created: true, invoice: decision.reduce(invoiceDecider.evolve, existing.state) };
+      return { created: true, invoice: decision.reduce(invoiceDecider.evolve, nothing) };
     } catch (error) {
       if (!(error instanceof WrongExpectedRevisionError)) throw error;
-      // Lost the race to a concurrent create of the same orderId: answer as a repeat.
-      const winner = await loadState<Invoice, InvoiceEvent>(this.store, stream, invoiceDecider);
-      return this.repeat(winner.state, request, project);
+      // The orderId was used before (a repeat, or a concurrent create that won).
+      const stored = await loadState<Invoice, InvoiceEvent>(this.store, stream, invoiceDecider);
+      return this.repeat(stored.state, request, project);
     }
   }
 
