@@ -19,6 +19,18 @@ export function signaturesMatch(expectedHex: string, givenHex: string): boolean 
 export type Refusal = { readonly code: 'rate_limited'; readonly retryAfterSeconds: number };
 
 /**
+ * Counts one request of a key in its one-second window and returns the window's
+ * `hits`. `rows` gives (key_id, window_second, 1): a VALUES list, or a SELECT when the
+ * count shares a round trip with the key's lookup (Registry.identifyBySecretKey).
+ */
+export const countRequestInWindow = (rows: string): string =>
+  `INSERT INTO rate_limit_windows (key_id, window_second, hits) ${rows}
+   ON CONFLICT (key_id, window_second) DO UPDATE SET hits = rate_limit_windows.hits + 1 RETURNING hits`;
+
+/** The one-second window a request at `now` counts in. */
+export const rateWindowOf = (now: Date): number => Math.floor(now.getTime() / 1000);
+
+/**
  * The database-backed parts of request admission, shared by every API process:
  * one use per signature, requests per second per key, and the poll interval of one
  * resource per key. Every decision reads the gateway clock passed in.
@@ -43,14 +55,14 @@ export class AccessControl {
 
   /** Counts the request in its one-second window; refuses beyond the per-key limit. */
   async admit(keyId: string, now: Date): Promise<Refusal | null> {
+    const result = await this.pool.query<{ hits: number }>(countRequestInWindow('VALUES ($1, $2, 1)'), [keyId, rateWindowOf(now)]);
+    return this.admitCounted(result.rows[0]!.hits, now);
+  }
+
+  /** The same rule for a request already counted (`countRequestInWindow`) with the key's lookup. */
+  async admitCounted(hits: number, now: Date): Promise<Refusal | null> {
     await this.sweep(now);
-    const second = Math.floor(now.getTime() / 1000);
-    const result = await this.pool.query<{ hits: number }>(
-      `INSERT INTO rate_limit_windows (key_id, window_second, hits) VALUES ($1, $2, 1)
-       ON CONFLICT (key_id, window_second) DO UPDATE SET hits = rate_limit_windows.hits + 1 RETURNING hits`,
-      [keyId, second],
-    );
-    if (result.rows[0]!.hits <= this.limits.perSecond) return null;
+    if (hits <= this.limits.perSecond) return null;
     return { code: 'rate_limited', retryAfterSeconds: 1 };
   }
 

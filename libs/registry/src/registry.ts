@@ -1,5 +1,6 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
+import { countRequestInWindow, rateWindowOf } from '../../access/src/access-control';
 import { inTransaction } from '../../database/src';
 import { MethodOverrides, projectMethods, MethodTerms } from '../../domain/src/methods';
 import type { Mode } from '../../domain/src/invoices/invoice';
@@ -216,21 +217,37 @@ export class Registry {
   /** The project and mode of a public key (HMAC mode) that is known and not revoked. */
   identifyByPublicKey(publicKey: string): Promise<MerchantIdentity | null> {
     const match = /^pk_(test|live)_[A-Za-z0-9_-]{16,64}$/.exec(publicKey);
-    return match ? this.identify('public_key', publicKey, match[1] as Mode) : Promise.resolve(null);
+    return match ? this.identifyByPublicId(publicKey, match[1] as Mode) : Promise.resolve(null);
   }
 
-  /** The project and mode of a secret key that is known and not revoked (looked up by its hash). */
-  identifyBySecretKey(secretKey: string): Promise<MerchantIdentity | null> {
+  /**
+   * The project and mode of a secret key that is known and not revoked (looked up by
+   * its hash, with the mode its prefix claims), and in the same round trip the request
+   * counted in the key's rate window (`hits`, for AccessControl.admitCounted). An
+   * unknown, revoked or wrong-mode key counts nothing.
+   */
+  async identifyBySecretKeyCountingRequest(secretKey: string, now: Date): Promise<{ identity: MerchantIdentity; hits: number } | null> {
     const match = /^sk_(test|live)_[A-Za-z0-9_-]{16,64}$/.exec(secretKey);
-    return match ? this.identify('secret_key_hash', hashSecretKey(secretKey), match[1] as Mode) : Promise.resolve(null);
+    if (!match) return null;
+    const r = await this.pool.query<ProjectRow & { key_id: string; key_mode: Mode; hits: number }>(
+      `WITH key AS (
+         SELECT p.*, k.id AS key_id, k.mode AS key_mode FROM api_keys k JOIN projects p ON p.id = k.project_id
+         WHERE k.secret_key_hash = $1 AND k.revoked_at IS NULL AND k.mode = $3
+       ), counted AS (${countRequestInWindow('SELECT key_id, $2::bigint, 1 FROM key')})
+       SELECT key.*, counted.hits FROM key CROSS JOIN counted`,
+      [hashSecretKey(secretKey), rateWindowOf(now), match[1]],
+    );
+    const row = r.rows[0];
+    if (!row) return null;
+    return { identity: { project: toProject(row), mode: row.key_mode, keyId: row.key_id }, hits: row.hits };
   }
 
   /** A live key's project, when the key's stored mode is the one its prefix claims. */
-  private async identify(column: 'public_key' | 'secret_key_hash', value: string, mode: Mode): Promise<MerchantIdentity | null> {
+  private async identifyByPublicId(publicKey: string, mode: Mode): Promise<MerchantIdentity | null> {
     const r = await this.pool.query<ProjectRow & { key_id: string; key_mode: Mode }>(
       `SELECT p.*, k.id AS key_id, k.mode AS key_mode FROM api_keys k JOIN projects p ON p.id = k.project_id
-       WHERE k.${column} = $1 AND k.revoked_at IS NULL`,
-      [value],
+       WHERE k.public_key = $1 AND k.revoked_at IS NULL`,
+      [publicKey],
     );
     const row = r.rows[0];
     if (!row || row.key_mode !== mode) return null;

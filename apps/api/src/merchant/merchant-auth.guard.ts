@@ -1,6 +1,6 @@
 import { CanActivate, createParamDecorator, ExecutionContext, Inject, Injectable } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
-import type { AccessControl } from '../../../../libs/access/src';
+import type { AccessControl, Refusal } from '../../../../libs/access/src';
 import { requestSignature, signaturesMatch, TIMESTAMP_WINDOW_SECONDS } from '../../../../libs/access/src';
 import type { Clock } from '../../../../libs/clock/src';
 import type { MerchantIdentity, Registry } from '../../../../libs/registry/src';
@@ -34,19 +34,29 @@ export class MerchantAuthGuard implements CanActivate {
   async canActivate(context: ExecutionContext): Promise<boolean> {
     const request = context.switchToHttp().getRequest<MerchantRequest>();
     const now = this.clock.now();
-    const identity = header(request, 'authorization') !== undefined ? await this.bearer(request) : await this.hmac(request, now);
-    const refusal = await this.access.admit(identity.keyId, now);
+    let identity: MerchantIdentity;
+    let refusal: Refusal | null;
+    if (header(request, 'authorization') !== undefined) {
+      // The key's lookup counts the request too: one round trip.
+      const counted = await this.bearer(request, now);
+      identity = counted.identity;
+      refusal = await this.access.admitCounted(counted.hits, now);
+    } else {
+      // Counted only once the signature holds: a forged request must not spend the merchant's limit.
+      identity = await this.hmac(request, now);
+      refusal = await this.access.admit(identity.keyId, now);
+    }
     if (refusal) throw rateLimited(refusal.retryAfterSeconds, 'Слишком много запросов: не больше 60 в секунду на ключ');
     request.merchant = identity;
     return true;
   }
 
-  private async bearer(request: MerchantRequest): Promise<MerchantIdentity> {
+  private async bearer(request: MerchantRequest, now: Date): Promise<{ identity: MerchantIdentity; hits: number }> {
     const match = /^Bearer\s+(\S+)$/i.exec(header(request, 'authorization') ?? '');
     if (!match) throw ApiError.unauthorized('Нужен заголовок Authorization: Bearer <секретный ключ проекта>');
-    const identity = await this.registry.identifyBySecretKey(match[1]!);
-    if (!identity) throw ApiError.unauthorized('Ключ не найден или отозван');
-    return identity;
+    const counted = await this.registry.identifyBySecretKeyCountingRequest(match[1]!, now);
+    if (!counted) throw ApiError.unauthorized('Ключ не найден или отозван');
+    return counted;
   }
 
   private async hmac(request: MerchantRequest, now: Date): Promise<MerchantIdentity> {
