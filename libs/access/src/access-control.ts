@@ -1,5 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { Pool } from 'pg';
+import { preparedStatement } from '../../database/src/pool';
 
 export const TIMESTAMP_WINDOW_SECONDS = 300;
 export const SIGNATURE_REUSE_WINDOW_SECONDS = 600;
@@ -47,15 +48,19 @@ export class AccessControl {
   async firstUseOfSignature(signature: string, now: Date): Promise<boolean> {
     await this.sweep(now);
     const result = await this.pool.query(
-      'INSERT INTO used_signatures (signature, used_at) VALUES ($1, $2) ON CONFLICT (signature) DO NOTHING',
-      [signature.toLowerCase(), now],
+      preparedStatement('INSERT INTO used_signatures (signature, used_at) VALUES ($1, $2) ON CONFLICT (signature) DO NOTHING', [
+        signature.toLowerCase(),
+        now,
+      ]),
     );
     return result.rowCount === 1;
   }
 
   /** Counts the request in its one-second window; refuses beyond the per-key limit. */
   async admit(keyId: string, now: Date): Promise<Refusal | null> {
-    const result = await this.pool.query<{ hits: number }>(countRequestInWindow('VALUES ($1, $2, 1)'), [keyId, rateWindowOf(now)]);
+    const result = await this.pool.query<{ hits: number }>(
+      preparedStatement(countRequestInWindow('VALUES ($1::uuid, $2::bigint, 1)'), [keyId, rateWindowOf(now)]),
+    );
     return this.admitCounted(result.rows[0]!.hits, now);
   }
 
@@ -71,10 +76,12 @@ export class AccessControl {
     const interval = this.limits.pollIntervalSeconds;
     if (interval === 0) return null;
     const result = await this.pool.query(
-      `INSERT INTO poll_marks (key_id, resource, last_at) VALUES ($1, $2, $3)
-       ON CONFLICT (key_id, resource) DO UPDATE SET last_at = EXCLUDED.last_at
-       WHERE poll_marks.last_at <= EXCLUDED.last_at - make_interval(secs => $4)`,
-      [keyId, resource, now, interval],
+      preparedStatement(
+        `INSERT INTO poll_marks (key_id, resource, last_at) VALUES ($1, $2, $3)
+         ON CONFLICT (key_id, resource) DO UPDATE SET last_at = EXCLUDED.last_at
+         WHERE poll_marks.last_at <= EXCLUDED.last_at - make_interval(secs => $4)`,
+        [keyId, resource, now, interval],
+      ),
     );
     if (result.rowCount === 1) return null;
     const last = await this.pool.query<{ last_at: Date }>('SELECT last_at FROM poll_marks WHERE key_id = $1 AND resource = $2', [

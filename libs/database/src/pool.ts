@@ -1,4 +1,5 @@
-import { Pool, PoolClient, types } from 'pg';
+import { createHash } from 'node:crypto';
+import { Pool, PoolClient, QueryConfig, types } from 'pg';
 
 // bigint columns (positions, revisions) come back as strings unless told otherwise;
 // we parse them where they are read, as BigInt, never as a lossy number.
@@ -39,4 +40,21 @@ export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) =>
   } finally {
     client.release();
   }
+}
+
+const statementNames = new Map<string, string>();
+
+/**
+ * A query run as a named prepared statement: each connection parses and plans the
+ * text once and then only binds and executes it, which saves the database most of
+ * the work of a short query on the hot paths (key lookup, stream reads, appends).
+ * The name derives from the text, so one text always has one name.
+ */
+export function preparedStatement(text: string, values: unknown[] = []): QueryConfig {
+  let name = statementNames.get(text);
+  if (name === undefined) {
+    name = `s_${createHash('sha1').update(text).digest('hex').slice(0, 20)}`;
+    statementNames.set(text, name);
+  }
+  return { name, text, values };
 }

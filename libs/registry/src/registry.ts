@@ -1,7 +1,7 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
 import { countRequestInWindow, rateWindowOf } from '../../access/src/access-control';
-import { inTransaction } from '../../database/src';
+import { inTransaction, preparedStatement } from '../../database/src';
 import { MethodOverrides, projectMethods, MethodTerms } from '../../domain/src/methods';
 import type { Mode } from '../../domain/src/invoices/invoice';
 
@@ -80,6 +80,29 @@ interface ProjectRow {
   created_at: Date;
   updated_at: Date;
 }
+
+/**
+ * The columns of ProjectRow, named: a prepared statement must not say `p.*`, whose
+ * result type changes (and fails on every connection that prepared it) when a
+ * migration adds a column while the process runs.
+ */
+const PROJECT_COLUMNS = [
+  'id',
+  'account_id',
+  'name',
+  'status',
+  'webhook_url',
+  'webhook_events',
+  'usdt_enabled',
+  'hold_hours',
+  'methods',
+  'customer_fee_share',
+  'webhook_secret',
+  'id_namespace',
+  'created_at',
+  'updated_at',
+] as const satisfies readonly (keyof ProjectRow)[];
+const projectColumnsOf = (alias: string) => PROJECT_COLUMNS.map((c) => `${alias}.${c}`).join(', ');
 
 const toProject = (r: ProjectRow): Project => ({
   id: r.id,
@@ -230,12 +253,14 @@ export class Registry {
     const match = /^sk_(test|live)_[A-Za-z0-9_-]{16,64}$/.exec(secretKey);
     if (!match) return null;
     const r = await this.pool.query<ProjectRow & { key_id: string; key_mode: Mode; hits: number }>(
-      `WITH key AS (
-         SELECT p.*, k.id AS key_id, k.mode AS key_mode FROM api_keys k JOIN projects p ON p.id = k.project_id
-         WHERE k.secret_key_hash = $1 AND k.revoked_at IS NULL AND k.mode = $3
-       ), counted AS (${countRequestInWindow('SELECT key_id, $2::bigint, 1 FROM key')})
-       SELECT key.*, counted.hits FROM key CROSS JOIN counted`,
-      [hashSecretKey(secretKey), rateWindowOf(now), match[1]],
+      preparedStatement(
+        `WITH key AS (
+           SELECT ${projectColumnsOf('p')}, k.id AS key_id, k.mode AS key_mode FROM api_keys k JOIN projects p ON p.id = k.project_id
+           WHERE k.secret_key_hash = $1 AND k.revoked_at IS NULL AND k.mode = $3
+         ), counted AS (${countRequestInWindow('SELECT key_id, $2::bigint, 1 FROM key')})
+         SELECT ${projectColumnsOf('key')}, key.key_id, key.key_mode, counted.hits FROM key CROSS JOIN counted`,
+        [hashSecretKey(secretKey), rateWindowOf(now), match[1]],
+      ),
     );
     const row = r.rows[0];
     if (!row) return null;
@@ -245,9 +270,11 @@ export class Registry {
   /** A live key's project, when the key's stored mode is the one its prefix claims. */
   private async identifyByPublicId(publicKey: string, mode: Mode): Promise<MerchantIdentity | null> {
     const r = await this.pool.query<ProjectRow & { key_id: string; key_mode: Mode }>(
-      `SELECT p.*, k.id AS key_id, k.mode AS key_mode FROM api_keys k JOIN projects p ON p.id = k.project_id
-       WHERE k.public_key = $1 AND k.revoked_at IS NULL`,
-      [publicKey],
+      preparedStatement(
+        `SELECT ${projectColumnsOf('p')}, k.id AS key_id, k.mode AS key_mode FROM api_keys k JOIN projects p ON p.id = k.project_id
+         WHERE k.public_key = $1 AND k.revoked_at IS NULL`,
+        [publicKey],
+      ),
     );
     const row = r.rows[0];
     if (!row || row.key_mode !== mode) return null;

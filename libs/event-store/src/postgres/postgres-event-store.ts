@@ -16,6 +16,7 @@ import {
   SubscriptionBatch,
   WrongExpectedRevisionError,
 } from '../event-store';
+import { preparedStatement } from '../../../database/src/pool';
 import { LogTailSignal } from './log-tail-signal';
 
 interface EventRow {
@@ -124,8 +125,7 @@ export class PostgresEventStore implements EventStore {
 
     try {
       const result = await this.pool.query<{ global_position: string; transaction_id: string; stream_revision: string }>(
-        sql,
-        params,
+        preparedStatement(sql, params),
       );
       if (result.rows.length === 0) return await this.afterRefusedAppend(streamName, events, expected);
       const last = result.rows.reduce((a, b) => (BigInt(a.global_position) > BigInt(b.global_position) ? a : b));
@@ -208,12 +208,14 @@ export class PostgresEventStore implements EventStore {
     // One round trip: no row at all means no stream; one row of nulls, a stream with
     // no event in the range.
     const result = await this.pool.query<EventRow | Record<keyof EventRow, null>>(
-      `SELECT e.* FROM (SELECT 1 FROM event_streams WHERE stream_name = $1) s
-       LEFT JOIN LATERAL (
-         SELECT ${EVENT_COLUMNS} FROM events WHERE stream_name = $1 ${bound}
-         ORDER BY events.stream_revision ${backwards ? 'DESC' : 'ASC'} LIMIT $2
-       ) e ON true`,
-      params,
+      preparedStatement(
+        `SELECT e.* FROM (SELECT 1 FROM event_streams WHERE stream_name = $1) s
+         LEFT JOIN LATERAL (
+           SELECT ${EVENT_COLUMNS} FROM events WHERE stream_name = $1 ${bound}
+           ORDER BY events.stream_revision ${backwards ? 'DESC' : 'ASC'} LIMIT $2
+         ) e ON true`,
+        params,
+      ),
     );
     if (result.rows.length === 0) throw new StreamNotFoundError(streamName);
     return result.rows.filter((r): r is EventRow => r.event_id !== null).map(toEvent);
