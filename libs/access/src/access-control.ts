@@ -22,7 +22,7 @@ export type Refusal = { readonly code: 'rate_limited'; readonly retryAfterSecond
 /**
  * Counts one request of a key in its one-second window and returns the window's
  * `hits`. `rows` gives (key_id, window_second, 1): a VALUES list, or a SELECT when the
- * count shares a round trip with the key's lookup (Registry.identifyBySecretKey).
+ * count shares a round trip with the key's lookup (Registry.identifyBySecretKeyCountingRequest).
  */
 export const countRequestInWindow = (rows: string): string =>
   `INSERT INTO rate_limit_windows (key_id, window_second, hits) ${rows}
