@@ -48,7 +48,9 @@ const statementNames = new Map<string, string>();
  * A query run as a named prepared statement: each connection parses and plans the
  * text once and then only binds and executes it, which saves the database most of
  * the work of a short query on the hot paths (key lookup, stream reads, appends).
- * The name derives from the text, so one text always has one name.
+ * The name derives from the text, so one text always has one name. For texts built
+ * from a fixed set of fragments only: each distinct text is remembered (here and on
+ * every connection), so a text carrying values inline would grow without bound.
  */
 export function preparedStatement(text: string, values: unknown[] = []): QueryConfig {
   let name = statementNames.get(text);
