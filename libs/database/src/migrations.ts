@@ -12,7 +12,7 @@ import { payoutAddressesMigration } from '../../registry/src/payout-addresses';
 import { payoutIdsMigration } from '../../payments/src/schema';
 import { refundsReadModelMigration } from '../../read-models/src/refunds.projection';
 import { payoutsReadModelMigration } from '../../read-models/src/payouts.projection';
-import { webhookQueueMigration } from '../../webhooks/src/schema';
+import { webhookLeaseTokenMigration, webhookQueueMigration } from '../../webhooks/src/schema';
 
 /** Every schema change of the gateway, in version order. Never edit an applied one: add a new one. */
 export const allMigrations: readonly Migration[] = [
@@ -31,4 +31,5 @@ export const allMigrations: readonly Migration[] = [
   refundsReadModelMigration,
   payoutsReadModelMigration,
   webhookQueueMigration,
+  webhookLeaseTokenMigration,
 ];

@@ -83,7 +83,7 @@ export class GatewayMetrics {
 
   private readonly webhookAttempts = new Counter({
     name: 'webhook_attempts_total',
-    help: 'Webhook delivery attempts recorded by this process, by outcome (delivered, retry, failed)',
+    help: 'Webhook delivery attempts recorded by this process, by outcome (delivered, retry, failed, superseded: it came back after its lease was taken over or the delivery was resent)',
     labelNames: ['outcome'] as const,
     registers: [this.registry],
   });
@@ -190,7 +190,7 @@ export class GatewayMetrics {
         }
       },
     });
-    for (const outcome of ['delivered', 'retry', 'failed'] as const) this.webhookAttempts.inc({ outcome }, 0);
+    for (const outcome of ['delivered', 'retry', 'failed', 'superseded'] as const) this.webhookAttempts.inc({ outcome }, 0);
     this.collectFailures.inc({ gauge: 'webhook_queue_depth' }, 0);
   }
 
