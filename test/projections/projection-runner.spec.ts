@@ -231,7 +231,7 @@ describe('stream catalog and rebuild', () => {
     const before = await checksum();
     const client = await db.pool.connect();
     try {
-      await streamCatalogProjection.apply(client, events);
+      await streamCatalogProjection.apply(client, events, undefined);
     } finally {
       client.release();
     }

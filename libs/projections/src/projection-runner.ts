@@ -170,6 +170,10 @@ export class ProjectionRunner {
         if (!this.lockClient) throw new Error('lost the projection lock (database connection dropped)');
         if (comparePositions(batch.checkpoint, checkpoint) > 0) {
           const from = checkpoint;
+          // Reads and side work first, outside the transaction: an open write
+          // transaction hides every later event from every subscriber of the cluster.
+          const prepared = batch.events.length > 0 && this.projection.prepare ? await this.projection.prepare(batch.events) : undefined;
+          if (!this.running) return;
           const client = await this.pool.connect();
           try {
             // A batch commits without waiting for its WAL flush: a read model is derived
@@ -177,7 +181,7 @@ export class ProjectionRunner {
             // the database can only lose a last batch whole, which is then applied again.
             // (A later commit that depends on it, such as a webhook attempt, flushes it.)
             await client.query('BEGIN; SET LOCAL synchronous_commit = off');
-            if (batch.events.length > 0) await this.projection.apply(client, batch.events);
+            if (batch.events.length > 0) await this.projection.apply(client, batch.events, prepared);
             await advanceCheckpoint(client, name, from, batch.checkpoint, batch.events.length);
             await client.query('COMMIT');
           } catch (error) {
