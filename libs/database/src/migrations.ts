@@ -1,6 +1,6 @@
 import type { Migration } from './migrate';
 import { eventStoreMigration } from '../../event-store/src/postgres/schema';
-import { projectionsMigration } from '../../projections/src/schema';
+import { projectionLeasesMigration, projectionsMigration } from '../../projections/src/schema';
 import { streamCatalogMigration } from '../../read-models/src/stream-catalog.projection';
 import { manualClockMigration } from '../../clock/src/manual-clock-sync';
 import { snapshotsMigration } from '../../event-store/src/postgres/snapshot-store';
@@ -32,4 +32,5 @@ export const allMigrations: readonly Migration[] = [
   payoutsReadModelMigration,
   webhookQueueMigration,
   webhookLeaseTokenMigration,
+  projectionLeasesMigration,
 ];
