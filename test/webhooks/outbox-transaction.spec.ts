@@ -96,7 +96,21 @@ it('renders every webhook of a batch with no transaction of the runner open, the
     await invoices.recordPaymentResult(invoiceId, 'paid', null, clock.now());
     paid.push(invoiceId);
   }
-  const head = (await setupStore.headPosition())!;
+  // The last event appended, visible or not yet; then wait until subscribers can see it
+  // (another transaction of the shared cluster may hold it back a moment), so that the
+  // runner finds all four payments in its first batch.
+  const last = (
+    await db.pool.query<{ commit: string; prepare: string }>(
+      'SELECT transaction_id::text AS commit, global_position AS prepare FROM events ORDER BY transaction_id DESC, global_position DESC LIMIT 1',
+    )
+  ).rows[0]!;
+  const head = { commit: BigInt(last.commit), prepare: BigInt(last.prepare) };
+  for (const deadline = Date.now() + 30_000; ; ) {
+    const visible = await setupStore.headPosition();
+    if (visible && comparePositions(visible, head) >= 0) break;
+    if (Date.now() > deadline) throw new Error('the appended events did not become visible');
+    await new Promise((r) => setTimeout(r, 20));
+  }
   await setupStore.close();
 
   const store = new PostgresEventStore(runnerPool, { pollIntervalMs: 10 });
