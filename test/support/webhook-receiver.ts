@@ -16,7 +16,8 @@ export interface ReceivedWebhook {
   readonly receivedAt: number;
 }
 
-export type Answer = { status: number; body?: string; delayMs?: number } | 'hang' | 'drop';
+/** `after`: the answer is sent once this settles (a test holds one request and lets it go when it chooses). */
+export type Answer = { status: number; body?: string; delayMs?: number; after?: Promise<unknown> } | 'hang' | 'drop';
 
 export interface WebhookReceiver {
   readonly url: string;
@@ -72,7 +73,8 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
         return;
       }
       const send = () => res.writeHead(answer.status, { 'content-type': 'text/plain' }).end(answer.body ?? '');
-      if (answer.delayMs) setTimeout(send, answer.delayMs);
+      if (answer.after) void answer.after.finally(send);
+      else if (answer.delayMs) setTimeout(send, answer.delayMs);
       else send();
     });
   });

@@ -177,7 +177,7 @@ describe('webhooks (CLOCK=manual, private networks allowed)', () => {
         isTest: true,
         createdAt: expect.stringMatching(ISO_UTC),
         nextAttemptAt: null,
-        attempts: [{ attempt: 1, at: expect.stringMatching(ISO_UTC), statusCode: 200, body: 'ok', durationMs: expect.any(Number), error: null }],
+        attempts: [{ attempt: 1, at: expect.stringMatching(ISO_UTC), statusCode: 200, body: 'ok', durationMs: expect.any(Number), error: null, superseded: false }],
       });
       expect(Math.floor(new Date(delivery.attempts[0].at).getTime() / 1000)).toBe(Number(w.headers['x-service-timestamp']));
     });
@@ -418,6 +418,32 @@ describe('webhooks (CLOCK=manual, private networks allowed)', () => {
       expect(hooks.received).toHaveLength(2);
     });
 
+    it('an attempt started before a resend comes back late: the resent attempt’s outcome stands, the late one is kept as superseded', async () => {
+      const hooks = await receiver();
+      let answerFirst!: () => void;
+      const firstHeld = new Promise<void>((resolve) => (answerFirst = resolve));
+      hooks.answer = (_w, index) => (index === 0 ? { status: 500, body: 'поздно', after: firstHeld } : { status: 200, body: 'ok' });
+      const m = await hookedMerchant(operator, { webhookUrl: hooks.url });
+      const invoice = await paidInvoice(operator, m.test);
+      const first = await arrival(hooks, 'invoice.paid', invoice.id); // its answer is held
+      const deliveryId = first.headers['x-service-delivery-id'] as string;
+
+      expectStatus(await operator.http.post(`/admin/v1/webhook-deliveries/${deliveryId}/resend`), 202);
+      await hooks.waitFor((all) => all.length === 2, 'the resent delivery');
+      await deliveryOf(first.body.id, m.projectId, (d) => d.status === 'delivered' && d.attempts.length === 1);
+
+      answerFirst();
+      const delivery = await deliveryOf(first.body.id, m.projectId, (d) => d.attempts.length === 2);
+      expect(delivery.status).toBe('delivered');
+      expect(delivery.nextAttemptAt).toBeNull();
+      expect(delivery.attempts.map((a: Json) => [a.attempt, a.statusCode, a.superseded])).toEqual([
+        [1, 200, false],
+        [2, 500, true],
+      ]);
+      await sleep(QUIET_MS);
+      expect(hooks.received).toHaveLength(2);
+    });
+
     it('an unknown delivery → 404 not_found', async () => {
       expectError(await operator.http.post('/admin/v1/webhook-deliveries/00000000-0000-4000-8000-000000000000/resend'), 404, 'not_found');
       expectError(await operator.http.post('/admin/v1/webhook-deliveries/not-a-delivery/resend'), 404, 'not_found');
@@ -440,6 +466,7 @@ describe('webhooks (CLOCK=manual, private networks allowed)', () => {
         body: null,
         durationMs: expect.any(Number),
         error: expect.stringMatching(/10 ?s/),
+        superseded: false,
       });
       expect(pending.attempts[0].durationMs).toBeGreaterThanOrEqual(9_900);
       expect(pending.attempts[0].durationMs).toBeLessThan(12_000);
@@ -550,6 +577,7 @@ describe('webhooks (CLOCK=manual, private networks allowed)', () => {
           body: 'сломалось',
           durationMs: expect.any(Number),
           error: null,
+          superseded: false,
         })),
       );
       for (let i = 1; i < 7; i++) {

@@ -38,7 +38,11 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
     observeCommands(metrics.commandObserver);
     const projector = roles.projector ? new Projector(infra, services, log, () => publicUrl.value, metrics) : null;
     projector?.start();
-    const readiness: ReadinessProbe = async () => (projector ? { projections: await projector.reportWithLag() } : {});
+    const readiness: ReadinessProbe = async () => {
+      if (!projector) return {};
+      const [projections, eventLog] = await Promise.all([projector.reportWithLag(), projector.eventLogReport()]);
+      return eventLog === undefined ? { projections } : { projections, eventLog };
+    };
     const metricsServer: MetricsServer | null =
       config.metricsPort === null ? null : await startMetricsServer(config.metricsPort, metrics, infra.pool, readiness, log);
     const metricsLine = metricsServer

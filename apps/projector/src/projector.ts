@@ -1,5 +1,5 @@
-import type { EventStore } from '../../../libs/event-store/src';
-import { positionToString } from '../../../libs/event-store/src';
+import type { EventStore, LogVisibility } from '../../../libs/event-store/src';
+import { PostgresEventStore, positionToString, readLogVisibility } from '../../../libs/event-store/src';
 import type { Infrastructure } from '../../../libs/infrastructure/src/infrastructure';
 import type { GatewayServices } from '../../../libs/infrastructure/src/services';
 import type { Logger } from '../../../libs/logging/src/logger';
@@ -35,6 +35,8 @@ export class Projector {
   private readonly workers: PeriodicWorker[];
   private readonly dispatcher: WebhookDispatcher;
   private readonly lag: () => ReturnType<typeof projectionLag>;
+  /** With the PostgreSQL event store: how far the visible log trails the appended one. */
+  private readonly logVisibility: (() => Promise<LogVisibility>) | null;
 
   constructor(infra: Infrastructure, services: GatewayServices, log: Logger, publicUrl: () => string, metrics?: GatewayMetrics) {
     const store: EventStore = infra.store;
@@ -57,9 +59,11 @@ export class Projector {
     );
     const names = projections.map((p) => p.name);
     this.lag = () => projectionLag(infra.pool, store, names);
+    this.logVisibility = store instanceof PostgresEventStore ? () => readLogVisibility(infra.pool) : null;
     if (metrics) {
       metrics.registerProjections(names);
       metrics.addProjectionLagSource(this.lag);
+      if (this.logVisibility) metrics.addLogVisibilitySource(this.logVisibility);
       metrics.addWebhookQueueSource(() => webhookQueueDepth(infra.pool, infra.clock));
     }
     this.workers = [
@@ -85,6 +89,16 @@ export class Projector {
   async reportWithLag(): Promise<ProjectionReport[]> {
     const lags = await this.lag().catch(() => null);
     return this.report().map((r) => ({ ...r, lag: lags?.find((l) => l.projection === r.projection)?.lagEvents ?? null }));
+  }
+
+  /**
+   * For readiness: how far the log subscribers see trails the appended log, and the
+   * cluster's oldest transaction holding it back (undefined without the PostgreSQL
+   * event store, null when the database does not answer).
+   */
+  async eventLogReport(): Promise<LogVisibility | null | undefined> {
+    if (!this.logVisibility) return undefined;
+    return this.logVisibility().catch(() => null);
   }
 
   report(): ProjectionReport[] {

@@ -1,6 +1,6 @@
 import type { Migration } from './migrate';
 import { eventStoreMigration } from '../../event-store/src/postgres/schema';
-import { projectionsMigration } from '../../projections/src/schema';
+import { projectionLeasesMigration, projectionsMigration } from '../../projections/src/schema';
 import { streamCatalogMigration } from '../../read-models/src/stream-catalog.projection';
 import { manualClockMigration } from '../../clock/src/manual-clock-sync';
 import { snapshotsMigration } from '../../event-store/src/postgres/snapshot-store';
@@ -12,7 +12,7 @@ import { payoutAddressesMigration } from '../../registry/src/payout-addresses';
 import { payoutIdsMigration } from '../../payments/src/schema';
 import { refundsReadModelMigration } from '../../read-models/src/refunds.projection';
 import { payoutsReadModelMigration } from '../../read-models/src/payouts.projection';
-import { webhookQueueMigration } from '../../webhooks/src/schema';
+import { webhookLeaseTokenMigration, webhookQueueMigration } from '../../webhooks/src/schema';
 
 /** Every schema change of the gateway, in version order. Never edit an applied one: add a new one. */
 export const allMigrations: readonly Migration[] = [
@@ -31,4 +31,6 @@ export const allMigrations: readonly Migration[] = [
   refundsReadModelMigration,
   payoutsReadModelMigration,
   webhookQueueMigration,
+  webhookLeaseTokenMigration,
+  projectionLeasesMigration,
 ];

@@ -1,7 +1,7 @@
 import type { Pool } from 'pg';
 import { GatewayClock, ManualClock, ManualClockSync, SystemClock } from '../../clock/src';
 import type { GatewayConfig } from '../../config/src';
-import { createPool, EmbeddedDatabase, migrate, startEmbeddedPostgres } from '../../database/src';
+import { createPool, EmbeddedDatabase, migrate, SessionLimits, startEmbeddedPostgres } from '../../database/src';
 import { allMigrations } from '../../database/src/migrations';
 import { EventStore, PostgresEventStore } from '../../event-store/src';
 import { EventStoreDbEventStore } from '../../event-store/src/eventstoredb/eventstoredb-event-store';
@@ -22,7 +22,12 @@ export interface Infrastructure {
 export async function openInfrastructure(
   config: GatewayConfig,
   log: Logger,
-  options: { applicationName?: string; poolSize?: number } = {},
+  options: {
+    applicationName?: string;
+    poolSize?: number;
+    /** Session bounds of the pool (default SERVING_SESSION_LIMITS; the operator's commands pass COMMAND_SESSION_LIMITS). */
+    limits?: SessionLimits;
+  } = {},
 ): Promise<Infrastructure> {
   let embedded: EmbeddedDatabase | null = null;
   let databaseUrl = config.databaseUrl;
@@ -31,7 +36,7 @@ export async function openInfrastructure(
     embedded = await startEmbeddedPostgres(config.dataDir, { log: (line) => log.debug({ postgres: line }) });
     databaseUrl = embedded.url;
   }
-  const pool = createPool(databaseUrl, { max: options.poolSize ?? 20, applicationName: options.applicationName });
+  const pool = createPool(databaseUrl, { max: options.poolSize ?? 20, applicationName: options.applicationName, limits: options.limits });
   try {
     const applied = await migrate(pool, allMigrations);
     if (applied.length > 0) log.info({ versions: applied }, 'schema migrations applied');

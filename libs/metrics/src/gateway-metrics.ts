@@ -1,5 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { CommandObserver } from '../../event-store/src';
+import type { CommandObserver, LogVisibility } from '../../event-store/src';
 import type { Logger } from '../../logging/src/logger';
 import type { WebhookAttemptOutcome } from '../../webhooks/src/webhook-dispatcher';
 import type { ProjectionLag } from './projection-lag';
@@ -83,7 +83,7 @@ export class GatewayMetrics {
 
   private readonly webhookAttempts = new Counter({
     name: 'webhook_attempts_total',
-    help: 'Webhook delivery attempts recorded by this process, by outcome (delivered, retry, failed)',
+    help: 'Webhook delivery attempts recorded by this process, by outcome (delivered, retry, failed, superseded: it came back after its lease was taken over or the delivery was resent)',
     labelNames: ['outcome'] as const,
     registers: [this.registry],
   });
@@ -169,6 +169,72 @@ export class GatewayMetrics {
     this.collectFailures.inc({ gauge: 'projection_lag_events' }, 0);
   }
 
+  /**
+   * How far the log subscribers see trails the appended log (PostgreSQL event store),
+   * read at each scrape: event_log_invisible_events, event_log_invisible_oldest_seconds
+   * and database_oldest_transaction_seconds{application_name, database}. The lag of
+   * every projection is counted in the visible log, so it says 0 while these grow.
+   */
+  addLogVisibilitySource(read: () => Promise<LogVisibility>): void {
+    const collectFailures = this.collectFailures;
+    const log = this.log;
+    // One read per scrape feeds the three gauges (collect is called for each).
+    let pending: Promise<LogVisibility> | null = null;
+    const once = (): Promise<LogVisibility> => {
+      pending ??= read().finally(() => setImmediate(() => (pending = null)));
+      return pending;
+    };
+    const failed = (gauge: string, error: unknown) => {
+      collectFailures.inc({ gauge });
+      log?.warn({ err: error }, `${gauge} could not be read for /metrics`);
+    };
+    new Gauge({
+      name: 'event_log_invisible_events',
+      help: 'Events appended and committed but not yet visible to subscribers because an older transaction of the cluster is still open (counted up to 10000)',
+      registers: [this.registry],
+      async collect() {
+        try {
+          this.set((await once()).invisibleEvents);
+        } catch (error) {
+          this.reset();
+          failed('event_log_invisible_events', error);
+        }
+      },
+    });
+    new Gauge({
+      name: 'event_log_invisible_oldest_seconds',
+      help: 'Seconds since the oldest event not yet visible to subscribers was appended (0 when every event is visible)',
+      registers: [this.registry],
+      async collect() {
+        try {
+          this.set((await once()).oldestInvisibleSeconds);
+        } catch (error) {
+          this.reset();
+          failed('event_log_invisible_oldest_seconds', error);
+        }
+      },
+    });
+    new Gauge({
+      name: 'database_oldest_transaction_seconds',
+      help: 'Age of the oldest transaction of the PostgreSQL cluster holding a transaction id (it holds the visible event log back), by its application_name and database; 0 with empty labels when there is none',
+      labelNames: ['application_name', 'database'] as const,
+      registers: [this.registry],
+      async collect() {
+        try {
+          const oldest = (await once()).oldestTransaction;
+          this.reset();
+          this.set({ application_name: oldest?.applicationName ?? '', database: oldest?.database ?? '' }, oldest?.ageSeconds ?? 0);
+        } catch (error) {
+          this.reset();
+          failed('database_oldest_transaction_seconds', error);
+        }
+      },
+    });
+    for (const gauge of ['event_log_invisible_events', 'event_log_invisible_oldest_seconds', 'database_oldest_transaction_seconds']) {
+      this.collectFailures.inc({ gauge }, 0);
+    }
+  }
+
   /** webhook_queue_depth{status="pending"|"due"}, read at each scrape. */
   addWebhookQueueSource(read: () => Promise<WebhookQueueDepth>): void {
     const collectFailures = this.collectFailures;
@@ -190,7 +256,7 @@ export class GatewayMetrics {
         }
       },
     });
-    for (const outcome of ['delivered', 'retry', 'failed'] as const) this.webhookAttempts.inc({ outcome }, 0);
+    for (const outcome of ['delivered', 'retry', 'failed', 'superseded'] as const) this.webhookAttempts.inc({ outcome }, 0);
     this.collectFailures.inc({ gauge: 'webhook_queue_depth' }, 0);
   }
 

@@ -277,6 +277,9 @@ export class PostgresEventStore implements EventStore {
 
     async function* batches(): AsyncGenerator<SubscriptionBatch> {
       while (active) {
+        // Read before the log: an append or a poll that sees the log grow while this
+        // subscription reads (or while its consumer handles the batch) ends the wait below at once.
+        const seen = store.tail.generation;
         let page: { events: RecordedEvent[]; last: Position | null; count: number };
         try {
           if (options.filter) page = await store.readAllMatching(cursor, batchSize, options.filter);
@@ -301,7 +304,7 @@ export class PostgresEventStore implements EventStore {
           announcedCaughtUp = true;
           yield { events: [], checkpoint: cursor, caughtUp: true };
         }
-        if (caughtUp && active) await store.tail.wait(1000);
+        if (caughtUp && active) await store.tail.wait(1000, seen);
       }
     }
 
