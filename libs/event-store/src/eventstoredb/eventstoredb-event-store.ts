@@ -152,10 +152,11 @@ export class EventStoreDbEventStore implements EventStore {
       }
       // Nothing is stored at the expected position when the stream has not reached it.
       if (error.actual === 'no_stream' || error.actual < first) throw error;
-      const stored = await this.eventsFrom(streamName, first, events.length);
-      const match = compareWithStored(stored, ids);
-      if (match.kind === 'overlap') throw new DuplicateEventIdError(streamName, match.ids);
-      if (match.kind === 'same') return this.answerOf(stored);
+      // (A read that fails leaves the conflict as it is: the caller decides again on a fresh read.)
+      const stored = await this.eventsFrom(streamName, first, events.length).catch(() => null);
+      const match = stored === null ? null : compareWithStored(stored, ids);
+      if (match?.kind === 'overlap') throw new DuplicateEventIdError(streamName, match.ids);
+      if (match?.kind === 'same') return this.answerOf(stored!);
       throw error;
     }
     if (error instanceof EventStoreUnavailableError && first !== null) {
