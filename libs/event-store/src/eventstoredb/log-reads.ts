@@ -1,7 +1,7 @@
 import { END as ESDB_END } from '@eventstore/db-client';
 import type { ReadPosition } from '@eventstore/db-client';
 import { comparePositions, EventStoreUnavailableError, Position, RecordedEvent } from '../event-store';
-import { ClientRecordedEvent, ClientResolvedEvent, isSystemEvent, ReadPage, toPosition, toReadPosition, toRecordedEvent, toUnavailable } from './mapping';
+import { ClientRecordedEvent, isSystemEvent, ReadPage, toPosition, toReadPosition, toRecordedEvent, toUnavailable } from './mapping';
 
 /** A read of the client: its ReadStream (a Readable of resolved events that can cancel its gRPC call). */
 export interface CancellableRead<T> extends AsyncIterable<T> {
@@ -184,4 +184,3 @@ export async function settleAppendPosition(
   );
 }
 
-export type { ClientResolvedEvent };
