@@ -58,7 +58,7 @@ export class Projector {
       (p) => new ProjectionRunner(infra.pool, store, p, { log, onBatch: metrics?.onProjectionBatch, onError: metrics?.onProjectionError }),
     );
     const names = projections.map((p) => p.name);
-    this.lag = () => projectionLag(infra.pool, store, names);
+    this.lag = () => projectionLag(infra.pool, store, projections);
     this.logVisibility = store instanceof PostgresEventStore ? () => readLogVisibility(infra.pool) : null;
     if (metrics) {
       metrics.registerProjections(names);

@@ -36,6 +36,7 @@ export interface GatewayConfig {
 
 import { Kopecks, parseMoney, parsePercent } from '../../ledger/src/money';
 import { DEFAULT_PAYOUT_TERMS, PAYOUT_METHODS, PayoutMethod, PayoutTerms } from '../../domain/src/payouts/payout-terms';
+import { connectionStringProblem } from '../../event-store/src/eventstoredb/connection';
 
 export class ConfigError extends Error {
   constructor(readonly problems: readonly string[]) {
@@ -75,8 +76,14 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
   if (eventStore === 'eventstoredb') {
     if (eventStoreConnectionString === null) {
       problems.push('EVENT_STORE=eventstoredb needs EVENTSTORE_CONNECTION_STRING (for example esdb://localhost:2113?tls=false)');
-    } else if (!/^(esdb|esdb\+discover|kurrentdb|kurrentdb\+discover|kdb|kdb\+discover):\/\//.test(eventStoreConnectionString)) {
-      problems.push('EVENTSTORE_CONNECTION_STRING must start with esdb://, esdb+discover://, kurrentdb:// or kdb://');
+    } else {
+      // The client's own check (@eventstore/db-client 6.x accepts esdb:// and esdb+discover:// only).
+      const problem = connectionStringProblem(eventStoreConnectionString);
+      if (problem !== null) {
+        problems.push(
+          `EVENTSTORE_CONNECTION_STRING must be a connection string the EventStoreDB client accepts (esdb://host:2113?tls=false, esdb://user:password@host:2113, esdb+discover://cluster.example.com:2113): ${problem}`,
+        );
+      }
     }
   }
 
