@@ -1,4 +1,4 @@
-import { Body, Controller, Get, Inject, Param, Post, Query, Res, UseGuards } from '@nestjs/common';
+import { Body, Controller, Get, Inject, Param, Post, Query, Res, UseGuards, UseInterceptors } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import type { Pool } from 'pg';
 import type { Clock } from '../../../../libs/clock/src';
@@ -12,6 +12,7 @@ import { isUuid, queryFields, queryInteger } from '../http/validation';
 import { ACCESS_CONTROL, CLOCK_TOKEN, DATABASE_POOL, INVOICE_SERVICE, PUBLIC_URL } from '../tokens';
 import type { AccessControl } from '../../../../libs/access/src';
 import type { PublicUrl } from '../tokens';
+import { IdempotencyInterceptor } from '../http/idempotency';
 import { RawBody } from '../http/raw-body';
 import { readCreateInvoiceRequest } from './create-invoice.request';
 import { Merchant, MerchantAuthGuard, rateLimited } from './merchant-auth.guard';
@@ -28,6 +29,7 @@ export class InvoicesController {
   ) {}
 
   @Post()
+  @UseInterceptors(IdempotencyInterceptor)
   async create(
     @Merchant() merchant: MerchantIdentity,
     @Body() body: unknown,

@@ -1,4 +1,4 @@
-import { Body, Controller, Get, Inject, Param, Post, Query, Res, UseGuards } from '@nestjs/common';
+import { Body, Controller, Get, Inject, Param, Post, Query, Res, UseGuards, UseInterceptors } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import type { Pool } from 'pg';
 import type { AccessControl } from '../../../../libs/access/src';
@@ -9,6 +9,8 @@ import { payoutView } from '../../../../libs/payments/src';
 import type { MerchantIdentity, PayoutAddresses } from '../../../../libs/registry/src';
 import { ApiError } from '../errors/api-error';
 import { encodeCursor, readCursor, pageSeq } from '../http/cursor';
+import type { KeyedRequest } from '../../../../libs/idempotency/src';
+import { IdempotencyInterceptor, Keyed } from '../http/idempotency';
 import { RawBody } from '../http/raw-body';
 import { Fields, queryFields, queryInteger } from '../http/validation';
 import { ACCESS_CONTROL, CLOCK_TOKEN, DATABASE_POOL, PAYOUT_ADDRESSES, PAYOUT_SERVICE } from '../tokens';
@@ -49,10 +51,12 @@ export class PayoutsController {
   }
 
   @Post('payouts')
+  @UseInterceptors(IdempotencyInterceptor)
   async create(
     @Merchant() merchant: MerchantIdentity,
     @Body() body: unknown,
     @RawBody() rawBody: Buffer | undefined,
+    @Keyed() keyed: KeyedRequest | null,
     @Res() reply: FastifyReply,
   ) {
     if (merchant.mode !== 'live') throw new ApiError(403, 'test_mode', 'Выплаты создаются только боевым ключом (sk_live_)');
@@ -79,6 +83,7 @@ export class PayoutsController {
       merchant.project.id,
       { amount: amount!, addressId, method, account, orderId: orderId ?? null, comment: comment ?? null },
       this.clock.now(),
+      keyed,
     );
     return reply.status(created ? 201 : 200).send(payoutView(payout));
   }
