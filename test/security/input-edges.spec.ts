@@ -33,7 +33,8 @@ describe('input edges that must be 400 or 404, never 500 and never let through',
     sendRaw(gw.baseUrl, method, path, { headers: { ...headers, ...(body === undefined ? {} : json) }, body });
 
   beforeAll(async () => {
-    gw = await startInvoiceGateway();
+    // The spec's poll interval on: a read of one invoice or payout takes a poll mark in the database.
+    gw = await startInvoiceGateway({ POLL_INTERVAL_SECONDS: '3' });
     shop = await gw.operator.merchant({ holdHours: 0, usdtEnabled: true });
     invoiceId = await paidInvoice(gw.operator, shop.test, '100.00');
     addressId = (await payoutAddress(gw.operator, shop.accountId, { method: 'sbp', account: PHONE })).id;
