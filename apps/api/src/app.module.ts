@@ -18,11 +18,14 @@ import { OpenApiController } from './openapi/openapi.controller';
 import { ReferenceController } from './merchant/reference.controller';
 import { PaymentPageController } from './pay/payment-page.controller';
 import { AccessControl } from '../../../libs/access/src';
+import type { IdempotencyKeys } from '../../../libs/idempotency/src';
+import { IdempotencyInterceptor } from './http/idempotency';
 import {
   ACCESS_CONTROL,
   ADMIN_TOKEN,
   CLOCK_TOKEN,
   DATABASE_POOL,
+  IDEMPOTENCY_KEYS,
   INFRASTRUCTURE,
   INVOICE_SERVICE,
   LEDGER_BOOK,
@@ -43,9 +46,14 @@ export interface ApiDependencies {
   readonly readiness?: ReadinessProbe;
 }
 
+/** What the API process builds for itself around the routes (shared with its Fastify hooks). */
+export interface ApiRuntime {
+  readonly idempotencyKeys: IdempotencyKeys;
+}
+
 @Module({})
 export class AppModule {
-  static register(deps: ApiDependencies): DynamicModule {
+  static register(deps: ApiDependencies, runtime: ApiRuntime): DynamicModule {
     return {
       module: AppModule,
       controllers: [
@@ -84,8 +92,10 @@ export class AppModule {
             pollIntervalSeconds: deps.infrastructure.config.pollIntervalSeconds,
           }),
         },
+        { provide: IDEMPOTENCY_KEYS, useValue: runtime.idempotencyKeys },
         AdminTokenGuard,
         MerchantAuthGuard,
+        IdempotencyInterceptor,
       ],
     };
   }

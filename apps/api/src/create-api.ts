@@ -12,6 +12,8 @@ import { GatewayMetrics, UNMATCHED_ROUTE } from '../../../libs/metrics/src';
 import { ApiDependencies, AppModule } from './app.module';
 import { ApiError } from './errors/api-error';
 import { ErrorFilter } from './errors/error.filter';
+import { registerIdempotencyHook } from './http/idempotency';
+import { IdempotencyKeys } from '../../../libs/idempotency/src';
 import { registerMetricsRoute } from './metrics/metrics-endpoint';
 
 /** Largest request body the API reads (customFields are at most 2 KB; the rest is small). */
@@ -106,7 +108,9 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
     done();
   });
   if (metrics) registerMetricsRoute(fastify, metrics, deps.adminToken);
-  const app = await NestFactory.create<NestFastifyApplication>(AppModule.register(deps), adapter, {
+  const idempotencyKeys = new IdempotencyKeys(deps.infrastructure.pool, deps.infrastructure.clock);
+  registerIdempotencyHook(fastify, idempotencyKeys, log);
+  const app = await NestFactory.create<NestFastifyApplication>(AppModule.register(deps, { idempotencyKeys }), adapter, {
     logger: false,
     abortOnError: false,
     // The exact bytes of each body, for the HMAC signature of mode 2.

@@ -17,3 +17,4 @@ export interface PublicUrl {
 export const REFUND_SERVICE = Symbol('RefundService');
 export const PAYOUT_SERVICE = Symbol('PayoutService');
 export const PAYOUT_ADDRESSES = Symbol('PayoutAddresses');
+export const IDEMPOTENCY_KEYS = Symbol('IdempotencyKeys');

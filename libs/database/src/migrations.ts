@@ -9,10 +9,11 @@ import { registryMigration } from '../../registry/src/schema';
 import { accessControlMigration } from '../../access/src/schema';
 import { invoicesReadModelMigration } from '../../read-models/src/invoices.projection';
 import { payoutAddressesMigration } from '../../registry/src/payout-addresses';
-import { payoutIdsMigration } from '../../payments/src/schema';
 import { refundsReadModelMigration } from '../../read-models/src/refunds.projection';
 import { payoutsReadModelMigration } from '../../read-models/src/payouts.projection';
 import { webhookLeaseTokenMigration, webhookQueueMigration } from '../../webhooks/src/schema';
+import { idempotencyKeysMigration } from '../../idempotency/src/schema';
+import { payoutIdsMigration, payoutRequestKeysMigration } from '../../payments/src/schema';
 
 /** Every schema change of the gateway, in version order. Never edit an applied one: add a new one. */
 export const allMigrations: readonly Migration[] = [
@@ -31,6 +32,8 @@ export const allMigrations: readonly Migration[] = [
   refundsReadModelMigration,
   payoutsReadModelMigration,
   webhookQueueMigration,
+  idempotencyKeysMigration,
+  payoutRequestKeysMigration,
   webhookLeaseTokenMigration,
   projectionLeasesMigration,
 ];

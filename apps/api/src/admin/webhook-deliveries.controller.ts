@@ -4,7 +4,7 @@ import type { Clock } from '../../../../libs/clock/src';
 import { WEBHOOK_EVENTS } from '../../../../libs/registry/src';
 import { resendDelivery } from '../../../../libs/webhooks/src';
 import { ApiError } from '../errors/api-error';
-import { encodeCursor, readCursor } from '../http/cursor';
+import { encodeCursor, readCursor, pageSeq } from '../http/cursor';
 import { isUuid, queryFields, queryInteger } from '../http/validation';
 import { CLOCK_TOKEN, DATABASE_POOL } from '../tokens';
 import { AdminTokenGuard } from './admin-token.guard';
@@ -41,7 +41,7 @@ export class WebhookDeliveriesController {
     const eventType = f.enumOf('eventType', WEBHOOK_EVENTS);
     const eventId = f.uuid('eventId');
     const limit = queryInteger(f, 'limit', { min: 1, max: 100, fallback: 50 });
-    const before = readCursor(f, 'cursor', (c) => (typeof c.seq === 'number' ? c.seq : null)) ?? null;
+    const before = readCursor(f, 'cursor', pageSeq) ?? null;
     f.done();
     const where: string[] = [];
     const params: unknown[] = [];

@@ -5,6 +5,7 @@ import { InvoicePlanError } from '../../../../libs/domain/src/invoices/plan-invo
 import { LedgerError } from '../../../../libs/ledger/src/ledger';
 import { PaymentsError } from '../../../../libs/payments/src/invoice-service';
 import { EventStoreUnavailableError } from '../../../../libs/event-store/src/event-store';
+import { StoredAnswer } from '../http/idempotency';
 import { ApiError } from './api-error';
 
 /**
@@ -18,6 +19,8 @@ export class ErrorFilter implements ExceptionFilter {
 
   catch(exception: unknown, host: ArgumentsHost): void {
     const reply = host.switchToHttp().getResponse<FastifyReply>();
+    // Not an error: the first answer of an Idempotency-Key, sent again as it was.
+    if (exception instanceof StoredAnswer) return exception.send(reply);
     const request = host.switchToHttp().getRequest<FastifyRequest>();
     const error = toApiError(exception);
     if (error.status >= 500) {
