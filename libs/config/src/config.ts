@@ -28,7 +28,11 @@ export interface GatewayConfig {
   readonly usdtRubRate: Kopecks;
   /** Payout fee and minimum per method: the defaults with PAYOUT_TERMS over them. */
   readonly payoutTerms: Readonly<Record<PayoutMethod, PayoutTerms>>;
-  /** Live-mode webhooks may go to loopback and private addresses (test-mode ones always may). */
+  /**
+   * WEBHOOK_ALLOW_PRIVATE_NETWORKS: webhooks of both modes may go to loopback, private
+   * and reserved addresses (a sandbox on a laptop). Off: only globally routable unicast
+   * addresses that are not the host's own, and such literals are refused when set.
+   */
   readonly webhookAllowPrivateNetworks: boolean;
   /** METRICS_PORT: a separate unauthenticated listener for /metrics and /health (0 picks a free port); null: none. */
   readonly metricsPort: number | null;
