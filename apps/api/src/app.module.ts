@@ -18,11 +18,14 @@ import { OpenApiController } from './openapi/openapi.controller';
 import { ReferenceController } from './merchant/reference.controller';
 import { PaymentPageController } from './pay/payment-page.controller';
 import { AccessControl } from '../../../libs/access/src';
+import type { FailedAuthentication } from './auth/failed-authentication';
+import type { OperatorToken } from './auth/operator-token';
 import {
   ACCESS_CONTROL,
-  ADMIN_TOKEN,
   CLOCK_TOKEN,
   DATABASE_POOL,
+  FAILED_AUTHENTICATION,
+  OPERATOR_TOKEN,
   INFRASTRUCTURE,
   INVOICE_SERVICE,
   LEDGER_BOOK,
@@ -35,6 +38,12 @@ import {
   REGISTRY,
 } from './tokens';
 
+/** How the API checks who calls it, built once per process (createApi). */
+export interface ApiSecurity {
+  readonly operatorToken: OperatorToken;
+  readonly failedAuthentication: FailedAuthentication;
+}
+
 export interface ApiDependencies {
   readonly infrastructure: Infrastructure;
   readonly services: GatewayServices;
@@ -45,7 +54,7 @@ export interface ApiDependencies {
 
 @Module({})
 export class AppModule {
-  static register(deps: ApiDependencies): DynamicModule {
+  static register(deps: ApiDependencies, security: ApiSecurity): DynamicModule {
     return {
       module: AppModule,
       controllers: [
@@ -68,7 +77,8 @@ export class AppModule {
         { provide: INFRASTRUCTURE, useValue: deps.infrastructure },
         { provide: DATABASE_POOL, useValue: deps.infrastructure.pool },
         { provide: CLOCK_TOKEN, useValue: deps.infrastructure.clock },
-        { provide: ADMIN_TOKEN, useValue: deps.adminToken },
+        { provide: OPERATOR_TOKEN, useValue: security.operatorToken },
+        { provide: FAILED_AUTHENTICATION, useValue: security.failedAuthentication },
         { provide: READINESS, useValue: deps.readiness ?? (() => ({})) },
         { provide: PUBLIC_URL, useValue: deps.publicUrl },
         { provide: REGISTRY, useValue: deps.services.registry },
