@@ -5,7 +5,7 @@ import { makeTraversable } from '../../libs/database/src/embedded-postgres';
 
 export const ROOT = path.resolve(__dirname, '../..');
 
-export type Entry = 'gateway' | 'api' | 'projector' | 'rebuild' | 'ledger-verify' | 'seed-load' | 'read-models-checksum';
+export type Entry = 'gateway' | 'api' | 'projector' | 'rebuild' | 'ledger-verify' | 'seed-load' | 'read-models-checksum' | 'secrets-rotate-key';
 const ENTRIES: Record<Entry, string> = {
   gateway: 'dist/apps/gateway/src/main.js',
   api: 'dist/apps/api/src/main.js',
@@ -14,6 +14,7 @@ const ENTRIES: Record<Entry, string> = {
   'ledger-verify': 'dist/apps/projector/src/ledger-verify.js',
   'seed-load': 'dist/apps/tools/src/seed-load.js',
   'read-models-checksum': 'dist/apps/tools/src/read-models-checksum.js',
+  'secrets-rotate-key': 'dist/apps/tools/src/secrets-rotate-key.js',
 };
 
 export interface RunningProcess {

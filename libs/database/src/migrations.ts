@@ -5,8 +5,8 @@ import { streamCatalogMigration } from '../../read-models/src/stream-catalog.pro
 import { manualClockMigration } from '../../clock/src/manual-clock-sync';
 import { snapshotsMigration } from '../../event-store/src/postgres/snapshot-store';
 import { ledgerOpenHoldsMigration, ledgerReadModelMigration } from '../../read-models/src/ledger.projection';
-import { registryMigration } from '../../registry/src/schema';
-import { accessControlMigration } from '../../access/src/schema';
+import { registryMigration, webhookSecretsSealedMigration } from '../../registry/src/schema';
+import { accessControlMigration, usedSignaturesLoggedMigration } from '../../access/src/schema';
 import { invoicesReadModelMigration } from '../../read-models/src/invoices.projection';
 import { payoutAddressesMigration } from '../../registry/src/payout-addresses';
 import { payoutIdsMigration } from '../../payments/src/schema';
@@ -31,4 +31,6 @@ export const allMigrations: readonly Migration[] = [
   refundsReadModelMigration,
   payoutsReadModelMigration,
   webhookQueueMigration,
+  webhookSecretsSealedMigration,
+  usedSignaturesLoggedMigration,
 ];
