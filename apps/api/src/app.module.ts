@@ -17,6 +17,7 @@ import { MerchantAuthGuard } from './merchant/merchant-auth.guard';
 import { OpenApiController } from './openapi/openapi.controller';
 import { ReferenceController } from './merchant/reference.controller';
 import { PaymentPageController } from './pay/payment-page.controller';
+import { PageFormTokens } from './pay/page-form-token';
 import { AccessControl } from '../../../libs/access/src';
 import type { FailedAuthentication } from './auth/failed-authentication';
 import type { OperatorToken } from './auth/operator-token';
@@ -26,6 +27,7 @@ import {
   DATABASE_POOL,
   FAILED_AUTHENTICATION,
   OPERATOR_TOKEN,
+  PAGE_FORM_TOKENS,
   INFRASTRUCTURE,
   INVOICE_SERVICE,
   LEDGER_BOOK,
@@ -81,6 +83,8 @@ export class AppModule {
         { provide: FAILED_AUTHENTICATION, useValue: security.failedAuthentication },
         { provide: READINESS, useValue: deps.readiness ?? (() => ({})) },
         { provide: PUBLIC_URL, useValue: deps.publicUrl },
+        // Keyed from the secrets key, so every API process accepts the others' tokens.
+        { provide: PAGE_FORM_TOKENS, useValue: new PageFormTokens(() => deps.infrastructure.secrets.derivedKeys('payment-page-form')) },
         { provide: REGISTRY, useValue: deps.services.registry },
         { provide: LEDGER_BOOK, useValue: deps.services.ledgers },
         { provide: INVOICE_SERVICE, useValue: deps.services.invoices },

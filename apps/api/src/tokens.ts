@@ -18,3 +18,4 @@ export interface PublicUrl {
 export const REFUND_SERVICE = Symbol('RefundService');
 export const PAYOUT_SERVICE = Symbol('PayoutService');
 export const PAYOUT_ADDRESSES = Symbol('PayoutAddresses');
+export const PAGE_FORM_TOKENS = Symbol('PageFormTokens');

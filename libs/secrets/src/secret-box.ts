@@ -88,6 +88,7 @@ export class SecretBox {
    * one gateway must agree on.
    */
   derivedKeys(label: string): Buffer[] {
+    this.source.refresh?.();
     return this.source.keys().map((key) => Buffer.from(hkdfSync('sha256', key, Buffer.alloc(0), `gateway:${label}`, 32)));
   }
 
