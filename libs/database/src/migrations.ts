@@ -13,6 +13,7 @@ import { payoutIdsMigration } from '../../payments/src/schema';
 import { refundsReadModelMigration } from '../../read-models/src/refunds.projection';
 import { payoutsReadModelMigration } from '../../read-models/src/payouts.projection';
 import { webhookQueueMigration } from '../../webhooks/src/schema';
+import { webhookRetentionMigration } from '../../webhooks/src/webhook-retention';
 
 /** Every schema change of the gateway, in version order. Never edit an applied one: add a new one. */
 export const allMigrations: readonly Migration[] = [
@@ -33,4 +34,5 @@ export const allMigrations: readonly Migration[] = [
   webhookQueueMigration,
   webhookSecretsSealedMigration,
   usedSignaturesLoggedMigration,
+  webhookRetentionMigration,
 ];

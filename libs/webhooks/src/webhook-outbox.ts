@@ -24,6 +24,7 @@ import { invoiceView, payoutView, refundView } from '../../payments/src';
 import type { Projection } from '../../projections/src';
 import type { Project, Registry, WebhookEventKind } from '../../registry/src';
 import { WEBHOOK_SOURCE_EVENT_TYPES, webhookKindOf } from './webhook-rules';
+import { DEFAULT_WEBHOOK_RETENTION_DAYS, retentionHorizon } from './webhook-retention';
 
 /** What a webhook says, before it is addressed to projects. */
 export interface WebhookMessage {
@@ -109,9 +110,18 @@ export async function renderWebhook(
  * The webhook outbox: follows the log and enqueues one delivery per webhook event
  * and subscribed project (its webhookUrl set and the kind among its webhookEvents).
  * Its queue is never emptied by a rebuild: replaying the log enqueues nothing twice
- * (delivery ids are derived from event and project), so nothing is sent again.
+ * (delivery ids are derived from event and project), so nothing is sent again; and
+ * an event older than the retention period, whose delivery the retention sweeper may
+ * have deleted, is not enqueued at all.
  */
-export function webhookOutbox(store: EventStore, registry: Registry, clock: Clock, publicUrl: () => string): Projection {
+export function webhookOutbox(
+  store: EventStore,
+  registry: Registry,
+  clock: Clock,
+  publicUrl: () => string,
+  /** WEBHOOK_RETENTION_DAYS: an event older than this is not enqueued (its delivery may have been swept already). */
+  retentionDays: number = DEFAULT_WEBHOOK_RETENTION_DAYS,
+): Projection {
   return {
     name: 'webhook_outbox',
     tables: [],
@@ -121,6 +131,8 @@ export function webhookOutbox(store: EventStore, registry: Registry, clock: Cloc
       for (const recorded of events) {
         const message = await renderWebhook(store, registry, recorded, publicUrl);
         if (!message) continue;
+        // A replay (or a rebuild) after the retention period must not send swept deliveries again.
+        if (Date.parse(message.envelope.createdAt) < retentionHorizon(now, retentionDays).getTime()) continue;
         const body = JSON.stringify(message.envelope);
         for (const project of message.projects) {
           if (project.webhookUrl === null || !project.webhookEvents.includes(message.kind)) continue;
