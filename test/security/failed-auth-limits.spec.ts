@@ -219,3 +219,45 @@ describe('failed authentication is limited per client address and overall', () =
     }
   });
 });
+
+describe('behind a reverse proxy (TRUSTED_PROXIES): the client is the one X-Forwarded-For names, and only a trusted proxy may name it', () => {
+  let db: TestDatabase;
+  let gateway: RunningGateway;
+  const clients: ClientAt[] = [];
+
+  beforeAll(async () => {
+    db = await createTestDatabase({ poolSize: 2 });
+    gateway = await startGateway('api', {
+      DATABASE_URL: db.url,
+      ADMIN_TOKEN,
+      TRUSTED_PROXIES: '127.0.0.1',
+      AUTH_FAILURE_LIMIT_PER_ADDRESS: '3',
+      AUTH_FAILURE_LIMIT_OVERALL: '1000',
+    });
+  });
+  afterAll(async () => {
+    for (const c of clients) c.close();
+    await gateway?.kill();
+    await db?.drop();
+  });
+
+  const badKey = (client: ClientAt, forwardedFor: string) =>
+    client.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${randomSecretKey()}`, 'x-forwarded-for': forwardedFor } });
+
+  it('counts each forwarded client apart behind the trusted proxy; an untrusted peer cannot escape its limit by naming others', async () => {
+    const proxy = clientAt(gateway.baseUrl, '127.0.0.1');
+    const direct = clientAt(gateway.baseUrl, '127.0.0.2');
+    clients.push(proxy, direct);
+
+    const first = [await badKey(proxy, '203.0.113.5'), await badKey(proxy, '203.0.113.5'), await badKey(proxy, '203.0.113.5')];
+    expect(statuses(first)).toEqual([401, 401, 401]);
+    expectRefused(await badKey(proxy, '203.0.113.5'));
+    // Another buyer behind the same proxy is another client.
+    expect((await badKey(proxy, '203.0.113.6')).status).toBe(401);
+
+    // Not a trusted proxy: its own address counts, whatever it claims.
+    const claims = [await badKey(direct, '198.51.100.1'), await badKey(direct, '198.51.100.2'), await badKey(direct, '198.51.100.3')];
+    expect(statuses(claims)).toEqual([401, 401, 401]);
+    expectRefused(await badKey(direct, '198.51.100.4'));
+  });
+});
