@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { seedLoad } from '../apps/tools/src/seed/seed-load';
 import { loadConfig } from '../libs/config/src';
+import { fixedKeys, SecretBox } from '../libs/secrets/src';
 import { COMMAND_SESSION_LIMITS, createPool, migrate } from '../libs/database/src';
 import { allMigrations } from '../libs/database/src/migrations';
 import { PostgresEventStore } from '../libs/event-store/src';
@@ -35,7 +36,7 @@ async function run(context: BenchContext): Promise<Table[]> {
     context.progress(`rebuild: seeding a history of about ${events} events`);
     let reported = Date.now();
     const seeded = await seedLoad(
-      { pool, store, terms: loadConfig({}) },
+      { pool, store, terms: loadConfig({}), secrets: new SecretBox(fixedKeys([randomBytes(32)])) },
       {
         events,
         seed: 'bench',

@@ -24,6 +24,32 @@ describe('configuration from the environment', () => {
       },
       webhookAllowPrivateNetworks: false,
       metricsPort: null,
+      secretsKeys: null,
+      authFailureLimitPerAddress: 20,
+      authFailureLimitOverall: 300,
+      trustedProxies: [],
+      webhookRetentionDays: 30,
+    });
+  });
+
+  it('reads the security settings', () => {
+    const hex = 'ab'.repeat(32);
+    const base64 = Buffer.alloc(32, 7).toString('base64');
+    const config = loadConfig({
+      ADMIN_TOKEN: 'o'.repeat(32),
+      SECRETS_KEY: `${hex}, ${base64}`,
+      AUTH_FAILURE_LIMIT_PER_ADDRESS: '5',
+      AUTH_FAILURE_LIMIT_OVERALL: '50',
+      TRUSTED_PROXIES: '10.0.0.0/8, 172.18.0.2,fd00::/8',
+      WEBHOOK_RETENTION_DAYS: '7',
+    });
+    expect(config).toMatchObject({
+      adminToken: 'o'.repeat(32),
+      secretsKeys: [Buffer.from(hex, 'hex'), Buffer.alloc(32, 7)],
+      authFailureLimitPerAddress: 5,
+      authFailureLimitOverall: 50,
+      trustedProxies: ['10.0.0.0/8', '172.18.0.2', 'fd00::/8'],
+      webhookRetentionDays: 7,
     });
   });
 
@@ -53,7 +79,7 @@ describe('configuration from the environment', () => {
       DATA_DIR: '/var/lib/gw',
       EVENT_STORE: 'eventstoredb',
       EVENTSTORE_CONNECTION_STRING: 'esdb://localhost:2113?tls=false',
-      ADMIN_TOKEN: 'a-very-long-operator-token',
+      ADMIN_TOKEN: 'a-very-long-operator-token-of-32-chars',
       CLOCK: 'manual',
     });
     expect(config).toMatchObject({ port: 8080, eventStore: 'eventstoredb', clock: 'manual', dataDir: '/var/lib/gw' });
@@ -66,7 +92,15 @@ describe('configuration from the environment', () => {
     [{ EVENT_STORE: 'kafka' }, 'EVENT_STORE must be "postgres" or "eventstoredb", got "kafka"'],
     [{ EVENT_STORE: 'eventstoredb' }, 'EVENT_STORE=eventstoredb needs EVENTSTORE_CONNECTION_STRING'],
     [{ EVENT_STORE: 'eventstoredb', EVENTSTORE_CONNECTION_STRING: 'http://x' }, 'EVENTSTORE_CONNECTION_STRING must be a connection string the EventStoreDB client accepts'],
-    [{ ADMIN_TOKEN: 'short' }, 'ADMIN_TOKEN must be at least 16 characters'],
+    [{ ADMIN_TOKEN: 'short' }, 'ADMIN_TOKEN must be at least 32 characters'],
+    [{ ADMIN_TOKEN: 'o'.repeat(31) }, 'ADMIN_TOKEN must be at least 32 characters'],
+    [{ SECRETS_KEY: 'too-short' }, 'SECRETS_KEY must be 32 random bytes'],
+    [{ SECRETS_KEY: `${'ab'.repeat(32)},${'ab'.repeat(31)}` }, 'SECRETS_KEY must be 32 random bytes'],
+    [{ AUTH_FAILURE_LIMIT_PER_ADDRESS: '0' }, 'AUTH_FAILURE_LIMIT_PER_ADDRESS must be a positive integer'],
+    [{ AUTH_FAILURE_LIMIT_OVERALL: 'many' }, 'AUTH_FAILURE_LIMIT_OVERALL must be a positive integer'],
+    [{ TRUSTED_PROXIES: 'nginx' }, 'TRUSTED_PROXIES must be IP addresses or CIDR ranges'],
+    [{ TRUSTED_PROXIES: '10.0.0.0/33' }, 'TRUSTED_PROXIES must be IP addresses or CIDR ranges'],
+    [{ WEBHOOK_RETENTION_DAYS: '0' }, 'WEBHOOK_RETENTION_DAYS must be a positive integer'],
     [{ CLOCK: 'fast' }, 'CLOCK must be "system" or "manual", got "fast"'],
     [{ PUBLIC_URL: 'ftp://x' }, 'PUBLIC_URL must be an http(s) URL'],
     [{ RATE_LIMIT_PER_SECOND: '0' }, 'RATE_LIMIT_PER_SECOND must be a positive integer'],

@@ -149,7 +149,7 @@ describe('observability of a running gateway (API + projector in one process)', 
   };
 
   const projectionNames = async (): Promise<string[]> => {
-    const ready = await api(gw.baseUrl).get('/health/ready');
+    const ready = await api(gw.baseUrl, ADMIN_TOKEN).get('/health/ready');
     expectStatus(ready, 200);
     return (ready.body.projections as Json[]).map((p) => p.projection as string);
   };
@@ -407,7 +407,7 @@ describe('observability of a running gateway (API + projector in one process)', 
     it('GET /health/ready shows ready and each projection with its state and lag', async () => {
       const names = await projectionNames();
       const ready = await poll(
-        () => api(gw.baseUrl).get('/health/ready'),
+        () => api(gw.baseUrl, ADMIN_TOKEN).get('/health/ready'),
         (r) => r.status === 200 && (r.body.projections as Json[]).every((p) => p.lag === 0),
         'every projection caught up',
       );

@@ -29,7 +29,8 @@ export interface WebhookReceiver {
   close(): Promise<void>;
 }
 
-export async function startWebhookReceiver(): Promise<WebhookReceiver> {
+/** A receiver on 127.0.0.1, or on `host` (for instance an address of another interface of this machine). */
+export async function startWebhookReceiver(host = '127.0.0.1'): Promise<WebhookReceiver> {
   const received: ReceivedWebhook[] = [];
   const hanging = new Set<http.ServerResponse>();
   const receiver: WebhookReceiver = {
@@ -78,8 +79,9 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
       else send();
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  (receiver as { url: string }).url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`;
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
+  const hostInUrl = host.includes(':') ? `[${host}]` : host;
+  (receiver as { url: string }).url = `http://${hostInUrl}:${(server.address() as AddressInfo).port}/hooks`;
   return receiver;
 }
 

@@ -6,7 +6,8 @@
  * late failure made the row pending again with a retry scheduled, and its history
  * row was dropped (its attempt number was taken).
  */
-import { randomUUID } from 'node:crypto';
+import { fixedKeys, SecretBox } from '../../libs/secrets/src';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { SystemClock } from '../../libs/clock/src';
 import { Registry, WEBHOOK_EVENTS } from '../../libs/registry/src';
 import { WebhookDispatcher, WebhookAttemptOutcome } from '../../libs/webhooks/src';
@@ -21,7 +22,7 @@ const clock = new SystemClock();
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  registry = new Registry(db.pool);
+  registry = new Registry(db.pool, new SecretBox(fixedKeys([randomBytes(32)])));
   receiver = await startWebhookReceiver();
   const account = await registry.createAccount('Магазин', 'shop@example.com', clock.now());
   const { project } = await registry.createProject(

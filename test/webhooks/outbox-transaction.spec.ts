@@ -6,6 +6,8 @@
  * transaction id: every event appended meanwhile anywhere stayed invisible to every
  * subscriber of the cluster until the whole batch had been rendered.
  */
+import { randomBytes } from 'node:crypto';
+import { fixedKeys, SecretBox } from '../../libs/secrets/src';
 import type { Pool } from 'pg';
 import { SystemClock } from '../../libs/clock/src';
 import { createPool } from '../../libs/database/src';
@@ -25,7 +27,7 @@ class WatchingRegistry extends Registry {
     pool: Pool,
     private readonly observer: Pool,
   ) {
-    super(pool);
+    super(pool, new SecretBox(fixedKeys([randomBytes(32)])));
   }
   override async project(id: string): Promise<Project | null> {
     const r = await this.observer.query<{ in_transaction: number; holding: number }>(
@@ -54,7 +56,7 @@ afterAll(async () => {
 it('renders every webhook of a batch with no transaction of the runner open, then enqueues them in one', async () => {
   const clock = new SystemClock();
   const setupStore = new PostgresEventStore(db.pool);
-  const registry = new Registry(db.pool);
+  const registry = new Registry(db.pool, new SecretBox(fixedKeys([randomBytes(32)])));
   const account = await registry.createAccount('Магазин', 'shop@example.com', clock.now());
   const { project } = await registry.createProject(
     account.id,

@@ -12,6 +12,7 @@ import { PeriodicWorker } from './workers/periodic-worker';
 import { payoutOutcomes, refundOutcomes } from './workers/refund-and-payout-outcomes';
 import { completeDueRefunds } from './workers/refund-processor';
 import { recoverHalfDoneFlows } from './workers/flow-recovery';
+import { sweepRetention } from './workers/retention';
 import { WebhookDispatcher, webhookOutbox } from '../../../libs/webhooks/src';
 import { GatewayMetrics, projectionLag, webhookQueueDepth } from '../../../libs/metrics/src';
 
@@ -45,7 +46,7 @@ export class Projector {
       paymentsToLedger(services.ledgers),
       refundOutcomes(services.ledgers, services.invoices),
       payoutOutcomes(services.ledgers),
-      webhookOutbox(store, services.registry, infra.clock, publicUrl),
+      webhookOutbox(store, services.registry, infra.clock, publicUrl, infra.config.webhookRetentionDays),
     ];
     const dispatcher = new WebhookDispatcher(infra.pool, services.registry, infra.clock, {
       concurrency: 32,
@@ -72,6 +73,7 @@ export class Projector {
       new PeriodicWorker('refund-processor', 500, completeDueRefunds(infra.pool, services.refunds, infra.clock), log),
       new PeriodicWorker('webhook-dispatcher', 100, () => dispatcher.tick(), log, 32),
       new PeriodicWorker('flow-recovery', 1000, recoverHalfDoneFlows(infra.pool, services.refunds, services.payouts, infra.clock), log),
+      new PeriodicWorker('retention', 5000, sweepRetention(infra.pool, infra.clock, infra.config.webhookRetentionDays), log, 1000),
     ];
   }
 

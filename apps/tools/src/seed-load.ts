@@ -61,7 +61,7 @@ async function main(): Promise<void> {
     process.stderr.write(`seed:load: about ${events} events, seed ${JSON.stringify(seed)}, from ${start.toISOString()} over ${days} simulated days\n`);
     const bar = new ProgressBar('seed:load'.padEnd(12));
     const result = await seedLoad(
-      { pool: infra.pool, store: infra.store, terms: config },
+      { pool: infra.pool, store: infra.store, terms: config, secrets: infra.secrets },
       {
         events,
         seed,

@@ -5,13 +5,14 @@ import { streamCatalogMigration } from '../../read-models/src/stream-catalog.pro
 import { manualClockMigration } from '../../clock/src/manual-clock-sync';
 import { snapshotsMigration } from '../../event-store/src/postgres/snapshot-store';
 import { ledgerOpenHoldsMigration, ledgerReadModelMigration } from '../../read-models/src/ledger.projection';
-import { registryMigration } from '../../registry/src/schema';
-import { accessControlMigration } from '../../access/src/schema';
+import { registryMigration, webhookSecretsSealedMigration } from '../../registry/src/schema';
+import { accessControlMigration, usedSignaturesLoggedMigration } from '../../access/src/schema';
 import { invoicesReadModelMigration } from '../../read-models/src/invoices.projection';
 import { payoutAddressesMigration } from '../../registry/src/payout-addresses';
 import { refundsReadModelMigration } from '../../read-models/src/refunds.projection';
 import { payoutsReadModelMigration } from '../../read-models/src/payouts.projection';
 import { webhookLeaseTokenMigration, webhookQueueMigration } from '../../webhooks/src/schema';
+import { webhookRetentionMigration } from '../../webhooks/src/webhook-retention';
 import { idempotencyKeysMigration } from '../../idempotency/src/schema';
 import { payoutIdsMigration, payoutRequestKeysMigration } from '../../payments/src/schema';
 
@@ -36,4 +37,7 @@ export const allMigrations: readonly Migration[] = [
   payoutRequestKeysMigration,
   webhookLeaseTokenMigration,
   projectionLeasesMigration,
+  webhookSecretsSealedMigration,
+  usedSignaturesLoggedMigration,
+  webhookRetentionMigration,
 ];

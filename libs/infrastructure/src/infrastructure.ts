@@ -6,6 +6,8 @@ import { allMigrations } from '../../database/src/migrations';
 import { EventStore, PostgresEventStore } from '../../event-store/src';
 import { EventStoreDbEventStore } from '../../event-store/src/eventstoredb/eventstoredb-event-store';
 import type { Logger } from '../../logging/src/logger';
+import { checkWebhookSecretKeys, sealPlainWebhookSecrets } from '../../registry/src/webhook-secrets';
+import { SecretBox, secretKeySource } from '../../secrets/src';
 
 /** What every process of the gateway stands on: database, event store, clock. */
 export interface Infrastructure {
@@ -16,6 +18,8 @@ export interface Infrastructure {
   readonly clock: GatewayClock;
   /** Set with CLOCK=manual. */
   readonly clockSync: ManualClockSync | null;
+  /** Seals and opens secrets at rest (webhook secrets), with SECRETS_KEY or DATA_DIR/secrets.key. */
+  readonly secrets: SecretBox;
   close(): Promise<void>;
 }
 
@@ -29,6 +33,7 @@ export async function openInfrastructure(
     limits?: SessionLimits;
   } = {},
 ): Promise<Infrastructure> {
+  const secrets = new SecretBox(secretKeySource(config));
   let embedded: EmbeddedDatabase | null = null;
   let databaseUrl = config.databaseUrl;
   if (databaseUrl === null) {
@@ -40,6 +45,11 @@ export async function openInfrastructure(
   try {
     const applied = await migrate(pool, allMigrations);
     if (applied.length > 0) log.info({ versions: applied }, 'schema migrations applied');
+    // Every stored secret must open with this process's keys; plain ones left from
+    // before encryption at rest are sealed now.
+    await checkWebhookSecretKeys(pool, secrets);
+    const sealed = await sealPlainWebhookSecrets(pool, secrets);
+    if (sealed > 0) log.info({ projects: sealed }, 'plain webhook secrets sealed');
 
     const store: EventStore =
       config.eventStore === 'eventstoredb'
@@ -62,6 +72,7 @@ export async function openInfrastructure(
       store,
       clock,
       clockSync,
+      secrets,
       async close() {
         clockSync?.stop();
         await store.close();

@@ -15,7 +15,7 @@ export interface GatewayServices {
 }
 
 export function createServices(infra: Infrastructure): GatewayServices {
-  const registry = new Registry(infra.pool);
+  const registry = new Registry(infra.pool, infra.secrets);
   const payoutAddresses = new PayoutAddresses(infra.pool);
   const ledgers = new LedgerBook(infra.store, new PostgresSnapshotStore(infra.pool));
   const invoices = new InvoiceService(infra.store, registry);

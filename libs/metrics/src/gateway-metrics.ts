@@ -1,4 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { AUTH_FAILURE_KINDS, AuthFailureKind } from '../../access/src/auth-failures';
 import type { CommandObserver, LogVisibility } from '../../event-store/src';
 import type { Logger } from '../../logging/src/logger';
 import type { WebhookAttemptOutcome } from '../../webhooks/src/webhook-dispatcher';
@@ -88,6 +89,20 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  private readonly authFailures = new Counter({
+    name: 'auth_failures_total',
+    help: 'Failed authentications answered 401, by kind (secret_key, signature, operator_token)',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+
+  private readonly authRefused = new Counter({
+    name: 'auth_failures_refused_total',
+    help: 'Requests answered 429 before any lookup because their client address was past the failed-authentication limits, by kind',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+
   private readonly collectFailures = new Counter({
     name: 'metrics_collect_failures_total',
     help: 'Scrapes in which a gauge could not be read from the database, by gauge',
@@ -100,6 +115,10 @@ export class GatewayMetrics {
     private readonly log?: Logger,
   ) {
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+    for (const kind of AUTH_FAILURE_KINDS) {
+      this.authFailures.inc({ kind }, 0);
+      this.authRefused.inc({ kind }, 0);
+    }
   }
 
   /** One answered HTTP request; `route` is the route pattern or UNMATCHED_ROUTE. */
@@ -135,6 +154,14 @@ export class GatewayMetrics {
   readonly onWebhookAttempt = (outcome: WebhookAttemptOutcome): void => {
     this.webhookAttempts.inc({ outcome });
   };
+
+  /** The API's failed-authentication hook: every series starts at zero, so an alert's rate works from the first scrape. */
+  get authFailureObserver(): { failed(kind: AuthFailureKind): void; refused(kind: AuthFailureKind): void } {
+    return {
+      failed: (kind) => this.authFailures.inc({ kind }),
+      refused: (kind) => this.authRefused.inc({ kind }),
+    };
+  }
 
   /** Starts every series of a projection at zero (shown before its first batch). */
   registerProjections(names: readonly string[]): void {

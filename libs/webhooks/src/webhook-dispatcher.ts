@@ -27,7 +27,7 @@ export interface DispatcherOptions {
    * free for everybody else's webhooks.
    */
   readonly perUrlConcurrency?: number;
-  /** WEBHOOK_ALLOW_PRIVATE_NETWORKS: live deliveries may go to loopback and private addresses. */
+  /** WEBHOOK_ALLOW_PRIVATE_NETWORKS: deliveries of both modes may go to loopback, private and reserved addresses. */
   readonly allowPrivateNetworks: boolean;
   readonly timeoutMs?: number;
   /** How long a claim keeps other dispatchers away, in real seconds (default WEBHOOK_LEASE_SECONDS; tests shorten it). */
@@ -151,8 +151,8 @@ export class WebhookDispatcher {
       };
       const post = this.options.post ?? postWebhook;
       result = await post(d.url, d.body, headers, {
-        // Sandbox events may go anywhere (a merchant's laptop); live ones only to public addresses unless allowed.
-        allowPrivateNetworks: d.is_test || this.options.allowPrivateNetworks,
+        // One guard for both modes: a sandbox project's URL must not reach into the operator's network either.
+        allowPrivateNetworks: this.options.allowPrivateNetworks,
         timeoutMs: this.options.timeoutMs ?? WEBHOOK_REPLY_TIMEOUT_MS,
       }).catch((error: Error) => ({ statusCode: null, body: null, durationMs: 0, error: error.message }));
     }

@@ -24,6 +24,7 @@ import { invoiceView, payoutView, refundView } from '../../payments/src';
 import type { Projection } from '../../projections/src';
 import type { Project, Registry, WebhookEventKind } from '../../registry/src';
 import { WEBHOOK_SOURCE_EVENT_TYPES, webhookKindOf } from './webhook-rules';
+import { DEFAULT_WEBHOOK_RETENTION_DAYS, retentionHorizon } from './webhook-retention';
 
 /** What a webhook says, before it is addressed to projects. */
 export interface WebhookMessage {
@@ -120,23 +121,35 @@ export interface PlannedDelivery {
  * The webhook outbox: follows the log and enqueues one delivery per webhook event
  * and subscribed project (its webhookUrl set and the kind among its webhookEvents).
  * Its queue is never emptied by a rebuild: replaying the log enqueues nothing twice
- * (delivery ids are derived from event and project), so nothing is sent again.
+ * (delivery ids are derived from event and project), so nothing is sent again; and
+ * an event older than the retention period, whose delivery the retention sweeper may
+ * have deleted, is not enqueued at all.
  *
  * Rendering reads other streams and the registry: it happens in `prepare`, before the
  * batch's transaction opens, and the transaction only inserts the rendered rows (an
  * open write transaction would hide every newer event from every subscriber while it
  * waited on those reads).
  */
-export function webhookOutbox(store: EventStore, registry: Registry, clock: Clock, publicUrl: () => string): Projection<PlannedDelivery[]> {
+export function webhookOutbox(
+  store: EventStore,
+  registry: Registry,
+  clock: Clock,
+  publicUrl: () => string,
+  /** WEBHOOK_RETENTION_DAYS: an event older than this is not enqueued (its delivery may have been swept already). */
+  retentionDays: number = DEFAULT_WEBHOOK_RETENTION_DAYS,
+): Projection<PlannedDelivery[]> {
   return {
     name: 'webhook_outbox',
     tables: [],
     filter: { streamNamePrefixes: [`${INVOICE_CATEGORY}-`, `${REFUND_CATEGORY}-`, `${PAYOUT_CATEGORY}-`], eventTypePrefixes: WEBHOOK_SOURCE_EVENT_TYPES },
     async prepare(events: readonly RecordedEvent[]): Promise<PlannedDelivery[]> {
       const planned: PlannedDelivery[] = [];
+      const now = clock.now();
       for (const recorded of events) {
         const message = await renderWebhook(store, registry, recorded, publicUrl);
         if (!message) continue;
+        // A replay (or a rebuild) after the retention period must not send swept deliveries again.
+        if (Date.parse(message.envelope.createdAt) < retentionHorizon(now, retentionDays).getTime()) continue;
         const body = JSON.stringify(message.envelope);
         for (const project of message.projects) {
           if (project.webhookUrl === null || !project.webhookEvents.includes(message.kind)) continue;

@@ -44,3 +44,8 @@ export async function readiness(pool: Pool, probe: ReadinessProbe): Promise<{ st
   const ready = database === 'ok';
   return { status: ready ? 200 : 503, body: { status: ready ? 'ready' : 'not_ready', ready, database, ...report } };
 }
+
+/** What anyone may see of readiness: the status alone (projection errors and checkpoints are for the operator). */
+export function publicReadiness(body: Record<string, unknown>): { status: unknown } {
+  return { status: body.status };
+}
