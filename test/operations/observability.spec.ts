@@ -361,7 +361,7 @@ describe('observability of a running gateway (API + projector in one process)', 
         expect(series(trailing, 'database_oldest_transaction_seconds', { application_name: 'visibility-test-holder', database: 'postgres' })).toHaveLength(1);
 
         const ready = await poll(
-          () => api(gw.baseUrl).get('/health/ready'),
+          () => api(gw.baseUrl, ADMIN_TOKEN).get('/health/ready'),
           (r) =>
             r.status === 200 &&
             r.body.eventLog?.invisibleEvents >= 1 &&

@@ -20,14 +20,18 @@ import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 const RUNNER_APPLICATION = 'outbox-transaction-test';
 
+/** One key for every registry of the test: the watching one must open the secrets the set-up sealed. */
+const SECRETS = new SecretBox(fixedKeys([randomBytes(32)]));
+
 /** Before each project lookup of the rendering: what the runner's sessions are doing. */
+
 class WatchingRegistry extends Registry {
   readonly seen: { inTransaction: number; holdingTransactionId: number }[] = [];
   constructor(
     pool: Pool,
     private readonly observer: Pool,
   ) {
-    super(pool, new SecretBox(fixedKeys([randomBytes(32)])));
+    super(pool, SECRETS);
   }
   override async project(id: string): Promise<Project | null> {
     const r = await this.observer.query<{ in_transaction: number; holding: number }>(
@@ -56,7 +60,7 @@ afterAll(async () => {
 it('renders every webhook of a batch with no transaction of the runner open, then enqueues them in one', async () => {
   const clock = new SystemClock();
   const setupStore = new PostgresEventStore(db.pool);
-  const registry = new Registry(db.pool, new SecretBox(fixedKeys([randomBytes(32)])));
+  const registry = new Registry(db.pool, SECRETS);
   const account = await registry.createAccount('Магазин', 'shop@example.com', clock.now());
   const { project } = await registry.createProject(
     account.id,
