@@ -24,7 +24,6 @@ const RUNNER_APPLICATION = 'outbox-transaction-test';
 const SECRETS = new SecretBox(fixedKeys([randomBytes(32)]));
 
 /** Before each project lookup of the rendering: what the runner's sessions are doing. */
-
 class WatchingRegistry extends Registry {
   readonly seen: { inTransaction: number; holdingTransactionId: number }[] = [];
   constructor(
