@@ -3,7 +3,12 @@ import type { Pool } from 'pg';
 import { preparedStatement } from '../../database/src/pool';
 
 export const TIMESTAMP_WINDOW_SECONDS = 300;
-export const SIGNATURE_REUSE_WINDOW_SECONDS = 600;
+/**
+ * How long a used signature is remembered: a request may be stamped up to the window
+ * ahead of the clock, so the window accepts it until about twice the window after its
+ * first use; a minute more covers the whole-second rounding and the sweeper's pace.
+ */
+export const SIGNATURE_REUSE_WINDOW_SECONDS = 2 * TIMESTAMP_WINDOW_SECONDS + 60;
 
 /** hex HMAC-SHA256 of `<timestamp>.<raw body>` keyed with the project's webhook secret. */
 export const requestSignature = (secret: string, timestamp: string, rawBody: string | Buffer): string =>
@@ -103,9 +108,9 @@ export class AccessControl {
 }
 
 /**
- * Retention of the access marks: a used signature is kept for its 10-minute reuse
- * window, a rate window for a minute, a poll mark for 10 minutes; older ones no rule
- * can need. Run by the API on its request path (once a minute per process) and by the
+ * Retention of the access marks: a used signature and a poll mark are kept for 11
+ * minutes (a signature longer than any moment the timestamp window accepts it), a
+ * rate window for a minute; older ones no rule can need. Run by the API on its request path (once a minute per process) and by the
  * projector's retention worker (so they go also when no request comes). Answers the
  * rows deleted.
  */
