@@ -9,6 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import { expectStatus, InvoiceGateway, Json, Merchant, orderId, poll, sleep, startInvoiceGateway } from '../support/merchant-fixtures';
 import { startWebhookReceiver, WebhookReceiver } from '../support/webhook-receiver';
+import { SIGNATURE_REUSE_WINDOW_SECONDS } from '../../libs/access/src';
 
 const DAY = 86_400;
 
@@ -105,15 +106,15 @@ describe('retention of the webhook history and of used signatures (WEBHOOK_RETEN
     expect(hooks.received).toHaveLength(received);
   });
 
-  it('forgets used signatures after their 10-minute window without any request coming', async () => {
+  it('forgets used signatures after their 11 minutes without any request coming', async () => {
     const now = await gw.operator.advance(0);
     const old = `${randomUUID()}-old`;
     const recent = `${randomUUID()}-recent`;
     await gw.db.pool.query('INSERT INTO used_signatures (signature, used_at) VALUES ($1, $2), ($3, $4)', [
       old,
-      new Date(now.getTime() - 601_000),
+      new Date(now.getTime() - (SIGNATURE_REUSE_WINDOW_SECONDS + 1) * 1000),
       recent,
-      new Date(now.getTime() - 60_000),
+      new Date(now.getTime() - (SIGNATURE_REUSE_WINDOW_SECONDS - 60) * 1000),
     ]);
     await poll(() => count('SELECT count(*) AS n FROM used_signatures WHERE signature = $1', [old]), (n) => n === 0, 'the old signature to be forgotten', 20_000);
     expect(await count('SELECT count(*) AS n FROM used_signatures WHERE signature = $1', [recent])).toBe(1);
