@@ -1,4 +1,6 @@
 import { DynamicModule, Module } from '@nestjs/common';
+import { CqrsModule } from '@nestjs/cqrs';
+import { PaymentsModule } from '../../../libs/payments/src/payments.module';
 import type { Infrastructure } from '../../../libs/infrastructure/src/infrastructure';
 import type { GatewayServices } from '../../../libs/infrastructure/src/services';
 import { AdminTokenGuard } from './admin/admin-token.guard';
@@ -32,12 +34,7 @@ import {
   OPERATOR_TOKEN,
   PAGE_FORM_TOKENS,
   INFRASTRUCTURE,
-  INVOICE_SERVICE,
-  LEDGER_BOOK,
-  PAYOUT_ADDRESSES,
-  PAYOUT_SERVICE,
   PUBLIC_URL,
-  REFUND_SERVICE,
   PublicUrl,
   READINESS,
   REGISTRY,
@@ -68,6 +65,9 @@ export class AppModule {
     const security = runtime;
     return {
       module: AppModule,
+      // Every write the routes ask for is a command, every read a query, on the buses
+      // of @nestjs/cqrs; the handlers are the payments module's.
+      imports: [CqrsModule.forRoot(), PaymentsModule.register(deps.services, deps.infrastructure.pool)],
       controllers: [
         HealthController,
         ClockController,
@@ -94,12 +94,8 @@ export class AppModule {
         { provide: PUBLIC_URL, useValue: deps.publicUrl },
         // Keyed from the secrets key, so every API process accepts the others' tokens.
         { provide: PAGE_FORM_TOKENS, useValue: new PageFormTokens(() => deps.infrastructure.secrets.derivedKeys('payment-page-form')) },
+        // The merchant guard identifies keys through the registry.
         { provide: REGISTRY, useValue: deps.services.registry },
-        { provide: LEDGER_BOOK, useValue: deps.services.ledgers },
-        { provide: INVOICE_SERVICE, useValue: deps.services.invoices },
-        { provide: REFUND_SERVICE, useValue: deps.services.refunds },
-        { provide: PAYOUT_SERVICE, useValue: deps.services.payouts },
-        { provide: PAYOUT_ADDRESSES, useValue: deps.services.payoutAddresses },
         {
           provide: ACCESS_CONTROL,
           useValue: new AccessControl(deps.infrastructure.pool, {

@@ -4,10 +4,8 @@ export const INFRASTRUCTURE = Symbol('Infrastructure');
 export const OPERATOR_TOKEN = Symbol('OperatorToken');
 export const FAILED_AUTHENTICATION = Symbol('FailedAuthentication');
 export const READINESS = Symbol('Readiness');
-export const LEDGER_BOOK = Symbol('LedgerBook');
 export const CLOCK_TOKEN = Symbol('Clock');
 export const REGISTRY = Symbol('Registry');
-export const INVOICE_SERVICE = Symbol('InvoiceService');
 export const PUBLIC_URL = Symbol('PublicUrl');
 export const ACCESS_CONTROL = Symbol('AccessControl');
 
@@ -15,8 +13,5 @@ export const ACCESS_CONTROL = Symbol('AccessControl');
 export interface PublicUrl {
   value: string;
 }
-export const REFUND_SERVICE = Symbol('RefundService');
-export const PAYOUT_SERVICE = Symbol('PayoutService');
-export const PAYOUT_ADDRESSES = Symbol('PayoutAddresses');
 export const IDEMPOTENCY_KEYS = Symbol('IdempotencyKeys');
 export const PAGE_FORM_TOKENS = Symbol('PageFormTokens');

@@ -36,7 +36,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
     // Metrics of this process: its requests, commands, projections and webhook attempts.
     const metrics = new GatewayMetrics({}, log);
     observeCommands(metrics.commandObserver);
-    const projector = roles.projector ? new Projector(infra, services, log, () => publicUrl.value, metrics) : null;
+    const projector = roles.projector ? await Projector.create(infra, services, log, () => publicUrl.value, metrics) : null;
     projector?.start();
     const readiness: ReadinessProbe = async () => {
       if (!projector) return {};

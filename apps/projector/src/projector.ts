@@ -1,3 +1,6 @@
+import type { INestApplicationContext } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { CommandBus } from '@nestjs/cqrs';
 import type { EventStore, LogVisibility } from '../../../libs/event-store/src';
 import { PostgresEventStore, positionToString, readLogVisibility } from '../../../libs/event-store/src';
 import type { Infrastructure } from '../../../libs/infrastructure/src/infrastructure';
@@ -9,6 +12,7 @@ import { releaseDueHolds } from './workers/hold-release';
 import { expireDueInvoices } from './workers/invoice-expiry';
 import { paymentsToLedger } from './workers/payments-to-ledger';
 import { PeriodicWorker } from './workers/periodic-worker';
+import { ProjectorModule } from './projector.module';
 import { payoutOutcomes, refundOutcomes } from './workers/refund-and-payout-outcomes';
 import { completeDueRefunds } from './workers/refund-processor';
 import { recoverHalfDoneFlows } from './workers/flow-recovery';
@@ -29,9 +33,17 @@ export interface ProjectionReport {
 /**
  * The projector process's work: every read-model projection and process manager,
  * each as its own runner (one active instance per name across processes), and the
- * workers driven by the gateway clock.
+ * workers driven by the gateway clock. It runs as a NestJS application context: the
+ * process managers and workers send their writes as commands through its CommandBus,
+ * the same command classes and handlers as the API's.
  */
 export class Projector {
+  /** The projector over a new application context (closed by `stop`). */
+  static async create(infra: Infrastructure, services: GatewayServices, log: Logger, publicUrl: () => string, metrics?: GatewayMetrics): Promise<Projector> {
+    const context = await NestFactory.createApplicationContext(ProjectorModule.register(services, infra.pool), { logger: false, abortOnError: false });
+    return new Projector(context, infra, services, log, publicUrl, metrics);
+  }
+
   private readonly runners: ProjectionRunner[];
   private readonly workers: PeriodicWorker[];
   private readonly dispatcher: WebhookDispatcher;
@@ -39,13 +51,21 @@ export class Projector {
   /** With the PostgreSQL event store: how far the visible log trails the appended one. */
   private readonly logVisibility: (() => Promise<LogVisibility>) | null;
 
-  constructor(infra: Infrastructure, services: GatewayServices, log: Logger, publicUrl: () => string, metrics?: GatewayMetrics) {
+  private constructor(
+    private readonly context: INestApplicationContext,
+    infra: Infrastructure,
+    services: GatewayServices,
+    log: Logger,
+    publicUrl: () => string,
+    metrics?: GatewayMetrics,
+  ) {
     const store: EventStore = infra.store;
+    const commands = context.get(CommandBus);
     const projections: Projection[] = [
       ...allProjections,
-      paymentsToLedger(services.ledgers),
-      refundOutcomes(services.ledgers, services.invoices),
-      payoutOutcomes(services.ledgers),
+      paymentsToLedger(commands),
+      refundOutcomes(commands),
+      payoutOutcomes(commands),
       webhookOutbox(store, services.registry, infra.clock, publicUrl, infra.config.webhookRetentionDays),
     ];
     const dispatcher = new WebhookDispatcher(infra.pool, services.registry, infra.clock, {
@@ -68,11 +88,11 @@ export class Projector {
       metrics.addWebhookQueueSource(() => webhookQueueDepth(infra.pool, infra.clock));
     }
     this.workers = [
-      new PeriodicWorker('invoice-expiry', 500, expireDueInvoices(infra.pool, services.invoices, infra.clock), log),
-      new PeriodicWorker('hold-release', 500, releaseDueHolds(infra.pool, services.ledgers, infra.clock), log),
-      new PeriodicWorker('refund-processor', 500, completeDueRefunds(infra.pool, services.refunds, infra.clock), log),
+      new PeriodicWorker('invoice-expiry', 500, expireDueInvoices(infra.pool, commands, infra.clock), log),
+      new PeriodicWorker('hold-release', 500, releaseDueHolds(infra.pool, commands, infra.clock), log),
+      new PeriodicWorker('refund-processor', 500, completeDueRefunds(infra.pool, commands, infra.clock), log),
       new PeriodicWorker('webhook-dispatcher', 100, () => dispatcher.tick(), log, 32),
-      new PeriodicWorker('flow-recovery', 1000, recoverHalfDoneFlows(infra.pool, services.refunds, services.payouts, infra.clock), log),
+      new PeriodicWorker('flow-recovery', 1000, recoverHalfDoneFlows(infra.pool, commands, infra.clock), log),
       new PeriodicWorker('retention', 5000, sweepRetention(infra.pool, infra.clock, infra.config.webhookRetentionDays), log, 1000),
     ];
   }
@@ -85,6 +105,7 @@ export class Projector {
   async stop(): Promise<void> {
     await Promise.all([...this.workers.map((w) => w.stop()), ...this.runners.map((r) => r.stop())]);
     await this.dispatcher.drain();
+    await this.context.close();
   }
 
   /** Each runner's state, with its lag behind the head of the log (null when the database does not answer). */

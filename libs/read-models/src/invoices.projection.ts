@@ -1,7 +1,7 @@
-import type { PoolClient } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import type { Migration } from '../../database/src';
 import type { RecordedEvent } from '../../event-store/src';
-import { evolveInvoice, initialInvoice, Invoice, INVOICE_CATEGORY, InvoiceEvent } from '../../domain/src';
+import { evolveInvoice, initialInvoice, Invoice, INVOICE_CATEGORY, InvoiceEvent, InvoiceStatus, Mode } from '../../domain/src';
 import { foldBatchIntoTable, FoldedTable } from './folded-row';
 
 export const invoicesReadModelMigration: Migration = {
@@ -66,3 +66,59 @@ export const invoicesProjection = {
   filter: { streamNamePrefixes: [`${INVOICE_CATEGORY}-`] },
   apply: (tx: PoolClient, events: readonly RecordedEvent[]): Promise<void> => foldBatchIntoTable(tx, invoicesTable, events),
 };
+
+/** What a list of invoices asks for (the merchant API's GET /v1/invoices). */
+export interface InvoiceListFilter {
+  readonly projectId: string;
+  readonly mode: Mode;
+  readonly orderId?: string;
+  readonly status?: InvoiceStatus;
+  /** created_at at or after. */
+  readonly from?: Date;
+  /** created_at before. */
+  readonly to?: Date;
+  /** Only rows below this seq (the cursor of the previous page), or null for the first page. */
+  readonly before: number | null;
+  readonly limit: number;
+}
+
+/** A page of a list read from a read model: its items, whether more follow, and the seq to continue below. */
+export interface ReadModelPage<T> {
+  readonly items: readonly T[];
+  readonly hasMore: boolean;
+  /** The seq of the page's last item (the next page's cursor), or null for an empty page. */
+  readonly lastSeq: number | null;
+}
+
+export type InvoicePage = ReadModelPage<Invoice>;
+
+/** A page of the invoices table, newest first (order of arrival). */
+export async function listInvoices(pool: Pick<Pool, 'query'>, filter: InvoiceListFilter): Promise<InvoicePage> {
+  const where = ['project_id = $1', 'mode = $2'];
+  const params: unknown[] = [filter.projectId, filter.mode];
+  const add = (sql: string, value: unknown) => {
+    params.push(value);
+    where.push(sql.replace('?', `$${params.length}`));
+  };
+  if (filter.orderId !== undefined) add('order_id = ?', filter.orderId);
+  if (filter.status !== undefined) add('status = ?', filter.status);
+  if (filter.from !== undefined) add('created_at >= ?', filter.from);
+  if (filter.to !== undefined) add('created_at < ?', filter.to);
+  if (filter.before !== null) add('seq < ?', filter.before);
+  params.push(filter.limit + 1);
+  const rows = await pool.query<{ seq: string; state: Invoice }>(
+    `SELECT seq, state FROM invoices WHERE ${where.join(' AND ')} ORDER BY seq DESC LIMIT $${params.length}`,
+    params,
+  );
+  return pageOf(rows.rows, filter.limit);
+}
+
+/** The first `limit` of `limit + 1` rows read, newest first. */
+export function pageOf<T>(rows: readonly { seq: string; state: T }[], limit: number): ReadModelPage<T> {
+  const page = rows.slice(0, limit);
+  return {
+    items: page.map((r) => r.state),
+    hasMore: rows.length > limit,
+    lastSeq: page.length > 0 ? Number(page[page.length - 1]!.seq) : null,
+  };
+}

@@ -1,4 +1,4 @@
-import type { PoolClient } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import type { Migration } from '../../database/src';
 import type { RecordedEvent } from '../../event-store/src';
 import { LEDGER_CATEGORY, LedgerEntryPostedData, ledgerIdFromStream } from '../../ledger/src';
@@ -127,3 +127,66 @@ export const ledgerProjection: Projection = {
     );
   },
 };
+
+/** The merchant's three balances in a mode (kopecks), from ledger_balances: 0 for an account never posted to. */
+export async function merchantBalance(
+  pool: Pick<Pool, 'query'>,
+  accountId: string,
+  mode: 'test' | 'live',
+): Promise<{ readonly available: number; readonly pending: number; readonly reserved: number }> {
+  const rows = await pool.query<{ account: string; balance: string }>(
+    `SELECT account, balance FROM ledger_balances WHERE account_id = $1 AND mode = $2 AND account IN ('available', 'pending', 'reserved')`,
+    [accountId, mode],
+  );
+  const of = (account: string) => Number(rows.rows.find((r) => r.account === account)?.balance ?? 0);
+  return { available: of('available'), pending: of('pending'), reserved: of('reserved') };
+}
+
+/** One journal entry of the read model, with its postings in order (amounts in kopecks). */
+export interface LedgerEntryRow {
+  readonly entryId: string;
+  readonly seq: number;
+  readonly kind: string;
+  readonly cause: string;
+  readonly occurredAt: Date;
+  readonly logPosition: string;
+  readonly postings: readonly { readonly account: string; readonly amount: number }[];
+}
+
+/** A page of a ledger's journal, oldest first: the entries after `afterSeq`, at most `limit`. */
+export async function ledgerEntriesPage(
+  pool: Pick<Pool, 'query'>,
+  ledger: { accountId: string; mode: 'test' | 'live' },
+  afterSeq: number,
+  limit: number,
+): Promise<{ readonly items: readonly LedgerEntryRow[]; readonly hasMore: boolean }> {
+  const rows = await pool.query<{
+    entry_id: string;
+    seq: string;
+    kind: string;
+    cause: string;
+    occurred_at: Date;
+    log_position: string;
+    postings: { account: string; amount: number }[];
+  }>(
+    `SELECT e.entry_id, e.seq, e.kind, e.cause, e.occurred_at, e.log_position,
+            COALESCE(json_agg(json_build_object('account', p.account, 'amount', p.amount) ORDER BY p.ordinal)
+              FILTER (WHERE p.entry_id IS NOT NULL), '[]') AS postings
+     FROM ledger_entries e LEFT JOIN ledger_postings p USING (entry_id)
+     WHERE e.account_id = $1 AND e.mode = $2 AND e.seq > $3
+     GROUP BY e.entry_id ORDER BY e.seq LIMIT $4`,
+    [ledger.accountId, ledger.mode, afterSeq, limit + 1],
+  );
+  return {
+    items: rows.rows.slice(0, limit).map((r) => ({
+      entryId: r.entry_id,
+      seq: Number(r.seq),
+      kind: r.kind,
+      cause: r.cause,
+      occurredAt: r.occurred_at,
+      logPosition: r.log_position,
+      postings: r.postings.map((p) => ({ account: p.account, amount: Number(p.amount) })),
+    })),
+    hasMore: rows.rows.length > limit,
+  };
+}

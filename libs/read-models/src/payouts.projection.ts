@@ -1,9 +1,10 @@
-import type { PoolClient } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import type { Migration } from '../../database/src';
 import type { RecordedEvent } from '../../event-store/src';
-import { evolvePayout, initialPayout, Payout, PAYOUT_CATEGORY, PayoutEvent } from '../../domain/src';
+import { evolvePayout, initialPayout, Payout, PAYOUT_CATEGORY, PayoutEvent, PayoutStatus } from '../../domain/src';
 import type { Projection } from '../../projections/src';
 import { foldBatchIntoTable, FoldedTable } from './folded-row';
+import { pageOf, ReadModelPage } from './invoices.projection';
 
 export const payoutsReadModelMigration: Migration = {
   version: 14,
@@ -50,3 +51,23 @@ export const payoutsProjection: Projection = {
   filter: { streamNamePrefixes: [`${PAYOUT_CATEGORY}-`] },
   apply: (tx: PoolClient, events: readonly RecordedEvent[]): Promise<void> => foldBatchIntoTable(tx, payoutsTable, events),
 };
+
+/** What a list of payouts asks for (the merchant API's GET /v1/payouts, live keys). */
+export interface PayoutListFilter {
+  readonly accountId: string;
+  /** The statuses shown (all of the spec's when the merchant names none). */
+  readonly statuses: readonly PayoutStatus[];
+  /** Only rows below this seq (the previous page's cursor), or null for the first page. */
+  readonly before: number | null;
+  readonly limit: number;
+}
+
+/** A page of the account's payouts, newest first (order of arrival). */
+export async function listPayouts(pool: Pick<Pool, 'query'>, filter: PayoutListFilter): Promise<ReadModelPage<Payout>> {
+  const params: unknown[] = [filter.accountId, filter.statuses, filter.before ?? '9223372036854775807', filter.limit + 1];
+  const rows = await pool.query<{ seq: string; state: Payout }>(
+    `SELECT seq, state FROM payouts WHERE account_id = $1 AND status = ANY($2) AND seq < $3 ORDER BY seq DESC LIMIT $4`,
+    params,
+  );
+  return pageOf(rows.rows, filter.limit);
+}

@@ -1,4 +1,4 @@
-import type { PoolClient } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import type { Clock } from '../../clock/src';
 import type { EventStore, RecordedEvent } from '../../event-store/src';
 import {
@@ -189,4 +189,58 @@ export function webhookOutbox(
       );
     },
   };
+}
+
+/** A row of the delivery history, with its attempts in order. */
+export interface WebhookDeliveryRow {
+  seq: string;
+  id: string;
+  event_id: string;
+  event_type: string;
+  project_id: string;
+  url: string;
+  status: string;
+  is_test: boolean;
+  attempts_made: number;
+  next_attempt_at: Date | null;
+  created_at: Date;
+  attempts: { attempt: number; at: string; status_code: number | null; body: string | null; duration_ms: number; error: string | null; superseded: boolean }[];
+}
+
+/** What the operator's delivery history asks for. */
+export interface WebhookDeliveryFilter {
+  readonly projectId?: string;
+  readonly eventType?: WebhookEventKind;
+  readonly eventId?: string;
+  /** Only rows below this seq (the previous page's cursor), or null for the first page. */
+  readonly before: number | null;
+  readonly limit: number;
+}
+
+/** A page of the deliveries written by the outbox, newest first, each with every attempt. */
+export async function listWebhookDeliveries(
+  pool: Pick<Pool, 'query'>,
+  filter: WebhookDeliveryFilter,
+): Promise<{ readonly items: readonly WebhookDeliveryRow[]; readonly hasMore: boolean }> {
+  const where: string[] = [];
+  const params: unknown[] = [];
+  const add = (sql: string, value: unknown) => {
+    params.push(value);
+    where.push(sql.replace('?', `$${params.length}`));
+  };
+  if (filter.projectId !== undefined) add('d.project_id = ?', filter.projectId);
+  if (filter.eventType !== undefined) add('d.event_type = ?', filter.eventType);
+  if (filter.eventId !== undefined) add('d.event_id = ?', filter.eventId);
+  if (filter.before !== null) add('d.seq < ?', filter.before);
+  params.push(filter.limit + 1);
+  const rows = await pool.query<WebhookDeliveryRow>(
+    `SELECT d.seq, d.id, d.event_id, d.event_type, d.project_id, d.url, d.status, d.is_test, d.attempts_made, d.next_attempt_at, d.created_at,
+            COALESCE((SELECT json_agg(json_build_object('attempt', a.attempt, 'at', a.at, 'status_code', a.status_code, 'body', a.body,
+                                                        'duration_ms', a.duration_ms, 'error', a.error, 'superseded', a.superseded) ORDER BY a.attempt)
+                      FROM webhook_attempts a WHERE a.delivery_id = d.id), '[]') AS attempts
+     FROM webhook_deliveries d ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+     ORDER BY d.seq DESC LIMIT $${params.length}`,
+    params,
+  );
+  return { items: rows.rows.slice(0, filter.limit), hasMore: rows.rows.length > filter.limit };
 }

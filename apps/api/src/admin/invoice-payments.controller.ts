@@ -1,10 +1,11 @@
 import { Body, Controller, HttpCode, Inject, Param, Post, UseGuards } from '@nestjs/common';
+import { CommandBus } from '@nestjs/cqrs';
 import type { Clock } from '../../../../libs/clock/src';
 import { METHOD_CODES } from '../../../../libs/domain/src';
-import type { InvoiceService } from '../../../../libs/payments/src';
 import { invoiceView } from '../../../../libs/payments/src';
+import { RecordPaymentResult } from '../../../../libs/payments/src/invoices/record-payment-result.command';
 import { Fields } from '../http/validation';
-import { CLOCK_TOKEN, INVOICE_SERVICE, PUBLIC_URL } from '../tokens';
+import { CLOCK_TOKEN, PUBLIC_URL } from '../tokens';
 import type { PublicUrl } from '../tokens';
 import { AdminTokenGuard } from './admin-token.guard';
 
@@ -13,7 +14,7 @@ import { AdminTokenGuard } from './admin-token.guard';
 @UseGuards(AdminTokenGuard)
 export class InvoicePaymentsController {
   constructor(
-    @Inject(INVOICE_SERVICE) private readonly invoices: InvoiceService,
+    private readonly commands: CommandBus,
     @Inject(CLOCK_TOKEN) private readonly clock: Clock,
     @Inject(PUBLIC_URL) private readonly publicUrl: PublicUrl,
   ) {}
@@ -25,7 +26,7 @@ export class InvoicePaymentsController {
     const outcome = f.enumOf('outcome', ['paid', 'failed'] as const, { required: true });
     const method = f.enumOf('method', METHOD_CODES, { nullable: true });
     f.done();
-    const invoice = await this.invoices.recordPaymentResult(id, outcome!, method ?? null, this.clock.now());
+    const invoice = await this.commands.execute(new RecordPaymentResult(id, outcome!, method ?? null, this.clock.now()));
     return invoiceView(invoice, this.publicUrl.value);
   }
 }

@@ -1,11 +1,13 @@
 import { Controller, Get, Inject, Param, Query, UseGuards } from '@nestjs/common';
-import type { Pool } from 'pg';
+import { QueryBus } from '@nestjs/cqrs';
 import { formatMoney, LEDGER_ACCOUNTS, LedgerMode, LedgerState } from '../../../../libs/ledger/src';
-import type { LedgerBook } from '../../../../libs/ledger-store/src';
+import { GetBalanceAsOf } from '../../../../libs/payments/src/balance/get-balance-as-of.query';
+import { GetLedgerBalance } from '../../../../libs/payments/src/balance/get-ledger-balance.query';
+import { GetLedgerEntries } from '../../../../libs/payments/src/ledger/get-ledger-entries.query';
 import type { Clock } from '../../../../libs/clock/src';
 import { ApiError } from '../errors/api-error';
 import { decodeCursor, encodeCursor, pageSeq } from '../http/cursor';
-import { CLOCK_TOKEN, DATABASE_POOL, LEDGER_BOOK } from '../tokens';
+import { CLOCK_TOKEN } from '../tokens';
 import { AdminTokenGuard } from './admin-token.guard';
 
 const ACCOUNT_ID = /^[A-Za-z0-9_-]{1,64}$/;
@@ -46,8 +48,7 @@ const balancesOnWire = (state: LedgerState) => ({
 @UseGuards(AdminTokenGuard)
 export class LedgerAuditController {
   constructor(
-    @Inject(DATABASE_POOL) private readonly pool: Pool,
-    @Inject(LEDGER_BOOK) private readonly ledgers: LedgerBook,
+    private readonly queries: QueryBus,
     @Inject(CLOCK_TOKEN) private readonly clock: Clock,
   ) {}
 
@@ -63,38 +64,21 @@ export class LedgerAuditController {
     const ledgerMode = parseMode(mode);
     const pageSize = parseLimit(limit);
     const after = cursor === undefined ? -1 : decodeCursor(cursor, pageSeq);
-    const rows = await this.pool.query<{
-      entry_id: string;
-      seq: string;
-      kind: string;
-      cause: string;
-      occurred_at: Date;
-      log_position: string;
-      postings: { account: string; amount: number }[];
-    }>(
-      `SELECT e.entry_id, e.seq, e.kind, e.cause, e.occurred_at, e.log_position,
-              COALESCE(json_agg(json_build_object('account', p.account, 'amount', p.amount) ORDER BY p.ordinal)
-                FILTER (WHERE p.entry_id IS NOT NULL), '[]') AS postings
-       FROM ledger_entries e LEFT JOIN ledger_postings p USING (entry_id)
-       WHERE e.account_id = $1 AND e.mode = $2 AND e.seq > $3
-       GROUP BY e.entry_id ORDER BY e.seq LIMIT $4`,
-      [accountId, ledgerMode, after, pageSize + 1],
-    );
-    const page = rows.rows.slice(0, pageSize);
-    const hasMore = rows.rows.length > pageSize;
+    const page = await this.queries.execute(new GetLedgerEntries({ accountId, mode: ledgerMode }, after, pageSize));
+    const hasMore = page.hasMore;
     return {
       accountId,
       mode: ledgerMode,
-      items: page.map((r) => ({
-        entryId: r.entry_id,
-        seq: Number(r.seq),
+      items: page.items.map((r) => ({
+        entryId: r.entryId,
+        seq: r.seq,
         kind: r.kind,
         cause: r.cause,
-        occurredAt: r.occurred_at.toISOString(),
-        logPosition: r.log_position,
-        postings: r.postings.map((p) => ({ account: p.account, amount: formatMoney(Number(p.amount)) })),
+        occurredAt: r.occurredAt.toISOString(),
+        logPosition: r.logPosition,
+        postings: r.postings.map((p) => ({ account: p.account, amount: formatMoney(p.amount) })),
       })),
-      nextCursor: hasMore ? encodeCursor({ seq: Number(page[page.length - 1]!.seq) }) : null,
+      nextCursor: hasMore ? encodeCursor({ seq: page.items[page.items.length - 1]!.seq }) : null,
       hasMore,
     };
   }
@@ -105,14 +89,14 @@ export class LedgerAuditController {
     const accountId = parseAccountId(id);
     const ledger = { accountId, mode: parseMode(mode) };
     if (asOf === undefined) {
-      const state = await this.ledgers.current(ledger);
+      const state = await this.queries.execute(new GetLedgerBalance(ledger));
       return { accountId, mode: ledger.mode, asOf: this.clock.now().toISOString(), ...balancesOnWire(state) };
     }
     const instant = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})$/.test(asOf) ? new Date(asOf) : null;
     if (!instant || Number.isNaN(instant.getTime())) {
       throw ApiError.validation([{ param: 'asOf', code: 'invalid_datetime', message: 'asOf: дата и время в ISO 8601, например 2026-01-31T21:00:00Z' }]);
     }
-    const { state, lastEntryAt } = await this.ledgers.asOf(ledger, instant);
+    const { state, lastEntryAt } = await this.queries.execute(new GetBalanceAsOf(ledger, instant));
     return { accountId, mode: ledger.mode, asOf: instant.toISOString(), lastEntryAt, ...balancesOnWire(state) };
   }
 }

@@ -1,14 +1,23 @@
 import { Body, Controller, HttpCode, Inject, Param, Post, Res, UseGuards } from '@nestjs/common';
+import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { FastifyReply } from 'fastify';
 import type { Clock } from '../../../../libs/clock/src';
-import { canonicalPayoutAccount, PAYOUT_METHODS, PayoutTransition } from '../../../../libs/domain/src';
-import type { PayoutService, RefundService } from '../../../../libs/payments/src';
+import { canonicalPayoutAccount, Payout, PAYOUT_METHODS, PayoutTransition } from '../../../../libs/domain/src';
 import { payoutView, refundView } from '../../../../libs/payments/src';
-import type { PayoutAddress, PayoutAddresses, Registry } from '../../../../libs/registry/src';
+import { GetAccount } from '../../../../libs/payments/src/merchants/get-account.query';
+import { AddPayoutAddress } from '../../../../libs/payments/src/payouts/add-payout-address.command';
+import { ApprovePayout } from '../../../../libs/payments/src/payouts/approve-payout.command';
+import { CancelPayout } from '../../../../libs/payments/src/payouts/cancel-payout.command';
+import { ConfirmPayoutAddress } from '../../../../libs/payments/src/payouts/confirm-payout-address.command';
+import { PayPayout } from '../../../../libs/payments/src/payouts/pay-payout.command';
+import { ProcessPayout } from '../../../../libs/payments/src/payouts/process-payout.command';
+import { RejectPayout } from '../../../../libs/payments/src/payouts/reject-payout.command';
+import { FailRefund } from '../../../../libs/payments/src/refunds/fail-refund.command';
+import type { PayoutAddress } from '../../../../libs/registry/src';
 import { ApiError } from '../errors/api-error';
 import { Fields, isUuid } from '../http/validation';
 import { payoutIdOf } from '../merchant/payouts.controller';
-import { CLOCK_TOKEN, PAYOUT_ADDRESSES, PAYOUT_SERVICE, REFUND_SERVICE, REGISTRY } from '../tokens';
+import { CLOCK_TOKEN } from '../tokens';
 import { AdminTokenGuard } from './admin-token.guard';
 
 /** The operator sees the full account. */
@@ -29,10 +38,8 @@ const addressView = (a: PayoutAddress) => ({
 @UseGuards(AdminTokenGuard)
 export class PayoutsAdminController {
   constructor(
-    @Inject(REGISTRY) private readonly registry: Registry,
-    @Inject(PAYOUT_ADDRESSES) private readonly addresses: PayoutAddresses,
-    @Inject(PAYOUT_SERVICE) private readonly payouts: PayoutService,
-    @Inject(REFUND_SERVICE) private readonly refunds: RefundService,
+    private readonly commands: CommandBus,
+    private readonly queries: QueryBus,
     @Inject(CLOCK_TOKEN) private readonly clock: Clock,
   ) {}
 
@@ -52,8 +59,10 @@ export class PayoutsAdminController {
       );
     }
     f.done();
-    if (!isUuid(accountId) || !(await this.registry.account(accountId))) throw ApiError.notFound('not_found', 'Аккаунт не найден');
-    const { address, created } = await this.addresses.add(accountId, { method: method!, account: account!, bank: bank ?? null, label: label ?? null }, this.clock.now());
+    if (!isUuid(accountId) || !(await this.queries.execute(new GetAccount(accountId)))) throw ApiError.notFound('not_found', 'Аккаунт не найден');
+    const { address, created } = await this.commands.execute(
+      new AddPayoutAddress(accountId, { method: method!, account: account!, bank: bank ?? null, label: label ?? null }, this.clock.now()),
+    );
     return reply.status(created ? 201 : 200).send(addressView(address));
   }
 
@@ -62,7 +71,7 @@ export class PayoutsAdminController {
   @HttpCode(200)
   async confirmAddress(@Param('id') id: string) {
     const addressId = payoutIdOf(id);
-    const address = addressId === null ? null : await this.addresses.confirm(addressId, this.clock.now());
+    const address = addressId === null ? null : await this.commands.execute(new ConfirmPayoutAddress(addressId, this.clock.now()));
     if (!address) throw ApiError.notFound('not_found', 'Реквизит не найден');
     return addressView(address);
   }
@@ -71,32 +80,38 @@ export class PayoutsAdminController {
   @Post('payouts/:id/:transition')
   @HttpCode(200)
   async transition(@Param('id') id: string, @Param('transition') transition: string, @Body() body: unknown) {
-    const at = this.clock.now().toISOString();
+    const now = this.clock.now();
     const f = Fields.ofBody(body === undefined ? {} : body);
-    let command: Parameters<PayoutService['transition']>[1];
+    let command: (payoutId: number) => Promise<Payout>;
     switch (transition as PayoutTransition) {
       case 'approve':
-        command = { type: 'ApprovePayout', at };
+        command = (payoutId) => this.commands.execute(new ApprovePayout(payoutId, now));
         break;
       case 'process':
-        command = { type: 'StartProcessing', at };
+        command = (payoutId) => this.commands.execute(new ProcessPayout(payoutId, now));
         break;
-      case 'pay':
-        command = { type: 'PayPayout', at, externalId: f.string('externalId', { max: 256, nullable: true }) ?? null };
+      case 'pay': {
+        const externalId = f.string('externalId', { max: 256, nullable: true }) ?? null;
+        command = (payoutId) => this.commands.execute(new PayPayout(payoutId, now, externalId));
         break;
-      case 'reject':
-        command = { type: 'RejectPayout', at, reason: f.string('reason', { required: true, min: 1, max: 500 })! };
+      }
+      case 'reject': {
+        const reason = f.string('reason', { required: true, min: 1, max: 500 })!;
+        command = (payoutId) => this.commands.execute(new RejectPayout(payoutId, now, reason));
         break;
-      case 'cancel':
-        command = { type: 'CancelPayout', at, reason: f.string('reason', { required: true, min: 1, max: 500 })! };
+      }
+      case 'cancel': {
+        const reason = f.string('reason', { required: true, min: 1, max: 500 })!;
+        command = (payoutId) => this.commands.execute(new CancelPayout(payoutId, now, reason));
         break;
+      }
       default:
         throw ApiError.notFound();
     }
     f.done();
     const payoutId = payoutIdOf(id);
     if (payoutId === null) throw ApiError.notFound('not_found', 'Выплата не найдена');
-    return payoutView(await this.payouts.transition(payoutId, command));
+    return payoutView(await command(payoutId));
   }
 
   /** The bank refused the refund: failed, its amount back to available; 409 conflict once it succeeded. */
@@ -106,6 +121,6 @@ export class PayoutsAdminController {
     const f = Fields.ofBody(body === undefined ? {} : body);
     const reason = f.string('reason', { min: 1, max: 500 });
     f.done();
-    return refundView(await this.refunds.fail(id, reason ?? 'refused by the bank', this.clock.now()));
+    return refundView(await this.commands.execute(new FailRefund(id, reason ?? 'refused by the bank', this.clock.now())));
   }
 }

@@ -1,16 +1,23 @@
 import { Body, Controller, Get, HttpCode, Inject, Param, Patch, Post, UseGuards } from '@nestjs/common';
+import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { Clock } from '../../../../libs/clock/src';
 import type { Infrastructure } from '../../../../libs/infrastructure/src/infrastructure';
 import { hostAddresses } from '../../../../libs/webhooks/src/http-delivery';
 import { webhookUrlRefusal } from '../../../../libs/webhooks/src/webhook-address';
 import { METHOD_CODES, MethodCode, MethodOverride, MethodOverrides } from '../../../../libs/domain/src';
 import { formatMoney, formatPercent } from '../../../../libs/ledger/src/money';
-import type { Project, ProjectSettings, Registry } from '../../../../libs/registry/src';
+import type { Project, ProjectSettings } from '../../../../libs/registry/src';
+import { CreateAccount } from '../../../../libs/payments/src/merchants/create-account.command';
+import { CreateProject } from '../../../../libs/payments/src/merchants/create-project.command';
+import { GetAccount } from '../../../../libs/payments/src/merchants/get-account.query';
+import { GetProject } from '../../../../libs/payments/src/merchants/get-project.query';
+import { RotateProjectKeys } from '../../../../libs/payments/src/merchants/rotate-project-keys.command';
+import { UpdateProject } from '../../../../libs/payments/src/merchants/update-project.command';
 import { methodsOf, PROJECT_STATUSES, WEBHOOK_EVENTS, WebhookEventKind } from '../../../../libs/registry/src';
 import { ApiError } from '../errors/api-error';
 import { RawBody } from '../http/raw-body';
 import { Fields, isObject, isUuid } from '../http/validation';
-import { CLOCK_TOKEN, INFRASTRUCTURE, REGISTRY } from '../tokens';
+import { CLOCK_TOKEN, INFRASTRUCTURE } from '../tokens';
 import { AdminTokenGuard } from './admin-token.guard';
 
 const projectView = (p: Project) => ({
@@ -109,7 +116,8 @@ const NEW_PROJECT: ProjectSettings = {
 @UseGuards(AdminTokenGuard)
 export class ProjectsController {
   constructor(
-    @Inject(REGISTRY) private readonly registry: Registry,
+    private readonly commands: CommandBus,
+    private readonly queries: QueryBus,
     @Inject(CLOCK_TOKEN) private readonly clock: Clock,
     @Inject(INFRASTRUCTURE) private readonly infrastructure: Infrastructure,
   ) {}
@@ -125,7 +133,7 @@ export class ProjectsController {
     const email = f.email('email');
     if (!f.has('email')) f.fail('email', 'required', 'обязательное поле');
     f.done();
-    const account = await this.registry.createAccount(name!, email!, this.clock.now());
+    const account = await this.commands.execute(new CreateAccount(name!, email!, this.clock.now()));
     return { ...account, createdAt: account.createdAt.toISOString() };
   }
 
@@ -136,8 +144,8 @@ export class ProjectsController {
     if (!f.has('name')) f.fail('name', 'required', 'обязательное поле');
     const settings = readSettings(f, NEW_PROJECT, this.allowPrivateNetworks);
     f.done();
-    if (!(await this.registry.account(accountId!))) throw new ApiError(404, 'not_found', 'Аккаунт не найден', 'accountId');
-    const { project, keys } = await this.registry.createProject(accountId!, settings, this.clock.now());
+    if (!(await this.queries.execute(new GetAccount(accountId!)))) throw new ApiError(404, 'not_found', 'Аккаунт не найден', 'accountId');
+    const { project, keys } = await this.commands.execute(new CreateProject(accountId!, settings, this.clock.now()));
     // Secret keys are shown here and on rotation only; the gateway keeps their hashes.
     return { ...projectView(project), keys };
   }
@@ -154,7 +162,7 @@ export class ProjectsController {
     if (f.has('accountId')) f.fail('accountId', 'read_only', 'аккаунт проекта не меняется');
     const settings = readSettings(f, project, this.allowPrivateNetworks);
     f.done();
-    return projectView((await this.registry.updateProject(id, settings, this.clock.now()))!);
+    return projectView((await this.commands.execute(new UpdateProject(id, settings, this.clock.now())))!);
   }
 
   @Post('projects/:id/keys/rotate')
@@ -164,11 +172,11 @@ export class ProjectsController {
     const f = Fields.ofBody(isObject(body) ? body : {});
     const mode = f.enumOf('mode', ['test', 'live'] as const, { required: true });
     f.done();
-    return this.registry.rotateKeys(id, mode!, this.clock.now());
+    return this.commands.execute(new RotateProjectKeys(id, mode!, this.clock.now()));
   }
 
   private async find(id: string): Promise<Project> {
-    const project = isUuid(id) ? await this.registry.project(id) : null;
+    const project = isUuid(id) ? await this.queries.execute(new GetProject(id)) : null;
     if (!project) throw new ApiError(404, 'not_found', 'Проект не найден');
     return project;
   }

@@ -1,35 +1,22 @@
 import { Controller, Get, HttpCode, Inject, Param, Post, Query, UseGuards } from '@nestjs/common';
-import type { Pool } from 'pg';
+import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { Clock } from '../../../../libs/clock/src';
+import { ListWebhookDeliveries } from '../../../../libs/payments/src/webhooks/list-webhook-deliveries.query';
+import { ResendWebhookDelivery } from '../../../../libs/payments/src/webhooks/resend-webhook-delivery.command';
 import { WEBHOOK_EVENTS } from '../../../../libs/registry/src';
-import { resendDelivery } from '../../../../libs/webhooks/src';
 import { ApiError } from '../errors/api-error';
 import { encodeCursor, readCursor, pageSeq } from '../http/cursor';
 import { isUuid, queryFields, queryInteger } from '../http/validation';
-import { CLOCK_TOKEN, DATABASE_POOL } from '../tokens';
+import { CLOCK_TOKEN } from '../tokens';
 import { AdminTokenGuard } from './admin-token.guard';
-
-interface DeliveryRow {
-  seq: string;
-  id: string;
-  event_id: string;
-  event_type: string;
-  project_id: string;
-  url: string;
-  status: string;
-  is_test: boolean;
-  attempts_made: number;
-  next_attempt_at: Date | null;
-  created_at: Date;
-  attempts: { attempt: number; at: string; status_code: number | null; body: string | null; duration_ms: number; error: string | null; superseded: boolean }[];
-}
 
 /** The webhook delivery history (every attempt) and resending, for the operator. */
 @Controller('admin/v1/webhook-deliveries')
 @UseGuards(AdminTokenGuard)
 export class WebhookDeliveriesController {
   constructor(
-    @Inject(DATABASE_POOL) private readonly pool: Pool,
+    private readonly commands: CommandBus,
+    private readonly queries: QueryBus,
     @Inject(CLOCK_TOKEN) private readonly clock: Clock,
   ) {}
 
@@ -43,28 +30,7 @@ export class WebhookDeliveriesController {
     const limit = queryInteger(f, 'limit', { min: 1, max: 100, fallback: 50 });
     const before = readCursor(f, 'cursor', pageSeq) ?? null;
     f.done();
-    const where: string[] = [];
-    const params: unknown[] = [];
-    const add = (sql: string, value: unknown) => {
-      params.push(value);
-      where.push(sql.replace('?', `$${params.length}`));
-    };
-    if (projectId !== undefined) add('d.project_id = ?', projectId);
-    if (eventType !== undefined) add('d.event_type = ?', eventType);
-    if (eventId !== undefined) add('d.event_id = ?', eventId);
-    if (before !== null) add('d.seq < ?', before);
-    params.push(limit + 1);
-    const rows = await this.pool.query<DeliveryRow>(
-      `SELECT d.seq, d.id, d.event_id, d.event_type, d.project_id, d.url, d.status, d.is_test, d.attempts_made, d.next_attempt_at, d.created_at,
-              COALESCE((SELECT json_agg(json_build_object('attempt', a.attempt, 'at', a.at, 'status_code', a.status_code, 'body', a.body,
-                                                          'duration_ms', a.duration_ms, 'error', a.error, 'superseded', a.superseded) ORDER BY a.attempt)
-                        FROM webhook_attempts a WHERE a.delivery_id = d.id), '[]') AS attempts
-       FROM webhook_deliveries d ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
-       ORDER BY d.seq DESC LIMIT $${params.length}`,
-      params,
-    );
-    const page = rows.rows.slice(0, limit);
-    const hasMore = rows.rows.length > limit;
+    const { items: page, hasMore } = await this.queries.execute(new ListWebhookDeliveries({ projectId, eventType, eventId, before, limit }));
     return {
       items: page.map((r) => ({
         id: r.id,
@@ -97,7 +63,7 @@ export class WebhookDeliveriesController {
   @Post(':id/resend')
   @HttpCode(202)
   async resend(@Param('id') id: string) {
-    const resent = isUuid(id) ? await resendDelivery(this.pool, id.toLowerCase(), this.clock.now()) : null;
+    const resent = isUuid(id) ? await this.commands.execute(new ResendWebhookDelivery(id.toLowerCase(), this.clock.now())) : null;
     if (!resent) throw ApiError.notFound('not_found', 'Доставка не найдена');
     return { id: resent.id, status: 'pending', nextAttemptAt: resent.nextAttemptAt.toISOString() };
   }

@@ -1,15 +1,17 @@
 import { Body, Controller, Get, Inject, Param, Post, Query, Res, UseGuards, UseInterceptors } from '@nestjs/common';
+import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { FastifyReply } from 'fastify';
-import type { Pool } from 'pg';
 import type { Clock } from '../../../../libs/clock/src';
-import { Invoice, INVOICE_STATUSES, InvoiceStatus } from '../../../../libs/domain/src';
-import type { InvoiceService } from '../../../../libs/payments/src';
+import { INVOICE_STATUSES } from '../../../../libs/domain/src';
 import { invoiceCreatedView, invoiceView } from '../../../../libs/payments/src';
+import { CreateInvoice } from '../../../../libs/payments/src/invoices/create-invoice.command';
+import { GetInvoice } from '../../../../libs/payments/src/invoices/get-invoice.query';
+import { ListInvoices } from '../../../../libs/payments/src/invoices/list-invoices.query';
 import type { MerchantIdentity } from '../../../../libs/registry/src';
 import { ApiError } from '../errors/api-error';
 import { encodeCursor, readCursor, pageSeq } from '../http/cursor';
 import { isUuid, queryFields, queryInteger } from '../http/validation';
-import { ACCESS_CONTROL, CLOCK_TOKEN, DATABASE_POOL, INVOICE_SERVICE, PUBLIC_URL } from '../tokens';
+import { ACCESS_CONTROL, CLOCK_TOKEN, PUBLIC_URL } from '../tokens';
 import type { AccessControl } from '../../../../libs/access/src';
 import type { PublicUrl } from '../tokens';
 import { IdempotencyInterceptor } from '../http/idempotency';
@@ -21,8 +23,8 @@ import { Merchant, MerchantAuthGuard, rateLimited } from './merchant-auth.guard'
 @UseGuards(MerchantAuthGuard)
 export class InvoicesController {
   constructor(
-    @Inject(INVOICE_SERVICE) private readonly invoices: InvoiceService,
-    @Inject(DATABASE_POOL) private readonly pool: Pool,
+    private readonly commands: CommandBus,
+    private readonly queries: QueryBus,
     @Inject(CLOCK_TOKEN) private readonly clock: Clock,
     @Inject(PUBLIC_URL) private readonly publicUrl: PublicUrl,
     @Inject(ACCESS_CONTROL) private readonly access: AccessControl,
@@ -40,7 +42,7 @@ export class InvoicesController {
     if (merchant.mode === 'live' && merchant.project.status !== 'active') {
       throw new ApiError(403, 'project_not_active', `Проект не активен (статус ${merchant.project.status}): боевой ключ не может создавать счета`);
     }
-    const { created, invoice } = await this.invoices.create(merchant.project, merchant.mode, request, this.clock.now());
+    const { created, invoice } = await this.commands.execute(new CreateInvoice(merchant.project, merchant.mode, request, this.clock.now()));
     return reply.status(created ? 201 : 200).send(invoiceCreatedView(invoiceView(invoice, this.publicUrl.value)));
   }
 
@@ -56,28 +58,13 @@ export class InvoicesController {
     const before = readCursor(f, 'cursor', pageSeq) ?? null;
     f.done();
 
-    const where = ['project_id = $1', 'mode = $2'];
-    const params: unknown[] = [merchant.project.id, merchant.mode];
-    const add = (sql: string, value: unknown) => {
-      params.push(value);
-      where.push(sql.replace('?', `$${params.length}`));
-    };
-    if (orderId !== undefined) add('order_id = ?', orderId);
-    if (status !== undefined) add('status = ?', status as InvoiceStatus);
-    if (from !== undefined) add('created_at >= ?', from);
-    if (to !== undefined) add('created_at < ?', to);
-    if (before !== null) add('seq < ?', before);
-    params.push(limit + 1);
-    const rows = await this.pool.query<{ seq: string; state: Invoice }>(
-      `SELECT seq, state FROM invoices WHERE ${where.join(' AND ')} ORDER BY seq DESC LIMIT $${params.length}`,
-      params,
+    const page = await this.queries.execute(
+      new ListInvoices({ projectId: merchant.project.id, mode: merchant.mode, orderId, status, from, to, before, limit }),
     );
-    const page = rows.rows.slice(0, limit);
-    const hasMore = rows.rows.length > limit;
     return {
-      items: page.map((r) => invoiceView(r.state, this.publicUrl.value)),
-      nextCursor: hasMore ? encodeCursor({ seq: Number(page[page.length - 1]!.seq) }) : null,
-      hasMore,
+      items: page.items.map((invoice) => invoiceView(invoice, this.publicUrl.value)),
+      nextCursor: page.hasMore ? encodeCursor({ seq: page.lastSeq! }) : null,
+      hasMore: page.hasMore,
     };
   }
 
@@ -89,7 +76,7 @@ export class InvoicesController {
     // One resource, however its id is spelled (UUIDs are case-insensitive).
     const refusal = await this.access.admitPoll(merchant.keyId, `invoice:${id.toLowerCase()}`, this.clock.now());
     if (refusal) throw rateLimited(refusal.retryAfterSeconds, 'Один счёт можно запрашивать не чаще раза в 3 секунды: ждите вебхук');
-    const invoice = await this.invoices.getFor(merchant.project, merchant.mode, id);
+    const invoice = await this.queries.execute(new GetInvoice(merchant.project, merchant.mode, id));
     return invoiceView(invoice, this.publicUrl.value);
   }
 }

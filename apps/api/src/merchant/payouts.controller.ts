@@ -1,19 +1,23 @@
 import { Body, Controller, Get, Inject, Param, Post, Query, Res, UseGuards, UseInterceptors } from '@nestjs/common';
+import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { FastifyReply } from 'fastify';
-import type { Pool } from 'pg';
 import type { AccessControl } from '../../../../libs/access/src';
 import type { Clock } from '../../../../libs/clock/src';
-import { maskPayoutAccount, Payout, PAYOUT_METHODS, PAYOUT_STATUSES } from '../../../../libs/domain/src';
-import type { PayoutService } from '../../../../libs/payments/src';
+import { maskPayoutAccount, PAYOUT_METHODS, PAYOUT_STATUSES } from '../../../../libs/domain/src';
 import { payoutView } from '../../../../libs/payments/src';
-import type { MerchantIdentity, PayoutAddresses } from '../../../../libs/registry/src';
+import { CreatePayout } from '../../../../libs/payments/src/payouts/create-payout.command';
+import { GetPayoutByOrderId } from '../../../../libs/payments/src/payouts/get-payout-by-order-id.query';
+import { GetPayout } from '../../../../libs/payments/src/payouts/get-payout.query';
+import { ListPayoutAddresses } from '../../../../libs/payments/src/payouts/list-payout-addresses.query';
+import { ListPayouts } from '../../../../libs/payments/src/payouts/list-payouts.query';
+import type { MerchantIdentity } from '../../../../libs/registry/src';
 import { ApiError } from '../errors/api-error';
 import { encodeCursor, readCursor, pageSeq } from '../http/cursor';
 import type { KeyedRequest } from '../../../../libs/idempotency/src';
 import { IdempotencyInterceptor, Keyed } from '../http/idempotency';
 import { RawBody } from '../http/raw-body';
 import { Fields, queryFields, queryInteger } from '../http/validation';
-import { ACCESS_CONTROL, CLOCK_TOKEN, DATABASE_POOL, PAYOUT_ADDRESSES, PAYOUT_SERVICE } from '../tokens';
+import { ACCESS_CONTROL, CLOCK_TOKEN } from '../tokens';
 import { Merchant, MerchantAuthGuard, rateLimited } from './merchant-auth.guard';
 
 /** A payout id in a path: a positive integer in its plain spelling, or nothing. */
@@ -25,9 +29,8 @@ const notFound = () => ApiError.notFound('not_found', 'Выплата не на�
 @UseGuards(MerchantAuthGuard)
 export class PayoutsController {
   constructor(
-    @Inject(PAYOUT_SERVICE) private readonly payouts: PayoutService,
-    @Inject(PAYOUT_ADDRESSES) private readonly addresses: PayoutAddresses,
-    @Inject(DATABASE_POOL) private readonly pool: Pool,
+    private readonly commands: CommandBus,
+    private readonly queries: QueryBus,
     @Inject(CLOCK_TOKEN) private readonly clock: Clock,
     @Inject(ACCESS_CONTROL) private readonly access: AccessControl,
   ) {}
@@ -35,7 +38,7 @@ export class PayoutsController {
   /** The account's confirmed payout details, account masked. */
   @Get('payout-addresses')
   async listAddresses(@Merchant() merchant: MerchantIdentity) {
-    const confirmed = await this.addresses.confirmedOf(merchant.project.accountId);
+    const confirmed = await this.queries.execute(new ListPayoutAddresses(merchant.project.accountId));
     return {
       items: confirmed.map((a) => ({
         id: a.id,
@@ -78,12 +81,14 @@ export class PayoutsController {
       f.fail(f.has('method') ? 'account' : 'method', 'required', 'method и account указываются вместе');
     }
     f.done();
-    const { created, payout } = await this.payouts.create(
-      merchant.project.accountId,
-      merchant.project.id,
-      { amount: amount!, addressId, method, account, orderId: orderId ?? null, comment: comment ?? null },
-      this.clock.now(),
-      keyed,
+    const { created, payout } = await this.commands.execute(
+      new CreatePayout(
+        merchant.project.accountId,
+        merchant.project.id,
+        { amount: amount!, addressId, method, account, orderId: orderId ?? null, comment: comment ?? null },
+        this.clock.now(),
+        keyed,
+      ),
     );
     return reply.status(created ? 201 : 200).send(payoutView(payout));
   }
@@ -101,20 +106,16 @@ export class PayoutsController {
     const live = merchant.mode === 'live';
     if (orderId !== undefined) {
       if (!live) throw notFound();
-      return payoutView(await this.payouts.byOrderId(merchant.project.accountId, orderId));
+      return payoutView(await this.queries.execute(new GetPayoutByOrderId(merchant.project.accountId, orderId)));
     }
     if (!live) return { items: [], nextCursor: null, hasMore: false };
-    const params: unknown[] = [merchant.project.accountId, status !== undefined ? [status] : PAYOUT_STATUSES, before ?? '9223372036854775807', limit + 1];
-    const rows = await this.pool.query<{ seq: string; state: Payout }>(
-      `SELECT seq, state FROM payouts WHERE account_id = $1 AND status = ANY($2) AND seq < $3 ORDER BY seq DESC LIMIT $4`,
-      params,
+    const page = await this.queries.execute(
+      new ListPayouts({ accountId: merchant.project.accountId, statuses: status !== undefined ? [status] : PAYOUT_STATUSES, before, limit }),
     );
-    const page = rows.rows.slice(0, limit);
-    const hasMore = rows.rows.length > limit;
     return {
-      items: page.map((r) => payoutView(r.state)),
-      nextCursor: hasMore ? encodeCursor({ seq: Number(page[page.length - 1]!.seq) }) : null,
-      hasMore,
+      items: page.items.map((payout) => payoutView(payout)),
+      nextCursor: page.hasMore ? encodeCursor({ seq: page.lastSeq! }) : null,
+      hasMore: page.hasMore,
     };
   }
 
@@ -127,6 +128,6 @@ export class PayoutsController {
     const refusal = await this.access.admitPoll(merchant.keyId, `payout:${payoutId}`, this.clock.now());
     if (refusal) throw rateLimited(refusal.retryAfterSeconds, 'Одну выплату можно запрашивать не чаще раза в 3 секунды: ждите вебхук');
     if (merchant.mode !== 'live') throw notFound();
-    return payoutView(await this.payouts.getFor(merchant.project.accountId, payoutId));
+    return payoutView(await this.queries.execute(new GetPayout(merchant.project.accountId, payoutId)));
   }
 }

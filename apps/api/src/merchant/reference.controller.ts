@@ -1,15 +1,15 @@
-import { Controller, Get, Inject, UseGuards } from '@nestjs/common';
-import type { Pool } from 'pg';
+import { Controller, Get, UseGuards } from '@nestjs/common';
+import { QueryBus } from '@nestjs/cqrs';
 import { formatMoney, formatPercent } from '../../../../libs/ledger/src/money';
 import type { MerchantIdentity } from '../../../../libs/registry/src';
 import { methodsOf } from '../../../../libs/registry/src';
-import { DATABASE_POOL } from '../tokens';
+import { GetBalance } from '../../../../libs/payments/src/balance/get-balance.query';
 import { Merchant, MerchantAuthGuard } from './merchant-auth.guard';
 
 @Controller('v1')
 @UseGuards(MerchantAuthGuard)
 export class ReferenceController {
-  constructor(@Inject(DATABASE_POOL) private readonly pool: Pool) {}
+  constructor(private readonly queries: QueryBus) {}
 
   /** The project's payment methods with their limits and the merchant's rates. */
   @Get('methods')
@@ -30,15 +30,11 @@ export class ReferenceController {
   /** The merchant account's balance in the key's mode, from the ledger read model. */
   @Get('balance')
   async balance(@Merchant() merchant: MerchantIdentity) {
-    const rows = await this.pool.query<{ account: string; balance: string }>(
-      `SELECT account, balance FROM ledger_balances WHERE account_id = $1 AND mode = $2 AND account IN ('available', 'pending', 'reserved')`,
-      [merchant.project.accountId, merchant.mode],
-    );
-    const of = (account: string) => Number(rows.rows.find((r) => r.account === account)?.balance ?? 0);
+    const balance = await this.queries.execute(new GetBalance({ accountId: merchant.project.accountId, mode: merchant.mode }));
     return {
-      available: formatMoney(of('available')),
-      pending: formatMoney(of('pending')),
-      reserved: formatMoney(of('reserved')),
+      available: formatMoney(balance.available),
+      pending: formatMoney(balance.pending),
+      reserved: formatMoney(balance.reserved),
       currency: 'RUB',
     };
   }

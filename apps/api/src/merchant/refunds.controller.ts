@@ -1,20 +1,23 @@
 import { Body, Controller, Get, HttpCode, Inject, Param, Post, UseGuards, UseInterceptors } from '@nestjs/common';
+import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { Clock } from '../../../../libs/clock/src';
-import type { RefundService } from '../../../../libs/payments/src';
 import { refundView } from '../../../../libs/payments/src';
+import { GetRefund } from '../../../../libs/payments/src/refunds/get-refund.query';
+import { RefundInvoice } from '../../../../libs/payments/src/refunds/refund-invoice.command';
 import type { MerchantIdentity } from '../../../../libs/registry/src';
 import type { KeyedRequest } from '../../../../libs/idempotency/src';
 import { IdempotencyInterceptor, Keyed } from '../http/idempotency';
 import { RawBody } from '../http/raw-body';
 import { Fields } from '../http/validation';
-import { CLOCK_TOKEN, REFUND_SERVICE } from '../tokens';
+import { CLOCK_TOKEN } from '../tokens';
 import { Merchant, MerchantAuthGuard } from './merchant-auth.guard';
 
 @Controller('v1')
 @UseGuards(MerchantAuthGuard)
 export class RefundsController {
   constructor(
-    @Inject(REFUND_SERVICE) private readonly refunds: RefundService,
+    private readonly commands: CommandBus,
+    private readonly queries: QueryBus,
     @Inject(CLOCK_TOKEN) private readonly clock: Clock,
   ) {}
 
@@ -38,13 +41,13 @@ export class RefundsController {
     const amount = f.money('amount');
     if (amount === 0) f.fail('amount', 'out_of_range', 'сумма возврата должна быть больше нуля');
     f.done();
-    const refund = await this.refunds.request(merchant.project, merchant.mode, invoiceId, amount ?? null, this.clock.now(), keyed);
+    const refund = await this.commands.execute(new RefundInvoice(merchant.project, merchant.mode, invoiceId, amount ?? null, this.clock.now(), keyed));
     return refundView(refund);
   }
 
   /** One refund, from its own stream; unknown or another project's: 404 invoice_not_found (as the spec says). */
   @Get('refunds/:id')
   async get(@Merchant() merchant: MerchantIdentity, @Param('id') id: string) {
-    return refundView(await this.refunds.getFor(merchant.project, merchant.mode, id));
+    return refundView(await this.queries.execute(new GetRefund(merchant.project, merchant.mode, id)));
   }
 }

@@ -1,14 +1,17 @@
 import { Body, Catch, Controller, Get, Inject, Param, Post, Query, Req, Res, UseFilters } from '@nestjs/common';
 import type { ArgumentsHost, ExceptionFilter } from '@nestjs/common';
+import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Clock } from '../../../../libs/clock/src';
 import { isMethodCode } from '../../../../libs/domain/src';
 import type { Invoice, InvoiceCreatedData } from '../../../../libs/domain/src';
 import { createLogger } from '../../../../libs/logging/src/logger';
 import type { Logger } from '../../../../libs/logging/src/logger';
-import type { InvoiceService } from '../../../../libs/payments/src';
+import { ChooseInvoiceMethod } from '../../../../libs/payments/src/invoices/choose-invoice-method.command';
+import { FindInvoice } from '../../../../libs/payments/src/invoices/get-invoice.query';
+import { RecordPaymentResult } from '../../../../libs/payments/src/invoices/record-payment-result.command';
 import { toApiError } from '../errors/error.filter';
-import { CLOCK_TOKEN, INVOICE_SERVICE, PAGE_FORM_TOKENS, PUBLIC_URL } from '../tokens';
+import { CLOCK_TOKEN, PAGE_FORM_TOKENS, PUBLIC_URL } from '../tokens';
 import type { PublicUrl } from '../tokens';
 import { FORM_TOKEN_FIELD, fromGatewayItself } from './page-form-token';
 import type { PageFormTokens } from './page-form-token';
@@ -102,7 +105,8 @@ function formField(body: unknown, name: string): string | undefined {
 @UseFilters(PaymentPageErrorFilter)
 export class PaymentPageController {
   constructor(
-    @Inject(INVOICE_SERVICE) private readonly invoices: InvoiceService,
+    private readonly commands: CommandBus,
+    private readonly queries: QueryBus,
     @Inject(CLOCK_TOKEN) private readonly clock: Clock,
     @Inject(PAGE_FORM_TOKENS) private readonly forms: PageFormTokens,
     @Inject(PUBLIC_URL) private readonly publicUrl: PublicUrl,
@@ -131,7 +135,7 @@ export class PaymentPageController {
         renderErrorPage({ title: 'Способ оплаты недоступен', message: 'Выберите один из способов оплаты, предложенных на странице счёта.', backHref: pagePath(created) }),
       );
     }
-    await this.invoices.chooseMethod(created.invoiceId, method, now);
+    await this.commands.execute(new ChooseInvoiceMethod(created.invoiceId, method, now));
     return redirect(reply, pagePath(created));
   }
 
@@ -165,7 +169,7 @@ export class PaymentPageController {
         renderErrorPage({ title: 'Сначала выберите способ оплаты', message: 'Выберите способ оплаты на странице счёта.', backHref: pagePath(created) }),
       );
     }
-    await this.invoices.recordPaymentResult(created.invoiceId, outcome, null, now);
+    await this.commands.execute(new RecordPaymentResult(created.invoiceId, outcome, null, now));
     return redirect(reply, afterPayment(created, outcome));
   }
 
@@ -189,7 +193,7 @@ export class PaymentPageController {
   }
 
   private async find(id: string): Promise<Invoice> {
-    const invoice = await this.invoices.get(id);
+    const invoice = await this.queries.execute(new FindInvoice(id));
     if (!invoice) throw new PageError(404, renderNotFoundPage());
     return invoice;
   }

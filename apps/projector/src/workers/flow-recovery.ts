@@ -1,7 +1,9 @@
+import type { CommandBus } from '@nestjs/cqrs';
 import type { Pool } from 'pg';
 import type { Clock } from '../../../../libs/clock/src';
-import type { PayoutService, RefundService } from '../../../../libs/payments/src';
 import { PaymentsError } from '../../../../libs/payments/src';
+import { AdvancePayout } from '../../../../libs/payments/src/payouts/advance-payout.command';
+import { AdvanceRefund } from '../../../../libs/payments/src/refunds/advance-refund.command';
 
 /** How long a request may stay half-done before recovery takes it over (the API normally finishes in milliseconds). */
 export const RECOVERY_GRACE_SECONDS = 5;
@@ -11,9 +13,10 @@ export const RECOVERY_GRACE_SECONDS = 5;
  * the first step, before the answer): each is taken through the same steps the API
  * runs, which decide once, so the outcome is the one the API would have reached,
  * funded (refund pending, payout pending) or refused (amount back to the invoice's
- * remainder; payout refused and its orderId free again).
+ * remainder; payout refused and its orderId free again). Sent as the AdvanceRefund
+ * and AdvancePayout commands.
  */
-export function recoverHalfDoneFlows(pool: Pool, refunds: RefundService, payouts: PayoutService, clock: Clock) {
+export function recoverHalfDoneFlows(pool: Pool, commands: CommandBus, clock: Clock) {
   return async (): Promise<number> => {
     const now = clock.now();
     const horizon = new Date(now.getTime() - RECOVERY_GRACE_SECONDS * 1000);
@@ -29,8 +32,8 @@ export function recoverHalfDoneFlows(pool: Pool, refunds: RefundService, payouts
       // A refusal is an outcome too: the flow is finished.
       if (!(error instanceof PaymentsError)) throw error;
     };
-    for (const r of refundRequests.rows) await refunds.advance(r.invoice_id, r.id, now).catch(refused);
-    for (const p of payoutRequests.rows) await payouts.advance(Number(p.id), now).catch(refused);
+    for (const r of refundRequests.rows) await commands.execute(new AdvanceRefund(r.invoice_id, r.id, now)).catch(refused);
+    for (const p of payoutRequests.rows) await commands.execute(new AdvancePayout(Number(p.id), now)).catch(refused);
     return refundRequests.rows.length + payoutRequests.rows.length;
   };
 }

@@ -1,10 +1,11 @@
+import type { CommandBus } from '@nestjs/cqrs';
 import type { Pool } from 'pg';
 import type { Clock } from '../../../../libs/clock/src';
 import { LedgerError, LedgerMode } from '../../../../libs/ledger/src';
-import type { LedgerBook } from '../../../../libs/ledger-store/src';
+import { ReleaseHold } from '../../../../libs/payments/src/ledger/release-hold.command';
 
-/** Moves every hold whose time has come from pending to available. */
-export function releaseDueHolds(pool: Pool, ledgers: LedgerBook, clock: Clock) {
+/** Moves every hold whose time has come from pending to available (the ReleaseHold command). */
+export function releaseDueHolds(pool: Pool, commands: CommandBus, clock: Clock) {
   return async (): Promise<number> => {
     const now = clock.now();
     const due = await pool.query<{ account_id: string; mode: LedgerMode; invoice_id: string }>(
@@ -14,7 +15,7 @@ export function releaseDueHolds(pool: Pool, ledgers: LedgerBook, clock: Clock) {
     let done = 0;
     for (const hold of due.rows) {
       try {
-        await ledgers.post({ accountId: hold.account_id, mode: hold.mode }, { type: 'ReleaseHold', invoiceId: hold.invoice_id, at: now.toISOString() });
+        await commands.execute(new ReleaseHold({ accountId: hold.account_id, mode: hold.mode }, hold.invoice_id, now.toISOString()));
         done++;
       } catch (error) {
         // Released already (the read model lags the ledger by a moment): nothing to do.

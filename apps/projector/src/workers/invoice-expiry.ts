@@ -1,10 +1,11 @@
+import type { CommandBus } from '@nestjs/cqrs';
 import type { Pool } from 'pg';
 import type { Clock } from '../../../../libs/clock/src';
-import type { InvoiceService } from '../../../../libs/payments/src';
 import { PaymentsError } from '../../../../libs/payments/src';
+import { ExpireInvoice } from '../../../../libs/payments/src/invoices/expire-invoice.command';
 
-/** Expires every open invoice whose expiresAt has passed on the gateway clock. */
-export function expireDueInvoices(pool: Pool, invoices: InvoiceService, clock: Clock) {
+/** Expires every open invoice whose expiresAt has passed on the gateway clock (the ExpireInvoice command). */
+export function expireDueInvoices(pool: Pool, commands: CommandBus, clock: Clock) {
   return async (): Promise<number> => {
     const now = clock.now();
     const due = await pool.query<{ id: string }>(
@@ -14,7 +15,7 @@ export function expireDueInvoices(pool: Pool, invoices: InvoiceService, clock: C
     let done = 0;
     for (const { id } of due.rows) {
       try {
-        await invoices.expire(id, now);
+        await commands.execute(new ExpireInvoice(id, now));
         done++;
       } catch (error) {
         // Paid or failed meanwhile: nothing to expire.

@@ -1,16 +1,17 @@
+import type { CommandBus } from '@nestjs/cqrs';
 import type { RecordedEvent } from '../../../../libs/event-store/src';
 import { INVOICE_CATEGORY, InvoiceEvent } from '../../../../libs/domain/src';
-import type { LedgerBook } from '../../../../libs/ledger-store/src';
+import { RecordPayment } from '../../../../libs/payments/src/ledger/record-payment.command';
 import type { Projection } from '../../../../libs/projections/src';
 
 /**
  * Process manager: every InvoicePaid in the log is recorded in the merchant's ledger
  * (net to pending until availableAt, or to available without a hold; the fee to
- * fees). It follows the log from its own checkpoint, and the ledger posts once per
- * cause (`payment:<invoiceId>`), so a crash, a restart or a replay never posts twice
- * and never misses one.
+ * fees), by the RecordPayment command. It follows the log from its own checkpoint,
+ * and the ledger posts once per cause (`payment:<invoiceId>`), so a crash, a restart
+ * or a replay never posts twice and never misses one.
  */
-export function paymentsToLedger(ledgers: LedgerBook): Projection {
+export function paymentsToLedger(commands: CommandBus): Projection {
   return {
     name: 'payments_to_ledger',
     tables: [],
@@ -22,16 +23,8 @@ export function paymentsToLedger(ledgers: LedgerBook): Projection {
         const event = { type: recorded.type, data: recorded.data } as unknown as InvoiceEvent;
         if (event.type !== 'InvoicePaid') continue;
         const paid = event.data;
-        await ledgers.post(
-          { accountId: paid.accountId, mode: paid.mode },
-          {
-            type: 'RecordPayment',
-            invoiceId: paid.invoiceId,
-            netAmount: paid.netAmount,
-            feeAmount: paid.feeAmount,
-            releaseAt: paid.availableAt,
-            at: paid.paidAt,
-          },
+        await commands.execute(
+          new RecordPayment({ accountId: paid.accountId, mode: paid.mode }, paid.invoiceId, paid.netAmount, paid.feeAmount, paid.availableAt, paid.paidAt),
         );
       }
     },

@@ -1,8 +1,8 @@
+import type { CommandBus } from '@nestjs/cqrs';
 import type { RecordedEvent } from '../../../../libs/event-store/src';
 import { PAYOUT_CATEGORY, PayoutEvent, REFUND_CATEGORY, RefundEvent } from '../../../../libs/domain/src';
-import type { LedgerBook } from '../../../../libs/ledger-store/src';
-import type { InvoiceService } from '../../../../libs/payments/src';
-import { applyPayoutOutcome, applyRefundOutcome } from '../../../../libs/payments/src';
+import { SettlePayoutOutcome } from '../../../../libs/payments/src/payouts/settle-payout-outcome.command';
+import { SettleRefundOutcome } from '../../../../libs/payments/src/refunds/settle-refund-outcome.command';
 import type { Projection } from '../../../../libs/projections/src';
 
 /**
@@ -11,9 +11,9 @@ import type { Projection } from '../../../../libs/projections/src';
  * amount and status, or the amount back in the remainder). It follows the log from
  * its own checkpoint, and each step decides once per refund (ledger causes
  * `settle:`/`release:`, the invoice's record of the refund), so a crash, restart or
- * replay neither misses nor doubles one.
+ * replay neither misses nor doubles one. Sent as the SettleRefundOutcome command.
  */
-export function refundOutcomes(ledgers: LedgerBook, invoices: InvoiceService): Projection {
+export function refundOutcomes(commands: CommandBus): Projection {
   return {
     name: 'refund_outcomes',
     tables: [],
@@ -21,7 +21,7 @@ export function refundOutcomes(ledgers: LedgerBook, invoices: InvoiceService): P
     // Commands through the event store, before the batch's transaction (which only moves the checkpoint).
     async prepare(events: readonly RecordedEvent[]) {
       for (const recorded of events) {
-        await applyRefundOutcome(ledgers, invoices, { type: recorded.type, data: recorded.data } as unknown as RefundEvent);
+        await commands.execute(new SettleRefundOutcome({ type: recorded.type, data: recorded.data } as unknown as RefundEvent));
       }
     },
     async apply() {},
@@ -31,16 +31,16 @@ export function refundOutcomes(ledgers: LedgerBook, invoices: InvoiceService): P
 /**
  * Process manager: a finished payout settles its reservation (paid: the net amount
  * to payouts_sent and the fee to fees) or returns it to available (rejected,
- * cancelled). Once per payout, by the ledger's causes.
+ * cancelled). Once per payout, by the ledger's causes. Sent as the SettlePayoutOutcome command.
  */
-export function payoutOutcomes(ledgers: LedgerBook): Projection {
+export function payoutOutcomes(commands: CommandBus): Projection {
   return {
     name: 'payout_outcomes',
     tables: [],
     filter: { streamNamePrefixes: [`${PAYOUT_CATEGORY}-`], eventTypePrefixes: ['PayoutPaid', 'PayoutRejected', 'PayoutCancelled'] },
     async prepare(events: readonly RecordedEvent[]) {
       for (const recorded of events) {
-        await applyPayoutOutcome(ledgers, { type: recorded.type, data: recorded.data } as unknown as PayoutEvent);
+        await commands.execute(new SettlePayoutOutcome({ type: recorded.type, data: recorded.data } as unknown as PayoutEvent));
       }
     },
     async apply() {},

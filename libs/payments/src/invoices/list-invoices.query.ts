@@ -1,0 +1,21 @@
+import { Inject } from '@nestjs/common';
+import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
+import type { Pool } from 'pg';
+import { InvoiceListFilter, InvoicePage, listInvoices } from '../../../read-models/src/invoices.projection';
+import { READ_MODELS } from '../payments.tokens';
+
+/** The project's invoices in a mode, newest first (order of arrival in the read model), a page at a time. */
+export class ListInvoices extends Query<InvoicePage> {
+  constructor(readonly filter: InvoiceListFilter) {
+    super();
+  }
+}
+
+@QueryHandler(ListInvoices)
+export class ListInvoicesHandler implements IQueryHandler<ListInvoices> {
+  constructor(@Inject(READ_MODELS) private readonly pool: Pool) {}
+
+  execute(query: ListInvoices): Promise<InvoicePage> {
+    return listInvoices(this.pool, query.filter);
+  }
+}

@@ -1,0 +1,128 @@
+import { DynamicModule, Module, Provider, Type } from '@nestjs/common';
+import type { Pool } from 'pg';
+import type { GatewayServices } from '../../infrastructure/src/services';
+import { LedgerBook } from '../../ledger-store/src';
+import { PayoutAddresses, Registry } from '../../registry/src';
+import { InvoiceService } from './invoice-service';
+import { PayoutService } from './payout-service';
+import { READ_MODELS } from './payments.tokens';
+import { RefundService } from './refund-service';
+import { ChooseInvoiceMethodHandler } from './invoices/choose-invoice-method.command';
+import { CreateInvoiceHandler } from './invoices/create-invoice.command';
+import { ExpireInvoiceHandler } from './invoices/expire-invoice.command';
+import { GetInvoiceHandler, FindInvoiceHandler } from './invoices/get-invoice.query';
+import { ListInvoicesHandler } from './invoices/list-invoices.query';
+import { RecordPaymentResultHandler } from './invoices/record-payment-result.command';
+import { AdvanceRefundHandler } from './refunds/advance-refund.command';
+import { CompleteRefundHandler } from './refunds/complete-refund.command';
+import { FailRefundHandler } from './refunds/fail-refund.command';
+import { GetRefundHandler } from './refunds/get-refund.query';
+import { RefundInvoiceHandler } from './refunds/refund-invoice.command';
+import { SettleRefundOutcomeHandler } from './refunds/settle-refund-outcome.command';
+import { AddPayoutAddressHandler } from './payouts/add-payout-address.command';
+import { AdvancePayoutHandler } from './payouts/advance-payout.command';
+import { ApprovePayoutHandler } from './payouts/approve-payout.command';
+import { CancelPayoutHandler } from './payouts/cancel-payout.command';
+import { ConfirmPayoutAddressHandler } from './payouts/confirm-payout-address.command';
+import { CreatePayoutHandler } from './payouts/create-payout.command';
+import { GetPayoutByOrderIdHandler } from './payouts/get-payout-by-order-id.query';
+import { GetPayoutHandler } from './payouts/get-payout.query';
+import { ListPayoutAddressesHandler } from './payouts/list-payout-addresses.query';
+import { ListPayoutsHandler } from './payouts/list-payouts.query';
+import { PayPayoutHandler } from './payouts/pay-payout.command';
+import { ProcessPayoutHandler } from './payouts/process-payout.command';
+import { RejectPayoutHandler } from './payouts/reject-payout.command';
+import { SettlePayoutOutcomeHandler } from './payouts/settle-payout-outcome.command';
+import { GetLedgerEntriesHandler } from './ledger/get-ledger-entries.query';
+import { RecordPaymentHandler } from './ledger/record-payment.command';
+import { ReleaseHoldHandler } from './ledger/release-hold.command';
+import { ReleaseReservationHandler } from './ledger/release-reservation.command';
+import { ReserveFundsHandler } from './ledger/reserve-funds.command';
+import { SettleReservationHandler } from './ledger/settle-reservation.command';
+import { GetBalanceAsOfHandler } from './balance/get-balance-as-of.query';
+import { GetBalanceHandler } from './balance/get-balance.query';
+import { GetLedgerBalanceHandler } from './balance/get-ledger-balance.query';
+import { ListWebhookDeliveriesHandler } from './webhooks/list-webhook-deliveries.query';
+import { ResendWebhookDeliveryHandler } from './webhooks/resend-webhook-delivery.command';
+import { CreateAccountHandler } from './merchants/create-account.command';
+import { CreateProjectHandler } from './merchants/create-project.command';
+import { GetAccountHandler } from './merchants/get-account.query';
+import { GetProjectHandler } from './merchants/get-project.query';
+import { RotateProjectKeysHandler } from './merchants/rotate-project-keys.command';
+import { UpdateProjectHandler } from './merchants/update-project.command';
+
+/** Every command handler: one per command class, each a thin adapter over a service or the ledger. */
+export const COMMAND_HANDLERS: readonly Type[] = [
+  ChooseInvoiceMethodHandler,
+  CreateInvoiceHandler,
+  ExpireInvoiceHandler,
+  RecordPaymentResultHandler,
+  AdvanceRefundHandler,
+  CompleteRefundHandler,
+  FailRefundHandler,
+  RefundInvoiceHandler,
+  SettleRefundOutcomeHandler,
+  AddPayoutAddressHandler,
+  AdvancePayoutHandler,
+  ApprovePayoutHandler,
+  CancelPayoutHandler,
+  ConfirmPayoutAddressHandler,
+  CreatePayoutHandler,
+  PayPayoutHandler,
+  ProcessPayoutHandler,
+  RejectPayoutHandler,
+  SettlePayoutOutcomeHandler,
+  RecordPaymentHandler,
+  ReleaseHoldHandler,
+  ReleaseReservationHandler,
+  ReserveFundsHandler,
+  SettleReservationHandler,
+  ResendWebhookDeliveryHandler,
+  CreateAccountHandler,
+  CreateProjectHandler,
+  RotateProjectKeysHandler,
+  UpdateProjectHandler,
+];
+
+/** Every query handler: each calls the read model (or the stream) it reads. */
+export const QUERY_HANDLERS: readonly Type[] = [
+  GetInvoiceHandler,
+  FindInvoiceHandler,
+  ListInvoicesHandler,
+  GetRefundHandler,
+  GetPayoutByOrderIdHandler,
+  GetPayoutHandler,
+  ListPayoutAddressesHandler,
+  ListPayoutsHandler,
+  GetLedgerEntriesHandler,
+  GetBalanceAsOfHandler,
+  GetBalanceHandler,
+  GetLedgerBalanceHandler,
+  ListWebhookDeliveriesHandler,
+  GetAccountHandler,
+  GetProjectHandler,
+];
+
+/**
+ * The payments handlers on the buses of `@nestjs/cqrs`, over one process's services:
+ * the API's AppModule and the projector's application context import it (next to
+ * `CqrsModule.forRoot()`), so every write, whoever asks, is the same command class
+ * through the same handler.
+ */
+@Module({})
+export class PaymentsModule {
+  static register(services: GatewayServices, pool: Pool): DynamicModule {
+    const providers: Provider[] = [
+      { provide: InvoiceService, useValue: services.invoices },
+      { provide: RefundService, useValue: services.refunds },
+      { provide: PayoutService, useValue: services.payouts },
+      { provide: LedgerBook, useValue: services.ledgers },
+      { provide: Registry, useValue: services.registry },
+      { provide: PayoutAddresses, useValue: services.payoutAddresses },
+      { provide: READ_MODELS, useValue: pool },
+      ...COMMAND_HANDLERS,
+      ...QUERY_HANDLERS,
+    ];
+    return { module: PaymentsModule, providers, exports: [] };
+  }
+}

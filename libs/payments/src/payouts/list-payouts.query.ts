@@ -1,0 +1,23 @@
+import { Inject } from '@nestjs/common';
+import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
+import type { Pool } from 'pg';
+import type { Payout } from '../../../domain/src';
+import type { ReadModelPage } from '../../../read-models/src/invoices.projection';
+import { listPayouts, PayoutListFilter } from '../../../read-models/src/payouts.projection';
+import { READ_MODELS } from '../payments.tokens';
+
+/** The account's payouts, newest first, a page at a time (from the payouts read model). */
+export class ListPayouts extends Query<ReadModelPage<Payout>> {
+  constructor(readonly filter: PayoutListFilter) {
+    super();
+  }
+}
+
+@QueryHandler(ListPayouts)
+export class ListPayoutsHandler implements IQueryHandler<ListPayouts> {
+  constructor(@Inject(READ_MODELS) private readonly pool: Pool) {}
+
+  execute(query: ListPayouts): Promise<ReadModelPage<Payout>> {
+    return listPayouts(this.pool, query.filter);
+  }
+}

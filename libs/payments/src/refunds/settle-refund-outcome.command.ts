@@ -1,0 +1,25 @@
+import { Inject } from '@nestjs/common';
+import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import type { RefundEvent } from '../../../domain/src';
+import { LedgerBook } from '../../../ledger-store/src';
+import { InvoiceService } from '../invoice-service';
+import { applyRefundOutcome } from '../outcomes';
+
+/** What a refund's outcome moves (its reservation settled or released, the invoice's refunded amount): sent by the refund_outcomes process manager for each RefundSucceeded/RefundFailed. Idempotent. */
+export class SettleRefundOutcome extends Command<void> {
+  constructor(readonly event: RefundEvent) {
+    super();
+  }
+}
+
+@CommandHandler(SettleRefundOutcome)
+export class SettleRefundOutcomeHandler implements ICommandHandler<SettleRefundOutcome> {
+  constructor(
+    @Inject(LedgerBook) private readonly ledgers: LedgerBook,
+    @Inject(InvoiceService) private readonly invoices: InvoiceService,
+  ) {}
+
+  execute(command: SettleRefundOutcome): Promise<void> {
+    return applyRefundOutcome(this.ledgers, this.invoices, command.event);
+  }
+}
