@@ -356,7 +356,6 @@ function expectAndApply(model: Model, command: LedgerCommand): Outcome {
     }
     case 'ReserveFunds': {
       if (!kopecks(command.amount, false)) return 'invalid_amount';
-      if (model.reservations.has(command.reservationId)) return 'duplicate_reservation';
       if (command.amount > b.available) return 'insufficient_balance';
       b.available -= command.amount;
       b.reserved += command.amount;

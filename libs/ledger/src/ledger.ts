@@ -190,7 +190,6 @@ export type LedgerErrorCode =
   | 'hold_not_found'
   | 'hold_not_due'
   | 'reservation_not_found'
-  | 'duplicate_reservation'
   | 'too_many_pending'
   | 'duplicate_request'
   | 'invalid_time';
@@ -275,9 +274,8 @@ export function decide(command: LedgerCommand, state: LedgerState): LedgerEvent[
     }
     case 'ReserveFunds': {
       if (!isAmount(command.amount)) return new LedgerError('invalid_amount', 'Сумма резерва должна быть положительным целым числом копеек');
-      if (lookup(state.reservations, command.reservationId)) {
-        return new LedgerError('duplicate_reservation', `Резерв ${command.reservationId} уже открыт`);
-      }
+      // Still open: this very reservation was posted (its cause is spent), however long ago.
+      if (lookup(state.reservations, command.reservationId)) return [];
       const reservation = { id: command.reservationId, purpose: command.purpose, amount: command.amount };
       const refusal = reservationRefusal(command, state);
       if (refusal) {
