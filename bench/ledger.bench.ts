@@ -284,10 +284,11 @@ async function seedLedger(
       const request = history.next(state);
       const command = { ...request, entryId: ledgerEntryId(ledger, causeOf(request as LedgerCommand)) } as LedgerCommand;
       // Every seeded cause is new (random ids), so decide on the state without its
-      // window of recent causes: the duplicate check scans the whole window (~2,000
-      // causes, ~30 µs) and would dominate seeding; balances, holds and reservations
-      // are checked as usual. `evolve` still keeps the real window.
-      const decision = decide(command, { ...state, recentCauses: [] });
+      // window of recent causes, saying that no older entry posted the cause: the
+      // duplicate check scans the whole window (~2,000 causes, ~30 µs) and would
+      // dominate seeding; balances, holds and reservations are checked as usual.
+      // `evolve` still keeps the real window.
+      const decision = decide({ ...command, postedBeforeWindow: false }, { ...state, recentCauses: [] });
       if (!Array.isArray(decision) || decision.length !== 1) {
         throw new Error(`seeding ${stream}: ${command.type} was not posted: ${decision instanceof Error ? decision.message : 'a repeat'}`);
       }

@@ -13,6 +13,7 @@ import { payoutIdsMigration } from '../../payments/src/schema';
 import { refundsReadModelMigration } from '../../read-models/src/refunds.projection';
 import { payoutsReadModelMigration } from '../../read-models/src/payouts.projection';
 import { webhookQueueMigration } from '../../webhooks/src/schema';
+import { ledgerCauseIndexMigration } from '../../read-models/src/ledger-cause-index';
 
 /** Every schema change of the gateway, in version order. Never edit an applied one: add a new one. */
 export const allMigrations: readonly Migration[] = [
@@ -31,4 +32,5 @@ export const allMigrations: readonly Migration[] = [
   refundsReadModelMigration,
   payoutsReadModelMigration,
   webhookQueueMigration,
+  ledgerCauseIndexMigration,
 ];

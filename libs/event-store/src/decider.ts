@@ -67,7 +67,7 @@ export interface SnapshotPolicy {
   readonly every: number;
 }
 
-export interface HandleOptions<Event> {
+export interface HandleOptions<Event, Command = unknown, State = unknown> {
   /** The id of each new event; default a random UUID. Deterministic ids make retries idempotent. */
   readonly eventId?: (event: Event, index: number) => string;
   readonly metadata?: JsonObject;
@@ -79,6 +79,14 @@ export interface HandleOptions<Event> {
    * cause was handled before. 'already_handled' answers as a repeat (no new events).
    */
   readonly onDuplicateEventId?: 'throw' | 'already_handled';
+  /** Told when an append was answered as already handled because the store refused an event id it holds already. */
+  readonly onDuplicateEventIdRefused?: (eventIds: readonly string[]) => void;
+  /**
+   * Facts from outside the stream that the decision needs (e.g. an exact index
+   * lookup): asked after every load, with the state just loaded; the command it
+   * returns is the one decided. The decider stays pure: the I/O happens here.
+   */
+  readonly prepare?: (command: Command, loaded: LoadedState<State>) => Promise<Command>;
 }
 
 export type HandleResult<State, Event, Failure> =
@@ -136,7 +144,7 @@ export async function handleCommand<State, Command, Event extends { type: string
   streamName: string,
   decider: Decider<State, Command, Event, Failure>,
   command: Command,
-  options: HandleOptions<Event> = {},
+  options: HandleOptions<Event, Command, State> = {},
 ): Promise<HandleResult<State, Event, Failure>> {
   if (commandObserver === null) return decideAndAppend(store, streamName, decider, command, options);
   const category = streamCategory(streamName);
@@ -157,7 +165,7 @@ async function decideAndAppend<State, Command, Event extends { type: string; dat
   streamName: string,
   decider: Decider<State, Command, Event, Failure>,
   command: Command,
-  options: HandleOptions<Event>,
+  options: HandleOptions<Event, Command, State>,
   category?: string,
   onAttempt?: (attempt: number) => void,
 ): Promise<HandleResult<State, Event, Failure>> {
@@ -165,7 +173,7 @@ async function decideAndAppend<State, Command, Event extends { type: string; dat
   for (let attempt = 1; ; attempt++) {
     onAttempt?.(attempt);
     const loaded = await loadState(store, streamName, decider, options.snapshots);
-    const decision = decider.decide(command, loaded.state);
+    const decision = decider.decide(options.prepare ? await options.prepare(command, loaded) : command, loaded.state);
     if (!Array.isArray(decision)) return { ok: false, failure: decision, state: loaded.state, attempts: attempt };
     if (decision.length === 0) {
       return { ok: true, state: loaded.state, events: [], revision: loaded.revision, position: null, attempts: attempt };
@@ -192,6 +200,7 @@ async function decideAndAppend<State, Command, Event extends { type: string; dat
       return { ok: true, state, events: decision, revision: result.nextExpectedRevision, position: result.position, attempts: attempt };
     } catch (error) {
       if (error instanceof DuplicateEventIdError && options.onDuplicateEventId === 'already_handled') {
+        options.onDuplicateEventIdRefused?.(error.eventIds);
         return { ok: true, state: loaded.state, events: [], revision: loaded.revision, position: null, attempts: attempt };
       }
       if (!(error instanceof WrongExpectedRevisionError)) throw error;
