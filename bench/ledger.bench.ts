@@ -15,7 +15,8 @@ import {
   ledgerStreamName,
   stateViolations,
 } from '../libs/ledger/src';
-import { LEDGER_SNAPSHOT_EVERY, LEDGER_STATE_VERSION, LedgerBook, LedgerRequest } from '../libs/ledger-store/src';
+import { LEDGER_FOLD_VERSION, ledgerSnapshotOf } from '../libs/ledger/src';
+import { LEDGER_SNAPSHOT_EVERY, LedgerBook, LedgerRequest } from '../libs/ledger-store/src';
 import type { BenchContext, BenchSection } from './run';
 import { nowMs, percentiles, startTimer } from './stats';
 import { fixed, Table } from './table';
@@ -36,7 +37,7 @@ import { fixed, Table } from './table';
  *   2. The snapshot LedgerBook would have written: it snapshots after every 500th entry
  *      (revisions 499, 999, ...), so the seeded ledger gets exactly that last snapshot
  *      (of 1,000,000 entries: at revision 999,999, the last one; of 100 entries: none),
- *      with LEDGER_STATE_VERSION and the state folded up to that revision.
+ *      with LEDGER_FOLD_VERSION and the state folded up to that revision (and its digest).
  *   3. VACUUM (ANALYZE) of the event-store tables and a CHECKPOINT, as autovacuum and
  *      the checkpointer would have done by then, so both ledgers see fresh statistics.
  *   4. Measurement: a warm-up, then commands one at a time through LedgerBook.post,
@@ -326,7 +327,7 @@ async function seedLedger(
   if (snapshotState !== null) {
     // Exactly what LedgerBook would have saved after its last snapshot-taking command.
     snapshotRevision = BigInt(snapshotEntries - 1);
-    await new PostgresSnapshotStore(pool).save(stream, snapshotRevision, LEDGER_STATE_VERSION, snapshotState);
+    await new PostgresSnapshotStore(pool).save(stream, snapshotRevision, LEDGER_FOLD_VERSION, ledgerSnapshotOf(snapshotState));
   }
   return { ledger, entries: count, snapshotRevision, state };
 }

@@ -15,4 +15,9 @@ export class InMemorySnapshotStore implements SnapshotStore {
     if (stored && stored.revision >= revision && stored.schemaVersion === schemaVersion) return;
     this.snapshots.set(streamName, { revision, schemaVersion, state: JSON.parse(JSON.stringify(state)) as unknown });
   }
+
+  async discard(streamName: string, revision: bigint, schemaVersion: number): Promise<void> {
+    const stored = this.snapshots.get(streamName);
+    if (stored && stored.revision === revision && stored.schemaVersion === schemaVersion) this.snapshots.delete(streamName);
+  }
 }

@@ -1,15 +1,18 @@
-import type { EventStore, SnapshotStore } from '../../event-store/src';
+import type { EventStore, SnapshotPolicy, SnapshotStore } from '../../event-store/src';
 import { END, handleCommand, loadState, StreamNotFoundError } from '../../event-store/src';
 import {
   causeOf,
+  checkLedgerSnapshot,
   entriesBeforeWindow,
   evolve,
   hasRecentCause,
   initialLedgerState,
   LedgerCommand,
+  LEDGER_FOLD_VERSION,
   LedgerError,
   LedgerEvent,
   LedgerId,
+  ledgerSnapshotOf,
   ledgerDecider,
   ledgerEntryId,
   LedgerState,
@@ -33,8 +36,6 @@ export interface Posted {
 export const LEDGER_SNAPSHOT_EVERY = 500;
 const OUT_OF_ORDER_WINDOW_MS = 3600_000;
 
-/** Bump when LedgerState changes shape. */
-export const LEDGER_STATE_VERSION = 3;
 
 /**
  * An exact index of the causes a ledger has posted, derived from its log (in the
@@ -97,16 +98,27 @@ export class LedgerBook {
 
   constructor(
     private readonly store: EventStore,
-    private readonly snapshots: SnapshotStore,
+    snapshots: SnapshotStore,
     options: LedgerBookOptions = {},
   ) {
     this.causes = options.causes ?? NO_CAUSE_INDEX;
     this.observer = options.observer ?? {};
+    this.snapshotPolicy = {
+      store: snapshots,
+      schemaVersion: LEDGER_FOLD_VERSION,
+      every: LEDGER_SNAPSHOT_EVERY,
+      encode: ledgerSnapshotOf,
+      check: checkLedgerSnapshot,
+      onRejected: (streamName, revision, problems) => this.tell((o) => o.snapshotRejected?.(streamName, revision, problems.join('; '))),
+    };
   }
 
-  private get snapshotPolicy() {
-    return { store: this.snapshots, schemaVersion: LEDGER_STATE_VERSION, every: LEDGER_SNAPSHOT_EVERY };
-  }
+  /**
+   * Snapshots are checked, not trusted: versioned by the fold itself, stored with a
+   * digest, and checked against the stream on every load (entry count, the entry at
+   * their revision, the invariants). One that fails is ignored, reported and discarded.
+   */
+  private readonly snapshotPolicy: SnapshotPolicy<LedgerState>;
 
   /** Posts the request's entry, or refuses it with a LedgerError. Idempotent per cause. */
   async post(ledger: LedgerId, request: LedgerRequest): Promise<Posted> {
