@@ -12,6 +12,7 @@ import { PeriodicWorker } from './workers/periodic-worker';
 import { payoutOutcomes, refundOutcomes } from './workers/refund-and-payout-outcomes';
 import { completeDueRefunds } from './workers/refund-processor';
 import { recoverHalfDoneFlows } from './workers/flow-recovery';
+import { WorkerItems } from './workers/worker-items';
 import { WebhookDispatcher, webhookOutbox } from '../../../libs/webhooks/src';
 import { GatewayMetrics, projectionLag, webhookQueueDepth } from '../../../libs/metrics/src';
 
@@ -62,12 +63,20 @@ export class Projector {
       metrics.addProjectionLagSource(this.lag);
       metrics.addWebhookQueueSource(() => webhookQueueDepth(infra.pool, infra.clock));
     }
+    // Each worker's items fail alone: logged, counted, retried after a back-off.
+    const items = (worker: string) => new WorkerItems(worker, infra.clock, log, metrics?.onWorkerItemFailure);
+    metrics?.registerWorkers(['invoice-expiry', 'hold-release', 'refund-processor', 'flow-recovery']);
     this.workers = [
-      new PeriodicWorker('invoice-expiry', 500, expireDueInvoices(infra.pool, services.invoices, infra.clock), log),
-      new PeriodicWorker('hold-release', 500, releaseDueHolds(infra.pool, services.ledgers, infra.clock), log),
-      new PeriodicWorker('refund-processor', 500, completeDueRefunds(infra.pool, services.refunds, infra.clock), log),
+      new PeriodicWorker('invoice-expiry', 500, expireDueInvoices(infra.pool, services.invoices, infra.clock, items('invoice-expiry')), log),
+      new PeriodicWorker('hold-release', 500, releaseDueHolds(infra.pool, services.ledgers, infra.clock, items('hold-release')), log),
+      new PeriodicWorker('refund-processor', 500, completeDueRefunds(infra.pool, services.refunds, infra.clock, items('refund-processor')), log),
       new PeriodicWorker('webhook-dispatcher', 100, () => dispatcher.tick(), log, 32),
-      new PeriodicWorker('flow-recovery', 1000, recoverHalfDoneFlows(infra.pool, services.refunds, services.payouts, infra.clock), log),
+      new PeriodicWorker(
+        'flow-recovery',
+        1000,
+        recoverHalfDoneFlows(infra.pool, services.refunds, services.payouts, infra.clock, items('flow-recovery')),
+        log,
+      ),
     ];
   }
 

@@ -1,20 +1,24 @@
 import type { Pool } from 'pg';
 import type { Clock } from '../../../../libs/clock/src';
 import type { RefundService } from '../../../../libs/payments/src';
+import type { WorkerItems } from './worker-items';
 
 /**
  * The sandbox refund processor: a refund still pending REFUND_PROCESSING_SECONDS
  * after it was created (on the gateway clock) succeeds. Until then the operator can
- * fail it; one that failed meanwhile stays failed.
+ * fail it; one that failed meanwhile stays failed. Each refund fails alone (see WorkerItems).
  */
-export function completeDueRefunds(pool: Pool, refunds: RefundService, clock: Clock) {
+export function completeDueRefunds(pool: Pool, refunds: RefundService, clock: Clock, items: WorkerItems) {
   return async (): Promise<number> => {
     const now = clock.now();
     const due = await pool.query<{ id: string }>(
-      `SELECT id FROM refunds WHERE status = 'pending' AND process_at <= $1 ORDER BY process_at LIMIT 100`,
-      [now],
+      `SELECT id FROM refunds WHERE status = 'pending' AND process_at <= $1 AND id <> ALL($2::text[]) ORDER BY process_at LIMIT 100`,
+      [now, items.backingOff()],
     );
-    for (const { id } of due.rows) await refunds.complete(id, now);
-    return due.rows.length;
+    return items.each(
+      due.rows,
+      ({ id }) => id,
+      async ({ id }) => void (await refunds.complete(id, now)),
+    );
   };
 }
