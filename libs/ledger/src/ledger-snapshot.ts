@@ -106,13 +106,19 @@ function canonicalEntries(): LedgerEvent[] {
 
 /** `value` as JSON with the keys of every object in sorted order (the order jsonb keeps is not the writer's). */
 function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (Array.isArray(value)) {
+    // An array of plain values (the window's chunks of causes): the engine's own JSON, the same text, much faster.
+    if (value.every(isPlainValue)) return JSON.stringify(value);
+    return `[${value.map(canonicalJson).join(',')}]`;
+  }
   if (value !== null && typeof value === 'object') {
     const keys = Object.keys(value).filter((k) => (value as Record<string, unknown>)[k] !== undefined).sort();
     return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(',')}}`;
   }
   return JSON.stringify(value);
 }
+
+const isPlainValue = (v: unknown): boolean => typeof v === 'string' || typeof v === 'boolean' || (typeof v === 'number' && Number.isFinite(v));
 
 const sha256 = (text: string): Buffer => createHash('sha256').update(text).digest();
 
