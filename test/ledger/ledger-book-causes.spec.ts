@@ -9,6 +9,7 @@
  * stream).
  */
 import { randomUUID } from 'node:crypto';
+import fc from 'fast-check';
 import {
   entriesBeforeWindow,
   foldLedger,
@@ -18,8 +19,13 @@ import {
   ledgerStreamName,
   RECENT_CAUSES_KEPT,
 } from '../../libs/ledger/src';
+import { LedgerCommand, LedgerError } from '../../libs/ledger/src';
 import { LedgerBook, LedgerCauseIndex, LedgerRequest } from '../../libs/ledger-store/src';
+import { LongRunResolver, longRuns } from '../support/ledger-long-runs';
+import { expectAndApply, newModel, Outcome } from '../support/ledger-model';
 import { InMemoryEventStore } from '../support/in-memory-event-store';
+import { appendLedgerHistory, freshPayments } from '../support/ledger-history';
+import { fastCheckSeed } from '../support/test-seed';
 import { InMemorySnapshotStore } from '../support/in-memory-snapshot-store';
 
 /** Well past the window (it keeps at least RECENT_CAUSES_KEPT causes, in chunks of 64). */
@@ -35,12 +41,16 @@ const at = () => new Date((clock += 1000)).toISOString();
 class LaggingCauseIndex implements LedgerCauseIndex {
   /** Revisions held: 0..completeThrough (-1: none; Infinity: all). */
   completeThrough = -1;
+  /** Instead: the index trails the log by this many entries. */
+  behindBy: number | null = null;
   lookups = 0;
   constructor(private readonly store: InMemoryEventStore) {}
   async find(ledger: LedgerId, cause: string) {
     this.lookups++;
     const events = await this.store.readStream(ledgerStreamName(ledger)).catch(() => []);
-    const held = events.slice(0, Number.isFinite(this.completeThrough) ? this.completeThrough + 1 : events.length);
+    const count =
+      this.behindBy !== null ? Math.max(0, events.length - this.behindBy) : Number.isFinite(this.completeThrough) ? this.completeThrough + 1 : events.length;
+    const held = events.slice(0, count);
     const found = held.find((e) => (e.data as { cause: string }).cause === cause);
     return { revision: found ? found.revision : null, completeThrough: held.length > 0 ? held[held.length - 1]!.revision : -1n };
   }
@@ -61,16 +71,16 @@ async function entriesOf(store: InMemoryEventStore, ledger: LedgerId): Promise<L
   return (await store.readStream(ledgerStreamName(ledger))).map((e) => ({ type: 'LedgerEntryPosted', data: e.data }) as LedgerEvent);
 }
 
-/** `n` payments of fresh invoices straight to available. */
-async function fill(book: LedgerBook, ledger: LedgerId, n: number): Promise<void> {
-  for (let i = 0; i < n; i++) {
-    await book.post(ledger, { type: 'RecordPayment', invoiceId: `fill-${randomUUID()}`, netAmount: 100, feeAmount: 1, releaseAt: null, at: at() });
-  }
+/**
+ * `n` payments of fresh invoices straight to available: the entries the book would
+ * post, appended in a few appends (thousands of posts would cost seconds per test;
+ * posting past the window through the book is what the long runs below do).
+ */
+async function fill(store: InMemoryEventStore, ledger: LedgerId, n: number): Promise<void> {
+  await appendLedgerHistory(store, ledger, freshPayments(`fill-${randomUUID()}`, n, at), await entriesOf(store, ledger));
 }
 
 describe('LedgerBook on a store that checks event ids only at the expected revision (as EventStoreDB)', () => {
-  jest.setTimeout(60_000);
-
   it('a payment replayed after its hold was released and the window moved on posts nothing', async () => {
     const { store, book } = setUp();
     const ledger: LedgerId = { accountId: randomUUID(), mode: 'live' };
@@ -78,7 +88,7 @@ describe('LedgerBook on a store that checks event ids only at the expected revis
     const payment: LedgerRequest = { type: 'RecordPayment', invoiceId: 'inv-old', netAmount: 97_000, feeAmount: 3_000, releaseAt: paidAt, at: paidAt };
     await book.post(ledger, payment);
     await book.post(ledger, { type: 'ReleaseHold', invoiceId: 'inv-old', at: at() });
-    await fill(book, ledger, PAST_THE_WINDOW);
+    await fill(store, ledger, PAST_THE_WINDOW);
     const before = await book.current(ledger);
     expect(hasRecentCause(before, 'payment:inv-old') || hasRecentCause(before, 'hold_release:inv-old')).toBe(false);
 
@@ -102,7 +112,7 @@ describe('LedgerBook on a store that checks event ids only at the expected revis
     const reserve = { type: 'ReserveFunds' as const, reservationId: 'rf_old', purpose: 'refund' as const, amount: 200_000, at: at() };
     expect(await book.reserve(ledger, reserve)).toEqual({ outcome: 'reserved' });
     await book.post(ledger, { type: 'SettleReservation', reservationId: 'rf_old', at: at() });
-    await fill(book, ledger, PAST_THE_WINDOW);
+    await fill(store, ledger, PAST_THE_WINDOW);
     const before = await book.current(ledger);
 
     // The refund flow retried (recovery, a replayed process manager): the first answer stands.
@@ -123,7 +133,7 @@ describe('LedgerBook on a store that checks event ids only at the expected revis
     const ledger: LedgerId = { accountId: randomUUID(), mode: 'live' };
     const reserve = { type: 'ReserveFunds' as const, reservationId: 'po_9', purpose: 'payout' as const, amount: 1_000_000, at: at() };
     expect(await book.reserve(ledger, reserve)).toEqual({ outcome: 'refused', refusal: 'insufficient_balance' });
-    await fill(book, ledger, PAST_THE_WINDOW); // now there is money enough
+    await fill(store, ledger, PAST_THE_WINDOW); // now there is money enough
     expect(await book.reserve(ledger, { ...reserve, at: at() })).toEqual({ outcome: 'refused', refusal: 'insufficient_balance' });
     expect((await entriesOf(store, ledger)).filter((e) => e.data.cause === 'reserve:po_9')).toHaveLength(1);
   });
@@ -140,7 +150,7 @@ describe('LedgerBook on a store that checks event ids only at the expected revis
       at: at(),
     }));
     for (const p of payments) await book.post(ledger, p);
-    await fill(book, ledger, PAST_THE_WINDOW);
+    await fill(store, ledger, PAST_THE_WINDOW);
     const windowStart = entriesBeforeWindow(await book.current(ledger));
     expect(windowStart).toBeGreaterThan(40);
 
@@ -162,4 +172,56 @@ describe('LedgerBook on a store that checks event ids only at the expected revis
     expect((await book.post(ledger, fresh)).entry).toBeNull(); // now in the window
     expect(await entriesOf(store, ledger)).toHaveLength(40 + PAST_THE_WINDOW + 1);
   });
+});
+
+describe('LedgerBook across the window: long random runs against the independent model', () => {
+  /**
+   * Thousands of commands (test/support/ledger-long-runs.ts: fresh ids, closes,
+   * unknown ids, retries of any age) through LedgerBook on the store that checks
+   * event ids only at the expected revision, with a cause index that trails the log
+   * by a random number of entries. Every answer is the model's; the log holds each
+   * cause once and folds into the book's state. One run by default (a few seconds;
+   * LEDGER_BOOK_LONG_RUNS for more); the seed is printed and TEST_SEED replays it.
+   */
+  it('every answer is the model\'s, whatever the age of a retry and the lag of the index', async () => {
+    await fc.assert(
+      // 3,200 commands post some 2,400 entries: past the window, with old retries coming back.
+      fc.asyncProperty(longRuns(3_200, 3_600), fc.nat({ max: 3_000 }), async (plan, behindBy) => {
+        const { store, causes, book, lookedUp } = setUp();
+        causes.behindBy = behindBy;
+        const ledger: LedgerId = { accountId: randomUUID(), mode: 'live' };
+        const resolver = new LongRunResolver();
+        const model = newModel();
+        const mismatches: string[] = [];
+        let oldRetries = 0;
+        for (const [i, step] of plan.entries()) {
+          const next = resolver.next(step, model);
+          if (next === null) continue;
+          const lookupsBefore = lookedUp.length;
+          let outcome: Outcome;
+          try {
+            outcome = (await book.post(ledger, next.request)).entry === null ? 'repeat' : 'posted';
+          } catch (error) {
+            if (!(error instanceof LedgerError)) throw error;
+            outcome = error.code;
+          }
+          const expected = expectAndApply(model, { ...next.request, entryId: '' } as LedgerCommand);
+          if (outcome !== expected) mismatches.push(`step ${i + 1}: ${JSON.stringify(next.request)} answered ${outcome}, the model expects ${expected}`);
+          if (next.retried && expected === 'repeat' && lookedUp.length > lookupsBefore) oldRetries++;
+          if (mismatches.length > 5) break;
+        }
+        expect(mismatches).toEqual([]);
+        expect(oldRetries).toBeGreaterThan(0);
+        const entries = await entriesOf(store, ledger);
+        expect(entries.length).toBeGreaterThan(RECENT_CAUSES_KEPT + 100);
+        expect(new Set(entries.map((e) => e.data.cause)).size).toBe(entries.length);
+        const state = await book.current(ledger);
+        expect(foldLedger(entries)).toEqual(state);
+        expect(state.balances).toEqual(model.balances);
+      }),
+      // No shrinking: a plan of thousands of steps would take minutes to shrink; the seed replays it.
+      { numRuns: Number(process.env.LEDGER_BOOK_LONG_RUNS ?? 1), seed: fastCheckSeed('LedgerBook long runs'), endOnFailure: true },
+    );
+    // About 5 s alone; the suite's process-level tests share the 2 cores and can slow it several-fold.
+  }, 120_000);
 });

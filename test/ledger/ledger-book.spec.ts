@@ -17,6 +17,7 @@ import {
 import { LEDGER_SNAPSHOT_EVERY, LedgerBook, LedgerRequest, verifyLedgers } from '../../libs/ledger-store/src';
 import { ProjectionRunner } from '../../libs/projections/src';
 import { ledgerProjection, PostgresLedgerCauseIndex } from '../../libs/read-models/src';
+import { appendLedgerHistory, freshPayments } from '../support/ledger-history';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 let db: TestDatabase;
@@ -141,10 +142,9 @@ describe('the ledger book on the real event store', () => {
     const first = randomUUID();
     const request: LedgerRequest = { type: 'RecordPayment', invoiceId: first, netAmount: 100, feeAmount: 1, releaseAt: null, at: at() };
     await indexed.post(ledger, request);
-    // The window keeps at least RECENT_CAUSES_KEPT causes, in chunks: go well past it.
-    for (let i = 0; i < RECENT_CAUSES_KEPT + 100; i++) {
-      await indexed.post(ledger, { type: 'RecordPayment', invoiceId: `other-${i}`, netAmount: 1, feeAmount: 0, releaseAt: null, at: at() });
-    }
+    // The window keeps at least RECENT_CAUSES_KEPT causes, in chunks: go well past it (the
+    // entries the book would post, written in a few appends: thousands of posts cost seconds).
+    await appendLedgerHistory(store, ledger, freshPayments('other', RECENT_CAUSES_KEPT + 100, at), await entriesOf(ledger));
     const state = await indexed.current(ledger);
     expect(hasRecentCause(state, `payment:${first}`)).toBe(false);
 
@@ -169,9 +169,18 @@ describe('the ledger book on the real event store', () => {
 
   it('loads from a snapshot plus the entries after it, and the result equals a full replay', async () => {
     const ledger = newLedger();
-    for (let i = 0; i < LEDGER_SNAPSHOT_EVERY + 120; i++) {
-      await book.post(ledger, { type: 'RecordPayment', invoiceId: `inv-${i}`, netAmount: 100 + i, feeAmount: 3, releaseAt: i % 2 ? null : '2030-01-01T00:00:00Z', at: at() });
-    }
+    const payment = (i: number): LedgerRequest => ({
+      type: 'RecordPayment',
+      invoiceId: `inv-${i}`,
+      netAmount: 100 + i,
+      feeAmount: 3,
+      releaseAt: i % 2 ? null : '2030-01-01T00:00:00Z',
+      at: at(),
+    });
+    // The entries before the 500th as the book would post them (hundreds of posts cost seconds);
+    // the book posts the 500th (and writes its snapshot) and the rest.
+    await appendLedgerHistory(store, ledger, Array.from({ length: LEDGER_SNAPSHOT_EVERY - 1 }, (_, i) => payment(i)));
+    for (let i = LEDGER_SNAPSHOT_EVERY - 1; i < LEDGER_SNAPSHOT_EVERY + 120; i++) await book.post(ledger, payment(i));
     const snapshot = await new PostgresSnapshotStore(db.pool).load(ledgerStreamName(ledger));
     expect(snapshot).not.toBeNull();
     expect(Number(snapshot!.revision)).toBeGreaterThanOrEqual(LEDGER_SNAPSHOT_EVERY - 1);

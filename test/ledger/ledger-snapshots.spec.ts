@@ -6,9 +6,10 @@
 import { randomUUID } from 'node:crypto';
 import { comparePositions, PostgresEventStore, PostgresSnapshotStore } from '../../libs/event-store/src';
 import { foldLedger, LedgerEvent, LedgerId, ledgerStreamName } from '../../libs/ledger/src';
-import { LEDGER_SNAPSHOT_EVERY, LedgerBook, verifyLedgers } from '../../libs/ledger-store/src';
+import { LEDGER_SNAPSHOT_EVERY, LedgerBook, LedgerRequest, verifyLedgers } from '../../libs/ledger-store/src';
 import { ProjectionRunner } from '../../libs/projections/src';
 import { ledgerProjection } from '../../libs/read-models/src';
+import { appendLedgerHistory } from '../support/ledger-history';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 let db: TestDatabase;
@@ -56,12 +57,29 @@ async function moveInSnapshot(ledger: LedgerId, from: string, to: string, amount
   expect(updated.rowCount).toBe(1);
 }
 
+const payment = (i: number, netAmount: number, feeAmount: number): LedgerRequest => ({
+  type: 'RecordPayment',
+  invoiceId: `inv-${i}`,
+  netAmount,
+  feeAmount,
+  releaseAt: null,
+  at: at(),
+});
+
+/**
+ * A ledger whose LEDGER_SNAPSHOT_EVERY-th entry the book posts, so that the book
+ * writes its snapshot at revision 499: the entries before it appended as the book
+ * would have posted them (hundreds of posts cost seconds), then `after` more posts.
+ */
+async function ledgerWithBookSnapshot(book: LedgerBook, ledger: LedgerId, amounts: [number, number], after: number): Promise<void> {
+  await appendLedgerHistory(store, ledger, Array.from({ length: LEDGER_SNAPSHOT_EVERY - 1 }, (_, i) => payment(i, ...amounts)));
+  for (let i = LEDGER_SNAPSHOT_EVERY - 1; i < LEDGER_SNAPSHOT_EVERY + after; i++) await book.post(ledger, payment(i, ...amounts));
+}
+
 /** A ledger of LEDGER_SNAPSHOT_EVERY + 20 payments (a snapshot at revision 499), its snapshot then corrupted. */
 async function ledgerWithCorruptedSnapshot(book: LedgerBook) {
   const ledger: LedgerId = { accountId: randomUUID(), mode: 'live' };
-  for (let i = 0; i < LEDGER_SNAPSHOT_EVERY + 20; i++) {
-    await book.post(ledger, { type: 'RecordPayment', invoiceId: `inv-${i}`, netAmount: 1_000, feeAmount: 30, releaseAt: null, at: at() });
-  }
+  await ledgerWithBookSnapshot(book, ledger, [1_000, 30], 20);
   expect((await new PostgresSnapshotStore(db.pool).load(ledgerStreamName(ledger)))?.revision).toBe(SNAPSHOT_REVISION);
   const truth = foldLedger(await entriesOf(ledger));
   expect(truth.balances.available).toBe(520_000);
@@ -123,9 +141,7 @@ describe('ledger snapshots on the real store', () => {
       observer: { snapshotRejected: (_stream, _revision, reason) => rejected.push(reason) },
     });
     const ledger: LedgerId = { accountId: randomUUID(), mode: 'test' };
-    for (let i = 0; i < LEDGER_SNAPSHOT_EVERY; i++) {
-      await book.post(ledger, { type: 'RecordPayment', invoiceId: `inv-${i}`, netAmount: 500, feeAmount: 5, releaseAt: null, at: at() });
-    }
+    await ledgerWithBookSnapshot(book, ledger, [500, 5], 0);
     await db.pool.query('UPDATE aggregate_snapshots SET revision = 10000 WHERE stream_name = $1', [ledgerStreamName(ledger)]);
     await projectLedgers();
     const report = await verifyLedgers(db.pool, store);
