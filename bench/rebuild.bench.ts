@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { seedLoad } from '../apps/tools/src/seed/seed-load';
 import { loadConfig } from '../libs/config/src';
-import { createPool, migrate } from '../libs/database/src';
+import { fixedKeys, SecretBox } from '../libs/secrets/src';
+import { COMMAND_SESSION_LIMITS, createPool, migrate } from '../libs/database/src';
 import { allMigrations } from '../libs/database/src/migrations';
 import { PostgresEventStore } from '../libs/event-store/src';
 import { rebuildProjection } from '../libs/projections/src';
@@ -28,14 +29,14 @@ export const rebuildBench: BenchSection = {
 async function run(context: BenchContext): Promise<Table[]> {
   const events = context.quick ? 100_000 : 1_000_000;
   const database = await ownDatabase(context.databaseUrl);
-  const pool = createPool(database.url, { max: 20, applicationName: 'gateway-bench-rebuild' });
+  const pool = createPool(database.url, { max: 20, applicationName: 'gateway-bench-rebuild', limits: COMMAND_SESSION_LIMITS });
   const store = new PostgresEventStore(pool);
   try {
     await migrate(pool, allMigrations);
     context.progress(`rebuild: seeding a history of about ${events} events`);
     let reported = Date.now();
     const seeded = await seedLoad(
-      { pool, store, terms: loadConfig({}) },
+      { pool, store, terms: loadConfig({}), secrets: new SecretBox(fixedKeys([randomBytes(32)])) },
       {
         events,
         seed: 'bench',

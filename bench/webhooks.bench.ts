@@ -1,8 +1,9 @@
 import { spawn } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { SystemClock } from '../libs/clock/src';
 import { createPool } from '../libs/database/src';
 import { Registry } from '../libs/registry/src';
+import { fixedKeys, SecretBox } from '../libs/secrets/src';
 import { WebhookDispatcher } from '../libs/webhooks/src';
 import type { BenchContext, BenchSection } from './run';
 import { percentiles, sleep, startTimer } from './stats';
@@ -55,7 +56,8 @@ async function run(context: BenchContext): Promise<Table[]> {
   const pool = createPool(context.databaseUrl, { max: 12, applicationName: 'bench-webhooks' });
   const receiver = await startReceiver();
   const clock = new SystemClock();
-  const registry = new Registry(pool);
+  // Signing only: a throw-away key seals the bench project's webhook secret.
+  const registry = new Registry(pool, new SecretBox(fixedKeys([randomBytes(32)])));
   const rows: (string | number)[][] = [];
   try {
     const account = await registry.createAccount('Bench', 'bench@example.com', clock.now());

@@ -1,25 +1,54 @@
+import { randomUUID } from 'node:crypto';
+import { createServer, Server, Socket } from 'node:net';
 import { PassThrough } from 'node:stream';
-import { WrongExpectedVersionError, StreamNotFoundError as ClientStreamNotFoundError } from '@eventstore/db-client';
-import type { AllStreamSubscription, ReadPosition } from '@eventstore/db-client';
-import { Subscription as ClientSubscription } from '@eventstore/db-client/dist/streams/utils/Subscription';
-import { Position, RecordedEvent, SubscriptionBatch, WrongExpectedRevisionError } from '../../libs/event-store/src';
 import {
+  DeadlineExceededError,
+  EventStoreDBClient,
+  MaxAppendSizeExceededError,
+  UnavailableError,
+  WrongExpectedVersionError,
+  StreamNotFoundError as ClientStreamNotFoundError,
+} from '@eventstore/db-client';
+import type { AllStreamSubscription, ReadPosition } from '@eventstore/db-client';
+import * as plainAppendModule from '@eventstore/db-client/dist/streams/appendToStream/append';
+import * as batchAppendModule from '@eventstore/db-client/dist/streams/appendToStream/batchAppend';
+import { ReadStream as ClientReadStream } from '@eventstore/db-client/dist/streams/utils/ReadStream';
+import { Subscription as ClientSubscription } from '@eventstore/db-client/dist/streams/utils/Subscription';
+import { toApiError } from '../../apps/api/src/errors/error.filter';
+import {
+  AppendTooLargeError,
+  EventStoreUnavailableError,
+  Position,
+  RecordedEvent,
+  SubscriptionBatch,
+  UnserializableEventError,
+  WrongExpectedRevisionError,
+} from '../../libs/event-store/src';
+import {
+  appendRoute,
   batchClientSubscription,
   batchSubscription,
+  caughtUpCheckpoint,
   ClientRecordedEvent,
   ClientResolvedEvent,
+  compareWithStored,
   EventStoreDbEventStore,
   expectationHolds,
+  expectedFirstRevision,
   isSystemEvent,
   lastUserEventPosition,
   pushCheckpointMarker,
   readAllAfter,
+  readWithDeadline,
   serverFilter,
+  settingsFromConnectionString,
+  settleAppendPosition,
   SubscriptionItem,
   toAppendExpectedRevision,
   toCreatedDate,
   toJsonObject,
   toPortAppendError,
+  toPosition,
   toReadPosition,
   toRecordedEvent,
 } from '../../libs/event-store/src/eventstoredb/eventstoredb-event-store';
@@ -42,7 +71,7 @@ async function close(): Promise<void> {
 }
 
 if (connectionString) {
-  eventStoreContract('EventStoreDB', open, close);
+  eventStoreContract('EventStoreDB', open, close, { refusesEventIds: 'at-expected-position' });
 } else {
   describe('event store contract: EventStoreDB', () => {
     it.todo('runs only when EVENTSTORE_CONNECTION_STRING is set (no EventStoreDB server can be installed on the build machines)');
@@ -581,5 +610,333 @@ describe("EventStoreDB adapter: markers in the client's subscription stream", ()
     call.emit('error', new Error('server went away'));
     expect(summary((await iterator.next()).value).events).toEqual([2]);
     await expect(iterator.next()).rejects.toThrow('server went away');
+  });
+});
+
+// ---------------------------------------------------------------------------------
+// The sharp edges of the client (issue 19), without a server: the client's own
+// classes, and a real client against a port where nothing listens or a peer that
+// accepts connections and never answers (a stalled server).
+// ---------------------------------------------------------------------------------
+
+/** A TCP port on which nothing listens. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/** A peer that accepts TCP connections and never sends a byte: what a stalled server looks like to the client. */
+async function stalledServer(): Promise<{ port: number; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as { port: number }).port,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+const userEvent = (data: Record<string, unknown> = {}, metadata?: Record<string, unknown>) => ({
+  id: randomUUID(),
+  type: 'Something',
+  data,
+  ...(metadata === undefined ? {} : { metadata }),
+});
+
+describe("EventStoreDB adapter: appends never take the client's batch-append stream", () => {
+  let plainAppend: jest.SpyInstance;
+  let batchAppend: jest.SpyInstance;
+  beforeEach(() => {
+    plainAppend = jest.spyOn(plainAppendModule, 'append');
+    batchAppend = jest.spyOn(batchAppendModule, 'batchAppend');
+  });
+  afterEach(() => jest.restoreAllMocks());
+
+  it.each([
+    ['credentials of the connection string', 'esdb://admin:changeit@127.0.0.1:PORT?tls=false'],
+    ['no credentials, no TLS', 'esdb://127.0.0.1:PORT?tls=false'],
+    ['TLS without user:password (anonymous or user certificates)', 'esdb://127.0.0.1:PORT'],
+  ])('%s: the plain append call, and the server that cannot be reached is EventStoreUnavailableError', async (_, template) => {
+    const store = EventStoreDbEventStore.fromConnectionString(template.replace('PORT', String(await closedPort())));
+    try {
+      const refused = await store.appendToStream('order-1', [userEvent()], { expectedRevision: 'no_stream' }).catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(EventStoreUnavailableError);
+      expect(plainAppend).toHaveBeenCalledTimes(1);
+      expect(batchAppend).not.toHaveBeenCalled();
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('passes the connection string’s credentials on each append, an empty pair without TLS (which the client ignores), none with TLS and no password', () => {
+    expect(appendRoute({ defaultCredentials: { username: 'ops', password: 'secret' } })).toEqual({
+      kind: 'credentials',
+      credentials: { username: 'ops', password: 'secret' },
+    });
+    expect(appendRoute({ tls: false })).toEqual({ kind: 'credentials', credentials: { username: '', password: '' } });
+    expect(appendRoute({})).toEqual({ kind: 'direct' });
+    expect(settingsFromConnectionString('esdb://admin:changeit@db:2113?tls=false&defaultDeadline=2500')).toEqual({
+      deadlineMs: 2500,
+      appendRoute: { kind: 'credentials', credentials: { username: 'admin', password: 'changeit' } },
+    });
+    expect(settingsFromConnectionString('esdb://db:2113').deadlineMs).toBe(10_000);
+  });
+});
+
+describe('EventStoreDB adapter: deadlines and an unavailable server', () => {
+  it('a stalled server fails reads and appends with EventStoreUnavailableError once the deadline has passed', async () => {
+    const server = await stalledServer();
+    const store = EventStoreDbEventStore.fromConnectionString(`esdb://127.0.0.1:${server.port}?tls=false&defaultDeadline=200`);
+    try {
+      const outcomes = await Promise.allSettled([
+        store.readStream('order-1'),
+        store.readAll({ maxCount: 10 }),
+        store.headPosition(),
+        store.appendToStream('order-1', [userEvent()], { expectedRevision: 0n }),
+      ]);
+      for (const outcome of outcomes) {
+        expect(outcome.status).toBe('rejected');
+        expect((outcome as PromiseRejectedResult).reason).toBeInstanceOf(EventStoreUnavailableError);
+      }
+    } finally {
+      await store.close();
+      await server.close();
+    }
+  }, 20_000);
+
+  it('a server that cannot be reached fails reads with EventStoreUnavailableError', async () => {
+    const store = EventStoreDbEventStore.fromConnectionString(`esdb://127.0.0.1:${await closedPort()}?tls=false`);
+    try {
+      await expect(store.readStream('order-1')).rejects.toBeInstanceOf(EventStoreUnavailableError);
+      await expect(store.headPosition()).rejects.toBeInstanceOf(EventStoreUnavailableError);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("the deadline cancels the gRPC call of the client's read, which would otherwise never end", async () => {
+    const call = Object.assign(new PassThrough({ objectMode: true }), { cancel: jest.fn() });
+    const read = new ClientReadStream(
+      (async () => call) as unknown as ConstructorParameters<typeof ClientReadStream>[0],
+      ((e: unknown) => e) as ConstructorParameters<typeof ClientReadStream>[1],
+      {},
+    );
+    const reading = (async () => {
+      for await (const _ of readWithDeadline(read, 30, 'reading order-1')) void _;
+    })();
+    await expect(reading).rejects.toBeInstanceOf(EventStoreUnavailableError);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(call.cancel).toHaveBeenCalled();
+  });
+
+  it("maps the client's errors: no answer → EventStoreUnavailableError, maximum append size → AppendTooLargeError", () => {
+    expect(toPortAppendError('order-1', 0n, new UnavailableError())).toBeInstanceOf(EventStoreUnavailableError);
+    expect(toPortAppendError('order-1', 0n, new DeadlineExceededError())).toBeInstanceOf(EventStoreUnavailableError);
+    const tooLarge = toPortAppendError('order-1', 0n, MaxAppendSizeExceededError.fromMaxAppendSize(1_048_576));
+    expect(tooLarge).toBeInstanceOf(AppendTooLargeError);
+    expect(tooLarge).toMatchObject({ streamName: 'order-1', maxAppendSizeBytes: 1_048_576 });
+    const notFound = new ClientStreamNotFoundError(undefined, 'order-3');
+    expect(toPortAppendError('order-3', 'any', notFound)).toBe(notFound);
+  });
+
+  it('the API answers EventStoreUnavailableError with 503 provider_unavailable and Retry-After', () => {
+    const answer = toApiError(new EventStoreUnavailableError('EventStoreDB did not answer within 10000 ms'));
+    expect(answer.status).toBe(503);
+    expect(answer.body()).toEqual({ error: { code: 'provider_unavailable', message: expect.any(String) } });
+    expect(answer.headers).toEqual({ 'Retry-After': '1' });
+  });
+});
+
+describe('EventStoreDB adapter: events without a JSON form', () => {
+  afterEach(() => jest.restoreAllMocks());
+
+  it('are refused with UnserializableEventError before the client sees them, with no unhandled rejection', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    const client = EventStoreDBClient.connectionString(`esdb://127.0.0.1:${await closedPort()}?tls=false`);
+    const clientAppend = jest.spyOn(client, 'appendToStream');
+    const plainAppend = jest.spyOn(plainAppendModule, 'append');
+    const store = new EventStoreDbEventStore(client);
+    try {
+      const cycle: Record<string, unknown> = {};
+      cycle.self = cycle;
+      const bigint = await store.appendToStream('order-1', [userEvent(), userEvent({ amount: 1n })]).catch((e: unknown) => e);
+      expect(bigint).toBeInstanceOf(UnserializableEventError);
+      expect(bigint).toMatchObject({ streamName: 'order-1', part: 'data' });
+      const cyclic = await store.appendToStream('order-1', [userEvent({}, cycle)]).catch((e: unknown) => e);
+      expect(cyclic).toMatchObject({ name: 'UnserializableEventError', part: 'metadata' });
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(clientAppend).not.toHaveBeenCalled();
+      expect(plainAppend).not.toHaveBeenCalled();
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      await store.close();
+    }
+  });
+});
+
+describe('EventStoreDB adapter: event ids where an append expected to write', () => {
+  const stored = (...ids: string[]) => ids.map((id) => ({ id }));
+
+  it('tells an exact repeat from a partial overlap and from other events', () => {
+    expect(compareWithStored(stored('A', 'B'), ['a', 'b'])).toEqual({ kind: 'same' });
+    expect(compareWithStored(stored('A'), ['A', 'C'])).toEqual({ kind: 'overlap', ids: ['A'] });
+    expect(compareWithStored(stored('A', 'B'), ['B', 'A'])).toEqual({ kind: 'overlap', ids: ['B', 'A'] });
+    expect(compareWithStored(stored('A', 'B'), ['A'])).toEqual({ kind: 'overlap', ids: ['A'] });
+    expect(compareWithStored(stored('X'), ['A'])).toEqual({ kind: 'none' });
+    expect(compareWithStored([], ['A'])).toEqual({ kind: 'none' });
+  });
+
+  it('knows where an expectation puts the first event: only no_stream and exact revisions name a position', () => {
+    expect(expectedFirstRevision('no_stream')).toBe(0n);
+    expect(expectedFirstRevision(4n)).toBe(5n);
+    expect(expectedFirstRevision('any')).toBeNull();
+    expect(expectedFirstRevision('stream_exists')).toBeNull();
+  });
+});
+
+describe('EventStoreDB adapter: positions', () => {
+  it('a position of 0/0 (protobuf defaults) or uint64 -1 is no position', () => {
+    expect(toPosition(undefined)).toBeNull();
+    expect(toPosition({ commit: 0n, prepare: 0n })).toBeNull();
+    expect(toPosition({ commit: 2n ** 64n - 1n, prepare: 2n ** 64n - 1n })).toBeNull();
+    expect(toPosition({ commit: 1200n, prepare: 1150n })).toEqual({ commit: 1200n, prepare: 1150n });
+    expect(() => toRecordedEvent({ ...clientEvent(1), position: { commit: 0n, prepare: 0n } })).toThrow('position');
+  });
+
+  it('a checkpoint without a position is not handed on', () => {
+    const target = new PassThrough({ objectMode: true });
+    pushCheckpointMarker(target as unknown as AllStreamSubscription, { commit: 0n, prepare: 0n });
+    expect(target.readableLength).toBe(0);
+    pushCheckpointMarker(target as unknown as AllStreamSubscription, { commit: 7n, prepare: 7n });
+    expect(target.readableLength).toBe(1);
+  });
+
+  describe('of an append', () => {
+    const event = recorded(40, 'order-1');
+    const append = (eventCount: number, reported: Position | null, lastEventId = event.id) => ({
+      streamName: 'order-1',
+      eventCount,
+      lastEventId,
+      reported,
+    });
+
+    it("one event: the server's answer, with no read", async () => {
+      const readLast = jest.fn(async () => event);
+      expect(await settleAppendPosition(append(1, at(33)), readLast, [])).toEqual(at(33));
+      expect(readLast).not.toHaveBeenCalled();
+    });
+
+    it('several events, or no position in the answer: the last event read back by its revision', async () => {
+      const readLast = jest.fn(async () => event);
+      expect(await settleAppendPosition(append(3, at(33)), readLast, [])).toEqual(at(40));
+      expect(await settleAppendPosition(append(1, null), readLast, [])).toEqual(at(40));
+      expect(readLast).toHaveBeenCalledTimes(2);
+    });
+
+    it('reads again before failing an append that committed', async () => {
+      let calls = 0;
+      const flaky = async () => {
+        if (++calls < 3) throw new EventStoreUnavailableError('no answer');
+        return event;
+      };
+      expect(await settleAppendPosition(append(3, null), flaky, [0, 0])).toEqual(at(40));
+      expect(calls).toBe(3);
+
+      const failing = jest.fn(async (): Promise<RecordedEvent> => {
+        throw new EventStoreUnavailableError('no answer');
+      });
+      expect(await settleAppendPosition(append(3, at(33)), failing, [0, 0])).toEqual(at(33));
+      expect(failing).toHaveBeenCalledTimes(3);
+      await expect(settleAppendPosition(append(3, null), failing, [0])).rejects.toBeInstanceOf(EventStoreUnavailableError);
+      await expect(settleAppendPosition(append(3, null, 'another-id'), async () => event, [0])).rejects.toBeInstanceOf(
+        EventStoreUnavailableError,
+      );
+    });
+  });
+});
+
+describe('EventStoreDB adapter: the checkpoint of a caught-up subscription', () => {
+  /** 10 events of order-1, then 40 of other streams, then whatever `tail` adds. */
+  const logWith = (...tail: ClientRecordedEvent[]) => [
+    ...Array.from({ length: 10 }, (_, i) => clientEvent(i + 1, 'order-1', 'Placed', BigInt(i))),
+    ...Array.from({ length: 40 }, (_, i) => clientEvent(i + 11, i % 9 === 0 ? '$stats-node' : `refund-${i}`, i % 9 === 0 ? '$statsCollected' : 'Paid')),
+    ...tail,
+  ];
+  const pendingOrders = (e: ClientRecordedEvent) => !isSystemEvent(e) && e.streamId.startsWith('order-');
+
+  it('moves to the end of the log when nothing the subscription hands over is left, else stops before it', async () => {
+    expect(await caughtUpCheckpoint(fakeLog(logWith()).forwards, at(10), pendingOrders, { pageSize: 8 })).toEqual(at(50));
+    expect(await caughtUpCheckpoint(fakeLog(logWith(clientEvent(51, 'order-2'))).forwards, at(10), pendingOrders, { pageSize: 8 })).toEqual(
+      at(50),
+    );
+    expect(await caughtUpCheckpoint(fakeLog(logWith()).forwards, at(50), pendingOrders)).toBeNull();
+    // a server checkpoint from the start of its last page: events at or before it were handed over
+    expect(await caughtUpCheckpoint(fakeLog(logWith()).forwards, at(5), (e) => pendingOrders(e) && e.position!.commit > 10n)).toEqual(
+      at(50),
+    );
+    // a budget: as far as it read
+    expect(await caughtUpCheckpoint(fakeLog(logWith()).forwards, at(10), pendingOrders, { pageSize: 8, budget: 20 })).toEqual(at(31));
+  });
+
+  function confirmingSubscription(log: readonly ClientRecordedEvent[]) {
+    const call = Object.assign(new PassThrough({ objectMode: true }), { cancel: jest.fn() });
+    const client = new ClientSubscription(
+      (async () => call) as unknown as ConstructorParameters<typeof ClientSubscription<unknown>>[0],
+      ((e: unknown) => e) as ConstructorParameters<typeof ClientSubscription<unknown>>[1],
+      {},
+      pushCheckpointMarker as ConstructorParameters<typeof ClientSubscription<unknown>>[3],
+    ) as unknown as AllStreamSubscription;
+    const subscription = batchClientSubscription(client, {
+      after: 'start',
+      maxBatchSize: 500,
+      filter: { streamNamePrefixes: ['order-'] },
+      confirmCaughtUp: (from) => caughtUpCheckpoint(fakeLog(log).forwards, from, pendingOrders, { pageSize: 8 }),
+    });
+    return { call, subscription, iterator: subscription[Symbol.asyncIterator]() };
+  }
+  const send = (call: PassThrough, n: number, stream = 'order-1') =>
+    call.write({ hasEvent: () => true, getEvent: () => ({ event: clientEvent(n, stream) }) });
+  const sendCheckpoint = (call: PassThrough, n: number) =>
+    call.write({ hasCheckpoint: () => true, getCheckpoint: () => ({ getCommitPosition: () => String(n), getPreparePosition: () => String(n) }) });
+  const sendCaughtUp = (call: PassThrough) => call.write({ hasCaughtUp: () => true });
+
+  async function until(iterator: AsyncIterator<SubscriptionBatch>, done: (b: ReturnType<typeof summary>) => boolean) {
+    const seen: Array<ReturnType<typeof summary>> = [];
+    while (seen.length === 0 || !done(seen[seen.length - 1]!)) seen.push(summary((await iterator.next()).value));
+    return seen;
+  }
+
+  it('a filter that matches none of the last events still reaches the head once caught up', async () => {
+    const { call, subscription, iterator } = confirmingSubscription(logWith());
+    for (let n = 1; n <= 10; n++) send(call, n);
+    sendCheckpoint(call, 5); // the server's: the start of the last page it read
+    sendCaughtUp(call);
+    const seen = await until(iterator, (b) => b.caughtUp);
+    expect(seen.flatMap((b) => b.events)).toEqual(Array.from({ length: 10 }, (_, i) => i + 1));
+    expect(seen[seen.length - 1]).toMatchObject({ checkpoint: 50, caughtUp: true });
+    await subscription.unsubscribe();
+  });
+
+  it('never moves past an event still to be handed over (appended after the server caught up)', async () => {
+    const { call, subscription, iterator } = confirmingSubscription(logWith(clientEvent(51, 'refund-x', 'Paid'), clientEvent(52, 'order-2')));
+    for (let n = 1; n <= 10; n++) send(call, n);
+    sendCaughtUp(call);
+    const seen = await until(iterator, (b) => b.caughtUp);
+    expect(seen[seen.length - 1]).toMatchObject({ checkpoint: 51, caughtUp: true });
+    send(call, 52, 'order-2'); // the server sends it live
+    expect(summary((await iterator.next()).value)).toEqual({ events: [52], checkpoint: 52, caughtUp: true });
+    await subscription.unsubscribe();
   });
 });

@@ -12,6 +12,7 @@ for (const eventIds of ['unique_in_store', 'checked_at_expected_revision'] as co
     `in memory (event ids ${eventIds})`,
     async () => (store = new InMemoryEventStore({ eventIds })),
     async () => store.close(),
+    { refusesEventIds: eventIds === 'unique_in_store' ? 'everywhere' : 'at-expected-position' },
   );
 }
 

@@ -17,6 +17,7 @@ eventStoreContract(
     await store.close();
     await db.drop();
   },
+  { refusesEventIds: 'everywhere' },
 );
 
 describe('PostgreSQL event store specifics', () => {

@@ -262,7 +262,8 @@ describe('PostgreSQL restarted under load', () => {
     // The projection runners are live again, and the workers run: every paid invoice's money
     // was released from pending (hold-release), the read model equal to the ledger rebuilt from the log.
     const ready = await poll(
-      () => fetch(`${gateway!.baseUrl}/health/ready`).then(async (r) => ({ status: r.status, body: (await r.json()) as Json })),
+      () =>
+        fetch(`${gateway!.baseUrl}/health/ready`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }).then(async (r) => ({ status: r.status, body: (await r.json()) as Json })),
       (r) => r.status === 200 && (r.body.projections as Json[]).every((p) => p.state === 'live'),
       'every projection live again',
       30_000,

@@ -31,7 +31,7 @@ describe('a stuck webhook receiver', () => {
     stuck.answer = () => 'hang';
     healthy = await startWebhookReceiver();
     // The whole gateway in one process: the dispatcher shares the API's event loop and pool.
-    gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN });
+    gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
   });
 
   afterAll(async () => {

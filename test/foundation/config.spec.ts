@@ -1,5 +1,6 @@
 import { ConfigError, loadConfig } from '../../libs/config/src';
 import { ManualClock } from '../../libs/clock/src';
+import { startProcess } from '../support/gateway-process';
 
 describe('configuration from the environment', () => {
   it('has working defaults for a fresh machine', () => {
@@ -23,6 +24,32 @@ describe('configuration from the environment', () => {
       },
       webhookAllowPrivateNetworks: false,
       metricsPort: null,
+      secretsKeys: null,
+      authFailureLimitPerAddress: 20,
+      authFailureLimitOverall: 300,
+      trustedProxies: [],
+      webhookRetentionDays: 30,
+    });
+  });
+
+  it('reads the security settings', () => {
+    const hex = 'ab'.repeat(32);
+    const base64 = Buffer.alloc(32, 7).toString('base64');
+    const config = loadConfig({
+      ADMIN_TOKEN: 'o'.repeat(32),
+      SECRETS_KEY: `${hex}, ${base64}`,
+      AUTH_FAILURE_LIMIT_PER_ADDRESS: '5',
+      AUTH_FAILURE_LIMIT_OVERALL: '50',
+      TRUSTED_PROXIES: '10.0.0.0/8, 172.18.0.2,fd00::/8',
+      WEBHOOK_RETENTION_DAYS: '7',
+    });
+    expect(config).toMatchObject({
+      adminToken: 'o'.repeat(32),
+      secretsKeys: [Buffer.from(hex, 'hex'), Buffer.alloc(32, 7)],
+      authFailureLimitPerAddress: 5,
+      authFailureLimitOverall: 50,
+      trustedProxies: ['10.0.0.0/8', '172.18.0.2', 'fd00::/8'],
+      webhookRetentionDays: 7,
     });
   });
 
@@ -52,7 +79,7 @@ describe('configuration from the environment', () => {
       DATA_DIR: '/var/lib/gw',
       EVENT_STORE: 'eventstoredb',
       EVENTSTORE_CONNECTION_STRING: 'esdb://localhost:2113?tls=false',
-      ADMIN_TOKEN: 'a-very-long-operator-token',
+      ADMIN_TOKEN: 'a-very-long-operator-token-of-32-chars',
       CLOCK: 'manual',
     });
     expect(config).toMatchObject({ port: 8080, eventStore: 'eventstoredb', clock: 'manual', dataDir: '/var/lib/gw' });
@@ -64,8 +91,16 @@ describe('configuration from the environment', () => {
     [{ DATABASE_URL: 'mysql://x' }, 'DATABASE_URL must be a PostgreSQL connection URL'],
     [{ EVENT_STORE: 'kafka' }, 'EVENT_STORE must be "postgres" or "eventstoredb", got "kafka"'],
     [{ EVENT_STORE: 'eventstoredb' }, 'EVENT_STORE=eventstoredb needs EVENTSTORE_CONNECTION_STRING'],
-    [{ EVENT_STORE: 'eventstoredb', EVENTSTORE_CONNECTION_STRING: 'http://x' }, 'EVENTSTORE_CONNECTION_STRING must start with'],
-    [{ ADMIN_TOKEN: 'short' }, 'ADMIN_TOKEN must be at least 16 characters'],
+    [{ EVENT_STORE: 'eventstoredb', EVENTSTORE_CONNECTION_STRING: 'http://x' }, 'EVENTSTORE_CONNECTION_STRING must be a connection string the EventStoreDB client accepts'],
+    [{ ADMIN_TOKEN: 'short' }, 'ADMIN_TOKEN must be at least 32 characters'],
+    [{ ADMIN_TOKEN: 'o'.repeat(31) }, 'ADMIN_TOKEN must be at least 32 characters'],
+    [{ SECRETS_KEY: 'too-short' }, 'SECRETS_KEY must be 32 random bytes'],
+    [{ SECRETS_KEY: `${'ab'.repeat(32)},${'ab'.repeat(31)}` }, 'SECRETS_KEY must be 32 random bytes'],
+    [{ AUTH_FAILURE_LIMIT_PER_ADDRESS: '0' }, 'AUTH_FAILURE_LIMIT_PER_ADDRESS must be a positive integer'],
+    [{ AUTH_FAILURE_LIMIT_OVERALL: 'many' }, 'AUTH_FAILURE_LIMIT_OVERALL must be a positive integer'],
+    [{ TRUSTED_PROXIES: 'nginx' }, 'TRUSTED_PROXIES must be IP addresses or CIDR ranges'],
+    [{ TRUSTED_PROXIES: '10.0.0.0/33' }, 'TRUSTED_PROXIES must be IP addresses or CIDR ranges'],
+    [{ WEBHOOK_RETENTION_DAYS: '0' }, 'WEBHOOK_RETENTION_DAYS must be a positive integer'],
     [{ CLOCK: 'fast' }, 'CLOCK must be "system" or "manual", got "fast"'],
     [{ PUBLIC_URL: 'ftp://x' }, 'PUBLIC_URL must be an http(s) URL'],
     [{ RATE_LIMIT_PER_SECOND: '0' }, 'RATE_LIMIT_PER_SECOND must be a positive integer'],
@@ -80,6 +115,62 @@ describe('configuration from the environment', () => {
   ])('refuses %j with a message naming the variable', (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);
+  });
+
+  describe('EVENTSTORE_CONNECTION_STRING: exactly what @eventstore/db-client accepts', () => {
+    const withString = (value: string) => ({ EVENT_STORE: 'eventstoredb', EVENTSTORE_CONNECTION_STRING: value });
+
+    it.each([
+      'esdb://localhost:2113?tls=false',
+      'esdb://localhost',
+      'esdb://localhost:2113/',
+      'esdb://admin:changeit@localhost:2113?tls=false&defaultDeadline=5000',
+      'esdb://admin:changeit@node1:2113,node2:2113,node3:2113?nodePreference=leader',
+      'esdb+discover://admin:changeit@cluster.example.com:2113?tls=true',
+      'esdb://localhost:2113?TLS=false&keepAliveInterval=10000',
+    ])('accepts %s', (value) => {
+      expect(loadConfig(withString(value)).eventStoreConnectionString).toBe(value);
+    });
+
+    it.each([
+      ['kurrentdb://localhost:2113?tls=false', 'at character 1: expected esdb:// or esdb+discover://'],
+      ['kdb://localhost:2113', 'at character 1: expected esdb:// or esdb+discover://'],
+      ['kurrentdb+discover://cluster.example.com:2113', 'at character 1: expected esdb:// or esdb+discover://'],
+      ['esdb:/localhost:2113', 'expected esdb:// or esdb+discover://'],
+      ['esdb://localhost:twenty', 'expected port number'],
+      ['esdb://localhost:2113?tls=maybe', 'expected true or false'],
+      ['esdb://localhost:2113?nodePreference=nearest', 'expected leader or follower or read_only_replica or random'],
+      ['esdb://localhost:2113?tls=false&defaultDeadline=0', 'Invalid defaultDeadline "0"'],
+      ['esdb://localhost:2113?tlsCAFile=/no/such/ca.crt', 'Failed to load certificate file'],
+    ])('refuses %s with the client’s reason', (value, reason) => {
+      expect(() => loadConfig(withString(value))).toThrow(ConfigError);
+      expect(() => loadConfig(withString(value))).toThrow('EVENTSTORE_CONNECTION_STRING must be a connection string the EventStoreDB client accepts');
+      expect(() => loadConfig(withString(value))).toThrow(reason);
+    });
+
+    it('does not repeat the text of a refused connection string (it may hold a password)', () => {
+      const problem = (() => {
+        try {
+          loadConfig(withString('kurrentdb://admin:s3cret-pa55@localhost:2113'));
+        } catch (error) {
+          return (error as ConfigError).problems.join('\n');
+        }
+        return '';
+      })();
+      expect(problem).toContain('EVENTSTORE_CONNECTION_STRING');
+      expect(problem).not.toContain('s3cret-pa55');
+    });
+
+    it('a gateway started with one stops at once with the message and exit code 2', async () => {
+      const proc = startProcess('gateway', {
+        EVENT_STORE: 'eventstoredb',
+        EVENTSTORE_CONNECTION_STRING: 'kurrentdb://localhost:2113?tls=false',
+        // Never reached: the configuration is refused before any connection.
+        DATABASE_URL: 'postgres://nobody:nothing@127.0.0.1:9/none',
+      });
+      expect(await proc.exited).toBe(2);
+      expect(proc.output()).toContain('EVENTSTORE_CONNECTION_STRING must be a connection string the EventStoreDB client accepts');
+    });
   });
 
   it('lists every problem at once', () => {

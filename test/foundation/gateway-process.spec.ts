@@ -30,7 +30,7 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
       expect(first.output()).toMatch(/operator token \(ADMIN_TOKEN, generated for this run\): \S{20,}/);
       expect(first.output()).toContain(`embedded PostgreSQL under ${data.dir}`);
       expect((await json(`${first.baseUrl}/health/live`)).status).toBe(200);
-      const ready = await json(`${first.baseUrl}/health/ready`);
+      const ready = await json(`${first.baseUrl}/health/ready`, { headers: { authorization: `Bearer ${first.adminToken}` } });
       expect(ready.status).toBe(200);
       expect(ready.body).toMatchObject({ status: 'ready', database: 'ok' });
       expect(ready.body.projections.map((p: { projection: string }) => p.projection)).toContain('stream_catalog');
@@ -101,7 +101,7 @@ describe('the gateway against a DATABASE_URL', () => {
       })(),
     ]);
     try {
-      const ready = await json(`${api.baseUrl}/health/ready`);
+      const ready = await json(`${api.baseUrl}/health/ready`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
       expect(ready.status).toBe(200);
       expect(ready.body.projections).toBeUndefined();
 
@@ -157,6 +157,23 @@ describe('the gateway against a DATABASE_URL', () => {
     } finally {
       await api.kill();
     }
+  });
+
+  it('never prints an ADMIN_TOKEN given in the environment, and refuses one shorter than 32 characters (exit 2)', async () => {
+    const api = await startGateway('api', { DATABASE_URL: db.url, ADMIN_TOKEN });
+    try {
+      expect(api.output()).toContain('operator token: the ADMIN_TOKEN of the environment (not printed)');
+      // The token works though it was not printed.
+      const withToken = await json(`${api.baseUrl}/admin/v1/streams/probe-1`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+      expect(withToken.status).toBe(200);
+    } finally {
+      await api.kill();
+    }
+    expect(api.output()).not.toContain(ADMIN_TOKEN);
+
+    const short = startProcess('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN: 'o'.repeat(31) });
+    expect(await short.exited).toBe(2);
+    expect(short.output()).toContain('ADMIN_TOKEN must be at least 32 characters');
   });
 
   it('validates the manual clock advance', async () => {

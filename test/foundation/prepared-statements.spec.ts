@@ -1,4 +1,6 @@
+import { randomBytes } from 'node:crypto';
 import { preparedStatement } from '../../libs/database/src/pool';
+import { fixedKeys, SecretBox } from '../../libs/secrets/src';
 import { Registry } from '../../libs/registry/src';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
@@ -21,7 +23,7 @@ describe('prepared statements', () => {
     });
 
     it('keeps working when a migration adds a column to projects while the process runs', async () => {
-      const registry = new Registry(db.pool);
+      const registry = new Registry(db.pool, new SecretBox(fixedKeys([randomBytes(32)])));
       const now = new Date('2026-11-22T10:00:00Z');
       const account = await registry.createAccount('Prepared Ltd', 'prepared@example.com', now);
       const { project, keys } = await registry.createProject(

@@ -415,7 +415,8 @@ describe('refunds (CLOCK=manual, REFUND_PROCESSING_SECONDS=10)', () => {
       const pending = await create({});
       const chosen = await api(gw.baseUrl).raw('POST', `/pay/${pending}/method`, {
         body: 'method=sbp',
-        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        // The page's own form: the gateway accepts its POSTs from its own origin (CSRF guard).
+        headers: { 'content-type': 'application/x-www-form-urlencoded', origin: new URL(gw.baseUrl).origin },
       });
       expect(chosen.status).toBeLessThan(400);
       expect((await invoice(m.live, pending)).status).toBe('pending');

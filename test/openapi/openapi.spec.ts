@@ -490,6 +490,10 @@ describe('real answers of the gateway match the document', () => {
     customer: { email: 'buyer@example.com', phone: '+79991234567', userId: 'user-42', name: 'Иван Петров' },
     customFields: { cart: [1, 2, 3], note: 'тест' },
   };
+  const idempotencyKey = randomUUID();
+  const keyedBody = JSON.stringify({ amount: '10.00', orderId: orderId('openapi-keyed') });
+  const keyedCreate = (body: string, key: string) =>
+    shop.test.raw('POST', '/v1/invoices', { body, headers: { authorization: `Bearer ${shop.keys.test.secretKey}`, 'content-type': 'application/json', 'idempotency-key': key } });
   const CASES: Record<string, Case> = {
     'createInvoice 201 (every field)': { operationId: 'createInvoice', status: 201, reply: () => shop.test.post('/v1/invoices', fullRequest) },
     'createInvoice 200 (idempotent repeat)': { operationId: 'createInvoice', status: 200, reply: () => shop.test.post('/v1/invoices', fullRequest) },
@@ -541,6 +545,14 @@ describe('real answers of the gateway match the document', () => {
       status: 409,
       reply: () => shop.test.post('/v1/invoices', { ...fullRequest, amount: '1600.00' }),
     },
+    'createInvoice 201 (Idempotency-Key)': { operationId: 'createInvoice', status: 201, reply: () => keyedCreate(keyedBody, idempotencyKey) },
+    'createInvoice 201 (Idempotency-Key, the first answer replayed)': { operationId: 'createInvoice', status: 201, reply: () => keyedCreate(keyedBody, idempotencyKey) },
+    'createInvoice 409 idempotency_key_conflict': {
+      operationId: 'createInvoice',
+      status: 409,
+      reply: () => keyedCreate(JSON.stringify({ amount: '20.00', orderId: orderId('openapi-keyed-other') }), idempotencyKey),
+    },
+    'createInvoice 400 validation (Idempotency-Key)': { operationId: 'createInvoice', status: 400, reply: () => keyedCreate(keyedBody, 'k'.repeat(256)) },
     'createInvoice 422 amount_out_of_range': {
       operationId: 'createInvoice',
       status: 422,
@@ -567,6 +579,8 @@ describe('real answers of the gateway match the document', () => {
     'getBalance 401 (unknown key)': 'unauthorized',
     'getInvoice 404 invoice_not_found': 'invoice_not_found',
     'createInvoice 409 order_id_conflict': 'order_id_conflict',
+    'createInvoice 409 idempotency_key_conflict': 'idempotency_key_conflict',
+    'createInvoice 400 validation (Idempotency-Key)': 'validation',
     'createInvoice 422 amount_out_of_range': 'amount_out_of_range',
     'createInvoice 422 customer_fee_pct_too_high': 'customer_fee_pct_too_high',
     'getInvoice 429 rate_limited (polled again within 3 seconds)': 'rate_limited',
@@ -592,6 +606,8 @@ describe('real answers of the gateway match the document', () => {
   };
   /** The param of an error answer, where it names a field of the request. */
   const PARAMS: Record<string, string> = {
+    'createInvoice 409 idempotency_key_conflict': 'Idempotency-Key',
+    'createInvoice 400 validation (Idempotency-Key)': 'Idempotency-Key',
     'refundInvoice 400 validation': 'amount',
     'refundInvoice 422 refund_exceeds_amount (above the remainder)': 'amount',
     'createPayout 422 insufficient_balance (above available)': 'amount',
@@ -694,6 +710,21 @@ describe('real answers of the gateway match the document', () => {
       .filter((e) => e.keyword === 'additionalProperties')
       .map((e) => `${e.instancePath || '/'}: ${(e.params as { additionalProperty: string }).additionalProperty}`);
     expect(undocumented).toEqual([]);
+  });
+
+  it('the Idempotency-Key cases: the replay is the first answer, marked with the documented header', () => {
+    const first = replies.get('createInvoice 201 (Idempotency-Key)')!.reply;
+    const replay = replies.get('createInvoice 201 (Idempotency-Key, the first answer replayed)')!.reply;
+    expect(replay.body).toEqual(first.body);
+    expect(first.headers.get('idempotent-replayed')).toBeNull();
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    const declared = operation('createInvoice').responses['201']!.headers!['Idempotent-Replayed']!;
+    const validate = compile(declared.schema);
+    expect(validate(replay.headers.get('idempotent-replayed'))).toBe(true);
+    for (const id of ['createInvoice', 'refundInvoice', 'createPayout'] as const) {
+      expect(operation(id).parameters?.find((p) => p.in === 'header' && p.name === 'Idempotency-Key')).toMatchObject({ required: false, schema: { maxLength: 255 } });
+      expect(operation(id).responses['409']!['x-error-codes']).toEqual(expect.arrayContaining(['idempotency_key_conflict', 'idempotency_key_in_use']));
+    }
   });
 
   it('the refund and payout cases got the answers they name', () => {

@@ -6,6 +6,7 @@
  * process; and, in process, the hooks the metrics hang on.
  */
 import { randomUUID } from 'node:crypto';
+import { Client } from 'pg';
 import { loadConfig } from '../../libs/config/src';
 import {
   EventStore,
@@ -148,7 +149,7 @@ describe('observability of a running gateway (API + projector in one process)', 
   };
 
   const projectionNames = async (): Promise<string[]> => {
-    const ready = await api(gw.baseUrl).get('/health/ready');
+    const ready = await api(gw.baseUrl, ADMIN_TOKEN).get('/health/ready');
     expectStatus(ready, 200);
     return (ready.body.projections as Json[]).map((p) => p.projection as string);
   };
@@ -334,11 +335,79 @@ describe('observability of a running gateway (API + projector in one process)', 
     });
   });
 
+  describe('a transaction left open on the cluster', () => {
+    it('the visible log trails while projection lag says 0: metrics and readiness show the trail and the transaction; they clear once it ends', async () => {
+      const names = await projectionNames();
+      // Another session of the cluster (here in another database, as an operator's psql
+      // or a report would be) opens a transaction and takes a transaction id.
+      const holder = new Client({ connectionString: process.env.TEST_ADMIN_DATABASE_URL, application_name: 'visibility-test-holder' });
+      await holder.connect();
+      let open = true;
+      try {
+        await holder.query('BEGIN');
+        await holder.query('SELECT txid_current()');
+        const created = await merchant.test.post('/v1/invoices', { amount: '100.00', orderId: orderId(), method: 'sbp' });
+        expectStatus(created, 201);
+
+        const trailing = await poll(
+          scrape,
+          (s) =>
+            (valueOf(s, 'event_log_invisible_events', {}) ?? 0) >= 1 &&
+            names.every((projection) => valueOf(s, 'projection_lag_events', { projection }) === 0) &&
+            series(s, 'database_oldest_transaction_seconds', { application_name: 'visibility-test-holder' }).length === 1,
+          'the trail shown while every projection lag is 0',
+        );
+        expect(valueOf(trailing, 'event_log_invisible_oldest_seconds', {})).toBeGreaterThanOrEqual(0);
+        expect(series(trailing, 'database_oldest_transaction_seconds', { application_name: 'visibility-test-holder', database: 'postgres' })).toHaveLength(1);
+
+        const ready = await poll(
+          () => api(gw.baseUrl, ADMIN_TOKEN).get('/health/ready'),
+          (r) =>
+            r.status === 200 &&
+            r.body.eventLog?.invisibleEvents >= 1 &&
+            r.body.eventLog?.oldestTransaction?.applicationName === 'visibility-test-holder' &&
+            (r.body.projections as Json[]).every((p) => p.lag === 0),
+          'readiness showing the trail while every lag is 0',
+        );
+        expect(ready.body).toMatchObject({ status: 'ready', ready: true });
+        expect(ready.body.eventLog).toEqual({
+          invisibleEvents: expect.any(Number),
+          oldestInvisibleSeconds: expect.any(Number),
+          oldestTransaction: { applicationName: 'visibility-test-holder', database: 'postgres', pid: expect.any(Number), state: 'idle in transaction', ageSeconds: expect.any(Number) },
+        });
+        // The invoice is stored (its own stream reads it) but no read model has it yet.
+        expectStatus(await merchant.test.get(`/v1/invoices/${created.body.id}`), 200);
+        const listed = await merchant.test.get('/v1/invoices?limit=100');
+        expectStatus(listed, 200);
+        expect((listed.body.items as Json[]).some((i) => i.id === created.body.id)).toBe(false);
+
+        await holder.query('COMMIT');
+        open = false;
+        const cleared = await poll(
+          scrape,
+          (s) =>
+            valueOf(s, 'event_log_invisible_events', {}) === 0 &&
+            series(s, 'database_oldest_transaction_seconds', { application_name: 'visibility-test-holder' }).length === 0,
+          'the trail to clear',
+        );
+        expect(valueOf(cleared, 'event_log_invisible_oldest_seconds', {})).toBe(0);
+        await poll(
+          () => merchant.test.get('/v1/invoices?limit=100'),
+          (r) => r.status === 200 && (r.body.items as Json[]).some((i) => i.id === created.body.id),
+          'the invoice in the read model',
+        );
+      } finally {
+        if (open) await holder.query('ROLLBACK').catch(() => undefined);
+        await holder.end();
+      }
+    });
+  });
+
   describe('readiness', () => {
     it('GET /health/ready shows ready and each projection with its state and lag', async () => {
       const names = await projectionNames();
       const ready = await poll(
-        () => api(gw.baseUrl).get('/health/ready'),
+        () => api(gw.baseUrl, ADMIN_TOKEN).get('/health/ready'),
         (r) => r.status === 200 && (r.body.projections as Json[]).every((p) => p.lag === 0),
         'every projection caught up',
       );

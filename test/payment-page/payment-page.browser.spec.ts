@@ -49,8 +49,18 @@ describe('payment page in a real browser (Debian Chromium via playwright-core)',
       );
     }
     // The merchant's shop: answers its successUrl with a thank-you page.
-    shop = createServer((_request, response) => {
+    // Its /attack/<invoice id> is another site's page that submits the sandbox form by itself (a CSRF attempt).
+    shop = createServer((request, response) => {
       response.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+      const attack = /^\/attack\/([0-9a-f-]{36})$/.exec(request.url ?? '');
+      if (attack) {
+        response.end(
+          `<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Win a prize</title></head><body>` +
+            `<form id="f" method="post" action="${gateway.baseUrl}/pay/${attack[1]}/sandbox"><input type="hidden" name="outcome" value="paid"></form>` +
+            `<script>document.getElementById('f').submit()</script></body></html>`,
+        );
+        return;
+      }
       response.end('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Shop</title></head><body><h1>thank you</h1><p>Your order is paid.</p></body></html>');
     });
     await new Promise<void>((resolve) => shop.listen(0, '127.0.0.1', resolve));
@@ -119,5 +129,25 @@ describe('payment page in a real browser (Debian Chromium via playwright-core)',
     const paid = await json('GET', `/v1/invoices/${invoice.id}`, undefined, testKey);
     expect(paid.status).toBe(200);
     expect(paid.body).toMatchObject({ status: 'paid', method: 'card', payableAmount: '2564.70' });
+  });
+
+  it("another site's page that submits the sandbox form by itself lands on a 403 page that says why; the invoice is not paid", async () => {
+    const created = await json('POST', '/v1/invoices', { amount: '990.00', orderId: `book-${randomUUID()}`, method: 'sbp' }, testKey);
+    expect(created.status).toBe(201);
+    const invoice = created.body as { id: string; url: string };
+    const context = await browser.newContext({ locale: 'ru-RU' });
+    const page = await context.newPage();
+    try {
+      const refused = page.waitForResponse((r) => r.url() === `${invoice.url}/sandbox`);
+      await page.goto(`${shopUrl}/attack/${invoice.id}`);
+      expect((await refused).status()).toBe(403);
+      await page.locator('h1').waitFor();
+      expect(await page.locator('h1').textContent()).toBe('Запрос отклонён');
+      expect(await page.locator('body').textContent()).toContain('не со страницы счёта');
+    } finally {
+      await context.close();
+    }
+    const still = await json('GET', `/v1/invoices/${invoice.id}`, undefined, testKey);
+    expect(still.body.status).toBe('created');
   });
 });

@@ -10,7 +10,7 @@ const ADMIN_TOKEN = 'operator-token-for-payment-page-tests-7';
 const SECURITY_HEADERS = {
   'cache-control': 'no-store',
   'x-frame-options': 'DENY',
-  'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; form-action 'self' http: https:",
+  'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; form-action 'self' http: https:; frame-ancestors 'none'",
   'referrer-policy': 'no-referrer',
 };
 
@@ -52,14 +52,31 @@ describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pa
     return { status: response.status, headers: response.headers, html: plain(await response.text()) };
   }
 
-  async function submit(path: string, form: Record<string, string>): Promise<{ status: number; location: string | null; headers: Headers; html: string }> {
+  /**
+   * A form POST as the buyer's browser sends it from the page: with the page's own
+   * Origin (the gateway). `headers` replaces that (another site's Origin, none, a
+   * Referer), `form` may carry the page's formToken.
+   */
+  async function submit(
+    path: string,
+    form: Record<string, string>,
+    headers: Record<string, string> = { origin: gateway.baseUrl },
+  ): Promise<{ status: number; location: string | null; headers: Headers; html: string }> {
     const response = await fetch(`${gateway.baseUrl}${path}`, {
       method: 'POST',
       redirect: 'manual',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
       body: new URLSearchParams(form).toString(),
     });
     return { status: response.status, location: response.headers.get('location'), headers: response.headers, html: plain(await response.text()) };
+  }
+
+  /** The form token of a rendering of the invoice's page. */
+  async function formTokenOf(id: string, query = ''): Promise<string> {
+    const shown = await page(`/pay/${id}${query}`);
+    const match = /<input type="hidden" name="formToken" value="([^"]+)">/.exec(shown.html);
+    if (!match) throw new Error(`no form token on the page of ${id}:\n${shown.html}`);
+    return match[1]!;
   }
 
   function expectHtml(headers: Headers): void {
@@ -255,6 +272,79 @@ describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pa
     const done = await page(`/pay/${invoice.id}`);
     expect(done.html).not.toContain('<script');
     expect(done.html).toContain('href="https://shop.example/ok?q=%22%3E%3Cscript%3Ealert(1)%3C/script%3E"');
+  });
+
+  describe('cross-site requests (CSRF)', () => {
+    const ELSEWHERE = { origin: 'https://evil.example' };
+
+    async function expectRefusedForm(reply: { status: number; headers: Headers; html: string }, invoiceId: string): Promise<void> {
+      expect(reply.status).toBe(403);
+      expectHtml(reply.headers);
+      expectSecurityHeaders(reply.headers);
+      expect(reply.html).toContain('<h1>Запрос отклонён</h1>');
+      expect(reply.html).toContain('не со страницы счёта');
+      expect(reply.html).toContain(`href="/pay/${invoiceId}"`);
+    }
+
+    it("a form POST from another site's page (its Origin, no form token) is refused with a 403 page that says why; nothing is recorded", async () => {
+      const open = await createInvoice({});
+      await expectRefusedForm(await submit(`/pay/${open.id}/method`, { method: 'sbp' }, ELSEWHERE), open.id);
+      const fixed = await createInvoice({ method: 'card' });
+      await expectRefusedForm(await submit(`/pay/${fixed.id}/sandbox`, { outcome: 'paid' }, ELSEWHERE), fixed.id);
+      await expectRefusedForm(await submit(`/pay/${fixed.id}/sandbox`, { outcome: 'failed' }, ELSEWHERE), fixed.id);
+      expect(await invoiceStatus(open.id)).toBe('created');
+      expect((await json('GET', `/v1/invoices/${open.id}`, undefined, testKey)).body.method).toBeNull();
+      expect(await invoiceStatus(fixed.id)).toBe('created');
+    });
+
+    it('without a token: no Origin and no Referer, Origin "null", or another site\'s Referer are refused; the Referer of the gateway itself is accepted', async () => {
+      const invoice = await createInvoice({ method: 'sbp' });
+      await expectRefusedForm(await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid' }, {}), invoice.id);
+      await expectRefusedForm(await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid' }, { origin: 'null' }), invoice.id);
+      await expectRefusedForm(await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid' }, { referer: 'https://evil.example/pay' }), invoice.id);
+      await expectRefusedForm(await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid' }, { origin: `${gateway.baseUrl}.evil.example` }), invoice.id);
+      expect(await invoiceStatus(invoice.id)).toBe('created');
+      const viaReferer = await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid' }, { referer: `${gateway.baseUrl}/pay/${invoice.id}` });
+      expect(viaReferer.status).toBe(303);
+      expect(await invoiceStatus(invoice.id)).toBe('paid');
+    });
+
+    it('the form token of a rendering of the page is accepted, also with Origin "null" (what a browser sends under no-referrer)', async () => {
+      const invoice = await createInvoice({});
+      const chosen = await submit(`/pay/${invoice.id}/method`, { method: 'card', formToken: await formTokenOf(invoice.id) }, { origin: 'null' });
+      expect(chosen.status).toBe(303);
+      // Every rendering has a token of its own.
+      const first = await formTokenOf(invoice.id);
+      const second = await formTokenOf(invoice.id);
+      expect(first).not.toBe(second);
+      const paid = await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid', formToken: first }, {});
+      expect(paid.status).toBe(303);
+      expect(await invoiceStatus(invoice.id)).toBe('paid');
+    });
+
+    it("another invoice's token, an altered token, or one older than a day is refused", async () => {
+      const a = await createInvoice({ method: 'sbp' });
+      const b = await createInvoice({ method: 'sbp', expire: 1440 });
+      const tokenOfA = await formTokenOf(a.id);
+      await expectRefusedForm(await submit(`/pay/${b.id}/sandbox`, { outcome: 'paid', formToken: tokenOfA }, ELSEWHERE), b.id);
+      const tokenOfB = await formTokenOf(b.id);
+      const [issuedAt, nonce, mac] = tokenOfB.split('.') as [string, string, string];
+      const altered = [
+        `${Number(issuedAt) + 1}.${nonce}.${mac}`,
+        `${issuedAt}.${nonce.slice(0, -1)}${nonce.endsWith('A') ? 'B' : 'A'}.${mac}`,
+        // The first character of the MAC (its last one may carry padding bits only).
+        `${issuedAt}.${nonce}.${mac.startsWith('A') ? 'B' : 'A'}${mac.slice(1)}`,
+        `${issuedAt}.${nonce}`,
+        'garbage',
+      ];
+      for (const formToken of altered) await expectRefusedForm(await submit(`/pay/${b.id}/sandbox`, { outcome: 'paid', formToken }, ELSEWHERE), b.id);
+      expect(await invoiceStatus(b.id)).toBe('created');
+
+      // A day later (on the clock) the page's token is refused (the invoice has expired by then too).
+      const advanced = await json('POST', '/admin/v1/clock/advance', { seconds: 86_401 }, ADMIN_TOKEN);
+      expect(advanced.status).toBe(200);
+      await expectRefusedForm(await submit(`/pay/${b.id}/sandbox`, { outcome: 'paid', formToken: tokenOfB }, ELSEWHERE), b.id);
+    });
   });
 
   it('sends the security headers on the page', async () => {

@@ -130,6 +130,51 @@ describe('projection runner', () => {
     expect((await seen()).max).toBe(1);
   });
 
+  it('a standby ends the lock session of an active instance that stopped renewing its lease, and takes over', async () => {
+    const projection = countingProjection(`p_${randomUUID().slice(0, 8)}`);
+    // A: renews once a minute, so its lease goes stale for B (stale after 300 ms) at once;
+    // that is what B sees of a holder whose host stopped answering.
+    const a = new ProjectionRunner(db.pool, store, projection, { standbyRetryMs: 50, leaseRenewMs: 60_000, holder: 'frozen-host:1' });
+    const b = new ProjectionRunner(db.pool, store, projection, { standbyRetryMs: 50, leaseStaleMs: 300, holder: 'standby-host:2' });
+    try {
+      a.start();
+      await until(async () => a.status().state === 'live');
+      const frozen = (await db.pool.query<{ backend_pid: number }>('SELECT backend_pid FROM projection_leases WHERE projection = $1', [projection.name])).rows[0]!;
+      b.start();
+      await until(async () => b.status().state === 'live');
+      const lease = (await db.pool.query<{ holder: string; backend_pid: number }>('SELECT holder, backend_pid FROM projection_leases WHERE projection = $1', [projection.name])).rows[0]!;
+      expect(lease.holder).toBe('standby-host:2');
+      expect(lease.backend_pid).not.toBe(frozen.backend_pid);
+      expect((await db.pool.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [frozen.backend_pid])).rowCount).toBe(0);
+      // A finds its session gone and waits as a standby; B applies what comes next, once.
+      await until(async () => a.status().state === 'standby');
+      await appendMany('count', 2, 2);
+      await untilProjected(b);
+      expect((await seen()).max).toBe(1);
+    } finally {
+      await Promise.all([a.stop(), b.stop()]);
+    }
+  });
+
+  it('a standby leaves an active instance that renews its lease alone', async () => {
+    const projection = countingProjection(`p_${randomUUID().slice(0, 8)}`);
+    const a = new ProjectionRunner(db.pool, store, projection, { standbyRetryMs: 50, leaseRenewMs: 50, holder: 'live-host:1' });
+    const b = new ProjectionRunner(db.pool, store, projection, { standbyRetryMs: 50, leaseStaleMs: 1_000, holder: 'standby-host:2' });
+    try {
+      a.start();
+      await until(async () => a.status().state === 'live');
+      b.start();
+      await until(async () => b.status().state === 'standby');
+      // Many of B's tries later (one every 50 ms), A still holds it.
+      await new Promise((r) => setTimeout(r, 2_500));
+      expect(a.status().state).toBe('live');
+      expect(b.status().state).toBe('standby');
+      expect((await db.pool.query<{ holder: string }>('SELECT holder FROM projection_leases WHERE projection = $1', [projection.name])).rows[0]!.holder).toBe('live-host:1');
+    } finally {
+      await Promise.all([a.stop(), b.stop()]);
+    }
+  });
+
   it('a batch whose checkpoint was moved by someone else is rolled back, not applied twice', async () => {
     let moved = false;
     const projection = countingProjection(`p_${randomUUID().slice(0, 8)}`, async () => {
@@ -231,7 +276,7 @@ describe('stream catalog and rebuild', () => {
     const before = await checksum();
     const client = await db.pool.connect();
     try {
-      await streamCatalogProjection.apply(client, events);
+      await streamCatalogProjection.apply(client, events, undefined);
     } finally {
       client.release();
     }

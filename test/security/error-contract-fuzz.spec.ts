@@ -191,6 +191,35 @@ describe('the error contract under fuzzing', () => {
     { name: 'POST /admin/v1/refunds/{id}/fail', method: 'POST', path: () => '/admin/v1/refunds/rf_000000000000000000000000/fail', admin: true, body: true },
     { name: 'GET /admin/v1/webhook-deliveries', method: 'GET', path: () => '/admin/v1/webhook-deliveries', admin: true, body: false },
   ];
+  /** Every route with an id (merchant and operator), and the status an id with NUL gets there. */
+  const ID_ROUTES: { name: string; method: string; path: (id: string) => string; headers: () => Record<string, string>; body?: string; nulStatus: number }[] = [
+    { name: 'GET /v1/invoices/{id}', method: 'GET', path: (id) => `/v1/invoices/${id}`, headers: () => merchantHeaders(), nulStatus: 404 },
+    { name: 'POST /v1/invoices/{id}/refund', method: 'POST', path: (id) => `/v1/invoices/${id}/refund`, headers: () => merchantHeaders(), body: '{}', nulStatus: 404 },
+    { name: 'GET /v1/refunds/{id}', method: 'GET', path: (id) => `/v1/refunds/${id}`, headers: () => merchantHeaders(), nulStatus: 404 },
+    { name: 'GET /v1/payouts/{id} (test key)', method: 'GET', path: (id) => `/v1/payouts/${id}`, headers: () => merchantHeaders(), nulStatus: 404 },
+    { name: 'GET /v1/payouts/{id} (live key)', method: 'GET', path: (id) => `/v1/payouts/${id}`, headers: () => ({ authorization: `Bearer ${shop.keys.live.secretKey}` }), nulStatus: 404 },
+    { name: 'GET /admin/v1/projects/{id}', method: 'GET', path: (id) => `/admin/v1/projects/${id}`, headers: () => adminHeaders(), nulStatus: 404 },
+    { name: 'PATCH /admin/v1/projects/{id}', method: 'PATCH', path: (id) => `/admin/v1/projects/${id}`, headers: () => adminHeaders(), body: '{"name":"Переименован"}', nulStatus: 404 },
+    { name: 'POST /admin/v1/projects/{id}/keys/rotate', method: 'POST', path: (id) => `/admin/v1/projects/${id}/keys/rotate`, headers: () => adminHeaders(), body: '{"mode":"bogus"}', nulStatus: 404 },
+    { name: 'POST /admin/v1/invoices/{id}/payment', method: 'POST', path: (id) => `/admin/v1/invoices/${id}/payment`, headers: () => adminHeaders(), body: '{"outcome":"paid"}', nulStatus: 404 },
+    { name: 'POST /admin/v1/accounts/{id}/payout-addresses', method: 'POST', path: (id) => `/admin/v1/accounts/${id}/payout-addresses`, headers: () => adminHeaders(), body: '{"method":"sbp","account":"+79161234567"}', nulStatus: 404 },
+    { name: 'POST /admin/v1/payout-addresses/{id}/confirm', method: 'POST', path: (id) => `/admin/v1/payout-addresses/${id}/confirm`, headers: () => adminHeaders(), nulStatus: 404 },
+    { name: 'POST /admin/v1/payouts/{id}/approve', method: 'POST', path: (id) => `/admin/v1/payouts/${id}/approve`, headers: () => adminHeaders(), nulStatus: 404 },
+    { name: 'POST /admin/v1/payouts/{id}/cancel', method: 'POST', path: (id) => `/admin/v1/payouts/${id}/cancel`, headers: () => adminHeaders(), body: '{"reason":"нет"}', nulStatus: 404 },
+    { name: 'POST /admin/v1/refunds/{id}/fail', method: 'POST', path: (id) => `/admin/v1/refunds/${id}/fail`, headers: () => adminHeaders(), nulStatus: 404 },
+    { name: 'POST /admin/v1/webhook-deliveries/{id}/resend', method: 'POST', path: (id) => `/admin/v1/webhook-deliveries/${id}/resend`, headers: () => adminHeaders(), nulStatus: 404 },
+    { name: 'GET /admin/v1/accounts/{id}/ledger', method: 'GET', path: (id) => `/admin/v1/accounts/${id}/ledger?mode=test`, headers: () => adminHeaders(), nulStatus: 400 },
+    { name: 'GET /admin/v1/accounts/{id}/balance', method: 'GET', path: (id) => `/admin/v1/accounts/${id}/balance?mode=test`, headers: () => adminHeaders(), nulStatus: 400 },
+    { name: 'GET /admin/v1/streams/{name}', method: 'GET', path: (id) => `/admin/v1/streams/${id}`, headers: () => adminHeaders(), nulStatus: 404 },
+  ];
+  /** Every list with a cursor (merchant and operator). */
+  const LISTS: { name: string; path: () => string; headers: () => Record<string, string> }[] = [
+    { name: 'GET /v1/invoices', path: () => '/v1/invoices', headers: () => merchantHeaders() },
+    { name: 'GET /v1/payouts (test key)', path: () => '/v1/payouts', headers: () => merchantHeaders() },
+    { name: 'GET /v1/payouts (live key)', path: () => '/v1/payouts', headers: () => ({ authorization: `Bearer ${shop.keys.live.secretKey}` }) },
+    { name: 'GET /admin/v1/webhook-deliveries', path: () => '/admin/v1/webhook-deliveries', headers: () => adminHeaders() },
+    { name: 'GET /admin/v1/accounts/{id}/ledger', path: () => `/admin/v1/accounts/${shop.accountId}/ledger?mode=test`, headers: () => adminHeaders() },
+  ];
   const WITH_BODY = ENDPOINTS.filter((e) => e.body);
   const MERCHANT = ENDPOINTS.filter((e) => !e.admin);
 
@@ -538,8 +567,8 @@ describe('the error contract under fuzzing', () => {
       );
     });
 
-    it('random ids in every path with an id: no 5xx, the exact error shape', async () => {
-      const raw = fc.oneof(
+    it('random ids (NUL included) in every path with an id, merchant and operator: no 5xx, the exact error shape', async () => {
+      const rawId = fc.oneof(
         fc.uuid().map((u) => encodeURIComponent(u)),
         fc.uuid().map((u) => u.toUpperCase()),
         fc.string({ unit: 'grapheme', maxLength: 40 }).map((t) => encodeURIComponent(t)),
@@ -547,17 +576,21 @@ describe('the error contract under fuzzing', () => {
         fc.constantFrom('%00', '%', '%ZZ', '%E0%A4%A', '%C0%AF', '..', '.', '%2e%2e', '%2F', 'a%2Fb', '%ED%A0%80', '%FF', '%25', ';a', '*'),
         fc.string({ unit: fc.constantFrom(...'0123456789abcdefABCDEF-'), minLength: 30, maxLength: 40 }),
       );
-      const target = fc.constantFrom(
-        { name: 'GET /v1/invoices/{id}', method: 'GET', path: (id: string) => `/v1/invoices/${id}`, admin: false, body: undefined },
-        { name: 'GET /admin/v1/projects/{id}', method: 'GET', path: (id: string) => `/admin/v1/projects/${id}`, admin: true, body: undefined },
-        { name: 'PATCH /admin/v1/projects/{id}', method: 'PATCH', path: (id: string) => `/admin/v1/projects/${id}`, admin: true, body: '{"name":"Переименован"}' },
-        { name: 'POST /admin/v1/invoices/{id}/payment', method: 'POST', path: (id: string) => `/admin/v1/invoices/${id}/payment`, admin: true, body: '{"outcome":"bogus"}' },
-        { name: 'POST /admin/v1/projects/{id}/keys/rotate', method: 'POST', path: (id: string) => `/admin/v1/projects/${id}/keys/rotate`, admin: true, body: '{"mode":"bogus"}' },
-      );
+      // Ids with a NUL character (%00) somewhere: PostgreSQL cannot store or compare them.
+      const withNul = fc
+        .tuple(fc.oneof(fc.constant(''), fc.uuid(), fc.constantFrom('rf_', 'invoice-', '1', 'po_1'), fc.string({ unit: 'grapheme-ascii', maxLength: 10 }).map(encodeURIComponent)), fc.oneof(fc.constant(''), fc.uuid(), fc.nat().map(String)))
+        .map(([before, after]) => `${before}%00${after}`);
+      const raw = fc.oneof(rawId, withNul);
+      const target = fc.constantFrom(...ID_ROUTES);
       await fc.assert(
         fc.asyncProperty(target, raw, async (t, id) => {
-          const r = await send(t.method, t.path(id), { body: t.body, headers: { ...(t.admin ? adminHeaders() : merchantHeaders()), ...(t.body ? json : {}) } });
+          const r = await send(t.method, t.path(id), { body: t.body, headers: { ...t.headers(), ...(t.body ? json : {}) } });
           expectContract(r, `${t.method} ${t.path(id)}`);
+          // An id with NUL is never a resource: its 404 (or the route's 400), decided before the database.
+          // (Only where the id stays one path segment: %2F is a slash to the router.)
+          if (id.includes('%00') && !/%(?![0-9A-Fa-f]{2})/.test(id) && !/%2f/i.test(id)) {
+            expect({ route: t.name, id, status: r.status }).toEqual({ route: t.name, id, status: t.nulStatus });
+          }
           // Dot segments and %2F are resolved before routing: those are unknown routes; an
           // id that is not valid percent-encoding makes the URL itself malformed (400, param path).
           const malformedUrl = (() => {
@@ -574,6 +607,139 @@ describe('the error contract under fuzzing', () => {
           }
         }),
         { numRuns: 400 },
+      );
+    });
+
+    it('random cursors on every list (merchant and operator): 200 for a safe non-negative integer seq, else 400 validation on cursor', async () => {
+      const seqText = fc.oneof(
+        fc.nat({ max: 1_000_000 }).map(String),
+        fc.double({ noNaN: true, noDefaultInfinity: true }).map((d) => JSON.stringify(d)),
+        fc.integer({ min: -1_000_000, max: -1 }).map(String),
+        fc.bigInt({ min: 2n ** 53n - 2n, max: 10n ** 400n }).map(String),
+        numberLiteral,
+        fc.constantFrom('"5"', 'null', 'true', '[1]', '{}', '-0', '1.0', '1e2', '9007199254740991'),
+      );
+      const cursor = fc.oneof(
+        { weight: 5, arbitrary: seqText.map((t) => ({ text: `{"seq":${t}}` })) },
+        { weight: 1, arbitrary: fc.json().map((t) => ({ text: t })) },
+        { weight: 1, arbitrary: fc.base64String({ maxLength: 40 }).map((t) => ({ raw: t.replace(/=+$/, '') })) },
+      );
+      await fc.assert(
+        fc.asyncProperty(fc.constantFrom(...LISTS), cursor, async (list, c) => {
+          const value = 'text' in c ? Buffer.from(c.text).toString('base64url') : c.raw;
+          const path = list.path();
+          const r = await send('GET', `${path}${path.includes('?') ? '&' : '?'}cursor=${encodeURIComponent(value)}`, { headers: list.headers() });
+          expectContract(r, `${list.name} with cursor ${JSON.stringify(c)}`);
+          let decoded: unknown = undefined;
+          try {
+            decoded = JSON.parse(Buffer.from(value, 'base64url').toString('utf8'));
+          } catch {
+            decoded = undefined;
+          }
+          const seq = typeof decoded === 'object' && decoded !== null && !Array.isArray(decoded) ? (decoded as Json).seq : undefined;
+          const good = /^[A-Za-z0-9_-]{1,512}$/.test(value) && typeof seq === 'number' && Number.isSafeInteger(seq) && seq >= 0;
+          if (good) expect({ list: list.name, cursor: c, status: r.status }).toEqual({ list: list.name, cursor: c, status: 200 });
+          else expectApiError(r, 400, 'validation', 'cursor');
+        }),
+        { numRuns: 400 },
+      );
+    });
+
+    it('number literals of any length before (and in) the money and percent fields of every endpoint with a body: refused as written, never let through', async () => {
+      // A literal of 300 to 3000 characters whose value fits the field beside it (an integer n written n.000…0e0).
+      const longInteger = (n: number) => fc.integer({ min: 300, max: 3000 }).map((zeros) => `${n}.${'0'.repeat(zeros)}e0`);
+      const badMoney = fc.oneof(
+        fc.constantFrom('1e3', '10.100', '1E2', '100.000', '2.5e1'),
+        fc.integer({ min: 300, max: 3000 }).map((zeros) => `1.${'0'.repeat(zeros)}e2`),
+        fc.integer({ min: 300, max: 3000 }).map((zeros) => `10.${'0'.repeat(zeros)}1`),
+      );
+      const badPercent = fc.oneof(fc.constantFrom('1e-1', '1.00001', '2E0'), fc.integer({ min: 300, max: 3000 }).map((zeros) => `1.${'0'.repeat(zeros)}e0`));
+      const pad = fc.oneof(fc.integer({ min: 300, max: 5000 }).map((n) => '9'.repeat(n)), longInteger(7));
+      type Shape = { name: string; method: string; path: () => string; headers: () => Record<string, string>; body: fc.Arbitrary<string>; param: string };
+      const SHAPES: Shape[] = [
+        {
+          name: 'POST /v1/invoices (amount after customFields and expire)',
+          method: 'POST',
+          path: () => '/v1/invoices',
+          headers: () => merchantHeaders(),
+          body: fc.tuple(pad, longInteger(60), badMoney).map(([p, e, m]) => `{"orderId":"${orderId('fz-long')}","customFields":{"pad":${p}},"expire":${e},"amount":${m}}`),
+          param: 'amount',
+        },
+        {
+          name: 'POST /v1/invoices (customerFeePct after a long expire)',
+          method: 'POST',
+          path: () => '/v1/invoices',
+          headers: () => merchantHeaders(),
+          body: fc.tuple(longInteger(60), badPercent).map(([e, p]) => `{"orderId":"${orderId('fz-long')}","amount":"100.00","method":"card","expire":${e},"customerFeePct":${p}}`),
+          param: 'customerFeePct',
+        },
+        { name: 'POST /v1/invoices/{id}/refund', method: 'POST', path: () => `/v1/invoices/${invoiceId}/refund`, headers: () => merchantHeaders(), body: badMoney.map((m) => `{"amount":${m}}`), param: 'amount' },
+        {
+          name: 'POST /v1/payouts (live key, amount after a long addressId)',
+          method: 'POST',
+          path: () => '/v1/payouts',
+          headers: () => ({ authorization: `Bearer ${shop.keys.live.secretKey}` }),
+          body: fc.tuple(longInteger(1), badMoney).map(([a, m]) => `{"addressId":${a},"amount":${m}}`),
+          param: 'amount',
+        },
+        {
+          name: 'POST /admin/v1/projects (methods.sbp.min after a long holdHours)',
+          method: 'POST',
+          path: () => '/admin/v1/projects',
+          headers: () => adminHeaders(),
+          body: fc.tuple(longInteger(24), badMoney).map(([h, m]) => `{"accountId":"${scratch.accountId}","name":"Длинные","holdHours":${h},"methods":{"sbp":{"min":${m}}}}`),
+          param: 'methods.sbp.min',
+        },
+        {
+          name: 'PATCH /admin/v1/projects/{id} (methods.card.feePct after a long holdHours)',
+          method: 'PATCH',
+          path: () => `/admin/v1/projects/${scratch.projectId}`,
+          headers: () => adminHeaders(),
+          body: fc.tuple(longInteger(24), badPercent).map(([h, p]) => `{"holdHours":${h},"methods":{"card":{"feePct":${p}}}}`),
+          param: 'methods.card.feePct',
+        },
+      ];
+      await fc.assert(
+        fc.asyncProperty(
+          fc.constantFrom(...SHAPES).chain((shape) => shape.body.map((body) => ({ shape, body }))),
+          async ({ shape, body }) => {
+            const r = await send(shape.method, shape.path(), { body, headers: { ...shape.headers(), ...json } });
+            expectContract(r, `${shape.name} with ${body.slice(0, 120)}…`);
+            expect({ shape: shape.name, status: r.status, code: r.body?.error?.code }).toEqual({ shape: shape.name, status: 400, code: 'validation' });
+            expect(r.body.error.details.map((d: Json) => d.param)).toContain(shape.param);
+          },
+        ),
+        { numRuns: 300 },
+      );
+      // The other endpoints with a body get the same shapes (a long literal, then a bad money literal): their contract holds.
+      await fc.assert(
+        fc.asyncProperty(fc.constantFrom(...WITH_BODY), pad, badMoney, async (e, p, m) => {
+          expectContract(await call(e, `{"pad":${p},"amount":${m},"outcome":${m}}`), e.name);
+        }),
+        { numRuns: 100 },
+      );
+    });
+
+    it('random Idempotency-Key values on every merchant POST: a key of 1-255 printable ASCII characters is taken, anything else is 400 on Idempotency-Key', async () => {
+      const POSTS = MERCHANT.filter((e) => e.method === 'POST');
+      const key = fc.oneof(
+        headerText(300),
+        fc.string({ unit: fc.integer({ min: 0x21, max: 0x7e }).map((c) => String.fromCharCode(c)), minLength: 250, maxLength: 260 }),
+        fc.uuid(),
+        fc.constantFrom('', ' ', 'a', 'é', '\u00ff', 'k'.repeat(255), 'k'.repeat(256), 'a\tb'),
+      );
+      await fc.assert(
+        fc.asyncProperty(fc.constantFrom(...POSTS), key, async (e, k) => {
+          const r = await call(e, '{"bogus":1}', { 'idempotency-key': k });
+          expectContract(r, `${e.name} with Idempotency-Key ${JSON.stringify(k)}`);
+          // HTTP drops the spaces and tabs around a header value.
+          const sent = k.replace(/^[ \t]+|[ \t]+$/g, '');
+          const valid = /^[\x20-\x7e]{1,255}$/.test(sent);
+          // A valid key may meet itself again (409 idempotency_key_conflict on another endpoint): never a 400 on it.
+          if (valid) expect([r.status, r.body?.error?.param]).not.toEqual([400, 'Idempotency-Key']);
+          else expectApiError(r, 400, 'validation', 'Idempotency-Key');
+        }),
+        { numRuns: 300 },
       );
     });
 

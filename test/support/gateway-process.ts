@@ -5,7 +5,7 @@ import { makeTraversable } from '../../libs/database/src/embedded-postgres';
 
 export const ROOT = path.resolve(__dirname, '../..');
 
-export type Entry = 'gateway' | 'api' | 'projector' | 'rebuild' | 'ledger-verify' | 'seed-load' | 'read-models-checksum';
+export type Entry = 'gateway' | 'api' | 'projector' | 'rebuild' | 'ledger-verify' | 'seed-load' | 'read-models-checksum' | 'secrets-rotate-key';
 const ENTRIES: Record<Entry, string> = {
   gateway: 'dist/apps/gateway/src/main.js',
   api: 'dist/apps/api/src/main.js',
@@ -14,6 +14,7 @@ const ENTRIES: Record<Entry, string> = {
   'ledger-verify': 'dist/apps/projector/src/ledger-verify.js',
   'seed-load': 'dist/apps/tools/src/seed-load.js',
   'read-models-checksum': 'dist/apps/tools/src/read-models-checksum.js',
+  'secrets-rotate-key': 'dist/apps/tools/src/secrets-rotate-key.js',
 };
 
 export interface RunningProcess {
@@ -92,12 +93,22 @@ export interface RunningGateway extends RunningProcess {
 
 /** Starts an entry point that serves HTTP and waits until it printed its address. */
 export async function startGateway(entry: 'gateway' | 'api', env: Record<string, string>): Promise<RunningGateway> {
-  // The spec's request limits would throttle suites that test other things; the tests of
-  // the limits themselves pass RATE_LIMIT_PER_SECOND=60 and POLL_INTERVAL_SECONDS=3.
-  const proc = startProcess(entry, { PORT: '0', RATE_LIMIT_PER_SECOND: '1000000', POLL_INTERVAL_SECONDS: '0', ...env });
+  // The spec's request limits would throttle suites that test other things, and so would
+  // the failed-authentication limits (the fuzz and HMAC suites fail on purpose); the tests
+  // of the limits themselves pass RATE_LIMIT_PER_SECOND=60, POLL_INTERVAL_SECONDS=3 and
+  // the AUTH_FAILURE_LIMIT_* they test.
+  const proc = startProcess(entry, {
+    PORT: '0',
+    RATE_LIMIT_PER_SECOND: '1000000',
+    POLL_INTERVAL_SECONDS: '0',
+    AUTH_FAILURE_LIMIT_PER_ADDRESS: '1000000',
+    AUTH_FAILURE_LIMIT_OVERALL: '1000000',
+    ...env,
+  });
   const [, url] = await proc.waitForOutput(/listening on (http:\/\/127\.0\.0\.1:\d+)/);
-  const [, token] = await proc.waitForOutput(/operator token \([^)]*\): (\S+)/);
-  return { ...proc, baseUrl: url!, adminToken: token! };
+  // A token given in the environment is never printed; a generated one is, once.
+  const adminToken = env.ADMIN_TOKEN ?? (await proc.waitForOutput(/operator token \(ADMIN_TOKEN, generated for this run\): (\S+)/))[1]!;
+  return { ...proc, baseUrl: url!, adminToken };
 }
 
 /** A data folder the embedded PostgreSQL (running as the postgres user) can reach. */

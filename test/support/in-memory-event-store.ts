@@ -4,6 +4,7 @@ import {
   DuplicateEventIdError,
   EventStore,
   EventToAppend,
+  eventJson,
   ExpectedRevision,
   matchesFilter,
   Position,
@@ -23,8 +24,10 @@ import {
  *   retry of the very append that stored it.
  * - 'checked_at_expected_revision' (as EventStoreDB): an append whose events are
  *   exactly the ones already stored right after its expected revision is a retry and
- *   succeeds again without writing; otherwise ids are not looked at, so an old id
- *   appended at the end of a stream is stored a second time.
+ *   succeeds again without writing; one that partly repeats the events standing where
+ *   it expects to write (an exact revision or no_stream, behind the stream) is refused
+ *   with DuplicateEventIdError; otherwise ids are not looked at, so an old id appended
+ *   at the end of a stream is stored a second time.
  */
 export type EventIdCheck = 'unique_in_store' | 'checked_at_expected_revision';
 
@@ -54,6 +57,8 @@ export class InMemoryEventStore implements EventStore {
     options: { expectedRevision?: ExpectedRevision } = {},
   ): Promise<AppendResult> {
     await Promise.resolve(); // an append is asynchronous, as it is on a real store
+    // As stored: JSON, made before anything is written (an event without one is refused).
+    const json = events.map((e) => ({ data: eventJson(streamName, e, 'data'), metadata: eventJson(streamName, e, 'metadata') }));
     const expected = options.expectedRevision ?? 'any';
     const stream = this.streams.get(streamName);
     const actual: bigint | 'no_stream' = stream ? BigInt(stream.length - 1) : 'no_stream';
@@ -63,6 +68,12 @@ export class InMemoryEventStore implements EventStore {
     if (this.options.eventIds === 'unique_in_store') {
       const reused = events.filter((e) => this.byId.has(e.id)).map((e) => e.id);
       if (reused.length > 0) throw new DuplicateEventIdError(streamName, reused);
+    } else if (stream && (expected === 'no_stream' || typeof expected === 'bigint')) {
+      // Only the events standing where this append expects to write are looked at.
+      const start = expected === 'no_stream' ? 0 : Number(expected) + 1;
+      const standing = new Set(stream.slice(start, start + events.length).map((e) => e.id));
+      const overlap = events.filter((e) => standing.has(e.id)).map((e) => e.id);
+      if (overlap.length > 0) throw new DuplicateEventIdError(streamName, overlap);
     }
     const holds =
       expected === 'any' ||
@@ -76,15 +87,15 @@ export class InMemoryEventStore implements EventStore {
 
     const target = stream ?? [];
     if (!stream) this.streams.set(streamName, target);
-    for (const e of events) {
+    for (const [i, e] of events.entries()) {
       const n = BigInt(this.log.length + 1);
       const recorded: RecordedEvent = {
         id: e.id,
         type: e.type,
         streamName,
         revision: BigInt(target.length),
-        data: structuredClone(e.data),
-        metadata: structuredClone(e.metadata ?? {}),
+        data: JSON.parse(json[i]!.data) as RecordedEvent['data'],
+        metadata: JSON.parse(json[i]!.metadata) as RecordedEvent['metadata'],
         position: { commit: n, prepare: n },
         createdAt: new Date(),
       };

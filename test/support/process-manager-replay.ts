@@ -14,6 +14,7 @@
  * history wrote (not from $all), so that the case also runs on a shared
  * EventStoreDB whose $all holds other events.
  */
+import { randomBytes } from 'node:crypto';
 import type { Pool } from 'pg';
 import { DEFAULT_PAYOUT_TERMS } from '../../libs/domain/src';
 import {
@@ -37,6 +38,7 @@ import { InvoiceService } from '../../libs/payments/src';
 import type { Projection } from '../../libs/projections/src';
 import { ledgerProjection, PostgresLedgerCauseIndex } from '../../libs/read-models/src';
 import { Registry } from '../../libs/registry/src';
+import { fixedKeys, SecretBox } from '../../libs/secrets/src';
 import { paymentsToLedger } from '../../apps/projector/src/workers/payments-to-ledger';
 import { payoutOutcomes, refundOutcomes } from '../../apps/projector/src/workers/refund-and-payout-outcomes';
 import { seedLoad } from '../../apps/tools/src/seed/seed-load';
@@ -107,7 +109,11 @@ async function ledgers(store: EventStore, streams: Iterable<string>): Promise<Ma
   return out;
 }
 
-/** Hands the events to each projection, in batches, as its runner would (only those its filter keeps). */
+/**
+ * Hands the events to each projection, in batches, as its runner would (only those its
+ * filter keeps): `prepare` before the transaction (the process managers post there),
+ * then `apply` inside it.
+ */
 async function run(pool: Pool, projections: readonly Projection[], events: readonly RecordedEvent[]): Promise<void> {
   for (const projection of projections) {
     const kept = events.filter(
@@ -116,10 +122,12 @@ async function run(pool: Pool, projections: readonly Projection[], events: reado
         (!projection.filter?.eventTypePrefixes || projection.filter.eventTypePrefixes.some((p) => e.type.startsWith(p))),
     );
     for (let i = 0; i < kept.length; i += 250) {
+      const batch = kept.slice(i, i + 250);
+      const prepared: unknown = projection.prepare ? await projection.prepare(batch) : undefined;
       const client = await pool.connect();
       try {
         await client.query('BEGIN');
-        await projection.apply(client, kept.slice(i, i + 250));
+        await projection.apply(client, batch, prepared);
         await client.query('COMMIT');
       } catch (error) {
         await client.query('ROLLBACK');
@@ -136,9 +144,10 @@ async function run(pool: Pool, projections: readonly Projection[], events: reado
  * replays the process managers twice from zero. `events`: size of the history.
  */
 export async function processManagerReplayCase(store: EventStore, pool: Pool, options: { events: number; seed: string }): Promise<ReplayCaseResult> {
+  const secrets = new SecretBox(fixedKeys([randomBytes(32)]));
   const recording = recordingStreams(store);
   await seedLoad(
-    { pool, store: recording.store, terms: { refundProcessingSeconds: 10, payoutTerms: DEFAULT_PAYOUT_TERMS, usdtRubRate: 95_00 } },
+    { pool, store: recording.store, terms: { refundProcessingSeconds: 10, payoutTerms: DEFAULT_PAYOUT_TERMS, usdtRubRate: 95_00 }, secrets },
     { events: options.events, seed: options.seed, merchants: 1, concurrency: 4 },
   );
   const history = await inLogOrder(store, recording.streams);
@@ -148,7 +157,7 @@ export async function processManagerReplayCase(store: EventStore, pool: Pool, op
 
   const before = await ledgers(store, recording.streams);
   const book = new LedgerBook(store, new PostgresSnapshotStore(pool), { causes: new PostgresLedgerCauseIndex(pool) });
-  const invoices = new InvoiceService(store, new Registry(pool));
+  const invoices = new InvoiceService(store, new Registry(pool, secrets));
   const processManagers = [paymentsToLedger(book), refundOutcomes(book, invoices), payoutOutcomes(book)];
 
   await run(pool, processManagers, history);

@@ -16,7 +16,8 @@ export interface ReceivedWebhook {
   readonly receivedAt: number;
 }
 
-export type Answer = { status: number; body?: string; delayMs?: number } | 'hang' | 'drop';
+/** `after`: the answer is sent once this settles (a test holds one request and lets it go when it chooses). */
+export type Answer = { status: number; body?: string; delayMs?: number; after?: Promise<unknown> } | 'hang' | 'drop';
 
 export interface WebhookReceiver {
   readonly url: string;
@@ -28,7 +29,8 @@ export interface WebhookReceiver {
   close(): Promise<void>;
 }
 
-export async function startWebhookReceiver(): Promise<WebhookReceiver> {
+/** A receiver on 127.0.0.1, or on `host` (for instance an address of another interface of this machine). */
+export async function startWebhookReceiver(host = '127.0.0.1'): Promise<WebhookReceiver> {
   const received: ReceivedWebhook[] = [];
   const hanging = new Set<http.ServerResponse>();
   const receiver: WebhookReceiver = {
@@ -72,12 +74,14 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
         return;
       }
       const send = () => res.writeHead(answer.status, { 'content-type': 'text/plain' }).end(answer.body ?? '');
-      if (answer.delayMs) setTimeout(send, answer.delayMs);
+      if (answer.after) void answer.after.finally(send);
+      else if (answer.delayMs) setTimeout(send, answer.delayMs);
       else send();
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  (receiver as { url: string }).url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`;
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
+  const hostInUrl = host.includes(':') ? `[${host}]` : host;
+  (receiver as { url: string }).url = `http://${hostInUrl}:${(server.address() as AddressInfo).port}/hooks`;
   return receiver;
 }
 

@@ -31,7 +31,7 @@ describe('SIGKILL of the dispatcher with deliveries in flight', () => {
   });
 
   it('delivers every event at least once and resends only what was not recorded', async () => {
-    gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN });
+    gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
     let operator = new Operator(gateway.baseUrl, gateway.adminToken);
     const merchant = await operator.merchant({ webhookUrl: receiver.url } as never);
     const invoiceIds: string[] = [];
@@ -50,7 +50,7 @@ describe('SIGKILL of the dispatcher with deliveries in flight', () => {
 
     receiver.answer = () => ({ status: 200, body: 'ok' });
     const restartedAt = Date.now();
-    gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN });
+    gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
     operator = new Operator(gateway.baseUrl, gateway.adminToken);
 
     // Every invoice.paid arrives (deliveries claimed by the dead process after their 15 s lease).

@@ -4,12 +4,15 @@
  * event and subscribed project; failed attempts are retried on the gateway clock after
  * 1 min, 5 min, 30 min, 2 h, 12 h and 24 h, then the delivery has failed; the
  * operator sees every attempt and can resend. A second gateway without
- * WEBHOOK_ALLOW_PRIVATE_NETWORKS refuses live deliveries to the loopback receiver.
+ * WEBHOOK_ALLOW_PRIVATE_NETWORKS refuses private and reserved webhook URLs when they
+ * are set, and deliveries of both modes to the loopback receiver, to a host name
+ * that resolves to loopback and to this machine's own interface address.
  *
  * The tests of the first gateway share one clock and run in order: each advance moves
  * time for all of them (every test has its own projects and receivers).
  */
 import http from 'node:http';
+import { networkInterfaces } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import {
   Client,
@@ -177,7 +180,7 @@ describe('webhooks (CLOCK=manual, private networks allowed)', () => {
         isTest: true,
         createdAt: expect.stringMatching(ISO_UTC),
         nextAttemptAt: null,
-        attempts: [{ attempt: 1, at: expect.stringMatching(ISO_UTC), statusCode: 200, body: 'ok', durationMs: expect.any(Number), error: null }],
+        attempts: [{ attempt: 1, at: expect.stringMatching(ISO_UTC), statusCode: 200, body: 'ok', durationMs: expect.any(Number), error: null, superseded: false }],
       });
       expect(Math.floor(new Date(delivery.attempts[0].at).getTime() / 1000)).toBe(Number(w.headers['x-service-timestamp']));
     });
@@ -418,6 +421,32 @@ describe('webhooks (CLOCK=manual, private networks allowed)', () => {
       expect(hooks.received).toHaveLength(2);
     });
 
+    it('an attempt started before a resend comes back late: the resent attempt’s outcome stands, the late one is kept as superseded', async () => {
+      const hooks = await receiver();
+      let answerFirst!: () => void;
+      const firstHeld = new Promise<void>((resolve) => (answerFirst = resolve));
+      hooks.answer = (_w, index) => (index === 0 ? { status: 500, body: 'поздно', after: firstHeld } : { status: 200, body: 'ok' });
+      const m = await hookedMerchant(operator, { webhookUrl: hooks.url });
+      const invoice = await paidInvoice(operator, m.test);
+      const first = await arrival(hooks, 'invoice.paid', invoice.id); // its answer is held
+      const deliveryId = first.headers['x-service-delivery-id'] as string;
+
+      expectStatus(await operator.http.post(`/admin/v1/webhook-deliveries/${deliveryId}/resend`), 202);
+      await hooks.waitFor((all) => all.length === 2, 'the resent delivery');
+      await deliveryOf(first.body.id, m.projectId, (d) => d.status === 'delivered' && d.attempts.length === 1);
+
+      answerFirst();
+      const delivery = await deliveryOf(first.body.id, m.projectId, (d) => d.attempts.length === 2);
+      expect(delivery.status).toBe('delivered');
+      expect(delivery.nextAttemptAt).toBeNull();
+      expect(delivery.attempts.map((a: Json) => [a.attempt, a.statusCode, a.superseded])).toEqual([
+        [1, 200, false],
+        [2, 500, true],
+      ]);
+      await sleep(QUIET_MS);
+      expect(hooks.received).toHaveLength(2);
+    });
+
     it('an unknown delivery → 404 not_found', async () => {
       expectError(await operator.http.post('/admin/v1/webhook-deliveries/00000000-0000-4000-8000-000000000000/resend'), 404, 'not_found');
       expectError(await operator.http.post('/admin/v1/webhook-deliveries/not-a-delivery/resend'), 404, 'not_found');
@@ -440,6 +469,7 @@ describe('webhooks (CLOCK=manual, private networks allowed)', () => {
         body: null,
         durationMs: expect.any(Number),
         error: expect.stringMatching(/10 ?s/),
+        superseded: false,
       });
       expect(pending.attempts[0].durationMs).toBeGreaterThanOrEqual(9_900);
       expect(pending.attempts[0].durationMs).toBeLessThan(12_000);
@@ -550,6 +580,7 @@ describe('webhooks (CLOCK=manual, private networks allowed)', () => {
           body: 'сломалось',
           durationMs: expect.any(Number),
           error: null,
+          superseded: false,
         })),
       );
       for (let i = 1; i < 7; i++) {
@@ -584,7 +615,16 @@ describe('webhooks (CLOCK=manual, private networks allowed)', () => {
   });
 });
 
-describe('webhooks: live deliveries to private addresses (WEBHOOK_ALLOW_PRIVATE_NETWORKS unset)', () => {
+/** The first non-loopback IPv4 address of this machine's own interfaces (the issue's way in: 192.0.2.2 here). */
+function interfaceAddress(): string {
+  const address = Object.values(networkInterfaces())
+    .flatMap((list) => list ?? [])
+    .find((i) => i.family === 'IPv4' && !i.internal)?.address;
+  if (!address) throw new Error('this machine has no non-loopback IPv4 interface: the own-interface webhook test cannot run here');
+  return address;
+}
+
+describe('webhooks: deliveries to private addresses (WEBHOOK_ALLOW_PRIVATE_NETWORKS unset, both modes)', () => {
   let gw: InvoiceGateway;
   let hooks: WebhookReceiver;
 
@@ -597,15 +637,93 @@ describe('webhooks: live deliveries to private addresses (WEBHOOK_ALLOW_PRIVATE_
     await gw?.close();
   });
 
-  it('a live invoice.paid to 127.0.0.1 is refused and recorded; a test-mode one is received', async () => {
-    const m = await hookedMerchant(gw.operator, { webhookUrl: hooks.url });
+  /** A URL stored before the gateway refused literal private addresses when they are set (straight into the table). */
+  async function storedWebhookUrl(projectId: string, url: string): Promise<void> {
+    const r = await gw.db.pool.query('UPDATE projects SET webhook_url = $2 WHERE id = $1', [projectId, url]);
+    expect(r.rowCount).toBe(1);
+  }
+
+  const deliveriesOf = async (projectId: string): Promise<Json[]> => {
+    const r = await gw.operator.http.get(`/admin/v1/webhook-deliveries?projectId=${projectId}`);
+    expectStatus(r, 200);
+    return r.body.items;
+  };
+
+  it('a webhook URL with a literal private, reserved or own address is refused when it is set (400 validation, param webhookUrl)', async () => {
+    const account = await gw.operator.createAccount();
+    const urls = [
+      hooks.url,
+      'http://2130706433/hooks',
+      'http://[::1]:8080/hooks',
+      'http://[64:ff9b::7f00:1]/hooks',
+      'http://[2002:7f00:1::]/hooks',
+      'http://[::7f00:1]/hooks',
+      'http://[fec0::1]/hooks',
+      `http://${interfaceAddress()}:${new URL(gw.baseUrl).port}/admin/v1/clock/advance`,
+      'http://198.51.100.1/hooks',
+      'http://203.0.113.1/hooks',
+      'http://240.0.0.1/hooks',
+      'http://255.255.255.255/hooks',
+      'http://169.254.169.254/latest/meta-data/',
+    ];
+    for (const webhookUrl of urls) {
+      const created = await gw.operator.http.post('/admin/v1/projects', { accountId: account, name: 'Магазин', webhookUrl });
+      expectError(created, 400, 'validation', 'webhookUrl');
+      expect({ webhookUrl, message: created.body.error.message }).toEqual({ webhookUrl, message: expect.stringContaining('WEBHOOK_ALLOW_PRIVATE_NETWORKS') });
+    }
+    const project = await gw.operator.createProject(account, { name: 'Магазин' });
+    for (const webhookUrl of urls) expectError(await gw.operator.http.patch(`/admin/v1/projects/${project.id}`, { webhookUrl }), 400, 'validation', 'webhookUrl');
+    expect((await gw.operator.http.get(`/admin/v1/projects/${project.id}`)).body.webhookUrl).toBeNull();
+    // A public address, or a host name (checked at each delivery), is accepted.
+    expect((await gw.operator.patchProject(project.id, { webhookUrl: 'https://8.8.8.8/hooks' })).webhookUrl).toBe('https://8.8.8.8/hooks');
+    expect((await gw.operator.patchProject(project.id, { webhookUrl: 'https://shop.example/hooks' })).webhookUrl).toBe('https://shop.example/hooks');
+  });
+
+  it(`a webhook to this host's own non-loopback interface address (${interfaceAddress()}) is refused in both modes: nothing reaches a receiver there or the gateway's operator API, no reply body is stored`, async () => {
+    const address = interfaceAddress();
+    const onInterface = await startWebhookReceiver(address);
+    try {
+      // The issue's path: the gateway's own operator API through the interface address.
+      const operatorApi = `http://${address}:${new URL(gw.baseUrl).port}/admin/v1/clock/advance`;
+      const targets = [onInterface.url, operatorApi];
+      const merchants: Hooked[] = [];
+      for (const url of targets) {
+        const m = await hookedMerchant(gw.operator, { webhookUrl: 'https://shop.example/hooks' });
+        await storedWebhookUrl(m.projectId, url);
+        merchants.push(m);
+        await paidInvoice(gw.operator, m.live);
+        await paidInvoice(gw.operator, m.test);
+      }
+      for (const [i, m] of merchants.entries()) {
+        const items = await poll(
+          () => deliveriesOf(m.projectId),
+          (list) => list.length === 2 && list.every((d: Json) => d.attempts.length === 1),
+          'both refused attempts',
+        );
+        expect(items.map((d: Json) => d.isTest).sort()).toEqual([false, true]);
+        for (const d of items) {
+          expect(d).toMatchObject({ url: targets[i], status: 'pending' });
+          expect(d.attempts[0]).toMatchObject({ attempt: 1, statusCode: null, body: null });
+          expect(d.attempts[0].error).toMatch(/refused: .*gateway host itself|refused: .*not a globally routable/);
+        }
+      }
+      await sleep(QUIET_MS);
+      expect(onInterface.received).toHaveLength(0);
+      const metrics = await fetch(`${gw.baseUrl}/metrics`, { headers: { authorization: `Bearer ${gw.gateway.adminToken}` } });
+      expect(metrics.status).toBe(200);
+      const clockCalls = (await metrics.text()).split('\n').filter((line) => line.startsWith('http_requests_total{') && line.includes('route="/admin/v1/clock/advance"'));
+      expect(clockCalls).toEqual([]);
+    } finally {
+      await onInterface.close();
+    }
+  });
+
+  it('a live invoice.paid to 127.0.0.1 is refused and recorded; a test-mode one is refused too (one guard for both modes)', async () => {
+    const m = await hookedMerchant(gw.operator, { webhookUrl: 'https://shop.example/hooks' });
+    await storedWebhookUrl(m.projectId, hooks.url);
     const live = await paidInvoice(gw.operator, m.live);
     const [refused] = await poll(
-      async () => {
-        const r = await gw.operator.http.get(`/admin/v1/webhook-deliveries?projectId=${m.projectId}`);
-        expectStatus(r, 200);
-        return r.body.items;
-      },
+      () => deliveriesOf(m.projectId),
       (items) => items.length === 1 && items[0].attempts.length === 1,
       'the refused attempt',
     );
@@ -614,11 +732,17 @@ describe('webhooks: live deliveries to private addresses (WEBHOOK_ALLOW_PRIVATE_
     expect(refused.attempts[0].error).toMatch(/refused|private/i);
 
     const test = await paidInvoice(gw.operator, m.test);
-    const w = await arrival(hooks, 'invoice.paid', test.id);
-    expect(w.headers['x-service-test']).toBe('true');
-    expect(validSignature(w, m.secret)).toBe(true);
+    const both = await poll(
+      () => deliveriesOf(m.projectId),
+      (items) => items.length === 2 && items.every((d: Json) => d.attempts.length === 1),
+      'the test-mode attempt',
+    );
+    const sandbox = both.find((d: Json) => d.isTest === true);
+    expect(sandbox).toMatchObject({ eventType: 'invoice.paid', status: 'pending', url: hooks.url });
+    expect(sandbox.attempts[0]).toMatchObject({ attempt: 1, statusCode: null, body: null });
+    expect(sandbox.attempts[0].error).toMatch(/refused/);
     await sleep(QUIET_MS);
-    expect(hooks.received.map(idOf)).toEqual([test.id]);
+    expect(hooks.received.map(idOf)).not.toContain(test.id);
     expect(hooks.received.map(idOf)).not.toContain(live.id);
   });
 

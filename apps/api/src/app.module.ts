@@ -17,12 +17,20 @@ import { MerchantAuthGuard } from './merchant/merchant-auth.guard';
 import { OpenApiController } from './openapi/openapi.controller';
 import { ReferenceController } from './merchant/reference.controller';
 import { PaymentPageController } from './pay/payment-page.controller';
+import { PageFormTokens } from './pay/page-form-token';
 import { AccessControl } from '../../../libs/access/src';
+import type { IdempotencyKeys } from '../../../libs/idempotency/src';
+import { IdempotencyInterceptor } from './http/idempotency';
+import type { FailedAuthentication } from './auth/failed-authentication';
+import type { OperatorToken } from './auth/operator-token';
 import {
   ACCESS_CONTROL,
-  ADMIN_TOKEN,
   CLOCK_TOKEN,
   DATABASE_POOL,
+  IDEMPOTENCY_KEYS,
+  FAILED_AUTHENTICATION,
+  OPERATOR_TOKEN,
+  PAGE_FORM_TOKENS,
   INFRASTRUCTURE,
   INVOICE_SERVICE,
   LEDGER_BOOK,
@@ -35,6 +43,12 @@ import {
   REGISTRY,
 } from './tokens';
 
+/** How the API checks who calls it, built once per process (createApi). */
+export interface ApiSecurity {
+  readonly operatorToken: OperatorToken;
+  readonly failedAuthentication: FailedAuthentication;
+}
+
 export interface ApiDependencies {
   readonly infrastructure: Infrastructure;
   readonly services: GatewayServices;
@@ -43,9 +57,15 @@ export interface ApiDependencies {
   readonly readiness?: ReadinessProbe;
 }
 
+/** What the API process builds for itself around the routes (shared with its Fastify hooks). */
+export interface ApiRuntime extends ApiSecurity {
+  readonly idempotencyKeys: IdempotencyKeys;
+}
+
 @Module({})
 export class AppModule {
-  static register(deps: ApiDependencies): DynamicModule {
+  static register(deps: ApiDependencies, runtime: ApiRuntime): DynamicModule {
+    const security = runtime;
     return {
       module: AppModule,
       controllers: [
@@ -68,9 +88,12 @@ export class AppModule {
         { provide: INFRASTRUCTURE, useValue: deps.infrastructure },
         { provide: DATABASE_POOL, useValue: deps.infrastructure.pool },
         { provide: CLOCK_TOKEN, useValue: deps.infrastructure.clock },
-        { provide: ADMIN_TOKEN, useValue: deps.adminToken },
+        { provide: OPERATOR_TOKEN, useValue: security.operatorToken },
+        { provide: FAILED_AUTHENTICATION, useValue: security.failedAuthentication },
         { provide: READINESS, useValue: deps.readiness ?? (() => ({})) },
         { provide: PUBLIC_URL, useValue: deps.publicUrl },
+        // Keyed from the secrets key, so every API process accepts the others' tokens.
+        { provide: PAGE_FORM_TOKENS, useValue: new PageFormTokens(() => deps.infrastructure.secrets.derivedKeys('payment-page-form')) },
         { provide: REGISTRY, useValue: deps.services.registry },
         { provide: LEDGER_BOOK, useValue: deps.services.ledgers },
         { provide: INVOICE_SERVICE, useValue: deps.services.invoices },
@@ -84,8 +107,10 @@ export class AppModule {
             pollIntervalSeconds: deps.infrastructure.config.pollIntervalSeconds,
           }),
         },
+        { provide: IDEMPOTENCY_KEYS, useValue: runtime.idempotencyKeys },
         AdminTokenGuard,
         MerchantAuthGuard,
+        IdempotencyInterceptor,
       ],
     };
   }

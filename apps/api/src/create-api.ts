@@ -9,16 +9,21 @@ import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from '../../../libs/logging/src/logger';
 import { REQUEST_ID_HEADER, REQUEST_ID_LOG_FIELD, requestIdOf } from '../../../libs/logging/src/logger';
 import { GatewayMetrics, UNMATCHED_ROUTE } from '../../../libs/metrics/src';
-import { ApiDependencies, AppModule } from './app.module';
+import { AUTH_FAILURE_WINDOW_SECONDS, AuthFailureLimiter } from '../../../libs/access/src';
+import { ApiDependencies, ApiSecurity, AppModule } from './app.module';
+import { FailedAuthentication } from './auth/failed-authentication';
+import { OperatorToken } from './auth/operator-token';
 import { ApiError } from './errors/api-error';
 import { ErrorFilter } from './errors/error.filter';
+import { registerIdempotencyHook } from './http/idempotency';
+import { IdempotencyKeys } from '../../../libs/idempotency/src';
 import { registerMetricsRoute } from './metrics/metrics-endpoint';
 
 /** Largest request body the API reads (customFields are at most 2 KB; the rest is small). */
 export const BODY_LIMIT_BYTES = 64 * 1024;
 
 const sendError = (reply: FastifyReply, error: ApiError) =>
-  reply.status(error.status).header('content-type', 'application/json; charset=utf-8').send(error.body());
+  reply.status(error.status).header('cache-control', 'no-store').header('content-type', 'application/json; charset=utf-8').send(error.body());
 
 /**
  * The merchant and operator APIs take JSON only: a body of another type is refused
@@ -60,7 +65,9 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
   const { metrics } = observability;
   const adapter = new FastifyAdapter({
     bodyLimit: BODY_LIMIT_BYTES,
-    trustProxy: false,
+    // request.ip is the client's address (failed-authentication limits count per address):
+    // the socket's, or X-Forwarded-For's when the socket is one of TRUSTED_PROXIES.
+    trustProxy: deps.infrastructure.config.trustedProxies.length > 0 ? [...deps.infrastructure.config.trustedProxies] : false,
     // Long ids reach the handlers, which answer 404 in the spec's shape.
     routerOptions: { maxParamLength: 1024 },
     // Every request has an id: the caller's X-Request-Id when it is a sane token, else a
@@ -89,15 +96,18 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
       );
       socket.end(
         `HTTP/1.1 ${status} ${tooLarge ? 'Request Header Fields Too Large' : 'Bad Request'}\r\n` +
-          `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+          `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nCache-Control: no-store\r\n` +
           `X-Request-Id: ${randomUUID()}\r\nConnection: close\r\n\r\n${body}`,
       );
     },
   });
   const fastify = adapter.getInstance();
-  // First of our hooks, so that every answer (a hook's 415 included) carries the id.
+  // First of our hooks, so that every answer (a hook's 415 included) carries the id,
+  // and is never cached: answers carry balances, secrets and keys (the payment page
+  // sets the same).
   fastify.addHook('onRequest', (request, reply, done) => {
     void reply.header(REQUEST_ID_HEADER, request.id);
+    void reply.header('cache-control', 'no-store');
     done();
   });
   fastify.addHook('onRequest', requireJsonBodies);
@@ -105,8 +115,19 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
     recordResponse(metrics, request, reply, reply.elapsedTime);
     done();
   });
-  if (metrics) registerMetricsRoute(fastify, metrics, deps.adminToken);
-  const app = await NestFactory.create<NestFastifyApplication>(AppModule.register(deps), adapter, {
+  const { config } = deps.infrastructure;
+  const security: ApiSecurity = {
+    operatorToken: new OperatorToken(deps.adminToken),
+    failedAuthentication: new FailedAuthentication(
+      new AuthFailureLimiter({ perAddress: config.authFailureLimitPerAddress, overall: config.authFailureLimitOverall, windowSeconds: AUTH_FAILURE_WINDOW_SECONDS }),
+      deps.infrastructure.clock,
+      metrics?.authFailureObserver,
+    ),
+  };
+  if (metrics) registerMetricsRoute(fastify, metrics, security.operatorToken, security.failedAuthentication);
+  const idempotencyKeys = new IdempotencyKeys(deps.infrastructure.pool, deps.infrastructure.clock);
+  registerIdempotencyHook(fastify, idempotencyKeys, log);
+  const app = await NestFactory.create<NestFastifyApplication>(AppModule.register(deps, { ...security, idempotencyKeys }), adapter, {
     logger: false,
     abortOnError: false,
     // The exact bytes of each body, for the HMAC signature of mode 2.

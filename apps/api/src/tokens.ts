@@ -1,7 +1,8 @@
 /** Injection tokens of the API's infrastructure. */
 export const DATABASE_POOL = Symbol('DatabasePool');
 export const INFRASTRUCTURE = Symbol('Infrastructure');
-export const ADMIN_TOKEN = Symbol('AdminToken');
+export const OPERATOR_TOKEN = Symbol('OperatorToken');
+export const FAILED_AUTHENTICATION = Symbol('FailedAuthentication');
 export const READINESS = Symbol('Readiness');
 export const LEDGER_BOOK = Symbol('LedgerBook');
 export const CLOCK_TOKEN = Symbol('Clock');
@@ -17,3 +18,5 @@ export interface PublicUrl {
 export const REFUND_SERVICE = Symbol('RefundService');
 export const PAYOUT_SERVICE = Symbol('PayoutService');
 export const PAYOUT_ADDRESSES = Symbol('PayoutAddresses');
+export const IDEMPOTENCY_KEYS = Symbol('IdempotencyKeys');
+export const PAGE_FORM_TOKENS = Symbol('PageFormTokens');

@@ -38,7 +38,11 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
     const publicUrl = { value: config.publicUrl ?? `http://127.0.0.1:${config.port}` };
     const projector = roles.projector ? new Projector(infra, services, log, () => publicUrl.value, metrics) : null;
     projector?.start();
-    const readiness: ReadinessProbe = async () => (projector ? { projections: await projector.reportWithLag() } : {});
+    const readiness: ReadinessProbe = async () => {
+      if (!projector) return {};
+      const [projections, eventLog] = await Promise.all([projector.reportWithLag(), projector.eventLogReport()]);
+      return eventLog === undefined ? { projections } : { projections, eventLog };
+    };
     const metricsServer: MetricsServer | null =
       config.metricsPort === null ? null : await startMetricsServer(config.metricsPort, metrics, infra.pool, readiness, log);
     const metricsLine = metricsServer
@@ -49,6 +53,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
     let adminToken = config.adminToken;
     if (roles.api) {
       const tokenWasGenerated = adminToken === null;
+      // 24 random bytes: 32 base64url characters, the shortest token accepted.
       adminToken ??= randomBytes(24).toString('base64url');
       app = await createApi(
         {
@@ -71,7 +76,10 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
         `  operator API:  http://127.0.0.1:${port}/admin/v1`,
         `  metrics:       http://127.0.0.1:${port}/metrics (operator token)`,
         ...(metricsLine ? [metricsLine] : []),
-        `  operator token (ADMIN_TOKEN${tokenWasGenerated ? ', generated for this run' : ''}): ${adminToken}`,
+        // A token from the environment is never printed (logs are read by more people than the operator).
+        tokenWasGenerated
+          ? `  operator token (ADMIN_TOKEN, generated for this run): ${adminToken}`
+          : '  operator token: the ADMIN_TOKEN of the environment (not printed)',
         `  database: ${config.databaseUrl ? 'DATABASE_URL' : `embedded PostgreSQL under ${config.dataDir}`}; event store: ${config.eventStore}; clock: ${config.clock}`,
       ];
       const sandbox = await services.registry.createSandboxIfEmpty(infra.clock.now(), {

@@ -1,5 +1,6 @@
 import { loadConfigOrExit } from '../../../libs/config/src';
 import { openInfrastructure } from '../../../libs/infrastructure/src/infrastructure';
+import { COMMAND_SESSION_LIMITS } from '../../../libs/database/src';
 import { verifyLedgers } from '../../../libs/ledger-store/src';
 import { createLogger } from '../../../libs/logging/src/logger';
 import { ProgressBar } from '../../../libs/projections/src';
@@ -12,7 +13,7 @@ import { ProgressBar } from '../../../libs/projections/src';
 async function main(): Promise<void> {
   const config = loadConfigOrExit('ledger:verify');
   const log = createLogger('ledger-verify', process.env.LOG_LEVEL ?? 'warn');
-  const infra = await openInfrastructure(config, log, { applicationName: 'gateway-ledger-verify' });
+  const infra = await openInfrastructure(config, log, { applicationName: 'gateway-ledger-verify', limits: COMMAND_SESSION_LIMITS });
   let failed = false;
   try {
     const bar = new ProgressBar('ledger:verify'.padEnd(16));

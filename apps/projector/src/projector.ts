@@ -1,5 +1,5 @@
-import type { EventStore } from '../../../libs/event-store/src';
-import { positionToString } from '../../../libs/event-store/src';
+import type { EventStore, LogVisibility } from '../../../libs/event-store/src';
+import { PostgresEventStore, positionToString, readLogVisibility } from '../../../libs/event-store/src';
 import type { Infrastructure } from '../../../libs/infrastructure/src/infrastructure';
 import type { GatewayServices } from '../../../libs/infrastructure/src/services';
 import type { Logger } from '../../../libs/logging/src/logger';
@@ -12,6 +12,7 @@ import { PeriodicWorker } from './workers/periodic-worker';
 import { payoutOutcomes, refundOutcomes } from './workers/refund-and-payout-outcomes';
 import { completeDueRefunds } from './workers/refund-processor';
 import { recoverHalfDoneFlows } from './workers/flow-recovery';
+import { sweepRetention } from './workers/retention';
 import { WorkerItems } from './workers/worker-items';
 import { WebhookDispatcher, webhookOutbox } from '../../../libs/webhooks/src';
 import { GatewayMetrics, projectionLag, webhookQueueDepth } from '../../../libs/metrics/src';
@@ -36,6 +37,8 @@ export class Projector {
   private readonly workers: PeriodicWorker[];
   private readonly dispatcher: WebhookDispatcher;
   private readonly lag: () => ReturnType<typeof projectionLag>;
+  /** With the PostgreSQL event store: how far the visible log trails the appended one. */
+  private readonly logVisibility: (() => Promise<LogVisibility>) | null;
 
   constructor(infra: Infrastructure, services: GatewayServices, log: Logger, publicUrl: () => string, metrics?: GatewayMetrics) {
     const store: EventStore = infra.store;
@@ -44,7 +47,7 @@ export class Projector {
       paymentsToLedger(services.ledgers),
       refundOutcomes(services.ledgers, services.invoices),
       payoutOutcomes(services.ledgers),
-      webhookOutbox(store, services.registry, infra.clock, publicUrl),
+      webhookOutbox(store, services.registry, infra.clock, publicUrl, infra.config.webhookRetentionDays),
     ];
     const dispatcher = new WebhookDispatcher(infra.pool, services.registry, infra.clock, {
       concurrency: 32,
@@ -57,10 +60,12 @@ export class Projector {
       (p) => new ProjectionRunner(infra.pool, store, p, { log, onBatch: metrics?.onProjectionBatch, onError: metrics?.onProjectionError }),
     );
     const names = projections.map((p) => p.name);
-    this.lag = () => projectionLag(infra.pool, store, names);
+    this.lag = () => projectionLag(infra.pool, store, projections);
+    this.logVisibility = store instanceof PostgresEventStore ? () => readLogVisibility(infra.pool) : null;
     if (metrics) {
       metrics.registerProjections(names);
       metrics.addProjectionLagSource(this.lag);
+      if (this.logVisibility) metrics.addLogVisibilitySource(this.logVisibility);
       metrics.addWebhookQueueSource(() => webhookQueueDepth(infra.pool, infra.clock));
     }
     // Each worker's items fail alone: logged, counted, retried after a back-off.
@@ -77,6 +82,8 @@ export class Projector {
         recoverHalfDoneFlows(infra.pool, services.refunds, services.payouts, infra.clock, items('flow-recovery')),
         log,
       ),
+      // A sweep of whole tables by age (no items to fail alone).
+      new PeriodicWorker('retention', 5000, sweepRetention(infra.pool, infra.clock, infra.config.webhookRetentionDays), log, 1000),
     ];
   }
 
@@ -94,6 +101,16 @@ export class Projector {
   async reportWithLag(): Promise<ProjectionReport[]> {
     const lags = await this.lag().catch(() => null);
     return this.report().map((r) => ({ ...r, lag: lags?.find((l) => l.projection === r.projection)?.lagEvents ?? null }));
+  }
+
+  /**
+   * For readiness: how far the log subscribers see trails the appended log, and the
+   * cluster's oldest transaction holding it back (undefined without the PostgreSQL
+   * event store, null when the database does not answer).
+   */
+  async eventLogReport(): Promise<LogVisibility | null | undefined> {
+    if (!this.logVisibility) return undefined;
+    return this.logVisibility().catch(() => null);
   }
 
   report(): ProjectionReport[] {

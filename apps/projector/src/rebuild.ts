@@ -1,5 +1,6 @@
 import { loadConfigOrExit } from '../../../libs/config/src';
 import { openInfrastructure } from '../../../libs/infrastructure/src/infrastructure';
+import { COMMAND_SESSION_LIMITS } from '../../../libs/database/src';
 import { createLogger } from '../../../libs/logging/src/logger';
 import { ProgressBar, rebuildProjection } from '../../../libs/projections/src';
 import { allProjections } from '../../../libs/read-models/src';
@@ -31,7 +32,7 @@ async function main(): Promise<void> {
 
   const config = loadConfigOrExit('projections:rebuild');
   const log = createLogger('projections-rebuild', process.env.LOG_LEVEL ?? 'warn');
-  const infra = await openInfrastructure(config, log, { applicationName: 'gateway-rebuild' });
+  const infra = await openInfrastructure(config, log, { applicationName: 'gateway-rebuild', limits: COMMAND_SESSION_LIMITS });
   try {
     const results: { name: string; eventsApplied: bigint; seconds: number }[] = [];
     for (const projection of selected) {

@@ -1,6 +1,7 @@
 import { loadConfigOrExit } from '../../../libs/config/src';
 import { comparePositions, positionToString } from '../../../libs/event-store/src';
 import { openInfrastructure } from '../../../libs/infrastructure/src/infrastructure';
+import { COMMAND_SESSION_LIMITS } from '../../../libs/database/src';
 import { createLogger } from '../../../libs/logging/src/logger';
 import { readCheckpoint } from '../../../libs/projections/src';
 import { allProjections, formatChecksums, READ_MODEL_TABLES, readModelChecksums } from '../../../libs/read-models/src';
@@ -21,7 +22,7 @@ async function main(): Promise<void> {
 
   const config = loadConfigOrExit('read-models:checksum');
   const log = createLogger('read-models-checksum', process.env.LOG_LEVEL ?? 'warn');
-  const infra = await openInfrastructure(config, log, { applicationName: 'gateway-read-models-checksum', poolSize: 2 });
+  const infra = await openInfrastructure(config, log, { applicationName: 'gateway-read-models-checksum', poolSize: 2, limits: COMMAND_SESSION_LIMITS });
   try {
     const head = await infra.store.headPosition();
     const checksums = await readModelChecksums(infra.pool, tables.length > 0 ? tables : READ_MODEL_TABLES);

@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
 import { loadConfigOrExit } from '../../../libs/config/src';
 import { openInfrastructure } from '../../../libs/infrastructure/src/infrastructure';
+import { COMMAND_SESSION_LIMITS } from '../../../libs/database/src';
 import { createLogger } from '../../../libs/logging/src/logger';
 import { ProgressBar } from '../../../libs/projections/src';
 import { DEFAULT_SEED, DEFAULT_START, seedLoad, SeedRefusedError } from './seed/seed-load';
@@ -55,12 +56,12 @@ async function main(): Promise<void> {
 
   const config = loadConfigOrExit('seed:load');
   const log = createLogger('seed-load', process.env.LOG_LEVEL ?? 'warn');
-  const infra = await openInfrastructure(config, log, { applicationName: 'gateway-seed-load' });
+  const infra = await openInfrastructure(config, log, { applicationName: 'gateway-seed-load', limits: COMMAND_SESSION_LIMITS });
   try {
     process.stderr.write(`seed:load: about ${events} events, seed ${JSON.stringify(seed)}, from ${start.toISOString()} over ${days} simulated days\n`);
     const bar = new ProgressBar('seed:load'.padEnd(12));
     const result = await seedLoad(
-      { pool: infra.pool, store: infra.store, terms: config },
+      { pool: infra.pool, store: infra.store, terms: config, secrets: infra.secrets },
       {
         events,
         seed,

@@ -3,7 +3,12 @@ import type { Pool } from 'pg';
 import { preparedStatement } from '../../database/src/pool';
 
 export const TIMESTAMP_WINDOW_SECONDS = 300;
-export const SIGNATURE_REUSE_WINDOW_SECONDS = 600;
+/**
+ * How long a used signature is remembered: a request may be stamped up to the window
+ * ahead of the clock, so the window accepts it until about twice the window after its
+ * first use; a minute more covers the whole-second rounding and the sweeper's pace.
+ */
+export const SIGNATURE_REUSE_WINDOW_SECONDS = 2 * TIMESTAMP_WINDOW_SECONDS + 60;
 
 /** hex HMAC-SHA256 of `<timestamp>.<raw body>` keyed with the project's webhook secret. */
 export const requestSignature = (secret: string, timestamp: string, rawBody: string | Buffer): string =>
@@ -98,9 +103,21 @@ export class AccessControl {
   private async sweep(now: Date): Promise<void> {
     if (now.getTime() - this.lastSweep < 60_000) return;
     this.lastSweep = now.getTime();
-    const horizon = new Date(now.getTime() - SIGNATURE_REUSE_WINDOW_SECONDS * 1000);
-    await this.pool.query('DELETE FROM used_signatures WHERE used_at < $1', [horizon]);
-    await this.pool.query('DELETE FROM rate_limit_windows WHERE window_second < $1', [Math.floor(now.getTime() / 1000) - 60]);
-    await this.pool.query('DELETE FROM poll_marks WHERE last_at < $1', [horizon]);
+    await sweepAccessMarks(this.pool, now);
   }
+}
+
+/**
+ * Retention of the access marks: a used signature and a poll mark are kept for 11
+ * minutes (a signature longer than any moment the timestamp window accepts it), a
+ * rate window for a minute; older ones no rule can need. Run by the API on its request path (once a minute per process) and by the
+ * projector's retention worker (so they go also when no request comes). Answers the
+ * rows deleted.
+ */
+export async function sweepAccessMarks(pool: Pool, now: Date): Promise<number> {
+  const horizon = new Date(now.getTime() - SIGNATURE_REUSE_WINDOW_SECONDS * 1000);
+  const signatures = await pool.query('DELETE FROM used_signatures WHERE used_at < $1', [horizon]);
+  const windows = await pool.query('DELETE FROM rate_limit_windows WHERE window_second < $1', [Math.floor(now.getTime() / 1000) - 60]);
+  const marks = await pool.query('DELETE FROM poll_marks WHERE last_at < $1', [horizon]);
+  return (signatures.rowCount ?? 0) + (windows.rowCount ?? 0) + (marks.rowCount ?? 0);
 }

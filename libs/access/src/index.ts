@@ -1,2 +1,3 @@
 export * from './access-control';
 export * from './schema';
+export * from './auth-failures';

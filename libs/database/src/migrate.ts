@@ -28,6 +28,10 @@ export async function migrate(pool: Pool, migrations: readonly Migration[]): Pro
 
   const client = await pool.connect();
   try {
+    // A migration may rebuild an index of a large table, and a process starting while
+    // another migrates waits for the lock meanwhile: no statement bound for this
+    // session (the pool's is restored below, before the connection goes back).
+    await client.query('SET statement_timeout = 0');
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
     try {
       await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -72,6 +76,10 @@ export async function migrate(pool: Pool, migrations: readonly Migration[]): Pro
       await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => undefined);
     }
   } finally {
-    client.release();
+    const reset = await client.query('RESET statement_timeout').then(
+      () => undefined,
+      (error: Error) => error,
+    );
+    client.release(reset);
   }
 }

@@ -7,13 +7,86 @@ types.setTypeParser(types.builtins.INT8, (v: string) => v);
 
 export type Database = Pool;
 
-export function createPool(url: string, options: { max?: number; applicationName?: string } = {}): Pool {
+/**
+ * Bounds on every session of a pool, set when the connection opens (in milliseconds,
+ * 0 = none). `idleInTransactionTimeoutMs` cuts a session that sits inside an open
+ * transaction without sending anything: such a transaction, once it holds a
+ * transaction id, hides every event appended after it from every subscriber of the
+ * cluster until it ends. `statementTimeoutMs` cancels one statement that runs longer.
+ */
+export interface SessionLimits {
+  readonly statementTimeoutMs: number;
+  readonly idleInTransactionTimeoutMs: number;
+}
+
+/**
+ * The serving processes (API, projector, `npm start`): their statements take
+ * milliseconds (a projection batch is a few statements over at most 500 events, a
+ * lag count reads at most 10,000 index entries), and their transactions run
+ * statement after statement with nothing to wait for in between.
+ */
+export const SERVING_SESSION_LIMITS: SessionLimits = { statementTimeoutMs: 30_000, idleInTransactionTimeoutMs: 10_000 };
+
+/**
+ * The operator's commands (projections:rebuild, ledger:verify, seed:load,
+ * read-models:checksum): a checksum of a large table or a TRUNCATE waiting for a
+ * running projector's batch may take minutes, and the operator watches them and can
+ * interrupt them, so no statement bound; a session idle inside a transaction is still
+ * cut, later (a stopped command must not stall the cluster's subscribers for good).
+ */
+export const COMMAND_SESSION_LIMITS: SessionLimits = { statementTimeoutMs: 0, idleInTransactionTimeoutMs: 60_000 };
+
+/**
+ * TCP keepalive on both ends of every connection. The client (Node) probes after 10 s
+ * of silence; the server probes its side after 10 s, every 5 s, and drops the
+ * connection after 3 unanswered probes, so a session whose host died without closing
+ * TCP ends (and its advisory locks and transaction with it) about 25 s later instead of
+ * after the kernel's default two hours. Not for Unix-domain sockets, where it is moot.
+ */
+export const TCP_KEEPALIVE = { idleSeconds: 10, intervalSeconds: 5, count: 3 } as const;
+
+/** The startup `options` that set the limits and the server-side keepalive for each session. */
+export function sessionOptions(limits: SessionLimits): string {
+  return [
+    `-c statement_timeout=${limits.statementTimeoutMs}`,
+    `-c idle_in_transaction_session_timeout=${limits.idleInTransactionTimeoutMs}`,
+    `-c tcp_keepalives_idle=${TCP_KEEPALIVE.idleSeconds}`,
+    `-c tcp_keepalives_interval=${TCP_KEEPALIVE.intervalSeconds}`,
+    `-c tcp_keepalives_count=${TCP_KEEPALIVE.count}`,
+  ].join(' ');
+}
+
+/**
+ * The URL without its own `options` parameter, and that parameter: node-postgres lets
+ * the connection string's fields override the pool's, so ours go first and the URL's
+ * own options (an operator's choice) are appended after them, where they win.
+ */
+function splitOptions(url: string): { url: string; options: string | null } {
+  try {
+    const parsed = new URL(url);
+    const options = parsed.searchParams.get('options');
+    if (options === null) return { url, options: null };
+    parsed.searchParams.delete('options');
+    return { url: parsed.toString(), options };
+  } catch {
+    return { url, options: null };
+  }
+}
+
+export function createPool(
+  url: string,
+  options: { max?: number; applicationName?: string; limits?: SessionLimits } = {},
+): Pool {
+  const own = splitOptions(url);
   const pool = new Pool({
-    connectionString: url,
+    connectionString: own.url,
     max: options.max ?? 20,
     application_name: options.applicationName ?? 'payment-gateway',
     idleTimeoutMillis: 30_000,
     connectionTimeoutMillis: 10_000,
+    keepAlive: true,
+    keepAliveInitialDelayMillis: TCP_KEEPALIVE.idleSeconds * 1000,
+    options: [sessionOptions(options.limits ?? SERVING_SESSION_LIMITS), own.options].filter((o) => o !== null).join(' '),
   });
   // An idle client losing its connection (database restart) must not crash the process.
   pool.on('error', () => undefined);

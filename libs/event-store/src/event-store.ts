@@ -143,6 +143,58 @@ export class DuplicateEventIdError extends Error {
   }
 }
 
+/**
+ * The store did not answer: down, unreachable, or past the deadline of a call. For
+ * an append the outcome is unknown (it may have committed); every append carries
+ * its event ids, so a retry with the same ids is recognised, never written twice.
+ * The API answers it with 503 and Retry-After.
+ */
+export class EventStoreUnavailableError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'EventStoreUnavailableError';
+  }
+}
+
+/** The data or metadata of an event has no JSON form (a BigInt, a cycle): nothing was sent, nothing written. */
+export class UnserializableEventError extends Error {
+  constructor(
+    readonly streamName: string,
+    readonly eventId: string,
+    readonly part: 'data' | 'metadata',
+    options?: { cause?: unknown },
+  ) {
+    super(`stream ${streamName}: the ${part} of event ${eventId} cannot be written as JSON`, options);
+    this.name = 'UnserializableEventError';
+  }
+}
+
+/** The store refused an append larger than it accepts at once (EventStoreDB's maximum append size): nothing written. */
+export class AppendTooLargeError extends Error {
+  constructor(readonly streamName: string, readonly maxAppendSizeBytes: number | null) {
+    super(`stream ${streamName}: the append exceeds the store's maximum append size${maxAppendSizeBytes === null ? '' : ` of ${maxAppendSizeBytes} bytes`}`);
+    this.name = 'AppendTooLargeError';
+  }
+}
+
+/**
+ * The JSON text of an event's data or metadata, made before anything is sent, so an
+ * event that has none is refused as the append's own error (UnserializableEventError)
+ * instead of failing inside a database driver or gRPC client.
+ */
+export function eventJson(streamName: string, event: EventToAppend, part: 'data' | 'metadata'): string {
+  const value = part === 'data' ? event.data : (event.metadata ?? {});
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value);
+  } catch (error) {
+    throw new UnserializableEventError(streamName, event.id, part, { cause: error });
+  }
+  // undefined: a function or a symbol where an object belongs
+  if (typeof text !== 'string' || !text.startsWith('{')) throw new UnserializableEventError(streamName, event.id, part);
+  return text;
+}
+
 export const EVENT_STORE = Symbol('EventStore');
 
 export function comparePositions(a: Position, b: Position): number {

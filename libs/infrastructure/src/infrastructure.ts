@@ -1,11 +1,13 @@
 import type { Pool } from 'pg';
 import { GatewayClock, ManualClock, ManualClockSync, SystemClock } from '../../clock/src';
 import type { GatewayConfig } from '../../config/src';
-import { createPool, EmbeddedDatabase, migrate, startEmbeddedPostgres } from '../../database/src';
+import { createPool, EmbeddedDatabase, migrate, SessionLimits, startEmbeddedPostgres } from '../../database/src';
 import { allMigrations } from '../../database/src/migrations';
 import { EventStore, PostgresEventStore } from '../../event-store/src';
 import { EventStoreDbEventStore } from '../../event-store/src/eventstoredb/eventstoredb-event-store';
 import type { Logger } from '../../logging/src/logger';
+import { checkWebhookSecretKeys, sealPlainWebhookSecrets } from '../../registry/src/webhook-secrets';
+import { SecretBox, secretKeySource } from '../../secrets/src';
 
 /** What every process of the gateway stands on: database, event store, clock. */
 export interface Infrastructure {
@@ -16,14 +18,22 @@ export interface Infrastructure {
   readonly clock: GatewayClock;
   /** Set with CLOCK=manual. */
   readonly clockSync: ManualClockSync | null;
+  /** Seals and opens secrets at rest (webhook secrets), with SECRETS_KEY or DATA_DIR/secrets.key. */
+  readonly secrets: SecretBox;
   close(): Promise<void>;
 }
 
 export async function openInfrastructure(
   config: GatewayConfig,
   log: Logger,
-  options: { applicationName?: string; poolSize?: number } = {},
+  options: {
+    applicationName?: string;
+    poolSize?: number;
+    /** Session bounds of the pool (default SERVING_SESSION_LIMITS; the operator's commands pass COMMAND_SESSION_LIMITS). */
+    limits?: SessionLimits;
+  } = {},
 ): Promise<Infrastructure> {
+  const secrets = new SecretBox(secretKeySource(config));
   let embedded: EmbeddedDatabase | null = null;
   let databaseUrl = config.databaseUrl;
   if (databaseUrl === null) {
@@ -31,10 +41,15 @@ export async function openInfrastructure(
     embedded = await startEmbeddedPostgres(config.dataDir, { log: (line) => log.debug({ postgres: line }) });
     databaseUrl = embedded.url;
   }
-  const pool = createPool(databaseUrl, { max: options.poolSize ?? 20, applicationName: options.applicationName });
+  const pool = createPool(databaseUrl, { max: options.poolSize ?? 20, applicationName: options.applicationName, limits: options.limits });
   try {
     const applied = await migrate(pool, allMigrations);
     if (applied.length > 0) log.info({ versions: applied }, 'schema migrations applied');
+    // Every stored secret must open with this process's keys; plain ones left from
+    // before encryption at rest are sealed now.
+    await checkWebhookSecretKeys(pool, secrets);
+    const sealed = await sealPlainWebhookSecrets(pool, secrets);
+    if (sealed > 0) log.info({ projects: sealed }, 'plain webhook secrets sealed');
 
     const store: EventStore =
       config.eventStore === 'eventstoredb'
@@ -57,6 +72,7 @@ export async function openInfrastructure(
       store,
       clock,
       clockSync,
+      secrets,
       async close() {
         clockSync?.stop();
         await store.close();

@@ -16,7 +16,7 @@ export interface GatewayServices {
 }
 
 export function createServices(infra: Infrastructure, observers: { readonly ledger?: LedgerBookObserver } = {}): GatewayServices {
-  const registry = new Registry(infra.pool);
+  const registry = new Registry(infra.pool, infra.secrets);
   const payoutAddresses = new PayoutAddresses(infra.pool);
   const ledgers = new LedgerBook(infra.store, new PostgresSnapshotStore(infra.pool), {
     causes: new PostgresLedgerCauseIndex(infra.pool),

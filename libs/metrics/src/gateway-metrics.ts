@@ -1,5 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { CommandObserver } from '../../event-store/src';
+import { AUTH_FAILURE_KINDS, AuthFailureKind } from '../../access/src/auth-failures';
+import type { CommandObserver, LogVisibility } from '../../event-store/src';
 import type { LedgerBookObserver } from '../../ledger-store/src/ledger-book';
 import type { Logger } from '../../logging/src/logger';
 import type { WebhookAttemptOutcome } from '../../webhooks/src/webhook-dispatcher';
@@ -84,8 +85,22 @@ export class GatewayMetrics {
 
   private readonly webhookAttempts = new Counter({
     name: 'webhook_attempts_total',
-    help: 'Webhook delivery attempts recorded by this process, by outcome (delivered, retry, failed)',
+    help: 'Webhook delivery attempts recorded by this process, by outcome (delivered, retry, failed, superseded: it came back after its lease was taken over or the delivery was resent)',
     labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
+  private readonly authFailures = new Counter({
+    name: 'auth_failures_total',
+    help: 'Failed authentications answered 401, by kind (secret_key, signature, operator_token)',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+
+  private readonly authRefused = new Counter({
+    name: 'auth_failures_refused_total',
+    help: 'Requests answered 429 before any lookup because their client address was past the failed-authentication limits, by kind',
+    labelNames: ['kind'] as const,
     registers: [this.registry],
   });
 
@@ -134,6 +149,10 @@ export class GatewayMetrics {
   ) {
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
     for (const result of ['posted', 'new'] as const) this.ledgerCauseLookups.inc({ result }, 0);
+    for (const kind of AUTH_FAILURE_KINDS) {
+      this.authFailures.inc({ kind }, 0);
+      this.authRefused.inc({ kind }, 0);
+    }
   }
 
   /** LedgerBook's observer: counts, and logs what needs a look (a duplicate stopped only by the store, a rejected snapshot). */
@@ -196,6 +215,14 @@ export class GatewayMetrics {
     this.webhookAttempts.inc({ outcome });
   };
 
+  /** The API's failed-authentication hook: every series starts at zero, so an alert's rate works from the first scrape. */
+  get authFailureObserver(): { failed(kind: AuthFailureKind): void; refused(kind: AuthFailureKind): void } {
+    return {
+      failed: (kind) => this.authFailures.inc({ kind }),
+      refused: (kind) => this.authRefused.inc({ kind }),
+    };
+  }
+
   /** Starts every series of a projection at zero (shown before its first batch). */
   registerProjections(names: readonly string[]): void {
     for (const projection of names) {
@@ -229,6 +256,72 @@ export class GatewayMetrics {
     this.collectFailures.inc({ gauge: 'projection_lag_events' }, 0);
   }
 
+  /**
+   * How far the log subscribers see trails the appended log (PostgreSQL event store),
+   * read at each scrape: event_log_invisible_events, event_log_invisible_oldest_seconds
+   * and database_oldest_transaction_seconds{application_name, database}. The lag of
+   * every projection is counted in the visible log, so it says 0 while these grow.
+   */
+  addLogVisibilitySource(read: () => Promise<LogVisibility>): void {
+    const collectFailures = this.collectFailures;
+    const log = this.log;
+    // One read per scrape feeds the three gauges (collect is called for each).
+    let pending: Promise<LogVisibility> | null = null;
+    const once = (): Promise<LogVisibility> => {
+      pending ??= read().finally(() => setImmediate(() => (pending = null)));
+      return pending;
+    };
+    const failed = (gauge: string, error: unknown) => {
+      collectFailures.inc({ gauge });
+      log?.warn({ err: error }, `${gauge} could not be read for /metrics`);
+    };
+    new Gauge({
+      name: 'event_log_invisible_events',
+      help: 'Events appended and committed but not yet visible to subscribers because an older transaction of the cluster is still open (counted up to 10000)',
+      registers: [this.registry],
+      async collect() {
+        try {
+          this.set((await once()).invisibleEvents);
+        } catch (error) {
+          this.reset();
+          failed('event_log_invisible_events', error);
+        }
+      },
+    });
+    new Gauge({
+      name: 'event_log_invisible_oldest_seconds',
+      help: 'Seconds since the oldest event not yet visible to subscribers was appended (0 when every event is visible)',
+      registers: [this.registry],
+      async collect() {
+        try {
+          this.set((await once()).oldestInvisibleSeconds);
+        } catch (error) {
+          this.reset();
+          failed('event_log_invisible_oldest_seconds', error);
+        }
+      },
+    });
+    new Gauge({
+      name: 'database_oldest_transaction_seconds',
+      help: 'Age of the oldest transaction of the PostgreSQL cluster holding a transaction id (it holds the visible event log back), by its application_name and database; 0 with empty labels when there is none',
+      labelNames: ['application_name', 'database'] as const,
+      registers: [this.registry],
+      async collect() {
+        try {
+          const oldest = (await once()).oldestTransaction;
+          this.reset();
+          this.set({ application_name: oldest?.applicationName ?? '', database: oldest?.database ?? '' }, oldest?.ageSeconds ?? 0);
+        } catch (error) {
+          this.reset();
+          failed('database_oldest_transaction_seconds', error);
+        }
+      },
+    });
+    for (const gauge of ['event_log_invisible_events', 'event_log_invisible_oldest_seconds', 'database_oldest_transaction_seconds']) {
+      this.collectFailures.inc({ gauge }, 0);
+    }
+  }
+
   /** webhook_queue_depth{status="pending"|"due"}, read at each scrape. */
   addWebhookQueueSource(read: () => Promise<WebhookQueueDepth>): void {
     const collectFailures = this.collectFailures;
@@ -250,7 +343,7 @@ export class GatewayMetrics {
         }
       },
     });
-    for (const outcome of ['delivered', 'retry', 'failed'] as const) this.webhookAttempts.inc({ outcome }, 0);
+    for (const outcome of ['delivered', 'retry', 'failed', 'superseded'] as const) this.webhookAttempts.inc({ outcome }, 0);
     this.collectFailures.inc({ gauge: 'webhook_queue_depth' }, 0);
   }
 

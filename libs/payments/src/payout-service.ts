@@ -22,6 +22,7 @@ import type { Kopecks } from '../../ledger/src/money';
 import { formatMoney } from '../../ledger/src/money';
 import type { LedgerBook } from '../../ledger-store/src';
 import type { PayoutAddress, PayoutAddresses } from '../../registry/src';
+import { KeyedRequest, keyedRequestDigest } from '../../idempotency/src/keyed-request';
 import { PaymentsError } from './invoice-service';
 import { applyPayoutOutcome } from './outcomes';
 
@@ -130,11 +131,28 @@ export class PayoutService {
     private readonly usdtRate: UsdtRateSource,
   ) {}
 
-  /** POST /payouts (live keys only: the caller checks the mode). */
-  async create(accountId: string, projectId: string, request: PayoutRequest, now: Date): Promise<{ created: boolean; payout: Payout }> {
+  /**
+   * POST /payouts (live keys only: the caller checks the mode). With an orderId, the
+   * orderId names the payout. Without one, a keyed request (Idempotency-Key) does: its
+   * digest claims one payout id, so running it again (a retry after a crash, or while
+   * the first still runs) reaches that payout, created by this request (201).
+   */
+  async create(
+    accountId: string,
+    projectId: string,
+    request: PayoutRequest,
+    now: Date,
+    keyed: KeyedRequest | null = null,
+  ): Promise<{ created: boolean; payout: Payout }> {
     if (request.orderId !== null) {
       const repeat = await this.repeatOf(accountId, request.orderId, now);
       if (repeat.payout) return { created: false, payout: repeat.payout };
+    }
+    const requestKey = request.orderId === null && keyed !== null ? keyedRequestDigest('payout', keyed).toString('hex') : null;
+    let keyedId: number | null = null;
+    if (requestKey !== null) {
+      keyedId = await this.payoutIdOfKey(accountId, requestKey);
+      if (keyedId !== null && (await this.load(keyedId)).requested !== null) return { created: true, payout: await this.advance(keyedId, now) };
     }
     const address = await this.resolveAddress(accountId, request);
     const terms = this.terms[address.method];
@@ -145,7 +163,8 @@ export class PayoutService {
     const rate = isUsdtMethod(address.method) ? await this.usdtRate.rubPerUsdt() : null;
 
     let payoutId: number;
-    if (request.orderId === null) payoutId = await this.nextId();
+    if (requestKey !== null) payoutId = keyedId ?? (await this.claimIdForKey(accountId, requestKey));
+    else if (request.orderId === null) payoutId = await this.nextId();
     else {
       const claim = await this.pool.query<{ payout_id: string }>(
         `INSERT INTO payout_order_ids (account_id, order_id, payout_id) VALUES ($1, $2, nextval('payout_ids'))
@@ -267,6 +286,26 @@ export class PayoutService {
       throw new PaymentsError(422, 'address_not_confirmed', 'Реквизит для выплаты не подтверждён', request.addressId !== undefined ? 'addressId' : 'account');
     }
     return address;
+  }
+
+  /** The payout id a keyed request claimed, or null. */
+  private async payoutIdOfKey(accountId: string, requestKey: string): Promise<number | null> {
+    const r = await this.pool.query<{ payout_id: string }>('SELECT payout_id FROM payout_request_keys WHERE account_id = $1 AND request_key = $2', [
+      accountId,
+      requestKey,
+    ]);
+    return r.rows[0] ? Number(r.rows[0].payout_id) : null;
+  }
+
+  /** Claims a payout id for a keyed request; a concurrent run of the same request may have claimed it first: that one. */
+  private async claimIdForKey(accountId: string, requestKey: string): Promise<number> {
+    const claim = await this.pool.query<{ payout_id: string }>(
+      `INSERT INTO payout_request_keys (account_id, request_key, payout_id) VALUES ($1, $2, nextval('payout_ids'))
+       ON CONFLICT (account_id, request_key) DO NOTHING RETURNING payout_id`,
+      [accountId, requestKey],
+    );
+    if (claim.rows[0]) return Number(claim.rows[0].payout_id);
+    return (await this.payoutIdOfKey(accountId, requestKey))!;
   }
 
   private async releaseClaim(accountId: string, orderId: string, payoutId: number): Promise<void> {

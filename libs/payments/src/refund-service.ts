@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { EventStore } from '../../event-store/src';
+import { KeyedRequest, keyedRequestDigest } from '../../idempotency/src/keyed-request';
 import { handleCommand, loadState } from '../../event-store/src';
 import {
   Invoice,
@@ -23,12 +24,24 @@ import { applyRefundOutcome } from './outcomes';
 
 const ALPHABET = '0123456789abcdefghijklmnopqrstuvwxyz';
 
+const refundIdOf = (bytes: Uint8Array): string => {
+  let id = 'rf_';
+  for (const b of bytes.subarray(0, 24)) id += ALPHABET[b % 36];
+  return id;
+};
+
 /** `rf_` and 24 random lower-case letters and digits (about 124 bits). */
 export function newRefundId(): string {
-  const bytes = randomBytes(24);
-  let id = 'rf_';
-  for (const b of bytes) id += ALPHABET[b % 36];
-  return id;
+  return refundIdOf(randomBytes(24));
+}
+
+/**
+ * The refund id of a request made under an Idempotency-Key: the same key pair, mode,
+ * key and request (path with the invoice, exact body) always name the same refund, so
+ * a retry reaches it, even when the first answer was never stored.
+ */
+export function refundIdFor(request: KeyedRequest): string {
+  return refundIdOf(keyedRequestDigest('refund', request));
 }
 
 /** The spec's Refund object. */
@@ -61,7 +74,8 @@ const notFound = () => new PaymentsError(404, 'invoice_not_found', 'Возвра
  * Refunds. A request touches two aggregates and the ledger, in steps that each
  * decide once and can be run again by anyone:
  *  1. the invoice grants the amount from its unrefunded remainder (pending refunds
- *     count), recording the request under a fresh refund id;
+ *     count), recording the request under a fresh refund id (or, for a request with
+ *     an Idempotency-Key, the id that key names: a repeat is granted nothing new);
  *  2. the merchant's ledger reserves it from `available`, or records that it could not;
  *  3. reserved: the refund's stream is created, pending; refused: the invoice returns
  *     the amount to its remainder.
@@ -76,10 +90,14 @@ export class RefundService {
     private readonly processingSeconds: number,
   ) {}
 
-  /** POST /invoices/{id}/refund: amount null refunds the whole remainder. */
-  async request(project: Project, mode: Mode, invoiceId: string, amount: Kopecks | null, now: Date): Promise<Refund> {
+  /**
+   * POST /invoices/{id}/refund: amount null refunds the whole remainder. A keyed
+   * request (Idempotency-Key) names its refund: run again, it reaches the same refund
+   * through the same steps (the invoice grants a known refund id once).
+   */
+  async request(project: Project, mode: Mode, invoiceId: string, amount: Kopecks | null, now: Date, keyed: KeyedRequest | null = null): Promise<Refund> {
     const invoice = await this.invoices.getFor(project, mode, invoiceId);
-    const refundId = newRefundId();
+    const refundId = keyed === null ? newRefundId() : refundIdFor(keyed);
     const id = invoice.created!.invoiceId;
     const granted = await handleCommand(this.store, invoiceStreamName(id), invoiceDecider, {
       type: 'RequestRefund',

@@ -19,3 +19,22 @@ CREATE TABLE payout_order_ids (
 );
 `,
 };
+
+/**
+ * A payout without orderId asked for under an Idempotency-Key: the key's request
+ * (keyedRequestDigest 'payout') claims one payout id before the payout's stream is
+ * written, so a retry (after a crash too, or while the first still runs) reaches that
+ * payout and never a second one. Kept for good, as the payout is.
+ */
+export const payoutRequestKeysMigration: Migration = {
+  version: 21,
+  name: 'payout_request_keys',
+  sql: `
+CREATE TABLE payout_request_keys (
+  account_id uuid NOT NULL,
+  request_key text NOT NULL,
+  payout_id bigint NOT NULL,
+  PRIMARY KEY (account_id, request_key)
+);
+`,
+};

@@ -1,4 +1,5 @@
-import type { Pool, PoolClient } from 'pg';
+import { hostname } from 'node:os';
+import type { Pool, PoolClient, QueryResult } from 'pg';
 import type { AllSubscription, EventStore, Position } from '../../event-store/src';
 import { comparePositions } from '../../event-store/src';
 import type { Logger } from '../../logging/src/logger';
@@ -9,6 +10,19 @@ import type { Projection } from './projection';
 /** Namespace of the two-key advisory locks that keep one active instance per projection. */
 const PROJECTION_LOCK_NAMESPACE = 48_213;
 
+/** How often the active instance renews its lease (real time). */
+export const PROJECTION_LEASE_RENEW_MS = 2_000;
+/** A lease not renewed for this long is stale: a standby ends the holder's session and takes over. */
+export const PROJECTION_LEASE_STALE_MS = 10_000;
+/** How often a standby instance tries to become the active one. */
+export const PROJECTION_STANDBY_RETRY_MS = 2_000;
+/**
+ * A standby takes over a projection whose active instance stopped answering (host
+ * gone, process frozen) at most this long after the holder's last renewal: the lease
+ * goes stale, and the standby's next try finds it so.
+ */
+export const PROJECTION_TAKEOVER_BOUND_MS = PROJECTION_LEASE_STALE_MS + PROJECTION_STANDBY_RETRY_MS;
+
 export interface ProjectionStatus {
   readonly projection: string;
   readonly state: 'standby' | 'catching_up' | 'live' | 'stopped' | 'failing';
@@ -18,8 +32,14 @@ export interface ProjectionStatus {
 
 export interface ProjectionRunnerOptions {
   readonly batchSize?: number;
-  /** How often a standby instance tries to become the active one. */
+  /** How often a standby instance tries to become the active one (default PROJECTION_STANDBY_RETRY_MS). */
   readonly standbyRetryMs?: number;
+  /** How often the active instance renews its lease (default PROJECTION_LEASE_RENEW_MS). */
+  readonly leaseRenewMs?: number;
+  /** How old a lease may get before a standby ends its holder's session (default PROJECTION_LEASE_STALE_MS). */
+  readonly leaseStaleMs?: number;
+  /** Who this instance is, in the lease row (default `<host name>:<process id>`). */
+  readonly holder?: string;
   /** Called after every committed batch (progress bars, metrics). */
   readonly onBatch?: (info: { projection: string; applied: number; checkpoint: Position; caughtUp: boolean }) => void;
   /** Called when a batch failed and will be retried (metrics). */
@@ -35,6 +55,15 @@ export interface ProjectionRunnerOptions {
  * took over), the batch is rolled back and the runner starts again from the stored
  * checkpoint. A failing batch is retried with back-off, never skipped: a read model
  * of money must not silently miss an event.
+ *
+ * The lock lives as long as the session that took it, and a host that vanishes
+ * without closing TCP leaves that session open on the server. So the active instance
+ * also renews a lease row (its host, process and lock session) every
+ * PROJECTION_LEASE_RENEW_MS from the lock's own session; a standby that finds the
+ * lease older than PROJECTION_LEASE_STALE_MS while that session still holds the lock
+ * ends the session (pg_terminate_backend) and takes the lock. An old holder that
+ * comes back finds its session gone and its next compare-and-set refused, so nothing
+ * is applied twice.
  */
 export class ProjectionRunner {
   private state: ProjectionStatus['state'] = 'stopped';
@@ -42,16 +71,10 @@ export class ProjectionRunner {
   private lastError: string | null = null;
   private running = false;
   private lockClient: PoolClient | null = null;
+  private heartbeat: NodeJS.Timeout | null = null;
+  private readonly holder: string;
   private readonly onLockConnectionError = (error: Error) => {
-    // The session, and the lock with it, is gone: the next batch sees it and starts over.
-    // The client goes back to the pool with the error, which discards it: kept checked
-    // out, every projection would leak one connection per database restart, and after
-    // one restart the runners alone would hold the whole pool.
-    const client = this.lockClient;
-    this.lockClient = null;
-    if (!client) return;
-    client.off('error', this.onLockConnectionError);
-    client.release(error);
+    if (this.lockClient) this.loseLock(this.lockClient, error);
   };
   private subscription: AllSubscription | null = null;
   private loop: Promise<void> | null = null;
@@ -65,6 +88,7 @@ export class ProjectionRunner {
     private readonly options: ProjectionRunnerOptions = {},
   ) {
     this.log = (options.log ?? silentLogger).child({ projection: projection.name });
+    this.holder = options.holder ?? `${hostname()}:${process.pid}`;
   }
 
   status(): ProjectionStatus {
@@ -91,7 +115,7 @@ export class ProjectionRunner {
       try {
         if (!(await this.becomeActive())) {
           this.state = 'standby';
-          await this.sleep(this.options.standbyRetryMs ?? 2000);
+          await this.sleep(this.options.standbyRetryMs ?? PROJECTION_STANDBY_RETRY_MS);
           continue;
         }
         await this.follow();
@@ -118,30 +142,129 @@ export class ProjectionRunner {
     if (this.lockClient) return true;
     const client = await this.pool.connect();
     try {
-      const result = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1, hashtext($2)) AS locked', [
-        PROJECTION_LOCK_NAMESPACE,
-        this.projection.name,
-      ]);
-      if (!result.rows[0]!.locked) {
+      const locked = (await this.tryLock(client)) || (await this.takeOverStaleHolder(client));
+      if (!locked) {
         client.release();
         return false;
       }
+      await client.query(
+        `INSERT INTO projection_leases (projection, holder, backend_pid, acquired_at, renewed_at)
+         VALUES ($1, $2, pg_backend_pid(), clock_timestamp(), clock_timestamp())
+         ON CONFLICT (projection) DO UPDATE SET holder = EXCLUDED.holder, backend_pid = EXCLUDED.backend_pid,
+           acquired_at = EXCLUDED.acquired_at, renewed_at = EXCLUDED.renewed_at`,
+        [this.projection.name, this.holder],
+      );
       client.on('error', this.onLockConnectionError);
       this.lockClient = client;
+      this.scheduleHeartbeat(client);
       this.log.info('active instance of the projection');
       return true;
     } catch (error) {
+      // Discarding the connection also frees a lock taken on it.
       client.release(error as Error);
       throw error;
     }
   }
 
+  private async tryLock(client: PoolClient): Promise<boolean> {
+    const result = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1, hashtext($2)) AS locked', [
+      PROJECTION_LOCK_NAMESPACE,
+      this.projection.name,
+    ]);
+    return result.rows[0]!.locked;
+  }
+
+  /**
+   * The lock is taken. If its holder's lease is stale and the lease's session is the
+   * one holding the lock, end that session and queue for the lock in the same
+   * statement: the lock goes to this waiter the moment the old session is gone, so
+   * the old holder, were it still alive, cannot take it back in between. Another
+   * standby that queued too gives up after 5 s (lock_timeout) and stays a standby. A
+   * holder without a lease row, or whose lease is fresh, is left alone.
+   */
+  private async takeOverStaleHolder(client: PoolClient): Promise<boolean> {
+    const name = client.escapeLiteral(this.projection.name);
+    const staleSeconds = (this.options.leaseStaleMs ?? PROJECTION_LEASE_STALE_MS) / 1000;
+    let results: [QueryResult, QueryResult<{ holder: string; pid: number; locked: boolean }>];
+    try {
+      // One round trip of two statements, in one implicit transaction (so SET LOCAL
+      // bounds only this wait); no parameters there: the values are a literal and numbers.
+      // CASE evaluates pg_terminate_backend before it asks for the lock.
+      results = (await client.query(
+        `SET LOCAL lock_timeout = '5s';
+         SELECT lease.holder, held.pid,
+                CASE WHEN pg_terminate_backend(held.pid)
+                     THEN (SELECT count(*) FROM (SELECT pg_advisory_lock(${PROJECTION_LOCK_NAMESPACE}, hashtext(${name}))) taken) = 1
+                     ELSE false END AS locked
+         FROM projection_leases lease
+         JOIN pg_locks held ON held.pid = lease.backend_pid AND held.locktype = 'advisory' AND held.granted
+           AND held.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+           AND held.classid::text::bigint = ${PROJECTION_LOCK_NAMESPACE} AND held.objid::text::bigint = (hashtext(${name})::bigint & 4294967295)
+           AND held.objsubid = 2
+         WHERE lease.projection = ${name} AND lease.renewed_at < clock_timestamp() - make_interval(secs => ${staleSeconds})`,
+      )) as unknown as typeof results;
+    } catch (error) {
+      if ((error as { code?: string }).code === '55P03') return false; // another standby took it
+      throw error;
+    }
+    const stale = results[1].rows[0];
+    if (!stale) return false;
+    this.log.warn(
+      { staleHolder: stale.holder, backendPid: stale.pid, locked: stale.locked },
+      'the active instance stopped renewing its lease; ended its session to take over',
+    );
+    return stale.locked;
+  }
+
+  /** Renews the lease from the lock's own session; a renewal that fails or finds the lease taken loses the lock. */
+  private scheduleHeartbeat(client: PoolClient): void {
+    this.heartbeat = setTimeout(async () => {
+      this.heartbeat = null;
+      if (this.lockClient !== client) return;
+      try {
+        const renewed = await client.query(
+          'UPDATE projection_leases SET renewed_at = clock_timestamp() WHERE projection = $1 AND backend_pid = pg_backend_pid()',
+          [this.projection.name],
+        );
+        if (renewed.rowCount !== 1) throw new Error('the projection lease was taken over by another instance');
+      } catch (error) {
+        if (this.lockClient === client) {
+          this.log.warn({ err: error }, 'the projection lease could not be renewed; giving the projection up');
+          this.loseLock(client, error as Error);
+        }
+        return;
+      }
+      if (this.lockClient === client) this.scheduleHeartbeat(client);
+    }, this.options.leaseRenewMs ?? PROJECTION_LEASE_RENEW_MS);
+    this.heartbeat.unref();
+  }
+
+  /**
+   * The session, and the lock with it, is gone (or no longer ours): the client goes
+   * back to the pool with the error, which discards it (kept checked out, every
+   * projection would leak one connection per database restart, and after one restart
+   * the runners alone would hold the whole pool), and the subscription ends, so the
+   * runner goes back to taking the lock.
+   */
+  private loseLock(client: PoolClient, error: Error): void {
+    if (this.lockClient !== client) return;
+    this.lockClient = null;
+    if (this.heartbeat) clearTimeout(this.heartbeat);
+    this.heartbeat = null;
+    client.off('error', this.onLockConnectionError);
+    client.release(error);
+    void this.subscription?.unsubscribe();
+  }
+
   private async releaseLock(): Promise<void> {
     const client = this.lockClient;
     this.lockClient = null;
+    if (this.heartbeat) clearTimeout(this.heartbeat);
+    this.heartbeat = null;
     if (!client) return;
     client.off('error', this.onLockConnectionError);
     try {
+      await client.query('DELETE FROM projection_leases WHERE projection = $1 AND backend_pid = pg_backend_pid()', [this.projection.name]);
       await client.query('SELECT pg_advisory_unlock($1, hashtext($2))', [PROJECTION_LOCK_NAMESPACE, this.projection.name]);
       client.release();
     } catch (error) {
@@ -170,6 +293,10 @@ export class ProjectionRunner {
         if (!this.lockClient) throw new Error('lost the projection lock (database connection dropped)');
         if (comparePositions(batch.checkpoint, checkpoint) > 0) {
           const from = checkpoint;
+          // Reads and side work first, outside the transaction: an open write
+          // transaction hides every later event from every subscriber of the cluster.
+          const prepared = batch.events.length > 0 && this.projection.prepare ? await this.projection.prepare(batch.events) : undefined;
+          if (!this.running) return;
           const client = await this.pool.connect();
           try {
             // A batch commits without waiting for its WAL flush: a read model is derived
@@ -177,7 +304,7 @@ export class ProjectionRunner {
             // the database can only lose a last batch whole, which is then applied again.
             // (A later commit that depends on it, such as a webhook attempt, flushes it.)
             await client.query('BEGIN; SET LOCAL synchronous_commit = off');
-            if (batch.events.length > 0) await this.projection.apply(client, batch.events);
+            if (batch.events.length > 0) await this.projection.apply(client, batch.events, prepared);
             await advanceCheckpoint(client, name, from, batch.checkpoint, batch.events.length);
             await client.query('COMMIT');
           } catch (error) {

@@ -6,13 +6,27 @@ import type { AllFilter, RecordedEvent } from '../../event-store/src';
  * also moves the projection's checkpoint, so a batch is applied exactly once or not
  * at all; handlers are still written to be idempotent (upserts keyed by ids), so
  * applying an event twice changes nothing.
+ *
+ * That transaction does database writes only: everything that waits on something
+ * else (reading other streams, registry lookups, commands appended through the
+ * pool) belongs in `prepare`, which runs before the transaction opens. A write
+ * transaction holds a transaction id, and while it is open no event appended after
+ * it becomes visible to any subscriber of the cluster; the gateway's sessions are
+ * also cut after a few seconds idle inside a transaction (see libs/database/src/pool.ts).
  */
-export interface Projection {
+export interface Projection<Prepared = unknown> {
   /** Stable name: the checkpoint row and the advisory lock are keyed by it. */
   readonly name: string;
   /** The tables this projection alone writes; a rebuild empties them. */
   readonly tables: readonly string[];
-  /** Only events that match reach `apply` (the checkpoint still moves past the others). */
+  /** Only events that match reach `prepare` and `apply` (the checkpoint still moves past the others). */
   readonly filter?: AllFilter;
-  apply(tx: PoolClient, events: readonly RecordedEvent[]): Promise<void>;
+  /**
+   * Optional: the batch's reads and side work, before its transaction opens; the
+   * result is handed to `apply`. Runs again whenever the batch is retried (after a
+   * failure, or when the checkpoint's compare-and-set found it moved), so it must be
+   * idempotent like `apply`.
+   */
+  prepare?(events: readonly RecordedEvent[]): Promise<Prepared>;
+  apply(tx: PoolClient, events: readonly RecordedEvent[], prepared: Prepared): Promise<void>;
 }

@@ -14,3 +14,25 @@ CREATE TABLE projection_checkpoints (
 );
 `,
 };
+
+/**
+ * The active instance of each projection renews its lease row every few seconds from
+ * the session that holds the projection's advisory lock (`backend_pid`). A standby
+ * that finds the lease stale while that session still holds the lock ends the
+ * session (pg_terminate_backend) and takes the lock: a host that stopped answering
+ * without closing TCP would otherwise keep its projections until the kernel gives up.
+ * Times are the database's clock (real time, as for webhook leases).
+ */
+export const projectionLeasesMigration: Migration = {
+  version: 25,
+  name: 'projection_leases',
+  sql: `
+CREATE TABLE projection_leases (
+  projection text PRIMARY KEY,
+  holder text NOT NULL,
+  backend_pid integer NOT NULL,
+  acquired_at timestamptz NOT NULL,
+  renewed_at timestamptz NOT NULL
+);
+`,
+};

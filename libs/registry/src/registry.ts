@@ -4,6 +4,8 @@ import { countRequestInWindow, rateWindowOf } from '../../access/src/access-cont
 import { inTransaction, preparedStatement } from '../../database/src';
 import { MethodOverrides, projectMethods, MethodTerms } from '../../domain/src/methods';
 import type { Mode } from '../../domain/src/invoices/invoice';
+import { SecretBox, sealedKeyId } from '../../secrets/src';
+import { webhookSecretOwner } from './webhook-secrets';
 
 export const PROJECT_STATUSES = ['active', 'pending', 'rejected', 'blocked'] as const;
 export type ProjectStatus = (typeof PROJECT_STATUSES)[number];
@@ -104,7 +106,8 @@ const PROJECT_COLUMNS = [
 ] as const satisfies readonly (keyof ProjectRow)[];
 const projectColumnsOf = (alias: string) => PROJECT_COLUMNS.map((c) => `${alias}.${c}`).join(', ');
 
-const toProject = (r: ProjectRow): Project => ({
+/** A project from its row, its webhook secret opened (stored sealed: webhook-secrets.ts). */
+const toProject = (r: ProjectRow, secrets: SecretBox): Project => ({
   id: r.id,
   accountId: r.account_id,
   name: r.name,
@@ -115,11 +118,16 @@ const toProject = (r: ProjectRow): Project => ({
   holdHours: r.hold_hours,
   methodOverrides: r.methods,
   customerFeeShare: r.customer_fee_share,
-  webhookSecret: r.webhook_secret,
+  webhookSecret: openWebhookSecret(r.webhook_secret, r.id, secrets),
   idNamespace: r.id_namespace,
   createdAt: r.created_at,
   updatedAt: r.updated_at,
 });
+
+/** A sealed secret opened; a plain one (stored before encryption at rest, until the start-up seals it) as it is. */
+function openWebhookSecret(stored: string, projectId: string, secrets: SecretBox): string {
+  return sealedKeyId(stored) === null ? stored : secrets.open(stored, webhookSecretOwner(projectId));
+}
 
 /** The settings columns in table order: name, status, webhook_url, webhook_events, usdt_enabled, hold_hours, methods, customer_fee_share. */
 const settingsParams = (settings: ProjectSettings): unknown[] => [
@@ -137,10 +145,19 @@ const settingsParams = (settings: ProjectSettings): unknown[] => [
  * Merchant accounts, their projects and API keys. Configuration, not money: kept in
  * plain tables. Secret keys are shown once and stored only as SHA-256 hashes (they
  * are 192-bit random tokens, so a fast hash is enough); a rotation revokes the old
- * pair of that mode in the same transaction that creates the new one.
+ * pair of that mode in the same transaction that creates the new one. Webhook
+ * secrets (which the gateway needs in clear, to verify HMAC requests and to sign
+ * webhooks) are stored sealed with the SecretBox (AES-256-GCM).
  */
 export class Registry {
-  constructor(private readonly pool: Pool) {}
+  constructor(
+    private readonly pool: Pool,
+    private readonly secrets: SecretBox,
+  ) {}
+
+  private toProject(row: ProjectRow): Project {
+    return toProject(row, this.secrets);
+  }
 
   async createAccount(name: string, email: string, now: Date): Promise<Account> {
     const id = randomUUID();
@@ -187,22 +204,22 @@ export class Registry {
         `INSERT INTO projects (id, account_id, name, status, webhook_url, webhook_events, usdt_enabled, hold_hours, methods,
            customer_fee_share, webhook_secret, id_namespace, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13) RETURNING *`,
-        [id, accountId, ...settingsParams(settings), `whsec_${token(24)}`, randomUUID(), now],
+        [id, accountId, ...settingsParams(settings), this.secrets.seal(`whsec_${token(24)}`, webhookSecretOwner(id)), randomUUID(), now],
       );
       const keys = { test: await this.issueKeys(tx, id, 'test', now), live: await this.issueKeys(tx, id, 'live', now) };
-      return { project: toProject(row.rows[0]!), keys };
+      return { project: this.toProject(row.rows[0]!), keys };
     });
   }
 
   async project(id: string): Promise<Project | null> {
     const r = await this.pool.query<ProjectRow>('SELECT * FROM projects WHERE id = $1', [id]);
-    return r.rows[0] ? toProject(r.rows[0]) : null;
+    return r.rows[0] ? this.toProject(r.rows[0]) : null;
   }
 
   /** Every project of the account, oldest first. */
   async projectsOfAccount(accountId: string): Promise<Project[]> {
     const r = await this.pool.query<ProjectRow>('SELECT * FROM projects WHERE account_id = $1 ORDER BY created_at, id', [accountId]);
-    return r.rows.map(toProject);
+    return r.rows.map((row) => this.toProject(row));
   }
 
   async updateProject(id: string, settings: ProjectSettings, now: Date): Promise<Project | null> {
@@ -212,7 +229,7 @@ export class Registry {
        WHERE id = $1 RETURNING *`,
       [id, ...settingsParams(settings), now],
     );
-    return r.rows[0] ? toProject(r.rows[0]) : null;
+    return r.rows[0] ? this.toProject(r.rows[0]) : null;
   }
 
   /** A new key pair for the mode; the old one stops working at once (same transaction). */
@@ -264,7 +281,7 @@ export class Registry {
     );
     const row = r.rows[0];
     if (!row) return null;
-    return { identity: { project: toProject(row), mode: row.key_mode, keyId: row.key_id }, hits: row.hits };
+    return { identity: { project: this.toProject(row), mode: row.key_mode, keyId: row.key_id }, hits: row.hits };
   }
 
   /** A live key's project, when the key's stored mode is the one its prefix claims. */
@@ -278,6 +295,6 @@ export class Registry {
     );
     const row = r.rows[0];
     if (!row || row.key_mode !== mode) return null;
-    return { project: toProject(row), mode: row.key_mode, keyId: row.key_id };
+    return { project: this.toProject(row), mode: row.key_mode, keyId: row.key_id };
   }
 }

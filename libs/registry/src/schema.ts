@@ -42,3 +42,17 @@ CREATE TABLE api_keys (
 CREATE UNIQUE INDEX api_keys_one_active_per_mode ON api_keys (project_id, mode) WHERE revoked_at IS NULL;
 `,
 };
+
+/**
+ * Webhook secrets are stored sealed (AES-256-GCM, libs/secrets). The key is not in
+ * the database, so a migration cannot seal the rows written before: the first process
+ * to start after this migration seals them (sealPlainWebhookSecrets). NOT VALID: the
+ * rule holds for every row written from now on, while those older rows wait.
+ */
+export const webhookSecretsSealedMigration: Migration = {
+  version: 28,
+  name: 'projects_webhook_secret_sealed',
+  sql: `
+ALTER TABLE projects ADD CONSTRAINT projects_webhook_secret_sealed CHECK (webhook_secret LIKE 'sealed:v1:%') NOT VALID;
+`,
+};

@@ -1,7 +1,9 @@
 import { lookup as dnsLookup, LookupAddress } from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
-import { BlockList, isIP } from 'node:net';
+import { isIP } from 'node:net';
+import { networkInterfaces } from 'node:os';
+import { webhookAddressRefusal } from './webhook-address';
 import { WEBHOOK_REPLY_BODY_LIMIT, WEBHOOK_REPLY_TIMEOUT_MS } from './webhook-rules';
 
 export interface AttemptResult {
@@ -12,49 +14,24 @@ export interface AttemptResult {
   readonly error: string | null;
 }
 
-/** Addresses a live webhook may not reach: loopback, private, link-local, shared, multicast and unspecified. */
-const PRIVATE = new BlockList();
-for (const [net, prefix] of [
-  ['0.0.0.0', 8],
-  ['10.0.0.0', 8],
-  ['100.64.0.0', 10],
-  ['127.0.0.0', 8],
-  ['169.254.0.0', 16],
-  ['172.16.0.0', 12],
-  ['192.0.0.0', 24],
-  ['192.168.0.0', 16],
-  ['198.18.0.0', 15],
-  ['224.0.0.0', 4],
-] as const) {
-  PRIVATE.addSubnet(net, prefix, 'ipv4');
-}
-for (const [net, prefix] of [
-  ['::', 128],
-  ['::1', 128],
-  ['fc00::', 7],
-  ['fe80::', 10],
-  ['ff00::', 8],
-] as const) {
-  PRIVATE.addSubnet(net, prefix, 'ipv6');
+/** Every address of the gateway host's own interfaces (read at each delivery: cheap, and interfaces change). */
+export function hostAddresses(): string[] {
+  return Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((i) => i.address));
 }
 
-export function isPrivateAddress(address: string): boolean {
-  const family = isIP(address);
-  if (family === 4) return PRIVATE.check(address, 'ipv4');
-  if (family === 6) {
-    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-    return mapped ? PRIVATE.check(mapped[1]!, 'ipv4') : PRIVATE.check(address, 'ipv6');
-  }
-  return true;
-}
-
-/** A DNS lookup that refuses private addresses: checked on the address actually connected to. */
+/**
+ * A DNS lookup that refuses an address a webhook may not reach (not globally
+ * routable, or the host's own): the address it answers is the one connected to.
+ */
 function publicOnlyLookup(hostname: string, options: object, callback: (err: Error | null, address: string | LookupAddress[], family?: number) => void): void {
   dnsLookup(hostname, { ...options, all: true }, (error, addresses) => {
     if (error) return callback(error, []);
     const list = addresses as LookupAddress[];
-    const blocked = list.find((a) => isPrivateAddress(a.address));
-    if (blocked) return callback(new Error(`refused: ${hostname} resolves to a private address (${blocked.address})`), []);
+    const own = hostAddresses();
+    for (const a of list) {
+      const refusal = webhookAddressRefusal(a.address, own);
+      if (refusal) return callback(new Error(`refused: ${hostname} resolves to ${refusal}`), []);
+    }
     if ((options as { all?: boolean }).all) return callback(null, list);
     callback(null, list[0]!.address, list[0]!.family);
   });
@@ -63,7 +40,10 @@ function publicOnlyLookup(hostname: string, options: object, callback: (err: Err
 /**
  * One POST of a webhook: no redirect is followed (a 3xx is not an acknowledgement),
  * the reply is read up to the body limit, the whole attempt is cut at 10 seconds,
- * and, unless private networks are allowed, no private address is connected to.
+ * and, unless private networks are allowed, only a globally routable address that is
+ * not the host's own is connected to (an IP literal is checked before connecting, a
+ * host name's addresses in the lookup the connection uses). A refused attempt sends
+ * nothing and keeps no reply body.
  */
 export function postWebhook(
   url: string,
@@ -86,8 +66,9 @@ export function postWebhook(
   }
   if (target.protocol !== 'http:' && target.protocol !== 'https:') return Promise.resolve(done(null, null, 'only http and https URLs are allowed'));
   const host = target.hostname.replace(/^\[|\]$/g, '');
-  if (!options.allowPrivateNetworks && isIP(host) !== 0 && isPrivateAddress(host)) {
-    return Promise.resolve(done(null, null, `refused: ${host} is a private address`));
+  if (!options.allowPrivateNetworks && isIP(host) !== 0) {
+    const refusal = webhookAddressRefusal(host, hostAddresses());
+    if (refusal) return Promise.resolve(done(null, null, `refused: ${refusal}`));
   }
   const transport = target.protocol === 'https:' ? https : http;
   return new Promise((resolve) => {

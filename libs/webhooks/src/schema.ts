@@ -43,3 +43,18 @@ CREATE TABLE webhook_attempts (
 );
 `,
 };
+
+/**
+ * Each claim of a delivery takes a fresh `lease_token`; an attempt's outcome moves
+ * the delivery only while the row still carries that token (a later claim after the
+ * lease ran out, or the operator's resend, replaces it). An attempt that comes back
+ * after that is still kept in the history, marked `superseded`.
+ */
+export const webhookLeaseTokenMigration: Migration = {
+  version: 24,
+  name: 'webhook_lease_token',
+  sql: `
+ALTER TABLE webhook_deliveries ADD COLUMN lease_token uuid;
+ALTER TABLE webhook_attempts ADD COLUMN superseded boolean NOT NULL DEFAULT false;
+`,
+};

@@ -2,10 +2,10 @@ import type { Pool } from 'pg';
 import type { Clock } from '../../clock/src';
 import type { Registry } from '../../registry/src';
 import { AttemptResult, postWebhook } from './http-delivery';
-import { isAcknowledged, retryDelaySeconds, WEBHOOK_REPLY_TIMEOUT_MS, webhookSignature } from './webhook-rules';
+import { attemptOutcome, WEBHOOK_REPLY_TIMEOUT_MS, webhookSignature } from './webhook-rules';
 
 /** How long a claimed delivery is out of other dispatchers' reach (real time): one attempt (at most 10 s) and a margin. */
-const LEASE_SECONDS = 15;
+export const WEBHOOK_LEASE_SECONDS = 15;
 
 interface ClaimedDelivery {
   id: string;
@@ -14,8 +14,8 @@ interface ClaimedDelivery {
   url: string;
   body: string;
   is_test: boolean;
-  attempts_made: number;
-  schedule_base: number;
+  /** This claim's lease: the attempt's outcome moves the delivery only while the row still carries it. */
+  lease_token: string;
 }
 
 export interface DispatcherOptions {
@@ -27,16 +27,21 @@ export interface DispatcherOptions {
    * free for everybody else's webhooks.
    */
   readonly perUrlConcurrency?: number;
-  /** WEBHOOK_ALLOW_PRIVATE_NETWORKS: live deliveries may go to loopback and private addresses. */
+  /** WEBHOOK_ALLOW_PRIVATE_NETWORKS: deliveries of both modes may go to loopback, private and reserved addresses. */
   readonly allowPrivateNetworks: boolean;
   readonly timeoutMs?: number;
+  /** How long a claim keeps other dispatchers away, in real seconds (default WEBHOOK_LEASE_SECONDS; tests shorten it). */
+  readonly leaseSeconds?: number;
   /** The poster (tests of the dispatcher itself may pass their own). */
   readonly post?: typeof postWebhook;
-  /** Called with each recorded attempt's outcome (metrics): delivered, a retry scheduled, or failed for good. */
+  /**
+   * Called with each recorded attempt's outcome (metrics): delivered, a retry scheduled,
+   * failed for good, or superseded (its lease had been replaced before it came back).
+   */
   readonly onAttempt?: (outcome: WebhookAttemptOutcome) => void;
 }
 
-export type WebhookAttemptOutcome = 'delivered' | 'retry' | 'failed';
+export type WebhookAttemptOutcome = 'delivered' | 'retry' | 'failed' | 'superseded';
 
 /**
  * Sends due webhook deliveries. Each tick claims up to `concurrency` due rows (FOR
@@ -45,6 +50,13 @@ export type WebhookAttemptOutcome = 'delivered' | 'retry' | 'failed';
  * (1 min, 5 min, 30 min, 2 h, 12 h, 24 h) and after the last one it has failed. A
  * dispatcher that dies mid-attempt leaves the lease to run out: the attempt is made
  * again (at least once; the receiver deduplicates by the event id).
+ *
+ * Every claim takes a fresh lease token, and an attempt's outcome moves the delivery
+ * only while the row still carries the token of its claim. An attempt that comes back
+ * after its lease was taken over (it ran out and another dispatcher claimed the row)
+ * or after the operator's resend is recorded in the history, marked superseded, and
+ * changes nothing else: it cannot turn a delivered row back to pending. Attempts are
+ * numbered in the order they are recorded, under the delivery row's lock.
  */
 export class WebhookDispatcher {
   constructor(
@@ -87,13 +99,13 @@ export class WebhookDispatcher {
          WHERE c.nth + coalesce(busy.n, 0) <= $5
            AND d.status = 'pending' AND (d.leased_until IS NULL OR d.leased_until < clock_timestamp())
          ORDER BY c.next_attempt_at LIMIT $2 FOR UPDATE OF d SKIP LOCKED)
-       UPDATE webhook_deliveries d SET leased_until = clock_timestamp() + make_interval(secs => $3)
+       UPDATE webhook_deliveries d SET leased_until = clock_timestamp() + make_interval(secs => $3), lease_token = gen_random_uuid()
        FROM due WHERE d.id = due.id
-       RETURNING d.id, d.event_type, d.project_id, d.url, d.body, d.is_test, d.attempts_made, d.schedule_base`,
+       RETURNING d.id, d.event_type, d.project_id, d.url, d.body, d.is_test, d.lease_token`,
       [
         now,
         free,
-        LEASE_SECONDS,
+        this.options.leaseSeconds ?? WEBHOOK_LEASE_SECONDS,
         busy.filter(([, n]) => n >= perUrl).map(([url]) => url),
         perUrl,
         free * perUrl,
@@ -139,37 +151,71 @@ export class WebhookDispatcher {
       };
       const post = this.options.post ?? postWebhook;
       result = await post(d.url, d.body, headers, {
-        // Sandbox events may go anywhere (a merchant's laptop); live ones only to public addresses unless allowed.
-        allowPrivateNetworks: d.is_test || this.options.allowPrivateNetworks,
+        // One guard for both modes: a sandbox project's URL must not reach into the operator's network either.
+        allowPrivateNetworks: this.options.allowPrivateNetworks,
         timeoutMs: this.options.timeoutMs ?? WEBHOOK_REPLY_TIMEOUT_MS,
       }).catch((error: Error) => ({ statusCode: null, body: null, durationMs: 0, error: error.message }));
     }
-    const attempt = d.attempts_made + 1;
-    const delivered = isAcknowledged(result.statusCode);
-    const delay = delivered ? null : retryDelaySeconds(attempt - d.schedule_base);
-    const status = delivered ? 'delivered' : delay === null ? 'failed' : 'pending';
-    const next = delay === null ? null : new Date(this.clock.now().getTime() + delay * 1000);
+    const outcome = await this.record(d, at, result);
+    this.options.onAttempt?.(outcome);
+  }
+
+  /**
+   * Records one attempt and, while the delivery still carries this claim's lease
+   * token, its outcome: delivered, the next attempt scheduled, or failed for good. The
+   * delivery row is locked first, so attempts recorded at once are numbered one after
+   * the other and the lease is judged on the row as it is now.
+   */
+  private async record(d: ClaimedDelivery, at: Date, result: AttemptResult): Promise<WebhookAttemptOutcome> {
     const client = await this.pool.connect();
     try {
       await client.query('BEGIN');
-      await client.query(
-        `INSERT INTO webhook_attempts (delivery_id, attempt, at, status_code, body, duration_ms, error)
-         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
-        [d.id, attempt, at, result.statusCode, result.body === null ? null : stripUnstorable(result.body), result.durationMs, result.error],
+      const locked = await client.query<{ ours: boolean; attempts_made: number; schedule_base: number }>(
+        'SELECT lease_token IS NOT DISTINCT FROM $2::uuid AS ours, attempts_made, schedule_base FROM webhook_deliveries WHERE id = $1 FOR UPDATE',
+        [d.id, d.lease_token],
       );
+      const row = locked.rows[0];
+      const ours = row?.ours === true;
+      let outcome: WebhookAttemptOutcome = 'superseded';
+      if (row && ours) {
+        const attempt = row.attempts_made + 1;
+        const { status, nextAttemptAt: next } = attemptOutcome(result.statusCode, attempt, row.schedule_base, this.clock.now());
+        await client.query(
+          `UPDATE webhook_deliveries SET attempts_made = $2, status = $3, next_attempt_at = $4, leased_until = NULL, lease_token = NULL
+           WHERE id = $1`,
+          [d.id, attempt, status, next],
+        );
+        outcome = status === 'pending' ? 'retry' : status;
+      }
       await client.query(
-        `UPDATE webhook_deliveries SET attempts_made = $2, status = $3, next_attempt_at = $4, leased_until = NULL WHERE id = $1`,
-        [d.id, attempt, status, next],
+        `INSERT INTO webhook_attempts (delivery_id, attempt, at, status_code, body, duration_ms, error, superseded)
+         SELECT $1, coalesce(max(attempt), 0) + 1, $2, $3, $4, $5, $6, $7 FROM webhook_attempts WHERE delivery_id = $1`,
+        [d.id, at, result.statusCode, result.body === null ? null : stripUnstorable(result.body), result.durationMs, result.error, !ours],
       );
       await client.query('COMMIT');
+      return outcome;
     } catch (error) {
       await client.query('ROLLBACK').catch(() => undefined);
       throw error;
     } finally {
       client.release();
     }
-    this.options.onAttempt?.(status === 'pending' ? 'retry' : status);
   }
+}
+
+/**
+ * The operator's resend: the delivery is due again now with a fresh retry schedule
+ * (same id and body). Its lease token is dropped, so an attempt started before the
+ * resend cannot overwrite what the resent attempts decide. Null when there is no such delivery.
+ */
+export async function resendDelivery(pool: Pool, id: string, now: Date): Promise<{ id: string; nextAttemptAt: Date } | null> {
+  const updated = await pool.query<{ id: string; next_attempt_at: Date }>(
+    `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $2, schedule_base = attempts_made, leased_until = NULL, lease_token = NULL
+     WHERE id = $1 RETURNING id, next_attempt_at`,
+    [id, now],
+  );
+  const row = updated.rows[0];
+  return row ? { id: row.id, nextAttemptAt: row.next_attempt_at } : null;
 }
 
 /** PostgreSQL text holds no NUL and no lone surrogate: a receiver's reply may have either. */

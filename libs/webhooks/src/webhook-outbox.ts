@@ -24,6 +24,7 @@ import { invoiceView, payoutView, refundView } from '../../payments/src';
 import type { Projection } from '../../projections/src';
 import type { Project, Registry, WebhookEventKind } from '../../registry/src';
 import { WEBHOOK_SOURCE_EVENT_TYPES, webhookKindOf } from './webhook-rules';
+import { DEFAULT_WEBHOOK_RETENTION_DAYS, retentionHorizon } from './webhook-retention';
 
 /** What a webhook says, before it is addressed to projects. */
 export interface WebhookMessage {
@@ -105,32 +106,87 @@ export async function renderWebhook(
   return null;
 }
 
+/** One delivery to enqueue: rendered and addressed before the outbox's write transaction. */
+export interface PlannedDelivery {
+  readonly id: string;
+  readonly eventId: string;
+  readonly kind: WebhookEventKind;
+  readonly projectId: string;
+  readonly url: string;
+  readonly body: string;
+  readonly isTest: boolean;
+}
+
 /**
  * The webhook outbox: follows the log and enqueues one delivery per webhook event
  * and subscribed project (its webhookUrl set and the kind among its webhookEvents).
  * Its queue is never emptied by a rebuild: replaying the log enqueues nothing twice
- * (delivery ids are derived from event and project), so nothing is sent again.
+ * (delivery ids are derived from event and project), so nothing is sent again; and
+ * an event older than the retention period, whose delivery the retention sweeper may
+ * have deleted, is not enqueued at all.
+ *
+ * Rendering reads other streams and the registry: it happens in `prepare`, before the
+ * batch's transaction opens, and the transaction only inserts the rendered rows (an
+ * open write transaction would hide every newer event from every subscriber while it
+ * waited on those reads).
  */
-export function webhookOutbox(store: EventStore, registry: Registry, clock: Clock, publicUrl: () => string): Projection {
+export function webhookOutbox(
+  store: EventStore,
+  registry: Registry,
+  clock: Clock,
+  publicUrl: () => string,
+  /** WEBHOOK_RETENTION_DAYS: an event older than this is not enqueued (its delivery may have been swept already). */
+  retentionDays: number = DEFAULT_WEBHOOK_RETENTION_DAYS,
+): Projection<PlannedDelivery[]> {
   return {
     name: 'webhook_outbox',
     tables: [],
     filter: { streamNamePrefixes: [`${INVOICE_CATEGORY}-`, `${REFUND_CATEGORY}-`, `${PAYOUT_CATEGORY}-`], eventTypePrefixes: WEBHOOK_SOURCE_EVENT_TYPES },
-    async apply(tx: PoolClient, events: readonly RecordedEvent[]) {
+    async prepare(events: readonly RecordedEvent[]): Promise<PlannedDelivery[]> {
+      const planned: PlannedDelivery[] = [];
       const now = clock.now();
       for (const recorded of events) {
         const message = await renderWebhook(store, registry, recorded, publicUrl);
         if (!message) continue;
+        // A replay (or a rebuild) after the retention period must not send swept deliveries again.
+        if (Date.parse(message.envelope.createdAt) < retentionHorizon(now, retentionDays).getTime()) continue;
         const body = JSON.stringify(message.envelope);
         for (const project of message.projects) {
           if (project.webhookUrl === null || !project.webhookEvents.includes(message.kind)) continue;
-          await tx.query(
-            `INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $8) ON CONFLICT (id) DO NOTHING`,
-            [deliveryIdOf(recorded.id, project.id), recorded.id, message.kind, project.id, project.webhookUrl, body, message.envelope.isTest, now],
-          );
+          planned.push({
+            id: deliveryIdOf(recorded.id, project.id),
+            eventId: recorded.id,
+            kind: message.kind,
+            projectId: project.id,
+            url: project.webhookUrl,
+            body,
+            isTest: message.envelope.isTest,
+          });
         }
       }
+      return planned;
+    },
+    async apply(tx: PoolClient, _events: readonly RecordedEvent[], planned: PlannedDelivery[]) {
+      if (planned.length === 0) return;
+      // In log order, so the queue's seq keeps the order of the events.
+      await tx.query(
+        `INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
+         SELECT d.id, d.event_id, d.event_type, d.project_id, d.url, d.body, d.is_test, 'pending', $8, $8
+         FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::uuid[], $5::text[], $6::text[], $7::boolean[]) WITH ORDINALITY
+           AS d(id, event_id, event_type, project_id, url, body, is_test, ord)
+         ORDER BY d.ord
+         ON CONFLICT (id) DO NOTHING`,
+        [
+          planned.map((d) => d.id),
+          planned.map((d) => d.eventId),
+          planned.map((d) => d.kind),
+          planned.map((d) => d.projectId),
+          planned.map((d) => d.url),
+          planned.map((d) => d.body),
+          planned.map((d) => d.isTest),
+          clock.now(),
+        ],
+      );
     },
   };
 }

@@ -39,3 +39,19 @@ export const WEBHOOK_REPLY_TIMEOUT_MS = 10_000;
 export const WEBHOOK_REPLY_BODY_LIMIT = 4096;
 
 export const isAcknowledged = (statusCode: number | null): boolean => statusCode !== null && statusCode >= 200 && statusCode < 300;
+
+/**
+ * What one attempt's reply makes of the delivery: delivered on a 2xx; otherwise the
+ * next attempt after the schedule's delay (counted from the last resend), or failed
+ * for good after the last one. `attempt` is the delivery's attempt number (from 1).
+ */
+export function attemptOutcome(
+  statusCode: number | null,
+  attempt: number,
+  scheduleBase: number,
+  now: Date,
+): { status: 'delivered' | 'pending' | 'failed'; nextAttemptAt: Date | null } {
+  if (isAcknowledged(statusCode)) return { status: 'delivered', nextAttemptAt: null };
+  const delay = retryDelaySeconds(attempt - scheduleBase);
+  return delay === null ? { status: 'failed', nextAttemptAt: null } : { status: 'pending', nextAttemptAt: new Date(now.getTime() + delay * 1000) };
+}

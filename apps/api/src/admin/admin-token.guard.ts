@@ -1,25 +1,28 @@
 import { CanActivate, ExecutionContext, Inject, Injectable } from '@nestjs/common';
-import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
+import type { FailedAuthentication } from '../auth/failed-authentication';
+import type { OperatorToken } from '../auth/operator-token';
 import { ApiError } from '../errors/api-error';
-import { ADMIN_TOKEN } from '../tokens';
+import { FAILED_AUTHENTICATION, OPERATOR_TOKEN } from '../tokens';
 
-const digest = (s: string) => createHash('sha256').update(s).digest();
-
-/** The operator API: `Authorization: Bearer <ADMIN_TOKEN>`, compared in constant time. */
+/**
+ * The operator API: `Authorization: Bearer <ADMIN_TOKEN>`, compared in constant time.
+ * A client past the failure limits is refused (429) before its token is even
+ * compared, so a right guess looks no different from a wrong one; each wrong or
+ * missing token counts as a failure.
+ */
 @Injectable()
 export class AdminTokenGuard implements CanActivate {
-  private readonly expected: Buffer;
-
-  constructor(@Inject(ADMIN_TOKEN) adminToken: string) {
-    this.expected = digest(adminToken);
-  }
+  constructor(
+    @Inject(OPERATOR_TOKEN) private readonly token: OperatorToken,
+    @Inject(FAILED_AUTHENTICATION) private readonly failures: FailedAuthentication,
+  ) {}
 
   canActivate(context: ExecutionContext): boolean {
-    const header = context.switchToHttp().getRequest<FastifyRequest>().headers.authorization ?? '';
-    const match = /^Bearer\s+(\S+)$/i.exec(header);
-    if (!match || !timingSafeEqual(digest(match[1]!), this.expected)) {
-      throw ApiError.unauthorized('Нужен токен оператора: Authorization: Bearer <ADMIN_TOKEN>');
+    const request = context.switchToHttp().getRequest<FastifyRequest>();
+    this.failures.refuseIfLimited(request, 'operator_token');
+    if (this.token.check(request.headers.authorization) !== 'valid') {
+      throw this.failures.failed(request, 'operator_token', ApiError.unauthorized('Нужен токен оператора: Authorization: Bearer <ADMIN_TOKEN>'));
     }
     return true;
   }

@@ -4,7 +4,7 @@ import { formatMoney, LEDGER_ACCOUNTS, LedgerMode, LedgerState } from '../../../
 import type { LedgerBook } from '../../../../libs/ledger-store/src';
 import type { Clock } from '../../../../libs/clock/src';
 import { ApiError } from '../errors/api-error';
-import { decodeCursor, encodeCursor } from '../http/cursor';
+import { decodeCursor, encodeCursor, pageSeq } from '../http/cursor';
 import { CLOCK_TOKEN, DATABASE_POOL, LEDGER_BOOK } from '../tokens';
 import { AdminTokenGuard } from './admin-token.guard';
 
@@ -62,7 +62,7 @@ export class LedgerAuditController {
     const accountId = parseAccountId(id);
     const ledgerMode = parseMode(mode);
     const pageSize = parseLimit(limit);
-    const after = cursor === undefined ? -1 : decodeCursor(cursor, (c) => (typeof c.seq === 'number' ? c.seq : null));
+    const after = cursor === undefined ? -1 : decodeCursor(cursor, pageSeq);
     const rows = await this.pool.query<{
       entry_id: string;
       seq: string;

@@ -1,5 +1,8 @@
 import { Body, Controller, Get, HttpCode, Inject, Param, Patch, Post, UseGuards } from '@nestjs/common';
 import type { Clock } from '../../../../libs/clock/src';
+import type { Infrastructure } from '../../../../libs/infrastructure/src/infrastructure';
+import { hostAddresses } from '../../../../libs/webhooks/src/http-delivery';
+import { webhookUrlRefusal } from '../../../../libs/webhooks/src/webhook-address';
 import { METHOD_CODES, MethodCode, MethodOverride, MethodOverrides } from '../../../../libs/domain/src';
 import { formatMoney, formatPercent } from '../../../../libs/ledger/src/money';
 import type { Project, ProjectSettings, Registry } from '../../../../libs/registry/src';
@@ -7,7 +10,7 @@ import { methodsOf, PROJECT_STATUSES, WEBHOOK_EVENTS, WebhookEventKind } from '.
 import { ApiError } from '../errors/api-error';
 import { RawBody } from '../http/raw-body';
 import { Fields, isObject, isUuid } from '../http/validation';
-import { CLOCK_TOKEN, REGISTRY } from '../tokens';
+import { CLOCK_TOKEN, INFRASTRUCTURE, REGISTRY } from '../tokens';
 import { AdminTokenGuard } from './admin-token.guard';
 
 const projectView = (p: Project) => ({
@@ -28,11 +31,23 @@ const projectView = (p: Project) => ({
   updatedAt: p.updatedAt.toISOString(),
 });
 
-/** Reads project settings over `base` (defaults for a new project, the stored ones for PATCH). */
-function readSettings(f: Fields, base: ProjectSettings): ProjectSettings {
+/**
+ * Reads project settings over `base` (defaults for a new project, the stored ones for
+ * PATCH). Unless private networks are allowed, a webhook URL whose host is an IP
+ * literal that is not globally routable (or is the gateway host's own) is refused
+ * now; a host name's addresses are checked at each delivery.
+ */
+function readSettings(f: Fields, base: ProjectSettings, webhookAllowPrivateNetworks: boolean): ProjectSettings {
   const name = f.string('name', { min: 1, max: 255 });
   const status = f.enumOf('status', PROJECT_STATUSES);
   const webhookUrl = f.has('webhookUrl') && f.raw('webhookUrl') === null ? null : f.url('webhookUrl');
+  if (typeof webhookUrl === 'string' && !webhookAllowPrivateNetworks && webhookUrlRefusal(webhookUrl, hostAddresses()) !== null) {
+    f.fail(
+      'webhookUrl',
+      'private_address',
+      'вебхуки не отправляются на внутренние, зарезервированные и собственные адреса шлюза: укажите публичный адрес (песочнице на своей машине оператор включает WEBHOOK_ALLOW_PRIVATE_NETWORKS=true)',
+    );
+  }
   let webhookEvents: WebhookEventKind[] | undefined;
   if (f.has('webhookEvents')) {
     const raw = f.raw('webhookEvents');
@@ -96,7 +111,12 @@ export class ProjectsController {
   constructor(
     @Inject(REGISTRY) private readonly registry: Registry,
     @Inject(CLOCK_TOKEN) private readonly clock: Clock,
+    @Inject(INFRASTRUCTURE) private readonly infrastructure: Infrastructure,
   ) {}
+
+  private get allowPrivateNetworks(): boolean {
+    return this.infrastructure.config.webhookAllowPrivateNetworks;
+  }
 
   @Post('accounts')
   async createAccount(@Body() body: unknown) {
@@ -114,7 +134,7 @@ export class ProjectsController {
     const f = Fields.ofBody(body, rawBody);
     const accountId = f.uuid('accountId', { required: true });
     if (!f.has('name')) f.fail('name', 'required', 'обязательное поле');
-    const settings = readSettings(f, NEW_PROJECT);
+    const settings = readSettings(f, NEW_PROJECT, this.allowPrivateNetworks);
     f.done();
     if (!(await this.registry.account(accountId!))) throw new ApiError(404, 'not_found', 'Аккаунт не найден', 'accountId');
     const { project, keys } = await this.registry.createProject(accountId!, settings, this.clock.now());
@@ -132,7 +152,7 @@ export class ProjectsController {
     const project = await this.find(id);
     const f = Fields.ofBody(body, rawBody);
     if (f.has('accountId')) f.fail('accountId', 'read_only', 'аккаунт проекта не меняется');
-    const settings = readSettings(f, project);
+    const settings = readSettings(f, project, this.allowPrivateNetworks);
     f.done();
     return projectView((await this.registry.updateProject(id, settings, this.clock.now()))!);
   }

@@ -2,10 +2,13 @@ import { Controller, Get, Inject, Param, Query, UseGuards } from '@nestjs/common
 import { RecordedEvent, StreamNotFoundError } from '../../../../libs/event-store/src';
 import type { Infrastructure } from '../../../../libs/infrastructure/src/infrastructure';
 import { ApiError } from '../errors/api-error';
+import { storableText } from '../http/validation';
 import { INFRASTRUCTURE } from '../tokens';
 import { AdminTokenGuard } from './admin-token.guard';
 
 const MAX_PAGE = 1000;
+/** `<category>-<id>`, as the event store names streams. */
+const STREAM_NAME = /^[a-z][a-z0-9_]*-[^]+$/;
 
 /** Audit: the raw events of one stream, as stored, oldest first. */
 @Controller('admin/v1/streams')
@@ -24,6 +27,8 @@ export class StreamsController {
     if (max < 1 || max > MAX_PAGE) {
       throw ApiError.validation([{ param: 'limit', code: 'out_of_range', message: `limit: от 1 до ${MAX_PAGE}` }]);
     }
+    // No stream has such a name (no `<category>-<id>`, or a NUL PostgreSQL cannot even compare): nothing to read.
+    if (!STREAM_NAME.test(streamName) || !storableText(streamName)) throw ApiError.notFound('not_found', 'Поток не найден');
     try {
       const events = await this.infra.store.readStream(streamName, { fromRevision: BigInt(from), maxCount: max + 1 });
       const page = events.slice(0, max);

@@ -2,8 +2,9 @@ import { Controller, Get, HttpCode, Inject, Param, Post, Query, UseGuards } from
 import type { Pool } from 'pg';
 import type { Clock } from '../../../../libs/clock/src';
 import { WEBHOOK_EVENTS } from '../../../../libs/registry/src';
+import { resendDelivery } from '../../../../libs/webhooks/src';
 import { ApiError } from '../errors/api-error';
-import { encodeCursor, readCursor } from '../http/cursor';
+import { encodeCursor, readCursor, pageSeq } from '../http/cursor';
 import { isUuid, queryFields, queryInteger } from '../http/validation';
 import { CLOCK_TOKEN, DATABASE_POOL } from '../tokens';
 import { AdminTokenGuard } from './admin-token.guard';
@@ -20,7 +21,7 @@ interface DeliveryRow {
   attempts_made: number;
   next_attempt_at: Date | null;
   created_at: Date;
-  attempts: { attempt: number; at: string; status_code: number | null; body: string | null; duration_ms: number; error: string | null }[];
+  attempts: { attempt: number; at: string; status_code: number | null; body: string | null; duration_ms: number; error: string | null; superseded: boolean }[];
 }
 
 /** The webhook delivery history (every attempt) and resending, for the operator. */
@@ -40,7 +41,7 @@ export class WebhookDeliveriesController {
     const eventType = f.enumOf('eventType', WEBHOOK_EVENTS);
     const eventId = f.uuid('eventId');
     const limit = queryInteger(f, 'limit', { min: 1, max: 100, fallback: 50 });
-    const before = readCursor(f, 'cursor', (c) => (typeof c.seq === 'number' ? c.seq : null)) ?? null;
+    const before = readCursor(f, 'cursor', pageSeq) ?? null;
     f.done();
     const where: string[] = [];
     const params: unknown[] = [];
@@ -56,7 +57,7 @@ export class WebhookDeliveriesController {
     const rows = await this.pool.query<DeliveryRow>(
       `SELECT d.seq, d.id, d.event_id, d.event_type, d.project_id, d.url, d.status, d.is_test, d.attempts_made, d.next_attempt_at, d.created_at,
               COALESCE((SELECT json_agg(json_build_object('attempt', a.attempt, 'at', a.at, 'status_code', a.status_code, 'body', a.body,
-                                                          'duration_ms', a.duration_ms, 'error', a.error) ORDER BY a.attempt)
+                                                          'duration_ms', a.duration_ms, 'error', a.error, 'superseded', a.superseded) ORDER BY a.attempt)
                         FROM webhook_attempts a WHERE a.delivery_id = d.id), '[]') AS attempts
        FROM webhook_deliveries d ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
        ORDER BY d.seq DESC LIMIT $${params.length}`,
@@ -82,6 +83,9 @@ export class WebhookDeliveriesController {
           body: a.body,
           durationMs: a.duration_ms,
           error: a.error,
+          // The attempt came back after its lease was taken over or the delivery was
+          // resent: kept in the history, but it did not decide the delivery's status.
+          superseded: a.superseded,
         })),
       })),
       nextCursor: hasMore ? encodeCursor({ seq: Number(page[page.length - 1]!.seq) }) : null,
@@ -93,15 +97,8 @@ export class WebhookDeliveriesController {
   @Post(':id/resend')
   @HttpCode(202)
   async resend(@Param('id') id: string) {
-    const updated = isUuid(id)
-      ? await this.pool.query<{ id: string; next_attempt_at: Date }>(
-          `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $2, schedule_base = attempts_made, leased_until = NULL
-           WHERE id = $1 RETURNING id, next_attempt_at`,
-          [id.toLowerCase(), this.clock.now()],
-        )
-      : { rows: [] };
-    const row = updated.rows[0];
-    if (!row) throw ApiError.notFound('not_found', 'Доставка не найдена');
-    return { id: row.id, status: 'pending', nextAttemptAt: row.next_attempt_at.toISOString() };
+    const resent = isUuid(id) ? await resendDelivery(this.pool, id.toLowerCase(), this.clock.now()) : null;
+    if (!resent) throw ApiError.notFound('not_found', 'Доставка не найдена');
+    return { id: resent.id, status: 'pending', nextAttemptAt: resent.nextAttemptAt.toISOString() };
   }
 }

@@ -4,6 +4,8 @@ import type { Logger } from '../../../../libs/logging/src/logger';
 import { InvoicePlanError } from '../../../../libs/domain/src/invoices/plan-invoice';
 import { LedgerError } from '../../../../libs/ledger/src/ledger';
 import { PaymentsError } from '../../../../libs/payments/src/invoice-service';
+import { EventStoreUnavailableError } from '../../../../libs/event-store/src/event-store';
+import { StoredAnswer } from '../http/idempotency';
 import { ApiError } from './api-error';
 
 /**
@@ -17,6 +19,8 @@ export class ErrorFilter implements ExceptionFilter {
 
   catch(exception: unknown, host: ArgumentsHost): void {
     const reply = host.switchToHttp().getResponse<FastifyReply>();
+    // Not an error: the first answer of an Idempotency-Key, sent again as it was.
+    if (exception instanceof StoredAnswer) return exception.send(reply);
     const request = host.switchToHttp().getRequest<FastifyRequest>();
     const error = toApiError(exception);
     if (error.status >= 500) {
@@ -37,9 +41,10 @@ export function toApiError(exception: unknown): ApiError {
       ? new ApiError(422, 'insufficient_balance', exception.message)
       : new ApiError(409, 'conflict', exception.message);
   }
-  if (isDatabaseUnavailable(exception)) {
-    // Nothing was written or the write was not confirmed; every write is idempotent,
-    // so the client's retry (after Retry-After) is safe.
+  if (exception instanceof EventStoreUnavailableError || isDatabaseUnavailable(exception)) {
+    // Nothing was written or the write was not confirmed (the database, or the event
+    // store when it is EventStoreDB, did not answer); every write is idempotent, so
+    // the client's retry (after Retry-After) is safe.
     return new ApiError(503, 'provider_unavailable', 'Сервис временно недоступен: повторите запрос через несколько секунд', undefined, undefined, {
       'Retry-After': '1',
     });

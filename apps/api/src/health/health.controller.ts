@@ -1,9 +1,12 @@
-import { Controller, Get, Inject, Res } from '@nestjs/common';
-import type { FastifyReply } from 'fastify';
+import { Controller, Get, Inject, Req, Res } from '@nestjs/common';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Pool } from 'pg';
-import { DATABASE_POOL, READINESS } from '../tokens';
+import type { FailedAuthentication } from '../auth/failed-authentication';
+import type { OperatorToken } from '../auth/operator-token';
+import { ApiError } from '../errors/api-error';
+import { DATABASE_POOL, FAILED_AUTHENTICATION, OPERATOR_TOKEN, READINESS } from '../tokens';
 import type { ReadinessProbe } from './readiness';
-import { readiness } from './readiness';
+import { publicReadiness, readiness } from './readiness';
 
 export type { ReadinessProbe, ReadinessReport } from './readiness';
 
@@ -12,6 +15,8 @@ export class HealthController {
   constructor(
     @Inject(DATABASE_POOL) private readonly pool: Pool,
     @Inject(READINESS) private readonly probe: ReadinessProbe,
+    @Inject(OPERATOR_TOKEN) private readonly token: OperatorToken,
+    @Inject(FAILED_AUTHENTICATION) private readonly failures: FailedAuthentication,
   ) {}
 
   /** The process is up. */
@@ -22,11 +27,25 @@ export class HealthController {
 
   /**
    * The process can serve: its database answers (migrations ran before the port
-   * opened). A process that runs projections also shows each one's state and lag.
+   * opened). Anyone (a load balancer) gets the status only; with the operator token
+   * (or on the METRICS_PORT listener) the detail too: the database and each
+   * projection's state, checkpoint, last error and lag.
    */
   @Get('ready')
-  async ready(@Res() reply: FastifyReply) {
+  async ready(@Req() request: FastifyRequest, @Res() reply: FastifyReply) {
+    const check = this.token.check(request.headers.authorization);
+    if (check !== 'absent') {
+      // A wrong token here is a guess like any other: limited and counted.
+      this.failures.refuseIfLimited(request, 'operator_token');
+      if (check === 'invalid') {
+        throw this.failures.failed(
+          request,
+          'operator_token',
+          ApiError.unauthorized('Подробности готовности только с токеном оператора: Authorization: Bearer <ADMIN_TOKEN>; без заголовка: только статус'),
+        );
+      }
+    }
     const { status, body } = await readiness(this.pool, this.probe);
-    return reply.status(status).send(body);
+    return reply.status(status).send(check === 'valid' ? body : publicReadiness(body));
   }
 }

@@ -1,4 +1,5 @@
 import type { Pool } from 'pg';
+import type { LogVisibility } from '../../../../libs/event-store/src';
 
 /** One projection run by this process: its runner's state and how far its read model is behind the log. */
 export interface ProjectionReadiness {
@@ -13,6 +14,12 @@ export interface ProjectionReadiness {
 /** What the readiness check also asks of the process (e.g. its projector's state). */
 export interface ReadinessReport {
   readonly projections?: readonly ProjectionReadiness[];
+  /**
+   * With the PostgreSQL event store: events appended but not yet visible to
+   * subscribers, how long the oldest has waited, and the cluster's oldest transaction
+   * holding them back (null when the database could not be asked).
+   */
+  readonly eventLog?: LogVisibility | null;
 }
 export type ReadinessProbe = () => ReadinessReport | Promise<ReadinessReport>;
 
@@ -21,7 +28,8 @@ export type ReadinessProbe = () => ReadinessReport | Promise<ReadinessReport>;
  * database does not answer: nothing can be served then. A projection that lags or
  * fails does not make the process unready (writes and most reads still work, and a
  * load balancer taking every replica out would stop all payments): it shows here
- * and in projection_lag_events / projection_batch_failures_total, for alerts.
+ * and in projection_lag_events / projection_batch_failures_total, for alerts. The
+ * same holds for a visible log that trails the appended one (`eventLog`).
  */
 export async function readiness(pool: Pool, probe: ReadinessProbe): Promise<{ status: number; body: Record<string, unknown> }> {
   const [database, report] = await Promise.all([
@@ -35,4 +43,9 @@ export async function readiness(pool: Pool, probe: ReadinessProbe): Promise<{ st
   ]);
   const ready = database === 'ok';
   return { status: ready ? 200 : 503, body: { status: ready ? 'ready' : 'not_ready', ready, database, ...report } };
+}
+
+/** What anyone may see of readiness: the status alone (projection errors and checkpoints are for the operator). */
+export function publicReadiness(body: Record<string, unknown>): { status: unknown } {
+  return { status: body.status };
 }

@@ -21,6 +21,14 @@ export function decodeCursor<T>(cursor: string, read: (value: Record<string, unk
   return value;
 }
 
+/**
+ * The `seq` of a page cursor: the position of the last item of the page in its read
+ * model (a bigint column). Only a safe non-negative integer is one; anything else
+ * (1.5, 1e308, -1, 2^53 + 1, a string) is refused here, before any query sees it.
+ */
+export const pageSeq = (value: Record<string, unknown>): number | null =>
+  typeof value.seq === 'number' && Number.isSafeInteger(value.seq) && value.seq >= 0 ? value.seq : null;
+
 function parseCursor<T>(cursor: string, read: (value: Record<string, unknown>) => T | null): T | null {
   let decoded: unknown = null;
   if (/^[A-Za-z0-9_-]{1,512}$/.test(cursor)) {

@@ -7,7 +7,10 @@ import {
   PercentRate,
 } from '../../../../libs/ledger/src/money';
 import { ApiError, ErrorDetail } from '../errors/api-error';
-import { numberLiterals } from './number-literals';
+import { literalKey, NumberLiteralScanError, numberLiterals } from './number-literals';
+
+/** A number the literal scan cannot account for. */
+const UNACCOUNTED = Symbol('unaccounted number literal');
 
 type Obj = Record<string, unknown>;
 
@@ -32,19 +35,37 @@ export class Fields {
   constructor(
     private readonly source: Obj,
     private readonly prefix = '',
-    private readonly literals: () => Map<string, string> = () => new Map(),
+    /** The number literals of the raw body by path, or null when there is no raw text to read them from. */
+    private readonly literals: () => Map<string, string> | null = () => null,
+    /** The keys from the body's root to this object (the literals' paths). */
+    private readonly segments: readonly string[] = [],
   ) {}
 
   /**
    * A JSON body. With its raw text, numbers are checked as written (`1e3` and
-   * `10.100` are not money even though they parse to 1000 and 10.1).
+   * `10.100` are not money even though they parse to 1000 and 10.1); a number whose
+   * literal cannot be found is refused, never judged by its float alone.
    */
   static ofBody(body: unknown, rawBody?: Buffer | string): Fields {
     if (!isObject(body)) {
       throw ApiError.validation([{ param: 'body', code: 'invalid_type', message: 'Тело запроса должно быть JSON-объектом' }]);
     }
-    let cached: Map<string, string> | null = null;
-    return new Fields(body, '', () => (cached ??= rawBody === undefined ? new Map() : numberLiterals(rawBody.toString('utf8'))));
+    if (rawBody === undefined) return new Fields(body);
+    let scanned: Map<string, string> | NumberLiteralScanError | null = null;
+    return new Fields(body, '', () => {
+      if (scanned === null) {
+        try {
+          scanned = numberLiterals(typeof rawBody === 'string' ? rawBody : rawBody.toString('utf8'));
+        } catch (error) {
+          if (!(error instanceof NumberLiteralScanError)) throw error;
+          scanned = error;
+        }
+      }
+      if (scanned instanceof NumberLiteralScanError) {
+        throw ApiError.validation([{ param: 'body', code: 'unreadable_numbers', message: 'body: числа в теле запроса не удалось прочитать так, как они записаны' }]);
+      }
+      return scanned;
+    });
   }
 
   path(name: string): string {
@@ -109,8 +130,10 @@ export class Fields {
   money(name: string, o: { required?: boolean; nullable?: boolean } = {}): Kopecks | undefined {
     const { present, value } = this.value(name, o.required ?? false, o.nullable ?? false);
     if (!present) return undefined;
+    const literal = this.literalOf(name, value);
+    if (literal === UNACCOUNTED) return this.fail(name, 'invalid_money_literal', 'число не удалось сверить с его записью в теле запроса');
     try {
-      return parseMoney(value, typeof value === 'number' ? this.literals().get(this.path(name)) : undefined);
+      return parseMoney(value, literal);
     } catch (error) {
       if (error instanceof MoneyFormatError) return this.fail(name, `invalid_money_${error.reason}`, error.message);
       throw error;
@@ -121,8 +144,10 @@ export class Fields {
     const { present, value } = this.value(name, o.required ?? false, o.nullable ?? false);
     if (!present) return undefined;
     if (o.numberOnly && typeof value !== 'number') return this.fail(name, 'invalid_type', 'ожидается число');
+    const literal = this.literalOf(name, value);
+    if (literal === UNACCOUNTED) return this.fail(name, 'invalid_percent_literal', 'число не удалось сверить с его записью в теле запроса');
     try {
-      return parsePercent(value, typeof value === 'number' ? this.literals().get(this.path(name)) : undefined);
+      return parsePercent(value, literal);
     } catch (error) {
       if (error instanceof PercentFormatError) return this.fail(name, `invalid_percent_${error.reason}`, error.message);
       throw error;
@@ -169,11 +194,25 @@ export class Fields {
     const { present, value } = this.value(name, false, o.nullable ?? false);
     if (!present) return undefined;
     if (!isObject(value)) return this.fail(name, 'invalid_type', 'ожидается объект');
-    const nested = new Fields(value, this.path(name), this.literals);
+    const nested = new Fields(value, this.path(name), this.literals, [...this.segments, name]);
     const result = read(nested);
     nested.flagUnknownFields();
     this.problems.push(...nested.problems);
     return result;
+  }
+
+  /**
+   * The literal text of a number field as written in the raw body: undefined when the
+   * value is not a number or there is no raw body; UNACCOUNTED when the scan has no
+   * literal at this path that reads as the parsed value (the check is then refused,
+   * never made on the float alone).
+   */
+  private literalOf(name: string, value: unknown): string | undefined | typeof UNACCOUNTED {
+    if (typeof value !== 'number') return undefined;
+    const literals = this.literals();
+    if (literals === null) return undefined;
+    const literal = literals.get(literalKey([...this.segments, name]));
+    return literal !== undefined && Number(literal) === value ? literal : UNACCOUNTED;
   }
 
   raw(name: string): unknown {

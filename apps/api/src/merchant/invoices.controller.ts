@@ -1,4 +1,4 @@
-import { Body, Controller, Get, Inject, Param, Post, Query, Res, UseGuards } from '@nestjs/common';
+import { Body, Controller, Get, Inject, Param, Post, Query, Res, UseGuards, UseInterceptors } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import type { Pool } from 'pg';
 import type { Clock } from '../../../../libs/clock/src';
@@ -7,11 +7,12 @@ import type { InvoiceService } from '../../../../libs/payments/src';
 import { invoiceCreatedView, invoiceView } from '../../../../libs/payments/src';
 import type { MerchantIdentity } from '../../../../libs/registry/src';
 import { ApiError } from '../errors/api-error';
-import { encodeCursor, readCursor } from '../http/cursor';
-import { queryFields, queryInteger } from '../http/validation';
+import { encodeCursor, readCursor, pageSeq } from '../http/cursor';
+import { isUuid, queryFields, queryInteger } from '../http/validation';
 import { ACCESS_CONTROL, CLOCK_TOKEN, DATABASE_POOL, INVOICE_SERVICE, PUBLIC_URL } from '../tokens';
 import type { AccessControl } from '../../../../libs/access/src';
 import type { PublicUrl } from '../tokens';
+import { IdempotencyInterceptor } from '../http/idempotency';
 import { RawBody } from '../http/raw-body';
 import { readCreateInvoiceRequest } from './create-invoice.request';
 import { Merchant, MerchantAuthGuard, rateLimited } from './merchant-auth.guard';
@@ -28,6 +29,7 @@ export class InvoicesController {
   ) {}
 
   @Post()
+  @UseInterceptors(IdempotencyInterceptor)
   async create(
     @Merchant() merchant: MerchantIdentity,
     @Body() body: unknown,
@@ -51,7 +53,7 @@ export class InvoicesController {
     const from = f.datetime('from');
     const to = f.datetime('to');
     const limit = queryInteger(f, 'limit', { min: 1, max: 100, fallback: 20 });
-    const before = readCursor(f, 'cursor', (c) => (typeof c.seq === 'number' ? c.seq : null)) ?? null;
+    const before = readCursor(f, 'cursor', pageSeq) ?? null;
     f.done();
 
     const where = ['project_id = $1', 'mode = $2'];
@@ -82,6 +84,8 @@ export class InvoicesController {
   /** One invoice, from its own stream: what the merchant just wrote is always there. */
   @Get(':id')
   async get(@Merchant() merchant: MerchantIdentity, @Param('id') id: string) {
+    // Not an invoice id (a NUL, another shape): no invoice, and nothing of it reaches the database.
+    if (!isUuid(id)) throw ApiError.notFound('invoice_not_found', 'Счёт не найден');
     // One resource, however its id is spelled (UUIDs are case-insensitive).
     const refusal = await this.access.admitPoll(merchant.keyId, `invoice:${id.toLowerCase()}`, this.clock.now());
     if (refusal) throw rateLimited(refusal.retryAfterSeconds, 'Один счёт можно запрашивать не чаще раза в 3 секунды: ждите вебхук');

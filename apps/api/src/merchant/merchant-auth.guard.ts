@@ -1,11 +1,12 @@
 import { CanActivate, createParamDecorator, ExecutionContext, Inject, Injectable } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
-import type { AccessControl, Refusal } from '../../../../libs/access/src';
+import type { AccessControl, AuthFailureKind, Refusal } from '../../../../libs/access/src';
 import { requestSignature, signaturesMatch, TIMESTAMP_WINDOW_SECONDS } from '../../../../libs/access/src';
 import type { Clock } from '../../../../libs/clock/src';
 import type { MerchantIdentity, Registry } from '../../../../libs/registry/src';
 import { ApiError } from '../errors/api-error';
-import { ACCESS_CONTROL, CLOCK_TOKEN, REGISTRY } from '../tokens';
+import type { FailedAuthentication } from '../auth/failed-authentication';
+import { ACCESS_CONTROL, CLOCK_TOKEN, FAILED_AUTHENTICATION, REGISTRY } from '../tokens';
 
 type MerchantRequest = FastifyRequest & { merchant?: MerchantIdentity; rawBody?: Buffer };
 
@@ -21,7 +22,9 @@ const header = (request: FastifyRequest, name: string): string | undefined => {
  *   clock) and `X-Signature` (or `Signature`): hex HMAC-SHA256 of
  *   `<timestamp>.<exact raw body>` with the project's webhook secret, accepted once.
  * Every lookup goes to the database, so a revoked or rotated key stops at once in
- * every process; so do the replay store and the rate counters.
+ * every process; so do the replay store and the rate counters. Failed
+ * authentications are limited per client address and overall (FailedAuthentication):
+ * past the limits a client gets 429 before any lookup.
  */
 @Injectable()
 export class MerchantAuthGuard implements CanActivate {
@@ -29,22 +32,33 @@ export class MerchantAuthGuard implements CanActivate {
     @Inject(REGISTRY) private readonly registry: Registry,
     @Inject(ACCESS_CONTROL) private readonly access: AccessControl,
     @Inject(CLOCK_TOKEN) private readonly clock: Clock,
+    @Inject(FAILED_AUTHENTICATION) private readonly failures: FailedAuthentication,
   ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     const request = context.switchToHttp().getRequest<MerchantRequest>();
     const now = this.clock.now();
+    const bearer = header(request, 'authorization') !== undefined;
+    const kind: AuthFailureKind = bearer ? 'secret_key' : 'signature';
+    // A client past the failure limits is refused before any lookup.
+    this.failures.refuseIfLimited(request, kind);
     let identity: MerchantIdentity;
     let refusal: Refusal | null;
-    if (header(request, 'authorization') !== undefined) {
-      // The key's lookup counts the request too: one round trip.
-      const counted = await this.bearer(request, now);
-      identity = counted.identity;
-      refusal = await this.access.admitCounted(counted.hits, now);
-    } else {
-      // Counted only once the signature holds: a forged request must not spend the merchant's limit.
-      identity = await this.hmac(request, now);
-      refusal = await this.access.admit(identity.keyId, now);
+    try {
+      if (bearer) {
+        // The key's lookup counts the request too: one round trip.
+        const counted = await this.bearer(request, now);
+        identity = counted.identity;
+        refusal = await this.access.admitCounted(counted.hits, now);
+      } else {
+        // Counted only once the signature holds: a forged request must not spend the merchant's limit.
+        identity = await this.hmac(request, now);
+        refusal = await this.access.admit(identity.keyId, now);
+      }
+    } catch (error) {
+      // Every 401 counts against the client's address, never against a key.
+      if (error instanceof ApiError && error.status === 401) throw this.failures.failed(request, kind, error);
+      throw error;
     }
     if (refusal) throw rateLimited(refusal.retryAfterSeconds, 'Слишком много запросов: не больше 60 в секунду на ключ');
     request.merchant = identity;

@@ -1,4 +1,4 @@
-import { Body, Controller, Get, Inject, Param, Post, Query, Res, UseGuards } from '@nestjs/common';
+import { Body, Controller, Get, Inject, Param, Post, Query, Res, UseGuards, UseInterceptors } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import type { Pool } from 'pg';
 import type { AccessControl } from '../../../../libs/access/src';
@@ -8,7 +8,9 @@ import type { PayoutService } from '../../../../libs/payments/src';
 import { payoutView } from '../../../../libs/payments/src';
 import type { MerchantIdentity, PayoutAddresses } from '../../../../libs/registry/src';
 import { ApiError } from '../errors/api-error';
-import { encodeCursor, readCursor } from '../http/cursor';
+import { encodeCursor, readCursor, pageSeq } from '../http/cursor';
+import type { KeyedRequest } from '../../../../libs/idempotency/src';
+import { IdempotencyInterceptor, Keyed } from '../http/idempotency';
 import { RawBody } from '../http/raw-body';
 import { Fields, queryFields, queryInteger } from '../http/validation';
 import { ACCESS_CONTROL, CLOCK_TOKEN, DATABASE_POOL, PAYOUT_ADDRESSES, PAYOUT_SERVICE } from '../tokens';
@@ -49,10 +51,12 @@ export class PayoutsController {
   }
 
   @Post('payouts')
+  @UseInterceptors(IdempotencyInterceptor)
   async create(
     @Merchant() merchant: MerchantIdentity,
     @Body() body: unknown,
     @RawBody() rawBody: Buffer | undefined,
+    @Keyed() keyed: KeyedRequest | null,
     @Res() reply: FastifyReply,
   ) {
     if (merchant.mode !== 'live') throw new ApiError(403, 'test_mode', 'Выплаты создаются только боевым ключом (sk_live_)');
@@ -79,6 +83,7 @@ export class PayoutsController {
       merchant.project.id,
       { amount: amount!, addressId, method, account, orderId: orderId ?? null, comment: comment ?? null },
       this.clock.now(),
+      keyed,
     );
     return reply.status(created ? 201 : 200).send(payoutView(payout));
   }
@@ -90,7 +95,7 @@ export class PayoutsController {
     const orderId = f.string('orderId', { max: 128 });
     const status = f.enumOf('status', PAYOUT_STATUSES);
     const limit = queryInteger(f, 'limit', { min: 1, max: 100, fallback: 20 });
-    const before = readCursor(f, 'cursor', (c) => (typeof c.seq === 'number' ? c.seq : null)) ?? null;
+    const before = readCursor(f, 'cursor', pageSeq) ?? null;
     f.done();
     // Payouts are made with live keys only: a test key has none.
     const live = merchant.mode === 'live';
@@ -116,10 +121,12 @@ export class PayoutsController {
   /** One payout, from its own stream; polled at most once per 3 seconds. */
   @Get('payouts/:id')
   async get(@Merchant() merchant: MerchantIdentity, @Param('id') id: string) {
+    // Not a payout id (a NUL, another shape): no payout, and nothing of it reaches the database.
     const payoutId = payoutIdOf(id);
-    const refusal = await this.access.admitPoll(merchant.keyId, `payout:${payoutId ?? id}`, this.clock.now());
+    if (payoutId === null) throw notFound();
+    const refusal = await this.access.admitPoll(merchant.keyId, `payout:${payoutId}`, this.clock.now());
     if (refusal) throw rateLimited(refusal.retryAfterSeconds, 'Одну выплату можно запрашивать не чаще раза в 3 секунды: ждите вебхук');
-    if (payoutId === null || merchant.mode !== 'live') throw notFound();
+    if (merchant.mode !== 'live') throw notFound();
     return payoutView(await this.payouts.getFor(merchant.project.accountId, payoutId));
   }
 }

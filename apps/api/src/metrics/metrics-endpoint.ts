@@ -1,4 +1,3 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Pool } from 'pg';
@@ -6,10 +5,10 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { GatewayMetrics } from '../../../../libs/metrics/src';
 import type { Logger } from '../../../../libs/logging/src/logger';
 import { REQUEST_ID_HEADER, requestIdOf } from '../../../../libs/logging/src/logger';
+import type { FailedAuthentication } from '../auth/failed-authentication';
+import type { OperatorToken } from '../auth/operator-token';
 import { ApiError } from '../errors/api-error';
 import { readiness, ReadinessProbe } from '../health/readiness';
-
-const digest = (s: string) => createHash('sha256').update(s).digest();
 
 /**
  * GET /metrics on the API's own port. That port faces merchants and buyers, and the
@@ -18,13 +17,21 @@ const digest = (s: string) => createHash('sha256').update(s).digest();
  * ...}` in the scrape config). The METRICS_PORT listener serves the same text without
  * a token, for a port that only the monitoring network reaches.
  */
-export function registerMetricsRoute(fastify: FastifyInstance, metrics: GatewayMetrics, adminToken: string): void {
-  const expected = digest(adminToken);
+export function registerMetricsRoute(
+  fastify: FastifyInstance,
+  metrics: GatewayMetrics,
+  token: OperatorToken,
+  failures: FailedAuthentication,
+): void {
   fastify.get('/metrics', async (request: FastifyRequest, reply: FastifyReply) => {
-    const match = /^Bearer\s+(\S+)$/i.exec(request.headers.authorization ?? '');
-    if (!match || !timingSafeEqual(digest(match[1]!), expected)) {
-      const error = ApiError.unauthorized('Нужен токен оператора: Authorization: Bearer <ADMIN_TOKEN>');
-      return reply.status(error.status).header('content-type', 'application/json; charset=utf-8').send(error.body());
+    try {
+      failures.refuseIfLimited(request, 'operator_token');
+      if (token.check(request.headers.authorization) !== 'valid') {
+        throw failures.failed(request, 'operator_token', ApiError.unauthorized('Нужен токен оператора: Authorization: Bearer <ADMIN_TOKEN>'));
+      }
+    } catch (error) {
+      const refusal = error as ApiError;
+      return reply.status(refusal.status).headers(refusal.headers).header('content-type', 'application/json; charset=utf-8').send(refusal.body());
     }
     return sendExposition(metrics, reply.log, (status, contentType, body) =>
       reply.status(status).header('content-type', contentType).send(body),
@@ -66,6 +73,7 @@ export async function startMetricsServer(
   const server = http.createServer((request, response) => {
     const requestId = requestIdOf(request.headers[REQUEST_ID_HEADER]);
     response.setHeader('X-Request-Id', requestId);
+    response.setHeader('Cache-Control', 'no-store');
     const started = process.hrtime.bigint();
     const path = (request.url ?? '/').split('?')[0]!;
     const route = request.method === 'GET' && ['/metrics', '/health/live', '/health/ready'].includes(path) ? path : 'unmatched';

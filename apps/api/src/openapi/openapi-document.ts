@@ -171,6 +171,8 @@ const ERROR_TEXT: Readonly<Record<string, string>> = {
   rate_limited: 'больше 60 запросов в секунду на ключ или опрос одного счёта / выплаты чаще раза в 3 секунды',
   internal: 'внутренняя ошибка сервера',
   provider_unavailable: 'способ оплаты временно недоступен у банков или идут технические работы',
+  idempotency_key_conflict: 'Idempotency-Key уже использован этой парой ключей с другим запросом (метод, адрес или тело); param: Idempotency-Key',
+  idempotency_key_in_use: 'запрос с этим Idempotency-Key ещё выполняется дольше, чем ждёт повтор; повторить после Retry-After, ответ будет ответом первого запроса',
 };
 
 /** An error response: the one Error schema, with the codes this operation answers for this status. */
@@ -193,6 +195,27 @@ const VALIDATION = errorResponse('Запрос не прошёл проверк�
 
 const ok = (description: string, schema: SchemaObject): ResponseObject => ({ description, content: jsonBody(schema) });
 
+/** Marks the stored first answer of an Idempotency-Key sent again. */
+const IDEMPOTENT_REPLAYED: Readonly<Record<string, HeaderObject>> = {
+  'Idempotent-Replayed': {
+    description: 'true: это сохранённый первый ответ на запрос с тем же Idempotency-Key, отправленный снова (запрос не выполнялся повторно)',
+    required: false,
+    schema: { type: 'string', const: 'true' },
+  },
+};
+/** A success answer of a POST that takes an Idempotency-Key. */
+const okKeyed = (description: string, schema: SchemaObject): ResponseObject => ({ ...ok(description, schema), headers: IDEMPOTENT_REPLAYED });
+/** 409 of a POST that takes an Idempotency-Key: its own codes and the key's. */
+const conflictKeyed = (title: string, codes: readonly string[]): ResponseObject =>
+  errorResponse(`${title}; или конфликт Idempotency-Key`, [...codes, 'idempotency_key_conflict', 'idempotency_key_in_use'], {
+    'Retry-After': {
+      description: 'Только у idempotency_key_in_use: через сколько секунд повторить запрос (целое число)',
+      required: false,
+      schema: { type: 'integer', minimum: 0 },
+    },
+    ...IDEMPOTENT_REPLAYED,
+  });
+
 // Parameters -----------------------------------------------------------------
 
 const limitParam: ParameterObject = {
@@ -206,6 +229,17 @@ const cursorParam: ParameterObject = {
   in: 'query',
   description: 'nextCursor из предыдущего ответа',
   schema: { type: 'string' },
+};
+/** The optional Idempotency-Key header of every merchant POST. */
+const idempotencyKeyParam: ParameterObject = {
+  name: 'Idempotency-Key',
+  in: 'header',
+  required: false,
+  description:
+    'Ключ идемпотентности: от 1 до 255 печатных символов ASCII (например UUID). Повтор с тем же ключом и тем же запросом (метод, адрес, тело байт в байт) ' +
+    'той же парой ключей возвращает первый ответ (тот же статус и тело, тот же возврат или выплата) с заголовком Idempotent-Replayed: true; ' +
+    'с другим запросом: 409 idempotency_key_conflict. Ответы 2xx и 4xx сохраняются, 5xx нет. Ключ хранится 24 часа. Неверный ключ: 400 validation, param Idempotency-Key.',
+  schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x20-\\x7E]+$' },
 };
 const invoiceIdParam: ParameterObject = {
   name: 'id',
@@ -654,7 +688,18 @@ const DESCRIPTION = `Платёжный шлюз для мерчантов: сч
 
 ## Ошибки
 
-Тело ошибки: \`{"error": {"code", "message", "param"?, "details"?}}\`. Клиент действует по \`code\`; \`message\` на русском и может меняться. Неизвестные поля тела и параметры запроса отклоняются: 400 \`validation\` с \`param\` = имя поля (код в details: \`unknown_field\`); числа в деньгах и процентах проверяются так, как записаны в теле (без экспоненты и лишних знаков после точки). Повторять с растущей от 250 мс задержкой (не больше 4-5 раз) 429 (после Retry-After), 500, 503 и таймауты; 400, 401, 403, 404, 409, 422 без изменений не повторять. POST /invoices с тем же orderId повторять безопасно всегда.
+Тело ошибки: \`{"error": {"code", "message", "param"?, "details"?}}\`. Клиент действует по \`code\`; \`message\` на русском и может меняться. Неизвестные поля тела и параметры запроса отклоняются: 400 \`validation\` с \`param\` = имя поля (код в details: \`unknown_field\`); числа в деньгах и процентах проверяются так, как записаны в теле (без экспоненты и лишних знаков после точки). Повторять с растущей от 250 мс задержкой (не больше 4-5 раз) 429 (после Retry-After), 500, 503 и таймауты; 400, 401, 403, 404, 409, 422 без изменений не повторять (кроме 409 \`idempotency_key_in_use\`, после Retry-After). POST /invoices с тем же orderId повторять безопасно всегда; любой POST с тем же \`Idempotency-Key\` тоже (см. ниже).
+
+## Ключи идемпотентности
+
+Каждый POST мерчанта (POST /invoices, POST /invoices/{id}/refund, POST /payouts) принимает необязательный заголовок \`Idempotency-Key\`: от 1 до 255 печатных символов ASCII, например UUID, новый для каждой операции. Без заголовка всё работает как прежде.
+
+- Ключ принадлежит паре ключей проекта (секретный и публичный ключ одного режима) и режиму: у другой пары или другого режима тот же ключ независим.
+- Повтор с тем же ключом и тем же запросом (метод, адрес и тело байт в байт) возвращает первый ответ: тот же статус, то же тело, тот же возврат (тот же \`id\`) или та же выплата, с заголовком \`Idempotent-Replayed: true\`. Повтор с тем же ключом и другим запросом: 409 \`idempotency_key_conflict\` (param \`Idempotency-Key\`).
+- Сохраняются ответы 2xx и 4xx (ошибки самого запроса повторяются как были; для новой попытки нужен новый ключ); 5xx и 503 не сохраняются, и повтор с тем же ключом выполняет запрос снова, без двойного возврата или выплаты: идентификатор возврата и заявка выплаты без orderId выводятся из ключа.
+- Два одновременных запроса с одним ключом: выполняется один, второй ждёт его ответа и получает тот же ответ. Если первый не ответил за несколько секунд: 409 \`idempotency_key_in_use\` с Retry-After (такой 409 повторять можно).
+- Ключ хранится 24 часа по часам шлюза, потом забывается.
+- Ключ вне 1–255 печатных символов ASCII или заголовок, указанный дважды: 400 \`validation\`, param \`Idempotency-Key\`. В режиме HMAC повтор подписывается заново (новый X-Timestamp), тело то же.
 
 ## Лимиты
 
@@ -718,14 +763,15 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
           'Создаёт счёт и возвращает ссылку на страницу оплаты. Повтор с тем же orderId и теми же параметрами возвращает тот же счёт (200); ' +
           'с другими параметрами (amount, method, customerFeePct): 409 order_id_conflict.',
         tags: ['Счета'],
+        parameters: [idempotencyKeyParam],
         requestBody: { required: true, content: jsonBody(ref('CreateInvoiceRequest')) },
         responses: {
-          '201': ok('Счёт создан', ref('InvoiceCreated')),
-          '200': ok('Счёт с этим orderId уже есть в проекте с теми же параметрами (идемпотентный повтор)', ref('InvoiceCreated')),
+          '201': okKeyed('Счёт создан', ref('InvoiceCreated')),
+          '200': okKeyed('Счёт с этим orderId уже есть в проекте с теми же параметрами (идемпотентный повтор)', ref('InvoiceCreated')),
           '400': VALIDATION,
           '401': UNAUTHORIZED,
           '403': errorResponse('Проект не активен', ['project_not_active']),
-          '409': errorResponse('orderId занят счётом с другими параметрами', ['order_id_conflict']),
+          '409': conflictKeyed('orderId занят счётом с другими параметрами', ['order_id_conflict']),
           '422': errorResponse('Запрос корректен, но не может быть выполнен', ['amount_out_of_range', 'method_unavailable', 'customer_fee_pct_too_high']),
           '429': RATE_LIMITED,
           '500': INTERNAL,
@@ -778,14 +824,14 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
           'Полный (без amount) или частичный возврат счёта в статусе paid или partially_refunded. Сумма сразу резервируется из доступного баланса (available) ' +
           'мерчанта в режиме ключа; итог приходит вебхуком refund.succeeded или refund.failed (тогда сумма возвращается в available).',
         tags: ['Возвраты'],
-        parameters: [{ ...invoiceIdParam, description: 'Идентификатор возвращаемого счёта' }],
+        parameters: [{ ...invoiceIdParam, description: 'Идентификатор возвращаемого счёта' }, idempotencyKeyParam],
         requestBody: { required: false, content: jsonBody(ref('RefundInvoiceRequest')) },
         responses: {
-          '202': ok('Возврат принят, статус pending', ref('Refund')),
+          '202': okKeyed('Возврат принят, статус pending (повтор с тем же Idempotency-Key: тот же возврат)', ref('Refund')),
           '400': VALIDATION,
           '401': UNAUTHORIZED,
           '404': errorResponse('Счёт не найден', ['invoice_not_found']),
-          '409': errorResponse('Счёт не в статусе paid или partially_refunded', ['conflict']),
+          '409': conflictKeyed('Счёт не в статусе paid или partially_refunded', ['conflict']),
           '422': errorResponse('Возврат невозможен: сумма больше невозвращённого остатка (с учётом возвратов в pending) или больше available', [
             'refund_exceeds_amount',
             'insufficient_balance',
@@ -848,15 +894,16 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
           'Без orderId повтор суммы и реквизитов заявки, созданной меньше минуты назад: 409 duplicate_request. ' +
           'Если у аккаунта уже три заявки в pending, approved или processing: 409 too_many_pending.',
         tags: ['Выплаты'],
+        parameters: [idempotencyKeyParam],
         requestBody: { required: true, content: jsonBody(ref('CreatePayoutRequest')) },
         responses: {
-          '201': ok('Заявка создана', ref('Payout')),
-          '200': ok('Заявка с этим orderId уже есть (идемпотентный повтор)', ref('Payout')),
+          '201': okKeyed('Заявка создана (повтор без orderId с тем же Idempotency-Key: та же заявка)', ref('Payout')),
+          '200': okKeyed('Заявка с этим orderId уже есть (идемпотентный повтор)', ref('Payout')),
           '400': VALIDATION,
           '401': UNAUTHORIZED,
           '403': errorResponse('Тестовый ключ', ['test_mode']),
           '404': errorResponse('Реквизиты не найдены', ['address_not_found']),
-          '409': errorResponse('Заявка не принята', ['too_many_pending', 'duplicate_request']),
+          '409': conflictKeyed('Заявка не принята', ['too_many_pending', 'duplicate_request']),
           '422': errorResponse('Заявка невозможна: реквизиты не подтверждены, сумма ниже минимума способа или больше available', [
             'address_not_confirmed',
             'amount_out_of_range',

@@ -6,7 +6,7 @@ import type { OpenApiDocument, OperationObject, ParameterObject, PathItemObject,
 
 /** Headers of the docs page: a static page with inline styles only; no scripts, no framing, nothing fetched. */
 export const DOCS_PAGE_HEADERS: Readonly<Record<string, string>> = {
-  'cache-control': 'no-cache',
+  'cache-control': 'no-store',
   'x-frame-options': 'DENY',
   'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'",
   'referrer-policy': 'no-referrer',
@@ -23,7 +23,7 @@ export class OpenApiController {
   private html: string | null = null;
 
   @Get('v1/openapi.json')
-  @Header('cache-control', 'no-cache')
+  @Header('cache-control', 'no-store')
   document() {
     return OPENAPI_DOCUMENT;
   }

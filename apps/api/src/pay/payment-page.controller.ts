@@ -1,4 +1,4 @@
-import { Body, Catch, Controller, Get, Inject, Param, Post, Query, Res, UseFilters } from '@nestjs/common';
+import { Body, Catch, Controller, Get, Inject, Param, Post, Query, Req, Res, UseFilters } from '@nestjs/common';
 import type { ArgumentsHost, ExceptionFilter } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Clock } from '../../../../libs/clock/src';
@@ -8,14 +8,17 @@ import { createLogger } from '../../../../libs/logging/src/logger';
 import type { Logger } from '../../../../libs/logging/src/logger';
 import type { InvoiceService } from '../../../../libs/payments/src';
 import { toApiError } from '../errors/error.filter';
-import { CLOCK_TOKEN, INVOICE_SERVICE } from '../tokens';
+import { CLOCK_TOKEN, INVOICE_SERVICE, PAGE_FORM_TOKENS, PUBLIC_URL } from '../tokens';
+import type { PublicUrl } from '../tokens';
+import { FORM_TOKEN_FIELD, fromGatewayItself } from './page-form-token';
+import type { PageFormTokens } from './page-form-token';
 import { pageStatus, renderErrorPage, renderInvoicePage, renderNotFoundPage, safeHttpUrl } from './payment-page.html';
 
 /** Headers of every answer of the payment page: never cached, never framed, no scripts, no referrer leaks. */
 export const PAYMENT_PAGE_HEADERS: Readonly<Record<string, string>> = {
   'cache-control': 'no-store',
   'x-frame-options': 'DENY',
-  'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; form-action 'self' http: https:",
+  'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; form-action 'self' http: https:; frame-ancestors 'none'",
   'referrer-policy': 'no-referrer',
   'x-content-type-options': 'nosniff',
 };
@@ -91,7 +94,9 @@ function formField(body: unknown, name: string): string | undefined {
 /**
  * The buyer's payment page at the invoice's `url`: server-rendered HTML, no login
  * (whoever has the link pays). In test mode the sandbox buttons stand in for the
- * acquirer; in live mode the payment happens at the bank.
+ * acquirer; in live mode the payment happens at the bank. The page's POSTs are
+ * accepted only from the page itself: with the form token of a rendering of this
+ * invoice, or an Origin (Referer) that is the gateway; anything else is a 403 page.
  */
 @Controller('pay')
 @UseFilters(PaymentPageErrorFilter)
@@ -99,19 +104,24 @@ export class PaymentPageController {
   constructor(
     @Inject(INVOICE_SERVICE) private readonly invoices: InvoiceService,
     @Inject(CLOCK_TOKEN) private readonly clock: Clock,
+    @Inject(PAGE_FORM_TOKENS) private readonly forms: PageFormTokens,
+    @Inject(PUBLIC_URL) private readonly publicUrl: PublicUrl,
   ) {}
 
   @Get(':id')
   async show(@Param('id') id: string, @Query('change') change: unknown, @Res() reply: FastifyReply) {
     const invoice = await this.find(id);
-    return sendHtml(reply, 200, renderInvoicePage(invoice, this.clock.now(), { changeMethod: change === '1' }));
+    const now = this.clock.now();
+    const formToken = this.forms.issue(invoice.created!.invoiceId, now);
+    return sendHtml(reply, 200, renderInvoicePage(invoice, now, { changeMethod: change === '1', formToken }));
   }
 
   /** The buyer picks a method (created → pending); back to the page, which then offers to pay. */
   @Post(':id/method')
-  async chooseMethod(@Param('id') id: string, @Body() body: unknown, @Res() reply: FastifyReply) {
+  async chooseMethod(@Param('id') id: string, @Body() body: unknown, @Req() request: FastifyRequest, @Res() reply: FastifyReply) {
     const invoice = await this.find(id);
     const created = invoice.created!;
+    this.requireOwnPage(request, created, body);
     const now = this.clock.now();
     this.requireOpen(invoice, now);
     const method = formField(body, 'method');
@@ -127,9 +137,10 @@ export class PaymentPageController {
 
   /** Test mode only: the buyer plays the acquirer ("Оплатить" / "Отклонить"). */
   @Post(':id/sandbox')
-  async sandbox(@Param('id') id: string, @Body() body: unknown, @Res() reply: FastifyReply) {
+  async sandbox(@Param('id') id: string, @Body() body: unknown, @Req() request: FastifyRequest, @Res() reply: FastifyReply) {
     const invoice = await this.find(id);
     const created = invoice.created!;
+    this.requireOwnPage(request, created, body);
     if (created.mode !== 'test') {
       throw new PageError(
         403,
@@ -156,6 +167,25 @@ export class PaymentPageController {
     }
     await this.invoices.recordPaymentResult(created.invoiceId, outcome, null, now);
     return redirect(reply, afterPayment(created, outcome));
+  }
+
+  /**
+   * A POST of the page must come from the page: its form token (issued for this
+   * invoice), or an Origin/Referer that is the gateway itself. Else a 403 page that
+   * says why, and nothing is recorded.
+   */
+  private requireOwnPage(request: FastifyRequest, created: InvoiceCreatedData, body: unknown): void {
+    if (this.forms.verify(created.invoiceId, formField(body, FORM_TOKEN_FIELD), this.clock.now())) return;
+    if (fromGatewayItself(request.headers, this.publicUrl.value)) return;
+    throw new PageError(
+      403,
+      renderErrorPage({
+        title: 'Запрос отклонён',
+        message:
+          'Эта форма отправлена не со страницы счёта: в ней нет действительного ключа формы, и она пришла с другого сайта. Откройте страницу счёта и повторите действие на ней.',
+        backHref: pagePath(created),
+      }),
+    );
   }
 
   private async find(id: string): Promise<Invoice> {

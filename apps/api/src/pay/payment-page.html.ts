@@ -194,7 +194,11 @@ function returnLink(url: string | null, label: string, primary: boolean): string
   return `<a class="link ${primary ? 'primary' : 'plain'}" href="${escapeHtml(safe)}" rel="noopener noreferrer">${escapeHtml(label)}</a>`;
 }
 
-function methodForm(invoice: Invoice): string {
+/** The page's form token as a hidden field (none in a rendering without one). */
+const tokenField = (formToken: string | undefined): string =>
+  formToken === undefined ? '' : `\n<input type="hidden" name="formToken" value="${escapeHtml(formToken)}">`;
+
+function methodForm(invoice: Invoice, formToken: string | undefined): string {
   const options = methodOptions(invoice)
     .map((o) => {
       const fee = o.amounts.customerFeeAmount === 0 ? 'без сервисного сбора' : `сервисный сбор ${formatRubles(o.amounts.customerFeeAmount)}`;
@@ -202,12 +206,12 @@ function methodForm(invoice: Invoice): string {
     })
     .join('\n');
   return `<h2>Выберите способ оплаты</h2>
-<form method="post" action="${payPath(invoice)}/method" class="methods">
+<form method="post" action="${payPath(invoice)}/method" class="methods">${tokenField(formToken)}
 ${options}
 </form>`;
 }
 
-function paymentSection(invoice: Invoice): string {
+function paymentSection(invoice: Invoice, formToken: string | undefined): string {
   const created = invoice.created!;
   const change =
     buyerChoosesMethod(invoice) && methodOptions(invoice).length > 1
@@ -215,7 +219,7 @@ function paymentSection(invoice: Invoice): string {
       : '';
   if (created.mode === 'test') {
     return `<p class="note test"><strong>Тестовый режим.</strong> Деньги не списываются: выберите, чем закончится оплата.</p>
-<form method="post" action="${payPath(invoice)}/sandbox" class="actions">
+<form method="post" action="${payPath(invoice)}/sandbox" class="actions">${tokenField(formToken)}
 <button type="submit" class="primary" name="outcome" value="paid">Оплатить</button>
 <button type="submit" class="secondary" name="outcome" value="failed">Отклонить</button>
 </form>
@@ -249,6 +253,8 @@ const FINAL_STATUS: Partial<Record<InvoiceStatus, StatusText>> = {
 export interface InvoicePageOptions {
   /** Show the method choice again (?change=1) for an open invoice whose method the buyer picked. */
   readonly changeMethod?: boolean;
+  /** This rendering's form token (page-form-token.ts), sent back with the page's POSTs. */
+  readonly formToken?: string;
 }
 
 /** The whole page for an invoice, as of `now`. */
@@ -276,7 +282,7 @@ ${link}`;
     content = `${badge}<h1>Оплата заказа</h1>
 ${heading(invoice)}
 ${summary(invoice, status)}
-${choose ? methodForm(invoice) : paymentSection(invoice)}`;
+${choose ? methodForm(invoice, options.formToken) : paymentSection(invoice, options.formToken)}`;
   }
   return htmlDocument(title, `<div class="card">\n${content}\n</div>\n${footer(invoice)}`);
 }

@@ -15,7 +15,9 @@ export function paymentsToLedger(ledgers: LedgerBook): Projection {
     name: 'payments_to_ledger',
     tables: [],
     filter: { streamNamePrefixes: [`${INVOICE_CATEGORY}-`], eventTypePrefixes: ['InvoicePaid'] },
-    async apply(_tx, events: readonly RecordedEvent[]) {
+    // The posts are commands through the event store, not writes of the batch's
+    // transaction: they run before it opens (which then only moves the checkpoint).
+    async prepare(events: readonly RecordedEvent[]) {
       for (const recorded of events) {
         const event = { type: recorded.type, data: recorded.data } as unknown as InvoiceEvent;
         if (event.type !== 'InvoicePaid') continue;
@@ -33,5 +35,6 @@ export function paymentsToLedger(ledgers: LedgerBook): Projection {
         );
       }
     },
+    async apply() {},
   };
 }

@@ -18,11 +18,13 @@ export function refundOutcomes(ledgers: LedgerBook, invoices: InvoiceService): P
     name: 'refund_outcomes',
     tables: [],
     filter: { streamNamePrefixes: [`${REFUND_CATEGORY}-`], eventTypePrefixes: ['RefundSucceeded', 'RefundFailed'] },
-    async apply(_tx, events: readonly RecordedEvent[]) {
+    // Commands through the event store, before the batch's transaction (which only moves the checkpoint).
+    async prepare(events: readonly RecordedEvent[]) {
       for (const recorded of events) {
         await applyRefundOutcome(ledgers, invoices, { type: recorded.type, data: recorded.data } as unknown as RefundEvent);
       }
     },
+    async apply() {},
   };
 }
 
@@ -36,10 +38,11 @@ export function payoutOutcomes(ledgers: LedgerBook): Projection {
     name: 'payout_outcomes',
     tables: [],
     filter: { streamNamePrefixes: [`${PAYOUT_CATEGORY}-`], eventTypePrefixes: ['PayoutPaid', 'PayoutRejected', 'PayoutCancelled'] },
-    async apply(_tx, events: readonly RecordedEvent[]) {
+    async prepare(events: readonly RecordedEvent[]) {
       for (const recorded of events) {
         await applyPayoutOutcome(ledgers, { type: recorded.type, data: recorded.data } as unknown as PayoutEvent);
       }
     },
+    async apply() {},
   };
 }

@@ -5,6 +5,7 @@ import type { PayoutMethod } from '../../../../libs/domain/src';
 import { LEDGER_FOLD_VERSION, ledgerSnapshotOf } from '../../../../libs/ledger/src';
 import { LEDGER_SNAPSHOT_EVERY } from '../../../../libs/ledger-store/src';
 import { PayoutAddress, PayoutAddresses, ProjectSettings, Registry, WEBHOOK_EVENTS } from '../../../../libs/registry/src';
+import type { SecretBox } from '../../../../libs/secrets/src';
 import { HistoryBatch, HistoryGenerator, HistoryTerms, SeedMerchant } from './history';
 import { Random } from './random';
 
@@ -67,7 +68,7 @@ export const DEFAULT_START = new Date('2025-01-01T00:00:00.000Z');
  * ids (sequences).
  */
 export async function seedLoad(
-  deps: { readonly pool: Pool; readonly store: EventStore; readonly terms: HistoryTerms },
+  deps: { readonly pool: Pool; readonly store: EventStore; readonly terms: HistoryTerms; readonly secrets: SecretBox },
   options: SeedLoadOptions,
 ): Promise<SeedLoadResult> {
   const started = Date.now();
@@ -86,7 +87,7 @@ export async function seedLoad(
     );
   }
 
-  const merchants = await createMerchants(deps.pool, rng, merchantCount, start);
+  const merchants = await createMerchants(deps.pool, deps.secrets, rng, merchantCount, start);
   const generator = new HistoryGenerator(merchants, deps.terms, { targetEvents: target, start, days: options.days ?? 30 }, rng);
   const snapshots = new PostgresSnapshotStore(deps.pool);
 
@@ -205,7 +206,7 @@ interface MerchantPlan {
 }
 
 /** Accounts, projects and confirmed payout details, through the Registry; planned from the seed first. */
-async function createMerchants(pool: Pool, rng: Random, count: number, now: Date): Promise<SeedMerchant[]> {
+async function createMerchants(pool: Pool, secrets: SecretBox, rng: Random, count: number, now: Date): Promise<SeedMerchant[]> {
   const plans: MerchantPlan[] = [];
   for (let index = 0; index < count; index++) {
     const projectCount = Number(rng.weighted({ '1': 70, '2': 25, '3': 5 }));
@@ -231,7 +232,7 @@ async function createMerchants(pool: Pool, rng: Random, count: number, now: Date
     plans.push({ index, projects, addresses, weight: 1 / Math.pow(index + 1, 0.8) });
   }
 
-  const registry = new Registry(pool);
+  const registry = new Registry(pool, secrets);
   const payoutAddresses = new PayoutAddresses(pool);
   const merchants: SeedMerchant[] = new Array(count);
   let next = 0;

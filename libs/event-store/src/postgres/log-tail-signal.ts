@@ -6,28 +6,45 @@ import { comparePositions } from '../event-store';
  * them at once; appends by other processes are seen by one shared poll of the log
  * head, which runs only while somebody waits. (LISTEN/NOTIFY is not used: NOTIFY
  * takes a database-wide lock at commit and would serialise every append.)
+ *
+ * No wake-up is lost between a subscriber's read and its wait: every wake-up moves
+ * `generation`, a subscriber reads it before it reads the log and passes it to
+ * `wait`, and a wait whose generation has moved since returns at once. (Without
+ * that, an append committed while the subscriber was reading, or a poll that saw the
+ * log grow then, woke nobody, and the subscriber slept its whole maximum wait.)
  */
 export class LogTailSignal {
   private readonly waiters = new Set<() => void>();
   private timer: NodeJS.Timeout | null = null;
   private lastHead: Position | null = null;
   private closed = false;
+  private wakeUps = 0;
 
   constructor(
     private readonly readHead: () => Promise<Position | null>,
     private readonly pollIntervalMs: number,
   ) {}
 
+  /** How many wake-ups there have been: read it before reading the log, then pass it to `wait`. */
+  get generation(): number {
+    return this.wakeUps;
+  }
+
   /** Called after a local append committed. */
   notify(): void {
+    this.wakeUps++;
     const waiters = [...this.waiters];
     this.waiters.clear();
     for (const wake of waiters) wake();
   }
 
-  /** Resolves when the log may have grown, or after maxWaitMs. */
-  wait(maxWaitMs: number): Promise<void> {
-    if (this.closed) return Promise.resolve();
+  /**
+   * Resolves when the log may have grown since `seen` (a `generation` read before the
+   * caller last read the log: at once if it has moved already), or after maxWaitMs.
+   * Without `seen`, waits for the next wake-up (a plain back-off that close() cuts short).
+   */
+  wait(maxWaitMs: number, seen?: number): Promise<void> {
+    if (this.closed || (seen !== undefined && seen !== this.wakeUps)) return Promise.resolve();
     return new Promise((resolve) => {
       const waiters = this.waiters;
       const done = () => {

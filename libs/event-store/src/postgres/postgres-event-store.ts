@@ -3,6 +3,7 @@ import {
   AllSubscription,
   AppendResult,
   DuplicateEventIdError,
+  eventJson,
   EventStore,
   EventToAppend,
   ExpectedRevision,
@@ -109,11 +110,15 @@ export class PostgresEventStore implements EventStore {
     if (events.length === 0) return this.checkOnly(streamName, expected);
 
     const kind = typeof expected === 'bigint' ? 'exact' : expected;
-    const params: unknown[] = [
-      streamName,
-      events.length,
-      JSON.stringify(events.map((e) => ({ id: e.id, type: e.type, data: e.data, metadata: e.metadata ?? {} }))),
-    ];
+    // Each event's JSON is made here, so an event without one (a BigInt, a cycle) is
+    // refused as UnserializableEventError before anything reaches the database.
+    const eventsJson = `[${events
+      .map(
+        (e) =>
+          `{"id":${JSON.stringify(e.id)},"type":${JSON.stringify(e.type)},"data":${eventJson(streamName, e, 'data')},"metadata":${eventJson(streamName, e, 'metadata')}}`,
+      )
+      .join(',')}]`;
+    const params: unknown[] = [streamName, events.length, eventsJson];
     if (typeof expected === 'bigint') params.push(expected.toString());
     const sql = `
       WITH append_lock AS (${APPEND_LOCK}), stream AS (${STREAM_CLAIM[kind]})
@@ -277,6 +282,9 @@ export class PostgresEventStore implements EventStore {
 
     async function* batches(): AsyncGenerator<SubscriptionBatch> {
       while (active) {
+        // Read before the log: an append or a poll that sees the log grow while this
+        // subscription reads (or while its consumer handles the batch) ends the wait below at once.
+        const seen = store.tail.generation;
         let page: { events: RecordedEvent[]; last: Position | null; count: number };
         try {
           if (options.filter) page = await store.readAllMatching(cursor, batchSize, options.filter);
@@ -301,7 +309,7 @@ export class PostgresEventStore implements EventStore {
           announcedCaughtUp = true;
           yield { events: [], checkpoint: cursor, caughtUp: true };
         }
-        if (caughtUp && active) await store.tail.wait(1000);
+        if (caughtUp && active) await store.tail.wait(1000, seen);
       }
     }
 

@@ -1,0 +1,130 @@
+import { CallHandler, createParamDecorator, ExecutionContext, Inject, Injectable, NestInterceptor } from '@nestjs/common';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { from, Observable, switchMap } from 'rxjs';
+import type { IdempotencyKeys, KeyedRequest } from '../../../../libs/idempotency/src';
+import { IDEMPOTENCY_KEY_HEADER, readIdempotencyKey, requestFingerprint } from '../../../../libs/idempotency/src';
+import type { Logger } from '../../../../libs/logging/src/logger';
+import type { MerchantIdentity } from '../../../../libs/registry/src';
+import { ApiError } from '../errors/api-error';
+import { IDEMPOTENCY_KEYS } from '../tokens';
+
+/** A keyed request that runs: what it is, and its hold on the key. */
+interface RunningKey {
+  readonly request: KeyedRequest;
+  readonly claim: string;
+}
+
+type KeyedFastifyRequest = FastifyRequest & { merchant?: MerchantIdentity; rawBody?: Buffer; idempotency?: RunningKey };
+
+/** Sent with an answer that is the stored first answer of its Idempotency-Key. */
+export const IDEMPOTENT_REPLAY_HEADER = 'idempotent-replayed';
+
+/** The stored first answer of a key, sent again as it was (the error filter sends it). */
+export class StoredAnswer {
+  constructor(
+    readonly status: number,
+    readonly body: string,
+  ) {}
+
+  send(reply: FastifyReply): void {
+    void reply.status(this.status).header('content-type', 'application/json; charset=utf-8').header(IDEMPOTENT_REPLAY_HEADER, 'true').send(this.body);
+  }
+}
+
+/** Every occurrence of the header, from the raw header list (Node joins repeats of unknown headers with a comma). */
+function headerValues(request: FastifyRequest): string[] {
+  const raw = request.raw.rawHeaders;
+  const values: string[] = [];
+  for (let i = 0; i + 1 < raw.length; i += 2) if (raw[i]!.toLowerCase() === IDEMPOTENCY_KEY_HEADER) values.push(raw[i + 1]!);
+  return values;
+}
+
+/**
+ * `Idempotency-Key` on a merchant POST (after MerchantAuthGuard): the same key with
+ * the same request answers the first answer again; with another request, 409
+ * idempotency_key_conflict; while the first still runs, the repeat waits for its
+ * answer. The answer itself is stored by the onSend hook (registerIdempotencyHook),
+ * which sees every answer, the error filter's included. Without the header nothing
+ * changes.
+ */
+@Injectable()
+export class IdempotencyInterceptor implements NestInterceptor {
+  constructor(@Inject(IDEMPOTENCY_KEYS) private readonly keys: IdempotencyKeys) {}
+
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    return from(this.admit(context.switchToHttp().getRequest<KeyedFastifyRequest>())).pipe(switchMap(() => next.handle()));
+  }
+
+  private async admit(request: KeyedFastifyRequest): Promise<void> {
+    const reading = readIdempotencyKey(headerValues(request));
+    if (reading.kind === 'absent') return;
+    if (reading.kind === 'invalid') {
+      throw ApiError.validation([{ param: 'Idempotency-Key', code: 'invalid_idempotency_key', message: `Idempotency-Key: ${reading.reason}` }]);
+    }
+    const merchant = request.merchant;
+    if (!merchant) throw new Error('IdempotencyInterceptor used on a route without MerchantAuthGuard');
+    const keyed: KeyedRequest = {
+      keyId: merchant.keyId,
+      mode: merchant.mode,
+      key: reading.key,
+      fingerprint: requestFingerprint(request.method, request.url, request.rawBody),
+    };
+    const admission = await this.keys.admit(keyed);
+    switch (admission.kind) {
+      case 'run':
+        request.idempotency = { request: keyed, claim: admission.claim };
+        return;
+      case 'replay':
+        throw new StoredAnswer(admission.status, admission.body);
+      case 'conflict':
+        throw new ApiError(
+          409,
+          'idempotency_key_conflict',
+          'Этот Idempotency-Key уже использован с другим запросом (метод, адрес или тело): для нового запроса нужен новый ключ',
+          'Idempotency-Key',
+        );
+      case 'busy':
+        throw new ApiError(
+          409,
+          'idempotency_key_in_use',
+          'Запрос с этим Idempotency-Key ещё выполняется: повторите его позже, ответ будет тем же',
+          'Idempotency-Key',
+          undefined,
+          { 'Retry-After': '1' },
+        );
+    }
+  }
+}
+
+/** The keyed request a handler runs (its Idempotency-Key), or null without the header. */
+export const Keyed = createParamDecorator(
+  (_: unknown, context: ExecutionContext): KeyedRequest | null => context.switchToHttp().getRequest<KeyedFastifyRequest>().idempotency?.request ?? null,
+);
+
+/**
+ * Stores the answer of every keyed request that ran, before it is sent: a 2xx or 4xx
+ * becomes the key's answer (if another run of the key stored one first, that one is
+ * sent instead); a 5xx lets the key go, so a retry can succeed. Should storing fail,
+ * the answer still goes out and the key stays held until its lease runs out: the
+ * retry then runs the keyed steps again, which reach the same result.
+ */
+export function registerIdempotencyHook(fastify: FastifyInstance, keys: IdempotencyKeys, log: Logger): void {
+  fastify.addHook('onSend', async (request: KeyedFastifyRequest, reply, payload) => {
+    const running = request.idempotency;
+    if (!running) return payload;
+    request.idempotency = undefined;
+    try {
+      if (reply.statusCode >= 500 || typeof payload !== 'string') {
+        await keys.abandon(running.request, running.claim);
+        return payload;
+      }
+      const first = await keys.complete(running.request, reply.statusCode, payload);
+      if (first === null) return payload;
+      void reply.status(first.status).header(IDEMPOTENT_REPLAY_HEADER, 'true');
+      return first.body;
+    } catch (error) {
+      (request.log ?? log).warn({ err: error }, 'idempotency key answer not stored');
+      return payload;
+    }
+  });
+}

@@ -1,0 +1,63 @@
+import { randomBytes } from 'node:crypto';
+import { loadConfigOrExit } from '../../../libs/config/src';
+import { openInfrastructure } from '../../../libs/infrastructure/src/infrastructure';
+import { createLogger } from '../../../libs/logging/src/logger';
+import { resealWebhookSecrets } from '../../../libs/registry/src/webhook-secrets';
+import { keyIdOf, keyFileSource, writeKeyFile } from '../../../libs/secrets/src';
+
+/**
+ * `npm run secrets:rotate-key`: seals every stored secret (the projects' webhook
+ * secrets) with a new key.
+ *
+ * - Without SECRETS_KEY (the key file DATA_DIR/secrets.key): generates a key, puts it
+ *   first in the file (the processes that use the file seal with it from their next
+ *   write and open both), re-seals every secret with it, then keeps the new key and
+ *   the one before it (for a write that was in flight during the rotation).
+ * - With SECRETS_KEY: the operator has put the new key first (SECRETS_KEY=new,old) on
+ *   every process; this re-seals every secret with it. Afterwards SECRETS_KEY=new.
+ */
+async function main(): Promise<void> {
+  const config = loadConfigOrExit('secrets:rotate-key');
+  const log = createLogger('secrets-rotate-key', process.env.LOG_LEVEL ?? 'warn');
+  if (config.secretsKeys) {
+    const infra = await openInfrastructure(config, log, { applicationName: 'gateway-secrets-rotate-key', poolSize: 2 });
+    try {
+      const resealed = await resealWebhookSecrets(infra.pool, infra.secrets);
+      const current = infra.secrets.currentKeyId;
+      process.stdout.write(
+        `secrets:rotate-key: ${resealed} webhook secret(s) sealed again with key ${current} (the first of SECRETS_KEY); every secret is now under it.\n` +
+          (config.secretsKeys.length > 1
+            ? `  Once every process runs with this key first, remove the others from SECRETS_KEY (key ids ${config.secretsKeys.slice(1).map(keyIdOf).join(', ')}).\n`
+            : '  SECRETS_KEY holds one key: to rotate, put a new key first (SECRETS_KEY=new,old) on every process, then run this again.\n'),
+      );
+    } finally {
+      await infra.close();
+    }
+    return;
+  }
+
+  // The key file: checked against the database first (openInfrastructure refuses keys that cannot open what is stored).
+  const infra = await openInfrastructure(config, log, { applicationName: 'gateway-secrets-rotate-key', poolSize: 2 });
+  try {
+    const source = keyFileSource(config.dataDir);
+    const before = source.keys();
+    const fresh = randomBytes(32);
+    writeKeyFile(source.file, [fresh, ...before]);
+    // infra.secrets follows the file: it seals with the new key from here on.
+    const resealed = await resealWebhookSecrets(infra.pool, infra.secrets);
+    if (infra.secrets.currentKeyId !== keyIdOf(fresh)) throw new Error(`${source.file} changed during the rotation; run it again`);
+    writeKeyFile(source.file, [fresh, before[0]!]);
+    process.stdout.write(
+      `secrets:rotate-key: new key ${keyIdOf(fresh)} in ${source.file}; ${resealed} webhook secret(s) sealed again with it.\n` +
+        `  The previous key ${keyIdOf(before[0]!)} stays in the file to open anything written during the rotation; older ones were dropped.\n` +
+        '  Keep the key file with your database backups: a backup opens only with the keys of its time.\n',
+    );
+  } finally {
+    await infra.close();
+  }
+}
+
+main().catch((error) => {
+  process.stderr.write(`secrets:rotate-key failed: ${(error as Error).message}\n`);
+  process.exit(1);
+});

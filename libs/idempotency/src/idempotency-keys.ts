@@ -1,0 +1,128 @@
+import { randomUUID } from 'node:crypto';
+import type { Pool } from 'pg';
+import type { Clock } from '../../clock/src';
+import { preparedStatement } from '../../database/src/pool';
+import { IDEMPOTENCY_RETENTION_HOURS, KeyedRequest } from './keyed-request';
+
+/** What to do with a keyed request. */
+export type Admission =
+  /** Run it: this request holds the key (`claim`) until its answer is stored or its lease runs out. */
+  | { readonly kind: 'run'; readonly claim: string; readonly takenOver: boolean }
+  /** The key's first answer, to send again as it was. */
+  | { readonly kind: 'replay'; readonly status: number; readonly body: string }
+  /** The key was used with another request (method, path or body). */
+  | { readonly kind: 'conflict' }
+  /** Another request with the key is still running after the whole wait. */
+  | { readonly kind: 'busy' };
+
+export interface IdempotencyTiming {
+  /**
+   * How long (gateway clock) a running request holds its key. A holder that died
+   * (SIGKILL, a lost connection) is taken over once it runs out; one that is only
+   * slow is then run twice, which the keyed steps make harmless.
+   */
+  readonly leaseSeconds: number;
+  /** How long (real time) a request waits for another with its key to answer; longer than the lease. */
+  readonly waitMs: number;
+}
+
+export const IDEMPOTENCY_TIMING: IdempotencyTiming = { leaseSeconds: 5, waitMs: 6_000 };
+
+const SWEEP_EVERY_MS = 60_000;
+
+const CLAIM = `
+INSERT INTO idempotency_keys (key_id, mode, idempotency_key, fingerprint, state, claim, lease_until, created_at)
+VALUES ($1, $2, $3, $4, 'started', $5, $6, $7)
+ON CONFLICT (key_id, mode, idempotency_key) DO UPDATE SET claim = EXCLUDED.claim, lease_until = EXCLUDED.lease_until
+  WHERE idempotency_keys.state = 'started'
+    AND idempotency_keys.fingerprint = EXCLUDED.fingerprint
+    AND idempotency_keys.lease_until <= EXCLUDED.created_at
+RETURNING (xmax = 0) AS fresh`;
+
+const READ = `SELECT fingerprint, state, status, body FROM idempotency_keys WHERE key_id = $1 AND mode = $2 AND idempotency_key = $3`;
+
+const COMPLETE = `
+UPDATE idempotency_keys SET state = 'completed', status = $5, body = $6, completed_at = $7
+WHERE key_id = $1 AND mode = $2 AND idempotency_key = $3 AND fingerprint = $4 AND state = 'started'`;
+
+interface KeyRow {
+  fingerprint: string;
+  state: 'started' | 'completed';
+  status: number | null;
+  body: string | null;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * The idempotency keys of merchant POSTs, shared by every API process (a table):
+ * the first request with a key runs, a repeat with the same request gets its answer
+ * again, a repeat with another request is refused, and a repeat while the first
+ * still runs waits for its answer. The stored answer is a cache of what the keyed
+ * steps decided: those steps are themselves safe to run again (a refund's id and a
+ * payout's claim derive from the key), so a request whose holder died is simply run
+ * again by the next retry.
+ */
+export class IdempotencyKeys {
+  private lastSweep = Number.NEGATIVE_INFINITY;
+
+  constructor(
+    private readonly pool: Pool,
+    private readonly clock: Clock,
+    private readonly timing: IdempotencyTiming = IDEMPOTENCY_TIMING,
+  ) {}
+
+  async admit(request: KeyedRequest): Promise<Admission> {
+    await this.sweep();
+    const deadline = performance.now() + this.timing.waitMs;
+    let pause = 10;
+    for (;;) {
+      const now = this.clock.now();
+      const claim = randomUUID();
+      const leaseUntil = new Date(now.getTime() + this.timing.leaseSeconds * 1000);
+      const claimed = await this.pool.query<{ fresh: boolean }>(
+        preparedStatement(CLAIM, [request.keyId, request.mode, request.key, request.fingerprint, claim, leaseUntil, now]),
+      );
+      if (claimed.rows[0]) return { kind: 'run', claim, takenOver: !claimed.rows[0].fresh };
+      const row = (await this.pool.query<KeyRow>(preparedStatement(READ, [request.keyId, request.mode, request.key]))).rows[0];
+      // Gone meanwhile (its holder answered 5xx and let it go): claim it again.
+      if (!row) continue;
+      if (row.fingerprint !== request.fingerprint) return { kind: 'conflict' };
+      if (row.state === 'completed') return { kind: 'replay', status: row.status!, body: row.body! };
+      const left = deadline - performance.now();
+      if (left <= 0) return { kind: 'busy' };
+      await sleep(Math.min(pause, left));
+      pause = Math.min(pause * 2, 200);
+    }
+  }
+
+  /**
+   * Stores the answer of a request that ran. When another run of the same key stored
+   * its answer first (a takeover), that one is the key's answer: it is returned, to be
+   * sent instead, so every request with the key gets the same answer.
+   */
+  async complete(request: KeyedRequest, status: number, body: string): Promise<{ readonly status: number; readonly body: string } | null> {
+    const stored = await this.pool.query(
+      preparedStatement(COMPLETE, [request.keyId, request.mode, request.key, request.fingerprint, status, body, this.clock.now()]),
+    );
+    if (stored.rowCount === 1) return null;
+    const row = (await this.pool.query<KeyRow>(preparedStatement(READ, [request.keyId, request.mode, request.key]))).rows[0];
+    return row && row.state === 'completed' && row.fingerprint === request.fingerprint ? { status: row.status!, body: row.body! } : null;
+  }
+
+  /** Lets the key go after an answer that is not stored (5xx): the next retry runs the request again. */
+  async abandon(request: KeyedRequest, claim: string): Promise<void> {
+    await this.pool.query(
+      `DELETE FROM idempotency_keys WHERE key_id = $1 AND mode = $2 AND idempotency_key = $3 AND state = 'started' AND claim = $4`,
+      [request.keyId, request.mode, request.key, claim],
+    );
+  }
+
+  /** Forgets keys older than the retention, at most once a minute (gateway clock) per process. */
+  private async sweep(): Promise<void> {
+    const now = this.clock.now().getTime();
+    if (now - this.lastSweep < SWEEP_EVERY_MS) return;
+    this.lastSweep = now;
+    await this.pool.query('DELETE FROM idempotency_keys WHERE created_at < $1', [new Date(now - IDEMPOTENCY_RETENTION_HOURS * 3_600_000)]);
+  }
+}

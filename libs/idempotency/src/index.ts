@@ -1,0 +1,3 @@
+export * from './keyed-request';
+export * from './idempotency-keys';
+export * from './schema';

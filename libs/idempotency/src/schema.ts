@@ -1,0 +1,30 @@
+import type { Migration } from '../../database/src';
+
+/**
+ * Idempotency keys of merchant POSTs, per API key pair and mode: the request's
+ * fingerprint (method, path, exact raw body), whether it is still running (and who
+ * runs it until when) or its answer (status and body). Logged: a key must survive a
+ * restart, since retries come exactly then. Swept after the retention (24 h).
+ */
+export const idempotencyKeysMigration: Migration = {
+  version: 20,
+  name: 'idempotency_keys',
+  sql: `
+CREATE TABLE idempotency_keys (
+  key_id uuid NOT NULL,
+  mode text NOT NULL CHECK (mode IN ('test', 'live')),
+  idempotency_key text NOT NULL,
+  fingerprint text NOT NULL,
+  state text NOT NULL CHECK (state IN ('started', 'completed')),
+  claim uuid NOT NULL,
+  lease_until timestamptz NOT NULL,
+  status integer,
+  body text,
+  created_at timestamptz NOT NULL,
+  completed_at timestamptz,
+  PRIMARY KEY (key_id, mode, idempotency_key),
+  CHECK ((state = 'completed') = (status IS NOT NULL AND body IS NOT NULL))
+);
+CREATE INDEX idempotency_keys_age ON idempotency_keys (created_at);
+`,
+};

@@ -1,0 +1,99 @@
+import type { Pool } from 'pg';
+import { SEALED_PREFIX, SecretBox, sealedKeyId } from '../../secrets/src';
+
+/**
+ * The projects' webhook secrets at rest: sealed with the SecretBox (AES-256-GCM), the
+ * project id as associated data. These run at start (every process) and in
+ * `secrets:rotate-key`.
+ */
+
+/** The associated data of a project's webhook secret. */
+export const webhookSecretOwner = (projectId: string): string => `projects.webhook_secret:${projectId}`;
+
+/**
+ * Refuses to start when a stored secret is sealed with a key this process does not
+ * hold (another SECRETS_KEY, or another DATA_DIR's key file): better than answering
+ * every HMAC request and webhook of those projects with an error.
+ */
+export async function checkWebhookSecretKeys(pool: Pool, box: SecretBox): Promise<void> {
+  const r = await pool.query<{ key_id: string; projects: string }>(
+    `SELECT split_part(webhook_secret, ':', 3) AS key_id, count(*) AS projects FROM projects
+     WHERE webhook_secret LIKE $1 GROUP BY 1`,
+    [`${SEALED_PREFIX}%`],
+  );
+  const held = new Set(box.keyIds());
+  const missing = r.rows.filter((row) => !held.has(row.key_id));
+  if (missing.length > 0) {
+    throw new Error(
+      `webhook secrets of ${missing.map((m) => `${m.projects} project(s) are sealed with key ${m.key_id}`).join(', ')}, ` +
+        `which this process does not hold (it holds ${[...held].join(', ')}): give every process of one database the same SECRETS_KEY ` +
+        '(or the same DATA_DIR/secrets.key)',
+    );
+  }
+}
+
+/**
+ * Seals every webhook secret not yet sealed with the current key: plain ones (stored
+ * before secrets were encrypted; sealed at the first start after the upgrade) and,
+ * in a rotation, those under older keys. In batches, each in its own transaction with
+ * its rows locked, until none is left; answers how many were sealed.
+ */
+export async function resealWebhookSecrets(pool: Pool, box: SecretBox, batchSize = 500): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const current = `${SEALED_PREFIX}${box.currentKeyId}:%`;
+    const client = await pool.connect();
+    let done = 0;
+    try {
+      await client.query('BEGIN');
+      const rows = await client.query<{ id: string; webhook_secret: string }>(
+        `SELECT id, webhook_secret FROM projects WHERE webhook_secret NOT LIKE $1 ORDER BY id LIMIT $2 FOR UPDATE`,
+        [current, batchSize],
+      );
+      for (const row of rows.rows) {
+        const owner = webhookSecretOwner(row.id);
+        const plain = sealedKeyId(row.webhook_secret) === null ? row.webhook_secret : box.open(row.webhook_secret, owner);
+        await client.query('UPDATE projects SET webhook_secret = $2 WHERE id = $1', [row.id, box.seal(plain, owner)]);
+      }
+      await client.query('COMMIT');
+      done = rows.rows.length;
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    } finally {
+      client.release();
+    }
+    total += done;
+    if (done === 0) return total;
+  }
+}
+
+/** Seals the plain webhook secrets left from before encryption at rest (at start). */
+export async function sealPlainWebhookSecrets(pool: Pool, box: SecretBox): Promise<number> {
+  const plain = await pool.query<{ n: string }>('SELECT count(*) AS n FROM projects WHERE webhook_secret NOT LIKE $1', [`${SEALED_PREFIX}%`]);
+  if (Number(plain.rows[0]!.n) === 0) return 0;
+  let total = 0;
+  for (;;) {
+    const client = await pool.connect();
+    let done = 0;
+    try {
+      await client.query('BEGIN');
+      const rows = await client.query<{ id: string; webhook_secret: string }>(
+        `SELECT id, webhook_secret FROM projects WHERE webhook_secret NOT LIKE $1 ORDER BY id LIMIT 500 FOR UPDATE SKIP LOCKED`,
+        [`${SEALED_PREFIX}%`],
+      );
+      for (const row of rows.rows) {
+        await client.query('UPDATE projects SET webhook_secret = $2 WHERE id = $1', [row.id, box.seal(row.webhook_secret, webhookSecretOwner(row.id))]);
+      }
+      await client.query('COMMIT');
+      done = rows.rows.length;
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    } finally {
+      client.release();
+    }
+    total += done;
+    if (done === 0) return total;
+  }
+}

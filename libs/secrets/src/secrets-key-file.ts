@@ -1,0 +1,85 @@
+import { randomBytes } from 'node:crypto';
+import { chmodSync, closeSync, existsSync, linkSync, mkdirSync, openSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import path from 'node:path';
+import { fixedKeys, SecretKeySource } from './secret-box';
+
+/** The key file under DATA_DIR when SECRETS_KEY is not set. */
+export const SECRETS_KEY_FILE = 'secrets.key';
+
+export const secretsKeyFileOf = (dataDir: string): string => path.join(path.resolve(dataDir), SECRETS_KEY_FILE);
+
+/** The keys of a key file: one per line, 64 hex digits, the current one first. */
+function readKeys(file: string): Buffer[] {
+  const keys = readFileSync(file, 'utf8')
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '' && !line.startsWith('#'));
+  if (keys.length === 0 || keys.some((k) => !/^[0-9a-f]{64}$/i.test(k))) {
+    throw new Error(`${file} must hold keys of 64 hex digits, one per line, the current one first`);
+  }
+  return keys.map((k) => Buffer.from(k, 'hex'));
+}
+
+/** Writes the key file whole (a temporary file renamed over it), mode 0600. */
+export function writeKeyFile(file: string, keys: readonly Buffer[]): void {
+  mkdirSync(path.dirname(file), { recursive: true });
+  const temporary = `${file}.${process.pid}.tmp`;
+  const fd = openSync(temporary, 'w', 0o600);
+  try {
+    writeSync(fd, `${keys.map((k) => k.toString('hex')).join('\n')}\n`);
+  } finally {
+    closeSync(fd);
+  }
+  chmodSync(temporary, 0o600);
+  renameSync(temporary, file);
+}
+
+/**
+ * The keys of DATA_DIR/secrets.key, generated on first use (32 random bytes, mode
+ * 0600; two processes starting at once agree: the file is created exclusively). The
+ * file is read again when it changes (a rotation by `secrets:rotate-key`).
+ */
+export function keyFileSource(dataDir: string): SecretKeySource & { readonly file: string } {
+  const file = secretsKeyFileOf(dataDir);
+  mkdirSync(path.dirname(file), { recursive: true });
+  // Written whole to a file of its own, then linked into place: the link fails when
+  // another process got there first, and nobody ever reads a half-written key.
+  if (!existsSync(file)) {
+    const candidate = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.new`;
+    const fd = openSync(candidate, 'wx', 0o600);
+    try {
+      writeSync(fd, `${randomBytes(32).toString('hex')}\n`);
+    } finally {
+      closeSync(fd);
+    }
+    try {
+      linkSync(candidate, file);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    } finally {
+      unlinkSync(candidate);
+    }
+  }
+  let keys = readKeys(file);
+  let stamp = stampOf(file);
+  return {
+    file,
+    keys: () => keys,
+    refresh() {
+      const now = stampOf(file);
+      if (now === stamp) return;
+      keys = readKeys(file);
+      stamp = now;
+    },
+  };
+}
+
+function stampOf(file: string): string {
+  const s = statSync(file);
+  return `${s.ino}:${s.mtimeMs}:${s.size}`;
+}
+
+/** SECRETS_KEY when set, else the key file under DATA_DIR. */
+export function secretKeySource(config: { readonly secretsKeys: readonly Buffer[] | null; readonly dataDir: string }): SecretKeySource {
+  return config.secretsKeys ? fixedKeys(config.secretsKeys) : keyFileSource(config.dataDir);
+}

@@ -1,0 +1,40 @@
+import type { Pool } from 'pg';
+import type { Migration } from '../../database/src';
+
+/**
+ * How long the webhook history is kept: a delivery that is finished (delivered, or
+ * failed for good) goes with its attempts once its last attempt and its enqueueing
+ * are older than the retention period (WEBHOOK_RETENTION_DAYS, default 30) on the
+ * gateway clock. Pending deliveries are never swept (their schedule ends within 39
+ * hours). The outbox does not enqueue an event older than the same period
+ * (webhookOutbox), so a replay or a rebuild can never send a swept delivery again.
+ */
+export const DEFAULT_WEBHOOK_RETENTION_DAYS = 30;
+
+export const retentionHorizon = (now: Date, retentionDays: number): Date => new Date(now.getTime() - retentionDays * 86_400_000);
+
+/** Deletes up to `batch` finished deliveries past the horizon, with their attempts; answers how many. */
+export async function sweepWebhookHistory(pool: Pool, now: Date, retentionDays: number, batch = 1000): Promise<number> {
+  const horizon = retentionHorizon(now, retentionDays);
+  const r = await pool.query(
+    `WITH gone AS (
+       SELECT d.id FROM webhook_deliveries d
+       WHERE d.status <> 'pending' AND d.created_at < $1
+         AND NOT EXISTS (SELECT 1 FROM webhook_attempts a WHERE a.delivery_id = d.id AND a.at >= $1)
+       ORDER BY d.created_at LIMIT $2
+       FOR UPDATE OF d SKIP LOCKED),
+     attempts AS (DELETE FROM webhook_attempts a USING gone WHERE a.delivery_id = gone.id)
+     DELETE FROM webhook_deliveries d USING gone WHERE d.id = gone.id AND d.status <> 'pending'`,
+    [horizon, batch],
+  );
+  return r.rowCount ?? 0;
+}
+
+/** The sweeper finds finished deliveries by age without reading the whole queue. */
+export const webhookRetentionMigration: Migration = {
+  version: 30,
+  name: 'webhook_deliveries_finished_by_age',
+  sql: `
+CREATE INDEX webhook_deliveries_finished ON webhook_deliveries (created_at) WHERE status <> 'pending';
+`,
+};

@@ -1,0 +1,142 @@
+/**
+ * The bounds on the gateway's own database sessions (libs/database/src/pool.ts), on
+ * the real PostgreSQL: a session left idle inside a transaction is cut (an open
+ * transaction holding a transaction id hides every newer event from every
+ * subscriber of the cluster), a statement running too long is cancelled, TCP
+ * keepalive is on at the server's end, migrations are exempt from the statement
+ * bound, and an operator's own `options` in DATABASE_URL still apply.
+ */
+import type { Pool } from 'pg';
+import {
+  COMMAND_SESSION_LIMITS,
+  createPool,
+  migrate,
+  SERVING_SESSION_LIMITS,
+  SessionLimits,
+} from '../../libs/database/src';
+import { readLogVisibility } from '../../libs/event-store/src';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+
+let db: TestDatabase;
+const pools: Pool[] = [];
+const pool = (limits?: SessionLimits, url = db.url, applicationName = 'session-limits-test'): Pool => {
+  const p = createPool(url, { max: 2, applicationName, limits });
+  pools.push(p);
+  return p;
+};
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => {
+  await Promise.all(pools.map((p) => p.end()));
+  await db.drop();
+});
+
+const settings = async (p: Pool) =>
+  (
+    await p.query<Record<string, string>>(
+      `SELECT current_setting('statement_timeout') AS statement, current_setting('idle_in_transaction_session_timeout') AS idle,
+              current_setting('tcp_keepalives_idle') AS keepalive_idle, current_setting('tcp_keepalives_interval') AS keepalive_interval,
+              current_setting('tcp_keepalives_count') AS keepalive_count`,
+    )
+  ).rows[0];
+
+async function until(condition: () => Promise<boolean>, what: string, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`${what}: not in time`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('session limits of the gateway’s pools', () => {
+  it('a serving pool’s sessions: statements cut at 30 s, idle in a transaction cut at 10 s, server-side TCP keepalive 10 s / 5 s × 3', async () => {
+    expect(SERVING_SESSION_LIMITS).toEqual({ statementTimeoutMs: 30_000, idleInTransactionTimeoutMs: 10_000 });
+    expect(await settings(pool())).toEqual({
+      statement: '30s',
+      idle: '10s',
+      keepalive_idle: '10',
+      keepalive_interval: '5',
+      keepalive_count: '3',
+    });
+  });
+
+  it('the operator’s commands: no statement bound, idle in a transaction cut at 60 s', async () => {
+    expect(await settings(pool(COMMAND_SESSION_LIMITS))).toMatchObject({ statement: '0', idle: '1min', keepalive_idle: '10' });
+  });
+
+  it('a session idle inside a transaction that holds a transaction id is cut, and with it the hold on the visible log', async () => {
+    const gateway = pool({ statementTimeoutMs: 30_000, idleInTransactionTimeoutMs: 1000 }, db.url, 'idle-in-transaction-test');
+    const observer = pool();
+    const client = await gateway.connect();
+    let cut: unknown = null;
+    try {
+      await client.query('BEGIN');
+      const { pid } = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid, txid_current()')).rows[0]!;
+      // While it is open, it is what the measure of the visible log names (unless an even
+      // older transaction of the shared cluster is open at that moment: then it waits).
+      await until(
+        async () => (await readLogVisibility(observer)).oldestTransaction?.applicationName === 'idle-in-transaction-test',
+        'the open transaction shown as the oldest of the cluster',
+      );
+      await until(
+        async () => (await observer.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [pid])).rowCount === 0,
+        'the idle session to be cut',
+      );
+      cut = await client.query('SELECT 1').then(
+        () => null,
+        (error: Error) => error,
+      );
+      const oldest = (await readLogVisibility(observer)).oldestTransaction;
+      expect(oldest?.pid ?? null).not.toBe(pid);
+    } finally {
+      client.release(cut instanceof Error ? cut : undefined);
+    }
+    expect(cut).toBeInstanceOf(Error);
+    // The pool goes on with a fresh session.
+    expect((await gateway.query('SELECT 1 AS one')).rows[0].one).toBe(1);
+  });
+
+  it('a statement running past the statement bound is cancelled (57014); the session stays usable', async () => {
+    const p = pool({ statementTimeoutMs: 200, idleInTransactionTimeoutMs: 10_000 });
+    const client = await p.connect();
+    try {
+      await expect(client.query('SELECT pg_sleep(5)')).rejects.toMatchObject({ code: '57014' });
+      expect((await client.query('SELECT 1 AS one')).rows[0].one).toBe(1);
+    } finally {
+      client.release();
+    }
+  });
+
+  it('options in the database URL are kept and win over the gateway’s', async () => {
+    const url = new URL(db.url);
+    url.searchParams.set('options', '-c statement_timeout=12345 -c work_mem=8MB');
+    const p = pool(undefined, url.toString());
+    const r = (await p.query<{ statement: string; work_mem: string; idle: string }>(
+      `SELECT current_setting('statement_timeout') AS statement, current_setting('work_mem') AS work_mem,
+              current_setting('idle_in_transaction_session_timeout') AS idle`,
+    )).rows[0]!;
+    expect(r).toEqual({ statement: '12345ms', work_mem: '8MB', idle: '10s' });
+  });
+
+  it('migrations run without the statement bound, and the session gets its bound back', async () => {
+    const fresh = await createTestDatabase({ migrate: false });
+    try {
+      const p = pool({ statementTimeoutMs: 100, idleInTransactionTimeoutMs: 10_000 }, fresh.url);
+      const applied = await migrate(p, [{ version: 1, name: 'slow', sql: 'SELECT pg_sleep(0.5); CREATE TABLE slow_one (id int);' }]);
+      expect(applied).toEqual([1]);
+      // max 2: both sessions of the pool, including the one that migrated, have the bound.
+      const clients = [await p.connect(), await p.connect()];
+      try {
+        for (const c of clients) expect((await c.query(`SELECT current_setting('statement_timeout') AS s`)).rows[0].s).toBe('100ms');
+      } finally {
+        for (const c of clients) c.release();
+      }
+      await p.end();
+      pools.splice(pools.indexOf(p), 1);
+    } finally {
+      await fresh.drop();
+    }
+  });
+});

@@ -1,0 +1,132 @@
+/**
+ * The idempotency key store (IdempotencyKeys) on the real PostgreSQL, with a manual
+ * clock: claim, replay, conflict, waiting for a running holder, taking over a holder
+ * whose lease ran out, the first stored answer winning over a later one, letting a
+ * key go after a 5xx, key scopes, and the 24-hour retention.
+ */
+import { randomUUID } from 'node:crypto';
+import { ManualClock } from '../../libs/clock/src';
+import { IdempotencyKeys, KeyedRequest, readIdempotencyKey, requestFingerprint } from '../../libs/idempotency/src';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+
+describe('the idempotency key store', () => {
+  let db: TestDatabase;
+  const clock = new ManualClock();
+  let keys: IdempotencyKeys;
+
+  beforeAll(async () => {
+    db = await createTestDatabase({ poolSize: 4 });
+    keys = new IdempotencyKeys(db.pool, clock, { leaseSeconds: 5, waitMs: 2_000 });
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  const keyed = (over: Partial<KeyedRequest> = {}): KeyedRequest => ({
+    keyId: randomUUID(),
+    mode: 'test',
+    key: randomUUID(),
+    fingerprint: requestFingerprint('POST', '/v1/invoices', '{"amount":"1.00"}'),
+    ...over,
+  });
+
+  it('the first request runs; its stored answer is then the answer of every repeat', async () => {
+    const r = keyed();
+    const first = await keys.admit(r);
+    expect(first).toMatchObject({ kind: 'run', takenOver: false });
+    expect(await keys.complete(r, 201, '{"id":"a"}')).toBeNull();
+    expect(await keys.admit(r)).toEqual({ kind: 'replay', status: 201, body: '{"id":"a"}' });
+  });
+
+  it('another request under the key is a conflict, while it runs and after', async () => {
+    const r = keyed();
+    await keys.admit(r);
+    const other = { ...r, fingerprint: requestFingerprint('POST', '/v1/invoices', '{"amount":"2.00"}') };
+    expect(await keys.admit(other)).toEqual({ kind: 'conflict' });
+    await keys.complete(r, 201, '{}');
+    expect(await keys.admit(other)).toEqual({ kind: 'conflict' });
+  });
+
+  it('a repeat while the first runs waits for its answer', async () => {
+    const r = keyed();
+    await keys.admit(r);
+    const waiting = keys.admit(r);
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    await keys.complete(r, 202, '{"id":"rf"}');
+    expect(await waiting).toEqual({ kind: 'replay', status: 202, body: '{"id":"rf"}' });
+  });
+
+  it('a repeat that outwaits a holder still within its lease is told busy', async () => {
+    const patient = new IdempotencyKeys(db.pool, clock, { leaseSeconds: 600, waitMs: 200 });
+    const r = keyed();
+    await patient.admit(r);
+    expect(await patient.admit(r)).toEqual({ kind: 'busy' });
+  });
+
+  it('a holder whose lease ran out is taken over; the first answer stored is every answer', async () => {
+    const r = keyed();
+    const dead = await keys.admit(r);
+    if (dead.kind !== 'run') throw new Error('not run');
+    clock.setOffset(clock.offsetMilliseconds + 5_000);
+    const taker = await keys.admit(r);
+    expect(taker).toMatchObject({ kind: 'run', takenOver: true });
+    // The old holder was only slow: it answers first; the taker's answer gives way to it.
+    await keys.abandon(r, dead.claim); // its claim is no longer the key's: nothing is let go
+    expect(await keys.complete(r, 202, '{"by":"first"}')).toBeNull();
+    expect(await keys.complete(r, 202, '{"by":"taker"}')).toEqual({ status: 202, body: '{"by":"first"}' });
+    expect(await keys.admit(r)).toEqual({ kind: 'replay', status: 202, body: '{"by":"first"}' });
+  });
+
+  it('a key let go after a 5xx runs again on the next request', async () => {
+    const r = keyed();
+    const first = await keys.admit(r);
+    if (first.kind !== 'run') throw new Error('not run');
+    await keys.abandon(r, first.claim);
+    expect(await keys.admit(r)).toMatchObject({ kind: 'run', takenOver: false });
+  });
+
+  it('keys are per key pair and mode', async () => {
+    const r = keyed();
+    await keys.admit(r);
+    await keys.complete(r, 201, '{}');
+    for (const other of [{ ...r, keyId: randomUUID() }, { ...r, mode: 'live' as const }]) {
+      expect(await keys.admit({ ...other, fingerprint: 'another request' })).toMatchObject({ kind: 'run' });
+    }
+  });
+
+  it('a key is kept 24 hours on the gateway clock and swept after', async () => {
+    const sweeper = new IdempotencyKeys(db.pool, clock);
+    const r = keyed();
+    await sweeper.admit(r);
+    await sweeper.complete(r, 201, '{}');
+    clock.setOffset(clock.offsetMilliseconds + 24 * 3_600_000 - 60_000);
+    expect(await sweeper.admit({ ...r, fingerprint: 'x' })).toEqual({ kind: 'conflict' });
+    clock.setOffset(clock.offsetMilliseconds + 61_000);
+    await sweeper.admit(keyed()); // a request of anyone sweeps (at most once a minute)
+    expect((await db.pool.query('SELECT 1 FROM idempotency_keys WHERE key_id = $1', [r.keyId])).rowCount).toBe(0);
+    expect(await sweeper.admit({ ...r, fingerprint: 'x' })).toMatchObject({ kind: 'run', takenOver: false });
+  });
+
+  describe('reading the header', () => {
+    it.each([
+      ['no header', [], { kind: 'absent' }],
+      ['one character', ['a'], { kind: 'key', key: 'a' }],
+      ['spaces and tilde', [' ~ '], { kind: 'key', key: ' ~ ' }],
+      ['255 characters', ['x'.repeat(255)], { kind: 'key', key: 'x'.repeat(255) }],
+    ])('%s: %j', (_, values, expected) => {
+      expect(readIdempotencyKey(values as string[])).toEqual(expected);
+    });
+
+    it.each([
+      ['empty', ['']],
+      ['256 characters', ['x'.repeat(256)]],
+      ['a tab', ['a\tb']],
+      ['Latin-1', ['é']],
+      ['NUL', ['a\u0000']],
+      ['sent twice', ['a', 'b']],
+      ['Cyrillic', ['я']],
+    ])('%s is invalid', (_, values) => {
+      expect(readIdempotencyKey(values).kind).toBe('invalid');
+    });
+  });
+});

@@ -1,0 +1,190 @@
+/**
+ * Input that used to reach the database or slip past a check, and answered 500 (or
+ * worse, was accepted): each case is now a 400 or a 404 in the spec's error shape.
+ * - a page cursor whose `seq` is not a safe non-negative integer, on every list;
+ * - a path id with a character PostgreSQL cannot store (NUL), on every route with an id;
+ * - a number literal longer than a few hundred characters before (or as) a money or
+ *   percent field: the literal scanner must never lose its place, and a number it
+ *   cannot account for is refused, never let through unchecked.
+ */
+import { expectError, expectStatus, InvoiceGateway, Json, Merchant, orderId, Reply, startInvoiceGateway } from '../support/merchant-fixtures';
+import { paidInvoice, payoutAddress, PHONE } from '../support/money-out-fixtures';
+import { sendRaw } from '../support/signing';
+
+/** A cursor as the gateway writes them (base64url JSON), with any JSON text inside. */
+const cursorOf = (json: string) => Buffer.from(json).toString('base64url');
+
+/** Cursor texts whose seq is not a safe non-negative integer (or not a number at all). */
+const BAD_SEQS = ['{"seq":1.5}', '{"seq":1e308}', '{"seq":-1}', '{"seq":9007199254740993}', '{"seq":1e400}', '{"seq":"5"}', '{"seq":null}', '{"seq":true}', '{}', '[1]', '5'];
+
+/** A literal of about 400 characters with the same value as `n` (n.000…0e0). */
+const longLiteralOf = (n: number) => `${n}.${'0'.repeat(400)}e0`;
+
+describe('input edges that must be 400 or 404, never 500 and never let through', () => {
+  let gw: InvoiceGateway;
+  let shop: Merchant;
+  let invoiceId: string;
+  let addressId: number;
+
+  const merchantHeaders = (key: string) => ({ authorization: `Bearer ${key}` });
+  const adminHeaders = () => ({ authorization: `Bearer ${gw.gateway.adminToken}` });
+  const json = { 'content-type': 'application/json' };
+  const send = (method: string, path: string, headers: Record<string, string>, body?: string): Promise<Reply> =>
+    sendRaw(gw.baseUrl, method, path, { headers: { ...headers, ...(body === undefined ? {} : json) }, body });
+
+  beforeAll(async () => {
+    // The spec's poll interval on: a read of one invoice or payout takes a poll mark in the database.
+    gw = await startInvoiceGateway({ POLL_INTERVAL_SECONDS: '3' });
+    shop = await gw.operator.merchant({ holdHours: 0, usdtEnabled: true });
+    invoiceId = await paidInvoice(gw.operator, shop.test, '100.00');
+    addressId = (await payoutAddress(gw.operator, shop.accountId, { method: 'sbp', account: PHONE })).id;
+  });
+
+  afterAll(async () => {
+    await gw?.close();
+  });
+
+  describe('a cursor whose seq is not a safe non-negative integer → 400 validation, param cursor', () => {
+    const lists = () => [
+      { name: 'GET /v1/invoices', path: '/v1/invoices', headers: merchantHeaders(shop.keys.test.secretKey) },
+      { name: 'GET /v1/payouts (live key)', path: '/v1/payouts', headers: merchantHeaders(shop.keys.live.secretKey) },
+      { name: 'GET /v1/payouts (test key)', path: '/v1/payouts', headers: merchantHeaders(shop.keys.test.secretKey) },
+      { name: 'GET /admin/v1/webhook-deliveries', path: '/admin/v1/webhook-deliveries', headers: adminHeaders() },
+      { name: 'GET /admin/v1/accounts/{id}/ledger', path: `/admin/v1/accounts/${shop.accountId}/ledger?mode=test`, headers: adminHeaders() },
+    ];
+
+    it.each(BAD_SEQS)('cursor %s on every list (merchant and operator)', async (text) => {
+      for (const list of lists()) {
+        const sep = list.path.includes('?') ? '&' : '?';
+        const r = await send('GET', `${list.path}${sep}cursor=${cursorOf(text)}`, list.headers);
+        expect({ list: list.name, status: r.status, code: r.body?.error?.code, param: r.body?.error?.param }).toEqual({
+          list: list.name,
+          status: 400,
+          code: 'validation',
+          param: 'cursor',
+        });
+      }
+    });
+
+    it('a cursor the gateway wrote still pages (seq 0 and a real one)', async () => {
+      for (const list of lists()) {
+        const sep = list.path.includes('?') ? '&' : '?';
+        expectStatus(await send('GET', `${list.path}${sep}cursor=${cursorOf('{"seq":0}')}`, list.headers), 200);
+        expectStatus(await send('GET', `${list.path}${sep}cursor=${cursorOf('{"seq":123456}')}`, list.headers), 200);
+      }
+    });
+  });
+
+  describe('a path id with NUL (%00) → 404 of that resource (or 400), never the database', () => {
+    // Every route with an id, merchant and operator; each expected answer.
+    const routes = (): { method: string; path: (id: string) => string; headers: () => Record<string, string>; body?: string; status: number; code: string }[] => [
+      { method: 'GET', path: (id) => `/v1/invoices/${id}`, headers: () => merchantHeaders(shop.keys.test.secretKey), status: 404, code: 'invoice_not_found' },
+      { method: 'POST', path: (id) => `/v1/invoices/${id}/refund`, headers: () => merchantHeaders(shop.keys.test.secretKey), body: '{}', status: 404, code: 'invoice_not_found' },
+      { method: 'GET', path: (id) => `/v1/refunds/${id}`, headers: () => merchantHeaders(shop.keys.test.secretKey), status: 404, code: 'invoice_not_found' },
+      { method: 'GET', path: (id) => `/v1/payouts/${id}`, headers: () => merchantHeaders(shop.keys.live.secretKey), status: 404, code: 'not_found' },
+      { method: 'GET', path: (id) => `/v1/payouts/${id}`, headers: () => merchantHeaders(shop.keys.test.secretKey), status: 404, code: 'not_found' },
+      { method: 'GET', path: (id) => `/admin/v1/projects/${id}`, headers: adminHeaders, status: 404, code: 'not_found' },
+      { method: 'PATCH', path: (id) => `/admin/v1/projects/${id}`, headers: adminHeaders, body: '{"name":"Новое имя"}', status: 404, code: 'not_found' },
+      { method: 'POST', path: (id) => `/admin/v1/projects/${id}/keys/rotate`, headers: adminHeaders, body: '{"mode":"test"}', status: 404, code: 'not_found' },
+      { method: 'POST', path: (id) => `/admin/v1/accounts/${id}/payout-addresses`, headers: adminHeaders, body: `{"method":"sbp","account":"${PHONE}"}`, status: 404, code: 'not_found' },
+      { method: 'POST', path: (id) => `/admin/v1/payout-addresses/${id}/confirm`, headers: adminHeaders, status: 404, code: 'not_found' },
+      { method: 'POST', path: (id) => `/admin/v1/invoices/${id}/payment`, headers: adminHeaders, body: '{"outcome":"paid"}', status: 404, code: 'invoice_not_found' },
+      { method: 'POST', path: (id) => `/admin/v1/payouts/${id}/approve`, headers: adminHeaders, status: 404, code: 'not_found' },
+      { method: 'POST', path: (id) => `/admin/v1/payouts/${id}/reject`, headers: adminHeaders, body: '{"reason":"нет"}', status: 404, code: 'not_found' },
+      // The refund's own 404 code, as on the merchant API.
+      { method: 'POST', path: (id) => `/admin/v1/refunds/${id}/fail`, headers: adminHeaders, status: 404, code: 'invoice_not_found' },
+      { method: 'POST', path: (id) => `/admin/v1/webhook-deliveries/${id}/resend`, headers: adminHeaders, status: 404, code: 'not_found' },
+      { method: 'GET', path: (id) => `/admin/v1/accounts/${id}/ledger?mode=test`, headers: adminHeaders, status: 400, code: 'validation' },
+      { method: 'GET', path: (id) => `/admin/v1/accounts/${id}/balance?mode=test`, headers: adminHeaders, status: 400, code: 'validation' },
+      { method: 'GET', path: (id) => `/admin/v1/streams/${id}`, headers: adminHeaders, status: 404, code: 'not_found' },
+    ];
+
+    it.each(['%00', 'a%00b', '1%00', 'rf_%00', 'invoice-%00', '%00%00%00'])('id %s on every route with an id', async (id) => {
+      for (const route of routes()) {
+        const path = route.path(id);
+        const r = await send(route.method, path, route.headers(), route.body);
+        expect({ route: `${route.method} ${path}`, status: r.status, code: r.body?.error?.code }).toEqual({
+          route: `${route.method} ${path}`,
+          status: route.status,
+          code: route.code,
+        });
+      }
+    });
+
+    it.each(['%00', 'a%00b'])('the payment page of id %s: 404 (its HTML page), never a 500', async (id) => {
+      expect((await send('GET', `/pay/${id}`, {})).status).toBe(404);
+      const form = await sendRaw(gw.baseUrl, 'POST', `/pay/${id}/sandbox`, { headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'outcome=paid' });
+      expect(form.status).toBe(404);
+    });
+
+    it('an id with NUL after a real id is not that resource', async () => {
+      const r = await send('GET', `/v1/invoices/${invoiceId}%00`, merchantHeaders(shop.keys.test.secretKey));
+      expectError(r, 404, 'invoice_not_found');
+      const stream = await send('GET', `/admin/v1/streams/invoice-${invoiceId}%00`, adminHeaders());
+      expectError(stream, 404, 'not_found');
+      expectStatus(await send('GET', `/admin/v1/streams/invoice-${invoiceId}`, adminHeaders()), 200);
+    });
+  });
+
+  describe('number literals longer than a few hundred characters', () => {
+    const createInvoice = (body: string) => send('POST', '/v1/invoices', merchantHeaders(shop.keys.test.secretKey), body);
+
+    it('a long literal in customFields before the amount: 1e3 and 10.100 are still refused as written', async () => {
+      for (const [amount, reason] of [
+        ['1e3', 'invalid_money_exponent'],
+        ['10.100', 'invalid_money_too_many_decimals'],
+      ]) {
+        const body = `{"orderId":"${orderId('long')}","customFields":{"pad":${'1'.repeat(500)}},"amount":${amount}}`;
+        const r = await createInvoice(body);
+        expectError(r, 400, 'validation', 'amount');
+        expect(r.body.error.details.map((d: Json) => d.code)).toEqual([reason]);
+      }
+    });
+
+    it('a long literal in the money field itself (its exponent beyond 400 characters) → 400 naming amount, on every endpoint with money', async () => {
+      const amount = `1.${'0'.repeat(398)}e2`;
+      const invoice = await createInvoice(`{"orderId":"${orderId('long')}","amount":${amount}}`);
+      expectError(invoice, 400, 'validation', 'amount');
+      const refund = await send('POST', `/v1/invoices/${invoiceId}/refund`, merchantHeaders(shop.keys.test.secretKey), `{"amount":${amount}}`);
+      expectError(refund, 400, 'validation', 'amount');
+      const payout = await send('POST', '/v1/payouts', merchantHeaders(shop.keys.live.secretKey), `{"addressId":${addressId},"amount":${amount}}`);
+      expectError(payout, 400, 'validation', 'amount');
+      const project = await send('POST', '/admin/v1/projects', adminHeaders(), `{"accountId":"${shop.accountId}","name":"Длинные числа","methods":{"sbp":{"min":${amount}}}}`);
+      expectError(project, 400, 'validation', 'methods.sbp.min');
+    });
+
+    it('a long integer literal before the money field of a payout, and before a percent on the operator API: both still checked as written', async () => {
+      const payout = await send('POST', '/v1/payouts', merchantHeaders(shop.keys.live.secretKey), `{"addressId":${longLiteralOf(addressId)},"amount":1e3}`);
+      expectError(payout, 400, 'validation', 'amount');
+      expect(payout.body.error.details.map((d: Json) => d.code)).toEqual(['invalid_money_exponent']);
+      const project = await send(
+        'PATCH',
+        `/admin/v1/projects/${shop.projectId}`,
+        adminHeaders(),
+        `{"holdHours":${longLiteralOf(0)},"methods":{"sbp":{"feePct":1e-1}}}`,
+      );
+      expectError(project, 400, 'validation', 'methods.sbp.feePct');
+      const invoice = await createInvoice(`{"orderId":"${orderId('long')}","expire":${longLiteralOf(60)},"amount":"100.00","method":"sbp","customerFeePct":1e-1}`);
+      expectError(invoice, 400, 'validation', 'customerFeePct');
+    });
+
+    it('a literal of 60,000 digits anywhere: an answer in the error shape, and a valid body beside it still works', async () => {
+      const huge = '9'.repeat(60_000);
+      const r = await createInvoice(`{"orderId":"${orderId('huge')}","customFields":{"n":${huge}},"amount":"100.00"}`);
+      // customFields keeps any JSON: the number is a JSON number (Infinity after parsing is not storable text, so it is refused or kept).
+      expect(r.status).toBeLessThan(500);
+      if (r.status >= 400) expect(r.body.error.code).toBe('validation');
+      const ok = await createInvoice(`{"orderId":"${orderId('fine')}","customFields":{"n":${'7'.repeat(450)}},"amount":100.5}`);
+      expectStatus(ok, 201);
+      expect(ok.body.amount).toBe('100.50');
+    });
+
+    it('keys that collide with a nested path cannot lend their literal to another field', async () => {
+      // "methods.sbp.feePct" as a top-level key is unknown (400 on it); the nested feePct is still checked as written.
+      const r = await send('PATCH', `/admin/v1/projects/${shop.projectId}`, adminHeaders(), '{"methods":{"sbp":{"feePct":1e-1}},"methods.sbp.feePct":1.5}');
+      expect(r.status).toBe(400);
+      const details = r.body.error.details.map((d: Json) => `${d.param} ${d.code}`).sort();
+      expect(details).toEqual(['methods.sbp.feePct invalid_percent_exponent', 'methods.sbp.feePct unknown_field']);
+    });
+  });
+});

@@ -1,0 +1,142 @@
+/**
+ * The webhook outbox renders before its write transaction (real PostgreSQL, the real
+ * projection runner): every registry lookup and stream read of the rendering happens
+ * while the runner has no transaction open. Before, `apply` rendered event after
+ * event inside the batch's transaction, which from its first insert on held a
+ * transaction id: every event appended meanwhile anywhere stayed invisible to every
+ * subscriber of the cluster until the whole batch had been rendered.
+ */
+import { randomBytes } from 'node:crypto';
+import { fixedKeys, SecretBox } from '../../libs/secrets/src';
+import type { Pool } from 'pg';
+import { SystemClock } from '../../libs/clock/src';
+import { createPool } from '../../libs/database/src';
+import { comparePositions, PostgresEventStore } from '../../libs/event-store/src';
+import { InvoiceService } from '../../libs/payments/src';
+import { ProjectionRunner } from '../../libs/projections/src';
+import { Project, Registry, WEBHOOK_EVENTS } from '../../libs/registry/src';
+import { webhookOutbox } from '../../libs/webhooks/src';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+
+const RUNNER_APPLICATION = 'outbox-transaction-test';
+
+/** One key for every registry of the test: the watching one must open the secrets the set-up sealed. */
+const SECRETS = new SecretBox(fixedKeys([randomBytes(32)]));
+
+/** Before each project lookup of the rendering: what the runner's sessions are doing. */
+class WatchingRegistry extends Registry {
+  readonly seen: { inTransaction: number; holdingTransactionId: number }[] = [];
+  constructor(
+    pool: Pool,
+    private readonly observer: Pool,
+  ) {
+    super(pool, SECRETS);
+  }
+  override async project(id: string): Promise<Project | null> {
+    const r = await this.observer.query<{ in_transaction: number; holding: number }>(
+      `SELECT count(*) FILTER (WHERE state LIKE 'idle in transaction%' OR xact_start IS NOT NULL AND state <> 'active')::int AS in_transaction,
+              count(*) FILTER (WHERE backend_xid IS NOT NULL)::int AS holding
+       FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`,
+      [RUNNER_APPLICATION],
+    );
+    this.seen.push({ inTransaction: r.rows[0]!.in_transaction, holdingTransactionId: r.rows[0]!.holding });
+    return super.project(id);
+  }
+}
+
+let db: TestDatabase;
+let runnerPool: Pool;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  runnerPool = createPool(db.url, { max: 4, applicationName: RUNNER_APPLICATION });
+});
+afterAll(async () => {
+  await runnerPool.end();
+  await db.drop();
+});
+
+it('renders every webhook of a batch with no transaction of the runner open, then enqueues them in one', async () => {
+  const clock = new SystemClock();
+  const setupStore = new PostgresEventStore(db.pool);
+  const registry = new Registry(db.pool, SECRETS);
+  const account = await registry.createAccount('Магазин', 'shop@example.com', clock.now());
+  const { project } = await registry.createProject(
+    account.id,
+    {
+      name: 'Магазин',
+      status: 'active',
+      webhookUrl: 'http://127.0.0.1:9/hooks',
+      webhookEvents: [...WEBHOOK_EVENTS],
+      usdtEnabled: false,
+      holdHours: 0,
+      methodOverrides: {},
+      customerFeeShare: 100,
+    },
+    clock.now(),
+  );
+  const invoices = new InvoiceService(setupStore, registry);
+  const paid: string[] = [];
+  for (let i = 0; i < 4; i++) {
+    const { invoice } = await invoices.create(
+      project,
+      'test',
+      {
+        amount: 100_00 + i,
+        orderId: `order-${i}`,
+        method: 'sbp',
+        customerFeePct: null,
+        customerFeeShare: null,
+        feePayer: null,
+        description: null,
+        successUrl: null,
+        failUrl: null,
+        expireMinutes: 60,
+        customer: {},
+        customFields: null,
+      },
+      clock.now(),
+    );
+    const invoiceId = invoice.created!.invoiceId;
+    await invoices.recordPaymentResult(invoiceId, 'paid', null, clock.now());
+    paid.push(invoiceId);
+  }
+  // The last event appended, visible or not yet; then wait until subscribers can see it
+  // (another transaction of the shared cluster may hold it back a moment), so that the
+  // runner finds all four payments in its first batch.
+  const last = (
+    await db.pool.query<{ commit: string; prepare: string }>(
+      'SELECT transaction_id::text AS commit, global_position AS prepare FROM events ORDER BY transaction_id DESC, global_position DESC LIMIT 1',
+    )
+  ).rows[0]!;
+  const head = { commit: BigInt(last.commit), prepare: BigInt(last.prepare) };
+  for (const deadline = Date.now() + 30_000; ; ) {
+    const visible = await setupStore.headPosition();
+    if (visible && comparePositions(visible, head) >= 0) break;
+    if (Date.now() > deadline) throw new Error('the appended events did not become visible');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  await setupStore.close();
+
+  const store = new PostgresEventStore(runnerPool, { pollIntervalMs: 10 });
+  const watching = new WatchingRegistry(runnerPool, db.pool);
+  const runner = new ProjectionRunner(runnerPool, store, webhookOutbox(store, watching, clock, () => 'http://127.0.0.1:3000'));
+  runner.start();
+  try {
+    const deadline = Date.now() + 30_000;
+    while (!(runner.status().checkpoint && comparePositions(runner.status().checkpoint!, head) >= 0)) {
+      if (Date.now() > deadline) throw new Error(`the outbox did not reach the head: ${JSON.stringify(runner.status(), (_k, v) => (typeof v === 'bigint' ? String(v) : v))}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  } finally {
+    await runner.stop();
+    await store.close();
+  }
+
+  // All four paid invoices were in one batch, each rendered with a project lookup.
+  expect(watching.seen).toHaveLength(4);
+  expect(watching.seen).toEqual(Array.from({ length: 4 }, () => ({ inTransaction: 0, holdingTransactionId: 0 })));
+  const queued = await db.pool.query<{ body: string; status: string }>('SELECT body, status FROM webhook_deliveries ORDER BY seq');
+  expect(queued.rows.map((r) => JSON.parse(r.body).data.invoice.id)).toEqual(paid);
+  expect(queued.rows.every((r) => r.status === 'pending')).toBe(true);
+});
