@@ -15,11 +15,12 @@
  *     and payout exists exactly once, nothing acknowledged is lost, the read models
  *     converge and ledger:verify passes.
  */
-import { randomInt } from 'node:crypto';
 import { RunningGateway, RunningProcess, startGateway, startProcess } from '../support/gateway-process';
 import { api, Client, expectStatus, Json, listAll, Merchant, Operator, orderId, poll, Reply, sleep } from '../support/merchant-fixtures';
 import { fund, payoutAddress, PHONE } from '../support/money-out-fixtures';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
+import type { Random } from '../../apps/tools/src/seed/random';
+import { intBelow, seededRandom } from '../support/test-seed';
 
 const ADMIN_TOKEN = 'operator-token-for-process-kill-0042';
 
@@ -54,6 +55,11 @@ describe('SIGKILL of the API and of the projector under load (split deployment)'
   let projector: RunningProcess | null = null;
   let merchant: Merchant;
   let addressId: number;
+  /** The load's choices (amounts, which invoice): seeded per test, printed, replayed with TEST_SEED. */
+  let rng: Random;
+  beforeEach(() => {
+    rng = seededRandom(`process-kill ${expect.getState().currentTestName ?? ''}`);
+  });
   const env = () => ({ DATABASE_URL: db.url, ADMIN_TOKEN, REFUND_PROCESSING_SECONDS: '1' });
   const log: Ledger = { invoices: [], paid: new Set(), refunds: new Map(), payouts: [], unanswered: 0, statuses: new Map() };
 
@@ -114,26 +120,26 @@ describe('SIGKILL of the API and of the projector under load (split deployment)'
       }
     };
     const createInvoice = async () => {
-      const attempt: Attempt = { orderId: orderId('kill-invoice'), amount: `${randomInt(500, 3000)}.00` };
+      const attempt: Attempt = { orderId: orderId('kill-invoice'), amount: `${intBelow(rng, 500, 3000)}.00` };
       log.invoices.push(attempt);
       attempt.answer = await send(() => merchantClient().post('/v1/invoices', { amount: attempt.amount, orderId: attempt.orderId, method: 'sbp' }));
     };
     const payInvoice = async () => {
       const unpaid = log.invoices.filter((a) => a.answer?.status === 201 && !log.paid.has(a.answer.body.id));
       if (unpaid.length === 0) return sleep(20);
-      const id = unpaid[randomInt(unpaid.length)]!.answer!.body.id as string;
+      const id = unpaid[intBelow(rng, 0, unpaid.length)]!.answer!.body.id as string;
       const r = await send(() => operator().payment(id, 'paid'));
       if (r?.status === 200) log.paid.add(id);
     };
     const refund = async () => {
       const paid = [...log.paid];
       if (paid.length === 0) return sleep(20);
-      const invoiceId = paid[randomInt(paid.length)]!;
-      const r = await send(() => merchantClient().post(`/v1/invoices/${invoiceId}/refund`, { amount: `${randomInt(10, 60)}.00` }));
+      const invoiceId = paid[intBelow(rng, 0, paid.length)]!;
+      const r = await send(() => merchantClient().post(`/v1/invoices/${invoiceId}/refund`, { amount: `${intBelow(rng, 10, 60)}.00` }));
       if (r?.status === 202) log.refunds.set(r.body.id, invoiceId);
     };
     const payout = async () => {
-      const attempt: Attempt = { orderId: orderId('kill-payout'), amount: `${randomInt(100, 200)}.00` };
+      const attempt: Attempt = { orderId: orderId('kill-payout'), amount: `${intBelow(rng, 100, 200)}.00` };
       log.payouts.push(attempt);
       attempt.answer = await send(() => merchantClient().post('/v1/payouts', { amount: attempt.amount, addressId, orderId: attempt.orderId }));
       if (attempt.answer?.status === 201) await finishPayout(attempt.answer.body.id);

@@ -16,7 +16,8 @@ import {
 } from '../../libs/ledger/src';
 import { LEDGER_SNAPSHOT_EVERY, LedgerBook, LedgerRequest, verifyLedgers } from '../../libs/ledger-store/src';
 import { ProjectionRunner } from '../../libs/projections/src';
-import { ledgerProjection } from '../../libs/read-models/src';
+import { ledgerProjection, PostgresLedgerCauseIndex } from '../../libs/read-models/src';
+import { appendLedgerHistory, freshPayments } from '../support/ledger-history';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 let db: TestDatabase;
@@ -40,6 +41,19 @@ const at = () => new Date((tick += 1000)).toISOString();
 async function entriesOf(ledger: LedgerId): Promise<LedgerEvent[]> {
   const events = await store.readStream(ledgerStreamName(ledger)).catch(() => []);
   return events.map((e) => ({ type: 'LedgerEntryPosted', data: e.data }) as LedgerEvent);
+}
+
+/** Runs the ledger projection until it has applied the whole log. */
+async function projectLedgers(): Promise<void> {
+  const runner = new ProjectionRunner(db.pool, store, ledgerProjection, { batchSize: 250 });
+  runner.start();
+  const head = await store.headPosition();
+  const deadline = Date.now() + 60_000;
+  while (!(runner.status().checkpoint && comparePositions(runner.status().checkpoint!, head!) >= 0)) {
+    if (Date.now() > deadline) throw new Error('ledger projection did not catch up');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  await runner.stop();
 }
 
 /** Replays the stored entries one by one, checking every invariant after each. */
@@ -114,28 +128,59 @@ describe('the ledger book on the real event store', () => {
     expect(state.balances).toMatchObject({ available: 0, reserved: 10_000 });
   });
 
-  it('a cause older than the window of recent causes still cannot post twice (deterministic entry ids)', async () => {
+  it('a cause older than the window is found by the book itself (cause index, then stream), not stopped by the store', async () => {
+    const lookups: { found: boolean; read: number }[] = [];
+    const stoppedByStore: string[] = [];
+    const indexed = new LedgerBook(store, new PostgresSnapshotStore(db.pool), {
+      causes: new PostgresLedgerCauseIndex(db.pool),
+      observer: {
+        causeLookedUp: (_s, found, read) => lookups.push({ found, read }),
+        duplicateStoppedByStore: (_s, cause) => stoppedByStore.push(cause),
+      },
+    });
     const ledger = newLedger();
     const first = randomUUID();
     const request: LedgerRequest = { type: 'RecordPayment', invoiceId: first, netAmount: 100, feeAmount: 1, releaseAt: null, at: at() };
-    await book.post(ledger, request);
-    // The window keeps at least RECENT_CAUSES_KEPT causes, in chunks: go well past it.
-    for (let i = 0; i < RECENT_CAUSES_KEPT + 100; i++) {
-      await book.post(ledger, { type: 'RecordPayment', invoiceId: `other-${i}`, netAmount: 1, feeAmount: 0, releaseAt: null, at: at() });
-    }
-    const state = await book.current(ledger);
+    await indexed.post(ledger, request);
+    // The window keeps at least RECENT_CAUSES_KEPT causes, in chunks: go well past it (the
+    // entries the book would post, written in a few appends: thousands of posts cost seconds).
+    await appendLedgerHistory(store, ledger, freshPayments('other', RECENT_CAUSES_KEPT + 100, at), await entriesOf(ledger));
+    const state = await indexed.current(ledger);
     expect(hasRecentCause(state, `payment:${first}`)).toBe(false);
-    const again = await book.post(ledger, request);
-    expect(again.entry).toBeNull();
+
+    // The read model does not hold the ledger yet: the stream is read.
+    lookups.length = 0;
+    expect((await indexed.post(ledger, request)).entry).toBeNull();
+    expect(lookups).toEqual([{ found: true, read: expect.any(Number) }]);
+    expect(lookups[0]!.read).toBeGreaterThan(0);
+
+    // Once the ledger projection holds it, one indexed query answers.
+    await projectLedgers();
+    lookups.length = 0;
+    expect((await indexed.post(ledger, request)).entry).toBeNull();
+    expect(lookups).toEqual([{ found: true, read: 0 }]);
+    // The plain book (no index) finds it in the stream as well.
+    expect((await book.post(ledger, request)).entry).toBeNull();
+
+    expect(stoppedByStore).toEqual([]);
     const { events } = await replayChecked(ledger);
     expect(events).toHaveLength(RECENT_CAUSES_KEPT + 101);
   });
 
   it('loads from a snapshot plus the entries after it, and the result equals a full replay', async () => {
     const ledger = newLedger();
-    for (let i = 0; i < LEDGER_SNAPSHOT_EVERY + 120; i++) {
-      await book.post(ledger, { type: 'RecordPayment', invoiceId: `inv-${i}`, netAmount: 100 + i, feeAmount: 3, releaseAt: i % 2 ? null : '2030-01-01T00:00:00Z', at: at() });
-    }
+    const payment = (i: number): LedgerRequest => ({
+      type: 'RecordPayment',
+      invoiceId: `inv-${i}`,
+      netAmount: 100 + i,
+      feeAmount: 3,
+      releaseAt: i % 2 ? null : '2030-01-01T00:00:00Z',
+      at: at(),
+    });
+    // The entries before the 500th as the book would post them (hundreds of posts cost seconds);
+    // the book posts the 500th (and writes its snapshot) and the rest.
+    await appendLedgerHistory(store, ledger, Array.from({ length: LEDGER_SNAPSHOT_EVERY - 1 }, (_, i) => payment(i)));
+    for (let i = LEDGER_SNAPSHOT_EVERY - 1; i < LEDGER_SNAPSHOT_EVERY + 120; i++) await book.post(ledger, payment(i));
     const snapshot = await new PostgresSnapshotStore(db.pool).load(ledgerStreamName(ledger));
     expect(snapshot).not.toBeNull();
     expect(Number(snapshot!.revision)).toBeGreaterThanOrEqual(LEDGER_SNAPSHOT_EVERY - 1);
@@ -213,15 +258,7 @@ describe('the ledger book on the real event store', () => {
   });
 
   it('the ledger projection equals the log, and ledger:verify agrees; a corrupted read model is caught', async () => {
-    const runner = new ProjectionRunner(db.pool, store, ledgerProjection, { batchSize: 250 });
-    runner.start();
-    const head = await store.headPosition();
-    const deadline = Date.now() + 30_000;
-    while (!(runner.status().checkpoint && comparePositions(runner.status().checkpoint!, head!) >= 0)) {
-      if (Date.now() > deadline) throw new Error('ledger projection did not catch up');
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    await runner.stop();
+    await projectLedgers();
 
     const clean = await verifyLedgers(db.pool, store);
     expect(clean.problems).toEqual([]);

@@ -9,11 +9,11 @@
  * - no request is left half-done, and each invoice's refunded amount is the sum of
  *   its succeeded refunds.
  */
-import { randomInt } from 'node:crypto';
 import { RunningGateway, startGateway, startProcess } from '../support/gateway-process';
 import { api, Client, expectStatus, Json, Operator, orderId, poll, Reply } from '../support/merchant-fixtures';
 import { fromKopecks, fund, payoutAddress, PHONE, toKopecks, transition } from '../support/money-out-fixtures';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { intBelow, seededRandom } from '../support/test-seed';
 
 const ADMIN_TOKEN = 'operator-token-for-crash-tests-000042';
 const ROUNDS = 5;
@@ -41,6 +41,8 @@ describe('SIGKILL during a stream of refunds and payouts', () => {
   });
 
   it('recovers to a verified ledger with every acknowledged request reflected exactly once', async () => {
+    // Which invoices, amounts and kill moments: printed, and replayed with TEST_SEED.
+    const rng = seededRandom('crash-recovery');
     gateway = await startGateway('gateway', env());
     let operator = new Operator(gateway.baseUrl, gateway.adminToken);
     const merchant = await operator.merchant({ holdHours: 0 });
@@ -64,8 +66,8 @@ describe('SIGKILL during a stream of refunds and payouts', () => {
       }
     };
     const sendRefund = async () => {
-      const invoiceId = invoices[randomInt(invoices.length)]!;
-      const amount = `${randomInt(50, 400)}.00`;
+      const invoiceId = invoices[intBelow(rng, 0, invoices.length)]!;
+      const amount = `${intBelow(rng, 50, 400)}.00`;
       try {
         const r = await client().post(`/v1/invoices/${invoiceId}/refund`, { amount });
         if (r.status === 202) acknowledgedRefunds.set(r.body.id, { invoiceId, amount });
@@ -88,13 +90,13 @@ describe('SIGKILL during a stream of refunds and payouts', () => {
       const later = (i: number, send: () => Promise<void>) => burst.push(new Promise((r) => setTimeout(r, i * 15)).then(send));
       for (let i = 0; i < 16; i++) {
         if (i % 4 === 3) {
-          const attempt: PayoutAttempt = { orderId: orderId('crash-payout'), amount: `${randomInt(100, 300)}.00` };
+          const attempt: PayoutAttempt = { orderId: orderId('crash-payout'), amount: `${intBelow(rng, 100, 300)}.00` };
           payouts.push(attempt);
           later(i, () => sendPayout(attempt));
         } else later(i, sendRefund);
       }
       // Kill at a random moment of the stream (the first round late enough that some requests were answered).
-      await new Promise((r) => setTimeout(r, round === 0 ? 200 : randomInt(5, 260)));
+      await new Promise((r) => setTimeout(r, round === 0 ? 200 : intBelow(rng, 5, 260)));
       await gateway.kill('SIGKILL');
       await Promise.all(burst);
       gateway = await startGateway('gateway', env());

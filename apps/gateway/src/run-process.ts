@@ -30,12 +30,12 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
 
   try {
     const infra = await openInfrastructure(config, log, { applicationName: `gateway-${roles.name}` });
-    const services = createServices(infra);
-    // Where buyers reach the payment page (invoice urls, also in webhooks): known once the API listens.
-    const publicUrl = { value: config.publicUrl ?? `http://127.0.0.1:${config.port}` };
-    // Metrics of this process: its requests, commands, projections and webhook attempts.
+    // Metrics of this process: its requests, commands, ledgers, projections, workers and webhook attempts.
     const metrics = new GatewayMetrics({}, log);
     observeCommands(metrics.commandObserver);
+    const services = createServices(infra, { ledger: metrics.ledgerObserver });
+    // Where buyers reach the payment page (invoice urls, also in webhooks): known once the API listens.
+    const publicUrl = { value: config.publicUrl ?? `http://127.0.0.1:${config.port}` };
     const projector = roles.projector ? await Projector.create(infra, services, log, () => publicUrl.value, metrics) : null;
     projector?.start();
     const readiness: ReadinessProbe = async () => {

@@ -22,12 +22,13 @@ async function main(): Promise<void> {
     });
     bar.update(1, `${report.eventsRead} events read`, true);
     const out: string[] = [
-      `ledgers: ${report.ledgers}, journal entries: ${report.entries}, events read: ${report.eventsRead}`,
+      `ledgers: ${report.ledgers}, journal entries: ${report.entries}, events read: ${report.eventsRead}, snapshots compared: ${report.snapshotsChecked}`,
       ...report.notes.map((n) => `note: ${n}`),
     ];
     if (report.problems.length === 0) {
       out.push('OK: every entry balances, no merchant account below zero, all accounts sum to zero,');
-      out.push('    no cause posted twice, and the read model equals the ledgers replayed from the log.');
+      out.push('    no cause posted twice, every stored snapshot equals its ledger re-folded from the log,');
+      out.push('    and the read model equals the ledgers replayed from the log.');
     } else {
       failed = true;
       out.push(`FAILED: ${report.problems.length} problem(s)`);

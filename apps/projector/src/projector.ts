@@ -17,6 +17,7 @@ import { payoutOutcomes, refundOutcomes } from './workers/refund-and-payout-outc
 import { completeDueRefunds } from './workers/refund-processor';
 import { recoverHalfDoneFlows } from './workers/flow-recovery';
 import { sweepRetention } from './workers/retention';
+import { WorkerItems } from './workers/worker-items';
 import { WebhookDispatcher, webhookOutbox } from '../../../libs/webhooks/src';
 import { GatewayMetrics, projectionLag, webhookQueueDepth } from '../../../libs/metrics/src';
 
@@ -87,12 +88,16 @@ export class Projector {
       if (this.logVisibility) metrics.addLogVisibilitySource(this.logVisibility);
       metrics.addWebhookQueueSource(() => webhookQueueDepth(infra.pool, infra.clock));
     }
+    // Each worker's items fail alone: logged, counted, retried after a back-off.
+    const items = (worker: string) => new WorkerItems(worker, infra.clock, log, metrics?.onWorkerItemFailure);
+    metrics?.registerWorkers(['invoice-expiry', 'hold-release', 'refund-processor', 'flow-recovery']);
     this.workers = [
-      new PeriodicWorker('invoice-expiry', 500, expireDueInvoices(infra.pool, commands, infra.clock), log),
-      new PeriodicWorker('hold-release', 500, releaseDueHolds(infra.pool, commands, infra.clock), log),
-      new PeriodicWorker('refund-processor', 500, completeDueRefunds(infra.pool, commands, infra.clock), log),
+      new PeriodicWorker('invoice-expiry', 500, expireDueInvoices(infra.pool, commands, infra.clock, items('invoice-expiry')), log),
+      new PeriodicWorker('hold-release', 500, releaseDueHolds(infra.pool, commands, infra.clock, items('hold-release')), log),
+      new PeriodicWorker('refund-processor', 500, completeDueRefunds(infra.pool, commands, infra.clock, items('refund-processor')), log),
       new PeriodicWorker('webhook-dispatcher', 100, () => dispatcher.tick(), log, 32),
-      new PeriodicWorker('flow-recovery', 1000, recoverHalfDoneFlows(infra.pool, commands, infra.clock), log),
+      new PeriodicWorker('flow-recovery', 1000, recoverHalfDoneFlows(infra.pool, commands, infra.clock, items('flow-recovery')), log),
+      // A sweep of whole tables by age (no items to fail alone).
       new PeriodicWorker('retention', 5000, sweepRetention(infra.pool, infra.clock, infra.config.webhookRetentionDays), log, 1000),
     ];
   }

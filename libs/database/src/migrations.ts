@@ -15,6 +15,7 @@ import { webhookLeaseTokenMigration, webhookQueueMigration } from '../../webhook
 import { webhookRetentionMigration } from '../../webhooks/src/webhook-retention';
 import { idempotencyKeysMigration } from '../../idempotency/src/schema';
 import { payoutIdsMigration, payoutRequestKeysMigration } from '../../payments/src/schema';
+import { ledgerCauseIndexMigration } from '../../read-models/src/ledger-cause-index';
 
 /** Every schema change of the gateway, in version order. Never edit an applied one: add a new one. */
 export const allMigrations: readonly Migration[] = [
@@ -33,6 +34,7 @@ export const allMigrations: readonly Migration[] = [
   refundsReadModelMigration,
   payoutsReadModelMigration,
   webhookQueueMigration,
+  ledgerCauseIndexMigration,
   idempotencyKeysMigration,
   payoutRequestKeysMigration,
   webhookLeaseTokenMigration,

@@ -5,6 +5,7 @@ import {
   EventToAppend,
   JsonObject,
   Position,
+  RecordedEvent,
   streamCategory,
   StreamNotFoundError,
   WrongExpectedRevisionError,
@@ -57,21 +58,38 @@ export interface Decider<State, Command, Event extends { type: string; data: Jso
 export interface SnapshotStore {
   load(streamName: string): Promise<{ revision: bigint; schemaVersion: number; state: unknown } | null>;
   save(streamName: string, revision: bigint, schemaVersion: number, state: unknown): Promise<void>;
+  /** Removes the stream's snapshot if it is still this one (a snapshot found wrong). */
+  discard?(streamName: string, revision: bigint, schemaVersion: number): Promise<void>;
 }
 
-export interface SnapshotPolicy {
+export interface SnapshotPolicy<State = unknown> {
   readonly store: SnapshotStore;
   /** Bump when the state's shape changes: older snapshots are then ignored. */
   readonly schemaVersion: number;
   /** Take a snapshot once this many events were appended since the last one. */
   readonly every: number;
+  /** What is stored for a state (default: the state itself). */
+  readonly encode?: (state: State) => unknown;
+  /**
+   * Checks a stored snapshot against its stream before it is used, given the
+   * stream's event at the snapshot's revision (null when the stream has none there):
+   * the state, or the problems found. A snapshot with problems is ignored (the
+   * stream is folded from its start), reported to `onRejected` and discarded.
+   * Without it a snapshot of the right version is used as stored.
+   */
+  readonly check?: (
+    stored: unknown,
+    revision: bigint,
+    eventAtRevision: { readonly type: string; readonly data: JsonObject } | null,
+  ) => { readonly state: State } | { readonly problems: readonly string[] };
+  readonly onRejected?: (streamName: string, revision: bigint, problems: readonly string[]) => void;
 }
 
-export interface HandleOptions<Event> {
+export interface HandleOptions<Event, Command = unknown, State = unknown> {
   /** The id of each new event; default a random UUID. Deterministic ids make retries idempotent. */
   readonly eventId?: (event: Event, index: number) => string;
   readonly metadata?: JsonObject;
-  readonly snapshots?: SnapshotPolicy;
+  readonly snapshots?: SnapshotPolicy<State>;
   /** How often a command is decided again on fresh state after a revision conflict. */
   readonly maxAttempts?: number;
   /**
@@ -79,6 +97,14 @@ export interface HandleOptions<Event> {
    * cause was handled before. 'already_handled' answers as a repeat (no new events).
    */
   readonly onDuplicateEventId?: 'throw' | 'already_handled';
+  /** Told when an append was answered as already handled because the store refused an event id it holds already. */
+  readonly onDuplicateEventIdRefused?: (eventIds: readonly string[]) => void;
+  /**
+   * Facts from outside the stream that the decision needs (e.g. an exact index
+   * lookup): asked after every load, with the state just loaded; the command it
+   * returns is the one decided. The decider stays pure: the I/O happens here.
+   */
+  readonly prepare?: (command: Command, loaded: LoadedState<State>) => Promise<Command>;
 }
 
 export type HandleResult<State, Event, Failure> =
@@ -105,26 +131,43 @@ export async function loadState<State, Event extends { type: string; data: JsonO
   store: EventStore,
   streamName: string,
   decider: Pick<Decider<State, never, Event, never>, 'initialState' | 'evolve' | 'fold'>,
-  snapshots?: SnapshotPolicy,
+  snapshots?: SnapshotPolicy<State>,
 ): Promise<LoadedState<State>> {
-  let state = decider.initialState();
-  let revision = -1n;
-  let snapshotRevision: bigint | null = null;
+  const fold = (state: State, recorded: readonly RecordedEvent[]): State => {
+    const events = recorded.map((e) => ({ type: e.type, data: e.data }) as Event);
+    return decider.fold ? decider.fold(state, events) : events.reduce(decider.evolve, state);
+  };
+  const read = async (fromRevision: bigint): Promise<RecordedEvent[]> => {
+    try {
+      return await store.readStream(streamName, { fromRevision });
+    } catch (error) {
+      if (error instanceof StreamNotFoundError) return [];
+      throw error;
+    }
+  };
+
   const snapshot = snapshots ? await snapshots.store.load(streamName) : null;
   if (snapshot && snapshot.schemaVersion === snapshots!.schemaVersion) {
-    state = snapshot.state as State;
-    revision = snapshot.revision;
-    snapshotRevision = snapshot.revision;
+    if (!snapshots!.check) {
+      const after = await read(snapshot.revision + 1n);
+      const revision = after.length > 0 ? after[after.length - 1]!.revision : snapshot.revision;
+      return { state: fold(snapshot.state as State, after), revision, snapshotRevision: snapshot.revision };
+    }
+    // Read from the snapshot's own revision: its event is what the snapshot is checked against.
+    const recorded = await read(snapshot.revision);
+    const at = recorded[0]?.revision === snapshot.revision ? recorded[0] : undefined;
+    const checked = snapshots!.check(snapshot.state, snapshot.revision, at ? { type: at.type, data: at.data } : null);
+    if ('state' in checked) {
+      const after = at ? recorded.slice(1) : recorded;
+      const revision = after.length > 0 ? after[after.length - 1]!.revision : snapshot.revision;
+      return { state: fold(checked.state, after), revision, snapshotRevision: snapshot.revision };
+    }
+    snapshots!.onRejected?.(streamName, snapshot.revision, checked.problems);
+    await snapshots!.store.discard?.(streamName, snapshot.revision, snapshot.schemaVersion).catch(() => undefined);
   }
-  try {
-    const recorded = await store.readStream(streamName, { fromRevision: revision + 1n });
-    const events = recorded.map((e) => ({ type: e.type, data: e.data }) as Event);
-    state = decider.fold ? decider.fold(state, events) : events.reduce(decider.evolve, state);
-    if (recorded.length > 0) revision = recorded[recorded.length - 1]!.revision;
-  } catch (error) {
-    if (!(error instanceof StreamNotFoundError)) throw error;
-  }
-  return { state, revision, snapshotRevision };
+  const recorded = await read(0n);
+  const revision = recorded.length > 0 ? recorded[recorded.length - 1]!.revision : -1n;
+  return { state: fold(decider.initialState(), recorded), revision, snapshotRevision: null };
 }
 
 /**
@@ -136,7 +179,7 @@ export async function handleCommand<State, Command, Event extends { type: string
   streamName: string,
   decider: Decider<State, Command, Event, Failure>,
   command: Command,
-  options: HandleOptions<Event> = {},
+  options: HandleOptions<Event, Command, State> = {},
 ): Promise<HandleResult<State, Event, Failure>> {
   if (commandObserver === null) return decideAndAppend(store, streamName, decider, command, options);
   const category = streamCategory(streamName);
@@ -157,7 +200,7 @@ async function decideAndAppend<State, Command, Event extends { type: string; dat
   streamName: string,
   decider: Decider<State, Command, Event, Failure>,
   command: Command,
-  options: HandleOptions<Event>,
+  options: HandleOptions<Event, Command, State>,
   category?: string,
   onAttempt?: (attempt: number) => void,
 ): Promise<HandleResult<State, Event, Failure>> {
@@ -165,7 +208,7 @@ async function decideAndAppend<State, Command, Event extends { type: string; dat
   for (let attempt = 1; ; attempt++) {
     onAttempt?.(attempt);
     const loaded = await loadState(store, streamName, decider, options.snapshots);
-    const decision = decider.decide(command, loaded.state);
+    const decision = decider.decide(options.prepare ? await options.prepare(command, loaded) : command, loaded.state);
     if (!Array.isArray(decision)) return { ok: false, failure: decision, state: loaded.state, attempts: attempt };
     if (decision.length === 0) {
       return { ok: true, state: loaded.state, events: [], revision: loaded.revision, position: null, attempts: attempt };
@@ -184,14 +227,16 @@ async function decideAndAppend<State, Command, Event extends { type: string; dat
       if (options.snapshots) {
         const since = result.nextExpectedRevision - (loaded.snapshotRevision ?? -1n);
         if (since >= BigInt(options.snapshots.every)) {
+          const stored = options.snapshots.encode ? options.snapshots.encode(state) : state;
           await options.snapshots.store
-            .save(streamName, result.nextExpectedRevision, options.snapshots.schemaVersion, state)
+            .save(streamName, result.nextExpectedRevision, options.snapshots.schemaVersion, stored)
             .catch(() => undefined); // a lost snapshot only costs a longer read next time
         }
       }
       return { ok: true, state, events: decision, revision: result.nextExpectedRevision, position: result.position, attempts: attempt };
     } catch (error) {
       if (error instanceof DuplicateEventIdError && options.onDuplicateEventId === 'already_handled') {
+        options.onDuplicateEventIdRefused?.(error.eventIds);
         return { ok: true, state: loaded.state, events: [], revision: loaded.revision, position: null, attempts: attempt };
       }
       if (!(error instanceof WrongExpectedRevisionError)) throw error;

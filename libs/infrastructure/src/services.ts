@@ -1,5 +1,6 @@
 import { PostgresSnapshotStore } from '../../event-store/src';
-import { LedgerBook } from '../../ledger-store/src';
+import { LedgerBook, LedgerBookObserver } from '../../ledger-store/src';
+import { PostgresLedgerCauseIndex } from '../../read-models/src/ledger-cause-index';
 import { FixedUsdtRate, InvoiceService, PayoutService, RefundService } from '../../payments/src';
 import { PayoutAddresses, Registry } from '../../registry/src';
 import type { Infrastructure } from './infrastructure';
@@ -14,10 +15,13 @@ export interface GatewayServices {
   readonly payouts: PayoutService;
 }
 
-export function createServices(infra: Infrastructure): GatewayServices {
+export function createServices(infra: Infrastructure, observers: { readonly ledger?: LedgerBookObserver } = {}): GatewayServices {
   const registry = new Registry(infra.pool, infra.secrets);
   const payoutAddresses = new PayoutAddresses(infra.pool);
-  const ledgers = new LedgerBook(infra.store, new PostgresSnapshotStore(infra.pool));
+  const ledgers = new LedgerBook(infra.store, new PostgresSnapshotStore(infra.pool), {
+    causes: new PostgresLedgerCauseIndex(infra.pool),
+    observer: observers.ledger,
+  });
   const invoices = new InvoiceService(infra.store, registry);
   const { config } = infra;
   return {

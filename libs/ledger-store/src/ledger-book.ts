@@ -1,17 +1,23 @@
-import type { EventStore, SnapshotStore } from '../../event-store/src';
+import type { EventStore, SnapshotPolicy, SnapshotStore } from '../../event-store/src';
 import { END, handleCommand, loadState, StreamNotFoundError } from '../../event-store/src';
 import {
   causeOf,
+  checkLedgerSnapshot,
+  entriesBeforeWindow,
   evolve,
+  hasRecentCause,
   initialLedgerState,
   LedgerCommand,
+  LEDGER_FOLD_VERSION,
   LedgerError,
   LedgerEvent,
   LedgerId,
+  ledgerSnapshotOf,
   ledgerDecider,
   ledgerEntryId,
   LedgerState,
   ledgerStreamName,
+  needsCauseLookup,
   ReservationRefusal,
 } from '../../ledger/src';
 import type { Position } from '../../event-store/src';
@@ -30,32 +36,105 @@ export interface Posted {
 export const LEDGER_SNAPSHOT_EVERY = 500;
 const OUT_OF_ORDER_WINDOW_MS = 3600_000;
 
-/** Bump when LedgerState changes shape. */
-export const LEDGER_STATE_VERSION = 3;
+
+/**
+ * An exact index of the causes a ledger has posted, derived from its log (in the
+ * gateway: the `ledger_entries` read model). It may lag the log, never run ahead of
+ * it nor skip an entry: it holds every entry of the ledger up to `completeThrough`.
+ */
+export interface LedgerCauseIndex {
+  /**
+   * Read at one instant: the revision of the entry that posted `cause` in the ledger,
+   * if the index holds it, and the highest revision up to which it holds every entry
+   * of the ledger (-1 when it holds none).
+   */
+  find(ledger: LedgerId, cause: string): Promise<{ readonly revision: bigint | null; readonly completeThrough: bigint }>;
+}
+
+/** No index: a cause older than the window is looked for in the stream itself. */
+export const NO_CAUSE_INDEX: LedgerCauseIndex = { find: async () => ({ revision: null, completeThrough: -1n }) };
+
+/** What the book tells the process (metrics, logs). Must not throw; must be cheap. */
+export interface LedgerBookObserver {
+  /**
+   * A cause older than the window of recent causes was looked up: found or not, and
+   * how many entries had to be read from the stream beyond what the index holds.
+   */
+  causeLookedUp?(streamName: string, found: boolean, entriesReadFromStream: number): void;
+  /**
+   * The event store refused an entry id it already holds: the book's own check of
+   * the cause missed a repeat that the store happened to stop (PostgreSQL's unique
+   * event ids). A bug to look into: EventStoreDB would have stored the entry twice.
+   */
+  duplicateStoppedByStore?(streamName: string, cause: string): void;
+  /** A stored snapshot failed its checks on load: ignored, the ledger folded from its events. */
+  snapshotRejected?(streamName: string, revision: bigint, reason: string): void;
+}
+
+export interface LedgerBookOptions {
+  /** Where causes older than the window are looked up first (default: none, the stream is read). */
+  readonly causes?: LedgerCauseIndex;
+  readonly observer?: LedgerBookObserver;
+}
+
+/** Entries read per page when looking for a cause in the stream. */
+const CAUSE_SCAN_PAGE = 1000;
 
 /**
  * The merchants' ledgers, persisted in the event store: one stream per account and
  * mode, optimistic concurrency with retry, snapshots so a command's cost does not
  * grow with the ledger's history.
+ *
+ * The same cause never posts twice, however old, on any event store: the state's
+ * window answers recent causes; on a ledger longer than the window, a cause the
+ * state cannot answer is looked up exactly in the log (the cause index up to what
+ * it holds, the stream itself between that and the window) and the answer is given
+ * to the decision (`postedBeforeWindow`). The deterministic entry ids stay a second
+ * line of defence where the store enforces them (PostgreSQL).
  */
 export class LedgerBook {
+  private readonly causes: LedgerCauseIndex;
+  private readonly observer: LedgerBookObserver;
+
   constructor(
     private readonly store: EventStore,
-    private readonly snapshots: SnapshotStore,
-  ) {}
-
-  private get snapshotPolicy() {
-    return { store: this.snapshots, schemaVersion: LEDGER_STATE_VERSION, every: LEDGER_SNAPSHOT_EVERY };
+    snapshots: SnapshotStore,
+    options: LedgerBookOptions = {},
+  ) {
+    this.causes = options.causes ?? NO_CAUSE_INDEX;
+    this.observer = options.observer ?? {};
+    this.snapshotPolicy = {
+      store: snapshots,
+      schemaVersion: LEDGER_FOLD_VERSION,
+      every: LEDGER_SNAPSHOT_EVERY,
+      encode: ledgerSnapshotOf,
+      check: checkLedgerSnapshot,
+      onRejected: (streamName, revision, problems) => this.tell((o) => o.snapshotRejected?.(streamName, revision, problems.join('; '))),
+    };
   }
+
+  /**
+   * Snapshots are checked, not trusted: versioned by the fold itself, stored with a
+   * digest, and checked against the stream on every load (entry count, the entry at
+   * their revision, the invariants). One that fails is ignored, reported and discarded.
+   */
+  private readonly snapshotPolicy: SnapshotPolicy<LedgerState>;
 
   /** Posts the request's entry, or refuses it with a LedgerError. Idempotent per cause. */
   async post(ledger: LedgerId, request: LedgerRequest): Promise<Posted> {
-    const command = { ...request, entryId: ledgerEntryId(ledger, causeOf(request as LedgerCommand)) } as LedgerCommand;
-    const result = await handleCommand(this.store, ledgerStreamName(ledger), ledgerDecider, command, {
+    const cause = causeOf(request as LedgerCommand);
+    const command = { ...request, entryId: ledgerEntryId(ledger, cause) } as LedgerCommand;
+    const streamName = ledgerStreamName(ledger);
+    const result = await handleCommand(this.store, streamName, ledgerDecider, command, {
       eventId: (event) => event.data.entryId,
       snapshots: this.snapshotPolicy,
       onDuplicateEventId: 'already_handled',
+      onDuplicateEventIdRefused: () => this.tell((o) => o.duplicateStoppedByStore?.(streamName, cause)),
       metadata: { accountId: ledger.accountId, mode: ledger.mode },
+      prepare: async (toDecide, loaded) =>
+        needsCauseLookup(toDecide, loaded.state)
+          ? { ...toDecide, postedBeforeWindow: (await this.olderEntryOf(ledger, cause, loaded.state)) !== null }
+          : toDecide,
     });
     if (!result.ok) throw result.failure;
     return { entry: result.events[0]?.data ?? null, state: result.state, position: result.position };
@@ -72,23 +151,90 @@ export class LedgerBook {
     request: Omit<Extract<LedgerRequest, { type: 'ReserveFunds' }>, 'recordRefusal'>,
   ): Promise<{ readonly outcome: 'reserved' } | { readonly outcome: 'refused'; readonly refusal: ReservationRefusal }> {
     const posted = await this.post(ledger, { ...request, recordRefusal: true });
-    const entry = posted.entry ?? (Object.hasOwn(posted.state.reservations, request.reservationId) ? null : await this.entryOf(ledger, causeOf({ ...request, entryId: '' })));
+    const entry =
+      posted.entry ??
+      (Object.hasOwn(posted.state.reservations, request.reservationId)
+        ? null
+        : await this.entryOf(ledger, causeOf({ ...request, entryId: '' }), posted.state));
     if (entry === null || entry.kind === 'funds_reserved') return { outcome: 'reserved' };
     if (entry.kind === 'reservation_refused') return { outcome: 'refused', refusal: entry.refusal! };
     throw new Error(`Entry ${entry.entryId} of cause reserve:${request.reservationId} is ${entry.kind}`);
   }
 
-  /** The entry a cause posted, searched from the newest entry back. */
-  private async entryOf(ledger: LedgerId, cause: string): Promise<LedgerEvent['data']> {
-    const entryId = ledgerEntryId(ledger, cause);
+  /**
+   * The entry a cause posted, on a ledger whose state (`state`, or a later one) says
+   * it posted: a recent cause is searched from the newest entry back, an older one
+   * looked up like any cause older than the window.
+   */
+  private async entryOf(ledger: LedgerId, cause: string, state: LedgerState): Promise<LedgerEvent['data']> {
+    const streamName = ledgerStreamName(ledger);
+    if (!hasRecentCause(state, cause)) {
+      const found = await this.olderEntryOf(ledger, cause, state);
+      if (found) return found;
+      throw new Error(`No entry of cause ${cause} in ${streamName}`);
+    }
     let from: bigint | typeof END = END;
     for (;;) {
-      const page = await this.store.readStream(ledgerStreamName(ledger), { direction: 'backwards', fromRevision: from, maxCount: 1000 });
-      const found = page.find((e) => (e.data as unknown as LedgerEvent['data']).entryId === entryId);
+      const page = await this.store.readStream(streamName, { direction: 'backwards', fromRevision: from, maxCount: CAUSE_SCAN_PAGE });
+      const found = page.find((e) => (e.data as unknown as LedgerEvent['data']).cause === cause);
       if (found) return found.data as unknown as LedgerEvent['data'];
       const last = page[page.length - 1];
-      if (page.length < 1000 || !last || last.revision === 0n) throw new Error(`No entry of cause ${cause} in ${ledgerStreamName(ledger)}`);
+      if (page.length < CAUSE_SCAN_PAGE || !last || last.revision === 0n) throw new Error(`No entry of cause ${cause} in ${streamName}`);
       from = last.revision - 1n;
+    }
+  }
+
+  /**
+   * The entry older than the state's window that posted `cause`, or null: exact for
+   * any age and any event store. The index answers for the entries it holds (every
+   * one up to `completeThrough`); the entries between those and the window are read
+   * from the stream. So the answer is exact however far the index lags the log, and
+   * after PostgreSQL is restored from a backup (the index then rolls back together
+   * with what it covers). An entry the index finds that a concurrent command posted
+   * after this state was loaded counts too: the cause has posted.
+   */
+  private async olderEntryOf(ledger: LedgerId, cause: string, state: LedgerState): Promise<LedgerEvent['data'] | null> {
+    const streamName = ledgerStreamName(ledger);
+    const windowStart = BigInt(entriesBeforeWindow(state));
+    const indexed = await this.causes.find(ledger, cause);
+    if (indexed.revision !== null) {
+      const [event] = await this.store.readStream(streamName, { fromRevision: indexed.revision, maxCount: 1 });
+      const data = event?.data as unknown as LedgerEvent['data'] | undefined;
+      if (data?.cause === cause) {
+        this.tell((o) => o.causeLookedUp?.(streamName, true, 0));
+        return data;
+      }
+      // The index names an entry the stream does not have there: it is not derived
+      // from this log (a restore of one store without the other). Trust the stream.
+      return this.scanForCause(streamName, cause, 0n, windowStart);
+    }
+    return this.scanForCause(streamName, cause, indexed.completeThrough + 1n, windowStart);
+  }
+
+  /** Reads revisions [from, before) of the stream looking for the entry of `cause`. */
+  private async scanForCause(streamName: string, cause: string, from: bigint, before: bigint): Promise<LedgerEvent['data'] | null> {
+    let read = 0;
+    let found: LedgerEvent['data'] | null = null;
+    for (let next = from; next < before && found === null; ) {
+      const remaining = before - next;
+      const page = await this.store.readStream(streamName, {
+        fromRevision: next,
+        maxCount: remaining < BigInt(CAUSE_SCAN_PAGE) ? Number(remaining) : CAUSE_SCAN_PAGE,
+      });
+      if (page.length === 0) break;
+      read += page.length;
+      found = (page.find((e) => (e.data as unknown as LedgerEvent['data']).cause === cause)?.data as unknown as LedgerEvent['data']) ?? null;
+      next = page[page.length - 1]!.revision + 1n;
+    }
+    this.tell((o) => o.causeLookedUp?.(streamName, found !== null, read));
+    return found;
+  }
+
+  private tell(call: (observer: LedgerBookObserver) => void): void {
+    try {
+      call(this.observer);
+    } catch {
+      /* an observer never breaks a command */
     }
   }
 

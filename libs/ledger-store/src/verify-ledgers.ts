@@ -1,12 +1,15 @@
+import { isDeepStrictEqual } from 'node:util';
 import type { Pool } from 'pg';
 import type { EventStore, Position, RecordedEvent } from '../../event-store/src';
 import { comparePositions } from '../../event-store/src';
 import {
+  checkLedgerSnapshot,
   entryViolations,
   evolve,
   initialLedgerState,
   LEDGER_ACCOUNTS,
   LEDGER_CATEGORY,
+  LEDGER_FOLD_VERSION,
   LedgerEntryPostedData,
   ledgerIdFromStream,
   LedgerState,
@@ -24,7 +27,8 @@ export interface VerifyProblem {
     | 'balance_differs'
     | 'entry_count_differs'
     | 'missing_in_read_model'
-    | 'unknown_in_read_model';
+    | 'unknown_in_read_model'
+    | 'snapshot_differs';
   readonly detail: string;
 }
 
@@ -32,6 +36,8 @@ export interface VerifyReport {
   readonly ledgers: number;
   readonly entries: number;
   readonly eventsRead: number;
+  /** Stored ledger snapshots of the current fold version, each compared with the ledger re-folded to its revision. */
+  readonly snapshotsChecked: number;
   readonly comparedAt: Position | null;
   readonly problems: readonly VerifyProblem[];
   /** Facts worth printing that are not differences (e.g. the read model lagging the log). */
@@ -51,8 +57,9 @@ interface Replayed {
  * Replays every ledger from the global log, checks every invariant after every
  * entry (each entry balances, no merchant account below zero, all accounts sum to
  * zero, open holds and reservations match pending and reserved, no cause or entry
- * posted twice, no revision gap), and compares the ledgers as of the ledger
- * projection's checkpoint with its tables, read in one snapshot.
+ * posted twice, no revision gap), compares every stored snapshot with the ledger
+ * re-folded to its revision, and compares the ledgers as of the ledger projection's
+ * checkpoint with its tables, read in one snapshot.
  */
 export async function verifyLedgers(
   pool: Pool,
@@ -76,6 +83,22 @@ export async function verifyLedgers(
   } finally {
     snapshot.release();
   }
+
+  // The stored snapshots (a cache the loader checks; here each is compared with the re-folded ledger).
+  const snapshotRows = (
+    await pool.query<{ stream_name: string; revision: string; schema_version: number; state: unknown }>(
+      `SELECT stream_name, revision, schema_version, state FROM aggregate_snapshots WHERE stream_name LIKE '${LEDGER_CATEGORY}-%'`,
+    )
+  ).rows;
+  const snapshots = new Map<string, { revision: bigint; stored: unknown }>();
+  for (const row of snapshotRows) {
+    if (row.schema_version === LEDGER_FOLD_VERSION) snapshots.set(row.stream_name, { revision: BigInt(row.revision), stored: row.state });
+  }
+  const staleSnapshots = snapshotRows.length - snapshots.size;
+  if (staleSnapshots > 0) {
+    notes.push(`${staleSnapshots} ledger snapshot(s) of another fold version: ignored when their ledger is loaded, not compared`);
+  }
+  const snapshotsChecked = snapshots.size;
 
   const head = await store.headPosition();
   if (head && comparePositions(checkpoint, head) < 0) {
@@ -118,6 +141,11 @@ export async function verifyLedgers(
       for (const v of [...entryViolations(ledgerEvent), ...stateViolations(replayed.state, data.entryId)]) {
         problems.push({ ledger: name, kind: 'invariant', detail: `${v.rule} after entry ${v.entryId}: ${v.detail}` });
       }
+      const snapshot = snapshots.get(name);
+      if (snapshot && snapshot.revision === event.revision) {
+        problems.push(...snapshotProblems(name, snapshot, replayed.state, data));
+        snapshots.delete(name);
+      }
       if (comparePositions(event.position, checkpoint) <= 0) {
         replayed.atCheckpoint = replayed.state;
         replayed.entriesAtCheckpoint++;
@@ -129,6 +157,15 @@ export async function verifyLedgers(
       options.onProgress?.(eventsRead, Math.min(1, fraction));
     }
     if (page.length < 2000) break;
+  }
+
+  for (const [name, snapshot] of snapshots) {
+    const last = ledgers.get(name)?.lastRevision;
+    problems.push({
+      ledger: name,
+      kind: 'snapshot_differs',
+      detail: `snapshot at revision ${snapshot.revision}, but the stream ${last === undefined ? 'has no entry' : `ends at revision ${last}`}`,
+    });
   }
 
   // Compare, both ways, with the read model.
@@ -165,5 +202,28 @@ export async function verifyLedgers(
     if (!ledgers.has(name)) problems.push({ ledger: name, kind: 'unknown_in_read_model', detail: 'the read model has a ledger the log does not' });
   }
 
-  return { ledgers: ledgers.size, entries, eventsRead, comparedAt: checkpoint, problems, notes };
+  return { ledgers: ledgers.size, entries, eventsRead, snapshotsChecked, comparedAt: checkpoint, problems, notes };
+}
+
+/** What differs between a stored snapshot and the ledger re-folded to its revision (`replayed`). */
+function snapshotProblems(ledger: string, snapshot: { revision: bigint; stored: unknown }, replayed: LedgerState, entry: LedgerEntryPostedData): VerifyProblem[] {
+  const problems: VerifyProblem[] = [];
+  const at = `snapshot at revision ${snapshot.revision}`;
+  const checked = checkLedgerSnapshot(snapshot.stored, snapshot.revision, { data: entry });
+  if ('problems' in checked) problems.push({ ledger, kind: 'snapshot_differs', detail: `${at} fails its checks: ${checked.problems.join('; ')}` });
+  const stored = (snapshot.stored as { state?: Partial<LedgerState> } | null)?.state;
+  // As stored (JSON): the same plain data, whatever the order of keys.
+  const expected = JSON.parse(JSON.stringify(replayed)) as LedgerState;
+  if (!stored || !isDeepStrictEqual(stored, expected)) {
+    const differs: string[] = [];
+    for (const account of LEDGER_ACCOUNTS) {
+      const had = stored?.balances?.[account];
+      if (had !== expected.balances[account]) differs.push(`${account}: log says ${expected.balances[account]}, snapshot says ${String(had)}`);
+    }
+    for (const part of ['holds', 'reservations', 'recentCauses', 'recentPayouts', 'entries'] as const) {
+      if (!isDeepStrictEqual(stored?.[part], expected[part])) differs.push(`${part} differ`);
+    }
+    problems.push({ ledger, kind: 'snapshot_differs', detail: `${at} differs from the ledger re-folded from its stream: ${differs.join('; ')}` });
+  }
+  return problems;
 }

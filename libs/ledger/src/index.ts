@@ -2,3 +2,4 @@ export * from './money';
 export * from './ledger';
 export * from './ledger-id';
 export * from './ledger-decider';
+export * from './ledger-snapshot';

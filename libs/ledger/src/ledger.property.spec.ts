@@ -13,22 +13,27 @@
 import fc from 'fast-check';
 import { isDeepStrictEqual } from 'node:util';
 import {
+  CauseHistoryMissingError,
   causeOf,
+  entriesBeforeWindow,
   entryViolations,
   foldLedger,
   LEDGER_ACCOUNTS,
-  LedgerAccount,
   LedgerCommand,
   LedgerError,
-  LedgerErrorCode,
   LedgerEvent,
   LedgerState,
   MERCHANT_ACCOUNTS,
+  needsCauseLookup,
+  RECENT_CAUSES_KEPT,
   ReservationPurpose,
   stateViolations,
 } from './ledger';
 import { ledgerDecider } from './ledger-decider';
 import { LedgerId, ledgerEntryId } from './ledger-id';
+import { expectAndApply, newModel, Outcome } from '../../../test/support/ledger-model';
+import { LongRunResolver, longRuns, LongStep } from '../../../test/support/ledger-long-runs';
+import { fastCheckSeed } from '../../../test/support/test-seed';
 
 /**
  * 500 sequences of 0..60 commands: about 13 600 decisions per property, some 80 000
@@ -304,89 +309,7 @@ class Problems {
 const isPosted = (d: LedgerEvent[] | LedgerError): d is LedgerEvent[] => Array.isArray(d) && d.length > 0;
 
 // ---------------------------------------------------------------------------------
-// An independent model of what each command should do (within the window of recent
-// causes, which a run of at most MAX_COMMANDS entries never leaves).
-
-type Outcome = 'posted' | 'repeat' | LedgerErrorCode;
-
-interface Model {
-  readonly causes: Set<string>;
-  readonly holds: Map<string, { amount: number; releaseAt: string | null }>;
-  readonly reservations: Map<string, { purpose: ReservationPurpose; amount: number }>;
-  readonly balances: Record<LedgerAccount, number>;
-}
-
-const newModel = (): Model => ({
-  causes: new Set(),
-  holds: new Map(),
-  reservations: new Map(),
-  balances: Object.fromEntries(LEDGER_ACCOUNTS.map((a) => [a, 0])) as Record<LedgerAccount, number>,
-});
-
-const kopecks = (n: unknown, allowZero: boolean): boolean =>
-  typeof n === 'number' && Number.isInteger(n) && Math.abs(n) <= Number.MAX_SAFE_INTEGER && (allowZero ? n >= 0 : n > 0);
-
-/** What the command should do to the model; applies it when it posts. */
-function expectAndApply(model: Model, command: LedgerCommand): Outcome {
-  const cause = causeOf(command);
-  if (model.causes.has(cause)) return 'repeat';
-  const b = model.balances;
-  switch (command.type) {
-    case 'RecordPayment': {
-      const { netAmount: net, feeAmount: fee } = command;
-      if (!kopecks(net, true) || !kopecks(fee, true) || net + fee === 0) return 'invalid_amount';
-      b.acquiring_clearing -= net + fee;
-      b.fees += fee;
-      // A zero net opens no hold: there is nothing to hold or to release.
-      if (command.releaseAt === null || net === 0) b.available += net;
-      else {
-        b.pending += net;
-        model.holds.set(command.invoiceId, { amount: net, releaseAt: command.releaseAt });
-      }
-      break;
-    }
-    case 'ReleaseHold': {
-      const hold = model.holds.get(command.invoiceId);
-      if (!hold) return 'hold_not_found';
-      if (hold.releaseAt !== null && Date.parse(command.at) < Date.parse(hold.releaseAt)) return 'hold_not_due';
-      b.pending -= hold.amount;
-      b.available += hold.amount;
-      model.holds.delete(command.invoiceId);
-      break;
-    }
-    case 'ReserveFunds': {
-      if (!kopecks(command.amount, false)) return 'invalid_amount';
-      if (model.reservations.has(command.reservationId)) return 'duplicate_reservation';
-      if (command.amount > b.available) return 'insufficient_balance';
-      b.available -= command.amount;
-      b.reserved += command.amount;
-      model.reservations.set(command.reservationId, { purpose: command.purpose, amount: command.amount });
-      break;
-    }
-    case 'SettleReservation': {
-      const r = model.reservations.get(command.reservationId);
-      if (!r) return 'reservation_not_found';
-      const fee = command.feeAmount ?? 0;
-      if (!kopecks(fee, true) || fee > r.amount || (r.purpose === 'refund' && fee !== 0)) return 'invalid_amount';
-      b.reserved -= r.amount;
-      if (r.purpose === 'refund') b.refunds_paid += r.amount;
-      else b.payouts_sent += r.amount - fee;
-      b.fees += fee;
-      model.reservations.delete(command.reservationId);
-      break;
-    }
-    case 'ReleaseReservation': {
-      const r = model.reservations.get(command.reservationId);
-      if (!r) return 'reservation_not_found';
-      b.reserved -= r.amount;
-      b.available += r.amount;
-      model.reservations.delete(command.reservationId);
-      break;
-    }
-  }
-  model.causes.add(cause);
-  return 'posted';
-}
+// The independent model (test/support/ledger-model.ts) says what each command should do.
 
 const outcomeOf = (decision: LedgerEvent[] | LedgerError): Outcome =>
   decision instanceof LedgerError ? decision.code : decision.length === 0 ? 'repeat' : 'posted';
@@ -586,5 +509,113 @@ describe('ledger properties (random command sequences)', () => {
     const atLeast = (key: string) => (key === 'release exactly at releaseAt' ? 5 : 20);
     const rare = wanted.filter((key) => (seen.get(key) ?? 0) < atLeast(key)).map((key) => `${key}: ${seen.get(key) ?? 0}`);
     expect(rare).toEqual([]);
+  });
+});
+
+// ---------------------------------------------------------------------------------
+// Long runs: across the window of recent causes
+
+/**
+ * Runs of 4,000 to 6,000 commands (test/support/ledger-long-runs.ts): fresh invoices
+ * and reservations grow the ledger well past RECENT_CAUSES_KEPT entries, and retries
+ * of earlier commands of any age come back after the window has moved on. Each
+ * command is decided as LedgerBook decides it: when `needsCauseLookup` says the state
+ * cannot tell, the answer is looked up exactly in the run's own log (every cause it
+ * posted) and given as `postedBeforeWindow`. LEDGER_LONG_RUNS sets how many runs
+ * (default 5, a few seconds). The seed is printed; TEST_SEED replays it.
+ */
+const LONG_RUNS = Number(process.env.LEDGER_LONG_RUNS ?? 5);
+
+interface LongRunStats {
+  steps: number;
+  entries: number;
+  lookups: number;
+  /** Retries of a cause posted before the window's start (only the log could tell). */
+  repeatsOlderThanWindow: number;
+  /** Lookups that found nothing: a new cause on a long ledger. */
+  newCausesLookedUp: number;
+}
+
+function runLong(plan: readonly LongStep[], problems: Problems): { stats: LongRunStats; events: LedgerEvent[]; state: LedgerState } {
+  const resolver = new LongRunResolver();
+  const model = newModel();
+  const events: LedgerEvent[] = [];
+  /** The log's exact index: the revision at which each cause posted. */
+  const postedAt = new Map<string, number>();
+  let state = ledgerDecider.initialState();
+  const stats: LongRunStats = { steps: 0, entries: 0, lookups: 0, repeatsOlderThanWindow: 0, newCausesLookedUp: 0 };
+  plan.forEach((step, i) => {
+    const next = resolver.next(step, model);
+    if (next === null) return;
+    stats.steps++;
+    let command = withEntryId(next.request as Omit<LedgerCommand, 'entryId'>);
+    const cause = causeOf(command);
+    if (needsCauseLookup(command, state)) {
+      stats.lookups++;
+      const revision = postedAt.get(cause);
+      // What only the log can tell is older than the window: the window holds the rest.
+      problems.check(revision === undefined || revision < entriesBeforeWindow(state), i, () => `${cause} at ${revision} is inside the window`);
+      if (revision === undefined) stats.newCausesLookedUp++;
+      else if (next.retried) stats.repeatsOlderThanWindow++;
+      command = { ...command, postedBeforeWindow: revision !== undefined };
+    }
+    const decision = ledgerDecider.decide(command, state);
+    const expected = expectAndApply(model, command);
+    problems.check(outcomeOf(decision) === expected, i, () => `${cause}: ${describeDecision(decision)}, the model expects ${expected}`);
+    if (Array.isArray(decision)) {
+      for (const event of decision) {
+        postedAt.set(event.data.cause, events.length);
+        events.push(event);
+        state = ledgerDecider.evolve(state, event);
+      }
+    }
+    problems.same(state.balances, model.balances, i, 'balances');
+    problems.check(Object.keys(state.holds).length === model.holds.size, i, () => 'open holds differ in number');
+    problems.check(Object.keys(state.reservations).length === model.reservations.size, i, () => 'open reservations differ in number');
+    if (i % 100 === 0 || i === plan.length - 1) {
+      problems.same({ ...state.holds }, Object.fromEntries(model.holds), i, 'holds');
+      problems.same({ ...state.reservations }, Object.fromEntries(model.reservations), i, 'reservations');
+      problems.same(stateViolations(state), [], i, 'stateViolations');
+    }
+  });
+  stats.entries = events.length;
+  return { stats, events, state };
+}
+
+describe('ledger properties across the window of recent causes (runs of thousands of commands)', () => {
+  it('every decision is the independent model\'s, retries of any age post nothing, and replay equals live', () => {
+    fc.assert(
+      fc.property(longRuns(4_000, 6_000), (plan) => {
+        const problems = new Problems();
+        const { stats, events, state } = runLong(plan, problems);
+        problems.assertNone();
+        // The run did cross the window, and old retries did come back.
+        expect(stats.entries).toBeGreaterThan(RECENT_CAUSES_KEPT + 100);
+        expect(stats.lookups).toBeGreaterThan(0);
+        expect(stats.repeatsOlderThanWindow).toBeGreaterThan(0);
+        // No cause twice in the log, and the log folds (also from a JSON snapshot) into the live state.
+        const causes = events.map((e) => e.data.cause);
+        expect(new Set(causes).size).toBe(causes.length);
+        expect(foldLedger(events)).toStrictEqual(state);
+        const cut = Math.floor(events.length / 2);
+        const snapshot = JSON.parse(JSON.stringify(foldLedger(events.slice(0, cut)))) as LedgerState;
+        expect(foldLedger(events.slice(cut), snapshot)).toStrictEqual(state);
+        if (process.env.LEDGER_PROPERTY_STATS) console.log(stats);
+      }),
+      // No shrinking: a plan of thousands of steps would take minutes to shrink; the seed replays it.
+      { numRuns: LONG_RUNS, seed: fastCheckSeed('ledger long runs'), endOnFailure: true },
+    );
+    // A few seconds alone; the suite's process-level tests share the 2 cores and can slow it several-fold.
+  }, 120_000);
+
+  it('without the log\'s answer a long ledger is never decided by guessing', () => {
+    const [plan] = fc.sample(longRuns(4_000, 4_000), { numRuns: 1, seed: 7 });
+    const problems = new Problems();
+    const { state } = runLong(plan!, problems);
+    problems.assertNone();
+    expect(entriesBeforeWindow(state)).toBeGreaterThan(0);
+    const fresh = withEntryId({ type: 'RecordPayment', invoiceId: 'inv_never', netAmount: 1, feeAmount: 0, releaseAt: null, at: '2030-01-01T00:00:00.000Z' } as Omit<LedgerCommand, 'entryId'>);
+    expect(needsCauseLookup(fresh, state)).toBe(true);
+    expect(() => ledgerDecider.decide(fresh, state)).toThrow(CauseHistoryMissingError);
   });
 });

@@ -98,8 +98,9 @@ export const RECENT_PAYOUT_WINDOW_MS = 60_000;
 
 /**
  * Everything a decision needs, and nothing that grows with history: balances, the
- * holds and reservations still open, and a bounded window of recent causes (older
- * duplicates are stopped by the deterministic entry ids: see ledger-entry-id.ts).
+ * holds and reservations still open, and a bounded window of recent causes. Whether
+ * a cause older than the window posted is the log's answer, given with the command
+ * (`postedBeforeWindow`, see `needsCauseLookup`).
  */
 export interface LedgerState {
   readonly balances: Balances;
@@ -119,6 +120,15 @@ const CAUSE_CHUNK = 64;
 
 export const hasRecentCause = (state: LedgerState, cause: string): boolean =>
   state.recentCauses.some((chunk) => chunk.includes(cause));
+
+/** How many causes the window holds (at least RECENT_CAUSES_KEPT once the ledger is that long). */
+export const rememberedCauses = (state: LedgerState): number => state.recentCauses.reduce((n, chunk) => n + chunk.length, 0);
+
+/**
+ * The entries older than the window of recent causes: revisions 0 to this number − 1
+ * of the ledger's stream. 0 while the window still holds the whole ledger.
+ */
+export const entriesBeforeWindow = (state: LedgerState): number => state.entries - rememberedCauses(state);
 
 function rememberCause(chunks: LedgerState['recentCauses'], cause: string): LedgerState['recentCauses'] {
   const last = chunks[chunks.length - 1];
@@ -149,6 +159,13 @@ interface CommandBase {
   readonly entryId: string;
   /** The gateway clock's time of the decision, ISO 8601. */
   readonly at: string;
+  /**
+   * Whether an entry older than the state's window of recent causes posted this
+   * command's cause: the log's answer, looked up exactly by the caller (LedgerBook)
+   * when `needsCauseLookup(command, state)` says the state cannot tell. Without it
+   * such a command cannot be decided (decide throws CauseHistoryMissingError).
+   */
+  readonly postedBeforeWindow?: boolean;
 }
 
 export type LedgerCommand =
@@ -190,7 +207,6 @@ export type LedgerErrorCode =
   | 'hold_not_found'
   | 'hold_not_due'
   | 'reservation_not_found'
-  | 'duplicate_reservation'
   | 'too_many_pending'
   | 'duplicate_request'
   | 'invalid_time';
@@ -230,12 +246,63 @@ const lookup = <T>(record: Readonly<Record<string, T>>, id: string): T | undefin
   Object.hasOwn(record, id) ? record[id] : undefined;
 
 /**
+ * Thrown by `decide` when only the entries older than the window could tell whether
+ * the command's cause already posted and the command does not carry the log's
+ * answer (`postedBeforeWindow`): a bug of the caller, never a merchant's error.
+ */
+export class CauseHistoryMissingError extends Error {
+  constructor(readonly ledgerCause: string) {
+    super(`cause ${ledgerCause}: the ledger is longer than its window of recent causes and the command does not say whether an older entry posted it`);
+    this.name = 'CauseHistoryMissingError';
+  }
+}
+
+/**
+ * Whether the command's cause already posted, as far as the state alone can tell:
+ * a cause in the window of recent causes did; what is still open tells for some
+ * causes whatever their age (an open hold was opened by its payment and not yet
+ * released; an open reservation was reserved and neither settled nor released,
+ * since every cause posts at most once); a ledger the window holds whole has posted
+ * nothing else. Otherwise only the older entries can tell: 'ask the log'.
+ */
+function postedAsFarAsStateTells(command: LedgerCommand, state: LedgerState): boolean | 'ask the log' {
+  if (hasRecentCause(state, causeOf(command))) return true;
+  switch (command.type) {
+    case 'RecordPayment':
+      if (lookup(state.holds, command.invoiceId)) return true;
+      break;
+    case 'ReleaseHold':
+      if (lookup(state.holds, command.invoiceId)) return false;
+      break;
+    case 'ReserveFunds':
+      if (lookup(state.reservations, command.reservationId)) return true;
+      break;
+    case 'SettleReservation':
+    case 'ReleaseReservation':
+      if (lookup(state.reservations, command.reservationId)) return false;
+      break;
+  }
+  return entriesBeforeWindow(state) === 0 ? false : 'ask the log';
+}
+
+/**
+ * True when deciding the command needs the log's answer to "did an entry older than
+ * the window post this cause?" (`postedBeforeWindow`): only on a ledger longer than
+ * the window, for a cause neither in the window nor told by what is open.
+ */
+export const needsCauseLookup = (command: LedgerCommand, state: LedgerState): boolean =>
+  postedAsFarAsStateTells(command, state) === 'ask the log';
+
+/**
  * The entries the command posts: [] when its cause already posted (an idempotent
- * repeat), or a LedgerError when it may not post.
+ * repeat, however old), or a LedgerError when it may not post.
  */
 export function decide(command: LedgerCommand, state: LedgerState): LedgerEvent[] | LedgerError {
   const cause = causeOf(command);
-  if (hasRecentCause(state, cause)) return [];
+  const told = postedAsFarAsStateTells(command, state);
+  const posted = told === 'ask the log' ? command.postedBeforeWindow : told;
+  if (posted === undefined) throw new CauseHistoryMissingError(cause);
+  if (posted) return [];
   if (Number.isNaN(Date.parse(command.at))) return new LedgerError('invalid_time', `Некорректное время решения: ${command.at}`);
   const entry = (kind: EntryKind, postings: Posting[], extra: Partial<LedgerEntryPostedData> = {}): LedgerEvent[] => [
     {
@@ -250,7 +317,6 @@ export function decide(command: LedgerCommand, state: LedgerState): LedgerEvent[
       if (!isAmount(command.netAmount, true) || !isAmount(command.feeAmount, true) || !isAmount(gross)) {
         return new LedgerError('invalid_amount', 'Сумма платежа и комиссии должна быть неотрицательным целым числом копеек, не нулём');
       }
-      if (lookup(state.holds, command.invoiceId)) return [];
       // A hold of nothing is no hold: zero net goes nowhere and there is nothing to release later.
       const held = command.releaseAt !== null && command.netAmount > 0;
       const postings: Posting[] = [{ account: 'acquiring_clearing', amount: -gross }];
@@ -275,9 +341,6 @@ export function decide(command: LedgerCommand, state: LedgerState): LedgerEvent[
     }
     case 'ReserveFunds': {
       if (!isAmount(command.amount)) return new LedgerError('invalid_amount', 'Сумма резерва должна быть положительным целым числом копеек');
-      if (lookup(state.reservations, command.reservationId)) {
-        return new LedgerError('duplicate_reservation', `Резерв ${command.reservationId} уже открыт`);
-      }
       const reservation = { id: command.reservationId, purpose: command.purpose, amount: command.amount };
       const refusal = reservationRefusal(command, state);
       if (refusal) {

@@ -1,6 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { AUTH_FAILURE_KINDS, AuthFailureKind } from '../../access/src/auth-failures';
 import type { CommandObserver, LogVisibility } from '../../event-store/src';
+import type { LedgerBookObserver } from '../../ledger-store/src/ledger-book';
 import type { Logger } from '../../logging/src/logger';
 import type { WebhookAttemptOutcome } from '../../webhooks/src/webhook-dispatcher';
 import type { ProjectionLag } from './projection-lag';
@@ -110,16 +111,75 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  private readonly ledgerCauseLookups = new Counter({
+    name: 'ledger_cause_lookups_total',
+    help: "Causes older than a ledger's window of recent causes looked up in the log (cause index, then the stream), by result (posted, new)",
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+
+  private readonly ledgerCauseLookupEntriesRead = new Counter({
+    name: 'ledger_cause_lookup_stream_entries_read_total',
+    help: 'Ledger entries those lookups read from the stream because the cause index did not hold them yet (it lags the log)',
+    registers: [this.registry],
+  });
+
+  private readonly ledgerDuplicatesStoppedByStore = new Counter({
+    name: 'ledger_duplicates_stopped_by_store_total',
+    help: "Ledger entries the event store refused as an id it already holds: the ledger's own cause check missed a repeat (a bug)",
+    registers: [this.registry],
+  });
+
+  private readonly ledgerSnapshotsRejected = new Counter({
+    name: 'ledger_snapshots_rejected_total',
+    help: 'Stored ledger snapshots that failed their checks on load and were ignored (the ledger was folded from its events)',
+    registers: [this.registry],
+  });
+
+  private readonly workerItemFailures = new Counter({
+    name: 'worker_item_failures_total',
+    help: 'Items a periodic worker failed to process (each is retried later with back-off; the others go on), by worker',
+    labelNames: ['worker'] as const,
+    registers: [this.registry],
+  });
+
   constructor(
     options: { defaultMetrics?: boolean } = {},
     private readonly log?: Logger,
   ) {
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+    for (const result of ['posted', 'new'] as const) this.ledgerCauseLookups.inc({ result }, 0);
     for (const kind of AUTH_FAILURE_KINDS) {
       this.authFailures.inc({ kind }, 0);
       this.authRefused.inc({ kind }, 0);
     }
   }
+
+  /** LedgerBook's observer: counts, and logs what needs a look (a duplicate stopped only by the store, a rejected snapshot). */
+  readonly ledgerObserver: LedgerBookObserver = {
+    causeLookedUp: (_streamName, found, entriesReadFromStream) => {
+      this.ledgerCauseLookups.inc({ result: found ? 'posted' : 'new' });
+      if (entriesReadFromStream > 0) this.ledgerCauseLookupEntriesRead.inc(entriesReadFromStream);
+    },
+    duplicateStoppedByStore: (streamName, cause) => {
+      this.ledgerDuplicatesStoppedByStore.inc();
+      this.log?.error({ stream: streamName, cause }, 'ledger: the event store refused a repeat of a cause the ledger did not recognise');
+    },
+    snapshotRejected: (streamName, revision, reason) => {
+      this.ledgerSnapshotsRejected.inc();
+      this.log?.warn({ stream: streamName, revision: revision.toString(), reason }, 'ledger: stored snapshot ignored, folded from the events');
+    },
+  };
+
+  /** Starts worker_item_failures_total{worker} at zero for each worker. */
+  registerWorkers(names: readonly string[]): void {
+    for (const worker of names) this.workerItemFailures.inc({ worker }, 0);
+  }
+
+  /** An item a periodic worker failed to process. */
+  readonly onWorkerItemFailure = (worker: string): void => {
+    this.workerItemFailures.inc({ worker });
+  };
 
   /** One answered HTTP request; `route` is the route pattern or UNMATCHED_ROUTE. */
   observeRequest(method: string, route: string, status: number, seconds: number): void {

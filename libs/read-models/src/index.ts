@@ -10,6 +10,7 @@ export * from './ledger.projection';
 export * from './invoices.projection';
 export * from './refunds.projection';
 export * from './payouts.projection';
+export * from './ledger-cause-index';
 
 /** Every projection the projector runs, by name. */
 export const allProjections: readonly Projection[] = [

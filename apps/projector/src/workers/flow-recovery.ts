@@ -4,36 +4,55 @@ import type { Clock } from '../../../../libs/clock/src';
 import { PaymentsError } from '../../../../libs/payments/src';
 import { AdvancePayout } from '../../../../libs/payments/src/payouts/advance-payout.command';
 import { AdvanceRefund } from '../../../../libs/payments/src/refunds/advance-refund.command';
+import type { WorkerItems } from './worker-items';
 
 /** How long a request may stay half-done before recovery takes it over (the API normally finishes in milliseconds). */
 export const RECOVERY_GRACE_SECONDS = 5;
+
+/** Requests of each kind taken per tick. */
+const BATCH = 50;
 
 /**
  * Finishes the refund and payout requests whose API process died half-way (after
  * the first step, before the answer): each is taken through the same steps the API
  * runs, which decide once, so the outcome is the one the API would have reached,
  * funded (refund pending, payout pending) or refused (amount back to the invoice's
- * remainder; payout refused and its orderId free again). Sent as the AdvanceRefund
- * and AdvancePayout commands.
+ * remainder; payout refused and its orderId free again).
+ *
+ * Each request fails alone (`items`: logged with its id, counted, retried after a
+ * back-off and left out of the selection meanwhile): one that cannot be finished
+ * never holds back the others, oldest first or not.
  */
-export function recoverHalfDoneFlows(pool: Pool, commands: CommandBus, clock: Clock) {
+export function recoverHalfDoneFlows(pool: Pool, commands: CommandBus, clock: Clock, items: WorkerItems) {
   return async (): Promise<number> => {
     const now = clock.now();
     const horizon = new Date(now.getTime() - RECOVERY_GRACE_SECONDS * 1000);
+    const waiting = items.backingOff();
     const refundRequests = await pool.query<{ id: string; invoice_id: string }>(
-      `SELECT id, invoice_id FROM refunds WHERE status = 'requested' AND requested_at <= $1 ORDER BY requested_at LIMIT 50`,
-      [horizon],
+      `SELECT id, invoice_id FROM refunds WHERE status = 'requested' AND requested_at <= $1 AND id <> ALL($2::text[])
+       ORDER BY requested_at LIMIT ${BATCH}`,
+      [horizon, waiting.filter((id) => id.startsWith('refund ')).map((id) => id.slice('refund '.length))],
     );
     const payoutRequests = await pool.query<{ id: string }>(
-      `SELECT id FROM payouts WHERE status = 'requested' AND created_at <= $1 ORDER BY created_at LIMIT 50`,
-      [horizon],
+      `SELECT id FROM payouts WHERE status = 'requested' AND created_at <= $1 AND id <> ALL($2::bigint[])
+       ORDER BY created_at LIMIT ${BATCH}`,
+      [horizon, waiting.filter((id) => id.startsWith('payout ')).map((id) => id.slice('payout '.length))],
     );
-    const refused = (error: unknown) => {
+    const finished = (error: unknown) => {
       // A refusal is an outcome too: the flow is finished.
       if (!(error instanceof PaymentsError)) throw error;
     };
-    for (const r of refundRequests.rows) await commands.execute(new AdvanceRefund(r.invoice_id, r.id, now)).catch(refused);
-    for (const p of payoutRequests.rows) await commands.execute(new AdvancePayout(Number(p.id), now)).catch(refused);
-    return refundRequests.rows.length + payoutRequests.rows.length;
+    return (
+      (await items.each(
+        refundRequests.rows,
+        (r) => `refund ${r.id}`,
+        async (r) => void (await commands.execute(new AdvanceRefund(r.invoice_id, r.id, now)).catch(finished)),
+      )) +
+      (await items.each(
+        payoutRequests.rows,
+        (p) => `payout ${p.id}`,
+        async (p) => void (await commands.execute(new AdvancePayout(Number(p.id), now)).catch(finished)),
+      ))
+    );
   };
 }

@@ -3,25 +3,28 @@ import type { Pool } from 'pg';
 import type { Clock } from '../../../../libs/clock/src';
 import { LedgerError, LedgerMode } from '../../../../libs/ledger/src';
 import { ReleaseHold } from '../../../../libs/payments/src/ledger/release-hold.command';
+import type { WorkerItems } from './worker-items';
 
-/** Moves every hold whose time has come from pending to available (the ReleaseHold command). */
-export function releaseDueHolds(pool: Pool, commands: CommandBus, clock: Clock) {
+/** Moves every hold whose time has come from pending to available (the ReleaseHold command); each hold fails alone (see WorkerItems). */
+export function releaseDueHolds(pool: Pool, commands: CommandBus, clock: Clock, items: WorkerItems) {
   return async (): Promise<number> => {
     const now = clock.now();
     const due = await pool.query<{ account_id: string; mode: LedgerMode; invoice_id: string }>(
-      `SELECT account_id, mode, invoice_id FROM ledger_open_holds WHERE release_at <= $1 ORDER BY release_at LIMIT 100`,
-      [now],
+      `SELECT account_id, mode, invoice_id FROM ledger_open_holds WHERE release_at <= $1 AND invoice_id <> ALL($2::text[])
+       ORDER BY release_at LIMIT 100`,
+      [now, items.backingOff()],
     );
-    let done = 0;
-    for (const hold of due.rows) {
-      try {
-        await commands.execute(new ReleaseHold({ accountId: hold.account_id, mode: hold.mode }, hold.invoice_id, now.toISOString()));
-        done++;
-      } catch (error) {
-        // Released already (the read model lags the ledger by a moment): nothing to do.
-        if (!(error instanceof LedgerError && error.code === 'hold_not_found')) throw error;
-      }
-    }
-    return done;
+    return items.each(
+      due.rows,
+      (hold) => hold.invoice_id,
+      async (hold) => {
+        try {
+          await commands.execute(new ReleaseHold({ accountId: hold.account_id, mode: hold.mode }, hold.invoice_id, now.toISOString()));
+        } catch (error) {
+          // Released already (the read model lags the ledger by a moment): nothing to do.
+          if (!(error instanceof LedgerError && error.code === 'hold_not_found')) throw error;
+        }
+      },
+    );
   };
 }

@@ -2,20 +2,25 @@ import type { CommandBus } from '@nestjs/cqrs';
 import type { Pool } from 'pg';
 import type { Clock } from '../../../../libs/clock/src';
 import { CompleteRefund } from '../../../../libs/payments/src/refunds/complete-refund.command';
+import type { WorkerItems } from './worker-items';
 
 /**
  * The sandbox refund processor: a refund still pending REFUND_PROCESSING_SECONDS
  * after it was created (on the gateway clock) succeeds. Until then the operator can
- * fail it; one that failed meanwhile stays failed. Sent as the CompleteRefund command.
+ * fail it; one that failed meanwhile stays failed. Sent as the CompleteRefund command;
+ * each refund fails alone (see WorkerItems).
  */
-export function completeDueRefunds(pool: Pool, commands: CommandBus, clock: Clock) {
+export function completeDueRefunds(pool: Pool, commands: CommandBus, clock: Clock, items: WorkerItems) {
   return async (): Promise<number> => {
     const now = clock.now();
     const due = await pool.query<{ id: string }>(
-      `SELECT id FROM refunds WHERE status = 'pending' AND process_at <= $1 ORDER BY process_at LIMIT 100`,
-      [now],
+      `SELECT id FROM refunds WHERE status = 'pending' AND process_at <= $1 AND id <> ALL($2::text[]) ORDER BY process_at LIMIT 100`,
+      [now, items.backingOff()],
     );
-    for (const { id } of due.rows) await commands.execute(new CompleteRefund(id, now));
-    return due.rows.length;
+    return items.each(
+      due.rows,
+      ({ id }) => id,
+      async ({ id }) => void (await commands.execute(new CompleteRefund(id, now))),
+    );
   };
 }

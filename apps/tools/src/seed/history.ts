@@ -69,6 +69,7 @@ import {
   LedgerId,
   LedgerState,
   ledgerStreamName,
+  needsCauseLookup,
   MERCHANT_ACCOUNTS,
 } from '../../../../libs/ledger/src';
 import type { LedgerRequest } from '../../../../libs/ledger-store/src';
@@ -152,6 +153,8 @@ interface LedgerSim extends StreamSim {
   readonly id: LedgerId;
   state: LedgerState;
   snapshotRevision: bigint;
+  /** Every cause posted: the exact answer LedgerBook looks up for causes older than the window. */
+  readonly causes: Set<string>;
 }
 interface InvoiceSim extends StreamSim {
   readonly merchant: SeedMerchant;
@@ -720,7 +723,9 @@ export class HistoryGenerator {
    * book's metadata. A refusal of the ledger here is a bug of the simulation.
    */
   private post(ledger: LedgerSim, request: LedgerRequest): LedgerEntryPostedData | null {
-    const command = { ...request, entryId: ledgerEntryId(ledger.id, causeOf(request as LedgerCommand)) } as LedgerCommand;
+    const cause = causeOf(request as LedgerCommand);
+    let command = { ...request, entryId: ledgerEntryId(ledger.id, cause) } as LedgerCommand;
+    if (needsCauseLookup(command, ledger.state)) command = { ...command, postedBeforeWindow: ledger.causes.has(cause) };
     const decision = decide(command, ledger.state);
     if (!Array.isArray(decision)) throw new Error(`seed: ledger ${ledger.streamName} refused ${command.type}: ${decision.message}`);
     for (const event of decision) {
@@ -729,6 +734,7 @@ export class HistoryGenerator {
       for (const account of MERCHANT_ACCOUNTS) if (next.balances[account] < 0) broken.push(`${account} is ${next.balances[account]}`);
       if (broken.length > 0) throw new Error(`seed: ledger ${ledger.streamName} entry ${event.data.entryId} breaks an invariant: ${broken.join('; ')}`);
       ledger.state = next;
+      ledger.causes.add(event.data.cause);
       this.emit(ledger, event.type, event.data, event.data.entryId, { accountId: ledger.id.accountId, mode: ledger.id.mode });
       this.touchedLedgers.add(ledger);
     }
@@ -740,7 +746,7 @@ export class HistoryGenerator {
     const streamName = ledgerStreamName(id);
     let ledger = this.ledgers.get(streamName);
     if (!ledger) {
-      ledger = { streamName, revision: -1n, id, state: initialLedgerState(), snapshotRevision: -1n };
+      ledger = { streamName, revision: -1n, id, state: initialLedgerState(), snapshotRevision: -1n, causes: new Set() };
       this.ledgers.set(streamName, ledger);
     }
     return ledger;

@@ -2,7 +2,8 @@ import type { Pool } from 'pg';
 import type { EventStore, EventToAppend } from '../../../../libs/event-store/src';
 import { PostgresSnapshotStore } from '../../../../libs/event-store/src';
 import type { PayoutMethod } from '../../../../libs/domain/src';
-import { LEDGER_SNAPSHOT_EVERY, LEDGER_STATE_VERSION } from '../../../../libs/ledger-store/src';
+import { LEDGER_FOLD_VERSION, ledgerSnapshotOf } from '../../../../libs/ledger/src';
+import { LEDGER_SNAPSHOT_EVERY } from '../../../../libs/ledger-store/src';
 import { PayoutAddress, PayoutAddresses, ProjectSettings, Registry, WEBHOOK_EVENTS } from '../../../../libs/registry/src';
 import type { SecretBox } from '../../../../libs/secrets/src';
 import { HistoryBatch, HistoryGenerator, HistoryTerms, SeedMerchant } from './history';
@@ -181,7 +182,7 @@ async function writeBatch(
   };
   await Promise.all(Array.from({ length: Math.min(concurrency, queue.length) }, worker));
 
-  await Promise.all(batch.snapshots.map((s) => snapshots.save(s.streamName, s.revision, LEDGER_STATE_VERSION, s.state)));
+  await Promise.all(batch.snapshots.map((s) => snapshots.save(s.streamName, s.revision, LEDGER_FOLD_VERSION, ledgerSnapshotOf(s.state))));
   if (batch.claims.length > 0) {
     await deps.pool.query(
       `INSERT INTO payout_order_ids (account_id, order_id, payout_id)

@@ -38,4 +38,12 @@ export class PostgresSnapshotStore implements SnapshotStore {
       [streamName, revision.toString(), schemaVersion, JSON.stringify(state)],
     );
   }
+
+  async discard(streamName: string, revision: bigint, schemaVersion: number): Promise<void> {
+    await this.pool.query('DELETE FROM aggregate_snapshots WHERE stream_name = $1 AND revision = $2 AND schema_version = $3', [
+      streamName,
+      revision.toString(),
+      schemaVersion,
+    ]);
+  }
 }
