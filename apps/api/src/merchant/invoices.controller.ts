@@ -1,4 +1,4 @@
-import { Body, Controller, Get, Inject, Param, Post, Query, Res, UseGuards, UseInterceptors } from '@nestjs/common';
+import { Controller, Get, Inject, Param, Post, Query, Res, UseGuards, UseInterceptors } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import type { Pool } from 'pg';
 import type { Clock } from '../../../../libs/clock/src';
@@ -13,8 +13,8 @@ import { ACCESS_CONTROL, CLOCK_TOKEN, DATABASE_POOL, INVOICE_SERVICE, PUBLIC_URL
 import type { AccessControl } from '../../../../libs/access/src';
 import type { PublicUrl } from '../tokens';
 import { IdempotencyInterceptor } from '../http/idempotency';
-import { RawBody } from '../http/raw-body';
-import { readCreateInvoiceRequest } from './create-invoice.request';
+import { CreateInvoiceRequest, toInvoiceRequest } from '../invoices/create-invoice.request';
+import { ValidBody } from '../http/request-validation';
 import { Merchant, MerchantAuthGuard, rateLimited } from './merchant-auth.guard';
 
 @Controller('v1/invoices')
@@ -32,11 +32,10 @@ export class InvoicesController {
   @UseInterceptors(IdempotencyInterceptor)
   async create(
     @Merchant() merchant: MerchantIdentity,
-    @Body() body: unknown,
-    @RawBody() rawBody: Buffer | undefined,
+    @ValidBody(CreateInvoiceRequest) body: CreateInvoiceRequest,
     @Res() reply: FastifyReply,
   ) {
-    const request = readCreateInvoiceRequest(body, rawBody);
+    const request = toInvoiceRequest(body);
     if (merchant.mode === 'live' && merchant.project.status !== 'active') {
       throw new ApiError(403, 'project_not_active', `Проект не активен (статус ${merchant.project.status}): боевой ключ не может создавать счета`);
     }

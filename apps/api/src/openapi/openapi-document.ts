@@ -27,6 +27,9 @@ export interface SchemaObject {
   readonly enum?: readonly (string | number | boolean | null)[];
   readonly const?: string | number | boolean | null;
   readonly minimum?: number;
+  readonly multipleOf?: number;
+  readonly maxProperties?: number;
+  readonly not?: SchemaObject;
   readonly maximum?: number;
   readonly minLength?: number;
   readonly maxLength?: number;
