@@ -47,6 +47,14 @@ const REQUIRED_MESSAGE = 'обязательное поле';
 
 /** The nested DTO classes of a class, by property (for instantiation and paths). */
 const NESTED = new WeakMap<object, Map<string, () => RequestClass>>();
+/** What `map` holds for the class or the nearest class it extends. */
+function inherited<V>(map: WeakMap<object, V>, cls: object): V | undefined {
+  for (let c: object | null = cls; c !== null && c !== Function.prototype; c = Object.getPrototypeOf(c)) {
+    const value = map.get(c);
+    if (value !== undefined) return value;
+  }
+  return undefined;
+}
 /** Class-level rules, checked after the class's fields. */
 const RULES = new WeakMap<object, RequestRuleFn<never>[]>();
 
@@ -98,7 +106,7 @@ export function withNull(schema: SchemaObject): SchemaObject {
 export function nested(nestedClass: () => RequestClass, presence: Presence, schema: SchemaObject): PropertyDecorator {
   return (target: object, key: string | symbol) => {
     const property = String(key);
-    const map = NESTED.get(target.constructor) ?? new Map<string, () => RequestClass>();
+    const map = new Map<string, () => RequestClass>(inherited(NESTED, target.constructor) ?? []);
     map.set(property, nestedClass);
     NESTED.set(target.constructor, map);
     field([{ code: 'invalid_type', message: 'ожидается объект', valid: isPlainObject }], presence, schema)(target, property);
@@ -183,7 +191,7 @@ function copyJson(value: unknown, depth: number): unknown {
 
 function instantiate<T extends object>(cls: RequestClass<T>, plain: Record<string, unknown>, segments: readonly string[], literals: LiteralContext['literals'], depth: number): T {
   const instance = Object.create(cls.prototype) as T;
-  const nestedClasses = NESTED.get(cls);
+  const nestedClasses = inherited(NESTED, cls);
   for (const [key, value] of Object.entries(plain)) {
     const nestedClass = nestedClasses?.get(key);
     if (key === 'constructor') {
@@ -268,7 +276,7 @@ function violations(cls: RequestClass, instance: object, errors: readonly Valida
   const order = declaredFields(cls);
   const path = (name: string) => (prefix ? `${prefix}.${name}` : name);
   const detail = (param: string, code: string, message: string): ErrorDetail => ({ param: path(param), code, message: `${path(param)}: ${message}` });
-  const nestedClasses = NESTED.get(cls);
+  const nestedClasses = inherited(NESTED, cls);
   const out: ErrorDetail[] = [];
   const failed = new Set<string>();
   for (const property of order) {
@@ -287,7 +295,7 @@ function violations(cls: RequestClass, instance: object, errors: readonly Valida
       out.push(...nestedDetails);
     }
   }
-  for (const rule of root ? RULES.get(cls) ?? [] : []) {
+  for (const rule of root ? inherited(RULES, cls) ?? [] : []) {
     for (const v of rule(instance as never, failed)) out.push(detail(v.param, v.code, v.message));
   }
   for (const key of Object.keys(instance)) {

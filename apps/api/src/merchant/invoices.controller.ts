@@ -1,20 +1,21 @@
-import { Controller, Get, Inject, Param, Post, Query, Res, UseGuards, UseInterceptors } from '@nestjs/common';
+import { Controller, Get, Inject, Param, Post, Res, UseGuards, UseInterceptors } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import type { Pool } from 'pg';
 import type { Clock } from '../../../../libs/clock/src';
-import { Invoice, INVOICE_STATUSES, InvoiceStatus } from '../../../../libs/domain/src';
+import { Invoice, InvoiceStatus } from '../../../../libs/domain/src';
 import type { InvoiceService } from '../../../../libs/payments/src';
 import { invoiceCreatedView, invoiceView } from '../../../../libs/payments/src';
 import type { MerchantIdentity } from '../../../../libs/registry/src';
 import { ApiError } from '../errors/api-error';
-import { encodeCursor, readCursor, pageSeq } from '../http/cursor';
-import { isUuid, queryFields, queryInteger } from '../http/validation';
+import { encodeCursor } from '../http/cursor';
+import { isUuid } from '../http/validation';
+import { cursorSeqOf, ListInvoicesQuery, pageSizeOf } from '../invoices/list-invoices.request';
 import { ACCESS_CONTROL, CLOCK_TOKEN, DATABASE_POOL, INVOICE_SERVICE, PUBLIC_URL } from '../tokens';
 import type { AccessControl } from '../../../../libs/access/src';
 import type { PublicUrl } from '../tokens';
 import { IdempotencyInterceptor } from '../http/idempotency';
 import { CreateInvoiceRequest, toInvoiceRequest } from '../invoices/create-invoice.request';
-import { ValidBody } from '../http/request-validation';
+import { ValidBody, ValidQuery } from '../http/request-validation';
 import { Merchant, MerchantAuthGuard, rateLimited } from './merchant-auth.guard';
 
 @Controller('v1/invoices')
@@ -45,15 +46,12 @@ export class InvoicesController {
 
   /** Invoices of the project and mode, newest first (order of arrival), cursor pages. */
   @Get()
-  async list(@Merchant() merchant: MerchantIdentity, @Query() query: unknown) {
-    const f = queryFields(query);
-    const orderId = f.string('orderId', { max: 128 });
-    const status = f.enumOf('status', INVOICE_STATUSES);
-    const from = f.datetime('from');
-    const to = f.datetime('to');
-    const limit = queryInteger(f, 'limit', { min: 1, max: 100, fallback: 20 });
-    const before = readCursor(f, 'cursor', pageSeq) ?? null;
-    f.done();
+  async list(@Merchant() merchant: MerchantIdentity, @ValidQuery(ListInvoicesQuery) query: ListInvoicesQuery) {
+    const { orderId, status } = query;
+    const from = query.from === undefined ? undefined : new Date(query.from);
+    const to = query.to === undefined ? undefined : new Date(query.to);
+    const limit = pageSizeOf(query.limit, 20);
+    const before = cursorSeqOf(query.cursor);
 
     const where = ['project_id = $1', 'mode = $2'];
     const params: unknown[] = [merchant.project.id, merchant.mode];
