@@ -1,9 +1,9 @@
-import { Body, Controller, HttpCode, Inject, Param, Post, UseGuards } from '@nestjs/common';
+import { Controller, HttpCode, Inject, Param, Post, UseGuards } from '@nestjs/common';
 import type { Clock } from '../../../../libs/clock/src';
-import { METHOD_CODES } from '../../../../libs/domain/src';
 import type { InvoiceService } from '../../../../libs/payments/src';
 import { invoiceView } from '../../../../libs/payments/src';
-import { Fields } from '../http/validation';
+import { ValidBody } from '../http/request-validation';
+import { PaymentResultRequest } from '../invoices/payment-result.request';
 import { CLOCK_TOKEN, INVOICE_SERVICE, PUBLIC_URL } from '../tokens';
 import type { PublicUrl } from '../tokens';
 import { AdminTokenGuard } from './admin-token.guard';
@@ -20,12 +20,8 @@ export class InvoicePaymentsController {
 
   @Post(':id/payment')
   @HttpCode(200)
-  async payment(@Param('id') id: string, @Body() body: unknown) {
-    const f = Fields.ofBody(body);
-    const outcome = f.enumOf('outcome', ['paid', 'failed'] as const, { required: true });
-    const method = f.enumOf('method', METHOD_CODES, { nullable: true });
-    f.done();
-    const invoice = await this.invoices.recordPaymentResult(id, outcome!, method ?? null, this.clock.now());
+  async payment(@Param('id') id: string, @ValidBody(PaymentResultRequest) body: PaymentResultRequest) {
+    const invoice = await this.invoices.recordPaymentResult(id, body.outcome, body.method ?? null, this.clock.now());
     return invoiceView(invoice, this.publicUrl.value);
   }
 }

@@ -1,12 +1,14 @@
 import { Body, Controller, HttpCode, Inject, Param, Post, Res, UseGuards } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import type { Clock } from '../../../../libs/clock/src';
-import { canonicalPayoutAccount, PAYOUT_METHODS, PayoutTransition } from '../../../../libs/domain/src';
+import { PayoutTransition } from '../../../../libs/domain/src';
 import type { PayoutService, RefundService } from '../../../../libs/payments/src';
 import { payoutView, refundView } from '../../../../libs/payments/src';
 import type { PayoutAddress, PayoutAddresses, Registry } from '../../../../libs/registry/src';
 import { ApiError } from '../errors/api-error';
-import { Fields, isUuid } from '../http/validation';
+import { isUuid } from '../http/validation';
+import { readRequest, RequestClass, ValidBody } from '../http/request-validation';
+import { AddPayoutAddressRequest, FailRefundRequest, NoFieldsRequest, PayoutReasonRequest, PayPayoutRequest } from '../payouts/payout-operations.request';
 import { payoutIdOf } from '../merchant/payouts.controller';
 import { CLOCK_TOKEN, PAYOUT_ADDRESSES, PAYOUT_SERVICE, REFUND_SERVICE, REGISTRY } from '../tokens';
 import { AdminTokenGuard } from './admin-token.guard';
@@ -38,22 +40,10 @@ export class PayoutsAdminController {
 
   /** A payout detail of the account, unconfirmed until confirmed (201; 200 when it was added before). */
   @Post('accounts/:id/payout-addresses')
-  async addAddress(@Param('id') accountId: string, @Body() body: unknown, @Res() reply: FastifyReply) {
-    const f = Fields.ofBody(body);
-    const method = f.enumOf('method', PAYOUT_METHODS, { required: true });
-    const account = f.string('account', { required: true, min: 1, max: 128 });
-    const bank = f.string('bank', { max: 255, nullable: true });
-    const label = f.string('label', { max: 255, nullable: true });
-    if (method !== undefined && account !== undefined && canonicalPayoutAccount(method, account) === null) {
-      f.fail(
-        'account',
-        'invalid_format',
-        method === 'sbp' ? 'телефон +7 и 10 цифр' : method === 'usdt_trc20' ? 'адрес TRON: T и 33 символа base58' : 'адрес BEP-20: 0x и 40 шестнадцатеричных цифр',
-      );
-    }
-    f.done();
+  async addAddress(@Param('id') accountId: string, @ValidBody(AddPayoutAddressRequest) body: AddPayoutAddressRequest, @Res() reply: FastifyReply) {
+    const { method, account, bank, label } = body;
     if (!isUuid(accountId) || !(await this.registry.account(accountId))) throw ApiError.notFound('not_found', 'Аккаунт не найден');
-    const { address, created } = await this.addresses.add(accountId, { method: method!, account: account!, bank: bank ?? null, label: label ?? null }, this.clock.now());
+    const { address, created } = await this.addresses.add(accountId, { method, account, bank: bank ?? null, label: label ?? null }, this.clock.now());
     return reply.status(created ? 201 : 200).send(addressView(address));
   }
 
@@ -72,28 +62,30 @@ export class PayoutsAdminController {
   @HttpCode(200)
   async transition(@Param('id') id: string, @Param('transition') transition: string, @Body() body: unknown) {
     const at = this.clock.now().toISOString();
-    const f = Fields.ofBody(body === undefined ? {} : body);
+    // The body is optional; which fields it takes depends on the transition (an unknown one is 404).
+    const read = <T extends object>(cls: RequestClass<T>): T => readRequest(cls, body, undefined, { absentIsEmpty: true });
     let command: Parameters<PayoutService['transition']>[1];
     switch (transition as PayoutTransition) {
       case 'approve':
+        read(NoFieldsRequest);
         command = { type: 'ApprovePayout', at };
         break;
       case 'process':
+        read(NoFieldsRequest);
         command = { type: 'StartProcessing', at };
         break;
       case 'pay':
-        command = { type: 'PayPayout', at, externalId: f.string('externalId', { max: 256, nullable: true }) ?? null };
+        command = { type: 'PayPayout', at, externalId: read(PayPayoutRequest).externalId ?? null };
         break;
       case 'reject':
-        command = { type: 'RejectPayout', at, reason: f.string('reason', { required: true, min: 1, max: 500 })! };
+        command = { type: 'RejectPayout', at, reason: read(PayoutReasonRequest).reason };
         break;
       case 'cancel':
-        command = { type: 'CancelPayout', at, reason: f.string('reason', { required: true, min: 1, max: 500 })! };
+        command = { type: 'CancelPayout', at, reason: read(PayoutReasonRequest).reason };
         break;
       default:
         throw ApiError.notFound();
     }
-    f.done();
     const payoutId = payoutIdOf(id);
     if (payoutId === null) throw ApiError.notFound('not_found', 'Выплата не найдена');
     return payoutView(await this.payouts.transition(payoutId, command));
@@ -102,10 +94,7 @@ export class PayoutsAdminController {
   /** The bank refused the refund: failed, its amount back to available; 409 conflict once it succeeded. */
   @Post('refunds/:id/fail')
   @HttpCode(200)
-  async failRefund(@Param('id') id: string, @Body() body: unknown) {
-    const f = Fields.ofBody(body === undefined ? {} : body);
-    const reason = f.string('reason', { min: 1, max: 500 });
-    f.done();
-    return refundView(await this.refunds.fail(id, reason ?? 'refused by the bank', this.clock.now()));
+  async failRefund(@Param('id') id: string, @ValidBody(FailRefundRequest, { absentIsEmpty: true }) body: FailRefundRequest) {
+    return refundView(await this.refunds.fail(id, body.reason ?? 'refused by the bank', this.clock.now()));
   }
 }

@@ -1,11 +1,13 @@
-import { Controller, Get, HttpCode, Inject, Param, Post, Query, UseGuards } from '@nestjs/common';
+import { Controller, Get, HttpCode, Inject, Param, Post, UseGuards } from '@nestjs/common';
 import type { Pool } from 'pg';
 import type { Clock } from '../../../../libs/clock/src';
-import { WEBHOOK_EVENTS } from '../../../../libs/registry/src';
 import { resendDelivery } from '../../../../libs/webhooks/src';
 import { ApiError } from '../errors/api-error';
-import { encodeCursor, readCursor, pageSeq } from '../http/cursor';
-import { isUuid, queryFields, queryInteger } from '../http/validation';
+import { encodeCursor } from '../http/cursor';
+import { ValidQuery } from '../http/request-validation';
+import { cursorSeqOf, pageSizeOf } from '../invoices/list-invoices.request';
+import { ListWebhookDeliveriesQuery } from '../webhooks/list-webhook-deliveries.request';
+import { isUuid } from '../http/validation';
 import { CLOCK_TOKEN, DATABASE_POOL } from '../tokens';
 import { AdminTokenGuard } from './admin-token.guard';
 
@@ -35,14 +37,10 @@ export class WebhookDeliveriesController {
 
   /** Newest first; filtered by project and event kind; cursor pages. */
   @Get()
-  async list(@Query() query: unknown) {
-    const f = queryFields(query);
-    const projectId = f.uuid('projectId');
-    const eventType = f.enumOf('eventType', WEBHOOK_EVENTS);
-    const eventId = f.uuid('eventId');
-    const limit = queryInteger(f, 'limit', { min: 1, max: 100, fallback: 50 });
-    const before = readCursor(f, 'cursor', pageSeq) ?? null;
-    f.done();
+  async list(@ValidQuery(ListWebhookDeliveriesQuery) query: ListWebhookDeliveriesQuery) {
+    const { projectId, eventType, eventId } = query;
+    const limit = pageSizeOf(query.limit, 50);
+    const before = cursorSeqOf(query.cursor);
     const where: string[] = [];
     const params: unknown[] = [];
     const add = (sql: string, value: unknown) => {
