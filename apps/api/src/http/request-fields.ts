@@ -23,6 +23,9 @@ const ISO_DATETIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]
  */
 const STORABLE_PATTERN = '^[^\\u0000\\uD800-\\uDFFF]*$';
 
+/** One pattern for both: storable text (a lookahead over the whole string) and `pattern` (anchored with ^). */
+const storableAnd = (pattern: string): string => `^(?=[^\\u0000\\uD800-\\uDFFF]*$)${pattern.replace(/^\^/, '')}`;
+
 interface Described {
   readonly description?: string;
   readonly deprecated?: boolean;
@@ -67,7 +70,7 @@ function textSchema(o: TextOptions): SchemaObject {
     ...(o.format ? { format: o.format } : {}),
     ...((o.min ?? 0) > 0 ? { minLength: o.min } : {}),
     maxLength: o.max,
-    ...(pattern ? { allOf: [{ pattern: STORABLE_PATTERN }, { pattern }] } : { pattern: STORABLE_PATTERN }),
+    pattern: pattern ? storableAnd(pattern) : STORABLE_PATTERN,
     ...described(o),
   };
 }
@@ -105,7 +108,7 @@ export const HttpUrl = (o: Presence & Described = {}): PropertyDecorator =>
     o,
     // WHATWG URL parsing is wider than any pattern (it trims, takes `http:x`); the
     // document states the rule the server applies on the text: a scheme http or https.
-    { type: 'string', maxLength: 2048, allOf: [{ pattern: STORABLE_PATTERN }, { pattern: '^[\\t\\n\\r\\x00-\\x20]*[hH][tT][tT][pP][sS]?:' }], ...described(o) },
+    { type: 'string', maxLength: 2048, pattern: storableAnd('^[\\t\\n\\r\\x01-\\x20]*[hH][tT][tT][pP][sS]?:'), ...described(o) },
   );
 
 /** ISO 8601 date and time (query strings). */
@@ -178,7 +181,18 @@ const LITERAL_MESSAGE = 'число не удалось сверить с его
  * failure reason, in a fixed order, so the reported code is `invalid_<kind>_<reason>`.
  */
 function decimalRules(kind: 'money' | 'percent', parse: (value: unknown, literal?: string) => number, isFormatError: (e: unknown) => e is MoneyFormatError | PercentFormatError): FieldRule[] {
+  // Every reason's rule asks for the same outcome: it is worked out once per field and object.
+  const outcomes = new WeakMap<object, Map<string, { value: unknown; reason: string | null; message: string }>>();
   const outcome = (value: unknown, args: { object: object; property: string }): { reason: string | null; message: string } => {
+    const known = outcomes.get(args.object)?.get(args.property);
+    if (known !== undefined && Object.is(known.value, value)) return known;
+    const found = { value, ...judge(value, args) };
+    const byProperty = outcomes.get(args.object) ?? new Map();
+    byProperty.set(args.property, found);
+    outcomes.set(args.object, byProperty);
+    return found;
+  };
+  const judge = (value: unknown, args: { object: object; property: string }): { reason: string | null; message: string } => {
     const literal = literalOf(args.object, args.property, value);
     if (literal === UNACCOUNTED) return { reason: 'literal', message: LITERAL_MESSAGE };
     try {
@@ -262,13 +276,30 @@ export const JsonObject = (o: { readonly maxBytes: number } & Presence & Describ
     ],
     o,
     {
+      ...storableJsonAt(0),
       type: 'object',
-      // JSON Schema cannot count bytes of JSON text: the property count bounds it (every
-      // property takes at least 6 bytes: "":0 and a comma); the server checks the bytes.
+      // JSON Schema cannot count the bytes of JSON text: the property count bounds it
+      // (each property takes at least 6 bytes, `"":0,`); the server counts the bytes.
       maxProperties: Math.floor(o.maxBytes / 6),
       ...described({ ...o, description: `${o.description ?? ''} (не больше ${o.maxBytes} байт в JSON, вложенность до ${MAX_JSON_DEPTH} уровней)`.trim() }),
     },
   );
+
+/**
+ * Any JSON value at `depth` that the database can store (no NUL or lone surrogate in a
+ * string or key) and that nests at most MAX_JSON_DEPTH levels below the root: the
+ * rule of `unstorableJson`, unrolled one level at a time (JSON Schema has no counter).
+ */
+function storableJsonAt(depth: number): SchemaObject {
+  const text: SchemaObject = { type: 'string', pattern: STORABLE_PATTERN };
+  const leaf: SchemaObject = { type: ['number', 'boolean', 'null'] };
+  if (depth >= MAX_JSON_DEPTH) {
+    return { anyOf: [text, leaf, { type: 'array', maxItems: 0 }, { type: 'object', maxProperties: 0 }] };
+  }
+  const inner = storableJsonAt(depth + 1);
+  if (depth === 0) return { propertyNames: text, additionalProperties: inner };
+  return { anyOf: [text, leaf, { type: 'array', items: inner }, { type: 'object', propertyNames: text, additionalProperties: inner }] };
+}
 
 export const Nested = (cls: () => RequestClass, o: Presence & Described & { readonly schemaName: string }): PropertyDecorator =>
   nested(cls, o, { $ref: `#/components/schemas/${o.schemaName}`, ...described(o) });

@@ -257,13 +257,20 @@ export function readRequest<T extends object>(cls: RequestClass<T>, input: unkno
 }
 
 /** The declared fields of a class, in declaration order (class-validator's metadata). */
-export function declaredFields(cls: RequestClass): string[] {
-  const names: string[] = [];
-  for (const m of getMetadataStorage().getTargetValidationMetadatas(cls, '', true, false)) {
-    if (!names.includes(m.propertyName)) names.push(m.propertyName);
+export function declaredFields(cls: RequestClass): readonly string[] {
+  let names = DECLARED.get(cls);
+  if (names === undefined) {
+    const found: string[] = [];
+    for (const m of getMetadataStorage().getTargetValidationMetadatas(cls, '', true, false)) {
+      if (!found.includes(m.propertyName)) found.push(m.propertyName);
+    }
+    names = found;
+    DECLARED.set(cls, names);
   }
   return names;
 }
+/** Classes are declared once, at load: their field lists are kept. */
+const DECLARED = new WeakMap<object, readonly string[]>();
 
 /**
  * Maps class-validator's errors of one object to the spec's details, in the contract's

@@ -5,7 +5,7 @@ import { Cursor, OneOf, QueryInteger, Text } from '../http/request-fields';
 
 /** The query of GET /v1/payouts. */
 export class ListPayoutsQuery {
-  @Text({ max: 128, description: 'Идентификатор заявки у мерчанта; тогда ответ: одна выплата, не список (или 404 not_found)' })
+  @Text({ max: 128, description: 'Идентификатор заявки: ответ тогда одна выплата (объект Payout), 404 not_found, если её нет' })
   orderId?: string;
 
   @OneOf(PAYOUT_STATUSES, { description: 'Статус выплаты' })
