@@ -16,7 +16,7 @@ import { PayoutsController } from './merchant/payouts.controller';
 import { PayoutsAdminController } from './admin/payouts-admin.controller';
 import { WebhookDeliveriesController } from './admin/webhook-deliveries.controller';
 import { MerchantAuthGuard } from './merchant/merchant-auth.guard';
-import { OpenApiController } from './openapi/openapi.controller';
+import { OpenApiController, OperatorOpenApiController } from './openapi/openapi.controller';
 import { ReferenceController } from './merchant/reference.controller';
 import { PaymentPageController } from './pay/payment-page.controller';
 import { PageFormTokens } from './pay/page-form-token';
@@ -83,6 +83,7 @@ export class AppModule {
         ReferenceController,
         PaymentPageController,
         OpenApiController,
+        OperatorOpenApiController,
       ],
       providers: [
         { provide: INFRASTRUCTURE, useValue: deps.infrastructure },

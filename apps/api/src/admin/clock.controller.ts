@@ -2,9 +2,10 @@ import { Body, Controller, HttpCode, Inject, Post, UseGuards } from '@nestjs/com
 import type { Infrastructure } from '../../../../libs/infrastructure/src/infrastructure';
 import { ApiError } from '../errors/api-error';
 import { INFRASTRUCTURE } from '../tokens';
+import { isPlainObject, readRequest } from '../http/request-validation';
+import { AdvanceClockRequest } from '../operations/advance-clock.request';
 import { AdminTokenGuard } from './admin-token.guard';
 
-const MAX_ADVANCE_SECONDS = 10 * 366 * 24 * 3600;
 
 /** CLOCK=manual only: moves the gateway's one clock forward. */
 @Controller('admin/v1/clock')
@@ -17,12 +18,8 @@ export class ClockController {
   async advance(@Body() body: unknown): Promise<{ now: string }> {
     const sync = this.infra.clockSync;
     if (!sync) throw ApiError.notFound('not_found', 'Ручные часы выключены: запустите шлюз с CLOCK=manual');
-    const seconds = (body as { seconds?: unknown } | null)?.seconds;
-    if (typeof seconds !== 'number' || !Number.isInteger(seconds) || seconds < 0 || seconds > MAX_ADVANCE_SECONDS) {
-      throw ApiError.validation([
-        { param: 'seconds', code: 'invalid', message: `seconds: целое число секунд от 0 до ${MAX_ADVANCE_SECONDS}` },
-      ]);
-    }
+    // Read after the manual clock is found; a body that is not an object has no seconds.
+    const { seconds } = readRequest(AdvanceClockRequest, isPlainObject(body) ? body : {});
     return { now: (await sync.advance(seconds)).toISOString() };
   }
 }

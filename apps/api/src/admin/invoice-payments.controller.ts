@@ -1,10 +1,10 @@
-import { Body, Controller, HttpCode, Inject, Param, Post, UseGuards } from '@nestjs/common';
+import { Controller, HttpCode, Inject, Param, Post, UseGuards } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
 import type { Clock } from '../../../../libs/clock/src';
-import { METHOD_CODES } from '../../../../libs/domain/src';
 import { invoiceView } from '../../../../libs/payments/src';
 import { RecordPaymentResult } from '../../../../libs/payments/src/invoices/record-payment-result.command';
-import { Fields } from '../http/validation';
+import { ValidBody } from '../http/request-validation';
+import { PaymentResultRequest } from '../invoices/payment-result.request';
 import { CLOCK_TOKEN, PUBLIC_URL } from '../tokens';
 import type { PublicUrl } from '../tokens';
 import { AdminTokenGuard } from './admin-token.guard';
@@ -21,12 +21,8 @@ export class InvoicePaymentsController {
 
   @Post(':id/payment')
   @HttpCode(200)
-  async payment(@Param('id') id: string, @Body() body: unknown) {
-    const f = Fields.ofBody(body);
-    const outcome = f.enumOf('outcome', ['paid', 'failed'] as const, { required: true });
-    const method = f.enumOf('method', METHOD_CODES, { nullable: true });
-    f.done();
-    const invoice = await this.commands.execute(new RecordPaymentResult(id, outcome!, method ?? null, this.clock.now()));
+  async payment(@Param('id') id: string, @ValidBody(PaymentResultRequest) body: PaymentResultRequest) {
+    const invoice = await this.commands.execute(new RecordPaymentResult(id, body.outcome, body.method ?? null, this.clock.now()));
     return invoiceView(invoice, this.publicUrl.value);
   }
 }

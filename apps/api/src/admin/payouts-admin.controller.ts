@@ -2,7 +2,7 @@ import { Body, Controller, HttpCode, Inject, Param, Post, Res, UseGuards } from 
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { FastifyReply } from 'fastify';
 import type { Clock } from '../../../../libs/clock/src';
-import { canonicalPayoutAccount, Payout, PAYOUT_METHODS, PayoutTransition } from '../../../../libs/domain/src';
+import { Payout, PayoutTransition } from '../../../../libs/domain/src';
 import { payoutView, refundView } from '../../../../libs/payments/src';
 import { GetAccount } from '../../../../libs/payments/src/merchants/get-account.query';
 import { AddPayoutAddress } from '../../../../libs/payments/src/payouts/add-payout-address.command';
@@ -15,7 +15,9 @@ import { RejectPayout } from '../../../../libs/payments/src/payouts/reject-payou
 import { FailRefund } from '../../../../libs/payments/src/refunds/fail-refund.command';
 import type { PayoutAddress } from '../../../../libs/registry/src';
 import { ApiError } from '../errors/api-error';
-import { Fields, isUuid } from '../http/validation';
+import { isUuid } from '../http/validation';
+import { readRequest, RequestClass, ValidBody } from '../http/request-validation';
+import { AddPayoutAddressRequest, FailRefundRequest, NoFieldsRequest, PayoutReasonRequest, PayPayoutRequest } from '../payouts/payout-operations.request';
 import { payoutIdOf } from '../merchant/payouts.controller';
 import { CLOCK_TOKEN } from '../tokens';
 import { AdminTokenGuard } from './admin-token.guard';
@@ -45,24 +47,10 @@ export class PayoutsAdminController {
 
   /** A payout detail of the account, unconfirmed until confirmed (201; 200 when it was added before). */
   @Post('accounts/:id/payout-addresses')
-  async addAddress(@Param('id') accountId: string, @Body() body: unknown, @Res() reply: FastifyReply) {
-    const f = Fields.ofBody(body);
-    const method = f.enumOf('method', PAYOUT_METHODS, { required: true });
-    const account = f.string('account', { required: true, min: 1, max: 128 });
-    const bank = f.string('bank', { max: 255, nullable: true });
-    const label = f.string('label', { max: 255, nullable: true });
-    if (method !== undefined && account !== undefined && canonicalPayoutAccount(method, account) === null) {
-      f.fail(
-        'account',
-        'invalid_format',
-        method === 'sbp' ? 'телефон +7 и 10 цифр' : method === 'usdt_trc20' ? 'адрес TRON: T и 33 символа base58' : 'адрес BEP-20: 0x и 40 шестнадцатеричных цифр',
-      );
-    }
-    f.done();
+  async addAddress(@Param('id') accountId: string, @ValidBody(AddPayoutAddressRequest) body: AddPayoutAddressRequest, @Res() reply: FastifyReply) {
+    const { method, account, bank, label } = body;
     if (!isUuid(accountId) || !(await this.queries.execute(new GetAccount(accountId)))) throw ApiError.notFound('not_found', 'Аккаунт не найден');
-    const { address, created } = await this.commands.execute(
-      new AddPayoutAddress(accountId, { method: method!, account: account!, bank: bank ?? null, label: label ?? null }, this.clock.now()),
-    );
+    const { address, created } = await this.commands.execute(new AddPayoutAddress(accountId, { method, account, bank: bank ?? null, label: label ?? null }, this.clock.now()));
     return reply.status(created ? 201 : 200).send(addressView(address));
   }
 
@@ -81,34 +69,36 @@ export class PayoutsAdminController {
   @HttpCode(200)
   async transition(@Param('id') id: string, @Param('transition') transition: string, @Body() body: unknown) {
     const now = this.clock.now();
-    const f = Fields.ofBody(body === undefined ? {} : body);
+    // The body is optional; which fields it takes depends on the transition (an unknown one is 404).
+    const read = <T extends object>(cls: RequestClass<T>): T => readRequest(cls, body, undefined, { absentIsEmpty: true });
     let command: (payoutId: number) => Promise<Payout>;
     switch (transition as PayoutTransition) {
       case 'approve':
+        read(NoFieldsRequest);
         command = (payoutId) => this.commands.execute(new ApprovePayout(payoutId, now));
         break;
       case 'process':
+        read(NoFieldsRequest);
         command = (payoutId) => this.commands.execute(new ProcessPayout(payoutId, now));
         break;
       case 'pay': {
-        const externalId = f.string('externalId', { max: 256, nullable: true }) ?? null;
+        const externalId = read(PayPayoutRequest).externalId ?? null;
         command = (payoutId) => this.commands.execute(new PayPayout(payoutId, now, externalId));
         break;
       }
       case 'reject': {
-        const reason = f.string('reason', { required: true, min: 1, max: 500 })!;
+        const { reason } = read(PayoutReasonRequest);
         command = (payoutId) => this.commands.execute(new RejectPayout(payoutId, now, reason));
         break;
       }
       case 'cancel': {
-        const reason = f.string('reason', { required: true, min: 1, max: 500 })!;
+        const { reason } = read(PayoutReasonRequest);
         command = (payoutId) => this.commands.execute(new CancelPayout(payoutId, now, reason));
         break;
       }
       default:
         throw ApiError.notFound();
     }
-    f.done();
     const payoutId = payoutIdOf(id);
     if (payoutId === null) throw ApiError.notFound('not_found', 'Выплата не найдена');
     return payoutView(await command(payoutId));
@@ -117,10 +107,7 @@ export class PayoutsAdminController {
   /** The bank refused the refund: failed, its amount back to available; 409 conflict once it succeeded. */
   @Post('refunds/:id/fail')
   @HttpCode(200)
-  async failRefund(@Param('id') id: string, @Body() body: unknown) {
-    const f = Fields.ofBody(body === undefined ? {} : body);
-    const reason = f.string('reason', { min: 1, max: 500 });
-    f.done();
-    return refundView(await this.commands.execute(new FailRefund(id, reason ?? 'refused by the bank', this.clock.now())));
+  async failRefund(@Param('id') id: string, @ValidBody(FailRefundRequest, { absentIsEmpty: true }) body: FailRefundRequest) {
+    return refundView(await this.commands.execute(new FailRefund(id, body.reason ?? 'refused by the bank', this.clock.now())));
   }
 }

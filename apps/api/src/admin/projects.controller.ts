@@ -1,11 +1,10 @@
 import { Body, Controller, Get, HttpCode, Inject, Param, Patch, Post, UseGuards } from '@nestjs/common';
-import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { Clock } from '../../../../libs/clock/src';
 import type { Infrastructure } from '../../../../libs/infrastructure/src/infrastructure';
 import { hostAddresses } from '../../../../libs/webhooks/src/http-delivery';
 import { webhookUrlRefusal } from '../../../../libs/webhooks/src/webhook-address';
-import { METHOD_CODES, MethodCode, MethodOverride, MethodOverrides } from '../../../../libs/domain/src';
 import { formatMoney, formatPercent } from '../../../../libs/ledger/src/money';
+import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { Project, ProjectSettings } from '../../../../libs/registry/src';
 import { CreateAccount } from '../../../../libs/payments/src/merchants/create-account.command';
 import { CreateProject } from '../../../../libs/payments/src/merchants/create-project.command';
@@ -13,10 +12,13 @@ import { GetAccount } from '../../../../libs/payments/src/merchants/get-account.
 import { GetProject } from '../../../../libs/payments/src/merchants/get-project.query';
 import { RotateProjectKeys } from '../../../../libs/payments/src/merchants/rotate-project-keys.command';
 import { UpdateProject } from '../../../../libs/payments/src/merchants/update-project.command';
-import { methodsOf, PROJECT_STATUSES, WEBHOOK_EVENTS, WebhookEventKind } from '../../../../libs/registry/src';
+import { methodsOf, WEBHOOK_EVENTS } from '../../../../libs/registry/src';
 import { ApiError } from '../errors/api-error';
 import { RawBody } from '../http/raw-body';
-import { Fields, isObject, isUuid } from '../http/validation';
+import { isUuid } from '../http/validation';
+import { isPlainObject, readRequest, ValidBody } from '../http/request-validation';
+import { CreateAccountRequest, CreateProjectRequest, RotateKeysRequest, settingsOf, UpdateProjectRequest } from '../merchants/project-settings.request';
+import type { ErrorDetail } from '../errors/api-error';
 import { CLOCK_TOKEN, INFRASTRUCTURE } from '../tokens';
 import { AdminTokenGuard } from './admin-token.guard';
 
@@ -39,65 +41,25 @@ const projectView = (p: Project) => ({
 });
 
 /**
- * Reads project settings over `base` (defaults for a new project, the stored ones for
- * PATCH). Unless private networks are allowed, a webhook URL whose host is an IP
- * literal that is not globally routable (or is the gateway host's own) is refused
- * now; a host name's addresses are checked at each delivery.
+ * The rules of project settings that need more than the request: unless private networks
+ * are allowed, a webhook URL whose host is an IP literal that is not globally routable
+ * (or is the gateway host's own) is refused now (a host name's addresses are checked at
+ * each delivery); every method's min is at most its max once merged with `base`.
  */
-function readSettings(f: Fields, base: ProjectSettings, webhookAllowPrivateNetworks: boolean): ProjectSettings {
-  const name = f.string('name', { min: 1, max: 255 });
-  const status = f.enumOf('status', PROJECT_STATUSES);
-  const webhookUrl = f.has('webhookUrl') && f.raw('webhookUrl') === null ? null : f.url('webhookUrl');
-  if (typeof webhookUrl === 'string' && !webhookAllowPrivateNetworks && webhookUrlRefusal(webhookUrl, hostAddresses()) !== null) {
-    f.fail(
+function settingsViolations(settings: ProjectSettings, requestedUrl: string | null | undefined, webhookAllowPrivateNetworks: boolean): ErrorDetail[] {
+  const details: ErrorDetail[] = [];
+  const fail = (param: string, code: string, message: string) => details.push({ param, code, message: `${param}: ${message}` });
+  if (typeof requestedUrl === 'string' && !webhookAllowPrivateNetworks && webhookUrlRefusal(requestedUrl, hostAddresses()) !== null) {
+    fail(
       'webhookUrl',
       'private_address',
       'вебхуки не отправляются на внутренние, зарезервированные и собственные адреса шлюза: укажите публичный адрес (песочнице на своей машине оператор включает WEBHOOK_ALLOW_PRIVATE_NETWORKS=true)',
     );
   }
-  let webhookEvents: WebhookEventKind[] | undefined;
-  if (f.has('webhookEvents')) {
-    const raw = f.raw('webhookEvents');
-    if (!Array.isArray(raw) || raw.some((e) => !(WEBHOOK_EVENTS as readonly unknown[]).includes(e))) {
-      f.fail('webhookEvents', 'invalid_enum', `массив из значений: ${WEBHOOK_EVENTS.join(', ')}`);
-    } else webhookEvents = [...new Set(raw as WebhookEventKind[])];
+  for (const m of methodsOf({ methodOverrides: settings.methodOverrides, usdtEnabled: settings.usdtEnabled } as Project)) {
+    if (m.min > m.max) fail(`methods.${m.code}`, 'invalid_range', 'min не может быть больше max');
   }
-  const usdtEnabled = f.boolean('usdtEnabled');
-  const holdHours = f.integer('holdHours', { min: 0, max: 720 });
-  const customerFeeShare = f.integer('customerFeeShare', { min: 0, max: 100 });
-  const methods = f.object('methods', (m) => {
-    const overrides: MethodOverrides = { ...base.methodOverrides };
-    for (const code of METHOD_CODES) {
-      const override = m.object(code, (t) => {
-        const o: { -readonly [K in keyof MethodOverride]: MethodOverride[K] } = { ...(base.methodOverrides[code] ?? {}) };
-        const feePct = t.percent('feePct');
-        const min = t.money('min');
-        const max = t.money('max');
-        const enabled = t.boolean('enabled');
-        if (feePct !== undefined) o.feePct = feePct;
-        if (min !== undefined) o.min = min;
-        if (max !== undefined) o.max = max;
-        if (enabled !== undefined) o.enabled = enabled;
-        return o;
-      });
-      if (override) (overrides as Record<MethodCode, MethodOverride>)[code] = override;
-    }
-    return overrides;
-  });
-  const merged: ProjectSettings = {
-    name: name ?? base.name,
-    status: status ?? base.status,
-    webhookUrl: webhookUrl === undefined ? base.webhookUrl : webhookUrl,
-    webhookEvents: webhookEvents ?? base.webhookEvents,
-    usdtEnabled: usdtEnabled ?? base.usdtEnabled,
-    holdHours: holdHours ?? base.holdHours,
-    customerFeeShare: customerFeeShare ?? base.customerFeeShare,
-    methodOverrides: methods ?? base.methodOverrides,
-  };
-  for (const m of methodsOf({ methodOverrides: merged.methodOverrides, usdtEnabled: merged.usdtEnabled } as Project)) {
-    if (m.min > m.max) f.fail(`methods.${m.code}`, 'invalid_range', 'min не может быть больше max');
-  }
-  return merged;
+  return details;
 }
 
 const NEW_PROJECT: ProjectSettings = {
@@ -127,25 +89,16 @@ export class ProjectsController {
   }
 
   @Post('accounts')
-  async createAccount(@Body() body: unknown) {
-    const f = Fields.ofBody(body);
-    const name = f.string('name', { required: true, min: 1, max: 255 });
-    const email = f.email('email');
-    if (!f.has('email')) f.fail('email', 'required', 'обязательное поле');
-    f.done();
-    const account = await this.commands.execute(new CreateAccount(name!, email!, this.clock.now()));
+  async createAccount(@ValidBody(CreateAccountRequest) body: CreateAccountRequest) {
+    const account = await this.commands.execute(new CreateAccount(body.name, body.email, this.clock.now()));
     return { ...account, createdAt: account.createdAt.toISOString() };
   }
 
   @Post('projects')
-  async createProject(@Body() body: unknown, @RawBody() rawBody: Buffer | undefined) {
-    const f = Fields.ofBody(body, rawBody);
-    const accountId = f.uuid('accountId', { required: true });
-    if (!f.has('name')) f.fail('name', 'required', 'обязательное поле');
-    const settings = readSettings(f, NEW_PROJECT, this.allowPrivateNetworks);
-    f.done();
-    if (!(await this.queries.execute(new GetAccount(accountId!)))) throw new ApiError(404, 'not_found', 'Аккаунт не найден', 'accountId');
-    const { project, keys } = await this.commands.execute(new CreateProject(accountId!, settings, this.clock.now()));
+  async createProject(@ValidBody(CreateProjectRequest) body: CreateProjectRequest) {
+    const settings = this.settings(body, NEW_PROJECT);
+    if (!(await this.queries.execute(new GetAccount(body.accountId)))) throw new ApiError(404, 'not_found', 'Аккаунт не найден', 'accountId');
+    const { project, keys } = await this.commands.execute(new CreateProject(body.accountId, settings, this.clock.now()));
     // Secret keys are shown here and on rotation only; the gateway keeps their hashes.
     return { ...projectView(project), keys };
   }
@@ -158,10 +111,8 @@ export class ProjectsController {
   @Patch('projects/:id')
   async updateProject(@Param('id') id: string, @Body() body: unknown, @RawBody() rawBody: Buffer | undefined) {
     const project = await this.find(id);
-    const f = Fields.ofBody(body, rawBody);
-    if (f.has('accountId')) f.fail('accountId', 'read_only', 'аккаунт проекта не меняется');
-    const settings = readSettings(f, project, this.allowPrivateNetworks);
-    f.done();
+    // Read after the project is found: an unknown project is 404 whatever the body.
+    const settings = this.settings(readRequest(UpdateProjectRequest, body, rawBody), project);
     return projectView((await this.commands.execute(new UpdateProject(id, settings, this.clock.now())))!);
   }
 
@@ -169,10 +120,16 @@ export class ProjectsController {
   @HttpCode(201)
   async rotate(@Param('id') id: string, @Body() body: unknown) {
     await this.find(id);
-    const f = Fields.ofBody(isObject(body) ? body : {});
-    const mode = f.enumOf('mode', ['test', 'live'] as const, { required: true });
-    f.done();
-    return this.commands.execute(new RotateProjectKeys(id, mode!, this.clock.now()));
+    const { mode } = readRequest(RotateKeysRequest, isPlainObject(body) ? body : {});
+    return this.commands.execute(new RotateProjectKeys(id, mode, this.clock.now()));
+  }
+
+  /** The settings of a valid request over `base`, or a 400 for the rules that need more than the request. */
+  private settings(request: CreateProjectRequest | UpdateProjectRequest, base: ProjectSettings): ProjectSettings {
+    const settings = settingsOf(request, base);
+    const details = settingsViolations(settings, request.webhookUrl, this.allowPrivateNetworks);
+    if (details.length > 0) throw ApiError.validation(details);
+    return settings;
   }
 
   private async find(id: string): Promise<Project> {

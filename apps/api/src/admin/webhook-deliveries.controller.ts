@@ -1,12 +1,14 @@
-import { Controller, Get, HttpCode, Inject, Param, Post, Query, UseGuards } from '@nestjs/common';
+import { Controller, Get, HttpCode, Inject, Param, Post, UseGuards } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { Clock } from '../../../../libs/clock/src';
 import { ListWebhookDeliveries } from '../../../../libs/payments/src/webhooks/list-webhook-deliveries.query';
 import { ResendWebhookDelivery } from '../../../../libs/payments/src/webhooks/resend-webhook-delivery.command';
-import { WEBHOOK_EVENTS } from '../../../../libs/registry/src';
 import { ApiError } from '../errors/api-error';
-import { encodeCursor, readCursor, pageSeq } from '../http/cursor';
-import { isUuid, queryFields, queryInteger } from '../http/validation';
+import { encodeCursor } from '../http/cursor';
+import { ValidQuery } from '../http/request-validation';
+import { cursorSeqOf, pageSizeOf } from '../invoices/list-invoices.request';
+import { ListWebhookDeliveriesQuery } from '../webhooks/list-webhook-deliveries.request';
+import { isUuid } from '../http/validation';
 import { CLOCK_TOKEN } from '../tokens';
 import { AdminTokenGuard } from './admin-token.guard';
 
@@ -22,14 +24,10 @@ export class WebhookDeliveriesController {
 
   /** Newest first; filtered by project and event kind; cursor pages. */
   @Get()
-  async list(@Query() query: unknown) {
-    const f = queryFields(query);
-    const projectId = f.uuid('projectId');
-    const eventType = f.enumOf('eventType', WEBHOOK_EVENTS);
-    const eventId = f.uuid('eventId');
-    const limit = queryInteger(f, 'limit', { min: 1, max: 100, fallback: 50 });
-    const before = readCursor(f, 'cursor', pageSeq) ?? null;
-    f.done();
+  async list(@ValidQuery(ListWebhookDeliveriesQuery) query: ListWebhookDeliveriesQuery) {
+    const { projectId, eventType, eventId } = query;
+    const limit = pageSizeOf(query.limit, 50);
+    const before = cursorSeqOf(query.cursor);
     const { items: page, hasMore } = await this.queries.execute(new ListWebhookDeliveries({ projectId, eventType, eventId, before, limit }));
     return {
       items: page.map((r) => ({

@@ -29,7 +29,7 @@ export function decodeCursor<T>(cursor: string, read: (value: Record<string, unk
 export const pageSeq = (value: Record<string, unknown>): number | null =>
   typeof value.seq === 'number' && Number.isSafeInteger(value.seq) && value.seq >= 0 ? value.seq : null;
 
-function parseCursor<T>(cursor: string, read: (value: Record<string, unknown>) => T | null): T | null {
+export function parseCursor<T>(cursor: string, read: (value: Record<string, unknown>) => T | null): T | null {
   let decoded: unknown = null;
   if (/^[A-Za-z0-9_-]{1,512}$/.test(cursor)) {
     try {

@@ -1,22 +1,22 @@
-import { Body, Controller, Get, Inject, Param, Post, Query, Res, UseGuards, UseInterceptors } from '@nestjs/common';
+import { Controller, Get, Inject, Param, Post, Res, UseGuards, UseInterceptors } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { FastifyReply } from 'fastify';
 import type { Clock } from '../../../../libs/clock/src';
-import { INVOICE_STATUSES } from '../../../../libs/domain/src';
 import { invoiceCreatedView, invoiceView } from '../../../../libs/payments/src';
 import { CreateInvoice } from '../../../../libs/payments/src/invoices/create-invoice.command';
 import { GetInvoice } from '../../../../libs/payments/src/invoices/get-invoice.query';
 import { ListInvoices } from '../../../../libs/payments/src/invoices/list-invoices.query';
 import type { MerchantIdentity } from '../../../../libs/registry/src';
 import { ApiError } from '../errors/api-error';
-import { encodeCursor, readCursor, pageSeq } from '../http/cursor';
-import { isUuid, queryFields, queryInteger } from '../http/validation';
+import { encodeCursor } from '../http/cursor';
+import { isUuid } from '../http/validation';
+import { cursorSeqOf, ListInvoicesQuery, pageSizeOf } from '../invoices/list-invoices.request';
 import { ACCESS_CONTROL, CLOCK_TOKEN, PUBLIC_URL } from '../tokens';
 import type { AccessControl } from '../../../../libs/access/src';
 import type { PublicUrl } from '../tokens';
 import { IdempotencyInterceptor } from '../http/idempotency';
-import { RawBody } from '../http/raw-body';
-import { readCreateInvoiceRequest } from './create-invoice.request';
+import { CreateInvoiceRequest, toInvoiceRequest } from '../invoices/create-invoice.request';
+import { ValidBody, ValidQuery } from '../http/request-validation';
 import { Merchant, MerchantAuthGuard, rateLimited } from './merchant-auth.guard';
 
 @Controller('v1/invoices')
@@ -34,11 +34,10 @@ export class InvoicesController {
   @UseInterceptors(IdempotencyInterceptor)
   async create(
     @Merchant() merchant: MerchantIdentity,
-    @Body() body: unknown,
-    @RawBody() rawBody: Buffer | undefined,
+    @ValidBody(CreateInvoiceRequest) body: CreateInvoiceRequest,
     @Res() reply: FastifyReply,
   ) {
-    const request = readCreateInvoiceRequest(body, rawBody);
+    const request = toInvoiceRequest(body);
     if (merchant.mode === 'live' && merchant.project.status !== 'active') {
       throw new ApiError(403, 'project_not_active', `Проект не активен (статус ${merchant.project.status}): боевой ключ не может создавать счета`);
     }
@@ -48,15 +47,12 @@ export class InvoicesController {
 
   /** Invoices of the project and mode, newest first (order of arrival), cursor pages. */
   @Get()
-  async list(@Merchant() merchant: MerchantIdentity, @Query() query: unknown) {
-    const f = queryFields(query);
-    const orderId = f.string('orderId', { max: 128 });
-    const status = f.enumOf('status', INVOICE_STATUSES);
-    const from = f.datetime('from');
-    const to = f.datetime('to');
-    const limit = queryInteger(f, 'limit', { min: 1, max: 100, fallback: 20 });
-    const before = readCursor(f, 'cursor', pageSeq) ?? null;
-    f.done();
+  async list(@Merchant() merchant: MerchantIdentity, @ValidQuery(ListInvoicesQuery) query: ListInvoicesQuery) {
+    const { orderId, status } = query;
+    const from = query.from === undefined ? undefined : new Date(query.from);
+    const to = query.to === undefined ? undefined : new Date(query.to);
+    const limit = pageSizeOf(query.limit, 20);
+    const before = cursorSeqOf(query.cursor);
 
     const page = await this.queries.execute(
       new ListInvoices({ projectId: merchant.project.id, mode: merchant.mode, orderId, status, from, to, before, limit }),

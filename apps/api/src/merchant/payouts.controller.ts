@@ -1,9 +1,9 @@
-import { Body, Controller, Get, Inject, Param, Post, Query, Res, UseGuards, UseInterceptors } from '@nestjs/common';
+import { Body, Controller, Get, Inject, Param, Post, Res, UseGuards, UseInterceptors } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { FastifyReply } from 'fastify';
 import type { AccessControl } from '../../../../libs/access/src';
 import type { Clock } from '../../../../libs/clock/src';
-import { maskPayoutAccount, PAYOUT_METHODS, PAYOUT_STATUSES } from '../../../../libs/domain/src';
+import { maskPayoutAccount, PAYOUT_STATUSES } from '../../../../libs/domain/src';
 import { payoutView } from '../../../../libs/payments/src';
 import { CreatePayout } from '../../../../libs/payments/src/payouts/create-payout.command';
 import { GetPayoutByOrderId } from '../../../../libs/payments/src/payouts/get-payout-by-order-id.query';
@@ -12,11 +12,15 @@ import { ListPayoutAddresses } from '../../../../libs/payments/src/payouts/list-
 import { ListPayouts } from '../../../../libs/payments/src/payouts/list-payouts.query';
 import type { MerchantIdentity } from '../../../../libs/registry/src';
 import { ApiError } from '../errors/api-error';
-import { encodeCursor, readCursor, pageSeq } from '../http/cursor';
+import { encodeCursor } from '../http/cursor';
+import { parseMoney } from '../../../../libs/ledger/src/money';
+import { readRequest, ValidQuery } from '../http/request-validation';
+import { cursorSeqOf, pageSizeOf } from '../invoices/list-invoices.request';
+import { CreatePayoutRequest } from '../payouts/create-payout.request';
+import { ListPayoutsQuery } from '../payouts/list-payouts.request';
 import type { KeyedRequest } from '../../../../libs/idempotency/src';
 import { IdempotencyInterceptor, Keyed } from '../http/idempotency';
 import { RawBody } from '../http/raw-body';
-import { Fields, queryFields, queryInteger } from '../http/validation';
 import { ACCESS_CONTROL, CLOCK_TOKEN } from '../tokens';
 import { Merchant, MerchantAuthGuard, rateLimited } from './merchant-auth.guard';
 
@@ -63,29 +67,13 @@ export class PayoutsController {
     @Res() reply: FastifyReply,
   ) {
     if (merchant.mode !== 'live') throw new ApiError(403, 'test_mode', 'Выплаты создаются только боевым ключом (sk_live_)');
-    const f = Fields.ofBody(body, rawBody);
-    const amount = f.money('amount', { required: true });
-    const addressId = f.integer('addressId', { min: 1, max: Number.MAX_SAFE_INTEGER });
-    const method = f.enumOf('method', PAYOUT_METHODS);
-    const account = f.string('account', { min: 1, max: 128 });
-    const orderId = f.string('orderId', { min: 1, max: 128 });
-    const comment = f.string('comment', { max: 500, nullable: true });
-    if (addressId === undefined && !f.has('addressId')) {
-      if (method === undefined && account === undefined && !f.has('method') && !f.has('account')) {
-        f.fail('addressId', 'required', 'укажите addressId или пару method и account');
-      } else {
-        if (!f.has('method')) f.fail('method', 'required', 'обязательно вместе с account');
-        if (!f.has('account')) f.fail('account', 'required', 'обязательно вместе с method');
-      }
-    } else if (f.has('method') !== f.has('account')) {
-      f.fail(f.has('method') ? 'account' : 'method', 'required', 'method и account указываются вместе');
-    }
-    f.done();
+    // Read after the key's mode is checked: a test key is refused whatever it sends.
+    const { amount, addressId, method, account, orderId, comment } = readRequest(CreatePayoutRequest, body, rawBody);
     const { created, payout } = await this.commands.execute(
       new CreatePayout(
         merchant.project.accountId,
         merchant.project.id,
-        { amount: amount!, addressId, method, account, orderId: orderId ?? null, comment: comment ?? null },
+        { amount: parseMoney(amount), addressId, method, account, orderId: orderId ?? null, comment: comment ?? null },
         this.clock.now(),
         keyed,
       ),
@@ -95,13 +83,10 @@ export class PayoutsController {
 
   /** The account's payouts, newest first; with orderId, the one payout (not a list) or 404 not_found. */
   @Get('payouts')
-  async list(@Merchant() merchant: MerchantIdentity, @Query() query: unknown) {
-    const f = queryFields(query);
-    const orderId = f.string('orderId', { max: 128 });
-    const status = f.enumOf('status', PAYOUT_STATUSES);
-    const limit = queryInteger(f, 'limit', { min: 1, max: 100, fallback: 20 });
-    const before = readCursor(f, 'cursor', pageSeq) ?? null;
-    f.done();
+  async list(@Merchant() merchant: MerchantIdentity, @ValidQuery(ListPayoutsQuery) query: ListPayoutsQuery) {
+    const { orderId, status } = query;
+    const limit = pageSizeOf(query.limit, 20);
+    const before = cursorSeqOf(query.cursor);
     // Payouts are made with live keys only: a test key has none.
     const live = merchant.mode === 'live';
     if (orderId !== undefined) {

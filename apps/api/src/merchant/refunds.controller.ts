@@ -1,4 +1,4 @@
-import { Body, Controller, Get, HttpCode, Inject, Param, Post, UseGuards, UseInterceptors } from '@nestjs/common';
+import { Controller, Get, HttpCode, Inject, Param, Post, UseGuards, UseInterceptors } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { Clock } from '../../../../libs/clock/src';
 import { refundView } from '../../../../libs/payments/src';
@@ -7,8 +7,9 @@ import { RefundInvoice } from '../../../../libs/payments/src/refunds/refund-invo
 import type { MerchantIdentity } from '../../../../libs/registry/src';
 import type { KeyedRequest } from '../../../../libs/idempotency/src';
 import { IdempotencyInterceptor, Keyed } from '../http/idempotency';
-import { RawBody } from '../http/raw-body';
-import { Fields } from '../http/validation';
+import { parseMoney } from '../../../../libs/ledger/src/money';
+import { ValidBody } from '../http/request-validation';
+import { RefundInvoiceRequest } from '../refunds/refund-invoice.request';
 import { CLOCK_TOKEN } from '../tokens';
 import { Merchant, MerchantAuthGuard } from './merchant-auth.guard';
 
@@ -32,16 +33,12 @@ export class RefundsController {
   async refund(
     @Merchant() merchant: MerchantIdentity,
     @Param('id') invoiceId: string,
-    @Body() body: unknown,
-    @RawBody() rawBody: Buffer | undefined,
+    // The body is optional: none at all is a full refund. A JSON `null` is a body, and not an object.
+    @ValidBody(RefundInvoiceRequest, { absentIsEmpty: true }) body: RefundInvoiceRequest,
     @Keyed() keyed: KeyedRequest | null,
   ) {
-    // The body is optional: none at all is a full refund. A JSON `null` is a body, and not an object.
-    const f = Fields.ofBody(body === undefined ? {} : body, rawBody);
-    const amount = f.money('amount');
-    if (amount === 0) f.fail('amount', 'out_of_range', 'сумма возврата должна быть больше нуля');
-    f.done();
-    const refund = await this.commands.execute(new RefundInvoice(merchant.project, merchant.mode, invoiceId, amount ?? null, this.clock.now(), keyed));
+    const amount = body.amount === undefined ? null : parseMoney(body.amount);
+    const refund = await this.commands.execute(new RefundInvoice(merchant.project, merchant.mode, invoiceId, amount, this.clock.now(), keyed));
     return refundView(refund);
   }
 

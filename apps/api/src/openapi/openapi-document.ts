@@ -11,6 +11,13 @@
  * field is not a breaking change; the error body is closed.
  */
 
+import { CreateInvoiceRequest, InvoiceCustomer } from '../invoices/create-invoice.request';
+import { ListInvoicesQuery } from '../invoices/list-invoices.request';
+import { CreatePayoutRequest } from '../payouts/create-payout.request';
+import { ListPayoutsQuery } from '../payouts/list-payouts.request';
+import { RefundInvoiceRequest } from '../refunds/refund-invoice.request';
+import { queryParameters, requestSchema } from './request-schemas';
+
 // ---------------------------------------------------------------------------
 // The subset of OpenAPI 3.1 that this document uses (typos in keywords fail to compile).
 // ---------------------------------------------------------------------------
@@ -27,6 +34,11 @@ export interface SchemaObject {
   readonly enum?: readonly (string | number | boolean | null)[];
   readonly const?: string | number | boolean | null;
   readonly minimum?: number;
+  readonly multipleOf?: number;
+  readonly maxProperties?: number;
+  readonly maxItems?: number;
+  readonly propertyNames?: SchemaObject;
+  readonly not?: SchemaObject;
   readonly maximum?: number;
   readonly minLength?: number;
   readonly maxLength?: number;
@@ -218,18 +230,6 @@ const conflictKeyed = (title: string, codes: readonly string[]): ResponseObject 
 
 // Parameters -----------------------------------------------------------------
 
-const limitParam: ParameterObject = {
-  name: 'limit',
-  in: 'query',
-  description: 'Размер страницы',
-  schema: { type: 'integer', minimum: 1, maximum: 100, default: 20 },
-};
-const cursorParam: ParameterObject = {
-  name: 'cursor',
-  in: 'query',
-  description: 'nextCursor из предыдущего ответа',
-  schema: { type: 'string' },
-};
 /** The optional Idempotency-Key header of every merchant POST. */
 const idempotencyKeyParam: ParameterObject = {
   name: 'Idempotency-Key',
@@ -253,71 +253,9 @@ const invoiceIdParam: ParameterObject = {
 // Schemas
 // ---------------------------------------------------------------------------
 
-const customer: SchemaObject = {
-  type: 'object',
-  description: 'Покупатель; все поля необязательны',
-  properties: {
-    email: { type: ['string', 'null'], format: 'email', description: 'E-mail покупателя' },
-    phone: { type: ['string', 'null'], pattern: '^\\+[1-9]\\d{1,14}$', description: 'Телефон в формате E.164, например +79991234567', examples: ['+79991234567'] },
-    userId: nullableString('Идентификатор покупателя в системе мерчанта'),
-    name: nullableString('Имя покупателя'),
-  },
-};
-
-const moneyInput = (description: string): SchemaObject => ({
-  description,
-  oneOf: [ref('Money'), { type: 'number', minimum: 0, description: 'Число рублей, не больше двух знаков после точки' }],
-  examples: ['1500.00', 1500],
-});
-
-const createInvoiceRequest: SchemaObject = {
-  type: 'object',
-  description: 'Тело POST /invoices; неизвестные поля: 400 validation',
-  required: ['amount', 'orderId'],
-  additionalProperties: false,
-  properties: {
-    amount: moneyInput('Сумма в рублях: строка Money или число; в ответах всегда строка'),
-    orderId: {
-      type: 'string',
-      minLength: 1,
-      maxLength: 128,
-      description: 'Номер заказа мерчанта, уникален в проекте; ключ идемпотентности',
-    },
-    description: { type: 'string', maxLength: 255, description: 'Описание счёта' },
-    method: {
-      type: 'string',
-      enum: METHOD_CODES,
-      description: 'Способ оплаты; без него покупатель выбирает сам; crypto только если в проекте включён приём USDT',
-    },
-    customerFeePct: {
-      type: 'number',
-      minimum: 0,
-      description:
-        'Процент от суммы, который покупатель платит сверх неё: от 0 до ставки мерчанта для способа; остаток ставки платит мерчант. ' +
-        'Выше ставки: 422 customer_fee_pct_too_high. По умолчанию: настройка ползунка проекта (вся ставка на покупателе). ' +
-        'Приоритетнее customerFeeShare и feePayer',
-    },
-    customerFeeShare: {
-      type: 'integer',
-      minimum: 0,
-      maximum: 100,
-      deprecated: true,
-      description: 'Устарело: доля ставки на покупателе в процентах (100 = вся ставка); пересчитывается в customerFeePct по ставке способа',
-    },
-    feePayer: {
-      type: 'string',
-      enum: FEE_PAYERS,
-      deprecated: true,
-      description: 'Устарело: customer = вся ставка на покупателе, merchant = 0. Учитывается, только если не заданы customerFeePct и customerFeeShare',
-    },
-    successUrl: { type: 'string', format: 'uri', description: 'Куда вернуть покупателя после оплаты' },
-    failUrl: { type: 'string', format: 'uri', description: 'Куда вернуть покупателя после отказа' },
-    expire: { type: 'integer', minimum: 1, maximum: 1440, default: 60, description: 'Время жизни счёта в минутах' },
-    customer: refWith('Customer', 'Покупатель; неизвестные поля: 400 validation', { type: 'object', unevaluatedProperties: false }),
-    customFields: { type: 'object', description: 'Произвольный JSON до 2 КБ; возвращается как передан' },
-    payerEmail: { type: 'string', format: 'email', deprecated: true, description: 'Устарело: синоним customer.email' },
-  },
-};
+// Request schemas: generated from the request DTOs, the validator's own declaration.
+const customer: SchemaObject = requestSchema(InvoiceCustomer);
+const createInvoiceRequest: SchemaObject = requestSchema(CreateInvoiceRequest);
 
 const invoiceStatus: SchemaObject = { type: 'string', enum: INVOICE_STATUSES, description: 'Статус счёта' };
 
@@ -424,14 +362,7 @@ const refund: SchemaObject = {
   },
 };
 
-const refundInvoiceRequest: SchemaObject = {
-  type: 'object',
-  description: 'Тело возврата (необязательно): без amount возвращается весь невозвращённый остаток',
-  additionalProperties: false,
-  properties: {
-    amount: money('Сумма частичного возврата'),
-  },
-};
+const refundInvoiceRequest: SchemaObject = requestSchema(RefundInvoiceRequest);
 
 const method: SchemaObject = {
   type: 'object',
@@ -490,22 +421,7 @@ const payoutAddressList: SchemaObject = {
   properties: { items: { type: 'array', items: ref('PayoutAddress') } },
 };
 
-const createPayoutRequest: SchemaObject = {
-  type: 'object',
-  description: 'Заявка на выплату: addressId или пара method + account уже подтверждённых реквизитов',
-  required: ['amount'],
-  additionalProperties: false,
-  properties: {
-    amount: moneyInput('Сумма в рублях, списывается с available; комиссия вычитается из неё. Не меньше минимума способа (100.00 по умолчанию)'),
-    addressId: { type: 'integer', description: 'Подтверждённые реквизиты; обязателен, если не заданы method + account' },
-    method: { type: 'string', enum: PAYOUT_METHODS, description: 'Способ выплаты, вместе с account' },
-    account: { type: 'string', description: 'Полный телефон или адрес уже подтверждённых реквизитов, вместе с method' },
-    orderId: { type: 'string', maxLength: 128, description: 'Идентификатор заявки у мерчанта, уникален в аккаунте; ключ идемпотентности' },
-    comment: { type: 'string', maxLength: 500, description: 'Комментарий' },
-  },
-  anyOf: [{ required: ['addressId'] }, { required: ['method', 'account'] }],
-  dependentRequired: { method: ['account'], account: ['method'] },
-};
+const createPayoutRequest: SchemaObject = requestSchema(CreatePayoutRequest);
 
 const payout: SchemaObject = {
   type: 'object',
@@ -783,14 +699,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
         summary: 'Список счетов',
         description: 'Счета проекта в режиме ключа, новые первыми, постраничный курсор.',
         tags: ['Счета'],
-        parameters: [
-          { name: 'orderId', in: 'query', description: 'Номер заказа; тогда в ответе 0 или 1 счёт', schema: { type: 'string', maxLength: 128 } },
-          { name: 'status', in: 'query', description: 'Статус счёта', schema: { type: 'string', enum: INVOICE_STATUSES } },
-          { name: 'from', in: 'query', description: 'Созданы в этот момент или позже (включительно)', schema: { type: 'string', format: 'date-time' } },
-          { name: 'to', in: 'query', description: 'Созданы раньше этого момента (не включительно)', schema: { type: 'string', format: 'date-time' } },
-          limitParam,
-          cursorParam,
-        ],
+        parameters: queryParameters(ListInvoicesQuery),
         responses: {
           '200': ok('Страница счетов', ref('InvoiceList')),
           '400': VALIDATION,
@@ -920,17 +829,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
           'Выплаты аккаунта мерчанта (любого его проекта), новые первыми, постраничный курсор; ответ {items, nextCursor, hasMore}. ' +
           'С orderId возвращает одну выплату объектом (не списком) или 404 not_found. Тестовый ключ: пустой список.',
         tags: ['Выплаты'],
-        parameters: [
-          {
-            name: 'orderId',
-            in: 'query',
-            description: 'Идентификатор заявки: ответ тогда одна выплата (объект Payout), 404 not_found, если её нет',
-            schema: { type: 'string', maxLength: 128 },
-          },
-          { name: 'status', in: 'query', description: 'Статус выплаты', schema: { type: 'string', enum: PAYOUT_STATUSES } },
-          limitParam,
-          cursorParam,
-        ],
+        parameters: queryParameters(ListPayoutsQuery),
         responses: {
           '200': ok('Страница выплат или, с orderId, одна выплата', { oneOf: [ref('PayoutList'), ref('Payout')] }),
           '400': VALIDATION,

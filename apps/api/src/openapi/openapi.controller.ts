@@ -1,4 +1,6 @@
-import { Controller, Get, Header, Res } from '@nestjs/common';
+import { Controller, Get, Header, Res, UseGuards } from '@nestjs/common';
+import { AdminTokenGuard } from '../admin/admin-token.guard';
+import { OPERATOR_OPENAPI_DOCUMENT } from './operator-document';
 import type { FastifyReply } from 'fastify';
 import { escapeHtml } from '../pay/payment-page.html';
 import { HTTP_METHODS, OPENAPI_DOCUMENT } from './openapi-document';
@@ -398,4 +400,15 @@ ${main.filter(Boolean).join('\n')}
 </body>
 </html>
 `;
+}
+
+/** The operator API's description: `GET /admin/v1/openapi.json`, behind the operator token. */
+@Controller('admin/v1')
+@UseGuards(AdminTokenGuard)
+export class OperatorOpenApiController {
+  @Get('openapi.json')
+  @Header('cache-control', 'no-store')
+  document() {
+    return OPERATOR_OPENAPI_DOCUMENT;
+  }
 }

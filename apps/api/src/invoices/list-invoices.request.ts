@@ -1,0 +1,31 @@
+import { INVOICE_STATUSES } from '../../../../libs/domain/src';
+import type { InvoiceStatus } from '../../../../libs/domain/src';
+import { pageSeq, parseCursor } from '../http/cursor';
+import { Cursor, DateTime, OneOf, QueryInteger, Text } from '../http/request-fields';
+
+/** The query of GET /v1/invoices. */
+export class ListInvoicesQuery {
+  @Text({ max: 128, description: 'Номер заказа; тогда в ответе 0 или 1 счёт' })
+  orderId?: string;
+
+  @OneOf(INVOICE_STATUSES, { description: 'Статус счёта' })
+  status?: InvoiceStatus;
+
+  @DateTime({ description: 'Созданы в этот момент или позже (включительно)' })
+  from?: string;
+
+  @DateTime({ description: 'Созданы раньше этого момента (не включительно)' })
+  to?: string;
+
+  @QueryInteger({ min: 1, max: 100, default: 20, description: 'Размер страницы' })
+  limit?: string;
+
+  @Cursor(pageSeq, { description: 'nextCursor из предыдущего ответа' })
+  cursor?: string;
+}
+
+/** The page size of a valid query (its default when absent). */
+export const pageSizeOf = (limit: string | undefined, fallback: number): number => (limit === undefined ? fallback : Number(limit));
+
+/** The `seq` a valid cursor carries, or null without one. */
+export const cursorSeqOf = (cursor: string | undefined): number | null => (cursor === undefined ? null : parseCursor(cursor, pageSeq));

@@ -1,0 +1,152 @@
+import { PaymentResultRequest } from '../invoices/payment-result.request';
+import { CreateAccountRequest, CreateProjectRequest, MethodSettings, ProjectMethods, RotateKeysRequest, UpdateProjectRequest } from '../merchants/project-settings.request';
+import { AdvanceClockRequest } from '../operations/advance-clock.request';
+import { AddPayoutAddressRequest, FailRefundRequest, NoFieldsRequest, PayoutReasonRequest, PayPayoutRequest } from '../payouts/payout-operations.request';
+import { ListWebhookDeliveriesQuery } from '../webhooks/list-webhook-deliveries.request';
+import type { OpenApiDocument, OperationObject, ParameterObject, ResponseObject, SchemaObject } from './openapi-document';
+import { OPENAPI_DOCUMENT } from './openapi-document';
+import { queryParameters, requestSchema } from './request-schemas';
+
+/**
+ * The operator API (`/admin/v1/*`, `Authorization: Bearer <ADMIN_TOKEN>`): OpenAPI 3.1.0,
+ * served as `GET /admin/v1/openapi.json` behind the operator token. Request bodies and
+ * the webhook-delivery query are generated from the operator DTOs (the validator's
+ * declaration); responses are written here, open objects like the merchant document's.
+ */
+
+const ref = (name: string): SchemaObject => ({ $ref: `#/components/schemas/${name}` });
+const json = (schema: SchemaObject) => ({ 'application/json': { schema } }) as const;
+const ok = (description: string, schema: SchemaObject): ResponseObject => ({ description, content: json(schema) });
+const error = (description: string): ResponseObject => ({ description, content: json(ref('Error')) });
+const body = (name: string, required = true) => ({ required, content: json(ref(name)) });
+const idParam = (description: string, schema: SchemaObject = { type: 'string' }): ParameterObject => ({ name: 'id', in: 'path', required: true, description, schema });
+
+const ERRORS = {
+  '400': error('Запрос не прошёл проверку: code validation, param и details называют поля'),
+  '401': error('Нет токена оператора или он неверный: code unauthorized'),
+  '429': error('Слишком много неудачных попыток авторизации: code rate_limited, заголовок Retry-After'),
+} as const;
+
+function operation(o: Omit<OperationObject, 'tags' | 'responses'> & { tag: string; responses: Record<string, ResponseObject>; noBody?: boolean }): OperationObject {
+  const { tag, noBody, ...rest } = o;
+  return { ...rest, tags: [tag], responses: { ...o.responses, ...(noBody && !o.parameters?.some((p) => p.in === 'query') ? {} : { '400': ERRORS['400'] }), '401': ERRORS['401'], '429': ERRORS['429'] } };
+}
+
+const account: SchemaObject = {
+  type: 'object',
+  required: ['id', 'name', 'email', 'createdAt'],
+  properties: { id: { type: 'string', format: 'uuid' }, name: { type: 'string' }, email: { type: 'string' }, createdAt: { type: 'string', format: 'date-time' } },
+};
+const project: SchemaObject = {
+  type: 'object',
+  description: 'Проект с настройками; webhookSecret виден только оператору',
+  required: ['id', 'accountId', 'name', 'status', 'webhookUrl', 'webhookEvents', 'usdtEnabled', 'holdHours', 'customerFeeShare', 'methods', 'webhookSecret', 'createdAt', 'updatedAt'],
+  properties: {
+    id: { type: 'string', format: 'uuid' },
+    accountId: { type: 'string', format: 'uuid' },
+    name: { type: 'string' },
+    status: { type: 'string', enum: ['active', 'pending', 'rejected', 'blocked'] },
+    webhookUrl: { type: ['string', 'null'] },
+    webhookEvents: { type: 'array', items: { type: 'string' } },
+    usdtEnabled: { type: 'boolean' },
+    holdHours: { type: 'integer' },
+    customerFeeShare: { type: 'integer' },
+    methods: { type: 'object', description: 'Способы по коду: feePct, min, max, enabled' },
+    webhookSecret: { type: 'string' },
+    createdAt: { type: 'string', format: 'date-time' },
+    updatedAt: { type: 'string', format: 'date-time' },
+  },
+};
+const keys: SchemaObject = { type: 'object', description: 'Ключи: секретные показываются только при создании и ротации' };
+const payoutAddress: SchemaObject = {
+  type: 'object',
+  required: ['id', 'accountId', 'method', 'account', 'status', 'createdAt'],
+  properties: {
+    id: { type: 'integer' },
+    accountId: { type: 'string', format: 'uuid' },
+    method: { type: 'string', enum: ['sbp', 'usdt_trc20', 'usdt_bep20'] },
+    account: { type: 'string', description: 'Полностью, без маски' },
+    bank: { type: ['string', 'null'] },
+    label: { type: ['string', 'null'] },
+    status: { type: 'string', enum: ['unconfirmed', 'confirmed'] },
+    confirmedAt: { type: ['string', 'null'], format: 'date-time' },
+    createdAt: { type: 'string', format: 'date-time' },
+  },
+};
+const open = (description: string): SchemaObject => ({ type: 'object', description });
+
+const merchantSchemas = OPENAPI_DOCUMENT.components.schemas;
+
+export const OPERATOR_OPENAPI_DOCUMENT: OpenApiDocument = {
+  openapi: '3.1.0',
+  info: {
+    title: 'Платёжный шлюз: API оператора',
+    version: '1.0.0',
+    description: 'Настройка мерчантов, бэк-офис выплат и возвратов, аудит журнала и событий, доставки вебхуков. Все запросы: Authorization: Bearer <ADMIN_TOKEN>.',
+  },
+  jsonSchemaDialect: OPENAPI_DOCUMENT.jsonSchemaDialect,
+  servers: [{ url: '/admin/v1' }],
+  security: [{ operatorToken: [] }],
+  tags: [
+    { name: 'Мерчанты', description: 'Аккаунты, проекты, ключи' },
+    { name: 'Выплаты и возвраты', description: 'Реквизиты, переходы выплат, отказ банка по возврату' },
+    { name: 'Счета', description: 'Ответ эквайера по счёту' },
+    { name: 'Аудит', description: 'Журнал, балансы, события потоков' },
+    { name: 'Вебхуки', description: 'История доставок и повторная отправка' },
+    { name: 'Эксплуатация', description: 'Ручные часы (CLOCK=manual), это описание' },
+  ],
+  paths: {
+    '/accounts': { post: operation({ operationId: 'createAccount', summary: 'Новый аккаунт мерчанта', tag: 'Мерчанты', requestBody: body('CreateAccountRequest'), responses: { '201': ok('Аккаунт', ref('Account')) } }) },
+    '/projects': { post: operation({ operationId: 'createProject', summary: 'Новый проект с ключами', tag: 'Мерчанты', requestBody: body('CreateProjectRequest'), responses: { '201': ok('Проект и его ключи (секретные показываются один раз)', { allOf: [ref('Project')], type: 'object', properties: { keys: ref('Keys') } }), '404': error('Аккаунт не найден') } }) },
+    '/projects/{id}': {
+      get: operation({ operationId: 'getProject', summary: 'Проект', tag: 'Мерчанты', noBody: true, parameters: [idParam('Проект', { type: 'string', format: 'uuid' })], responses: { '200': ok('Проект', ref('Project')), '404': error('Проект не найден') } }),
+      patch: operation({ operationId: 'updateProject', summary: 'Изменить настройки проекта', tag: 'Мерчанты', parameters: [idParam('Проект', { type: 'string', format: 'uuid' })], requestBody: body('UpdateProjectRequest'), responses: { '200': ok('Проект', ref('Project')), '404': error('Проект не найден (проверяется до тела)') } }),
+    },
+    '/projects/{id}/keys/rotate': { post: operation({ operationId: 'rotateKeys', summary: 'Новая пара ключей режима; старая отзывается', tag: 'Мерчанты', parameters: [idParam('Проект', { type: 'string', format: 'uuid' })], requestBody: body('RotateKeysRequest'), responses: { '201': ok('Новые ключи', ref('Keys')), '404': error('Проект не найден (проверяется до тела)') } }) },
+    '/accounts/{id}/payout-addresses': { post: operation({ operationId: 'addPayoutAddress', summary: 'Реквизиты для выплат (не подтверждены)', tag: 'Выплаты и возвраты', parameters: [idParam('Аккаунт', { type: 'string', format: 'uuid' })], requestBody: body('AddPayoutAddressRequest'), responses: { '201': ok('Добавлены', ref('OperatorPayoutAddress')), '200': ok('Уже были добавлены', ref('OperatorPayoutAddress')), '404': error('Аккаунт не найден') } }) },
+    '/payout-addresses/{id}/confirm': { post: operation({ operationId: 'confirmPayoutAddress', summary: 'Подтвердить реквизиты (вместо ссылки из письма)', tag: 'Выплаты и возвраты', noBody: true, parameters: [idParam('Реквизиты', { type: 'integer' })], responses: { '200': ok('Подтверждены', ref('OperatorPayoutAddress')), '404': error('Реквизиты не найдены') } }) },
+    '/payouts/{id}/approve': { post: operation({ operationId: 'approvePayout', summary: 'Одобрить выплату', tag: 'Выплаты и возвраты', parameters: [idParam('Выплата', { type: 'integer' })], requestBody: body('NoFieldsRequest', false), responses: { '200': ok('Выплата', ref('Payout')), '404': error('Выплата не найдена'), '409': error('Переход невозможен из статуса выплаты: conflict') } }) },
+    '/payouts/{id}/process': { post: operation({ operationId: 'processPayout', summary: 'Начать обработку', tag: 'Выплаты и возвраты', parameters: [idParam('Выплата', { type: 'integer' })], requestBody: body('NoFieldsRequest', false), responses: { '200': ok('Выплата', ref('Payout')), '404': error('Выплата не найдена'), '409': error('Переход невозможен: conflict') } }) },
+    '/payouts/{id}/pay': { post: operation({ operationId: 'payPayout', summary: 'Выплата отправлена', tag: 'Выплаты и возвраты', parameters: [idParam('Выплата', { type: 'integer' })], requestBody: body('PayPayoutRequest', false), responses: { '200': ok('Выплата', ref('Payout')), '404': error('Выплата не найдена'), '409': error('Переход невозможен: conflict') } }) },
+    '/payouts/{id}/reject': { post: operation({ operationId: 'rejectPayout', summary: 'Отклонить выплату', tag: 'Выплаты и возвраты', parameters: [idParam('Выплата', { type: 'integer' })], requestBody: body('PayoutReasonRequest'), responses: { '200': ok('Выплата', ref('Payout')), '404': error('Выплата не найдена'), '409': error('Переход невозможен: conflict') } }) },
+    '/payouts/{id}/cancel': { post: operation({ operationId: 'cancelPayout', summary: 'Отменить выплату', tag: 'Выплаты и возвраты', parameters: [idParam('Выплата', { type: 'integer' })], requestBody: body('PayoutReasonRequest'), responses: { '200': ok('Выплата', ref('Payout')), '404': error('Выплата не найдена'), '409': error('Переход невозможен: conflict') } }) },
+    '/refunds/{id}/fail': { post: operation({ operationId: 'failRefund', summary: 'Банк отказал в возврате', tag: 'Выплаты и возвраты', parameters: [idParam('Возврат (rf_…)')], requestBody: body('FailRefundRequest', false), responses: { '200': ok('Возврат', ref('Refund')), '404': error('Возврат не найден'), '409': error('Возврат уже выполнен: conflict') } }) },
+    '/invoices/{id}/payment': { post: operation({ operationId: 'recordPaymentResult', summary: 'Ответ эквайера по счёту', tag: 'Счета', parameters: [idParam('Счёт', { type: 'string', format: 'uuid' })], requestBody: body('PaymentResultRequest'), responses: { '200': ok('Счёт', ref('Invoice')), '404': error('Счёт не найден') } }) },
+    '/accounts/{id}/ledger': { get: operation({ operationId: 'ledgerEntries', summary: 'Проводки журнала аккаунта, старые первыми', tag: 'Аудит', parameters: [idParam('Аккаунт'), { name: 'mode', in: 'query', required: true, schema: { type: 'string', enum: ['test', 'live'] } }, { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 1000, default: 100 } }, { name: 'cursor', in: 'query', schema: { type: 'string' } }], responses: { '200': ok('Страница проводок', open('{accountId, mode, items, nextCursor, hasMore}')) } }) },
+    '/accounts/{id}/balance': { get: operation({ operationId: 'ledgerBalance', summary: 'Баланс, пересчитанный из журнала событий (сейчас или на asOf)', tag: 'Аудит', parameters: [idParam('Аккаунт'), { name: 'mode', in: 'query', required: true, schema: { type: 'string', enum: ['test', 'live'] } }, { name: 'asOf', in: 'query', schema: { type: 'string', format: 'date-time' } }], responses: { '200': ok('Баланс', open('{accountId, mode, asOf, available, pending, reserved, currency, system, entries}')) } }) },
+    '/streams/{streamName}': { get: operation({ operationId: 'readStream', summary: 'События потока, как хранятся', tag: 'Аудит', parameters: [{ name: 'streamName', in: 'path', required: true, schema: { type: 'string' } }, { name: 'fromRevision', in: 'query', schema: { type: 'integer', minimum: 0 } }, { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 1000, default: 100 } }], responses: { '200': ok('События', open('{streamName, events, nextRevision}')), '404': error('Поток не найден') } }) },
+    '/webhook-deliveries': { get: operation({ operationId: 'listWebhookDeliveries', summary: 'Доставки вебхуков со всеми попытками, новые первыми', tag: 'Вебхуки', parameters: queryParameters(ListWebhookDeliveriesQuery), responses: { '200': ok('Страница доставок', open('{items, nextCursor, hasMore}')) } }) },
+    '/webhook-deliveries/{id}/resend': { post: operation({ operationId: 'resendWebhookDelivery', summary: 'Отправить доставку снова сейчас', tag: 'Вебхуки', noBody: true, parameters: [idParam('Доставка', { type: 'string', format: 'uuid' })], responses: { '202': ok('Поставлена в очередь', open('{id, status, nextAttemptAt}')), '404': error('Доставка не найдена') } }) },
+    '/clock/advance': { post: operation({ operationId: 'advanceClock', summary: 'Перевести ручные часы вперёд (только CLOCK=manual)', tag: 'Эксплуатация', requestBody: body('AdvanceClockRequest'), responses: { '200': ok('Новое время', { type: 'object', required: ['now'], properties: { now: { type: 'string', format: 'date-time' } } }), '404': error('Ручные часы выключены (проверяется до тела)') } }) },
+    '/openapi.json': { get: operation({ operationId: 'operatorOpenApi', summary: 'Это описание', tag: 'Эксплуатация', noBody: true, responses: { '200': ok('OpenAPI 3.1.0', open('Документ OpenAPI')) } }) },
+  },
+  webhooks: {},
+  components: {
+    schemas: {
+      CreateAccountRequest: requestSchema(CreateAccountRequest),
+      CreateProjectRequest: requestSchema(CreateProjectRequest),
+      UpdateProjectRequest: requestSchema(UpdateProjectRequest),
+      ProjectMethods: requestSchema(ProjectMethods),
+      MethodSettings: requestSchema(MethodSettings),
+      RotateKeysRequest: requestSchema(RotateKeysRequest),
+      AddPayoutAddressRequest: requestSchema(AddPayoutAddressRequest),
+      NoFieldsRequest: { type: 'object', description: 'Тела нет (или пустой объект)', additionalProperties: false },
+      PayPayoutRequest: requestSchema(PayPayoutRequest),
+      PayoutReasonRequest: requestSchema(PayoutReasonRequest),
+      FailRefundRequest: requestSchema(FailRefundRequest),
+      PaymentResultRequest: requestSchema(PaymentResultRequest),
+      AdvanceClockRequest: { ...requestSchema(AdvanceClockRequest), required: ['seconds'] },
+      Account: account,
+      Project: project,
+      Keys: keys,
+      OperatorPayoutAddress: payoutAddress,
+      // The merchant document's resources the operator API answers with, and what they refer to.
+      ...Object.fromEntries(['Invoice', 'Customer', 'Money', 'Payout', 'Refund', 'Error'].map((name) => [name, merchantSchemas[name]!])),
+    },
+    securitySchemes: {
+      operatorToken: { type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN оператора (32+ символов)' },
+    },
+  },
+};
+
+void NoFieldsRequest;

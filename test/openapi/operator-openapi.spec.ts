@@ -1,0 +1,102 @@
+/**
+ * The operator API's OpenAPI 3.1.0 document: served at GET /admin/v1/openapi.json behind
+ * the operator token, every schema compiles with Ajv 2020 (strict), request bodies are
+ * the operator DTOs' generated schemas, and real operator answers match the response
+ * schema the document declares for them.
+ */
+import Ajv2020 from 'ajv/dist/2020';
+import addFormats from 'ajv-formats';
+import { OPERATOR_OPENAPI_DOCUMENT } from '../../apps/api/src/openapi/operator-document';
+import { api, expectStatus, InvoiceGateway, Json, orderId, startInvoiceGateway } from '../support/merchant-fixtures';
+
+const doc = OPERATOR_OPENAPI_DOCUMENT;
+const ajv = new Ajv2020({ strict: true, strictRequired: false, allErrors: true, allowUnionTypes: true });
+addFormats(ajv);
+ajv.addSchema({ $id: 'operator', $defs: JSON.parse(JSON.stringify(doc.components.schemas).replace(/#\/components\/schemas\//g, 'operator#/$defs/')) });
+const validator = (name: string) => ajv.compile({ $ref: `operator#/$defs/${name}` });
+const responseSchema = (path: string, method: 'get' | 'post' | 'patch', status: string) => {
+  const schema = doc.paths[path]![method]!.responses[status]!.content!['application/json'].schema;
+  return ajv.compile(JSON.parse(JSON.stringify(schema).replace(/#\/components\/schemas\//g, 'operator#/$defs/')));
+};
+
+describe('the operator OpenAPI document', () => {
+  let gw: InvoiceGateway;
+
+  beforeAll(async () => {
+    gw = await startInvoiceGateway({ CLOCK: 'manual' });
+  });
+  afterAll(async () => {
+    await gw?.close();
+  });
+
+  it('is served at GET /admin/v1/openapi.json with the operator token, and is 401 unauthorized without it', async () => {
+    const without = await api(gw.baseUrl).get('/admin/v1/openapi.json');
+    expect({ status: without.status, code: without.body?.error?.code }).toEqual({ status: 401, code: 'unauthorized' });
+    const merchantKey = await api(gw.baseUrl, 'sk_test_not-an-operator').get('/admin/v1/openapi.json');
+    expect(merchantKey.status).toBe(401);
+    const served = await gw.operator.http.get('/admin/v1/openapi.json');
+    expectStatus(served, 200);
+    expect(served.body).toEqual(JSON.parse(JSON.stringify(doc)));
+    expect(served.body.openapi).toBe('3.1.0');
+  });
+
+  it('every component schema and every operation schema compiles (Ajv 2020, strict)', () => {
+    for (const name of Object.keys(doc.components.schemas)) expect(() => validator(name)).not.toThrow();
+    for (const [path, item] of Object.entries(doc.paths)) {
+      for (const method of ['get', 'post', 'patch'] as const) {
+        const op = item[method];
+        if (!op) continue;
+        for (const status of Object.keys(op.responses)) if (op.responses[status]!.content) expect(() => responseSchema(path, method, status)).not.toThrow();
+      }
+    }
+  });
+
+  it('documents every operator route the gateway serves', () => {
+    const routes = [
+      'post /accounts', 'post /projects', 'get /projects/{id}', 'patch /projects/{id}', 'post /projects/{id}/keys/rotate',
+      'post /accounts/{id}/payout-addresses', 'post /payout-addresses/{id}/confirm', 'post /payouts/{id}/approve', 'post /payouts/{id}/process',
+      'post /payouts/{id}/pay', 'post /payouts/{id}/reject', 'post /payouts/{id}/cancel', 'post /refunds/{id}/fail', 'post /invoices/{id}/payment',
+      'get /accounts/{id}/ledger', 'get /accounts/{id}/balance', 'get /streams/{streamName}', 'get /webhook-deliveries',
+      'post /webhook-deliveries/{id}/resend', 'post /clock/advance', 'get /openapi.json',
+    ];
+    const documented = Object.entries(doc.paths).flatMap(([path, item]) => (['get', 'post', 'patch'] as const).filter((m) => item[m]).map((m) => `${m} ${path}`));
+    expect(documented.sort()).toEqual(routes.sort());
+  });
+
+  it('request bodies are the DTOs’ schemas: what the validator refuses, the document refuses', async () => {
+    const createProject = validator('CreateProjectRequest');
+    const body = { accountId: '00000000-0000-4000-8000-000000000000', name: 'Магазин', methods: { sbp: { feePct: '2.5', min: '10.00' } } };
+    expect(createProject(body)).toBe(true);
+    expect(createProject({ ...body, bogus: 1 })).toBe(false);
+    expect(createProject({ ...body, holdHours: 721 })).toBe(false);
+    expect(createProject({ ...body, methods: { sbp: { feePct: 'x' } } })).toBe(false);
+    expect(validator('UpdateProjectRequest')({ accountId: body.accountId })).toBe(false);
+    expect(validator('AdvanceClockRequest')({})).toBe(false);
+    expect(validator('PayoutReasonRequest')({ reason: '' })).toBe(false);
+    // And the gateway refuses the same bodies.
+    for (const refused of [{ ...body, bogus: 1 }, { ...body, holdHours: 721 }, { ...body, methods: { sbp: { feePct: 'x' } } }]) {
+      expect((await gw.operator.http.post('/admin/v1/projects', refused)).status).toBe(400);
+    }
+  });
+
+  it('real operator answers match the documented response schemas', async () => {
+    const account = await gw.operator.http.post('/admin/v1/accounts', { name: 'ООО Схема', email: `schema-${orderId()}@example.com` });
+    expectStatus(account, 201);
+    const check = (path: string, method: 'get' | 'post' | 'patch', status: string, value: Json) => {
+      const validate = responseSchema(path, method, status);
+      expect({ path, ok: validate(value), errors: validate.errors }).toEqual({ path, ok: true, errors: null });
+    };
+    check('/accounts', 'post', '201', account.body);
+    const project = await gw.operator.http.post('/admin/v1/projects', { accountId: account.body.id, name: 'Схема' });
+    expectStatus(project, 201);
+    check('/projects', 'post', '201', project.body);
+    const got = await gw.operator.http.get(`/admin/v1/projects/${project.body.id}`);
+    check('/projects/{id}', 'get', '200', got.body);
+    const address = await gw.operator.http.post(`/admin/v1/accounts/${account.body.id}/payout-addresses`, { method: 'sbp', account: '+79161234567' });
+    check('/accounts/{id}/payout-addresses', 'post', '201', address.body);
+    const advanced = await gw.operator.http.post('/admin/v1/clock/advance', { seconds: 0 });
+    check('/clock/advance', 'post', '200', advanced.body);
+    const refused = await gw.operator.http.post('/admin/v1/accounts', { name: '' });
+    check('/accounts', 'post', '400', refused.body);
+  });
+});

@@ -1,0 +1,125 @@
+/**
+ * The OpenAPI document and the validator cannot drift: the request schemas are generated
+ * from the request DTOs, and here every body of the fuzz corpus is judged by both, the
+ * document's schema (Ajv, JSON Schema 2020-12) and the live validator (`readRequest`,
+ * what the ValidBody pipe runs, with the body's raw text), and the verdicts (valid or
+ * invalid) must agree for every sample.
+ *
+ * The corpus is of JSON values, sent as JSON.stringify writes them: the rules about how a
+ * number is spelled in the raw text (`1e3`, `10.100`) are rules about text, which JSON
+ * Schema cannot state (the document says them in words); error-contract-fuzz sends those.
+ * The seed is printed; rerun one with FC_SEED=<seed>.
+ */
+import fc from 'fast-check';
+import Ajv2020 from 'ajv/dist/2020';
+import addFormats from 'ajv-formats';
+import { OPENAPI_DOCUMENT } from '../../apps/api/src/openapi/openapi-document';
+import { readRequest, RequestClass } from '../../apps/api/src/http/request-validation';
+import { CreateInvoiceRequest } from '../../apps/api/src/invoices/create-invoice.request';
+import { CreatePayoutRequest } from '../../apps/api/src/payouts/create-payout.request';
+import { RefundInvoiceRequest } from '../../apps/api/src/refunds/refund-invoice.request';
+import { anyText, INVOICE_FIELDS, invoiceWith, nested, numberLiteral, wrongTypeFor } from '../support/request-fuzz';
+
+const seed = process.env.FC_SEED ? Number(process.env.FC_SEED) : Date.now() ^ (Math.random() * 0x100000000);
+// eslint-disable-next-line no-console
+console.log(`request-agreement seed: ${seed}`);
+
+const ajv = new Ajv2020({ strict: true, strictRequired: false, allErrors: true, allowUnionTypes: true });
+addFormats(ajv);
+ajv.addSchema({ $id: 'doc', $defs: JSON.parse(JSON.stringify(OPENAPI_DOCUMENT.components.schemas).replace(/#\/components\/schemas\//g, 'doc#/$defs/')) });
+const schemaOf = (name: string) => ajv.compile({ $ref: `doc#/$defs/${name}` });
+
+function serverVerdict(cls: RequestClass, text: string): boolean {
+  try {
+    readRequest(cls, JSON.parse(text), Buffer.from(text));
+    return true;
+  } catch (error) {
+    if ((error as { status?: number }).status === 400) return false;
+    throw error;
+  }
+}
+
+/** Every sample judged by both; the disagreements, listed. */
+function disagreements(name: string, cls: RequestClass, bodies: fc.Arbitrary<unknown>, numRuns: number): { valid: number; invalid: number } {
+  const validate = schemaOf(name);
+  const counts = { valid: 0, invalid: 0 };
+  fc.assert(
+    fc.property(bodies, (body) => {
+      const text = JSON.stringify(body);
+      const value = JSON.parse(text) as unknown;
+      const document = validate(value) as boolean;
+      const server = serverVerdict(cls, text);
+      counts[server ? 'valid' : 'invalid']++;
+      if (document !== server) {
+        throw new Error(`${name}: the document says ${document ? 'valid' : 'invalid'} ${JSON.stringify(validate.errors)}, the server ${server ? 'valid' : 'invalid'}: ${text.slice(0, 400)}`);
+      }
+    }),
+    { seed, numRuns },
+  );
+  return counts;
+}
+
+const numberValue = numberLiteral.map((literal) => JSON.parse(literal) as number);
+const fieldValue = fc.oneof(
+  fc.jsonValue({ maxDepth: 2 }),
+  anyText(40),
+  numberValue,
+  fc.constantFrom('10.00', '0.29', '1000000000.00', '1000000000.01', '1.234', 0.29, 10.5, 1e9, 1e9 + 0.01, 'http://shop.example/ok', 'HTTPS://x.ru', 'ftp://x', 'a@b.cc', 'ivan@', '+79991234567', 'card', 'sbp', 'usdt_trc20', 'merchant', null, 60, 1441, 0, -1, 1.5, 100, 101),
+);
+
+describe('the OpenAPI request schemas and the validator agree on the fuzz corpus', () => {
+  it('CreateInvoiceRequest', () => {
+    const nestedField = fc.tuple(fc.integer({ min: 1, max: 60 }), fc.constantFrom<'array' | 'object'>('array', 'object'), fc.constantFrom(...INVOICE_FIELDS.map(([f]) => f)));
+    const bodies = fc.oneof(
+      // Every field with a value of the wrong type (error-contract-fuzz's corpus).
+      fc.constantFrom(...INVOICE_FIELDS).chain(([field, kind]) => wrongTypeFor(kind).map((v) => invoiceWith(field, v))),
+      // Any text in every field.
+      fc.tuple(fc.constantFrom(...INVOICE_FIELDS.map(([f]) => f)), anyText(64)).map(([field, text]) => invoiceWith(field, text)),
+      // Numbers of every kind in every field.
+      fc.tuple(fc.constantFrom(...INVOICE_FIELDS.map(([f]) => f)), numberValue).map(([field, n]) => invoiceWith(field, n)),
+      // Nesting, to 60 levels, in every field.
+      nestedField.map(([depth, kind, field]) => invoiceWith(field, JSON.parse(nested(depth, kind)))),
+      // Any mix of the fields (and unknown ones), valid values among them.
+      fc.dictionary(fc.constantFrom(...INVOICE_FIELDS.map(([f]) => f.split('.')[0]!), 'bogus', 'constructor', '__proto__'), fieldValue, { maxKeys: 8 }),
+      fc.record({
+        amount: fc.constantFrom('10.00', 10, 0.5, '0.29', 1e9),
+        orderId: fc.string({ minLength: 1, maxLength: 20 }),
+        customer: fc.dictionary(fc.constantFrom('email', 'phone', 'userId', 'name', 'colour'), fc.oneof(fieldValue, fc.constantFrom('a@b.cc', '+79991234567')), { maxKeys: 3 }),
+        customFields: fc.oneof(fc.constant(null), fc.dictionary(fc.string({ maxLength: 8 }), fc.jsonValue({ maxDepth: 3 }), { maxKeys: 4 })),
+      }),
+    );
+    const counts = disagreements('CreateInvoiceRequest', CreateInvoiceRequest, bodies, 3000);
+    // Both verdicts occur: the corpus tests the agreement, not one side of it.
+    expect(counts.valid).toBeGreaterThan(50);
+    expect(counts.invalid).toBeGreaterThan(50);
+  });
+
+  it('CreatePayoutRequest', () => {
+    const bodies = fc.oneof(
+      fc.dictionary(fc.constantFrom('amount', 'addressId', 'method', 'account', 'orderId', 'comment', 'bogus'), fieldValue, { maxKeys: 6 }),
+      fc.record(
+        { amount: fc.constantFrom('100.00', 100, '0.001'), addressId: fc.oneof(fc.nat(), fieldValue), method: fc.constantFrom('sbp', 'usdt_bep20', 'cash'), account: fc.oneof(anyText(20), fc.constant('+79991234567')), orderId: anyText(10), comment: fc.oneof(fc.constant(null), anyText(10)) },
+        { requiredKeys: ['amount'] },
+      ),
+    );
+    const counts = disagreements('CreatePayoutRequest', CreatePayoutRequest, bodies, 2000);
+    expect(counts.valid).toBeGreaterThan(20);
+    expect(counts.invalid).toBeGreaterThan(20);
+  });
+
+  it('RefundInvoiceRequest', () => {
+    const bodies = fc.oneof(fc.dictionary(fc.constantFrom('amount', 'bogus'), fieldValue, { maxKeys: 2 }), numberValue.map((amount) => ({ amount })));
+    const counts = disagreements('RefundInvoiceRequest', RefundInvoiceRequest, bodies, 1000);
+    expect(counts.valid).toBeGreaterThan(20);
+    expect(counts.invalid).toBeGreaterThan(20);
+  });
+
+  it('the one rule JSON Schema cannot state, the byte length of customFields as JSON text, is stated in words and bounded by maxProperties', () => {
+    const schema = OPENAPI_DOCUMENT.components.schemas.CreateInvoiceRequest!.properties!.customFields!;
+    expect(schema.description).toContain('2048 байт');
+    const validate = schemaOf('CreateInvoiceRequest');
+    const tooManyKeys = { amount: '10.00', orderId: 'a', customFields: Object.fromEntries(Array.from({ length: 342 }, (_, i) => [`k${i}`, 1])) };
+    expect(validate(tooManyKeys)).toBe(false);
+    expect(serverVerdict(CreateInvoiceRequest, JSON.stringify(tooManyKeys))).toBe(false);
+  });
+});
