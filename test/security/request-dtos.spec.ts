@@ -10,11 +10,12 @@ import { CreateInvoiceRequest } from '../../apps/api/src/invoices/create-invoice
 import { CreatePayoutRequest } from '../../apps/api/src/payouts/create-payout.request';
 import { UpdateProjectRequest } from '../../apps/api/src/merchants/project-settings.request';
 
-function refusal(cls: new () => object, text: string) {
+type Refusal = { error: { code: string; message: string; param?: string; details: { param: string; code: string; message: string }[] } };
+function refusal(cls: new () => object, text: string): Refusal | null {
   try {
     readRequest(cls, JSON.parse(text), Buffer.from(text));
   } catch (error) {
-    if (error instanceof ApiError) return error.body();
+    if (error instanceof ApiError) return error.body() as Refusal;
     throw error;
   }
   return null;
