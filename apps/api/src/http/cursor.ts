@@ -1,19 +1,9 @@
 import { ApiError } from '../errors/api-error';
-import type { Fields } from './validation';
 
 /** Opaque page cursors: base64url JSON, validated on the way back in. */
 export const encodeCursor = (value: Record<string, unknown>): string => Buffer.from(JSON.stringify(value)).toString('base64url');
 
 const CURSOR_MESSAGE = 'cursor: передайте nextCursor из предыдущего ответа';
-
-/** A cursor read among the other fields of a query: a bad one joins their violations. */
-export function readCursor<T>(f: Fields, name: string, read: (value: Record<string, unknown>) => T | null): T | undefined {
-  const raw = f.raw(name);
-  if (raw === undefined) return undefined;
-  const value = typeof raw === 'string' ? parseCursor(raw, read) : null;
-  if (value === null) return f.fail(name, 'invalid_cursor', 'передайте nextCursor из предыдущего ответа');
-  return value;
-}
 
 export function decodeCursor<T>(cursor: string, read: (value: Record<string, unknown>) => T | null): T {
   const value = parseCursor(cursor, read);

@@ -285,20 +285,32 @@ export const JsonObject = (o: { readonly maxBytes: number } & Presence & Describ
     },
   );
 
+/** The components name of the schema of a storable JSON value at `depth` below customFields. */
+const storableJsonName = (depth: number) => `StorableJson${depth}`;
+
+/** customFields itself (depth 0): an object whose keys are storable and values are StorableJson1. */
+function storableJsonAt(depth: 0): SchemaObject {
+  return { propertyNames: { type: 'string', pattern: STORABLE_PATTERN }, additionalProperties: { $ref: `#/components/schemas/${storableJsonName(depth + 1)}` } };
+}
+
 /**
- * Any JSON value at `depth` that the database can store (no NUL or lone surrogate in a
- * string or key) and that nests at most MAX_JSON_DEPTH levels below the root: the
- * rule of `unstorableJson`, unrolled one level at a time (JSON Schema has no counter).
+ * The schemas of any JSON value at depth 1..MAX_JSON_DEPTH below customFields that the
+ * database can store (no NUL or lone surrogate in a string or key) and that nests no
+ * deeper: the rule of `unstorableJson`, unrolled one named level at a time (JSON Schema
+ * has no depth counter; each level is a component, so a validator compiles it once).
  */
-function storableJsonAt(depth: number): SchemaObject {
+export function storableJsonSchemas(): Record<string, SchemaObject> {
   const text: SchemaObject = { type: 'string', pattern: STORABLE_PATTERN };
   const leaf: SchemaObject = { type: ['number', 'boolean', 'null'] };
-  if (depth >= MAX_JSON_DEPTH) {
-    return { anyOf: [text, leaf, { type: 'array', maxItems: 0 }, { type: 'object', maxProperties: 0 }] };
+  const schemas: Record<string, SchemaObject> = {};
+  for (let depth = 1; depth <= MAX_JSON_DEPTH; depth++) {
+    const inner: SchemaObject = { $ref: `#/components/schemas/${storableJsonName(depth + 1)}` };
+    schemas[storableJsonName(depth)] =
+      depth === MAX_JSON_DEPTH
+        ? { description: `Значение customFields на глубине ${depth}: без вложений`, anyOf: [text, leaf, { type: 'array', maxItems: 0 }, { type: 'object', maxProperties: 0 }] }
+        : { description: `Значение customFields на глубине ${depth}`, anyOf: [text, leaf, { type: 'array', items: inner }, { type: 'object', propertyNames: text, additionalProperties: inner }] };
   }
-  const inner = storableJsonAt(depth + 1);
-  if (depth === 0) return { propertyNames: text, additionalProperties: inner };
-  return { anyOf: [text, leaf, { type: 'array', items: inner }, { type: 'object', propertyNames: text, additionalProperties: inner }] };
+  return schemas;
 }
 
 export const Nested = (cls: () => RequestClass, o: Presence & Described & { readonly schemaName: string }): PropertyDecorator =>

@@ -17,6 +17,7 @@ import { CreatePayoutRequest } from '../payouts/create-payout.request';
 import { ListPayoutsQuery } from '../payouts/list-payouts.request';
 import { RefundInvoiceRequest } from '../refunds/refund-invoice.request';
 import { queryParameters, requestSchema } from './request-schemas';
+import { storableJsonSchemas } from '../http/request-fields';
 
 // ---------------------------------------------------------------------------
 // The subset of OpenAPI 3.1 that this document uses (typos in keywords fail to compile).
@@ -878,6 +879,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
       },
       Customer: customer,
       CreateInvoiceRequest: createInvoiceRequest,
+      ...storableJsonSchemas(),
       InvoiceCreated: invoiceCreated,
       Invoice: invoice,
       InvoiceList: list('Страница счетов', 'Invoice'),
