@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { createPool } from '../libs/database/src';
+import { createPool } from '#platform/database';
 import {
   EventStore,
   EventToAppend,
@@ -8,7 +8,7 @@ import {
   Position,
   PostgresEventStore,
   START,
-} from '../libs/event-store/src';
+} from '#event-store';
 import type { BenchContext, BenchSection } from './run';
 import { nowMs, percentiles, startTimer } from './stats';
 import { fixed, integer, Table } from './table';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
-import { createPool } from '../libs/database/src';
-import { EventToAppend, ExpectedRevision, PostgresEventStore, PostgresSnapshotStore } from '../libs/event-store/src';
+import { createPool } from '#platform/database';
+import { EventToAppend, ExpectedRevision, PostgresEventStore, PostgresSnapshotStore } from '#event-store';
 import {
   causeOf,
   decide,
@@ -14,10 +14,10 @@ import {
   LedgerState,
   ledgerStreamName,
   stateViolations,
-} from '../libs/ledger/src';
-import { LEDGER_FOLD_VERSION, ledgerSnapshotOf } from '../libs/ledger/src';
-import { LEDGER_SNAPSHOT_EVERY, LedgerBook, LedgerRequest } from '../libs/ledger-store/src';
-import { PostgresLedgerCauseIndex } from '../libs/read-models/src/ledger-cause-index';
+} from '#ledger';
+import { LEDGER_FOLD_VERSION, ledgerSnapshotOf } from '#ledger';
+import { LEDGER_SNAPSHOT_EVERY, LedgerBook, LedgerRequest } from '#payments/ledger';
+import { PostgresLedgerCauseIndex } from '#payments/ledger';
 import type { BenchContext, BenchSection } from './run';
 import { nowMs, percentiles, startTimer } from './stats';
 import { fixed, Table } from './table';

@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { seedLoad } from '../apps/tools/src/seed/seed-load';
-import { loadConfig } from '../libs/config/src';
-import { fixedKeys, SecretBox } from '../libs/secrets/src';
-import { COMMAND_SESSION_LIMITS, createPool, migrate } from '../libs/database/src';
-import { allMigrations } from '../libs/database/src/migrations';
-import { PostgresEventStore } from '../libs/event-store/src';
-import { rebuildProjection } from '../libs/projections/src';
-import { allProjections } from '../libs/read-models/src';
+import { loadConfig } from '#payments/composition';
+import { fixedKeys, SecretBox } from '#platform/secrets';
+import { COMMAND_SESSION_LIMITS, createPool, migrate } from '#platform/database';
+import { allMigrations } from '#payments/composition';
+import { PostgresEventStore } from '#event-store';
+import { rebuildProjection } from '#event-store/projections';
+import { allProjections } from '#payments/read-models';
 import type { BenchContext, BenchSection } from './run';
 import { fixed, integer, Table } from './table';
 

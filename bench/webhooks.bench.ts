@@ -1,10 +1,10 @@
 import { spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { SystemClock } from '../libs/clock/src';
-import { createPool } from '../libs/database/src';
-import { Registry } from '../libs/registry/src';
-import { fixedKeys, SecretBox } from '../libs/secrets/src';
-import { WebhookDispatcher } from '../libs/webhooks/src';
+import { SystemClock } from '#platform/clock';
+import { createPool } from '#platform/database';
+import { Registry } from '#payments/merchants';
+import { fixedKeys, SecretBox } from '#platform/secrets';
+import { WebhookDispatcher } from '#payments/webhooks';
 import type { BenchContext, BenchSection } from './run';
 import { percentiles, sleep, startTimer } from './stats';
 import { fixed, Table } from './table';

@@ -10,7 +10,7 @@ import {
   StreamNotFoundError,
   UnserializableEventError,
   WrongExpectedRevisionError,
-} from '../../libs/event-store/src';
+} from '#event-store';
 
 /**
  * What the stores truly do differently, declared per adapter; the suite holds each to

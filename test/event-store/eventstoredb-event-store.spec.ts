@@ -14,7 +14,7 @@ import * as plainAppendModule from '@eventstore/db-client/dist/streams/appendToS
 import * as batchAppendModule from '@eventstore/db-client/dist/streams/appendToStream/batchAppend';
 import { ReadStream as ClientReadStream } from '@eventstore/db-client/dist/streams/utils/ReadStream';
 import { Subscription as ClientSubscription } from '@eventstore/db-client/dist/streams/utils/Subscription';
-import { toApiError } from '../../apps/api/src/errors/error.filter';
+import { toApiError } from '../../apps/api/src/http/errors/error.filter';
 import {
   AppendTooLargeError,
   EventStoreUnavailableError,
@@ -23,7 +23,7 @@ import {
   SubscriptionBatch,
   UnserializableEventError,
   WrongExpectedRevisionError,
-} from '../../libs/event-store/src';
+} from '#event-store';
 import {
   appendRoute,
   batchClientSubscription,
@@ -51,7 +51,7 @@ import {
   toPosition,
   toReadPosition,
   toRecordedEvent,
-} from '../../libs/event-store/src/eventstoredb/eventstoredb-event-store';
+} from '#event-store/eventstoredb';
 import { eventStoreContract } from './event-store.contract';
 
 // ---------------------------------------------------------------------------------

@@ -12,7 +12,7 @@
  * for this history's ledgers. See test/support/process-manager-replay.ts.
  */
 import { randomUUID } from 'node:crypto';
-import { EventStoreDbEventStore } from '../../libs/event-store/src/eventstoredb/eventstoredb-event-store';
+import { EventStoreDbEventStore } from '#event-store/eventstoredb';
 import { PAST_THE_WINDOW, processManagerReplayCase } from '../support/process-manager-replay';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { DuplicateEventIdError, EventToAppend } from '../../libs/event-store/src';
+import { DuplicateEventIdError, EventToAppend } from '#event-store';
 import { InMemoryEventStore } from '../support/in-memory-event-store';
 import { eventStoreContract } from './event-store.contract';
 

@@ -5,8 +5,8 @@
  * process's append) must end that wait at once; before the fix it woke nobody and
  * the subscriber slept its whole maximum wait (a second).
  */
-import type { Position } from '../../libs/event-store/src';
-import { LogTailSignal } from '../../libs/event-store/src/postgres/log-tail-signal';
+import type { Position } from '#event-store';
+import { LogTailSignal } from '#event-store/postgres';
 
 const MAX_WAIT_MS = 1000;
 const POLL_MS = 20;

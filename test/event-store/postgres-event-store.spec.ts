@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { comparePositions, DuplicateEventIdError, PostgresEventStore, RecordedEvent } from '../../libs/event-store/src';
+import { comparePositions, DuplicateEventIdError, PostgresEventStore, RecordedEvent } from '#event-store';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { eventStoreContract } from './event-store.contract';
 

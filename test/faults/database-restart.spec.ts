@@ -47,7 +47,7 @@ startEmbeddedPostgres(process.argv[2], { databaseName: 'gateway', port: process.
 `;
 
 function startPrivatePostgres(dir: string, port = 0): Promise<PrivatePostgres> {
-  const module = path.join(ROOT, 'dist/libs/database/src/embedded-postgres.js');
+  const module = path.join(ROOT, 'dist/libs/platform/src/database/embedded-postgres.js');
   const child = spawn(process.execPath, ['-e', POSTGRES_SCRIPT, module, dir, String(port)], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   return new Promise((resolve, reject) => {

@@ -1,5 +1,5 @@
-import { ConfigError, loadConfig } from '../../libs/config/src';
-import { ManualClock } from '../../libs/clock/src';
+import { ConfigError, loadConfig } from '#payments/composition';
+import { ManualClock } from '#platform/clock';
 import { startProcess } from '../support/gateway-process';
 
 describe('configuration from the environment', () => {

@@ -1,5 +1,5 @@
-import { createPool, migrate, MigrationError } from '../../libs/database/src';
-import { allMigrations } from '../../libs/database/src/migrations';
+import { createPool, migrate, MigrationError } from '#platform/database';
+import { allMigrations } from '#payments/composition';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 describe('schema migrations', () => {

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { preparedStatement } from '../../libs/database/src/pool';
-import { fixedKeys, SecretBox } from '../../libs/secrets/src';
-import { Registry } from '../../libs/registry/src';
+import { preparedStatement } from '#platform/database';
+import { fixedKeys, SecretBox } from '#platform/secrets';
+import { Registry } from '#payments/merchants';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 describe('prepared statements', () => {

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { comparePositions, PostgresEventStore } from '../../libs/event-store/src';
-import { readCheckpoint } from '../../libs/projections/src';
+import { comparePositions, PostgresEventStore } from '#event-store';
+import { readCheckpoint } from '#event-store/projections';
 import { startProcess } from '../support/gateway-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 

@@ -1,5 +1,5 @@
 /**
- * The bounds on the gateway's own database sessions (libs/database/src/pool.ts), on
+ * The bounds on the gateway's own database sessions (libs/platform/src/database/pool.ts), on
  * the real PostgreSQL: a session left idle inside a transaction is cut (an open
  * transaction holding a transaction id hides every newer event from every
  * subscriber of the cluster), a statement running too long is cancelled, TCP
@@ -13,8 +13,8 @@ import {
   migrate,
   SERVING_SESSION_LIMITS,
   SessionLimits,
-} from '../../libs/database/src';
-import { readLogVisibility } from '../../libs/event-store/src';
+} from '#platform/database';
+import { readLogVisibility } from '#event-store';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 let db: TestDatabase;

@@ -5,8 +5,8 @@
  * key go after a 5xx, key scopes, and the 24-hour retention.
  */
 import { randomUUID } from 'node:crypto';
-import { ManualClock } from '../../libs/clock/src';
-import { IdempotencyKeys, KeyedRequest, readIdempotencyKey, requestFingerprint } from '../../libs/idempotency/src';
+import { ManualClock } from '#platform/clock';
+import { IdempotencyKeys, KeyedRequest, readIdempotencyKey, requestFingerprint } from '#payments/idempotency';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 describe('the idempotency key store', () => {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { PostgresEventStore, PostgresSnapshotStore } from '../../libs/event-store/src';
-import { LedgerId } from '../../libs/ledger/src';
-import { LedgerBook } from '../../libs/ledger-store/src';
+import { PostgresEventStore, PostgresSnapshotStore } from '#event-store';
+import { LedgerId } from '#ledger';
+import { LedgerBook } from '#payments/ledger';
 import { RunningGateway, startGateway, startProcess } from '../support/gateway-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 

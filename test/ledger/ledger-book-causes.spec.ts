@@ -18,9 +18,9 @@ import {
   LedgerId,
   ledgerStreamName,
   RECENT_CAUSES_KEPT,
-} from '../../libs/ledger/src';
-import { LedgerCommand, LedgerError } from '../../libs/ledger/src';
-import { LedgerBook, LedgerCauseIndex, LedgerRequest } from '../../libs/ledger-store/src';
+} from '#ledger';
+import { LedgerCommand, LedgerError } from '#ledger';
+import { LedgerBook, LedgerCauseIndex, LedgerRequest } from '#payments/ledger';
 import { LongRunResolver, longRuns } from '../support/ledger-long-runs';
 import { expectAndApply, newModel, Outcome } from '../support/ledger-model';
 import { InMemoryEventStore } from '../support/in-memory-event-store';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
-import { comparePositions, PostgresEventStore, PostgresSnapshotStore } from '../../libs/event-store/src';
+import { comparePositions, PostgresEventStore, PostgresSnapshotStore } from '#event-store';
 import {
   foldLedger,
   LedgerError,
@@ -13,10 +13,10 @@ import {
   initialLedgerState,
   hasRecentCause,
   RECENT_CAUSES_KEPT,
-} from '../../libs/ledger/src';
-import { LEDGER_SNAPSHOT_EVERY, LedgerBook, LedgerRequest, verifyLedgers } from '../../libs/ledger-store/src';
-import { ProjectionRunner } from '../../libs/projections/src';
-import { ledgerProjection, PostgresLedgerCauseIndex } from '../../libs/read-models/src';
+} from '#ledger';
+import { LEDGER_SNAPSHOT_EVERY, LedgerBook, LedgerRequest, verifyLedgers } from '#payments/ledger';
+import { ProjectionRunner } from '#event-store/projections';
+import { ledgerProjection, PostgresLedgerCauseIndex } from '#payments/read-models';
 import { appendLedgerHistory, freshPayments } from '../support/ledger-history';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 

@@ -4,11 +4,11 @@
  * the ledger from its events instead, and `ledger:verify` reports it.
  */
 import { randomUUID } from 'node:crypto';
-import { comparePositions, PostgresEventStore, PostgresSnapshotStore } from '../../libs/event-store/src';
-import { foldLedger, LedgerEvent, LedgerId, ledgerStreamName } from '../../libs/ledger/src';
-import { LEDGER_SNAPSHOT_EVERY, LedgerBook, LedgerRequest, verifyLedgers } from '../../libs/ledger-store/src';
-import { ProjectionRunner } from '../../libs/projections/src';
-import { ledgerProjection } from '../../libs/read-models/src';
+import { comparePositions, PostgresEventStore, PostgresSnapshotStore } from '#event-store';
+import { foldLedger, LedgerEvent, LedgerId, ledgerStreamName } from '#ledger';
+import { LEDGER_SNAPSHOT_EVERY, LedgerBook, LedgerRequest, verifyLedgers } from '#payments/ledger';
+import { ProjectionRunner } from '#event-store/projections';
+import { ledgerProjection } from '#payments/read-models';
 import { appendLedgerHistory } from '../support/ledger-history';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 

@@ -8,9 +8,9 @@
  * bad items are logged with their ids and counted in worker_item_failures_total.
  */
 import { randomUUID } from 'node:crypto';
-import { handleCommand, PostgresEventStore } from '../../libs/event-store/src';
-import { invoiceDecider, invoiceStreamName } from '../../libs/domain/src';
-import { newRefundId } from '../../libs/payments/src/refund-service';
+import { handleCommand, PostgresEventStore } from '#event-store';
+import { invoiceDecider, invoiceStreamName } from '#domain';
+import { newRefundId } from '#payments/refunds';
 import { RunningGateway, startGateway } from '../support/gateway-process';
 import { Operator, poll } from '../support/merchant-fixtures';
 import { instantMerchant, paidInvoice, waitForBalance } from '../support/money-out-fixtures';

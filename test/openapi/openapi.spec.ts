@@ -9,8 +9,8 @@ import { randomUUID } from 'node:crypto';
 import Ajv2020 from 'ajv/dist/2020';
 import type { ErrorObject, ValidateFunction } from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
-import { HTTP_METHODS, OPENAPI_DOCUMENT } from '../../apps/api/src/openapi/openapi-document';
-import type { OperationObject, PathItemObject, SchemaObject } from '../../apps/api/src/openapi/openapi-document';
+import { HTTP_METHODS, OPENAPI_DOCUMENT } from '../../apps/api/src/docs/openapi-document';
+import type { OperationObject, PathItemObject, SchemaObject } from '../../apps/api/src/docs/openapi-document';
 import { api, expectStatus, InvoiceGateway, Json, Merchant, orderId, poll, Reply, startInvoiceGateway, waitForList } from '../support/merchant-fixtures';
 import { BEP20, fund, instantMerchant, paidInvoice, payoutAddress, PHONE, TRC20, waitForBalance } from '../support/money-out-fixtures';
 

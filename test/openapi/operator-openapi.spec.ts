@@ -6,7 +6,7 @@
  */
 import Ajv2020 from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
-import { OPERATOR_OPENAPI_DOCUMENT } from '../../apps/api/src/openapi/operator-document';
+import { OPERATOR_OPENAPI_DOCUMENT } from '../../apps/api/src/docs/operator-document';
 import { api, expectStatus, InvoiceGateway, Json, orderId, startInvoiceGateway } from '../support/merchant-fixtures';
 
 const doc = OPERATOR_OPENAPI_DOCUMENT;

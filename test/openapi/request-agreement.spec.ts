@@ -13,7 +13,7 @@
 import fc from 'fast-check';
 import Ajv2020 from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
-import { OPENAPI_DOCUMENT } from '../../apps/api/src/openapi/openapi-document';
+import { OPENAPI_DOCUMENT } from '../../apps/api/src/docs/openapi-document';
 import { readRequest, RequestClass } from '../../apps/api/src/http/request-validation';
 import { CreateInvoiceRequest } from '../../apps/api/src/invoices/create-invoice.request';
 import { CreatePayoutRequest } from '../../apps/api/src/payouts/create-payout.request';

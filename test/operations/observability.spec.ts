@@ -7,7 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
-import { loadConfig } from '../../libs/config/src';
+import { loadConfig } from '#payments/composition';
 import {
   EventStore,
   handleCommand,
@@ -15,7 +15,7 @@ import {
   RecordedEvent,
   StreamNotFoundError,
   WrongExpectedRevisionError,
-} from '../../libs/event-store/src';
+} from '#event-store';
 import { readiness } from '../../apps/api/src/health/readiness';
 import { startGateway, startProcess } from '../support/gateway-process';
 import {

@@ -13,9 +13,9 @@
  * counts) every repeat that only the store stopped. The same replay on a store that
  * does not stop them (as EventStoreDB) is test/ledger/process-manager-replay.spec.ts.
  */
-import { comparePositions, PostgresEventStore } from '../../libs/event-store/src';
-import { foldLedger, LEDGER_CATEGORY, LedgerEvent, LedgerState, RECENT_CAUSES_KEPT } from '../../libs/ledger/src';
-import { allProjections } from '../../libs/read-models/src';
+import { comparePositions, PostgresEventStore } from '#event-store';
+import { foldLedger, LEDGER_CATEGORY, LedgerEvent, LedgerState, RECENT_CAUSES_KEPT } from '#ledger';
+import { allProjections } from '#payments/read-models';
 import { RunningProcess, startProcess } from '../support/gateway-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 

@@ -6,11 +6,11 @@
  * table (`read-models:checksum`), and `ledger:verify` passes. In process: the history
  * is the same for the same seed.
  */
-import { comparePositions, PostgresEventStore } from '../../libs/event-store/src';
-import { formatChecksums, readModelChecksums } from '../../libs/read-models/src';
-import type { PayoutAddress, Project } from '../../libs/registry/src';
-import { WEBHOOK_EVENTS } from '../../libs/registry/src';
-import { DEFAULT_PAYOUT_TERMS } from '../../libs/domain/src';
+import { comparePositions, PostgresEventStore } from '#event-store';
+import { formatChecksums, readModelChecksums } from '#payments/read-models';
+import type { PayoutAddress, Project } from '#payments/merchants';
+import { WEBHOOK_EVENTS } from '#payments/merchants';
+import { DEFAULT_PAYOUT_TERMS } from '#domain';
 import { HistoryGenerator, SeedMerchant, SeedWrite } from '../../apps/tools/src/seed/history';
 import { Random } from '../../apps/tools/src/seed/random';
 import { startProcess } from '../support/gateway-process';

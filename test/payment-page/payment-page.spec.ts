@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { evolveInvoice, initialInvoice } from '../../libs/domain/src';
-import type { Invoice, InvoiceCreatedData } from '../../libs/domain/src';
+import { evolveInvoice, initialInvoice } from '#domain';
+import type { Invoice, InvoiceCreatedData } from '#domain';
 import { formatRubles, pageStatus, renderInvoicePage, safeHttpUrl } from '../../apps/api/src/pay/payment-page.html';
 import { RunningGateway, startGateway } from '../support/gateway-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';

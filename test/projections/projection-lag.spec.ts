@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { EventStore, Position, PostgresEventStore } from '../../libs/event-store/src';
-import { LaggingProjection, projectionLag } from '../../libs/metrics/src/projection-lag';
+import { EventStore, Position, PostgresEventStore } from '#event-store';
+import { LaggingProjection, projectionLag } from '#payments/observability';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 /**

@@ -1,15 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import type { PoolClient } from 'pg';
-import { comparePositions, Position, PostgresEventStore, RecordedEvent } from '../../libs/event-store/src';
+import { comparePositions, Position, PostgresEventStore, RecordedEvent } from '#event-store';
 import {
   Projection,
   ProjectionRunner,
   readCheckpoint,
   rebuildProjection,
   resetProjection,
-} from '../../libs/projections/src';
-import { createPool } from '../../libs/database/src/pool';
-import { streamCatalogProjection } from '../../libs/read-models/src';
+} from '#event-store/projections';
+import { createPool } from '#platform/database';
+import { streamCatalogProjection } from '#payments/read-models';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 let db: TestDatabase;

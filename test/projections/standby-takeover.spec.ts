@@ -10,8 +10,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { PostgresEventStore } from '../../libs/event-store/src';
-import { PROJECTION_LEASE_STALE_MS, PROJECTION_TAKEOVER_BOUND_MS } from '../../libs/projections/src';
+import { PostgresEventStore } from '#event-store';
+import { PROJECTION_LEASE_STALE_MS, PROJECTION_TAKEOVER_BOUND_MS } from '#event-store/projections';
 import { ADMIN_TOKEN, api, Json } from '../support/merchant-fixtures';
 import { RunningProcess, startProcess } from '../support/gateway-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';

@@ -1,8 +1,8 @@
 /**
- * The failed-authentication limits (libs/access/src/auth-failures.ts), pure: per
+ * The failed-authentication limits (libs/payments/src/access/auth-failures.ts), pure: per
  * client address and overall, fixed one-minute windows on the clock passed in.
  */
-import { AuthFailureLimiter, clientKeyOf } from '../../libs/access/src';
+import { AuthFailureLimiter, clientKeyOf } from '#payments/access';
 
 const T0 = Date.parse('2026-11-23T10:00:00.000Z');
 const at = (seconds: number) => new Date(T0 + seconds * 1000);

@@ -5,7 +5,7 @@
  * depth in any field is a 400, never a stack overflow. Details are compared exactly.
  */
 import { readRequest } from '../../apps/api/src/http/request-validation';
-import { ApiError } from '../../apps/api/src/errors/api-error';
+import { ApiError } from '../../apps/api/src/http/errors/api-error';
 import { CreateInvoiceRequest } from '../../apps/api/src/invoices/create-invoice.request';
 import { CreatePayoutRequest } from '../../apps/api/src/payouts/create-payout.request';
 import { UpdateProjectRequest } from '../../apps/api/src/merchants/project-settings.request';

@@ -1,9 +1,9 @@
 /**
- * Sealing secrets at rest (libs/secrets/src/secret-box.ts): AES-256-GCM, a random IV
+ * Sealing secrets at rest (libs/platform/src/secrets/secret-box.ts): AES-256-GCM, a random IV
  * per value, the owner as associated data, the key id in the value.
  */
 import { randomBytes } from 'node:crypto';
-import { fixedKeys, keyIdOf, SecretBox, SecretKeyMissingError, sealedKeyId } from '../../libs/secrets/src';
+import { fixedKeys, keyIdOf, SecretBox, SecretKeyMissingError, sealedKeyId } from '#platform/secrets';
 
 describe('SecretBox', () => {
   const k1 = randomBytes(32);

@@ -7,7 +7,7 @@
  * ahead stayed acceptable until the end of second 600 after the first use's second:
  * for up to one second, after a sweep, the same signature was accepted again.
  */
-import { AccessControl, SIGNATURE_REUSE_WINDOW_SECONDS, sweepAccessMarks, TIMESTAMP_WINDOW_SECONDS } from '../../libs/access/src';
+import { AccessControl, SIGNATURE_REUSE_WINDOW_SECONDS, sweepAccessMarks, TIMESTAMP_WINDOW_SECONDS } from '#payments/access';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 let db: TestDatabase;

@@ -1,7 +1,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { makeTraversable } from '../../libs/database/src/embedded-postgres';
+import { makeTraversable } from '#platform/database';
 
 export const ROOT = path.resolve(__dirname, '../..');
 

@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { makeTraversable, startEmbeddedPostgres } from '../../libs/database/src/embedded-postgres';
+import { makeTraversable, startEmbeddedPostgres } from '#platform/database';
 
 /**
  * One PostgreSQL server for the whole run: DATABASE_URL when set, otherwise an

@@ -1,5 +1,5 @@
 import { rmSync } from 'node:fs';
-import type { EmbeddedDatabase } from '../../libs/database/src/embedded-postgres';
+import type { EmbeddedDatabase } from '#platform/database';
 
 export default async function globalTeardown(): Promise<void> {
   const started = (globalThis as Record<string, unknown>).__TEST_POSTGRES__ as

@@ -15,7 +15,7 @@ import {
   SubscribeToAllOptions,
   SubscriptionBatch,
   WrongExpectedRevisionError,
-} from '../../libs/event-store/src';
+} from '#event-store';
 
 /**
  * How the store treats an event id it already holds.

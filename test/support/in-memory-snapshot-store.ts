@@ -1,4 +1,4 @@
-import type { SnapshotStore } from '../../libs/event-store/src';
+import type { SnapshotStore } from '#event-store';
 
 /** Snapshots in memory, with PostgresSnapshotStore's rule: a newer one replaces an older one, never the reverse. */
 export class InMemorySnapshotStore implements SnapshotStore {

@@ -8,7 +8,7 @@
  * revisions LedgerBook would have used. The stream is what the book would have
  * written; it is not a way around the book in the code under test.
  */
-import type { EventStore, JsonObject } from '../../libs/event-store/src';
+import type { EventStore, JsonObject } from '#event-store';
 import {
   causeOf,
   evolve,
@@ -22,8 +22,8 @@ import {
   LedgerState,
   ledgerStreamName,
   needsCauseLookup,
-} from '../../libs/ledger/src';
-import type { LedgerRequest } from '../../libs/ledger-store/src';
+} from '#ledger';
+import type { LedgerRequest } from '#payments/ledger';
 
 /** Requests for `n` payments of fresh invoices straight to available (ids from `prefix`). */
 export const freshPayments = (prefix: string, n: number, at: () => string): LedgerRequest[] =>

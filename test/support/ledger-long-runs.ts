@@ -9,8 +9,8 @@
  * open, so the same plan drives any implementation under test.
  */
 import fc from 'fast-check';
-import type { LedgerRequest } from '../../libs/ledger-store/src';
-import type { ReservationPurpose } from '../../libs/ledger/src';
+import type { LedgerRequest } from '#payments/ledger';
+import type { ReservationPurpose } from '#ledger';
 import type { Model } from './ledger-model';
 
 export type LongOp =

@@ -10,7 +10,7 @@ import {
   LedgerCommand,
   LedgerErrorCode,
   ReservationPurpose,
-} from '../../libs/ledger/src';
+} from '#ledger';
 
 export type Outcome = 'posted' | 'repeat' | LedgerErrorCode;
 

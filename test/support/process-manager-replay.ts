@@ -16,12 +16,12 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Pool } from 'pg';
-import { DEFAULT_PAYOUT_TERMS } from '../../libs/domain/src';
+import { DEFAULT_PAYOUT_TERMS } from '#domain';
 import {
   comparePositions,
   EventStore,
   RecordedEvent,
-} from '../../libs/event-store/src';
+} from '#event-store';
 import {
   entryViolations,
   evolve,
@@ -31,19 +31,19 @@ import {
   LedgerState,
   RECENT_CAUSES_KEPT,
   stateViolations,
-} from '../../libs/ledger/src';
-import { verifyLedgers, VerifyProblem } from '../../libs/ledger-store/src';
-import type { Projection } from '../../libs/projections/src';
-import { ledgerProjection } from '../../libs/read-models/src';
-import { fixedKeys, SecretBox } from '../../libs/secrets/src';
-import { paymentsToLedger } from '../../apps/projector/src/workers/payments-to-ledger';
-import { payoutOutcomes, refundOutcomes } from '../../apps/projector/src/workers/refund-and-payout-outcomes';
+} from '#ledger';
+import { verifyLedgers, VerifyProblem } from '#payments/ledger';
+import type { Projection } from '#event-store/projections';
+import { ledgerProjection } from '#payments/read-models';
+import { fixedKeys, SecretBox } from '#platform/secrets';
+import { paymentsToLedger } from '#payments/ledger';
+import { payoutOutcomes, refundOutcomes } from '#payments/flows';
 import { seedLoad } from '../../apps/tools/src/seed/seed-load';
 import { NestFactory } from '@nestjs/core';
 import { CommandBus } from '@nestjs/cqrs';
 import { ProjectorModule } from '../../apps/projector/src/projector.module';
-import type { Infrastructure } from '../../libs/infrastructure/src/infrastructure';
-import { createServices } from '../../libs/infrastructure/src/services';
+import type { Infrastructure } from '#payments/composition';
+import { createServices } from '#payments/composition';
 
 export interface LedgerOutcome {
   readonly entries: number;

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Client, Pool } from 'pg';
-import { createPool, migrate } from '../../libs/database/src';
-import { allMigrations } from '../../libs/database/src/migrations';
+import { createPool, migrate } from '#platform/database';
+import { allMigrations } from '#payments/composition';
 
 export interface TestDatabase {
   readonly url: string;

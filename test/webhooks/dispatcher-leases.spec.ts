@@ -6,11 +6,11 @@
  * late failure made the row pending again with a retry scheduled, and its history
  * row was dropped (its attempt number was taken).
  */
-import { fixedKeys, SecretBox } from '../../libs/secrets/src';
+import { fixedKeys, SecretBox } from '#platform/secrets';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { SystemClock } from '../../libs/clock/src';
-import { Registry, WEBHOOK_EVENTS } from '../../libs/registry/src';
-import { WebhookDispatcher, WebhookAttemptOutcome } from '../../libs/webhooks/src';
+import { SystemClock } from '#platform/clock';
+import { Registry, WEBHOOK_EVENTS } from '#payments/merchants';
+import { WebhookDispatcher, WebhookAttemptOutcome } from '#payments/webhooks';
 import { startWebhookReceiver, WebhookReceiver } from '../support/webhook-receiver';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 

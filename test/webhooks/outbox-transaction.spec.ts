@@ -7,15 +7,15 @@
  * subscriber of the cluster until the whole batch had been rendered.
  */
 import { randomBytes } from 'node:crypto';
-import { fixedKeys, SecretBox } from '../../libs/secrets/src';
+import { fixedKeys, SecretBox } from '#platform/secrets';
 import type { Pool } from 'pg';
-import { SystemClock } from '../../libs/clock/src';
-import { createPool } from '../../libs/database/src';
-import { comparePositions, PostgresEventStore } from '../../libs/event-store/src';
-import { InvoiceService } from '../../libs/payments/src';
-import { ProjectionRunner } from '../../libs/projections/src';
-import { Project, Registry, WEBHOOK_EVENTS } from '../../libs/registry/src';
-import { webhookOutbox } from '../../libs/webhooks/src';
+import { SystemClock } from '#platform/clock';
+import { createPool } from '#platform/database';
+import { comparePositions, PostgresEventStore } from '#event-store';
+import { InvoiceService } from '#payments';
+import { ProjectionRunner } from '#event-store/projections';
+import { Project, Registry, WEBHOOK_EVENTS } from '#payments/merchants';
+import { webhookOutbox } from '#payments/webhooks';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 const RUNNER_APPLICATION = 'outbox-transaction-test';

@@ -9,7 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import { expectStatus, InvoiceGateway, Json, Merchant, orderId, poll, sleep, startInvoiceGateway } from '../support/merchant-fixtures';
 import { startWebhookReceiver, WebhookReceiver } from '../support/webhook-receiver';
-import { SIGNATURE_REUSE_WINDOW_SECONDS } from '../../libs/access/src';
+import { SIGNATURE_REUSE_WINDOW_SECONDS } from '#payments/access';
 
 const DAY = 86_400;
 

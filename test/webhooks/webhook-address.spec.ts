@@ -1,9 +1,9 @@
 /**
  * Where a webhook may go when private networks are not allowed (pure rules of
- * libs/webhooks/src/webhook-address.ts): only globally routable unicast addresses
+ * libs/payments/src/webhooks/webhook-address.ts): only globally routable unicast addresses
  * that are not the gateway host's own.
  */
-import { addressRange, webhookAddressRefusal, webhookUrlRefusal } from '../../libs/webhooks/src/webhook-address';
+import { addressRange, webhookAddressRefusal, webhookUrlRefusal } from '#payments/webhooks';
 
 const NO_HOST_ADDRESSES: readonly string[] = [];
 

@@ -1,30 +1,30 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { CqrsModule } from '@nestjs/cqrs';
-import { PaymentsModule } from '../../../libs/payments/src/payments.module';
-import type { Infrastructure } from '../../../libs/infrastructure/src/infrastructure';
-import type { GatewayServices } from '../../../libs/infrastructure/src/services';
-import { AdminTokenGuard } from './admin/admin-token.guard';
-import { ClockController } from './admin/clock.controller';
-import { InvoicePaymentsController } from './admin/invoice-payments.controller';
-import { LedgerAuditController } from './admin/ledger-audit.controller';
-import { ProjectsController } from './admin/projects.controller';
-import { StreamsController } from './admin/streams.controller';
+import { PaymentsModule } from '#payments';
+import type { Infrastructure } from '#payments/composition';
+import type { GatewayServices } from '#payments/composition';
+import { AdminTokenGuard } from './http/auth/admin-token.guard';
+import { ClockController } from './operations/clock.controller';
+import { InvoicePaymentsController } from './invoices/invoice-payments.controller';
+import { LedgerAuditController } from './ledger/ledger-audit.controller';
+import { ProjectsController } from './merchants/projects.controller';
+import { StreamsController } from './operations/streams.controller';
 import { HealthController, ReadinessProbe } from './health/health.controller';
-import { InvoicesController } from './merchant/invoices.controller';
-import { RefundsController } from './merchant/refunds.controller';
-import { PayoutsController } from './merchant/payouts.controller';
-import { PayoutsAdminController } from './admin/payouts-admin.controller';
-import { WebhookDeliveriesController } from './admin/webhook-deliveries.controller';
-import { MerchantAuthGuard } from './merchant/merchant-auth.guard';
-import { OpenApiController, OperatorOpenApiController } from './openapi/openapi.controller';
-import { ReferenceController } from './merchant/reference.controller';
+import { InvoicesController } from './invoices/invoices.controller';
+import { RefundsController } from './refunds/refunds.controller';
+import { PayoutsController } from './payouts/payouts.controller';
+import { PayoutsAdminController } from './payouts/payouts-admin.controller';
+import { WebhookDeliveriesController } from './webhooks/webhook-deliveries.controller';
+import { MerchantAuthGuard } from './http/auth/merchant-auth.guard';
+import { OpenApiController, OperatorOpenApiController } from './docs/openapi.controller';
+import { ReferenceController } from './balance/reference.controller';
 import { PaymentPageController } from './pay/payment-page.controller';
 import { PageFormTokens } from './pay/page-form-token';
-import { AccessControl } from '../../../libs/access/src';
-import type { IdempotencyKeys } from '../../../libs/idempotency/src';
+import { AccessControl } from '#payments/access';
+import type { IdempotencyKeys } from '#payments/idempotency';
 import { IdempotencyInterceptor } from './http/idempotency';
-import type { FailedAuthentication } from './auth/failed-authentication';
-import type { OperatorToken } from './auth/operator-token';
+import type { FailedAuthentication } from './http/auth/failed-authentication';
+import type { OperatorToken } from './http/auth/operator-token';
 import {
   ACCESS_CONTROL,
   CLOCK_TOKEN,
@@ -38,7 +38,7 @@ import {
   PublicUrl,
   READINESS,
   REGISTRY,
-} from './tokens';
+} from './http/tokens';
 
 /** How the API checks who calls it, built once per process (createApi). */
 export interface ApiSecurity {

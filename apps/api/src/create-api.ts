@@ -6,18 +6,18 @@ import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import { LogController } from 'fastify';
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
-import type { Logger } from '../../../libs/logging/src/logger';
-import { REQUEST_ID_HEADER, REQUEST_ID_LOG_FIELD, requestIdOf } from '../../../libs/logging/src/logger';
-import { GatewayMetrics, UNMATCHED_ROUTE } from '../../../libs/metrics/src';
-import { AUTH_FAILURE_WINDOW_SECONDS, AuthFailureLimiter } from '../../../libs/access/src';
+import type { Logger } from '#platform/logging';
+import { REQUEST_ID_HEADER, REQUEST_ID_LOG_FIELD, requestIdOf } from '#platform/logging';
+import { GatewayMetrics, UNMATCHED_ROUTE } from '#payments/observability';
+import { AUTH_FAILURE_WINDOW_SECONDS, AuthFailureLimiter } from '#payments/access';
 import { ApiDependencies, ApiSecurity, AppModule } from './app.module';
-import { FailedAuthentication } from './auth/failed-authentication';
-import { OperatorToken } from './auth/operator-token';
-import { ApiError } from './errors/api-error';
-import { ErrorFilter } from './errors/error.filter';
+import { FailedAuthentication } from './http/auth/failed-authentication';
+import { OperatorToken } from './http/auth/operator-token';
+import { ApiError } from './http/errors/api-error';
+import { ErrorFilter } from './http/errors/error.filter';
 import { registerIdempotencyHook } from './http/idempotency';
-import { IdempotencyKeys } from '../../../libs/idempotency/src';
-import { registerMetricsRoute } from './metrics/metrics-endpoint';
+import { IdempotencyKeys } from '#payments/idempotency';
+import { registerMetricsRoute } from './health/metrics-endpoint';
 
 /** Largest request body the API reads (customFields are at most 2 KB; the rest is small). */
 export const BODY_LIMIT_BYTES = 64 * 1024;

@@ -1,16 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
-import { loadConfigOrExit } from '../../../libs/config/src';
-import { openInfrastructure } from '../../../libs/infrastructure/src/infrastructure';
-import { createLogger } from '../../../libs/logging/src/logger';
-import { takeOverShutdownSignals } from '../../../libs/database/src/embedded-postgres';
-import { createServices } from '../../../libs/infrastructure/src/services';
-import { WEBHOOK_EVENTS } from '../../../libs/registry/src';
-import { observeCommands } from '../../../libs/event-store/src';
-import { GatewayMetrics } from '../../../libs/metrics/src';
+import { loadConfigOrExit } from '#payments/composition';
+import { openInfrastructure } from '#payments/composition';
+import { createLogger } from '#platform/logging';
+import { takeOverShutdownSignals } from '#platform/database';
+import { createServices } from '#payments/composition';
+import { WEBHOOK_EVENTS } from '#payments/merchants';
+import { observeCommands } from '#event-store';
+import { GatewayMetrics } from '#payments/observability';
 import { createApi } from '../../api/src/create-api';
 import type { ReadinessProbe } from '../../api/src/health/readiness';
-import { MetricsServer, startMetricsServer } from '../../api/src/metrics/metrics-endpoint';
+import { MetricsServer, startMetricsServer } from '../../api/src/health/metrics-endpoint';
 import { Projector } from '../../projector/src/projector';
 
 export interface ProcessRoles {

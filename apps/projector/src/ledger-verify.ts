@@ -1,9 +1,9 @@
-import { loadConfigOrExit } from '../../../libs/config/src';
-import { openInfrastructure } from '../../../libs/infrastructure/src/infrastructure';
-import { COMMAND_SESSION_LIMITS } from '../../../libs/database/src';
-import { verifyLedgers } from '../../../libs/ledger-store/src';
-import { createLogger } from '../../../libs/logging/src/logger';
-import { ProgressBar } from '../../../libs/projections/src';
+import { loadConfigOrExit } from '#payments/composition';
+import { openInfrastructure } from '#payments/composition';
+import { COMMAND_SESSION_LIMITS } from '#platform/database';
+import { verifyLedgers } from '#payments/ledger';
+import { createLogger } from '#platform/logging';
+import { ProgressBar } from '#event-store/projections';
 
 /**
  * `npm run ledger:verify`: replays every ledger from the event log, checks every

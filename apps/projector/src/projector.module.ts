@@ -1,8 +1,8 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { CqrsModule } from '@nestjs/cqrs';
 import type { Pool } from 'pg';
-import type { GatewayServices } from '../../../libs/infrastructure/src/services';
-import { PaymentsModule } from '../../../libs/payments/src/payments.module';
+import type { GatewayServices } from '#payments/composition';
+import { PaymentsModule } from '#payments';
 
 /**
  * The projector's NestJS application context: no HTTP, only the buses and the

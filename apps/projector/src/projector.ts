@@ -1,25 +1,25 @@
 import type { INestApplicationContext } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { CommandBus } from '@nestjs/cqrs';
-import type { EventStore, LogVisibility } from '../../../libs/event-store/src';
-import { PostgresEventStore, positionToString, readLogVisibility } from '../../../libs/event-store/src';
-import type { Infrastructure } from '../../../libs/infrastructure/src/infrastructure';
-import type { GatewayServices } from '../../../libs/infrastructure/src/services';
-import type { Logger } from '../../../libs/logging/src/logger';
-import { Projection, ProjectionRunner } from '../../../libs/projections/src';
-import { allProjections } from '../../../libs/read-models/src';
-import { releaseDueHolds } from './workers/hold-release';
-import { expireDueInvoices } from './workers/invoice-expiry';
-import { paymentsToLedger } from './workers/payments-to-ledger';
-import { PeriodicWorker } from './workers/periodic-worker';
+import type { EventStore, LogVisibility } from '#event-store';
+import { PostgresEventStore, positionToString, readLogVisibility } from '#event-store';
+import type { Infrastructure } from '#payments/composition';
+import type { GatewayServices } from '#payments/composition';
+import type { Logger } from '#platform/logging';
+import { Projection, ProjectionRunner } from '#event-store/projections';
+import { allProjections } from '#payments/read-models';
+import { releaseDueHolds } from '#payments/ledger';
+import { expireDueInvoices } from '#payments/invoices';
+import { paymentsToLedger } from '#payments/ledger';
+import { PeriodicWorker } from '#payments/flows';
 import { ProjectorModule } from './projector.module';
-import { payoutOutcomes, refundOutcomes } from './workers/refund-and-payout-outcomes';
-import { completeDueRefunds } from './workers/refund-processor';
-import { recoverHalfDoneFlows } from './workers/flow-recovery';
-import { sweepRetention } from './workers/retention';
-import { WorkerItems } from './workers/worker-items';
-import { WebhookDispatcher, webhookOutbox } from '../../../libs/webhooks/src';
-import { GatewayMetrics, projectionLag, webhookQueueDepth } from '../../../libs/metrics/src';
+import { payoutOutcomes, refundOutcomes } from '#payments/flows';
+import { completeDueRefunds } from '#payments/refunds';
+import { recoverHalfDoneFlows } from '#payments/flows';
+import { sweepRetention } from '#payments/webhooks';
+import { WorkerItems } from '#payments/flows';
+import { WebhookDispatcher, webhookOutbox } from '#payments/webhooks';
+import { GatewayMetrics, projectionLag, webhookQueueDepth } from '#payments/observability';
 
 /** One projection in the readiness report. */
 export interface ProjectionReport {

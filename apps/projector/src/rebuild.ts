@@ -1,9 +1,9 @@
-import { loadConfigOrExit } from '../../../libs/config/src';
-import { openInfrastructure } from '../../../libs/infrastructure/src/infrastructure';
-import { COMMAND_SESSION_LIMITS } from '../../../libs/database/src';
-import { createLogger } from '../../../libs/logging/src/logger';
-import { ProgressBar, rebuildProjection } from '../../../libs/projections/src';
-import { allProjections } from '../../../libs/read-models/src';
+import { loadConfigOrExit } from '#payments/composition';
+import { openInfrastructure } from '#payments/composition';
+import { COMMAND_SESSION_LIMITS } from '#platform/database';
+import { createLogger } from '#platform/logging';
+import { ProgressBar, rebuildProjection } from '#event-store/projections';
+import { allProjections } from '#payments/read-models';
 
 /**
  * `npm run projections:rebuild [name...] [--batch-size N]`: empties the named read

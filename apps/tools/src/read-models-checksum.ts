@@ -1,10 +1,10 @@
-import { loadConfigOrExit } from '../../../libs/config/src';
-import { comparePositions, positionToString } from '../../../libs/event-store/src';
-import { openInfrastructure } from '../../../libs/infrastructure/src/infrastructure';
-import { COMMAND_SESSION_LIMITS } from '../../../libs/database/src';
-import { createLogger } from '../../../libs/logging/src/logger';
-import { readCheckpoint } from '../../../libs/projections/src';
-import { allProjections, formatChecksums, READ_MODEL_TABLES, readModelChecksums } from '../../../libs/read-models/src';
+import { loadConfigOrExit } from '#payments/composition';
+import { comparePositions, positionToString } from '#event-store';
+import { openInfrastructure } from '#payments/composition';
+import { COMMAND_SESSION_LIMITS } from '#platform/database';
+import { createLogger } from '#platform/logging';
+import { readCheckpoint } from '#event-store/projections';
+import { allProjections, formatChecksums, READ_MODEL_TABLES, readModelChecksums } from '#payments/read-models';
 
 /**
  * `npm run read-models:checksum [table...]`: one line per read-model table (table,

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { loadConfigOrExit } from '../../../libs/config/src';
-import { openInfrastructure } from '../../../libs/infrastructure/src/infrastructure';
-import { createLogger } from '../../../libs/logging/src/logger';
-import { resealWebhookSecrets } from '../../../libs/registry/src/webhook-secrets';
-import { keyIdOf, keyFileSource, writeKeyFile } from '../../../libs/secrets/src';
+import { loadConfigOrExit } from '#payments/composition';
+import { openInfrastructure } from '#payments/composition';
+import { createLogger } from '#platform/logging';
+import { resealWebhookSecrets } from '#payments/merchants';
+import { keyIdOf, keyFileSource, writeKeyFile } from '#platform/secrets';
 
 /**
  * `npm run secrets:rotate-key`: seals every stored secret (the projects' webhook

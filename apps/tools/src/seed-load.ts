@@ -1,9 +1,9 @@
 import { parseArgs } from 'node:util';
-import { loadConfigOrExit } from '../../../libs/config/src';
-import { openInfrastructure } from '../../../libs/infrastructure/src/infrastructure';
-import { COMMAND_SESSION_LIMITS } from '../../../libs/database/src';
-import { createLogger } from '../../../libs/logging/src/logger';
-import { ProgressBar } from '../../../libs/projections/src';
+import { loadConfigOrExit } from '#payments/composition';
+import { openInfrastructure } from '#payments/composition';
+import { COMMAND_SESSION_LIMITS } from '#platform/database';
+import { createLogger } from '#platform/logging';
+import { ProgressBar } from '#event-store/projections';
 import { DEFAULT_SEED, DEFAULT_START, seedLoad, SeedRefusedError } from './seed/seed-load';
 
 const USAGE = `usage: npm run seed:load -- [--events N] [--seed S] [--start ISO-8601] [--days N] [--merchants N]

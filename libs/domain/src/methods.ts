@@ -1,4 +1,4 @@
-import { Kopecks, PercentRate } from '../../ledger/src/money';
+import { Kopecks, PercentRate } from '#ledger';
 
 export const METHOD_CODES = ['sbp', 'card', 'crypto'] as const;
 export type MethodCode = (typeof METHOD_CODES)[number];

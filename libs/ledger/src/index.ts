@@ -3,3 +3,4 @@ export * from './ledger';
 export * from './ledger-id';
 export * from './ledger-decider';
 export * from './ledger-snapshot';
+export * from './uuid-v5';

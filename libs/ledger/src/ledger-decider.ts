@@ -1,4 +1,4 @@
-import type { Decider } from '../../event-store/src/decider';
+import type { Decider } from '#event-store';
 import {
   decide,
   entryViolations,

@@ -1,4 +1,4 @@
-import { uuidV5 } from '../../identifiers/src/uuid-v5';
+import { uuidV5 } from './uuid-v5';
 import { LedgerMode } from './ledger';
 
 /** One ledger per merchant account and mode. */

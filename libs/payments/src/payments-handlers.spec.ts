@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import type { Type } from '@nestjs/common';
 import { COMMAND_HANDLER_METADATA, QUERY_HANDLER_METADATA } from '@nestjs/cqrs/dist/decorators/constants';
 import type { Pool } from 'pg';
-import type { GatewayServices } from '../../infrastructure/src/services';
+import type { GatewayServices } from './composition/services';
 import { GetBalanceAsOf } from './balance/get-balance-as-of.query';
 import { GetBalance } from './balance/get-balance.query';
 import { ChooseInvoiceMethod } from './invoices/choose-invoice-method.command';

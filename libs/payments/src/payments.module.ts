@@ -1,12 +1,12 @@
 import { DynamicModule, Module, Provider, Type } from '@nestjs/common';
 import type { Pool } from 'pg';
-import type { GatewayServices } from '../../infrastructure/src/services';
-import { LedgerBook } from '../../ledger-store/src';
-import { PayoutAddresses, Registry } from '../../registry/src';
-import { InvoiceService } from './invoice-service';
-import { PayoutService } from './payout-service';
+import type { GatewayServices } from './composition/services';
+import { LedgerBook } from './ledger';
+import { PayoutAddresses, Registry } from './merchants';
+import { InvoiceService } from './invoices/invoice-service';
+import { PayoutService } from './payouts/payout-service';
 import { READ_MODELS } from './payments.tokens';
-import { RefundService } from './refund-service';
+import { RefundService } from './refunds/refund-service';
 import { ChooseInvoiceMethodHandler } from './invoices/choose-invoice-method.command';
 import { CreateInvoiceHandler } from './invoices/create-invoice.command';
 import { ExpireInvoiceHandler } from './invoices/expire-invoice.command';

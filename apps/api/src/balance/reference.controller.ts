@@ -1,10 +1,10 @@
 import { Controller, Get, UseGuards } from '@nestjs/common';
 import { QueryBus } from '@nestjs/cqrs';
-import { formatMoney, formatPercent } from '../../../../libs/ledger/src/money';
-import type { MerchantIdentity } from '../../../../libs/registry/src';
-import { methodsOf } from '../../../../libs/registry/src';
-import { GetBalance } from '../../../../libs/payments/src/balance/get-balance.query';
-import { Merchant, MerchantAuthGuard } from './merchant-auth.guard';
+import { formatMoney, formatPercent } from '#ledger';
+import type { MerchantIdentity } from '#payments/merchants';
+import { methodsOf } from '#payments/merchants';
+import { GetBalance } from '#payments/balance';
+import { Merchant, MerchantAuthGuard } from '../http/auth/merchant-auth.guard';
 
 @Controller('v1')
 @UseGuards(MerchantAuthGuard)

@@ -1,5 +1,5 @@
 import { Controller, Get, Header, Res, UseGuards } from '@nestjs/common';
-import { AdminTokenGuard } from '../admin/admin-token.guard';
+import { AdminTokenGuard } from '../http/auth/admin-token.guard';
 import { OPERATOR_OPENAPI_DOCUMENT } from './operator-document';
 import type { FastifyReply } from 'fastify';
 import { escapeHtml } from '../pay/payment-page.html';

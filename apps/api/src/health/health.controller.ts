@@ -1,10 +1,10 @@
 import { Controller, Get, Inject, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Pool } from 'pg';
-import type { FailedAuthentication } from '../auth/failed-authentication';
-import type { OperatorToken } from '../auth/operator-token';
-import { ApiError } from '../errors/api-error';
-import { DATABASE_POOL, FAILED_AUTHENTICATION, OPERATOR_TOKEN, READINESS } from '../tokens';
+import type { FailedAuthentication } from '../http/auth/failed-authentication';
+import type { OperatorToken } from '../http/auth/operator-token';
+import { ApiError } from '../http/errors/api-error';
+import { DATABASE_POOL, FAILED_AUTHENTICATION, OPERATOR_TOKEN, READINESS } from '../http/tokens';
 import type { ReadinessProbe } from './readiness';
 import { publicReadiness, readiness } from './readiness';
 

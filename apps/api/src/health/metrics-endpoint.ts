@@ -2,13 +2,13 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Pool } from 'pg';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { GatewayMetrics } from '../../../../libs/metrics/src';
-import type { Logger } from '../../../../libs/logging/src/logger';
-import { REQUEST_ID_HEADER, requestIdOf } from '../../../../libs/logging/src/logger';
-import type { FailedAuthentication } from '../auth/failed-authentication';
-import type { OperatorToken } from '../auth/operator-token';
-import { ApiError } from '../errors/api-error';
-import { readiness, ReadinessProbe } from '../health/readiness';
+import type { GatewayMetrics } from '#payments/observability';
+import type { Logger } from '#platform/logging';
+import { REQUEST_ID_HEADER, requestIdOf } from '#platform/logging';
+import type { FailedAuthentication } from '../http/auth/failed-authentication';
+import type { OperatorToken } from '../http/auth/operator-token';
+import { ApiError } from '../http/errors/api-error';
+import { readiness, ReadinessProbe } from './readiness';
 
 /**
  * GET /metrics on the API's own port. That port faces merchants and buyers, and the

@@ -1,5 +1,5 @@
 import type { Pool } from 'pg';
-import type { LogVisibility } from '../../../../libs/event-store/src';
+import type { LogVisibility } from '#event-store';
 
 /** One projection run by this process: its runner's state and how far its read model is behind the log. */
 export interface ProjectionReadiness {

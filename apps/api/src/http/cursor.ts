@@ -1,4 +1,4 @@
-import { ApiError } from '../errors/api-error';
+import { ApiError } from './errors/api-error';
 
 /** Opaque page cursors: base64url JSON, validated on the way back in. */
 export const encodeCursor = (value: Record<string, unknown>): string => Buffer.from(JSON.stringify(value)).toString('base64url');

@@ -1,12 +1,12 @@
 import { CallHandler, createParamDecorator, ExecutionContext, Inject, Injectable, NestInterceptor } from '@nestjs/common';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { from, Observable, switchMap } from 'rxjs';
-import type { IdempotencyKeys, KeyedRequest } from '../../../../libs/idempotency/src';
-import { IDEMPOTENCY_KEY_HEADER, readIdempotencyKey, requestFingerprint } from '../../../../libs/idempotency/src';
-import type { Logger } from '../../../../libs/logging/src/logger';
-import type { MerchantIdentity } from '../../../../libs/registry/src';
-import { ApiError } from '../errors/api-error';
-import { IDEMPOTENCY_KEYS } from '../tokens';
+import type { IdempotencyKeys, KeyedRequest } from '#payments/idempotency';
+import { IDEMPOTENCY_KEY_HEADER, readIdempotencyKey, requestFingerprint } from '#payments/idempotency';
+import type { Logger } from '#platform/logging';
+import type { MerchantIdentity } from '#payments/merchants';
+import { ApiError } from './errors/api-error';
+import { IDEMPOTENCY_KEYS } from './tokens';
 
 /** A keyed request that runs: what it is, and its hold on the key. */
 interface RunningKey {

@@ -1,6 +1,6 @@
 import { isBoolean, isIn, isInt, isString } from 'class-validator';
-import { MAX_MONEY_KOPECKS, MoneyFormatError, parseMoney, parsePercent, PercentFormatError } from '../../../../libs/ledger/src/money';
-import type { SchemaObject } from '../openapi/openapi-document';
+import { MAX_MONEY_KOPECKS, MoneyFormatError, parseMoney, parsePercent, PercentFormatError } from '#ledger';
+import type { SchemaObject } from '../docs/openapi-document';
 import { parseCursor } from './cursor';
 import { field, FieldRule, literalOf, nested, Presence, RequestClass, UNACCOUNTED } from './request-validation';
 import { MAX_JSON_DEPTH, storableText, unstorableJson } from './validation';

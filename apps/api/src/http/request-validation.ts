@@ -3,8 +3,8 @@ import { createParamDecorator, ExecutionContext } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
 import { getMetadataStorage, registerDecorator, ValidateIf, ValidateNested, validateSync, ValidationArguments, ValidationError, ValidationTypes } from 'class-validator';
 import { JSONSchema } from 'class-validator-jsonschema';
-import type { SchemaObject } from '../openapi/openapi-document';
-import { ApiError, ErrorDetail } from '../errors/api-error';
+import type { SchemaObject } from '../docs/openapi-document';
+import { ApiError, ErrorDetail } from './errors/api-error';
 import { literalKey, NumberLiteralScanError, numberLiterals } from './number-literals';
 
 /**

@@ -1,6 +1,6 @@
-import type { InvoiceRequest } from '../../../../libs/domain/src';
-import { METHOD_CODES } from '../../../../libs/domain/src';
-import { parseMoney, parsePercent } from '../../../../libs/ledger/src/money';
+import type { InvoiceRequest } from '#domain';
+import { METHOD_CODES } from '#domain';
+import { parseMoney, parsePercent } from '#ledger';
 import { Email, HttpUrl, Integer, JsonObject, Money, Nested, OneOf, Percent, Phone, Text } from '../http/request-fields';
 import { RequestSchema } from '../http/request-validation';
 

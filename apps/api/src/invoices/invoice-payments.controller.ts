@@ -1,13 +1,13 @@
 import { Controller, HttpCode, Inject, Param, Post, UseGuards } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
-import type { Clock } from '../../../../libs/clock/src';
-import { invoiceView } from '../../../../libs/payments/src';
-import { RecordPaymentResult } from '../../../../libs/payments/src/invoices/record-payment-result.command';
+import type { Clock } from '#platform/clock';
+import { invoiceView } from '#payments';
+import { RecordPaymentResult } from '#payments/invoices';
 import { ValidBody } from '../http/request-validation';
-import { PaymentResultRequest } from '../invoices/payment-result.request';
-import { CLOCK_TOKEN, PUBLIC_URL } from '../tokens';
-import type { PublicUrl } from '../tokens';
-import { AdminTokenGuard } from './admin-token.guard';
+import { PaymentResultRequest } from './payment-result.request';
+import { CLOCK_TOKEN, PUBLIC_URL } from '../http/tokens';
+import type { PublicUrl } from '../http/tokens';
+import { AdminTokenGuard } from '../http/auth/admin-token.guard';
 
 /** The acquirer's answer for an invoice (what the sandbox payment page does for test invoices). */
 @Controller('admin/v1/invoices')

@@ -1,23 +1,23 @@
 import { Controller, Get, Inject, Param, Post, Res, UseGuards, UseInterceptors } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { FastifyReply } from 'fastify';
-import type { Clock } from '../../../../libs/clock/src';
-import { invoiceCreatedView, invoiceView } from '../../../../libs/payments/src';
-import { CreateInvoice } from '../../../../libs/payments/src/invoices/create-invoice.command';
-import { GetInvoice } from '../../../../libs/payments/src/invoices/get-invoice.query';
-import { ListInvoices } from '../../../../libs/payments/src/invoices/list-invoices.query';
-import type { MerchantIdentity } from '../../../../libs/registry/src';
-import { ApiError } from '../errors/api-error';
+import type { Clock } from '#platform/clock';
+import { invoiceCreatedView, invoiceView } from '#payments';
+import { CreateInvoice } from '#payments/invoices';
+import { GetInvoice } from '#payments/invoices';
+import { ListInvoices } from '#payments/invoices';
+import type { MerchantIdentity } from '#payments/merchants';
+import { ApiError } from '../http/errors/api-error';
 import { encodeCursor } from '../http/cursor';
 import { isUuid } from '../http/validation';
-import { cursorSeqOf, ListInvoicesQuery, pageSizeOf } from '../invoices/list-invoices.request';
-import { ACCESS_CONTROL, CLOCK_TOKEN, PUBLIC_URL } from '../tokens';
-import type { AccessControl } from '../../../../libs/access/src';
-import type { PublicUrl } from '../tokens';
+import { cursorSeqOf, ListInvoicesQuery, pageSizeOf } from './list-invoices.request';
+import { ACCESS_CONTROL, CLOCK_TOKEN, PUBLIC_URL } from '../http/tokens';
+import type { AccessControl } from '#payments/access';
+import type { PublicUrl } from '../http/tokens';
 import { IdempotencyInterceptor } from '../http/idempotency';
-import { CreateInvoiceRequest, toInvoiceRequest } from '../invoices/create-invoice.request';
+import { CreateInvoiceRequest, toInvoiceRequest } from './create-invoice.request';
 import { ValidBody, ValidQuery } from '../http/request-validation';
-import { Merchant, MerchantAuthGuard, rateLimited } from './merchant-auth.guard';
+import { Merchant, MerchantAuthGuard, rateLimited } from '../http/auth/merchant-auth.guard';
 
 @Controller('v1/invoices')
 @UseGuards(MerchantAuthGuard)

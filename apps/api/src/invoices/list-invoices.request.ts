@@ -1,5 +1,5 @@
-import { INVOICE_STATUSES } from '../../../../libs/domain/src';
-import type { InvoiceStatus } from '../../../../libs/domain/src';
+import { INVOICE_STATUSES } from '#domain';
+import type { InvoiceStatus } from '#domain';
 import { pageSeq, parseCursor } from '../http/cursor';
 import { Cursor, DateTime, OneOf, QueryInteger, Text } from '../http/request-fields';
 

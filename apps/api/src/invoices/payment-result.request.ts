@@ -1,5 +1,5 @@
-import { METHOD_CODES } from '../../../../libs/domain/src';
-import type { MethodCode } from '../../../../libs/domain/src';
+import { METHOD_CODES } from '#domain';
+import type { MethodCode } from '#domain';
 import { OneOf } from '../http/request-fields';
 
 /** The body of POST /admin/v1/invoices/{id}/payment: the acquirer's answer. */

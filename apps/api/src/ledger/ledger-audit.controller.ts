@@ -1,14 +1,14 @@
 import { Controller, Get, Inject, Param, Query, UseGuards } from '@nestjs/common';
 import { QueryBus } from '@nestjs/cqrs';
-import { formatMoney, LEDGER_ACCOUNTS, LedgerMode, LedgerState } from '../../../../libs/ledger/src';
-import { GetBalanceAsOf } from '../../../../libs/payments/src/balance/get-balance-as-of.query';
-import { GetLedgerBalance } from '../../../../libs/payments/src/balance/get-ledger-balance.query';
-import { GetLedgerEntries } from '../../../../libs/payments/src/ledger/get-ledger-entries.query';
-import type { Clock } from '../../../../libs/clock/src';
-import { ApiError } from '../errors/api-error';
+import { formatMoney, LEDGER_ACCOUNTS, LedgerMode, LedgerState } from '#ledger';
+import { GetBalanceAsOf } from '#payments/balance';
+import { GetLedgerBalance } from '#payments/balance';
+import { GetLedgerEntries } from '#payments/ledger';
+import type { Clock } from '#platform/clock';
+import { ApiError } from '../http/errors/api-error';
 import { decodeCursor, encodeCursor, pageSeq } from '../http/cursor';
-import { CLOCK_TOKEN } from '../tokens';
-import { AdminTokenGuard } from './admin-token.guard';
+import { CLOCK_TOKEN } from '../http/tokens';
+import { AdminTokenGuard } from '../http/auth/admin-token.guard';
 
 const ACCOUNT_ID = /^[A-Za-z0-9_-]{1,64}$/;
 

@@ -1,8 +1,8 @@
-import { METHOD_CODES, MethodCode, MethodOverride, MethodOverrides } from '../../../../libs/domain/src';
-import { parseMoney, parsePercent } from '../../../../libs/ledger/src/money';
-import type { ProjectSettings } from '../../../../libs/registry/src';
-import { PROJECT_STATUSES, WEBHOOK_EVENTS } from '../../../../libs/registry/src';
-import type { WebhookEventKind } from '../../../../libs/registry/src';
+import { METHOD_CODES, MethodCode, MethodOverride, MethodOverrides } from '#domain';
+import { parseMoney, parsePercent } from '#ledger';
+import type { ProjectSettings } from '#payments/merchants';
+import { PROJECT_STATUSES, WEBHOOK_EVENTS } from '#payments/merchants';
+import type { WebhookEventKind } from '#payments/merchants';
 import { Absent, ArrayOf, Bool, Email, HttpUrl, Integer, Money, Nested, OneOf, Percent, Text, Uuid } from '../http/request-fields';
 import { RequestSchema } from '../http/request-validation';
 

@@ -1,26 +1,26 @@
 import { Body, Controller, Get, HttpCode, Inject, Param, Patch, Post, UseGuards } from '@nestjs/common';
-import type { Clock } from '../../../../libs/clock/src';
-import type { Infrastructure } from '../../../../libs/infrastructure/src/infrastructure';
-import { hostAddresses } from '../../../../libs/webhooks/src/http-delivery';
-import { webhookUrlRefusal } from '../../../../libs/webhooks/src/webhook-address';
-import { formatMoney, formatPercent } from '../../../../libs/ledger/src/money';
+import type { Clock } from '#platform/clock';
+import type { Infrastructure } from '#payments/composition';
+import { hostAddresses } from '#payments/webhooks';
+import { webhookUrlRefusal } from '#payments/webhooks';
+import { formatMoney, formatPercent } from '#ledger';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
-import type { Project, ProjectSettings } from '../../../../libs/registry/src';
-import { CreateAccount } from '../../../../libs/payments/src/merchants/create-account.command';
-import { CreateProject } from '../../../../libs/payments/src/merchants/create-project.command';
-import { GetAccount } from '../../../../libs/payments/src/merchants/get-account.query';
-import { GetProject } from '../../../../libs/payments/src/merchants/get-project.query';
-import { RotateProjectKeys } from '../../../../libs/payments/src/merchants/rotate-project-keys.command';
-import { UpdateProject } from '../../../../libs/payments/src/merchants/update-project.command';
-import { methodsOf, WEBHOOK_EVENTS } from '../../../../libs/registry/src';
-import { ApiError } from '../errors/api-error';
+import type { Project, ProjectSettings } from '#payments/merchants';
+import { CreateAccount } from '#payments/merchants';
+import { CreateProject } from '#payments/merchants';
+import { GetAccount } from '#payments/merchants';
+import { GetProject } from '#payments/merchants';
+import { RotateProjectKeys } from '#payments/merchants';
+import { UpdateProject } from '#payments/merchants';
+import { methodsOf, WEBHOOK_EVENTS } from '#payments/merchants';
+import { ApiError } from '../http/errors/api-error';
 import { RawBody } from '../http/raw-body';
 import { isUuid } from '../http/validation';
 import { isPlainObject, readRequest, ValidBody } from '../http/request-validation';
-import { CreateAccountRequest, CreateProjectRequest, RotateKeysRequest, settingsOf, UpdateProjectRequest } from '../merchants/project-settings.request';
-import type { ErrorDetail } from '../errors/api-error';
-import { CLOCK_TOKEN, INFRASTRUCTURE } from '../tokens';
-import { AdminTokenGuard } from './admin-token.guard';
+import { CreateAccountRequest, CreateProjectRequest, RotateKeysRequest, settingsOf, UpdateProjectRequest } from './project-settings.request';
+import type { ErrorDetail } from '../http/errors/api-error';
+import { CLOCK_TOKEN, INFRASTRUCTURE } from '../http/tokens';
+import { AdminTokenGuard } from '../http/auth/admin-token.guard';
 
 const projectView = (p: Project) => ({
   id: p.id,

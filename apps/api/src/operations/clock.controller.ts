@@ -1,10 +1,10 @@
 import { Body, Controller, HttpCode, Inject, Post, UseGuards } from '@nestjs/common';
-import type { Infrastructure } from '../../../../libs/infrastructure/src/infrastructure';
-import { ApiError } from '../errors/api-error';
-import { INFRASTRUCTURE } from '../tokens';
+import type { Infrastructure } from '#payments/composition';
+import { ApiError } from '../http/errors/api-error';
+import { INFRASTRUCTURE } from '../http/tokens';
 import { isPlainObject, readRequest } from '../http/request-validation';
-import { AdvanceClockRequest } from '../operations/advance-clock.request';
-import { AdminTokenGuard } from './admin-token.guard';
+import { AdvanceClockRequest } from './advance-clock.request';
+import { AdminTokenGuard } from '../http/auth/admin-token.guard';
 
 
 /** CLOCK=manual only: moves the gateway's one clock forward. */

@@ -1,10 +1,10 @@
 import { Controller, Get, Inject, Param, Query, UseGuards } from '@nestjs/common';
-import { RecordedEvent, StreamNotFoundError } from '../../../../libs/event-store/src';
-import type { Infrastructure } from '../../../../libs/infrastructure/src/infrastructure';
-import { ApiError } from '../errors/api-error';
+import { RecordedEvent, StreamNotFoundError } from '#event-store';
+import type { Infrastructure } from '#payments/composition';
+import { ApiError } from '../http/errors/api-error';
 import { storableText } from '../http/validation';
-import { INFRASTRUCTURE } from '../tokens';
-import { AdminTokenGuard } from './admin-token.guard';
+import { INFRASTRUCTURE } from '../http/tokens';
+import { AdminTokenGuard } from '../http/auth/admin-token.guard';
 
 const MAX_PAGE = 1000;
 /** `<category>-<id>`, as the event store names streams. */

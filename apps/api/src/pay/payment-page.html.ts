@@ -3,10 +3,10 @@
  * gateway's "now" to HTML strings. Russian UI, inline CSS, no JavaScript. Every
  * merchant-supplied string (description, orderId, URLs) goes through `escapeHtml`.
  */
-import { DEFAULT_METHODS, METHOD_CODES, customerPctAt, invoiceAmounts } from '../../../../libs/domain/src';
-import type { Invoice, InvoiceAmounts, InvoiceStatus, MethodCode } from '../../../../libs/domain/src';
-import { formatMoney } from '../../../../libs/ledger/src/money';
-import type { Kopecks } from '../../../../libs/ledger/src/money';
+import { DEFAULT_METHODS, METHOD_CODES, customerPctAt, invoiceAmounts } from '#domain';
+import type { Invoice, InvoiceAmounts, InvoiceStatus, MethodCode } from '#domain';
+import { formatMoney } from '#ledger';
+import type { Kopecks } from '#ledger';
 
 const HTML_ESCAPES: Readonly<Record<string, string>> = {
   '&': '&amp;',

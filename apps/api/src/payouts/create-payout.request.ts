@@ -1,5 +1,5 @@
-import { PAYOUT_METHODS } from '../../../../libs/domain/src';
-import type { PayoutMethod } from '../../../../libs/domain/src';
+import { PAYOUT_METHODS } from '#domain';
+import type { PayoutMethod } from '#domain';
 import { Integer, Money, OneOf, Text } from '../http/request-fields';
 import { RequestRule, RequestSchema, RuleViolation } from '../http/request-validation';
 

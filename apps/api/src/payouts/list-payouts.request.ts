@@ -1,5 +1,5 @@
-import { PAYOUT_STATUSES } from '../../../../libs/domain/src';
-import type { PayoutStatus } from '../../../../libs/domain/src';
+import { PAYOUT_STATUSES } from '#domain';
+import type { PayoutStatus } from '#domain';
 import { pageSeq } from '../http/cursor';
 import { Cursor, OneOf, QueryInteger, Text } from '../http/request-fields';
 

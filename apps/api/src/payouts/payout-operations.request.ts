@@ -1,5 +1,5 @@
-import { canonicalPayoutAccount, PAYOUT_METHODS } from '../../../../libs/domain/src';
-import type { PayoutMethod } from '../../../../libs/domain/src';
+import { canonicalPayoutAccount, PAYOUT_METHODS } from '#domain';
+import type { PayoutMethod } from '#domain';
 import { OneOf, Text } from '../http/request-fields';
 import { RequestRule, RequestSchema } from '../http/request-validation';
 

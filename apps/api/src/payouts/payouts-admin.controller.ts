@@ -1,26 +1,26 @@
 import { Body, Controller, HttpCode, Inject, Param, Post, Res, UseGuards } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { FastifyReply } from 'fastify';
-import type { Clock } from '../../../../libs/clock/src';
-import { Payout, PayoutTransition } from '../../../../libs/domain/src';
-import { payoutView, refundView } from '../../../../libs/payments/src';
-import { GetAccount } from '../../../../libs/payments/src/merchants/get-account.query';
-import { AddPayoutAddress } from '../../../../libs/payments/src/payouts/add-payout-address.command';
-import { ApprovePayout } from '../../../../libs/payments/src/payouts/approve-payout.command';
-import { CancelPayout } from '../../../../libs/payments/src/payouts/cancel-payout.command';
-import { ConfirmPayoutAddress } from '../../../../libs/payments/src/payouts/confirm-payout-address.command';
-import { PayPayout } from '../../../../libs/payments/src/payouts/pay-payout.command';
-import { ProcessPayout } from '../../../../libs/payments/src/payouts/process-payout.command';
-import { RejectPayout } from '../../../../libs/payments/src/payouts/reject-payout.command';
-import { FailRefund } from '../../../../libs/payments/src/refunds/fail-refund.command';
-import type { PayoutAddress } from '../../../../libs/registry/src';
-import { ApiError } from '../errors/api-error';
+import type { Clock } from '#platform/clock';
+import { Payout, PayoutTransition } from '#domain';
+import { payoutView, refundView } from '#payments';
+import { GetAccount } from '#payments/merchants';
+import { AddPayoutAddress } from '#payments/payouts';
+import { ApprovePayout } from '#payments/payouts';
+import { CancelPayout } from '#payments/payouts';
+import { ConfirmPayoutAddress } from '#payments/payouts';
+import { PayPayout } from '#payments/payouts';
+import { ProcessPayout } from '#payments/payouts';
+import { RejectPayout } from '#payments/payouts';
+import { FailRefund } from '#payments/refunds';
+import type { PayoutAddress } from '#payments/merchants';
+import { ApiError } from '../http/errors/api-error';
 import { isUuid } from '../http/validation';
 import { readRequest, RequestClass, ValidBody } from '../http/request-validation';
-import { AddPayoutAddressRequest, FailRefundRequest, NoFieldsRequest, PayoutReasonRequest, PayPayoutRequest } from '../payouts/payout-operations.request';
-import { payoutIdOf } from '../merchant/payouts.controller';
-import { CLOCK_TOKEN } from '../tokens';
-import { AdminTokenGuard } from './admin-token.guard';
+import { AddPayoutAddressRequest, FailRefundRequest, NoFieldsRequest, PayoutReasonRequest, PayPayoutRequest } from './payout-operations.request';
+import { payoutIdOf } from './payouts.controller';
+import { CLOCK_TOKEN } from '../http/tokens';
+import { AdminTokenGuard } from '../http/auth/admin-token.guard';
 
 /** The operator sees the full account. */
 const addressView = (a: PayoutAddress) => ({

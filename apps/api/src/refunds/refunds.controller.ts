@@ -1,17 +1,17 @@
 import { Controller, Get, HttpCode, Inject, Param, Post, UseGuards, UseInterceptors } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
-import type { Clock } from '../../../../libs/clock/src';
-import { refundView } from '../../../../libs/payments/src';
-import { GetRefund } from '../../../../libs/payments/src/refunds/get-refund.query';
-import { RefundInvoice } from '../../../../libs/payments/src/refunds/refund-invoice.command';
-import type { MerchantIdentity } from '../../../../libs/registry/src';
-import type { KeyedRequest } from '../../../../libs/idempotency/src';
+import type { Clock } from '#platform/clock';
+import { refundView } from '#payments';
+import { GetRefund } from '#payments/refunds';
+import { RefundInvoice } from '#payments/refunds';
+import type { MerchantIdentity } from '#payments/merchants';
+import type { KeyedRequest } from '#payments/idempotency';
 import { IdempotencyInterceptor, Keyed } from '../http/idempotency';
-import { parseMoney } from '../../../../libs/ledger/src/money';
+import { parseMoney } from '#ledger';
 import { ValidBody } from '../http/request-validation';
-import { RefundInvoiceRequest } from '../refunds/refund-invoice.request';
-import { CLOCK_TOKEN } from '../tokens';
-import { Merchant, MerchantAuthGuard } from './merchant-auth.guard';
+import { RefundInvoiceRequest } from './refund-invoice.request';
+import { CLOCK_TOKEN } from '../http/tokens';
+import { Merchant, MerchantAuthGuard } from '../http/auth/merchant-auth.guard';
 
 @Controller('v1')
 @UseGuards(MerchantAuthGuard)

@@ -1,5 +1,5 @@
-import { WEBHOOK_EVENTS } from '../../../../libs/registry/src';
-import type { WebhookEventKind } from '../../../../libs/registry/src';
+import { WEBHOOK_EVENTS } from '#payments/merchants';
+import type { WebhookEventKind } from '#payments/merchants';
 import { pageSeq } from '../http/cursor';
 import { Cursor, OneOf, QueryInteger, Uuid } from '../http/request-fields';
 

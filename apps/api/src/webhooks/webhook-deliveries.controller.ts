@@ -1,16 +1,16 @@
 import { Controller, Get, HttpCode, Inject, Param, Post, UseGuards } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
-import type { Clock } from '../../../../libs/clock/src';
-import { ListWebhookDeliveries } from '../../../../libs/payments/src/webhooks/list-webhook-deliveries.query';
-import { ResendWebhookDelivery } from '../../../../libs/payments/src/webhooks/resend-webhook-delivery.command';
-import { ApiError } from '../errors/api-error';
+import type { Clock } from '#platform/clock';
+import { ListWebhookDeliveries } from '#payments/webhooks';
+import { ResendWebhookDelivery } from '#payments/webhooks';
+import { ApiError } from '../http/errors/api-error';
 import { encodeCursor } from '../http/cursor';
 import { ValidQuery } from '../http/request-validation';
 import { cursorSeqOf, pageSizeOf } from '../invoices/list-invoices.request';
-import { ListWebhookDeliveriesQuery } from '../webhooks/list-webhook-deliveries.request';
+import { ListWebhookDeliveriesQuery } from './list-webhook-deliveries.request';
 import { isUuid } from '../http/validation';
-import { CLOCK_TOKEN } from '../tokens';
-import { AdminTokenGuard } from './admin-token.guard';
+import { CLOCK_TOKEN } from '../http/tokens';
+import { AdminTokenGuard } from '../http/auth/admin-token.guard';
 
 /** The webhook delivery history (every attempt) and resending, for the operator. */
 @Controller('admin/v1/webhook-deliveries')

@@ -17,7 +17,7 @@
  * to its end, so the workers of a projector started on the log find nothing left to
  * do. Payouts waiting for the operator stay pending, approved or processing.
  */
-import type { EventToAppend, JsonObject } from '../../../../libs/event-store/src';
+import type { EventToAppend, JsonObject } from '#event-store';
 import {
   decideInvoice,
   decidePayout,
@@ -55,7 +55,7 @@ import {
   refundStreamName,
   refundableRemainder,
   usdtFor,
-} from '../../../../libs/domain/src';
+} from '#domain';
 import {
   causeOf,
   decide,
@@ -71,11 +71,11 @@ import {
   ledgerStreamName,
   needsCauseLookup,
   MERCHANT_ACCOUNTS,
-} from '../../../../libs/ledger/src';
-import type { LedgerRequest } from '../../../../libs/ledger-store/src';
-import { DUPLICATE_PAYOUT_WINDOW_SECONDS, MAX_UNFINISHED_PAYOUTS } from '../../../../libs/payments/src/payout-service';
-import { invoiceIdFor } from '../../../../libs/payments/src/invoice-id';
-import { methodsOf, PayoutAddress, Project } from '../../../../libs/registry/src';
+} from '#ledger';
+import type { LedgerRequest } from '#payments/ledger';
+import { DUPLICATE_PAYOUT_WINDOW_SECONDS, MAX_UNFINISHED_PAYOUTS } from '#payments/payouts';
+import { invoiceIdFor } from '#payments/invoices';
+import { methodsOf, PayoutAddress, Project } from '#payments/merchants';
 import { Random } from './random';
 
 const SECOND = 1000;

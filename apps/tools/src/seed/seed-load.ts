@@ -1,11 +1,11 @@
 import type { Pool } from 'pg';
-import type { EventStore, EventToAppend } from '../../../../libs/event-store/src';
-import { PostgresSnapshotStore } from '../../../../libs/event-store/src';
-import type { PayoutMethod } from '../../../../libs/domain/src';
-import { LEDGER_FOLD_VERSION, ledgerSnapshotOf } from '../../../../libs/ledger/src';
-import { LEDGER_SNAPSHOT_EVERY } from '../../../../libs/ledger-store/src';
-import { PayoutAddress, PayoutAddresses, ProjectSettings, Registry, WEBHOOK_EVENTS } from '../../../../libs/registry/src';
-import type { SecretBox } from '../../../../libs/secrets/src';
+import type { EventStore, EventToAppend } from '#event-store';
+import { PostgresSnapshotStore } from '#event-store';
+import type { PayoutMethod } from '#domain';
+import { LEDGER_FOLD_VERSION, ledgerSnapshotOf } from '#ledger';
+import { LEDGER_SNAPSHOT_EVERY } from '#payments/ledger';
+import { PayoutAddress, PayoutAddresses, ProjectSettings, Registry, WEBHOOK_EVENTS } from '#payments/merchants';
+import type { SecretBox } from '#platform/secrets';
 import { HistoryBatch, HistoryGenerator, HistoryTerms, SeedMerchant } from './history';
 import { Random } from './random';
 

@@ -1,4 +1,4 @@
-import { Kopecks, MAX_MONEY_KOPECKS, PERCENT_SCALE, PercentRate, percentOf, shareOfRate } from '../../../ledger/src/money';
+import { Kopecks, MAX_MONEY_KOPECKS, PERCENT_SCALE, PercentRate, percentOf, shareOfRate } from '#ledger';
 
 /**
  * How the merchant asked to split the fee with the buyer. `customerFeePct` wins over

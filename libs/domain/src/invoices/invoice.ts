@@ -11,7 +11,7 @@
  * it. A request stays pending on the invoice until its refund succeeds (refunded),
  * fails, or is refused for want of balance (returned to the remainder).
  */
-import type { Kopecks, PercentRate } from '../../../ledger/src/money';
+import type { Kopecks, PercentRate } from '#ledger';
 import type { MethodCode } from '../methods';
 import { CustomerFeeRequest, customerPctAt, InvoiceAmounts, invoiceAmounts } from './fees';
 

@@ -1,5 +1,5 @@
-import type { Kopecks, PercentRate } from '../../../ledger/src/money';
-import { formatMoney, formatPercent } from '../../../ledger/src/money';
+import type { Kopecks, PercentRate } from '#ledger';
+import { formatMoney, formatPercent } from '#ledger';
 import type { MethodCode, MethodTerms } from '../methods';
 import { CustomerFeeRequest, customerPctAt, invoiceAmounts } from './fees';
 import type { Customer, InvoiceCreatedData, Mode } from './invoice';

@@ -3,7 +3,7 @@
  * minimums, the payout details (phone or wallet) in their one canonical spelling and
  * masked for display, and the USDT amount at a rate.
  */
-import { Kopecks, percentOf, PercentRate } from '../../../ledger/src/money';
+import { Kopecks, percentOf, PercentRate } from '#ledger';
 
 export const PAYOUT_METHODS = ['sbp', 'usdt_trc20', 'usdt_bep20'] as const;
 export type PayoutMethod = (typeof PAYOUT_METHODS)[number];

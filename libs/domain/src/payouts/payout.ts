@@ -8,7 +8,7 @@
  * rejected; pending → cancelled. paid, rejected and cancelled are final: paid settles
  * the reservation, rejected and cancelled return it to available.
  */
-import type { Kopecks } from '../../../ledger/src/money';
+import type { Kopecks } from '#ledger';
 import type { PayoutMethod } from './payout-terms';
 
 export const PAYOUT_STATUSES = ['pending', 'approved', 'processing', 'paid', 'rejected', 'cancelled'] as const;

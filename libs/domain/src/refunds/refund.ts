@@ -6,7 +6,7 @@
  * (the refund processor: the bank paid the buyer) or pending → failed (the bank
  * refused it; the operator API stands in for that answer). Both are final.
  */
-import type { Kopecks } from '../../../ledger/src/money';
+import type { Kopecks } from '#ledger';
 import type { Mode } from '../invoices/invoice';
 
 export const REFUND_STATUSES = ['pending', 'succeeded', 'failed'] as const;

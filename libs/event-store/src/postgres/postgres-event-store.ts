@@ -17,7 +17,7 @@ import {
   SubscriptionBatch,
   WrongExpectedRevisionError,
 } from '../event-store';
-import { preparedStatement } from '../../../database/src/pool';
+import { preparedStatement } from '#platform/database';
 import { LogTailSignal } from './log-tail-signal';
 
 interface EventRow {

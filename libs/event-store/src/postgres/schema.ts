@@ -1,4 +1,4 @@
-import type { Migration } from '../../../database/src';
+import type { Migration } from '#platform/database';
 
 /**
  * The PostgreSQL event store. `events.transaction_id` records the writing

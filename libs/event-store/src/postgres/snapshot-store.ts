@@ -1,5 +1,5 @@
 import type { Pool } from 'pg';
-import type { Migration } from '../../../database/src';
+import type { Migration } from '#platform/database';
 import type { SnapshotStore } from '../decider';
 
 export const snapshotsMigration: Migration = {

@@ -1,5 +1,5 @@
 import type { Pool, PoolClient } from 'pg';
-import type { Position } from '../../event-store/src';
+import type { Position } from '..';
 
 export const ZERO: Position = { commit: 0n, prepare: 0n };
 

@@ -1,9 +1,9 @@
 import { hostname } from 'node:os';
 import type { Pool, PoolClient, QueryResult } from 'pg';
-import type { AllSubscription, EventStore, Position } from '../../event-store/src';
-import { comparePositions } from '../../event-store/src';
-import type { Logger } from '../../logging/src/logger';
-import { silentLogger } from '../../logging/src/logger';
+import type { AllSubscription, EventStore, Position } from '..';
+import { comparePositions } from '..';
+import type { Logger } from '#platform/logging';
+import { silentLogger } from '#platform/logging';
 import { advanceCheckpoint, CheckpointMovedError, ensureCheckpoint, readCheckpoint } from './checkpoints';
 import type { Projection } from './projection';
 

@@ -1,5 +1,5 @@
 import type { PoolClient } from 'pg';
-import type { AllFilter, RecordedEvent } from '../../event-store/src';
+import type { AllFilter, RecordedEvent } from '..';
 
 /**
  * A read model built from the global log. `apply` runs inside the transaction that
@@ -12,7 +12,7 @@ import type { AllFilter, RecordedEvent } from '../../event-store/src';
  * pool) belongs in `prepare`, which runs before the transaction opens. A write
  * transaction holds a transaction id, and while it is open no event appended after
  * it becomes visible to any subscriber of the cluster; the gateway's sessions are
- * also cut after a few seconds idle inside a transaction (see libs/database/src/pool.ts).
+ * also cut after a few seconds idle inside a transaction (see libs/platform/src/database/pool.ts).
  */
 export interface Projection<Prepared = unknown> {
   /** Stable name: the checkpoint row and the advisory lock are keyed by it. */

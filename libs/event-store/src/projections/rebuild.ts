@@ -1,8 +1,8 @@
 import type { Pool } from 'pg';
-import type { EventStore, Position } from '../../event-store/src';
-import { comparePositions } from '../../event-store/src';
-import { inTransaction } from '../../database/src';
-import type { Logger } from '../../logging/src/logger';
+import type { EventStore, Position } from '..';
+import { comparePositions } from '..';
+import { inTransaction } from '#platform/database';
+import type { Logger } from '#platform/logging';
 import { readCheckpoint } from './checkpoints';
 import type { Projection } from './projection';
 import { ProjectionRunner } from './projection-runner';

@@ -1,4 +1,4 @@
-import type { Migration } from '../../database/src';
+import type { Migration } from '#platform/database';
 
 export const projectionsMigration: Migration = {
   version: 2,

@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { Pool } from 'pg';
-import { preparedStatement } from '../../database/src/pool';
+import { preparedStatement } from '#platform/database';
 
 export const TIMESTAMP_WINDOW_SECONDS = 300;
 /**

@@ -1,4 +1,4 @@
-import type { Migration } from '../../database/src';
+import type { Migration } from '#platform/database';
 
 /**
  * Shared by every API process (so the limits hold however many serve one key).

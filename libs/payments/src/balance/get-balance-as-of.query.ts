@@ -1,7 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
-import type { LedgerId, LedgerState } from '../../../ledger/src';
-import { LedgerBook } from '../../../ledger-store/src';
+import type { LedgerId, LedgerState } from '#ledger';
+import { LedgerBook } from '../ledger';
 
 /** Audit: a ledger's balances at a past instant, rebuilt from every entry that occurred at or before it. */
 export class GetBalanceAsOf extends Query<{ state: LedgerState; lastEntryAt: string | null }> {

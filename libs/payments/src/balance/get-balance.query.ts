@@ -1,8 +1,8 @@
 import { Inject } from '@nestjs/common';
 import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
 import type { Pool } from 'pg';
-import type { LedgerId } from '../../../ledger/src';
-import { merchantBalance } from '../../../read-models/src/ledger.projection';
+import type { LedgerId } from '#ledger';
+import { merchantBalance } from '../ledger/ledger.read-model';
 import { READ_MODELS } from '../payments.tokens';
 
 /** GET /v1/balance: the merchant's available, pending and reserved kopecks in the key's mode, from the ledger read model. */

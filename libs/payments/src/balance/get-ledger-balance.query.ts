@@ -1,7 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
-import type { LedgerId, LedgerState } from '../../../ledger/src';
-import { LedgerBook } from '../../../ledger-store/src';
+import type { LedgerId, LedgerState } from '#ledger';
+import { LedgerBook } from '../ledger';
 
 /** Audit: a ledger's balances now, rebuilt from its event log (snapshot plus the entries after it). */
 export class GetLedgerBalance extends Query<LedgerState> {

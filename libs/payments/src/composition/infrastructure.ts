@@ -1,13 +1,13 @@
 import type { Pool } from 'pg';
-import { GatewayClock, ManualClock, ManualClockSync, SystemClock } from '../../clock/src';
-import type { GatewayConfig } from '../../config/src';
-import { createPool, EmbeddedDatabase, migrate, SessionLimits, startEmbeddedPostgres } from '../../database/src';
-import { allMigrations } from '../../database/src/migrations';
-import { EventStore, PostgresEventStore } from '../../event-store/src';
-import { EventStoreDbEventStore } from '../../event-store/src/eventstoredb/eventstoredb-event-store';
-import type { Logger } from '../../logging/src/logger';
-import { checkWebhookSecretKeys, sealPlainWebhookSecrets } from '../../registry/src/webhook-secrets';
-import { SecretBox, secretKeySource } from '../../secrets/src';
+import { GatewayClock, ManualClock, ManualClockSync, SystemClock } from '#platform/clock';
+import type { GatewayConfig } from './config';
+import { createPool, EmbeddedDatabase, migrate, SessionLimits, startEmbeddedPostgres } from '#platform/database';
+import { allMigrations } from './migrations';
+import { EventStore, PostgresEventStore } from '#event-store';
+import { EventStoreDbEventStore } from '#event-store/eventstoredb';
+import type { Logger } from '#platform/logging';
+import { checkWebhookSecretKeys, sealPlainWebhookSecrets } from '../merchants/webhook-secrets';
+import { SecretBox, secretKeySource } from '#platform/secrets';
 
 /** What every process of the gateway stands on: database, event store, clock. */
 export interface Infrastructure {

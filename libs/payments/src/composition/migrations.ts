@@ -1,21 +1,21 @@
-import type { Migration } from './migrate';
-import { eventStoreMigration } from '../../event-store/src/postgres/schema';
-import { projectionLeasesMigration, projectionsMigration } from '../../projections/src/schema';
-import { streamCatalogMigration } from '../../read-models/src/stream-catalog.projection';
-import { manualClockMigration } from '../../clock/src/manual-clock-sync';
-import { snapshotsMigration } from '../../event-store/src/postgres/snapshot-store';
-import { ledgerOpenHoldsMigration, ledgerReadModelMigration } from '../../read-models/src/ledger.projection';
-import { registryMigration, webhookSecretsSealedMigration } from '../../registry/src/schema';
-import { accessControlMigration, usedSignaturesLoggedMigration } from '../../access/src/schema';
-import { invoicesReadModelMigration } from '../../read-models/src/invoices.projection';
-import { payoutAddressesMigration } from '../../registry/src/payout-addresses';
-import { refundsReadModelMigration } from '../../read-models/src/refunds.projection';
-import { payoutsReadModelMigration } from '../../read-models/src/payouts.projection';
-import { webhookLeaseTokenMigration, webhookQueueMigration } from '../../webhooks/src/schema';
-import { webhookRetentionMigration } from '../../webhooks/src/webhook-retention';
-import { idempotencyKeysMigration } from '../../idempotency/src/schema';
-import { payoutIdsMigration, payoutRequestKeysMigration } from '../../payments/src/schema';
-import { ledgerCauseIndexMigration } from '../../read-models/src/ledger-cause-index';
+import type { Migration } from '#platform/database';
+import { eventStoreMigration } from '#event-store/postgres';
+import { projectionLeasesMigration, projectionsMigration } from '#event-store/projections';
+import { streamCatalogMigration } from '../streams/stream-catalog.read-model';
+import { manualClockMigration } from '#platform/clock';
+import { snapshotsMigration } from '#event-store/postgres';
+import { ledgerOpenHoldsMigration, ledgerReadModelMigration } from '../ledger/ledger.read-model';
+import { registryMigration, webhookSecretsSealedMigration } from '../merchants/schema';
+import { accessControlMigration, usedSignaturesLoggedMigration } from '../access/schema';
+import { invoicesReadModelMigration } from '../invoices/invoices.read-model';
+import { payoutAddressesMigration } from '../payouts/payout-addresses';
+import { refundsReadModelMigration } from '../refunds/refunds.read-model';
+import { payoutsReadModelMigration } from '../payouts/payouts.read-model';
+import { webhookLeaseTokenMigration, webhookQueueMigration } from '../webhooks/schema';
+import { webhookRetentionMigration } from '../webhooks/webhook-retention';
+import { idempotencyKeysMigration } from '../idempotency/schema';
+import { payoutIdsMigration, payoutRequestKeysMigration } from '../payouts/payout-ids.schema';
+import { ledgerCauseIndexMigration } from '../ledger/ledger-cause-index';
 
 /** Every schema change of the gateway, in version order. Never edit an applied one: add a new one. */
 export const allMigrations: readonly Migration[] = [

@@ -1,8 +1,8 @@
-import { PostgresSnapshotStore } from '../../event-store/src';
-import { LedgerBook, LedgerBookObserver } from '../../ledger-store/src';
-import { PostgresLedgerCauseIndex } from '../../read-models/src/ledger-cause-index';
-import { FixedUsdtRate, InvoiceService, PayoutService, RefundService } from '../../payments/src';
-import { PayoutAddresses, Registry } from '../../registry/src';
+import { PostgresSnapshotStore } from '#event-store';
+import { LedgerBook, LedgerBookObserver } from '../ledger';
+import { PostgresLedgerCauseIndex } from '../ledger/ledger-cause-index';
+import { FixedUsdtRate, InvoiceService, PayoutService, RefundService } from '..';
+import { PayoutAddresses, Registry } from '../merchants';
 import type { Infrastructure } from './infrastructure';
 
 /** The gateway's application services, built once per process over its infrastructure. */

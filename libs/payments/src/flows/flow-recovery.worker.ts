@@ -1,9 +1,9 @@
 import type { CommandBus } from '@nestjs/cqrs';
 import type { Pool } from 'pg';
-import type { Clock } from '../../../../libs/clock/src';
-import { PaymentsError } from '../../../../libs/payments/src';
-import { AdvancePayout } from '../../../../libs/payments/src/payouts/advance-payout.command';
-import { AdvanceRefund } from '../../../../libs/payments/src/refunds/advance-refund.command';
+import type { Clock } from '#platform/clock';
+import { PaymentsError } from '..';
+import { AdvancePayout } from '../payouts/advance-payout.command';
+import { AdvanceRefund } from '../refunds/advance-refund.command';
 import type { WorkerItems } from './worker-items';
 
 /** How long a request may stay half-done before recovery takes it over (the API normally finishes in milliseconds). */

@@ -1,7 +1,7 @@
-import { PayoutEvent, payoutReservationId, RefundEvent } from '../../domain/src';
-import { LedgerError } from '../../ledger/src';
-import type { LedgerBook, LedgerRequest } from '../../ledger-store/src';
-import type { InvoiceService } from './invoice-service';
+import { PayoutEvent, payoutReservationId, RefundEvent } from '#domain';
+import { LedgerError } from '#ledger';
+import type { LedgerBook, LedgerRequest } from '../ledger';
+import type { InvoiceService } from '../invoices/invoice-service';
 
 /**
  * Settles or releases a reservation once. Already closed (by the API's own call, or

@@ -1,4 +1,4 @@
-import type { Logger } from '../../../../libs/logging/src/logger';
+import type { Logger } from '#platform/logging';
 
 /**
  * Runs `tick` every `intervalMs`, never two at once; a failing tick is logged and the

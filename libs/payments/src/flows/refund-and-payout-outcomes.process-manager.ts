@@ -1,9 +1,9 @@
 import type { CommandBus } from '@nestjs/cqrs';
-import type { RecordedEvent } from '../../../../libs/event-store/src';
-import { PAYOUT_CATEGORY, PayoutEvent, REFUND_CATEGORY, RefundEvent } from '../../../../libs/domain/src';
-import { SettlePayoutOutcome } from '../../../../libs/payments/src/payouts/settle-payout-outcome.command';
-import { SettleRefundOutcome } from '../../../../libs/payments/src/refunds/settle-refund-outcome.command';
-import type { Projection } from '../../../../libs/projections/src';
+import type { RecordedEvent } from '#event-store';
+import { PAYOUT_CATEGORY, PayoutEvent, REFUND_CATEGORY, RefundEvent } from '#domain';
+import { SettlePayoutOutcome } from '../payouts/settle-payout-outcome.command';
+import { SettleRefundOutcome } from '../refunds/settle-refund-outcome.command';
+import type { Projection } from '#event-store/projections';
 
 /**
  * Process manager: a refund's outcome moves its reserved money (succeeded: out to

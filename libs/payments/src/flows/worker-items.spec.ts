@@ -1,5 +1,5 @@
 import pino from 'pino';
-import { ManualClock } from '../../../../libs/clock/src';
+import { ManualClock } from '#platform/clock';
 import { WorkerItems } from './worker-items';
 
 /** A gateway clock the test moves by hand, and a logger whose lines it reads. */

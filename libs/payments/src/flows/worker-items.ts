@@ -1,5 +1,5 @@
-import type { Clock } from '../../../../libs/clock/src';
-import type { Logger } from '../../../../libs/logging/src/logger';
+import type { Clock } from '#platform/clock';
+import type { Logger } from '#platform/logging';
 
 export interface ItemBackoff {
   /** Wait after an item's first failure; doubled after each further one. */

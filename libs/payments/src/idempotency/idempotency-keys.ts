@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
-import type { Clock } from '../../clock/src';
-import { preparedStatement } from '../../database/src/pool';
+import type { Clock } from '#platform/clock';
+import { preparedStatement } from '#platform/database';
 import { IDEMPOTENCY_RETENTION_HOURS, KeyedRequest } from './keyed-request';
 
 /** What to do with a keyed request. */

@@ -1,4 +1,4 @@
-import type { Migration } from '../../database/src';
+import type { Migration } from '#platform/database';
 
 /**
  * Idempotency keys of merchant POSTs, per API key pair and mode: the request's

@@ -1,7 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import type { Invoice, MethodCode } from '../../../domain/src';
-import { InvoiceService } from '../invoice-service';
+import type { Invoice, MethodCode } from '#domain';
+import { InvoiceService } from './invoice-service';
 
 /** The buyer picks a payment method on the payment page (created → pending). */
 export class ChooseInvoiceMethod extends Command<Invoice> {

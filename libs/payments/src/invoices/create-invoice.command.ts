@@ -1,8 +1,8 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import type { Invoice, InvoiceRequest, Mode } from '../../../domain/src';
-import type { Project } from '../../../registry/src';
-import { InvoiceService } from '../invoice-service';
+import type { Invoice, InvoiceRequest, Mode } from '#domain';
+import type { Project } from '../merchants';
+import { InvoiceService } from './invoice-service';
 
 /**
  * POST /v1/invoices: an invoice for the project's orderId. The id derives from the

@@ -1,7 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import type { Invoice } from '../../../domain/src';
-import { InvoiceService } from '../invoice-service';
+import type { Invoice } from '#domain';
+import { InvoiceService } from './invoice-service';
 
 /** An open invoice whose expiresAt has passed on the gateway clock expires (sent by the expiry worker). */
 export class ExpireInvoice extends Command<Invoice> {

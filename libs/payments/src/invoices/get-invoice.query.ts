@@ -1,8 +1,8 @@
 import { Inject } from '@nestjs/common';
 import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
-import type { Invoice, Mode } from '../../../domain/src';
-import type { Project } from '../../../registry/src';
-import { InvoiceService } from '../invoice-service';
+import type { Invoice, Mode } from '#domain';
+import type { Project } from '../merchants';
+import { InvoiceService } from './invoice-service';
 
 /**
  * One invoice of the project and mode, from its own stream (immediately consistent:

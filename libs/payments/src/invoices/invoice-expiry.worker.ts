@@ -1,9 +1,9 @@
 import type { CommandBus } from '@nestjs/cqrs';
 import type { Pool } from 'pg';
-import type { Clock } from '../../../../libs/clock/src';
-import { PaymentsError } from '../../../../libs/payments/src';
-import { ExpireInvoice } from '../../../../libs/payments/src/invoices/expire-invoice.command';
-import type { WorkerItems } from './worker-items';
+import type { Clock } from '#platform/clock';
+import { PaymentsError } from '..';
+import { ExpireInvoice } from './expire-invoice.command';
+import type { WorkerItems } from '../flows/worker-items';
 
 /** Expires every open invoice whose expiresAt has passed on the gateway clock (the ExpireInvoice command); each invoice fails alone (see WorkerItems). */
 export function expireDueInvoices(pool: Pool, commands: CommandBus, clock: Clock, items: WorkerItems) {

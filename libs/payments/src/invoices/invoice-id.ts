@@ -1,4 +1,4 @@
-import { uuidBytes, uuidV5 } from '../../identifiers/src/uuid-v5';
+import { uuidBytes, uuidV5 } from '#ledger';
 
 /**
  * The invoice id of an orderId: a UUID v5 in the project's secret namespace. The

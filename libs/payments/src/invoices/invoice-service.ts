@@ -1,6 +1,6 @@
-import type { EventStore } from '../../event-store/src';
+import type { EventStore } from '#event-store';
 import { randomUUID } from 'node:crypto';
-import { handleCommand, loadState, WrongExpectedRevisionError } from '../../event-store/src';
+import { handleCommand, loadState, WrongExpectedRevisionError } from '#event-store';
 import {
   Invoice,
   InvoiceCommand,
@@ -13,8 +13,8 @@ import {
   Mode,
   planInvoice,
   sameInvoiceParameters,
-} from '../../domain/src';
-import { methodsOf, Project, Registry } from '../../registry/src';
+} from '#domain';
+import { methodsOf, Project, Registry } from '../merchants';
 import { invoiceIdFor } from './invoice-id';
 
 const isUuid = (id: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id);

@@ -1,5 +1,5 @@
-import { formatMoney, formatPercent } from '../../ledger/src/money';
-import { customerShareOf, Invoice, InvoiceStatus } from '../../domain/src';
+import { formatMoney, formatPercent } from '#ledger';
+import { customerShareOf, Invoice, InvoiceStatus } from '#domain';
 
 /** The spec's Invoice object (GET /invoices/{id}, list items). */
 export interface InvoiceView {

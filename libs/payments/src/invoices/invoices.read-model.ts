@@ -1,8 +1,8 @@
 import type { Pool, PoolClient } from 'pg';
-import type { Migration } from '../../database/src';
-import type { RecordedEvent } from '../../event-store/src';
-import { evolveInvoice, initialInvoice, Invoice, INVOICE_CATEGORY, InvoiceEvent, InvoiceStatus, Mode } from '../../domain/src';
-import { foldBatchIntoTable, FoldedTable } from './folded-row';
+import type { Migration } from '#platform/database';
+import type { RecordedEvent } from '#event-store';
+import { evolveInvoice, initialInvoice, Invoice, INVOICE_CATEGORY, InvoiceEvent, InvoiceStatus, Mode } from '#domain';
+import { foldBatchIntoTable, FoldedTable } from '../read-models/folded-row';
 
 export const invoicesReadModelMigration: Migration = {
   version: 8,

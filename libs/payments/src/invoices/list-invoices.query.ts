@@ -1,7 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
 import type { Pool } from 'pg';
-import { InvoiceListFilter, InvoicePage, listInvoices } from '../../../read-models/src/invoices.projection';
+import { InvoiceListFilter, InvoicePage, listInvoices } from './invoices.read-model';
 import { READ_MODELS } from '../payments.tokens';
 
 /** The project's invoices in a mode, newest first (order of arrival in the read model), a page at a time. */

@@ -1,7 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import type { Invoice, MethodCode } from '../../../domain/src';
-import { InvoiceService } from '../invoice-service';
+import type { Invoice, MethodCode } from '#domain';
+import { InvoiceService } from './invoice-service';
 
 /** The acquirer's answer for an invoice (the operator API, or the sandbox buttons of the payment page). */
 export class RecordPaymentResult extends Command<Invoice> {

@@ -1,8 +1,8 @@
 import { Inject } from '@nestjs/common';
 import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
 import type { Pool } from 'pg';
-import type { LedgerId } from '../../../ledger/src';
-import { ledgerEntriesPage, LedgerEntryRow } from '../../../read-models/src/ledger.projection';
+import type { LedgerId } from '#ledger';
+import { ledgerEntriesPage, LedgerEntryRow } from './ledger.read-model';
 import { READ_MODELS } from '../payments.tokens';
 
 /** Audit: a ledger's journal entries with their postings, oldest first, a page at a time (from the read model). */

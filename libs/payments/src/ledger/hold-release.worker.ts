@@ -1,9 +1,9 @@
 import type { CommandBus } from '@nestjs/cqrs';
 import type { Pool } from 'pg';
-import type { Clock } from '../../../../libs/clock/src';
-import { LedgerError, LedgerMode } from '../../../../libs/ledger/src';
-import { ReleaseHold } from '../../../../libs/payments/src/ledger/release-hold.command';
-import type { WorkerItems } from './worker-items';
+import type { Clock } from '#platform/clock';
+import { LedgerError, LedgerMode } from '#ledger';
+import { ReleaseHold } from './release-hold.command';
+import type { WorkerItems } from '../flows/worker-items';
 
 /** Moves every hold whose time has come from pending to available (the ReleaseHold command); each hold fails alone (see WorkerItems). */
 export function releaseDueHolds(pool: Pool, commands: CommandBus, clock: Clock, items: WorkerItems) {

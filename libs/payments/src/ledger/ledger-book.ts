@@ -1,5 +1,5 @@
-import type { EventStore, SnapshotPolicy, SnapshotStore } from '../../event-store/src';
-import { END, handleCommand, loadState, StreamNotFoundError } from '../../event-store/src';
+import type { EventStore, SnapshotPolicy, SnapshotStore } from '#event-store';
+import { END, handleCommand, loadState, StreamNotFoundError } from '#event-store';
 import {
   causeOf,
   checkLedgerSnapshot,
@@ -19,8 +19,8 @@ import {
   ledgerStreamName,
   needsCauseLookup,
   ReservationRefusal,
-} from '../../ledger/src';
-import type { Position } from '../../event-store/src';
+} from '#ledger';
+import type { Position } from '#event-store';
 
 /** A ledger command before its entry id is derived from its cause. */
 export type LedgerRequest = LedgerCommand extends infer C ? (C extends LedgerCommand ? Omit<C, 'entryId'> : never) : never;

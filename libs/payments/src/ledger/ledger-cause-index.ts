@@ -1,8 +1,8 @@
 import type { Pool } from 'pg';
-import type { Migration } from '../../database/src';
-import { preparedStatement } from '../../database/src/pool';
-import type { LedgerId } from '../../ledger/src';
-import type { LedgerCauseIndex } from '../../ledger-store/src/ledger-book';
+import type { Migration } from '#platform/database';
+import { preparedStatement } from '#platform/database';
+import type { LedgerId } from '#ledger';
+import type { LedgerCauseIndex } from './ledger-book';
 
 export const ledgerCauseIndexMigration: Migration = {
   version: 16,

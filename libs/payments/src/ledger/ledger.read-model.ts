@@ -1,8 +1,8 @@
 import type { Pool, PoolClient } from 'pg';
-import type { Migration } from '../../database/src';
-import type { RecordedEvent } from '../../event-store/src';
-import { LEDGER_CATEGORY, LedgerEntryPostedData, ledgerIdFromStream } from '../../ledger/src';
-import type { Projection } from '../../projections/src';
+import type { Migration } from '#platform/database';
+import type { RecordedEvent } from '#event-store';
+import { LEDGER_CATEGORY, LedgerEntryPostedData, ledgerIdFromStream } from '#ledger';
+import type { Projection } from '#event-store/projections';
 
 export const ledgerReadModelMigration: Migration = {
   version: 6,

@@ -1,8 +1,8 @@
 import type { CommandBus } from '@nestjs/cqrs';
-import type { RecordedEvent } from '../../../../libs/event-store/src';
-import { INVOICE_CATEGORY, InvoiceEvent } from '../../../../libs/domain/src';
-import { RecordPayment } from '../../../../libs/payments/src/ledger/record-payment.command';
-import type { Projection } from '../../../../libs/projections/src';
+import type { RecordedEvent } from '#event-store';
+import { INVOICE_CATEGORY, InvoiceEvent } from '#domain';
+import { RecordPayment } from './record-payment.command';
+import type { Projection } from '#event-store/projections';
 
 /**
  * Process manager: every InvoicePaid in the log is recorded in the merchant's ledger

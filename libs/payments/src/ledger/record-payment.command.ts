@@ -1,8 +1,8 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import type { LedgerId } from '../../../ledger/src';
-import type { Kopecks } from '../../../ledger/src/money';
-import { LedgerBook, Posted } from '../../../ledger-store/src';
+import type { LedgerId } from '#ledger';
+import type { Kopecks } from '#ledger';
+import { LedgerBook, Posted } from '.';
 
 /** A paid invoice in the merchant's ledger: net to pending (until releaseAt) or available, the fee to fees. Once per invoice (cause payment:<invoiceId>); sent by the payments_to_ledger process manager. */
 export class RecordPayment extends Command<Posted> {

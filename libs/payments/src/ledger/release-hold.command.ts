@@ -1,7 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import type { LedgerId } from '../../../ledger/src';
-import { LedgerBook, Posted } from '../../../ledger-store/src';
+import type { LedgerId } from '#ledger';
+import { LedgerBook, Posted } from '.';
 
 /** A payment's hold whose time has come moves from pending to available (LedgerError hold_not_found once released); sent by the hold-release worker. */
 export class ReleaseHold extends Command<Posted> {

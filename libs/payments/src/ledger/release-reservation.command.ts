@@ -1,7 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import type { LedgerId } from '../../../ledger/src';
-import { LedgerBook, Posted } from '../../../ledger-store/src';
+import type { LedgerId } from '#ledger';
+import { LedgerBook, Posted } from '.';
 
 /** A reservation's money returns to available (refund failed, payout rejected or cancelled); LedgerError reservation_not_found once closed. */
 export class ReleaseReservation extends Command<Posted> {

@@ -1,7 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import type { LedgerId } from '../../../ledger/src';
-import { LedgerBook, LedgerRequest } from '../../../ledger-store/src';
+import type { LedgerId } from '#ledger';
+import { LedgerBook, LedgerRequest } from '.';
 
 /** Reserves a refund's or payout's amount from available, or records why not, once per reservation id (the first decision stands for every retry). */
 export class ReserveFunds extends Command<Awaited<ReturnType<LedgerBook['reserve']>>> {

@@ -1,8 +1,8 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import type { LedgerId } from '../../../ledger/src';
-import type { Kopecks } from '../../../ledger/src/money';
-import { LedgerBook, Posted } from '../../../ledger-store/src';
+import type { LedgerId } from '#ledger';
+import type { Kopecks } from '#ledger';
+import { LedgerBook, Posted } from '.';
 
 /** A reservation's money leaves for good (refund succeeded, payout paid); LedgerError reservation_not_found once closed. */
 export class SettleReservation extends Command<Posted> {

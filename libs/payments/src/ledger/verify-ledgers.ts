@@ -1,7 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { Pool } from 'pg';
-import type { EventStore, Position, RecordedEvent } from '../../event-store/src';
-import { comparePositions } from '../../event-store/src';
+import type { EventStore, Position, RecordedEvent } from '#event-store';
+import { comparePositions } from '#event-store';
 import {
   checkLedgerSnapshot,
   entryViolations,
@@ -14,8 +14,8 @@ import {
   ledgerIdFromStream,
   LedgerState,
   stateViolations,
-} from '../../ledger/src';
-import { readCheckpoint } from '../../projections/src';
+} from '#ledger';
+import { readCheckpoint } from '#event-store/projections';
 
 export interface VerifyProblem {
   readonly ledger: string;

@@ -1,6 +1,6 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import { Account, Registry } from '../../../registry/src';
+import { Account, Registry } from '.';
 
 /** The operator opens a merchant account. */
 export class CreateAccount extends Command<Account> {

@@ -1,7 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import type { Mode } from '../../../domain/src';
-import { KeyPair, Project, ProjectSettings, Registry } from '../../../registry/src';
+import type { Mode } from '#domain';
+import { KeyPair, Project, ProjectSettings, Registry } from '.';
 
 /** The operator creates a project of an account, with its test and live key pairs (secret keys shown once). */
 export class CreateProject extends Command<{ project: Project; keys: Record<Mode, KeyPair> }> {

@@ -1,6 +1,6 @@
 import { Inject } from '@nestjs/common';
 import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
-import { Account, Registry } from '../../../registry/src';
+import { Account, Registry } from '.';
 
 /** A merchant account, or null. */
 export class GetAccount extends Query<Account | null> {

@@ -1,6 +1,6 @@
 import { Inject } from '@nestjs/common';
 import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
-import { Project, Registry } from '../../../registry/src';
+import { Project, Registry } from '.';
 
 /** A project with its settings, or null. */
 export class GetProject extends Query<Project | null> {

@@ -1,10 +1,10 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
-import { countRequestInWindow, rateWindowOf } from '../../access/src/access-control';
-import { inTransaction, preparedStatement } from '../../database/src';
-import { MethodOverrides, projectMethods, MethodTerms } from '../../domain/src/methods';
-import type { Mode } from '../../domain/src/invoices/invoice';
-import { SecretBox, sealedKeyId } from '../../secrets/src';
+import { countRequestInWindow, rateWindowOf } from '../access/access-control';
+import { inTransaction, preparedStatement } from '#platform/database';
+import { MethodOverrides, projectMethods, MethodTerms } from '#domain';
+import type { Mode } from '#domain';
+import { SecretBox, sealedKeyId } from '#platform/secrets';
 import { webhookSecretOwner } from './webhook-secrets';
 
 export const PROJECT_STATUSES = ['active', 'pending', 'rejected', 'blocked'] as const;

@@ -1,7 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import type { Mode } from '../../../domain/src';
-import { KeyPair, Registry } from '../../../registry/src';
+import type { Mode } from '#domain';
+import { KeyPair, Registry } from '.';
 
 /** A new key pair of the mode replaces the project's old one. */
 export class RotateProjectKeys extends Command<KeyPair> {

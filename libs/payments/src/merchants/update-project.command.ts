@@ -1,6 +1,6 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import { Project, ProjectSettings, Registry } from '../../../registry/src';
+import { Project, ProjectSettings, Registry } from '.';
 
 /** The operator changes a project's settings; null for an unknown project. */
 export class UpdateProject extends Command<Project | null> {

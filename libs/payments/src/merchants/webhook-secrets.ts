@@ -1,5 +1,5 @@
 import type { Pool } from 'pg';
-import { SEALED_PREFIX, SecretBox, sealedKeyId } from '../../secrets/src';
+import { SEALED_PREFIX, SecretBox, sealedKeyId } from '#platform/secrets';
 
 /**
  * The projects' webhook secrets at rest: sealed with the SecretBox (AES-256-GCM), the

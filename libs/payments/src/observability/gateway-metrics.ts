@@ -1,9 +1,9 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { AUTH_FAILURE_KINDS, AuthFailureKind } from '../../access/src/auth-failures';
-import type { CommandObserver, LogVisibility } from '../../event-store/src';
-import type { LedgerBookObserver } from '../../ledger-store/src/ledger-book';
-import type { Logger } from '../../logging/src/logger';
-import type { WebhookAttemptOutcome } from '../../webhooks/src/webhook-dispatcher';
+import { AUTH_FAILURE_KINDS, AuthFailureKind } from '../access/auth-failures';
+import type { CommandObserver, LogVisibility } from '#event-store';
+import type { LedgerBookObserver } from '../ledger/ledger-book';
+import type { Logger } from '#platform/logging';
+import type { WebhookAttemptOutcome } from '../webhooks/webhook-dispatcher';
 import type { ProjectionLag } from './projection-lag';
 
 /** A route label for requests that matched no route (never the raw URL: unbounded label values). */

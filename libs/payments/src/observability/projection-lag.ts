@@ -1,5 +1,5 @@
 import type { Pool } from 'pg';
-import { AllFilter, comparePositions, EventStore, matchesFilter, Position, PostgresEventStore, positionToString } from '../../event-store/src';
+import { AllFilter, comparePositions, EventStore, matchesFilter, Position, PostgresEventStore, positionToString } from '#event-store';
 
 /** Counting stops here: a lag shown as this many events means at least as many. */
 export const LAG_COUNT_LIMIT = 10_000;

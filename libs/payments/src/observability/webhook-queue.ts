@@ -1,5 +1,5 @@
 import type { Pool } from 'pg';
-import type { Clock } from '../../clock/src';
+import type { Clock } from '#platform/clock';
 import type { WebhookQueueDepth } from './gateway-metrics';
 
 /**

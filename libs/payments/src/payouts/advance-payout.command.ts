@@ -1,7 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import type { Payout } from '../../../domain/src';
-import { PayoutService } from '../payout-service';
+import type { Payout } from '#domain';
+import { PayoutService } from './payout-service';
 
 /** Takes a payout left requested (its API process died before the ledger's answer) through the ledger's decision: pending, or its refusal. */
 export class AdvancePayout extends Command<Payout> {

@@ -1,7 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import type { Payout } from '../../../domain/src';
-import { PayoutService } from '../payout-service';
+import type { Payout } from '#domain';
+import { PayoutService } from './payout-service';
 
 /** The operator approves a pending payout (409 conflict when illegal from its status, 404 for an unknown payout). */
 export class ApprovePayout extends Command<Payout> {

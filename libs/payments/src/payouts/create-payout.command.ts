@@ -1,8 +1,8 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import type { Payout } from '../../../domain/src';
-import type { KeyedRequest } from '../../../idempotency/src/keyed-request';
-import { PayoutRequest, PayoutService } from '../payout-service';
+import type { Payout } from '#domain';
+import type { KeyedRequest } from '../idempotency/keyed-request';
+import { PayoutRequest, PayoutService } from './payout-service';
 
 /** POST /v1/payouts (live keys): the payout recorded under its id, the amount reserved on the live ledger, pending (or its refusal). */
 export class CreatePayout extends Command<{ created: boolean; payout: Payout }> {

@@ -1,7 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
-import type { Payout } from '../../../domain/src';
-import { PayoutService } from '../payout-service';
+import type { Payout } from '#domain';
+import { PayoutService } from './payout-service';
 
 /** GET /v1/payouts?orderId=: the one payout with it, or 404 not_found. */
 export class GetPayoutByOrderId extends Query<Payout> {

@@ -1,7 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
-import type { Payout } from '../../../domain/src';
-import { PayoutService } from '../payout-service';
+import type { Payout } from '#domain';
+import { PayoutService } from './payout-service';
 
 /** One payout of the account, from its own stream; unknown, never shown or another account's: 404 not_found. */
 export class GetPayout extends Query<Payout> {

@@ -1,6 +1,6 @@
 import { Inject } from '@nestjs/common';
 import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
-import { PayoutAddress, PayoutAddresses } from '../../../registry/src';
+import { PayoutAddress, PayoutAddresses } from '../merchants';
 
 /** The account's confirmed payout details. */
 export class ListPayoutAddresses extends Query<PayoutAddress[]> {

@@ -1,9 +1,9 @@
 import { Inject } from '@nestjs/common';
 import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
 import type { Pool } from 'pg';
-import type { Payout } from '../../../domain/src';
-import type { ReadModelPage } from '../../../read-models/src/invoices.projection';
-import { listPayouts, PayoutListFilter } from '../../../read-models/src/payouts.projection';
+import type { Payout } from '#domain';
+import type { ReadModelPage } from '../invoices/invoices.read-model';
+import { listPayouts, PayoutListFilter } from './payouts.read-model';
 import { READ_MODELS } from '../payments.tokens';
 
 /** The account's payouts, newest first, a page at a time (from the payouts read model). */

@@ -1,7 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import type { Payout } from '../../../domain/src';
-import { PayoutService } from '../payout-service';
+import type { Payout } from '#domain';
+import { PayoutService } from './payout-service';
 
 /** The payout was paid (the bank's id, if any): its reservation settles, the net amount out and the fee to fees. */
 export class PayPayout extends Command<Payout> {

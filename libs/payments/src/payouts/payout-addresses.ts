@@ -1,6 +1,6 @@
 import type { Pool } from 'pg';
-import type { Migration } from '../../database/src';
-import { canonicalPayoutAccount, PayoutMethod } from '../../domain/src';
+import type { Migration } from '#platform/database';
+import { canonicalPayoutAccount, PayoutMethod } from '#domain';
 
 export const payoutAddressesMigration: Migration = {
   version: 11,

@@ -1,4 +1,4 @@
-import type { Migration } from '../../database/src';
+import type { Migration } from '#platform/database';
 
 /**
  * Payout ids are integers (spec): one sequence hands them out. An orderId is claimed

@@ -1,6 +1,6 @@
 import type { Pool } from 'pg';
-import type { EventStore } from '../../event-store/src';
-import { handleCommand, loadState } from '../../event-store/src';
+import type { EventStore } from '#event-store';
+import { handleCommand, loadState } from '#event-store';
 import {
   canonicalPayoutAccount,
   isShownPayout,
@@ -17,14 +17,14 @@ import {
   payoutStreamName,
   PayoutTerms,
   usdtFor,
-} from '../../domain/src';
-import type { Kopecks } from '../../ledger/src/money';
-import { formatMoney } from '../../ledger/src/money';
-import type { LedgerBook } from '../../ledger-store/src';
-import type { PayoutAddress, PayoutAddresses } from '../../registry/src';
-import { KeyedRequest, keyedRequestDigest } from '../../idempotency/src/keyed-request';
-import { PaymentsError } from './invoice-service';
-import { applyPayoutOutcome } from './outcomes';
+} from '#domain';
+import type { Kopecks } from '#ledger';
+import { formatMoney } from '#ledger';
+import type { LedgerBook } from '../ledger';
+import type { PayoutAddress, PayoutAddresses } from '../merchants';
+import { KeyedRequest, keyedRequestDigest } from '../idempotency/keyed-request';
+import { PaymentsError } from '../invoices/invoice-service';
+import { applyPayoutOutcome } from '../flows/outcomes';
 
 /** The spec's Payout object (GET /payouts/{id}, list items, webhook data.payout). */
 export interface PayoutView {

@@ -1,10 +1,10 @@
 import type { Pool, PoolClient } from 'pg';
-import type { Migration } from '../../database/src';
-import type { RecordedEvent } from '../../event-store/src';
-import { evolvePayout, initialPayout, Payout, PAYOUT_CATEGORY, PayoutEvent, PayoutStatus } from '../../domain/src';
-import type { Projection } from '../../projections/src';
-import { foldBatchIntoTable, FoldedTable } from './folded-row';
-import { pageOf, ReadModelPage } from './invoices.projection';
+import type { Migration } from '#platform/database';
+import type { RecordedEvent } from '#event-store';
+import { evolvePayout, initialPayout, Payout, PAYOUT_CATEGORY, PayoutEvent, PayoutStatus } from '#domain';
+import type { Projection } from '#event-store/projections';
+import { foldBatchIntoTable, FoldedTable } from '../read-models/folded-row';
+import { pageOf, ReadModelPage } from '../invoices/invoices.read-model';
 
 export const payoutsReadModelMigration: Migration = {
   version: 14,

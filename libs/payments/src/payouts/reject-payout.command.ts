@@ -1,7 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import type { Payout } from '../../../domain/src';
-import { PayoutService } from '../payout-service';
+import type { Payout } from '#domain';
+import { PayoutService } from './payout-service';
 
 /** The operator rejects the payout: its reservation goes back to available. */
 export class RejectPayout extends Command<Payout> {

@@ -1,8 +1,8 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import type { PayoutEvent } from '../../../domain/src';
-import { LedgerBook } from '../../../ledger-store/src';
-import { applyPayoutOutcome } from '../outcomes';
+import type { PayoutEvent } from '#domain';
+import { LedgerBook } from '../ledger';
+import { applyPayoutOutcome } from '../flows/outcomes';
 
 /** What a finished payout moves (paid: its reservation settles; rejected, cancelled: it returns): sent by the payout_outcomes process manager. Idempotent. */
 export class SettlePayoutOutcome extends Command<void> {

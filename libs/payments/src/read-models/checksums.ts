@@ -1,9 +1,9 @@
 import type { Pool } from 'pg';
-import { invoicesProjection } from './invoices.projection';
-import { ledgerProjection } from './ledger.projection';
-import { payoutsProjection } from './payouts.projection';
-import { refundsProjection } from './refunds.projection';
-import { streamCatalogProjection } from './stream-catalog.projection';
+import { invoicesProjection } from '../invoices/invoices.read-model';
+import { ledgerProjection } from '../ledger/ledger.read-model';
+import { payoutsProjection } from '../payouts/payouts.read-model';
+import { refundsProjection } from '../refunds/refunds.read-model';
+import { streamCatalogProjection } from '../streams/stream-catalog.read-model';
 
 /** One read-model table's content, summed up. */
 export interface TableChecksum {

@@ -1,5 +1,5 @@
 import type { PoolClient } from 'pg';
-import type { RecordedEvent } from '../../event-store/src';
+import type { RecordedEvent } from '#event-store';
 
 /** A column of a folded-state table besides id, state and last_revision, derived from the state. */
 export interface FoldedColumn<S> {

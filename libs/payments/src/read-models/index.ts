@@ -1,16 +1,16 @@
-import type { Projection } from '../../projections/src';
-import { invoicesProjection } from './invoices.projection';
-import { ledgerProjection } from './ledger.projection';
-import { streamCatalogProjection } from './stream-catalog.projection';
-import { refundsProjection } from './refunds.projection';
-import { payoutsProjection } from './payouts.projection';
+import type { Projection } from '#event-store/projections';
+import { invoicesProjection } from '../invoices/invoices.read-model';
+import { ledgerProjection } from '../ledger/ledger.read-model';
+import { streamCatalogProjection } from '../streams/stream-catalog.read-model';
+import { refundsProjection } from '../refunds/refunds.read-model';
+import { payoutsProjection } from '../payouts/payouts.read-model';
 
-export * from './stream-catalog.projection';
-export * from './ledger.projection';
-export * from './invoices.projection';
-export * from './refunds.projection';
-export * from './payouts.projection';
-export * from './ledger-cause-index';
+export * from '../streams/stream-catalog.read-model';
+export * from '../ledger/ledger.read-model';
+export * from '../invoices/invoices.read-model';
+export * from '../refunds/refunds.read-model';
+export * from '../payouts/payouts.read-model';
+export * from '../ledger/ledger-cause-index';
 
 /** Every projection the projector runs, by name. */
 export const allProjections: readonly Projection[] = [
@@ -21,3 +21,4 @@ export const allProjections: readonly Projection[] = [
   payoutsProjection,
 ];
 export * from './checksums';
+export * from './folded-row';

@@ -1,7 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import type { Refund } from '../../../domain/src';
-import { RefundService } from '../refund-service';
+import type { Refund } from '#domain';
+import { RefundService } from './refund-service';
 
 /** Takes a refund request left half-done (its API process died after the invoice granted it) through the same steps: pending, or 422 insufficient_balance. */
 export class AdvanceRefund extends Command<Refund> {

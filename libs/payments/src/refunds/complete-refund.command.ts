@@ -1,7 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import type { Refund } from '../../../domain/src';
-import { RefundService } from '../refund-service';
+import type { Refund } from '#domain';
+import { RefundService } from './refund-service';
 
 /** The sandbox processor's success, REFUND_PROCESSING_SECONDS after the refund was created (a refund failed meanwhile stays failed). */
 export class CompleteRefund extends Command<Refund> {

@@ -1,7 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import type { Refund } from '../../../domain/src';
-import { RefundService } from '../refund-service';
+import type { Refund } from '#domain';
+import { RefundService } from './refund-service';
 
 /** The bank refused the refund (operator API): failed, its amount back to available; 409 conflict once it succeeded. */
 export class FailRefund extends Command<Refund> {

@@ -1,8 +1,8 @@
 import { Inject } from '@nestjs/common';
 import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
-import type { Mode, Refund } from '../../../domain/src';
-import type { Project } from '../../../registry/src';
-import { RefundService } from '../refund-service';
+import type { Mode, Refund } from '#domain';
+import type { Project } from '../merchants';
+import { RefundService } from './refund-service';
 
 /** One refund, from its own stream; unknown or another project's or mode's: 404 invoice_not_found (as the spec says). */
 export class GetRefund extends Query<Refund> {

@@ -1,5 +1,5 @@
-import { REFUND_ID } from '../../domain/src';
-import type { KeyedRequest } from '../../idempotency/src/keyed-request';
+import { REFUND_ID } from '#domain';
+import type { KeyedRequest } from '../idempotency/keyed-request';
 import { newRefundId, refundIdFor } from './refund-service';
 
 describe('refund ids', () => {

@@ -1,10 +1,10 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import type { Mode, Refund } from '../../../domain/src';
-import type { KeyedRequest } from '../../../idempotency/src/keyed-request';
-import type { Kopecks } from '../../../ledger/src/money';
-import type { Project } from '../../../registry/src';
-import { RefundService } from '../refund-service';
+import type { Mode, Refund } from '#domain';
+import type { KeyedRequest } from '../idempotency/keyed-request';
+import type { Kopecks } from '#ledger';
+import type { Project } from '../merchants';
+import { RefundService } from './refund-service';
 
 /** POST /v1/invoices/{id}/refund: the invoice grants the amount, the ledger reserves it, the refund is created pending (or 422 insufficient_balance). */
 export class RefundInvoice extends Command<Refund> {

@@ -1,8 +1,8 @@
 import type { CommandBus } from '@nestjs/cqrs';
 import type { Pool } from 'pg';
-import type { Clock } from '../../../../libs/clock/src';
-import { CompleteRefund } from '../../../../libs/payments/src/refunds/complete-refund.command';
-import type { WorkerItems } from './worker-items';
+import type { Clock } from '#platform/clock';
+import { CompleteRefund } from './complete-refund.command';
+import type { WorkerItems } from '../flows/worker-items';
 
 /**
  * The sandbox refund processor: a refund still pending REFUND_PROCESSING_SECONDS

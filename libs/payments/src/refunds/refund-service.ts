@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import type { EventStore } from '../../event-store/src';
-import { KeyedRequest, keyedRequestDigest } from '../../idempotency/src/keyed-request';
-import { handleCommand, loadState } from '../../event-store/src';
+import type { EventStore } from '#event-store';
+import { KeyedRequest, keyedRequestDigest } from '../idempotency/keyed-request';
+import { handleCommand, loadState } from '#event-store';
 import {
   Invoice,
   invoiceDecider,
@@ -14,13 +14,13 @@ import {
   refundDecider,
   RefundEvent,
   refundStreamName,
-} from '../../domain/src';
-import type { Kopecks } from '../../ledger/src/money';
-import { formatMoney } from '../../ledger/src/money';
-import type { LedgerBook } from '../../ledger-store/src';
-import type { Project } from '../../registry/src';
-import { fromInvoiceError, InvoiceService, PaymentsError } from './invoice-service';
-import { applyRefundOutcome } from './outcomes';
+} from '#domain';
+import type { Kopecks } from '#ledger';
+import { formatMoney } from '#ledger';
+import type { LedgerBook } from '../ledger';
+import type { Project } from '../merchants';
+import { fromInvoiceError, InvoiceService, PaymentsError } from '../invoices/invoice-service';
+import { applyRefundOutcome } from '../flows/outcomes';
 
 const ALPHABET = '0123456789abcdefghijklmnopqrstuvwxyz';
 

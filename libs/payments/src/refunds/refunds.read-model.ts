@@ -1,8 +1,8 @@
 import type { PoolClient } from 'pg';
-import type { Migration } from '../../database/src';
-import type { RecordedEvent } from '../../event-store/src';
-import { INVOICE_CATEGORY, InvoiceEvent, REFUND_CATEGORY, RefundEvent } from '../../domain/src';
-import type { Projection } from '../../projections/src';
+import type { Migration } from '#platform/database';
+import type { RecordedEvent } from '#event-store';
+import { INVOICE_CATEGORY, InvoiceEvent, REFUND_CATEGORY, RefundEvent } from '#domain';
+import type { Projection } from '#event-store/projections';
 
 export const refundsReadModelMigration: Migration = {
   version: 13,

@@ -1,9 +1,9 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import type { RefundEvent } from '../../../domain/src';
-import { LedgerBook } from '../../../ledger-store/src';
-import { InvoiceService } from '../invoice-service';
-import { applyRefundOutcome } from '../outcomes';
+import type { RefundEvent } from '#domain';
+import { LedgerBook } from '../ledger';
+import { InvoiceService } from '../invoices/invoice-service';
+import { applyRefundOutcome } from '../flows/outcomes';
 
 /** What a refund's outcome moves (its reservation settled or released, the invoice's refunded amount): sent by the refund_outcomes process manager for each RefundSucceeded/RefundFailed. Idempotent. */
 export class SettleRefundOutcome extends Command<void> {

@@ -1,7 +1,7 @@
 import type { PoolClient } from 'pg';
-import type { Migration } from '../../database/src';
-import { RecordedEvent, streamCategory } from '../../event-store/src';
-import type { Projection } from '../../projections/src';
+import type { Migration } from '#platform/database';
+import { RecordedEvent, streamCategory } from '#event-store';
+import type { Projection } from '#event-store/projections';
 
 export const streamCatalogMigration: Migration = {
   version: 3,

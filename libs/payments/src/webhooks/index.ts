@@ -4,3 +4,7 @@ export * from './http-delivery';
 export * from './webhook-outbox';
 export * from './webhook-dispatcher';
 export * from './webhook-retention';
+export * from './list-webhook-deliveries.query';
+export * from './resend-webhook-delivery.command';
+export * from './retention.worker';
+export * from './webhook-address';

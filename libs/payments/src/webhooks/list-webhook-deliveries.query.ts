@@ -1,7 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
 import type { Pool } from 'pg';
-import { listWebhookDeliveries, WebhookDeliveryFilter, WebhookDeliveryRow } from '../../../webhooks/src/webhook-outbox';
+import { listWebhookDeliveries, WebhookDeliveryFilter, WebhookDeliveryRow } from './webhook-outbox';
 import { READ_MODELS } from '../payments.tokens';
 
 /** The webhook delivery history with every attempt, newest first, a page at a time. */

@@ -1,7 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import type { Pool } from 'pg';
-import { resendDelivery } from '../../../webhooks/src/webhook-dispatcher';
+import { resendDelivery } from './webhook-dispatcher';
 import { READ_MODELS } from '../payments.tokens';
 
 /** The operator sends a delivery again now (same id and body), with a fresh retry schedule; null for an unknown delivery. */

@@ -1,7 +1,7 @@
 import type { Pool } from 'pg';
-import { sweepAccessMarks } from '../../../../libs/access/src';
-import type { Clock } from '../../../../libs/clock/src';
-import { sweepWebhookHistory } from '../../../../libs/webhooks/src/webhook-retention';
+import { sweepAccessMarks } from '../access';
+import type { Clock } from '#platform/clock';
+import { sweepWebhookHistory } from './webhook-retention';
 
 /**
  * The retention sweeper (every projector, safe to run in several): finished webhook

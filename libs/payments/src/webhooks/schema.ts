@@ -1,4 +1,4 @@
-import type { Migration } from '../../database/src';
+import type { Migration } from '#platform/database';
 
 /**
  * The durable webhook queue. One row per (event, project): its exact body is fixed

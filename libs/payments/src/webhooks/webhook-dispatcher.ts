@@ -1,6 +1,6 @@
 import type { Pool } from 'pg';
-import type { Clock } from '../../clock/src';
-import type { Registry } from '../../registry/src';
+import type { Clock } from '#platform/clock';
+import type { Registry } from '../merchants';
 import { AttemptResult, postWebhook } from './http-delivery';
 import { attemptOutcome, WEBHOOK_REPLY_TIMEOUT_MS, webhookSignature } from './webhook-rules';
 

@@ -1,6 +1,6 @@
 import type { Pool, PoolClient } from 'pg';
-import type { Clock } from '../../clock/src';
-import type { EventStore, RecordedEvent } from '../../event-store/src';
+import type { Clock } from '#platform/clock';
+import type { EventStore, RecordedEvent } from '#event-store';
 import {
   decideInvoice,
   evolveInvoice,
@@ -18,11 +18,11 @@ import {
   refundDecider,
   Refund,
   RefundEvent,
-} from '../../domain/src';
-import { uuidV5 } from '../../identifiers/src/uuid-v5';
-import { invoiceView, payoutView, refundView } from '../../payments/src';
-import type { Projection } from '../../projections/src';
-import type { Project, Registry, WebhookEventKind } from '../../registry/src';
+} from '#domain';
+import { uuidV5 } from '#ledger';
+import { invoiceView, payoutView, refundView } from '..';
+import type { Projection } from '#event-store/projections';
+import type { Project, Registry, WebhookEventKind } from '../merchants';
 import { WEBHOOK_SOURCE_EVENT_TYPES, webhookKindOf } from './webhook-rules';
 import { DEFAULT_WEBHOOK_RETENTION_DAYS, retentionHorizon } from './webhook-retention';
 

@@ -1,5 +1,5 @@
 import type { Pool } from 'pg';
-import type { Migration } from '../../database/src';
+import type { Migration } from '#platform/database';
 
 /**
  * How long the webhook history is kept: a delivery that is finished (delivered, or

@@ -3,7 +3,7 @@
  * of which kind, the signature, and the retry schedule.
  */
 import { createHmac } from 'node:crypto';
-import type { WebhookEventKind } from '../../registry/src';
+import type { WebhookEventKind } from '../merchants';
 
 const KINDS: Readonly<Record<string, Readonly<Record<string, WebhookEventKind>>>> = {
   invoice: { InvoicePaid: 'invoice.paid', InvoiceFailed: 'invoice.failed', InvoiceExpired: 'invoice.expired' },

@@ -1,5 +1,5 @@
 import type { Pool } from 'pg';
-import type { Migration } from '../../database/src';
+import type { Migration } from '../database';
 import type { ManualClock } from './clock';
 
 export const manualClockMigration: Migration = {

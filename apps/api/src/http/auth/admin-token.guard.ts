@@ -1,7 +1,7 @@
 import { CanActivate, ExecutionContext, Inject, Injectable } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
-import type { FailedAuthentication } from '../auth/failed-authentication';
-import type { OperatorToken } from '../auth/operator-token';
+import type { FailedAuthentication } from './failed-authentication';
+import type { OperatorToken } from './operator-token';
 import { ApiError } from '../errors/api-error';
 import { FAILED_AUTHENTICATION, OPERATOR_TOKEN } from '../tokens';
 

@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify';
-import type { AuthFailureKind, AuthFailureLimiter } from '../../../../libs/access/src';
-import type { Clock } from '../../../../libs/clock/src';
+import type { AuthFailureKind, AuthFailureLimiter } from '#payments/access';
+import type { Clock } from '#platform/clock';
 import { ApiError } from '../errors/api-error';
 
 /** Where failed and refused authentications are counted (the process's metrics). */

@@ -1,11 +1,11 @@
 import { CanActivate, createParamDecorator, ExecutionContext, Inject, Injectable } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
-import type { AccessControl, AuthFailureKind, Refusal } from '../../../../libs/access/src';
-import { requestSignature, signaturesMatch, TIMESTAMP_WINDOW_SECONDS } from '../../../../libs/access/src';
-import type { Clock } from '../../../../libs/clock/src';
-import type { MerchantIdentity, Registry } from '../../../../libs/registry/src';
+import type { AccessControl, AuthFailureKind, Refusal } from '#payments/access';
+import { requestSignature, signaturesMatch, TIMESTAMP_WINDOW_SECONDS } from '#payments/access';
+import type { Clock } from '#platform/clock';
+import type { MerchantIdentity, Registry } from '#payments/merchants';
 import { ApiError } from '../errors/api-error';
-import type { FailedAuthentication } from '../auth/failed-authentication';
+import type { FailedAuthentication } from './failed-authentication';
 import { ACCESS_CONTROL, CLOCK_TOKEN, FAILED_AUTHENTICATION, REGISTRY } from '../tokens';
 
 type MerchantRequest = FastifyRequest & { merchant?: MerchantIdentity; rawBody?: Buffer };

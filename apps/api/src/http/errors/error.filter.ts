@@ -1,11 +1,11 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { Logger } from '../../../../libs/logging/src/logger';
-import { InvoicePlanError } from '../../../../libs/domain/src/invoices/plan-invoice';
-import { LedgerError } from '../../../../libs/ledger/src/ledger';
-import { PaymentsError } from '../../../../libs/payments/src/invoice-service';
-import { EventStoreUnavailableError } from '../../../../libs/event-store/src/event-store';
-import { StoredAnswer } from '../http/idempotency';
+import type { Logger } from '#platform/logging';
+import { InvoicePlanError } from '#domain';
+import { LedgerError } from '#ledger';
+import { PaymentsError } from '#payments/invoices';
+import { EventStoreUnavailableError } from '#event-store';
+import { StoredAnswer } from '../idempotency';
 import { ApiError } from './api-error';
 
 /**

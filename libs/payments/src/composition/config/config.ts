@@ -53,9 +53,9 @@ export interface GatewayConfig {
 }
 
 import { isIP } from 'node:net';
-import { Kopecks, parseMoney, parsePercent } from '../../ledger/src/money';
-import { DEFAULT_PAYOUT_TERMS, PAYOUT_METHODS, PayoutMethod, PayoutTerms } from '../../domain/src/payouts/payout-terms';
-import { connectionStringProblem } from '../../event-store/src/eventstoredb/connection';
+import { Kopecks, parseMoney, parsePercent } from '#ledger';
+import { DEFAULT_PAYOUT_TERMS, PAYOUT_METHODS, PayoutMethod, PayoutTerms } from '#domain';
+import { connectionStringProblem } from '#event-store/eventstoredb';
 
 export class ConfigError extends Error {
   constructor(readonly problems: readonly string[]) {

@@ -1,0 +1,5 @@
+export * from './log-tail-signal';
+export * from './log-visibility';
+export * from './postgres-event-store';
+export * from './schema';
+export * from './snapshot-store';

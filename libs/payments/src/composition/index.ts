@@ -1,0 +1,4 @@
+export * from './infrastructure';
+export * from './migrations';
+export * from './services';
+export * from './config';

@@ -1,0 +1,5 @@
+export * from './flow-recovery.worker';
+export * from './outcomes';
+export * from './periodic-worker';
+export * from './refund-and-payout-outcomes.process-manager';
+export * from './worker-items';
