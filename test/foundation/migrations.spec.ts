@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { createPool, migrate, MigrationError } from '#platform/database';
 import { allMigrations } from '#payments/composition';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
@@ -15,11 +16,12 @@ describe('schema migrations', () => {
     const pools = Array.from({ length: 5 }, () => createPool(db.url, { max: 2 }));
     try {
       const results = await Promise.all(pools.map((pool) => migrate(pool, allMigrations)));
-      const applied = results.flat().sort((a, b) => a - b);
-      expect(applied).toEqual(allMigrations.map((m) => m.version));
+      const ids = allMigrations.map((m) => m.id);
+      // One process applied them all, in the list's order; the others found nothing to do.
+      expect(results.filter((r) => r.length > 0)).toEqual([ids]);
       expect(await migrate(db.pool, allMigrations)).toEqual([]);
-      const rows = await db.pool.query('SELECT version FROM schema_migrations ORDER BY version');
-      expect(rows.rows.map((r) => r.version)).toEqual(allMigrations.map((m) => m.version));
+      const rows = await db.pool.query('SELECT id FROM migrations_applied ORDER BY id');
+      expect(rows.rows.map((r) => r.id)).toEqual([...ids].sort());
     } finally {
       await Promise.all(pools.map((p) => p.end()));
     }
@@ -32,11 +34,42 @@ describe('schema migrations', () => {
   });
 
   it('roll back a failing migration completely', async () => {
-    const broken = [...allMigrations, { version: 999, name: 'broken', sql: 'CREATE TABLE half_done (x int); SELECT 1/0;' }];
-    await expect(migrate(db.pool, broken)).rejects.toThrow('migration 999 (broken) failed');
+    const broken = [...allMigrations, { id: 'test:0001_broken', sql: 'CREATE TABLE half_done (x int); SELECT 1/0;' }];
+    await expect(migrate(db.pool, broken)).rejects.toThrow('migration test:0001_broken failed');
     const table = await db.pool.query(`SELECT to_regclass('half_done') AS t`);
     expect(table.rows[0].t).toBeNull();
-    const row = await db.pool.query('SELECT 1 FROM schema_migrations WHERE version = 999');
+    const row = await db.pool.query(`SELECT 1 FROM migrations_applied WHERE id = 'test:0001_broken'`);
     expect(row.rowCount).toBe(0);
+  });
+
+  it('are named <library>:<NNNN>_<name>, each once', async () => {
+    for (const m of allMigrations) expect(m.id).toMatch(/^(platform|event-store|payments):\d{4}_[a-z0-9_]+$/);
+    expect(new Set(allMigrations.map((m) => m.id)).size).toBe(allMigrations.length);
+    await expect(migrate(db.pool, [{ id: '7', sql: 'SELECT 1' }])).rejects.toThrow('migration id "7" is not <library>:<NNNN>_<name>');
+    await expect(migrate(db.pool, [allMigrations[0]!, allMigrations[0]!])).rejects.toThrow('duplicate migration ids');
+  });
+
+  it('adopt a database migrated when migrations had global numbers: nothing is applied twice', async () => {
+    const old = await createTestDatabase({ migrate: false });
+    try {
+      // The database as the numbered runner left it: every table, and schema_migrations by version.
+      for (const m of allMigrations) await old.pool.query(m.sql);
+      await old.pool.query(`CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
+      for (const m of allMigrations) {
+        await old.pool.query('INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)', [
+          m.legacyVersion,
+          m.id,
+          createHash('sha256').update(m.sql).digest('hex'),
+        ]);
+      }
+      // Re-running a migration would fail (CREATE TABLE of an existing table): none is.
+      expect(await migrate(old.pool, allMigrations)).toEqual([]);
+      const rows = await old.pool.query('SELECT id FROM migrations_applied ORDER BY id');
+      expect(rows.rows.map((r) => r.id)).toEqual(allMigrations.map((m) => m.id).sort());
+      // A migration added later (no number) is applied after the adoption.
+      expect(await migrate(old.pool, [...allMigrations, { id: 'test:0001_added_later', sql: 'CREATE TABLE added_later (x int)' }])).toEqual(['test:0001_added_later']);
+    } finally {
+      await old.drop();
+    }
   });
 });

@@ -1,5 +1,5 @@
 /**
- * The bounds on the gateway's own database sessions (libs/platform/src/database/pool.ts), on
+ * The bounds on the gateway's own database sessions (libs/database/src/pool.ts), on
  * the real PostgreSQL: a session left idle inside a transaction is cut (an open
  * transaction holding a transaction id hides every newer event from every
  * subscriber of the cluster), a statement running too long is cancelled, TCP
@@ -124,8 +124,8 @@ describe('session limits of the gateway’s pools', () => {
     const fresh = await createTestDatabase({ migrate: false });
     try {
       const p = pool({ statementTimeoutMs: 100, idleInTransactionTimeoutMs: 10_000 }, fresh.url);
-      const applied = await migrate(p, [{ version: 1, name: 'slow', sql: 'SELECT pg_sleep(0.5); CREATE TABLE slow_one (id int);' }]);
-      expect(applied).toEqual([1]);
+      const applied = await migrate(p, [{ id: 'test:0001_slow', sql: 'SELECT pg_sleep(0.5); CREATE TABLE slow_one (id int);' }]);
+      expect(applied).toEqual(['test:0001_slow']);
       // max 2: both sessions of the pool, including the one that migrated, have the bound.
       const clients = [await p.connect(), await p.connect()];
       try {

@@ -8,8 +8,8 @@ import type { Migration } from '#platform/database';
  * early but committed late is never skipped.
  */
 export const eventStoreMigration: Migration = {
-  version: 1,
-  name: 'event_store',
+  id: 'event-store:0001_event_store',
+  legacyVersion: 1,
   sql: `
 CREATE TABLE event_streams (
   stream_name text PRIMARY KEY,

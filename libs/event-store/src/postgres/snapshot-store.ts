@@ -3,8 +3,8 @@ import type { Migration } from '#platform/database';
 import type { SnapshotStore } from '../decider';
 
 export const snapshotsMigration: Migration = {
-  version: 5,
-  name: 'aggregate_snapshots',
+  id: 'event-store:0003_aggregate_snapshots',
+  legacyVersion: 5,
   sql: `
 CREATE TABLE aggregate_snapshots (
   stream_name text PRIMARY KEY,

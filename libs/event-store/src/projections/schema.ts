@@ -1,8 +1,8 @@
 import type { Migration } from '#platform/database';
 
 export const projectionsMigration: Migration = {
-  version: 2,
-  name: 'projection_checkpoints',
+  id: 'event-store:0002_projection_checkpoints',
+  legacyVersion: 2,
   sql: `
 CREATE TABLE projection_checkpoints (
   projection text PRIMARY KEY,
@@ -24,8 +24,8 @@ CREATE TABLE projection_checkpoints (
  * Times are the database's clock (real time, as for webhook leases).
  */
 export const projectionLeasesMigration: Migration = {
-  version: 25,
-  name: 'projection_leases',
+  id: 'event-store:0004_projection_leases',
+  legacyVersion: 25,
   sql: `
 CREATE TABLE projection_leases (
   projection text PRIMARY KEY,

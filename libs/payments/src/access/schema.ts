@@ -5,8 +5,8 @@ import type { Migration } from '#platform/database';
  * UNLOGGED: short-lived counters that need no crash safety or replication.
  */
 export const accessControlMigration: Migration = {
-  version: 10,
-  name: 'access_control',
+  id: 'payments:0006_access_control',
+  legacyVersion: 10,
   sql: `
 CREATE UNLOGGED TABLE used_signatures (
   signature text PRIMARY KEY,
@@ -38,8 +38,8 @@ CREATE INDEX poll_marks_age ON poll_marks (last_at);
  * resets a limit for a second or an interval.
  */
 export const usedSignaturesLoggedMigration: Migration = {
-  version: 29,
-  name: 'used_signatures_logged',
+  id: 'payments:0017_used_signatures_logged',
+  legacyVersion: 29,
   sql: `
 ALTER TABLE used_signatures SET LOGGED;
 `,

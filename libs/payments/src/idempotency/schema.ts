@@ -7,8 +7,8 @@ import type { Migration } from '#platform/database';
  * restart, since retries come exactly then. Swept after the retention (24 h).
  */
 export const idempotencyKeysMigration: Migration = {
-  version: 20,
-  name: 'idempotency_keys',
+  id: 'payments:0013_idempotency_keys',
+  legacyVersion: 20,
   sql: `
 CREATE TABLE idempotency_keys (
   key_id uuid NOT NULL,

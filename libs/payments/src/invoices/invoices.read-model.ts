@@ -5,8 +5,8 @@ import { evolveInvoice, initialInvoice, Invoice, INVOICE_CATEGORY, InvoiceEvent,
 import { foldBatchIntoTable, FoldedTable } from '../read-models/folded-row';
 
 export const invoicesReadModelMigration: Migration = {
-  version: 8,
-  name: 'read_model_invoices',
+  id: 'payments:0004_read_model_invoices',
+  legacyVersion: 8,
   sql: `
 CREATE TABLE invoices (
   -- Order of arrival in the read model: lists page newest first on it, so an invoice

@@ -5,8 +5,8 @@ import type { LedgerId } from '#ledger';
 import type { LedgerCauseIndex } from './ledger-book';
 
 export const ledgerCauseIndexMigration: Migration = {
-  version: 16,
-  name: 'ledger_entries_cause_index',
+  id: 'payments:0012_ledger_entries_cause_index',
+  legacyVersion: 16,
   sql: `
 CREATE INDEX ledger_entries_cause ON ledger_entries (account_id, mode, cause);
 `,

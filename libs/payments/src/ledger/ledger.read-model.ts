@@ -5,8 +5,8 @@ import { LEDGER_CATEGORY, LedgerEntryPostedData, ledgerIdFromStream } from '#led
 import type { Projection } from '#event-store/projections';
 
 export const ledgerReadModelMigration: Migration = {
-  version: 6,
-  name: 'read_model_ledger',
+  id: 'payments:0002_read_model_ledger',
+  legacyVersion: 6,
   sql: `
 CREATE TABLE ledger_entries (
   entry_id uuid PRIMARY KEY,
@@ -37,8 +37,8 @@ CREATE TABLE ledger_balances (
 };
 
 export const ledgerOpenHoldsMigration: Migration = {
-  version: 9,
-  name: 'read_model_ledger_open_holds',
+  id: 'payments:0005_read_model_ledger_open_holds',
+  legacyVersion: 9,
   sql: `
 CREATE TABLE ledger_open_holds (
   account_id text NOT NULL,

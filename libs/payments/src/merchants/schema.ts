@@ -1,8 +1,8 @@
 import type { Migration } from '#platform/database';
 
 export const registryMigration: Migration = {
-  version: 7,
-  name: 'registry_accounts_projects_keys',
+  id: 'payments:0003_registry_accounts_projects_keys',
+  legacyVersion: 7,
   sql: `
 CREATE TABLE accounts (
   id uuid PRIMARY KEY,
@@ -50,8 +50,8 @@ CREATE UNIQUE INDEX api_keys_one_active_per_mode ON api_keys (project_id, mode) 
  * rule holds for every row written from now on, while those older rows wait.
  */
 export const webhookSecretsSealedMigration: Migration = {
-  version: 28,
-  name: 'projects_webhook_secret_sealed',
+  id: 'payments:0016_projects_webhook_secret_sealed',
+  legacyVersion: 28,
   sql: `
 ALTER TABLE projects ADD CONSTRAINT projects_webhook_secret_sealed CHECK (webhook_secret LIKE 'sealed:v1:%') NOT VALID;
 `,

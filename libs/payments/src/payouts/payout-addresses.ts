@@ -3,8 +3,8 @@ import type { Migration } from '#platform/database';
 import { canonicalPayoutAccount, PayoutMethod } from '#domain';
 
 export const payoutAddressesMigration: Migration = {
-  version: 11,
-  name: 'registry_payout_addresses',
+  id: 'payments:0007_registry_payout_addresses',
+  legacyVersion: 11,
   sql: `
 CREATE TABLE payout_addresses (
   id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

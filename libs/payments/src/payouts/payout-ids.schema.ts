@@ -7,8 +7,8 @@ import type { Migration } from '#platform/database';
  * is given up, so the merchant can try the same orderId again later.
  */
 export const payoutIdsMigration: Migration = {
-  version: 12,
-  name: 'payout_ids_and_order_ids',
+  id: 'payments:0008_payout_ids_and_order_ids',
+  legacyVersion: 12,
   sql: `
 CREATE SEQUENCE payout_ids AS bigint START 1;
 CREATE TABLE payout_order_ids (
@@ -27,8 +27,8 @@ CREATE TABLE payout_order_ids (
  * payout and never a second one. Kept for good, as the payout is.
  */
 export const payoutRequestKeysMigration: Migration = {
-  version: 21,
-  name: 'payout_request_keys',
+  id: 'payments:0014_payout_request_keys',
+  legacyVersion: 21,
   sql: `
 CREATE TABLE payout_request_keys (
   account_id uuid NOT NULL,

@@ -7,8 +7,8 @@ import { foldBatchIntoTable, FoldedTable } from '../read-models/folded-row';
 import { pageOf, ReadModelPage } from '../invoices/invoices.read-model';
 
 export const payoutsReadModelMigration: Migration = {
-  version: 14,
-  name: 'read_model_payouts',
+  id: 'payments:0010_read_model_payouts',
+  legacyVersion: 14,
   sql: `
 CREATE TABLE payouts (
   -- order of arrival: lists page newest first on it

@@ -5,8 +5,8 @@ import { INVOICE_CATEGORY, InvoiceEvent, REFUND_CATEGORY, RefundEvent } from '#d
 import type { Projection } from '#event-store/projections';
 
 export const refundsReadModelMigration: Migration = {
-  version: 13,
-  name: 'read_model_refunds',
+  id: 'payments:0009_read_model_refunds',
+  legacyVersion: 13,
   sql: `
 CREATE TABLE refunds (
   id text PRIMARY KEY,

@@ -4,8 +4,8 @@ import { RecordedEvent, streamCategory } from '#event-store';
 import type { Projection } from '#event-store/projections';
 
 export const streamCatalogMigration: Migration = {
-  version: 3,
-  name: 'read_model_stream_catalog',
+  id: 'payments:0001_read_model_stream_catalog',
+  legacyVersion: 3,
   sql: `
 CREATE TABLE stream_catalog (
   stream_name text PRIMARY KEY,

@@ -8,8 +8,8 @@ import type { Migration } from '#platform/database';
  * attempt only delays that delivery until its lease runs out.
  */
 export const webhookQueueMigration: Migration = {
-  version: 15,
-  name: 'webhook_deliveries',
+  id: 'payments:0011_webhook_deliveries',
+  legacyVersion: 15,
   sql: `
 CREATE TABLE webhook_deliveries (
   seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
@@ -51,8 +51,8 @@ CREATE TABLE webhook_attempts (
  * after that is still kept in the history, marked `superseded`.
  */
 export const webhookLeaseTokenMigration: Migration = {
-  version: 24,
-  name: 'webhook_lease_token',
+  id: 'payments:0015_webhook_lease_token',
+  legacyVersion: 24,
   sql: `
 ALTER TABLE webhook_deliveries ADD COLUMN lease_token uuid;
 ALTER TABLE webhook_attempts ADD COLUMN superseded boolean NOT NULL DEFAULT false;

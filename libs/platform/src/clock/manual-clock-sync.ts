@@ -3,8 +3,8 @@ import type { Migration } from '../database';
 import type { ManualClock } from './clock';
 
 export const manualClockMigration: Migration = {
-  version: 4,
-  name: 'manual_clock',
+  id: 'platform:0001_manual_clock',
+  legacyVersion: 4,
   sql: `
 CREATE TABLE manual_clock (
   singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),

@@ -1,11 +1,22 @@
 import { createHash } from 'node:crypto';
-import { Pool } from 'pg';
+import type { Pool, PoolClient } from 'pg';
+import { inTransactionOn } from './pool';
 
 export interface Migration {
-  readonly version: number;
-  readonly name: string;
+  /**
+   * `<library>:<NNNN>_<what>`, e.g. `payments:0004_read_model_invoices`: numbered within
+   * the library that owns the table, unique, never renamed once applied.
+   */
+  readonly id: string;
+  /**
+   * Its global version from before migrations were named: a database migrated then
+   * recorded it under this number (schema_migrations), and is adopted by it.
+   */
+  readonly legacyVersion?: number;
   readonly sql: string;
 }
+
+const MIGRATION_ID = /^[a-z][a-z-]*:\d{4}_[a-z0-9_]+$/;
 
 /** Arbitrary constant: the advisory lock that serialises migrations across processes. */
 const MIGRATION_LOCK = 7_261_903_184;
@@ -15,16 +26,20 @@ export class MigrationError extends Error {}
 const checksum = (sql: string): string => createHash('sha256').update(sql).digest('hex');
 
 /**
- * Applies, in version order, every migration not applied yet, each in its own
- * transaction together with its row in schema_migrations. Safe to run twice and
- * from several processes at once: a session advisory lock lets one run at a time,
- * and the others then find nothing left to do. An applied migration whose text has
- * changed since is refused: history is never rewritten under a running database.
+ * Applies, in the order of the list (the composition root's), every migration not
+ * applied yet, each in its own transaction together with its row in
+ * migrations_applied. Safe to run twice and from several processes at once: a session
+ * advisory lock lets one run at a time, and the others then find nothing left to do.
+ * An applied migration whose text has changed since is refused: history is never
+ * rewritten under a running database. A database migrated before migrations were
+ * named (schema_migrations, by global version) is adopted first: each of its versions
+ * is recorded under the id of the migration that had that version.
  */
-export async function migrate(pool: Pool, migrations: readonly Migration[]): Promise<number[]> {
-  const versions = migrations.map((m) => m.version);
-  if (new Set(versions).size !== versions.length) throw new MigrationError('duplicate migration versions');
-  const ordered = [...migrations].sort((a, b) => a.version - b.version);
+export async function migrate(pool: Pool, migrations: readonly Migration[]): Promise<string[]> {
+  const ids = migrations.map((m) => m.id);
+  const malformed = ids.find((id) => !MIGRATION_ID.test(id));
+  if (malformed !== undefined) throw new MigrationError(`migration id ${JSON.stringify(malformed)} is not <library>:<NNNN>_<name>`);
+  if (new Set(ids).size !== ids.length) throw new MigrationError('duplicate migration ids');
 
   const client = await pool.connect();
   try {
@@ -34,42 +49,33 @@ export async function migrate(pool: Pool, migrations: readonly Migration[]): Pro
     await client.query('SET statement_timeout = 0');
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
     try {
-      await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
-        version integer PRIMARY KEY,
-        name text NOT NULL,
+      await client.query(`CREATE TABLE IF NOT EXISTS migrations_applied (
+        id text PRIMARY KEY,
         checksum text NOT NULL,
         applied_at timestamptz NOT NULL DEFAULT now()
       )`);
+      await adoptNumberedMigrations(client, migrations);
       const applied = new Map(
-        (await client.query<{ version: number; checksum: string }>('SELECT version, checksum FROM schema_migrations')).rows.map(
-          (r) => [r.version, r.checksum],
-        ),
+        (await client.query<{ id: string; checksum: string }>('SELECT id, checksum FROM migrations_applied')).rows.map((r) => [r.id, r.checksum]),
       );
-      const done: number[] = [];
-      for (const migration of ordered) {
-        const known = applied.get(migration.version);
+      const done: string[] = [];
+      for (const migration of migrations) {
+        const known = applied.get(migration.id);
         if (known !== undefined) {
           if (known !== checksum(migration.sql)) {
-            throw new MigrationError(
-              `migration ${migration.version} (${migration.name}) was changed after it was applied; add a new migration instead`,
-            );
+            throw new MigrationError(`migration ${migration.id} was changed after it was applied; add a new migration instead`);
           }
           continue;
         }
-        await client.query('BEGIN');
         try {
-          await client.query(migration.sql);
-          await client.query('INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)', [
-            migration.version,
-            migration.name,
-            checksum(migration.sql),
-          ]);
-          await client.query('COMMIT');
+          await inTransactionOn(client, async () => {
+            await client.query(migration.sql);
+            await client.query('INSERT INTO migrations_applied (id, checksum) VALUES ($1, $2)', [migration.id, checksum(migration.sql)]);
+          });
         } catch (error) {
-          await client.query('ROLLBACK').catch(() => undefined);
-          throw new MigrationError(`migration ${migration.version} (${migration.name}) failed: ${(error as Error).message}`);
+          throw new MigrationError(`migration ${migration.id} failed: ${(error as Error).message}`);
         }
-        done.push(migration.version);
+        done.push(migration.id);
       }
       return done;
     } finally {
@@ -82,4 +88,22 @@ export async function migrate(pool: Pool, migrations: readonly Migration[]): Pro
     );
     client.release(reset);
   }
+}
+
+/** Records the versions a database applied before migrations were named under their ids (once; the old table stays as it was). */
+async function adoptNumberedMigrations(client: PoolClient, migrations: readonly Migration[]): Promise<void> {
+  const old = await client.query<{ exists: boolean }>(`SELECT to_regclass('schema_migrations') IS NOT NULL AS exists`);
+  if (!old.rows[0]!.exists) return;
+  const rows = await client.query<{ version: number; checksum: string; applied_at: Date }>('SELECT version, checksum, applied_at FROM schema_migrations');
+  const byVersion = new Map(migrations.filter((m) => m.legacyVersion !== undefined).map((m) => [m.legacyVersion!, m]));
+  const adopted = rows.rows.flatMap((r) => {
+    const migration = byVersion.get(r.version);
+    return migration ? [[migration.id, r.checksum, r.applied_at] as const] : [];
+  });
+  if (adopted.length === 0) return;
+  await client.query(
+    `INSERT INTO migrations_applied (id, checksum, applied_at)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[]) ON CONFLICT (id) DO NOTHING`,
+    [adopted.map((a) => a[0]), adopted.map((a) => a[1]), adopted.map((a) => a[2])],
+  );
 }
