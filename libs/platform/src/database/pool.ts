@@ -99,17 +99,45 @@ export function createPool(
   return pool;
 }
 
-/** Runs `work` in one transaction; rolls back on any error. */
-export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
+/** How a transaction begins (PostgreSQL's defaults when absent). */
+export interface TransactionOptions {
+  readonly isolation?: 'REPEATABLE READ' | 'SERIALIZABLE';
+  readonly readOnly?: boolean;
+  /** `off`: the commit does not wait for its WAL flush (for work that a crash only makes redo). */
+  readonly synchronousCommit?: 'off';
+}
+
+/** BEGIN with its options, in one statement (one round trip). */
+function beginStatement(options: TransactionOptions): string {
+  let begin = 'BEGIN';
+  if (options.isolation) begin += ` ISOLATION LEVEL ${options.isolation}`;
+  if (options.readOnly) begin += ' READ ONLY';
+  if (options.synchronousCommit) begin += `; SET LOCAL synchronous_commit = ${options.synchronousCommit}`;
+  return begin;
+}
+
+/**
+ * Runs `work` in one transaction on a connection the caller holds: commits what it
+ * did, or rolls back on any error and rethrows it. The one place the gateway writes
+ * BEGIN, COMMIT and ROLLBACK.
+ */
+export async function inTransactionOn<T>(client: PoolClient, work: () => Promise<T>, options: TransactionOptions = {}): Promise<T> {
+  await client.query(beginStatement(options));
   try {
-    await client.query('BEGIN');
-    const result = await work(client);
+    const result = await work();
     await client.query('COMMIT');
     return result;
   } catch (error) {
     await client.query('ROLLBACK').catch(() => undefined);
     throw error;
+  }
+}
+
+/** Runs `work` in one transaction on a connection of the pool; rolls back on any error. */
+export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
+  const client = await pool.connect();
+  try {
+    return await inTransactionOn(client, () => work(client), options);
   } finally {
     client.release();
   }
