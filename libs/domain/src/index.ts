@@ -5,3 +5,4 @@ export * from './invoices/plan-invoice';
 export * from './refunds/refund';
 export * from './payouts/payout';
 export * from './payouts/payout-terms';
+export * from './decider';

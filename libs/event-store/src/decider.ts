@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { Decider } from '#domain';
 import {
   DuplicateEventIdError,
   EventStore,
@@ -43,16 +44,8 @@ function notify(call: (observer: CommandObserver) => void): void {
  * An aggregate as pure functions (Emmett's decider): the state a stream folds into,
  * and the events a command adds to it, or the domain error that refuses it.
  */
-export interface Decider<State, Command, Event extends { type: string; data: JsonObject }, Failure> {
-  initialState(): State;
-  evolve(state: State, event: Event): State;
-  decide(command: Command, state: State): Event[] | Failure;
-  /**
-   * Optional: the same as reducing `events` with `evolve`, done faster (e.g. copying
-   * the state once and applying the events in place). Used when loading a stream.
-   */
-  fold?(state: State, events: readonly Event[]): State;
-}
+
+export type { Decider };
 
 /** Versioned snapshots of folded state: a cache, never the source of truth. */
 export interface SnapshotStore {

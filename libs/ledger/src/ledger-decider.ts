@@ -1,4 +1,4 @@
-import type { Decider } from '#event-store';
+import type { Decider } from '#domain';
 import {
   decide,
   entryViolations,

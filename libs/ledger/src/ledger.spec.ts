@@ -21,7 +21,6 @@ import {
   LEDGER_ACCOUNTS,
   LedgerCommand,
   LedgerError,
-  LedgerErrorCode,
   LedgerEvent,
   LedgerEntryPostedData,
   LedgerState,
@@ -36,6 +35,7 @@ import {
 } from './ledger';
 import { ledgerDecider, LedgerInvariantError } from './ledger-decider';
 import { LedgerId, ledgerEntryId } from './ledger-id';
+import { givenWhenThen } from '../../domain/src/testing/given-when-then';
 
 // ---------------------------------------------------------------------------------
 // Fixtures
@@ -178,42 +178,8 @@ const reservationReleased = (id: string, purpose: ReservationPurpose, amount: nu
 // ---------------------------------------------------------------------------------
 // given / when / then
 
-function deepFreeze<T>(value: T): T {
-  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const child of Object.values(value)) deepFreeze(child);
-  }
-  return value;
-}
 
-function given(events: LedgerEvent[]) {
-  // Frozen: a decision that tried to mutate the state would throw.
-  const state = deepFreeze(foldLedger(events));
-  const snapshot = structuredClone(state);
-  return {
-    when(command: LedgerCommand) {
-      const decide = (): LedgerEvent[] | LedgerError => {
-        const decision = ledgerDecider.decide(command, state);
-        expect(state).toEqual(snapshot);
-        return decision;
-      };
-      return {
-        then(expected: LedgerEvent[]): void {
-          expect(expected.length).toBeGreaterThan(0); // use thenNothing() for []
-          expect(decide()).toEqual(expected);
-        },
-        thenFails(code: LedgerErrorCode): void {
-          const decision = decide();
-          expect(decision).toBeInstanceOf(LedgerError);
-          expect((decision as LedgerError).code).toBe(code);
-        },
-        thenNothing(): void {
-          expect(decide()).toEqual([]);
-        },
-      };
-    },
-  };
-}
+const given = givenWhenThen(ledgerDecider, LedgerError);
 
 /** What `run` throws, or undefined. */
 function thrownBy(run: () => unknown): unknown {

@@ -24,11 +24,11 @@ import {
   InvoiceCreatedData,
   invoiceDecider,
   InvoiceError,
-  InvoiceErrorCode,
   InvoiceEvent,
   InvoiceStatus,
   refundableRemainder,
 } from './invoice';
+import { givenWhenThen } from '../testing/given-when-then';
 
 // ---------------------------------------------------------------------------------
 // Fixtures
@@ -115,43 +115,10 @@ const PAID = [created(), methodChosen(), paid()];
 // ---------------------------------------------------------------------------------
 // given / when / then
 
-function deepFreeze<T>(value: T): T {
-  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const child of Object.values(value)) deepFreeze(child);
-  }
-  return value;
-}
 
 const fold = (events: readonly InvoiceEvent[]): Invoice => events.reduce(evolveInvoice, initialInvoice());
 
-function given(events: InvoiceEvent[]) {
-  const state = deepFreeze(fold(events));
-  const snapshot = structuredClone(state);
-  return {
-    when(command: InvoiceCommand) {
-      const decide = (): InvoiceEvent[] | InvoiceError => {
-        const decision = invoiceDecider.decide(command, state);
-        expect(state).toEqual(snapshot);
-        return decision;
-      };
-      return {
-        then(expected: InvoiceEvent[]): void {
-          expect(expected.length).toBeGreaterThan(0); // use thenNothing() for []
-          expect(decide()).toEqual(expected);
-        },
-        thenFails(code: InvoiceErrorCode, param?: string): void {
-          const decision = decide();
-          expect(decision).toBeInstanceOf(InvoiceError);
-          expect({ code: (decision as InvoiceError).code, param: (decision as InvoiceError).param }).toEqual({ code, param });
-        },
-        thenNothing(): void {
-          expect(decide()).toEqual([]);
-        },
-      };
-    },
-  };
-}
+const given = givenWhenThen(invoiceDecider, InvoiceError);
 
 /** The events the command records on top of `events` (fails the test on an error). */
 function decided(events: InvoiceEvent[], command: InvoiceCommand): InvoiceEvent[] {

@@ -28,6 +28,7 @@ import {
   PayoutTransition,
   UNFINISHED_PAYOUT_STATUSES,
 } from './payout';
+import { givenWhenThen } from '../testing/given-when-then';
 
 const T0 = Date.parse('2025-03-01T10:00:00.000Z');
 const at = (minutes = 0): string => new Date(T0 + minutes * 60_000).toISOString();
@@ -103,43 +104,10 @@ const HISTORY: Record<PayoutLifecycle, PayoutEvent[]> = {
 };
 const TRANSITIONS = Object.keys(PAYOUT_TRANSITIONS) as PayoutTransition[];
 
-function deepFreeze<T>(value: T): T {
-  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const child of Object.values(value)) deepFreeze(child);
-  }
-  return value;
-}
 
 const fold = (events: readonly PayoutEvent[]): Payout => events.reduce(evolvePayout, initialPayout());
 
-function given(events: PayoutEvent[]) {
-  const state = deepFreeze(fold(events));
-  const snapshot = structuredClone(state);
-  return {
-    when(command: PayoutCommand) {
-      const decide = (): PayoutEvent[] | PayoutError => {
-        const decision = payoutDecider.decide(command, state);
-        expect(state).toEqual(snapshot);
-        return decision;
-      };
-      return {
-        then(expected: PayoutEvent[]): void {
-          expect(expected.length).toBeGreaterThan(0);
-          expect(decide()).toEqual(expected);
-        },
-        thenFails(code: PayoutError['code']): void {
-          const decision = decide();
-          expect(decision).toBeInstanceOf(PayoutError);
-          expect((decision as PayoutError).code).toBe(code);
-        },
-        thenNothing(): void {
-          expect(decide()).toEqual([]);
-        },
-      };
-    },
-  };
-}
+const given = givenWhenThen(payoutDecider, PayoutError);
 
 describe('payout: request', () => {
   it('records the request; the payout is requested and not yet shown', () => {

@@ -19,6 +19,7 @@ import {
   RefundEvent,
   refundStreamName,
 } from './refund';
+import { givenWhenThen } from '../testing/given-when-then';
 
 const T0 = Date.parse('2025-03-01T10:00:00.000Z');
 const at = (seconds = 0): string => new Date(T0 + seconds * 1000).toISOString();
@@ -49,43 +50,10 @@ const createRefund = (data: RefundCreatedData = CREATED): RefundCommand => ({ ty
 const completeRefund = (when = at(10)): RefundCommand => ({ type: 'CompleteRefund', at: when });
 const failRefund = (reason = 'bank_declined', when = at(5)): RefundCommand => ({ type: 'FailRefund', at: when, reason });
 
-function deepFreeze<T>(value: T): T {
-  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const child of Object.values(value)) deepFreeze(child);
-  }
-  return value;
-}
 
 const fold = (events: readonly RefundEvent[]): Refund => events.reduce(evolveRefund, initialRefund());
 
-function given(events: RefundEvent[]) {
-  const state = deepFreeze(fold(events));
-  const snapshot = structuredClone(state);
-  return {
-    when(command: RefundCommand) {
-      const decide = (): RefundEvent[] | RefundError => {
-        const decision = refundDecider.decide(command, state);
-        expect(state).toEqual(snapshot);
-        return decision;
-      };
-      return {
-        then(expected: RefundEvent[]): void {
-          expect(expected.length).toBeGreaterThan(0);
-          expect(decide()).toEqual(expected);
-        },
-        thenFails(code: RefundError['code']): void {
-          const decision = decide();
-          expect(decision).toBeInstanceOf(RefundError);
-          expect((decision as RefundError).code).toBe(code);
-        },
-        thenNothing(): void {
-          expect(decide()).toEqual([]);
-        },
-      };
-    },
-  };
-}
+const given = givenWhenThen(refundDecider, RefundError);
 
 describe('refund: create', () => {
   it('creates a pending refund', () => {
