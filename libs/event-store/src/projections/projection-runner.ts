@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import { inTransaction } from '#platform/database';
 import type { Pool, PoolClient, QueryResult } from 'pg';
 import type { AllSubscription, EventStore, Position } from '..';
 import { comparePositions } from '..';
@@ -297,22 +298,18 @@ export class ProjectionRunner {
           // transaction hides every later event from every subscriber of the cluster.
           const prepared = batch.events.length > 0 && this.projection.prepare ? await this.projection.prepare(batch.events) : undefined;
           if (!this.running) return;
-          const client = await this.pool.connect();
-          try {
-            // A batch commits without waiting for its WAL flush: a read model is derived
-            // from the log, and its rows commit together with the checkpoint, so a crash of
-            // the database can only lose a last batch whole, which is then applied again.
-            // (A later commit that depends on it, such as a webhook attempt, flushes it.)
-            await client.query('BEGIN; SET LOCAL synchronous_commit = off');
-            if (batch.events.length > 0) await this.projection.apply(client, batch.events, prepared);
-            await advanceCheckpoint(client, name, from, batch.checkpoint, batch.events.length);
-            await client.query('COMMIT');
-          } catch (error) {
-            await client.query('ROLLBACK').catch(() => undefined);
-            throw error;
-          } finally {
-            client.release();
-          }
+          // A batch commits without waiting for its WAL flush: a read model is derived
+          // from the log, and its rows commit together with the checkpoint, so a crash of
+          // the database can only lose a last batch whole, which is then applied again.
+          // (A later commit that depends on it, such as a webhook attempt, flushes it.)
+          await inTransaction(
+            this.pool,
+            async (client) => {
+              if (batch.events.length > 0) await this.projection.apply(client, batch.events, prepared);
+              await advanceCheckpoint(client, name, from, batch.checkpoint, batch.events.length);
+            },
+            { synchronousCommit: 'off' },
+          );
           checkpoint = batch.checkpoint;
           this.checkpoint = checkpoint;
         }

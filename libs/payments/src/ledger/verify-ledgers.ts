@@ -1,4 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
+import { inTransaction } from '#platform/database';
 import type { Pool } from 'pg';
 import type { EventStore, Position, RecordedEvent } from '#event-store';
 import { comparePositions } from '#event-store';
@@ -70,19 +71,15 @@ export async function verifyLedgers(
   const notes: string[] = [];
 
   // The read model and its checkpoint, as of one instant.
-  const snapshot = await pool.connect();
-  let checkpoint: Position;
-  let balances: { account_id: string; mode: string; account: string; balance: string }[];
-  let counts: { account_id: string; mode: string; n: string }[];
-  try {
-    await snapshot.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
-    checkpoint = (await readCheckpoint(snapshot, 'ledger'))?.position ?? { commit: 0n, prepare: 0n };
-    balances = (await snapshot.query('SELECT account_id, mode, account, balance FROM ledger_balances')).rows;
-    counts = (await snapshot.query('SELECT account_id, mode, count(*) AS n FROM ledger_entries GROUP BY 1, 2')).rows;
-    await snapshot.query('COMMIT');
-  } finally {
-    snapshot.release();
-  }
+  const { checkpoint, balances, counts } = await inTransaction(
+    pool,
+    async (snapshot) => ({
+      checkpoint: (await readCheckpoint(snapshot, 'ledger'))?.position ?? { commit: 0n, prepare: 0n },
+      balances: (await snapshot.query<{ account_id: string; mode: string; account: string; balance: string }>('SELECT account_id, mode, account, balance FROM ledger_balances')).rows,
+      counts: (await snapshot.query<{ account_id: string; mode: string; n: string }>('SELECT account_id, mode, count(*) AS n FROM ledger_entries GROUP BY 1, 2')).rows,
+    }),
+    { isolation: 'REPEATABLE READ', readOnly: true },
+  );
 
   // The stored snapshots (a cache the loader checks; here each is compared with the re-folded ledger).
   const snapshotRows = (

@@ -1,4 +1,5 @@
 import type { Pool } from 'pg';
+import { inTransaction } from '#platform/database';
 import { SEALED_PREFIX, SecretBox, sealedKeyId } from '#platform/secrets';
 
 /**
@@ -42,10 +43,7 @@ export async function resealWebhookSecrets(pool: Pool, box: SecretBox, batchSize
   let total = 0;
   for (;;) {
     const current = `${SEALED_PREFIX}${box.currentKeyId}:%`;
-    const client = await pool.connect();
-    let done = 0;
-    try {
-      await client.query('BEGIN');
+    const done = await inTransaction(pool, async (client) => {
       const rows = await client.query<{ id: string; webhook_secret: string }>(
         `SELECT id, webhook_secret FROM projects WHERE webhook_secret NOT LIKE $1 ORDER BY id LIMIT $2 FOR UPDATE`,
         [current, batchSize],
@@ -55,14 +53,8 @@ export async function resealWebhookSecrets(pool: Pool, box: SecretBox, batchSize
         const plain = sealedKeyId(row.webhook_secret) === null ? row.webhook_secret : box.open(row.webhook_secret, owner);
         await client.query('UPDATE projects SET webhook_secret = $2 WHERE id = $1', [row.id, box.seal(plain, owner)]);
       }
-      await client.query('COMMIT');
-      done = rows.rows.length;
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw error;
-    } finally {
-      client.release();
-    }
+      return rows.rows.length;
+    });
     total += done;
     if (done === 0) return total;
   }
@@ -74,10 +66,7 @@ export async function sealPlainWebhookSecrets(pool: Pool, box: SecretBox): Promi
   if (Number(plain.rows[0]!.n) === 0) return 0;
   let total = 0;
   for (;;) {
-    const client = await pool.connect();
-    let done = 0;
-    try {
-      await client.query('BEGIN');
+    const done = await inTransaction(pool, async (client) => {
       const rows = await client.query<{ id: string; webhook_secret: string }>(
         `SELECT id, webhook_secret FROM projects WHERE webhook_secret NOT LIKE $1 ORDER BY id LIMIT 500 FOR UPDATE SKIP LOCKED`,
         [`${SEALED_PREFIX}%`],
@@ -85,14 +74,8 @@ export async function sealPlainWebhookSecrets(pool: Pool, box: SecretBox): Promi
       for (const row of rows.rows) {
         await client.query('UPDATE projects SET webhook_secret = $2 WHERE id = $1', [row.id, box.seal(row.webhook_secret, webhookSecretOwner(row.id))]);
       }
-      await client.query('COMMIT');
-      done = rows.rows.length;
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw error;
-    } finally {
-      client.release();
-    }
+      return rows.rows.length;
+    });
     total += done;
     if (done === 0) return total;
   }

@@ -1,4 +1,5 @@
-import type { Pool } from 'pg';
+import type { Pool, PoolClient } from 'pg';
+import { inTransaction } from '#platform/database';
 import { invoicesProjection } from '../invoices/invoices.read-model';
 import { ledgerProjection } from '../ledger/ledger.read-model';
 import { payoutsProjection } from '../payouts/payouts.read-model';
@@ -39,9 +40,10 @@ const quote = (identifier: string): string => `"${identifier.replace(/"/g, '""')
  * read in one snapshot.
  */
 export async function readModelChecksums(pool: Pool, tables: readonly string[] = READ_MODEL_TABLES): Promise<TableChecksum[]> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+  return inTransaction(pool, (client) => checksumsInSnapshot(client, tables), { isolation: 'REPEATABLE READ', readOnly: true });
+}
+
+async function checksumsInSnapshot(client: PoolClient, tables: readonly string[]): Promise<TableChecksum[]> {
     await client.query(`SET LOCAL TIME ZONE 'UTC'`);
     await client.query(`SET LOCAL DateStyle = 'ISO, YMD'`);
     await client.query(`SET LOCAL IntervalStyle = 'postgres'`);
@@ -74,14 +76,7 @@ export async function readModelChecksums(pool: Pool, tables: readonly string[] =
       );
       out.push({ table, rows: Number(result.rows[0]!.rows), md5: result.rows[0]!.md5 });
     }
-    await client.query('COMMIT');
     return out;
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
 }
 
 /** One line per table: name, rows, md5 (what `npm run read-models:checksum` prints). */

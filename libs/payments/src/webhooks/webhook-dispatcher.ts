@@ -1,4 +1,5 @@
 import type { Pool } from 'pg';
+import { inTransaction } from '#platform/database';
 import type { Clock } from '#platform/clock';
 import type { Registry } from '../merchants';
 import { AttemptResult, postWebhook } from './http-delivery';
@@ -167,9 +168,7 @@ export class WebhookDispatcher {
    * the other and the lease is judged on the row as it is now.
    */
   private async record(d: ClaimedDelivery, at: Date, result: AttemptResult): Promise<WebhookAttemptOutcome> {
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
+    return inTransaction(this.pool, async (client) => {
       const locked = await client.query<{ ours: boolean; attempts_made: number; schedule_base: number }>(
         'SELECT lease_token IS NOT DISTINCT FROM $2::uuid AS ours, attempts_made, schedule_base FROM webhook_deliveries WHERE id = $1 FOR UPDATE',
         [d.id, d.lease_token],
@@ -192,14 +191,8 @@ export class WebhookDispatcher {
          SELECT $1, coalesce(max(attempt), 0) + 1, $2, $3, $4, $5, $6, $7 FROM webhook_attempts WHERE delivery_id = $1`,
         [d.id, at, result.statusCode, result.body === null ? null : stripUnstorable(result.body), result.durationMs, result.error, !ours],
       );
-      await client.query('COMMIT');
       return outcome;
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw error;
-    } finally {
-      client.release();
-    }
+    });
   }
 }
 
