@@ -137,6 +137,7 @@ async function call(
   route: string,
   token: string | null,
   body?: unknown,
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a JSON body of any shape
 ): Promise<{ status: number; body: any }> {
   const headers: Record<string, string> = {};
   if (token !== null) headers.authorization = `Bearer ${token}`;
@@ -159,7 +160,9 @@ async function call(
 async function expectStatus(
   what: string,
   expected: number,
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a JSON body of any shape
   pending: Promise<{ status: number; body: any }>,
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a JSON body of any shape
 ): Promise<any> {
   const { status, body } = await pending;
   if (status !== expected) throw new Error(`${what}: expected ${expected}, got ${status}: ${JSON.stringify(body)}`);

@@ -21,7 +21,7 @@ import { RefundInvoiceRequest } from '../../apps/api/src/refunds/refund-invoice.
 import { anyText, INVOICE_FIELDS, invoiceWith, nested, numberLiteral, wrongTypeFor } from '../support/request-fuzz';
 
 const seed = process.env.FC_SEED ? Number(process.env.FC_SEED) : Date.now() ^ (Math.random() * 0x100000000);
-// eslint-disable-next-line no-console
+ 
 console.log(`request-agreement seed: ${seed}`);
 
 const ajv = new Ajv2020({ strict: true, strictRequired: false, allErrors: true, allowUnionTypes: true });

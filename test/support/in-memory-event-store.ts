@@ -153,6 +153,7 @@ export class InMemoryEventStore implements EventStore {
   }
 
   subscribeToAll(options: SubscribeToAllOptions = {}): AllSubscription {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the async iterator below reads the store
     const store = this;
     const batchSize = options.maxBatchSize ?? 500;
     let next = indexAfter(options.after);

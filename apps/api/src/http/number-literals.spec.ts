@@ -57,7 +57,7 @@ describe('number literals of a JSON body', () => {
 
   it('agrees with JSON.parse on every JSON text: each number is found at its path and reads as the parsed value', () => {
     const seed = Date.now();
-    // eslint-disable-next-line no-console
+     
     console.log(`number-literals property seed: ${seed}`);
     const numberText = fc.oneof(
       fc.double({ noNaN: true, noDefaultInfinity: true }).map((d) => JSON.stringify(d)),

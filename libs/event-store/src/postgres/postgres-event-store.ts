@@ -274,6 +274,7 @@ export class PostgresEventStore implements EventStore {
   }
 
   subscribeToAll(options: SubscribeToAllOptions = {}): AllSubscription {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the async iterator below reads the store
     const store = this;
     const batchSize = options.maxBatchSize ?? 500;
     let cursor: Position = options.after && options.after !== 'start' ? options.after : { commit: 0n, prepare: 0n };

@@ -325,6 +325,7 @@ export class ProjectionRunner {
   private sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
       const timer = setTimeout(done, ms);
+      // eslint-disable-next-line @typescript-eslint/no-this-alias -- the subscription's callbacks report to the runner
       const self = this;
       function done() {
         clearTimeout(timer);

