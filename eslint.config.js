@@ -21,7 +21,13 @@ const MAY_IMPORT = {
   bench: ['bench', 'app', ...LIBRARIES],
 };
 /** The files through which a library is entered from outside it. */
-const ENTRY_POINTS = { domain: 'index.ts|testing/*.ts', ledger: 'index.ts', platform: '*/index.ts', 'event-store': 'index.ts|*/index.ts', payments: 'index.ts|*/index.ts' };
+const ENTRY_POINTS = {
+  domain: 'index.ts|testing/*.ts',
+  ledger: 'index.ts',
+  platform: '*/index.ts',
+  'event-store': 'index.ts|*/index.ts',
+  payments: 'index.ts|*/index.ts',
+};
 
 module.exports = tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'coverage/**', '**/*.js', 'test/lint/fixtures/**'] },
@@ -78,7 +84,14 @@ module.exports = tseslint.config(
     rules: {
       'no-restricted-imports': [
         'error',
-        { patterns: [{ regex: '^(?!\\.|#domain$|#ledger$|node:crypto$)', message: 'libs/domain and libs/ledger are pure: they import only each other (and node:crypto)' }] },
+        {
+          patterns: [
+            {
+              regex: '^(?!\\.|#domain$|#ledger$|node:crypto$)',
+              message: 'libs/domain and libs/ledger are pure: they import only each other (and node:crypto)',
+            },
+          ],
+        },
       ],
     },
   },

@@ -56,10 +56,7 @@ async function main(): Promise<void> {
 
   app.get<{ Params: { id: string } }>('/baseline/:id', async (request, reply) => {
     if (!UUID.test(request.params.id)) return reply.status(404).send({ error: 'not found' });
-    const result = await pool.query<BaselineRow>(
-      'SELECT id, order_id, body, created_at FROM bench_baseline WHERE id = $1',
-      [request.params.id],
-    );
+    const result = await pool.query<BaselineRow>('SELECT id, order_id, body, created_at FROM bench_baseline WHERE id = $1', [request.params.id]);
     if (result.rows.length === 0) return reply.status(404).send({ error: 'not found' });
     return view(result.rows[0]!);
   });

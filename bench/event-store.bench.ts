@@ -1,14 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createPool } from '#platform/database';
-import {
-  EventStore,
-  EventToAppend,
-  ExpectedRevision,
-  JsonObject,
-  Position,
-  PostgresEventStore,
-  START,
-} from '#event-store';
+import { EventStore, EventToAppend, ExpectedRevision, JsonObject, Position, PostgresEventStore, START } from '#event-store';
 import type { BenchContext, BenchSection } from './run';
 import { nowMs, percentiles, startTimer } from './stats';
 import { fixed, integer, Table } from './table';
@@ -57,14 +49,10 @@ async function run(context: BenchContext): Promise<Table[]> {
   const settings = context.quick ? QUICK : FULL;
   const appendRows: (string | number)[][] = [];
   for (const writers of settings.writerCounts) {
-    context.progress(
-      `event-store: 1-event appends, ${writers} writer(s), ${settings.warmupMs} ms warm-up + ${settings.durationMs} ms`,
-    );
+    context.progress(`event-store: 1-event appends, ${writers} writer(s), ${settings.warmupMs} ms warm-up + ${settings.durationMs} ms`);
     appendRows.push(await measureAppends(context.databaseUrl, writers, settings));
   }
-  context.progress(
-    `event-store: bulk load of ${settings.bulkEvents} events, ${settings.bulkBatch} per append, ${settings.bulkWriters} writers`,
-  );
+  context.progress(`event-store: bulk load of ${settings.bulkEvents} events, ${settings.bulkBatch} per append, ${settings.bulkWriters} writers`);
   appendRows.push(await bulkLoad(context.databaseUrl, settings));
 
   const readRows = await measureReads(context.databaseUrl, context.progress);

@@ -43,9 +43,7 @@ const HEADERS = ['route', 'server', 'conns', 'requests', 'req/s', 'p50 ms', 'p99
 
 /** Every POST body carries a distinct orderId: bench-<counter>, one counter for the whole run. */
 let orderCounter = 0;
-const nextOrderBody = (): string =>
-  JSON.stringify({ amount: '1000.00', orderId: `bench-${++orderCounter}`, method: 'card' });
-
+const nextOrderBody = (): string => JSON.stringify({ amount: '1000.00', orderId: `bench-${++orderCounter}`, method: 'card' });
 
 // ---------------------------------------------------------------------------
 // Child processes (as test/support/gateway-process.ts starts them)
@@ -61,12 +59,7 @@ interface ChildServer {
   stop(): Promise<number | string>;
 }
 
-async function startServer(
-  name: string,
-  script: string,
-  env: Record<string, string>,
-  nodeArgs: readonly string[] = [],
-): Promise<ChildServer> {
+async function startServer(name: string, script: string, env: Record<string, string>, nodeArgs: readonly string[] = []): Promise<ChildServer> {
   const root = repoRoot();
   const child = spawn(process.execPath, [...nodeArgs, path.join(root, script)], {
     cwd: root,
@@ -137,7 +130,7 @@ async function call(
   route: string,
   token: string | null,
   body?: unknown,
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a JSON body of any shape
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a JSON body of any shape
 ): Promise<{ status: number; body: any }> {
   const headers: Record<string, string> = {};
   if (token !== null) headers.authorization = `Bearer ${token}`;
@@ -162,7 +155,7 @@ async function expectStatus(
   expected: number,
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a JSON body of any shape
   pending: Promise<{ status: number; body: any }>,
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a JSON body of any shape
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a JSON body of any shape
 ): Promise<any> {
   const { status, body } = await pending;
   if (status !== expected) throw new Error(`${what}: expected ${expected}, got ${status}: ${JSON.stringify(body)}`);
@@ -332,7 +325,14 @@ async function runOn(context: BenchContext): Promise<Table[]> {
       'gateway',
       'dist/apps/gateway/src/main.js',
       // Throughput, not the limiter: the spec's 60 requests/s per key and 3 s poll interval are lifted.
-      { PORT: '0', DATABASE_URL: context.databaseUrl, ADMIN_TOKEN: adminToken, LOG_LEVEL: 'warn', RATE_LIMIT_PER_SECOND: '100000000', POLL_INTERVAL_SECONDS: '0' },
+      {
+        PORT: '0',
+        DATABASE_URL: context.databaseUrl,
+        ADMIN_TOKEN: adminToken,
+        LOG_LEVEL: 'warn',
+        RATE_LIMIT_PER_SECOND: '100000000',
+        POLL_INTERVAL_SECONDS: '0',
+      },
       gatewayArgs,
     );
     children.push(gateway);
@@ -508,9 +508,7 @@ async function runOn(context: BenchContext): Promise<Table[]> {
     const rows = measurements.map((m) => {
       let ratio = '-';
       if (m.target.server === 'gateway') {
-        const base = measurements.find(
-          (b) => b.target.server === 'baseline' && b.target.kind === m.target.kind && b.connections === m.connections,
-        );
+        const base = measurements.find((b) => b.target.server === 'baseline' && b.target.kind === m.target.kind && b.connections === m.connections);
         if (base && base.perSecond > 0) ratio = fixed(2)(m.perSecond / base.perSecond);
       }
       const codes = [...m.statusCodes]
@@ -527,7 +525,7 @@ async function runOn(context: BenchContext): Promise<Table[]> {
       `  gateway: the compiled \`npm start\` process (API + projector + workers; pg pool 20). baseline: bare Fastify + pg Pool(20) in a child process,`,
       `  one INSERT (POST) or one SELECT by primary key (GET) per request. POST: each body a distinct orderId; GET cycles over ${settings.seedCount} ids created beforehand.`,
       '  latency: per response (all status codes), nearest rank. errors: connection errors and timeouts. gw/base: gateway req/s over baseline req/s, same route kind and connections.',
-      '  Before each warm-up and each run: the gateway\'s projections caught up with the log, then a CHECKPOINT.',
+      "  Before each warm-up and each run: the gateway's projections caught up with the log, then a CHECKPOINT.",
       ...notes.map((n) => `  ! ${n}`),
     ];
     const summary = measurements

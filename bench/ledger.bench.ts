@@ -79,8 +79,7 @@ const HISTORY_END = Date.parse('2026-11-01T00:00:00.000Z');
 /** Time between two seeded entries: 1,000,000 entries span about eleven months. */
 const SEED_STEP_MS = 29_000;
 
-const TITLE =
-  'Ledger command latency (LedgerBook.post, PostgreSQL; history seeded with the snapshot LedgerBook writes every 500 entries)';
+const TITLE = 'Ledger command latency (LedgerBook.post, PostgreSQL; history seeded with the snapshot LedgerBook writes every 500 entries)';
 
 interface SeededLedger {
   readonly ledger: LedgerId;
@@ -108,9 +107,7 @@ async function run(context: BenchContext): Promise<Table[]> {
     await pool.query('CHECKPOINT').catch(() => undefined);
     context.progress(`ledger: maintenance took ${(maintenance() / 1000).toFixed(1)} s`);
 
-    context.progress(
-      `ledger: ${settings.warmup} warm-up + ${settings.commands} measured commands per ledger, alternating the two ledgers`,
-    );
+    context.progress(`ledger: ${settings.warmup} warm-up + ${settings.commands} measured commands per ledger, alternating the two ledgers`);
     const lookups = new Map<string, { lookups: number; readFromStream: number }>();
     const book = new LedgerBook(store, new PostgresSnapshotStore(pool), {
       causes: new PostgresLedgerCauseIndex(pool),
@@ -146,10 +143,7 @@ async function run(context: BenchContext): Promise<Table[]> {
         // cause lookups: commands (warm-up included) whose cause only the log could answer;
         // read from stream: entries those lookups read beyond what the cause index held.
         headers: ['prior entries', 'commands', 'p50 ms', 'p99 ms', 'snapshot rev', 'snapshots taken', 'cause lookups', 'read from stream'],
-        rows: [
-          row(short, shortP50, shortP99, latencies[0]!.length, snapshotsTaken[0]!),
-          row(long, longP50, longP99, latencies[1]!.length, snapshotsTaken[1]!),
-        ],
+        rows: [row(short, shortP50, shortP99, latencies[0]!.length, snapshotsTaken[0]!), row(long, longP50, longP99, latencies[1]!.length, snapshotsTaken[1]!)],
       },
       {
         title: `Ledger command latency, ratio of ${long.entries} to ${short.entries} prior entries (target: at most 1.50x; not asserted)`,
@@ -275,12 +269,7 @@ class MerchantHistory {
  * Appends `count` realistic entries to a new ledger's stream (chunks of SEED_CHUNK,
  * exact expected revisions), then saves the snapshot LedgerBook would have saved.
  */
-async function seedLedger(
-  store: PostgresEventStore,
-  pool: Pool,
-  count: number,
-  progress: (message: string) => void,
-): Promise<SeededLedger> {
+async function seedLedger(store: PostgresEventStore, pool: Pool, count: number, progress: (message: string) => void): Promise<SeededLedger> {
   const ledger: LedgerId = { accountId: randomUUID(), mode: 'live' };
   const stream = ledgerStreamName(ledger);
   const metadata = { accountId: ledger.accountId, mode: ledger.mode };

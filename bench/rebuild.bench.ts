@@ -85,7 +85,10 @@ async function run(context: BenchContext): Promise<Table[]> {
         rows,
         summary: [
           ...rows.slice(0, -1).map((r) => ({ measure: `rebuild ${r[0]}, ${logEvents}-event log`, figure: `${r[3]} events/s` })),
-          { measure: `rebuild of every read model, ${logEvents}-event log`, figure: `${integer(logEvents / totalSeconds)} log events/s (${secs(totalSeconds)} s)` },
+          {
+            measure: `rebuild of every read model, ${logEvents}-event log`,
+            figure: `${integer(logEvents / totalSeconds)} log events/s (${secs(totalSeconds)} s)`,
+          },
         ],
       },
     ];

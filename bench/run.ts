@@ -74,7 +74,10 @@ function parseOptions(argv: readonly string[]): Options | 'help' {
     throw new UsageError((error as Error).message);
   }
   if (values.help) return 'help';
-  const wanted = (values.only ?? []).flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
+  const wanted = (values.only ?? [])
+    .flatMap((v) => v.split(','))
+    .map((v) => v.trim())
+    .filter(Boolean);
   const unknown = wanted.filter((name) => !SECTIONS.some((s) => s.name === name));
   if (unknown.length > 0) throw new UsageError(`unknown section: ${unknown.join(', ')}`);
   return {
@@ -89,7 +92,6 @@ interface BenchDatabase {
   readonly origin: string;
   dispose(): Promise<void>;
 }
-
 
 async function onServer(url: string, sql: string): Promise<void> {
   const client = new Client({ connectionString: url });

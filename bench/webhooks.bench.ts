@@ -76,7 +76,13 @@ async function run(context: BenchContext): Promise<Table[]> {
       clock.now(),
     );
     const count = context.quick ? 500 : 5000;
-    const body = JSON.stringify({ id: randomUUID(), type: 'invoice.paid', createdAt: clock.now().toISOString(), isTest: true, data: { invoice: { id: randomUUID(), amount: '1000.00', status: 'paid' } } });
+    const body = JSON.stringify({
+      id: randomUUID(),
+      type: 'invoice.paid',
+      createdAt: clock.now().toISOString(),
+      isTest: true,
+      data: { invoice: { id: randomUUID(), amount: '1000.00', status: 'paid' } },
+    });
     for (const dispatchers of [1, 2]) {
       context.progress(`webhooks: enqueueing ${count} deliveries`);
       await pool.query(
@@ -106,7 +112,10 @@ async function run(context: BenchContext): Promise<Table[]> {
       const attempts = await pool.query<{ duration_ms: number }>(
         `SELECT a.duration_ms FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.status = 'delivered'`,
       );
-      const [p50, p99] = percentiles(attempts.rows.map((r) => r.duration_ms), [50, 99]);
+      const [p50, p99] = percentiles(
+        attempts.rows.map((r) => r.duration_ms),
+        [50, 99],
+      );
       rows.push([dispatchers, count, fixed(0)(count / seconds), fixed(1)(p50!), fixed(1)(p99!)]);
       await pool.query('DELETE FROM webhook_attempts');
       await pool.query('DELETE FROM webhook_deliveries');

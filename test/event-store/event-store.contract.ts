@@ -73,9 +73,7 @@ export function eventStoreContract(
         const read = await store.readStream(stream('a'));
         expect(read.map((e) => e.revision)).toEqual([0n, 1n, 2n]);
 
-        await expect(store.appendToStream(stream('a'), [event()], { expectedRevision: 'no_stream' })).rejects.toBeInstanceOf(
-          WrongExpectedRevisionError,
-        );
+        await expect(store.appendToStream(stream('a'), [event()], { expectedRevision: 'no_stream' })).rejects.toBeInstanceOf(WrongExpectedRevisionError);
       });
 
       it('an exact revision appends when it matches and conflicts, naming the actual revision, when it does not', async () => {
@@ -90,16 +88,12 @@ export function eventStoreContract(
       });
 
       it('an exact revision on a stream that does not exist conflicts', async () => {
-        await expect(store.appendToStream(stream('missing'), [event()], { expectedRevision: 0n })).rejects.toBeInstanceOf(
-          WrongExpectedRevisionError,
-        );
+        await expect(store.appendToStream(stream('missing'), [event()], { expectedRevision: 0n })).rejects.toBeInstanceOf(WrongExpectedRevisionError);
         await expect(store.readStream(stream('missing'))).rejects.toBeInstanceOf(StreamNotFoundError);
       });
 
       it('stream_exists refuses a missing stream and appends to an existing one', async () => {
-        await expect(
-          store.appendToStream(stream('c'), [event()], { expectedRevision: 'stream_exists' }),
-        ).rejects.toBeInstanceOf(WrongExpectedRevisionError);
+        await expect(store.appendToStream(stream('c'), [event()], { expectedRevision: 'stream_exists' })).rejects.toBeInstanceOf(WrongExpectedRevisionError);
         await store.appendToStream(stream('c'), [event()], { expectedRevision: 'no_stream' });
         const result = await store.appendToStream(stream('c'), [event()], { expectedRevision: 'stream_exists' });
         expect(result.nextExpectedRevision).toBe(1n);
@@ -107,16 +101,12 @@ export function eventStoreContract(
 
       it('any appends to a new and to an existing stream', async () => {
         expect((await store.appendToStream(stream('d'), [event()], { expectedRevision: 'any' })).nextExpectedRevision).toBe(0n);
-        expect((await store.appendToStream(stream('d'), [event(), event()], { expectedRevision: 'any' })).nextExpectedRevision).toBe(
-          2n,
-        );
+        expect((await store.appendToStream(stream('d'), [event(), event()], { expectedRevision: 'any' })).nextExpectedRevision).toBe(2n);
       });
 
       it('concurrent appends with the same exact revision: exactly one wins', async () => {
         await store.appendToStream(stream('race'), [event()], { expectedRevision: 'no_stream' });
-        const outcomes = await Promise.allSettled(
-          Array.from({ length: 10 }, () => store.appendToStream(stream('race'), [event()], { expectedRevision: 0n })),
-        );
+        const outcomes = await Promise.allSettled(Array.from({ length: 10 }, () => store.appendToStream(stream('race'), [event()], { expectedRevision: 0n })));
         expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
         for (const o of outcomes) {
           if (o.status === 'rejected') expect(o.reason).toBeInstanceOf(WrongExpectedRevisionError);
@@ -191,9 +181,7 @@ export function eventStoreContract(
           await store.appendToStream(stream('reuse'), [a], { expectedRevision: 'no_stream' });
           await store.appendToStream(stream('reuse'), [event()], { expectedRevision: 0n });
           await expect(store.appendToStream(stream('reuse'), [a], { expectedRevision: 1n })).rejects.toBeInstanceOf(DuplicateEventIdError);
-          await expect(store.appendToStream(stream('elsewhere'), [a], { expectedRevision: 'no_stream' })).rejects.toBeInstanceOf(
-            DuplicateEventIdError,
-          );
+          await expect(store.appendToStream(stream('elsewhere'), [a], { expectedRevision: 'no_stream' })).rejects.toBeInstanceOf(DuplicateEventIdError);
           await expect(store.appendToStream(stream('reuse'), [a], { expectedRevision: 0n })).rejects.toBeInstanceOf(DuplicateEventIdError);
           expect(await store.readStream(stream('reuse'))).toHaveLength(2);
           await expect(store.readStream(stream('elsewhere'))).rejects.toBeInstanceOf(StreamNotFoundError);
@@ -206,9 +194,7 @@ export function eventStoreContract(
           // No index of ids: the store cannot know that this id is already in the stream.
           await store.appendToStream(stream('reuse'), [a], { expectedRevision: 1n });
           await store.appendToStream(stream('elsewhere'), [a], { expectedRevision: 'no_stream' });
-          await expect(store.appendToStream(stream('reuse'), [a], { expectedRevision: 0n })).rejects.toBeInstanceOf(
-            WrongExpectedRevisionError,
-          );
+          await expect(store.appendToStream(stream('reuse'), [a], { expectedRevision: 0n })).rejects.toBeInstanceOf(WrongExpectedRevisionError);
           expect(ids(await store.readStream(stream('reuse'))).filter((id) => id === a.id)).toHaveLength(2);
           expect(ids(await store.readStream(stream('elsewhere')))).toEqual([a.id]);
         });
@@ -216,7 +202,7 @@ export function eventStoreContract(
     });
 
     describe('what an append answers and refuses', () => {
-      it("answers the log position of its last event, for one event, several, and a retry", async () => {
+      it('answers the log position of its last event, for one event, several, and a retry', async () => {
         const single = [event()];
         const one = await store.appendToStream(stream('pos'), single, { expectedRevision: 'no_stream' });
         const several = [event(), event(), event()];
@@ -231,14 +217,10 @@ export function eventStoreContract(
       it('refuses an event without a JSON form (a BigInt, a cycle) before writing anything, and stays usable', async () => {
         const cycle: Record<string, unknown> = { n: 1 };
         cycle.self = cycle;
-        const bigint = await refused(
-          store.appendToStream(stream('json'), [event('Ok'), event('Big', { amount: 10n })], { expectedRevision: 'no_stream' }),
-        );
+        const bigint = await refused(store.appendToStream(stream('json'), [event('Ok'), event('Big', { amount: 10n })], { expectedRevision: 'no_stream' }));
         expect(bigint).toBeInstanceOf(UnserializableEventError);
         expect(bigint).toMatchObject({ streamName: stream('json'), part: 'data' });
-        const cyclic = await refused(
-          store.appendToStream(stream('json'), [{ ...event('Cycle'), metadata: cycle }], { expectedRevision: 'no_stream' }),
-        );
+        const cyclic = await refused(store.appendToStream(stream('json'), [{ ...event('Cycle'), metadata: cycle }], { expectedRevision: 'no_stream' }));
         expect(cyclic).toBeInstanceOf(UnserializableEventError);
         expect(cyclic).toMatchObject({ part: 'metadata' });
         await expect(store.readStream(stream('json'))).rejects.toBeInstanceOf(StreamNotFoundError);
@@ -427,12 +409,7 @@ async function readWholeLog(store: EventStore, after?: RecordedEvent['position']
 }
 
 /** Reads batches into `into` until it holds `count` events. */
-async function collect(
-  subscription: AllSubscription,
-  into: RecordedEvent[],
-  count: number,
-  onBatch?: (caughtUp: boolean) => void,
-): Promise<void> {
+async function collect(subscription: AllSubscription, into: RecordedEvent[], count: number, onBatch?: (caughtUp: boolean) => void): Promise<void> {
   const deadline = Date.now() + 30_000;
   for await (const batch of subscription) {
     into.push(...batch.events);

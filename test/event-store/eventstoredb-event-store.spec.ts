@@ -860,9 +860,7 @@ describe('EventStoreDB adapter: positions', () => {
       expect(await settleAppendPosition(append(3, at(33)), failing, [0, 0])).toEqual(at(33));
       expect(failing).toHaveBeenCalledTimes(3);
       await expect(settleAppendPosition(append(3, null), failing, [0])).rejects.toBeInstanceOf(EventStoreUnavailableError);
-      await expect(settleAppendPosition(append(3, null, 'another-id'), async () => event, [0])).rejects.toBeInstanceOf(
-        EventStoreUnavailableError,
-      );
+      await expect(settleAppendPosition(append(3, null, 'another-id'), async () => event, [0])).rejects.toBeInstanceOf(EventStoreUnavailableError);
     });
   });
 });
@@ -878,14 +876,10 @@ describe('EventStoreDB adapter: the checkpoint of a caught-up subscription', () 
 
   it('moves to the end of the log when nothing the subscription hands over is left, else stops before it', async () => {
     expect(await caughtUpCheckpoint(fakeLog(logWith()).forwards, at(10), pendingOrders, { pageSize: 8 })).toEqual(at(50));
-    expect(await caughtUpCheckpoint(fakeLog(logWith(clientEvent(51, 'order-2'))).forwards, at(10), pendingOrders, { pageSize: 8 })).toEqual(
-      at(50),
-    );
+    expect(await caughtUpCheckpoint(fakeLog(logWith(clientEvent(51, 'order-2'))).forwards, at(10), pendingOrders, { pageSize: 8 })).toEqual(at(50));
     expect(await caughtUpCheckpoint(fakeLog(logWith()).forwards, at(50), pendingOrders)).toBeNull();
     // a server checkpoint from the start of its last page: events at or before it were handed over
-    expect(await caughtUpCheckpoint(fakeLog(logWith()).forwards, at(5), (e) => pendingOrders(e) && e.position!.commit > 10n)).toEqual(
-      at(50),
-    );
+    expect(await caughtUpCheckpoint(fakeLog(logWith()).forwards, at(5), (e) => pendingOrders(e) && e.position!.commit > 10n)).toEqual(at(50));
     // a budget: as far as it read
     expect(await caughtUpCheckpoint(fakeLog(logWith()).forwards, at(10), pendingOrders, { pageSize: 8, budget: 20 })).toEqual(at(31));
   });
@@ -906,8 +900,7 @@ describe('EventStoreDB adapter: the checkpoint of a caught-up subscription', () 
     });
     return { call, subscription, iterator: subscription[Symbol.asyncIterator]() };
   }
-  const send = (call: PassThrough, n: number, stream = 'order-1') =>
-    call.write({ hasEvent: () => true, getEvent: () => ({ event: clientEvent(n, stream) }) });
+  const send = (call: PassThrough, n: number, stream = 'order-1') => call.write({ hasEvent: () => true, getEvent: () => ({ event: clientEvent(n, stream) }) });
   const sendCheckpoint = (call: PassThrough, n: number) =>
     call.write({ hasCheckpoint: () => true, getCheckpoint: () => ({ getCommitPosition: () => String(n), getPreparePosition: () => String(n) }) });
   const sendCaughtUp = (call: PassThrough) => call.write({ hasCaughtUp: () => true });

@@ -73,9 +73,7 @@ describe('PostgreSQL event store specifics', () => {
   it('refuses event ids already used by another append', async () => {
     const id = randomUUID();
     await localStore.appendToStream('reuse-a', [{ id, type: 'X', data: {} }]);
-    await expect(localStore.appendToStream('reuse-b', [{ id, type: 'X', data: {} }])).rejects.toBeInstanceOf(
-      DuplicateEventIdError,
-    );
+    await expect(localStore.appendToStream('reuse-b', [{ id, type: 'X', data: {} }])).rejects.toBeInstanceOf(DuplicateEventIdError);
     await expect(localStore.readStream('reuse-b')).rejects.toThrow('not found');
   });
 
@@ -83,9 +81,7 @@ describe('PostgreSQL event store specifics', () => {
     const first = { id: randomUUID(), type: 'X', data: {} };
     await localStore.appendToStream('again-a', [first], { expectedRevision: 'no_stream' });
     await localStore.appendToStream('again-a', [{ id: randomUUID(), type: 'Y', data: {} }], { expectedRevision: 0n });
-    await expect(localStore.appendToStream('again-a', [first], { expectedRevision: 1n })).rejects.toBeInstanceOf(
-      DuplicateEventIdError,
-    );
+    await expect(localStore.appendToStream('again-a', [first], { expectedRevision: 1n })).rejects.toBeInstanceOf(DuplicateEventIdError);
     expect(await localStore.readStream('again-a')).toHaveLength(2);
   });
 

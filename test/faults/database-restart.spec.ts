@@ -215,7 +215,12 @@ describe('PostgreSQL restarted under load', () => {
     expect(sent.some((s) => s.phase === 'before' && s.reply?.status === 201)).toBe(true);
 
     // The service is ready again, by itself.
-    await poll(() => fetch(`${gateway!.baseUrl}/health/ready`).then((r) => r.status), (s) => s === 200, 'GET /health/ready to answer 200', 30_000);
+    await poll(
+      () => fetch(`${gateway!.baseUrl}/health/ready`).then((r) => r.status),
+      (s) => s === 200,
+      'GET /health/ready to answer 200',
+      30_000,
+    );
 
     // Every create that got no 201 is retried with its orderId: 200 (it was written) or 201 (it was not).
     const retried: Record<string, number> = {};
@@ -230,7 +235,11 @@ describe('PostgreSQL restarted under load', () => {
     for (const id of paymentsRefused) {
       const r = await operator.payment(id, 'paid');
       retried[`payment ${r.status}`] = (retried[`payment ${r.status}`] ?? 0) + 1;
-      expect({ id, status: r.status, code: r.body?.error?.code }).toEqual({ id, status: r.status === 200 ? 200 : 409, code: r.status === 200 ? undefined : 'conflict' });
+      expect({ id, status: r.status, code: r.body?.error?.code }).toEqual({
+        id,
+        status: r.status === 200 ? 200 : 409,
+        code: r.status === 200 ? undefined : 'conflict',
+      });
       paid.add(id);
     }
     console.log('retried after recovery:', retried);
@@ -247,7 +256,9 @@ describe('PostgreSQL restarted under load', () => {
     }
     const listed = await poll(
       () => listAll(client),
-      (items) => [...ids.values(), fresh.body.id].every((id) => items.some((i: Json) => i.id === id)) && [...paid].every((id) => items.find((i: Json) => i.id === id)?.status === 'paid'),
+      (items) =>
+        [...ids.values(), fresh.body.id].every((id) => items.some((i: Json) => i.id === id)) &&
+        [...paid].every((id) => items.find((i: Json) => i.id === id)?.status === 'paid'),
       'GET /v1/invoices to list every invoice, the paid ones paid',
       30_000,
     );
@@ -263,7 +274,10 @@ describe('PostgreSQL restarted under load', () => {
     // was released from pending (hold-release), the read model equal to the ledger rebuilt from the log.
     const ready = await poll(
       () =>
-        fetch(`${gateway!.baseUrl}/health/ready`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }).then(async (r) => ({ status: r.status, body: (await r.json()) as Json })),
+        fetch(`${gateway!.baseUrl}/health/ready`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }).then(async (r) => ({
+          status: r.status,
+          body: (await r.json()) as Json,
+        })),
       (r) => r.status === 200 && (r.body.projections as Json[]).every((p) => p.state === 'live'),
       'every projection live again',
       30_000,

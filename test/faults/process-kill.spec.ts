@@ -245,7 +245,11 @@ describe('SIGKILL of the API and of the projector under load (split deployment)'
       [`ledger-live_${merchant.accountId}`],
     );
     const reserved = new Map(reservations.rows.map((r) => [r.cause, Number(r.n)]));
-    for (const p of accepted) expect({ payout: p.answer!.body.id, reservations: reserved.get(`reserve:po_${p.answer!.body.id}`) }).toEqual({ payout: p.answer!.body.id, reservations: 1 });
+    for (const p of accepted)
+      expect({ payout: p.answer!.body.id, reservations: reserved.get(`reserve:po_${p.answer!.body.id}`) }).toEqual({
+        payout: p.answer!.body.id,
+        reservations: 1,
+      });
     for (const [refundId] of log.refunds) expect({ refundId, reservations: reserved.get(`reserve:${refundId}`) }).toEqual({ refundId, reservations: 1 });
   }
 
@@ -266,7 +270,8 @@ describe('SIGKILL of the API and of the projector under load (split deployment)'
     expect(log.unanswered).toBe(0);
     const tally = Object.fromEntries(log.statuses);
     console.log('(a) answers:', tally, 'invoices', log.invoices.length, 'paid', log.paid.size, 'refunds', log.refunds.size, 'payouts', log.payouts.length);
-    for (const status of log.statuses.keys()) expect(status).toMatch(/^(200|201|202|409 (too_many_pending|conflict)|422 (insufficient_balance|refund_exceeds_amount))$/);
+    for (const status of log.statuses.keys())
+      expect(status).toMatch(/^(200|201|202|409 (too_many_pending|conflict)|422 (insufficient_balance|refund_exceeds_amount))$/);
     expect(log.invoices.every((a) => a.answer?.status === 201)).toBe(true);
     expect(log.paid.size).toBeGreaterThan(0);
     expect(log.refunds.size).toBeGreaterThan(0);
@@ -311,7 +316,8 @@ describe('SIGKILL of the API and of the projector under load (split deployment)'
     }
     console.log('(b) retries answered:', Object.fromEntries(retried));
 
-    for (const status of log.statuses.keys()) expect(status).toMatch(/^(200|201|202|409 (too_many_pending|conflict)|422 (insufficient_balance|refund_exceeds_amount))$/);
+    for (const status of log.statuses.keys())
+      expect(status).toMatch(/^(200|201|202|409 (too_many_pending|conflict)|422 (insufficient_balance|refund_exceeds_amount))$/);
     await expectConverged();
     // Each invoice exactly once: one per orderId, the one acknowledged.
     for (const a of log.invoices) {

@@ -81,7 +81,12 @@ describe('a stuck webhook receiver', () => {
       const invoiceId = stuckInvoices[i % stuckInvoices.length]!;
       switch (i % 4) {
         case 0:
-          requests.push({ what: 'POST /v1/invoices', expected: 201, client: healthyProject.test, send: (c) => c.post('/v1/invoices', { amount: '100.00', orderId: orderId('during'), method: 'sbp' }) });
+          requests.push({
+            what: 'POST /v1/invoices',
+            expected: 201,
+            client: healthyProject.test,
+            send: (c) => c.post('/v1/invoices', { amount: '100.00', orderId: orderId('during'), method: 'sbp' }),
+          });
           break;
         case 1:
           requests.push({ what: 'GET /v1/invoices/{id}', expected: 200, client: stuckProject.test, send: (c) => c.get(`/v1/invoices/${invoiceId}`) });
@@ -121,7 +126,9 @@ describe('a stuck webhook receiver', () => {
     // The healthy project's webhook arrived while the stuck receiver still held its first
     // attempts: it did not wait behind the 100 deliveries that hang.
     const delivered = await healthyDelivered;
-    console.log(`healthy webhook delivered ${delivered.at - started} ms after the batch started; the stuck receiver had then been sent ${delivered.stuckAttemptsBefore} attempts`);
+    console.log(
+      `healthy webhook delivered ${delivered.at - started} ms after the batch started; the stuck receiver had then been sent ${delivered.stuckAttemptsBefore} attempts`,
+    );
     expect(delivered.stuckAttemptsBefore).toBeLessThan(STUCK_EVENTS);
     const hook = healthy.received.find((w) => w.body?.data?.invoice?.id === healthyInvoice.body.id)!;
     expect(hook.headers['x-service-event']).toBe('invoice.paid');

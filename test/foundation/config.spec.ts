@@ -91,7 +91,10 @@ describe('configuration from the environment', () => {
     [{ DATABASE_URL: 'mysql://x' }, 'DATABASE_URL must be a PostgreSQL connection URL'],
     [{ EVENT_STORE: 'kafka' }, 'EVENT_STORE must be "postgres" or "eventstoredb", got "kafka"'],
     [{ EVENT_STORE: 'eventstoredb' }, 'EVENT_STORE=eventstoredb needs EVENTSTORE_CONNECTION_STRING'],
-    [{ EVENT_STORE: 'eventstoredb', EVENTSTORE_CONNECTION_STRING: 'http://x' }, 'EVENTSTORE_CONNECTION_STRING must be a connection string the EventStoreDB client accepts'],
+    [
+      { EVENT_STORE: 'eventstoredb', EVENTSTORE_CONNECTION_STRING: 'http://x' },
+      'EVENTSTORE_CONNECTION_STRING must be a connection string the EventStoreDB client accepts',
+    ],
     [{ ADMIN_TOKEN: 'short' }, 'ADMIN_TOKEN must be at least 32 characters'],
     [{ ADMIN_TOKEN: 'o'.repeat(31) }, 'ADMIN_TOKEN must be at least 32 characters'],
     [{ SECRETS_KEY: 'too-short' }, 'SECRETS_KEY must be 32 random bytes'],

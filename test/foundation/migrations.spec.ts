@@ -54,7 +54,9 @@ describe('schema migrations', () => {
     try {
       // The database as the numbered runner left it: every table, and schema_migrations by version.
       for (const m of allMigrations) await old.pool.query(m.sql);
-      await old.pool.query(`CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
+      await old.pool.query(
+        `CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+      );
       for (const m of allMigrations) {
         await old.pool.query('INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)', [
           m.legacyVersion,
@@ -67,7 +69,9 @@ describe('schema migrations', () => {
       const rows = await old.pool.query('SELECT id FROM migrations_applied ORDER BY id');
       expect(rows.rows.map((r) => r.id)).toEqual(allMigrations.map((m) => m.id).sort());
       // A migration added later (no number) is applied after the adoption.
-      expect(await migrate(old.pool, [...allMigrations, { id: 'test:0001_added_later', sql: 'CREATE TABLE added_later (x int)' }])).toEqual(['test:0001_added_later']);
+      expect(await migrate(old.pool, [...allMigrations, { id: 'test:0001_added_later', sql: 'CREATE TABLE added_later (x int)' }])).toEqual([
+        'test:0001_added_later',
+      ]);
     } finally {
       await old.drop();
     }

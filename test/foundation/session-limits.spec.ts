@@ -7,13 +7,7 @@
  * bound, and an operator's own `options` in DATABASE_URL still apply.
  */
 import type { Pool } from 'pg';
-import {
-  COMMAND_SESSION_LIMITS,
-  createPool,
-  migrate,
-  SERVING_SESSION_LIMITS,
-  SessionLimits,
-} from '#platform/database';
+import { COMMAND_SESSION_LIMITS, createPool, migrate, SERVING_SESSION_LIMITS, SessionLimits } from '#platform/database';
 import { readLogVisibility } from '#event-store';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
@@ -80,10 +74,7 @@ describe('session limits of the gateway’s pools', () => {
         async () => (await readLogVisibility(observer)).oldestTransaction?.applicationName === 'idle-in-transaction-test',
         'the open transaction shown as the oldest of the cluster',
       );
-      await until(
-        async () => (await observer.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [pid])).rowCount === 0,
-        'the idle session to be cut',
-      );
+      await until(async () => (await observer.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [pid])).rowCount === 0, 'the idle session to be cut');
       cut = await client.query('SELECT 1').then(
         () => null,
         (error: Error) => error,
@@ -113,10 +104,12 @@ describe('session limits of the gateway’s pools', () => {
     const url = new URL(db.url);
     url.searchParams.set('options', '-c statement_timeout=12345 -c work_mem=8MB');
     const p = pool(undefined, url.toString());
-    const r = (await p.query<{ statement: string; work_mem: string; idle: string }>(
-      `SELECT current_setting('statement_timeout') AS statement, current_setting('work_mem') AS work_mem,
+    const r = (
+      await p.query<{ statement: string; work_mem: string; idle: string }>(
+        `SELECT current_setting('statement_timeout') AS statement, current_setting('work_mem') AS work_mem,
               current_setting('idle_in_transaction_session_timeout') AS idle`,
-    )).rows[0]!;
+      )
+    ).rows[0]!;
     expect(r).toEqual({ statement: '12345ms', work_mem: '8MB', idle: '10s' });
   });
 

@@ -117,7 +117,11 @@ describe('SIGKILL between the grant and the stored answer of a keyed request', (
     expect(retry.body.id).toBe(granted[0].data.refundId);
     expect(retry.body.amount).toBe('250.00');
     const again = await keyedPost(m, 'test', path, body, key);
-    expect({ status: again.status, body: again.body, replayed: again.headers.get('idempotent-replayed') }).toEqual({ status: 202, body: retry.body, replayed: 'true' });
+    expect({ status: again.status, body: again.body, replayed: again.headers.get('idempotent-replayed') }).toEqual({
+      status: 202,
+      body: retry.body,
+      replayed: 'true',
+    });
 
     expect((await eventsOf(`invoice-${invoiceId}`)).filter((e) => e.type === 'InvoiceRefundRequested')).toHaveLength(1);
     expect(await reservationsOf(m.accountId, 'test')).toEqual([`reserve:${retry.body.id}`]);

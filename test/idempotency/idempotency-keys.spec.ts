@@ -103,7 +103,7 @@ describe('Idempotency-Key on merchant POSTs (CLOCK=manual)', () => {
       expect(await reservationsOf(m.accountId, 'test')).toHaveLength(1);
     });
 
-    it('a 4xx answer is the key\'s answer too: replayed after the cause went away; a new key then succeeds', async () => {
+    it("a 4xx answer is the key's answer too: replayed after the cause went away; a new key then succeeds", async () => {
       const m = await gw.operator.merchant({ holdHours: 0 });
       await fund(gw.operator, m, 'test', ['5000.00']);
       const created = await m.test.post('/v1/invoices', { amount: '300.00', orderId: orderId(), method: 'sbp' });
@@ -191,7 +191,7 @@ describe('Idempotency-Key on merchant POSTs (CLOCK=manual)', () => {
       expect(list.body.items.map((p: Json) => p.id)).toEqual([replies[0]!.body.id]);
     });
 
-    it('a refusal is the key\'s answer (403 test_mode, 422 insufficient_balance), replayed as it was', async () => {
+    it("a refusal is the key's answer (403 test_mode, 422 insufficient_balance), replayed as it was", async () => {
       const m = await gw.operator.merchant({ holdHours: 0 });
       const address = await payoutAddress(gw.operator, m.accountId, { method: 'sbp', account: PHONE });
       const key = randomUUID();
@@ -230,7 +230,7 @@ describe('Idempotency-Key on merchant POSTs (CLOCK=manual)', () => {
       for (const r of replies) expect({ status: r.status, body: r.body }).toEqual({ status: 201, body: replies[0]!.body });
     });
 
-    it('keys belong to a key pair and mode: the same key with another mode\'s key or another project runs on its own', async () => {
+    it("keys belong to a key pair and mode: the same key with another mode's key or another project runs on its own", async () => {
       const m = await gw.operator.merchant();
       const n = await gw.operator.merchant();
       const key = randomUUID();
@@ -248,7 +248,10 @@ describe('Idempotency-Key on merchant POSTs (CLOCK=manual)', () => {
       const now = Math.floor((await gw.operator.advance(0)).getTime() / 1000);
       const send = (timestamp: number) =>
         sendRaw(gw.baseUrl, 'POST', '/v1/invoices', {
-          headers: { ...signedHeaders({ method: 'POST', path: '/v1/invoices', body, secret, publicId: m.keys.test.publicKey, timestamp }).headers, 'idempotency-key': key },
+          headers: {
+            ...signedHeaders({ method: 'POST', path: '/v1/invoices', body, secret, publicId: m.keys.test.publicKey, timestamp }).headers,
+            'idempotency-key': key,
+          },
           body,
         });
       const first = await send(now);
@@ -309,7 +312,11 @@ describe('Idempotency-Key on merchant POSTs (CLOCK=manual)', () => {
         req.setHeader('idempotency-key', ['one', 'two']);
         req.end(body);
       });
-      expect({ status: reply.status, code: reply.body.error.code, param: reply.body.error.param }).toEqual({ status: 400, code: 'validation', param: 'Idempotency-Key' });
+      expect({ status: reply.status, code: reply.body.error.code, param: reply.body.error.param }).toEqual({
+        status: 400,
+        code: 'validation',
+        param: 'Idempotency-Key',
+      });
     });
 
     it('is ignored on GET', async () => {

@@ -89,7 +89,10 @@ describe('the idempotency key store', () => {
     const r = keyed();
     await keys.admit(r);
     await keys.complete(r, 201, '{}');
-    for (const other of [{ ...r, keyId: randomUUID() }, { ...r, mode: 'live' as const }]) {
+    for (const other of [
+      { ...r, keyId: randomUUID() },
+      { ...r, mode: 'live' as const },
+    ]) {
       expect(await keys.admit({ ...other, fingerprint: 'another request' })).toMatchObject({ kind: 'run' });
     }
   });

@@ -184,7 +184,13 @@ describe('merchant API access, modes and reads', () => {
       ['POST /admin/v1/projects with an unknown status', 'POST', '/admin/v1/projects', { accountId: '@account', name: 'P', status: 'live' }, 'status'],
       ['POST /admin/v1/projects with holdHours -1', 'POST', '/admin/v1/projects', { accountId: '@account', name: 'P', holdHours: -1 }, 'holdHours'],
       ['POST /admin/v1/projects with usdtEnabled "yes"', 'POST', '/admin/v1/projects', { accountId: '@account', name: 'P', usdtEnabled: 'yes' }, 'usdtEnabled'],
-      ['POST /admin/v1/projects with customerFeeShare 101', 'POST', '/admin/v1/projects', { accountId: '@account', name: 'P', customerFeeShare: 101 }, 'customerFeeShare'],
+      [
+        'POST /admin/v1/projects with customerFeeShare 101',
+        'POST',
+        '/admin/v1/projects',
+        { accountId: '@account', name: 'P', customerFeeShare: 101 },
+        'customerFeeShare',
+      ],
       [
         'POST /admin/v1/projects with a bad method rate',
         'POST',
@@ -207,7 +213,10 @@ describe('merchant API access, modes and reads', () => {
     ])('%s → 400 validation with its param', async (_, method, path, body, param) => {
       const invoice = await shop.test.post('/v1/invoices', { amount: '100.00', orderId: orderId() });
       const fill = (s: string) =>
-        s.replace('@account', shop.accountId).replace('@project', shop.projectId).replace('@invoice', invoice.body.id as string);
+        s
+          .replace('@account', shop.accountId)
+          .replace('@project', shop.projectId)
+          .replace('@invoice', invoice.body.id as string);
       const payload = Array.isArray(body) ? body : Object.fromEntries(Object.entries(body).map(([k, v]) => [k, typeof v === 'string' ? fill(v) : v]));
       const r = method === 'PATCH' ? await gw.operator.http.patch(fill(path), payload) : await gw.operator.http.post(fill(path), payload);
       expectError(r, 400, 'validation', param);

@@ -134,7 +134,10 @@ describe('POST /invoices', () => {
 
     it('returns customFields as given, up to 2 KB of JSON (bytes, not characters)', async () => {
       const nested = {
-        cart: [{ sku: 'A-1', qty: 2, price: '10.00' }, { sku: 'B-2', qty: 1, price: 5.5 }],
+        cart: [
+          { sku: 'A-1', qty: 2, price: '10.00' },
+          { sku: 'B-2', qty: 1, price: 5.5 },
+        ],
         flags: { gift: true, express: false, coupon: null },
         comment: 'Позвоните за час',
         n: 0,
@@ -280,18 +283,7 @@ describe('POST /invoices', () => {
       expect(r.status).toBe(400);
       expect(r.body.error.code).toBe('validation');
       expect(r.body.error.message).toMatch(CYRILLIC);
-      const expected = [
-        'amount',
-        'orderId',
-        'method',
-        'expire',
-        'description',
-        'successUrl',
-        'customer.email',
-        'customer.phone',
-        'payerEmail',
-        'customFields',
-      ];
+      const expected = ['amount', 'orderId', 'method', 'expire', 'description', 'successUrl', 'customer.email', 'customer.phone', 'payerEmail', 'customFields'];
       const details: { param: string; message: string }[] = r.body.error.details;
       expect(details.map((d) => d.param).sort()).toEqual([...expected].sort());
       for (const d of details) expect(d.message).toMatch(CYRILLIC);

@@ -64,13 +64,23 @@ const METHOD_ROWS: Row[] = [
   ['sbp, customerFeeShare 50 → 0.75 %', 'usdt', { method: 'sbp', customerFeeShare: 50 }, x('1.50', '15.00', '0.75', 50, '7.50', '1007.50', '992.50')],
   ['sbp, customerFeeShare 100 → 1.50 %', 'usdt', { method: 'sbp', customerFeeShare: 100 }, x('1.50', '15.00', '1.50', 100, '15.00', '1015.00', '1000.00')],
   ['card, customerFeeShare 0', 'usdt', { method: 'card', customerFeeShare: 0 }, x('3.00', '30.00', '0.00', 0, '0.00', '1000.00', '970.00')],
-  ['card, customerFeeShare 33 → 3.00 × 33 % = 0.99 %', 'usdt', { method: 'card', customerFeeShare: 33 }, x('3.00', '30.00', '0.99', 33, '9.90', '1009.90', '979.90')],
+  [
+    'card, customerFeeShare 33 → 3.00 × 33 % = 0.99 %',
+    'usdt',
+    { method: 'card', customerFeeShare: 33 },
+    x('3.00', '30.00', '0.99', 33, '9.90', '1009.90', '979.90'),
+  ],
   ['card, customerFeeShare 50 → 1.50 %', 'usdt', { method: 'card', customerFeeShare: 50 }, x('3.00', '30.00', '1.50', 50, '15.00', '1015.00', '985.00')],
   ['card, customerFeeShare 100 → 3.00 %', 'usdt', { method: 'card', customerFeeShare: 100 }, x('3.00', '30.00', '3.00', 100, '30.00', '1030.00', '1000.00')],
   ['crypto, customerFeeShare 0', 'usdt', { method: 'crypto', customerFeeShare: 0 }, x('2.00', '20.00', '0.00', 0, '0.00', '1000.00', '980.00')],
   ['crypto, customerFeeShare 33 → 0.66 %', 'usdt', { method: 'crypto', customerFeeShare: 33 }, x('2.00', '20.00', '0.66', 33, '6.60', '1006.60', '986.60')],
   ['crypto, customerFeeShare 50 → 1.00 %', 'usdt', { method: 'crypto', customerFeeShare: 50 }, x('2.00', '20.00', '1.00', 50, '10.00', '1010.00', '990.00')],
-  ['crypto, customerFeeShare 100 → 2.00 %', 'usdt', { method: 'crypto', customerFeeShare: 100 }, x('2.00', '20.00', '2.00', 100, '20.00', '1020.00', '1000.00')],
+  [
+    'crypto, customerFeeShare 100 → 2.00 %',
+    'usdt',
+    { method: 'crypto', customerFeeShare: 100 },
+    x('2.00', '20.00', '2.00', 100, '20.00', '1020.00', '1000.00'),
+  ],
 
   // --- feePayer (deprecated) alone ---
   ['sbp, feePayer merchant', 'usdt', { method: 'sbp', feePayer: 'merchant' }, x('1.50', '15.00', '0.00', 0, '0.00', '1000.00', '985.00')],
@@ -81,12 +91,42 @@ const METHOD_ROWS: Row[] = [
   ['crypto, feePayer customer', 'usdt', { method: 'crypto', feePayer: 'customer' }, x('2.00', '20.00', '2.00', 100, '20.00', '1020.00', '1000.00')],
 
   // --- priority: customerFeePct > customerFeeShare > feePayer > project ---
-  ['card, customerFeePct 1 beats customerFeeShare 100 and feePayer merchant', 'usdt', { method: 'card', customerFeePct: 1, customerFeeShare: 100, feePayer: 'merchant' }, x('3.00', '30.00', '1.00', 33, '10.00', '1010.00', '980.00')],
-  ['card, customerFeePct 0 beats feePayer customer', 'usdt', { method: 'card', customerFeePct: 0, feePayer: 'customer' }, x('3.00', '30.00', '0.00', 0, '0.00', '1000.00', '970.00')],
-  ['sbp, customerFeePct 1.5 beats customerFeeShare 0', 'usdt', { method: 'sbp', customerFeePct: 1.5, customerFeeShare: 0 }, x('1.50', '15.00', '1.50', 100, '15.00', '1015.00', '1000.00')],
-  ['card, customerFeeShare 50 beats feePayer merchant', 'usdt', { method: 'card', customerFeeShare: 50, feePayer: 'merchant' }, x('3.00', '30.00', '1.50', 50, '15.00', '1015.00', '985.00')],
-  ['card, customerFeeShare 0 beats feePayer customer', 'usdt', { method: 'card', customerFeeShare: 0, feePayer: 'customer' }, x('3.00', '30.00', '0.00', 0, '0.00', '1000.00', '970.00')],
-  ['crypto, customerFeeShare 0 beats the project slider 100', 'usdt', { method: 'crypto', customerFeeShare: 0 }, x('2.00', '20.00', '0.00', 0, '0.00', '1000.00', '980.00')],
+  [
+    'card, customerFeePct 1 beats customerFeeShare 100 and feePayer merchant',
+    'usdt',
+    { method: 'card', customerFeePct: 1, customerFeeShare: 100, feePayer: 'merchant' },
+    x('3.00', '30.00', '1.00', 33, '10.00', '1010.00', '980.00'),
+  ],
+  [
+    'card, customerFeePct 0 beats feePayer customer',
+    'usdt',
+    { method: 'card', customerFeePct: 0, feePayer: 'customer' },
+    x('3.00', '30.00', '0.00', 0, '0.00', '1000.00', '970.00'),
+  ],
+  [
+    'sbp, customerFeePct 1.5 beats customerFeeShare 0',
+    'usdt',
+    { method: 'sbp', customerFeePct: 1.5, customerFeeShare: 0 },
+    x('1.50', '15.00', '1.50', 100, '15.00', '1015.00', '1000.00'),
+  ],
+  [
+    'card, customerFeeShare 50 beats feePayer merchant',
+    'usdt',
+    { method: 'card', customerFeeShare: 50, feePayer: 'merchant' },
+    x('3.00', '30.00', '1.50', 50, '15.00', '1015.00', '985.00'),
+  ],
+  [
+    'card, customerFeeShare 0 beats feePayer customer',
+    'usdt',
+    { method: 'card', customerFeeShare: 0, feePayer: 'customer' },
+    x('3.00', '30.00', '0.00', 0, '0.00', '1000.00', '970.00'),
+  ],
+  [
+    'crypto, customerFeeShare 0 beats the project slider 100',
+    'usdt',
+    { method: 'crypto', customerFeeShare: 0 },
+    x('2.00', '20.00', '0.00', 0, '0.00', '1000.00', '980.00'),
+  ],
 
   // --- the project default (the slider): 100 unless set ---
   ['sbp, nothing given, slider 100 (default)', 'usdt', { method: 'sbp' }, x('1.50', '15.00', '1.50', 100, '15.00', '1015.00', '1000.00')],
@@ -97,14 +137,24 @@ const METHOD_ROWS: Row[] = [
   ['crypto, nothing given, slider 50', 'half', { method: 'crypto' }, x('2.00', '20.00', '1.00', 50, '10.00', '1010.00', '990.00')],
   ['sbp, feePayer customer beats slider 50', 'half', { method: 'sbp', feePayer: 'customer' }, x('1.50', '15.00', '1.50', 100, '15.00', '1015.00', '1000.00')],
   ['sbp, customerFeePct 0 beats slider 50', 'half', { method: 'sbp', customerFeePct: 0 }, x('1.50', '15.00', '0.00', 0, '0.00', '1000.00', '985.00')],
-  ['card, customerFeeShare 100 beats slider 50', 'half', { method: 'card', customerFeeShare: 100 }, x('3.00', '30.00', '3.00', 100, '30.00', '1030.00', '1000.00')],
+  [
+    'card, customerFeeShare 100 beats slider 50',
+    'half',
+    { method: 'card', customerFeeShare: 100 },
+    x('3.00', '30.00', '3.00', 100, '30.00', '1030.00', '1000.00'),
+  ],
   ['card, nothing given, slider 0', 'zero', { method: 'card' }, x('3.00', '30.00', '0.00', 0, '0.00', '1000.00', '970.00')],
   ['card, feePayer customer beats slider 0', 'zero', { method: 'card', feePayer: 'customer' }, x('3.00', '30.00', '3.00', 100, '30.00', '1030.00', '1000.00')],
 
   // --- rounding half-up to the kopeck ---
   // 10.50 × 1.50 % = 0.1575 → 0.16
   ['sbp 10.50: 0.1575 → 0.16, on the buyer', 'usdt', { amount: '10.50', method: 'sbp' }, x('1.50', '0.16', '1.50', 100, '0.16', '10.66', '10.50')],
-  ['sbp 10.50: 0.1575 → 0.16, on the merchant', 'usdt', { amount: '10.50', method: 'sbp', customerFeePct: 0 }, x('1.50', '0.16', '0.00', 0, '0.00', '10.50', '10.34')],
+  [
+    'sbp 10.50: 0.1575 → 0.16, on the merchant',
+    'usdt',
+    { amount: '10.50', method: 'sbp', customerFeePct: 0 },
+    x('1.50', '0.16', '0.00', 0, '0.00', '10.50', '10.34'),
+  ],
   // 33.00 × 1.50 % = 0.495 → 0.50 (exactly half a kopeck: up)
   ['sbp 33.00: 0.495 → 0.50', 'usdt', { amount: '33.00', method: 'sbp', customerFeePct: 0 }, x('1.50', '0.50', '0.00', 0, '0.00', '33.00', '32.50')],
   // 10.10 × 1.50 % = 0.1515 → 0.15 (down)
@@ -112,14 +162,34 @@ const METHOD_ROWS: Row[] = [
   // 10.50 × 3 % = 0.315 → 0.32
   ['card 10.50: 0.315 → 0.32', 'usdt', { amount: '10.50', method: 'card', customerFeePct: 0 }, x('3.00', '0.32', '0.00', 0, '0.00', '10.50', '10.18')],
   // buyer 10.50 × 0.99 % = 0.10395 → 0.10; fee 0.32; net 10.50 − 0.22
-  ['card 10.50, customerFeeShare 33: 0.10395 → 0.10', 'usdt', { amount: '10.50', method: 'card', customerFeeShare: 33 }, x('3.00', '0.32', '0.99', 33, '0.10', '10.60', '10.28')],
+  [
+    'card 10.50, customerFeeShare 33: 0.10395 → 0.10',
+    'usdt',
+    { amount: '10.50', method: 'card', customerFeeShare: 33 },
+    x('3.00', '0.32', '0.99', 33, '0.10', '10.60', '10.28'),
+  ],
   // 500.25 × 2 % = 10.005 → 10.01
-  ['crypto 500.25: 10.005 → 10.01, on the merchant', 'usdt', { amount: '500.25', method: 'crypto', customerFeePct: 0 }, x('2.00', '10.01', '0.00', 0, '0.00', '500.25', '490.24')],
+  [
+    'crypto 500.25: 10.005 → 10.01, on the merchant',
+    'usdt',
+    { amount: '500.25', method: 'crypto', customerFeePct: 0 },
+    x('2.00', '10.01', '0.00', 0, '0.00', '500.25', '490.24'),
+  ],
   ['crypto 500.25: 10.005 → 10.01, on the buyer', 'usdt', { amount: 500.25, method: 'crypto' }, x('2.00', '10.01', '2.00', 100, '10.01', '510.26', '500.25')],
   // share 33 of 1.50 = 0.495 %; 100.00 × 0.495 % = 0.495 → 0.50
-  ['sbp 100.00, customerFeeShare 33 → 0.495 %: 0.495 → 0.50', 'usdt', { amount: '100.00', method: 'sbp', customerFeeShare: 33 }, x('1.50', '1.50', '0.495', 33, '0.50', '100.50', '99.00')],
+  [
+    'sbp 100.00, customerFeeShare 33 → 0.495 %: 0.495 → 0.50',
+    'usdt',
+    { amount: '100.00', method: 'sbp', customerFeeShare: 33 },
+    x('1.50', '1.50', '0.495', 33, '0.50', '100.50', '99.00'),
+  ],
   // 999,999.99 × 1.50 % = 14,999.99985 → 15,000.00
-  ['sbp 999,999.99: 14999.99985 → 15000.00', 'usdt', { amount: '999999.99', method: 'sbp', customerFeePct: 0 }, x('1.50', '15000.00', '0.00', 0, '0.00', '999999.99', '984999.99')],
+  [
+    'sbp 999,999.99: 14999.99985 → 15000.00',
+    'usdt',
+    { amount: '999999.99', method: 'sbp', customerFeePct: 0 },
+    x('1.50', '15000.00', '0.00', 0, '0.00', '999999.99', '984999.99'),
+  ],
   ['sbp 10.00 (the minimum): 0.15', 'usdt', { amount: 10, method: 'sbp' }, x('1.50', '0.15', '1.50', 100, '0.15', '10.15', '10.00')],
 ];
 

@@ -5,18 +5,7 @@
  *
  * The tests share one clock and run in order: each advance moves time for all.
  */
-import {
-  Client,
-  expectError,
-  expectStatus,
-  InvoiceGateway,
-  ISO_UTC,
-  Json,
-  Merchant,
-  orderId,
-  poll,
-  startInvoiceGateway,
-} from '../support/merchant-fixtures';
+import { Client, expectError, expectStatus, InvoiceGateway, ISO_UTC, Json, Merchant, orderId, poll, startInvoiceGateway } from '../support/merchant-fixtures';
 
 const HOUR = 3_600_000;
 

@@ -27,12 +27,29 @@ describe('ledger audit over HTTP and ledger:verify', () => {
     gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN });
 
     // Times lie in the future of the real clock, so the gateway's hold-release worker leaves them to the test.
-    await book.post(ledger, { type: 'RecordPayment', invoiceId: 'inv-1', netAmount: 96_500, feeAmount: 3_500, releaseAt: '2031-03-02T10:00:00.000Z', at: '2031-03-01T10:00:00.000Z' });
-    await book.post(ledger, { type: 'RecordPayment', invoiceId: 'inv-2', netAmount: 48_000, feeAmount: 2_000, releaseAt: '2031-03-02T11:00:00.000Z', at: '2031-03-01T11:00:00.000Z' });
+    await book.post(ledger, {
+      type: 'RecordPayment',
+      invoiceId: 'inv-1',
+      netAmount: 96_500,
+      feeAmount: 3_500,
+      releaseAt: '2031-03-02T10:00:00.000Z',
+      at: '2031-03-01T10:00:00.000Z',
+    });
+    await book.post(ledger, {
+      type: 'RecordPayment',
+      invoiceId: 'inv-2',
+      netAmount: 48_000,
+      feeAmount: 2_000,
+      releaseAt: '2031-03-02T11:00:00.000Z',
+      at: '2031-03-01T11:00:00.000Z',
+    });
     await book.post(ledger, { type: 'ReleaseHold', invoiceId: 'inv-1', at: '2031-03-02T10:00:00.000Z' });
     await book.post(ledger, { type: 'ReserveFunds', reservationId: 'rf_1', purpose: 'refund', amount: 10_000, at: '2031-03-02T12:00:00.000Z' });
     await book.post(ledger, { type: 'SettleReservation', reservationId: 'rf_1', at: '2031-03-02T12:00:10.000Z' });
-    await book.post({ ...ledger, mode: 'test' }, { type: 'RecordPayment', invoiceId: 'inv-t', netAmount: 100, feeAmount: 0, releaseAt: null, at: '2031-03-01T09:00:00.000Z' });
+    await book.post(
+      { ...ledger, mode: 'test' },
+      { type: 'RecordPayment', invoiceId: 'inv-t', netAmount: 100, feeAmount: 0, releaseAt: null, at: '2031-03-01T09:00:00.000Z' },
+    );
 
     const deadline = Date.now() + 20_000;
     while ((await db.pool.query('SELECT count(*)::int AS n FROM ledger_entries')).rows[0].n < 6) {
@@ -60,13 +77,7 @@ describe('ledger audit over HTTP and ledger:verify', () => {
       pages++;
     } while (cursor);
     expect(pages).toBe(3);
-    expect(seen.map((e) => e.kind)).toEqual([
-      'payment_recorded',
-      'payment_recorded',
-      'hold_released',
-      'funds_reserved',
-      'reservation_settled',
-    ]);
+    expect(seen.map((e) => e.kind)).toEqual(['payment_recorded', 'payment_recorded', 'hold_released', 'funds_reserved', 'reservation_settled']);
     expect(seen[0]!.postings).toEqual([
       { account: 'acquiring_clearing', amount: '-1000.00' },
       { account: 'pending', amount: '965.00' },

@@ -10,15 +10,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
-import {
-  entriesBeforeWindow,
-  foldLedger,
-  hasRecentCause,
-  LedgerEvent,
-  LedgerId,
-  ledgerStreamName,
-  RECENT_CAUSES_KEPT,
-} from '#ledger';
+import { entriesBeforeWindow, foldLedger, hasRecentCause, LedgerEvent, LedgerId, ledgerStreamName, RECENT_CAUSES_KEPT } from '#ledger';
 import { LedgerCommand, LedgerError } from '#ledger';
 import { LedgerBook, LedgerCauseIndex, LedgerRequest } from '#payments/ledger';
 import { LongRunResolver, longRuns } from '../support/ledger-long-runs';
@@ -183,7 +175,7 @@ describe('LedgerBook across the window: long random runs against the independent
    * cause once and folds into the book's state. One run by default (a few seconds;
    * LEDGER_BOOK_LONG_RUNS for more); the seed is printed and TEST_SEED replays it.
    */
-  it('every answer is the model\'s, whatever the age of a retry and the lag of the index', async () => {
+  it("every answer is the model's, whatever the age of a retry and the lag of the index", async () => {
     await fc.assert(
       // 3,200 commands post some 2,400 entries: past the window, with old retries coming back.
       fc.asyncProperty(longRuns(3_200, 3_600), fc.nat({ max: 3_000 }), async (plan, behindBy) => {

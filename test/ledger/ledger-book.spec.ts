@@ -74,7 +74,14 @@ describe('the ledger book on the real event store', () => {
   it('posts a payment, releases the hold, reserves and settles, with balances from the log', async () => {
     const ledger = newLedger();
     const invoiceId = randomUUID();
-    await book.post(ledger, { type: 'RecordPayment', invoiceId, netAmount: 97_000, feeAmount: 3_000, releaseAt: '2026-01-02T00:00:00Z', at: '2026-01-01T00:00:00Z' });
+    await book.post(ledger, {
+      type: 'RecordPayment',
+      invoiceId,
+      netAmount: 97_000,
+      feeAmount: 3_000,
+      releaseAt: '2026-01-02T00:00:00Z',
+      at: '2026-01-01T00:00:00Z',
+    });
     await expect(book.post(ledger, { type: 'ReleaseHold', invoiceId, at: '2026-01-01T12:00:00Z' })).rejects.toMatchObject({ code: 'hold_not_due' });
     await book.post(ledger, { type: 'ReleaseHold', invoiceId, at: '2026-01-02T00:00:00Z' });
     await book.post(ledger, { type: 'ReserveFunds', reservationId: 'payout-1', purpose: 'payout', amount: 50_000, at: '2026-01-02T01:00:00Z' });
@@ -99,9 +106,7 @@ describe('the ledger book on the real event store', () => {
     const ledger = newLedger();
     const invoiceId = randomUUID();
     const results = await Promise.all(
-      Array.from({ length: 20 }, () =>
-        book.post(ledger, { type: 'RecordPayment', invoiceId, netAmount: 1_000, feeAmount: 10, releaseAt: null, at: at() }),
-      ),
+      Array.from({ length: 20 }, () => book.post(ledger, { type: 'RecordPayment', invoiceId, netAmount: 1_000, feeAmount: 10, releaseAt: null, at: at() })),
     );
     // Every caller is answered with the one stored entry (the others are idempotent repeats).
     const { events, state } = await replayChecked(ledger);
@@ -116,9 +121,7 @@ describe('the ledger book on the real event store', () => {
     const ledger = newLedger();
     await book.post(ledger, { type: 'RecordPayment', invoiceId: randomUUID(), netAmount: 10_000, feeAmount: 0, releaseAt: null, at: at() });
     const outcomes = await Promise.allSettled(
-      Array.from({ length: 20 }, (_, i) =>
-        book.post(ledger, { type: 'ReserveFunds', reservationId: `r${i}`, purpose: 'refund', amount: 1_000, at: at() }),
-      ),
+      Array.from({ length: 20 }, (_, i) => book.post(ledger, { type: 'ReserveFunds', reservationId: `r${i}`, purpose: 'refund', amount: 1_000, at: at() })),
     );
     expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(10);
     for (const o of outcomes) {
@@ -179,7 +182,11 @@ describe('the ledger book on the real event store', () => {
     });
     // The entries before the 500th as the book would post them (hundreds of posts cost seconds);
     // the book posts the 500th (and writes its snapshot) and the rest.
-    await appendLedgerHistory(store, ledger, Array.from({ length: LEDGER_SNAPSHOT_EVERY - 1 }, (_, i) => payment(i)));
+    await appendLedgerHistory(
+      store,
+      ledger,
+      Array.from({ length: LEDGER_SNAPSHOT_EVERY - 1 }, (_, i) => payment(i)),
+    );
     for (let i = LEDGER_SNAPSHOT_EVERY - 1; i < LEDGER_SNAPSHOT_EVERY + 120; i++) await book.post(ledger, payment(i));
     const snapshot = await new PostgresSnapshotStore(db.pool).load(ledgerStreamName(ledger));
     expect(snapshot).not.toBeNull();
@@ -266,15 +273,9 @@ describe('the ledger book on the real event store', () => {
     expect(clean.ledgers).toBeGreaterThan(25);
 
     const victim = await db.pool.query<{ account_id: string }>(`SELECT account_id FROM ledger_balances WHERE account = 'available' AND balance > 0 LIMIT 1`);
-    await db.pool.query(`UPDATE ledger_balances SET balance = balance + 1 WHERE account_id = $1 AND account = 'available'`, [
-      victim.rows[0]!.account_id,
-    ]);
+    await db.pool.query(`UPDATE ledger_balances SET balance = balance + 1 WHERE account_id = $1 AND account = 'available'`, [victim.rows[0]!.account_id]);
     const corrupted = await verifyLedgers(db.pool, store);
-    expect(corrupted.problems).toEqual([
-      expect.objectContaining({ kind: 'balance_differs', ledger: `ledger-live_${victim.rows[0]!.account_id}` }),
-    ]);
-    await db.pool.query(`UPDATE ledger_balances SET balance = balance - 1 WHERE account_id = $1 AND account = 'available'`, [
-      victim.rows[0]!.account_id,
-    ]);
+    expect(corrupted.problems).toEqual([expect.objectContaining({ kind: 'balance_differs', ledger: `ledger-live_${victim.rows[0]!.account_id}` })]);
+    await db.pool.query(`UPDATE ledger_balances SET balance = balance - 1 WHERE account_id = $1 AND account = 'available'`, [victim.rows[0]!.account_id]);
   });
 });

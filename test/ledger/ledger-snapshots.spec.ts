@@ -72,7 +72,11 @@ const payment = (i: number, netAmount: number, feeAmount: number): LedgerRequest
  * would have posted them (hundreds of posts cost seconds), then `after` more posts.
  */
 async function ledgerWithBookSnapshot(book: LedgerBook, ledger: LedgerId, amounts: [number, number], after: number): Promise<void> {
-  await appendLedgerHistory(store, ledger, Array.from({ length: LEDGER_SNAPSHOT_EVERY - 1 }, (_, i) => payment(i, ...amounts)));
+  await appendLedgerHistory(
+    store,
+    ledger,
+    Array.from({ length: LEDGER_SNAPSHOT_EVERY - 1 }, (_, i) => payment(i, ...amounts)),
+  );
   for (let i = LEDGER_SNAPSHOT_EVERY - 1; i < LEDGER_SNAPSHOT_EVERY + after; i++) await book.post(ledger, payment(i, ...amounts));
 }
 
@@ -99,9 +103,9 @@ describe('ledger snapshots on the real store', () => {
     const { ledger, truth } = await ledgerWithCorruptedSnapshot(book);
 
     // The loader folds the events instead: the money that is not there cannot be reserved.
-    await expect(
-      book.post(ledger, { type: 'ReserveFunds', reservationId: 'po-over', purpose: 'payout', amount: 900_000, at: at() }),
-    ).rejects.toMatchObject({ code: 'insufficient_balance' });
+    await expect(book.post(ledger, { type: 'ReserveFunds', reservationId: 'po-over', purpose: 'payout', amount: 900_000, at: at() })).rejects.toMatchObject({
+      code: 'insufficient_balance',
+    });
     expect(await book.current(ledger)).toEqual(truth);
     expect(rejected).toEqual([expect.stringContaining(`${SNAPSHOT_REVISION}: its digest does not match its state`)]);
     // It was discarded; the next command writes a good one.
@@ -146,7 +150,11 @@ describe('ledger snapshots on the real store', () => {
     await projectLedgers();
     const report = await verifyLedgers(db.pool, store);
     expect(report.problems).toEqual([
-      { ledger: ledgerStreamName(ledger), kind: 'snapshot_differs', detail: `snapshot at revision 10000, but the stream ends at revision ${LEDGER_SNAPSHOT_EVERY - 1}` },
+      {
+        ledger: ledgerStreamName(ledger),
+        kind: 'snapshot_differs',
+        detail: `snapshot at revision 10000, but the stream ends at revision ${LEDGER_SNAPSHOT_EVERY - 1}`,
+      },
     ]);
     expect(await book.current(ledger)).toEqual(foldLedger(await entriesOf(ledger)));
     expect(rejected).toEqual([expect.stringContaining('the stream has no entry at revision 10000')]);

@@ -24,7 +24,10 @@ const rulesOf = (found: { rule: string | null }[]) => found.map((p) => p.rule).s
 
 describe('the layout rules (eslint-plugin-boundaries, no-restricted-imports)', () => {
   it('a pure library importing a driver or the framework is refused', async () => {
-    const found = await problems('libs/domain/src/planted.ts', "import { Pool } from 'pg';\nimport { Injectable } from '@nestjs/common';\nexport const planted = [Pool, Injectable];\n");
+    const found = await problems(
+      'libs/domain/src/planted.ts',
+      "import { Pool } from 'pg';\nimport { Injectable } from '@nestjs/common';\nexport const planted = [Pool, Injectable];\n",
+    );
     expect(rulesOf(found)).toEqual(['no-restricted-imports', 'no-restricted-imports']);
     expect(found[0]!.message).toContain('pure');
   });
@@ -36,14 +39,23 @@ describe('the layout rules (eslint-plugin-boundaries, no-restricted-imports)', (
   });
 
   it('platform importing the gateway, or a library importing an app, is refused', async () => {
-    const platform = await problems('libs/platform/src/clock/planted.ts', "import { LedgerBook } from '#payments/ledger';\nexport const planted = LedgerBook;\n");
+    const platform = await problems(
+      'libs/platform/src/clock/planted.ts',
+      "import { LedgerBook } from '#payments/ledger';\nexport const planted = LedgerBook;\n",
+    );
     expect(platform.map((p) => p.message)).toEqual([expect.stringContaining('platform must not import payments')]);
-    const payments = await problems('libs/payments/src/invoices/planted.ts', "import { createApi } from '../../../../apps/api/src/create-api';\nexport const planted = createApi;\n");
+    const payments = await problems(
+      'libs/payments/src/invoices/planted.ts',
+      "import { createApi } from '../../../../apps/api/src/create-api';\nexport const planted = createApi;\n",
+    );
     expect(payments.map((p) => p.message)).toEqual([expect.stringContaining('payments must not import app')]);
   });
 
-  it('reaching past another library\'s index is refused, from an app as from a test', async () => {
-    const app = await problems('apps/api/src/planted.ts', "import { RefundService } from '../../../libs/payments/src/refunds/refund-service';\nexport const planted = RefundService;\n");
+  it("reaching past another library's index is refused, from an app as from a test", async () => {
+    const app = await problems(
+      'apps/api/src/planted.ts',
+      "import { RefundService } from '../../../libs/payments/src/refunds/refund-service';\nexport const planted = RefundService;\n",
+    );
     expect(app.map((p) => p.message)).toEqual([expect.stringContaining('through its index')]);
     const test = await problems('test/planted.ts', "import { Money } from '../libs/ledger/src/money';\nexport const planted = Money;\n");
     expect(test.map((p) => p.message)).toEqual([expect.stringContaining('through its index')]);

@@ -12,21 +12,7 @@
  * clock past it when refunds are to succeed.
  */
 import { RunningGateway, startGateway, startProcess } from '../support/gateway-process';
-import {
-  ADMIN_TOKEN,
-  api,
-  Client,
-  expectError,
-  expectStatus,
-  Json,
-  Merchant,
-  Mode,
-  MONEY,
-  Operator,
-  orderId,
-  poll,
-  Reply,
-} from '../support/merchant-fixtures';
+import { ADMIN_TOKEN, api, Client, expectError, expectStatus, Json, Merchant, Mode, MONEY, Operator, orderId, poll, Reply } from '../support/merchant-fixtures';
 import {
   Balance,
   balanceOf,
@@ -124,7 +110,9 @@ describe('refunds and payouts under concurrency (gateway + a second API process,
     const items: Json[] = [];
     let cursor: string | null = null;
     do {
-      const r: Reply = await opB.http.get(`/admin/v1/accounts/${accountId}/ledger?mode=${mode}&limit=1000${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+      const r: Reply = await opB.http.get(
+        `/admin/v1/accounts/${accountId}/ledger?mode=${mode}&limit=1000${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
+      );
       expectStatus(r, 200);
       items.push(...r.body.items);
       cursor = r.body.nextCursor;
@@ -169,7 +157,9 @@ describe('refunds and payouts under concurrency (gateway + a second API process,
     entries.filter((e) => e.kind === kind && e.reservation?.purpose === purpose);
 
   const refusalsOf = (entries: readonly LedgerEntry[], purpose: 'refund' | 'payout') =>
-    reservationsOf(entries, 'reservation_refused', purpose).map((e) => e.refusal).sort();
+    reservationsOf(entries, 'reservation_refused', purpose)
+      .map((e) => e.refusal)
+      .sort();
 
   const invoiceEvents = async (invoiceId: string): Promise<Json[]> => {
     const r = await opA.http.get(`/admin/v1/streams/invoice-${invoiceId}?limit=1000`);
@@ -410,7 +400,11 @@ describe('refunds and payouts under concurrency (gateway + a second API process,
       expect(merchantPart(await liveBalance(m.accountId, 'live'))).toEqual(expected);
       await waitForBalance(m.live, expected);
       const log = await ledgerLog(m.accountId, 'live');
-      expect(reservationsOf(log, 'funds_reserved', 'payout').map((e) => e.reservation!.id).sort()).toEqual(created.map((r) => `po_${r.body.id}`).sort());
+      expect(
+        reservationsOf(log, 'funds_reserved', 'payout')
+          .map((e) => e.reservation!.id)
+          .sort(),
+      ).toEqual(created.map((r) => `po_${r.body.id}`).sort());
       expect(refusalsOf(log, 'payout')).toEqual(Array(18).fill('insufficient_balance'));
       expect(lowestEver(log)).toEqual({ available: 0, pending: 0, reserved: 0 });
 
@@ -525,7 +519,11 @@ describe('refunds and payouts under concurrency (gateway + a second API process,
         const i = Math.floor(k / 2);
         return k % 2 === 0
           ? refund(clients[i % 2]!, invoices[i % 3]!, '150.00').then((reply) => ({ kind: 'refund' as const, i, reply }))
-          : clients[(i + 1) % 2]!.post('/v1/payouts', { amount: '300.00', addressId, orderId: payoutOrders[i] }).then((reply) => ({ kind: 'payout' as const, i, reply }));
+          : clients[(i + 1) % 2]!.post('/v1/payouts', { amount: '300.00', addressId, orderId: payoutOrders[i] }).then((reply) => ({
+              kind: 'payout' as const,
+              i,
+              reply,
+            }));
       });
       const results = await Promise.all(requests);
       const refundReplies = results.filter((x) => x.kind === 'refund');
@@ -561,10 +559,21 @@ describe('refunds and payouts under concurrency (gateway + a second API process,
 
       // What the clients were told is what the log says.
       const burstLog = await ledgerLog(m.accountId, 'live');
-      expect(reservationsOf(burstLog, 'funds_reserved', 'refund').map((e) => e.reservation!.id).sort()).toEqual(acceptedRefunds.map((x) => x.reply.body.id).sort());
-      expect(reservationsOf(burstLog, 'funds_reserved', 'payout').map((e) => e.reservation!.id).sort()).toEqual(createdPayouts.map((x) => `po_${x.reply.body.id}`).sort());
+      expect(
+        reservationsOf(burstLog, 'funds_reserved', 'refund')
+          .map((e) => e.reservation!.id)
+          .sort(),
+      ).toEqual(acceptedRefunds.map((x) => x.reply.body.id).sort());
+      expect(
+        reservationsOf(burstLog, 'funds_reserved', 'payout')
+          .map((e) => e.reservation!.id)
+          .sort(),
+      ).toEqual(createdPayouts.map((x) => `po_${x.reply.body.id}`).sort());
       expect([...refusalsOf(burstLog, 'refund'), ...refusalsOf(burstLog, 'payout')].sort()).toEqual(
-        [...refundReplies, ...payoutReplies].filter((x) => x.reply.status >= 400).map((x) => x.reply.body.error.code).sort(),
+        [...refundReplies, ...payoutReplies]
+          .filter((x) => x.reply.status >= 400)
+          .map((x) => x.reply.body.error.code)
+          .sort(),
       );
       expect(lowestEver(burstLog)).toEqual({ available: 0, pending: 0, reserved: 0 });
       const afterBurst = { available: fromKopecks(left), pending: '700.00', reserved: fromKopecks(reservedKopecks) };
@@ -574,7 +583,11 @@ describe('refunds and payouts under concurrency (gateway + a second API process,
       // Settle some, over both processes: the first payout paid, the second rejected, a
       // third (if any) left pending; three refunds failed by the bank, the rest succeed.
       const [paidPayout, rejectedPayout, openPayout] = createdPayouts.map((x) => x.reply.body.id as number);
-      for (const [step, op] of [['approve', opA], ['process', opB], ['pay', opA]] as const) {
+      for (const [step, op] of [
+        ['approve', opA],
+        ['process', opB],
+        ['pay', opA],
+      ] as const) {
         const r = await transition(op, paidPayout!, step, step === 'pay' ? { externalId: 'bank-tx-1' } : undefined);
         expectStatus(r, 200);
       }
@@ -634,7 +647,11 @@ describe('refunds and payouts under concurrency (gateway + a second API process,
 
       const finalLog = await ledgerLog(m.accountId, 'live');
       expect(reservationsOf(finalLog, 'reservation_settled', 'refund')).toHaveLength(succeeded.length);
-      expect(reservationsOf(finalLog, 'reservation_released', 'refund').map((e) => e.reservation!.id).sort()).toEqual(failedRefunds.map((x) => x.reply.body.id).sort());
+      expect(
+        reservationsOf(finalLog, 'reservation_released', 'refund')
+          .map((e) => e.reservation!.id)
+          .sort(),
+      ).toEqual(failedRefunds.map((x) => x.reply.body.id).sort());
       expect(reservationsOf(finalLog, 'reservation_settled', 'payout').map((e) => e.reservation!.id)).toEqual([`po_${paidPayout}`]);
       expect(reservationsOf(finalLog, 'reservation_released', 'payout').map((e) => e.reservation!.id)).toEqual([`po_${rejectedPayout}`]);
       expect(lowestEver(finalLog)).toEqual({ available: 0, pending: 0, reserved: 0 });
@@ -644,7 +661,9 @@ describe('refunds and payouts under concurrency (gateway + a second API process,
         (items) => items.length >= finalLog.length,
         'the journal read model to hold every entry of the log',
       );
-      expect(projected.map((e) => [e.entryId, e.kind, e.cause, e.postings.length])).toEqual(finalLog.map((e) => [e.entryId, e.kind, e.cause, e.postings.length]));
+      expect(projected.map((e) => [e.entryId, e.kind, e.cause, e.postings.length])).toEqual(
+        finalLog.map((e) => [e.entryId, e.kind, e.cause, e.postings.length]),
+      );
 
       // Every ledger of the database, replayed from the log, agrees with the read model.
       const verify = startProcess('ledger-verify', { DATABASE_URL: db.url });

@@ -47,7 +47,12 @@ describe('SIGKILL during a stream of refunds and payouts', () => {
     let operator = new Operator(gateway.baseUrl, gateway.adminToken);
     const merchant = await operator.merchant({ holdHours: 0 });
     const invoiceAmount = '5000.00';
-    await fund(operator, merchant, 'live', Array.from({ length: 8 }, () => invoiceAmount));
+    await fund(
+      operator,
+      merchant,
+      'live',
+      Array.from({ length: 8 }, () => invoiceAmount),
+    );
     const invoices = (await merchant.live.get('/v1/invoices?limit=100')).body.items.map((i: Json) => i.id as string);
     expect(invoices).toHaveLength(8);
     const address = await payoutAddress(operator, merchant.accountId, { method: 'sbp', account: PHONE });
@@ -144,15 +149,22 @@ describe('SIGKILL during a stream of refunds and payouts', () => {
     }
 
     // Every reserved refund is a refund that succeeded; every refused or granted request is resolved on its invoice.
-    const refunds = await db.pool.query<{ id: string; invoice_id: string; amount: string; status: string }>('SELECT id, invoice_id, amount, status FROM refunds');
+    const refunds = await db.pool.query<{ id: string; invoice_id: string; amount: string; status: string }>(
+      'SELECT id, invoice_id, amount, status FROM refunds',
+    );
     for (const id of acknowledgedRefunds.keys()) expect(refunds.rows.find((r) => r.id === id)?.status).toBe('succeeded');
     const reservedRefunds = [...reserved.keys()].filter((c) => c.startsWith('reserve:rf_'));
-    expect(refunds.rows.filter((r) => r.status === 'succeeded').map((r) => `reserve:${r.id}`).sort()).toEqual(reservedRefunds.sort());
+    expect(
+      refunds.rows
+        .filter((r) => r.status === 'succeeded')
+        .map((r) => `reserve:${r.id}`)
+        .sort(),
+    ).toEqual(reservedRefunds.sort());
     for (const invoiceId of invoices) {
       const succeeded = refunds.rows.filter((r) => r.invoice_id === invoiceId && r.status === 'succeeded').reduce((s, r) => s + Number(r.amount), 0);
       const invoice = await poll(
         () => operator.http.get(`/admin/v1/streams/invoice-${invoiceId}`),
-        (r) => r.status === 200 && !JSON.stringify(r.body).includes('"InvoiceRefundRequested"') || refundedOf(r.body) === succeeded,
+        (r) => (r.status === 200 && !JSON.stringify(r.body).includes('"InvoiceRefundRequested"')) || refundedOf(r.body) === succeeded,
         `invoice ${invoiceId} to settle its refunds`,
       );
       expect(refundedOf(invoice.body)).toBe(succeeded);

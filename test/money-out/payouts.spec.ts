@@ -509,7 +509,12 @@ describe('payouts over HTTP (CLOCK=manual)', () => {
       // A TRON address is case-sensitive: another spelling is another (unknown) wallet.
       const trcAgain = await payoutAddress(gw.operator, m.accountId, { method: 'usdt_trc20', account: TRC20 }, false);
       expect(trcAgain.id).toBe(unconfirmed.id);
-      expectError(await m.live.post('/v1/payouts', { amount: '100.00', method: 'usdt_trc20', account: TRC20.toLowerCase() }), 404, 'address_not_found', 'account');
+      expectError(
+        await m.live.post('/v1/payouts', { amount: '100.00', method: 'usdt_trc20', account: TRC20.toLowerCase() }),
+        404,
+        'address_not_found',
+        'account',
+      );
       // The confirmed phone under another method is not that detail.
       expectError(await m.live.post('/v1/payouts', { amount: '100.00', method: 'usdt_trc20', account: PHONE }), 404, 'address_not_found', 'account');
       await expectUntouched();
@@ -975,7 +980,14 @@ describe('payouts with USDT_RUB_RATE 92.50', () => {
     // 985.00 / 92.50 = 10.6486486… → 10.648648
     const b = await m.live.post('/v1/payouts', { amount: '1000.00', method: 'usdt_bep20', account: BEP20.toLowerCase() });
     expectStatus(b, 201);
-    expect(b.body).toMatchObject({ method: 'usdt_bep20', addressId: bep.id, feeAmount: '15.00', netAmount: '985.00', usdtRate: '92.50', usdtAmount: '10.648648' });
+    expect(b.body).toMatchObject({
+      method: 'usdt_bep20',
+      addressId: bep.id,
+      feeAmount: '15.00',
+      netAmount: '985.00',
+      usdtRate: '92.50',
+      usdtAmount: '10.648648',
+    });
     expectUsdtRoundedDown(b.body);
 
     const s = await m.live.post('/v1/payouts', { amount: '1000.00', addressId: sbp.id });

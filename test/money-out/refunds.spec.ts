@@ -90,7 +90,11 @@ describe('refunds (CLOCK=manual, REFUND_PROCESSING_SECONDS=10)', () => {
     return r.body;
   };
   const waitForRefund = (client: Client, id: string, status: string) =>
-    poll(() => getRefund(client, id), (r) => r.status === status, `refund ${id} to be ${status}`);
+    poll(
+      () => getRefund(client, id),
+      (r) => r.status === status,
+      `refund ${id} to be ${status}`,
+    );
 
   /** The invoice's own stream (admin): its event types. */
   const invoiceEvents = async (id: string): Promise<Json[]> => {
@@ -264,8 +268,7 @@ describe('refunds (CLOCK=manual, REFUND_PROCESSING_SECONDS=10)', () => {
           refunded: await listAll(m.live, 'status=refunded'),
           partially: await listAll(m.live, 'status=partially_refunded'),
         }),
-        ({ refunded, partially }) =>
-          refunded.some((i) => i.id === invoiceId && i.refundedAmount === '1000.00') && !partially.some((i) => i.id === invoiceId),
+        ({ refunded, partially }) => refunded.some((i) => i.id === invoiceId && i.refundedAmount === '1000.00') && !partially.some((i) => i.id === invoiceId),
         'the invoice to move from partially_refunded to refunded in the list',
       );
       // The earlier refund stays as it was.
@@ -432,7 +435,11 @@ describe('refunds (CLOCK=manual, REFUND_PROCESSING_SECONDS=10)', () => {
 
       const expiring = await create({ method: 'sbp', expire: 1 });
       await gw.operator.advance(61);
-      await poll(() => invoice(m.live, expiring), (i) => i.status === 'expired', 'the invoice to expire');
+      await poll(
+        () => invoice(m.live, expiring),
+        (i) => i.status === 'expired',
+        'the invoice to expire',
+      );
       expectError(await refund(m.live, expiring), 409, 'conflict');
       expectError(await refund(m.live, expiring, { amount: '50.00' }), 409, 'conflict');
 

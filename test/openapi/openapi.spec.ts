@@ -366,7 +366,11 @@ describe('real answers of the gateway match the document', () => {
       status: 202,
       reply: () => payer.test.post(`/v1/invoices/${ids.refundedPartly}/refund`, { amount: '100.00' }),
     },
-    'refundInvoice 202 (full, no body)': { operationId: 'refundInvoice', status: 202, reply: () => payer.test.post(`/v1/invoices/${ids.refundedFully}/refund`) },
+    'refundInvoice 202 (full, no body)': {
+      operationId: 'refundInvoice',
+      status: 202,
+      reply: () => payer.test.post(`/v1/invoices/${ids.refundedFully}/refund`),
+    },
     'refundInvoice 422 refund_exceeds_amount (above the remainder)': {
       operationId: 'refundInvoice',
       status: 422,
@@ -377,7 +381,11 @@ describe('real answers of the gateway match the document', () => {
       status: 422,
       reply: () => held.test.post(`/v1/invoices/${ids.onHold}/refund`),
     },
-    'refundInvoice 409 conflict (unpaid invoice)': { operationId: 'refundInvoice', status: 409, reply: () => payer.test.post(`/v1/invoices/${ids.unpaid}/refund`) },
+    'refundInvoice 409 conflict (unpaid invoice)': {
+      operationId: 'refundInvoice',
+      status: 409,
+      reply: () => payer.test.post(`/v1/invoices/${ids.unpaid}/refund`),
+    },
     'refundInvoice 404 invoice_not_found': {
       operationId: 'refundInvoice',
       status: 404,
@@ -493,7 +501,10 @@ describe('real answers of the gateway match the document', () => {
   const idempotencyKey = randomUUID();
   const keyedBody = JSON.stringify({ amount: '10.00', orderId: orderId('openapi-keyed') });
   const keyedCreate = (body: string, key: string) =>
-    shop.test.raw('POST', '/v1/invoices', { body, headers: { authorization: `Bearer ${shop.keys.test.secretKey}`, 'content-type': 'application/json', 'idempotency-key': key } });
+    shop.test.raw('POST', '/v1/invoices', {
+      body,
+      headers: { authorization: `Bearer ${shop.keys.test.secretKey}`, 'content-type': 'application/json', 'idempotency-key': key },
+    });
   const CASES: Record<string, Case> = {
     'createInvoice 201 (every field)': { operationId: 'createInvoice', status: 201, reply: () => shop.test.post('/v1/invoices', fullRequest) },
     'createInvoice 200 (idempotent repeat)': { operationId: 'createInvoice', status: 200, reply: () => shop.test.post('/v1/invoices', fullRequest) },
@@ -506,7 +517,13 @@ describe('real answers of the gateway match the document', () => {
       operationId: 'createInvoice',
       status: 201,
       reply: () =>
-        shop.test.post('/v1/invoices', { amount: '300.00', orderId: orderId('openapi-dep'), method: 'sbp', feePayer: 'merchant', payerEmail: 'old@example.com' }),
+        shop.test.post('/v1/invoices', {
+          amount: '300.00',
+          orderId: orderId('openapi-dep'),
+          method: 'sbp',
+          feePayer: 'merchant',
+          payerEmail: 'old@example.com',
+        }),
     },
     'getInvoice 200 (method chosen)': { operationId: 'getInvoice', status: 200, reply: () => shop.test.get(`/v1/invoices/${created.full.id}`) },
     'getInvoice 200 (no method yet)': { operationId: 'getInvoice', status: 200, reply: () => shop.test.get(`/v1/invoices/${created.minimal.id}`) },
@@ -529,7 +546,10 @@ describe('real answers of the gateway match the document', () => {
       operationId: 'createInvoice',
       status: 400,
       reply: () =>
-        shop.test.raw('POST', '/v1/invoices', { body: '{"amount":', headers: { authorization: `Bearer ${shop.keys.test.secretKey}`, 'content-type': 'application/json' } }),
+        shop.test.raw('POST', '/v1/invoices', {
+          body: '{"amount":',
+          headers: { authorization: `Bearer ${shop.keys.test.secretKey}`, 'content-type': 'application/json' },
+        }),
     },
     'createInvoice 400 validation (unknown field)': {
       operationId: 'createInvoice',
@@ -537,7 +557,11 @@ describe('real answers of the gateway match the document', () => {
       reply: () => shop.test.post('/v1/invoices', { amount: '10.00', orderId: orderId('openapi-unknown'), colour: 'red' }),
     },
     'listInvoices 400 validation': { operationId: 'listInvoices', status: 400, reply: () => shop.test.get('/v1/invoices?limit=0') },
-    'createInvoice 401 (no key)': { operationId: 'createInvoice', status: 401, reply: () => api(gw.baseUrl).post('/v1/invoices', { amount: '10.00', orderId: 'o' }) },
+    'createInvoice 401 (no key)': {
+      operationId: 'createInvoice',
+      status: 401,
+      reply: () => api(gw.baseUrl).post('/v1/invoices', { amount: '10.00', orderId: 'o' }),
+    },
     'getBalance 401 (unknown key)': { operationId: 'getBalance', status: 401, reply: () => api(gw.baseUrl, `sk_test_${randomUUID()}`).get('/v1/balance') },
     'getInvoice 404 invoice_not_found': { operationId: 'getInvoice', status: 404, reply: () => shop.test.get(`/v1/invoices/${randomUUID()}`) },
     'createInvoice 409 order_id_conflict': {
@@ -546,7 +570,11 @@ describe('real answers of the gateway match the document', () => {
       reply: () => shop.test.post('/v1/invoices', { ...fullRequest, amount: '1600.00' }),
     },
     'createInvoice 201 (Idempotency-Key)': { operationId: 'createInvoice', status: 201, reply: () => keyedCreate(keyedBody, idempotencyKey) },
-    'createInvoice 201 (Idempotency-Key, the first answer replayed)': { operationId: 'createInvoice', status: 201, reply: () => keyedCreate(keyedBody, idempotencyKey) },
+    'createInvoice 201 (Idempotency-Key, the first answer replayed)': {
+      operationId: 'createInvoice',
+      status: 201,
+      reply: () => keyedCreate(keyedBody, idempotencyKey),
+    },
     'createInvoice 409 idempotency_key_conflict': {
       operationId: 'createInvoice',
       status: 409,
@@ -722,14 +750,21 @@ describe('real answers of the gateway match the document', () => {
     const validate = compile(declared.schema);
     expect(validate(replay.headers.get('idempotent-replayed'))).toBe(true);
     for (const id of ['createInvoice', 'refundInvoice', 'createPayout'] as const) {
-      expect(operation(id).parameters?.find((p) => p.in === 'header' && p.name === 'Idempotency-Key')).toMatchObject({ required: false, schema: { maxLength: 255 } });
+      expect(operation(id).parameters?.find((p) => p.in === 'header' && p.name === 'Idempotency-Key')).toMatchObject({
+        required: false,
+        schema: { maxLength: 255 },
+      });
       expect(operation(id).responses['409']!['x-error-codes']).toEqual(expect.arrayContaining(['idempotency_key_conflict', 'idempotency_key_in_use']));
     }
   });
 
   it('the refund and payout cases got the answers they name', () => {
     const body = (name: string) => replies.get(name)!.reply.body;
-    expect(body('refundInvoice 202 (partial)')).toMatchObject({ id: expect.stringMatching(/^rf_[0-9a-z]{24}$/), invoiceId: ids.refundedPartly, amount: '100.00' });
+    expect(body('refundInvoice 202 (partial)')).toMatchObject({
+      id: expect.stringMatching(/^rf_[0-9a-z]{24}$/),
+      invoiceId: ids.refundedPartly,
+      amount: '100.00',
+    });
     expect(body('refundInvoice 202 (full, no body)')).toMatchObject({ invoiceId: ids.refundedFully, amount: '1000.00', status: 'pending' });
     expect(body('getRefund 200')).toMatchObject({ id: created.partialRefund.id, invoiceId: ids.refundedPartly, amount: '100.00' });
     expect(body('listPayoutAddresses 200 (one confirmed address)').items).toEqual([

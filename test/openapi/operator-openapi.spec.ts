@@ -53,13 +53,31 @@ describe('the operator OpenAPI document', () => {
 
   it('documents every operator route the gateway serves', () => {
     const routes = [
-      'post /accounts', 'post /projects', 'get /projects/{id}', 'patch /projects/{id}', 'post /projects/{id}/keys/rotate',
-      'post /accounts/{id}/payout-addresses', 'post /payout-addresses/{id}/confirm', 'post /payouts/{id}/approve', 'post /payouts/{id}/process',
-      'post /payouts/{id}/pay', 'post /payouts/{id}/reject', 'post /payouts/{id}/cancel', 'post /refunds/{id}/fail', 'post /invoices/{id}/payment',
-      'get /accounts/{id}/ledger', 'get /accounts/{id}/balance', 'get /streams/{streamName}', 'get /webhook-deliveries',
-      'post /webhook-deliveries/{id}/resend', 'post /clock/advance', 'get /openapi.json',
+      'post /accounts',
+      'post /projects',
+      'get /projects/{id}',
+      'patch /projects/{id}',
+      'post /projects/{id}/keys/rotate',
+      'post /accounts/{id}/payout-addresses',
+      'post /payout-addresses/{id}/confirm',
+      'post /payouts/{id}/approve',
+      'post /payouts/{id}/process',
+      'post /payouts/{id}/pay',
+      'post /payouts/{id}/reject',
+      'post /payouts/{id}/cancel',
+      'post /refunds/{id}/fail',
+      'post /invoices/{id}/payment',
+      'get /accounts/{id}/ledger',
+      'get /accounts/{id}/balance',
+      'get /streams/{streamName}',
+      'get /webhook-deliveries',
+      'post /webhook-deliveries/{id}/resend',
+      'post /clock/advance',
+      'get /openapi.json',
     ];
-    const documented = Object.entries(doc.paths).flatMap(([path, item]) => (['get', 'post', 'patch'] as const).filter((m) => item[m]).map((m) => `${m} ${path}`));
+    const documented = Object.entries(doc.paths).flatMap(([path, item]) =>
+      (['get', 'post', 'patch'] as const).filter((m) => item[m]).map((m) => `${m} ${path}`),
+    );
     expect(documented.sort()).toEqual(routes.sort());
   });
 
@@ -74,7 +92,11 @@ describe('the operator OpenAPI document', () => {
     expect(validator('AdvanceClockRequest')({})).toBe(false);
     expect(validator('PayoutReasonRequest')({ reason: '' })).toBe(false);
     // And the gateway refuses the same bodies.
-    for (const refused of [{ ...body, bogus: 1 }, { ...body, holdHours: 721 }, { ...body, methods: { sbp: { feePct: 'x' } } }]) {
+    for (const refused of [
+      { ...body, bogus: 1 },
+      { ...body, holdHours: 721 },
+      { ...body, methods: { sbp: { feePct: 'x' } } },
+    ]) {
       expect((await gw.operator.http.post('/admin/v1/projects', refused)).status).toBe(400);
     }
   });

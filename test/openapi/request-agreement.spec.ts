@@ -21,7 +21,7 @@ import { RefundInvoiceRequest } from '../../apps/api/src/refunds/refund-invoice.
 import { anyText, INVOICE_FIELDS, invoiceWith, nested, numberLiteral, wrongTypeFor } from '../support/request-fuzz';
 
 const seed = process.env.FC_SEED ? Number(process.env.FC_SEED) : Date.now() ^ (Math.random() * 0x100000000);
- 
+
 console.log(`request-agreement seed: ${seed}`);
 
 const ajv = new Ajv2020({ strict: true, strictRequired: false, allErrors: true, allowUnionTypes: true });
@@ -67,7 +67,9 @@ function disagreements(name: string, cls: RequestClass, bodies: fc.Arbitrary<unk
       const server = serverVerdict(cls, text);
       counts[server ? 'valid' : 'invalid']++;
       if (document !== server) {
-        throw new Error(`${name}: the document says ${document ? 'valid' : 'invalid'} ${JSON.stringify(validate.errors)}, the server ${server ? 'valid' : 'invalid'}: ${text.slice(0, 400)}`);
+        throw new Error(
+          `${name}: the document says ${document ? 'valid' : 'invalid'} ${JSON.stringify(validate.errors)}, the server ${server ? 'valid' : 'invalid'}: ${text.slice(0, 400)}`,
+        );
       }
     }),
     { seed, numRuns },
@@ -80,12 +82,44 @@ const fieldValue = fc.oneof(
   fc.jsonValue({ maxDepth: 2 }),
   anyText(40),
   numberValue,
-  fc.constantFrom('10.00', '0.29', '1000000000.00', '1000000000.01', '1.234', 0.29, 10.5, 1e9, 1e9 + 0.01, 'http://shop.example/ok', 'HTTPS://x.ru', 'ftp://x', 'a@b.cc', 'ivan@', '+79991234567', 'card', 'sbp', 'usdt_trc20', 'merchant', null, 60, 1441, 0, -1, 1.5, 100, 101),
+  fc.constantFrom(
+    '10.00',
+    '0.29',
+    '1000000000.00',
+    '1000000000.01',
+    '1.234',
+    0.29,
+    10.5,
+    1e9,
+    1e9 + 0.01,
+    'http://shop.example/ok',
+    'HTTPS://x.ru',
+    'ftp://x',
+    'a@b.cc',
+    'ivan@',
+    '+79991234567',
+    'card',
+    'sbp',
+    'usdt_trc20',
+    'merchant',
+    null,
+    60,
+    1441,
+    0,
+    -1,
+    1.5,
+    100,
+    101,
+  ),
 );
 
 describe('the OpenAPI request schemas and the validator agree on the fuzz corpus', () => {
   it('CreateInvoiceRequest', () => {
-    const nestedField = fc.tuple(fc.integer({ min: 1, max: 60 }), fc.constantFrom<'array' | 'object'>('array', 'object'), fc.constantFrom(...INVOICE_FIELDS.map(([f]) => f)));
+    const nestedField = fc.tuple(
+      fc.integer({ min: 1, max: 60 }),
+      fc.constantFrom<'array' | 'object'>('array', 'object'),
+      fc.constantFrom(...INVOICE_FIELDS.map(([f]) => f)),
+    );
     const bodies = fc.oneof(
       // Every field with a value of the wrong type (error-contract-fuzz's corpus).
       fc.constantFrom(...INVOICE_FIELDS).chain(([field, kind]) => wrongTypeFor(kind).map((v) => invoiceWith(field, v))),
@@ -100,7 +134,11 @@ describe('the OpenAPI request schemas and the validator agree on the fuzz corpus
       fc.record({
         amount: fc.constantFrom('10.00', 10, 0.5, '0.29', 1e9),
         orderId: fc.string({ minLength: 1, maxLength: 20 }),
-        customer: fc.dictionary(fc.constantFrom('email', 'phone', 'userId', 'name', 'colour'), fc.oneof(fieldValue, fc.constantFrom('a@b.cc', '+79991234567')), { maxKeys: 3 }),
+        customer: fc.dictionary(
+          fc.constantFrom('email', 'phone', 'userId', 'name', 'colour'),
+          fc.oneof(fieldValue, fc.constantFrom('a@b.cc', '+79991234567')),
+          { maxKeys: 3 },
+        ),
         customFields: fc.oneof(fc.constant(null), fc.dictionary(fc.string({ maxLength: 8 }), fc.jsonValue({ maxDepth: 3 }), { maxKeys: 4 })),
       }),
     );
@@ -114,7 +152,14 @@ describe('the OpenAPI request schemas and the validator agree on the fuzz corpus
     const bodies = fc.oneof(
       fc.dictionary(fc.constantFrom('amount', 'addressId', 'method', 'account', 'orderId', 'comment', 'bogus'), fieldValue, { maxKeys: 6 }),
       fc.record(
-        { amount: fc.constantFrom('100.00', 100, '0.001'), addressId: fc.oneof(fc.nat(), fieldValue), method: fc.constantFrom('sbp', 'usdt_bep20', 'cash'), account: fc.oneof(anyText(20), fc.constant('+79991234567')), orderId: anyText(10), comment: fc.oneof(fc.constant(null), anyText(10)) },
+        {
+          amount: fc.constantFrom('100.00', 100, '0.001'),
+          addressId: fc.oneof(fc.nat(), fieldValue),
+          method: fc.constantFrom('sbp', 'usdt_bep20', 'cash'),
+          account: fc.oneof(anyText(20), fc.constant('+79991234567')),
+          orderId: anyText(10),
+          comment: fc.oneof(fc.constant(null), anyText(10)),
+        },
         { requiredKeys: ['amount'] },
       ),
     );
@@ -124,7 +169,10 @@ describe('the OpenAPI request schemas and the validator agree on the fuzz corpus
   });
 
   it('RefundInvoiceRequest', () => {
-    const bodies = fc.oneof(fc.dictionary(fc.constantFrom('amount', 'bogus'), fieldValue, { maxKeys: 2 }), numberValue.map((amount) => ({ amount })));
+    const bodies = fc.oneof(
+      fc.dictionary(fc.constantFrom('amount', 'bogus'), fieldValue, { maxKeys: 2 }),
+      numberValue.map((amount) => ({ amount })),
+    );
     const counts = disagreements('RefundInvoiceRequest', RefundInvoiceRequest, bodies, 1000);
     expect(counts.valid).toBeGreaterThan(20);
     expect(counts.invalid).toBeGreaterThan(20);

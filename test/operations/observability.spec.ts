@@ -8,14 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import { loadConfig } from '#payments/composition';
-import {
-  EventStore,
-  handleCommand,
-  observeCommands,
-  RecordedEvent,
-  StreamNotFoundError,
-  WrongExpectedRevisionError,
-} from '#event-store';
+import { EventStore, handleCommand, observeCommands, RecordedEvent, StreamNotFoundError, WrongExpectedRevisionError } from '#event-store';
 import { readiness } from '../../apps/api/src/health/readiness';
 import { startGateway, startProcess } from '../support/gateway-process';
 import {
@@ -162,7 +155,14 @@ describe('observability of a running gateway (API + projector in one process)', 
         ['unknown route', await anonymous.get('/v1/nothing-here'), 404],
         ['unknown invoice', await merchant.test.get(`/v1/invoices/${randomUUID()}`), 404],
         ['validation', await merchant.test.post('/v1/invoices', { amount: 'много', orderId: orderId() }), 400],
-        ['malformed JSON', await merchant.test.raw('POST', '/v1/invoices', { body: '{"amount":', headers: { authorization: `Bearer ${merchant.keys.test.secretKey}`, 'content-type': 'application/json' } }), 400],
+        [
+          'malformed JSON',
+          await merchant.test.raw('POST', '/v1/invoices', {
+            body: '{"amount":',
+            headers: { authorization: `Bearer ${merchant.keys.test.secretKey}`, 'content-type': 'application/json' },
+          }),
+          400,
+        ],
         ['bad URL', await anonymous.get('/v1/invoices/%E0%A4%A'), 400],
         ['not JSON', await merchant.test.raw('POST', '/v1/invoices', { body: 'amount=1', headers: { 'content-type': 'text/plain' } }), 415],
         ['no key', await anonymous.get('/v1/invoices'), 401],
@@ -237,7 +237,8 @@ describe('observability of a running gateway (API + projector in one process)', 
       for (let i = 0; i < 2; i++) await api(gw.baseUrl).get(`/v1/no-such-route-${randomUUID()}`);
       const after = await scrape();
 
-      const delta = (labels: Record<string, string>) => (valueOf(after, 'http_requests_total', labels) ?? 0) - (valueOf(before, 'http_requests_total', labels) ?? 0);
+      const delta = (labels: Record<string, string>) =>
+        (valueOf(after, 'http_requests_total', labels) ?? 0) - (valueOf(before, 'http_requests_total', labels) ?? 0);
       expect(delta(key)).toBe(3);
       expect(delta({ method: 'POST', route: '/v1/invoices', status: '201' })).toBe(1);
       expect(delta({ method: 'GET', route: 'unmatched', status: '404' })).toBe(2);
@@ -328,7 +329,10 @@ describe('observability of a running gateway (API + projector in one process)', 
         (s) =>
           ['invoice', 'ledger', 'refund'].every((category) => {
             const attempts = total(s, 'command_attempts_sum', { category }) - total(s, 'command_attempts_count', { category });
-            return attempts === total(s, 'command_retries_total', { category }) && total(s, 'command_retries_total', { category }) === total(s, 'command_conflicts_total', { category });
+            return (
+              attempts === total(s, 'command_retries_total', { category }) &&
+              total(s, 'command_retries_total', { category }) === total(s, 'command_conflicts_total', { category })
+            );
           }),
         'attempts, retries and conflicts to agree',
       );
@@ -373,7 +377,13 @@ describe('observability of a running gateway (API + projector in one process)', 
         expect(ready.body.eventLog).toEqual({
           invisibleEvents: expect.any(Number),
           oldestInvisibleSeconds: expect.any(Number),
-          oldestTransaction: { applicationName: 'visibility-test-holder', database: 'postgres', pid: expect.any(Number), state: 'idle in transaction', ageSeconds: expect.any(Number) },
+          oldestTransaction: {
+            applicationName: 'visibility-test-holder',
+            database: 'postgres',
+            pid: expect.any(Number),
+            state: 'idle in transaction',
+            ageSeconds: expect.any(Number),
+          },
         });
         // The invoice is stored (its own stream reads it) but no read model has it yet.
         expectStatus(await merchant.test.get(`/v1/invoices/${created.body.id}`), 200);
@@ -493,7 +503,16 @@ describe('the hooks under the metrics (in process)', () => {
       async appendToStream(streamName, toAppend, options) {
         if (!raced) {
           raced = true;
-          events.push({ id: randomUUID(), type: 'Counted', streamName, revision: 0n, data: { by: 1 }, metadata: {}, position: { commit: 1n, prepare: 1n }, createdAt: new Date() });
+          events.push({
+            id: randomUUID(),
+            type: 'Counted',
+            streamName,
+            revision: 0n,
+            data: { by: 1 },
+            metadata: {},
+            position: { commit: 1n, prepare: 1n },
+            createdAt: new Date(),
+          });
           throw new WrongExpectedRevisionError(streamName, options?.expectedRevision ?? 'any', 0n);
         }
         for (const e of toAppend) {

@@ -41,9 +41,7 @@ describe('replay and audit on a seeded log', () => {
     for (;;) {
       const head = (await store.headPosition())!;
       const rows = (
-        await db.pool.query<{ commit_position: string; prepare_position: string }>(
-          'SELECT commit_position, prepare_position FROM projection_checkpoints',
-        )
+        await db.pool.query<{ commit_position: string; prepare_position: string }>('SELECT commit_position, prepare_position FROM projection_checkpoints')
       ).rows;
       const behind = rows.filter((r) => comparePositions({ commit: BigInt(r.commit_position), prepare: BigInt(r.prepare_position) }, head) < 0);
       if (rows.length >= projections && behind.length === 0) return;

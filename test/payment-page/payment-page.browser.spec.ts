@@ -61,7 +61,9 @@ describe('payment page in a real browser (Debian Chromium via playwright-core)',
         );
         return;
       }
-      response.end('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Shop</title></head><body><h1>thank you</h1><p>Your order is paid.</p></body></html>');
+      response.end(
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Shop</title></head><body><h1>thank you</h1><p>Your order is paid.</p></body></html>',
+      );
     });
     await new Promise<void>((resolve) => shop.listen(0, '127.0.0.1', resolve));
     shopUrl = `http://127.0.0.1:${(shop.address() as AddressInfo).port}`;

@@ -53,10 +53,7 @@ describe('projection lag on a store other than PostgreSQL', () => {
   }
 
   it('counts only the events after the checkpoint that the projection takes', async () => {
-    const projections: LaggingProjection[] = [
-      { name: 'orders_only', filter: { streamNamePrefixes: ['order-'] } },
-      { name: 'everything' },
-    ];
+    const projections: LaggingProjection[] = [{ name: 'orders_only', filter: { streamNamePrefixes: ['order-'] } }, { name: 'everything' }];
     const handled = await append(`order-${randomUUID()}`);
     for (let i = 0; i < 5; i++) await append(`refund-${randomUUID()}`);
     await setCheckpoint('orders_only', handled);

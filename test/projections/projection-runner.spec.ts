@@ -1,13 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { PoolClient } from 'pg';
 import { comparePositions, Position, PostgresEventStore, RecordedEvent } from '#event-store';
-import {
-  Projection,
-  ProjectionRunner,
-  readCheckpoint,
-  rebuildProjection,
-  resetProjection,
-} from '#event-store/projections';
+import { Projection, ProjectionRunner, readCheckpoint, rebuildProjection, resetProjection } from '#event-store/projections';
 import { createPool } from '#platform/database';
 import { streamCatalogProjection } from '#payments/read-models';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
@@ -76,8 +70,7 @@ async function until(condition: () => Promise<boolean>, timeoutMs = 15_000): Pro
 }
 
 const seen = async () =>
-  (await db.pool.query<{ n: number; max: number }>('SELECT count(*)::int AS n, coalesce(max(seen_count), 0)::int AS max FROM seen_events'))
-    .rows[0]!;
+  (await db.pool.query<{ n: number; max: number }>('SELECT count(*)::int AS n, coalesce(max(seen_count), 0)::int AS max FROM seen_events')).rows[0]!;
 
 describe('projection runner', () => {
   beforeEach(async () => {
@@ -139,10 +132,15 @@ describe('projection runner', () => {
     try {
       a.start();
       await until(async () => a.status().state === 'live');
-      const frozen = (await db.pool.query<{ backend_pid: number }>('SELECT backend_pid FROM projection_leases WHERE projection = $1', [projection.name])).rows[0]!;
+      const frozen = (await db.pool.query<{ backend_pid: number }>('SELECT backend_pid FROM projection_leases WHERE projection = $1', [projection.name]))
+        .rows[0]!;
       b.start();
       await until(async () => b.status().state === 'live');
-      const lease = (await db.pool.query<{ holder: string; backend_pid: number }>('SELECT holder, backend_pid FROM projection_leases WHERE projection = $1', [projection.name])).rows[0]!;
+      const lease = (
+        await db.pool.query<{ holder: string; backend_pid: number }>('SELECT holder, backend_pid FROM projection_leases WHERE projection = $1', [
+          projection.name,
+        ])
+      ).rows[0]!;
       expect(lease.holder).toBe('standby-host:2');
       expect(lease.backend_pid).not.toBe(frozen.backend_pid);
       expect((await db.pool.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [frozen.backend_pid])).rowCount).toBe(0);
@@ -169,7 +167,9 @@ describe('projection runner', () => {
       await new Promise((r) => setTimeout(r, 2_500));
       expect(a.status().state).toBe('live');
       expect(b.status().state).toBe('standby');
-      expect((await db.pool.query<{ holder: string }>('SELECT holder FROM projection_leases WHERE projection = $1', [projection.name])).rows[0]!.holder).toBe('live-host:1');
+      expect((await db.pool.query<{ holder: string }>('SELECT holder FROM projection_leases WHERE projection = $1', [projection.name])).rows[0]!.holder).toBe(
+        'live-host:1',
+      );
     } finally {
       await Promise.all([a.stop(), b.stop()]);
     }
@@ -182,9 +182,7 @@ describe('projection runner', () => {
       moved = true;
       // Another process moves the stored checkpoint while this batch is being applied:
       // the runner's compare-and-set must fail and its whole batch roll back.
-      await db.pool.query(`UPDATE projection_checkpoints SET commit_position = 1, prepare_position = 1 WHERE projection = $1`, [
-        projection.name,
-      ]);
+      await db.pool.query(`UPDATE projection_checkpoints SET commit_position = 1, prepare_position = 1 WHERE projection = $1`, [projection.name]);
     });
     const runner = new ProjectionRunner(db.pool, store, projection, { batchSize: 1000 });
     runner.start();
@@ -243,11 +241,8 @@ describe('projection runner', () => {
 
 describe('stream catalog and rebuild', () => {
   const checksum = async () =>
-    (
-      await db.pool.query<{ sum: string }>(
-        `SELECT md5(coalesce(string_agg(c::text, '|' ORDER BY c.stream_name), '')) AS sum FROM stream_catalog c`,
-      )
-    ).rows[0]!.sum;
+    (await db.pool.query<{ sum: string }>(`SELECT md5(coalesce(string_agg(c::text, '|' ORDER BY c.stream_name), '')) AS sum FROM stream_catalog c`)).rows[0]!
+      .sum;
 
   it('catalogues every stream with its length and last event; a rebuild gives the same table', async () => {
     await appendMany('catalog', 4, 3);

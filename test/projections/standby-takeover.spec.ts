@@ -53,8 +53,8 @@ interface Lease {
   renewed_at: Date;
 }
 const lease = async (projection: string): Promise<Lease | null> =>
-  (await db.pool.query<Lease>('SELECT holder, backend_pid, acquired_at, renewed_at FROM projection_leases WHERE projection = $1', [projection]))
-    .rows[0] ?? null;
+  (await db.pool.query<Lease>('SELECT holder, backend_pid, acquired_at, renewed_at FROM projection_leases WHERE projection = $1', [projection])).rows[0] ??
+  null;
 
 /** Appends `count` events to a new stream; answers its name. */
 async function appendStream(count: number): Promise<string> {
@@ -79,7 +79,11 @@ it('a frozen active projector loses its projections to the standby within the bo
 
   // One of them is the active instance of stream_catalog (its readiness says so), and it works.
   const first = await appendStream(5);
-  await until(() => catalogued(first), (n) => n === 5, 'the first stream catalogued');
+  await until(
+    () => catalogued(first),
+    (n) => n === 5,
+    'the first stream catalogued',
+  );
   const stateOf = async (url: string): Promise<string | undefined> =>
     ((await api(url).get('/health/ready')).body.projections as Json[] | undefined)?.find((p) => p.projection === 'stream_catalog')?.state;
   const states = await until(
@@ -99,7 +103,12 @@ it('a frozen active projector loses its projections to the standby within the bo
   const second = await appendStream(7);
 
   // The read model moves on without the frozen process.
-  await until(() => catalogued(second), (n) => n === 7, 'the second stream catalogued by the standby', 40_000);
+  await until(
+    () => catalogued(second),
+    (n) => n === 7,
+    'the second stream catalogued by the standby',
+    40_000,
+  );
   const taken = (await lease('stream_catalog'))!;
   expect(lastRenewal!.holder).toBe(holderOf(active));
   expect(taken.holder).toBe(holderOf(standby));
@@ -114,9 +123,17 @@ it('a frozen active projector loses its projections to the standby within the bo
 
   active.child.kill('SIGCONT');
   const third = await appendStream(3);
-  await until(() => catalogued(third), (n) => n === 3, 'the third stream catalogued');
+  await until(
+    () => catalogued(third),
+    (n) => n === 3,
+    'the third stream catalogued',
+  );
   // The old process is back as a standby of stream_catalog; the new holder keeps it.
-  await until(() => stateOf(metricsUrls[activeIndex]!), (state) => state === 'standby', 'the old process to be a standby of stream_catalog');
+  await until(
+    () => stateOf(metricsUrls[activeIndex]!),
+    (state) => state === 'standby',
+    'the old process to be a standby of stream_catalog',
+  );
   expect(await stateOf(metricsUrls[1 - activeIndex]!)).toBe('live');
   expect((await lease('stream_catalog'))!.holder).toBe(holderOf(standby));
 

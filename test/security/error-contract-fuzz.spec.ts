@@ -75,7 +75,13 @@ function expectApiError(reply: Reply, status: number | number[], code: string | 
 
 /** Printable Latin-1 (what an HTTP header value can carry). */
 const headerText = (maxLength = 80) =>
-  fc.string({ unit: fc.integer({ min: 0x20, max: 0xff }).filter((c) => c !== 0x7f).map((c) => String.fromCharCode(c)), maxLength });
+  fc.string({
+    unit: fc
+      .integer({ min: 0x20, max: 0xff })
+      .filter((c) => c !== 0x7f)
+      .map((c) => String.fromCharCode(c)),
+    maxLength,
+  });
 
 describe('the error contract under fuzzing', () => {
   let gw: InvoiceGateway;
@@ -84,7 +90,8 @@ describe('the error contract under fuzzing', () => {
   let invoiceId: string;
   let webhookSecret: string;
 
-  const send = (method: string, path: string, init: { headers?: Record<string, string>; body?: string | Buffer } = {}) => sendRaw(gw.baseUrl, method, path, init);
+  const send = (method: string, path: string, init: { headers?: Record<string, string>; body?: string | Buffer } = {}) =>
+    sendRaw(gw.baseUrl, method, path, init);
   const merchantHeaders = (extra: Record<string, string> = {}) => ({ authorization: `Bearer ${shop.keys.test.secretKey}`, ...extra });
   const adminHeaders = (extra: Record<string, string> = {}) => ({ authorization: `Bearer ${gw.gateway.adminToken}`, ...extra });
   const json = { 'content-type': 'application/json' };
@@ -115,7 +122,13 @@ describe('the error contract under fuzzing', () => {
     { name: 'POST /v1/payouts', method: 'POST', path: () => '/v1/payouts', admin: false, body: true },
     { name: 'GET /v1/payouts', method: 'GET', path: () => '/v1/payouts', admin: false, body: false },
     { name: 'GET /v1/payouts/{id}', method: 'GET', path: () => '/v1/payouts/999999999', admin: false, body: false },
-    { name: 'POST /admin/v1/payout-addresses/{id}/confirm', method: 'POST', path: () => '/admin/v1/payout-addresses/999999999/confirm', admin: true, body: true },
+    {
+      name: 'POST /admin/v1/payout-addresses/{id}/confirm',
+      method: 'POST',
+      path: () => '/admin/v1/payout-addresses/999999999/confirm',
+      admin: true,
+      body: true,
+    },
     { name: 'POST /admin/v1/payouts/{id}/reject', method: 'POST', path: () => '/admin/v1/payouts/999999999/reject', admin: true, body: true },
     { name: 'POST /admin/v1/refunds/{id}/fail', method: 'POST', path: () => '/admin/v1/refunds/rf_000000000000000000000000/fail', admin: true, body: true },
     { name: 'GET /admin/v1/webhook-deliveries', method: 'GET', path: () => '/admin/v1/webhook-deliveries', admin: true, body: false },
@@ -123,22 +136,100 @@ describe('the error contract under fuzzing', () => {
   /** Every route with an id (merchant and operator), and the status an id with NUL gets there. */
   const ID_ROUTES: { name: string; method: string; path: (id: string) => string; headers: () => Record<string, string>; body?: string; nulStatus: number }[] = [
     { name: 'GET /v1/invoices/{id}', method: 'GET', path: (id) => `/v1/invoices/${id}`, headers: () => merchantHeaders(), nulStatus: 404 },
-    { name: 'POST /v1/invoices/{id}/refund', method: 'POST', path: (id) => `/v1/invoices/${id}/refund`, headers: () => merchantHeaders(), body: '{}', nulStatus: 404 },
+    {
+      name: 'POST /v1/invoices/{id}/refund',
+      method: 'POST',
+      path: (id) => `/v1/invoices/${id}/refund`,
+      headers: () => merchantHeaders(),
+      body: '{}',
+      nulStatus: 404,
+    },
     { name: 'GET /v1/refunds/{id}', method: 'GET', path: (id) => `/v1/refunds/${id}`, headers: () => merchantHeaders(), nulStatus: 404 },
     { name: 'GET /v1/payouts/{id} (test key)', method: 'GET', path: (id) => `/v1/payouts/${id}`, headers: () => merchantHeaders(), nulStatus: 404 },
-    { name: 'GET /v1/payouts/{id} (live key)', method: 'GET', path: (id) => `/v1/payouts/${id}`, headers: () => ({ authorization: `Bearer ${shop.keys.live.secretKey}` }), nulStatus: 404 },
+    {
+      name: 'GET /v1/payouts/{id} (live key)',
+      method: 'GET',
+      path: (id) => `/v1/payouts/${id}`,
+      headers: () => ({ authorization: `Bearer ${shop.keys.live.secretKey}` }),
+      nulStatus: 404,
+    },
     { name: 'GET /admin/v1/projects/{id}', method: 'GET', path: (id) => `/admin/v1/projects/${id}`, headers: () => adminHeaders(), nulStatus: 404 },
-    { name: 'PATCH /admin/v1/projects/{id}', method: 'PATCH', path: (id) => `/admin/v1/projects/${id}`, headers: () => adminHeaders(), body: '{"name":"Переименован"}', nulStatus: 404 },
-    { name: 'POST /admin/v1/projects/{id}/keys/rotate', method: 'POST', path: (id) => `/admin/v1/projects/${id}/keys/rotate`, headers: () => adminHeaders(), body: '{"mode":"bogus"}', nulStatus: 404 },
-    { name: 'POST /admin/v1/invoices/{id}/payment', method: 'POST', path: (id) => `/admin/v1/invoices/${id}/payment`, headers: () => adminHeaders(), body: '{"outcome":"paid"}', nulStatus: 404 },
-    { name: 'POST /admin/v1/accounts/{id}/payout-addresses', method: 'POST', path: (id) => `/admin/v1/accounts/${id}/payout-addresses`, headers: () => adminHeaders(), body: '{"method":"sbp","account":"+79161234567"}', nulStatus: 404 },
-    { name: 'POST /admin/v1/payout-addresses/{id}/confirm', method: 'POST', path: (id) => `/admin/v1/payout-addresses/${id}/confirm`, headers: () => adminHeaders(), nulStatus: 404 },
-    { name: 'POST /admin/v1/payouts/{id}/approve', method: 'POST', path: (id) => `/admin/v1/payouts/${id}/approve`, headers: () => adminHeaders(), nulStatus: 404 },
-    { name: 'POST /admin/v1/payouts/{id}/cancel', method: 'POST', path: (id) => `/admin/v1/payouts/${id}/cancel`, headers: () => adminHeaders(), body: '{"reason":"нет"}', nulStatus: 404 },
+    {
+      name: 'PATCH /admin/v1/projects/{id}',
+      method: 'PATCH',
+      path: (id) => `/admin/v1/projects/${id}`,
+      headers: () => adminHeaders(),
+      body: '{"name":"Переименован"}',
+      nulStatus: 404,
+    },
+    {
+      name: 'POST /admin/v1/projects/{id}/keys/rotate',
+      method: 'POST',
+      path: (id) => `/admin/v1/projects/${id}/keys/rotate`,
+      headers: () => adminHeaders(),
+      body: '{"mode":"bogus"}',
+      nulStatus: 404,
+    },
+    {
+      name: 'POST /admin/v1/invoices/{id}/payment',
+      method: 'POST',
+      path: (id) => `/admin/v1/invoices/${id}/payment`,
+      headers: () => adminHeaders(),
+      body: '{"outcome":"paid"}',
+      nulStatus: 404,
+    },
+    {
+      name: 'POST /admin/v1/accounts/{id}/payout-addresses',
+      method: 'POST',
+      path: (id) => `/admin/v1/accounts/${id}/payout-addresses`,
+      headers: () => adminHeaders(),
+      body: '{"method":"sbp","account":"+79161234567"}',
+      nulStatus: 404,
+    },
+    {
+      name: 'POST /admin/v1/payout-addresses/{id}/confirm',
+      method: 'POST',
+      path: (id) => `/admin/v1/payout-addresses/${id}/confirm`,
+      headers: () => adminHeaders(),
+      nulStatus: 404,
+    },
+    {
+      name: 'POST /admin/v1/payouts/{id}/approve',
+      method: 'POST',
+      path: (id) => `/admin/v1/payouts/${id}/approve`,
+      headers: () => adminHeaders(),
+      nulStatus: 404,
+    },
+    {
+      name: 'POST /admin/v1/payouts/{id}/cancel',
+      method: 'POST',
+      path: (id) => `/admin/v1/payouts/${id}/cancel`,
+      headers: () => adminHeaders(),
+      body: '{"reason":"нет"}',
+      nulStatus: 404,
+    },
     { name: 'POST /admin/v1/refunds/{id}/fail', method: 'POST', path: (id) => `/admin/v1/refunds/${id}/fail`, headers: () => adminHeaders(), nulStatus: 404 },
-    { name: 'POST /admin/v1/webhook-deliveries/{id}/resend', method: 'POST', path: (id) => `/admin/v1/webhook-deliveries/${id}/resend`, headers: () => adminHeaders(), nulStatus: 404 },
-    { name: 'GET /admin/v1/accounts/{id}/ledger', method: 'GET', path: (id) => `/admin/v1/accounts/${id}/ledger?mode=test`, headers: () => adminHeaders(), nulStatus: 400 },
-    { name: 'GET /admin/v1/accounts/{id}/balance', method: 'GET', path: (id) => `/admin/v1/accounts/${id}/balance?mode=test`, headers: () => adminHeaders(), nulStatus: 400 },
+    {
+      name: 'POST /admin/v1/webhook-deliveries/{id}/resend',
+      method: 'POST',
+      path: (id) => `/admin/v1/webhook-deliveries/${id}/resend`,
+      headers: () => adminHeaders(),
+      nulStatus: 404,
+    },
+    {
+      name: 'GET /admin/v1/accounts/{id}/ledger',
+      method: 'GET',
+      path: (id) => `/admin/v1/accounts/${id}/ledger?mode=test`,
+      headers: () => adminHeaders(),
+      nulStatus: 400,
+    },
+    {
+      name: 'GET /admin/v1/accounts/{id}/balance',
+      method: 'GET',
+      path: (id) => `/admin/v1/accounts/${id}/balance?mode=test`,
+      headers: () => adminHeaders(),
+      nulStatus: 400,
+    },
     { name: 'GET /admin/v1/streams/{name}', method: 'GET', path: (id) => `/admin/v1/streams/${id}`, headers: () => adminHeaders(), nulStatus: 404 },
   ];
   /** Every list with a cursor (merchant and operator). */
@@ -153,7 +244,10 @@ describe('the error contract under fuzzing', () => {
   const MERCHANT = ENDPOINTS.filter((e) => !e.admin);
 
   const call = (e: Endpoint, body: string | Buffer | undefined, headers: Record<string, string> = {}) =>
-    send(e.method, e.path(), { body: e.body ? body : undefined, headers: { ...(e.admin ? adminHeaders() : merchantHeaders()), ...(e.body && body !== undefined ? json : {}), ...headers } });
+    send(e.method, e.path(), {
+      body: e.body ? body : undefined,
+      headers: { ...(e.admin ? adminHeaders() : merchantHeaders()), ...(e.body && body !== undefined ? json : {}), ...headers },
+    });
 
   /** Row counts of what a request may write: the event log, accounts, projects, keys; and the mutable bits. */
   async function writtenState(): Promise<Json> {
@@ -162,7 +256,7 @@ describe('the error contract under fuzzing', () => {
       events: await q('SELECT count(*)::int AS n, coalesce(max(global_position), 0)::text AS last FROM events'),
       streams: await q('SELECT count(*)::int AS n FROM event_streams'),
       accounts: await q('SELECT count(*)::int AS n FROM accounts'),
-      projects: await q("SELECT count(*)::int AS n, max(updated_at) AS updated FROM projects"),
+      projects: await q('SELECT count(*)::int AS n, max(updated_at) AS updated FROM projects'),
       keys: await q('SELECT count(*)::int AS n, count(revoked_at)::int AS revoked FROM api_keys'),
       clock: await q('SELECT offset_ms::text AS offset FROM manual_clock'),
     };
@@ -188,7 +282,8 @@ describe('the error contract under fuzzing', () => {
       const s = (arb: fc.Arbitrary<unknown>, n: number, seed: number) => fc.sample(arb, { numRuns: n, seed });
       type Req = { method: string; path: string; body?: string; headers: Record<string, string> };
       const requests: Req[] = [];
-      const invoice = (body: unknown, headers: Record<string, string> = merchantHeaders()) => requests.push({ method: 'POST', path: '/v1/invoices', body: JSON.stringify(body), headers: { ...headers, ...json } });
+      const invoice = (body: unknown, headers: Record<string, string> = merchantHeaders()) =>
+        requests.push({ method: 'POST', path: '/v1/invoices', body: JSON.stringify(body), headers: { ...headers, ...json } });
       const admin = (method: string, path: string, body: unknown, headers: Record<string, string> = adminHeaders()) =>
         requests.push({ method, path, body: JSON.stringify(body), headers: { ...headers, ...json } });
       const validInvoice = () => ({ amount: '100.00', orderId: orderId('refused') });
@@ -197,7 +292,20 @@ describe('the error contract under fuzzing', () => {
       // Every field of CreateInvoiceRequest of a wrong type.
       for (const [field, kind] of INVOICE_FIELDS) for (const v of s(wrongTypeFor(kind), 8, 1)) invoice(invoiceWith(field, v));
       // Out of range, enum, length.
-      for (const change of [{ amount: '0.001' }, { amount: '-1.00' }, { orderId: 'x'.repeat(129) }, { description: 'д'.repeat(256) }, { method: 'cash' }, { expire: 0 }, { expire: 1441 }, { customerFeeShare: 101 }, { customer: { email: 'a@' } }, { customer: { phone: '123' } }, { bogus: 1 }, { successUrl: 'ftp://x' }]) {
+      for (const change of [
+        { amount: '0.001' },
+        { amount: '-1.00' },
+        { orderId: 'x'.repeat(129) },
+        { description: 'д'.repeat(256) },
+        { method: 'cash' },
+        { expire: 0 },
+        { expire: 1441 },
+        { customerFeeShare: 101 },
+        { customer: { email: 'a@' } },
+        { customer: { phone: '123' } },
+        { bogus: 1 },
+        { successUrl: 'ftp://x' },
+      ]) {
         invoice({ ...validInvoice(), ...change });
       }
       // Valid bodies with wrong credentials (bearer and HMAC).
@@ -213,25 +321,59 @@ describe('the error contract under fuzzing', () => {
         requests.push({ method: 'POST', path: '/v1/invoices', body, headers: { ...bad, ...json } });
       }
       // Malformed, truncated, oversized, deeply nested, undecodable bodies.
-      for (const text of s(fc.json().filter((t) => t.length > 1), 30, 3)) {
+      for (const text of s(
+        fc.json().filter((t) => t.length > 1),
+        30,
+        3,
+      )) {
         const t = String(text);
         requests.push({ method: 'POST', path: '/v1/invoices', body: t.slice(0, t.length - 1), headers: { ...merchantHeaders(), ...json } });
       }
-      for (let i = 0; i < 5; i++) requests.push({ method: 'POST', path: '/v1/invoices', body: JSON.stringify({ ...validInvoice(), description: 'я'.repeat(40_000) }), headers: { ...merchantHeaders(), ...json } });
-      for (const depth of [3000, 5000, 10000]) requests.push({ method: 'POST', path: '/v1/invoices', body: `{"amount":"100.00","orderId":"${orderId('deep')}","customFields":{"a":${nested(depth, 'array')}}}`, headers: { ...merchantHeaders(), ...json } });
+      for (let i = 0; i < 5; i++)
+        requests.push({
+          method: 'POST',
+          path: '/v1/invoices',
+          body: JSON.stringify({ ...validInvoice(), description: 'я'.repeat(40_000) }),
+          headers: { ...merchantHeaders(), ...json },
+        });
+      for (const depth of [3000, 5000, 10000])
+        requests.push({
+          method: 'POST',
+          path: '/v1/invoices',
+          body: `{"amount":"100.00","orderId":"${orderId('deep')}","customFields":{"a":${nested(depth, 'array')}}}`,
+          headers: { ...merchantHeaders(), ...json },
+        });
       for (const text of ['a\ud800', '\udc00b', '\u0000']) invoice({ ...validInvoice(), description: text });
-      requests.push({ method: 'POST', path: '/v1/invoices', body: JSON.stringify(validInvoice()), headers: { ...merchantHeaders(), 'content-type': 'multipart/form-data; boundary=x' } });
+      requests.push({
+        method: 'POST',
+        path: '/v1/invoices',
+        body: JSON.stringify(validInvoice()),
+        headers: { ...merchantHeaders(), 'content-type': 'multipart/form-data; boundary=x' },
+      });
 
       // Operator endpoints: invalid bodies, and valid bodies without the operator token.
       for (const v of s(wrongTypeFor('string'), 15, 4)) admin('POST', '/admin/v1/accounts', { name: v, email: 'a@example.com' });
       for (const v of ['', 'not-an-email', 'a@', null]) admin('POST', '/admin/v1/accounts', { name: 'X', email: v });
       admin('POST', '/admin/v1/accounts', { name: 'X' });
       for (let i = 0; i < 10; i++) admin('POST', '/admin/v1/accounts', accountsBody, merchantHeaders());
-      for (const change of [{ holdHours: -1 }, { holdHours: 'x' }, { status: 'frozen' }, { usdtEnabled: 'yes' }, { webhookUrl: 'nope' }, { webhookEvents: ['x'] }, { customerFeeShare: 101 }, { methods: { sbp: { feePct: -1 } } }, { methods: { card: { min: '5.00', max: '1.00' } } }, { name: '' }, { bogus: true }]) {
+      for (const change of [
+        { holdHours: -1 },
+        { holdHours: 'x' },
+        { status: 'frozen' },
+        { usdtEnabled: 'yes' },
+        { webhookUrl: 'nope' },
+        { webhookEvents: ['x'] },
+        { customerFeeShare: 101 },
+        { methods: { sbp: { feePct: -1 } } },
+        { methods: { card: { min: '5.00', max: '1.00' } } },
+        { name: '' },
+        { bogus: true },
+      ]) {
         admin('POST', '/admin/v1/projects', { accountId: shop.accountId, name: 'Новый', ...change });
         admin('PATCH', `/admin/v1/projects/${shop.projectId}`, change);
       }
-      for (let i = 0; i < 10; i++) admin('POST', '/admin/v1/projects', { accountId: shop.accountId, name: 'Новый' }, { authorization: `Bearer ${shop.keys.live.secretKey}` });
+      for (let i = 0; i < 10; i++)
+        admin('POST', '/admin/v1/projects', { accountId: shop.accountId, name: 'Новый' }, { authorization: `Bearer ${shop.keys.live.secretKey}` });
       admin('PATCH', `/admin/v1/projects/${shop.projectId}`, { accountId: scratch.accountId });
       for (let i = 0; i < 10; i++) admin('PATCH', `/admin/v1/projects/${shop.projectId}`, { status: 'blocked' }, {});
       for (const mode of ['x', 'TEST', null, 1]) admin('POST', `/admin/v1/projects/${shop.projectId}/keys/rotate`, { mode });
@@ -263,7 +405,19 @@ describe('the error contract under fuzzing', () => {
 
   describe('fuzzing every endpoint (fast-check)', () => {
     it('malformed bodies on every endpoint that takes one: no 5xx, the exact error shape', async () => {
-      const where = fc.constantFrom('top', 'amount', 'orderId', 'description', 'customFields', 'customer', 'name', 'seconds', 'outcome', 'methods', 'holdHours');
+      const where = fc.constantFrom(
+        'top',
+        'amount',
+        'orderId',
+        'description',
+        'customFields',
+        'customer',
+        'name',
+        'seconds',
+        'outcome',
+        'methods',
+        'holdHours',
+      );
       const body: fc.Arbitrary<string | Buffer> = fc.oneof(
         { weight: 4, arbitrary: fc.jsonValue({ stringUnit: 'binary' }).map((v) => JSON.stringify(v) ?? 'null') },
         { weight: 3, arbitrary: fc.string({ unit: 'binary', maxLength: 200 }) },
@@ -275,14 +429,22 @@ describe('the error contract under fuzzing', () => {
             .chain((t) => fc.nat({ max: t.length - 1 }).map((k) => t.slice(0, k))),
         },
         { weight: 3, arbitrary: fc.tuple(where, numberLiteral).map(([k, n]) => (k === 'top' ? n : `{"amount":"10.00","orderId":"fz","${k}":${n}}`)) },
-        { weight: 3, arbitrary: fc.tuple(where, anyText(100)).map(([k, t]) => JSON.stringify(k === 'top' ? t : { amount: '10.00', orderId: `fz-${randomUUID()}`, [k]: t })) },
+        {
+          weight: 3,
+          arbitrary: fc
+            .tuple(where, anyText(100))
+            .map(([k, t]) => JSON.stringify(k === 'top' ? t : { amount: '10.00', orderId: `fz-${randomUUID()}`, [k]: t })),
+        },
         {
           weight: 2,
           arbitrary: fc
             .tuple(fc.integer({ min: 1, max: 12_000 }), fc.constantFrom<'array' | 'object'>('array', 'object'), where)
             .map(([d, kind, k]) => (k === 'top' ? nested(d, kind) : `{"amount":"10.00","orderId":"fz","${k}":${nested(d, kind)}}`)),
         },
-        { weight: 1, arbitrary: fc.integer({ min: 60_000, max: 70_000 }).map((n) => JSON.stringify({ amount: '10.00', orderId: 'fz', description: 'x'.repeat(n) })) },
+        {
+          weight: 1,
+          arbitrary: fc.integer({ min: 60_000, max: 70_000 }).map((n) => JSON.stringify({ amount: '10.00', orderId: 'fz', description: 'x'.repeat(n) })),
+        },
         { weight: 2, arbitrary: fc.uint8Array({ maxLength: 200 }).map((b) => Buffer.from(b)) },
         {
           weight: 1,
@@ -354,7 +516,9 @@ describe('the error contract under fuzzing', () => {
           const flipped = k[at] === 'A' ? 'B' : 'A';
           return `Bearer ${k.slice(0, at)}${flipped}${k.slice(at + 1)}`;
         }),
-        fc.constantFrom('prefix', 'suffix', 'double').map((how) => (how === 'prefix' ? `Bearer x${key()}` : how === 'suffix' ? `Bearer ${key()}x` : `Bearer ${key()} ${key()}`)),
+        fc
+          .constantFrom('prefix', 'suffix', 'double')
+          .map((how) => (how === 'prefix' ? `Bearer x${key()}` : how === 'suffix' ? `Bearer ${key()}x` : `Bearer ${key()} ${key()}`)),
       );
       await fc.assert(
         fc.asyncProperty(fc.constantFrom(...ENDPOINTS), authorization, async (e, auth) => {
@@ -455,12 +619,17 @@ describe('the error contract under fuzzing', () => {
         headerText(40),
       );
       await fc.assert(
-        fc.asyncProperty(fc.constantFrom(...WITH_BODY), contentType, fc.constantFrom('{"amount":true}', '{"bogus":1}', 'a=1&b=2', '<x/>', '--zz--'), async (e, ct, b) => {
-          const r = await send(e.method, e.path(), { body: b, headers: { ...(e.admin ? adminHeaders() : merchantHeaders()), 'content-type': ct } });
-          expectContract(r, `${e.name} with content-type ${JSON.stringify(ct)}`);
-          expect(r.status).toBeGreaterThanOrEqual(400);
-          if (r.status === 415) expect(r.body.error.code).toBe('unsupported_media_type');
-        }),
+        fc.asyncProperty(
+          fc.constantFrom(...WITH_BODY),
+          contentType,
+          fc.constantFrom('{"amount":true}', '{"bogus":1}', 'a=1&b=2', '<x/>', '--zz--'),
+          async (e, ct, b) => {
+            const r = await send(e.method, e.path(), { body: b, headers: { ...(e.admin ? adminHeaders() : merchantHeaders()), 'content-type': ct } });
+            expectContract(r, `${e.name} with content-type ${JSON.stringify(ct)}`);
+            expect(r.status).toBeGreaterThanOrEqual(400);
+            if (r.status === 415) expect(r.body.error.code).toBe('unsupported_media_type');
+          },
+        ),
         { numRuns: 300 },
       );
     });
@@ -476,7 +645,23 @@ describe('the error contract under fuzzing', () => {
         anyText(40),
         fc.integer({ min: -1000, max: 1000 }).map(String),
         numberLiteral,
-        fc.constantFrom('created', 'paid', 'PAID', 'refunded', '2026-01-31T21:00:00Z', '2026-13-45T25:61:00Z', '0000-01-01T00:00:00Z', '9999-12-31T23:59:59.999999Z', 'eyJzZXEiOjF9', 'eyJzZXEiOiJ4In0', 'e30', 'bnVsbA', '%', '%%', '%E0%A4%A'),
+        fc.constantFrom(
+          'created',
+          'paid',
+          'PAID',
+          'refunded',
+          '2026-01-31T21:00:00Z',
+          '2026-13-45T25:61:00Z',
+          '0000-01-01T00:00:00Z',
+          '9999-12-31T23:59:59.999999Z',
+          'eyJzZXEiOjF9',
+          'eyJzZXEiOiJ4In0',
+          'e30',
+          'bnVsbA',
+          '%',
+          '%%',
+          '%E0%A4%A',
+        ),
         fc.base64String({ maxLength: 40 }),
         fc.string({ minLength: 120, maxLength: 600 }),
       );
@@ -485,8 +670,8 @@ describe('the error contract under fuzzing', () => {
         fc.asyncProperty(params, fc.boolean(), async (pairs, encode) => {
           const query = encode
             ? new URLSearchParams(pairs).toString()
-            // eslint-disable-next-line no-control-regex -- control characters are what the fuzz removes here
-            : pairs.map(([k, v]) => `${k}=${v.replace(/[#\s\u0000-\u001f]/g, '')}`).join('&');
+            : // eslint-disable-next-line no-control-regex -- control characters are what the fuzz removes here
+              pairs.map(([k, v]) => `${k}=${v.replace(/[#\s\u0000-\u001f]/g, '')}`).join('&');
           const r = await send('GET', `/v1/invoices?${query}`, { headers: merchantHeaders() });
           expectContract(r, `GET /v1/invoices?${query}`);
           if (r.status !== 200) {
@@ -508,7 +693,15 @@ describe('the error contract under fuzzing', () => {
       );
       // Ids with a NUL character (%00) somewhere: PostgreSQL cannot store or compare them.
       const withNul = fc
-        .tuple(fc.oneof(fc.constant(''), fc.uuid(), fc.constantFrom('rf_', 'invoice-', '1', 'po_1'), fc.string({ unit: 'grapheme-ascii', maxLength: 10 }).map(encodeURIComponent)), fc.oneof(fc.constant(''), fc.uuid(), fc.nat().map(String)))
+        .tuple(
+          fc.oneof(
+            fc.constant(''),
+            fc.uuid(),
+            fc.constantFrom('rf_', 'invoice-', '1', 'po_1'),
+            fc.string({ unit: 'grapheme-ascii', maxLength: 10 }).map(encodeURIComponent),
+          ),
+          fc.oneof(fc.constant(''), fc.uuid(), fc.nat().map(String)),
+        )
         .map(([before, after]) => `${before}%00${after}`);
       const raw = fc.oneof(rawId, withNul);
       const target = fc.constantFrom(...ID_ROUTES);
@@ -583,8 +776,14 @@ describe('the error contract under fuzzing', () => {
         fc.integer({ min: 300, max: 3000 }).map((zeros) => `1.${'0'.repeat(zeros)}e2`),
         fc.integer({ min: 300, max: 3000 }).map((zeros) => `10.${'0'.repeat(zeros)}1`),
       );
-      const badPercent = fc.oneof(fc.constantFrom('1e-1', '1.00001', '2E0'), fc.integer({ min: 300, max: 3000 }).map((zeros) => `1.${'0'.repeat(zeros)}e0`));
-      const pad = fc.oneof(fc.integer({ min: 300, max: 5000 }).map((n) => '9'.repeat(n)), longInteger(7));
+      const badPercent = fc.oneof(
+        fc.constantFrom('1e-1', '1.00001', '2E0'),
+        fc.integer({ min: 300, max: 3000 }).map((zeros) => `1.${'0'.repeat(zeros)}e0`),
+      );
+      const pad = fc.oneof(
+        fc.integer({ min: 300, max: 5000 }).map((n) => '9'.repeat(n)),
+        longInteger(7),
+      );
       type Shape = { name: string; method: string; path: () => string; headers: () => Record<string, string>; body: fc.Arbitrary<string>; param: string };
       const SHAPES: Shape[] = [
         {
@@ -592,7 +791,9 @@ describe('the error contract under fuzzing', () => {
           method: 'POST',
           path: () => '/v1/invoices',
           headers: () => merchantHeaders(),
-          body: fc.tuple(pad, longInteger(60), badMoney).map(([p, e, m]) => `{"orderId":"${orderId('fz-long')}","customFields":{"pad":${p}},"expire":${e},"amount":${m}}`),
+          body: fc
+            .tuple(pad, longInteger(60), badMoney)
+            .map(([p, e, m]) => `{"orderId":"${orderId('fz-long')}","customFields":{"pad":${p}},"expire":${e},"amount":${m}}`),
           param: 'amount',
         },
         {
@@ -600,10 +801,19 @@ describe('the error contract under fuzzing', () => {
           method: 'POST',
           path: () => '/v1/invoices',
           headers: () => merchantHeaders(),
-          body: fc.tuple(longInteger(60), badPercent).map(([e, p]) => `{"orderId":"${orderId('fz-long')}","amount":"100.00","method":"card","expire":${e},"customerFeePct":${p}}`),
+          body: fc
+            .tuple(longInteger(60), badPercent)
+            .map(([e, p]) => `{"orderId":"${orderId('fz-long')}","amount":"100.00","method":"card","expire":${e},"customerFeePct":${p}}`),
           param: 'customerFeePct',
         },
-        { name: 'POST /v1/invoices/{id}/refund', method: 'POST', path: () => `/v1/invoices/${invoiceId}/refund`, headers: () => merchantHeaders(), body: badMoney.map((m) => `{"amount":${m}}`), param: 'amount' },
+        {
+          name: 'POST /v1/invoices/{id}/refund',
+          method: 'POST',
+          path: () => `/v1/invoices/${invoiceId}/refund`,
+          headers: () => merchantHeaders(),
+          body: badMoney.map((m) => `{"amount":${m}}`),
+          param: 'amount',
+        },
         {
           name: 'POST /v1/payouts (live key, amount after a long addressId)',
           method: 'POST',
@@ -617,7 +827,9 @@ describe('the error contract under fuzzing', () => {
           method: 'POST',
           path: () => '/admin/v1/projects',
           headers: () => adminHeaders(),
-          body: fc.tuple(longInteger(24), badMoney).map(([h, m]) => `{"accountId":"${scratch.accountId}","name":"Длинные","holdHours":${h},"methods":{"sbp":{"min":${m}}}}`),
+          body: fc
+            .tuple(longInteger(24), badMoney)
+            .map(([h, m]) => `{"accountId":"${scratch.accountId}","name":"Длинные","holdHours":${h},"methods":{"sbp":{"min":${m}}}}`),
           param: 'methods.sbp.min',
         },
         {
@@ -675,20 +887,42 @@ describe('the error contract under fuzzing', () => {
 
     it('random methods and paths: no 5xx, the exact error shape', async () => {
       const segment = fc.oneof(
-        fc.constantFrom('v1', 'admin', 'invoices', 'methods', 'balance', 'accounts', 'projects', 'clock', 'advance', 'payment', 'keys', 'rotate', 'refunds', 'payouts', 'v2', ''),
+        fc.constantFrom(
+          'v1',
+          'admin',
+          'invoices',
+          'methods',
+          'balance',
+          'accounts',
+          'projects',
+          'clock',
+          'advance',
+          'payment',
+          'keys',
+          'rotate',
+          'refunds',
+          'payouts',
+          'v2',
+          '',
+        ),
         fc.uuid(),
         fc.string({ unit: 'grapheme-ascii', maxLength: 12 }).map((t) => encodeURIComponent(t)),
       );
       await fc.assert(
-        fc.asyncProperty(fc.constantFrom('GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'), fc.array(segment, { minLength: 1, maxLength: 5 }), fc.boolean(), async (method, segments, asAdmin) => {
-          const path = `/${segments.join('/')}`;
-          const withBody = method !== 'GET';
-          const r = await send(method, path, {
-            headers: { ...(asAdmin ? adminHeaders() : merchantHeaders()), ...(withBody ? json : {}) },
-            body: withBody ? '{"bogus":1}' : undefined,
-          });
-          expectContract(r, `${method} ${path}`);
-        }),
+        fc.asyncProperty(
+          fc.constantFrom('GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'),
+          fc.array(segment, { minLength: 1, maxLength: 5 }),
+          fc.boolean(),
+          async (method, segments, asAdmin) => {
+            const path = `/${segments.join('/')}`;
+            const withBody = method !== 'GET';
+            const r = await send(method, path, {
+              headers: { ...(asAdmin ? adminHeaders() : merchantHeaders()), ...(withBody ? json : {}) },
+              body: withBody ? '{"bogus":1}' : undefined,
+            });
+            expectContract(r, `${method} ${path}`);
+          },
+        ),
         { numRuns: 300 },
       );
     });
@@ -786,7 +1020,22 @@ describe('the error contract under fuzzing', () => {
         customFields: [1],
         payerEmail: true,
       });
-      const expected = ['amount', 'orderId', 'description', 'method', 'customerFeeShare', 'feePayer', 'expire', 'successUrl', 'customer.email', 'customer.phone', 'customer.userId', 'customer.name', 'customFields', 'payerEmail'];
+      const expected = [
+        'amount',
+        'orderId',
+        'description',
+        'method',
+        'customerFeeShare',
+        'feePayer',
+        'expire',
+        'successUrl',
+        'customer.email',
+        'customer.phone',
+        'customer.userId',
+        'customer.name',
+        'customFields',
+        'payerEmail',
+      ];
       expectApiError(r, 400, 'validation');
       expect(r.body.error.details.map((d: Json) => d.param).sort()).toEqual([...expected].sort());
       expect(expected).toContain(r.body.error.param);
@@ -809,7 +1058,9 @@ describe('the error contract under fuzzing', () => {
         methods: { sbp: { feePct: 'x' }, card: { enabled: 'yes' } },
       });
       expectApiError(r, 400, 'validation');
-      expect(r.body.error.details.map((d: Json) => d.param).sort()).toEqual(['accountId', 'holdHours', 'methods.card.enabled', 'methods.sbp.feePct', 'name', 'status', 'webhookEvents'].sort());
+      expect(r.body.error.details.map((d: Json) => d.param).sort()).toEqual(
+        ['accountId', 'holdHours', 'methods.card.enabled', 'methods.sbp.feePct', 'name', 'status', 'webhookEvents'].sort(),
+      );
     });
 
     it('the query of GET /v1/invoices: every violation in details', async () => {
@@ -875,7 +1126,7 @@ describe('the error contract under fuzzing', () => {
       ['an invalid percent-escape in the path', () => '/v1/%ZZ'],
       ['an invoice id of 101 characters', () => `/v1/invoices/${'a'.repeat(101)}`],
       ['a project id of 200 characters', () => `/admin/v1/projects/${'a'.repeat(200)}`],
-    ])('%s → an error in the spec shape (the router\'s own errors too)', async (_, path) => {
+    ])("%s → an error in the spec shape (the router's own errors too)", async (_, path) => {
       const r = await send('GET', path(), { headers: path().startsWith('/admin') ? adminHeaders() : merchantHeaders() });
       expect(r.status).toBeGreaterThanOrEqual(400);
       expectContract(r, `GET ${path().slice(0, 60)}`);

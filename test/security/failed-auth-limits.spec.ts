@@ -99,7 +99,9 @@ describe('failed authentication is limited per client address and overall', () =
     try {
       await locker.query('BEGIN');
       await locker.query('LOCK TABLE api_keys IN ACCESS EXCLUSIVE MODE');
-      const whileLocked = await Promise.all(Array.from({ length: 20 }, () => attacker.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${randomSecretKey()}` } })));
+      const whileLocked = await Promise.all(
+        Array.from({ length: 20 }, () => attacker.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${randomSecretKey()}` } })),
+      );
       tally('secret_key', whileLocked);
       for (const r of whileLocked) expectRefused(r);
       // Even the right key from that address: a right guess must look like a wrong one.
@@ -138,10 +140,12 @@ describe('failed authentication is limited per client address and overall', () =
     const hitsBefore = await hitsOfKey();
     const timestamp = String(Math.floor((await operator.advance(0)).getTime() / 1000));
     const flood = await inBatches(
-      Array.from({ length: 300 }, (_, i) => () =>
-        attacker.request('GET', '/v1/balance', {
-          headers: { 'x-public-id': shop.keys.test.publicKey, 'x-timestamp': timestamp, 'x-signature': signRequest(`whsec_guess_${i}`, timestamp) },
-        }),
+      Array.from(
+        { length: 300 },
+        (_, i) => () =>
+          attacker.request('GET', '/v1/balance', {
+            headers: { 'x-public-id': shop.keys.test.publicKey, 'x-timestamp': timestamp, 'x-signature': signRequest(`whsec_guess_${i}`, timestamp) },
+          }),
       ),
       IN_FLIGHT,
     );
@@ -164,7 +168,9 @@ describe('failed authentication is limited per client address and overall', () =
     const guesser = from('127.0.0.6');
     const replies: AddressedReply[] = [];
     for (let i = 0; i < 200; i++) {
-      replies.push(await guesser.request('GET', '/admin/v1/webhook-deliveries', { headers: { authorization: `Bearer ${randomBytes(24).toString('base64url')}` } }));
+      replies.push(
+        await guesser.request('GET', '/admin/v1/webhook-deliveries', { headers: { authorization: `Bearer ${randomBytes(24).toString('base64url')}` } }),
+      );
     }
     tally('operator_token', replies);
     expect(statuses(replies)).toEqual([...Array(PER_ADDRESS).fill(401), ...Array(200 - PER_ADDRESS).fill(429)]);
@@ -183,7 +189,9 @@ describe('failed authentication is limited per client address and overall', () =
     // 10 addresses with 10 failures each: no address reaches 20, together they reach 100.
     const attackers = Array.from({ length: 10 }, (_, i) => from(`127.0.0.${20 + i}`));
     for (const a of attackers) {
-      const replies = await Promise.all(Array.from({ length: 10 }, () => a.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${randomSecretKey()}` } })));
+      const replies = await Promise.all(
+        Array.from({ length: 10 }, () => a.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${randomSecretKey()}` } })),
+      );
       tally('secret_key', replies);
       expect(statuses(replies)).toEqual(Array(10).fill(401));
     }

@@ -44,10 +44,11 @@ describe('HMAC request signing (mode 2) across two API processes', () => {
   let shopSecret: string;
   let otherSecret: string;
 
-  const processes = () => [
-    ['A', a.baseUrl],
-    ['B', b.baseUrl],
-  ] as const;
+  const processes = () =>
+    [
+      ['A', a.baseUrl],
+      ['B', b.baseUrl],
+    ] as const;
 
   const signer = (m: Merchant, mode: Mode, secret: string): Signer => ({ publicId: m.keys[mode].publicKey, secret });
 
@@ -171,7 +172,10 @@ describe('HMAC request signing (mode 2) across two API processes', () => {
       for (const [, url] of processes()) {
         expectApiError(await sendRaw(url, 'GET', '/v1/methods'), 401, 'unauthorized');
         expectApiError(
-          await sendRaw(url, 'POST', '/v1/invoices', { body: JSON.stringify({ amount: '10.00', orderId: orderId() }), headers: { 'content-type': 'application/json' } }),
+          await sendRaw(url, 'POST', '/v1/invoices', {
+            body: JSON.stringify({ amount: '10.00', orderId: orderId() }),
+            headers: { 'content-type': 'application/json' },
+          }),
           401,
           'unauthorized',
         );
@@ -252,7 +256,14 @@ describe('HMAC request signing (mode 2) across two API processes', () => {
         await clock.phase(50, 400);
         const second = clock.nowSeconds();
         const body = JSON.stringify({ amount: '10.00', orderId: orderId(`edge${delta}`) });
-        const r = await sendSigned(baseUrl, { method: 'POST', path: '/v1/invoices', body, publicId: shop.keys.test.publicKey, secret: shopSecret, timestamp: second + delta });
+        const r = await sendSigned(baseUrl, {
+          method: 'POST',
+          path: '/v1/invoices',
+          body,
+          publicId: shop.keys.test.publicKey,
+          secret: shopSecret,
+          timestamp: second + delta,
+        });
         if (clock.nowSeconds() === second) return r;
       }
       throw new Error('could not send a request within one second of the gateway clock');
@@ -290,11 +301,28 @@ describe('HMAC request signing (mode 2) across two API processes', () => {
       for (const [, url] of processes()) {
         // The real time is 400 s behind the gateway now: refused.
         const stale = JSON.stringify({ amount: '10.00', orderId: orderId('stale') });
-        const r = await sendSigned(url, { method: 'POST', path: '/v1/invoices', body: stale, publicId: shop.keys.test.publicKey, secret: shopSecret, timestamp: realNow });
+        const r = await sendSigned(url, {
+          method: 'POST',
+          path: '/v1/invoices',
+          body: stale,
+          publicId: shop.keys.test.publicKey,
+          secret: shopSecret,
+          timestamp: realNow,
+        });
         expectApiError(r, 401, 'timestamp_invalid');
         // The gateway's time: accepted.
         const fresh = JSON.stringify({ amount: '10.00', orderId: orderId('fresh') });
-        expectStatus(await sendSigned(url, { method: 'POST', path: '/v1/invoices', body: fresh, publicId: shop.keys.test.publicKey, secret: shopSecret, timestamp: clock.nowSeconds() }), 201);
+        expectStatus(
+          await sendSigned(url, {
+            method: 'POST',
+            path: '/v1/invoices',
+            body: fresh,
+            publicId: shop.keys.test.publicKey,
+            secret: shopSecret,
+            timestamp: clock.nowSeconds(),
+          }),
+          201,
+        );
       }
     });
   });
@@ -305,7 +333,7 @@ describe('HMAC request signing (mode 2) across two API processes', () => {
     it.each<[string, (ts: number, raw: string) => Partial<SignedRequest>]>([
       ['no signature header', () => ({ omit: ['signature'] })],
       ['an empty signature', () => ({ signature: '' })],
-      ['signed with another project\'s webhook secret', (ts, raw) => ({ signature: signRequest(otherSecret, ts, raw) })],
+      ["signed with another project's webhook secret", (ts, raw) => ({ signature: signRequest(otherSecret, ts, raw) })],
       ['signed with the secret key instead of the webhook secret', (ts, raw) => ({ signature: signRequest(shop.keys.test.secretKey, ts, raw) })],
       ['signed with the public key', (ts, raw) => ({ signature: signRequest(shop.keys.test.publicKey, ts, raw) })],
       ['signed over another timestamp', (ts, raw) => ({ signature: signRequest(shopSecret, ts - 1, raw) })],
@@ -324,7 +352,15 @@ describe('HMAC request signing (mode 2) across two API processes', () => {
       for (const [, url] of processes()) {
         const raw = body();
         const ts = freshTimestamp();
-        const r = await sendSigned(url, { method: 'POST', path: '/v1/invoices', body: raw, publicId: shop.keys.test.publicKey, secret: shopSecret, timestamp: ts, ...change(ts, raw) });
+        const r = await sendSigned(url, {
+          method: 'POST',
+          path: '/v1/invoices',
+          body: raw,
+          publicId: shop.keys.test.publicKey,
+          secret: shopSecret,
+          timestamp: ts,
+          ...change(ts, raw),
+        });
         expectApiError(r, 401, 'signature_invalid');
         // The orderId stays free (another amount would be a 409 if it had been stored).
         const { orderId: id } = JSON.parse(raw);
@@ -337,7 +373,7 @@ describe('HMAC request signing (mode 2) across two API processes', () => {
       expectApiError(r, 401, 'signature_invalid');
     });
 
-    it('the right signature of another project\'s key, under this project\'s public key', async () => {
+    it("the right signature of another project's key, under this project's public key", async () => {
       const ts = freshTimestamp();
       const r = await sendSigned(a.baseUrl, { method: 'GET', path: '/v1/methods', publicId: other.keys.test.publicKey, secret: shopSecret, timestamp: ts });
       expectApiError(r, 401, 'signature_invalid');
@@ -383,7 +419,10 @@ describe('HMAC request signing (mode 2) across two API processes', () => {
       // other mode's key and to another path, carries the same signature and is a repeat.
       const ts = String(freshTimestamp());
       const signature = signRequest(shopSecret, ts, '');
-      expectStatus(await sendRaw(a.baseUrl, 'GET', '/v1/methods', { headers: { 'x-public-id': shop.keys.test.publicKey, 'x-timestamp': ts, 'x-signature': signature } }), 200);
+      expectStatus(
+        await sendRaw(a.baseUrl, 'GET', '/v1/methods', { headers: { 'x-public-id': shop.keys.test.publicKey, 'x-timestamp': ts, 'x-signature': signature } }),
+        200,
+      );
       expectApiError(
         await sendRaw(b.baseUrl, 'GET', '/v1/balance', { headers: { 'x-public-id': shop.keys.live.publicKey, 'x-timestamp': ts, 'x-signature': signature } }),
         401,
@@ -476,11 +515,15 @@ describe('HMAC request signing (mode 2) across two API processes', () => {
       }
     });
 
-    it('this project\'s public key with another project\'s secret → 401 signature_invalid', async () => {
-      expectApiError(await signedGet(b.baseUrl, { publicId: shop.keys.live.publicKey, secret: otherSecret }, `/v1/invoices/${liveInvoice}`), 401, 'signature_invalid');
+    it("this project's public key with another project's secret → 401 signature_invalid", async () => {
+      expectApiError(
+        await signedGet(b.baseUrl, { publicId: shop.keys.live.publicKey, secret: otherSecret }, `/v1/invoices/${liveInvoice}`),
+        401,
+        'signature_invalid',
+      );
     });
 
-    it('a signed list shows only the key\'s own mode and project', async () => {
+    it("a signed list shows only the key's own mode and project", async () => {
       // GET /v1/invoices reads the read model, which no process here feeds; an empty,
       // well-formed page for another project is what matters.
       const r = await signedGet(a.baseUrl, signer(other, 'test', otherSecret), '/v1/invoices');
@@ -498,7 +541,9 @@ describe('HMAC request signing (mode 2) across two API processes', () => {
         await clock.phase(50, 400);
         const second = clock.nowSeconds();
         ts = second + 300;
-        const r = await sendRaw(a.baseUrl, 'GET', '/v1/balance', { headers: { 'x-public-id': s.publicId, 'x-timestamp': String(ts), 'x-signature': signRequest(s.secret, ts, '') } });
+        const r = await sendRaw(a.baseUrl, 'GET', '/v1/balance', {
+          headers: { 'x-public-id': s.publicId, 'x-timestamp': String(ts), 'x-signature': signRequest(s.secret, ts, '') },
+        });
         if (clock.nowSeconds() === second) first = r;
       }
       expectStatus(first!, 200);
@@ -506,10 +551,11 @@ describe('HMAC request signing (mode 2) across two API processes', () => {
       // replay store can refuse it (each process also sweeps it on this request).
       await advanceBoth(599);
       for (const [, url] of processes()) {
-        const r = await sendRaw(url, 'GET', '/v1/balance', { headers: { 'x-public-id': s.publicId, 'x-timestamp': String(ts), 'x-signature': signRequest(s.secret, ts, '') } });
+        const r = await sendRaw(url, 'GET', '/v1/balance', {
+          headers: { 'x-public-id': s.publicId, 'x-timestamp': String(ts), 'x-signature': signRequest(s.secret, ts, '') },
+        });
         expectApiError(r, 401, 'signature_invalid');
       }
     });
   });
-
 });

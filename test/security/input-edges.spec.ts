@@ -15,7 +15,19 @@ import { sendRaw } from '../support/signing';
 const cursorOf = (json: string) => Buffer.from(json).toString('base64url');
 
 /** Cursor texts whose seq is not a safe non-negative integer (or not a number at all). */
-const BAD_SEQS = ['{"seq":1.5}', '{"seq":1e308}', '{"seq":-1}', '{"seq":9007199254740993}', '{"seq":1e400}', '{"seq":"5"}', '{"seq":null}', '{"seq":true}', '{}', '[1]', '5'];
+const BAD_SEQS = [
+  '{"seq":1.5}',
+  '{"seq":1e308}',
+  '{"seq":-1}',
+  '{"seq":9007199254740993}',
+  '{"seq":1e400}',
+  '{"seq":"5"}',
+  '{"seq":null}',
+  '{"seq":true}',
+  '{}',
+  '[1]',
+  '5',
+];
 
 /** A literal of about 400 characters with the same value as `n` (n.000…0e0). */
 const longLiteralOf = (n: number) => `${n}.${'0'.repeat(400)}e0`;
@@ -77,18 +89,46 @@ describe('input edges that must be 400 or 404, never 500 and never let through',
 
   describe('a path id with NUL (%00) → 404 of that resource (or 400), never the database', () => {
     // Every route with an id, merchant and operator; each expected answer.
-    const routes = (): { method: string; path: (id: string) => string; headers: () => Record<string, string>; body?: string; status: number; code: string }[] => [
+    const routes = (): {
+      method: string;
+      path: (id: string) => string;
+      headers: () => Record<string, string>;
+      body?: string;
+      status: number;
+      code: string;
+    }[] => [
       { method: 'GET', path: (id) => `/v1/invoices/${id}`, headers: () => merchantHeaders(shop.keys.test.secretKey), status: 404, code: 'invoice_not_found' },
-      { method: 'POST', path: (id) => `/v1/invoices/${id}/refund`, headers: () => merchantHeaders(shop.keys.test.secretKey), body: '{}', status: 404, code: 'invoice_not_found' },
+      {
+        method: 'POST',
+        path: (id) => `/v1/invoices/${id}/refund`,
+        headers: () => merchantHeaders(shop.keys.test.secretKey),
+        body: '{}',
+        status: 404,
+        code: 'invoice_not_found',
+      },
       { method: 'GET', path: (id) => `/v1/refunds/${id}`, headers: () => merchantHeaders(shop.keys.test.secretKey), status: 404, code: 'invoice_not_found' },
       { method: 'GET', path: (id) => `/v1/payouts/${id}`, headers: () => merchantHeaders(shop.keys.live.secretKey), status: 404, code: 'not_found' },
       { method: 'GET', path: (id) => `/v1/payouts/${id}`, headers: () => merchantHeaders(shop.keys.test.secretKey), status: 404, code: 'not_found' },
       { method: 'GET', path: (id) => `/admin/v1/projects/${id}`, headers: adminHeaders, status: 404, code: 'not_found' },
       { method: 'PATCH', path: (id) => `/admin/v1/projects/${id}`, headers: adminHeaders, body: '{"name":"Новое имя"}', status: 404, code: 'not_found' },
       { method: 'POST', path: (id) => `/admin/v1/projects/${id}/keys/rotate`, headers: adminHeaders, body: '{"mode":"test"}', status: 404, code: 'not_found' },
-      { method: 'POST', path: (id) => `/admin/v1/accounts/${id}/payout-addresses`, headers: adminHeaders, body: `{"method":"sbp","account":"${PHONE}"}`, status: 404, code: 'not_found' },
+      {
+        method: 'POST',
+        path: (id) => `/admin/v1/accounts/${id}/payout-addresses`,
+        headers: adminHeaders,
+        body: `{"method":"sbp","account":"${PHONE}"}`,
+        status: 404,
+        code: 'not_found',
+      },
       { method: 'POST', path: (id) => `/admin/v1/payout-addresses/${id}/confirm`, headers: adminHeaders, status: 404, code: 'not_found' },
-      { method: 'POST', path: (id) => `/admin/v1/invoices/${id}/payment`, headers: adminHeaders, body: '{"outcome":"paid"}', status: 404, code: 'invoice_not_found' },
+      {
+        method: 'POST',
+        path: (id) => `/admin/v1/invoices/${id}/payment`,
+        headers: adminHeaders,
+        body: '{"outcome":"paid"}',
+        status: 404,
+        code: 'invoice_not_found',
+      },
       { method: 'POST', path: (id) => `/admin/v1/payouts/${id}/approve`, headers: adminHeaders, status: 404, code: 'not_found' },
       { method: 'POST', path: (id) => `/admin/v1/payouts/${id}/reject`, headers: adminHeaders, body: '{"reason":"нет"}', status: 404, code: 'not_found' },
       // The refund's own 404 code, as on the merchant API.
@@ -113,7 +153,10 @@ describe('input edges that must be 400 or 404, never 500 and never let through',
 
     it.each(['%00', 'a%00b'])('the payment page of id %s: 404 (its HTML page), never a 500', async (id) => {
       expect((await send('GET', `/pay/${id}`, {})).status).toBe(404);
-      const form = await sendRaw(gw.baseUrl, 'POST', `/pay/${id}/sandbox`, { headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'outcome=paid' });
+      const form = await sendRaw(gw.baseUrl, 'POST', `/pay/${id}/sandbox`, {
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: 'outcome=paid',
+      });
       expect(form.status).toBe(404);
     });
 
@@ -149,7 +192,12 @@ describe('input edges that must be 400 or 404, never 500 and never let through',
       expectError(refund, 400, 'validation', 'amount');
       const payout = await send('POST', '/v1/payouts', merchantHeaders(shop.keys.live.secretKey), `{"addressId":${addressId},"amount":${amount}}`);
       expectError(payout, 400, 'validation', 'amount');
-      const project = await send('POST', '/admin/v1/projects', adminHeaders(), `{"accountId":"${shop.accountId}","name":"Длинные числа","methods":{"sbp":{"min":${amount}}}}`);
+      const project = await send(
+        'POST',
+        '/admin/v1/projects',
+        adminHeaders(),
+        `{"accountId":"${shop.accountId}","name":"Длинные числа","methods":{"sbp":{"min":${amount}}}}`,
+      );
       expectError(project, 400, 'validation', 'methods.sbp.min');
     });
 
@@ -164,7 +212,9 @@ describe('input edges that must be 400 or 404, never 500 and never let through',
         `{"holdHours":${longLiteralOf(0)},"methods":{"sbp":{"feePct":1e-1}}}`,
       );
       expectError(project, 400, 'validation', 'methods.sbp.feePct');
-      const invoice = await createInvoice(`{"orderId":"${orderId('long')}","expire":${longLiteralOf(60)},"amount":"100.00","method":"sbp","customerFeePct":1e-1}`);
+      const invoice = await createInvoice(
+        `{"orderId":"${orderId('long')}","expire":${longLiteralOf(60)},"amount":"100.00","method":"sbp","customerFeePct":1e-1}`,
+      );
       expectError(invoice, 400, 'validation', 'customerFeePct');
     });
 

@@ -83,8 +83,16 @@ describe('request limits across two API processes', () => {
 
     /** 200 GET /v1/methods with one key, alternating processes, plus 40 with two other keys, all at once. */
     async function burst(): Promise<Burst> {
-      const clientsA = { shop: api(a.baseUrl, shop.keys.test.secretKey), live: api(a.baseUrl, shop.keys.live.secretKey), other: api(a.baseUrl, other.keys.test.secretKey) };
-      const clientsB = { shop: api(b.baseUrl, shop.keys.test.secretKey), live: api(b.baseUrl, shop.keys.live.secretKey), other: api(b.baseUrl, other.keys.test.secretKey) };
+      const clientsA = {
+        shop: api(a.baseUrl, shop.keys.test.secretKey),
+        live: api(a.baseUrl, shop.keys.live.secretKey),
+        other: api(a.baseUrl, other.keys.test.secretKey),
+      };
+      const clientsB = {
+        shop: api(b.baseUrl, shop.keys.test.secretKey),
+        live: api(b.baseUrl, shop.keys.live.secretKey),
+        other: api(b.baseUrl, other.keys.test.secretKey),
+      };
       const send = (c: Client, via: 'A' | 'B') => c.get('/v1/methods').then((r) => ({ ...r, via }));
       // Start just after a second boundary of the gateway clock, so that the burst fits in one window.
       await clock.phase(5, 60);

@@ -23,16 +23,23 @@ function refusal(cls: new () => object, text: string): Refusal | null {
 const unknown = (param: string) => ({ param, code: 'unknown_field', message: `${param}: неизвестное поле` });
 
 describe('request DTOs: hostile keys and nesting', () => {
-  it.each(['constructor', 'toString', 'hasOwnProperty', 'isPrototypeOf', 'valueOf', '__proto__', '__defineGetter__'])('a body key %s is an unknown field, at the top and nested', (key) => {
-    expect(refusal(CreateInvoiceRequest, `{"amount":"1.00","orderId":"x","${key}":1}`)).toEqual({
-      error: { code: 'validation', message: `${key}: неизвестное поле`, param: key, details: [unknown(key)] },
-    });
-    expect(refusal(CreateInvoiceRequest, `{"amount":"1.00","orderId":"x","customer":{"${key}":{"a":1}}}`)?.error.details).toEqual([unknown(`customer.${key}`)]);
-    expect(refusal(UpdateProjectRequest, `{"methods":{"sbp":{"${key}":1}}}`)?.error.details).toEqual([unknown(`methods.sbp.${key}`)]);
-  });
+  it.each(['constructor', 'toString', 'hasOwnProperty', 'isPrototypeOf', 'valueOf', '__proto__', '__defineGetter__'])(
+    'a body key %s is an unknown field, at the top and nested',
+    (key) => {
+      expect(refusal(CreateInvoiceRequest, `{"amount":"1.00","orderId":"x","${key}":1}`)).toEqual({
+        error: { code: 'validation', message: `${key}: неизвестное поле`, param: key, details: [unknown(key)] },
+      });
+      expect(refusal(CreateInvoiceRequest, `{"amount":"1.00","orderId":"x","customer":{"${key}":{"a":1}}}`)?.error.details).toEqual([
+        unknown(`customer.${key}`),
+      ]);
+      expect(refusal(UpdateProjectRequest, `{"methods":{"sbp":{"${key}":1}}}`)?.error.details).toEqual([unknown(`methods.sbp.${key}`)]);
+    },
+  );
 
   it('a body key constructor does not hide the class: the other fields are still checked', () => {
-    expect(refusal(CreateInvoiceRequest, '{"constructor":1,"amount":"1.234"}')?.error.details.map((d: { param: string; code: string }) => [d.param, d.code])).toEqual([
+    expect(
+      refusal(CreateInvoiceRequest, '{"constructor":1,"amount":"1.234"}')?.error.details.map((d: { param: string; code: string }) => [d.param, d.code]),
+    ).toEqual([
       ['amount', 'invalid_money_too_many_decimals'],
       ['orderId', 'required'],
       ['constructor', 'unknown_field'],
@@ -48,7 +55,9 @@ describe('request DTOs: hostile keys and nesting', () => {
   });
 
   it('payouts: the addressId / method + account rule follows the field violations, unknown fields come last', () => {
-    expect(refusal(CreatePayoutRequest, '{"bogus":1,"orderId":5,"method":"sbp"}')?.error.details.map((d: { param: string; code: string }) => [d.param, d.code])).toEqual([
+    expect(
+      refusal(CreatePayoutRequest, '{"bogus":1,"orderId":5,"method":"sbp"}')?.error.details.map((d: { param: string; code: string }) => [d.param, d.code]),
+    ).toEqual([
       ['amount', 'required'],
       ['orderId', 'invalid_type'],
       ['account', 'required'],

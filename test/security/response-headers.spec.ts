@@ -48,7 +48,14 @@ describe('Cache-Control: no-store on every API answer, and a public readiness th
       ['merchant 401', await anonymous.get('/v1/balance'), 401],
       ['merchant 401 wrong key', await api(gw.baseUrl, `sk_test_${'x'.repeat(32)}`).get('/v1/balance'), 401],
       ['validation', await merchant.test.post('/v1/invoices', { amount: 'много', orderId: orderId() }), 400],
-      ['malformed JSON', await merchant.test.raw('POST', '/v1/invoices', { body: '{"amount":', headers: { authorization: `Bearer ${merchant.keys.test.secretKey}`, 'content-type': 'application/json' } }), 400],
+      [
+        'malformed JSON',
+        await merchant.test.raw('POST', '/v1/invoices', {
+          body: '{"amount":',
+          headers: { authorization: `Bearer ${merchant.keys.test.secretKey}`, 'content-type': 'application/json' },
+        }),
+        400,
+      ],
       ['bad URL', await anonymous.get('/v1/invoices/%E0%A4%A'), 400],
       ['not JSON', await merchant.test.raw('POST', '/v1/invoices', { body: 'amount=1', headers: { 'content-type': 'text/plain' } }), 415],
       ['unknown route', await anonymous.get('/v1/nothing-here'), 404],

@@ -209,7 +209,13 @@ describe('plain webhook secrets of a database from before encryption at rest', (
   it('are sealed at the first start, and keep working', async () => {
     const db = await createTestDatabase({ migrate: false, poolSize: 2 });
     try {
-      await migrate(db.pool, allMigrations.slice(0, allMigrations.findIndex((m) => m.id === 'payments:0016_projects_webhook_secret_sealed')));
+      await migrate(
+        db.pool,
+        allMigrations.slice(
+          0,
+          allMigrations.findIndex((m) => m.id === 'payments:0016_projects_webhook_secret_sealed'),
+        ),
+      );
       const accountId = '00000000-0000-4000-8000-000000000001';
       const projectId = '00000000-0000-4000-8000-000000000002';
       await db.pool.query(`INSERT INTO accounts (id, name, email, created_at) VALUES ($1, 'Старый', 'old@example.com', now())`, [accountId]);
@@ -231,7 +237,9 @@ describe('plain webhook secrets of a database from before encryption at rest', (
         expect(openByHand(stored, k, projectId)).toBe('whsec_plain-secret-from-before-0001');
         expectStatus(await signedBalance(gateway.baseUrl, 'pk_test_oldProjectPublicKey01', 'whsec_plain-secret-from-before-0001'), 200);
         // From now on the table refuses a plain secret.
-        await expect(db.pool.query(`UPDATE projects SET webhook_secret = 'whsec_plain-again' WHERE id = $1`, [projectId])).rejects.toThrow(/projects_webhook_secret_sealed/);
+        await expect(db.pool.query(`UPDATE projects SET webhook_secret = 'whsec_plain-again' WHERE id = $1`, [projectId])).rejects.toThrow(
+          /projects_webhook_secret_sealed/,
+        );
       } finally {
         await gateway.kill();
       }
@@ -284,7 +292,13 @@ describe('the embedded PostgreSQL: its own password, and replay protection that 
     const operator = new Operator(gateway.baseUrl, ADMIN_TOKEN);
     const project = await operator.createProject(await operator.createAccount());
     // A signed request, captured by someone on the way.
-    const captured = { method: 'GET', path: '/v1/balance', publicId: project.keys.test.publicKey, secret: project.webhookSecret, timestamp: Math.floor(Date.now() / 1000) };
+    const captured = {
+      method: 'GET',
+      path: '/v1/balance',
+      publicId: project.keys.test.publicKey,
+      secret: project.webhookSecret,
+      timestamp: Math.floor(Date.now() / 1000),
+    };
     expectStatus(await sendSigned(gateway.baseUrl, captured), 200);
     const replayed = await sendSigned(gateway.baseUrl, captured);
     expect({ status: replayed.status, code: replayed.body?.error?.code }).toEqual({ status: 401, code: 'signature_invalid' });

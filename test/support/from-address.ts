@@ -27,7 +27,14 @@ export function clientAt(baseUrl: string, localAddress: string): ClientAt {
     request: (method, path, init = {}) =>
       new Promise((resolve, reject) => {
         const req = http.request(
-          { host: base.hostname, port: base.port, method, path, agent, headers: { ...(init.headers ?? {}), ...(init.body === undefined ? {} : { 'content-length': String(Buffer.byteLength(init.body)) }) } },
+          {
+            host: base.hostname,
+            port: base.port,
+            method,
+            path,
+            agent,
+            headers: { ...(init.headers ?? {}), ...(init.body === undefined ? {} : { 'content-length': String(Buffer.byteLength(init.body)) }) },
+          },
           (res) => {
             const chunks: Buffer[] = [];
             res.on('data', (c: Buffer) => chunks.push(c));

@@ -119,4 +119,3 @@ export function temporaryDataDir(): { dir: string; remove(): void } {
   makeTraversable(dir);
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
-

@@ -51,11 +51,7 @@ export class InMemoryEventStore implements EventStore {
     return this.log.length;
   }
 
-  async appendToStream(
-    streamName: string,
-    events: readonly EventToAppend[],
-    options: { expectedRevision?: ExpectedRevision } = {},
-  ): Promise<AppendResult> {
+  async appendToStream(streamName: string, events: readonly EventToAppend[], options: { expectedRevision?: ExpectedRevision } = {}): Promise<AppendResult> {
     await Promise.resolve(); // an append is asynchronous, as it is on a real store
     // As stored: JSON, made before anything is written (an event without one is refused).
     const json = events.map((e) => ({ data: eventJson(streamName, e, 'data'), metadata: eventJson(streamName, e, 'metadata') }));

@@ -32,10 +32,7 @@ export interface LongStep {
 /** true once in `oneIn` + 1. */
 const rarely = (oneIn: number) => fc.oneof({ weight: 1, arbitrary: fc.constant(true) }, { weight: oneIn, arbitrary: fc.constant(false) });
 
-const amount = fc.oneof(
-  { weight: 30, arbitrary: fc.integer({ min: 0, max: 200_000 }) },
-  { weight: 1, arbitrary: fc.constantFrom(-1, 0.5) },
-);
+const amount = fc.oneof({ weight: 30, arbitrary: fc.integer({ min: 0, max: 200_000 }) }, { weight: 1, arbitrary: fc.constantFrom(-1, 0.5) });
 
 const longOp: fc.Arbitrary<LongOp> = fc.oneof(
   {
@@ -121,8 +118,7 @@ export class LongRunResolver {
         const reservationId = op.ever ? pickOf(this.reservationsEver, op.pick) : open(model.reservations, op.pick);
         if (reservationId === null) break;
         const reserved = model.reservations.get(reservationId);
-        const feeAmount =
-          op.feePermille === null || reserved?.purpose !== 'payout' ? undefined : Math.floor((reserved.amount * op.feePermille) / 1000);
+        const feeAmount = op.feePermille === null || reserved?.purpose !== 'payout' ? undefined : Math.floor((reserved.amount * op.feePermille) / 1000);
         request = { type: 'SettleReservation', reservationId, ...(feeAmount === undefined ? {} : { feeAmount }), at };
         break;
       }

@@ -3,14 +3,7 @@
  * tests: plain maps and arithmetic, written without looking at the decider. It
  * remembers every cause it ever posted, so it is exact for causes of any age.
  */
-import {
-  causeOf,
-  LEDGER_ACCOUNTS,
-  LedgerAccount,
-  LedgerCommand,
-  LedgerErrorCode,
-  ReservationPurpose,
-} from '#ledger';
+import { causeOf, LEDGER_ACCOUNTS, LedgerAccount, LedgerCommand, LedgerErrorCode, ReservationPurpose } from '#ledger';
 
 export type Outcome = 'posted' | 'repeat' | LedgerErrorCode;
 

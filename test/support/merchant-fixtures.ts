@@ -78,7 +78,10 @@ export interface Merchant {
 export class Operator {
   readonly http: Client;
 
-  constructor(readonly baseUrl: string, adminToken: string) {
+  constructor(
+    readonly baseUrl: string,
+    adminToken: string,
+  ) {
     this.http = api(baseUrl, adminToken);
   }
 

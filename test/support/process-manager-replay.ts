@@ -17,21 +17,8 @@
 import { randomBytes } from 'node:crypto';
 import type { Pool } from 'pg';
 import { DEFAULT_PAYOUT_TERMS } from '#domain';
-import {
-  comparePositions,
-  EventStore,
-  RecordedEvent,
-} from '#event-store';
-import {
-  entryViolations,
-  evolve,
-  initialLedgerState,
-  LEDGER_CATEGORY,
-  LedgerEntryPostedData,
-  LedgerState,
-  RECENT_CAUSES_KEPT,
-  stateViolations,
-} from '#ledger';
+import { comparePositions, EventStore, RecordedEvent } from '#event-store';
+import { entryViolations, evolve, initialLedgerState, LEDGER_CATEGORY, LedgerEntryPostedData, LedgerState, RECENT_CAUSES_KEPT, stateViolations } from '#ledger';
 import { verifyLedgers, VerifyProblem } from '#payments/ledger';
 import type { Projection } from '#event-store/projections';
 import { ledgerProjection } from '#payments/read-models';
@@ -160,7 +147,12 @@ export async function processManagerReplayCase(store: EventStore, pool: Pool, op
   const before = await ledgers(store, recording.streams);
   // The process managers as the projector runs them: sending commands on the CommandBus
   // of its application context, over the gateway's services (the book with its cause index).
-  const services = createServices({ pool, store, secrets, config: { refundProcessingSeconds: 10, payoutTerms: DEFAULT_PAYOUT_TERMS, usdtRubRate: 95_00 } } as unknown as Infrastructure);
+  const services = createServices({
+    pool,
+    store,
+    secrets,
+    config: { refundProcessingSeconds: 10, payoutTerms: DEFAULT_PAYOUT_TERMS, usdtRubRate: 95_00 },
+  } as unknown as Infrastructure);
   const context = await NestFactory.createApplicationContext(ProjectorModule.register(services, pool), { logger: false, abortOnError: false });
   const commands = context.get(CommandBus);
   const processManagers = [paymentsToLedger(commands), refundOutcomes(commands), payoutOutcomes(commands)];

@@ -16,7 +16,9 @@ export const anyText = (maxLength = 64) =>
 
 /** A JSON number literal: exponents, many decimals, huge, negative zero. */
 export const numberLiteral = fc.oneof(
-  fc.tuple(fc.integer({ min: -99999, max: 99999 }), fc.constantFrom('e', 'E', 'e+', 'e-', 'E-'), fc.integer({ min: 0, max: 400 })).map(([m, e, x]) => `${m}${e}${x}`),
+  fc
+    .tuple(fc.integer({ min: -99999, max: 99999 }), fc.constantFrom('e', 'E', 'e+', 'e-', 'E-'), fc.integer({ min: 0, max: 400 }))
+    .map(([m, e, x]) => `${m}${e}${x}`),
   fc.tuple(fc.nat({ max: 1_000_000 }), fc.string({ unit: fc.constantFrom(...'0123456789'), minLength: 1, maxLength: 40 })).map(([i, d]) => `${i}.${d}`),
   fc.double({ noNaN: true, noDefaultInfinity: true }).map((d) => JSON.stringify(d)),
   fc.constantFrom('-0', '-0.0', '0.00', '1e-400', '1e400', '123456789012345678901234567890', '10.000000000000000001', '9007199254740993'),
@@ -36,7 +38,13 @@ export function wrongTypeFor(kind: 'string' | 'money' | 'number' | 'integer' | '
     case 'number':
       return fc.oneof(str, fc.boolean(), arr, obj);
     case 'integer':
-      return fc.oneof(str, fc.boolean(), arr, obj, fc.double({ noNaN: true, noDefaultInfinity: true }).filter((d) => !Number.isInteger(d)));
+      return fc.oneof(
+        str,
+        fc.boolean(),
+        arr,
+        obj,
+        fc.double({ noNaN: true, noDefaultInfinity: true }).filter((d) => !Number.isInteger(d)),
+      );
     case 'object':
       return fc.oneof(str, num, fc.boolean(), arr);
     case 'boolean':
@@ -77,4 +85,3 @@ export function invoiceWith(path: string, value: unknown): Record<string, unknow
 /** Nesting `depth` levels deep, as JSON text. */
 export const nested = (depth: number, kind: 'array' | 'object') =>
   kind === 'array' ? `${'['.repeat(depth)}${']'.repeat(depth)}` : `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`;
-

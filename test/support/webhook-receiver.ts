@@ -40,7 +40,8 @@ export async function startWebhookReceiver(host = '127.0.0.1'): Promise<WebhookR
     async waitFor(predicate, what, timeoutMs = 15_000) {
       const deadline = Date.now() + timeoutMs;
       while (!predicate(received)) {
-        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; received ${received.length}: ${received.map((r) => r.headers['x-service-event']).join(', ')}`);
+        if (Date.now() > deadline)
+          throw new Error(`timed out waiting for ${what}; received ${received.length}: ${received.map((r) => r.headers['x-service-event']).join(', ')}`);
         await new Promise((r) => setTimeout(r, 25));
       }
     },

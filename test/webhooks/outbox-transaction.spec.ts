@@ -110,7 +110,7 @@ it('renders every webhook of a batch with no transaction of the runner open, the
     )
   ).rows[0]!;
   const head = { commit: BigInt(last.commit), prepare: BigInt(last.prepare) };
-  for (const deadline = Date.now() + 30_000; ; ) {
+  for (const deadline = Date.now() + 30_000; ;) {
     const visible = await setupStore.headPosition();
     if (visible && comparePositions(visible, head) >= 0) break;
     if (Date.now() > deadline) throw new Error('the appended events did not become visible');
@@ -120,12 +120,17 @@ it('renders every webhook of a batch with no transaction of the runner open, the
 
   const store = new PostgresEventStore(runnerPool, { pollIntervalMs: 10 });
   const watching = new WatchingRegistry(runnerPool, db.pool);
-  const runner = new ProjectionRunner(runnerPool, store, webhookOutbox(store, watching, clock, () => 'http://127.0.0.1:3000'));
+  const runner = new ProjectionRunner(
+    runnerPool,
+    store,
+    webhookOutbox(store, watching, clock, () => 'http://127.0.0.1:3000'),
+  );
   runner.start();
   try {
     const deadline = Date.now() + 30_000;
     while (!(runner.status().checkpoint && comparePositions(runner.status().checkpoint!, head) >= 0)) {
-      if (Date.now() > deadline) throw new Error(`the outbox did not reach the head: ${JSON.stringify(runner.status(), (_k, v) => (typeof v === 'bigint' ? String(v) : v))}`);
+      if (Date.now() > deadline)
+        throw new Error(`the outbox did not reach the head: ${JSON.stringify(runner.status(), (_k, v) => (typeof v === 'bigint' ? String(v) : v))}`);
       await new Promise((r) => setTimeout(r, 20));
     }
   } finally {

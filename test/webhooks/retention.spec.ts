@@ -45,7 +45,13 @@ describe('retention of the webhook history and of used signatures (WEBHOOK_RETEN
   const count = async (sql: string, params: unknown[]): Promise<number> => Number((await gw.db.pool.query(sql, params)).rows[0].n);
 
   /** A finished delivery written straight into the queue, enqueued and attempted `ageSeconds` before `now`. */
-  async function oldDelivery(projectId: string, status: 'delivered' | 'failed', now: Date, ageSeconds: number, lastAttemptAgeSeconds = ageSeconds): Promise<string> {
+  async function oldDelivery(
+    projectId: string,
+    status: 'delivered' | 'failed',
+    now: Date,
+    ageSeconds: number,
+    lastAttemptAgeSeconds = ageSeconds,
+  ): Promise<string> {
     const id = randomUUID();
     const at = (age: number) => new Date(now.getTime() - age * 1000);
     await gw.db.pool.query(
@@ -65,10 +71,18 @@ describe('retention of the webhook history and of used signatures (WEBHOOK_RETEN
     const kept = await hooked(hooks.url);
     const invoiceId = await paidInvoice(kept);
     await hooks.waitFor((all) => all.some((w) => w.body?.data?.invoice?.id === invoiceId), 'the webhook');
-    const [delivered] = await poll(() => deliveriesOf(kept.projectId), (items) => items.length === 1 && items[0].status === 'delivered', 'the delivered delivery');
+    const [delivered] = await poll(
+      () => deliveriesOf(kept.projectId),
+      (items) => items.length === 1 && items[0].status === 'delivered',
+      'the delivered delivery',
+    );
     const stuck = await hooked(failing.url);
     await paidInvoice(stuck);
-    await poll(() => deliveriesOf(stuck.projectId), (items) => items.length === 1 && items[0].attempts.length === 1, 'the first failed attempt');
+    await poll(
+      () => deliveriesOf(stuck.projectId),
+      (items) => items.length === 1 && items[0].attempts.length === 1,
+      'the first failed attempt',
+    );
 
     const now = await gw.operator.advance(0);
     const oldFailed = await oldDelivery(kept.projectId, 'failed', now, 3 * DAY);
@@ -76,13 +90,23 @@ describe('retention of the webhook history and of used signatures (WEBHOOK_RETEN
     const young = await oldDelivery(kept.projectId, 'delivered', now, DAY);
 
     // Day 0: only the one past the period goes (with its attempts).
-    await poll(() => count('SELECT count(*) AS n FROM webhook_deliveries WHERE id = $1', [oldFailed]), (n) => n === 0, 'the old failed delivery to be swept', 20_000);
+    await poll(
+      () => count('SELECT count(*) AS n FROM webhook_deliveries WHERE id = $1', [oldFailed]),
+      (n) => n === 0,
+      'the old failed delivery to be swept',
+      20_000,
+    );
     expect(await count('SELECT count(*) AS n FROM webhook_attempts WHERE delivery_id = $1', [oldFailed])).toBe(0);
     for (const id of [resentLately, young, delivered.id]) expect(await count('SELECT count(*) AS n FROM webhook_deliveries WHERE id = $1', [id])).toBe(1);
 
     // Three days later every finished delivery is past the period; the pending one stays.
     await gw.operator.advance(3 * DAY);
-    await poll(() => deliveriesOf(kept.projectId), (items) => items.length === 0, 'every finished delivery of the project to be swept', 20_000);
+    await poll(
+      () => deliveriesOf(kept.projectId),
+      (items) => items.length === 0,
+      'every finished delivery of the project to be swept',
+      20_000,
+    );
     expect(await count('SELECT count(*) AS n FROM webhook_attempts WHERE delivery_id = ANY($1::uuid[])', [[delivered.id, resentLately, young]])).toBe(0);
     const pending = await deliveriesOf(stuck.projectId);
     expect(pending).toHaveLength(1);
@@ -92,7 +116,9 @@ describe('retention of the webhook history and of used signatures (WEBHOOK_RETEN
     const received = hooks.received.length;
     const applied = await count(`SELECT events_applied AS n FROM projection_checkpoints WHERE projection = 'webhook_outbox'`, []);
     expect(applied).toBeGreaterThan(0);
-    await gw.db.pool.query(`UPDATE projection_checkpoints SET commit_position = 0, prepare_position = 0, events_applied = 0 WHERE projection = 'webhook_outbox'`);
+    await gw.db.pool.query(
+      `UPDATE projection_checkpoints SET commit_position = 0, prepare_position = 0, events_applied = 0 WHERE projection = 'webhook_outbox'`,
+    );
     // The running outbox notices the reset at its next batch (its compare-and-set fails) and starts over from zero.
     await paidInvoice(await gw.operator.merchant({ name: 'Без вебхуков' }));
     await poll(
@@ -116,7 +142,12 @@ describe('retention of the webhook history and of used signatures (WEBHOOK_RETEN
       recent,
       new Date(now.getTime() - (SIGNATURE_REUSE_WINDOW_SECONDS - 60) * 1000),
     ]);
-    await poll(() => count('SELECT count(*) AS n FROM used_signatures WHERE signature = $1', [old]), (n) => n === 0, 'the old signature to be forgotten', 20_000);
+    await poll(
+      () => count('SELECT count(*) AS n FROM used_signatures WHERE signature = $1', [old]),
+      (n) => n === 0,
+      'the old signature to be forgotten',
+      20_000,
+    );
     expect(await count('SELECT count(*) AS n FROM used_signatures WHERE signature = $1', [recent])).toBe(1);
   });
 });

@@ -180,7 +180,9 @@ describe('webhooks (CLOCK=manual, private networks allowed)', () => {
         isTest: true,
         createdAt: expect.stringMatching(ISO_UTC),
         nextAttemptAt: null,
-        attempts: [{ attempt: 1, at: expect.stringMatching(ISO_UTC), statusCode: 200, body: 'ok', durationMs: expect.any(Number), error: null, superseded: false }],
+        attempts: [
+          { attempt: 1, at: expect.stringMatching(ISO_UTC), statusCode: 200, body: 'ok', durationMs: expect.any(Number), error: null, superseded: false },
+        ],
       });
       expect(Math.floor(new Date(delivery.attempts[0].at).getTime() / 1000)).toBe(Number(w.headers['x-service-timestamp']));
     });
@@ -672,7 +674,8 @@ describe('webhooks: deliveries to private addresses (WEBHOOK_ALLOW_PRIVATE_NETWO
       expect({ webhookUrl, message: created.body.error.message }).toEqual({ webhookUrl, message: expect.stringContaining('WEBHOOK_ALLOW_PRIVATE_NETWORKS') });
     }
     const project = await gw.operator.createProject(account, { name: 'Магазин' });
-    for (const webhookUrl of urls) expectError(await gw.operator.http.patch(`/admin/v1/projects/${project.id}`, { webhookUrl }), 400, 'validation', 'webhookUrl');
+    for (const webhookUrl of urls)
+      expectError(await gw.operator.http.patch(`/admin/v1/projects/${project.id}`, { webhookUrl }), 400, 'validation', 'webhookUrl');
     expect((await gw.operator.http.get(`/admin/v1/projects/${project.id}`)).body.webhookUrl).toBeNull();
     // A public address, or a host name (checked at each delivery), is accepted.
     expect((await gw.operator.patchProject(project.id, { webhookUrl: 'https://8.8.8.8/hooks' })).webhookUrl).toBe('https://8.8.8.8/hooks');
@@ -711,7 +714,9 @@ describe('webhooks: deliveries to private addresses (WEBHOOK_ALLOW_PRIVATE_NETWO
       expect(onInterface.received).toHaveLength(0);
       const metrics = await fetch(`${gw.baseUrl}/metrics`, { headers: { authorization: `Bearer ${gw.gateway.adminToken}` } });
       expect(metrics.status).toBe(200);
-      const clockCalls = (await metrics.text()).split('\n').filter((line) => line.startsWith('http_requests_total{') && line.includes('route="/admin/v1/clock/advance"'));
+      const clockCalls = (await metrics.text())
+        .split('\n')
+        .filter((line) => line.startsWith('http_requests_total{') && line.includes('route="/admin/v1/clock/advance"'));
       expect(clockCalls).toEqual([]);
     } finally {
       await onInterface.close();

@@ -119,7 +119,11 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
   const security: ApiSecurity = {
     operatorToken: new OperatorToken(deps.adminToken),
     failedAuthentication: new FailedAuthentication(
-      new AuthFailureLimiter({ perAddress: config.authFailureLimitPerAddress, overall: config.authFailureLimitOverall, windowSeconds: AUTH_FAILURE_WINDOW_SECONDS }),
+      new AuthFailureLimiter({
+        perAddress: config.authFailureLimitPerAddress,
+        overall: config.authFailureLimitOverall,
+        windowSeconds: AUTH_FAILURE_WINDOW_SECONDS,
+      }),
       deps.infrastructure.clock,
       metrics?.authFailureObserver,
     ),

@@ -45,9 +45,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
     };
     const metricsServer: MetricsServer | null =
       config.metricsPort === null ? null : await startMetricsServer(config.metricsPort, metrics, infra.pool, readiness, log);
-    const metricsLine = metricsServer
-      ? `  metrics and health (METRICS_PORT, no token): http://127.0.0.1:${metricsServer.port}/metrics`
-      : null;
+    const metricsLine = metricsServer ? `  metrics and health (METRICS_PORT, no token): http://127.0.0.1:${metricsServer.port}/metrics` : null;
 
     let app: NestFastifyApplication | null = null;
     let adminToken = config.adminToken;
@@ -101,9 +99,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
       }
       process.stdout.write(`${lines.join('\n')}\n`);
     } else {
-      process.stdout.write(
-        `Payment gateway (${roles.name}) running ${projector?.report().length ?? 0} projections\n${metricsLine ? `${metricsLine}\n` : ''}`,
-      );
+      process.stdout.write(`Payment gateway (${roles.name}) running ${projector?.report().length ?? 0} projections\n${metricsLine ? `${metricsLine}\n` : ''}`);
     }
 
     let stopping = false;

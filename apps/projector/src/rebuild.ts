@@ -46,9 +46,7 @@ async function main(): Promise<void> {
         },
       });
       const rate = Number(result.eventsApplied) / Math.max(result.seconds, 0.001);
-      process.stdout.write(
-        `rebuilt ${projection.name}: ${result.eventsApplied} events in ${result.seconds.toFixed(1)} s (${Math.round(rate)} events/s)\n`,
-      );
+      process.stdout.write(`rebuilt ${projection.name}: ${result.eventsApplied} events in ${result.seconds.toFixed(1)} s (${Math.round(rate)} events/s)\n`);
       results.push({ name: projection.name, ...result });
     }
     process.stdout.write(throughputSummary(results));

@@ -31,7 +31,9 @@ async function main(): Promise<void> {
       const row = await readCheckpoint(infra.pool, projection.name);
       const at = row?.position ?? { commit: 0n, prepare: 0n };
       const behind = head !== null && comparePositions(at, head) < 0;
-      notes.push(`  ${projection.name}: at ${positionToString(at)}${behind ? ' (behind the head)' : ''}${row?.rebuildStartedAt ? ' (rebuild in progress)' : ''}`);
+      notes.push(
+        `  ${projection.name}: at ${positionToString(at)}${behind ? ' (behind the head)' : ''}${row?.rebuildStartedAt ? ' (rebuild in progress)' : ''}`,
+      );
     }
     process.stderr.write(`${notes.join('\n')}\n`);
     process.stdout.write(`${formatChecksums(checksums)}\n`);

@@ -28,8 +28,7 @@ export const DEFAULT_METHODS: Readonly<Record<MethodCode, Omit<MethodTerms, 'cod
   crypto: { title: 'Криптовалюта (USDT)', feePct: 20_000, min: 50_000, max: 500_000_000, enabled: true },
 };
 
-export const isMethodCode = (value: unknown): value is MethodCode =>
-  typeof value === 'string' && (METHOD_CODES as readonly string[]).includes(value);
+export const isMethodCode = (value: unknown): value is MethodCode => typeof value === 'string' && (METHOD_CODES as readonly string[]).includes(value);
 
 /** The methods of a project: defaults, its overrides, and crypto only with USDT acceptance. */
 export function projectMethods(overrides: MethodOverrides, usdtEnabled: boolean): MethodTerms[] {

@@ -221,9 +221,7 @@ async function decideAndAppend<State, Command, Event extends { type: string; dat
         const since = result.nextExpectedRevision - (loaded.snapshotRevision ?? -1n);
         if (since >= BigInt(options.snapshots.every)) {
           const stored = options.snapshots.encode ? options.snapshots.encode(state) : state;
-          await options.snapshots.store
-            .save(streamName, result.nextExpectedRevision, options.snapshots.schemaVersion, stored)
-            .catch(() => undefined); // a lost snapshot only costs a longer read next time
+          await options.snapshots.store.save(streamName, result.nextExpectedRevision, options.snapshots.schemaVersion, stored).catch(() => undefined); // a lost snapshot only costs a longer read next time
         }
       }
       return { ok: true, state, events: decision, revision: result.nextExpectedRevision, position: result.position, attempts: attempt };

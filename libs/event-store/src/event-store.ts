@@ -97,11 +97,7 @@ export interface AllSubscription extends AsyncIterable<SubscriptionBatch> {
 }
 
 export interface EventStore {
-  appendToStream(
-    streamName: string,
-    events: readonly EventToAppend[],
-    options?: { expectedRevision?: ExpectedRevision },
-  ): Promise<AppendResult>;
+  appendToStream(streamName: string, events: readonly EventToAppend[], options?: { expectedRevision?: ExpectedRevision }): Promise<AppendResult>;
 
   /** The stream's events; StreamNotFoundError when it has none. */
   readStream(streamName: string, options?: ReadStreamOptions): Promise<RecordedEvent[]>;
@@ -137,7 +133,10 @@ export class StreamNotFoundError extends Error {
 
 /** Some of the event ids of an append are already stored, but not as this append. */
 export class DuplicateEventIdError extends Error {
-  constructor(readonly streamName: string, readonly eventIds: readonly string[]) {
+  constructor(
+    readonly streamName: string,
+    readonly eventIds: readonly string[],
+  ) {
     super(`stream ${streamName}: event ids already used elsewhere: ${eventIds.join(', ')}`);
     this.name = 'DuplicateEventIdError';
   }
@@ -171,7 +170,10 @@ export class UnserializableEventError extends Error {
 
 /** The store refused an append larger than it accepts at once (EventStoreDB's maximum append size): nothing written. */
 export class AppendTooLargeError extends Error {
-  constructor(readonly streamName: string, readonly maxAppendSizeBytes: number | null) {
+  constructor(
+    readonly streamName: string,
+    readonly maxAppendSizeBytes: number | null,
+  ) {
     super(`stream ${streamName}: the append exceeds the store's maximum append size${maxAppendSizeBytes === null ? '' : ` of ${maxAppendSizeBytes} bytes`}`);
     this.name = 'AppendTooLargeError';
   }

@@ -3,12 +3,7 @@
  * is what this fold wrote (version and digest), agrees with its stream (entry count,
  * the entry at its revision) and keeps the ledger's invariants.
  */
-import {
-  evolve,
-  foldLedger,
-  LedgerEvent,
-  LedgerState,
-} from './ledger';
+import { evolve, foldLedger, LedgerEvent, LedgerState } from './ledger';
 import { checkLedgerSnapshot, LEDGER_FOLD_VERSION, ledgerFoldVersion, ledgerSnapshotOf } from './ledger-snapshot';
 
 const T0 = Date.parse('2025-05-01T00:00:00.000Z');
@@ -57,7 +52,11 @@ function history(n: number): LedgerEvent[] {
 function throughJsonb(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(throughJsonb);
   if (value !== null && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value).reverse().map(([k, v]) => [k, throughJsonb(v)]));
+    return Object.fromEntries(
+      Object.entries(value)
+        .reverse()
+        .map(([k, v]) => [k, throughJsonb(v)]),
+    );
   }
   return value;
 }
@@ -79,7 +78,11 @@ describe('ledger snapshots: checked before use', () => {
   it('BUG: balances changed after it was written, still summing to zero, are refused (the digest)', () => {
     const corrupted = stored() as { state: { balances: LedgerState['balances'] }; digest: string };
     // Money that is not there, moved in from a system account: every invariant still holds.
-    corrupted.state.balances = { ...corrupted.state.balances, available: corrupted.state.balances.available + 1_000_000, fees: corrupted.state.balances.fees - 1_000_000 };
+    corrupted.state.balances = {
+      ...corrupted.state.balances,
+      available: corrupted.state.balances.available + 1_000_000,
+      fees: corrupted.state.balances.fees - 1_000_000,
+    };
     expect(problemsOf(checkLedgerSnapshot(corrupted, revision, last))).toEqual([expect.stringContaining('digest')]);
   });
 
@@ -98,7 +101,7 @@ describe('ledger snapshots: checked before use', () => {
     ]);
     expect(problemsOf(checkLedgerSnapshot(stored(), revision, null))).toEqual([`the stream has no entry at revision ${revision}`]);
     expect(problemsOf(checkLedgerSnapshot(stored(), revision, events[0]!))).toEqual([
-      expect.stringContaining('its last cause is reserve:rf_1, the stream\'s entry at revision 40 is of payment:inv_0'),
+      expect.stringContaining("its last cause is reserve:rf_1, the stream's entry at revision 40 is of payment:inv_0"),
     ]);
   });
 

@@ -53,7 +53,10 @@ function canonicalEntries(): LedgerEvent[] {
         { account: 'fees', amount: fee },
       ],
       minutes,
-      { hold: held ? { invoiceId: `inv_${i}`, amount: net, releaseAt: new Date(t0 + (minutes + 60) * 60_000).toISOString() } : undefined, invoiceId: `inv_${i}` },
+      {
+        hold: held ? { invoiceId: `inv_${i}`, amount: net, releaseAt: new Date(t0 + (minutes + 60) * 60_000).toISOString() } : undefined,
+        invoiceId: `inv_${i}`,
+      },
     );
   const reservation = (id: string, purpose: 'refund' | 'payout', amount: number) => ({ id, purpose, amount });
 
@@ -64,35 +67,65 @@ function canonicalEntries(): LedgerEvent[] {
         payment(i, 10_000 + i, 150, true, m);
         break;
       case 1:
-        push('hold_released', `hold_release:inv_${i - 1}`, [
-          { account: 'pending', amount: -(10_000 + i - 1) },
-          { account: 'available', amount: 10_000 + i - 1 },
-        ], m, { invoiceId: `inv_${i - 1}` });
+        push(
+          'hold_released',
+          `hold_release:inv_${i - 1}`,
+          [
+            { account: 'pending', amount: -(10_000 + i - 1) },
+            { account: 'available', amount: 10_000 + i - 1 },
+          ],
+          m,
+          { invoiceId: `inv_${i - 1}` },
+        );
         break;
       case 2:
-        push('funds_reserved', `reserve:po_${i}`, [
-          { account: 'available', amount: -5_000 },
-          { account: 'reserved', amount: 5_000 },
-        ], m, { reservation: reservation(`po_${i}`, 'payout', 5_000), payoutFingerprint: `fp_${i % 3}` });
+        push(
+          'funds_reserved',
+          `reserve:po_${i}`,
+          [
+            { account: 'available', amount: -5_000 },
+            { account: 'reserved', amount: 5_000 },
+          ],
+          m,
+          { reservation: reservation(`po_${i}`, 'payout', 5_000), payoutFingerprint: `fp_${i % 3}` },
+        );
         break;
       case 3:
-        push('reservation_settled', `settle:po_${i - 1}`, [
-          { account: 'reserved', amount: -5_000 },
-          { account: 'payouts_sent', amount: 4_950 },
-          { account: 'fees', amount: 50 },
-        ], m, { reservation: reservation(`po_${i - 1}`, 'payout', 5_000) });
+        push(
+          'reservation_settled',
+          `settle:po_${i - 1}`,
+          [
+            { account: 'reserved', amount: -5_000 },
+            { account: 'payouts_sent', amount: 4_950 },
+            { account: 'fees', amount: 50 },
+          ],
+          m,
+          { reservation: reservation(`po_${i - 1}`, 'payout', 5_000) },
+        );
         break;
       case 4:
-        push('funds_reserved', `reserve:rf_${i}`, [
-          { account: 'available', amount: -1_000 },
-          { account: 'reserved', amount: 1_000 },
-        ], m, { reservation: reservation(`rf_${i}`, 'refund', 1_000) });
+        push(
+          'funds_reserved',
+          `reserve:rf_${i}`,
+          [
+            { account: 'available', amount: -1_000 },
+            { account: 'reserved', amount: 1_000 },
+          ],
+          m,
+          { reservation: reservation(`rf_${i}`, 'refund', 1_000) },
+        );
         break;
       case 5:
-        push(i % 20 === 5 ? 'reservation_settled' : 'reservation_released', `${i % 20 === 5 ? 'settle' : 'release'}:rf_${i - 1}`, [
-          { account: 'reserved', amount: -1_000 },
-          { account: i % 20 === 5 ? 'refunds_paid' : 'available', amount: 1_000 },
-        ], m, { reservation: reservation(`rf_${i - 1}`, 'refund', 1_000) });
+        push(
+          i % 20 === 5 ? 'reservation_settled' : 'reservation_released',
+          `${i % 20 === 5 ? 'settle' : 'release'}:rf_${i - 1}`,
+          [
+            { account: 'reserved', amount: -1_000 },
+            { account: i % 20 === 5 ? 'refunds_paid' : 'available', amount: 1_000 },
+          ],
+          m,
+          { reservation: reservation(`rf_${i - 1}`, 'refund', 1_000) },
+        );
         break;
       case 6:
         push('reservation_refused', `reserve:po_${i}`, [], m, { reservation: reservation(`po_${i}`, 'payout', 99_999_999), refusal: 'insufficient_balance' });
@@ -112,7 +145,9 @@ function canonicalJson(value: unknown): string {
     return `[${value.map(canonicalJson).join(',')}]`;
   }
   if (value !== null && typeof value === 'object') {
-    const keys = Object.keys(value).filter((k) => (value as Record<string, unknown>)[k] !== undefined).sort();
+    const keys = Object.keys(value)
+      .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
+      .sort();
     return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(',')}}`;
   }
   return JSON.stringify(value);

@@ -583,7 +583,7 @@ function runLong(plan: readonly LongStep[], problems: Problems): { stats: LongRu
 }
 
 describe('ledger properties across the window of recent causes (runs of thousands of commands)', () => {
-  it('every decision is the independent model\'s, retries of any age post nothing, and replay equals live', () => {
+  it("every decision is the independent model's, retries of any age post nothing, and replay equals live", () => {
     fc.assert(
       fc.property(longRuns(4_000, 6_000), (plan) => {
         const problems = new Problems();
@@ -608,13 +608,20 @@ describe('ledger properties across the window of recent causes (runs of thousand
     // A few seconds alone; the suite's process-level tests share the 2 cores and can slow it several-fold.
   }, 120_000);
 
-  it('without the log\'s answer a long ledger is never decided by guessing', () => {
+  it("without the log's answer a long ledger is never decided by guessing", () => {
     const [plan] = fc.sample(longRuns(4_000, 4_000), { numRuns: 1, seed: 7 });
     const problems = new Problems();
     const { state } = runLong(plan!, problems);
     problems.assertNone();
     expect(entriesBeforeWindow(state)).toBeGreaterThan(0);
-    const fresh = withEntryId({ type: 'RecordPayment', invoiceId: 'inv_never', netAmount: 1, feeAmount: 0, releaseAt: null, at: '2030-01-01T00:00:00.000Z' } as Omit<LedgerCommand, 'entryId'>);
+    const fresh = withEntryId({
+      type: 'RecordPayment',
+      invoiceId: 'inv_never',
+      netAmount: 1,
+      feeAmount: 0,
+      releaseAt: null,
+      at: '2030-01-01T00:00:00.000Z',
+    } as Omit<LedgerCommand, 'entryId'>);
     expect(needsCauseLookup(fresh, state)).toBe(true);
     expect(() => ledgerDecider.decide(fresh, state)).toThrow(CauseHistoryMissingError);
   });

@@ -178,7 +178,6 @@ const reservationReleased = (id: string, purpose: ReservationPurpose, amount: nu
 // ---------------------------------------------------------------------------------
 // given / when / then
 
-
 const given = givenWhenThen(ledgerDecider, LedgerError);
 
 /** What `run` throws, or undefined. */
@@ -316,8 +315,12 @@ describe('ledger: payment recorded', () => {
     ['a net beyond the safe integers', 2 ** 53, 0],
     ['both zero', 0, 0],
   ])('refuses %s with invalid_amount', (_label, net, fee) => {
-    given([]).when(recordPayment('inv_1', net, fee, at(DAY))).thenFails('invalid_amount');
-    given([]).when(recordPayment('inv_1', net, fee, null)).thenFails('invalid_amount');
+    given([])
+      .when(recordPayment('inv_1', net, fee, at(DAY)))
+      .thenFails('invalid_amount');
+    given([])
+      .when(recordPayment('inv_1', net, fee, null))
+      .thenFails('invalid_amount');
   });
 
   it('refuses a string amount with invalid_amount (JSON input is never trusted)', () => {
@@ -327,14 +330,22 @@ describe('ledger: payment recorded', () => {
 
   it('a repeat of the same invoice posts nothing (idempotent), whatever the amounts', () => {
     const history = [paymentHeld('inv_1', 97_000, 3_000, at(3 * DAY))];
-    given(history).when(recordPayment('inv_1', 97_000, 3_000, at(3 * DAY), at(10))).thenNothing();
-    given(history).when(recordPayment('inv_1', 1, 1, null, at(10))).thenNothing();
+    given(history)
+      .when(recordPayment('inv_1', 97_000, 3_000, at(3 * DAY), at(10)))
+      .thenNothing();
+    given(history)
+      .when(recordPayment('inv_1', 1, 1, null, at(10)))
+      .thenNothing();
     // A repeat is recognised before the amounts are checked.
-    given(history).when(recordPayment('inv_1', -5, 0, null, at(10))).thenNothing();
+    given(history)
+      .when(recordPayment('inv_1', -5, 0, null, at(10)))
+      .thenNothing();
   });
 
   it('a repeat of a payment without a hold posts nothing too', () => {
-    given([paymentAvailable('inv_1', 97_000, 3_000)]).when(recordPayment('inv_1', 97_000, 3_000, null, at(10))).thenNothing();
+    given([paymentAvailable('inv_1', 97_000, 3_000)])
+      .when(recordPayment('inv_1', 97_000, 3_000, null, at(10)))
+      .thenNothing();
   });
 
   it('a repeat after its hold was released posts nothing', () => {
@@ -354,8 +365,12 @@ describe('ledger: hold released', () => {
   const history = [paymentHeld('inv_1', 97_000, 3_000, at(3 * DAY))];
 
   it('before releaseAt: hold_not_due', () => {
-    given(history).when(releaseHold('inv_1', at(3 * DAY - 1))).thenFails('hold_not_due');
-    given(history).when(releaseHold('inv_1', new Date(Date.parse(at(3 * DAY)) - 1).toISOString())).thenFails('hold_not_due');
+    given(history)
+      .when(releaseHold('inv_1', at(3 * DAY - 1)))
+      .thenFails('hold_not_due');
+    given(history)
+      .when(releaseHold('inv_1', new Date(Date.parse(at(3 * DAY)) - 1).toISOString()))
+      .thenFails('hold_not_due');
   });
 
   it('exactly at releaseAt: pending → available', () => {
@@ -388,7 +403,9 @@ describe('ledger: hold released', () => {
   it('compares instants, not strings (an offset releaseAt)', () => {
     // 13:00+03:00 is 10:00Z: due at T0, not before.
     const held = [paymentHeld('inv_1', 500, 0, '2025-03-01T13:00:00+03:00')];
-    given(held).when(releaseHold('inv_1', at(-1))).thenFails('hold_not_due');
+    given(held)
+      .when(releaseHold('inv_1', at(-1)))
+      .thenFails('hold_not_due');
     given(held)
       .when(releaseHold('inv_1', at(0)))
       .then([holdReleased('inv_1', 500, at(0))]);
@@ -403,12 +420,18 @@ describe('ledger: hold released', () => {
   });
 
   it('of an unknown invoice: hold_not_found', () => {
-    given(history).when(releaseHold('inv_unknown', at(5 * DAY))).thenFails('hold_not_found');
-    given([]).when(releaseHold('inv_1', at(5 * DAY))).thenFails('hold_not_found');
+    given(history)
+      .when(releaseHold('inv_unknown', at(5 * DAY)))
+      .thenFails('hold_not_found');
+    given([])
+      .when(releaseHold('inv_1', at(5 * DAY)))
+      .thenFails('hold_not_found');
   });
 
   it('of a payment recorded without a hold: hold_not_found', () => {
-    given([paymentAvailable('inv_1', 97_000, 3_000)]).when(releaseHold('inv_1', at(5 * DAY))).thenFails('hold_not_found');
+    given([paymentAvailable('inv_1', 97_000, 3_000)])
+      .when(releaseHold('inv_1', at(5 * DAY)))
+      .thenFails('hold_not_found');
   });
 
   it('a repeat posts nothing', () => {
@@ -449,19 +472,27 @@ describe('ledger: funds reserved', () => {
   });
 
   it('one kopeck more than available: insufficient_balance', () => {
-    given(funded).when(reserveFunds('po_1', 'payout', 97_001)).thenFails('insufficient_balance');
+    given(funded)
+      .when(reserveFunds('po_1', 'payout', 97_001))
+      .thenFails('insufficient_balance');
   });
 
   it('anything from an empty ledger: insufficient_balance', () => {
-    given([]).when(reserveFunds('po_1', 'payout', 1)).thenFails('insufficient_balance');
+    given([])
+      .when(reserveFunds('po_1', 'payout', 1))
+      .thenFails('insufficient_balance');
   });
 
   it('pending money cannot be reserved', () => {
     const held = [paymentHeld('inv_1', 97_000, 3_000, at(3 * DAY))];
-    given(held).when(reserveFunds('rf_1', 'refund', 1)).thenFails('insufficient_balance');
+    given(held)
+      .when(reserveFunds('rf_1', 'refund', 1))
+      .thenFails('insufficient_balance');
     // Available 10 000 plus pending 97 000: only the 10 000 count.
     const mixed = [...held, paymentAvailable('inv_2', 10_000, 0)];
-    given(mixed).when(reserveFunds('rf_1', 'refund', 10_001)).thenFails('insufficient_balance');
+    given(mixed)
+      .when(reserveFunds('rf_1', 'refund', 10_001))
+      .thenFails('insufficient_balance');
     given(mixed)
       .when(reserveFunds('rf_1', 'refund', 10_000))
       .then([fundsReserved('rf_1', 'refund', 10_000)]);
@@ -479,14 +510,20 @@ describe('ledger: funds reserved', () => {
     ['fractional', 10.5],
     ['NaN', Number.NaN],
   ])('a %s amount: invalid_amount', (_label, amount) => {
-    given(funded).when(reserveFunds('rf_1', 'refund', amount)).thenFails('invalid_amount');
+    given(funded)
+      .when(reserveFunds('rf_1', 'refund', amount))
+      .thenFails('invalid_amount');
   });
 
   it('the same reservation id twice: the repeat of the same cause posts nothing', () => {
     const reserved = [...funded, fundsReserved('rf_1', 'refund', 40_000)];
-    given(reserved).when(reserveFunds('rf_1', 'refund', 40_000, at(10))).thenNothing();
+    given(reserved)
+      .when(reserveFunds('rf_1', 'refund', 40_000, at(10)))
+      .thenNothing();
     // Even with other terms, and even with terms that could not be met.
-    given(reserved).when(reserveFunds('rf_1', 'payout', 1_000_000, at(10))).thenNothing();
+    given(reserved)
+      .when(reserveFunds('rf_1', 'payout', 1_000_000, at(10)))
+      .thenNothing();
   });
 
   it('the same reservation id after it was settled or released posts nothing (the cause is spent)', () => {
@@ -583,11 +620,15 @@ describe('ledger: reservation settled', () => {
   });
 
   it('a fee on a refund reservation: invalid_amount', () => {
-    given([...funded, fundsReserved('rf_1', 'refund', 40_000)]).when(settleReservation('rf_1', 1)).thenFails('invalid_amount');
+    given([...funded, fundsReserved('rf_1', 'refund', 40_000)])
+      .when(settleReservation('rf_1', 1))
+      .thenFails('invalid_amount');
   });
 
   it('a fee above the amount: invalid_amount', () => {
-    given([...funded, fundsReserved('po_1', 'payout', 1_000)]).when(settleReservation('po_1', 1_001)).thenFails('invalid_amount');
+    given([...funded, fundsReserved('po_1', 'payout', 1_000)])
+      .when(settleReservation('po_1', 1_001))
+      .thenFails('invalid_amount');
   });
 
   it.each([
@@ -595,12 +636,16 @@ describe('ledger: reservation settled', () => {
     ['fractional', 0.5],
     ['NaN', Number.NaN],
   ])('a %s fee: invalid_amount', (_label, fee) => {
-    given([...funded, fundsReserved('po_1', 'payout', 1_000)]).when(settleReservation('po_1', fee)).thenFails('invalid_amount');
+    given([...funded, fundsReserved('po_1', 'payout', 1_000)])
+      .when(settleReservation('po_1', fee))
+      .thenFails('invalid_amount');
   });
 
   it('an unknown reservation: reservation_not_found', () => {
     given(funded).when(settleReservation('po_unknown')).thenFails('reservation_not_found');
-    given([...funded, fundsReserved('po_1', 'payout', 1_000)]).when(settleReservation('po_2')).thenFails('reservation_not_found');
+    given([...funded, fundsReserved('po_1', 'payout', 1_000)])
+      .when(settleReservation('po_2'))
+      .thenFails('reservation_not_found');
   });
 
   it('settled twice: the second is a repeat of the cause and posts nothing', () => {
@@ -694,7 +739,9 @@ describe('ledger: causes and entry ids', () => {
     it('remembers at least the RECENT_CAUSES_KEPT most recent causes: within them a repeat posts nothing', () => {
       const history = [paymentAvailable('inv_old', 97_000, 3_000), ...filler(RECENT_CAUSES_KEPT - 1)];
       expect(hasRecentCause(foldLedger(history), 'payment:inv_old')).toBe(true);
-      given(history).when(recordPayment('inv_old', 97_000, 3_000, null, at(DAY))).thenNothing();
+      given(history)
+        .when(recordPayment('inv_old', 97_000, 3_000, null, at(DAY)))
+        .thenNothing();
     });
 
     it('does not grow with history: older causes are forgotten', () => {
@@ -709,7 +756,7 @@ describe('ledger: causes and entry ids', () => {
       expect(longer.entries).toBe(2 * PAST_THE_WINDOW);
     });
 
-    it('past the window the state cannot tell: the decision needs the log\'s answer, and follows it', () => {
+    it("past the window the state cannot tell: the decision needs the log's answer, and follows it", () => {
       const original = paymentAvailable('inv_old', 97_000, 3_000);
       const state = foldLedger([original, ...filler(PAST_THE_WINDOW)]);
       expect(hasRecentCause(state, 'payment:inv_old')).toBe(false);
@@ -720,7 +767,9 @@ describe('ledger: causes and entry ids', () => {
       // Without the answer nothing is decided (never a guess that could post twice)…
       expect(thrownBy(() => ledgerDecider.decide(retry, state))).toBeInstanceOf(CauseHistoryMissingError);
       // …the log says an older entry posted it: a repeat, whatever its age…
-      given([original, ...filler(PAST_THE_WINDOW)]).when({ ...retry, postedBeforeWindow: true }).thenNothing();
+      given([original, ...filler(PAST_THE_WINDOW)])
+        .when({ ...retry, postedBeforeWindow: true })
+        .thenNothing();
       // …or that none did: a new cause, posted.
       const fresh = recordPayment('inv_new', 97_000, 3_000, null, at(DAY));
       expect(needsCauseLookup(fresh, state)).toBe(true);
@@ -752,7 +801,9 @@ describe('ledger: causes and entry ids', () => {
       expect(needsCauseLookup(releaseHold('inv_old'), long)).toBe(true);
       expect(needsCauseLookup(reserveFunds('rf_other', 'refund', 1), long)).toBe(true);
       expect(needsCauseLookup(settleReservation('rf_other'), long)).toBe(true);
-      given([...history, ...filler(PAST_THE_WINDOW)]).when(releaseHold('inv_held', at(31 * DAY))).then([holdReleased('inv_held', 50_000, at(31 * DAY))]);
+      given([...history, ...filler(PAST_THE_WINDOW)])
+        .when(releaseHold('inv_held', at(31 * DAY)))
+        .then([holdReleased('inv_held', 50_000, at(31 * DAY))]);
     });
 
     it('an open hold still stops a forgotten payment cause', () => {
@@ -783,9 +834,13 @@ describe('ledger: causes and entry ids', () => {
         refundSettled('rf_old', 50_000),
         ...filler(PAST_THE_WINDOW),
       ];
-      given(history).when({ ...settleReservation('rf_old', undefined, at(DAY)), postedBeforeWindow: true }).thenNothing();
+      given(history)
+        .when({ ...settleReservation('rf_old', undefined, at(DAY)), postedBeforeWindow: true })
+        .thenNothing();
       // Its release never posted (the log says so): the reservation is closed, nothing to release.
-      given(history).when({ ...releaseReservation('rf_old', at(DAY)), postedBeforeWindow: false }).thenFails('reservation_not_found');
+      given(history)
+        .when({ ...releaseReservation('rf_old', at(DAY)), postedBeforeWindow: false })
+        .thenFails('reservation_not_found');
     });
 
     it('a reservation older than the window, settled since, is a repeat (no new reservation) when retried', () => {
@@ -795,7 +850,9 @@ describe('ledger: causes and entry ids', () => {
         refundSettled('rf_old', 50_000),
         ...filler(PAST_THE_WINDOW),
       ];
-      given(history).when({ ...reserveFunds('rf_old', 'refund', 50_000, at(DAY)), postedBeforeWindow: true }).thenNothing();
+      given(history)
+        .when({ ...reserveFunds('rf_old', 'refund', 50_000, at(DAY)), postedBeforeWindow: true })
+        .thenNothing();
     });
   });
 
@@ -835,23 +892,22 @@ describe('ledger: invariants', () => {
   });
 
   it('entryViolations: an unbalanced entry', () => {
-    const bad = entry('payment_recorded', 'payment:bad', [
-      { account: 'acquiring_clearing', amount: -100 },
-      { account: 'available', amount: 99 },
-    ], at());
+    const bad = entry(
+      'payment_recorded',
+      'payment:bad',
+      [
+        { account: 'acquiring_clearing', amount: -100 },
+        { account: 'available', amount: 99 },
+      ],
+      at(),
+    );
     expect(entryViolations(bad)).toEqual([{ entryId: idOf('payment:bad'), rule: 'entry_unbalanced', detail: 'postings sum to -1, not 0' }]);
   });
 
   it('stateViolations: a consistent state has none', () => {
     expect(stateViolations(initialLedgerState())).toEqual([]);
     expect(
-      stateViolations(
-        foldLedger([
-          paymentHeld('inv_1', 97_000, 3_000, at(DAY)),
-          paymentAvailable('inv_2', 10_000, 0),
-          fundsReserved('rf_1', 'refund', 4_000),
-        ]),
-      ),
+      stateViolations(foldLedger([paymentHeld('inv_1', 97_000, 3_000, at(DAY)), paymentAvailable('inv_2', 10_000, 0), fundsReserved('rf_1', 'refund', 4_000)])),
     ).toEqual([]);
   });
 
@@ -891,25 +947,25 @@ describe('ledger: invariants', () => {
   });
 
   it('ledgerDecider throws LedgerInvariantError when decide produces an unbalanced entry', () => {
-    const unbalanced = entry('payment_recorded', 'payment:inv_1', [
-      { account: 'acquiring_clearing', amount: -100 },
-      { account: 'available', amount: 101 },
-    ], at());
+    const unbalanced = entry(
+      'payment_recorded',
+      'payment:inv_1',
+      [
+        { account: 'acquiring_clearing', amount: -100 },
+        { account: 'available', amount: 101 },
+      ],
+      at(),
+    );
     jest.spyOn(ledgerModule, 'decide').mockReturnValue([unbalanced]);
     const thrown = thrownBy(() => ledgerDecider.decide(recordPayment('inv_1', 100, 0, null), initialLedgerState()));
     expect(thrown).toBeInstanceOf(LedgerInvariantError);
-    expect((thrown as LedgerInvariantError).violations).toEqual([
-      'entry_unbalanced: postings sum to 1, not 0',
-      'sum_not_zero: accounts sum to 1',
-    ]);
+    expect((thrown as LedgerInvariantError).violations).toEqual(['entry_unbalanced: postings sum to 1, not 0', 'sum_not_zero: accounts sum to 1']);
   });
 
   it('ledgerDecider throws LedgerInvariantError when decide would overdraw a merchant account', () => {
     const overdraw = fundsReserved('po_1', 'payout', 1);
     jest.spyOn(ledgerModule, 'decide').mockReturnValue([overdraw]);
-    expect(() => ledgerDecider.decide(reserveFunds('po_1', 'payout', 1), initialLedgerState())).toThrow(
-      /negative_merchant_account: available is -1/,
-    );
+    expect(() => ledgerDecider.decide(reserveFunds('po_1', 'payout', 1), initialLedgerState())).toThrow(/negative_merchant_account: available is -1/);
   });
 
   it('ledgerDecider passes refusals and sound entries through unchanged', () => {
@@ -952,7 +1008,9 @@ describe('ledger: defects found by these tests, now fixed', () => {
     // Both amounts pass the safe-integer check, their sum does not: decide posts
     // clearing −9007199254740992 (rounded), available +9007199254740991, fees +2,
     // which sums to 1, and ledgerDecider throws LedgerInvariantError.
-    given([]).when(recordPayment('inv_big', Number.MAX_SAFE_INTEGER, 2, null)).thenFails('invalid_amount');
+    given([])
+      .when(recordPayment('inv_big', Number.MAX_SAFE_INTEGER, 2, null))
+      .thenFails('invalid_amount');
   });
 
   it('BUG: ids named like Object.prototype members (constructor, __proto__, toString…) are ids like any other', () => {
@@ -999,13 +1057,7 @@ describe('ledger: payout reservations and recorded refusals', () => {
     duplicateWindowSeconds,
     maxUnfinished,
   });
-  const reservePayout = (
-    id: string,
-    amount: number,
-    payout: PayoutReservationRules,
-    when = at(),
-    recordRefusal = false,
-  ): LedgerCommand => ({
+  const reservePayout = (id: string, amount: number, payout: PayoutReservationRules, when = at(), recordRefusal = false): LedgerCommand => ({
     type: 'ReserveFunds',
     reservationId: id,
     purpose: 'payout',
@@ -1049,13 +1101,8 @@ describe('ledger: payout reservations and recorded refusals', () => {
       when,
       { reservation: { id, purpose: 'payout', amount } },
     );
-  const reservationRefused = (
-    id: string,
-    purpose: ReservationPurpose,
-    amount: number,
-    refusal: ReservationRefusal,
-    when = at(),
-  ): LedgerEvent => entry('reservation_refused', `reserve:${id}`, [], when, { reservation: { id, purpose, amount }, refusal });
+  const reservationRefused = (id: string, purpose: ReservationPurpose, amount: number, refusal: ReservationRefusal, when = at()): LedgerEvent =>
+    entry('reservation_refused', `reserve:${id}`, [], when, { reservation: { id, purpose, amount }, refusal });
 
   const funded = [paymentAvailable('inv_1', 1_000_000, 0)];
   /** Three open payouts of 10 000 each, with fingerprints a, b, c. */
@@ -1068,7 +1115,9 @@ describe('ledger: payout reservations and recorded refusals', () => {
 
   describe('too_many_pending', () => {
     it('a payout beyond maxUnfinished open payout reservations: too_many_pending', () => {
-      given(threeOpen).when(reservePayout('po_4', 10_000, rules('d'), atSec(10))).thenFails('too_many_pending');
+      given(threeOpen)
+        .when(reservePayout('po_4', 10_000, rules('d'), atSec(10)))
+        .thenFails('too_many_pending');
     });
 
     it('below maxUnfinished: reserved, with its fingerprint', () => {
@@ -1115,8 +1164,12 @@ describe('ledger: payout reservations and recorded refusals', () => {
       given(threeOpen)
         .when(reservePayout('po_4', 10_000, rules('d', 60, 4), atSec(10)))
         .then([payoutReserved('po_4', 10_000, 'd', atSec(10))]);
-      given(threeOpen.slice(0, 2)).when(reservePayout('po_2', 10_000, rules('b', 60, 1), atSec(10))).thenFails('too_many_pending');
-      given(funded).when(reservePayout('po_1', 10_000, rules('a', 60, 0), atSec(10))).thenFails('too_many_pending');
+      given(threeOpen.slice(0, 2))
+        .when(reservePayout('po_2', 10_000, rules('b', 60, 1), atSec(10)))
+        .thenFails('too_many_pending');
+      given(funded)
+        .when(reservePayout('po_1', 10_000, rules('a', 60, 0), atSec(10)))
+        .thenFails('too_many_pending');
     });
   });
 
@@ -1124,8 +1177,12 @@ describe('ledger: payout reservations and recorded refusals', () => {
     const first = [...funded, payoutReserved('po_1', 10_000, 'fp', atSec(0))];
 
     it('the same fingerprint within the window: duplicate_request', () => {
-      given(first).when(reservePayout('po_2', 10_000, rules('fp'), atSec(1))).thenFails('duplicate_request');
-      given(first).when(reservePayout('po_2', 10_000, rules('fp'), atSec(59))).thenFails('duplicate_request');
+      given(first)
+        .when(reservePayout('po_2', 10_000, rules('fp'), atSec(1)))
+        .thenFails('duplicate_request');
+      given(first)
+        .when(reservePayout('po_2', 10_000, rules('fp'), atSec(59)))
+        .thenFails('duplicate_request');
       given(first)
         .when(reservePayout('po_2', 10_000, rules('fp'), new Date(T0 + 59_999).toISOString()))
         .thenFails('duplicate_request');
@@ -1147,7 +1204,9 @@ describe('ledger: payout reservations and recorded refusals', () => {
     });
 
     it('a shorter window of the command applies', () => {
-      given(first).when(reservePayout('po_2', 10_000, rules('fp', 10), atSec(9))).thenFails('duplicate_request');
+      given(first)
+        .when(reservePayout('po_2', 10_000, rules('fp', 10), atSec(9)))
+        .thenFails('duplicate_request');
       given(first)
         .when(reservePayout('po_2', 10_000, rules('fp', 10), atSec(10)))
         .then([payoutReserved('po_2', 10_000, 'fp', atSec(10))]);
@@ -1200,19 +1259,27 @@ describe('ledger: payout reservations and recorded refusals', () => {
         payoutReserved('po_3', 10_000, 'c', atSec(2)),
       ];
       expect(foldLedger(drained).balances.available).toBe(0);
-      given(drained).when(reservePayout('po_4', 10_000, rules('d'), atSec(10))).thenFails('too_many_pending');
+      given(drained)
+        .when(reservePayout('po_4', 10_000, rules('d'), atSec(10)))
+        .thenFails('too_many_pending');
     });
 
     it('duplicate_request, not insufficient_balance, when both apply', () => {
       const drained = [paymentAvailable('inv_1', 10_000, 0), payoutReserved('po_1', 10_000, 'fp', atSec(0))];
       expect(foldLedger(drained).balances.available).toBe(0);
-      given(drained).when(reservePayout('po_2', 10_000, rules('fp'), atSec(5))).thenFails('duplicate_request');
+      given(drained)
+        .when(reservePayout('po_2', 10_000, rules('fp'), atSec(5)))
+        .thenFails('duplicate_request');
     });
 
     it('with no limit reached, the balance decides', () => {
       const drained = [paymentAvailable('inv_1', 10_000, 0), payoutReserved('po_1', 10_000, 'fp', atSec(0))];
-      given(drained).when(reservePayout('po_2', 1, rules('other'), atSec(5))).thenFails('insufficient_balance');
-      given([paymentAvailable('inv_1', 10_000, 0)]).when(reservePayout('po_1', 10_001, rules('fp'))).thenFails('insufficient_balance');
+      given(drained)
+        .when(reservePayout('po_2', 1, rules('other'), atSec(5)))
+        .thenFails('insufficient_balance');
+      given([paymentAvailable('inv_1', 10_000, 0)])
+        .when(reservePayout('po_1', 10_001, rules('fp')))
+        .thenFails('insufficient_balance');
     });
   });
 
@@ -1264,8 +1331,12 @@ describe('ledger: payout reservations and recorded refusals', () => {
     it('the same command again returns [] even if the balance would now allow it', () => {
       const refused = [paymentAvailable('inv_1', 5_000, 0), reservationRefused('po_1', 'payout', 10_000, 'insufficient_balance', atSec(0))];
       const nowFunded = [...refused, paymentAvailable('inv_2', 1_000_000, 0, atSec(10))];
-      given(nowFunded).when(reservePayout('po_1', 10_000, rules('fp'), atSec(20), true)).thenNothing();
-      given(nowFunded).when(reservePayout('po_1', 10_000, rules('fp'), atSec(20))).thenNothing();
+      given(nowFunded)
+        .when(reservePayout('po_1', 10_000, rules('fp'), atSec(20), true))
+        .thenNothing();
+      given(nowFunded)
+        .when(reservePayout('po_1', 10_000, rules('fp'), atSec(20)))
+        .thenNothing();
       // A new request is another reservation id: that one is decided afresh.
       given(nowFunded)
         .when(reservePayout('po_2', 10_000, rules('fp'), atSec(20), true))
@@ -1281,7 +1352,9 @@ describe('ledger: payout reservations and recorded refusals', () => {
         reservationReleased('po_3', 'payout', 10_000, atSec(32)),
       ];
       expect(foldLedger(finished).reservations).toEqual({});
-      given(finished).when(reservePayout('po_9', 10_000, rules('z'), atSec(200), true)).thenNothing();
+      given(finished)
+        .when(reservePayout('po_9', 10_000, rules('z'), atSec(200), true))
+        .thenNothing();
     });
 
     it('a refund refused for balance stays refused after money arrives', () => {
@@ -1304,8 +1377,12 @@ describe('ledger: payout reservations and recorded refusals', () => {
     });
 
     it('an invalid amount stays an error (invalid_amount), not a recorded refusal', () => {
-      given(funded).when(reservePayout('po_1', 0, rules('fp'), atSec(0), true)).thenFails('invalid_amount');
-      given(funded).when(reserveRefund('rf_1', -5, at(), true)).thenFails('invalid_amount');
+      given(funded)
+        .when(reservePayout('po_1', 0, rules('fp'), atSec(0), true))
+        .thenFails('invalid_amount');
+      given(funded)
+        .when(reserveRefund('rf_1', -5, at(), true))
+        .thenFails('invalid_amount');
     });
   });
 

@@ -36,13 +36,7 @@ export interface Posting {
 
 export type ReservationPurpose = 'refund' | 'payout';
 
-export type EntryKind =
-  | 'payment_recorded'
-  | 'hold_released'
-  | 'funds_reserved'
-  | 'reservation_refused'
-  | 'reservation_settled'
-  | 'reservation_released';
+export type EntryKind = 'payment_recorded' | 'hold_released' | 'funds_reserved' | 'reservation_refused' | 'reservation_settled' | 'reservation_released';
 
 /** Why a reservation was refused. */
 export type ReservationRefusal = 'insufficient_balance' | 'too_many_pending' | 'duplicate_request';
@@ -118,8 +112,7 @@ export interface LedgerState {
 export const RECENT_CAUSES_KEPT = 2000;
 const CAUSE_CHUNK = 64;
 
-export const hasRecentCause = (state: LedgerState, cause: string): boolean =>
-  state.recentCauses.some((chunk) => chunk.includes(cause));
+export const hasRecentCause = (state: LedgerState, cause: string): boolean => state.recentCauses.some((chunk) => chunk.includes(cause));
 
 /** How many causes the window holds (at least RECENT_CAUSES_KEPT once the ledger is that long). */
 export const rememberedCauses = (state: LedgerState): number => state.recentCauses.reduce((n, chunk) => n + chunk.length, 0);
@@ -132,15 +125,13 @@ export const entriesBeforeWindow = (state: LedgerState): number => state.entries
 
 function rememberCause(chunks: LedgerState['recentCauses'], cause: string): LedgerState['recentCauses'] {
   const last = chunks[chunks.length - 1];
-  const appended =
-    last && last.length < CAUSE_CHUNK ? [...chunks.slice(0, -1), [...last, cause]] : [...chunks, [cause]];
+  const appended = last && last.length < CAUSE_CHUNK ? [...chunks.slice(0, -1), [...last, cause]] : [...chunks, [cause]];
   // Drop the oldest chunk once the others still hold the whole window.
   const total = appended.reduce((n, c) => n + c.length, 0);
   return total - appended[0]!.length >= RECENT_CAUSES_KEPT ? appended.slice(1) : appended;
 }
 
-const zeroBalances = (): Balances =>
-  Object.fromEntries(LEDGER_ACCOUNTS.map((a) => [a, 0])) as unknown as Balances;
+const zeroBalances = (): Balances => Object.fromEntries(LEDGER_ACCOUNTS.map((a) => [a, 0])) as unknown as Balances;
 
 export const initialLedgerState = (): LedgerState => ({
   balances: zeroBalances(),
@@ -242,8 +233,7 @@ const isAmount = (n: unknown, allowZero = false): n is Kopecks =>
   typeof n === 'number' && Number.isSafeInteger(n) && (allowZero ? n >= 0 : n > 0) && n <= MAX_MONEY_KOPECKS;
 
 /** Own entries only: an id such as `constructor` or `__proto__` is just an id. */
-const lookup = <T>(record: Readonly<Record<string, T>>, id: string): T | undefined =>
-  Object.hasOwn(record, id) ? record[id] : undefined;
+const lookup = <T>(record: Readonly<Record<string, T>>, id: string): T | undefined => (Object.hasOwn(record, id) ? record[id] : undefined);
 
 /**
  * Thrown by `decide` when only the entries older than the window could tell whether
@@ -290,8 +280,7 @@ function postedAsFarAsStateTells(command: LedgerCommand, state: LedgerState): bo
  * the window post this cause?" (`postedBeforeWindow`): only on a ledger longer than
  * the window, for a cause neither in the window nor told by what is open.
  */
-export const needsCauseLookup = (command: LedgerCommand, state: LedgerState): boolean =>
-  postedAsFarAsStateTells(command, state) === 'ask the log';
+export const needsCauseLookup = (command: LedgerCommand, state: LedgerState): boolean => postedAsFarAsStateTells(command, state) === 'ask the log';
 
 /**
  * The entries the command posts: [] when its cause already posted (an idempotent
@@ -473,9 +462,7 @@ export interface InvariantViolation {
 
 export function entryViolations(event: LedgerEvent): InvariantViolation[] {
   const sum = event.data.postings.reduce((s, p) => s + p.amount, 0);
-  return sum === 0
-    ? []
-    : [{ entryId: event.data.entryId, rule: 'entry_unbalanced', detail: `postings sum to ${sum}, not 0` }];
+  return sum === 0 ? [] : [{ entryId: event.data.entryId, rule: 'entry_unbalanced', detail: `postings sum to ${sum}, not 0` }];
 }
 
 export function stateViolations(state: LedgerState, entryId: string | null = null): InvariantViolation[] {

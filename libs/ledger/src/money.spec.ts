@@ -223,17 +223,13 @@ describe('parseMoney', () => {
 
   it('refuses every number with a third decimal, with and without its literal', () => {
     fc.assert(
-      fc.property(
-        fc.integer({ min: 0, max: MAX_MONEY_KOPECKS / 10 - 1 }),
-        fc.integer({ min: 1, max: 9 }),
-        (cents, thirdDigit) => {
-          // ≤ 12 significant digits, so the float's shortest text is this decimal, trailing digit kept
-          const literal = `${moneyText(cents)}${thirdDigit}`;
-          const value = JSON.parse(literal) as number;
-          expect(refusal(() => parseMoney(value, literal), MoneyFormatError).reason).toBe('too_many_decimals');
-          expect(refusal(() => parseMoney(value), MoneyFormatError).reason).toBe('too_many_decimals');
-        },
-      ),
+      fc.property(fc.integer({ min: 0, max: MAX_MONEY_KOPECKS / 10 - 1 }), fc.integer({ min: 1, max: 9 }), (cents, thirdDigit) => {
+        // ≤ 12 significant digits, so the float's shortest text is this decimal, trailing digit kept
+        const literal = `${moneyText(cents)}${thirdDigit}`;
+        const value = JSON.parse(literal) as number;
+        expect(refusal(() => parseMoney(value, literal), MoneyFormatError).reason).toBe('too_many_decimals');
+        expect(refusal(() => parseMoney(value), MoneyFormatError).reason).toBe('too_many_decimals');
+      }),
       { numRuns: 1_000 },
     );
   });
@@ -452,13 +448,9 @@ describe('percentOf', () => {
 
   it('equals the exact decimal reference for any amount up to the maximum and any rate up to 100%', () => {
     fc.assert(
-      fc.property(
-        fc.integer({ min: 0, max: MAX_MONEY_KOPECKS }),
-        fc.integer({ min: 0, max: MAX_PERCENT_RATE }),
-        (amount, rate) => {
-          expect(percentOf(amount, rate)).toBe(referencePercentOf(amount, rate));
-        },
-      ),
+      fc.property(fc.integer({ min: 0, max: MAX_MONEY_KOPECKS }), fc.integer({ min: 0, max: MAX_PERCENT_RATE }), (amount, rate) => {
+        expect(percentOf(amount, rate)).toBe(referencePercentOf(amount, rate));
+      }),
       { numRuns: 5_000 },
     );
   });

@@ -249,7 +249,9 @@ export function formatPercent(rate: PercentRate): string {
   const magnitude = Math.abs(rate);
   const fractionUnits = magnitude % PERCENT_SCALE;
   const whole = (magnitude - fractionUnits) / PERCENT_SCALE;
-  const fraction = String(fractionUnits).padStart(4, '0').replace(/0{1,2}$/, '');
+  const fraction = String(fractionUnits)
+    .padStart(4, '0')
+    .replace(/0{1,2}$/, '');
   return `${sign}${whole}.${fraction}`;
 }
 

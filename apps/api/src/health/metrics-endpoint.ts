@@ -17,12 +17,7 @@ import { readiness, ReadinessProbe } from './readiness';
  * ...}` in the scrape config). The METRICS_PORT listener serves the same text without
  * a token, for a port that only the monitoring network reaches.
  */
-export function registerMetricsRoute(
-  fastify: FastifyInstance,
-  metrics: GatewayMetrics,
-  token: OperatorToken,
-  failures: FailedAuthentication,
-): void {
+export function registerMetricsRoute(fastify: FastifyInstance, metrics: GatewayMetrics, token: OperatorToken, failures: FailedAuthentication): void {
   fastify.get('/metrics', async (request: FastifyRequest, reply: FastifyReply) => {
     try {
       failures.refuseIfLimited(request, 'operator_token');
@@ -33,9 +28,7 @@ export function registerMetricsRoute(
       const refusal = error as ApiError;
       return reply.status(refusal.status).headers(refusal.headers).header('content-type', 'application/json; charset=utf-8').send(refusal.body());
     }
-    return sendExposition(metrics, reply.log, (status, contentType, body) =>
-      reply.status(status).header('content-type', contentType).send(body),
-    );
+    return sendExposition(metrics, reply.log, (status, contentType, body) => reply.status(status).header('content-type', contentType).send(body));
   });
 }
 
@@ -63,13 +56,7 @@ export interface MetricsServer {
  * projector-only process has) with GET /metrics, /health/live and /health/ready,
  * unauthenticated: bind it where only monitoring reaches.
  */
-export async function startMetricsServer(
-  port: number,
-  metrics: GatewayMetrics,
-  pool: Pool,
-  probe: ReadinessProbe,
-  log: Logger,
-): Promise<MetricsServer> {
+export async function startMetricsServer(port: number, metrics: GatewayMetrics, pool: Pool, probe: ReadinessProbe, log: Logger): Promise<MetricsServer> {
   const server = http.createServer((request, response) => {
     const requestId = requestIdOf(request.headers[REQUEST_ID_HEADER]);
     response.setHeader('X-Request-Id', requestId);

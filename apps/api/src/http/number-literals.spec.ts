@@ -57,7 +57,7 @@ describe('number literals of a JSON body', () => {
 
   it('agrees with JSON.parse on every JSON text: each number is found at its path and reads as the parsed value', () => {
     const seed = Date.now();
-     
+
     console.log(`number-literals property seed: ${seed}`);
     const numberText = fc.oneof(
       fc.double({ noNaN: true, noDefaultInfinity: true }).map((d) => JSON.stringify(d)),
@@ -72,7 +72,9 @@ describe('number literals of a JSON body', () => {
         fc.string().map((t) => JSON.stringify(t)),
         fc.constantFrom('true', 'false', 'null'),
         fc.array(tie('v'), { maxLength: 4 }).map((items) => `[ ${items.join(' , ')} ]`),
-        fc.array(fc.tuple(fc.string({ maxLength: 6 }), tie('v')), { maxLength: 4 }).map((pairs) => `{${pairs.map(([k, v]) => `${JSON.stringify(k)}:\n${v}`).join(',')}}`),
+        fc
+          .array(fc.tuple(fc.string({ maxLength: 6 }), tie('v')), { maxLength: 4 })
+          .map((pairs) => `{${pairs.map(([k, v]) => `${JSON.stringify(k)}:\n${v}`).join(',')}}`),
       ),
     })).v;
     fc.assert(

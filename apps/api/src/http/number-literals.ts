@@ -100,8 +100,7 @@ export function numberLiterals(json: string): Map<string, string> {
         const number = sticky(NUMBER);
         if (number !== null) {
           if (stack.length <= MAX_LITERAL_DEPTH) literals.set(literalKey(currentPath()), number);
-        }
-        else if (sticky(KEYWORD) === null) fail('a value');
+        } else if (sticky(KEYWORD) === null) fail('a value');
       }
       expecting = 'after';
       continue;

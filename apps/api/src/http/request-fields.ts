@@ -85,7 +85,13 @@ export const Phone = (o: Presence & Described = {}): PropertyDecorator =>
   Text({ ...o, max: 16, pattern: E164, patternMessage: 'телефон в формате E.164, например +79991234567', examples: ['+79991234567'] });
 
 export const Uuid = (o: Presence & Described = {}): PropertyDecorator =>
-  Text({ ...o, max: 36, pattern: UUID, patternMessage: 'ожидается UUID', schemaPattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' });
+  Text({
+    ...o,
+    max: 36,
+    pattern: UUID,
+    patternMessage: 'ожидается UUID',
+    schemaPattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$',
+  });
 
 /** An http:// or https:// address of up to 2048 characters. */
 export const HttpUrl = (o: Presence & Described = {}): PropertyDecorator =>
@@ -157,7 +163,13 @@ export const Bool = (o: Presence & Described = {}): PropertyDecorator =>
 /** An array of values from `allowed` (duplicates allowed, read as one). */
 export const ArrayOf = (allowed: readonly string[], o: Described = {}): PropertyDecorator =>
   field(
-    [{ code: 'invalid_enum', message: `массив из значений: ${allowed.join(', ')}`, valid: (v) => Array.isArray(v) && v.every((e) => (allowed as readonly unknown[]).includes(e)) }],
+    [
+      {
+        code: 'invalid_enum',
+        message: `массив из значений: ${allowed.join(', ')}`,
+        valid: (v) => Array.isArray(v) && v.every((e) => (allowed as readonly unknown[]).includes(e)),
+      },
+    ],
     {},
     { type: 'array', items: { type: 'string', enum: allowed }, ...described(o) },
   );
@@ -180,7 +192,11 @@ const LITERAL_MESSAGE = 'число не удалось сверить с его
  * A decimal read by `parse` from the value and its literal in the raw body: one rule per
  * failure reason, in a fixed order, so the reported code is `invalid_<kind>_<reason>`.
  */
-function decimalRules(kind: 'money' | 'percent', parse: (value: unknown, literal?: string) => number, isFormatError: (e: unknown) => e is MoneyFormatError | PercentFormatError): FieldRule[] {
+function decimalRules(
+  kind: 'money' | 'percent',
+  parse: (value: unknown, literal?: string) => number,
+  isFormatError: (e: unknown) => e is MoneyFormatError | PercentFormatError,
+): FieldRule[] {
   // Every reason's rule asks for the same outcome: it is worked out once per field and object.
   const outcomes = new WeakMap<object, Map<string, { value: unknown; reason: string | null; message: string }>>();
   const outcome = (value: unknown, args: { object: object; property: string }): { reason: string | null; message: string } => {
@@ -290,7 +306,10 @@ const storableJsonName = (depth: number) => `StorableJson${depth}`;
 
 /** customFields itself (depth 0): an object whose keys are storable and values are StorableJson1. */
 function storableJsonAt(depth: 0): SchemaObject {
-  return { propertyNames: { type: 'string', pattern: STORABLE_PATTERN }, additionalProperties: { $ref: `#/components/schemas/${storableJsonName(depth + 1)}` } };
+  return {
+    propertyNames: { type: 'string', pattern: STORABLE_PATTERN },
+    additionalProperties: { $ref: `#/components/schemas/${storableJsonName(depth + 1)}` },
+  };
 }
 
 /**
@@ -307,8 +326,14 @@ export function storableJsonSchemas(): Record<string, SchemaObject> {
     const inner: SchemaObject = { $ref: `#/components/schemas/${storableJsonName(depth + 1)}` };
     schemas[storableJsonName(depth)] =
       depth === MAX_JSON_DEPTH
-        ? { description: `Значение customFields на глубине ${depth}: без вложений`, anyOf: [text, leaf, { type: 'array', maxItems: 0 }, { type: 'object', maxProperties: 0 }] }
-        : { description: `Значение customFields на глубине ${depth}`, anyOf: [text, leaf, { type: 'array', items: inner }, { type: 'object', propertyNames: text, additionalProperties: inner }] };
+        ? {
+            description: `Значение customFields на глубине ${depth}: без вложений`,
+            anyOf: [text, leaf, { type: 'array', maxItems: 0 }, { type: 'object', maxProperties: 0 }],
+          }
+        : {
+            description: `Значение customFields на глубине ${depth}`,
+            anyOf: [text, leaf, { type: 'array', items: inner }, { type: 'object', propertyNames: text, additionalProperties: inner }],
+          };
   }
   return schemas;
 }
@@ -321,7 +346,13 @@ export const Nested = (cls: () => RequestClass, o: Presence & Described & { read
 /** An integer in a query string: 1 to 9 digits, in range; absent is the default. */
 export const QueryInteger = (o: { readonly min: number; readonly max: number; readonly default: number } & Described): PropertyDecorator =>
   field(
-    [{ code: 'out_of_range', message: `целое число от ${o.min} до ${o.max}`, valid: (v) => typeof v === 'string' && /^\d{1,9}$/.test(v) && Number(v) >= o.min && Number(v) <= o.max }],
+    [
+      {
+        code: 'out_of_range',
+        message: `целое число от ${o.min} до ${o.max}`,
+        valid: (v) => typeof v === 'string' && /^\d{1,9}$/.test(v) && Number(v) >= o.min && Number(v) <= o.max,
+      },
+    ],
     {},
     { type: 'integer', minimum: o.min, maximum: o.max, default: o.default, ...described(o) },
   );

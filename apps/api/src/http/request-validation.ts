@@ -1,7 +1,16 @@
 import 'reflect-metadata';
 import { createParamDecorator, ExecutionContext } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
-import { getMetadataStorage, registerDecorator, ValidateIf, ValidateNested, validateSync, ValidationArguments, ValidationError, ValidationTypes } from 'class-validator';
+import {
+  getMetadataStorage,
+  registerDecorator,
+  ValidateIf,
+  ValidateNested,
+  validateSync,
+  ValidationArguments,
+  ValidationError,
+  ValidationTypes,
+} from 'class-validator';
 import { JSONSchema } from 'class-validator-jsonschema';
 import type { SchemaObject } from '../docs/openapi-document';
 import { ApiError, ErrorDetail } from './errors/api-error';
@@ -136,7 +145,10 @@ export function RequestRule<T>(rule: RequestRuleFn<T>, schema?: SchemaObject): C
 }
 
 /** The class's own schema keywords (description, anyOf…); `additionalProperties: false` is added to every request schema. */
-export const RequestSchema = (schema: SchemaObject): ClassDecorator => (target) => JSONSchema(schema as never)(target);
+export const RequestSchema =
+  (schema: SchemaObject): ClassDecorator =>
+  (target) =>
+    JSONSchema(schema as never)(target);
 
 export const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -185,11 +197,18 @@ function copyJson(value: unknown, depth: number): unknown {
   if (depth >= MAX_COPY_DEPTH) return Array.isArray(value) ? [] : {};
   if (Array.isArray(value)) return value.map((v) => copyJson(v, depth + 1));
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(value)) Object.defineProperty(out, k, { value: copyJson(v, depth + 1), enumerable: true, writable: true, configurable: true });
+  for (const [k, v] of Object.entries(value))
+    Object.defineProperty(out, k, { value: copyJson(v, depth + 1), enumerable: true, writable: true, configurable: true });
   return out;
 }
 
-function instantiate<T extends object>(cls: RequestClass<T>, plain: Record<string, unknown>, segments: readonly string[], literals: LiteralContext['literals'], depth: number): T {
+function instantiate<T extends object>(
+  cls: RequestClass<T>,
+  plain: Record<string, unknown>,
+  segments: readonly string[],
+  literals: LiteralContext['literals'],
+  depth: number,
+): T {
   const instance = Object.create(cls.prototype) as T;
   const nestedClasses = inherited(NESTED, cls);
   for (const [key, value] of Object.entries(plain)) {
@@ -200,7 +219,8 @@ function instantiate<T extends object>(cls: RequestClass<T>, plain: Record<strin
       Object.defineProperty(instance, key, { get: () => cls, enumerable: true, configurable: true });
       continue;
     }
-    const copied = nestedClass && isPlainObject(value) ? instantiate(nestedClass(), value, [...segments, key], literals, depth + 1) : copyJson(value, depth + 1);
+    const copied =
+      nestedClass && isPlainObject(value) ? instantiate(nestedClass(), value, [...segments, key], literals, depth + 1) : copyJson(value, depth + 1);
     Object.defineProperty(instance, key, { value: copied, enumerable: true, writable: true, configurable: true });
   }
   LITERALS.set(instance, { segments, literals });
@@ -245,7 +265,9 @@ export function readRequest<T extends object>(cls: RequestClass<T>, input: unkno
       }
     }
     if (scanned instanceof NumberLiteralScanError) {
-      throw ApiError.validation([{ param: 'body', code: 'unreadable_numbers', message: 'body: числа в теле запроса не удалось прочитать так, как они записаны' }]);
+      throw ApiError.validation([
+        { param: 'body', code: 'unreadable_numbers', message: 'body: числа в теле запроса не удалось прочитать так, как они записаны' },
+      ]);
     }
     return scanned;
   };
@@ -302,7 +324,7 @@ function violations(cls: RequestClass, instance: object, errors: readonly Valida
       out.push(...nestedDetails);
     }
   }
-  for (const rule of root ? inherited(RULES, cls) ?? [] : []) {
+  for (const rule of root ? (inherited(RULES, cls) ?? []) : []) {
     for (const v of rule(instance as never, failed)) out.push(detail(v.param, v.code, v.message));
   }
   for (const key of Object.keys(instance)) {

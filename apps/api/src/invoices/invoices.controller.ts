@@ -32,11 +32,7 @@ export class InvoicesController {
 
   @Post()
   @UseInterceptors(IdempotencyInterceptor)
-  async create(
-    @Merchant() merchant: MerchantIdentity,
-    @ValidBody(CreateInvoiceRequest) body: CreateInvoiceRequest,
-    @Res() reply: FastifyReply,
-  ) {
+  async create(@Merchant() merchant: MerchantIdentity, @ValidBody(CreateInvoiceRequest) body: CreateInvoiceRequest, @Res() reply: FastifyReply) {
     const request = toInvoiceRequest(body);
     if (merchant.mode === 'live' && merchant.project.status !== 'active') {
       throw new ApiError(403, 'project_not_active', `Проект не активен (статус ${merchant.project.status}): боевой ключ не может создавать счета`);

@@ -37,9 +37,7 @@ const balancesOnWire = (state: LedgerState) => ({
   pending: formatMoney(state.balances.pending),
   reserved: formatMoney(state.balances.reserved),
   currency: 'RUB',
-  system: Object.fromEntries(
-    LEDGER_ACCOUNTS.filter((a) => !['available', 'pending', 'reserved'].includes(a)).map((a) => [a, formatMoney(state.balances[a])]),
-  ),
+  system: Object.fromEntries(LEDGER_ACCOUNTS.filter((a) => !['available', 'pending', 'reserved'].includes(a)).map((a) => [a, formatMoney(state.balances[a])])),
   entries: state.entries,
 });
 
@@ -54,12 +52,7 @@ export class LedgerAuditController {
 
   /** Journal entries with their postings, oldest first, in cursor pages (from the read model). */
   @Get(':id/ledger')
-  async entries(
-    @Param('id') id: string,
-    @Query('mode') mode?: string,
-    @Query('limit') limit?: string,
-    @Query('cursor') cursor?: string,
-  ) {
+  async entries(@Param('id') id: string, @Query('mode') mode?: string, @Query('limit') limit?: string, @Query('cursor') cursor?: string) {
     const accountId = parseAccountId(id);
     const ledgerMode = parseMode(mode);
     const pageSize = parseLimit(limit);

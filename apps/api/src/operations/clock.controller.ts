@@ -6,7 +6,6 @@ import { isPlainObject, readRequest } from '../http/request-validation';
 import { AdvanceClockRequest } from './advance-clock.request';
 import { AdminTokenGuard } from '../http/auth/admin-token.guard';
 
-
 /** CLOCK=manual only: moves the gateway's one clock forward. */
 @Controller('admin/v1/clock')
 @UseGuards(AdminTokenGuard)

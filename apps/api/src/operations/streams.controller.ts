@@ -17,11 +17,7 @@ export class StreamsController {
   constructor(@Inject(INFRASTRUCTURE) private readonly infra: Infrastructure) {}
 
   @Get(':streamName')
-  async read(
-    @Param('streamName') streamName: string,
-    @Query('fromRevision') fromRevision?: string,
-    @Query('limit') limit?: string,
-  ) {
+  async read(@Param('streamName') streamName: string, @Query('fromRevision') fromRevision?: string, @Query('limit') limit?: string) {
     const from = parseNonNegative(fromRevision, 'fromRevision', 0);
     const max = parseNonNegative(limit, 'limit', 100);
     if (max < 1 || max > MAX_PAGE) {

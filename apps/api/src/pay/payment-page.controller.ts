@@ -132,7 +132,11 @@ export class PaymentPageController {
     if (!isMethodCode(method) || created.methodRates[method] === undefined) {
       throw new PageError(
         400,
-        renderErrorPage({ title: 'Способ оплаты недоступен', message: 'Выберите один из способов оплаты, предложенных на странице счёта.', backHref: pagePath(created) }),
+        renderErrorPage({
+          title: 'Способ оплаты недоступен',
+          message: 'Выберите один из способов оплаты, предложенных на странице счёта.',
+          backHref: pagePath(created),
+        }),
       );
     }
     await this.commands.execute(new ChooseInvoiceMethod(created.invoiceId, method, now));

@@ -9,7 +9,10 @@ function destination(r: CreatePayoutRequest): RuleViolation[] {
   const required = (param: string, message: string): RuleViolation => ({ param, code: 'required', message });
   if (!has('addressId')) {
     if (!has('method') && !has('account')) return [required('addressId', 'укажите addressId или пару method и account')];
-    return [...(has('method') ? [] : [required('method', 'обязательно вместе с account')]), ...(has('account') ? [] : [required('account', 'обязательно вместе с method')])];
+    return [
+      ...(has('method') ? [] : [required('method', 'обязательно вместе с account')]),
+      ...(has('account') ? [] : [required('account', 'обязательно вместе с method')]),
+    ];
   }
   if (has('method') !== has('account')) return [required(has('method') ? 'account' : 'method', 'method и account указываются вместе')];
   return [];
@@ -23,7 +26,10 @@ function destination(r: CreatePayoutRequest): RuleViolation[] {
   dependentRequired: { method: ['account'], account: ['method'] },
 })
 export class CreatePayoutRequest {
-  @Money({ required: true, description: 'Сумма в рублях, списывается с available; комиссия вычитается из неё. Не меньше минимума способа (100.00 по умолчанию)' })
+  @Money({
+    required: true,
+    description: 'Сумма в рублях, списывается с available; комиссия вычитается из неё. Не меньше минимума способа (100.00 по умолчанию)',
+  })
   amount!: string | number;
 
   @Integer({ min: 1, max: Number.MAX_SAFE_INTEGER, description: 'Подтверждённые реквизиты; обязателен, если не заданы method + account' })

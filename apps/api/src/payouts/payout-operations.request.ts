@@ -10,7 +10,12 @@ import { RequestRule, RequestSchema } from '../http/request-validation';
         {
           param: 'account',
           code: 'invalid_format',
-          message: r.method === 'sbp' ? 'телефон +7 и 10 цифр' : r.method === 'usdt_trc20' ? 'адрес TRON: T и 33 символа base58' : 'адрес BEP-20: 0x и 40 шестнадцатеричных цифр',
+          message:
+            r.method === 'sbp'
+              ? 'телефон +7 и 10 цифр'
+              : r.method === 'usdt_trc20'
+                ? 'адрес TRON: T и 33 символа base58'
+                : 'адрес BEP-20: 0x и 40 шестнадцатеричных цифр',
         },
       ]
     : [],
@@ -20,7 +25,12 @@ export class AddPayoutAddressRequest {
   @OneOf(PAYOUT_METHODS, { required: true, description: 'Способ выплаты' })
   method!: PayoutMethod;
 
-  @Text({ required: true, min: 1, max: 128, description: 'sbp: телефон +7 и 10 цифр; usdt_trc20: адрес TRON (T и 33 символа base58); usdt_bep20: 0x и 40 шестнадцатеричных цифр' })
+  @Text({
+    required: true,
+    min: 1,
+    max: 128,
+    description: 'sbp: телефон +7 и 10 цифр; usdt_trc20: адрес TRON (T и 33 символа base58); usdt_bep20: 0x и 40 шестнадцатеричных цифр',
+  })
   account!: string;
 
   @Text({ nullable: true, max: 255, description: 'Банк получателя (sbp)' })

@@ -50,7 +50,9 @@ export class PayoutsAdminController {
   async addAddress(@Param('id') accountId: string, @ValidBody(AddPayoutAddressRequest) body: AddPayoutAddressRequest, @Res() reply: FastifyReply) {
     const { method, account, bank, label } = body;
     if (!isUuid(accountId) || !(await this.queries.execute(new GetAccount(accountId)))) throw ApiError.notFound('not_found', 'Аккаунт не найден');
-    const { address, created } = await this.commands.execute(new AddPayoutAddress(accountId, { method, account, bank: bank ?? null, label: label ?? null }, this.clock.now()));
+    const { address, created } = await this.commands.execute(
+      new AddPayoutAddress(accountId, { method, account, bank: bank ?? null, label: label ?? null }, this.clock.now()),
+    );
     return reply.status(created ? 201 : 200).send(addressView(address));
   }
 

@@ -202,11 +202,7 @@ interface Scheduled {
 }
 
 const ALPHABET_36 = '0123456789abcdefghijklmnopqrstuvwxyz';
-const REJECT_REASONS = [
-  'Реквизиты получателя не прошли проверку',
-  'Банк получателя отклонил перевод',
-  'Требуются документы по операции',
-] as const;
+const REJECT_REASONS = ['Реквизиты получателя не прошли проверку', 'Банк получателя отклонил перевод', 'Требуются документы по операции'] as const;
 
 /** Moscow time of day shapes the arrivals: quiet at night, busy in the day. */
 function arrivalIntensity(at: number): number {
@@ -551,10 +547,7 @@ export class HistoryGenerator {
   /** The refund's outcome, then what RefundService applies before answering: the ledger and the invoice. */
   private finishRefund(refund: RefundSim, succeeded: boolean): void {
     const at = this.iso();
-    this.refundCommand(
-      refund,
-      succeeded ? { type: 'CompleteRefund', at } : { type: 'FailRefund', at, reason: 'Банк отклонил возврат' },
-    );
+    this.refundCommand(refund, succeeded ? { type: 'CompleteRefund', at } : { type: 'FailRefund', at, reason: 'Банк отклонил возврат' });
     const created = refund.invoice.state.created!;
     const ledger = this.ledger(created.accountId, created.mode);
     this.post(

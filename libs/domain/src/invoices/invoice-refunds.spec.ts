@@ -115,7 +115,6 @@ const PAID = [created(), methodChosen(), paid()];
 // ---------------------------------------------------------------------------------
 // given / when / then
 
-
 const fold = (events: readonly InvoiceEvent[]): Invoice => events.reduce(evolveInvoice, initialInvoice());
 
 const given = givenWhenThen(invoiceDecider, InvoiceError);
@@ -146,7 +145,9 @@ describe('invoice refunds: which invoices may be refunded', () => {
   });
 
   it('a refunded invoice is a conflict, not refund_exceeds_amount (the status is checked first)', () => {
-    given(FULLY_REFUNDED).when(requestRefund('rf_new', AMOUNT + 1)).thenFails('conflict');
+    given(FULLY_REFUNDED)
+      .when(requestRefund('rf_new', AMOUNT + 1))
+      .thenFails('conflict');
   });
 
   it('an invoice that does not exist: invoice_not_found (request and resolve)', () => {
@@ -213,12 +214,7 @@ describe('invoice refunds: RequestRefund', () => {
   });
 
   it('the remainder counts refunded and pending refunds together', () => {
-    const history = [
-      ...PAID,
-      refundRequested('rf_1', 30_000),
-      refunded('rf_1', 30_000, 30_000),
-      refundRequested('rf_2', 50_000),
-    ];
+    const history = [...PAID, refundRequested('rf_1', 30_000), refunded('rf_1', 30_000, 30_000), refundRequested('rf_2', 50_000)];
     expect(refundableRemainder(fold(history))).toBe(20_000);
     given(history).when(requestRefund('rf_3', 20_001)).thenFails('refund_exceeds_amount', 'amount');
     given(history)
@@ -230,7 +226,9 @@ describe('invoice refunds: RequestRefund', () => {
   });
 
   it('a partial refund above the invoice amount: refund_exceeds_amount, param amount', () => {
-    given(PAID).when(requestRefund('rf_1', AMOUNT + 1)).thenFails('refund_exceeds_amount', 'amount');
+    given(PAID)
+      .when(requestRefund('rf_1', AMOUNT + 1))
+      .thenFails('refund_exceeds_amount', 'amount');
   });
 
   it('the remainder is of the invoice amount, not of what the buyer paid with the fee on top', () => {
@@ -269,10 +267,16 @@ describe('invoice refunds: RequestRefund', () => {
 
   it('the same refundId again records nothing (idempotent), whatever the amount', () => {
     const history = [...PAID, refundRequested('rf_1', 30_000)];
-    given(history).when(requestRefund('rf_1', 30_000, at(11))).thenNothing();
-    given(history).when(requestRefund('rf_1', null, at(11))).thenNothing();
+    given(history)
+      .when(requestRefund('rf_1', 30_000, at(11)))
+      .thenNothing();
+    given(history)
+      .when(requestRefund('rf_1', null, at(11)))
+      .thenNothing();
     // Even an amount that could no longer be granted: the request was decided once.
-    given(history).when(requestRefund('rf_1', AMOUNT, at(11))).thenNothing();
+    given(history)
+      .when(requestRefund('rf_1', AMOUNT, at(11)))
+      .thenNothing();
   });
 
   it('the same refundId again after it was resolved records nothing, even on a refunded invoice', () => {
@@ -289,7 +293,9 @@ describe('invoice refunds: RequestRefund', () => {
       given(PAID)
         .when(requestRefund(id, 1_000))
         .then([refundRequested(id, 1_000)]);
-      given([...PAID, refundRequested(id, 1_000)]).when(requestRefund(id, 1_000)).thenNothing();
+      given([...PAID, refundRequested(id, 1_000)])
+        .when(requestRefund(id, 1_000))
+        .thenNothing();
       given(PAID).when(resolveRefund(id, 'succeeded')).thenFails('conflict');
     }
   });
@@ -399,15 +405,21 @@ describe('invoice refunds: ResolveRefund', () => {
     const refusedOnce = [...PAID, refundRequested('rf_1', 30_000), refundReleased('rf_1', 30_000, 'refused')];
     for (const history of [succeeded, failedOnce, refusedOnce]) {
       for (const outcome of ['succeeded', 'failed', 'refused'] as const) {
-        given(history).when(resolveRefund('rf_1', outcome, at(30))).thenNothing();
+        given(history)
+          .when(resolveRefund('rf_1', outcome, at(30)))
+          .thenNothing();
       }
     }
   });
 
   it('resolving a refund the invoice never granted: conflict', () => {
     given(PAID).when(resolveRefund('rf_unknown', 'succeeded')).thenFails('conflict');
-    given([...PAID, refundRequested('rf_1', 30_000)]).when(resolveRefund('rf_2', 'failed')).thenFails('conflict');
-    given([...PAID, refundRequested('rf_1', 30_000)]).when(resolveRefund('rf_2', 'refused')).thenFails('conflict');
+    given([...PAID, refundRequested('rf_1', 30_000)])
+      .when(resolveRefund('rf_2', 'failed'))
+      .thenFails('conflict');
+    given([...PAID, refundRequested('rf_1', 30_000)])
+      .when(resolveRefund('rf_2', 'refused'))
+      .thenFails('conflict');
   });
 });
 
@@ -487,9 +499,7 @@ describe('invoice refunds: property', () => {
           expect(state.refundPendingAmount).toBe(pendingSum);
           expect(state.refundPendingAmount).toBeGreaterThanOrEqual(0);
           for (const r of Object.values(state.refunds)) expect(r.amount).toBeGreaterThan(0);
-          expect(state.status).toBe(
-            state.refundedAmount === 0 ? 'paid' : state.refundedAmount === AMOUNT ? 'refunded' : 'partially_refunded',
-          );
+          expect(state.status).toBe(state.refundedAmount === 0 ? 'paid' : state.refundedAmount === AMOUNT ? 'refunded' : 'partially_refunded');
         }
       }),
       { numRuns: 300 },

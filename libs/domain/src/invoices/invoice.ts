@@ -220,8 +220,7 @@ export function decideInvoice(command: InvoiceCommand, s: Invoice): InvoiceEvent
         amounts = amountsFor(created, command.method)!;
       }
       if (method === null) return new InvoiceError('validation', 'Укажите способ оплаты: покупатель его не выбрал', 'method');
-      const availableAt =
-        command.holdHours > 0 ? new Date(Date.parse(command.at) + command.holdHours * 3_600_000).toISOString() : null;
+      const availableAt = command.holdHours > 0 ? new Date(Date.parse(command.at) + command.holdHours * 3_600_000).toISOString() : null;
       events.push({
         type: 'InvoicePaid',
         data: {

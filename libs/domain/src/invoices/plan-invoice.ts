@@ -84,11 +84,7 @@ export function planInvoice(invoiceId: string, request: InvoiceRequest, project:
 
   const feePct = Math.max(...choosable.map((m) => m.feePct));
   if (request.customerFeePct !== null && request.customerFeePct > feePct) {
-    throw new InvoicePlanError(
-      'customer_fee_pct_too_high',
-      `customerFeePct не может быть больше ставки ${formatPercent(feePct)} %`,
-      'customerFeePct',
-    );
+    throw new InvoicePlanError('customer_fee_pct_too_high', `customerFeePct не может быть больше ставки ${formatPercent(feePct)} %`, 'customerFeePct');
   }
   const customerFee = customerFeeRequest(request, project);
   const amounts = invoiceAmounts(request.amount, feePct, customerPctAt(customerFee, feePct));
@@ -118,11 +114,7 @@ export function planInvoice(invoiceId: string, request: InvoiceRequest, project:
  * An orderId repeat is the same invoice when amount, method and the buyer's percent
  * agree (the spec's "same parameters"); otherwise it is an order_id_conflict.
  */
-export function sameInvoiceParameters(
-  existing: InvoiceCreatedData,
-  repeat: InvoiceRequest,
-  project: Pick<ProjectTerms, 'customerFeeShare'>,
-): boolean {
+export function sameInvoiceParameters(existing: InvoiceCreatedData, repeat: InvoiceRequest, project: Pick<ProjectTerms, 'customerFeeShare'>): boolean {
   // Both buyer's percents at the rate the invoice was created with; a repeat without
   // fee parameters means the project's slider as it was then, not as it is now.
   const rate = existing.amounts.feePct;

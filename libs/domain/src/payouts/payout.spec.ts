@@ -104,7 +104,6 @@ const HISTORY: Record<PayoutLifecycle, PayoutEvent[]> = {
 };
 const TRANSITIONS = Object.keys(PAYOUT_TRANSITIONS) as PayoutTransition[];
 
-
 const fold = (events: readonly PayoutEvent[]): Payout => events.reduce(evolvePayout, initialPayout());
 
 const given = givenWhenThen(payoutDecider, PayoutError);
@@ -126,7 +125,10 @@ describe('payout: request', () => {
 
   it('every command but the request on a payout that does not exist: not_found', () => {
     given([]).when(recordReservation('reserved')).thenFails('not_found');
-    for (const transition of TRANSITIONS) given([]).when(TRANSITION_COMMANDS[transition](at(1))).thenFails('not_found');
+    for (const transition of TRANSITIONS)
+      given([])
+        .when(TRANSITION_COMMANDS[transition](at(1)))
+        .thenFails('not_found');
   });
 });
 
@@ -154,16 +156,28 @@ describe('payout: the reservation', () => {
   );
 
   it('the first record wins: after reserved, a refusal records nothing, and the other way round', () => {
-    given([requested(), reserved()]).when(recordReservation('insufficient_balance', at(1))).thenNothing();
-    given([requested(), reserved()]).when(recordReservation('reserved', at(1))).thenNothing();
-    given([requested(), refused('too_many_pending')]).when(recordReservation('reserved', at(1))).thenNothing();
-    given([requested(), refused('too_many_pending')]).when(recordReservation('duplicate_request', at(1))).thenNothing();
+    given([requested(), reserved()])
+      .when(recordReservation('insufficient_balance', at(1)))
+      .thenNothing();
+    given([requested(), reserved()])
+      .when(recordReservation('reserved', at(1)))
+      .thenNothing();
+    given([requested(), refused('too_many_pending')])
+      .when(recordReservation('reserved', at(1)))
+      .thenNothing();
+    given([requested(), refused('too_many_pending')])
+      .when(recordReservation('duplicate_request', at(1)))
+      .thenNothing();
   });
 
   it('a reservation recorded after the payout moved on records nothing', () => {
     for (const status of PAYOUT_STATUSES) {
-      given(HISTORY[status]).when(recordReservation('reserved', at(9))).thenNothing();
-      given(HISTORY[status]).when(recordReservation('insufficient_balance', at(9))).thenNothing();
+      given(HISTORY[status])
+        .when(recordReservation('reserved', at(9)))
+        .thenNothing();
+      given(HISTORY[status])
+        .when(recordReservation('insufficient_balance', at(9)))
+        .thenNothing();
     }
   });
 });
@@ -205,7 +219,10 @@ describe('payout: operator transitions', () => {
   });
 
   it.each(['requested', 'refused'] as const)('every transition on a %s payout: not_found (it is not shown)', (status) => {
-    for (const transition of TRANSITIONS) given(HISTORY[status]).when(TRANSITION_COMMANDS[transition](at(10))).thenFails('not_found');
+    for (const transition of TRANSITIONS)
+      given(HISTORY[status])
+        .when(TRANSITION_COMMANDS[transition](at(10)))
+        .thenFails('not_found');
   });
 
   it('PayoutPaid carries the fee of the request, for the ledger to settle', () => {

@@ -127,9 +127,7 @@ export function decidePayout(command: PayoutCommand, s: Payout): PayoutEvent[] |
   if (command.type === 'RecordReservation') {
     // The ledger decided once; whoever records it first, the answer is the same.
     if (s.status !== 'requested') return [];
-    return command.outcome === 'reserved'
-      ? [{ type: 'PayoutReserved', data: ref }]
-      : [{ type: 'PayoutRefused', data: { ...ref, refusal: command.outcome } }];
+    return command.outcome === 'reserved' ? [{ type: 'PayoutReserved', data: ref }] : [{ type: 'PayoutRefused', data: { ...ref, refusal: command.outcome } }];
   }
   if (!isShownPayout(s)) return new PayoutError('not_found', 'Выплата не найдена');
   const transition = TRANSITION_OF[command.type]!;

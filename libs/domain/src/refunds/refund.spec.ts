@@ -50,7 +50,6 @@ const createRefund = (data: RefundCreatedData = CREATED): RefundCommand => ({ ty
 const completeRefund = (when = at(10)): RefundCommand => ({ type: 'CompleteRefund', at: when });
 const failRefund = (reason = 'bank_declined', when = at(5)): RefundCommand => ({ type: 'FailRefund', at: when, reason });
 
-
 const fold = (events: readonly RefundEvent[]): Refund => events.reduce(evolveRefund, initialRefund());
 
 const given = givenWhenThen(refundDecider, RefundError);
@@ -92,11 +91,15 @@ describe('refund: complete', () => {
   });
 
   it('completed again: nothing', () => {
-    given([refundCreated(), refundSucceeded()]).when(completeRefund(at(20))).thenNothing();
+    given([refundCreated(), refundSucceeded()])
+      .when(completeRefund(at(20)))
+      .thenNothing();
   });
 
   it('completed after it failed: nothing (the failure stands)', () => {
-    given([refundCreated(), refundFailed()]).when(completeRefund(at(20))).thenNothing();
+    given([refundCreated(), refundFailed()])
+      .when(completeRefund(at(20)))
+      .thenNothing();
   });
 });
 
@@ -125,11 +128,15 @@ describe('refund: fail', () => {
   });
 
   it('failed twice: nothing (the first reason stands)', () => {
-    given([refundCreated(), refundFailed('first')]).when(failRefund('second', at(8))).thenNothing();
+    given([refundCreated(), refundFailed('first')])
+      .when(failRefund('second', at(8)))
+      .thenNothing();
   });
 
   it('failed after it succeeded: conflict', () => {
-    given([refundCreated(), refundSucceeded()]).when(failRefund('too late', at(20))).thenFails('conflict');
+    given([refundCreated(), refundSucceeded()])
+      .when(failRefund('too late', at(20)))
+      .thenFails('conflict');
   });
 });
 

@@ -83,11 +83,7 @@ export class EventStoreDbEventStore implements EventStore {
     return new EventStoreDbEventStore(EventStoreDBClient.connectionString(connectionString), settingsFromConnectionString(connectionString));
   }
 
-  async appendToStream(
-    streamName: string,
-    events: readonly EventToAppend[],
-    options: { expectedRevision?: ExpectedRevision } = {},
-  ): Promise<AppendResult> {
+  async appendToStream(streamName: string, events: readonly EventToAppend[], options: { expectedRevision?: ExpectedRevision } = {}): Promise<AppendResult> {
     const expected = options.expectedRevision ?? 'any';
     if (events.length === 0) return this.checkOnly(streamName, expected);
     const proposed = toProposedEvents(streamName, events);
@@ -137,12 +133,7 @@ export class EventStoreDbEventStore implements EventStore {
    * append, it committed and is answered as such; otherwise (or if the read fails too)
    * the error stands, and a retry with the same ids is recognised by the server.
    */
-  private async afterFailedAppend(
-    streamName: string,
-    events: readonly EventToAppend[],
-    expected: ExpectedRevision,
-    error: unknown,
-  ): Promise<AppendResult> {
+  private async afterFailedAppend(streamName: string, events: readonly EventToAppend[], expected: ExpectedRevision, error: unknown): Promise<AppendResult> {
     const ids = events.map((e) => e.id);
     const first = expectedFirstRevision(expected);
     if (error instanceof WrongExpectedRevisionError) {
@@ -230,11 +221,7 @@ export class EventStoreDbEventStore implements EventStore {
   private readonly readAllPage =
     (direction: typeof FORWARDS | typeof BACKWARDS): ReadPage =>
     (from, maxCount) =>
-      readWithDeadline(
-        this.client.readAll({ direction, fromPosition: from, maxCount, resolveLinkTos: false }),
-        this.settings.deadlineMs,
-        'reading $all',
-      );
+      readWithDeadline(this.client.readAll({ direction, fromPosition: from, maxCount, resolveLinkTos: false }), this.settings.deadlineMs, 'reading $all');
 
   async readAll(options: ReadAllOptions = {}): Promise<RecordedEvent[]> {
     return readAllAfter(this.readAllPage(FORWARDS), options.after ?? 'start', options.maxCount ?? 1000);
@@ -262,11 +249,7 @@ export class EventStoreDbEventStore implements EventStore {
       filter,
       // Events it would hand over are still to come: the checkpoint stops before the first.
       confirmCaughtUp: (from) =>
-        caughtUpCheckpoint(
-          this.readAllPage(FORWARDS),
-          from,
-          (e) => !isSystemEvent(e) && matchesFilter(filter, { streamName: e.streamId, type: e.type }),
-        ),
+        caughtUpCheckpoint(this.readAllPage(FORWARDS), from, (e) => !isSystemEvent(e) && matchesFilter(filter, { streamName: e.streamId, type: e.type })),
       onClose: () => {
         this.subscriptions.delete(subscription);
       },

@@ -183,4 +183,3 @@ export async function settleAppendPosition(
     { cause: readError },
   );
 }
-

@@ -1,13 +1,5 @@
 import type { AllStreamSubscription, Position as ClientPosition } from '@eventstore/db-client';
-import {
-  AllFilter,
-  AllSubscription,
-  comparePositions,
-  matchesFilter,
-  Position,
-  RecordedEvent,
-  SubscriptionBatch,
-} from '../event-store';
+import { AllFilter, AllSubscription, comparePositions, matchesFilter, Position, RecordedEvent, SubscriptionBatch } from '../event-store';
 import { ClientResolvedEvent, isSystemEvent, toPosition, toRecordedEvent } from './mapping';
 
 /** What a subscription source yields, in log order. */
@@ -36,8 +28,7 @@ interface SubscriptionMarker {
   readonly [MARKER]: SubscriptionMarkerItem;
 }
 const marker = (item: SubscriptionMarkerItem): SubscriptionMarker => ({ [MARKER]: item });
-const isMarker = (chunk: unknown): chunk is SubscriptionMarker =>
-  typeof chunk === 'object' && chunk !== null && MARKER in chunk;
+const isMarker = (chunk: unknown): chunk is SubscriptionMarker => typeof chunk === 'object' && chunk !== null && MARKER in chunk;
 
 function pushMarker(target: AllStreamSubscription, item: SubscriptionMarkerItem): void {
   // The checks keep a late report from pushing into a finished stream (which would emit an error).

@@ -33,8 +33,7 @@ interface EventRow {
 }
 
 /** Note: `transaction_id` is selected as text; ORDER BY must name `events.transaction_id` (the xid8). */
-const EVENT_COLUMNS =
-  'global_position, transaction_id::text AS transaction_id, stream_name, stream_revision, event_id, event_type, data, metadata, created_at';
+const EVENT_COLUMNS = 'global_position, transaction_id::text AS transaction_id, stream_name, stream_revision, event_id, event_type, data, metadata, created_at';
 
 /**
  * Only transactions below the oldest one still running are complete: any
@@ -101,11 +100,7 @@ export class PostgresEventStore implements EventStore {
     this.tail = new LogTailSignal(() => this.headPosition(), options.pollIntervalMs ?? 20);
   }
 
-  async appendToStream(
-    streamName: string,
-    events: readonly EventToAppend[],
-    options: { expectedRevision?: ExpectedRevision } = {},
-  ): Promise<AppendResult> {
+  async appendToStream(streamName: string, events: readonly EventToAppend[], options: { expectedRevision?: ExpectedRevision } = {}): Promise<AppendResult> {
     const expected = options.expectedRevision ?? 'any';
     if (events.length === 0) return this.checkOnly(streamName, expected);
 
@@ -129,9 +124,7 @@ export class PostgresEventStore implements EventStore {
       RETURNING global_position, transaction_id::text AS transaction_id, stream_revision`;
 
     try {
-      const result = await this.pool.query<{ global_position: string; transaction_id: string; stream_revision: string }>(
-        preparedStatement(sql, params),
-      );
+      const result = await this.pool.query<{ global_position: string; transaction_id: string; stream_revision: string }>(preparedStatement(sql, params));
       if (result.rows.length === 0) return await this.afterRefusedAppend(streamName, events, expected);
       const last = result.rows.reduce((a, b) => (BigInt(a.global_position) > BigInt(b.global_position) ? a : b));
       this.tail.notify();
@@ -154,27 +147,24 @@ export class PostgresEventStore implements EventStore {
    * are a different append reusing them (as in EventStoreDB: idempotent only at the
    * expected revision).
    */
-  private async afterRefusedAppend(
-    streamName: string,
-    events: readonly EventToAppend[],
-    expected: ExpectedRevision,
-  ): Promise<AppendResult> {
+  private async afterRefusedAppend(streamName: string, events: readonly EventToAppend[], expected: ExpectedRevision): Promise<AppendResult> {
     const ids = events.map((e) => e.id);
-    const stored = await this.pool.query<EventRow>(
-      `SELECT ${EVENT_COLUMNS} FROM events WHERE event_id = ANY($1::uuid[]) ORDER BY events.global_position`,
-      [ids],
-    );
+    const stored = await this.pool.query<EventRow>(`SELECT ${EVENT_COLUMNS} FROM events WHERE event_id = ANY($1::uuid[]) ORDER BY events.global_position`, [
+      ids,
+    ]);
     if (stored.rows.length > 0) {
       const sameAppend =
         stored.rows.length === ids.length &&
         stored.rows.every(
           (row, i) =>
-            row.stream_name === streamName &&
-            row.event_id === ids[i] &&
-            BigInt(row.stream_revision) === BigInt(stored.rows[0]!.stream_revision) + BigInt(i),
+            row.stream_name === streamName && row.event_id === ids[i] && BigInt(row.stream_revision) === BigInt(stored.rows[0]!.stream_revision) + BigInt(i),
         ) &&
         expectationMatches(expected, BigInt(stored.rows[0]!.stream_revision));
-      if (!sameAppend) throw new DuplicateEventIdError(streamName, stored.rows.map((r) => r.event_id));
+      if (!sameAppend)
+        throw new DuplicateEventIdError(
+          streamName,
+          stored.rows.map((r) => r.event_id),
+        );
       const last = toEvent(stored.rows[stored.rows.length - 1]!);
       return { nextExpectedRevision: last.revision, position: last.position };
     }
@@ -182,9 +172,7 @@ export class PostgresEventStore implements EventStore {
   }
 
   private async currentRevision(streamName: string): Promise<bigint | 'no_stream'> {
-    const row = await this.pool.query<{ revision: string }>('SELECT revision FROM event_streams WHERE stream_name = $1', [
-      streamName,
-    ]);
+    const row = await this.pool.query<{ revision: string }>('SELECT revision FROM event_streams WHERE stream_name = $1', [streamName]);
     return row.rows.length === 0 ? 'no_stream' : BigInt(row.rows[0]!.revision);
   }
 
@@ -243,7 +231,11 @@ export class PostgresEventStore implements EventStore {
    * that match, tested in SQL: a projection that wants one category does not fetch and
    * parse every other event's JSON.
    */
-  private async readAllMatching(after: Position, maxCount: number, filter: AllFilter): Promise<{ events: RecordedEvent[]; last: Position | null; count: number }> {
+  private async readAllMatching(
+    after: Position,
+    maxCount: number,
+    filter: AllFilter,
+  ): Promise<{ events: RecordedEvent[]; last: Position | null; count: number }> {
     const patterns = (prefixes: readonly string[] | undefined) => (prefixes ? prefixes.map((p) => `${p.replace(/[\\%_]/g, '\\$&')}%`) : null);
     const result = await this.pool.query<EventRow & { matches: boolean }>(
       `SELECT global_position, transaction_id::text AS transaction_id, stream_name, stream_revision, event_id, event_type,

@@ -67,9 +67,7 @@ export async function rebuildProjection(
         done,
       });
       if (done) {
-        await pool.query('UPDATE projection_checkpoints SET rebuild_started_at = NULL WHERE projection = $1', [
-          projection.name,
-        ]);
+        await pool.query('UPDATE projection_checkpoints SET rebuild_started_at = NULL WHERE projection = $1', [projection.name]);
         return { eventsApplied: row?.eventsApplied ?? 0n, seconds: (Date.now() - started) / 1000 };
       }
       const status = runner.status();

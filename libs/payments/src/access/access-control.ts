@@ -53,10 +53,7 @@ export class AccessControl {
   async firstUseOfSignature(signature: string, now: Date): Promise<boolean> {
     await this.sweep(now);
     const result = await this.pool.query(
-      preparedStatement('INSERT INTO used_signatures (signature, used_at) VALUES ($1, $2) ON CONFLICT (signature) DO NOTHING', [
-        signature.toLowerCase(),
-        now,
-      ]),
+      preparedStatement('INSERT INTO used_signatures (signature, used_at) VALUES ($1, $2) ON CONFLICT (signature) DO NOTHING', [signature.toLowerCase(), now]),
     );
     return result.rowCount === 1;
   }
@@ -89,10 +86,7 @@ export class AccessControl {
       ),
     );
     if (result.rowCount === 1) return null;
-    const last = await this.pool.query<{ last_at: Date }>('SELECT last_at FROM poll_marks WHERE key_id = $1 AND resource = $2', [
-      keyId,
-      resource,
-    ]);
+    const last = await this.pool.query<{ last_at: Date }>('SELECT last_at FROM poll_marks WHERE key_id = $1 AND resource = $2', [keyId, resource]);
     // A concurrent reader may have stamped a moment a little after our own `now`: the
     // wait is never longer than one interval.
     const waitMs = (last.rows[0]?.last_at.getTime() ?? now.getTime()) + interval * 1000 - now.getTime();

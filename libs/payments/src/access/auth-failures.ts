@@ -30,7 +30,11 @@ export function clientKeyOf(address: string): string {
   let parsed = ipaddr.parse(bare);
   if (parsed.kind() === 'ipv6') {
     const v6 = parsed as ipaddr.IPv6;
-    if (!v6.isIPv4MappedAddress()) return `${v6.parts.slice(0, 4).map((p) => p.toString(16)).join(':')}::/64`;
+    if (!v6.isIPv4MappedAddress())
+      return `${v6.parts
+        .slice(0, 4)
+        .map((p) => p.toString(16))
+        .join(':')}::/64`;
     parsed = v6.toIPv4Address();
   }
   return parsed.toString();

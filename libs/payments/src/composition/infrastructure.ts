@@ -52,9 +52,7 @@ export async function openInfrastructure(
     if (sealed > 0) log.info({ projects: sealed }, 'plain webhook secrets sealed');
 
     const store: EventStore =
-      config.eventStore === 'eventstoredb'
-        ? EventStoreDbEventStore.fromConnectionString(config.eventStoreConnectionString!)
-        : new PostgresEventStore(pool);
+      config.eventStore === 'eventstoredb' ? EventStoreDbEventStore.fromConnectionString(config.eventStoreConnectionString!) : new PostgresEventStore(pool);
 
     let clock: GatewayClock = new SystemClock();
     let clockSync: ManualClockSync | null = null;

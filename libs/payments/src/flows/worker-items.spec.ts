@@ -17,21 +17,37 @@ describe('WorkerItems: each item fails alone', () => {
   it('an item that throws is logged with its id and counted; the items after it are processed in the same tick', async () => {
     const { items, lines, failures } = setUp();
     const done: string[] = [];
-    const tried = await items.each(['a', 'poison', 'b'], (id) => id, async (id) => {
-      if (id === 'poison') throw new TypeError('cannot read properties of undefined');
-      done.push(id);
-    });
+    const tried = await items.each(
+      ['a', 'poison', 'b'],
+      (id) => id,
+      async (id) => {
+        if (id === 'poison') throw new TypeError('cannot read properties of undefined');
+        done.push(id);
+      },
+    );
     expect(tried).toBe(3);
     expect(done).toEqual(['a', 'b']);
     expect(failures).toEqual(['flow-recovery']);
     expect(lines).toEqual([
-      expect.objectContaining({ level: 50, worker: 'flow-recovery', item: 'poison', failures: 1, retryAt: '2026-04-01T00:00:01.000Z', err: expect.objectContaining({ message: 'cannot read properties of undefined' }) }),
+      expect.objectContaining({
+        level: 50,
+        worker: 'flow-recovery',
+        item: 'poison',
+        failures: 1,
+        retryAt: '2026-04-01T00:00:01.000Z',
+        err: expect.objectContaining({ message: 'cannot read properties of undefined' }),
+      }),
     ]);
   });
 
   it('a failing item is left out of the selection until its back-off passes: 1 s, doubling, at most the longest wait', async () => {
     const { items, pass } = setUp();
-    const fail = () => items.each(['poison'], (id) => id, async () => Promise.reject(new Error('still broken')));
+    const fail = () =>
+      items.each(
+        ['poison'],
+        (id) => id,
+        async () => Promise.reject(new Error('still broken')),
+      );
     const waits: number[] = [];
     for (let attempt = 0; attempt < 6; attempt++) {
       await fail();
@@ -48,9 +64,17 @@ describe('WorkerItems: each item fails alone', () => {
 
   it('a success clears the failures (logged once); an item not seen for long is forgotten', async () => {
     const { items, lines, pass } = setUp();
-    await items.each(['x', 'y'], (id) => id, async () => Promise.reject(new Error('down')));
+    await items.each(
+      ['x', 'y'],
+      (id) => id,
+      async () => Promise.reject(new Error('down')),
+    );
     pass(1_000);
-    await items.each(['x'], (id) => id, async () => undefined);
+    await items.each(
+      ['x'],
+      (id) => id,
+      async () => undefined,
+    );
     expect(items.failuresOf('x')).toBe(0);
     expect(lines[lines.length - 1]).toEqual(expect.objectContaining({ level: 30, item: 'x', failures: 1, msg: 'worker item processed after failing' }));
     // y is due again but never comes back: forgotten once the longest wait has passed too.

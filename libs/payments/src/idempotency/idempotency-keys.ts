@@ -112,10 +112,12 @@ export class IdempotencyKeys {
 
   /** Lets the key go after an answer that is not stored (5xx): the next retry runs the request again. */
   async abandon(request: KeyedRequest, claim: string): Promise<void> {
-    await this.pool.query(
-      `DELETE FROM idempotency_keys WHERE key_id = $1 AND mode = $2 AND idempotency_key = $3 AND state = 'started' AND claim = $4`,
-      [request.keyId, request.mode, request.key, claim],
-    );
+    await this.pool.query(`DELETE FROM idempotency_keys WHERE key_id = $1 AND mode = $2 AND idempotency_key = $3 AND state = 'started' AND claim = $4`, [
+      request.keyId,
+      request.mode,
+      request.key,
+      claim,
+    ]);
   }
 
   /** Forgets keys older than the retention, at most once a minute (gateway clock) per process. */

@@ -12,9 +12,7 @@ const PRINTABLE_ASCII = /^[\x20-\x7e]{1,255}$/;
 export const IDEMPOTENCY_RETENTION_HOURS = 24;
 
 export type IdempotencyKeyReading =
-  | { readonly kind: 'absent' }
-  | { readonly kind: 'key'; readonly key: string }
-  | { readonly kind: 'invalid'; readonly reason: string };
+  { readonly kind: 'absent' } | { readonly kind: 'key'; readonly key: string } | { readonly kind: 'invalid'; readonly reason: string };
 
 /**
  * The header as the request carried it (`values`: every occurrence, in order). Sent

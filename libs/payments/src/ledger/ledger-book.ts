@@ -36,7 +36,6 @@ export interface Posted {
 export const LEDGER_SNAPSHOT_EVERY = 500;
 const OUT_OF_ORDER_WINDOW_MS = 3600_000;
 
-
 /**
  * An exact index of the causes a ledger has posted, derived from its log (in the
  * gateway: the `ledger_entries` read model). It may lag the log, never run ahead of
@@ -153,9 +152,7 @@ export class LedgerBook {
     const posted = await this.post(ledger, { ...request, recordRefusal: true });
     const entry =
       posted.entry ??
-      (Object.hasOwn(posted.state.reservations, request.reservationId)
-        ? null
-        : await this.entryOf(ledger, causeOf({ ...request, entryId: '' }), posted.state));
+      (Object.hasOwn(posted.state.reservations, request.reservationId) ? null : await this.entryOf(ledger, causeOf({ ...request, entryId: '' }), posted.state));
     if (entry === null || entry.kind === 'funds_reserved') return { outcome: 'reserved' };
     if (entry.kind === 'reservation_refused') return { outcome: 'refused', refusal: entry.refusal! };
     throw new Error(`Entry ${entry.entryId} of cause reserve:${request.reservationId} is ${entry.kind}`);
@@ -215,7 +212,7 @@ export class LedgerBook {
   private async scanForCause(streamName: string, cause: string, from: bigint, before: bigint): Promise<LedgerEvent['data'] | null> {
     let read = 0;
     let found: LedgerEvent['data'] | null = null;
-    for (let next = from; next < before && found === null; ) {
+    for (let next = from; next < before && found === null;) {
       const remaining = before - next;
       const page = await this.store.readStream(streamName, {
         fromRevision: next,

@@ -75,8 +75,14 @@ export async function verifyLedgers(
     pool,
     async (snapshot) => ({
       checkpoint: (await readCheckpoint(snapshot, 'ledger'))?.position ?? { commit: 0n, prepare: 0n },
-      balances: (await snapshot.query<{ account_id: string; mode: string; account: string; balance: string }>('SELECT account_id, mode, account, balance FROM ledger_balances')).rows,
-      counts: (await snapshot.query<{ account_id: string; mode: string; n: string }>('SELECT account_id, mode, count(*) AS n FROM ledger_entries GROUP BY 1, 2')).rows,
+      balances: (
+        await snapshot.query<{ account_id: string; mode: string; account: string; balance: string }>(
+          'SELECT account_id, mode, account, balance FROM ledger_balances',
+        )
+      ).rows,
+      counts: (
+        await snapshot.query<{ account_id: string; mode: string; n: string }>('SELECT account_id, mode, count(*) AS n FROM ledger_entries GROUP BY 1, 2')
+      ).rows,
     }),
     { isolation: 'REPEATABLE READ', readOnly: true },
   );
@@ -203,7 +209,12 @@ export async function verifyLedgers(
 }
 
 /** What differs between a stored snapshot and the ledger re-folded to its revision (`replayed`). */
-function snapshotProblems(ledger: string, snapshot: { revision: bigint; stored: unknown }, replayed: LedgerState, entry: LedgerEntryPostedData): VerifyProblem[] {
+function snapshotProblems(
+  ledger: string,
+  snapshot: { revision: bigint; stored: unknown },
+  replayed: LedgerState,
+  entry: LedgerEntryPostedData,
+): VerifyProblem[] {
   const problems: VerifyProblem[] = [];
   const at = `snapshot at revision ${snapshot.revision}`;
   const checked = checkLedgerSnapshot(snapshot.stored, snapshot.revision, { data: entry });

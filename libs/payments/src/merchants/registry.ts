@@ -185,19 +185,12 @@ export class Registry {
   }
 
   async account(id: string): Promise<Account | null> {
-    const r = await this.pool.query<{ id: string; name: string; email: string; created_at: Date }>(
-      'SELECT * FROM accounts WHERE id = $1',
-      [id],
-    );
+    const r = await this.pool.query<{ id: string; name: string; email: string; created_at: Date }>('SELECT * FROM accounts WHERE id = $1', [id]);
     const row = r.rows[0];
     return row ? { id: row.id, name: row.name, email: row.email, createdAt: row.created_at } : null;
   }
 
-  async createProject(
-    accountId: string,
-    settings: ProjectSettings,
-    now: Date,
-  ): Promise<{ project: Project; keys: Record<Mode, KeyPair> }> {
+  async createProject(accountId: string, settings: ProjectSettings, now: Date): Promise<{ project: Project; keys: Record<Mode, KeyPair> }> {
     return inTransaction(this.pool, async (tx) => {
       const id = randomUUID();
       const row = await tx.query<ProjectRow>(
@@ -236,21 +229,21 @@ export class Registry {
   async rotateKeys(projectId: string, mode: Mode, now: Date): Promise<KeyPair> {
     return inTransaction(this.pool, async (tx) => {
       await tx.query('SELECT id FROM projects WHERE id = $1 FOR UPDATE', [projectId]);
-      await tx.query('UPDATE api_keys SET revoked_at = $3 WHERE project_id = $1 AND mode = $2 AND revoked_at IS NULL', [
-        projectId,
-        mode,
-        now,
-      ]);
+      await tx.query('UPDATE api_keys SET revoked_at = $3 WHERE project_id = $1 AND mode = $2 AND revoked_at IS NULL', [projectId, mode, now]);
       return this.issueKeys(tx, projectId, mode, now);
     });
   }
 
   private async issueKeys(tx: PoolClient, projectId: string, mode: Mode, now: Date): Promise<KeyPair> {
     const pair = newKeyPair(mode);
-    await tx.query(
-      `INSERT INTO api_keys (id, project_id, mode, secret_key_hash, public_key, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
-      [randomUUID(), projectId, mode, hashSecretKey(pair.secretKey), pair.publicKey, now],
-    );
+    await tx.query(`INSERT INTO api_keys (id, project_id, mode, secret_key_hash, public_key, created_at) VALUES ($1, $2, $3, $4, $5, $6)`, [
+      randomUUID(),
+      projectId,
+      mode,
+      hashSecretKey(pair.secretKey),
+      pair.publicKey,
+      now,
+    ]);
     return pair;
   }
 

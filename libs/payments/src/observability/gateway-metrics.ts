@@ -237,7 +237,7 @@ export class GatewayMetrics {
     const log = this.log;
     new Gauge({
       name: 'projection_lag_events',
-      help: 'Events of the global log after the projection\'s stored checkpoint (counted up to 10000)',
+      help: "Events of the global log after the projection's stored checkpoint (counted up to 10000)",
       labelNames: ['projection'] as const,
       registers: [this.registry],
       async collect() {

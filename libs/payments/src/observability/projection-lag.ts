@@ -35,9 +35,7 @@ export async function projectionLag(pool: Pool, store: EventStore, projections: 
     'SELECT projection, commit_position, prepare_position FROM projection_checkpoints WHERE projection = ANY($1)',
     [projections.map((p) => p.name)],
   );
-  const stored = new Map<string, Position>(
-    rows.rows.map((r) => [r.projection, { commit: BigInt(r.commit_position), prepare: BigInt(r.prepare_position) }]),
-  );
+  const stored = new Map<string, Position>(rows.rows.map((r) => [r.projection, { commit: BigInt(r.commit_position), prepare: BigInt(r.prepare_position) }]));
   const head = await store.headPosition();
   const counted = new Map<string, Promise<number | readonly RecordedEventHeader[]>>();
   const lagAfter = async (projection: LaggingProjection, checkpoint: Position | null): Promise<number> => {

@@ -119,10 +119,7 @@ export class PayoutAddresses {
   }
 
   async confirmedOf(accountId: string): Promise<PayoutAddress[]> {
-    const r = await this.pool.query<Row>(
-      `SELECT * FROM payout_addresses WHERE account_id = $1 AND status = 'confirmed' ORDER BY id`,
-      [accountId],
-    );
+    const r = await this.pool.query<Row>(`SELECT * FROM payout_addresses WHERE account_id = $1 AND status = 'confirmed' ORDER BY id`, [accountId]);
     return r.rows.map(toAddress);
   }
 }

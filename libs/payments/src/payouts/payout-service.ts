@@ -281,7 +281,8 @@ export class PayoutService {
     } else {
       address = await this.addresses.byAccount(accountId, request.method!, request.account!);
     }
-    if (!address) throw new PaymentsError(404, 'address_not_found', 'Реквизит для выплаты не найден', request.addressId !== undefined ? 'addressId' : 'account');
+    if (!address)
+      throw new PaymentsError(404, 'address_not_found', 'Реквизит для выплаты не найден', request.addressId !== undefined ? 'addressId' : 'account');
     if (address.status !== 'confirmed') {
       throw new PaymentsError(422, 'address_not_confirmed', 'Реквизит для выплаты не подтверждён', request.addressId !== undefined ? 'addressId' : 'account');
     }

@@ -44,39 +44,39 @@ export async function readModelChecksums(pool: Pool, tables: readonly string[] =
 }
 
 async function checksumsInSnapshot(client: PoolClient, tables: readonly string[]): Promise<TableChecksum[]> {
-    await client.query(`SET LOCAL TIME ZONE 'UTC'`);
-    await client.query(`SET LOCAL DateStyle = 'ISO, YMD'`);
-    await client.query(`SET LOCAL IntervalStyle = 'postgres'`);
-    await client.query('SET LOCAL extra_float_digits = 3');
-    const out: TableChecksum[] = [];
-    for (const table of tables) {
-      const columns = (
-        await client.query<{ name: string; identity: string }>(
-          `SELECT column_name AS name, is_identity AS identity FROM information_schema.columns
+  await client.query(`SET LOCAL TIME ZONE 'UTC'`);
+  await client.query(`SET LOCAL DateStyle = 'ISO, YMD'`);
+  await client.query(`SET LOCAL IntervalStyle = 'postgres'`);
+  await client.query('SET LOCAL extra_float_digits = 3');
+  const out: TableChecksum[] = [];
+  for (const table of tables) {
+    const columns = (
+      await client.query<{ name: string; identity: string }>(
+        `SELECT column_name AS name, is_identity AS identity FROM information_schema.columns
            WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position`,
-          [table],
-        )
-      ).rows.map((r): Column => ({ name: r.name, identity: r.identity === 'YES' }));
-      if (columns.length === 0) throw new Error(`no read-model table ${table}`);
-      const key = (
-        await client.query<{ name: string }>(
-          `SELECT a.attname AS name FROM pg_index i
+        [table],
+      )
+    ).rows.map((r): Column => ({ name: r.name, identity: r.identity === 'YES' }));
+    if (columns.length === 0) throw new Error(`no read-model table ${table}`);
+    const key = (
+      await client.query<{ name: string }>(
+        `SELECT a.attname AS name FROM pg_index i
            JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
            WHERE i.indrelid = $1::regclass AND i.indisprimary
            ORDER BY array_position(i.indkey::int2[], a.attnum)`,
-          [quote(table)],
-        )
-      ).rows.map((r) => r.name);
-      const order = (key.length > 0 ? key : columns.filter((c) => !c.identity).map((c) => c.name)).map(quote).join(', ');
-      const ranks = columns.filter((c) => c.identity).map((c) => `rank() OVER (ORDER BY ${quote(c.name)}) AS ${quote(`${c.name}_rank`)}`);
-      const values = columns.map((c) => quote(c.identity ? `${c.name}_rank` : c.name)).join(', ');
-      const result = await client.query<{ rows: string; md5: string }>(
-        `SELECT count(*) AS rows, md5(coalesce(string_agg(md5(ROW(${values})::text), '' ORDER BY ${order}), '')) AS md5
+        [quote(table)],
+      )
+    ).rows.map((r) => r.name);
+    const order = (key.length > 0 ? key : columns.filter((c) => !c.identity).map((c) => c.name)).map(quote).join(', ');
+    const ranks = columns.filter((c) => c.identity).map((c) => `rank() OVER (ORDER BY ${quote(c.name)}) AS ${quote(`${c.name}_rank`)}`);
+    const values = columns.map((c) => quote(c.identity ? `${c.name}_rank` : c.name)).join(', ');
+    const result = await client.query<{ rows: string; md5: string }>(
+      `SELECT count(*) AS rows, md5(coalesce(string_agg(md5(ROW(${values})::text), '' ORDER BY ${order}), '')) AS md5
          FROM (SELECT t.*${ranks.map((r) => `, ${r}`).join('')} FROM ${quote(table)} t) t`,
-      );
-      out.push({ table, rows: Number(result.rows[0]!.rows), md5: result.rows[0]!.md5 });
-    }
-    return out;
+    );
+    out.push({ table, rows: Number(result.rows[0]!.rows), md5: result.rows[0]!.md5 });
+  }
+  return out;
 }
 
 /** One line per table: name, rows, md5 (what `npm run read-models:checksum` prints). */

@@ -76,7 +76,10 @@ export async function foldBatchIntoTable<S>(tx: PoolClient, t: FoldedTable<S>, e
     changed.map((c) => c.revision.toString()),
   ];
   const unnest = types.map((type, i) => `$${i + 1}::${type}[]`).join(', ');
-  const updates = names.slice(1).map((n) => `${n} = EXCLUDED.${n}`).join(', ');
+  const updates = names
+    .slice(1)
+    .map((n) => `${n} = EXCLUDED.${n}`)
+    .join(', ');
   await tx.query(
     `INSERT INTO ${t.table} (${names.join(', ')})
      SELECT ${names.map((n) => `u.${n}`).join(', ')} FROM unnest(${unnest}) WITH ORDINALITY AS u(${names.join(', ')}, ord) ORDER BY u.ord

@@ -13,12 +13,6 @@ export * from '../payouts/payouts.read-model';
 export * from '../ledger/ledger-cause-index';
 
 /** Every projection the projector runs, by name. */
-export const allProjections: readonly Projection[] = [
-  streamCatalogProjection,
-  ledgerProjection,
-  invoicesProjection,
-  refundsProjection,
-  payoutsProjection,
-];
+export const allProjections: readonly Projection[] = [streamCatalogProjection, ledgerProjection, invoicesProjection, refundsProjection, payoutsProjection];
 export * from './checksums';
 export * from './folded-row';

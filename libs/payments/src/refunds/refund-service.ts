@@ -192,5 +192,4 @@ export class RefundService {
   }
 }
 
-const insufficientBalance = () =>
-  new PaymentsError(422, 'insufficient_balance', 'Недостаточно средств на доступном балансе для возврата');
+const insufficientBalance = () => new PaymentsError(422, 'insufficient_balance', 'Недостаточно средств на доступном балансе для возврата');

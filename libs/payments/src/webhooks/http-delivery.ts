@@ -83,7 +83,12 @@ export function postWebhook(
       target,
       {
         method: 'POST',
-        headers: { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), 'user-agent': 'payment-gateway-webhooks/1' },
+        headers: {
+          ...headers,
+          'content-type': 'application/json',
+          'content-length': String(Buffer.byteLength(body)),
+          'user-agent': 'payment-gateway-webhooks/1',
+        },
         agent: false,
         ...(options.allowPrivateNetworks ? {} : { lookup: publicOnlyLookup as never }),
       },

@@ -212,6 +212,6 @@ export async function resendDelivery(pool: Pool, id: string, now: Date): Promise
 }
 
 /** PostgreSQL text holds no NUL and no lone surrogate: a receiver's reply may have either. */
-// eslint-disable-next-line no-control-regex -- NUL cannot be stored in a PostgreSQL text column
-const stripUnstorable = (text: string): string => text.replace(/\u0000/g, '').replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, '\uFFFD');
-
+const stripUnstorable = (text: string): string =>
+  // eslint-disable-next-line no-control-regex -- NUL cannot be stored in a PostgreSQL text column
+  text.replace(/\u0000/g, '').replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, '\uFFFD');

@@ -50,12 +50,7 @@ async function stateAt<S, E>(store: EventStore, stream: string, revision: bigint
  * when the event happened (so a replay renders the same thing), in the shapes of
  * the merchant API. A refund's invoice is shown with that refund's outcome applied.
  */
-export async function renderWebhook(
-  store: EventStore,
-  registry: Registry,
-  recorded: RecordedEvent,
-  publicUrl: () => string,
-): Promise<WebhookMessage | null> {
+export async function renderWebhook(store: EventStore, registry: Registry, recorded: RecordedEvent, publicUrl: () => string): Promise<WebhookMessage | null> {
   const kind = webhookKindOf(recorded.streamName, recorded.type);
   if (!kind) return null;
   const envelope = (createdAt: string, isTest: boolean, data: Record<string, unknown>) => ({ id: recorded.id, type: kind, createdAt, isTest, data });
@@ -64,7 +59,11 @@ export async function renderWebhook(
     const event = { type: recorded.type, data: recorded.data } as unknown as InvoiceEvent;
     const at = event.type === 'InvoicePaid' ? event.data.paidAt : (event.data as { at: string }).at;
     const project = await registry.project(invoice.created!.projectId);
-    return { kind, envelope: envelope(at, invoice.created!.mode === 'test', { invoice: invoiceView(invoice, publicUrl()) }), projects: project ? [project] : [] };
+    return {
+      kind,
+      envelope: envelope(at, invoice.created!.mode === 'test', { invoice: invoiceView(invoice, publicUrl()) }),
+      projects: project ? [project] : [],
+    };
   }
   if (recorded.streamName.startsWith(`${REFUND_CATEGORY}-`)) {
     const refund = await stateAt<Refund, RefundEvent>(store, recorded.streamName, recorded.revision, refundDecider.initialState(), refundDecider.evolve);
@@ -84,7 +83,12 @@ export async function renderWebhook(
     }
     if (!resolved) {
       const outcome = decideInvoice(
-        { type: 'ResolveRefund', refundId: c.refundId, outcome: event.type === 'RefundSucceeded' ? 'succeeded' : 'failed', at: (event.data as { at: string }).at },
+        {
+          type: 'ResolveRefund',
+          refundId: c.refundId,
+          outcome: event.type === 'RefundSucceeded' ? 'succeeded' : 'failed',
+          at: (event.data as { at: string }).at,
+        },
         invoice,
       );
       if (Array.isArray(outcome)) invoice = outcome.reduce(evolveInvoice, invoice);

@@ -49,10 +49,7 @@ export class ManualClockSync {
 
   /** Moves the shared clock forward by whole seconds (0 just reads it). */
   async advance(seconds: number): Promise<Date> {
-    const result = await this.pool.query<{ offset_ms: string }>(
-      'UPDATE manual_clock SET offset_ms = offset_ms + $1 RETURNING offset_ms',
-      [seconds * 1000],
-    );
+    const result = await this.pool.query<{ offset_ms: string }>('UPDATE manual_clock SET offset_ms = offset_ms + $1 RETURNING offset_ms', [seconds * 1000]);
     this.clock.setOffset(Number(result.rows[0]!.offset_ms));
     return this.clock.now();
   }

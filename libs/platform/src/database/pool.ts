@@ -73,10 +73,7 @@ function splitOptions(url: string): { url: string; options: string | null } {
   }
 }
 
-export function createPool(
-  url: string,
-  options: { max?: number; applicationName?: string; limits?: SessionLimits } = {},
-): Pool {
+export function createPool(url: string, options: { max?: number; applicationName?: string; limits?: SessionLimits } = {}): Pool {
   const own = splitOptions(url);
   const pool = new Pool({
     connectionString: own.url,

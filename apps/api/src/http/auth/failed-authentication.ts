@@ -29,14 +29,9 @@ export class FailedAuthentication {
     const wait = this.limiter.refusal(request.ip, this.clock.now());
     if (wait === null) return;
     this.observer?.refused(kind);
-    throw new ApiError(
-      429,
-      'rate_limited',
-      'Слишком много неудачных попыток авторизации с этого адреса: повторите запрос позже',
-      undefined,
-      undefined,
-      { 'Retry-After': String(wait) },
-    );
+    throw new ApiError(429, 'rate_limited', 'Слишком много неудачных попыток авторизации с этого адреса: повторите запрос позже', undefined, undefined, {
+      'Retry-After': String(wait),
+    });
   }
 
   /** Counts a failed authentication of the request's client; answers the error to throw. */

@@ -77,7 +77,9 @@ export function isDatabaseUnavailable(exception: unknown): boolean {
   const message = (exception as { message?: unknown }).message;
   return (
     typeof message === 'string' &&
-    /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|the database system is (starting up|shutting down)/i.test(message)
+    /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|the database system is (starting up|shutting down)/i.test(
+      message,
+    )
   );
 }
 

@@ -66,8 +66,7 @@ export class ConfigError extends Error {
 
 type Env = Record<string, string | undefined>;
 
-const blankToUndefined = (v: string | undefined): string | undefined =>
-  v === undefined || v.trim() === '' ? undefined : v.trim();
+const blankToUndefined = (v: string | undefined): string | undefined => (v === undefined || v.trim() === '' ? undefined : v.trim());
 
 export function loadConfig(env: Env = process.env): GatewayConfig {
   const problems: string[] = [];
