@@ -98,7 +98,7 @@ async function run(context: BenchContext): Promise<Table[]> {
     const long = await seedLedger(store, pool, settings.longHistory, context.progress);
 
     context.progress('ledger: the cause index (ledger_entries) of the seeded ledgers');
-    for (const seeded of [short, long]) await indexSeededLedger(pool, seeded.ledger);
+    for (const seeded of [short, long]) await indexSeededLedger(pool, seeded.ledger, seeded.entries);
 
     context.progress('ledger: VACUUM (ANALYZE) events, event_streams, aggregate_snapshots, ledger_entries; CHECKPOINT');
     const maintenance = startTimer();
@@ -175,16 +175,22 @@ async function run(context: BenchContext): Promise<Table[]> {
  * database (what the ledger projection would have written to ledger_entries; the
  * postings and balances are not needed here). This is the cause index.
  */
-async function indexSeededLedger(pool: Pool, ledger: LedgerId): Promise<void> {
-  await pool.query(
-    `INSERT INTO ledger_entries (entry_id, account_id, mode, seq, kind, cause, occurred_at, log_position)
-     SELECT (data->>'entryId')::uuid, $2, $3, stream_revision, data->>'kind', data->>'cause', (data->>'occurredAt')::timestamptz,
-            global_position || '/' || global_position
-     FROM events WHERE stream_name = $1 ORDER BY stream_revision
-     ON CONFLICT (entry_id) DO NOTHING`,
-    [ledgerStreamName(ledger), ledger.accountId, ledger.mode],
-  );
+async function indexSeededLedger(pool: Pool, ledger: LedgerId, entries: number): Promise<void> {
+  // In ranges of revisions: each statement stays well within the pool's statement timeout.
+  for (let from = 0; from < entries; from += INDEX_CHUNK) {
+    await pool.query(
+      `INSERT INTO ledger_entries (entry_id, account_id, mode, seq, kind, cause, occurred_at, log_position)
+       SELECT (data->>'entryId')::uuid, $2, $3, stream_revision, data->>'kind', data->>'cause', (data->>'occurredAt')::timestamptz,
+              global_position || '/' || global_position
+       FROM events WHERE stream_name = $1 AND stream_revision >= $4 AND stream_revision < $5 ORDER BY stream_revision
+       ON CONFLICT (entry_id) DO NOTHING`,
+      [ledgerStreamName(ledger), ledger.accountId, ledger.mode, from, from + INDEX_CHUNK],
+    );
+  }
 }
+
+/** Entries of the cause index written per statement. */
+const INDEX_CHUNK = 50_000;
 
 /**
  * A merchant's day-to-day, as ledger commands: payments held for a while (each hold
