@@ -1,7 +1,9 @@
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { makeTraversable, startEmbeddedPostgres } from '#platform/database';
+// Jest loads its global set-up outside its module map (moduleNameMapper does not apply),
+// and plain Node would resolve '#platform/database' to dist/, which is built below: the source.
+import { makeTraversable, startEmbeddedPostgres } from '../../libs/platform/src/database';
 
 /**
  * One PostgreSQL server for the whole run: DATABASE_URL when set, otherwise an
