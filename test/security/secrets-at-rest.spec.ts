@@ -51,13 +51,15 @@ function openByHand(stored: string, k: Buffer, projectId: string): string {
 }
 
 /**
- * Each signed request of this file is stamped a second earlier than the one before
- * (well inside the ±300 s window): two requests with one secret, path and second
- * would carry one signature, and a signature is accepted once.
+ * Each signed request of this file has a timestamp of its own: the second the file was
+ * loaded, less one per request before it (inside the ±300 s window for a file that runs
+ * well under a minute). Two requests with one secret, path and timestamp would carry
+ * one signature, and a signature is accepted once.
  */
+const LOADED_AT_SECOND = Math.floor(Date.now() / 1000);
 let signedRequests = 0;
 const signedBalance = (baseUrl: string, publicId: string, secret: string) =>
-  sendSigned(baseUrl, { method: 'GET', path: '/v1/balance', publicId, secret, timestamp: Math.floor(Date.now() / 1000) - signedRequests++ });
+  sendSigned(baseUrl, { method: 'GET', path: '/v1/balance', publicId, secret, timestamp: LOADED_AT_SECOND - signedRequests++ });
 
 async function expectWebhookSignedWith(gateway: RunningGateway, operator: Operator, receiver: WebhookReceiver, project: Json, secret: string): Promise<void> {
   const created = await fetch(`${gateway.baseUrl}/v1/invoices`, {
