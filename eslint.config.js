@@ -38,7 +38,7 @@ module.exports = tseslint.config(
     files: ['**/*.ts'],
     plugins: { boundaries },
     settings: {
-      'import/resolver': { typescript: { project: './tsconfig.json' } },
+      'import/resolver': { [require.resolve('./scripts/eslint-import-resolver.js')]: {} },
       'boundaries/include': ['apps/**/*.ts', 'libs/**/*.ts', 'test/**/*.ts', 'bench/**/*.ts'],
       'boundaries/elements': [
         { type: 'domain', pattern: 'libs/domain/src' },
