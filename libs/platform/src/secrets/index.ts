@@ -1,2 +1,3 @@
 export * from './secret-box';
 export * from './secrets-key-file';
+export * from './secret-file';

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, closeSync, existsSync, linkSync, mkdirSync, openSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, mkdirSync, openSync, readFileSync, renameSync, statSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { fixedKeys, SecretKeySource } from './secret-box';
+import { writeSecretFileOnce } from './secret-file';
 
 /** The key file under DATA_DIR when SECRETS_KEY is not set. */
 export const SECRETS_KEY_FILE = 'secrets.key';
@@ -42,24 +43,7 @@ export function writeKeyFile(file: string, keys: readonly Buffer[]): void {
 export function keyFileSource(dataDir: string): SecretKeySource & { readonly file: string } {
   const file = secretsKeyFileOf(dataDir);
   mkdirSync(path.dirname(file), { recursive: true });
-  // Written whole to a file of its own, then linked into place: the link fails when
-  // another process got there first, and nobody ever reads a half-written key.
-  if (!existsSync(file)) {
-    const candidate = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.new`;
-    const fd = openSync(candidate, 'wx', 0o600);
-    try {
-      writeSync(fd, `${randomBytes(32).toString('hex')}\n`);
-    } finally {
-      closeSync(fd);
-    }
-    try {
-      linkSync(candidate, file);
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-    } finally {
-      unlinkSync(candidate);
-    }
-  }
+  writeSecretFileOnce(file, `${randomBytes(32).toString('hex')}\n`);
   let keys = readKeys(file);
   let stamp = stampOf(file);
   return {
