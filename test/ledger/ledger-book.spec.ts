@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
-import { comparePositions, PostgresEventStore, PostgresSnapshotStore } from '#event-store';
+import { PostgresEventStore, PostgresSnapshotStore } from '#event-store';
 import {
   foldLedger,
   LedgerError,
@@ -15,9 +15,9 @@ import {
   RECENT_CAUSES_KEPT,
 } from '#ledger';
 import { LEDGER_SNAPSHOT_EVERY, LedgerBook, LedgerRequest, verifyLedgers } from '#payments/ledger';
-import { ProjectionRunner } from '#event-store/projections';
 import { ledgerProjection, PostgresLedgerCauseIndex } from '#payments/read-models';
 import { appendLedgerHistory, freshPayments } from '../support/ledger-history';
+import { projectToHead } from '../support/project-to-head';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 let db: TestDatabase;
@@ -44,17 +44,7 @@ async function entriesOf(ledger: LedgerId): Promise<LedgerEvent[]> {
 }
 
 /** Runs the ledger projection until it has applied the whole log. */
-async function projectLedgers(): Promise<void> {
-  const runner = new ProjectionRunner(db.pool, store, ledgerProjection, { batchSize: 250 });
-  runner.start();
-  const head = await store.headPosition();
-  const deadline = Date.now() + 60_000;
-  while (!(runner.status().checkpoint && comparePositions(runner.status().checkpoint!, head!) >= 0)) {
-    if (Date.now() > deadline) throw new Error('ledger projection did not catch up');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  await runner.stop();
-}
+const projectLedgers = () => projectToHead(db.pool, store, ledgerProjection, 250);
 
 /** Replays the stored entries one by one, checking every invariant after each. */
 async function replayChecked(ledger: LedgerId) {

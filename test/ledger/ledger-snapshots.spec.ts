@@ -4,12 +4,12 @@
  * the ledger from its events instead, and `ledger:verify` reports it.
  */
 import { randomUUID } from 'node:crypto';
-import { comparePositions, PostgresEventStore, PostgresSnapshotStore } from '#event-store';
+import { PostgresEventStore, PostgresSnapshotStore } from '#event-store';
 import { foldLedger, LedgerEvent, LedgerId, ledgerStreamName } from '#ledger';
 import { LEDGER_SNAPSHOT_EVERY, LedgerBook, LedgerRequest, verifyLedgers } from '#payments/ledger';
-import { ProjectionRunner } from '#event-store/projections';
 import { ledgerProjection } from '#payments/read-models';
 import { appendLedgerHistory } from '../support/ledger-history';
+import { projectToHead } from '../support/project-to-head';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 let db: TestDatabase;
@@ -27,17 +27,8 @@ afterAll(async () => {
 let clock = Date.parse('2026-02-01T00:00:00Z');
 const at = () => new Date((clock += 1000)).toISOString();
 
-async function projectLedgers(): Promise<void> {
-  const runner = new ProjectionRunner(db.pool, store, ledgerProjection, { batchSize: 500 });
-  runner.start();
-  const head = await store.headPosition();
-  const deadline = Date.now() + 60_000;
-  while (!(runner.status().checkpoint && comparePositions(runner.status().checkpoint!, head!) >= 0)) {
-    if (Date.now() > deadline) throw new Error('ledger projection did not catch up');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  await runner.stop();
-}
+/** Runs the ledger projection until it has applied the whole log. */
+const projectLedgers = () => projectToHead(db.pool, store, ledgerProjection, 500);
 
 async function entriesOf(ledger: LedgerId): Promise<LedgerEvent[]> {
   return (await store.readStream(ledgerStreamName(ledger))).map((e) => ({ type: 'LedgerEntryPosted', data: e.data }) as LedgerEvent);
