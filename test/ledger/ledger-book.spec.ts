@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
+import { Client } from 'pg';
 import { PostgresEventStore, PostgresSnapshotStore } from '#event-store';
 import {
   foldLedger,
@@ -267,5 +268,26 @@ describe('the ledger book on the real event store', () => {
     const corrupted = await verifyLedgers(db.pool, store);
     expect(corrupted.problems).toEqual([expect.objectContaining({ kind: 'balance_differs', ledger: `ledger-live_${victim.rows[0]!.account_id}` })]);
     await db.pool.query(`UPDATE ledger_balances SET balance = balance - 1 WHERE account_id = $1 AND account = 'available'`, [victim.rows[0]!.account_id]);
+  });
+  it('a projection run to the head waits for events hidden by a transaction of another database of the cluster, then applies them', async () => {
+    const ledger = newLedger();
+    // Another session of the shared cluster holds a transaction id: what is written now stays hidden until it ends.
+    const holder = new Client({ connectionString: process.env.TEST_ADMIN_DATABASE_URL, application_name: 'project-to-head-holder' });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT txid_current()');
+      await book.post(ledger, { type: 'RecordPayment', invoiceId: randomUUID(), netAmount: 700, feeAmount: 7, releaseAt: null, at: at() });
+      const projected = projectLedgers();
+      await new Promise((r) => setTimeout(r, 300));
+      await holder.query('ROLLBACK');
+      await projected;
+    } finally {
+      await holder.end();
+    }
+    const balance = await db.pool.query<{ balance: string }>(`SELECT balance::text FROM ledger_balances WHERE account_id = $1 AND account = 'available'`, [
+      ledger.accountId,
+    ]);
+    expect(balance.rows.map((r) => r.balance)).toEqual(['700']);
   });
 });
