@@ -3,6 +3,7 @@ import { comparePositions, PostgresEventStore } from '#event-store';
 import { readCheckpoint } from '#event-store/projections';
 import { startProcess } from '../support/gateway-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { visibleHead } from '../support/project-to-head';
 
 const STREAMS = 300;
 const EVENTS_PER_STREAM = 100;
@@ -56,7 +57,7 @@ describe('projections:rebuild killed mid-way', () => {
 
     // 2. Start the projector: it resumes from the last committed batch.
     const projector = startProcess('projector', env);
-    const head = (await store.headPosition())!;
+    const head = (await visibleHead(db.pool, store))!;
     const deadline = Date.now() + 60_000;
     for (;;) {
       const row = await readCheckpoint(db.pool, 'stream_catalog');

@@ -18,6 +18,7 @@ import { foldLedger, LEDGER_CATEGORY, LedgerEvent, LedgerState, RECENT_CAUSES_KE
 import { allProjections } from '#payments/read-models';
 import { RunningProcess, startProcess } from '../support/gateway-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { visibleHead } from '../support/project-to-head';
 
 /** With one merchant, its live ledger gets some 2,500 entries. */
 const EVENTS = 8_000;
@@ -59,7 +60,7 @@ describe('every process manager replayed from checkpoint zero (PostgreSQL, real 
     const [, running] = await projector.waitForOutput(/running (\d+) projections/);
     const deadline = Date.now() + 150_000;
     for (;;) {
-      const head = (await store.headPosition())!;
+      const head = (await visibleHead(db.pool, store))!;
       const rows = (
         await db.pool.query<{ commit_position: string; prepare_position: string }>('SELECT commit_position, prepare_position FROM projection_checkpoints')
       ).rows;

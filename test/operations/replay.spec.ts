@@ -15,6 +15,7 @@ import { HistoryGenerator, SeedMerchant, SeedWrite } from '../../apps/tools/src/
 import { Random } from '../../apps/tools/src/seed/random';
 import { startProcess } from '../support/gateway-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { visibleHead } from '../support/project-to-head';
 
 const EVENTS = 20_000;
 
@@ -39,7 +40,7 @@ describe('replay and audit on a seeded log', () => {
   async function waitUntilCaughtUp(projections: number, output: () => string): Promise<void> {
     const deadline = Date.now() + 90_000;
     for (;;) {
-      const head = (await store.headPosition())!;
+      const head = (await visibleHead(db.pool, store))!;
       const rows = (
         await db.pool.query<{ commit_position: string; prepare_position: string }>('SELECT commit_position, prepare_position FROM projection_checkpoints')
       ).rows;

@@ -31,6 +31,7 @@ import { CommandBus } from '@nestjs/cqrs';
 import { ProjectorModule } from '../../apps/projector/src/projector.module';
 import type { Infrastructure } from '#payments/composition';
 import { createServices } from '#payments/composition';
+import { visibleHead } from './project-to-head';
 
 export interface LedgerOutcome {
   readonly entries: number;
@@ -174,7 +175,7 @@ export async function processManagerReplayCase(store: EventStore, pool: Pool, op
 
   // ledger:verify: the read model brought to the head of the log (its checkpoint with it).
   await run(pool, [ledgerProjection], ledgerEvents.slice(Math.floor(ledgerEvents.length / 2)));
-  const head = await store.headPosition();
+  const head = await visibleHead(pool, store);
   await pool.query(
     `INSERT INTO projection_checkpoints (projection, commit_position, prepare_position) VALUES ('ledger', $1, $2)
      ON CONFLICT (projection) DO UPDATE SET commit_position = EXCLUDED.commit_position, prepare_position = EXCLUDED.prepare_position`,
