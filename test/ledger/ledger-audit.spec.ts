@@ -130,6 +130,49 @@ describe('ledger audit over HTTP and ledger:verify', () => {
     expect(unauthorized.status).toBe(401);
   });
 
+  it('reads the audit query strings as request classes: every violation listed with its message, unknown parameters refused, the same messages as before', async () => {
+    const errorOf = async (path: string) => {
+      const result = await get(path);
+      expect({ path, status: result.status }).toEqual({ path, status: 400 });
+      return result.body.error as { code: string; param: string; details: { param: string; code: string; message: string }[] };
+    };
+    const accounts = `/admin/v1/accounts/${ledger.accountId}`;
+
+    expect((await errorOf(`${accounts}/ledger?mode=prod&limit=0&cursor=x`)).details).toEqual([
+      { param: 'mode', code: 'invalid_enum', message: 'mode: test или live' },
+      { param: 'limit', code: 'out_of_range', message: 'limit: целое число от 1 до 1000' },
+      { param: 'cursor', code: 'invalid_cursor', message: 'cursor: передайте nextCursor из предыдущего ответа' },
+    ]);
+    expect((await errorOf(`${accounts}/ledger`)).details).toEqual([{ param: 'mode', code: 'required', message: 'mode: обязательное поле' }]);
+    expect((await errorOf(`${accounts}/ledger?mode=live&page=2`)).details).toEqual([
+      { param: 'page', code: 'unknown_field', message: 'page: неизвестное поле' },
+    ]);
+    // Not a moment of the calendar (Date would read 30 February as 2 March, 24:00 as the next midnight).
+    for (const asOf of ['yesterday', '2031-02-30T00:00:00Z', '2031-01-01T24:00:00Z', '2031-13-01T00:00:00Z', '2030-02-29T00:00:00Z']) {
+      expect((await errorOf(`${accounts}/balance?mode=live&asOf=${asOf}`)).details).toEqual([
+        { param: 'asOf', code: 'invalid_datetime', message: 'asOf: дата и время в ISO 8601, например 2026-01-31T21:00:00Z' },
+      ]);
+    }
+    expect((await get(`${accounts}/balance?mode=live&asOf=2032-02-29T23:59:59.999999%2B03:00`)).status).toBe(200);
+    expect((await errorOf(`${accounts}/balance?mode=live&mode=test`)).param).toBe('mode');
+
+    const stream = `/admin/v1/streams/ledger-live_${ledger.accountId}`;
+    expect((await errorOf(`${stream}?fromRevision=-1&limit=abc`)).details).toEqual([
+      { param: 'fromRevision', code: 'invalid', message: 'fromRevision: неотрицательное целое число' },
+      { param: 'limit', code: 'invalid', message: 'limit: неотрицательное целое число' },
+    ]);
+    expect((await errorOf(`${stream}?limit=1001`)).details).toEqual([{ param: 'limit', code: 'out_of_range', message: 'limit: от 1 до 1000' }]);
+
+    // Valid ones still read: leading zeros included, as before.
+    const page = await get(`${stream}?fromRevision=0001&limit=0002`);
+    expect(page.status).toBe(200);
+    expect(page.body.events.map((e: { revision: number }) => e.revision)).toEqual([1, 2]);
+    expect(page.body.nextRevision).toBe(3);
+    const last = await get(`${stream}?fromRevision=4`);
+    expect({ revisions: last.body.events.map((e: { revision: number }) => e.revision), next: last.body.nextRevision }).toEqual({ revisions: [4], next: null });
+    expect((await get('/admin/v1/streams/ledger-live_none')).status).toBe(404);
+  });
+
   it('ledger:verify passes on the real read model and fails, naming the ledger, on a hand-corrupted one', async () => {
     const ok = startProcess('ledger-verify', { DATABASE_URL: db.url });
     expect(await ok.exited).toBe(0);

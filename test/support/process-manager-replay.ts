@@ -154,7 +154,7 @@ export async function processManagerReplayCase(store: EventStore, pool: Pool, op
     secrets,
     config: { refundProcessingSeconds: 10, payoutTerms: DEFAULT_PAYOUT_TERMS, usdtRubRate: 95_00 },
   } as unknown as Infrastructure);
-  const context = await NestFactory.createApplicationContext(ProjectorModule.register(services, pool), { logger: false, abortOnError: false });
+  const context = await NestFactory.createApplicationContext(ProjectorModule.register(services, pool, store), { logger: false, abortOnError: false });
   const commands = context.get(CommandBus);
   const processManagers = [paymentsToLedger(commands), refundOutcomes(commands), payoutOutcomes(commands)];
 
@@ -164,7 +164,7 @@ export async function processManagerReplayCase(store: EventStore, pool: Pool, op
     await context.close();
   }
   const afterFirstReplay = await ledgers(store, recording.streams);
-  const again = await NestFactory.createApplicationContext(ProjectorModule.register(services, pool), { logger: false, abortOnError: false });
+  const again = await NestFactory.createApplicationContext(ProjectorModule.register(services, pool, store), { logger: false, abortOnError: false });
   try {
     const commandsAgain = again.get(CommandBus);
     await run(pool, [paymentsToLedger(commandsAgain), refundOutcomes(commandsAgain), payoutOutcomes(commandsAgain)], history);

@@ -67,7 +67,7 @@ export class AppModule {
       module: AppModule,
       // Every write the routes ask for is a command, every read a query, on the buses
       // of @nestjs/cqrs; the handlers are the payments module's.
-      imports: [CqrsModule.forRoot(), PaymentsModule.register(deps.services, deps.infrastructure.pool)],
+      imports: [CqrsModule.forRoot(), PaymentsModule.register(deps.services, deps.infrastructure.pool, deps.infrastructure.store)],
       controllers: [
         HealthController,
         ClockController,

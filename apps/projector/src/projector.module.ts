@@ -1,6 +1,7 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { CqrsModule } from '@nestjs/cqrs';
 import type { Pool } from 'pg';
+import type { EventStore } from '#event-store';
 import type { GatewayServices } from '#payments/composition';
 import { PaymentsModule } from '#payments';
 
@@ -11,7 +12,7 @@ import { PaymentsModule } from '#payments';
  */
 @Module({})
 export class ProjectorModule {
-  static register(services: GatewayServices, pool: Pool): DynamicModule {
-    return { module: ProjectorModule, imports: [CqrsModule.forRoot(), PaymentsModule.register(services, pool)] };
+  static register(services: GatewayServices, pool: Pool, store: EventStore): DynamicModule {
+    return { module: ProjectorModule, imports: [CqrsModule.forRoot(), PaymentsModule.register(services, pool, store)] };
   }
 }

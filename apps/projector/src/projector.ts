@@ -41,7 +41,10 @@ export interface ProjectionReport {
 export class Projector {
   /** The projector over a new application context (closed by `stop`). */
   static async create(infra: Infrastructure, services: GatewayServices, log: Logger, publicUrl: () => string, metrics?: GatewayMetrics): Promise<Projector> {
-    const context = await NestFactory.createApplicationContext(ProjectorModule.register(services, infra.pool), { logger: false, abortOnError: false });
+    const context = await NestFactory.createApplicationContext(ProjectorModule.register(services, infra.pool, infra.store), {
+      logger: false,
+      abortOnError: false,
+    });
     return new Projector(context, infra, services, log, publicUrl, metrics);
   }
 

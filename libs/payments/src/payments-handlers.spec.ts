@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import type { Type } from '@nestjs/common';
 import { COMMAND_HANDLER_METADATA, QUERY_HANDLER_METADATA } from '@nestjs/cqrs/dist/decorators/constants';
 import type { Pool } from 'pg';
+import type { EventStore } from '#event-store';
 import type { GatewayServices } from './composition/services';
 import { GetBalanceAsOf } from './balance/get-balance-as-of.query';
 import { GetBalance } from './balance/get-balance.query';
@@ -67,7 +68,7 @@ function handledBy(handlers: readonly Type[], metadataKey: string): Map<Type, Ty
 }
 
 describe('PaymentsModule: commands and queries on the buses', () => {
-  const module = PaymentsModule.register({} as GatewayServices, {} as Pool);
+  const module = PaymentsModule.register({} as GatewayServices, {} as Pool, {} as EventStore);
   const provided = new Set(module.providers);
 
   it('registers exactly one handler for every command the issue names', () => {

@@ -1,11 +1,13 @@
 import { DynamicModule, Module, Provider, Type } from '@nestjs/common';
 import type { Pool } from 'pg';
+import type { EventStore } from '#event-store';
 import type { GatewayServices } from './composition/services';
 import { LedgerBook } from './ledger';
 import { PayoutAddresses, Registry } from './merchants';
 import { InvoiceService } from './invoices/invoice-service';
 import { PayoutService } from './payouts/payout-service';
-import { READ_MODELS } from './payments.tokens';
+import { EVENT_STORE, READ_MODELS } from './payments.tokens';
+import { ReadStreamHandler } from './streams/read-stream.query';
 import { RefundService } from './refunds/refund-service';
 import { ChooseInvoiceMethodHandler } from './invoices/choose-invoice-method.command';
 import { CreateInvoiceHandler } from './invoices/create-invoice.command';
@@ -101,6 +103,7 @@ export const QUERY_HANDLERS: readonly Type[] = [
   ListWebhookDeliveriesHandler,
   GetAccountHandler,
   GetProjectHandler,
+  ReadStreamHandler,
 ];
 
 /**
@@ -111,7 +114,7 @@ export const QUERY_HANDLERS: readonly Type[] = [
  */
 @Module({})
 export class PaymentsModule {
-  static register(services: GatewayServices, pool: Pool): DynamicModule {
+  static register(services: GatewayServices, pool: Pool, store: EventStore): DynamicModule {
     const providers: Provider[] = [
       { provide: InvoiceService, useValue: services.invoices },
       { provide: RefundService, useValue: services.refunds },
@@ -120,6 +123,7 @@ export class PaymentsModule {
       { provide: Registry, useValue: services.registry },
       { provide: PayoutAddresses, useValue: services.payoutAddresses },
       { provide: READ_MODELS, useValue: pool },
+      { provide: EVENT_STORE, useValue: store },
       ...COMMAND_HANDLERS,
       ...QUERY_HANDLERS,
     ];

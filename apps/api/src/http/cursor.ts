@@ -1,15 +1,5 @@
-import { ApiError } from './errors/api-error';
-
 /** Opaque page cursors: base64url JSON, validated on the way back in. */
 export const encodeCursor = (value: Record<string, unknown>): string => Buffer.from(JSON.stringify(value)).toString('base64url');
-
-const CURSOR_MESSAGE = 'cursor: передайте nextCursor из предыдущего ответа';
-
-export function decodeCursor<T>(cursor: string, read: (value: Record<string, unknown>) => T | null): T {
-  const value = parseCursor(cursor, read);
-  if (value === null) throw ApiError.validation([{ param: 'cursor', code: 'invalid_cursor', message: CURSOR_MESSAGE }]);
-  return value;
-}
 
 /**
  * The `seq` of a page cursor: the position of the last item of the page in its read
@@ -30,3 +20,9 @@ export function parseCursor<T>(cursor: string, read: (value: Record<string, unkn
   }
   return decoded && typeof decoded === 'object' && !Array.isArray(decoded) ? read(decoded as Record<string, unknown>) : null;
 }
+
+/** The page size of a valid query (its default when absent). */
+export const pageSizeOf = (limit: string | undefined, fallback: number): number => (limit === undefined ? fallback : Number(limit));
+
+/** The `seq` a valid cursor carries, or null without one. */
+export const cursorSeqOf = (cursor: string | undefined): number | null => (cursor === undefined ? null : parseCursor(cursor, pageSeq));

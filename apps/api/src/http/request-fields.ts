@@ -15,7 +15,19 @@ import { MAX_JSON_DEPTH, storableText, unstorableJson } from './validation';
 const EMAIL = /^[^\s@"<>()[\]\\,;:]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$/;
 const E164 = /^\+[1-9]\d{1,14}$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const ISO_DATETIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})$/;
+const ISO_DATETIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})$/;
+
+/**
+ * An ISO 8601 instant that names a real calendar moment. `Date` alone would take
+ * 2031-02-30 as 2 March and 24:00 as the next midnight: those are refused here.
+ */
+function isIsoDateTime(text: string): boolean {
+  const match = ISO_DATETIME.exec(text);
+  if (!match) return false;
+  const [year, month, day, hour] = match.slice(1, 5).map(Number) as [number, number, number, number];
+  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
+  return month >= 1 && month <= 12 && day >= 1 && day <= daysInMonth && hour <= 23 && !Number.isNaN(new Date(text).getTime());
+}
 
 /**
  * Text PostgreSQL can store: no NUL, no lone UTF-16 surrogate. With Ajv's unicode
@@ -125,7 +137,7 @@ export const DateTime = (o: Described = {}): PropertyDecorator =>
       {
         code: 'invalid_datetime',
         message: 'дата и время в ISO 8601, например 2026-01-31T21:00:00Z',
-        valid: (v) => ISO_DATETIME.test(v as string) && !Number.isNaN(new Date(v as string).getTime()),
+        valid: (v) => isIsoDateTime(v as string),
       },
     ],
     {},
@@ -134,12 +146,17 @@ export const DateTime = (o: Described = {}): PropertyDecorator =>
 
 // Enumerations, integers, booleans -------------------------------------------------
 
-export const OneOf = (allowed: readonly string[], o: Presence & Described = {}): PropertyDecorator =>
-  field([{ code: 'invalid_enum', message: `одно из значений: ${allowed.join(', ')}`, valid: (v) => isString(v) && isIn(v, allowed as string[]) }], o, {
-    type: 'string',
-    enum: allowed,
-    ...described(o),
-  });
+/** One of `allowed`; `message` says it in words of its own (otherwise the values are listed). */
+export const OneOf = (allowed: readonly string[], o: Presence & Described & { readonly message?: string } = {}): PropertyDecorator =>
+  field(
+    [{ code: 'invalid_enum', message: o.message ?? `одно из значений: ${allowed.join(', ')}`, valid: (v) => isString(v) && isIn(v, allowed as string[]) }],
+    o,
+    {
+      type: 'string',
+      enum: allowed,
+      ...described(o),
+    },
+  );
 
 export interface IntegerOptions extends Presence, Described {
   readonly min: number;
@@ -343,19 +360,34 @@ export const Nested = (cls: () => RequestClass, o: Presence & Described & { read
 
 // Query strings -----------------------------------------------------------------
 
-/** An integer in a query string: 1 to 9 digits, in range; absent is the default. */
-export const QueryInteger = (o: { readonly min: number; readonly max: number; readonly default: number } & Described): PropertyDecorator =>
-  field(
-    [
-      {
-        code: 'out_of_range',
-        message: `целое число от ${o.min} до ${o.max}`,
-        valid: (v) => typeof v === 'string' && /^\d{1,9}$/.test(v) && Number(v) >= o.min && Number(v) <= o.max,
-      },
-    ],
+export interface QueryIntegerOptions extends Described {
+  readonly min: number;
+  readonly max: number;
+  readonly default: number;
+  /**
+   * Text that is not digits gets its own violation (`invalid`, this message) before the
+   * range is checked (`out_of_range`, `rangeMessage`); without it one rule says both.
+   */
+  readonly notDigitsMessage?: string;
+  readonly rangeMessage?: string;
+}
+
+/** An integer in a query string: digits only (at least 9 allowed, leading zeros too), in range; absent is the default. */
+export const QueryInteger = (o: QueryIntegerOptions): PropertyDecorator => {
+  const digits = new RegExp(`^\\d{1,${Math.max(9, String(o.max).length)}}$`);
+  const rangeMessage = o.rangeMessage ?? `целое число от ${o.min} до ${o.max}`;
+  const inRange = (v: unknown) => Number(v) >= o.min && Number(v) <= o.max;
+  return field(
+    o.notDigitsMessage === undefined
+      ? [{ code: 'out_of_range', message: rangeMessage, valid: (v) => typeof v === 'string' && digits.test(v) && inRange(v) }]
+      : [
+          { code: 'invalid', message: o.notDigitsMessage, valid: (v) => typeof v === 'string' && digits.test(v) },
+          { code: 'out_of_range', message: rangeMessage, valid: inRange },
+        ],
     {},
     { type: 'integer', minimum: o.min, maximum: o.max, default: o.default, ...described(o) },
   );
+};
 
 /** A page cursor: nextCursor of the previous page (checked by `read`). */
 export const Cursor = (read: (value: Record<string, unknown>) => unknown | null, o: Described = {}): PropertyDecorator =>

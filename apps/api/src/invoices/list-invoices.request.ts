@@ -1,6 +1,6 @@
 import { INVOICE_STATUSES } from '#domain';
 import type { InvoiceStatus } from '#domain';
-import { pageSeq, parseCursor } from '../http/cursor';
+import { pageSeq } from '../http/cursor';
 import { Cursor, DateTime, OneOf, QueryInteger, Text } from '../http/request-fields';
 
 /** The query of GET /v1/invoices. */
@@ -23,9 +23,3 @@ export class ListInvoicesQuery {
   @Cursor(pageSeq, { description: 'nextCursor из предыдущего ответа' })
   cursor?: string;
 }
-
-/** The page size of a valid query (its default when absent). */
-export const pageSizeOf = (limit: string | undefined, fallback: number): number => (limit === undefined ? fallback : Number(limit));
-
-/** The `seq` a valid cursor carries, or null without one. */
-export const cursorSeqOf = (cursor: string | undefined): number | null => (cursor === undefined ? null : parseCursor(cursor, pageSeq));

@@ -1,12 +1,14 @@
-import { Controller, Get, Inject, Param, Query, UseGuards } from '@nestjs/common';
-import { RecordedEvent, StreamNotFoundError } from '#event-store';
-import type { Infrastructure } from '#payments/composition';
+import { Controller, Get, Param, UseGuards } from '@nestjs/common';
+import { QueryBus } from '@nestjs/cqrs';
+import type { RecordedEvent } from '#event-store';
+import { ReadStream } from '#payments/streams';
 import { ApiError } from '../http/errors/api-error';
+import { ValidQuery } from '../http/request-validation';
 import { storableText } from '../http/validation';
-import { INFRASTRUCTURE } from '../http/tokens';
 import { AdminTokenGuard } from '../http/auth/admin-token.guard';
+import { pageSizeOf } from '../http/cursor';
+import { ReadStreamQuery } from './read-stream.request';
 
-const MAX_PAGE = 1000;
 /** `<category>-<id>`, as the event store names streams. */
 const STREAM_NAME = /^[a-z][a-z0-9_]*-[^]+$/;
 
@@ -14,38 +16,20 @@ const STREAM_NAME = /^[a-z][a-z0-9_]*-[^]+$/;
 @Controller('admin/v1/streams')
 @UseGuards(AdminTokenGuard)
 export class StreamsController {
-  constructor(@Inject(INFRASTRUCTURE) private readonly infra: Infrastructure) {}
+  constructor(private readonly queries: QueryBus) {}
 
   @Get(':streamName')
-  async read(@Param('streamName') streamName: string, @Query('fromRevision') fromRevision?: string, @Query('limit') limit?: string) {
-    const from = parseNonNegative(fromRevision, 'fromRevision', 0);
-    const max = parseNonNegative(limit, 'limit', 100);
-    if (max < 1 || max > MAX_PAGE) {
-      throw ApiError.validation([{ param: 'limit', code: 'out_of_range', message: `limit: от 1 до ${MAX_PAGE}` }]);
-    }
+  async read(@Param('streamName') streamName: string, @ValidQuery(ReadStreamQuery) query: ReadStreamQuery) {
     // No stream has such a name (no `<category>-<id>`, or a NUL PostgreSQL cannot even compare): nothing to read.
     if (!STREAM_NAME.test(streamName) || !storableText(streamName)) throw ApiError.notFound('not_found', 'Поток не найден');
-    try {
-      const events = await this.infra.store.readStream(streamName, { fromRevision: BigInt(from), maxCount: max + 1 });
-      const page = events.slice(0, max);
-      return {
-        streamName,
-        events: page.map(toWire),
-        nextRevision: events.length > max ? Number(page[page.length - 1]!.revision) + 1 : null,
-      };
-    } catch (error) {
-      if (error instanceof StreamNotFoundError) throw ApiError.notFound('not_found', `Поток ${streamName} не найден`);
-      throw error;
-    }
+    const page = await this.queries.execute(new ReadStream(streamName, BigInt(query.fromRevision ?? '0'), pageSizeOf(query.limit, 100)));
+    if (!page) throw ApiError.notFound('not_found', `Поток ${streamName} не найден`);
+    return {
+      streamName,
+      events: page.events.map(toWire),
+      nextRevision: page.nextRevision === null ? null : Number(page.nextRevision),
+    };
   }
-}
-
-function parseNonNegative(value: string | undefined, param: string, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (!/^\d{1,15}$/.test(value)) {
-    throw ApiError.validation([{ param, code: 'invalid', message: `${param}: неотрицательное целое число` }]);
-  }
-  return Number(value);
 }
 
 const toWire = (e: RecordedEvent) => ({
