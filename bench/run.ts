@@ -4,6 +4,8 @@
  *   npm run bench                        every section, full counts
  *   npm run bench -- --quick             smaller counts: a smoke run
  *   npm run bench -- --only event-store  one section (repeat or comma-separate for more)
+ *   npm run bench -- --only rebuild --events 100000,1000000
+ *                                        the sizes of the histories the rebuild section replays
  *
  * The database: with DATABASE_URL set, a fresh database `bench_<random>` on that
  * server, dropped at the end; otherwise an embedded PostgreSQL in
@@ -32,6 +34,8 @@ export interface BenchContext {
   readonly databaseUrl: string;
   /** Smaller counts and shorter durations: a smoke run. */
   readonly quick: boolean;
+  /** `--events`: the sizes of history a section that replays a log works on (none: its own default). */
+  readonly events: readonly number[];
   /** One progress line on stderr (stdout carries only the tables). */
   progress(message: string): void;
 }
@@ -47,6 +51,7 @@ const SECTIONS: readonly BenchSection[] = [eventStoreBench, ledgerBench, httpBen
 
 interface Options {
   readonly quick: boolean;
+  readonly events: readonly number[];
   readonly sections: readonly BenchSection[];
 }
 
@@ -54,17 +59,18 @@ class UsageError extends Error {}
 
 function usage(): string {
   const names = SECTIONS.map((s) => `    ${s.name.padEnd(14)} ${s.description}`).join('\n');
-  return `usage: npm run bench -- [--quick] [--only <section>[,<section>...]]\n  sections:\n${names}\n`;
+  return `usage: npm run bench -- [--quick] [--only <section>[,<section>...]] [--events N[,N...]]\n  sections:\n${names}\n`;
 }
 
 function parseOptions(argv: readonly string[]): Options | 'help' {
-  let values: { quick?: boolean; only?: string[]; help?: boolean };
+  let values: { quick?: boolean; only?: string[]; events?: string[]; help?: boolean };
   try {
     ({ values } = parseArgs({
       args: [...argv],
       options: {
         quick: { type: 'boolean' },
         only: { type: 'string', multiple: true },
+        events: { type: 'string', multiple: true },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -80,8 +86,12 @@ function parseOptions(argv: readonly string[]): Options | 'help' {
     .filter(Boolean);
   const unknown = wanted.filter((name) => !SECTIONS.some((s) => s.name === name));
   if (unknown.length > 0) throw new UsageError(`unknown section: ${unknown.join(', ')}`);
+  const events = (values.events ?? []).flatMap((v) => v.split(',')).map((v) => v.trim().replace(/_/g, ''));
+  const badSize = events.find((v) => !/^[1-9]\d*$/.test(v) || Number(v) > 100_000_000);
+  if (badSize !== undefined) throw new UsageError(`--events takes whole numbers of events from 1 to 100000000, not ${badSize}`);
   return {
     quick: values.quick ?? false,
+    events: events.map(Number),
     sections: wanted.length === 0 ? SECTIONS : SECTIONS.filter((s) => wanted.includes(s.name)),
   };
 }
@@ -180,7 +190,7 @@ async function main(argv: readonly string[]): Promise<void> {
     }
     process.stdout.write(`${headerLine(serverVersion, database.origin, options.quick)}\n\n`);
 
-    const context: BenchContext = { databaseUrl: database.url, quick: options.quick, progress };
+    const context: BenchContext = { databaseUrl: database.url, quick: options.quick, events: options.events, progress };
     const summary: SummaryRow[] = [];
     for (const section of options.sections) {
       progress(`section ${section.name}`);
