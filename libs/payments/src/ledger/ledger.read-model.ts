@@ -62,9 +62,15 @@ export const ledgerProjection: Projection = {
   tables: ['ledger_postings', 'ledger_entries', 'ledger_balances', 'ledger_open_holds'],
   filter: { streamNamePrefixes: [`${LEDGER_CATEGORY}-`], eventTypePrefixes: ['LedgerEntryPosted'] },
   async apply(tx: PoolClient, events: readonly RecordedEvent[]): Promise<void> {
+    // An entry id twice in one batch (only a corrupted log has that) is applied once,
+    // as it would be in two batches: the first occurrence counts.
+    const seen = new Set<string>();
     const entries = events.flatMap((event) => {
       const ledger = ledgerIdFromStream(event.streamName);
-      return ledger ? [{ event, ledger, data: event.data as unknown as LedgerEntryPostedData }] : [];
+      const data = event.data as unknown as LedgerEntryPostedData;
+      if (!ledger || seen.has(data.entryId)) return [];
+      seen.add(data.entryId);
+      return [{ event, ledger, data }];
     });
     if (entries.length === 0) return;
 
@@ -87,21 +93,29 @@ export const ledgerProjection: Projection = {
     const postings = entries.filter((e) => fresh.has(e.data.entryId));
     if (postings.length === 0) return;
 
-    // Open holds, for the worker that releases them when due.
-    for (const { ledger, data } of postings) {
-      if (data.kind === 'payment_recorded' && data.hold && data.hold.releaseAt !== null) {
-        await tx.query(
-          `INSERT INTO ledger_open_holds (account_id, mode, invoice_id, amount, release_at) VALUES ($1, $2, $3, $4, $5)
-           ON CONFLICT DO NOTHING`,
-          [ledger.accountId, ledger.mode, data.hold.invoiceId, data.hold.amount, data.hold.releaseAt],
-        );
-      } else if (data.kind === 'hold_released' && data.invoiceId !== undefined) {
-        await tx.query('DELETE FROM ledger_open_holds WHERE account_id = $1 AND mode = $2 AND invoice_id = $3', [
-          ledger.accountId,
-          ledger.mode,
-          data.invoiceId,
-        ]);
-      }
+    // Open holds, for the worker that releases them when due: the batch's net effect
+    // on each hold in two statements (see openHoldChanges).
+    const holds = openHoldChanges(postings);
+    if (holds.released.length > 0) {
+      await tx.query(
+        `DELETE FROM ledger_open_holds h USING unnest($1::text[], $2::text[], $3::text[]) AS r(account_id, mode, invoice_id)
+         WHERE h.account_id = r.account_id AND h.mode = r.mode AND h.invoice_id = r.invoice_id`,
+        [holds.released.map((h) => h.accountId), holds.released.map((h) => h.mode), holds.released.map((h) => h.invoiceId)],
+      );
+    }
+    if (holds.opened.length > 0) {
+      await tx.query(
+        `INSERT INTO ledger_open_holds (account_id, mode, invoice_id, amount, release_at)
+         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[])
+         ON CONFLICT DO NOTHING`,
+        [
+          holds.opened.map((h) => h.accountId),
+          holds.opened.map((h) => h.mode),
+          holds.opened.map((h) => h.invoiceId),
+          holds.opened.map((h) => h.amount),
+          holds.opened.map((h) => h.releaseAt),
+        ],
+      );
     }
 
     const rows = postings.flatMap((e) => e.data.postings.map((p, i) => ({ e, p, i })));
@@ -127,6 +141,58 @@ export const ledgerProjection: Projection = {
     );
   },
 };
+
+interface HoldKey {
+  readonly accountId: string;
+  readonly mode: string;
+  readonly invoiceId: string;
+}
+interface OpenHoldRow extends HoldKey {
+  readonly amount: number;
+  readonly releaseAt: string;
+}
+
+/**
+ * What a batch of new entries does to `ledger_open_holds`, as two sets: the holds to
+ * delete, then the holds to insert unless present. Entry by entry, a payment with a
+ * release time inserts its hold unless present and a release deletes it; folded per
+ * hold in log order, that is: a release anywhere in the batch deletes the stored hold,
+ * and the first payment after the batch's last release (or, without a release, the
+ * first payment) inserts unless present. So the batch ends with the table that
+ * applying its entries one at a time would leave, in two statements whatever its size.
+ */
+export function openHoldChanges(
+  entries: readonly { readonly ledger: { readonly accountId: string; readonly mode: string }; readonly data: LedgerEntryPostedData }[],
+): { readonly released: readonly HoldKey[]; readonly opened: readonly OpenHoldRow[] } {
+  const byHold = new Map<string, { released: HoldKey | null; opened: OpenHoldRow | null }>();
+  const at = (accountId: string, mode: string, invoiceId: string) => {
+    const key = `${accountId}\u0000${mode}\u0000${invoiceId}`;
+    let change = byHold.get(key);
+    if (!change) byHold.set(key, (change = { released: null, opened: null }));
+    return change;
+  };
+  for (const { ledger, data } of entries) {
+    if (data.kind === 'payment_recorded' && data.hold && data.hold.releaseAt !== null) {
+      const change = at(ledger.accountId, ledger.mode, data.hold.invoiceId);
+      change.opened ??= {
+        accountId: ledger.accountId,
+        mode: ledger.mode,
+        invoiceId: data.hold.invoiceId,
+        amount: data.hold.amount,
+        releaseAt: data.hold.releaseAt,
+      };
+    } else if (data.kind === 'hold_released' && data.invoiceId !== undefined) {
+      const change = at(ledger.accountId, ledger.mode, data.invoiceId);
+      change.released = { accountId: ledger.accountId, mode: ledger.mode, invoiceId: data.invoiceId };
+      change.opened = null;
+    }
+  }
+  const changes = [...byHold.values()];
+  return {
+    released: changes.flatMap((c) => (c.released ? [c.released] : [])),
+    opened: changes.flatMap((c) => (c.opened ? [c.opened] : [])),
+  };
+}
 
 /** The merchant's three balances in a mode (kopecks), from ledger_balances: 0 for an account never posted to. */
 export async function merchantBalance(
