@@ -28,54 +28,153 @@ CREATE INDEX refunds_invoice ON refunds (invoice_id);
 `,
 };
 
+/** A row of `refunds` as a batch folds it (times as the events carry them). */
+interface RefundRow {
+  readonly id: string;
+  invoiceId: string;
+  projectId: string;
+  accountId: string;
+  mode: string;
+  amount: number;
+  status: string;
+  requestedAt: string;
+  processAt: string | null;
+  completedAt: string | null;
+}
+
+/** How one event moves a refund's row (null: none yet), exactly as its own statement used to. */
+function evolveRefundRow(row: RefundRow | null, event: InvoiceEvent | RefundEvent): RefundRow | null {
+  switch (event.type) {
+    case 'InvoiceRefundRequested': {
+      const d = event.data;
+      if (row) return row; // INSERT ... ON CONFLICT DO NOTHING
+      return {
+        id: d.refundId,
+        invoiceId: d.invoiceId,
+        projectId: d.projectId,
+        accountId: d.accountId,
+        mode: d.mode,
+        amount: d.amount,
+        status: 'requested',
+        requestedAt: d.at,
+        processAt: null,
+        completedAt: null,
+      };
+    }
+    case 'InvoiceRefundReleased':
+      return row && event.data.reason === 'refused' && row.status === 'requested' ? { ...row, status: 'refused' } : row;
+    case 'RefundCreated': {
+      const d = event.data;
+      if (!row) {
+        return {
+          id: d.refundId,
+          invoiceId: d.invoiceId,
+          projectId: d.projectId,
+          accountId: d.accountId,
+          mode: d.mode,
+          amount: d.amount,
+          status: 'pending',
+          requestedAt: d.createdAt,
+          processAt: d.processAt,
+          completedAt: null,
+        };
+      }
+      return row.status === 'requested' ? { ...row, status: 'pending', processAt: d.processAt } : row;
+    }
+    case 'RefundSucceeded':
+    case 'RefundFailed':
+      return row && (row.status === 'requested' || row.status === 'pending')
+        ? { ...row, status: event.type === 'RefundSucceeded' ? 'succeeded' : 'failed', completedAt: event.data.at }
+        : row;
+    default:
+      return row;
+  }
+}
+
+const refundIdOf = (event: InvoiceEvent | RefundEvent): string | null => {
+  switch (event.type) {
+    case 'InvoiceRefundRequested':
+    case 'InvoiceRefundReleased':
+    case 'RefundCreated':
+    case 'RefundSucceeded':
+    case 'RefundFailed':
+      return event.data.refundId;
+    default:
+      return null;
+  }
+};
+
 /**
  * Every refund request and where it stands: for the refund processor (pending and
  * due), for the recovery worker (requested, never funded nor refused), and for audit.
- * A single refund is read from its own stream. Idempotent: each status moves only forwards.
+ * A single refund is read from its own stream. Idempotent: each status moves only
+ * forwards. A batch is applied in three statements whatever its size: the statuses of
+ * the refunds it touches are read (and locked), each refund's events are folded in
+ * memory in log order, new rows are inserted and changed ones updated at once.
  */
 export const refundsProjection: Projection = {
   name: 'refunds',
   tables: ['refunds'],
   filter: { streamNamePrefixes: [`${INVOICE_CATEGORY}-`, `${REFUND_CATEGORY}-`], eventTypePrefixes: ['InvoiceRefund', 'Refund'] },
   async apply(tx: PoolClient, events: readonly RecordedEvent[]): Promise<void> {
+    const byRefund = new Map<string, (InvoiceEvent | RefundEvent)[]>();
     for (const recorded of events) {
       const event = { type: recorded.type, data: recorded.data } as unknown as InvoiceEvent | RefundEvent;
-      switch (event.type) {
-        case 'InvoiceRefundRequested': {
-          const d = event.data;
-          await tx.query(
-            `INSERT INTO refunds (id, invoice_id, project_id, account_id, mode, amount, status, requested_at)
-             VALUES ($1, $2, $3, $4, $5, $6, 'requested', $7) ON CONFLICT (id) DO NOTHING`,
-            [d.refundId, d.invoiceId, d.projectId, d.accountId, d.mode, d.amount, d.at],
-          );
-          break;
-        }
-        case 'InvoiceRefundReleased':
-          if (event.data.reason === 'refused') {
-            await tx.query(`UPDATE refunds SET status = 'refused' WHERE id = $1 AND status = 'requested'`, [event.data.refundId]);
-          }
-          break;
-        case 'RefundCreated': {
-          const d = event.data;
-          await tx.query(
-            `INSERT INTO refunds (id, invoice_id, project_id, account_id, mode, amount, status, requested_at, process_at)
-             VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8)
-             ON CONFLICT (id) DO UPDATE SET status = 'pending', process_at = EXCLUDED.process_at WHERE refunds.status = 'requested'`,
-            [d.refundId, d.invoiceId, d.projectId, d.accountId, d.mode, d.amount, d.createdAt, d.processAt],
-          );
-          break;
-        }
-        case 'RefundSucceeded':
-        case 'RefundFailed':
-          await tx.query(`UPDATE refunds SET status = $2, completed_at = $3 WHERE id = $1 AND status IN ('requested', 'pending')`, [
-            event.data.refundId,
-            event.type === 'RefundSucceeded' ? 'succeeded' : 'failed',
-            event.data.at,
-          ]);
-          break;
-        default:
-          break;
-      }
+      const id = refundIdOf(event);
+      if (id === null) continue;
+      const list = byRefund.get(id);
+      if (list) list.push(event);
+      else byRefund.set(id, [event]);
+    }
+    if (byRefund.size === 0) return;
+    const stored = await tx.query<{ id: string; status: string }>('SELECT id, status FROM refunds WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE', [
+      [...byRefund.keys()],
+    ]);
+    const storedStatus = new Map(stored.rows.map((r) => [r.id, r.status]));
+
+    const inserted: RefundRow[] = [];
+    const updated: RefundRow[] = [];
+    for (const [id, refundEvents] of byRefund) {
+      const status = storedStatus.get(id);
+      // A stored row is folded from its status: the transitions read nothing else, and
+      // every column they write (status, process_at, completed_at) is written back.
+      const before: RefundRow | null =
+        status === undefined
+          ? null
+          : { id, invoiceId: '', projectId: '', accountId: '', mode: '', amount: 0, status, requestedAt: '', processAt: null, completedAt: null };
+      let row = before;
+      for (const event of refundEvents) row = evolveRefundRow(row, event);
+      if (row === null || row === before) continue;
+      if (before === null) inserted.push(row);
+      else updated.push(row);
+    }
+    if (inserted.length > 0) {
+      await tx.query(
+        `INSERT INTO refunds (id, invoice_id, project_id, account_id, mode, amount, status, requested_at, process_at, completed_at)
+         SELECT * FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::bigint[], $7::text[], $8::timestamptz[], $9::timestamptz[], $10::timestamptz[])`,
+        [
+          inserted.map((r) => r.id),
+          inserted.map((r) => r.invoiceId),
+          inserted.map((r) => r.projectId),
+          inserted.map((r) => r.accountId),
+          inserted.map((r) => r.mode),
+          inserted.map((r) => r.amount),
+          inserted.map((r) => r.status),
+          inserted.map((r) => r.requestedAt),
+          inserted.map((r) => r.processAt),
+          inserted.map((r) => r.completedAt),
+        ],
+      );
+    }
+    if (updated.length > 0) {
+      // process_at and completed_at are null on every row a transition starts from
+      // (requested, or pending for completed_at), so null here keeps the stored value.
+      await tx.query(
+        `UPDATE refunds r SET status = u.status, process_at = coalesce(u.process_at, r.process_at), completed_at = coalesce(u.completed_at, r.completed_at)
+         FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS u(id, status, process_at, completed_at)
+         WHERE r.id = u.id`,
+        [updated.map((r) => r.id), updated.map((r) => r.status), updated.map((r) => r.processAt), updated.map((r) => r.completedAt)],
+      );
     }
   },
 };
