@@ -11,6 +11,7 @@ import { ProgressBar } from '#event-store/projections';
  * exits 1 on any difference (0 when everything agrees).
  */
 async function main(): Promise<void> {
+  const started = Date.now();
   const config = loadConfigOrExit('ledger:verify');
   const log = createLogger('ledger-verify', process.env.LOG_LEVEL ?? 'warn');
   const infra = await openInfrastructure(config, log, { applicationName: 'gateway-ledger-verify', limits: COMMAND_SESSION_LIMITS });
@@ -23,6 +24,7 @@ async function main(): Promise<void> {
     bar.update(1, `${report.eventsRead} events read`, true);
     const out: string[] = [
       `ledgers: ${report.ledgers}, journal entries: ${report.entries}, events read: ${report.eventsRead}, snapshots compared: ${report.snapshotsChecked}`,
+      `read in ${((Date.now() - started) / 1000).toFixed(1)} s; peak RSS ${Math.round(process.resourceUsage().maxRSS / 1024)} MiB`,
       ...report.notes.map((n) => `note: ${n}`),
     ];
     if (report.problems.length === 0) {

@@ -4,3 +4,6 @@ export * from './projection-runner';
 export * from './rebuild';
 export * from './progress-bar';
 export * from './schema';
+export * from './apply-batch';
+export * from './projection-locks';
+export * from './rebuild-together';

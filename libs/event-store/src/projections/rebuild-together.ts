@@ -1,0 +1,289 @@
+import type { Pool } from 'pg';
+import type { EventStore, Position, RecordedEvent } from '..';
+import { comparePositions, matchesFilter } from '..';
+import { inTransaction } from '#platform/database';
+import type { Logger } from '#platform/logging';
+import { applyBatchWithCheckpoint } from './apply-batch';
+import { CheckpointMovedError, ensureCheckpoint, readCheckpoint } from './checkpoints';
+import type { Projection } from './projection';
+import { HeldProjectionLocks } from './projection-locks';
+import { rebuildProjection, RebuildProgress } from './rebuild';
+
+/** Log events read per page by a rebuild of several projections (each projection's batch is a page). */
+export const REBUILD_PAGE_EVENTS = 5_000;
+/** Pages read ahead of the slowest projection: what bounds the memory of a rebuild. */
+const PAGES_AHEAD = 2;
+
+export interface RebuiltProjection {
+  readonly projection: string;
+  readonly eventsApplied: bigint;
+  /** From the start of the rebuild to this projection's last batch. */
+  readonly seconds: number;
+  /** Seconds inside this projection's batches (prepare, apply and checkpoint). */
+  readonly applySeconds: number;
+  /** A projector held it: it rebuilt it and this call followed its progress (as rebuildProjection does). */
+  readonly followed: boolean;
+}
+
+export interface RebuildTogetherResult {
+  readonly projections: readonly RebuiltProjection[];
+  /** Log events read by the one pass (0 when every projection was followed). */
+  readonly logEventsRead: number;
+  /** Seconds waiting for pages of the log (reads the projections did not overlap). */
+  readonly readWaitSeconds: number;
+  readonly seconds: number;
+}
+
+export interface RebuildTogetherOptions {
+  /** Log events per page (default REBUILD_PAGE_EVENTS). */
+  readonly batchSize?: number;
+  /** Go on from the stored checkpoints instead of emptying the read models first. */
+  readonly resume?: boolean;
+  readonly onProgress?: (p: RebuildProgress) => void;
+  readonly log?: Logger;
+  /** How often the leases of the projections being rebuilt are renewed (default as ProjectionRunner). */
+  readonly leaseRenewMs?: number;
+}
+
+/**
+ * Rebuilds several projections from position zero to the head of the log as it is
+ * now, reading the log once: every page of the log is handed to each projection,
+ * which applies the events that match its filter and moves its own checkpoint in one
+ * transaction per page (applyBatchWithCheckpoint), each projection on a connection of
+ * its own, the next page read while they apply. The reader runs at most PAGES_AHEAD
+ * pages ahead of the slowest projection, so memory is bounded by the page size,
+ * whatever the length of the log.
+ *
+ * The guarantees of rebuildProjection hold for each projection: it is reset (tables
+ * emptied, checkpoint at zero) in one transaction; its batches commit with its
+ * checkpoint, so a rebuild killed at any moment and resumed (by a projector, or by
+ * this call with `resume`) ends with the same read model; while the rebuild holds a
+ * projection, its lock and a lease renewed like ProjectionRunner's keep a projector's
+ * runner in standby, and the runner takes over from the checkpoint once released. A
+ * projection a running projector holds is reset and left to it, and this call follows
+ * its progress (rebuildProjection).
+ */
+export async function rebuildProjectionsTogether(
+  pool: Pool,
+  store: EventStore,
+  projections: readonly Projection[],
+  options: RebuildTogetherOptions = {},
+): Promise<RebuildTogetherResult> {
+  const started = Date.now();
+  const seconds = () => (Date.now() - started) / 1000;
+  const head = await store.headPosition();
+  const locks = await HeldProjectionLocks.take(
+    pool,
+    projections.map((p) => p.name),
+    { renewMs: options.leaseRenewMs, log: options.log },
+  );
+  const held = new Set(locks.names);
+  const mine = projections.filter((p) => held.has(p.name));
+  // Held by a projector: reset and followed, as a rebuild of one projection does.
+  const followed = projections
+    .filter((p) => !held.has(p.name))
+    .map(async (p): Promise<RebuiltProjection> => {
+      const r = await rebuildProjection(pool, store, p, { resume: options.resume, log: options.log, onProgress: options.onProgress });
+      return { projection: p.name, eventsApplied: r.eventsApplied, seconds: r.seconds, applySeconds: 0, followed: true };
+    });
+  // Every rejection is awaited below; none goes unhandled meanwhile.
+  for (const f of followed) f.catch(() => undefined);
+
+  let pass: { projections: RebuiltProjection[]; logEventsRead: number; readWaitSeconds: number } = {
+    projections: [],
+    logEventsRead: 0,
+    readWaitSeconds: 0,
+  };
+  try {
+    if (mine.length > 0) {
+      if (!options.resume) await resetTogether(pool, mine);
+      pass = await onePass(pool, store, mine, head, locks, options, seconds);
+      await pool.query('UPDATE projection_checkpoints SET rebuild_started_at = NULL WHERE projection = ANY($1::text[])', [mine.map((p) => p.name)]);
+    }
+  } finally {
+    await locks.release();
+  }
+  const others = await Promise.all(followed);
+  const byName = new Map([...pass.projections, ...others].map((r) => [r.projection, r]));
+  return {
+    projections: projections.map((p) => byName.get(p.name)!),
+    logEventsRead: pass.logEventsRead,
+    readWaitSeconds: pass.readWaitSeconds,
+    seconds: seconds(),
+  };
+}
+
+/** Empties the projections' tables and moves their checkpoints back to zero, in one transaction. */
+async function resetTogether(pool: Pool, projections: readonly Projection[]): Promise<void> {
+  const tables = projections.flatMap((p) => p.tables);
+  await inTransaction(pool, async (tx) => {
+    if (tables.length > 0) await tx.query(`TRUNCATE ${tables.join(', ')}`);
+    await tx.query(
+      `INSERT INTO projection_checkpoints (projection, commit_position, prepare_position, events_applied, updated_at, rebuild_started_at)
+       SELECT projection, 0, 0, 0, now(), now() FROM unnest($1::text[]) AS p(projection)
+       ON CONFLICT (projection) DO UPDATE SET commit_position = 0, prepare_position = 0, events_applied = 0,
+         updated_at = now(), rebuild_started_at = now()`,
+      [projections.map((p) => p.name)],
+    );
+  });
+}
+
+interface Page {
+  readonly events: readonly RecordedEvent[];
+  /** The position of the page's last event: each projection's checkpoint after it. */
+  readonly to: Position;
+}
+
+async function onePass(
+  pool: Pool,
+  store: EventStore,
+  projections: readonly Projection[],
+  head: Position | null,
+  locks: HeldProjectionLocks,
+  options: RebuildTogetherOptions,
+  seconds: () => number,
+): Promise<{ projections: RebuiltProjection[]; logEventsRead: number; readWaitSeconds: number }> {
+  const pageSize = options.batchSize ?? REBUILD_PAGE_EVENTS;
+  const writers = await Promise.all(
+    projections.map(async (projection) => {
+      await ensureCheckpoint(pool, projection.name);
+      const row = (await readCheckpoint(pool, projection.name))!;
+      return { projection, checkpoint: row.position, applied: row.eventsApplied, applySeconds: 0, finishedAt: 0, next: 0 };
+    }),
+  );
+  const report = (w: (typeof writers)[number], done: boolean) =>
+    options.onProgress?.({ projection: w.projection.name, eventsApplied: w.applied, fraction: fractionDone(w.checkpoint, head), done });
+
+  // Pages in log order; page i is pages[i - dropped]. A page goes once every writer is past it.
+  const pages: Page[] = [];
+  let dropped = 0;
+  let readerDone = false;
+  let failure: Error | null = null;
+  // The reader and the writers wait for one another: any change wakes every waiter, who looks again.
+  let waiters: (() => void)[] = [];
+  const signal = () => {
+    const woken = waiters;
+    waiters = [];
+    for (const wake of woken) wake();
+  };
+  const waitForChange = () => new Promise<void>((resolve) => waiters.push(resolve));
+  const check = () => {
+    if (failure) throw failure;
+    if (locks.lost !== null) throw new Error(`rebuild stopped: ${locks.lost}`);
+  };
+
+  let logEventsRead = 0;
+  let readWaitSeconds = 0;
+  const start = writers.reduce<Position>((min, w) => (comparePositions(w.checkpoint, min) < 0 ? w.checkpoint : min), writers[0]!.checkpoint);
+
+  const reader = async () => {
+    let after = start;
+    // An empty page before the head: events of the log not yet visible (a transaction of the cluster holds them back).
+    while (head !== null && comparePositions(after, head) < 0) {
+      check();
+      const slowest = Math.min(...writers.map((w) => w.next));
+      if (dropped + pages.length - slowest >= PAGES_AHEAD) {
+        await waitForChange();
+        continue;
+      }
+      const waitStarted = Date.now();
+      const events = await store.readAll({ after: after.commit === 0n && after.prepare === 0n ? 'start' : after, maxCount: pageSize });
+      if (Math.min(...writers.map((w) => w.next)) >= dropped + pages.length) readWaitSeconds += (Date.now() - waitStarted) / 1000;
+      if (events.length === 0) {
+        await new Promise((r) => setTimeout(r, 50));
+        continue;
+      }
+      logEventsRead += events.length;
+      after = events[events.length - 1]!.position;
+      pages.push({ events, to: after });
+      signal();
+    }
+    readerDone = true;
+    signal();
+  };
+
+  const writer = async (w: (typeof writers)[number]) => {
+    for (;;) {
+      check();
+      if (w.next >= dropped + pages.length) {
+        if (readerDone) break;
+        await waitForChange();
+        continue;
+      }
+      const page = pages[w.next - dropped]!;
+      if (comparePositions(page.to, w.checkpoint) > 0) {
+        const events = page.events.filter((e) => comparePositions(e.position, w.checkpoint) > 0 && matchesFilter(w.projection.filter, e));
+        await applyWithRetry(pool, w, events, page.to, check, options.log);
+        w.checkpoint = page.to;
+        w.applied += BigInt(events.length);
+      }
+      w.next++;
+      w.finishedAt = seconds();
+      report(w, false);
+      // Drop the pages every writer is done with.
+      const slowest = Math.min(...writers.map((x) => x.next));
+      while (dropped < slowest) {
+        pages.shift();
+        dropped++;
+      }
+      signal();
+    }
+  };
+
+  const tasks = [reader(), ...writers.map(writer)].map((t) =>
+    t.catch((error: unknown) => {
+      failure ??= error as Error;
+      signal();
+    }),
+  );
+  await Promise.all(tasks);
+  if (failure) throw failure;
+  for (const w of writers) report(w, true);
+  return {
+    projections: writers.map((w) => ({
+      projection: w.projection.name,
+      eventsApplied: w.applied,
+      seconds: w.finishedAt,
+      applySeconds: w.applySeconds,
+      followed: false,
+    })),
+    logEventsRead,
+    readWaitSeconds,
+  };
+}
+
+/**
+ * Applies one projection's page; a failed batch (a dropped connection, a database
+ * restart) is retried with back-off from the same checkpoint, never skipped, as
+ * ProjectionRunner does. A checkpoint moved by someone else ends the rebuild.
+ */
+async function applyWithRetry(
+  pool: Pool,
+  w: { projection: Projection; checkpoint: Position; applySeconds: number },
+  events: readonly RecordedEvent[],
+  to: Position,
+  check: () => void,
+  log: Logger | undefined,
+): Promise<void> {
+  let backoffMs = 100;
+  for (;;) {
+    const began = Date.now();
+    try {
+      await applyBatchWithCheckpoint(pool, w.projection, { from: w.checkpoint, to, events });
+      w.applySeconds += (Date.now() - began) / 1000;
+      return;
+    } catch (error) {
+      w.applySeconds += (Date.now() - began) / 1000;
+      if (error instanceof CheckpointMovedError) throw error;
+      log?.warn({ err: error, projection: w.projection.name }, 'rebuild batch failed; retrying');
+      await new Promise((r) => setTimeout(r, backoffMs));
+      backoffMs = Math.min(backoffMs * 2, 10_000);
+      check();
+    }
+  }
+}
+
+function fractionDone(position: Position, head: Position | null): number {
+  if (head === null || head.prepare === 0n) return 1;
+  return Math.min(1, Number(position.prepare) / Number(head.prepare));
+}
