@@ -255,7 +255,8 @@ async function onePass(
 /**
  * Applies one projection's page; a failed batch (a dropped connection, a database
  * restart) is retried with back-off from the same checkpoint, never skipped, as
- * ProjectionRunner does. A checkpoint moved by someone else ends the rebuild.
+ * ProjectionRunner does. A checkpoint moved by someone else, or an error no retry
+ * can cure (a syntax or data error), ends the rebuild.
  */
 async function applyWithRetry(
   pool: Pool,
@@ -274,13 +275,19 @@ async function applyWithRetry(
       return;
     } catch (error) {
       w.applySeconds += (Date.now() - began) / 1000;
-      if (error instanceof CheckpointMovedError) throw error;
+      if (error instanceof CheckpointMovedError || isFatal(error)) throw error;
       log?.warn({ err: error, projection: w.projection.name }, 'rebuild batch failed; retrying');
       await new Promise((r) => setTimeout(r, backoffMs));
       backoffMs = Math.min(backoffMs * 2, 10_000);
       check();
     }
   }
+}
+
+/** A programming or data error (SQL classes 42 and 22): retrying cannot cure it. */
+function isFatal(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  return typeof code === 'string' && /^(42|22)/.test(code);
 }
 
 function fractionDone(position: Position, head: Position | null): number {

@@ -4,7 +4,7 @@ import { projectionLeasesMigration, projectionsMigration } from '#event-store/pr
 import { streamCatalogMigration } from '../streams/stream-catalog.read-model';
 import { manualClockMigration } from '#platform/clock';
 import { snapshotsMigration } from '#event-store/postgres';
-import { ledgerOpenHoldsMigration, ledgerReadModelMigration } from '../ledger/ledger.read-model';
+import { ledgerOpenHoldsMigration, ledgerPostingsWithoutForeignKeyMigration, ledgerReadModelMigration } from '../ledger/ledger.read-model';
 import { registryMigration, webhookSecretsSealedMigration } from '../merchants/schema';
 import { accessControlMigration, usedSignaturesLoggedMigration } from '../access/schema';
 import { invoicesReadModelMigration } from '../invoices/invoices.read-model';
@@ -42,4 +42,5 @@ export const allMigrations: readonly Migration[] = [
   webhookSecretsSealedMigration,
   usedSignaturesLoggedMigration,
   webhookRetentionMigration,
+  ledgerPostingsWithoutForeignKeyMigration,
 ];

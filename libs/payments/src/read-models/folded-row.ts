@@ -4,7 +4,7 @@ import type { RecordedEvent } from '#event-store';
 /** A column of a folded-state table besides id, state and last_revision, derived from the state. */
 export interface FoldedColumn<S> {
   readonly name: string;
-  /** The SQL type of the column, for unnest. */
+  /** The SQL type of the column, as the batch's rows are read (json_to_recordset). */
   readonly type: string;
   value(state: S): unknown;
 }
@@ -48,11 +48,11 @@ export async function foldBatchIntoTable<S>(tx: PoolClient, t: FoldedTable<S>, e
     `SELECT id::text AS id, state, last_revision FROM ${t.table} WHERE id = ANY($1::${t.idType}[]) ORDER BY id FOR UPDATE`,
     [[...byId.values()].map((e) => e.id)],
   );
-  const rows = new Map(stored.rows.map((r) => [r.id, r]));
+  const storedRows = new Map(stored.rows.map((r) => [r.id, r]));
 
   const changed: { id: string | number; state: S; revision: bigint }[] = [];
   for (const [key, { id, events: streamEvents }] of byId) {
-    const row = rows.get(key);
+    const row = storedRows.get(key);
     // A stream is folded from its first event or from its stored row, never from the middle.
     if (!row && streamEvents[0]!.revision !== 0n) continue;
     let state = row ? t.upgrade(row.state) : t.initial();
@@ -69,21 +69,25 @@ export async function foldBatchIntoTable<S>(tx: PoolClient, t: FoldedTable<S>, e
 
   const names = ['id', ...t.columns.map((c) => c.name), 'state', 'last_revision'];
   const types = [t.idType, ...t.columns.map((c) => c.type), 'jsonb', 'bigint'];
-  const values: unknown[][] = [
-    changed.map((c) => c.id),
-    ...t.columns.map((col) => changed.map((c) => col.value(c.state))),
-    changed.map((c) => JSON.stringify(c.state)),
-    changed.map((c) => c.revision.toString()),
-  ];
-  const unnest = types.map((type, i) => `$${i + 1}::${type}[]`).join(', ');
+  // The rows as one JSON parameter (json_to_recordset): JSON.stringify is native and
+  // PostgreSQL reads each value with its column type's input, as it reads array elements.
+  const rows = changed.map((c) => {
+    const row: Record<string, unknown> = { id: c.id };
+    for (const col of t.columns) row[col.name] = col.value(c.state);
+    row.state = c.state;
+    row.last_revision = c.revision.toString();
+    return row;
+  });
   const updates = names
     .slice(1)
     .map((n) => `${n} = EXCLUDED.${n}`)
     .join(', ');
   await tx.query(
     `INSERT INTO ${t.table} (${names.join(', ')})
-     SELECT ${names.map((n) => `u.${n}`).join(', ')} FROM unnest(${unnest}) WITH ORDINALITY AS u(${names.join(', ')}, ord) ORDER BY u.ord
+     SELECT ${names.map((n) => `u.${n}`).join(', ')}
+     FROM ROWS FROM (json_to_recordset($1::json) AS (${names.map((n, i) => `${n} ${types[i]}`).join(', ')})) WITH ORDINALITY AS u(${names.join(', ')}, ord)
+     ORDER BY u.ord
      ON CONFLICT (id) DO UPDATE SET ${updates} WHERE ${t.table}.last_revision < EXCLUDED.last_revision`,
-    values,
+    [JSON.stringify(rows)],
   );
 }

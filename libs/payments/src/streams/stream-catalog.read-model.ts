@@ -37,11 +37,11 @@ export const streamCatalogProjection: Projection = {
     }
     if (latest.size === 0) return;
     const rows = [...latest.values()];
+    // The rows as one JSON parameter (json_to_recordset): see foldBatchIntoTable.
     await tx.query(
       `INSERT INTO stream_catalog AS c (stream_name, category, event_count, last_revision, last_event_type, first_event_at, last_event_at)
        SELECT s.name, s.category, s.revision + 1, s.revision, s.type, s.first_at, s.last_at
-       FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::timestamptz[], $6::timestamptz[])
-         AS s(name, category, revision, type, first_at, last_at)
+       FROM json_to_recordset($1::json) AS s(name text, category text, revision bigint, type text, first_at timestamptz, last_at timestamptz)
        ON CONFLICT (stream_name) DO UPDATE SET
          event_count = GREATEST(c.event_count, EXCLUDED.event_count),
          last_revision = GREATEST(c.last_revision, EXCLUDED.last_revision),
@@ -49,12 +49,16 @@ export const streamCatalogProjection: Projection = {
          first_event_at = LEAST(c.first_event_at, EXCLUDED.first_event_at),
          last_event_at = GREATEST(c.last_event_at, EXCLUDED.last_event_at)`,
       [
-        rows.map((r) => r.last.streamName),
-        rows.map((r) => streamCategory(r.last.streamName)),
-        rows.map((r) => r.last.revision.toString()),
-        rows.map((r) => r.last.type),
-        rows.map((r) => r.first.createdAt.toISOString()),
-        rows.map((r) => r.last.createdAt.toISOString()),
+        JSON.stringify(
+          rows.map((r) => ({
+            name: r.last.streamName,
+            category: streamCategory(r.last.streamName),
+            revision: r.last.revision.toString(),
+            type: r.last.type,
+            first_at: r.first.createdAt.toISOString(),
+            last_at: r.last.createdAt.toISOString(),
+          })),
+        ),
       ],
     );
   },
