@@ -1,0 +1,127 @@
+/**
+ * The one-pass rebuild (rebuildProjectionsTogether, what `projections:rebuild` runs):
+ * every read model rebuilt from one read of the log equals, table by table, what the
+ * live projector's runners built on the same seeded random history; a projection a
+ * runner holds is left to that runner and followed; and the locks the rebuild holds
+ * are the runners' own, so a runner waits in standby until the rebuild lets go and
+ * then follows from its checkpoint.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { comparePositions, PostgresEventStore } from '#event-store';
+import { HeldProjectionLocks, ProjectionRunner, readCheckpoint, rebuildProjectionsTogether } from '#event-store/projections';
+import { loadConfig } from '#payments/composition';
+import { allProjections, payoutsProjection, readModelChecksums, refundsProjection, TableChecksum } from '#payments/read-models';
+import { fixedKeys, SecretBox } from '#platform/secrets';
+import { seedLoad } from '../../apps/tools/src/seed/seed-load';
+import { projectToHead, visibleHead } from '../support/project-to-head';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { seededRandom } from '../support/test-seed';
+
+let db: TestDatabase;
+let store: PostgresEventStore;
+let live: TableChecksum[];
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  store = new PostgresEventStore(db.pool, { pollIntervalMs: 10 });
+  const rng = seededRandom('one-pass rebuild');
+  await seedLoad(
+    { pool: db.pool, store, terms: loadConfig({}), secrets: new SecretBox(fixedKeys([randomBytes(32)])) },
+    { events: 5_000, seed: String(rng.int(0, 1_000_000_000)), days: rng.int(1, 10) },
+  );
+  // The live projector's way: each projection's runner over the log, in batches of its own size.
+  for (const projection of allProjections) await projectToHead(db.pool, store, projection, rng.int(1, 500));
+  live = await readModelChecksums(db.pool);
+}, 120_000);
+afterAll(async () => {
+  await store.close();
+  await db.drop();
+});
+
+describe('projections rebuilt in one pass over the log', () => {
+  it('equal, table by table, what the live runners built on the same seeded random history', async () => {
+    // Every table filled (open holds may all be released by the end of the history).
+    expect(live.filter((t) => t.rows === 0 && t.table !== 'ledger_open_holds').map((t) => t.table)).toEqual([]);
+    const batchSize = seededRandom('one-pass rebuild page size').int(50, 3_000);
+    const logEvents = Number((await db.pool.query<{ n: string }>('SELECT count(*) AS n FROM events')).rows[0]!.n);
+    const result = await rebuildProjectionsTogether(db.pool, store, allProjections, { batchSize });
+    expect({ batchSize, tables: await readModelChecksums(db.pool) }).toEqual({ batchSize, tables: live });
+    expect(result.logEventsRead).toBe(logEvents);
+    expect(result.projections.map((p) => [p.projection, p.followed])).toEqual(allProjections.map((p) => [p.name, false]));
+    const streamCatalog = result.projections.find((p) => p.projection === 'stream_catalog')!;
+    expect(streamCatalog.eventsApplied).toBe(BigInt(logEvents));
+    // Every checkpoint at the head, no rebuild left marked as running, no lease left behind.
+    const head = (await visibleHead(db.pool, store))!;
+    for (const projection of allProjections) {
+      const row = (await readCheckpoint(db.pool, projection.name))!;
+      expect({ projection: projection.name, atHead: comparePositions(row.position, head) >= 0, rebuilding: row.rebuildStartedAt }).toEqual({
+        projection: projection.name,
+        atHead: true,
+        rebuilding: null,
+      });
+    }
+    expect((await db.pool.query('SELECT * FROM projection_leases')).rows).toEqual([]);
+  });
+
+  it('leaves a projection a running runner holds to that runner and follows its progress; the others are rebuilt in the pass', async () => {
+    const runner = new ProjectionRunner(db.pool, store, payoutsProjection, { batchSize: 100, standbyRetryMs: 50 });
+    runner.start();
+    try {
+      for (let i = 0; runner.status().state !== 'live'; i++) {
+        if (i > 1_000) throw new Error(`the runner never went live: ${JSON.stringify(runner.status())}`);
+        await sleep(20);
+      }
+      const rebuilding = rebuildProjectionsTogether(db.pool, store, [payoutsProjection, refundsProjection]);
+      // A runner notices a reset at its next batch: one more event of the log (of a stream
+      // neither projection reads) gives the caught-up runner that batch.
+      for (let i = 0; ; i++) {
+        const row = (await readCheckpoint(db.pool, 'payouts'))!;
+        if (row.rebuildStartedAt !== null && row.eventsApplied === 0n) break;
+        if (i > 1_000) throw new Error('the rebuild never reset payouts');
+        await sleep(20);
+      }
+      await store.appendToStream(`wake-${randomBytes(4).toString('hex')}`, [{ id: randomUUID(), type: 'Wake', data: {} }]);
+      const result = await rebuilding;
+      expect(result.projections.map((p) => [p.projection, p.followed])).toEqual([
+        ['payouts', true],
+        ['refunds', false],
+      ]);
+    } finally {
+      await runner.stop();
+    }
+    expect(await readModelChecksums(db.pool)).toEqual(live);
+  });
+
+  it('holds the runners’ own locks: a runner waits in standby while a rebuild holds its projection, then follows from the checkpoint', async () => {
+    const locks = await HeldProjectionLocks.take(db.pool, ['payouts']);
+    expect(locks.names).toEqual(['payouts']);
+    await db.pool.query(`UPDATE projection_checkpoints SET commit_position = 0, prepare_position = 0, events_applied = 0 WHERE projection = 'payouts'`);
+    await db.pool.query('TRUNCATE payouts');
+    const runner = new ProjectionRunner(db.pool, store, payoutsProjection, { batchSize: 100, standbyRetryMs: 50 });
+    runner.start();
+    try {
+      for (let i = 0; runner.status().state !== 'standby'; i++) {
+        if (i > 1_000) throw new Error(`the runner never went to standby: ${JSON.stringify(runner.status())}`);
+        await sleep(20);
+      }
+      // A second taker finds the projection held.
+      const second = await HeldProjectionLocks.take(db.pool, ['payouts', 'refunds']);
+      expect(second.names).toEqual(['refunds']);
+      await second.release();
+      expect((await readCheckpoint(db.pool, 'payouts'))!.eventsApplied).toBe(0n);
+      await locks.release();
+      const head = (await visibleHead(db.pool, store))!;
+      for (let i = 0; ; i++) {
+        const checkpoint = runner.status().checkpoint;
+        if (checkpoint && comparePositions(checkpoint, head) >= 0) break;
+        if (i > 3_000) throw new Error(`the runner never caught up: ${JSON.stringify(runner.status())}`);
+        await sleep(20);
+      }
+    } finally {
+      await runner.stop();
+    }
+    expect(await readModelChecksums(db.pool)).toEqual(live);
+  });
+});
