@@ -4,6 +4,8 @@ import { readCheckpoint } from '#event-store/projections';
 import { startProcess } from '../support/gateway-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { visibleHead } from '../support/project-to-head';
+import { allProjections, readModelChecksums } from '#payments/read-models';
+import { seededRandom } from '../support/test-seed';
 
 const STREAMS = 300;
 const EVENTS_PER_STREAM = 100;
@@ -83,4 +85,72 @@ describe('projections:rebuild killed mid-way', () => {
     expect(await proc.exited).toBe(2);
     expect(proc.output()).toContain('unknown projection no_such_projection; known: stream_catalog');
   });
+});
+
+describe('projections:rebuild of every read model (one pass) killed mid-way', () => {
+  let db: TestDatabase;
+  let store: PostgresEventStore;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    store = new PostgresEventStore(db.pool);
+  });
+  afterAll(async () => {
+    await store.close();
+    await db.drop();
+  });
+
+  /** Every read model's checkpoint at the head of the log. */
+  async function caughtUp(): Promise<boolean> {
+    const head = (await visibleHead(db.pool, store))!;
+    for (const projection of allProjections) {
+      const row = await readCheckpoint(db.pool, projection.name);
+      if (!row || comparePositions(row.position, head) < 0) return false;
+    }
+    return true;
+  }
+
+  it('ends, after a projector resumed it, with the checksums of an uninterrupted rebuild (seeded history, random moment of the kill)', async () => {
+    const env = { DATABASE_URL: db.url };
+    const rng = seededRandom('one-pass rebuild killed');
+    const seed = startProcess('seed-load', env, ['--events', '6000', '--seed', String(rng.int(0, 1_000_000))]);
+    expect(await seed.exited).toBe(0);
+    const logEvents = Number((await db.pool.query<{ n: string }>('SELECT count(*) AS n FROM events')).rows[0]!.n);
+    const killAt = BigInt(Math.floor(logEvents * rng.between(0.05, 0.8)));
+
+    // 1. Rebuild every read model in small pages and SIGKILL it once stream_catalog has applied `killAt` events.
+    const interrupted = startProcess('rebuild', env, ['--batch-size', '20']);
+    for (;;) {
+      const row = await readCheckpoint(db.pool, 'stream_catalog');
+      if (row && row.rebuildStartedAt && row.eventsApplied >= killAt) {
+        interrupted.child.kill('SIGKILL');
+        break;
+      }
+      if (typeof (await Promise.race([interrupted.exited, new Promise((r) => setTimeout(r, 5))])) !== 'undefined') {
+        throw new Error(`the rebuild ended before the kill (at ${killAt} of ${logEvents}):\n${interrupted.output()}`);
+      }
+    }
+    expect(await interrupted.exited).toBe('SIGKILL');
+    const atKill = await Promise.all(allProjections.map((p) => readCheckpoint(db.pool, p.name)));
+    expect(atKill.every((row) => row !== null && row.rebuildStartedAt !== null)).toBe(true);
+    expect(atKill.find((row) => row!.projection === 'stream_catalog')!.eventsApplied).toBeLessThan(BigInt(logEvents));
+
+    // 2. The projector resumes each read model from its last committed batch.
+    const projector = startProcess('projector', env);
+    const deadline = Date.now() + 90_000;
+    while (!(await caughtUp())) {
+      if (Date.now() > deadline) throw new Error(`the projector did not catch up; output:\n${projector.output()}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(await projector.kill()).toBe(0);
+    const resumed = await readModelChecksums(db.pool);
+    expect((await db.pool.query<{ n: string }>('SELECT count(*) AS n FROM events')).rows[0]!.n).toBe(String(logEvents));
+
+    // 3. An uninterrupted rebuild gives the same read models.
+    const clean = startProcess('rebuild', env);
+    expect(await clean.exited).toBe(0);
+    expect(clean.output()).toContain(`rebuilt stream_catalog: ${logEvents} events`);
+    expect(clean.output()).toMatch(/read the log once: \d+ events in [\d.]+ s/);
+    expect(await readModelChecksums(db.pool)).toEqual(resumed);
+  }, 180_000);
 });
