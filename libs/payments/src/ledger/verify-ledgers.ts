@@ -1,7 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { inTransaction } from '#platform/database';
 import type { Pool } from 'pg';
-import type { EventStore, Position, RecordedEvent } from '#event-store';
+import type { EventStore, Position } from '#event-store';
 import { comparePositions } from '#event-store';
 import {
   checkLedgerSnapshot,
@@ -12,6 +12,7 @@ import {
   LEDGER_CATEGORY,
   LEDGER_FOLD_VERSION,
   LedgerEntryPostedData,
+  ledgerEntryId,
   ledgerIdFromStream,
   LedgerState,
   stateViolations,
@@ -48,11 +49,15 @@ export interface VerifyReport {
 interface Replayed {
   state: LedgerState;
   lastRevision: bigint;
-  causes: Set<string>;
   /** The state as of the read model's checkpoint. */
   atCheckpoint: LedgerState;
   entriesAtCheckpoint: number;
 }
+
+/** Ledger events per page of the log (pass 1) and of a ledger's stream (pass 2). */
+const PAGE = 2_000;
+/** Ledgers whose streams are read at once in pass 2. */
+const LEDGERS_AT_ONCE = 4;
 
 /**
  * Replays every ledger from the global log, checks every invariant after every
@@ -61,6 +66,14 @@ interface Replayed {
  * posted twice, no revision gap), compares every stored snapshot with the ledger
  * re-folded to its revision, and compares the ledgers as of the ledger projection's
  * checkpoint with its tables, read in one snapshot.
+ *
+ * Memory does not grow with the length of the log: pass 1 follows the ledger events of
+ * the log in order, keeping per ledger only its state (which is bounded); pass 2 reads
+ * each ledger's own stream, a few ledgers at once, for the one check that needs a
+ * ledger's whole history at hand: no cause and no entry id twice. Entry ids are
+ * derived from the ledger and the cause, so with no cause twice within each ledger no
+ * two entries share an id; the few ids that are not so derived (none in a log the
+ * gateway wrote) are counted across every ledger.
  */
 export async function verifyLedgers(
   pool: Pool,
@@ -110,67 +123,116 @@ export async function verifyLedgers(
     );
   }
 
+  // Pass 1: the ledger events of the log, in order.
   const ledgers = new Map<string, Replayed>();
-  const entryIds = new Set<string>();
+  /** Entry ids not derived from their ledger and cause: counted across every ledger in pass 2. */
+  const underivedIds = new Set<string>();
   let eventsRead = 0;
   let entries = 0;
-  let cursor: Position | 'start' = 'start';
-  for (;;) {
-    const page: RecordedEvent[] = await store.readAll({ after: cursor, maxCount: 2000 });
-    for (const event of page) {
-      eventsRead++;
-      if (!event.streamName.startsWith(`${LEDGER_CATEGORY}-`) || event.type !== 'LedgerEntryPosted') continue;
-      entries++;
-      const name = event.streamName;
-      let replayed = ledgers.get(name);
-      if (!replayed) {
-        replayed = { state: initialLedgerState(), lastRevision: -1n, causes: new Set(), atCheckpoint: initialLedgerState(), entriesAtCheckpoint: 0 };
-        ledgers.set(name, replayed);
-      }
-      const data = event.data as unknown as LedgerEntryPostedData;
-      if (event.revision !== replayed.lastRevision + 1n) {
-        problems.push({ ledger: name, kind: 'revision_gap', detail: `revision ${event.revision} after ${replayed.lastRevision}` });
-      }
-      replayed.lastRevision = event.revision;
-      if (replayed.causes.has(data.cause)) {
-        problems.push({ ledger: name, kind: 'duplicate_cause', detail: `cause ${data.cause} posted again by entry ${data.entryId}` });
-      }
-      replayed.causes.add(data.cause);
-      if (entryIds.has(data.entryId)) problems.push({ ledger: name, kind: 'duplicate_entry', detail: `entry ${data.entryId}` });
-      entryIds.add(data.entryId);
+  const subscription = store.subscribeToAll({
+    filter: { streamNamePrefixes: [`${LEDGER_CATEGORY}-`], eventTypePrefixes: ['LedgerEntryPosted'] },
+    maxBatchSize: PAGE,
+  });
+  try {
+    for await (const batch of subscription) {
+      for (const event of batch.events) {
+        // The filter takes types by prefix: exactly LedgerEntryPosted here.
+        if (event.type !== 'LedgerEntryPosted') continue;
+        eventsRead++;
+        entries++;
+        const name = event.streamName;
+        let replayed = ledgers.get(name);
+        if (!replayed) {
+          replayed = { state: initialLedgerState(), lastRevision: -1n, atCheckpoint: initialLedgerState(), entriesAtCheckpoint: 0 };
+          ledgers.set(name, replayed);
+        }
+        const data = event.data as unknown as LedgerEntryPostedData;
+        if (event.revision !== replayed.lastRevision + 1n) {
+          problems.push({ ledger: name, kind: 'revision_gap', detail: `revision ${event.revision} after ${replayed.lastRevision}` });
+        }
+        replayed.lastRevision = event.revision;
+        const ledgerId = ledgerIdFromStream(name);
+        if (!ledgerId || ledgerEntryId(ledgerId, data.cause) !== data.entryId) underivedIds.add(data.entryId);
 
-      const ledgerEvent = { type: 'LedgerEntryPosted' as const, data };
-      replayed.state = evolve(replayed.state, ledgerEvent);
-      for (const v of [...entryViolations(ledgerEvent), ...stateViolations(replayed.state, data.entryId)]) {
-        problems.push({ ledger: name, kind: 'invariant', detail: `${v.rule} after entry ${v.entryId}: ${v.detail}` });
+        const ledgerEvent = { type: 'LedgerEntryPosted' as const, data };
+        replayed.state = evolve(replayed.state, ledgerEvent);
+        for (const v of [...entryViolations(ledgerEvent), ...stateViolations(replayed.state, data.entryId)]) {
+          problems.push({ ledger: name, kind: 'invariant', detail: `${v.rule} after entry ${v.entryId}: ${v.detail}` });
+        }
+        const snapshot = snapshots.get(name);
+        if (snapshot && snapshot.revision === event.revision) {
+          problems.push(...snapshotProblems(name, snapshot, replayed.state, data));
+          snapshots.delete(name);
+        }
+        if (comparePositions(event.position, checkpoint) <= 0) {
+          replayed.atCheckpoint = replayed.state;
+          replayed.entriesAtCheckpoint++;
+        }
       }
-      const snapshot = snapshots.get(name);
-      if (snapshot && snapshot.revision === event.revision) {
-        problems.push(...snapshotProblems(name, snapshot, replayed.state, data));
-        snapshots.delete(name);
-      }
-      if (comparePositions(event.position, checkpoint) <= 0) {
-        replayed.atCheckpoint = replayed.state;
-        replayed.entriesAtCheckpoint++;
-      }
+      const fraction = head && head.prepare > 0n ? Number(batch.checkpoint.prepare) / Number(head.prepare) : 1;
+      options.onProgress?.(eventsRead, Math.min(1, fraction) / 2);
+      if (batch.caughtUp) break;
     }
-    if (page.length > 0) {
-      cursor = page[page.length - 1]!.position;
-      const fraction = head ? Number(page[page.length - 1]!.position.prepare) / Number(head.prepare) : 1;
-      options.onProgress?.(eventsRead, Math.min(1, fraction));
-    }
-    if (page.length < 2000) break;
+  } finally {
+    await subscription.unsubscribe();
   }
 
   for (const [name, snapshot] of snapshots) {
-    const last = ledgers.get(name)?.lastRevision;
+    const lastRevision = ledgers.get(name)?.lastRevision;
     problems.push({
       ledger: name,
       kind: 'snapshot_differs',
-      detail: `snapshot at revision ${snapshot.revision}, but the stream ${last === undefined ? 'has no entry' : `ends at revision ${last}`}`,
+      detail: `snapshot at revision ${snapshot.revision}, but the stream ${lastRevision === undefined ? 'has no entry' : `ends at revision ${lastRevision}`}`,
     });
   }
 
+  // Pass 2: each ledger's stream up to what pass 1 read, a few ledgers at once: no cause, no entry twice.
+  const underived = new Map<string, { ledger: string; position: Position; cause: string }[]>();
+  const names = [...ledgers.keys()];
+  let ledgersDone = 0;
+  let nextLedger = 0;
+  const duplicates: VerifyProblem[][] = names.map(() => []);
+  const readLedger = async () => {
+    while (nextLedger < names.length) {
+      const index = nextLedger++;
+      const name = names[index]!;
+      const upTo = ledgers.get(name)!.lastRevision;
+      const causes = new Set<string>();
+      const ids = new Set<string>();
+      for (let from = 0n; from <= upTo;) {
+        const page = await store.readStream(name, { fromRevision: from, maxCount: PAGE });
+        for (const event of page) {
+          if (event.revision > upTo) break;
+          if (event.type !== 'LedgerEntryPosted') continue;
+          eventsRead++;
+          const data = event.data as unknown as LedgerEntryPostedData;
+          if (causes.has(data.cause)) {
+            duplicates[index]!.push({ ledger: name, kind: 'duplicate_cause', detail: `cause ${data.cause} posted again by entry ${data.entryId}` });
+          }
+          causes.add(data.cause);
+          if (underivedIds.has(data.entryId)) {
+            const seen = underived.get(data.entryId) ?? [];
+            seen.push({ ledger: name, position: event.position, cause: data.cause });
+            underived.set(data.entryId, seen);
+          } else {
+            if (ids.has(data.entryId)) duplicates[index]!.push({ ledger: name, kind: 'duplicate_entry', detail: `entry ${data.entryId}` });
+            ids.add(data.entryId);
+          }
+        }
+        if (page.length < PAGE) break;
+        from = page[page.length - 1]!.revision + 1n;
+      }
+      ledgersDone++;
+      options.onProgress?.(eventsRead, 0.5 + ledgersDone / names.length / 2);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(LEDGERS_AT_ONCE, names.length) }, readLedger));
+  problems.push(...duplicates.flat());
+  // An entry id not derived from its ledger and cause: every occurrence after the first in the log.
+  for (const [entryId, occurrences] of underived) {
+    const inLogOrder = [...occurrences].sort((a, b) => comparePositions(a.position, b.position));
+    for (const again of inLogOrder.slice(1)) problems.push({ ledger: again.ledger, kind: 'duplicate_entry', detail: `entry ${entryId}` });
+  }
   // Compare, both ways, with the read model.
   const key = (accountId: string, mode: string) => `${LEDGER_CATEGORY}-${mode}_${accountId}`;
   const stored = new Map<string, Map<string, bigint>>();

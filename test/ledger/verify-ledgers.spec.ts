@@ -1,0 +1,121 @@
+/**
+ * ledger:verify (verifyLedgers) reads the log in two passes with memory bounded by the
+ * number of ledgers and the longest ledger (pass 1 in log order, pass 2 each ledger's
+ * stream): each kind of corruption it reports is planted here, in the log or in the
+ * read model, and must be found, naming its ledger; a clean history passes.
+ */
+import { randomUUID } from 'node:crypto';
+import { PostgresEventStore } from '#event-store';
+import { LedgerEvent, LedgerId, ledgerEntryId, ledgerStreamName } from '#ledger';
+import { verifyLedgers, VerifyProblem } from '#payments/ledger';
+import { ledgerProjection } from '#payments/read-models';
+import { appendLedgerHistory } from '../support/ledger-history';
+import { projectToHead } from '../support/project-to-head';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+
+let db: TestDatabase;
+let store: PostgresEventStore;
+const a: LedgerId = { accountId: randomUUID(), mode: 'live' };
+const b: LedgerId = { accountId: randomUUID(), mode: 'test' };
+let aEvents: LedgerEvent[];
+let bEvents: LedgerEvent[];
+
+const at = (minute: number) => new Date(Date.parse('2026-04-01T00:00:00Z') + minute * 60_000).toISOString();
+
+beforeEach(async () => {
+  db = await createTestDatabase();
+  store = new PostgresEventStore(db.pool, { pollIntervalMs: 10 });
+  aEvents = (
+    await appendLedgerHistory(store, a, [
+      { type: 'RecordPayment', invoiceId: 'a-1', netAmount: 10_000, feeAmount: 100, releaseAt: null, at: at(1) },
+      { type: 'RecordPayment', invoiceId: 'a-2', netAmount: 5_000, feeAmount: 50, releaseAt: at(30), at: at(2) },
+      { type: 'ReleaseHold', invoiceId: 'a-2', at: at(31) },
+    ])
+  ).events;
+  bEvents = (
+    await appendLedgerHistory(store, b, [
+      { type: 'RecordPayment', invoiceId: 'b-1', netAmount: 3_000, feeAmount: 30, releaseAt: null, at: at(1) },
+      { type: 'ReserveFunds', reservationId: 'b-r1', purpose: 'refund', amount: 1_000, at: at(2) },
+    ])
+  ).events;
+});
+afterEach(async () => {
+  await store.close();
+  await db.drop();
+});
+
+/** Appends raw entries to a ledger's stream (a log written by something other than the gateway). */
+async function plant(ledger: LedgerId, data: readonly LedgerEvent['data'][]): Promise<void> {
+  await store.appendToStream(
+    ledgerStreamName(ledger),
+    data.map((d) => ({ id: randomUUID(), type: 'LedgerEntryPosted', data: d })),
+  );
+}
+
+async function problems(): Promise<VerifyProblem[]> {
+  await projectToHead(db.pool, store, ledgerProjection);
+  return [...(await verifyLedgers(db.pool, store)).problems];
+}
+
+const A = ledgerStreamName(a);
+const B = ledgerStreamName(b);
+
+describe('ledger:verify finds each corruption', () => {
+  it('passes a clean history', async () => {
+    const report = await verifyLedgers(db.pool, store);
+    expect(report.problems).toEqual([]);
+    expect({ ledgers: report.ledgers, entries: report.entries }).toEqual({ ledgers: 2, entries: 5 });
+  });
+
+  it('a cause posted twice in one ledger (and so its entry id twice)', async () => {
+    const first = aEvents[0]!.data;
+    await plant(a, [{ ...first, occurredAt: at(40) }]);
+    const found = await problems();
+    expect(found).toEqual(
+      expect.arrayContaining([
+        { ledger: A, kind: 'duplicate_cause', detail: `cause ${first.cause} posted again by entry ${first.entryId}` },
+        { ledger: A, kind: 'duplicate_entry', detail: `entry ${first.entryId}` },
+      ]),
+    );
+  });
+
+  it('an entry id of one ledger used again in another, for another cause', async () => {
+    const taken = aEvents[0]!.data.entryId;
+    await plant(b, [
+      {
+        entryId: taken,
+        kind: 'reservation_released',
+        cause: 'release:b-r1',
+        postings: [],
+        occurredAt: at(50),
+        reservation: { id: 'b-r0', purpose: 'refund', amount: 0 },
+      },
+    ]);
+    expect(await problems()).toContainEqual({ ledger: B, kind: 'duplicate_entry', detail: `entry ${taken}` });
+  });
+
+  it('an entry that does not balance', async () => {
+    const cause = 'manual:unbalanced';
+    await plant(b, [
+      { entryId: ledgerEntryId(b, cause), kind: 'payment_recorded', cause, postings: [{ account: 'available', amount: 100 }], occurredAt: at(60) },
+    ]);
+    expect(await problems()).toContainEqual(expect.objectContaining({ ledger: B, kind: 'invariant', detail: expect.stringContaining('entry_unbalanced') }));
+  });
+
+  it('a revision missing from a ledger stream', async () => {
+    await db.pool.query(`UPDATE events SET stream_revision = stream_revision + 5 WHERE stream_name = $1 AND stream_revision = 2`, [A]);
+    expect(await problems()).toContainEqual({ ledger: A, kind: 'revision_gap', detail: 'revision 7 after 1' });
+  });
+
+  it('a read model that lost an entry, a ledger, or holds one the log has not', async () => {
+    await projectToHead(db.pool, store, ledgerProjection);
+    await db.pool.query(`DELETE FROM ledger_entries WHERE entry_id = $1`, [aEvents[2]!.data.entryId]);
+    await db.pool.query(`DELETE FROM ledger_balances WHERE account_id = $1`, [b.accountId]);
+    await db.pool.query(`INSERT INTO ledger_balances (account_id, mode, account, balance) VALUES ($1, 'live', 'available', 0)`, [randomUUID()]);
+    const found = (await verifyLedgers(db.pool, store)).problems;
+    expect(found).toContainEqual({ ledger: A, kind: 'entry_count_differs', detail: 'log has 3 entries, read model 2' });
+    expect(found).toContainEqual({ ledger: B, kind: 'missing_in_read_model', detail: 'no balances in the read model' });
+    expect(found).toContainEqual(expect.objectContaining({ kind: 'unknown_in_read_model' }));
+    expect(bEvents).toHaveLength(2);
+  });
+});
