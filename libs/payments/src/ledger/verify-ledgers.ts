@@ -6,16 +6,15 @@ import { comparePositions } from '#event-store';
 import {
   checkLedgerSnapshot,
   entryViolations,
-  evolve,
-  initialLedgerState,
+  Balances,
   LEDGER_ACCOUNTS,
   LEDGER_CATEGORY,
   LEDGER_FOLD_VERSION,
   LedgerEntryPostedData,
   ledgerEntryId,
   ledgerIdFromStream,
+  LedgerReplay,
   LedgerState,
-  stateViolations,
 } from '#ledger';
 import { readCheckpoint } from '#event-store/projections';
 
@@ -47,10 +46,10 @@ export interface VerifyReport {
 }
 
 interface Replayed {
-  state: LedgerState;
+  readonly replay: LedgerReplay;
   lastRevision: bigint;
-  /** The state as of the read model's checkpoint. */
-  atCheckpoint: LedgerState;
+  /** The balances as of the read model's checkpoint (null: those of now, no later entry yet). */
+  atCheckpoint: Balances | null;
   entriesAtCheckpoint: number;
 }
 
@@ -143,7 +142,7 @@ export async function verifyLedgers(
         const name = event.streamName;
         let replayed = ledgers.get(name);
         if (!replayed) {
-          replayed = { state: initialLedgerState(), lastRevision: -1n, atCheckpoint: initialLedgerState(), entriesAtCheckpoint: 0 };
+          replayed = { replay: new LedgerReplay(), lastRevision: -1n, atCheckpoint: null, entriesAtCheckpoint: 0 };
           ledgers.set(name, replayed);
         }
         const data = event.data as unknown as LedgerEntryPostedData;
@@ -155,19 +154,19 @@ export async function verifyLedgers(
         if (!ledgerId || ledgerEntryId(ledgerId, data.cause) !== data.entryId) underivedIds.add(data.entryId);
 
         const ledgerEvent = { type: 'LedgerEntryPosted' as const, data };
-        replayed.state = evolve(replayed.state, ledgerEvent);
-        for (const v of [...entryViolations(ledgerEvent), ...stateViolations(replayed.state, data.entryId)]) {
+        // The log is in order: the first entry past the checkpoint ends the ledger as of the checkpoint.
+        const pastCheckpoint = comparePositions(event.position, checkpoint) > 0;
+        if (pastCheckpoint && replayed.atCheckpoint === null) replayed.atCheckpoint = replayed.replay.balancesNow();
+        replayed.replay.apply(ledgerEvent);
+        for (const v of [...entryViolations(ledgerEvent), ...replayed.replay.violations(data.entryId)]) {
           problems.push({ ledger: name, kind: 'invariant', detail: `${v.rule} after entry ${v.entryId}: ${v.detail}` });
         }
         const snapshot = snapshots.get(name);
         if (snapshot && snapshot.revision === event.revision) {
-          problems.push(...snapshotProblems(name, snapshot, replayed.state, data));
+          problems.push(...snapshotProblems(name, snapshot, replayed.replay.state(), data));
           snapshots.delete(name);
         }
-        if (comparePositions(event.position, checkpoint) <= 0) {
-          replayed.atCheckpoint = replayed.state;
-          replayed.entriesAtCheckpoint++;
-        }
+        if (!pastCheckpoint) replayed.entriesAtCheckpoint++;
       }
       const fraction = head && head.prepare > 0n ? Number(batch.checkpoint.prepare) / Number(head.prepare) : 1;
       options.onProgress?.(eventsRead, Math.min(1, fraction) / 2);
@@ -252,7 +251,7 @@ export async function verifyLedgers(
       continue;
     }
     for (const account of LEDGER_ACCOUNTS) {
-      const expected = BigInt(replayed.atCheckpoint.balances[account]);
+      const expected = BigInt((replayed.atCheckpoint ?? replayed.replay.balancesNow())[account]);
       const actual = row.get(account) ?? 0n;
       if (expected !== actual) {
         problems.push({ ledger: name, kind: 'balance_differs', detail: `${account}: log says ${expected}, read model says ${actual}` });
