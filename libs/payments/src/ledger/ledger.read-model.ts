@@ -86,10 +86,10 @@ export const ledgerProjection: Projection = {
     });
     if (entries.length === 0) return;
 
-    // Rows go as one JSON parameter (json_to_recordset): see foldBatchIntoTable.
+    // Rows go as one JSON parameter (jsonb_to_recordset): see foldBatchIntoTable.
     const inserted = await tx.query<{ entry_id: string }>(
       `INSERT INTO ledger_entries (entry_id, account_id, mode, seq, kind, cause, occurred_at, log_position)
-       SELECT * FROM json_to_recordset($1::json)
+       SELECT * FROM jsonb_to_recordset($1::jsonb)
          AS e(entry_id uuid, account_id text, mode text, seq bigint, kind text, cause text, occurred_at timestamptz, log_position text)
        ON CONFLICT (entry_id) DO NOTHING RETURNING entry_id`,
       [
@@ -139,7 +139,7 @@ export const ledgerProjection: Projection = {
     const rows = postings.flatMap((e) => e.data.postings.map((p, i) => ({ e, p, i })));
     await tx.query(
       `INSERT INTO ledger_postings (entry_id, ordinal, account, amount)
-       SELECT * FROM json_to_recordset($1::json) AS p(entry_id uuid, ordinal smallint, account text, amount bigint)`,
+       SELECT * FROM jsonb_to_recordset($1::jsonb) AS p(entry_id uuid, ordinal smallint, account text, amount bigint)`,
       [JSON.stringify(rows.map((r) => ({ entry_id: r.e.data.entryId, ordinal: r.i, account: r.p.account, amount: r.p.amount })))],
     );
 

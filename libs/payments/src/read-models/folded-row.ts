@@ -4,7 +4,7 @@ import type { RecordedEvent } from '#event-store';
 /** A column of a folded-state table besides id, state and last_revision, derived from the state. */
 export interface FoldedColumn<S> {
   readonly name: string;
-  /** The SQL type of the column, as the batch's rows are read (json_to_recordset). */
+  /** The SQL type of the column, as the batch's rows are read (jsonb_to_recordset). */
   readonly type: string;
   value(state: S): unknown;
 }
@@ -69,8 +69,9 @@ export async function foldBatchIntoTable<S>(tx: PoolClient, t: FoldedTable<S>, e
 
   const names = ['id', ...t.columns.map((c) => c.name), 'state', 'last_revision'];
   const types = [t.idType, ...t.columns.map((c) => c.type), 'jsonb', 'bigint'];
-  // The rows as one JSON parameter (json_to_recordset): JSON.stringify is native and
-  // PostgreSQL reads each value with its column type's input, as it reads array elements.
+  // The rows as one JSON parameter (jsonb_to_recordset): JSON.stringify is native, and
+  // PostgreSQL parses the document once and reads each value with its column type's input,
+  // as it reads array elements (json_to_recordset re-parsed each row's `state`: 5 times slower).
   const rows = changed.map((c) => {
     const row: Record<string, unknown> = { id: c.id };
     for (const col of t.columns) row[col.name] = col.value(c.state);
@@ -85,7 +86,7 @@ export async function foldBatchIntoTable<S>(tx: PoolClient, t: FoldedTable<S>, e
   await tx.query(
     `INSERT INTO ${t.table} (${names.join(', ')})
      SELECT ${names.map((n) => `u.${n}`).join(', ')}
-     FROM ROWS FROM (json_to_recordset($1::json) AS (${names.map((n, i) => `${n} ${types[i]}`).join(', ')})) WITH ORDINALITY AS u(${names.join(', ')}, ord)
+     FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (${names.map((n, i) => `${n} ${types[i]}`).join(', ')})) WITH ORDINALITY AS u(${names.join(', ')}, ord)
      ORDER BY u.ord
      ON CONFLICT (id) DO UPDATE SET ${updates} WHERE ${t.table}.last_revision < EXCLUDED.last_revision`,
     [JSON.stringify(rows)],

@@ -37,11 +37,11 @@ export const streamCatalogProjection: Projection = {
     }
     if (latest.size === 0) return;
     const rows = [...latest.values()];
-    // The rows as one JSON parameter (json_to_recordset): see foldBatchIntoTable.
+    // The rows as one JSON parameter (jsonb_to_recordset): see foldBatchIntoTable.
     await tx.query(
       `INSERT INTO stream_catalog AS c (stream_name, category, event_count, last_revision, last_event_type, first_event_at, last_event_at)
        SELECT s.name, s.category, s.revision + 1, s.revision, s.type, s.first_at, s.last_at
-       FROM json_to_recordset($1::json) AS s(name text, category text, revision bigint, type text, first_at timestamptz, last_at timestamptz)
+       FROM jsonb_to_recordset($1::jsonb) AS s(name text, category text, revision bigint, type text, first_at timestamptz, last_at timestamptz)
        ON CONFLICT (stream_name) DO UPDATE SET
          event_count = GREATEST(c.event_count, EXCLUDED.event_count),
          last_revision = GREATEST(c.last_revision, EXCLUDED.last_revision),
