@@ -1,7 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { inTransaction } from '#platform/database';
 import type { Pool } from 'pg';
-import type { EventStore, Position } from '#event-store';
+import type { EventStore, Position, RecordedEvent } from '#event-store';
 import { comparePositions } from '#event-store';
 import {
   checkLedgerSnapshot,
@@ -45,17 +45,16 @@ export interface VerifyReport {
   readonly notes: readonly string[];
 }
 
+/** What pass 2 keeps of a ledger for the comparison with the read model. */
 interface Replayed {
-  readonly replay: LedgerReplay;
-  lastRevision: bigint;
-  /** The balances as of the read model's checkpoint (null: those of now, no later entry yet). */
-  atCheckpoint: Balances | null;
+  /** The balances as of the read model's checkpoint. */
+  atCheckpoint: Balances;
   entriesAtCheckpoint: number;
 }
 
 /** Ledger events per page of the log (pass 1) and of a ledger's stream (pass 2). */
 const PAGE = 2_000;
-/** Ledgers whose streams are read at once in pass 2. */
+/** Ledgers whose streams are read (and held in memory) at once in passes 2 and 3. */
 const LEDGERS_AT_ONCE = 4;
 
 /**
@@ -67,12 +66,13 @@ const LEDGERS_AT_ONCE = 4;
  * checkpoint with its tables, read in one snapshot.
  *
  * Memory does not grow with the length of the log: pass 1 follows the ledger events of
- * the log in order, keeping per ledger only its state (which is bounded); pass 2 reads
- * each ledger's own stream, a few ledgers at once, for the one check that needs a
- * ledger's whole history at hand: no cause and no entry id twice. Entry ids are
- * derived from the ledger and the cause, so with no cause twice within each ledger no
- * two entries share an id; the few ids that are not so derived (none in a log the
- * gateway wrote) are counted across every ledger.
+ * the log only to learn which ledgers there are and how far each goes; pass 2 replays
+ * each ledger from its own stream, a few ledgers at once, and checks everything a
+ * ledger's history decides (invariants, revisions, causes and entry ids twice,
+ * snapshots, the balances as of the checkpoint), holding one ledger's causes at a time.
+ * Entry ids are derived from the ledger and the cause, so with no cause twice within
+ * each ledger no two entries share an id; ids that are not so derived (none in a log
+ * the gateway wrote) are looked for in every ledger by pass 3, which runs only then.
  */
 export async function verifyLedgers(
   pool: Pool,
@@ -99,15 +99,16 @@ export async function verifyLedgers(
     { isolation: 'REPEATABLE READ', readOnly: true },
   );
 
-  // The stored snapshots (a cache the loader checks; here each is compared with the re-folded ledger).
+  // The stored snapshots (a cache the loader checks; here each is compared with the
+  // re-folded ledger): their revisions now, each one's state when its ledger is replayed.
   const snapshotRows = (
-    await pool.query<{ stream_name: string; revision: string; schema_version: number; state: unknown }>(
-      `SELECT stream_name, revision, schema_version, state FROM aggregate_snapshots WHERE stream_name LIKE '${LEDGER_CATEGORY}-%'`,
+    await pool.query<{ stream_name: string; revision: string; schema_version: number }>(
+      `SELECT stream_name, revision, schema_version FROM aggregate_snapshots WHERE stream_name LIKE '${LEDGER_CATEGORY}-%'`,
     )
   ).rows;
-  const snapshots = new Map<string, { revision: bigint; stored: unknown }>();
+  const snapshots = new Map<string, bigint>();
   for (const row of snapshotRows) {
-    if (row.schema_version === LEDGER_FOLD_VERSION) snapshots.set(row.stream_name, { revision: BigInt(row.revision), stored: row.state });
+    if (row.schema_version === LEDGER_FOLD_VERSION) snapshots.set(row.stream_name, BigInt(row.revision));
   }
   const staleSnapshots = snapshotRows.length - snapshots.size;
   if (staleSnapshots > 0) {
@@ -122,12 +123,9 @@ export async function verifyLedgers(
     );
   }
 
-  // Pass 1: the ledger events of the log, in order.
-  const ledgers = new Map<string, Replayed>();
-  /** Entry ids not derived from their ledger and cause: counted across every ledger in pass 2. */
-  const underivedIds = new Set<string>();
+  // Pass 1: the ledger events of the log, in order: which ledgers, and up to which revision.
+  const lastRevisions = new Map<string, bigint>();
   let eventsRead = 0;
-  let entries = 0;
   const subscription = store.subscribeToAll({
     filter: { streamNamePrefixes: [`${LEDGER_CATEGORY}-`], eventTypePrefixes: ['LedgerEntryPosted'] },
     maxBatchSize: PAGE,
@@ -138,100 +136,147 @@ export async function verifyLedgers(
         // The filter takes types by prefix: exactly LedgerEntryPosted here.
         if (event.type !== 'LedgerEntryPosted') continue;
         eventsRead++;
-        entries++;
-        const name = event.streamName;
-        let replayed = ledgers.get(name);
-        if (!replayed) {
-          replayed = { replay: new LedgerReplay(), lastRevision: -1n, atCheckpoint: null, entriesAtCheckpoint: 0 };
-          ledgers.set(name, replayed);
-        }
-        const data = event.data as unknown as LedgerEntryPostedData;
-        if (event.revision !== replayed.lastRevision + 1n) {
-          problems.push({ ledger: name, kind: 'revision_gap', detail: `revision ${event.revision} after ${replayed.lastRevision}` });
-        }
-        replayed.lastRevision = event.revision;
-        const ledgerId = ledgerIdFromStream(name);
-        if (!ledgerId || ledgerEntryId(ledgerId, data.cause) !== data.entryId) underivedIds.add(data.entryId);
-
-        const ledgerEvent = { type: 'LedgerEntryPosted' as const, data };
-        // The log is in order: the first entry past the checkpoint ends the ledger as of the checkpoint.
-        const pastCheckpoint = comparePositions(event.position, checkpoint) > 0;
-        if (pastCheckpoint && replayed.atCheckpoint === null) replayed.atCheckpoint = replayed.replay.balancesNow();
-        replayed.replay.apply(ledgerEvent);
-        for (const v of [...entryViolations(ledgerEvent), ...replayed.replay.violations(data.entryId)]) {
-          problems.push({ ledger: name, kind: 'invariant', detail: `${v.rule} after entry ${v.entryId}: ${v.detail}` });
-        }
-        const snapshot = snapshots.get(name);
-        if (snapshot && snapshot.revision === event.revision) {
-          problems.push(...snapshotProblems(name, snapshot, replayed.replay.state(), data));
-          snapshots.delete(name);
-        }
-        if (!pastCheckpoint) replayed.entriesAtCheckpoint++;
+        const last = lastRevisions.get(event.streamName);
+        if (last === undefined || event.revision > last) lastRevisions.set(event.streamName, event.revision);
       }
       const fraction = head && head.prepare > 0n ? Number(batch.checkpoint.prepare) / Number(head.prepare) : 1;
-      options.onProgress?.(eventsRead, Math.min(1, fraction) / 2);
+      options.onProgress?.(eventsRead, Math.min(1, fraction) / 3);
       if (batch.caughtUp) break;
     }
   } finally {
     await subscription.unsubscribe();
   }
-
-  for (const [name, snapshot] of snapshots) {
-    const lastRevision = ledgers.get(name)?.lastRevision;
-    problems.push({
-      ledger: name,
-      kind: 'snapshot_differs',
-      detail: `snapshot at revision ${snapshot.revision}, but the stream ${lastRevision === undefined ? 'has no entry' : `ends at revision ${lastRevision}`}`,
-    });
+  for (const [name, revision] of snapshots) {
+    if (!lastRevisions.has(name)) {
+      problems.push({ ledger: name, kind: 'snapshot_differs', detail: `snapshot at revision ${revision}, but the stream has no entry` });
+    }
   }
 
-  // Pass 2: each ledger's stream up to what pass 1 read, a few ledgers at once: no cause, no entry twice.
-  const underived = new Map<string, { ledger: string; position: Position; cause: string }[]>();
-  const names = [...ledgers.keys()];
+  // Pass 2: each ledger replayed from its own stream up to what pass 1 saw, a few at once.
+  const names = [...lastRevisions.keys()];
+  const ledgers = new Map<string, Replayed>();
+  const found: VerifyProblem[][] = names.map(() => []);
+  /** Entry ids not derived from their ledger and cause: looked for in every ledger by pass 3. */
+  const underivedIds = new Set<string>();
+  let entries = 0;
   let ledgersDone = 0;
-  let nextLedger = 0;
-  const duplicates: VerifyProblem[][] = names.map(() => []);
-  const readLedger = async () => {
-    while (nextLedger < names.length) {
-      const index = nextLedger++;
-      const name = names[index]!;
-      const upTo = ledgers.get(name)!.lastRevision;
+  const eachLedger = async (visit: (name: string, index: number) => Promise<void>, from: number, to: number) => {
+    let next = 0;
+    const worker = async () => {
+      while (next < names.length) {
+        const index = next++;
+        await visit(names[index]!, index);
+        ledgersDone++;
+        options.onProgress?.(eventsRead, Math.min(1, from + ((to - from) * ledgersDone) / names.length));
+      }
+    };
+    ledgersDone = 0;
+    await Promise.all(Array.from({ length: Math.min(LEDGERS_AT_ONCE, names.length) }, worker));
+  };
+  /** The ledger's entries up to revision `upTo`, in pages. */
+  async function* entriesOf(name: string, upTo: bigint): AsyncGenerator<{ event: RecordedEvent; data: LedgerEntryPostedData }> {
+    for (let from = 0n; from <= upTo;) {
+      const page = await store.readStream(name, { fromRevision: from, maxCount: PAGE });
+      for (const event of page) {
+        if (event.revision > upTo) return;
+        if (event.type === 'LedgerEntryPosted') yield { event, data: event.data as unknown as LedgerEntryPostedData };
+      }
+      if (page.length < PAGE) return;
+      from = page[page.length - 1]!.revision + 1n;
+    }
+  }
+
+  await eachLedger(
+    async (name, index) => {
+      const problemsOf = found[index]!;
+      const upTo = lastRevisions.get(name)!;
+      const ledgerId = ledgerIdFromStream(name);
+      const snapshotRevision = snapshots.get(name);
+      const snapshot =
+        snapshotRevision === undefined
+          ? null
+          : ((
+              await pool.query<{ revision: string; state: unknown }>(
+                'SELECT revision, state FROM aggregate_snapshots WHERE stream_name = $1 AND schema_version = $2',
+                [name, LEDGER_FOLD_VERSION],
+              )
+            ).rows.map((r) => ({ revision: BigInt(r.revision), stored: r.state }))[0] ?? null);
+      const replay = new LedgerReplay();
       const causes = new Set<string>();
       const ids = new Set<string>();
-      for (let from = 0n; from <= upTo;) {
-        const page = await store.readStream(name, { fromRevision: from, maxCount: PAGE });
-        for (const event of page) {
-          if (event.revision > upTo) break;
-          if (event.type !== 'LedgerEntryPosted') continue;
-          eventsRead++;
-          const data = event.data as unknown as LedgerEntryPostedData;
-          if (causes.has(data.cause)) {
-            duplicates[index]!.push({ ledger: name, kind: 'duplicate_cause', detail: `cause ${data.cause} posted again by entry ${data.entryId}` });
-          }
-          causes.add(data.cause);
-          if (underivedIds.has(data.entryId)) {
-            const seen = underived.get(data.entryId) ?? [];
-            seen.push({ ledger: name, position: event.position, cause: data.cause });
-            underived.set(data.entryId, seen);
-          } else {
-            if (ids.has(data.entryId)) duplicates[index]!.push({ ledger: name, kind: 'duplicate_entry', detail: `entry ${data.entryId}` });
-            ids.add(data.entryId);
-          }
+      let lastRevision = -1n;
+      let atCheckpoint: Balances | null = null;
+      let entriesAtCheckpoint = 0;
+      let snapshotMatched = false;
+      for await (const { event, data } of entriesOf(name, upTo)) {
+        eventsRead++;
+        entries++;
+        if (event.revision !== lastRevision + 1n) {
+          problemsOf.push({ ledger: name, kind: 'revision_gap', detail: `revision ${event.revision} after ${lastRevision}` });
         }
-        if (page.length < PAGE) break;
-        from = page[page.length - 1]!.revision + 1n;
+        lastRevision = event.revision;
+        if (causes.has(data.cause)) {
+          problemsOf.push({ ledger: name, kind: 'duplicate_cause', detail: `cause ${data.cause} posted again by entry ${data.entryId}` });
+        }
+        causes.add(data.cause);
+        if (ids.has(data.entryId)) problemsOf.push({ ledger: name, kind: 'duplicate_entry', detail: `entry ${data.entryId}` });
+        ids.add(data.entryId);
+        if (!ledgerId || ledgerEntryId(ledgerId, data.cause) !== data.entryId) underivedIds.add(data.entryId);
+
+        const ledgerEvent = { type: 'LedgerEntryPosted' as const, data };
+        // A stream is in log order: its first entry past the checkpoint ends the ledger as of the checkpoint.
+        const pastCheckpoint = comparePositions(event.position, checkpoint) > 0;
+        if (pastCheckpoint && atCheckpoint === null) atCheckpoint = replay.balancesNow();
+        replay.apply(ledgerEvent);
+        for (const v of [...entryViolations(ledgerEvent), ...replay.violations(data.entryId)]) {
+          problemsOf.push({ ledger: name, kind: 'invariant', detail: `${v.rule} after entry ${v.entryId}: ${v.detail}` });
+        }
+        if (snapshot && snapshot.revision === event.revision) {
+          problemsOf.push(...snapshotProblems(name, snapshot, replay.state(), data));
+          snapshotMatched = true;
+        }
+        if (!pastCheckpoint) entriesAtCheckpoint++;
       }
-      ledgersDone++;
-      options.onProgress?.(eventsRead, 0.5 + ledgersDone / names.length / 2);
+      if (snapshot && !snapshotMatched) {
+        problemsOf.push({
+          ledger: name,
+          kind: 'snapshot_differs',
+          detail: `snapshot at revision ${snapshot.revision}, but the stream ends at revision ${lastRevision}`,
+        });
+      }
+      ledgers.set(name, { atCheckpoint: atCheckpoint ?? replay.balancesNow(), entriesAtCheckpoint });
+    },
+    1 / 3,
+    1,
+  );
+  problems.push(...found.flat());
+
+  // Pass 3, only for entry ids not derived from their ledger and cause: every occurrence in
+  // any ledger after the first in the log, unless pass 2 reported it (a repeat within one ledger).
+  if (underivedIds.size > 0) {
+    const occurrences = new Map<string, { ledger: string; position: Position }[]>();
+    await eachLedger(
+      async (name) => {
+        for await (const { event, data } of entriesOf(name, lastRevisions.get(name)!)) {
+          if (!underivedIds.has(data.entryId)) continue;
+          const list = occurrences.get(data.entryId) ?? [];
+          list.push({ ledger: name, position: event.position });
+          occurrences.set(data.entryId, list);
+        }
+      },
+      1,
+      1,
+    );
+    for (const [entryId, list] of occurrences) {
+      const inLogOrder = [...list].sort((x, y) => comparePositions(x.position, y.position));
+      inLogOrder.forEach((again, i) => {
+        if (i > 0 && !inLogOrder.slice(0, i).some((earlier) => earlier.ledger === again.ledger)) {
+          problems.push({ ledger: again.ledger, kind: 'duplicate_entry', detail: `entry ${entryId}` });
+        }
+      });
     }
-  };
-  await Promise.all(Array.from({ length: Math.min(LEDGERS_AT_ONCE, names.length) }, readLedger));
-  problems.push(...duplicates.flat());
-  // An entry id not derived from its ledger and cause: every occurrence after the first in the log.
-  for (const [entryId, occurrences] of underived) {
-    const inLogOrder = [...occurrences].sort((a, b) => comparePositions(a.position, b.position));
-    for (const again of inLogOrder.slice(1)) problems.push({ ledger: again.ledger, kind: 'duplicate_entry', detail: `entry ${entryId}` });
   }
+
   // Compare, both ways, with the read model.
   const key = (accountId: string, mode: string) => `${LEDGER_CATEGORY}-${mode}_${accountId}`;
   const stored = new Map<string, Map<string, bigint>>();
@@ -251,7 +296,7 @@ export async function verifyLedgers(
       continue;
     }
     for (const account of LEDGER_ACCOUNTS) {
-      const expected = BigInt((replayed.atCheckpoint ?? replayed.replay.balancesNow())[account]);
+      const expected = BigInt(replayed.atCheckpoint[account]);
       const actual = row.get(account) ?? 0n;
       if (expected !== actual) {
         problems.push({ ledger: name, kind: 'balance_differs', detail: `${account}: log says ${expected}, read model says ${actual}` });
