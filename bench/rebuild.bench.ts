@@ -23,8 +23,9 @@ const run = promisify(execFile);
  * refunds, payouts and their ledger entries) into a database of its own on the bench
  * server, for each size asked (`--events 100000,1000000`; default 1,000,000, 100,000
  * with --quick). Then, in alternating rounds, every read model is rebuilt from
- * position zero two ways: today's way before the one-pass rebuild (rebuildProjection
- * of each projection, one after another, in this process) and `projections:rebuild`
+ * position zero two ways: as the command did before the one-pass rebuild (rebuildProjection,
+ * a runner per projection, one after another, in this process, with today's projections)
+ * and `projections:rebuild`
  * itself (the compiled command, in a process of its own: it reads the log once for
  * every projection and prints its peak RSS); the read models of both must have the
  * same checksums. Last, `ledger:verify` (the compiled command) over the same log.
@@ -82,7 +83,7 @@ async function measure(context: BenchContext, events: number): Promise<{ seedTab
     // What autovacuum would have done by now, so that the first rebuild does not pay for it alone.
     await pool.query('VACUUM (ANALYZE) events');
 
-    // Rounds: a rebuild of today's way is ~7 times slower; at a million events one round of each.
+    // Rounds: a runner per projection is a few times slower; at a million events one round of each.
     const rounds = events >= 500_000 ? 1 : 3;
     const baseline: number[] = [];
     const onePass: { seconds: number; rss: number }[] = [];
@@ -99,7 +100,9 @@ async function measure(context: BenchContext, events: number): Promise<{ seedTab
       onePass.push({ seconds: rebuilt.seconds, rss: peakRss(rebuilt.output) });
       const afterOnePass = await readModelChecksums(pool);
       if (JSON.stringify(afterOnePass) !== JSON.stringify(afterBaseline)) {
-        throw new Error(`the one-pass rebuild gave other read models than today's way:\n${JSON.stringify({ afterBaseline, afterOnePass }, null, 1)}`);
+        throw new Error(
+          `the one-pass rebuild gave other read models than a runner per projection:\n${JSON.stringify({ afterBaseline, afterOnePass }, null, 1)}`,
+        );
       }
     }
     context.progress(`rebuild: ledger:verify over ${logEvents} events`);
@@ -114,7 +117,7 @@ async function measure(context: BenchContext, events: number): Promise<{ seedTab
     const fast = median(onePass.map((r) => r.seconds));
     const verify = median(verifyRuns.map((r) => r.seconds));
     const rows = [
-      [logEvents, 'rebuild, one projection after another (before)', rounds, secs(base), integer(logEvents / base), '-', '-', '-'],
+      [logEvents, 'rebuild, one runner per projection after another', rounds, secs(base), integer(logEvents / base), '-', '-', '-'],
       [
         logEvents,
         'projections:rebuild, one pass',
