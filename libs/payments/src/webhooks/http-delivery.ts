@@ -158,7 +158,9 @@ export class WebhookHttpClient implements WebhookPoster {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
-        resolve(result);
+        // After undici has made the connection free again (it waits one turn of the event
+        // loop after a reply ends): the next attempt then reuses it instead of opening another.
+        setImmediate(() => setImmediate(resolve, result));
       };
       const timer = setTimeout(() => {
         finish(done(null, null, `no reply within ${this.timeoutMs / 1000} s`));

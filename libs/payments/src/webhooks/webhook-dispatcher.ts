@@ -129,6 +129,9 @@ export class WebhookDispatcher {
   /** Attempts made and not yet recorded. */
   private readonly finished: FinishedAttempt[] = [];
   private recording: Promise<void> | null = null;
+  private recordScheduled = false;
+  /** The renewal of stale leases under way. */
+  private renewing: Promise<void> | null = null;
   /** Claimed and neither recorded nor dropped. */
   private held = 0;
   /** Opened webhook secrets by project and stored form. */
@@ -328,7 +331,7 @@ export class WebhookDispatcher {
         // Its lease must still cover a whole attempt: renewed first when it waited too long.
         if (!d.fresh && performance.now() - d.leasedAt > this.leaseMs - this.timeoutMs - LEASE_MARGIN_MS) {
           this.stale.push(d);
-          this.wake();
+          void this.renewStale();
           continue;
         }
         this.send(d);
@@ -338,8 +341,12 @@ export class WebhookDispatcher {
   }
 
   /** Renews the leases of the deliveries that waited too long; those whose token was replaced meanwhile are dropped unsent. */
-  private async renewStale(): Promise<void> {
-    if (this.stale.length === 0) return;
+  private renewStale(): Promise<void> {
+    if (!this.renewing && this.stale.length > 0) this.renewing = this.renew().finally(() => (this.renewing = null));
+    return this.renewing ?? Promise.resolve();
+  }
+
+  private async renew(): Promise<void> {
     const stale = this.stale;
     this.stale = [];
     const leasedAt = performance.now();
@@ -365,6 +372,8 @@ export class WebhookDispatcher {
     this.startQueued();
     for (const list of this.queued.values()) for (const d of list) d.fresh = false;
     this.notify();
+    // Those that went stale meanwhile.
+    if (this.stale.length > 0) setImmediate(() => void this.renewStale());
   }
 
   /** Gives the deliveries claimed ahead back: their leases dropped, due at once for any dispatcher. */
@@ -429,12 +438,22 @@ export class WebhookDispatcher {
         if (left > 0) this.inFlightByUrl.set(d.url, left);
         else this.inFlightByUrl.delete(d.url);
         this.finished.push({ delivery: d, at, endedAt: this.clock.now(), result });
-        this.recordFinished();
+        this.scheduleRecord();
         this.startQueued();
         // A claim when this URL has room for a batch again, or everybody has (not at every
         // answer: a claim while the URL is at its limit would only scan its backlog).
         if (this.claimedOf(d.url) === this.refillAt || this.inFlight + this.queuedCount === Math.floor(this.maxClaimed / 2)) this.wake();
       });
+  }
+
+  /** Records soon: every attempt that finishes in this turn of the event loop joins the same batch. */
+  private scheduleRecord(): void {
+    if (this.recordScheduled || this.recording) return;
+    this.recordScheduled = true;
+    setImmediate(() => {
+      this.recordScheduled = false;
+      this.recordFinished();
+    });
   }
 
   /** Records the finished attempts in batches, one transaction at a time (those that finish meanwhile make the next batch). */
