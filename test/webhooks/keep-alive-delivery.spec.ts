@@ -23,7 +23,7 @@ import { Registry, WEBHOOK_EVENTS } from '#payments/merchants';
 import { ResolveAll, WebhookDispatcher, WebhookHttpClient } from '#payments/webhooks';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
-/** A receiver that counts connections, requests, and requests being answered at once; answers 200 after `delayMs`. */
+/** A receiver that counts connections, requests, and requests being answered at once; answers 200 after `delayMs` (never when negative). */
 interface CountingReceiver {
   readonly url: string;
   readonly port: number;
@@ -41,12 +41,13 @@ async function countingReceiver(host = '127.0.0.1', delayMs = 0, port = 0): Prom
     receiver.inFlight++;
     receiver.maxInFlight = Math.max(receiver.maxInFlight, receiver.inFlight);
     req.resume();
-    req.on('end', () =>
+    req.on('end', () => {
+      if (delayMs < 0) return;
       setTimeout(() => {
         receiver.inFlight--;
         res.writeHead(200).end('ok');
-      }, delayMs),
-    );
+      }, delayMs);
+    });
   });
   server.on('connection', () => receiver.connections++);
   await new Promise<void>((resolve) => server.listen(port, host, resolve));
@@ -148,6 +149,84 @@ describe('the webhook dispatcher over keep-alive connections (real PostgreSQL, r
       await slowA.close();
       await slowB.close();
     }
+  });
+});
+
+describe('receivers that hang, with deliveries claimed ahead', () => {
+  let db: TestDatabase;
+  let registry: Registry;
+  let projectId: string;
+  const clock = new SystemClock();
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    registry = new Registry(db.pool, new SecretBox(fixedKeys([randomBytes(32)])));
+    const account = await registry.createAccount('Магазин', 'shop@example.com', clock.now());
+    const { project } = await registry.createProject(
+      account.id,
+      {
+        name: 'Магазин',
+        status: 'active',
+        webhookUrl: 'https://shop.example/hooks',
+        webhookEvents: [...WEBHOOK_EVENTS],
+        usdtEnabled: false,
+        holdHours: 0,
+        methodOverrides: {},
+        customerFeeShare: 100,
+      },
+      clock.now(),
+    );
+    projectId = project.id;
+  });
+  afterAll(async () => {
+    await db.drop();
+  });
+
+  it('three receivers that never answer hold 8 slots each; another URL’s webhooks still go out, and nothing hanging is recorded as answered', async () => {
+    const hanging = await Promise.all([1, 2, 3].map(() => countingReceiver('127.0.0.1', -1)));
+    const healthy = await countingReceiver();
+    const enqueue = (url: string, count: number) =>
+      db.pool.query(
+        `INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
+         SELECT gen_random_uuid(), gen_random_uuid(), 'invoice.paid', $1, $2, '{}', true, 'pending', now(), now() FROM generate_series(1, $3)`,
+        [projectId, url, count],
+      );
+    for (const r of hanging) await enqueue(r.url, 100);
+    const dispatcher = new WebhookDispatcher(db.pool, registry, clock, {
+      concurrency: 32,
+      perUrlConcurrency: 8,
+      allowPrivateNetworks: true,
+      timeoutMs: 60_000,
+    });
+    try {
+      dispatcher.start();
+      const deadline = Date.now() + 15_000;
+      while (hanging.some((r) => r.requests < 8)) {
+        if (Date.now() > deadline) throw new Error('the hanging receivers did not get their 8 attempts');
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      // Only now the other URL's deliveries become due.
+      await enqueue(healthy.url, 20);
+      while (healthy.requests < 20) {
+        if (Date.now() > deadline) throw new Error(`${healthy.requests} of 20 healthy deliveries sent`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      expect(hanging.map((r) => [r.requests, r.maxInFlight])).toEqual([
+        [8, 8],
+        [8, 8],
+        [8, 8],
+      ]);
+    } finally {
+      // The hanging attempts fail when their receivers go away; then the dispatcher can stop.
+      for (const r of hanging) await r.close();
+      await dispatcher.stop();
+      await healthy.close();
+    }
+    const answered = await db.pool.query<{ n: string }>(
+      `SELECT count(*) AS n FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.url = ANY($1) AND a.status_code IS NOT NULL`,
+      [hanging.map((r) => r.url)],
+    );
+    expect(answered.rows[0]!.n).toBe('0');
   });
 });
 

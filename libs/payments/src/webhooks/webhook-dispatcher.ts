@@ -109,7 +109,7 @@ export class WebhookDispatcher {
   private readonly ownClient: boolean;
   private readonly perUrl: number;
   private readonly prefetchPerUrl: number;
-  /** Claimed-not-sent plus in-flight, at most, over all URLs. */
+  /** Claimed-not-sent plus in-flight, over all URLs, beyond which only free slots make room for claims. */
   private readonly maxClaimed: number;
   /** Claimed and not yet recorded (including attempts waiting for their batch), at most. */
   private readonly maxHeld: number;
@@ -263,7 +263,12 @@ export class WebhookDispatcher {
 
   /** Claims due deliveries into the queues and starts what may start. */
   private async claim(): Promise<number> {
-    const room = Math.min(this.maxClaimed - (this.inFlight + this.queuedCount), this.maxHeld - this.held);
+    // Free slots always make room, whatever is claimed ahead (receivers that hang fill
+    // their own queues, not everybody's room); claims ahead share 2 × concurrency.
+    const room = Math.min(
+      this.options.concurrency - this.inFlight + Math.max(0, this.maxClaimed - this.options.concurrency - this.queuedCount),
+      this.maxHeld - this.held,
+    );
     if (room <= 0 || this.stopping) return 0;
     const perUrl = this.perUrl + this.prefetchPerUrl;
     const busy = new Map<string, number>();
@@ -442,7 +447,12 @@ export class WebhookDispatcher {
         this.startQueued();
         // A claim when this URL has room for a batch again, or everybody has (not at every
         // answer: a claim while the URL is at its limit would only scan its backlog).
-        if (this.claimedOf(d.url) === this.refillAt || this.inFlight + this.queuedCount === Math.floor(this.maxClaimed / 2)) this.wake();
+        if (
+          this.claimedOf(d.url) === this.refillAt ||
+          this.inFlight === this.options.concurrency - 1 ||
+          this.inFlight + this.queuedCount === Math.floor(this.maxClaimed / 2)
+        )
+          this.wake();
       });
   }
 
