@@ -134,6 +134,39 @@ describe('the webhook dispatcher over keep-alive connections (real PostgreSQL, r
     }
   });
 
+  it('a busy URL’s backlog does not hold back another URL’s webhooks due after it', async () => {
+    const busy = await countingReceiver('127.0.0.1', 2);
+    const other = await countingReceiver();
+    try {
+      await enqueue(busy.url, 3000);
+      const dispatcher = new WebhookDispatcher(db.pool, registry, clock, { concurrency: 32, perUrlConcurrency: 8, allowPrivateNetworks: true });
+      dispatcher.start();
+      try {
+        const deadline = Date.now() + 30_000;
+        while (busy.requests < 100) {
+          if (Date.now() > deadline) throw new Error('the busy URL did not get going');
+          await new Promise((r) => setTimeout(r, 10));
+        }
+        // Due after all of the busy URL's 3,000.
+        await enqueue(other.url, 5);
+        while ((await delivered(other.url)) < 5) {
+          if (Date.now() > deadline) throw new Error('the other URL was not delivered');
+          await new Promise((r) => setTimeout(r, 10));
+        }
+        // Delivered while most of the busy URL's backlog was still waiting (8 at a time, 2 ms each: at most 4,000/s).
+        expect(busy.requests).toBeLessThan(2000);
+      } finally {
+        await dispatcher.stop();
+      }
+    } finally {
+      await busy.close();
+      await other.close();
+      // The rest of the backlog would only meet a closed receiver in the next tests.
+      await db.pool.query('DELETE FROM webhook_attempts a USING webhook_deliveries d WHERE d.id = a.delivery_id AND d.url = $1', [busy.url]);
+      await db.pool.query('DELETE FROM webhook_deliveries WHERE url = $1', [busy.url]);
+    }
+  });
+
   it('holds the per-URL cap with pooling: at most 8 requests at once at each receiver, both used in parallel', async () => {
     const slowA = await countingReceiver('127.0.0.1', 30);
     const slowB = await countingReceiver('127.0.0.1', 30);

@@ -142,6 +142,8 @@ export class WebhookDispatcher {
   /** Ends the loop's wait; `wanted`: something asked for a round while one was running. */
   private wakeUp: (() => void) | null = null;
   private wanted = false;
+  /** performance.now() of the last claim that looked past every URL in hand. */
+  private lastWideClaim = -Infinity;
   /** Called whenever something moved (drain waits on it). */
   private readonly watchers = new Set<() => void>();
 
@@ -275,7 +277,13 @@ export class WebhookDispatcher {
     for (const url of [...this.inFlightByUrl.keys(), ...this.queued.keys()]) busy.set(url, this.claimedOf(url));
     const leasedAt = performance.now();
     // The earliest due rows, the URLs already at their limit left out (so a stuck URL's
-    // backlog does not hide the others'), then at most what each URL has left.
+    // backlog does not hide the others'), then at most what each URL has left. A URL
+    // being refilled is below its limit, and its own backlog may fill the rows looked
+    // at: at least every poll interval, a claim leaves out every URL already in hand
+    // and looks past their backlogs for the others' webhooks.
+    const wide = leasedAt - this.lastWideClaim >= (this.options.pollIntervalMs ?? 100);
+    if (wide) this.lastWideClaim = leasedAt;
+    const excluded = wide ? [...busy.keys()] : [...busy].filter(([, n]) => n >= perUrl).map(([url]) => url);
     const claimed = await this.pool.query<ClaimedRow>(
       preparedStatement(
         `WITH candidates AS (
@@ -301,7 +309,7 @@ export class WebhookDispatcher {
           this.clock.now(),
           room,
           this.leaseMs / 1000,
-          [...busy].filter(([, n]) => n >= perUrl).map(([url]) => url),
+          excluded,
           perUrl,
           // How far past the earliest due row the claim looks: room for every slot, and for one URL's whole allowance.
           room + perUrl,
@@ -315,6 +323,8 @@ export class WebhookDispatcher {
     this.held += deliveries.length;
     this.startQueued();
     for (const d of deliveries) d.fresh = false;
+    // The URLs this claim left out that want a refill: the next round at once.
+    if (wide && [...busy.keys()].some((url) => this.claimedOf(url) <= this.refillAt)) this.wanted = true;
     return deliveries.length;
   }
 
