@@ -1,49 +1,70 @@
 import { spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
+import os from 'node:os';
+import { Agent } from 'undici';
 import { SystemClock } from '#platform/clock';
 import { createPool } from '#platform/database';
 import { Registry } from '#payments/merchants';
 import { fixedKeys, SecretBox } from '#platform/secrets';
-import { WebhookDispatcher } from '#payments/webhooks';
+import { WebhookDispatcher, webhookSignature } from '#payments/webhooks';
 import type { BenchContext, BenchSection } from './run';
-import { percentiles, sleep, startTimer } from './stats';
+import { percentiles, startTimer } from './stats';
 import { fixed, Table } from './table';
 
 /**
  * Webhook deliveries per second to a local receiver (a separate Node process that
  * answers 200 at once): N deliveries are enqueued in the durable queue, then one or
- * two dispatchers (32 attempts in flight each, sharing the queue through FOR UPDATE
- * SKIP LOCKED) send them, signed, each attempt recorded, until the queue is empty.
+ * two dispatchers (32 attempts in flight each, at most 8 to one URL, sharing the
+ * queue through FOR UPDATE SKIP LOCKED) send them, signed, each attempt recorded,
+ * until every one is delivered. The ceiling: a bare keep-alive HTTP client (undici,
+ * as the dispatcher's) posting the same body to the same receiver with as many
+ * requests in flight as the dispatchers may have to one URL (8 each), no database.
+ * Rounds alternate the four runs; the figures are the medians of the rounds.
  */
 export const webhooksBench: BenchSection = {
   name: 'webhooks',
-  description: 'webhook deliveries per second to a local receiver, 1 and 2 dispatchers',
+  description: 'webhook deliveries per second to a local receiver, 1 and 2 dispatchers, and a bare keep-alive client',
   run,
 };
 
+const PER_URL = 8;
+
 const RECEIVER = `
 const http = require('node:http');
-let n = 0;
-const server = http.createServer((req, res) => { req.resume(); req.on('end', () => { n++; res.writeHead(200).end('ok'); }); });
+let n = 0, connections = 0;
+const server = http.createServer((req, res) => {
+  if (req.method === 'GET') return res.end(JSON.stringify({ received: n, connections }));
+  req.resume();
+  req.on('end', () => { n++; res.writeHead(200).end('ok'); });
+});
+server.on('connection', () => connections++);
 server.listen(0, '127.0.0.1', () => console.log('listening on http://127.0.0.1:' + server.address().port));
-process.on('SIGTERM', () => { console.log('received ' + n); process.exit(0); });
+process.on('SIGTERM', () => process.exit(0));
 `;
 
-async function startReceiver(): Promise<{ url: string; stop(): Promise<void> }> {
+interface Receiver {
+  readonly url: string;
+  /** Requests answered and connections accepted so far. */
+  stats(): Promise<{ received: number; connections: number }>;
+  stop(): Promise<void>;
+}
+
+async function startReceiver(): Promise<Receiver> {
   const child = spawn(process.execPath, ['-e', RECEIVER], { stdio: ['ignore', 'pipe', 'inherit'] });
   const killOnExit = () => child.kill('SIGKILL');
   process.once('exit', killOnExit);
-  const url = await new Promise<string>((resolve, reject) => {
+  const base = await new Promise<string>((resolve, reject) => {
     let text = '';
     child.stdout!.on('data', (c: Buffer) => {
       text += c.toString();
       const m = /listening on (\S+)/.exec(text);
-      if (m) resolve(`${m[1]}/hooks`);
+      if (m) resolve(m[1]!);
     });
     child.once('exit', () => reject(new Error('the receiver exited')));
   });
   return {
-    url,
+    url: `${base}/hooks`,
+    stats: async () => (await fetch(`${base}/stats`)).json() as Promise<{ received: number; connections: number }>,
     stop: async () => {
       process.removeListener('exit', killOnExit);
       child.kill('SIGTERM');
@@ -52,13 +73,27 @@ async function startReceiver(): Promise<{ url: string; stop(): Promise<void> }> 
   };
 }
 
+interface Run {
+  readonly perSecond: number;
+  readonly p50: number;
+  readonly p99: number;
+  readonly connections: number;
+}
+
+const median = (values: readonly number[]): number => percentiles(values, [50])[0]!;
+
 async function run(context: BenchContext): Promise<Table[]> {
   const pool = createPool(context.databaseUrl, { max: 12, applicationName: 'bench-webhooks' });
   const receiver = await startReceiver();
   const clock = new SystemClock();
   // Signing only: a throw-away key seals the bench project's webhook secret.
   const registry = new Registry(pool, new SecretBox(fixedKeys([randomBytes(32)])));
-  const rows: (string | number)[][] = [];
+  const count = context.quick ? 1000 : 20_000;
+  const rounds = context.quick ? 1 : 3;
+  const startedAt = new Date();
+  const loadBefore = os.loadavg()[0]!;
+  const runs = new Map<string, Run[]>();
+  const note = (name: string, r: Run) => runs.set(name, [...(runs.get(name) ?? []), r]);
   try {
     const account = await registry.createAccount('Bench', 'bench@example.com', clock.now());
     const { project } = await registry.createProject(
@@ -75,7 +110,6 @@ async function run(context: BenchContext): Promise<Table[]> {
       },
       clock.now(),
     );
-    const count = context.quick ? 500 : 5000;
     const body = JSON.stringify({
       id: randomUUID(),
       type: 'invoice.paid',
@@ -83,32 +117,73 @@ async function run(context: BenchContext): Promise<Table[]> {
       isTest: true,
       data: { invoice: { id: randomUUID(), amount: '1000.00', status: 'paid' } },
     });
-    for (const dispatchers of [1, 2]) {
-      context.progress(`webhooks: enqueueing ${count} deliveries`);
+
+    /** The bare client: `inFlight` requests at a time over keep-alive connections, no database. */
+    const ceiling = async (inFlight: number): Promise<Run> => {
+      const agent = new Agent({ keepAliveTimeout: 4000 });
+      const headers = {
+        'x-service-signature': webhookSignature(body, project.webhookSecret),
+        'x-service-timestamp': String(Math.floor(Date.now() / 1000)),
+        'x-service-event': 'invoice.paid',
+        'x-service-delivery-id': randomUUID(),
+        'x-service-test': 'true',
+        'content-type': 'application/json',
+        'user-agent': 'payment-gateway-webhooks/1',
+      };
+      const target = new URL(receiver.url);
+      const before = await receiver.stats();
+      const latencies: number[] = [];
+      let sent = 0;
+      const elapsed = startTimer();
+      await Promise.all(
+        Array.from({ length: inFlight }, async () => {
+          while (sent < count) {
+            sent++;
+            const t0 = performance.now();
+            const r = await agent.request({ origin: target.origin, path: target.pathname, method: 'POST', headers, body });
+            await r.body.text();
+            latencies.push(performance.now() - t0);
+          }
+        }),
+      );
+      const seconds = elapsed() / 1000;
+      await agent.close();
+      const [p50, p99] = percentiles(latencies, [50, 99]);
+      return { perSecond: count / seconds, p50: p50!, p99: p99!, connections: (await receiver.stats()).connections - before.connections };
+    };
+
+    const dispatch = async (dispatchers: number): Promise<Run> => {
       await pool.query(
         `INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
          SELECT gen_random_uuid(), gen_random_uuid(), 'invoice.paid', $1, $2, $3, true, 'pending', now(), now() FROM generate_series(1, $4)`,
         [project.id, receiver.url, body, count],
       );
-      const workers = Array.from({ length: dispatchers }, () => new WebhookDispatcher(pool, registry, clock, { concurrency: 32, allowPrivateNetworks: true }));
+      await pool.query('VACUUM ANALYZE webhook_deliveries');
+      let delivered = 0;
+      let allDelivered!: () => void;
+      const done = new Promise<void>((resolve) => (allDelivered = resolve));
+      const workers = Array.from(
+        { length: dispatchers },
+        () =>
+          new WebhookDispatcher(pool, registry, clock, {
+            concurrency: 32,
+            perUrlConcurrency: PER_URL,
+            allowPrivateNetworks: true,
+            onAttempt: (outcome) => {
+              if (outcome === 'delivered' && ++delivered === count) allDelivered();
+            },
+          }),
+      );
+      for (const w of workers) w.onError = (error) => context.progress(`webhooks: dispatcher error: ${error.message}`);
+      const before = await receiver.stats();
       const elapsed = startTimer();
-      let stop = false;
-      const loops = workers.map(async (w) => {
-        while (!stop) {
-          const started = await w.tick();
-          if (started === 0) await sleep(2);
-        }
-        await w.drain();
-      });
-      for (;;) {
-        const left = await pool.query<{ n: string }>(`SELECT count(*) AS n FROM webhook_deliveries WHERE status = 'pending'`);
-        context.progress(`webhooks: ${dispatchers} dispatcher(s), ${left.rows[0]!.n} left`);
-        if (left.rows[0]!.n === '0') break;
-        await sleep(50);
-      }
+      for (const w of workers) w.start();
+      const progress = setInterval(() => context.progress(`webhooks: ${dispatchers} dispatcher(s), ${count - delivered} left`), 1000);
+      await done;
       const seconds = elapsed() / 1000;
-      stop = true;
-      await Promise.all(loops);
+      clearInterval(progress);
+      await Promise.all(workers.map((w) => w.stop()));
+      const after = await receiver.stats();
       const attempts = await pool.query<{ duration_ms: number }>(
         `SELECT a.duration_ms FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.status = 'delivered'`,
       );
@@ -116,24 +191,54 @@ async function run(context: BenchContext): Promise<Table[]> {
         attempts.rows.map((r) => r.duration_ms),
         [50, 99],
       );
-      rows.push([dispatchers, count, fixed(0)(count / seconds), fixed(1)(p50!), fixed(1)(p99!)]);
-      await pool.query('DELETE FROM webhook_attempts');
-      await pool.query('DELETE FROM webhook_deliveries');
+      await pool.query('TRUNCATE webhook_attempts, webhook_deliveries');
+      return { perSecond: count / seconds, p50: p50!, p99: p99!, connections: after.connections - before.connections };
+    };
+
+    for (let round = 1; round <= rounds; round++) {
+      context.progress(`webhooks: round ${round} of ${rounds}, ${count} deliveries per run`);
+      note('ceiling 8', await ceiling(PER_URL));
+      note('1', await dispatch(1));
+      note('ceiling 16', await ceiling(2 * PER_URL));
+      note('2', await dispatch(2));
     }
   } finally {
     await receiver.stop();
     await pool.end();
   }
+  const loadAfter = os.loadavg()[0]!;
+  const row = (name: string, what: string, inFlight: number) => {
+    const r = runs.get(name)!;
+    return [
+      what,
+      inFlight,
+      count,
+      fixed(0)(median(r.map((x) => x.perSecond))),
+      r.map((x) => fixed(0)(x.perSecond)).join(' / '),
+      fixed(1)(median(r.map((x) => x.p50))),
+      fixed(1)(median(r.map((x) => x.p99))),
+      median(r.map((x) => x.connections)),
+    ];
+  };
+  const rows = [
+    row('1', '1 dispatcher', PER_URL),
+    row('ceiling 8', 'bare keep-alive client', PER_URL),
+    row('2', '2 dispatchers', 2 * PER_URL),
+    row('ceiling 16', 'bare keep-alive client', 2 * PER_URL),
+  ];
+  const stamp = `${startedAt.toISOString().slice(0, 16)}Z, load average ${loadBefore.toFixed(2)} → ${loadAfter.toFixed(2)}`;
   return [
     {
-      title: 'Webhook deliveries to a local receiver (32 in flight per dispatcher; signed, each attempt recorded)',
-      headers: ['dispatchers', 'deliveries', 'deliveries/s', 'attempt p50 ms', 'attempt p99 ms'],
+      title: `Webhook deliveries to a local receiver, one URL (32 in flight per dispatcher, ${PER_URL} per URL; signed, each attempt recorded) and the bare client's ceiling; medians of ${rounds} alternating round(s); ${stamp}`,
+      headers: ['sender', 'in flight to the URL', 'requests', 'per second', 'rounds', 'p50 ms', 'p99 ms', 'connections'],
       rows,
-      summary: rows.map(([dispatchers, , perSecond, p50, p99]) => ({
-        measure: `webhook deliveries, ${dispatchers} dispatcher(s)`,
+      summary: [rows[0]!, rows[2]!].map(([what, , , perSecond, , p50, p99], i) => ({
+        measure: `webhook deliveries, ${what}`,
         figure: `${perSecond} deliveries/s`,
         p50: String(p50),
         p99: String(p99),
+        baseline: `${rows[i * 2 + 1]![3]}/s`,
+        ratio: fixed(2)(Number(perSecond) / Number(rows[i * 2 + 1]![3])),
       })),
     },
   ];

@@ -77,7 +77,11 @@ export class Projector {
       allowPrivateNetworks: infra.config.webhookAllowPrivateNetworks,
       onAttempt: metrics?.onWebhookAttempt,
     });
-    dispatcher.onError = (error) => log.error({ err: error }, 'webhook attempt not recorded');
+    dispatcher.onError = (error) =>
+      log.error(
+        { err: error },
+        'webhook dispatcher: a claim, lease renewal or batch of attempts failed (unrecorded attempts are made again when their leases run out)',
+      );
     this.dispatcher = dispatcher;
     this.runners = projections.map(
       (p) => new ProjectionRunner(infra.pool, store, p, { log, onBatch: metrics?.onProjectionBatch, onError: metrics?.onProjectionError }),
@@ -98,7 +102,6 @@ export class Projector {
       new PeriodicWorker('invoice-expiry', 500, expireDueInvoices(infra.pool, commands, infra.clock, items('invoice-expiry')), log),
       new PeriodicWorker('hold-release', 500, releaseDueHolds(infra.pool, commands, infra.clock, items('hold-release')), log),
       new PeriodicWorker('refund-processor', 500, completeDueRefunds(infra.pool, commands, infra.clock, items('refund-processor')), log),
-      new PeriodicWorker('webhook-dispatcher', 100, () => dispatcher.tick(), log, 32),
       new PeriodicWorker('flow-recovery', 1000, recoverHalfDoneFlows(infra.pool, commands, infra.clock, items('flow-recovery')), log),
       // A sweep of whole tables by age (no items to fail alone).
       new PeriodicWorker('retention', 5000, sweepRetention(infra.pool, infra.clock, infra.config.webhookRetentionDays), log, 1000),
@@ -108,11 +111,13 @@ export class Projector {
   start(): void {
     for (const runner of this.runners) runner.start();
     for (const worker of this.workers) worker.start();
+    // Its own loop: a claim as soon as slots free up, every 100 ms when idle.
+    this.dispatcher.start();
   }
 
   async stop(): Promise<void> {
     await Promise.all([...this.workers.map((w) => w.stop()), ...this.runners.map((r) => r.stop())]);
-    await this.dispatcher.drain();
+    await this.dispatcher.stop();
     await this.context.close();
   }
 

@@ -159,6 +159,11 @@ export class Registry {
     return toProject(row, this.secrets);
   }
 
+  /** A project's webhook secret in clear, from its stored form (the `webhook_secret` column, read with a webhook delivery). */
+  openWebhookSecret(projectId: string, stored: string): string {
+    return openWebhookSecret(stored, projectId, this.secrets);
+  }
+
   async createAccount(name: string, email: string, now: Date): Promise<Account> {
     const id = randomUUID();
     await this.pool.query('INSERT INTO accounts (id, name, email, created_at) VALUES ($1, $2, $3, $4)', [id, name, email, now]);

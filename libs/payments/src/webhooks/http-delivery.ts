@@ -1,8 +1,7 @@
 import { lookup as dnsLookup, LookupAddress } from 'node:dns';
-import http from 'node:http';
-import https from 'node:https';
-import { isIP } from 'node:net';
+import { isIP, Socket } from 'node:net';
 import { networkInterfaces } from 'node:os';
+import { Agent, buildConnector, Dispatcher } from 'undici';
 import { webhookAddressRefusal } from './webhook-address';
 import { WEBHOOK_REPLY_BODY_LIMIT, WEBHOOK_REPLY_TIMEOUT_MS } from './webhook-rules';
 
@@ -14,106 +13,218 @@ export interface AttemptResult {
   readonly error: string | null;
 }
 
-/** Every address of the gateway host's own interfaces (read at each delivery: cheap, and interfaces change). */
+/** Every address of the gateway host's own interfaces (read at each check: interfaces change). */
 export function hostAddresses(): string[] {
   return Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((i) => i.address));
 }
 
-/**
- * A DNS lookup that refuses an address a webhook may not reach (not globally
- * routable, or the host's own): the address it answers is the one connected to.
- */
-function publicOnlyLookup(hostname: string, options: object, callback: (err: Error | null, address: string | LookupAddress[], family?: number) => void): void {
-  dnsLookup(hostname, { ...options, all: true }, (error, addresses) => {
-    if (error) return callback(error, []);
-    const list = addresses as LookupAddress[];
-    const own = hostAddresses();
-    for (const a of list) {
-      const refusal = webhookAddressRefusal(a.address, own);
-      if (refusal) return callback(new Error(`refused: ${hostname} resolves to ${refusal}`), []);
-    }
-    if ((options as { all?: boolean }).all) return callback(null, list);
-    callback(null, list[0]!.address, list[0]!.family);
-  });
+/** Name resolution as `dns.lookup` with `all: true` (tests pass a resolver of their own). */
+export type ResolveAll = (hostname: string, callback: (error: Error | null, addresses: LookupAddress[]) => void) => void;
+
+const systemResolveAll: ResolveAll = (hostname, callback) => dnsLookup(hostname, { all: true }, (error, addresses) => callback(error, error ? [] : addresses));
+
+export interface WebhookClientOptions {
+  /** WEBHOOK_ALLOW_PRIVATE_NETWORKS: no address is refused. */
+  readonly allowPrivateNetworks: boolean;
+  /** The whole attempt's limit (default 10 s). */
+  readonly timeoutMs?: number;
+  /** How host names are resolved (default the system's, as `dns.lookup`). */
+  readonly resolveAll?: ResolveAll;
+  /**
+   * Why an address may not be connected to (null: it may); default: not globally
+   * routable or one of the host's own (webhookAddressRefusal with hostAddresses()).
+   * Tests of the pooled guard pass a rule of their own over loopback addresses.
+   */
+  readonly addressRefusal?: (address: string) => string | null;
+  /** How long an idle pooled connection is kept (default 4 s, shorter when the receiver's Keep-Alive says so). */
+  readonly keepAliveMs?: number;
+  /** How long a pooled connection is used at all, from its opening (default 60 s): then it is closed and a new one checked. */
+  readonly connectionTtlMs?: number;
+}
+
+/** Posts one webhook: what the dispatcher calls (tests of the dispatcher may pass their own). */
+export interface WebhookPoster {
+  post(url: string, body: string, headers: Record<string, string>): Promise<AttemptResult>;
+  close(): Promise<void>;
 }
 
 /**
- * One POST of a webhook: no redirect is followed (a 3xx is not an acknowledgement),
- * the reply is read up to the body limit, the whole attempt is cut at 10 seconds,
- * and, unless private networks are allowed, only a globally routable address that is
- * not the host's own is connected to (an IP literal is checked before connecting, a
- * host name's addresses in the lookup the connection uses). A refused attempt sends
- * nothing and keeps no reply body.
+ * The webhook HTTP client: POSTs over keep-alive connections pooled per origin
+ * (undici's Agent), no redirect followed (a 3xx is not an acknowledgement), the reply
+ * read up to the body limit, the whole attempt cut at 10 seconds.
+ *
+ * Unless private networks are allowed, only a globally routable address that is not
+ * the host's own is connected to, and no attempt is sent while its URL's host is
+ * refused:
+ * - per attempt: an IP literal is checked; a host name is resolved and every address
+ *   it resolves to is checked, and one refused address refuses the attempt (so a name
+ *   that now resolves to a private address gets nothing, even over a connection
+ *   opened when it resolved to a public one);
+ * - per connection, when it is opened: the lookup the connection itself uses refuses
+ *   the same way (nothing is connected to a refused address, whatever the name
+ *   answered a moment earlier), and the peer address of the open socket is checked
+ *   again before any byte is written;
+ * - a pooled connection is reused only within its origin's pool of this client, for at
+ *   most `connectionTtlMs` from its opening and `keepAliveMs` idle.
+ * A refused attempt sends nothing and keeps no reply body.
  */
-export function postWebhook(
-  url: string,
-  body: string,
-  headers: Record<string, string>,
-  options: { allowPrivateNetworks: boolean; timeoutMs?: number },
-): Promise<AttemptResult> {
-  const started = performance.now();
-  const done = (statusCode: number | null, reply: string | null, error: string | null): AttemptResult => ({
-    statusCode,
-    body: reply,
-    durationMs: Math.round(performance.now() - started),
-    error,
-  });
-  let target: URL;
-  try {
-    target = new URL(url);
-  } catch {
-    return Promise.resolve(done(null, null, 'invalid URL'));
+export class WebhookHttpClient implements WebhookPoster {
+  private readonly agent: Agent;
+  private readonly timeoutMs: number;
+  private readonly resolveAll: ResolveAll;
+  private readonly refusal: ((address: string) => string | null) | null;
+  /** Connections opened so far (a test's check that connections are reused). */
+  connectionsOpened = 0;
+
+  constructor(options: WebhookClientOptions) {
+    this.timeoutMs = options.timeoutMs ?? WEBHOOK_REPLY_TIMEOUT_MS;
+    this.resolveAll = options.resolveAll ?? systemResolveAll;
+    this.refusal = options.allowPrivateNetworks ? null : (options.addressRefusal ?? ((address) => webhookAddressRefusal(address, hostAddresses())));
+    const refusal = this.refusal;
+    const resolveAll = this.resolveAll;
+    // The lookup every new connection uses: a host name with one refused address is not connected to.
+    const lookup = (hostname: string, lookupOptions: { all?: boolean }, callback: (e: Error | null, a: string | LookupAddress[], f?: number) => void) =>
+      resolveAll(hostname, (error, addresses) => {
+        if (error) return callback(error, []);
+        const refused = refusal ? refusedOf(hostname, addresses, refusal) : null;
+        if (refused) return callback(new Error(refused), []);
+        if (lookupOptions.all) return callback(null, addresses);
+        callback(null, addresses[0]!.address, addresses[0]!.family);
+      });
+    const base = buildConnector({ timeout: this.timeoutMs, lookup: lookup as never });
+    const connect: buildConnector.connector = (connectOptions, callback) =>
+      base(connectOptions, (error, socket) => {
+        if (error) return callback(error, null);
+        // The address actually connected to, checked before the first request is written.
+        const refused = refusal?.((socket as Socket).remoteAddress ?? 'an unknown address') ?? null;
+        if (refused) {
+          socket!.destroy();
+          return callback(new Error(`refused: ${refused}`), null);
+        }
+        this.connectionsOpened++;
+        callback(null, socket!);
+      });
+    this.agent = new Agent({
+      connect,
+      keepAliveTimeout: options.keepAliveMs ?? 4000,
+      keepAliveMaxTimeout: options.keepAliveMs ?? 4000,
+      clientTtl: options.connectionTtlMs ?? 60_000,
+      // Our own timer cuts the whole attempt; undici's per-phase limits stay above it.
+      headersTimeout: this.timeoutMs + 1000,
+      bodyTimeout: this.timeoutMs + 1000,
+    });
   }
-  if (target.protocol !== 'http:' && target.protocol !== 'https:') return Promise.resolve(done(null, null, 'only http and https URLs are allowed'));
-  const host = target.hostname.replace(/^\[|\]$/g, '');
-  if (!options.allowPrivateNetworks && isIP(host) !== 0) {
-    const refusal = webhookAddressRefusal(host, hostAddresses());
-    if (refusal) return Promise.resolve(done(null, null, `refused: ${refusal}`));
-  }
-  const transport = target.protocol === 'https:' ? https : http;
-  return new Promise((resolve) => {
-    let settled = false;
-    const finish = (result: AttemptResult) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      resolve(result);
-    };
-    const request = transport.request(
-      target,
-      {
-        method: 'POST',
-        headers: {
-          ...headers,
-          'content-type': 'application/json',
-          'content-length': String(Buffer.byteLength(body)),
-          'user-agent': 'payment-gateway-webhooks/1',
-        },
-        agent: false,
-        ...(options.allowPrivateNetworks ? {} : { lookup: publicOnlyLookup as never }),
-      },
-      (response) => {
-        const chunks: Buffer[] = [];
-        let size = 0;
-        const keep = () => Buffer.concat(chunks).subarray(0, WEBHOOK_REPLY_BODY_LIMIT).toString('utf8');
-        response.on('data', (chunk: Buffer) => {
-          if (size < WEBHOOK_REPLY_BODY_LIMIT) chunks.push(chunk);
-          size += chunk.length;
-          if (size >= WEBHOOK_REPLY_BODY_LIMIT) {
-            // Enough for the history: the rest is not read.
-            finish(done(response.statusCode ?? null, keep(), null));
-            response.destroy();
-          }
-        });
-        response.on('end', () => finish(done(response.statusCode ?? null, keep(), null)));
-        response.on('error', (error) => finish(done(response.statusCode ?? null, keep(), error.message)));
-      },
+
+  /** Why an attempt to `host` is refused now (null: it is not); a host name is resolved for it. */
+  private hostRefusal(host: string): Promise<string | null> {
+    const refusal = this.refusal;
+    if (!refusal) return Promise.resolve(null);
+    if (isIP(host) !== 0) {
+      const refused = refusal(host);
+      return Promise.resolve(refused ? `refused: ${refused}` : null);
+    }
+    return new Promise((resolve) =>
+      // A name that does not resolve is not refused here: the connection's own lookup fails with the resolver's error.
+      this.resolveAll(host, (error, addresses) => resolve(error ? null : refusedOf(host, addresses, refusal))),
     );
-    const timer = setTimeout(() => {
-      finish(done(null, null, `no reply within ${(options.timeoutMs ?? WEBHOOK_REPLY_TIMEOUT_MS) / 1000} s`));
-      request.destroy();
-    }, options.timeoutMs ?? WEBHOOK_REPLY_TIMEOUT_MS);
-    request.on('error', (error) => finish(done(null, null, error.message)));
-    request.end(body);
-  });
+  }
+
+  async post(url: string, body: string, headers: Record<string, string>): Promise<AttemptResult> {
+    const started = performance.now();
+    const done = (statusCode: number | null, reply: string | null, error: string | null): AttemptResult => ({
+      statusCode,
+      body: reply,
+      durationMs: Math.round(performance.now() - started),
+      error,
+    });
+    let target: URL;
+    try {
+      target = new URL(url);
+    } catch {
+      return done(null, null, 'invalid URL');
+    }
+    if (target.protocol !== 'http:' && target.protocol !== 'https:') return done(null, null, 'only http and https URLs are allowed');
+    const refused = await this.hostRefusal(target.hostname.replace(/^\[|\]$/g, ''));
+    if (refused) return done(null, null, refused);
+
+    return new Promise<AttemptResult>((resolve) => {
+      let settled = false;
+      let statusCode: number | null = null;
+      let size = 0;
+      const chunks: Buffer[] = [];
+      let controller: Dispatcher.DispatchController | null = null;
+      const kept = () => Buffer.concat(chunks).subarray(0, WEBHOOK_REPLY_BODY_LIMIT).toString('utf8');
+      const finish = (result: AttemptResult) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        // After undici has made the connection free again (it waits one turn of the event
+        // loop after a reply ends): the next attempt then reuses it instead of opening another.
+        setImmediate(() => setImmediate(resolve, result));
+      };
+      const timer = setTimeout(() => {
+        finish(done(null, null, `no reply within ${this.timeoutMs / 1000} s`));
+        controller?.abort(new Error('the attempt took too long'));
+      }, this.timeoutMs);
+      this.agent.dispatch(
+        {
+          origin: target.origin,
+          path: `${target.pathname}${target.search}`,
+          method: 'POST',
+          headers: {
+            ...headers,
+            'content-type': 'application/json',
+            'content-length': String(Buffer.byteLength(body)),
+            'user-agent': 'payment-gateway-webhooks/1',
+          },
+          body,
+        },
+        {
+          onRequestStart(c) {
+            controller = c;
+            if (settled) c.abort(new Error('the attempt took too long'));
+          },
+          onResponseStart(_c, status) {
+            statusCode = status;
+          },
+          onResponseData(c, chunk: Buffer) {
+            if (size < WEBHOOK_REPLY_BODY_LIMIT) chunks.push(chunk);
+            size += chunk.length;
+            if (size >= WEBHOOK_REPLY_BODY_LIMIT) {
+              // Enough for the history: the rest is not read (the connection is closed).
+              finish(done(statusCode, kept(), null));
+              c.abort(new Error('reply body limit reached'));
+            }
+          },
+          onResponseEnd() {
+            finish(done(statusCode, kept(), null));
+          },
+          onResponseError(_c, error) {
+            finish(done(statusCode, statusCode === null ? null : kept(), errorText(error)));
+          },
+        },
+      );
+    });
+  }
+
+  /** Closes the pooled connections (on shutdown). */
+  async close(): Promise<void> {
+    await this.agent.close();
+  }
+}
+
+/** The refusal of a resolved name: one refused address refuses it. */
+function refusedOf(hostname: string, addresses: readonly LookupAddress[], refusal: (address: string) => string | null): string | null {
+  for (const a of addresses) {
+    const refused = refusal(a.address);
+    if (refused) return `refused: ${hostname} resolves to ${refused}`;
+  }
+  return null;
+}
+
+/** The error of a failed exchange as the history shows it (undici wraps a socket's own error as its cause). */
+function errorText(error: unknown): string {
+  const e = error as Error & { cause?: Error; code?: string };
+  const message = e?.message || e?.code || String(error);
+  return e?.cause?.message && !message.includes(e.cause.message) ? `${message}: ${e.cause.message}` : message;
 }

@@ -1,14 +1,15 @@
 import type { Pool } from 'pg';
-import { inTransaction } from '#platform/database';
+import { inTransaction, preparedStatement } from '#platform/database';
 import type { Clock } from '#platform/clock';
 import type { Registry } from '../merchants';
-import { AttemptResult, postWebhook } from './http-delivery';
+import { AttemptResult, WebhookHttpClient, WebhookPoster } from './http-delivery';
 import { attemptOutcome, WEBHOOK_REPLY_TIMEOUT_MS, webhookSignature } from './webhook-rules';
 
 /** How long a claimed delivery is out of other dispatchers' reach (real time): one attempt (at most 10 s) and a margin. */
 export const WEBHOOK_LEASE_SECONDS = 15;
 
-interface ClaimedDelivery {
+/** What a claim of a due delivery answers. */
+interface ClaimedRow {
   id: string;
   event_type: string;
   project_id: string;
@@ -17,24 +18,54 @@ interface ClaimedDelivery {
   is_test: boolean;
   /** This claim's lease: the attempt's outcome moves the delivery only while the row still carries it. */
   lease_token: string;
+  /** The project's webhook secret as stored (sealed); null when the project no longer exists. */
+  webhook_secret: string | null;
+}
+
+interface ClaimedDelivery extends ClaimedRow {
+  /** performance.now() before the claim (or its renewal) was asked for: the lease lasts at least `leaseSeconds` from here. */
+  leasedAt: number;
+  /** Claimed (or renewed) in the turn that is starting it: sent whatever it waited. */
+  fresh: boolean;
+}
+
+/** An attempt made, waiting to be recorded with the others of its batch. */
+interface FinishedAttempt {
+  readonly delivery: ClaimedDelivery;
+  /** The attempt's moment on the clock (its X-Service-Timestamp). */
+  readonly at: Date;
+  /** The clock when the reply (or the failure) came: the retry schedule counts from here. */
+  readonly endedAt: Date;
+  readonly result: AttemptResult;
 }
 
 export interface DispatcherOptions {
-  /** Deliveries sent at once by one dispatcher. */
+  /** Attempts sent at once by one dispatcher (HTTP requests in flight). */
   readonly concurrency: number;
   /**
-   * Deliveries to one URL sent at once by one dispatcher (default a quarter of
+   * Attempts to one URL sent at once by one dispatcher (default a quarter of
    * `concurrency`): a receiver that hangs holds only these slots, and the others stay
    * free for everybody else's webhooks.
    */
   readonly perUrlConcurrency?: number;
+  /**
+   * Deliveries of one URL claimed ahead of its free slots and sent as they free
+   * (default 8 × perUrlConcurrency; 0: none): the next attempt to a busy URL starts
+   * when the previous answers, not a database round trip later. All URLs together hold
+   * at most 2 × concurrency claimed ahead.
+   */
+  readonly prefetchPerUrl?: number;
   /** WEBHOOK_ALLOW_PRIVATE_NETWORKS: deliveries of both modes may go to loopback, private and reserved addresses. */
   readonly allowPrivateNetworks: boolean;
   readonly timeoutMs?: number;
   /** How long a claim keeps other dispatchers away, in real seconds (default WEBHOOK_LEASE_SECONDS; tests shorten it). */
   readonly leaseSeconds?: number;
-  /** The poster (tests of the dispatcher itself may pass their own). */
-  readonly post?: typeof postWebhook;
+  /** How often a dispatcher started with `start()` looks for due deliveries when nothing woke it (default 100 ms). */
+  readonly pollIntervalMs?: number;
+  /** At most this many attempts recorded in one transaction (default 500). */
+  readonly recordBatch?: number;
+  /** The HTTP client (default a WebhookHttpClient of these options; tests of the dispatcher may pass their own). */
+  readonly client?: WebhookPoster;
   /**
    * Called with each recorded attempt's outcome (metrics): delivered, a retry scheduled,
    * failed for good, or superseded (its lease had been replaced before it came back).
@@ -44,154 +75,489 @@ export interface DispatcherOptions {
 
 export type WebhookAttemptOutcome = 'delivered' | 'retry' | 'failed' | 'superseded';
 
+/** A claimed delivery waiting longer than this (lease minus attempt) has its lease renewed before it is sent. */
+const LEASE_MARGIN_MS = 1000;
+
 /**
- * Sends due webhook deliveries. Each tick claims up to `concurrency` due rows (FOR
- * UPDATE SKIP LOCKED, then a lease), posts them at once, and records each attempt:
- * 2xx within 10 s → delivered; otherwise the next attempt is scheduled on the clock
- * (1 min, 5 min, 30 min, 2 h, 12 h, 24 h) and after the last one it has failed. A
- * dispatcher that dies mid-attempt leaves the lease to run out: the attempt is made
- * again (at least once; the receiver deduplicates by the event id).
+ * Sends due webhook deliveries. Claims take due rows in batches (FOR UPDATE SKIP
+ * LOCKED, then a lease with a fresh token per row); each is posted over the client's
+ * pooled keep-alive connections, at most `concurrency` at once and at most
+ * `perUrlConcurrency` to one URL; the outcomes are recorded in batches, one
+ * transaction for all the attempts that came back meanwhile: 2xx within 10 s →
+ * delivered; otherwise the next attempt is scheduled on the clock (1 min, 5 min,
+ * 30 min, 2 h, 12 h, 24 h, counted from the attempt's end) and after the last one it
+ * has failed. A dispatcher that dies mid-attempt leaves the lease to run out: the
+ * attempt is made again (at least once; the receiver deduplicates by the event id).
  *
  * Every claim takes a fresh lease token, and an attempt's outcome moves the delivery
  * only while the row still carries the token of its claim. An attempt that comes back
  * after its lease was taken over (it ran out and another dispatcher claimed the row)
  * or after the operator's resend is recorded in the history, marked superseded, and
  * changes nothing else: it cannot turn a delivered row back to pending. Attempts are
- * numbered in the order they are recorded, under the delivery row's lock.
+ * numbered in the order they are recorded, under the delivery rows' locks.
+ *
+ * A delivery claimed ahead (its URL's slots busy) is sent only while its lease still
+ * covers a whole attempt: one that waited longer has its lease renewed first (with its
+ * token: a delivery whose token was replaced meanwhile is dropped unsent, its new
+ * holder sends it).
+ *
+ * Driven either by `start()` (its own loop: a claim when slots free up, else every
+ * `pollIntervalMs`) or by calling `tick()`.
  */
 export class WebhookDispatcher {
+  private readonly client: WebhookPoster;
+  private readonly ownClient: boolean;
+  private readonly perUrl: number;
+  private readonly prefetchPerUrl: number;
+  /** Claimed-not-sent plus in-flight, over all URLs, beyond which only free slots make room for claims. */
+  private readonly maxClaimed: number;
+  /** Claimed and not yet recorded (including attempts waiting for their batch), at most. */
+  private readonly maxHeld: number;
+  /** A URL down to this many claimed wakes the loop for its next claim. */
+  private readonly refillAt: number;
+  private readonly leaseMs: number;
+  private readonly timeoutMs: number;
+
+  /** HTTP attempts in flight, in all and per URL. */
+  private inFlight = 0;
+  private readonly inFlightByUrl = new Map<string, number>();
+  /** Deliveries claimed ahead, per URL, in claim order. */
+  private readonly queued = new Map<string, ClaimedDelivery[]>();
+  private queuedCount = 0;
+  /** Claimed ahead and waited too long: their leases are renewed before they are sent. */
+  private stale: ClaimedDelivery[] = [];
+  /** Attempts made and not yet recorded. */
+  private readonly finished: FinishedAttempt[] = [];
+  private recording: Promise<void> | null = null;
+  private recordScheduled = false;
+  /** The renewal of stale leases under way. */
+  private renewing: Promise<void> | null = null;
+  /** Claimed and neither recorded nor dropped. */
+  private held = 0;
+  /** Opened webhook secrets by project and stored form. */
+  private readonly secrets = new Map<string, string>();
+
+  private running: Promise<void> | null = null;
+  private stopping = false;
+  /** Ends the loop's wait; `wanted`: something asked for a round while one was running. */
+  private wakeUp: (() => void) | null = null;
+  private wanted = false;
+  /** performance.now() of the last claim that looked past every URL in hand. */
+  private lastWideClaim = -Infinity;
+  /** Called whenever something moved (drain waits on it). */
+  private readonly watchers = new Set<() => void>();
+
   constructor(
     private readonly pool: Pool,
     private readonly registry: Registry,
     private readonly clock: Clock,
     private readonly options: DispatcherOptions,
-  ) {}
-
-  private readonly inFlight = new Set<Promise<void>>();
-  /** Attempts in flight per URL. */
-  private readonly inFlightByUrl = new Map<string, number>();
-
-  /**
-   * Claims as many due deliveries as there are free slots and starts them; does not
-   * wait for them (a slow receiver holds one slot, not the dispatcher). No URL gets
-   * more than `perUrlConcurrency` slots: 100 deliveries to a receiver that never
-   * answers would otherwise take every slot for 10 s at a time, and every other
-   * project's webhooks would wait behind them. Answers the number started.
-   */
-  async tick(): Promise<number> {
-    const free = this.options.concurrency - this.inFlight.size;
-    if (free <= 0) return 0;
-    const perUrl = Math.max(1, this.options.perUrlConcurrency ?? Math.floor(this.options.concurrency / 4));
-    const busy = [...this.inFlightByUrl];
-    const now = this.clock.now();
-    // The earliest due rows, the URLs already at their limit left out (so a stuck URL's
-    // backlog does not hide the others'), then at most what each URL has left.
-    const claimed = await this.pool.query<ClaimedDelivery>(
-      `WITH candidates AS (
-         SELECT id, url, next_attempt_at, row_number() OVER (PARTITION BY url ORDER BY next_attempt_at, seq) AS nth
-         FROM (SELECT id, url, next_attempt_at, seq FROM webhook_deliveries
-               WHERE status = 'pending' AND next_attempt_at <= $1 AND (leased_until IS NULL OR leased_until < clock_timestamp())
-                 AND NOT (url = ANY($4::text[]))
-               ORDER BY next_attempt_at LIMIT $6) AS earliest),
-       due AS (
-         SELECT d.id FROM webhook_deliveries d
-         JOIN candidates c ON c.id = d.id
-         LEFT JOIN unnest($7::text[], $8::int[]) AS busy(url, n) ON busy.url = c.url
-         WHERE c.nth + coalesce(busy.n, 0) <= $5
-           AND d.status = 'pending' AND (d.leased_until IS NULL OR d.leased_until < clock_timestamp())
-         ORDER BY c.next_attempt_at LIMIT $2 FOR UPDATE OF d SKIP LOCKED)
-       UPDATE webhook_deliveries d SET leased_until = clock_timestamp() + make_interval(secs => $3), lease_token = gen_random_uuid()
-       FROM due WHERE d.id = due.id
-       RETURNING d.id, d.event_type, d.project_id, d.url, d.body, d.is_test, d.lease_token`,
-      [
-        now,
-        free,
-        this.options.leaseSeconds ?? WEBHOOK_LEASE_SECONDS,
-        busy.filter(([, n]) => n >= perUrl).map(([url]) => url),
-        perUrl,
-        free * perUrl,
-        busy.map(([url]) => url),
-        busy.map(([, n]) => n),
-      ],
-    );
-    for (const d of claimed.rows) {
-      this.inFlightByUrl.set(d.url, (this.inFlightByUrl.get(d.url) ?? 0) + 1);
-      const running: Promise<void> = this.attempt(d)
-        .catch((error: Error) => this.onError?.(error))
-        .finally(() => {
-          this.inFlight.delete(running);
-          const left = (this.inFlightByUrl.get(d.url) ?? 1) - 1;
-          if (left > 0) this.inFlightByUrl.set(d.url, left);
-          else this.inFlightByUrl.delete(d.url);
-        });
-      this.inFlight.add(running);
-    }
-    return claimed.rows.length;
+  ) {
+    this.perUrl = Math.max(1, options.perUrlConcurrency ?? Math.floor(options.concurrency / 4));
+    this.prefetchPerUrl = Math.max(0, options.prefetchPerUrl ?? 8 * this.perUrl);
+    this.maxClaimed = options.concurrency + (this.prefetchPerUrl > 0 ? 2 * options.concurrency : 0);
+    this.maxHeld = this.maxClaimed + 4 * options.concurrency;
+    this.refillAt = this.prefetchPerUrl > 0 ? this.perUrl + Math.floor(this.prefetchPerUrl / 2) : this.perUrl - 1;
+    this.leaseMs = (options.leaseSeconds ?? WEBHOOK_LEASE_SECONDS) * 1000;
+    this.timeoutMs = options.timeoutMs ?? WEBHOOK_REPLY_TIMEOUT_MS;
+    this.ownClient = options.client === undefined;
+    this.client = options.client ?? new WebhookHttpClient({ allowPrivateNetworks: options.allowPrivateNetworks, timeoutMs: this.timeoutMs });
   }
 
-  /** Called with an attempt that could not be recorded (its lease runs out and it is made again). */
+  /** Called with an error of the dispatcher's own work: a claim, a renewal or a batch of attempts that could not be recorded (their leases run out and they are made again). */
   onError?: (error: Error) => void;
 
-  /** Waits for the attempts in flight (on shutdown). */
-  async drain(): Promise<void> {
-    while (this.inFlight.size > 0) await Promise.all([...this.inFlight]);
+  /**
+   * One round: renews the leases of deliveries that waited too long, claims as many
+   * due deliveries as there is room for and starts those whose URL has a free slot;
+   * does not wait for the attempts (a slow receiver holds its slots, not the
+   * dispatcher). No URL gets more than `perUrlConcurrency` attempts at once, nor more
+   * than that plus `prefetchPerUrl` claimed: 100 deliveries to a receiver that never
+   * answers would otherwise take every slot for 10 s at a time, and every other
+   * project's webhooks would wait behind them. Answers the number claimed.
+   */
+  async tick(): Promise<number> {
+    await this.renewStale();
+    return this.claim();
   }
 
-  private async attempt(d: ClaimedDelivery): Promise<void> {
-    const project = await this.registry.project(d.project_id);
-    const at = this.clock.now();
-    let result: AttemptResult;
-    if (!project) result = { statusCode: null, body: null, durationMs: 0, error: 'the project no longer exists' };
-    else {
-      const headers = {
-        'x-service-signature': webhookSignature(d.body, project.webhookSecret),
-        'x-service-timestamp': String(Math.floor(at.getTime() / 1000)),
-        'x-service-event': d.event_type,
-        'x-service-delivery-id': d.id,
-        'x-service-test': String(d.is_test),
-      };
-      const post = this.options.post ?? postWebhook;
-      result = await post(d.url, d.body, headers, {
-        // One guard for both modes: a sandbox project's URL must not reach into the operator's network either.
-        allowPrivateNetworks: this.options.allowPrivateNetworks,
-        timeoutMs: this.options.timeoutMs ?? WEBHOOK_REPLY_TIMEOUT_MS,
-      }).catch((error: Error) => ({ statusCode: null, body: null, durationMs: 0, error: error.message }));
-    }
-    const outcome = await this.record(d, at, result);
-    this.options.onAttempt?.(outcome);
+  /** Runs the dispatcher's own loop until `stop()`. */
+  start(): void {
+    if (this.running) return;
+    this.stopping = false;
+    this.running = this.loop();
   }
 
   /**
-   * Records one attempt and, while the delivery still carries this claim's lease
-   * token, its outcome: delivered, the next attempt scheduled, or failed for good. The
-   * delivery row is locked first, so attempts recorded at once are numbered one after
-   * the other and the lease is judged on the row as it is now.
+   * Stops claiming, gives the deliveries claimed ahead back (their leases dropped: due
+   * at once for any dispatcher), waits for the attempts in flight and their records,
+   * and closes the connections.
    */
-  private async record(d: ClaimedDelivery, at: Date, result: AttemptResult): Promise<WebhookAttemptOutcome> {
-    return inTransaction(this.pool, async (client) => {
-      const locked = await client.query<{ ours: boolean; attempts_made: number; schedule_base: number }>(
-        'SELECT lease_token IS NOT DISTINCT FROM $2::uuid AS ours, attempts_made, schedule_base FROM webhook_deliveries WHERE id = $1 FOR UPDATE',
-        [d.id, d.lease_token],
-      );
-      const row = locked.rows[0];
-      const ours = row?.ours === true;
-      let outcome: WebhookAttemptOutcome = 'superseded';
-      if (row && ours) {
-        const attempt = row.attempts_made + 1;
-        const { status, nextAttemptAt: next } = attemptOutcome(result.statusCode, attempt, row.schedule_base, this.clock.now());
-        await client.query(
-          `UPDATE webhook_deliveries SET attempts_made = $2, status = $3, next_attempt_at = $4, leased_until = NULL, lease_token = NULL
-           WHERE id = $1`,
-          [d.id, attempt, status, next],
-        );
-        outcome = status === 'pending' ? 'retry' : status;
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.wakeUp?.();
+    await this.running;
+    this.running = null;
+    await this.release();
+    await this.drain();
+    if (this.ownClient) await this.client.close();
+  }
+
+  /** Waits until every claimed delivery has been sent and recorded (or dropped). */
+  async drain(): Promise<void> {
+    while (this.held > 0) {
+      if (this.stale.length > 0) await this.renewStale();
+      if (this.held === 0) break;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, 50);
+        const watchers = this.watchers;
+        function done() {
+          clearTimeout(timer);
+          watchers.delete(done);
+          resolve();
+        }
+        watchers.add(done);
+      });
+    }
+  }
+
+  private async loop(): Promise<void> {
+    const interval = this.options.pollIntervalMs ?? 100;
+    while (!this.stopping) {
+      try {
+        await this.tick();
+      } catch (error) {
+        this.onError?.(error as Error);
       }
-      await client.query(
-        `INSERT INTO webhook_attempts (delivery_id, attempt, at, status_code, body, duration_ms, error, superseded)
-         SELECT $1, coalesce(max(attempt), 0) + 1, $2, $3, $4, $5, $6, $7 FROM webhook_attempts WHERE delivery_id = $1`,
-        [d.id, at, result.statusCode, result.body === null ? null : stripUnstorable(result.body), result.durationMs, result.error, !ours],
+      if (this.stopping) break;
+      if (this.wanted) {
+        this.wanted = false;
+        continue;
+      }
+      // Until a URL or the whole dispatcher has room again (or new rows may be due).
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          this.wakeUp = null;
+          resolve();
+        }, interval);
+        this.wakeUp = () => {
+          clearTimeout(timer);
+          this.wakeUp = null;
+          resolve();
+        };
+      });
+    }
+  }
+
+  /** Asks the loop (when started) for another round at once. */
+  private wake(): void {
+    if (this.wakeUp) this.wakeUp();
+    else this.wanted = true;
+  }
+
+  private notify(): void {
+    for (const watcher of [...this.watchers]) watcher();
+  }
+
+  private claimedOf(url: string): number {
+    return (this.inFlightByUrl.get(url) ?? 0) + (this.queued.get(url)?.length ?? 0);
+  }
+
+  /** Claims due deliveries into the queues and starts what may start. */
+  private async claim(): Promise<number> {
+    // Free slots always make room, whatever is claimed ahead (receivers that hang fill
+    // their own queues, not everybody's room); claims ahead share 2 × concurrency.
+    const room = Math.min(
+      this.options.concurrency - this.inFlight + Math.max(0, this.maxClaimed - this.options.concurrency - this.queuedCount),
+      this.maxHeld - this.held,
+    );
+    if (room <= 0 || this.stopping) return 0;
+    const perUrl = this.perUrl + this.prefetchPerUrl;
+    const busy = new Map<string, number>();
+    for (const url of [...this.inFlightByUrl.keys(), ...this.queued.keys()]) busy.set(url, this.claimedOf(url));
+    const leasedAt = performance.now();
+    // The earliest due rows, the URLs already at their limit left out (so a stuck URL's
+    // backlog does not hide the others'), then at most what each URL has left. A URL
+    // being refilled is below its limit, and its own backlog may fill the rows looked
+    // at: at least every poll interval, a claim leaves out every URL already in hand
+    // and looks past their backlogs for the others' webhooks.
+    const wide = leasedAt - this.lastWideClaim >= (this.options.pollIntervalMs ?? 100);
+    if (wide) this.lastWideClaim = leasedAt;
+    const excluded = wide ? [...busy.keys()] : [...busy].filter(([, n]) => n >= perUrl).map(([url]) => url);
+    const claimed = await this.pool.query<ClaimedRow>(
+      preparedStatement(
+        `WITH candidates AS (
+           SELECT id, url, next_attempt_at, row_number() OVER (PARTITION BY url ORDER BY next_attempt_at, seq) AS nth
+           FROM (SELECT id, url, next_attempt_at, seq FROM webhook_deliveries
+                 WHERE status = 'pending' AND next_attempt_at <= $1 AND (leased_until IS NULL OR leased_until < clock_timestamp())
+                   AND NOT (url = ANY($4::text[]))
+                   -- A lease lost in a database crash is only claimed again: its commit need not wait for the disk.
+                   AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
+                 ORDER BY next_attempt_at LIMIT $6) AS earliest),
+         due AS (
+           SELECT d.id FROM webhook_deliveries d
+           JOIN candidates c ON c.id = d.id
+           LEFT JOIN unnest($7::text[], $8::int[]) AS busy(url, n) ON busy.url = c.url
+           WHERE c.nth + coalesce(busy.n, 0) <= $5
+             AND d.status = 'pending' AND (d.leased_until IS NULL OR d.leased_until < clock_timestamp())
+           ORDER BY c.next_attempt_at LIMIT $2 FOR UPDATE OF d SKIP LOCKED)
+         UPDATE webhook_deliveries d SET leased_until = clock_timestamp() + make_interval(secs => $3), lease_token = gen_random_uuid()
+         FROM due WHERE d.id = due.id
+         RETURNING d.id, d.event_type, d.project_id, d.url, d.body, d.is_test, d.lease_token,
+                   (SELECT p.webhook_secret FROM projects p WHERE p.id = d.project_id) AS webhook_secret`,
+        [
+          this.clock.now(),
+          room,
+          this.leaseMs / 1000,
+          excluded,
+          perUrl,
+          // How far past the earliest due row the claim looks: room for every slot, and for one URL's whole allowance.
+          room + perUrl,
+          [...busy.keys()],
+          [...busy.values()],
+        ],
+      ),
+    );
+    const deliveries: ClaimedDelivery[] = claimed.rows.map((row) => ({ ...row, leasedAt, fresh: true }));
+    for (const d of deliveries) this.enqueue(d);
+    this.held += deliveries.length;
+    this.startQueued();
+    for (const d of deliveries) d.fresh = false;
+    // The URLs this claim left out that want a refill: the next round at once.
+    if (wide && [...busy.keys()].some((url) => this.claimedOf(url) <= this.refillAt)) this.wanted = true;
+    return deliveries.length;
+  }
+
+  private enqueue(d: ClaimedDelivery, first = false): void {
+    const list = this.queued.get(d.url);
+    if (!list) this.queued.set(d.url, [d]);
+    else if (first) list.unshift(d);
+    else list.push(d);
+    this.queuedCount++;
+  }
+
+  /** Starts queued deliveries while there are free slots (overall and for their URL). */
+  private startQueued(): void {
+    for (const [url, list] of this.queued) {
+      if (this.inFlight >= this.options.concurrency) return;
+      while (list.length > 0 && this.inFlight < this.options.concurrency && (this.inFlightByUrl.get(url) ?? 0) < this.perUrl) {
+        const d = list.shift()!;
+        this.queuedCount--;
+        // Its lease must still cover a whole attempt: renewed first when it waited too long.
+        if (!d.fresh && performance.now() - d.leasedAt > this.leaseMs - this.timeoutMs - LEASE_MARGIN_MS) {
+          this.stale.push(d);
+          void this.renewStale();
+          continue;
+        }
+        this.send(d);
+      }
+      if (list.length === 0) this.queued.delete(url);
+    }
+  }
+
+  /** Renews the leases of the deliveries that waited too long; those whose token was replaced meanwhile are dropped unsent. */
+  private renewStale(): Promise<void> {
+    if (!this.renewing && this.stale.length > 0) this.renewing = this.renew().finally(() => (this.renewing = null));
+    return this.renewing ?? Promise.resolve();
+  }
+
+  private async renew(): Promise<void> {
+    const stale = this.stale;
+    this.stale = [];
+    const leasedAt = performance.now();
+    let renewed: Set<string>;
+    try {
+      const r = await this.pool.query<{ id: string }>(
+        `UPDATE webhook_deliveries d SET leased_until = clock_timestamp() + make_interval(secs => $3)
+         FROM unnest($1::uuid[], $2::uuid[]) AS s(id, lease_token)
+         WHERE d.id = s.id AND d.lease_token = s.lease_token
+         RETURNING d.id`,
+        [stale.map((d) => d.id), stale.map((d) => d.lease_token), this.leaseMs / 1000],
       );
-      return outcome;
+      renewed = new Set(r.rows.map((row) => row.id));
+    } catch (error) {
+      // Not renewed: dropped unsent (the lease runs out and any dispatcher claims it again).
+      this.onError?.(error as Error);
+      renewed = new Set();
+    }
+    for (const d of stale.reverse()) {
+      if (renewed.has(d.id)) this.enqueue({ ...d, leasedAt, fresh: true }, true);
+      else this.held--;
+    }
+    this.startQueued();
+    for (const list of this.queued.values()) for (const d of list) d.fresh = false;
+    this.notify();
+    // Those that went stale meanwhile.
+    if (this.stale.length > 0) setImmediate(() => void this.renewStale());
+  }
+
+  /** Gives the deliveries claimed ahead back: their leases dropped, due at once for any dispatcher. */
+  private async release(): Promise<void> {
+    const unsent = [...[...this.queued.values()].flat(), ...this.stale];
+    this.queued.clear();
+    this.queuedCount = 0;
+    this.stale = [];
+    if (unsent.length === 0) return;
+    try {
+      await this.pool.query(
+        `UPDATE webhook_deliveries d SET leased_until = NULL, lease_token = NULL
+         FROM unnest($1::uuid[], $2::uuid[]) AS s(id, lease_token)
+         WHERE d.id = s.id AND d.lease_token = s.lease_token`,
+        [unsent.map((d) => d.id), unsent.map((d) => d.lease_token)],
+      );
+    } catch (error) {
+      this.onError?.(error as Error);
+    }
+    this.held -= unsent.length;
+    this.notify();
+  }
+
+  private secretOf(d: ClaimedDelivery): string | null {
+    if (d.webhook_secret === null) return null;
+    const key = `${d.project_id}\u0000${d.webhook_secret}`;
+    let secret = this.secrets.get(key);
+    if (secret === undefined) {
+      if (this.secrets.size >= 1000) this.secrets.clear();
+      secret = this.registry.openWebhookSecret(d.project_id, d.webhook_secret);
+      this.secrets.set(key, secret);
+    }
+    return secret;
+  }
+
+  /** One attempt: signed and posted; its outcome joins the next batch to record. */
+  private send(d: ClaimedDelivery): void {
+    this.inFlight++;
+    this.inFlightByUrl.set(d.url, (this.inFlightByUrl.get(d.url) ?? 0) + 1);
+    const at = this.clock.now();
+    let attempt: Promise<AttemptResult>;
+    try {
+      const secret = this.secretOf(d);
+      attempt =
+        secret === null
+          ? Promise.resolve({ statusCode: null, body: null, durationMs: 0, error: 'the project no longer exists' })
+          : this.client.post(d.url, d.body, {
+              'x-service-signature': webhookSignature(d.body, secret),
+              'x-service-timestamp': String(Math.floor(at.getTime() / 1000)),
+              'x-service-event': d.event_type,
+              'x-service-delivery-id': d.id,
+              'x-service-test': String(d.is_test),
+            });
+    } catch (error) {
+      attempt = Promise.reject(error as Error);
+    }
+    void attempt
+      .catch((error: Error): AttemptResult => ({ statusCode: null, body: null, durationMs: 0, error: error.message }))
+      .then((result) => {
+        this.inFlight--;
+        const left = (this.inFlightByUrl.get(d.url) ?? 1) - 1;
+        if (left > 0) this.inFlightByUrl.set(d.url, left);
+        else this.inFlightByUrl.delete(d.url);
+        this.finished.push({ delivery: d, at, endedAt: this.clock.now(), result });
+        this.scheduleRecord();
+        this.startQueued();
+        // A claim when this URL has room for a batch again, or everybody has (not at every
+        // answer: a claim while the URL is at its limit would only scan its backlog).
+        if (
+          this.claimedOf(d.url) === this.refillAt ||
+          this.inFlight === this.options.concurrency - 1 ||
+          this.inFlight + this.queuedCount === Math.floor(this.maxClaimed / 2)
+        )
+          this.wake();
+      });
+  }
+
+  /** Records soon: every attempt that finishes in this turn of the event loop joins the same batch. */
+  private scheduleRecord(): void {
+    if (this.recordScheduled || this.recording) return;
+    this.recordScheduled = true;
+    setImmediate(() => {
+      this.recordScheduled = false;
+      this.recordFinished();
+    });
+  }
+
+  /** Records the finished attempts in batches, one transaction at a time (those that finish meanwhile make the next batch). */
+  private recordFinished(): void {
+    if (this.recording || this.finished.length === 0) return;
+    const batch = this.finished.splice(0, this.options.recordBatch ?? 500);
+    this.recording = this.record(batch)
+      .then(
+        (outcomes) => outcomes.forEach((o) => this.options.onAttempt?.(o)),
+        (error: Error) => this.onError?.(error),
+      )
+      .finally(() => {
+        // Claims waited for these records: room again.
+        if (this.held >= this.maxHeld) this.wake();
+        this.held -= batch.length;
+        this.recording = null;
+        this.recordFinished();
+        this.notify();
+      });
+  }
+
+  /**
+   * Records a batch of attempts and, for each whose delivery still carries its
+   * claim's lease token, its outcome: delivered, the next attempt scheduled, or failed
+   * for good. The delivery rows are locked first (in id order, so two dispatchers'
+   * batches cannot deadlock), so the attempts of one delivery recorded at once are
+   * numbered one after the other and each lease is judged on the row as it is now.
+   * Answers each attempt's outcome, in the batch's order.
+   */
+  private async record(batch: readonly FinishedAttempt[]): Promise<WebhookAttemptOutcome[]> {
+    return inTransaction(this.pool, async (client) => {
+      const locked = await client.query<{ id: string; lease_token: string | null; attempts_made: number; schedule_base: number }>(
+        preparedStatement('SELECT id, lease_token, attempts_made, schedule_base FROM webhook_deliveries WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE', [
+          [...new Set(batch.map((f) => f.delivery.id))],
+        ]),
+      );
+      const rows = new Map(locked.rows.map((row) => [row.id, row]));
+      const outcomes: WebhookAttemptOutcome[] = [];
+      const decided: { id: string; attempt: number; status: string; next: Date | null }[] = [];
+      const kept: { f: FinishedAttempt; superseded: boolean }[] = [];
+      for (const f of batch) {
+        const row = rows.get(f.delivery.id);
+        const ours = row !== undefined && row.lease_token === f.delivery.lease_token;
+        let outcome: WebhookAttemptOutcome = 'superseded';
+        if (ours) {
+          const attempt = row.attempts_made + 1;
+          const { status, nextAttemptAt } = attemptOutcome(f.result.statusCode, attempt, row.schedule_base, f.endedAt);
+          decided.push({ id: row.id, attempt, status, next: nextAttemptAt });
+          outcome = status === 'pending' ? 'retry' : status;
+        }
+        outcomes.push(outcome);
+        // A delivery deleted meanwhile (retention) has no history to add to.
+        if (row) kept.push({ f, superseded: !ours });
+      }
+      // One statement: the outcomes of the attempts still holding their lease, and every attempt into the history.
+      await client.query(
+        preparedStatement(
+          `WITH decided AS (
+             UPDATE webhook_deliveries d SET attempts_made = o.attempt, status = o.status, next_attempt_at = o.next, leased_until = NULL, lease_token = NULL
+             FROM unnest($1::uuid[], $2::int[], $3::text[], $4::timestamptz[]) AS o(id, attempt, status, next)
+             WHERE d.id = o.id)
+           INSERT INTO webhook_attempts (delivery_id, attempt, at, status_code, body, duration_ms, error, superseded)
+           SELECT a.delivery_id,
+                  coalesce((SELECT max(h.attempt) FROM webhook_attempts h WHERE h.delivery_id = a.delivery_id), 0)
+                    + row_number() OVER (PARTITION BY a.delivery_id ORDER BY a.ord),
+                  a.at, a.status_code, a.body, a.duration_ms, a.error, a.superseded
+           FROM unnest($5::uuid[], $6::timestamptz[], $7::int[], $8::text[], $9::int[], $10::text[], $11::boolean[]) WITH ORDINALITY
+             AS a(delivery_id, at, status_code, body, duration_ms, error, superseded, ord)`,
+          [
+            decided.map((o) => o.id),
+            decided.map((o) => o.attempt),
+            decided.map((o) => o.status),
+            decided.map((o) => o.next),
+            kept.map(({ f }) => f.delivery.id),
+            kept.map(({ f }) => f.at),
+            kept.map(({ f }) => f.result.statusCode),
+            kept.map(({ f }) => (f.result.body === null ? null : stripUnstorable(f.result.body))),
+            kept.map(({ f }) => f.result.durationMs),
+            kept.map(({ f }) => f.result.error),
+            kept.map(({ superseded }) => superseded),
+          ],
+        ),
+      );
+      return outcomes;
     });
   }
 }

@@ -1,0 +1,349 @@
+/**
+ * Webhook delivery over pooled keep-alive connections, at real local receivers:
+ * connections are reused (counted at the receiver), at most `perUrlConcurrency`
+ * attempts are at one URL at once however many connections the pool holds (counted
+ * as concurrent requests at the receiver), and the address guard holds with pooling:
+ * an attempt to a host name that now resolves to a refused address is refused even
+ * though a connection opened when the name resolved to an allowed one is still in the
+ * pool, and a new connection is only made to an address checked by the lookup that
+ * connection uses.
+ *
+ * The guard's own rules (which addresses are refused) are tested in
+ * webhook-address.spec.ts and, end to end, in webhooks.spec.ts. Here the receivers
+ * are on loopback, so the guard tests give the client a rule of their own:
+ * 127.0.0.1 stands for an allowed (public) address and 127.0.0.2 for a refused one,
+ * and a resolver the test answers stands for DNS.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { SystemClock } from '#platform/clock';
+import { fixedKeys, SecretBox } from '#platform/secrets';
+import { Registry, WEBHOOK_EVENTS } from '#payments/merchants';
+import { ResolveAll, WebhookDispatcher, WebhookHttpClient } from '#payments/webhooks';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+
+/** A receiver that counts connections, requests, and requests being answered at once; answers 200 after `delayMs` (never when negative). */
+interface CountingReceiver {
+  readonly url: string;
+  readonly port: number;
+  connections: number;
+  requests: number;
+  inFlight: number;
+  maxInFlight: number;
+  close(): Promise<void>;
+}
+
+async function countingReceiver(host = '127.0.0.1', delayMs = 0, port = 0): Promise<CountingReceiver> {
+  const receiver = { url: '', port: 0, connections: 0, requests: 0, inFlight: 0, maxInFlight: 0, close: async () => undefined } as CountingReceiver;
+  const server = http.createServer((req, res) => {
+    receiver.requests++;
+    receiver.inFlight++;
+    receiver.maxInFlight = Math.max(receiver.maxInFlight, receiver.inFlight);
+    req.resume();
+    req.on('end', () => {
+      if (delayMs < 0) return;
+      setTimeout(() => {
+        receiver.inFlight--;
+        res.writeHead(200).end('ok');
+      }, delayMs);
+    });
+  });
+  server.on('connection', () => receiver.connections++);
+  await new Promise<void>((resolve) => server.listen(port, host, resolve));
+  const address = server.address() as AddressInfo;
+  Object.assign(receiver, {
+    url: `http://${host}:${address.port}/hooks`,
+    port: address.port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  });
+  return receiver;
+}
+
+describe('the webhook dispatcher over keep-alive connections (real PostgreSQL, real receivers)', () => {
+  let db: TestDatabase;
+  let registry: Registry;
+  let projectId: string;
+  const clock = new SystemClock();
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    registry = new Registry(db.pool, new SecretBox(fixedKeys([randomBytes(32)])));
+    const account = await registry.createAccount('Магазин', 'shop@example.com', clock.now());
+    const { project } = await registry.createProject(
+      account.id,
+      {
+        name: 'Магазин',
+        status: 'active',
+        webhookUrl: 'https://shop.example/hooks',
+        webhookEvents: [...WEBHOOK_EVENTS],
+        usdtEnabled: false,
+        holdHours: 0,
+        methodOverrides: {},
+        customerFeeShare: 100,
+      },
+      clock.now(),
+    );
+    projectId = project.id;
+  });
+  afterAll(async () => {
+    await db.drop();
+  });
+
+  async function enqueue(url: string, count: number): Promise<void> {
+    await db.pool.query(
+      `INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
+       SELECT gen_random_uuid(), gen_random_uuid(), 'invoice.paid', $1, $2, '{"type":"invoice.paid"}', true, 'pending', now(), now() FROM generate_series(1, $3)`,
+      [projectId, url, count],
+    );
+  }
+
+  const delivered = async (url: string): Promise<number> =>
+    Number((await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM webhook_deliveries WHERE url = $1 AND status = 'delivered'`, [url])).rows[0]!.n);
+
+  async function deliverAll(dispatcher: WebhookDispatcher, urls: readonly string[], total: number): Promise<void> {
+    dispatcher.start();
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      let done = 0;
+      for (const url of urls) done += await delivered(url);
+      if (done === total) break;
+      if (Date.now() > deadline) throw new Error(`${done} of ${total} delivered: not in time`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await dispatcher.stop();
+  }
+
+  it('reuses its connections: 300 deliveries to one receiver over a handful of connections', async () => {
+    const receiver = await countingReceiver();
+    try {
+      await enqueue(receiver.url, 300);
+      const dispatcher = new WebhookDispatcher(db.pool, registry, clock, { concurrency: 32, perUrlConcurrency: 8, allowPrivateNetworks: true });
+      await deliverAll(dispatcher, [receiver.url], 300);
+      expect(receiver.requests).toBe(300);
+      // Without keep-alive each attempt opened its own connection (300).
+      expect(receiver.connections).toBeGreaterThan(0);
+      // At most one per attempt in flight to the URL.
+      expect(receiver.connections).toBeLessThanOrEqual(8);
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it('a busy URL’s backlog does not hold back another URL’s webhooks due after it', async () => {
+    const busy = await countingReceiver('127.0.0.1', 2);
+    const other = await countingReceiver();
+    try {
+      await enqueue(busy.url, 3000);
+      const dispatcher = new WebhookDispatcher(db.pool, registry, clock, { concurrency: 32, perUrlConcurrency: 8, allowPrivateNetworks: true });
+      dispatcher.start();
+      try {
+        const deadline = Date.now() + 30_000;
+        while (busy.requests < 100) {
+          if (Date.now() > deadline) throw new Error('the busy URL did not get going');
+          await new Promise((r) => setTimeout(r, 10));
+        }
+        // Due after all of the busy URL's 3,000.
+        await enqueue(other.url, 5);
+        while ((await delivered(other.url)) < 5) {
+          if (Date.now() > deadline) throw new Error('the other URL was not delivered');
+          await new Promise((r) => setTimeout(r, 10));
+        }
+        // Delivered while most of the busy URL's backlog was still waiting (8 at a time, 2 ms each: at most 4,000/s).
+        expect(busy.requests).toBeLessThan(2000);
+      } finally {
+        await dispatcher.stop();
+      }
+    } finally {
+      await busy.close();
+      await other.close();
+      // The rest of the backlog would only meet a closed receiver in the next tests.
+      await db.pool.query('DELETE FROM webhook_attempts a USING webhook_deliveries d WHERE d.id = a.delivery_id AND d.url = $1', [busy.url]);
+      await db.pool.query('DELETE FROM webhook_deliveries WHERE url = $1', [busy.url]);
+    }
+  });
+
+  it('holds the per-URL cap with pooling: at most 8 requests at once at each receiver, both used in parallel', async () => {
+    const slowA = await countingReceiver('127.0.0.1', 30);
+    const slowB = await countingReceiver('127.0.0.1', 30);
+    try {
+      await enqueue(slowA.url, 60);
+      await enqueue(slowB.url, 60);
+      const dispatcher = new WebhookDispatcher(db.pool, registry, clock, { concurrency: 32, perUrlConcurrency: 8, allowPrivateNetworks: true });
+      await deliverAll(dispatcher, [slowA.url, slowB.url], 120);
+      expect([slowA.requests, slowB.requests]).toEqual([60, 60]);
+      // Each receiver saw the cap reached and never passed.
+      expect([slowA.maxInFlight, slowB.maxInFlight]).toEqual([8, 8]);
+    } finally {
+      await slowA.close();
+      await slowB.close();
+    }
+  });
+});
+
+describe('receivers that hang, with deliveries claimed ahead', () => {
+  let db: TestDatabase;
+  let registry: Registry;
+  let projectId: string;
+  const clock = new SystemClock();
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    registry = new Registry(db.pool, new SecretBox(fixedKeys([randomBytes(32)])));
+    const account = await registry.createAccount('Магазин', 'shop@example.com', clock.now());
+    const { project } = await registry.createProject(
+      account.id,
+      {
+        name: 'Магазин',
+        status: 'active',
+        webhookUrl: 'https://shop.example/hooks',
+        webhookEvents: [...WEBHOOK_EVENTS],
+        usdtEnabled: false,
+        holdHours: 0,
+        methodOverrides: {},
+        customerFeeShare: 100,
+      },
+      clock.now(),
+    );
+    projectId = project.id;
+  });
+  afterAll(async () => {
+    await db.drop();
+  });
+
+  it('three receivers that never answer hold 8 slots each; another URL’s webhooks still go out, and nothing hanging is recorded as answered', async () => {
+    const hanging = await Promise.all([1, 2, 3].map(() => countingReceiver('127.0.0.1', -1)));
+    const healthy = await countingReceiver();
+    const enqueue = (url: string, count: number) =>
+      db.pool.query(
+        `INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
+         SELECT gen_random_uuid(), gen_random_uuid(), 'invoice.paid', $1, $2, '{}', true, 'pending', now(), now() FROM generate_series(1, $3)`,
+        [projectId, url, count],
+      );
+    for (const r of hanging) await enqueue(r.url, 100);
+    const dispatcher = new WebhookDispatcher(db.pool, registry, clock, {
+      concurrency: 32,
+      perUrlConcurrency: 8,
+      allowPrivateNetworks: true,
+      timeoutMs: 60_000,
+    });
+    try {
+      dispatcher.start();
+      const deadline = Date.now() + 15_000;
+      while (hanging.some((r) => r.requests < 8)) {
+        if (Date.now() > deadline) throw new Error('the hanging receivers did not get their 8 attempts');
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      // Only now the other URL's deliveries become due.
+      await enqueue(healthy.url, 20);
+      while (healthy.requests < 20) {
+        if (Date.now() > deadline) throw new Error(`${healthy.requests} of 20 healthy deliveries sent`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      expect(hanging.map((r) => [r.requests, r.maxInFlight])).toEqual([
+        [8, 8],
+        [8, 8],
+        [8, 8],
+      ]);
+    } finally {
+      // The hanging attempts fail when their receivers go away; then the dispatcher can stop.
+      for (const r of hanging) await r.close();
+      await dispatcher.stop();
+      await healthy.close();
+    }
+    const answered = await db.pool.query<{ n: string }>(
+      `SELECT count(*) AS n FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.url = ANY($1) AND a.status_code IS NOT NULL`,
+      [hanging.map((r) => r.url)],
+    );
+    expect(answered.rows[0]!.n).toBe('0');
+  });
+});
+
+describe('the address guard with pooled connections (a rule and a resolver of the test)', () => {
+  let allowed: CountingReceiver;
+  let refused: CountingReceiver;
+  /** What the test's DNS answers for shop.test. */
+  let answer: string[] = [];
+  let lookups = 0;
+  const resolveAll: ResolveAll = (hostname, callback) => {
+    lookups++;
+    if (hostname !== 'shop.test') return callback(Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' }), []);
+    const next = answer.length > 1 ? answer.shift()! : answer[0]!;
+    callback(null, [{ address: next, family: 4 }]);
+  };
+  const rule = (address: string) => (address === '127.0.0.1' ? null : `${address} is not a globally routable address (test rule)`);
+
+  beforeAll(async () => {
+    allowed = await countingReceiver('127.0.0.1');
+    // The same port on another loopback address: where the name leads once it resolves there.
+    refused = await countingReceiver('127.0.0.2', 0, allowed.port);
+  });
+  afterAll(async () => {
+    await allowed.close();
+    await refused.close();
+  });
+
+  const url = () => `http://shop.test:${allowed.port}/hooks`;
+  const post = (client: WebhookHttpClient) => client.post(url(), JSON.stringify({ id: randomUUID() }), { 'x-service-event': 'invoice.paid' });
+
+  it('a name that now resolves to a refused address gets nothing, though a connection opened to its allowed address is still pooled; back to the allowed address, that connection is reused', async () => {
+    const client = new WebhookHttpClient({ allowPrivateNetworks: false, resolveAll, addressRefusal: rule });
+    try {
+      answer = ['127.0.0.1'];
+      expect(await post(client)).toMatchObject({ statusCode: 200, body: 'ok', error: null });
+      expect(await post(client)).toMatchObject({ statusCode: 200 });
+      expect([allowed.requests, allowed.connections, client.connectionsOpened]).toEqual([2, 1, 1]);
+
+      answer = ['127.0.0.2'];
+      const refusedAttempt = await post(client);
+      expect(refusedAttempt).toMatchObject({ statusCode: null, body: null });
+      expect(refusedAttempt.error).toMatch(/^refused: shop\.test resolves to 127\.0\.0\.2 is not a globally routable address/);
+      // Not sent over the pooled connection, nor anywhere else.
+      expect([allowed.requests, refused.requests, refused.connections]).toEqual([2, 0, 0]);
+
+      answer = ['127.0.0.1'];
+      expect(await post(client)).toMatchObject({ statusCode: 200 });
+      expect([allowed.requests, allowed.connections, client.connectionsOpened]).toEqual([3, 1, 1]);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('a new connection is made only to an address its own lookup checked: a name that answers an allowed address to the attempt’s check and a refused one to the connection gets nothing', async () => {
+    const client = new WebhookHttpClient({ allowPrivateNetworks: false, resolveAll, addressRefusal: rule });
+    try {
+      const before = { requests: refused.requests, connections: refused.connections };
+      lookups = 0;
+      // The first lookup (the attempt's check) answers 127.0.0.1, the next (the connection's) 127.0.0.2.
+      answer = ['127.0.0.1', '127.0.0.2'];
+      const attempt = await post(client);
+      expect(lookups).toBe(2);
+      expect(attempt).toMatchObject({ statusCode: null, body: null });
+      expect(attempt.error).toMatch(/refused: shop\.test resolves to 127\.0\.0\.2/);
+      expect({ requests: refused.requests, connections: refused.connections }).toEqual(before);
+      expect(client.connectionsOpened).toBe(0);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('an IP literal is checked before connecting; with WEBHOOK_ALLOW_PRIVATE_NETWORKS nothing is refused', async () => {
+    const guarded = new WebhookHttpClient({ allowPrivateNetworks: false, resolveAll, addressRefusal: rule });
+    const open = new WebhookHttpClient({ allowPrivateNetworks: true, resolveAll });
+    try {
+      const before = refused.connections;
+      const attempt = await guarded.post(`http://127.0.0.2:${allowed.port}/hooks`, '{}', {});
+      expect(attempt).toMatchObject({ statusCode: null, body: null, error: expect.stringMatching(/^refused: 127\.0\.0\.2 is not/) });
+      expect(refused.connections).toBe(before);
+      expect(await open.post(`http://127.0.0.2:${allowed.port}/hooks`, '{}', {})).toMatchObject({ statusCode: 200 });
+      expect(refused.connections).toBe(before + 1);
+    } finally {
+      await guarded.close();
+      await open.close();
+    }
+  });
+});
