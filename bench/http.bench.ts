@@ -23,7 +23,10 @@ import { fixed, integer, Table } from './table';
  * second process.
  *
  * BENCH_HTTP_CPU_PROF=<dir> starts the gateway (or the API) with `--cpu-prof
- * --cpu-prof-dir=<dir>` (the profile is written when it stops).
+ * --cpu-prof-dir=<dir>/<topology>` (the profile is written when it stops; summarise it
+ * with `node dist/bench/cpu-profile-summary.js <file>`); BENCH_HTTP_KINDS=POST measures
+ * only the POST rounds; BENCH_HTTP_NODE_ARGS adds Node options to the gateway's processes
+ * (e.g. `-r ./counter.js` to count statements).
  */
 export const httpBench: BenchSection = {
   name: 'http',
@@ -62,7 +65,14 @@ interface ChildServer {
   stop(): Promise<number | string>;
 }
 
-async function startServer(name: string, script: string, env: Record<string, string>, nodeArgs: readonly string[] = []): Promise<ChildServer> {
+/** Starts a child; it is ready when its output matches `ready` (a server: its address, the first group). */
+async function startServer(
+  name: string,
+  script: string,
+  env: Record<string, string>,
+  nodeArgs: readonly string[] = [],
+  ready: RegExp = /listening on (http:\/\/127\.0\.0\.1:\d+)/,
+): Promise<ChildServer> {
   const root = repoRoot();
   const child = spawn(process.execPath, [...nodeArgs, path.join(root, script)], {
     cwd: root,
@@ -103,12 +113,12 @@ async function startServer(name: string, script: string, env: Record<string, str
 
   try {
     const url = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`${name} did not print its address within 60 s; output:\n${text}`)), 60_000);
+      const timer = setTimeout(() => reject(new Error(`${name} was not ready within 60 s; output:\n${text}`)), 60_000);
       wake = () => {
-        const match = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(text);
+        const match = ready.exec(text);
         if (match) {
           clearTimeout(timer);
-          resolve(match[1]!);
+          resolve(match[1] ?? '');
         } else if (exitedWith !== null) {
           clearTimeout(timer);
           reject(new Error(`${name} exited (${exitedWith}) before listening; output:\n${text}`));
@@ -201,6 +211,8 @@ interface Round {
   readonly answers: number;
   readonly statusCodes: ReadonlyMap<number, number>;
   readonly errors: number;
+  /** Database transactions (each statement outside BEGIN..COMMIT is one) per answer, over the whole database. */
+  readonly transactionsPerAnswer: number;
 }
 
 function cannon(
@@ -217,8 +229,16 @@ function cannon(
   });
 }
 
-async function measureRound(target: Target, settings: Settings): Promise<Round> {
+/** Committed and rolled-back transactions of the database so far (pg_stat_database; its statistics lag by up to a second). */
+async function transactionsSoFar(db: Client): Promise<number> {
+  await db.query('SELECT pg_stat_force_next_flush()');
+  const { rows } = await db.query<{ n: string }>('SELECT (xact_commit + xact_rollback)::text AS n FROM pg_stat_database WHERE datname = current_database()');
+  return Number(rows[0]!.n);
+}
+
+async function measureRound(target: Target, settings: Settings, db: Client): Promise<Round> {
   await target.settle();
+  const transactionsBefore = await transactionsSoFar(db);
   const latencies: number[] = [];
   const statusCodes = new Map<number, number>();
   let answers = 0;
@@ -228,8 +248,19 @@ async function measureRound(target: Target, settings: Settings): Promise<Round> 
     if (statusCode >= 200 && statusCode < 300) latencies.push(responseTime);
   });
   const [p50, p99] = percentiles(latencies, [50, 99]);
+  // Until the projections have applied what the round wrote: their work is part of a request's cost.
+  await target.settle();
+  const transactions = (await transactionsSoFar(db)) - transactionsBefore;
   // result.duration is the run's real length (autocannon stops on its first 1 s sample after `duration`).
-  return { perSecond: latencies.length / (result.duration || settings.roundSeconds), p50: p50!, p99: p99!, answers, statusCodes, errors: result.errors };
+  return {
+    perSecond: latencies.length / (result.duration || settings.roundSeconds),
+    p50: p50!,
+    p99: p99!,
+    answers,
+    statusCodes,
+    errors: result.errors,
+    transactionsPerAnswer: answers > 0 ? transactions / answers : 0,
+  };
 }
 
 const median = (values: readonly number[]): number => {
@@ -285,6 +316,9 @@ interface TopologyResult {
   readonly baseline: readonly Round[];
 }
 
+/** BENCH_HTTP_KINDS=POST (or GET) measures one route only (for a CPU profile of one load). */
+const KINDS = (['POST', 'GET'] as const).filter((k) => (process.env.BENCH_HTTP_KINDS ?? 'POST,GET').split(',').includes(k));
+
 const TOPOLOGIES = [
   { name: 'npm start (one process)', scripts: [['gateway', 'dist/apps/gateway/src/main.js']] },
   {
@@ -331,7 +365,11 @@ async function runOn(context: BenchContext): Promise<Table[]> {
               script,
               // The default limits (60 requests/s per key, 3 s poll interval): not lifted.
               { PORT: '0', DATABASE_URL: context.databaseUrl, ADMIN_TOKEN: adminToken, LOG_LEVEL: 'warn' },
-              profiled ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(profileDir, topology.name.replace(/\W+/g, '-'))}`] : [],
+              [
+                ...(profiled ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(profileDir, topology.name.replace(/\W+/g, '-'))}`] : []),
+                ...(process.env.BENCH_HTTP_NODE_ARGS ?? '').split(' ').filter(Boolean),
+              ],
+              name === 'projector' ? /running (\d+) projections/ : undefined,
             ),
           );
         }
@@ -362,7 +400,7 @@ async function runOn(context: BenchContext): Promise<Table[]> {
           await db.query('CHECKPOINT').catch(() => undefined);
         };
         const targets = requestTargets(api.baseUrl, baselineUrl, merchants, baselineIds, settleGateway, settleBaseline);
-        for (const kind of ['POST', 'GET'] as const) {
+        for (const kind of KINDS) {
           const gw = targets.find((t) => t.server === 'gateway' && t.kind === kind)!;
           const base = targets.find((t) => t.server === 'baseline' && t.kind === kind)!;
           context.progress(`http: ${topology.name}: ${kind}, warm-up ${settings.warmupSeconds} s each`);
@@ -374,8 +412,8 @@ async function runOn(context: BenchContext): Promise<Table[]> {
             context.progress(
               `http: ${topology.name}: ${kind} round ${round}/${settings.rounds}, ${settings.roundSeconds} s gateway then ${settings.roundSeconds} s bare`,
             );
-            result.gateway.push(await measureRound(gw, settings));
-            result.baseline.push(await measureRound(base, settings));
+            result.gateway.push(await measureRound(gw, settings, db));
+            result.baseline.push(await measureRound(base, settings, db));
             alive();
           }
           results.push(result);
@@ -554,6 +592,8 @@ function tables(results: readonly TopologyResult[], settings: Settings, notes: r
       ms(median(r.baseline.map((b) => b.p50))),
       ratio(median(ratios)),
       ratios.map(ratio).join(' '),
+      fixed(1)(median(r.gateway.map((g) => g.transactionsPerAnswer))),
+      fixed(1)(median(r.baseline.map((b) => b.transactionsPerAnswer))),
       codes(r.gateway),
     ];
   });
@@ -576,12 +616,14 @@ function tables(results: readonly TopologyResult[], settings: Settings, notes: r
     `  ${settings.merchants} merchants (the default 60 requests/s per key and 3 s poll mark on); POST: keys in turn, distinct orderIds;`,
     `  GET: ${settings.merchants * settings.invoicesPerMerchant} invoices in turn, each with its owner's key. Bare: Fastify + pg Pool(20), one INSERT or one SELECT by key.`,
     '  Before each gateway round: every projection at the head of the log, then a CHECKPOINT.',
+    '  db tx/req: transactions of the database (pg_stat_database; a statement outside BEGIN..COMMIT is one) per answer,',
+    "  counted until the gateway's projections have applied the round's events.",
     ...notes.map((n) => `  ! ${n}`),
   ];
   return [
     {
       title: 'HTTP request path: the gateway against a bare service (autocannon on 127.0.0.1)',
-      headers: ['topology', 'route', 'gw req/s', 'gw p50 ms', 'gw p99 ms', 'bare req/s', 'bare p50 ms', 'gw/bare', 'per round', 'gw status codes'],
+      headers: ['topology', 'route', 'gw req/s', 'gw p50 ms', 'gw p99 ms', 'bare req/s', 'bare p50 ms', 'gw/bare', 'per round', 'gw db tx/req', 'bare db tx/req', 'gw status codes'],
       rows,
       summary,
     },
