@@ -10,36 +10,42 @@ import { percentiles, sleep } from './stats';
 import { fixed, integer, Table } from './table';
 
 /**
- * HTTP throughput with autocannon on 127.0.0.1:
- *   1. POST /v1/invoices on the real gateway (the compiled `npm start` process:
- *      API, projector and workers), each request a distinct orderId;
- *   2. GET /v1/invoices/{id}, cycling over invoices created beforehand;
- *   3. the same against a baseline: a bare Fastify app with a pg Pool doing one
- *      INSERT or one SELECT by primary key per request (bench/baseline-server.ts).
- * Both servers run as child processes; autocannon runs in this process.
+ * The request path against a bare service, as issue 15 states it: the gateway with its
+ * default limits (60 requests/s per key, the 3 s poll mark of GET /v1/invoices/{id}
+ * on), 200 merchants so that the per-key limit is not what is measured, 32 connections;
+ * the gateway and the bare service (bench/baseline-server.ts: Fastify + pg doing one
+ * INSERT or one SELECT by key per request, in its own process) alternate in five rounds
+ * of 5 s, and the figure is the median of the per-round ratios. Only 2xx answers count
+ * as throughput; p50/p99 are of the 2xx answers.
  *
- * BENCH_HTTP_CPU_PROF=<dir> starts the gateway with `--cpu-prof --cpu-prof-dir=<dir>`
- * (the profile is written when it stops).
+ * Two topologies, one after the other on the same database: `npm start` (API,
+ * projector and workers in one process) and `start:api` with `start:projector` in a
+ * second process.
+ *
+ * BENCH_HTTP_CPU_PROF=<dir> starts the gateway (or the API) with `--cpu-prof
+ * --cpu-prof-dir=<dir>/<topology>` (the profile is written when it stops; summarise it
+ * with `node dist/bench/cpu-profile-summary.js <file>`); BENCH_HTTP_KINDS=POST measures
+ * only the POST rounds; BENCH_HTTP_NODE_ARGS adds Node options to the gateway's processes
+ * (e.g. `-r ./counter.js` to count statements).
  */
 export const httpBench: BenchSection = {
   name: 'http',
-  description: 'HTTP req/s and latency (autocannon): POST/GET /v1/invoices on the gateway vs a bare Fastify+pg baseline',
+  description: 'HTTP req/s (autocannon): POST/GET /v1/invoices on the gateway vs a bare Fastify+pg service, alternating rounds, median ratios',
   run,
 };
 
 interface Settings {
-  readonly connections: readonly number[];
+  readonly connections: number;
+  readonly rounds: number;
+  readonly roundSeconds: number;
   readonly warmupSeconds: number;
-  readonly durationSeconds: number;
-  /** Invoices (and baseline rows) created before the GET measurements. */
-  readonly seedCount: number;
+  readonly merchants: number;
+  /** Invoices created per merchant before the GET rounds (the poll mark allows one GET of an invoice per 3 s). */
+  readonly invoicesPerMerchant: number;
 }
 
-const FULL: Settings = { connections: [16, 64], warmupSeconds: 2, durationSeconds: 10, seedCount: 1_000 };
-const QUICK: Settings = { ...FULL, connections: [16], durationSeconds: 3 };
-
-const TITLE = 'HTTP throughput (autocannon on 127.0.0.1)';
-const HEADERS = ['route', 'server', 'conns', 'requests', 'req/s', 'p50 ms', 'p99 ms', 'errors', 'non-2xx', 'gw/base', 'status codes'];
+const FULL: Settings = { connections: 32, rounds: 5, roundSeconds: 5, warmupSeconds: 2, merchants: 200, invoicesPerMerchant: 60 };
+const QUICK: Settings = { connections: 32, rounds: 2, roundSeconds: 2, warmupSeconds: 1, merchants: 20, invoicesPerMerchant: 20 };
 
 /** Every POST body carries a distinct orderId: bench-<counter>, one counter for the whole run. */
 let orderCounter = 0;
@@ -59,7 +65,14 @@ interface ChildServer {
   stop(): Promise<number | string>;
 }
 
-async function startServer(name: string, script: string, env: Record<string, string>, nodeArgs: readonly string[] = []): Promise<ChildServer> {
+/** Starts a child; it is ready when its output matches `ready` (a server: its address, the first group). */
+async function startServer(
+  name: string,
+  script: string,
+  env: Record<string, string>,
+  nodeArgs: readonly string[] = [],
+  ready: RegExp = /listening on (http:\/\/127\.0\.0\.1:\d+)/,
+): Promise<ChildServer> {
   const root = repoRoot();
   const child = spawn(process.execPath, [...nodeArgs, path.join(root, script)], {
     cwd: root,
@@ -100,12 +113,12 @@ async function startServer(name: string, script: string, env: Record<string, str
 
   try {
     const url = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`${name} did not print its address within 60 s; output:\n${text}`)), 60_000);
+      const timer = setTimeout(() => reject(new Error(`${name} was not ready within 60 s; output:\n${text}`)), 60_000);
       wake = () => {
-        const match = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(text);
+        const match = ready.exec(text);
         if (match) {
           clearTimeout(timer);
-          resolve(match[1]!);
+          resolve(match[1] ?? '');
         } else if (exitedWith !== null) {
           clearTimeout(timer);
           reject(new Error(`${name} exited (${exitedWith}) before listening; output:\n${text}`));
@@ -179,31 +192,27 @@ async function seed(count: number, concurrency: number, create: () => Promise<st
 // ---------------------------------------------------------------------------
 // Measurements
 
+type Kind = 'POST' | 'GET';
+
 interface Target {
-  readonly route: string;
   readonly server: 'gateway' | 'baseline';
-  readonly kind: 'POST' | 'GET';
+  readonly kind: Kind;
   readonly baseUrl: string;
   readonly request: autocannon.Request;
-  /** The status every response must have. */
-  readonly expectedStatus: number;
   /** Waits until the server is quiet before a measurement (the gateway: projections caught up). */
   settle(): Promise<void>;
 }
 
-interface Measurement {
-  readonly target: Target;
-  readonly connections: number;
-  readonly requests: number;
+interface Round {
+  /** 2xx answers per second. */
   readonly perSecond: number;
   readonly p50: number;
   readonly p99: number;
-  readonly errors: number;
-  readonly timeouts: number;
-  readonly non2xx: number;
+  readonly answers: number;
   readonly statusCodes: ReadonlyMap<number, number>;
-  /** Connection errors by code (ECONNREFUSED, ...) or message. */
-  readonly errorKinds: ReadonlyMap<string, number>;
+  readonly errors: number;
+  /** Database transactions (each statement outside BEGIN..COMMIT is one) per answer, over the whole database. */
+  readonly transactionsPerAnswer: number;
 }
 
 function cannon(
@@ -211,61 +220,54 @@ function cannon(
   connections: number,
   seconds: number,
   onResponse?: (statusCode: number, responseTime: number) => void,
-  onError?: (error: unknown) => void,
 ): Promise<autocannon.Result> {
   return new Promise((resolve, reject) => {
-    const instance = autocannon(
-      {
-        url: target.baseUrl,
-        connections,
-        duration: seconds,
-        requests: [target.request],
-      },
-      (error: unknown, result) => (error ? reject(error instanceof Error ? error : new Error(String(error))) : resolve(result)),
+    const instance = autocannon({ url: target.baseUrl, connections, duration: seconds, requests: [target.request] }, (error: unknown, result) =>
+      error ? reject(error instanceof Error ? error : new Error(String(error))) : resolve(result),
     );
     if (onResponse) instance.on('response', (_client, statusCode, _bytes, responseTime) => onResponse(statusCode, responseTime));
-    if (onError) instance.on('reqError', onError);
   });
 }
 
-async function measure(target: Target, connections: number, settings: Settings): Promise<Measurement> {
+/** Committed and rolled-back transactions of the database so far (pg_stat_database; its statistics lag by up to a second). */
+async function transactionsSoFar(db: Client): Promise<number> {
+  await db.query('SELECT pg_stat_force_next_flush()');
+  const { rows } = await db.query<{ n: string }>('SELECT (xact_commit + xact_rollback)::text AS n FROM pg_stat_database WHERE datname = current_database()');
+  return Number(rows[0]!.n);
+}
+
+async function measureRound(target: Target, settings: Settings, db: Client): Promise<Round> {
   await target.settle();
-  await cannon(target, connections, settings.warmupSeconds);
-  await target.settle();
+  const transactionsBefore = await transactionsSoFar(db);
   const latencies: number[] = [];
   const statusCodes = new Map<number, number>();
-  const errorKinds = new Map<string, number>();
-  const result = await cannon(
-    target,
-    connections,
-    settings.durationSeconds,
-    (statusCode, responseTime) => {
-      latencies.push(responseTime);
-      statusCodes.set(statusCode, (statusCodes.get(statusCode) ?? 0) + 1);
-    },
-    (error) => {
-      const kind = String((error as { code?: unknown })?.code ?? (error as Error)?.message ?? error);
-      errorKinds.set(kind, (errorKinds.get(kind) ?? 0) + 1);
-    },
-  );
+  let answers = 0;
+  const result = await cannon(target, settings.connections, settings.roundSeconds, (statusCode, responseTime) => {
+    answers++;
+    statusCodes.set(statusCode, (statusCodes.get(statusCode) ?? 0) + 1);
+    if (statusCode >= 200 && statusCode < 300) latencies.push(responseTime);
+  });
   const [p50, p99] = percentiles(latencies, [50, 99]);
-  const requests = latencies.length;
+  // Until the projections have applied what the round wrote: their work is part of a request's cost.
+  await target.settle();
+  const transactions = (await transactionsSoFar(db)) - transactionsBefore;
+  // result.duration is the run's real length (autocannon stops on its first 1 s sample after `duration`).
   return {
-    target,
-    connections,
-    requests,
-    // result.duration is the run's real length: autocannon stops on its first 1 s sample
-    // after `duration`, so a 10 s run lasts 10 or 11 s; the responses counted span the same.
-    perSecond: requests / (result.duration || settings.durationSeconds),
+    perSecond: latencies.length / (result.duration || settings.roundSeconds),
     p50: p50!,
     p99: p99!,
-    errors: result.errors,
-    timeouts: result.timeouts,
-    non2xx: result.non2xx,
+    answers,
     statusCodes,
-    errorKinds,
+    errors: result.errors,
+    transactionsPerAnswer: answers > 0 ? transactions / answers : 0,
   };
 }
+
+const median = (values: readonly number[]): number => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+};
 
 // ---------------------------------------------------------------------------
 
@@ -302,12 +304,38 @@ async function run(runContext: BenchContext): Promise<Table[]> {
   }
 }
 
+interface Merchant {
+  readonly authorization: string;
+  readonly invoiceIds: string[];
+}
+
+interface TopologyResult {
+  readonly topology: string;
+  readonly kind: Kind;
+  readonly gateway: readonly Round[];
+  readonly baseline: readonly Round[];
+}
+
+/** BENCH_HTTP_KINDS=POST (or GET) measures one route only (for a CPU profile of one load). */
+const KINDS = (['POST', 'GET'] as const).filter((k) => (process.env.BENCH_HTTP_KINDS ?? 'POST,GET').split(',').includes(k));
+
+const TOPOLOGIES = [
+  { name: 'npm start (one process)', scripts: [['gateway', 'dist/apps/gateway/src/main.js']] },
+  {
+    name: 'start:api + start:projector',
+    scripts: [
+      ['api', 'dist/apps/api/src/main.js'],
+      ['projector', 'dist/apps/projector/src/main.js'],
+    ],
+  },
+] as const;
+
 async function runOn(context: BenchContext): Promise<Table[]> {
   const settings = context.quick ? QUICK : FULL;
   const notes: string[] = [];
   const db = new Client({ connectionString: context.databaseUrl, application_name: 'gateway-bench-http' });
   await db.connect();
-  const children: ChildServer[] = [];
+  let baseline: ChildServer | null = null;
   try {
     await db.query(`CREATE TABLE IF NOT EXISTS bench_baseline (
       id uuid PRIMARY KEY,
@@ -316,242 +344,289 @@ async function runOn(context: BenchContext): Promise<Table[]> {
       created_at timestamptz NOT NULL
     )`);
     await db.query('TRUNCATE bench_baseline');
-
     const adminToken = randomBytes(24).toString('base64url'); // 32 characters
     const profileDir = process.env.BENCH_HTTP_CPU_PROF;
-    const gatewayArgs = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(profileDir)}`] : [];
-    context.progress(`http: starting the gateway (dist/apps/gateway/src/main.js)${profileDir ? `, CPU profile to ${profileDir}` : ''}`);
-    const gateway = await startServer(
-      'gateway',
-      'dist/apps/gateway/src/main.js',
-      // Throughput, not the limiter: the spec's 60 requests/s per key and 3 s poll interval are lifted.
-      {
-        PORT: '0',
-        DATABASE_URL: context.databaseUrl,
-        ADMIN_TOKEN: adminToken,
-        LOG_LEVEL: 'warn',
-        RATE_LIMIT_PER_SECOND: '100000000',
-        POLL_INTERVAL_SECONDS: '0',
-      },
-      gatewayArgs,
-    );
-    children.push(gateway);
     context.progress('http: starting the baseline server (dist/bench/baseline-server.js)');
-    const baseline = await startServer('baseline', 'dist/bench/baseline-server.js', {
-      PORT: '0',
-      DATABASE_URL: context.databaseUrl,
-    });
-    children.push(baseline);
+    baseline = await startServer('baseline', 'dist/bench/baseline-server.js', { PORT: '0', DATABASE_URL: context.databaseUrl });
+    const baselineUrl = baseline.baseUrl;
 
-    // A merchant: account, project, test secret key (operator API).
+    const merchants: Merchant[] = [];
+    const baselineIds: string[] = [];
+    const results: TopologyResult[] = [];
+    for (const topology of TOPOLOGIES) {
+      context.progress(`http: starting ${topology.name}`);
+      const children: ChildServer[] = [];
+      try {
+        for (const [name, script] of topology.scripts) {
+          const profiled = profileDir && name !== 'projector';
+          children.push(
+            await startServer(
+              name,
+              script,
+              // The default limits (60 requests/s per key, 3 s poll interval): not lifted.
+              { PORT: '0', DATABASE_URL: context.databaseUrl, ADMIN_TOKEN: adminToken, LOG_LEVEL: 'warn' },
+              [
+                ...(profiled ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(profileDir, topology.name.replace(/\W+/g, '-'))}`] : []),
+                ...(process.env.BENCH_HTTP_NODE_ARGS ?? '').split(' ').filter(Boolean),
+              ],
+              name === 'projector' ? /running (\d+) projections/ : undefined,
+            ),
+          );
+        }
+        const api = children[0]!;
+        const alive = () => {
+          for (const child of [...children, baseline!]) {
+            if (child.exitCode() !== null) throw new Error(`${child.name} exited (${child.exitCode()}); output:\n${child.output()}`);
+          }
+        };
+        if (merchants.length === 0) {
+          context.progress(`http: ${settings.merchants} merchants, ${settings.invoicesPerMerchant} invoices each, and as many baseline rows`);
+          merchants.push(...(await createMerchants(api.baseUrl, adminToken, settings)));
+          let seedCounter = 0;
+          baselineIds.push(
+            ...(await seed(settings.merchants * settings.invoicesPerMerchant, 16, async () => {
+              const body = await expectStatus(
+                'POST /baseline (seed)',
+                201,
+                call(baselineUrl, 'POST', '/baseline', null, { amount: '1000.00', orderId: `seed-${++seedCounter}`, method: 'card' }),
+              );
+              return body.id as string;
+            })),
+          );
+        }
+        const settleGateway = () => waitForProjections(db, alive, context, notes);
+        const settleBaseline = async () => {
+          alive();
+          await db.query('CHECKPOINT').catch(() => undefined);
+        };
+        const targets = requestTargets(api.baseUrl, baselineUrl, merchants, baselineIds, settleGateway, settleBaseline);
+        for (const kind of KINDS) {
+          const gw = targets.find((t) => t.server === 'gateway' && t.kind === kind)!;
+          const base = targets.find((t) => t.server === 'baseline' && t.kind === kind)!;
+          context.progress(`http: ${topology.name}: ${kind}, warm-up ${settings.warmupSeconds} s each`);
+          await gw.settle();
+          await cannon(gw, settings.connections, settings.warmupSeconds);
+          await cannon(base, settings.connections, settings.warmupSeconds);
+          const result = { topology: topology.name, kind, gateway: [] as Round[], baseline: [] as Round[] };
+          for (let round = 1; round <= settings.rounds; round++) {
+            context.progress(
+              `http: ${topology.name}: ${kind} round ${round}/${settings.rounds}, ${settings.roundSeconds} s gateway then ${settings.roundSeconds} s bare`,
+            );
+            result.gateway.push(await measureRound(gw, settings, db));
+            result.baseline.push(await measureRound(base, settings, db));
+            alive();
+          }
+          results.push(result);
+        }
+      } finally {
+        for (const child of children.reverse()) {
+          const code = await child.stop();
+          if (code !== 0) context.progress(`http: ${child.name} exited with ${code}; the end of its output:\n${child.output().slice(-4000)}`);
+        }
+      }
+    }
+    return tables(results, settings, notes);
+  } finally {
+    if (baseline) await baseline.stop();
+    await db.query('DROP TABLE IF EXISTS bench_baseline').catch(() => undefined);
+    await db.end();
+  }
+}
+
+/** Accounts and projects through the operator API, then invoices through the merchant API, round-robin over the merchants. */
+async function createMerchants(apiUrl: string, adminToken: string, settings: Settings): Promise<Merchant[]> {
+  const merchants: Merchant[] = [];
+  for (let i = 0; i < settings.merchants; i++) {
     const account = await expectStatus(
       'POST /admin/v1/accounts',
       201,
-      call(gateway.baseUrl, 'POST', '/admin/v1/accounts', adminToken, { name: 'Bench merchant', email: 'bench@example.com' }),
+      call(apiUrl, 'POST', '/admin/v1/accounts', adminToken, { name: `Bench merchant ${i}`, email: `bench${i}@example.com` }),
     );
     const project = await expectStatus(
       'POST /admin/v1/projects',
       201,
-      call(gateway.baseUrl, 'POST', '/admin/v1/projects', adminToken, { accountId: account.id, name: 'Bench project' }),
+      call(apiUrl, 'POST', '/admin/v1/projects', adminToken, { accountId: account.id, name: `Bench project ${i}` }),
     );
-    const secretKey: string = project.keys.test.secretKey;
-    const authorization = `Bearer ${secretKey}`;
+    merchants.push({ authorization: project.keys.test.secretKey as string, invoiceIds: [] });
+  }
+  let created = 0;
+  await seed(settings.merchants * settings.invoicesPerMerchant, 16, async () => {
+    const merchant = merchants[created++ % merchants.length]!;
+    const body = await expectStatus(
+      'POST /v1/invoices (seed)',
+      201,
+      call(apiUrl, 'POST', '/v1/invoices', merchant.authorization, { amount: '1000.00', orderId: `seed-${created}`, method: 'card' }),
+    );
+    merchant.invoiceIds.push(body.id as string);
+    return body.id as string;
+  });
+  return merchants.map((m) => ({ ...m, authorization: `Bearer ${m.authorization}` }));
+}
 
-    // The gateway is quiet when its projections have applied the whole log. A projection
-    // that is failing (e.g. on events another section left in the log that are not the
-    // gateway's) or that stops moving is noted and no longer waited for.
-    const givenUp = new Set<string>();
-    const settleGateway = async (): Promise<void> => {
-      const started = Date.now();
-      let lastProgress = started;
-      let lastBehind = '';
-      for (;;) {
-        if (gateway.exitCode() !== null) throw new Error(`the gateway exited (${gateway.exitCode()}); output:\n${gateway.output()}`);
-        const { rows } = await db.query<{ projection: string; position: string; head: string }>(
-          `SELECT projection, prepare_position AS position, (SELECT coalesce(max(global_position), 0) FROM events) AS head
-           FROM projection_checkpoints`,
-        );
-        const ready = await call(gateway.baseUrl, 'GET', '/health/ready', null);
-        const states = new Map<string, { state: string; lastError: string | null }>(
-          ((ready.body?.projections ?? []) as { projection: string; state: string; lastError: string | null }[]).map((p) => [p.projection, p]),
-        );
-        const behind = rows.filter((r) => BigInt(r.position) < BigInt(r.head) && !givenUp.has(r.projection));
-        for (const r of behind) {
-          const status = states.get(r.projection);
-          if (status?.state === 'failing') {
-            givenUp.add(r.projection);
-            notes.push(`projection ${r.projection} of the gateway is failing, not waited for: ${(status.lastError ?? '').slice(0, 200)}`);
-          }
-        }
-        const waiting = behind.filter((r) => !givenUp.has(r.projection));
-        if (waiting.length === 0) break;
-        const signature = waiting.map((r) => `${r.projection}@${r.position}`).join(',');
-        if (signature !== lastBehind) {
-          lastBehind = signature;
-          lastProgress = Date.now();
-        } else if (Date.now() - lastProgress > 30_000) {
-          for (const r of waiting) {
-            givenUp.add(r.projection);
-            notes.push(`projection ${r.projection} of the gateway stopped at ${r.position} of ${r.head} for 30 s, not waited for`);
-          }
-          break;
-        }
-        await sleep(200);
-      }
-      const waited = Date.now() - started;
-      if (waited >= 1_000) context.progress(`http: waited ${(waited / 1000).toFixed(1)} s for the gateway's projections`);
-      await db.query('CHECKPOINT').catch(() => undefined);
-    };
-    const settleBaseline = async (): Promise<void> => {
-      await db.query('CHECKPOINT').catch(() => undefined);
-    };
-
-    context.progress(`http: seeding ${settings.seedCount} invoices and ${settings.seedCount} baseline rows`);
-    let seedCounter = 0;
-    const invoiceIds = await seed(settings.seedCount, 16, async () => {
-      const body = await expectStatus(
-        'POST /v1/invoices (seed)',
-        201,
-        call(gateway.baseUrl, 'POST', '/v1/invoices', secretKey, {
-          amount: '1000.00',
-          orderId: `seed-${++seedCounter}`,
-          method: 'card',
+/**
+ * The four targets: POST spreads over the merchants' keys (each body a distinct
+ * orderId); GET cycles over every invoice, merchant by merchant in turn, each with its
+ * owner's key (an invoice comes round again only after all the others: the poll mark).
+ */
+function requestTargets(
+  apiUrl: string,
+  baselineUrl: string,
+  merchants: readonly Merchant[],
+  baselineIds: readonly string[],
+  settleGateway: () => Promise<void>,
+  settleBaseline: () => Promise<void>,
+): Target[] {
+  let nextKey = 0;
+  const gets: { path: string; authorization: string }[] = [];
+  for (let i = 0; gets.length < merchants.reduce((n, m) => n + m.invoiceIds.length, 0); i++) {
+    for (const m of merchants) if (m.invoiceIds[i]) gets.push({ path: `/v1/invoices/${m.invoiceIds[i]}`, authorization: m.authorization });
+  }
+  let nextGet = 0;
+  let nextBaseline = 0;
+  return [
+    {
+      server: 'gateway',
+      kind: 'POST',
+      baseUrl: apiUrl,
+      request: {
+        method: 'POST',
+        path: '/v1/invoices',
+        headers: { 'content-type': 'application/json' },
+        setupRequest: (request) => ({
+          ...request,
+          headers: { ...request.headers, authorization: merchants[nextKey++ % merchants.length]!.authorization },
+          body: nextOrderBody(),
         }),
-      );
-      return body.id as string;
-    });
-    const baselineIds = await seed(settings.seedCount, 16, async () => {
-      const body = await expectStatus(
-        'POST /baseline (seed)',
-        201,
-        call(baseline.baseUrl, 'POST', '/baseline', null, { amount: '1000.00', orderId: `seed-${++seedCounter}`, method: 'card' }),
-      );
-      return body.id as string;
-    });
-    // Sanity: the first of each answers 200.
-    await expectStatus('GET /v1/invoices/{id}', 200, call(gateway.baseUrl, 'GET', `/v1/invoices/${invoiceIds[0]}`, secretKey));
-    await expectStatus('GET /baseline/{id}', 200, call(baseline.baseUrl, 'GET', `/baseline/${baselineIds[0]}`, null));
+      },
+      settle: settleGateway,
+    },
+    {
+      server: 'baseline',
+      kind: 'POST',
+      baseUrl: baselineUrl,
+      request: {
+        method: 'POST',
+        path: '/baseline',
+        headers: { 'content-type': 'application/json' },
+        setupRequest: (request) => ({ ...request, body: nextOrderBody() }),
+      },
+      settle: settleBaseline,
+    },
+    {
+      server: 'gateway',
+      kind: 'GET',
+      baseUrl: apiUrl,
+      request: {
+        method: 'GET',
+        path: '/v1/invoices/',
+        setupRequest: (request) => {
+          const get = gets[nextGet++ % gets.length]!;
+          return { ...request, path: get.path, headers: { ...request.headers, authorization: get.authorization } };
+        },
+      },
+      settle: settleGateway,
+    },
+    {
+      server: 'baseline',
+      kind: 'GET',
+      baseUrl: baselineUrl,
+      request: {
+        method: 'GET',
+        path: '/baseline/',
+        setupRequest: (request) => ({ ...request, path: `/baseline/${baselineIds[nextBaseline++ % baselineIds.length]}` }),
+      },
+      settle: settleBaseline,
+    },
+  ];
+}
 
-    const cycling = (ids: readonly string[], prefix: string) => {
-      let next = 0;
-      return (request: autocannon.Request): autocannon.Request => ({ ...request, path: `${prefix}${ids[next++ % ids.length]}` });
-    };
-    const postRequest = (routePath: string, headers: Record<string, string>): autocannon.Request => ({
-      method: 'POST',
-      path: routePath,
-      headers: { ...headers, 'content-type': 'application/json' },
-      setupRequest: (request) => ({ ...request, body: nextOrderBody() }),
-    });
-
-    const targets: Target[] = [
-      {
-        route: 'POST /v1/invoices',
-        server: 'gateway',
-        kind: 'POST',
-        baseUrl: gateway.baseUrl,
-        request: postRequest('/v1/invoices', { authorization }),
-        expectedStatus: 201,
-        settle: settleGateway,
-      },
-      {
-        route: 'POST /baseline',
-        server: 'baseline',
-        kind: 'POST',
-        baseUrl: baseline.baseUrl,
-        request: postRequest('/baseline', {}),
-        expectedStatus: 201,
-        settle: settleBaseline,
-      },
-      {
-        route: 'GET /v1/invoices/{id}',
-        server: 'gateway',
-        kind: 'GET',
-        baseUrl: gateway.baseUrl,
-        request: { method: 'GET', path: '/v1/invoices/', headers: { authorization }, setupRequest: cycling(invoiceIds, '/v1/invoices/') },
-        expectedStatus: 200,
-        settle: settleGateway,
-      },
-      {
-        route: 'GET /baseline/{id}',
-        server: 'baseline',
-        kind: 'GET',
-        baseUrl: baseline.baseUrl,
-        request: { method: 'GET', path: '/baseline/', setupRequest: cycling(baselineIds, '/baseline/') },
-        expectedStatus: 200,
-        settle: settleBaseline,
-      },
-    ];
-
-    const measurements: Measurement[] = [];
-    for (const connections of settings.connections) {
-      for (const target of targets) {
-        context.progress(
-          `http: ${target.route} (${target.server}), ${connections} connections, ${settings.warmupSeconds} s warm-up + ${settings.durationSeconds} s`,
-        );
-        const m = await measure(target, connections, settings);
-        for (const child of children) {
-          if (child.exitCode() !== null) throw new Error(`${child.name} exited (${child.exitCode()}) during ${target.route}; output:\n${child.output()}`);
-        }
-        measurements.push(m);
-        const unexpected = [...m.statusCodes].filter(([code]) => code !== target.expectedStatus);
-        if (unexpected.length > 0 || m.errors > 0) {
-          notes.push(
-            `${target.route} (${target.server}, ${connections} conns): ${unexpected.map(([c, n]) => `${n} x ${c}`).join(', ') || 'no unexpected status'}` +
-              `; ${m.errors} connection errors (${m.timeouts} timeouts${[...m.errorKinds].map(([k, n]) => `, ${n} x ${k}`).join('')})` +
-              `; expected ${target.expectedStatus} only`,
-          );
-        }
-      }
+/** The gateway is quiet when every projection checkpoint is at the head of the log (30 s without progress: noted, not waited for). */
+async function waitForProjections(db: Client, alive: () => void, context: BenchContext, notes: string[]): Promise<void> {
+  const started = Date.now();
+  let lastSignature = '';
+  let lastProgress = started;
+  for (;;) {
+    alive();
+    const { rows } = await db.query<{ projection: string; position: string; head: string }>(
+      `SELECT projection, prepare_position AS position, (SELECT coalesce(max(global_position), 0) FROM events) AS head FROM projection_checkpoints`,
+    );
+    const behind = rows.filter((r) => BigInt(r.position) < BigInt(r.head));
+    if (rows.length > 0 && behind.length === 0) break;
+    const signature = behind.map((r) => `${r.projection}@${r.position}`).join(',');
+    if (signature !== lastSignature) {
+      lastSignature = signature;
+      lastProgress = Date.now();
+    } else if (Date.now() - lastProgress > 30_000) {
+      notes.push(`projections ${signature} did not move for 30 s; not waited for`);
+      break;
     }
+    await sleep(100);
+  }
+  const waited = Date.now() - started;
+  if (waited >= 1_000) context.progress(`http: waited ${(waited / 1000).toFixed(1)} s for the projections`);
+  await db.query('CHECKPOINT').catch(() => undefined);
+}
 
-    const ms = fixed(2);
-    const rows = measurements.map((m) => {
-      let ratio = '-';
-      if (m.target.server === 'gateway') {
-        const base = measurements.find((b) => b.target.server === 'baseline' && b.target.kind === m.target.kind && b.connections === m.connections);
-        if (base && base.perSecond > 0) ratio = fixed(2)(m.perSecond / base.perSecond);
-      }
-      const codes = [...m.statusCodes]
+function tables(results: readonly TopologyResult[], settings: Settings, notes: readonly string[]): Table[] {
+  const ms = fixed(2);
+  const ratio = fixed(2);
+  const codes = (rounds: readonly Round[]) => {
+    const all = new Map<number, number>();
+    for (const r of rounds) for (const [code, n] of r.statusCodes) all.set(code, (all.get(code) ?? 0) + n);
+    return (
+      [...all]
         .sort(([a], [b]) => a - b)
         .map(([code, n]) => `${code}:${n}`)
-        .join(' ');
-      return [m.target.route, m.target.server, m.connections, m.requests, integer(m.perSecond), ms(m.p50), ms(m.p99), m.errors, m.non2xx, ratio, codes || '-'];
-    });
-
-    const cores = os.cpus().length;
-    const footnote = [
-      `Notes: autocannon (this process), the gateway, the baseline server and PostgreSQL all run on this machine's ${cores} cores,`,
-      `  shared by everything: the figures compare the two servers, they are not a capacity. ${settings.warmupSeconds} s warm-up (discarded), then ${settings.durationSeconds} s per row.`,
-      `  gateway: the compiled \`npm start\` process (API + projector + workers; pg pool 20). baseline: bare Fastify + pg Pool(20) in a child process,`,
-      `  one INSERT (POST) or one SELECT by primary key (GET) per request. POST: each body a distinct orderId; GET cycles over ${settings.seedCount} ids created beforehand.`,
-      '  latency: per response (all status codes), nearest rank. errors: connection errors and timeouts. gw/base: gateway req/s over baseline req/s, same route kind and connections.',
-      "  Before each warm-up and each run: the gateway's projections caught up with the log, then a CHECKPOINT.",
-      ...notes.map((n) => `  ! ${n}`),
-    ];
-    const summary = measurements
-      .filter((m) => m.target.server === 'gateway')
-      .map((m) => {
-        const base = measurements.find((b) => b.target.server === 'baseline' && b.target.kind === m.target.kind && b.connections === m.connections);
-        return {
-          measure: `${m.target.route}, ${m.connections} connections`,
-          figure: `${integer(m.perSecond)} req/s`,
-          p50: ms(m.p50),
-          p99: ms(m.p99),
-          baseline: base ? `${integer(base.perSecond)} req/s` : undefined,
-          ratio: base && base.perSecond > 0 ? fixed(2)(m.perSecond / base.perSecond) : undefined,
-        };
-      });
+        .join(' ') || '-'
+    );
+  };
+  const rows = results.map((r) => {
+    const ratios = r.gateway.map((g, i) => g.perSecond / r.baseline[i]!.perSecond);
     return [
-      { title: TITLE, headers: HEADERS, rows, summary },
-      // Printed as plain lines: a title, a one-column "header", one row per further line.
-      { title: footnote[0]!, headers: [footnote[1]!], rows: footnote.slice(2).map((line) => [line]) },
+      r.topology,
+      `${r.kind} ${r.kind === 'POST' ? '/v1/invoices' : '/v1/invoices/{id}'}`,
+      integer(median(r.gateway.map((g) => g.perSecond))),
+      ms(median(r.gateway.map((g) => g.p50))),
+      ms(median(r.gateway.map((g) => g.p99))),
+      integer(median(r.baseline.map((b) => b.perSecond))),
+      ms(median(r.baseline.map((b) => b.p50))),
+      ratio(median(ratios)),
+      ratios.map(ratio).join(' '),
+      fixed(1)(median(r.gateway.map((g) => g.transactionsPerAnswer))),
+      fixed(1)(median(r.baseline.map((b) => b.transactionsPerAnswer))),
+      codes(r.gateway),
     ];
-  } finally {
-    for (const child of children.reverse()) {
-      const code = await child.stop();
-      if (code !== 0) context.progress(`http: ${child.name} exited with ${code}; the end of its output:\n${child.output().slice(-4000)}`);
-    }
-    await db.query('DROP TABLE IF EXISTS bench_baseline').catch(() => undefined);
-    await db.end();
-  }
+  });
+  const summary = results.map((r) => {
+    const ratios = r.gateway.map((g, i) => g.perSecond / r.baseline[i]!.perSecond);
+    return {
+      measure: `${r.kind} /v1/invoices${r.kind === 'GET' ? '/{id}' : ''}, ${settings.connections} conns, ${r.topology}`,
+      figure: `${integer(median(r.gateway.map((g) => g.perSecond)))} req/s`,
+      p50: ms(median(r.gateway.map((g) => g.p50))),
+      p99: ms(median(r.gateway.map((g) => g.p99))),
+      baseline: `${integer(median(r.baseline.map((b) => b.perSecond)))} req/s`,
+      ratio: ratio(median(ratios)),
+    };
+  });
+  const cores = os.cpus().length;
+  const footnote = [
+    `Notes: autocannon (this process), the gateway, the bare service and PostgreSQL share this machine's ${cores} cores.`,
+    `  ${settings.connections} connections; ${settings.rounds} rounds of ${settings.roundSeconds} s, the gateway then the bare service in each (after ${settings.warmupSeconds} s warm-up of each);`,
+    '  req/s, p50, p99: medians over the rounds of 2xx answers only; gw/bare: the median of the per-round ratios (listed after it).',
+    `  ${settings.merchants} merchants (the default 60 requests/s per key and 3 s poll mark on); POST: keys in turn, distinct orderIds;`,
+    `  GET: ${settings.merchants * settings.invoicesPerMerchant} invoices in turn, each with its owner's key. Bare: Fastify + pg Pool(20), one INSERT or one SELECT by key.`,
+    '  Before each gateway round: every projection at the head of the log, then a CHECKPOINT.',
+    '  db tx/req: transactions of the database (pg_stat_database; a statement outside BEGIN..COMMIT is one) per answer,',
+    "  counted until the gateway's projections have applied the round's events.",
+    ...notes.map((n) => `  ! ${n}`),
+  ];
+  return [
+    {
+      title: 'HTTP request path: the gateway against a bare service (autocannon on 127.0.0.1)',
+      headers: ['topology', 'route', 'gw req/s', 'gw p50 ms', 'gw p99 ms', 'bare req/s', 'bare p50 ms', 'gw/bare', 'per round', 'gw db tx/req', 'bare db tx/req', 'gw status codes'],
+      rows,
+      summary,
+    },
+    { title: footnote[0]!, headers: [footnote[1]!], rows: footnote.slice(2).map((line) => [line]) },
+  ];
 }

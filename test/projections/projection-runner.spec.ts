@@ -278,3 +278,52 @@ describe('stream catalog and rebuild', () => {
     expect(await checksum()).toBe(before);
   });
 });
+
+describe('a projection whose filter skips the events', () => {
+  it('moves its checkpoint row at most every checkpointDeferMs (not a transaction per batch), then to the head once quiet, and on stop', async () => {
+    let checkpointWrites = 0;
+    const counting = Object.create(db.pool) as typeof db.pool;
+    const query = db.pool.query.bind(db.pool) as (...args: unknown[]) => unknown;
+    (counting as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+      if (typeof args[0] === 'string' && args[0].includes('UPDATE projection_checkpoints')) checkpointWrites++;
+      return query(...args);
+    };
+    const original = counting.connect.bind(db.pool);
+    (counting as unknown as { connect: () => Promise<PoolClient> }).connect = async () => {
+      const client = await original();
+      const clientQuery = client.query.bind(client) as (...args: unknown[]) => unknown;
+      (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+        if (typeof args[0] === 'string' && args[0].includes('UPDATE projection_checkpoints')) checkpointWrites++;
+        return clientQuery(...args);
+      };
+      return client;
+    };
+    const name = `skipping-${randomUUID().slice(0, 8)}`;
+    const runner = new ProjectionRunner(
+      counting,
+      store,
+      { ...countingProjection(name), filter: { streamNamePrefixes: ['never-'] } },
+      { checkpointDeferMs: 300 },
+    );
+    runner.start();
+    await until(async () => runner.status().state === 'live');
+    const writesBefore = checkpointWrites;
+    // 60 appends one by one, each seen in a batch of its own that the filter empties.
+    const started = Date.now();
+    for (let i = 0; i < 60; i++) await appendMany(`skip${i}`, 1, 1);
+    await untilProjected(runner);
+    const elapsed = Date.now() - started;
+    const writes = checkpointWrites - writesBefore;
+    // At most one per deferral period (and one more when it goes quiet), far fewer than the 60 batches.
+    expect(writes).toBeLessThanOrEqual(Math.ceil(elapsed / 300) + 2);
+    expect(writes).toBeLessThan(60);
+    // Quiet: the row follows to what was looked at.
+    await until(async () => comparePositions((await readCheckpoint(db.pool, name))!.position, runner.status().checkpoint!) === 0);
+    // More skipped events, then stop at once: the row is written on the way out.
+    await appendMany('skip-last', 1, 1);
+    await untilProjected(runner);
+    await runner.stop();
+    expect((await readCheckpoint(db.pool, name))!.position).toEqual(lastAppended);
+    expect((await readCheckpoint(db.pool, name))!.eventsApplied).toBe(0n);
+  });
+});

@@ -1,4 +1,5 @@
 export * from './event-store';
+export * from './postgres/live-log-window';
 export * from './postgres/postgres-event-store';
 export * from './postgres/schema';
 export * from './decider';

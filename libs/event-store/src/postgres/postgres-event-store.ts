@@ -18,6 +18,7 @@ import {
   WrongExpectedRevisionError,
 } from '../event-store';
 import { preparedStatement } from '#platform/database';
+import { LiveLogWindow, WindowPage } from './live-log-window';
 import { LogTailSignal } from './log-tail-signal';
 
 interface EventRow {
@@ -87,17 +88,31 @@ export interface PostgresEventStoreOptions {
   readonly pollIntervalMs?: number;
   /** Close the pool on close(). */
   readonly ownsPool?: boolean;
+  /**
+   * Live subscriptions take new events from one shared read of the log (LiveLogWindow)
+   * instead of a query each (default true; false: every subscription reads for itself).
+   */
+  readonly sharedLiveReads?: boolean;
 }
 
 export class PostgresEventStore implements EventStore {
   private readonly tail: LogTailSignal;
   private readonly subscriptions = new Set<AllSubscription>();
+  private readonly window: LiveLogWindow | null;
 
   constructor(
     private readonly pool: Pool,
     private readonly options: PostgresEventStoreOptions = {},
   ) {
     this.tail = new LogTailSignal(() => this.headPosition(), options.pollIntervalMs ?? 20);
+    this.window =
+      options.sharedLiveReads === false
+        ? null
+        : new LiveLogWindow(
+            (after, maxCount) => this.readAll({ after, maxCount }),
+            () => this.tail.generation,
+            { fetchSize: 1000, keep: 10_000, quietMs: 250 },
+          );
   }
 
   async appendToStream(streamName: string, events: readonly EventToAppend[], options: { expectedRevision?: ExpectedRevision } = {}): Promise<AppendResult> {
@@ -274,17 +289,25 @@ export class PostgresEventStore implements EventStore {
     let announcedCaughtUp = false;
 
     async function* batches(): AsyncGenerator<SubscriptionBatch> {
+      // Reads of its own until it has caught up with the log, then pages of the shared
+      // window while its cursor lies inside it (back to its own reads if it falls behind).
+      let live = false;
       while (active) {
         // Read before the log: an append or a poll that sees the log grow while this
         // subscription reads (or while its consumer handles the batch) ends the wait below at once.
         const seen = store.tail.generation;
-        let page: { events: RecordedEvent[]; last: Position | null; count: number };
+        let page: { events: RecordedEvent[]; last: Position | null; caughtUp: boolean };
         try {
-          if (options.filter) page = await store.readAllMatching(cursor, batchSize, options.filter);
-          else {
+          const fromWindow: WindowPage | null = live && store.window ? await store.window.page(cursor, batchSize, options.filter) : null;
+          if (fromWindow) page = fromWindow;
+          else if (options.filter) {
+            const read = await store.readAllMatching(cursor, batchSize, options.filter);
+            page = { events: read.events, last: read.last, caughtUp: read.count < batchSize };
+          } else {
             const events = await store.readAll({ after: cursor, maxCount: batchSize });
-            page = { events, last: events[events.length - 1]?.position ?? null, count: events.length };
+            page = { events, last: events[events.length - 1]?.position ?? null, caughtUp: events.length < batchSize };
           }
+          live = fromWindow !== null || page.caughtUp;
         } catch (error) {
           if (!active) return;
           // the database went away: wait and read again from the same cursor
@@ -293,7 +316,7 @@ export class PostgresEventStore implements EventStore {
           continue;
         }
         if (!active) return;
-        const caughtUp = page.count < batchSize;
+        const caughtUp = page.caughtUp;
         if (page.last) {
           cursor = page.last;
           announcedCaughtUp = caughtUp;

@@ -45,7 +45,7 @@ export async function readCheckpoint(db: Queryable, projection: string): Promise
 }
 
 /** Compare-and-set: moves the checkpoint from `from` to `to` or throws CheckpointMovedError. */
-export async function advanceCheckpoint(tx: PoolClient, projection: string, from: Position, to: Position, applied: number): Promise<void> {
+export async function advanceCheckpoint(tx: Queryable, projection: string, from: Position, to: Position, applied: number): Promise<void> {
   const result = await tx.query(
     `UPDATE projection_checkpoints
      SET commit_position = $4, prepare_position = $5, events_applied = events_applied + $6, updated_at = now()

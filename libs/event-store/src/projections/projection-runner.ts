@@ -18,6 +18,15 @@ export const PROJECTION_LEASE_STALE_MS = 10_000;
 /** How often a standby instance tries to become the active one. */
 export const PROJECTION_STANDBY_RETRY_MS = 2_000;
 /**
+ * How long the checkpoint row may trail over events the projection's filter skipped
+ * (the batch had nothing to apply): one statement at most this often instead of a
+ * transaction per batch.
+ */
+export const CHECKPOINT_DEFER_MS = 200;
+
+const QUIET = Symbol('quiet');
+const quiet = (ms: number): Promise<typeof QUIET> => new Promise((resolve) => setTimeout(() => resolve(QUIET), ms).unref());
+/**
  * A standby takes over a projection whose active instance stopped answering (host
  * gone, process frozen) at most this long after the holder's last renewal: the lease
  * goes stale, and the standby's next try finds it so.
@@ -41,6 +50,8 @@ export interface ProjectionRunnerOptions {
   readonly leaseStaleMs?: number;
   /** Who this instance is, in the lease row (default `<host name>:<process id>`). */
   readonly holder?: string;
+  /** How long the checkpoint may trail over skipped events (default CHECKPOINT_DEFER_MS). */
+  readonly checkpointDeferMs?: number;
   /** Called after every committed batch (progress bars, metrics). */
   readonly onBatch?: (info: { projection: string; applied: number; checkpoint: Position; caughtUp: boolean }) => void;
   /** Called when a batch failed and will be retried (metrics). */
@@ -276,8 +287,7 @@ export class ProjectionRunner {
   private async follow(): Promise<void> {
     const name = this.projection.name;
     await ensureCheckpoint(this.pool, name);
-    const stored = await readCheckpoint(this.pool, name);
-    let checkpoint = stored!.position;
+    let checkpoint = (await readCheckpoint(this.pool, name))!.position;
     this.checkpoint = checkpoint;
     this.state = 'catching_up';
     this.lastError = null;
@@ -288,34 +298,66 @@ export class ProjectionRunner {
       maxBatchSize: this.options.batchSize ?? 500,
     });
     this.subscription = subscription;
+    // What the checkpoint row says. A batch with events moves it in its transaction; a
+    // batch with none for this projection (the filter skipped them) only moves
+    // `checkpoint` in memory, and the row follows at most every CHECKPOINT_DEFER_MS,
+    // when the subscription has been quiet that long, or when the runner stops: a
+    // checkpoint that trails over skipped events costs nothing but their re-reading.
+    let stored = checkpoint;
+    let storedAt = Date.now();
+    const deferMs = this.options.checkpointDeferMs ?? CHECKPOINT_DEFER_MS;
+    const writeSkipped = async () => {
+      if (comparePositions(checkpoint, stored) <= 0) return;
+      await advanceCheckpoint(this.pool, name, stored, checkpoint, 0);
+      stored = checkpoint;
+      storedAt = Date.now();
+    };
+    const iterator = subscription[Symbol.asyncIterator]();
     try {
-      for await (const batch of subscription) {
-        if (!this.running) return;
+      for (;;) {
+        const next = iterator.next();
+        let result = comparePositions(checkpoint, stored) > 0 ? await Promise.race([next, quiet(deferMs)]) : await next;
+        if (result === QUIET) {
+          if (!this.lockClient) throw new Error('lost the projection lock (database connection dropped)');
+          await writeSkipped();
+          result = await next;
+        }
+        if (result.done || !this.running) break;
+        const batch = result.value;
         if (!this.lockClient) throw new Error('lost the projection lock (database connection dropped)');
         if (comparePositions(batch.checkpoint, checkpoint) > 0) {
-          const from = checkpoint;
-          // Reads and side work first, outside the transaction: an open write
-          // transaction hides every later event from every subscriber of the cluster.
-          const prepared = batch.events.length > 0 && this.projection.prepare ? await this.projection.prepare(batch.events) : undefined;
-          if (!this.running) return;
-          // A batch commits without waiting for its WAL flush: a read model is derived
-          // from the log, and its rows commit together with the checkpoint, so a crash of
-          // the database can only lose a last batch whole, which is then applied again.
-          // (A later commit that depends on it, such as a webhook attempt, flushes it.)
-          await inTransaction(
-            this.pool,
-            async (client) => {
-              if (batch.events.length > 0) await this.projection.apply(client, batch.events, prepared);
-              await advanceCheckpoint(client, name, from, batch.checkpoint, batch.events.length);
-            },
-            { synchronousCommit: 'off' },
-          );
-          checkpoint = batch.checkpoint;
+          if (batch.events.length > 0) {
+            // Reads and side work first, outside the transaction: an open write
+            // transaction hides every later event from every subscriber of the cluster.
+            const prepared = this.projection.prepare ? await this.projection.prepare(batch.events) : undefined;
+            if (!this.running) break;
+            // A batch commits without waiting for its WAL flush: a read model is derived
+            // from the log, and its rows commit together with the checkpoint, so a crash of
+            // the database can only lose a last batch whole, which is then applied again.
+            // (A later commit that depends on it, such as a webhook attempt, flushes it.)
+            const from = stored;
+            await inTransaction(
+              this.pool,
+              async (client) => {
+                await this.projection.apply(client, batch.events, prepared);
+                await advanceCheckpoint(client, name, from, batch.checkpoint, batch.events.length);
+              },
+              { synchronousCommit: 'off' },
+            );
+            stored = batch.checkpoint;
+            storedAt = Date.now();
+            checkpoint = batch.checkpoint;
+          } else {
+            checkpoint = batch.checkpoint;
+            if (Date.now() - storedAt >= deferMs) await writeSkipped();
+          }
           this.checkpoint = checkpoint;
         }
         this.state = batch.caughtUp ? 'live' : 'catching_up';
         this.options.onBatch?.({ projection: name, applied: batch.events.length, checkpoint, caughtUp: batch.caughtUp });
       }
+      // Stopping: the row keeps what was looked at (a last CAS; a moved checkpoint is left to its mover).
+      if (this.lockClient) await writeSkipped().catch((error: unknown) => this.log.warn({ err: error }, 'last checkpoint not written'));
     } finally {
       this.subscription = null;
       await subscription.unsubscribe();
