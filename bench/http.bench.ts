@@ -623,7 +623,20 @@ function tables(results: readonly TopologyResult[], settings: Settings, notes: r
   return [
     {
       title: 'HTTP request path: the gateway against a bare service (autocannon on 127.0.0.1)',
-      headers: ['topology', 'route', 'gw req/s', 'gw p50 ms', 'gw p99 ms', 'bare req/s', 'bare p50 ms', 'gw/bare', 'per round', 'gw db tx/req', 'bare db tx/req', 'gw status codes'],
+      headers: [
+        'topology',
+        'route',
+        'gw req/s',
+        'gw p50 ms',
+        'gw p99 ms',
+        'bare req/s',
+        'bare p50 ms',
+        'gw/bare',
+        'per round',
+        'gw db tx/req',
+        'bare db tx/req',
+        'gw status codes',
+      ],
       rows,
       summary,
     },

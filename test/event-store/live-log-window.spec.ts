@@ -83,7 +83,7 @@ describe('LiveLogWindow: one read of the log for every live subscription', () =>
 
   it('random logs and subscriptions: every subscription sees exactly its events, in order, once (seed printed)', async () => {
     const seed = Number(process.env.WINDOW_SEED ?? Date.now() % 1_000_000);
-     
+
     console.log(`live-log-window random seed: ${seed} (WINDOW_SEED=${seed} to repeat)`);
     await fc.assert(
       fc.asyncProperty(
@@ -203,7 +203,7 @@ describe('LiveLogWindow in the PostgreSQL store: live subscriptions under concur
   it('every subscription receives exactly its events in log order, with the shared window as without it, and the log is read far less often', async () => {
     const own = await run(false);
     const shared = await run(true);
-     
+
     console.log(`reads of the log for 8 subscriptions and 1,200 events: ${own.reads} each reading for itself, ${shared.reads} with the shared window`);
     expect(shared.reads * 2).toBeLessThan(own.reads);
   });
