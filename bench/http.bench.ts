@@ -1,5 +1,6 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
@@ -201,6 +202,8 @@ interface Target {
   readonly request: autocannon.Request;
   /** Waits until the server is quiet before a measurement (the gateway: projections caught up). */
   settle(): Promise<void>;
+  /** The server's processes (their CPU time is counted per answer). */
+  pids(): readonly number[];
 }
 
 interface Round {
@@ -213,6 +216,10 @@ interface Round {
   readonly errors: number;
   /** Database transactions (each statement outside BEGIN..COMMIT is one) per answer, over the whole database. */
   readonly transactionsPerAnswer: number;
+  /** CPU time of the server's processes per answer, in µs (user + system, until it settled). */
+  readonly serverCpuPerAnswer: number;
+  /** CPU time of the whole PostgreSQL server per answer, in µs (NaN when it is not a local process). */
+  readonly databaseCpuPerAnswer: number;
 }
 
 function cannon(
@@ -236,9 +243,55 @@ async function transactionsSoFar(db: Client): Promise<number> {
   return Number(rows[0]!.n);
 }
 
-async function measureRound(target: Target, settings: Settings, db: Client): Promise<Round> {
+/** Clock ticks per second of /proc/<pid>/stat's times (USER_HZ: 100 on Linux). */
+const TICKS_PER_SECOND = 100;
+
+/** A process's CPU ticks: [utime, stime, cutime, cstime] and its parent, or null when it is gone or not on this machine. */
+function processTimes(pid: number): { ppid: number; own: number; children: number } | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may hold spaces): state ppid ... utime(14) stime(15) cutime(16) cstime(17).
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return { ppid: Number(fields[1]), own: Number(fields[11]) + Number(fields[12]), children: Number(fields[13]) + Number(fields[14]) };
+  } catch {
+    return null;
+  }
+}
+
+/** CPU milliseconds of the given processes so far. */
+function cpuMillis(pids: readonly number[]): number {
+  return pids.reduce((sum, pid) => sum + (processTimes(pid)?.own ?? 0), 0) * (1000 / TICKS_PER_SECOND);
+}
+
+/**
+ * CPU milliseconds of the whole PostgreSQL server so far: the postmaster, its live
+ * children (backends, writers), and the children it has reaped (their times are added
+ * to the postmaster's cutime and cstime). NaN when the server is not a local process.
+ */
+function databaseCpuMillis(postmasterPid: number | null): number {
+  if (postmasterPid === null) return Number.NaN;
+  const postmaster = processTimes(postmasterPid);
+  if (!postmaster) return Number.NaN;
+  let ticks = postmaster.own + postmaster.children;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const times = processTimes(Number(entry));
+    if (times && times.ppid === postmasterPid) ticks += times.own;
+  }
+  return ticks * (1000 / TICKS_PER_SECOND);
+}
+
+/** The postmaster of the bench's database, when it runs on this machine. */
+async function postmasterOf(db: Client): Promise<number | null> {
+  const { rows } = await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+  return processTimes(rows[0]!.pid)?.ppid ?? null;
+}
+
+async function measureRound(target: Target, settings: Settings, db: Client, postmasterPid: number | null): Promise<Round> {
   await target.settle();
   const transactionsBefore = await transactionsSoFar(db);
+  const serverCpuBefore = cpuMillis(target.pids());
+  const databaseCpuBefore = databaseCpuMillis(postmasterPid);
   const latencies: number[] = [];
   const statusCodes = new Map<number, number>();
   let answers = 0;
@@ -251,6 +304,8 @@ async function measureRound(target: Target, settings: Settings, db: Client): Pro
   // Until the projections have applied what the round wrote: their work is part of a request's cost.
   await target.settle();
   const transactions = (await transactionsSoFar(db)) - transactionsBefore;
+  const serverCpu = cpuMillis(target.pids()) - serverCpuBefore;
+  const databaseCpu = databaseCpuMillis(postmasterPid) - databaseCpuBefore;
   // result.duration is the run's real length (autocannon stops on its first 1 s sample after `duration`).
   return {
     perSecond: latencies.length / (result.duration || settings.roundSeconds),
@@ -260,6 +315,8 @@ async function measureRound(target: Target, settings: Settings, db: Client): Pro
     statusCodes,
     errors: result.errors,
     transactionsPerAnswer: answers > 0 ? transactions / answers : 0,
+    serverCpuPerAnswer: answers > 0 ? (serverCpu * 1000) / answers : 0,
+    databaseCpuPerAnswer: answers > 0 ? (databaseCpu * 1000) / answers : Number.NaN,
   };
 }
 
@@ -346,6 +403,7 @@ async function runOn(context: BenchContext): Promise<Table[]> {
     await db.query('TRUNCATE bench_baseline');
     const adminToken = randomBytes(24).toString('base64url'); // 32 characters
     const profileDir = process.env.BENCH_HTTP_CPU_PROF;
+    const postmasterPid = await postmasterOf(db);
     context.progress('http: starting the baseline server (dist/bench/baseline-server.js)');
     baseline = await startServer('baseline', 'dist/bench/baseline-server.js', { PORT: '0', DATABASE_URL: context.databaseUrl });
     const baselineUrl = baseline.baseUrl;
@@ -399,7 +457,10 @@ async function runOn(context: BenchContext): Promise<Table[]> {
           alive();
           await db.query('CHECKPOINT').catch(() => undefined);
         };
-        const targets = requestTargets(api.baseUrl, baselineUrl, merchants, baselineIds, settleGateway, settleBaseline);
+        const targets = requestTargets(api.baseUrl, baselineUrl, merchants, baselineIds, settleGateway, settleBaseline, {
+          gateway: () => children.map((c) => c.child.pid!),
+          baseline: () => [baseline!.child.pid!],
+        });
         for (const kind of KINDS) {
           const gw = targets.find((t) => t.server === 'gateway' && t.kind === kind)!;
           const base = targets.find((t) => t.server === 'baseline' && t.kind === kind)!;
@@ -412,8 +473,8 @@ async function runOn(context: BenchContext): Promise<Table[]> {
             context.progress(
               `http: ${topology.name}: ${kind} round ${round}/${settings.rounds}, ${settings.roundSeconds} s gateway then ${settings.roundSeconds} s bare`,
             );
-            result.gateway.push(await measureRound(gw, settings, db));
-            result.baseline.push(await measureRound(base, settings, db));
+            result.gateway.push(await measureRound(gw, settings, db, postmasterPid));
+            result.baseline.push(await measureRound(base, settings, db, postmasterPid));
             alive();
           }
           results.push(result);
@@ -475,6 +536,7 @@ function requestTargets(
   baselineIds: readonly string[],
   settleGateway: () => Promise<void>,
   settleBaseline: () => Promise<void>,
+  pids: { gateway: () => readonly number[]; baseline: () => readonly number[] },
 ): Target[] {
   let nextKey = 0;
   const gets: { path: string; authorization: string }[] = [];
@@ -499,6 +561,7 @@ function requestTargets(
         }),
       },
       settle: settleGateway,
+      pids: pids.gateway,
     },
     {
       server: 'baseline',
@@ -511,6 +574,7 @@ function requestTargets(
         setupRequest: (request) => ({ ...request, body: nextOrderBody() }),
       },
       settle: settleBaseline,
+      pids: pids.baseline,
     },
     {
       server: 'gateway',
@@ -525,6 +589,7 @@ function requestTargets(
         },
       },
       settle: settleGateway,
+      pids: pids.gateway,
     },
     {
       server: 'baseline',
@@ -536,6 +601,7 @@ function requestTargets(
         setupRequest: (request) => ({ ...request, path: `/baseline/${baselineIds[nextBaseline++ % baselineIds.length]}` }),
       },
       settle: settleBaseline,
+      pids: pids.baseline,
     },
   ];
 }
@@ -570,6 +636,7 @@ async function waitForProjections(db: Client, alive: () => void, context: BenchC
 function tables(results: readonly TopologyResult[], settings: Settings, notes: readonly string[]): Table[] {
   const ms = fixed(2);
   const ratio = fixed(2);
+  const cpu = (us: number) => (Number.isNaN(us) ? 'n/a' : integer(us));
   const codes = (rounds: readonly Round[]) => {
     const all = new Map<number, number>();
     for (const r of rounds) for (const [code, n] of r.statusCodes) all.set(code, (all.get(code) ?? 0) + n);
@@ -594,6 +661,10 @@ function tables(results: readonly TopologyResult[], settings: Settings, notes: r
       ratios.map(ratio).join(' '),
       fixed(1)(median(r.gateway.map((g) => g.transactionsPerAnswer))),
       fixed(1)(median(r.baseline.map((b) => b.transactionsPerAnswer))),
+      integer(median(r.gateway.map((g) => g.serverCpuPerAnswer))),
+      integer(median(r.baseline.map((b) => b.serverCpuPerAnswer))),
+      cpu(median(r.gateway.map((g) => g.databaseCpuPerAnswer))),
+      cpu(median(r.baseline.map((b) => b.databaseCpuPerAnswer))),
       codes(r.gateway),
     ];
   });
@@ -618,6 +689,8 @@ function tables(results: readonly TopologyResult[], settings: Settings, notes: r
     '  Before each gateway round: every projection at the head of the log, then a CHECKPOINT.',
     '  db tx/req: transactions of the database (pg_stat_database; a statement outside BEGIN..COMMIT is one) per answer,',
     "  counted until the gateway's projections have applied the round's events.",
+    "  cpu µs/req: user + system CPU time of the server's own processes (the gateway's, or the API's and the projector's) per answer,",
+    '  and of the whole PostgreSQL server (db cpu), over the round until the projections caught up (/proc; robust to a busy machine).',
     ...notes.map((n) => `  ! ${n}`),
   ];
   return [
@@ -635,6 +708,10 @@ function tables(results: readonly TopologyResult[], settings: Settings, notes: r
         'per round',
         'gw db tx/req',
         'bare db tx/req',
+        'gw cpu µs/req',
+        'bare cpu µs/req',
+        'gw db cpu µs/req',
+        'bare db cpu µs/req',
         'gw status codes',
       ],
       rows,
