@@ -373,7 +373,10 @@ interface TopologyResult {
   readonly baseline: readonly Round[];
 }
 
-/** BENCH_HTTP_KINDS=POST (or GET) measures one route only (for a CPU profile of one load). */
+/**
+ * BENCH_HTTP_KINDS=POST (or GET) measures one route only (for a CPU profile of one load);
+ * BENCH_HTTP_TOPOLOGIES names the topologies to run (comma-separated, as printed; default both).
+ */
 const KINDS = (['POST', 'GET'] as const).filter((k) => (process.env.BENCH_HTTP_KINDS ?? 'POST,GET').split(',').includes(k));
 
 const TOPOLOGIES = [
@@ -411,7 +414,7 @@ async function runOn(context: BenchContext): Promise<Table[]> {
     const merchants: Merchant[] = [];
     const baselineIds: string[] = [];
     const results: TopologyResult[] = [];
-    for (const topology of TOPOLOGIES) {
+    for (const topology of TOPOLOGIES.filter((t) => !process.env.BENCH_HTTP_TOPOLOGIES || process.env.BENCH_HTTP_TOPOLOGIES.split(',').includes(t.name))) {
       context.progress(`http: starting ${topology.name}`);
       const children: ChildServer[] = [];
       try {

@@ -10,7 +10,7 @@ import { LedgerEvent, LedgerId, ledgerEntryId, ledgerStreamName } from '#ledger'
 import { verifyLedgers, VerifyProblem } from '#payments/ledger';
 import { ledgerProjection } from '#payments/read-models';
 import { appendLedgerHistory } from '../support/ledger-history';
-import { projectToHead } from '../support/project-to-head';
+import { projectToHead, visibleHead } from '../support/project-to-head';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 let db: TestDatabase;
@@ -38,6 +38,8 @@ beforeEach(async () => {
       { type: 'ReserveFunds', reservationId: 'b-r1', purpose: 'refund', amount: 1_000, at: at(2) },
     ])
   ).events;
+  // ledger:verify reads the visible log: wait until no transaction of another test database hides it.
+  await visibleHead(db.pool, store);
 });
 afterEach(async () => {
   await store.close();
