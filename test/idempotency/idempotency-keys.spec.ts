@@ -9,7 +9,7 @@
  */
 import { request as httpRequest } from 'node:http';
 import { randomUUID } from 'node:crypto';
-import { expectError, expectStatus, InvoiceGateway, Json, Merchant, Mode, orderId, Reply, startInvoiceGateway } from '../support/merchant-fixtures';
+import { expectError, expectStatus, InvoiceGateway, Json, Merchant, Mode, orderId, poll, Reply, startInvoiceGateway } from '../support/merchant-fixtures';
 import { fund, paidInvoice, payoutAddress, PHONE, TRC20, waitForBalance } from '../support/money-out-fixtures';
 import { sendRaw, signedHeaders } from '../support/signing';
 
@@ -187,7 +187,12 @@ describe('Idempotency-Key on merchant POSTs (CLOCK=manual)', () => {
       for (const r of replies) expect({ status: r.status, body: r.body }).toEqual({ status: 201, body: replies[0]!.body });
       expect(replies.filter((r) => r.headers.get(REPLAYED) === null)).toHaveLength(1);
       expect(await reservationsOf(m.accountId, 'live')).toEqual([`reserve:po_${replies[0]!.body.id}`]);
-      const list = await m.live.get('/v1/payouts');
+      // The list is a read model: wait until the payouts projection has applied the payout (a busy machine delays it).
+      const list = await poll(
+        () => m.live.get('/v1/payouts'),
+        (r) => r.body.items.length > 0,
+        'the payout in the list',
+      );
       expect(list.body.items.map((p: Json) => p.id)).toEqual([replies[0]!.body.id]);
     });
 
