@@ -18,7 +18,10 @@ import type { PublicUrl } from '../http/tokens';
 import { IdempotencyInterceptor } from '../http/idempotency';
 import { CreateInvoiceRequest, toInvoiceRequest } from './create-invoice.request';
 import { ValidBody, ValidQuery } from '../http/request-validation';
-import { Merchant, MerchantAuthGuard, rateLimited } from '../http/auth/merchant-auth.guard';
+import { Merchant, MerchantAuthGuard, PollMark, PollMarked, PollMarkTaken, rateLimited } from '../http/auth/merchant-auth.guard';
+
+/** The poll mark of one invoice: one resource however its id is spelled (UUIDs are case-insensitive); none for what is not an invoice id. */
+const invoicePollResource = (params: { id?: string }): string | null => (isUuid(params.id) ? `invoice:${params.id.toLowerCase()}` : null);
 
 @Controller('v1/invoices')
 @UseGuards(MerchantAuthGuard)
@@ -63,11 +66,12 @@ export class InvoicesController {
 
   /** One invoice, from its own stream: what the merchant just wrote is always there. */
   @Get(':id')
-  async get(@Merchant() merchant: MerchantIdentity, @Param('id') id: string) {
+  @PollMarked(invoicePollResource)
+  async get(@Merchant() merchant: MerchantIdentity, @Param('id') id: string, @PollMark() taken: PollMarkTaken | undefined) {
+    const resource = invoicePollResource({ id });
     // Not an invoice id (a NUL, another shape): no invoice, and nothing of it reaches the database.
-    if (!isUuid(id)) throw ApiError.notFound('invoice_not_found', 'Счёт не найден');
-    // One resource, however its id is spelled (UUIDs are case-insensitive).
-    const refusal = await this.access.admitPoll(merchant.keyId, `invoice:${id.toLowerCase()}`, this.clock.now());
+    if (resource === null) throw ApiError.notFound('invoice_not_found', 'Счёт не найден');
+    const refusal = taken ? taken.refusal : await this.access.admitPoll(merchant.keyId, resource, this.clock.now());
     if (refusal) throw rateLimited(refusal.retryAfterSeconds, 'Один счёт можно запрашивать не чаще раза в 3 секунды: ждите вебхук');
     const invoice = await this.queries.execute(new GetInvoice(merchant.project, merchant.mode, id));
     return invoiceView(invoice, this.publicUrl.value);

@@ -33,6 +33,32 @@ export const countRequestInWindow = (rows: string): string =>
   `INSERT INTO rate_limit_windows (key_id, window_second, hits) ${rows}
    ON CONFLICT (key_id, window_second) DO UPDATE SET hits = rate_limit_windows.hits + 1 RETURNING hits`;
 
+/**
+ * Takes a key's poll mark of a resource unless it was taken less than the interval ago:
+ * one row when taken, none when refused. `rows` gives (key_id, resource, last_at): a
+ * VALUES list, or a SELECT when the mark shares the key's lookup; `interval` the
+ * parameter holding the interval in seconds.
+ */
+export const takePollMark = (rows: string, interval: string): string =>
+  `INSERT INTO poll_marks (key_id, resource, last_at) ${rows}
+   ON CONFLICT (key_id, resource) DO UPDATE SET last_at = EXCLUDED.last_at
+   WHERE poll_marks.last_at <= EXCLUDED.last_at - make_interval(secs => ${interval})`;
+
+/** A poll mark to take in the same statement as the key's lookup and count. */
+export interface PollMarkRequest {
+  readonly resource: string;
+  readonly at: Date;
+  readonly intervalSeconds: number;
+  /** Taken only when the request is within the per-key rate (a refused request marks nothing). */
+  readonly countedUpTo: number;
+}
+
+/** What taking a poll mark found: taken, or the mark's last moment (null when not seen). */
+export interface PollMarkResult {
+  readonly taken: boolean;
+  readonly lastAt: Date | null;
+}
+
 /** The one-second window a request at `now` counts in. */
 export const rateWindowOf = (now: Date): number => Math.floor(now.getTime() / 1000);
 
@@ -75,21 +101,33 @@ export class AccessControl {
 
   /** One read of one invoice or payout per key per poll interval. */
   async admitPoll(keyId: string, resource: string, now: Date): Promise<Refusal | null> {
-    const interval = this.limits.pollIntervalSeconds;
-    if (interval === 0) return null;
+    const mark = this.pollMarkOf(resource, now);
+    if (!mark) return null;
     const result = await this.pool.query(
-      preparedStatement(
-        `INSERT INTO poll_marks (key_id, resource, last_at) VALUES ($1, $2, $3)
-         ON CONFLICT (key_id, resource) DO UPDATE SET last_at = EXCLUDED.last_at
-         WHERE poll_marks.last_at <= EXCLUDED.last_at - make_interval(secs => $4)`,
-        [keyId, resource, now, interval],
-      ),
+      preparedStatement(takePollMark('VALUES ($1::uuid, $2, $3::timestamptz)', '$4'), [keyId, resource, now, mark.intervalSeconds]),
     );
     if (result.rowCount === 1) return null;
     const last = await this.pool.query<{ last_at: Date }>('SELECT last_at FROM poll_marks WHERE key_id = $1 AND resource = $2', [keyId, resource]);
-    // A concurrent reader may have stamped a moment a little after our own `now`: the
-    // wait is never longer than one interval.
-    const waitMs = (last.rows[0]?.last_at.getTime() ?? now.getTime()) + interval * 1000 - now.getTime();
+    return this.pollVerdict({ taken: false, lastAt: last.rows[0]?.last_at ?? null }, now);
+  }
+
+  /**
+   * What a key's lookup needs to take the poll mark of `resource` in its own statement
+   * (Registry.identifyBySecretKeyCountingRequest), or null when polls are not limited.
+   */
+  pollMarkOf(resource: string, now: Date): PollMarkRequest | null {
+    const interval = this.limits.pollIntervalSeconds;
+    return interval === 0 ? null : { resource, at: now, intervalSeconds: interval, countedUpTo: this.limits.perSecond };
+  }
+
+  /** The poll rule's answer: taken, or refused until one interval after the mark's last moment. */
+  pollVerdict(mark: PollMarkResult, now: Date): Refusal | null {
+    if (mark.taken) return null;
+    const interval = this.limits.pollIntervalSeconds;
+    // A concurrent reader may have stamped a moment a little after our own `now` (or its
+    // mark was not yet visible to the statement that met it): the wait is never longer
+    // than one interval.
+    const waitMs = (mark.lastAt?.getTime() ?? now.getTime()) + interval * 1000 - now.getTime();
     return { code: 'rate_limited', retryAfterSeconds: Math.min(interval, Math.max(1, Math.ceil(waitMs / 1000))) };
   }
 

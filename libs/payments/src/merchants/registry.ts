@@ -1,6 +1,6 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
-import { countRequestInWindow, rateWindowOf } from '../access/access-control';
+import { countRequestInWindow, PollMarkRequest, PollMarkResult, rateWindowOf, takePollMark } from '../access/access-control';
 import { inTransaction, preparedStatement } from '#platform/database';
 import { MethodOverrides, projectMethods, MethodTerms } from '#domain';
 import type { Mode } from '#domain';
@@ -261,25 +261,46 @@ export class Registry {
   /**
    * The project and mode of a secret key that is known and not revoked (looked up by
    * its hash, with the mode its prefix claims), and in the same round trip the request
-   * counted in the key's rate window (`hits`, for AccessControl.admitCounted). An
-   * unknown, revoked or wrong-mode key counts nothing.
+   * counted in the key's rate window (`hits`, for AccessControl.admitCounted) and, for a
+   * read of one invoice or payout, its poll mark taken when the request is within the
+   * rate (`poll`, for AccessControl.pollVerdict). An unknown, revoked or wrong-mode key
+   * counts and marks nothing.
    */
-  async identifyBySecretKeyCountingRequest(secretKey: string, now: Date): Promise<{ identity: MerchantIdentity; hits: number } | null> {
+  async identifyBySecretKeyCountingRequest(
+    secretKey: string,
+    now: Date,
+    pollMark: PollMarkRequest | null = null,
+  ): Promise<{ identity: MerchantIdentity; hits: number; poll: PollMarkResult | null } | null> {
     const match = /^sk_(test|live)_[A-Za-z0-9_-]{16,64}$/.exec(secretKey);
     if (!match) return null;
-    const r = await this.pool.query<ProjectRow & { key_id: string; key_mode: Mode; hits: number }>(
-      preparedStatement(
-        `WITH key AS (
+    const lookup = `key AS (
            SELECT ${projectColumnsOf('p')}, k.id AS key_id, k.mode AS key_mode FROM api_keys k JOIN projects p ON p.id = k.project_id
            WHERE k.secret_key_hash = $1 AND k.revoked_at IS NULL AND k.mode = $3
-         ), counted AS (${countRequestInWindow('SELECT key_id, $2::bigint, 1 FROM key')})
-         SELECT ${projectColumnsOf('key')}, key.key_id, key.key_mode, counted.hits FROM key CROSS JOIN counted`,
-        [hashSecretKey(secretKey), rateWindowOf(now), match[1]],
-      ),
+         ), counted AS (${countRequestInWindow('SELECT key_id, $2::bigint, 1 FROM key')})`;
+    const columns = `${projectColumnsOf('key')}, key.key_id, key.key_mode, counted.hits`;
+    const parameters: unknown[] = [hashSecretKey(secretKey), rateWindowOf(now), match[1]];
+    let text = `WITH ${lookup} SELECT ${columns} FROM key CROSS JOIN counted`;
+    if (pollMark) {
+      // The mark's earlier moment is read from the statement's snapshot: a mark taken
+      // concurrently may be missing there, and the wait is then one whole interval.
+      text = `WITH ${lookup}, marked AS (
+           ${takePollMark('SELECT key.key_id, $4::text, $5::timestamptz FROM key CROSS JOIN counted WHERE counted.hits <= $7', '$6')} RETURNING 1
+         )
+         SELECT ${columns}, EXISTS (SELECT 1 FROM marked) AS poll_taken,
+           (SELECT m.last_at FROM poll_marks m WHERE m.key_id = key.key_id AND m.resource = $4) AS poll_last_at
+         FROM key CROSS JOIN counted`;
+      parameters.push(pollMark.resource, pollMark.at, pollMark.intervalSeconds, pollMark.countedUpTo);
+    }
+    const r = await this.pool.query<ProjectRow & { key_id: string; key_mode: Mode; hits: number; poll_taken?: boolean; poll_last_at?: Date | null }>(
+      preparedStatement(text, parameters),
     );
     const row = r.rows[0];
     if (!row) return null;
-    return { identity: { project: this.toProject(row), mode: row.key_mode, keyId: row.key_id }, hits: row.hits };
+    return {
+      identity: { project: this.toProject(row), mode: row.key_mode, keyId: row.key_id },
+      hits: row.hits,
+      poll: pollMark ? { taken: row.poll_taken === true, lastAt: row.poll_last_at ?? null } : null,
+    };
   }
 
   /** A live key's project, when the key's stored mode is the one its prefix claims. */

@@ -1,6 +1,7 @@
-import { CanActivate, createParamDecorator, ExecutionContext, Inject, Injectable } from '@nestjs/common';
+import { CanActivate, createParamDecorator, ExecutionContext, Inject, Injectable, SetMetadata } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
 import type { FastifyRequest } from 'fastify';
-import type { AccessControl, AuthFailureKind, Refusal } from '#payments/access';
+import type { AccessControl, AuthFailureKind, PollMarkRequest, PollMarkResult, Refusal } from '#payments/access';
 import { requestSignature, signaturesMatch, TIMESTAMP_WINDOW_SECONDS } from '#payments/access';
 import type { Clock } from '#platform/clock';
 import type { MerchantIdentity, Registry } from '#payments/merchants';
@@ -8,7 +9,25 @@ import { ApiError } from '../errors/api-error';
 import type { FailedAuthentication } from './failed-authentication';
 import { ACCESS_CONTROL, CLOCK_TOKEN, FAILED_AUTHENTICATION, REGISTRY } from '../tokens';
 
-type MerchantRequest = FastifyRequest & { merchant?: MerchantIdentity; rawBody?: Buffer };
+type MerchantRequest = FastifyRequest & { merchant?: MerchantIdentity; rawBody?: Buffer; pollMark?: PollMarkTaken };
+
+/** A route's poll mark: the resource its path parameters name, or null when they name none (the route answers 404). */
+type PollResourceOf = (params: Record<string, string>) => string | null;
+const POLL_MARKED = 'merchant-auth:poll-marked';
+
+/**
+ * Marks a route that reads one invoice or payout, limited to once per poll interval per
+ * key: with a Bearer key the guard takes the mark in the key's own lookup statement
+ * (one round trip for authentication, the rate and the poll), and the route reads the
+ * verdict with @PollMark(). (An HMAC request's key is known only after its signature
+ * holds: the route takes the mark itself.)
+ */
+export const PollMarked = (resourceOf: PollResourceOf) => SetMetadata(POLL_MARKED, resourceOf);
+
+/** The poll rule's verdict, when the guard took the mark with the key's lookup. */
+export interface PollMarkTaken {
+  readonly refusal: Refusal | null;
+}
 
 const header = (request: FastifyRequest, name: string): string | undefined => {
   const value = request.headers[name];
@@ -33,6 +52,7 @@ export class MerchantAuthGuard implements CanActivate {
     @Inject(ACCESS_CONTROL) private readonly access: AccessControl,
     @Inject(CLOCK_TOKEN) private readonly clock: Clock,
     @Inject(FAILED_AUTHENTICATION) private readonly failures: FailedAuthentication,
+    private readonly reflector: Reflector,
   ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
@@ -46,10 +66,13 @@ export class MerchantAuthGuard implements CanActivate {
     let refusal: Refusal | null;
     try {
       if (bearer) {
-        // The key's lookup counts the request too: one round trip.
-        const counted = await this.bearer(request, now);
+        // The key's lookup counts the request (and takes a read's poll mark) too: one round trip.
+        const resource = this.reflector.get<PollResourceOf | undefined>(POLL_MARKED, context.getHandler())?.(request.params as Record<string, string>);
+        const pollMark = resource ? this.access.pollMarkOf(resource, now) : null;
+        const counted = await this.bearer(request, now, pollMark);
         identity = counted.identity;
         refusal = await this.access.admitCounted(counted.hits, now);
+        if (counted.poll) request.pollMark = { refusal: this.access.pollVerdict(counted.poll, now) };
       } else {
         // Counted only once the signature holds: a forged request must not spend the merchant's limit.
         identity = await this.hmac(request, now);
@@ -65,10 +88,14 @@ export class MerchantAuthGuard implements CanActivate {
     return true;
   }
 
-  private async bearer(request: MerchantRequest, now: Date): Promise<{ identity: MerchantIdentity; hits: number }> {
+  private async bearer(
+    request: MerchantRequest,
+    now: Date,
+    pollMark: PollMarkRequest | null,
+  ): Promise<{ identity: MerchantIdentity; hits: number; poll: PollMarkResult | null }> {
     const match = /^Bearer\s+(\S+)$/i.exec(header(request, 'authorization') ?? '');
     if (!match) throw ApiError.unauthorized('Нужен заголовок Authorization: Bearer <секретный ключ проекта>');
-    const counted = await this.registry.identifyBySecretKeyCountingRequest(match[1]!, now);
+    const counted = await this.registry.identifyBySecretKeyCountingRequest(match[1]!, now, pollMark);
     if (!counted) throw ApiError.unauthorized('Ключ не найден или отозван');
     return counted;
   }
@@ -106,4 +133,9 @@ export const Merchant = createParamDecorator((_: unknown, context: ExecutionCont
   const merchant = context.switchToHttp().getRequest<MerchantRequest>().merchant;
   if (!merchant) throw new Error('Merchant() used on a route without MerchantAuthGuard');
   return merchant;
+});
+
+/** The verdict of the poll mark the guard took with the key's lookup (undefined: the route takes it itself). */
+export const PollMark = createParamDecorator((_: unknown, context: ExecutionContext): PollMarkTaken | undefined => {
+  return context.switchToHttp().getRequest<MerchantRequest>().pollMark;
 });
