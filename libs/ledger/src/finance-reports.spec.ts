@@ -174,6 +174,13 @@ describe('reconcile', () => {
     ]);
   });
 
+  it('a held payment whose entry is missing is one difference: its release still pairs with the invoice’s hold', () => {
+    const input = clean();
+    expect(reconcile({ ...input, entries: input.entries.filter((e) => e.cause !== 'payment:inv-1') }).map((d) => [d.kind, d.flowId])).toEqual([
+      ['missing_entry', 'inv-1'],
+    ]);
+  });
+
   it('finds amounts that differ: payment, refund, payout fee', () => {
     const input = clean();
     const found = reconcile({

@@ -281,6 +281,7 @@ export function reconcile(input: ReconciliationInput): ReconciliationDifference[
     const base = { flow: 'invoice' as const, flowId: invoice.invoiceId, accountId: invoice.accountId, mode: invoice.mode };
     const cause = `payment:${invoice.invoiceId}`;
     const { entry, otherLedger } = entryOf(invoice, cause);
+    const held = invoice.availableAt !== null && invoice.netAmount > 0;
     if (!entry) {
       push(
         otherLedger
@@ -293,25 +294,32 @@ export function reconcile(input: ReconciliationInput): ReconciliationDifference[
             }
           : { ...base, kind: 'missing_entry', entryId: null, cause, detail: 'Счёт оплачен, проводки payment_recorded нет' },
       );
-      continue;
+    } else {
+      const expected = {
+        acquiring_clearing: -(invoice.netAmount + invoice.feeAmount),
+        pending: held ? invoice.netAmount : 0,
+        available: held ? 0 : invoice.netAmount,
+        fees: invoice.feeAmount,
+      };
+      const actual = {
+        acquiring_clearing: sumOf(entry.postings, 'acquiring_clearing'),
+        pending: sumOf(entry.postings, 'pending'),
+        available: sumOf(entry.postings, 'available'),
+        fees: sumOf(entry.postings, 'fees'),
+      };
+      if (entry.kind !== 'payment_recorded' || !sameAmounts(expected, actual) || entry.postings.some((p) => !(p.account in expected))) {
+        push({
+          ...base,
+          kind: 'amount_differs',
+          entryId: entry.entryId,
+          cause,
+          expected,
+          actual,
+          detail: 'Суммы проводки оплаты не совпадают с суммами счёта',
+        });
+      }
     }
-    const held = invoice.availableAt !== null && invoice.netAmount > 0;
-    const expected = {
-      acquiring_clearing: -(invoice.netAmount + invoice.feeAmount),
-      pending: held ? invoice.netAmount : 0,
-      available: held ? 0 : invoice.netAmount,
-      fees: invoice.feeAmount,
-    };
-    const actual = {
-      acquiring_clearing: sumOf(entry.postings, 'acquiring_clearing'),
-      pending: sumOf(entry.postings, 'pending'),
-      available: sumOf(entry.postings, 'available'),
-      fees: sumOf(entry.postings, 'fees'),
-    };
-    if (entry.kind !== 'payment_recorded' || !sameAmounts(expected, actual) || entry.postings.some((p) => !(p.account in expected))) {
-      push({ ...base, kind: 'amount_differs', entryId: entry.entryId, cause, expected, actual, detail: 'Суммы проводки оплаты не совпадают с суммами счёта' });
-    }
-    // Its hold: released once due, never before.
+    // Its hold, as the invoice states it (whether or not its payment entry is there): released once due, never before.
     if (held) {
       const release = entryOf(invoice, `hold_release:${invoice.invoiceId}`).entry;
       if (!release) {
@@ -319,7 +327,7 @@ export function reconcile(input: ReconciliationInput): ReconciliationDifference[
           push({
             ...base,
             kind: 'hold_not_released',
-            entryId: entry.entryId,
+            entryId: entry?.entryId ?? null,
             cause: `hold_release:${invoice.invoiceId}`,
             detail: `Удержание до ${invoice.availableAt} не снято к ${input.to}`,
           });
