@@ -128,11 +128,10 @@ describe('reconciliation through the gateway (CLOCK=manual)', () => {
   let succeededRefund: string;
   let paidPayout: number;
 
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   const reconciliation = async (
     query: string,
     headers: Record<string, string> = {},
-  ): Promise<{ status: number; headers: Headers; text: string; body: any }> => {
+  ): Promise<{ status: number; headers: Headers; text: string; body: Json }> => {
     const r = await fetch(`${gw.baseUrl}/admin/v1/audit/reconciliation${query}`, { headers: { authorization: `Bearer ${gw.gateway.adminToken}`, ...headers } });
     const text = await r.text();
     return { status: r.status, headers: r.headers, text, body: r.headers.get('content-type')?.startsWith('application/json') ? JSON.parse(text) : null };
