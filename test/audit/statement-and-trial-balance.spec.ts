@@ -286,6 +286,52 @@ describe('statements and the trial balance over HTTP', () => {
     expect(sizes.reduce((s, n) => s + n, 0)).toBe(inPeriod.length);
   });
 
+  it('a statement half read holds no transaction, and covers the ledger as it was when it began: entries projected meanwhile are left out', async () => {
+    const openTransactions = async () =>
+      (
+        await db.pool.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()`,
+        )
+      ).rows[0]!.n;
+    const from = bigEvents[0]!.data.occurredAt;
+    const to = '2031-12-31T00:00:00Z';
+    // The reader the route streams, read one page and then left waiting (as for a slow client).
+    const statement = await openAccountStatement(db.pool, big, new Date(from), new Date(to), 500);
+    const pages = statement.pages();
+    const firstPage = await pages.next();
+    expect(firstPage.done).toBe(false);
+    expect(await openTransactions()).toBe(0);
+    // Meanwhile the ledger grows inside the period, and the projection catches up.
+    const more = await appendLedgerHistory(
+      store,
+      big,
+      Array.from({ length: 3 }, (_, i) => ({
+        type: 'RecordPayment' as const,
+        invoiceId: `late-${i}`,
+        netAmount: 1_000,
+        feeAmount: 10,
+        releaseAt: null,
+        at: '2031-12-01T00:00:00.000Z',
+      })),
+      bigEvents,
+    );
+    const lastLate = more.events[more.events.length - 1]!.data.entryId;
+    const deadline = Date.now() + 20_000;
+    while ((await db.pool.query('SELECT 1 FROM ledger_entries WHERE entry_id = $1', [lastLate])).rowCount === 0) {
+      if (Date.now() > deadline) throw new Error('the late entries were not projected');
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    const causes = (firstPage.value as { cause: string }[]).map((e) => e.cause);
+    for await (const page of pages) causes.push(...page.map((e) => e.cause));
+    // Every entry after `from` as the ledger was when the statement began, none of the late ones.
+    expect(causes).toEqual(bigEvents.slice(1).map((e) => e.data.cause));
+    // A statement begun now has them, over HTTP too.
+    const again = await get(`/admin/v1/accounts/${big.accountId}/statement?mode=live&from=${from}&to=${to}`);
+    expect(again.body.entryCount).toBe(bigEvents.length - 1 + 3);
+    expect(again.body.entries.slice(-3).map((e: { cause: string }) => e.cause)).toEqual(['payment:late-0', 'payment:late-1', 'payment:late-2']);
+    bigEvents = [...bigEvents, ...more.events];
+  });
+
   it('refuses bad statement requests in the error shape; an unknown account is 404', async () => {
     const base = `/admin/v1/accounts/${small.accountId}/statement`;
     const cases: [string, string, string][] = [

@@ -49,7 +49,9 @@ const STATEMENT_CSV_HEADER = ['record', 'entry_id', 'seq', 'occurred_at', 'kind'
 
 /**
  * The statement's text, page by page: each yielded string is one page of entries (one
- * query), so the reply is written as the pages are read and never held whole.
+ * query), so the reply is written as the pages are read and never held whole. Readable.from
+ * asks for the next page only when the socket took the previous one (backpressure); no
+ * connection or transaction is held in between.
  */
 async function* statementText(reader: AccountStatementReader, head: Record<string, string>, csv: boolean): AsyncGenerator<string> {
   const running = new StatementBalances(reader.opening);
@@ -220,8 +222,6 @@ export class AuditReportsController {
     const csv = wantsCsv(query.format, accept);
     const head = { accountId, mode: query.mode, from: from.toISOString(), to: to.toISOString() };
     const body = Readable.from(statementText(reader, head, csv), { objectMode: false });
-    // A reply that ends early (the client went away) closes the reader's snapshot.
-    body.on('close', () => void reader.close().catch(() => undefined));
     void reply.status(200).header('content-type', csv ? CSV_CONTENT_TYPE : JSON_CONTENT_TYPE);
     if (csv) void reply.header('content-disposition', `attachment; filename="statement-${accountId}-${query.mode}-${stamp(from)}-${stamp(to)}.csv"`);
     return reply.send(body);

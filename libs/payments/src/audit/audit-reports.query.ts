@@ -9,8 +9,8 @@ import { reconcilePeriod, ReconciliationReport } from './reconciliation';
 import { trialBalanceFromLog } from './trial-balance';
 
 /**
- * Audit: a ledger's statement over (from, to], opened in one snapshot of the read
- * model (the caller streams its pages and closes it); null for an unknown account.
+ * Audit: a ledger's statement over (from, to], as of one instant of the read model (the
+ * caller streams its pages); null for an unknown account.
  */
 export class GetAccountStatement extends Query<AccountStatementReader | null> {
   constructor(
