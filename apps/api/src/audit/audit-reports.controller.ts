@@ -12,16 +12,9 @@ import { ValidQuery } from '../http/request-validation';
 import { CLOCK_TOKEN } from '../http/tokens';
 import { AccountStatementQuery, ReconciliationQuery, TrialBalanceQuery } from './audit-reports.request';
 import { CSV_CONTENT_TYPE, csvRecord, wantsCsv } from './csv';
+import { parseAccountId } from '../ledger/ledger-audit.controller';
 
-const ACCOUNT_ID = /^[A-Za-z0-9_-]{1,64}$/;
 const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
-
-function parseAccountId(id: string): string {
-  if (!ACCOUNT_ID.test(id)) {
-    throw ApiError.validation([{ param: 'id', code: 'invalid', message: 'id счёта: от 1 до 64 латинских букв, цифр, _ или -' }]);
-  }
-  return id;
-}
 
 /** `from` not after `to` (both already real ISO instants). */
 function period(from: string, to: string): { from: Date; to: Date } {
