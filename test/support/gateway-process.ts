@@ -5,7 +5,8 @@ import { makeTraversable } from '#platform/database';
 
 export const ROOT = path.resolve(__dirname, '../..');
 
-export type Entry = 'gateway' | 'api' | 'projector' | 'rebuild' | 'ledger-verify' | 'seed-load' | 'read-models-checksum' | 'secrets-rotate-key';
+export type Entry =
+  'gateway' | 'api' | 'projector' | 'rebuild' | 'ledger-verify' | 'seed-load' | 'read-models-checksum' | 'secrets-rotate-key' | 'audit-reconcile';
 const ENTRIES: Record<Entry, string> = {
   gateway: 'dist/apps/gateway/src/main.js',
   api: 'dist/apps/api/src/main.js',
@@ -15,6 +16,7 @@ const ENTRIES: Record<Entry, string> = {
   'seed-load': 'dist/apps/tools/src/seed-load.js',
   'read-models-checksum': 'dist/apps/tools/src/read-models-checksum.js',
   'secrets-rotate-key': 'dist/apps/tools/src/secrets-rotate-key.js',
+  'audit-reconcile': 'dist/apps/tools/src/audit-reconcile.js',
 };
 
 export interface RunningProcess {

@@ -4,3 +4,4 @@ export * from './ledger-id';
 export * from './ledger-decider';
 export * from './ledger-snapshot';
 export * from './uuid-v5';
+export * from './finance-reports';

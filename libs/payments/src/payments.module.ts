@@ -8,6 +8,7 @@ import { InvoiceService } from './invoices/invoice-service';
 import { PayoutService } from './payouts/payout-service';
 import { EVENT_STORE, READ_MODELS } from './payments.tokens';
 import { ReadStreamHandler } from './streams/read-stream.query';
+import { GetAccountStatementHandler, GetReconciliationHandler, GetTrialBalanceHandler } from './audit/audit-reports.query';
 import { RefundService } from './refunds/refund-service';
 import { ChooseInvoiceMethodHandler } from './invoices/choose-invoice-method.command';
 import { CreateInvoiceHandler } from './invoices/create-invoice.command';
@@ -104,6 +105,9 @@ export const QUERY_HANDLERS: readonly Type[] = [
   GetAccountHandler,
   GetProjectHandler,
   ReadStreamHandler,
+  GetAccountStatementHandler,
+  GetTrialBalanceHandler,
+  GetReconciliationHandler,
 ];
 
 /**

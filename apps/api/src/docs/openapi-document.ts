@@ -85,7 +85,7 @@ export interface RequestBodyObject {
 export interface ResponseObject {
   readonly description: string;
   readonly headers?: Readonly<Record<string, HeaderObject>>;
-  readonly content?: { readonly 'application/json': MediaTypeObject };
+  readonly content?: { readonly 'application/json': MediaTypeObject; readonly 'text/csv'?: MediaTypeObject };
   /** The spec's error codes this status carries for this operation (extension; the body is the Error schema). */
   readonly 'x-error-codes'?: readonly string[];
 }

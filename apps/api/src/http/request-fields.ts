@@ -130,7 +130,7 @@ export const HttpUrl = (o: Presence & Described = {}): PropertyDecorator =>
   );
 
 /** ISO 8601 date and time (query strings). */
-export const DateTime = (o: Described = {}): PropertyDecorator =>
+export const DateTime = (o: Described & { readonly required?: boolean } = {}): PropertyDecorator =>
   field(
     [
       ...textRules({ max: 40 }),
@@ -140,7 +140,7 @@ export const DateTime = (o: Described = {}): PropertyDecorator =>
         valid: (v) => isIsoDateTime(v as string),
       },
     ],
-    {},
+    o.required ? { required: true } : {},
     { type: 'string', format: 'date-time', ...described(o) },
   );
 

@@ -14,7 +14,8 @@ import { AdminTokenGuard } from '../http/auth/admin-token.guard';
 
 const ACCOUNT_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
-function parseAccountId(id: string): string {
+/** The `{id}` of an account's audit route (any text id a ledger may have), or 400 on `id`. */
+export function parseAccountId(id: string): string {
   if (!ACCOUNT_ID.test(id)) {
     throw ApiError.validation([{ param: 'id', code: 'invalid', message: 'id счёта: от 1 до 64 латинских букв, цифр, _ или -' }]);
   }

@@ -1,0 +1,84 @@
+import { parseArgs } from 'node:util';
+import { comparePositions, positionToString } from '#event-store';
+import { readCheckpoint } from '#event-store/projections';
+import { formatMoney } from '#ledger';
+import { reconcilePeriod } from '#payments/audit';
+import { loadConfigOrExit, openInfrastructure } from '#payments/composition';
+import { COMMAND_SESSION_LIMITS } from '#platform/database';
+import { createLogger } from '#platform/logging';
+
+const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})$/;
+/** The read models the reconciliation reads. */
+const READ = ['invoices', 'refunds', 'payouts', 'ledger'];
+
+/**
+ * `npm run audit:reconcile -- --from <ISO> --to <ISO>`: paid invoices, succeeded refunds
+ * and paid payouts of (from, to] against their ledger entries, and the entries of the
+ * period against their flows (the same report as GET /admin/v1/audit/reconciliation).
+ * Prints one line per difference with its ids; exits 0 when there is none, 1 when there
+ * is any, 2 when it could not run (bad arguments, no database).
+ */
+async function main(): Promise<number> {
+  let values: { from?: string; to?: string };
+  try {
+    ({ values } = parseArgs({ options: { from: { type: 'string' }, to: { type: 'string' } }, strict: true }));
+  } catch (error) {
+    return fail((error as Error).message);
+  }
+  const instant = (name: 'from' | 'to'): Date => {
+    const text = values[name];
+    if (text === undefined) fail(`--${name} is required (an ISO 8601 instant, e.g. 2026-11-01T00:00:00Z)`);
+    if (!ISO_INSTANT.test(text) || Number.isNaN(Date.parse(text))) fail(`--${name} ${text}: not an ISO 8601 instant`);
+    return new Date(text);
+  };
+  const from = instant('from');
+  const to = instant('to');
+  if (from.getTime() > to.getTime()) fail('--to must not be before --from');
+
+  const config = loadConfigOrExit('audit:reconcile');
+  const log = createLogger('audit-reconcile', process.env.LOG_LEVEL ?? 'warn');
+  const infra = await openInfrastructure(config, log, { applicationName: 'gateway-audit-reconcile', poolSize: 2, limits: COMMAND_SESSION_LIMITS });
+  try {
+    const head = await infra.store.headPosition();
+    for (const name of READ) {
+      const at = (await readCheckpoint(infra.pool, name))?.position ?? { commit: 0n, prepare: 0n };
+      if (head !== null && comparePositions(at, head) < 0) {
+        process.stderr.write(
+          `note: read model ${name} at ${positionToString(at)}, the log at ${positionToString(head)}: what it has not yet projected is not reconciled\n`,
+        );
+      }
+    }
+    const report = await reconcilePeriod(infra.pool, from, to);
+    const c = report.checked;
+    process.stdout.write(
+      `reconciliation ${report.from} .. ${report.to}: ${c.paidInvoices} paid invoices, ${c.succeededRefunds} succeeded refunds, ${c.paidPayouts} paid payouts, ${c.entries} entries; ${report.differences.length} difference(s)\n`,
+    );
+    for (const d of report.differences) {
+      const amounts = d.expected && d.actual ? ` expected ${money(d.expected)} actual ${money(d.actual)}` : '';
+      process.stdout.write(
+        `${d.kind} ${d.flow} ${d.flowId} ledger ${d.mode}/${d.accountId} entry ${d.entryId ?? '-'} cause ${d.cause}${amounts}: ${d.detail}\n`,
+      );
+    }
+    return report.differences.length > 0 ? 1 : 0;
+  } finally {
+    await infra.close();
+  }
+}
+
+const money = (r: Readonly<Record<string, number>>) =>
+  Object.entries(r)
+    .map(([k, v]) => `${k}=${formatMoney(v)}`)
+    .join(',');
+
+function fail(message: string): never {
+  process.stderr.write(`audit:reconcile: ${message}\n`);
+  process.exit(2);
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error) => {
+    process.stderr.write(`audit:reconcile failed: ${(error as Error).message}\n`);
+    process.exit(2);
+  },
+);

@@ -1,0 +1,458 @@
+/**
+ * Pure folds behind the finance reports (statements, trial balance, reconciliation).
+ * No I/O: the queries of libs/payments/src/audit feed them with entries and flows.
+ *
+ * Debit and credit: a posting's amount is signed (see ledger.ts); a negative amount is
+ * a debit of its account, a positive one a credit. So merchant accounts (what the
+ * gateway owes) carry credit balances, acquiring_clearing (what the acquirer owes the
+ * gateway) a debit balance, and in every ledger debits equal credits.
+ */
+import { LEDGER_ACCOUNTS, LedgerAccount, Posting } from './ledger';
+import type { Kopecks } from './money';
+
+export type AccountBalances = Readonly<Record<LedgerAccount, Kopecks>>;
+
+export const zeroAccountBalances = (): Record<LedgerAccount, Kopecks> =>
+  Object.fromEntries(LEDGER_ACCOUNTS.map((a) => [a, 0])) as Record<LedgerAccount, Kopecks>;
+
+const isLedgerAccount = (account: string): account is LedgerAccount => (LEDGER_ACCOUNTS as readonly string[]).includes(account);
+
+// ---------------------------------------------------------------------------------
+// Statements
+
+/**
+ * The running balances of one ledger over a statement: starts at the opening balances
+ * (every entry at or before `from`), moves with each entry of the period in log order;
+ * `closing()` is opening + movements.
+ */
+export class StatementBalances {
+  private readonly balances: Record<LedgerAccount, Kopecks>;
+  private readonly moved: Record<LedgerAccount, Kopecks> = zeroAccountBalances();
+  private count = 0;
+
+  constructor(readonly opening: AccountBalances) {
+    this.balances = { ...opening };
+  }
+
+  /** Applies an entry's postings; returns the balances after it (a copy). */
+  apply(postings: readonly { readonly account: string; readonly amount: Kopecks }[]): AccountBalances {
+    for (const p of postings) {
+      if (!isLedgerAccount(p.account)) throw new Error(`posting to unknown account ${p.account}`);
+      this.balances[p.account] += p.amount;
+      this.moved[p.account] += p.amount;
+    }
+    this.count++;
+    return { ...this.balances };
+  }
+
+  /** The sum of the period's postings per account. */
+  movements(): AccountBalances {
+    return { ...this.moved };
+  }
+
+  closing(): AccountBalances {
+    return { ...this.balances };
+  }
+
+  entries(): number {
+    return this.count;
+  }
+}
+
+// ---------------------------------------------------------------------------------
+// Trial balance
+
+export interface TrialBalanceAccount {
+  readonly account: LedgerAccount;
+  /** Sum of the debits (negative postings), as a positive number of kopecks. */
+  readonly debits: Kopecks;
+  /** Sum of the credits (positive postings). */
+  readonly credits: Kopecks;
+  /** credits − debits: the account's balance in the ledger's sign convention. */
+  readonly balance: Kopecks;
+}
+
+export interface TrialBalanceLedger {
+  readonly accountId: string;
+  readonly mode: string;
+  readonly entries: number;
+  readonly accounts: readonly TrialBalanceAccount[];
+  readonly debits: Kopecks;
+  readonly credits: Kopecks;
+  /** Sum of every account's balance: 0 in a sound ledger. */
+  readonly balance: Kopecks;
+}
+
+export interface TrialBalance {
+  readonly ledgers: readonly TrialBalanceLedger[];
+  readonly entries: number;
+  readonly debits: Kopecks;
+  readonly credits: Kopecks;
+  readonly balance: Kopecks;
+  /** Every ledger's debits equal its credits (and so overall). */
+  readonly balanced: boolean;
+}
+
+/**
+ * Folds journal entries of any number of ledgers into the trial balance: per ledger and
+ * account, debit and credit turnovers and the balance. Memory grows with the number of
+ * ledgers, not of entries.
+ */
+export class TrialBalanceFold {
+  private readonly ledgers = new Map<
+    string,
+    { accountId: string; mode: string; entries: number; debits: Record<LedgerAccount, Kopecks>; credits: Record<LedgerAccount, Kopecks> }
+  >();
+
+  apply(ledger: { readonly accountId: string; readonly mode: string }, postings: readonly Posting[]): void {
+    const key = `${ledger.mode}\u0000${ledger.accountId}`;
+    let row = this.ledgers.get(key);
+    if (!row)
+      this.ledgers.set(
+        key,
+        (row = { accountId: ledger.accountId, mode: ledger.mode, entries: 0, debits: zeroAccountBalances(), credits: zeroAccountBalances() }),
+      );
+    for (const p of postings) {
+      if (!isLedgerAccount(p.account)) throw new Error(`posting to unknown account ${String(p.account)}`);
+      if (p.amount < 0) row.debits[p.account] -= p.amount;
+      else row.credits[p.account] += p.amount;
+    }
+    row.entries++;
+  }
+
+  /** The trial balance, ledgers ordered by mode then account id. */
+  result(): TrialBalance {
+    const ledgers = [...this.ledgers.values()]
+      .sort((a, b) => (a.mode === b.mode ? (a.accountId < b.accountId ? -1 : a.accountId > b.accountId ? 1 : 0) : a.mode < b.mode ? -1 : 1))
+      .map((row): TrialBalanceLedger => {
+        const accounts = LEDGER_ACCOUNTS.map((account) => ({
+          account,
+          debits: row.debits[account],
+          credits: row.credits[account],
+          balance: row.credits[account] - row.debits[account],
+        }));
+        const debits = accounts.reduce((s, a) => s + a.debits, 0);
+        const credits = accounts.reduce((s, a) => s + a.credits, 0);
+        return { accountId: row.accountId, mode: row.mode, entries: row.entries, accounts, debits, credits, balance: credits - debits };
+      });
+    const debits = ledgers.reduce((s, l) => s + l.debits, 0);
+    const credits = ledgers.reduce((s, l) => s + l.credits, 0);
+    return {
+      ledgers,
+      entries: ledgers.reduce((s, l) => s + l.entries, 0),
+      debits,
+      credits,
+      balance: credits - debits,
+      balanced: ledgers.every((l) => l.debits === l.credits),
+    };
+  }
+}
+
+// ---------------------------------------------------------------------------------
+// Reconciliation
+
+/** A paid invoice as its own stream tells it (read model). */
+export interface PaidInvoiceFact {
+  readonly invoiceId: string;
+  readonly accountId: string;
+  readonly mode: string;
+  readonly netAmount: Kopecks;
+  readonly feeAmount: Kopecks;
+  readonly paidAt: string;
+  /** When the hold ends; null: no hold. */
+  readonly availableAt: string | null;
+}
+
+export interface SucceededRefundFact {
+  readonly refundId: string;
+  readonly invoiceId: string;
+  readonly accountId: string;
+  readonly mode: string;
+  readonly amount: Kopecks;
+}
+
+export interface PaidPayoutFact {
+  readonly payoutId: string;
+  /** The ledger's reservation id of the payout (po_<id>). */
+  readonly reservationId: string;
+  readonly accountId: string;
+  readonly mode: string;
+  readonly amount: Kopecks;
+  readonly feeAmount: Kopecks;
+}
+
+/** A journal entry of the kinds reconciled, with its postings. */
+export interface EntryFact {
+  readonly entryId: string;
+  readonly accountId: string;
+  readonly mode: string;
+  readonly kind: string;
+  readonly cause: string;
+  readonly occurredAt: string;
+  readonly postings: readonly { readonly account: string; readonly amount: Kopecks }[];
+}
+
+export interface ReconciliationInput {
+  /** The end of the period: holds due at or before it must have been released. */
+  readonly to: string;
+  /** Flows of the period, and every entry their causes posted (whatever its time). */
+  readonly paidInvoices: readonly PaidInvoiceFact[];
+  readonly succeededRefunds: readonly SucceededRefundFact[];
+  readonly paidPayouts: readonly PaidPayoutFact[];
+  /**
+   * Entries of the period of kinds payment_recorded, hold_released and
+   * reservation_settled, plus those of the flows' causes. An entry whose flow is not
+   * among the flows above is reported as `entry_without_flow`, so the caller passes,
+   * besides the flows of the period, the flows of every entry it passes.
+   */
+  readonly entries: readonly EntryFact[];
+  /** Ids of refunds and payouts that exist but did not succeed / are not paid, by reservation id: a settle of one of them is `entry_without_flow` with its status. */
+  readonly otherReservations?: Readonly<Record<string, string>>;
+}
+
+export type ReconciliationDifferenceKind =
+  /** A paid invoice, succeeded refund or paid payout without its entry. */
+  | 'missing_entry'
+  /** The entry's postings do not carry the flow's amounts. */
+  | 'amount_differs'
+  /** An entry whose flow did not happen (no such paid invoice, succeeded refund, paid payout). */
+  | 'entry_without_flow'
+  /** A paid invoice's hold due by the end of the period and not released. */
+  | 'hold_not_released'
+  /** A hold released before its invoice's availableAt. */
+  | 'hold_released_early'
+  /** A hold released for an invoice that had no hold (or no payment entry). */
+  | 'release_without_hold'
+  /** The entry is in another ledger than its flow's account and mode. */
+  | 'ledger_differs';
+
+export interface ReconciliationDifference {
+  readonly kind: ReconciliationDifferenceKind;
+  readonly flow: 'invoice' | 'refund' | 'payout';
+  /** The flow's id: invoice id, refund id, payout id. */
+  readonly flowId: string;
+  readonly accountId: string;
+  readonly mode: string;
+  readonly entryId: string | null;
+  readonly cause: string;
+  /** What the flow says and what the ledger says (kopecks), when amounts differ. */
+  readonly expected?: Readonly<Record<string, Kopecks>>;
+  readonly actual?: Readonly<Record<string, Kopecks>>;
+  readonly detail: string;
+}
+
+const sumOf = (postings: EntryFact['postings'], account: LedgerAccount): Kopecks =>
+  postings.filter((p) => p.account === account).reduce((s, p) => s + p.amount, 0);
+
+const sameAmounts = (a: Readonly<Record<string, Kopecks>>, b: Readonly<Record<string, Kopecks>>): boolean =>
+  Object.keys(a).length === Object.keys(b).length && Object.keys(a).every((k) => a[k] === b[k]);
+
+/**
+ * Pairs every flow with the entry its cause posted and every entry with its flow, and
+ * lists each difference with its ids. Causes: `payment:<invoiceId>` (payment_recorded),
+ * `hold_release:<invoiceId>` (hold_released), `settle:<refundId>` and
+ * `settle:po_<payoutId>` (reservation_settled). The differences come sorted by flow
+ * id, kind and entry id, so the same input always gives the same list.
+ */
+export function reconcile(input: ReconciliationInput): ReconciliationDifference[] {
+  const differences: ReconciliationDifference[] = [];
+  const byCause = new Map<string, EntryFact>();
+  for (const e of input.entries) {
+    const key = `${e.mode}\u0000${e.accountId}\u0000${e.cause}`;
+    if (!byCause.has(key)) byCause.set(key, e);
+  }
+  const anyLedgerByCause = new Map<string, EntryFact>();
+  for (const e of input.entries) if (!anyLedgerByCause.has(e.cause)) anyLedgerByCause.set(e.cause, e);
+  const used = new Set<string>();
+  const entryOf = (flow: { accountId: string; mode: string }, cause: string): { entry: EntryFact | null; otherLedger: EntryFact | null } => {
+    const entry = byCause.get(`${flow.mode}\u0000${flow.accountId}\u0000${cause}`) ?? null;
+    if (entry) {
+      used.add(entry.entryId);
+      return { entry, otherLedger: null };
+    }
+    const other = anyLedgerByCause.get(cause) ?? null;
+    if (other) used.add(other.entryId);
+    return { entry: null, otherLedger: other };
+  };
+  const push = (d: ReconciliationDifference) => differences.push(d);
+
+  const invoices = new Map(input.paidInvoices.map((i) => [i.invoiceId, i]));
+  for (const invoice of input.paidInvoices) {
+    const base = { flow: 'invoice' as const, flowId: invoice.invoiceId, accountId: invoice.accountId, mode: invoice.mode };
+    const cause = `payment:${invoice.invoiceId}`;
+    const { entry, otherLedger } = entryOf(invoice, cause);
+    const held = invoice.availableAt !== null && invoice.netAmount > 0;
+    if (!entry) {
+      push(
+        otherLedger
+          ? {
+              ...base,
+              kind: 'ledger_differs',
+              entryId: otherLedger.entryId,
+              cause,
+              detail: `Проводка оплаты счёта в журнале ${otherLedger.mode}/${otherLedger.accountId}, а не ${invoice.mode}/${invoice.accountId}`,
+            }
+          : { ...base, kind: 'missing_entry', entryId: null, cause, detail: 'Счёт оплачен, проводки payment_recorded нет' },
+      );
+    } else {
+      const expected = {
+        acquiring_clearing: -(invoice.netAmount + invoice.feeAmount),
+        pending: held ? invoice.netAmount : 0,
+        available: held ? 0 : invoice.netAmount,
+        fees: invoice.feeAmount,
+      };
+      const actual = {
+        acquiring_clearing: sumOf(entry.postings, 'acquiring_clearing'),
+        pending: sumOf(entry.postings, 'pending'),
+        available: sumOf(entry.postings, 'available'),
+        fees: sumOf(entry.postings, 'fees'),
+      };
+      if (entry.kind !== 'payment_recorded' || !sameAmounts(expected, actual) || entry.postings.some((p) => !(p.account in expected))) {
+        push({
+          ...base,
+          kind: 'amount_differs',
+          entryId: entry.entryId,
+          cause,
+          expected,
+          actual,
+          detail: 'Суммы проводки оплаты не совпадают с суммами счёта',
+        });
+      }
+    }
+    // Its hold, as the invoice states it (whether or not its payment entry is there): released once due, never before.
+    if (held) {
+      const release = entryOf(invoice, `hold_release:${invoice.invoiceId}`).entry;
+      if (!release) {
+        if (Date.parse(invoice.availableAt!) <= Date.parse(input.to)) {
+          push({
+            ...base,
+            kind: 'hold_not_released',
+            entryId: entry?.entryId ?? null,
+            cause: `hold_release:${invoice.invoiceId}`,
+            detail: `Удержание до ${invoice.availableAt} не снято к ${input.to}`,
+          });
+        }
+      } else {
+        if (Date.parse(release.occurredAt) < Date.parse(invoice.availableAt!)) {
+          push({
+            ...base,
+            kind: 'hold_released_early',
+            entryId: release.entryId,
+            cause: release.cause,
+            detail: `Удержание снято ${release.occurredAt}, раньше ${invoice.availableAt}`,
+          });
+        }
+        const releasedExpected = { pending: -invoice.netAmount, available: invoice.netAmount };
+        const releasedActual = { pending: sumOf(release.postings, 'pending'), available: sumOf(release.postings, 'available') };
+        if (!sameAmounts(releasedExpected, releasedActual) || release.postings.some((p) => !(p.account in releasedExpected))) {
+          push({
+            ...base,
+            kind: 'amount_differs',
+            entryId: release.entryId,
+            cause: release.cause,
+            expected: releasedExpected,
+            actual: releasedActual,
+            detail: 'Снято не то, что удержано',
+          });
+        }
+      }
+    }
+  }
+
+  for (const refund of input.succeededRefunds) {
+    const base = { flow: 'refund' as const, flowId: refund.refundId, accountId: refund.accountId, mode: refund.mode };
+    const cause = `settle:${refund.refundId}`;
+    const { entry, otherLedger } = entryOf(refund, cause);
+    if (!entry) {
+      push(
+        otherLedger
+          ? {
+              ...base,
+              kind: 'ledger_differs',
+              entryId: otherLedger.entryId,
+              cause,
+              detail: `Проводка возврата в журнале ${otherLedger.mode}/${otherLedger.accountId}`,
+            }
+          : { ...base, kind: 'missing_entry', entryId: null, cause, detail: 'Возврат выполнен, проводки refunds_paid нет' },
+      );
+      continue;
+    }
+    const expected = { reserved: -refund.amount, refunds_paid: refund.amount };
+    const actual = { reserved: sumOf(entry.postings, 'reserved'), refunds_paid: sumOf(entry.postings, 'refunds_paid') };
+    if (!sameAmounts(expected, actual) || entry.postings.some((p) => !(p.account in expected))) {
+      push({ ...base, kind: 'amount_differs', entryId: entry.entryId, cause, expected, actual, detail: 'Сумма в refunds_paid не равна сумме возврата' });
+    }
+  }
+
+  for (const payout of input.paidPayouts) {
+    const base = { flow: 'payout' as const, flowId: payout.payoutId, accountId: payout.accountId, mode: payout.mode };
+    const cause = `settle:${payout.reservationId}`;
+    const { entry, otherLedger } = entryOf(payout, cause);
+    if (!entry) {
+      push(
+        otherLedger
+          ? {
+              ...base,
+              kind: 'ledger_differs',
+              entryId: otherLedger.entryId,
+              cause,
+              detail: `Проводка выплаты в журнале ${otherLedger.mode}/${otherLedger.accountId}`,
+            }
+          : { ...base, kind: 'missing_entry', entryId: null, cause, detail: 'Выплата проведена, проводки payouts_sent нет' },
+      );
+      continue;
+    }
+    const expected = { reserved: -payout.amount, payouts_sent: payout.amount - payout.feeAmount, fees: payout.feeAmount };
+    const actual = { reserved: sumOf(entry.postings, 'reserved'), payouts_sent: sumOf(entry.postings, 'payouts_sent'), fees: sumOf(entry.postings, 'fees') };
+    if (!sameAmounts(expected, actual) || entry.postings.some((p) => !(p.account in expected))) {
+      push({
+        ...base,
+        kind: 'amount_differs',
+        entryId: entry.entryId,
+        cause,
+        expected,
+        actual,
+        detail: 'Суммы в payouts_sent и fees не равны сумме и комиссии выплаты',
+      });
+    }
+  }
+
+  // Entries whose flow did not happen.
+  for (const entry of input.entries) {
+    if (used.has(entry.entryId)) continue;
+    const base = { accountId: entry.accountId, mode: entry.mode, entryId: entry.entryId, cause: entry.cause };
+    const [prefix, id = ''] = splitCause(entry.cause);
+    if (entry.kind === 'payment_recorded' || prefix === 'payment') {
+      push({
+        ...base,
+        kind: 'entry_without_flow',
+        flow: 'invoice',
+        flowId: id,
+        detail: invoices.has(id) ? 'Проводка оплаты в другом журнале' : 'Проводка оплаты, а счёт не оплачен',
+      });
+    } else if (entry.kind === 'hold_released' || prefix === 'hold_release') {
+      push({ ...base, kind: 'release_without_hold', flow: 'invoice', flowId: id, detail: 'Снятие удержания, а у счёта нет удержания или он не оплачен' });
+    } else if (entry.kind === 'reservation_settled' || prefix === 'settle') {
+      const isPayout = id.startsWith('po_');
+      const status = input.otherReservations?.[id];
+      push({
+        ...base,
+        kind: 'entry_without_flow',
+        flow: isPayout ? 'payout' : 'refund',
+        flowId: isPayout ? id.slice(3) : id,
+        detail: isPayout
+          ? `Списание в payouts_sent, а выплата ${status ? `в статусе ${status}` : 'не найдена'}`
+          : `Списание в refunds_paid, а возврат ${status ? `в статусе ${status}` : 'не найден'}`,
+      });
+    }
+  }
+
+  return differences.sort((a, b) => cmp(a.flowId, b.flowId) || cmp(a.kind, b.kind) || cmp(a.entryId ?? '', b.entryId ?? ''));
+}
+
+const cmp = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+function splitCause(cause: string): [string, string] {
+  const at = cause.indexOf(':');
+  return at < 0 ? [cause, ''] : [cause.slice(0, at), cause.slice(at + 1)];
+}

@@ -1,0 +1,96 @@
+import type { Pool } from 'pg';
+import { AccountBalances, LEDGER_ACCOUNTS, LedgerAccount, LedgerId, zeroAccountBalances } from '#ledger';
+import type { LedgerEntryRow } from '../ledger';
+
+/** Entries read per keyset page of a statement. */
+export const STATEMENT_PAGE = 500;
+
+/**
+ * A statement of one ledger over (from, to]: its opening balances (every entry that
+ * occurred at or before `from`, as GET /balance?asOf=from gives them) and its entries
+ * that occurred after `from` and at or before `to`, in log order, a keyset page at a
+ * time, each page one query of its own.
+ *
+ * One instant for all of it without holding a transaction while the reader waits for
+ * its client: the opening is read together with the ledger's highest `seq` in one
+ * statement, and the pages read only entries up to that `seq`. The ledger projection
+ * writes a ledger's entries in stream order and never changes or removes one, so the
+ * entries up to that `seq` are exactly those the opening saw, however long the
+ * statement takes to stream.
+ */
+export interface AccountStatementReader {
+  readonly opening: AccountBalances;
+  /** The ledger's last entry (seq) the statement covers; -1 when it has none. */
+  readonly throughSeq: number;
+  /** The entries, page after page (each page one query). */
+  pages(): AsyncGenerator<readonly LedgerEntryRow[]>;
+}
+
+/** Whether the account is known: a merchant account of the registry, or a ledger with entries. */
+export async function accountKnown(pool: Pick<Pool, 'query'>, accountId: string): Promise<boolean> {
+  const { rows } = await pool.query<{ known: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM accounts WHERE id::text = $1) OR EXISTS (SELECT 1 FROM ledger_entries WHERE account_id = $1) AS known`,
+    [accountId],
+  );
+  return rows[0]!.known;
+}
+
+export async function openAccountStatement(
+  pool: Pick<Pool, 'query'>,
+  ledger: LedgerId,
+  from: Date,
+  to: Date,
+  pageSize: number = STATEMENT_PAGE,
+): Promise<AccountStatementReader> {
+  const sums = await pool.query<{ through_seq: string; account: string | null; balance: string | null }>(
+    `WITH head AS (SELECT COALESCE(max(seq), -1) AS through_seq FROM ledger_entries WHERE account_id = $1 AND mode = $2),
+          opening AS (
+            SELECT p.account, sum(p.amount) AS balance
+            FROM ledger_entries e JOIN ledger_postings p USING (entry_id)
+            WHERE e.account_id = $1 AND e.mode = $2 AND e.occurred_at <= $3 AND e.seq <= (SELECT through_seq FROM head)
+            GROUP BY p.account)
+     SELECT head.through_seq, opening.account, opening.balance FROM head LEFT JOIN opening ON true`,
+    [ledger.accountId, ledger.mode, from],
+  );
+  const throughSeq = Number(sums.rows[0]!.through_seq);
+  const opening = zeroAccountBalances();
+  for (const row of sums.rows) {
+    if (row.account !== null && (LEDGER_ACCOUNTS as readonly string[]).includes(row.account)) opening[row.account as LedgerAccount] = Number(row.balance);
+  }
+  async function* pages(): AsyncGenerator<readonly LedgerEntryRow[]> {
+    let afterSeq = -1;
+    for (;;) {
+      const { rows } = await pool.query<{
+        entry_id: string;
+        seq: string;
+        kind: string;
+        cause: string;
+        occurred_at: Date;
+        log_position: string;
+        postings: { account: string; amount: number }[];
+      }>(
+        `SELECT e.entry_id, e.seq, e.kind, e.cause, e.occurred_at, e.log_position,
+                COALESCE((SELECT json_agg(json_build_object('account', p.account, 'amount', p.amount) ORDER BY p.ordinal)
+                          FROM ledger_postings p WHERE p.entry_id = e.entry_id), '[]') AS postings
+         FROM ledger_entries e
+         WHERE e.account_id = $1 AND e.mode = $2 AND e.seq > $3 AND e.seq <= $4 AND e.occurred_at > $5 AND e.occurred_at <= $6
+         ORDER BY e.seq LIMIT $7`,
+        [ledger.accountId, ledger.mode, afterSeq, throughSeq, from, to, pageSize],
+      );
+      if (rows.length > 0) {
+        yield rows.map((r) => ({
+          entryId: r.entry_id,
+          seq: Number(r.seq),
+          kind: r.kind,
+          cause: r.cause,
+          occurredAt: r.occurred_at,
+          logPosition: r.log_position,
+          postings: r.postings.map((p) => ({ account: p.account, amount: Number(p.amount) })),
+        }));
+      }
+      if (rows.length < pageSize) return;
+      afterSeq = Number(rows[rows.length - 1]!.seq);
+    }
+  }
+  return { opening, throughSeq, pages };
+}

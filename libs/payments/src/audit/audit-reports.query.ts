@@ -1,0 +1,68 @@
+import { Inject } from '@nestjs/common';
+import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
+import type { Pool } from 'pg';
+import type { EventStore, Position } from '#event-store';
+import type { LedgerId, TrialBalance } from '#ledger';
+import { EVENT_STORE, READ_MODELS } from '../payments.tokens';
+import { AccountStatementReader, accountKnown, openAccountStatement } from './account-statement';
+import { reconcilePeriod, ReconciliationReport } from './reconciliation';
+import { trialBalanceFromLog } from './trial-balance';
+
+/**
+ * Audit: a ledger's statement over (from, to], as of one instant of the read model (the
+ * caller streams its pages); null for an unknown account.
+ */
+export class GetAccountStatement extends Query<AccountStatementReader | null> {
+  constructor(
+    readonly ledger: LedgerId,
+    readonly from: Date,
+    readonly to: Date,
+  ) {
+    super();
+  }
+}
+
+@QueryHandler(GetAccountStatement)
+export class GetAccountStatementHandler implements IQueryHandler<GetAccountStatement> {
+  constructor(@Inject(READ_MODELS) private readonly pool: Pool) {}
+
+  async execute(query: GetAccountStatement): Promise<AccountStatementReader | null> {
+    if (!(await accountKnown(this.pool, query.ledger.accountId))) return null;
+    return openAccountStatement(this.pool, query.ledger, query.from, query.to);
+  }
+}
+
+/** Audit: every ledger's accounts as of an instant, folded from the event log. */
+export class GetTrialBalance extends Query<TrialBalance & { readonly logPosition: Position | null }> {
+  constructor(readonly asOf: Date) {
+    super();
+  }
+}
+
+@QueryHandler(GetTrialBalance)
+export class GetTrialBalanceHandler implements IQueryHandler<GetTrialBalance> {
+  constructor(@Inject(EVENT_STORE) private readonly store: EventStore) {}
+
+  execute(query: GetTrialBalance): Promise<TrialBalance & { readonly logPosition: Position | null }> {
+    return trialBalanceFromLog(this.store, query.asOf);
+  }
+}
+
+/** Audit: flows of (from, to] against their ledger entries, every difference with its ids. */
+export class GetReconciliation extends Query<ReconciliationReport> {
+  constructor(
+    readonly from: Date,
+    readonly to: Date,
+  ) {
+    super();
+  }
+}
+
+@QueryHandler(GetReconciliation)
+export class GetReconciliationHandler implements IQueryHandler<GetReconciliation> {
+  constructor(@Inject(READ_MODELS) private readonly pool: Pool) {}
+
+  execute(query: GetReconciliation): Promise<ReconciliationReport> {
+    return reconcilePeriod(this.pool, query.from, query.to);
+  }
+}

@@ -1,0 +1,4 @@
+export * from './account-statement';
+export * from './audit-reports.query';
+export * from './reconciliation';
+export * from './trial-balance';

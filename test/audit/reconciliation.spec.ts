@@ -1,0 +1,324 @@
+/**
+ * Reconciliation (GET /admin/v1/audit/reconciliation and `npm run audit:reconcile`):
+ * zero differences on a seeded random history and on a history made through the
+ * gateway (invoices paid with and without a hold, an expired invoice, refunds that
+ * succeed and fail, payouts paid and rejected); then planted differences (read-model
+ * rows altered or deleted, an entry appended through the event store that no flow
+ * explains) are each found with their ids, and the script exits 1 naming them.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { PostgresEventStore, PostgresSnapshotStore } from '#event-store';
+import { ledgerEntryId } from '#ledger';
+import { reconcilePeriod } from '#payments/audit';
+import { loadConfig } from '#payments/composition';
+import { LedgerBook } from '#payments/ledger';
+import { allProjections } from '#payments/read-models';
+import { fixedKeys, SecretBox } from '#platform/secrets';
+import { seedLoad } from '../../apps/tools/src/seed/seed-load';
+import { startProcess } from '../support/gateway-process';
+import { expectStatus, InvoiceGateway, Json, Merchant, orderId, poll, startInvoiceGateway } from '../support/merchant-fixtures';
+import { paidInvoice, payoutAddress, PHONE, transition } from '../support/money-out-fixtures';
+import { projectToHead } from '../support/project-to-head';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { seededRandom } from '../support/test-seed';
+
+/** Runs the compiled `audit:reconcile` against a database: its exit code and output. */
+async function reconcileScript(
+  databaseUrl: string,
+  from: string,
+  to: string,
+  env: Record<string, string> = {},
+): Promise<{ code: number | string; output: string }> {
+  const run = startProcess('audit-reconcile', { DATABASE_URL: databaseUrl, ...env }, ['--from', from, '--to', to]);
+  const code = await run.exited;
+  return { code, output: run.output() };
+}
+
+describe('reconciliation on a seeded random history', () => {
+  let db: TestDatabase;
+  let store: PostgresEventStore;
+  let from: Date;
+  let to: Date;
+  /** The seed's secrets key: the script, like every process of the database, must hold it. */
+  const secretsKey = randomBytes(32);
+  const script = (a: Date | string, b: Date | string) =>
+    reconcileScript(db.url, typeof a === 'string' ? a : a.toISOString(), typeof b === 'string' ? b : b.toISOString(), {
+      SECRETS_KEY: secretsKey.toString('hex'),
+    });
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    store = new PostgresEventStore(db.pool, { pollIntervalMs: 10 });
+    const rng = seededRandom('reconciliation seeded history');
+    const loaded = await seedLoad(
+      { pool: db.pool, store, terms: loadConfig({}), secrets: new SecretBox(fixedKeys([secretsKey])) },
+      { events: 4_000, seed: String(rng.int(0, 1_000_000_000)), days: rng.int(2, 10) },
+    );
+    for (const projection of allProjections) await projectToHead(db.pool, store, projection, 500);
+    from = new Date(loaded.from.getTime() - 1);
+    // The history's holds run past its last invoice: the period reaches past the last of its entries.
+    const last = await db.pool.query<{ at: Date }>('SELECT max(occurred_at) AS at FROM ledger_entries');
+    to = last.rows[0]!.at;
+  }, 180_000);
+  afterAll(async () => {
+    await store?.close();
+    await db?.drop();
+  });
+
+  it('finds no difference, having checked every kind of flow', async () => {
+    const report = await reconcilePeriod(db.pool, from, to);
+    expect(report.differences).toEqual([]);
+    expect(report.checked.paidInvoices).toBeGreaterThan(50);
+    expect(report.checked.succeededRefunds).toBeGreaterThan(0);
+    expect(report.checked.paidPayouts).toBeGreaterThan(0);
+    const releases = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ledger_entries WHERE kind = 'hold_released'`);
+    expect(releases.rows[0]!.n).toBeGreaterThan(0);
+    expect(await script(from, to)).toEqual({ code: 0, output: expect.stringContaining('0 difference(s)') });
+  });
+
+  it('finds a payment entry deleted from the read model and a payout whose fee was altered, with their ids; the script exits 1 naming them', async () => {
+    const invoice = await db.pool.query<{ id: string; account_id: string; mode: string }>(
+      `SELECT id::text, account_id::text, mode FROM invoices WHERE paid_at IS NOT NULL ORDER BY paid_at LIMIT 1`,
+    );
+    const paid = invoice.rows[0]!;
+    const payment = ledgerEntryId({ accountId: paid.account_id, mode: paid.mode as 'test' | 'live' }, `payment:${paid.id}`);
+    await db.pool.query('DELETE FROM ledger_entries WHERE entry_id = $1', [payment]);
+    const payout = (
+      await db.pool.query<{ id: string; fee: string }>(
+        `SELECT id::text, state->'requested'->>'feeAmount' AS fee FROM payouts WHERE status = 'paid' ORDER BY id LIMIT 1`,
+      )
+    ).rows[0]!;
+    await db.pool.query(`UPDATE payouts SET state = jsonb_set(state, '{requested,feeAmount}', to_jsonb($2::bigint)) WHERE id = $1`, [
+      payout.id,
+      Number(payout.fee) + 1,
+    ]);
+
+    const report = await reconcilePeriod(db.pool, from, to);
+    expect(report.differences.map((d) => [d.kind, d.flow, d.flowId])).toEqual(
+      [
+        ['missing_entry', 'invoice', paid.id],
+        ['amount_differs', 'payout', payout.id],
+      ].sort((a, b) => (a[2]! < b[2]! ? -1 : 1)),
+    );
+    const altered = report.differences.find((d) => d.flow === 'payout')!;
+    expect(altered.entryId).toBe(ledgerEntryId({ accountId: altered.accountId, mode: 'live' }, `settle:po_${payout.id}`));
+    expect(altered.expected!.fees! - altered.actual!.fees!).toBe(1);
+
+    const run = await script(from, to);
+    expect(run.code).toBe(1);
+    expect(run.output).toContain('2 difference(s)');
+    expect(run.output).toContain(`missing_entry invoice ${paid.id} `);
+    expect(run.output).toContain(`amount_differs payout ${payout.id} `);
+  });
+
+  it('the script refuses bad arguments (exit 2)', async () => {
+    expect((await script('yesterday', to)).code).toBe(2);
+    expect((await script(to, from)).code).toBe(2);
+  });
+});
+
+describe('reconciliation through the gateway (CLOCK=manual)', () => {
+  const PROCESSING_SECONDS = 10;
+  let gw: InvoiceGateway;
+  let m: Merchant;
+  let start: Date;
+  let end: Date;
+  let heldInvoice: string;
+  let freeInvoice: string;
+  let succeededRefund: string;
+  let paidPayout: number;
+
+  const reconciliation = async (
+    query: string,
+    headers: Record<string, string> = {},
+  ): Promise<{ status: number; headers: Headers; text: string; body: Json }> => {
+    const r = await fetch(`${gw.baseUrl}/admin/v1/audit/reconciliation${query}`, { headers: { authorization: `Bearer ${gw.gateway.adminToken}`, ...headers } });
+    const text = await r.text();
+    return { status: r.status, headers: r.headers, text, body: r.headers.get('content-type')?.startsWith('application/json') ? JSON.parse(text) : null };
+  };
+  const period = () => `?from=${start.toISOString()}&to=${end.toISOString()}`;
+
+  beforeAll(async () => {
+    gw = await startInvoiceGateway({ CLOCK: 'manual', REFUND_PROCESSING_SECONDS: String(PROCESSING_SECONDS) });
+    start = new Date((await gw.operator.advance(0)).getTime() - 1_000);
+    m = await gw.operator.merchant({ holdHours: 1 });
+    heldInvoice = await paidInvoice(gw.operator, m.live, '3000.00');
+    await paidInvoice(gw.operator, m.test, '500.00');
+    // An invoice never paid: it expires.
+    const open = await m.live.post('/v1/invoices', { amount: '700.00', orderId: orderId('expires'), method: 'sbp', expire: 1 });
+    expectStatus(open, 201);
+    // Past the hold: the payment becomes available.
+    await gw.operator.advance(3_601);
+    await poll(
+      () => m.live.get('/v1/balance'),
+      (r) => r.body.pending === '0.00' && r.body.available !== '0.00',
+      'the hold released',
+      20_000,
+    );
+    await poll(
+      () => m.live.get(`/v1/invoices/${open.body.id}`),
+      (r) => r.body.status === 'expired',
+      'the invoice expired',
+      20_000,
+    );
+    // A payment without a hold (the project's hold set to 0 afterwards).
+    await gw.operator.patchProject(m.projectId, { holdHours: 0 });
+    freeInvoice = await paidInvoice(gw.operator, m.live, '2000.00');
+
+    // Refunds: one succeeds after the processing time, one the bank refuses.
+    const refundOk = await m.live.post(`/v1/invoices/${heldInvoice}/refund`, { amount: '100.00' });
+    expectStatus(refundOk, 202);
+    succeededRefund = refundOk.body.id;
+    const refundFailed = await m.live.post(`/v1/invoices/${freeInvoice}/refund`, { amount: '50.00' });
+    expectStatus(refundFailed, 202);
+    await poll(
+      () => m.live.get(`/v1/refunds/${refundFailed.body.id}`),
+      (r) => r.body.status === 'pending',
+      'the refund pending',
+      20_000,
+    );
+    expectStatus(await gw.operator.http.post(`/admin/v1/refunds/${refundFailed.body.id}/fail`, { reason: 'Банк отказал' }), 200);
+    await gw.operator.advance(PROCESSING_SECONDS + 1);
+    await poll(
+      () => m.live.get(`/v1/refunds/${succeededRefund}`),
+      (r) => r.body.status === 'succeeded',
+      'the refund succeeded',
+      20_000,
+    );
+
+    // Payouts: one paid (its fee to fees), one rejected (back to available).
+    const address: Json = await payoutAddress(gw.operator, m.accountId, { method: 'sbp', account: PHONE, bank: 'Сбербанк' });
+    const paying = await m.live.post('/v1/payouts', { amount: '500.00', addressId: address.id, orderId: orderId('payout') });
+    expectStatus(paying, 201);
+    paidPayout = paying.body.id;
+    for (const step of ['approve', 'process', 'pay']) expectStatus(await transition(gw.operator, paidPayout, step), 200);
+    const rejected = await m.live.post('/v1/payouts', { amount: '300.00', addressId: address.id, orderId: orderId('payout') });
+    expectStatus(rejected, 201);
+    expectStatus(await transition(gw.operator, rejected.body.id, 'reject', { reason: 'Реквизиты не совпадают' }), 200);
+    end = new Date((await gw.operator.advance(1)).getTime());
+
+    // Every read model has caught up: the flows are all counted and the balance read model equals the ledger's own.
+    await poll(
+      async () => ({
+        report: await reconciliation(period()),
+        readModel: (await m.live.get('/v1/balance')).body,
+        ledger: (await gw.operator.http.get(`/admin/v1/accounts/${m.accountId}/balance?mode=live`)).body,
+      }),
+      ({ report, readModel, ledger }) =>
+        report.body.checked.paidInvoices === 3 &&
+        report.body.checked.succeededRefunds === 1 &&
+        report.body.checked.paidPayouts === 1 &&
+        readModel.available === ledger.available &&
+        readModel.reserved === '0.00',
+      'the read models caught up',
+      30_000,
+    );
+  }, 180_000);
+  afterAll(async () => {
+    await gw?.close();
+  });
+
+  it('finds no difference after invoices paid (held and not), expired, refunds succeeded and failed, payouts paid and rejected', async () => {
+    const r = await reconciliation(period());
+    expect(r.status).toBe(200);
+    expect(r.body).toEqual({
+      from: start.toISOString(),
+      to: end.toISOString(),
+      checked: { paidInvoices: 3, succeededRefunds: 1, paidPayouts: 1, entries: expect.any(Number) },
+      differenceCount: 0,
+      differences: [],
+    });
+    expect(r.body.checked.entries).toBeGreaterThanOrEqual(3 + 1 + 1 + 1);
+    expect(await reconcileScript(gw.db.url, start.toISOString(), end.toISOString())).toEqual({
+      code: 0,
+      output: expect.stringContaining('3 paid invoices, 1 succeeded refunds, 1 paid payouts'),
+    });
+  });
+
+  it('finds planted differences with their ids: an altered invoice row, a deleted refund entry, and an entry appended that no flow explains', async () => {
+    const db = gw.db.pool;
+    const ledger = { accountId: m.accountId, mode: 'live' as const };
+    // A read-model row altered: the invoice's fee one kopeck higher than the ledger's.
+    await db.query(
+      `UPDATE invoices SET state = jsonb_set(state, '{amounts,feeAmount}', to_jsonb((state->'amounts'->>'feeAmount')::bigint + 1)) WHERE id = $1`,
+      [freeInvoice],
+    );
+    // A read-model row deleted: the succeeded refund's entry.
+    await db.query('DELETE FROM ledger_entries WHERE entry_id = $1', [ledgerEntryId(ledger, `settle:${succeededRefund}`)]);
+    // An entry appended through the event store for a payment no invoice made.
+    const store = new PostgresEventStore(db);
+    const stray = randomUUID();
+    try {
+      await new LedgerBook(store, new PostgresSnapshotStore(db)).post(ledger, {
+        type: 'RecordPayment',
+        invoiceId: stray,
+        netAmount: 1_000,
+        feeAmount: 10,
+        releaseAt: null,
+        at: end.toISOString(),
+      });
+    } finally {
+      await store.close();
+    }
+    const strayEntry = ledgerEntryId(ledger, `payment:${stray}`);
+    await poll(
+      () => db.query('SELECT 1 FROM ledger_entries WHERE entry_id = $1', [strayEntry]),
+      (r) => r.rowCount === 1,
+      'the stray entry projected',
+      20_000,
+    );
+
+    const r = await reconciliation(period());
+    expect(r.body.differenceCount).toBe(3);
+    const found = r.body.differences.map((d: Json) => ({
+      kind: d.kind,
+      flow: d.flow,
+      flowId: d.flowId,
+      entryId: d.entryId,
+      accountId: d.accountId,
+      mode: d.mode,
+    }));
+    expect(found).toEqual(
+      expect.arrayContaining([
+        { kind: 'amount_differs', flow: 'invoice', flowId: freeInvoice, entryId: ledgerEntryId(ledger, `payment:${freeInvoice}`), ...ledger },
+        { kind: 'missing_entry', flow: 'refund', flowId: succeededRefund, entryId: null, ...ledger },
+        { kind: 'entry_without_flow', flow: 'invoice', flowId: stray, entryId: strayEntry, ...ledger },
+      ]),
+    );
+    const altered = r.body.differences.find((d: Json) => d.kind === 'amount_differs');
+    expect(altered.expected.fees).not.toBe(altered.actual.fees);
+    expect(altered.detail).toMatch(/[А-Яа-яЁё]/);
+
+    const csv = await reconciliation(`${period()}&format=csv`);
+    expect(csv.headers.get('content-type')).toBe('text/csv; charset=utf-8');
+    expect(csv.headers.get('content-disposition')).toMatch(/^attachment; filename="reconciliation-\d{8}T\d{6}Z-\d{8}T\d{6}Z\.csv"$/);
+    const lines = csv.text.split('\r\n').filter((l) => l !== '');
+    expect(lines[0]).toBe('kind,flow,flow_id,account_id,mode,entry_id,cause,expected,actual,detail');
+    expect(lines).toHaveLength(4);
+    expect(lines.some((l) => l.startsWith(`entry_without_flow,invoice,${stray},${m.accountId},live,${strayEntry},payment:${stray},`))).toBe(true);
+
+    const script = await reconcileScript(gw.db.url, start.toISOString(), end.toISOString());
+    expect(script.code).toBe(1);
+    for (const id of [freeInvoice, succeededRefund, stray, strayEntry]) expect(script.output).toContain(id);
+  });
+
+  it('refuses bad periods in the error shape', async () => {
+    const cases: [string, string, string][] = [
+      ['', 'from', 'required'],
+      [`?from=${start.toISOString()}`, 'to', 'required'],
+      [`?from=2031-02-29T00:00:00Z&to=2031-03-01T00:00:00Z`, 'from', 'invalid_datetime'],
+      [`?from=2031-03-01T00:00:00Z&to=2031-02-01T00:00:00Z`, 'to', 'invalid_range'],
+      [`${period()}&format=pdf`, 'format', 'invalid_enum'],
+    ];
+    for (const [query, param, code] of cases) {
+      const r = await reconciliation(query);
+      expect({ query, status: r.status, code: r.body?.error?.code, param: r.body?.error?.param, detail: r.body?.error?.details?.[0]?.code }).toEqual({
+        query,
+        status: 400,
+        code: 'validation',
+        param,
+        detail: code,
+      });
+    }
+  });
+});
