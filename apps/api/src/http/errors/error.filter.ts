@@ -49,6 +49,18 @@ export function toApiError(exception: unknown): ApiError {
       'Retry-After': '1',
     });
   }
+  if ((exception as { code?: unknown }).code === '57014') {
+    // The statement timeout of the serving sessions (30 s) cancelled a query: its
+    // transaction rolled back, so nothing was written. An answer, not a 500.
+    return new ApiError(
+      503,
+      'provider_unavailable',
+      'Запрос не уложился в отведённое время и был прерван, ничего не записано: повторите его позже (отчёт — за более короткий период)',
+      undefined,
+      undefined,
+      { 'Retry-After': '1' },
+    );
+  }
   const fastifyCode = (exception as { code?: unknown }).code;
   if (typeof fastifyCode === 'string' && fastifyCode.startsWith('FST_')) return fromFastify(fastifyCode, exception as Error);
   if (exception instanceof HttpException) {
