@@ -132,6 +132,20 @@ describe('the error contract under fuzzing', () => {
     { name: 'POST /admin/v1/payouts/{id}/reject', method: 'POST', path: () => '/admin/v1/payouts/999999999/reject', admin: true, body: true },
     { name: 'POST /admin/v1/refunds/{id}/fail', method: 'POST', path: () => '/admin/v1/refunds/rf_000000000000000000000000/fail', admin: true, body: true },
     { name: 'GET /admin/v1/webhook-deliveries', method: 'GET', path: () => '/admin/v1/webhook-deliveries', admin: true, body: false },
+    {
+      name: 'GET /admin/v1/audit/trial-balance',
+      method: 'GET',
+      path: () => '/admin/v1/audit/trial-balance?asOf=2026-01-01T00:00:00Z',
+      admin: true,
+      body: false,
+    },
+    {
+      name: 'GET /admin/v1/audit/reconciliation',
+      method: 'GET',
+      path: () => '/admin/v1/audit/reconciliation?from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z',
+      admin: true,
+      body: false,
+    },
   ];
   /** Every route with an id (merchant and operator), and the status an id with NUL gets there. */
   const ID_ROUTES: { name: string; method: string; path: (id: string) => string; headers: () => Record<string, string>; body?: string; nulStatus: number }[] = [
@@ -227,6 +241,13 @@ describe('the error contract under fuzzing', () => {
       name: 'GET /admin/v1/accounts/{id}/balance',
       method: 'GET',
       path: (id) => `/admin/v1/accounts/${id}/balance?mode=test`,
+      headers: () => adminHeaders(),
+      nulStatus: 400,
+    },
+    {
+      name: 'GET /admin/v1/accounts/{id}/statement',
+      method: 'GET',
+      path: (id) => `/admin/v1/accounts/${id}/statement?mode=test&from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z`,
       headers: () => adminHeaders(),
       nulStatus: 400,
     },
