@@ -29,6 +29,7 @@ const ENTRY_POINTS = {
   platform: '*/index.ts',
   'event-store': 'index.ts|*/index.ts',
   payments: 'index.ts|*/index.ts',
+  sdk: 'index.ts',
 };
 
 module.exports = tseslint.config(
