@@ -8,7 +8,14 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { PaymentGatewayClient, PaymentGatewayConnectionError, PaymentGatewayError, retryDelayMs, signRequest } from '../../libs/sdk/src';
+import {
+  MAX_TIMESTAMP_LEAD_SECONDS,
+  PaymentGatewayClient,
+  PaymentGatewayConnectionError,
+  PaymentGatewayError,
+  retryDelayMs,
+  signRequest,
+} from '../../libs/sdk/src';
 
 type Scripted = { status: number; body?: unknown; headers?: Record<string, string> } | 'drop';
 
@@ -224,6 +231,48 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     expect(failure).toMatchObject({ status: 401, code: 'timestamp_invalid' });
     expect(signing.clockOffsetSeconds).toBe(3600);
     expect(waits).toEqual([]);
+  });
+
+  it('HMAC mode: requests with the same body in one second take the next seconds (the gateway accepts each signature once)', async () => {
+    const signing = client({ auth: { publicId: 'pk_test_stub', signingSecret: 'whsec' }, now: () => 1_800_000_000_500 });
+    const stamps = () => stub.attempts.map((a) => a.headers['x-timestamp']);
+    stub.script(...Array.from({ length: 3 }, () => ({ status: 200, body: BALANCE })));
+    await signing.getBalance();
+    await signing.getInvoice('00000000-0000-4000-8000-000000000001');
+    await signing.getBalance();
+    expect(stamps()).toEqual(['1800000000', '1800000001', '1800000002']);
+    expect(new Set(stub.attempts.map((a) => a.headers['x-signature'])).size).toBe(3);
+    // Another body has its own sequence.
+    stub.script({ status: 201, body: { id: 'x' } });
+    await signing.createInvoice({ amount: '1.00', orderId: 'o-3' });
+    expect(stamps()).toEqual(['1800000000']);
+    expect(waits).toEqual([]);
+  });
+
+  it('HMAC mode: a 401 signature_invalid (the signature taken by another client of the key) is signed again once with the next second', async () => {
+    const signing = client({ auth: { publicId: 'pk_test_stub', signingSecret: 'whsec' }, now: () => 1_800_000_000_000 });
+    stub.script(error(401, 'signature_invalid'), error(401, 'signature_invalid'), { status: 200, body: BALANCE });
+    const failure = await signing.getBalance().catch((e: unknown) => e);
+    expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800000000', '1800000001']);
+    expect(failure).toMatchObject({ status: 401, code: 'signature_invalid', attempts: 2 });
+  });
+
+  it(`HMAC mode: past ${MAX_TIMESTAMP_LEAD_SECONDS} s ahead of the clock the client waits instead of leaving the gateway's window`, async () => {
+    let now = 1_800_000_000_000;
+    const signing = client({
+      auth: { publicId: 'pk_test_stub', signingSecret: 'whsec' },
+      now: () => now,
+      sleep: async (ms) => {
+        waits.push(ms);
+        now += ms;
+      },
+    });
+    stub.script(...Array.from({ length: MAX_TIMESTAMP_LEAD_SECONDS + 2 }, () => ({ status: 200, body: BALANCE })));
+    for (let i = 0; i < MAX_TIMESTAMP_LEAD_SECONDS + 2; i++) await signing.getBalance();
+    const stamps = stub.attempts.map((a) => Number(a.headers['x-timestamp']));
+    expect(new Set(stamps).size).toBe(stamps.length);
+    expect(stamps.at(-1)).toBe(1_800_000_000 + MAX_TIMESTAMP_LEAD_SECONDS + 1);
+    expect(waits).toEqual([1000]);
   });
 
   it('the policy itself: no retry past 4, none of a POST that could act twice, 429 always', () => {

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { PaymentGatewayConnectionError, PaymentGatewayError } from './errors';
 import { MAX_RETRIES, parseRetryAfter, retryDelayMs } from './retry-policy';
 import type { AttemptOutcome } from './retry-policy';
@@ -64,6 +64,12 @@ interface CallSpec {
 const defaultSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
+ * How far ahead of the clock an X-Timestamp may be taken (the gateway accepts ±300 s;
+ * the rest is a margin for the skew between the two clocks).
+ */
+export const MAX_TIMESTAMP_LEAD_SECONDS = 240;
+
+/**
  * The merchant API v1 client. Every method is one operation of GET /v1/openapi.json
  * (its operationId); answers and errors are typed. Retries follow the spec (see
  * retry-policy.ts); a POST other than POST /invoices always carries an Idempotency-Key,
@@ -79,6 +85,12 @@ export class PaymentGatewayClient {
   private readonly now: () => number;
   private readonly newIdempotencyKey: () => string;
   private offsetSeconds: number;
+  /**
+   * HMAC mode: the last X-Timestamp used per body (by its SHA-256). The signature covers
+   * only `<timestamp>.<body>` and each is accepted once, so two requests with the same
+   * body (every GET has an empty one) must not share a second: the second takes the next.
+   */
+  private readonly lastTimestamps = new Map<string, number>();
 
   constructor(options: PaymentGatewayClientOptions) {
     if (!/^https?:\/\//.test(options.baseUrl)) throw new TypeError('baseUrl: an http(s) address with the version, e.g. https://pay.example.com/v1');
@@ -194,9 +206,27 @@ export class PaymentGatewayClient {
 
   // The wire ----------------------------------------------------------------
 
-  private authHeaders(rawBody: string): Record<string, string> {
+  /** An X-Timestamp never used before with this body: the clock's second, or the next one after the last used. */
+  private async uniqueTimestamp(rawBody: string): Promise<number> {
+    const clockSeconds = () => Math.floor(this.now() / 1000) + this.offsetSeconds;
+    const body = createHash('sha256').update(rawBody).digest('base64');
+    let now = clockSeconds();
+    const last = this.lastTimestamps.get(body);
+    const timestamp = last === undefined || last < now ? now : last + 1;
+    this.lastTimestamps.set(body, timestamp);
+    // Forget what the clock has passed (a new timestamp is never below the clock).
+    if (this.lastTimestamps.size > 1000) for (const [key, t] of this.lastTimestamps) if (t < now) this.lastTimestamps.delete(key);
+    // More same-body requests than seconds: wait rather than leave the gateway's window.
+    while (timestamp - now > MAX_TIMESTAMP_LEAD_SECONDS) {
+      await this.sleep((timestamp - now - MAX_TIMESTAMP_LEAD_SECONDS) * 1000);
+      now = clockSeconds();
+    }
+    return timestamp;
+  }
+
+  private async authHeaders(rawBody: string): Promise<Record<string, string>> {
     if ('secretKey' in this.auth) return { authorization: `Bearer ${this.auth.secretKey}` };
-    const timestamp = Math.floor(this.now() / 1000) + this.offsetSeconds;
+    const timestamp = await this.uniqueTimestamp(rawBody);
     return {
       'x-public-id': this.auth.publicId,
       'x-timestamp': String(timestamp),
@@ -212,9 +242,12 @@ export class PaymentGatewayClient {
     const request = `${spec.method} ${spec.path}`;
     let retries = 0;
     let clockCorrected = false;
+    let signedAgain = false;
+    let attempts = 0;
     for (;;) {
+      attempts++;
       // Signed anew on every attempt: the gateway accepts each signature once.
-      const headers: Record<string, string> = { accept: 'application/json', ...this.authHeaders(rawBody) };
+      const headers: Record<string, string> = { accept: 'application/json', ...(await this.authHeaders(rawBody)) };
       if (spec.body !== undefined) headers['content-type'] = 'application/json';
       if (spec.idempotencyKey !== undefined) headers['idempotency-key'] = spec.idempotencyKey;
       const context = { retriesSoFar: retries, maxRetries: this.maxRetries, repeatable: spec.repeatable };
@@ -234,7 +267,7 @@ export class PaymentGatewayClient {
       } catch (cause) {
         const delay = retryDelayMs({ kind: 'network' }, context);
         if (delay === null) {
-          throw new PaymentGatewayConnectionError(`${request}: no answer from the gateway (${(cause as Error).message})`, request, retries + 1, { cause });
+          throw new PaymentGatewayConnectionError(`${request}: no answer from the gateway (${(cause as Error).message})`, request, attempts, { cause });
         }
         await this.sleep(delay);
         retries++;
@@ -253,10 +286,15 @@ export class PaymentGatewayClient {
           continue;
         }
       }
+      // The same signature already used by another client of this key (same second, same body): once more with the next second.
+      if (status === 401 && error.code === 'signature_invalid' && !('secretKey' in this.auth) && !signedAgain) {
+        signedAgain = true;
+        continue;
+      }
       const outcome: AttemptOutcome = { kind: 'answer', status, code: error.code, retryAfterSeconds };
       const delay = retryDelayMs(outcome, context);
       if (delay === null) {
-        throw new PaymentGatewayError(status, error.code, error.message, error.param, error.details, request, retries + 1, retryAfterSeconds);
+        throw new PaymentGatewayError(status, error.code, error.message, error.param, error.details, request, attempts, retryAfterSeconds);
       }
       await this.sleep(delay);
       retries++;

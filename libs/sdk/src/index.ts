@@ -3,7 +3,7 @@
  * typed errors, paging), webhook verification, and the API's types generated from
  * GET /v1/openapi.json.
  */
-export { PaymentGatewayClient } from './client';
+export { PaymentGatewayClient, MAX_TIMESTAMP_LEAD_SECONDS } from './client';
 export type { Authentication, PaymentGatewayClientOptions, PostOptions } from './client';
 export { PaymentGatewayError, PaymentGatewayConnectionError, WebhookVerificationError } from './errors';
 export type { GatewayErrorCode, WebhookVerificationErrorCode } from './errors';
