@@ -28,8 +28,13 @@ export async function generateSdkTypes(): Promise<string> {
   return HEADER + astToString(ast);
 }
 
+// `--print`: the source to stdout instead of the file (the test compares it with the committed one).
 if (require.main === module) {
   void generateSdkTypes().then((source) => {
+    if (process.argv.includes('--print')) {
+      process.stdout.write(source);
+      return;
+    }
     writeFileSync(SDK_TYPES_FILE, source);
     process.stdout.write(`wrote ${path.relative(process.cwd(), SDK_TYPES_FILE)}\n`);
   });
