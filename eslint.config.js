@@ -121,6 +121,7 @@ module.exports = tseslint.config(
         URLSearchParams: 'readonly',
         fetch: 'readonly',
         setTimeout: 'readonly',
+        clearTimeout: 'readonly',
         AbortSignal: 'readonly',
       },
     },
