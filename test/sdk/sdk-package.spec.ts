@@ -5,7 +5,8 @@
  * Node's own modules.
  */
 import { spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 
 const ROOT = path.resolve(__dirname, '../..');
@@ -48,6 +49,29 @@ describe('the SDK package (libs/sdk)', () => {
       expect(files).toContain(file);
     }
     expect(files.filter((f) => f.startsWith('src/') || (f.endsWith('.ts') && !f.endsWith('.d.ts')))).toEqual([]);
+  });
+
+  it('installs from its tarball into an empty project and loads there with plain Node', () => {
+    const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'sdk-consumer-'));
+    try {
+      const packed = spawnSync(npm, ['pack', '--json', '--ignore-scripts', '--pack-destination', dir], { cwd: SDK, encoding: 'utf8' });
+      expect(packed.status).toBe(0);
+      const [{ filename }] = JSON.parse(packed.stdout) as [{ filename: string }];
+      writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'merchant-shop', version: '1.0.0', private: true }));
+      const installed = spawnSync(npm, ['install', '--offline', '--no-audit', '--no-fund', path.join(dir, filename)], { cwd: dir, encoding: 'utf8' });
+      expect({ status: installed.status, stderr: installed.status === 0 ? '' : installed.stderr }).toEqual({ status: 0, stderr: '' });
+      const script = [
+        "const sdk = require('@payment-gateway/sdk');",
+        "const client = new sdk.PaymentGatewayClient({ baseUrl: 'http://127.0.0.1:1/v1', auth: { secretKey: 'sk_test_x' } });",
+        'console.log(JSON.stringify([typeof client.createInvoice, typeof client.iterateInvoices, typeof sdk.verifyWebhook, sdk.MAX_RETRIES]));',
+      ].join('\n');
+      const run = spawnSync(process.execPath, ['-e', script], { cwd: dir, encoding: 'utf8' });
+      expect(run.stderr).toBe('');
+      expect(JSON.parse(run.stdout)).toEqual(['function', 'function', 'function', 4]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('has no runtime dependency: the built code requires only node: modules and its own files', () => {
