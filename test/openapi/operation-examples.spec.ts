@@ -10,7 +10,7 @@ import Ajv2020 from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import { HTTP_METHODS, OPENAPI_DOCUMENT } from '../../apps/api/src/docs/openapi-document';
 import type { OperationObject, SchemaObject } from '../../apps/api/src/docs/openapi-document';
-import { renderDocsPage } from '../../apps/api/src/docs/openapi.controller';
+import { renderDocsPage, WEBHOOK_VERIFICATION_SNIPPET } from '../../apps/api/src/docs/openapi.controller';
 import { curlLine, EXAMPLE_ORIGIN, examplePath, OPERATION_EXAMPLES, sdkCall } from '../../apps/api/src/docs/operation-examples';
 import { escapeHtml } from '../../apps/api/src/pay/payment-page.html';
 import { PaymentGatewayClient } from '../../libs/sdk/src';
@@ -118,5 +118,9 @@ describe('the examples of every operation on /docs', () => {
       expect(section).toContain(escapeHtml(sdkCall(example)));
       expect(section).toContain(escapeHtml(JSON.stringify(example.response.body, null, 2)));
     }
+    // The webhooks part shows how to verify a delivery, with both headers named.
+    const webhooks = html.slice(html.indexOf('id="webhooks"'));
+    expect(webhooks).toContain(escapeHtml(WEBHOOK_VERIFICATION_SNIPPET));
+    expect(webhooks).toContain('X-Service-Signature-Timestamped');
   });
 });

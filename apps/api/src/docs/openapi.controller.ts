@@ -358,6 +358,19 @@ pre code { background: none; padding: 0; white-space: pre; }
 @media (max-width: 900px) { .layout { display: block; } nav { position: static; width: auto; height: auto; } main { padding: 16px; } }
 `;
 
+/** How a receiver verifies a delivery: both signatures, with the SDK (docs/webhook-verification.md has the rest). */
+export const WEBHOOK_VERIFICATION_SNIPPET = `import { verifyWebhook, WebhookVerificationError } from '@payment-gateway/sdk';
+
+// rawBody: the exact bytes received (Buffer), before any JSON parsing
+const event = verifyWebhook(rawBody, req.headers, process.env.WEBHOOK_SECRET, { toleranceSeconds: 300 });
+if (event.type === 'invoice.paid') markPaid(event.data.invoice.orderId, event.id);`;
+
+const WEBHOOK_VERIFICATION_HTML = `<section class="intro" id="webhook-verification">
+<h3>Проверка подписи</h3>
+<p>Каждая доставка несёт две подписи на webhook_secret проекта: <code>X-Service-Signature</code> (<code>sha256=</code> и hex HMAC-SHA256 сырого тела, как в спецификации) и <code>X-Service-Signature-Timestamped</code> (<code>t=&lt;секунды Unix&gt;,v1=&lt;hex HMAC-SHA256 строки «t.сырое тело»&gt;</code>). Проверяйте сырые байты тела, сравнивайте за постоянное время (<code>crypto.timingSafeEqual</code> после проверки длины) и отклоняйте доставку, если <code>t</code> дальше допуска от ваших часов: так старую доставку нельзя прислать повторно. Обработка идемпотентна по <code>id</code> события.</p>
+<pre class="sdk"><code>${escapeHtml(WEBHOOK_VERIFICATION_SNIPPET)}</code></pre>
+</section>`;
+
 /** The whole docs page: navigation, the description, operations by tag, webhooks, security, schemas. */
 export function renderDocsPage(doc: OpenApiDocument, examples: Readonly<Record<string, OperationExample>> = OPERATION_EXAMPLES): string {
   const base = doc.servers[0]?.url ?? '';
@@ -399,7 +412,7 @@ export function renderDocsPage(doc: OpenApiDocument, examples: Readonly<Record<s
     main.push(`<h2 class="section">${e(tag)}</h2>`, description ? `<p>${inline(description)}</p>` : '');
     for (const { method, path, op } of operations.filter((o) => o.op.tags.includes(tag))) main.push(operationHtml(doc, method, path, op, base, examples));
   }
-  main.push('<h2 class="section" id="webhooks">Вебхуки</h2>');
+  main.push('<h2 class="section" id="webhooks">Вебхуки</h2>', WEBHOOK_VERIFICATION_HTML);
   for (const { path, op } of webhooks) main.push(webhookHtml(path, op));
   main.push('<h2 class="section" id="schemas">Схемы</h2>');
   for (const [name, schema] of Object.entries(doc.components.schemas)) {
