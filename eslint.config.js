@@ -17,8 +17,10 @@ const MAY_IMPORT = {
   'event-store': ['event-store', 'platform', ...PURE],
   payments: LIBRARIES,
   app: ['app', ...LIBRARIES],
-  test: ['test', 'bench', 'app', ...LIBRARIES],
+  test: ['test', 'bench', 'app', 'sdk', ...LIBRARIES],
   bench: ['bench', 'app', ...LIBRARIES],
+  // The merchant SDK is published on its own: it imports nothing of the gateway.
+  sdk: ['sdk'],
 };
 /** The files through which a library is entered from outside it. */
 const ENTRY_POINTS = {
@@ -27,10 +29,11 @@ const ENTRY_POINTS = {
   platform: '*/index.ts',
   'event-store': 'index.ts|*/index.ts',
   payments: 'index.ts|*/index.ts',
+  sdk: 'index.ts',
 };
 
 module.exports = tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', '**/*.js', 'test/lint/fixtures/**'] },
+  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', '**/*.js', 'test/lint/fixtures/**', 'libs/sdk/dist/**', 'libs/sdk/src/generated/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   prettier,
@@ -46,6 +49,7 @@ module.exports = tseslint.config(
         { type: 'platform', pattern: 'libs/platform/src' },
         { type: 'event-store', pattern: 'libs/event-store/src' },
         { type: 'payments', pattern: 'libs/payments/src' },
+        { type: 'sdk', pattern: 'libs/sdk/src' },
         { type: 'app', pattern: 'apps/*/src', capture: ['app'] },
         { type: 'test', pattern: 'test' },
         { type: 'bench', pattern: 'bench' },
@@ -93,6 +97,33 @@ module.exports = tseslint.config(
           ],
         },
       ],
+    },
+  },
+  {
+    // The SDK: Node's own modules and its own files only (no gateway library, no dependency).
+    files: ['libs/sdk/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ regex: '^(?!\\.|node:)', message: 'libs/sdk is published alone: it imports only its own files and node: modules' }] },
+      ],
+    },
+  },
+  {
+    // The examples run as plain Node modules.
+    files: ['examples/**/*.mjs'],
+    languageOptions: {
+      globals: {
+        process: 'readonly',
+        console: 'readonly',
+        Buffer: 'readonly',
+        URL: 'readonly',
+        URLSearchParams: 'readonly',
+        fetch: 'readonly',
+        setTimeout: 'readonly',
+        clearTimeout: 'readonly',
+        AbortSignal: 'readonly',
+      },
     },
   },
 );

@@ -68,6 +68,21 @@ describe('the layout rules (eslint-plugin-boundaries, no-restricted-imports)', (
     expect(await problems('libs/payments/src/invoices/planted.spec.ts', code)).toEqual([]);
   });
 
+  it('the SDK imports nothing of the gateway, neither through a subpath import nor past a library', async () => {
+    const found = await problems(
+      'libs/sdk/src/planted.ts',
+      "import { webhookSignature } from '#payments/webhooks';\nimport { Pool } from 'pg';\nexport const planted = [webhookSignature, Pool];\n",
+    );
+    expect(rulesOf(found)).toEqual(['boundaries/dependencies', 'no-restricted-imports', 'no-restricted-imports']);
+    expect(found.find((p) => p.rule === 'boundaries/dependencies')!.message).toContain('sdk must not import payments');
+    expect(
+      await problems(
+        'libs/sdk/src/planted.ts',
+        "import { createHmac } from 'node:crypto';\nimport { signRequest } from './signing';\nexport const planted = [createHmac, signRequest];\n",
+      ),
+    ).toEqual([]);
+  });
+
   it('a file that keeps the rules has no problem', async () => {
     const found = await problems(
       'apps/api/src/planted.ts',

@@ -27,7 +27,7 @@ export default async function globalSetup(): Promise<void> {
 
 /**
  * The process-level tests start the compiled gateway (`dist/`), exactly as
- * `npm start` does; build it once for the whole run.
+ * `npm start` does; build it once for the whole run, and the SDK package with it.
  */
 function buildOnce(): void {
   const root = path.resolve(__dirname, '../..');
@@ -36,4 +36,7 @@ function buildOnce(): void {
     encoding: 'utf8',
   });
   if (result.status !== 0) throw new Error(`build failed before the tests:\n${result.stdout}${result.stderr}`);
+  // The merchant SDK's own build (libs/sdk/dist): the example and the package test use it.
+  const sdk = spawnSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', 'libs/sdk/tsconfig.json'], { cwd: root, encoding: 'utf8' });
+  if (sdk.status !== 0) throw new Error(`SDK build failed before the tests:\n${sdk.stdout}${sdk.stderr}`);
 }

@@ -90,3 +90,12 @@ export async function startWebhookReceiver(host = '127.0.0.1'): Promise<WebhookR
 export function validSignature(webhook: ReceivedWebhook, secret: string): boolean {
   return webhook.headers['x-service-signature'] === `sha256=${createHmac('sha256', secret).update(webhook.rawBody).digest('hex')}`;
 }
+
+/** The second signature: `t=<X-Service-Timestamp>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">`, written from the docs. */
+export function validTimestampedSignature(webhook: ReceivedWebhook, secret: string): boolean {
+  const t = webhook.headers['x-service-timestamp'];
+  const mac = createHmac('sha256', secret)
+    .update(`${String(t)}.${webhook.rawBody}`)
+    .digest('hex');
+  return webhook.headers['x-service-signature-timestamped'] === `t=${String(t)},v1=${mac}`;
+}

@@ -13,7 +13,15 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { ManualClock } from '#platform/clock';
 import { fixedKeys, SecretBox } from '#platform/secrets';
 import { Registry, WEBHOOK_EVENTS } from '#payments/merchants';
-import { AttemptResult, resendDelivery, WebhookAttemptOutcome, WebhookDispatcher, WebhookPoster, webhookSignature } from '#payments/webhooks';
+import {
+  AttemptResult,
+  resendDelivery,
+  WebhookAttemptOutcome,
+  WebhookDispatcher,
+  WebhookPoster,
+  webhookSignature,
+  webhookTimestampedSignature,
+} from '#payments/webhooks';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 let db: TestDatabase;
@@ -139,6 +147,8 @@ describe('attempts recorded in batches', () => {
     for (const p of poster.posted) {
       expect(p.headers['x-service-signature']).toBe(webhookSignature(p.body, secret));
       expect(p.headers['x-service-timestamp']).toBe(String(Math.floor(attemptAt / 1000)));
+      // The second signature covers the same timestamp too: t=<X-Service-Timestamp>,v1=<HMAC of "<t>.<body>">.
+      expect(p.headers['x-service-signature-timestamped']).toBe(webhookTimestampedSignature(p.body, secret, Math.floor(attemptAt / 1000)));
       expect(ids).toContain(p.headers['x-service-delivery-id']);
     }
     // The replies come back 3 s later on the clock, all at once.

@@ -30,7 +30,7 @@ import {
   UUID,
 } from '../support/merchant-fixtures';
 import { fund, PHONE, payoutAddress, transition } from '../support/money-out-fixtures';
-import { ReceivedWebhook, startWebhookReceiver, validSignature, WebhookReceiver } from '../support/webhook-receiver';
+import { ReceivedWebhook, startWebhookReceiver, validSignature, validTimestampedSignature, WebhookReceiver } from '../support/webhook-receiver';
 
 const ALL_KINDS = ['invoice.paid', 'invoice.failed', 'invoice.expired', 'refund.succeeded', 'refund.failed', 'payout.paid', 'payout.rejected'];
 const SCHEDULE = [60, 300, 1800, 7200, 43_200, 86_400];
@@ -96,6 +96,7 @@ const clockSeconds = async (operator: Operator): Promise<number> => (await opera
 function expectEnvelope(w: ReceivedWebhook, kind: string, isTest: boolean, secret: string, window: { from: number; to: number }): void {
   expect(validSignature(w, secret)).toBe(true);
   expect(w.headers['x-service-signature']).toMatch(/^sha256=[0-9a-f]{64}$/);
+  expect(validTimestampedSignature(w, secret)).toBe(true);
   expect(w.headers['content-type']).toMatch(/^application\/json/);
   expect(w.headers['x-service-event']).toBe(kind);
   expect(w.headers['x-service-delivery-id']).toMatch(UUID);

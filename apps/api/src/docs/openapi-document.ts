@@ -200,7 +200,13 @@ function errorResponse(title: string, codes: readonly string[], headers?: Readon
 }
 
 /** 401 for every authenticated operation: either mode's refusals. */
-const UNAUTHORIZED = errorResponse('Нет авторизации или она неверна', ['unauthorized', 'timestamp_invalid', 'signature_invalid']);
+const UNAUTHORIZED = errorResponse('Нет авторизации или она неверна', ['unauthorized', 'timestamp_invalid', 'signature_invalid'], {
+  'X-Server-Time': {
+    description: 'Только у timestamp_invalid: время шлюза в секундах Unix, чтобы клиент с ушедшими часами поправил X-Timestamp и подписал запрос заново',
+    required: false,
+    schema: { type: 'string', pattern: '^\\d+$' },
+  },
+});
 /** 429: the per-key request rate applies to every endpoint (Limits); polling limits add to it on GET by id. */
 const RATE_LIMITED = errorResponse('Слишком много запросов; повторить после Retry-After', ['rate_limited'], RETRY_AFTER);
 const INTERNAL = errorResponse('Внутренняя ошибка сервера; безопасно повторить с задержкой', ['internal']);
@@ -547,6 +553,15 @@ const WEBHOOK_HEADERS: readonly ParameterObject[] = [
     schema: { type: 'string', format: 'uuid' },
   },
   { name: 'X-Service-Test', in: 'header', required: true, description: 'Тестовый режим: true или false', schema: { type: 'string', enum: ['true', 'false'] } },
+  {
+    name: 'X-Service-Signature-Timestamped',
+    in: 'header',
+    required: true,
+    description:
+      'Подпись, которая покрывает и время: `t=<секунды Unix>,v1=<hex>`, где hex: HMAC-SHA256 строки `<t>.<сырое тело>` на webhook_secret проекта, t равно X-Service-Timestamp. ' +
+      'Получатель проверяет подпись и отклоняет доставку, если t дальше допуска (например 300 секунд) от его часов: так старую доставку нельзя прислать повторно.',
+    schema: { type: 'string', pattern: '^t=\\d+,v1=[0-9a-f]{64}$' },
+  },
 ];
 
 const WEBHOOK_MEANING: Readonly<Record<(typeof EVENT_KINDS)[number], string>> = {

@@ -4,6 +4,8 @@ import { OPERATOR_OPENAPI_DOCUMENT } from './operator-document';
 import type { FastifyReply } from 'fastify';
 import { escapeHtml } from '../pay/payment-page.html';
 import { HTTP_METHODS, OPENAPI_DOCUMENT } from './openapi-document';
+import { curlLine, OPERATION_EXAMPLES, sdkCall } from './operation-examples';
+import type { OperationExample } from './operation-examples';
 import type { OpenApiDocument, OperationObject, ParameterObject, PathItemObject, ResponseObject, SchemaObject } from './openapi-document';
 
 /** Headers of the docs page: a static page with inline styles only; no scripts, no framing, nothing fetched. */
@@ -244,7 +246,27 @@ function securityText(doc: OpenApiDocument, op: OperationObject): string {
   return requirements.map((r) => Object.keys(r).map((k) => `<code>${e(k)}</code>`).join(' + ')).join(' или ');
 }
 
-function operationHtml(doc: OpenApiDocument, method: string, path: string, op: OperationObject, base: string): string {
+/** The example of an operation: the curl line, the SDK call, the answer (operation-examples.ts). */
+export function exampleHtml(method: string, path: string, base: string, example: OperationExample): string {
+  return `<div class="example">
+<h4>Пример</h4>
+<p class="note">Запрос (curl):</p>
+<pre class="curl"><code>${e(curlLine(method, base, path, example))}</code></pre>
+<p class="note">То же через SDK (<code>@payment-gateway/sdk</code>):</p>
+<pre class="sdk"><code>${e(sdkCall(example))}</code></pre>
+<p class="note">Ответ: <span class="status ${example.response.status < 300 ? 'ok' : 'err'}">${example.response.status}</span></p>
+<pre class="response"><code>${e(JSON.stringify(example.response.body, null, 2))}</code></pre>
+</div>`;
+}
+
+function operationHtml(
+  doc: OpenApiDocument,
+  method: string,
+  path: string,
+  op: OperationObject,
+  base: string,
+  examples: Readonly<Record<string, OperationExample>>,
+): string {
   const parts: string[] = [];
   parts.push(`<section class="operation" id="op-${e(op.operationId)}">
 <h3><span class="method ${e(method)}">${e(method.toUpperCase())}</span> <code class="path">${e(base + path)}</code></h3>
@@ -260,7 +282,10 @@ function operationHtml(doc: OpenApiDocument, method: string, path: string, op: O
       schemaNotes(schema),
     );
   }
-  parts.push(`<h4>Ответы</h4>${responsesTable(op.responses)}`, '</section>');
+  parts.push(`<h4>Ответы</h4>${responsesTable(op.responses)}`);
+  const example = examples[op.operationId];
+  if (example) parts.push(exampleHtml(method, path, base, example));
+  parts.push('</section>');
   return parts.join('\n');
 }
 
@@ -327,11 +352,27 @@ tr.deprecated td:first-child code { text-decoration: line-through; }
 .status.ok { background: #e6f4ea; color: #1f7a4d; } .status.err { background: #fdecea; color: #b42318; }
 .schema { margin: 22px 0; }
 .intro h3 { margin-top: 22px; }
+pre { margin: 4px 0 10px; padding: 10px 12px; background: var(--soft); border: 1px solid var(--line); border-radius: 6px; overflow-x: auto; }
+pre code { background: none; padding: 0; white-space: pre; }
+.example h4 { margin-top: 14px; }
 @media (max-width: 900px) { .layout { display: block; } nav { position: static; width: auto; height: auto; } main { padding: 16px; } }
 `;
 
+/** How a receiver verifies a delivery: both signatures, with the SDK (docs/webhook-verification.md has the rest). */
+export const WEBHOOK_VERIFICATION_SNIPPET = `import { verifyWebhook, WebhookVerificationError } from '@payment-gateway/sdk';
+
+// rawBody: the exact bytes received (Buffer), before any JSON parsing
+const event = verifyWebhook(rawBody, req.headers, process.env.WEBHOOK_SECRET, { toleranceSeconds: 300 });
+if (event.type === 'invoice.paid') markPaid(event.data.invoice.orderId, event.id);`;
+
+const WEBHOOK_VERIFICATION_HTML = `<section class="intro" id="webhook-verification">
+<h3>Проверка подписи</h3>
+<p>Каждая доставка несёт две подписи на webhook_secret проекта: <code>X-Service-Signature</code> (<code>sha256=</code> и hex HMAC-SHA256 сырого тела, как в спецификации) и <code>X-Service-Signature-Timestamped</code> (<code>t=&lt;секунды Unix&gt;,v1=&lt;hex HMAC-SHA256 строки «t.сырое тело»&gt;</code>). Проверяйте сырые байты тела, сравнивайте за постоянное время (<code>crypto.timingSafeEqual</code> после проверки длины) и отклоняйте доставку, если <code>t</code> дальше допуска от ваших часов: так старую доставку нельзя прислать повторно. Обработка идемпотентна по <code>id</code> события.</p>
+<pre class="sdk"><code>${escapeHtml(WEBHOOK_VERIFICATION_SNIPPET)}</code></pre>
+</section>`;
+
 /** The whole docs page: navigation, the description, operations by tag, webhooks, security, schemas. */
-export function renderDocsPage(doc: OpenApiDocument): string {
+export function renderDocsPage(doc: OpenApiDocument, examples: Readonly<Record<string, OperationExample>> = OPERATION_EXAMPLES): string {
   const base = doc.servers[0]?.url ?? '';
   const operations = operationsOf(doc.paths);
   const webhooks = operationsOf(doc.webhooks);
@@ -369,9 +410,9 @@ export function renderDocsPage(doc: OpenApiDocument): string {
   for (const tag of tags) {
     const description = doc.tags.find((t) => t.name === tag)?.description;
     main.push(`<h2 class="section">${e(tag)}</h2>`, description ? `<p>${inline(description)}</p>` : '');
-    for (const { method, path, op } of operations.filter((o) => o.op.tags.includes(tag))) main.push(operationHtml(doc, method, path, op, base));
+    for (const { method, path, op } of operations.filter((o) => o.op.tags.includes(tag))) main.push(operationHtml(doc, method, path, op, base, examples));
   }
-  main.push('<h2 class="section" id="webhooks">Вебхуки</h2>');
+  main.push('<h2 class="section" id="webhooks">Вебхуки</h2>', WEBHOOK_VERIFICATION_HTML);
   for (const { path, op } of webhooks) main.push(webhookHtml(path, op));
   main.push('<h2 class="section" id="schemas">Схемы</h2>');
   for (const [name, schema] of Object.entries(doc.components.schemas)) {

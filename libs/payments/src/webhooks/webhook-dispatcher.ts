@@ -3,7 +3,7 @@ import { inTransaction, preparedStatement } from '#platform/database';
 import type { Clock } from '#platform/clock';
 import type { Registry } from '../merchants';
 import { AttemptResult, WebhookHttpClient, WebhookPoster } from './http-delivery';
-import { attemptOutcome, WEBHOOK_REPLY_TIMEOUT_MS, webhookSignature } from './webhook-rules';
+import { attemptOutcome, TIMESTAMPED_SIGNATURE_HEADER, WEBHOOK_REPLY_TIMEOUT_MS, webhookSignature, webhookTimestampedSignature } from './webhook-rules';
 
 /** How long a claimed delivery is out of other dispatchers' reach (real time): one attempt (at most 10 s) and a margin. */
 export const WEBHOOK_LEASE_SECONDS = 15;
@@ -429,6 +429,7 @@ export class WebhookDispatcher {
     this.inFlight++;
     this.inFlightByUrl.set(d.url, (this.inFlightByUrl.get(d.url) ?? 0) + 1);
     const at = this.clock.now();
+    const unixSeconds = Math.floor(at.getTime() / 1000);
     let attempt: Promise<AttemptResult>;
     try {
       const secret = this.secretOf(d);
@@ -437,10 +438,11 @@ export class WebhookDispatcher {
           ? Promise.resolve({ statusCode: null, body: null, durationMs: 0, error: 'the project no longer exists' })
           : this.client.post(d.url, d.body, {
               'x-service-signature': webhookSignature(d.body, secret),
-              'x-service-timestamp': String(Math.floor(at.getTime() / 1000)),
+              'x-service-timestamp': String(unixSeconds),
               'x-service-event': d.event_type,
               'x-service-delivery-id': d.id,
               'x-service-test': String(d.is_test),
+              [TIMESTAMPED_SIGNATURE_HEADER]: webhookTimestampedSignature(d.body, secret, unixSeconds),
             });
     } catch (error) {
       attempt = Promise.reject(error as Error);

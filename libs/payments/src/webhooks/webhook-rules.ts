@@ -25,6 +25,18 @@ export function webhookSignature(body: string | Buffer, secret: string): string 
   return `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
 }
 
+/** The header of the signature that also covers the delivery's timestamp (a receiver can refuse replays). */
+export const TIMESTAMPED_SIGNATURE_HEADER = 'x-service-signature-timestamped';
+
+/**
+ * `X-Service-Signature-Timestamped`: `t=<unix seconds>,v1=<hex>`, the hex HMAC-SHA256 of
+ * `<t>.<exact body>` keyed with the project's webhook secret; `t` is the attempt's
+ * X-Service-Timestamp (the gateway clock).
+ */
+export function webhookTimestampedSignature(body: string | Buffer, secret: string, unixSeconds: number): string {
+  return `t=${unixSeconds},v1=${createHmac('sha256', secret).update(`${unixSeconds}.`).update(body).digest('hex')}`;
+}
+
 /** Spec: retried after 1 min, 5 min, 30 min, 2 h, 12 h and 24 h; then the delivery has failed. */
 export const RETRY_SCHEDULE_SECONDS: readonly number[] = [60, 300, 1800, 7200, 43_200, 86_400];
 

@@ -112,7 +112,17 @@ export class MerchantAuthGuard implements CanActivate {
     const seconds = timestamp !== undefined && /^\d{1,12}$/.test(timestamp) ? Number(timestamp) : NaN;
     // Whole seconds on both sides: T-300 and T+300 are both inside the window.
     if (Number.isNaN(seconds) || Math.abs(Math.floor(now.getTime() / 1000) - seconds) > TIMESTAMP_WINDOW_SECONDS) {
-      throw new ApiError(401, 'timestamp_invalid', 'X-Timestamp: время запроса в секундах Unix, не дальше 300 секунд от времени сервера');
+      // X-Server-Time: the gateway clock in unix seconds, so a client whose clock is off can correct its timestamp.
+      throw new ApiError(
+        401,
+        'timestamp_invalid',
+        'X-Timestamp: время запроса в секундах Unix, не дальше 300 секунд от времени сервера',
+        undefined,
+        undefined,
+        {
+          'X-Server-Time': String(Math.floor(now.getTime() / 1000)),
+        },
+      );
     }
     const signature = header(request, 'x-signature') ?? header(request, 'signature') ?? '';
     const expected = requestSignature(identity.project.webhookSecret, timestamp!, request.rawBody ?? '');

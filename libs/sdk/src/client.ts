@@ -1,0 +1,331 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { PaymentGatewayConnectionError, PaymentGatewayError } from './errors';
+import { MAX_RETRIES, parseRetryAfter, retryDelayMs } from './retry-policy';
+import type { AttemptOutcome } from './retry-policy';
+import { signRequest } from './signing';
+import type {
+  Balance,
+  CreateInvoiceRequest,
+  CreatePayoutRequest,
+  ErrorDetail,
+  Invoice,
+  InvoiceCreated,
+  InvoiceList,
+  ListInvoicesQuery,
+  ListPayoutsQuery,
+  MethodList,
+  Payout,
+  PayoutAddressList,
+  PayoutList,
+  Refund,
+  RefundInvoiceRequest,
+} from './types';
+
+/** Mode 1 (Bearer secret key) or mode 2 (HMAC: public key plus the project's webhook secret). */
+export type Authentication = { readonly secretKey: string } | { readonly publicId: string; readonly signingSecret: string };
+
+export interface PaymentGatewayClientOptions {
+  /** The base address with the version, e.g. `https://pay.example.com/v1` (or `http://127.0.0.1:3000/v1`). */
+  readonly baseUrl: string;
+  readonly auth: Authentication;
+  /** At most this many retries of one call (default and maximum by the spec's guidance: 4). */
+  readonly maxRetries?: number;
+  /** One attempt's time limit in ms (default 30 000); a timeout counts as a network failure. */
+  readonly timeoutMs?: number;
+  /** The fetch to use (default: the global fetch of Node ≥ 20). */
+  readonly fetch?: typeof fetch;
+  /** How to wait between attempts (default: setTimeout); tests pass their own. */
+  readonly sleep?: (ms: number) => Promise<void>;
+  /** The local clock in ms for X-Timestamp (default Date.now). */
+  readonly now?: () => number;
+  /** Seconds to add to the local clock for X-Timestamp (default 0; learnt from the gateway on a 401 timestamp_invalid). */
+  readonly clockOffsetSeconds?: number;
+  /** Makes the Idempotency-Key of a POST that is not given one (default: a random UUID). */
+  readonly newIdempotencyKey?: () => string;
+}
+
+export interface PostOptions {
+  /** The Idempotency-Key to send (default: a new one per call, reused by its retries). */
+  readonly idempotencyKey?: string;
+}
+
+type Query = Readonly<Record<string, string | number | undefined>>;
+
+interface CallSpec {
+  readonly method: 'GET' | 'POST';
+  readonly path: string;
+  readonly query?: Query;
+  readonly body?: unknown;
+  readonly idempotencyKey?: string;
+  /** A repeat cannot act twice. */
+  readonly repeatable: boolean;
+}
+
+const defaultSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * How far ahead of the clock an X-Timestamp may be taken (the gateway accepts ±300 s;
+ * the rest is a margin for the skew between the two clocks).
+ */
+export const MAX_TIMESTAMP_LEAD_SECONDS = 240;
+
+/**
+ * The merchant API v1 client. Every method is one operation of GET /v1/openapi.json
+ * (its operationId); answers and errors are typed. Retries follow the spec (see
+ * retry-policy.ts); a POST other than POST /invoices always carries an Idempotency-Key,
+ * the same on each of its retries, so a retry never refunds or pays out twice.
+ */
+export class PaymentGatewayClient {
+  private readonly baseUrl: string;
+  private readonly auth: Authentication;
+  private readonly maxRetries: number;
+  private readonly timeoutMs: number;
+  private readonly fetch: typeof fetch;
+  private readonly sleep: (ms: number) => Promise<void>;
+  private readonly now: () => number;
+  private readonly newIdempotencyKey: () => string;
+  private offsetSeconds: number;
+  /**
+   * HMAC mode: the last X-Timestamp used per body (by its SHA-256). The signature covers
+   * only `<timestamp>.<body>` and each is accepted once, so two requests with the same
+   * body (every GET has an empty one) must not share a second: the second takes the next.
+   */
+  private readonly lastTimestamps = new Map<string, number>();
+
+  constructor(options: PaymentGatewayClientOptions) {
+    if (!/^https?:\/\//.test(options.baseUrl)) throw new TypeError('baseUrl: an http(s) address with the version, e.g. https://pay.example.com/v1');
+    this.baseUrl = options.baseUrl.replace(/\/+$/, '');
+    this.auth = options.auth;
+    this.maxRetries = Math.min(Math.max(options.maxRetries ?? MAX_RETRIES, 0), MAX_RETRIES);
+    this.timeoutMs = options.timeoutMs ?? 30_000;
+    this.fetch = options.fetch ?? globalThis.fetch;
+    this.sleep = options.sleep ?? defaultSleep;
+    this.now = options.now ?? Date.now;
+    this.newIdempotencyKey = options.newIdempotencyKey ?? randomUUID;
+    this.offsetSeconds = options.clockOffsetSeconds ?? 0;
+  }
+
+  /** Seconds added to the local clock for X-Timestamp (HMAC mode), as given or as learnt from the gateway. */
+  get clockOffsetSeconds(): number {
+    return this.offsetSeconds;
+  }
+
+  // Invoices ----------------------------------------------------------------
+
+  /** POST /invoices (createInvoice). Repeating with the same orderId is safe: retried by its orderId. */
+  createInvoice(body: CreateInvoiceRequest, options: PostOptions = {}): Promise<InvoiceCreated> {
+    return this.call({ method: 'POST', path: '/invoices', body, idempotencyKey: options.idempotencyKey, repeatable: true });
+  }
+
+  /** GET /invoices (listInvoices): one page. */
+  listInvoices(query: ListInvoicesQuery = {}): Promise<InvoiceList> {
+    return this.call({ method: 'GET', path: '/invoices', query, repeatable: true });
+  }
+
+  /** Every invoice that matches `query`, newest first, page after page (GET /invoices with each nextCursor). */
+  async *iterateInvoices(query: Omit<ListInvoicesQuery, 'cursor'> = {}): AsyncGenerator<Invoice, void, undefined> {
+    let cursor: string | undefined;
+    do {
+      const page = await this.listInvoices({ ...query, ...(cursor === undefined ? {} : { cursor }) });
+      yield* page.items;
+      cursor = page.hasMore && page.nextCursor ? page.nextCursor : undefined;
+    } while (cursor !== undefined);
+  }
+
+  /** GET /invoices/{id} (getInvoice). */
+  getInvoice(id: string): Promise<Invoice> {
+    return this.call({ method: 'GET', path: `/invoices/${encodeURIComponent(id)}`, repeatable: true });
+  }
+
+  // Refunds -----------------------------------------------------------------
+
+  /** POST /invoices/{id}/refund (refundInvoice): the whole remainder without amount. Retried under its Idempotency-Key. */
+  refundInvoice(invoiceId: string, body: RefundInvoiceRequest = {}, options: PostOptions = {}): Promise<Refund> {
+    return this.call({
+      method: 'POST',
+      path: `/invoices/${encodeURIComponent(invoiceId)}/refund`,
+      body,
+      idempotencyKey: options.idempotencyKey ?? this.newIdempotencyKey(),
+      repeatable: true,
+    });
+  }
+
+  /** GET /refunds/{id} (getRefund). */
+  getRefund(id: string): Promise<Refund> {
+    return this.call({ method: 'GET', path: `/refunds/${encodeURIComponent(id)}`, repeatable: true });
+  }
+
+  // Reference data ----------------------------------------------------------
+
+  /** GET /methods (listMethods). */
+  listMethods(): Promise<MethodList> {
+    return this.call({ method: 'GET', path: '/methods', repeatable: true });
+  }
+
+  /** GET /balance (getBalance). */
+  getBalance(): Promise<Balance> {
+    return this.call({ method: 'GET', path: '/balance', repeatable: true });
+  }
+
+  // Payouts -----------------------------------------------------------------
+
+  /** GET /payout-addresses (listPayoutAddresses). */
+  listPayoutAddresses(): Promise<PayoutAddressList> {
+    return this.call({ method: 'GET', path: '/payout-addresses', repeatable: true });
+  }
+
+  /** POST /payouts (createPayout): live keys only. Retried under its Idempotency-Key. */
+  createPayout(body: CreatePayoutRequest, options: PostOptions = {}): Promise<Payout> {
+    return this.call({ method: 'POST', path: '/payouts', body, idempotencyKey: options.idempotencyKey ?? this.newIdempotencyKey(), repeatable: true });
+  }
+
+  /** GET /payouts (listPayouts): one page. */
+  listPayouts(query: ListPayoutsQuery = {}): Promise<PayoutList> {
+    return this.call({ method: 'GET', path: '/payouts', query, repeatable: true });
+  }
+
+  /** GET /payouts?orderId= (listPayouts with orderId): the one payout of this orderId, or 404 not_found. */
+  getPayoutByOrderId(orderId: string): Promise<Payout> {
+    return this.call({ method: 'GET', path: '/payouts', query: { orderId }, repeatable: true });
+  }
+
+  /** Every payout that matches `query`, newest first, page after page. */
+  async *iteratePayouts(query: Omit<ListPayoutsQuery, 'cursor'> = {}): AsyncGenerator<Payout, void, undefined> {
+    let cursor: string | undefined;
+    do {
+      const page = await this.listPayouts({ ...query, ...(cursor === undefined ? {} : { cursor }) });
+      yield* page.items;
+      cursor = page.hasMore && page.nextCursor ? page.nextCursor : undefined;
+    } while (cursor !== undefined);
+  }
+
+  /** GET /payouts/{id} (getPayout). */
+  getPayout(id: number): Promise<Payout> {
+    return this.call({ method: 'GET', path: `/payouts/${encodeURIComponent(String(id))}`, repeatable: true });
+  }
+
+  // The wire ----------------------------------------------------------------
+
+  /** An X-Timestamp never used before with this body: the clock's second, or the next one after the last used. */
+  private async uniqueTimestamp(rawBody: string): Promise<number> {
+    const clockSeconds = () => Math.floor(this.now() / 1000) + this.offsetSeconds;
+    const body = createHash('sha256').update(rawBody).digest('base64');
+    let now = clockSeconds();
+    const last = this.lastTimestamps.get(body);
+    const timestamp = last === undefined || last < now ? now : last + 1;
+    this.lastTimestamps.set(body, timestamp);
+    // Forget what the clock has passed (a new timestamp is never below the clock).
+    if (this.lastTimestamps.size > 1000) for (const [key, t] of this.lastTimestamps) if (t < now) this.lastTimestamps.delete(key);
+    // More same-body requests than seconds: wait rather than leave the gateway's window.
+    while (timestamp - now > MAX_TIMESTAMP_LEAD_SECONDS) {
+      await this.sleep((timestamp - now - MAX_TIMESTAMP_LEAD_SECONDS) * 1000);
+      now = clockSeconds();
+    }
+    return timestamp;
+  }
+
+  private async authHeaders(rawBody: string): Promise<Record<string, string>> {
+    if ('secretKey' in this.auth) return { authorization: `Bearer ${this.auth.secretKey}` };
+    const timestamp = await this.uniqueTimestamp(rawBody);
+    return {
+      'x-public-id': this.auth.publicId,
+      'x-timestamp': String(timestamp),
+      'x-signature': signRequest(this.auth.signingSecret, timestamp, rawBody),
+    };
+  }
+
+  private async call<T>(spec: CallSpec): Promise<T> {
+    const search = new URLSearchParams();
+    for (const [name, value] of Object.entries(spec.query ?? {})) if (value !== undefined) search.set(name, String(value));
+    const url = `${this.baseUrl}${spec.path}${search.size > 0 ? `?${search}` : ''}`;
+    const rawBody = spec.body === undefined ? '' : JSON.stringify(spec.body);
+    const request = `${spec.method} ${spec.path}`;
+    let retries = 0;
+    let clockCorrected = false;
+    let signedAgain = false;
+    let attempts = 0;
+    for (;;) {
+      attempts++;
+      // Signed anew on every attempt: the gateway accepts each signature once.
+      const headers: Record<string, string> = { accept: 'application/json', ...(await this.authHeaders(rawBody)) };
+      if (spec.body !== undefined) headers['content-type'] = 'application/json';
+      if (spec.idempotencyKey !== undefined) headers['idempotency-key'] = spec.idempotencyKey;
+      const context = { retriesSoFar: retries, maxRetries: this.maxRetries, repeatable: spec.repeatable };
+
+      let status: number;
+      let text: string;
+      let response: Response;
+      try {
+        response = await this.fetch(url, {
+          method: spec.method,
+          headers,
+          body: spec.body === undefined ? undefined : rawBody,
+          signal: AbortSignal.timeout(this.timeoutMs),
+        });
+        status = response.status;
+        text = await response.text();
+      } catch (cause) {
+        const delay = retryDelayMs({ kind: 'network' }, context);
+        if (delay === null) {
+          throw new PaymentGatewayConnectionError(`${request}: no answer from the gateway (${(cause as Error).message})`, request, attempts, { cause });
+        }
+        await this.sleep(delay);
+        retries++;
+        continue;
+      }
+      if (status >= 200 && status < 300) return (text === '' ? undefined : JSON.parse(text)) as T;
+
+      const error = errorOf(text, status);
+      const retryAfterSeconds = parseRetryAfter(response.headers.get('retry-after'));
+      // A clock off by more than the window: take the gateway's time once and sign again (nothing ran).
+      if (status === 401 && error.code === 'timestamp_invalid' && !('secretKey' in this.auth) && !clockCorrected) {
+        const serverSeconds = serverTimeOf(response.headers);
+        if (serverSeconds !== undefined) {
+          this.offsetSeconds = serverSeconds - Math.floor(this.now() / 1000);
+          clockCorrected = true;
+          continue;
+        }
+      }
+      // The same signature already used by another client of this key (same second, same body): once more with the next second.
+      if (status === 401 && error.code === 'signature_invalid' && !('secretKey' in this.auth) && !signedAgain) {
+        signedAgain = true;
+        continue;
+      }
+      const outcome: AttemptOutcome = { kind: 'answer', status, code: error.code, retryAfterSeconds };
+      const delay = retryDelayMs(outcome, context);
+      if (delay === null) {
+        throw new PaymentGatewayError(status, error.code, error.message, error.param, error.details, request, attempts, retryAfterSeconds);
+      }
+      await this.sleep(delay);
+      retries++;
+    }
+  }
+}
+
+/** The error object of an answer; a body not in the spec's shape (a proxy's page) gets code `unexpected_response`. */
+function errorOf(text: string, status: number): { code: string; message: string; param?: string; details?: ErrorDetail[] } {
+  try {
+    const parsed = JSON.parse(text) as { error?: { code?: unknown; message?: unknown; param?: unknown; details?: unknown } };
+    const e = parsed.error;
+    if (e && typeof e.code === 'string') {
+      return {
+        code: e.code,
+        message: typeof e.message === 'string' ? e.message : '',
+        ...(typeof e.param === 'string' ? { param: e.param } : {}),
+        ...(Array.isArray(e.details) ? { details: e.details as ErrorDetail[] } : {}),
+      };
+    }
+  } catch {
+    // not JSON
+  }
+  return { code: 'unexpected_response', message: `HTTP ${status}: ${text.slice(0, 200)}` };
+}
+
+/** The gateway's clock: X-Server-Time (unix seconds, sent with timestamp_invalid), else the Date header. */
+function serverTimeOf(headers: Headers): number | undefined {
+  const stated = headers.get('x-server-time');
+  if (stated !== null && /^\d{1,12}$/.test(stated)) return Number(stated);
+  const date = headers.get('date');
+  const ms = date === null ? NaN : Date.parse(date);
+  return Number.isNaN(ms) ? undefined : Math.floor(ms / 1000);
+}

@@ -1,0 +1,88 @@
+import type { ErrorDetail } from './types';
+
+/** The spec's error codes (a gateway may add codes: any string is possible). */
+export type GatewayErrorCode =
+  | 'validation'
+  | 'unauthorized'
+  | 'timestamp_invalid'
+  | 'signature_invalid'
+  | 'project_not_active'
+  | 'test_mode'
+  | 'invoice_not_found'
+  | 'address_not_found'
+  | 'not_found'
+  | 'duplicate_request'
+  | 'order_id_conflict'
+  | 'conflict'
+  | 'too_many_pending'
+  | 'amount_out_of_range'
+  | 'method_unavailable'
+  | 'customer_fee_pct_too_high'
+  | 'refund_exceeds_amount'
+  | 'insufficient_balance'
+  | 'address_not_confirmed'
+  | 'rate_limited'
+  | 'internal'
+  | 'provider_unavailable'
+  | 'idempotency_key_conflict'
+  | 'idempotency_key_in_use'
+  | (string & Record<never, never>);
+
+/** An error answer of the gateway (`{error: {code, message, param?, details?}}`), after the retries the rules allow. */
+export class PaymentGatewayError extends Error {
+  override readonly name = 'PaymentGatewayError';
+  constructor(
+    /** The HTTP status. */
+    readonly status: number,
+    /** The stable machine-readable code: act on it, not on the message. */
+    readonly code: GatewayErrorCode,
+    /** The gateway's message (Russian, for logs). */
+    message: string,
+    /** The request field concerned (for example amount, customer.email). */
+    readonly param: string | undefined,
+    /** Validation details: one per violation. */
+    readonly details: readonly ErrorDetail[] | undefined,
+    /** The request that failed, `METHOD /path`. */
+    readonly request: string,
+    /** How many attempts were made (1 = no retry). */
+    readonly attempts: number,
+    /** Retry-After of the answer, in seconds, when it had one. */
+    readonly retryAfterSeconds: number | undefined,
+  ) {
+    super(message);
+  }
+}
+
+/** No answer from the gateway (connection refused or reset, timeout) after the retries the rules allow. */
+export class PaymentGatewayConnectionError extends Error {
+  override readonly name = 'PaymentGatewayConnectionError';
+  constructor(
+    message: string,
+    readonly request: string,
+    readonly attempts: number,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** Why a webhook was refused by verifyWebhook. */
+export type WebhookVerificationErrorCode =
+  /** X-Service-Signature is missing (or, with `requireTimestamp`, X-Service-Signature-Timestamped). */
+  | 'signature_missing'
+  /** A signature does not match the raw body and the secret, or is malformed. */
+  | 'signature_invalid'
+  /** The timestamped signature's `t` is farther than the tolerance from now (a replay or a wrong clock). */
+  | 'timestamp_invalid'
+  /** The signed body is not a webhook event (not JSON, or without id and type). */
+  | 'payload_invalid';
+
+export class WebhookVerificationError extends Error {
+  override readonly name = 'WebhookVerificationError';
+  constructor(
+    readonly code: WebhookVerificationErrorCode,
+    message: string,
+  ) {
+    super(message);
+  }
+}

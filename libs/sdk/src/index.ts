@@ -1,0 +1,16 @@
+/**
+ * @payment-gateway/sdk: the merchant API v1 client (both auth modes, the spec's retries,
+ * typed errors, paging), webhook verification, and the API's types generated from
+ * GET /v1/openapi.json.
+ */
+export { PaymentGatewayClient, MAX_TIMESTAMP_LEAD_SECONDS } from './client';
+export type { Authentication, PaymentGatewayClientOptions, PostOptions } from './client';
+export { PaymentGatewayError, PaymentGatewayConnectionError, WebhookVerificationError } from './errors';
+export type { GatewayErrorCode, WebhookVerificationErrorCode } from './errors';
+export { verifyWebhook, SIGNATURE_HEADER, TIMESTAMPED_SIGNATURE_HEADER, DEFAULT_TOLERANCE_SECONDS } from './webhooks';
+export type { VerifyWebhookOptions, WebhookHeaders } from './webhooks';
+export { signRequest } from './signing';
+export { MAX_RETRIES, FIRST_DELAY_MS, backoffMs, retryDelayMs } from './retry-policy';
+export type { AttemptOutcome, RetryContext } from './retry-policy';
+export type * from './types';
+export type { components, operations, paths, webhooks } from './generated/openapi';

@@ -1,0 +1,52 @@
+/**
+ * The spec's retry guidance as a pure decision: retry 429 after Retry-After, 500, 503 and
+ * network failures with a delay growing from 250 ms, at most 4 retries; never 400, 401,
+ * 403, 404, 409 or 422 unchanged. A POST is retried only when a repeat cannot act twice:
+ * POST /invoices by its orderId, every other POST by its Idempotency-Key.
+ */
+
+export const MAX_RETRIES = 4;
+export const FIRST_DELAY_MS = 250;
+
+/** What came back from one attempt. */
+export type AttemptOutcome =
+  { readonly kind: 'answer'; readonly status: number; readonly code?: string; readonly retryAfterSeconds?: number } | { readonly kind: 'network' };
+
+export interface RetryContext {
+  /** Retries made so far (0 after the first attempt). */
+  readonly retriesSoFar: number;
+  readonly maxRetries: number;
+  /** A repeat cannot act twice (a GET; POST /invoices with its orderId; a POST with an Idempotency-Key). */
+  readonly repeatable: boolean;
+}
+
+/** The delay before the n-th retry (n ≥ 1) without Retry-After: 250 ms, 500 ms, 1 s, 2 s, … */
+export const backoffMs = (retry: number): number => FIRST_DELAY_MS * 2 ** (retry - 1);
+
+/** How long to wait before the next attempt, or null: do not retry. */
+export function retryDelayMs(outcome: AttemptOutcome, context: RetryContext): number | null {
+  if (context.retriesSoFar >= context.maxRetries) return null;
+  const retry = context.retriesSoFar + 1;
+  // A 429 was refused before anything ran: any request may be repeated after Retry-After.
+  if (outcome.kind === 'answer' && outcome.status === 429) {
+    return outcome.retryAfterSeconds !== undefined ? outcome.retryAfterSeconds * 1000 : backoffMs(retry);
+  }
+  if (!context.repeatable) return null;
+  if (outcome.kind === 'network') return backoffMs(retry);
+  switch (outcome.status) {
+    case 500:
+    case 503:
+      return backoffMs(retry);
+    case 409:
+      // The one 409 the gateway asks to repeat: the same Idempotency-Key still running.
+      return outcome.code === 'idempotency_key_in_use' ? (outcome.retryAfterSeconds ?? 1) * 1000 : null;
+    default:
+      return null;
+  }
+}
+
+/** Retry-After as whole seconds (the spec's form), or undefined. */
+export function parseRetryAfter(value: string | null): number | undefined {
+  if (value === null || !/^\d{1,6}$/.test(value.trim())) return undefined;
+  return Number(value.trim());
+}

@@ -1,0 +1,35 @@
+/** Names for the generated types (generated/openapi.ts, from GET /v1/openapi.json). */
+import type { components, operations } from './generated/openapi';
+
+type Schemas = components['schemas'];
+
+export type Money = Schemas['Money'];
+export type Customer = Schemas['Customer'];
+export type CreateInvoiceRequest = Schemas['CreateInvoiceRequest'];
+export type InvoiceCreated = Schemas['InvoiceCreated'];
+export type Invoice = Schemas['Invoice'];
+export type InvoiceStatus = Invoice['status'];
+export type InvoiceList = Schemas['InvoiceList'];
+export type RefundInvoiceRequest = Schemas['RefundInvoiceRequest'];
+export type Refund = Schemas['Refund'];
+export type Method = Schemas['Method'];
+export type MethodList = Schemas['MethodList'];
+export type Balance = Schemas['Balance'];
+export type PayoutAddress = Schemas['PayoutAddress'];
+export type PayoutAddressList = Schemas['PayoutAddressList'];
+export type CreatePayoutRequest = Schemas['CreatePayoutRequest'];
+export type Payout = Schemas['Payout'];
+export type PayoutList = Schemas['PayoutList'];
+export type ErrorBody = Schemas['Error'];
+export type ErrorDetail = NonNullable<ErrorBody['error']['details']>[number];
+
+export type InvoiceEvent = Schemas['InvoiceEvent'];
+export type RefundEvent = Schemas['RefundEvent'];
+export type PayoutEvent = Schemas['PayoutEvent'];
+/** The body of a webhook: discriminated by `type`. */
+export type WebhookEvent = InvoiceEvent | RefundEvent | PayoutEvent;
+export type WebhookEventType = WebhookEvent['type'];
+
+export type ListInvoicesQuery = NonNullable<operations['listInvoices']['parameters']['query']>;
+/** GET /payouts without orderId (with orderId the answer is one payout: getPayoutByOrderId). */
+export type ListPayoutsQuery = Omit<NonNullable<operations['listPayouts']['parameters']['query']>, 'orderId'>;

@@ -1,0 +1,103 @@
+import { createHmac } from 'node:crypto';
+import { WebhookVerificationError } from './errors';
+import { hexDigestsEqual } from './signing';
+import type { WebhookEvent } from './types';
+
+/** Node's `req.headers` (IncomingHttpHeaders), a fetch `Headers`, or any record of header names (any case) to values. */
+export type WebhookHeaders = { get(name: string): string | null } | Readonly<Record<string, string | readonly string[] | undefined>>;
+
+export interface VerifyWebhookOptions {
+  /** How far the timestamped signature's `t` may be from now, in seconds (default 300). */
+  readonly toleranceSeconds?: number;
+  /** Refuse a delivery without X-Service-Signature-Timestamped (default false: checked when present). */
+  readonly requireTimestamp?: boolean;
+  /** The receiver's clock in ms (default Date.now). */
+  readonly now?: () => number;
+}
+
+export const SIGNATURE_HEADER = 'x-service-signature';
+export const TIMESTAMPED_SIGNATURE_HEADER = 'x-service-signature-timestamped';
+export const DEFAULT_TOLERANCE_SECONDS = 300;
+
+function headerOf(headers: WebhookHeaders, name: string): string | undefined {
+  if (typeof (headers as { get?: unknown }).get === 'function') {
+    return (headers as { get(name: string): string | null }).get(name) ?? undefined;
+  }
+  for (const [key, value] of Object.entries(headers as Readonly<Record<string, string | readonly string[] | undefined>>)) {
+    if (key.toLowerCase() !== name) continue;
+    if (value === undefined) return undefined;
+    // A header sent twice is not a signature.
+    if (typeof value !== 'string') return value.length === 1 ? value[0] : undefined;
+    return value;
+  }
+  return undefined;
+}
+
+const hmacHex = (secret: string, ...parts: (string | Uint8Array)[]): string => {
+  const mac = createHmac('sha256', secret);
+  for (const part of parts) mac.update(part);
+  return mac.digest('hex');
+};
+
+/**
+ * Verifies a webhook delivery and returns its event:
+ * - `X-Service-Signature` (the spec's): `sha256=` and the hex HMAC-SHA256 of the raw body,
+ *   keyed with the project's webhook secret, compared in constant time;
+ * - `X-Service-Signature-Timestamped`, when present (or always, with `requireTimestamp`):
+ *   `t=<unix seconds>,v1=<hex>` over `<t>.<raw body>`, and `t` within `toleranceSeconds` of
+ *   now, so an old delivery sent again is refused.
+ * `rawBody` must be the exact bytes received (not JSON re-serialised). Throws
+ * WebhookVerificationError (code signature_missing, signature_invalid, timestamp_invalid,
+ * payload_invalid).
+ */
+export function verifyWebhook(rawBody: string | Uint8Array, headers: WebhookHeaders, secret: string, options: VerifyWebhookOptions = {}): WebhookEvent {
+  if (typeof secret !== 'string' || secret === '') throw new TypeError('verifyWebhook: the webhook secret is empty');
+  const body = typeof rawBody === 'string' ? Buffer.from(rawBody, 'utf8') : rawBody;
+
+  const signature = headerOf(headers, SIGNATURE_HEADER);
+  if (signature === undefined) throw new WebhookVerificationError('signature_missing', 'X-Service-Signature is missing');
+  const given = /^sha256=([0-9a-f]{64})$/i.exec(signature.trim());
+  if (!given || !hexDigestsEqual(hmacHex(secret, body), given[1]!)) {
+    throw new WebhookVerificationError('signature_invalid', 'X-Service-Signature does not match the body and the secret');
+  }
+
+  const timestamped = headerOf(headers, TIMESTAMPED_SIGNATURE_HEADER);
+  if (timestamped === undefined) {
+    if (options.requireTimestamp) throw new WebhookVerificationError('signature_missing', 'X-Service-Signature-Timestamped is missing');
+  } else {
+    const fields = new Map<string, string[]>();
+    for (const part of timestamped.split(',')) {
+      const eq = part.indexOf('=');
+      if (eq <= 0) continue;
+      const key = part.slice(0, eq).trim();
+      fields.set(key, [...(fields.get(key) ?? []), part.slice(eq + 1).trim()]);
+    }
+    const t = fields.get('t');
+    const v1 = fields.get('v1') ?? [];
+    if (t === undefined || t.length !== 1 || !/^\d{1,12}$/.test(t[0]!) || v1.length === 0) {
+      throw new WebhookVerificationError('signature_invalid', 'X-Service-Signature-Timestamped is not t=<unix seconds>,v1=<hex>');
+    }
+    const expected = hmacHex(secret, `${t[0]}.`, body);
+    // Every v1 is compared (no early exit on a match), each in constant time.
+    const matches = v1.map((candidate) => hexDigestsEqual(expected, candidate)).some(Boolean);
+    if (!matches)
+      throw new WebhookVerificationError('signature_invalid', 'X-Service-Signature-Timestamped does not match the timestamp, the body and the secret');
+    const tolerance = options.toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS;
+    const nowSeconds = Math.floor((options.now ?? Date.now)() / 1000);
+    if (Math.abs(nowSeconds - Number(t[0])) > tolerance) {
+      throw new WebhookVerificationError('timestamp_invalid', `the delivery's timestamp ${t[0]} is more than ${tolerance} s from now (${nowSeconds})`);
+    }
+  }
+
+  let event: unknown;
+  try {
+    event = JSON.parse(Buffer.from(body).toString('utf8'));
+  } catch {
+    throw new WebhookVerificationError('payload_invalid', 'the body is not JSON');
+  }
+  const e = event as Partial<WebhookEvent> | null;
+  if (typeof e !== 'object' || e === null || typeof e.id !== 'string' || typeof e.type !== 'string' || typeof e.data !== 'object') {
+    throw new WebhookVerificationError('payload_invalid', 'the body is not a webhook event {id, type, createdAt, isTest, data}');
+  }
+  return event as WebhookEvent;
+}

@@ -1,0 +1,210 @@
+/**
+ * The SDK against the compiled gateway (CLOCK=manual, webhooks to loopback allowed):
+ * both auth modes, typed errors as the gateway sends them, the paging iterator over
+ * more than one page, a refund retried under its Idempotency-Key, the clock skew of
+ * HMAC mode corrected from X-Server-Time, and verifyWebhook on a real delivery to a
+ * local receiver (and its refusals: tampered body, wrong secret, old timestamp).
+ */
+import { randomUUID } from 'node:crypto';
+import { expectStatus, InvoiceGateway, Json, poll, startInvoiceGateway } from '../support/merchant-fixtures';
+import { sendSigned } from '../support/signing';
+import { ReceivedWebhook, startWebhookReceiver, WebhookReceiver } from '../support/webhook-receiver';
+import { PaymentGatewayClient, PaymentGatewayError, verifyWebhook, WebhookVerificationError } from '../../libs/sdk/src';
+import type { InvoiceEvent, WebhookEvent } from '../../libs/sdk/src';
+
+interface Shop {
+  readonly projectId: string;
+  readonly secret: string;
+  readonly keys: { test: { secretKey: string; publicKey: string } };
+}
+
+describe('the SDK against the gateway', () => {
+  let gw: InvoiceGateway;
+  let receiver: WebhookReceiver;
+  let shop: Shop;
+  let bearer: PaymentGatewayClient;
+  let hmac: PaymentGatewayClient;
+
+  const orderId = () => `sdk-${randomUUID()}`;
+  const noWait = async () => {};
+
+  beforeAll(async () => {
+    gw = await startInvoiceGateway({ CLOCK: 'manual', REFUND_PROCESSING_SECONDS: '1', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
+    receiver = await startWebhookReceiver();
+    const accountId = await gw.operator.createAccount();
+    const r = await gw.operator.http.post('/admin/v1/projects', { accountId, name: 'Магазин SDK', holdHours: 0, webhookUrl: receiver.url });
+    expectStatus(r, 201);
+    shop = { projectId: r.body.id, secret: r.body.webhookSecret, keys: r.body.keys };
+    bearer = new PaymentGatewayClient({ baseUrl: `${gw.baseUrl}/v1`, auth: { secretKey: shop.keys.test.secretKey } });
+    hmac = new PaymentGatewayClient({ baseUrl: `${gw.baseUrl}/v1`, auth: { publicId: shop.keys.test.publicKey, signingSecret: shop.secret } });
+  });
+  afterAll(async () => {
+    await receiver?.close();
+    await gw?.close();
+  });
+
+  it('Bearer mode: creates an invoice (201, then the same on a repeat), reads it, lists methods and the balance', async () => {
+    const id = orderId();
+    const created = await bearer.createInvoice({ amount: '1500.00', orderId: id, method: 'sbp' });
+    expect(created).toMatchObject({ status: 'created', amount: '1500.00', feePct: expect.any(String) });
+    expect(await bearer.createInvoice({ amount: '1500.00', orderId: id, method: 'sbp' })).toEqual(created);
+    const read = await bearer.getInvoice(created.id);
+    expect(read).toMatchObject({ id: created.id, orderId: id, currency: 'RUB', isTest: true });
+    expect((await bearer.listMethods()).methods.map((m) => m.code)).toEqual(['sbp', 'card', 'crypto']);
+    expect(await bearer.getBalance()).toMatchObject({ currency: 'RUB', available: expect.stringMatching(/^\d+\.\d{2}$/) });
+  });
+
+  it('HMAC mode: the same calls signed with the public key and the webhook secret (a new signature per request)', async () => {
+    const created = await hmac.createInvoice({ amount: '200.00', orderId: orderId(), method: 'card' });
+    expect((await hmac.getInvoice(created.id)).id).toBe(created.id);
+    expect((await hmac.listMethods()).methods).toHaveLength(3);
+    await hmac.getBalance();
+    const page = await hmac.listInvoices({ orderId: (await hmac.getInvoice(created.id)).orderId });
+    expect(page.items.map((i) => i.id)).toEqual([created.id]);
+  });
+
+  it('errors arrive typed with the gateway code, param and details, after one attempt', async () => {
+    const invalid = await bearer.createInvoice({ amount: 'много', orderId: orderId() }).catch((e: unknown) => e);
+    expect(invalid).toBeInstanceOf(PaymentGatewayError);
+    expect(invalid).toMatchObject({ status: 400, code: 'validation', param: 'amount', attempts: 1 });
+    expect((invalid as PaymentGatewayError).details).toEqual(expect.arrayContaining([expect.objectContaining({ param: 'amount' })]));
+    expect((invalid as PaymentGatewayError).message).toMatch(/[А-Яа-я]/);
+
+    const missing = await bearer.getInvoice(randomUUID()).catch((e: unknown) => e);
+    expect(missing).toMatchObject({ status: 404, code: 'invoice_not_found', attempts: 1 });
+
+    const id = orderId();
+    await bearer.createInvoice({ amount: '100.00', orderId: id });
+    const conflict = await bearer.createInvoice({ amount: '101.00', orderId: id }).catch((e: unknown) => e);
+    expect(conflict).toMatchObject({ status: 409, code: 'order_id_conflict', attempts: 1 });
+
+    const badKey = new PaymentGatewayClient({ baseUrl: `${gw.baseUrl}/v1`, auth: { secretKey: 'sk_test_unknown' }, sleep: noWait });
+    await expect(badKey.getBalance()).rejects.toMatchObject({ status: 401, code: 'unauthorized', attempts: 1 });
+  });
+
+  it('iterateInvoices walks every page (limit 2 over 5 invoices: 3 requests), newest first', async () => {
+    const accountId = await gw.operator.createAccount();
+    const r = await gw.operator.http.post('/admin/v1/projects', { accountId, name: 'Листалка' });
+    expectStatus(r, 201);
+    const requests: string[] = [];
+    const client = new PaymentGatewayClient({
+      baseUrl: `${gw.baseUrl}/v1`,
+      auth: { secretKey: r.body.keys.test.secretKey },
+      fetch: (input, init) => {
+        requests.push(String(input));
+        return fetch(input, init);
+      },
+    });
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push((await client.createInvoice({ amount: `${100 + i}.00`, orderId: orderId() })).id);
+    await poll(
+      () => client.listInvoices({ limit: 100 }),
+      (page) => page.items.length === 5,
+      'the list to show the five invoices',
+    );
+    requests.length = 0;
+    const seen: string[] = [];
+    for await (const invoice of client.iterateInvoices({ limit: 2 })) seen.push(invoice.id);
+    expect(seen).toEqual([...ids].reverse());
+    expect(requests).toHaveLength(3);
+    expect(requests[0]).not.toContain('cursor=');
+    expect(requests.slice(1).every((u) => u.includes('cursor='))).toBe(true);
+  });
+
+  it('a refund retried with its Idempotency-Key is one refund; its webhooks verify and come back typed', async () => {
+    const created = await bearer.createInvoice({ amount: '1000.00', orderId: orderId(), method: 'sbp' });
+    expectStatus(await gw.operator.payment(created.id, 'paid'), 200);
+    const paid = await arrival(receiver, 'invoice.paid', created.id);
+    const event = verifyWebhook(paid.rawBody, paid.headers, shop.secret);
+    expect(event.type).toBe('invoice.paid');
+    expect((event as InvoiceEvent).data.invoice).toMatchObject({ id: created.id, status: 'paid' });
+
+    // The balance is available at once (holdHours 0) once the projection has the payment.
+    await poll(
+      () => bearer.getBalance(),
+      (b) => b.available !== '0.00',
+      'the paid amount to be available',
+    );
+    const key = randomUUID();
+    const refund = await bearer.refundInvoice(created.id, { amount: '300.00' }, { idempotencyKey: key });
+    expect(refund).toMatchObject({ invoiceId: created.id, amount: '300.00', status: 'pending' });
+    // What a retry of a lost answer does: the same key gives the same refund, not a second one.
+    expect(await bearer.refundInvoice(created.id, { amount: '300.00' }, { idempotencyKey: key })).toEqual(refund);
+
+    await gw.operator.advance(2);
+    const succeeded = await arrival(receiver, 'refund.succeeded', refund.id);
+    const refundEvent: WebhookEvent = verifyWebhook(Buffer.from(succeeded.rawBody), new Headers(succeeded.headers as Record<string, string>), shop.secret);
+    if (refundEvent.type !== 'refund.succeeded') throw new Error(`expected refund.succeeded, got ${refundEvent.type}`);
+    expect(refundEvent.data.refund).toMatchObject({ id: refund.id, status: 'succeeded' });
+    expect((await bearer.getInvoice(created.id)).status).toBe('partially_refunded');
+  });
+
+  it('verifyWebhook refuses a tampered body, a wrong secret, an old timestamp and a missing signature with typed errors', async () => {
+    const created = await bearer.createInvoice({ amount: '500.00', orderId: orderId(), method: 'sbp' });
+    expectStatus(await gw.operator.payment(created.id, 'failed'), 200);
+    const w = await arrival(receiver, 'invoice.failed', created.id);
+    const t = Number(w.headers['x-service-timestamp']);
+    // The second header: t is the delivery's X-Service-Timestamp (the gateway clock).
+    expect(w.headers['x-service-signature-timestamped']).toMatch(new RegExp(`^t=${t},v1=[0-9a-f]{64}$`));
+    const at = (seconds: number) => () => seconds * 1000;
+    const refusal = (f: () => unknown): WebhookVerificationError => {
+      try {
+        f();
+      } catch (error) {
+        expect(error).toBeInstanceOf(WebhookVerificationError);
+        return error as WebhookVerificationError;
+      }
+      throw new Error('verifyWebhook accepted it');
+    };
+
+    expect(verifyWebhook(w.rawBody, w.headers, shop.secret, { now: at(t + 299), toleranceSeconds: 300 }).type).toBe('invoice.failed');
+    expect(refusal(() => verifyWebhook(w.rawBody.replace('"failed"', '"paid"'), w.headers, shop.secret, { now: at(t) })).code).toBe('signature_invalid');
+    expect(refusal(() => verifyWebhook(w.rawBody, w.headers, 'another-secret', { now: at(t) })).code).toBe('signature_invalid');
+    expect(refusal(() => verifyWebhook(w.rawBody, w.headers, shop.secret, { now: at(t + 301), toleranceSeconds: 300 })).code).toBe('timestamp_invalid');
+    expect(refusal(() => verifyWebhook(w.rawBody, w.headers, shop.secret, { now: at(t - 61), toleranceSeconds: 60 })).code).toBe('timestamp_invalid');
+
+    // A replay with a fresh t but the old v1 does not match: the timestamp is signed.
+    const forgedT = {
+      ...w.headers,
+      'x-service-signature-timestamped': String(w.headers['x-service-signature-timestamped']).replace(`t=${t}`, `t=${t + 1000}`),
+    };
+    expect(refusal(() => verifyWebhook(w.rawBody, forgedT, shop.secret, { now: at(t + 1000) })).code).toBe('signature_invalid');
+
+    const { ['x-service-signature']: _s, ...unsigned } = w.headers;
+    expect(refusal(() => verifyWebhook(w.rawBody, unsigned, shop.secret)).code).toBe('signature_missing');
+    const { ['x-service-signature-timestamped']: _t, ...untimed } = w.headers;
+    expect(verifyWebhook(w.rawBody, untimed, shop.secret).type).toBe('invoice.failed');
+    expect(refusal(() => verifyWebhook(w.rawBody, untimed, shop.secret, { requireTimestamp: true })).code).toBe('signature_missing');
+  });
+
+  // Last: it moves the gateway clock two hours ahead of the system clock.
+  it('HMAC mode with a clock two hours off: 401 timestamp_invalid carries X-Server-Time, the SDK corrects and is accepted', async () => {
+    const now = await gw.operator.advance(7200);
+    const gatewaySeconds = Math.floor(now.getTime() / 1000);
+    // The raw refusal: X-Server-Time is the gateway clock (the Date header is the system clock).
+    const refused = await sendSigned(gw.baseUrl, { method: 'GET', path: '/v1/balance', publicId: shop.keys.test.publicKey, secret: shop.secret });
+    expect(refused.status).toBe(401);
+    expect(refused.body.error.code).toBe('timestamp_invalid');
+    const stated = Number(refused.headers.get('x-server-time'));
+    expect(stated).toBeGreaterThanOrEqual(gatewaySeconds);
+    expect(stated).toBeLessThanOrEqual(Math.floor((await gw.operator.advance(0)).getTime() / 1000));
+
+    const client = new PaymentGatewayClient({ baseUrl: `${gw.baseUrl}/v1`, auth: { publicId: shop.keys.test.publicKey, signingSecret: shop.secret } });
+    expect(await client.getBalance()).toMatchObject({ currency: 'RUB' });
+    expect(Math.abs(client.clockOffsetSeconds - 7200)).toBeLessThanOrEqual(2);
+    // Learnt once: the next request is accepted at the first attempt.
+    const created = await client.createInvoice({ amount: '100.00', orderId: orderId() });
+    expect(created.status).toBe('created');
+  });
+});
+
+const idOf = (w: ReceivedWebhook): unknown => {
+  const d: Json = w.body?.data ?? {};
+  return d.refund?.id ?? d.payout?.id ?? d.invoice?.id;
+};
+
+async function arrival(receiver: WebhookReceiver, kind: string, resourceId: unknown): Promise<ReceivedWebhook> {
+  const matches = (w: ReceivedWebhook) => w.headers['x-service-event'] === kind && idOf(w) === resourceId;
+  await receiver.waitFor((all) => all.some(matches), `${kind} of ${String(resourceId)}`);
+  return receiver.received.find(matches)!;
+}

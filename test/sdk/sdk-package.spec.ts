@@ -1,0 +1,94 @@
+/**
+ * The SDK as a package: its types are what openapi-typescript makes of the served
+ * document now (a change to the document without `npm run sdk:types` fails here), `npm
+ * pack` lists the built files and nothing else, and the built code needs nothing but
+ * Node's own modules.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+const ROOT = path.resolve(__dirname, '../..');
+const SDK = path.join(ROOT, 'libs/sdk');
+
+describe('the SDK package (libs/sdk)', () => {
+  it('the committed types equal what npm run sdk:types generates from GET /v1/openapi.json now', () => {
+    // The compiled script (the jest set-up built dist/), as `npm run sdk:types` runs it.
+    const run = spawnSync(process.execPath, ['dist/scripts/sdk-types.js', '--print'], { cwd: ROOT, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+    expect(run.status).toBe(0);
+    const generated = run.stdout;
+    expect(generated).toContain('export interface components');
+    expect(generated).toContain('createInvoice: {');
+    // toBe, not a diff of 2,000 lines: the message says what to do.
+    const committed = readFileSync(path.join(SDK, 'src/generated/openapi.ts'), 'utf8');
+    if (committed !== generated) throw new Error('libs/sdk/src/generated/openapi.ts is out of date: run `npm run sdk:types` and commit it');
+    expect(committed).toBe(generated);
+  });
+
+  it('npm pack lists the built files (dist: JavaScript and declarations), package.json and README, no sources', () => {
+    // The jest set-up built libs/sdk/dist; --ignore-scripts: no second build here.
+    const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+    const result = spawnSync(npm, ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: SDK, encoding: 'utf8' });
+    expect(result.status).toBe(0);
+    const [pack] = JSON.parse(result.stdout) as [{ name: string; files: { path: string }[] }];
+    expect(pack.name).toBe('@payment-gateway/sdk');
+    const files = pack.files.map((f) => f.path).sort();
+    for (const file of [
+      'package.json',
+      'README.md',
+      'dist/index.js',
+      'dist/index.d.ts',
+      'dist/client.js',
+      'dist/client.d.ts',
+      'dist/webhooks.js',
+      'dist/webhooks.d.ts',
+      'dist/errors.js',
+      'dist/generated/openapi.d.ts',
+    ]) {
+      expect(files).toContain(file);
+    }
+    expect(files.filter((f) => f.startsWith('src/') || (f.endsWith('.ts') && !f.endsWith('.d.ts')))).toEqual([]);
+  });
+
+  it('installs from its tarball into an empty project and loads there with plain Node', () => {
+    const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'sdk-consumer-'));
+    try {
+      const packed = spawnSync(npm, ['pack', '--json', '--ignore-scripts', '--pack-destination', dir], { cwd: SDK, encoding: 'utf8' });
+      expect(packed.status).toBe(0);
+      const [{ filename }] = JSON.parse(packed.stdout) as [{ filename: string }];
+      writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'merchant-shop', version: '1.0.0', private: true }));
+      const installed = spawnSync(npm, ['install', '--offline', '--no-audit', '--no-fund', path.join(dir, filename)], { cwd: dir, encoding: 'utf8' });
+      expect({ status: installed.status, stderr: installed.status === 0 ? '' : installed.stderr }).toEqual({ status: 0, stderr: '' });
+      const script = [
+        "const sdk = require('@payment-gateway/sdk');",
+        "const client = new sdk.PaymentGatewayClient({ baseUrl: 'http://127.0.0.1:1/v1', auth: { secretKey: 'sk_test_x' } });",
+        'console.log(JSON.stringify([typeof client.createInvoice, typeof client.iterateInvoices, typeof sdk.verifyWebhook, sdk.MAX_RETRIES]));',
+      ].join('\n');
+      const run = spawnSync(process.execPath, ['-e', script], { cwd: dir, encoding: 'utf8' });
+      expect(run.stderr).toBe('');
+      expect(JSON.parse(run.stdout)).toEqual(['function', 'function', 'function', 4]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('has no runtime dependency: the built code requires only node: modules and its own files', () => {
+    const manifest = JSON.parse(readFileSync(path.join(SDK, 'package.json'), 'utf8'));
+    expect(manifest.dependencies).toBeUndefined();
+    expect(manifest.private).toBe(false);
+    expect([manifest.main, manifest.types]).toEqual(['dist/index.js', 'dist/index.d.ts']);
+    const required = new Set<string>();
+    const walk = (dir: string) => {
+      for (const entry of readdirSync(dir, { withFileTypes: true })) {
+        const file = path.join(dir, entry.name);
+        if (entry.isDirectory()) walk(file);
+        else if (entry.name.endsWith('.js')) for (const m of readFileSync(file, 'utf8').matchAll(/require\("([^"]+)"\)/g)) required.add(m[1]!);
+      }
+    };
+    walk(path.join(SDK, 'dist'));
+    expect([...required].filter((m) => !m.startsWith('node:') && !m.startsWith('./'))).toEqual([]);
+    expect(required).toContain('node:crypto');
+  });
+});

@@ -1,0 +1,286 @@
+/**
+ * The SDK's retry rules against a local stub server that answers as each test scripts
+ * (503, 429 with Retry-After, a dropped connection, then 200): every attempt is counted
+ * on the server, the waits are recorded through the client's injectable sleep (no
+ * timed assertion), and the headers of each attempt are kept. The spec: retry 429 after
+ * Retry-After, 500/503/network failures with a delay growing from 250 ms, at most 4
+ * retries; never 400/401/403/404/409/422; a POST only when a repeat cannot act twice.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import {
+  MAX_TIMESTAMP_LEAD_SECONDS,
+  PaymentGatewayClient,
+  PaymentGatewayConnectionError,
+  PaymentGatewayError,
+  retryDelayMs,
+  signRequest,
+} from '../../libs/sdk/src';
+
+type Scripted = { status: number; body?: unknown; headers?: Record<string, string> } | 'drop';
+
+interface Attempt {
+  readonly method: string;
+  readonly url: string;
+  readonly headers: http.IncomingHttpHeaders;
+  readonly body: string;
+}
+
+interface Stub {
+  readonly baseUrl: string;
+  readonly attempts: Attempt[];
+  script(...answers: Scripted[]): void;
+  close(): Promise<void>;
+}
+
+async function startStub(): Promise<Stub> {
+  const attempts: Attempt[] = [];
+  let answers: Scripted[] = [];
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      attempts.push({ method: req.method!, url: req.url!, headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
+      const answer = answers.shift() ?? { status: 500, body: { error: { code: 'internal', message: 'нет ответа в сценарии' } } };
+      if (answer === 'drop') {
+        req.socket.destroy();
+        return;
+      }
+      res
+        .writeHead(answer.status, { 'content-type': 'application/json', ...(answer.headers ?? {}) })
+        .end(answer.body === undefined ? '' : JSON.stringify(answer.body));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
+    attempts,
+    script: (...a) => {
+      answers = a;
+      attempts.length = 0;
+    },
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+const error = (status: number, code: string, extra: Record<string, unknown> = {}, headers?: Record<string, string>): Scripted => ({
+  status,
+  body: { error: { code, message: 'Ошибка', ...extra } },
+  ...(headers ? { headers } : {}),
+});
+
+const BALANCE = { available: '10.00', pending: '0.00', reserved: '0.00', currency: 'RUB' };
+const REFUND = {
+  id: 'rf_1',
+  invoiceId: '00000000-0000-4000-8000-000000000001',
+  amount: '10.00',
+  currency: 'RUB',
+  status: 'pending',
+  createdAt: '2026-11-23T00:00:00Z',
+};
+
+describe('SDK retry rules (local stub server, injected sleep)', () => {
+  let stub: Stub;
+  let waits: number[];
+  const client = (extra: Partial<ConstructorParameters<typeof PaymentGatewayClient>[0]> = {}) =>
+    new PaymentGatewayClient({
+      baseUrl: stub.baseUrl,
+      auth: { secretKey: 'sk_test_stub' },
+      sleep: async (ms) => {
+        waits.push(ms);
+      },
+      ...extra,
+    });
+
+  beforeAll(async () => {
+    stub = await startStub();
+  });
+  afterAll(() => stub.close());
+  beforeEach(() => {
+    waits = [];
+  });
+
+  it('503 and 500 are retried with waits of 250 ms then 500 ms, then the 200 is the answer', async () => {
+    stub.script(error(503, 'provider_unavailable'), error(500, 'internal'), { status: 200, body: BALANCE });
+    await expect(client().getBalance()).resolves.toEqual(BALANCE);
+    expect(stub.attempts).toHaveLength(3);
+    expect(waits).toEqual([250, 500]);
+    expect(stub.attempts.every((a) => a.headers.authorization === 'Bearer sk_test_stub')).toBe(true);
+  });
+
+  it('429 waits exactly Retry-After seconds', async () => {
+    stub.script(error(429, 'rate_limited', {}, { 'retry-after': '2' }), error(429, 'rate_limited', {}, { 'retry-after': '0' }), { status: 200, body: BALANCE });
+    await expect(client().getBalance()).resolves.toEqual(BALANCE);
+    expect(stub.attempts).toHaveLength(3);
+    expect(waits).toEqual([2000, 0]);
+  });
+
+  it('a dropped connection is retried like a 5xx', async () => {
+    stub.script('drop', { status: 200, body: BALANCE });
+    await expect(client().getBalance()).resolves.toEqual(BALANCE);
+    expect(stub.attempts).toHaveLength(2);
+    expect(waits).toEqual([250]);
+  });
+
+  it('gives up after 4 retries (5 attempts, waits 250, 500, 1000, 2000 ms) with the last error typed', async () => {
+    stub.script(...Array.from({ length: 6 }, () => error(503, 'provider_unavailable')));
+    const failure = await client()
+      .getBalance()
+      .catch((e: unknown) => e);
+    expect(failure).toBeInstanceOf(PaymentGatewayError);
+    expect(failure).toMatchObject({ status: 503, code: 'provider_unavailable', attempts: 5, request: 'GET /balance' });
+    expect(stub.attempts).toHaveLength(5);
+    expect(waits).toEqual([250, 500, 1000, 2000]);
+  });
+
+  it('network failures to the end give a PaymentGatewayConnectionError after 5 attempts', async () => {
+    stub.script('drop', 'drop', 'drop', 'drop', 'drop');
+    const failure = await client()
+      .getBalance()
+      .catch((e: unknown) => e);
+    expect(failure).toBeInstanceOf(PaymentGatewayConnectionError);
+    expect(failure).toMatchObject({ attempts: 5, request: 'GET /balance' });
+    expect(waits).toEqual([250, 500, 1000, 2000]);
+  });
+
+  it.each([
+    [400, 'validation', { param: 'amount', details: [{ param: 'amount', code: 'invalid_format', message: 'Сумма' }] }],
+    [401, 'unauthorized', {}],
+    [403, 'project_not_active', {}],
+    [404, 'invoice_not_found', {}],
+    [409, 'order_id_conflict', { param: 'orderId' }],
+    [422, 'amount_out_of_range', { param: 'amount' }],
+  ])('%i %s is never retried; the error carries code, param and details', async (status, code, extra) => {
+    stub.script(error(status, code, extra), { status: 200, body: BALANCE });
+    const failure = await client()
+      .createInvoice({ amount: '10.00', orderId: 'o-1' })
+      .catch((e: unknown) => e);
+    expect(failure).toBeInstanceOf(PaymentGatewayError);
+    expect(failure).toMatchObject({ status, code, message: 'Ошибка', attempts: 1, request: 'POST /invoices', ...extra });
+    expect((failure as PaymentGatewayError).param).toBe((extra as { param?: string }).param);
+    expect((failure as PaymentGatewayError).details).toEqual((extra as { details?: unknown }).details);
+    expect(stub.attempts).toHaveLength(1);
+    expect(waits).toEqual([]);
+  });
+
+  it('POST /invoices is retried by its orderId: the same body each time, no Idempotency-Key needed', async () => {
+    stub.script(error(503, 'provider_unavailable'), { status: 201, body: { id: 'x' } });
+    await client().createInvoice({ amount: '10.00', orderId: 'order-42' });
+    expect(stub.attempts).toHaveLength(2);
+    expect(stub.attempts.map((a) => JSON.parse(a.body).orderId)).toEqual(['order-42', 'order-42']);
+    expect(stub.attempts[0]!.body).toBe(stub.attempts[1]!.body);
+  });
+
+  it('a refund carries a generated Idempotency-Key, the same on every retry; the next refund gets a new one', async () => {
+    stub.script('drop', error(500, 'internal'), { status: 202, body: REFUND });
+    await expect(client().refundInvoice(REFUND.invoiceId, { amount: '10.00' })).resolves.toEqual(REFUND);
+    const keys = stub.attempts.map((a) => a.headers['idempotency-key']);
+    expect(keys).toHaveLength(3);
+    expect(keys[0]).toMatch(/^[0-9a-f-]{36}$/);
+    expect(new Set(keys).size).toBe(1);
+
+    stub.script({ status: 202, body: REFUND });
+    await client().refundInvoice(REFUND.invoiceId);
+    expect(stub.attempts[0]!.headers['idempotency-key']).not.toBe(keys[0]);
+    expect(stub.attempts[0]!.body).toBe('{}');
+  });
+
+  it('a payout keeps the Idempotency-Key the caller gives across retries', async () => {
+    stub.script(error(503, 'provider_unavailable'), { status: 201, body: { id: 1 } });
+    await client().createPayout({ amount: '100.00', addressId: 1 }, { idempotencyKey: 'payout-key-1' });
+    expect(stub.attempts.map((a) => a.headers['idempotency-key'])).toEqual(['payout-key-1', 'payout-key-1']);
+  });
+
+  it('409 idempotency_key_in_use (the same key still running) is repeated after its Retry-After', async () => {
+    stub.script(error(409, 'idempotency_key_in_use', { param: 'Idempotency-Key' }, { 'retry-after': '1' }), { status: 202, body: REFUND });
+    await client().refundInvoice(REFUND.invoiceId, {}, { idempotencyKey: 'k' });
+    expect(stub.attempts).toHaveLength(2);
+    expect(waits).toEqual([1000]);
+  });
+
+  it('HMAC mode signs every attempt anew over "<timestamp>.<raw body>" with the moment of the attempt', async () => {
+    let now = 1_800_000_000_000;
+    const signing = client({
+      auth: { publicId: 'pk_test_stub', signingSecret: 'whsec' },
+      now: () => now,
+      sleep: async (ms) => {
+        waits.push(ms);
+        now += 7000;
+      },
+    });
+    stub.script(error(503, 'provider_unavailable'), { status: 201, body: { id: 'x' } });
+    await signing.createInvoice({ amount: '10.00', orderId: 'o-2' });
+    const [first, second] = stub.attempts;
+    expect(first!.headers['x-public-id']).toBe('pk_test_stub');
+    expect(first!.headers.authorization).toBeUndefined();
+    expect([first!.headers['x-timestamp'], second!.headers['x-timestamp']]).toEqual(['1800000000', '1800000007']);
+    for (const a of [first!, second!]) expect(a.headers['x-signature']).toBe(signRequest('whsec', a.headers['x-timestamp'] as string, a.body));
+    expect(first!.headers['x-signature']).not.toBe(second!.headers['x-signature']);
+  });
+
+  it('HMAC mode: a 401 timestamp_invalid with X-Server-Time corrects the clock once and signs again', async () => {
+    const signing = client({ auth: { publicId: 'pk_test_stub', signingSecret: 'whsec' }, now: () => 1_000_000_000_000 });
+    stub.script(error(401, 'timestamp_invalid', {}, { 'x-server-time': '1000003600' }), error(401, 'timestamp_invalid', {}, { 'x-server-time': '1000007200' }));
+    const failure = await signing.getBalance().catch((e: unknown) => e);
+    // Corrected once (to the gateway's time), never twice: the second refusal is the answer.
+    expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1000000000', '1000003600']);
+    expect(failure).toMatchObject({ status: 401, code: 'timestamp_invalid' });
+    expect(signing.clockOffsetSeconds).toBe(3600);
+    expect(waits).toEqual([]);
+  });
+
+  it('HMAC mode: requests with the same body in one second take the next seconds (the gateway accepts each signature once)', async () => {
+    const signing = client({ auth: { publicId: 'pk_test_stub', signingSecret: 'whsec' }, now: () => 1_800_000_000_500 });
+    const stamps = () => stub.attempts.map((a) => a.headers['x-timestamp']);
+    stub.script(...Array.from({ length: 3 }, () => ({ status: 200, body: BALANCE })));
+    await signing.getBalance();
+    await signing.getInvoice('00000000-0000-4000-8000-000000000001');
+    await signing.getBalance();
+    expect(stamps()).toEqual(['1800000000', '1800000001', '1800000002']);
+    expect(new Set(stub.attempts.map((a) => a.headers['x-signature'])).size).toBe(3);
+    // Another body has its own sequence.
+    stub.script({ status: 201, body: { id: 'x' } });
+    await signing.createInvoice({ amount: '1.00', orderId: 'o-3' });
+    expect(stamps()).toEqual(['1800000000']);
+    expect(waits).toEqual([]);
+  });
+
+  it('HMAC mode: a 401 signature_invalid (the signature taken by another client of the key) is signed again once with the next second', async () => {
+    const signing = client({ auth: { publicId: 'pk_test_stub', signingSecret: 'whsec' }, now: () => 1_800_000_000_000 });
+    stub.script(error(401, 'signature_invalid'), error(401, 'signature_invalid'), { status: 200, body: BALANCE });
+    const failure = await signing.getBalance().catch((e: unknown) => e);
+    expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800000000', '1800000001']);
+    expect(failure).toMatchObject({ status: 401, code: 'signature_invalid', attempts: 2 });
+  });
+
+  it(`HMAC mode: past ${MAX_TIMESTAMP_LEAD_SECONDS} s ahead of the clock the client waits instead of leaving the gateway's window`, async () => {
+    let now = 1_800_000_000_000;
+    const signing = client({
+      auth: { publicId: 'pk_test_stub', signingSecret: 'whsec' },
+      now: () => now,
+      sleep: async (ms) => {
+        waits.push(ms);
+        now += ms;
+      },
+    });
+    stub.script(...Array.from({ length: MAX_TIMESTAMP_LEAD_SECONDS + 2 }, () => ({ status: 200, body: BALANCE })));
+    for (let i = 0; i < MAX_TIMESTAMP_LEAD_SECONDS + 2; i++) await signing.getBalance();
+    const stamps = stub.attempts.map((a) => Number(a.headers['x-timestamp']));
+    expect(new Set(stamps).size).toBe(stamps.length);
+    expect(stamps.at(-1)).toBe(1_800_000_000 + MAX_TIMESTAMP_LEAD_SECONDS + 1);
+    expect(waits).toEqual([1000]);
+  });
+
+  it('the policy itself: no retry past 4, none of a POST that could act twice, 429 always', () => {
+    const network = { kind: 'network' } as const;
+    expect(retryDelayMs(network, { retriesSoFar: 4, maxRetries: 4, repeatable: true })).toBeNull();
+    expect(retryDelayMs(network, { retriesSoFar: 0, maxRetries: 4, repeatable: false })).toBeNull();
+    expect(retryDelayMs({ kind: 'answer', status: 503 }, { retriesSoFar: 0, maxRetries: 4, repeatable: false })).toBeNull();
+    expect(retryDelayMs({ kind: 'answer', status: 429, retryAfterSeconds: 3 }, { retriesSoFar: 0, maxRetries: 4, repeatable: false })).toBe(3000);
+    expect(retryDelayMs({ kind: 'answer', status: 502 }, { retriesSoFar: 0, maxRetries: 4, repeatable: true })).toBeNull();
+  });
+});

@@ -1,0 +1,71 @@
+/**
+ * verifyWebhook without a gateway: the comparison is constant-time
+ * (crypto.timingSafeEqual, after a length check, never an early-exit string compare),
+ * the headers come in any of Node's, fetch's or a plain record's shapes, and a signed
+ * body that is not an event is refused. The real deliveries are in sdk-gateway.spec.ts.
+ */
+import { createHmac } from 'node:crypto';
+import { verifyWebhook, WebhookVerificationError } from '../../libs/sdk/src';
+
+// The module object itself (not an import wrapper), so the spy sees the SDK's calls.
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const nodeCrypto = require('node:crypto') as typeof import('node:crypto');
+
+const SECRET = 'whsec_test_secret';
+const T = 1_800_000_000;
+const BODY = JSON.stringify({ id: 'evt-1', type: 'invoice.paid', createdAt: '2027-01-15T08:00:00.000Z', isTest: true, data: { invoice: { id: 'x' } } });
+const mac = (text: string, secret = SECRET) => createHmac('sha256', secret).update(text).digest('hex');
+const headersOf = (body: string, t = T) => ({
+  'x-service-signature': `sha256=${mac(body)}`,
+  'x-service-signature-timestamped': `t=${t},v1=${mac(`${t}.${body}`)}`,
+  'x-service-timestamp': String(t),
+});
+const now = () => T * 1000;
+
+function codeOf(f: () => unknown): string {
+  try {
+    f();
+  } catch (error) {
+    expect(error).toBeInstanceOf(WebhookVerificationError);
+    return (error as WebhookVerificationError).code;
+  }
+  return 'accepted';
+}
+
+describe('verifyWebhook', () => {
+  afterEach(() => jest.restoreAllMocks());
+
+  it('compares both signatures with crypto.timingSafeEqual on equal-length buffers', () => {
+    const spy = jest.spyOn(nodeCrypto, 'timingSafeEqual');
+    expect(verifyWebhook(BODY, headersOf(BODY), SECRET, { now }).id).toBe('evt-1');
+    expect(spy).toHaveBeenCalledTimes(2);
+    for (const [a, b] of spy.mock.calls) expect([(a as Buffer).length, (b as Buffer).length]).toEqual([32, 32]);
+  });
+
+  it('a signature of another length is refused before the comparison (timingSafeEqual would throw on it)', () => {
+    const spy = jest.spyOn(nodeCrypto, 'timingSafeEqual');
+    const short = { ...headersOf(BODY), 'x-service-signature': `sha256=${mac(BODY).slice(0, 62)}` };
+    expect(codeOf(() => verifyWebhook(BODY, short, SECRET, { now }))).toBe('signature_invalid');
+    const long = { ...headersOf(BODY), 'x-service-signature-timestamped': `t=${T},v1=${mac(`${T}.${BODY}`)}00` };
+    expect(codeOf(() => verifyWebhook(BODY, long, SECRET, { now }))).toBe('signature_invalid');
+    expect(spy).toHaveBeenCalledTimes(1); // only the first (valid-length) X-Service-Signature of `long`
+  });
+
+  it('takes Node headers in any case, fetch Headers, and raw bytes', () => {
+    const upper = Object.fromEntries(Object.entries(headersOf(BODY)).map(([k, v]) => [k.toUpperCase(), v]));
+    expect(verifyWebhook(BODY, upper, SECRET, { now }).type).toBe('invoice.paid');
+    expect(verifyWebhook(Buffer.from(BODY), new Headers(headersOf(BODY)), SECRET, { now }).type).toBe('invoice.paid');
+    expect(verifyWebhook(new Uint8Array(Buffer.from(BODY)), headersOf(BODY), SECRET, { now }).type).toBe('invoice.paid');
+    // A header sent twice is no signature.
+    expect(codeOf(() => verifyWebhook(BODY, { ...headersOf(BODY), 'x-service-signature': [`sha256=${mac(BODY)}`, 'sha256=00'] }, SECRET, { now }))).toBe(
+      'signature_missing',
+    );
+  });
+
+  it('refuses a signed body that is not an event, and a malformed timestamped header', () => {
+    expect(codeOf(() => verifyWebhook('[1]', headersOf('[1]'), SECRET, { now }))).toBe('payload_invalid');
+    expect(codeOf(() => verifyWebhook('nope', headersOf('nope'), SECRET, { now }))).toBe('payload_invalid');
+    const malformed = { ...headersOf(BODY), 'x-service-signature-timestamped': `v1=${mac(`${T}.${BODY}`)}` };
+    expect(codeOf(() => verifyWebhook(BODY, malformed, SECRET, { now }))).toBe('signature_invalid');
+  });
+});
