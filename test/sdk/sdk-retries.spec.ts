@@ -195,11 +195,18 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     expect(stub.attempts.map((a) => a.headers['idempotency-key'])).toEqual(['payout-key-1', 'payout-key-1']);
   });
 
-  it('409 idempotency_key_in_use (the same key still running) is repeated after its Retry-After', async () => {
+  it('409 idempotency_key_in_use (the same key still running) is not repeated: the typed error carries its Retry-After', async () => {
     stub.script(error(409, 'idempotency_key_in_use', { param: 'Idempotency-Key' }, { 'retry-after': '1' }), { status: 202, body: REFUND });
-    await client().refundInvoice(REFUND.invoiceId, {}, { idempotencyKey: 'k' });
-    expect(stub.attempts).toHaveLength(2);
-    expect(waits).toEqual([1000]);
+    const failure = await client()
+      .refundInvoice(REFUND.invoiceId, {}, { idempotencyKey: 'k' })
+      .catch((e: unknown) => e);
+    expect(failure).toBeInstanceOf(PaymentGatewayError);
+    expect({ status: (failure as PaymentGatewayError).status, code: (failure as PaymentGatewayError).code }).toEqual({
+      status: 409,
+      code: 'idempotency_key_in_use',
+    });
+    expect(stub.attempts).toHaveLength(1);
+    expect(waits).toEqual([]);
   });
 
   it('HMAC mode signs every attempt anew over "<timestamp>.<raw body>" with the moment of the attempt', async () => {

@@ -37,10 +37,9 @@ export function retryDelayMs(outcome: AttemptOutcome, context: RetryContext): nu
     case 500:
     case 503:
       return backoffMs(retry);
-    case 409:
-      // The one 409 the gateway asks to repeat: the same Idempotency-Key still running.
-      return outcome.code === 'idempotency_key_in_use' ? (outcome.retryAfterSeconds ?? 1) * 1000 : null;
     default:
+      // Never 400, 401, 403, 404, 409 or 422 (the spec's rule), not even 409
+      // idempotency_key_in_use: its error carries Retry-After for the caller to decide.
       return null;
   }
 }
