@@ -29,8 +29,9 @@ beforeAll(async () => {
   const rng = seededRandom('one-pass rebuild');
   await seedLoad(
     { pool: db.pool, store, terms: loadConfig({}), secrets: new SecretBox(fixedKeys([randomBytes(32)])) },
-    { events: 5_000, seed: String(rng.int(0, 1_000_000_000)), days: rng.int(1, 10) },
+    { events: 5_000, seed: String(rng.int(0, 1_000_000_000)), days: rng.int(5, 10) },
   );
+  // (At least 5 simulated days: a shorter history can end before any payout, and every table must be exercised.)
   // The live projector's way: each projection's runner over the log, in batches of its own size.
   for (const projection of allProjections) await projectToHead(db.pool, store, projection, rng.int(1, 500));
   live = await readModelChecksums(db.pool);
