@@ -7,6 +7,7 @@ import { AdminTokenGuard } from './http/auth/admin-token.guard';
 import { ClockController } from './operations/clock.controller';
 import { InvoicePaymentsController } from './invoices/invoice-payments.controller';
 import { LedgerAuditController } from './ledger/ledger-audit.controller';
+import { AuditCheckpointController } from './audit/audit-checkpoint.controller';
 import { ProjectsController } from './merchants/projects.controller';
 import { StreamsController } from './operations/streams.controller';
 import { HealthController, ReadinessProbe } from './health/health.controller';
@@ -73,6 +74,7 @@ export class AppModule {
         ClockController,
         StreamsController,
         LedgerAuditController,
+        AuditCheckpointController,
         ProjectsController,
         InvoicePaymentsController,
         PayoutsAdminController,

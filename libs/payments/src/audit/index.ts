@@ -1,0 +1,2 @@
+export * from './get-log-checkpoint.query';
+export * from './checkpoint-key';
