@@ -1,4 +1,4 @@
-import { CHAIN_HASH_BYTES, GENESIS_HASH, nextChainHash, nextLogHash } from './hash-chain';
+import { CHAIN_HASH_BYTES, chainContent, ChainedEventContent, GENESIS_HASH, nextChainHash, nextLogHash } from './hash-chain';
 
 /**
  * What a verification of the log found (pure: the adapters feed the events in).
@@ -25,12 +25,9 @@ export interface LogProblem {
   readonly detail: string;
 }
 
-/** An event as the stream check needs it: its content bytes (chainContent) and the hash stored with it. */
-export interface StoredChainedEvent {
-  readonly streamName: string;
-  readonly revision: bigint;
+/** An event as the stream check needs it: what its chain hash covers, and the hash stored with it. */
+export interface StoredChainedEvent extends ChainedEventContent {
   readonly position: string;
-  readonly content: Buffer;
   /** null: the event has no chain hash. */
   readonly storedHash: Buffer | null;
 }
@@ -39,6 +36,23 @@ interface Mismatch {
   readonly event: StoredChainedEvent;
   readonly previousStored: Buffer | null;
   readonly recomputed: Buffer;
+}
+
+/**
+ * What two events may have exchanged: whole events (id, type, data and metadata moved
+ * to each other's revision) or their data alone.
+ */
+const EXCHANGES: readonly { readonly what: string; exchange(into: StoredChainedEvent, from: StoredChainedEvent): ChainedEventContent }[] = [
+  { what: 'events', exchange: (into, from) => ({ ...from, streamName: into.streamName, revision: into.revision }) },
+  { what: 'data', exchange: (into, from) => ({ ...into, dataJson: from.dataJson }) },
+];
+
+/** Whether `a` and `b` hold each other's content in the way `exchange` says (each then hashes to the other's stored place). */
+function exchanged(a: Mismatch, b: Mismatch, exchange: (typeof EXCHANGES)[number]['exchange']): boolean {
+  return (
+    nextChainHash(a.previousStored, chainContent(exchange(a.event, b.event))).equals(a.event.storedHash!) &&
+    nextChainHash(b.previousStored, chainContent(exchange(b.event, a.event))).equals(b.event.storedHash!)
+  );
 }
 
 /** Beyond this many unexplained mismatches in one stream, each is reported at once (memory stays bounded). */
@@ -87,7 +101,7 @@ export class StreamChainCheck {
     } else if (event.storedHash === null) {
       this.report({ ...named(event), kind: 'chain_hash_mismatch', detail: 'the event has no chain hash' });
     } else {
-      const recomputed = nextChainHash(this.previousStored, event.content);
+      const recomputed = nextChainHash(this.previousStored, chainContent(event));
       if (!recomputed.equals(event.storedHash)) this.mismatch({ event, previousStored: this.previousStored, recomputed }, previousMismatch);
     }
     this.expectedRevision = event.revision + 1n;
@@ -118,7 +132,7 @@ export class StreamChainCheck {
     if (
       previousMismatch &&
       this.pending.includes(previousMismatch) &&
-      nextChainHash(previousMismatch.recomputed, current.event.content).equals(current.event.storedHash!)
+      nextChainHash(previousMismatch.recomputed, chainContent(current.event)).equals(current.event.storedHash!)
     ) {
       this.pending = this.pending.filter((m) => m !== previousMismatch);
       this.report({
@@ -129,17 +143,14 @@ export class StreamChainCheck {
       return;
     }
     // Two events of the stream carry each other's content.
-    const partner = this.pending.find(
-      (m) =>
-        nextChainHash(current.previousStored, m.event.content).equals(current.event.storedHash!) &&
-        nextChainHash(m.previousStored, current.event.content).equals(m.event.storedHash!),
-    );
-    if (partner) {
+    for (const { what, exchange } of EXCHANGES) {
+      const partner = this.pending.find((m) => exchanged(m, current, exchange));
+      if (!partner) continue;
       this.pending = this.pending.filter((m) => m !== partner);
       this.report({
         ...named(partner.event),
         kind: 'order_changed',
-        detail: `revisions ${partner.event.revision} (position ${partner.event.position}) and ${current.event.revision} (position ${current.event.position}) carry each other's content`,
+        detail: `revisions ${partner.event.revision} (position ${partner.event.position}) and ${current.event.revision} (position ${current.event.position}) hold each other's ${what}`,
       });
       return;
     }
@@ -277,32 +288,37 @@ export class LogOrderCheck {
     }
   }
 
+  /**
+   * The first place where the log differs from a checkpoint's segment: a recorded event
+   * no longer in the log (missing), an event the checkpoint recorded elsewhere (order
+   * changed), or one it never recorded there (chain hash mismatch: inserted or edited).
+   */
   private explain(segment: RecordedCheckpoint, recorded: readonly Buffer[], logged: readonly LoggedEvent[], at: number): LogProblem {
     const index = (i: number) => segment.fromEvents + BigInt(i) + 1n;
     const expected = recorded[at];
     const found = logged[at];
-    if (expected !== undefined) {
-      const movedTo = logged.findIndex((e, i) => i !== at && e.chainHash !== null && e.chainHash.equals(expected));
-      if (movedTo >= 0) {
-        const moved = logged[movedTo]!;
-        return {
-          ...named(moved),
-          kind: 'order_changed',
-          detail: `checkpoint ${segment.seq} recorded it as event ${index(at)} of the log; it is now event ${index(movedTo)}${found ? `, and event ${index(at)} is ${describe(found)}` : ''}`,
-        };
-      }
+    const expectedInLog = expected === undefined ? -1 : logged.findIndex((e) => e.chainHash !== null && e.chainHash.equals(expected));
+    if (expected !== undefined && expectedInLog < 0) {
       return {
         kind: 'event_missing',
-        streamName: found?.streamName ?? null,
-        revision: found?.revision ?? null,
-        position: found?.position ?? null,
+        streamName: null,
+        revision: null,
+        position: found?.position ?? segment.position,
         detail: `event ${index(at)} of the log, chain hash ${hex(expected)} in checkpoint ${segment.seq}, is not in the log${found ? `; in its place is ${describe(found)}` : ''}`,
+      };
+    }
+    const foundInRecord = found?.chainHash ? recorded.findIndex((h) => h.equals(found.chainHash!)) : -1;
+    if (found && foundInRecord >= 0) {
+      return {
+        ...named(found),
+        kind: 'order_changed',
+        detail: `checkpoint ${segment.seq} recorded it as event ${index(foundInRecord)} of the log; it is now event ${index(at)}`,
       };
     }
     return {
       ...named(found!),
       kind: 'chain_hash_mismatch',
-      detail: `checkpoint ${segment.seq} recorded ${recorded.length} events up to position ${segment.position}; the log has more in that range, the first being this one`,
+      detail: `checkpoint ${segment.seq} recorded no event with its chain hash ${hex(found!.chainHash)} at this place of the log`,
     };
   }
 }

@@ -1,5 +1,5 @@
 import type { Pool } from 'pg';
-import { chainContent, GENESIS_HASH, LogCheckpoint, LogOrderCheck, LogProblem, nextLogHash, RecordedCheckpoint, StreamChainCheck } from '../hash-chain';
+import { GENESIS_HASH, LogCheckpoint, LogOrderCheck, LogProblem, nextLogHash, RecordedCheckpoint, StreamChainCheck } from '../hash-chain';
 
 /** Events visible to readers of the log (see postgres-event-store.ts). */
 const VISIBLE = 'transaction_id < pg_snapshot_xmin(pg_current_snapshot())';
@@ -157,15 +157,11 @@ export async function verifyEventLog(pool: Pool, options: VerifyEventLogOptions 
       chains.event({
         streamName: row.stream_name,
         revision,
+        id: row.event_id,
+        type: row.event_type,
+        dataJson: row.data,
+        metadataJson: row.metadata,
         position: row.position,
-        content: chainContent({
-          streamName: row.stream_name,
-          revision,
-          id: row.event_id,
-          type: row.event_type,
-          dataJson: row.data,
-          metadataJson: row.metadata,
-        }),
         storedHash: row.chain_hash,
       });
     }
