@@ -177,6 +177,11 @@ describe('a tampered event log is found and named', () => {
       expect(run.code).toBe(1);
       expect(run.output).toContain(`  ${describeProblem(found[0]!)}`);
       expect(run.output).toContain(`[data_changed] ${target.stream_name} revision ${target.stream_revision} at position ${positionOf(target)}`);
+      // ledger:verify runs the same check: its ledgers agree, the log's chain does not.
+      const ledgerVerify = startProcess('ledger-verify', { DATABASE_URL: gw.db.url });
+      expect(await ledgerVerify.exited).toBe(1);
+      expect(ledgerVerify.output()).toContain('OK: every entry balances');
+      expect(ledgerVerify.output()).toContain(`[data_changed] ${target.stream_name} revision ${target.stream_revision} at position ${positionOf(target)}`);
     } finally {
       await restore([target]);
     }
