@@ -52,29 +52,37 @@ export const eventHashChainMigration: Migration = {
 ALTER TABLE events ADD COLUMN chain_hash bytea;
 ALTER TABLE event_streams ADD COLUMN chain_hashes bytea[];
 
-CREATE FUNCTION event_chain_netstring(part text) RETURNS bytea
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN convert_to(octet_length(convert_to(part, 'UTF8'))::text || ':', 'UTF8') || convert_to(part, 'UTF8') || '\\x2c'::bytea;
-
-CREATE FUNCTION event_chain_content(stream_name text, revision bigint, event_id uuid, event_type text, data jsonb, metadata jsonb) RETURNS bytea
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN event_chain_netstring(stream_name) || event_chain_netstring(revision::text) || event_chain_netstring(event_id::text)
-    || event_chain_netstring(event_type) || event_chain_netstring(data::text) || event_chain_netstring(metadata::text);
-
 -- The chain hashes of events appended after previous (NULL: a stream's first events),
--- the first at first_revision; events: a JSON array of {id, type, data, metadata}.
+-- the first at first_revision; events: a JSON array of {id, type, data, metadata}. An
+-- event's content is six netstrings (<UTF-8 byte length>:<bytes>,): stream name,
+-- revision, id, type, data::text, metadata::text (chainContent in #event-store/hash-chain).
 CREATE FUNCTION event_chain_hashes(previous bytea, stream_name text, first_revision bigint, events jsonb) RETURNS bytea[]
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
 DECLARE
   hash bytea := coalesce(previous, decode(repeat('00', 32), 'hex'));
   hashes bytea[] := '{}';
   event jsonb;
-  revision bigint := first_revision;
+  revision text;
+  id text;
+  type text;
+  data text;
+  metadata text;
 BEGIN
-  FOR event IN SELECT value FROM jsonb_array_elements(events) WITH ORDINALITY ORDER BY ordinality LOOP
-    hash := sha256(hash || event_chain_content(stream_name, revision, (event->>'id')::uuid, event->>'type', event->'data', event->'metadata'));
+  FOR i IN 0 .. jsonb_array_length(events) - 1 LOOP
+    event := events -> i;
+    revision := (first_revision + i)::text;
+    id := (event->>'id')::uuid::text;
+    type := event->>'type';
+    data := (event->'data')::text;
+    metadata := (event->'metadata')::text;
+    hash := sha256(hash || convert_to(
+         octet_length(convert_to(stream_name, 'UTF8')) || ':' || stream_name || ','
+      || octet_length(revision) || ':' || revision || ','
+      || octet_length(id) || ':' || id || ','
+      || octet_length(convert_to(type, 'UTF8')) || ':' || type || ','
+      || octet_length(convert_to(data, 'UTF8')) || ':' || data || ','
+      || octet_length(convert_to(metadata, 'UTF8')) || ':' || metadata || ',', 'UTF8'));
     hashes := hashes || hash;
-    revision := revision + 1;
   END LOOP;
   RETURN hashes;
 END
@@ -91,9 +99,10 @@ BEGIN
                FROM events ORDER BY stream_name, stream_revision LOOP
     IF event.stream_name IS DISTINCT FROM stream THEN
       stream := event.stream_name;
-      hash := decode(repeat('00', 32), 'hex');
+      hash := NULL;
     END IF;
-    hash := sha256(hash || event_chain_content(event.stream_name, event.stream_revision, event.event_id, event.event_type, event.data, event.metadata));
+    hash := (event_chain_hashes(hash, event.stream_name, event.stream_revision,
+               jsonb_build_array(jsonb_build_object('id', event.event_id, 'type', event.event_type, 'data', event.data, 'metadata', event.metadata))))[1];
     INSERT INTO event_chain_fill VALUES (event.global_position, hash);
   END LOOP;
   UPDATE events SET chain_hash = f.chain_hash FROM event_chain_fill f WHERE f.global_position = events.global_position;
