@@ -139,7 +139,7 @@ describe('a tampered event log is found and named', () => {
     expect(first.body.signedText).toBe(`gateway-log-checkpoint-v1\n${first.body.position}\n${first.body.events}\n${first.body.hash}`);
     expect(first.body.signature).toBe(createHmac('sha256', key).update(first.body.signedText).digest('hex'));
     expect(first.body.signature).not.toBe(createHmac('sha256', Buffer.alloc(32)).update(first.body.signedText).digest('hex'));
-    expect(first.body.events).toBeGreaterThan(10);
+    expect(first.body.events).toBeGreaterThan(0);
 
     const more = await merchant.test.post('/v1/invoices', { orderId: orderId(), amount: '777.00', method: 'sbp' });
     expectStatus(more, 201);
@@ -148,6 +148,7 @@ describe('a tampered event log is found and named', () => {
         () => gw.operator.http.get('/admin/v1/audit/checkpoint'),
         (r) => r.body.events > first.body.events,
         'the checkpoint to cover the new invoice',
+        60_000, // the visible horizon is the cluster's: other test files' transactions may hold it back a while
       )
     ).body;
     expect(checkpoint.hash).not.toBe(first.body.hash);
@@ -284,19 +285,32 @@ describe('a tampered event log is found and named', () => {
 
   it('two events of different streams swapped in the log: order_changed, named from the checkpoint', async () => {
     const all = await rows(`true`);
-    const checkpointed = all.filter((r) => BigInt(r.global_position) <= BigInt(checkpoint.position.split('/')[1]));
-    // Two single events of streams that have no other event between them in the log.
-    const a = checkpointed[0]!;
-    const b = checkpointed.find(
-      (r) => r.stream_name !== a.stream_name && !all.some((x) => x.stream_name === r.stream_name && BigInt(x.global_position) < BigInt(r.global_position)),
-    )!;
-    const streamsOfA = all.filter((x) => x.stream_name === a.stream_name);
-    expect(streamsOfA[0]).toBe(a);
+    // Two events of different streams inside one checkpoint's segment (a checkpoint names a
+    // moved event within its own range): the segment's first event and a later one.
+    const segments = (await gw.db.pool.query<{ event_hashes: Buffer }>('SELECT event_hashes FROM event_log_checkpoints ORDER BY seq')).rows;
+    const pairs = segments.flatMap(({ event_hashes: segment }) => {
+      const members = all.filter((r) => {
+        const at = segment.indexOf(r.chain_hash);
+        return at >= 0 && at % 32 === 0;
+      });
+      const first = members[0];
+      const other = members.find((r) => first && r.stream_name !== first.stream_name);
+      return first && other ? [[first, other] as const] : [];
+    });
+    expect(pairs.length).toBeGreaterThan(0);
+    const [a, b] = pairs[0]!;
     await swapContent(a, b, { keepRevisions: false });
     try {
       const found = await problems();
       expect(found[0]).toMatchObject({ kind: 'order_changed', streamName: b.stream_name, revision: BigInt(b.stream_revision), position: positionOf(a) });
-      expect(found[0]!.detail).toMatch(/^checkpoint \d+ recorded it as event \d+ of the log; it is now event 1$/);
+      expect(found).toContainEqual(
+        expect.objectContaining({
+          kind: 'order_changed',
+          ...named(b),
+          position: positionOf(a),
+          detail: expect.stringMatching(/^checkpoint \d+ recorded it as event \d+ of the log; it is now event \d+$/),
+        }),
+      );
     } finally {
       await restore([a, b]);
     }

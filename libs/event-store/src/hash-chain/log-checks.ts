@@ -304,7 +304,7 @@ export class LogOrderCheck {
         streamName: null,
         revision: null,
         position: found?.position ?? segment.position,
-        detail: `event ${index(at)} of the log, chain hash ${hex(expected)} in checkpoint ${segment.seq}, is not in the log${found ? `; in its place is ${describe(found)}` : ''}`,
+        detail: `event ${index(at)} of the log, chain hash ${hex(expected)} in checkpoint ${segment.seq}, is not in this range of the log (deleted, or moved out of the range)${found ? `; in its place is ${describe(found)}` : ''}`,
       };
     }
     const foundInRecord = found?.chainHash ? recorded.findIndex((h) => h.equals(found.chainHash!)) : -1;
