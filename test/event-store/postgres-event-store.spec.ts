@@ -52,7 +52,7 @@ describe('PostgreSQL event store specifics', () => {
     await slow.query(`INSERT INTO event_streams (stream_name, revision, chain_hashes) VALUES ('order-early', 0, ${earlyHashes})`, [earlyId]);
     const earlyRow = await slow.query<{ global_position: string }>(
       `INSERT INTO events (stream_name, stream_revision, event_id, event_type, data, chain_hash)
-       VALUES ('order-early', 0, $1, 'Early', '{}', (${earlyHashes})[1]) RETURNING global_position`,
+       VALUES ('order-early', 0, $1::text::uuid, 'Early', '{}', (${earlyHashes})[1]) RETURNING global_position`,
       [earlyId],
     );
 
