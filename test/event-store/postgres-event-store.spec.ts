@@ -46,11 +46,14 @@ describe('PostgreSQL event store specifics', () => {
     // Transaction A takes its global position first and stays open...
     const slow = await local.pool.connect();
     await slow.query('BEGIN');
-    await slow.query(`INSERT INTO event_streams (stream_name, revision) VALUES ('order-early', 0)`);
+    // (Every event carries its chain hash, NOT NULL since event-store:0005: computed as the append path does.)
+    const earlyId = randomUUID();
+    const earlyHashes = `event_chain_hashes(NULL, 'order-early', 0, jsonb_build_array(jsonb_build_object('id', $1::text, 'type', 'Early', 'data', '{}'::jsonb, 'metadata', '{}'::jsonb)))`;
+    await slow.query(`INSERT INTO event_streams (stream_name, revision, chain_hashes) VALUES ('order-early', 0, ${earlyHashes})`, [earlyId]);
     const earlyRow = await slow.query<{ global_position: string }>(
-      `INSERT INTO events (stream_name, stream_revision, event_id, event_type, data)
-       VALUES ('order-early', 0, $1, 'Early', '{}') RETURNING global_position`,
-      [randomUUID()],
+      `INSERT INTO events (stream_name, stream_revision, event_id, event_type, data, chain_hash)
+       VALUES ('order-early', 0, $1::text::uuid, 'Early', '{}', (${earlyHashes})[1]) RETURNING global_position`,
+      [earlyId],
     );
 
     // ...while transaction B, with a later position, commits first.

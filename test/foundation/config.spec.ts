@@ -25,6 +25,7 @@ describe('configuration from the environment', () => {
       webhookAllowPrivateNetworks: false,
       metricsPort: null,
       secretsKeys: null,
+      auditCheckpointKey: null,
       authFailureLimitPerAddress: 20,
       authFailureLimitOverall: 300,
       trustedProxies: [],

@@ -108,10 +108,13 @@ describe('the gateway against a DATABASE_URL', () => {
       // An event appended by anyone reaches the projector process's read model.
       const pool = new Pool({ connectionString: db.url });
       try {
+        // (With its chain hash, NOT NULL since event-store:0005, computed as the append path does.)
+        const probeId = randomUUID();
+        const hashes = `event_chain_hashes(NULL, 'probe-1', 0, '[{"id": "${probeId}", "type": "Probed", "data": {}, "metadata": {}}]')`;
         await pool.query(
-          `INSERT INTO event_streams (stream_name, revision) VALUES ('probe-1', 0);
-           INSERT INTO events (stream_name, stream_revision, event_id, event_type, data)
-           VALUES ('probe-1', 0, '${randomUUID()}', 'Probed', '{}')`,
+          `INSERT INTO event_streams (stream_name, revision, chain_hashes) VALUES ('probe-1', 0, ${hashes});
+           INSERT INTO events (stream_name, stream_revision, event_id, event_type, data, chain_hash)
+           VALUES ('probe-1', 0, '${probeId}', 'Probed', '{}', (${hashes})[1])`,
         );
         await untilTrue(async () => (await pool.query(`SELECT 1 FROM stream_catalog WHERE stream_name = 'probe-1'`)).rowCount === 1);
 

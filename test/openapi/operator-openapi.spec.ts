@@ -72,6 +72,7 @@ describe('the operator OpenAPI document', () => {
       'get /accounts/{id}/statement',
       'get /audit/trial-balance',
       'get /audit/reconciliation',
+      'get /audit/checkpoint',
       'get /streams/{streamName}',
       'get /webhook-deliveries',
       'post /webhook-deliveries/{id}/resend',
@@ -121,6 +122,9 @@ describe('the operator OpenAPI document', () => {
     check('/accounts/{id}/payout-addresses', 'post', '201', address.body);
     const advanced = await gw.operator.http.post('/admin/v1/clock/advance', { seconds: 0 });
     check('/clock/advance', 'post', '200', advanced.body);
+    const checkpoint = await gw.operator.http.get('/admin/v1/audit/checkpoint');
+    expectStatus(checkpoint, 200);
+    check('/audit/checkpoint', 'get', '200', checkpoint.body);
     const refused = await gw.operator.http.post('/admin/v1/accounts', { name: '' });
     check('/accounts', 'post', '400', refused.body);
   });

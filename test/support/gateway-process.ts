@@ -6,13 +6,23 @@ import { makeTraversable } from '#platform/database';
 export const ROOT = path.resolve(__dirname, '../..');
 
 export type Entry =
-  'gateway' | 'api' | 'projector' | 'rebuild' | 'ledger-verify' | 'seed-load' | 'read-models-checksum' | 'secrets-rotate-key' | 'audit-reconcile';
+  | 'gateway'
+  | 'api'
+  | 'projector'
+  | 'rebuild'
+  | 'ledger-verify'
+  | 'log-verify'
+  | 'seed-load'
+  | 'read-models-checksum'
+  | 'secrets-rotate-key'
+  | 'audit-reconcile';
 const ENTRIES: Record<Entry, string> = {
   gateway: 'dist/apps/gateway/src/main.js',
   api: 'dist/apps/api/src/main.js',
   projector: 'dist/apps/projector/src/main.js',
   rebuild: 'dist/apps/projector/src/rebuild.js',
   'ledger-verify': 'dist/apps/projector/src/ledger-verify.js',
+  'log-verify': 'dist/apps/projector/src/log-verify.js',
   'seed-load': 'dist/apps/tools/src/seed-load.js',
   'read-models-checksum': 'dist/apps/tools/src/read-models-checksum.js',
   'secrets-rotate-key': 'dist/apps/tools/src/secrets-rotate-key.js',

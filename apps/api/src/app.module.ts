@@ -8,6 +8,7 @@ import { ClockController } from './operations/clock.controller';
 import { InvoicePaymentsController } from './invoices/invoice-payments.controller';
 import { LedgerAuditController } from './ledger/ledger-audit.controller';
 import { AuditReportsController } from './audit/audit-reports.controller';
+import { AuditCheckpointController } from './audit/audit-checkpoint.controller';
 import { ProjectsController } from './merchants/projects.controller';
 import { StreamsController } from './operations/streams.controller';
 import { HealthController, ReadinessProbe } from './health/health.controller';
@@ -75,6 +76,7 @@ export class AppModule {
         StreamsController,
         LedgerAuditController,
         AuditReportsController,
+        AuditCheckpointController,
         ProjectsController,
         InvoicePaymentsController,
         PayoutsAdminController,

@@ -4,10 +4,13 @@ import { COMMAND_SESSION_LIMITS } from '#platform/database';
 import { verifyLedgers } from '#payments/ledger';
 import { createLogger } from '#platform/logging';
 import { ProgressBar } from '#event-store/projections';
+import { PostgresEventStore, verifyEventLog } from '#event-store';
+import { logReportLines } from './log-report';
 
 /**
  * `npm run ledger:verify`: replays every ledger from the event log, checks every
- * invariant, compares the rebuilt balances with the read model, prints a report and
+ * invariant, compares the rebuilt balances with the read model, recomputes the event
+ * log's hash chains (as log:verify does, on the PostgreSQL store), prints a report and
  * exits 1 on any difference (0 when everything agrees).
  */
 async function main(): Promise<void> {
@@ -36,6 +39,11 @@ async function main(): Promise<void> {
       out.push(`FAILED: ${report.problems.length} problem(s)`);
       for (const p of report.problems.slice(0, 50)) out.push(`  [${p.kind}] ${p.ledger}: ${p.detail}`);
       if (report.problems.length > 50) out.push(`  … and ${report.problems.length - 50} more`);
+    }
+    if (infra.store instanceof PostgresEventStore) {
+      const chains = logReportLines(await verifyEventLog(infra.pool));
+      failed ||= chains.failed;
+      out.push(...chains.lines);
     }
     process.stdout.write(`${out.join('\n')}\n`);
   } finally {

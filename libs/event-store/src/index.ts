@@ -5,3 +5,5 @@ export * from './postgres/schema';
 export * from './decider';
 export * from './postgres/snapshot-store';
 export * from './postgres/log-visibility';
+export * from './postgres/event-log-audit';
+export * from './hash-chain';

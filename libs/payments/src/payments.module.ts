@@ -53,6 +53,7 @@ import { GetAccountHandler } from './merchants/get-account.query';
 import { GetProjectHandler } from './merchants/get-project.query';
 import { RotateProjectKeysHandler } from './merchants/rotate-project-keys.command';
 import { UpdateProjectHandler } from './merchants/update-project.command';
+import { GetLogCheckpointHandler } from './audit/get-log-checkpoint.query';
 
 /** Every command handler: one per command class, each a thin adapter over a service or the ledger. */
 export const COMMAND_HANDLERS: readonly Type[] = [
@@ -108,6 +109,7 @@ export const QUERY_HANDLERS: readonly Type[] = [
   GetAccountStatementHandler,
   GetTrialBalanceHandler,
   GetReconciliationHandler,
+  GetLogCheckpointHandler,
 ];
 
 /**

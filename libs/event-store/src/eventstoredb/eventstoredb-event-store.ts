@@ -21,6 +21,8 @@ import {
 import { DEFAULT_DEADLINE_MS, EventStoreDbSettings, settingsFromConnectionString } from './connection';
 import { caughtUpCheckpoint, lastUserEventPosition, readAllAfter, readWithDeadline, settleAppendPosition } from './log-reads';
 import {
+  ChainHead,
+  chainHashOfMetadata,
   compareWithStored,
   expectationHolds,
   expectedFirstRevision,
@@ -34,6 +36,8 @@ import {
   toProposedEvents,
   toReadPosition,
   toRecordedEvent,
+  toUnavailable,
+  withChainHashes,
 } from './mapping';
 import { batchClientSubscription, pushCheckpointMarker } from './subscription';
 
@@ -86,7 +90,8 @@ export class EventStoreDbEventStore implements EventStore {
   async appendToStream(streamName: string, events: readonly EventToAppend[], options: { expectedRevision?: ExpectedRevision } = {}): Promise<AppendResult> {
     const expected = options.expectedRevision ?? 'any';
     if (events.length === 0) return this.checkOnly(streamName, expected);
-    const proposed = toProposedEvents(streamName, events);
+    toProposedEvents(streamName, events); // refuses an event without JSON before anything is read or sent
+    const proposed = toProposedEvents(streamName, withChainHashes(streamName, await this.chainHead(streamName, expected), events));
 
     let result: ClientAppendResult;
     try {
@@ -107,6 +112,32 @@ export class EventStoreDbEventStore implements EventStore {
       async () => (await this.readStream(streamName, { fromRevision: result.nextExpectedRevision, maxCount: 1 }))[0],
     );
     return { nextExpectedRevision: result.nextExpectedRevision, position };
+  }
+
+  /**
+   * Where the stream's chain goes on (docs/audit-log.md): the chain hash in the metadata
+   * of the event at the expected revision (an exact expectation), or of the stream's last
+   * event (any, stream exists); none for no_stream. One read before each append. With an
+   * exact expectation (the gateway's deciders) a concurrent append makes this append fail
+   * on its revision, so the chain stays one; with any or stream_exists two concurrent
+   * appends to one stream could chain from the same head (verification reports it).
+   */
+  private async chainHead(streamName: string, expected: ExpectedRevision): Promise<ChainHead> {
+    if (expected === 'no_stream') return { previous: null, firstRevision: 0n };
+    try {
+      const read = this.client.readStream(
+        streamName,
+        typeof expected === 'bigint'
+          ? { direction: FORWARDS, fromRevision: expected, maxCount: 1, resolveLinkTos: false }
+          : { direction: BACKWARDS, fromRevision: ESDB_END, maxCount: 1, resolveLinkTos: false },
+      );
+      for await (const resolved of readWithDeadline(read, this.settings.deadlineMs, `reading the chain head of ${streamName}`)) {
+        if (resolved.event) return { previous: chainHashOfMetadata(resolved.event.metadata), firstRevision: resolved.event.revision + 1n };
+      }
+    } catch (error) {
+      if (!isClientError(error, ErrorType.STREAM_NOT_FOUND)) throw toUnavailable(error, `reading the chain head of ${streamName}`);
+    }
+    return { previous: null, firstRevision: 0n };
   }
 
   /** One append call that never takes the client's batch-append stream (see AppendRoute). */

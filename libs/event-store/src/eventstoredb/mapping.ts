@@ -22,6 +22,7 @@ import {
   RecordedEvent,
   WrongExpectedRevisionError,
 } from '../event-store';
+import { canonicalJson, chainHashes, StoredChainedEvent } from '../hash-chain';
 
 // Mapping between the port and @eventstore/db-client: pure functions, exported for
 // the unit tests (they are not part of the port).
@@ -214,7 +215,7 @@ export function toRecordedEvent(event: ClientRecordedEvent): RecordedEvent {
     streamName: event.streamId,
     revision: event.revision,
     data: toJsonObject(event.data),
-    metadata: toJsonObject(event.metadata),
+    metadata: withoutChainHash(toJsonObject(event.metadata)),
     position,
     createdAt: toCreatedDate(event.created),
   };
@@ -285,4 +286,62 @@ export function serverFilter(
   // (Empty prefix lists match nothing: the server then sends all user events and the
   // batches drop them, keeping only the checkpoints.)
   return excludeSystemEvents(checkpoints);
+}
+
+/**
+ * The metadata key that carries an event's chain hash on EventStoreDB (docs/audit-log.md):
+ * 64 hex digits, set by the adapter on append and left out of the metadata it reads
+ * (the port's metadata is the same on both stores). Reserved: a caller's value under it
+ * is replaced.
+ */
+export const CHAIN_HASH_METADATA_KEY = 'eventChainHash';
+
+/** Where a stream's chain goes on: the chain hash of its last event (null: none) and the revision of the next. */
+export interface ChainHead {
+  readonly previous: Buffer | null;
+  readonly firstRevision: bigint;
+}
+
+/** The events with their chain hashes in their metadata, chained after `head` (the same hashes the PostgreSQL store writes). */
+export function withChainHashes(streamName: string, head: ChainHead, events: readonly EventToAppend[]): EventToAppend[] {
+  const hashes = chainHashes(
+    head.previous,
+    events.map((e, i) => ({
+      streamName,
+      revision: head.firstRevision + BigInt(i),
+      id: e.id,
+      type: e.type,
+      dataJson: canonicalJson(e.data),
+      metadataJson: canonicalJson(withoutChainHash(e.metadata ?? {})),
+    })),
+  );
+  return events.map((e, i) => ({ ...e, metadata: { ...withoutChainHash(e.metadata ?? {}), [CHAIN_HASH_METADATA_KEY]: hashes[i]!.toString('hex') } }));
+}
+
+/** The chain hash an event's metadata carries, or null. */
+export function chainHashOfMetadata(metadata: unknown): Buffer | null {
+  const value = metadata !== null && typeof metadata === 'object' ? (metadata as Record<string, unknown>)[CHAIN_HASH_METADATA_KEY] : undefined;
+  return typeof value === 'string' && /^[0-9a-f]{64}$/.test(value) ? Buffer.from(value, 'hex') : null;
+}
+
+export function withoutChainHash(metadata: JsonObject): JsonObject {
+  if (!(CHAIN_HASH_METADATA_KEY in metadata)) return metadata;
+  const rest: Record<string, unknown> = { ...metadata };
+  delete rest[CHAIN_HASH_METADATA_KEY];
+  return rest;
+}
+
+/** An event read from EventStoreDB as the stream chain check takes it (StreamChainCheck). */
+export function storedChainedEventOf(event: ClientRecordedEvent): StoredChainedEvent {
+  const recorded = toRecordedEvent(event);
+  return {
+    streamName: recorded.streamName,
+    revision: recorded.revision,
+    id: recorded.id,
+    type: recorded.type,
+    dataJson: canonicalJson(recorded.data),
+    metadataJson: canonicalJson(recorded.metadata),
+    position: `${recorded.position.commit}/${recorded.position.prepare}`,
+    storedHash: chainHashOfMetadata(event.metadata),
+  };
 }

@@ -3,3 +3,4 @@ export * from './log-visibility';
 export * from './postgres-event-store';
 export * from './schema';
 export * from './snapshot-store';
+export * from './event-log-audit';

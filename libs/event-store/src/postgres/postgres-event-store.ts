@@ -57,19 +57,29 @@ const toEvent = (row: EventRow): RecordedEvent => ({
 const STREAM_APPEND_LOCK_NAMESPACE = 5_406_117;
 
 /**
+ * The chain hashes of the appended events (decision 0099): computed by the statement
+ * that moves the stream row, from the chain head that row holds (the last of the hashes
+ * of its latest append), so the row lock that serialises a stream's appends also orders
+ * its chain, with no extra round trip. $3 is the events' JSON ({id, type, data, metadata}).
+ */
+const FIRST_HASHES = `event_chain_hashes(NULL, $1, 0, $3::jsonb)`;
+const NEXT_HASHES = `event_chain_hashes(event_streams.chain_hashes[cardinality(event_streams.chain_hashes)], $1, event_streams.revision + 1, $3::jsonb)`;
+
+/**
  * How the stream row moves for each kind of expected revision. Each either moves
  * the revision (locking the row until commit) or returns nothing, which means the
  * expectation did not hold. It reads the `append_lock` CTE first: see APPEND_LOCK.
- *   $1 stream name, $2 number of events, $4 expected revision (exact only)
+ *   $1 stream name, $2 number of events, $3 the events, $4 expected revision (exact only)
  */
 const STREAM_CLAIM: Record<'any' | 'no_stream' | 'stream_exists' | 'exact', string> = {
-  no_stream: `INSERT INTO event_streams (stream_name, revision) SELECT $1, $2 - 1 FROM append_lock
-              ON CONFLICT (stream_name) DO NOTHING RETURNING revision`,
-  any: `INSERT INTO event_streams (stream_name, revision) SELECT $1, $2 - 1 FROM append_lock
-        ON CONFLICT (stream_name) DO UPDATE SET revision = event_streams.revision + $2 RETURNING revision`,
-  stream_exists: `UPDATE event_streams SET revision = revision + $2 FROM append_lock WHERE stream_name = $1 RETURNING revision`,
-  exact: `UPDATE event_streams SET revision = $4::bigint + $2 FROM append_lock
-          WHERE stream_name = $1 AND revision = $4::bigint RETURNING revision`,
+  no_stream: `INSERT INTO event_streams (stream_name, revision, chain_hashes) SELECT $1, $2 - 1, ${FIRST_HASHES} FROM append_lock
+              ON CONFLICT (stream_name) DO NOTHING RETURNING revision, chain_hashes`,
+  any: `INSERT INTO event_streams (stream_name, revision, chain_hashes) SELECT $1, $2 - 1, ${FIRST_HASHES} FROM append_lock
+        ON CONFLICT (stream_name) DO UPDATE SET revision = event_streams.revision + $2, chain_hashes = ${NEXT_HASHES} RETURNING revision, chain_hashes`,
+  stream_exists: `UPDATE event_streams SET revision = revision + $2, chain_hashes = ${NEXT_HASHES} FROM append_lock WHERE stream_name = $1
+                  RETURNING revision, chain_hashes`,
+  exact: `UPDATE event_streams SET revision = $4::bigint + $2, chain_hashes = ${NEXT_HASHES} FROM append_lock
+          WHERE stream_name = $1 AND revision = $4::bigint RETURNING revision, chain_hashes`,
 };
 
 /**
@@ -132,8 +142,8 @@ export class PostgresEventStore implements EventStore {
     if (typeof expected === 'bigint') params.push(expected.toString());
     const sql = `
       WITH append_lock AS (${APPEND_LOCK}), stream AS (${STREAM_CLAIM[kind]})
-      INSERT INTO events (stream_name, stream_revision, event_id, event_type, data, metadata)
-      SELECT $1, stream.revision - $2 + e.ord, (e.value->>'id')::uuid, e.value->>'type', e.value->'data', e.value->'metadata'
+      INSERT INTO events (stream_name, stream_revision, event_id, event_type, data, metadata, chain_hash)
+      SELECT $1, stream.revision - $2 + e.ord, (e.value->>'id')::uuid, e.value->>'type', e.value->'data', e.value->'metadata', stream.chain_hashes[e.ord::int]
       FROM stream, jsonb_array_elements($3::jsonb) WITH ORDINALITY AS e(value, ord)
       ORDER BY e.ord
       RETURNING global_position, transaction_id::text AS transaction_id, stream_revision`;

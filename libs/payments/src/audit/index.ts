@@ -2,3 +2,5 @@ export * from './account-statement';
 export * from './audit-reports.query';
 export * from './reconciliation';
 export * from './trial-balance';
+export * from './get-log-checkpoint.query';
+export * from './checkpoint-key';

@@ -1,5 +1,5 @@
 import type { Migration } from '#platform/database';
-import { eventStoreMigration } from '#event-store/postgres';
+import { eventHashChainMigration, eventLogCheckpointsMigration, eventStoreMigration } from '#event-store/postgres';
 import { projectionLeasesMigration, projectionsMigration } from '#event-store/projections';
 import { streamCatalogMigration } from '../streams/stream-catalog.read-model';
 import { manualClockMigration } from '#platform/clock';
@@ -43,4 +43,6 @@ export const allMigrations: readonly Migration[] = [
   usedSignaturesLoggedMigration,
   webhookRetentionMigration,
   ledgerPostingsWithoutForeignKeyMigration,
+  eventHashChainMigration,
+  eventLogCheckpointsMigration,
 ];

@@ -42,6 +42,12 @@ export interface GatewayConfig {
    * kept in DATA_DIR/secrets.key, generated on first start with mode 0600.
    */
   readonly secretsKeys: readonly Buffer[] | null;
+  /**
+   * AUDIT_CHECKPOINT_KEY: the HMAC-SHA256 key that signs the log's checkpoints
+   * (GET /admin/v1/audit/checkpoint), 32 bytes. null: derived from the secrets key
+   * (HKDF, label gateway:audit-checkpoint), which changes when that key is rotated.
+   */
+  readonly auditCheckpointKey: Buffer | null;
   /** Failed authentications per client address in a minute, per API process, before 429 (AUTH_FAILURE_LIMIT_PER_ADDRESS). */
   readonly authFailureLimitPerAddress: number;
   /** Failed authentications of all clients in a minute, per API process, past which every failing address gets 429 (AUTH_FAILURE_LIMIT_OVERALL). */
@@ -164,6 +170,12 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
 
   const secretsKeys = readSecretsKeys(blankToUndefined(env.SECRETS_KEY), problems);
 
+  const auditKeyRaw = blankToUndefined(env.AUDIT_CHECKPOINT_KEY);
+  const auditCheckpointKey = auditKeyRaw === undefined ? null : parseSecretsKey(auditKeyRaw);
+  if (auditKeyRaw !== undefined && auditCheckpointKey === null) {
+    problems.push('AUDIT_CHECKPOINT_KEY must be 32 random bytes as 64 hex digits or base64 (openssl rand -base64 32)');
+  }
+
   const positive = (name: string, fallback: string, what: string): number => {
     const raw = blankToUndefined(env[name]) ?? fallback;
     if (/^\d{1,9}$/.test(raw) && Number(raw) >= 1) return Number(raw);
@@ -200,6 +212,7 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
     webhookAllowPrivateNetworks,
     metricsPort,
     secretsKeys,
+    auditCheckpointKey,
     authFailureLimitPerAddress,
     authFailureLimitOverall,
     trustedProxies,

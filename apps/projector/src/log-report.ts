@@ -1,0 +1,29 @@
+import { describeProblem, EventLogReport } from '#event-store';
+
+/** The lines log:verify (and ledger:verify) print about the hash chains of the event log. */
+export function logReportLines(report: EventLogReport, expected: ReadonlyMap<string, string> = new Map()): { lines: string[]; failed: boolean } {
+  const lines = [
+    `event log: ${report.events} events in ${report.streams} streams, ${report.checkpointsCompared} recorded checkpoint(s) compared`,
+    `log head: position ${report.head.position}, ${report.head.events} events, running hash ${report.head.hash.toString('hex')}`,
+  ];
+  let failed = report.problems.length > 0;
+  for (const [position, hash] of expected) {
+    const got = report.at.get(position);
+    if (!got) {
+      failed = true;
+      lines.push(`FAILED: the off-site checkpoint at position ${position} names no event of the log`);
+    } else if (got.hash.toString('hex') !== hash.toLowerCase()) {
+      failed = true;
+      lines.push(`FAILED: at position ${position} the log gives running hash ${got.hash.toString('hex')}, the off-site checkpoint says ${hash}`);
+    } else lines.push(`off-site checkpoint at position ${position} (${got.events} events) reproduced`);
+  }
+  if (report.problems.length === 0) {
+    if (!failed) lines.push('OK: every stream chain recomputes from its events, every stream head matches, every recorded checkpoint is reproduced.');
+  } else {
+    lines.push(`FAILED: ${report.problems.length} problem(s); the first in the log:`);
+    lines.push(`  ${describeProblem(report.problems[0]!)}`);
+    for (const p of report.problems.slice(1, 50)) lines.push(`  ${describeProblem(p)}`);
+    if (report.problems.length > 50) lines.push(`  … and ${report.problems.length - 50} more`);
+  }
+  return { lines, failed };
+}

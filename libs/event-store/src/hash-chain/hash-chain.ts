@@ -1,0 +1,155 @@
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+
+/**
+ * The tamper-evident event log: pure definitions, no I/O (docs/audit-log.md).
+ *
+ * - An event's *content* is six netstrings (`<UTF-8 byte length>:<bytes>,`): stream
+ *   name, revision (decimal), event id (lower-case UUID), type, data and metadata, the
+ *   last two as canonical JSON (PostgreSQL's jsonb text form, see canonicalJson).
+ * - Its *chain hash* is SHA-256(previous chain hash of its stream ‖ content); the
+ *   previous hash of a stream's first event is 32 zero bytes.
+ * - The log's *running hash* after its n-th event (log order) is
+ *   SHA-256(running hash after n-1 ‖ chain hash of event n), 32 zero bytes before the
+ *   first: a checkpoint is (position of event n, n, running hash).
+ *
+ * PostgreSQL computes the chain hash in SQL when it inserts an event (event_chain_hashes,
+ * migration event-store:0005) over `data::text`, which is canonicalJson's output for the
+ * same value; EventStoreDB's adapter computes it here and carries it in the metadata.
+ */
+
+export const CHAIN_HASH_BYTES = 32;
+/** The "previous hash" of a stream's first event, and the running hash of an empty log. */
+export const GENESIS_HASH: Buffer = Buffer.alloc(CHAIN_HASH_BYTES);
+
+/** What an event's chain hash covers. data and metadata are canonical JSON texts. */
+export interface ChainedEventContent {
+  readonly streamName: string;
+  readonly revision: bigint;
+  readonly id: string;
+  readonly type: string;
+  readonly dataJson: string;
+  readonly metadataJson: string;
+}
+
+const netstring = (text: string): Buffer => {
+  const bytes = Buffer.from(text, 'utf8');
+  return Buffer.concat([Buffer.from(`${bytes.length}:`, 'latin1'), bytes, Buffer.from(',', 'latin1')]);
+};
+
+/** The bytes an event's chain hash is taken over (after the previous hash). */
+export function chainContent(event: ChainedEventContent): Buffer {
+  return Buffer.concat([
+    netstring(event.streamName),
+    netstring(event.revision.toString()),
+    netstring(event.id.toLowerCase()),
+    netstring(event.type),
+    netstring(event.dataJson),
+    netstring(event.metadataJson),
+  ]);
+}
+
+export function sha256(...parts: readonly Buffer[]): Buffer {
+  const hash = createHash('sha256');
+  for (const part of parts) hash.update(part);
+  return hash.digest();
+}
+
+/** An event's chain hash: SHA-256(previous ‖ content); previous null for a stream's first event. */
+export function nextChainHash(previous: Buffer | null, content: Buffer): Buffer {
+  return sha256(previous ?? GENESIS_HASH, content);
+}
+
+/** The chain hashes of events appended to a stream after `previous` (null: the stream's first events), in order. */
+export function chainHashes(previous: Buffer | null, events: readonly ChainedEventContent[]): Buffer[] {
+  const hashes: Buffer[] = [];
+  let last = previous;
+  for (const event of events) {
+    last = nextChainHash(last, chainContent(event));
+    hashes.push(last);
+  }
+  return hashes;
+}
+
+/** The log's running hash after one more event. */
+export function nextLogHash(previous: Buffer, eventChainHash: Buffer): Buffer {
+  return sha256(previous, eventChainHash);
+}
+
+/**
+ * Canonical JSON: the text PostgreSQL gives for a jsonb value (`data::text`), so that a
+ * hash over it is the same computed in SQL over the stored column or here over the
+ * value. The value is taken as JSON.stringify sees it (toJSON, undefined properties
+ * left out, non-finite numbers as null); then
+ * - object keys ordered by UTF-8 byte length, then by their bytes (jsonb's order);
+ * - `": "` between key and value, `", "` between members and array elements;
+ * - strings escaped as JSON.stringify does (which is what PostgreSQL's escape_json does
+ *   for any string it can store);
+ * - numbers in plain decimal notation, never with an exponent (1e+21 →
+ *   1000000000000000000000, 1e-7 → 0.0000001), as numeric prints them.
+ */
+export function canonicalJson(value: unknown): string {
+  const text = JSON.stringify(value);
+  if (text === undefined) throw new TypeError('the value has no JSON form');
+  return canonical(JSON.parse(text) as unknown);
+}
+
+function canonical(value: unknown): string {
+  if (value === null) return 'null';
+  switch (typeof value) {
+    case 'boolean':
+      return value ? 'true' : 'false';
+    case 'number':
+      return plainDecimal(JSON.stringify(value));
+    case 'string':
+      return JSON.stringify(value);
+    case 'object': {
+      if (Array.isArray(value)) return `[${value.map(canonical).join(', ')}]`;
+      const entries = Object.entries(value as Record<string, unknown>).map(([k, v]) => ({ key: Buffer.from(k, 'utf8'), k, v }));
+      entries.sort((a, b) => a.key.length - b.key.length || Buffer.compare(a.key, b.key));
+      return `{${entries.map((e) => `${JSON.stringify(e.k)}: ${canonical(e.v)}`).join(', ')}}`;
+    }
+    default:
+      throw new TypeError(`no JSON form for a ${typeof value}`);
+  }
+}
+
+/** A JavaScript number's JSON text without exponent, as PostgreSQL's numeric prints it. */
+export function plainDecimal(text: string): string {
+  const match = /^(-?)(\d+)(?:\.(\d+))?e([+-]\d+)$/i.exec(text);
+  if (!match) return text;
+  const [, sign, int, frac = '', exp] = match;
+  const digits = `${int}${frac}`;
+  const point = int!.length + Number(exp);
+  let plain: string;
+  if (point >= digits.length) plain = digits + '0'.repeat(point - digits.length);
+  else if (point <= 0) plain = `0.${'0'.repeat(-point)}${digits}`;
+  else plain = `${digits.slice(0, point)}.${digits.slice(point)}`;
+  return `${sign}${plain}`;
+}
+
+/** A checkpoint of the log: the running hash after `events` events, the last at `position`. */
+export interface LogCheckpoint {
+  /** The position of the last event covered (`commit/prepare`), or `0/0` for an empty log. */
+  readonly position: string;
+  readonly events: bigint;
+  readonly hash: Buffer;
+}
+
+/** The text a checkpoint's signature covers (one line each: version, position, events, hash in hex). */
+export function checkpointSignedText(checkpoint: LogCheckpoint): string {
+  return `gateway-log-checkpoint-v1\n${checkpoint.position}\n${checkpoint.events}\n${checkpoint.hash.toString('hex')}`;
+}
+
+/** HMAC-SHA256 of the signed text under the deployment's checkpoint key, in hex. */
+export function signCheckpoint(key: Buffer, checkpoint: LogCheckpoint): string {
+  return createHmac('sha256', key).update(checkpointSignedText(checkpoint)).digest('hex');
+}
+
+export function checkpointSignatureHolds(key: Buffer, checkpoint: LogCheckpoint, signature: string): boolean {
+  const expected = Buffer.from(signCheckpoint(key, checkpoint), 'hex');
+  const given = /^[0-9a-f]{64}$/i.test(signature) ? Buffer.from(signature, 'hex') : Buffer.alloc(0);
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+/** A short public name of a key (first 8 hex digits of its SHA-256), to tell which key signed. */
+export const checkpointKeyId = (key: Buffer): string => sha256(key).toString('hex').slice(0, 8);

@@ -1,0 +1,2 @@
+export * from './hash-chain';
+export * from './log-checks';

@@ -1,0 +1,351 @@
+import { CHAIN_HASH_BYTES, chainContent, ChainedEventContent, GENESIS_HASH, nextChainHash, nextLogHash } from './hash-chain';
+
+/**
+ * What a verification of the log found (pure: the adapters feed the events in).
+ *
+ * - `data_changed`: an event's content (stream, revision, id, type, data, metadata) no
+ *   longer gives its stored chain hash, while the chain goes on from that stored hash;
+ * - `event_missing`: a revision of a stream is absent (a gap, or the stream's head is
+ *   past its last event), or an event a checkpoint covered is gone from the log;
+ * - `order_changed`: two events of a stream carry each other's content, a stream's
+ *   revisions are out of order in the log, or the log holds a checkpointed event at
+ *   another place than the checkpoint recorded;
+ * - `chain_hash_mismatch`: a stored chain hash is not the one its content gives and the
+ *   chain goes on from the right one (the hash was edited), an event has no chain hash,
+ *   or the log no longer gives a recorded checkpoint's running hash.
+ */
+export type LogProblemKind = 'data_changed' | 'event_missing' | 'order_changed' | 'chain_hash_mismatch';
+
+export interface LogProblem {
+  readonly kind: LogProblemKind;
+  readonly streamName: string | null;
+  readonly revision: bigint | null;
+  /** The global position (`commit/prepare`) of the event named, when there is one. */
+  readonly position: string | null;
+  readonly detail: string;
+}
+
+/** An event as the stream check needs it: what its chain hash covers, and the hash stored with it. */
+export interface StoredChainedEvent extends ChainedEventContent {
+  readonly position: string;
+  /** null: the event has no chain hash. */
+  readonly storedHash: Buffer | null;
+}
+
+interface Mismatch {
+  readonly event: StoredChainedEvent;
+  readonly previousStored: Buffer | null;
+  readonly recomputed: Buffer;
+}
+
+/**
+ * What two events may have exchanged: whole events (id, type, data and metadata moved
+ * to each other's revision) or their data alone.
+ */
+const EXCHANGES: readonly { readonly what: string; exchange(into: StoredChainedEvent, from: StoredChainedEvent): ChainedEventContent }[] = [
+  { what: 'events', exchange: (into, from) => ({ ...from, streamName: into.streamName, revision: into.revision }) },
+  { what: 'data', exchange: (into, from) => ({ ...into, dataJson: from.dataJson }) },
+];
+
+/** Whether `a` and `b` hold each other's content in the way `exchange` says (each then hashes to the other's stored place). */
+function exchanged(a: Mismatch, b: Mismatch, exchange: (typeof EXCHANGES)[number]['exchange']): boolean {
+  return (
+    nextChainHash(a.previousStored, chainContent(exchange(a.event, b.event))).equals(a.event.storedHash!) &&
+    nextChainHash(b.previousStored, chainContent(exchange(b.event, a.event))).equals(b.event.storedHash!)
+  );
+}
+
+/** Beyond this many unexplained mismatches in one stream, each is reported at once (memory stays bounded). */
+const PENDING_PER_STREAM = 256;
+
+/**
+ * Checks each stream's chain: fed every event of every stream, stream after stream,
+ * each stream in revision order. Memory: the current stream's unexplained mismatches.
+ * Each event's hash is recomputed from the stored hash of its predecessor, so one
+ * changed event shows as one mismatch; a mismatch is then explained by what follows:
+ * a successor chained from the recomputed hash (the stored hash was edited), another
+ * mismatch of the stream with which it swapped content (order changed), or else its
+ * data was changed.
+ */
+export class StreamChainCheck {
+  readonly problems: LogProblem[] = [];
+  private stream: string | null = null;
+  private expectedRevision = 0n;
+  private previousStored: Buffer | null = null;
+  private previousMismatch: Mismatch | null = null;
+  private pending: Mismatch[] = [];
+  streams = 0;
+  events = 0;
+
+  event(event: StoredChainedEvent): void {
+    if (event.streamName !== this.stream) {
+      this.endStream();
+      this.stream = event.streamName;
+      this.streams += 1;
+      this.expectedRevision = 0n;
+      this.previousStored = null;
+    }
+    this.events += 1;
+    const previousMismatch = this.previousMismatch;
+    this.previousMismatch = null;
+    if (event.revision > this.expectedRevision) {
+      const first = this.expectedRevision;
+      const last = event.revision - 1n;
+      this.report({
+        kind: 'event_missing',
+        streamName: event.streamName,
+        revision: first,
+        position: event.position,
+        detail: `${first === last ? `revision ${first} is` : `revisions ${first}–${last} are`} missing from the stream; the next event present is revision ${event.revision} at position ${event.position}`,
+      });
+    } else if (event.storedHash === null) {
+      this.report({ ...named(event), kind: 'chain_hash_mismatch', detail: 'the event has no chain hash' });
+    } else {
+      const recomputed = nextChainHash(this.previousStored, chainContent(event));
+      if (!recomputed.equals(event.storedHash)) this.mismatch({ event, previousStored: this.previousStored, recomputed }, previousMismatch);
+    }
+    this.expectedRevision = event.revision + 1n;
+    this.previousStored = event.storedHash;
+  }
+
+  /** The stream's head as the store records it (its last revision and chain hash): checked against the events seen. */
+  streamHead(streamName: string, headRevision: bigint, lastEvent: { revision: bigint; position: string } | null): void {
+    if (lastEvent === null || lastEvent.revision < headRevision) {
+      const first = lastEvent === null ? 0n : lastEvent.revision + 1n;
+      this.report({
+        kind: 'event_missing',
+        streamName,
+        revision: first,
+        position: null,
+        detail: `the stream's head is revision ${headRevision}, but its events end ${lastEvent === null ? 'before revision 0' : `at revision ${lastEvent.revision} (position ${lastEvent.position})`}`,
+      });
+    }
+  }
+
+  /** After the last event. */
+  finish(): void {
+    this.endStream();
+  }
+
+  private mismatch(current: Mismatch, previousMismatch: Mismatch | null): void {
+    // The predecessor's stored hash was edited: this event chains from what its content gives.
+    if (
+      previousMismatch &&
+      this.pending.includes(previousMismatch) &&
+      nextChainHash(previousMismatch.recomputed, chainContent(current.event)).equals(current.event.storedHash!)
+    ) {
+      this.pending = this.pending.filter((m) => m !== previousMismatch);
+      this.report({
+        ...named(previousMismatch.event),
+        kind: 'chain_hash_mismatch',
+        detail: `its stored chain hash ${hex(previousMismatch.event.storedHash)} is not the ${hex(previousMismatch.recomputed)} its content gives (the next event chains from the latter)`,
+      });
+      return;
+    }
+    // Two events of the stream carry each other's content.
+    for (const { what, exchange } of EXCHANGES) {
+      const partner = this.pending.find((m) => exchanged(m, current, exchange));
+      if (!partner) continue;
+      this.pending = this.pending.filter((m) => m !== partner);
+      this.report({
+        ...named(partner.event),
+        kind: 'order_changed',
+        detail: `revisions ${partner.event.revision} (position ${partner.event.position}) and ${current.event.revision} (position ${current.event.position}) hold each other's ${what}`,
+      });
+      return;
+    }
+    if (this.pending.length >= PENDING_PER_STREAM) {
+      this.reportDataChanged(current);
+      return;
+    }
+    this.pending.push(current);
+    this.previousMismatch = current;
+  }
+
+  private endStream(): void {
+    for (const m of this.pending) this.reportDataChanged(m);
+    this.pending = [];
+    this.previousMismatch = null;
+  }
+
+  private reportDataChanged(m: Mismatch): void {
+    this.report({
+      ...named(m.event),
+      kind: 'data_changed',
+      detail: `its content gives chain hash ${hex(m.recomputed)}, not the stored ${hex(m.event.storedHash)}`,
+    });
+  }
+
+  private report(problem: LogProblem): void {
+    this.problems.push(problem);
+  }
+}
+
+/** A checkpoint as recorded: it covers the events after `fromEvents` up to `events`, whose chain hashes it keeps in log order. */
+export interface RecordedCheckpoint {
+  readonly seq: bigint;
+  /** Events of the log before this checkpoint's segment. */
+  readonly fromEvents: bigint;
+  readonly events: bigint;
+  readonly position: string;
+  readonly hash: Buffer;
+  /** The chain hashes of the segment's events, 32 bytes each, in log order. */
+  readonly eventHashes: Buffer;
+}
+
+export interface LoggedEvent {
+  readonly streamName: string;
+  readonly revision: bigint;
+  readonly position: string;
+  readonly chainHash: Buffer | null;
+}
+
+/**
+ * Checks the log in log order: each stream's revisions ascend, and the running hash
+ * reproduces every recorded checkpoint. Fed the events in log order, with each
+ * checkpoint handed in (`checkpoint`) before the first event of its segment. Memory:
+ * one entry per stream, and one checkpoint's segment.
+ */
+export class LogOrderCheck {
+  readonly problems: LogProblem[] = [];
+  private readonly lastOfStream = new Map<string, { revision: bigint; position: string }>();
+  private running = GENESIS_HASH;
+  private count = 0n;
+  private segment: RecordedCheckpoint | null = null;
+  private segmentEvents: LoggedEvent[] = [];
+  checkpointsCompared = 0;
+
+  get events(): bigint {
+    return this.count;
+  }
+
+  get runningHash(): Buffer {
+    return this.running;
+  }
+
+  checkpoint(checkpoint: RecordedCheckpoint): void {
+    this.closeSegment();
+    this.segment = checkpoint;
+    this.segmentEvents = [];
+    if (checkpoint.fromEvents !== this.count) {
+      this.problems.push({
+        kind: 'chain_hash_mismatch',
+        streamName: null,
+        revision: null,
+        position: checkpoint.position,
+        detail: `checkpoint ${checkpoint.seq} starts after event ${checkpoint.fromEvents}, the log has ${this.count} before it`,
+      });
+    }
+  }
+
+  event(event: LoggedEvent): void {
+    const last = this.lastOfStream.get(event.streamName);
+    if (last && event.revision <= last.revision) {
+      this.problems.push({
+        ...named(event),
+        kind: 'order_changed',
+        detail: `revision ${event.revision} comes after revision ${last.revision} (position ${last.position}) in the log`,
+      });
+    }
+    if (!last || event.revision > last.revision) this.lastOfStream.set(event.streamName, { revision: event.revision, position: event.position });
+    this.running = nextLogHash(this.running, event.chainHash ?? GENESIS_HASH);
+    this.count += 1n;
+    if (this.segment) {
+      this.segmentEvents.push(event);
+      if (this.count === this.segment.events) this.closeSegment();
+    }
+  }
+
+  finish(): void {
+    this.closeSegment();
+  }
+
+  private closeSegment(): void {
+    const segment = this.segment;
+    if (!segment) return;
+    this.segment = null;
+    this.checkpointsCompared += 1;
+    const recorded: Buffer[] = [];
+    for (let at = 0; at + CHAIN_HASH_BYTES <= segment.eventHashes.length; at += CHAIN_HASH_BYTES) {
+      recorded.push(segment.eventHashes.subarray(at, at + CHAIN_HASH_BYTES));
+    }
+    const logged = this.segmentEvents;
+    this.segmentEvents = [];
+    const differsAt = firstDifference(recorded, logged);
+    if (differsAt !== null) {
+      this.problems.push(this.explain(segment, recorded, logged, differsAt));
+      return;
+    }
+    const lastEvent = logged[logged.length - 1];
+    if (this.count !== segment.events || !this.running.equals(segment.hash) || (lastEvent && lastEvent.position !== segment.position)) {
+      this.problems.push({
+        kind: 'chain_hash_mismatch',
+        streamName: lastEvent?.streamName ?? null,
+        revision: lastEvent?.revision ?? null,
+        position: lastEvent?.position ?? null,
+        detail: `the log gives running hash ${hex(this.running)} after ${this.count} events at position ${lastEvent?.position ?? '0/0'}; checkpoint ${segment.seq} recorded ${hex(segment.hash)} after ${segment.events} at ${segment.position}`,
+      });
+    }
+  }
+
+  /**
+   * The first place where the log differs from a checkpoint's segment: a recorded event
+   * no longer in the log (missing), an event the checkpoint recorded elsewhere (order
+   * changed), or one it never recorded there (chain hash mismatch: inserted or edited).
+   */
+  private explain(segment: RecordedCheckpoint, recorded: readonly Buffer[], logged: readonly LoggedEvent[], at: number): LogProblem {
+    const index = (i: number) => segment.fromEvents + BigInt(i) + 1n;
+    const expected = recorded[at];
+    const found = logged[at];
+    const expectedInLog = expected === undefined ? -1 : logged.findIndex((e) => e.chainHash !== null && e.chainHash.equals(expected));
+    if (expected !== undefined && expectedInLog < 0) {
+      return {
+        kind: 'event_missing',
+        streamName: null,
+        revision: null,
+        position: found?.position ?? segment.position,
+        detail: `event ${index(at)} of the log, chain hash ${hex(expected)} in checkpoint ${segment.seq}, is not in this range of the log (deleted, or moved out of the range)${found ? `; in its place is ${describe(found)}` : ''}`,
+      };
+    }
+    const foundInRecord = found?.chainHash ? recorded.findIndex((h) => h.equals(found.chainHash!)) : -1;
+    if (found && foundInRecord >= 0) {
+      return {
+        ...named(found),
+        kind: 'order_changed',
+        detail: `checkpoint ${segment.seq} recorded it as event ${index(foundInRecord)} of the log; it is now event ${index(at)}`,
+      };
+    }
+    return {
+      ...named(found!),
+      kind: 'chain_hash_mismatch',
+      detail: `checkpoint ${segment.seq} recorded no event with its chain hash ${hex(found!.chainHash)} at this place of the log`,
+    };
+  }
+}
+
+function firstDifference(recorded: readonly Buffer[], logged: readonly LoggedEvent[]): number | null {
+  const length = Math.max(recorded.length, logged.length);
+  for (let i = 0; i < length; i++) {
+    const r = recorded[i];
+    const l = logged[i];
+    if (r === undefined || l === undefined || l.chainHash === null || !r.equals(l.chainHash)) return i;
+  }
+  return null;
+}
+
+const named = (event: { streamName: string; revision: bigint; position: string }) => ({
+  streamName: event.streamName,
+  revision: event.revision,
+  position: event.position,
+});
+
+const describe = (event: LoggedEvent) => `${event.streamName} revision ${event.revision} (position ${event.position})`;
+
+const hex = (hash: Buffer | null): string => (hash === null ? 'none' : hash.toString('hex').slice(0, 16));
+
+/** The first problem in log terms: the earliest-named of them (problems without a position last). */
+export function describeProblem(problem: LogProblem): string {
+  const where = problem.streamName === null ? '' : `${problem.streamName}${problem.revision === null ? '' : ` revision ${problem.revision}`}`;
+  const at = problem.position === null ? '' : ` at position ${problem.position}`;
+  return `[${problem.kind}] ${where}${at}: ${problem.detail}`;
+}

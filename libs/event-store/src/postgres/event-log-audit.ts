@@ -1,0 +1,277 @@
+import type { Pool } from 'pg';
+import { GENESIS_HASH, LogCheckpoint, LogOrderCheck, LogProblem, nextLogHash, RecordedCheckpoint, StreamChainCheck } from '../hash-chain';
+
+/** Events visible to readers of the log (see postgres-event-store.ts). */
+const VISIBLE = 'transaction_id < pg_snapshot_xmin(pg_current_snapshot())';
+
+/** Arbitrary constant: the transaction-scoped advisory lock under which the checkpoints are extended (never taken by an append). */
+const CHECKPOINT_LOCK = 7_261_903_185;
+
+/** The most events one checkpoint row covers (its chain hashes: 32 bytes each). */
+export const CHECKPOINT_SEGMENT_EVENTS = 10_000;
+
+const EMPTY_LOG: LogCheckpoint = { position: '0/0', events: 0n, hash: GENESIS_HASH };
+
+interface CheckpointRow {
+  seq: string;
+  from_events: string;
+  events: string;
+  position: string;
+  log_hash: Buffer;
+  event_hashes: Buffer;
+}
+
+const CHECKPOINT_COLUMNS = `seq, from_events, events, position_commit::text || '/' || position_prepare AS position, log_hash, event_hashes`;
+
+const toRecorded = (row: CheckpointRow): RecordedCheckpoint => ({
+  seq: BigInt(row.seq),
+  fromEvents: BigInt(row.from_events),
+  events: BigInt(row.events),
+  position: row.position,
+  hash: row.log_hash,
+  eventHashes: row.event_hashes,
+});
+
+/**
+ * The log's checkpoint at its visible head (decision 0100): the last recorded one,
+ * extended first by the events that became visible after it, in log order, a segment of
+ * at most CHECKPOINT_SEGMENT_EVENTS per row. Appends never wait for it: it reads the log
+ * like a subscriber and serialises only with other extensions (an advisory lock), and it
+ * writes after its reads, so its own transaction never holds the visible horizon back.
+ */
+export async function extendLogCheckpoints(pool: Pool, options: { segmentEvents?: number } = {}): Promise<LogCheckpoint> {
+  const segmentEvents = options.segmentEvents ?? CHECKPOINT_SEGMENT_EVENTS;
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    try {
+      await client.query('SELECT pg_advisory_xact_lock($1)', [CHECKPOINT_LOCK]);
+      const last = (await client.query<CheckpointRow>(`SELECT ${CHECKPOINT_COLUMNS} FROM event_log_checkpoints ORDER BY seq DESC LIMIT 1`)).rows[0];
+      let seq = last ? BigInt(last.seq) : 0n;
+      let head: LogCheckpoint = last ? { position: last.position, events: BigInt(last.events), hash: last.log_hash } : EMPTY_LOG;
+      const rows: unknown[][] = [];
+      for (;;) {
+        const [commit, prepare] = head.position.split('/');
+        const page = await client.query<{ position_commit: string; position_prepare: string; chain_hash: Buffer }>(
+          `SELECT transaction_id::text AS position_commit, global_position AS position_prepare, chain_hash FROM events
+           WHERE (transaction_id, global_position) > ($1::text::xid8, $2::bigint) AND ${VISIBLE}
+           ORDER BY events.transaction_id, events.global_position LIMIT $3`,
+          [commit, prepare, segmentEvents],
+        );
+        if (page.rows.length === 0) break;
+        let hash = head.hash;
+        for (const row of page.rows) hash = nextLogHash(hash, row.chain_hash);
+        const lastRow = page.rows[page.rows.length - 1]!;
+        seq += 1n;
+        const next: LogCheckpoint = {
+          position: `${lastRow.position_commit}/${lastRow.position_prepare}`,
+          events: head.events + BigInt(page.rows.length),
+          hash,
+        };
+        rows.push([
+          seq.toString(),
+          head.events.toString(),
+          next.events.toString(),
+          lastRow.position_commit,
+          lastRow.position_prepare,
+          hash,
+          Buffer.concat(page.rows.map((r) => r.chain_hash)),
+        ]);
+        head = next;
+        if (page.rows.length < segmentEvents) break;
+      }
+      for (const row of rows) {
+        await client.query(
+          `INSERT INTO event_log_checkpoints (seq, from_events, events, position_commit, position_prepare, log_hash, event_hashes)
+           VALUES ($1, $2, $3, $4::text::xid8, $5, $6, $7)`,
+          row,
+        );
+      }
+      await client.query('COMMIT');
+      return head;
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    }
+  } finally {
+    client.release();
+  }
+}
+
+export interface EventLogReport {
+  readonly streams: number;
+  readonly events: number;
+  readonly checkpointsCompared: number;
+  /** The running hash of the whole visible log as recomputed (compare it with a checkpoint recorded off-site at the same position). */
+  readonly head: LogCheckpoint;
+  /** The recomputed running hash at each position asked for (`at`), when the log reached it. */
+  readonly at: ReadonlyMap<string, LogCheckpoint>;
+  /** Every problem found, the first (in the log) first. */
+  readonly problems: readonly LogProblem[];
+}
+
+export interface VerifyEventLogOptions {
+  readonly pageSize?: number;
+  /** Positions (`commit/prepare`) at which to report the recomputed running hash. */
+  readonly at?: readonly string[];
+  readonly onProgress?: (phase: 'streams' | 'log', events: number) => void;
+}
+
+interface ChainRow {
+  stream_name: string;
+  stream_revision: string;
+  event_id: string;
+  event_type: string;
+  data: string;
+  metadata: string;
+  chain_hash: Buffer | null;
+  position: string;
+}
+
+/**
+ * Recomputes every stream's chain and the log's running hash from the events table
+ * (docs/audit-log.md): pass 1 reads the events stream by stream in revision order and
+ * recomputes each chain hash over the stored jsonb text (chainContent, in TypeScript:
+ * not the SQL of the append path), then compares each stream's head; pass 2 reads the
+ * log in log order, checks each stream's revisions ascend and folds the running hash,
+ * comparing it with every recorded checkpoint. Both read in pages (keyset): memory is
+ * one page, the current stream's unexplained mismatches, one revision per stream and
+ * one checkpoint segment.
+ */
+export async function verifyEventLog(pool: Pool, options: VerifyEventLogOptions = {}): Promise<EventLogReport> {
+  const pageSize = options.pageSize ?? 2000;
+  const chains = new StreamChainCheck();
+
+  // Pass 1: each stream in revision order.
+  let after: [string, string] | null = null;
+  for (;;) {
+    const page: { rows: ChainRow[] } = await pool.query<ChainRow>(
+      `SELECT stream_name, stream_revision, event_id::text AS event_id, event_type, data::text AS data, metadata::text AS metadata, chain_hash,
+              transaction_id::text || '/' || global_position AS position
+       FROM events ${after ? 'WHERE (stream_name, stream_revision) > ($2, $3::bigint)' : ''}
+       ORDER BY stream_name, stream_revision LIMIT $1`,
+      after ? [pageSize, after[0], after[1]] : [pageSize],
+    );
+    for (const row of page.rows) {
+      const revision = BigInt(row.stream_revision);
+      chains.event({
+        streamName: row.stream_name,
+        revision,
+        id: row.event_id,
+        type: row.event_type,
+        dataJson: row.data,
+        metadataJson: row.metadata,
+        position: row.position,
+        storedHash: row.chain_hash,
+      });
+    }
+    options.onProgress?.('streams', chains.events);
+    if (page.rows.length < pageSize) break;
+    const last = page.rows[page.rows.length - 1]!;
+    after = [last.stream_name, last.stream_revision];
+  }
+  chains.finish();
+
+  // Stream heads: the stream row's revision and chain head against its last event.
+  const heads = await pool.query<{ stream_name: string; revision: string; last_revision: string | null; last_position: string | null; head_matches: boolean }>(
+    `SELECT s.stream_name, s.revision, last.stream_revision AS last_revision, last.position AS last_position,
+            coalesce(s.chain_hashes[cardinality(s.chain_hashes)] = last.chain_hash, false) AS head_matches
+     FROM event_streams s
+     LEFT JOIN LATERAL (SELECT stream_revision, chain_hash, transaction_id::text || '/' || global_position AS position FROM events e
+                        WHERE e.stream_name = s.stream_name ORDER BY stream_revision DESC LIMIT 1) last ON true
+     WHERE last.stream_revision IS DISTINCT FROM s.revision OR s.chain_hashes[cardinality(s.chain_hashes)] IS DISTINCT FROM last.chain_hash
+     ORDER BY s.stream_name`,
+  );
+  const headProblems: LogProblem[] = [];
+  for (const row of heads.rows) {
+    const last = row.last_revision === null ? null : { revision: BigInt(row.last_revision), position: row.last_position! };
+    const headCheck = new StreamChainCheck();
+    headCheck.streamHead(row.stream_name, BigInt(row.revision), last);
+    headProblems.push(...headCheck.problems);
+    if (headCheck.problems.length === 0 && last !== null && !row.head_matches) {
+      headProblems.push({
+        kind: 'chain_hash_mismatch',
+        streamName: row.stream_name,
+        revision: last.revision,
+        position: last.position,
+        detail: "the stream's recorded chain head is not its last event's chain hash",
+      });
+    }
+  }
+
+  // Pass 2: the log in log order, against the recorded checkpoints.
+  const order = new LogOrderCheck();
+  const wanted = new Set(options.at ?? []);
+  const at = new Map<string, LogCheckpoint>();
+  let nextCheckpoint = await checkpointAfter(pool, 0n);
+  let cursor = { commit: '0', prepare: '0' };
+  let lastPosition = '0/0';
+  for (;;) {
+    const page = await pool.query<{
+      stream_name: string;
+      stream_revision: string;
+      position_commit: string;
+      position_prepare: string;
+      chain_hash: Buffer | null;
+    }>(
+      `SELECT stream_name, stream_revision, transaction_id::text AS position_commit, global_position AS position_prepare, chain_hash FROM events
+       WHERE (transaction_id, global_position) > ($1::text::xid8, $2::bigint) AND ${VISIBLE}
+       ORDER BY events.transaction_id, events.global_position LIMIT $3`,
+      [cursor.commit, cursor.prepare, pageSize],
+    );
+    for (const row of page.rows) {
+      while (nextCheckpoint && nextCheckpoint.fromEvents <= order.events) {
+        order.checkpoint(nextCheckpoint);
+        nextCheckpoint = await checkpointAfter(pool, nextCheckpoint.seq);
+      }
+      const position = `${row.position_commit}/${row.position_prepare}`;
+      order.event({ streamName: row.stream_name, revision: BigInt(row.stream_revision), position, chainHash: row.chain_hash });
+      lastPosition = position;
+      if (wanted.has(position)) at.set(position, { position, events: order.events, hash: order.runningHash });
+    }
+    options.onProgress?.('log', Number(order.events));
+    if (page.rows.length < pageSize) break;
+    const last = page.rows[page.rows.length - 1]!;
+    cursor = { commit: last.position_commit, prepare: last.position_prepare };
+  }
+  // Checkpoints past the end of the log: it lost events they covered.
+  while (nextCheckpoint) {
+    order.checkpoint(nextCheckpoint);
+    nextCheckpoint = await checkpointAfter(pool, nextCheckpoint.seq);
+  }
+  order.finish();
+
+  const problems = [...chains.problems, ...headProblems, ...order.problems];
+  return {
+    streams: chains.streams,
+    events: chains.events,
+    checkpointsCompared: order.checkpointsCompared,
+    head: { position: lastPosition, events: order.events, hash: order.runningHash },
+    at,
+    problems: sortByPosition(problems),
+  };
+}
+
+async function checkpointAfter(pool: Pool, seq: bigint): Promise<RecordedCheckpoint | null> {
+  const row = (await pool.query<CheckpointRow>(`SELECT ${CHECKPOINT_COLUMNS} FROM event_log_checkpoints WHERE seq > $1 ORDER BY seq LIMIT 1`, [seq.toString()]))
+    .rows[0];
+  return row ? toRecorded(row) : null;
+}
+
+/** Problems in log order of the event they name (those without a position last, in the order found). */
+function sortByPosition(problems: readonly LogProblem[]): LogProblem[] {
+  const key = (p: LogProblem): [bigint, bigint] | null => {
+    if (p.position === null) return null;
+    const [commit, prepare] = p.position.split('/');
+    return [BigInt(commit!), BigInt(prepare!)];
+  };
+  return problems
+    .map((p, i) => ({ p, i, k: key(p) }))
+    .sort((a, b) => {
+      if (a.k === null || b.k === null) return a.k === null && b.k === null ? a.i - b.i : a.k === null ? 1 : -1;
+      if (a.k[0] !== b.k[0]) return a.k[0] < b.k[0] ? -1 : 1;
+      if (a.k[1] !== b.k[1]) return a.k[1] < b.k[1] ? -1 : 1;
+      return a.i - b.i;
+    })
+    .map((x) => x.p);
+}

@@ -1,0 +1,232 @@
+/**
+ * The hash chain of the PostgreSQL event store (docs/audit-log.md): the append path
+ * (SQL, event_chain_hashes) and the TypeScript definition (chainContent over
+ * canonicalJson) give the same hashes byte for byte; canonicalJson is PostgreSQL's
+ * jsonb text for any JSON value; the migration gives a log written without chains the
+ * chains the append path would have written; the checkpoint follows the log.
+ */
+import { randomUUID } from 'node:crypto';
+import fc from 'fast-check';
+import type { Pool } from 'pg';
+import {
+  canonicalJson,
+  chainHashes,
+  checkpointSignatureHolds,
+  EventToAppend,
+  extendLogCheckpoints,
+  GENESIS_HASH,
+  nextLogHash,
+  PostgresEventStore,
+  signCheckpoint,
+  verifyEventLog,
+} from '#event-store';
+import { migrate } from '#platform/database';
+import { allMigrations } from '#payments/composition';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+
+let db: TestDatabase;
+let store: PostgresEventStore;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  store = new PostgresEventStore(db.pool, { pollIntervalMs: 10 });
+});
+afterAll(async () => {
+  await store.close();
+  await db.drop();
+});
+
+const event = (type: string, data: Record<string, unknown>, metadata?: Record<string, unknown>): EventToAppend => ({
+  id: randomUUID(),
+  type,
+  data,
+  ...(metadata ? { metadata } : {}),
+});
+
+async function storedHashes(pool: Pool, streamName: string): Promise<Buffer[]> {
+  const rows = await pool.query<{ chain_hash: Buffer }>('SELECT chain_hash FROM events WHERE stream_name = $1 ORDER BY stream_revision', [streamName]);
+  return rows.rows.map((r) => r.chain_hash);
+}
+
+/** The chain hashes TypeScript computes for a stream's events as appended. */
+function expectedHashes(streamName: string, events: readonly EventToAppend[]): Buffer[] {
+  return chainHashes(
+    null,
+    events.map((e, i) => ({
+      streamName,
+      revision: BigInt(i),
+      id: e.id,
+      type: e.type,
+      dataJson: canonicalJson(e.data),
+      metadataJson: canonicalJson(e.metadata ?? {}),
+    })),
+  );
+}
+
+describe('canonical JSON is the jsonb text of PostgreSQL', () => {
+  it('for awkward values: key order by byte length, exponents, escapes, non-ASCII', async () => {
+    const samples: unknown[] = [
+      { b: 1, a: 2, aa: 3, ё: 4, z: { y: [1, 2, { c: null }] } },
+      { big: 1e21, small: 1e-7, neg: -2.5e-10, n: 123456789012345, f: 0.1, z: -0 },
+      { s: 'кириллица "кавычки" \\ \n\t\r\b\f \u0001 \u001f \u007f / 😀' },
+      { '': 1, ' ': 2, AB: 3, aB: 4, Ab: 5 },
+      { nested: { arr: [[], {}, [{}], 'x'] }, t: true, f: false },
+    ];
+    for (const value of samples) {
+      const pg = await db.pool.query<{ text: string }>('SELECT $1::jsonb::text AS text', [JSON.stringify(value)]);
+      expect(canonicalJson(value)).toBe(pg.rows[0]!.text);
+    }
+  });
+
+  it('for random JSON values (property, seeded)', async () => {
+    const seed = Number(process.env.SEED ?? Date.now() % 2 ** 31);
+    process.stdout.write(`canonical JSON property seed: ${seed}\n`);
+    // PostgreSQL stores neither \u0000 nor lone surrogates in jsonb: strings without them.
+    const text = fc.string({ unit: 'binary' }).map((s) => s.replaceAll('\u0000', '').replace(/[\ud800-\udfff]/g, ''));
+    const { json: value } = fc.letrec((tie) => ({
+      json: fc.oneof(
+        { depthSize: 'small' },
+        fc.constant(null),
+        fc.boolean(),
+        fc.double({ noNaN: true, noDefaultInfinity: true }),
+        fc.integer(),
+        text,
+        fc.array(tie('json'), { maxLength: 4 }),
+        fc.dictionary(text, tie('json'), { maxKeys: 5 }),
+      ),
+    }));
+    await fc.assert(
+      fc.asyncProperty(fc.dictionary(text, value, { maxKeys: 6 }), async (data) => {
+        const pg = await db.pool.query<{ text: string }>('SELECT $1::jsonb::text AS text', [JSON.stringify(data)]);
+        expect(canonicalJson(data)).toBe(pg.rows[0]!.text);
+      }),
+      { seed, numRuns: 300 },
+    );
+  });
+});
+
+describe('the append path writes the chain TypeScript computes', () => {
+  it('for single and batched appends with every kind of expected revision', async () => {
+    const stream = `order-${randomUUID()}`;
+    const events = [
+      event('Created', { amount: 100_000, note: 'первый', tags: ['a', 'b'] }, { correlationId: 'c-1' }),
+      event('Paid', { amount: 100_000, at: '2026-11-23T10:00:00.000Z', big: 1e21 }),
+      event('Refunded', { amount: 5_000, f: 0.25 }),
+      event('Closed', {}),
+      event('Noted', { text: 'ключ "b" и \\ и \n' }),
+    ];
+    await store.appendToStream(stream, [events[0]!], { expectedRevision: 'no_stream' });
+    await store.appendToStream(stream, [events[1]!, events[2]!], { expectedRevision: 0n });
+    await store.appendToStream(stream, [events[3]!], { expectedRevision: 'stream_exists' });
+    await store.appendToStream(stream, [events[4]!], { expectedRevision: 'any' });
+    expect((await storedHashes(db.pool, stream)).map((h) => h.toString('hex'))).toEqual(expectedHashes(stream, events).map((h) => h.toString('hex')));
+    const fresh = `order-${randomUUID()}`;
+    const batch = [event('A', { n: 1 }), event('B', { n: 2 })];
+    await store.appendToStream(fresh, batch, { expectedRevision: 'any' });
+    expect(await storedHashes(db.pool, fresh)).toEqual(expectedHashes(fresh, batch));
+  });
+
+  it('concurrent appends to one stream still make one chain (real concurrent appends)', async () => {
+    const stream = `race-${randomUUID()}`;
+    await Promise.all(Array.from({ length: 20 }, (_, i) => store.appendToStream(stream, [event('Step', { i })], { expectedRevision: 'any' })));
+    const stored = await db.pool.query<{ event_id: string; event_type: string; data: Record<string, unknown> }>(
+      'SELECT event_id, event_type, data FROM events WHERE stream_name = $1 ORDER BY stream_revision',
+      [stream],
+    );
+    const asAppended = stored.rows.map((r) => ({ id: r.event_id, type: r.event_type, data: r.data }));
+    expect(await storedHashes(db.pool, stream)).toEqual(expectedHashes(stream, asAppended));
+    const report = await verifyEventLog(db.pool);
+    expect(report.problems).toEqual([]);
+  });
+});
+
+describe('the migration gives an old log its chains', () => {
+  it('equal to what the append path writes for the same events', async () => {
+    const before = allMigrations.findIndex((m) => m.id === 'event-store:0005_event_hash_chain');
+    const old = await createTestDatabase({ migrate: false });
+    try {
+      await migrate(old.pool, allMigrations.slice(0, before));
+      // The history as the old append path wrote it: no chain hash, no chain head.
+      const streams = [`order-${randomUUID()}`, `ledger-${randomUUID()}`, `payout-${randomUUID()}`];
+      const history = streams.map((s, n) => ({
+        stream: s,
+        events: Array.from({ length: 3 + n }, (_, i) =>
+          event(`Step${i}`, { i, amount: (i + 1) * 1_000, note: `шаг ${i}`, x: i === 2 ? 1e-7 : i }, { by: 'test' }),
+        ),
+      }));
+      for (let i = 0; i < 5; i++) {
+        for (const { stream, events } of history) {
+          const e = events[i];
+          if (!e) continue;
+          await old.pool.query(`INSERT INTO event_streams (stream_name, revision) VALUES ($1, $2) ON CONFLICT (stream_name) DO UPDATE SET revision = $2`, [
+            stream,
+            i,
+          ]);
+          await old.pool.query(`INSERT INTO events (stream_name, stream_revision, event_id, event_type, data, metadata) VALUES ($1, $2, $3, $4, $5, $6)`, [
+            stream,
+            i,
+            e.id,
+            e.type,
+            JSON.stringify(e.data),
+            JSON.stringify(e.metadata ?? {}),
+          ]);
+        }
+      }
+      expect(await migrate(old.pool, allMigrations)).toEqual(allMigrations.slice(before).map((m) => m.id));
+
+      // The same history appended by the append path, on a fresh store.
+      const fresh = await createTestDatabase();
+      const freshStore = new PostgresEventStore(fresh.pool);
+      try {
+        for (const { stream, events } of history) {
+          for (const e of events) await freshStore.appendToStream(stream, [e]);
+          const migrated = await storedHashes(old.pool, stream);
+          expect(migrated).toHaveLength(events.length);
+          expect(migrated).toEqual(await storedHashes(fresh.pool, stream));
+          expect(migrated).toEqual(expectedHashes(stream, events));
+        }
+        // And the migrated log goes on: a new append chains from the migrated head, and it verifies.
+        const oldStore = new PostgresEventStore(old.pool);
+        const next = event('After', { migrated: true });
+        await oldStore.appendToStream(history[0]!.stream, [next]);
+        await oldStore.close();
+        expect(await storedHashes(old.pool, history[0]!.stream)).toEqual(expectedHashes(history[0]!.stream, [...history[0]!.events, next]));
+        expect((await verifyEventLog(old.pool)).problems).toEqual([]);
+      } finally {
+        await freshStore.close();
+        await fresh.drop();
+      }
+    } finally {
+      await old.drop();
+    }
+  });
+});
+
+describe('the checkpoint', () => {
+  it('folds the chain hashes in log order, moves when events are appended, and is what verification recomputes', async () => {
+    const first = await extendLogCheckpoints(db.pool, { segmentEvents: 7 });
+    const rows = await db.pool.query<{ chain_hash: Buffer }>('SELECT chain_hash FROM events ORDER BY transaction_id, global_position');
+    let running = GENESIS_HASH;
+    for (const r of rows.rows) running = nextLogHash(running, r.chain_hash);
+    expect({ events: first.events, hash: first.hash.toString('hex') }).toEqual({ events: BigInt(rows.rows.length), hash: running.toString('hex') });
+    // Unchanged log: the same checkpoint.
+    expect(await extendLogCheckpoints(db.pool)).toEqual(first);
+
+    await store.appendToStream(`order-${randomUUID()}`, [event('Created', { amount: 1 })]);
+    const second = await extendLogCheckpoints(db.pool);
+    expect(second.events).toBe(first.events + 1n);
+    expect(second.hash.equals(first.hash)).toBe(false);
+
+    const report = await verifyEventLog(db.pool, { at: [first.position, second.position] });
+    expect(report.problems).toEqual([]);
+    expect(report.checkpointsCompared).toBeGreaterThan(1);
+    expect(report.at.get(first.position)).toEqual(first);
+    expect(report.head).toEqual(second);
+
+    const key = Buffer.alloc(32, 7);
+    const signature = signCheckpoint(key, second);
+    expect(checkpointSignatureHolds(key, second, signature)).toBe(true);
+    expect(checkpointSignatureHolds(Buffer.alloc(32, 8), second, signature)).toBe(false);
+    expect(checkpointSignatureHolds(key, first, signature)).toBe(false);
+  });
+});

@@ -1,0 +1,363 @@
+/**
+ * The tamper-evident log end to end (docs/audit-log.md): a history made through the
+ * gateway (invoices paid, failed, refunded: invoice, refund and ledger streams), the
+ * signed checkpoint of GET /admin/v1/audit/checkpoint, and then the events table edited
+ * by hand, one kind of tampering at a time: each is found by verifyEventLog and by the
+ * `log:verify` process (exit 1), which names the first event changed by stream,
+ * revision and position; the untouched log passes (exit 0). Every tampering is undone
+ * before the next one.
+ */
+import { createHmac } from 'node:crypto';
+import { describeProblem, LogProblem, verifyEventLog } from '#event-store';
+import { loadConfig, ConfigError } from '#payments/composition';
+import { startProcess } from '../support/gateway-process';
+import { api, expectStatus, InvoiceGateway, Json, Merchant, orderId, poll, startInvoiceGateway } from '../support/merchant-fixtures';
+
+const AUDIT_CHECKPOINT_KEY = '5f'.repeat(32);
+const key = Buffer.from(AUDIT_CHECKPOINT_KEY, 'hex');
+
+interface EventRow {
+  global_position: string;
+  transaction_id: string;
+  stream_name: string;
+  stream_revision: string;
+  event_id: string;
+  event_type: string;
+  data: string;
+  metadata: string;
+  chain_hash: Buffer;
+  created_at: Date;
+}
+
+const COLUMNS =
+  'global_position, transaction_id::text AS transaction_id, stream_name, stream_revision, event_id, event_type, data::text AS data, metadata::text AS metadata, chain_hash, created_at';
+
+describe('a tampered event log is found and named', () => {
+  let gw: InvoiceGateway;
+  let merchant: Merchant;
+  let checkpoint: Json;
+
+  const rows = async (where: string, params: unknown[] = []): Promise<EventRow[]> =>
+    (await gw.db.pool.query<EventRow>(`SELECT ${COLUMNS} FROM events WHERE ${where} ORDER BY transaction_id, global_position`, params)).rows;
+  const positionOf = (row: EventRow) => `${row.transaction_id}/${row.global_position}`;
+
+  /** Puts rows back as they were: delete the positions and insert the saved rows at them. */
+  async function restore(saved: readonly EventRow[]): Promise<void> {
+    const client = await gw.db.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query('DELETE FROM events WHERE global_position = ANY($1::bigint[])', [saved.map((r) => r.global_position)]);
+      for (const r of saved) await insertAs(client, r, r);
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
+  }
+
+  /** Inserts `content`'s event at `place`'s position (transaction id and global position). */
+  async function insertAs(client: { query: (sql: string, params: unknown[]) => Promise<unknown> }, place: EventRow, content: EventRow): Promise<void> {
+    await client.query(
+      `INSERT INTO events (global_position, transaction_id, stream_name, stream_revision, event_id, event_type, data, metadata, chain_hash, created_at)
+       OVERRIDING SYSTEM VALUE VALUES ($1, $2::text::xid8, $3, $4, $5, $6, $7::jsonb, $8::jsonb, $9, $10)`,
+      [
+        place.global_position,
+        place.transaction_id,
+        content.stream_name,
+        content.stream_revision,
+        content.event_id,
+        content.event_type,
+        content.data,
+        content.metadata,
+        content.chain_hash,
+        content.created_at,
+      ],
+    );
+  }
+
+  /** The events of a stream with at least `n` events (the first found, in log order). */
+  async function streamWith(n: number, prefix: string): Promise<EventRow[]> {
+    const found = await gw.db.pool.query<{ stream_name: string }>(
+      `SELECT stream_name FROM events WHERE stream_name LIKE $1 GROUP BY stream_name HAVING count(*) >= $2 ORDER BY min(global_position) LIMIT 1`,
+      [`${prefix}%`, n],
+    );
+    expect(found.rows).toHaveLength(1);
+    return (await rows('stream_name = $1', [found.rows[0]!.stream_name])).sort((a, b) => Number(a.stream_revision) - Number(b.stream_revision));
+  }
+
+  async function problems(): Promise<LogProblem[]> {
+    return [...(await verifyEventLog(gw.db.pool)).problems];
+  }
+
+  async function logVerify(args: string[] = []): Promise<{ code: number | string; output: string }> {
+    const run = startProcess('log-verify', { DATABASE_URL: gw.db.url }, args);
+    const code = await run.exited;
+    return { code, output: run.output() };
+  }
+
+  const named = (row: EventRow) => ({ streamName: row.stream_name, revision: BigInt(row.stream_revision), position: positionOf(row) });
+
+  beforeAll(async () => {
+    gw = await startInvoiceGateway({ CLOCK: 'manual', AUDIT_CHECKPOINT_KEY, REFUND_PROCESSING_SECONDS: '10' });
+    merchant = await gw.operator.merchant({ holdHours: 0 });
+    const invoices: Json[] = [];
+    for (let i = 0; i < 4; i++) {
+      const r = await merchant.test.post('/v1/invoices', { orderId: orderId(), amount: `${1000 + i * 100}.00`, method: 'sbp' });
+      expectStatus(r, 201);
+      invoices.push(r.body);
+    }
+    for (const invoice of invoices.slice(0, 3)) expectStatus(await gw.operator.payment(invoice.id, 'paid'), 200);
+    expectStatus(await gw.operator.payment(invoices[3].id, 'failed'), 200);
+    await poll(
+      async () => (await merchant.test.get('/v1/balance')).body,
+      (b) => b.available !== '0.00',
+      'the payments to reach the balance',
+    );
+    const refund = await merchant.test.post(`/v1/invoices/${invoices[0].id}/refund`, { amount: '100.00' });
+    expectStatus(refund, 202);
+    await gw.operator.advance(11);
+    await poll(
+      () => rows(`event_type LIKE 'Refund%'`),
+      (r) => r.length >= 2,
+      'the refund to be processed',
+    );
+  });
+  afterAll(async () => {
+    await gw?.close();
+  });
+
+  it('GET /admin/v1/audit/checkpoint: operator only, signed with AUDIT_CHECKPOINT_KEY, moves with the log, and log:verify reproduces it', async () => {
+    expect((await api(gw.baseUrl).get('/admin/v1/audit/checkpoint')).status).toBe(401);
+    expect((await merchant.test.get('/admin/v1/audit/checkpoint')).status).toBe(401);
+    const first = await gw.operator.http.get('/admin/v1/audit/checkpoint');
+    expectStatus(first, 200);
+    expect(Object.keys(first.body).sort()).toEqual(['algorithm', 'events', 'hash', 'keyId', 'position', 'signature', 'signedText']);
+    expect(first.body).toMatchObject({
+      algorithm: 'HMAC-SHA256',
+      position: expect.stringMatching(/^\d+\/\d+$/),
+      hash: expect.stringMatching(/^[0-9a-f]{64}$/),
+    });
+    expect(first.body.signedText).toBe(`gateway-log-checkpoint-v1\n${first.body.position}\n${first.body.events}\n${first.body.hash}`);
+    expect(first.body.signature).toBe(createHmac('sha256', key).update(first.body.signedText).digest('hex'));
+    expect(first.body.signature).not.toBe(createHmac('sha256', Buffer.alloc(32)).update(first.body.signedText).digest('hex'));
+    expect(first.body.events).toBeGreaterThan(0);
+
+    const more = await merchant.test.post('/v1/invoices', { orderId: orderId(), amount: '777.00', method: 'sbp' });
+    expectStatus(more, 201);
+    checkpoint = (
+      await poll(
+        () => gw.operator.http.get('/admin/v1/audit/checkpoint'),
+        (r) => r.body.events > first.body.events,
+        'the checkpoint to cover the new invoice',
+        60_000, // the visible horizon is the cluster's: other test files' transactions may hold it back a while
+      )
+    ).body;
+    expect(checkpoint.hash).not.toBe(first.body.hash);
+    expect(checkpoint.signature).toBe(createHmac('sha256', key).update(checkpoint.signedText).digest('hex'));
+
+    // The gateway stops: from here on only the test writes the log.
+    await gw.gateway.kill();
+    const ok = await logVerify(['--expect', first.body.position, first.body.hash, '--expect', checkpoint.position, checkpoint.hash]);
+    expect({ code: ok.code, output: ok.output }).toEqual({ code: 0, output: expect.stringContaining('OK: every stream chain recomputes') });
+    expect(ok.output).toContain(`off-site checkpoint at position ${checkpoint.position} (${checkpoint.events} events) reproduced`);
+    const wrong = await logVerify(['--expect', checkpoint.position, 'ab'.repeat(32)]);
+    expect(wrong.code).toBe(1);
+  });
+
+  it('an untouched log passes', async () => {
+    expect(await problems()).toEqual([]);
+  });
+
+  it("one event's data edited: data_changed, named", async () => {
+    const invoice = await streamWith(3, 'invoice-');
+    const target = invoice[1]!;
+    await gw.db.pool.query(`UPDATE events SET data = jsonb_set(data, '{tampered}', 'true') WHERE global_position = $1`, [target.global_position]);
+    try {
+      const found = await problems();
+      expect(found[0]).toMatchObject({ kind: 'data_changed', ...named(target) });
+      const run = await logVerify();
+      expect(run.code).toBe(1);
+      expect(run.output).toContain(`  ${describeProblem(found[0]!)}`);
+      expect(run.output).toContain(`[data_changed] ${target.stream_name} revision ${target.stream_revision} at position ${positionOf(target)}`);
+      // ledger:verify runs the same check: its ledgers agree, the log's chain does not.
+      const ledgerVerify = startProcess('ledger-verify', { DATABASE_URL: gw.db.url });
+      expect(await ledgerVerify.exited).toBe(1);
+      expect(ledgerVerify.output()).toContain('OK: every entry balances');
+      expect(ledgerVerify.output()).toContain(`[data_changed] ${target.stream_name} revision ${target.stream_revision} at position ${positionOf(target)}`);
+    } finally {
+      await restore([target]);
+    }
+    expect(await problems()).toEqual([]);
+  });
+
+  it('one event deleted from the middle of a stream: event_missing, named', async () => {
+    const ledger = await streamWith(3, 'ledger-');
+    const target = ledger[1]!;
+    await gw.db.pool.query('DELETE FROM events WHERE global_position = $1', [target.global_position]);
+    try {
+      const found = await problems();
+      expect(found[0]!.kind).toBe('event_missing');
+      expect(found).toContainEqual(
+        expect.objectContaining({ kind: 'event_missing', streamName: target.stream_name, revision: BigInt(target.stream_revision) }),
+      );
+      const run = await logVerify();
+      expect(run.code).toBe(1);
+      expect(run.output).toContain(`[event_missing] ${target.stream_name} revision ${target.stream_revision}`);
+    } finally {
+      await restore([target]);
+    }
+    expect(await problems()).toEqual([]);
+  });
+
+  it("a stream's last event deleted: event_missing, named by the stream head", async () => {
+    const invoice = await streamWith(2, 'invoice-');
+    const target = invoice[invoice.length - 1]!;
+    await gw.db.pool.query('DELETE FROM events WHERE global_position = $1', [target.global_position]);
+    try {
+      const found = await problems();
+      expect(found).toContainEqual(
+        expect.objectContaining({ kind: 'event_missing', streamName: target.stream_name, revision: BigInt(target.stream_revision) }),
+      );
+      expect(found[0]!.kind).toBe('event_missing');
+    } finally {
+      await restore([target]);
+    }
+    expect(await problems()).toEqual([]);
+  });
+
+  it('the data of two events of one stream swapped: order_changed, both named', async () => {
+    const ledger = await streamWith(3, 'ledger-');
+    const [a, b] = [ledger[0]!, ledger[2]!];
+    await gw.db.pool.query(`UPDATE events SET data = CASE WHEN global_position = $1 THEN $4::jsonb ELSE $3::jsonb END WHERE global_position IN ($1, $2)`, [
+      a.global_position,
+      b.global_position,
+      a.data,
+      b.data,
+    ]);
+    try {
+      const found = await problems();
+      expect(found).toEqual([
+        {
+          kind: 'order_changed',
+          ...named(a),
+          detail: `revisions ${a.stream_revision} (position ${positionOf(a)}) and ${b.stream_revision} (position ${positionOf(b)}) hold each other's data`,
+        },
+      ]);
+      const run = await logVerify();
+      expect(run.code).toBe(1);
+      expect(run.output).toContain(`[order_changed] ${a.stream_name} revision ${a.stream_revision} at position ${positionOf(a)}`);
+    } finally {
+      await restore([a, b]);
+    }
+    expect(await problems()).toEqual([]);
+  });
+
+  it('two events of one stream swapped whole (each at the other revision): order_changed', async () => {
+    const ledger = await streamWith(3, 'ledger-');
+    const [a, b] = [ledger[1]!, ledger[2]!];
+    await swapContent(a, b, { keepRevisions: true });
+    try {
+      const found = await problems();
+      expect(found[0]).toMatchObject({ kind: 'order_changed', ...named(a), detail: expect.stringContaining("hold each other's events") });
+    } finally {
+      await restore([a, b]);
+    }
+    expect(await problems()).toEqual([]);
+  });
+
+  it('two events of one stream swapped in the log (positions exchanged): order_changed, named', async () => {
+    const invoice = await streamWith(3, 'invoice-');
+    const [a, b] = [invoice[0]!, invoice[2]!];
+    await swapContent(a, b, { keepRevisions: false });
+    try {
+      const found = await problems();
+      expect(found[0]!.kind).toBe('order_changed');
+      expect(found).toContainEqual(
+        expect.objectContaining({ kind: 'order_changed', streamName: a.stream_name, revision: BigInt(a.stream_revision), position: positionOf(b) }),
+      );
+      const run = await logVerify();
+      expect(run.code).toBe(1);
+      expect(run.output).toContain(`[order_changed] ${a.stream_name} revision ${a.stream_revision} at position ${positionOf(b)}`);
+    } finally {
+      await restore([a, b]);
+    }
+    expect(await problems()).toEqual([]);
+  });
+
+  it('two events of different streams swapped in the log: order_changed, named from the checkpoint', async () => {
+    const all = await rows(`true`);
+    // Two events of different streams inside one checkpoint's segment (a checkpoint names a
+    // moved event within its own range): the segment's first event and a later one.
+    const segments = (await gw.db.pool.query<{ event_hashes: Buffer }>('SELECT event_hashes FROM event_log_checkpoints ORDER BY seq')).rows;
+    const pairs = segments.flatMap(({ event_hashes: segment }) => {
+      const members = all.filter((r) => {
+        const at = segment.indexOf(r.chain_hash);
+        return at >= 0 && at % 32 === 0;
+      });
+      const first = members[0];
+      const other = members.find((r) => first && r.stream_name !== first.stream_name);
+      return first && other ? [[first, other] as const] : [];
+    });
+    expect(pairs.length).toBeGreaterThan(0);
+    const [a, b] = pairs[0]!;
+    await swapContent(a, b, { keepRevisions: false });
+    try {
+      const found = await problems();
+      expect(found[0]).toMatchObject({ kind: 'order_changed', streamName: b.stream_name, revision: BigInt(b.stream_revision), position: positionOf(a) });
+      expect(found).toContainEqual(
+        expect.objectContaining({
+          kind: 'order_changed',
+          ...named(b),
+          position: positionOf(a),
+          detail: expect.stringMatching(/^checkpoint \d+ recorded it as event \d+ of the log; it is now event \d+$/),
+        }),
+      );
+    } finally {
+      await restore([a, b]);
+    }
+    expect(await problems()).toEqual([]);
+  });
+
+  it("one event's stored chain hash edited: chain_hash_mismatch, named", async () => {
+    const invoice = await streamWith(3, 'invoice-');
+    const target = invoice[1]!;
+    await gw.db.pool.query(`UPDATE events SET chain_hash = sha256(chain_hash) WHERE global_position = $1`, [target.global_position]);
+    try {
+      const found = await problems();
+      expect(found[0]).toMatchObject({ kind: 'chain_hash_mismatch', ...named(target) });
+    } finally {
+      await restore([target]);
+    }
+    expect(await problems()).toEqual([]);
+  });
+
+  it('AUDIT_CHECKPOINT_KEY is validated at start', () => {
+    expect(() => loadConfig({ AUDIT_CHECKPOINT_KEY: 'short' })).toThrow(ConfigError);
+    expect(() => loadConfig({ AUDIT_CHECKPOINT_KEY: 'short' })).toThrow(/AUDIT_CHECKPOINT_KEY must be 32 random bytes/);
+    expect(loadConfig({ AUDIT_CHECKPOINT_KEY }).auditCheckpointKey).toEqual(key);
+    expect(loadConfig({}).auditCheckpointKey).toBeNull();
+  });
+
+  /**
+   * Exchanges two events between their rows. keepRevisions: each event moves to the
+   * other's revision of the stream (a swap inside the stream); otherwise each keeps its
+   * stream and revision and only their places in the log are exchanged.
+   */
+  async function swapContent(a: EventRow, b: EventRow, options: { keepRevisions: boolean }): Promise<void> {
+    const client = await gw.db.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query('DELETE FROM events WHERE global_position = ANY($1::bigint[])', [[a.global_position, b.global_position]]);
+      if (options.keepRevisions) {
+        // The chain hashes stay where they were: the events moved, not the chain.
+        await insertAs(client, a, { ...b, stream_revision: a.stream_revision, chain_hash: a.chain_hash });
+        await insertAs(client, b, { ...a, stream_revision: b.stream_revision, chain_hash: b.chain_hash });
+      } else {
+        await insertAs(client, a, b);
+        await insertAs(client, b, a);
+      }
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
+  }
+});
