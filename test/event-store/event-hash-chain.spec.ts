@@ -22,6 +22,7 @@ import {
 } from '#event-store';
 import { migrate } from '#platform/database';
 import { allMigrations } from '#payments/composition';
+import { visibleHead } from '../support/project-to-head';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 let db: TestDatabase;
@@ -204,6 +205,9 @@ describe('the migration gives an old log its chains', () => {
 
 describe('the checkpoint', () => {
   it('folds the chain hashes in log order, moves when events are appended, and is what verification recomputes', async () => {
+    // A checkpoint covers the visible log: wait until no transaction of another test
+    // database of the shared cluster hides the events written here.
+    await visibleHead(db.pool, store);
     const first = await extendLogCheckpoints(db.pool, { segmentEvents: 7 });
     const rows = await db.pool.query<{ chain_hash: Buffer }>('SELECT chain_hash FROM events ORDER BY transaction_id, global_position');
     let running = GENESIS_HASH;
@@ -213,6 +217,7 @@ describe('the checkpoint', () => {
     expect(await extendLogCheckpoints(db.pool)).toEqual(first);
 
     await store.appendToStream(`order-${randomUUID()}`, [event('Created', { amount: 1 })]);
+    await visibleHead(db.pool, store);
     const second = await extendLogCheckpoints(db.pool);
     expect(second.events).toBe(first.events + 1n);
     expect(second.hash.equals(first.hash)).toBe(false);
