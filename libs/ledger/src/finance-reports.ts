@@ -275,6 +275,21 @@ export function reconcile(input: ReconciliationInput): ReconciliationDifference[
     return { entry: null, otherLedger: other };
   };
   const push = (d: ReconciliationDifference) => differences.push(d);
+  type Base = Pick<ReconciliationDifference, 'flow' | 'flowId' | 'accountId' | 'mode'>;
+  /** A flow whose entry is not in its own ledger: posted in another one, or not at all. */
+  const notPosted = (base: Base, cause: string, otherLedger: EntryFact | null, elsewhere: (other: EntryFact) => string, missing: string) =>
+    push(
+      otherLedger
+        ? { ...base, kind: 'ledger_differs', entryId: otherLedger.entryId, cause, detail: elsewhere(otherLedger) }
+        : { ...base, kind: 'missing_entry', entryId: null, cause, detail: missing },
+    );
+  /** The entry's sums on the accounts the flow names, against the flow's; a posting on any other account differs too. */
+  const compareAmounts = (base: Base, entry: EntryFact, cause: string, expected: Readonly<Record<string, Kopecks>>, detail: string, kindMatches = true) => {
+    const actual = Object.fromEntries(Object.keys(expected).map((account) => [account, sumOf(entry.postings, account as LedgerAccount)]));
+    if (!kindMatches || !sameAmounts(expected, actual) || entry.postings.some((p) => !(p.account in expected))) {
+      push({ ...base, kind: 'amount_differs', entryId: entry.entryId, cause, expected, actual, detail });
+    }
+  };
 
   const invoices = new Map(input.paidInvoices.map((i) => [i.invoiceId, i]));
   for (const invoice of input.paidInvoices) {
@@ -283,16 +298,12 @@ export function reconcile(input: ReconciliationInput): ReconciliationDifference[
     const { entry, otherLedger } = entryOf(invoice, cause);
     const held = invoice.availableAt !== null && invoice.netAmount > 0;
     if (!entry) {
-      push(
-        otherLedger
-          ? {
-              ...base,
-              kind: 'ledger_differs',
-              entryId: otherLedger.entryId,
-              cause,
-              detail: `Проводка оплаты счёта в журнале ${otherLedger.mode}/${otherLedger.accountId}, а не ${invoice.mode}/${invoice.accountId}`,
-            }
-          : { ...base, kind: 'missing_entry', entryId: null, cause, detail: 'Счёт оплачен, проводки payment_recorded нет' },
+      notPosted(
+        base,
+        cause,
+        otherLedger,
+        (other) => `Проводка оплаты счёта в журнале ${other.mode}/${other.accountId}, а не ${invoice.mode}/${invoice.accountId}`,
+        'Счёт оплачен, проводки payment_recorded нет',
       );
     } else {
       const expected = {
@@ -301,23 +312,7 @@ export function reconcile(input: ReconciliationInput): ReconciliationDifference[
         available: held ? 0 : invoice.netAmount,
         fees: invoice.feeAmount,
       };
-      const actual = {
-        acquiring_clearing: sumOf(entry.postings, 'acquiring_clearing'),
-        pending: sumOf(entry.postings, 'pending'),
-        available: sumOf(entry.postings, 'available'),
-        fees: sumOf(entry.postings, 'fees'),
-      };
-      if (entry.kind !== 'payment_recorded' || !sameAmounts(expected, actual) || entry.postings.some((p) => !(p.account in expected))) {
-        push({
-          ...base,
-          kind: 'amount_differs',
-          entryId: entry.entryId,
-          cause,
-          expected,
-          actual,
-          detail: 'Суммы проводки оплаты не совпадают с суммами счёта',
-        });
-      }
+      compareAmounts(base, entry, cause, expected, 'Суммы проводки оплаты не совпадают с суммами счёта', entry.kind === 'payment_recorded');
     }
     // Its hold, as the invoice states it (whether or not its payment entry is there): released once due, never before.
     if (held) {
@@ -364,24 +359,16 @@ export function reconcile(input: ReconciliationInput): ReconciliationDifference[
     const cause = `settle:${refund.refundId}`;
     const { entry, otherLedger } = entryOf(refund, cause);
     if (!entry) {
-      push(
-        otherLedger
-          ? {
-              ...base,
-              kind: 'ledger_differs',
-              entryId: otherLedger.entryId,
-              cause,
-              detail: `Проводка возврата в журнале ${otherLedger.mode}/${otherLedger.accountId}`,
-            }
-          : { ...base, kind: 'missing_entry', entryId: null, cause, detail: 'Возврат выполнен, проводки refunds_paid нет' },
+      notPosted(
+        base,
+        cause,
+        otherLedger,
+        (other) => `Проводка возврата в журнале ${other.mode}/${other.accountId}`,
+        'Возврат выполнен, проводки refunds_paid нет',
       );
       continue;
     }
-    const expected = { reserved: -refund.amount, refunds_paid: refund.amount };
-    const actual = { reserved: sumOf(entry.postings, 'reserved'), refunds_paid: sumOf(entry.postings, 'refunds_paid') };
-    if (!sameAmounts(expected, actual) || entry.postings.some((p) => !(p.account in expected))) {
-      push({ ...base, kind: 'amount_differs', entryId: entry.entryId, cause, expected, actual, detail: 'Сумма в refunds_paid не равна сумме возврата' });
-    }
+    compareAmounts(base, entry, cause, { reserved: -refund.amount, refunds_paid: refund.amount }, 'Сумма в refunds_paid не равна сумме возврата');
   }
 
   for (const payout of input.paidPayouts) {
@@ -389,32 +376,22 @@ export function reconcile(input: ReconciliationInput): ReconciliationDifference[
     const cause = `settle:${payout.reservationId}`;
     const { entry, otherLedger } = entryOf(payout, cause);
     if (!entry) {
-      push(
-        otherLedger
-          ? {
-              ...base,
-              kind: 'ledger_differs',
-              entryId: otherLedger.entryId,
-              cause,
-              detail: `Проводка выплаты в журнале ${otherLedger.mode}/${otherLedger.accountId}`,
-            }
-          : { ...base, kind: 'missing_entry', entryId: null, cause, detail: 'Выплата проведена, проводки payouts_sent нет' },
+      notPosted(
+        base,
+        cause,
+        otherLedger,
+        (other) => `Проводка выплаты в журнале ${other.mode}/${other.accountId}`,
+        'Выплата проведена, проводки payouts_sent нет',
       );
       continue;
     }
-    const expected = { reserved: -payout.amount, payouts_sent: payout.amount - payout.feeAmount, fees: payout.feeAmount };
-    const actual = { reserved: sumOf(entry.postings, 'reserved'), payouts_sent: sumOf(entry.postings, 'payouts_sent'), fees: sumOf(entry.postings, 'fees') };
-    if (!sameAmounts(expected, actual) || entry.postings.some((p) => !(p.account in expected))) {
-      push({
-        ...base,
-        kind: 'amount_differs',
-        entryId: entry.entryId,
-        cause,
-        expected,
-        actual,
-        detail: 'Суммы в payouts_sent и fees не равны сумме и комиссии выплаты',
-      });
-    }
+    compareAmounts(
+      base,
+      entry,
+      cause,
+      { reserved: -payout.amount, payouts_sent: payout.amount - payout.feeAmount, fees: payout.feeAmount },
+      'Суммы в payouts_sent и fees не равны сумме и комиссии выплаты',
+    );
   }
 
   // Entries whose flow did not happen.
