@@ -1,6 +1,6 @@
 import type { Pool } from 'pg';
 import { AccountBalances, LEDGER_ACCOUNTS, LedgerAccount, LedgerId, zeroAccountBalances } from '#ledger';
-import type { LedgerEntryRow } from '../ledger';
+import { LedgerEntryDbRow, LedgerEntryRow, toLedgerEntryRow } from '../ledger';
 
 /** Entries read per keyset page of a statement. */
 export const STATEMENT_PAGE = 500;
@@ -60,15 +60,7 @@ export async function openAccountStatement(
   async function* pages(): AsyncGenerator<readonly LedgerEntryRow[]> {
     let afterSeq = -1;
     for (;;) {
-      const { rows } = await pool.query<{
-        entry_id: string;
-        seq: string;
-        kind: string;
-        cause: string;
-        occurred_at: Date;
-        log_position: string;
-        postings: { account: string; amount: number }[];
-      }>(
+      const { rows } = await pool.query<LedgerEntryDbRow>(
         `SELECT e.entry_id, e.seq, e.kind, e.cause, e.occurred_at, e.log_position,
                 COALESCE((SELECT json_agg(json_build_object('account', p.account, 'amount', p.amount) ORDER BY p.ordinal)
                           FROM ledger_postings p WHERE p.entry_id = e.entry_id), '[]') AS postings
@@ -78,15 +70,7 @@ export async function openAccountStatement(
         [ledger.accountId, ledger.mode, afterSeq, throughSeq, from, to, pageSize],
       );
       if (rows.length > 0) {
-        yield rows.map((r) => ({
-          entryId: r.entry_id,
-          seq: Number(r.seq),
-          kind: r.kind,
-          cause: r.cause,
-          occurredAt: r.occurred_at,
-          logPosition: r.log_position,
-          postings: r.postings.map((p) => ({ account: p.account, amount: Number(p.amount) })),
-        }));
+        yield rows.map(toLedgerEntryRow);
       }
       if (rows.length < pageSize) return;
       afterSeq = Number(rows[rows.length - 1]!.seq);

@@ -237,6 +237,27 @@ export interface LedgerEntryRow {
   readonly postings: readonly { readonly account: string; readonly amount: number }[];
 }
 
+/** A ledger entry as the journal queries select it: its columns and its postings as JSON. */
+export interface LedgerEntryDbRow {
+  entry_id: string;
+  seq: string;
+  kind: string;
+  cause: string;
+  occurred_at: Date;
+  log_position: string;
+  postings: { account: string; amount: number }[];
+}
+
+export const toLedgerEntryRow = (r: LedgerEntryDbRow): LedgerEntryRow => ({
+  entryId: r.entry_id,
+  seq: Number(r.seq),
+  kind: r.kind,
+  cause: r.cause,
+  occurredAt: r.occurred_at,
+  logPosition: r.log_position,
+  postings: r.postings.map((p) => ({ account: p.account, amount: Number(p.amount) })),
+});
+
 /** A page of a ledger's journal, oldest first: the entries after `afterSeq`, at most `limit`. */
 export async function ledgerEntriesPage(
   pool: Pick<Pool, 'query'>,
@@ -244,15 +265,7 @@ export async function ledgerEntriesPage(
   afterSeq: number,
   limit: number,
 ): Promise<{ readonly items: readonly LedgerEntryRow[]; readonly hasMore: boolean }> {
-  const rows = await pool.query<{
-    entry_id: string;
-    seq: string;
-    kind: string;
-    cause: string;
-    occurred_at: Date;
-    log_position: string;
-    postings: { account: string; amount: number }[];
-  }>(
+  const rows = await pool.query<LedgerEntryDbRow>(
     `SELECT e.entry_id, e.seq, e.kind, e.cause, e.occurred_at, e.log_position,
             COALESCE(json_agg(json_build_object('account', p.account, 'amount', p.amount) ORDER BY p.ordinal)
               FILTER (WHERE p.entry_id IS NOT NULL), '[]') AS postings
@@ -262,15 +275,7 @@ export async function ledgerEntriesPage(
     [ledger.accountId, ledger.mode, afterSeq, limit + 1],
   );
   return {
-    items: rows.rows.slice(0, limit).map((r) => ({
-      entryId: r.entry_id,
-      seq: Number(r.seq),
-      kind: r.kind,
-      cause: r.cause,
-      occurredAt: r.occurred_at,
-      logPosition: r.log_position,
-      postings: r.postings.map((p) => ({ account: p.account, amount: Number(p.amount) })),
-    })),
+    items: rows.rows.slice(0, limit).map(toLedgerEntryRow),
     hasMore: rows.rows.length > limit,
   };
 }
