@@ -12,7 +12,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { ManualClock } from '#platform/clock';
 import { fixedKeys, SecretBox } from '#platform/secrets';
-import { Registry, WEBHOOK_EVENTS } from '#payments/merchants';
+import { Registry } from '#payments/merchants';
 import {
   AttemptResult,
   resendDelivery,
@@ -23,6 +23,7 @@ import {
   webhookTimestampedSignature,
 } from '#payments/webhooks';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { webhookProject } from '../support/webhook-project';
 
 let db: TestDatabase;
 let registry: Registry;
@@ -35,21 +36,7 @@ const clock = new ManualClock(() => now);
 beforeAll(async () => {
   db = await createTestDatabase();
   registry = new Registry(db.pool, new SecretBox(fixedKeys([randomBytes(32)])));
-  const account = await registry.createAccount('Магазин', 'shop@example.com', clock.now());
-  const { project } = await registry.createProject(
-    account.id,
-    {
-      name: 'Магазин',
-      status: 'active',
-      webhookUrl: 'https://shop.example/hooks',
-      webhookEvents: [...WEBHOOK_EVENTS],
-      usdtEnabled: false,
-      holdHours: 0,
-      methodOverrides: {},
-      customerFeeShare: 100,
-    },
-    clock.now(),
-  );
+  const project = await webhookProject(registry, clock.now());
   projectId = project.id;
   secret = project.webhookSecret;
 });

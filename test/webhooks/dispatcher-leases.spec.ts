@@ -9,10 +9,11 @@
 import { fixedKeys, SecretBox } from '#platform/secrets';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { SystemClock } from '#platform/clock';
-import { Registry, WEBHOOK_EVENTS } from '#payments/merchants';
+import { Registry } from '#payments/merchants';
 import { WebhookDispatcher, WebhookAttemptOutcome } from '#payments/webhooks';
 import { startWebhookReceiver, WebhookReceiver } from '../support/webhook-receiver';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { webhookProject } from '../support/webhook-project';
 
 let db: TestDatabase;
 let registry: Registry;
@@ -24,21 +25,7 @@ beforeAll(async () => {
   db = await createTestDatabase();
   registry = new Registry(db.pool, new SecretBox(fixedKeys([randomBytes(32)])));
   receiver = await startWebhookReceiver();
-  const account = await registry.createAccount('Магазин', 'shop@example.com', clock.now());
-  const { project } = await registry.createProject(
-    account.id,
-    {
-      name: 'Магазин',
-      status: 'active',
-      webhookUrl: receiver.url,
-      webhookEvents: [...WEBHOOK_EVENTS],
-      usdtEnabled: false,
-      holdHours: 0,
-      methodOverrides: {},
-      customerFeeShare: 100,
-    },
-    clock.now(),
-  );
+  const project = await webhookProject(registry, clock.now(), receiver.url);
   projectId = project.id;
 });
 afterAll(async () => {

@@ -19,9 +19,10 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { SystemClock } from '#platform/clock';
 import { fixedKeys, SecretBox } from '#platform/secrets';
-import { Registry, WEBHOOK_EVENTS } from '#payments/merchants';
+import { Registry } from '#payments/merchants';
 import { ResolveAll, WebhookDispatcher, WebhookHttpClient } from '#payments/webhooks';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { webhookProject } from '../support/webhook-project';
 
 /** A receiver that counts connections, requests, and requests being answered at once; answers 200 after `delayMs` (never when negative). */
 interface CountingReceiver {
@@ -73,21 +74,7 @@ describe('the webhook dispatcher over keep-alive connections (real PostgreSQL, r
   beforeAll(async () => {
     db = await createTestDatabase();
     registry = new Registry(db.pool, new SecretBox(fixedKeys([randomBytes(32)])));
-    const account = await registry.createAccount('Магазин', 'shop@example.com', clock.now());
-    const { project } = await registry.createProject(
-      account.id,
-      {
-        name: 'Магазин',
-        status: 'active',
-        webhookUrl: 'https://shop.example/hooks',
-        webhookEvents: [...WEBHOOK_EVENTS],
-        usdtEnabled: false,
-        holdHours: 0,
-        methodOverrides: {},
-        customerFeeShare: 100,
-      },
-      clock.now(),
-    );
+    const project = await webhookProject(registry, clock.now());
     projectId = project.id;
   });
   afterAll(async () => {
@@ -194,21 +181,7 @@ describe('receivers that hang, with deliveries claimed ahead', () => {
   beforeAll(async () => {
     db = await createTestDatabase();
     registry = new Registry(db.pool, new SecretBox(fixedKeys([randomBytes(32)])));
-    const account = await registry.createAccount('Магазин', 'shop@example.com', clock.now());
-    const { project } = await registry.createProject(
-      account.id,
-      {
-        name: 'Магазин',
-        status: 'active',
-        webhookUrl: 'https://shop.example/hooks',
-        webhookEvents: [...WEBHOOK_EVENTS],
-        usdtEnabled: false,
-        holdHours: 0,
-        methodOverrides: {},
-        customerFeeShare: 100,
-      },
-      clock.now(),
-    );
+    const project = await webhookProject(registry, clock.now());
     projectId = project.id;
   });
   afterAll(async () => {

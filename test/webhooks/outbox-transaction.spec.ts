@@ -14,9 +14,10 @@ import { createPool } from '#platform/database';
 import { comparePositions, PostgresEventStore } from '#event-store';
 import { InvoiceService } from '#payments';
 import { ProjectionRunner } from '#event-store/projections';
-import { Project, Registry, WEBHOOK_EVENTS } from '#payments/merchants';
+import { Project, Registry } from '#payments/merchants';
 import { webhookOutbox } from '#payments/webhooks';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { webhookProject } from '../support/webhook-project';
 
 const RUNNER_APPLICATION = 'outbox-transaction-test';
 
@@ -60,21 +61,7 @@ it('renders every webhook of a batch with no transaction of the runner open, the
   const clock = new SystemClock();
   const setupStore = new PostgresEventStore(db.pool);
   const registry = new Registry(db.pool, SECRETS);
-  const account = await registry.createAccount('Магазин', 'shop@example.com', clock.now());
-  const { project } = await registry.createProject(
-    account.id,
-    {
-      name: 'Магазин',
-      status: 'active',
-      webhookUrl: 'http://127.0.0.1:9/hooks',
-      webhookEvents: [...WEBHOOK_EVENTS],
-      usdtEnabled: false,
-      holdHours: 0,
-      methodOverrides: {},
-      customerFeeShare: 100,
-    },
-    clock.now(),
-  );
+  const project = await webhookProject(registry, clock.now(), 'http://127.0.0.1:9/hooks');
   const invoices = new InvoiceService(setupStore, registry);
   const paid: string[] = [];
   for (let i = 0; i < 4; i++) {
