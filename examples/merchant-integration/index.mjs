@@ -140,7 +140,12 @@ async function main() {
   const refunded = await webhook('refund.succeeded', (e) => e.data.refund.id === refund.id);
   step(5, `webhook refund.succeeded verified: refund ${refunded.data.refund.status}, invoice ${refunded.data.invoice.status}`);
 
-  const balance = await gateway.getBalance();
+  // The balance is a read model: the refund's settlement reaches it a moment after the webhook.
+  const balance = await until(
+    () => gateway.getBalance(),
+    (b) => Number(b.reserved ?? 0) === 0,
+    'the refund settled in the balance',
+  );
   step(6, `balance: available ${balance.available}, pending ${balance.pending}, reserved ${balance.reserved ?? '0.00'} ${balance.currency}`);
 }
 
