@@ -59,7 +59,13 @@ describe('the SDK against the gateway', () => {
     expect((await hmac.getInvoice(created.id)).id).toBe(created.id);
     expect((await hmac.listMethods()).methods).toHaveLength(3);
     await hmac.getBalance();
-    const page = await hmac.listInvoices({ orderId: (await hmac.getInvoice(created.id)).orderId });
+    const order = (await hmac.getInvoice(created.id)).orderId;
+    // The list is a read model: wait until the invoices projection has the new invoice.
+    let page = await hmac.listInvoices({ orderId: order });
+    for (const deadline = Date.now() + 10_000; page.items.length === 0 && Date.now() < deadline;) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      page = await hmac.listInvoices({ orderId: order });
+    }
     expect(page.items.map((i) => i.id)).toEqual([created.id]);
   });
 
