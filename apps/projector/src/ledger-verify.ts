@@ -4,7 +4,8 @@ import { COMMAND_SESSION_LIMITS } from '#platform/database';
 import { verifyLedgers } from '#payments/ledger';
 import { createLogger } from '#platform/logging';
 import { ProgressBar } from '#event-store/projections';
-import { PostgresEventStore, verifyEventLog } from '#event-store';
+import { verifyChainedLog, verifyEventLog } from '#event-store';
+import { EventStoreDbEventStore } from '#event-store/eventstoredb';
 import { logReportLines } from './log-report';
 
 /**
@@ -40,8 +41,10 @@ async function main(): Promise<void> {
       for (const p of report.problems.slice(0, 50)) out.push(`  [${p.kind}] ${p.ledger}: ${p.detail}`);
       if (report.problems.length > 50) out.push(`  … and ${report.problems.length - 50} more`);
     }
-    if (infra.store instanceof PostgresEventStore) {
-      const chains = logReportLines(await verifyEventLog(infra.pool));
+    {
+      const chains = logReportLines(
+        infra.store instanceof EventStoreDbEventStore ? await verifyChainedLog(infra.store.chainedLog()) : await verifyEventLog(infra.pool),
+      );
       failed ||= chains.failed;
       out.push(...chains.lines);
     }

@@ -19,7 +19,7 @@ import {
   WrongExpectedRevisionError,
 } from '../event-store';
 import { DEFAULT_DEADLINE_MS, EventStoreDbSettings, settingsFromConnectionString } from './connection';
-import { caughtUpCheckpoint, lastUserEventPosition, readAllAfter, readWithDeadline, settleAppendPosition } from './log-reads';
+import { caughtUpCheckpoint, lastUserEventPosition, readAllAfter, readAllAfterAs, readWithDeadline, settleAppendPosition } from './log-reads';
 import {
   ChainHead,
   chainHashOfMetadata,
@@ -30,6 +30,7 @@ import {
   isSystemEvent,
   ReadPage,
   serverFilter,
+  storedChainedEventOf,
   toAppendExpectedRevision,
   toPortAppendError,
   toPosition,
@@ -40,6 +41,13 @@ import {
   withChainHashes,
 } from './mapping';
 import { batchClientSubscription, pushCheckpointMarker } from './subscription';
+import type { ChainedLogSource, StoredChainedEvent } from '../hash-chain';
+
+/** A position as the chain check writes it (`commit/prepare`). */
+const positionOf = (text: string): Position => {
+  const [commit, prepare] = text.split('/');
+  return { commit: BigInt(commit!), prepare: BigInt(prepare!) };
+};
 
 /**
  * The EventStoreDB adapter of the event store port (gRPC client
@@ -253,6 +261,33 @@ export class EventStoreDbEventStore implements EventStore {
     (direction: typeof FORWARDS | typeof BACKWARDS): ReadPage =>
     (from, maxCount) =>
       readWithDeadline(this.client.readAll({ direction, fromPosition: from, maxCount, resolveLinkTos: false }), this.settings.deadlineMs, 'reading $all');
+
+  /**
+   * The log as its chain verification reads it (verifyChainedLog, `npm run log:verify`):
+   * the user events with the chain hashes their metadata carries, which the port's
+   * reads leave out.
+   */
+  chainedLog(): ChainedLogSource<Position> {
+    return {
+      logPage: async (after, maxCount) => {
+        const events = await readAllAfterAs(this.readAllPage(FORWARDS), after ?? 'start', maxCount, storedChainedEventOf);
+        const last = events[events.length - 1];
+        return { events, next: last ? positionOf(last.position) : after };
+      },
+      streamPage: async (streamName, fromRevision, maxCount) => {
+        const events: StoredChainedEvent[] = [];
+        try {
+          const read = this.client.readStream(streamName, { direction: FORWARDS, fromRevision, maxCount, resolveLinkTos: false });
+          for await (const resolved of readWithDeadline(read, this.settings.deadlineMs, `reading ${streamName}`)) {
+            if (resolved.event) events.push(storedChainedEventOf(resolved.event));
+          }
+        } catch (error) {
+          if (!isClientError(error, ErrorType.STREAM_NOT_FOUND)) throw error;
+        }
+        return events;
+      },
+    };
+  }
 
   async readAll(options: ReadAllOptions = {}): Promise<RecordedEvent[]> {
     return readAllAfter(this.readAllPage(FORWARDS), options.after ?? 'start', options.maxCount ?? 1000);

@@ -40,8 +40,13 @@ export async function* readWithDeadline<T>(read: CancellableRead<T>, deadlineMs:
  * log ends, so that a short answer always means "end of the log" (which is how
  * callers page through it).
  */
-export async function readAllAfter(readPage: ReadPage, after: Position | 'start', maxCount: number): Promise<RecordedEvent[]> {
-  const found: RecordedEvent[] = [];
+export function readAllAfter(readPage: ReadPage, after: Position | 'start', maxCount: number): Promise<RecordedEvent[]> {
+  return readAllAfterAs(readPage, after, maxCount, toRecordedEvent);
+}
+
+/** readAllAfter, each event given as `map` makes it of the client's event (the chain check reads the metadata the port leaves out). */
+export async function readAllAfterAs<T>(readPage: ReadPage, after: Position | 'start', maxCount: number, map: (event: ClientRecordedEvent) => T): Promise<T[]> {
+  const found: T[] = [];
   let cursor: Position | null = after === 'start' ? null : after;
   while (found.length < maxCount) {
     // +1: a page from the cursor starts with the event at the cursor itself.
@@ -57,7 +62,7 @@ export async function readAllAfter(readPage: ReadPage, after: Position | 'start'
       if (cursor !== null && comparePositions(position, cursor) <= 0) continue;
       cursor = position;
       advanced = true;
-      if (found.length < maxCount && !isSystemEvent(event)) found.push(toRecordedEvent(event));
+      if (found.length < maxCount && !isSystemEvent(event)) found.push(map(event));
     }
     if (read < pageSize) break; // the end of the log
     if (!advanced) throw new Error('reading $all made no progress: a full page held no event after the cursor');

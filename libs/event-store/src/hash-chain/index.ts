@@ -1,2 +1,3 @@
 export * from './hash-chain';
 export * from './log-checks';
+export * from './chained-log';

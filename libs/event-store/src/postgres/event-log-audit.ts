@@ -1,5 +1,16 @@
 import type { Pool } from 'pg';
-import { GENESIS_HASH, LogCheckpoint, LogOrderCheck, LogProblem, nextLogHash, RecordedCheckpoint, StreamChainCheck } from '../hash-chain';
+import {
+  EventLogReport,
+  GENESIS_HASH,
+  inLogOrder,
+  LogCheckpoint,
+  LogOrderCheck,
+  LogProblem,
+  nextLogHash,
+  RecordedCheckpoint,
+  StreamChainCheck,
+  VerifyEventLogOptions,
+} from '../hash-chain';
 
 /** Events visible to readers of the log (see postgres-event-store.ts). */
 const VISIBLE = 'transaction_id < pg_snapshot_xmin(pg_current_snapshot())';
@@ -96,25 +107,6 @@ export async function extendLogCheckpoints(pool: Pool, options: { segmentEvents?
   } finally {
     client.release();
   }
-}
-
-export interface EventLogReport {
-  readonly streams: number;
-  readonly events: number;
-  readonly checkpointsCompared: number;
-  /** The running hash of the whole visible log as recomputed (compare it with a checkpoint recorded off-site at the same position). */
-  readonly head: LogCheckpoint;
-  /** The recomputed running hash at each position asked for (`at`), when the log reached it. */
-  readonly at: ReadonlyMap<string, LogCheckpoint>;
-  /** Every problem found, the first (in the log) first. */
-  readonly problems: readonly LogProblem[];
-}
-
-export interface VerifyEventLogOptions {
-  readonly pageSize?: number;
-  /** Positions (`commit/prepare`) at which to report the recomputed running hash. */
-  readonly at?: readonly string[];
-  readonly onProgress?: (phase: 'streams' | 'log', events: number) => void;
 }
 
 interface ChainRow {
@@ -248,7 +240,7 @@ export async function verifyEventLog(pool: Pool, options: VerifyEventLogOptions 
     checkpointsCompared: order.checkpointsCompared,
     head: { position: lastPosition, events: order.events, hash: order.runningHash },
     at,
-    problems: sortByPosition(problems),
+    problems: inLogOrder(problems),
   };
 }
 
@@ -256,22 +248,4 @@ async function checkpointAfter(pool: Pool, seq: bigint): Promise<RecordedCheckpo
   const row = (await pool.query<CheckpointRow>(`SELECT ${CHECKPOINT_COLUMNS} FROM event_log_checkpoints WHERE seq > $1 ORDER BY seq LIMIT 1`, [seq.toString()]))
     .rows[0];
   return row ? toRecorded(row) : null;
-}
-
-/** Problems in log order of the event they name (those without a position last, in the order found). */
-function sortByPosition(problems: readonly LogProblem[]): LogProblem[] {
-  const key = (p: LogProblem): [bigint, bigint] | null => {
-    if (p.position === null) return null;
-    const [commit, prepare] = p.position.split('/');
-    return [BigInt(commit!), BigInt(prepare!)];
-  };
-  return problems
-    .map((p, i) => ({ p, i, k: key(p) }))
-    .sort((a, b) => {
-      if (a.k === null || b.k === null) return a.k === null && b.k === null ? a.i - b.i : a.k === null ? 1 : -1;
-      if (a.k[0] !== b.k[0]) return a.k[0] < b.k[0] ? -1 : 1;
-      if (a.k[1] !== b.k[1]) return a.k[1] < b.k[1] ? -1 : 1;
-      return a.i - b.i;
-    })
-    .map((x) => x.p);
 }
