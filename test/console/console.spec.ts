@@ -214,7 +214,12 @@ describe('operator console at /admin (HTTP)', () => {
     expect(delivery.status).toBe('delivered');
     const attemptsBefore = delivery.attempts.length;
     const otherSession = formTokenOf((await get('/admin', await login(gateway.baseUrl, ADMIN_TOKEN))).html);
-    for (const form of [{}, { formToken: '' }, { formToken: token.slice(0, -1) + (token.endsWith('A') ? 'B' : 'A') }, { formToken: otherSession }]) {
+    for (const form of [
+      {} as Record<string, string>,
+      { formToken: '' },
+      { formToken: token.slice(0, -1) + (token.endsWith('A') ? 'B' : 'A') },
+      { formToken: otherSession },
+    ]) {
       const refused = await request(gateway.baseUrl, 'POST', `/admin/webhook-deliveries/${delivery.id}/resend`, {
         cookie,
         form: { ...form, accountId: merchant.accountId, mode: 'test' },

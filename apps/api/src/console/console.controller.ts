@@ -23,6 +23,7 @@ import { isUuid } from '../http/validation';
 import {
   accountPath,
   CONSOLE_CSS,
+  CONSOLE_ICON,
   DELIVERIES_SHOWN,
   FORM_TOKEN_FIELD,
   Mode,
@@ -150,6 +151,11 @@ export class ConsoleController {
   @Get('console.css')
   stylesheet(@Res() reply: FastifyReply) {
     return reply.status(200).headers(CONSOLE_HEADERS).header('content-type', 'text/css; charset=utf-8').send(CONSOLE_CSS);
+  }
+
+  @Get('favicon.svg')
+  icon(@Res() reply: FastifyReply) {
+    return reply.status(200).headers(CONSOLE_HEADERS).header('content-type', 'image/svg+xml').send(CONSOLE_ICON);
   }
 
   @Get('login')
