@@ -187,6 +187,22 @@ describe('operator console at /admin (HTTP)', () => {
     }
   });
 
+  it('a login or a resend posted as another content type, or with a repeated field, is refused without a 500 and opens nothing', async () => {
+    const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
+    const delivery = (await deliveries())[0];
+    const token = formTokenOf((await get('/admin', cookie)).html);
+    for (const [path, body, type] of [
+      ['/admin/login', `token=${ADMIN_TOKEN}`, 'text/plain'],
+      ['/admin/login', `token=${ADMIN_TOKEN}&token=${ADMIN_TOKEN}`, 'application/x-www-form-urlencoded'],
+      ['/admin/login', '%%%', 'application/x-www-form-urlencoded'],
+      [`/admin/webhook-deliveries/${delivery.id}/resend`, `formToken=${token}&formToken=${token}`, 'application/x-www-form-urlencoded'],
+    ] as const) {
+      const response = await fetch(`${gateway.baseUrl}${path}`, { method: 'POST', headers: { cookie, 'content-type': type }, body, redirect: 'manual' });
+      expect({ path, type, status: response.status < 500 && response.status !== 303 }).toEqual({ path, type, status: true });
+      expect(response.headers.get('set-cookie')).toBeNull();
+    }
+  });
+
   it('the system page: projection lag per projection and the audit checkpoint (position, hash, signature)', async () => {
     const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
     const page = await get('/admin/system', cookie);
@@ -204,6 +220,23 @@ describe('operator console at /admin (HTTP)', () => {
     const there = await request(second.baseUrl, 'GET', '/admin', { cookie });
     expect(there.status).toBe(200);
     expect(there.html).toContain('Мерчанты и балансы');
+  });
+
+  it('a gateway started with another ADMIN_TOKEN accepts none of the sessions opened with the old one', async () => {
+    const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
+    const renewed = await startGateway('api', { DATABASE_URL: db.url, ADMIN_TOKEN: `${ADMIN_TOKEN}-rotated-0108` });
+    try {
+      const there = await request(renewed.baseUrl, 'GET', '/admin', { cookie });
+      expect([there.status, there.location]).toEqual([303, '/admin/login']);
+      // The old token does not open a session there either; the new one does.
+      expect((await request(renewed.baseUrl, 'POST', '/admin/login', { form: { token: ADMIN_TOKEN } })).status).toBe(401);
+      const fresh = await login(renewed.baseUrl, `${ADMIN_TOKEN}-rotated-0108`);
+      expect((await request(renewed.baseUrl, 'GET', '/admin', { cookie: fresh })).status).toBe(200);
+    } finally {
+      await renewed.kill();
+    }
+    // The old gateway still accepts its own session.
+    expect((await get('/admin', cookie)).status).toBe(200);
   });
 
   it('CSRF: a resend without the form token or with a wrong one → 403 page, nothing resent; with it → 303 back and a new attempt', async () => {
