@@ -27,7 +27,6 @@ import {
   DELIVERIES_SHOWN,
   FORM_TOKEN_FIELD,
   Mode,
-  MODES,
   renderAccountPage,
   renderLoginPage,
   renderMerchantsPage,
@@ -172,9 +171,11 @@ export class ConsoleController {
     this.failures.refuseIfLimited(request, 'operator_token');
     if (!this.token.matches(formField(body, 'token'))) {
       this.failures.failed(request, 'operator_token', ApiError.unauthorized('Неверный токен оператора'));
+      request.log.warn({ ip: request.ip }, 'operator console: login with a wrong token');
       return sendHtml(reply, 401, renderLoginPage('Неверный токен оператора. Введите значение ADMIN_TOKEN этого шлюза.'));
     }
     const sessionId = await this.sessions.open(this.token.sessionFingerprint, this.clock.now());
+    request.log.info({ ip: request.ip }, 'operator console: session opened');
     return redirect(reply, '/admin', sessionCookie(sessionId, request.protocol === 'https'));
   }
 
@@ -183,6 +184,7 @@ export class ConsoleController {
     const session = await this.session(request);
     this.requireFormToken(session, body);
     await this.sessions.close(session.id);
+    request.log.info({ ip: request.ip }, 'operator console: session closed (logout)');
     return redirect(reply, '/admin/login', sessionCookieCleared(request.protocol === 'https'));
   }
 
@@ -194,14 +196,17 @@ export class ConsoleController {
     const page = await this.queries.execute(new ListAccounts(after === undefined ? null : after.toLowerCase(), MERCHANTS_PAGE));
     const rows: MerchantRow[] = [];
     for (const { account, projects } of page.items) {
-      const [test, live] = await Promise.all(MODES.map((mode) => this.queries.execute(new GetBalance({ accountId: account.id, mode }))));
+      const [test, live] = await Promise.all([
+        this.queries.execute(new GetBalance({ accountId: account.id, mode: 'test' })),
+        this.queries.execute(new GetBalance({ accountId: account.id, mode: 'live' })),
+      ]);
       rows.push({
         id: account.id,
         name: account.name,
         email: account.email,
         createdAt: account.createdAt,
         projects: projects.map((p) => ({ id: p.id, name: p.name, status: p.status })),
-        balances: { test: test!, live: live! },
+        balances: { test, live },
       });
     }
     const nextAfter = page.hasMore ? page.items[page.items.length - 1]!.account.id : null;
