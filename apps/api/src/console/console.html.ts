@@ -20,6 +20,7 @@ header button{background:transparent;color:#d0d5dd;border:1px solid #667085;bord
 main{max-width:72rem;margin:0 auto;padding:1.25rem}
 h1{font-size:1.5rem;margin:.25rem 0 1rem;overflow-wrap:anywhere}
 h2{font-size:1.15rem;margin:1.75rem 0 .6rem}
+.card>h2:first-child{margin-top:.25rem}
 h3{font-size:1rem;margin:1rem 0 .4rem;overflow-wrap:anywhere}
 .card{background:#fff;border-radius:10px;box-shadow:0 1px 2px rgba(16,24,40,.08);padding:1rem 1.25rem;margin-bottom:1rem;overflow-x:auto}
 table{border-collapse:collapse;width:100%;font-variant-numeric:tabular-nums}
@@ -334,7 +335,7 @@ export function renderSystemPage(page: SystemPage, chrome: ConsoleChrome): strin
       ? `<p class="muted">${escapeHtml(c.unavailable)}</p>`
       : `<table class="checkpoint"><tbody>
 <tr><th>Позиция</th><td class="mono">${escapeHtml(c.position)}</td></tr>
-<tr><th>Событий</th><td class="num">${c.events}</td></tr>
+<tr><th>Событий</th><td>${c.events}</td></tr>
 <tr><th>Хеш (SHA-256, цепочка)</th><td class="mono">${escapeHtml(c.hash)}</td></tr>
 <tr><th>Ключ подписи</th><td class="mono">${escapeHtml(c.keyId)}</td></tr>
 <tr><th>Подписанный текст</th><td class="mono">${escapeHtml(c.signedText)}</td></tr>
