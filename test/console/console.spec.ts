@@ -164,6 +164,41 @@ describe('operator console at /admin (HTTP)', () => {
     expect(after.html).toContain('К началу журнала');
   });
 
+  it('ledger entries come 25 a page with a cursor link to the next page; merchants 50 a page with a link to the next page', async () => {
+    const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
+    const busy = await operator.merchant({ name: 'Много оплат', holdHours: 0 });
+    for (let i = 0; i < 27; i += 1) {
+      const created = await busy.test.post('/v1/invoices', { amount: `${10 + i}.00`, orderId: `page-${randomUUID()}`, method: 'sbp' });
+      expectStatus(created, 201);
+      expectStatus(await operator.payment(created.body.id, 'paid'), 200);
+    }
+    const seqs = (html: string) => [...html.matchAll(/<tr><td class="num">(\d+)<\/td><td><time/g)].map((m) => Number(m[1]));
+    const first = await poll(
+      () => get(`/admin/accounts/${busy.accountId}?mode=test`, cookie),
+      (p) => p.html.includes('Следующие проводки') && /\(27 проводок/.test(p.html),
+      'the 27 entries in the ledger read model and the log',
+    );
+    expect(seqs(first.html)).toEqual(Array.from({ length: 25 }, (_, i) => i));
+    const next = /<a class="next-entries" href="([^"]+)">/.exec(first.html)![1]!.replace(/&amp;/g, '&');
+    expect(next).toBe(`/admin/accounts/${busy.accountId}?mode=test&entriesAfter=24#ledger`);
+    const second = await get(next.replace(/#.*$/, ''), cookie);
+    expect(seqs(second.html)).toEqual([25, 26]);
+    expect(second.html).not.toContain('Следующие проводки');
+    expect(second.html).toContain('К началу журнала');
+
+    // Merchants: at least 51 accounts make two pages, without overlap.
+    for (let i = 0; i < 50; i += 1) await operator.createAccount(`Аккаунт ${i}`);
+    const accountsOf = (html: string) => [...html.matchAll(/<tr data-account="([^"]+)">/g)].map((m) => m[1]);
+    const page1 = await get('/admin', cookie);
+    expect(accountsOf(page1.html)).toHaveLength(50);
+    const nextPage = /<a href="(\/admin\?after=[^"]+)">Следующая страница/.exec(page1.html)![1]!;
+    const page2 = await get(nextPage, cookie);
+    expect(page2.status).toBe(200);
+    const rest = accountsOf(page2.html);
+    expect(rest.length).toBeGreaterThan(0);
+    expect(rest.filter((id) => accountsOf(page1.html).includes(id))).toEqual([]);
+  });
+
   it('unknown account → 404 page; bad query values → 400 page; never a 500', async () => {
     const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
     for (const path of [`/admin/accounts/${randomUUID()}`, '/admin/accounts/not-a-uuid', `/admin/accounts/${'9'.repeat(1000)}`]) {
