@@ -22,7 +22,8 @@ import { OpenApiController, OperatorOpenApiController } from './docs/openapi.con
 import { ReferenceController } from './balance/reference.controller';
 import { PaymentPageController } from './pay/payment-page.controller';
 import { PageFormTokens } from './pay/page-form-token';
-import { AccessControl } from '#payments/access';
+import { ConsoleController } from './console/console.controller';
+import { AccessControl, OperatorSessions } from '#payments/access';
 import type { IdempotencyKeys } from '#payments/idempotency';
 import { IdempotencyInterceptor } from './http/idempotency';
 import type { FailedAuthentication } from './http/auth/failed-authentication';
@@ -33,6 +34,7 @@ import {
   DATABASE_POOL,
   IDEMPOTENCY_KEYS,
   FAILED_AUTHENTICATION,
+  OPERATOR_SESSIONS,
   OPERATOR_TOKEN,
   PAGE_FORM_TOKENS,
   INFRASTRUCTURE,
@@ -86,6 +88,7 @@ export class AppModule {
         PayoutsController,
         ReferenceController,
         PaymentPageController,
+        ConsoleController,
         OpenApiController,
         OperatorOpenApiController,
       ],
@@ -109,6 +112,8 @@ export class AppModule {
           }),
         },
         { provide: IDEMPOTENCY_KEYS, useValue: runtime.idempotencyKeys },
+        // The console's sessions, in PostgreSQL: every API process accepts every session.
+        { provide: OPERATOR_SESSIONS, useValue: new OperatorSessions(deps.infrastructure.pool) },
         AdminTokenGuard,
         MerchantAuthGuard,
         IdempotencyInterceptor,

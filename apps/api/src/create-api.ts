@@ -27,10 +27,11 @@ const sendError = (reply: FastifyReply, error: ApiError) =>
 
 /**
  * The merchant and operator APIs take JSON only: a body of another type is refused
- * with 415 before any parser reads it (the payment page under /pay keeps its forms).
+ * with 415 before any parser reads it (the payment page under /pay and the operator
+ * console under /admin, outside /admin/v1, keep their forms).
  */
 function requireJsonBodies(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
-  const api = request.url.startsWith('/v1/') || request.url.startsWith('/admin/');
+  const api = request.url.startsWith('/v1/') || request.url.startsWith('/admin/v1/');
   const hasBody = Number(request.headers['content-length'] ?? 0) > 0 || request.headers['transfer-encoding'] !== undefined;
   const mediaType = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
   if (api && hasBody && mediaType !== 'application/json') {

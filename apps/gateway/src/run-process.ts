@@ -72,6 +72,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
         `Payment gateway (${roles.name}) listening on http://127.0.0.1:${port}`,
         `  merchant API:  http://127.0.0.1:${port}/v1`,
         `  operator API:  http://127.0.0.1:${port}/admin/v1`,
+        `  console:       http://127.0.0.1:${port}/admin (log in with the operator token)`,
         `  metrics:       http://127.0.0.1:${port}/metrics (operator token)`,
         ...(metricsLine ? [metricsLine] : []),
         // A token from the environment is never printed (logs are read by more people than the operator).

@@ -5,3 +5,4 @@ export * from './ledger-decider';
 export * from './ledger-snapshot';
 export * from './uuid-v5';
 export * from './finance-reports';
+export * from './balance-history';

@@ -54,6 +54,9 @@ import { GetProjectHandler } from './merchants/get-project.query';
 import { RotateProjectKeysHandler } from './merchants/rotate-project-keys.command';
 import { UpdateProjectHandler } from './merchants/update-project.command';
 import { GetLogCheckpointHandler } from './audit/get-log-checkpoint.query';
+import { GetLedgerHistoryHandler } from './ledger/get-ledger-history.query';
+import { ListAccountsHandler, ListProjectsOfAccountHandler } from './merchants/list-accounts.query';
+import { GetProjectionLagHandler } from './observability/get-projection-lag.query';
 
 /** Every command handler: one per command class, each a thin adapter over a service or the ledger. */
 export const COMMAND_HANDLERS: readonly Type[] = [
@@ -110,6 +113,10 @@ export const QUERY_HANDLERS: readonly Type[] = [
   GetTrialBalanceHandler,
   GetReconciliationHandler,
   GetLogCheckpointHandler,
+  GetLedgerHistoryHandler,
+  ListAccountsHandler,
+  ListProjectsOfAccountHandler,
+  GetProjectionLagHandler,
 ];
 
 /**

@@ -1,3 +1,4 @@
 export * from './access-control';
 export * from './schema';
 export * from './auth-failures';
+export * from './operator-sessions';

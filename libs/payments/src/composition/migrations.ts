@@ -7,6 +7,7 @@ import { snapshotsMigration } from '#event-store/postgres';
 import { ledgerOpenHoldsMigration, ledgerPostingsWithoutForeignKeyMigration, ledgerReadModelMigration } from '../ledger/ledger.read-model';
 import { registryMigration, webhookSecretsSealedMigration } from '../merchants/schema';
 import { accessControlMigration, usedSignaturesLoggedMigration } from '../access/schema';
+import { operatorSessionsMigration } from '../access/operator-sessions';
 import { invoicesReadModelMigration } from '../invoices/invoices.read-model';
 import { payoutAddressesMigration } from '../payouts/payout-addresses';
 import { refundsReadModelMigration } from '../refunds/refunds.read-model';
@@ -45,4 +46,5 @@ export const allMigrations: readonly Migration[] = [
   ledgerPostingsWithoutForeignKeyMigration,
   eventHashChainMigration,
   eventLogCheckpointsMigration,
+  operatorSessionsMigration,
 ];

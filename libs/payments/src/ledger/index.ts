@@ -10,3 +10,4 @@ export * from './release-hold.command';
 export * from './release-reservation.command';
 export * from './reserve-funds.command';
 export * from './settle-reservation.command';
+export * from './get-ledger-history.query';

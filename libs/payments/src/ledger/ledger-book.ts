@@ -35,6 +35,8 @@ export interface Posted {
 /** Snapshot every 500 entries: loading a ledger reads at most that many events, however long its history. */
 export const LEDGER_SNAPSHOT_EVERY = 500;
 const OUT_OF_ORDER_WINDOW_MS = 3600_000;
+/** Entries read per page when a ledger is read from its start. */
+const ENTRY_PAGE = 2000;
 
 /**
  * An exact index of the causes a ledger has posted, derived from its log (in the
@@ -248,25 +250,36 @@ export class LedgerBook {
   async asOf(ledger: LedgerId, instant: Date): Promise<{ state: LedgerState; lastEntryAt: string | null }> {
     let state = initialLedgerState();
     let lastEntryAt: string | null = null;
-    let from = 0n;
     const limit = instant.getTime();
+    await this.forEachEntry(ledger, (entry) => {
+      const occurredAt = Date.parse(entry.occurredAt);
+      if (occurredAt > limit + OUT_OF_ORDER_WINDOW_MS) return false;
+      if (occurredAt > limit) return true;
+      state = evolve(state, { type: 'LedgerEntryPosted', data: entry });
+      lastEntryAt = entry.occurredAt;
+      return true;
+    });
+    return { state, lastEntryAt };
+  }
+
+  /**
+   * Every entry of the ledger in log order, read from its stream a page at a time
+   * (none for a ledger without entries), until `visit` answers false.
+   */
+  async forEachEntry(ledger: LedgerId, visit: (entry: LedgerEvent['data']) => boolean): Promise<void> {
+    let from = 0n;
     for (;;) {
       let page;
       try {
-        page = await this.store.readStream(ledgerStreamName(ledger), { fromRevision: from, maxCount: 2000 });
+        page = await this.store.readStream(ledgerStreamName(ledger), { fromRevision: from, maxCount: ENTRY_PAGE });
       } catch (error) {
-        if (error instanceof StreamNotFoundError) return { state, lastEntryAt };
+        if (error instanceof StreamNotFoundError) return;
         throw error;
       }
       for (const event of page) {
-        const entry = event as unknown as { data: LedgerEvent['data'] };
-        const occurredAt = Date.parse(entry.data.occurredAt);
-        if (occurredAt > limit + OUT_OF_ORDER_WINDOW_MS) return { state, lastEntryAt };
-        if (occurredAt > limit) continue;
-        state = evolve(state, { type: 'LedgerEntryPosted', data: entry.data });
-        lastEntryAt = entry.data.occurredAt;
+        if (!visit((event as unknown as { data: LedgerEvent['data'] }).data)) return;
       }
-      if (page.length < 2000) return { state, lastEntryAt };
+      if (page.length < ENTRY_PAGE) return;
       from = page[page.length - 1]!.revision + 1n;
     }
   }

@@ -5,6 +5,7 @@ export * from './webhook-secrets';
 export * from './create-account.command';
 export * from './create-project.command';
 export * from './get-account.query';
+export * from './list-accounts.query';
 export * from './get-project.query';
 export * from './rotate-project-keys.command';
 export * from './update-project.command';

@@ -66,6 +66,15 @@ export const newKeyPair = (mode: Mode): KeyPair => ({ secretKey: `sk_${mode}_${t
 
 export const methodsOf = (project: Project): MethodTerms[] => projectMethods(project.methodOverrides, project.usdtEnabled);
 
+interface AccountRow {
+  id: string;
+  name: string;
+  email: string;
+  created_at: Date;
+}
+
+const toAccount = (row: AccountRow): Account => ({ id: row.id, name: row.name, email: row.email, createdAt: row.created_at });
+
 interface ProjectRow {
   id: string;
   account_id: string;
@@ -190,9 +199,23 @@ export class Registry {
   }
 
   async account(id: string): Promise<Account | null> {
-    const r = await this.pool.query<{ id: string; name: string; email: string; created_at: Date }>('SELECT * FROM accounts WHERE id = $1', [id]);
+    const r = await this.pool.query<AccountRow>('SELECT * FROM accounts WHERE id = $1', [id]);
     const row = r.rows[0];
-    return row ? { id: row.id, name: row.name, email: row.email, createdAt: row.created_at } : null;
+    return row ? toAccount(row) : null;
+  }
+
+  /**
+   * A page of the accounts, oldest first (by creation, then id): those after the
+   * account `after` (null: from the first), at most `limit`, and whether more follow.
+   */
+  async accountsPage(after: string | null, limit: number): Promise<{ readonly items: readonly Account[]; readonly hasMore: boolean }> {
+    const r = await this.pool.query<AccountRow>(
+      `SELECT * FROM accounts
+       WHERE $1::uuid IS NULL OR (created_at, id) > (SELECT created_at, id FROM accounts WHERE id = $1::uuid)
+       ORDER BY created_at, id LIMIT $2`,
+      [after, limit + 1],
+    );
+    return { items: r.rows.slice(0, limit).map(toAccount), hasMore: r.rows.length > limit };
   }
 
   async createProject(accountId: string, settings: ProjectSettings, now: Date): Promise<{ project: Project; keys: Record<Mode, KeyPair> }> {
@@ -212,6 +235,12 @@ export class Registry {
   async project(id: string): Promise<Project | null> {
     const r = await this.pool.query<ProjectRow>('SELECT * FROM projects WHERE id = $1', [id]);
     return r.rows[0] ? this.toProject(r.rows[0]) : null;
+  }
+
+  /** Every project of the accounts, oldest first. */
+  async projectsOfAccounts(accountIds: readonly string[]): Promise<Project[]> {
+    const r = await this.pool.query<ProjectRow>('SELECT * FROM projects WHERE account_id = ANY($1::uuid[]) ORDER BY created_at, id', [accountIds]);
+    return r.rows.map((row) => this.toProject(row));
   }
 
   /** Every project of the account, oldest first. */

@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
 
@@ -12,9 +12,20 @@ export type OperatorTokenCheck = 'absent' | 'valid' | 'invalid';
  */
 export class OperatorToken {
   private readonly expected: Buffer;
+  /**
+   * What the console's sessions are bound to (HMAC-SHA256 keyed with the token, so
+   * the stored value tells nothing about the token): a new ADMIN_TOKEN ends them all.
+   */
+  readonly sessionFingerprint: Buffer;
 
   constructor(token: string) {
     this.expected = digest(token);
+    this.sessionFingerprint = createHmac('sha256', token).update('operator-console-session').digest();
+  }
+
+  /** The token itself (the console's login form), compared in constant time. */
+  matches(token: string | undefined): boolean {
+    return token !== undefined && timingSafeEqual(digest(token), this.expected);
   }
 
   check(authorization: string | string[] | undefined): OperatorTokenCheck {

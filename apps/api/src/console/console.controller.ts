@@ -1,0 +1,345 @@
+import { Body, Catch, Controller, Get, Inject, Param, Post, Query, Req, Res, UseFilters } from '@nestjs/common';
+import type { ArgumentsHost, ExceptionFilter } from '@nestjs/common';
+import { CommandBus, QueryBus } from '@nestjs/cqrs';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { checkpointKeyId, checkpointSignedText, signCheckpoint } from '#event-store/hash-chain';
+import type { OperatorSessions } from '#payments/access';
+import { auditCheckpointKeyOf, GetLogCheckpoint, LogCheckpointUnavailableError } from '#payments/audit';
+import { GetBalance } from '#payments/balance';
+import type { Infrastructure } from '#payments/composition';
+import { GetLedgerEntries, GetLedgerHistory } from '#payments/ledger';
+import { GetAccount, ListAccounts, ListProjectsOfAccount } from '#payments/merchants';
+import { GetProjectionLag, LAG_COUNT_LIMIT } from '#payments/observability';
+import { ListWebhookDeliveries, ResendWebhookDelivery } from '#payments/webhooks';
+import type { Clock } from '#platform/clock';
+import { createLogger } from '#platform/logging';
+import type { Logger } from '#platform/logging';
+import type { FailedAuthentication } from '../http/auth/failed-authentication';
+import type { OperatorToken } from '../http/auth/operator-token';
+import { ApiError } from '../http/errors/api-error';
+import { toApiError } from '../http/errors/error.filter';
+import { CLOCK_TOKEN, FAILED_AUTHENTICATION, INFRASTRUCTURE, OPERATOR_SESSIONS, OPERATOR_TOKEN } from '../http/tokens';
+import { isUuid } from '../http/validation';
+import {
+  accountPath,
+  CONSOLE_CSS,
+  CONSOLE_ICON,
+  DELIVERIES_SHOWN,
+  FORM_TOKEN_FIELD,
+  Mode,
+  renderAccountPage,
+  renderLoginPage,
+  renderMerchantsPage,
+  renderMessagePage,
+  renderSystemPage,
+} from './console.html';
+import type { ConsoleChrome, DeliveryView, MerchantRow } from './console.html';
+import { CONSOLE_HEADERS, formTokenMatches, formTokenOf, sessionCookie, sessionCookieCleared, sessionIdOf } from './console-session';
+
+/** Accounts per page of the merchants page. */
+export const MERCHANTS_PAGE = 50;
+/** Ledger entries per page of the merchant page. */
+export const ENTRIES_PAGE = 25;
+
+function sendHtml(reply: FastifyReply, status: number, html: string): FastifyReply {
+  return reply.status(status).headers(CONSOLE_HEADERS).header('content-type', 'text/html; charset=utf-8').send(html);
+}
+
+/** 303 See Other (the browser follows with a GET). */
+function redirect(reply: FastifyReply, location: string, cookie?: string): FastifyReply {
+  const r = reply.status(303).headers(CONSOLE_HEADERS).header('location', location);
+  if (cookie !== undefined) void r.header('set-cookie', cookie);
+  return r.send();
+}
+
+/** A refusal that already knows its page. */
+class ConsolePageError extends Error {
+  constructor(
+    readonly status: number,
+    readonly html: string,
+  ) {
+    super(`console: ${status}`);
+    this.name = 'ConsolePageError';
+  }
+}
+
+/** No (valid) session: to the login form. */
+class LoginRequired extends Error {
+  constructor() {
+    super('console: login required');
+    this.name = 'LoginRequired';
+  }
+}
+
+/** Every failure in the console is an HTML page with the right status (never the API's JSON, never a 500 for bad input). */
+@Catch()
+export class ConsoleErrorFilter implements ExceptionFilter {
+  private log: Logger | null = null;
+
+  catch(exception: unknown, host: ArgumentsHost): void {
+    const reply = host.switchToHttp().getResponse<FastifyReply>();
+    const request = host.switchToHttp().getRequest<FastifyRequest>();
+    if (exception instanceof LoginRequired) {
+      void redirect(reply, '/admin/login');
+      return;
+    }
+    if (exception instanceof ConsolePageError) {
+      void sendHtml(reply, exception.status, exception.html);
+      return;
+    }
+    const error = toApiError(exception);
+    for (const [name, value] of Object.entries(error.headers)) void reply.header(name, value);
+    if (error.status >= 500) {
+      const log = (request as { log?: Pick<Logger, 'error'> }).log ?? (this.log ??= createLogger('gateway-console'));
+      log.error({ err: exception, method: request.method, url: request.url }, 'console request failed');
+    }
+    const title =
+      error.status === 429 ? 'Слишком много попыток' : error.status === 404 ? 'Не найдено' : error.status >= 500 ? 'Сервис недоступен' : 'Запрос отклонён';
+    void sendHtml(reply, error.status, renderMessagePage(title, error.message, null, { href: '/admin', label: 'В консоль' }));
+  }
+}
+
+/** One field of an application/x-www-form-urlencoded body (repeated or missing fields give undefined). */
+function formField(body: unknown, name: string): string | undefined {
+  if (typeof body !== 'object' || body === null || !Object.hasOwn(body, name)) return undefined;
+  const value = (body as Record<string, unknown>)[name];
+  return typeof value === 'string' ? value : undefined;
+}
+
+interface Session {
+  readonly id: string;
+  readonly formToken: string;
+}
+
+const badRequest = (message: string, session: Session | null) =>
+  new ConsolePageError(
+    400,
+    renderMessagePage('Некорректный запрос', message, session ? { formToken: session.formToken } : null, { href: '/admin', label: 'К мерчантам' }),
+  );
+
+const notFound = (message: string, session: Session) =>
+  new ConsolePageError(404, renderMessagePage('Не найдено', message, { formToken: session.formToken }, { href: '/admin', label: 'К мерчантам' }));
+
+function modeOf(value: unknown, session: Session): Mode {
+  if (value === undefined) return 'live';
+  if (value === 'test' || value === 'live') return value;
+  throw badRequest('Параметр mode: test или live.', session);
+}
+
+/**
+ * The operator console (docs/console.md): server-rendered pages under /admin, without
+ * any script, behind the operator token through a login form and a session cookie
+ * (sessions in PostgreSQL, so every API process accepts them). Reads and writes go
+ * through the query and command buses like the JSON operator API at /admin/v1, which
+ * stays the API; the console is not part of it.
+ */
+@Controller('admin')
+@UseFilters(ConsoleErrorFilter)
+export class ConsoleController {
+  constructor(
+    private readonly commands: CommandBus,
+    private readonly queries: QueryBus,
+    @Inject(CLOCK_TOKEN) private readonly clock: Clock,
+    @Inject(OPERATOR_TOKEN) private readonly token: OperatorToken,
+    @Inject(FAILED_AUTHENTICATION) private readonly failures: FailedAuthentication,
+    @Inject(OPERATOR_SESSIONS) private readonly sessions: OperatorSessions,
+    @Inject(INFRASTRUCTURE) private readonly infrastructure: Infrastructure,
+  ) {}
+
+  /** The stylesheet (the CSP allows styles from the gateway only, none inline). */
+  @Get('console.css')
+  stylesheet(@Res() reply: FastifyReply) {
+    return reply.status(200).headers(CONSOLE_HEADERS).header('content-type', 'text/css; charset=utf-8').send(CONSOLE_CSS);
+  }
+
+  @Get('favicon.svg')
+  icon(@Res() reply: FastifyReply) {
+    return reply.status(200).headers(CONSOLE_HEADERS).header('content-type', 'image/svg+xml').send(CONSOLE_ICON);
+  }
+
+  @Get('login')
+  loginForm(@Res() reply: FastifyReply) {
+    return sendHtml(reply, 200, renderLoginPage(null));
+  }
+
+  /**
+   * The operator token from the form, under the failure limits of the operator API: a
+   * client past them is refused (429) before the compare; a wrong token counts.
+   */
+  @Post('login')
+  async login(@Body() body: unknown, @Req() request: FastifyRequest, @Res() reply: FastifyReply) {
+    this.failures.refuseIfLimited(request, 'operator_token');
+    if (!this.token.matches(formField(body, 'token'))) {
+      this.failures.failed(request, 'operator_token', ApiError.unauthorized('Неверный токен оператора'));
+      request.log.warn({ ip: request.ip }, 'operator console: login with a wrong token');
+      return sendHtml(reply, 401, renderLoginPage('Неверный токен оператора. Введите значение ADMIN_TOKEN этого шлюза.'));
+    }
+    const sessionId = await this.sessions.open(this.token.sessionFingerprint, this.clock.now());
+    request.log.info({ ip: request.ip }, 'operator console: session opened');
+    return redirect(reply, '/admin', sessionCookie(sessionId, request.protocol === 'https'));
+  }
+
+  @Post('logout')
+  async logout(@Body() body: unknown, @Req() request: FastifyRequest, @Res() reply: FastifyReply) {
+    const session = await this.session(request);
+    this.requireFormToken(session, body);
+    await this.sessions.close(session.id);
+    request.log.info({ ip: request.ip }, 'operator console: session closed (logout)');
+    return redirect(reply, '/admin/login', sessionCookieCleared(request.protocol === 'https'));
+  }
+
+  /** Merchants: accounts with their projects and balances per mode, a page at a time. */
+  @Get()
+  async merchants(@Query('after') after: unknown, @Req() request: FastifyRequest, @Res() reply: FastifyReply) {
+    const session = await this.session(request);
+    if (after !== undefined && !isUuid(after)) throw badRequest('Параметр after: идентификатор аккаунта из ссылки «Следующая страница».', session);
+    const page = await this.queries.execute(new ListAccounts(after === undefined ? null : after.toLowerCase(), MERCHANTS_PAGE));
+    const rows: MerchantRow[] = [];
+    for (const { account, projects } of page.items) {
+      const [test, live] = await Promise.all([
+        this.queries.execute(new GetBalance({ accountId: account.id, mode: 'test' })),
+        this.queries.execute(new GetBalance({ accountId: account.id, mode: 'live' })),
+      ]);
+      rows.push({
+        id: account.id,
+        name: account.name,
+        email: account.email,
+        createdAt: account.createdAt,
+        projects: projects.map((p) => ({ id: p.id, name: p.name, status: p.status })),
+        balances: { test, live },
+      });
+    }
+    const nextAfter = page.hasMore ? page.items[page.items.length - 1]!.account.id : null;
+    return sendHtml(reply, 200, renderMerchantsPage(rows, nextAfter, this.chrome(session, 'merchants')));
+  }
+
+  /** One merchant account in one mode: balances, the plot, volumes per day, ledger entries, webhook deliveries. */
+  @Get('accounts/:id')
+  async account(@Param('id') id: string, @Query() query: Record<string, unknown>, @Req() request: FastifyRequest, @Res() reply: FastifyReply) {
+    const session = await this.session(request);
+    const account = isUuid(id) ? await this.queries.execute(new GetAccount(id.toLowerCase())) : null;
+    if (!account) throw notFound('Такого аккаунта нет.', session);
+    const mode = modeOf(query.mode, session);
+    const entriesAfter = query.entriesAfter;
+    let afterSeq = -1;
+    if (entriesAfter !== undefined) {
+      if (typeof entriesAfter !== 'string' || !/^\d{1,15}$/.test(entriesAfter)) {
+        throw badRequest('Параметр entriesAfter: номер последней проводки предыдущей страницы.', session);
+      }
+      afterSeq = Number(entriesAfter);
+    }
+    const ledger = { accountId: account.id, mode };
+    const [balances, history, entries, projects] = await Promise.all([
+      this.queries.execute(new GetBalance(ledger)),
+      this.queries.execute(new GetLedgerHistory(ledger)),
+      this.queries.execute(new GetLedgerEntries(ledger, afterSeq, ENTRIES_PAGE)),
+      this.queries.execute(new ListProjectsOfAccount(account.id)),
+    ]);
+    const deliveries: DeliveryView[] = [];
+    for (const project of projects) {
+      const page = await this.queries.execute(new ListWebhookDeliveries({ projectId: project.id, before: null, limit: DELIVERIES_SHOWN }));
+      for (const d of page.items) {
+        deliveries.push({
+          id: d.id,
+          projectName: project.name,
+          eventType: d.event_type,
+          url: d.url,
+          status: d.status,
+          isTest: d.is_test,
+          createdAt: d.created_at,
+          nextAttemptAt: d.next_attempt_at,
+          attempts: d.attempts.map((a) => ({
+            attempt: a.attempt,
+            at: new Date(a.at).toISOString(),
+            statusCode: a.status_code,
+            error: a.error,
+            durationMs: a.duration_ms,
+            superseded: a.superseded,
+          })),
+        });
+      }
+    }
+    deliveries.sort((a, b) => b.createdAt.getTime() - a.createdAt.getTime());
+    const lastEntry = entries.items[entries.items.length - 1];
+    return sendHtml(
+      reply,
+      200,
+      renderAccountPage(
+        {
+          account,
+          mode,
+          projects: projects.map((p) => ({ id: p.id, name: p.name, status: p.status, webhookUrl: p.webhookUrl })),
+          balances,
+          history,
+          entries: entries.items.map((e) => ({ seq: e.seq, kind: e.kind, cause: e.cause, occurredAt: e.occurredAt, postings: e.postings })),
+          nextEntriesAfter: entries.hasMore && lastEntry ? lastEntry.seq : null,
+          entriesPaged: afterSeq !== -1,
+          deliveries,
+        },
+        { ...this.chrome(session, 'merchants'), formToken: session.formToken },
+      ),
+    );
+  }
+
+  /** Sends a webhook delivery again (the operator API's resend), then back to the merchant page. */
+  @Post('webhook-deliveries/:id/resend')
+  async resend(@Param('id') id: string, @Body() body: unknown, @Req() request: FastifyRequest, @Res() reply: FastifyReply) {
+    const session = await this.session(request);
+    this.requireFormToken(session, body);
+    const accountId = formField(body, 'accountId');
+    const mode = formField(body, 'mode');
+    const back = isUuid(accountId) && (mode === 'test' || mode === 'live') ? accountPath(accountId.toLowerCase(), mode) : '/admin';
+    const resent = isUuid(id) ? await this.commands.execute(new ResendWebhookDelivery(id.toLowerCase(), this.clock.now())) : null;
+    if (!resent) throw notFound('Такой доставки нет (или её историю уже удалили по сроку хранения).', session);
+    return redirect(reply, `${back}#webhooks`);
+  }
+
+  /** Projection lag per projection and the audit checkpoint of the log. */
+  @Get('system')
+  async system(@Req() request: FastifyRequest, @Res() reply: FastifyReply) {
+    const session = await this.session(request);
+    const lags = await this.queries.execute(new GetProjectionLag());
+    let checkpoint;
+    try {
+      const c = await this.queries.execute(new GetLogCheckpoint());
+      const key = auditCheckpointKeyOf(this.infrastructure);
+      checkpoint = {
+        position: c.position,
+        events: Number(c.events),
+        hash: c.hash.toString('hex'),
+        keyId: checkpointKeyId(key),
+        signedText: checkpointSignedText(c),
+        signature: signCheckpoint(key, c),
+      };
+    } catch (error) {
+      if (!(error instanceof LogCheckpointUnavailableError)) throw error;
+      checkpoint = { unavailable: 'Контрольные точки журнала ведутся только для журнала в PostgreSQL (EVENT_STORE=postgres).' };
+    }
+    return sendHtml(reply, 200, renderSystemPage({ lags, lagLimit: LAG_COUNT_LIMIT, checkpoint }, this.chrome(session, 'system')));
+  }
+
+  private chrome(session: Session, current: ConsoleChrome['current']): ConsoleChrome {
+    return { formToken: session.formToken, current };
+  }
+
+  /** The request's session, open as of the gateway clock; otherwise LoginRequired (303 to the login form). */
+  private async session(request: FastifyRequest): Promise<Session> {
+    const id = sessionIdOf(request.headers.cookie);
+    if (id === null || !(await this.sessions.use(id, this.token.sessionFingerprint, this.clock.now()))) throw new LoginRequired();
+    return { id, formToken: formTokenOf(id) };
+  }
+
+  /** Every POST of a session carries its form token (besides SameSite=Strict): else a 403 page and nothing done. */
+  private requireFormToken(session: Session, body: unknown): void {
+    if (formTokenMatches(session.id, formField(body, FORM_TOKEN_FIELD))) return;
+    throw new ConsolePageError(
+      403,
+      renderMessagePage(
+        'Запрос отклонён',
+        'В форме нет действительного ключа формы этой сессии: она отправлена не со страницы консоли. Откройте консоль и повторите действие.',
+        { formToken: session.formToken },
+        { href: '/admin', label: 'В консоль' },
+      ),
+    );
+  }
+}

@@ -1,0 +1,179 @@
+/**
+ * The operator console in a real browser (Debian's Chromium through playwright-core,
+ * the set-up of the payment page's browser test; never a downloaded browser): log in
+ * through the form, open a merchant, see the plot, resend a webhook and see its new
+ * attempt; once with JavaScript on and once with it off (the console has no script).
+ * Screenshots of the login, merchants, merchant and system pages are written to
+ * .tmp/console/*.png (test artifacts; docs/images/console-*.png are a copy of one run).
+ */
+import { randomUUID } from 'node:crypto';
+import { existsSync, mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
+import { ROOT, RunningGateway, startGateway } from '../support/gateway-process';
+import { Merchant, Operator, expectStatus, poll } from '../support/merchant-fixtures';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { startWebhookReceiver, WebhookReceiver } from '../support/webhook-receiver';
+
+/** Debian's Chromium; the test never downloads a browser. */
+const CHROMIUM = '/usr/bin/chromium';
+const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+const ADMIN_TOKEN = 'operator-token-for-console-browser-test-0108';
+const SCREENSHOTS = path.join(ROOT, '.tmp', 'console');
+
+describe('operator console in a real browser (Debian Chromium via playwright-core)', () => {
+  let db: TestDatabase;
+  let gateway: RunningGateway;
+  let receiver: WebhookReceiver;
+  let browser: Browser;
+  let operator: Operator;
+  let merchant: Merchant;
+
+  beforeAll(async () => {
+    if (!existsSync(CHROMIUM)) {
+      throw new Error(
+        `The browser test needs Debian's Chromium at ${CHROMIUM}, and it is not installed. Run: apt-get install -y chromium (as root, or with sudo). The test never downloads a browser.`,
+      );
+    }
+    db = await createTestDatabase({ poolSize: 2 });
+    receiver = await startWebhookReceiver();
+    gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN, CLOCK: 'manual', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
+    operator = new Operator(gateway.baseUrl, ADMIN_TOKEN);
+    await operator.merchant({ name: 'Цветочный магазин', holdHours: 0 });
+    const accountId = await operator.createAccount('Книжная лавка');
+    merchant = await operator.merchant({ name: 'Книжная лавка — сайт', holdHours: 36, webhookUrl: receiver.url } as never, accountId);
+    // A few days of payments: each held 36 hours in pending, then available.
+    const amounts = ['2490.00', '990.00', '4150.50', '1200.00', '3300.00'];
+    for (const [day, amount] of amounts.entries()) {
+      for (let k = 0; k <= day % 2; k += 1) {
+        const created = await merchant.test.post('/v1/invoices', { amount, orderId: `book-${randomUUID()}`, method: 'sbp' });
+        expectStatus(created, 201);
+        expectStatus(await operator.payment(created.body.id, 'paid'), 200);
+      }
+      await poll(
+        () => operator.http.get(`/admin/v1/accounts/${accountId}/ledger?mode=test&limit=100`),
+        (r) =>
+          r.status === 200 &&
+          r.body.items.filter((e: { kind: string }) => e.kind === 'payment_recorded').length ===
+            amounts.slice(0, day + 1).reduce((n, _, i) => n + 1 + (i % 2), 0),
+        'the day’s payments in the ledger',
+      );
+      await operator.advance(24 * 3600);
+    }
+    await receiver.waitFor((r) => r.some((w) => w.headers['x-service-event'] === 'invoice.paid'), 'an invoice.paid webhook');
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await gateway?.kill();
+    await receiver?.close();
+    await db?.drop();
+  });
+
+  async function screenshot(page: Page, name: string, save: boolean): Promise<void> {
+    if (!save) return;
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
+  }
+
+  /** The number of attempts shown in the first invoice.paid delivery row. */
+  const attemptsShown = (page: Page) => page.locator('tr.delivery', { hasText: 'invoice.paid' }).first().locator('li.attempt').count();
+
+  it.each([
+    ['with JavaScript', true],
+    ['without JavaScript', false],
+  ])('%s: log in, open the merchant, see the plot, resend a webhook and see the new attempt', async (_, javaScriptEnabled) => {
+    const save = javaScriptEnabled;
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'ru-RU', javaScriptEnabled });
+    const page = await context.newPage();
+    const problems: string[] = [];
+    page.on('console', (message) => {
+      if (message.type() === 'error') problems.push(message.text());
+    });
+    try {
+      // No session: the console sends the browser to its login form.
+      await page.goto(`${gateway.baseUrl}/admin`);
+      expect(new URL(page.url()).pathname).toBe('/admin/login');
+      expect(await page.title()).toBe('Вход в консоль оператора');
+      await screenshot(page, 'login', save);
+
+      await page.getByLabel('Токен оператора (ADMIN_TOKEN)').fill('a wrong token');
+      await page.getByRole('button', { name: 'Войти' }).click();
+      await page.getByRole('alert').waitFor();
+      expect(await page.getByRole('alert').textContent()).toContain('Неверный токен оператора');
+      // That page's 401 is the browser's only expected complaint.
+      expect(problems.splice(0)).toEqual(['Failed to load resource: the server responded with a status of 401 (Unauthorized)']);
+
+      await page.getByLabel('Токен оператора (ADMIN_TOKEN)').fill(ADMIN_TOKEN);
+      await page.getByRole('button', { name: 'Войти' }).click();
+      await page.waitForURL(`${gateway.baseUrl}/admin`);
+      expect(await page.locator('h1').textContent()).toBe('Мерчанты и балансы');
+      const cookies = await context.cookies();
+      expect(cookies.find((c) => c.name === 'operator_session')).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/admin' });
+      await screenshot(page, 'merchants', save);
+
+      await page.getByRole('link', { name: 'Книжная лавка', exact: true }).click();
+      await page.getByRole('link', { name: 'тестовый режим' }).click();
+      await page.waitForURL(/mode=test/);
+      expect(await page.locator('h1').textContent()).toBe('Книжная лавка');
+
+      const plot = page.locator('svg.plot');
+      const box = await plot.boundingBox();
+      expect(box!.width).toBeGreaterThan(100);
+      expect(box!.height).toBeGreaterThan(100);
+      const series = page.locator('svg.plot path.series');
+      expect(await series.count()).toBe(3);
+      expect(await series.evaluateAll((paths) => paths.map((p) => p.getAttribute('data-series')))).toEqual(['pending', 'available', 'reserved']);
+      for (let i = 0; i < 3; i += 1) expect((await series.nth(i).boundingBox())!.width).toBeGreaterThan(100);
+      expect(await page.locator('table.volumes tbody tr').count()).toBe(5);
+      await screenshot(page, 'merchant', save);
+
+      await poll(
+        async () => {
+          await page.reload();
+          return attemptsShown(page);
+        },
+        (n) => n >= 1,
+        'a delivered invoice.paid with its attempt',
+      );
+      const before = await attemptsShown(page);
+      await page.locator('tr.delivery', { hasText: 'invoice.paid' }).first().getByRole('button', { name: 'Отправить снова' }).click();
+      await page.waitForURL(/#webhooks$/);
+      const after = await poll(
+        async () => {
+          await page.reload();
+          return attemptsShown(page);
+        },
+        (n) => n === before + 1,
+        'the resent delivery’s new attempt on the page',
+        20_000,
+      );
+      expect(after).toBe(before + 1);
+
+      await page.getByRole('link', { name: 'Система' }).click();
+      await page.waitForURL(`${gateway.baseUrl}/admin/system`);
+      expect(await page.locator('table.lags tr.projection').count()).toBeGreaterThanOrEqual(5);
+      expect(await page.locator('table.checkpoint').textContent()).toMatch(/[0-9a-f]{64}/);
+      await screenshot(page, 'system', save);
+
+      await page.getByRole('button', { name: 'Выйти' }).click();
+      await page.waitForURL(`${gateway.baseUrl}/admin/login`);
+      await page.goto(`${gateway.baseUrl}/admin`);
+      expect(new URL(page.url()).pathname).toBe('/admin/login');
+      // No CSP violation, no missing stylesheet.
+      expect(problems).toEqual([]);
+    } finally {
+      await context.close();
+    }
+  });
+});

@@ -1,0 +1,380 @@
+/**
+ * The operator console at /admin over HTTP, against the compiled gateway (API +
+ * projector) and a second API process on the same database: login and session
+ * cookie, sessions in PostgreSQL (the second process accepts them, logout and the
+ * manual clock end them), the security headers of every page, CSRF form tokens,
+ * escaping of merchant strings, 404/400 pages, and a webhook resend.
+ */
+import { randomUUID } from 'node:crypto';
+import { RunningGateway, startGateway } from '../support/gateway-process';
+import { ADMIN_TOKEN, Json, Merchant, Operator, expectStatus, poll } from '../support/merchant-fixtures';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { startWebhookReceiver, WebhookReceiver } from '../support/webhook-receiver';
+import { CONSOLE_SECURITY_HEADERS, cookieOf, formTokenOf, login, request } from './console-fixture';
+
+const HOSTILE_NAME = `<script>alert("x")</script> & 'Ромашка' <img src=x onerror=alert(1)>`;
+/** The second API process refuses logins past this many failures per address. */
+const LOGIN_FAILURE_LIMIT = 3;
+
+describe('operator console at /admin (HTTP)', () => {
+  let db: TestDatabase;
+  let gateway: RunningGateway;
+  let second: RunningGateway;
+  let receiver: WebhookReceiver;
+  let operator: Operator;
+  let merchant: Merchant;
+  let invoiceId: string;
+
+  beforeAll(async () => {
+    db = await createTestDatabase({ poolSize: 2 });
+    receiver = await startWebhookReceiver();
+    const env = { DATABASE_URL: db.url, ADMIN_TOKEN, CLOCK: 'manual', TRUSTED_PROXIES: '127.0.0.1', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' };
+    gateway = await startGateway('gateway', env);
+    second = await startGateway('api', { ...env, AUTH_FAILURE_LIMIT_PER_ADDRESS: String(LOGIN_FAILURE_LIMIT) });
+    operator = new Operator(gateway.baseUrl, ADMIN_TOKEN);
+    const accountId = await operator.createAccount(HOSTILE_NAME);
+    merchant = await operator.merchant({ name: `Проект "${HOSTILE_NAME}"`, holdHours: 0, webhookUrl: receiver.url } as never, accountId);
+    const created = await merchant.test.post('/v1/invoices', { amount: '1000.00', orderId: `console-${randomUUID()}`, method: 'sbp' });
+    expectStatus(created, 201);
+    invoiceId = created.body.id;
+    expectStatus(await operator.payment(invoiceId, 'paid'), 200);
+    await receiver.waitFor((r) => r.some((w) => w.headers['x-service-event'] === 'invoice.paid'), 'the invoice.paid webhook');
+    await poll(deliveries, (items) => items.length > 0 && items.every((d) => d.status === 'delivered'), 'every delivery delivered');
+  });
+  afterAll(async () => {
+    await second?.kill();
+    await gateway?.kill();
+    await receiver?.close();
+    await db?.drop();
+  });
+
+  const get = (path: string, cookie?: string | null) => request(gateway.baseUrl, 'GET', path, { cookie });
+  async function deliveries(): Promise<Json[]> {
+    const r = await operator.http.get(`/admin/v1/webhook-deliveries?projectId=${merchant.projectId}`);
+    expectStatus(r, 200);
+    return r.body.items;
+  }
+  const accountPage = (mode = 'test') => `/admin/accounts/${merchant.accountId}?mode=${mode}`;
+
+  it('without a session every page answers 303 to /admin/login (and a POST does nothing)', async () => {
+    for (const path of ['/admin', '/admin/system', accountPage(), `/admin/accounts/${randomUUID()}`, '/admin?after=bogus']) {
+      const page = await get(path);
+      expect({ path, status: page.status, location: page.location }).toEqual({ path, status: 303, location: '/admin/login' });
+    }
+    const [delivery] = await deliveries();
+    const post = await request(gateway.baseUrl, 'POST', `/admin/webhook-deliveries/${delivery.id}/resend`, { form: { formToken: 'x' } });
+    expect([post.status, post.location]).toEqual([303, '/admin/login']);
+    // A cookie that is no session (well-formed or not) is none either.
+    for (const cookie of [`operator_session=${'A'.repeat(43)}`, 'operator_session=garbage', 'other=1']) {
+      expect((await get('/admin', cookie)).status).toBe(303);
+    }
+  });
+
+  it('login: a wrong token → the form again with 401 and a Russian message, no cookie; the right one → 303 to /admin with the session cookie', async () => {
+    const form = await get('/admin/login');
+    expect(form.status).toBe(200);
+    expect(form.html).toContain('<form method="post" action="/admin/login">');
+
+    for (const token of ['wrong-token', '', ADMIN_TOKEN.slice(0, -1)]) {
+      const wrong = await request(gateway.baseUrl, 'POST', '/admin/login', { form: { token } });
+      expect(wrong.status).toBe(401);
+      expect(wrong.setCookie).toBeNull();
+      expect(wrong.html).toContain('Неверный токен оператора');
+      expect(wrong.html).toContain('<form method="post" action="/admin/login">');
+    }
+    const missing = await request(gateway.baseUrl, 'POST', '/admin/login', { form: {} });
+    expect(missing.status).toBe(401);
+
+    const right = await request(gateway.baseUrl, 'POST', '/admin/login', { form: { token: ADMIN_TOKEN } });
+    expect(right.status).toBe(303);
+    expect(right.location).toBe('/admin');
+    const attributes = right.setCookie!.split(';').map((a) => a.trim());
+    expect(attributes[0]).toMatch(/^operator_session=[A-Za-z0-9_-]{43}$/);
+    expect(attributes).toEqual(expect.arrayContaining(['Path=/admin', 'HttpOnly', 'SameSite=Strict']));
+    // Served over plain http: not Secure (the browser would not send it back).
+    expect(attributes).not.toContain('Secure');
+    const merchants = await get('/admin', cookieOf(right.setCookie));
+    expect(merchants.status).toBe(200);
+  });
+
+  it('the cookie is Secure when the request came over https (X-Forwarded-Proto from a trusted proxy, TRUSTED_PROXIES)', async () => {
+    const viaProxy = await request(gateway.baseUrl, 'POST', '/admin/login', { form: { token: ADMIN_TOKEN }, headers: { 'x-forwarded-proto': 'https' } });
+    expect(viaProxy.status).toBe(303);
+    expect(viaProxy.setCookie!.split(';').map((a) => a.trim())).toContain('Secure');
+  });
+
+  it('every console page carries the strict CSP and the security headers, and no script', async () => {
+    const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
+    const [delivery] = await deliveries();
+    const pages = [
+      await get('/admin/login'),
+      await get('/admin', cookie),
+      await get(accountPage(), cookie),
+      await get('/admin/system', cookie),
+      await get(`/admin/accounts/${randomUUID()}`, cookie),
+      await get(`${accountPage()}&entriesAfter=x`, cookie),
+      await request(gateway.baseUrl, 'POST', '/admin/login', { form: { token: 'wrong' } }),
+      await request(gateway.baseUrl, 'POST', `/admin/webhook-deliveries/${delivery.id}/resend`, { cookie, form: {} }),
+      await get('/admin'),
+    ];
+    for (const page of pages) {
+      for (const [name, value] of Object.entries(CONSOLE_SECURITY_HEADERS)) expect({ name, value: page.headers.get(name) }).toEqual({ name, value });
+      expect(page.html).not.toMatch(/<script/i);
+    }
+    const css = await get('/admin/console.css');
+    expect(css.status).toBe(200);
+    expect(css.headers.get('content-type')).toBe('text/css; charset=utf-8');
+    expect(css.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(pages[1]!.html).toContain('<link rel="stylesheet" href="/admin/console.css">');
+  });
+
+  it('a hostile merchant name is escaped on every page it shows on', async () => {
+    const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
+    const escaped = '&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;Ромашка&#39; &lt;img src=x onerror=alert(1)&gt;';
+    for (const path of ['/admin', accountPage(), accountPage('live')]) {
+      const page = await get(path, cookie);
+      expect(page.status).toBe(200);
+      expect(page.html).toContain(escaped);
+      expect(page.html).not.toContain('<script');
+      expect(page.html).not.toContain('<img');
+      expect(page.html).not.toContain(`"${HOSTILE_NAME}"`);
+    }
+  });
+
+  it('the merchant page: balances, the plot (three series from the log), volumes per UTC day, ledger entries with postings', async () => {
+    const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
+    const page = await poll(
+      () => get(accountPage(), cookie),
+      (p) => p.status === 200 && p.html.includes('payment_recorded') && p.html.includes('data-series="pending"'),
+      'the payment in the ledger (read model) and the log',
+    );
+    const paths = [...page.html.matchAll(/<path class="series" data-series="(\w+)"/g)].map((m) => m[1]);
+    expect(paths).toEqual(['pending', 'available', 'reserved']);
+    const volumes = /<table class="volumes">.*?<\/table>/s.exec(page.html)?.[0] ?? '';
+    expect(volumes).toMatch(/<td>\d{4}-\d{2}-\d{2}<\/td><td class="num">1<\/td>/);
+    expect(page.html).toContain(`payment:${invoiceId}`);
+    expect(page.html).toContain('acquiring_clearing');
+    // The live ledger has no entries: an empty plot, not an error.
+    const live = await get(accountPage('live'), cookie);
+    expect(live.status).toBe(200);
+    expect(live.html).toContain('Проводок нет');
+    // A page of entries after the last one: none, with a link back to the start.
+    const after = await get(`${accountPage()}&entriesAfter=999`, cookie);
+    expect(after.status).toBe(200);
+    expect(after.html).toContain('К началу журнала');
+  });
+
+  it('ledger entries come 25 a page with a cursor link to the next page; merchants 50 a page with a link to the next page', async () => {
+    const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
+    const busy = await operator.merchant({ name: 'Много оплат', holdHours: 0 });
+    for (let i = 0; i < 27; i += 1) {
+      const created = await busy.test.post('/v1/invoices', { amount: `${10 + i}.00`, orderId: `page-${randomUUID()}`, method: 'sbp' });
+      expectStatus(created, 201);
+      expectStatus(await operator.payment(created.body.id, 'paid'), 200);
+    }
+    const seqs = (html: string) => [...html.matchAll(/<tr><td class="num">(\d+)<\/td><td><time/g)].map((m) => Number(m[1]));
+    const first = await poll(
+      () => get(`/admin/accounts/${busy.accountId}?mode=test`, cookie),
+      (p) => p.html.includes('Следующие проводки') && /\(27 проводок/.test(p.html),
+      'the 27 entries in the ledger read model and the log',
+    );
+    expect(seqs(first.html)).toEqual(Array.from({ length: 25 }, (_, i) => i));
+    const next = /<a class="next-entries" href="([^"]+)">/.exec(first.html)![1]!.replace(/&amp;/g, '&');
+    expect(next).toBe(`/admin/accounts/${busy.accountId}?mode=test&entriesAfter=24#ledger`);
+    const second = await get(next.replace(/#.*$/, ''), cookie);
+    expect(seqs(second.html)).toEqual([25, 26]);
+    expect(second.html).not.toContain('Следующие проводки');
+    expect(second.html).toContain('К началу журнала');
+
+    // Merchants: at least 51 accounts make two pages, without overlap.
+    for (let i = 0; i < 50; i += 1) await operator.createAccount(`Аккаунт ${i}`);
+    const accountsOf = (html: string) => [...html.matchAll(/<tr data-account="([^"]+)">/g)].map((m) => m[1]);
+    const page1 = await get('/admin', cookie);
+    expect(accountsOf(page1.html)).toHaveLength(50);
+    const nextPage = /<a href="(\/admin\?after=[^"]+)">Следующая страница/.exec(page1.html)![1]!;
+    const page2 = await get(nextPage, cookie);
+    expect(page2.status).toBe(200);
+    const rest = accountsOf(page2.html);
+    expect(rest.length).toBeGreaterThan(0);
+    expect(rest.filter((id) => accountsOf(page1.html).includes(id))).toEqual([]);
+  });
+
+  it('unknown account → 404 page; bad query values → 400 page; never a 500', async () => {
+    const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
+    for (const path of [`/admin/accounts/${randomUUID()}`, '/admin/accounts/not-a-uuid', `/admin/accounts/${'9'.repeat(1000)}`]) {
+      const page = await get(path, cookie);
+      expect({ path, status: page.status }).toEqual({ path, status: 404 });
+      expect(page.html).toContain('Такого аккаунта нет');
+    }
+    for (const path of [
+      `${accountPage()}&mode=bogus`.replace('mode=test&', ''),
+      `/admin/accounts/${merchant.accountId}?mode=TEST`,
+      `${accountPage()}&entriesAfter=-1`,
+      `${accountPage()}&entriesAfter=1e3`,
+      `${accountPage()}&entriesAfter=99999999999999999999`,
+      `/admin/accounts/${merchant.accountId}?mode=test&mode=live`,
+      '/admin?after=not-a-uuid',
+      '/admin?after=a&after=b',
+    ]) {
+      const page = await get(path, cookie);
+      expect({ path, status: page.status }).toEqual({ path, status: 400 });
+      expect(page.html).toContain('Некорректный запрос');
+    }
+  });
+
+  it('a login or a resend posted as another content type, or with a repeated field, is refused without a 500 and opens nothing', async () => {
+    const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
+    const delivery = (await deliveries())[0];
+    const token = formTokenOf((await get('/admin', cookie)).html);
+    for (const [path, body, type] of [
+      ['/admin/login', `token=${ADMIN_TOKEN}`, 'text/plain'],
+      ['/admin/login', `token=${ADMIN_TOKEN}&token=${ADMIN_TOKEN}`, 'application/x-www-form-urlencoded'],
+      ['/admin/login', '%%%', 'application/x-www-form-urlencoded'],
+      [`/admin/webhook-deliveries/${delivery.id}/resend`, `formToken=${token}&formToken=${token}`, 'application/x-www-form-urlencoded'],
+    ] as const) {
+      const response = await fetch(`${gateway.baseUrl}${path}`, { method: 'POST', headers: { cookie, 'content-type': type }, body, redirect: 'manual' });
+      expect({ path, type, status: response.status < 500 && response.status !== 303 }).toEqual({ path, type, status: true });
+      expect(response.headers.get('set-cookie')).toBeNull();
+    }
+  });
+
+  it('the system page: projection lag per projection and the audit checkpoint (position, hash, signature)', async () => {
+    const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
+    const page = await get('/admin/system', cookie);
+    expect(page.status).toBe(200);
+    for (const projection of ['ledger', 'invoices', 'payments_to_ledger', 'webhook_outbox']) expect(page.html).toContain(`<td class="mono">${projection}</td>`);
+    const checkpoint = await operator.http.get('/admin/v1/audit/checkpoint');
+    expectStatus(checkpoint, 200);
+    expect(page.html).toMatch(/<th>Хеш \(SHA-256, цепочка\)<\/th><td class="mono">[0-9a-f]{64}<\/td>/);
+    expect(page.html).toContain(`<td class="mono">${checkpoint.body.keyId}</td>`);
+    expect(page.html).toMatch(/<th>Подпись \(HMAC-SHA256\)<\/th><td class="mono">[0-9a-f]{64}<\/td>/);
+  });
+
+  it('a second API process accepts the session (sessions live in PostgreSQL)', async () => {
+    const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
+    const there = await request(second.baseUrl, 'GET', '/admin', { cookie });
+    expect(there.status).toBe(200);
+    expect(there.html).toContain('Мерчанты и балансы');
+  });
+
+  it('a gateway started with another ADMIN_TOKEN accepts none of the sessions opened with the old one', async () => {
+    const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
+    const renewed = await startGateway('api', { DATABASE_URL: db.url, ADMIN_TOKEN: `${ADMIN_TOKEN}-rotated-0108` });
+    try {
+      const there = await request(renewed.baseUrl, 'GET', '/admin', { cookie });
+      expect([there.status, there.location]).toEqual([303, '/admin/login']);
+      // The old token does not open a session there either; the new one does.
+      expect((await request(renewed.baseUrl, 'POST', '/admin/login', { form: { token: ADMIN_TOKEN } })).status).toBe(401);
+      const fresh = await login(renewed.baseUrl, `${ADMIN_TOKEN}-rotated-0108`);
+      expect((await request(renewed.baseUrl, 'GET', '/admin', { cookie: fresh })).status).toBe(200);
+    } finally {
+      await renewed.kill();
+    }
+    // The old gateway still accepts its own session.
+    expect((await get('/admin', cookie)).status).toBe(200);
+  });
+
+  it('CSRF: a resend without the form token or with a wrong one → 403 page, nothing resent; with it → 303 back and a new attempt', async () => {
+    const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
+    const page = await get(accountPage(), cookie);
+    const token = formTokenOf(page.html);
+    const delivery = (await deliveries()).find((d) => d.eventType === 'invoice.paid');
+    expect(delivery.status).toBe('delivered');
+    const attemptsBefore = delivery.attempts.length;
+    const otherSession = formTokenOf((await get('/admin', await login(gateway.baseUrl, ADMIN_TOKEN))).html);
+    for (const form of [
+      {} as Record<string, string>,
+      { formToken: '' },
+      { formToken: token.slice(0, -1) + (token.endsWith('A') ? 'B' : 'A') },
+      { formToken: otherSession },
+    ]) {
+      const refused = await request(gateway.baseUrl, 'POST', `/admin/webhook-deliveries/${delivery.id}/resend`, {
+        cookie,
+        form: { ...form, accountId: merchant.accountId, mode: 'test' },
+      });
+      expect(refused.status).toBe(403);
+      expect(refused.html).toContain('Запрос отклонён');
+    }
+    const still = (await deliveries()).find((d) => d.id === delivery.id);
+    expect({ status: still.status, attempts: still.attempts.length }).toEqual({ status: 'delivered', attempts: attemptsBefore });
+
+    const resent = await request(gateway.baseUrl, 'POST', `/admin/webhook-deliveries/${delivery.id}/resend`, {
+      cookie,
+      form: { formToken: token, accountId: merchant.accountId, mode: 'test' },
+    });
+    expect(resent.status).toBe(303);
+    expect(resent.location).toBe(`${accountPage()}#webhooks`);
+    await poll(
+      deliveries,
+      (items) => items.find((d) => d.id === delivery.id)?.attempts.length === attemptsBefore + 1,
+      'the resent delivery’s new attempt',
+      20_000,
+    );
+    const after = await poll(
+      () => get(accountPage(), cookie),
+      (p) => (/<tr class="delivery"[^>]*>.*?<\/tr>/s.exec(p.html)?.[0].match(/<li class="attempt">/g) ?? []).length === attemptsBefore + 1,
+      'the new attempt on the merchant page',
+    );
+    expect(after.status).toBe(200);
+    // An unknown delivery: a 404 page.
+    const unknown = await request(gateway.baseUrl, 'POST', `/admin/webhook-deliveries/${randomUUID()}/resend`, { cookie, form: { formToken: token } });
+    expect(unknown.status).toBe(404);
+  });
+
+  it('logout ends the session: the old cookie then gets 303 to the login form (here and on the second process); a logout without the form token is refused', async () => {
+    const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
+    const token = formTokenOf((await get('/admin', cookie)).html);
+    const refused = await request(gateway.baseUrl, 'POST', '/admin/logout', { cookie, form: {} });
+    expect(refused.status).toBe(403);
+    expect((await get('/admin', cookie)).status).toBe(200);
+
+    const out = await request(gateway.baseUrl, 'POST', '/admin/logout', { cookie, form: { formToken: token } });
+    expect([out.status, out.location]).toEqual([303, '/admin/login']);
+    expect(out.setCookie).toMatch(/^operator_session=; Path=\/admin; Max-Age=0; HttpOnly; SameSite=Strict/);
+    expect((await get('/admin', cookie)).location).toBe('/admin/login');
+    expect((await request(second.baseUrl, 'GET', '/admin', { cookie })).location).toBe('/admin/login');
+  });
+
+  it('failed-auth limits apply to the login form: past them the right token is refused (429) before the compare, and no session is opened', async () => {
+    const forwarded = { 'x-forwarded-for': '203.0.113.77' };
+    for (let i = 0; i < LOGIN_FAILURE_LIMIT; i += 1) {
+      const wrong = await request(second.baseUrl, 'POST', '/admin/login', { form: { token: `wrong-${i}` }, headers: forwarded });
+      expect(wrong.status).toBe(401);
+    }
+    const limited = await request(second.baseUrl, 'POST', '/admin/login', { form: { token: ADMIN_TOKEN }, headers: forwarded });
+    expect(limited.status).toBe(429);
+    expect(limited.setCookie).toBeNull();
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(limited.html).toContain('Слишком много');
+    expect(limited.headers.get('content-security-policy')).toBe(CONSOLE_SECURITY_HEADERS['content-security-policy']);
+    // Another address is not limited.
+    expect(
+      (await request(second.baseUrl, 'POST', '/admin/login', { form: { token: ADMIN_TOKEN }, headers: { 'x-forwarded-for': '203.0.113.78' } })).status,
+    ).toBe(303);
+  });
+
+  // Last: these move the gateway clock.
+  it('a session ends after 30 minutes without a request (idle), by the gateway clock', async () => {
+    const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
+    await operator.advance(29 * 60);
+    expect((await get('/admin', cookie)).status).toBe(200);
+    // The request above restarted the idle time.
+    await operator.advance(29 * 60);
+    expect((await get('/admin', cookie)).status).toBe(200);
+    await operator.advance(30 * 60);
+    const expired = await get('/admin', cookie);
+    expect([expired.status, expired.location]).toEqual([303, '/admin/login']);
+  });
+
+  it('a session ends 12 hours after the login however busy (absolute lifetime)', async () => {
+    const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
+    let elapsed = 0;
+    while (elapsed + 25 * 60 < 12 * 3600) {
+      await operator.advance(25 * 60);
+      elapsed += 25 * 60;
+      expect({ elapsed, status: (await get('/admin', cookie)).status }).toEqual({ elapsed, status: 200 });
+    }
+    await operator.advance(12 * 3600 - elapsed);
+    expect((await get('/admin', cookie)).location).toBe('/admin/login');
+  });
+});
