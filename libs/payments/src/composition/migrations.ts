@@ -11,7 +11,7 @@ import { invoicesReadModelMigration } from '../invoices/invoices.read-model';
 import { payoutAddressesMigration } from '../payouts/payout-addresses';
 import { refundsReadModelMigration } from '../refunds/refunds.read-model';
 import { payoutsReadModelMigration } from '../payouts/payouts.read-model';
-import { webhookAttemptsRecordedMigration, webhookDeliveriesFillfactorMigration, webhookLeaseTokenMigration, webhookQueueMigration } from '../webhooks/schema';
+import { webhookAttemptsRecordedMigration, webhookLeaseTokenMigration, webhookQueueMigration } from '../webhooks/schema';
 import { webhookRetentionMigration } from '../webhooks/webhook-retention';
 import { idempotencyKeysMigration } from '../idempotency/schema';
 import { payoutIdsMigration, payoutRequestKeysMigration } from '../payouts/payout-ids.schema';
@@ -46,5 +46,4 @@ export const allMigrations: readonly Migration[] = [
   eventHashChainMigration,
   eventLogCheckpointsMigration,
   webhookAttemptsRecordedMigration,
-  webhookDeliveriesFillfactorMigration,
 ];

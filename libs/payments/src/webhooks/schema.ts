@@ -77,18 +77,3 @@ FROM (SELECT delivery_id, max(attempt) AS last FROM webhook_attempts GROUP BY de
 WHERE h.delivery_id = d.id;
 `,
 };
-
-/**
- * Room on each page of the queue for the claim's update. A claim writes only the lease
- * (`leased_until`, `lease_token`), which no index covers: with free space on the row's
- * page PostgreSQL makes it a heap-only update (no new entry in any of the table's five
- * indexes). With pages filled to the brim, as the outbox's inserts left them, every
- * claim added an entry to each index. New pages keep a quarter free; the record of an
- * outcome changes the status (indexed) and is a full update either way.
- */
-export const webhookDeliveriesFillfactorMigration: Migration = {
-  id: 'payments:0028_webhook_deliveries_room_for_claims',
-  sql: `
-ALTER TABLE webhook_deliveries SET (fillfactor = 75);
-`,
-};
