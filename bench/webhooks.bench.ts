@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { randomBytes, randomUUID } from 'node:crypto';
 import os from 'node:os';
 import { Agent } from 'undici';
@@ -20,6 +21,11 @@ import { fixed, Table } from './table';
  * as the dispatcher's) posting the same body to the same receiver with as many
  * requests in flight as the dispatchers may have to one URL (8 each), no database.
  * Rounds alternate the four runs; the figures are the medians of the rounds.
+ *
+ * Where the time goes, per 1,000 requests of each run: the CPU time of the sending
+ * process (this one: the dispatchers and their database client), of PostgreSQL (every
+ * process of the server, from /proc; "-" when the server is not on this machine) and
+ * of the receiver, and the database statements the sending process sent.
  */
 export const webhooksBench: BenchSection = {
   name: 'webhooks',
@@ -44,6 +50,7 @@ process.on('SIGTERM', () => process.exit(0));
 
 interface Receiver {
   readonly url: string;
+  readonly pid: number;
   /** Requests answered and connections accepted so far. */
   stats(): Promise<{ received: number; connections: number }>;
   stop(): Promise<void>;
@@ -64,6 +71,7 @@ async function startReceiver(): Promise<Receiver> {
   });
   return {
     url: `${base}/hooks`,
+    pid: child.pid!,
     stats: async () => (await fetch(`${base}/stats`)).json() as Promise<{ received: number; connections: number }>,
     stop: async () => {
       process.removeListener('exit', killOnExit);
@@ -78,12 +86,71 @@ interface Run {
   readonly p50: number;
   readonly p99: number;
   readonly connections: number;
+  /** Per 1,000 requests: CPU ms of the sender, PostgreSQL (null: not measurable here) and the receiver, and the statements sent. */
+  readonly cost: Cost;
+}
+
+interface Cost {
+  readonly senderMs: number;
+  readonly databaseMs: number | null;
+  readonly receiverMs: number;
+  readonly statements: number;
+}
+
+const TICK_MS = 10; // /proc counts CPU time in clock ticks of 1/100 s (CLK_TCK on Linux)
+
+/** utime + stime of a process (and, with `children`, of its children it has waited for), in ms; null when it is gone. */
+function processCpuMs(pid: number, children = false): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // After the name: state(3) ppid(4) … utime(14) stime(15) cutime(16) cstime(17); fields[0] is field 3.
+    const own = Number(fields[11]) + Number(fields[12]);
+    return (own + (children ? Number(fields[13]) + Number(fields[14]) : 0)) * TICK_MS;
+  } catch {
+    return null;
+  }
+}
+
+const parentOf = (pid: number): number | null => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  } catch {
+    return null;
+  }
+};
+
+/**
+ * The CPU time of the whole PostgreSQL server, in ms: the postmaster, every process it
+ * started that is still running and those that ended (their time is counted in the
+ * postmaster's cutime and cstime once it has waited for them). Null when the server is
+ * not on this machine.
+ */
+function databaseCpuMs(postmaster: number | null): number | null {
+  if (postmaster === null) return null;
+  let total = processCpuMs(postmaster, true);
+  if (total === null) return null;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry) || parentOf(Number(entry)) !== postmaster) continue;
+    total += processCpuMs(Number(entry)) ?? 0;
+  }
+  return total;
 }
 
 const median = (values: readonly number[]): number => percentiles(values, [50])[0]!;
 
 async function run(context: BenchContext): Promise<Table[]> {
   const pool = createPool(context.databaseUrl, { max: 12, applicationName: 'bench-webhooks' });
+  // Every statement this process sends, counted (the dispatchers' claims, renewals and records).
+  let statements = 0;
+  pool.on('connect', (client) => {
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+      statements++;
+      return query(...args);
+    };
+  });
   const receiver = await startReceiver();
   const clock = new SystemClock();
   // Signing only: a throw-away key seals the bench project's webhook secret.
@@ -93,6 +160,27 @@ async function run(context: BenchContext): Promise<Table[]> {
   const startedAt = new Date();
   const loadBefore = os.loadavg()[0]!;
   const runs = new Map<string, Run[]>();
+  // The server's postmaster: the parent of a backend, when that backend is a process of this machine.
+  const backend = (await pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+  const postmaster = parentOf(backend) !== null && processCpuMs(backend) !== null ? parentOf(backend) : null;
+  /** Starts measuring a run's cost; the returned function gives it per 1,000 requests. */
+  const measureCost = () => {
+    const sender = process.cpuUsage();
+    const database = databaseCpuMs(postmaster);
+    const receiving = processCpuMs(receiver.pid) ?? 0;
+    const sent = statements;
+    return (requests: number): Cost => {
+      const used = process.cpuUsage(sender);
+      const databaseAfter = databaseCpuMs(postmaster);
+      const per1000 = (x: number) => (x * 1000) / requests;
+      return {
+        senderMs: per1000((used.user + used.system) / 1000),
+        databaseMs: database === null || databaseAfter === null ? null : per1000(databaseAfter - database),
+        receiverMs: per1000((processCpuMs(receiver.pid) ?? 0) - receiving),
+        statements: per1000(statements - sent),
+      };
+    };
+  };
   const note = (name: string, r: Run) => runs.set(name, [...(runs.get(name) ?? []), r]);
   try {
     const account = await registry.createAccount('Bench', 'bench@example.com', clock.now());
@@ -134,6 +222,7 @@ async function run(context: BenchContext): Promise<Table[]> {
       const before = await receiver.stats();
       const latencies: number[] = [];
       let sent = 0;
+      const cost = measureCost();
       const elapsed = startTimer();
       await Promise.all(
         Array.from({ length: inFlight }, async () => {
@@ -147,9 +236,10 @@ async function run(context: BenchContext): Promise<Table[]> {
         }),
       );
       const seconds = elapsed() / 1000;
+      const used = cost(count);
       await agent.close();
       const [p50, p99] = percentiles(latencies, [50, 99]);
-      return { perSecond: count / seconds, p50: p50!, p99: p99!, connections: (await receiver.stats()).connections - before.connections };
+      return { perSecond: count / seconds, p50: p50!, p99: p99!, connections: (await receiver.stats()).connections - before.connections, cost: used };
     };
 
     const dispatch = async (dispatchers: number): Promise<Run> => {
@@ -176,11 +266,13 @@ async function run(context: BenchContext): Promise<Table[]> {
       );
       for (const w of workers) w.onError = (error) => context.progress(`webhooks: dispatcher error: ${error.message}`);
       const before = await receiver.stats();
+      const cost = measureCost();
       const elapsed = startTimer();
       for (const w of workers) w.start();
       const progress = setInterval(() => context.progress(`webhooks: ${dispatchers} dispatcher(s), ${count - delivered} left`), 1000);
       await done;
       const seconds = elapsed() / 1000;
+      const used = cost(count);
       clearInterval(progress);
       await Promise.all(workers.map((w) => w.stop()));
       const after = await receiver.stats();
@@ -192,7 +284,7 @@ async function run(context: BenchContext): Promise<Table[]> {
         [50, 99],
       );
       await pool.query('TRUNCATE webhook_attempts, webhook_deliveries');
-      return { perSecond: count / seconds, p50: p50!, p99: p99!, connections: after.connections - before.connections };
+      return { perSecond: count / seconds, p50: p50!, p99: p99!, connections: after.connections - before.connections, cost: used };
     };
 
     for (let round = 1; round <= rounds; round++) {
@@ -218,6 +310,10 @@ async function run(context: BenchContext): Promise<Table[]> {
       fixed(1)(median(r.map((x) => x.p50))),
       fixed(1)(median(r.map((x) => x.p99))),
       median(r.map((x) => x.connections)),
+      fixed(0)(median(r.map((x) => x.cost.senderMs))),
+      r.every((x) => x.cost.databaseMs !== null) ? fixed(0)(median(r.map((x) => x.cost.databaseMs!))) : '-',
+      fixed(0)(median(r.map((x) => x.cost.receiverMs))),
+      fixed(0)(median(r.map((x) => x.cost.statements))),
     ];
   };
   const rows = [
@@ -230,7 +326,20 @@ async function run(context: BenchContext): Promise<Table[]> {
   return [
     {
       title: `Webhook deliveries to a local receiver, one URL (32 in flight per dispatcher, ${PER_URL} per URL; signed, each attempt recorded) and the bare client's ceiling; medians of ${rounds} alternating round(s); ${stamp}`,
-      headers: ['sender', 'in flight to the URL', 'requests', 'per second', 'rounds', 'p50 ms', 'p99 ms', 'connections'],
+      headers: [
+        'sender',
+        'in flight to the URL',
+        'requests',
+        'per second',
+        'rounds',
+        'p50 ms',
+        'p99 ms',
+        'connections',
+        'CPU ms/1000: sender',
+        'PostgreSQL',
+        'receiver',
+        'statements/1000',
+      ],
       rows,
       summary: [rows[0]!, rows[2]!].map(([what, , , perSecond, , p50, p99], i) => ({
         measure: `webhook deliveries, ${what}`,

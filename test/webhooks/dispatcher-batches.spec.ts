@@ -22,6 +22,8 @@ import {
   webhookSignature,
   webhookTimestampedSignature,
 } from '#payments/webhooks';
+import { migrate } from '#platform/database';
+import { allMigrations } from '#payments/composition';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { webhookProject } from '../support/webhook-project';
 
@@ -302,5 +304,184 @@ describe('deliveries claimed ahead of their slots', () => {
       ['pending', 0],
     ]);
     expect(poster.posted).toHaveLength(1);
+  });
+});
+
+describe('a batch recorded in one statement', () => {
+  it('a lease taken over by another claim meanwhile: the outcome moves nothing, the other claim keeps its lease, the rest of the batch is recorded', async () => {
+    const ids = await enqueue('https://shop.example/hooks', 3);
+    const poster = heldPoster();
+    const outcomes: WebhookAttemptOutcome[] = [];
+    const errors: Error[] = [];
+    const dispatcher = new WebhookDispatcher(db.pool, registry, clock, {
+      concurrency: 8,
+      perUrlConcurrency: 8,
+      allowPrivateNetworks: false,
+      client: poster,
+      onAttempt: (o) => outcomes.push(o),
+    });
+    dispatcher.onError = (e) => errors.push(e);
+    expect(await dispatcher.tick()).toBe(3);
+    await until(() => poster.posted.length === 3, 'three attempts');
+    // Between the claim and the record, the lease is replaced in the table as another
+    // dispatcher's claim would replace it (a new token, a new lease).
+    const lost = ids[1]!;
+    const other = await db.pool.query<{ lease_token: string; leased_until: Date }>(
+      `UPDATE webhook_deliveries SET lease_token = gen_random_uuid(), leased_until = clock_timestamp() + interval '15 seconds'
+       WHERE id = $1 RETURNING lease_token, leased_until`,
+      [lost],
+    );
+    for (const p of poster.posted) p.answer({ statusCode: 200, body: 'ok', durationMs: 4, error: null });
+    await dispatcher.drain();
+
+    expect(errors).toEqual([]);
+    const rows = await rowsOf(ids);
+    expect(new Set(rows.flatMap((r) => r.attempts.map((a) => a.xmin))).size).toBe(1);
+    const lostRow = rows.find((r) => r.id === lost)!;
+    // Still the other claim's: pending, nothing counted, its token and lease untouched.
+    expect(lostRow).toMatchObject({ status: 'pending', attempts_made: 0, lease_token: other.rows[0]!.lease_token });
+    expect(lostRow.leased_until!.getTime()).toBe(other.rows[0]!.leased_until.getTime());
+    expect(lostRow.attempts.map((a) => [a.attempt, a.status_code, a.superseded])).toEqual([[1, 200, true]]);
+    for (const row of rows.filter((r) => r.id !== lost)) {
+      expect(row).toMatchObject({ status: 'delivered', attempts_made: 1, lease_token: null, leased_until: null, next_attempt_at: null });
+      expect(row.attempts.map((a) => [a.attempt, a.status_code, a.superseded])).toEqual([[1, 200, false]]);
+    }
+    expect(outcomes.sort()).toEqual(['delivered', 'delivered', 'superseded']);
+  });
+
+  it('two dispatchers’ batches of the same deliveries (resent in between) recorded at the same moment: attempts numbered one after the other, both batches recorded', async () => {
+    const url = `https://shop-${randomUUID()}.example/hooks`;
+    const ids = await enqueue(url, 6);
+    const errors: Error[] = [];
+    const make = (poster: WebhookPoster, outcomes: WebhookAttemptOutcome[]) => {
+      const d = new WebhookDispatcher(db.pool, registry, clock, {
+        concurrency: 8,
+        perUrlConcurrency: 8,
+        allowPrivateNetworks: false,
+        client: poster,
+        onAttempt: (o) => outcomes.push(o),
+      });
+      d.onError = (e) => errors.push(e);
+      return d;
+    };
+    // Three rounds: each round, A's attempts are overtaken by the operator's resend and
+    // B's claim, and both batches come back together.
+    for (let round = 1; round <= 3; round++) {
+      const pa = heldPoster();
+      const pb = heldPoster();
+      const aOutcomes: WebhookAttemptOutcome[] = [];
+      const bOutcomes: WebhookAttemptOutcome[] = [];
+      const a = make(pa, aOutcomes);
+      const b = make(pb, bOutcomes);
+      expect(await a.tick()).toBe(6);
+      await until(() => pa.posted.length === 6, 'A’s attempts');
+      for (const id of ids) await resendDelivery(db.pool, id, clock.now());
+      expect(await b.tick()).toBe(6);
+      await until(() => pb.posted.length === 6, 'B’s attempts');
+      // The test holds every row's lock while both batches are written: both statements
+      // start (their snapshots taken) and wait; then both go on at once.
+      const holder = await db.pool.connect();
+      try {
+        await holder.query('BEGIN');
+        await holder.query('SELECT 1 FROM webhook_deliveries WHERE id = ANY($1::uuid[]) FOR UPDATE', [ids]);
+        // A's batch in the order sent, B's in the reverse order.
+        for (const p of pa.posted) p.answer({ statusCode: 500, body: 'поздно', durationMs: 3, error: null });
+        for (const p of [...pb.posted].reverse()) p.answer({ statusCode: 200, body: 'ok', durationMs: 2, error: null });
+        await until(
+          async () =>
+            Number(
+              (
+                await db.pool.query<{ n: string }>(
+                  `SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'WITH attempt AS MATERIALIZED%'`,
+                )
+              ).rows[0]!.n,
+            ) === 2,
+          'both batches waiting for the rows',
+        );
+        await holder.query('COMMIT');
+      } finally {
+        holder.release();
+      }
+      await Promise.all([a.drain(), b.drain()]);
+      await Promise.all([a.stop(), b.stop()]);
+      expect(errors).toEqual([]);
+      expect(aOutcomes).toEqual(Array(6).fill('superseded'));
+      expect(bOutcomes).toEqual(Array(6).fill('delivered'));
+      const rows = await rowsOf(ids);
+      for (const row of rows) {
+        // Every attempt so far, numbered 1, 2, … without a gap or a repeat; this round's two are the last two.
+        expect(row.attempts.map((x) => x.attempt)).toEqual(Array.from({ length: 2 * round }, (_, i) => i + 1));
+        const thisRound = row.attempts.slice(-2);
+        expect(thisRound.map((x) => [x.status_code, x.superseded]).sort()).toEqual([
+          [200, false],
+          [500, true],
+        ]);
+        // B's attempt decided (the first since the resend), A's moved nothing.
+        expect(row).toMatchObject({ status: 'delivered', attempts_made: round, lease_token: null, leased_until: null });
+      }
+      // The next round starts from delivered rows made due again.
+      for (const id of ids) await resendDelivery(db.pool, id, clock.now());
+    }
+  });
+});
+
+describe('payments:0027_webhook_attempts_recorded on a database with history', () => {
+  it('counts the history already there: the next attempt is numbered after it', async () => {
+    const old = await createTestDatabase({ migrate: false });
+    try {
+      await migrate(
+        old.pool,
+        allMigrations.filter((m) => m.id !== 'payments:0027_webhook_attempts_recorded'),
+      );
+      const oldRegistry = new Registry(old.pool, new SecretBox(fixedKeys([randomBytes(32)])));
+      const project = await webhookProject(oldRegistry, clock.now());
+      const [withHistory, without] = [randomUUID(), randomUUID()];
+      for (const id of [withHistory, without]) {
+        await old.pool.query(
+          `INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, attempts_made, next_attempt_at, created_at)
+           VALUES ($1, $2, 'invoice.paid', $3, 'https://shop.example/hooks', '{}', true, 'pending', $4, $5, $5)`,
+          [id, randomUUID(), project.id, id === withHistory ? 2 : 0, clock.now()],
+        );
+      }
+      // Three attempts before the migration: two counted, one superseded.
+      for (const [attempt, superseded] of [
+        [1, false],
+        [2, true],
+        [3, false],
+      ] as const) {
+        await old.pool.query(
+          `INSERT INTO webhook_attempts (delivery_id, attempt, at, status_code, body, duration_ms, error, superseded) VALUES ($1, $2, $3, 500, 'нет', 5, null, $4)`,
+          [withHistory, attempt, clock.now(), superseded],
+        );
+      }
+      expect(await migrate(old.pool, allMigrations)).toEqual(['payments:0027_webhook_attempts_recorded']);
+      const poster = heldPoster();
+      const outcomes: WebhookAttemptOutcome[] = [];
+      const dispatcher = new WebhookDispatcher(old.pool, oldRegistry, clock, {
+        concurrency: 8,
+        allowPrivateNetworks: false,
+        client: poster,
+        onAttempt: (o) => outcomes.push(o),
+      });
+      expect(await dispatcher.tick()).toBe(2);
+      await until(() => poster.posted.length === 2, 'two attempts');
+      for (const p of poster.posted) p.answer({ statusCode: 500, body: 'снова', durationMs: 3, error: null });
+      await dispatcher.drain();
+      expect(outcomes).toEqual(['retry', 'retry']);
+      const attempts = await old.pool.query<{ delivery_id: string; attempt: number }>(
+        'SELECT delivery_id, attempt FROM webhook_attempts ORDER BY delivery_id, attempt',
+      );
+      expect(attempts.rows.filter((r) => r.delivery_id === withHistory).map((r) => r.attempt)).toEqual([1, 2, 3, 4]);
+      expect(attempts.rows.filter((r) => r.delivery_id === without).map((r) => r.attempt)).toEqual([1]);
+      // The third counted attempt: the schedule's third delay (30 min).
+      const row = await old.pool.query<{ attempts_made: number; next_attempt_at: Date }>(
+        'SELECT attempts_made, next_attempt_at FROM webhook_deliveries WHERE id = $1',
+        [withHistory],
+      );
+      expect(row.rows[0]!.attempts_made).toBe(3);
+      expect(row.rows[0]!.next_attempt_at.getTime()).toBe(now + 1800_000);
+    } finally {
+      await old.drop();
+    }
   });
 });

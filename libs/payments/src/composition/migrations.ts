@@ -12,7 +12,7 @@ import { invoicesReadModelMigration } from '../invoices/invoices.read-model';
 import { payoutAddressesMigration } from '../payouts/payout-addresses';
 import { refundsReadModelMigration } from '../refunds/refunds.read-model';
 import { payoutsReadModelMigration } from '../payouts/payouts.read-model';
-import { webhookLeaseTokenMigration, webhookQueueMigration } from '../webhooks/schema';
+import { webhookAttemptsRecordedMigration, webhookLeaseTokenMigration, webhookQueueMigration } from '../webhooks/schema';
 import { webhookRetentionMigration } from '../webhooks/webhook-retention';
 import { idempotencyKeysMigration } from '../idempotency/schema';
 import { payoutIdsMigration, payoutRequestKeysMigration } from '../payouts/payout-ids.schema';
@@ -47,4 +47,5 @@ export const allMigrations: readonly Migration[] = [
   eventHashChainMigration,
   eventLogCheckpointsMigration,
   operatorSessionsMigration,
+  webhookAttemptsRecordedMigration,
 ];

@@ -58,3 +58,22 @@ ALTER TABLE webhook_deliveries ADD COLUMN lease_token uuid;
 ALTER TABLE webhook_attempts ADD COLUMN superseded boolean NOT NULL DEFAULT false;
 `,
 };
+
+/**
+ * `attempts_recorded`: how many attempts of the delivery are in its history, superseded
+ * ones included (the number of its last attempt). The dispatcher records a batch of
+ * attempts in one statement: the delivery rows are locked in that statement, and a
+ * count of the history read in it would come from the statement's snapshot, taken
+ * before the locks were granted (another dispatcher's attempts committed meanwhile
+ * would be missed and their numbers taken twice). The counter is on the locked row,
+ * read as it is after the lock.
+ */
+export const webhookAttemptsRecordedMigration: Migration = {
+  id: 'payments:0027_webhook_attempts_recorded',
+  sql: `
+ALTER TABLE webhook_deliveries ADD COLUMN attempts_recorded integer NOT NULL DEFAULT 0;
+UPDATE webhook_deliveries d SET attempts_recorded = h.last
+FROM (SELECT delivery_id, max(attempt) AS last FROM webhook_attempts GROUP BY delivery_id) AS h
+WHERE h.delivery_id = d.id;
+`,
+};

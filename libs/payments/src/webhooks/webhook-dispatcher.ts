@@ -1,5 +1,5 @@
 import type { Pool } from 'pg';
-import { inTransaction, preparedStatement } from '#platform/database';
+import { preparedStatement } from '#platform/database';
 import type { Clock } from '#platform/clock';
 import type { Registry } from '../merchants';
 import { AttemptResult, WebhookHttpClient, WebhookPoster } from './http-delivery';
@@ -18,6 +18,9 @@ interface ClaimedRow {
   is_test: boolean;
   /** This claim's lease: the attempt's outcome moves the delivery only while the row still carries it. */
   lease_token: string;
+  /** Attempts counted so far and the count at the last resend (the retry schedule's start), as the claim found them. */
+  attempts_made: number;
+  schedule_base: number;
   /** The project's webhook secret as stored (sealed); null when the project no longer exists. */
   webhook_secret: string | null;
 }
@@ -303,7 +306,7 @@ export class WebhookDispatcher {
            ORDER BY c.next_attempt_at LIMIT $2 FOR UPDATE OF d SKIP LOCKED)
          UPDATE webhook_deliveries d SET leased_until = clock_timestamp() + make_interval(secs => $3), lease_token = gen_random_uuid()
          FROM due WHERE d.id = due.id
-         RETURNING d.id, d.event_type, d.project_id, d.url, d.body, d.is_test, d.lease_token,
+         RETURNING d.id, d.event_type, d.project_id, d.url, d.body, d.is_test, d.lease_token, d.attempts_made, d.schedule_base,
                    (SELECT p.webhook_secret FROM projects p WHERE p.id = d.project_id) AS webhook_secret`,
         [
           this.clock.now(),
@@ -498,69 +501,69 @@ export class WebhookDispatcher {
   }
 
   /**
-   * Records a batch of attempts and, for each whose delivery still carries its
-   * claim's lease token, its outcome: delivered, the next attempt scheduled, or failed
-   * for good. The delivery rows are locked first (in id order, so two dispatchers'
-   * batches cannot deadlock), so the attempts of one delivery recorded at once are
-   * numbered one after the other and each lease is judged on the row as it is now.
-   * Answers each attempt's outcome, in the batch's order.
+   * Records a batch of attempts in one statement (one round trip, one transaction)
+   * and, for each whose delivery still carries its claim's lease token, its outcome:
+   * delivered, the next attempt scheduled, or failed for good. The statement locks the
+   * batch's delivery rows first, in id order (two dispatchers' batches cannot
+   * deadlock), and judges each lease on the row as it is once locked; the attempts of
+   * one delivery are numbered after its `attempts_recorded`, read under the same lock.
+   * Each outcome was decided beforehand by `attemptOutcome` from the attempts made and
+   * the schedule's base that the claim read: both change only together with the lease
+   * token (an outcome recorded or a resend drops it), so while the token is the
+   * claim's they are still what the claim read. Answers each attempt's outcome, in the
+   * batch's order; a delivery deleted meanwhile (retention) gets no history, and its
+   * attempt counts as superseded.
    */
   private async record(batch: readonly FinishedAttempt[]): Promise<WebhookAttemptOutcome[]> {
-    return inTransaction(this.pool, async (client) => {
-      const locked = await client.query<{ id: string; lease_token: string | null; attempts_made: number; schedule_base: number }>(
-        preparedStatement('SELECT id, lease_token, attempts_made, schedule_base FROM webhook_deliveries WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE', [
-          [...new Set(batch.map((f) => f.delivery.id))],
-        ]),
-      );
-      const rows = new Map(locked.rows.map((row) => [row.id, row]));
-      const outcomes: WebhookAttemptOutcome[] = [];
-      const decided: { id: string; attempt: number; status: string; next: Date | null }[] = [];
-      const kept: { f: FinishedAttempt; superseded: boolean }[] = [];
-      for (const f of batch) {
-        const row = rows.get(f.delivery.id);
-        const ours = row !== undefined && row.lease_token === f.delivery.lease_token;
-        let outcome: WebhookAttemptOutcome = 'superseded';
-        if (ours) {
-          const attempt = row.attempts_made + 1;
-          const { status, nextAttemptAt } = attemptOutcome(f.result.statusCode, attempt, row.schedule_base, f.endedAt);
-          decided.push({ id: row.id, attempt, status, next: nextAttemptAt });
-          outcome = status === 'pending' ? 'retry' : status;
-        }
-        outcomes.push(outcome);
-        // A delivery deleted meanwhile (retention) has no history to add to.
-        if (row) kept.push({ f, superseded: !ours });
-      }
-      // One statement: the outcomes of the attempts still holding their lease, and every attempt into the history.
-      await client.query(
-        preparedStatement(
-          `WITH decided AS (
-             UPDATE webhook_deliveries d SET attempts_made = o.attempt, status = o.status, next_attempt_at = o.next, leased_until = NULL, lease_token = NULL
-             FROM unnest($1::uuid[], $2::int[], $3::text[], $4::timestamptz[]) AS o(id, attempt, status, next)
-             WHERE d.id = o.id)
+    const decided = batch.map((f) => attemptOutcome(f.result.statusCode, f.delivery.attempts_made + 1, f.delivery.schedule_base, f.endedAt));
+    const judged = await this.pool.query<{ ord: string; ours: boolean }>(
+      preparedStatement(
+        `WITH attempt AS MATERIALIZED (
+           SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[], $4::int[], $5::text[], $6::int[], $7::text[], $8::int[], $9::text[], $10::timestamptz[])
+             WITH ORDINALITY AS a(delivery_id, lease_token, at, status_code, body, duration_ms, error, attempts_made, status, next, ord)),
+         locked AS (
+           SELECT d.id, d.lease_token, d.attempts_recorded FROM webhook_deliveries d
+           WHERE d.id IN (SELECT delivery_id FROM attempt)
+           ORDER BY d.id FOR UPDATE),
+         judged AS MATERIALIZED (
+           SELECT a.*, coalesce(a.lease_token = l.lease_token, false) AS ours,
+                  l.attempts_recorded + row_number() OVER (PARTITION BY a.delivery_id ORDER BY a.ord) AS number
+           FROM attempt a JOIN locked l ON l.id = a.delivery_id),
+         moved AS (
+           UPDATE webhook_deliveries d
+           SET attempts_recorded = d.attempts_recorded + j.recorded,
+               attempts_made = coalesce(j.attempts_made, d.attempts_made),
+               status = coalesce(j.status, d.status),
+               next_attempt_at = CASE WHEN j.attempts_made IS NULL THEN d.next_attempt_at ELSE j.next END,
+               leased_until = CASE WHEN j.attempts_made IS NULL THEN d.leased_until END,
+               lease_token = CASE WHEN j.attempts_made IS NULL THEN d.lease_token END
+           FROM (SELECT delivery_id, count(*) AS recorded,
+                        -- At most one attempt of a delivery holds its current lease.
+                        max(attempts_made) FILTER (WHERE ours) AS attempts_made,
+                        max(status) FILTER (WHERE ours) AS status,
+                        max(next) FILTER (WHERE ours) AS next
+                 FROM judged GROUP BY delivery_id) AS j
+           WHERE d.id = j.delivery_id),
+         history AS (
            INSERT INTO webhook_attempts (delivery_id, attempt, at, status_code, body, duration_ms, error, superseded)
-           SELECT a.delivery_id,
-                  coalesce((SELECT max(h.attempt) FROM webhook_attempts h WHERE h.delivery_id = a.delivery_id), 0)
-                    + row_number() OVER (PARTITION BY a.delivery_id ORDER BY a.ord),
-                  a.at, a.status_code, a.body, a.duration_ms, a.error, a.superseded
-           FROM unnest($5::uuid[], $6::timestamptz[], $7::int[], $8::text[], $9::int[], $10::text[], $11::boolean[]) WITH ORDINALITY
-             AS a(delivery_id, at, status_code, body, duration_ms, error, superseded, ord)`,
-          [
-            decided.map((o) => o.id),
-            decided.map((o) => o.attempt),
-            decided.map((o) => o.status),
-            decided.map((o) => o.next),
-            kept.map(({ f }) => f.delivery.id),
-            kept.map(({ f }) => f.at),
-            kept.map(({ f }) => f.result.statusCode),
-            kept.map(({ f }) => (f.result.body === null ? null : stripUnstorable(f.result.body))),
-            kept.map(({ f }) => f.result.durationMs),
-            kept.map(({ f }) => f.result.error),
-            kept.map(({ superseded }) => superseded),
-          ],
-        ),
-      );
-      return outcomes;
-    });
+           SELECT delivery_id, number, at, status_code, body, duration_ms, error, NOT ours FROM judged)
+         SELECT ord, ours FROM judged`,
+        [
+          batch.map((f) => f.delivery.id),
+          batch.map((f) => f.delivery.lease_token),
+          batch.map((f) => f.at),
+          batch.map((f) => f.result.statusCode),
+          batch.map((f) => (f.result.body === null ? null : stripUnstorable(f.result.body))),
+          batch.map((f) => f.result.durationMs),
+          batch.map((f) => f.result.error),
+          batch.map((f) => f.delivery.attempts_made + 1),
+          decided.map((o) => o.status),
+          decided.map((o) => o.nextAttemptAt),
+        ],
+      ),
+    );
+    const ours = new Set(judged.rows.filter((r) => r.ours).map((r) => Number(r.ord) - 1));
+    return decided.map((o, i): WebhookAttemptOutcome => (!ours.has(i) ? 'superseded' : o.status === 'pending' ? 'retry' : o.status));
   }
 }
 
