@@ -1,19 +1,12 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
 import { countRequestInWindow, PollMarkRequest, PollMarkResult, rateWindowOf, takePollMark } from '../access/access-control';
-import { inTransaction, preparedStatement } from '#platform/database';
+import { inTransaction, OneTurnBatches, preparedStatement } from '#platform/database';
 import { MethodOverrides, projectMethods, MethodTerms } from '#domain';
 import type { Mode } from '#domain';
 import { SecretBox, sealedKeyId } from '#platform/secrets';
 import { webhookSecretOwner } from './webhook-secrets';
-import {
-  batchedLookupParameters,
-  batchedLookupStatement,
-  batchesByPollInterval,
-  LookupsOfOneTurn,
-  SecretKeyLookup,
-  SecretKeyLookupRequest,
-} from './secret-key-lookups';
+import { batchedLookupParameters, batchedLookupStatement, batchesByPollInterval, SecretKeyLookup, SecretKeyLookupRequest } from './secret-key-lookups';
 
 export const PROJECT_STATUSES = ['active', 'pending', 'rejected', 'blocked'] as const;
 export type ProjectStatus = (typeof PROJECT_STATUSES)[number];
@@ -319,7 +312,7 @@ export class Registry {
     );
   }
 
-  private readonly lookupsOfTheTurn = new LookupsOfOneTurn<SecretKeyLookup<CountedLookup>>((lookups) => {
+  private readonly lookupsOfTheTurn = new OneTurnBatches<SecretKeyLookup<CountedLookup>>((lookups) => {
     for (const batch of batchesByPollInterval(lookups)) {
       void this.answerLookups(batch);
     }

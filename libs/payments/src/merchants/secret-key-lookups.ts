@@ -15,30 +15,6 @@ export interface SecretKeyLookup<Result> extends SecretKeyLookupRequest {
 }
 
 /**
- * Collects the lookups that arrive in one turn of the event loop and hands them over
- * together after the turn's I/O callbacks (setImmediate: every request whose bytes
- * were read in the same poll phase has reached its guard by then). A lookup waits at
- * most one turn; alone, it is a batch of one.
- */
-export class LookupsOfOneTurn<Lookup> {
-  private pending: Lookup[] | null = null;
-
-  constructor(private readonly flush: (lookups: Lookup[]) => void) {}
-
-  add(lookup: Lookup): void {
-    if (this.pending === null) {
-      this.pending = [];
-      setImmediate(() => {
-        const lookups = this.pending!;
-        this.pending = null;
-        this.flush(lookups);
-      });
-    }
-    this.pending.push(lookup);
-  }
-}
-
-/**
  * The batches one statement can serve: the poll interval is one parameter of the
  * statement, so lookups whose marks have different intervals go in different
  * statements (in practice every mark has the process's one interval). Lookups without
