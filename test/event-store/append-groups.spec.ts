@@ -6,6 +6,8 @@
  * positions are each append's own, retries and reused ids are told apart as before, and
  * the hash chains are the ones the single append writes (the log verifies). Real
  * PostgreSQL; the contract suite (postgres-event-store.spec.ts) runs over groups too.
+ * The forward stream reads of one turn are grouped the same way: each read gets its
+ * own stream, range and "no stream" answer, and sees the appends answered before it.
  */
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
@@ -17,6 +19,8 @@ import {
   EventToAppend,
   ExpectedRevision,
   PostgresEventStore,
+  RecordedEvent,
+  StreamNotFoundError,
   verifyEventLog,
   WrongExpectedRevisionError,
 } from '#event-store';
@@ -82,8 +86,8 @@ describe('appends of one turn, grouped', () => {
     ]);
     expect((await store.readStream(c)).map((e) => e.type)).toEqual(['Happened', 'C2', 'C3']);
     // Each answer is the position of its append's last event in $all.
-    const log = await store.readAll({ after: { commit: result[0]!.position.commit, prepare: 0n }, maxCount: 100 });
-    const last = (name: string, type: string) => log.find((e) => e.streamName === name && e.type === type)!.position;
+    const events = [...(await store.readStream(a)), ...(await store.readStream(b)), ...(await store.readStream(c))];
+    const last = (name: string, type: string) => events.find((e) => e.streamName === name && e.type === type)!.position;
     expect(result.map((r) => r.position)).toEqual([last(a, 'A1'), last(b, 'B3'), last(c, 'C3'), last(a, 'A2')]);
   });
 
@@ -225,7 +229,13 @@ describe('appends of one turn, grouped', () => {
         for (let r = 0; r < rounds; r++) await Promise.all(order.flatMap((name) => [s.appendToStream(name, [event()]), s.appendToStream(name, [event()])]));
       };
       await Promise.all([writer(store, names), writer(otherStore, reversed), writer(store, reversed), writer(otherStore, names)]);
-      const log = (await store.readAll({ maxCount: 100_000 })).filter((e) => names.includes(e.streamName));
+      // $all's order, read from the table (readAll would wait for transactions of other test databases on the server to end).
+      const log = (
+        await db.pool.query<{ streamName: string; revision: string }>(
+          `SELECT stream_name AS "streamName", stream_revision AS revision FROM events WHERE stream_name = ANY($1) ORDER BY transaction_id, global_position`,
+          [names],
+        )
+      ).rows.map((r) => ({ streamName: r.streamName, revision: BigInt(r.revision) }));
       expect(log).toHaveLength(4 * 4 * rounds * 2);
       for (const name of names) {
         const revisions = log.filter((e) => e.streamName === name).map((e) => e.revision);
@@ -235,5 +245,53 @@ describe('appends of one turn, grouped', () => {
     } finally {
       await otherStore.close();
     }
+  });
+});
+
+describe('forward stream reads of one turn, grouped', () => {
+  it('share one statement; each gets its own stream from its revision and at most its count; a missing stream is refused; a backward read is its own', async () => {
+    const a = stream('read');
+    const b = stream('read');
+    const aEvents = [event('A0'), event('A1'), event('A2'), event('A3')];
+    await store.appendToStream(a, aEvents, { expectedRevision: 'no_stream' });
+    await store.appendToStream(b, [event('B0')], { expectedRevision: 'no_stream' });
+    const types = (events: RecordedEvent[]) => events.map((e) => `${e.type}@${e.revision}`);
+    const { result, texts } = await statementsDuring(db.pool, () =>
+      Promise.allSettled([
+        store.readStream(a),
+        store.readStream(b),
+        store.readStream(a, { fromRevision: 2n }),
+        store.readStream(stream('missing')),
+        store.readStream(a, { fromRevision: 1n, maxCount: 2 }),
+        store.readStream(b, { fromRevision: 5n }),
+        store.readStream(a, { direction: 'backwards', maxCount: 2 }),
+      ]),
+    );
+    // One statement for the six forward reads, one for the backward read.
+    expect(texts).toHaveLength(2);
+    const answers = result.map((r) => (r.status === 'fulfilled' ? types(r.value) : (r.reason as Error).constructor));
+    expect(answers).toEqual([['A0@0', 'A1@1', 'A2@2', 'A3@3'], ['B0@0'], ['A2@2', 'A3@3'], StreamNotFoundError, ['A1@1', 'A2@2'], [], ['A3@3', 'A2@2']]);
+    // The events are whole (data, ids, positions), as a read alone gives them.
+    const alone = new PostgresEventStore(db.pool, { groupReads: false, groupAppends: false });
+    expect((result[0] as PromiseFulfilledResult<RecordedEvent[]>).value).toEqual(await alone.readStream(a));
+    await alone.close();
+  });
+
+  it('read-your-writes: 30 writers each read their stream right after their append is answered (the reads grouped) and see it', async () => {
+    const names = Array.from({ length: 30 }, () => stream('ryw'));
+    const seen = await Promise.all(
+      names.map(async (name) => {
+        const written: string[] = [];
+        for (let i = 0; i < 4; i++) {
+          const e = event(`W${i}`);
+          await store.appendToStream(name, [e], { expectedRevision: i === 0 ? 'no_stream' : BigInt(i - 1) });
+          written.push(e.id);
+          const read = await store.readStream(name);
+          if (read.map((r) => r.id).join() !== written.join()) return { name, written, read: read.map((r) => r.id) };
+        }
+        return null;
+      }),
+    );
+    expect(seen.filter((s) => s !== null)).toEqual([]);
   });
 });

@@ -105,6 +105,15 @@ export interface PostgresEventStoreOptions {
   readonly sharedLiveReads?: boolean;
   /** The appends of one event-loop turn share one statement and transaction (default true; false: one statement each). */
   readonly groupAppends?: boolean;
+  /** The forward stream reads of one event-loop turn share one statement (default true; false: one statement each). */
+  readonly groupReads?: boolean;
+}
+
+/** A forward (or backward, never grouped) stream read: from a revision (null: the stream's start or end), at most `limit` events. */
+interface PendingRead {
+  readonly streamName: string;
+  readonly from: bigint | null;
+  readonly limit: number;
 }
 
 /** An append waiting for its turn's statement. */
@@ -140,6 +149,7 @@ export class PostgresEventStore implements EventStore {
     private readonly options: PostgresEventStoreOptions = {},
   ) {
     this.appendsOfTheTurn = options.groupAppends === false ? null : new OneTurnBatches((group) => void this.appendGroup(group));
+    this.readsOfTheTurn = options.groupReads === false ? null : new OneTurnBatches((group) => void this.readGroup(group));
     this.tail = new LogTailSignal(() => this.headPosition(), options.pollIntervalMs ?? 20);
     this.window =
       options.sharedLiveReads === false
@@ -306,10 +316,58 @@ export class PostgresEventStore implements EventStore {
   async readStream(streamName: string, options: ReadStreamOptions = {}): Promise<RecordedEvent[]> {
     const backwards = options.direction === 'backwards';
     const from = options.fromRevision ?? (backwards ? 'end' : 'start');
-    const limit = options.maxCount ?? Number.MAX_SAFE_INTEGER;
+    const read: PendingRead = { streamName, from: typeof from === 'bigint' ? from : null, limit: options.maxCount ?? Number.MAX_SAFE_INTEGER };
+    if (backwards || !this.readsOfTheTurn) return this.readAlone(read, backwards);
+    return new Promise((resolve, reject) => this.readsOfTheTurn!.add({ ...read, resolve, reject }));
+  }
+
+  /**
+   * The forward stream reads of one event-loop turn (a GET of one invoice, a command
+   * loading its stream) share one statement; a read alone in its turn is the single
+   * statement below. Each read sees what was committed when the statement ran, which is
+   * after the read was asked: read-your-writes holds as for a read alone.
+   */
+  private readonly readsOfTheTurn: OneTurnBatches<PendingRead & Settle<RecordedEvent[]>> | null;
+
+  private async readGroup(group: (PendingRead & Settle<RecordedEvent[]>)[]): Promise<void> {
+    if (group.length === 1) return settle(group[0]!, () => this.readAlone(group[0]!, false));
+    let rows: (EventRow & { read_ord: number })[];
+    try {
+      const result = await this.pool.query<EventRow & { read_ord: number }>(
+        preparedStatement(
+          `SELECT r.ord::int AS read_ord, e.*
+           FROM unnest($1::text[], $2::bigint[], $3::bigint[]) WITH ORDINALITY AS r(stream_name, from_revision, max_count, ord)
+           JOIN event_streams s ON s.stream_name = r.stream_name
+           LEFT JOIN LATERAL (
+             SELECT ${EVENT_COLUMNS} FROM events WHERE events.stream_name = r.stream_name AND events.stream_revision >= coalesce(r.from_revision, 0)
+             ORDER BY events.stream_revision LIMIT r.max_count
+           ) e ON true
+           ORDER BY r.ord, e.stream_revision`,
+          [group.map((r) => r.streamName), group.map((r) => (r.from === null ? null : r.from.toString())), group.map((r) => r.limit)],
+        ),
+      );
+      rows = result.rows;
+    } catch (error) {
+      for (const read of group) read.reject(error);
+      return;
+    }
+    const byRead = new Map<number, EventRow[]>();
+    for (const row of rows) {
+      const found = byRead.get(row.read_ord);
+      if (found) found.push(row);
+      else byRead.set(row.read_ord, [row]);
+    }
+    group.forEach((read, i) => {
+      const found = byRead.get(i + 1);
+      if (!found) read.reject(new StreamNotFoundError(read.streamName));
+      else read.resolve(found.filter((r) => r.event_id !== null).map(toEvent));
+    });
+  }
+
+  private async readAlone({ streamName, from, limit }: PendingRead, backwards: boolean): Promise<RecordedEvent[]> {
     const params: unknown[] = [streamName, limit];
     let bound = '';
-    if (typeof from === 'bigint') {
+    if (from !== null) {
       params.push(from.toString());
       bound = backwards ? 'AND stream_revision <= $3' : 'AND stream_revision >= $3';
     }
