@@ -17,7 +17,7 @@ import {
   SubscriptionBatch,
   WrongExpectedRevisionError,
 } from '../event-store';
-import { preparedStatement } from '#platform/database';
+import { OneTurnBatches, preparedStatement } from '#platform/database';
 import { LiveLogWindow, WindowPage } from './live-log-window';
 import { LogTailSignal } from './log-tail-signal';
 
@@ -103,6 +103,40 @@ export interface PostgresEventStoreOptions {
    * instead of a query each (default true; false: every subscription reads for itself).
    */
   readonly sharedLiveReads?: boolean;
+  /** The appends of one event-loop turn share one statement and transaction (default true; false: one statement each). */
+  readonly groupAppends?: boolean;
+  /** The forward stream reads of one event-loop turn share one statement (default true; false: one statement each). */
+  readonly groupReads?: boolean;
+}
+
+/** A forward (or backward, never grouped) stream read: from a revision (null: the stream's start or end), at most `limit` events. */
+interface PendingRead {
+  readonly streamName: string;
+  readonly from: bigint | null;
+  readonly limit: number;
+}
+
+/** An append waiting for its turn's statement. */
+interface PendingAppend {
+  readonly streamName: string;
+  readonly events: readonly EventToAppend[];
+  readonly expected: ExpectedRevision;
+  /** The events as the statement takes them: a JSON array of {id, type, data, metadata}. */
+  readonly eventsJson: string;
+}
+
+interface Settle<T> {
+  readonly resolve: (value: T) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/** Answers a waiting caller with what `answer` gives, or its error. */
+async function settle<T>(waiting: Settle<T>, answer: () => Promise<T>): Promise<void> {
+  try {
+    waiting.resolve(await answer());
+  } catch (error) {
+    waiting.reject(error);
+  }
 }
 
 export class PostgresEventStore implements EventStore {
@@ -114,6 +148,8 @@ export class PostgresEventStore implements EventStore {
     private readonly pool: Pool,
     private readonly options: PostgresEventStoreOptions = {},
   ) {
+    this.appendsOfTheTurn = options.groupAppends === false ? null : new OneTurnBatches((group) => void this.appendGroup(group));
+    this.readsOfTheTurn = options.groupReads === false ? null : new OneTurnBatches((group) => void this.readGroup(group));
     this.tail = new LogTailSignal(() => this.headPosition(), options.pollIntervalMs ?? 20);
     this.window =
       options.sharedLiveReads === false
@@ -129,7 +165,6 @@ export class PostgresEventStore implements EventStore {
     const expected = options.expectedRevision ?? 'any';
     if (events.length === 0) return this.checkOnly(streamName, expected);
 
-    const kind = typeof expected === 'bigint' ? 'exact' : expected;
     // Each event's JSON is made here, so an event without one (a BigInt, a cycle) is
     // refused as UnserializableEventError before anything reaches the database.
     const eventsJson = `[${events
@@ -138,6 +173,71 @@ export class PostgresEventStore implements EventStore {
           `{"id":${JSON.stringify(e.id)},"type":${JSON.stringify(e.type)},"data":${eventJson(streamName, e, 'data')},"metadata":${eventJson(streamName, e, 'metadata')}}`,
       )
       .join(',')}]`;
+    const append: PendingAppend = { streamName, events, expected, eventsJson };
+    if (!this.appendsOfTheTurn) return this.appendAlone(append);
+    return new Promise((resolve, reject) => this.appendsOfTheTurn!.add({ ...append, resolve, reject }));
+  }
+
+  /**
+   * Group commit (decision 0113): the appends of one event-loop turn go to PostgreSQL as
+   * one statement and one transaction (append_event_group, event-store:0007), each with
+   * its own expected revision and answer; an append alone in its turn is the single
+   * statement below. A group whose statement fails wrote nothing (one transaction): its
+   * appends are then made one by one, in arrival order, each with its own answer.
+   */
+  private readonly appendsOfTheTurn: OneTurnBatches<PendingAppend & Settle<AppendResult>> | null;
+
+  private async appendGroup(group: (PendingAppend & Settle<AppendResult>)[]): Promise<void> {
+    if (group.length === 1) return settle(group[0]!, () => this.appendAlone(group[0]!));
+    let rows: {
+      appended_revision: string | null;
+      appended_position: string | null;
+      appended_commit: string | null;
+      ids_stored: boolean;
+      revision_then: string | null;
+    }[];
+    try {
+      const result = await this.pool.query<(typeof rows)[number]>(
+        preparedStatement(
+          `SELECT appended_revision::text AS appended_revision, appended_position::text AS appended_position, appended_commit,
+             ids_stored, revision_then::text AS revision_then
+           FROM append_event_group($1::text[], $2::text[], $3::bigint[], $4::jsonb[]) ORDER BY append_ord`,
+          [
+            group.map((a) => a.streamName),
+            group.map((a) => (typeof a.expected === 'bigint' ? 'exact' : a.expected)),
+            group.map((a) => (typeof a.expected === 'bigint' ? a.expected.toString() : null)),
+            group.map((a) => a.eventsJson),
+          ],
+        ),
+      );
+      rows = result.rows;
+    } catch {
+      for (const append of group) await settle(append, () => this.appendAlone(append));
+      return;
+    }
+    if (rows.some((row) => row.appended_revision !== null)) this.tail.notify();
+    await Promise.all(
+      group.map((append, i) => {
+        const row = rows[i]!;
+        if (row.ids_stored) return settle(append, () => this.afterRefusedAppend(append.streamName, append.events, append.expected));
+        if (row.appended_revision === null) {
+          // The conflict names the revision the stream had at this append's turn in the group.
+          append.reject(
+            new WrongExpectedRevisionError(append.streamName, append.expected, row.revision_then === null ? 'no_stream' : BigInt(row.revision_then)),
+          );
+          return Promise.resolve();
+        }
+        return settle(append, async () => ({
+          nextExpectedRevision: BigInt(row.appended_revision!),
+          position: { commit: BigInt(row.appended_commit!), prepare: BigInt(row.appended_position!) },
+        }));
+      }),
+    );
+  }
+
+  /** One append, one statement: the stream row moved by its expectation, then its events inserted. */
+  private async appendAlone({ streamName, events, expected, eventsJson }: PendingAppend): Promise<AppendResult> {
+    const kind = typeof expected === 'bigint' ? 'exact' : expected;
     const params: unknown[] = [streamName, events.length, eventsJson];
     if (typeof expected === 'bigint') params.push(expected.toString());
     const sql = `
@@ -216,10 +316,58 @@ export class PostgresEventStore implements EventStore {
   async readStream(streamName: string, options: ReadStreamOptions = {}): Promise<RecordedEvent[]> {
     const backwards = options.direction === 'backwards';
     const from = options.fromRevision ?? (backwards ? 'end' : 'start');
-    const limit = options.maxCount ?? Number.MAX_SAFE_INTEGER;
+    const read: PendingRead = { streamName, from: typeof from === 'bigint' ? from : null, limit: options.maxCount ?? Number.MAX_SAFE_INTEGER };
+    if (backwards || !this.readsOfTheTurn) return this.readAlone(read, backwards);
+    return new Promise((resolve, reject) => this.readsOfTheTurn!.add({ ...read, resolve, reject }));
+  }
+
+  /**
+   * The forward stream reads of one event-loop turn (a GET of one invoice, a command
+   * loading its stream) share one statement; a read alone in its turn is the single
+   * statement below. Each read sees what was committed when the statement ran, which is
+   * after the read was asked: read-your-writes holds as for a read alone.
+   */
+  private readonly readsOfTheTurn: OneTurnBatches<PendingRead & Settle<RecordedEvent[]>> | null;
+
+  private async readGroup(group: (PendingRead & Settle<RecordedEvent[]>)[]): Promise<void> {
+    if (group.length === 1) return settle(group[0]!, () => this.readAlone(group[0]!, false));
+    let rows: (EventRow & { read_ord: number })[];
+    try {
+      const result = await this.pool.query<EventRow & { read_ord: number }>(
+        preparedStatement(
+          `SELECT r.ord::int AS read_ord, e.*
+           FROM unnest($1::text[], $2::bigint[], $3::bigint[]) WITH ORDINALITY AS r(stream_name, from_revision, max_count, ord)
+           JOIN event_streams s ON s.stream_name = r.stream_name
+           LEFT JOIN LATERAL (
+             SELECT ${EVENT_COLUMNS} FROM events WHERE events.stream_name = r.stream_name AND events.stream_revision >= coalesce(r.from_revision, 0)
+             ORDER BY events.stream_revision LIMIT r.max_count
+           ) e ON true
+           ORDER BY r.ord, e.stream_revision`,
+          [group.map((r) => r.streamName), group.map((r) => (r.from === null ? null : r.from.toString())), group.map((r) => r.limit)],
+        ),
+      );
+      rows = result.rows;
+    } catch (error) {
+      for (const read of group) read.reject(error);
+      return;
+    }
+    const byRead = new Map<number, EventRow[]>();
+    for (const row of rows) {
+      const found = byRead.get(row.read_ord);
+      if (found) found.push(row);
+      else byRead.set(row.read_ord, [row]);
+    }
+    group.forEach((read, i) => {
+      const found = byRead.get(i + 1);
+      if (!found) read.reject(new StreamNotFoundError(read.streamName));
+      else read.resolve(found.filter((r) => r.event_id !== null).map(toEvent));
+    });
+  }
+
+  private async readAlone({ streamName, from, limit }: PendingRead, backwards: boolean): Promise<RecordedEvent[]> {
     const params: unknown[] = [streamName, limit];
     let bound = '';
-    if (typeof from === 'bigint') {
+    if (from !== null) {
       params.push(from.toString());
       bound = backwards ? 'AND stream_revision <= $3' : 'AND stream_revision >= $3';
     }

@@ -139,3 +139,99 @@ CREATE TABLE event_log_checkpoints (
 );
 `,
 };
+
+/**
+ * Group commit of appends (decision 0113): the appends one process makes in one turn
+ * of its event loop go to PostgreSQL as one call of append_event_group, one transaction,
+ * each with its own expected revision and its own answer. Per append, in arrival order,
+ * exactly what the single append statement does: the stream row moved by its kind of
+ * expectation (the chain hashes computed from the head that row holds, so two appends
+ * to one stream in a group chain one after the other), then its events inserted. An
+ * append one of whose event ids is already stored writes nothing and is answered
+ * `ids_stored` (the caller then looks, as after a refused single append, whether it was
+ * a retry or a reused id); one whose expectation does not hold writes nothing and is
+ * answered the stream's revision at that point of the group (`revision_then`, null: no
+ * stream), which its conflict names; the others are written.
+ * The advisory locks of all the group's streams are taken first, in one order, before
+ * any write (see APPEND_LOCK in postgres-event-store.ts).
+ */
+export const appendEventGroupMigration: Migration = {
+  id: 'event-store:0007_append_event_group',
+  sql: `
+CREATE FUNCTION append_event_group(group_streams text[], group_kinds text[], group_expected bigint[], group_events jsonb[])
+RETURNS TABLE (append_ord int, appended_revision bigint, appended_position bigint, appended_commit text, ids_stored boolean, revision_then bigint)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  lock_key int;
+  v_stream text;
+  v_kind text;
+  v_expected bigint;
+  v_events jsonb;
+  v_count int;
+  v_revision bigint;
+  v_hashes bytea[];
+  v_position bigint;
+  v_commit text := NULL;
+BEGIN
+  FOR lock_key IN SELECT DISTINCT hashtext(s) FROM unnest(group_streams) AS s ORDER BY 1 LOOP
+    PERFORM pg_advisory_xact_lock(5406117, lock_key);
+  END LOOP;
+  FOR i IN 1 .. cardinality(group_streams) LOOP
+    v_stream := group_streams[i];
+    v_kind := group_kinds[i];
+    v_expected := group_expected[i];
+    v_events := group_events[i];
+    v_count := jsonb_array_length(v_events);
+    append_ord := i;
+    appended_revision := NULL;
+    appended_position := NULL;
+    appended_commit := NULL;
+    ids_stored := false;
+    revision_then := NULL;
+    IF EXISTS (SELECT 1 FROM events e WHERE e.event_id IN (SELECT (x.value->>'id')::uuid FROM jsonb_array_elements(v_events) AS x(value))) THEN
+      ids_stored := true;
+      RETURN NEXT;
+      CONTINUE;
+    END IF;
+    IF v_kind = 'no_stream' THEN
+      INSERT INTO event_streams AS s (stream_name, revision, chain_hashes) VALUES (v_stream, v_count - 1, event_chain_hashes(NULL, v_stream, 0, v_events))
+      ON CONFLICT (stream_name) DO NOTHING RETURNING s.revision, s.chain_hashes INTO v_revision, v_hashes;
+    ELSIF v_kind = 'any' THEN
+      INSERT INTO event_streams AS s (stream_name, revision, chain_hashes) VALUES (v_stream, v_count - 1, event_chain_hashes(NULL, v_stream, 0, v_events))
+      ON CONFLICT (stream_name) DO UPDATE SET revision = s.revision + v_count,
+        chain_hashes = event_chain_hashes(s.chain_hashes[cardinality(s.chain_hashes)], v_stream, s.revision + 1, v_events)
+      RETURNING s.revision, s.chain_hashes INTO v_revision, v_hashes;
+    ELSIF v_kind = 'stream_exists' THEN
+      UPDATE event_streams AS s SET revision = s.revision + v_count,
+        chain_hashes = event_chain_hashes(s.chain_hashes[cardinality(s.chain_hashes)], v_stream, s.revision + 1, v_events)
+      WHERE s.stream_name = v_stream RETURNING s.revision, s.chain_hashes INTO v_revision, v_hashes;
+    ELSE
+      UPDATE event_streams AS s SET revision = v_expected + v_count,
+        chain_hashes = event_chain_hashes(s.chain_hashes[cardinality(s.chain_hashes)], v_stream, s.revision + 1, v_events)
+      WHERE s.stream_name = v_stream AND s.revision = v_expected RETURNING s.revision, s.chain_hashes INTO v_revision, v_hashes;
+    END IF;
+    IF NOT FOUND THEN
+      SELECT s.revision INTO revision_then FROM event_streams AS s WHERE s.stream_name = v_stream;
+      RETURN NEXT;
+      CONTINUE;
+    END IF;
+    WITH inserted AS (
+      INSERT INTO events (stream_name, stream_revision, event_id, event_type, data, metadata, chain_hash)
+      SELECT v_stream, v_revision - v_count + e.ord, (e.value->>'id')::uuid, e.value->>'type', e.value->'data', e.value->'metadata', v_hashes[e.ord::int]
+      FROM jsonb_array_elements(v_events) WITH ORDINALITY AS e(value, ord)
+      ORDER BY e.ord
+      RETURNING global_position
+    )
+    SELECT max(global_position) INTO v_position FROM inserted;
+    IF v_commit IS NULL THEN
+      v_commit := pg_current_xact_id()::text;
+    END IF;
+    appended_revision := v_revision;
+    appended_position := v_position;
+    appended_commit := v_commit;
+    RETURN NEXT;
+  END LOOP;
+END
+$fn$;
+`,
+};

@@ -1,5 +1,5 @@
 import type { Migration } from '#platform/database';
-import { eventHashChainMigration, eventLogCheckpointsMigration, eventStoreMigration } from '#event-store/postgres';
+import { appendEventGroupMigration, eventHashChainMigration, eventLogCheckpointsMigration, eventStoreMigration } from '#event-store/postgres';
 import { projectionLeasesMigration, projectionsMigration } from '#event-store/projections';
 import { streamCatalogMigration } from '../streams/stream-catalog.read-model';
 import { manualClockMigration } from '#platform/clock';
@@ -48,4 +48,5 @@ export const allMigrations: readonly Migration[] = [
   eventLogCheckpointsMigration,
   operatorSessionsMigration,
   webhookAttemptsRecordedMigration,
+  appendEventGroupMigration,
 ];

@@ -1,11 +1,12 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
 import { countRequestInWindow, PollMarkRequest, PollMarkResult, rateWindowOf, takePollMark } from '../access/access-control';
-import { inTransaction, preparedStatement } from '#platform/database';
+import { inTransaction, OneTurnBatches, preparedStatement } from '#platform/database';
 import { MethodOverrides, projectMethods, MethodTerms } from '#domain';
 import type { Mode } from '#domain';
 import { SecretBox, sealedKeyId } from '#platform/secrets';
 import { webhookSecretOwner } from './webhook-secrets';
+import { batchedLookupParameters, batchedLookupStatement, batchesByPollInterval, SecretKeyLookup, SecretKeyLookupRequest } from './secret-key-lookups';
 
 export const PROJECT_STATUSES = ['active', 'pending', 'rejected', 'blocked'] as const;
 export type ProjectStatus = (typeof PROJECT_STATUSES)[number];
@@ -149,6 +150,39 @@ const settingsParams = (settings: ProjectSettings): unknown[] => [
   JSON.stringify(settings.methodOverrides),
   settings.customerFeeShare,
 ];
+
+/** What a Bearer key's lookup found: who is calling, the request's count in its rate window, the poll mark's result (null: none asked). */
+export interface CountedLookup {
+  readonly identity: MerchantIdentity;
+  readonly hits: number;
+  readonly poll: PollMarkResult | null;
+}
+
+const BATCHED_LOOKUP = batchedLookupStatement(projectColumnsOf('p'));
+
+/** The statement of a lookup alone in its turn: the key, its count and (for a read) its poll mark. */
+function singleLookup(lookup: SecretKeyLookupRequest) {
+  const { pollMark } = lookup;
+  const found = `key AS (
+         SELECT ${projectColumnsOf('p')}, k.id AS key_id, k.mode AS key_mode FROM api_keys k JOIN projects p ON p.id = k.project_id
+         WHERE k.secret_key_hash = $1 AND k.revoked_at IS NULL AND k.mode = $3
+       ), counted AS (${countRequestInWindow('SELECT key_id, $2::bigint, 1 FROM key')})`;
+  const columns = `${projectColumnsOf('key')}, key.key_id, key.key_mode, counted.hits`;
+  const parameters: unknown[] = [lookup.secretKeyHash, lookup.windowSecond, lookup.mode];
+  let text = `WITH ${found} SELECT ${columns} FROM key CROSS JOIN counted`;
+  if (pollMark) {
+    // The mark's earlier moment is read from the statement's snapshot: a mark taken
+    // concurrently may be missing there, and the wait is then one whole interval.
+    text = `WITH ${found}, marked AS (
+         ${takePollMark('SELECT key.key_id, $4::text, $5::timestamptz FROM key CROSS JOIN counted WHERE counted.hits <= $7', '$6')} RETURNING 1
+       )
+       SELECT ${columns}, EXISTS (SELECT 1 FROM marked) AS poll_taken,
+         (SELECT m.last_at FROM poll_marks m WHERE m.key_id = key.key_id AND m.resource = $4) AS poll_last_at
+       FROM key CROSS JOIN counted`;
+    parameters.push(pollMark.resource, pollMark.at, pollMark.intervalSeconds, pollMark.countedUpTo);
+  }
+  return preparedStatement(text, parameters);
+}
 
 /**
  * Merchant accounts, their projects and API keys. Configuration, not money: kept in
@@ -294,42 +328,59 @@ export class Registry {
    * read of one invoice or payout, its poll mark taken when the request is within the
    * rate (`poll`, for AccessControl.pollVerdict). An unknown, revoked or wrong-mode key
    * counts and marks nothing.
+   *
+   * The lookups of one event-loop turn share one statement (secret-key-lookups.ts):
+   * each is counted, judged and marked as if it had been looked up alone in arrival
+   * order; a lookup alone in its turn is the single statement it always was.
    */
-  async identifyBySecretKeyCountingRequest(
-    secretKey: string,
-    now: Date,
-    pollMark: PollMarkRequest | null = null,
-  ): Promise<{ identity: MerchantIdentity; hits: number; poll: PollMarkResult | null } | null> {
+  identifyBySecretKeyCountingRequest(secretKey: string, now: Date, pollMark: PollMarkRequest | null = null): Promise<CountedLookup | null> {
     const match = /^sk_(test|live)_[A-Za-z0-9_-]{16,64}$/.exec(secretKey);
-    if (!match) return null;
-    const lookup = `key AS (
-           SELECT ${projectColumnsOf('p')}, k.id AS key_id, k.mode AS key_mode FROM api_keys k JOIN projects p ON p.id = k.project_id
-           WHERE k.secret_key_hash = $1 AND k.revoked_at IS NULL AND k.mode = $3
-         ), counted AS (${countRequestInWindow('SELECT key_id, $2::bigint, 1 FROM key')})`;
-    const columns = `${projectColumnsOf('key')}, key.key_id, key.key_mode, counted.hits`;
-    const parameters: unknown[] = [hashSecretKey(secretKey), rateWindowOf(now), match[1]];
-    let text = `WITH ${lookup} SELECT ${columns} FROM key CROSS JOIN counted`;
-    if (pollMark) {
-      // The mark's earlier moment is read from the statement's snapshot: a mark taken
-      // concurrently may be missing there, and the wait is then one whole interval.
-      text = `WITH ${lookup}, marked AS (
-           ${takePollMark('SELECT key.key_id, $4::text, $5::timestamptz FROM key CROSS JOIN counted WHERE counted.hits <= $7', '$6')} RETURNING 1
-         )
-         SELECT ${columns}, EXISTS (SELECT 1 FROM marked) AS poll_taken,
-           (SELECT m.last_at FROM poll_marks m WHERE m.key_id = key.key_id AND m.resource = $4) AS poll_last_at
-         FROM key CROSS JOIN counted`;
-      parameters.push(pollMark.resource, pollMark.at, pollMark.intervalSeconds, pollMark.countedUpTo);
-    }
-    const r = await this.pool.query<ProjectRow & { key_id: string; key_mode: Mode; hits: number; poll_taken?: boolean; poll_last_at?: Date | null }>(
-      preparedStatement(text, parameters),
+    if (!match) return Promise.resolve(null);
+    return new Promise((resolve, reject) =>
+      this.lookupsOfTheTurn.add({ secretKeyHash: hashSecretKey(secretKey), mode: match[1]!, windowSecond: rateWindowOf(now), pollMark, resolve, reject }),
     );
-    const row = r.rows[0];
-    if (!row) return null;
-    return {
-      identity: { project: this.toProject(row), mode: row.key_mode, keyId: row.key_id },
-      hits: row.hits,
-      poll: pollMark ? { taken: row.poll_taken === true, lastAt: row.poll_last_at ?? null } : null,
-    };
+  }
+
+  private readonly lookupsOfTheTurn = new OneTurnBatches<SecretKeyLookup<CountedLookup>>((lookups) => {
+    for (const batch of batchesByPollInterval(lookups)) {
+      void this.answerLookups(batch);
+    }
+  });
+
+  /** Answers a batch's lookups from one statement (tried once more after a deadlock, which rolled it back whole). */
+  private async answerLookups(batch: SecretKeyLookup<CountedLookup>[]): Promise<void> {
+    try {
+      let answers: (CountedLookup | null)[];
+      try {
+        answers = await this.lookUp(batch);
+      } catch (error) {
+        if ((error as { code?: string }).code !== '40P01') throw error;
+        answers = await this.lookUp(batch);
+      }
+      batch.forEach((lookup, i) => lookup.resolve(answers[i]!));
+    } catch (error) {
+      for (const lookup of batch) lookup.reject(error);
+    }
+  }
+
+  private async lookUp(batch: readonly SecretKeyLookup<CountedLookup>[]): Promise<(CountedLookup | null)[]> {
+    type Row = ProjectRow & { key_id: string; key_mode: Mode; hits: number; poll_taken?: boolean; poll_last_at?: Date | null };
+    const answer = (row: Row | undefined, pollMark: PollMarkRequest | null): CountedLookup | null =>
+      row
+        ? {
+            identity: { project: this.toProject(row), mode: row.key_mode, keyId: row.key_id },
+            hits: row.hits,
+            poll: pollMark ? { taken: row.poll_taken === true, lastAt: row.poll_last_at ?? null } : null,
+          }
+        : null;
+    if (batch.length === 1) {
+      const lookup = batch[0]!;
+      const r = await this.pool.query<Row>(singleLookup(lookup));
+      return [answer(r.rows[0], lookup.pollMark)];
+    }
+    const r = await this.pool.query<Row & { ord: number }>(preparedStatement(BATCHED_LOOKUP, batchedLookupParameters(batch)));
+    const byOrdinal = new Map(r.rows.map((row) => [row.ord, row]));
+    return batch.map((lookup, i) => answer(byOrdinal.get(i + 1), lookup.pollMark));
   }
 
   /** A live key's project, when the key's stored mode is the one its prefix claims. */

@@ -1,3 +1,4 @@
 export * from './pool';
 export * from './migrate';
 export * from './embedded-postgres';
+export * from './one-turn-batches';

@@ -1,0 +1,297 @@
+/**
+ * Group commit of appends in the PostgreSQL event store (decision 0113): the appends of
+ * one event-loop turn go to PostgreSQL in one statement (append_event_group), each with
+ * its own expected revision and its own answer. Each must get what it would have got
+ * appended alone in arrival order: a conflict refuses only that append, revisions and
+ * positions are each append's own, retries and reused ids are told apart as before, and
+ * the hash chains are the ones the single append writes (the log verifies). Real
+ * PostgreSQL; the contract suite (postgres-event-store.spec.ts) runs over groups too.
+ * The forward stream reads of one turn are grouped the same way: each read gets its
+ * own stream, range and "no stream" answer, and sees the appends answered before it.
+ */
+import { randomUUID } from 'node:crypto';
+import fc from 'fast-check';
+import type { Pool } from 'pg';
+import {
+  AppendResult,
+  comparePositions,
+  DuplicateEventIdError,
+  EventToAppend,
+  ExpectedRevision,
+  PostgresEventStore,
+  RecordedEvent,
+  StreamNotFoundError,
+  verifyEventLog,
+  WrongExpectedRevisionError,
+} from '#event-store';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+
+let db: TestDatabase;
+let store: PostgresEventStore;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  store = new PostgresEventStore(db.pool, { pollIntervalMs: 10 });
+});
+afterAll(async () => {
+  await store.close();
+  await db.drop();
+});
+
+const event = (type = 'Happened', data: Record<string, unknown> = { n: Math.random() }): EventToAppend => ({ id: randomUUID(), type, data });
+const stream = (name: string) => `${name}-${randomUUID()}`;
+
+/** The statements a pool is sent while `run` runs (the database is real; only the calls are counted). */
+async function statementsDuring<T>(pool: Pool, run: () => Promise<T>): Promise<{ result: T; texts: string[] }> {
+  const original = pool.query.bind(pool) as (...args: unknown[]) => unknown;
+  const texts: string[] = [];
+  (pool as unknown as { query: unknown }).query = (...args: unknown[]) => {
+    const first = args[0];
+    texts.push(typeof first === 'string' ? first : String((first as { text?: string }).text));
+    return original(...args);
+  };
+  try {
+    return { result: await run(), texts };
+  } finally {
+    (pool as unknown as { query: unknown }).query = original;
+  }
+}
+const grouped = (texts: string[]) => texts.filter((t) => t.includes('append_event_group')).length;
+
+describe('appends of one turn, grouped', () => {
+  it('appends to different streams in one group all succeed, in one statement, with their own revisions and positions in arrival order', async () => {
+    const a = stream('order');
+    const b = stream('order');
+    const c = stream('payout');
+    await store.appendToStream(b, [event(), event()], { expectedRevision: 'no_stream' });
+    await store.appendToStream(c, [event()], { expectedRevision: 'no_stream' });
+    const batches = [[event('A1')], [event('B3')], [event('C2'), event('C3')], [event('A2')]];
+    const { result, texts } = await statementsDuring(db.pool, () =>
+      Promise.all([
+        store.appendToStream(a, batches[0]!, { expectedRevision: 'no_stream' }),
+        store.appendToStream(b, batches[1]!, { expectedRevision: 1n }),
+        store.appendToStream(c, batches[2]!, { expectedRevision: 'stream_exists' }),
+        store.appendToStream(a, batches[3]!, { expectedRevision: 'any' }),
+      ]),
+    );
+    expect(texts).toHaveLength(1);
+    expect(grouped(texts)).toBe(1);
+    expect(result.map((r) => r.nextExpectedRevision)).toEqual([0n, 2n, 2n, 1n]);
+    // One transaction: one commit id, the positions ascending in arrival order.
+    expect(new Set(result.map((r) => r.position.commit))).toEqual(new Set([result[0]!.position.commit]));
+    for (let i = 1; i < result.length; i++) expect(comparePositions(result[i - 1]!.position, result[i]!.position)).toBeLessThan(0);
+    expect((await store.readStream(a)).map((e) => [e.type, e.revision])).toEqual([
+      ['A1', 0n],
+      ['A2', 1n],
+    ]);
+    expect((await store.readStream(c)).map((e) => e.type)).toEqual(['Happened', 'C2', 'C3']);
+    // Each answer is the position of its append's last event in $all.
+    const events = [...(await store.readStream(a)), ...(await store.readStream(b)), ...(await store.readStream(c))];
+    const last = (name: string, type: string) => events.find((e) => e.streamName === name && e.type === type)!.position;
+    expect(result.map((r) => r.position)).toEqual([last(a, 'A1'), last(b, 'B3'), last(c, 'C3'), last(a, 'A2')]);
+  });
+
+  it('two appends to one stream in one group with the same expected revision: the first wins, the second gets the conflict naming the new revision', async () => {
+    const s = stream('race');
+    await store.appendToStream(s, [event()], { expectedRevision: 'no_stream' });
+    const winner = event('Winner');
+    const { result, texts } = await statementsDuring(db.pool, () =>
+      Promise.allSettled([store.appendToStream(s, [winner], { expectedRevision: 0n }), store.appendToStream(s, [event('Loser')], { expectedRevision: 0n })]),
+    );
+    expect(grouped(texts)).toBe(1);
+    expect(result[0]).toEqual({ status: 'fulfilled', value: expect.objectContaining({ nextExpectedRevision: 1n }) });
+    expect(result[1]!.status).toBe('rejected');
+    const refusal = (result[1] as PromiseRejectedResult).reason as WrongExpectedRevisionError;
+    expect(refusal).toBeInstanceOf(WrongExpectedRevisionError);
+    expect(refusal.actual).toBe(1n);
+    expect((await store.readStream(s)).map((e) => e.id).slice(1)).toEqual([winner.id]);
+  });
+
+  it('a conflict refuses only its own append: the others of the group are written', async () => {
+    const taken = stream('taken');
+    await store.appendToStream(taken, [event()], { expectedRevision: 'no_stream' });
+    const fresh = stream('fresh');
+    const missing = stream('missing');
+    const outcomes = await Promise.allSettled([
+      store.appendToStream(fresh, [event()], { expectedRevision: 'no_stream' }),
+      store.appendToStream(taken, [event()], { expectedRevision: 'no_stream' }),
+      store.appendToStream(missing, [event()], { expectedRevision: 'stream_exists' }),
+      store.appendToStream(taken, [event()], { expectedRevision: 5n }),
+      store.appendToStream(taken, [event()], { expectedRevision: 0n }),
+    ]);
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'rejected', 'rejected', 'fulfilled']);
+    expect(outcomes.filter((o) => o.status === 'rejected').map((o) => ((o as PromiseRejectedResult).reason as WrongExpectedRevisionError).actual)).toEqual([
+      0n,
+      'no_stream',
+      0n,
+    ]);
+    expect(await store.readStream(taken)).toHaveLength(2);
+    expect(await store.readStream(fresh)).toHaveLength(1);
+  });
+
+  it('in one group: a retry of an append is answered as the append, an id reused by another append is refused, neither writes twice', async () => {
+    const s = stream('retry');
+    const other = stream('other');
+    const batch = [event('A'), event('B')];
+    const outcomes = await Promise.allSettled([
+      store.appendToStream(s, batch, { expectedRevision: 'no_stream' }),
+      store.appendToStream(s, batch, { expectedRevision: 'no_stream' }),
+      store.appendToStream(other, [batch[0]!], { expectedRevision: 'any' }),
+    ]);
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'fulfilled', 'rejected']);
+    const [first, retry] = outcomes.map((o) => (o.status === 'fulfilled' ? o.value : null)) as [AppendResult, AppendResult];
+    expect(retry.nextExpectedRevision).toBe(first.nextExpectedRevision);
+    expect(comparePositions(retry.position, first.position)).toBe(0);
+    expect((outcomes[2] as PromiseRejectedResult).reason).toBeInstanceOf(DuplicateEventIdError);
+    expect((await store.readStream(s)).map((e) => e.id)).toEqual(batch.map((e) => e.id));
+  });
+
+  it('a group whose statement fails (an append repeating an id within itself) wrote nothing: each append is then made alone with its own answer', async () => {
+    const good = stream('good');
+    const bad = stream('bad');
+    const twice = event('Twice');
+    const alone = new PostgresEventStore(db.pool, { groupAppends: false });
+    const expectedRefusal = await alone.appendToStream(stream('bad-alone'), [twice, { ...twice }], { expectedRevision: 'no_stream' }).catch((e: unknown) => e);
+    const outcomes = await Promise.allSettled([
+      store.appendToStream(good, [event()], { expectedRevision: 'no_stream' }),
+      store.appendToStream(bad, [twice, { ...twice }], { expectedRevision: 'no_stream' }),
+      store.appendToStream(good, [event()], { expectedRevision: 0n }),
+    ]);
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(((outcomes[1] as PromiseRejectedResult).reason as Error).constructor).toBe((expectedRefusal as Error).constructor);
+    expect(await store.readStream(good)).toHaveLength(2);
+    await alone.close();
+  });
+
+  it('random groups give the same answers, revisions and hash chains as the same appends made one at a time, and the log verifies (seed printed)', async () => {
+    const seed = Number(process.env.APPEND_GROUP_SEED ?? Date.now() % 1_000_000);
+
+    console.log(`append-groups random seed: ${seed} (APPEND_GROUP_SEED=${seed} to repeat)`);
+    const sequentialDb = await createTestDatabase();
+    const sequential = new PostgresEventStore(sequentialDb.pool, { groupAppends: false });
+    try {
+      type Kind = 'any' | 'no_stream' | 'stream_exists' | 'exact';
+      const appendShape = fc.record({
+        stream: fc.integer({ min: 0, max: 3 }),
+        kind: fc.constantFrom<Kind>('any', 'no_stream', 'stream_exists', 'exact', 'exact'),
+        exactOffset: fc.integer({ min: -1, max: 1 }),
+        events: fc.integer({ min: 1, max: 3 }),
+      });
+      await fc.assert(
+        fc.asyncProperty(fc.array(fc.array(appendShape, { minLength: 1, maxLength: 6 }), { minLength: 1, maxLength: 6 }), async (groups) => {
+          const names = [0, 1, 2, 3].map(() => stream('random'));
+          // Revisions as the test knows them (the same on both sides while the answers agree).
+          const known = names.map(() => -1n);
+          const outcome = async (p: Promise<AppendResult>) =>
+            p.then(
+              (r) => ({ ok: r.nextExpectedRevision }),
+              (e: unknown) => ({ refused: (e as Error).name, actual: (e as WrongExpectedRevisionError).actual }),
+            );
+          for (const group of groups) {
+            const appends = group.map((g) => {
+              const expected: ExpectedRevision = g.kind === 'exact' ? known[g.stream]! + BigInt(g.exactOffset) : g.kind;
+              return { name: names[g.stream]!, expected, events: Array.from({ length: g.events }, (_, i) => event(`E${i}`, { i, text: 'Оплата "чек"\\n' })) };
+            });
+            const together = await Promise.all(appends.map((a) => outcome(store.appendToStream(a.name, a.events, { expectedRevision: a.expected }))));
+            const oneByOne = [];
+            for (const a of appends) oneByOne.push(await outcome(sequential.appendToStream(a.name, a.events, { expectedRevision: a.expected })));
+            expect(together).toEqual(oneByOne);
+            for (const [i, g] of group.entries()) {
+              const answer = together[i]!;
+              if ('ok' in answer) known[g.stream] = answer.ok;
+            }
+          }
+          const rows = async (pool: Pool) =>
+            (
+              await pool.query<{ stream_name: string; stream_revision: string; event_id: string; chain_hash: Buffer }>(
+                `SELECT stream_name, stream_revision, event_id, chain_hash FROM events WHERE stream_name = ANY($1) ORDER BY stream_name, stream_revision`,
+                [names],
+              )
+            ).rows.map((r) => ({ ...r, chain_hash: r.chain_hash.toString('hex') }));
+          expect(await rows(db.pool)).toEqual(await rows(sequentialDb.pool));
+        }),
+        { seed, numRuns: 20 },
+      );
+      expect((await verifyEventLog(db.pool)).problems).toEqual([]);
+    } finally {
+      await sequential.close();
+      await sequentialDb.drop();
+    }
+  });
+
+  it('concurrent groups from two stores (two processes) on overlapping streams in opposite orders: every append written once, every stream keeps its order in $all, the log verifies', async () => {
+    const otherStore = new PostgresEventStore(db.pool, { pollIntervalMs: 10 });
+    try {
+      const names = [0, 1, 2, 3].map(() => stream('shared'));
+      const reversed = [...names].reverse();
+      const rounds = 15;
+      const writer = async (s: PostgresEventStore, order: string[]) => {
+        for (let r = 0; r < rounds; r++) await Promise.all(order.flatMap((name) => [s.appendToStream(name, [event()]), s.appendToStream(name, [event()])]));
+      };
+      await Promise.all([writer(store, names), writer(otherStore, reversed), writer(store, reversed), writer(otherStore, names)]);
+      // $all's order, read from the table (readAll would wait for transactions of other test databases on the server to end).
+      const log = (
+        await db.pool.query<{ streamName: string; revision: string }>(
+          `SELECT stream_name AS "streamName", stream_revision AS revision FROM events WHERE stream_name = ANY($1) ORDER BY transaction_id, global_position`,
+          [names],
+        )
+      ).rows.map((r) => ({ streamName: r.streamName, revision: BigInt(r.revision) }));
+      expect(log).toHaveLength(4 * 4 * rounds * 2);
+      for (const name of names) {
+        const revisions = log.filter((e) => e.streamName === name).map((e) => e.revision);
+        expect(revisions).toEqual(revisions.map((_, i) => BigInt(i)));
+      }
+      expect((await verifyEventLog(db.pool)).problems).toEqual([]);
+    } finally {
+      await otherStore.close();
+    }
+  });
+});
+
+describe('forward stream reads of one turn, grouped', () => {
+  it('share one statement; each gets its own stream from its revision and at most its count; a missing stream is refused; a backward read is its own', async () => {
+    const a = stream('read');
+    const b = stream('read');
+    const aEvents = [event('A0'), event('A1'), event('A2'), event('A3')];
+    await store.appendToStream(a, aEvents, { expectedRevision: 'no_stream' });
+    await store.appendToStream(b, [event('B0')], { expectedRevision: 'no_stream' });
+    const types = (events: RecordedEvent[]) => events.map((e) => `${e.type}@${e.revision}`);
+    const { result, texts } = await statementsDuring(db.pool, () =>
+      Promise.allSettled([
+        store.readStream(a),
+        store.readStream(b),
+        store.readStream(a, { fromRevision: 2n }),
+        store.readStream(stream('missing')),
+        store.readStream(a, { fromRevision: 1n, maxCount: 2 }),
+        store.readStream(b, { fromRevision: 5n }),
+        store.readStream(a, { direction: 'backwards', maxCount: 2 }),
+      ]),
+    );
+    // One statement for the six forward reads, one for the backward read.
+    expect(texts).toHaveLength(2);
+    const answers = result.map((r) => (r.status === 'fulfilled' ? types(r.value) : (r.reason as Error).constructor));
+    expect(answers).toEqual([['A0@0', 'A1@1', 'A2@2', 'A3@3'], ['B0@0'], ['A2@2', 'A3@3'], StreamNotFoundError, ['A1@1', 'A2@2'], [], ['A3@3', 'A2@2']]);
+    // The events are whole (data, ids, positions), as a read alone gives them.
+    const alone = new PostgresEventStore(db.pool, { groupReads: false, groupAppends: false });
+    expect((result[0] as PromiseFulfilledResult<RecordedEvent[]>).value).toEqual(await alone.readStream(a));
+    await alone.close();
+  });
+
+  it('read-your-writes: 30 writers each read their stream right after their append is answered (the reads grouped) and see it', async () => {
+    const names = Array.from({ length: 30 }, () => stream('ryw'));
+    const seen = await Promise.all(
+      names.map(async (name) => {
+        const written: string[] = [];
+        for (let i = 0; i < 4; i++) {
+          const e = event(`W${i}`);
+          await store.appendToStream(name, [e], { expectedRevision: i === 0 ? 'no_stream' : BigInt(i - 1) });
+          written.push(e.id);
+          const read = await store.readStream(name);
+          if (read.map((r) => r.id).join() !== written.join()) return { name, written, read: read.map((r) => r.id) };
+        }
+        return null;
+      }),
+    );
+    expect(seen.filter((s) => s !== null)).toEqual([]);
+  });
+});
