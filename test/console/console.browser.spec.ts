@@ -7,27 +7,15 @@
  * .tmp/console/*.png (test artifacts; docs/images/console-*.png are a copy of one run).
  */
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
 import type { Browser, Page } from 'playwright-core';
+import { launchDebianChromium } from '../support/chromium';
 import { ROOT, RunningGateway, startGateway } from '../support/gateway-process';
 import { Merchant, Operator, expectStatus, poll } from '../support/merchant-fixtures';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { startWebhookReceiver, WebhookReceiver } from '../support/webhook-receiver';
 
-/** Debian's Chromium; the test never downloads a browser. */
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 const ADMIN_TOKEN = 'operator-token-for-console-browser-test-0108';
 const SCREENSHOTS = path.join(ROOT, '.tmp', 'console');
 
@@ -40,11 +28,6 @@ describe('operator console in a real browser (Debian Chromium via playwright-cor
   let merchant: Merchant;
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) {
-      throw new Error(
-        `The browser test needs Debian's Chromium at ${CHROMIUM}, and it is not installed. Run: apt-get install -y chromium (as root, or with sudo). The test never downloads a browser.`,
-      );
-    }
     db = await createTestDatabase({ poolSize: 2 });
     receiver = await startWebhookReceiver();
     gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN, CLOCK: 'manual', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
@@ -71,7 +54,7 @@ describe('operator console in a real browser (Debian Chromium via playwright-cor
       await operator.advance(24 * 3600);
     }
     await receiver.waitFor((r) => r.some((w) => w.headers['x-service-event'] === 'invoice.paid'), 'an invoice.paid webhook');
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+    browser = await launchDebianChromium();
   });
   afterAll(async () => {
     await browser?.close();

@@ -1,26 +1,14 @@
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
 import type { Browser } from 'playwright-core';
+import { launchDebianChromium } from '../support/chromium';
 import { ROOT, RunningGateway, startGateway } from '../support/gateway-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
-/** Debian's Chromium; the test never downloads a browser. */
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 const ADMIN_TOKEN = 'operator-token-for-payment-page-browser-test-3';
 const SCREENSHOT = path.join(ROOT, '.tmp', 'payment-page.png');
 
@@ -43,11 +31,6 @@ describe('payment page in a real browser (Debian Chromium via playwright-core)',
   }
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) {
-      throw new Error(
-        `The browser test needs Debian's Chromium at ${CHROMIUM}, and it is not installed. Run: apt-get install -y chromium (as root, or with sudo). The test never downloads a browser.`,
-      );
-    }
     // The merchant's shop: answers its successUrl with a thank-you page.
     // Its /attack/<invoice id> is another site's page that submits the sandbox form by itself (a CSRF attempt).
     shop = createServer((request, response) => {
@@ -76,7 +59,7 @@ describe('payment page in a real browser (Debian Chromium via playwright-core)',
     expect(project.status).toBe(201);
     testKey = project.body.keys.test.secretKey;
 
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+    browser = await launchDebianChromium();
   });
   afterAll(async () => {
     await browser?.close();
