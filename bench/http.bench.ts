@@ -616,10 +616,18 @@ async function waitForProjections(db: Client, alive: () => void, context: BenchC
   let lastProgress = started;
   for (;;) {
     alive();
-    const { rows } = await db.query<{ projection: string; position: string; head: string }>(
-      `SELECT projection, prepare_position AS position, (SELECT coalesce(max(global_position), 0) FROM events) AS head FROM projection_checkpoints`,
+    // A checkpoint is a log position (transaction id, global position), and the log is
+    // ordered by both: with group commit the last event in log order need not carry the
+    // largest global position, so the head is read in the same order.
+    const { rows } = await db.query<{ projection: string; position: string; behind: boolean }>(
+      `WITH head AS (
+         SELECT transaction_id::text::numeric AS commit, global_position AS prepare FROM events
+         ORDER BY transaction_id DESC, global_position DESC LIMIT 1)
+       SELECT c.projection, c.commit_position || '/' || c.prepare_position AS position,
+              coalesce((c.commit_position, c.prepare_position) < (h.commit, h.prepare), false) AS behind
+       FROM projection_checkpoints c LEFT JOIN head h ON true`,
     );
-    const behind = rows.filter((r) => BigInt(r.position) < BigInt(r.head));
+    const behind = rows.filter((r) => r.behind);
     if (rows.length > 0 && behind.length === 0) break;
     const signature = behind.map((r) => `${r.projection}@${r.position}`).join(',');
     if (signature !== lastSignature) {

@@ -155,12 +155,10 @@ CREATE TABLE event_log_checkpoints (
  * The advisory locks of all the group's streams are taken first, in one order, before
  * any write (see APPEND_LOCK in postgres-event-store.ts).
  */
-export const appendEventGroupMigration: Migration = {
-  id: 'event-store:0007_append_event_group',
-  sql: `
-CREATE FUNCTION append_event_group(group_streams text[], group_kinds text[], group_expected bigint[], group_events jsonb[])
+const appendEventGroupFunction = (create: string, settings: string, declarations: string, duplicateIdCheck: string): string => `
+${create} append_event_group(group_streams text[], group_kinds text[], group_expected bigint[], group_events jsonb[])
 RETURNS TABLE (append_ord int, appended_revision bigint, appended_position bigint, appended_commit text, ids_stored boolean, revision_then bigint)
-LANGUAGE plpgsql AS $fn$
+LANGUAGE plpgsql${settings} AS $fn$
 DECLARE
   lock_key int;
   v_stream text;
@@ -172,7 +170,7 @@ DECLARE
   v_hashes bytea[];
   v_position bigint;
   v_commit text := NULL;
-BEGIN
+${declarations}BEGIN
   FOR lock_key IN SELECT DISTINCT hashtext(s) FROM unnest(group_streams) AS s ORDER BY 1 LOOP
     PERFORM pg_advisory_xact_lock(5406117, lock_key);
   END LOOP;
@@ -188,8 +186,7 @@ BEGIN
     appended_commit := NULL;
     ids_stored := false;
     revision_then := NULL;
-    IF EXISTS (SELECT 1 FROM events e WHERE e.event_id IN (SELECT (x.value->>'id')::uuid FROM jsonb_array_elements(v_events) AS x(value))) THEN
-      ids_stored := true;
+${duplicateIdCheck}      ids_stored := true;
       RETURN NEXT;
       CONTINUE;
     END IF;
@@ -233,5 +230,40 @@ BEGIN
   END LOOP;
 END
 $fn$;
+`;
+
+export const appendEventGroupMigration: Migration = {
+  id: 'event-store:0007_append_event_group',
+  sql: appendEventGroupFunction(
+    'CREATE FUNCTION',
+    '',
+    '',
+    `    IF EXISTS (SELECT 1 FROM events e WHERE e.event_id IN (SELECT (x.value->>'id')::uuid FROM jsonb_array_elements(v_events) AS x(value))) THEN
 `,
+  ),
+};
+
+/**
+ * append_event_group finds its rows by index whatever the planner knew when it first
+ * planned them (decision 0117). PL/pgSQL keeps each statement's plan for the session,
+ * generic after five calls, and a pool's connections live long: planned on a young log
+ * (an empty table, no ANALYZE yet), the duplicate-id check became a hash join over the
+ * whole events table (the planner assumes 100 rows from jsonb_array_elements) and stayed
+ * so while the log grew: every grouped append read the whole log, milliseconds per append
+ * at 20,000 events. Every statement of the function reaches its rows by a key (the
+ * stream row by name, events by id), so the function runs with sequential scans
+ * disabled: a plan made on an empty table still uses the index. The ids are also one
+ * array looked up in one index scan.
+ */
+export const appendEventGroupIdCheckMigration: Migration = {
+  id: 'event-store:0008_append_event_group_id_check_by_index',
+  sql: appendEventGroupFunction(
+    'CREATE OR REPLACE FUNCTION',
+    ' SET enable_seqscan = off',
+    `  v_ids uuid[];
+`,
+    `    v_ids := ARRAY(SELECT (x.value->>'id')::uuid FROM jsonb_array_elements(v_events) AS x(value));
+    IF EXISTS (SELECT 1 FROM events e WHERE e.event_id = ANY (v_ids)) THEN
+`,
+  ),
 };

@@ -1,5 +1,11 @@
 import type { Migration } from '#platform/database';
-import { appendEventGroupMigration, eventHashChainMigration, eventLogCheckpointsMigration, eventStoreMigration } from '#event-store/postgres';
+import {
+  appendEventGroupIdCheckMigration,
+  appendEventGroupMigration,
+  eventHashChainMigration,
+  eventLogCheckpointsMigration,
+  eventStoreMigration,
+} from '#event-store/postgres';
 import { projectionLeasesMigration, projectionsMigration } from '#event-store/projections';
 import { streamCatalogMigration } from '../streams/stream-catalog.read-model';
 import { manualClockMigration } from '#platform/clock';
@@ -49,4 +55,5 @@ export const allMigrations: readonly Migration[] = [
   operatorSessionsMigration,
   webhookAttemptsRecordedMigration,
   appendEventGroupMigration,
+  appendEventGroupIdCheckMigration,
 ];
