@@ -16,6 +16,7 @@ import { OperatorToken } from './http/auth/operator-token';
 import { ApiError } from './http/errors/api-error';
 import { ErrorFilter } from './http/errors/error.filter';
 import { registerIdempotencyHook } from './http/idempotency';
+import { useAsyncResourceBindingWithoutDeprecatedAccessor } from './http/async-resource-binding';
 import { IdempotencyKeys } from '#payments/idempotency';
 import { registerMetricsRoute } from './health/metrics-endpoint';
 
@@ -64,6 +65,7 @@ export interface ApiObservability {
 
 export async function createApi(deps: ApiDependencies, log: Logger, observability: ApiObservability = {}): Promise<NestFastifyApplication> {
   const { metrics } = observability;
+  useAsyncResourceBindingWithoutDeprecatedAccessor();
   const adapter = new FastifyAdapter({
     bodyLimit: BODY_LIMIT_BYTES,
     // request.ip is the client's address (failed-authentication limits count per address):
