@@ -10,11 +10,14 @@ import fc from 'fast-check';
 import type { Pool } from 'pg';
 import {
   canonicalJson,
+  chainContent,
   chainHashes,
+  eventChainHash,
   checkpointSignatureHolds,
   EventToAppend,
   extendLogCheckpoints,
   GENESIS_HASH,
+  nextChainHash,
   nextLogHash,
   PostgresEventStore,
   signCheckpoint,
@@ -102,6 +105,32 @@ describe('canonical JSON is the jsonb text of PostgreSQL', () => {
         expect(canonicalJson(data)).toBe(pg.rows[0]!.text);
       }),
       { seed, numRuns: 300 },
+    );
+  });
+});
+
+describe("an event's chain hash in one buffer", () => {
+  it('is SHA-256(previous ‖ content) as defined, for any text and a previous hash of any length (property, seeded)', () => {
+    const seed = Number(process.env.SEED ?? Date.now() % 2 ** 31);
+    process.stdout.write(`event chain hash property seed: ${seed}\n`);
+    const text = fc.string({ unit: 'binary' });
+    fc.assert(
+      fc.property(
+        fc.option(fc.uint8Array({ minLength: 0, maxLength: 40 }), { nil: null }),
+        fc.record({
+          streamName: text,
+          revision: fc.bigInt({ min: 0n, max: 2n ** 62n }),
+          id: fc.uuid(),
+          type: text,
+          dataJson: text,
+          metadataJson: text,
+        }),
+        (previous, event) => {
+          const before = previous === null ? null : Buffer.from(previous);
+          expect(eventChainHash(before, event).toString('hex')).toBe(nextChainHash(before, chainContent(event)).toString('hex'));
+        },
+      ),
+      { seed, numRuns: 500 },
     );
   });
 });

@@ -1,4 +1,4 @@
-import { CHAIN_HASH_BYTES, chainContent, ChainedEventContent, GENESIS_HASH, nextChainHash, nextLogHash } from './hash-chain';
+import { CHAIN_HASH_BYTES, ChainedEventContent, eventChainHash, GENESIS_HASH, nextLogHash } from './hash-chain';
 
 /**
  * What a verification of the log found (pure: the adapters feed the events in).
@@ -50,8 +50,8 @@ const EXCHANGES: readonly { readonly what: string; exchange(into: StoredChainedE
 /** Whether `a` and `b` hold each other's content in the way `exchange` says (each then hashes to the other's stored place). */
 function exchanged(a: Mismatch, b: Mismatch, exchange: (typeof EXCHANGES)[number]['exchange']): boolean {
   return (
-    nextChainHash(a.previousStored, chainContent(exchange(a.event, b.event))).equals(a.event.storedHash!) &&
-    nextChainHash(b.previousStored, chainContent(exchange(b.event, a.event))).equals(b.event.storedHash!)
+    eventChainHash(a.previousStored, exchange(a.event, b.event)).equals(a.event.storedHash!) &&
+    eventChainHash(b.previousStored, exchange(b.event, a.event)).equals(b.event.storedHash!)
   );
 }
 
@@ -101,7 +101,7 @@ export class StreamChainCheck {
     } else if (event.storedHash === null) {
       this.report({ ...named(event), kind: 'chain_hash_mismatch', detail: 'the event has no chain hash' });
     } else {
-      const recomputed = nextChainHash(this.previousStored, chainContent(event));
+      const recomputed = eventChainHash(this.previousStored, event);
       if (!recomputed.equals(event.storedHash)) this.mismatch({ event, previousStored: this.previousStored, recomputed }, previousMismatch);
     }
     this.expectedRevision = event.revision + 1n;
@@ -132,7 +132,7 @@ export class StreamChainCheck {
     if (
       previousMismatch &&
       this.pending.includes(previousMismatch) &&
-      nextChainHash(previousMismatch.recomputed, chainContent(current.event)).equals(current.event.storedHash!)
+      eventChainHash(previousMismatch.recomputed, current.event).equals(current.event.storedHash!)
     ) {
       this.pending = this.pending.filter((m) => m !== previousMismatch);
       this.report({
