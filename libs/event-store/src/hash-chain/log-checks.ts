@@ -59,33 +59,22 @@ function exchanged(a: Mismatch, b: Mismatch, exchange: (typeof EXCHANGES)[number
 const PENDING_PER_STREAM = 256;
 
 /**
- * Checks each stream's chain: fed every event of every stream, stream after stream,
- * each stream in revision order. Memory: the current stream's unexplained mismatches.
- * Each event's hash is recomputed from the stored hash of its predecessor, so one
- * changed event shows as one mismatch; a mismatch is then explained by what follows:
- * a successor chained from the recomputed hash (the stored hash was edited), another
- * mismatch of the stream with which it swapped content (order changed), or else its
- * data was changed.
+ * One stream's chain, fed its events in revision order. Each event's hash is
+ * recomputed from the stored hash of its predecessor, so one changed event shows as
+ * one mismatch; a mismatch is then explained by what follows: a successor chained from
+ * the recomputed hash (the stored hash was edited), another mismatch of the stream with
+ * which it swapped content (order changed), or else, when the stream ends, its data was
+ * changed. Memory: the last stored hash, and the stream's unexplained mismatches.
  */
-export class StreamChainCheck {
-  readonly problems: LogProblem[] = [];
-  private stream: string | null = null;
-  private expectedRevision = 0n;
+class StreamChain {
+  expectedRevision = 0n;
   private previousStored: Buffer | null = null;
   private previousMismatch: Mismatch | null = null;
-  private pending: Mismatch[] = [];
-  streams = 0;
-  events = 0;
+  private pending: Mismatch[] | null = null;
+
+  constructor(private readonly report: (problem: LogProblem) => void) {}
 
   event(event: StoredChainedEvent): void {
-    if (event.streamName !== this.stream) {
-      this.endStream();
-      this.stream = event.streamName;
-      this.streams += 1;
-      this.expectedRevision = 0n;
-      this.previousStored = null;
-    }
-    this.events += 1;
     const previousMismatch = this.previousMismatch;
     this.previousMismatch = null;
     if (event.revision > this.expectedRevision) {
@@ -108,11 +97,86 @@ export class StreamChainCheck {
     this.previousStored = event.storedHash;
   }
 
+  /** After the stream's last event: its unexplained mismatches are changed data. */
+  end(): void {
+    for (const m of this.pending ?? []) this.reportDataChanged(m);
+    this.pending = null;
+    this.previousMismatch = null;
+  }
+
+  private mismatch(current: Mismatch, previousMismatch: Mismatch | null): void {
+    const pending = (this.pending ??= []);
+    // The predecessor's stored hash was edited: this event chains from what its content gives.
+    if (
+      previousMismatch &&
+      pending.includes(previousMismatch) &&
+      eventChainHash(previousMismatch.recomputed, current.event).equals(current.event.storedHash!)
+    ) {
+      this.pending = pending.filter((m) => m !== previousMismatch);
+      this.report({
+        ...named(previousMismatch.event),
+        kind: 'chain_hash_mismatch',
+        detail: `its stored chain hash ${hex(previousMismatch.event.storedHash)} is not the ${hex(previousMismatch.recomputed)} its content gives (the next event chains from the latter)`,
+      });
+      return;
+    }
+    // Two events of the stream carry each other's content.
+    for (const { what, exchange } of EXCHANGES) {
+      const partner = pending.find((m) => exchanged(m, current, exchange));
+      if (!partner) continue;
+      this.pending = pending.filter((m) => m !== partner);
+      this.report({
+        ...named(partner.event),
+        kind: 'order_changed',
+        detail: `revisions ${partner.event.revision} (position ${partner.event.position}) and ${current.event.revision} (position ${current.event.position}) hold each other's ${what}`,
+      });
+      return;
+    }
+    if (pending.length >= PENDING_PER_STREAM) {
+      this.reportDataChanged(current);
+      return;
+    }
+    pending.push(current);
+    this.previousMismatch = current;
+  }
+
+  private reportDataChanged(m: Mismatch): void {
+    this.report({
+      ...named(m.event),
+      kind: 'data_changed',
+      detail: `its content gives chain hash ${hex(m.recomputed)}, not the stored ${hex(m.event.storedHash)}`,
+    });
+  }
+}
+
+/**
+ * Checks each stream's chain (StreamChain): fed every event of every stream, stream
+ * after stream, each stream in revision order. Memory: the current stream's unexplained
+ * mismatches.
+ */
+export class StreamChainCheck {
+  readonly problems: LogProblem[] = [];
+  private stream: string | null = null;
+  private chain: StreamChain | null = null;
+  streams = 0;
+  events = 0;
+
+  event(event: StoredChainedEvent): void {
+    if (event.streamName !== this.stream || this.chain === null) {
+      this.chain?.end();
+      this.stream = event.streamName;
+      this.chain = new StreamChain((p) => this.problems.push(p));
+      this.streams += 1;
+    }
+    this.events += 1;
+    this.chain.event(event);
+  }
+
   /** The stream's head as the store records it (its last revision and chain hash): checked against the events seen. */
   streamHead(streamName: string, headRevision: bigint, lastEvent: { revision: bigint; position: string } | null): void {
     if (lastEvent === null || lastEvent.revision < headRevision) {
       const first = lastEvent === null ? 0n : lastEvent.revision + 1n;
-      this.report({
+      this.problems.push({
         kind: 'event_missing',
         streamName,
         revision: first,
@@ -124,60 +188,70 @@ export class StreamChainCheck {
 
   /** After the last event. */
   finish(): void {
-    this.endStream();
+    this.chain?.end();
+    this.chain = null;
+  }
+}
+
+/** Events of one stream held back while an earlier revision is still to come (beyond this, the gap is reported). */
+const WAITING_PER_STREAM = 256;
+
+/**
+ * The same checks as StreamChainCheck, fed the log in log order (streams interleaved):
+ * every stream's chain is followed at once, so one read of the log in log order serves
+ * both this check and LogOrderCheck. In a log as the stores write it each stream's
+ * revisions ascend in the log; an event that comes before an earlier revision of its
+ * stream (an order LogOrderCheck reports) is held back until that revision has come, at
+ * most WAITING_PER_STREAM of them, so the chain is still checked in revision order and
+ * reports what StreamChainCheck reports. A revision that never comes is reported
+ * missing when the stream's held-back events overflow or at the end; a revision that
+ * comes after its stream's chain went past it is left to LogOrderCheck. Memory: one
+ * stored hash and revision per stream, and the held-back events and unexplained
+ * mismatches of streams out of order or changed.
+ */
+export class StreamChainsInLogOrder {
+  readonly problems: LogProblem[] = [];
+  private readonly chains = new Map<string, StreamChain>();
+  /** Per stream, the events that came before an earlier revision, in revision order. */
+  private readonly waiting = new Map<string, StoredChainedEvent[]>();
+  private readonly report = (problem: LogProblem) => this.problems.push(problem);
+  events = 0;
+
+  get streams(): number {
+    return this.chains.size;
   }
 
-  private mismatch(current: Mismatch, previousMismatch: Mismatch | null): void {
-    // The predecessor's stored hash was edited: this event chains from what its content gives.
-    if (
-      previousMismatch &&
-      this.pending.includes(previousMismatch) &&
-      eventChainHash(previousMismatch.recomputed, current.event).equals(current.event.storedHash!)
-    ) {
-      this.pending = this.pending.filter((m) => m !== previousMismatch);
-      this.report({
-        ...named(previousMismatch.event),
-        kind: 'chain_hash_mismatch',
-        detail: `its stored chain hash ${hex(previousMismatch.event.storedHash)} is not the ${hex(previousMismatch.recomputed)} its content gives (the next event chains from the latter)`,
-      });
-      return;
+  event(event: StoredChainedEvent): void {
+    this.events += 1;
+    let chain = this.chains.get(event.streamName);
+    if (chain === undefined) {
+      chain = new StreamChain(this.report);
+      this.chains.set(event.streamName, chain);
     }
-    // Two events of the stream carry each other's content.
-    for (const { what, exchange } of EXCHANGES) {
-      const partner = this.pending.find((m) => exchanged(m, current, exchange));
-      if (!partner) continue;
-      this.pending = this.pending.filter((m) => m !== partner);
-      this.report({
-        ...named(partner.event),
-        kind: 'order_changed',
-        detail: `revisions ${partner.event.revision} (position ${partner.event.position}) and ${current.event.revision} (position ${current.event.position}) hold each other's ${what}`,
-      });
-      return;
+    if (event.revision === chain.expectedRevision) {
+      chain.event(event);
+      const held = this.waiting.get(event.streamName);
+      if (held) this.release(event.streamName, chain, held, false);
+    } else if (event.revision > chain.expectedRevision) {
+      const held = this.waiting.get(event.streamName) ?? [];
+      let at = held.length;
+      while (at > 0 && held[at - 1]!.revision > event.revision) at--;
+      held.splice(at, 0, event);
+      this.waiting.set(event.streamName, held);
+      if (held.length > WAITING_PER_STREAM) this.release(event.streamName, chain, held, true);
     }
-    if (this.pending.length >= PENDING_PER_STREAM) {
-      this.reportDataChanged(current);
-      return;
-    }
-    this.pending.push(current);
-    this.previousMismatch = current;
   }
 
-  private endStream(): void {
-    for (const m of this.pending) this.reportDataChanged(m);
-    this.pending = [];
-    this.previousMismatch = null;
+  /** After the last event of the log. */
+  finish(): void {
+    for (const [streamName, held] of this.waiting) this.release(streamName, this.chains.get(streamName)!, held, true);
+    for (const chain of this.chains.values()) chain.end();
   }
 
-  private reportDataChanged(m: Mismatch): void {
-    this.report({
-      ...named(m.event),
-      kind: 'data_changed',
-      detail: `its content gives chain hash ${hex(m.recomputed)}, not the stored ${hex(m.event.storedHash)}`,
-    });
-  }
-
-  private report(problem: LogProblem): void {
-    this.problems.push(problem);
+  /** Feeds the held-back events that now follow the chain (all of them when `all`: a gap before the first is reported). */
+  private release(streamName: string, chain: StreamChain, held: StoredChainedEvent[], all: boolean): void {
+    while (held.length > 0 && (all || held[0]!.revision === chain.expectedRevision)) chain.event(held.shift()!);
+    if (held.length === 0) this.waiting.delete(streamName);
   }
 }
 

@@ -9,6 +9,7 @@ import {
   nextLogHash,
   RecordedCheckpoint,
   StreamChainCheck,
+  StreamChainsInLogOrder,
   VerifyEventLogOptions,
 } from '../hash-chain';
 
@@ -109,63 +110,23 @@ export async function extendLogCheckpoints(pool: Pool, options: { segmentEvents?
   }
 }
 
-interface ChainRow {
-  stream_name: string;
-  stream_revision: string;
-  event_id: string;
-  event_type: string;
-  data: string;
-  metadata: string;
-  chain_hash: Buffer | null;
-  position: string;
-}
-
 /**
  * Recomputes every stream's chain and the log's running hash from the events table
- * (docs/audit-log.md): pass 1 reads the events stream by stream in revision order and
- * recomputes each chain hash over the stored jsonb text (chainContent, in TypeScript:
- * not the SQL of the append path), then compares each stream's head; pass 2 reads the
- * log in log order, checks each stream's revisions ascend and folds the running hash,
- * comparing it with every recorded checkpoint. Both read in pages (keyset): memory is
- * one page, the current stream's unexplained mismatches, one revision per stream and
- * one checkpoint segment.
+ * (docs/audit-log.md) in one read of the log in log order (decision 0123): each event's
+ * chain hash is recomputed over the stored jsonb text (chainContent, in TypeScript: not
+ * the SQL of the append path) from its stream's previous stored hash
+ * (StreamChainsInLogOrder), each stream's revisions are checked to ascend and the
+ * running hash is folded and compared with every recorded checkpoint (LogOrderCheck).
+ * Meanwhile, on a connection of its own, one statement compares each stream's recorded
+ * head (revision and chain head) with its last event. The log is read in pages (keyset)
+ * up to its visible head (the events a reader of the log sees; an append still in
+ * flight is verified by the next run). Memory: one page, one revision and stored hash
+ * per stream, and one checkpoint segment.
  */
 export async function verifyEventLog(pool: Pool, options: VerifyEventLogOptions = {}): Promise<EventLogReport> {
-  const pageSize = options.pageSize ?? 2000;
-  const chains = new StreamChainCheck();
-
-  // Pass 1: each stream in revision order.
-  let after: [string, string] | null = null;
-  for (;;) {
-    const page: { rows: ChainRow[] } = await pool.query<ChainRow>(
-      `SELECT stream_name, stream_revision, event_id::text AS event_id, event_type, data::text AS data, metadata::text AS metadata, chain_hash,
-              transaction_id::text || '/' || global_position AS position
-       FROM events ${after ? 'WHERE (stream_name, stream_revision) > ($2, $3::bigint)' : ''}
-       ORDER BY stream_name, stream_revision LIMIT $1`,
-      after ? [pageSize, after[0], after[1]] : [pageSize],
-    );
-    for (const row of page.rows) {
-      const revision = BigInt(row.stream_revision);
-      chains.event({
-        streamName: row.stream_name,
-        revision,
-        id: row.event_id,
-        type: row.event_type,
-        dataJson: row.data,
-        metadataJson: row.metadata,
-        position: row.position,
-        storedHash: row.chain_hash,
-      });
-    }
-    options.onProgress?.('streams', chains.events);
-    if (page.rows.length < pageSize) break;
-    const last = page.rows[page.rows.length - 1]!;
-    after = [last.stream_name, last.stream_revision];
-  }
-  chains.finish();
-
-  // Stream heads: the stream row's revision and chain head against its last event.
-  const heads = await pool.query<{ stream_name: string; revision: string; last_revision: string | null; last_position: string | null; head_matches: boolean }>(
+  const pageSize = options.pageSize ?? 5000;
+  // Stream heads: the stream row's revision and chain head against its last event (one statement, its own snapshot).
+  const heads = pool.query<{ stream_name: string; revision: string; last_revision: string | null; last_position: string | null; head_matches: boolean }>(
     `SELECT s.stream_name, s.revision, last.stream_revision AS last_revision, last.position AS last_position,
             coalesce(s.chain_hashes[cardinality(s.chain_hashes)] = last.chain_hash, false) AS head_matches
      FROM event_streams s
@@ -174,8 +135,71 @@ export async function verifyEventLog(pool: Pool, options: VerifyEventLogOptions 
      WHERE last.stream_revision IS DISTINCT FROM s.revision OR s.chain_hashes[cardinality(s.chain_hashes)] IS DISTINCT FROM last.chain_hash
      ORDER BY s.stream_name`,
   );
+  // Awaited below; a failure meanwhile is not unhandled.
+  heads.catch(() => undefined);
+
+  const chains = new StreamChainsInLogOrder();
+  const order = new LogOrderCheck();
+  const wanted = new Set(options.at ?? []);
+  const at = new Map<string, LogCheckpoint>();
+  let nextCheckpoint = await checkpointAfter(pool, 0n);
+  let cursor = { commit: '0', prepare: '0' };
+  let lastPosition = '0/0';
+  for (;;) {
+    const page = await pool.query<{
+      stream_name: string;
+      stream_revision: string;
+      event_id: string;
+      event_type: string;
+      data: string;
+      metadata: string;
+      position_commit: string;
+      position_prepare: string;
+      chain_hash: Buffer | null;
+    }>(
+      `SELECT stream_name, stream_revision, event_id::text AS event_id, event_type, data::text AS data, metadata::text AS metadata, chain_hash,
+              transaction_id::text AS position_commit, global_position AS position_prepare
+       FROM events
+       WHERE (transaction_id, global_position) > ($1::text::xid8, $2::bigint) AND ${VISIBLE}
+       ORDER BY events.transaction_id, events.global_position LIMIT $3`,
+      [cursor.commit, cursor.prepare, pageSize],
+    );
+    for (const row of page.rows) {
+      while (nextCheckpoint && nextCheckpoint.fromEvents <= order.events) {
+        order.checkpoint(nextCheckpoint);
+        nextCheckpoint = await checkpointAfter(pool, nextCheckpoint.seq);
+      }
+      const position = `${row.position_commit}/${row.position_prepare}`;
+      const revision = BigInt(row.stream_revision);
+      chains.event({
+        streamName: row.stream_name,
+        revision,
+        id: row.event_id,
+        type: row.event_type,
+        dataJson: row.data,
+        metadataJson: row.metadata,
+        position,
+        storedHash: row.chain_hash,
+      });
+      order.event({ streamName: row.stream_name, revision, position, chainHash: row.chain_hash });
+      lastPosition = position;
+      if (wanted.has(position)) at.set(position, { position, events: order.events, hash: order.runningHash });
+    }
+    options.onProgress?.('log', Number(order.events));
+    if (page.rows.length < pageSize) break;
+    const last = page.rows[page.rows.length - 1]!;
+    cursor = { commit: last.position_commit, prepare: last.position_prepare };
+  }
+  chains.finish();
+  // Checkpoints past the end of the log: it lost events they covered.
+  while (nextCheckpoint) {
+    order.checkpoint(nextCheckpoint);
+    nextCheckpoint = await checkpointAfter(pool, nextCheckpoint.seq);
+  }
+  order.finish();
+
   const headProblems: LogProblem[] = [];
-  for (const row of heads.rows) {
+  for (const row of (await heads).rows) {
     const last = row.last_revision === null ? null : { revision: BigInt(row.last_revision), position: row.last_position! };
     const headCheck = new StreamChainCheck();
     headCheck.streamHead(row.stream_name, BigInt(row.revision), last);
@@ -190,48 +214,6 @@ export async function verifyEventLog(pool: Pool, options: VerifyEventLogOptions 
       });
     }
   }
-
-  // Pass 2: the log in log order, against the recorded checkpoints.
-  const order = new LogOrderCheck();
-  const wanted = new Set(options.at ?? []);
-  const at = new Map<string, LogCheckpoint>();
-  let nextCheckpoint = await checkpointAfter(pool, 0n);
-  let cursor = { commit: '0', prepare: '0' };
-  let lastPosition = '0/0';
-  for (;;) {
-    const page = await pool.query<{
-      stream_name: string;
-      stream_revision: string;
-      position_commit: string;
-      position_prepare: string;
-      chain_hash: Buffer | null;
-    }>(
-      `SELECT stream_name, stream_revision, transaction_id::text AS position_commit, global_position AS position_prepare, chain_hash FROM events
-       WHERE (transaction_id, global_position) > ($1::text::xid8, $2::bigint) AND ${VISIBLE}
-       ORDER BY events.transaction_id, events.global_position LIMIT $3`,
-      [cursor.commit, cursor.prepare, pageSize],
-    );
-    for (const row of page.rows) {
-      while (nextCheckpoint && nextCheckpoint.fromEvents <= order.events) {
-        order.checkpoint(nextCheckpoint);
-        nextCheckpoint = await checkpointAfter(pool, nextCheckpoint.seq);
-      }
-      const position = `${row.position_commit}/${row.position_prepare}`;
-      order.event({ streamName: row.stream_name, revision: BigInt(row.stream_revision), position, chainHash: row.chain_hash });
-      lastPosition = position;
-      if (wanted.has(position)) at.set(position, { position, events: order.events, hash: order.runningHash });
-    }
-    options.onProgress?.('log', Number(order.events));
-    if (page.rows.length < pageSize) break;
-    const last = page.rows[page.rows.length - 1]!;
-    cursor = { commit: last.position_commit, prepare: last.position_prepare };
-  }
-  // Checkpoints past the end of the log: it lost events they covered.
-  while (nextCheckpoint) {
-    order.checkpoint(nextCheckpoint);
-    nextCheckpoint = await checkpointAfter(pool, nextCheckpoint.seq);
-  }
-  order.finish();
 
   const problems = [...chains.problems, ...headProblems, ...order.problems];
   return {
