@@ -5,7 +5,7 @@
  * jsonb text for any JSON value; the migration gives a log written without chains the
  * chains the append path would have written; the checkpoint follows the log.
  */
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import type { Pool } from 'pg';
 import {
@@ -130,6 +130,18 @@ describe("an event's chain hash in one buffer", () => {
           expect(eventChainHash(before, event).toString('hex')).toBe(nextChainHash(before, chainContent(event)).toString('hex'));
         },
       ),
+      { seed, numRuns: 500 },
+    );
+  });
+
+  it("the log's running hash is SHA-256(previous ‖ chain hash), for hashes of any bytes (property, seeded)", () => {
+    const seed = Number(process.env.SEED ?? Date.now() % 2 ** 31);
+    process.stdout.write(`running hash property seed: ${seed}\n`);
+    fc.assert(
+      fc.property(fc.uint8Array({ minLength: 32, maxLength: 32 }), fc.uint8Array({ minLength: 0, maxLength: 40 }), (previous, chainHash) => {
+        const [p, c] = [Buffer.from(previous), Buffer.from(chainHash)];
+        expect(nextLogHash(p, c).toString('hex')).toBe(createHash('sha256').update(p).update(c).digest('hex'));
+      }),
       { seed, numRuns: 500 },
     );
   });

@@ -82,9 +82,12 @@ export function chainHashes(previous: Buffer | null, events: readonly ChainedEve
   return hashes;
 }
 
-/** The log's running hash after one more event. */
+/** The log's running hash after one more event: SHA-256(previous ‖ chain hash), in one buffer and one call. */
 export function nextLogHash(previous: Buffer, eventChainHash: Buffer): Buffer {
-  return sha256(previous, eventChainHash);
+  const input = Buffer.allocUnsafe(previous.length + eventChainHash.length);
+  previous.copy(input, 0);
+  eventChainHash.copy(input, previous.length);
+  return hash('sha256', input, 'buffer') as unknown as Buffer;
 }
 
 /**

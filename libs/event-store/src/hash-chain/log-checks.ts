@@ -67,12 +67,15 @@ const PENDING_PER_STREAM = 256;
  * changed. Memory: the last stored hash, and the stream's unexplained mismatches.
  */
 class StreamChain {
-  expectedRevision = 0n;
-  private previousStored: Buffer | null = null;
   private previousMismatch: Mismatch | null = null;
   private pending: Mismatch[] | null = null;
 
-  constructor(private readonly report: (problem: LogProblem) => void) {}
+  /** `expectedRevision` and `previousStored`: where the stream's chain stands (a new stream: 0 and null). */
+  constructor(
+    private readonly report: (problem: LogProblem) => void,
+    public expectedRevision = 0n,
+    private previousStored: Buffer | null = null,
+  ) {}
 
   event(event: StoredChainedEvent): void {
     const previousMismatch = this.previousMismatch;
@@ -193,6 +196,75 @@ export class StreamChainCheck {
   }
 }
 
+/**
+ * The per-stream records of a check of the whole log, compact: a slot per stream
+ * (`slotOf`), and the record's numbers and hashes in typed arrays grown by doubling, so
+ * that a log of a million events in a quarter of a million streams costs a few tens of
+ * MiB, not one object per stream (nor a pooled 8 KiB slab kept alive by each stream's
+ * last hash).
+ */
+class StreamSlots {
+  private readonly slots = new Map<string, number>();
+  private capacity = 1024;
+  /** Per slot: a number (a revision: far below 2^53). */
+  numbers = new Float64Array(this.capacity);
+  /** Per slot: a 32-byte hash, and whether it is set (none kept when `withHashes` is false). */
+  hashes: Buffer;
+  hashSet: Uint8Array;
+
+  constructor(private readonly withHashes = true) {
+    this.hashes = Buffer.alloc(withHashes ? this.capacity * CHAIN_HASH_BYTES : 0);
+    this.hashSet = new Uint8Array(withHashes ? this.capacity : 0);
+  }
+
+  get size(): number {
+    return this.slots.size;
+  }
+
+  /** The stream's slot; a new one (number 0, no hash) for a stream not seen before. */
+  slotOf(streamName: string): number {
+    let slot = this.slots.get(streamName);
+    if (slot === undefined) {
+      slot = this.slots.size;
+      if (slot === this.capacity) this.grow();
+      this.slots.set(streamName, slot);
+    }
+    return slot;
+  }
+
+  /** The slot of a stream seen before, else undefined. */
+  find(streamName: string): number | undefined {
+    return this.slots.get(streamName);
+  }
+
+  hash(slot: number): Buffer | null {
+    return this.hashSet[slot] === 1 ? this.hashes.subarray(slot * CHAIN_HASH_BYTES, (slot + 1) * CHAIN_HASH_BYTES) : null;
+  }
+
+  /** Keeps a copy of `hash` (null: none) in the slot. */
+  setHash(slot: number, hash: Buffer | null): void {
+    if (hash === null || hash.length !== CHAIN_HASH_BYTES) {
+      this.hashSet[slot] = 0;
+      return;
+    }
+    hash.copy(this.hashes, slot * CHAIN_HASH_BYTES);
+    this.hashSet[slot] = 1;
+  }
+
+  private grow(): void {
+    this.capacity *= 2;
+    const numbers = new Float64Array(this.capacity);
+    numbers.set(this.numbers);
+    this.numbers = numbers;
+    if (!this.withHashes) return;
+    const hashes = Buffer.alloc(this.capacity * CHAIN_HASH_BYTES);
+    this.hashes.copy(hashes);
+    const hashSet = new Uint8Array(this.capacity);
+    hashSet.set(this.hashSet);
+    [this.hashes, this.hashSet] = [hashes, hashSet];
+  }
+}
+
 /** Events of one stream held back while an earlier revision is still to come (beyond this, the gap is reported). */
 const WAITING_PER_STREAM = 256;
 
@@ -205,52 +277,73 @@ const WAITING_PER_STREAM = 256;
  * most WAITING_PER_STREAM of them, so the chain is still checked in revision order and
  * reports what StreamChainCheck reports. A revision that never comes is reported
  * missing when the stream's held-back events overflow or at the end; a revision that
- * comes after its stream's chain went past it is left to LogOrderCheck. Memory: one
- * stored hash and revision per stream, and the held-back events and unexplained
- * mismatches of streams out of order or changed.
+ * comes after its stream's chain went past it is left to LogOrderCheck.
+ *
+ * Memory: per stream, its next revision and last stored hash (StreamSlots); a stream
+ * whose chain breaks (a mismatch, a gap, an event without hash) is followed from there
+ * by a StreamChain of its own, with its unexplained mismatches; and the held-back events
+ * of streams out of order.
  */
 export class StreamChainsInLogOrder {
   readonly problems: LogProblem[] = [];
-  private readonly chains = new Map<string, StreamChain>();
+  private readonly slots = new StreamSlots();
+  /** Streams whose chain broke somewhere: followed by a StreamChain from there on. */
+  private readonly broken = new Map<string, StreamChain>();
   /** Per stream, the events that came before an earlier revision, in revision order. */
   private readonly waiting = new Map<string, StoredChainedEvent[]>();
   private readonly report = (problem: LogProblem) => this.problems.push(problem);
   events = 0;
 
   get streams(): number {
-    return this.chains.size;
+    return this.slots.size;
   }
 
   event(event: StoredChainedEvent): void {
     this.events += 1;
-    let chain = this.chains.get(event.streamName);
-    if (chain === undefined) {
-      chain = new StreamChain(this.report);
-      this.chains.set(event.streamName, chain);
-    }
-    if (event.revision === chain.expectedRevision) {
-      chain.event(event);
+    const slot = this.slots.slotOf(event.streamName);
+    const expected = BigInt(this.slots.numbers[slot]!);
+    if (event.revision === expected) {
+      this.follow(slot, event);
       const held = this.waiting.get(event.streamName);
-      if (held) this.release(event.streamName, chain, held, false);
-    } else if (event.revision > chain.expectedRevision) {
+      if (held) this.release(slot, event.streamName, held, false);
+    } else if (event.revision > expected) {
       const held = this.waiting.get(event.streamName) ?? [];
       let at = held.length;
       while (at > 0 && held[at - 1]!.revision > event.revision) at--;
       held.splice(at, 0, event);
       this.waiting.set(event.streamName, held);
-      if (held.length > WAITING_PER_STREAM) this.release(event.streamName, chain, held, true);
+      if (held.length > WAITING_PER_STREAM) this.release(slot, event.streamName, held, true);
     }
   }
 
   /** After the last event of the log. */
   finish(): void {
-    for (const [streamName, held] of this.waiting) this.release(streamName, this.chains.get(streamName)!, held, true);
-    for (const chain of this.chains.values()) chain.end();
+    for (const [streamName, held] of this.waiting) this.release(this.slots.find(streamName)!, streamName, held, true);
+    for (const chain of this.broken.values()) chain.end();
+  }
+
+  /** The stream's next event in revision order (or, at a gap, the first after it). */
+  private follow(slot: number, event: StoredChainedEvent): void {
+    let chain = this.broken.get(event.streamName);
+    if (chain === undefined) {
+      const previous = this.slots.hash(slot);
+      const expected = BigInt(this.slots.numbers[slot]!);
+      if (event.revision === expected && event.storedHash !== null && eventChainHash(previous, event).equals(event.storedHash)) {
+        this.slots.numbers[slot] = Number(event.revision + 1n);
+        this.slots.setHash(slot, event.storedHash);
+        return;
+      }
+      // The chain breaks here: from now on this stream is followed event by event, with its mismatches.
+      chain = new StreamChain(this.report, expected, previous === null ? null : Buffer.from(previous));
+      this.broken.set(event.streamName, chain);
+    }
+    chain.event(event);
+    this.slots.numbers[slot] = Number(chain.expectedRevision);
   }
 
   /** Feeds the held-back events that now follow the chain (all of them when `all`: a gap before the first is reported). */
-  private release(streamName: string, chain: StreamChain, held: StoredChainedEvent[], all: boolean): void {
-    while (held.length > 0 && (all || held[0]!.revision === chain.expectedRevision)) chain.event(held.shift()!);
+  private release(slot: number, streamName: string, held: StoredChainedEvent[], all: boolean): void {
+    while (held.length > 0 && (all || held[0]!.revision === BigInt(this.slots.numbers[slot]!))) this.follow(slot, held.shift()!);
     if (held.length === 0) this.waiting.delete(streamName);
   }
 }
@@ -282,7 +375,9 @@ export interface LoggedEvent {
  */
 export class LogOrderCheck {
   readonly problems: LogProblem[] = [];
-  private readonly lastOfStream = new Map<string, { revision: bigint; position: string }>();
+  /** Per stream: its last revision in the log plus one (0: none yet), and that event's position. */
+  private readonly lastOfStream = new StreamSlots(false);
+  private readonly lastPositions: string[] = [];
   private running = GENESIS_HASH;
   private count = 0n;
   private segment: RecordedCheckpoint | null = null;
@@ -313,15 +408,19 @@ export class LogOrderCheck {
   }
 
   event(event: LoggedEvent): void {
-    const last = this.lastOfStream.get(event.streamName);
-    if (last && event.revision <= last.revision) {
+    const slot = this.lastOfStream.slotOf(event.streamName);
+    const lastPlusOne = this.lastOfStream.numbers[slot]!;
+    const revision = Number(event.revision);
+    if (lastPlusOne > 0 && revision < lastPlusOne) {
       this.problems.push({
         ...named(event),
         kind: 'order_changed',
-        detail: `revision ${event.revision} comes after revision ${last.revision} (position ${last.position}) in the log`,
+        detail: `revision ${event.revision} comes after revision ${lastPlusOne - 1} (position ${this.lastPositions[slot]}) in the log`,
       });
+    } else {
+      this.lastOfStream.numbers[slot] = revision + 1;
+      this.lastPositions[slot] = event.position;
     }
-    if (!last || event.revision > last.revision) this.lastOfStream.set(event.streamName, { revision: event.revision, position: event.position });
     this.running = nextLogHash(this.running, event.chainHash ?? GENESIS_HASH);
     this.count += 1n;
     if (this.segment) {
