@@ -1,13 +1,14 @@
 /**
  * ledger:verify (verifyLedgers) reads the log in two passes with memory bounded by the
- * number of ledgers and the longest ledger (pass 1 in log order, pass 2 each ledger's
- * stream): each kind of corruption it reports is planted here, in the log or in the
- * read model, and must be found, naming its ledger; a clean history passes.
+ * number of ledgers and the longest ledger (pass 1 in log order, or one statement on
+ * PostgreSQL; pass 2 each ledger's stream): each kind of corruption it reports is
+ * planted here, in the log or in the read model, and must be found, naming its ledger,
+ * both ways alike; a clean history passes.
  */
 import { randomUUID } from 'node:crypto';
-import { PostgresEventStore } from '#event-store';
-import { LedgerEvent, LedgerId, ledgerEntryId, ledgerStreamName } from '#ledger';
-import { verifyLedgers, VerifyProblem } from '#payments/ledger';
+import { lastRevisionsOfType, PostgresEventStore } from '#event-store';
+import { LEDGER_CATEGORY, LedgerEvent, LedgerId, ledgerEntryId, ledgerStreamName } from '#ledger';
+import { verifyLedgers, VerifyProblem, VerifyReport } from '#payments/ledger';
 import { ledgerProjection } from '#payments/read-models';
 import { appendLedgerHistory } from '../support/ledger-history';
 import { projectToHead, visibleHead } from '../support/project-to-head';
@@ -54,9 +55,25 @@ async function plant(ledger: LedgerId, data: readonly LedgerEvent['data'][]): Pr
   );
 }
 
+/**
+ * verifyLedgers as ledger:verify runs it on PostgreSQL (which ledgers there are and up to
+ * which revision from one statement, lastRevisionsOfType), after checking that it reports
+ * exactly what following the ledger events through the log (pass 1) reports.
+ */
+async function verifyBothWays(): Promise<VerifyReport> {
+  const followed = await verifyLedgers(db.pool, store);
+  const queried = await verifyLedgers(db.pool, store, { ledgerHeads: () => lastRevisionsOfType(db.pool, `${LEDGER_CATEGORY}-`, 'LedgerEntryPosted') });
+  const { eventsRead: _followedRead, ...followedRest } = followed;
+  const { eventsRead: _queriedRead, ...queriedRest } = queried;
+  expect(queriedRest).toEqual(followedRest);
+  // Pass 1 read each ledger event once more.
+  expect(followed.eventsRead).toBe(2 * queried.eventsRead);
+  return queried;
+}
+
 async function problems(): Promise<VerifyProblem[]> {
   await projectToHead(db.pool, store, ledgerProjection);
-  return [...(await verifyLedgers(db.pool, store)).problems];
+  return [...(await verifyBothWays()).problems];
 }
 
 const A = ledgerStreamName(a);
@@ -64,7 +81,7 @@ const B = ledgerStreamName(b);
 
 describe('ledger:verify finds each corruption', () => {
   it('passes a clean history', async () => {
-    const report = await verifyLedgers(db.pool, store);
+    const report = await verifyBothWays();
     expect(report.problems).toEqual([]);
     expect({ ledgers: report.ledgers, entries: report.entries }).toEqual({ ledgers: 2, entries: 5 });
   });
@@ -114,7 +131,7 @@ describe('ledger:verify finds each corruption', () => {
     await db.pool.query(`DELETE FROM ledger_entries WHERE entry_id = $1`, [aEvents[2]!.data.entryId]);
     await db.pool.query(`DELETE FROM ledger_balances WHERE account_id = $1`, [b.accountId]);
     await db.pool.query(`INSERT INTO ledger_balances (account_id, mode, account, balance) VALUES ($1, 'live', 'available', 0)`, [randomUUID()]);
-    const found = (await verifyLedgers(db.pool, store)).problems;
+    const found = (await verifyBothWays()).problems;
     expect(found).toContainEqual({ ledger: A, kind: 'entry_count_differs', detail: 'log has 3 entries, read model 2' });
     expect(found).toContainEqual({ ledger: B, kind: 'missing_in_read_model', detail: 'no balances in the read model' });
     expect(found).toContainEqual(expect.objectContaining({ kind: 'unknown_in_read_model' }));

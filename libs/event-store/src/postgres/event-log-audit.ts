@@ -1,3 +1,5 @@
+import { join } from 'node:path';
+import { Worker } from 'node:worker_threads';
 import type { Pool } from 'pg';
 import {
   EventLogReport,
@@ -124,7 +126,7 @@ export async function extendLogCheckpoints(pool: Pool, options: { segmentEvents?
  * per stream, and one checkpoint segment.
  */
 export async function verifyEventLog(pool: Pool, options: VerifyEventLogOptions = {}): Promise<EventLogReport> {
-  const pageSize = options.pageSize ?? 5000;
+  const pageSize = options.pageSize ?? 1000;
   // Stream heads: the stream row's revision and chain head against its last event (one statement, its own snapshot).
   const heads = pool.query<{ stream_name: string; revision: string; last_revision: string | null; last_position: string | null; head_matches: boolean }>(
     `SELECT s.stream_name, s.revision, last.stream_revision AS last_revision, last.position AS last_position,
@@ -143,27 +145,18 @@ export async function verifyEventLog(pool: Pool, options: VerifyEventLogOptions 
   const wanted = new Set(options.at ?? []);
   const at = new Map<string, LogCheckpoint>();
   let nextCheckpoint = await checkpointAfter(pool, 0n);
-  let cursor = { commit: '0', prepare: '0' };
   let lastPosition = '0/0';
+  // The next page is asked for before this one is checked: PostgreSQL reads it while Node hashes.
+  let next = logPage(pool, { commit: '0', prepare: '0' }, pageSize);
   for (;;) {
-    const page = await pool.query<{
-      stream_name: string;
-      stream_revision: string;
-      event_id: string;
-      event_type: string;
-      data: string;
-      metadata: string;
-      position_commit: string;
-      position_prepare: string;
-      chain_hash: Buffer | null;
-    }>(
-      `SELECT stream_name, stream_revision, event_id::text AS event_id, event_type, data::text AS data, metadata::text AS metadata, chain_hash,
-              transaction_id::text AS position_commit, global_position AS position_prepare
-       FROM events
-       WHERE (transaction_id, global_position) > ($1::text::xid8, $2::bigint) AND ${VISIBLE}
-       ORDER BY events.transaction_id, events.global_position LIMIT $3`,
-      [cursor.commit, cursor.prepare, pageSize],
-    );
+    const page = await next;
+    const full = page.rows.length === pageSize;
+    if (full) {
+      const last = page.rows[page.rows.length - 1]!;
+      next = logPage(pool, { commit: last.position_commit, prepare: last.position_prepare }, pageSize);
+      // Awaited at the next turn; a failure while this page is checked is not unhandled.
+      next.catch(() => undefined);
+    }
     for (const row of page.rows) {
       while (nextCheckpoint && nextCheckpoint.fromEvents <= order.events) {
         order.checkpoint(nextCheckpoint);
@@ -186,9 +179,7 @@ export async function verifyEventLog(pool: Pool, options: VerifyEventLogOptions 
       if (wanted.has(position)) at.set(position, { position, events: order.events, hash: order.runningHash });
     }
     options.onProgress?.('log', Number(order.events));
-    if (page.rows.length < pageSize) break;
-    const last = page.rows[page.rows.length - 1]!;
-    cursor = { commit: last.position_commit, prepare: last.position_prepare };
+    if (!full) break;
   }
   chains.finish();
   // Checkpoints past the end of the log: it lost events they covered.
@@ -226,8 +217,79 @@ export async function verifyEventLog(pool: Pool, options: VerifyEventLogOptions 
   };
 }
 
+interface LogPageRow {
+  stream_name: string;
+  stream_revision: string;
+  event_id: string;
+  event_type: string;
+  data: string;
+  metadata: string;
+  position_commit: string;
+  position_prepare: string;
+  chain_hash: Buffer | null;
+}
+
+/** Events of the visible log after `after`, in log order, with what their chain hashes cover. */
+function logPage(pool: Pool, after: { commit: string; prepare: string }, pageSize: number): Promise<{ rows: LogPageRow[] }> {
+  return pool.query<LogPageRow>(
+    `SELECT stream_name, stream_revision, event_id::text AS event_id, event_type, data::text AS data, metadata::text AS metadata, chain_hash,
+            transaction_id::text AS position_commit, global_position AS position_prepare
+     FROM events
+     WHERE (transaction_id, global_position) > ($1::text::xid8, $2::bigint) AND ${VISIBLE}
+     ORDER BY events.transaction_id, events.global_position LIMIT $3`,
+    [after.commit, after.prepare, pageSize],
+  );
+}
+
 async function checkpointAfter(pool: Pool, seq: bigint): Promise<RecordedCheckpoint | null> {
   const row = (await pool.query<CheckpointRow>(`SELECT ${CHECKPOINT_COLUMNS} FROM event_log_checkpoints WHERE seq > $1 ORDER BY seq LIMIT 1`, [seq.toString()]))
     .rows[0];
   return row ? toRecorded(row) : null;
+}
+
+/**
+ * The last revision, per stream, of the visible events of one type in streams whose
+ * names start with `streamNamePrefix`: what following those events through the log (a
+ * filtered subscription) would learn, in one statement that sends PostgreSQL's answer
+ * only (a row per stream), not the events.
+ */
+export async function lastRevisionsOfType(pool: Pool, streamNamePrefix: string, eventType: string): Promise<Map<string, bigint>> {
+  const pattern = `${streamNamePrefix.replace(/[\\%_]/g, '\\$&')}%`;
+  const rows = await pool.query<{ stream_name: string; revision: string }>(
+    `SELECT stream_name, max(stream_revision) AS revision FROM events
+     WHERE stream_name LIKE $1 AND event_type = $2 AND ${VISIBLE}
+     GROUP BY stream_name`,
+    [pattern, eventType],
+  );
+  return new Map(rows.rows.map((r) => [r.stream_name, BigInt(r.revision)]));
+}
+
+/**
+ * verifyEventLog on a thread of its own (worker_threads), with a pool of its own: what
+ * `ledger:verify` runs beside its replay of the ledgers, so that recomputing the chains
+ * (a SHA-256 per event, and the parsing of every event) and replaying the ledgers use
+ * both cores. Runs the compiled module (dist/): not from the TypeScript sources.
+ */
+export async function verifyEventLogInWorker(databaseUrl: string, options: { applicationName?: string } = {}): Promise<EventLogReport> {
+  const worker = new Worker(join(__dirname, 'event-log-audit-worker.js'), {
+    workerData: { databaseUrl, applicationName: options.applicationName ?? 'gateway-log-verify' },
+  });
+  try {
+    const message = await new Promise<{ report?: EventLogReport; error?: string }>((resolve, reject) => {
+      worker.once('message', resolve);
+      worker.once('error', reject);
+      worker.once('exit', (code) => reject(new Error(`the log verification thread exited with code ${code} before it reported`)));
+    });
+    if (message.error !== undefined || !message.report) throw new Error(message.error ?? 'the log verification thread sent no report');
+    // Buffers cross threads as plain Uint8Arrays.
+    const buffer = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const report = message.report;
+    return {
+      ...report,
+      head: { ...report.head, hash: buffer(report.head.hash) },
+      at: new Map([...report.at].map(([position, checkpoint]) => [position, { ...checkpoint, hash: buffer(checkpoint.hash) }])),
+    };
+  } finally {
+    await worker.terminate();
+  }
 }
