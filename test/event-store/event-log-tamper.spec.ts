@@ -7,8 +7,8 @@
  * revision and position; the untouched log passes (exit 0). Every tampering is undone
  * before the next one.
  */
-import { createHmac } from 'node:crypto';
-import { describeProblem, LogProblem, verifyEventLog } from '#event-store';
+import { createHmac, randomUUID } from 'node:crypto';
+import { describeProblem, LogProblem, PostgresEventStore, verifyEventLog } from '#event-store';
 import { loadConfig, ConfigError } from '#payments/composition';
 import { startProcess } from '../support/gateway-process';
 import { api, expectStatus, InvoiceGateway, Json, Merchant, orderId, poll, startInvoiceGateway } from '../support/merchant-fixtures';
@@ -326,6 +326,67 @@ describe('a tampered event log is found and named', () => {
       expect(found[0]).toMatchObject({ kind: 'chain_hash_mismatch', ...named(target) });
     } finally {
       await restore([target]);
+    }
+    expect(await problems()).toEqual([]);
+  });
+
+  it("a stream's recorded chain head edited (its stream row): chain_hash_mismatch, named by its last event", async () => {
+    const invoice = await streamWith(2, 'invoice-');
+    const last = invoice[invoice.length - 1]!;
+    const edit = `UPDATE event_streams SET chain_hashes[cardinality(chain_hashes)] = sha256(chain_hashes[cardinality(chain_hashes)]) WHERE stream_name = $1`;
+    await gw.db.pool.query(edit, [last.stream_name]);
+    try {
+      expect(await problems()).toEqual([
+        {
+          kind: 'chain_hash_mismatch',
+          ...named(last),
+          detail: "the stream's recorded chain head is not its last event's chain hash",
+        },
+      ]);
+    } finally {
+      await gw.db.pool.query(`UPDATE event_streams SET chain_hashes[cardinality(chain_hashes)] = $2 WHERE stream_name = $1`, [
+        last.stream_name,
+        last.chain_hash,
+      ]);
+    }
+    expect(await problems()).toEqual([]);
+  });
+
+  it("a stream row's revision moved past its events: event_missing, named by the stream head", async () => {
+    const invoice = await streamWith(2, 'invoice-');
+    const last = invoice[invoice.length - 1]!;
+    await gw.db.pool.query('UPDATE event_streams SET revision = revision + 2 WHERE stream_name = $1', [last.stream_name]);
+    try {
+      expect(await problems()).toEqual([
+        expect.objectContaining({ kind: 'event_missing', streamName: last.stream_name, revision: BigInt(last.stream_revision) + 1n, position: null }),
+      ]);
+    } finally {
+      await gw.db.pool.query('UPDATE event_streams SET revision = revision - 2 WHERE stream_name = $1', [last.stream_name]);
+    }
+    expect(await problems()).toEqual([]);
+  });
+
+  it('appends not yet visible in the log (an older transaction still open) are no problem: their stream heads are looked up', async () => {
+    const store = new PostgresEventStore(gw.db.pool);
+    const stream = `audit-probe-${randomUUID()}`;
+    await store.appendToStream(stream, [{ id: randomUUID(), type: 'Probed', data: { n: 0 } }]);
+    const blocker = await gw.db.pool.connect();
+    try {
+      // An open transaction with a transaction id: the log's visible head stops before every later append.
+      await blocker.query('BEGIN');
+      await blocker.query('SELECT pg_current_xact_id()');
+      await store.appendToStream(stream, [{ id: randomUUID(), type: 'Probed', data: { n: 1 } }]);
+      await store.appendToStream(`audit-probe-${randomUUID()}`, [{ id: randomUUID(), type: 'Probed', data: { n: 0 } }]);
+      const report = await verifyEventLog(gw.db.pool);
+      expect(report.problems).toEqual([]);
+      // The stream's second event was beyond the visible head: not in this run's chains.
+      const visible = await rows('stream_name = $1', [stream]);
+      expect(visible).toHaveLength(2);
+      expect(report.head.position).not.toBe(positionOf(visible[1]!));
+    } finally {
+      await blocker.query('ROLLBACK');
+      blocker.release();
+      await store.close();
     }
     expect(await problems()).toEqual([]);
   });

@@ -316,6 +316,18 @@ export class StreamChainsInLogOrder {
     }
   }
 
+  /**
+   * The stream's last event as its chain was followed (revision and stored hash), when
+   * every event of the stream up to it chained without a break; else undefined (a
+   * stream not seen, broken, or with events held back: look its head up).
+   */
+  headOf(streamName: string): { revision: bigint; hash: Buffer } | undefined {
+    const slot = this.slots.find(streamName);
+    if (slot === undefined || this.broken.has(streamName) || this.waiting.has(streamName)) return undefined;
+    const hash = this.slots.hash(slot);
+    return hash === null ? undefined : { revision: BigInt(this.slots.numbers[slot]!) - 1n, hash };
+  }
+
   /** After the last event of the log. */
   finish(): void {
     for (const [streamName, held] of this.waiting) this.release(this.slots.find(streamName)!, streamName, held, true);

@@ -119,27 +119,14 @@ export async function extendLogCheckpoints(pool: Pool, options: { segmentEvents?
  * the SQL of the append path) from its stream's previous stored hash
  * (StreamChainsInLogOrder), each stream's revisions are checked to ascend and the
  * running hash is folded and compared with every recorded checkpoint (LogOrderCheck).
- * Meanwhile, on a connection of its own, one statement compares each stream's recorded
- * head (revision and chain head) with its last event. The log is read in pages (keyset)
+ * Then each stream's recorded head (revision and chain head) is compared with its last
+ * event (streamHeadsDiffering). The log is read in pages (keyset)
  * up to its visible head (the events a reader of the log sees; an append still in
  * flight is verified by the next run). Memory: one page, one revision and stored hash
  * per stream, and one checkpoint segment.
  */
 export async function verifyEventLog(pool: Pool, options: VerifyEventLogOptions = {}): Promise<EventLogReport> {
   const pageSize = options.pageSize ?? 1000;
-  // Stream heads: the stream row's revision and chain head against its last event (one statement, its own snapshot).
-  const heads = pool.query<{ stream_name: string; revision: string; last_revision: string | null; last_position: string | null; head_matches: boolean }>(
-    `SELECT s.stream_name, s.revision, last.stream_revision AS last_revision, last.position AS last_position,
-            coalesce(s.chain_hashes[cardinality(s.chain_hashes)] = last.chain_hash, false) AS head_matches
-     FROM event_streams s
-     LEFT JOIN LATERAL (SELECT stream_revision, chain_hash, transaction_id::text || '/' || global_position AS position FROM events e
-                        WHERE e.stream_name = s.stream_name ORDER BY stream_revision DESC LIMIT 1) last ON true
-     WHERE last.stream_revision IS DISTINCT FROM s.revision OR s.chain_hashes[cardinality(s.chain_hashes)] IS DISTINCT FROM last.chain_hash
-     ORDER BY s.stream_name`,
-  );
-  // Awaited below; a failure meanwhile is not unhandled.
-  heads.catch(() => undefined);
-
   const chains = new StreamChainsInLogOrder();
   const order = new LogOrderCheck();
   const wanted = new Set(options.at ?? []);
@@ -190,7 +177,7 @@ export async function verifyEventLog(pool: Pool, options: VerifyEventLogOptions 
   order.finish();
 
   const headProblems: LogProblem[] = [];
-  for (const row of (await heads).rows) {
+  for (const row of await streamHeadsDiffering(pool, chains)) {
     const last = row.last_revision === null ? null : { revision: BigInt(row.last_revision), position: row.last_position! };
     const headCheck = new StreamChainCheck();
     headCheck.streamHead(row.stream_name, BigInt(row.revision), last);
@@ -215,6 +202,62 @@ export async function verifyEventLog(pool: Pool, options: VerifyEventLogOptions 
     at,
     problems: inLogOrder(problems),
   };
+}
+
+interface StreamHeadRow {
+  stream_name: string;
+  revision: string;
+  last_revision: string | null;
+  last_position: string | null;
+  head_matches: boolean;
+}
+
+/** Stream rows read per page when their heads are compared with the chains followed. */
+const STREAM_HEAD_PAGE = 5000;
+
+/**
+ * The streams whose recorded head (the stream row's revision and chain head) is not
+ * their last event, with that last event (none when the stream has no event left).
+ * Every stream row is compared with the head its chain was followed to in the log
+ * (StreamChainsInLogOrder.headOf: read in pages by name, no event read again); only
+ * the streams where they differ or the chain did not tell (broken, out of order, not in
+ * the visible log: an append that became visible since, or one still in flight) are
+ * looked up in the events table, by one statement per thousand streams.
+ */
+async function streamHeadsDiffering(pool: Pool, chains: StreamChainsInLogOrder): Promise<StreamHeadRow[]> {
+  const unsure: string[] = [];
+  let after: string | null = null;
+  for (;;) {
+    const page: { rows: { stream_name: string; revision: string; head: Buffer | null }[] } = await pool.query(
+      `SELECT stream_name, revision, chain_hashes[cardinality(chain_hashes)] AS head FROM event_streams
+       ${after === null ? '' : 'WHERE stream_name > $2'} ORDER BY stream_name LIMIT $1`,
+      after === null ? [STREAM_HEAD_PAGE] : [STREAM_HEAD_PAGE, after],
+    );
+    for (const row of page.rows) {
+      const followed = chains.headOf(row.stream_name);
+      if (followed === undefined || followed.revision !== BigInt(row.revision) || row.head === null || !followed.hash.equals(row.head)) {
+        unsure.push(row.stream_name);
+      }
+    }
+    if (page.rows.length < STREAM_HEAD_PAGE) break;
+    after = page.rows[page.rows.length - 1]!.stream_name;
+  }
+  const differing: StreamHeadRow[] = [];
+  for (let from = 0; from < unsure.length; from += 1000) {
+    const rows = await pool.query<StreamHeadRow>(
+      `SELECT s.stream_name, s.revision, last.stream_revision AS last_revision, last.position AS last_position,
+              coalesce(s.chain_hashes[cardinality(s.chain_hashes)] = last.chain_hash, false) AS head_matches
+       FROM event_streams s
+       LEFT JOIN LATERAL (SELECT stream_revision, chain_hash, transaction_id::text || '/' || global_position AS position FROM events e
+                          WHERE e.stream_name = s.stream_name ORDER BY stream_revision DESC LIMIT 1) last ON true
+       WHERE s.stream_name = ANY($1::text[])
+         AND (last.stream_revision IS DISTINCT FROM s.revision OR s.chain_hashes[cardinality(s.chain_hashes)] IS DISTINCT FROM last.chain_hash)
+       ORDER BY s.stream_name`,
+      [unsure.slice(from, from + 1000)],
+    );
+    differing.push(...rows.rows);
+  }
+  return differing;
 }
 
 interface LogPageRow {
