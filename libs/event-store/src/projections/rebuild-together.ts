@@ -11,7 +11,7 @@ import { HeldProjectionLocks } from './projection-locks';
 import { rebuildProjection, RebuildProgress } from './rebuild';
 
 /** Log events read per page by a rebuild of several projections (each projection's batch is a page). */
-export const REBUILD_PAGE_EVENTS = 5_000;
+export const REBUILD_PAGE_EVENTS = 10_000;
 /** Pages read ahead of the slowest projection: what bounds the memory of a rebuild. */
 const PAGES_AHEAD = 2;
 
