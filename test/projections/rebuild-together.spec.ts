@@ -7,8 +7,16 @@
  * then follows from its checkpoint.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { comparePositions, PostgresEventStore } from '#event-store';
-import { deferSecondaryIndexes, HeldProjectionLocks, Projection, ProjectionRunner, readCheckpoint, rebuildProjectionsTogether } from '#event-store/projections';
+import { comparePositions, matchesFilter, PostgresEventStore } from '#event-store';
+import {
+  applyBatchWithCheckpoint,
+  deferSecondaryIndexes,
+  HeldProjectionLocks,
+  Projection,
+  ProjectionRunner,
+  readCheckpoint,
+  rebuildProjectionsTogether,
+} from '#event-store/projections';
 import { inTransaction } from '#platform/database';
 import { loadConfig } from '#payments/composition';
 import {
@@ -153,6 +161,28 @@ describe('projections rebuilt in one pass over the log', () => {
     } finally {
       await runner.stop();
     }
+    expect(await readModelIndexes()).toEqual(indexes);
+    expect(await deferredIndexes()).toEqual([]);
+    expect(await readModelChecksums(db.pool)).toEqual(live);
+  });
+
+  it('resumed (resume: true) after a stop half-way, makes the dropped indexes again at the end of its pass and ends with the live read model', async () => {
+    // Half-way: the first page applied and committed with its checkpoint, the indexes still dropped.
+    await inTransaction(db.pool, async (tx) => {
+      await tx.query('TRUNCATE payouts');
+      await deferSecondaryIndexes(tx, 'payouts', ['payouts']);
+      await tx.query(
+        `UPDATE projection_checkpoints SET commit_position = 0, prepare_position = 0, events_applied = 0, rebuild_started_at = now() WHERE projection = 'payouts'`,
+      );
+    });
+    const firstPage = await store.readAll({ after: 'start', maxCount: 1_000 });
+    await applyBatchWithCheckpoint(db.pool, payoutsProjection, {
+      from: { commit: 0n, prepare: 0n },
+      to: firstPage[firstPage.length - 1]!.position,
+      events: firstPage.filter((e) => matchesFilter(payoutsProjection.filter, e)),
+    });
+    expect((await deferredIndexes()).map((r) => r.index_name).sort()).toEqual(['payouts_list', 'payouts_requested', 'payouts_seq_key']);
+    await rebuildProjectionsTogether(db.pool, store, [payoutsProjection], { resume: true, batchSize: 700 });
     expect(await readModelIndexes()).toEqual(indexes);
     expect(await deferredIndexes()).toEqual([]);
     expect(await readModelChecksums(db.pool)).toEqual(live);
