@@ -24,6 +24,7 @@ beforeAll(async () => {
     CREATE UNIQUE INDEX deferred_parent_lower_name ON deferred_parent (lower(name));
     CREATE TABLE deferred_child (parent_code text NOT NULL REFERENCES deferred_parent (code), n int NOT NULL);
     CREATE INDEX deferred_child_n ON deferred_child (n);
+    CREATE TABLE deferred_grandchild (parent_id bigint REFERENCES deferred_parent (id));
     CREATE TABLE deferred_replica (a int NOT NULL, b int NOT NULL, PRIMARY KEY (a, b));
     CREATE UNIQUE INDEX deferred_replica_b ON deferred_replica (b);
     ALTER TABLE deferred_replica REPLICA IDENTITY USING INDEX deferred_replica_b;
@@ -73,6 +74,15 @@ describe('secondary indexes deferred by a rebuild', () => {
     expect((await db.pool.query(`SELECT * FROM projection_deferred_indexes WHERE projection = 'deferred'`)).rows).toEqual([]);
     // Nothing left to make: one query, nothing made.
     expect(await restoreDeferredIndexes(db.pool, 'deferred')).toBe(0);
+  });
+
+  it('drops the primary key of a table named for it (unless a foreign key refers to it), and makes it again as the primary key', async () => {
+    const before = { indexes: await definitions(), constraints: await constraints() };
+    expect(await inTransaction(db.pool, (tx) => deferSecondaryIndexes(tx, 'deferred', TABLES, ['deferred_replica', 'deferred_parent']))).toBe(6);
+    // deferred_replica's primary key goes; deferred_parent's stays, a foreign key of deferred_grandchild refers to it.
+    expect((await definitions()).map((d) => d.indexname)).toEqual(['deferred_parent_code', 'deferred_parent_pkey', 'deferred_replica_b']);
+    expect(await restoreDeferredIndexes(db.pool, 'deferred')).toBe(6);
+    expect({ indexes: await definitions(), constraints: await constraints() }).toEqual(before);
   });
 
   it('dropped twice (a second reset before the indexes were made again) still makes each once', async () => {

@@ -25,24 +25,31 @@ CREATE TABLE projection_deferred_indexes (
 /**
  * Inside the transaction that empties `tables`: drops their secondary indexes (every
  * index but the primary key, which the projections' upserts and row locks go through,
- * an index a foreign key refers to, and the replica identity) and records how to make
- * each again. Filling an emptied table and then building its indexes at once by
+ * an index a foreign key refers to, and the replica identity; the primary keys of
+ * `primaryKeyTables` go too) and records how to make each again. Filling an emptied table and then building its indexes at once by
  * sorting costs PostgreSQL far less than maintaining them row by row, entry by entry.
  * A unique index dropped here checks its rows when it is made again: a log whose read
  * model breaks it fails there, as the live projector fails at the batch that breaks it.
  */
-export async function deferSecondaryIndexes(tx: PoolClient, projection: string, tables: readonly string[]): Promise<number> {
+export async function deferSecondaryIndexes(
+  tx: PoolClient,
+  projection: string,
+  tables: readonly string[],
+  /** Tables whose primary key goes too (Projection.primaryKeyBuiltAfterRebuild). */
+  primaryKeyTables: readonly string[] = [],
+): Promise<number> {
   if (tables.length === 0) return 0;
   const found = await tx.query<{ index_name: string; table_name: string; constraint_name: string | null; create_statement: string }>(
     `SELECT i.indexrelid::regclass::text AS index_name, i.indrelid::regclass::text AS table_name, c.conname AS constraint_name,
             CASE WHEN c.oid IS NULL THEN pg_get_indexdef(i.indexrelid)
                  ELSE format('ALTER TABLE %s ADD CONSTRAINT %I %s', i.indrelid::regclass, c.conname, pg_get_constraintdef(c.oid)) END AS create_statement
      FROM pg_index i
-     LEFT JOIN pg_constraint c ON c.conindid = i.indexrelid AND c.conrelid = i.indrelid AND c.contype IN ('u', 'x')
-     WHERE i.indrelid = ANY($1::text[]::regclass[]) AND NOT i.indisprimary AND NOT i.indisreplident
+     LEFT JOIN pg_constraint c ON c.conindid = i.indexrelid AND c.conrelid = i.indrelid AND c.contype IN ('p', 'u', 'x')
+     WHERE i.indrelid = ANY($1::text[]::regclass[]) AND NOT i.indisreplident
+       AND (NOT i.indisprimary OR i.indrelid = ANY($2::text[]::regclass[]))
        AND NOT EXISTS (SELECT 1 FROM pg_constraint f WHERE f.contype = 'f' AND f.conindid = i.indexrelid)
      ORDER BY 1`,
-    [tables],
+    [tables, primaryKeyTables.filter((t) => tables.includes(t))],
   );
   if (found.rows.length === 0) return 0;
   await tx.query(

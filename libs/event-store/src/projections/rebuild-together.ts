@@ -123,7 +123,7 @@ async function resetTogether(pool: Pool, projections: readonly Projection[]): Pr
   const tables = projections.flatMap((p) => p.tables);
   await inTransaction(pool, async (tx) => {
     if (tables.length > 0) await tx.query(`TRUNCATE ${tables.join(', ')}`);
-    for (const p of projections) await deferSecondaryIndexes(tx, p.name, p.tables);
+    for (const p of projections) await deferSecondaryIndexes(tx, p.name, p.tables, p.primaryKeyBuiltAfterRebuild);
     await tx.query(
       `INSERT INTO projection_checkpoints (projection, commit_position, prepare_position, events_applied, updated_at, rebuild_started_at)
        SELECT projection, 0, 0, 0, now(), now() FROM unnest($1::text[]) AS p(projection)
