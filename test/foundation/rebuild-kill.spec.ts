@@ -110,8 +110,19 @@ describe('projections:rebuild of every read model (one pass) killed mid-way', ()
     return true;
   }
 
-  it('ends, after a projector resumed it, with the checksums of an uninterrupted rebuild (seeded history, random moment of the kill)', async () => {
+  /** Every index of the read models' tables, with its definition. */
+  const readModelIndexes = async () =>
+    (
+      await db.pool.query<{ indexname: string; indexdef: string }>(
+        `SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename = ANY($1::text[]) ORDER BY indexname`,
+        [allProjections.flatMap((p) => p.tables)],
+      )
+    ).rows;
+  const deferredIndexes = async () => (await db.pool.query<{ index_name: string }>('SELECT index_name FROM projection_deferred_indexes')).rows;
+
+  it('ends, after a projector resumed it, with the checksums and the indexes of an uninterrupted rebuild (seeded history, random moment of the kill)', async () => {
     const env = { DATABASE_URL: db.url };
+    const indexes = await readModelIndexes();
     const rng = seededRandom('one-pass rebuild killed');
     const seed = startProcess('seed-load', env, ['--events', '6000', '--seed', String(rng.int(0, 1_000_000))]);
     expect(await seed.exited).toBe(0);
@@ -134,6 +145,9 @@ describe('projections:rebuild of every read model (one pass) killed mid-way', ()
     const atKill = await Promise.all(allProjections.map((p) => readCheckpoint(db.pool, p.name)));
     expect(atKill.every((row) => row !== null && row.rebuildStartedAt !== null)).toBe(true);
     expect(atKill.find((row) => row!.projection === 'stream_catalog')!.eventsApplied).toBeLessThan(BigInt(logEvents));
+    // Killed half-way: the secondary indexes are still dropped, and recorded.
+    expect((await readModelIndexes()).length).toBeLessThan(indexes.length);
+    expect((await deferredIndexes()).length).toBe(indexes.length - (await readModelIndexes()).length);
 
     // 2. The projector resumes each read model from its last committed batch.
     const projector = startProcess('projector', env);
@@ -143,6 +157,8 @@ describe('projections:rebuild of every read model (one pass) killed mid-way', ()
       await new Promise((r) => setTimeout(r, 100));
     }
     expect(await projector.kill()).toBe(0);
+    expect(await readModelIndexes()).toEqual(indexes);
+    expect(await deferredIndexes()).toEqual([]);
     const resumed = await readModelChecksums(db.pool);
     expect((await db.pool.query<{ n: string }>('SELECT count(*) AS n FROM events')).rows[0]!.n).toBe(String(logEvents));
 
@@ -152,5 +168,7 @@ describe('projections:rebuild of every read model (one pass) killed mid-way', ()
     expect(clean.output()).toContain(`rebuilt stream_catalog: ${logEvents} events`);
     expect(clean.output()).toMatch(/read the log once: \d+ events in [\d.]+ s/);
     expect(await readModelChecksums(db.pool)).toEqual(resumed);
+    expect(await readModelIndexes()).toEqual(indexes);
+    expect(await deferredIndexes()).toEqual([]);
   }, 180_000);
 });

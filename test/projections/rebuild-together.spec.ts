@@ -7,10 +7,27 @@
  * then follows from its checkpoint.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { comparePositions, PostgresEventStore } from '#event-store';
-import { HeldProjectionLocks, ProjectionRunner, readCheckpoint, rebuildProjectionsTogether } from '#event-store/projections';
+import { comparePositions, matchesFilter, PostgresEventStore } from '#event-store';
+import {
+  applyBatchWithCheckpoint,
+  deferSecondaryIndexes,
+  HeldProjectionLocks,
+  Projection,
+  ProjectionRunner,
+  readCheckpoint,
+  rebuildProjectionsTogether,
+} from '#event-store/projections';
+import { inTransaction } from '#platform/database';
 import { loadConfig } from '#payments/composition';
-import { allProjections, payoutsProjection, readModelChecksums, refundsProjection, TableChecksum } from '#payments/read-models';
+import {
+  allProjections,
+  invoicesProjection,
+  payoutsProjection,
+  streamCatalogProjection,
+  readModelChecksums,
+  refundsProjection,
+  TableChecksum,
+} from '#payments/read-models';
 import { fixedKeys, SecretBox } from '#platform/secrets';
 import { seedLoad } from '../../apps/tools/src/seed/seed-load';
 import { projectToHead, visibleHead } from '../support/project-to-head';
@@ -20,6 +37,23 @@ import { seededRandom } from '../support/test-seed';
 let db: TestDatabase;
 let store: PostgresEventStore;
 let live: TableChecksum[];
+/** The read models' indexes as the migrations made them. */
+let indexes: IndexDefinition[];
+
+interface IndexDefinition {
+  readonly indexname: string;
+  readonly indexdef: string;
+}
+/** Every index of the read models' tables, with its definition. */
+async function readModelIndexes(): Promise<IndexDefinition[]> {
+  const tables = allProjections.flatMap((p) => p.tables);
+  const rows = await db.pool.query<IndexDefinition>(
+    `SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename = ANY($1::text[]) ORDER BY indexname`,
+    [tables],
+  );
+  return rows.rows;
+}
+const deferredIndexes = async () => (await db.pool.query('SELECT projection, index_name FROM projection_deferred_indexes')).rows;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -35,6 +69,7 @@ beforeAll(async () => {
   // The live projector's way: each projection's runner over the log, in batches of its own size.
   for (const projection of allProjections) await projectToHead(db.pool, store, projection, rng.int(1, 500));
   live = await readModelChecksums(db.pool);
+  indexes = await readModelIndexes();
 }, 120_000);
 afterAll(async () => {
   await store.close();
@@ -64,6 +99,94 @@ describe('projections rebuilt in one pass over the log', () => {
       });
     }
     expect((await db.pool.query('SELECT * FROM projection_leases')).rows).toEqual([]);
+    // The secondary indexes dropped while the tables filled are all there again, as the migrations made them.
+    expect(await readModelIndexes()).toEqual(indexes);
+    expect(await deferredIndexes()).toEqual([]);
+  });
+
+  it('drops the secondary indexes of the emptied tables while it fills them, and keeps the primary keys the projections write through', async () => {
+    // Seen from inside the pass: the first batch of stream_catalog looks before it applies (every
+    // projection's indexes are made again only once the reader is done, so after this batch).
+    let during: { indexes: string[]; deferred: unknown[] } | null = null;
+    const looking: Projection = {
+      ...streamCatalogProjection,
+      apply: async (tx, events, prepared) => {
+        during ??= { indexes: (await readModelIndexes()).map((i) => i.indexname), deferred: await deferredIndexes() };
+        await streamCatalogProjection.apply(tx, events, prepared);
+      },
+    };
+    await rebuildProjectionsTogether(
+      db.pool,
+      store,
+      allProjections.map((p) => (p === streamCatalogProjection ? looking : p)),
+      { batchSize: 500 },
+    );
+    // Every primary key stays but that of ledger_postings (Projection.primaryKeyBuiltAfterRebuild).
+    const kept = indexes.filter((i) => i.indexname.endsWith('_pkey') && i.indexname !== 'ledger_postings_pkey').map((i) => i.indexname);
+    const dropped = indexes.map((i) => i.indexname).filter((i) => !kept.includes(i));
+    expect(dropped.length).toBeGreaterThan(10);
+    expect(dropped).toContain('ledger_postings_pkey');
+    expect(during).not.toBeNull();
+    expect(during!.indexes).toEqual(kept);
+    expect(during!.deferred).toHaveLength(dropped.length);
+    expect(await readModelIndexes()).toEqual(indexes);
+    expect(await deferredIndexes()).toEqual([]);
+    expect(await readModelChecksums(db.pool)).toEqual(live);
+  });
+
+  it('a runner that takes over a projection whose rebuild stopped half-way makes its dropped indexes again first, and ends with the live read model', async () => {
+    // What a rebuild killed after its reset leaves: tables emptied, secondary indexes dropped and recorded, checkpoint at zero.
+    await inTransaction(db.pool, async (tx) => {
+      await tx.query('TRUNCATE invoices');
+      await deferSecondaryIndexes(tx, 'invoices', ['invoices']);
+      await tx.query(
+        `UPDATE projection_checkpoints SET commit_position = 0, prepare_position = 0, events_applied = 0, rebuild_started_at = now() WHERE projection = 'invoices'`,
+      );
+    });
+    expect((await deferredIndexes()).map((r) => r.index_name).sort()).toEqual([
+      'invoices_list',
+      'invoices_open_by_expiry',
+      'invoices_order',
+      'invoices_seq_key',
+    ]);
+    const runner = new ProjectionRunner(db.pool, store, invoicesProjection, { batchSize: 300, standbyRetryMs: 50 });
+    runner.start();
+    try {
+      const head = (await visibleHead(db.pool, store))!;
+      for (let i = 0; ; i++) {
+        const checkpoint = runner.status().checkpoint;
+        if (checkpoint && comparePositions(checkpoint, head) >= 0) break;
+        if (i > 3_000) throw new Error(`the runner never caught up: ${JSON.stringify(runner.status())}`);
+        await sleep(20);
+      }
+    } finally {
+      await runner.stop();
+    }
+    expect(await readModelIndexes()).toEqual(indexes);
+    expect(await deferredIndexes()).toEqual([]);
+    expect(await readModelChecksums(db.pool)).toEqual(live);
+  });
+
+  it('resumed (resume: true) after a stop half-way, makes the dropped indexes again at the end of its pass and ends with the live read model', async () => {
+    // Half-way: the first page applied and committed with its checkpoint, the indexes still dropped.
+    await inTransaction(db.pool, async (tx) => {
+      await tx.query('TRUNCATE payouts');
+      await deferSecondaryIndexes(tx, 'payouts', ['payouts']);
+      await tx.query(
+        `UPDATE projection_checkpoints SET commit_position = 0, prepare_position = 0, events_applied = 0, rebuild_started_at = now() WHERE projection = 'payouts'`,
+      );
+    });
+    const firstPage = await store.readAll({ after: 'start', maxCount: 1_000 });
+    await applyBatchWithCheckpoint(db.pool, payoutsProjection, {
+      from: { commit: 0n, prepare: 0n },
+      to: firstPage[firstPage.length - 1]!.position,
+      events: firstPage.filter((e) => matchesFilter(payoutsProjection.filter, e)),
+    });
+    expect((await deferredIndexes()).map((r) => r.index_name).sort()).toEqual(['payouts_list', 'payouts_requested', 'payouts_seq_key']);
+    await rebuildProjectionsTogether(db.pool, store, [payoutsProjection], { resume: true, batchSize: 700 });
+    expect(await readModelIndexes()).toEqual(indexes);
+    expect(await deferredIndexes()).toEqual([]);
+    expect(await readModelChecksums(db.pool)).toEqual(live);
   });
 
   it('leaves a projection a running runner holds to that runner and follows its progress; the others are rebuilt in the pass', async () => {

@@ -8,7 +8,7 @@ import { allProjections } from '#payments/read-models';
 /**
  * `npm run projections:rebuild [name...] [--batch-size N]`: empties the named read
  * models (all when none is named) and rebuilds them from position zero of the log,
- * reading the log once for all of them (pages of N events, default 5000), with a
+ * reading the log once for all of them (pages of N events, default 10000), with a
  * progress bar. Safe to interrupt: run it again, or start the projector, and the
  * rebuild goes on from each projection's last committed batch.
  */

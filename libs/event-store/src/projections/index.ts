@@ -7,3 +7,4 @@ export * from './schema';
 export * from './apply-batch';
 export * from './projection-locks';
 export * from './rebuild-together';
+export * from './deferred-indexes';

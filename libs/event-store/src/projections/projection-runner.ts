@@ -6,6 +6,7 @@ import { comparePositions } from '..';
 import type { Logger } from '#platform/logging';
 import { silentLogger } from '#platform/logging';
 import { advanceCheckpoint, CheckpointMovedError, ensureCheckpoint, readCheckpoint } from './checkpoints';
+import { restoreDeferredIndexes } from './deferred-indexes';
 import type { Projection } from './projection';
 
 /** Namespace of the two-key advisory locks that keep one active instance per projection. */
@@ -286,6 +287,9 @@ export class ProjectionRunner {
 
   private async follow(): Promise<void> {
     const name = this.projection.name;
+    // A rebuild that stopped before its end left the projection's secondary indexes dropped: made again before going on.
+    const restored = await restoreDeferredIndexes(this.pool, name);
+    if (restored > 0) this.log.info({ indexes: restored }, 'made again the indexes an interrupted rebuild had dropped');
     await ensureCheckpoint(this.pool, name);
     let checkpoint = (await readCheckpoint(this.pool, name))!.position;
     this.checkpoint = checkpoint;

@@ -19,6 +19,12 @@ export interface Projection<Prepared = unknown> {
   readonly name: string;
   /** The tables this projection alone writes; a rebuild empties them. */
   readonly tables: readonly string[];
+  /**
+   * Tables of `tables` whose primary key `apply` never relies on (no ON CONFLICT on it,
+   * no lookup by it): a one-pass rebuild drops that key with the secondary indexes and
+   * makes it again when its pass ends (decision 0121). Other primary keys stay.
+   */
+  readonly primaryKeyBuiltAfterRebuild?: readonly string[];
   /** Only events that match reach `prepare` and `apply` (the checkpoint still moves past the others). */
   readonly filter?: AllFilter;
   /**

@@ -6,7 +6,7 @@ import {
   eventLogCheckpointsMigration,
   eventStoreMigration,
 } from '#event-store/postgres';
-import { projectionLeasesMigration, projectionsMigration } from '#event-store/projections';
+import { projectionDeferredIndexesMigration, projectionLeasesMigration, projectionsMigration } from '#event-store/projections';
 import { streamCatalogMigration } from '../streams/stream-catalog.read-model';
 import { manualClockMigration } from '#platform/clock';
 import { snapshotsMigration } from '#event-store/postgres';
@@ -56,4 +56,5 @@ export const allMigrations: readonly Migration[] = [
   webhookAttemptsRecordedMigration,
   appendEventGroupMigration,
   appendEventGroupIdCheckMigration,
+  projectionDeferredIndexesMigration,
 ];

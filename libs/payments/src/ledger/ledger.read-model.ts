@@ -72,6 +72,8 @@ export const ledgerPostingsWithoutForeignKeyMigration: Migration = {
 export const ledgerProjection: Projection = {
   name: 'ledger',
   tables: ['ledger_postings', 'ledger_entries', 'ledger_balances', 'ledger_open_holds'],
+  // Postings are only inserted, for the entries this batch inserted: nothing upserts or looks them up by their key.
+  primaryKeyBuiltAfterRebuild: ['ledger_postings'],
   filter: { streamNamePrefixes: [`${LEDGER_CATEGORY}-`], eventTypePrefixes: ['LedgerEntryPosted'] },
   async apply(tx: PoolClient, events: readonly RecordedEvent[]): Promise<void> {
     // An entry id twice in one batch (only a corrupted log has that) is applied once,

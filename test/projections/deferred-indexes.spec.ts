@@ -1,0 +1,106 @@
+/**
+ * The secondary indexes a rebuild drops from emptied tables (deferSecondaryIndexes) and
+ * makes again (restoreDeferredIndexes), on tables of every kind of index: which are
+ * dropped, which are kept, and that each comes back as it was.
+ */
+import { deferSecondaryIndexes, restoreDeferredIndexes } from '#event-store/projections';
+import { inTransaction } from '#platform/database';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+
+let db: TestDatabase;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  await db.pool.query(`
+    CREATE TABLE deferred_parent (
+      id bigint PRIMARY KEY,
+      code text NOT NULL,
+      name text NOT NULL,
+      at timestamptz NOT NULL,
+      CONSTRAINT deferred_parent_code UNIQUE (code),
+      CONSTRAINT deferred_parent_name_key UNIQUE (name)
+    );
+    CREATE INDEX deferred_parent_at ON deferred_parent (at DESC) WHERE id > 10;
+    CREATE UNIQUE INDEX deferred_parent_lower_name ON deferred_parent (lower(name));
+    CREATE TABLE deferred_child (parent_code text NOT NULL REFERENCES deferred_parent (code), n int NOT NULL);
+    CREATE INDEX deferred_child_n ON deferred_child (n);
+    CREATE TABLE deferred_grandchild (parent_id bigint REFERENCES deferred_parent (id));
+    CREATE TABLE deferred_replica (a int NOT NULL, b int NOT NULL, PRIMARY KEY (a, b));
+    CREATE UNIQUE INDEX deferred_replica_b ON deferred_replica (b);
+    ALTER TABLE deferred_replica REPLICA IDENTITY USING INDEX deferred_replica_b;
+    CREATE INDEX deferred_replica_a ON deferred_replica (a);
+    INSERT INTO deferred_parent SELECT i, 'c' || i, 'n' || i, now() FROM generate_series(1, 50) i;
+  `);
+});
+afterAll(async () => {
+  await db.drop();
+});
+
+const TABLES = ['deferred_parent', 'deferred_child', 'deferred_replica'];
+const definitions = async () =>
+  (
+    await db.pool.query<{ indexname: string; indexdef: string }>(
+      `SELECT indexname, indexdef FROM pg_indexes WHERE tablename = ANY($1::text[]) ORDER BY indexname`,
+      [TABLES],
+    )
+  ).rows;
+const constraints = async () =>
+  (
+    await db.pool.query<{ conname: string; def: string }>(
+      `SELECT conname, pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conrelid = ANY($1::text[]::regclass[]) ORDER BY conname`,
+      [TABLES],
+    )
+  ).rows;
+
+describe('secondary indexes deferred by a rebuild', () => {
+  it('drops every index but the primary keys, an index a foreign key refers to and the replica identity; makes them again as they were', async () => {
+    const before = { indexes: await definitions(), constraints: await constraints() };
+    const dropped = await inTransaction(db.pool, (tx) => deferSecondaryIndexes(tx, 'deferred', TABLES));
+    expect(dropped).toBe(5);
+    expect((await definitions()).map((d) => d.indexname)).toEqual([
+      'deferred_parent_code', // a foreign key refers to it
+      'deferred_parent_pkey',
+      'deferred_replica_b', // the replica identity
+      'deferred_replica_pkey',
+    ]);
+    expect(
+      (await db.pool.query<{ index_name: string }>(`SELECT index_name FROM projection_deferred_indexes WHERE projection = 'deferred' ORDER BY 1`)).rows.map(
+        (r) => r.index_name,
+      ),
+    ).toEqual(['deferred_child_n', 'deferred_parent_at', 'deferred_parent_lower_name', 'deferred_parent_name_key', 'deferred_replica_a']);
+
+    expect(await restoreDeferredIndexes(db.pool, 'deferred')).toBe(5);
+    expect({ indexes: await definitions(), constraints: await constraints() }).toEqual(before);
+    expect((await db.pool.query(`SELECT * FROM projection_deferred_indexes WHERE projection = 'deferred'`)).rows).toEqual([]);
+    // Nothing left to make: one query, nothing made.
+    expect(await restoreDeferredIndexes(db.pool, 'deferred')).toBe(0);
+  });
+
+  it('drops the primary key of a table named for it (unless a foreign key refers to it), and makes it again as the primary key', async () => {
+    const before = { indexes: await definitions(), constraints: await constraints() };
+    expect(await inTransaction(db.pool, (tx) => deferSecondaryIndexes(tx, 'deferred', TABLES, ['deferred_replica', 'deferred_parent']))).toBe(6);
+    // deferred_replica's primary key goes; deferred_parent's stays, a foreign key of deferred_grandchild refers to it.
+    expect((await definitions()).map((d) => d.indexname)).toEqual(['deferred_parent_code', 'deferred_parent_pkey', 'deferred_replica_b']);
+    expect(await restoreDeferredIndexes(db.pool, 'deferred')).toBe(6);
+    expect({ indexes: await definitions(), constraints: await constraints() }).toEqual(before);
+  });
+
+  it('dropped twice (a second reset before the indexes were made again) still makes each once', async () => {
+    const before = await definitions();
+    await inTransaction(db.pool, (tx) => deferSecondaryIndexes(tx, 'deferred', TABLES));
+    expect(await inTransaction(db.pool, (tx) => deferSecondaryIndexes(tx, 'deferred', TABLES))).toBe(0);
+    expect(await restoreDeferredIndexes(db.pool, 'deferred')).toBe(5);
+    expect(await definitions()).toEqual(before);
+  });
+
+  it('a unique index that the rows written meanwhile break is not made, and stays recorded for the next attempt', async () => {
+    const before = await definitions();
+    await inTransaction(db.pool, (tx) => deferSecondaryIndexes(tx, 'deferred', TABLES));
+    await db.pool.query(`UPDATE deferred_parent SET name = 'same' WHERE id IN (1, 2)`);
+    await expect(restoreDeferredIndexes(db.pool, 'deferred')).rejects.toThrow(/could not create unique index/);
+    expect((await db.pool.query(`SELECT count(*)::int AS n FROM projection_deferred_indexes WHERE projection = 'deferred'`)).rows[0].n).toBe(5);
+    await db.pool.query(`UPDATE deferred_parent SET name = 'n' || id WHERE id IN (1, 2)`);
+    expect(await restoreDeferredIndexes(db.pool, 'deferred')).toBe(5);
+    expect(await definitions()).toEqual(before);
+  });
+});
