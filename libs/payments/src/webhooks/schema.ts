@@ -77,3 +77,16 @@ FROM (SELECT delivery_id, max(attempt) AS last FROM webhook_attempts GROUP BY de
 WHERE h.delivery_id = d.id;
 `,
 };
+
+/**
+ * The pending deliveries by URL and due time. A claim that finds the earliest due rows
+ * taken by URLs it leaves out (a stuck or busy receiver's backlog) looks behind them
+ * URL by URL through this index, one descent per URL, instead of reading that backlog
+ * row by row in the due-time index (decision 0119).
+ */
+export const webhookDeliveriesByUrlMigration: Migration = {
+  id: 'payments:0029_webhook_deliveries_by_url',
+  sql: `
+CREATE INDEX webhook_deliveries_url_due ON webhook_deliveries (url, next_attempt_at) WHERE status = 'pending';
+`,
+};
