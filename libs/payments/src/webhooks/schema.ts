@@ -90,3 +90,17 @@ export const webhookDeliveriesByUrlMigration: Migration = {
 CREATE INDEX webhook_deliveries_url_due ON webhook_deliveries (url, next_attempt_at) WHERE status = 'pending';
 `,
 };
+
+/**
+ * Free space on the queue's pages (decision 0120): a claim writes only the lease
+ * (`leased_until`, `lease_token`, in no index), so with room on the row's page its new
+ * version is a heap-only tuple (HOT) and no index gets a new entry; on full pages
+ * (the default fillfactor 100) every claim added an entry to each of the queue's six
+ * indexes. Applies to pages filled from now on.
+ */
+export const webhookDeliveriesFillfactorMigration: Migration = {
+  id: 'payments:0030_webhook_deliveries_fillfactor',
+  sql: `
+ALTER TABLE webhook_deliveries SET (fillfactor = 50);
+`,
+};
