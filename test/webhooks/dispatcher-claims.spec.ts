@@ -20,7 +20,6 @@ import { ManualClock } from '#platform/clock';
 import { fixedKeys, SecretBox } from '#platform/secrets';
 import { Registry } from '#payments/merchants';
 import { AttemptResult, CLAIM_EARLIEST, WebhookDispatcher, WebhookPoster } from '#payments/webhooks';
-import { createPool } from '#platform/database';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { webhookProject } from '../support/webhook-project';
 
@@ -312,30 +311,6 @@ describe('the queue’s pages', () => {
     } finally {
       await client.query('ROLLBACK');
       client.release();
-    }
-  });
-
-  it('a batch of records turns asynchronous commit on for its own transaction only', async () => {
-    const pool = createPool(db.url, { max: 1 });
-    const outcomes: string[] = [];
-    const d = new WebhookDispatcher(pool, registry, clock, {
-      concurrency: 4,
-      allowPrivateNetworks: true,
-      client: { post: async () => ({ statusCode: 200, body: 'ok', durationMs: 1, error: null }), close: async () => undefined },
-      onAttempt: (o) => outcomes.push(o),
-    });
-    try {
-      const ids = await enqueue('https://shop.example/hooks', 3, -1000);
-      await d.tick();
-      await d.drain();
-      expect(outcomes).toEqual(['delivered', 'delivered', 'delivered']);
-      const delivered = await pool.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE id = ANY($1::uuid[]) AND status = 'delivered'`, [ids]);
-      expect(delivered.rows[0].n).toBe(3);
-      // The one connection that claimed and recorded is back to the server's setting.
-      expect((await pool.query('SHOW synchronous_commit')).rows[0].synchronous_commit).toBe('on');
-    } finally {
-      await d.stop();
-      await pool.end();
     }
   });
 });

@@ -628,10 +628,7 @@ export class WebhookDispatcher {
       preparedStatement(
         `WITH attempt AS MATERIALIZED (
            SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[], $4::int[], $5::text[], $6::int[], $7::text[], $8::int[], $9::text[], $10::timestamptz[])
-             WITH ORDINALITY AS a(delivery_id, lease_token, at, status_code, body, duration_ms, error, attempts_made, status, next, ord)
-           -- A batch lost in a database crash is as if its dispatcher had died before recording it: the leases
-           -- run out and the attempts are made again (at least once); its commit need not wait for the disk (0120).
-           WHERE (SELECT set_config('synchronous_commit', 'off', true)) = 'off'),
+             WITH ORDINALITY AS a(delivery_id, lease_token, at, status_code, body, duration_ms, error, attempts_made, status, next, ord)),
          locked AS (
            SELECT d.id, d.lease_token, d.attempts_recorded FROM webhook_deliveries d
            WHERE d.id IN (SELECT delivery_id FROM attempt)
