@@ -18,7 +18,13 @@ import { invoicesReadModelMigration } from '../invoices/invoices.read-model';
 import { payoutAddressesMigration } from '../payouts/payout-addresses';
 import { refundsReadModelMigration } from '../refunds/refunds.read-model';
 import { payoutsReadModelMigration } from '../payouts/payouts.read-model';
-import { webhookAttemptsRecordedMigration, webhookLeaseTokenMigration, webhookQueueMigration } from '../webhooks/schema';
+import {
+  webhookAttemptsRecordedMigration,
+  webhookDeliveriesByUrlMigration,
+  webhookDeliveriesFillfactorMigration,
+  webhookLeaseTokenMigration,
+  webhookQueueMigration,
+} from '../webhooks/schema';
 import { webhookRetentionMigration } from '../webhooks/webhook-retention';
 import { idempotencyKeysMigration } from '../idempotency/schema';
 import { payoutIdsMigration, payoutRequestKeysMigration } from '../payouts/payout-ids.schema';
@@ -57,4 +63,6 @@ export const allMigrations: readonly Migration[] = [
   appendEventGroupMigration,
   appendEventGroupIdCheckMigration,
   projectionDeferredIndexesMigration,
+  webhookDeliveriesByUrlMigration,
+  webhookDeliveriesFillfactorMigration,
 ];

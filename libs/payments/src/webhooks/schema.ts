@@ -77,3 +77,30 @@ FROM (SELECT delivery_id, max(attempt) AS last FROM webhook_attempts GROUP BY de
 WHERE h.delivery_id = d.id;
 `,
 };
+
+/**
+ * The pending deliveries by URL and due time. A claim that finds the earliest due rows
+ * taken by URLs it leaves out (a stuck or busy receiver's backlog) looks behind them
+ * URL by URL through this index, one descent per URL, instead of reading that backlog
+ * row by row in the due-time index (decision 0119).
+ */
+export const webhookDeliveriesByUrlMigration: Migration = {
+  id: 'payments:0029_webhook_deliveries_by_url',
+  sql: `
+CREATE INDEX webhook_deliveries_url_due ON webhook_deliveries (url, next_attempt_at) WHERE status = 'pending';
+`,
+};
+
+/**
+ * Free space on the queue's pages (decision 0120): a claim writes only the lease
+ * (`leased_until`, `lease_token`, in no index), so with room on the row's page its new
+ * version is a heap-only tuple (HOT) and no index gets a new entry; on full pages
+ * (the default fillfactor 100) every claim added an entry to each of the queue's six
+ * indexes. Applies to pages filled from now on.
+ */
+export const webhookDeliveriesFillfactorMigration: Migration = {
+  id: 'payments:0030_webhook_deliveries_fillfactor',
+  sql: `
+ALTER TABLE webhook_deliveries SET (fillfactor = 50);
+`,
+};

@@ -81,6 +81,127 @@ export type WebhookAttemptOutcome = 'delivered' | 'retry' | 'failed' | 'supersed
 /** A claimed delivery waiting longer than this (lease minus attempt) has its lease renewed before it is sent. */
 const LEASE_MARGIN_MS = 1000;
 
+/** A claim that looks behind the earliest due rows visits at least this many URLs (besides those it leaves out). */
+const URLS_VISITED_AT_LEAST = 64;
+
+/*
+ * The claims. Both take due deliveries, earliest first, at most $2 (the room), at most
+ * $5 per URL counting what the dispatcher already holds of it ($7 URLs, $8 counts), none
+ * of the URLs left out ($4), each locked (FOR UPDATE SKIP LOCKED) and leased for $3
+ * seconds with a fresh token. Neither reads the backlog of a URL it leaves out row by
+ * row: one stuck or busy URL can have tens of thousands of due rows (decision 0119).
+ *
+ * - CLAIM_EARLIEST (a refill): the first $6 due rows not leased, from the due-time
+ *   index, then those of URLs not left out, within each URL's cap. Its cost is $6 rows,
+ *   whatever the backlogs; the rows of URLs left out count against the $6 (they are
+ *   not skipped past), so behind a backlog it may find nothing for the others.
+ * - CLAIM_LOOKING_BEHIND (at least every poll interval, leaving out every URL in hand):
+ *   the same earliest rows; when they are not enough (the look filled its window, so
+ *   more due rows lie behind, and fewer than the room are usable) it looks behind them
+ *   by URL instead of by time: a loose scan of `webhook_deliveries_url_due` (url,
+ *   next_attempt_at), one index descent per URL, that steps over each URL left out
+ *   without reading its backlog and counts each other URL's available rows up to its
+ *   allowance. The scan stops once the URLs visited have the room's worth of rows, or
+ *   after $10 URLs; it starts after $9 (where the previous one stopped) and goes round,
+ *   so with more URLs than one scan visits every URL is reached within a few claims.
+ *   Rows found behind are ordered by due time among themselves and with the earliest
+ *   rows, not with those of URLs the scan did not visit. Every row it answers (a single
+ *   row with no delivery when nothing was claimed) carries `scanned_to`, the last URL
+ *   the scan visited (null: no scan).
+ */
+
+/** The first $6 due rows not leased, in due order, and what the dispatcher holds per URL. */
+const EARLIEST_AND_BUSY = `
+  earliest AS MATERIALIZED (
+    SELECT id, url, next_attempt_at, seq FROM webhook_deliveries
+    WHERE status = 'pending' AND next_attempt_at <= $1 AND (leased_until IS NULL OR leased_until < clock_timestamp())
+      -- A lease lost in a database crash is only claimed again: its commit need not wait for the disk.
+      AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
+    ORDER BY next_attempt_at LIMIT $6),
+  busy AS MATERIALIZED (SELECT * FROM unnest($7::text[], $8::int[]) AS b(url, n))`;
+
+/**
+ * Takes `candidates` (id, url, next_attempt_at, seq): within each URL's cap, earliest
+ * first, each locked as it is taken (a row another claim holds is skipped) until the
+ * room is full, then leased.
+ */
+const LEASE_CANDIDATES = `
+  capped AS (
+    SELECT c.id, c.next_attempt_at
+    FROM (SELECT id, url, next_attempt_at, row_number() OVER (PARTITION BY url ORDER BY next_attempt_at, seq) AS nth FROM candidates) AS c
+    LEFT JOIN busy ON busy.url = c.url
+    WHERE c.nth + coalesce(busy.n, 0) <= $5),
+  due AS (
+    SELECT l.id FROM (SELECT id, next_attempt_at FROM capped ORDER BY next_attempt_at) AS c
+    CROSS JOIN LATERAL (
+      SELECT d.id FROM webhook_deliveries d
+      WHERE d.id = c.id AND d.status = 'pending' AND (d.leased_until IS NULL OR d.leased_until < clock_timestamp())
+      FOR UPDATE SKIP LOCKED) AS l
+    LIMIT $2),
+  claimed AS (
+    UPDATE webhook_deliveries d SET leased_until = clock_timestamp() + make_interval(secs => $3), lease_token = gen_random_uuid()
+    FROM due WHERE d.id = due.id
+    RETURNING d.id, d.event_type, d.project_id, d.url, d.body, d.is_test, d.lease_token, d.attempts_made, d.schedule_base,
+              (SELECT p.webhook_secret FROM projects p WHERE p.id = d.project_id) AS webhook_secret)`;
+
+export const CLAIM_EARLIEST = `WITH ${EARLIEST_AND_BUSY},
+  candidates AS (SELECT * FROM earliest WHERE url <> ALL($4::text[])),
+  ${LEASE_CANDIDATES}
+SELECT * FROM claimed`;
+
+/** The first pending URL after `after` in the order of `webhook_deliveries_url_due` (one index descent). */
+const urlAfter = (after: string) => `(SELECT w.url FROM webhook_deliveries w WHERE w.status = 'pending' AND w.url > ${after} ORDER BY w.url LIMIT 1)`;
+const FIRST_URL = `(SELECT w.url FROM webhook_deliveries w WHERE w.status = 'pending' ORDER BY w.url LIMIT 1)`;
+
+/**
+ * How many due rows not leased URL `x` has that the claim may take (0 for a URL left
+ * out): at most its allowance ($5 less what the dispatcher holds of it) and the room.
+ * Read from `webhook_deliveries_url_due` in due order (row comparisons only that index
+ * can serve, whatever the statistics say).
+ */
+const availableOf = (x: string) => `
+  SELECT CASE WHEN ${x} = ANY($4::text[]) THEN 0 ELSE (
+    SELECT count(*)::int FROM (
+      SELECT FROM webhook_deliveries w
+      WHERE w.status = 'pending' AND (w.url, w.next_attempt_at) >= (${x}, '-infinity') AND (w.url, w.next_attempt_at) <= (${x}, $1)
+        AND (w.leased_until IS NULL OR w.leased_until < clock_timestamp())
+      ORDER BY w.url, w.next_attempt_at
+      LIMIT greatest(0, least($2, $5 - coalesce((SELECT b.n FROM busy b WHERE b.url = ${x}), 0)))) AS r) END AS here OFFSET 0`;
+
+export const CLAIM_LOOKING_BEHIND = `WITH RECURSIVE ${EARLIEST_AND_BUSY},
+  behind AS MATERIALIZED (
+    SELECT count(*) >= $6 AND count(*) FILTER (WHERE usable) < $2 AS wanted
+    FROM (SELECT e.url <> ALL($4::text[]) AND row_number() OVER (PARTITION BY e.url ORDER BY e.next_attempt_at, e.seq) + coalesce(b.n, 0) <= $5 AS usable
+          FROM earliest e LEFT JOIN busy b ON b.url = e.url) AS judged),
+  urls(url, wrapped, visited, found, here) AS (
+    SELECT f.url, f.wrapped, 1, h.here, h.here
+    FROM (SELECT coalesce(a.url, ${FIRST_URL}) AS url, a.url IS NULL AS wrapped
+          FROM (SELECT ${urlAfter('$9')} AS url OFFSET 0) AS a
+          WHERE (SELECT wanted FROM behind) OFFSET 0) AS f
+    CROSS JOIN LATERAL (${availableOf('f.url')}) AS h
+    WHERE f.url IS NOT NULL
+    UNION ALL
+    SELECT n.url, n.wrapped, u.visited + 1, u.found + h.here, h.here
+    FROM urls u
+    CROSS JOIN LATERAL (
+      SELECT coalesce(a.url, CASE WHEN NOT u.wrapped THEN ${FIRST_URL} END) AS url, u.wrapped OR a.url IS NULL AS wrapped
+      FROM (SELECT ${urlAfter('u.url')} AS url OFFSET 0) AS a OFFSET 0) AS n
+    CROSS JOIN LATERAL (${availableOf('n.url')}) AS h
+    WHERE u.visited < $10 AND u.found < $2 AND n.url IS NOT NULL AND NOT (n.wrapped AND n.url > $9)),
+  found AS (
+    SELECT r.id, r.url, r.next_attempt_at, r.seq
+    FROM urls u
+    CROSS JOIN LATERAL (
+      SELECT w.id, w.url, w.next_attempt_at, w.seq FROM webhook_deliveries w
+      WHERE w.status = 'pending' AND (w.url, w.next_attempt_at) >= (u.url, '-infinity') AND (w.url, w.next_attempt_at) <= (u.url, $1)
+        AND (w.leased_until IS NULL OR w.leased_until < clock_timestamp())
+      ORDER BY w.url, w.next_attempt_at LIMIT u.here) AS r
+    WHERE u.here > 0),
+  candidates AS (SELECT * FROM earliest WHERE url <> ALL($4::text[]) UNION SELECT * FROM found),
+  ${LEASE_CANDIDATES}
+SELECT c.*, s.scanned_to
+FROM (SELECT (SELECT url FROM urls ORDER BY visited DESC LIMIT 1) AS scanned_to) AS s LEFT JOIN claimed c ON true`;
+
 /**
  * Sends due webhook deliveries. Claims take due rows in batches (FOR UPDATE SKIP
  * LOCKED, then a lease with a fresh token per row); each is posted over the client's
@@ -147,6 +268,8 @@ export class WebhookDispatcher {
   private wanted = false;
   /** performance.now() of the last claim that looked past every URL in hand. */
   private lastWideClaim = -Infinity;
+  /** Where the next look past the earliest due rows starts in the URLs' order (it goes round them, a part per claim). */
+  private scanFrom = '';
   /** Called whenever something moved (drain waits on it). */
   private readonly watchers = new Set<() => void>();
 
@@ -283,45 +406,30 @@ export class WebhookDispatcher {
     // backlog does not hide the others'), then at most what each URL has left. A URL
     // being refilled is below its limit, and its own backlog may fill the rows looked
     // at: at least every poll interval, a claim leaves out every URL already in hand
-    // and looks past their backlogs for the others' webhooks.
+    // and looks past their backlogs for the others' webhooks (CLAIM_DUE_DELIVERIES says how).
     const wide = leasedAt - this.lastWideClaim >= (this.options.pollIntervalMs ?? 100);
     if (wide) this.lastWideClaim = leasedAt;
     const excluded = wide ? [...busy.keys()] : [...busy].filter(([, n]) => n >= perUrl).map(([url]) => url);
-    const claimed = await this.pool.query<ClaimedRow>(
-      preparedStatement(
-        `WITH candidates AS (
-           SELECT id, url, next_attempt_at, row_number() OVER (PARTITION BY url ORDER BY next_attempt_at, seq) AS nth
-           FROM (SELECT id, url, next_attempt_at, seq FROM webhook_deliveries
-                 WHERE status = 'pending' AND next_attempt_at <= $1 AND (leased_until IS NULL OR leased_until < clock_timestamp())
-                   AND NOT (url = ANY($4::text[]))
-                   -- A lease lost in a database crash is only claimed again: its commit need not wait for the disk.
-                   AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
-                 ORDER BY next_attempt_at LIMIT $6) AS earliest),
-         due AS (
-           SELECT d.id FROM webhook_deliveries d
-           JOIN candidates c ON c.id = d.id
-           LEFT JOIN unnest($7::text[], $8::int[]) AS busy(url, n) ON busy.url = c.url
-           WHERE c.nth + coalesce(busy.n, 0) <= $5
-             AND d.status = 'pending' AND (d.leased_until IS NULL OR d.leased_until < clock_timestamp())
-           ORDER BY c.next_attempt_at LIMIT $2 FOR UPDATE OF d SKIP LOCKED)
-         UPDATE webhook_deliveries d SET leased_until = clock_timestamp() + make_interval(secs => $3), lease_token = gen_random_uuid()
-         FROM due WHERE d.id = due.id
-         RETURNING d.id, d.event_type, d.project_id, d.url, d.body, d.is_test, d.lease_token, d.attempts_made, d.schedule_base,
-                   (SELECT p.webhook_secret FROM projects p WHERE p.id = d.project_id) AS webhook_secret`,
-        [
-          this.clock.now(),
-          room,
-          this.leaseMs / 1000,
-          excluded,
-          perUrl,
-          // How far past the earliest due row the claim looks: room for every slot, and for one URL's whole allowance.
-          room + perUrl,
-          [...busy.keys()],
-          [...busy.values()],
-        ],
-      ),
+    const claimed = await this.pool.query<ClaimedRow & { scanned_to?: string | null }>(
+      preparedStatement(wide ? CLAIM_LOOKING_BEHIND : CLAIM_EARLIEST, [
+        this.clock.now(),
+        room,
+        this.leaseMs / 1000,
+        excluded,
+        perUrl,
+        // How many of the earliest due rows the claim looks at: room for every slot, and for one URL's whole allowance.
+        room + perUrl,
+        [...busy.keys()],
+        [...busy.values()],
+        ...(wide
+          ? // Where the look behind starts, and how many URLs it visits at most: those left out and enough for the room.
+            [this.scanFrom, excluded.length + Math.max(room, URLS_VISITED_AT_LEAST)]
+          : []),
+      ]),
     );
-    const deliveries: ClaimedDelivery[] = claimed.rows.map((row) => ({ ...row, leasedAt, fresh: true }));
+    if (wide) this.scanFrom = claimed.rows[0]?.scanned_to ?? this.scanFrom;
+    const rows = claimed.rows.filter((row) => row.id !== null);
+    const deliveries: ClaimedDelivery[] = rows.map(({ scanned_to: _, ...row }) => ({ ...row, leasedAt, fresh: true }));
     for (const d of deliveries) this.enqueue(d);
     this.held += deliveries.length;
     this.startQueued();
