@@ -134,15 +134,21 @@ describe('projections rebuilt in one pass over the log', () => {
     expect(await readModelChecksums(db.pool)).toEqual(live);
   });
 
-  it('a runner that takes over a projection whose rebuild stopped half-way makes its dropped indexes again first, and ends with the live read model', async () => {
-    // What a rebuild killed after its reset leaves: tables emptied, secondary indexes dropped and recorded, checkpoint at zero.
+  /** What a rebuild killed after its reset leaves of a projection (whose one table bears its name): emptied, secondary indexes dropped and recorded, checkpoint at zero. */
+  async function leaveResetByRebuild(projection: string): Promise<void> {
     await inTransaction(db.pool, async (tx) => {
-      await tx.query('TRUNCATE invoices');
-      await deferSecondaryIndexes(tx, 'invoices', ['invoices']);
+      await tx.query(`TRUNCATE ${projection}`);
+      await deferSecondaryIndexes(tx, projection, [projection]);
       await tx.query(
-        `UPDATE projection_checkpoints SET commit_position = 0, prepare_position = 0, events_applied = 0, rebuild_started_at = now() WHERE projection = 'invoices'`,
+        `UPDATE projection_checkpoints SET commit_position = 0, prepare_position = 0, events_applied = 0, rebuild_started_at = now() WHERE projection = $1`,
+        [projection],
       );
     });
+  }
+
+  it('a runner that takes over a projection whose rebuild stopped half-way makes its dropped indexes again first, and ends with the live read model', async () => {
+    // What a rebuild killed after its reset leaves: tables emptied, secondary indexes dropped and recorded, checkpoint at zero.
+    await leaveResetByRebuild('invoices');
     expect((await deferredIndexes()).map((r) => r.index_name).sort()).toEqual([
       'invoices_list',
       'invoices_open_by_expiry',
@@ -169,13 +175,7 @@ describe('projections rebuilt in one pass over the log', () => {
 
   it('resumed (resume: true) after a stop half-way, makes the dropped indexes again at the end of its pass and ends with the live read model', async () => {
     // Half-way: the first page applied and committed with its checkpoint, the indexes still dropped.
-    await inTransaction(db.pool, async (tx) => {
-      await tx.query('TRUNCATE payouts');
-      await deferSecondaryIndexes(tx, 'payouts', ['payouts']);
-      await tx.query(
-        `UPDATE projection_checkpoints SET commit_position = 0, prepare_position = 0, events_applied = 0, rebuild_started_at = now() WHERE projection = 'payouts'`,
-      );
-    });
+    await leaveResetByRebuild('payouts');
     const firstPage = await store.readAll({ after: 'start', maxCount: 1_000 });
     await applyBatchWithCheckpoint(db.pool, payoutsProjection, {
       from: { commit: 0n, prepare: 0n },
