@@ -134,6 +134,17 @@ describe('projections rebuilt in one pass over the log', () => {
     expect(await readModelChecksums(db.pool)).toEqual(live);
   });
 
+  /** Waits until the runner's checkpoint reaches the log's visible head. */
+  async function caughtUp(runner: ProjectionRunner): Promise<void> {
+    const head = (await visibleHead(db.pool, store))!;
+    for (let i = 0; ; i++) {
+      const checkpoint = runner.status().checkpoint;
+      if (checkpoint && comparePositions(checkpoint, head) >= 0) return;
+      if (i > 3_000) throw new Error(`the runner never caught up: ${JSON.stringify(runner.status())}`);
+      await sleep(20);
+    }
+  }
+
   /** What a rebuild killed after its reset leaves of a projection (whose one table bears its name): emptied, secondary indexes dropped and recorded, checkpoint at zero. */
   async function leaveResetByRebuild(projection: string): Promise<void> {
     await inTransaction(db.pool, async (tx) => {
@@ -158,13 +169,7 @@ describe('projections rebuilt in one pass over the log', () => {
     const runner = new ProjectionRunner(db.pool, store, invoicesProjection, { batchSize: 300, standbyRetryMs: 50 });
     runner.start();
     try {
-      const head = (await visibleHead(db.pool, store))!;
-      for (let i = 0; ; i++) {
-        const checkpoint = runner.status().checkpoint;
-        if (checkpoint && comparePositions(checkpoint, head) >= 0) break;
-        if (i > 3_000) throw new Error(`the runner never caught up: ${JSON.stringify(runner.status())}`);
-        await sleep(20);
-      }
+      await caughtUp(runner);
     } finally {
       await runner.stop();
     }
@@ -236,13 +241,7 @@ describe('projections rebuilt in one pass over the log', () => {
       await second.release();
       expect((await readCheckpoint(db.pool, 'payouts'))!.eventsApplied).toBe(0n);
       await locks.release();
-      const head = (await visibleHead(db.pool, store))!;
-      for (let i = 0; ; i++) {
-        const checkpoint = runner.status().checkpoint;
-        if (checkpoint && comparePositions(checkpoint, head) >= 0) break;
-        if (i > 3_000) throw new Error(`the runner never caught up: ${JSON.stringify(runner.status())}`);
-        await sleep(20);
-      }
+      await caughtUp(runner);
     } finally {
       await runner.stop();
     }
