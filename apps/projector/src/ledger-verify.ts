@@ -23,17 +23,14 @@ async function main(): Promise<void> {
   let failed = false;
   try {
     const bar = new ProgressBar('ledger:verify'.padEnd(16));
-    const onPostgres = !(infra.store instanceof EventStoreDbEventStore);
+    const esdb = infra.store instanceof EventStoreDbEventStore ? infra.store : null;
     // The ledgers and the log's chains are checked at once (decision 0123), the chains on
     // a thread of their own: both cores work, and PostgreSQL reads for both.
-    const chainsChecked =
-      infra.store instanceof EventStoreDbEventStore
-        ? verifyChainedLog(infra.store.chainedLog())
-        : verifyEventLogInWorker(infra.databaseUrl, { applicationName: 'gateway-ledger-verify' });
+    const chainsChecked = esdb ? verifyChainedLog(esdb.chainedLog()) : verifyEventLogInWorker(infra.databaseUrl, { applicationName: 'gateway-ledger-verify' });
     chainsChecked.catch(() => undefined);
     const report = await verifyLedgers(infra.pool, infra.store, {
       onProgress: (events, fraction) => bar.update(fraction, `${events} events read`),
-      ...(onPostgres ? { ledgerHeads: () => lastRevisionsOfType(infra.pool, `${LEDGER_CATEGORY}-`, 'LedgerEntryPosted') } : {}),
+      ...(esdb ? {} : { ledgerHeads: () => lastRevisionsOfType(infra.pool, `${LEDGER_CATEGORY}-`, 'LedgerEntryPosted') }),
     });
     bar.update(1, `${report.eventsRead} events read`, true);
     const chains = logReportLines(await chainsChecked);
