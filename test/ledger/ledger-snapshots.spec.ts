@@ -11,6 +11,7 @@ import { ledgerProjection } from '#payments/read-models';
 import { appendLedgerHistory } from '../support/ledger-history';
 import { projectToHead } from '../support/project-to-head';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { verifyLedgersInLogOrder } from '../support/verify-ledgers-in-log-order';
 
 let db: TestDatabase;
 let store: PostgresEventStore;
@@ -114,6 +115,8 @@ describe('ledger snapshots on the real store', () => {
     const { ledger } = await ledgerWithCorruptedSnapshot(book);
     await projectLedgers();
     const report = await verifyLedgers(db.pool, store);
+    // From one read of the log in log order (ledger:verify on PostgreSQL), the same.
+    expect((await verifyLedgersInLogOrder(db.pool, store)).problems).toEqual(report.problems);
     expect(report.problems).toEqual([
       {
         ledger: ledgerStreamName(ledger),
@@ -140,6 +143,7 @@ describe('ledger snapshots on the real store', () => {
     await db.pool.query('UPDATE aggregate_snapshots SET revision = 10000 WHERE stream_name = $1', [ledgerStreamName(ledger)]);
     await projectLedgers();
     const report = await verifyLedgers(db.pool, store);
+    expect((await verifyLedgersInLogOrder(db.pool, store)).problems).toEqual(report.problems);
     expect(report.problems).toEqual([
       {
         ledger: ledgerStreamName(ledger),

@@ -1,9 +1,12 @@
 /**
- * ledger:verify (verifyLedgers) reads the log in two passes with memory bounded by the
- * number of ledgers and the longest ledger (pass 1 in log order, or one statement on
- * PostgreSQL; pass 2 each ledger's stream): each kind of corruption it reports is
+ * ledger:verify (verifyLedgers) replays every ledger three ways: in two passes with
+ * memory bounded by the number of ledgers and the longest ledger (pass 1 in log order,
+ * or one statement on PostgreSQL; pass 2 each ledger's stream), or, as ledger:verify
+ * runs on PostgreSQL, every ledger at once from the ledger events a read of the whole
+ * log in log order hands on (verifyEventLog's `forward`, decision 0128), with repeated
+ * causes and entry ids found by the database. Each kind of corruption it reports is
  * planted here, in the log or in the read model, and must be found, naming its ledger,
- * both ways alike; a clean history passes.
+ * all three ways alike; a clean history passes.
  */
 import { randomUUID } from 'node:crypto';
 import { lastRevisionsOfType, PostgresEventStore } from '#event-store';
@@ -13,6 +16,7 @@ import { ledgerProjection } from '#payments/read-models';
 import { appendLedgerHistory } from '../support/ledger-history';
 import { projectToHead, visibleHead } from '../support/project-to-head';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { verifyLedgersInLogOrder } from '../support/verify-ledgers-in-log-order';
 
 let db: TestDatabase;
 let store: PostgresEventStore;
@@ -55,19 +59,26 @@ async function plant(ledger: LedgerId, data: readonly LedgerEvent['data'][]): Pr
   );
 }
 
+const byText = (problems: readonly VerifyProblem[]) => [...problems].sort((x, y) => JSON.stringify(x).localeCompare(JSON.stringify(y)));
+
 /**
- * verifyLedgers as ledger:verify runs it on PostgreSQL (which ledgers there are and up to
- * which revision from one statement, lastRevisionsOfType), after checking that it reports
- * exactly what following the ledger events through the log (pass 1) reports.
+ * verifyLedgers all three ways, after checking that they report the same (problems in
+ * any order): following the ledger events through the log (pass 1), which ledgers there
+ * are from one statement (lastRevisionsOfType), and every ledger from one read in log order.
  */
 async function verifyBothWays(): Promise<VerifyReport> {
   const followed = await verifyLedgers(db.pool, store);
   const queried = await verifyLedgers(db.pool, store, { ledgerHeads: () => lastRevisionsOfType(db.pool, `${LEDGER_CATEGORY}-`, 'LedgerEntryPosted') });
+  const inLogOrder = await verifyLedgersInLogOrder(db.pool, store);
   const { eventsRead: _followedRead, ...followedRest } = followed;
   const { eventsRead: _queriedRead, ...queriedRest } = queried;
   expect(queriedRest).toEqual(followedRest);
   // Pass 1 read each ledger event once more.
   expect(followed.eventsRead).toBe(2 * queried.eventsRead);
+  const { problems: inOrderProblems, ...inOrderRest } = inLogOrder;
+  const { problems: queriedProblems, ...queriedOthers } = queried;
+  expect(inOrderRest).toEqual(queriedOthers);
+  expect(byText(inOrderProblems)).toEqual(byText(queriedProblems));
   return queried;
 }
 

@@ -1,11 +1,11 @@
 import { loadConfigOrExit } from '#payments/composition';
 import { openInfrastructure } from '#payments/composition';
 import { COMMAND_SESSION_LIMITS } from '#platform/database';
-import { verifyLedgers } from '#payments/ledger';
+import { verifyLedgers, VerifyReport } from '#payments/ledger';
 import { createLogger } from '#platform/logging';
 import { ProgressBar } from '#event-store/projections';
-import { lastRevisionsOfType, verifyChainedLog, verifyEventLogInWorker } from '#event-store';
-import { LEDGER_CATEGORY } from '#ledger';
+import { EventLogReport, verifyChainedLog, verifyEventLogInWorker } from '#event-store';
+import { LEDGER_CATEGORY, LedgerEntryPostedData } from '#ledger';
 import { EventStoreDbEventStore } from '#event-store/eventstoredb';
 import { logReportLines } from './log-report';
 
@@ -24,14 +24,46 @@ async function main(): Promise<void> {
   try {
     const bar = new ProgressBar('ledger:verify'.padEnd(16));
     const esdb = infra.store instanceof EventStoreDbEventStore ? infra.store : null;
-    // The ledgers and the log's chains are checked at once (decision 0123), the chains on
-    // a thread of their own: both cores work, and PostgreSQL reads for both.
-    const chainsChecked = esdb ? verifyChainedLog(esdb.chainedLog()) : verifyEventLogInWorker(infra.databaseUrl, { applicationName: 'gateway-ledger-verify' });
-    chainsChecked.catch(() => undefined);
-    const report = await verifyLedgers(infra.pool, infra.store, {
-      onProgress: (events, fraction) => bar.update(fraction, `${events} events read`),
-      ...(esdb ? {} : { ledgerHeads: () => lastRevisionsOfType(infra.pool, `${LEDGER_CATEGORY}-`, 'LedgerEntryPosted') }),
-    });
+    const onProgress = (events: number, fraction: number) => bar.update(fraction, `${events} events read`);
+    let report: VerifyReport;
+    let chainsChecked: Promise<EventLogReport>;
+    if (esdb) {
+      // The ledgers and the log's chains are checked at once.
+      chainsChecked = verifyChainedLog(esdb.chainedLog());
+      chainsChecked.catch(() => undefined);
+      report = await verifyLedgers(infra.pool, infra.store, { onProgress });
+    } else {
+      // One read of the log, on a thread of its own, recomputes the chains and hands the
+      // ledger events on to this thread, which replays every ledger from them (decision 0128).
+      let verified: Promise<EventLogReport> | null = null;
+      report = await verifyLedgers(infra.pool, infra.store, {
+        onProgress,
+        inLogOrder: {
+          follow: (upTo, feed) => {
+            verified = verifyEventLogInWorker(infra.databaseUrl, {
+              applicationName: 'gateway-ledger-verify',
+              upTo,
+              forward: {
+                streamNamePrefix: `${LEDGER_CATEGORY}-`,
+                eventType: 'LedgerEntryPosted',
+                onEvents: (events) =>
+                  feed(
+                    events.map((e) => ({
+                      streamName: e.streamName,
+                      revision: e.revision,
+                      position: { commit: BigInt(e.commit), prepare: BigInt(e.prepare) },
+                      data: JSON.parse(e.dataJson) as LedgerEntryPostedData,
+                    })),
+                  ),
+              },
+            });
+            return verified.then(() => undefined);
+          },
+        },
+      });
+      if (verified === null) throw new Error('the log was not read');
+      chainsChecked = verified;
+    }
     bar.update(1, `${report.eventsRead} events read`, true);
     const chains = logReportLines(await chainsChecked);
     const out: string[] = [

@@ -1,6 +1,8 @@
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { Pool } from 'pg';
+import { inTransaction } from '#platform/database';
+import type { Position } from '../event-store';
 import {
   EventLogReport,
   GENESIS_HASH,
@@ -125,8 +127,10 @@ export async function extendLogCheckpoints(pool: Pool, options: { segmentEvents?
  * flight is verified by the next run). Memory: one page, one revision and stored hash
  * per stream, and one checkpoint segment.
  */
-export async function verifyEventLog(pool: Pool, options: VerifyEventLogOptions = {}): Promise<EventLogReport> {
+export async function verifyEventLog(pool: Pool, options: PostgresLogVerifyOptions = {}): Promise<EventLogReport> {
   const pageSize = options.pageSize ?? 1000;
+  const upTo = options.upTo ? { commit: options.upTo.commit.toString(), prepare: options.upTo.prepare.toString() } : null;
+  const forward = options.forward;
   const chains = new StreamChainsInLogOrder();
   const order = new LogOrderCheck();
   const wanted = new Set(options.at ?? []);
@@ -134,16 +138,17 @@ export async function verifyEventLog(pool: Pool, options: VerifyEventLogOptions 
   let nextCheckpoint = await checkpointAfter(pool, 0n);
   let lastPosition = '0/0';
   // The next page is asked for before this one is checked: PostgreSQL reads it while Node hashes.
-  let next = logPage(pool, { commit: '0', prepare: '0' }, pageSize);
+  let next = logPage(pool, { commit: '0', prepare: '0' }, upTo, pageSize);
   for (;;) {
     const page = await next;
     const full = page.rows.length === pageSize;
     if (full) {
       const last = page.rows[page.rows.length - 1]!;
-      next = logPage(pool, { commit: last.position_commit, prepare: last.position_prepare }, pageSize);
+      next = logPage(pool, { commit: last.position_commit, prepare: last.position_prepare }, upTo, pageSize);
       // Awaited at the next turn; a failure while this page is checked is not unhandled.
       next.catch(() => undefined);
     }
+    const forwarded: ForwardedEvent[] = [];
     for (const row of page.rows) {
       while (nextCheckpoint && nextCheckpoint.fromEvents <= order.events) {
         order.checkpoint(nextCheckpoint);
@@ -164,7 +169,11 @@ export async function verifyEventLog(pool: Pool, options: VerifyEventLogOptions 
       order.event({ streamName: row.stream_name, revision, position, chainHash: row.chain_hash });
       lastPosition = position;
       if (wanted.has(position)) at.set(position, { position, events: order.events, hash: order.runningHash });
+      if (forward && row.event_type === forward.eventType && row.stream_name.startsWith(forward.streamNamePrefix)) {
+        forwarded.push({ streamName: row.stream_name, revision, commit: row.position_commit, prepare: row.position_prepare, dataJson: row.data });
+      }
     }
+    if (forwarded.length > 0) await forward!.onEvents(forwarded);
     options.onProgress?.('log', Number(order.events));
     if (!full) break;
   }
@@ -272,16 +281,48 @@ interface LogPageRow {
   chain_hash: Buffer | null;
 }
 
-/** Events of the visible log after `after`, in log order, with what their chain hashes cover. */
-function logPage(pool: Pool, after: { commit: string; prepare: string }, pageSize: number): Promise<{ rows: LogPageRow[] }> {
+/** Events of the visible log after `after` (and up to `upTo`, when given), in log order, with what their chain hashes cover. */
+function logPage(
+  pool: Pool,
+  after: { commit: string; prepare: string },
+  upTo: { commit: string; prepare: string } | null,
+  pageSize: number,
+): Promise<{ rows: LogPageRow[] }> {
   return pool.query<LogPageRow>(
     `SELECT stream_name, stream_revision, event_id::text AS event_id, event_type, data::text AS data, metadata::text AS metadata, chain_hash,
             transaction_id::text AS position_commit, global_position AS position_prepare
      FROM events
      WHERE (transaction_id, global_position) > ($1::text::xid8, $2::bigint) AND ${VISIBLE}
+       ${upTo ? 'AND (transaction_id, global_position) <= ($4::text::xid8, $5::bigint)' : ''}
      ORDER BY events.transaction_id, events.global_position LIMIT $3`,
-    [after.commit, after.prepare, pageSize],
+    upTo ? [after.commit, after.prepare, pageSize, upTo.commit, upTo.prepare] : [after.commit, after.prepare, pageSize],
   );
+}
+
+/** An event handed on by verifyEventLog as it meets it (`forward`): its place and its data's jsonb text. */
+export interface ForwardedEvent {
+  readonly streamName: string;
+  readonly revision: bigint;
+  /** Its position's two parts, as text (`commit/prepare`). */
+  readonly commit: string;
+  readonly prepare: string;
+  readonly dataJson: string;
+}
+
+/** What verifyEventLog takes on PostgreSQL beyond what every store's verification takes. */
+export interface PostgresLogVerifyOptions extends VerifyEventLogOptions {
+  /** Verify the log only up to this position (an audit as of a point; ledger:verify's head). */
+  readonly upTo?: Position;
+  /**
+   * Events of one type in streams named with a prefix, handed on page by page as the
+   * read of the log meets them (ledger:verify replays the ledgers from them, decision
+   * 0128); the read waits for each `onEvents` to settle.
+   */
+  readonly forward?: {
+    readonly streamNamePrefix: string;
+    readonly eventType: string;
+    readonly onEvents: (events: ForwardedEvent[]) => void | Promise<void>;
+  };
 }
 
 async function checkpointAfter(pool: Pool, seq: bigint): Promise<RecordedCheckpoint | null> {
@@ -311,18 +352,43 @@ export async function lastRevisionsOfType(pool: Pool, streamNamePrefix: string, 
  * verifyEventLog on a thread of its own (worker_threads), with a pool of its own: what
  * `ledger:verify` runs beside its replay of the ledgers, so that recomputing the chains
  * (a SHA-256 per event, and the parsing of every event) and replaying the ledgers use
- * both cores. Runs the compiled module (dist/): not from the TypeScript sources.
+ * both cores. The forwarded events (`forward`) reach `onEvents` on this thread, page by
+ * page in log order; the read of the log runs at most a few pages ahead of them. Runs
+ * the compiled module (dist/): not from the TypeScript sources.
  */
-export async function verifyEventLogInWorker(databaseUrl: string, options: { applicationName?: string } = {}): Promise<EventLogReport> {
+export async function verifyEventLogInWorker(
+  databaseUrl: string,
+  options: { applicationName?: string; upTo?: Position; forward?: PostgresLogVerifyOptions['forward'] } = {},
+): Promise<EventLogReport> {
+  const forward = options.forward;
   const worker = new Worker(join(__dirname, 'event-log-audit-worker.js'), {
-    workerData: { databaseUrl, applicationName: options.applicationName ?? 'gateway-log-verify' },
+    workerData: {
+      databaseUrl,
+      applicationName: options.applicationName ?? 'gateway-log-verify',
+      upTo: options.upTo ?? null,
+      forward: forward ? { streamNamePrefix: forward.streamNamePrefix, eventType: forward.eventType } : null,
+    },
   });
+  let taken: Promise<void> = Promise.resolve();
   try {
     const message = await new Promise<{ report?: EventLogReport; error?: string }>((resolve, reject) => {
-      worker.once('message', resolve);
+      worker.on('message', (message: { events?: ForwardedEvent[]; report?: EventLogReport; error?: string }) => {
+        if (message.events === undefined) {
+          resolve(message);
+          return;
+        }
+        // Taken in turn: the next page waits until this one's onEvents has settled.
+        taken = taken
+          .then(() => forward!.onEvents(message.events!))
+          .then(
+            () => worker.postMessage('taken'),
+            (error: unknown) => reject(error),
+          );
+      });
       worker.once('error', reject);
       worker.once('exit', (code) => reject(new Error(`the log verification thread exited with code ${code} before it reported`)));
     });
+    await taken;
     if (message.error !== undefined || !message.report) throw new Error(message.error ?? 'the log verification thread sent no report');
     // Buffers cross threads as plain Uint8Arrays.
     const buffer = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -335,4 +401,83 @@ export async function verifyEventLogInWorker(databaseUrl: string, options: { app
   } finally {
     await worker.terminate();
   }
+}
+
+/** A data field whose repeated values repeatedDataFields looks for: within each stream, or across them all. */
+export interface RepeatedField {
+  /** The data property (letters only), e.g. `cause`. */
+  readonly field: string;
+  readonly withinStream: boolean;
+}
+
+/** Events that carry the same value of a data field (in one stream when the field is looked for within streams), in log order. */
+export interface RepeatedValue {
+  readonly field: string;
+  readonly value: string;
+  readonly events: readonly { streamName: string; revision: bigint; position: Position; data: Record<string, unknown> }[];
+}
+
+/**
+ * Values of data fields carried by more than one of the visible events of one type in
+ * streams named with a prefix, up to `upTo`: what a check that a value is never used
+ * twice (a ledger's causes and entry ids) needs from a log, without holding every value
+ * seen in memory. One statement finds the repeated values by hashing, in PostgreSQL's
+ * memory (spilling to disk beyond its work_mem); a second one, only when there are
+ * some, reads the events that carry them.
+ */
+export async function repeatedDataFields(
+  pool: Pool,
+  options: { streamNamePrefix: string; eventType: string; upTo: Position; fields: readonly RepeatedField[] },
+): Promise<RepeatedValue[]> {
+  if (options.fields.length === 0) return [];
+  for (const { field } of options.fields) if (!/^[A-Za-z]+$/.test(field)) throw new Error(`not a data field name: ${field}`);
+  const pattern = `${options.streamNamePrefix.replace(/[\\%_]/g, '\\$&')}%`;
+  const where = `stream_name LIKE $1 AND event_type = $2 AND (transaction_id, global_position) <= ($3::text::xid8, $4::bigint) AND ${VISIBLE}`;
+  const params = [pattern, options.eventType, options.upTo.commit.toString(), options.upTo.prepare.toString()];
+  const columns = options.fields.map(({ field }, i) => `data->>'${field}' AS f${i}`).join(', ');
+  const groups = options.fields
+    .map(
+      ({ withinStream }, i) => `SELECT ${i} AS field, ${withinStream ? 'stream_name' : 'NULL::text'} AS stream_name, f${i} AS value FROM carried
+       WHERE f${i} IS NOT NULL GROUP BY ${withinStream ? 'stream_name, ' : ''}f${i} HAVING count(*) > 1`,
+    )
+    .join('\nUNION ALL\n');
+  const repeated = await inTransaction(pool, async (client) => {
+    await client.query(`SET LOCAL work_mem = '64MB'`);
+    return (
+      await client.query<{ field: number; stream_name: string | null; value: string }>(
+        `WITH carried AS MATERIALIZED (SELECT stream_name, ${columns} FROM events WHERE ${where})
+         ${groups}`,
+        params,
+      )
+    ).rows;
+  });
+  const found: RepeatedValue[] = [];
+  for (const [i, { field }] of options.fields.entries()) {
+    const ofField = repeated.filter((r) => r.field === i);
+    if (ofField.length === 0) continue;
+    const rows = await pool.query<{
+      stream_name: string;
+      stream_revision: string;
+      commit: string;
+      prepare: string;
+      value: string;
+      data: Record<string, unknown>;
+    }>(
+      `SELECT stream_name, stream_revision, transaction_id::text AS commit, global_position AS prepare, data->>'${field}' AS value, data FROM events
+       WHERE ${where} AND data->>'${field}' = ANY($5::text[]) ORDER BY transaction_id, global_position`,
+      [...params, [...new Set(ofField.map((r) => r.value))]],
+    );
+    for (const group of ofField) {
+      const events = rows.rows
+        .filter((r) => r.value === group.value && (group.stream_name === null || r.stream_name === group.stream_name))
+        .map((r) => ({
+          streamName: r.stream_name,
+          revision: BigInt(r.stream_revision),
+          position: { commit: BigInt(r.commit), prepare: BigInt(r.prepare) },
+          data: r.data,
+        }));
+      found.push({ field, value: group.value, events });
+    }
+  }
+  return found;
 }

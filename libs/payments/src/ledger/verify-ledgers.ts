@@ -2,7 +2,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { inTransaction } from '#platform/database';
 import type { Pool } from 'pg';
 import type { EventStore, Position, RecordedEvent } from '#event-store';
-import { comparePositions } from '#event-store';
+import { comparePositions, repeatedDataFields } from '#event-store';
 import {
   checkLedgerSnapshot,
   entryViolations,
@@ -73,6 +73,12 @@ const LEDGERS_AT_ONCE = 4;
  * Entry ids are derived from the ledger and the cause, so with no cause twice within
  * each ledger no two entries share an id; ids that are not so derived (none in a log
  * the gateway wrote) are looked for in every ledger by pass 3, which runs only then.
+ *
+ * With `inLogOrder` (ledger:verify on PostgreSQL, decision 0128) there are no passes:
+ * the ledger events come from the one read of the log that also recomputes its hash
+ * chains, and every ledger is checked at once as they come (memory: one state per
+ * ledger, not per entry); the causes and entry ids used twice are found by the database
+ * (repeatedDataFields) up to the same position, not by sets of every one seen.
  */
 export async function verifyLedgers(
   pool: Pool,
@@ -84,6 +90,13 @@ export async function verifyLedgers(
      * the log (PostgreSQL: lastRevisionsOfType, one statement): pass 1 is then skipped.
      */
     ledgerHeads?: () => Promise<ReadonlyMap<string, bigint>>;
+    /**
+     * The ledger events as a read of the whole log in log order meets them (PostgreSQL:
+     * the chain verification's read, decision 0128): every ledger is then replayed from
+     * that one read, all at once, instead of each from its own stream; repeated causes and
+     * entry ids are found by the store (ledgerRepeats), not in memory.
+     */
+    inLogOrder?: LedgerEntriesInLogOrder;
   } = {},
 ): Promise<VerifyReport> {
   const problems: VerifyProblem[] = [];
@@ -130,164 +143,166 @@ export async function verifyLedgers(
     );
   }
 
-  // Pass 1: the ledger events of the log, in order: which ledgers, and up to which revision.
-  const lastRevisions = new Map<string, bigint>();
   let eventsRead = 0;
-  if (options.ledgerHeads) {
-    for (const [name, revision] of await options.ledgerHeads()) lastRevisions.set(name, revision);
-  } else {
-    await followLedgerEvents();
-  }
-  async function followLedgerEvents(): Promise<void> {
-    const subscription = store.subscribeToAll({
-      filter: { streamNamePrefixes: [`${LEDGER_CATEGORY}-`], eventTypePrefixes: ['LedgerEntryPosted'] },
-      maxBatchSize: PAGE,
-    });
-    try {
-      for await (const batch of subscription) {
-        for (const event of batch.events) {
-          // The filter takes types by prefix: exactly LedgerEntryPosted here.
-          if (event.type !== 'LedgerEntryPosted') continue;
-          eventsRead++;
-          const last = lastRevisions.get(event.streamName);
-          if (last === undefined || event.revision > last) lastRevisions.set(event.streamName, event.revision);
-        }
-        const fraction = head && head.prepare > 0n ? Number(batch.checkpoint.prepare) / Number(head.prepare) : 1;
-        options.onProgress?.(eventsRead, Math.min(1, fraction) / 3);
-        if (batch.caughtUp) break;
-      }
-    } finally {
-      await subscription.unsubscribe();
-    }
-  }
-  for (const [name, revision] of snapshots) {
-    if (!lastRevisions.has(name)) {
-      problems.push({ ledger: name, kind: 'snapshot_differs', detail: `snapshot at revision ${revision}, but the stream has no entry` });
-    }
-  }
-
-  // Pass 2: each ledger replayed from its own stream up to what pass 1 saw, a few at once.
-  const names = [...lastRevisions.keys()];
+  let entries = 0;
   const ledgers = new Map<string, Replayed>();
-  const found: VerifyProblem[][] = names.map(() => []);
+  const checkOf = (name: string, trackRepeats: boolean, snapshot: StoredSnapshot | null) =>
+    new LedgerHistoryCheck(name, checkpoint, snapshot, trackRepeats ? { causes: new Set(), ids: new Set() } : null, trackRepeats ? underivedIds : null);
   /** Entry ids not derived from their ledger and cause: looked for in every ledger by pass 3. */
   const underivedIds = new Set<string>();
-  let entries = 0;
-  let ledgersDone = 0;
-  const eachLedger = async (visit: (name: string, index: number) => Promise<void>, from: number, to: number) => {
-    let next = 0;
-    const worker = async () => {
-      while (next < names.length) {
-        const index = next++;
-        await visit(names[index]!, index);
-        ledgersDone++;
-        options.onProgress?.(eventsRead, Math.min(1, from + ((to - from) * ledgersDone) / names.length));
-      }
-    };
-    ledgersDone = 0;
-    await Promise.all(Array.from({ length: Math.min(LEDGERS_AT_ONCE, names.length) }, worker));
+  const finishLedger = (check: LedgerHistoryCheck) => {
+    entries += check.entries;
+    ledgers.set(check.name, check.finish());
+    return check.problems;
   };
-  /** The ledger's entries up to revision `upTo`, in pages. */
-  async function* entriesOf(name: string, upTo: bigint): AsyncGenerator<{ event: RecordedEvent; data: LedgerEntryPostedData }> {
-    for (let from = 0n; from <= upTo;) {
-      const page = await store.readStream(name, { fromRevision: from, maxCount: PAGE });
-      for (const event of page) {
-        if (event.revision > upTo) return;
-        if (event.type === 'LedgerEntryPosted') yield { event, data: event.data as unknown as LedgerEntryPostedData };
+
+  if (options.inLogOrder) {
+    // Every ledger replayed at once from one read of the log in log order (decision 0128).
+    const { follow } = options.inLogOrder;
+    const states = new Map(
+      (
+        await pool.query<{ stream_name: string; revision: string; state: unknown }>(
+          `SELECT stream_name, revision, state FROM aggregate_snapshots WHERE stream_name LIKE '${LEDGER_CATEGORY}-%' AND schema_version = $1`,
+          [LEDGER_FOLD_VERSION],
+        )
+      ).rows.map((r) => [r.stream_name, { revision: BigInt(r.revision), stored: r.state }]),
+    );
+    const upTo = head ?? { commit: 0n, prepare: 0n };
+    const checks = new Map<string, LedgerHistoryCheck>();
+    const repeats = ledgerRepeats(pool, upTo);
+    repeats.catch(() => undefined);
+    await follow(upTo, (batch) => {
+      for (const entry of batch) {
+        let check = checks.get(entry.streamName);
+        if (check === undefined) {
+          const snapshot = snapshots.has(entry.streamName) ? (states.get(entry.streamName) ?? null) : null;
+          check = checkOf(entry.streamName, false, snapshot);
+          checks.set(entry.streamName, check);
+        }
+        eventsRead++;
+        check.entry(entry.revision, entry.position, entry.data);
       }
-      if (page.length < PAGE) return;
-      from = page[page.length - 1]!.revision + 1n;
+      const last = batch[batch.length - 1];
+      if (last && head && head.prepare > 0n) options.onProgress?.(eventsRead, Math.min(1, Number(last.position.prepare) / Number(head.prepare)));
+    });
+    for (const [name, revision] of snapshots) {
+      if (!checks.has(name)) {
+        problems.push({ ledger: name, kind: 'snapshot_differs', detail: `snapshot at revision ${revision}, but the stream has no entry` });
+      }
     }
+    for (const check of checks.values()) problems.push(...finishLedger(check));
+    problems.push(...(await repeats));
+  } else {
+    await replayEachLedger();
   }
 
-  await eachLedger(
-    async (name, index) => {
-      const problemsOf = found[index]!;
-      const upTo = lastRevisions.get(name)!;
-      const ledgerId = ledgerIdFromStream(name);
-      const snapshotRevision = snapshots.get(name);
-      const snapshot =
-        snapshotRevision === undefined
-          ? null
-          : ((
-              await pool.query<{ revision: string; state: unknown }>(
-                'SELECT revision, state FROM aggregate_snapshots WHERE stream_name = $1 AND schema_version = $2',
-                [name, LEDGER_FOLD_VERSION],
-              )
-            ).rows.map((r) => ({ revision: BigInt(r.revision), stored: r.state }))[0] ?? null);
-      const replay = new LedgerReplay();
-      const causes = new Set<string>();
-      const ids = new Set<string>();
-      let lastRevision = -1n;
-      let atCheckpoint: Balances | null = null;
-      let entriesAtCheckpoint = 0;
-      let snapshotMatched = false;
-      for await (const { event, data } of entriesOf(name, upTo)) {
-        eventsRead++;
-        entries++;
-        if (event.revision !== lastRevision + 1n) {
-          problemsOf.push({ ledger: name, kind: 'revision_gap', detail: `revision ${event.revision} after ${lastRevision}` });
+  async function replayEachLedger(): Promise<void> {
+    // Pass 1: the ledger events of the log, in order: which ledgers, and up to which revision.
+    const lastRevisions = new Map<string, bigint>();
+    if (options.ledgerHeads) {
+      for (const [name, revision] of await options.ledgerHeads()) lastRevisions.set(name, revision);
+    } else {
+      await followLedgerEvents();
+    }
+    async function followLedgerEvents(): Promise<void> {
+      const subscription = store.subscribeToAll({
+        filter: { streamNamePrefixes: [`${LEDGER_CATEGORY}-`], eventTypePrefixes: ['LedgerEntryPosted'] },
+        maxBatchSize: PAGE,
+      });
+      try {
+        for await (const batch of subscription) {
+          for (const event of batch.events) {
+            // The filter takes types by prefix: exactly LedgerEntryPosted here.
+            if (event.type !== 'LedgerEntryPosted') continue;
+            eventsRead++;
+            const last = lastRevisions.get(event.streamName);
+            if (last === undefined || event.revision > last) lastRevisions.set(event.streamName, event.revision);
+          }
+          const fraction = head && head.prepare > 0n ? Number(batch.checkpoint.prepare) / Number(head.prepare) : 1;
+          options.onProgress?.(eventsRead, Math.min(1, fraction) / 3);
+          if (batch.caughtUp) break;
         }
-        lastRevision = event.revision;
-        if (causes.has(data.cause)) {
-          problemsOf.push({ ledger: name, kind: 'duplicate_cause', detail: `cause ${data.cause} posted again by entry ${data.entryId}` });
-        }
-        causes.add(data.cause);
-        if (ids.has(data.entryId)) problemsOf.push({ ledger: name, kind: 'duplicate_entry', detail: `entry ${data.entryId}` });
-        ids.add(data.entryId);
-        if (!ledgerId || ledgerEntryId(ledgerId, data.cause) !== data.entryId) underivedIds.add(data.entryId);
-
-        const ledgerEvent = { type: 'LedgerEntryPosted' as const, data };
-        // A stream is in log order: its first entry past the checkpoint ends the ledger as of the checkpoint.
-        const pastCheckpoint = comparePositions(event.position, checkpoint) > 0;
-        if (pastCheckpoint && atCheckpoint === null) atCheckpoint = replay.balancesNow();
-        replay.apply(ledgerEvent);
-        for (const v of [...entryViolations(ledgerEvent), ...replay.violations(data.entryId)]) {
-          problemsOf.push({ ledger: name, kind: 'invariant', detail: `${v.rule} after entry ${v.entryId}: ${v.detail}` });
-        }
-        if (snapshot && snapshot.revision === event.revision) {
-          problemsOf.push(...snapshotProblems(name, snapshot, replay.state(), data));
-          snapshotMatched = true;
-        }
-        if (!pastCheckpoint) entriesAtCheckpoint++;
+      } finally {
+        await subscription.unsubscribe();
       }
-      if (snapshot && !snapshotMatched) {
-        problemsOf.push({
-          ledger: name,
-          kind: 'snapshot_differs',
-          detail: `snapshot at revision ${snapshot.revision}, but the stream ends at revision ${lastRevision}`,
-        });
+    }
+    for (const [name, revision] of snapshots) {
+      if (!lastRevisions.has(name)) {
+        problems.push({ ledger: name, kind: 'snapshot_differs', detail: `snapshot at revision ${revision}, but the stream has no entry` });
       }
-      ledgers.set(name, { atCheckpoint: atCheckpoint ?? replay.balancesNow(), entriesAtCheckpoint });
-    },
-    1 / 3,
-    1,
-  );
-  problems.push(...found.flat());
+    }
 
-  // Pass 3, only for entry ids not derived from their ledger and cause: every occurrence in
-  // any ledger after the first in the log, unless pass 2 reported it (a repeat within one ledger).
-  if (underivedIds.size > 0) {
-    const occurrences = new Map<string, { ledger: string; position: Position }[]>();
+    // Pass 2: each ledger replayed from its own stream up to what pass 1 saw, a few at once.
+    const names = [...lastRevisions.keys()];
+    const found: VerifyProblem[][] = names.map(() => []);
+    let ledgersDone = 0;
+    const eachLedger = async (visit: (name: string, index: number) => Promise<void>, from: number, to: number) => {
+      let next = 0;
+      const worker = async () => {
+        while (next < names.length) {
+          const index = next++;
+          await visit(names[index]!, index);
+          ledgersDone++;
+          options.onProgress?.(eventsRead, Math.min(1, from + ((to - from) * ledgersDone) / names.length));
+        }
+      };
+      ledgersDone = 0;
+      await Promise.all(Array.from({ length: Math.min(LEDGERS_AT_ONCE, names.length) }, worker));
+    };
+    /** The ledger's entries up to revision `upTo`, in pages. */
+    async function* entriesOf(name: string, upTo: bigint): AsyncGenerator<{ event: RecordedEvent; data: LedgerEntryPostedData }> {
+      for (let from = 0n; from <= upTo;) {
+        const page = await store.readStream(name, { fromRevision: from, maxCount: PAGE });
+        for (const event of page) {
+          if (event.revision > upTo) return;
+          if (event.type === 'LedgerEntryPosted') yield { event, data: event.data as unknown as LedgerEntryPostedData };
+        }
+        if (page.length < PAGE) return;
+        from = page[page.length - 1]!.revision + 1n;
+      }
+    }
+
     await eachLedger(
-      async (name) => {
+      async (name, index) => {
+        const snapshotRevision = snapshots.get(name);
+        const snapshot =
+          snapshotRevision === undefined
+            ? null
+            : ((
+                await pool.query<{ revision: string; state: unknown }>(
+                  'SELECT revision, state FROM aggregate_snapshots WHERE stream_name = $1 AND schema_version = $2',
+                  [name, LEDGER_FOLD_VERSION],
+                )
+              ).rows.map((r) => ({ revision: BigInt(r.revision), stored: r.state }))[0] ?? null);
+        const check = checkOf(name, true, snapshot);
         for await (const { event, data } of entriesOf(name, lastRevisions.get(name)!)) {
-          if (!underivedIds.has(data.entryId)) continue;
-          const list = occurrences.get(data.entryId) ?? [];
-          list.push({ ledger: name, position: event.position });
-          occurrences.set(data.entryId, list);
+          eventsRead++;
+          check.entry(event.revision, event.position, data);
         }
+        found[index] = finishLedger(check);
       },
-      1,
+      1 / 3,
       1,
     );
-    for (const [entryId, list] of occurrences) {
-      const inLogOrder = [...list].sort((x, y) => comparePositions(x.position, y.position));
-      inLogOrder.forEach((again, i) => {
-        if (i > 0 && !inLogOrder.slice(0, i).some((earlier) => earlier.ledger === again.ledger)) {
-          problems.push({ ledger: again.ledger, kind: 'duplicate_entry', detail: `entry ${entryId}` });
-        }
-      });
+    problems.push(...found.flat());
+
+    // Pass 3, only for entry ids not derived from their ledger and cause: every occurrence in
+    // any ledger after the first in the log, unless pass 2 reported it (a repeat within one ledger).
+    if (underivedIds.size > 0) {
+      const occurrences = new Map<string, { ledger: string; position: Position }[]>();
+      await eachLedger(
+        async (name) => {
+          for await (const { event, data } of entriesOf(name, lastRevisions.get(name)!)) {
+            if (!underivedIds.has(data.entryId)) continue;
+            const list = occurrences.get(data.entryId) ?? [];
+            list.push({ ledger: name, position: event.position });
+            occurrences.set(data.entryId, list);
+          }
+        },
+        1,
+        1,
+      );
+      for (const [entryId, list] of occurrences) problems.push(...repeatedAcrossLedgers(entryId, list));
     }
   }
 
@@ -326,6 +341,149 @@ export async function verifyLedgers(
   }
 
   return { ledgers: ledgers.size, entries, eventsRead, snapshotsChecked, comparedAt: checkpoint, problems, notes };
+}
+
+/** A ledger entry as a read of the log in log order meets it. */
+export interface LoggedLedgerEntry {
+  readonly streamName: string;
+  readonly revision: bigint;
+  readonly position: Position;
+  readonly data: LedgerEntryPostedData;
+}
+
+/** The ledger events of the log in log order, up to `upTo`: `follow` hands them to `feed` page by page and settles after the last. */
+export interface LedgerEntriesInLogOrder {
+  follow(upTo: Position, feed: (entries: readonly LoggedLedgerEntry[]) => void): Promise<void>;
+}
+
+/** A stored ledger snapshot of the current fold version: its revision and what is stored. */
+interface StoredSnapshot {
+  readonly revision: bigint;
+  readonly stored: unknown;
+}
+
+/**
+ * Everything one ledger's history decides, fed its entries in its stream's order:
+ * every invariant after every entry, no revision gap, its stored snapshot equal to the
+ * ledger re-folded to the snapshot's revision, the balances as of the read model's
+ * checkpoint; and, when given sets to hold them (`seen`), no cause and no entry id
+ * twice within the ledger, with entry ids not derived from the ledger and its cause
+ * collected in `underivedIds`.
+ */
+class LedgerHistoryCheck {
+  readonly problems: VerifyProblem[] = [];
+  entries = 0;
+  private readonly replay = new LedgerReplay();
+  private readonly ledgerId;
+  private lastRevision = -1n;
+  private atCheckpoint: Balances | null = null;
+  private entriesAtCheckpoint = 0;
+  private snapshotMatched = false;
+
+  constructor(
+    readonly name: string,
+    private readonly checkpoint: Position,
+    private readonly snapshot: StoredSnapshot | null,
+    private readonly seen: { causes: Set<string>; ids: Set<string> } | null,
+    private readonly underivedIds: Set<string> | null,
+  ) {
+    this.ledgerId = ledgerIdFromStream(name);
+  }
+
+  entry(revision: bigint, position: Position, data: LedgerEntryPostedData): void {
+    const ledger = this.name;
+    this.entries++;
+    if (revision !== this.lastRevision + 1n) {
+      this.problems.push({ ledger, kind: 'revision_gap', detail: `revision ${revision} after ${this.lastRevision}` });
+    }
+    this.lastRevision = revision;
+    if (this.seen) {
+      const { causes, ids } = this.seen;
+      if (causes.has(data.cause)) this.problems.push({ ledger, kind: 'duplicate_cause', detail: `cause ${data.cause} posted again by entry ${data.entryId}` });
+      causes.add(data.cause);
+      if (ids.has(data.entryId)) this.problems.push({ ledger, kind: 'duplicate_entry', detail: `entry ${data.entryId}` });
+      ids.add(data.entryId);
+    }
+    if (this.underivedIds && (!this.ledgerId || ledgerEntryId(this.ledgerId, data.cause) !== data.entryId)) this.underivedIds.add(data.entryId);
+
+    const ledgerEvent = { type: 'LedgerEntryPosted' as const, data };
+    // A stream is in log order: its first entry past the checkpoint ends the ledger as of the checkpoint.
+    const pastCheckpoint = comparePositions(position, this.checkpoint) > 0;
+    if (pastCheckpoint && this.atCheckpoint === null) this.atCheckpoint = this.replay.balancesNow();
+    this.replay.apply(ledgerEvent);
+    for (const v of [...entryViolations(ledgerEvent), ...this.replay.violations(data.entryId)]) {
+      this.problems.push({ ledger, kind: 'invariant', detail: `${v.rule} after entry ${v.entryId}: ${v.detail}` });
+    }
+    if (this.snapshot && this.snapshot.revision === revision) {
+      this.problems.push(...snapshotProblems(ledger, this.snapshot, this.replay.state(), data));
+      this.snapshotMatched = true;
+    }
+    if (!pastCheckpoint) this.entriesAtCheckpoint++;
+  }
+
+  /** After the ledger's last entry: what the comparison with the read model needs. */
+  finish(): Replayed {
+    if (this.snapshot && !this.snapshotMatched) {
+      this.problems.push({
+        ledger: this.name,
+        kind: 'snapshot_differs',
+        detail: `snapshot at revision ${this.snapshot.revision}, but the stream ends at revision ${this.lastRevision}`,
+      });
+    }
+    return { atCheckpoint: this.atCheckpoint ?? this.replay.balancesNow(), entriesAtCheckpoint: this.entriesAtCheckpoint };
+  }
+}
+
+/**
+ * An entry id carried more than once, by entries in log order: every one after the
+ * first is reported, against its ledger, unless its ledger carried the id before (a
+ * repeat within one ledger is reported by that ledger's own check).
+ */
+function repeatedAcrossLedgers(entryId: string, occurrences: readonly { ledger: string; position: Position }[]): VerifyProblem[] {
+  const inLogOrder = [...occurrences].sort((x, y) => comparePositions(x.position, y.position));
+  return inLogOrder
+    .filter((again, i) => i > 0 && !inLogOrder.slice(0, i).some((earlier) => earlier.ledger === again.ledger))
+    .map((again) => ({ ledger: again.ledger, kind: 'duplicate_entry', detail: `entry ${entryId}` }));
+}
+
+/**
+ * The causes and entry ids the ledger events of the log (up to `upTo`) carry more than
+ * once, found by the store (repeatedDataFields) instead of sets of every one seen: a
+ * cause again within a ledger (each repeat, by its entry), an entry id again within a
+ * ledger or in another one (each occurrence after the first, against its ledger).
+ */
+async function ledgerRepeats(pool: Pool, upTo: Position): Promise<VerifyProblem[]> {
+  const repeated = await repeatedDataFields(pool, {
+    streamNamePrefix: `${LEDGER_CATEGORY}-`,
+    eventType: 'LedgerEntryPosted',
+    upTo,
+    fields: [
+      { field: 'cause', withinStream: true },
+      { field: 'entryId', withinStream: false },
+    ],
+  });
+  const problems: VerifyProblem[] = [];
+  for (const { field, value, events } of repeated) {
+    if (field === 'cause') {
+      const inLedgerOrder = [...events].sort((x, y) => (x.revision < y.revision ? -1 : x.revision > y.revision ? 1 : 0));
+      for (const again of inLedgerOrder.slice(1)) {
+        problems.push({ ledger: again.streamName, kind: 'duplicate_cause', detail: `cause ${value} posted again by entry ${String(again.data.entryId)}` });
+      }
+    } else {
+      const seen = new Set<string>();
+      for (const event of events) {
+        if (seen.has(event.streamName)) problems.push({ ledger: event.streamName, kind: 'duplicate_entry', detail: `entry ${value}` });
+        seen.add(event.streamName);
+      }
+      problems.push(
+        ...repeatedAcrossLedgers(
+          value,
+          events.map((e) => ({ ledger: e.streamName, position: e.position })),
+        ),
+      );
+    }
+  }
+  return problems;
 }
 
 /** What differs between a stored snapshot and the ledger re-folded to its revision (`replayed`). */
