@@ -40,7 +40,7 @@ async function main(): Promise<void> {
         onProgress,
         inLogOrder: {
           follow: (upTo, feed) => {
-            verified = verifyEventLogInWorker(infra.databaseUrl, {
+            verified = verifyEventLogInWorker(infra.pool, infra.databaseUrl, {
               applicationName: 'gateway-ledger-verify',
               upTo,
               forward: {

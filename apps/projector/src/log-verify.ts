@@ -1,6 +1,6 @@
 import { loadConfigOrExit, openInfrastructure } from '#payments/composition';
 import { COMMAND_SESSION_LIMITS } from '#platform/database';
-import { verifyChainedLog, verifyEventLog } from '#event-store';
+import { verifyChainedLog, verifyEventLogInWorker } from '#event-store';
 import { EventStoreDbEventStore } from '#event-store/eventstoredb';
 import { createLogger } from '#platform/logging';
 import { ProgressBar } from '#event-store/projections';
@@ -45,9 +45,12 @@ async function main(): Promise<void> {
       at: [...expected.keys()],
       onProgress: (phase: 'streams' | 'log', events: number) => bar.update(phase === 'streams' ? 0.25 : 0.75, `${phase}: ${events} events read`),
     };
-    // On EventStoreDB the chain hashes are in the events' metadata (docs/audit-log.md).
+    // On EventStoreDB the chain hashes are in the events' metadata (docs/audit-log.md). On
+    // PostgreSQL the chains are recomputed on a thread of their own (decision 0128).
     const report =
-      infra.store instanceof EventStoreDbEventStore ? await verifyChainedLog(infra.store.chainedLog(), options) : await verifyEventLog(infra.pool, options);
+      infra.store instanceof EventStoreDbEventStore
+        ? await verifyChainedLog(infra.store.chainedLog(), options)
+        : await verifyEventLogInWorker(infra.pool, infra.databaseUrl, { applicationName: 'gateway-log-verify', ...options });
     bar.update(1, `${report.events} events read`, true);
     const result = logReportLines(report, expected);
     failed = result.failed;

@@ -1,14 +1,15 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { COMMAND_SESSION_LIMITS, createPool } from '#platform/database';
-import { ForwardedEvent, verifyEventLog } from './event-log-audit';
+import { followLogChains } from './event-log-audit';
 
-/** Pages of forwarded events posted and not yet taken by the parent, beyond which the read of the log waits. */
-const FORWARDED_PAGES_AHEAD = 4;
+/** Pages posted and not yet taken by the parent, beyond which the read of the log waits. */
+const PAGES_AHEAD = 4;
 
 /**
- * The body of verifyEventLogInWorker: verifies the log on a pool of its own, posts the
- * forwarded events page by page (at most FORWARDED_PAGES_AHEAD not yet acknowledged),
- * and posts the report (or the error's message) back.
+ * The body of verifyEventLogInWorker: reads the log and recomputes its chains on a pool
+ * of its own (followLogChains), posts each page (what the order check needs, and the
+ * forwarded events; at most PAGES_AHEAD not yet taken), then what the chains gave (or
+ * the error's message).
  */
 async function run(): Promise<void> {
   const { databaseUrl, applicationName, upTo, forward } = workerData as {
@@ -18,21 +19,20 @@ async function run(): Promise<void> {
     forward: { streamNamePrefix: string; eventType: string } | null;
   };
   const pool = createPool(databaseUrl, { max: 3, applicationName, limits: COMMAND_SESSION_LIMITS });
-  let unacknowledged = 0;
-  let acknowledged: (() => void) | null = null;
+  let untaken = 0;
+  let taken: (() => void) | null = null;
   parentPort!.on('message', () => {
-    unacknowledged -= 1;
-    acknowledged?.();
-    acknowledged = null;
+    untaken -= 1;
+    taken?.();
+    taken = null;
   });
-  const onEvents = async (events: ForwardedEvent[]) => {
-    while (unacknowledged >= FORWARDED_PAGES_AHEAD) await new Promise<void>((resolve) => (acknowledged = resolve));
-    unacknowledged += 1;
-    parentPort!.postMessage({ events });
-  };
   try {
-    const report = await verifyEventLog(pool, { ...(upTo ? { upTo } : {}), ...(forward ? { forward: { ...forward, onEvents } } : {}) });
-    parentPort!.postMessage({ report });
+    const chains = await followLogChains(pool, { ...(upTo ? { upTo } : {}), ...(forward ? { forward } : {}) }, async (page, forwarded) => {
+      while (untaken >= PAGES_AHEAD) await new Promise<void>((resolve) => (taken = resolve));
+      untaken += 1;
+      parentPort!.postMessage({ page, forwarded }, [page.chainHashes.buffer as ArrayBuffer]);
+    });
+    parentPort!.postMessage({ chains });
   } catch (error) {
     parentPort!.postMessage({ error: (error as Error).message });
   } finally {

@@ -4,6 +4,7 @@ import type { Pool } from 'pg';
 import { inTransaction } from '#platform/database';
 import type { Position } from '../event-store';
 import {
+  CHAIN_HASH_BYTES,
   EventLogReport,
   GENESIS_HASH,
   inLogOrder,
@@ -128,37 +129,154 @@ export async function extendLogCheckpoints(pool: Pool, options: { segmentEvents?
  * per stream, and one checkpoint segment.
  */
 export async function verifyEventLog(pool: Pool, options: PostgresLogVerifyOptions = {}): Promise<EventLogReport> {
+  const order = await LogOrderFollower.start(pool, options.at ?? []);
+  const forward = options.forward;
+  const chains = await followLogChains(pool, options, async (page, forwarded) => {
+    await order.page(page);
+    if (forwarded && forward) await forward.onEvents(forwardedEvents(forwarded));
+    options.onProgress?.('log', Number(order.order.events));
+  });
+  return order.report(chains);
+}
+
+/** A page of the log as the chain check read it: what the order check needs of each event, in columns (cheap to post to another thread). */
+export interface LoggedPage {
+  readonly streamNames: string[];
+  readonly revisions: string[];
+  readonly positions: string[];
+  /** 32 bytes per event: its stored chain hash (zeros where it has none, see `hashless`). */
+  readonly chainHashes: Uint8Array;
+  /** 1 for an event without a stored chain hash. */
+  readonly hashless: Uint8Array;
+}
+
+/** The forwarded events of a page, in columns. */
+export interface ForwardedColumns {
+  readonly streamNames: string[];
+  readonly revisions: string[];
+  readonly commits: string[];
+  readonly prepares: string[];
+  readonly dataJsons: string[];
+}
+
+const forwardedEvents = (f: ForwardedColumns): ForwardedEvent[] =>
+  f.streamNames.map((streamName, i) => ({
+    streamName,
+    revision: BigInt(f.revisions[i]!),
+    commit: f.commits[i]!,
+    prepare: f.prepares[i]!,
+    dataJson: f.dataJsons[i]!,
+  }));
+
+/** What the chain check of the log found: its streams and events, and the problems of the chains and of the streams' recorded heads. */
+export interface ChainsFollowed {
+  readonly streams: number;
+  readonly events: number;
+  readonly problems: readonly LogProblem[];
+}
+
+/**
+ * The log's order check (LogOrderCheck: each stream's revisions ascend, the running hash
+ * reproduces every recorded checkpoint) fed page by page with what the chain check read
+ * (LoggedPage), on whichever thread assembles the report; the recorded checkpoints are
+ * read from `pool` as the log reaches them.
+ */
+export class LogOrderFollower {
+  readonly order = new LogOrderCheck();
+  private readonly at = new Map<string, LogCheckpoint>();
+  private lastPosition = '0/0';
+
+  private constructor(
+    private readonly pool: Pool,
+    private readonly wanted: ReadonlySet<string>,
+    private nextCheckpoint: RecordedCheckpoint | null,
+  ) {}
+
+  static async start(pool: Pool, at: readonly string[]): Promise<LogOrderFollower> {
+    return new LogOrderFollower(pool, new Set(at), await checkpointAfter(pool, 0n));
+  }
+
+  async page(page: LoggedPage): Promise<void> {
+    const { order } = this;
+    const hashes = Buffer.from(page.chainHashes.buffer, page.chainHashes.byteOffset, page.chainHashes.byteLength);
+    for (let i = 0; i < page.streamNames.length; i++) {
+      while (this.nextCheckpoint && this.nextCheckpoint.fromEvents <= order.events) {
+        order.checkpoint(this.nextCheckpoint);
+        this.nextCheckpoint = await checkpointAfter(this.pool, this.nextCheckpoint.seq);
+      }
+      const position = page.positions[i]!;
+      order.event({
+        streamName: page.streamNames[i]!,
+        revision: BigInt(page.revisions[i]!),
+        position,
+        chainHash: page.hashless[i] === 1 ? null : hashes.subarray(i * CHAIN_HASH_BYTES, (i + 1) * CHAIN_HASH_BYTES),
+      });
+      this.lastPosition = position;
+      if (this.wanted.has(position)) this.at.set(position, { position, events: order.events, hash: order.runningHash });
+    }
+  }
+
+  /** After the last page: the checkpoints past the end of the log (it lost events they covered), and the report. */
+  async report(chains: ChainsFollowed): Promise<EventLogReport> {
+    const { order } = this;
+    while (this.nextCheckpoint) {
+      order.checkpoint(this.nextCheckpoint);
+      this.nextCheckpoint = await checkpointAfter(this.pool, this.nextCheckpoint.seq);
+    }
+    order.finish();
+    return {
+      streams: chains.streams,
+      events: chains.events,
+      checkpointsCompared: order.checkpointsCompared,
+      head: { position: this.lastPosition, events: order.events, hash: order.runningHash },
+      at: this.at,
+      problems: inLogOrder([...chains.problems, ...order.problems]),
+    };
+  }
+}
+
+/**
+ * Reads the visible log in log order (up to `upTo`, when given), in pages (keyset; the
+ * next page is asked for before this one is checked, so PostgreSQL reads it while Node
+ * hashes), recomputes every stream's chain (StreamChainsInLogOrder) and hands each page
+ * on (`onPage`: what the order check needs, and the events `forward` asks for) before
+ * the next; then compares each stream's recorded head with the chain followed
+ * (streamHeadsDiffering).
+ */
+export async function followLogChains(
+  pool: Pool,
+  options: { pageSize?: number; upTo?: Position; forward?: { streamNamePrefix: string; eventType: string } },
+  onPage: (page: LoggedPage, forwarded: ForwardedColumns | null) => Promise<void>,
+): Promise<ChainsFollowed> {
   const pageSize = options.pageSize ?? 1000;
   const upTo = options.upTo ? { commit: options.upTo.commit.toString(), prepare: options.upTo.prepare.toString() } : null;
   const forward = options.forward;
   const chains = new StreamChainsInLogOrder();
-  const order = new LogOrderCheck();
-  const wanted = new Set(options.at ?? []);
-  const at = new Map<string, LogCheckpoint>();
-  let nextCheckpoint = await checkpointAfter(pool, 0n);
-  let lastPosition = '0/0';
-  // The next page is asked for before this one is checked: PostgreSQL reads it while Node hashes.
   let next = logPage(pool, { commit: '0', prepare: '0' }, upTo, pageSize);
   for (;;) {
     const page = await next;
-    const full = page.rows.length === pageSize;
+    const rows = page.rows;
+    const full = rows.length === pageSize;
     if (full) {
-      const last = page.rows[page.rows.length - 1]!;
+      const last = rows[rows.length - 1]!;
       next = logPage(pool, { commit: last.position_commit, prepare: last.position_prepare }, upTo, pageSize);
       // Awaited at the next turn; a failure while this page is checked is not unhandled.
       next.catch(() => undefined);
     }
-    const forwarded: ForwardedEvent[] = [];
-    for (const row of page.rows) {
-      while (nextCheckpoint && nextCheckpoint.fromEvents <= order.events) {
-        order.checkpoint(nextCheckpoint);
-        nextCheckpoint = await checkpointAfter(pool, nextCheckpoint.seq);
-      }
+    const logged: LoggedPage = {
+      streamNames: new Array<string>(rows.length),
+      revisions: new Array<string>(rows.length),
+      positions: new Array<string>(rows.length),
+      chainHashes: new Uint8Array(rows.length * CHAIN_HASH_BYTES),
+      hashless: new Uint8Array(rows.length),
+    };
+    const forwarded: ForwardedColumns | null = forward ? { streamNames: [], revisions: [], commits: [], prepares: [], dataJsons: [] } : null;
+    for (let i = 0; i < rows.length; i++) {
+      const row = rows[i]!;
       const position = `${row.position_commit}/${row.position_prepare}`;
-      const revision = BigInt(row.stream_revision);
       chains.event({
         streamName: row.stream_name,
-        revision,
+        revision: BigInt(row.stream_revision),
         id: row.event_id,
         type: row.event_type,
         dataJson: row.data,
@@ -166,24 +284,23 @@ export async function verifyEventLog(pool: Pool, options: PostgresLogVerifyOptio
         position,
         storedHash: row.chain_hash,
       });
-      order.event({ streamName: row.stream_name, revision, position, chainHash: row.chain_hash });
-      lastPosition = position;
-      if (wanted.has(position)) at.set(position, { position, events: order.events, hash: order.runningHash });
-      if (forward && row.event_type === forward.eventType && row.stream_name.startsWith(forward.streamNamePrefix)) {
-        forwarded.push({ streamName: row.stream_name, revision, commit: row.position_commit, prepare: row.position_prepare, dataJson: row.data });
+      logged.streamNames[i] = row.stream_name;
+      logged.revisions[i] = row.stream_revision;
+      logged.positions[i] = position;
+      if (row.chain_hash === null || row.chain_hash.length !== CHAIN_HASH_BYTES) logged.hashless[i] = 1;
+      else logged.chainHashes.set(row.chain_hash, i * CHAIN_HASH_BYTES);
+      if (forwarded && row.event_type === forward!.eventType && row.stream_name.startsWith(forward!.streamNamePrefix)) {
+        forwarded.streamNames.push(row.stream_name);
+        forwarded.revisions.push(row.stream_revision);
+        forwarded.commits.push(row.position_commit);
+        forwarded.prepares.push(row.position_prepare);
+        forwarded.dataJsons.push(row.data);
       }
     }
-    if (forwarded.length > 0) await forward!.onEvents(forwarded);
-    options.onProgress?.('log', Number(order.events));
+    await onPage(logged, forwarded && forwarded.streamNames.length > 0 ? forwarded : null);
     if (!full) break;
   }
   chains.finish();
-  // Checkpoints past the end of the log: it lost events they covered.
-  while (nextCheckpoint) {
-    order.checkpoint(nextCheckpoint);
-    nextCheckpoint = await checkpointAfter(pool, nextCheckpoint.seq);
-  }
-  order.finish();
 
   const headProblems: LogProblem[] = [];
   for (const row of await streamHeadsDiffering(pool, chains)) {
@@ -201,16 +318,7 @@ export async function verifyEventLog(pool: Pool, options: PostgresLogVerifyOptio
       });
     }
   }
-
-  const problems = [...chains.problems, ...headProblems, ...order.problems];
-  return {
-    streams: chains.streams,
-    events: chains.events,
-    checkpointsCompared: order.checkpointsCompared,
-    head: { position: lastPosition, events: order.events, hash: order.runningHash },
-    at,
-    problems: inLogOrder(problems),
-  };
+  return { streams: chains.streams, events: chains.events, problems: [...chains.problems, ...headProblems] };
 }
 
 interface StreamHeadRow {
@@ -349,18 +457,28 @@ export async function lastRevisionsOfType(pool: Pool, streamNamePrefix: string, 
 }
 
 /**
- * verifyEventLog on a thread of its own (worker_threads), with a pool of its own: what
- * `ledger:verify` runs beside its replay of the ledgers, so that recomputing the chains
- * (a SHA-256 per event, and the parsing of every event) and replaying the ledgers use
- * both cores. The forwarded events (`forward`) reach `onEvents` on this thread, page by
- * page in log order; the read of the log runs at most a few pages ahead of them. Runs
- * the compiled module (dist/): not from the TypeScript sources.
+ * verifyEventLog with its read of the log and its chains on a thread of its own
+ * (worker_threads, with a pool of its own; followLogChains) and the order check, the
+ * running hash and the forwarded events on this one (LogOrderFollower, reading the
+ * checkpoints from `pool`): what `ledger:verify` runs, so that recomputing the chains (a
+ * SHA-256 per event, and the parsing of every event) and replaying the ledgers from the
+ * forwarded events use both cores. The pages reach this thread in log order; the read of
+ * the log runs at most a few pages ahead of them. Runs the compiled module (dist/): not
+ * from the TypeScript sources.
  */
 export async function verifyEventLogInWorker(
+  pool: Pool,
   databaseUrl: string,
-  options: { applicationName?: string; upTo?: Position; forward?: PostgresLogVerifyOptions['forward'] } = {},
+  options: {
+    applicationName?: string;
+    upTo?: Position;
+    at?: readonly string[];
+    forward?: PostgresLogVerifyOptions['forward'];
+    onProgress?: VerifyEventLogOptions['onProgress'];
+  } = {},
 ): Promise<EventLogReport> {
   const forward = options.forward;
+  const order = await LogOrderFollower.start(pool, options.at ?? []);
   const worker = new Worker(join(__dirname, 'event-log-audit-worker.js'), {
     workerData: {
       databaseUrl,
@@ -371,33 +489,32 @@ export async function verifyEventLogInWorker(
   });
   let taken: Promise<void> = Promise.resolve();
   try {
-    const message = await new Promise<{ report?: EventLogReport; error?: string }>((resolve, reject) => {
-      worker.on('message', (message: { events?: ForwardedEvent[]; report?: EventLogReport; error?: string }) => {
-        if (message.events === undefined) {
-          resolve(message);
-          return;
+    const chains = await new Promise<ChainsFollowed>((resolve, reject) => {
+      worker.on('message', (message: { page?: LoggedPage; forwarded?: ForwardedColumns | null; chains?: ChainsFollowed; error?: string }) => {
+        if (message.page) {
+          const { page, forwarded } = message;
+          // Taken in turn: the next page waits until this one's order check and onEvents have settled.
+          taken = taken
+            .then(async () => {
+              await order.page(page);
+              if (forwarded && forward) await forward.onEvents(forwardedEvents(forwarded));
+              options.onProgress?.('log', Number(order.order.events));
+            })
+            .then(
+              () => worker.postMessage('taken'),
+              (error: unknown) => reject(error),
+            );
+        } else if (message.chains) {
+          resolve(message.chains);
+        } else {
+          reject(new Error(message.error ?? 'the log verification thread sent no report'));
         }
-        // Taken in turn: the next page waits until this one's onEvents has settled.
-        taken = taken
-          .then(() => forward!.onEvents(message.events!))
-          .then(
-            () => worker.postMessage('taken'),
-            (error: unknown) => reject(error),
-          );
       });
       worker.once('error', reject);
       worker.once('exit', (code) => reject(new Error(`the log verification thread exited with code ${code} before it reported`)));
     });
     await taken;
-    if (message.error !== undefined || !message.report) throw new Error(message.error ?? 'the log verification thread sent no report');
-    // Buffers cross threads as plain Uint8Arrays.
-    const buffer = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    const report = message.report;
-    return {
-      ...report,
-      head: { ...report.head, hash: buffer(report.head.hash) },
-      at: new Map([...report.at].map(([position, checkpoint]) => [position, { ...checkpoint, hash: buffer(checkpoint.hash) }])),
-    };
+    return await order.report(chains);
   } finally {
     await worker.terminate();
   }
