@@ -268,4 +268,28 @@ describe('behind a reverse proxy (TRUSTED_PROXIES): the client is the one X-Forw
     expect(statuses(claims)).toEqual([401, 401, 401]);
     expectRefused(await badKey(direct, '198.51.100.4'));
   });
+
+  it("believes X-Forwarded-Proto only from the trusted proxy: the console's session cookie is Secure through it, not when another peer claims https", async () => {
+    const proxy = clientAt(gateway.baseUrl, '127.0.0.1');
+    const direct = clientAt(gateway.baseUrl, '127.0.0.3');
+    clients.push(proxy, direct);
+    const login = (client: ClientAt) =>
+      client.request('POST', '/admin/login', {
+        headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-forwarded-proto': 'https' },
+        body: new URLSearchParams({ token: ADMIN_TOKEN }).toString(),
+      });
+    const attributes = (reply: AddressedReply) =>
+      String(reply.headers['set-cookie'])
+        .split(';')
+        .map((a) => a.trim());
+
+    const viaProxy = await login(proxy);
+    expect(viaProxy.status).toBe(303);
+    expect(attributes(viaProxy)).toContain('Secure');
+
+    const claimed = await login(direct);
+    expect(claimed.status).toBe(303);
+    expect(attributes(claimed)[0]).toMatch(/^operator_session=[A-Za-z0-9_-]{43}$/);
+    expect(attributes(claimed)).not.toContain('Secure');
+  });
 });
