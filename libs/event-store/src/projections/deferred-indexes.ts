@@ -52,7 +52,7 @@ export async function deferAutovacuum(tx: PoolClient, projection: string, tables
   const found = await tx.query<{ table_name: string }>(
     `SELECT c.oid::regclass::text AS table_name FROM pg_class c
      WHERE c.oid = ANY($1::text[]::regclass[])
-       AND NOT EXISTS (SELECT 1 FROM unnest(coalesce(c.reloptions, '{}')) o WHERE o LIKE 'autovacuum\_enabled=%')
+       AND NOT EXISTS (SELECT 1 FROM unnest(coalesce(c.reloptions, '{}')) o WHERE starts_with(o, 'autovacuum_enabled='))
      ORDER BY 1`,
     [tables],
   );
