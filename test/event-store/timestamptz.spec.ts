@@ -4,7 +4,7 @@
  * hands what it does not read itself to that parser.
  */
 import { types } from 'pg';
-import { parseTimestamptz } from '../../libs/event-store/src/postgres/timestamptz';
+import { parseTimestamptz } from '#event-store/postgres';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { seededRandom } from '../support/test-seed';
 
