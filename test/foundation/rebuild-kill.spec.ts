@@ -119,6 +119,16 @@ describe('projections:rebuild of every read model (one pass) killed mid-way', ()
       )
     ).rows;
   const deferredIndexes = async () => (await db.pool.query<{ index_name: string }>('SELECT index_name FROM projection_deferred_indexes')).rows;
+  /** The read models' tables with autovacuum off, as reloptions say and as recorded by a rebuild. */
+  const autovacuumOff = async () => ({
+    off: (
+      await db.pool.query<{ t: string }>(
+        `SELECT relname AS t FROM pg_class WHERE relname = ANY($1::text[]) AND 'autovacuum_enabled=false' = ANY(coalesce(reloptions, '{}')) ORDER BY 1`,
+        [allProjections.flatMap((p) => p.tables)],
+      )
+    ).rows.map((r) => r.t),
+    recorded: (await db.pool.query<{ t: string }>('SELECT table_name AS t FROM projection_deferred_autovacuum ORDER BY 1')).rows.map((r) => r.t),
+  });
 
   it('ends, after a projector resumed it, with the checksums and the indexes of an uninterrupted rebuild (seeded history, random moment of the kill)', async () => {
     const env = { DATABASE_URL: db.url };
@@ -148,6 +158,9 @@ describe('projections:rebuild of every read model (one pass) killed mid-way', ()
     // Killed half-way: the secondary indexes are still dropped, and recorded.
     expect((await readModelIndexes()).length).toBeLessThan(indexes.length);
     expect((await deferredIndexes()).length).toBe(indexes.length - (await readModelIndexes()).length);
+    // and autovacuum is off for every emptied table, and recorded.
+    const tables = allProjections.flatMap((p) => p.tables).sort();
+    expect(await autovacuumOff()).toEqual({ off: tables, recorded: tables });
 
     // 2. The projector resumes each read model from its last committed batch.
     const projector = startProcess('projector', env);
@@ -159,6 +172,7 @@ describe('projections:rebuild of every read model (one pass) killed mid-way', ()
     expect(await projector.kill()).toBe(0);
     expect(await readModelIndexes()).toEqual(indexes);
     expect(await deferredIndexes()).toEqual([]);
+    expect(await autovacuumOff()).toEqual({ off: [], recorded: [] });
     const resumed = await readModelChecksums(db.pool);
     expect((await db.pool.query<{ n: string }>('SELECT count(*) AS n FROM events')).rows[0]!.n).toBe(String(logEvents));
 
@@ -170,5 +184,6 @@ describe('projections:rebuild of every read model (one pass) killed mid-way', ()
     expect(await readModelChecksums(db.pool)).toEqual(resumed);
     expect(await readModelIndexes()).toEqual(indexes);
     expect(await deferredIndexes()).toEqual([]);
+    expect(await autovacuumOff()).toEqual({ off: [], recorded: [] });
   }, 180_000);
 });

@@ -3,7 +3,7 @@
  * makes again (restoreDeferredIndexes), on tables of every kind of index: which are
  * dropped, which are kept, and that each comes back as it was.
  */
-import { deferSecondaryIndexes, restoreDeferredIndexes } from '#event-store/projections';
+import { deferAutovacuum, deferSecondaryIndexes, restoreDeferredIndexes } from '#event-store/projections';
 import { inTransaction } from '#platform/database';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
@@ -102,5 +102,63 @@ describe('secondary indexes deferred by a rebuild', () => {
     await db.pool.query(`UPDATE deferred_parent SET name = 'n' || id WHERE id IN (1, 2)`);
     expect(await restoreDeferredIndexes(db.pool, 'deferred')).toBe(5);
     expect(await definitions()).toEqual(before);
+  });
+});
+
+describe('autovacuum paused by a rebuild', () => {
+  const options = async () =>
+    (
+      await db.pool.query<{ relname: string; reloptions: string[] | null }>(
+        `SELECT relname, reloptions FROM pg_class WHERE relname = ANY($1::text[]) ORDER BY relname`,
+        [['deferred_child', 'deferred_replica', 'deferred_operator']],
+      )
+    ).rows;
+  const recorded = async () =>
+    (await db.pool.query<{ table_name: string }>(`SELECT table_name FROM projection_deferred_autovacuum WHERE projection = 'paused' ORDER BY 1`)).rows.map(
+      (r) => r.table_name,
+    );
+  const analyzed = async (table: string) =>
+    Number((await db.pool.query<{ n: string }>(`SELECT analyze_count AS n FROM pg_stat_user_tables WHERE relname = $1`, [table])).rows[0]!.n);
+
+  it('is switched off and recorded with the reset, on again and the tables analyzed when the indexes are made; an operator’s own setting is left alone', async () => {
+    await db.pool.query(`CREATE TABLE deferred_operator (n int) WITH (autovacuum_enabled = true, fillfactor = 90)`);
+    const tables = ['deferred_child', 'deferred_replica', 'deferred_operator'];
+    const before = await options();
+    const analyzedBefore = await analyzed('deferred_replica');
+    expect(await inTransaction(db.pool, (tx) => deferAutovacuum(tx, 'paused', tables))).toBe(2);
+    expect(await options()).toEqual([
+      { relname: 'deferred_child', reloptions: ['autovacuum_enabled=false'] },
+      { relname: 'deferred_operator', reloptions: ['autovacuum_enabled=true', 'fillfactor=90'] },
+      { relname: 'deferred_replica', reloptions: ['autovacuum_enabled=false'] },
+    ]);
+    expect(await recorded()).toEqual(['deferred_child', 'deferred_replica']);
+    // A second reset (a rebuild started again before the first one ended) finds them off already: nothing more.
+    expect(await inTransaction(db.pool, (tx) => deferAutovacuum(tx, 'paused', tables))).toBe(0);
+    expect(await recorded()).toEqual(['deferred_child', 'deferred_replica']);
+    // No index was dropped: restoring makes none, and still switches autovacuum on again.
+    expect(await restoreDeferredIndexes(db.pool, 'paused')).toBe(0);
+    expect(await options()).toEqual(before);
+    expect(await recorded()).toEqual([]);
+    expect(await analyzed('deferred_replica')).toBeGreaterThan(analyzedBefore);
+  });
+
+  it('rolls back with the reset: a failed transaction leaves neither the setting nor its record', async () => {
+    const before = await options();
+    await expect(
+      inTransaction(db.pool, async (tx) => {
+        await deferAutovacuum(tx, 'paused', ['deferred_child']);
+        throw new Error('the reset failed');
+      }),
+    ).rejects.toThrow('the reset failed');
+    expect(await options()).toEqual(before);
+    expect(await recorded()).toEqual([]);
+  });
+
+  it('a record of a table dropped since is deleted without error', async () => {
+    await db.pool.query('CREATE TABLE deferred_gone (n int)');
+    await inTransaction(db.pool, (tx) => deferAutovacuum(tx, 'paused', ['deferred_gone']));
+    await db.pool.query('DROP TABLE deferred_gone');
+    expect(await restoreDeferredIndexes(db.pool, 'paused')).toBe(0);
+    expect(await recorded()).toEqual([]);
   });
 });

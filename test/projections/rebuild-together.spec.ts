@@ -10,6 +10,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { comparePositions, matchesFilter, PostgresEventStore } from '#event-store';
 import {
   applyBatchWithCheckpoint,
+  deferAutovacuum,
   deferSecondaryIndexes,
   HeldProjectionLocks,
   Projection,
@@ -54,6 +55,24 @@ async function readModelIndexes(): Promise<IndexDefinition[]> {
   return rows.rows;
 }
 const deferredIndexes = async () => (await db.pool.query('SELECT projection, index_name FROM projection_deferred_indexes')).rows;
+/** The read models' tables with autovacuum switched off (reloptions), and the records of a rebuild that switched it off. */
+async function autovacuumPaused(): Promise<{ off: string[]; recorded: string[] }> {
+  const tables = allProjections.flatMap((p) => p.tables);
+  const off = await db.pool.query<{ t: string }>(
+    `SELECT relname AS t FROM pg_class WHERE relname = ANY($1::text[]) AND 'autovacuum_enabled=false' = ANY(coalesce(reloptions, '{}')) ORDER BY 1`,
+    [tables],
+  );
+  const recorded = await db.pool.query<{ t: string }>('SELECT table_name AS t FROM projection_deferred_autovacuum ORDER BY 1');
+  return { off: off.rows.map((r) => r.t), recorded: recorded.rows.map((r) => r.t) };
+}
+/** How many times each read-model table has been analyzed (by hand or by autovacuum). */
+async function analyzeCounts(): Promise<Map<string, number>> {
+  const rows = await db.pool.query<{ t: string; n: string }>(
+    `SELECT relname AS t, analyze_count + autoanalyze_count AS n FROM pg_stat_user_tables WHERE relname = ANY($1::text[])`,
+    [allProjections.flatMap((p) => p.tables)],
+  );
+  return new Map(rows.rows.map((r) => [r.t, Number(r.n)]));
+}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -107,11 +126,12 @@ describe('projections rebuilt in one pass over the log', () => {
   it('drops the secondary indexes of the emptied tables while it fills them, and keeps the primary keys the projections write through', async () => {
     // Seen from inside the pass: the first batch of stream_catalog looks before it applies (every
     // projection's indexes are made again only once the reader is done, so after this batch).
-    let during: { indexes: string[]; deferred: unknown[] } | null = null;
+    let during: { indexes: string[]; deferred: unknown[]; autovacuum: { off: string[]; recorded: string[] } } | null = null;
+    const analyzedBefore = await analyzeCounts();
     const looking: Projection = {
       ...streamCatalogProjection,
       apply: async (tx, events, prepared) => {
-        during ??= { indexes: (await readModelIndexes()).map((i) => i.indexname), deferred: await deferredIndexes() };
+        during ??= { indexes: (await readModelIndexes()).map((i) => i.indexname), deferred: await deferredIndexes(), autovacuum: await autovacuumPaused() };
         await streamCatalogProjection.apply(tx, events, prepared);
       },
     };
@@ -131,6 +151,13 @@ describe('projections rebuilt in one pass over the log', () => {
     expect(during!.deferred).toHaveLength(dropped.length);
     expect(await readModelIndexes()).toEqual(indexes);
     expect(await deferredIndexes()).toEqual([]);
+    // Autovacuum was off for every emptied table while it filled, and recorded; it is on
+    // again at the end (reloptions as the migrations left them) and every table analyzed.
+    const tables = allProjections.flatMap((p) => p.tables).sort();
+    expect(during!.autovacuum).toEqual({ off: tables, recorded: tables });
+    expect(await autovacuumPaused()).toEqual({ off: [], recorded: [] });
+    const analyzedAfter = await analyzeCounts();
+    expect(tables.filter((t) => !(analyzedAfter.get(t)! > (analyzedBefore.get(t) ?? 0)))).toEqual([]);
     expect(await readModelChecksums(db.pool)).toEqual(live);
   });
 
@@ -145,11 +172,12 @@ describe('projections rebuilt in one pass over the log', () => {
     }
   }
 
-  /** What a rebuild killed after its reset leaves of a projection (whose one table bears its name): emptied, secondary indexes dropped and recorded, checkpoint at zero. */
+  /** What a rebuild killed after its reset leaves of a projection (whose one table bears its name): emptied, secondary indexes dropped and autovacuum off, both recorded, checkpoint at zero. */
   async function leaveResetByRebuild(projection: string): Promise<void> {
     await inTransaction(db.pool, async (tx) => {
       await tx.query(`TRUNCATE ${projection}`);
       await deferSecondaryIndexes(tx, projection, [projection]);
+      await deferAutovacuum(tx, projection, [projection]);
       await tx.query(
         `UPDATE projection_checkpoints SET commit_position = 0, prepare_position = 0, events_applied = 0, rebuild_started_at = now() WHERE projection = $1`,
         [projection],
@@ -166,6 +194,7 @@ describe('projections rebuilt in one pass over the log', () => {
       'invoices_order',
       'invoices_seq_key',
     ]);
+    expect(await autovacuumPaused()).toEqual({ off: ['invoices'], recorded: ['invoices'] });
     const runner = new ProjectionRunner(db.pool, store, invoicesProjection, { batchSize: 300, standbyRetryMs: 50 });
     runner.start();
     try {
@@ -175,6 +204,8 @@ describe('projections rebuilt in one pass over the log', () => {
     }
     expect(await readModelIndexes()).toEqual(indexes);
     expect(await deferredIndexes()).toEqual([]);
+    // Autovacuum, switched off by the stopped rebuild, is on again.
+    expect(await autovacuumPaused()).toEqual({ off: [], recorded: [] });
     expect(await readModelChecksums(db.pool)).toEqual(live);
   });
 
@@ -188,9 +219,11 @@ describe('projections rebuilt in one pass over the log', () => {
       events: firstPage.filter((e) => matchesFilter(payoutsProjection.filter, e)),
     });
     expect((await deferredIndexes()).map((r) => r.index_name).sort()).toEqual(['payouts_list', 'payouts_requested', 'payouts_seq_key']);
+    expect(await autovacuumPaused()).toEqual({ off: ['payouts'], recorded: ['payouts'] });
     await rebuildProjectionsTogether(db.pool, store, [payoutsProjection], { resume: true, batchSize: 700 });
     expect(await readModelIndexes()).toEqual(indexes);
     expect(await deferredIndexes()).toEqual([]);
+    expect(await autovacuumPaused()).toEqual({ off: [], recorded: [] });
     expect(await readModelChecksums(db.pool)).toEqual(live);
   });
 

@@ -4,3 +4,4 @@ export * from './postgres-event-store';
 export * from './schema';
 export * from './snapshot-store';
 export * from './event-log-audit';
+export * from './timestamptz';

@@ -1,4 +1,5 @@
-import type { Pool } from 'pg';
+import type { CustomTypesConfig, Pool } from 'pg';
+import { types } from 'pg';
 import {
   AllSubscription,
   AppendResult,
@@ -20,6 +21,7 @@ import {
 import { OneTurnBatches, preparedStatement } from '#platform/database';
 import { LiveLogWindow, WindowPage } from './live-log-window';
 import { LogTailSignal } from './log-tail-signal';
+import { parseTimestamptz } from './timestamptz';
 
 interface EventRow {
   global_position: string;
@@ -41,6 +43,26 @@ const EVENT_COLUMNS = 'global_position, transaction_id::text AS transaction_id, 
  * transaction that could still commit events has an id at or above this horizon.
  */
 const VISIBLE = 'transaction_id < pg_snapshot_xmin(pg_current_snapshot())';
+
+/** The log's reads (readAll, readAllMatching): `created_at` by parseTimestamptz, every other type as the pool reads it. */
+const LOG_READ_TYPES: CustomTypesConfig = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    oid === types.builtins.TIMESTAMPTZ ? parseTimestamptz : types.getTypeParser(oid, format)) as CustomTypesConfig['getTypeParser'],
+};
+
+/** A row of EVENT_COLUMNS read as an array (rowMode 'array'): one object fewer per event. */
+type EventArrayRow = [string, string, string, string, string, string, RecordedEvent['data'], RecordedEvent['metadata'], Date];
+
+const eventOfArrayRow = (row: EventArrayRow): RecordedEvent => ({
+  id: row[4],
+  type: row[5],
+  streamName: row[2],
+  revision: BigInt(row[3]),
+  data: row[6],
+  metadata: row[7],
+  position: { commit: BigInt(row[1]), prepare: BigInt(row[0]) },
+  createdAt: row[8],
+});
 
 const toEvent = (row: EventRow): RecordedEvent => ({
   id: row.event_id,
@@ -389,13 +411,15 @@ export class PostgresEventStore implements EventStore {
 
   async readAll(options: ReadAllOptions = {}): Promise<RecordedEvent[]> {
     const after = options.after && options.after !== 'start' ? options.after : { commit: 0n, prepare: 0n };
-    const result = await this.pool.query<EventRow>(
-      `SELECT ${EVENT_COLUMNS} FROM events
+    const result = await this.pool.query<EventArrayRow>({
+      text: `SELECT ${EVENT_COLUMNS} FROM events
        WHERE (transaction_id, global_position) > ($1::text::xid8, $2::bigint) AND ${VISIBLE}
        ORDER BY events.transaction_id, events.global_position LIMIT $3`,
-      [after.commit.toString(), after.prepare.toString(), options.maxCount ?? 1000],
-    );
-    return result.rows.map(toEvent);
+      values: [after.commit.toString(), after.prepare.toString(), options.maxCount ?? 1000],
+      rowMode: 'array',
+      types: LOG_READ_TYPES,
+    });
+    return result.rows.map(eventOfArrayRow);
   }
 
   /**
@@ -410,16 +434,17 @@ export class PostgresEventStore implements EventStore {
     filter: AllFilter,
   ): Promise<{ events: RecordedEvent[]; last: Position | null; count: number }> {
     const patterns = (prefixes: readonly string[] | undefined) => (prefixes ? prefixes.map((p) => `${p.replace(/[\\%_]/g, '\\$&')}%`) : null);
-    const result = await this.pool.query<EventRow & { matches: boolean }>(
-      `SELECT global_position, transaction_id::text AS transaction_id, stream_name, stream_revision, event_id, event_type,
+    const result = await this.pool.query<EventRow & { matches: boolean }>({
+      text: `SELECT global_position, transaction_id::text AS transaction_id, stream_name, stream_revision, event_id, event_type,
               CASE WHEN matches THEN data END AS data, CASE WHEN matches THEN metadata END AS metadata, created_at, matches
        FROM (SELECT *, (($4::text[] IS NULL OR stream_name LIKE ANY($4::text[])) AND ($5::text[] IS NULL OR event_type LIKE ANY($5::text[]))) AS matches
              FROM events
              WHERE (transaction_id, global_position) > ($1::text::xid8, $2::bigint) AND ${VISIBLE}
              ORDER BY events.transaction_id, events.global_position LIMIT $3) page
        ORDER BY page.transaction_id, page.global_position`,
-      [after.commit.toString(), after.prepare.toString(), maxCount, patterns(filter.streamNamePrefixes), patterns(filter.eventTypePrefixes)],
-    );
+      values: [after.commit.toString(), after.prepare.toString(), maxCount, patterns(filter.streamNamePrefixes), patterns(filter.eventTypePrefixes)],
+      types: LOG_READ_TYPES,
+    });
     const rows = result.rows;
     const lastRow = rows[rows.length - 1];
     return {

@@ -23,6 +23,51 @@ CREATE TABLE projection_deferred_indexes (
 };
 
 /**
+ * The tables a rebuild has taken out of autovacuum while it fills them (decision 0126):
+ * recorded in the transaction that empties them and switches autovacuum off, deleted
+ * in the transaction that switches it on again (with the indexes, restoreDeferredIndexes).
+ */
+export const projectionDeferredAutovacuumMigration: Migration = {
+  id: 'event-store:0010_projection_deferred_autovacuum',
+  sql: `
+CREATE TABLE projection_deferred_autovacuum (
+  projection text NOT NULL,
+  table_name text NOT NULL,
+  deferred_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (projection, table_name)
+);
+`,
+};
+
+/**
+ * Inside the transaction that empties `tables`: switches autovacuum off for them and
+ * records it, so whoever makes the projection's deferred indexes again switches it
+ * back on and analyzes the filled tables (restoreDeferredIndexes). A table being
+ * filled from empty by a rebuild is otherwise vacuumed and analyzed again and again as
+ * it grows (inserts alone trigger autovacuum), each time reading all it holds so far.
+ * A table whose autovacuum_enabled an operator has set is left as it is.
+ */
+export async function deferAutovacuum(tx: PoolClient, projection: string, tables: readonly string[]): Promise<number> {
+  if (tables.length === 0) return 0;
+  const found = await tx.query<{ table_name: string }>(
+    `SELECT c.oid::regclass::text AS table_name FROM pg_class c
+     WHERE c.oid = ANY($1::text[]::regclass[])
+       AND NOT EXISTS (SELECT 1 FROM unnest(coalesce(c.reloptions, '{}')) o WHERE starts_with(o, 'autovacuum_enabled='))
+     ORDER BY 1`,
+    [tables],
+  );
+  for (const r of found.rows) await tx.query(`ALTER TABLE ${r.table_name} SET (autovacuum_enabled = false)`);
+  if (found.rows.length > 0) {
+    await tx.query(
+      `INSERT INTO projection_deferred_autovacuum (projection, table_name) SELECT $1, t FROM unnest($2::text[]) AS t
+       ON CONFLICT (projection, table_name) DO NOTHING`,
+      [projection, found.rows.map((r) => r.table_name)],
+    );
+  }
+  return found.rows.length;
+}
+
+/**
  * Inside the transaction that empties `tables`: drops their secondary indexes (every
  * index but the primary key, which the projections' upserts and row locks go through,
  * an index a foreign key refers to, and the replica identity; the primary keys of
@@ -68,14 +113,19 @@ export async function deferSecondaryIndexes(
 
 /**
  * Makes again every index a rebuild of the projection dropped and has not made yet,
- * in one transaction that also deletes their records (so an interrupted call leaves
- * them all to the next one). Without a statement timeout: building an index over a
- * large read model takes as long as it takes. Returns how many were made; costs one
- * query when there are none.
+ * switches autovacuum back on for the tables it took out of it (deferAutovacuum) and
+ * analyzes them, in one transaction that also deletes their records (so an interrupted
+ * call leaves them all to the next one). Without a statement timeout: building an
+ * index over a large read model takes as long as it takes. Returns how many indexes
+ * were made; costs one query when nothing is pending.
  */
 export async function restoreDeferredIndexes(pool: Pool, projection: string): Promise<number> {
-  const pending = await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM projection_deferred_indexes WHERE projection = $1', [projection]);
-  if (pending.rows[0]!.n === 0) return 0;
+  const pending = await pool.query<{ n: number }>(
+    `SELECT (SELECT count(*) FROM projection_deferred_indexes WHERE projection = $1)
+          + (SELECT count(*) FROM projection_deferred_autovacuum WHERE projection = $1) AS n`,
+    [projection],
+  );
+  if (Number(pending.rows[0]!.n) === 0) return 0;
   return inTransaction(pool, async (tx) => {
     await tx.query('SET LOCAL statement_timeout = 0');
     const rows = await tx.query<{ index_name: string; create_statement: string; present: boolean }>(
@@ -85,6 +135,16 @@ export async function restoreDeferredIndexes(pool: Pool, projection: string): Pr
     );
     for (const r of rows.rows) if (!r.present) await tx.query(r.create_statement);
     await tx.query('DELETE FROM projection_deferred_indexes WHERE projection = $1', [projection]);
+    const paused = await tx.query<{ table_name: string }>(
+      `DELETE FROM projection_deferred_autovacuum WHERE projection = $1 AND to_regclass(table_name) IS NOT NULL RETURNING table_name`,
+      [projection],
+    );
+    await tx.query('DELETE FROM projection_deferred_autovacuum WHERE projection = $1', [projection]);
+    for (const r of [...paused.rows].sort((a, b) => a.table_name.localeCompare(b.table_name))) {
+      await tx.query(`ALTER TABLE ${r.table_name} RESET (autovacuum_enabled)`);
+      // The planner's statistics of a table filled from empty: what autovacuum would have gathered.
+      await tx.query(`ANALYZE ${r.table_name}`);
+    }
     return rows.rows.length;
   });
 }

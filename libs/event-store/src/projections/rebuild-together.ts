@@ -5,7 +5,7 @@ import { inTransaction } from '#platform/database';
 import type { Logger } from '#platform/logging';
 import { applyBatchWithCheckpoint } from './apply-batch';
 import { CheckpointMovedError, ensureCheckpoint, readCheckpoint } from './checkpoints';
-import { deferSecondaryIndexes, restoreDeferredIndexes } from './deferred-indexes';
+import { deferAutovacuum, deferSecondaryIndexes, restoreDeferredIndexes } from './deferred-indexes';
 import type { Projection } from './projection';
 import { HeldProjectionLocks } from './projection-locks';
 import { rebuildProjection, RebuildProgress } from './rebuild';
@@ -115,15 +115,18 @@ export async function rebuildProjectionsTogether(
 }
 
 /**
- * Empties the projections' tables, drops their secondary indexes (made again when each
- * projection's pass ends: deferSecondaryIndexes) and moves their checkpoints back to
- * zero, in one transaction.
+ * Empties the projections' tables, drops their secondary indexes and switches their
+ * autovacuum off (both undone when each projection's pass ends: deferSecondaryIndexes,
+ * deferAutovacuum) and moves their checkpoints back to zero, in one transaction.
  */
 async function resetTogether(pool: Pool, projections: readonly Projection[]): Promise<void> {
   const tables = projections.flatMap((p) => p.tables);
   await inTransaction(pool, async (tx) => {
     if (tables.length > 0) await tx.query(`TRUNCATE ${tables.join(', ')}`);
-    for (const p of projections) await deferSecondaryIndexes(tx, p.name, p.tables, p.primaryKeyBuiltAfterRebuild);
+    for (const p of projections) {
+      await deferSecondaryIndexes(tx, p.name, p.tables, p.primaryKeyBuiltAfterRebuild);
+      await deferAutovacuum(tx, p.name, p.tables);
+    }
     await tx.query(
       `INSERT INTO projection_checkpoints (projection, commit_position, prepare_position, events_applied, updated_at, rebuild_started_at)
        SELECT projection, 0, 0, 0, now(), now() FROM unnest($1::text[]) AS p(projection)

@@ -6,7 +6,12 @@ import {
   eventLogCheckpointsMigration,
   eventStoreMigration,
 } from '#event-store/postgres';
-import { projectionDeferredIndexesMigration, projectionLeasesMigration, projectionsMigration } from '#event-store/projections';
+import {
+  projectionDeferredAutovacuumMigration,
+  projectionDeferredIndexesMigration,
+  projectionLeasesMigration,
+  projectionsMigration,
+} from '#event-store/projections';
 import { streamCatalogMigration } from '../streams/stream-catalog.read-model';
 import { manualClockMigration } from '#platform/clock';
 import { snapshotsMigration } from '#event-store/postgres';
@@ -65,4 +70,5 @@ export const allMigrations: readonly Migration[] = [
   projectionDeferredIndexesMigration,
   webhookDeliveriesByUrlMigration,
   webhookDeliveriesFillfactorMigration,
+  projectionDeferredAutovacuumMigration,
 ];
