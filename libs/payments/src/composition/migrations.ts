@@ -20,9 +20,11 @@ import { refundsReadModelMigration } from '../refunds/refunds.read-model';
 import { payoutsReadModelMigration } from '../payouts/payouts.read-model';
 import {
   webhookAttemptsRecordedMigration,
+  webhookAttemptsWithoutForeignKeyMigration,
   webhookDeliveriesByUrlMigration,
   webhookDeliveriesFillfactorMigration,
   webhookLeaseTokenMigration,
+  webhookQueueApartMigration,
   webhookQueueMigration,
 } from '../webhooks/schema';
 import { webhookRetentionMigration } from '../webhooks/webhook-retention';
@@ -65,4 +67,6 @@ export const allMigrations: readonly Migration[] = [
   projectionDeferredIndexesMigration,
   webhookDeliveriesByUrlMigration,
   webhookDeliveriesFillfactorMigration,
+  webhookQueueApartMigration,
+  webhookAttemptsWithoutForeignKeyMigration,
 ];
