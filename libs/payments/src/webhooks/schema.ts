@@ -114,7 +114,9 @@ ALTER TABLE webhook_deliveries SET (fillfactor = 50);
  * (status, attempts, next attempt), so with room on the page the outcome is a
  * heap-only update. The retention sweep finds old deliveries by `created_at` alone
  * (an index whose predicate named `status` made every outcome a new index entry).
- * A delivery's queue row goes with it (ON DELETE CASCADE).
+ * A delivery's queue row goes with it (ON DELETE CASCADE). Fillfactor 40: a queue
+ * row grows by its lease (about 28 bytes) when claimed, and every row of a page can
+ * then still take its new version on that page (heap-only, as decision 0120).
  */
 export const webhookQueueApartMigration: Migration = {
   id: 'payments:0031_webhook_queue_apart_from_history',
@@ -130,7 +132,7 @@ CREATE TABLE webhook_queue (
   schedule_base integer NOT NULL,
   leased_until timestamptz,
   lease_token uuid
-) WITH (fillfactor = 50);
+) WITH (fillfactor = 40);
 INSERT INTO webhook_queue (id, seq, url, next_attempt_at, attempts_made, schedule_base, leased_until, lease_token)
 SELECT id, seq, url, coalesce(next_attempt_at, created_at), attempts_made, schedule_base, leased_until, lease_token
 FROM webhook_deliveries WHERE status = 'pending';

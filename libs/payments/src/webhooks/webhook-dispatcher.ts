@@ -138,14 +138,20 @@ const LEASE_CANDIDATES = `
       WHERE q.id = c.id AND q.next_attempt_at <= $1 AND (q.leased_until IS NULL OR q.leased_until < clock_timestamp())
       FOR UPDATE SKIP LOCKED) AS l
     LIMIT $2),
-  -- The lease, the attempts counted and the schedule's base from the queue row as it is once
-  -- locked; what the delivery sends (never changed once enqueued) from its record.
-  claimed AS (
+  -- The rows locked, each found by its key (a join could read the whole queue).
+  leased AS (
     UPDATE webhook_queue q SET leased_until = clock_timestamp() + make_interval(secs => $3), lease_token = gen_random_uuid()
-    FROM due JOIN webhook_deliveries d ON d.id = due.id
-    WHERE q.id = due.id
-    RETURNING d.id, d.event_type, d.project_id, d.url, d.body, d.is_test, q.lease_token, q.attempts_made, q.schedule_base,
-              (SELECT p.webhook_secret FROM projects p WHERE p.id = d.project_id) AS webhook_secret)`;
+    WHERE q.id = ANY (ARRAY(SELECT id FROM due))
+    RETURNING q.id, q.lease_token, q.attempts_made, q.schedule_base),
+  -- The lease, the attempts counted and the schedule's base from the queue row as it is once
+  -- locked; what the delivery sends (never changed once enqueued) from its record, looked up
+  -- by id for each row leased (never a join that could read the whole history).
+  claimed AS (
+    SELECT d.id, d.event_type, d.project_id, d.url, d.body, d.is_test, l.lease_token, l.attempts_made, l.schedule_base,
+           (SELECT p.webhook_secret FROM projects p WHERE p.id = d.project_id) AS webhook_secret
+    FROM leased l
+    CROSS JOIN LATERAL (
+      SELECT r.id, r.event_type, r.project_id, r.url, r.body, r.is_test FROM webhook_deliveries r WHERE r.id = l.id OFFSET 0) AS d)`;
 
 export const CLAIM_EARLIEST = `WITH ${EARLIEST_AND_BUSY},
   candidates AS (SELECT * FROM earliest WHERE url <> ALL($4::text[])),
@@ -641,13 +647,16 @@ export class WebhookDispatcher {
            ORDER BY d.id FOR NO KEY UPDATE),
          finished AS (
            DELETE FROM webhook_queue q USING attempt a
-           WHERE q.id = a.delivery_id AND q.lease_token = a.lease_token AND a.status <> 'pending' AND a.delivery_id IN (SELECT id FROM locked)
+           WHERE q.id = a.delivery_id AND q.lease_token = a.lease_token AND a.status <> 'pending'
+             -- every record locked (in id order) before any queue row is
+             AND a.delivery_id = ANY (ARRAY(SELECT id FROM locked))
            RETURNING q.id, q.lease_token),
          retried AS (
            UPDATE webhook_queue q
            SET next_attempt_at = a.next, attempts_made = a.attempts_made, leased_until = NULL, lease_token = NULL
            FROM attempt a
-           WHERE q.id = a.delivery_id AND q.lease_token = a.lease_token AND a.status = 'pending' AND a.delivery_id IN (SELECT id FROM locked)
+           WHERE q.id = a.delivery_id AND q.lease_token = a.lease_token AND a.status = 'pending'
+             AND a.delivery_id = ANY (ARRAY(SELECT id FROM locked))
            RETURNING q.id, a.lease_token),
          judged AS MATERIALIZED (
            SELECT a.*, o.id IS NOT NULL AS ours,
