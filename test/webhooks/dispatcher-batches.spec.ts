@@ -49,6 +49,7 @@ afterAll(async () => {
 // Each test's deliveries alone in the queue (a claim takes whatever is due).
 afterEach(async () => {
   await db.pool.query('DELETE FROM webhook_attempts');
+  await db.pool.query('DELETE FROM webhook_queue');
   await db.pool.query('DELETE FROM webhook_deliveries');
 });
 

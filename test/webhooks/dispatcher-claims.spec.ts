@@ -40,6 +40,7 @@ afterAll(async () => {
 });
 afterEach(async () => {
   await db.pool.query('DELETE FROM webhook_attempts');
+  await db.pool.query('DELETE FROM webhook_queue');
   await db.pool.query('DELETE FROM webhook_deliveries');
 });
 

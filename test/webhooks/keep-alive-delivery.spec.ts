@@ -151,6 +151,7 @@ describe('the webhook dispatcher over keep-alive connections (real PostgreSQL, r
       await other.close();
       // The rest of the backlog would only meet a closed receiver in the next tests.
       await db.pool.query('DELETE FROM webhook_attempts a USING webhook_deliveries d WHERE d.id = a.delivery_id AND d.url = $1', [busy.url]);
+      await db.pool.query('DELETE FROM webhook_queue WHERE url = $1', [busy.url]);
       await db.pool.query('DELETE FROM webhook_deliveries WHERE url = $1', [busy.url]);
     }
   });

@@ -5,7 +5,8 @@
  * stay history only). An outcome takes the delivery off the queue (delivered, failed)
  * or reschedules it there, and updates its record in `webhook_deliveries` as a
  * heap-only tuple (no index entry). The resend puts a finished delivery back in the
- * queue, or makes its queue row due now with its lease dropped. The attempts' history
+ * queue, or makes its queue row due now with its lease dropped. A queue row exists
+ * exactly while its record is pending (no foreign key: the writers keep them together). The attempts' history
  * has no foreign key since payments:0032: the retention sweep, running while attempts
  * are recorded, leaves no attempt without its delivery.
  */
@@ -39,6 +40,7 @@ afterAll(async () => {
 });
 afterEach(async () => {
   await db.pool.query('DELETE FROM webhook_attempts');
+  await db.pool.query('DELETE FROM webhook_queue');
   await db.pool.query('DELETE FROM webhook_deliveries');
 });
 
@@ -103,6 +105,15 @@ function recordCountingPool(pool: Pool, writes: { updated: number; hot: number; 
   });
 }
 
+/** Queue rows whose record is missing or not pending, and pending records with no queue row: both 0 while every writer keeps them together. */
+async function queueApartFromPendingRecords(pool: Pool): Promise<{ queuedNotPending: number; pendingNotQueued: number }> {
+  const r = await pool.query<{ queued_not_pending: number; pending_not_queued: number }>(
+    `SELECT (SELECT count(*)::int FROM webhook_queue q WHERE NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.id = q.id AND d.status = 'pending')) AS queued_not_pending,
+            (SELECT count(*)::int FROM webhook_deliveries d WHERE d.status = 'pending' AND NOT EXISTS (SELECT 1 FROM webhook_queue q WHERE q.id = d.id)) AS pending_not_queued`,
+  );
+  return { queuedNotPending: r.rows[0]!.queued_not_pending, pendingNotQueued: r.rows[0]!.pending_not_queued };
+}
+
 const queueRows = async (ids: readonly string[]) =>
   (
     await db.pool.query<{ id: string; next_attempt_at: Date; attempts_made: number; schedule_base: number; lease_token: string | null }>(
@@ -134,6 +145,7 @@ describe('outcomes', () => {
     expect(writes.reduce((n, w) => n + w.hot, 0)).toBe(20);
     expect(writes.reduce((n, w) => n + w.dequeued, 0)).toBe(20);
     expect(await queueRows(ids)).toEqual([]);
+    expect(await queueApartFromPendingRecords(db.pool)).toEqual({ queuedNotPending: 0, pendingNotQueued: 0 });
     const records = await db.pool.query<{ status: string; attempts_made: number; next_attempt_at: Date | null }>(
       'SELECT status, attempts_made, next_attempt_at FROM webhook_deliveries WHERE id = ANY($1::uuid[])',
       [ids],
@@ -279,6 +291,7 @@ describe('retention without the history’s foreign key', () => {
     );
     expect(new Set(left.rows.map((r) => r.id))).toEqual(kept);
     for (const row of left.rows) expect(row).toMatchObject({ status: 'delivered', attempts: 2 });
+    expect(await queueApartFromPendingRecords(db.pool)).toEqual({ queuedNotPending: 0, pendingNotQueued: 0 });
   });
 });
 
@@ -306,6 +319,7 @@ describe('payments:0031_webhook_queue_apart_from_history on a database with deli
       await insert(delivered, 'delivered', 1, 0, null, null, 0);
       await insert(failed, 'failed', 7, 0, null, null, 0);
       expect(await migrate(old.pool, allMigrations)).toEqual(allMigrations.slice(at0031).map((m) => m.id));
+      expect(await queueApartFromPendingRecords(old.pool)).toEqual({ queuedNotPending: 0, pendingNotQueued: 0 });
       const queue = await old.pool.query(
         'SELECT id, next_attempt_at, attempts_made, schedule_base, lease_token, leased_until IS NOT NULL AS leased FROM webhook_queue ORDER BY seq',
       );

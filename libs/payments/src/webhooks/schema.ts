@@ -114,15 +114,21 @@ ALTER TABLE webhook_deliveries SET (fillfactor = 50);
  * (status, attempts, next attempt), so with room on the page the outcome is a
  * heap-only update. The retention sweep finds old deliveries by `created_at` alone
  * (an index whose predicate named `status` made every outcome a new index entry).
- * A delivery's queue row goes with it (ON DELETE CASCADE). Fillfactor 40: a queue
+ * Fillfactor 40: a queue
  * row grows by its lease (about 28 bytes) when claimed, and every row of a page can
- * then still take its new version on that page (heap-only, as decision 0120).
+ * then still take its new version on that page (heap-only, as decision 0120). No
+ * foreign key to the record (its check was a trigger and a row lock per delivery
+ * enqueued, about 60 µs each): a queue row exists exactly while its record is
+ * `pending`, and every writer keeps it so in one statement (the outbox inserts both,
+ * an outcome deletes the queue row as it finishes the record, the resend puts it back
+ * as it makes the record pending; retention deletes only records that are not).
  */
 export const webhookQueueApartMigration: Migration = {
   id: 'payments:0031_webhook_queue_apart_from_history',
   sql: `
 CREATE TABLE webhook_queue (
-  id uuid PRIMARY KEY REFERENCES webhook_deliveries (id) ON DELETE CASCADE,
+  -- the delivery's id (no foreign key: see above)
+  id uuid PRIMARY KEY,
   -- the delivery's seq: the order of deliveries due at the same moment
   seq bigint NOT NULL,
   url text NOT NULL,
