@@ -244,11 +244,15 @@ async function run(context: BenchContext): Promise<Table[]> {
 
     const dispatch = async (dispatchers: number): Promise<Run> => {
       await pool.query(
-        `INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
-         SELECT gen_random_uuid(), gen_random_uuid(), 'invoice.paid', $1, $2, $3, true, 'pending', now(), now() FROM generate_series(1, $4)`,
+        `WITH enqueued AS (
+           INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
+           SELECT gen_random_uuid(), gen_random_uuid(), 'invoice.paid', $1, $2, $3, true, 'pending', now(), now() FROM generate_series(1, $4)
+           RETURNING id, seq, url, next_attempt_at)
+         INSERT INTO webhook_queue (id, seq, url, next_attempt_at, attempts_made, schedule_base)
+         SELECT id, seq, url, next_attempt_at, 0, 0 FROM enqueued`,
         [project.id, receiver.url, body, count],
       );
-      await pool.query('VACUUM ANALYZE webhook_deliveries');
+      await pool.query('VACUUM ANALYZE webhook_deliveries, webhook_queue');
       let delivered = 0;
       let allDelivered!: () => void;
       const done = new Promise<void>((resolve) => (allDelivered = resolve));
@@ -283,7 +287,7 @@ async function run(context: BenchContext): Promise<Table[]> {
         attempts.rows.map((r) => r.duration_ms),
         [50, 99],
       );
-      await pool.query('TRUNCATE webhook_attempts, webhook_deliveries');
+      await pool.query('TRUNCATE webhook_attempts, webhook_queue, webhook_deliveries');
       return { perSecond: count / seconds, p50: p50!, p99: p99!, connections: after.connections - before.connections, cost: used };
     };
 

@@ -26,6 +26,7 @@ import { migrate } from '#platform/database';
 import { allMigrations } from '#payments/composition';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { webhookProject } from '../support/webhook-project';
+import { queued } from '../support/webhook-queue';
 
 let db: TestDatabase;
 let registry: Registry;
@@ -48,6 +49,7 @@ afterAll(async () => {
 // Each test's deliveries alone in the queue (a claim takes whatever is due).
 afterEach(async () => {
   await db.pool.query('DELETE FROM webhook_attempts');
+  await db.pool.query('DELETE FROM webhook_queue');
   await db.pool.query('DELETE FROM webhook_deliveries');
 });
 
@@ -57,8 +59,8 @@ async function enqueue(url: string, count: number): Promise<string[]> {
   for (let i = 0; i < count; i++) {
     const id = randomUUID();
     await db.pool.query(
-      `INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
-       VALUES ($1, $2, 'invoice.paid', $3, $4, $5, true, 'pending', $6, $6)`,
+      queued(`INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
+       VALUES ($1, $2, 'invoice.paid', $3, $4, $5, true, 'pending', $6, $6)`),
       [id, randomUUID(), projectId, url, JSON.stringify({ id, type: 'invoice.paid', n: i }), clock.now()],
     );
     ids.push(id);
@@ -99,7 +101,11 @@ async function rowsOf(ids: readonly string[]) {
     next_attempt_at: Date | null;
     leased_until: Date | null;
     lease_token: string | null;
-  }>('SELECT id, status, attempts_made, next_attempt_at, leased_until, lease_token FROM webhook_deliveries WHERE id = ANY($1::uuid[])', [ids]);
+  }>(
+    `SELECT d.id, d.status, d.attempts_made, d.next_attempt_at, q.leased_until, q.lease_token
+     FROM webhook_deliveries d LEFT JOIN webhook_queue q ON q.id = d.id WHERE d.id = ANY($1::uuid[])`,
+    [ids],
+  );
   const attempts = await db.pool.query<{
     delivery_id: string;
     attempt: number;
@@ -327,7 +333,7 @@ describe('a batch recorded in one statement', () => {
     // dispatcher's claim would replace it (a new token, a new lease).
     const lost = ids[1]!;
     const other = await db.pool.query<{ lease_token: string; leased_until: Date }>(
-      `UPDATE webhook_deliveries SET lease_token = gen_random_uuid(), leased_until = clock_timestamp() + interval '15 seconds'
+      `UPDATE webhook_queue SET lease_token = gen_random_uuid(), leased_until = clock_timestamp() + interval '15 seconds'
        WHERE id = $1 RETURNING lease_token, leased_until`,
       [lost],
     );
@@ -429,10 +435,9 @@ describe('payments:0027_webhook_attempts_recorded on a database with history', (
   it('counts the history already there: the next attempt is numbered after it', async () => {
     const old = await createTestDatabase({ migrate: false });
     try {
-      await migrate(
-        old.pool,
-        allMigrations.filter((m) => m.id !== 'payments:0027_webhook_attempts_recorded'),
-      );
+      // The schema as it was before 0027 (the later migrations come after it).
+      const at0027 = allMigrations.findIndex((m) => m.id === 'payments:0027_webhook_attempts_recorded');
+      await migrate(old.pool, allMigrations.slice(0, at0027));
       const oldRegistry = new Registry(old.pool, new SecretBox(fixedKeys([randomBytes(32)])));
       const project = await webhookProject(oldRegistry, clock.now());
       const [withHistory, without] = [randomUUID(), randomUUID()];
@@ -454,7 +459,7 @@ describe('payments:0027_webhook_attempts_recorded on a database with history', (
           [withHistory, attempt, clock.now(), superseded],
         );
       }
-      expect(await migrate(old.pool, allMigrations)).toEqual(['payments:0027_webhook_attempts_recorded']);
+      expect(await migrate(old.pool, allMigrations)).toEqual(allMigrations.slice(at0027).map((m) => m.id));
       const poster = heldPoster();
       const outcomes: WebhookAttemptOutcome[] = [];
       const dispatcher = new WebhookDispatcher(old.pool, oldRegistry, clock, {

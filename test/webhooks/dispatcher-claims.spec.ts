@@ -8,8 +8,8 @@
  * still reached within a few claims; every claimed row gets a lease and a token of its
  * own, and another dispatcher takes none of them.
  *
- * How much a claim reads is counted by PostgreSQL itself (rows of `webhook_deliveries`
- * returned by sequential scans and fetched by index scans, in the claim's own
+ * How much a claim reads is counted by PostgreSQL itself (rows of `webhook_queue` and
+ * `webhook_deliveries` returned by sequential scans and fetched by index scans, in the claim's own
  * transaction): the test's pool runs each claim statement once more, with the same
  * values, in a transaction it rolls back, just before the dispatcher's own. The
  * attempts hang (a poster the test never answers), so what is claimed stays claimed.
@@ -22,6 +22,7 @@ import { Registry } from '#payments/merchants';
 import { AttemptResult, CLAIM_EARLIEST, WebhookDispatcher, WebhookPoster } from '#payments/webhooks';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { webhookProject } from '../support/webhook-project';
+import { queued } from '../support/webhook-queue';
 
 let db: TestDatabase;
 let registry: Registry;
@@ -39,16 +40,16 @@ afterAll(async () => {
 });
 afterEach(async () => {
   await db.pool.query('DELETE FROM webhook_attempts');
+  await db.pool.query('DELETE FROM webhook_queue');
   await db.pool.query('DELETE FROM webhook_deliveries');
 });
 
 /** `count` due deliveries to `url`, the first due `firstDueMs` from the clock, one millisecond apart; answers their ids in due order. */
 async function enqueue(url: string, count: number, firstDueMs: number, bodyBytes = 2): Promise<string[]> {
   const r = await db.pool.query<{ id: string }>(
-    `INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
+    queued(`INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
      SELECT gen_random_uuid(), gen_random_uuid(), 'invoice.paid', $1, $2, rpad('{}', $5, ' '), true, 'pending', $3::timestamptz + i * interval '1 ms', $3
-     FROM generate_series(0, $4 - 1) AS i
-     RETURNING id, next_attempt_at`,
+     FROM generate_series(0, $4 - 1) AS i`),
     [projectId, url, new Date(now + firstDueMs), count, bodyBytes],
   );
   return r.rows.map((row) => row.id);
@@ -57,11 +58,10 @@ async function enqueue(url: string, count: number, firstDueMs: number, bodyBytes
 /** One due delivery to each of `count` URLs (`${prefix}${n}`), due one millisecond apart from `firstDueMs`; ids in due order. */
 async function enqueueManyUrls(prefix: string, count: number, firstDueMs: number): Promise<string[]> {
   const r = await db.pool.query<{ id: string }>(
-    `INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
+    queued(`INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
      SELECT gen_random_uuid(), gen_random_uuid(), 'invoice.paid', $1, $2 || lpad(i::text, 5, '0') || '/hooks', '{}', true, 'pending',
             $3::timestamptz + i * interval '1 ms', $3
-     FROM generate_series(0, $4 - 1) AS i
-     RETURNING id`,
+     FROM generate_series(0, $4 - 1) AS i`),
     [projectId, prefix, new Date(now + firstDueMs), count],
   );
   return r.rows.map((row) => row.id);
@@ -95,7 +95,8 @@ function hangingPoster(): WebhookPoster & { readonly posted: string[]; release()
 async function rowsOfTheQueueRead(client: PoolClient): Promise<number> {
   const r = await client.query<{ n: string }>(
     `SELECT sum(pg_stat_get_xact_tuples_returned(c.oid)) AS n FROM pg_class c
-     WHERE c.oid = 'webhook_deliveries'::regclass OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = 'webhook_deliveries'::regclass)`,
+     WHERE c.oid IN ('webhook_queue'::regclass, 'webhook_deliveries'::regclass)
+        OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid IN ('webhook_queue'::regclass, 'webhook_deliveries'::regclass))`,
   );
   return Number(r.rows[0]!.n);
 }
@@ -104,7 +105,7 @@ const isClaim = (text: string) => /FOR UPDATE (OF d )?SKIP LOCKED/.test(text) &&
 
 /**
  * The pool with every claim statement run once more before the real one, in a
- * transaction rolled back, to count the rows of `webhook_deliveries` it read
+ * transaction rolled back, to count the rows of `webhook_queue` and `webhook_deliveries` it read
  * (pushed to `rowsRead`).
  */
 function countingPool(pool: Pool, rowsRead: number[]): Pool {
@@ -149,7 +150,7 @@ const CAP = 6;
 
 async function claimedRows() {
   const r = await db.pool.query<{ id: string; url: string; lease_token: string | null; leased_until: Date | null; leased: boolean }>(
-    `SELECT id, url, lease_token, leased_until, leased_until > clock_timestamp() AS leased FROM webhook_deliveries WHERE lease_token IS NOT NULL`,
+    `SELECT id, url, lease_token, leased_until, leased_until > clock_timestamp() AS leased FROM webhook_queue WHERE lease_token IS NOT NULL`,
   );
   return r.rows;
 }
@@ -168,7 +169,7 @@ describe('claims past a left-out URL’s backlog', () => {
       const poster = hangingPoster();
       const busy = 'https://busy.example/hooks';
       await enqueue(busy, backlog, -100_000);
-      await db.pool.query('VACUUM ANALYZE webhook_deliveries');
+      await db.pool.query('VACUUM ANALYZE webhook_deliveries, webhook_queue');
       const d = dispatcher(countingPool(db.pool, rowsRead), poster);
       try {
         // The busy URL in hand: its cap, claimed from the earliest rows.
@@ -177,7 +178,7 @@ describe('claims past a left-out URL’s backlog', () => {
         const others = ['https://a.example/hooks', 'https://m.example/hooks', 'https://z.example/hooks'];
         const othersIds = new Map<string, string[]>();
         for (const url of others) othersIds.set(url, await enqueue(url, 10, -50_000));
-        await db.pool.query('VACUUM ANALYZE webhook_deliveries');
+        await db.pool.query('VACUUM ANALYZE webhook_deliveries, webhook_queue');
         rowsRead.length = 0;
         // Each claim leaves out every URL in hand, and looks behind the busy URL's backlog.
         expect(await d.tick()).toBe(3 * CAP);
@@ -205,7 +206,7 @@ describe('claims past a left-out URL’s backlog', () => {
     const rowsRead: number[] = [];
     const poster = hangingPoster();
     const ids = await enqueueManyUrls('https://shop-', 10_000, -30_000);
-    await db.pool.query('VACUUM ANALYZE webhook_deliveries');
+    await db.pool.query('VACUUM ANALYZE webhook_deliveries, webhook_queue');
     const d = dispatcher(countingPool(db.pool, rowsRead), poster);
     try {
       const taken = await d.tick();
@@ -233,13 +234,13 @@ describe('claims past a left-out URL’s backlog', () => {
       // The busy URL in hand first (a plain claim of the earliest rows: on a queue this small the
       // planner may read it whole rather than through the due-time index, so it is not counted).
       await enqueue('https://busy.example/hooks', 5_000, -100_000);
-      await db.pool.query('VACUUM ANALYZE webhook_deliveries');
+      await db.pool.query('VACUUM ANALYZE webhook_deliveries, webhook_queue');
       expect(await d.tick()).toBe(CAP);
       expect((await claimedRows()).every((row) => row.url === 'https://busy.example/hooks')).toBe(true);
       // 300 URLs whose deliveries are not due yet (retries scheduled), ordered before one that waits.
       await enqueueManyUrls('https://later-', 300, 60_000);
       const waiting = (await enqueue('https://waiting.example/hooks', 1, -50_000))[0]!;
-      await db.pool.query('VACUUM ANALYZE webhook_deliveries');
+      await db.pool.query('VACUUM ANALYZE webhook_deliveries, webhook_queue');
       rowsRead.length = 0;
       let claims = 0;
       while (!(await claimedRows()).some((row) => row.id === waiting)) {
@@ -303,7 +304,7 @@ describe('the queue’s pages', () => {
     try {
       await client.query('BEGIN');
       const updated = await client.query(CLAIM_EARLIEST, [clock.now(), 72, 15, [], 72, 144, [], []]);
-      const hot = await client.query<{ n: string }>(`SELECT pg_stat_get_xact_tuples_hot_updated('webhook_deliveries'::regclass) AS n`);
+      const hot = await client.query<{ n: string }>(`SELECT pg_stat_get_xact_tuples_hot_updated('webhook_queue'::regclass) AS n`);
       expect(updated.rowCount).toBe(72);
       // On full pages (fillfactor 100) none is; at 50 all but the last row or two of a page.
       console.log(`${hot.rows[0]!.n} of 72 lease updates heap-only`);

@@ -14,6 +14,7 @@ import { WebhookDispatcher, WebhookAttemptOutcome } from '#payments/webhooks';
 import { startWebhookReceiver, WebhookReceiver } from '../support/webhook-receiver';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { webhookProject } from '../support/webhook-project';
+import { queued } from '../support/webhook-queue';
 
 let db: TestDatabase;
 let registry: Registry;
@@ -37,8 +38,8 @@ afterAll(async () => {
 async function enqueue(): Promise<string> {
   const id = randomUUID();
   await db.pool.query(
-    `INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
-     VALUES ($1, $2, 'invoice.paid', $3, $4, $5, true, 'pending', now(), now())`,
+    queued(`INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
+     VALUES ($1, $2, 'invoice.paid', $3, $4, $5, true, 'pending', now(), now())`),
     [id, randomUUID(), projectId, receiver.url, JSON.stringify({ id, type: 'invoice.paid' })],
   );
   return id;
@@ -46,7 +47,7 @@ async function enqueue(): Promise<string> {
 
 async function delivery(id: string) {
   const row = await db.pool.query<{ status: string; attempts_made: number; next_attempt_at: Date | null; leased_until: Date | null }>(
-    'SELECT status, attempts_made, next_attempt_at, leased_until FROM webhook_deliveries WHERE id = $1',
+    'SELECT d.status, d.attempts_made, d.next_attempt_at, q.leased_until FROM webhook_deliveries d LEFT JOIN webhook_queue q ON q.id = d.id WHERE d.id = $1',
     [id],
   );
   const attempts = await db.pool.query<{ attempt: number; status_code: number | null; superseded: boolean }>(
@@ -91,7 +92,7 @@ describe('webhook leases: a late attempt cannot overwrite a newer outcome', () =
     await receiver.waitFor((all) => all.length === start + 1, 'A’s attempt');
     // A's reply is held; its one-second lease runs out (database time).
     await until(
-      async () => (await db.pool.query('SELECT 1 FROM webhook_deliveries WHERE id = $1 AND leased_until < clock_timestamp()', [id])).rowCount === 1,
+      async () => (await db.pool.query('SELECT 1 FROM webhook_queue WHERE id = $1 AND leased_until < clock_timestamp()', [id])).rowCount === 1,
       'A’s lease to run out',
     );
     expect(await b.tick()).toBe(1);
@@ -130,7 +131,7 @@ describe('webhook leases: a late attempt cannot overwrite a newer outcome', () =
     expect(await a.tick()).toBe(1);
     await receiver.waitFor((all) => all.length === start + 1, 'the attempt');
     await until(
-      async () => (await db.pool.query('SELECT 1 FROM webhook_deliveries WHERE id = $1 AND leased_until < clock_timestamp()', [id])).rowCount === 1,
+      async () => (await db.pool.query('SELECT 1 FROM webhook_queue WHERE id = $1 AND leased_until < clock_timestamp()', [id])).rowCount === 1,
       'the lease to run out',
     );
     answerFirst();
@@ -153,7 +154,7 @@ describe('webhook leases: a late attempt cannot overwrite a newer outcome', () =
       await receiver.waitFor((all) => all.length === start + i + 1, `attempt ${i + 1}`);
       if (i < dispatchers.length - 1) {
         await until(
-          async () => (await db.pool.query('SELECT 1 FROM webhook_deliveries WHERE id = $1 AND leased_until < clock_timestamp()', [id])).rowCount === 1,
+          async () => (await db.pool.query('SELECT 1 FROM webhook_queue WHERE id = $1 AND leased_until < clock_timestamp()', [id])).rowCount === 1,
           'the lease to run out',
         );
       }

@@ -23,6 +23,7 @@ import { Registry } from '#payments/merchants';
 import { ResolveAll, WebhookDispatcher, WebhookHttpClient } from '#payments/webhooks';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { webhookProject } from '../support/webhook-project';
+import { queued } from '../support/webhook-queue';
 
 /** A receiver that counts connections, requests, and requests being answered at once; answers 200 after `delayMs` (never when negative). */
 interface CountingReceiver {
@@ -83,8 +84,8 @@ describe('the webhook dispatcher over keep-alive connections (real PostgreSQL, r
 
   async function enqueue(url: string, count: number): Promise<void> {
     await db.pool.query(
-      `INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
-       SELECT gen_random_uuid(), gen_random_uuid(), 'invoice.paid', $1, $2, '{"type":"invoice.paid"}', true, 'pending', now(), now() FROM generate_series(1, $3)`,
+      queued(`INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
+       SELECT gen_random_uuid(), gen_random_uuid(), 'invoice.paid', $1, $2, '{"type":"invoice.paid"}', true, 'pending', now(), now() FROM generate_series(1, $3)`),
       [projectId, url, count],
     );
   }
@@ -150,6 +151,7 @@ describe('the webhook dispatcher over keep-alive connections (real PostgreSQL, r
       await other.close();
       // The rest of the backlog would only meet a closed receiver in the next tests.
       await db.pool.query('DELETE FROM webhook_attempts a USING webhook_deliveries d WHERE d.id = a.delivery_id AND d.url = $1', [busy.url]);
+      await db.pool.query('DELETE FROM webhook_queue WHERE url = $1', [busy.url]);
       await db.pool.query('DELETE FROM webhook_deliveries WHERE url = $1', [busy.url]);
     }
   });
@@ -193,8 +195,8 @@ describe('receivers that hang, with deliveries claimed ahead', () => {
     const healthy = await countingReceiver();
     const enqueue = (url: string, count: number) =>
       db.pool.query(
-        `INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
-         SELECT gen_random_uuid(), gen_random_uuid(), 'invoice.paid', $1, $2, '{}', true, 'pending', now(), now() FROM generate_series(1, $3)`,
+        queued(`INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
+         SELECT gen_random_uuid(), gen_random_uuid(), 'invoice.paid', $1, $2, '{}', true, 'pending', now(), now() FROM generate_series(1, $3)`),
         [projectId, url, count],
       );
     for (const r of hanging) await enqueue(r.url, 100);

@@ -25,9 +25,11 @@ import { refundsReadModelMigration } from '../refunds/refunds.read-model';
 import { payoutsReadModelMigration } from '../payouts/payouts.read-model';
 import {
   webhookAttemptsRecordedMigration,
+  webhookAttemptsWithoutForeignKeyMigration,
   webhookDeliveriesByUrlMigration,
   webhookDeliveriesFillfactorMigration,
   webhookLeaseTokenMigration,
+  webhookQueueApartMigration,
   webhookQueueMigration,
 } from '../webhooks/schema';
 import { webhookRetentionMigration } from '../webhooks/webhook-retention';
@@ -71,4 +73,6 @@ export const allMigrations: readonly Migration[] = [
   webhookDeliveriesByUrlMigration,
   webhookDeliveriesFillfactorMigration,
   projectionDeferredAutovacuumMigration,
+  webhookQueueApartMigration,
+  webhookAttemptsWithoutForeignKeyMigration,
 ];

@@ -3,14 +3,14 @@ import type { Clock } from '#platform/clock';
 import type { WebhookQueueDepth } from './gateway-metrics';
 
 /**
- * The webhook queue as the dispatcher sees it, in one query over the partial index
- * of pending deliveries (cost grows with the backlog, not with the history).
+ * The webhook queue as the dispatcher sees it, in one query over `webhook_queue` (the
+ * pending deliveries alone: cost grows with the backlog, not with the history).
  * Delivered and failed rows are the history: their rates are webhook_attempts_total.
  */
 export async function webhookQueueDepth(pool: Pool, clock: Clock): Promise<WebhookQueueDepth> {
   const result = await pool.query<{ pending: string; due: string }>(
     `SELECT count(*) AS pending, count(*) FILTER (WHERE next_attempt_at <= $1) AS due
-     FROM webhook_deliveries WHERE status = 'pending'`,
+     FROM webhook_queue`,
     [clock.now()],
   );
   return { pending: Number(result.rows[0]!.pending), due: Number(result.rows[0]!.due) };

@@ -104,3 +104,64 @@ export const webhookDeliveriesFillfactorMigration: Migration = {
 ALTER TABLE webhook_deliveries SET (fillfactor = 50);
 `,
 };
+
+/**
+ * The pending deliveries apart from the history (decision 0124). `webhook_queue` holds
+ * one row per pending delivery: what the claims read and write (URL, due time, the
+ * lease and its token, the attempts counted and the schedule's base). A delivery
+ * delivered or failed for good leaves it (a delete adds no index entry), and its
+ * record in `webhook_deliveries` changes only columns no index of that table covers
+ * (status, attempts, next attempt), so with room on the page the outcome is a
+ * heap-only update. The retention sweep finds old deliveries by `created_at` alone
+ * (an index whose predicate named `status` made every outcome a new index entry).
+ * Fillfactor 40: a queue
+ * row grows by its lease (about 28 bytes) when claimed, and every row of a page can
+ * then still take its new version on that page (heap-only, as decision 0120). No
+ * foreign key to the record (its check was a trigger and a row lock per delivery
+ * enqueued, about 60 µs each): a queue row exists exactly while its record is
+ * `pending`, and every writer keeps it so in one statement (the outbox inserts both,
+ * an outcome deletes the queue row as it finishes the record, the resend puts it back
+ * as it makes the record pending; retention deletes only records that are not).
+ */
+export const webhookQueueApartMigration: Migration = {
+  id: 'payments:0031_webhook_queue_apart_from_history',
+  sql: `
+CREATE TABLE webhook_queue (
+  -- the delivery's id (no foreign key: see above)
+  id uuid PRIMARY KEY,
+  -- the delivery's seq: the order of deliveries due at the same moment
+  seq bigint NOT NULL,
+  url text NOT NULL,
+  next_attempt_at timestamptz NOT NULL,
+  attempts_made integer NOT NULL,
+  -- attempts made before the last resend: the retry schedule starts again from there
+  schedule_base integer NOT NULL,
+  leased_until timestamptz,
+  lease_token uuid
+) WITH (fillfactor = 40);
+INSERT INTO webhook_queue (id, seq, url, next_attempt_at, attempts_made, schedule_base, leased_until, lease_token)
+SELECT id, seq, url, coalesce(next_attempt_at, created_at), attempts_made, schedule_base, leased_until, lease_token
+FROM webhook_deliveries WHERE status = 'pending';
+CREATE INDEX webhook_queue_due ON webhook_queue (next_attempt_at);
+CREATE INDEX webhook_queue_url_due ON webhook_queue (url, next_attempt_at);
+DROP INDEX webhook_deliveries_due;
+DROP INDEX webhook_deliveries_url_due;
+DROP INDEX webhook_deliveries_finished;
+CREATE INDEX webhook_deliveries_by_age ON webhook_deliveries (created_at);
+ALTER TABLE webhook_deliveries DROP COLUMN leased_until, DROP COLUMN lease_token, DROP COLUMN schedule_base;
+`,
+};
+
+/**
+ * The attempts' history without a foreign key to its delivery (decision 0125): the
+ * check was a trigger and a row lock per attempt recorded. Attempts are inserted only
+ * by the dispatcher's record statement, for deliveries it holds locked in that
+ * statement, and deleted with their delivery only by the retention sweep, which
+ * locks the delivery and checks its attempts again under that lock.
+ */
+export const webhookAttemptsWithoutForeignKeyMigration: Migration = {
+  id: 'payments:0032_webhook_attempts_without_foreign_key',
+  sql: `
+ALTER TABLE webhook_attempts DROP CONSTRAINT webhook_attempts_delivery_id_fkey;
+`,
+};

@@ -98,7 +98,7 @@ const URLS_VISITED_AT_LEAST = 64;
  * - CLAIM_LOOKING_BEHIND (at least every poll interval, leaving out every URL in hand):
  *   the same earliest rows; when they are not enough (the look filled its window, so
  *   more due rows lie behind, and fewer than the room are usable) it looks behind them
- *   by URL instead of by time: a loose scan of `webhook_deliveries_url_due` (url,
+ *   by URL instead of by time: a loose scan of `webhook_queue_url_due` (url,
  *   next_attempt_at), one index descent per URL, that steps over each URL left out
  *   without reading its backlog and counts each other URL's available rows up to its
  *   allowance. The scan stops once the URLs visited have the room's worth of rows, or
@@ -113,8 +113,8 @@ const URLS_VISITED_AT_LEAST = 64;
 /** The first $6 due rows not leased, in due order, and what the dispatcher holds per URL. */
 const EARLIEST_AND_BUSY = `
   earliest AS MATERIALIZED (
-    SELECT id, url, next_attempt_at, seq FROM webhook_deliveries
-    WHERE status = 'pending' AND next_attempt_at <= $1 AND (leased_until IS NULL OR leased_until < clock_timestamp())
+    SELECT id, url, next_attempt_at, seq FROM webhook_queue
+    WHERE next_attempt_at <= $1 AND (leased_until IS NULL OR leased_until < clock_timestamp())
       -- A lease lost in a database crash is only claimed again: its commit need not wait for the disk.
       AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
     ORDER BY next_attempt_at LIMIT $6),
@@ -134,36 +134,45 @@ const LEASE_CANDIDATES = `
   due AS (
     SELECT l.id FROM (SELECT id, next_attempt_at FROM capped ORDER BY next_attempt_at) AS c
     CROSS JOIN LATERAL (
-      SELECT d.id FROM webhook_deliveries d
-      WHERE d.id = c.id AND d.status = 'pending' AND (d.leased_until IS NULL OR d.leased_until < clock_timestamp())
+      SELECT q.id FROM webhook_queue q
+      WHERE q.id = c.id AND q.next_attempt_at <= $1 AND (q.leased_until IS NULL OR q.leased_until < clock_timestamp())
       FOR UPDATE SKIP LOCKED) AS l
     LIMIT $2),
+  -- The rows locked, each found by its key (a join could read the whole queue).
+  leased AS (
+    UPDATE webhook_queue q SET leased_until = clock_timestamp() + make_interval(secs => $3), lease_token = gen_random_uuid()
+    WHERE q.id = ANY (ARRAY(SELECT id FROM due))
+    RETURNING q.id, q.lease_token, q.attempts_made, q.schedule_base),
+  -- The lease, the attempts counted and the schedule's base from the queue row as it is once
+  -- locked; what the delivery sends (never changed once enqueued) from its record, looked up
+  -- by id for each row leased (never a join that could read the whole history).
   claimed AS (
-    UPDATE webhook_deliveries d SET leased_until = clock_timestamp() + make_interval(secs => $3), lease_token = gen_random_uuid()
-    FROM due WHERE d.id = due.id
-    RETURNING d.id, d.event_type, d.project_id, d.url, d.body, d.is_test, d.lease_token, d.attempts_made, d.schedule_base,
-              (SELECT p.webhook_secret FROM projects p WHERE p.id = d.project_id) AS webhook_secret)`;
+    SELECT d.id, d.event_type, d.project_id, d.url, d.body, d.is_test, l.lease_token, l.attempts_made, l.schedule_base,
+           (SELECT p.webhook_secret FROM projects p WHERE p.id = d.project_id) AS webhook_secret
+    FROM leased l
+    CROSS JOIN LATERAL (
+      SELECT r.id, r.event_type, r.project_id, r.url, r.body, r.is_test FROM webhook_deliveries r WHERE r.id = l.id OFFSET 0) AS d)`;
 
 export const CLAIM_EARLIEST = `WITH ${EARLIEST_AND_BUSY},
   candidates AS (SELECT * FROM earliest WHERE url <> ALL($4::text[])),
   ${LEASE_CANDIDATES}
 SELECT * FROM claimed`;
 
-/** The first pending URL after `after` in the order of `webhook_deliveries_url_due` (one index descent). */
-const urlAfter = (after: string) => `(SELECT w.url FROM webhook_deliveries w WHERE w.status = 'pending' AND w.url > ${after} ORDER BY w.url LIMIT 1)`;
-const FIRST_URL = `(SELECT w.url FROM webhook_deliveries w WHERE w.status = 'pending' ORDER BY w.url LIMIT 1)`;
+/** The first pending URL after `after` in the order of `webhook_queue_url_due` (one index descent). */
+const urlAfter = (after: string) => `(SELECT w.url FROM webhook_queue w WHERE w.url > ${after} ORDER BY w.url LIMIT 1)`;
+const FIRST_URL = `(SELECT w.url FROM webhook_queue w ORDER BY w.url LIMIT 1)`;
 
 /**
  * How many due rows not leased URL `x` has that the claim may take (0 for a URL left
  * out): at most its allowance ($5 less what the dispatcher holds of it) and the room.
- * Read from `webhook_deliveries_url_due` in due order (row comparisons only that index
+ * Read from `webhook_queue_url_due` in due order (row comparisons only that index
  * can serve, whatever the statistics say).
  */
 const availableOf = (x: string) => `
   SELECT CASE WHEN ${x} = ANY($4::text[]) THEN 0 ELSE (
     SELECT count(*)::int FROM (
-      SELECT FROM webhook_deliveries w
-      WHERE w.status = 'pending' AND (w.url, w.next_attempt_at) >= (${x}, '-infinity') AND (w.url, w.next_attempt_at) <= (${x}, $1)
+      SELECT FROM webhook_queue w
+      WHERE (w.url, w.next_attempt_at) >= (${x}, '-infinity') AND (w.url, w.next_attempt_at) <= (${x}, $1)
         AND (w.leased_until IS NULL OR w.leased_until < clock_timestamp())
       ORDER BY w.url, w.next_attempt_at
       LIMIT greatest(0, least($2, $5 - coalesce((SELECT b.n FROM busy b WHERE b.url = ${x}), 0)))) AS r) END AS here OFFSET 0`;
@@ -192,8 +201,8 @@ export const CLAIM_LOOKING_BEHIND = `WITH RECURSIVE ${EARLIEST_AND_BUSY},
     SELECT r.id, r.url, r.next_attempt_at, r.seq
     FROM urls u
     CROSS JOIN LATERAL (
-      SELECT w.id, w.url, w.next_attempt_at, w.seq FROM webhook_deliveries w
-      WHERE w.status = 'pending' AND (w.url, w.next_attempt_at) >= (u.url, '-infinity') AND (w.url, w.next_attempt_at) <= (u.url, $1)
+      SELECT w.id, w.url, w.next_attempt_at, w.seq FROM webhook_queue w
+      WHERE (w.url, w.next_attempt_at) >= (u.url, '-infinity') AND (w.url, w.next_attempt_at) <= (u.url, $1)
         AND (w.leased_until IS NULL OR w.leased_until < clock_timestamp())
       ORDER BY w.url, w.next_attempt_at LIMIT u.here) AS r
     WHERE u.here > 0),
@@ -479,10 +488,10 @@ export class WebhookDispatcher {
     let renewed: Set<string>;
     try {
       const r = await this.pool.query<{ id: string }>(
-        `UPDATE webhook_deliveries d SET leased_until = clock_timestamp() + make_interval(secs => $3)
+        `UPDATE webhook_queue q SET leased_until = clock_timestamp() + make_interval(secs => $3)
          FROM unnest($1::uuid[], $2::uuid[]) AS s(id, lease_token)
-         WHERE d.id = s.id AND d.lease_token = s.lease_token
-         RETURNING d.id`,
+         WHERE q.id = s.id AND q.lease_token = s.lease_token
+         RETURNING q.id`,
         [stale.map((d) => d.id), stale.map((d) => d.lease_token), this.leaseMs / 1000],
       );
       renewed = new Set(r.rows.map((row) => row.id));
@@ -511,9 +520,9 @@ export class WebhookDispatcher {
     if (unsent.length === 0) return;
     try {
       await this.pool.query(
-        `UPDATE webhook_deliveries d SET leased_until = NULL, lease_token = NULL
+        `UPDATE webhook_queue q SET leased_until = NULL, lease_token = NULL
          FROM unnest($1::uuid[], $2::uuid[]) AS s(id, lease_token)
-         WHERE d.id = s.id AND d.lease_token = s.lease_token`,
+         WHERE q.id = s.id AND q.lease_token = s.lease_token`,
         [unsent.map((d) => d.id), unsent.map((d) => d.lease_token)],
       );
     } catch (error) {
@@ -610,17 +619,20 @@ export class WebhookDispatcher {
 
   /**
    * Records a batch of attempts in one statement (one round trip, one transaction)
-   * and, for each whose delivery still carries its claim's lease token, its outcome:
-   * delivered, the next attempt scheduled, or failed for good. The statement locks the
-   * batch's delivery rows first, in id order (two dispatchers' batches cannot
-   * deadlock), and judges each lease on the row as it is once locked; the attempts of
-   * one delivery are numbered after its `attempts_recorded`, read under the same lock.
-   * Each outcome was decided beforehand by `attemptOutcome` from the attempts made and
-   * the schedule's base that the claim read: both change only together with the lease
-   * token (an outcome recorded or a resend drops it), so while the token is the
-   * claim's they are still what the claim read. Answers each attempt's outcome, in the
-   * batch's order; a delivery deleted meanwhile (retention) gets no history, and its
-   * attempt counts as superseded.
+   * and, for each whose delivery still carries its claim's lease token, its outcome.
+   * The statement locks the batch's delivery records first, in id order (two
+   * dispatchers' batches cannot deadlock), and numbers the attempts of each after its
+   * `attempts_recorded`, read under that lock. Then each queue row that still carries an
+   * attempt's token (judged on the row as it is once the delete or update has it
+   * locked) leaves the queue when the attempt delivered it or failed it for good, or is
+   * rescheduled with its lease dropped; those attempts are "ours" and move the record
+   * (status, attempts made, next attempt: columns no index of the history covers, so
+   * a heap-only update). Each outcome was decided beforehand by `attemptOutcome` from
+   * the attempts made and the schedule's base that the claim read: both change only
+   * together with the lease token (an outcome recorded or a resend drops it), so while
+   * the token is the claim's they are still what the claim read. Answers each attempt's
+   * outcome, in the batch's order; a delivery deleted meanwhile (retention) gets no
+   * history, and its attempt counts as superseded.
    */
   private async record(batch: readonly FinishedAttempt[]): Promise<WebhookAttemptOutcome[]> {
     const decided = batch.map((f) => attemptOutcome(f.result.statusCode, f.delivery.attempts_made + 1, f.delivery.schedule_base, f.endedAt));
@@ -629,22 +641,35 @@ export class WebhookDispatcher {
         `WITH attempt AS MATERIALIZED (
            SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[], $4::int[], $5::text[], $6::int[], $7::text[], $8::int[], $9::text[], $10::timestamptz[])
              WITH ORDINALITY AS a(delivery_id, lease_token, at, status_code, body, duration_ms, error, attempts_made, status, next, ord)),
-         locked AS (
-           SELECT d.id, d.lease_token, d.attempts_recorded FROM webhook_deliveries d
+         locked AS MATERIALIZED (
+           SELECT d.id, d.attempts_recorded FROM webhook_deliveries d
            WHERE d.id IN (SELECT delivery_id FROM attempt)
-           ORDER BY d.id FOR UPDATE),
+           ORDER BY d.id FOR NO KEY UPDATE),
+         finished AS (
+           DELETE FROM webhook_queue q USING attempt a
+           WHERE q.id = a.delivery_id AND q.lease_token = a.lease_token AND a.status <> 'pending'
+             -- every record locked (in id order) before any queue row is
+             AND a.delivery_id = ANY (ARRAY(SELECT id FROM locked))
+           RETURNING q.id, q.lease_token),
+         retried AS (
+           UPDATE webhook_queue q
+           SET next_attempt_at = a.next, attempts_made = a.attempts_made, leased_until = NULL, lease_token = NULL
+           FROM attempt a
+           WHERE q.id = a.delivery_id AND q.lease_token = a.lease_token AND a.status = 'pending'
+             AND a.delivery_id = ANY (ARRAY(SELECT id FROM locked))
+           RETURNING q.id, a.lease_token),
          judged AS MATERIALIZED (
-           SELECT a.*, coalesce(a.lease_token = l.lease_token, false) AS ours,
+           SELECT a.*, o.id IS NOT NULL AS ours,
                   l.attempts_recorded + row_number() OVER (PARTITION BY a.delivery_id ORDER BY a.ord) AS number
-           FROM attempt a JOIN locked l ON l.id = a.delivery_id),
+           FROM attempt a JOIN locked l ON l.id = a.delivery_id
+           LEFT JOIN (SELECT id, lease_token FROM finished UNION ALL SELECT id, lease_token FROM retried) AS o
+             ON o.id = a.delivery_id AND o.lease_token = a.lease_token),
          moved AS (
            UPDATE webhook_deliveries d
            SET attempts_recorded = d.attempts_recorded + j.recorded,
                attempts_made = coalesce(j.attempts_made, d.attempts_made),
                status = coalesce(j.status, d.status),
-               next_attempt_at = CASE WHEN j.attempts_made IS NULL THEN d.next_attempt_at ELSE j.next END,
-               leased_until = CASE WHEN j.attempts_made IS NULL THEN d.leased_until END,
-               lease_token = CASE WHEN j.attempts_made IS NULL THEN d.lease_token END
+               next_attempt_at = CASE WHEN j.attempts_made IS NULL THEN d.next_attempt_at ELSE j.next END
            FROM (SELECT delivery_id, count(*) AS recorded,
                         -- At most one attempt of a delivery holds its current lease.
                         max(attempts_made) FILTER (WHERE ours) AS attempts_made,
@@ -677,13 +702,23 @@ export class WebhookDispatcher {
 
 /**
  * The operator's resend: the delivery is due again now with a fresh retry schedule
- * (same id and body). Its lease token is dropped, so an attempt started before the
- * resend cannot overwrite what the resent attempts decide. Null when there is no such delivery.
+ * (same id and body): back in the queue, or its queue row made due now. Its lease
+ * token is dropped, so an attempt started before the resend cannot overwrite what the
+ * resent attempts decide. The record is locked first (as a batch of records locks it),
+ * so the attempts counted are read after any record under way. Null when there is no
+ * such delivery.
  */
 export async function resendDelivery(pool: Pool, id: string, now: Date): Promise<{ id: string; nextAttemptAt: Date } | null> {
   const updated = await pool.query<{ id: string; next_attempt_at: Date }>(
-    `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $2, schedule_base = attempts_made, leased_until = NULL, lease_token = NULL
-     WHERE id = $1 RETURNING id, next_attempt_at`,
+    `WITH delivery AS (
+       UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $2
+       WHERE id = $1 RETURNING id, seq, url, attempts_made, next_attempt_at)
+     INSERT INTO webhook_queue (id, seq, url, next_attempt_at, attempts_made, schedule_base)
+     SELECT id, seq, url, next_attempt_at, attempts_made, attempts_made FROM delivery
+     ON CONFLICT (id) DO UPDATE
+     SET next_attempt_at = excluded.next_attempt_at, attempts_made = excluded.attempts_made, schedule_base = excluded.schedule_base,
+         leased_until = NULL, lease_token = NULL
+     RETURNING id, next_attempt_at`,
     [id, now],
   );
   const row = updated.rows[0];

@@ -172,14 +172,19 @@ export function webhookOutbox(
     },
     async apply(tx: PoolClient, _events: readonly RecordedEvent[], planned: PlannedDelivery[]) {
       if (planned.length === 0) return;
-      // In log order, so the queue's seq keeps the order of the events.
+      // In log order, so the queue's seq keeps the order of the events; each new delivery
+      // both recorded and queued (one already there is neither).
       await tx.query(
-        `INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
-         SELECT d.id, d.event_id, d.event_type, d.project_id, d.url, d.body, d.is_test, 'pending', $8, $8
-         FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::uuid[], $5::text[], $6::text[], $7::boolean[]) WITH ORDINALITY
-           AS d(id, event_id, event_type, project_id, url, body, is_test, ord)
-         ORDER BY d.ord
-         ON CONFLICT (id) DO NOTHING`,
+        `WITH enqueued AS (
+           INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
+           SELECT d.id, d.event_id, d.event_type, d.project_id, d.url, d.body, d.is_test, 'pending', $8, $8
+           FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::uuid[], $5::text[], $6::text[], $7::boolean[]) WITH ORDINALITY
+             AS d(id, event_id, event_type, project_id, url, body, is_test, ord)
+           ORDER BY d.ord
+           ON CONFLICT (id) DO NOTHING
+           RETURNING id, seq, url, next_attempt_at)
+         INSERT INTO webhook_queue (id, seq, url, next_attempt_at, attempts_made, schedule_base)
+         SELECT id, seq, url, next_attempt_at, 0, 0 FROM enqueued`,
         [
           planned.map((d) => d.id),
           planned.map((d) => d.eventId),

@@ -13,21 +13,51 @@ export const DEFAULT_WEBHOOK_RETENTION_DAYS = 30;
 
 export const retentionHorizon = (now: Date, retentionDays: number): Date => new Date(now.getTime() - retentionDays * 86_400_000);
 
-/** Deletes up to `batch` finished deliveries past the horizon, with their attempts; answers how many. */
+/**
+ * Deletes up to `batch` finished deliveries past the horizon, with their attempts;
+ * answers how many. Two statements in one transaction: the first locks the candidates
+ * (old, finished, no recent attempt in its snapshot; those another transaction holds
+ * are left for a later sweep), the second, with a snapshot taken once they are locked,
+ * checks their attempts again and deletes them with their history. An attempt is
+ * recorded only under its delivery's lock (the dispatcher's record statement), so one
+ * recorded after the first statement's snapshot is seen by the second, and none can be
+ * recorded for a delivery once it is locked here: no history row outlives its delivery
+ * (the history has no foreign key, decision 0125).
+ */
 export async function sweepWebhookHistory(pool: Pool, now: Date, retentionDays: number, batch = 1000): Promise<number> {
   const horizon = retentionHorizon(now, retentionDays);
-  const r = await pool.query(
-    `WITH gone AS (
-       SELECT d.id FROM webhook_deliveries d
-       WHERE d.status <> 'pending' AND d.created_at < $1
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const locked = await client.query<{ id: string }>(
+      `SELECT d.id FROM webhook_deliveries d
+       WHERE d.created_at < $1 AND d.status <> 'pending'
          AND NOT EXISTS (SELECT 1 FROM webhook_attempts a WHERE a.delivery_id = d.id AND a.at >= $1)
        ORDER BY d.created_at LIMIT $2
-       FOR UPDATE OF d SKIP LOCKED),
-     attempts AS (DELETE FROM webhook_attempts a USING gone WHERE a.delivery_id = gone.id)
-     DELETE FROM webhook_deliveries d USING gone WHERE d.id = gone.id AND d.status <> 'pending'`,
-    [horizon, batch],
-  );
-  return r.rowCount ?? 0;
+       FOR UPDATE OF d SKIP LOCKED`,
+      [horizon, batch],
+    );
+    let deleted = 0;
+    if (locked.rows.length > 0) {
+      const r = await client.query(
+        `WITH gone AS (
+           SELECT d.id FROM webhook_deliveries d
+           WHERE d.id = ANY($2::uuid[]) AND d.status <> 'pending'
+             AND NOT EXISTS (SELECT 1 FROM webhook_attempts a WHERE a.delivery_id = d.id AND a.at >= $1)),
+         attempts AS (DELETE FROM webhook_attempts a USING gone WHERE a.delivery_id = gone.id)
+         DELETE FROM webhook_deliveries d USING gone WHERE d.id = gone.id`,
+        [horizon, locked.rows.map((row) => row.id)],
+      );
+      deleted = r.rowCount ?? 0;
+    }
+    await client.query('COMMIT');
+    return deleted;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
 }
 
 /** The sweeper finds finished deliveries by age without reading the whole queue. */

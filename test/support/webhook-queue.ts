@@ -1,0 +1,11 @@
+/**
+ * An `INSERT INTO webhook_deliveries ...` of pending deliveries (no RETURNING), made into
+ * one statement that also queues each of them in `webhook_queue`, as the outbox does;
+ * it answers their ids and due times in the order they were inserted.
+ */
+export const queued = (insertIntoDeliveries: string): string =>
+  `WITH enqueued AS (${insertIntoDeliveries} RETURNING id, seq, url, next_attempt_at, attempts_made),
+   queued AS (
+     INSERT INTO webhook_queue (id, seq, url, next_attempt_at, attempts_made, schedule_base)
+     SELECT id, seq, url, next_attempt_at, attempts_made, 0 FROM enqueued)
+   SELECT id, next_attempt_at FROM enqueued ORDER BY seq`;
