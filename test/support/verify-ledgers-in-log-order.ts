@@ -1,7 +1,7 @@
 import type { Pool } from 'pg';
 import { EventStore, verifyEventLog } from '#event-store';
-import { LEDGER_CATEGORY, LedgerEntryPostedData } from '#ledger';
-import { verifyLedgers, VerifyReport } from '#payments/ledger';
+import { LEDGER_CATEGORY } from '#ledger';
+import { ledgerEntriesOf, verifyLedgers, VerifyReport } from '#payments/ledger';
 
 /**
  * verifyLedgers fed from one read of the log in log order, as ledger:verify runs it on
@@ -19,15 +19,7 @@ export function verifyLedgersInLogOrder(pool: Pool, store: EventStore): Promise<
           forward: {
             streamNamePrefix: `${LEDGER_CATEGORY}-`,
             eventType: 'LedgerEntryPosted',
-            onEvents: (events) =>
-              feed(
-                events.map((e) => ({
-                  streamName: e.streamName,
-                  revision: e.revision,
-                  position: { commit: BigInt(e.commit), prepare: BigInt(e.prepare) },
-                  data: JSON.parse(e.dataJson) as LedgerEntryPostedData,
-                })),
-              ),
+            onEvents: (events) => feed(ledgerEntriesOf(events)),
           },
         });
       },

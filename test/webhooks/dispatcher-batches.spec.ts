@@ -26,7 +26,7 @@ import { migrate } from '#platform/database';
 import { allMigrations } from '#payments/composition';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { webhookProject } from '../support/webhook-project';
-import { queued } from '../support/webhook-queue';
+import { emptyWebhookTables, queued } from '../support/webhook-queue';
 
 let db: TestDatabase;
 let registry: Registry;
@@ -47,11 +47,7 @@ afterAll(async () => {
   await db.drop();
 });
 // Each test's deliveries alone in the queue (a claim takes whatever is due).
-afterEach(async () => {
-  await db.pool.query('DELETE FROM webhook_attempts');
-  await db.pool.query('DELETE FROM webhook_queue');
-  await db.pool.query('DELETE FROM webhook_deliveries');
-});
+afterEach(() => emptyWebhookTables(db.pool));
 
 /** Due deliveries to `url`, enqueued in this order (as the outbox does). */
 async function enqueue(url: string, count: number): Promise<string[]> {

@@ -22,7 +22,7 @@ import { Registry } from '#payments/merchants';
 import { AttemptResult, CLAIM_EARLIEST, WebhookDispatcher, WebhookPoster } from '#payments/webhooks';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { webhookProject } from '../support/webhook-project';
-import { queued } from '../support/webhook-queue';
+import { emptyWebhookTables, queued } from '../support/webhook-queue';
 
 let db: TestDatabase;
 let registry: Registry;
@@ -38,11 +38,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await db.drop();
 });
-afterEach(async () => {
-  await db.pool.query('DELETE FROM webhook_attempts');
-  await db.pool.query('DELETE FROM webhook_queue');
-  await db.pool.query('DELETE FROM webhook_deliveries');
-});
+afterEach(() => emptyWebhookTables(db.pool));
 
 /** `count` due deliveries to `url`, the first due `firstDueMs` from the clock, one millisecond apart; answers their ids in due order. */
 async function enqueue(url: string, count: number, firstDueMs: number, bodyBytes = 2): Promise<string[]> {

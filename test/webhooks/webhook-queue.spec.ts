@@ -20,7 +20,7 @@ import { Registry } from '#payments/merchants';
 import { AttemptResult, resendDelivery, sweepWebhookHistory, WebhookAttemptOutcome, WebhookDispatcher, WebhookPoster } from '#payments/webhooks';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { webhookProject } from '../support/webhook-project';
-import { queued } from '../support/webhook-queue';
+import { emptyWebhookTables, queued } from '../support/webhook-queue';
 import { seededRandom } from '../support/test-seed';
 
 let db: TestDatabase;
@@ -38,11 +38,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await db.drop();
 });
-afterEach(async () => {
-  await db.pool.query('DELETE FROM webhook_attempts');
-  await db.pool.query('DELETE FROM webhook_queue');
-  await db.pool.query('DELETE FROM webhook_deliveries');
-});
+afterEach(() => emptyWebhookTables(db.pool));
 
 /** A poster that answers every attempt at once with `statusCode`. */
 const answering = (statusCode: number): WebhookPoster & { readonly posted: string[] } => {

@@ -1,11 +1,11 @@
 import { loadConfigOrExit } from '#payments/composition';
 import { openInfrastructure } from '#payments/composition';
 import { COMMAND_SESSION_LIMITS } from '#platform/database';
-import { verifyLedgers, VerifyReport } from '#payments/ledger';
+import { ledgerEntriesOf, verifyLedgers, VerifyReport } from '#payments/ledger';
 import { createLogger } from '#platform/logging';
 import { ProgressBar } from '#event-store/projections';
 import { EventLogReport, verifyChainedLog, verifyEventLogInWorker } from '#event-store';
-import { LEDGER_CATEGORY, LedgerEntryPostedData } from '#ledger';
+import { LEDGER_CATEGORY } from '#ledger';
 import { EventStoreDbEventStore } from '#event-store/eventstoredb';
 import { logReportLines } from './log-report';
 
@@ -46,15 +46,7 @@ async function main(): Promise<void> {
               forward: {
                 streamNamePrefix: `${LEDGER_CATEGORY}-`,
                 eventType: 'LedgerEntryPosted',
-                onEvents: (events) =>
-                  feed(
-                    events.map((e) => ({
-                      streamName: e.streamName,
-                      revision: e.revision,
-                      position: { commit: BigInt(e.commit), prepare: BigInt(e.prepare) },
-                      data: JSON.parse(e.dataJson) as LedgerEntryPostedData,
-                    })),
-                  ),
+                onEvents: (events) => feed(ledgerEntriesOf(events)),
               },
             });
             return verified.then(() => undefined);

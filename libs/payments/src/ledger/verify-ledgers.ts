@@ -2,7 +2,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { inTransaction } from '#platform/database';
 import type { Pool } from 'pg';
 import type { EventStore, Position, RecordedEvent } from '#event-store';
-import { comparePositions, repeatedDataFields } from '#event-store';
+import { comparePositions, ForwardedEvent, repeatedDataFields } from '#event-store';
 import {
   checkLedgerSnapshot,
   entryViolations,
@@ -350,6 +350,15 @@ export interface LoggedLedgerEntry {
   readonly position: Position;
   readonly data: LedgerEntryPostedData;
 }
+
+/** Events handed on by the log verification (`forward`) as the ledger entries they are (their data parsed). */
+export const ledgerEntriesOf = (events: readonly ForwardedEvent[]): LoggedLedgerEntry[] =>
+  events.map((e) => ({
+    streamName: e.streamName,
+    revision: e.revision,
+    position: { commit: BigInt(e.commit), prepare: BigInt(e.prepare) },
+    data: JSON.parse(e.dataJson) as LedgerEntryPostedData,
+  }));
 
 /** The ledger events of the log in log order, up to `upTo`: `follow` hands them to `feed` page by page and settles after the last. */
 export interface LedgerEntriesInLogOrder {
