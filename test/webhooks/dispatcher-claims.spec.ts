@@ -15,13 +15,14 @@
  * attempts hang (a poster the test never answers), so what is claimed stays claimed.
  */
 import { randomBytes } from 'node:crypto';
-import type { Pool, PoolClient, QueryConfig } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import { ManualClock } from '#platform/clock';
 import { fixedKeys, SecretBox } from '#platform/secrets';
 import { Registry } from '#payments/merchants';
 import { AttemptResult, CLAIM_EARLIEST, WebhookDispatcher, WebhookPoster } from '#payments/webhooks';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { webhookProject } from '../support/webhook-project';
+import { rehearsingPool } from '../support/rehearsing-pool';
 import { emptyWebhookTables, queued } from '../support/webhook-queue';
 
 let db: TestDatabase;
@@ -105,29 +106,10 @@ const isClaim = (text: string) => /FOR UPDATE (OF d )?SKIP LOCKED/.test(text) &&
  * (pushed to `rowsRead`).
  */
 function countingPool(pool: Pool, rowsRead: number[]): Pool {
-  return new Proxy(pool, {
-    get(target, property) {
-      if (property === 'query') {
-        return async (config: string | QueryConfig, values?: unknown[]) => {
-          const text = typeof config === 'string' ? config : config.text;
-          if (isClaim(text)) {
-            const client = await target.connect();
-            try {
-              await client.query('BEGIN');
-              const before = await rowsOfTheQueueRead(client);
-              await client.query({ text, values: typeof config === 'string' ? values : config.values });
-              rowsRead.push((await rowsOfTheQueueRead(client)) - before);
-            } finally {
-              await client.query('ROLLBACK');
-              client.release();
-            }
-          }
-          return typeof config === 'string' ? target.query(config, values) : target.query(config);
-        };
-      }
-      const value = Reflect.get(target, property, target) as unknown;
-      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
-    },
+  return rehearsingPool(pool, isClaim, async (client, run) => {
+    const before = await rowsOfTheQueueRead(client);
+    await run();
+    rowsRead.push((await rowsOfTheQueueRead(client)) - before);
   });
 }
 

@@ -11,7 +11,7 @@
  * are recorded, leaves no attempt without its delivery.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import type { Pool, QueryConfig } from 'pg';
+import type { Pool } from 'pg';
 import { ManualClock } from '#platform/clock';
 import { fixedKeys, SecretBox } from '#platform/secrets';
 import { migrate } from '#platform/database';
@@ -20,6 +20,7 @@ import { Registry } from '#payments/merchants';
 import { AttemptResult, resendDelivery, sweepWebhookHistory, WebhookAttemptOutcome, WebhookDispatcher, WebhookPoster } from '#payments/webhooks';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { webhookProject } from '../support/webhook-project';
+import { rehearsingPool } from '../support/rehearsing-pool';
 import { emptyWebhookTables, queued } from '../support/webhook-queue';
 import { seededRandom } from '../support/test-seed';
 
@@ -70,34 +71,15 @@ const isRecord = (text: string) => text.includes('INSERT INTO webhook_attempts')
  * transaction rolled back, to count what it did to the two tables (pushed to `writes`).
  */
 function recordCountingPool(pool: Pool, writes: { updated: number; hot: number; dequeued: number }[]): Pool {
-  return new Proxy(pool, {
-    get(target, property) {
-      if (property === 'query') {
-        return async (config: string | QueryConfig, values?: unknown[]) => {
-          const text = typeof config === 'string' ? config : config.text;
-          if (isRecord(text)) {
-            const client = await target.connect();
-            try {
-              await client.query('BEGIN');
-              await client.query({ text, values: typeof config === 'string' ? values : config.values });
-              const r = await client.query<{ updated: string; hot: string; dequeued: string }>(
-                `SELECT pg_stat_get_xact_tuples_updated('webhook_deliveries'::regclass) AS updated,
-                        pg_stat_get_xact_tuples_hot_updated('webhook_deliveries'::regclass) AS hot,
-                        pg_stat_get_xact_tuples_deleted('webhook_queue'::regclass) AS dequeued`,
-              );
-              const row = r.rows[0]!;
-              writes.push({ updated: Number(row.updated), hot: Number(row.hot), dequeued: Number(row.dequeued) });
-            } finally {
-              await client.query('ROLLBACK');
-              client.release();
-            }
-          }
-          return typeof config === 'string' ? target.query(config, values) : target.query(config);
-        };
-      }
-      const value = Reflect.get(target, property, target) as unknown;
-      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
-    },
+  return rehearsingPool(pool, isRecord, async (client, run) => {
+    await run();
+    const r = await client.query<{ updated: string; hot: string; dequeued: string }>(
+      `SELECT pg_stat_get_xact_tuples_updated('webhook_deliveries'::regclass) AS updated,
+              pg_stat_get_xact_tuples_hot_updated('webhook_deliveries'::regclass) AS hot,
+              pg_stat_get_xact_tuples_deleted('webhook_queue'::regclass) AS dequeued`,
+    );
+    const row = r.rows[0]!;
+    writes.push({ updated: Number(row.updated), hot: Number(row.hot), dequeued: Number(row.dequeued) });
   });
 }
 
