@@ -71,6 +71,45 @@ export function eventChainHash(previous: Buffer | null, event: ChainedEventConte
   return hash('sha256', input, 'buffer') as unknown as Buffer;
 }
 
+/**
+ * eventChainHash as lower-case hex, its previous hash the 32 bytes of `previous` at
+ * `offset` (previous null: the stream's first event). Node 20 gives a digest as a
+ * string for about a third of what a digest as a Buffer costs, and the input's prefix
+ * is copied without a Buffer of its own: what a verification of a whole log calls per
+ * event.
+ */
+export function eventChainHashHex(previous: Uint8Array | null, offset: number, event: ChainedEventContent): string {
+  const text = contentText(event);
+  const input = Buffer.allocUnsafe(CHAIN_HASH_BYTES + Buffer.byteLength(text, 'utf8'));
+  if (previous === null) input.fill(0, 0, CHAIN_HASH_BYTES);
+  else for (let k = 0; k < CHAIN_HASH_BYTES; k++) input[k] = previous[offset + k]!;
+  input.write(text, CHAIN_HASH_BYTES, 'utf8');
+  return hash('sha256', input, 'hex');
+}
+
+/**
+ * The log's running hash folded event by event (nextLogHash, the same values) in one
+ * reused input buffer, each step's digest taken as hex: no Buffer per event.
+ */
+export class RunningLogHash {
+  /** The running hash so far, then room for the next chain hash. */
+  private readonly input = Buffer.alloc(2 * CHAIN_HASH_BYTES);
+  private hex = GENESIS_HASH.toString('hex');
+
+  /** One more event, its chain hash the 32 bytes of `chainHashes` at `offset` (null: an event without a chain hash, folded as 32 zero bytes). */
+  add(chainHashes: Uint8Array | null, offset: number): void {
+    const input = this.input;
+    if (chainHashes === null) input.fill(0, CHAIN_HASH_BYTES);
+    else for (let k = 0; k < CHAIN_HASH_BYTES; k++) input[CHAIN_HASH_BYTES + k] = chainHashes[offset + k]!;
+    this.hex = hash('sha256', input, 'hex');
+    input.write(this.hex, 0, 'hex');
+  }
+
+  get bytes(): Buffer {
+    return Buffer.from(this.hex, 'hex');
+  }
+}
+
 /** The chain hashes of events appended to a stream after `previous` (null: the stream's first events), in order. */
 export function chainHashes(previous: Buffer | null, events: readonly ChainedEventContent[]): Buffer[] {
   const hashes: Buffer[] = [];

@@ -1,4 +1,4 @@
-import { CHAIN_HASH_BYTES, ChainedEventContent, eventChainHash, GENESIS_HASH, nextLogHash } from './hash-chain';
+import { CHAIN_HASH_BYTES, ChainedEventContent, eventChainHash, eventChainHashHex, RunningLogHash } from './hash-chain';
 
 /**
  * What a verification of the log found (pure: the adapters feed the events in).
@@ -232,6 +232,11 @@ class StreamSlots {
     return slot;
   }
 
+  /** Room for slots up to `slot`, numbered by the caller (a StreamSlots used this way is never asked by name). */
+  reserve(slot: number): void {
+    while (slot >= this.capacity) this.grow();
+  }
+
   /** The slot of a stream seen before, else undefined. */
   find(streamName: string): number | undefined {
     return this.slots.get(streamName);
@@ -298,7 +303,8 @@ export class StreamChainsInLogOrder {
     return this.slots.size;
   }
 
-  event(event: StoredChainedEvent): void {
+  /** The next event of the log; answers its stream's slot (streams numbered from 0 in the order they first appear). */
+  event(event: StoredChainedEvent): number {
     this.events += 1;
     const slot = this.slots.slotOf(event.streamName);
     const expected = BigInt(this.slots.numbers[slot]!);
@@ -314,6 +320,31 @@ export class StreamChainsInLogOrder {
       this.waiting.set(event.streamName, held);
       if (held.length > WAITING_PER_STREAM) this.release(slot, event.streamName, held, true);
     }
+    return slot;
+  }
+
+  /**
+   * The next event of the log when it simply goes on with its stream's unbroken chain:
+   * no event of the stream held back and no break in it, the next revision, and a
+   * stored hash (lower-case hex) that is the one its content gives. Then it is followed
+   * as `event` follows it and its stream's slot is answered; otherwise nothing changes
+   * and undefined is answered: the caller hands the event to `event`. (What a read of
+   * the whole log meets for nearly every event, without a Buffer per event.)
+   */
+  continues(content: ChainedEventContent, storedHashHex: string | null): number | undefined {
+    if (storedHashHex === null || storedHashHex.length !== 2 * CHAIN_HASH_BYTES) return undefined;
+    const { slots } = this;
+    const slot = slots.slotOf(content.streamName);
+    const revision = Number(content.revision);
+    if (revision !== slots.numbers[slot]) return undefined;
+    if ((this.broken.size > 0 && this.broken.has(content.streamName)) || (this.waiting.size > 0 && this.waiting.has(content.streamName))) return undefined;
+    const offset = slot * CHAIN_HASH_BYTES;
+    if (eventChainHashHex(slots.hashSet[slot] === 1 ? slots.hashes : null, offset, content) !== storedHashHex) return undefined;
+    this.events += 1;
+    slots.numbers[slot] = revision + 1;
+    slots.hashes.write(storedHashHex, offset, 'hex');
+    slots.hashSet[slot] = 1;
+    return slot;
   }
 
   /**
@@ -390,7 +421,7 @@ export class LogOrderCheck {
   /** Per stream: its last revision in the log plus one (0: none yet), and that event's position. */
   private readonly lastOfStream = new StreamSlots(false);
   private readonly lastPositions: string[] = [];
-  private running = GENESIS_HASH;
+  private readonly running = new RunningLogHash();
   private count = 0n;
   private segment: RecordedCheckpoint | null = null;
   private segmentEvents: LoggedEvent[] = [];
@@ -401,7 +432,7 @@ export class LogOrderCheck {
   }
 
   get runningHash(): Buffer {
-    return this.running;
+    return this.running.bytes;
   }
 
   checkpoint(checkpoint: RecordedCheckpoint): void {
@@ -419,24 +450,55 @@ export class LogOrderCheck {
     }
   }
 
+  /** The next event of the log, its stream named (a check is fed either this way or by `eventInSlot`, never both). */
   event(event: LoggedEvent): void {
-    const slot = this.lastOfStream.slotOf(event.streamName);
+    this.follow(this.lastOfStream.slotOf(event.streamName), null, Number(event.revision), event.position, event.chainHash, 0, event);
+  }
+
+  /**
+   * The next event of the log, its stream given by a number the caller keeps: slots
+   * counted from 0 in the order the streams first appear in the log (as
+   * StreamChainsInLogOrder numbers them), `names[slot]` the stream's name; its chain
+   * hash the 32 bytes of `chainHashes` at `offset` (null: it has none). No name is
+   * looked up, and the event is made an object only when a problem or a checkpoint's
+   * segment needs it.
+   */
+  eventInSlot(slot: number, names: readonly string[], revision: number, position: string, chainHashes: Buffer | null, offset: number): void {
+    this.lastOfStream.reserve(slot);
+    this.follow(slot, names, revision, position, chainHashes, offset, null);
+  }
+
+  private follow(
+    slot: number,
+    names: readonly string[] | null,
+    revision: number,
+    position: string,
+    chainHashes: Buffer | null,
+    offset: number,
+    given: LoggedEvent | null,
+  ): void {
+    const made = (): LoggedEvent =>
+      given ?? {
+        streamName: names![slot]!,
+        revision: BigInt(revision),
+        position,
+        chainHash: chainHashes === null ? null : chainHashes.subarray(offset, offset + CHAIN_HASH_BYTES),
+      };
     const lastPlusOne = this.lastOfStream.numbers[slot]!;
-    const revision = Number(event.revision);
     if (lastPlusOne > 0 && revision < lastPlusOne) {
       this.problems.push({
-        ...named(event),
+        ...named(made()),
         kind: 'order_changed',
-        detail: `revision ${event.revision} comes after revision ${lastPlusOne - 1} (position ${this.lastPositions[slot]}) in the log`,
+        detail: `revision ${revision} comes after revision ${lastPlusOne - 1} (position ${this.lastPositions[slot]}) in the log`,
       });
     } else {
       this.lastOfStream.numbers[slot] = revision + 1;
-      this.lastPositions[slot] = event.position;
+      this.lastPositions[slot] = position;
     }
-    this.running = nextLogHash(this.running, event.chainHash ?? GENESIS_HASH);
+    this.running.add(chainHashes, offset);
     this.count += 1n;
     if (this.segment) {
-      this.segmentEvents.push(event);
+      this.segmentEvents.push(made());
       if (this.count === this.segment.events) this.closeSegment();
     }
   }
@@ -462,13 +524,14 @@ export class LogOrderCheck {
       return;
     }
     const lastEvent = logged[logged.length - 1];
-    if (this.count !== segment.events || !this.running.equals(segment.hash) || (lastEvent && lastEvent.position !== segment.position)) {
+    const running = this.running.bytes;
+    if (this.count !== segment.events || !running.equals(segment.hash) || (lastEvent && lastEvent.position !== segment.position)) {
       this.problems.push({
         kind: 'chain_hash_mismatch',
         streamName: lastEvent?.streamName ?? null,
         revision: lastEvent?.revision ?? null,
         position: lastEvent?.position ?? null,
-        detail: `the log gives running hash ${hex(this.running)} after ${this.count} events at position ${lastEvent?.position ?? '0/0'}; checkpoint ${segment.seq} recorded ${hex(segment.hash)} after ${segment.events} at ${segment.position}`,
+        detail: `the log gives running hash ${hex(running)} after ${this.count} events at position ${lastEvent?.position ?? '0/0'}; checkpoint ${segment.seq} recorded ${hex(segment.hash)} after ${segment.events} at ${segment.position}`,
       });
     }
   }

@@ -1,6 +1,6 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { COMMAND_SESSION_LIMITS, createPool } from '#platform/database';
-import { followLogChains } from './event-log-audit';
+import { followLogChains, pageBuffers } from './event-log-audit';
 
 /** Pages posted and not yet taken by the parent, beyond which the read of the log waits. */
 const PAGES_AHEAD = 4;
@@ -30,7 +30,7 @@ async function run(): Promise<void> {
     const chains = await followLogChains(pool, { ...(upTo ? { upTo } : {}), ...(forward ? { forward } : {}) }, async (page, forwarded) => {
       while (untaken >= PAGES_AHEAD) await new Promise<void>((resolve) => (taken = resolve));
       untaken += 1;
-      parentPort!.postMessage({ page, forwarded }, [page.chainHashes.buffer as ArrayBuffer]);
+      parentPort!.postMessage({ page, forwarded }, pageBuffers(page, forwarded));
     });
     parentPort!.postMessage({ chains });
   } catch (error) {

@@ -133,40 +133,49 @@ export async function verifyEventLog(pool: Pool, options: PostgresLogVerifyOptio
   const forward = options.forward;
   const chains = await followLogChains(pool, options, async (page, forwarded) => {
     await order.page(page);
-    if (forwarded && forward) await forward.onEvents(forwardedEvents(forwarded));
+    if (forwarded && forward) await forward.onEvents(order.forwardedEvents(page, forwarded));
     options.onProgress?.('log', Number(order.order.events));
   });
   return order.report(chains);
 }
 
-/** A page of the log as the chain check read it: what the order check needs of each event, in columns (cheap to post to another thread). */
+/**
+ * A page of the log as the chain check read it: what the order check needs of each
+ * event, in columns of numbers (posted to another thread by copying or moving a few
+ * buffers, not thousands of strings). Streams are numbered as the chain check numbers
+ * them (slots from 0, in the order they first appear in the log); a page names the
+ * streams that first appear in it.
+ */
 export interface LoggedPage {
-  readonly streamNames: string[];
-  readonly revisions: string[];
-  readonly positions: string[];
-  /** 32 bytes per event: its stored chain hash (zeros where it has none, see `hashless`). */
+  /** Names of the streams first met in this page, in slot order (the slots after those of earlier pages). */
+  readonly newStreamNames: string[];
+  /** Per event: its stream's slot. */
+  readonly slots: Int32Array;
+  readonly revisions: Float64Array;
+  /** Per event: its position's two parts (exact: the page carries `positionTexts` instead when one is beyond 2^53). */
+  readonly commits: Float64Array;
+  readonly prepares: Float64Array;
+  readonly positionTexts: string[] | null;
+  /** 32 bytes per event: its stored chain hash (zeros where it has none, see `hashless`; a Uint8Array once posted to another thread). */
   readonly chainHashes: Uint8Array;
   /** 1 for an event without a stored chain hash. */
   readonly hashless: Uint8Array;
 }
 
-/** The forwarded events of a page, in columns. */
+/** The forwarded events of a page: their places in the page, and their data's jsonb texts. */
 export interface ForwardedColumns {
-  readonly streamNames: string[];
-  readonly revisions: string[];
-  readonly commits: string[];
-  readonly prepares: string[];
+  readonly rows: Int32Array;
   readonly dataJsons: string[];
 }
 
-const forwardedEvents = (f: ForwardedColumns): ForwardedEvent[] =>
-  f.streamNames.map((streamName, i) => ({
-    streamName,
-    revision: BigInt(f.revisions[i]!),
-    commit: f.commits[i]!,
-    prepare: f.prepares[i]!,
-    dataJson: f.dataJsons[i]!,
-  }));
+/** The buffers of a page that can be moved to another thread rather than copied. */
+export const pageBuffers = (page: LoggedPage, forwarded: ForwardedColumns | null): ArrayBuffer[] =>
+  [page.slots, page.revisions, page.commits, page.prepares, page.chainHashes, page.hashless, ...(forwarded ? [forwarded.rows] : [])].map(
+    (column) => column.buffer as ArrayBuffer,
+  );
+
+/** An event's position as text (`commit/prepare`). */
+const positionOf = (page: LoggedPage, i: number): string => page.positionTexts?.[i] ?? `${page.commits[i]}/${page.prepares[i]}`;
 
 /** What the chain check of the log found: its streams and events, and the problems of the chains and of the streams' recorded heads. */
 export interface ChainsFollowed {
@@ -185,6 +194,8 @@ export class LogOrderFollower {
   readonly order = new LogOrderCheck();
   private readonly at = new Map<string, LogCheckpoint>();
   private lastPosition = '0/0';
+  /** Per slot of the chain check: the stream's name. */
+  private readonly names: string[] = [];
 
   private constructor(
     private readonly pool: Pool,
@@ -197,23 +208,38 @@ export class LogOrderFollower {
   }
 
   async page(page: LoggedPage): Promise<void> {
-    const { order } = this;
+    const { order, names } = this;
+    for (const name of page.newStreamNames) names.push(name);
     const hashes = Buffer.from(page.chainHashes.buffer, page.chainHashes.byteOffset, page.chainHashes.byteLength);
-    for (let i = 0; i < page.streamNames.length; i++) {
+    const { slots, revisions, hashless } = page;
+    for (let i = 0; i < slots.length; i++) {
       while (this.nextCheckpoint && this.nextCheckpoint.fromEvents <= order.events) {
         order.checkpoint(this.nextCheckpoint);
         this.nextCheckpoint = await checkpointAfter(this.pool, this.nextCheckpoint.seq);
       }
-      const position = page.positions[i]!;
-      order.event({
-        streamName: page.streamNames[i]!,
-        revision: BigInt(page.revisions[i]!),
-        position,
-        chainHash: page.hashless[i] === 1 ? null : hashes.subarray(i * CHAIN_HASH_BYTES, (i + 1) * CHAIN_HASH_BYTES),
-      });
+      const position = positionOf(page, i);
+      order.eventInSlot(slots[i]!, names, revisions[i]!, position, hashless[i] === 1 ? null : hashes, i * CHAIN_HASH_BYTES);
       this.lastPosition = position;
-      if (this.wanted.has(position)) this.at.set(position, { position, events: order.events, hash: order.runningHash });
+      if (this.wanted.size > 0 && this.wanted.has(position)) this.at.set(position, { position, events: order.events, hash: order.runningHash });
     }
+  }
+
+  /** The forwarded events of a page this follower has taken (`page` first: it names the streams). */
+  forwardedEvents(page: LoggedPage, forwarded: ForwardedColumns): ForwardedEvent[] {
+    const events = new Array<ForwardedEvent>(forwarded.rows.length);
+    const texts = page.positionTexts;
+    for (let k = 0; k < events.length; k++) {
+      const i = forwarded.rows[k]!;
+      const position = texts?.[i];
+      events[k] = {
+        streamName: this.names[page.slots[i]!]!,
+        revision: BigInt(page.revisions[i]!),
+        commit: position === undefined ? String(page.commits[i]) : position.slice(0, position.indexOf('/')),
+        prepare: position === undefined ? String(page.prepares[i]) : position.slice(position.indexOf('/') + 1),
+        dataJson: forwarded.dataJsons[k]!,
+      };
+    }
+    return events;
   }
 
   /** After the last page: the checkpoints past the end of the log (it lost events they covered), and the report. */
@@ -263,41 +289,52 @@ export async function followLogChains(
       // Awaited at the next turn; a failure while this page is checked is not unhandled.
       next.catch(() => undefined);
     }
-    const logged: LoggedPage = {
-      streamNames: new Array<string>(rows.length),
-      revisions: new Array<string>(rows.length),
-      positions: new Array<string>(rows.length),
-      chainHashes: new Uint8Array(rows.length * CHAIN_HASH_BYTES),
-      hashless: new Uint8Array(rows.length),
-    };
-    const forwarded: ForwardedColumns | null = forward ? { streamNames: [], revisions: [], commits: [], prepares: [], dataJsons: [] } : null;
-    for (let i = 0; i < rows.length; i++) {
+    const n = rows.length;
+    const streamsBefore = chains.streams;
+    const newStreamNames: string[] = [];
+    const slots = new Int32Array(n);
+    const revisions = new Float64Array(n);
+    const commits = new Float64Array(n);
+    const prepares = new Float64Array(n);
+    const positions = new Array<string>(n);
+    let exact = true;
+    const chainHashes = Buffer.alloc(n * CHAIN_HASH_BYTES);
+    const hashless = new Uint8Array(n);
+    const forwardedRows: number[] = [];
+    const dataTexts: string[] = [];
+    for (let i = 0; i < n; i++) {
       const row = rows[i]!;
       const position = `${row.position_commit}/${row.position_prepare}`;
-      chains.event({
+      const storedHex = row.chain_hash;
+      const content = {
         streamName: row.stream_name,
         revision: BigInt(row.stream_revision),
         id: row.event_id,
         type: row.event_type,
         dataJson: row.data,
         metadataJson: row.metadata,
-        position,
-        storedHash: row.chain_hash,
-      });
-      logged.streamNames[i] = row.stream_name;
-      logged.revisions[i] = row.stream_revision;
-      logged.positions[i] = position;
-      if (row.chain_hash === null || row.chain_hash.length !== CHAIN_HASH_BYTES) logged.hashless[i] = 1;
-      else logged.chainHashes.set(row.chain_hash, i * CHAIN_HASH_BYTES);
-      if (forwarded && row.event_type === forward!.eventType && row.stream_name.startsWith(forward!.streamNamePrefix)) {
-        forwarded.streamNames.push(row.stream_name);
-        forwarded.revisions.push(row.stream_revision);
-        forwarded.commits.push(row.position_commit);
-        forwarded.prepares.push(row.position_prepare);
-        forwarded.dataJsons.push(row.data);
+      };
+      const slot =
+        chains.continues(content, storedHex) ?? chains.event({ ...content, position, storedHash: storedHex === null ? null : Buffer.from(storedHex, 'hex') });
+      if (slot >= streamsBefore + newStreamNames.length) newStreamNames.push(row.stream_name);
+      slots[i] = slot;
+      revisions[i] = Number(row.stream_revision);
+      const commit = Number(row.position_commit);
+      const prepare = Number(row.position_prepare);
+      commits[i] = commit;
+      prepares[i] = prepare;
+      positions[i] = position;
+      if (!Number.isSafeInteger(commit) || !Number.isSafeInteger(prepare)) exact = false;
+      if (storedHex === null || storedHex.length !== 2 * CHAIN_HASH_BYTES) hashless[i] = 1;
+      else chainHashes.write(storedHex, i * CHAIN_HASH_BYTES, 'hex');
+      if (forward && row.event_type === forward.eventType && row.stream_name.startsWith(forward.streamNamePrefix)) {
+        forwardedRows.push(i);
+        dataTexts.push(row.data);
       }
     }
-    await onPage(logged, forwarded && forwarded.streamNames.length > 0 ? forwarded : null);
+    const logged: LoggedPage = { newStreamNames, slots, revisions, commits, prepares, positionTexts: exact ? null : positions, chainHashes, hashless };
+    const forwarded: ForwardedColumns | null = forwardedRows.length > 0 ? { rows: Int32Array.from(forwardedRows), dataJsons: dataTexts } : null;
+    await onPage(logged, forwarded);
     if (!full) break;
   }
   chains.finish();
@@ -386,7 +423,8 @@ interface LogPageRow {
   metadata: string;
   position_commit: string;
   position_prepare: string;
-  chain_hash: Buffer | null;
+  /** Lower-case hex (compared with the digests as text: no Buffer per event). */
+  chain_hash: string | null;
 }
 
 /** Events of the visible log after `after` (and up to `upTo`, when given), in log order, with what their chain hashes cover. */
@@ -397,7 +435,7 @@ function logPage(
   pageSize: number,
 ): Promise<{ rows: LogPageRow[] }> {
   return pool.query<LogPageRow>(
-    `SELECT stream_name, stream_revision, event_id::text AS event_id, event_type, data::text AS data, metadata::text AS metadata, chain_hash,
+    `SELECT stream_name, stream_revision, event_id::text AS event_id, event_type, data::text AS data, metadata::text AS metadata, encode(chain_hash, 'hex') AS chain_hash,
             transaction_id::text AS position_commit, global_position AS position_prepare
      FROM events
      WHERE (transaction_id, global_position) > ($1::text::xid8, $2::bigint) AND ${VISIBLE}
@@ -497,7 +535,7 @@ export async function verifyEventLogInWorker(
           taken = taken
             .then(async () => {
               await order.page(page);
-              if (forwarded && forward) await forward.onEvents(forwardedEvents(forwarded));
+              if (forwarded && forward) await forward.onEvents(order.forwardedEvents(page, forwarded));
               options.onProgress?.('log', Number(order.order.events));
             })
             .then(
