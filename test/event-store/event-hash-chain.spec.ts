@@ -13,6 +13,7 @@ import {
   chainContent,
   chainHashes,
   eventChainHash,
+  eventChainHashHex,
   checkpointSignatureHolds,
   EventToAppend,
   extendLogCheckpoints,
@@ -20,6 +21,7 @@ import {
   nextChainHash,
   nextLogHash,
   PostgresEventStore,
+  RunningLogHash,
   signCheckpoint,
   verifyEventLog,
 } from '#event-store';
@@ -143,6 +145,48 @@ describe("an event's chain hash in one buffer", () => {
         expect(nextLogHash(p, c).toString('hex')).toBe(createHash('sha256').update(p).update(c).digest('hex'));
       }),
       { seed, numRuns: 500 },
+    );
+  });
+});
+
+describe('the digests a verification takes as hex', () => {
+  it("an event's chain hash as hex, its previous hash read at an offset of a larger buffer, is eventChainHash's (property, seeded)", () => {
+    const seed = Number(process.env.SEED ?? Date.now() % 2 ** 31);
+    process.stdout.write(`chain hash as hex property seed: ${seed}\n`);
+    const text = fc.string({ unit: 'binary' });
+    fc.assert(
+      fc.property(
+        fc.option(fc.uint8Array({ minLength: 32, maxLength: 32 }), { nil: null }),
+        fc.nat({ max: 5 }),
+        fc.record({ streamName: text, revision: fc.bigInt({ min: 0n, max: 2n ** 62n }), id: fc.uuid(), type: text, dataJson: text, metadataJson: text }),
+        (previous, slot, event) => {
+          const slots = Buffer.alloc(6 * 32, 0xab);
+          if (previous !== null) slots.set(previous, slot * 32);
+          const expected = eventChainHash(previous === null ? null : Buffer.from(previous), event).toString('hex');
+          expect(eventChainHashHex(previous === null ? null : slots, slot * 32, event)).toBe(expected);
+        },
+      ),
+      { seed, numRuns: 500 },
+    );
+  });
+
+  it('the running hash folded in one reused buffer gives nextLogHash at every step, an event without a chain hash as 32 zero bytes (property, seeded)', () => {
+    const seed = Number(process.env.SEED ?? Date.now() % 2 ** 31);
+    process.stdout.write(`running hash fold property seed: ${seed}\n`);
+    fc.assert(
+      fc.property(fc.array(fc.option(fc.uint8Array({ minLength: 32, maxLength: 32 }), { nil: null }), { maxLength: 20 }), (chain) => {
+        const folded = new RunningLogHash();
+        let expected = GENESIS_HASH;
+        expect(folded.bytes).toEqual(expected);
+        for (const hash of chain) {
+          const page = Buffer.alloc(96, 0xcd);
+          if (hash !== null) page.set(hash, 32);
+          folded.add(hash === null ? null : page, 32);
+          expected = nextLogHash(expected, hash === null ? GENESIS_HASH : Buffer.from(hash));
+          expect(folded.bytes.toString('hex')).toBe(expected.toString('hex'));
+        }
+      }),
+      { seed, numRuns: 300 },
     );
   });
 });

@@ -5,9 +5,21 @@
  * within a stream, places in the log exchanged, stored hashes edited, a stream's first
  * events gone), it reports exactly what the stream-by-stream check (StreamChainCheck)
  * reports when fed the same events stream after stream in revision order, which is what
- * `log:verify` did before it read the log once.
+ * `log:verify` did before it read the log once. The same holds when each event is first
+ * offered to `continues` (the PostgreSQL read's path without a Buffer per event), and
+ * the order check fed by the chain check's stream numbers (`eventInSlot`) finds what it
+ * finds fed by names.
  */
-import { chainHashes, describeProblem, LogProblem, StoredChainedEvent, StreamChainCheck, StreamChainsInLogOrder } from '#event-store';
+import {
+  CHAIN_HASH_BYTES,
+  chainHashes,
+  describeProblem,
+  LogOrderCheck,
+  LogProblem,
+  StoredChainedEvent,
+  StreamChainCheck,
+  StreamChainsInLogOrder,
+} from '#event-store';
 import type { Random } from '../../apps/tools/src/seed/random';
 import { intBelow, seededRandom } from '../support/test-seed';
 
@@ -114,6 +126,37 @@ function inLogOrder(log: readonly StoredChainedEvent[]): { problems: LogProblem[
   return { problems: sorted(check.problems), streams: check.streams, events: check.events };
 }
 
+/**
+ * The chain check as the PostgreSQL read of the log feeds it: each event offered to
+ * `continues` with its stored hash as hex, handed to `event` when it does not simply
+ * continue its chain; and the order check fed by the slots that gives. Answers what the
+ * two checks found and each stream's followed head.
+ */
+function asTheLogReadFeedsIt(log: readonly StoredChainedEvent[]) {
+  const chains = new StreamChainsInLogOrder();
+  const order = new LogOrderCheck();
+  const names: string[] = [];
+  const hashes = Buffer.alloc(CHAIN_HASH_BYTES);
+  for (const e of log) {
+    const { position: _, storedHash, ...content } = e;
+    const slot = chains.continues(content, storedHash === null ? null : storedHash.toString('hex')) ?? chains.event(e);
+    if (slot === names.length) names.push(e.streamName);
+    if (storedHash !== null && storedHash.length === CHAIN_HASH_BYTES) storedHash.copy(hashes);
+    const hashless = storedHash === null || storedHash.length !== CHAIN_HASH_BYTES;
+    order.eventInSlot(slot, names, Number(e.revision), e.position, hashless ? null : hashes, 0);
+  }
+  chains.finish();
+  order.finish();
+  return { chains, order, names };
+}
+
+function byName(log: readonly StoredChainedEvent[]) {
+  const order = new LogOrderCheck();
+  for (const e of log) order.event({ streamName: e.streamName, revision: e.revision, position: e.position, chainHash: e.storedHash });
+  order.finish();
+  return order;
+}
+
 describe('the stream chain check fed the log in log order', () => {
   it('finds nothing in untouched random logs, and counts their streams and events', () => {
     const rng = seededRandom('stream chains in log order, untouched');
@@ -133,6 +176,15 @@ describe('the stream chain check fed the log in log order', () => {
       const expected = streamByStream(log);
       expect(inLogOrder(log).problems).toEqual(expected);
       found += expected.length;
+      // Offered to `continues` first: the same problems, counts and followed heads; the order check by slot as by name.
+      const plain = new StreamChainsInLogOrder();
+      for (const e of log) plain.event(e);
+      plain.finish();
+      const fed = asTheLogReadFeedsIt(log);
+      expect([sorted(fed.chains.problems), fed.chains.streams, fed.chains.events]).toEqual([expected, plain.streams, plain.events]);
+      for (const name of fed.names) expect(fed.chains.headOf(name)).toEqual(plain.headOf(name));
+      const named = byName(log);
+      expect([fed.order.problems, fed.order.runningHash, fed.order.events]).toEqual([named.problems, named.runningHash, named.events]);
     }
     // The tamperings are seen (an exchange of places alone changes no chain: LogOrderCheck names it).
     if (how !== 'places_exchanged') expect(found).toBeGreaterThan(100);

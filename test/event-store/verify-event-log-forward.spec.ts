@@ -75,6 +75,33 @@ describe('verifyEventLog up to a position, handing events on', () => {
     expect((await verifyEventLog(db.pool)).events).toBe(8);
   });
 
+  it('keeps positions beyond 2^53 exact (pages carry them as numbers only while numbers hold them)', async () => {
+    await db.pool.query('ALTER TABLE events ALTER COLUMN global_position RESTART WITH 9007199254740993');
+    await store.appendToStream('book-1', [entry('a', 'e1'), entry('b', 'e2')]);
+    await store.appendToStream('other-1', [entry('a', 'e1')]);
+    await store.appendToStream('book-1', [{ id: randomUUID(), type: 'Posted', data: { cause: 'c', entryId: 'e3' } }]);
+    const upTo = await head();
+    const stored = (
+      await db.pool.query<{ commit: string; prepare: string }>(
+        `SELECT transaction_id::text AS commit, global_position::text AS prepare FROM events WHERE stream_name = 'book-1' ORDER BY stream_revision`,
+      )
+    ).rows;
+    expect(stored.map((r) => r.prepare)).toEqual(['9007199254740993', '9007199254740994', '9007199254740996']);
+
+    const forwarded: ForwardedEvent[] = [];
+    const report = await verifyEventLog(db.pool, {
+      upTo,
+      pageSize: 3,
+      at: [`${stored[1]!.commit}/${stored[1]!.prepare}`],
+      forward: { streamNamePrefix: 'book-', eventType: 'Posted', onEvents: (events) => void forwarded.push(...events) },
+    });
+    expect(report.problems).toEqual([]);
+    expect(report.head.position).toBe(`${upTo.commit}/${upTo.prepare}`);
+    expect(report.head.position.endsWith('/9007199254740996')).toBe(true);
+    expect([...report.at.keys()]).toEqual([`${stored[1]!.commit}/9007199254740994`]);
+    expect(forwarded.map((e) => [e.commit, e.prepare])).toEqual(stored.map((r) => [r.commit, r.prepare]));
+  });
+
   it('waits for each page to be taken before it hands on the next', async () => {
     for (let i = 0; i < 5; i++) await store.appendToStream(`book-${i}`, [entry(`c${i}`, `e${i}`)]);
     const upTo = await head();
