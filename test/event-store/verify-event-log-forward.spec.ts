@@ -7,7 +7,8 @@
  * stream or across streams, up to a position.
  */
 import { randomUUID } from 'node:crypto';
-import { ForwardedEvent, PostgresEventStore, Position, repeatedDataFields, verifyEventLog } from '#event-store';
+import fc from 'fast-check';
+import { ForwardedEvent, PostgresEventStore, Position, repeatedDataFields, textAt, textColumn, verifyEventLog } from '#event-store';
 import { visibleHead } from '../support/project-to-head';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
@@ -123,6 +124,24 @@ describe('verifyEventLog up to a position, handing events on', () => {
       },
     });
     expect(taken).toEqual(['book-0', 'book-1', 'book-2', 'book-3', 'book-4']);
+  });
+});
+
+describe('a column of texts posted between threads as UTF-8 bytes', () => {
+  it('gives back every text, whatever its characters and length (property, seeded)', () => {
+    const seed = Number(process.env.SEED ?? Date.now() % 2 ** 31);
+    process.stdout.write(`text column property seed: ${seed}\n`);
+    const texts = fc.array(fc.oneof(fc.string({ unit: 'grapheme', maxLength: 300 }), fc.string({ maxLength: 5 }), fc.constant('ёжик 💳 €')), { maxLength: 40 });
+    fc.assert(
+      fc.property(texts, (given) => {
+        const column = textColumn(given);
+        // As another thread receives it: a plain Uint8Array over the moved bytes.
+        const posted = { bytes: new Uint8Array(column.bytes), ends: column.ends };
+        expect(given.map((_, k) => textAt(column, k))).toEqual(given);
+        expect(given.map((_, k) => textAt(posted, k))).toEqual(given);
+      }),
+      { seed, numRuns: 300 },
+    );
   });
 });
 
