@@ -330,7 +330,7 @@ export async function followLogChains(
     const full = rows.length === pageSize;
     if (full) {
       const last = rows[rows.length - 1]!;
-      next = logPage(pool, { commit: last.position_commit, prepare: last.position_prepare }, upTo, pageSize);
+      next = logPage(pool, { commit: last[7], prepare: last[8] }, upTo, pageSize);
       // Awaited at the next turn; a failure while this page is checked is not unhandled.
       next.catch(() => undefined);
     }
@@ -348,33 +348,25 @@ export async function followLogChains(
     const forwardedRows: number[] = [];
     const dataTexts: string[] = [];
     for (let i = 0; i < n; i++) {
-      const row = rows[i]!;
-      const position = `${row.position_commit}/${row.position_prepare}`;
-      const storedHex = row.chain_hash;
-      const content = {
-        streamName: row.stream_name,
-        revision: BigInt(row.stream_revision),
-        id: row.event_id,
-        type: row.event_type,
-        dataJson: row.data,
-        metadataJson: row.metadata,
-      };
+      const [streamName, revisionText, id, type, dataJson, metadataJson, storedHex, commitText, prepareText] = rows[i]!;
+      const position = `${commitText}/${prepareText}`;
+      const content = { streamName, revision: BigInt(revisionText), id, type, dataJson, metadataJson };
       const slot =
         chains.continues(content, storedHex) ?? chains.event({ ...content, position, storedHash: storedHex === null ? null : Buffer.from(storedHex, 'hex') });
-      if (slot >= streamsBefore + newStreamNames.length) newStreamNames.push(row.stream_name);
+      if (slot >= streamsBefore + newStreamNames.length) newStreamNames.push(streamName);
       slots[i] = slot;
-      revisions[i] = Number(row.stream_revision);
-      const commit = Number(row.position_commit);
-      const prepare = Number(row.position_prepare);
+      revisions[i] = Number(revisionText);
+      const commit = Number(commitText);
+      const prepare = Number(prepareText);
       commits[i] = commit;
       prepares[i] = prepare;
       positions[i] = position;
       if (!Number.isSafeInteger(commit) || !Number.isSafeInteger(prepare)) exact = false;
       if (storedHex === null || storedHex.length !== 2 * CHAIN_HASH_BYTES) hashless[i] = 1;
       else chainHashes.write(storedHex, i * CHAIN_HASH_BYTES, 'hex');
-      if (forward && row.event_type === forward.eventType && row.stream_name.startsWith(forward.streamNamePrefix)) {
+      if (forward && type === forward.eventType && streamName.startsWith(forward.streamNamePrefix)) {
         forwardedRows.push(i);
-        dataTexts.push(row.data);
+        dataTexts.push(dataJson);
       }
     }
     const logged: LoggedPage = {
@@ -468,18 +460,22 @@ async function streamHeadsDiffering(pool: Pool, chains: StreamChainsInLogOrder):
   return differing;
 }
 
-interface LogPageRow {
-  stream_name: string;
-  stream_revision: string;
-  event_id: string;
-  event_type: string;
-  data: string;
-  metadata: string;
-  position_commit: string;
-  position_prepare: string;
-  /** Lower-case hex (compared with the digests as text: no Buffer per event). */
-  chain_hash: string | null;
-}
+/**
+ * An event of the log as the chain check reads it: a row as an array (no object per
+ * row); the stored chain hash as lower-case hex (compared with the digests as text: no
+ * Buffer per event).
+ */
+type LogPageRow = [
+  streamName: string,
+  revision: string,
+  id: string,
+  type: string,
+  dataJson: string,
+  metadataJson: string,
+  chainHashHex: string | null,
+  commit: string,
+  prepare: string,
+];
 
 /** Events of the visible log after `after` (and up to `upTo`, when given), in log order, with what their chain hashes cover. */
 function logPage(
@@ -488,15 +484,16 @@ function logPage(
   upTo: { commit: string; prepare: string } | null,
   pageSize: number,
 ): Promise<{ rows: LogPageRow[] }> {
-  return pool.query<LogPageRow>(
-    `SELECT stream_name, stream_revision, event_id::text AS event_id, event_type, data::text AS data, metadata::text AS metadata, encode(chain_hash, 'hex') AS chain_hash,
-            transaction_id::text AS position_commit, global_position AS position_prepare
-     FROM events
-     WHERE (transaction_id, global_position) > ($1::text::xid8, $2::bigint) AND ${VISIBLE}
-       ${upTo ? 'AND (transaction_id, global_position) <= ($4::text::xid8, $5::bigint)' : ''}
-     ORDER BY events.transaction_id, events.global_position LIMIT $3`,
-    upTo ? [after.commit, after.prepare, pageSize, upTo.commit, upTo.prepare] : [after.commit, after.prepare, pageSize],
-  );
+  return pool.query<LogPageRow>({
+    text: `SELECT stream_name, stream_revision, event_id::text, event_type, data::text, metadata::text, encode(chain_hash, 'hex'),
+                  transaction_id::text, global_position
+           FROM events
+           WHERE (transaction_id, global_position) > ($1::text::xid8, $2::bigint) AND ${VISIBLE}
+             ${upTo ? 'AND (transaction_id, global_position) <= ($4::text::xid8, $5::bigint)' : ''}
+           ORDER BY events.transaction_id, events.global_position LIMIT $3`,
+    values: upTo ? [after.commit, after.prepare, pageSize, upTo.commit, upTo.prepare] : [after.commit, after.prepare, pageSize],
+    rowMode: 'array',
+  });
 }
 
 /** An event handed on by verifyEventLog as it meets it (`forward`): its place and its data's jsonb text. */
