@@ -234,6 +234,59 @@ describe('attempts recorded in batches', () => {
 });
 
 describe('deliveries claimed ahead of their slots', () => {
+  it('a URL is refilled once three quarters of what it may hold ahead went out: each refill claims that much at once', async () => {
+    const url = `https://shop-${randomUUID()}.example/hooks`;
+    await enqueue(url, 30);
+    const poster = heldPoster();
+    // The deliveries each claim took, in order.
+    const claims: number[] = [];
+    const pool = new Proxy(db.pool, {
+      get(target, property) {
+        if (property === 'query')
+          return async (config: QueryConfig) => {
+            const r = await target.query<{ id: string | null }>(config);
+            if (/lease_token = gen_random_uuid\(\)/.test(config.text)) claims.push(r.rows.filter((row) => row.id !== null).length);
+            return r;
+          };
+        const value = Reflect.get(target, property, target) as unknown;
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    // 2 slots and 8 ahead: at most 10 held; refilled when down to 2 + 8 / 4 = 4 (it was 2 + 8 / 2 = 6).
+    const dispatcher = new WebhookDispatcher(pool as Pool, registry, clock, {
+      concurrency: 32,
+      perUrlConcurrency: 2,
+      prefetchPerUrl: 8,
+      // Claims only when woken (an attempt answered), not by the poll.
+      pollIntervalMs: 60_000,
+      allowPrivateNetworks: false,
+      client: poster,
+    });
+    let answered = 0;
+    /** Answers the attempts sent so far, one at a time, until `total` have been answered. */
+    const answerUpTo = async (total: number) => {
+      while (answered < total) {
+        await until(() => poster.posted.length > answered, `attempt ${answered + 1}`);
+        poster.posted[answered++]!.answer({ statusCode: 200, body: 'ok', durationMs: 1, error: null });
+      }
+    };
+    dispatcher.start();
+    await until(() => claims.length === 1, 'the first claim');
+    expect(claims).toEqual([10]);
+    await answerUpTo(6);
+    await until(() => claims.length === 2, 'the first refill');
+    await answerUpTo(12);
+    await until(() => claims.length === 3, 'the second refill');
+    expect(claims).toEqual([10, 6, 6]);
+    const stopped = dispatcher.stop();
+    let done = false;
+    void stopped.then(() => (done = true));
+    while (!done) {
+      for (; answered < poster.posted.length; answered++) poster.posted[answered]!.answer({ statusCode: 200, body: 'ok', durationMs: 1, error: null });
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  });
+
   it('waited longer than the lease allows: renewed before it is sent; its lease replaced meanwhile: not sent by this dispatcher, sent once by the next claim', async () => {
     const url = `https://shop-${randomUUID()}.example/hooks`;
     const [first, replaced, kept] = await enqueue(url, 3);
