@@ -10,6 +10,7 @@
  * keep-alive-delivery.spec.ts and webhooks.spec.ts).
  */
 import { randomBytes, randomUUID } from 'node:crypto';
+import type { Pool, QueryConfig } from 'pg';
 import { ManualClock } from '#platform/clock';
 import { fixedKeys, SecretBox } from '#platform/secrets';
 import { Registry } from '#payments/merchants';
@@ -233,6 +234,59 @@ describe('attempts recorded in batches', () => {
 });
 
 describe('deliveries claimed ahead of their slots', () => {
+  it('a URL is refilled once three quarters of what it may hold ahead went out: each refill claims that much at once', async () => {
+    const url = `https://shop-${randomUUID()}.example/hooks`;
+    await enqueue(url, 30);
+    const poster = heldPoster();
+    // The deliveries each claim took, in order.
+    const claims: number[] = [];
+    const pool = new Proxy(db.pool, {
+      get(target, property) {
+        if (property === 'query')
+          return async (config: QueryConfig) => {
+            const r = await target.query<{ id: string | null }>(config);
+            if (/lease_token = gen_random_uuid\(\)/.test(config.text)) claims.push(r.rows.filter((row) => row.id !== null).length);
+            return r;
+          };
+        const value = Reflect.get(target, property, target) as unknown;
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    // 2 slots and 8 ahead: at most 10 held; refilled when down to 2 + 8 / 4 = 4 (it was 2 + 8 / 2 = 6).
+    const dispatcher = new WebhookDispatcher(pool as Pool, registry, clock, {
+      concurrency: 32,
+      perUrlConcurrency: 2,
+      prefetchPerUrl: 8,
+      // Claims only when woken (an attempt answered), not by the poll.
+      pollIntervalMs: 60_000,
+      allowPrivateNetworks: false,
+      client: poster,
+    });
+    let answered = 0;
+    /** Answers the attempts sent so far, one at a time, until `total` have been answered. */
+    const answerUpTo = async (total: number) => {
+      while (answered < total) {
+        await until(() => poster.posted.length > answered, `attempt ${answered + 1}`);
+        poster.posted[answered++]!.answer({ statusCode: 200, body: 'ok', durationMs: 1, error: null });
+      }
+    };
+    dispatcher.start();
+    await until(() => claims.length === 1, 'the first claim');
+    expect(claims).toEqual([10]);
+    await answerUpTo(6);
+    await until(() => claims.length === 2, 'the first refill');
+    await answerUpTo(12);
+    await until(() => claims.length === 3, 'the second refill');
+    expect(claims).toEqual([10, 6, 6]);
+    const stopped = dispatcher.stop();
+    let done = false;
+    void stopped.then(() => (done = true));
+    while (!done) {
+      for (; answered < poster.posted.length; answered++) poster.posted[answered]!.answer({ statusCode: 200, body: 'ok', durationMs: 1, error: null });
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  });
+
   it('waited longer than the lease allows: renewed before it is sent; its lease replaced meanwhile: not sent by this dispatcher, sent once by the next claim', async () => {
     const url = `https://shop-${randomUUID()}.example/hooks`;
     const [first, replaced, kept] = await enqueue(url, 3);
@@ -484,5 +538,74 @@ describe('payments:0027_webhook_attempts_recorded on a database with history', (
     } finally {
       await old.drop();
     }
+  });
+});
+
+describe('attempts gathered into larger record batches', () => {
+  /** The pool, counting the record statements sent (each is one batch, one transaction). */
+  function countingRecords(records: number[]): Pool {
+    return new Proxy(db.pool, {
+      get(target, property) {
+        if (property === 'query')
+          return (config: string | QueryConfig, values?: unknown[]) => {
+            const text = typeof config === 'string' ? config : config.text;
+            if (text.includes('INSERT INTO webhook_attempts')) records.push(((typeof config === 'string' ? values : config.values)![0] as string[]).length);
+            return typeof config === 'string' ? target.query(config, values) : target.query(config);
+          };
+        const value = Reflect.get(target, property, target) as unknown;
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+  }
+
+  it('attempts that come back one after another within the gathering time are recorded in one statement, one transaction', async () => {
+    const ids = await enqueue('https://shop.example/hooks', 4);
+    const poster = heldPoster();
+    const records: number[] = [];
+    const dispatcher = new WebhookDispatcher(countingRecords(records), registry, clock, {
+      concurrency: 8,
+      perUrlConcurrency: 8,
+      allowPrivateNetworks: false,
+      client: poster,
+      // Far longer than the test takes to answer the four, one event-loop turn and more apart.
+      recordGatherMs: 5000,
+    });
+    expect(await dispatcher.tick()).toBe(4);
+    await until(() => poster.posted.length === 4, 'four attempts');
+    for (const p of poster.posted) {
+      p.answer({ statusCode: 200, body: 'ok', durationMs: 2, error: null });
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    await dispatcher.drain();
+    expect(records).toEqual([4]);
+    const rows = await rowsOf(ids);
+    expect(new Set(rows.flatMap((r) => r.attempts.map((a) => a.xmin))).size).toBe(1);
+    expect(rows.map((r) => [r.status, r.attempts.length])).toEqual(ids.map(() => ['delivered', 1]));
+  });
+
+  it('a full batch (recordBatch) is recorded without waiting for the gathering time, and stop() records what waits at once', async () => {
+    const ids = await enqueue('https://shop.example/hooks', 3);
+    const poster = heldPoster();
+    const records: number[] = [];
+    const dispatcher = new WebhookDispatcher(countingRecords(records), registry, clock, {
+      concurrency: 8,
+      perUrlConcurrency: 8,
+      allowPrivateNetworks: false,
+      client: poster,
+      recordBatch: 2,
+      // An hour: only a full batch or stop() records anything within this test.
+      recordGatherMs: 3_600_000,
+    });
+    expect(await dispatcher.tick()).toBe(3);
+    await until(() => poster.posted.length === 3, 'three attempts');
+    const [a, b, c] = poster.posted;
+    a!.answer({ statusCode: 200, body: 'ok', durationMs: 2, error: null });
+    b!.answer({ statusCode: 500, body: 'нет', durationMs: 2, error: null });
+    await until(async () => (await rowsOf(ids)).filter((r) => r.attempts.length === 1).length === 2, 'the full batch recorded');
+    c!.answer({ statusCode: 200, body: 'ok', durationMs: 2, error: null });
+    await dispatcher.stop();
+    expect(records).toEqual([2, 1]);
+    const rows = await rowsOf(ids);
+    expect(rows.map((r) => r.attempts.length)).toEqual([1, 1, 1]);
   });
 });
