@@ -1,7 +1,8 @@
 /**
  * Large batches (a rebuild's pages) write rows that cannot exist yet by COPY (decision
  * 0131): the invoices and payouts folds their new rows, the ledger its entries (inside
- * a savepoint, falling back to the upsert when an entry id is taken) and postings.
+ * a savepoint, falling back to the upsert when an entry id is taken) and postings, the
+ * stream catalog the streams a batch begins (in a savepoint too).
  * Whatever the batches, the tables must equal what small batches (the upserts alone)
  * leave; values COPY's text format escapes must come back as they went in.
  */
@@ -17,6 +18,7 @@ import {
   LEDGER_COPY_MIN_ENTRIES,
   ledgerProjection,
   readModelChecksums,
+  streamCatalogProjection,
   TableChecksum,
 } from '#payments/read-models';
 import { fixedKeys, SecretBox } from '#platform/secrets';
@@ -102,6 +104,16 @@ describe('a rebuild that writes its pages by COPY', () => {
     await inTransaction(db.pool, (tx) => ledgerProjection.apply(tx, events, undefined));
     const ledgerTables = [...ledgerProjection.tables];
     expect(await readModelChecksums(db.pool, ledgerTables)).toEqual(smallBatches.filter((t) => ledgerTables.includes(t.table)));
+  });
+
+  it('the stream catalog: a large batch of begun streams applied again changes nothing (savepoint fallback)', async () => {
+    const events = await store.readAll({ maxCount: 100_000 });
+    const tables = [...streamCatalogProjection.tables];
+    await resetProjection(db.pool, streamCatalogProjection);
+    await inTransaction(db.pool, (tx) => streamCatalogProjection.apply(tx, events.slice(0, Math.floor(events.length / 2)), undefined));
+    await inTransaction(db.pool, (tx) => streamCatalogProjection.apply(tx, events, undefined));
+    await inTransaction(db.pool, (tx) => streamCatalogProjection.apply(tx, events, undefined));
+    expect(await readModelChecksums(db.pool, tables)).toEqual(smallBatches.filter((t) => tables.includes(t.table)));
   });
 
   it('the invoices fold: a large batch applied again changes nothing, and new rows keep their order of arrival behind stored ones', async () => {

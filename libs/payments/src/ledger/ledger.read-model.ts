@@ -3,7 +3,7 @@ import type { Migration } from '#platform/database';
 import type { RecordedEvent } from '#event-store';
 import { LEDGER_CATEGORY, LedgerEntryPostedData, ledgerIdFromStream } from '#ledger';
 import type { Projection } from '#event-store/projections';
-import { copyRowsInto } from '#platform/database';
+import { copyRowsInto, copyRowsUnlessTaken } from '#platform/database';
 
 /**
  * From how many entries a batch writes its entries and postings by COPY (a rebuild's
@@ -198,24 +198,16 @@ async function insertEntriesUnlessStored(tx: PoolClient, entries: readonly Entry
  */
 async function copyFreshEntries(tx: PoolClient, entries: readonly EntryOfBatch[]): Promise<EntryOfBatch[] | null> {
   if (entries.length < LEDGER_COPY_MIN_ENTRIES) return null;
-  await tx.query('SAVEPOINT ledger_entries_copy');
-  try {
-    await copyRowsInto(
-      tx,
-      'ledger_entries',
-      ENTRY_COLUMNS,
-      entries.map((e) => {
-        const r = entryRow(e);
-        return [r.entry_id, r.account_id, r.mode, r.seq, r.kind, r.cause, r.occurred_at, r.log_position];
-      }),
-    );
-  } catch (error) {
-    if ((error as { code?: unknown }).code !== '23505') throw error;
-    await tx.query('ROLLBACK TO SAVEPOINT ledger_entries_copy');
-    return null;
-  }
-  await tx.query('RELEASE SAVEPOINT ledger_entries_copy');
-  return [...entries];
+  const copied = await copyRowsUnlessTaken(
+    tx,
+    'ledger_entries',
+    ENTRY_COLUMNS,
+    entries.map((e) => {
+      const r = entryRow(e);
+      return [r.entry_id, r.account_id, r.mode, r.seq, r.kind, r.cause, r.occurred_at, r.log_position];
+    }),
+  );
+  return copied ? [...entries] : null;
 }
 
 interface HoldKey {

@@ -60,3 +60,27 @@ export async function copyRowsInto(client: PoolClient, table: string, columns: r
   await pipeline(Readable.from(copyText(rows), { objectMode: false }), sink);
   return sink.rowCount;
 }
+
+/**
+ * copyRowsInto for rows that cannot exist yet but for a batch applied again: inside a
+ * savepoint, so that a taken key (23505) undoes this COPY alone and the caller goes on
+ * its slower way (an upsert) in the same transaction. Returns whether the rows were
+ * copied. Any other error fails the statement and the transaction as usual.
+ */
+export async function copyRowsUnlessTaken(
+  client: PoolClient,
+  table: string,
+  columns: readonly string[],
+  rows: Iterable<readonly CopyValue[]>,
+): Promise<boolean> {
+  await client.query('SAVEPOINT copy_rows_unless_taken');
+  try {
+    await copyRowsInto(client, table, columns, rows);
+  } catch (error) {
+    if ((error as { code?: unknown }).code !== '23505') throw error;
+    await client.query('ROLLBACK TO SAVEPOINT copy_rows_unless_taken');
+    return false;
+  }
+  await client.query('RELEASE SAVEPOINT copy_rows_unless_taken');
+  return true;
+}
