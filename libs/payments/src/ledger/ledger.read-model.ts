@@ -202,10 +202,16 @@ async function copyFreshEntries(tx: PoolClient, entries: readonly EntryOfBatch[]
     tx,
     'ledger_entries',
     ENTRY_COLUMNS,
-    entries.map((e) => {
-      const r = entryRow(e);
-      return [r.entry_id, r.account_id, r.mode, r.seq, r.kind, r.cause, r.occurred_at, r.log_position];
-    }),
+    entries.map((e) => [
+      e.data.entryId,
+      e.ledger.accountId,
+      e.ledger.mode,
+      e.event.revision,
+      e.data.kind,
+      e.data.cause,
+      e.data.occurredAt,
+      `${e.event.position.commit}/${e.event.position.prepare}`,
+    ]),
   );
   return copied ? [...entries] : null;
 }
