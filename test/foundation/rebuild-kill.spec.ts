@@ -87,7 +87,11 @@ describe('projections:rebuild killed mid-way', () => {
   });
 });
 
-describe('projections:rebuild of every read model (one pass) killed mid-way', () => {
+// Small pages (the upserts) and pages large enough for the rebuild's COPY of new rows (decision 0131).
+describe.each([
+  ['pages of 20 events', '20'],
+  ['pages of 1,500 events (COPY of new rows)', '1500'],
+])('projections:rebuild of every read model (one pass) killed mid-way, %s', (_pages, batchSize) => {
   let db: TestDatabase;
   let store: PostgresEventStore;
 
@@ -137,10 +141,11 @@ describe('projections:rebuild of every read model (one pass) killed mid-way', ()
     const seed = startProcess('seed-load', env, ['--events', '6000', '--seed', String(rng.int(0, 1_000_000))]);
     expect(await seed.exited).toBe(0);
     const logEvents = Number((await db.pool.query<{ n: string }>('SELECT count(*) AS n FROM events')).rows[0]!.n);
-    const killAt = BigInt(Math.floor(logEvents * rng.between(0.05, 0.8)));
+    // Before the last page: the rebuild must still have a page to go when it is killed.
+    const killAt = BigInt(Math.floor((logEvents - Number(batchSize)) * rng.between(0.05, 0.8)));
 
-    // 1. Rebuild every read model in small pages and SIGKILL it once stream_catalog has applied `killAt` events.
-    const interrupted = startProcess('rebuild', env, ['--batch-size', '20']);
+    // 1. Rebuild every read model in pages of `batchSize` events and SIGKILL it once stream_catalog has applied `killAt` events.
+    const interrupted = startProcess('rebuild', env, ['--batch-size', batchSize]);
     for (;;) {
       const row = await readCheckpoint(db.pool, 'stream_catalog');
       if (row && row.rebuildStartedAt && row.eventsApplied >= killAt) {

@@ -3,6 +3,15 @@ import type { Migration } from '#platform/database';
 import type { RecordedEvent } from '#event-store';
 import { LEDGER_CATEGORY, LedgerEntryPostedData, ledgerIdFromStream } from '#ledger';
 import type { Projection } from '#event-store/projections';
+import { copyRowsInto, copyRowsUnlessTaken } from '#platform/database';
+
+/**
+ * From how many entries a batch writes its entries and postings by COPY (a rebuild's
+ * pages; a live projector's batches are mostly smaller and keep the INSERTs).
+ */
+export const LEDGER_COPY_MIN_ENTRIES = 256;
+
+const ENTRY_COLUMNS = ['entry_id', 'account_id', 'mode', 'seq', 'kind', 'cause', 'occurred_at', 'log_position'] as const;
 
 export const ledgerReadModelMigration: Migration = {
   id: 'payments:0002_read_model_ledger',
@@ -88,29 +97,7 @@ export const ledgerProjection: Projection = {
     });
     if (entries.length === 0) return;
 
-    // Rows go as one JSON parameter (jsonb_to_recordset): see foldBatchIntoTable.
-    const inserted = await tx.query<{ entry_id: string }>(
-      `INSERT INTO ledger_entries (entry_id, account_id, mode, seq, kind, cause, occurred_at, log_position)
-       SELECT * FROM jsonb_to_recordset($1::jsonb)
-         AS e(entry_id uuid, account_id text, mode text, seq bigint, kind text, cause text, occurred_at timestamptz, log_position text)
-       ON CONFLICT (entry_id) DO NOTHING RETURNING entry_id`,
-      [
-        JSON.stringify(
-          entries.map((e) => ({
-            entry_id: e.data.entryId,
-            account_id: e.ledger.accountId,
-            mode: e.ledger.mode,
-            seq: e.event.revision.toString(),
-            kind: e.data.kind,
-            cause: e.data.cause,
-            occurred_at: e.data.occurredAt,
-            log_position: `${e.event.position.commit}/${e.event.position.prepare}`,
-          })),
-        ),
-      ],
-    );
-    const fresh = new Set(inserted.rows.map((r) => r.entry_id));
-    const postings = entries.filter((e) => fresh.has(e.data.entryId));
+    const postings = (await copyFreshEntries(tx, entries)) ?? (await insertEntriesUnlessStored(tx, entries));
     if (postings.length === 0) return;
 
     // Open holds, for the worker that releases them when due: the batch's net effect
@@ -139,11 +126,21 @@ export const ledgerProjection: Projection = {
     }
 
     const rows = postings.flatMap((e) => e.data.postings.map((p, i) => ({ e, p, i })));
-    await tx.query(
-      `INSERT INTO ledger_postings (entry_id, ordinal, account, amount)
-       SELECT * FROM jsonb_to_recordset($1::jsonb) AS p(entry_id uuid, ordinal smallint, account text, amount bigint)`,
-      [JSON.stringify(rows.map((r) => ({ entry_id: r.e.data.entryId, ordinal: r.i, account: r.p.account, amount: r.p.amount })))],
-    );
+    // Postings only ever go in with their entry, inserted by this batch: none can exist yet.
+    if (postings.length >= LEDGER_COPY_MIN_ENTRIES) {
+      await copyRowsInto(
+        tx,
+        'ledger_postings',
+        ['entry_id', 'ordinal', 'account', 'amount'],
+        rows.map((r) => [r.e.data.entryId, r.i, r.p.account, r.p.amount]),
+      );
+    } else {
+      await tx.query(
+        `INSERT INTO ledger_postings (entry_id, ordinal, account, amount)
+         SELECT * FROM jsonb_to_recordset($1::jsonb) AS p(entry_id uuid, ordinal smallint, account text, amount bigint)`,
+        [JSON.stringify(rows.map((r) => ({ entry_id: r.e.data.entryId, ordinal: r.i, account: r.p.account, amount: r.p.amount })))],
+      );
+    }
 
     const deltas = new Map<string, { accountId: string; mode: string; account: string; amount: number }>();
     for (const { e, p } of rows) {
@@ -161,6 +158,63 @@ export const ledgerProjection: Projection = {
     );
   },
 };
+
+interface EntryOfBatch {
+  readonly event: RecordedEvent;
+  readonly ledger: { readonly accountId: string; readonly mode: string };
+  readonly data: LedgerEntryPostedData;
+}
+
+const entryRow = (e: EntryOfBatch) => ({
+  entry_id: e.data.entryId,
+  account_id: e.ledger.accountId,
+  mode: e.ledger.mode,
+  seq: e.event.revision.toString(),
+  kind: e.data.kind,
+  cause: e.data.cause,
+  occurred_at: e.data.occurredAt,
+  log_position: `${e.event.position.commit}/${e.event.position.prepare}`,
+});
+
+/** The batch's entries not stored yet, inserted; returns them (the ones whose postings and balances this batch writes). */
+async function insertEntriesUnlessStored(tx: PoolClient, entries: readonly EntryOfBatch[]): Promise<EntryOfBatch[]> {
+  // Rows go as one JSON parameter (jsonb_to_recordset): see foldBatchIntoTable.
+  const inserted = await tx.query<{ entry_id: string }>(
+    `INSERT INTO ledger_entries (${ENTRY_COLUMNS.join(', ')})
+     SELECT * FROM jsonb_to_recordset($1::jsonb)
+       AS e(entry_id uuid, account_id text, mode text, seq bigint, kind text, cause text, occurred_at timestamptz, log_position text)
+     ON CONFLICT (entry_id) DO NOTHING RETURNING entry_id`,
+    [JSON.stringify(entries.map(entryRow))],
+  );
+  const fresh = new Set(inserted.rows.map((r) => r.entry_id));
+  return entries.filter((e) => fresh.has(e.data.entryId));
+}
+
+/**
+ * A large batch's entries by COPY, when none of them is stored yet (always, but for a
+ * log that repeats an entry id in a later batch): inside a savepoint, so that a taken
+ * entry id (23505) undoes the COPY alone and returns null, and the batch goes on with
+ * insertEntriesUnlessStored as a small one does. Returns every entry otherwise.
+ */
+async function copyFreshEntries(tx: PoolClient, entries: readonly EntryOfBatch[]): Promise<EntryOfBatch[] | null> {
+  if (entries.length < LEDGER_COPY_MIN_ENTRIES) return null;
+  const copied = await copyRowsUnlessTaken(
+    tx,
+    'ledger_entries',
+    ENTRY_COLUMNS,
+    entries.map((e) => [
+      e.data.entryId,
+      e.ledger.accountId,
+      e.ledger.mode,
+      e.event.revision,
+      e.data.kind,
+      e.data.cause,
+      e.data.occurredAt,
+      `${e.event.position.commit}/${e.event.position.prepare}`,
+    ]),
+  );
+  return copied ? [...entries] : null;
+}
 
 interface HoldKey {
   readonly accountId: string;

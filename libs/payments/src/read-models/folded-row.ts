@@ -1,5 +1,12 @@
 import type { PoolClient } from 'pg';
 import type { RecordedEvent } from '#event-store';
+import { copyRowsInto, CopyValue } from '#platform/database';
+
+/**
+ * From how many new rows a batch writes them by COPY rather than by the upsert: below it
+ * the one statement more is not worth it (a live projector's batches are mostly smaller).
+ */
+export const FOLD_COPY_MIN_ROWS = 256;
 
 /** A column of a folded-state table besides id, state and last_revision, derived from the state. */
 export interface FoldedColumn<S> {
@@ -50,7 +57,7 @@ export async function foldBatchIntoTable<S>(tx: PoolClient, t: FoldedTable<S>, e
   );
   const storedRows = new Map(stored.rows.map((r) => [r.id, r]));
 
-  const changed: { id: string | number; state: S; revision: bigint }[] = [];
+  const changed: { id: string | number; state: S; revision: bigint; stored: boolean }[] = [];
   for (const [key, { id, events: streamEvents }] of byId) {
     const row = storedRows.get(key);
     // A stream is folded from its first event or from its stored row, never from the middle.
@@ -63,12 +70,37 @@ export async function foldBatchIntoTable<S>(tx: PoolClient, t: FoldedTable<S>, e
       state = t.evolve(state, e);
       revision = e.revision;
     }
-    if (revision > start) changed.push({ id, state, revision });
+    if (revision > start) changed.push({ id, state, revision, stored: row !== undefined });
   }
   if (changed.length === 0) return;
 
   const names = ['id', ...t.columns.map((c) => c.name), 'state', 'last_revision'];
   const types = [t.idType, ...t.columns.map((c) => c.type), 'jsonb', 'bigint'];
+  // Rows the batch's read found absent (and locked nothing for) cannot exist: this
+  // projection's batches are applied by one writer at a time, each after the last one
+  // committed. Many of them (a rebuild's pages) go by COPY, in the order their streams
+  // first appear, after the upsert of the stored rows; an identity column numbers them
+  // in that order as the upsert would have.
+  const fresh = changed.filter((c) => !c.stored);
+  const upserted = fresh.length >= FOLD_COPY_MIN_ROWS ? changed.filter((c) => c.stored) : changed;
+  if (upserted.length > 0) await upsertFoldedRows(tx, t, names, types, upserted);
+  if (upserted !== changed) {
+    await copyRowsInto(
+      tx,
+      t.table,
+      names,
+      fresh.map((c): CopyValue[] => [c.id, ...t.columns.map((col) => (col.value(c.state) ?? null) as CopyValue), c.state as object, c.revision]),
+    );
+  }
+}
+
+async function upsertFoldedRows<S>(
+  tx: PoolClient,
+  t: FoldedTable<S>,
+  names: readonly string[],
+  types: readonly string[],
+  changed: readonly { id: string | number; state: S; revision: bigint }[],
+): Promise<void> {
   // The rows as one JSON parameter (jsonb_to_recordset): JSON.stringify is native, and
   // PostgreSQL parses the document once and reads each value with its column type's input,
   // as it reads array elements (json_to_recordset re-parsed each row's `state`: 5 times slower).

@@ -2,6 +2,10 @@ import type { PoolClient } from 'pg';
 import type { Migration } from '#platform/database';
 import { RecordedEvent, streamCategory } from '#event-store';
 import type { Projection } from '#event-store/projections';
+import { copyRowsUnlessTaken } from '#platform/database';
+
+/** From how many streams begun in a batch their rows go by COPY (a rebuild's pages). */
+export const STREAM_CATALOG_COPY_MIN_ROWS = 256;
 
 export const streamCatalogMigration: Migration = {
   id: 'payments:0001_read_model_stream_catalog',
@@ -36,7 +40,29 @@ export const streamCatalogProjection: Projection = {
       else if (event.revision > seen.last.revision) seen.last = event;
     }
     if (latest.size === 0) return;
-    const rows = [...latest.values()];
+    let rows = [...latest.values()];
+    // Streams that begin in this batch have no row yet (but for a batch applied again):
+    // many of them (a rebuild's pages) go by COPY, and if any is there after all, the
+    // COPY is undone and every row goes by the upsert below.
+    const begun = rows.filter((r) => r.first.revision === 0n);
+    if (begun.length >= STREAM_CATALOG_COPY_MIN_ROWS) {
+      const copied = await copyRowsUnlessTaken(
+        tx,
+        'stream_catalog',
+        ['stream_name', 'category', 'event_count', 'last_revision', 'last_event_type', 'first_event_at', 'last_event_at'],
+        begun.map((r) => [
+          r.last.streamName,
+          streamCategory(r.last.streamName),
+          r.last.revision + 1n,
+          r.last.revision,
+          r.last.type,
+          r.first.createdAt,
+          r.last.createdAt,
+        ]),
+      );
+      if (copied) rows = rows.filter((r) => r.first.revision !== 0n);
+      if (rows.length === 0) return;
+    }
     // The rows as one JSON parameter (jsonb_to_recordset): see foldBatchIntoTable.
     await tx.query(
       `INSERT INTO stream_catalog AS c (stream_name, category, event_count, last_revision, last_event_type, first_event_at, last_event_at)

@@ -2,3 +2,4 @@ export * from './pool';
 export * from './migrate';
 export * from './embedded-postgres';
 export * from './one-turn-batches';
+export * from './copy-rows';

@@ -1,0 +1,135 @@
+/**
+ * Large batches (a rebuild's pages) write rows that cannot exist yet by COPY (decision
+ * 0131): the invoices and payouts folds their new rows, the ledger its entries (inside
+ * a savepoint, falling back to the upsert when an entry id is taken) and postings, the
+ * stream catalog the streams a batch begins (in a savepoint too).
+ * Whatever the batches, the tables must equal what small batches (the upserts alone)
+ * leave; values COPY's text format escapes must come back as they went in.
+ */
+import { randomBytes } from 'node:crypto';
+import { matchesFilter, PostgresEventStore } from '#event-store';
+import { rebuildProjectionsTogether, resetProjection } from '#event-store/projections';
+import { copyRowsInto, copyTextValue, inTransaction } from '#platform/database';
+import { loadConfig } from '#payments/composition';
+import {
+  allProjections,
+  FOLD_COPY_MIN_ROWS,
+  invoicesProjection,
+  LEDGER_COPY_MIN_ENTRIES,
+  ledgerProjection,
+  readModelChecksums,
+  streamCatalogProjection,
+  TableChecksum,
+} from '#payments/read-models';
+import { fixedKeys, SecretBox } from '#platform/secrets';
+import { seedLoad } from '../../apps/tools/src/seed/seed-load';
+import { projectToHead } from '../support/project-to-head';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { seededRandom } from '../support/test-seed';
+
+let db: TestDatabase;
+let store: PostgresEventStore;
+/** The read models as small batches (below the COPY thresholds) build them. */
+let smallBatches: TableChecksum[];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  store = new PostgresEventStore(db.pool, { pollIntervalMs: 10 });
+  const rng = seededRandom('rebuild by COPY');
+  await seedLoad(
+    { pool: db.pool, store, terms: loadConfig({}), secrets: new SecretBox(fixedKeys([randomBytes(32)])) },
+    { events: 5_000, seed: String(rng.int(0, 1_000_000_000)), days: rng.int(5, 10) },
+  );
+  // Batches of fewer events than either threshold: never a COPY.
+  const small = rng.int(1, Math.min(FOLD_COPY_MIN_ROWS, LEDGER_COPY_MIN_ENTRIES) - 1);
+  for (const projection of allProjections) await projectToHead(db.pool, store, projection, small);
+  smallBatches = await readModelChecksums(db.pool);
+}, 120_000);
+afterAll(async () => {
+  await store.close();
+  await db.drop();
+});
+
+describe('COPY text values', () => {
+  it('escapes backslash, tab, newline and carriage return, writes \\N for null, JSON for objects, ISO for dates', () => {
+    expect(copyTextValue(null)).toBe('\\N');
+    expect(copyTextValue('a\\b\tc\nd\re')).toBe('a\\\\b\\tc\\nd\\re');
+    expect(copyTextValue('\\N')).toBe('\\\\N');
+    expect(copyTextValue(12345678901234)).toBe('12345678901234');
+    expect(copyTextValue(-5n)).toBe('-5');
+    expect(copyTextValue(new Date('2026-11-24T05:00:00.123Z'))).toBe('2026-11-24T05:00:00.123Z');
+    expect(copyTextValue({ a: 'x\\"y', b: [1, null] })).toBe(String.raw`{"a":"x\\\\\\"y","b":[1,null]}`);
+    expect(() => copyTextValue(Number.NaN)).toThrow(/finite/);
+  });
+
+  it('come back from PostgreSQL as they went in, also in chunks of many rows', async () => {
+    const odd = ['tab\there', 'new\nline', 'cr\rlf\r\n', 'back\\slash', '\\N', 'кириллица ✓', '', ' lead and trail ', 'quote " and \' '];
+    await inTransaction(db.pool, async (tx) => {
+      await tx.query('CREATE TEMP TABLE copied (n bigint, t text, j jsonb, at timestamptz, x text) ON COMMIT DROP');
+      const rows = Array.from({ length: 20_000 }, (_, i) => [
+        i,
+        odd[i % odd.length]!,
+        { text: odd[i % odd.length]!, i, nested: { list: [i, odd[(i + 1) % odd.length]!] } },
+        new Date(Date.UTC(2026, 0, 1) + i * 1000),
+        i % 3 === 0 ? null : `x${i}`,
+      ]);
+      expect(await copyRowsInto(tx, 'copied', ['n', 't', 'j', 'at', 'x'], rows)).toBe(rows.length);
+      const back = await tx.query<{ n: string; t: string; j: unknown; at: Date; x: string | null }>('SELECT n, t, j, at, x FROM copied ORDER BY n');
+      expect(back.rows.map((r) => [Number(r.n), r.t, r.j, r.at, r.x])).toEqual(rows);
+    });
+  });
+});
+
+describe('a rebuild that writes its pages by COPY', () => {
+  it('leaves the read models small batches leave, in one page and in pages that mix new and stored rows', async () => {
+    const rng = seededRandom('rebuild by COPY, page size');
+    // The whole log in one page: every new row of the history by COPY.
+    const all = await rebuildProjectionsTogether(db.pool, store, allProjections, { batchSize: 50_000 });
+    expect(all.projections.find((p) => p.projection === 'invoices')!.eventsApplied).toBeGreaterThan(BigInt(FOLD_COPY_MIN_ROWS));
+    expect(await readModelChecksums(db.pool)).toEqual(smallBatches);
+    // Pages large enough for COPY, small enough that invoices, payouts and holds carry over from page to page.
+    const batchSize = rng.int(1_000, 2_500);
+    await rebuildProjectionsTogether(db.pool, store, allProjections, { batchSize });
+    expect({ batchSize, tables: await readModelChecksums(db.pool) }).toEqual({ batchSize, tables: smallBatches });
+  });
+
+  it('a large batch applied again changes nothing; one whose entries are partly stored writes only the others (savepoint fallback)', async () => {
+    const events = (await store.readAll({ maxCount: 100_000 })).filter((e) => matchesFilter(ledgerProjection.filter, e));
+    expect(events.length).toBeGreaterThan(2 * LEDGER_COPY_MIN_ENTRIES);
+    await resetProjection(db.pool, ledgerProjection);
+    // The first part of the history (by COPY: a large batch), then all of it in one large batch, then all of it again.
+    const part = LEDGER_COPY_MIN_ENTRIES + Math.floor((events.length - LEDGER_COPY_MIN_ENTRIES) / 2);
+    await inTransaction(db.pool, (tx) => ledgerProjection.apply(tx, events.slice(0, part), undefined));
+    await inTransaction(db.pool, (tx) => ledgerProjection.apply(tx, events, undefined));
+    await inTransaction(db.pool, (tx) => ledgerProjection.apply(tx, events, undefined));
+    const ledgerTables = [...ledgerProjection.tables];
+    expect(await readModelChecksums(db.pool, ledgerTables)).toEqual(smallBatches.filter((t) => ledgerTables.includes(t.table)));
+  });
+
+  it('the stream catalog: a large batch of begun streams applied again changes nothing (savepoint fallback)', async () => {
+    const events = await store.readAll({ maxCount: 100_000 });
+    const tables = [...streamCatalogProjection.tables];
+    await resetProjection(db.pool, streamCatalogProjection);
+    await inTransaction(db.pool, (tx) => streamCatalogProjection.apply(tx, events.slice(0, Math.floor(events.length / 2)), undefined));
+    await inTransaction(db.pool, (tx) => streamCatalogProjection.apply(tx, events, undefined));
+    await inTransaction(db.pool, (tx) => streamCatalogProjection.apply(tx, events, undefined));
+    expect(await readModelChecksums(db.pool, tables)).toEqual(smallBatches.filter((t) => tables.includes(t.table)));
+  });
+
+  it('the invoices fold: a large batch applied again changes nothing, and new rows keep their order of arrival behind stored ones', async () => {
+    for (const projection of [invoicesProjection]) {
+      const events = (await store.readAll({ maxCount: 100_000 })).filter((e) => matchesFilter(projection.filter, e));
+      expect({ projection: projection.name, many: events.length > FOLD_COPY_MIN_ROWS }).toEqual({ projection: projection.name, many: true });
+      await resetProjection(db.pool, projection);
+      const half = Math.floor(events.length / 2);
+      await inTransaction(db.pool, (tx) => projection.apply(tx, events.slice(0, half)));
+      await inTransaction(db.pool, (tx) => projection.apply(tx, events));
+      await inTransaction(db.pool, (tx) => projection.apply(tx, events));
+      const tables = [...projection.tables];
+      expect({ projection: projection.name, tables: await readModelChecksums(db.pool, tables) }).toEqual({
+        projection: projection.name,
+        tables: smallBatches.filter((t) => tables.includes(t.table)),
+      });
+    }
+  });
+});
