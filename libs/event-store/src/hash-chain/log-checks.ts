@@ -477,17 +477,10 @@ export class LogOrderCheck {
     offset: number,
     given: LoggedEvent | null,
   ): void {
-    const made = (): LoggedEvent =>
-      given ?? {
-        streamName: names![slot]!,
-        revision: BigInt(revision),
-        position,
-        chainHash: chainHashes === null ? null : chainHashes.subarray(offset, offset + CHAIN_HASH_BYTES),
-      };
     const lastPlusOne = this.lastOfStream.numbers[slot]!;
     if (lastPlusOne > 0 && revision < lastPlusOne) {
       this.problems.push({
-        ...named(made()),
+        ...named(given ?? this.made(slot, names!, revision, position, chainHashes, offset)),
         kind: 'order_changed',
         detail: `revision ${revision} comes after revision ${lastPlusOne - 1} (position ${this.lastPositions[slot]}) in the log`,
       });
@@ -498,9 +491,19 @@ export class LogOrderCheck {
     this.running.add(chainHashes, offset);
     this.count += 1n;
     if (this.segment) {
-      this.segmentEvents.push(made());
+      this.segmentEvents.push(given ?? this.made(slot, names!, revision, position, chainHashes, offset));
       if (this.count === this.segment.events) this.closeSegment();
     }
+  }
+
+  /** An event fed by slot as an object: only for a problem or a checkpoint's segment (no object per event otherwise). */
+  private made(slot: number, names: readonly string[], revision: number, position: string, chainHashes: Buffer | null, offset: number): LoggedEvent {
+    return {
+      streamName: names[slot]!,
+      revision: BigInt(revision),
+      position,
+      chainHash: chainHashes === null ? null : chainHashes.subarray(offset, offset + CHAIN_HASH_BYTES),
+    };
   }
 
   finish(): void {

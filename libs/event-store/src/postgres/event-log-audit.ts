@@ -341,7 +341,6 @@ export async function followLogChains(
     const revisions = new Float64Array(n);
     const commits = new Float64Array(n);
     const prepares = new Float64Array(n);
-    const positions = new Array<string>(n);
     let exact = true;
     const chainHashes = Buffer.alloc(n * CHAIN_HASH_BYTES);
     const hashless = new Uint8Array(n);
@@ -349,10 +348,10 @@ export async function followLogChains(
     const dataTexts: string[] = [];
     for (let i = 0; i < n; i++) {
       const [streamName, revisionText, id, type, dataJson, metadataJson, storedHex, commitText, prepareText] = rows[i]!;
-      const position = `${commitText}/${prepareText}`;
       const content = { streamName, revision: BigInt(revisionText), id, type, dataJson, metadataJson };
       const slot =
-        chains.continues(content, storedHex) ?? chains.event({ ...content, position, storedHash: storedHex === null ? null : Buffer.from(storedHex, 'hex') });
+        chains.continues(content, storedHex) ??
+        chains.event({ ...content, position: `${commitText}/${prepareText}`, storedHash: storedHex === null ? null : Buffer.from(storedHex, 'hex') });
       if (slot >= streamsBefore + newStreamNames.length) newStreamNames.push(streamName);
       slots[i] = slot;
       revisions[i] = Number(revisionText);
@@ -360,7 +359,6 @@ export async function followLogChains(
       const prepare = Number(prepareText);
       commits[i] = commit;
       prepares[i] = prepare;
-      positions[i] = position;
       if (!Number.isSafeInteger(commit) || !Number.isSafeInteger(prepare)) exact = false;
       if (storedHex === null || storedHex.length !== 2 * CHAIN_HASH_BYTES) hashless[i] = 1;
       else chainHashes.write(storedHex, i * CHAIN_HASH_BYTES, 'hex');
@@ -375,7 +373,8 @@ export async function followLogChains(
       revisions,
       commits,
       prepares,
-      positionTexts: exact ? null : positions,
+      // Built only for a page that needs them (a position beyond 2^53).
+      positionTexts: exact ? null : rows.map((row) => `${row[7]}/${row[8]}`),
       chainHashes,
       hashless,
     };
