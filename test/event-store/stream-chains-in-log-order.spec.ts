@@ -6,13 +6,15 @@
  * events gone), it reports exactly what the stream-by-stream check (StreamChainCheck)
  * reports when fed the same events stream after stream in revision order, which is what
  * `log:verify` did before it read the log once. The same holds when each event is first
- * offered to `continues` (the PostgreSQL read's path without a Buffer per event), and
+ * offered to `expects`, its digest taken over its texts' bytes and followed by `goesOn`
+ * when it is its stored hash (the PostgreSQL read's path, decision 0134), and
  * the order check fed by the chain check's stream numbers (`eventInSlot`) finds what it
  * finds fed by names.
  */
 import {
   CHAIN_HASH_BYTES,
   chainHashes,
+  ContentBytesDigest,
   describeProblem,
   LogOrderCheck,
   LogProblem,
@@ -128,8 +130,10 @@ function inLogOrder(log: readonly StoredChainedEvent[]): { problems: LogProblem[
 
 /**
  * The chain check as the PostgreSQL read of the log feeds it: each event offered to
- * `continues` with its stored hash as hex, handed to `event` when it does not simply
- * continue its chain; and the order check fed by the slots that gives. Answers what the
+ * `expects`, its digest taken over its texts as the UTF-8 bytes of a row
+ * (ContentBytesDigest) and followed by `goesOn` when it is its stored hash, handed to
+ * `event` when it does not simply go on its chain; and the order check fed by the slots
+ * that gives. Answers what the
  * two checks found and each stream's followed head.
  */
 function asTheLogReadFeedsIt(log: readonly StoredChainedEvent[]) {
@@ -137,17 +141,41 @@ function asTheLogReadFeedsIt(log: readonly StoredChainedEvent[]) {
   const order = new LogOrderCheck();
   const names: string[] = [];
   const hashes = Buffer.alloc(CHAIN_HASH_BYTES);
+  const digest = new ContentBytesDigest({ streamName: 0, id: 1, type: 2, data: 3, metadata: 4 });
   for (const e of log) {
-    const { position: _, storedHash, ...content } = e;
-    const slot = chains.continues(content, storedHash === null ? null : storedHash.toString('hex')) ?? chains.event(e);
-    if (slot === names.length) names.push(e.streamName);
-    if (storedHash !== null && storedHash.length === CHAIN_HASH_BYTES) storedHash.copy(hashes);
+    const { storedHash } = e;
     const hashless = storedHash === null || storedHash.length !== CHAIN_HASH_BYTES;
+    if (!hashless) storedHash.copy(hashes);
+    // The event as the read of the log has it: its texts as the UTF-8 bytes of a row.
+    const row = rowOf([e.streamName, e.id, e.type, e.dataJson, e.metadataJson]);
+    let slot = hashless ? -1 : chains.expects(e.streamName, Number(e.revision));
+    if (slot >= 0) {
+      if (
+        digest.digest(chains.previousHashes(slot), slot * CHAIN_HASH_BYTES, row.bytes, row.starts, row.ends, Number(e.revision)) === storedHash!.toString('hex')
+      ) {
+        chains.goesOn(slot, hashes, 0);
+      } else slot = -1;
+    }
+    if (slot < 0) slot = chains.event(e);
+    if (slot === names.length) names.push(e.streamName);
     order.eventInSlot(slot, names, Number(e.revision), e.position, hashless ? null : hashes, 0);
   }
   chains.finish();
   order.finish();
   return { chains, order, names };
+}
+
+function rowOf(texts: readonly string[]): { bytes: Buffer; starts: Int32Array; ends: Int32Array } {
+  const parts = texts.map((text) => Buffer.from(text, 'utf8'));
+  const starts = new Int32Array(parts.length);
+  const ends = new Int32Array(parts.length);
+  let at = 0;
+  parts.forEach((part, i) => {
+    starts[i] = at;
+    at += part.length;
+    ends[i] = at;
+  });
+  return { bytes: Buffer.concat(parts), starts, ends };
 }
 
 function byName(log: readonly StoredChainedEvent[]) {

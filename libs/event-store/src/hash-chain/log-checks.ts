@@ -1,4 +1,4 @@
-import { CHAIN_HASH_BYTES, ChainedEventContent, eventChainHash, eventChainHashHex, RunningLogHash } from './hash-chain';
+import { CHAIN_HASH_BYTES, ChainedEventContent, eventChainHash, RunningLogHash } from './hash-chain';
 
 /**
  * What a verification of the log found (pure: the adapters feed the events in).
@@ -324,27 +324,37 @@ export class StreamChainsInLogOrder {
   }
 
   /**
-   * The next event of the log when it simply goes on with its stream's unbroken chain:
-   * no event of the stream held back and no break in it, the next revision, and a
-   * stored hash (lower-case hex) that is the one its content gives. Then it is followed
-   * as `event` follows it and its stream's slot is answered; otherwise nothing changes
-   * and undefined is answered: the caller hands the event to `event`. (What a read of
-   * the whole log meets for nearly every event, without a Buffer per event.)
+   * What a read of the whole log meets for nearly every event, without a Buffer or a
+   * decoded text per event, in two steps: `expects` answers the stream's slot when an
+   * event of it at `revision` would simply go on its unbroken chain (no event of the
+   * stream held back, no break in it, the next revision), else -1, and follows nothing
+   * yet. The caller takes the event's digest itself (ContentBytesDigest, from the bytes
+   * it read) over the previous hash in `previousHashes(slot)` at slot × 32 (null: the
+   * stream's first event); when that is the event's stored hash, `goesOn` follows it as
+   * `event` would have; otherwise the caller hands the event to `event`.
    */
-  continues(content: ChainedEventContent, storedHashHex: string | null): number | undefined {
-    if (storedHashHex === null || storedHashHex.length !== 2 * CHAIN_HASH_BYTES) return undefined;
+  expects(streamName: string, revision: number): number {
     const { slots } = this;
-    const slot = slots.slotOf(content.streamName);
-    const revision = Number(content.revision);
-    if (revision !== slots.numbers[slot]) return undefined;
-    if ((this.broken.size > 0 && this.broken.has(content.streamName)) || (this.waiting.size > 0 && this.waiting.has(content.streamName))) return undefined;
-    const offset = slot * CHAIN_HASH_BYTES;
-    if (eventChainHashHex(slots.hashSet[slot] === 1 ? slots.hashes : null, offset, content) !== storedHashHex) return undefined;
-    this.events += 1;
-    slots.numbers[slot] = revision + 1;
-    slots.hashes.write(storedHashHex, offset, 'hex');
-    slots.hashSet[slot] = 1;
+    const slot = slots.slotOf(streamName);
+    if (revision !== slots.numbers[slot]) return -1;
+    if ((this.broken.size > 0 && this.broken.has(streamName)) || (this.waiting.size > 0 && this.waiting.has(streamName))) return -1;
     return slot;
+  }
+
+  /** The buffer of the streams' last stored hashes (see `expects`), or null where the slot's stream has none yet. */
+  previousHashes(slot: number): Uint8Array | null {
+    return this.slots.hashSet[slot] === 1 ? this.slots.hashes : null;
+  }
+
+  /** Follows the event `expects` answered `slot` for, its digest equal to its stored hash (32 bytes of `storedHash` at `offset`). */
+  goesOn(slot: number, storedHash: Uint8Array, offset: number): void {
+    const { slots } = this;
+    this.events += 1;
+    slots.numbers[slot]! += 1;
+    const hashes = slots.hashes;
+    const at = slot * CHAIN_HASH_BYTES;
+    for (let k = 0; k < CHAIN_HASH_BYTES; k++) hashes[at + k] = storedHash[offset + k]!;
+    slots.hashSet[slot] = 1;
   }
 
   /**

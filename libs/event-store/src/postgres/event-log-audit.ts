@@ -1,10 +1,11 @@
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { Pool } from 'pg';
-import { inTransaction } from '#platform/database';
+import { BinaryCopyRows, inTransaction, readBinaryCopy } from '#platform/database';
 import type { Position } from '../event-store';
 import {
   CHAIN_HASH_BYTES,
+  ContentBytesDigest,
   EventLogReport,
   GENESIS_HASH,
   inLogOrder,
@@ -123,10 +124,11 @@ export async function extendLogCheckpoints(pool: Pool, options: { segmentEvents?
  * (StreamChainsInLogOrder), each stream's revisions are checked to ascend and the
  * running hash is folded and compared with every recorded checkpoint (LogOrderCheck).
  * Then each stream's recorded head (revision and chain head) is compared with its last
- * event (streamHeadsDiffering). The log is read in pages (keyset)
- * up to its visible head (the events a reader of the log sees; an append still in
- * flight is verified by the next run). Memory: one page, one revision and stored hash
- * per stream, and one checkpoint segment.
+ * event (streamHeadsDiffering). The log is read in one statement streamed by COPY
+ * (decision 0134) up to its visible head when the statement starts (the events a
+ * reader of the log sees; an append still in flight is verified by the next run).
+ * Memory: a page or two, one revision and stored hash per stream, and one checkpoint
+ * segment.
  */
 export async function verifyEventLog(pool: Pool, options: PostgresLogVerifyOptions = {}): Promise<EventLogReport> {
   const order = await LogOrderFollower.start(pool, options.at ?? []);
@@ -307,12 +309,12 @@ export class LogOrderFollower {
 }
 
 /**
- * Reads the visible log in log order (up to `upTo`, when given), in pages (keyset; the
- * next page is asked for before this one is checked, so PostgreSQL reads it while Node
- * hashes), recomputes every stream's chain (StreamChainsInLogOrder) and hands each page
- * on (`onPage`: what the order check needs, and the events `forward` asks for) before
- * the next; then compares each stream's recorded head with the chain followed
- * (streamHeadsDiffering).
+ * Reads the visible log in log order (up to `upTo`, when given) in one statement
+ * streamed by COPY (readLogInOneStatement), recomputes every stream's chain
+ * (StreamChainsInLogOrder) as the events arrive and hands them on in pages of
+ * `pageSize` (`onPage`: what the order check needs, and the events `forward` asks for;
+ * the read waits for each to settle); then compares each stream's recorded head with
+ * the chain followed (streamHeadsDiffering).
  */
 export async function followLogChains(
   pool: Pool,
@@ -320,68 +322,13 @@ export async function followLogChains(
   onPage: (page: LoggedPage, forwarded: ForwardedColumns | null) => Promise<void>,
 ): Promise<ChainsFollowed> {
   const pageSize = options.pageSize ?? 1000;
-  const upTo = options.upTo ? { commit: options.upTo.commit.toString(), prepare: options.upTo.prepare.toString() } : null;
-  const forward = options.forward;
   const chains = new StreamChainsInLogOrder();
-  let next = logPage(pool, { commit: '0', prepare: '0' }, upTo, pageSize);
-  for (;;) {
-    const page = await next;
-    const rows = page.rows;
-    const full = rows.length === pageSize;
-    if (full) {
-      const last = rows[rows.length - 1]!;
-      next = logPage(pool, { commit: last[7], prepare: last[8] }, upTo, pageSize);
-      // Awaited at the next turn; a failure while this page is checked is not unhandled.
-      next.catch(() => undefined);
-    }
-    const n = rows.length;
-    const streamsBefore = chains.streams;
-    const newStreamNames: string[] = [];
-    const slots = new Int32Array(n);
-    const revisions = new Float64Array(n);
-    const commits = new Float64Array(n);
-    const prepares = new Float64Array(n);
-    let exact = true;
-    const chainHashes = Buffer.alloc(n * CHAIN_HASH_BYTES);
-    const hashless = new Uint8Array(n);
-    const forwardedRows: number[] = [];
-    const dataTexts: string[] = [];
-    for (let i = 0; i < n; i++) {
-      const [streamName, revisionText, id, type, dataJson, metadataJson, storedHex, commitText, prepareText] = rows[i]!;
-      const content = { streamName, revision: BigInt(revisionText), id, type, dataJson, metadataJson };
-      const slot =
-        chains.continues(content, storedHex) ??
-        chains.event({ ...content, position: `${commitText}/${prepareText}`, storedHash: storedHex === null ? null : Buffer.from(storedHex, 'hex') });
-      if (slot >= streamsBefore + newStreamNames.length) newStreamNames.push(streamName);
-      slots[i] = slot;
-      revisions[i] = Number(revisionText);
-      const commit = Number(commitText);
-      const prepare = Number(prepareText);
-      commits[i] = commit;
-      prepares[i] = prepare;
-      if (!Number.isSafeInteger(commit) || !Number.isSafeInteger(prepare)) exact = false;
-      if (storedHex === null || storedHex.length !== 2 * CHAIN_HASH_BYTES) hashless[i] = 1;
-      else chainHashes.write(storedHex, i * CHAIN_HASH_BYTES, 'hex');
-      if (forward && type === forward.eventType && streamName.startsWith(forward.streamNamePrefix)) {
-        forwardedRows.push(i);
-        dataTexts.push(dataJson);
-      }
-    }
-    const logged: LoggedPage = {
-      newStreamNames: textColumn(newStreamNames),
-      slots,
-      revisions,
-      commits,
-      prepares,
-      // Built only for a page that needs them (a position beyond 2^53).
-      positionTexts: exact ? null : rows.map((row) => `${row[7]}/${row[8]}`),
-      chainHashes,
-      hashless,
-    };
-    const forwarded: ForwardedColumns | null = forwardedRows.length > 0 ? { rows: Int32Array.from(forwardedRows), dataJsons: textColumn(dataTexts) } : null;
-    await onPage(logged, forwarded);
-    if (!full) break;
-  }
+  const page = new LoggedPageBuilder(chains, pageSize, options.forward ?? null);
+  await readLogInOneStatement(pool, options.upTo ?? null, (rows) => {
+    page.event(rows);
+    if (page.size === pageSize) return page.take(onPage);
+  });
+  if (page.size > 0) await page.take(onPage);
   chains.finish();
 
   const headProblems: LogProblem[] = [];
@@ -459,41 +406,195 @@ async function streamHeadsDiffering(pool: Pool, chains: StreamChainsInLogOrder):
   return differing;
 }
 
-/**
- * An event of the log as the chain check reads it: a row as an array (no object per
- * row); the stored chain hash as lower-case hex (compared with the digests as text: no
- * Buffer per event).
- */
-type LogPageRow = [
-  streamName: string,
-  revision: string,
-  id: string,
-  type: string,
-  dataJson: string,
-  metadataJson: string,
-  chainHashHex: string | null,
-  commit: string,
-  prepare: string,
-];
-
-/** Events of the visible log after `after` (and up to `upTo`, when given), in log order, with what their chain hashes cover. */
-function logPage(
-  pool: Pool,
-  after: { commit: string; prepare: string },
-  upTo: { commit: string; prepare: string } | null,
-  pageSize: number,
-): Promise<{ rows: LogPageRow[] }> {
-  return pool.query<LogPageRow>({
-    text: `SELECT stream_name, stream_revision, event_id::text, event_type, data::text, metadata::text, encode(chain_hash, 'hex'),
-                  transaction_id::text, global_position
-           FROM events
-           WHERE (transaction_id, global_position) > ($1::text::xid8, $2::bigint) AND ${VISIBLE}
-             ${upTo ? 'AND (transaction_id, global_position) <= ($4::text::xid8, $5::bigint)' : ''}
-           ORDER BY events.transaction_id, events.global_position LIMIT $3`,
-    values: upTo ? [after.commit, after.prepare, pageSize, upTo.commit, upTo.prepare] : [after.commit, after.prepare, pageSize],
-    rowMode: 'array',
-  });
+/** The columns of the log read, in order (COPY's binary format: text as UTF-8, bigint and xid8 as 8 bytes, bytea as is). */
+const enum LogColumn {
+  StreamName,
+  Revision,
+  EventId,
+  Type,
+  Data,
+  Metadata,
+  ChainHash,
+  Commit,
+  Prepare,
 }
+const LOG_COLUMNS = 9;
+
+/**
+ * The visible log (up to `upTo`, when given) in log order, each event handed to
+ * `onRow` as it arrives: one statement, `COPY (SELECT ...) TO STDOUT (FORMAT binary)`
+ * (decision 0134). PostgreSQL produces the rows while Node checks them, held back only
+ * by TCP when Node falls behind; no page is read twice or skipped, since there are no
+ * pages to the server (one snapshot, one ordered index scan). The horizon of
+ * visibility is taken once, when the statement starts (an InitPlan: the same value
+ * VISIBLE gives each of its rows); an append in flight then is verified by the next run.
+ * The index scan in log order is asked for (sorts and sequential scans switched off in
+ * the statement's transaction): a sort of the whole log would spill it to disk.
+ */
+async function readLogInOneStatement(pool: Pool, upTo: Position | null, onRow: (rows: BinaryCopyRows) => void | Promise<void>): Promise<void> {
+  const bound = upTo ? `AND (transaction_id, global_position) <= ('${decimal(upTo.commit)}'::xid8, ${decimal(upTo.prepare)})` : '';
+  const select = `SELECT stream_name, stream_revision, event_id::text, event_type, data::text, metadata::text, chain_hash, transaction_id, global_position
+    FROM events
+    WHERE transaction_id < (SELECT pg_snapshot_xmin(pg_current_snapshot())) ${bound}
+    ORDER BY transaction_id, global_position`;
+  const client = await pool.connect();
+  let failed: Error | undefined;
+  try {
+    await client.query('BEGIN READ ONLY');
+    await client.query('SET LOCAL enable_sort = off');
+    await client.query('SET LOCAL enable_seqscan = off');
+    await readBinaryCopy(client, select, LOG_COLUMNS, onRow);
+    await client.query('COMMIT');
+  } catch (error) {
+    failed = error as Error;
+    throw error;
+  } finally {
+    // A read stopped halfway leaves its COPY running: the connection goes with it.
+    client.release(failed);
+  }
+}
+
+/** A position's part as a literal of the COPY statement (it takes no parameters). */
+function decimal(value: bigint): string {
+  const text = value.toString();
+  if (!/^[0-9]+$/.test(text)) throw new Error(`not a log position: ${text}`);
+  return text;
+}
+
+/**
+ * The page of the log being read: each event's chain recomputed as it arrives
+ * (StreamChainsInLogOrder; `continues` for nearly all, `event` for the rest), and what
+ * the order check needs of it put in columns (LoggedPage), with the events `forward`
+ * asks for (ForwardedColumns).
+ */
+class LoggedPageBuilder {
+  size = 0;
+  private streamsBefore: number;
+  private newStreamNames: string[] = [];
+  private slots: Int32Array;
+  private revisions: Float64Array;
+  private commits: Float64Array;
+  private prepares: Float64Array;
+  private positionTexts: string[] | null = null;
+  private chainHashes: Buffer;
+  private hashless: Uint8Array;
+  private forwardedRows: number[] = [];
+  private dataTexts: string[] = [];
+  private readonly digest = new ContentBytesDigest({
+    streamName: LogColumn.StreamName,
+    id: LogColumn.EventId,
+    type: LogColumn.Type,
+    data: LogColumn.Data,
+    metadata: LogColumn.Metadata,
+  });
+
+  constructor(
+    private readonly chains: StreamChainsInLogOrder,
+    private readonly pageSize: number,
+    private readonly forward: { streamNamePrefix: string; eventType: string } | null,
+  ) {
+    this.streamsBefore = chains.streams;
+    this.slots = new Int32Array(pageSize);
+    this.revisions = new Float64Array(pageSize);
+    this.commits = new Float64Array(pageSize);
+    this.prepares = new Float64Array(pageSize);
+    this.chainHashes = Buffer.alloc(pageSize * CHAIN_HASH_BYTES);
+    this.hashless = new Uint8Array(pageSize);
+  }
+
+  /**
+   * The next event of the log: the current row of `rows`. Nearly every event goes on
+   * its stream's unbroken chain (StreamChainsInLogOrder.expects): its digest is taken
+   * over the row's bytes (ContentBytesDigest) and compared with the stored hash, and
+   * its texts are never decoded but for the stream's name and type (and the data of a
+   * forwarded event). Any other event (a first in a new order, a break, a digest that
+   * differs) is decoded and handed to `event`, which says what is wrong.
+   */
+  event(rows: BinaryCopyRows): void {
+    const i = this.size;
+    const { chains, chainHashes } = this;
+    const { bytes, starts, ends } = rows;
+    const streamName = rows.text(LogColumn.StreamName)!;
+    const type = rows.text(LogColumn.Type)!;
+    const revisionNumber = rows.safeInteger(LogColumn.Revision);
+    const hashStart = starts[LogColumn.ChainHash]!;
+    const hashed = hashStart >= 0 && ends[LogColumn.ChainHash]! - hashStart === CHAIN_HASH_BYTES;
+    if (hashed) bytes.copy(chainHashes, i * CHAIN_HASH_BYTES, hashStart, hashStart + CHAIN_HASH_BYTES);
+    else this.hashless[i] = 1;
+    const commit = rows.safeInteger(LogColumn.Commit, true);
+    const prepare = rows.safeInteger(LogColumn.Prepare);
+    const position = commit === null || prepare === null || this.positionTexts !== null ? positionText(rows) : null;
+
+    let slot = hashed && revisionNumber !== null ? chains.expects(streamName, revisionNumber) : -1;
+    if (slot >= 0) {
+      const digest = this.digest.digest(chains.previousHashes(slot), slot * CHAIN_HASH_BYTES, bytes, starts, ends, revisionNumber!);
+      if (digest === chainHashes.toString('hex', i * CHAIN_HASH_BYTES, (i + 1) * CHAIN_HASH_BYTES)) chains.goesOn(slot, chainHashes, i * CHAIN_HASH_BYTES);
+      else slot = -1;
+    }
+    if (slot < 0) {
+      slot = chains.event({
+        streamName,
+        revision: revisionNumber === null ? BigInt(rows.integerText(LogColumn.Revision, false)) : BigInt(revisionNumber),
+        id: rows.text(LogColumn.EventId)!,
+        type,
+        dataJson: rows.text(LogColumn.Data)!,
+        metadataJson: rows.text(LogColumn.Metadata)!,
+        position: position ?? `${commit}/${prepare}`,
+        // A copy: the row's buffer is not kept (an event held back keeps its hash).
+        storedHash: hashStart < 0 ? null : Buffer.from(bytes.subarray(hashStart, ends[LogColumn.ChainHash]!)),
+      });
+    }
+    if (slot >= this.streamsBefore + this.newStreamNames.length) this.newStreamNames.push(streamName);
+    this.slots[i] = slot;
+    this.revisions[i] = revisionNumber ?? Number(rows.integerText(LogColumn.Revision, false));
+    this.commits[i] = commit ?? Number.NaN;
+    this.prepares[i] = prepare ?? Number.NaN;
+    if (position !== null) {
+      // A position beyond 2^53: from here on this page carries every position as text.
+      if (this.positionTexts === null) this.positionTexts = Array.from({ length: i }, (_, k) => `${this.commits[k]}/${this.prepares[k]}`);
+      this.positionTexts.push(position);
+    }
+    if (this.forward && type === this.forward.eventType && streamName.startsWith(this.forward.streamNamePrefix)) {
+      this.forwardedRows.push(i);
+      this.dataTexts.push(rows.text(LogColumn.Data)!);
+    }
+    this.size = i + 1;
+  }
+
+  /** Hands the page on (its columns cut to its events) and starts the next. */
+  take(onPage: (page: LoggedPage, forwarded: ForwardedColumns | null) => Promise<void>): Promise<void> {
+    const n = this.size;
+    const logged: LoggedPage = {
+      newStreamNames: textColumn(this.newStreamNames),
+      slots: n === this.pageSize ? this.slots : this.slots.slice(0, n),
+      revisions: n === this.pageSize ? this.revisions : this.revisions.slice(0, n),
+      commits: n === this.pageSize ? this.commits : this.commits.slice(0, n),
+      prepares: n === this.pageSize ? this.prepares : this.prepares.slice(0, n),
+      positionTexts: this.positionTexts,
+      chainHashes: n === this.pageSize ? this.chainHashes : this.chainHashes.subarray(0, n * CHAIN_HASH_BYTES),
+      hashless: n === this.pageSize ? this.hashless : this.hashless.slice(0, n),
+    };
+    const forwarded: ForwardedColumns | null =
+      this.forwardedRows.length > 0 ? { rows: Int32Array.from(this.forwardedRows), dataJsons: textColumn(this.dataTexts) } : null;
+    this.size = 0;
+    this.streamsBefore = this.chains.streams;
+    this.newStreamNames = [];
+    // Fresh columns: the page's own are moved to another thread with it.
+    this.slots = new Int32Array(this.pageSize);
+    this.revisions = new Float64Array(this.pageSize);
+    this.commits = new Float64Array(this.pageSize);
+    this.prepares = new Float64Array(this.pageSize);
+    this.positionTexts = null;
+    this.chainHashes = Buffer.alloc(this.pageSize * CHAIN_HASH_BYTES);
+    this.hashless = new Uint8Array(this.pageSize);
+    this.forwardedRows = [];
+    this.dataTexts = [];
+    return onPage(logged, forwarded);
+  }
+}
+
+/** The current row's position as exact text (`commit/prepare`). */
+const positionText = (rows: BinaryCopyRows): string => `${rows.integerText(LogColumn.Commit, true)}/${rows.integerText(LogColumn.Prepare, false)}`;
 
 /** An event handed on by verifyEventLog as it meets it (`forward`): its place and its data's jsonb text. */
 export interface ForwardedEvent {

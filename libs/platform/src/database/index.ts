@@ -3,3 +3,4 @@ export * from './migrate';
 export * from './embedded-postgres';
 export * from './one-turn-batches';
 export * from './copy-rows';
+export * from './binary-copy-out';

@@ -1,0 +1,214 @@
+/**
+ * The read of the log in one statement (decision 0134): `COPY (SELECT ...) TO STDOUT
+ * (FORMAT binary)` decoded by BinaryCopyRows from chunks cut anywhere, with every
+ * value PostgreSQL sends read back exactly; a verification that reads the log while
+ * appends go on checks the log as it was when its statement started; and a read stopped
+ * halfway by its consumer leaves no connection behind in a broken state.
+ */
+import { randomUUID } from 'node:crypto';
+import type { PoolClient } from 'pg';
+import { to as copyTo } from 'pg-copy-streams';
+import { followLogChains, PostgresEventStore, verifyEventLog } from '#event-store';
+import { BinaryCopyRows, readBinaryCopy } from '#platform/database';
+import { visibleHead } from '../support/project-to-head';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { intBelow, seededRandom } from '../support/test-seed';
+
+let db: TestDatabase;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => {
+  await db.drop();
+});
+
+interface Decoded {
+  label: string | null;
+  small: string | null;
+  big: string;
+  xid: string;
+  bytes: string | null;
+}
+
+/** A row of the values statement below, as the test reads it from BinaryCopyRows. */
+function decoded(rows: BinaryCopyRows): Decoded {
+  const small = rows.starts[1]! < 0 ? null : rows.safeInteger(1);
+  return {
+    label: rows.text(0),
+    small: small === null ? null : String(small),
+    big: rows.integerText(2, false),
+    xid: rows.integerText(3, true),
+    bytes: rows.starts[4]! < 0 ? null : rows.bytes.toString('hex', rows.starts[4]!, rows.ends[4]!),
+  };
+}
+
+/** Values PostgreSQL sends in the binary format: texts with every character COPY's text format escapes, NULLs, integers at their limits, bytea. */
+const VALUES = `SELECT * FROM (VALUES
+  ('plain', 0::bigint, 0::bigint, '0'::xid8, '\\x00ff'::bytea),
+  (E'tab\\tnewline\\nback\\\\slash\\rcr', 9007199254740991, 9007199254740993, '9007199254740993'::xid8, ''::bytea),
+  ('ünïcödé ✓ 𝄞', -9007199254740991, -9223372036854775808, '18446744073709551615'::xid8, NULL),
+  (NULL, NULL, 9223372036854775807, '1'::xid8, '\\xdeadbeef'::bytea),
+  ('', 42, -1, '4294967296'::xid8, '\\x01'::bytea)
+) AS v(label, small, big, xid, bytes)`;
+
+const EXPECTED: Decoded[] = [
+  { label: 'plain', small: '0', big: '0', xid: '0', bytes: '00ff' },
+  { label: 'tab\tnewline\nback\\slash\rcr', small: '9007199254740991', big: '9007199254740993', xid: '9007199254740993', bytes: '' },
+  { label: 'ünïcödé ✓ 𝄞', small: '-9007199254740991', big: '-9223372036854775808', xid: '18446744073709551615', bytes: null },
+  { label: null, small: null, big: '9223372036854775807', xid: '1', bytes: 'deadbeef' },
+  { label: '', small: '42', big: '-1', xid: '4294967296', bytes: '01' },
+];
+
+/** The raw bytes of a COPY ... TO STDOUT (FORMAT binary), as the server sends them. */
+async function rawCopy(client: PoolClient, select: string): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of client.query(copyTo(`COPY (${select}) TO STDOUT (FORMAT binary)`)) as AsyncIterable<Buffer>) chunks.push(chunk);
+  return Buffer.concat(chunks);
+}
+
+describe("COPY's binary format read back", () => {
+  it('reads every value exactly: texts with tabs, newlines and backslashes, NULLs, integers beyond 2^53 and at their limits, bytea', async () => {
+    const client = await db.pool.connect();
+    try {
+      const rows: Decoded[] = [];
+      await readBinaryCopy(client, VALUES, 5, (r) => void rows.push(decoded(r)));
+      expect(rows).toEqual(EXPECTED);
+      // A safe integer only where it is one.
+      const unsafe: (number | null)[] = [];
+      await readBinaryCopy(client, VALUES, 5, (r) => void unsafe.push(r.safeInteger(2)));
+      expect(unsafe).toEqual([0, null, null, null, -1]);
+    } finally {
+      client.release();
+    }
+  });
+
+  it('gives the same rows whatever the chunks the stream is cut into (seeded)', async () => {
+    const client = await db.pool.connect();
+    let raw: Buffer;
+    try {
+      raw = await rawCopy(client, VALUES);
+    } finally {
+      client.release();
+    }
+    // Every single cut, then random cuts into many pieces.
+    const cuts: number[][] = Array.from({ length: raw.length + 1 }, (_, at) => [at]);
+    const rng = seededRandom('binary copy chunks');
+    for (let run = 0; run < 200; run++) {
+      cuts.push(Array.from({ length: intBelow(rng, 1, 20) }, () => intBelow(rng, 0, raw.length + 1)).sort((a, b) => a - b));
+    }
+    for (const at of cuts) {
+      const rows = new BinaryCopyRows(5);
+      const out: Decoded[] = [];
+      let from = 0;
+      for (const to of [...at, raw.length]) {
+        rows.push(raw.subarray(from, to));
+        from = to;
+        while (rows.next()) out.push(decoded(rows));
+      }
+      expect([out, rows.ended, rows.pending]).toEqual([EXPECTED, true, 0]);
+    }
+  });
+
+  it('refuses what is not the format: another signature, a row of other fields, a stream cut before its trailer', async () => {
+    const client = await db.pool.connect();
+    let raw: Buffer;
+    try {
+      raw = await rawCopy(client, VALUES);
+    } finally {
+      client.release();
+    }
+    const other = Buffer.from(raw);
+    other[0] = 0x51;
+    const notCopy = new BinaryCopyRows(5);
+    notCopy.push(other);
+    expect(() => notCopy.next()).toThrow(/signature/);
+
+    const fewer = new BinaryCopyRows(4);
+    fewer.push(raw);
+    expect(() => fewer.next()).toThrow(/a row of 5 fields where 4 were expected/);
+
+    const cut = new BinaryCopyRows(5);
+    cut.push(raw.subarray(0, raw.length - 3));
+    let read = 0;
+    while (cut.next()) read += 1;
+    expect([read, cut.ended, cut.pending > 0]).toEqual([4, false, true]);
+  });
+});
+
+describe('the log read in one statement', () => {
+  it('verifies the log as it was when its statement started while appends go on, and the next verification sees them', async () => {
+    const store = new PostgresEventStore(db.pool, { pollIntervalMs: 10 });
+    try {
+      // 8 MB of events: more than the sockets' buffers hold, so the server is still sending when the consumer gives up.
+      for (let i = 0; i < 40; i++) {
+        await store.appendToStream(`order-${i % 7}-${randomUUID()}`, [{ id: randomUUID(), type: 'Created', data: { i, note: 'ü\t\\' } }]);
+      }
+      await visibleHead(db.pool, store);
+      const before = Number((await db.pool.query<{ n: string }>('SELECT count(*) AS n FROM events')).rows[0]!.n);
+      let appended = 0;
+      let appending = true;
+      const appends = (async () => {
+        while (appending) {
+          await store.appendToStream(`late-${randomUUID()}`, [{ id: randomUUID(), type: 'Created', data: { late: appended } }]);
+          appended += 1;
+        }
+      })();
+      // Pages of one event, each waiting a little: the appends go on during the read.
+      let pages = 0;
+      const chains = await followLogChains(db.pool, { pageSize: 1 }, async () => {
+        pages += 1;
+        await new Promise((resolve) => setTimeout(resolve, 2));
+      });
+      appending = false;
+      await appends;
+      expect(appended).toBeGreaterThan(0);
+      expect(chains.problems).toEqual([]);
+      // It read a fixed set: at least what was visible before it started, and each event once.
+      expect(chains.events).toBeGreaterThanOrEqual(before);
+      expect(pages).toBe(chains.events);
+      expect(chains.events).toBeLessThan(before + appended);
+
+      await visibleHead(db.pool, store);
+      const after = await verifyEventLog(db.pool);
+      expect(after.problems).toEqual([]);
+      expect(after.events).toBe(before + appended);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('stopped halfway by its consumer, rejects with its error and leaves the pool usable (the connection of the unfinished COPY is closed)', async () => {
+    const store = new PostgresEventStore(db.pool, { pollIntervalMs: 10 });
+    try {
+      // 8 MB of events: more than the sockets' buffers hold, so the server is still sending when the consumer gives up.
+      for (let i = 0; i < 40; i++)
+        await store.appendToStream(`stop-${randomUUID()}`, [{ id: randomUUID(), type: 'Created', data: { i, pad: 'x'.repeat(200_000) } }]);
+      await visibleHead(db.pool, store);
+      let pages = 0;
+      await expect(
+        followLogChains(db.pool, { pageSize: 2 }, async () => {
+          pages += 1;
+          if (pages === 3) throw new Error('the consumer gave up');
+        }),
+      ).rejects.toThrow('the consumer gave up');
+      expect(pages).toBe(3);
+      // No session is left in the COPY; the pool answers and a whole verification passes.
+      // (The server ends the session when it sees the socket closed: looked at until then, up to 5 s.)
+      let copying = '';
+      for (let tries = 0; tries < 50 && copying !== '0'; tries++) {
+        if (tries > 0) await new Promise((resolve) => setTimeout(resolve, 100));
+        copying = (
+          await db.pool.query<{ n: string }>(
+            `SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'COPY (SELECT stream_name%' AND pid <> pg_backend_pid()`,
+          )
+        ).rows[0]!.n;
+      }
+      expect(copying).toBe('0');
+      const report = await verifyEventLog(db.pool);
+      expect(report.problems).toEqual([]);
+    } finally {
+      await store.close();
+    }
+  });
+});
