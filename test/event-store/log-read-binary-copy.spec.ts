@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import type { PoolClient } from 'pg';
 import { to as copyTo } from 'pg-copy-streams';
-import { followLogChains, PostgresEventStore, verifyEventLog } from '#event-store';
+import { extendLogCheckpoints, followLogChains, PostgresEventStore, verifyEventLog } from '#event-store';
 import { BinaryCopyRows, readBinaryCopy } from '#platform/database';
 import { visibleHead } from '../support/project-to-head';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
@@ -173,6 +173,38 @@ describe('the log read in one statement', () => {
       const after = await verifyEventLog(db.pool);
       expect(after.problems).toEqual([]);
       expect(after.events).toBe(before + appended);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('leaves a checkpoint recorded during the read (it covers events after the read began) to the next run, which compares it', async () => {
+    const store = new PostgresEventStore(db.pool, { pollIntervalMs: 10 });
+    try {
+      // A log of its own: the checkpoints cover every event of the database.
+      await db.pool.query('TRUNCATE events, event_streams, event_log_checkpoints');
+      for (let i = 0; i < 20; i++) await store.appendToStream(`cp-${randomUUID()}`, [{ id: randomUUID(), type: 'Created', data: { i } }]);
+      await visibleHead(db.pool, store);
+      await extendLogCheckpoints(db.pool, { segmentEvents: 5 });
+      let extended = false;
+      const during = await verifyEventLog(db.pool, {
+        pageSize: 1,
+        forward: {
+          streamNamePrefix: 'cp-',
+          eventType: 'Created',
+          onEvents: async () => {
+            if (extended) return;
+            extended = true;
+            for (let i = 0; i < 10; i++) await store.appendToStream(`cp-${randomUUID()}`, [{ id: randomUUID(), type: 'Created', data: { late: i } }]);
+            await visibleHead(db.pool, store);
+            await extendLogCheckpoints(db.pool, { segmentEvents: 5 });
+          },
+        },
+      });
+      expect(extended).toBe(true);
+      expect([during.problems, during.events, during.checkpointsCompared]).toEqual([[], 20, 4]);
+      const next = await verifyEventLog(db.pool);
+      expect([next.problems, next.events, next.checkpointsCompared]).toEqual([[], 30, 6]);
     } finally {
       await store.close();
     }

@@ -127,6 +127,8 @@ export async function extendLogCheckpoints(pool: Pool, options: { segmentEvents?
  * event (streamHeadsDiffering). The log is read in one statement streamed by COPY
  * (decision 0134) up to its visible head when the statement starts (the events a
  * reader of the log sees; an append still in flight is verified by the next run).
+ * The recorded checkpoints compared are those recorded before the read starts (one
+ * recorded during it may cover events after its snapshot: the next run compares it).
  * Memory: a page or two, one revision and stored hash per stream, and one checkpoint
  * segment.
  */
@@ -247,11 +249,18 @@ export class LogOrderFollower {
   private constructor(
     private readonly pool: Pool,
     private readonly wanted: ReadonlySet<string>,
+    /** The last checkpoint compared: the last recorded before the read started. */
+    private readonly lastSeq: bigint,
     private nextCheckpoint: RecordedCheckpoint | null,
   ) {}
 
   static async start(pool: Pool, at: readonly string[]): Promise<LogOrderFollower> {
-    return new LogOrderFollower(pool, new Set(at), await checkpointAfter(pool, 0n));
+    // The checkpoints recorded before the read of the log starts: each covers events that were
+    // visible then, so within what the read takes. One recorded during the read may cover
+    // events after its snapshot: it is left to the next run.
+    const last = (await pool.query<{ seq: string }>('SELECT coalesce(max(seq), 0) AS seq FROM event_log_checkpoints')).rows[0]!.seq;
+    const recordedBefore = BigInt(last);
+    return new LogOrderFollower(pool, new Set(at), recordedBefore, await checkpointAfter(pool, 0n, recordedBefore));
   }
 
   async page(page: LoggedPage): Promise<void> {
@@ -262,7 +271,7 @@ export class LogOrderFollower {
     for (let i = 0; i < slots.length; i++) {
       while (this.nextCheckpoint && this.nextCheckpoint.fromEvents <= order.events) {
         order.checkpoint(this.nextCheckpoint);
-        this.nextCheckpoint = await checkpointAfter(this.pool, this.nextCheckpoint.seq);
+        this.nextCheckpoint = await checkpointAfter(this.pool, this.nextCheckpoint.seq, this.lastSeq);
       }
       const position = positionOf(page, i);
       order.eventInSlot(slots[i]!, names, revisions[i]!, position, hashless[i] === 1 ? null : hashes, i * CHAIN_HASH_BYTES);
@@ -294,7 +303,7 @@ export class LogOrderFollower {
     const { order } = this;
     while (this.nextCheckpoint) {
       order.checkpoint(this.nextCheckpoint);
-      this.nextCheckpoint = await checkpointAfter(this.pool, this.nextCheckpoint.seq);
+      this.nextCheckpoint = await checkpointAfter(this.pool, this.nextCheckpoint.seq, this.lastSeq);
     }
     order.finish();
     return {
@@ -622,9 +631,14 @@ export interface PostgresLogVerifyOptions extends VerifyEventLogOptions {
   };
 }
 
-async function checkpointAfter(pool: Pool, seq: bigint): Promise<RecordedCheckpoint | null> {
-  const row = (await pool.query<CheckpointRow>(`SELECT ${CHECKPOINT_COLUMNS} FROM event_log_checkpoints WHERE seq > $1 ORDER BY seq LIMIT 1`, [seq.toString()]))
-    .rows[0];
+/** The recorded checkpoint after `seq`, up to `lastSeq`. */
+async function checkpointAfter(pool: Pool, seq: bigint, lastSeq: bigint): Promise<RecordedCheckpoint | null> {
+  const row = (
+    await pool.query<CheckpointRow>(`SELECT ${CHECKPOINT_COLUMNS} FROM event_log_checkpoints WHERE seq > $1 AND seq <= $2 ORDER BY seq LIMIT 1`, [
+      seq.toString(),
+      lastSeq.toString(),
+    ])
+  ).rows[0];
   return row ? toRecorded(row) : null;
 }
 
