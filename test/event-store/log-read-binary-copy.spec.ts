@@ -1,5 +1,5 @@
 /**
- * The read of the log in one statement (decision 0134): `COPY (SELECT ...) TO STDOUT
+ * The read of the log in one statement (decision 0140): `COPY (SELECT ...) TO STDOUT
  * (FORMAT binary)` decoded by BinaryCopyRows from chunks cut anywhere, with every
  * value PostgreSQL sends read back exactly; a verification that reads the log while
  * appends go on checks the log as it was when its statement started; and a read stopped

@@ -7,7 +7,7 @@
  * reports when fed the same events stream after stream in revision order, which is what
  * `log:verify` did before it read the log once. The same holds when each event is first
  * offered to `expects`, its digest taken over its texts' bytes and followed by `goesOn`
- * when it is its stored hash (the PostgreSQL read's path, decision 0134), and
+ * when it is its stored hash (the PostgreSQL read's path, decision 0140), and
  * the order check fed by the chain check's stream numbers (`eventInSlot`) finds what it
  * finds fed by names.
  */

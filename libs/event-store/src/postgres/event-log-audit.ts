@@ -125,7 +125,7 @@ export async function extendLogCheckpoints(pool: Pool, options: { segmentEvents?
  * running hash is folded and compared with every recorded checkpoint (LogOrderCheck).
  * Then each stream's recorded head (revision and chain head) is compared with its last
  * event (streamHeadsDiffering). The log is read in one statement streamed by COPY
- * (decision 0134) up to its visible head when the statement starts (the events a
+ * (decision 0140) up to its visible head when the statement starts (the events a
  * reader of the log sees; an append still in flight is verified by the next run).
  * The recorded checkpoints compared are those recorded before the read starts (one
  * recorded during it may cover events after its snapshot: the next run compares it).
@@ -432,7 +432,7 @@ const LOG_COLUMNS = 9;
 /**
  * The visible log (up to `upTo`, when given) in log order, each event handed to
  * `onRow` as it arrives: one statement, `COPY (SELECT ...) TO STDOUT (FORMAT binary)`
- * (decision 0134). PostgreSQL produces the rows while Node checks them, held back only
+ * (decision 0140). PostgreSQL produces the rows while Node checks them, held back only
  * by TCP when Node falls behind; no page is read twice or skipped, since there are no
  * pages to the server (one snapshot, one ordered index scan). The horizon of
  * visibility is taken once, when the statement starts (an InitPlan: the same value
