@@ -158,9 +158,11 @@ export class WebhookHttpClient implements WebhookPoster {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
-        // After undici has made the connection free again (it waits one turn of the event
-        // loop after a reply ends): the next attempt then reuses it instead of opening another.
-        setImmediate(() => setImmediate(resolve, result));
+        // After undici has made the connection free again (a reply's end schedules that for
+        // the next check phase, setImmediate): the next attempt then reuses it instead of
+        // opening another. Scheduled once the parser's callback has returned (a microtask),
+        // so it runs right after undici's, in the same check phase, not a turn later.
+        queueMicrotask(() => setImmediate(resolve, result));
       };
       const timer = setTimeout(() => {
         finish(done(null, null, `no reply within ${this.timeoutMs / 1000} s`));
