@@ -234,11 +234,8 @@ describe('attempts recorded in batches', () => {
 });
 
 describe('deliveries claimed ahead of their slots', () => {
-  it('a URL is refilled once three quarters of what it may hold ahead went out: each refill claims that much at once', async () => {
-    const url = `https://shop-${randomUUID()}.example/hooks`;
-    await enqueue(url, 30);
-    const poster = heldPoster();
-    // The deliveries each claim took, in order.
+  /** The database pool, with the deliveries each claim took, in order. */
+  function countingClaims(): { pool: Pool; claims: number[] } {
     const claims: number[] = [];
     const pool = new Proxy(db.pool, {
       get(target, property) {
@@ -252,8 +249,58 @@ describe('deliveries claimed ahead of their slots', () => {
         return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
       },
     });
-    // 2 slots and 8 ahead: at most 10 held; refilled when down to 2 + 8 / 4 = 4 (it was 2 + 8 / 2 = 6).
-    const dispatcher = new WebhookDispatcher(pool as Pool, registry, clock, {
+    return { pool: pool as Pool, claims };
+  }
+
+  /** Answers every attempt sent until `dispatcher.stop()` has ended. */
+  async function stopAnswering(dispatcher: WebhookDispatcher, poster: ReturnType<typeof heldPoster>, answered: number): Promise<void> {
+    const stopped = dispatcher.stop();
+    let done = false;
+    void stopped.then(() => (done = true));
+    while (!done) {
+      for (; answered < poster.posted.length; answered++) poster.posted[answered]!.answer({ statusCode: 200, body: 'ok', durationMs: 1, error: null });
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  }
+
+  it('by default a URL holds 16 × its slots ahead and is refilled when half of them went out (0134)', async () => {
+    const url = `https://shop-${randomUUID()}.example/hooks`;
+    await enqueue(url, 80);
+    const poster = heldPoster();
+    const { pool, claims } = countingClaims();
+    // 2 slots: 2 + 32 held at most; refilled when down to 2 + 16 (before 0134: 2 + 16 held, refilled at 2 + 4).
+    const dispatcher = new WebhookDispatcher(pool, registry, clock, {
+      concurrency: 32,
+      perUrlConcurrency: 2,
+      pollIntervalMs: 60_000,
+      allowPrivateNetworks: false,
+      client: poster,
+    });
+    let answered = 0;
+    dispatcher.start();
+    await until(() => claims.length === 1, 'the first claim');
+    expect(claims).toEqual([34]);
+    for (; answered < 15; answered++) {
+      await until(() => poster.posted.length > answered, `attempt ${answered + 1}`);
+      poster.posted[answered]!.answer({ statusCode: 200, body: 'ok', durationMs: 1, error: null });
+    }
+    // Down to 2 + 17: no refill yet.
+    await new Promise((r) => setTimeout(r, 100));
+    expect(claims).toEqual([34]);
+    await until(() => poster.posted.length > answered, `attempt ${answered + 1}`);
+    poster.posted[answered++]!.answer({ statusCode: 200, body: 'ok', durationMs: 1, error: null });
+    await until(() => claims.length === 2, 'the refill');
+    expect(claims).toEqual([34, 16]);
+    await stopAnswering(dispatcher, poster, answered);
+  });
+
+  it('a URL is refilled once half of what it may hold ahead went out: each refill claims that much at once', async () => {
+    const url = `https://shop-${randomUUID()}.example/hooks`;
+    await enqueue(url, 30);
+    const poster = heldPoster();
+    const { pool, claims } = countingClaims();
+    // 2 slots and 8 ahead: at most 10 held; refilled when down to 2 + 8 / 2 = 6 (0129: 2 + 8 / 4 = 4, claims of 6).
+    const dispatcher = new WebhookDispatcher(pool, registry, clock, {
       concurrency: 32,
       perUrlConcurrency: 2,
       prefetchPerUrl: 8,
@@ -273,18 +320,12 @@ describe('deliveries claimed ahead of their slots', () => {
     dispatcher.start();
     await until(() => claims.length === 1, 'the first claim');
     expect(claims).toEqual([10]);
-    await answerUpTo(6);
+    await answerUpTo(4);
     await until(() => claims.length === 2, 'the first refill');
-    await answerUpTo(12);
+    await answerUpTo(8);
     await until(() => claims.length === 3, 'the second refill');
-    expect(claims).toEqual([10, 6, 6]);
-    const stopped = dispatcher.stop();
-    let done = false;
-    void stopped.then(() => (done = true));
-    while (!done) {
-      for (; answered < poster.posted.length; answered++) poster.posted[answered]!.answer({ statusCode: 200, body: 'ok', durationMs: 1, error: null });
-      await new Promise((r) => setTimeout(r, 10));
-    }
+    expect(claims).toEqual([10, 4, 4]);
+    await stopAnswering(dispatcher, poster, answered);
   });
 
   it('waited longer than the lease allows: renewed before it is sent; its lease replaced meanwhile: not sent by this dispatcher, sent once by the next claim', async () => {

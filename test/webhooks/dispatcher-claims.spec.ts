@@ -6,7 +6,8 @@
  * the queue's rows whatever that backlog; with thousands of URLs of one due row each it
  * takes the earliest; a URL behind a backlog and more URLs than one claim visits is
  * still reached within a few claims; every claimed row gets a lease and a token of its
- * own, and another dispatcher takes none of them.
+ * own, and another dispatcher takes none of them; a row leased by another after a
+ * claim's snapshot and before the claim locks it is not taken (the due re-check).
  *
  * How much a claim reads is counted by PostgreSQL itself (rows of `webhook_queue` and
  * `webhook_deliveries` returned by sequential scans and fetched by index scans, in the claim's own
@@ -189,13 +190,13 @@ describe('claims past a left-out URL’s backlog', () => {
     try {
       const taken = await d.tick();
       const claimed = await claimedRows();
-      // The room of an empty dispatcher: its slots and the claims ahead (16 + 2 × 16).
-      expect(taken).toBe(48);
-      expect(new Set(claimed.map((row) => row.id))).toEqual(new Set(ids.slice(0, 48)));
-      expect(countByUrl(claimed).size).toBe(48);
+      // The room of an empty dispatcher: its slots and the claims ahead (16 + 4 × 16; 16 + 2 × 16 before 0134).
+      expect(taken).toBe(80);
+      expect(new Set(claimed.map((row) => row.id))).toEqual(new Set(ids.slice(0, 80)));
+      expect(countByUrl(claimed).size).toBe(80);
       // Every slot busy and the claims ahead full: the next claim has no room.
       expect(await d.tick()).toBe(0);
-      expect(new Set((await claimedRows()).map((row) => row.id))).toEqual(new Set(ids.slice(0, 48)));
+      expect(new Set((await claimedRows()).map((row) => row.id))).toEqual(new Set(ids.slice(0, 80)));
       console.log(`10,000 URLs: rows of the queue read per claim ${rowsRead.join(', ')}`);
       expect(Math.max(...rowsRead)).toBeLessThan(400);
     } finally {
@@ -238,6 +239,75 @@ describe('claims past a left-out URL’s backlog', () => {
 });
 
 describe('leases of the claims', () => {
+  it('a row leased by another after a claim’s snapshot, before the claim reaches it, is not taken: the due re-check under the row lock', async () => {
+    // 200,000 rows leased elsewhere, due first: the claim's look at the earliest due rows
+    // walks past them (tens of milliseconds) before it reaches the six rows behind them.
+    const held = 'https://held-elsewhere.example/hooks';
+    await enqueue(held, 200_000, -300_000);
+    await db.pool.query(`UPDATE webhook_queue SET leased_until = clock_timestamp() + interval '1 hour', lease_token = gen_random_uuid() WHERE url = $1`, [
+      held,
+    ]);
+    const targets = await enqueue('https://target.example/hooks', 6, -50_000);
+    await db.pool.query('VACUUM ANALYZE webhook_deliveries, webhook_queue');
+    const recheck = 'WHERE q.id = c.id AND q.next_attempt_at <= $1 AND (q.leased_until IS NULL OR q.leased_until < clock_timestamp())';
+    expect(CLAIM_EARLIEST).toContain(recheck);
+    /**
+     * Runs `statement` as a claim and, once it is under way, leases the six rows elsewhere
+     * as a claim would (only rows not leased; committed). Answers the rows both took (a
+     * lease given twice), and each row's holder by its token.
+     */
+    const race = async (statement: string) => {
+      await db.pool.query('UPDATE webhook_queue SET leased_until = NULL, lease_token = NULL WHERE id = ANY($1)', [targets]);
+      const claimer = await db.pool.connect();
+      try {
+        const pid = (await claimer.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+        // The test's own connection ready before the race starts.
+        await db.pool.query(`SELECT 1 FROM pg_stat_activity WHERE pid = $1`, [pid]);
+        const started = performance.now();
+        const running = claimer.query<{ id: string | null; lease_token: string | null }>(statement, [clock.now(), 16, 15, [], 6, 22, [], []]);
+        // Under way (its snapshot taken: parsing and planning take a few ms), still walking past the held rows (30–40 ms).
+        while ((await db.pool.query(`SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND state = 'active'`, [pid])).rowCount === 0);
+        await new Promise((r) => setTimeout(r, 8));
+        const other = await db.pool.query<{ id: string; lease_token: string }>(
+          `UPDATE webhook_queue SET leased_until = clock_timestamp() + interval '15 s', lease_token = gen_random_uuid()
+           WHERE id = ANY($1) AND (leased_until IS NULL OR leased_until < clock_timestamp()) RETURNING id, lease_token`,
+          [targets],
+        );
+        const leasedAt = performance.now() - started;
+        const claimed = (await running).rows.filter((row) => row.id !== null && targets.includes(row.id));
+        const ranMs = performance.now() - started;
+        const otherIds = new Set(other.rows.map((r) => r.id));
+        const twice = claimed.filter((row) => otherIds.has(row.id!)).map((row) => row.id!);
+        // Who holds each row by its token: the last writer's (the claim overwrites a lease it took twice).
+        const holders = new Map<string, string>([
+          ...other.rows.map((r): [string, string] => [r.id, r.lease_token]),
+          ...claimed.map((r): [string, string] => [r.id!, r.lease_token!]),
+        ]);
+        return { claimed: claimed.length, other: other.rows.length, twice, holders, leasedAt, ranMs };
+      } finally {
+        claimer.release();
+      }
+    };
+    // Up to five rounds, each the same interleaving twice: without the re-check (it must give
+    // the six leases twice at least once: the race did happen with this timing) and as it is
+    // (never a lease given twice; each row held by the one token that took it).
+    let demonstrated = false;
+    for (let round = 0; round < 5 && !demonstrated; round++) {
+      const unchecked = await race(CLAIM_EARLIEST.replace(recheck, 'WHERE q.id = c.id'));
+      demonstrated = unchecked.twice.length === targets.length;
+      const checked = await race(CLAIM_EARLIEST);
+      console.log(
+        `due re-check race, round ${round + 1}: without the re-check ${unchecked.twice.length} of 6 leased twice (the other lease at ${unchecked.leasedAt.toFixed(1)} ms of ${unchecked.ranMs.toFixed(1)}); ` +
+          `as it is ${checked.twice.length} (claimed ${checked.claimed}, other ${checked.other}; at ${checked.leasedAt.toFixed(1)} ms of ${checked.ranMs.toFixed(1)})`,
+      );
+      expect(checked.twice).toEqual([]);
+      expect(checked.claimed + checked.other).toBe(targets.length);
+      const rows = await db.pool.query<{ id: string; lease_token: string }>('SELECT id, lease_token FROM webhook_queue WHERE id = ANY($1)', [targets]);
+      expect(new Map(rows.rows.map((r) => [r.id, r.lease_token]))).toEqual(checked.holders);
+    }
+    expect(demonstrated).toBe(true);
+  }, 60_000);
+
   it('every claimed row gets a lease and a token of its own; a second dispatcher takes none of the first’s, and both keep the cap per URL', async () => {
     const first = hangingPoster();
     const second = hangingPoster();

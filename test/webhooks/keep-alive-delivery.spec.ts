@@ -321,4 +321,24 @@ describe('the address guard with pooled connections (a rule and a resolver of th
       await open.close();
     }
   });
+
+  it('a URL is parsed once and kept, its host still judged at every attempt; an unusable URL is refused every time without a connection', async () => {
+    const guarded = new WebhookHttpClient({ allowPrivateNetworks: false, resolveAll, addressRefusal: rule });
+    try {
+      const url = `http://127.0.0.2:${allowed.port}/hooks?x=1`;
+      const before = refused.connections;
+      for (let i = 0; i < 3; i++) {
+        expect(await guarded.post(url, '{}', {})).toMatchObject({ statusCode: null, error: expect.stringMatching(/^refused: 127\.0\.0\.2 is not/) });
+        expect(await guarded.post('not a url', '{}', {})).toMatchObject({ statusCode: null, body: null, error: 'invalid URL' });
+        expect(await guarded.post(`ftp://127.0.0.1:${allowed.port}/hooks`, '{}', {})).toMatchObject({
+          statusCode: null,
+          error: 'only http and https URLs are allowed',
+        });
+        expect(await guarded.post(`http://127.0.0.1:${allowed.port}/hooks?x=1`, '{}', {})).toMatchObject({ statusCode: 200, error: null });
+      }
+      expect(refused.connections).toBe(before);
+    } finally {
+      await guarded.close();
+    }
+  });
 });

@@ -75,6 +75,8 @@ export class WebhookHttpClient implements WebhookPoster {
   private readonly refusal: ((address: string) => string | null) | null;
   /** Connections opened so far (a test's check that connections are reused). */
   connectionsOpened = 0;
+  /** Parsed URLs by their text. */
+  private readonly targets = new Map<string, Target | string>();
 
   constructor(options: WebhookClientOptions) {
     this.timeoutMs = options.timeoutMs ?? WEBHOOK_REPLY_TIMEOUT_MS;
@@ -129,24 +131,32 @@ export class WebhookHttpClient implements WebhookPoster {
     );
   }
 
-  async post(url: string, body: string, headers: Record<string, string>): Promise<AttemptResult> {
-    const started = performance.now();
-    const done = (statusCode: number | null, reply: string | null, error: string | null): AttemptResult => ({
-      statusCode,
-      body: reply,
-      durationMs: Math.round(performance.now() - started),
-      error,
-    });
-    let target: URL;
-    try {
-      target = new URL(url);
-    } catch {
-      return done(null, null, 'invalid URL');
+  /** A URL as an attempt uses it (or why it cannot be posted to), parsed once per URL text. */
+  private targetOf(url: string): Target | string {
+    let target = this.targets.get(url);
+    if (target === undefined) {
+      target = parseTarget(url);
+      // Bounded: a dispatcher sees as many URLs as projects with webhooks.
+      if (this.targets.size >= 1000) this.targets.clear();
+      this.targets.set(url, target);
     }
-    if (target.protocol !== 'http:' && target.protocol !== 'https:') return done(null, null, 'only http and https URLs are allowed');
-    const refused = await this.hostRefusal(target.hostname.replace(/^\[|\]$/g, ''));
-    if (refused) return done(null, null, refused);
+    return target;
+  }
 
+  post(url: string, body: string, headers: Record<string, string>): Promise<AttemptResult> {
+    const started = performance.now();
+    const target = this.targetOf(url);
+    if (typeof target === 'string') return Promise.resolve(attemptResult(started, null, null, target));
+    // Without a refusal rule (private networks allowed) nothing is awaited before the request.
+    if (this.refusal === null) return this.exchange(target, body, headers, started);
+    return this.hostRefusal(target.host).then((refused) =>
+      refused ? attemptResult(started, null, null, refused) : this.exchange(target, body, headers, started),
+    );
+  }
+
+  /** The request and its reply (the guard has let the attempt through). */
+  private exchange(target: Target, body: string, headers: Record<string, string>, started: number): Promise<AttemptResult> {
+    const done = (statusCode: number | null, reply: string | null, error: string | null): AttemptResult => attemptResult(started, statusCode, reply, error);
     return new Promise<AttemptResult>((resolve) => {
       let settled = false;
       let statusCode: number | null = null;
@@ -158,9 +168,11 @@ export class WebhookHttpClient implements WebhookPoster {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
-        // After undici has made the connection free again (it waits one turn of the event
-        // loop after a reply ends): the next attempt then reuses it instead of opening another.
-        setImmediate(() => setImmediate(resolve, result));
+        // After undici has made the connection free again (a reply's end schedules that for
+        // the next check phase, setImmediate): the next attempt then reuses it instead of
+        // opening another. Scheduled once the parser's callback has returned (a microtask),
+        // so it runs right after undici's, in the same check phase, not a turn later.
+        queueMicrotask(() => setImmediate(resolve, result));
       };
       const timer = setTimeout(() => {
         finish(done(null, null, `no reply within ${this.timeoutMs / 1000} s`));
@@ -169,7 +181,7 @@ export class WebhookHttpClient implements WebhookPoster {
       this.agent.dispatch(
         {
           origin: target.origin,
-          path: `${target.pathname}${target.search}`,
+          path: target.path,
           method: 'POST',
           headers: {
             ...headers,
@@ -211,6 +223,29 @@ export class WebhookHttpClient implements WebhookPoster {
   async close(): Promise<void> {
     await this.agent.close();
   }
+}
+
+/** What an attempt needs of its URL: the origin, the path with the query, the host as the guard checks it. */
+interface Target {
+  readonly origin: string;
+  readonly path: string;
+  readonly host: string;
+}
+
+/** The URL's target, or why an attempt to it is not made. */
+function parseTarget(url: string): Target | string {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return 'invalid URL';
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') return 'only http and https URLs are allowed';
+  return { origin: parsed.origin, path: `${parsed.pathname}${parsed.search}`, host: parsed.hostname.replace(/^\[|\]$/g, '') };
+}
+
+function attemptResult(started: number, statusCode: number | null, body: string | null, error: string | null): AttemptResult {
+  return { statusCode, body, durationMs: Math.round(performance.now() - started), error };
 }
 
 /** The refusal of a resolved name: one refused address refuses it. */

@@ -53,9 +53,10 @@ export interface DispatcherOptions {
   readonly perUrlConcurrency?: number;
   /**
    * Deliveries of one URL claimed ahead of its free slots and sent as they free
-   * (default 8 × perUrlConcurrency; 0: none): the next attempt to a busy URL starts
-   * when the previous answers, not a database round trip later. All URLs together hold
-   * at most 2 × concurrency claimed ahead.
+   * (default 16 × perUrlConcurrency; 0: none): the next attempt to a busy URL starts
+   * when the previous answers, not a database round trip later. A URL is refilled when
+   * half of this went out, so a refill has the other half's time to come back. All
+   * URLs together hold at most 4 × concurrency claimed ahead.
    */
   readonly prefetchPerUrl?: number;
   /** WEBHOOK_ALLOW_PRIVATE_NETWORKS: deliveries of both modes may go to loopback, private and reserved addresses. */
@@ -308,11 +309,13 @@ export class WebhookDispatcher {
     private readonly options: DispatcherOptions,
   ) {
     this.perUrl = Math.max(1, options.perUrlConcurrency ?? Math.floor(options.concurrency / 4));
-    this.prefetchPerUrl = Math.max(0, options.prefetchPerUrl ?? 8 * this.perUrl);
-    this.maxClaimed = options.concurrency + (this.prefetchPerUrl > 0 ? 2 * options.concurrency : 0);
+    this.prefetchPerUrl = Math.max(0, options.prefetchPerUrl ?? 16 * this.perUrl);
+    this.maxClaimed = options.concurrency + (this.prefetchPerUrl > 0 ? 4 * options.concurrency : 0);
     this.maxHeld = this.maxClaimed + 4 * options.concurrency;
-    // A URL is refilled once three quarters of what it may hold ahead went out: each claim takes that much of it.
-    this.refillAt = this.prefetchPerUrl > 0 ? this.perUrl + Math.floor(this.prefetchPerUrl / 4) : this.perUrl - 1;
+    // A URL is refilled once half of what it may hold ahead went out: each claim takes that
+    // much of it, and the other half covers the claim's round trip (decision 0134: with a
+    // quarter left, a busy URL ran dry while its refill was under way).
+    this.refillAt = this.prefetchPerUrl > 0 ? this.perUrl + Math.floor(this.prefetchPerUrl / 2) : this.perUrl - 1;
     this.leaseMs = (options.leaseSeconds ?? WEBHOOK_LEASE_SECONDS) * 1000;
     this.timeoutMs = options.timeoutMs ?? WEBHOOK_REPLY_TIMEOUT_MS;
     this.recordBatch = Math.max(1, options.recordBatch ?? 500);
@@ -425,7 +428,7 @@ export class WebhookDispatcher {
   /** Claims due deliveries into the queues and starts what may start. */
   private async claim(): Promise<number> {
     // Free slots always make room, whatever is claimed ahead (receivers that hang fill
-    // their own queues, not everybody's room); claims ahead share 2 × concurrency.
+    // their own queues, not everybody's room); claims ahead share 4 × concurrency.
     const room = Math.min(
       this.options.concurrency - this.inFlight + Math.max(0, this.maxClaimed - this.options.concurrency - this.queuedCount),
       this.maxHeld - this.held,
