@@ -31,6 +31,18 @@ let db: TestDatabase;
 let store: PostgresEventStore;
 /** The read models as small batches (below the COPY thresholds) build them. */
 let smallBatches: TableChecksum[];
+/** The folded states' stored text (json) as small batches (the upsert) write it. */
+let smallBatchStates: Record<string, string>;
+
+/** Each folded table's `state` as stored, the text itself (not its value), row by row in id order. */
+async function storedStateTexts(): Promise<Record<string, string>> {
+  const out: Record<string, string> = {};
+  for (const table of ['invoices', 'payouts']) {
+    const r = await db.pool.query<{ texts: string }>(`SELECT coalesce(string_agg(state::text, E'\n' ORDER BY id), '') AS texts FROM ${table}`);
+    out[table] = r.rows[0]!.texts;
+  }
+  return out;
+}
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -44,6 +56,7 @@ beforeAll(async () => {
   const small = rng.int(1, Math.min(FOLD_COPY_MIN_ROWS, LEDGER_COPY_MIN_ENTRIES) - 1);
   for (const projection of allProjections) await projectToHead(db.pool, store, projection, small);
   smallBatches = await readModelChecksums(db.pool);
+  smallBatchStates = await storedStateTexts();
 }, 120_000);
 afterAll(async () => {
   await store.close();
@@ -131,5 +144,44 @@ describe('a rebuild that writes its pages by COPY', () => {
         tables: smallBatches.filter((t) => tables.includes(t.table)),
       });
     }
+  });
+});
+
+describe('folded states stored as json (decision 0137)', () => {
+  it('invoices and payouts keep state as json, the very text JSON.stringify wrote, the same by COPY as by the upsert', async () => {
+    const types = await db.pool.query<{ table_name: string; data_type: string }>(
+      `SELECT table_name, data_type FROM information_schema.columns
+       WHERE table_schema = current_schema() AND table_name IN ('invoices', 'payouts') AND column_name = 'state' ORDER BY table_name`,
+    );
+    expect(types.rows).toEqual([
+      { table_name: 'invoices', data_type: 'json' },
+      { table_name: 'payouts', data_type: 'json' },
+    ]);
+    // Small batches wrote every row by the upsert: the text is JSON.stringify's (no spaces, keys in the state's order).
+    expect(smallBatchStates.invoices!.length).toBeGreaterThan(0);
+    expect(smallBatchStates.payouts!.length).toBeGreaterThan(0);
+    for (const table of ['invoices', 'payouts']) {
+      for (const text of smallBatchStates[table]!.split('\n')) expect(JSON.stringify(JSON.parse(text))).toBe(text);
+    }
+    // One page for the whole log: every new row by COPY, byte for byte the same texts.
+    await rebuildProjectionsTogether(db.pool, store, allProjections, { batchSize: 50_000 });
+    expect(await storedStateTexts()).toEqual(smallBatchStates);
+  });
+
+  it('a checksum counts a json state as its value: the same table as jsonb, or converted back in place, sums the same', async () => {
+    const before = await readModelChecksums(db.pool, ['invoices', 'payouts']);
+    await db.pool.query('ALTER TABLE invoices ALTER COLUMN state TYPE jsonb USING state::jsonb');
+    await db.pool.query('ALTER TABLE payouts ALTER COLUMN state TYPE jsonb USING state::jsonb');
+    expect(await readModelChecksums(db.pool, ['invoices', 'payouts'])).toEqual(before);
+    // What the migration does to a table written before it (jsonb's text: spaces, keys sorted): another text, the same sums.
+    await db.pool.query('ALTER TABLE invoices ALTER COLUMN state TYPE json USING state::json');
+    await db.pool.query('ALTER TABLE payouts ALTER COLUMN state TYPE json USING state::json');
+    expect(await storedStateTexts()).not.toEqual(smallBatchStates);
+    expect(await readModelChecksums(db.pool, ['invoices', 'payouts'])).toEqual(before);
+    // A changed value still changes the sum.
+    await db.pool.query(`UPDATE invoices SET state = jsonb_set(state::jsonb, '{status}', '"changed"') WHERE seq = (SELECT min(seq) FROM invoices)`);
+    expect((await readModelChecksums(db.pool, ['invoices']))[0]!.md5).not.toBe(before[0]!.md5);
+    await rebuildProjectionsTogether(db.pool, store, allProjections);
+    expect(await storedStateTexts()).toEqual(smallBatchStates);
   });
 });
