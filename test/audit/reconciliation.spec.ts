@@ -100,7 +100,7 @@ describe('reconciliation on a seeded random history', () => {
         `SELECT id::text, state->'requested'->>'feeAmount' AS fee FROM payouts WHERE status = 'paid' ORDER BY id LIMIT 1`,
       )
     ).rows[0]!;
-    await db.pool.query(`UPDATE payouts SET state = jsonb_set(state, '{requested,feeAmount}', to_jsonb($2::bigint)) WHERE id = $1`, [
+    await db.pool.query(`UPDATE payouts SET state = jsonb_set(state::jsonb, '{requested,feeAmount}', to_jsonb($2::bigint)) WHERE id = $1`, [
       payout.id,
       Number(payout.fee) + 1,
     ]);
@@ -252,7 +252,7 @@ describe('reconciliation through the gateway (CLOCK=manual)', () => {
     const ledger = { accountId: m.accountId, mode: 'live' as const };
     // A read-model row altered: the invoice's fee one kopeck higher than the ledger's.
     await db.query(
-      `UPDATE invoices SET state = jsonb_set(state, '{amounts,feeAmount}', to_jsonb((state->'amounts'->>'feeAmount')::bigint + 1)) WHERE id = $1`,
+      `UPDATE invoices SET state = jsonb_set(state::jsonb, '{amounts,feeAmount}', to_jsonb((state->'amounts'->>'feeAmount')::bigint + 1)) WHERE id = $1`,
       [freeInvoice],
     );
     // A read-model row deleted: the succeeded refund's entry.

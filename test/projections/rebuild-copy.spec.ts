@@ -6,8 +6,8 @@
  * Whatever the batches, the tables must equal what small batches (the upserts alone)
  * leave; values COPY's text format escapes must come back as they went in.
  */
-import { randomBytes } from 'node:crypto';
-import { matchesFilter, PostgresEventStore } from '#event-store';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { matchesFilter, PostgresEventStore, RecordedEvent } from '#event-store';
 import { rebuildProjectionsTogether, resetProjection } from '#event-store/projections';
 import { copyRowsInto, copyTextValue, inTransaction } from '#platform/database';
 import { loadConfig } from '#payments/composition';
@@ -31,6 +31,18 @@ let db: TestDatabase;
 let store: PostgresEventStore;
 /** The read models as small batches (below the COPY thresholds) build them. */
 let smallBatches: TableChecksum[];
+/** The folded states' stored text (json) as small batches (the upsert) write it. */
+let smallBatchStates: Record<string, string>;
+
+/** Each folded table's `state` as stored, the text itself (not its value), row by row in id order. */
+async function storedStateTexts(): Promise<Record<string, string>> {
+  const out: Record<string, string> = {};
+  for (const table of ['invoices', 'payouts']) {
+    const r = await db.pool.query<{ texts: string }>(`SELECT coalesce(string_agg(state::text, E'\n' ORDER BY id), '') AS texts FROM ${table}`);
+    out[table] = r.rows[0]!.texts;
+  }
+  return out;
+}
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -44,6 +56,7 @@ beforeAll(async () => {
   const small = rng.int(1, Math.min(FOLD_COPY_MIN_ROWS, LEDGER_COPY_MIN_ENTRIES) - 1);
   for (const projection of allProjections) await projectToHead(db.pool, store, projection, small);
   smallBatches = await readModelChecksums(db.pool);
+  smallBatchStates = await storedStateTexts();
 }, 120_000);
 afterAll(async () => {
   await store.close();
@@ -131,5 +144,103 @@ describe('a rebuild that writes its pages by COPY', () => {
         tables: smallBatches.filter((t) => tables.includes(t.table)),
       });
     }
+  });
+});
+
+describe('folded states stored as json (decision 0137)', () => {
+  it('invoices and payouts keep state as json, the very text JSON.stringify wrote, the same by COPY as by the upsert', async () => {
+    const types = await db.pool.query<{ table_name: string; data_type: string }>(
+      `SELECT table_name, data_type FROM information_schema.columns
+       WHERE table_schema = current_schema() AND table_name IN ('invoices', 'payouts') AND column_name = 'state' ORDER BY table_name`,
+    );
+    expect(types.rows).toEqual([
+      { table_name: 'invoices', data_type: 'json' },
+      { table_name: 'payouts', data_type: 'json' },
+    ]);
+    // Small batches wrote every row by the upsert: the text is JSON.stringify's (no spaces, keys in the state's order).
+    expect(smallBatchStates.invoices!.length).toBeGreaterThan(0);
+    expect(smallBatchStates.payouts!.length).toBeGreaterThan(0);
+    for (const table of ['invoices', 'payouts']) {
+      for (const text of smallBatchStates[table]!.split('\n')) expect(JSON.stringify(JSON.parse(text))).toBe(text);
+    }
+    // One page for the whole log: every new row by COPY, byte for byte the same texts.
+    await rebuildProjectionsTogether(db.pool, store, allProjections, { batchSize: 50_000 });
+    expect(await storedStateTexts()).toEqual(smallBatchStates);
+  });
+
+  it('a checksum counts a json state as its value: the same table as jsonb, or converted back in place, sums the same', async () => {
+    const before = await readModelChecksums(db.pool, ['invoices', 'payouts']);
+    await db.pool.query('ALTER TABLE invoices ALTER COLUMN state TYPE jsonb USING state::jsonb');
+    await db.pool.query('ALTER TABLE payouts ALTER COLUMN state TYPE jsonb USING state::jsonb');
+    expect(await readModelChecksums(db.pool, ['invoices', 'payouts'])).toEqual(before);
+    // What the migration does to a table written before it (jsonb's text: spaces, keys sorted): another text, the same sums.
+    await db.pool.query('ALTER TABLE invoices ALTER COLUMN state TYPE json USING state::json');
+    await db.pool.query('ALTER TABLE payouts ALTER COLUMN state TYPE json USING state::json');
+    expect(await storedStateTexts()).not.toEqual(smallBatchStates);
+    expect(await readModelChecksums(db.pool, ['invoices', 'payouts'])).toEqual(before);
+    // A changed value still changes the sum.
+    await db.pool.query(`UPDATE invoices SET state = jsonb_set(state::jsonb, '{status}', '"changed"') WHERE seq = (SELECT min(seq) FROM invoices)`);
+    expect((await readModelChecksums(db.pool, ['invoices']))[0]!.md5).not.toBe(before[0]!.md5);
+    await rebuildProjectionsTogether(db.pool, store, allProjections);
+    expect(await storedStateTexts()).toEqual(smallBatchStates);
+  });
+});
+
+describe('open holds by COPY', () => {
+  /** A payment_recorded entry of account `a` (test mode) that opens a hold on `invoiceId`, as the log carries it. */
+  const payment = (n: number, a: string, invoiceId: string, amount: number): RecordedEvent => ({
+    id: randomUUID(),
+    type: 'LedgerEntryPosted',
+    streamName: `ledger-test_${a}`,
+    revision: BigInt(n),
+    data: {
+      entryId: randomUUID(),
+      kind: 'payment_recorded',
+      cause: `payment:${invoiceId}:${n}`,
+      postings: [
+        { account: 'clearing', amount: -amount },
+        { account: 'pending', amount },
+      ],
+      occurredAt: new Date(Date.UTC(2026, 0, 1) + n * 1000).toISOString(),
+      hold: { invoiceId, amount, releaseAt: new Date(Date.UTC(2026, 0, 2) + n * 1000).toISOString() },
+    },
+    metadata: {},
+    position: { commit: BigInt(n + 1), prepare: BigInt(n + 1) },
+    createdAt: new Date(Date.UTC(2026, 0, 1) + n * 1000),
+  });
+  const holds = async () =>
+    (
+      await db.pool.query<{ n: string; md5: string }>(
+        `SELECT count(*) AS n, md5(string_agg(concat_ws(' ', account_id, mode, invoice_id, amount, release_at), ',' ORDER BY invoice_id)) AS md5 FROM ledger_open_holds`,
+      )
+    ).rows[0]!;
+
+  it('a large batch inserts its opened holds by COPY; a hold still open opened again keeps the first (the COPY undone, the INSERT skips it)', async () => {
+    const account = randomUUID();
+    const invoices = Array.from({ length: LEDGER_COPY_MIN_ENTRIES + 44 }, () => randomUUID());
+    // First batch: every hold new. Second: each opened again (other entries, other amounts) with new ones after them.
+    const first = invoices.map((invoice, i) => payment(i, account, invoice, 1000 + i));
+    const more = Array.from({ length: LEDGER_COPY_MIN_ENTRIES }, () => randomUUID());
+    const second = [...invoices, ...more].map((invoice, i) => payment(first.length + i, account, invoice, 5000 + i));
+
+    // The same entries in small batches: the INSERT alone.
+    await resetProjection(db.pool, ledgerProjection);
+    const all = [...first, ...second];
+    for (let i = 0; i < all.length; i += 10) await inTransaction(db.pool, (tx) => ledgerProjection.apply(tx, all.slice(i, i + 10), undefined));
+    const bySmallBatches = await holds();
+    const ledgerTables = [...ledgerProjection.tables];
+    const smallTables = await readModelChecksums(db.pool, ledgerTables);
+
+    await resetProjection(db.pool, ledgerProjection);
+    await inTransaction(db.pool, (tx) => ledgerProjection.apply(tx, first, undefined));
+    expect(Number((await db.pool.query('SELECT count(*) AS n FROM ledger_open_holds')).rows[0].n)).toBe(invoices.length);
+    await inTransaction(db.pool, (tx) => ledgerProjection.apply(tx, second, undefined));
+    expect(await holds()).toEqual(bySmallBatches);
+    expect(await readModelChecksums(db.pool, ledgerTables)).toEqual(smallTables);
+    // The first opening counts: the amounts of the first batch, then the new ones.
+    const amounts = await db.pool.query<{ invoice_id: string; amount: string }>('SELECT invoice_id, amount FROM ledger_open_holds');
+    const byInvoice = new Map(amounts.rows.map((r) => [r.invoice_id, Number(r.amount)]));
+    expect(invoices.map((i) => byInvoice.get(i))).toEqual(invoices.map((_, i) => 1000 + i));
+    expect(more.map((i) => byInvoice.get(i))).toEqual(more.map((_, i) => 5000 + invoices.length + i));
   });
 });

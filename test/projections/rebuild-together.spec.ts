@@ -227,6 +227,31 @@ describe('projections rebuilt in one pass over the log', () => {
     expect(await readModelChecksums(db.pool)).toEqual(live);
   });
 
+  it('resumed with projections at different checkpoints, hands each only the events past its own (a page that straddles one of them)', async () => {
+    // refunds stopped right after its reset, payouts after a first batch that ends between two of its events:
+    // the pass reads from zero, in pages of 700, so one page holds events payouts has applied and events it has not.
+    await leaveResetByRebuild('payouts');
+    await leaveResetByRebuild('refunds');
+    const log = await store.readAll({ after: 'start', maxCount: 1_000_000 });
+    const payoutIndexes = log.flatMap((e, i) => (matchesFilter(payoutsProjection.filter, e) ? [i] : []));
+    const cut = payoutIndexes[Math.floor(payoutIndexes.length / 2)]! + 1;
+    expect(cut % 700).not.toBe(0);
+    const firstPage = log.slice(0, cut);
+    await applyBatchWithCheckpoint(db.pool, payoutsProjection, {
+      from: { commit: 0n, prepare: 0n },
+      to: firstPage[firstPage.length - 1]!.position,
+      events: firstPage.filter((e) => matchesFilter(payoutsProjection.filter, e)),
+    });
+    const applied = firstPage.filter((e) => matchesFilter(payoutsProjection.filter, e)).length;
+    const result = await rebuildProjectionsTogether(db.pool, store, [payoutsProjection, refundsProjection], { resume: true, batchSize: 700 });
+    const payouts = result.projections.find((p) => p.projection === 'payouts')!;
+    expect(applied).toBeGreaterThan(0);
+    // Counted from the checkpoint: the events of the first batch are not applied again.
+    expect(payouts.eventsApplied).toBe(BigInt(payoutIndexes.length));
+    expect(await readModelIndexes()).toEqual(indexes);
+    expect(await readModelChecksums(db.pool)).toEqual(live);
+  });
+
   it('leaves a projection a running runner holds to that runner and follows its progress; the others are rebuilt in the pass', async () => {
     const runner = new ProjectionRunner(db.pool, store, payoutsProjection, { batchSize: 100, standbyRetryMs: 50 });
     runner.start();

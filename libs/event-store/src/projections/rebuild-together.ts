@@ -228,7 +228,7 @@ async function onePass(
       }
       const page = pages[w.next - dropped]!;
       if (comparePositions(page.to, w.checkpoint) > 0) {
-        const events = page.events.filter((e) => comparePositions(e.position, w.checkpoint) > 0 && matchesFilter(w.projection.filter, e));
+        const events = eventsFor(w.projection, page.events, w.checkpoint);
         await applyWithRetry(pool, w, events, page.to, check, options.log);
         w.checkpoint = page.to;
         w.applied += BigInt(events.length);
@@ -266,6 +266,18 @@ async function onePass(
     logEventsRead,
     readWaitSeconds,
   };
+}
+
+/**
+ * The events of a page (in log order) past a projection's checkpoint that match its
+ * filter. A page wholly past the checkpoint (every page of a rebuild but the one a
+ * resumed rebuild starts in) is not compared event by event, and without a filter
+ * it is handed over as it is.
+ */
+function eventsFor(projection: Projection, events: readonly RecordedEvent[], checkpoint: Position): readonly RecordedEvent[] {
+  const filter = projection.filter;
+  if (comparePositions(events[0]!.position, checkpoint) > 0) return filter ? events.filter((e) => matchesFilter(filter, e)) : events;
+  return events.filter((e) => comparePositions(e.position, checkpoint) > 0 && matchesFilter(filter, e));
 }
 
 /**

@@ -36,6 +36,7 @@ import { webhookRetentionMigration } from '../webhooks/webhook-retention';
 import { idempotencyKeysMigration } from '../idempotency/schema';
 import { payoutIdsMigration, payoutRequestKeysMigration } from '../payouts/payout-ids.schema';
 import { ledgerCauseIndexMigration } from '../ledger/ledger-cause-index';
+import { foldedStateAsJsonMigration } from '../read-models/folded-row';
 
 /** Every schema change of the gateway, in version order. Never edit an applied one: add a new one. */
 export const allMigrations: readonly Migration[] = [
@@ -75,4 +76,5 @@ export const allMigrations: readonly Migration[] = [
   projectionDeferredAutovacuumMigration,
   webhookQueueApartMigration,
   webhookAttemptsWithoutForeignKeyMigration,
+  foldedStateAsJsonMigration,
 ];

@@ -6,7 +6,7 @@ import type { Projection } from '#event-store/projections';
 import { copyRowsInto, copyRowsUnlessTaken } from '#platform/database';
 
 /**
- * From how many entries a batch writes its entries and postings by COPY (a rebuild's
+ * From how many entries (or opened holds) a batch writes its entries and postings (its opened holds) by COPY (a rebuild's
  * pages; a live projector's batches are mostly smaller and keep the INSERTs).
  */
 export const LEDGER_COPY_MIN_ENTRIES = 256;
@@ -110,7 +110,17 @@ export const ledgerProjection: Projection = {
         [holds.released.map((h) => h.accountId), holds.released.map((h) => h.mode), holds.released.map((h) => h.invoiceId)],
       );
     }
-    if (holds.opened.length > 0) {
+    // Many opened holds (a rebuild's pages) go by COPY: one is stored already only when a
+    // hold still open is opened again, and then the COPY is undone and the INSERT below skips it.
+    const copied =
+      holds.opened.length >= LEDGER_COPY_MIN_ENTRIES &&
+      (await copyRowsUnlessTaken(
+        tx,
+        'ledger_open_holds',
+        ['account_id', 'mode', 'invoice_id', 'amount', 'release_at'],
+        holds.opened.map((h) => [h.accountId, h.mode, h.invoiceId, h.amount, h.releaseAt]),
+      ));
+    if (holds.opened.length > 0 && !copied) {
       await tx.query(
         `INSERT INTO ledger_open_holds (account_id, mode, invoice_id, amount, release_at)
          SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[])

@@ -26,6 +26,7 @@ export const READ_MODEL_TABLES: readonly string[] = [
 interface Column {
   readonly name: string;
   readonly identity: boolean;
+  readonly json: boolean;
 }
 
 const quote = (identifier: string): string => `"${identifier.replace(/"/g, '""')}"`;
@@ -35,7 +36,9 @@ const quote = (identifier: string): string => `"${identifier.replace(/"/g, '""')
  * one (or two replicas). Every column counts except the values of identity columns
  * (such as `invoices.seq`, the order of arrival): a rebuild numbers rows again from
  * where the sequence stood, so the numbers differ, but the order they define must
- * not. Such a column is replaced by the row's rank in its order. Rows are taken in
+ * not. Such a column is replaced by the row's rank in its order. A `json` column counts
+ * as its value (its `jsonb` text: key order and spaces aside), as it did when it was a
+ * `jsonb` column (decision 0137). Rows are taken in
  * primary-key order, values as PostgreSQL prints them in UTC, and all tables are
  * read in one snapshot.
  */
@@ -51,12 +54,12 @@ async function checksumsInSnapshot(client: PoolClient, tables: readonly string[]
   const out: TableChecksum[] = [];
   for (const table of tables) {
     const columns = (
-      await client.query<{ name: string; identity: string }>(
-        `SELECT column_name AS name, is_identity AS identity FROM information_schema.columns
+      await client.query<{ name: string; identity: string; type: string }>(
+        `SELECT column_name AS name, is_identity AS identity, data_type AS type FROM information_schema.columns
            WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position`,
         [table],
       )
-    ).rows.map((r): Column => ({ name: r.name, identity: r.identity === 'YES' }));
+    ).rows.map((r): Column => ({ name: r.name, identity: r.identity === 'YES', json: r.type === 'json' }));
     if (columns.length === 0) throw new Error(`no read-model table ${table}`);
     const key = (
       await client.query<{ name: string }>(
@@ -69,7 +72,7 @@ async function checksumsInSnapshot(client: PoolClient, tables: readonly string[]
     ).rows.map((r) => r.name);
     const order = (key.length > 0 ? key : columns.filter((c) => !c.identity).map((c) => c.name)).map(quote).join(', ');
     const ranks = columns.filter((c) => c.identity).map((c) => `rank() OVER (ORDER BY ${quote(c.name)}) AS ${quote(`${c.name}_rank`)}`);
-    const values = columns.map((c) => quote(c.identity ? `${c.name}_rank` : c.name)).join(', ');
+    const values = columns.map((c) => (c.identity ? quote(`${c.name}_rank`) : c.json ? `${quote(c.name)}::jsonb` : quote(c.name))).join(', ');
     const result = await client.query<{ rows: string; md5: string }>(
       `SELECT count(*) AS rows, md5(coalesce(string_agg(md5(ROW(${values})::text), '' ORDER BY ${order}), '')) AS md5
          FROM (SELECT t.*${ranks.map((r) => `, ${r}`).join('')} FROM ${quote(table)} t) t`,
