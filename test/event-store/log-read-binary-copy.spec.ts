@@ -6,7 +6,6 @@
  * halfway by its consumer leaves no connection behind in a broken state.
  */
 import { randomUUID } from 'node:crypto';
-import type { PoolClient } from 'pg';
 import { to as copyTo } from 'pg-copy-streams';
 import { extendLogCheckpoints, followLogChains, PostgresEventStore, verifyEventLog } from '#event-store';
 import { BinaryCopyRows, readBinaryCopy } from '#platform/database';
@@ -60,11 +59,16 @@ const EXPECTED: Decoded[] = [
   { label: '', small: '42', big: '-1', xid: '4294967296', bytes: '01' },
 ];
 
-/** The raw bytes of a COPY ... TO STDOUT (FORMAT binary), as the server sends them. */
-async function rawCopy(client: PoolClient, select: string): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of client.query(copyTo(`COPY (${select}) TO STDOUT (FORMAT binary)`)) as AsyncIterable<Buffer>) chunks.push(chunk);
-  return Buffer.concat(chunks);
+/** The raw bytes of COPY ... TO STDOUT (FORMAT binary) of the values statement, as the server sends them. */
+async function rawValues(): Promise<Buffer> {
+  const client = await db.pool.connect();
+  try {
+    const chunks: Buffer[] = [];
+    for await (const chunk of client.query(copyTo(`COPY (${VALUES}) TO STDOUT (FORMAT binary)`)) as AsyncIterable<Buffer>) chunks.push(chunk);
+    return Buffer.concat(chunks);
+  } finally {
+    client.release();
+  }
 }
 
 describe("COPY's binary format read back", () => {
@@ -84,13 +88,7 @@ describe("COPY's binary format read back", () => {
   });
 
   it('gives the same rows whatever the chunks the stream is cut into (seeded)', async () => {
-    const client = await db.pool.connect();
-    let raw: Buffer;
-    try {
-      raw = await rawCopy(client, VALUES);
-    } finally {
-      client.release();
-    }
+    const raw = await rawValues();
     // Every single cut, then random cuts into many pieces.
     const cuts: number[][] = Array.from({ length: raw.length + 1 }, (_, at) => [at]);
     const rng = seededRandom('binary copy chunks');
@@ -111,13 +109,7 @@ describe("COPY's binary format read back", () => {
   });
 
   it('refuses what is not the format: another signature, a row of other fields, a stream cut before its trailer', async () => {
-    const client = await db.pool.connect();
-    let raw: Buffer;
-    try {
-      raw = await rawCopy(client, VALUES);
-    } finally {
-      client.release();
-    }
+    const raw = await rawValues();
     const other = Buffer.from(raw);
     other[0] = 0x51;
     const notCopy = new BinaryCopyRows(5);
