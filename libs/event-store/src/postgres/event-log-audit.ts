@@ -379,29 +379,19 @@ interface StreamHeadRow {
  */
 async function streamHeadsDiffering(pool: Pool, chains: StreamChainsInLogOrder): Promise<StreamHeadRow[]> {
   const unsure: string[] = [];
-  const client = await pool.connect();
-  let failed: Error | undefined;
-  try {
-    await readBinaryCopy(client, 'SELECT stream_name, revision, chain_hashes[cardinality(chain_hashes)] FROM event_streams', 3, (rows) => {
-      const name = rows.text(0)!;
-      const followed = chains.headOf(name);
-      const head = rows.starts[2]!;
-      if (
-        followed === undefined ||
-        rows.safeInteger(1) !== Number(followed.revision) ||
-        head < 0 ||
-        followed.hash.compare(rows.bytes, head, rows.ends[2]!) !== 0
-      ) {
-        unsure.push(name);
-      }
-    });
-  } catch (error) {
-    failed = error as Error;
-    throw error;
-  } finally {
-    // A read stopped halfway leaves its COPY running: the connection goes with it.
-    client.release(failed);
-  }
+  await readBinaryCopy(pool, 'SELECT stream_name, revision, chain_hashes[cardinality(chain_hashes)] FROM event_streams', 3, (rows) => {
+    const name = rows.text(0)!;
+    const followed = chains.headOf(name);
+    const head = rows.starts[2]!;
+    if (
+      followed === undefined ||
+      rows.safeInteger(1) !== Number(followed.revision) ||
+      head < 0 ||
+      followed.hash.compare(rows.bytes, head, rows.ends[2]!) !== 0
+    ) {
+      unsure.push(name);
+    }
+  });
   unsure.sort();
   const differing: StreamHeadRow[] = [];
   for (let from = 0; from < unsure.length; from += 1000) {
@@ -452,21 +442,7 @@ async function readLogInOneStatement(pool: Pool, upTo: Position | null, onRow: (
     FROM events
     WHERE transaction_id < (SELECT pg_snapshot_xmin(pg_current_snapshot())) ${bound}
     ORDER BY transaction_id, global_position`;
-  const client = await pool.connect();
-  let failed: Error | undefined;
-  try {
-    await client.query('BEGIN READ ONLY');
-    await client.query('SET LOCAL enable_sort = off');
-    await client.query('SET LOCAL enable_seqscan = off');
-    await readBinaryCopy(client, select, LOG_COLUMNS, onRow);
-    await client.query('COMMIT');
-  } catch (error) {
-    failed = error as Error;
-    throw error;
-  } finally {
-    // A read stopped halfway leaves its COPY running: the connection goes with it.
-    client.release(failed);
-  }
+  await readBinaryCopy(pool, select, LOG_COLUMNS, onRow, ['enable_sort = off', 'enable_seqscan = off']);
 }
 
 /** A position's part as a literal of the COPY statement (it takes no parameters). */
@@ -478,7 +454,7 @@ function decimal(value: bigint): string {
 
 /**
  * The page of the log being read: each event's chain recomputed as it arrives
- * (StreamChainsInLogOrder; `continues` for nearly all, `event` for the rest), and what
+ * (StreamChainsInLogOrder: `expects` and `goesOn` for nearly all, `event` for the rest), and what
  * the order check needs of it put in columns (LoggedPage), with the events `forward`
  * asks for (ForwardedColumns).
  */

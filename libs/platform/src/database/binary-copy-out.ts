@@ -1,4 +1,4 @@
-import type { PoolClient } from 'pg';
+import type { Pool } from 'pg';
 import { to as copyTo } from 'pg-copy-streams';
 
 /** The signature that opens COPY's binary format (PostgreSQL docs, "COPY", Binary Format). */
@@ -116,22 +116,46 @@ export class BinaryCopyRows {
 }
 
 /**
- * Runs `COPY (<select>) TO STDOUT (FORMAT binary)` on `client` and hands each row to
- * `onRow` as it arrives (the rows decoded in `rows`, read in place): one statement, one
- * snapshot, the server producing rows while Node takes them, held back only by TCP
- * when Node falls behind (memory: a chunk or two). `onRow` may answer a promise (to
- * wait for whoever takes the rows); the stream is not read meanwhile. COPY takes no
- * parameters: `select` must carry its values as literals the caller has checked.
+ * Runs `COPY (<select>) TO STDOUT (FORMAT binary)` on a connection of `pool` and hands
+ * each row to `onRow` as it arrives (the rows decoded in `rows`, read in place): one
+ * statement, one snapshot, the server producing rows while Node takes them, held back
+ * only by TCP when Node falls behind (memory: a chunk or two). `onRow` may answer a
+ * promise (to wait for whoever takes the rows); the stream is not read meanwhile.
+ * `settings` (e.g. `enable_sort = off`) hold for the statement only: it then runs in a
+ * read-only transaction with them as `SET LOCAL`. A read stopped halfway (an error of
+ * `onRow`, or of the stream) leaves its COPY running on the server: the connection is
+ * closed, not returned to the pool. COPY takes no parameters: `select` must carry its
+ * values as literals the caller has checked.
  */
-export async function readBinaryCopy(client: PoolClient, select: string, fields: number, onRow: (rows: BinaryCopyRows) => void | Promise<void>): Promise<void> {
-  const rows = new BinaryCopyRows(fields);
-  const stream = client.query(copyTo(`COPY (${select}) TO STDOUT (FORMAT binary)`));
-  for await (const chunk of stream as AsyncIterable<Buffer>) {
-    rows.push(chunk);
-    while (rows.next()) {
-      const waited = onRow(rows);
-      if (waited) await waited;
+export async function readBinaryCopy(
+  pool: Pool,
+  select: string,
+  fields: number,
+  onRow: (rows: BinaryCopyRows) => void | Promise<void>,
+  settings: readonly string[] = [],
+): Promise<void> {
+  const client = await pool.connect();
+  let failed: Error | undefined;
+  try {
+    if (settings.length > 0) {
+      await client.query('BEGIN READ ONLY');
+      for (const setting of settings) await client.query(`SET LOCAL ${setting}`);
     }
+    const rows = new BinaryCopyRows(fields);
+    const stream = client.query(copyTo(`COPY (${select}) TO STDOUT (FORMAT binary)`));
+    for await (const chunk of stream as AsyncIterable<Buffer>) {
+      rows.push(chunk);
+      while (rows.next()) {
+        const waited = onRow(rows);
+        if (waited) await waited;
+      }
+    }
+    if (!rows.ended || rows.pending > 0) throw new Error('COPY binary: the stream ended before its trailer');
+    if (settings.length > 0) await client.query('COMMIT');
+  } catch (error) {
+    failed = error as Error;
+    throw error;
+  } finally {
+    client.release(failed);
   }
-  if (!rows.ended || rows.pending > 0) throw new Error('COPY binary: the stream ended before its trailer');
 }
