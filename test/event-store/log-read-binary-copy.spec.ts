@@ -2,8 +2,11 @@
  * The read of the log in one statement (decision 0140): `COPY (SELECT ...) TO STDOUT
  * (FORMAT binary)` decoded by BinaryCopyRows from chunks cut anywhere, with every
  * value PostgreSQL sends read back exactly; a verification that reads the log while
- * appends go on checks the log as it was when its statement started; and a read stopped
- * halfway by its consumer leaves no connection behind in a broken state.
+ * appends go on checks the log as it was when its statement started; a read stopped
+ * halfway by its consumer leaves no connection behind in a broken state; and the
+ * streams the read flags (decision 0144: an event that does not simply go on its
+ * stream's chain) are read again by name and checked, whatever their names, also
+ * with a revision twice once the unique constraint on revisions is gone.
  */
 import { randomUUID } from 'node:crypto';
 import { to as copyTo } from 'pg-copy-streams';
@@ -219,7 +222,7 @@ describe('the log read in one statement', () => {
         if (tries > 0) await new Promise((resolve) => setTimeout(resolve, 100));
         copying = (
           await db.pool.query<{ n: string }>(
-            `SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'COPY (SELECT stream_name%' AND pid <> pg_backend_pid()`,
+            `SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'COPY (SELECT e.stream_name%' AND pid <> pg_backend_pid()`,
           )
         ).rows[0]!.n;
       }
@@ -227,6 +230,72 @@ describe('the log read in one statement', () => {
       const report = await verifyEventLog(db.pool);
       expect(report.problems).toEqual([]);
     } finally {
+      await store.close();
+    }
+  });
+});
+
+describe('the streams the read flags, checked again', () => {
+  it('names a tampered stream whatever characters its name holds, and counts the streams of a log whose first events are gone', async () => {
+    const store = new PostgresEventStore(db.pool, { pollIntervalMs: 10 });
+    try {
+      await db.pool.query('TRUNCATE events, event_streams, event_log_checkpoints');
+      const odd = `it's "odd" \\ {a,b} ü-${randomUUID()}`;
+      const plain = `plain-${randomUUID()}`;
+      for (let i = 0; i < 3; i++) {
+        await store.appendToStream(odd, [{ id: randomUUID(), type: 'Noted', data: { i } }]);
+        await store.appendToStream(plain, [{ id: randomUUID(), type: 'Noted', data: { i } }]);
+      }
+      await visibleHead(db.pool, store);
+      expect((await verifyEventLog(db.pool)).problems).toEqual([]);
+      const edited = (
+        await db.pool.query<{ position: string }>(
+          `UPDATE events SET data = jsonb_set(data, '{tampered}', 'true') WHERE stream_name = $1 AND stream_revision = 1
+           RETURNING transaction_id::text || '/' || global_position AS position`,
+          [odd],
+        )
+      ).rows[0]!.position;
+      await db.pool.query('DELETE FROM events WHERE stream_name = $1 AND stream_revision = 0', [plain]);
+      const report = await verifyEventLog(db.pool);
+      expect(report.problems.map((p) => [p.kind, p.streamName, p.revision, p.kind === 'data_changed' ? p.position : null])).toEqual([
+        ['data_changed', odd, 1n, edited],
+        ['event_missing', plain, 0n, null],
+      ]);
+      expect([report.streams, report.events]).toEqual([2, 5]);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('names a revision written twice (an exact copy later in the log) once the unique constraint on revisions is dropped', async () => {
+    const store = new PostgresEventStore(db.pool, { pollIntervalMs: 10 });
+    const client = await db.pool.connect();
+    try {
+      await db.pool.query('TRUNCATE events, event_streams, event_log_checkpoints');
+      const name = `twice-${randomUUID()}`;
+      for (let i = 0; i < 3; i++) await store.appendToStream(name, [{ id: randomUUID(), type: 'Noted', data: { i } }]);
+      await store.appendToStream(`other-${randomUUID()}`, [{ id: randomUUID(), type: 'Noted', data: {} }]);
+      await visibleHead(db.pool, store);
+      await client.query('ALTER TABLE events DROP CONSTRAINT events_stream_revision_unique, DROP CONSTRAINT events_event_id_unique');
+      // The copy chains from revision 0 exactly as the original does: only the order of the log tells it.
+      const copy = (
+        await client.query<{ position: string }>(
+          `INSERT INTO events (stream_name, stream_revision, event_id, event_type, data, metadata, chain_hash)
+           SELECT stream_name, stream_revision, event_id, event_type, data, metadata, chain_hash FROM events WHERE stream_name = $1 AND stream_revision = 1
+           RETURNING transaction_id::text || '/' || global_position AS position`,
+          [name],
+        )
+      ).rows[0]!.position;
+      await visibleHead(db.pool, store);
+      const report = await verifyEventLog(db.pool);
+      expect(report.problems.map((p) => [p.kind, p.streamName, p.revision, p.position])).toEqual([['order_changed', name, 1n, copy]]);
+      expect([report.streams, report.events]).toEqual([2, 5]);
+    } finally {
+      await client.query('TRUNCATE events, event_streams, event_log_checkpoints');
+      await client.query(
+        'ALTER TABLE events ADD CONSTRAINT events_stream_revision_unique UNIQUE (stream_name, stream_revision), ADD CONSTRAINT events_event_id_unique UNIQUE (event_id)',
+      );
+      client.release();
       await store.close();
     }
   });

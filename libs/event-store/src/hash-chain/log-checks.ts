@@ -232,11 +232,6 @@ class StreamSlots {
     return slot;
   }
 
-  /** Room for slots up to `slot`, numbered by the caller (a StreamSlots used this way is never asked by name). */
-  reserve(slot: number): void {
-    while (slot >= this.capacity) this.grow();
-  }
-
   /** The slot of a stream seen before, else undefined. */
   find(streamName: string): number | undefined {
     return this.slots.get(streamName);
@@ -323,52 +318,6 @@ export class StreamChainsInLogOrder {
     return slot;
   }
 
-  /**
-   * What a read of the whole log meets for nearly every event, without a Buffer or a
-   * decoded text per event, in two steps: `expects` answers the stream's slot when an
-   * event of it at `revision` would simply go on its unbroken chain (no event of the
-   * stream held back, no break in it, the next revision), else -1, and follows nothing
-   * yet. The caller takes the event's digest itself (ContentBytesDigest, from the bytes
-   * it read) over the previous hash in `previousHashes(slot)` at slot × 32 (null: the
-   * stream's first event); when that is the event's stored hash, `goesOn` follows it as
-   * `event` would have; otherwise the caller hands the event to `event`.
-   */
-  expects(streamName: string, revision: number): number {
-    const { slots } = this;
-    const slot = slots.slotOf(streamName);
-    if (revision !== slots.numbers[slot]) return -1;
-    if ((this.broken.size > 0 && this.broken.has(streamName)) || (this.waiting.size > 0 && this.waiting.has(streamName))) return -1;
-    return slot;
-  }
-
-  /** The buffer of the streams' last stored hashes (see `expects`), or null where the slot's stream has none yet. */
-  previousHashes(slot: number): Uint8Array | null {
-    return this.slots.hashSet[slot] === 1 ? this.slots.hashes : null;
-  }
-
-  /** Follows the event `expects` answered `slot` for, its digest equal to its stored hash (32 bytes of `storedHash` at `offset`). */
-  goesOn(slot: number, storedHash: Uint8Array, offset: number): void {
-    const { slots } = this;
-    this.events += 1;
-    slots.numbers[slot]! += 1;
-    const hashes = slots.hashes;
-    const at = slot * CHAIN_HASH_BYTES;
-    for (let k = 0; k < CHAIN_HASH_BYTES; k++) hashes[at + k] = storedHash[offset + k]!;
-    slots.hashSet[slot] = 1;
-  }
-
-  /**
-   * The stream's last event as its chain was followed (revision and stored hash), when
-   * every event of the stream up to it chained without a break; else undefined (a
-   * stream not seen, broken, or with events held back: look its head up).
-   */
-  headOf(streamName: string): { revision: bigint; hash: Buffer } | undefined {
-    const slot = this.slots.find(streamName);
-    if (slot === undefined || this.broken.has(streamName) || this.waiting.has(streamName)) return undefined;
-    const hash = this.slots.hash(slot);
-    return hash === null ? undefined : { revision: BigInt(this.slots.numbers[slot]!) - 1n, hash };
-  }
-
   /** After the last event of the log. */
   finish(): void {
     for (const [streamName, held] of this.waiting) this.release(this.slots.find(streamName)!, streamName, held, true);
@@ -421,10 +370,34 @@ export interface LoggedEvent {
 }
 
 /**
- * Checks the log in log order: each stream's revisions ascend, and the running hash
- * reproduces every recorded checkpoint. Fed the events in log order, with each
- * checkpoint handed in (`checkpoint`) before the first event of its segment. Memory:
- * one entry per stream, and one checkpoint's segment.
+ * Events of the log in columns, as a read of the log hands them on (the PostgreSQL
+ * read's pages): what LogOrderCheck needs of the i-th event, its chain hash at i × 32
+ * of `chainHashes` (none where `hashless[i]` is 1), without an object per event; the
+ * event as an object only for a problem.
+ */
+export interface LoggedColumns {
+  readonly chainHashes: Buffer;
+  readonly hashless: Uint8Array;
+  event(i: number): LoggedEvent;
+}
+
+/** One event as columns (a check fed event by event). */
+function columnsOf(event: LoggedEvent): LoggedColumns {
+  const hashed = event.chainHash !== null && event.chainHash.length === CHAIN_HASH_BYTES;
+  return { chainHashes: hashed ? event.chainHash! : NO_HASH, hashless: hashed ? HASHED : HASHLESS, event: () => event };
+}
+const NO_HASH = Buffer.alloc(CHAIN_HASH_BYTES);
+const HASHED = new Uint8Array([0]);
+const HASHLESS = new Uint8Array([1]);
+
+/**
+ * Checks the log in log order: the running hash reproduces every recorded checkpoint,
+ * and (fed by `event`) each stream's revisions ascend. Fed the events in log order,
+ * with each checkpoint handed in (`checkpoint`) before the first event of its segment.
+ * Memory: one checkpoint's segment, and with `event` one entry per stream; a read of
+ * the log that finds the streams out of order itself feeds `eventInColumns`, which
+ * keeps nothing per stream (the PostgreSQL read: each event's predecessor comes with
+ * it, and the streams it flags are checked again, StreamsCheckedAgain).
  */
 export class LogOrderCheck {
   readonly problems: LogProblem[] = [];
@@ -434,7 +407,9 @@ export class LogOrderCheck {
   private readonly running = new RunningLogHash();
   private count = 0n;
   private segment: RecordedCheckpoint | null = null;
-  private segmentEvents: LoggedEvent[] = [];
+  /** The events of the segment: each as the columns it is in and its row there. */
+  private segmentColumns: LoggedColumns[] = [];
+  private segmentRows: number[] = [];
   checkpointsCompared = 0;
 
   get events(): bigint {
@@ -448,7 +423,8 @@ export class LogOrderCheck {
   checkpoint(checkpoint: RecordedCheckpoint): void {
     this.closeSegment();
     this.segment = checkpoint;
-    this.segmentEvents = [];
+    this.segmentColumns = [];
+    this.segmentRows = [];
     if (checkpoint.fromEvents !== this.count) {
       this.problems.push({
         kind: 'chain_hash_mismatch',
@@ -460,60 +436,33 @@ export class LogOrderCheck {
     }
   }
 
-  /** The next event of the log, its stream named (a check is fed either this way or by `eventInSlot`, never both). */
+  /** The next event of the log, its stream's revisions checked to ascend (a check is fed either this way or by `eventInColumns`, never both). */
   event(event: LoggedEvent): void {
-    this.follow(this.lastOfStream.slotOf(event.streamName), null, Number(event.revision), event.position, event.chainHash, 0, event);
-  }
-
-  /**
-   * The next event of the log, its stream given by a number the caller keeps: slots
-   * counted from 0 in the order the streams first appear in the log (as
-   * StreamChainsInLogOrder numbers them), `names[slot]` the stream's name; its chain
-   * hash the 32 bytes of `chainHashes` at `offset` (null: it has none). No name is
-   * looked up, and the event is made an object only when a problem or a checkpoint's
-   * segment needs it.
-   */
-  eventInSlot(slot: number, names: readonly string[], revision: number, position: string, chainHashes: Buffer | null, offset: number): void {
-    this.lastOfStream.reserve(slot);
-    this.follow(slot, names, revision, position, chainHashes, offset, null);
-  }
-
-  private follow(
-    slot: number,
-    names: readonly string[] | null,
-    revision: number,
-    position: string,
-    chainHashes: Buffer | null,
-    offset: number,
-    given: LoggedEvent | null,
-  ): void {
+    const slot = this.lastOfStream.slotOf(event.streamName);
+    const revision = Number(event.revision);
     const lastPlusOne = this.lastOfStream.numbers[slot]!;
     if (lastPlusOne > 0 && revision < lastPlusOne) {
       this.problems.push({
-        ...named(given ?? this.made(slot, names!, revision, position, chainHashes, offset)),
+        ...named(event),
         kind: 'order_changed',
         detail: `revision ${revision} comes after revision ${lastPlusOne - 1} (position ${this.lastPositions[slot]}) in the log`,
       });
     } else {
       this.lastOfStream.numbers[slot] = revision + 1;
-      this.lastPositions[slot] = position;
+      this.lastPositions[slot] = event.position;
     }
-    this.running.add(chainHashes, offset);
-    this.count += 1n;
-    if (this.segment) {
-      this.segmentEvents.push(given ?? this.made(slot, names!, revision, position, chainHashes, offset));
-      if (this.count === this.segment.events) this.closeSegment();
-    }
+    this.eventInColumns(columnsOf(event), 0);
   }
 
-  /** An event fed by slot as an object: only for a problem or a checkpoint's segment (no object per event otherwise). */
-  private made(slot: number, names: readonly string[], revision: number, position: string, chainHashes: Buffer | null, offset: number): LoggedEvent {
-    return {
-      streamName: names[slot]!,
-      revision: BigInt(revision),
-      position,
-      chainHash: chainHashes === null ? null : chainHashes.subarray(offset, offset + CHAIN_HASH_BYTES),
-    };
+  /** The next event of the log: row `i` of `columns` (its stream's order is not checked here). */
+  eventInColumns(columns: LoggedColumns, i: number): void {
+    this.running.add(columns.hashless[i] === 1 ? null : columns.chainHashes, i * CHAIN_HASH_BYTES);
+    this.count += 1n;
+    if (this.segment) {
+      this.segmentColumns.push(columns);
+      this.segmentRows.push(i);
+      if (this.count === this.segment.events) this.closeSegment();
+    }
   }
 
   finish(): void {
@@ -525,18 +474,27 @@ export class LogOrderCheck {
     if (!segment) return;
     this.segment = null;
     this.checkpointsCompared += 1;
-    const recorded: Buffer[] = [];
-    for (let at = 0; at + CHAIN_HASH_BYTES <= segment.eventHashes.length; at += CHAIN_HASH_BYTES) {
-      recorded.push(segment.eventHashes.subarray(at, at + CHAIN_HASH_BYTES));
-    }
-    const logged = this.segmentEvents;
-    this.segmentEvents = [];
-    const differsAt = firstDifference(recorded, logged);
+    const columns = this.segmentColumns;
+    const rows = this.segmentRows;
+    this.segmentColumns = [];
+    this.segmentRows = [];
+    const differsAt = firstDifference(segment.eventHashes, columns, rows);
     if (differsAt !== null) {
-      this.problems.push(this.explain(segment, recorded, logged, differsAt));
+      const recorded: Buffer[] = [];
+      for (let at = 0; at + CHAIN_HASH_BYTES <= segment.eventHashes.length; at += CHAIN_HASH_BYTES) {
+        recorded.push(segment.eventHashes.subarray(at, at + CHAIN_HASH_BYTES));
+      }
+      this.problems.push(
+        explain(
+          segment,
+          recorded,
+          rows.map((row, k) => columns[k]!.event(row)),
+          differsAt,
+        ),
+      );
       return;
     }
-    const lastEvent = logged[logged.length - 1];
+    const lastEvent = rows.length === 0 ? undefined : columns[rows.length - 1]!.event(rows[rows.length - 1]!);
     const running = this.running.bytes;
     if (this.count !== segment.events || !running.equals(segment.hash) || (lastEvent && lastEvent.position !== segment.position)) {
       this.problems.push({
@@ -548,50 +506,100 @@ export class LogOrderCheck {
       });
     }
   }
-
-  /**
-   * The first place where the log differs from a checkpoint's segment: a recorded event
-   * no longer in the log (missing), an event the checkpoint recorded elsewhere (order
-   * changed), or one it never recorded there (chain hash mismatch: inserted or edited).
-   */
-  private explain(segment: RecordedCheckpoint, recorded: readonly Buffer[], logged: readonly LoggedEvent[], at: number): LogProblem {
-    const index = (i: number) => segment.fromEvents + BigInt(i) + 1n;
-    const expected = recorded[at];
-    const found = logged[at];
-    const expectedInLog = expected === undefined ? -1 : logged.findIndex((e) => e.chainHash !== null && e.chainHash.equals(expected));
-    if (expected !== undefined && expectedInLog < 0) {
-      return {
-        kind: 'event_missing',
-        streamName: null,
-        revision: null,
-        position: found?.position ?? segment.position,
-        detail: `event ${index(at)} of the log, chain hash ${hex(expected)} in checkpoint ${segment.seq}, is not in this range of the log (deleted, or moved out of the range)${found ? `; in its place is ${describe(found)}` : ''}`,
-      };
-    }
-    const foundInRecord = found?.chainHash ? recorded.findIndex((h) => h.equals(found.chainHash!)) : -1;
-    if (found && foundInRecord >= 0) {
-      return {
-        ...named(found),
-        kind: 'order_changed',
-        detail: `checkpoint ${segment.seq} recorded it as event ${index(foundInRecord)} of the log; it is now event ${index(at)}`,
-      };
-    }
-    return {
-      ...named(found!),
-      kind: 'chain_hash_mismatch',
-      detail: `checkpoint ${segment.seq} recorded no event with its chain hash ${hex(found!.chainHash)} at this place of the log`,
-    };
-  }
 }
 
-function firstDifference(recorded: readonly Buffer[], logged: readonly LoggedEvent[]): number | null {
-  const length = Math.max(recorded.length, logged.length);
-  for (let i = 0; i < length; i++) {
-    const r = recorded[i];
-    const l = logged[i];
-    if (r === undefined || l === undefined || l.chainHash === null || !r.equals(l.chainHash)) return i;
+/**
+ * The first place where the log differs from a checkpoint's segment: a recorded event
+ * no longer in the log (missing), an event the checkpoint recorded elsewhere (order
+ * changed), or one it never recorded there (chain hash mismatch: inserted or edited).
+ */
+function explain(segment: RecordedCheckpoint, recorded: readonly Buffer[], logged: readonly LoggedEvent[], at: number): LogProblem {
+  const index = (i: number) => segment.fromEvents + BigInt(i) + 1n;
+  const expected = recorded[at];
+  const found = logged[at];
+  const expectedInLog = expected === undefined ? -1 : logged.findIndex((e) => e.chainHash !== null && e.chainHash.equals(expected));
+  if (expected !== undefined && expectedInLog < 0) {
+    return {
+      kind: 'event_missing',
+      streamName: null,
+      revision: null,
+      position: found?.position ?? segment.position,
+      detail: `event ${index(at)} of the log, chain hash ${hex(expected)} in checkpoint ${segment.seq}, is not in this range of the log (deleted, or moved out of the range)${found ? `; in its place is ${describe(found)}` : ''}`,
+    };
+  }
+  const foundInRecord = found?.chainHash ? recorded.findIndex((h) => h.equals(found.chainHash!)) : -1;
+  if (found && foundInRecord >= 0) {
+    return {
+      ...named(found),
+      kind: 'order_changed',
+      detail: `checkpoint ${segment.seq} recorded it as event ${index(foundInRecord)} of the log; it is now event ${index(at)}`,
+    };
+  }
+  return {
+    ...named(found!),
+    kind: 'chain_hash_mismatch',
+    detail: `checkpoint ${segment.seq} recorded no event with its chain hash ${hex(found!.chainHash)} at this place of the log`,
+  };
+}
+
+/** Where the recorded chain hashes (32 bytes each) and the segment's events first differ, or null. */
+function firstDifference(recorded: Buffer, columns: readonly LoggedColumns[], rows: readonly number[]): number | null {
+  const length = Math.max(recorded.length / CHAIN_HASH_BYTES, rows.length);
+  for (let k = 0; k < length; k++) {
+    const at = k * CHAIN_HASH_BYTES;
+    if (at + CHAIN_HASH_BYTES > recorded.length || k >= rows.length) return k;
+    const c = columns[k]!;
+    const i = rows[k]!;
+    if (c.hashless[i] === 1 || recorded.compare(c.chainHashes, i * CHAIN_HASH_BYTES, (i + 1) * CHAIN_HASH_BYTES, at, at + CHAIN_HASH_BYTES) !== 0) return k;
   }
   return null;
+}
+
+/**
+ * The exact checks of the streams a read of the log flagged (an event of theirs that
+ * did not simply go on its stream's chain, see verifyEventLog on PostgreSQL): each
+ * stream's events in log order, stream after stream, checked by StreamChainsInLogOrder
+ * and by LogOrderCheck's order of revisions, as if the whole log had been fed to them
+ * (they keep nothing across streams, so a stream's problems are those they find in the
+ * whole log). Memory: one stream's held-back events and mismatches.
+ */
+export class StreamsCheckedAgain {
+  readonly problems: LogProblem[] = [];
+  /**
+   * The streams checked less their events at revision 0: what a count of the log's
+   * streams by their events at revision 0 misses of these (a stream whose first events
+   * are gone) or counts twice (a revision 0 twice).
+   */
+  streamsLessRevisionZeros = 0;
+  private stream: string | null = null;
+  private chains = new StreamChainsInLogOrder();
+  private order = new LogOrderCheck();
+
+  /** The next event: of the stream of the one before, or the first of the next stream. */
+  event(event: StoredChainedEvent): void {
+    if (event.streamName !== this.stream) {
+      this.close();
+      this.stream = event.streamName;
+      this.streamsLessRevisionZeros += 1;
+    }
+    if (event.revision === 0n) this.streamsLessRevisionZeros -= 1;
+    this.chains.event(event);
+    this.order.event({ streamName: event.streamName, revision: event.revision, position: event.position, chainHash: event.storedHash });
+  }
+
+  finish(): void {
+    this.close();
+    this.stream = null;
+  }
+
+  private close(): void {
+    if (this.stream === null) return;
+    this.chains.finish();
+    this.order.finish();
+    this.problems.push(...this.chains.problems, ...this.order.problems);
+    this.chains = new StreamChainsInLogOrder();
+    this.order = new LogOrderCheck();
+  }
 }
 
 const named = (event: { streamName: string; revision: bigint; position: string }) => ({

@@ -15,7 +15,10 @@ import {
   nextLogHash,
   RecordedCheckpoint,
   StreamChainCheck,
-  StreamChainsInLogOrder,
+  StreamsCheckedAgain,
+  LoggedColumns,
+  LoggedEvent,
+  StoredChainedEvent,
   VerifyEventLogOptions,
 } from '../hash-chain';
 
@@ -118,19 +121,23 @@ export async function extendLogCheckpoints(pool: Pool, options: { segmentEvents?
 
 /**
  * Recomputes every stream's chain and the log's running hash from the events table
- * (docs/audit-log.md) in one read of the log in log order (decision 0123): each event's
- * chain hash is recomputed over the stored jsonb text (chainContent, in TypeScript: not
- * the SQL of the append path) from its stream's previous stored hash
- * (StreamChainsInLogOrder), each stream's revisions are checked to ascend and the
- * running hash is folded and compared with every recorded checkpoint (LogOrderCheck).
- * Then each stream's recorded head (revision and chain head) is compared with its last
- * event (streamHeadsDiffering). The log is read in one statement streamed by COPY
- * (decision 0140) up to its visible head when the statement starts (the events a
- * reader of the log sees; an append still in flight is verified by the next run).
- * The recorded checkpoints compared are those recorded before the read starts (one
- * recorded during it may cover events after its snapshot: the next run compares it).
- * Memory: a page or two, one revision and stored hash per stream, and one checkpoint
- * segment.
+ * (docs/audit-log.md) in one read of the log in log order (decisions 0123, 0140, 0144):
+ * each event comes with its stream's previous revision (its stored chain hash and
+ * whether it is earlier in the log), so that its chain hash is recomputed over the
+ * stored texts (chainContent's netstrings over the row's bytes, in TypeScript: not the
+ * SQL of the append path) from that stored hash without anything kept per stream. An
+ * event that does not simply go on its chain flags its stream, and the flagged streams
+ * are read again, each in log order, and checked exactly (StreamsCheckedAgain: what
+ * StreamChainsInLogOrder and LogOrderCheck find in them). The running hash is folded
+ * and compared with every recorded checkpoint (LogOrderCheck); each stream's recorded
+ * head (revision and chain head) is compared with its last event by one statement
+ * (streamHeadsDiffering). The log read is one statement streamed by COPY (decision
+ * 0140) up to a visibility horizon taken when the read starts (the events a reader of
+ * the log sees; an append still in flight is verified by the next run). The recorded
+ * checkpoints compared are those recorded before the read starts (one recorded during
+ * it may cover events after its horizon: the next run compares it). Memory: a few
+ * pages, one checkpoint segment, and the names of the streams flagged; nothing per
+ * stream or per event of the log.
  */
 export async function verifyEventLog(pool: Pool, options: PostgresLogVerifyOptions = {}): Promise<EventLogReport> {
   const order = await LogOrderFollower.start(pool, options.at ?? []);
@@ -145,16 +152,12 @@ export async function verifyEventLog(pool: Pool, options: PostgresLogVerifyOptio
 
 /**
  * A page of the log as the chain check read it: what the order check needs of each
- * event, in columns of numbers (posted to another thread by copying or moving a few
- * buffers, not thousands of strings). Streams are numbered as the chain check numbers
- * them (slots from 0, in the order they first appear in the log); a page names the
- * streams that first appear in it.
+ * event, in columns (posted to another thread by moving a few buffers, not thousands of
+ * strings or objects).
  */
 export interface LoggedPage {
-  /** Names of the streams first met in this page, in slot order (the slots after those of earlier pages). */
-  readonly newStreamNames: TextColumn;
-  /** Per event: its stream's slot. */
-  readonly slots: Int32Array;
+  /** Per event: its stream's name. */
+  readonly streamNames: TextColumn;
   readonly revisions: Float64Array;
   /** Per event: its position's two parts (exact: the page carries `positionTexts` instead when one is beyond 2^53). */
   readonly commits: Float64Array;
@@ -182,24 +185,45 @@ export interface TextColumn {
   readonly ends: Int32Array;
 }
 
-export function textColumn(texts: readonly string[]): TextColumn {
-  let size = 0;
-  for (const text of texts) size += text.length;
-  // UTF-8 takes at most 3 bytes per UTF-16 unit; ASCII (nearly all of it) one.
-  let bytes = Buffer.allocUnsafeSlow(Math.max(size, 16));
-  const ends = new Int32Array(texts.length);
-  let end = 0;
-  for (let k = 0; k < texts.length; k++) {
-    const text = texts[k]!;
-    if (end + 3 * text.length > bytes.length) {
-      const larger = Buffer.allocUnsafeSlow(Math.max(2 * bytes.length, end + 3 * text.length));
-      bytes.copy(larger, 0, 0, end);
-      bytes = larger;
-    }
-    end += bytes.write(text, end, 'utf8');
-    ends[k] = end;
+/** A TextColumn built from UTF-8 bytes (a field of a row read by COPY, copied as it is), or from strings. */
+export class TextColumnBuilder {
+  private bytes = Buffer.allocUnsafeSlow(4096);
+  private ends: number[] = [];
+  private end = 0;
+
+  get length(): number {
+    return this.ends.length;
   }
-  return { bytes, ends };
+
+  /** The bytes from..to of `source`, as the next text. */
+  addBytes(source: Buffer, from: number, to: number): void {
+    this.room(to - from);
+    this.end += source.copy(this.bytes, this.end, from, to);
+    this.ends.push(this.end);
+  }
+
+  add(text: string): void {
+    // UTF-8 takes at most 3 bytes per UTF-16 unit; ASCII (nearly all of it) one.
+    this.room(3 * text.length);
+    this.end += this.bytes.write(text, this.end, 'utf8');
+    this.ends.push(this.end);
+  }
+
+  /** The column of the texts added, and an empty builder. */
+  take(): TextColumn {
+    const column = { bytes: this.bytes.subarray(0, this.end), ends: Int32Array.from(this.ends) };
+    this.bytes = Buffer.allocUnsafeSlow(Math.max(4096, this.end));
+    this.ends = [];
+    this.end = 0;
+    return column;
+  }
+
+  private room(size: number): void {
+    if (this.end + size <= this.bytes.length) return;
+    const larger = Buffer.allocUnsafeSlow(Math.max(2 * this.bytes.length, this.end + size));
+    this.bytes.copy(larger, 0, 0, this.end);
+    this.bytes = larger;
+  }
 }
 
 /** The k-th text of a column (as posted: `bytes` may have become a plain Uint8Array). */
@@ -210,21 +234,43 @@ export function textAt(column: TextColumn, k: number): string {
 }
 
 /** The buffers of a page that can be moved to another thread rather than copied. */
-export const pageBuffers = (page: LoggedPage, forwarded: ForwardedColumns | null): ArrayBuffer[] =>
-  [
-    page.newStreamNames.bytes,
-    page.newStreamNames.ends,
-    page.slots,
-    page.revisions,
-    page.commits,
-    page.prepares,
-    page.chainHashes,
-    page.hashless,
-    ...(forwarded ? [forwarded.rows, forwarded.dataJsons.bytes, forwarded.dataJsons.ends] : []),
-  ].map((column) => column.buffer as ArrayBuffer);
+export const pageBuffers = (page: LoggedPage, forwarded: ForwardedColumns | null): ArrayBuffer[] => [
+  ...new Set(
+    [
+      page.streamNames.bytes,
+      page.streamNames.ends,
+      page.revisions,
+      page.commits,
+      page.prepares,
+      page.chainHashes,
+      page.hashless,
+      ...(forwarded ? [forwarded.rows, forwarded.dataJsons.bytes, forwarded.dataJsons.ends] : []),
+    ].map((column) => column.buffer as ArrayBuffer),
+  ),
+];
 
 /** An event's position as text (`commit/prepare`). */
 const positionOf = (page: LoggedPage, i: number): string => page.positionTexts?.[i] ?? `${page.commits[i]}/${page.prepares[i]}`;
+
+/** A page as LogOrderCheck reads it (LoggedColumns): each event made an object only for a problem. */
+class PageColumns implements LoggedColumns {
+  readonly chainHashes: Buffer;
+  readonly hashless: Uint8Array;
+
+  constructor(private readonly page: LoggedPage) {
+    this.chainHashes = Buffer.from(page.chainHashes.buffer, page.chainHashes.byteOffset, page.chainHashes.byteLength);
+    this.hashless = page.hashless;
+  }
+
+  event(i: number): LoggedEvent {
+    return {
+      streamName: textAt(this.page.streamNames, i),
+      revision: BigInt(this.page.revisions[i]!),
+      position: positionOf(this.page, i),
+      chainHash: this.hashless[i] === 1 ? null : this.chainHashes.subarray(i * CHAIN_HASH_BYTES, (i + 1) * CHAIN_HASH_BYTES),
+    };
+  }
+}
 
 /** What the chain check of the log found: its streams and events, and the problems of the chains and of the streams' recorded heads. */
 export interface ChainsFollowed {
@@ -234,17 +280,15 @@ export interface ChainsFollowed {
 }
 
 /**
- * The log's order check (LogOrderCheck: each stream's revisions ascend, the running hash
- * reproduces every recorded checkpoint) fed page by page with what the chain check read
- * (LoggedPage), on whichever thread assembles the report; the recorded checkpoints are
- * read from `pool` as the log reaches them.
+ * The log's running hash and its comparison with every recorded checkpoint
+ * (LogOrderCheck) fed page by page with what the chain check read (LoggedPage), on
+ * whichever thread assembles the report; the recorded checkpoints are read from `pool`
+ * as the log reaches them.
  */
 export class LogOrderFollower {
   readonly order = new LogOrderCheck();
   private readonly at = new Map<string, LogCheckpoint>();
   private lastPosition = '0/0';
-  /** Per slot of the chain check: the stream's name. */
-  private readonly names: string[] = [];
 
   private constructor(
     private readonly pool: Pool,
@@ -257,30 +301,31 @@ export class LogOrderFollower {
   static async start(pool: Pool, at: readonly string[]): Promise<LogOrderFollower> {
     // The checkpoints recorded before the read of the log starts: each covers events that were
     // visible then, so within what the read takes. One recorded during the read may cover
-    // events after its snapshot: it is left to the next run.
+    // events after its horizon: it is left to the next run.
     const last = (await pool.query<{ seq: string }>('SELECT coalesce(max(seq), 0) AS seq FROM event_log_checkpoints')).rows[0]!.seq;
     const recordedBefore = BigInt(last);
     return new LogOrderFollower(pool, new Set(at), recordedBefore, await checkpointAfter(pool, 0n, recordedBefore));
   }
 
   async page(page: LoggedPage): Promise<void> {
-    const { order, names } = this;
-    for (let k = 0; k < page.newStreamNames.ends.length; k++) names.push(textAt(page.newStreamNames, k));
-    const hashes = Buffer.from(page.chainHashes.buffer, page.chainHashes.byteOffset, page.chainHashes.byteLength);
-    const { slots, revisions, hashless } = page;
-    for (let i = 0; i < slots.length; i++) {
+    const { order } = this;
+    const columns = new PageColumns(page);
+    const n = page.revisions.length;
+    for (let i = 0; i < n; i++) {
       while (this.nextCheckpoint && this.nextCheckpoint.fromEvents <= order.events) {
         order.checkpoint(this.nextCheckpoint);
         this.nextCheckpoint = await checkpointAfter(this.pool, this.nextCheckpoint.seq, this.lastSeq);
       }
-      const position = positionOf(page, i);
-      order.eventInSlot(slots[i]!, names, revisions[i]!, position, hashless[i] === 1 ? null : hashes, i * CHAIN_HASH_BYTES);
-      this.lastPosition = position;
-      if (this.wanted.size > 0 && this.wanted.has(position)) this.at.set(position, { position, events: order.events, hash: order.runningHash });
+      order.eventInColumns(columns, i);
+      if (this.wanted.size > 0) {
+        const position = positionOf(page, i);
+        if (this.wanted.has(position)) this.at.set(position, { position, events: order.events, hash: order.runningHash });
+      }
     }
+    if (n > 0) this.lastPosition = positionOf(page, n - 1);
   }
 
-  /** The forwarded events of a page this follower has taken (`page` first: it names the streams). */
+  /** The forwarded events of a page. */
   forwardedEvents(page: LoggedPage, forwarded: ForwardedColumns): ForwardedEvent[] {
     const events = new Array<ForwardedEvent>(forwarded.rows.length);
     const texts = page.positionTexts;
@@ -288,7 +333,7 @@ export class LogOrderFollower {
       const i = forwarded.rows[k]!;
       const position = texts?.[i];
       events[k] = {
-        streamName: this.names[page.slots[i]!]!,
+        streamName: textAt(page.streamNames, i),
         revision: BigInt(page.revisions[i]!),
         commit: position === undefined ? String(page.commits[i]) : position.slice(0, position.indexOf('/')),
         prepare: position === undefined ? String(page.prepares[i]) : position.slice(position.indexOf('/') + 1),
@@ -319,11 +364,12 @@ export class LogOrderFollower {
 
 /**
  * Reads the visible log in log order (up to `upTo`, when given) in one statement
- * streamed by COPY (readLogInOneStatement), recomputes every stream's chain
- * (StreamChainsInLogOrder) as the events arrive and hands them on in pages of
- * `pageSize` (`onPage`: what the order check needs, and the events `forward` asks for;
- * the read waits for each to settle); then compares each stream's recorded head with
- * the chain followed (streamHeadsDiffering).
+ * streamed by COPY (readLogInOneStatement), checks each event against its stream's
+ * previous revision as it arrives (LoggedPageBuilder) and hands the events on in pages
+ * of `pageSize` (`onPage`: what the order check needs, and the events `forward` asks
+ * for; the read waits for each to settle); then checks the streams it flagged again,
+ * exactly (StreamsCheckedAgain), and compares each stream's recorded head with its
+ * last event (streamHeadsDiffering, run while the log is read).
  */
 export async function followLogChains(
   pool: Pool,
@@ -331,17 +377,34 @@ export async function followLogChains(
   onPage: (page: LoggedPage, forwarded: ForwardedColumns | null) => Promise<void>,
 ): Promise<ChainsFollowed> {
   const pageSize = options.pageSize ?? 1000;
-  const chains = new StreamChainsInLogOrder();
-  const page = new LoggedPageBuilder(chains, pageSize, options.forward ?? null);
-  await readLogInOneStatement(pool, options.upTo ?? null, (rows) => {
-    page.event(rows);
-    if (page.size === pageSize) return page.take(onPage);
-  });
+  const heads = streamHeadsDiffering(pool);
+  heads.catch(() => undefined);
+  const set = await logSetRead(pool, options.upTo ?? null);
+  const page = new LoggedPageBuilder(pageSize, options.forward ?? null);
+  await readBinaryCopy(
+    pool,
+    logReadStatement(set),
+    LOG_COLUMNS,
+    (rows) => {
+      page.event(rows);
+      if (page.size === pageSize) return page.take(onPage);
+    },
+    LOG_READ_SETTINGS,
+  );
   if (page.size > 0) await page.take(onPage);
-  chains.finish();
+
+  const again = new StreamsCheckedAgain();
+  for (const name of await revisionsTwice(pool, set)) page.flagged.add(name);
+  if (page.flagged.size > 0) {
+    const names = [...page.flagged].sort();
+    const select = `SELECT ${EVENT_COLUMNS} FROM events WHERE ${set.where} AND stream_name = ANY('${arrayLiteral(names)}'::text[])
+      ORDER BY stream_name, transaction_id, global_position`;
+    await readBinaryCopy(pool, select, EVENT_FIELDS, (rows) => again.event(storedEvent(rows)));
+  }
+  again.finish();
 
   const headProblems: LogProblem[] = [];
-  for (const row of await streamHeadsDiffering(pool, chains)) {
+  for (const row of await heads) {
     const last = row.last_revision === null ? null : { revision: BigInt(row.last_revision), position: row.last_position! };
     const headCheck = new StreamChainCheck();
     headCheck.streamHead(row.stream_name, BigInt(row.revision), last);
@@ -356,7 +419,11 @@ export async function followLogChains(
       });
     }
   }
-  return { streams: chains.streams, events: chains.events, problems: [...chains.problems, ...headProblems] };
+  return {
+    streams: page.revisionZeros + again.streamsLessRevisionZeros,
+    events: page.events,
+    problems: [...again.problems, ...headProblems],
+  };
 }
 
 interface StreamHeadRow {
@@ -369,49 +436,61 @@ interface StreamHeadRow {
 
 /**
  * The streams whose recorded head (the stream row's revision and chain head) is not
- * their last event, with that last event (none when the stream has no event left).
- * Every stream row is compared with the head its chain was followed to in the log
- * (StreamChainsInLogOrder.headOf: the rows streamed by one COPY, in no order, no event
- * read again); only the streams where they differ or the chain did not tell (broken,
- * out of order, not in the visible log: an append that became visible since, or one
- * still in flight) are looked up in the events table, in name order, by one statement
- * per thousand streams.
+ * their last event, with that last event (none when the stream has no event left), in
+ * name order: one statement over every stream row, each joined with its last event by
+ * the index of streams and revisions, in one snapshot (an append writes both at once).
  */
-async function streamHeadsDiffering(pool: Pool, chains: StreamChainsInLogOrder): Promise<StreamHeadRow[]> {
-  const unsure: string[] = [];
-  await readBinaryCopy(pool, 'SELECT stream_name, revision, chain_hashes[cardinality(chain_hashes)] FROM event_streams', 3, (rows) => {
-    const name = rows.text(0)!;
-    const followed = chains.headOf(name);
-    const head = rows.starts[2]!;
-    if (
-      followed === undefined ||
-      rows.safeInteger(1) !== Number(followed.revision) ||
-      head < 0 ||
-      followed.hash.compare(rows.bytes, head, rows.ends[2]!) !== 0
-    ) {
-      unsure.push(name);
-    }
-  });
-  unsure.sort();
-  const differing: StreamHeadRow[] = [];
-  for (let from = 0; from < unsure.length; from += 1000) {
-    const rows = await pool.query<StreamHeadRow>(
+async function streamHeadsDiffering(pool: Pool): Promise<StreamHeadRow[]> {
+  return (
+    await pool.query<StreamHeadRow>(
       `SELECT s.stream_name, s.revision, last.stream_revision AS last_revision, last.position AS last_position,
               coalesce(s.chain_hashes[cardinality(s.chain_hashes)] = last.chain_hash, false) AS head_matches
        FROM event_streams s
        LEFT JOIN LATERAL (SELECT stream_revision, chain_hash, transaction_id::text || '/' || global_position AS position FROM events e
                           WHERE e.stream_name = s.stream_name ORDER BY stream_revision DESC LIMIT 1) last ON true
-       WHERE s.stream_name = ANY($1::text[])
-         AND (last.stream_revision IS DISTINCT FROM s.revision OR s.chain_hashes[cardinality(s.chain_hashes)] IS DISTINCT FROM last.chain_hash)
+       WHERE last.stream_revision IS DISTINCT FROM s.revision OR s.chain_hashes[cardinality(s.chain_hashes)] IS DISTINCT FROM last.chain_hash
        ORDER BY s.stream_name`,
-      [unsure.slice(from, from + 1000)],
-    );
-    differing.push(...rows.rows);
-  }
-  return differing;
+    )
+  ).rows;
 }
 
-/** The columns of the log read, in order (COPY's binary format: text as UTF-8, bigint and xid8 as 8 bytes, bytea as is). */
+/** The events a verification reads: below a visibility horizon, and up to a position when one is given (a condition on `events`, literals only). */
+interface LogSet {
+  readonly where: string;
+}
+
+/**
+ * The set of events read: those of transactions below the visibility horizon now (every
+ * one of them has ended, so a later read finds the same set: the flagged streams' second
+ * read takes exactly their events of the first), up to `upTo` when given.
+ */
+async function logSetRead(pool: Pool, upTo: Position | null): Promise<LogSet> {
+  const horizon = (await pool.query<{ horizon: string }>('SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon')).rows[0]!.horizon;
+  const bound = upTo ? ` AND (transaction_id, global_position) <= ('${decimal(upTo.commit)}'::xid8, ${decimal(upTo.prepare)})` : '';
+  return { where: `transaction_id < '${decimal(BigInt(horizon))}'::xid8${bound}` };
+}
+
+/**
+ * The streams with a revision twice in the set: none while the unique constraint on
+ * streams and revisions holds (looked up in the catalog); only without it are the
+ * events counted. A revision twice is then no longer flagged by its predecessor alone
+ * (both copies may follow it), so these streams are checked again too.
+ */
+async function revisionsTwice(pool: Pool, set: LogSet): Promise<string[]> {
+  const unique = await pool.query(
+    `SELECT 1 FROM pg_constraint WHERE conrelid = 'events'::regclass AND contype IN ('u', 'p') AND convalidated
+       AND conkey::smallint[] @> ARRAY[(SELECT attnum FROM pg_attribute WHERE attrelid = 'events'::regclass AND attname = 'stream_name'),
+                                       (SELECT attnum FROM pg_attribute WHERE attrelid = 'events'::regclass AND attname = 'stream_revision')]
+       AND cardinality(conkey) = 2`,
+  );
+  if (unique.rows.length > 0) return [];
+  const twice = await pool.query<{ stream_name: string }>(
+    `SELECT DISTINCT stream_name FROM events WHERE ${set.where} GROUP BY stream_name, stream_revision HAVING count(*) > 1`,
+  );
+  return twice.rows.map((r) => r.stream_name);
+}
+
+/** The event columns of a read of the log, in order (COPY's binary format: text as UTF-8, bigint and xid8 as 8 bytes, bytea as is, boolean as 1 byte). */
 const enum LogColumn {
   StreamName,
   Revision,
@@ -422,47 +501,78 @@ const enum LogColumn {
   ChainHash,
   Commit,
   Prepare,
+  /** The stored chain hash of the stream's previous revision (the log read only). */
+  PreviousHash,
+  /** Whether the event goes on its stream in order: revision 0, or the previous revision is earlier in the log (the log read only). */
+  InOrder,
 }
-const LOG_COLUMNS = 9;
+const EVENT_COLUMNS = `stream_name, stream_revision, event_id::text, event_type, data::text, metadata::text, chain_hash, transaction_id, global_position`;
+const EVENT_FIELDS = 9;
+const LOG_COLUMNS = 11;
+/** The index scan in log order is asked for: a sort of the whole log would spill it to disk; a memo of predecessors never hits. */
+const LOG_READ_SETTINGS = ['enable_sort = off', 'enable_seqscan = off', 'enable_memoize = off'];
 
 /**
- * The visible log (up to `upTo`, when given) in log order, each event handed to
- * `onRow` as it arrives: one statement, `COPY (SELECT ...) TO STDOUT (FORMAT binary)`
- * (decision 0140). PostgreSQL produces the rows while Node checks them, held back only
- * by TCP when Node falls behind; no page is read twice or skipped, since there are no
- * pages to the server (one snapshot, one ordered index scan). The horizon of
- * visibility is taken once, when the statement starts (an InitPlan: the same value
- * VISIBLE gives each of its rows); an append in flight then is verified by the next run.
- * The index scan in log order is asked for (sorts and sequential scans switched off in
- * the statement's transaction): a sort of the whole log would spill it to disk.
+ * The visible log (the set `set`) in log order, each event with its stream's previous
+ * revision: one statement, `COPY (SELECT ...) TO STDOUT (FORMAT binary)` (decisions
+ * 0140, 0144). PostgreSQL produces the rows while Node checks them, held back only by
+ * TCP when Node falls behind; no page is read twice or skipped (one snapshot, one
+ * ordered index scan). The previous revision is found by the index of streams and
+ * revisions (revision 0 has none; one row of it, should it be there twice); when it
+ * is earlier in the log it is in the set too (the set is a prefix of the log below
+ * the horizon).
  */
-async function readLogInOneStatement(pool: Pool, upTo: Position | null, onRow: (rows: BinaryCopyRows) => void | Promise<void>): Promise<void> {
-  const bound = upTo ? `AND (transaction_id, global_position) <= ('${decimal(upTo.commit)}'::xid8, ${decimal(upTo.prepare)})` : '';
-  const select = `SELECT stream_name, stream_revision, event_id::text, event_type, data::text, metadata::text, chain_hash, transaction_id, global_position
-    FROM events
-    WHERE transaction_id < (SELECT pg_snapshot_xmin(pg_current_snapshot())) ${bound}
-    ORDER BY transaction_id, global_position`;
-  await readBinaryCopy(pool, select, LOG_COLUMNS, onRow, ['enable_sort = off', 'enable_seqscan = off']);
+function logReadStatement(set: LogSet): string {
+  return `SELECT e.stream_name, e.stream_revision, e.event_id::text, e.event_type, e.data::text, e.metadata::text, e.chain_hash, e.transaction_id, e.global_position,
+      p.chain_hash, e.stream_revision = 0 OR coalesce(p.earlier, false)
+    FROM events e
+    LEFT JOIN LATERAL (SELECT q.chain_hash, (q.transaction_id, q.global_position) < (e.transaction_id, e.global_position) AS earlier FROM events q
+                       WHERE e.stream_revision > 0 AND q.stream_name = e.stream_name AND q.stream_revision = e.stream_revision - 1 LIMIT 1) p ON true
+    WHERE ${set.where.replace(/transaction_id|global_position/g, 'e.$&')}
+    ORDER BY e.transaction_id, e.global_position`;
 }
 
-/** A position's part as a literal of the COPY statement (it takes no parameters). */
+/** A position's part as a literal of a COPY statement (it takes no parameters). */
 function decimal(value: bigint): string {
   const text = value.toString();
   if (!/^[0-9]+$/.test(text)) throw new Error(`not a log position: ${text}`);
   return text;
 }
 
+/** Stream names as a text[] literal of a COPY statement (each quoted; quotes and backslashes escaped, then quotes doubled for SQL). */
+function arrayLiteral(names: readonly string[]): string {
+  return `{${names.map((n) => `"${n.replace(/[\\"]/g, '\\$&')}"`).join(',')}}`.replace(/'/g, "''");
+}
+
+/** The current row (EVENT_COLUMNS) as an event object. */
+function storedEvent(rows: BinaryCopyRows): StoredChainedEvent {
+  const hashStart = rows.starts[LogColumn.ChainHash]!;
+  return {
+    streamName: rows.text(LogColumn.StreamName)!,
+    revision: BigInt(rows.integerText(LogColumn.Revision, false)),
+    id: rows.text(LogColumn.EventId)!,
+    type: rows.text(LogColumn.Type)!,
+    dataJson: rows.text(LogColumn.Data)!,
+    metadataJson: rows.text(LogColumn.Metadata)!,
+    position: positionText(rows),
+    // A copy: the row's buffer is not kept.
+    storedHash: hashStart < 0 ? null : Buffer.from(rows.bytes.subarray(hashStart, rows.ends[LogColumn.ChainHash]!)),
+  };
+}
+
 /**
- * The page of the log being read: each event's chain recomputed as it arrives
- * (StreamChainsInLogOrder: `expects` and `goesOn` for nearly all, `event` for the rest), and what
- * the order check needs of it put in columns (LoggedPage), with the events `forward`
- * asks for (ForwardedColumns).
+ * The page of the log being read: each event checked against its stream's previous
+ * revision as it arrives, and what the order check needs of it put in columns
+ * (LoggedPage), with the events `forward` asks for (ForwardedColumns).
  */
 class LoggedPageBuilder {
   size = 0;
-  private streamsBefore: number;
-  private newStreamNames: string[] = [];
-  private slots: Int32Array;
+  events = 0;
+  /** Events at revision 0: the log's streams, but for the flagged ones (StreamsCheckedAgain counts those). */
+  revisionZeros = 0;
+  /** Streams with an event that did not simply go on the stream's chain: checked again. */
+  readonly flagged = new Set<string>();
+  private readonly streamNames = new TextColumnBuilder();
   private revisions: Float64Array;
   private commits: Float64Array;
   private prepares: Float64Array;
@@ -470,7 +580,9 @@ class LoggedPageBuilder {
   private chainHashes: Buffer;
   private hashless: Uint8Array;
   private forwardedRows: number[] = [];
-  private dataTexts: string[] = [];
+  private readonly dataTexts = new TextColumnBuilder();
+  private readonly forwardType: Buffer | null;
+  private readonly forwardPrefix: Buffer | null;
   private readonly digest = new ContentBytesDigest({
     streamName: LogColumn.StreamName,
     id: LogColumn.EventId,
@@ -480,33 +592,30 @@ class LoggedPageBuilder {
   });
 
   constructor(
-    private readonly chains: StreamChainsInLogOrder,
     private readonly pageSize: number,
-    private readonly forward: { streamNamePrefix: string; eventType: string } | null,
+    forward: { streamNamePrefix: string; eventType: string } | null,
   ) {
-    this.streamsBefore = chains.streams;
-    this.slots = new Int32Array(pageSize);
     this.revisions = new Float64Array(pageSize);
     this.commits = new Float64Array(pageSize);
     this.prepares = new Float64Array(pageSize);
     this.chainHashes = Buffer.alloc(pageSize * CHAIN_HASH_BYTES);
     this.hashless = new Uint8Array(pageSize);
+    this.forwardType = forward ? Buffer.from(forward.eventType, 'utf8') : null;
+    this.forwardPrefix = forward ? Buffer.from(forward.streamNamePrefix, 'utf8') : null;
   }
 
   /**
-   * The next event of the log: the current row of `rows`. Nearly every event goes on
-   * its stream's unbroken chain (StreamChainsInLogOrder.expects): its digest is taken
-   * over the row's bytes (ContentBytesDigest) and compared with the stored hash, and
-   * its texts are never decoded but for the stream's name and type (and the data of a
-   * forwarded event). Any other event (a first in a new order, a break, a digest that
-   * differs) is decoded and handed to `event`, which says what is wrong.
+   * The next event of the log: the current row of `rows`. It goes on its stream's
+   * chain when it is in order (revision 0, or its previous revision is earlier in the
+   * log) and its digest over the row's bytes (ContentBytesDigest), from the previous
+   * revision's stored hash, is its own stored hash; then none of its texts is decoded
+   * (but the data of a forwarded event). Otherwise its stream is flagged, to be checked
+   * again with all its events.
    */
   event(rows: BinaryCopyRows): void {
     const i = this.size;
-    const { chains, chainHashes } = this;
+    const { chainHashes } = this;
     const { bytes, starts, ends } = rows;
-    const streamName = rows.text(LogColumn.StreamName)!;
-    const type = rows.text(LogColumn.Type)!;
     const revisionNumber = rows.safeInteger(LogColumn.Revision);
     const hashStart = starts[LogColumn.ChainHash]!;
     const hashed = hashStart >= 0 && ends[LogColumn.ChainHash]! - hashStart === CHAIN_HASH_BYTES;
@@ -516,27 +625,20 @@ class LoggedPageBuilder {
     const prepare = rows.safeInteger(LogColumn.Prepare);
     const position = commit === null || prepare === null || this.positionTexts !== null ? positionText(rows) : null;
 
-    let slot = hashed && revisionNumber !== null ? chains.expects(streamName, revisionNumber) : -1;
-    if (slot >= 0) {
-      const digest = this.digest.digest(chains.previousHashes(slot), slot * CHAIN_HASH_BYTES, bytes, starts, ends, revisionNumber!);
-      if (digest === chainHashes.toString('hex', i * CHAIN_HASH_BYTES, (i + 1) * CHAIN_HASH_BYTES)) chains.goesOn(slot, chainHashes, i * CHAIN_HASH_BYTES);
-      else slot = -1;
-    }
-    if (slot < 0) {
-      slot = chains.event({
-        streamName,
-        revision: revisionNumber === null ? BigInt(rows.integerText(LogColumn.Revision, false)) : BigInt(revisionNumber),
-        id: rows.text(LogColumn.EventId)!,
-        type,
-        dataJson: rows.text(LogColumn.Data)!,
-        metadataJson: rows.text(LogColumn.Metadata)!,
-        position: position ?? `${commit}/${prepare}`,
-        // A copy: the row's buffer is not kept (an event held back keeps its hash).
-        storedHash: hashStart < 0 ? null : Buffer.from(bytes.subarray(hashStart, ends[LogColumn.ChainHash]!)),
-      });
-    }
-    if (slot >= this.streamsBefore + this.newStreamNames.length) this.newStreamNames.push(streamName);
-    this.slots[i] = slot;
+    if (revisionNumber === 0) this.revisionZeros += 1;
+    const previousStart = starts[LogColumn.PreviousHash]!;
+    const previousHashed = previousStart >= 0 && ends[LogColumn.PreviousHash]! - previousStart === CHAIN_HASH_BYTES;
+    const inOrder = bytes[starts[LogColumn.InOrder]!] === 1;
+    const goesOn =
+      hashed &&
+      inOrder &&
+      revisionNumber !== null &&
+      (revisionNumber === 0 || previousHashed) &&
+      this.digest.digest(revisionNumber === 0 ? null : bytes, previousStart, bytes, starts, ends, revisionNumber) ===
+        chainHashes.toString('hex', i * CHAIN_HASH_BYTES, (i + 1) * CHAIN_HASH_BYTES);
+    if (!goesOn) this.flagged.add(rows.text(LogColumn.StreamName)!);
+
+    this.streamNames.addBytes(bytes, starts[LogColumn.StreamName]!, ends[LogColumn.StreamName]!);
     this.revisions[i] = revisionNumber ?? Number(rows.integerText(LogColumn.Revision, false));
     this.commits[i] = commit ?? Number.NaN;
     this.prepares[i] = prepare ?? Number.NaN;
@@ -545,19 +647,34 @@ class LoggedPageBuilder {
       if (this.positionTexts === null) this.positionTexts = Array.from({ length: i }, (_, k) => `${this.commits[k]}/${this.prepares[k]}`);
       this.positionTexts.push(position);
     }
-    if (this.forward && type === this.forward.eventType && streamName.startsWith(this.forward.streamNamePrefix)) {
+    if (this.forwardType && this.forwards(rows)) {
       this.forwardedRows.push(i);
-      this.dataTexts.push(rows.text(LogColumn.Data)!);
+      this.dataTexts.addBytes(bytes, starts[LogColumn.Data]!, ends[LogColumn.Data]!);
     }
     this.size = i + 1;
+    this.events += 1;
+  }
+
+  /** Whether the current row is of the type `forward` asks for, in a stream named with its prefix (compared as bytes). */
+  private forwards(rows: BinaryCopyRows): boolean {
+    const { bytes, starts, ends } = rows;
+    const type = this.forwardType!;
+    const prefix = this.forwardPrefix!;
+    const typeStart = starts[LogColumn.Type]!;
+    const nameStart = starts[LogColumn.StreamName]!;
+    return (
+      ends[LogColumn.Type]! - typeStart === type.length &&
+      bytes.compare(type, 0, type.length, typeStart, typeStart + type.length) === 0 &&
+      ends[LogColumn.StreamName]! - nameStart >= prefix.length &&
+      bytes.compare(prefix, 0, prefix.length, nameStart, nameStart + prefix.length) === 0
+    );
   }
 
   /** Hands the page on (its columns cut to its events) and starts the next. */
   take(onPage: (page: LoggedPage, forwarded: ForwardedColumns | null) => Promise<void>): Promise<void> {
     const n = this.size;
     const logged: LoggedPage = {
-      newStreamNames: textColumn(this.newStreamNames),
-      slots: n === this.pageSize ? this.slots : this.slots.slice(0, n),
+      streamNames: this.streamNames.take(),
       revisions: n === this.pageSize ? this.revisions : this.revisions.slice(0, n),
       commits: n === this.pageSize ? this.commits : this.commits.slice(0, n),
       prepares: n === this.pageSize ? this.prepares : this.prepares.slice(0, n),
@@ -566,12 +683,9 @@ class LoggedPageBuilder {
       hashless: n === this.pageSize ? this.hashless : this.hashless.slice(0, n),
     };
     const forwarded: ForwardedColumns | null =
-      this.forwardedRows.length > 0 ? { rows: Int32Array.from(this.forwardedRows), dataJsons: textColumn(this.dataTexts) } : null;
+      this.forwardedRows.length > 0 ? { rows: Int32Array.from(this.forwardedRows), dataJsons: this.dataTexts.take() } : null;
     this.size = 0;
-    this.streamsBefore = this.chains.streams;
-    this.newStreamNames = [];
     // Fresh columns: the page's own are moved to another thread with it.
-    this.slots = new Int32Array(this.pageSize);
     this.revisions = new Float64Array(this.pageSize);
     this.commits = new Float64Array(this.pageSize);
     this.prepares = new Float64Array(this.pageSize);
@@ -579,7 +693,6 @@ class LoggedPageBuilder {
     this.chainHashes = Buffer.alloc(this.pageSize * CHAIN_HASH_BYTES);
     this.hashless = new Uint8Array(this.pageSize);
     this.forwardedRows = [];
-    this.dataTexts = [];
     return onPage(logged, forwarded);
   }
 }
