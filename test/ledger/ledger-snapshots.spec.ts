@@ -154,4 +154,39 @@ describe('ledger snapshots on the real store', () => {
     expect(await book.current(ledger)).toEqual(foldLedger(await entriesOf(ledger)));
     expect(rejected).toEqual([expect.stringContaining('the stream has no entry at revision 10000')]);
   });
+
+  it("a ledger longer than the window of recent causes: its snapshot's window is compared with the one the log gives, and a cause changed in it is reported", async () => {
+    const book = new LedgerBook(store, new PostgresSnapshotStore(db.pool));
+    const ledger: LedgerId = { accountId: randomUUID(), mode: 'live' };
+    // 2,500 entries: the snapshot at revision 2,499 holds the causes of entries 448 to 2,499 (RECENT_CAUSES_KEPT 2,000, chunks of 64).
+    const entries = 5 * LEDGER_SNAPSHOT_EVERY;
+    await appendLedgerHistory(
+      store,
+      ledger,
+      Array.from({ length: entries - 1 }, (_, i) => payment(i, 100, 1)),
+    );
+    await book.post(ledger, payment(entries - 1, 100, 1));
+    expect((await new PostgresSnapshotStore(db.pool).load(ledgerStreamName(ledger)))?.revision).toBe(BigInt(entries - 1));
+    await projectLedgers();
+    const ofThisLedger = (problems: readonly { ledger: string }[]) => problems.filter((p) => p.ledger === ledgerStreamName(ledger));
+    expect(ofThisLedger((await verifyLedgers(db.pool, store)).problems)).toEqual([]);
+    expect(ofThisLedger((await verifyLedgersInLogOrder(db.pool, store)).problems)).toEqual([]);
+
+    // One cause of the stored window replaced (the oldest chunk's first): the digest no longer matches, and the windows differ.
+    const updated = await db.pool.query(
+      `UPDATE aggregate_snapshots SET state = jsonb_set(state, '{state,recentCauses,0,0}', '"payment:forged"') WHERE stream_name = $1`,
+      [ledgerStreamName(ledger)],
+    );
+    expect(updated.rowCount).toBe(1);
+    const report = await verifyLedgers(db.pool, store);
+    expect(ofThisLedger((await verifyLedgersInLogOrder(db.pool, store)).problems)).toEqual(ofThisLedger(report.problems));
+    expect(ofThisLedger(report.problems)).toEqual([
+      { ledger: ledgerStreamName(ledger), kind: 'snapshot_differs', detail: expect.stringContaining('fails its checks: its digest does not match') },
+      {
+        ledger: ledgerStreamName(ledger),
+        kind: 'snapshot_differs',
+        detail: expect.stringMatching(/differs from the ledger re-folded from its stream: recentCauses differ$/),
+      },
+    ]);
+  });
 });

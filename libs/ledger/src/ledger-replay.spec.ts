@@ -7,7 +7,17 @@
  */
 import fc from 'fast-check';
 import { fastCheckSeed } from '../../../test/support/test-seed';
-import { evolve, initialLedgerState, LEDGER_ACCOUNTS, LedgerEvent, LedgerReplay, stateViolations } from './ledger';
+import {
+  evolve,
+  initialLedgerState,
+  LEDGER_ACCOUNTS,
+  LedgerEvent,
+  LedgerReplay,
+  RECENT_CAUSES_KEPT,
+  recentCausesFrom,
+  recentCausesOf,
+  stateViolations,
+} from './ledger';
 
 const id = fc.constantFrom('a', 'b', 'c', '__proto__', 'constructor');
 const amount = fc.integer({ min: 0, max: 10_000 });
@@ -52,6 +62,43 @@ describe('LedgerReplay', () => {
         }
       }),
       { numRuns: 300, seed: fastCheckSeed('LedgerReplay') },
+    );
+  });
+
+  it('without its window of recent causes, has the same state but for the window, which stays as it started', () => {
+    fc.assert(
+      fc.property(fc.array(entry, { maxLength: 60 }), (entries) => {
+        const replay = new LedgerReplay(undefined, { recentCauses: false });
+        let state = initialLedgerState();
+        for (const e of entries) {
+          replay.apply(e);
+          state = evolve(state, e);
+          expect(replay.state()).toEqual({ ...state, recentCauses: [] });
+          expect(replay.violations(e.data.entryId)).toEqual(stateViolations(state, e.data.entryId));
+        }
+      }),
+      { numRuns: 100, seed: fastCheckSeed('LedgerReplay without recent causes') },
+    );
+  });
+});
+
+describe('the window of recent causes taken from the log', () => {
+  it('is, for a ledger of any length, what remembering every cause from the first entry gives (recentCausesFrom, recentCausesOf)', () => {
+    // Lengths around the window's size and its chunks' boundaries, and a few at random.
+    const lengths = [0, 1, 63, 64, 65, RECENT_CAUSES_KEPT - 1, RECENT_CAUSES_KEPT, RECENT_CAUSES_KEPT + 1, RECENT_CAUSES_KEPT + 63, RECENT_CAUSES_KEPT + 64];
+    fc.assert(
+      fc.property(fc.oneof(fc.constantFrom(...lengths), fc.integer({ min: 0, max: 3 * RECENT_CAUSES_KEPT })), (length) => {
+        const causes = Array.from({ length }, (_, i) => `payment:${i}`);
+        let state = initialLedgerState();
+        for (const cause of causes) {
+          state = evolve(state, {
+            type: 'LedgerEntryPosted',
+            data: { entryId: cause, kind: 'payment_recorded', cause, postings: [], occurredAt: '2026-01-01T00:00:00.000Z' },
+          });
+        }
+        expect(recentCausesOf(causes.slice(recentCausesFrom(length)))).toEqual(state.recentCauses);
+      }),
+      { numRuns: 60, seed: fastCheckSeed('recent causes from the log') },
     );
   });
 });

@@ -123,6 +123,26 @@ export const rememberedCauses = (state: LedgerState): number => state.recentCaus
  */
 export const entriesBeforeWindow = (state: LedgerState): number => state.entries - rememberedCauses(state);
 
+/**
+ * The first entry (counted from 0) that the window of recent causes holds in a ledger
+ * of `entries` entries: the chunks start at multiples of CAUSE_CHUNK, and the oldest is
+ * dropped once the others hold RECENT_CAUSES_KEPT.
+ */
+export const recentCausesFrom = (entries: number): number =>
+  entries < RECENT_CAUSES_KEPT ? 0 : CAUSE_CHUNK * Math.floor((entries - RECENT_CAUSES_KEPT) / CAUSE_CHUNK);
+
+/**
+ * The window of recent causes of a ledger from the causes of its entries
+ * recentCausesFrom(entries) to its last, in order: what remembering every cause from
+ * the first entry on gives (an audit takes the window from the log itself, decision
+ * 0145).
+ */
+export function recentCausesOf(causes: readonly string[]): LedgerState['recentCauses'] {
+  let window: LedgerState['recentCauses'] = [];
+  for (const cause of causes) window = rememberCause(window, cause);
+  return window;
+}
+
 function rememberCause(chunks: LedgerState['recentCauses'], cause: string): LedgerState['recentCauses'] {
   const last = chunks[chunks.length - 1];
   const appended = last && last.length < CAUSE_CHUNK ? [...chunks.slice(0, -1), [...last, cause]] : [...chunks, [cause]];
@@ -522,6 +542,9 @@ export function foldLedger(events: readonly LedgerEvent[], from: LedgerState = i
  * after each `apply` its `state()` is what reducing with `evolve` gives and its
  * `violations()` what `stateViolations` gives, without copying the open holds and
  * reservations on every entry or summing them again (their totals are kept as they move).
+ * Without `recentCauses` it keeps no window of recent causes (its state's stays as it
+ * started): for an audit that takes the window from the log when it needs it
+ * (recentCausesOf), so that a replay of many ledgers holds no causes.
  */
 export class LedgerReplay {
   private readonly balances: Record<LedgerAccount, Kopecks>;
@@ -533,7 +556,10 @@ export class LedgerReplay {
   private held: number;
   private reserved: number;
 
-  constructor(from: LedgerState = initialLedgerState()) {
+  constructor(
+    from: LedgerState = initialLedgerState(),
+    private readonly options: { readonly recentCauses: boolean } = { recentCauses: true },
+  ) {
     this.balances = { ...from.balances } as Record<LedgerAccount, Kopecks>;
     this.holds = { ...from.holds };
     this.reservations = { ...from.reservations };
@@ -561,7 +587,7 @@ export class LedgerReplay {
       if (Object.hasOwn(this.reservations, e.reservation.id)) this.reserved -= this.reservations[e.reservation.id]!.amount;
       delete this.reservations[e.reservation.id];
     }
-    this.recentCauses = rememberCause(this.recentCauses, e.cause);
+    if (this.options.recentCauses) this.recentCauses = rememberCause(this.recentCauses, e.cause);
     if (this.recentPayouts.length > 0 || e.payoutFingerprint !== undefined) this.recentPayouts = rememberPayout(this.recentPayouts, e);
     this.entries++;
   }

@@ -15,6 +15,8 @@ import {
   ledgerIdFromStream,
   LedgerReplay,
   LedgerState,
+  recentCausesFrom,
+  recentCausesOf,
 } from '#ledger';
 import { readCheckpoint } from '#event-store/projections';
 
@@ -159,14 +161,7 @@ export async function verifyLedgers(
   if (options.inLogOrder) {
     // Every ledger replayed at once from one read of the log in log order (decision 0128).
     const { follow } = options.inLogOrder;
-    const states = new Map(
-      (
-        await pool.query<{ stream_name: string; revision: string; state: unknown }>(
-          `SELECT stream_name, revision, state FROM aggregate_snapshots WHERE stream_name LIKE '${LEDGER_CATEGORY}-%' AND schema_version = $1`,
-          [LEDGER_FOLD_VERSION],
-        )
-      ).rows.map((r) => [r.stream_name, { revision: BigInt(r.revision), stored: r.state }]),
-    );
+    const states = await snapshotsCheckedWithTheirWindows(pool);
     const upTo = head ?? { commit: 0n, prepare: 0n };
     const checks = new Map<string, LedgerHistoryCheck>();
     const repeats = ledgerRepeats(pool, upTo);
@@ -176,7 +171,7 @@ export async function verifyLedgers(
         let check = checks.get(entry.streamName);
         if (check === undefined) {
           const snapshot = snapshots.has(entry.streamName) ? (states.get(entry.streamName) ?? null) : null;
-          check = checkOf(entry.streamName, false, snapshot);
+          check = new LedgerHistoryCheck(entry.streamName, checkpoint, snapshot, null, null, { recentCauses: false });
           checks.set(entry.streamName, check);
         }
         eventsRead++;
@@ -369,6 +364,68 @@ export interface LedgerEntriesInLogOrder {
 interface StoredSnapshot {
   readonly revision: bigint;
   readonly stored: unknown;
+  /**
+   * Checked when it was loaded, against the log (snapshotsCheckedWithTheirWindows):
+   * `stored` is then without its window of recent causes, which was compared with the
+   * window the log gives; the rest is compared with the ledger replayed without one.
+   */
+  readonly loaded?: { readonly checkProblems: readonly string[]; readonly windowMatches: boolean };
+}
+
+/** Snapshots read, checked and their windows taken from the log at once. */
+const SNAPSHOTS_AT_ONCE = 50;
+
+/**
+ * The stored ledger snapshots of the current fold version, each checked as it is read
+ * (checkLedgerSnapshot, with its stream's entry at its revision) and its window of
+ * recent causes compared with the one the log gives at its revision (recentCausesOf
+ * the causes of the entries the window holds, read by the stream's index), then kept
+ * without that window: what ledger:verify in log order needs to compare each snapshot
+ * with a ledger replayed without windows (decision 0145), read SNAPSHOTS_AT_ONCE at a
+ * time, so that no window of causes is held for the whole replay.
+ */
+async function snapshotsCheckedWithTheirWindows(pool: Pool): Promise<Map<string, StoredSnapshot>> {
+  const checked = new Map<string, StoredSnapshot>();
+  for (let after = ''; ;) {
+    const rows = (
+      await pool.query<{ stream_name: string; revision: string; state: unknown; entry: unknown }>(
+        `SELECT s.stream_name, s.revision, s.state, e.data AS entry FROM aggregate_snapshots s
+         LEFT JOIN events e ON e.stream_name = s.stream_name AND e.stream_revision = s.revision
+         WHERE s.stream_name LIKE '${LEDGER_CATEGORY}-%' AND s.schema_version = $1 AND s.stream_name > $2
+         ORDER BY s.stream_name LIMIT ${SNAPSHOTS_AT_ONCE}`,
+        [LEDGER_FOLD_VERSION, after],
+      )
+    ).rows;
+    if (rows.length === 0) return checked;
+    after = rows[rows.length - 1]!.stream_name;
+    const windowOf = (revision: bigint) => ({ from: recentCausesFrom(Number(revision + 1n)), to: Number(revision) });
+    const causes = await pool.query<{ stream_name: string; cause: string | null }>(
+      `SELECT e.stream_name, e.data->>'cause' AS cause FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS w(stream_name, from_revision, to_revision)
+       JOIN events e ON e.stream_name = w.stream_name AND e.stream_revision BETWEEN w.from_revision AND w.to_revision
+       ORDER BY e.stream_name, e.stream_revision`,
+      [rows.map((r) => r.stream_name), rows.map((r) => windowOf(BigInt(r.revision)).from), rows.map((r) => windowOf(BigInt(r.revision)).to)],
+    );
+    const causesOf = new Map<string, string[]>();
+    for (const row of causes.rows) {
+      const list = causesOf.get(row.stream_name) ?? [];
+      list.push(row.cause ?? '');
+      causesOf.set(row.stream_name, list);
+    }
+    for (const row of rows) {
+      const revision = BigInt(row.revision);
+      const result = checkLedgerSnapshot(row.state, revision, row.entry === null ? null : { data: row.entry });
+      const state = (row.state as { state?: Partial<LedgerState> } | null)?.state;
+      const { recentCauses, ...withoutWindow } = state ?? {};
+      checked.set(row.stream_name, {
+        revision,
+        stored: state === undefined ? row.state : { ...(row.state as object), state: withoutWindow },
+        loaded: {
+          checkProblems: 'problems' in result ? result.problems : [],
+          windowMatches: isDeepStrictEqual(recentCauses, recentCausesOf(causesOf.get(row.stream_name) ?? [])),
+        },
+      });
+    }
+  }
 }
 
 /**
@@ -382,7 +439,7 @@ interface StoredSnapshot {
 class LedgerHistoryCheck {
   readonly problems: VerifyProblem[] = [];
   entries = 0;
-  private readonly replay = new LedgerReplay();
+  private readonly replay: LedgerReplay;
   private readonly ledgerId;
   private lastRevision = -1n;
   private atCheckpoint: Balances | null = null;
@@ -395,8 +452,11 @@ class LedgerHistoryCheck {
     private readonly snapshot: StoredSnapshot | null,
     private readonly seen: { causes: Set<string>; ids: Set<string> } | null,
     private readonly underivedIds: Set<string> | null,
+    /** Without `recentCauses`, the ledger is replayed without its window (its snapshot's was compared when loaded). */
+    replayOptions: { readonly recentCauses: boolean } = { recentCauses: true },
   ) {
     this.ledgerId = ledgerIdFromStream(name);
+    this.replay = new LedgerReplay(undefined, replayOptions);
   }
 
   entry(revision: bigint, position: Position, data: LedgerEntryPostedData): void {
@@ -496,27 +556,28 @@ async function ledgerRepeats(pool: Pool, upTo: Position): Promise<VerifyProblem[
 }
 
 /** What differs between a stored snapshot and the ledger re-folded to its revision (`replayed`). */
-function snapshotProblems(
-  ledger: string,
-  snapshot: { revision: bigint; stored: unknown },
-  replayed: LedgerState,
-  entry: LedgerEntryPostedData,
-): VerifyProblem[] {
+function snapshotProblems(ledger: string, snapshot: StoredSnapshot, replayed: LedgerState, entry: LedgerEntryPostedData): VerifyProblem[] {
   const problems: VerifyProblem[] = [];
   const at = `snapshot at revision ${snapshot.revision}`;
-  const checked = checkLedgerSnapshot(snapshot.stored, snapshot.revision, { data: entry });
-  if ('problems' in checked) problems.push({ ledger, kind: 'snapshot_differs', detail: `${at} fails its checks: ${checked.problems.join('; ')}` });
+  const checkProblems = snapshot.loaded
+    ? snapshot.loaded.checkProblems
+    : ((checked) => ('problems' in checked ? checked.problems : []))(checkLedgerSnapshot(snapshot.stored, snapshot.revision, { data: entry }));
+  if (checkProblems.length > 0) problems.push({ ledger, kind: 'snapshot_differs', detail: `${at} fails its checks: ${checkProblems.join('; ')}` });
   const stored = (snapshot.stored as { state?: Partial<LedgerState> } | null)?.state;
-  // As stored (JSON): the same plain data, whatever the order of keys.
-  const expected = JSON.parse(JSON.stringify(replayed)) as LedgerState;
-  if (!stored || !isDeepStrictEqual(stored, expected)) {
+  // As stored (JSON): the same plain data, whatever the order of keys. A snapshot checked when
+  // loaded has no window of recent causes here, nor has the ledger replayed without one.
+  const { recentCauses: replayedWindow, ...replayedRest } = JSON.parse(JSON.stringify(replayed)) as LedgerState;
+  const expected = snapshot.loaded ? replayedRest : { ...replayedRest, recentCauses: replayedWindow };
+  const windowMatches = snapshot.loaded?.windowMatches ?? true;
+  if (!stored || !isDeepStrictEqual(stored, expected) || !windowMatches) {
     const differs: string[] = [];
     for (const account of LEDGER_ACCOUNTS) {
       const had = stored?.balances?.[account];
       if (had !== expected.balances[account]) differs.push(`${account}: log says ${expected.balances[account]}, snapshot says ${String(had)}`);
     }
     for (const part of ['holds', 'reservations', 'recentCauses', 'recentPayouts', 'entries'] as const) {
-      if (!isDeepStrictEqual(stored?.[part], expected[part])) differs.push(`${part} differ`);
+      const same = part === 'recentCauses' && snapshot.loaded ? windowMatches : isDeepStrictEqual(stored?.[part], (expected as Partial<LedgerState>)[part]);
+      if (!same) differs.push(`${part} differ`);
     }
     problems.push({ ledger, kind: 'snapshot_differs', detail: `${at} differs from the ledger re-folded from its stream: ${differs.join('; ')}` });
   }
