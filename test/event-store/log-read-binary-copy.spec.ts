@@ -257,6 +257,8 @@ describe('the streams the read flags, checked again', () => {
       ).rows[0]!.position;
       await db.pool.query('DELETE FROM events WHERE stream_name = $1 AND stream_revision = 0', [plain]);
       const report = await verifyEventLog(db.pool);
+      // The same when no stream's previous revision is remembered for long (each asked of the database).
+      expect(await verifyEventLog(db.pool, { recentStreams: 1 })).toEqual(report);
       expect(report.problems.map((p) => [p.kind, p.streamName, p.revision, p.kind === 'data_changed' ? p.position : null])).toEqual([
         ['data_changed', odd, 1n, edited],
         ['event_missing', plain, 0n, null],
@@ -288,6 +290,7 @@ describe('the streams the read flags, checked again', () => {
       ).rows[0]!.position;
       await visibleHead(db.pool, store);
       const report = await verifyEventLog(db.pool);
+      expect(await verifyEventLog(db.pool, { recentStreams: 1 })).toEqual(report);
       expect(report.problems.map((p) => [p.kind, p.streamName, p.revision, p.position])).toEqual([['order_changed', name, 1n, copy]]);
       expect([report.streams, report.events]).toEqual([2, 5]);
     } finally {
@@ -296,6 +299,40 @@ describe('the streams the read flags, checked again', () => {
         'ALTER TABLE events ADD CONSTRAINT events_stream_revision_unique UNIQUE (stream_name, stream_revision), ADD CONSTRAINT events_event_id_unique UNIQUE (event_id)',
       );
       client.release();
+      await store.close();
+    }
+  });
+
+  it('reports the same whether the previous revisions come from the recent streams or from the database (random tampered logs, seeded)', async () => {
+    const store = new PostgresEventStore(db.pool, { pollIntervalMs: 10 });
+    const rng = seededRandom('log read, recent streams or the database');
+    try {
+      for (let run = 0; run < 6; run++) {
+        await db.pool.query('TRUNCATE events, event_streams, event_log_checkpoints');
+        const names = Array.from({ length: intBelow(rng, 3, 9) }, (_, s) => `mix-${s}-${randomUUID()}`);
+        for (let i = 0; i < 40; i++) {
+          await store.appendToStream(names[intBelow(rng, 0, names.length)]!, [{ id: randomUUID(), type: 'Noted', data: { i, run } }]);
+        }
+        await visibleHead(db.pool, store);
+        const pick = async () => {
+          const positions = (await db.pool.query<{ global_position: string }>('SELECT global_position FROM events ORDER BY global_position')).rows;
+          return positions[intBelow(rng, 0, positions.length)]!.global_position;
+        };
+        // One to three tamperings of one kind or another.
+        for (let t = intBelow(rng, 1, 4); t > 0; t--) {
+          const how = intBelow(rng, 0, 3);
+          if (how === 0) await db.pool.query(`UPDATE events SET data = jsonb_set(data, '{tampered}', 'true') WHERE global_position = $1`, [await pick()]);
+          if (how === 1) await db.pool.query('DELETE FROM events WHERE global_position = $1', [await pick()]);
+          if (how === 2) await db.pool.query('UPDATE events SET chain_hash = sha256(chain_hash) WHERE global_position = $1', [await pick()]);
+        }
+        const withMany = await verifyEventLog(db.pool);
+        expect(withMany.problems.length).toBeGreaterThan(0);
+        for (const recentStreams of [1, 2]) {
+          const withFew = await verifyEventLog(db.pool, { recentStreams });
+          expect([withFew.problems, withFew.streams, withFew.events]).toEqual([withMany.problems, withMany.streams, withMany.events]);
+        }
+      }
+    } finally {
       await store.close();
     }
   });

@@ -146,7 +146,7 @@ function inLogOrder(log: readonly StoredChainedEvent[]): { problems: LogProblem[
 
 /**
  * The checks as the PostgreSQL read of the log makes them (decision 0144): each event
- * comes with its stream's previous revision as the read's statement finds it (by stream
+ * is checked against its stream's previous revision as the read finds it (by stream
  * and revision; whether it is earlier in the log), and goes on its chain when it is in
  * order and its digest over its texts as the UTF-8 bytes of a row (ContentBytesDigest),
  * from the previous revision's stored hash, is its stored hash; any other event flags

@@ -16,6 +16,7 @@ import {
   RecordedCheckpoint,
   StreamChainCheck,
   StreamsCheckedAgain,
+  RecentStreams,
   LoggedColumns,
   LoggedEvent,
   StoredChainedEvent,
@@ -122,11 +123,12 @@ export async function extendLogCheckpoints(pool: Pool, options: { segmentEvents?
 /**
  * Recomputes every stream's chain and the log's running hash from the events table
  * (docs/audit-log.md) in one read of the log in log order (decisions 0123, 0140, 0144):
- * each event comes with its stream's previous revision (its stored chain hash and
- * whether it is earlier in the log), so that its chain hash is recomputed over the
- * stored texts (chainContent's netstrings over the row's bytes, in TypeScript: not the
- * SQL of the append path) from that stored hash without anything kept per stream. An
- * event that does not simply go on its chain flags its stream, and the flagged streams
+ * each event's chain hash is recomputed over the stored texts (chainContent's
+ * netstrings over the row's bytes, in TypeScript: not the SQL of the append path) from
+ * the stored hash of its stream's previous revision, which must be earlier in the log:
+ * the stream's last event when it was met recently (RecentStreams, a bounded number of
+ * streams), else found by the database in batches. An event that does not simply go
+ * on its chain flags its stream, and the flagged streams
  * are read again, each in log order, and checked exactly (StreamsCheckedAgain: what
  * StreamChainsInLogOrder and LogOrderCheck find in them). The running hash is folded
  * and compared with every recorded checkpoint (LogOrderCheck); each stream's recorded
@@ -136,8 +138,8 @@ export async function extendLogCheckpoints(pool: Pool, options: { segmentEvents?
  * the log sees; an append still in flight is verified by the next run). The recorded
  * checkpoints compared are those recorded before the read starts (one recorded during
  * it may cover events after its horizon: the next run compares it). Memory: a few
- * pages, one checkpoint segment, and the names of the streams flagged; nothing per
- * stream or per event of the log.
+ * pages, one checkpoint segment, the recent streams, and the names of the streams
+ * flagged; nothing that grows with the log.
  */
 export async function verifyEventLog(pool: Pool, options: PostgresLogVerifyOptions = {}): Promise<EventLogReport> {
   const order = await LogOrderFollower.start(pool, options.at ?? []);
@@ -373,25 +375,28 @@ export class LogOrderFollower {
  */
 export async function followLogChains(
   pool: Pool,
-  options: { pageSize?: number; upTo?: Position; forward?: { streamNamePrefix: string; eventType: string } },
+  options: { pageSize?: number; upTo?: Position; forward?: { streamNamePrefix: string; eventType: string }; recentStreams?: number },
   onPage: (page: LoggedPage, forwarded: ForwardedColumns | null) => Promise<void>,
 ): Promise<ChainsFollowed> {
   const pageSize = options.pageSize ?? 1000;
   const heads = streamHeadsDiffering(pool);
   heads.catch(() => undefined);
   const set = await logSetRead(pool, options.upTo ?? null);
-  const page = new LoggedPageBuilder(pageSize, options.forward ?? null);
+  const page = new LoggedPageBuilder(pageSize, options.forward ?? null, new RecentStreams(options.recentStreams ?? RECENT_STREAMS));
   await readBinaryCopy(
     pool,
-    logReadStatement(set),
-    LOG_COLUMNS,
+    `SELECT ${EVENT_COLUMNS} FROM events WHERE ${set.where} ORDER BY transaction_id, global_position`,
+    EVENT_FIELDS,
     (rows) => {
       page.event(rows);
-      if (page.size === pageSize) return page.take(onPage);
+      const answered = page.unanswered.length >= UNANSWERED_AT_ONCE ? page.answer(pool) : null;
+      if (page.size === pageSize) return answered ? answered.then(() => page.take(onPage)) : page.take(onPage);
+      return answered ?? undefined;
     },
     LOG_READ_SETTINGS,
   );
   if (page.size > 0) await page.take(onPage);
+  await page.answer(pool);
 
   const again = new StreamsCheckedAgain();
   for (const name of await revisionsTwice(pool, set)) page.flagged.add(name);
@@ -501,36 +506,25 @@ const enum LogColumn {
   ChainHash,
   Commit,
   Prepare,
-  /** The stored chain hash of the stream's previous revision (the log read only). */
-  PreviousHash,
-  /** Whether the event goes on its stream in order: revision 0, or the previous revision is earlier in the log (the log read only). */
-  InOrder,
 }
 const EVENT_COLUMNS = `stream_name, stream_revision, event_id::text, event_type, data::text, metadata::text, chain_hash, transaction_id, global_position`;
 const EVENT_FIELDS = 9;
-const LOG_COLUMNS = 11;
-/** The index scan in log order is asked for: a sort of the whole log would spill it to disk; a memo of predecessors never hits. */
-const LOG_READ_SETTINGS = ['enable_sort = off', 'enable_seqscan = off', 'enable_memoize = off'];
-
 /**
- * The visible log (the set `set`) in log order, each event with its stream's previous
- * revision: one statement, `COPY (SELECT ...) TO STDOUT (FORMAT binary)` (decisions
- * 0140, 0144). PostgreSQL produces the rows while Node checks them, held back only by
- * TCP when Node falls behind; no page is read twice or skipped (one snapshot, one
- * ordered index scan). The previous revision is found by the index of streams and
- * revisions (revision 0 has none; one row of it, should it be there twice); when it
- * is earlier in the log it is in the set too (the set is a prefix of the log below
- * the horizon).
+ * The log read in one statement, `COPY (SELECT ...) TO STDOUT (FORMAT binary)`
+ * (decision 0140): PostgreSQL produces the rows while Node checks them, held back only
+ * by TCP when Node falls behind; no page is read twice or skipped (one snapshot, one
+ * ordered index scan). The index scan in log order is asked for: a sort of the whole
+ * log would spill it to disk.
  */
-function logReadStatement(set: LogSet): string {
-  return `SELECT e.stream_name, e.stream_revision, e.event_id::text, e.event_type, e.data::text, e.metadata::text, e.chain_hash, e.transaction_id, e.global_position,
-      p.chain_hash, e.stream_revision = 0 OR coalesce(p.earlier, false)
-    FROM events e
-    LEFT JOIN LATERAL (SELECT q.chain_hash, (q.transaction_id, q.global_position) < (e.transaction_id, e.global_position) AS earlier FROM events q
-                       WHERE e.stream_revision > 0 AND q.stream_name = e.stream_name AND q.stream_revision = e.stream_revision - 1 LIMIT 1) p ON true
-    WHERE ${set.where.replace(/transaction_id|global_position/g, 'e.$&')}
-    ORDER BY e.transaction_id, e.global_position`;
-}
+const LOG_READ_SETTINGS = ['enable_sort = off', 'enable_seqscan = off'];
+/**
+ * Streams per generation of the recent streams the read remembers (RecentStreams, at
+ * most twice as many): in the 1M seed:load history, 99 % of the events whose stream
+ * returns do so within 50,000 events of its previous one (2026-11-24).
+ */
+const RECENT_STREAMS = 8_192;
+/** Events waiting for their previous revision from the database, beyond which the read waits for the answer. */
+const UNANSWERED_AT_ONCE = 500;
 
 /** A position's part as a literal of a COPY statement (it takes no parameters). */
 function decimal(value: bigint): string {
@@ -542,6 +536,40 @@ function decimal(value: bigint): string {
 /** Stream names as a text[] literal of a COPY statement (each quoted; quotes and backslashes escaped, then quotes doubled for SQL). */
 function arrayLiteral(names: readonly string[]): string {
   return `{${names.map((n) => `"${n.replace(/[\\"]/g, '\\$&')}"`).join(',')}}`.replace(/'/g, "''");
+}
+
+/** An event whose stream's previous revision is asked of the database: what its check needs, its content's bytes copied from the row. */
+interface Unanswered {
+  readonly streamName: string;
+  readonly revision: number;
+  readonly commit: string;
+  readonly prepare: string;
+  /** The row's fields from the stream's name to the metadata, with their places in it. */
+  readonly content: Buffer;
+  readonly starts: Int32Array;
+  readonly ends: Int32Array;
+  readonly storedHash: string;
+}
+
+function unansweredEvent(rows: BinaryCopyRows, streamName: string, revision: number, storedHash: string): Unanswered {
+  const from = rows.starts[LogColumn.StreamName]!;
+  const to = rows.ends[LogColumn.Metadata]!;
+  const starts = new Int32Array(EVENT_FIELDS);
+  const ends = new Int32Array(EVENT_FIELDS);
+  for (let f = LogColumn.StreamName; f <= LogColumn.Metadata; f++) {
+    starts[f] = rows.starts[f]! - from;
+    ends[f] = rows.ends[f]! - from;
+  }
+  return {
+    streamName,
+    revision,
+    commit: rows.integerText(LogColumn.Commit, true),
+    prepare: rows.integerText(LogColumn.Prepare, false),
+    content: Buffer.from(rows.bytes.subarray(from, to)),
+    starts,
+    ends,
+    storedHash,
+  };
 }
 
 /** The current row (EVENT_COLUMNS) as an event object. */
@@ -591,9 +619,13 @@ class LoggedPageBuilder {
     metadata: LogColumn.Metadata,
   });
 
+  /** Events whose stream's previous revision was not met recently: checked when the database has answered (`answer`). */
+  unanswered: Unanswered[] = [];
+
   constructor(
     private readonly pageSize: number,
     forward: { streamNamePrefix: string; eventType: string } | null,
+    private readonly recent: RecentStreams,
   ) {
     this.revisions = new Float64Array(pageSize);
     this.commits = new Float64Array(pageSize);
@@ -608,14 +640,18 @@ class LoggedPageBuilder {
    * The next event of the log: the current row of `rows`. It goes on its stream's
    * chain when it is in order (revision 0, or its previous revision is earlier in the
    * log) and its digest over the row's bytes (ContentBytesDigest), from the previous
-   * revision's stored hash, is its own stored hash; then none of its texts is decoded
-   * (but the data of a forwarded event). Otherwise its stream is flagged, to be checked
-   * again with all its events.
+   * revision's stored hash, is its own stored hash. The previous revision is nearly
+   * always the stream's last event met recently (RecentStreams); otherwise the event
+   * waits, its content copied, until the database answers for its previous revision
+   * (`answer`). An event that does not go on flags its stream, to be checked again with
+   * all its events. None of its texts is decoded but the stream's name (and the data of
+   * a forwarded event).
    */
   event(rows: BinaryCopyRows): void {
     const i = this.size;
-    const { chainHashes } = this;
+    const { chainHashes, recent } = this;
     const { bytes, starts, ends } = rows;
+    const streamName = rows.text(LogColumn.StreamName)!;
     const revisionNumber = rows.safeInteger(LogColumn.Revision);
     const hashStart = starts[LogColumn.ChainHash]!;
     const hashed = hashStart >= 0 && ends[LogColumn.ChainHash]! - hashStart === CHAIN_HASH_BYTES;
@@ -626,17 +662,22 @@ class LoggedPageBuilder {
     const position = commit === null || prepare === null || this.positionTexts !== null ? positionText(rows) : null;
 
     if (revisionNumber === 0) this.revisionZeros += 1;
-    const previousStart = starts[LogColumn.PreviousHash]!;
-    const previousHashed = previousStart >= 0 && ends[LogColumn.PreviousHash]! - previousStart === CHAIN_HASH_BYTES;
-    const inOrder = bytes[starts[LogColumn.InOrder]!] === 1;
-    const goesOn =
-      hashed &&
-      inOrder &&
-      revisionNumber !== null &&
-      (revisionNumber === 0 || previousHashed) &&
-      this.digest.digest(revisionNumber === 0 ? null : bytes, previousStart, bytes, starts, ends, revisionNumber) ===
-        chainHashes.toString('hex', i * CHAIN_HASH_BYTES, (i + 1) * CHAIN_HASH_BYTES);
-    if (!goesOn) this.flagged.add(rows.text(LogColumn.StreamName)!);
+    if (!hashed || revisionNumber === null) {
+      this.flagged.add(streamName);
+    } else {
+      const stored = chainHashes.toString('hex', i * CHAIN_HASH_BYTES, (i + 1) * CHAIN_HASH_BYTES);
+      const slot = revisionNumber === 0 ? -1 : recent.find(streamName);
+      if (revisionNumber === 0) {
+        if (this.digest.digest(null, 0, bytes, starts, ends, 0) !== stored) this.flagged.add(streamName);
+      } else if (slot >= 0 && recent.revisions[slot] === revisionNumber - 1) {
+        // Its previous revision was this stream's last event met: earlier in the log, in the set.
+        const goesOn = recent.hashed[slot] === 1 && this.digest.digest(recent.hashes, slot * CHAIN_HASH_BYTES, bytes, starts, ends, revisionNumber) === stored;
+        if (!goesOn) this.flagged.add(streamName);
+      } else {
+        this.unanswered.push(unansweredEvent(rows, streamName, revisionNumber, stored));
+      }
+    }
+    if (revisionNumber !== null) recent.remember(streamName, revisionNumber, hashed ? bytes : null, hashStart);
 
     this.streamNames.addBytes(bytes, starts[LogColumn.StreamName]!, ends[LogColumn.StreamName]!);
     this.revisions[i] = revisionNumber ?? Number(rows.integerText(LogColumn.Revision, false));
@@ -653,6 +694,39 @@ class LoggedPageBuilder {
     }
     this.size = i + 1;
     this.events += 1;
+  }
+
+  /**
+   * Checks the events waiting for their previous revision: one statement finds each
+   * one's previous revision by the index of streams and revisions (one row of it,
+   * should it be there twice) and whether it is earlier in the log, which makes it one
+   * of the set read (the set is a prefix of the log below the horizon).
+   */
+  async answer(pool: Pool): Promise<void> {
+    const waiting = this.unanswered;
+    if (waiting.length === 0) return;
+    this.unanswered = [];
+    const rows = (
+      await pool.query<{ k: string; chain_hash: Buffer | null; earlier: boolean }>(
+        `SELECT w.k, q.chain_hash, (q.transaction_id, q.global_position) < (w.commit::xid8, w.prepare) AS earlier
+         FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[]) WITH ORDINALITY AS w(stream_name, revision, commit, prepare, k)
+         JOIN LATERAL (SELECT chain_hash, transaction_id, global_position FROM events q
+                       WHERE q.stream_name = w.stream_name AND q.stream_revision = w.revision - 1 LIMIT 1) q ON true`,
+        [waiting.map((e) => e.streamName), waiting.map((e) => e.revision), waiting.map((e) => e.commit), waiting.map((e) => e.prepare)],
+      )
+    ).rows;
+    const previous = new Array<{ chain_hash: Buffer | null; earlier: boolean } | undefined>(waiting.length);
+    for (const row of rows) previous[Number(row.k) - 1] = row;
+    waiting.forEach((e, k) => {
+      const found = previous[k];
+      const goesOn =
+        found !== undefined &&
+        found.earlier &&
+        found.chain_hash !== null &&
+        found.chain_hash.length === CHAIN_HASH_BYTES &&
+        this.digest.digest(found.chain_hash, 0, e.content, e.starts, e.ends, e.revision) === e.storedHash;
+      if (!goesOn) this.flagged.add(e.streamName);
+    });
   }
 
   /** Whether the current row is of the type `forward` asks for, in a stream named with its prefix (compared as bytes). */
@@ -714,6 +788,8 @@ export interface ForwardedEvent {
 export interface PostgresLogVerifyOptions extends VerifyEventLogOptions {
   /** Verify the log only up to this position (an audit as of a point; ledger:verify's head). */
   readonly upTo?: Position;
+  /** Streams per generation of those whose last event the read remembers (RecentStreams; tests make it small). */
+  readonly recentStreams?: number;
   /**
    * Events of one type in streams named with a prefix, handed on page by page as the
    * read of the log meets them (ledger:verify replays the ledgers from them, decision
