@@ -23,7 +23,7 @@ const COLUMNS = 9;
  * rows updated again and again meanwhile (a rebuild's balances and checkpoints) then
  * grow chains of versions every later update walks.
  */
-export const LOG_COPY_STATEMENT_EVENTS = 50_000;
+export const LOG_COPY_STATEMENT_EVENTS = 10_000;
 
 /** Milliseconds from the Unix epoch to PostgreSQL's (2000-01-01 00:00:00 UTC), where binary timestamps count from. */
 const POSTGRES_EPOCH_MS = 946_684_800_000;
