@@ -105,6 +105,18 @@ export interface EventStore {
   /** Events of the global log after a position, in log order. */
   readAll(options?: ReadAllOptions): Promise<RecordedEvent[]>;
 
+  /**
+   * Optional (the PostgreSQL adapter has it): the events of the global log after
+   * `after` up to `upTo` (a head from headPosition, inclusive), in log order, in one
+   * read of one snapshot: the same events as readAll's pages up to `upTo`, each handed
+   * to `onEvent` as it arrives (a promise it answers holds the read back). Returns how
+   * many were read.
+   */
+  readAllThrough?(
+    range: { readonly after: Position | typeof START; readonly upTo: Position },
+    onEvent: (event: RecordedEvent) => void | Promise<void>,
+  ): Promise<number>;
+
   subscribeToAll(options?: SubscribeToAllOptions): AllSubscription;
 
   /** The position of the last event of the log, or null for an empty log. */

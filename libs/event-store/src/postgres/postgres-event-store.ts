@@ -22,6 +22,7 @@ import { OneTurnBatches, preparedStatement } from '#platform/database';
 import { LiveLogWindow, WindowPage } from './live-log-window';
 import { LogTailSignal } from './log-tail-signal';
 import { parseTimestamptz } from './timestamptz';
+import { readLogByCopy } from './log-read-by-copy';
 
 interface EventRow {
   global_position: string;
@@ -420,6 +421,13 @@ export class PostgresEventStore implements EventStore {
       types: LOG_READ_TYPES,
     });
     return result.rows.map(eventOfArrayRow);
+  }
+
+  readAllThrough(
+    range: { readonly after: Position | 'start'; readonly upTo: Position },
+    onEvent: (event: RecordedEvent) => void | Promise<void>,
+  ): Promise<number> {
+    return readLogByCopy(this.pool, range, onEvent);
   }
 
   /**

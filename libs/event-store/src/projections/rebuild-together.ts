@@ -185,19 +185,49 @@ async function onePass(
   let readWaitSeconds = 0;
   const start = writers.reduce<Position>((min, w) => (comparePositions(w.checkpoint, min) < 0 ? w.checkpoint : min), writers[0]!.checkpoint);
 
-  const reader = async () => {
-    let after = start;
-    // An empty page before the head: events of the log not yet visible (a transaction of the cluster holds them back).
-    while (head !== null && comparePositions(after, head) < 0) {
+  // Room for one more page: the reader waits while it is PAGES_AHEAD pages ahead of the slowest writer.
+  const roomForAPage = async () => {
+    for (;;) {
       check();
       const slowest = Math.min(...writers.map((w) => w.next));
-      if (dropped + pages.length - slowest >= PAGES_AHEAD) {
-        await waitForChange();
-        continue;
-      }
+      if (dropped + pages.length - slowest < PAGES_AHEAD) return;
+      await waitForChange();
+    }
+  };
+  // Every writer done with every page read so far: the time since then is time waiting for the log.
+  const allWaiting = () => Math.min(...writers.map((w) => w.next)) >= dropped + pages.length;
+  // When the reader began its current page, and when a writer last finished one (Date.now()).
+  let idleSince = Date.now();
+  let lastPageDoneAt = Date.now();
+
+  // The log as pages: from one read in one statement when the store has it (readAllThrough), else a read per page.
+  const readThrough = async (upTo: Position) => {
+    let events: RecordedEvent[] = [];
+    const pushPage = () => {
+      if (allWaiting()) readWaitSeconds += (Date.now() - Math.max(idleSince, lastPageDoneAt)) / 1000;
+      logEventsRead += events.length;
+      pages.push({ events, to: events[events.length - 1]!.position });
+      events = [];
+      signal();
+      idleSince = Date.now();
+    };
+    await store.readAllThrough!({ after: start.commit === 0n && start.prepare === 0n ? 'start' : start, upTo }, (event) => {
+      events.push(event);
+      if (events.length < pageSize) return;
+      pushPage();
+      return roomForAPage();
+    });
+    if (events.length > 0) pushPage();
+  };
+
+  const readPages = async (upTo: Position) => {
+    let after = start;
+    // An empty page before the head: events of the log not yet visible (a transaction of the cluster holds them back).
+    while (comparePositions(after, upTo) < 0) {
+      await roomForAPage();
       const waitStarted = Date.now();
       const events = await store.readAll({ after: after.commit === 0n && after.prepare === 0n ? 'start' : after, maxCount: pageSize });
-      if (Math.min(...writers.map((w) => w.next)) >= dropped + pages.length) readWaitSeconds += (Date.now() - waitStarted) / 1000;
+      if (allWaiting()) readWaitSeconds += (Date.now() - waitStarted) / 1000;
       if (events.length === 0) {
         await new Promise((r) => setTimeout(r, 50));
         continue;
@@ -206,6 +236,13 @@ async function onePass(
       after = events[events.length - 1]!.position;
       pages.push({ events, to: after });
       signal();
+    }
+  };
+
+  const reader = async () => {
+    if (head !== null && comparePositions(start, head) < 0) {
+      if (store.readAllThrough) await readThrough(head);
+      else await readPages(head);
     }
     readerDone = true;
     signal();
@@ -234,6 +271,7 @@ async function onePass(
         w.applied += BigInt(events.length);
       }
       w.next++;
+      lastPageDoneAt = Date.now();
       w.finishedAt = seconds();
       report(w, false);
       // Drop the pages every writer is done with.

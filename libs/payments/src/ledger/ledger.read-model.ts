@@ -1,7 +1,7 @@
 import type { Pool, PoolClient } from 'pg';
 import type { Migration } from '#platform/database';
 import type { RecordedEvent } from '#event-store';
-import { LEDGER_CATEGORY, LedgerEntryPostedData, ledgerIdFromStream } from '#ledger';
+import { LEDGER_CATEGORY, LedgerEntryPostedData, LedgerId, ledgerIdFromStream } from '#ledger';
 import type { Projection } from '#event-store/projections';
 import { copyRowsInto, copyRowsUnlessTaken } from '#platform/database';
 
@@ -86,15 +86,19 @@ export const ledgerProjection: Projection = {
   filter: { streamNamePrefixes: [`${LEDGER_CATEGORY}-`], eventTypePrefixes: ['LedgerEntryPosted'] },
   async apply(tx: PoolClient, events: readonly RecordedEvent[]): Promise<void> {
     // An entry id twice in one batch (only a corrupted log has that) is applied once,
-    // as it would be in two batches: the first occurrence counts.
+    // as it would be in two batches: the first occurrence counts. A batch holds the
+    // entries of a few ledgers: each stream's name is parsed once.
     const seen = new Set<string>();
-    const entries = events.flatMap((event) => {
-      const ledger = ledgerIdFromStream(event.streamName);
+    const ledgers = new Map<string, LedgerId | null>();
+    const entries: EntryOfBatch[] = [];
+    for (const event of events) {
+      let ledger = ledgers.get(event.streamName);
+      if (ledger === undefined) ledgers.set(event.streamName, (ledger = ledgerIdFromStream(event.streamName)));
       const data = event.data as unknown as LedgerEntryPostedData;
-      if (!ledger || seen.has(data.entryId)) return [];
+      if (!ledger || seen.has(data.entryId)) continue;
       seen.add(data.entryId);
-      return [{ event, ledger, data }];
-    });
+      entries.push({ event, ledger, data });
+    }
     if (entries.length === 0) return;
 
     const postings = (await copyFreshEntries(tx, entries)) ?? (await insertEntriesUnlessStored(tx, entries));
@@ -135,31 +139,37 @@ export const ledgerProjection: Projection = {
       );
     }
 
-    const rows = postings.flatMap((e) => e.data.postings.map((p, i) => ({ e, p, i })));
     // Postings only ever go in with their entry, inserted by this batch: none can exist yet.
     if (postings.length >= LEDGER_COPY_MIN_ENTRIES) {
-      await copyRowsInto(
-        tx,
-        'ledger_postings',
-        ['entry_id', 'ordinal', 'account', 'amount'],
-        rows.map((r) => [r.e.data.entryId, r.i, r.p.account, r.p.amount]),
-      );
+      const rows: [string, number, string, number][] = [];
+      for (const e of postings) e.data.postings.forEach((p, i) => rows.push([e.data.entryId, i, p.account, p.amount]));
+      await copyRowsInto(tx, 'ledger_postings', ['entry_id', 'ordinal', 'account', 'amount'], rows);
     } else {
+      const rows = postings.flatMap((e) => e.data.postings.map((p, i) => ({ entry_id: e.data.entryId, ordinal: i, account: p.account, amount: p.amount })));
       await tx.query(
         `INSERT INTO ledger_postings (entry_id, ordinal, account, amount)
          SELECT * FROM jsonb_to_recordset($1::jsonb) AS p(entry_id uuid, ordinal smallint, account text, amount bigint)`,
-        [JSON.stringify(rows.map((r) => ({ entry_id: r.e.data.entryId, ordinal: r.i, account: r.p.account, amount: r.p.amount })))],
+        [JSON.stringify(rows)],
       );
     }
 
-    const deltas = new Map<string, { accountId: string; mode: string; account: string; amount: number }>();
-    for (const { e, p } of rows) {
-      const key = `${e.ledger.accountId}\u0000${e.ledger.mode}\u0000${p.account}`;
-      const d = deltas.get(key) ?? { accountId: e.ledger.accountId, mode: e.ledger.mode, account: p.account, amount: 0 };
-      d.amount += p.amount;
-      deltas.set(key, d);
+    // Each account's change, in the order the accounts first appear (by ledger, then account: no key built per posting).
+    const deltas: { accountId: string; mode: string; account: string; amount: number }[] = [];
+    const byLedger = new Map<LedgerId, Map<string, { accountId: string; mode: string; account: string; amount: number }>>();
+    for (const { ledger, data } of postings) {
+      let accounts = byLedger.get(ledger);
+      if (!accounts) byLedger.set(ledger, (accounts = new Map()));
+      for (const p of data.postings) {
+        const d = accounts.get(p.account);
+        if (d) d.amount += p.amount;
+        else {
+          const added = { accountId: ledger.accountId, mode: ledger.mode, account: p.account, amount: p.amount };
+          accounts.set(p.account, added);
+          deltas.push(added);
+        }
+      }
     }
-    const d = [...deltas.values()];
+    const d = deltas;
     await tx.query(
       `INSERT INTO ledger_balances AS b (account_id, mode, account, balance)
        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[])
@@ -171,7 +181,7 @@ export const ledgerProjection: Projection = {
 
 interface EntryOfBatch {
   readonly event: RecordedEvent;
-  readonly ledger: { readonly accountId: string; readonly mode: string };
+  readonly ledger: LedgerId;
   readonly data: LedgerEntryPostedData;
 }
 

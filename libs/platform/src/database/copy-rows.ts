@@ -41,21 +41,44 @@ export function copyTextValue(value: CopyValue): string {
   }
 }
 
-/** About how many characters of rows go to the server per chunk. */
-const CHUNK_CHARS = 256 * 1024;
+/** About how many bytes of rows go to the server per chunk. */
+const CHUNK_BYTES = 256 * 1024;
 
-function* copyText(rows: Iterable<readonly CopyValue[]>): Generator<string> {
-  let chunk = '';
+/**
+ * `rows` in COPY's text format as chunks of bytes (each about CHUNK_BYTES; a row may go on
+ * in the next chunk: COPY's data messages need not follow rows):
+ * every value is encoded (UTF-8) straight into the chunk it goes in, where the rows were
+ * built as strings (each line, then each chunk, concatenated) and encoded again by the
+ * stream. The bytes are those of copyTextValue's text, a tab between values and a
+ * newline after each row.
+ */
+export function* copyTextChunks(rows: Iterable<readonly CopyValue[]>): Generator<Buffer> {
+  let chunk = Buffer.allocUnsafe(CHUNK_BYTES);
+  let at = 0;
   for (const row of rows) {
-    let line = '';
-    for (let i = 0; i < row.length; i++) line += (i === 0 ? '' : '\t') + copyTextValue(row[i]!);
-    chunk += `${line}\n`;
-    if (chunk.length >= CHUNK_CHARS) {
-      yield chunk;
-      chunk = '';
+    if (row.length === 0) {
+      if (at === chunk.length) {
+        yield chunk;
+        chunk = Buffer.allocUnsafe(CHUNK_BYTES);
+        at = 0;
+      }
+      chunk[at++] = 0x0a;
+    }
+    for (let i = 0; i < row.length; i++) {
+      const text = copyTextValue(row[i]!);
+      // UTF-8 takes at most 3 bytes per UTF-16 unit; one byte more for the tab or newline.
+      const most = text.length * 3 + 1;
+      if (at + most > chunk.length) {
+        if (at > 0) yield chunk.subarray(0, at);
+        // A new chunk (the stream may still hold the last one): larger for a value that does not fit in one.
+        chunk = Buffer.allocUnsafe(Math.max(CHUNK_BYTES, most));
+        at = 0;
+      }
+      at += chunk.write(text, at, 'utf8');
+      chunk[at++] = i === row.length - 1 ? 0x0a : 0x09;
     }
   }
-  if (chunk.length > 0) yield chunk;
+  if (at > 0) yield chunk.subarray(0, at);
 }
 
 /**
@@ -69,7 +92,7 @@ function* copyText(rows: Iterable<readonly CopyValue[]>): Generator<string> {
  */
 export async function copyRowsInto(client: PoolClient, table: string, columns: readonly string[], rows: Iterable<readonly CopyValue[]>): Promise<number> {
   const sink = client.query(copyFrom(`COPY ${table} (${columns.join(', ')}) FROM STDIN`));
-  await pipeline(Readable.from(copyText(rows), { objectMode: false }), sink);
+  await pipeline(Readable.from(copyTextChunks(rows), { objectMode: false }), sink);
   return sink.rowCount;
 }
 

@@ -1,0 +1,127 @@
+import type { Pool } from 'pg';
+import { BinaryCopyRows, readBinaryCopy } from '#platform/database';
+import type { Position, RecordedEvent } from '../event-store';
+import { parseTimestamptz } from './timestamptz';
+
+/** The columns of the read, in order (COPY's binary format: text as UTF-8, bigint and xid8 as 8 bytes, timestamptz as microseconds). */
+const enum Column {
+  Prepare,
+  Commit,
+  StreamName,
+  Revision,
+  EventId,
+  Type,
+  Data,
+  Metadata,
+  CreatedAt,
+}
+const COLUMNS = 9;
+
+/**
+ * Events read by one statement of readLogByCopy: a statement holds its snapshot while
+ * it runs, and with it the horizon below which PostgreSQL may prune old row versions;
+ * rows updated again and again meanwhile (a rebuild's balances and checkpoints) then
+ * grow chains of versions every later update walks.
+ */
+export const LOG_COPY_STATEMENT_EVENTS = 10_000;
+
+/** Milliseconds from the Unix epoch to PostgreSQL's (2000-01-01 00:00:00 UTC), where binary timestamps count from. */
+const POSTGRES_EPOCH_MS = 946_684_800_000;
+
+/**
+ * The events of the log after `after` (exclusive) up to `upTo` (inclusive), in log
+ * order, each handed to `onEvent` as it arrives: one statement, `COPY (SELECT ...) TO
+ * STDOUT (FORMAT binary)` (readBinaryCopy), one snapshot and one scan of the log's
+ * index, where pages of `readAll` were a statement each, every row parsed by `pg` as
+ * text. Only events below the horizon of visibility (taken once, when the statement
+ * starts: an InitPlan, the same VISIBLE readAll has) are read, so an append still in
+ * flight is never handed over and skipped later; `upTo` is meant to be a head taken
+ * with that horizon (headPosition), below which every transaction has ended, so the
+ * events read are exactly those a series of readAll pages up to it would give. Each
+ * event is the same value readAll gives (data and metadata parsed from their JSON
+ * text, as `pg` does; created_at to the millisecond, as parseTimestamptz). `onEvent`
+ * may answer a promise: the read waits for it (TCP holds the server back meanwhile).
+ * Returns the number of events read.
+ */
+export async function readLogByCopy(
+  pool: Pool,
+  range: { readonly after: Position | 'start'; readonly upTo: Position },
+  onEvent: (event: RecordedEvent) => void | Promise<void>,
+  statementEvents = LOG_COPY_STATEMENT_EVENTS,
+): Promise<number> {
+  let after = range.after === 'start' ? { commit: 0n, prepare: 0n } : range.after;
+  let read = 0;
+  for (;;) {
+    const select = `SELECT global_position, transaction_id, stream_name, stream_revision, event_id::text, event_type, data::text, metadata::text, created_at
+      FROM events
+      WHERE (transaction_id, global_position) > ('${decimal(after.commit)}'::xid8, ${decimal(after.prepare)})
+        AND (transaction_id, global_position) <= ('${decimal(range.upTo.commit)}'::xid8, ${decimal(range.upTo.prepare)})
+        AND transaction_id < (SELECT pg_snapshot_xmin(pg_current_snapshot()))
+      ORDER BY transaction_id, global_position
+      LIMIT ${statementEvents}`;
+    let inStatement = 0;
+    let last: Position | null = null;
+    // The index scan in log order (sorts and sequential scans off in the statement's transaction): a sort would spill the log to disk.
+    await readBinaryCopy(
+      pool,
+      select,
+      COLUMNS,
+      (rows) => {
+        inStatement++;
+        const event = eventOfRow(rows);
+        last = event.position;
+        return onEvent(event);
+      },
+      ['enable_sort = off', 'enable_seqscan = off'],
+    );
+    read += inStatement;
+    if (inStatement < statementEvents || last === null) return read;
+    after = last;
+  }
+}
+
+/** The current row as a RecordedEvent. */
+function eventOfRow(rows: BinaryCopyRows): RecordedEvent {
+  const { bytes, starts, ends } = rows;
+  return {
+    id: rows.text(Column.EventId)!,
+    type: rows.text(Column.Type)!,
+    streamName: rows.text(Column.StreamName)!,
+    revision: bytes.readBigInt64BE(eightBytes(rows, Column.Revision)),
+    data: JSON.parse(bytes.toString('utf8', starts[Column.Data]!, ends[Column.Data]!)) as RecordedEvent['data'],
+    metadata: JSON.parse(bytes.toString('utf8', starts[Column.Metadata]!, ends[Column.Metadata]!)) as RecordedEvent['metadata'],
+    position: { commit: bytes.readBigUInt64BE(eightBytes(rows, Column.Commit)), prepare: bytes.readBigInt64BE(eightBytes(rows, Column.Prepare)) },
+    createdAt: timestampOf(rows, Column.CreatedAt),
+  };
+}
+
+/** Where the current row's i-th field starts, checked to be 8 bytes (bigint, xid8, timestamptz; the columns read are NOT NULL). */
+function eightBytes(rows: BinaryCopyRows, i: number): number {
+  const start = rows.starts[i]!;
+  if (start < 0 || rows.ends[i]! - start !== 8) throw new Error(`log read: field ${i} is not 8 bytes`);
+  return start;
+}
+
+/**
+ * A binary timestamptz (microseconds from 2000-01-01 UTC) as the Date parseTimestamptz
+ * gives for its text: the digits below a millisecond dropped (the instant floored to
+ * the millisecond), infinity as that parser reads it.
+ */
+function timestampOf(rows: BinaryCopyRows, i: number): Date {
+  const start = eightBytes(rows, i);
+  const micros = rows.safeInteger(i);
+  if (micros === null) {
+    const raw = rows.bytes.readBigInt64BE(start);
+    if (raw === 0x7fffffffffffffffn) return parseTimestamptz('infinity');
+    if (raw === -0x8000000000000000n) return parseTimestamptz('-infinity');
+    throw new Error(`log read: timestamp ${raw} out of range`);
+  }
+  return new Date(POSTGRES_EPOCH_MS + Math.floor(micros / 1000));
+}
+
+/** A position's part as a literal of the COPY statement (it takes no parameters). */
+function decimal(value: bigint): string {
+  const text = value.toString();
+  if (!/^[0-9]+$/.test(text)) throw new Error(`not a log position: ${text}`);
+  return text;
+}
