@@ -277,7 +277,9 @@ const WAITING_PER_STREAM = 256;
  * most WAITING_PER_STREAM of them, so the chain is still checked in revision order and
  * reports what StreamChainCheck reports. A revision that never comes is reported
  * missing when the stream's held-back events overflow or at the end; a revision that
- * comes after its stream's chain went past it is left to LogOrderCheck.
+ * comes after its stream's chain went past it is left to LogOrderCheck. (The
+ * PostgreSQL verification feeds it only the streams its read flags, one at a time:
+ * StreamsCheckedAgain.)
  *
  * Memory: per stream, its next revision and last stored hash (StreamSlots); a stream
  * whose chain breaks (a mismatch, a gap, an event without hash) is followed from there
@@ -396,8 +398,9 @@ const HASHLESS = new Uint8Array([1]);
  * with each checkpoint handed in (`checkpoint`) before the first event of its segment.
  * Memory: one checkpoint's segment, and with `event` one entry per stream; a read of
  * the log that finds the streams out of order itself feeds `eventInColumns`, which
- * keeps nothing per stream (the PostgreSQL read: each event's predecessor comes with
- * it, and the streams it flags are checked again, StreamsCheckedAgain).
+ * keeps nothing per stream (the PostgreSQL read: each event is checked against its
+ * stream's previous revision, and the streams it flags are checked again,
+ * StreamsCheckedAgain).
  */
 export class LogOrderCheck {
   readonly problems: LogProblem[] = [];
