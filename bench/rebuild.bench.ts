@@ -13,6 +13,7 @@ import { PostgresEventStore } from '#event-store';
 import { rebuildProjection } from '#event-store/projections';
 import { allProjections, readModelChecksums } from '#payments/read-models';
 import type { BenchContext, BenchSection } from './run';
+import { VERIFICATION_NODE_FLAGS } from '../apps/projector/src/verification-heap';
 import { repoRoot } from './paths';
 import { fixed, integer, SummaryRow, Table } from './table';
 
@@ -175,7 +176,9 @@ function peakRss(output: string): number {
 /** Runs a compiled command of apps/projector and times it (process start included). */
 async function command(file: string, env: Record<string, string>): Promise<{ seconds: number; output: string }> {
   const started = Date.now();
-  const { stdout } = await run(process.execPath, [path.join(repoRoot(), 'dist/apps/projector/src', file)], {
+  // The verification runs with the flags its npm script gives it (decision 0146).
+  const flags = file === 'ledger-verify.js' ? VERIFICATION_NODE_FLAGS : [];
+  const { stdout } = await run(process.execPath, [...flags, path.join(repoRoot(), 'dist/apps/projector/src', file)], {
     env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ...env },
     maxBuffer: 16 * 1024 * 1024,
   });
