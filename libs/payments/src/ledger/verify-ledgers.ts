@@ -398,12 +398,12 @@ async function snapshotsCheckedWithTheirWindows(pool: Pool): Promise<Map<string,
     ).rows;
     if (rows.length === 0) return checked;
     after = rows[rows.length - 1]!.stream_name;
-    const windowOf = (revision: bigint) => ({ from: recentCausesFrom(Number(revision + 1n)), to: Number(revision) });
     const causes = await pool.query<{ stream_name: string; cause: string | null }>(
       `SELECT e.stream_name, e.data->>'cause' AS cause FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS w(stream_name, from_revision, to_revision)
        JOIN events e ON e.stream_name = w.stream_name AND e.stream_revision BETWEEN w.from_revision AND w.to_revision
        ORDER BY e.stream_name, e.stream_revision`,
-      [rows.map((r) => r.stream_name), rows.map((r) => windowOf(BigInt(r.revision)).from), rows.map((r) => windowOf(BigInt(r.revision)).to)],
+      // Each window: from the first entry it holds to the snapshot's revision (entries are revisions 0, 1, …).
+      [rows.map((r) => r.stream_name), rows.map((r) => recentCausesFrom(Number(r.revision) + 1)), rows.map((r) => r.revision)],
     );
     const causesOf = new Map<string, string[]>();
     for (const row of causes.rows) {
@@ -413,14 +413,13 @@ async function snapshotsCheckedWithTheirWindows(pool: Pool): Promise<Map<string,
     }
     for (const row of rows) {
       const revision = BigInt(row.revision);
-      const result = checkLedgerSnapshot(row.state, revision, row.entry === null ? null : { data: row.entry });
       const state = (row.state as { state?: Partial<LedgerState> } | null)?.state;
       const { recentCauses, ...withoutWindow } = state ?? {};
       checked.set(row.stream_name, {
         revision,
         stored: state === undefined ? row.state : { ...(row.state as object), state: withoutWindow },
         loaded: {
-          checkProblems: 'problems' in result ? result.problems : [],
+          checkProblems: snapshotCheckProblems(row.state, revision, row.entry),
           windowMatches: isDeepStrictEqual(recentCauses, recentCausesOf(causesOf.get(row.stream_name) ?? [])),
         },
       });
@@ -555,13 +554,17 @@ async function ledgerRepeats(pool: Pool, upTo: Position): Promise<VerifyProblem[
   return problems;
 }
 
+/** What checkLedgerSnapshot finds wrong with a stored snapshot, given its stream's entry at its revision (null: none there). */
+function snapshotCheckProblems(stored: unknown, revision: bigint, entry: unknown): readonly string[] {
+  const checked = checkLedgerSnapshot(stored, revision, entry === null ? null : { data: entry });
+  return 'problems' in checked ? checked.problems : [];
+}
+
 /** What differs between a stored snapshot and the ledger re-folded to its revision (`replayed`). */
 function snapshotProblems(ledger: string, snapshot: StoredSnapshot, replayed: LedgerState, entry: LedgerEntryPostedData): VerifyProblem[] {
   const problems: VerifyProblem[] = [];
   const at = `snapshot at revision ${snapshot.revision}`;
-  const checkProblems = snapshot.loaded
-    ? snapshot.loaded.checkProblems
-    : ((checked) => ('problems' in checked ? checked.problems : []))(checkLedgerSnapshot(snapshot.stored, snapshot.revision, { data: entry }));
+  const checkProblems = snapshot.loaded?.checkProblems ?? snapshotCheckProblems(snapshot.stored, snapshot.revision, entry);
   if (checkProblems.length > 0) problems.push({ ledger, kind: 'snapshot_differs', detail: `${at} fails its checks: ${checkProblems.join('; ')}` });
   const stored = (snapshot.stored as { state?: Partial<LedgerState> } | null)?.state;
   // As stored (JSON): the same plain data, whatever the order of keys. A snapshot checked when
