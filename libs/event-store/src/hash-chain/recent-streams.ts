@@ -48,9 +48,13 @@ export class RecentStreams {
     return older;
   }
 
-  /** The stream's last event is now at `revision`, with the 32 bytes of `hash` at `offset` as its stored chain hash (null: none). */
-  remember(streamName: string, revision: number, hash: Uint8Array | null, offset: number): void {
-    let slot = this.find(streamName);
+  /**
+   * The stream's last event is now at `revision`, with the 32 bytes of `hash` at
+   * `offset` as its stored chain hash (null: none). `found`: what `find` answered for
+   * the stream just before, when the caller asked (no second lookup).
+   */
+  remember(streamName: string, revision: number, hash: Uint8Array | null, offset: number, found = this.find(streamName)): void {
+    let slot = found;
     if (slot < 0) {
       slot = this.free.pop()!;
       this.enter(streamName, slot);

@@ -3,6 +3,7 @@ import { Worker } from 'node:worker_threads';
 import type { Pool } from 'pg';
 import { BinaryCopyRows, inTransaction, readBinaryCopy } from '#platform/database';
 import type { Position } from '../event-store';
+import { LOG_ORDER_SCAN, positionLiteral, xid8Literal } from './log-read-by-copy';
 import {
   CHAIN_HASH_BYTES,
   ContentBytesDigest,
@@ -366,7 +367,7 @@ export class LogOrderFollower {
 
 /**
  * Reads the visible log in log order (up to `upTo`, when given) in one statement
- * streamed by COPY (readLogInOneStatement), checks each event against its stream's
+ * streamed by COPY (decision 0140: PostgreSQL produces the rows while Node checks them), checks each event against its stream's
  * previous revision as it arrives (LoggedPageBuilder) and hands the events on in pages
  * of `pageSize` (`onPage`: what the order check needs, and the events `forward` asks
  * for; the read waits for each to settle); then checks the streams it flagged again,
@@ -393,7 +394,7 @@ export async function followLogChains(
       if (page.size === pageSize) return answered ? answered.then(() => page.take(onPage)) : page.take(onPage);
       return answered ?? undefined;
     },
-    LOG_READ_SETTINGS,
+    LOG_ORDER_SCAN,
   );
   if (page.size > 0) await page.take(onPage);
   await page.answer(pool);
@@ -471,8 +472,8 @@ interface LogSet {
  */
 async function logSetRead(pool: Pool, upTo: Position | null): Promise<LogSet> {
   const horizon = (await pool.query<{ horizon: string }>('SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon')).rows[0]!.horizon;
-  const bound = upTo ? ` AND (transaction_id, global_position) <= ('${decimal(upTo.commit)}'::xid8, ${decimal(upTo.prepare)})` : '';
-  return { where: `transaction_id < '${decimal(BigInt(horizon))}'::xid8${bound}` };
+  const bound = upTo ? ` AND (transaction_id, global_position) <= ${positionLiteral(upTo)}` : '';
+  return { where: `transaction_id < ${xid8Literal(BigInt(horizon))}${bound}` };
 }
 
 /**
@@ -510,14 +511,6 @@ const enum LogColumn {
 const EVENT_COLUMNS = `stream_name, stream_revision, event_id::text, event_type, data::text, metadata::text, chain_hash, transaction_id, global_position`;
 const EVENT_FIELDS = 9;
 /**
- * The log read in one statement, `COPY (SELECT ...) TO STDOUT (FORMAT binary)`
- * (decision 0140): PostgreSQL produces the rows while Node checks them, held back only
- * by TCP when Node falls behind; no page is read twice or skipped (one snapshot, one
- * ordered index scan). The index scan in log order is asked for: a sort of the whole
- * log would spill it to disk.
- */
-const LOG_READ_SETTINGS = ['enable_sort = off', 'enable_seqscan = off'];
-/**
  * Streams per generation of the recent streams the read remembers (RecentStreams, at
  * most twice as many): in the 1M seed:load history, 99 % of the events whose stream
  * returns do so within 50,000 events of its previous one (2026-11-24).
@@ -525,13 +518,6 @@ const LOG_READ_SETTINGS = ['enable_sort = off', 'enable_seqscan = off'];
 const RECENT_STREAMS = 8_192;
 /** Events waiting for their previous revision from the database, beyond which the read waits for the answer. */
 const UNANSWERED_AT_ONCE = 500;
-
-/** A position's part as a literal of a COPY statement (it takes no parameters). */
-function decimal(value: bigint): string {
-  const text = value.toString();
-  if (!/^[0-9]+$/.test(text)) throw new Error(`not a log position: ${text}`);
-  return text;
-}
 
 /** Stream names as a text[] literal of a COPY statement (each quoted; quotes and backslashes escaped, then quotes doubled for SQL). */
 function arrayLiteral(names: readonly string[]): string {
@@ -662,11 +648,11 @@ class LoggedPageBuilder {
     const position = commit === null || prepare === null || this.positionTexts !== null ? positionText(rows) : null;
 
     if (revisionNumber === 0) this.revisionZeros += 1;
+    const slot = revisionNumber === null ? -1 : recent.find(streamName);
     if (!hashed || revisionNumber === null) {
       this.flagged.add(streamName);
     } else {
       const stored = chainHashes.toString('hex', i * CHAIN_HASH_BYTES, (i + 1) * CHAIN_HASH_BYTES);
-      const slot = revisionNumber === 0 ? -1 : recent.find(streamName);
       if (revisionNumber === 0) {
         if (this.digest.digest(null, 0, bytes, starts, ends, 0) !== stored) this.flagged.add(streamName);
       } else if (slot >= 0 && recent.revisions[slot] === revisionNumber - 1) {
@@ -677,7 +663,7 @@ class LoggedPageBuilder {
         this.unanswered.push(unansweredEvent(rows, streamName, revisionNumber, stored));
       }
     }
-    if (revisionNumber !== null) recent.remember(streamName, revisionNumber, hashed ? bytes : null, hashStart);
+    if (revisionNumber !== null) recent.remember(streamName, revisionNumber, hashed ? bytes : null, hashStart, slot);
 
     this.streamNames.addBytes(bytes, starts[LogColumn.StreamName]!, ends[LogColumn.StreamName]!);
     this.revisions[i] = revisionNumber ?? Number(rows.integerText(LogColumn.Revision, false));

@@ -54,14 +54,13 @@ export async function readLogByCopy(
   for (;;) {
     const select = `SELECT global_position, transaction_id, stream_name, stream_revision, event_id::text, event_type, data::text, metadata::text, created_at
       FROM events
-      WHERE (transaction_id, global_position) > ('${decimal(after.commit)}'::xid8, ${decimal(after.prepare)})
-        AND (transaction_id, global_position) <= ('${decimal(range.upTo.commit)}'::xid8, ${decimal(range.upTo.prepare)})
+      WHERE (transaction_id, global_position) > ${positionLiteral(after)}
+        AND (transaction_id, global_position) <= ${positionLiteral(range.upTo)}
         AND transaction_id < (SELECT pg_snapshot_xmin(pg_current_snapshot()))
       ORDER BY transaction_id, global_position
       LIMIT ${statementEvents}`;
     let inStatement = 0;
     let last: Position | null = null;
-    // The index scan in log order (sorts and sequential scans off in the statement's transaction): a sort would spill the log to disk.
     await readBinaryCopy(
       pool,
       select,
@@ -72,7 +71,7 @@ export async function readLogByCopy(
         last = event.position;
         return onEvent(event);
       },
-      ['enable_sort = off', 'enable_seqscan = off'],
+      LOG_ORDER_SCAN,
     );
     read += inStatement;
     if (inStatement < statementEvents || last === null) return read;
@@ -119,8 +118,25 @@ function timestampOf(rows: BinaryCopyRows, i: number): Date {
   return new Date(POSTGRES_EPOCH_MS + Math.floor(micros / 1000));
 }
 
-/** A position's part as a literal of the COPY statement (it takes no parameters). */
-function decimal(value: bigint): string {
+/**
+ * The settings of a read of the log in log order by COPY (readBinaryCopy's, for its
+ * statement only): the index scan in log order, with sorts and sequential scans off.
+ * PostgreSQL would otherwise plan a sort of the whole log, which spills it to disk.
+ */
+export const LOG_ORDER_SCAN: readonly string[] = ['enable_sort = off', 'enable_seqscan = off'];
+
+/** A log position as a literal of a COPY statement (it takes no parameters), to compare with `(transaction_id, global_position)`. */
+export function positionLiteral(position: Position): string {
+  return `(${xid8Literal(position.commit)}, ${integerLiteral(position.prepare)})`;
+}
+
+/** A transaction id as an xid8 literal of a COPY statement. */
+export function xid8Literal(value: bigint): string {
+  return `'${integerLiteral(value)}'::xid8`;
+}
+
+/** A position's part as a literal of a COPY statement: its digits, checked to be nothing else. */
+function integerLiteral(value: bigint): string {
   const text = value.toString();
   if (!/^[0-9]+$/.test(text)) throw new Error(`not a log position: ${text}`);
   return text;
