@@ -1,5 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { Pool } from 'pg';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { Client, Pool } from 'pg';
+import { EMBEDDED_DATABASE_NAME, EMBEDDED_SERVER_SETTINGS, PASSWORD_FILE } from '#platform/database';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { startGateway, startProcess, temporaryDataDir } from '../support/gateway-process';
 
@@ -41,6 +44,21 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
       const methods = await json(`${first.baseUrl}/v1/methods`, { headers: { authorization: `Bearer ${sandboxKey}` } });
       expect(methods.status).toBe(200);
       expect(methods.body.methods.map((m: { code: string }) => m.code)).toEqual(['sbp', 'card', 'crypto']);
+
+      // The embedded server runs with the settings sized for bulk work (decision 0147).
+      const port = Number(readFileSync(path.join(data.dir, 'postgres', 'postmaster.pid'), 'utf8').split('\n')[3]);
+      const password = readFileSync(path.join(data.dir, PASSWORD_FILE), 'utf8').trim();
+      const server = new Client({ host: '127.0.0.1', port, user: 'postgres', password, database: EMBEDDED_DATABASE_NAME });
+      await server.connect();
+      try {
+        const settings = await server.query<{ name: string; value: string }>(
+          `SELECT name, current_setting(name) AS value FROM unnest($1::text[]) AS name ORDER BY name`,
+          [Object.keys(EMBEDDED_SERVER_SETTINGS)],
+        );
+        expect(Object.fromEntries(settings.rows.map((r) => [r.name, r.value]))).toEqual(EMBEDDED_SERVER_SETTINGS);
+      } finally {
+        await server.end();
+      }
 
       const advanced = await json(`${first.baseUrl}/admin/v1/clock/advance`, {
         method: 'POST',

@@ -24,6 +24,25 @@ const LEGACY_PASSWORD = 'gateway-embedded';
 export const PASSWORD_FILE = 'postgres-password';
 export const EMBEDDED_DATABASE_NAME = 'gateway';
 
+/**
+ * The settings the embedded server starts with (decision 0147). Beside the connections
+ * (the gateway opens a pool per process plus listeners; tests open several) and the
+ * loopback address, memory and WAL sized for the gateway's bulk work, a rebuild of its
+ * read models above all: PostgreSQL's defaults (128 MB of shared buffers, a checkpoint
+ * every ~0.5 GB of WAL) made a rebuild of a 1M-event log evict and write its own dirty
+ * pages from the backends and checkpoint twice, and then log each page it touched again
+ * whole (1.28 GB of WAL; 0.76 GB with these). Shared memory is taken as it is used; the
+ * WAL may reach 4 GB on disk between checkpoints, and recovery after a crash replays at
+ * most that. An operator's own server (DATABASE_URL) keeps its own settings:
+ * docs/operations.md suggests the same.
+ */
+export const EMBEDDED_SERVER_SETTINGS: Readonly<Record<string, string>> = {
+  max_connections: '300',
+  listen_addresses: '127.0.0.1',
+  shared_buffers: '1GB',
+  max_wal_size: '4GB',
+};
+
 export async function startEmbeddedPostgres(
   dataDir: string,
   options: {
@@ -59,8 +78,7 @@ export async function startEmbeddedPostgres(
     authMethod: 'scram-sha-256',
     persistent: true,
     createPostgresUser: process.getuid?.() === 0,
-    // The gateway opens a pool per process plus listeners; tests open several.
-    postgresFlags: ['-c', 'max_connections=300', '-c', 'listen_addresses=127.0.0.1'],
+    postgresFlags: Object.entries(EMBEDDED_SERVER_SETTINGS).flatMap(([name, value]) => ['-c', `${name}=${value}`]),
     onLog: (m: string) => options.log?.(String(m).trimEnd()),
     onError: (m: unknown) => options.log?.(String(m).trimEnd()),
   });
