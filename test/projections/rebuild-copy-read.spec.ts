@@ -6,13 +6,12 @@
  * between statements; an append still in flight is never read (nor skipped later);
  * events committed while a rebuild runs are neither skipped nor applied twice; a
  * rebuild stopped in the middle of the read and resumed ends with the live read models;
- * and a store without readAllThrough still rebuilds by pages. The rows COPY writes are
- * encoded straight to bytes (copyTextChunks): the same bytes as the text they were.
+ * and a store without readAllThrough still rebuilds by pages. (The rows a rebuild
+ * writes by COPY: test/projections/copy-binary.spec.ts.)
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { EventStore, Position, PostgresEventStore, readLogByCopy, RecordedEvent } from '#event-store';
 import { Projection, readCheckpoint, rebuildProjectionsTogether } from '#event-store/projections';
-import { copyTextChunks, copyTextValue, CopyValue } from '#platform/database';
 import { loadConfig } from '#payments/composition';
 import { allProjections, invoicesProjection, readModelChecksums, streamCatalogProjection, TableChecksum } from '#payments/read-models';
 import { fixedKeys, SecretBox } from '#platform/secrets';
@@ -192,23 +191,5 @@ describe('a rebuild reading the log by COPY', () => {
     // And by COPY again, with the same result.
     await rebuildProjectionsTogether(db.pool, store, allProjections, { batchSize: 333 });
     expect(await readModelChecksums(db.pool)).toEqual(live);
-  });
-});
-
-describe('COPY rows encoded to bytes', () => {
-  const asText = (rows: readonly (readonly CopyValue[])[]) => rows.map((r) => `${r.map(copyTextValue).join('\t')}\n`).join('');
-
-  it('are the bytes of the text form, whatever the chunk a value falls on (escapes, multi-byte characters, values larger than a chunk)', () => {
-    const big = 'ж'.repeat(200_000);
-    const rows: CopyValue[][] = [];
-    for (let i = 0; i < 3_000; i++) {
-      rows.push([`row ${i}\t\\\n€ 𝄞`, i, BigInt(i) * 10_000_000_000n, new Date(1_700_000_000_000 + i), { a: `x\\y"${i}`, b: [1, null] }, null]);
-      if (i === 1_000) rows.push([big, { big }]);
-      if (i === 2_000) rows.push([]);
-    }
-    const chunks = [...copyTextChunks(rows)];
-    expect(chunks.length).toBeGreaterThan(2);
-    expect(Buffer.concat(chunks).equals(Buffer.from(asText(rows), 'utf8'))).toBe(true);
-    expect([...copyTextChunks([])]).toEqual([]);
   });
 });

@@ -4,12 +4,12 @@
  * a savepoint, falling back to the upsert when an entry id is taken) and postings, the
  * stream catalog the streams a batch begins (in a savepoint too).
  * Whatever the batches, the tables must equal what small batches (the upserts alone)
- * leave; values COPY's text format escapes must come back as they went in.
+ * leave. (How COPY encodes the values: test/projections/copy-binary.spec.ts.)
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { matchesFilter, PostgresEventStore, RecordedEvent } from '#event-store';
 import { rebuildProjectionsTogether, resetProjection } from '#event-store/projections';
-import { copyRowsInto, copyTextValue, inTransaction } from '#platform/database';
+import { inTransaction } from '#platform/database';
 import { loadConfig } from '#payments/composition';
 import {
   allProjections,
@@ -61,36 +61,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await store.close();
   await db.drop();
-});
-
-describe('COPY text values', () => {
-  it('escapes backslash, tab, newline and carriage return, writes \\N for null, JSON for objects, ISO for dates', () => {
-    expect(copyTextValue(null)).toBe('\\N');
-    expect(copyTextValue('a\\b\tc\nd\re')).toBe('a\\\\b\\tc\\nd\\re');
-    expect(copyTextValue('\\N')).toBe('\\\\N');
-    expect(copyTextValue(12345678901234)).toBe('12345678901234');
-    expect(copyTextValue(-5n)).toBe('-5');
-    expect(copyTextValue(new Date('2026-11-24T05:00:00.123Z'))).toBe('2026-11-24T05:00:00.123Z');
-    expect(copyTextValue({ a: 'x\\"y', b: [1, null] })).toBe(String.raw`{"a":"x\\\\\\"y","b":[1,null]}`);
-    expect(() => copyTextValue(Number.NaN)).toThrow(/finite/);
-  });
-
-  it('come back from PostgreSQL as they went in, also in chunks of many rows', async () => {
-    const odd = ['tab\there', 'new\nline', 'cr\rlf\r\n', 'back\\slash', '\\N', 'кириллица ✓', '', ' lead and trail ', 'quote " and \' '];
-    await inTransaction(db.pool, async (tx) => {
-      await tx.query('CREATE TEMP TABLE copied (n bigint, t text, j jsonb, at timestamptz, x text) ON COMMIT DROP');
-      const rows = Array.from({ length: 20_000 }, (_, i) => [
-        i,
-        odd[i % odd.length]!,
-        { text: odd[i % odd.length]!, i, nested: { list: [i, odd[(i + 1) % odd.length]!] } },
-        new Date(Date.UTC(2026, 0, 1) + i * 1000),
-        i % 3 === 0 ? null : `x${i}`,
-      ]);
-      expect(await copyRowsInto(tx, 'copied', ['n', 't', 'j', 'at', 'x'], rows)).toBe(rows.length);
-      const back = await tx.query<{ n: string; t: string; j: unknown; at: Date; x: string | null }>('SELECT n, t, j, at, x FROM copied ORDER BY n');
-      expect(back.rows.map((r) => [Number(r.n), r.t, r.j, r.at, r.x])).toEqual(rows);
-    });
-  });
 });
 
 describe('a rebuild that writes its pages by COPY', () => {

@@ -3,7 +3,7 @@ import type { Migration } from '#platform/database';
 import type { RecordedEvent } from '#event-store';
 import { LEDGER_CATEGORY, LedgerEntryPostedData, LedgerId, ledgerIdFromStream } from '#ledger';
 import type { Projection } from '#event-store/projections';
-import { copyRowsInto, copyRowsUnlessTaken } from '#platform/database';
+import { copyRowsInto, copyRowsUnlessTaken, CopyColumn } from '#platform/database';
 
 /**
  * From how many entries (or opened holds) a batch writes its entries and postings (its opened holds) by COPY (a rebuild's
@@ -11,7 +11,18 @@ import { copyRowsInto, copyRowsUnlessTaken } from '#platform/database';
  */
 export const LEDGER_COPY_MIN_ENTRIES = 256;
 
-const ENTRY_COLUMNS = ['entry_id', 'account_id', 'mode', 'seq', 'kind', 'cause', 'occurred_at', 'log_position'] as const;
+/** The columns of ledger_entries a batch writes, with their types (for COPY). */
+const ENTRY_COPY_COLUMNS: readonly CopyColumn[] = [
+  { name: 'entry_id', type: 'uuid' },
+  { name: 'account_id', type: 'text' },
+  { name: 'mode', type: 'text' },
+  { name: 'seq', type: 'bigint' },
+  { name: 'kind', type: 'text' },
+  { name: 'cause', type: 'text' },
+  { name: 'occurred_at', type: 'timestamptz' },
+  { name: 'log_position', type: 'text' },
+];
+const ENTRY_COLUMNS = ENTRY_COPY_COLUMNS.map((c) => c.name);
 
 export const ledgerReadModelMigration: Migration = {
   id: 'payments:0002_read_model_ledger',
@@ -121,7 +132,13 @@ export const ledgerProjection: Projection = {
       (await copyRowsUnlessTaken(
         tx,
         'ledger_open_holds',
-        ['account_id', 'mode', 'invoice_id', 'amount', 'release_at'],
+        [
+          { name: 'account_id', type: 'text' },
+          { name: 'mode', type: 'text' },
+          { name: 'invoice_id', type: 'text' },
+          { name: 'amount', type: 'bigint' },
+          { name: 'release_at', type: 'timestamptz' },
+        ],
         holds.opened.map((h) => [h.accountId, h.mode, h.invoiceId, h.amount, h.releaseAt]),
       ));
     if (holds.opened.length > 0 && !copied) {
@@ -143,7 +160,17 @@ export const ledgerProjection: Projection = {
     if (postings.length >= LEDGER_COPY_MIN_ENTRIES) {
       const rows: [string, number, string, number][] = [];
       for (const e of postings) e.data.postings.forEach((p, i) => rows.push([e.data.entryId, i, p.account, p.amount]));
-      await copyRowsInto(tx, 'ledger_postings', ['entry_id', 'ordinal', 'account', 'amount'], rows);
+      await copyRowsInto(
+        tx,
+        'ledger_postings',
+        [
+          { name: 'entry_id', type: 'uuid' },
+          { name: 'ordinal', type: 'smallint' },
+          { name: 'account', type: 'text' },
+          { name: 'amount', type: 'bigint' },
+        ],
+        rows,
+      );
     } else {
       const rows = postings.flatMap((e) => e.data.postings.map((p, i) => ({ entry_id: e.data.entryId, ordinal: i, account: p.account, amount: p.amount })));
       await tx.query(
@@ -221,7 +248,7 @@ async function copyFreshEntries(tx: PoolClient, entries: readonly EntryOfBatch[]
   const copied = await copyRowsUnlessTaken(
     tx,
     'ledger_entries',
-    ENTRY_COLUMNS,
+    ENTRY_COPY_COLUMNS,
     entries.map((e) => [
       e.data.entryId,
       e.ledger.accountId,

@@ -1,6 +1,6 @@
 import type { PoolClient } from 'pg';
 import type { RecordedEvent } from '#event-store';
-import { copyRowsInto, CopyValue } from '#platform/database';
+import { copyRowsInto, CopyType, CopyValue } from '#platform/database';
 import type { Migration } from '#platform/database';
 
 /**
@@ -30,8 +30,8 @@ export const FOLD_COPY_MIN_ROWS = 256;
 /** A column of a folded-state table besides id, state and last_revision, derived from the state. */
 export interface FoldedColumn<S> {
   readonly name: string;
-  /** The SQL type of the column, as the batch's rows are read (jsonb_to_recordset). */
-  readonly type: string;
+  /** The SQL type of the column, as the batch's rows are read (jsonb_to_recordset) and copied (COPY's binary format). */
+  readonly type: CopyType;
   value(state: S): unknown;
 }
 
@@ -109,7 +109,7 @@ export async function foldBatchIntoTable<S>(tx: PoolClient, t: FoldedTable<S>, e
     await copyRowsInto(
       tx,
       t.table,
-      names,
+      names.map((name, i) => ({ name, type: (name === 'state' ? 'json' : types[i]) as CopyType })),
       fresh.map((c): CopyValue[] => [c.id, ...t.columns.map((col) => (col.value(c.state) ?? null) as CopyValue), c.state as object, c.revision]),
     );
   }

@@ -49,7 +49,15 @@ export const streamCatalogProjection: Projection = {
       const copied = await copyRowsUnlessTaken(
         tx,
         'stream_catalog',
-        ['stream_name', 'category', 'event_count', 'last_revision', 'last_event_type', 'first_event_at', 'last_event_at'],
+        [
+          { name: 'stream_name', type: 'text' },
+          { name: 'category', type: 'text' },
+          { name: 'event_count', type: 'bigint' },
+          { name: 'last_revision', type: 'bigint' },
+          { name: 'last_event_type', type: 'text' },
+          { name: 'first_event_at', type: 'timestamptz' },
+          { name: 'last_event_at', type: 'timestamptz' },
+        ],
         begun.map((r) => [
           r.last.streamName,
           streamCategory(r.last.streamName),
