@@ -25,6 +25,21 @@ export const PASSWORD_FILE = 'postgres-password';
 export const EMBEDDED_DATABASE_NAME = 'gateway';
 
 /**
+ * The locale of a new embedded cluster (decision 0150): UTF-8, text compared by code
+ * point with PostgreSQL's builtin provider (memcmp, with abbreviated keys in sorts)
+ * rather than by the C library's strcoll, and the same on every host whatever its
+ * LANG (en_US.UTF-8 would sort "a-b" and "ab" otherwise). A cluster made before keeps
+ * its own.
+ */
+export const EMBEDDED_CLUSTER_LOCALE: readonly string[] = [
+  '--encoding=UTF8',
+  '--locale-provider=builtin',
+  '--builtin-locale=C.UTF-8',
+  '--lc-collate=C',
+  '--lc-ctype=C',
+];
+
+/**
  * The settings the embedded server starts with (decision 0147). Beside the connections
  * (the gateway opens a pool per process plus listeners; tests open several) and the
  * loopback address, memory and WAL sized for the gateway's bulk work, a rebuild of its
@@ -79,6 +94,7 @@ export async function startEmbeddedPostgres(
     persistent: true,
     createPostgresUser: process.getuid?.() === 0,
     postgresFlags: Object.entries(EMBEDDED_SERVER_SETTINGS).flatMap(([name, value]) => ['-c', `${name}=${value}`]),
+    initdbFlags: [...EMBEDDED_CLUSTER_LOCALE],
     onLog: (m: string) => options.log?.(String(m).trimEnd()),
     onError: (m: unknown) => options.log?.(String(m).trimEnd()),
   });
