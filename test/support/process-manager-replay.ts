@@ -30,7 +30,7 @@ import { NestFactory } from '@nestjs/core';
 import { CommandBus } from '@nestjs/cqrs';
 import { ProjectorModule } from '../../apps/projector/src/projector.module';
 import type { Infrastructure } from '#payments/composition';
-import { createServices } from '#payments/composition';
+import { createServices } from '#payments/services';
 import { visibleHead } from './project-to-head';
 
 export interface LedgerOutcome {

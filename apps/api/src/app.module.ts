@@ -2,7 +2,7 @@ import { DynamicModule, Module } from '@nestjs/common';
 import { CqrsModule } from '@nestjs/cqrs';
 import { PaymentsModule } from '#payments';
 import type { Infrastructure } from '#payments/composition';
-import type { GatewayServices } from '#payments/composition';
+import type { GatewayServices } from '#payments/services';
 import { AdminTokenGuard } from './http/auth/admin-token.guard';
 import { ClockController } from './operations/clock.controller';
 import { InvoicePaymentsController } from './invoices/invoice-payments.controller';

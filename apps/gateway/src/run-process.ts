@@ -4,7 +4,7 @@ import { loadConfigOrExit } from '#payments/composition';
 import { openInfrastructure } from '#payments/composition';
 import { createLogger } from '#platform/logging';
 import { takeOverShutdownSignals } from '#platform/database';
-import { createServices } from '#payments/composition';
+import { createServices } from '#payments/services';
 import { WEBHOOK_EVENTS } from '#payments/merchants';
 import { observeCommands } from '#event-store';
 import { GatewayMetrics } from '#payments/observability';

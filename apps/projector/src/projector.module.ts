@@ -2,7 +2,7 @@ import { DynamicModule, Module } from '@nestjs/common';
 import { CqrsModule } from '@nestjs/cqrs';
 import type { Pool } from 'pg';
 import type { EventStore } from '#event-store';
-import type { GatewayServices } from '#payments/composition';
+import type { GatewayServices } from '#payments/services';
 import { PaymentsModule } from '#payments';
 
 /**

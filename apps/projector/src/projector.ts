@@ -4,7 +4,7 @@ import { CommandBus } from '@nestjs/cqrs';
 import type { EventStore, LogVisibility } from '#event-store';
 import { PostgresEventStore, positionToString, readLogVisibility } from '#event-store';
 import type { Infrastructure } from '#payments/composition';
-import type { GatewayServices } from '#payments/composition';
+import type { GatewayServices } from '#payments/services';
 import type { Logger } from '#platform/logging';
 import { Projection, ProjectionRunner } from '#event-store/projections';
 import { allProjections } from '#payments/read-models';

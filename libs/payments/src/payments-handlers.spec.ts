@@ -3,7 +3,7 @@ import type { Type } from '@nestjs/common';
 import { COMMAND_HANDLER_METADATA, QUERY_HANDLER_METADATA } from '@nestjs/cqrs/dist/decorators/constants';
 import type { Pool } from 'pg';
 import type { EventStore } from '#event-store';
-import type { GatewayServices } from './composition/services';
+import type { GatewayServices } from './services';
 import { GetBalanceAsOf } from './balance/get-balance-as-of.query';
 import { GetBalance } from './balance/get-balance.query';
 import { ChooseInvoiceMethod } from './invoices/choose-invoice-method.command';

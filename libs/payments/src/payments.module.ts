@@ -1,7 +1,7 @@
 import { DynamicModule, Module, Provider, Type } from '@nestjs/common';
 import type { Pool } from 'pg';
 import type { EventStore } from '#event-store';
-import type { GatewayServices } from './composition/services';
+import type { GatewayServices } from './services';
 import { LedgerBook } from './ledger';
 import { PayoutAddresses, Registry } from './merchants';
 import { InvoiceService } from './invoices/invoice-service';

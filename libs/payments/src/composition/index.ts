@@ -1,4 +1,3 @@
 export * from './infrastructure';
 export * from './migrations';
-export * from './services';
 export * from './config';

@@ -4,7 +4,6 @@ import type { GatewayConfig } from './config';
 import { createPool, EmbeddedDatabase, migrate, SessionLimits, startEmbeddedPostgres } from '#platform/database';
 import { allMigrations } from './migrations';
 import { EventStore, PostgresEventStore } from '#event-store';
-import { EventStoreDbEventStore } from '#event-store/eventstoredb';
 import type { Logger } from '#platform/logging';
 import { checkWebhookSecretKeys, sealPlainWebhookSecrets } from '../merchants/webhook-secrets';
 import { SecretBox, secretKeySource } from '#platform/secrets';
@@ -51,8 +50,11 @@ export async function openInfrastructure(
     const sealed = await sealPlainWebhookSecrets(pool, secrets);
     if (sealed > 0) log.info({ projects: sealed }, 'plain webhook secrets sealed');
 
+    // The EventStoreDB client (and its gRPC stack) is loaded only by a gateway configured for it.
     const store: EventStore =
-      config.eventStore === 'eventstoredb' ? EventStoreDbEventStore.fromConnectionString(config.eventStoreConnectionString!) : new PostgresEventStore(pool);
+      config.eventStore === 'eventstoredb'
+        ? (await import('#event-store/eventstoredb')).EventStoreDbEventStore.fromConnectionString(config.eventStoreConnectionString!)
+        : new PostgresEventStore(pool);
 
     let clock: GatewayClock = new SystemClock();
     let clockSync: ManualClockSync | null = null;

@@ -3,7 +3,7 @@ import { LedgerBook, LedgerBookObserver } from '../ledger';
 import { PostgresLedgerCauseIndex } from '../ledger/ledger-cause-index';
 import { FixedUsdtRate, InvoiceService, PayoutService, RefundService } from '..';
 import { PayoutAddresses, Registry } from '../merchants';
-import type { Infrastructure } from './infrastructure';
+import type { Infrastructure } from '../composition/infrastructure';
 
 /** The gateway's application services, built once per process over its infrastructure. */
 export interface GatewayServices {
