@@ -88,10 +88,19 @@ function eventOfRow(rows: BinaryCopyRows): RecordedEvent {
     streamName: rows.text(Column.StreamName)!,
     revision: bytes.readBigInt64BE(eightBytes(rows, Column.Revision)),
     data: JSON.parse(bytes.toString('utf8', starts[Column.Data]!, ends[Column.Data]!)) as RecordedEvent['data'],
-    metadata: JSON.parse(bytes.toString('utf8', starts[Column.Metadata]!, ends[Column.Metadata]!)) as RecordedEvent['metadata'],
+    metadata: jsonAt(bytes, starts[Column.Metadata]!, ends[Column.Metadata]!) as RecordedEvent['metadata'],
     position: { commit: bytes.readBigUInt64BE(eightBytes(rows, Column.Commit)), prepare: bytes.readBigInt64BE(eightBytes(rows, Column.Prepare)) },
     createdAt: timestampOf(rows, Column.CreatedAt),
   };
+}
+
+/**
+ * The JSON value of bytes[start, end): most events' metadata is `{}`, a new empty object
+ * without decoding or parsing text (what JSON.parse gives for it).
+ */
+function jsonAt(bytes: Buffer, start: number, end: number): unknown {
+  if (end - start === 2 && bytes[start] === 0x7b && bytes[start + 1] === 0x7d) return {};
+  return JSON.parse(bytes.toString('utf8', start, end));
 }
 
 /** Where the current row's i-th field starts, checked to be 8 bytes (bigint, xid8, timestamptz; the columns read are NOT NULL). */
