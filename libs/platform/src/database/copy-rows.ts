@@ -37,6 +37,10 @@ const HEADER = Buffer.from([0x50, 0x47, 0x43, 0x4f, 0x50, 0x59, 0x0a, 0xff, 0x0d
 /** Microseconds from the Unix epoch to PostgreSQL's (2000-01-01 UTC), in milliseconds. */
 const POSTGRES_EPOCH_MS = 946_684_800_000;
 const TWO_TO_32 = 4_294_967_296;
+/** The ranges of PostgreSQL's integer types. */
+const SMALLINT_RANGE: readonly [bigint, bigint] = [-32_768n, 32_767n];
+const INTEGER_RANGE: readonly [bigint, bigint] = [-2_147_483_648n, 2_147_483_647n];
+const BIGINT_RANGE: readonly [bigint, bigint] = [-(2n ** 63n), 2n ** 63n - 1n];
 /** A hex digit's value by character code; -1 for every other character. */
 const HEX = new Int8Array(128).fill(-1);
 for (let i = 0; i < 10; i++) HEX[48 + i] = i;
@@ -207,8 +211,8 @@ export function* copyBinaryChunks(columns: readonly CopyColumn[], rows: Iterable
         case 'smallint':
         case 'integer': {
           const bytes = column.type === 'smallint' ? 2 : 4;
-          const limit = column.type === 'smallint' ? 32_768n : 2_147_483_648n;
-          const n = Number(integerOf(column, value, -limit, limit - 1n));
+          const [min, max] = column.type === 'smallint' ? SMALLINT_RANGE : INTEGER_RANGE;
+          const n = Number(integerOf(column, value, min, max));
           const full = room(4 + bytes);
           if (full) yield full;
           chunk.writeInt32BE(bytes, at);
@@ -217,22 +221,14 @@ export function* copyBinaryChunks(columns: readonly CopyColumn[], rows: Iterable
           at += 4 + bytes;
           break;
         }
-        case 'bigint': {
-          const n = integerOf(column, value, -(2n ** 63n), 2n ** 63n - 1n);
+        case 'bigint':
+        case 'timestamptz': {
+          const n = column.type === 'bigint' ? integerOf(column, value, ...BIGINT_RANGE) : timestampMicros(column, value);
           const full = room(12);
           if (full) yield full;
           chunk.writeInt32BE(8, at);
           at += 4;
           writeInt64(n);
-          break;
-        }
-        case 'timestamptz': {
-          const micros = timestampMicros(column, value);
-          const full = room(12);
-          if (full) yield full;
-          chunk.writeInt32BE(8, at);
-          at += 4;
-          writeInt64(micros);
           break;
         }
         case 'boolean': {
