@@ -47,11 +47,10 @@ for (let i = 0; i < 10; i++) HEX[48 + i] = i;
 for (let i = 0; i < 6; i++) HEX[65 + i] = HEX[97 + i] = 10 + i;
 const ISO_TIMESTAMP = /^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?(Z|([+-])(\d\d):(\d\d))$/;
 
-class CopyValueError extends Error {}
 
 function refuse(column: CopyColumn, value: unknown, expected: string): never {
   const shown = typeof value === 'string' ? JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}...` : value) : String(value);
-  throw new CopyValueError(`COPY: column ${column.name} (${column.type}) takes ${expected}, not ${typeof value} ${shown}`);
+  throw new Error(`COPY: column ${column.name} (${column.type}) takes ${expected}, not ${typeof value} ${shown}`);
 }
 
 /** An integer of a column, as a number or bigint within [min, max]. */
@@ -157,7 +156,7 @@ export function* copyBinaryChunks(columns: readonly CopyColumn[], rows: Iterable
     chunk.writeInt32BE(at - start - 4, start);
   };
   for (const row of rows) {
-    if (row.length !== columns.length) throw new CopyValueError(`COPY: a row of ${row.length} values for ${columns.length} columns`);
+    if (row.length !== columns.length) throw new Error(`COPY: a row of ${row.length} values for ${columns.length} columns`);
     const full = room(2);
     if (full) yield full;
     chunk.writeInt16BE(columns.length, at);
@@ -241,7 +240,7 @@ export function* copyBinaryChunks(columns: readonly CopyColumn[], rows: Iterable
           break;
         }
         default:
-          throw new CopyValueError(`COPY: column ${column.name} has the unknown type ${String((column as CopyColumn).type)}`);
+          throw new Error(`COPY: column ${column.name} has the unknown type ${String((column as CopyColumn).type)}`);
       }
     }
   }
@@ -264,13 +263,8 @@ export function* copyBinaryChunks(columns: readonly CopyColumn[], rows: Iterable
  */
 export async function copyRowsInto(client: PoolClient, table: string, columns: readonly CopyColumn[], rows: Iterable<readonly CopyValue[]>): Promise<number> {
   const sink = client.query(copyFrom(`COPY ${table} (${columns.map((c) => c.name).join(', ')}) FROM STDIN (FORMAT binary)`));
-  try {
-    await pipeline(Readable.from(copyBinaryChunks(columns, rows), { objectMode: false }), sink);
-  } catch (error) {
-    // A value refused by the encoder aborts the COPY: the statement fails, and with it the transaction.
-    if (error instanceof CopyValueError) throw new Error(error.message);
-    throw error;
-  }
+  // A value the encoder refuses aborts the COPY: the statement fails, and with it the transaction.
+  await pipeline(Readable.from(copyBinaryChunks(columns, rows), { objectMode: false }), sink);
   return sink.rowCount;
 }
 
