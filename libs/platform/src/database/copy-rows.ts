@@ -47,7 +47,6 @@ for (let i = 0; i < 10; i++) HEX[48 + i] = i;
 for (let i = 0; i < 6; i++) HEX[65 + i] = HEX[97 + i] = 10 + i;
 const ISO_TIMESTAMP = /^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?(Z|([+-])(\d\d):(\d\d))$/;
 
-
 function refuse(column: CopyColumn, value: unknown, expected: string): never {
   const shown = typeof value === 'string' ? JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}...` : value) : String(value);
   throw new Error(`COPY: column ${column.name} (${column.type}) takes ${expected}, not ${typeof value} ${shown}`);
