@@ -149,14 +149,9 @@ describe('COPY in binary format', () => {
   });
 
   it('gives the same bytes whatever the chunk a value falls on, values larger than a chunk included', () => {
-    const columns: CopyColumn[] = [
-      { name: 't', type: 'text' },
-      { name: 'u', type: 'uuid' },
-      { name: 'b', type: 'bigint' },
-      { name: 'at', type: 'timestamptz' },
-      { name: 'j', type: 'json' },
-      { name: 'jb', type: 'jsonb' },
-    ];
+    // The types the reference encoder writes: t, u, b, at, j, jb.
+    const columns = EVERY_TYPE.filter((c) => ['text', 'uuid', 'bigint', 'timestamptz', 'json', 'jsonb'].includes(c.type));
+    expect(columns.map((c) => c.name)).toEqual(['t', 'u', 'b', 'at', 'j', 'jb']);
     const big = 'ж'.repeat(200_000);
     const rows: CopyValue[][] = [];
     for (let i = 0; i < 3_000; i++) {

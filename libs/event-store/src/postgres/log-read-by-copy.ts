@@ -1,5 +1,5 @@
 import type { Pool } from 'pg';
-import { BinaryCopyRows, readBinaryCopy } from '#platform/database';
+import { BinaryCopyRows, POSTGRES_EPOCH_MS, readBinaryCopy } from '#platform/database';
 import type { Position, RecordedEvent } from '../event-store';
 import { parseTimestamptz } from './timestamptz';
 
@@ -24,9 +24,6 @@ const COLUMNS = 9;
  * grow chains of versions every later update walks.
  */
 export const LOG_COPY_STATEMENT_EVENTS = 10_000;
-
-/** Milliseconds from the Unix epoch to PostgreSQL's (2000-01-01 00:00:00 UTC), where binary timestamps count from. */
-const POSTGRES_EPOCH_MS = 946_684_800_000;
 
 /**
  * The events of the log after `after` (exclusive) up to `upTo` (inclusive), in log

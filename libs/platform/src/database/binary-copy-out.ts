@@ -1,10 +1,12 @@
 import type { Pool } from 'pg';
 import { to as copyTo } from 'pg-copy-streams';
 
-/** The signature that opens COPY's binary format (PostgreSQL docs, "COPY", Binary Format). */
-const SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
+/** The signature that opens COPY's binary format (PostgreSQL docs, "COPY", Binary Format), read and written alike. */
+export const COPY_BINARY_SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
+/** PostgreSQL's epoch (2000-01-01 UTC), which binary timestamps count microseconds from, in Unix milliseconds. */
+export const POSTGRES_EPOCH_MS = 946_684_800_000;
 /** Signature, flags (int32), length of the header extension (int32). */
-const HEADER_BYTES = SIGNATURE.length + 8;
+const HEADER_BYTES = COPY_BINARY_SIGNATURE.length + 8;
 
 /**
  * Rows of `COPY ... TO STDOUT (FORMAT binary)`, decoded from the chunks the server's
@@ -51,8 +53,9 @@ export class BinaryCopyRows {
     const bytes = this.bytes;
     if (!this.headerRead) {
       if (bytes.length - this.at < HEADER_BYTES) return false;
-      if (!bytes.subarray(this.at, this.at + SIGNATURE.length).equals(SIGNATURE)) throw new Error('COPY binary: not the binary format signature');
-      const extension = bytes.readInt32BE(this.at + SIGNATURE.length + 4);
+      if (!bytes.subarray(this.at, this.at + COPY_BINARY_SIGNATURE.length).equals(COPY_BINARY_SIGNATURE))
+        throw new Error('COPY binary: not the binary format signature');
+      const extension = bytes.readInt32BE(this.at + COPY_BINARY_SIGNATURE.length + 4);
       if (bytes.length - this.at < HEADER_BYTES + extension) return false;
       this.at += HEADER_BYTES + extension;
       this.headerRead = true;

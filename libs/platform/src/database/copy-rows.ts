@@ -2,6 +2,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { PoolClient } from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
+import { POSTGRES_EPOCH_MS, COPY_BINARY_SIGNATURE } from './binary-copy-out';
 
 /**
  * A value of a row written by COPY: null (SQL NULL), a string, a number or bigint, a boolean, a
@@ -33,9 +34,7 @@ export interface CopyColumn {
 /** About how many bytes of rows go to the server per chunk. */
 const CHUNK_BYTES = 256 * 1024;
 /** The binary format's signature, flags (none) and header extension length (0). */
-const HEADER = Buffer.from([0x50, 0x47, 0x43, 0x4f, 0x50, 0x59, 0x0a, 0xff, 0x0d, 0x0a, 0x00, 0, 0, 0, 0, 0, 0, 0, 0]);
-/** Microseconds from the Unix epoch to PostgreSQL's (2000-01-01 UTC), in milliseconds. */
-const POSTGRES_EPOCH_MS = 946_684_800_000;
+const HEADER = Buffer.concat([COPY_BINARY_SIGNATURE, Buffer.alloc(8)]);
 const TWO_TO_32 = 4_294_967_296;
 /** The ranges of PostgreSQL's integer types. */
 const SMALLINT_RANGE: readonly [bigint, bigint] = [-32_768n, 32_767n];
