@@ -23,6 +23,21 @@ const ENTRY_COPY_COLUMNS: readonly CopyColumn[] = [
   { name: 'log_position', type: 'text' },
 ];
 const ENTRY_COLUMNS = ENTRY_COPY_COLUMNS.map((c) => c.name);
+/** The columns of ledger_open_holds a batch writes (by COPY, or by the INSERT below a COPY's size). */
+const HOLD_COPY_COLUMNS: readonly CopyColumn[] = [
+  { name: 'account_id', type: 'text' },
+  { name: 'mode', type: 'text' },
+  { name: 'invoice_id', type: 'text' },
+  { name: 'amount', type: 'bigint' },
+  { name: 'release_at', type: 'timestamptz' },
+];
+/** The columns of ledger_postings a batch writes (by COPY, or by the INSERT below a COPY's size). */
+const POSTING_COPY_COLUMNS: readonly CopyColumn[] = [
+  { name: 'entry_id', type: 'uuid' },
+  { name: 'ordinal', type: 'smallint' },
+  { name: 'account', type: 'text' },
+  { name: 'amount', type: 'bigint' },
+];
 
 export const ledgerReadModelMigration: Migration = {
   id: 'payments:0002_read_model_ledger',
@@ -132,19 +147,13 @@ export const ledgerProjection: Projection = {
       (await copyRowsUnlessTaken(
         tx,
         'ledger_open_holds',
-        [
-          { name: 'account_id', type: 'text' },
-          { name: 'mode', type: 'text' },
-          { name: 'invoice_id', type: 'text' },
-          { name: 'amount', type: 'bigint' },
-          { name: 'release_at', type: 'timestamptz' },
-        ],
+        HOLD_COPY_COLUMNS,
         holds.opened.map((h) => [h.accountId, h.mode, h.invoiceId, h.amount, h.releaseAt]),
       ));
     if (holds.opened.length > 0 && !copied) {
       await tx.query(
-        `INSERT INTO ledger_open_holds (account_id, mode, invoice_id, amount, release_at)
-         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[])
+        `INSERT INTO ledger_open_holds (${HOLD_COPY_COLUMNS.map((c) => c.name).join(', ')})
+         SELECT * FROM unnest(${HOLD_COPY_COLUMNS.map((c, i) => `$${i + 1}::${c.type}[]`).join(', ')})
          ON CONFLICT DO NOTHING`,
         [
           holds.opened.map((h) => h.accountId),
@@ -160,22 +169,12 @@ export const ledgerProjection: Projection = {
     if (postings.length >= LEDGER_COPY_MIN_ENTRIES) {
       const rows: [string, number, string, number][] = [];
       for (const e of postings) e.data.postings.forEach((p, i) => rows.push([e.data.entryId, i, p.account, p.amount]));
-      await copyRowsInto(
-        tx,
-        'ledger_postings',
-        [
-          { name: 'entry_id', type: 'uuid' },
-          { name: 'ordinal', type: 'smallint' },
-          { name: 'account', type: 'text' },
-          { name: 'amount', type: 'bigint' },
-        ],
-        rows,
-      );
+      await copyRowsInto(tx, 'ledger_postings', POSTING_COPY_COLUMNS, rows);
     } else {
       const rows = postings.flatMap((e) => e.data.postings.map((p, i) => ({ entry_id: e.data.entryId, ordinal: i, account: p.account, amount: p.amount })));
       await tx.query(
-        `INSERT INTO ledger_postings (entry_id, ordinal, account, amount)
-         SELECT * FROM jsonb_to_recordset($1::jsonb) AS p(entry_id uuid, ordinal smallint, account text, amount bigint)`,
+        `INSERT INTO ledger_postings (${POSTING_COPY_COLUMNS.map((c) => c.name).join(', ')})
+         SELECT * FROM jsonb_to_recordset($1::jsonb) AS p(${POSTING_COPY_COLUMNS.map((c) => `${c.name} ${c.type}`).join(', ')})`,
         [JSON.stringify(rows)],
       );
     }
@@ -229,7 +228,7 @@ async function insertEntriesUnlessStored(tx: PoolClient, entries: readonly Entry
   const inserted = await tx.query<{ entry_id: string }>(
     `INSERT INTO ledger_entries (${ENTRY_COLUMNS.join(', ')})
      SELECT * FROM jsonb_to_recordset($1::jsonb)
-       AS e(entry_id uuid, account_id text, mode text, seq bigint, kind text, cause text, occurred_at timestamptz, log_position text)
+       AS e(${ENTRY_COPY_COLUMNS.map((c) => `${c.name} ${c.type}`).join(', ')})
      ON CONFLICT (entry_id) DO NOTHING RETURNING entry_id`,
     [JSON.stringify(entries.map(entryRow))],
   );
