@@ -34,13 +34,17 @@ afterAll(async () => {
   await db.drop();
 });
 
-/** A due test-mode delivery to the receiver, as the outbox enqueues it. */
+/**
+ * A due test-mode delivery to the receiver, as the outbox enqueues it: due at the
+ * clock's now. (Not PostgreSQL's now(): it has microseconds, the clock milliseconds, so
+ * a claim made within the same millisecond found the row not yet due.)
+ */
 async function enqueue(): Promise<string> {
   const id = randomUUID();
   await db.pool.query(
     queued(`INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
-     VALUES ($1, $2, 'invoice.paid', $3, $4, $5, true, 'pending', now(), now())`),
-    [id, randomUUID(), projectId, receiver.url, JSON.stringify({ id, type: 'invoice.paid' })],
+     VALUES ($1, $2, 'invoice.paid', $3, $4, $5, true, 'pending', $6, $6)`),
+    [id, randomUUID(), projectId, receiver.url, JSON.stringify({ id, type: 'invoice.paid' }), clock.now()],
   );
   return id;
 }

@@ -85,8 +85,8 @@ describe('the webhook dispatcher over keep-alive connections (real PostgreSQL, r
   async function enqueue(url: string, count: number): Promise<void> {
     await db.pool.query(
       queued(`INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
-       SELECT gen_random_uuid(), gen_random_uuid(), 'invoice.paid', $1, $2, '{"type":"invoice.paid"}', true, 'pending', now(), now() FROM generate_series(1, $3)`),
-      [projectId, url, count],
+       SELECT gen_random_uuid(), gen_random_uuid(), 'invoice.paid', $1, $2, '{"type":"invoice.paid"}', true, 'pending', $4, $4 FROM generate_series(1, $3)`),
+      [projectId, url, count, clock.now()],
     );
   }
 
@@ -196,8 +196,8 @@ describe('receivers that hang, with deliveries claimed ahead', () => {
     const enqueue = (url: string, count: number) =>
       db.pool.query(
         queued(`INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
-         SELECT gen_random_uuid(), gen_random_uuid(), 'invoice.paid', $1, $2, '{}', true, 'pending', now(), now() FROM generate_series(1, $3)`),
-        [projectId, url, count],
+         SELECT gen_random_uuid(), gen_random_uuid(), 'invoice.paid', $1, $2, '{}', true, 'pending', $4, $4 FROM generate_series(1, $3)`),
+        [projectId, url, count, clock.now()],
       );
     for (const r of hanging) await enqueue(r.url, 100);
     const dispatcher = new WebhookDispatcher(db.pool, registry, clock, {
