@@ -10,10 +10,19 @@
  * writes by COPY: test/projections/copy-binary.spec.ts.)
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { EventStore, Position, PostgresEventStore, readLogByCopy, RecordedEvent } from '#event-store';
+import { EventStore, LogReadScope, matchesAnyFilter, Position, PostgresEventStore, readLogByCopy, RecordedEvent } from '#event-store';
 import { Projection, readCheckpoint, rebuildProjectionsTogether } from '#event-store/projections';
 import { loadConfig } from '#payments/composition';
-import { allProjections, invoicesProjection, readModelChecksums, streamCatalogProjection, TableChecksum } from '#payments/read-models';
+import {
+  allProjections,
+  invoicesProjection,
+  ledgerProjection,
+  payoutsProjection,
+  readModelChecksums,
+  refundsProjection,
+  streamCatalogProjection,
+  TableChecksum,
+} from '#payments/read-models';
 import { fixedKeys, SecretBox } from '#platform/secrets';
 import { seedLoad } from '../../apps/tools/src/seed/seed-load';
 import { projectToHead, visibleHead } from '../support/project-to-head';
@@ -109,12 +118,58 @@ describe('the log read by binary COPY', () => {
   });
 });
 
+describe('a part of the log read by binary COPY (a scope)', () => {
+  it('gives only the events the scope asks for, and the data only of those it asks it for, as readAll and the filters give them', async () => {
+    // A stream whose name holds a quote and a backslash: a prefix is a literal of the statement, matched as text.
+    const odd = `quote'd\\-${randomUUID()}`;
+    await appendPing(odd);
+    await visibleHead(db.pool, store);
+    const log = await logByPages();
+    const head = log[log.length - 1]!.position;
+    const scopes: LogReadScope[] = [
+      { matching: [invoicesProjection.filter!, payoutsProjection.filter!] },
+      // A filter of stream and type prefixes both.
+      { matching: [refundsProjection.filter!] },
+      { withDataOf: [ledgerProjection.filter!] },
+      { matching: [{ streamNamePrefixes: ['invoice-'] }, { eventTypePrefixes: ['Payout'] }], withDataOf: [{ eventTypePrefixes: ['InvoiceCreated'] }] },
+      { matching: [{ streamNamePrefixes: ["quote'd\\-"] }] },
+      // Nothing, and everything.
+      { matching: [] },
+      { matching: [{ streamNamePrefixes: [] }] },
+      { matching: [{}], withDataOf: [] },
+    ];
+    const counts: number[] = [];
+    for (const [i, scope] of scopes.entries()) {
+      const expected = log.filter((e) => matchesAnyFilter(scope.matching, e)).map((e) => (matchesAnyFilter(scope.withDataOf, e) ? e : { ...e, data: {} }));
+      const read: RecordedEvent[] = [];
+      const n = await readLogByCopy(db.pool, { after: 'start', upTo: head }, (e) => void read.push(e), 97, scope);
+      expect({ i, n, read }).toEqual({ i, n: expected.length, read: expected });
+      counts.push(n);
+    }
+    // None of the scopes is vacuous: some events in, some out.
+    expect(counts[0]).toBeGreaterThan(0);
+    expect(counts[0]).toBeLessThan(log.length);
+    expect(counts[1]).toBeGreaterThan(0);
+    expect(counts[4]).toBe(1);
+    expect(counts.slice(5)).toEqual([0, 0, log.length]);
+    expect(log.filter((e) => !matchesAnyFilter(scopes[2]!.withDataOf, e) && Object.keys(e.data).length > 0).length).toBeGreaterThan(0);
+    // The store's readAllThrough reads with the scope it is given.
+    const through: RecordedEvent[] = [];
+    await store.readAllThrough({ after: 'start', upTo: head }, (e) => void through.push(e), scopes[0]);
+    expect(through).toEqual(log.filter((e) => matchesAnyFilter(scopes[0]!.matching, e)));
+    for (const projection of allProjections) await projectToHead(db.pool, store, projection, 500);
+    live = await readModelChecksums(db.pool);
+  });
+});
+
 describe('a rebuild reading the log by COPY', () => {
   it('applies the events committed while it runs neither twice nor never: the rebuild ends at its head, a runner follows from there', async () => {
     const appended: string[] = [];
     // The stream catalog appends new streams while its batches go (before each of its first three transactions).
     const appending: Projection = {
       ...streamCatalogProjection,
+      // From its events, page by page (not computed in SQL), so that its batches append.
+      rebuildInDatabase: undefined,
       prepare: async (events) => {
         if (appended.length < 3) {
           const name = `copyread-${randomUUID()}`;

@@ -7,7 +7,7 @@
  * then follows from its checkpoint.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { comparePositions, matchesFilter, PostgresEventStore } from '#event-store';
+import { AllFilter, comparePositions, EventStore, matchesAnyFilter, matchesFilter, PostgresEventStore, RecordedEvent } from '#event-store';
 import {
   applyBatchWithCheckpoint,
   deferAutovacuum,
@@ -130,6 +130,8 @@ describe('projections rebuilt in one pass over the log', () => {
     const analyzedBefore = await analyzeCounts();
     const looking: Projection = {
       ...streamCatalogProjection,
+      // From its events, page by page (not computed in SQL), so that it looks from inside the pass.
+      rebuildInDatabase: undefined,
       apply: async (tx, events, prepared) => {
         during ??= { indexes: (await readModelIndexes()).map((i) => i.indexname), deferred: await deferredIndexes(), autovacuum: await autovacuumPaused() };
         await streamCatalogProjection.apply(tx, events, prepared);
@@ -303,6 +305,90 @@ describe('projections rebuilt in one pass over the log', () => {
     } finally {
       await runner.stop();
     }
+    expect(await readModelChecksums(db.pool)).toEqual(live);
+  });
+  /** The log's events that match one of the filters (none given: all). */
+  const eventsMatching = async (...filters: AllFilter[]) =>
+    (await store.readAll({ after: 'start', maxCount: 1_000_000 })).filter((e) => filters.length === 0 || matchesAnyFilter(filters, e)).length;
+
+  it('reads only the events of a pass whose projections all have filters, and moves their checkpoints to the head it began with', async () => {
+    // The log's last event is of a stream neither projection reads: their last page ends before the head.
+    await store.appendToStream(`unread-${randomBytes(4).toString('hex')}`, [{ id: randomUUID(), type: 'Unread', data: {} }]);
+    const head = (await visibleHead(db.pool, store))!;
+    const result = await rebuildProjectionsTogether(db.pool, store, [payoutsProjection, refundsProjection], { batchSize: 400 });
+    const wanted = await eventsMatching(payoutsProjection.filter!, refundsProjection.filter!);
+    expect(wanted).toBeLessThan(await eventsMatching());
+    expect(result.logEventsRead).toBe(wanted);
+    for (const name of ['payouts', 'refunds']) {
+      const row = (await readCheckpoint(db.pool, name))!;
+      expect({ name, position: row.position, rebuilding: row.rebuildStartedAt }).toEqual({ name, position: head, rebuilding: null });
+    }
+    // The live read models, caught up with the new event (the stream catalog's row for it).
+    for (const projection of allProjections) await projectToHead(db.pool, store, projection, 500);
+    live = await readModelChecksums(db.pool);
+    expect(await readModelIndexes()).toEqual(indexes);
+  });
+
+  it('computes the stream catalog in SQL when the log is in its database, from the events otherwise; the same rows every way', async () => {
+    const logEvents = await eventsMatching();
+    const catalogOf = (r: { projections: readonly { projection: string; eventsApplied: bigint }[] }) =>
+      r.projections.find((p) => p.projection === 'stream_catalog')!.eventsApplied;
+    // In SQL: not one event read into Node.
+    const inSql = await rebuildProjectionsTogether(db.pool, store, [streamCatalogProjection]);
+    expect({ read: inSql.logEventsRead, applied: catalogOf(inSql), tables: await readModelChecksums(db.pool) }).toEqual({
+      read: 0,
+      applied: BigInt(logEvents),
+      tables: live,
+    });
+    expect((await readCheckpoint(db.pool, 'stream_catalog'))!.position).toEqual(await visibleHead(db.pool, store));
+    expect(await readModelIndexes()).toEqual(indexes);
+    // A store that does not keep the log in this database, and a rebuild asked for every read model from its events.
+    const elsewhere = Object.assign(Object.create(store) as EventStore, { keepsLogIn: undefined });
+    for (const [how, r] of [
+      ['a store elsewhere', await rebuildProjectionsTogether(db.pool, elsewhere, [streamCatalogProjection], { batchSize: 900 })],
+      ['computeInDatabase: false', await rebuildProjectionsTogether(db.pool, store, [streamCatalogProjection], { computeInDatabase: false })],
+    ] as const) {
+      expect({ how, read: r.logEventsRead, applied: catalogOf(r), tables: await readModelChecksums(db.pool) }).toEqual({
+        how,
+        read: logEvents,
+        applied: BigInt(logEvents),
+        tables: live,
+      });
+    }
+    // Resumed from a checkpoint past zero: the rest from its events.
+    await leaveResetByRebuild('stream_catalog');
+    const firstPage = await store.readAll({ after: 'start', maxCount: 700 });
+    await applyBatchWithCheckpoint(db.pool, streamCatalogProjection, { from: { commit: 0n, prepare: 0n }, to: firstPage[699]!.position, events: firstPage });
+    const resumed = await rebuildProjectionsTogether(db.pool, store, [streamCatalogProjection], { resume: true, batchSize: 500 });
+    expect({ read: resumed.logEventsRead, applied: catalogOf(resumed), tables: await readModelChecksums(db.pool) }).toEqual({
+      read: logEvents - 700,
+      // Counted since the reset: the first page's and the rest.
+      applied: BigInt(logEvents),
+      tables: live,
+    });
+    expect(await readModelIndexes()).toEqual(indexes);
+    expect(await deferredIndexes()).toEqual([]);
+  });
+
+  it('hands a projection that reads no event data the events no other projection of its pass wants without their data, and the others theirs', async () => {
+    const seen = { catalog: [] as RecordedEvent[], payouts: [] as RecordedEvent[] };
+    const watching = (projection: Projection, into: RecordedEvent[]): Projection => ({
+      ...projection,
+      rebuildInDatabase: undefined,
+      apply: async (tx, events, prepared) => {
+        into.push(...events);
+        await projection.apply(tx, events, prepared);
+      },
+    });
+    await rebuildProjectionsTogether(db.pool, store, [watching(streamCatalogProjection, seen.catalog), watching(payoutsProjection, seen.payouts)], {
+      batchSize: 800,
+    });
+    const log = await store.readAll({ after: 'start', maxCount: 1_000_000 });
+    const payoutEvents = log.filter((e) => matchesFilter(payoutsProjection.filter, e));
+    expect(seen.payouts).toEqual(payoutEvents);
+    // The catalog: every event; with its data where payouts wants it, else {}.
+    expect(seen.catalog).toEqual(log.map((e) => (matchesFilter(payoutsProjection.filter, e) ? e : { ...e, data: {} })));
+    expect(log.filter((e) => !matchesFilter(payoutsProjection.filter, e) && Object.keys(e.data).length > 0).length).toBeGreaterThan(0);
     expect(await readModelChecksums(db.pool)).toEqual(live);
   });
 });

@@ -1,23 +1,38 @@
-import { loadConfigOrExit } from '#payments/composition';
-import { openInfrastructure } from '#payments/composition';
+import path from 'node:path';
+import { Worker } from 'node:worker_threads';
+import { Infrastructure, loadConfigOrExit, openInfrastructure } from '#payments/composition';
 import { COMMAND_SESSION_LIMITS } from '#platform/database';
-import { createLogger } from '#platform/logging';
-import { ProgressBar, rebuildProjectionsTogether } from '#event-store/projections';
-import { allProjections } from '#payments/read-models';
+import { createLogger, Logger } from '#platform/logging';
+import { ProgressBar, Projection, RebuildProgress, rebuildProjectionsTogether, RebuildTogetherResult, resetForRebuild } from '#event-store/projections';
+import { allProjections, rebuildPassesOf } from '#payments/read-models';
+import type { RebuildPassMessage, RebuildPassWork } from './rebuild-pass.worker';
 
 /**
- * `npm run projections:rebuild [name...] [--batch-size N]`: empties the named read
- * models (all when none is named) and rebuilds them from position zero of the log,
- * reading the log once for all of them (pages of N events, default 10000), with a
- * progress bar. Safe to interrupt: run it again, or start the projector, and the
- * rebuild goes on from each projection's last committed batch.
+ * `npm run projections:rebuild [name...] [--batch-size N] [--from-events]`: empties the
+ * named read models (all when none is named) and rebuilds them from position zero of
+ * the log, in pages of N events (default 10000), with a progress bar (decision 0151):
+ *
+ * - the read models are shared between passes that run at once, a thread each
+ *   (REBUILD_PASSES), each reading only its part of the log, once for all of its read
+ *   models; one pass when only one has read models to rebuild, or when the store
+ *   cannot read part of the log in one read (readAllThrough);
+ * - a read model that SQL can compute from the log's own table (the stream catalog:
+ *   Projection.rebuildInDatabase) is, when the log is in the same database, unless
+ *   `--from-events` asks for every read model from its events (to check that SQL
+ *   against the projection's own code: the checksums must be equal).
+ *
+ * Safe to interrupt: run it again, or start the projector, and the rebuild goes on
+ * from each projection's last committed batch.
  */
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
   let batchSize: number | undefined;
+  let fromEvents = false;
   const names: string[] = [];
   for (let i = 0; i < args.length; i++) {
-    if (args[i] === '--batch-size') {
+    if (args[i] === '--from-events') {
+      fromEvents = true;
+    } else if (args[i] === '--batch-size') {
       batchSize = Number(args[++i]);
       if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 50_000) fail('--batch-size takes an integer from 1 to 50000');
     } else if (args[i]!.startsWith('-')) {
@@ -32,41 +47,118 @@ async function main(): Promise<void> {
   const selected = names.length > 0 ? [...new Set(names)].map((n) => known.get(n)!) : [...allProjections];
 
   const config = loadConfigOrExit('projections:rebuild');
-  const log = createLogger('projections-rebuild', process.env.LOG_LEVEL ?? 'warn');
+  const logLevel = process.env.LOG_LEVEL ?? 'warn';
+  const log = createLogger('projections-rebuild', logLevel);
   const infra = await openInfrastructure(config, log, { applicationName: 'gateway-rebuild', limits: COMMAND_SESSION_LIMITS });
   try {
     const bar = new ProgressBar('projections'.padEnd(16));
     const progress = new Map<string, { applied: bigint; fraction: number }>();
-    const result = await rebuildProjectionsTogether(infra.pool, infra.store, selected, {
-      batchSize,
-      log,
-      onProgress: (p) => {
-        progress.set(p.projection, { applied: p.eventsApplied, fraction: p.fraction });
-        const fraction = Math.min(...selected.map((s) => progress.get(s.name)?.fraction ?? 0));
-        const applied = [...progress.values()].reduce((sum, x) => sum + x.applied, 0n);
-        const rate = Number(applied) / Math.max(bar.elapsedSeconds(), 0.001);
-        bar.update(fraction, `${applied} events applied, ${Math.round(rate)} events/s`);
-      },
-    });
+    const onProgress = (p: RebuildProgress) => {
+      progress.set(p.projection, { applied: p.eventsApplied, fraction: p.fraction });
+      const fraction = Math.min(...selected.map((s) => progress.get(s.name)?.fraction ?? 0));
+      const applied = [...progress.values()].reduce((sum, x) => sum + x.applied, 0n);
+      const rate = Number(applied) / Math.max(bar.elapsedSeconds(), 0.001);
+      bar.update(fraction, `${applied} events applied, ${Math.round(rate)} events/s`);
+    };
+    const started = Date.now();
+    const passes = rebuildPassesOf(selected);
+    // In passes at once when the store reads part of the log in one read (readAllThrough); else the one pass.
+    const results =
+      passes.length > 1 && infra.store.readAllThrough
+        ? await rebuildInPasses(infra, passes, { batchSize, computeInDatabase: !fromEvents, log, logLevel, onProgress })
+        : [await rebuildProjectionsTogether(infra.pool, infra.store, selected, { batchSize, computeInDatabase: !fromEvents, log, onProgress })];
+    const seconds = (Date.now() - started) / 1000;
     bar.update(1, 'done', true);
-    for (const r of result.projections) {
+    const byName = new Map(results.flatMap((r) => r.projections).map((r) => [r.projection, r]));
+    const rebuilt = selected.map((p) => byName.get(p.name)!);
+    for (const r of rebuilt) {
       const rate = Number(r.eventsApplied) / Math.max(r.seconds, 0.001);
       const how = r.followed ? ' (by the running projector)' : `, ${r.applySeconds.toFixed(1)} s in its batches`;
       process.stdout.write(`rebuilt ${r.projection}: ${r.eventsApplied} events in ${r.seconds.toFixed(1)} s (${Math.round(rate)} events/s${how})\n`);
     }
-    const logRate = result.logEventsRead / Math.max(result.seconds, 0.001);
-    process.stdout.write(
-      `read the log once: ${result.logEventsRead} events in ${result.seconds.toFixed(1)} s (${Math.round(logRate)} log events/s, ${result.readWaitSeconds.toFixed(1)} s waiting for pages); peak RSS ${peakRssMiB()} MiB\n`,
-    );
+    process.stdout.write(readSummary(results, results.length > 1 ? passes : [selected], seconds));
     process.stdout.write(
       throughputSummary(
-        result.projections.map((r) => ({ name: r.projection, eventsApplied: r.eventsApplied, seconds: r.seconds })),
-        result.seconds,
+        rebuilt.map((r) => ({ name: r.projection, eventsApplied: r.eventsApplied, seconds: r.seconds })),
+        seconds,
       ),
     );
   } finally {
     await infra.close();
   }
+}
+
+/**
+ * Every read model in passes at once (decision 0151): all of them reset first, in one
+ * transaction (resetForRebuild), then the first pass on this thread and each other on
+ * a thread of its own (rebuild-pass.worker), each resuming its projections from their
+ * checkpoints and reading only its part of the log. A pass that fails stops the
+ * others (their batches commit with their checkpoints: run the command again, or
+ * start the projector, and each goes on from where it stopped).
+ */
+async function rebuildInPasses(
+  infra: Infrastructure,
+  passes: readonly (readonly Projection[])[],
+  options: { batchSize?: number; computeInDatabase: boolean; log: Logger; logLevel: string; onProgress: (p: RebuildProgress) => void },
+): Promise<RebuildTogetherResult[]> {
+  await resetForRebuild(infra.pool, passes.flat(), { log: options.log });
+  const [own, ...others] = passes;
+  const threads = others.map((pass) =>
+    passInThread(
+      {
+        databaseUrl: infra.databaseUrl,
+        projections: pass.map((p) => p.name),
+        batchSize: options.batchSize,
+        computeInDatabase: options.computeInDatabase,
+        logLevel: options.logLevel,
+      },
+      options.onProgress,
+    ),
+  );
+  try {
+    const mine = await rebuildProjectionsTogether(infra.pool, infra.store, own!, {
+      batchSize: options.batchSize,
+      computeInDatabase: options.computeInDatabase,
+      resume: true,
+      log: options.log,
+      onProgress: options.onProgress,
+    });
+    return [mine, ...(await Promise.all(threads.map((t) => t.result)))];
+  } catch (error) {
+    await Promise.all(threads.map((t) => t.stop()));
+    throw error;
+  }
+}
+
+/** A pass on a thread of its own: its result, and a way to stop it. */
+function passInThread(work: RebuildPassWork, onProgress: (p: RebuildProgress) => void): { result: Promise<RebuildTogetherResult>; stop(): Promise<void> } {
+  const worker = new Worker(path.join(__dirname, 'rebuild-pass.worker.js'), { workerData: work });
+  const result = new Promise<RebuildTogetherResult>((resolve, reject) => {
+    let done: RebuildTogetherResult | null = null;
+    worker.on('message', (message: RebuildPassMessage) => {
+      if (message.kind === 'progress') onProgress(message.progress);
+      else done = message.result;
+    });
+    worker.on('error', reject);
+    worker.on('exit', (code) =>
+      done ? resolve(done) : reject(new Error(`the pass of ${work.projections.join(', ')} ended (exit code ${code}) without its result`)),
+    );
+  });
+  // Awaited by the command; a failure while it waits for its own pass is not left unhandled.
+  result.catch(() => undefined);
+  return { result, stop: async () => void (await worker.terminate()) };
+}
+
+/** How the log was read: one pass, or passes at once (what each read); with the peak RSS. */
+function readSummary(results: readonly RebuildTogetherResult[], passes: readonly (readonly Projection[])[], seconds: number): string {
+  const read = results.reduce((sum, r) => sum + r.logEventsRead, 0);
+  const waited = (r: RebuildTogetherResult) => `${r.readWaitSeconds.toFixed(1)} s waiting for pages`;
+  if (results.length === 1) {
+    const rate = read / Math.max(seconds, 0.001);
+    return `read the log once: ${read} events in ${seconds.toFixed(1)} s (${Math.round(rate)} log events/s, ${waited(results[0]!)}); peak RSS ${peakRssMiB()} MiB\n`;
+  }
+  const lines = results.map((r, i) => `  pass ${i + 1} (${passes[i]!.map((p) => p.name).join(', ')}): read ${r.logEventsRead} events, ${waited(r)}`);
+  return `read the log in ${results.length} passes at once, one thread each: ${read} events read in ${seconds.toFixed(1)} s; peak RSS ${peakRssMiB()} MiB\n${lines.join('\n')}\n`;
 }
 
 /** The largest resident set of this process so far, in MiB. */

@@ -1,3 +1,5 @@
+import type { Pool } from 'pg';
+
 /**
  * The event store port. It has EventStoreDB's semantics so that the PostgreSQL
  * adapter (default) and the EventStoreDB adapter pass one contract suite:
@@ -71,6 +73,18 @@ export interface AllFilter {
   readonly eventTypePrefixes?: readonly string[];
 }
 
+/**
+ * What a read of the log through readAllThrough hands over, for a reader that wants
+ * part of it (a rebuild of some of the projections): the events that match one of
+ * `matching` (all when absent), and of those, the data of the events that match one of
+ * `withDataOf` (all when absent). An event outside `withDataOf` comes with `{}` as its
+ * data: for readers that look at its stream, type, revision, position and time only.
+ */
+export interface LogReadScope {
+  readonly matching?: readonly AllFilter[];
+  readonly withDataOf?: readonly AllFilter[];
+}
+
 export interface SubscribeToAllOptions {
   /** Exclusive. */
   readonly after?: Position | typeof START;
@@ -115,7 +129,15 @@ export interface EventStore {
   readAllThrough?(
     range: { readonly after: Position | typeof START; readonly upTo: Position },
     onEvent: (event: RecordedEvent) => void | Promise<void>,
+    scope?: LogReadScope,
   ): Promise<number>;
+
+  /**
+   * Optional (the PostgreSQL adapter has it): whether the log is the `events` table of
+   * the database this pool opens, read through this very pool. A rebuild may then
+   * compute a read model from that table in SQL (Projection.rebuildInDatabase).
+   */
+  keepsLogIn?(pool: Pool): boolean;
 
   subscribeToAll(options?: SubscribeToAllOptions): AllSubscription;
 
@@ -230,6 +252,11 @@ export function matchesFilter(filter: AllFilter | undefined, event: { streamName
   if (filter.streamNamePrefixes && !filter.streamNamePrefixes.some((p) => event.streamName.startsWith(p))) return false;
   if (filter.eventTypePrefixes && !filter.eventTypePrefixes.some((p) => event.type.startsWith(p))) return false;
   return true;
+}
+
+/** Whether the event matches one of the filters (any event when `filters` is absent). */
+export function matchesAnyFilter(filters: readonly AllFilter[] | undefined, event: { streamName: string; type: string }): boolean {
+  return filters === undefined || filters.some((f) => matchesFilter(f, event));
 }
 
 const STREAM_NAME = /^([a-z][a-z0-9_]*)-(.+)$/;

@@ -6,5 +6,6 @@ export * from './decider';
 export * from './postgres/snapshot-store';
 export * from './postgres/log-visibility';
 export * from './postgres/log-read-by-copy';
+export * from './postgres/stream-summaries';
 export * from './postgres/event-log-audit';
 export * from './hash-chain';

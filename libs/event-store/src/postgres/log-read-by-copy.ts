@@ -1,6 +1,6 @@
 import type { Pool } from 'pg';
 import { BinaryCopyRows, POSTGRES_EPOCH_MS, readBinaryCopy } from '#platform/database';
-import type { Position, RecordedEvent } from '../event-store';
+import type { AllFilter, LogReadScope, Position, RecordedEvent } from '../event-store';
 import { parseTimestamptz } from './timestamptz';
 
 /** The columns of the read, in order (COPY's binary format: text as UTF-8, bigint and xid8 as 8 bytes, timestamptz as microseconds). */
@@ -38,22 +38,28 @@ export const LOG_COPY_STATEMENT_EVENTS = 10_000;
  * event is the same value readAll gives (data and metadata parsed from their JSON
  * text, as `pg` does; created_at to the millisecond, as parseTimestamptz). `onEvent`
  * may answer a promise: the read waits for it (TCP holds the server back meanwhile).
- * Returns the number of events read.
+ * With a `scope`, only the events it asks for are read, and only those whose data it
+ * asks for carry it (the others `{}`), both tested in SQL: the rows and the JSON a
+ * reader does not want are neither sent nor parsed. Returns the number of events read.
  */
 export async function readLogByCopy(
   pool: Pool,
   range: { readonly after: Position | 'start'; readonly upTo: Position },
   onEvent: (event: RecordedEvent) => void | Promise<void>,
   statementEvents = LOG_COPY_STATEMENT_EVENTS,
+  scope: LogReadScope = {},
 ): Promise<number> {
   let after = range.after === 'start' ? { commit: 0n, prepare: 0n } : range.after;
   let read = 0;
+  const data = scope.withDataOf === undefined ? 'data::text' : `CASE WHEN ${anyFilterSql(scope.withDataOf)} THEN data::text ELSE '{}' END`;
+  const matching = scope.matching === undefined ? '' : `AND (${anyFilterSql(scope.matching)})`;
   for (;;) {
-    const select = `SELECT global_position, transaction_id, stream_name, stream_revision, event_id::text, event_type, data::text, metadata::text, created_at
+    const select = `SELECT global_position, transaction_id, stream_name, stream_revision, event_id::text, event_type, ${data}, metadata::text, created_at
       FROM events
       WHERE (transaction_id, global_position) > ${positionLiteral(after)}
         AND (transaction_id, global_position) <= ${positionLiteral(range.upTo)}
         AND transaction_id < (SELECT pg_snapshot_xmin(pg_current_snapshot()))
+        ${matching}
       ORDER BY transaction_id, global_position
       LIMIT ${statementEvents}`;
     let inStatement = 0;
@@ -134,6 +140,25 @@ export const LOG_ORDER_SCAN: readonly string[] = ['enable_sort = off', 'enable_s
 /** A log position as a literal of a COPY statement (it takes no parameters), to compare with `(transaction_id, global_position)`. */
 export function positionLiteral(position: Position): string {
   return `(${xid8Literal(position.commit)}, ${integerLiteral(position.prepare)})`;
+}
+
+/** SQL true for an event that matches one of the filters (matchesAnyFilter's test on the `events` row; none: false). */
+function anyFilterSql(filters: readonly AllFilter[]): string {
+  if (filters.length === 0) return 'false';
+  return filters.map((f) => `(${prefixesSql('stream_name', f.streamNamePrefixes)} AND ${prefixesSql('event_type', f.eventTypePrefixes)})`).join(' OR ');
+}
+
+/** SQL true when the column starts with one of the prefixes (no prefixes given: true; an empty list: false, as matchesFilter). */
+function prefixesSql(column: 'stream_name' | 'event_type', prefixes: readonly string[] | undefined): string {
+  if (prefixes === undefined) return 'true';
+  if (prefixes.length === 0) return 'false';
+  return `(${prefixes.map((p) => `starts_with(${column}, ${textLiteral(p)})`).join(' OR ')})`;
+}
+
+/** A string as an escaped literal of a COPY statement (E'...': backslashes and quotes doubled, whatever standard_conforming_strings says). */
+export function textLiteral(value: string): string {
+  if (value.includes('\0')) throw new Error('a text literal cannot hold a NUL character');
+  return `E'${value.replace(/[\\']/g, (c) => c + c)}'`;
 }
 
 /** A transaction id as an xid8 literal of a COPY statement. */

@@ -9,6 +9,7 @@ import {
   EventToAppend,
   ExpectedRevision,
   AllFilter,
+  LogReadScope,
   Position,
   ReadAllOptions,
   ReadStreamOptions,
@@ -423,11 +424,16 @@ export class PostgresEventStore implements EventStore {
     return result.rows.map(eventOfArrayRow);
   }
 
+  keepsLogIn(pool: Pool): boolean {
+    return pool === this.pool;
+  }
+
   readAllThrough(
     range: { readonly after: Position | 'start'; readonly upTo: Position },
     onEvent: (event: RecordedEvent) => void | Promise<void>,
+    scope?: LogReadScope,
   ): Promise<number> {
-    return readLogByCopy(this.pool, range, onEvent);
+    return readLogByCopy(this.pool, range, onEvent, undefined, scope);
   }
 
   /**

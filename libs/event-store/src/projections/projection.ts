@@ -1,5 +1,5 @@
 import type { PoolClient } from 'pg';
-import type { AllFilter, RecordedEvent } from '..';
+import type { AllFilter, Position, RecordedEvent } from '..';
 
 /**
  * A read model built from the global log. `apply` runs inside the transaction that
@@ -27,6 +27,21 @@ export interface Projection<Prepared = unknown> {
   readonly primaryKeyBuiltAfterRebuild?: readonly string[];
   /** Only events that match reach `prepare` and `apply` (the checkpoint still moves past the others). */
   readonly filter?: AllFilter;
+  /**
+   * False when `prepare` and `apply` never look at an event's data, only at its stream,
+   * type, revision, position and time: a one-pass rebuild may then read the log without
+   * the data of the events that no other projection of its pass wants (decision 0151).
+   */
+  readonly readsEventData?: boolean;
+  /**
+   * Optional: the read model's rows up to `upTo` (a head) computed in SQL from the
+   * log's own table (see streamSummariesThrough), inside the transaction given, into
+   * tables a rebuild has just emptied; answers how many events of the log it took in.
+   * A rebuild uses it in place of applying the events when the store keeps the log in
+   * the same database (EventStore.keepsLogIn) and the projection starts from zero. It
+   * must give the rows `apply` gives for the same events, whatever their batches.
+   */
+  rebuildInDatabase?(tx: PoolClient, upTo: Position): Promise<number>;
   /**
    * Optional: the batch's reads and side work, before its transaction opens; the
    * result is handed to `apply`. Runs again whenever the batch is retried (after a

@@ -1,14 +1,14 @@
 import type { Pool } from 'pg';
-import type { EventStore, Position, RecordedEvent } from '..';
+import type { EventStore, LogReadScope, Position, RecordedEvent } from '..';
 import { comparePositions, matchesFilter } from '..';
 import { inTransaction } from '#platform/database';
 import type { Logger } from '#platform/logging';
 import { applyBatchWithCheckpoint } from './apply-batch';
-import { CheckpointMovedError, ensureCheckpoint, readCheckpoint } from './checkpoints';
+import { advanceCheckpoint, CheckpointMovedError, ensureCheckpoint, readCheckpoint } from './checkpoints';
 import { deferAutovacuum, deferSecondaryIndexes, restoreDeferredIndexes } from './deferred-indexes';
 import type { Projection } from './projection';
 import { HeldProjectionLocks } from './projection-locks';
-import { rebuildProjection, RebuildProgress } from './rebuild';
+import { rebuildProjection, RebuildProgress, resetProjection } from './rebuild';
 
 /** Log events read per page by a rebuild of several projections (each projection's batch is a page). */
 export const REBUILD_PAGE_EVENTS = 10_000;
@@ -44,6 +44,11 @@ export interface RebuildTogetherOptions {
   readonly log?: Logger;
   /** How often the leases of the projections being rebuilt are renewed (default as ProjectionRunner). */
   readonly leaseRenewMs?: number;
+  /**
+   * False: every projection from its events, none computed in SQL (Projection.rebuildInDatabase),
+   * to check that SQL against the projection's own `apply` (the read models must be equal).
+   */
+  readonly computeInDatabase?: boolean;
 }
 
 /**
@@ -115,6 +120,48 @@ export async function rebuildProjectionsTogether(
 }
 
 /**
+ * Resets projections for a rebuild that goes on in several passes at once, each a
+ * rebuildProjectionsTogether with `resume` (in a thread of its own): those no one
+ * holds as a rebuild resets them (resetTogether, all in one transaction), one a
+ * projector holds as rebuildProjection does (its runner follows from the start); then
+ * lets their locks go. A rebuild killed after this resumes from zero.
+ */
+export async function resetForRebuild(
+  pool: Pool,
+  projections: readonly Projection[],
+  options: { readonly log?: Logger; readonly leaseRenewMs?: number } = {},
+): Promise<void> {
+  const locks = await HeldProjectionLocks.take(
+    pool,
+    projections.map((p) => p.name),
+    { renewMs: options.leaseRenewMs, log: options.log },
+  );
+  try {
+    const held = new Set(locks.names);
+    const mine = projections.filter((p) => held.has(p.name));
+    if (mine.length > 0) await resetTogether(pool, mine);
+    for (const p of projections.filter((x) => !held.has(x.name))) await resetProjection(pool, p);
+  } finally {
+    await locks.release();
+  }
+}
+
+/**
+ * The part of the log a pass for these projections reads: only the events one of them
+ * wants when each has a filter, and the data only of the events a projection that
+ * reads data wants (readsEventData).
+ */
+export function logReadScopeOf(projections: readonly Projection[]): LogReadScope {
+  const filters = (of: readonly Projection[]) => (of.every((p) => p.filter !== undefined) ? of.map((p) => p.filter!) : undefined);
+  const readingData = projections.filter((p) => p.readsEventData !== false);
+  return {
+    matching: filters(projections),
+    // Every projection reads data: the events read carry theirs.
+    withDataOf: readingData.length === projections.length ? undefined : filters(readingData),
+  };
+}
+
+/**
  * Empties the projections' tables, drops their secondary indexes and switches their
  * autovacuum off (both undone when each projection's pass ends: deferSecondaryIndexes,
  * deferAutovacuum) and moves their checkpoints back to zero, in one transaction.
@@ -153,13 +200,17 @@ async function onePass(
   seconds: () => number,
 ): Promise<{ projections: RebuiltProjection[]; logEventsRead: number; readWaitSeconds: number }> {
   const pageSize = options.batchSize ?? REBUILD_PAGE_EVENTS;
-  const writers = await Promise.all(
+  const all = await Promise.all(
     projections.map(async (projection) => {
       await ensureCheckpoint(pool, projection.name);
       const row = (await readCheckpoint(pool, projection.name))!;
       return { projection, checkpoint: row.position, applied: row.eventsApplied, applySeconds: 0, finishedAt: 0, next: 0 };
     }),
   );
+  // Those computed from the log's table in SQL (the log in this database, the projection at zero); the others from pages of the log.
+  const logHere = options.computeInDatabase !== false && store.keepsLogIn?.(pool) === true;
+  const inDatabase = all.filter((w) => logHere && w.projection.rebuildInDatabase !== undefined && w.applied === 0n && isZero(w.checkpoint));
+  const writers = all.filter((w) => !inDatabase.includes(w));
   const report = (w: (typeof writers)[number], done: boolean) =>
     options.onProgress?.({ projection: w.projection.name, eventsApplied: w.applied, fraction: fractionDone(w.checkpoint, head), done });
 
@@ -183,7 +234,7 @@ async function onePass(
 
   let logEventsRead = 0;
   let readWaitSeconds = 0;
-  const start = writers.reduce<Position>((min, w) => (comparePositions(w.checkpoint, min) < 0 ? w.checkpoint : min), writers[0]!.checkpoint);
+  const start = writers.reduce<Position>((min, w) => (comparePositions(w.checkpoint, min) < 0 ? w.checkpoint : min), head ?? ZERO);
 
   // Room for one more page: the reader waits while it is PAGES_AHEAD pages ahead of the slowest writer.
   const roomForAPage = async () => {
@@ -211,12 +262,14 @@ async function onePass(
       signal();
       idleSince = Date.now();
     };
-    await store.readAllThrough!({ after: start.commit === 0n && start.prepare === 0n ? 'start' : start, upTo }, (event) => {
+    const after = isZero(start) ? 'start' : start;
+    const onEvent = (event: RecordedEvent) => {
       events.push(event);
       if (events.length < pageSize) return;
       pushPage();
       return roomForAPage();
-    });
+    };
+    await store.readAllThrough!({ after, upTo }, onEvent, logReadScopeOf(writers.map((w) => w.projection)));
     if (events.length > 0) pushPage();
   };
 
@@ -226,7 +279,7 @@ async function onePass(
     while (comparePositions(after, upTo) < 0) {
       await roomForAPage();
       const waitStarted = Date.now();
-      const events = await store.readAll({ after: after.commit === 0n && after.prepare === 0n ? 'start' : after, maxCount: pageSize });
+      const events = await store.readAll({ after: isZero(after) ? 'start' : after, maxCount: pageSize });
       if (allWaiting()) readWaitSeconds += (Date.now() - waitStarted) / 1000;
       if (events.length === 0) {
         await new Promise((r) => setTimeout(r, 50));
@@ -240,7 +293,7 @@ async function onePass(
   };
 
   const reader = async () => {
-    if (head !== null && comparePositions(start, head) < 0) {
+    if (writers.length > 0 && head !== null && comparePositions(start, head) < 0) {
       if (store.readAllThrough) await readThrough(head);
       else await readPages(head);
     }
@@ -253,6 +306,12 @@ async function onePass(
       check();
       if (w.next >= dropped + pages.length) {
         if (readerDone) {
+          // A read of part of the log (logReadScopeOf) ends before the head: the checkpoint moves past the rest, none of which the projection wants.
+          if (head !== null && comparePositions(w.checkpoint, head) < 0) {
+            await applyWithRetry(pool, w, [], head, check, options.log);
+            w.checkpoint = head;
+            report(w, false);
+          }
           // The indexes this rebuild (or an interrupted one) dropped, made again by sorting what is now in the tables.
           const began = Date.now();
           await restoreDeferredIndexes(pool, w.projection.name);
@@ -284,7 +343,31 @@ async function onePass(
     }
   };
 
-  const tasks = [reader(), ...writers.map(writer)].map((t) =>
+  // A projection computed in SQL: one transaction from zero to the head, then its indexes.
+  const computer = async (w: (typeof all)[number]) => {
+    if (head !== null) {
+      await withRetry(w, check, options.log, async () => {
+        const applied = await inTransaction(
+          pool,
+          async (tx) => {
+            const n = await w.projection.rebuildInDatabase!(tx, head);
+            await advanceCheckpoint(tx, w.projection.name, w.checkpoint, head, n);
+            return n;
+          },
+          { synchronousCommit: 'off' },
+        );
+        w.applied += BigInt(applied);
+      });
+      w.checkpoint = head;
+      report(w, false);
+    }
+    const began = Date.now();
+    await restoreDeferredIndexes(pool, w.projection.name);
+    w.applySeconds += (Date.now() - began) / 1000;
+    w.finishedAt = seconds();
+  };
+
+  const tasks = [reader(), ...writers.map(writer), ...inDatabase.map(computer)].map((t) =>
     t.catch((error: unknown) => {
       failure ??= error as Error;
       signal();
@@ -292,9 +375,9 @@ async function onePass(
   );
   await Promise.all(tasks);
   if (failure) throw failure;
-  for (const w of writers) report(w, true);
+  for (const w of all) report(w, true);
   return {
-    projections: writers.map((w) => ({
+    projections: all.map((w) => ({
       projection: w.projection.name,
       eventsApplied: w.applied,
       seconds: w.finishedAt,
@@ -324,7 +407,7 @@ function eventsFor(projection: Projection, events: readonly RecordedEvent[], che
  * ProjectionRunner does. A checkpoint moved by someone else, or an error no retry
  * can cure (a syntax or data error), ends the rebuild.
  */
-async function applyWithRetry(
+function applyWithRetry(
   pool: Pool,
   w: { projection: Projection; checkpoint: Position; applySeconds: number },
   events: readonly RecordedEvent[],
@@ -332,11 +415,21 @@ async function applyWithRetry(
   check: () => void,
   log: Logger | undefined,
 ): Promise<void> {
+  return withRetry(w, check, log, () => applyBatchWithCheckpoint(pool, w.projection, { from: w.checkpoint, to, events }));
+}
+
+/** Runs one transaction of a projection's rebuild (`work`), retried with back-off as applyWithRetry says; its time counts in `applySeconds`. */
+async function withRetry(
+  w: { projection: Projection; applySeconds: number },
+  check: () => void,
+  log: Logger | undefined,
+  work: () => Promise<void>,
+): Promise<void> {
   let backoffMs = 100;
   for (;;) {
     const began = Date.now();
     try {
-      await applyBatchWithCheckpoint(pool, w.projection, { from: w.checkpoint, to, events });
+      await work();
       w.applySeconds += (Date.now() - began) / 1000;
       return;
     } catch (error) {
@@ -354,6 +447,12 @@ async function applyWithRetry(
 function isFatal(error: unknown): boolean {
   const code = (error as { code?: unknown }).code;
   return typeof code === 'string' && /^(42|22)/.test(code);
+}
+
+const ZERO: Position = { commit: 0n, prepare: 0n };
+
+function isZero(position: Position): boolean {
+  return position.commit === 0n && position.prepare === 0n;
 }
 
 function fractionDone(position: Position, head: Position | null): number {

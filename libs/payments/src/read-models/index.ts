@@ -14,5 +14,26 @@ export * from '../ledger/ledger-cause-index';
 
 /** Every projection the projector runs, by name. */
 export const allProjections: readonly Projection[] = [streamCatalogProjection, ledgerProjection, invoicesProjection, refundsProjection, payoutsProjection];
+
+/**
+ * How `projections:rebuild` shares the read models between passes that run at once,
+ * each on a thread of its own reading only its part of the log (decision 0151). A
+ * rebuild is bound by the CPU of the thread that parses the log and hands it over, and
+ * two such threads finish sooner than one: the ledger (the heaviest) with the stream
+ * catalog, which wants every event but none of its data; and invoices, refunds and
+ * payouts, which want their own streams only.
+ */
+export const REBUILD_PASSES: readonly (readonly Projection[])[] = [
+  [ledgerProjection, streamCatalogProjection],
+  [invoicesProjection, refundsProjection, payoutsProjection],
+];
+
+/** The passes of a rebuild of `selected` (REBUILD_PASSES, those not selected left out; a projection no pass names joins the first). */
+export function rebuildPassesOf(selected: readonly Projection[]): Projection[][] {
+  const passes = REBUILD_PASSES.map((pass) => pass.filter((p) => selected.includes(p)));
+  const unplaced = selected.filter((p) => !REBUILD_PASSES.some((pass) => pass.includes(p)));
+  passes[0]!.push(...unplaced);
+  return passes.filter((pass) => pass.length > 0);
+}
 export * from './checksums';
 export * from './folded-row';

@@ -1,6 +1,6 @@
 import type { PoolClient } from 'pg';
 import type { Migration } from '#platform/database';
-import { RecordedEvent, streamCategory } from '#event-store';
+import { Position, RecordedEvent, STREAM_ORDER_SCAN, streamCategory, streamSummariesThrough } from '#event-store';
 import type { Projection } from '#event-store/projections';
 import { copyRowsUnlessTaken } from '#platform/database';
 
@@ -25,19 +25,31 @@ CREATE INDEX stream_catalog_category ON stream_catalog (category, stream_name);
 };
 
 /**
- * Every stream of the log with its category, length and last event: the auditor's
- * index into the raw streams. Idempotent: counts are derived from revisions, so
- * applying an event twice changes nothing.
+ * Every stream of the log with its category, length, last event and the times of its
+ * earliest and latest events: the auditor's index into the raw streams. Idempotent:
+ * counts are derived from revisions, so applying an event twice changes nothing; and
+ * the same whatever the batches. A rebuild computes it in the database from the log's
+ * table when the log is there (rebuildInDatabase, decision 0151).
  */
 export const streamCatalogProjection: Projection = {
   name: 'stream_catalog',
   tables: ['stream_catalog'],
+  // A stream's name, revisions, last type and times: never an event's data.
+  readsEventData: false,
   async apply(tx: PoolClient, events: readonly RecordedEvent[]): Promise<void> {
-    const latest = new Map<string, { first: RecordedEvent; last: RecordedEvent }>();
+    // Per stream: its first and last events of the batch (by revision) and its earliest
+    // and latest event times, which need not be theirs (an append's time is its
+    // transaction's start): so the rows do not depend on how the log is cut into batches.
+    const latest = new Map<string, { first: RecordedEvent; last: RecordedEvent; firstAt: Date; lastAt: Date }>();
     for (const event of events) {
       const seen = latest.get(event.streamName);
-      if (!seen) latest.set(event.streamName, { first: event, last: event });
-      else if (event.revision > seen.last.revision) seen.last = event;
+      if (!seen) {
+        latest.set(event.streamName, { first: event, last: event, firstAt: event.createdAt, lastAt: event.createdAt });
+        continue;
+      }
+      if (event.revision > seen.last.revision) seen.last = event;
+      if (event.createdAt < seen.firstAt) seen.firstAt = event.createdAt;
+      if (event.createdAt > seen.lastAt) seen.lastAt = event.createdAt;
     }
     if (latest.size === 0) return;
     let rows = [...latest.values()];
@@ -58,15 +70,7 @@ export const streamCatalogProjection: Projection = {
           { name: 'first_event_at', type: 'timestamptz' },
           { name: 'last_event_at', type: 'timestamptz' },
         ],
-        begun.map((r) => [
-          r.last.streamName,
-          streamCategory(r.last.streamName),
-          r.last.revision + 1n,
-          r.last.revision,
-          r.last.type,
-          r.first.createdAt,
-          r.last.createdAt,
-        ]),
+        begun.map((r) => [r.last.streamName, streamCategory(r.last.streamName), r.last.revision + 1n, r.last.revision, r.last.type, r.firstAt, r.lastAt]),
       );
       if (copied) rows = rows.filter((r) => r.first.revision !== 0n);
       if (rows.length === 0) return;
@@ -89,11 +93,32 @@ export const streamCatalogProjection: Projection = {
             category: streamCategory(r.last.streamName),
             revision: r.last.revision.toString(),
             type: r.last.type,
-            first_at: r.first.createdAt.toISOString(),
-            last_at: r.last.createdAt.toISOString(),
+            first_at: r.firstAt.toISOString(),
+            last_at: r.lastAt.toISOString(),
           })),
         ),
       ],
     );
   },
+  // Every stream's row from the log's table in one statement (decision 0151): the events are not read into Node at all.
+  async rebuildInDatabase(tx: PoolClient, upTo: Position): Promise<number> {
+    for (const setting of STREAM_ORDER_SCAN) await tx.query(`SET LOCAL ${setting}`);
+    const r = await tx.query<{ events: string }>(
+      `WITH summaries AS MATERIALIZED (${streamSummariesThrough(upTo)}),
+       inserted AS (
+         INSERT INTO stream_catalog (stream_name, category, event_count, last_revision, last_event_type, first_event_at, last_event_at)
+         SELECT stream_name, coalesce(substring(stream_name FROM '${SQL_STREAM_CATEGORY}'), stream_name),
+                last_revision + 1, last_revision, last_event_type, first_event_at, last_event_at
+         FROM summaries)
+       SELECT coalesce(sum(events), 0)::text AS events FROM summaries`,
+    );
+    return Number(r.rows[0]!.events);
+  },
 };
+
+/**
+ * streamCategory's pattern as a PostgreSQL regular expression: the category is the
+ * group (letters, digits and underscores before the first dash, the rest of the name
+ * neither empty nor holding a line terminator, as JavaScript's `.` and `$` read it).
+ */
+const SQL_STREAM_CATEGORY = '^([a-z][a-z0-9_]*)-[^\\n\\r\\u2028\\u2029]+$';
