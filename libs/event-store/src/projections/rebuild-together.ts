@@ -60,6 +60,13 @@ export interface RebuildTogetherOptions {
  * pages ahead of the slowest projection, so memory is bounded by the page size,
  * whatever the length of the log.
  *
+ * The read takes only the part of the log the projections want (logReadScopeOf: the
+ * events of their filters, data only where a projection reads data), and each
+ * checkpoint moves to the head at the end. A projection that SQL can compute from the
+ * log's own table (Projection.rebuildInDatabase) is, when the store keeps the log in
+ * this database and the projection starts from zero, in one transaction beside the
+ * pass, unless `computeInDatabase` is false (decision 0151).
+ *
  * The guarantees of rebuildProjection hold for each projection: it is reset (tables
  * emptied, checkpoint at zero) in one transaction; its batches commit with its
  * checkpoint, so a rebuild killed at any moment and resumed (by a projector, or by
