@@ -308,22 +308,27 @@ async function onePass(
     signal();
   };
 
+  // A projection's end: its checkpoint moved to the head by `reach` (unless it is there), then the indexes
+  // this rebuild (or an interrupted one) dropped, made again by sorting what is now in the tables.
+  const finish = async (w: (typeof all)[number], reach: (head: Position) => Promise<void>) => {
+    if (head !== null && comparePositions(w.checkpoint, head) < 0) {
+      await reach(head);
+      w.checkpoint = head;
+      report(w, false);
+    }
+    const began = Date.now();
+    await restoreDeferredIndexes(pool, w.projection.name);
+    w.applySeconds += (Date.now() - began) / 1000;
+    w.finishedAt = seconds();
+  };
+
   const writer = async (w: (typeof writers)[number]) => {
     for (;;) {
       check();
       if (w.next >= dropped + pages.length) {
         if (readerDone) {
           // A read of part of the log (logReadScopeOf) ends before the head: the checkpoint moves past the rest, none of which the projection wants.
-          if (head !== null && comparePositions(w.checkpoint, head) < 0) {
-            await applyWithRetry(pool, w, [], head, check, options.log);
-            w.checkpoint = head;
-            report(w, false);
-          }
-          // The indexes this rebuild (or an interrupted one) dropped, made again by sorting what is now in the tables.
-          const began = Date.now();
-          await restoreDeferredIndexes(pool, w.projection.name);
-          w.applySeconds += (Date.now() - began) / 1000;
-          w.finishedAt = seconds();
+          await finish(w, (to) => applyWithRetry(pool, w, [], to, check, options.log));
           break;
         }
         await waitForChange();
@@ -351,28 +356,21 @@ async function onePass(
   };
 
   // A projection computed in SQL: one transaction from zero to the head, then its indexes.
-  const computer = async (w: (typeof all)[number]) => {
-    if (head !== null) {
-      await withRetry(w, check, options.log, async () => {
+  const computer = (w: (typeof all)[number]) =>
+    finish(w, (to) =>
+      withRetry(w, check, options.log, async () => {
         const applied = await inTransaction(
           pool,
           async (tx) => {
-            const n = await w.projection.rebuildInDatabase!(tx, head);
-            await advanceCheckpoint(tx, w.projection.name, w.checkpoint, head, n);
+            const n = await w.projection.rebuildInDatabase!(tx, to);
+            await advanceCheckpoint(tx, w.projection.name, w.checkpoint, to, n);
             return n;
           },
           { synchronousCommit: 'off' },
         );
         w.applied += BigInt(applied);
-      });
-      w.checkpoint = head;
-      report(w, false);
-    }
-    const began = Date.now();
-    await restoreDeferredIndexes(pool, w.projection.name);
-    w.applySeconds += (Date.now() - began) / 1000;
-    w.finishedAt = seconds();
-  };
+      }),
+    );
 
   const tasks = [reader(), ...writers.map(writer), ...inDatabase.map(computer)].map((t) =>
     t.catch((error: unknown) => {
