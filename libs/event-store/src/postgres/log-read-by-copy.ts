@@ -156,7 +156,7 @@ function prefixesSql(column: 'stream_name' | 'event_type', prefixes: readonly st
 }
 
 /** A string as an escaped literal of a COPY statement (E'...': backslashes and quotes doubled, whatever standard_conforming_strings says). */
-export function textLiteral(value: string): string {
+function textLiteral(value: string): string {
   if (value.includes('\0')) throw new Error('a text literal cannot hold a NUL character');
   return `E'${value.replace(/[\\']/g, (c) => c + c)}'`;
 }
