@@ -25,7 +25,7 @@ import {
 } from '#payments/read-models';
 import { fixedKeys, SecretBox } from '#platform/secrets';
 import { seedLoad } from '../../apps/tools/src/seed/seed-load';
-import { projectToHead, visibleHead } from '../support/project-to-head';
+import { projectToHead, visibleHead, wholeLog } from '../support/project-to-head';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { seededRandom } from '../support/test-seed';
 
@@ -33,15 +33,8 @@ let db: TestDatabase;
 let store: PostgresEventStore;
 let live: TableChecksum[];
 
-/** The whole visible log by readAll pages of `pageSize`. */
-async function logByPages(pageSize = 700): Promise<RecordedEvent[]> {
-  const all: RecordedEvent[] = [];
-  for (;;) {
-    const page = await store.readAll({ after: all.length > 0 ? all[all.length - 1]!.position : 'start', maxCount: pageSize });
-    all.push(...page);
-    if (page.length < pageSize) return all;
-  }
-}
+/** The whole visible log by readAll pages of 700. */
+const logByPages = () => wholeLog(store);
 
 async function byCopy(range: { after: Position | 'start'; upTo: Position }, statementEvents?: number): Promise<RecordedEvent[]> {
   const events: RecordedEvent[] = [];

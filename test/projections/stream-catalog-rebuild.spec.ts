@@ -17,7 +17,7 @@ import { loadConfig } from '#payments/composition';
 import { readModelChecksums, STREAM_CATALOG_COPY_MIN_ROWS, streamCatalogProjection, TableChecksum } from '#payments/read-models';
 import { fixedKeys, SecretBox } from '#platform/secrets';
 import { seedLoad } from '../../apps/tools/src/seed/seed-load';
-import { visibleHead } from '../support/project-to-head';
+import { visibleHead, wholeLog } from '../support/project-to-head';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { seededRandom } from '../support/test-seed';
 
@@ -48,16 +48,6 @@ const catalogChecksum = async (): Promise<TableChecksum> => (await readModelChec
 const emptyCatalog = () => db.pool.query('TRUNCATE stream_catalog');
 const applyBatch = (events: readonly RecordedEvent[]) => inTransaction(db.pool, (tx) => streamCatalogProjection.apply(tx, events, undefined));
 const rebuildInDatabase = (upTo: Position) => inTransaction(db.pool, (tx) => streamCatalogProjection.rebuildInDatabase!(tx, upTo));
-
-/** The whole visible log, in log order. */
-async function wholeLog(): Promise<RecordedEvent[]> {
-  const all: RecordedEvent[] = [];
-  for (;;) {
-    const page = await store.readAll({ after: all.length > 0 ? all[all.length - 1]!.position : 'start', maxCount: 1000 });
-    all.push(...page);
-    if (page.length < 1000) return all;
-  }
-}
 
 /** An event of `stream` at `revision`, appended at `at` (a crafted event: only what the catalog reads). */
 function eventOf(stream: string, revision: number, at: string, position: bigint): RecordedEvent {
@@ -106,7 +96,7 @@ describe('the stream catalog, event by event', () => {
 
 describe('the stream catalog rebuilt in the database', () => {
   it('gives the rows apply gives for the same events, up to the head and up to a head in the middle of the log', async () => {
-    const log = await wholeLog();
+    const log = await wholeLog(store, 1000);
     const head = (await visibleHead(db.pool, store))!;
     expect(log[log.length - 1]!.position).toEqual(head);
     const rng = seededRandom('catalog in the database, a head in the middle');
@@ -134,7 +124,7 @@ describe('the stream catalog rebuilt in the database', () => {
     for (const name of names) await store.appendToStream(name, [{ id: randomUUID(), type: 'Odd', data: {} }]);
     const head = (await visibleHead(db.pool, store))!;
     await emptyCatalog();
-    await applyBatch((await wholeLog()).filter((e) => names.includes(e.streamName)));
+    await applyBatch((await wholeLog(store, 1000)).filter((e) => names.includes(e.streamName)));
     const byEvents = (await catalog()).filter((r) => names.includes(r.stream_name as string));
     await emptyCatalog();
     await rebuildInDatabase(head);

@@ -1,5 +1,5 @@
 import type { Pool } from 'pg';
-import { comparePositions, EventStore, Position } from '#event-store';
+import { comparePositions, EventStore, Position, RecordedEvent } from '#event-store';
 import { Projection, ProjectionRunner } from '#event-store/projections';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -19,6 +19,16 @@ export async function visibleHead(pool: Pool, store: EventStore, timeoutMs = 60_
     await sleep(20);
   }
   return store.headPosition();
+}
+
+/** The whole visible log, in log order, read by readAll pages of `pageSize`. */
+export async function wholeLog(store: EventStore, pageSize = 700): Promise<RecordedEvent[]> {
+  const all: RecordedEvent[] = [];
+  for (;;) {
+    const page = await store.readAll({ after: all.length > 0 ? all[all.length - 1]!.position : 'start', maxCount: pageSize });
+    all.push(...page);
+    if (page.length < pageSize) return all;
+  }
 }
 
 /**
