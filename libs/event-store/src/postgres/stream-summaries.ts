@@ -1,5 +1,5 @@
 import type { Position } from '../event-store';
-import { positionLiteral } from './log-read-by-copy';
+import { LOG_ORDER_SCAN, positionLiteral } from './log-read-by-copy';
 
 /**
  * The streams of the log up to `upTo` (a head from headPosition, inclusive), one row
@@ -27,6 +27,7 @@ export function streamSummariesThrough(upTo: Position): string {
 /**
  * The settings (SET LOCAL, for the transaction of the rebuild) under which the
  * summaries read the log in stream order from its unique index, grouped as they come:
- * otherwise PostgreSQL sorts the whole log, spilling it to disk.
+ * otherwise PostgreSQL sorts the whole log, spilling it to disk. The log read's own
+ * (no sort, no sequential scan), which leave the index as the only way.
  */
-export const STREAM_ORDER_SCAN: readonly string[] = ['enable_sort = off', 'enable_seqscan = off'];
+export const STREAM_ORDER_SCAN: readonly string[] = LOG_ORDER_SCAN;

@@ -20,8 +20,9 @@ export const allProjections: readonly Projection[] = [streamCatalogProjection, l
  * each on a thread of its own reading only its part of the log (decision 0151). A
  * rebuild is bound by the CPU of the thread that parses the log and hands it over, and
  * two such threads finish sooner than one: the ledger (the heaviest) with the stream
- * catalog, which wants every event but none of its data; and invoices, refunds and
- * payouts, which want their own streams only.
+ * catalog, which is computed in SQL beside the pass when the log is in the same
+ * database (else it reads every event, but none of its data); and invoices, refunds
+ * and payouts, which want their own streams only.
  */
 export const REBUILD_PASSES: readonly (readonly Projection[])[] = [
   [ledgerProjection, streamCatalogProjection],
