@@ -5,6 +5,7 @@ import { startProcess } from '../support/gateway-process';
 describe('configuration from the environment', () => {
   it('has working defaults for a fresh machine', () => {
     expect(loadConfig({})).toEqual({
+      host: '127.0.0.1',
       port: 3000,
       databaseUrl: null,
       dataDir: './data',
@@ -75,6 +76,7 @@ describe('configuration from the environment', () => {
 
   it('reads every variable', () => {
     const config = loadConfig({
+      HOST: '0.0.0.0',
       PORT: '8080',
       DATABASE_URL: 'postgres://u:p@db:5432/gw',
       DATA_DIR: '/var/lib/gw',
@@ -83,11 +85,13 @@ describe('configuration from the environment', () => {
       ADMIN_TOKEN: 'a-very-long-operator-token-of-32-chars',
       CLOCK: 'manual',
     });
-    expect(config).toMatchObject({ port: 8080, eventStore: 'eventstoredb', clock: 'manual', dataDir: '/var/lib/gw' });
+    expect(config).toMatchObject({ host: '0.0.0.0', port: 8080, eventStore: 'eventstoredb', clock: 'manual', dataDir: '/var/lib/gw' });
   });
 
   it.each([
     [{ PORT: 'abc' }, 'PORT must be an integer from 0 to 65535'],
+    [{ HOST: 'every interface' }, 'HOST must be an IP address or a host name to listen on'],
+    [{ HOST: 'http://0.0.0.0' }, 'HOST must be an IP address or a host name to listen on'],
     [{ PORT: '70000' }, 'PORT must be an integer from 0 to 65535'],
     [{ DATABASE_URL: 'mysql://x' }, 'DATABASE_URL must be a PostgreSQL connection URL'],
     [{ EVENT_STORE: 'kafka' }, 'EVENT_STORE must be "postgres" or "eventstoredb", got "kafka"'],

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import path from 'node:path';
 import { Client, Pool } from 'pg';
 import { EMBEDDED_DATABASE_NAME, EMBEDDED_SERVER_SETTINGS, PASSWORD_FILE } from '#platform/database';
@@ -151,6 +152,36 @@ describe('the gateway against a DATABASE_URL', () => {
       }
     } finally {
       await Promise.all([api.kill(), projector.kill()]);
+    }
+  });
+
+  it('listens on 127.0.0.1 only by default; HOST=0.0.0.0 (as the Dockerfile sets) listens on every interface', async () => {
+    // 127.0.0.2 is this machine too, but another address than the one the default binds.
+    const reachable = (port: string, address: string) =>
+      new Promise<boolean>((resolve) => {
+        const socket = connect({ host: address, port: Number(port) });
+        socket.once('connect', () => {
+          socket.destroy();
+          resolve(true);
+        });
+        socket.once('error', () => resolve(false));
+      });
+    const local = await startGateway('api', { DATABASE_URL: db.url, ADMIN_TOKEN });
+    try {
+      const port = new URL(local.baseUrl).port;
+      expect(local.output()).toContain(`listening on http://127.0.0.1:${port}\n`);
+      expect(await reachable(port, '127.0.0.1')).toBe(true);
+      expect(await reachable(port, '127.0.0.2')).toBe(false);
+    } finally {
+      await local.kill();
+    }
+    const everywhere = await startGateway('api', { DATABASE_URL: db.url, ADMIN_TOKEN, HOST: '0.0.0.0' });
+    try {
+      const port = new URL(everywhere.baseUrl).port;
+      expect(everywhere.output()).toContain(`listening on http://127.0.0.1:${port} (HOST=0.0.0.0)`);
+      expect(await reachable(port, '127.0.0.2')).toBe(true);
+    } finally {
+      await everywhere.kill();
     }
   });
 

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
-import { loadConfigOrExit } from '#payments/composition';
+import { loadConfigOrExit, urlHostOf } from '#payments/composition';
 import { openInfrastructure } from '#payments/composition';
 import { createLogger } from '#platform/logging';
 import { takeOverShutdownSignals } from '#platform/database';
@@ -35,7 +35,8 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
     observeCommands(metrics.commandObserver);
     const services = createServices(infra, { ledger: metrics.ledgerObserver });
     // Where buyers reach the payment page (invoice urls, also in webhooks): known once the API listens.
-    const publicUrl = { value: config.publicUrl ?? `http://127.0.0.1:${config.port}` };
+    const local = urlHostOf(config.host);
+    const publicUrl = { value: config.publicUrl ?? `http://${local}:${config.port}` };
     const projector = roles.projector ? await Projector.create(infra, services, log, () => publicUrl.value, metrics) : null;
     projector?.start();
     const readiness: ReadinessProbe = async () => {
@@ -44,8 +45,8 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
       return eventLog === undefined ? { projections } : { projections, eventLog };
     };
     const metricsServer: MetricsServer | null =
-      config.metricsPort === null ? null : await startMetricsServer(config.metricsPort, metrics, infra.pool, readiness, log);
-    const metricsLine = metricsServer ? `  metrics and health (METRICS_PORT, no token): http://127.0.0.1:${metricsServer.port}/metrics` : null;
+      config.metricsPort === null ? null : await startMetricsServer({ host: config.host, port: config.metricsPort }, metrics, infra.pool, readiness, log);
+    const metricsLine = metricsServer ? `  metrics and health (METRICS_PORT, no token): http://${local}:${metricsServer.port}/metrics` : null;
 
     let app: NestFastifyApplication | null = null;
     let adminToken = config.adminToken;
@@ -64,16 +65,17 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
         log,
         { metrics },
       );
-      await app.listen({ port: config.port, host: '0.0.0.0' });
+      await app.listen({ port: config.port, host: config.host });
       const address = app.getHttpServer().address();
       const port = typeof address === 'object' && address ? address.port : config.port;
-      if (config.publicUrl === null) publicUrl.value = `http://127.0.0.1:${port}`;
+      const base = `http://${local}:${port}`;
+      if (config.publicUrl === null) publicUrl.value = base;
       const lines = [
-        `Payment gateway (${roles.name}) listening on http://127.0.0.1:${port}`,
-        `  merchant API:  http://127.0.0.1:${port}/v1`,
-        `  operator API:  http://127.0.0.1:${port}/admin/v1`,
-        `  console:       http://127.0.0.1:${port}/admin (log in with the operator token)`,
-        `  metrics:       http://127.0.0.1:${port}/metrics (operator token)`,
+        `Payment gateway (${roles.name}) listening on ${base}${config.host === '127.0.0.1' ? '' : ` (HOST=${config.host})`}`,
+        `  merchant API:  ${base}/v1`,
+        `  operator API:  ${base}/admin/v1`,
+        `  console:       ${base}/admin (log in with the operator token)`,
+        `  metrics:       ${base}/metrics (operator token)`,
         ...(metricsLine ? [metricsLine] : []),
         // A token from the environment is never printed (logs are read by more people than the operator).
         tokenWasGenerated
@@ -95,7 +97,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
         lines.push(
           `  empty database: created a sandbox project ${sandbox.project.id} (shown once, keep them):`,
           `    test secret key: ${sandbox.keys.test.secretKey}   public key: ${sandbox.keys.test.publicKey}`,
-          `    try: curl -H 'Authorization: Bearer ${sandbox.keys.test.secretKey}' http://127.0.0.1:${port}/v1/methods`,
+          `    try: curl -H 'Authorization: Bearer ${sandbox.keys.test.secretKey}' ${base}/v1/methods`,
         );
       }
       process.stdout.write(`${lines.join('\n')}\n`);

@@ -54,9 +54,16 @@ export interface MetricsServer {
 /**
  * METRICS_PORT: a tiny HTTP listener of its own (any role, and the only HTTP a
  * projector-only process has) with GET /metrics, /health/live and /health/ready,
- * unauthenticated: bind it where only monitoring reaches.
+ * unauthenticated: bind it where only monitoring reaches. It listens on the
+ * process's HOST, as the API does.
  */
-export async function startMetricsServer(port: number, metrics: GatewayMetrics, pool: Pool, probe: ReadinessProbe, log: Logger): Promise<MetricsServer> {
+export async function startMetricsServer(
+  listen: { readonly host: string; readonly port: number },
+  metrics: GatewayMetrics,
+  pool: Pool,
+  probe: ReadinessProbe,
+  log: Logger,
+): Promise<MetricsServer> {
   const server = http.createServer((request, response) => {
     const requestId = requestIdOf(request.headers[REQUEST_ID_HEADER]);
     response.setHeader('X-Request-Id', requestId);
@@ -87,7 +94,7 @@ export async function startMetricsServer(port: number, metrics: GatewayMetrics, 
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(port, '0.0.0.0', () => {
+    server.listen(listen.port, listen.host, () => {
       server.off('error', reject);
       resolve();
     });

@@ -7,6 +7,8 @@ export type EventStoreKind = 'postgres' | 'eventstoredb';
 export type ClockMode = 'system' | 'manual';
 
 export interface GatewayConfig {
+  /** HOST: the address the API listens on; 127.0.0.1 by default (this machine only), 0.0.0.0 in containers. */
+  readonly host: string;
   readonly port: number;
   /** null: start an embedded PostgreSQL under dataDir. */
   readonly databaseUrl: string | null;
@@ -81,6 +83,11 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
   const port = /^\d{1,5}$/.test(portRaw) ? Number(portRaw) : NaN;
   if (!(port >= 0 && port <= 65535)) {
     problems.push(`PORT must be an integer from 0 to 65535 (0 picks a free port), got "${portRaw}"`);
+  }
+
+  const host = blankToUndefined(env.HOST) ?? '127.0.0.1';
+  if (isIP(host) === 0 && !/^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/.test(host)) {
+    problems.push(`HOST must be an IP address or a host name to listen on (127.0.0.1: this machine only; 0.0.0.0: every interface), got "${host}"`);
   }
 
   const databaseUrl = blankToUndefined(env.DATABASE_URL) ?? null;
@@ -196,6 +203,7 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
 
   if (problems.length > 0) throw new ConfigError(problems);
   return {
+    host,
     port,
     databaseUrl,
     dataDir,
@@ -218,6 +226,13 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
     trustedProxies,
     webhookRetentionDays,
   };
+}
+
+/** Where a local client reaches a listener on `host`: the host itself, or loopback for a wildcard address. */
+export function urlHostOf(host: string): string {
+  if (host === '0.0.0.0') return '127.0.0.1';
+  if (host === '::') return '[::1]';
+  return isIP(host) === 6 ? `[${host}]` : host;
 }
 
 /** The shortest operator token accepted (a generated one is 32 base64url characters: 192 bits). */
