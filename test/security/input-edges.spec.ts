@@ -5,7 +5,9 @@
  * - a path id with a character PostgreSQL cannot store (NUL), on every route with an id;
  * - a number literal longer than a few hundred characters before (or as) a money or
  *   percent field: the literal scanner must never lose its place, and a number it
- *   cannot account for is refused, never let through unchecked.
+ *   cannot account for is refused, never let through unchecked;
+ * - a JSON body that names one field twice (JSON.parse keeps the last; a proxy may
+ *   have read the first): 400 validation naming the field, on every body.
  */
 import { expectError, expectStatus, InvoiceGateway, Json, Merchant, orderId, Reply, startInvoiceGateway } from '../support/merchant-fixtures';
 import { paidInvoice, payoutAddress, PHONE } from '../support/money-out-fixtures';
@@ -46,7 +48,7 @@ describe('input edges that must be 400 or 404, never 500 and never let through',
 
   beforeAll(async () => {
     // The spec's poll interval on: a read of one invoice or payout takes a poll mark in the database.
-    gw = await startInvoiceGateway({ POLL_INTERVAL_SECONDS: '3' });
+    gw = await startInvoiceGateway();
     shop = await gw.operator.merchant({ holdHours: 0, usdtEnabled: true });
     invoiceId = await paidInvoice(gw.operator, shop.test, '100.00');
     addressId = (await payoutAddress(gw.operator, shop.accountId, { method: 'sbp', account: PHONE })).id;
@@ -235,6 +237,70 @@ describe('input edges that must be 400 or 404, never 500 and never let through',
       expect(r.status).toBe(400);
       const details = r.body.error.details.map((d: Json) => `${d.param} ${d.code}`).sort();
       expect(details).toEqual(['methods.sbp.feePct invalid_percent_exponent', 'methods.sbp.feePct unknown_field']);
+    });
+  });
+
+  describe('a field named twice in a JSON body → 400 validation naming it, nothing written', () => {
+    const bodies = () => [
+      {
+        name: 'POST /v1/invoices',
+        path: '/v1/invoices',
+        headers: merchantHeaders(shop.keys.test.secretKey),
+        body: `{"amount":100.001,"orderId":"${orderId('twice')}","amount":"100.00"}`,
+        param: 'amount',
+      },
+      {
+        name: 'POST /v1/invoices (nested)',
+        path: '/v1/invoices',
+        headers: merchantHeaders(shop.keys.test.secretKey),
+        body: `{"amount":"100.00","orderId":"${orderId('twice')}","customer":{"email":"a@example.com","email":"b@example.com"}}`,
+        param: 'customer.email',
+      },
+      {
+        name: 'POST /v1/invoices (an escaped spelling of the same name)',
+        path: '/v1/invoices',
+        headers: merchantHeaders(shop.keys.test.secretKey),
+        body: `{"amount":"100.00","orderId":"${orderId('twice')}","\\u006frderId":"${orderId('other')}"}`,
+        param: 'orderId',
+      },
+      {
+        name: 'POST /v1/invoices/{id}/refund',
+        path: `/v1/invoices/${invoiceId}/refund`,
+        headers: merchantHeaders(shop.keys.test.secretKey),
+        body: '{"amount":"1.00","amount":"90.00"}',
+        param: 'amount',
+      },
+      {
+        name: 'POST /v1/payouts',
+        path: '/v1/payouts',
+        headers: merchantHeaders(shop.keys.live.secretKey),
+        body: `{"amount":"150.00","addressId":${addressId},"amount":"100.00"}`,
+        param: 'amount',
+      },
+      {
+        name: 'POST /admin/v1/accounts',
+        path: '/admin/v1/accounts',
+        headers: adminHeaders(),
+        body: '{"name":"Один","email":"one@example.com","name":"Другой"}',
+        param: 'name',
+      },
+    ];
+
+    it('on every merchant and operator body', async () => {
+      const counts = async () =>
+        (await gw.db.pool.query<{ n: string }>(`SELECT (SELECT count(*) FROM events) + (SELECT count(*) FROM accounts) AS n`)).rows[0]!.n;
+      const before = await counts();
+      for (const b of bodies()) {
+        const r = await send('POST', b.path, b.headers, b.body);
+        expect({ what: b.name, status: r.status, code: r.body?.error?.code, param: r.body?.error?.param }).toEqual({
+          what: b.name,
+          status: 400,
+          code: 'validation',
+          param: b.param,
+        });
+        expect(r.body.error.details).toEqual([{ param: b.param, code: 'duplicate_field', message: expect.stringMatching(/[А-Яа-я]/) }]);
+      }
+      expect(await counts()).toBe(before);
     });
   });
 });

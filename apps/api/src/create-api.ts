@@ -16,6 +16,7 @@ import { OperatorToken } from './http/auth/operator-token';
 import { ApiError } from './http/errors/api-error';
 import { ErrorFilter } from './http/errors/error.filter';
 import { registerIdempotencyHook } from './http/idempotency';
+import { duplicateJsonName } from './http/duplicate-json-names';
 import { useAsyncResourceBindingWithoutDeprecatedAccessor } from './http/async-resource-binding';
 import { IdempotencyKeys } from '#payments/idempotency';
 import { registerMetricsRoute } from './health/metrics-endpoint';
@@ -37,6 +38,21 @@ function requireJsonBodies(request: FastifyRequest, reply: FastifyReply, done: (
   const mediaType = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
   if (api && hasBody && mediaType !== 'application/json') {
     void sendError(reply, new ApiError(415, 'unsupported_media_type', 'Тело запроса должно быть в формате application/json'));
+    return;
+  }
+  done();
+}
+
+/**
+ * A JSON body that names one field twice is refused: JSON.parse keeps the last
+ * value, and a proxy that inspects or signs the body may have read the first.
+ */
+function refuseDuplicateNames(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
+  const raw = (request as FastifyRequest & { rawBody?: Buffer }).rawBody;
+  const json = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase() === 'application/json';
+  const name = json && raw !== undefined && typeof request.body === 'object' && request.body !== null ? duplicateJsonName(raw.toString('utf8')) : null;
+  if (name !== null) {
+    void sendError(reply, ApiError.validation([{ param: name, code: 'duplicate_field', message: `${name}: поле указано в теле запроса дважды` }]));
     return;
   }
   done();
@@ -114,6 +130,7 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
     done();
   });
   fastify.addHook('onRequest', requireJsonBodies);
+  fastify.addHook('preValidation', refuseDuplicateNames);
   fastify.addHook('onResponse', (request, reply, done) => {
     recordResponse(metrics, request, reply, reply.elapsedTime);
     done();
