@@ -1,10 +1,13 @@
 /**
- * Failed authentication is limited (issue 12, item 3), per API process, on the
- * gateway clock: past 20 failures of one client address in a minute (or past the
- * overall limit, for every address that has failed) requests are answered 429
- * rate_limited with Retry-After before any lookup; a client that authenticates keeps
- * working; no failure counts against a merchant key's request limit; failures and
- * refusals are counted in auth_failures_total / auth_failures_refused_total.
+ * Failed authentication is limited (issue 32), per API process, on the gateway clock:
+ * only attempts that fail are counted and limited. Past 20 failures of one client
+ * address in a minute (or past the overall limit), a failing attempt is answered 429
+ * rate_limited with Retry-After instead of 401, without a lookup; a credential that
+ * holds (a secret key, a signature, the operator token) is never refused, from any
+ * address; a valid key's own refusals (a replayed signature, a stale timestamp) are no
+ * failures of its address; nothing counts against a key's request limit. Failures,
+ * refusals and the lookups failures cost are in auth_failures_total,
+ * auth_failures_refused_total and auth_failure_lookups_total.
  *
  * Clients are told apart by their address: the test binds them to 127.0.0.2, …
  * (the operator's own calls come from 127.0.0.1, which never fails here).
@@ -13,13 +16,14 @@ import { randomBytes } from 'node:crypto';
 import type { PoolClient } from 'pg';
 import { ClientAt, clientAt, inBatches, AddressedReply } from '../support/from-address';
 import { RunningGateway, startGateway } from '../support/gateway-process';
-import { CYRILLIC, expectStatus, Merchant, Operator } from '../support/merchant-fixtures';
+import { CYRILLIC, Merchant, Operator } from '../support/merchant-fixtures';
 import { signRequest } from '../support/signing';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 const ADMIN_TOKEN = 'operator-token-for-failed-auth-tests-0042';
+/** The defaults: AUTH_FAILURE_LIMIT_PER_ADDRESS and AUTH_FAILURE_LIMIT_OVERALL. */
 const PER_ADDRESS = 20;
-const OVERALL = 100;
+const OVERALL = 300;
 const IN_FLIGHT = 10;
 
 const randomSecretKey = () => `sk_test_${randomBytes(24).toString('base64url')}`;
@@ -36,11 +40,12 @@ function expectRefused(reply: AddressedReply): void {
 const statuses = (replies: readonly AddressedReply[]) => replies.map((r) => r.status);
 const count = (replies: readonly AddressedReply[], status: number) => replies.filter((r) => r.status === status).length;
 
-describe('failed authentication is limited per client address and overall', () => {
+describe('failed authentication is limited per client address and overall, and only failures are', () => {
   let db: TestDatabase;
   let gateway: RunningGateway;
   let operator: Operator;
   let shop: Merchant;
+  let webhookSecret: string;
   const clients: ClientAt[] = [];
   /** 401s and 429s the test saw, per kind: the metrics must say the same. */
   const seen = { failed: { secret_key: 0, signature: 0, operator_token: 0 }, refused: { secret_key: 0, signature: 0, operator_token: 0 } };
@@ -54,19 +59,27 @@ describe('failed authentication is limited per client address and overall', () =
     seen.failed[kind] += count(replies, 401);
     seen.refused[kind] += count(replies, 429);
   };
+  const metric = async (name: string, kind: string): Promise<number> => {
+    const text = await (await fetch(`${gateway.baseUrl}/metrics`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).text();
+    const line = text.split('\n').find((l) => l.startsWith(`${name}{kind="${kind}"}`));
+    if (!line) throw new Error(`no ${name}{kind="${kind}"} in the metrics`);
+    return Number(line.split(' ').pop());
+  };
+  const now = async () => String(Math.floor((await operator.advance(0)).getTime() / 1000));
+  const signedBalance = (client: ClientAt, timestamp: string, signature = signRequest(webhookSecret, timestamp)) =>
+    client.request('GET', '/v1/balance', { headers: { 'x-public-id': shop.keys.test.publicKey, 'x-timestamp': timestamp, 'x-signature': signature } });
 
   beforeAll(async () => {
     db = await createTestDatabase({ poolSize: 2 });
     gateway = await startGateway('gateway', {
       DATABASE_URL: db.url,
       ADMIN_TOKEN,
+      // The windows are moved on by the test, a minute at a time.
       CLOCK: 'manual',
-      RATE_LIMIT_PER_SECOND: '60',
-      AUTH_FAILURE_LIMIT_PER_ADDRESS: String(PER_ADDRESS),
-      AUTH_FAILURE_LIMIT_OVERALL: String(OVERALL),
     });
     operator = new Operator(gateway.baseUrl, ADMIN_TOKEN);
     shop = await operator.merchant({ name: 'Настоящий магазин' });
+    webhookSecret = shop.project.webhookSecret;
   });
   afterAll(async () => {
     for (const c of clients) c.close();
@@ -79,22 +92,23 @@ describe('failed authentication is limited per client address and overall', () =
     await operator.advance(61);
   });
 
-  it('300 random secret keys from one address: 401 until 20 failures, then 429 with Retry-After, answered without a lookup; a merchant on another address keeps working', async () => {
+  it('200 random secret keys from one address, 10 at a time: exactly 20 get 401, the rest 429 without a lookup; the right key from that address is served', async () => {
     const attacker = from('127.0.0.2');
     const merchant = from('127.0.0.3');
     const flood = await inBatches(
-      Array.from({ length: 300 }, () => () => attacker.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${randomSecretKey()}` } })),
+      Array.from({ length: 200 }, () => () => attacker.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${randomSecretKey()}` } })),
       IN_FLIGHT,
     );
     tally('secret_key', flood);
-    expect(count(flood, 401) + count(flood, 429)).toBe(300);
-    // Requests already past the check when the 20th failure was recorded still get their 401 (at most those in flight).
-    expect(count(flood, 401)).toBeGreaterThanOrEqual(PER_ADDRESS);
-    expect(count(flood, 401)).toBeLessThan(PER_ADDRESS + IN_FLIGHT);
+    // Counted and judged in one step: exact, however many are in flight.
+    expect(count(flood, 401)).toBe(PER_ADDRESS);
+    expect(count(flood, 429)).toBe(200 - PER_ADDRESS);
     for (const r of flood.filter((x) => x.status === 401)) expect(r.body.error.code).toBe('unauthorized');
     for (const r of flood.filter((x) => x.status === 429)) expectRefused(r);
+    // A key without the tag every issued key carries was never issued: none was looked up.
+    expect(await metric('auth_failure_lookups_total', 'secret_key')).toBe(0);
 
-    // Refused before any lookup: with the key table locked, a lookup would wait; these are answered at once.
+    // Refused without a lookup: with the key table locked, a lookup would wait; these are answered at once.
     const locker: PoolClient = await db.pool.connect();
     try {
       await locker.query('BEGIN');
@@ -104,32 +118,28 @@ describe('failed authentication is limited per client address and overall', () =
       );
       tally('secret_key', whileLocked);
       for (const r of whileLocked) expectRefused(r);
-      // Even the right key from that address: a right guess must look like a wrong one.
-      const rightKey = await attacker.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${shop.keys.test.secretKey}` } });
-      tally('secret_key', [rightKey]);
-      expectRefused(rightKey);
     } finally {
       await locker.query('ROLLBACK');
       locker.release();
     }
 
-    const served = await merchant.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${shop.keys.test.secretKey}` } });
-    expect(served.status).toBe(200);
+    // The right key from the attacker's own address (a NAT shared with the merchant): served.
+    expect((await attacker.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${shop.keys.test.secretKey}` } })).status).toBe(200);
+    expect((await merchant.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${shop.keys.test.secretKey}` } })).status).toBe(200);
     // A wrong key from the merchant's address is a plain 401: its own count is one.
     const typo = await merchant.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${randomSecretKey()}` } });
     tally('secret_key', [typo]);
     expect(typo.status).toBe(401);
 
-    // A minute later (on the clock) the attacker's address is heard again.
+    // A minute later (on the clock) the attacker's failures are 401 again.
     await operator.advance(61);
     const later = await attacker.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${randomSecretKey()}` } });
     tally('secret_key', [later]);
     expect(later.status).toBe(401);
   });
 
-  it("300 bad signatures with a real merchant's public id: 401 then 429; none is counted in the key's request limit, which the merchant still has whole", async () => {
+  it("250 bad signatures with a real merchant's public id: 20 × 401, then 429; none looked up or counted in the key's limit; a good signature from that address is served", async () => {
     const attacker = from('127.0.0.4');
-    const merchant = from('127.0.0.5');
     const hitsOfKey = async (): Promise<number> => {
       const counted = await db.pool.query<{ hits: string }>(
         'SELECT coalesce(sum(w.hits), 0) AS hits FROM rate_limit_windows w JOIN api_keys k ON k.id = w.key_id WHERE k.public_key = $1',
@@ -138,33 +148,51 @@ describe('failed authentication is limited per client address and overall', () =
       return Number(counted.rows[0]!.hits);
     };
     const hitsBefore = await hitsOfKey();
-    const timestamp = String(Math.floor((await operator.advance(0)).getTime() / 1000));
+    const timestamp = await now();
     const flood = await inBatches(
-      Array.from(
-        { length: 300 },
-        (_, i) => () =>
-          attacker.request('GET', '/v1/balance', {
-            headers: { 'x-public-id': shop.keys.test.publicKey, 'x-timestamp': timestamp, 'x-signature': signRequest(`whsec_guess_${i}`, timestamp) },
-          }),
-      ),
+      Array.from({ length: 250 }, (_, i) => () => signedBalance(attacker, timestamp, signRequest(`whsec_guess_${i}`, timestamp))),
       IN_FLIGHT,
     );
     tally('signature', flood);
-    expect(count(flood, 401)).toBeGreaterThanOrEqual(PER_ADDRESS);
-    expect(count(flood, 401)).toBeLessThan(PER_ADDRESS + IN_FLIGHT);
+    expect(count(flood, 401)).toBe(PER_ADDRESS);
     for (const r of flood.filter((x) => x.status === 401)) expect(r.body.error.code).toBe('signature_invalid');
     for (const r of flood.filter((x) => x.status === 429)) expectRefused(r);
-
+    // The public id's webhook secret is known to the process: a wrong signature is told apart without the database.
+    expect(await metric('auth_failure_lookups_total', 'signature')).toBe(0);
     // Nothing was counted in the key's rate windows: failures never spend a merchant's limit.
     expect(await hitsOfKey()).toBe(hitsBefore);
-    // The merchant, on its own address, has its 60 requests a second.
+
+    // The merchant behind the same address signs correctly: served, and its 60 a second are whole.
+    expect((await signedBalance(attacker, await now())).status).toBe(200);
     const own = await Promise.all(
-      Array.from({ length: 60 }, () => merchant.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${shop.keys.test.secretKey}` } })),
+      Array.from({ length: 59 }, () => attacker.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${shop.keys.test.secretKey}` } })),
     );
-    expect(count(own, 200)).toBe(60);
+    expect(count(own, 200)).toBe(59);
   });
 
-  it('200 operator-token guesses: exactly 20 get 401, the rest 429, and the right token from that address too; the operator elsewhere is served', async () => {
+  it("a valid key's own refusals (30 replays, 30 stale timestamps) are no failures of its address: all 401, and the address's next failure is its first", async () => {
+    const office = from('127.0.0.5');
+    const timestamp = await now();
+    expect((await signedBalance(office, timestamp)).status).toBe(200);
+    const replays = await Promise.all(Array.from({ length: 30 }, () => signedBalance(office, timestamp)));
+    const stale = String(Number(timestamp) - 301);
+    const late = await Promise.all(Array.from({ length: 30 }, () => signedBalance(office, stale)));
+    expect(statuses(replays)).toEqual(Array(30).fill(401));
+    for (const r of replays) expect(r.body.error.code).toBe('signature_invalid');
+    expect(statuses(late)).toEqual(Array(30).fill(401));
+    for (const r of late) expect(r.body.error.code).toBe('timestamp_invalid');
+    const failed = await inBatches(
+      Array.from({ length: PER_ADDRESS }, () => () => office.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${randomSecretKey()}` } })),
+      IN_FLIGHT,
+    );
+    tally('secret_key', failed);
+    expect(statuses(failed)).toEqual(Array(PER_ADDRESS).fill(401));
+    const past = await office.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${randomSecretKey()}` } });
+    tally('secret_key', [past]);
+    expectRefused(past);
+  });
+
+  it('200 operator-token guesses: exactly 20 get 401, the rest 429; the right token from that address is served everywhere', async () => {
     const guesser = from('127.0.0.6');
     const replies: AddressedReply[] = [];
     for (let i = 0; i < 200; i++) {
@@ -175,51 +203,48 @@ describe('failed authentication is limited per client address and overall', () =
     tally('operator_token', replies);
     expect(statuses(replies)).toEqual([...Array(PER_ADDRESS).fill(401), ...Array(200 - PER_ADDRESS).fill(429)]);
     for (const r of replies.slice(PER_ADDRESS)) expectRefused(r);
-    const right = await guesser.request('GET', '/admin/v1/webhook-deliveries', { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
-    tally('operator_token', [right]);
-    expectRefused(right);
-    // The same for the token-protected metrics and readiness detail.
-    expectRefused(await guesser.request('GET', '/metrics', { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }));
-    expectRefused(await guesser.request('GET', '/health/ready', { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }));
-    seen.refused.operator_token += 2;
-    expectStatus(await operator.http.get('/admin/v1/webhook-deliveries'), 200);
+    const wrongAgain = [
+      await guesser.request('GET', '/metrics', { headers: { authorization: 'Bearer wrong' } }),
+      await guesser.request('GET', '/health/ready', { headers: { authorization: 'Bearer wrong' } }),
+    ];
+    tally('operator_token', wrongAgain);
+    for (const r of wrongAgain) expectRefused(r);
+    const auth = { authorization: `Bearer ${ADMIN_TOKEN}` };
+    expect((await guesser.request('GET', '/admin/v1/webhook-deliveries', { headers: auth })).status).toBe(200);
+    expect((await guesser.request('GET', '/metrics', { headers: auth })).status).toBe(200);
+    expect((await guesser.request('GET', '/health/ready', { headers: auth })).status).toBe(200);
+    expect(await metric('auth_failure_lookups_total', 'operator_token')).toBe(0);
   });
 
-  it('past the overall limit every address that failed is refused at once, and an address without failures is served', async () => {
-    // 10 addresses with 10 failures each: no address reaches 20, together they reach 100.
-    const attackers = Array.from({ length: 10 }, (_, i) => from(`127.0.0.${20 + i}`));
+  it('past the overall limit every failure gets 429, from any address; every credential that holds is served', async () => {
+    // 20 addresses with 15 failures each: no address reaches 20, together they reach 300.
+    const attackers = Array.from({ length: 20 }, (_, i) => from(`127.0.0.${20 + i}`));
     for (const a of attackers) {
       const replies = await Promise.all(
-        Array.from({ length: 10 }, () => a.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${randomSecretKey()}` } })),
+        Array.from({ length: OVERALL / 20 }, () => a.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${randomSecretKey()}` } })),
       );
       tally('secret_key', replies);
-      expect(statuses(replies)).toEqual(Array(10).fill(401));
+      expect(statuses(replies)).toEqual(Array(OVERALL / 20).fill(401));
     }
     for (const a of attackers) {
       const again = await a.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${randomSecretKey()}` } });
       tally('secret_key', [again]);
       expectRefused(again);
     }
-    const clean = from('127.0.0.40');
-    expect((await clean.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${shop.keys.live.secretKey}` } })).status).toBe(200);
-    // A fresh address's first failure is still looked up (and answered 401); its next is refused.
-    const fresh = from('127.0.0.41');
-    const first = await fresh.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${randomSecretKey()}` } });
-    const second = await fresh.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${randomSecretKey()}` } });
-    tally('secret_key', [first, second]);
-    expect(first.status).toBe(401);
-    expectRefused(second);
+    // A merchant that mistyped once, on a fresh address: its typo is past the overall limit, its key is served.
+    const merchant = from('127.0.0.41');
+    const typo = await merchant.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${randomSecretKey()}` } });
+    tally('secret_key', [typo]);
+    expectRefused(typo);
+    expect((await merchant.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${shop.keys.live.secretKey}` } })).status).toBe(200);
+    expect((await attackers[0]!.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${shop.keys.test.secretKey}` } })).status).toBe(200);
+    expect((await signedBalance(attackers[1]!, await now())).status).toBe(200);
+    expect((await attackers[2]!.request('GET', '/admin/v1/webhook-deliveries', { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).status).toBe(200);
   });
 
   it('counts every failure and every refusal in auth_failures_total and auth_failures_refused_total, by kind', async () => {
-    const text = await (await fetch(`${gateway.baseUrl}/metrics`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).text();
-    const valueOf = (name: string, kind: string): number => {
-      const line = text.split('\n').find((l) => l.startsWith(`${name}{kind="${kind}"}`));
-      if (!line) throw new Error(`no ${name}{kind="${kind}"} in the metrics`);
-      return Number(line.split(' ').pop());
-    };
     for (const kind of ['secret_key', 'signature', 'operator_token'] as const) {
-      expect({ kind, failed: valueOf('auth_failures_total', kind), refused: valueOf('auth_failures_refused_total', kind) }).toEqual({
+      expect({ kind, failed: await metric('auth_failures_total', kind), refused: await metric('auth_failures_refused_total', kind) }).toEqual({
         kind,
         failed: seen.failed[kind],
         refused: seen.refused[kind],
@@ -239,8 +264,8 @@ describe('behind a reverse proxy (TRUSTED_PROXIES): the client is the one X-Forw
       DATABASE_URL: db.url,
       ADMIN_TOKEN,
       TRUSTED_PROXIES: '127.0.0.1',
+      // Three failures reach an address's limit: the test tells the forwarded clients apart with a few requests.
       AUTH_FAILURE_LIMIT_PER_ADDRESS: '3',
-      AUTH_FAILURE_LIMIT_OVERALL: '1000',
     });
   });
   afterAll(async () => {

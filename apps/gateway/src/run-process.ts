@@ -65,6 +65,8 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
         log,
         { metrics },
       );
+      // Every existing key known before the first request: a failing attempt with one costs no lookup.
+      await services.registry.warmUpCredentials();
       await app.listen({ port: config.port, host: config.host });
       const address = app.getHttpServer().address();
       const port = typeof address === 'object' && address ? address.port : config.port;

@@ -163,14 +163,15 @@ export class ConsoleController {
   }
 
   /**
-   * The operator token from the form, under the failure limits of the operator API: a
-   * client past them is refused (429) before the compare; a wrong token counts.
+   * The operator token from the form: the right one always opens a session; a wrong
+   * one counts as a failure of the address, as on the operator API, and past the
+   * limits it is answered 429.
    */
   @Post('login')
   async login(@Body() body: unknown, @Req() request: FastifyRequest, @Res() reply: FastifyReply) {
-    this.failures.refuseIfLimited(request, 'operator_token');
     if (!this.token.matches(formField(body, 'token'))) {
-      this.failures.failed(request, 'operator_token', ApiError.unauthorized('Неверный токен оператора'));
+      const refusal = this.failures.reject(request, 'operator_token', ApiError.unauthorized('Неверный токен оператора'));
+      if (refusal.status === 429) throw refusal;
       request.log.warn({ ip: request.ip }, 'operator console: login with a wrong token');
       return sendHtml(reply, 401, renderLoginPage('Неверный токен оператора. Введите значение ADMIN_TOKEN этого шлюза.'));
     }

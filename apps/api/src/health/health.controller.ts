@@ -34,16 +34,13 @@ export class HealthController {
   @Get('ready')
   async ready(@Req() request: FastifyRequest, @Res() reply: FastifyReply) {
     const check = this.token.check(request.headers.authorization);
-    if (check !== 'absent') {
-      // A wrong token here is a guess like any other: limited and counted.
-      this.failures.refuseIfLimited(request, 'operator_token');
-      if (check === 'invalid') {
-        throw this.failures.failed(
-          request,
-          'operator_token',
-          ApiError.unauthorized('Подробности готовности только с токеном оператора: Authorization: Bearer <ADMIN_TOKEN>; без заголовка: только статус'),
-        );
-      }
+    // A wrong token here is a guess like any other: counted, and past the limits 429.
+    if (check === 'invalid') {
+      throw this.failures.reject(
+        request,
+        'operator_token',
+        ApiError.unauthorized('Подробности готовности только с токеном оператора: Authorization: Bearer <ADMIN_TOKEN>; без заголовка: только статус'),
+      );
     }
     const { status, body } = await readiness(this.pool, this.probe);
     return reply.status(status).send(check === 'valid' ? body : publicReadiness(body));

@@ -20,9 +20,8 @@ import { readiness, ReadinessProbe } from './readiness';
 export function registerMetricsRoute(fastify: FastifyInstance, metrics: GatewayMetrics, token: OperatorToken, failures: FailedAuthentication): void {
   fastify.get('/metrics', async (request: FastifyRequest, reply: FastifyReply) => {
     try {
-      failures.refuseIfLimited(request, 'operator_token');
       if (token.check(request.headers.authorization) !== 'valid') {
-        throw failures.failed(request, 'operator_token', ApiError.unauthorized('Нужен токен оператора: Authorization: Bearer <ADMIN_TOKEN>'));
+        throw failures.reject(request, 'operator_token', ApiError.unauthorized('Нужен токен оператора: Authorization: Bearer <ADMIN_TOKEN>'));
       }
     } catch (error) {
       const refusal = error as ApiError;

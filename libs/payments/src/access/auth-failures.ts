@@ -6,9 +6,9 @@ export type AuthFailureKind = 'secret_key' | 'signature' | 'operator_token';
 export const AUTH_FAILURE_KINDS: readonly AuthFailureKind[] = ['secret_key', 'signature', 'operator_token'];
 
 export interface AuthFailureLimits {
-  /** Failed authentications one client address may have in a window; past it, its requests are refused before any lookup. */
+  /** Failed authentications one client address may have in a window answered 401; the next ones get 429. */
   readonly perAddress: number;
-  /** Failed authentications of every address together in a window; past it, each address that has failed in the window is refused. */
+  /** Failed authentications of every address together in a window answered 401; past it every failure gets 429. */
   readonly overall: number;
   readonly windowSeconds: number;
 }
@@ -46,17 +46,16 @@ interface Window {
 }
 
 /**
- * Failed authentications, limited per client address and overall; pure, in memory
+ * Failed authentications, counted per client address and overall; pure, in memory
  * (one per API process), every decision on the `now` passed in (the gateway clock).
  *
- * Fixed windows from an address's first failure. An address past `perAddress`
- * failures in its window is refused until the window ends. Past `overall` failures
- * of all addresses in the process's window, every address that has failed in its
- * own window is refused until the overall window ends, so a flood from many
- * addresses costs at most one lookup per address. An address without failures is
- * never refused: a merchant whose requests authenticate keeps working while others
- * flood. Nothing here touches a key's request limit, which counts only requests
- * whose key or signature holds.
+ * Only failures are limited: `fail` is called once an attempt is known to fail, and
+ * answers whether that failure is still within the limits (401) or past them (429,
+ * with the seconds to wait). Nothing here can refuse a request whose credential
+ * holds, whatever its address or everyone else did. Counting and judging happen in
+ * one synchronous step, so concurrent failures are judged exactly in the order they
+ * are counted. Fixed windows from an address's first failure (and from the first
+ * failure of all, for the overall count).
  */
 export class AuthFailureLimiter {
   private readonly byClient = new Map<string, Window>();
@@ -68,31 +67,25 @@ export class AuthFailureLimiter {
     private readonly maxClients = 100_000,
   ) {}
 
-  /** Seconds the client must wait before it may try again, or null when it may go on. */
-  refusal(address: string, now: Date): number | null {
-    const t = now.getTime();
-    const own = this.live(this.byClient.get(clientKeyOf(address)), t);
-    if (!own) return null;
-    if (own.failures >= this.limits.perAddress) return this.secondsLeft(own, t);
-    const all = this.live(this.all, t);
-    if (all && all.failures >= this.limits.overall) return this.secondsLeft(all, t);
-    return null;
-  }
-
-  /** Counts one failed authentication of the client. */
-  recordFailure(address: string, now: Date): void {
+  /** Counts one failed authentication of the client; answers null within the limits, else the seconds to wait. */
+  fail(address: string, now: Date): number | null {
     const t = now.getTime();
     const key = clientKeyOf(address);
-    const own = this.live(this.byClient.get(key), t);
+    let own = this.live(this.byClient.get(key), t);
     if (own) own.failures += 1;
     else {
+      own = { start: t, failures: 1 };
       this.byClient.delete(key);
-      this.byClient.set(key, { start: t, failures: 1 });
+      this.byClient.set(key, own);
       this.bound(t);
     }
-    const all = this.live(this.all, t);
-    if (all) all.failures += 1;
-    else this.all = { start: t, failures: 1 };
+    let all = this.live(this.all, t);
+    if (!all) all = this.all = { start: t, failures: 0 };
+    all.failures += 1;
+    const waits: number[] = [];
+    if (own.failures > this.limits.perAddress) waits.push(this.secondsLeft(own, t));
+    if (all.failures > this.limits.overall) waits.push(this.secondsLeft(all, t));
+    return waits.length === 0 ? null : Math.max(...waits);
   }
 
   /** Client addresses remembered now (for tests of the bound). */

@@ -2,3 +2,4 @@ export * from './access-control';
 export * from './schema';
 export * from './auth-failures';
 export * from './operator-sessions';
+export * from './credential-memory';

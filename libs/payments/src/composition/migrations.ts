@@ -17,6 +17,7 @@ import { manualClockMigration } from '#platform/clock';
 import { snapshotsMigration } from '#event-store/postgres';
 import { ledgerOpenHoldsMigration, ledgerPostingsWithoutForeignKeyMigration, ledgerReadModelMigration } from '../ledger/ledger.read-model';
 import { registryMigration, webhookSecretsSealedMigration } from '../merchants/schema';
+import { keyTagKeyMigration } from '../merchants/key-tags';
 import { accessControlMigration, usedSignaturesLoggedMigration } from '../access/schema';
 import { operatorSessionsMigration } from '../access/operator-sessions';
 import { invoicesReadModelMigration } from '../invoices/invoices.read-model';
@@ -47,6 +48,8 @@ export const allMigrations: readonly Migration[] = [
   snapshotsMigration,
   ledgerReadModelMigration,
   registryMigration,
+  // Keys are issued with their tag from the registry's first project on.
+  keyTagKeyMigration,
   invoicesReadModelMigration,
   ledgerOpenHoldsMigration,
   accessControlMigration,

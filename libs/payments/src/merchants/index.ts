@@ -1,4 +1,5 @@
 export * from './registry';
+export * from './key-tags';
 export * from './schema';
 export * from '../payouts/payout-addresses';
 export * from './webhook-secrets';

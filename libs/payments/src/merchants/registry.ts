@@ -4,9 +4,11 @@ import { countRequestInWindow, PollMarkRequest, PollMarkResult, rateWindowOf, ta
 import { inTransaction, OneTurnBatches, preparedStatement } from '#platform/database';
 import { MethodOverrides, projectMethods, MethodTerms } from '#domain';
 import type { Mode } from '#domain';
-import { SecretBox, sealedKeyId } from '#platform/secrets';
+import { SecretBox } from '#platform/secrets';
 import { webhookSecretOwner } from './webhook-secrets';
 import { batchedLookupParameters, batchedLookupStatement, batchesByPollInterval, SecretKeyLookup, SecretKeyLookupRequest } from './secret-key-lookups';
+import { KeyTags } from './key-tags';
+import { CredentialMemory } from '../access/credential-memory';
 
 export const PROJECT_STATUSES = ['active', 'pending', 'rejected', 'blocked'] as const;
 export type ProjectStatus = (typeof PROJECT_STATUSES)[number];
@@ -63,7 +65,6 @@ export interface MerchantIdentity {
 export const hashSecretKey = (secret: string): string => createHash('sha256').update(secret).digest('hex');
 
 const token = (bytes: number) => randomBytes(bytes).toString('base64url');
-export const newKeyPair = (mode: Mode): KeyPair => ({ secretKey: `sk_${mode}_${token(24)}`, publicKey: `pk_${mode}_${token(18)}` });
 
 export const methodsOf = (project: Project): MethodTerms[] => projectMethods(project.methodOverrides, project.usdtEnabled);
 
@@ -134,9 +135,9 @@ const toProject = (r: ProjectRow, secrets: SecretBox): Project => ({
   updatedAt: r.updated_at,
 });
 
-/** A sealed secret opened; a plain one (stored before encryption at rest, until the start-up seals it) as it is. */
+/** A project's webhook secret, stored sealed, opened. */
 function openWebhookSecret(stored: string, projectId: string, secrets: SecretBox): string {
-  return sealedKeyId(stored) === null ? stored : secrets.open(stored, webhookSecretOwner(projectId));
+  return secrets.open(stored, webhookSecretOwner(projectId));
 }
 
 /** The settings columns in table order: name, status, webhook_url, webhook_events, usdt_enabled, hold_hours, methods, customer_fee_share. */
@@ -193,10 +194,29 @@ function singleLookup(lookup: SecretKeyLookupRequest) {
  * webhooks) are stored sealed with the SecretBox (AES-256-GCM).
  */
 export class Registry {
+  private tags: Promise<KeyTags> | null = null;
+  /**
+   * What this process knows of secret keys (by hash) and public ids (with their
+   * project's webhook secret) without asking: fed by the keys it issues and revokes,
+   * by warmUpCredentials and by every lookup (CredentialMemory). The merchant guard
+   * tells failing attempts apart with it; it never lets a request in by itself.
+   */
+  readonly knownSecretKeys = new CredentialMemory<true>();
+  readonly knownPublicIds = new CredentialMemory<string>();
+
   constructor(
     private readonly pool: Pool,
     private readonly secrets: SecretBox,
   ) {}
+
+  /** The tags every issued key carries (key-tags.ts), loaded once. */
+  keyTags(): Promise<KeyTags> {
+    this.tags ??= KeyTags.load(this.pool).catch((error: unknown) => {
+      this.tags = null;
+      throw error;
+    });
+    return this.tags;
+  }
 
   private toProject(row: ProjectRow): Project {
     return toProject(row, this.secrets);
@@ -253,7 +273,9 @@ export class Registry {
   }
 
   async createProject(accountId: string, settings: ProjectSettings, now: Date): Promise<{ project: Project; keys: Record<Mode, KeyPair> }> {
-    return inTransaction(this.pool, async (tx) => {
+    // Before the transaction: loading the tags may take a connection of its own.
+    const tags = await this.keyTags();
+    const created = await inTransaction(this.pool, async (tx) => {
       const id = randomUUID();
       const row = await tx.query<ProjectRow>(
         `INSERT INTO projects (id, account_id, name, status, webhook_url, webhook_events, usdt_enabled, hold_hours, methods,
@@ -261,9 +283,11 @@ export class Registry {
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13) RETURNING *`,
         [id, accountId, ...settingsParams(settings), this.secrets.seal(`whsec_${token(24)}`, webhookSecretOwner(id)), randomUUID(), now],
       );
-      const keys = { test: await this.issueKeys(tx, id, 'test', now), live: await this.issueKeys(tx, id, 'live', now) };
+      const keys = { test: await this.issueKeys(tx, tags, id, 'test', now), live: await this.issueKeys(tx, tags, id, 'live', now) };
       return { project: this.toProject(row.rows[0]!), keys };
     });
+    for (const pair of Object.values(created.keys)) this.rememberIssued(pair, created.project.webhookSecret);
+    return created;
   }
 
   async project(id: string): Promise<Project | null> {
@@ -295,15 +319,58 @@ export class Registry {
 
   /** A new key pair for the mode; the old one stops working at once (same transaction). */
   async rotateKeys(projectId: string, mode: Mode, now: Date): Promise<KeyPair> {
-    return inTransaction(this.pool, async (tx) => {
-      await tx.query('SELECT id FROM projects WHERE id = $1 FOR UPDATE', [projectId]);
-      await tx.query('UPDATE api_keys SET revoked_at = $3 WHERE project_id = $1 AND mode = $2 AND revoked_at IS NULL', [projectId, mode, now]);
-      return this.issueKeys(tx, projectId, mode, now);
+    const tags = await this.keyTags();
+    const { pair, revoked, webhookSecret } = await inTransaction(this.pool, async (tx) => {
+      const project = await tx.query<{ webhook_secret: string }>('SELECT webhook_secret FROM projects WHERE id = $1 FOR UPDATE', [projectId]);
+      const old = await tx.query<{ secret_key_hash: string; public_key: string }>(
+        'UPDATE api_keys SET revoked_at = $3 WHERE project_id = $1 AND mode = $2 AND revoked_at IS NULL RETURNING secret_key_hash, public_key',
+        [projectId, mode, now],
+      );
+      const stored = project.rows[0]?.webhook_secret;
+      return {
+        pair: await this.issueKeys(tx, tags, projectId, mode, now),
+        revoked: old.rows,
+        webhookSecret: stored === undefined ? null : this.openWebhookSecret(projectId, stored),
+      };
     });
+    // Only once committed: a revocation rolled back must leave the old key live.
+    for (const key of revoked) {
+      this.knownSecretKeys.markDead(key.secret_key_hash);
+      this.knownPublicIds.markDead(key.public_key);
+    }
+    if (webhookSecret !== null) this.rememberIssued(pair, webhookSecret);
+    return pair;
   }
 
-  private async issueKeys(tx: PoolClient, projectId: string, mode: Mode, now: Date): Promise<KeyPair> {
-    const pair = newKeyPair(mode);
+  private rememberIssued(pair: KeyPair, webhookSecret: string): void {
+    this.knownSecretKeys.markLive(hashSecretKey(pair.secretKey), true);
+    this.knownPublicIds.markLive(pair.publicKey, webhookSecret);
+  }
+
+  /**
+   * Loads what the database knows of every key into this process's memory (live
+   * ones with their webhook secrets, revoked ones as dead), so that failing attempts
+   * with existing keys cost no lookup from the first request. Answers the keys read.
+   */
+  async warmUpCredentials(): Promise<number> {
+    const r = await this.pool.query<{ secret_key_hash: string; public_key: string; revoked: boolean; project_id: string; webhook_secret: string }>(
+      `SELECT k.secret_key_hash, k.public_key, k.revoked_at IS NOT NULL AS revoked, p.id AS project_id, p.webhook_secret
+       FROM api_keys k JOIN projects p ON p.id = k.project_id`,
+    );
+    for (const key of r.rows) {
+      if (key.revoked) {
+        this.knownSecretKeys.markDead(key.secret_key_hash);
+        this.knownPublicIds.markDead(key.public_key);
+      } else {
+        this.knownSecretKeys.markLive(key.secret_key_hash, true);
+        this.knownPublicIds.markLive(key.public_key, this.openWebhookSecret(key.project_id, key.webhook_secret));
+      }
+    }
+    return r.rowCount ?? 0;
+  }
+
+  private async issueKeys(tx: PoolClient, tags: KeyTags, projectId: string, mode: Mode, now: Date): Promise<KeyPair> {
+    const pair: KeyPair = { secretKey: tags.newSecretKey(mode), publicKey: tags.newPublicId(mode) };
     await tx.query(`INSERT INTO api_keys (id, project_id, mode, secret_key_hash, public_key, created_at) VALUES ($1, $2, $3, $4, $5, $6)`, [
       randomUUID(),
       projectId,
@@ -313,6 +380,14 @@ export class Registry {
       now,
     ]);
     return pair;
+  }
+
+  /** Whether a secret key (by its hash) is live: issued for the mode and not revoked. Nothing is counted. */
+  async secretKeyIsLive(secretKeyHash: string, mode: Mode): Promise<boolean> {
+    const r = await this.pool.query(
+      preparedStatement('SELECT 1 FROM api_keys WHERE secret_key_hash = $1 AND mode = $2 AND revoked_at IS NULL', [secretKeyHash, mode]),
+    );
+    return r.rowCount === 1;
   }
 
   /** The project and mode of a public key (HMAC mode) that is known and not revoked. */

@@ -99,7 +99,14 @@ export class GatewayMetrics {
 
   private readonly authRefused = new Counter({
     name: 'auth_failures_refused_total',
-    help: 'Requests answered 429 before any lookup because their client address was past the failed-authentication limits, by kind',
+    help: 'Failed authentications answered 429 because their client address (or all clients) were past the failed-authentication limits, by kind',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+
+  private readonly authFailureLookups = new Counter({
+    name: 'auth_failure_lookups_total',
+    help: 'Failed authentications that asked the database about their credential (what failures cost the database), by kind',
     labelNames: ['kind'] as const,
     registers: [this.registry],
   });
@@ -152,6 +159,7 @@ export class GatewayMetrics {
     for (const kind of AUTH_FAILURE_KINDS) {
       this.authFailures.inc({ kind }, 0);
       this.authRefused.inc({ kind }, 0);
+      this.authFailureLookups.inc({ kind }, 0);
     }
   }
 
@@ -216,10 +224,11 @@ export class GatewayMetrics {
   };
 
   /** The API's failed-authentication hook: every series starts at zero, so an alert's rate works from the first scrape. */
-  get authFailureObserver(): { failed(kind: AuthFailureKind): void; refused(kind: AuthFailureKind): void } {
+  get authFailureObserver(): { failed(kind: AuthFailureKind): void; refused(kind: AuthFailureKind): void; lookedUp(kind: AuthFailureKind): void } {
     return {
       failed: (kind) => this.authFailures.inc({ kind }),
       refused: (kind) => this.authRefused.inc({ kind }),
+      lookedUp: (kind) => this.authFailureLookups.inc({ kind }),
     };
   }
 

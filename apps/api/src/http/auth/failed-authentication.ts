@@ -3,19 +3,22 @@ import type { AuthFailureKind, AuthFailureLimiter } from '#payments/access';
 import type { Clock } from '#platform/clock';
 import { ApiError } from '../errors/api-error';
 
-/** Where failed and refused authentications are counted (the process's metrics). */
+/** Where failed authentications are counted (the process's metrics). */
 export interface AuthFailureObserver {
-  /** One authentication that failed (answered 401). */
+  /** One authentication that failed within the limits (answered 401). */
   failed(kind: AuthFailureKind): void;
-  /** One request refused with 429 before any lookup, its client being past the failure limits. */
+  /** One authentication that failed past the limits (answered 429). */
   refused(kind: AuthFailureKind): void;
+  /** One failed authentication that asked the database about its credential. */
+  lookedUp(kind: AuthFailureKind): void;
 }
 
 /**
- * The API's side of the failure limits: a client past them is answered 429 with
- * Retry-After before anything is looked up (no database work for a flood), and each
- * 401 counts against its address. The counters are the process's own
- * (AuthFailureLimiter), on the gateway clock.
+ * The API's side of the failure limits. Only an attempt already known to fail comes
+ * here: within the limits it keeps its 401, past them (per client address, or
+ * overall) it is answered 429 with Retry-After. A credential that holds never comes
+ * here, so it is never refused because of anyone's failures. The counters are the
+ * process's own (AuthFailureLimiter), on the gateway clock.
  */
 export class FailedAuthentication {
   constructor(
@@ -24,20 +27,21 @@ export class FailedAuthentication {
     private readonly observer?: AuthFailureObserver,
   ) {}
 
-  /** Throws 429 rate_limited when the request's client is past the failure limits. */
-  refuseIfLimited(request: FastifyRequest, kind: AuthFailureKind): void {
-    const wait = this.limiter.refusal(request.ip, this.clock.now());
-    if (wait === null) return;
+  /**
+   * Counts the request's failure; answers the error to throw: `error` (401) within the
+   * limits, else 429. `lookedUp`: the request asked the database about its credential
+   * (what failures cost the database is counted too).
+   */
+  reject(request: FastifyRequest, kind: AuthFailureKind, error: ApiError, lookedUp = false): ApiError {
+    if (lookedUp) this.observer?.lookedUp(kind);
+    const wait = this.limiter.fail(request.ip, this.clock.now());
+    if (wait === null) {
+      this.observer?.failed(kind);
+      return error;
+    }
     this.observer?.refused(kind);
-    throw new ApiError(429, 'rate_limited', 'Слишком много неудачных попыток авторизации с этого адреса: повторите запрос позже', undefined, undefined, {
+    return new ApiError(429, 'rate_limited', 'Слишком много неудачных попыток авторизации с этого адреса: повторите запрос позже', undefined, undefined, {
       'Retry-After': String(wait),
     });
-  }
-
-  /** Counts a failed authentication of the request's client; answers the error to throw. */
-  failed(request: FastifyRequest, kind: AuthFailureKind, error: ApiError): ApiError {
-    this.limiter.recordFailure(request.ip, this.clock.now());
-    this.observer?.failed(kind);
-    return error;
   }
 }

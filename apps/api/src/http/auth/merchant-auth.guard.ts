@@ -1,9 +1,10 @@
 import { CanActivate, createParamDecorator, ExecutionContext, Inject, Injectable, SetMetadata } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import type { FastifyRequest } from 'fastify';
-import type { AccessControl, AuthFailureKind, PollMarkRequest, PollMarkResult, Refusal } from '#payments/access';
+import type { AccessControl, PollMarkRequest, PollMarkResult, Refusal } from '#payments/access';
 import { requestSignature, signaturesMatch, TIMESTAMP_WINDOW_SECONDS } from '#payments/access';
 import type { Clock } from '#platform/clock';
+import { hashSecretKey } from '#payments/merchants';
 import type { MerchantIdentity, Registry } from '#payments/merchants';
 import { ApiError } from '../errors/api-error';
 import type { FailedAuthentication } from './failed-authentication';
@@ -40,10 +41,17 @@ const header = (request: FastifyRequest, name: string): string | undefined => {
  * - HMAC: `X-Public-Id` (pk_…), `X-Timestamp` (unix seconds, ±300 s of the gateway
  *   clock) and `X-Signature` (or `Signature`): hex HMAC-SHA256 of
  *   `<timestamp>.<exact raw body>` with the project's webhook secret, accepted once.
- * Every lookup goes to the database, so a revoked or rotated key stops at once in
- * every process; so do the replay store and the rate counters. Failed
- * authentications are limited per client address and overall (FailedAuthentication):
- * past the limits a client gets 429 before any lookup.
+ *
+ * Every request whose credential holds is looked up in the database, so a revoked or
+ * rotated key stops at its next request in every process; so do the replay store and
+ * the rate counters. A failing attempt is told apart before any lookup where that
+ * cannot be wrong: a key without the tag every issued key carries (KeyTags), a
+ * credential this process already found dead, a signature that does not match the
+ * public id's webhook secret (Registry.knownSecretKeys, knownPublicIds). Only failures are counted against
+ * the client's address (FailedAuthentication), and past the limits they get 429.
+ * A valid key's own refusals (a replayed signature, a timestamp out of the window
+ * with a signature that holds) are not failures of the address: they are answered
+ * 401 and counted nowhere.
  */
 @Injectable()
 export class MerchantAuthGuard implements CanActivate {
@@ -58,30 +66,20 @@ export class MerchantAuthGuard implements CanActivate {
   async canActivate(context: ExecutionContext): Promise<boolean> {
     const request = context.switchToHttp().getRequest<MerchantRequest>();
     const now = this.clock.now();
-    const bearer = header(request, 'authorization') !== undefined;
-    const kind: AuthFailureKind = bearer ? 'secret_key' : 'signature';
-    // A client past the failure limits is refused before any lookup.
-    this.failures.refuseIfLimited(request, kind);
     let identity: MerchantIdentity;
     let refusal: Refusal | null;
-    try {
-      if (bearer) {
-        // The key's lookup counts the request (and takes a read's poll mark) too: one round trip.
-        const resource = this.reflector.get<PollResourceOf | undefined>(POLL_MARKED, context.getHandler())?.(request.params as Record<string, string>);
-        const pollMark = resource ? this.access.pollMarkOf(resource, now) : null;
-        const counted = await this.bearer(request, now, pollMark);
-        identity = counted.identity;
-        refusal = await this.access.admitCounted(counted.hits, now);
-        if (counted.poll) request.pollMark = { refusal: this.access.pollVerdict(counted.poll, now) };
-      } else {
-        // Counted only once the signature holds: a forged request must not spend the merchant's limit.
-        identity = await this.hmac(request, now);
-        refusal = await this.access.admit(identity.keyId, now);
-      }
-    } catch (error) {
-      // Every 401 counts against the client's address, never against a key.
-      if (error instanceof ApiError && error.status === 401) throw this.failures.failed(request, kind, error);
-      throw error;
+    if (header(request, 'authorization') !== undefined) {
+      // The key's lookup counts the request (and takes a read's poll mark) too: one round trip.
+      const resource = this.reflector.get<PollResourceOf | undefined>(POLL_MARKED, context.getHandler())?.(request.params as Record<string, string>);
+      const pollMark = resource ? this.access.pollMarkOf(resource, now) : null;
+      const counted = await this.bearer(request, now, pollMark);
+      identity = counted.identity;
+      refusal = await this.access.admitCounted(counted.hits, now);
+      if (counted.poll) request.pollMark = { refusal: this.access.pollVerdict(counted.poll, now) };
+    } else {
+      // Counted only once the signature holds: a forged request must not spend the merchant's limit.
+      identity = await this.hmac(request, now);
+      refusal = await this.access.admit(identity.keyId, now);
     }
     if (refusal) throw rateLimited(refusal.retryAfterSeconds, 'Слишком много запросов: не больше 60 в секунду на ключ');
     request.merchant = identity;
@@ -93,27 +91,80 @@ export class MerchantAuthGuard implements CanActivate {
     now: Date,
     pollMark: PollMarkRequest | null,
   ): Promise<{ identity: MerchantIdentity; hits: number; poll: PollMarkResult | null }> {
+    // Whether this request ran a lookup (a probe shared with concurrent ones ran in only one of them).
+    let lookedUp = false;
+    const fail = (message: string) => this.failures.reject(request, 'secret_key', ApiError.unauthorized(message), lookedUp);
     const match = /^Bearer\s+(\S+)$/i.exec(header(request, 'authorization') ?? '');
-    if (!match) throw ApiError.unauthorized('Нужен заголовок Authorization: Bearer <секретный ключ проекта>');
-    const counted = await this.registry.identifyBySecretKeyCountingRequest(match[1]!, now, pollMark);
-    if (!counted) throw ApiError.unauthorized('Ключ не найден или отозван');
+    if (!match) throw fail('Нужен заголовок Authorization: Bearer <секретный ключ проекта>');
+    const secretKey = match[1]!;
+    const unknown = 'Ключ не найден или отозван';
+    if (!(await this.registry.keyTags()).isSecretKey(secretKey)) throw fail(unknown);
+    const hash = hashSecretKey(secretKey);
+    if (this.registry.knownSecretKeys.isDead(hash)) throw fail(unknown);
+    if (this.registry.knownSecretKeys.seenLive(hash) === undefined) {
+      const mode = secretKey.startsWith('sk_live_') ? 'live' : 'test';
+      const live = await this.registry.knownSecretKeys.probe(
+        hash,
+        async () => {
+          lookedUp = true;
+          return (await this.registry.secretKeyIsLive(hash, mode)) ? true : null;
+        },
+        () => true as const,
+      );
+      if (live === null) throw fail(unknown);
+    }
+    lookedUp = true;
+    const counted = await this.registry.identifyBySecretKeyCountingRequest(secretKey, now, pollMark);
+    if (!counted) {
+      this.registry.knownSecretKeys.markDead(hash);
+      throw fail(unknown);
+    }
     return counted;
   }
 
   private async hmac(request: MerchantRequest, now: Date): Promise<MerchantIdentity> {
+    let lookedUp = false;
+    const fail = (error: ApiError) => this.failures.reject(request, 'signature', error, lookedUp);
     const publicId = header(request, 'x-public-id');
     if (publicId === undefined) {
-      throw ApiError.unauthorized('Нужна авторизация: Authorization: Bearer <ключ> или X-Public-Id с подписью HMAC');
+      throw fail(ApiError.unauthorized('Нужна авторизация: Authorization: Bearer <ключ> или X-Public-Id с подписью HMAC'));
     }
-    const identity = await this.registry.identifyByPublicKey(publicId);
-    if (!identity) throw ApiError.unauthorized('Публичный ключ не найден или отозван');
+    const unknown = 'Публичный ключ не найден или отозван';
+    if (!(await this.registry.keyTags()).isPublicId(publicId) || this.registry.knownPublicIds.isDead(publicId)) throw fail(ApiError.unauthorized(unknown));
+    // The identity looked up during this request, if one was: the authority on whether the key is live.
+    let identity: MerchantIdentity | null = null;
+    let webhookSecret = this.registry.knownPublicIds.seenLive(publicId);
+    if (webhookSecret === undefined) {
+      identity = await this.registry.knownPublicIds.probe(
+        publicId,
+        () => {
+          lookedUp = true;
+          return this.registry.identifyByPublicKey(publicId);
+        },
+        (found) => found.project.webhookSecret,
+      );
+      if (identity === null) throw fail(ApiError.unauthorized(unknown));
+      webhookSecret = identity.project.webhookSecret;
+    }
+    const lookUpNow = async (): Promise<MerchantIdentity> => {
+      if (identity !== null) return identity;
+      lookedUp = true;
+      const found = await this.registry.identifyByPublicKey(publicId);
+      if (found === null) {
+        this.registry.knownPublicIds.markDead(publicId);
+        throw fail(ApiError.unauthorized(unknown));
+      }
+      return found;
+    };
 
     const timestamp = header(request, 'x-timestamp');
+    const signature = header(request, 'x-signature') ?? header(request, 'signature') ?? '';
+    const signed = timestamp !== undefined && signaturesMatch(requestSignature(webhookSecret, timestamp, request.rawBody ?? ''), signature);
     const seconds = timestamp !== undefined && /^\d{1,12}$/.test(timestamp) ? Number(timestamp) : NaN;
     // Whole seconds on both sides: T-300 and T+300 are both inside the window.
     if (Number.isNaN(seconds) || Math.abs(Math.floor(now.getTime() / 1000) - seconds) > TIMESTAMP_WINDOW_SECONDS) {
       // X-Server-Time: the gateway clock in unix seconds, so a client whose clock is off can correct its timestamp.
-      throw new ApiError(
+      const late = new ApiError(
         401,
         'timestamp_invalid',
         'X-Timestamp: время запроса в секундах Unix, не дальше 300 секунд от времени сервера',
@@ -123,14 +174,18 @@ export class MerchantAuthGuard implements CanActivate {
           'X-Server-Time': String(Math.floor(now.getTime() / 1000)),
         },
       );
+      // Signed with the key's secret: the key's own request with a clock off, not a failure of the address.
+      if (!signed) throw fail(late);
+      await lookUpNow();
+      throw late;
     }
-    const signature = header(request, 'x-signature') ?? header(request, 'signature') ?? '';
-    const expected = requestSignature(identity.project.webhookSecret, timestamp!, request.rawBody ?? '');
-    if (!signaturesMatch(expected, signature)) throw new ApiError(401, 'signature_invalid', 'Подпись запроса не совпадает');
+    if (!signed) throw fail(new ApiError(401, 'signature_invalid', 'Подпись запроса не совпадает'));
+    const live = await lookUpNow();
     if (!(await this.access.firstUseOfSignature(signature, now))) {
+      // A replay of the key's own request: refused, not a failure of the address.
       throw new ApiError(401, 'signature_invalid', 'Эта подпись уже использована: каждая принимается один раз');
     }
-    return identity;
+    return live;
   }
 }
 

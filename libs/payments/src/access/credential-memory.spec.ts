@@ -1,0 +1,56 @@
+import { CredentialMemory } from './credential-memory';
+
+describe('CredentialMemory', () => {
+  it('probes a credential once for every concurrent first sighting, and remembers the answer', async () => {
+    const memory = new CredentialMemory<string>();
+    let lookups = 0;
+    let release!: (found: string | null) => void;
+    const lookUp = () => {
+      lookups++;
+      return new Promise<string | null>((resolve) => (release = resolve));
+    };
+    const waiting = Array.from({ length: 30 }, () => memory.probe('pk_test_a', lookUp, (found) => found.toUpperCase()));
+    release('secret');
+    expect(await Promise.all(waiting)).toEqual(Array(30).fill('secret'));
+    expect(lookups).toBe(1);
+    expect(memory.seenLive('pk_test_a')).toBe('SECRET');
+    expect(memory.isDead('pk_test_a')).toBe(false);
+  });
+
+  it('a credential found dead stays dead; a failed lookup is forgotten and asked again', async () => {
+    const memory = new CredentialMemory<true>();
+    expect(
+      await memory.probe(
+        'dead',
+        () => Promise.resolve(null),
+        () => true as const,
+      ),
+    ).toBeNull();
+    expect(memory.isDead('dead')).toBe(true);
+    await expect(
+      memory.probe(
+        'flaky',
+        () => Promise.reject(new Error('connection lost')),
+        () => true as const,
+      ),
+    ).rejects.toThrow('connection lost');
+    expect(memory.isDead('flaky')).toBe(false);
+    expect(
+      await memory.probe(
+        'flaky',
+        () => Promise.resolve(1),
+        () => true as const,
+      ),
+    ).toBe(1);
+    expect(memory.seenLive('flaky')).toBe(true);
+  });
+
+  it('a revoked credential leaves the seen ones; each fact keeps at most `max` entries, the oldest forgotten first', () => {
+    const memory = new CredentialMemory<true>(3);
+    for (const k of ['a', 'b', 'c', 'd']) memory.markLive(k, true);
+    expect(['a', 'b', 'c', 'd'].map((k) => memory.seenLive(k) ?? null)).toEqual([null, true, true, true]);
+    memory.markDead('c');
+    expect(memory.seenLive('c')).toBeUndefined();
+    expect(memory.isDead('c')).toBe(true);
+  });
+});
