@@ -3,7 +3,7 @@
  * - webhook secrets are stored sealed (AES-256-GCM): the column holds no plain
  *   secret; HMAC requests and webhook signatures work, before and after a key
  *   rotation (SECRETS_KEY, and the key file under DATA_DIR while the gateway runs);
- *   plain secrets of an older database are sealed at start; a process without the
+ *   the table refuses a plain one; a process without the
  *   key refuses to start;
  * - the embedded PostgreSQL's password is generated per data directory (0600), and
  *   a cluster with the old constant password gets its own at the next start;
@@ -14,8 +14,6 @@ import { createDecipheriv, randomBytes } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { Client as PgClient, Pool } from 'pg';
-import { migrate } from '#platform/database';
-import { allMigrations } from '#payments/composition';
 import { keyIdOf } from '#platform/secrets';
 import { RunningGateway, RunningProcess, startGateway, startProcess, temporaryDataDir } from '../support/gateway-process';
 import { expectStatus, Json, Operator, orderId, poll } from '../support/merchant-fixtures';
@@ -207,44 +205,19 @@ describe('the key file under DATA_DIR, rotated while the gateway runs', () => {
   });
 });
 
-describe('plain webhook secrets of a database from before encryption at rest', () => {
-  it('are sealed at the first start, and keep working', async () => {
-    const db = await createTestDatabase({ migrate: false, poolSize: 2 });
+describe('the projects table', () => {
+  it('refuses a webhook secret that is not sealed', async () => {
+    const db = await createTestDatabase({ poolSize: 1 });
     try {
-      await migrate(
-        db.pool,
-        allMigrations.slice(
-          0,
-          allMigrations.findIndex((m) => m.id === 'payments:0016_projects_webhook_secret_sealed'),
-        ),
-      );
       const accountId = '00000000-0000-4000-8000-000000000001';
-      const projectId = '00000000-0000-4000-8000-000000000002';
-      await db.pool.query(`INSERT INTO accounts (id, name, email, created_at) VALUES ($1, 'Старый', 'old@example.com', now())`, [accountId]);
-      await db.pool.query(
-        `INSERT INTO projects (id, account_id, name, status, webhook_url, webhook_events, usdt_enabled, hold_hours, methods, customer_fee_share, webhook_secret, id_namespace, created_at, updated_at)
-         VALUES ($1, $2, 'Старый магазин', 'active', NULL, '{}', false, 24, '{}', 100, 'whsec_plain-secret-from-before-0001', gen_random_uuid(), now(), now())`,
-        [projectId, accountId],
-      );
-      await db.pool.query(
-        `INSERT INTO api_keys (id, project_id, mode, secret_key_hash, public_key, created_at)
-         VALUES (gen_random_uuid(), $1, 'test', 'not-a-real-hash', 'pk_test_oldProjectPublicKey01', now())`,
-        [projectId],
-      );
-      const k = key();
-      const gateway = await startGateway('api', { DATABASE_URL: db.url, ADMIN_TOKEN, SECRETS_KEY: hex(k) });
-      try {
-        const stored = await storedSecret(db.pool, projectId);
-        expect(stored).toMatch(new RegExp(`^sealed:v1:${keyIdOf(k)}:`));
-        expect(openByHand(stored, k, projectId)).toBe('whsec_plain-secret-from-before-0001');
-        expectStatus(await signedBalance(gateway.baseUrl, 'pk_test_oldProjectPublicKey01', 'whsec_plain-secret-from-before-0001'), 200);
-        // From now on the table refuses a plain secret.
-        await expect(db.pool.query(`UPDATE projects SET webhook_secret = 'whsec_plain-again' WHERE id = $1`, [projectId])).rejects.toThrow(
-          /projects_webhook_secret_sealed/,
-        );
-      } finally {
-        await gateway.kill();
-      }
+      await db.pool.query(`INSERT INTO accounts (id, name, email, created_at) VALUES ($1, 'Магазин', 'shop@example.com', now())`, [accountId]);
+      await expect(
+        db.pool.query(
+          `INSERT INTO projects (id, account_id, name, status, webhook_url, webhook_events, usdt_enabled, hold_hours, methods, customer_fee_share, webhook_secret, id_namespace, created_at, updated_at)
+           VALUES (gen_random_uuid(), $1, 'Магазин', 'active', NULL, '{}', false, 24, '{}', 100, 'whsec_plain-secret-0001', gen_random_uuid(), now(), now())`,
+          [accountId],
+        ),
+      ).rejects.toThrow(/projects_webhook_secret_sealed/);
     } finally {
       await db.drop();
     }

@@ -5,7 +5,7 @@ import { createPool, EmbeddedDatabase, migrate, SessionLimits, startEmbeddedPost
 import { allMigrations } from './migrations';
 import { EventStore, PostgresEventStore } from '#event-store';
 import type { Logger } from '#platform/logging';
-import { checkWebhookSecretKeys, sealPlainWebhookSecrets } from '../merchants/webhook-secrets';
+import { checkWebhookSecretKeys } from '../merchants/webhook-secrets';
 import { SecretBox, secretKeySource } from '#platform/secrets';
 
 /** What every process of the gateway stands on: database, event store, clock. */
@@ -44,11 +44,8 @@ export async function openInfrastructure(
   try {
     const applied = await migrate(pool, allMigrations);
     if (applied.length > 0) log.info({ versions: applied }, 'schema migrations applied');
-    // Every stored secret must open with this process's keys; plain ones left from
-    // before encryption at rest are sealed now.
+    // Every stored secret must open with this process's keys.
     await checkWebhookSecretKeys(pool, secrets);
-    const sealed = await sealPlainWebhookSecrets(pool, secrets);
-    if (sealed > 0) log.info({ projects: sealed }, 'plain webhook secrets sealed');
 
     // The EventStoreDB client (and its gRPC stack) is loaded only by a gateway configured for it.
     const store: EventStore =

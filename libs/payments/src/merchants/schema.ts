@@ -43,12 +43,7 @@ CREATE UNIQUE INDEX api_keys_one_active_per_mode ON api_keys (project_id, mode) 
 `,
 };
 
-/**
- * Webhook secrets are stored sealed (AES-256-GCM, libs/secrets). The key is not in
- * the database, so a migration cannot seal the rows written before: the first process
- * to start after this migration seals them (sealPlainWebhookSecrets). NOT VALID: the
- * rule holds for every row written from now on, while those older rows wait.
- */
+/** Webhook secrets are stored sealed (AES-256-GCM, libs/secrets): the table refuses a plain one. */
 export const webhookSecretsSealedMigration: Migration = {
   id: 'payments:0016_projects_webhook_secret_sealed',
   legacyVersion: 28,

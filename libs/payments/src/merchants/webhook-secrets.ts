@@ -1,6 +1,6 @@
 import type { Pool } from 'pg';
 import { inTransaction } from '#platform/database';
-import { SEALED_PREFIX, SecretBox, sealedKeyId } from '#platform/secrets';
+import { SEALED_PREFIX, SecretBox } from '#platform/secrets';
 
 /**
  * The projects' webhook secrets at rest: sealed with the SecretBox (AES-256-GCM), the
@@ -34,10 +34,9 @@ export async function checkWebhookSecretKeys(pool: Pool, box: SecretBox): Promis
 }
 
 /**
- * Seals every webhook secret not yet sealed with the current key: plain ones (stored
- * before secrets were encrypted; sealed at the first start after the upgrade) and,
- * in a rotation, those under older keys. In batches, each in its own transaction with
- * its rows locked, until none is left; answers how many were sealed.
+ * Seals again with the current key every webhook secret sealed with an older one (a
+ * rotation). In batches, each in its own transaction with its rows locked, until none
+ * is left; answers how many were sealed.
  */
 export async function resealWebhookSecrets(pool: Pool, box: SecretBox, batchSize = 500): Promise<number> {
   let total = 0;
@@ -50,29 +49,7 @@ export async function resealWebhookSecrets(pool: Pool, box: SecretBox, batchSize
       );
       for (const row of rows.rows) {
         const owner = webhookSecretOwner(row.id);
-        const plain = sealedKeyId(row.webhook_secret) === null ? row.webhook_secret : box.open(row.webhook_secret, owner);
-        await client.query('UPDATE projects SET webhook_secret = $2 WHERE id = $1', [row.id, box.seal(plain, owner)]);
-      }
-      return rows.rows.length;
-    });
-    total += done;
-    if (done === 0) return total;
-  }
-}
-
-/** Seals the plain webhook secrets left from before encryption at rest (at start). */
-export async function sealPlainWebhookSecrets(pool: Pool, box: SecretBox): Promise<number> {
-  const plain = await pool.query<{ n: string }>('SELECT count(*) AS n FROM projects WHERE webhook_secret NOT LIKE $1', [`${SEALED_PREFIX}%`]);
-  if (Number(plain.rows[0]!.n) === 0) return 0;
-  let total = 0;
-  for (;;) {
-    const done = await inTransaction(pool, async (client) => {
-      const rows = await client.query<{ id: string; webhook_secret: string }>(
-        `SELECT id, webhook_secret FROM projects WHERE webhook_secret NOT LIKE $1 ORDER BY id LIMIT 500 FOR UPDATE SKIP LOCKED`,
-        [`${SEALED_PREFIX}%`],
-      );
-      for (const row of rows.rows) {
-        await client.query('UPDATE projects SET webhook_secret = $2 WHERE id = $1', [row.id, box.seal(row.webhook_secret, webhookSecretOwner(row.id))]);
+        await client.query('UPDATE projects SET webhook_secret = $2 WHERE id = $1', [row.id, box.seal(box.open(row.webhook_secret, owner), owner)]);
       }
       return rows.rows.length;
     });
