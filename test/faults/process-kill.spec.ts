@@ -60,7 +60,15 @@ describe('SIGKILL of the API and of the projector under load (split deployment)'
   beforeEach(() => {
     rng = seededRandom(`process-kill ${expect.getState().currentTestName ?? ''}`);
   });
-  const env = () => ({ DATABASE_URL: db.url, ADMIN_TOKEN, REFUND_PROCESSING_SECONDS: '1' });
+  const env = () => ({
+    DATABASE_URL: db.url,
+    ADMIN_TOKEN,
+    REFUND_PROCESSING_SECONDS: '1',
+    // The load Sends more than 60 requests a second with one key; the rate limit has its own suite (rate-limits.spec.ts).
+    RATE_LIMIT_PER_SECOND: '1000000',
+    // The convergence check reads every acknowledged invoice, some of them twice within 3 s.
+    POLL_INTERVAL_SECONDS: '0',
+  });
   const log: Ledger = { invoices: [], paid: new Set(), refunds: new Map(), payouts: [], unanswered: 0, statuses: new Map() };
 
   /** Clients of the API process running now (a restarted API listens on a new port). */

@@ -31,7 +31,15 @@ describe('a stuck webhook receiver', () => {
     stuck.answer = () => 'hang';
     healthy = await startWebhookReceiver();
     // The whole gateway in one process: the dispatcher shares the API's event loop and pool.
-    gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
+    gateway = await startGateway('gateway', {
+      DATABASE_URL: db.url,
+      ADMIN_TOKEN,
+      WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
+      // Sends more than 60 requests a second with one key, and reads each invoice again within 3 s; the
+      // limits have their own suite (rate-limits.spec.ts).
+      RATE_LIMIT_PER_SECOND: '1000000',
+      POLL_INTERVAL_SECONDS: '0',
+    });
   });
 
   afterAll(async () => {

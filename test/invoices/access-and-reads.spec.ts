@@ -30,7 +30,14 @@ describe('merchant API access, modes and reads', () => {
   let other: Merchant;
 
   beforeAll(async () => {
-    gw = await startInvoiceGateway();
+    gw = await startInvoiceGateway({
+      // Asserts the 401 of dozens of bad keys from this one address; the failure limits have their own suite.
+      AUTH_FAILURE_LIMIT_PER_ADDRESS: '1000000',
+      // Reads one invoice (or payout) several times in a row to follow its state; the poll rule has its own suite (rate-limits.spec.ts).
+      POLL_INTERVAL_SECONDS: '0',
+      // Sends more than 60 requests a second with one key; the rate limit has its own suite (rate-limits.spec.ts).
+      RATE_LIMIT_PER_SECOND: '1000000',
+    });
     shop = await gw.operator.merchant();
     other = await gw.operator.merchant();
   });

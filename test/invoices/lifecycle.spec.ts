@@ -13,7 +13,11 @@ describe('invoice lifecycle and balance (CLOCK=manual)', () => {
   let gw: InvoiceGateway;
 
   beforeAll(async () => {
-    gw = await startInvoiceGateway({ CLOCK: 'manual' });
+    gw = await startInvoiceGateway({
+      CLOCK: 'manual',
+      // Reads one invoice (or payout) several times in a row to follow its state; the poll rule has its own suite (rate-limits.spec.ts).
+      POLL_INTERVAL_SECONDS: '0',
+    });
   });
   afterAll(async () => {
     await gw?.close();

@@ -49,7 +49,14 @@ describe('refunds and payouts under concurrency (gateway + a second API process,
 
   beforeAll(async () => {
     db = await createTestDatabase({ poolSize: 2 });
-    const env = { DATABASE_URL: db.url, ADMIN_TOKEN, CLOCK: 'manual', REFUND_PROCESSING_SECONDS: String(REFUND_PROCESSING_SECONDS) };
+    const env = {
+      DATABASE_URL: db.url,
+      ADMIN_TOKEN,
+      CLOCK: 'manual',
+      REFUND_PROCESSING_SECONDS: String(REFUND_PROCESSING_SECONDS),
+      // Reads one invoice (or payout) several times in a row to follow its state; the poll rule has its own suite (rate-limits.spec.ts).
+      POLL_INTERVAL_SECONDS: '0',
+    };
     gateway = await startGateway('gateway', env);
     second = await startGateway('api', env);
     opA = new Operator(gateway.baseUrl, ADMIN_TOKEN);

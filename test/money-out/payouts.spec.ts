@@ -104,7 +104,13 @@ describe('payouts over HTTP (CLOCK=manual)', () => {
   const h = helpersOf(() => gw);
 
   beforeAll(async () => {
-    gw = await startInvoiceGateway({ CLOCK: 'manual' });
+    gw = await startInvoiceGateway({
+      CLOCK: 'manual',
+      // Reads one invoice (or payout) several times in a row to follow its state; the poll rule has its own suite (rate-limits.spec.ts).
+      POLL_INTERVAL_SECONDS: '0',
+      // Sends more than 60 requests a second with one key; the rate limit has its own suite (rate-limits.spec.ts).
+      RATE_LIMIT_PER_SECOND: '1000000',
+    });
   });
   afterAll(async () => {
     await gw?.close();
@@ -1005,7 +1011,7 @@ describe('GET /v1/payouts/{id} poll limit (POLL_INTERVAL_SECONDS 3, CLOCK=manual
   const h = helpersOf(() => gw);
 
   beforeAll(async () => {
-    gw = await startInvoiceGateway({ CLOCK: 'manual', POLL_INTERVAL_SECONDS: '3' });
+    gw = await startInvoiceGateway({ CLOCK: 'manual' });
   });
   afterAll(async () => {
     await gw?.close();

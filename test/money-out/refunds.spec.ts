@@ -45,7 +45,12 @@ describe('refunds (CLOCK=manual, REFUND_PROCESSING_SECONDS=10)', () => {
   let gw: InvoiceGateway;
 
   beforeAll(async () => {
-    gw = await startInvoiceGateway({ CLOCK: 'manual', REFUND_PROCESSING_SECONDS: String(PROCESSING_SECONDS) });
+    gw = await startInvoiceGateway({
+      CLOCK: 'manual',
+      REFUND_PROCESSING_SECONDS: String(PROCESSING_SECONDS),
+      // Reads one invoice (or payout) several times in a row to follow its state; the poll rule has its own suite (rate-limits.spec.ts).
+      POLL_INTERVAL_SECONDS: '0',
+    });
   });
   afterAll(async () => {
     await gw?.close();

@@ -89,7 +89,13 @@ describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pa
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN, CLOCK: 'manual' });
+    gateway = await startGateway('gateway', {
+      DATABASE_URL: db.url,
+      ADMIN_TOKEN,
+      CLOCK: 'manual',
+      // Reads one invoice (or payout) several times in a row to follow its state; the poll rule has its own suite (rate-limits.spec.ts).
+      POLL_INTERVAL_SECONDS: '0',
+    });
     const account = await json('POST', '/admin/v1/accounts', { name: 'Кофейня', email: 'coffee@example.com' }, ADMIN_TOKEN);
     expect(account.status).toBe(201);
     const project = await json('POST', '/admin/v1/projects', { accountId: account.body.id, name: 'Кофейня онлайн' }, ADMIN_TOKEN);

@@ -284,7 +284,14 @@ describe('the error contract under fuzzing', () => {
   }
 
   beforeAll(async () => {
-    gw = await startInvoiceGateway({ CLOCK: 'manual' });
+    gw = await startInvoiceGateway({
+      CLOCK: 'manual',
+      // Thousands of requests from one address and key, failing ones on purpose: the limits have suites of their own.
+      AUTH_FAILURE_LIMIT_PER_ADDRESS: '1000000',
+      AUTH_FAILURE_LIMIT_OVERALL: '1000000',
+      RATE_LIMIT_PER_SECOND: '1000000',
+      POLL_INTERVAL_SECONDS: '0',
+    });
     shop = await gw.operator.merchant({ name: 'Фаззинг' });
     scratch = await gw.operator.merchant({ name: 'Черновик' });
     const created = await shop.test.post('/v1/invoices', { amount: '100.00', orderId: orderId('target') });

@@ -84,7 +84,15 @@ describe('HMAC request signing (mode 2) across two API processes', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase({ poolSize: 2 });
-    const env = { DATABASE_URL: db.url, ADMIN_TOKEN, CLOCK: 'manual' };
+    const env = {
+      DATABASE_URL: db.url,
+      ADMIN_TOKEN,
+      CLOCK: 'manual',
+      // Each refusal rule is asserted as its 401, well over 20 of them from this one address: past the limit they would be 429.
+      AUTH_FAILURE_LIMIT_PER_ADDRESS: '1000000',
+      // The suite reads the same invoices through both processes in turn, faster than once per 3 s.
+      POLL_INTERVAL_SECONDS: '0',
+    };
     a = await startGateway('api', env);
     b = await startGateway('api', env);
     opA = new Operator(a.baseUrl, ADMIN_TOKEN);

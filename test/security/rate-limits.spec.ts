@@ -39,7 +39,8 @@ describe('request limits across two API processes', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase({ poolSize: 2 });
-    const env = { DATABASE_URL: db.url, ADMIN_TOKEN, CLOCK: 'manual', RATE_LIMIT_PER_SECOND: String(PER_SECOND), POLL_INTERVAL_SECONDS: '3' };
+    // The defaults (60 a second, one poll in 3 s), on a clock the test moves.
+    const env = { DATABASE_URL: db.url, ADMIN_TOKEN, CLOCK: 'manual' };
     a = await startGateway('api', env);
     b = await startGateway('api', env);
     opA = new Operator(a.baseUrl, ADMIN_TOKEN);

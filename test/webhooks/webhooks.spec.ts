@@ -124,7 +124,13 @@ describe('webhooks (CLOCK=manual, private networks allowed)', () => {
   };
 
   beforeAll(async () => {
-    gw = await startInvoiceGateway({ CLOCK: 'manual', REFUND_PROCESSING_SECONDS: '10', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
+    gw = await startInvoiceGateway({
+      CLOCK: 'manual',
+      REFUND_PROCESSING_SECONDS: '10',
+      WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
+      // Reads one invoice (or payout) several times in a row to follow its state; the poll rule has its own suite (rate-limits.spec.ts).
+      POLL_INTERVAL_SECONDS: '0',
+    });
     operator = gw.operator;
   });
   afterAll(async () => {
