@@ -14,6 +14,8 @@ import {
   deferSecondaryIndexes,
   HeldProjectionLocks,
   Projection,
+  PROJECTION_LOCK_NAMESPACE,
+  ProjectionHeldError,
   ProjectionRunner,
   readCheckpoint,
   rebuildProjectionsTogether,
@@ -104,7 +106,7 @@ describe('projections rebuilt in one pass over the log', () => {
     const result = await rebuildProjectionsTogether(db.pool, store, allProjections, { batchSize });
     expect({ batchSize, tables: await readModelChecksums(db.pool) }).toEqual({ batchSize, tables: live });
     expect(result.logEventsRead).toBe(logEvents);
-    expect(result.projections.map((p) => [p.projection, p.followed])).toEqual(allProjections.map((p) => [p.name, false]));
+    expect(result.projections.map((p) => p.projection)).toEqual(allProjections.map((p) => p.name));
     const streamCatalog = result.projections.find((p) => p.projection === 'stream_catalog')!;
     expect(streamCatalog.eventsApplied).toBe(BigInt(logEvents));
     // Every checkpoint at the head, no rebuild left marked as running, no lease left behind.
@@ -254,37 +256,63 @@ describe('projections rebuilt in one pass over the log', () => {
     expect(await readModelChecksums(db.pool)).toEqual(live);
   });
 
-  it('leaves a projection a running runner holds to that runner and follows its progress; the others are rebuilt in the pass', async () => {
-    const runner = new ProjectionRunner(db.pool, store, payoutsProjection, { batchSize: 100, standbyRetryMs: 50 });
+  it('takes a projection over from an idle running runner, which stands by and takes it back after: no event needed, no read model left empty', async () => {
+    const runner = new ProjectionRunner(db.pool, store, payoutsProjection, { batchSize: 100, standbyRetryMs: 50, leaseRenewMs: 200 });
     runner.start();
     try {
       for (let i = 0; runner.status().state !== 'live'; i++) {
         if (i > 1_000) throw new Error(`the runner never went live: ${JSON.stringify(runner.status())}`);
         await sleep(20);
       }
-      const rebuilding = rebuildProjectionsTogether(db.pool, store, [payoutsProjection, refundsProjection]);
-      // A runner notices a reset at its next batch: one more event of the log (of a stream
-      // neither projection reads) gives the caught-up runner that batch.
-      for (let i = 0; ; i++) {
-        const row = (await readCheckpoint(db.pool, 'payouts'))!;
-        if (row.rebuildStartedAt !== null && row.eventsApplied === 0n) break;
-        if (i > 1_000) throw new Error('the rebuild never reset payouts');
+      // Nothing is appended meanwhile: the runner sees the request at its lease renewal.
+      const states = new Set<string>();
+      const watching = setInterval(() => states.add(runner.status().state), 10);
+      const result = await rebuildProjectionsTogether(db.pool, store, [payoutsProjection, refundsProjection]);
+      clearInterval(watching);
+      expect(result.projections.map((p) => p.projection)).toEqual(['payouts', 'refunds']);
+      expect(states).toContain('handed_over');
+      expect(await readModelChecksums(db.pool)).toEqual(live);
+      // Let go: the runner is the active instance again, from the rebuilt checkpoint.
+      for (let i = 0; runner.status().state !== 'live'; i++) {
+        if (i > 1_000) throw new Error(`the runner never took the projection back: ${JSON.stringify(runner.status())}`);
         await sleep(20);
       }
-      await store.appendToStream(`wake-${randomBytes(4).toString('hex')}`, [{ id: randomUUID(), type: 'Wake', data: {} }]);
-      const result = await rebuilding;
-      expect(result.projections.map((p) => [p.projection, p.followed])).toEqual([
-        ['payouts', true],
-        ['refunds', false],
-      ]);
     } finally {
       await runner.stop();
     }
     expect(await readModelChecksums(db.pool)).toEqual(live);
   });
 
+  it('a runner that does not hand over in time (a projector of another kind): ProjectionHeldError naming the holder, and nothing changed', async () => {
+    // A session that holds the lock as a runner does, but never looks at hand-over requests.
+    const holder = await db.pool.connect();
+    try {
+      await holder.query(`SELECT pg_advisory_lock(${PROJECTION_LOCK_NAMESPACE}, hashtext('payouts'))`);
+      await holder.query(
+        `INSERT INTO projection_leases (projection, holder, backend_pid, acquired_at, renewed_at)
+         VALUES ('payouts', 'old-projector:4242', pg_backend_pid(), now(), now())
+         ON CONFLICT (projection) DO UPDATE SET holder = EXCLUDED.holder, backend_pid = EXCLUDED.backend_pid`,
+      );
+      const before = await readCheckpoint(db.pool, 'payouts');
+      await expect(rebuildProjectionsTogether(db.pool, store, [refundsProjection, payoutsProjection], { handoverWaitMs: 500 })).rejects.toThrow(
+        ProjectionHeldError,
+      );
+      await expect(rebuildProjectionsTogether(db.pool, store, [payoutsProjection], { handoverWaitMs: 500 })).rejects.toThrow(/old-projector:4242/);
+      expect(await readCheckpoint(db.pool, 'payouts')).toEqual(before);
+      expect(await readModelChecksums(db.pool)).toEqual(live);
+      // No request left behind, no lock of refunds kept.
+      expect((await db.pool.query('SELECT count(*)::int AS n FROM projection_handovers')).rows[0].n).toBe(0);
+      const refunds = await HeldProjectionLocks.takeOver(db.pool, ['refunds'], { waitMs: 500 });
+      await refunds.release();
+    } finally {
+      await holder.query(`DELETE FROM projection_leases WHERE backend_pid = pg_backend_pid()`);
+      await holder.query(`SELECT pg_advisory_unlock(${PROJECTION_LOCK_NAMESPACE}, hashtext('payouts'))`);
+      holder.release();
+    }
+  });
+
   it('holds the runners’ own locks: a runner waits in standby while a rebuild holds its projection, then follows from the checkpoint', async () => {
-    const locks = await HeldProjectionLocks.take(db.pool, ['payouts']);
+    const locks = await HeldProjectionLocks.takeOver(db.pool, ['payouts']);
     expect(locks.names).toEqual(['payouts']);
     await db.pool.query(`UPDATE projection_checkpoints SET commit_position = 0, prepare_position = 0, events_applied = 0 WHERE projection = 'payouts'`);
     await db.pool.query('TRUNCATE payouts');
@@ -295,10 +323,8 @@ describe('projections rebuilt in one pass over the log', () => {
         if (i > 1_000) throw new Error(`the runner never went to standby: ${JSON.stringify(runner.status())}`);
         await sleep(20);
       }
-      // A second taker finds the projection held.
-      const second = await HeldProjectionLocks.take(db.pool, ['payouts', 'refunds']);
-      expect(second.names).toEqual(['refunds']);
-      await second.release();
+      // A second taker finds the projection held, and takes nothing.
+      await expect(HeldProjectionLocks.takeOver(db.pool, ['refunds', 'payouts'], { waitMs: 300 })).rejects.toThrow(ProjectionHeldError);
       expect((await readCheckpoint(db.pool, 'payouts'))!.eventsApplied).toBe(0n);
       await locks.release();
       await caughtUp(runner);

@@ -8,7 +8,7 @@ import { createLogger } from '#platform/logging';
 /** What `projections:rebuild` hands the thread of one of its passes. */
 export interface RebuildPassWork {
   readonly databaseUrl: string;
-  /** The projections of this pass (already reset: the pass resumes them from their checkpoints). */
+  /** The projections of this pass (already reset, their locks held by the command: the pass resumes them from their checkpoints). */
   readonly projections: readonly string[];
   readonly batchSize?: number;
   readonly computeInDatabase: boolean;
@@ -42,6 +42,8 @@ async function runPass(work: RebuildPassWork): Promise<void> {
       batchSize: work.batchSize,
       computeInDatabase: work.computeInDatabase,
       resume: true,
+      // Held by the command's own session, which stops this thread if it loses them.
+      locks: { lost: null },
       log,
       onProgress: (progress) => port.postMessage({ kind: 'progress', progress } satisfies RebuildPassMessage),
     });

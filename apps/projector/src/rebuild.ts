@@ -3,12 +3,22 @@ import { Worker } from 'node:worker_threads';
 import { Infrastructure, loadConfigOrExit, openInfrastructure } from '#payments/composition';
 import { COMMAND_SESSION_LIMITS } from '#platform/database';
 import { createLogger, Logger } from '#platform/logging';
-import { ProgressBar, Projection, RebuildProgress, rebuildProjectionsTogether, RebuildTogetherResult, resetForRebuild } from '#event-store/projections';
+import {
+  announceRebuild,
+  HeldProjectionLocks,
+  ProgressBar,
+  Projection,
+  ProjectionHeldError,
+  RebuildProgress,
+  rebuildProjectionsTogether,
+  RebuildTogetherResult,
+  resetForRebuild,
+} from '#event-store/projections';
 import { allProjections, rebuildPassesOf } from '#payments/read-models';
 import type { RebuildPassMessage, RebuildPassWork } from './rebuild-pass.worker';
 
 /**
- * `npm run projections:rebuild [name...] [--batch-size N] [--from-events]`: empties the
+ * `npm run projections:rebuild [name...] [--batch-size N] [--from-events] [--handover-wait S]`: empties the
  * named read models (all when none is named) and rebuilds them from position zero of
  * the log, in pages of N events (default 10000), with a progress bar (decision 0151):
  *
@@ -21,12 +31,24 @@ import type { RebuildPassMessage, RebuildPassWork } from './rebuild-pass.worker'
  *   `--from-events` asks for every read model from its events (to check that SQL
  *   against the projection's own code: the checksums must be equal).
  *
- * Safe to interrupt: run it again, or start the projector, and the rebuild goes on
- * from each projection's last committed batch.
+ * Safe against a running gateway: it first takes every projection it rebuilds over
+ * from the running projectors (they stand by, and go on from the rebuilt checkpoints
+ * when it ends) or exits 2 naming the holder, having changed nothing. Then it marks
+ * the read models as being rebuilt, so that the API answers 503 with Retry-After for
+ * them instead of an empty answer, waits REBUILD_ANNOUNCE_MS for every API process to
+ * see the mark, and only then empties them.
+ *
+ * Safe to interrupt at any point: before the mark nothing has changed; after it, the
+ * projectors take their projections back and finish the rebuild from each one's last
+ * committed batch (or run the command again), and the API answers 503 for those read
+ * models until they have caught up.
  */
+export const REBUILD_ANNOUNCE_MS = 3_000;
+
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
   let batchSize: number | undefined;
+  let handoverWaitSeconds: number | undefined;
   let fromEvents = false;
   const names: string[] = [];
   for (let i = 0; i < args.length; i++) {
@@ -35,6 +57,10 @@ async function main(): Promise<void> {
     } else if (args[i] === '--batch-size') {
       batchSize = Number(args[++i]);
       if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 50_000) fail('--batch-size takes an integer from 1 to 50000');
+    } else if (args[i] === '--handover-wait') {
+      handoverWaitSeconds = Number(args[++i]);
+      if (!Number.isInteger(handoverWaitSeconds) || handoverWaitSeconds < 1 || handoverWaitSeconds > 3600)
+        fail('--handover-wait takes seconds, from 1 to 3600');
     } else if (args[i]!.startsWith('-')) {
       fail(`unknown option ${args[i]}`);
     } else {
@@ -50,7 +76,23 @@ async function main(): Promise<void> {
   const logLevel = process.env.LOG_LEVEL ?? 'warn';
   const log = createLogger('projections-rebuild', logLevel);
   const infra = await openInfrastructure(config, log, { applicationName: 'gateway-rebuild', limits: COMMAND_SESSION_LIMITS });
+  let locks: HeldProjectionLocks;
   try {
+    locks = await HeldProjectionLocks.takeOver(
+      infra.pool,
+      selected.map((p) => p.name),
+      { log, waitMs: handoverWaitSeconds === undefined ? undefined : handoverWaitSeconds * 1000 },
+    );
+  } catch (error) {
+    await infra.close();
+    if (error instanceof ProjectionHeldError) fail(error.message);
+    throw error;
+  }
+  process.stdout.write(`took over ${selected.map((p) => p.name).join(', ')}: running projectors stand by until the rebuild ends\n`);
+  try {
+    await announceRebuild(infra.pool, selected);
+    await new Promise((resolve) => setTimeout(resolve, REBUILD_ANNOUNCE_MS));
+    await resetForRebuild(infra.pool, selected);
     const bar = new ProgressBar('projections'.padEnd(16));
     const progress = new Map<string, { applied: bigint; fraction: number }>();
     const onProgress = (p: RebuildProgress) => {
@@ -65,16 +107,26 @@ async function main(): Promise<void> {
     // In passes at once when the store reads part of the log in one read (readAllThrough); else the one pass.
     const results =
       passes.length > 1 && infra.store.readAllThrough
-        ? await rebuildInPasses(infra, passes, { batchSize, computeInDatabase: !fromEvents, log, logLevel, onProgress })
-        : [await rebuildProjectionsTogether(infra.pool, infra.store, selected, { batchSize, computeInDatabase: !fromEvents, log, onProgress })];
+        ? await rebuildInPasses(infra, passes, locks, { batchSize, computeInDatabase: !fromEvents, log, logLevel, onProgress })
+        : [
+            await rebuildProjectionsTogether(infra.pool, infra.store, selected, {
+              batchSize,
+              computeInDatabase: !fromEvents,
+              resume: true,
+              locks,
+              log,
+              onProgress,
+            }),
+          ];
     const seconds = (Date.now() - started) / 1000;
     bar.update(1, 'done', true);
     const byName = new Map(results.flatMap((r) => r.projections).map((r) => [r.projection, r]));
     const rebuilt = selected.map((p) => byName.get(p.name)!);
     for (const r of rebuilt) {
       const rate = Number(r.eventsApplied) / Math.max(r.seconds, 0.001);
-      const how = r.followed ? ' (by the running projector)' : `, ${r.applySeconds.toFixed(1)} s in its batches`;
-      process.stdout.write(`rebuilt ${r.projection}: ${r.eventsApplied} events in ${r.seconds.toFixed(1)} s (${Math.round(rate)} events/s${how})\n`);
+      process.stdout.write(
+        `rebuilt ${r.projection}: ${r.eventsApplied} events in ${r.seconds.toFixed(1)} s (${Math.round(rate)} events/s, ${r.applySeconds.toFixed(1)} s in its batches)\n`,
+      );
     }
     process.stdout.write(readSummary(results, results.length > 1 ? passes : [selected], seconds));
     process.stdout.write(
@@ -84,24 +136,26 @@ async function main(): Promise<void> {
       ),
     );
   } finally {
+    await locks.release();
     await infra.close();
   }
 }
 
 /**
- * Every read model in passes at once (decision 0151): all of them reset first, in one
- * transaction (resetForRebuild), then the first pass on this thread and each other on
- * a thread of its own (rebuild-pass.worker), each resuming its projections from their
- * checkpoints and reading only its part of the log. A pass that fails stops the
- * others (their batches commit with their checkpoints: run the command again, or
- * start the projector, and each goes on from where it stopped).
+ * Every read model in passes at once (decision 0151), already reset: the first pass on
+ * this thread and each other on a thread of its own (rebuild-pass.worker), each
+ * resuming its projections from their checkpoints and reading only its part of the
+ * log, all under the locks this thread's session holds (were they lost, the threads
+ * are stopped). A pass that fails stops the others (their batches commit with their
+ * checkpoints: run the command again, or start the projector, and each goes on from
+ * where it stopped).
  */
 async function rebuildInPasses(
   infra: Infrastructure,
   passes: readonly (readonly Projection[])[],
+  locks: HeldProjectionLocks,
   options: { batchSize?: number; computeInDatabase: boolean; log: Logger; logLevel: string; onProgress: (p: RebuildProgress) => void },
 ): Promise<RebuildTogetherResult[]> {
-  await resetForRebuild(infra.pool, passes.flat(), { log: options.log });
   const [own, ...others] = passes;
   const threads = others.map((pass) =>
     passInThread(
@@ -115,11 +169,16 @@ async function rebuildInPasses(
       options.onProgress,
     ),
   );
+  // The threads cannot see the locks: watched here, and the threads stopped if they are lost.
+  const watch = setInterval(() => {
+    if (locks.lost !== null) void Promise.all(threads.map((t) => t.stop()));
+  }, 500);
   try {
     const mine = await rebuildProjectionsTogether(infra.pool, infra.store, own!, {
       batchSize: options.batchSize,
       computeInDatabase: options.computeInDatabase,
       resume: true,
+      locks,
       log: options.log,
       onProgress: options.onProgress,
     });
@@ -127,6 +186,8 @@ async function rebuildInPasses(
   } catch (error) {
     await Promise.all(threads.map((t) => t.stop()));
     throw error;
+  } finally {
+    clearInterval(watch);
   }
 }
 

@@ -1,14 +1,37 @@
 import { hostname } from 'node:os';
 import type { Pool, PoolClient } from 'pg';
 import type { Logger } from '#platform/logging';
-import { PROJECTION_LEASE_RENEW_MS } from './projection-runner';
 
-/**
- * The namespace of the two-key advisory locks that keep one active instance per
- * projection: the same as ProjectionRunner's (a test holds a projection with a runner
- * and sees a rebuild leave it alone, and the other way round).
- */
+/** Namespace of the two-key advisory locks that keep one active instance per projection (ProjectionRunner's and a rebuild's). */
 export const PROJECTION_LOCK_NAMESPACE = 48_213;
+
+/** How often the active instance renews its lease (real time); also how soon it sees a hand-over asked of it. */
+export const PROJECTION_LEASE_RENEW_MS = 2_000;
+/** A lease not renewed for this long is stale: a standby ends the holder's session and takes over. */
+export const PROJECTION_LEASE_STALE_MS = 10_000;
+/** How often a standby instance tries to become the active one. */
+export const PROJECTION_STANDBY_RETRY_MS = 2_000;
+/** How long a rebuild waits for the active instances to hand their projections over before it gives up (default). */
+export const PROJECTION_HANDOVER_WAIT_MS = 15_000;
+
+/** SQL: whether a live session asked for the hand-over of the projection named by `$1`. */
+export const HANDOVER_ASKED = `EXISTS (SELECT 1 FROM projection_handovers h JOIN pg_stat_activity a ON a.pid = h.requester_pid
+  WHERE h.projection = $1 AND h.requester_pid <> pg_backend_pid())`;
+
+/** A projection whose active instance did not hand it over in time: nothing was changed. */
+export class ProjectionHeldError extends Error {
+  constructor(
+    readonly projection: string,
+    readonly holder: string | null,
+    readonly waitedMs: number,
+  ) {
+    super(
+      `projection ${projection} is held by ${holder ?? 'another session'}, which did not hand it over within ${Math.round(waitedMs / 1000)} s: ` +
+        'stop that projector (or let its batch finish) and run the command again; nothing was changed',
+    );
+    this.name = 'ProjectionHeldError';
+  }
+}
 
 /**
  * The projection locks a batch job (a rebuild) holds on one session of its own, with
@@ -30,32 +53,61 @@ export class HeldProjectionLocks {
   ) {}
 
   /**
-   * Takes, without waiting, the lock of each named projection that no one holds, and
-   * writes their leases; the others are left to whoever holds them.
+   * Takes the lock of every named projection, asking the active instance of each
+   * (a running projector) to hand it over: the runner sees the request at its next
+   * lease renewal, finishes its batch, lets the lock go and stands by until this job
+   * releases it. Waits at most `waitMs` for each; a projection not handed over by then
+   * (a projector that does not answer the request) fails the whole take with
+   * ProjectionHeldError naming its holder, and every lock taken is let go.
    */
-  static async take(pool: Pool, names: readonly string[], options: { holder?: string; renewMs?: number; log?: Logger } = {}): Promise<HeldProjectionLocks> {
+  static async takeOver(
+    pool: Pool,
+    names: readonly string[],
+    options: { holder?: string; renewMs?: number; waitMs?: number; log?: Logger } = {},
+  ): Promise<HeldProjectionLocks> {
+    const holder = options.holder ?? `${hostname()}:${process.pid} (projections:rebuild)`;
+    const waitMs = options.waitMs ?? PROJECTION_HANDOVER_WAIT_MS;
     const client = await pool.connect();
     try {
-      const taken = (
-        await client.query<{ projection: string }>(
-          `SELECT projection FROM unnest($1::text[]) WITH ORDINALITY AS p(projection, ord)
-           WHERE pg_try_advisory_lock(${PROJECTION_LOCK_NAMESPACE}, hashtext(projection)) ORDER BY ord`,
-          [names],
-        )
-      ).rows.map((r) => r.projection);
+      await client.query(
+        `INSERT INTO projection_handovers (projection, requester, requester_pid, requested_at)
+         SELECT projection, $2, pg_backend_pid(), clock_timestamp() FROM unnest($1::text[]) AS p(projection)
+         ON CONFLICT (projection) DO UPDATE SET requester = EXCLUDED.requester, requester_pid = EXCLUDED.requester_pid,
+           requested_at = EXCLUDED.requested_at`,
+        [names, holder],
+      );
+      try {
+        const started = Date.now();
+        for (const name of names) {
+          const left = Math.max(1, waitMs - (Date.now() - started));
+          try {
+            // A waiter in PostgreSQL's queue gets the lock the moment its holder lets it go.
+            await client.query(`SET lock_timeout = ${Math.ceil(left)}`);
+            await client.query(`SELECT pg_advisory_lock(${PROJECTION_LOCK_NAMESPACE}, hashtext($1))`, [name]);
+          } catch (error) {
+            if ((error as { code?: string }).code !== '55P03') throw error;
+            await client.query('RESET lock_timeout');
+            const lease = await client.query<{ holder: string }>('SELECT holder FROM projection_leases WHERE projection = $1', [name]);
+            throw new ProjectionHeldError(name, lease.rows[0]?.holder ?? null, waitMs);
+          }
+        }
+        await client.query('RESET lock_timeout');
+      } finally {
+        await client.query('DELETE FROM projection_handovers WHERE requester_pid = pg_backend_pid()');
+      }
       await client.query(
         `INSERT INTO projection_leases (projection, holder, backend_pid, acquired_at, renewed_at)
          SELECT projection, $2, pg_backend_pid(), clock_timestamp(), clock_timestamp() FROM unnest($1::text[]) AS p(projection)
          ON CONFLICT (projection) DO UPDATE SET holder = EXCLUDED.holder, backend_pid = EXCLUDED.backend_pid,
            acquired_at = EXCLUDED.acquired_at, renewed_at = EXCLUDED.renewed_at`,
-        [taken, options.holder ?? `${hostname()}:${process.pid}`],
+        [names, holder],
       );
-      const locks = new HeldProjectionLocks(client, taken, options.renewMs ?? PROJECTION_LEASE_RENEW_MS, options.log);
+      const locks = new HeldProjectionLocks(client, names, options.renewMs ?? PROJECTION_LEASE_RENEW_MS, options.log);
       client.on('error', locks.onError);
       locks.scheduleHeartbeat();
       return locks;
     } catch (error) {
-      // Discarding the connection frees any lock taken on it.
+      // Discarding the connection frees every lock taken on it.
       client.release(error as Error);
       throw error;
     }

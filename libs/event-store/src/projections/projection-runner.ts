@@ -8,16 +8,13 @@ import { silentLogger } from '#platform/logging';
 import { advanceCheckpoint, CheckpointMovedError, ensureCheckpoint, readCheckpoint } from './checkpoints';
 import { restoreDeferredIndexes } from './deferred-indexes';
 import type { Projection } from './projection';
-
-/** Namespace of the two-key advisory locks that keep one active instance per projection. */
-const PROJECTION_LOCK_NAMESPACE = 48_213;
-
-/** How often the active instance renews its lease (real time). */
-export const PROJECTION_LEASE_RENEW_MS = 2_000;
-/** A lease not renewed for this long is stale: a standby ends the holder's session and takes over. */
-export const PROJECTION_LEASE_STALE_MS = 10_000;
-/** How often a standby instance tries to become the active one. */
-export const PROJECTION_STANDBY_RETRY_MS = 2_000;
+import {
+  HANDOVER_ASKED,
+  PROJECTION_LEASE_RENEW_MS,
+  PROJECTION_LEASE_STALE_MS,
+  PROJECTION_LOCK_NAMESPACE,
+  PROJECTION_STANDBY_RETRY_MS,
+} from './projection-locks';
 /**
  * How long the checkpoint row may trail over events the projection's filter skipped
  * (the batch had nothing to apply): one statement at most this often instead of a
@@ -36,7 +33,8 @@ export const PROJECTION_TAKEOVER_BOUND_MS = PROJECTION_LEASE_STALE_MS + PROJECTI
 
 export interface ProjectionStatus {
   readonly projection: string;
-  readonly state: 'standby' | 'catching_up' | 'live' | 'stopped' | 'failing';
+  /** `handed_over`: a rebuild asked for the projection; the runner stands by until it is let go. */
+  readonly state: 'standby' | 'handed_over' | 'catching_up' | 'live' | 'stopped' | 'failing';
   readonly checkpoint: Position | null;
   readonly lastError: string | null;
 }
@@ -77,6 +75,14 @@ export interface ProjectionRunnerOptions {
  * ends the session (pg_terminate_backend) and takes the lock. An old holder that
  * comes back finds its session gone and its next compare-and-set refused, so nothing
  * is applied twice.
+ *
+ * A rebuild asks for the projection (a row of projection_handovers, live while its
+ * session is): the active runner sees the request at its next lease renewal (within
+ * PROJECTION_LEASE_RENEW_MS, whether or not events arrive), finishes its batch, lets
+ * the lock go and stands by; no standby takes a projection someone asked for. When the
+ * rebuild lets it go (or dies), the runner takes it back and goes on from the stored
+ * checkpoint; a rebuild that was interrupted is finished so, and the runner clears
+ * its mark (rebuild_started_at) once it has caught up with the log.
  */
 export class ProjectionRunner {
   private state: ProjectionStatus['state'] = 'stopped';
@@ -92,6 +98,10 @@ export class ProjectionRunner {
   private subscription: AllSubscription | null = null;
   private loop: Promise<void> | null = null;
   private wakeStandby: (() => void) | null = null;
+  /** A rebuild asked for the projection: seen by the lease renewal of the active instance. */
+  private handoverAsked = false;
+  /** A rebuild wanted the projection when this standby last tried to take it. */
+  private askedFor = false;
   private readonly log: Logger;
 
   constructor(
@@ -127,12 +137,20 @@ export class ProjectionRunner {
     while (this.running) {
       try {
         if (!(await this.becomeActive())) {
-          this.state = 'standby';
+          this.state = this.askedFor ? 'handed_over' : 'standby';
           await this.sleep(this.options.standbyRetryMs ?? PROJECTION_STANDBY_RETRY_MS);
           continue;
         }
         await this.follow();
         backoffMs = 100;
+        if (this.handoverAsked) {
+          this.handoverAsked = false;
+          await this.releaseLock();
+          this.state = 'handed_over';
+          this.askedFor = true;
+          this.log.info('handed the projection over to a rebuild; standing by until it is let go');
+          await this.sleep(this.options.standbyRetryMs ?? PROJECTION_STANDBY_RETRY_MS);
+        }
       } catch (error) {
         if (!this.running) break;
         if (error instanceof CheckpointMovedError) {
@@ -179,11 +197,15 @@ export class ProjectionRunner {
     }
   }
 
+  /** The lock, unless someone asked for the projection (a rebuild waiting for it). */
   private async tryLock(client: PoolClient): Promise<boolean> {
-    const result = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1, hashtext($2)) AS locked', [
-      PROJECTION_LOCK_NAMESPACE,
-      this.projection.name,
-    ]);
+    const result = await client.query<{ asked: boolean; locked: boolean }>(
+      // CASE, not AND: only CASE promises the lock is not even tried when someone asked.
+      `SELECT asked, CASE WHEN asked THEN false ELSE pg_try_advisory_lock(${PROJECTION_LOCK_NAMESPACE}, hashtext($1)) END AS locked
+       FROM (SELECT ${HANDOVER_ASKED} AS asked) q`,
+      [this.projection.name],
+    );
+    this.askedFor = result.rows[0]!.asked;
     return result.rows[0]!.locked;
   }
 
@@ -229,17 +251,29 @@ export class ProjectionRunner {
     return stale.locked;
   }
 
-  /** Renews the lease from the lock's own session; a renewal that fails or finds the lease taken loses the lock. */
+  /**
+   * Renews the lease from the lock's own session; a renewal that fails or finds the
+   * lease taken loses the lock. The same statement asks whether a rebuild wants the
+   * projection: then the subscription ends, and the runner hands it over (run).
+   */
   private scheduleHeartbeat(client: PoolClient): void {
     this.heartbeat = setTimeout(async () => {
       this.heartbeat = null;
       if (this.lockClient !== client) return;
       try {
-        const renewed = await client.query(
-          'UPDATE projection_leases SET renewed_at = clock_timestamp() WHERE projection = $1 AND backend_pid = pg_backend_pid()',
+        const renewed = await client.query<{ renewed: number; asked: boolean }>(
+          `WITH renewed AS (
+             UPDATE projection_leases SET renewed_at = clock_timestamp() WHERE projection = $1 AND backend_pid = pg_backend_pid() RETURNING 1
+           )
+           SELECT (SELECT count(*) FROM renewed)::int AS renewed, ${HANDOVER_ASKED} AS asked`,
           [this.projection.name],
         );
-        if (renewed.rowCount !== 1) throw new Error('the projection lease was taken over by another instance');
+        if (renewed.rows[0]!.renewed !== 1) throw new Error('the projection lease was taken over by another instance');
+        if (renewed.rows[0]!.asked && !this.handoverAsked) {
+          this.handoverAsked = true;
+          this.log.info('a rebuild asked for the projection; handing it over after the current batch');
+          void this.subscription?.unsubscribe();
+        }
       } catch (error) {
         if (this.lockClient === client) {
           this.log.warn({ err: error }, 'the projection lease could not be renewed; giving the projection up');
@@ -291,7 +325,10 @@ export class ProjectionRunner {
     const restored = await restoreDeferredIndexes(this.pool, name);
     if (restored > 0) this.log.info({ indexes: restored }, 'made again the indexes an interrupted rebuild had dropped');
     await ensureCheckpoint(this.pool, name);
-    let checkpoint = (await readCheckpoint(this.pool, name))!.position;
+    const row = (await readCheckpoint(this.pool, name))!;
+    let checkpoint = row.position;
+    // An interrupted rebuild left its mark: cleared once this runner has caught up with the log.
+    let rebuildPending = row.rebuildStartedAt !== null;
     this.checkpoint = checkpoint;
     this.state = 'catching_up';
     this.lastError = null;
@@ -356,6 +393,11 @@ export class ProjectionRunner {
             if (Date.now() - storedAt >= deferMs) await writeSkipped();
           }
           this.checkpoint = checkpoint;
+        }
+        if (batch.caughtUp && rebuildPending) {
+          await this.pool.query('UPDATE projection_checkpoints SET rebuild_started_at = NULL WHERE projection = $1', [name]);
+          rebuildPending = false;
+          this.log.info('finished the rebuild an interrupted projections:rebuild had begun');
         }
         this.state = batch.caughtUp ? 'live' : 'catching_up';
         this.options.onBatch?.({ projection: name, applied: batch.events.length, checkpoint, caughtUp: batch.caughtUp });

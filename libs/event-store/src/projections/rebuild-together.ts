@@ -8,7 +8,7 @@ import { advanceCheckpoint, CheckpointMovedError, ensureCheckpoint, readCheckpoi
 import { deferAutovacuum, deferSecondaryIndexes, restoreDeferredIndexes } from './deferred-indexes';
 import type { Projection } from './projection';
 import { HeldProjectionLocks } from './projection-locks';
-import { rebuildProjection, RebuildProgress, resetProjection } from './rebuild';
+import type { RebuildProgress } from './rebuild';
 
 /** Log events read per page by a rebuild of several projections (each projection's batch is a page). */
 export const REBUILD_PAGE_EVENTS = 10_000;
@@ -22,13 +22,11 @@ export interface RebuiltProjection {
   readonly seconds: number;
   /** Seconds inside this projection's batches (prepare, apply and checkpoint). */
   readonly applySeconds: number;
-  /** A projector held it: it rebuilt it and this call followed its progress (as rebuildProjection does). */
-  readonly followed: boolean;
 }
 
 export interface RebuildTogetherResult {
   readonly projections: readonly RebuiltProjection[];
-  /** Log events read by the one pass (0 when every projection was followed). */
+  /** Log events read by the pass. */
   readonly logEventsRead: number;
   /** Seconds waiting for pages of the log (reads the projections did not overlap). */
   readonly readWaitSeconds: number;
@@ -42,6 +40,14 @@ export interface RebuildTogetherOptions {
   readonly resume?: boolean;
   readonly onProgress?: (p: RebuildProgress) => void;
   readonly log?: Logger;
+  /**
+   * The projections' locks, held by the caller (`projections:rebuild` holds every
+   * pass's on its own session; `lost` tells when they are gone). Without, this call
+   * takes them over itself (HeldProjectionLocks.takeOver) and lets them go at its end.
+   */
+  readonly locks?: { readonly lost: string | null };
+  /** How long to wait for running projectors to hand the projections over (default PROJECTION_HANDOVER_WAIT_MS). */
+  readonly handoverWaitMs?: number;
   /** How often the leases of the projections being rebuilt are renewed (default as ProjectionRunner). */
   readonly leaseRenewMs?: number;
   /**
@@ -67,14 +73,12 @@ export interface RebuildTogetherOptions {
  * this database and the projection starts from zero, in one transaction beside the
  * pass, unless `computeInDatabase` is false (decision 0151).
  *
- * The guarantees of rebuildProjection hold for each projection: it is reset (tables
- * emptied, checkpoint at zero) in one transaction; its batches commit with its
- * checkpoint, so a rebuild killed at any moment and resumed (by a projector, or by
- * this call with `resume`) ends with the same read model; while the rebuild holds a
- * projection, its lock and a lease renewed like ProjectionRunner's keep a projector's
- * runner in standby, and the runner takes over from the checkpoint once released. A
- * projection a running projector holds is reset and left to it, and this call follows
- * its progress (rebuildProjection).
+ * Nothing is reset before every projection's lock is held: a running projector hands
+ * each over (HeldProjectionLocks.takeOver) or the call fails having changed nothing.
+ * Each projection is then reset (tables emptied, checkpoint at zero) in one
+ * transaction; its batches commit with its checkpoint, so a rebuild killed at any
+ * moment and resumed (by a projector, or by this call with `resume`) ends with the
+ * same read model.
  */
 export async function rebuildProjectionsTogether(
   pool: Pool,
@@ -84,73 +88,60 @@ export async function rebuildProjectionsTogether(
 ): Promise<RebuildTogetherResult> {
   const started = Date.now();
   const seconds = () => (Date.now() - started) / 1000;
-  const head = await store.headPosition();
-  const locks = await HeldProjectionLocks.take(
-    pool,
-    projections.map((p) => p.name),
-    { renewMs: options.leaseRenewMs, log: options.log },
-  );
-  const held = new Set(locks.names);
-  const mine = projections.filter((p) => held.has(p.name));
-  // Held by a projector: reset and followed, as a rebuild of one projection does.
-  const followed = projections
-    .filter((p) => !held.has(p.name))
-    .map(async (p): Promise<RebuiltProjection> => {
-      const r = await rebuildProjection(pool, store, p, { resume: options.resume, log: options.log, onProgress: options.onProgress });
-      return { projection: p.name, eventsApplied: r.eventsApplied, seconds: r.seconds, applySeconds: 0, followed: true };
-    });
-  // Every rejection is awaited below; none goes unhandled meanwhile.
-  for (const f of followed) f.catch(() => undefined);
-
-  let pass: { projections: RebuiltProjection[]; logEventsRead: number; readWaitSeconds: number } = {
-    projections: [],
-    logEventsRead: 0,
-    readWaitSeconds: 0,
-  };
+  const own = options.locks
+    ? null
+    : await HeldProjectionLocks.takeOver(
+        pool,
+        projections.map((p) => p.name),
+        { renewMs: options.leaseRenewMs, waitMs: options.handoverWaitMs, log: options.log },
+      );
   try {
-    if (mine.length > 0) {
-      if (!options.resume) await resetTogether(pool, mine);
-      pass = await onePass(pool, store, mine, head, locks, options, seconds);
-      await pool.query('UPDATE projection_checkpoints SET rebuild_started_at = NULL WHERE projection = ANY($1::text[])', [mine.map((p) => p.name)]);
-    }
+    const head = await store.headPosition();
+    if (!options.resume) await resetForRebuild(pool, projections);
+    const pass = await onePass(pool, store, projections, head, options.locks ?? own!, options, seconds);
+    await pool.query('UPDATE projection_checkpoints SET rebuild_started_at = NULL WHERE projection = ANY($1::text[])', [projections.map((p) => p.name)]);
+    return { ...pass, seconds: seconds() };
   } finally {
-    await locks.release();
+    await own?.release();
   }
-  const others = await Promise.all(followed);
-  const byName = new Map([...pass.projections, ...others].map((r) => [r.projection, r]));
-  return {
-    projections: projections.map((p) => byName.get(p.name)!),
-    logEventsRead: pass.logEventsRead,
-    readWaitSeconds: pass.readWaitSeconds,
-    seconds: seconds(),
-  };
 }
 
 /**
- * Resets projections for a rebuild that goes on in several passes at once, each a
- * rebuildProjectionsTogether with `resume` (in a thread of its own): those no one
- * holds as a rebuild resets them (resetTogether, all in one transaction), one a
- * projector holds as rebuildProjection does (its runner follows from the start); then
- * lets their locks go. A rebuild killed after this resumes from zero.
+ * Marks the projections as being rebuilt (rebuild_started_at), in a transaction of its
+ * own: the API answers 503 for their read models from its next look at the marks
+ * (ReadModelRebuilds), while the models are still whole. `projections:rebuild` waits
+ * REBUILD_ANNOUNCE_MS after this before it empties anything.
  */
-export async function resetForRebuild(
-  pool: Pool,
-  projections: readonly Projection[],
-  options: { readonly log?: Logger; readonly leaseRenewMs?: number } = {},
-): Promise<void> {
-  const locks = await HeldProjectionLocks.take(
-    pool,
-    projections.map((p) => p.name),
-    { renewMs: options.leaseRenewMs, log: options.log },
+export async function announceRebuild(pool: Pool, projections: readonly Projection[]): Promise<void> {
+  await pool.query(
+    `INSERT INTO projection_checkpoints (projection, rebuild_started_at) SELECT projection, now() FROM unnest($1::text[]) AS p(projection)
+     ON CONFLICT (projection) DO UPDATE SET rebuild_started_at = now()`,
+    [projections.map((p) => p.name)],
   );
-  try {
-    const held = new Set(locks.names);
-    const mine = projections.filter((p) => held.has(p.name));
-    if (mine.length > 0) await resetTogether(pool, mine);
-    for (const p of projections.filter((x) => !held.has(x.name))) await resetProjection(pool, p);
-  } finally {
-    await locks.release();
-  }
+}
+
+/**
+ * Empties the projections' tables, drops their secondary indexes and switches their
+ * autovacuum off (both undone when each projection's pass ends: deferSecondaryIndexes,
+ * deferAutovacuum) and moves their checkpoints back to zero, marked as being rebuilt,
+ * in one transaction. The caller holds every projection's lock.
+ */
+export async function resetForRebuild(pool: Pool, projections: readonly Projection[]): Promise<void> {
+  const tables = projections.flatMap((p) => p.tables);
+  await inTransaction(pool, async (tx) => {
+    if (tables.length > 0) await tx.query(`TRUNCATE ${tables.join(', ')}`);
+    for (const p of projections) {
+      await deferSecondaryIndexes(tx, p.name, p.tables, p.primaryKeyBuiltAfterRebuild);
+      await deferAutovacuum(tx, p.name, p.tables);
+    }
+    await tx.query(
+      `INSERT INTO projection_checkpoints (projection, commit_position, prepare_position, events_applied, updated_at, rebuild_started_at)
+       SELECT projection, 0, 0, 0, now(), now() FROM unnest($1::text[]) AS p(projection)
+       ON CONFLICT (projection) DO UPDATE SET commit_position = 0, prepare_position = 0, events_applied = 0,
+         updated_at = now(), rebuild_started_at = coalesce(projection_checkpoints.rebuild_started_at, now())`,
+      [projections.map((p) => p.name)],
+    );
+  });
 }
 
 /**
@@ -168,29 +159,6 @@ export function logReadScopeOf(projections: readonly Projection[]): LogReadScope
   };
 }
 
-/**
- * Empties the projections' tables, drops their secondary indexes and switches their
- * autovacuum off (both undone when each projection's pass ends: deferSecondaryIndexes,
- * deferAutovacuum) and moves their checkpoints back to zero, in one transaction.
- */
-async function resetTogether(pool: Pool, projections: readonly Projection[]): Promise<void> {
-  const tables = projections.flatMap((p) => p.tables);
-  await inTransaction(pool, async (tx) => {
-    if (tables.length > 0) await tx.query(`TRUNCATE ${tables.join(', ')}`);
-    for (const p of projections) {
-      await deferSecondaryIndexes(tx, p.name, p.tables, p.primaryKeyBuiltAfterRebuild);
-      await deferAutovacuum(tx, p.name, p.tables);
-    }
-    await tx.query(
-      `INSERT INTO projection_checkpoints (projection, commit_position, prepare_position, events_applied, updated_at, rebuild_started_at)
-       SELECT projection, 0, 0, 0, now(), now() FROM unnest($1::text[]) AS p(projection)
-       ON CONFLICT (projection) DO UPDATE SET commit_position = 0, prepare_position = 0, events_applied = 0,
-         updated_at = now(), rebuild_started_at = now()`,
-      [projections.map((p) => p.name)],
-    );
-  });
-}
-
 interface Page {
   readonly events: readonly RecordedEvent[];
   /** The position of the page's last event: each projection's checkpoint after it. */
@@ -202,7 +170,7 @@ async function onePass(
   store: EventStore,
   projections: readonly Projection[],
   head: Position | null,
-  locks: HeldProjectionLocks,
+  locks: { readonly lost: string | null },
   options: RebuildTogetherOptions,
   seconds: () => number,
 ): Promise<{ projections: RebuiltProjection[]; logEventsRead: number; readWaitSeconds: number }> {
@@ -387,7 +355,6 @@ async function onePass(
       eventsApplied: w.applied,
       seconds: w.finishedAt,
       applySeconds: w.applySeconds,
-      followed: false,
     })),
     logEventsRead,
     readWaitSeconds,

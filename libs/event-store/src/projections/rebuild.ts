@@ -1,11 +1,6 @@
 import type { Pool } from 'pg';
-import type { EventStore, Position } from '..';
-import { comparePositions } from '..';
 import { inTransaction } from '#platform/database';
-import type { Logger } from '#platform/logging';
-import { readCheckpoint } from './checkpoints';
 import type { Projection } from './projection';
-import { ProjectionRunner } from './projection-runner';
 
 export interface RebuildProgress {
   readonly projection: string;
@@ -17,8 +12,9 @@ export interface RebuildProgress {
 
 /**
  * Empties the projection's tables and moves its checkpoint back to the start of the
- * log, in one transaction. A projector that is running this projection notices on
- * its next batch (its compare-and-set fails) and follows from the start.
+ * log, in one transaction, for its runner to build again from the first event. The
+ * caller makes sure no runner is active meanwhile (a test, or a rebuild holding the
+ * projection's lock).
  */
 export async function resetProjection(pool: Pool, projection: Projection): Promise<void> {
   await inTransaction(pool, async (tx) => {
@@ -31,55 +27,4 @@ export async function resetProjection(pool: Pool, projection: Projection): Promi
       [projection.name],
     );
   });
-}
-
-/**
- * Rebuilds a projection from position zero up to the head of the log as it is now.
- * This process does the work if no projector holds the projection; otherwise the
- * running projector does it and this call follows its progress. Either way, batches
- * and checkpoints commit together, so killing the process mid-way and starting a
- * projector again ends with the same read model.
- */
-export async function rebuildProjection(
-  pool: Pool,
-  store: EventStore,
-  projection: Projection,
-  options: { onProgress?: (p: RebuildProgress) => void; log?: Logger; batchSize?: number; resume?: boolean } = {},
-): Promise<{ eventsApplied: bigint; seconds: number }> {
-  const started = Date.now();
-  const head = await store.headPosition();
-  if (!options.resume) await resetProjection(pool, projection);
-  const runner = new ProjectionRunner(pool, store, projection, {
-    batchSize: options.batchSize,
-    log: options.log,
-    standbyRetryMs: 500,
-  });
-  runner.start();
-  try {
-    for (;;) {
-      const row = await readCheckpoint(pool, projection.name);
-      const position = row?.position ?? { commit: 0n, prepare: 0n };
-      const done = head === null || comparePositions(position, head) >= 0;
-      options.onProgress?.({
-        projection: projection.name,
-        eventsApplied: row?.eventsApplied ?? 0n,
-        fraction: fractionDone(position, head),
-        done,
-      });
-      if (done) {
-        await pool.query('UPDATE projection_checkpoints SET rebuild_started_at = NULL WHERE projection = $1', [projection.name]);
-        return { eventsApplied: row?.eventsApplied ?? 0n, seconds: (Date.now() - started) / 1000 };
-      }
-      const status = runner.status();
-      if (status.state === 'failing') options.log?.warn({ error: status.lastError }, 'rebuild batch failed; retrying');
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  } finally {
-    await runner.stop();
-  }
-}
-
-function fractionDone(position: Position, head: Position | null): number {
-  if (head === null || head.prepare === 0n) return 1;
-  return Math.min(1, Number(position.prepare) / Number(head.prepare));
 }

@@ -36,3 +36,22 @@ CREATE TABLE projection_leases (
 );
 `,
 };
+
+/**
+ * A rebuild asks the active instance of each projection it needs to hand it over: a
+ * row here, with the asking session's pid. The active runner sees it at its next
+ * lease renewal and stands down; a standby does not take a projection someone asked
+ * for. A request counts only while its session lives, so a rebuild that died leaves
+ * nothing behind that matters.
+ */
+export const projectionHandoversMigration: Migration = {
+  id: 'event-store:0011_projection_handovers',
+  sql: `
+CREATE TABLE projection_handovers (
+  projection text PRIMARY KEY,
+  requester text NOT NULL,
+  requester_pid integer NOT NULL,
+  requested_at timestamptz NOT NULL
+);
+`,
+};

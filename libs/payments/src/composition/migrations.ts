@@ -9,6 +9,7 @@ import {
 import {
   projectionDeferredAutovacuumMigration,
   projectionDeferredIndexesMigration,
+  projectionHandoversMigration,
   projectionLeasesMigration,
   projectionsMigration,
 } from '#event-store/projections';
@@ -63,6 +64,7 @@ export const allMigrations: readonly Migration[] = [
   payoutRequestKeysMigration,
   webhookLeaseTokenMigration,
   projectionLeasesMigration,
+  projectionHandoversMigration,
   webhookSecretsSealedMigration,
   usedSignaturesLoggedMigration,
   webhookRetentionMigration,
