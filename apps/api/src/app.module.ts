@@ -1,4 +1,7 @@
 import { DynamicModule, Module } from '@nestjs/common';
+import { APP_INTERCEPTOR } from '@nestjs/core';
+import type { ReadModelRebuilds } from '#event-store/projections';
+import { ReadModelsInterceptor } from './http/read-models';
 import { CqrsModule } from '@nestjs/cqrs';
 import { PaymentsModule } from '#payments';
 import type { Infrastructure } from '#payments/composition';
@@ -38,6 +41,7 @@ import {
   OPERATOR_TOKEN,
   PAGE_FORM_TOKENS,
   INFRASTRUCTURE,
+  READ_MODEL_REBUILDS,
   PUBLIC_URL,
   PublicUrl,
   READINESS,
@@ -61,6 +65,8 @@ export interface ApiDependencies {
 /** What the API process builds for itself around the routes (shared with its Fastify hooks). */
 export interface ApiRuntime extends ApiSecurity {
   readonly idempotencyKeys: IdempotencyKeys;
+  /** Which read models are being rebuilt (their routes answer 503 meanwhile). */
+  readonly readModelRebuilds: ReadModelRebuilds;
 }
 
 @Module({})
@@ -117,6 +123,9 @@ export class AppModule {
         AdminTokenGuard,
         MerchantAuthGuard,
         IdempotencyInterceptor,
+        { provide: READ_MODEL_REBUILDS, useValue: runtime.readModelRebuilds },
+        // After the guards: an authenticated read of a read model being rebuilt gets 503, never an empty answer.
+        { provide: APP_INTERCEPTOR, useClass: ReadModelsInterceptor },
       ],
     };
   }

@@ -19,6 +19,7 @@ import { registerIdempotencyHook } from './http/idempotency';
 import { duplicateJsonName } from './http/duplicate-json-names';
 import { useAsyncResourceBindingWithoutDeprecatedAccessor } from './http/async-resource-binding';
 import { IdempotencyKeys } from '#payments/idempotency';
+import { ReadModelRebuilds } from '#event-store/projections';
 import { registerMetricsRoute } from './health/metrics-endpoint';
 
 /** Largest request body the API reads (customFields are at most 2 KB; the rest is small). */
@@ -151,7 +152,13 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
   if (metrics) registerMetricsRoute(fastify, metrics, security.operatorToken, security.failedAuthentication);
   const idempotencyKeys = new IdempotencyKeys(deps.infrastructure.pool, deps.infrastructure.clock);
   registerIdempotencyHook(fastify, idempotencyKeys, log);
-  const app = await NestFactory.create<NestFastifyApplication>(AppModule.register(deps, { ...security, idempotencyKeys }), adapter, {
+  const readModelRebuilds = new ReadModelRebuilds(deps.infrastructure.pool);
+  readModelRebuilds.start();
+  fastify.addHook('onClose', (_instance, done) => {
+    readModelRebuilds.stop();
+    done();
+  });
+  const app = await NestFactory.create<NestFastifyApplication>(AppModule.register(deps, { ...security, idempotencyKeys, readModelRebuilds }), adapter, {
     logger: false,
     abortOnError: false,
     // The exact bytes of each body, for the HMAC signature of mode 2.

@@ -7,6 +7,7 @@ import { takeOverShutdownSignals } from '#platform/database';
 import { createServices } from '#payments/services';
 import { WEBHOOK_EVENTS } from '#payments/merchants';
 import { observeCommands } from '#event-store';
+import { ReadModelRebuilds, rebuildsInProgress } from '#event-store/projections';
 import { GatewayMetrics } from '#payments/observability';
 import { createApi } from '../../api/src/create-api';
 import type { ReadinessProbe } from '../../api/src/health/readiness';
@@ -39,10 +40,13 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
     const publicUrl = { value: config.publicUrl ?? `http://${local}:${config.port}` };
     const projector = roles.projector ? await Projector.create(infra, services, log, () => publicUrl.value, metrics) : null;
     projector?.start();
+    const rebuilds = new ReadModelRebuilds(infra.pool);
     const readiness: ReadinessProbe = async () => {
-      if (!projector) return {};
+      const rebuilding = await rebuildsInProgress(rebuilds, infra.store);
+      const shown = rebuilding.length > 0 ? { rebuilds: rebuilding } : {};
+      if (!projector) return shown;
       const [projections, eventLog] = await Promise.all([projector.reportWithLag(), projector.eventLogReport()]);
-      return eventLog === undefined ? { projections } : { projections, eventLog };
+      return eventLog === undefined ? { projections, ...shown } : { projections, eventLog, ...shown };
     };
     const metricsServer: MetricsServer | null =
       config.metricsPort === null ? null : await startMetricsServer({ host: config.host, port: config.metricsPort }, metrics, infra.pool, readiness, log);

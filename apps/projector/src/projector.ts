@@ -6,7 +6,7 @@ import { PostgresEventStore, positionToString, readLogVisibility } from '#event-
 import type { Infrastructure } from '#payments/composition';
 import type { GatewayServices } from '#payments/services';
 import type { Logger } from '#platform/logging';
-import { Projection, ProjectionRunner } from '#event-store/projections';
+import { Projection, ProjectionRunner, ReadModelRebuilds } from '#event-store/projections';
 import { allProjections } from '#payments/read-models';
 import { releaseDueHolds } from '#payments/ledger';
 import { expireDueInvoices } from '#payments/invoices';
@@ -51,6 +51,8 @@ export class Projector {
   private readonly runners: ProjectionRunner[];
   private readonly workers: PeriodicWorker[];
   private readonly dispatcher: WebhookDispatcher;
+  /** The workers wait while a read model they read is being rebuilt. */
+  private readonly rebuilds: ReadModelRebuilds;
   private readonly lag: () => ReturnType<typeof projectionLag>;
   /** With the PostgreSQL event store: how far the visible log trails the appended one. */
   private readonly logVisibility: (() => Promise<LogVisibility>) | null;
@@ -97,18 +99,28 @@ export class Projector {
     }
     // Each worker's items fail alone: logged, counted, retried after a back-off.
     const items = (worker: string) => new WorkerItems(worker, infra.clock, log, metrics?.onWorkerItemFailure);
+    this.rebuilds = new ReadModelRebuilds(infra.pool);
+    // A worker finds its work in read models: while one is rebuilt (empty, then partial), it waits.
+    const reading = (models: readonly string[], tick: () => Promise<number>) => async (): Promise<number> =>
+      (await this.rebuilds.rebuilding(models)).length > 0 ? 0 : tick();
     metrics?.registerWorkers(['invoice-expiry', 'hold-release', 'refund-processor', 'flow-recovery']);
     this.workers = [
-      new PeriodicWorker('invoice-expiry', 500, expireDueInvoices(infra.pool, commands, infra.clock, items('invoice-expiry')), log),
-      new PeriodicWorker('hold-release', 500, releaseDueHolds(infra.pool, commands, infra.clock, items('hold-release')), log),
-      new PeriodicWorker('refund-processor', 500, completeDueRefunds(infra.pool, commands, infra.clock, items('refund-processor')), log),
-      new PeriodicWorker('flow-recovery', 1000, recoverHalfDoneFlows(infra.pool, commands, infra.clock, items('flow-recovery')), log),
+      new PeriodicWorker('invoice-expiry', 500, reading(['invoices'], expireDueInvoices(infra.pool, commands, infra.clock, items('invoice-expiry'))), log),
+      new PeriodicWorker('hold-release', 500, reading(['ledger'], releaseDueHolds(infra.pool, commands, infra.clock, items('hold-release'))), log),
+      new PeriodicWorker('refund-processor', 500, reading(['refunds'], completeDueRefunds(infra.pool, commands, infra.clock, items('refund-processor'))), log),
+      new PeriodicWorker(
+        'flow-recovery',
+        1000,
+        reading(['refunds', 'payouts'], recoverHalfDoneFlows(infra.pool, commands, infra.clock, items('flow-recovery'))),
+        log,
+      ),
       // A sweep of whole tables by age (no items to fail alone).
       new PeriodicWorker('retention', 5000, sweepRetention(infra.pool, infra.clock, infra.config.webhookRetentionDays), log, 1000),
     ];
   }
 
   start(): void {
+    this.rebuilds.start();
     for (const runner of this.runners) runner.start();
     for (const worker of this.workers) worker.start();
     // Its own loop: a claim as soon as slots free up, every 100 ms when idle.
@@ -118,6 +130,7 @@ export class Projector {
   async stop(): Promise<void> {
     await Promise.all([...this.workers.map((w) => w.stop()), ...this.runners.map((r) => r.stop())]);
     await this.dispatcher.stop();
+    this.rebuilds.stop();
     await this.context.close();
   }
 

@@ -13,6 +13,7 @@ import { CLOCK_TOKEN } from '../http/tokens';
 import { AccountStatementQuery, ReconciliationQuery, TrialBalanceQuery } from './audit-reports.request';
 import { CSV_CONTENT_TYPE, csvRecord, wantsCsv } from './csv';
 import { parseAccountId } from '../ledger/ledger-audit.controller';
+import { ReadsModels } from '../http/read-models';
 
 const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 
@@ -201,6 +202,7 @@ export class AuditReportsController {
   ) {}
 
   /** A ledger's statement over (from, to]: opening, every entry with running balances, closing; JSON or CSV, streamed. */
+  @ReadsModels('ledger')
   @Get('accounts/:id/statement')
   async statement(
     @Param('id') id: string,
@@ -221,6 +223,7 @@ export class AuditReportsController {
   }
 
   /** Every account of every ledger as of an instant, folded from the event log. */
+  @ReadsModels('ledger')
   @Get('audit/trial-balance')
   async trialBalance(@ValidQuery(TrialBalanceQuery) query: TrialBalanceQuery, @Headers('accept') accept: string | undefined, @Res() reply: FastifyReply) {
     const asOf = query.asOf === undefined ? this.clock.now() : new Date(query.asOf);
@@ -239,6 +242,7 @@ export class AuditReportsController {
   }
 
   /** Flows of (from, to] against their ledger entries: every difference with its ids. */
+  @ReadsModels('ledger', 'invoices', 'refunds', 'payouts')
   @Get('audit/reconciliation')
   async reconciliation(@ValidQuery(ReconciliationQuery) query: ReconciliationQuery, @Headers('accept') accept: string | undefined, @Res() reply: FastifyReply) {
     const { from, to } = period(query.from, query.to);

@@ -5,6 +5,7 @@ import type { MerchantIdentity } from '#payments/merchants';
 import { methodsOf } from '#payments/merchants';
 import { GetBalance } from '#payments/balance';
 import { Merchant, MerchantAuthGuard } from '../http/auth/merchant-auth.guard';
+import { ReadsModels } from '../http/read-models';
 
 @Controller('v1')
 @UseGuards(MerchantAuthGuard)
@@ -28,6 +29,7 @@ export class ReferenceController {
   }
 
   /** The merchant account's balance in the key's mode, from the ledger read model. */
+  @ReadsModels('ledger')
   @Get('balance')
   async balance(@Merchant() merchant: MerchantIdentity) {
     const balance = await this.queries.execute(new GetBalance({ accountId: merchant.project.accountId, mode: merchant.mode }));

@@ -18,7 +18,8 @@ import type { FailedAuthentication } from '../http/auth/failed-authentication';
 import type { OperatorToken } from '../http/auth/operator-token';
 import { ApiError } from '../http/errors/api-error';
 import { toApiError } from '../http/errors/error.filter';
-import { CLOCK_TOKEN, FAILED_AUTHENTICATION, INFRASTRUCTURE, OPERATOR_SESSIONS, OPERATOR_TOKEN } from '../http/tokens';
+import { CLOCK_TOKEN, FAILED_AUTHENTICATION, INFRASTRUCTURE, OPERATOR_SESSIONS, OPERATOR_TOKEN, READ_MODEL_REBUILDS } from '../http/tokens';
+import { ReadModelRebuilds, rebuildsInProgress } from '#event-store/projections';
 import { isUuid } from '../http/validation';
 import {
   accountPath,
@@ -35,6 +36,7 @@ import {
 } from './console.html';
 import type { ConsoleChrome, DeliveryView, MerchantRow } from './console.html';
 import { CONSOLE_HEADERS, formTokenMatches, formTokenOf, sessionCookie, sessionCookieCleared, sessionIdOf } from './console-session';
+import { ReadsModels } from '../http/read-models';
 
 /** Accounts per page of the merchants page. */
 export const MERCHANTS_PAGE = 50;
@@ -144,6 +146,7 @@ export class ConsoleController {
     @Inject(FAILED_AUTHENTICATION) private readonly failures: FailedAuthentication,
     @Inject(OPERATOR_SESSIONS) private readonly sessions: OperatorSessions,
     @Inject(INFRASTRUCTURE) private readonly infrastructure: Infrastructure,
+    @Inject(READ_MODEL_REBUILDS) private readonly rebuilds: ReadModelRebuilds,
   ) {}
 
   /** The stylesheet (the CSP allows styles from the gateway only, none inline). */
@@ -190,6 +193,7 @@ export class ConsoleController {
   }
 
   /** Merchants: accounts with their projects and balances per mode, a page at a time. */
+  @ReadsModels('ledger')
   @Get()
   async merchants(@Query('after') after: unknown, @Req() request: FastifyRequest, @Res() reply: FastifyReply) {
     const session = await this.session(request);
@@ -215,6 +219,7 @@ export class ConsoleController {
   }
 
   /** One merchant account in one mode: balances, the plot, volumes per day, ledger entries, webhook deliveries. */
+  @ReadsModels('ledger')
   @Get('accounts/:id')
   async account(@Param('id') id: string, @Query() query: Record<string, unknown>, @Req() request: FastifyRequest, @Res() reply: FastifyReply) {
     const session = await this.session(request);
@@ -316,7 +321,8 @@ export class ConsoleController {
       if (!(error instanceof LogCheckpointUnavailableError)) throw error;
       checkpoint = { unavailable: 'Контрольные точки журнала ведутся только для журнала в PostgreSQL (EVENT_STORE=postgres).' };
     }
-    return sendHtml(reply, 200, renderSystemPage({ lags, lagLimit: LAG_COUNT_LIMIT, checkpoint }, this.chrome(session, 'system')));
+    const rebuilds = await rebuildsInProgress(this.rebuilds, this.infrastructure.store);
+    return sendHtml(reply, 200, renderSystemPage({ lags, lagLimit: LAG_COUNT_LIMIT, checkpoint, rebuilds }, this.chrome(session, 'system')));
   }
 
   private chrome(session: Session, current: ConsoleChrome['current']): ConsoleChrome {

@@ -308,6 +308,8 @@ ${projects}</div>
 }
 
 export interface SystemPage {
+  /** Read models being rebuilt, with their progress (0..1). */
+  readonly rebuilds: readonly { readonly projection: string; readonly startedAt: string; readonly progress: number }[];
   readonly lags: readonly { readonly projection: string; readonly checkpoint: string | null; readonly lagEvents: number }[];
   readonly lagLimit: number;
   readonly checkpoint:
@@ -341,10 +343,21 @@ export function renderSystemPage(page: SystemPage, chrome: ConsoleChrome): strin
 <tr><th>Подписанный текст</th><td class="mono">${escapeHtml(c.signedText)}</td></tr>
 <tr><th>Подпись (HMAC-SHA256)</th><td class="mono">${escapeHtml(c.signature)}</td></tr>
 </tbody></table>`;
+  const rebuilds =
+    page.rebuilds.length === 0
+      ? ''
+      : `<div class="card notice" role="status"><h2>Идёт пересборка</h2>
+<p>Пока данные пересобираются из журнала событий, их страницы и запросы API отвечают 503 и просят повторить позже.</p>
+<table class="rebuilds"><thead><tr><th>Проекция</th><th>С</th><th class="num">Готово</th></tr></thead><tbody>${page.rebuilds
+          .map(
+            (r) =>
+              `<tr><td class="mono">${escapeHtml(r.projection)}</td><td class="mono">${escapeHtml(r.startedAt)}</td><td class="num">${Math.floor(r.progress * 100)} %</td></tr>`,
+          )
+          .join('')}</tbody></table></div>`;
   return document(
     'Система',
     `<h1>Система</h1>
-<div class="card"><h2>Отставание проекций</h2>
+${rebuilds}<div class="card"><h2>Отставание проекций</h2>
 <table class="lags"><thead><tr><th>Проекция</th><th>Контрольная точка</th><th class="num">Отстаёт, событий</th></tr></thead><tbody>${lags}</tbody></table>
 <p class="small muted">События журнала после сохранённой контрольной точки каждой проекции (считаются до ${page.lagLimit}).</p></div>
 <div class="card"><h2>Контрольная точка аудита</h2>${checkpoint}</div>`,

@@ -20,6 +20,12 @@ export interface ReadinessReport {
    * holding them back (null when the database could not be asked).
    */
   readonly eventLog?: LogVisibility | null;
+  /**
+   * The read models being rebuilt (`projections:rebuild`, or a projector finishing an
+   * interrupted one): since when, and the share of the log their checkpoint has
+   * passed. Their routes answer 503 meanwhile.
+   */
+  readonly rebuilds?: readonly { readonly projection: string; readonly startedAt: string; readonly progress: number }[];
 }
 export type ReadinessProbe = () => ReadinessReport | Promise<ReadinessReport>;
 
@@ -29,7 +35,8 @@ export type ReadinessProbe = () => ReadinessReport | Promise<ReadinessReport>;
  * fails does not make the process unready (writes and most reads still work, and a
  * load balancer taking every replica out would stop all payments): it shows here
  * and in projection_lag_events / projection_batch_failures_total, for alerts. The
- * same holds for a visible log that trails the appended one (`eventLog`).
+ * same holds for a visible log that trails the appended one (`eventLog`), and for read
+ * models being rebuilt (`rebuilds`, with their progress).
  */
 export async function readiness(pool: Pool, probe: ReadinessProbe): Promise<{ status: number; body: Record<string, unknown> }> {
   const [database, report] = await Promise.all([

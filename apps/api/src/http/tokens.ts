@@ -8,6 +8,7 @@ export const CLOCK_TOKEN = Symbol('Clock');
 export const REGISTRY = Symbol('Registry');
 export const PUBLIC_URL = Symbol('PublicUrl');
 export const ACCESS_CONTROL = Symbol('AccessControl');
+export const READ_MODEL_REBUILDS = Symbol('ReadModelRebuilds');
 
 /** The address buyers reach the payment page at; known once the server listens. */
 export interface PublicUrl {

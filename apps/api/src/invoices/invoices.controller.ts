@@ -19,6 +19,7 @@ import { IdempotencyInterceptor } from '../http/idempotency';
 import { CreateInvoiceRequest, toInvoiceRequest } from './create-invoice.request';
 import { ValidBody, ValidQuery } from '../http/request-validation';
 import { Merchant, MerchantAuthGuard, PollMark, PollMarked, PollMarkTaken, rateLimited } from '../http/auth/merchant-auth.guard';
+import { ReadsModels } from '../http/read-models';
 
 /** The poll mark of one invoice: one resource however its id is spelled (UUIDs are case-insensitive); none for what is not an invoice id. */
 const invoicePollResource = (params: { id?: string }): string | null => (isUuid(params.id) ? `invoice:${params.id.toLowerCase()}` : null);
@@ -46,6 +47,7 @@ export class InvoicesController {
   }
 
   /** Invoices of the project and mode, newest first (order of arrival), cursor pages. */
+  @ReadsModels('invoices')
   @Get()
   async list(@Merchant() merchant: MerchantIdentity, @ValidQuery(ListInvoicesQuery) query: ListInvoicesQuery) {
     const { orderId, status } = query;

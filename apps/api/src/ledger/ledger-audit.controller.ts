@@ -11,6 +11,7 @@ import { ValidQuery } from '../http/request-validation';
 import { LedgerBalanceQuery, LedgerEntriesQuery } from './ledger-audit.request';
 import { CLOCK_TOKEN } from '../http/tokens';
 import { AdminTokenGuard } from '../http/auth/admin-token.guard';
+import { ReadsModels } from '../http/read-models';
 
 const ACCOUNT_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
@@ -41,6 +42,7 @@ export class LedgerAuditController {
   ) {}
 
   /** Journal entries with their postings, oldest first, in cursor pages (from the read model). */
+  @ReadsModels('ledger')
   @Get(':id/ledger')
   async entries(@Param('id') id: string, @ValidQuery(LedgerEntriesQuery) query: LedgerEntriesQuery) {
     const accountId = parseAccountId(id);

@@ -22,6 +22,7 @@ import { IdempotencyInterceptor, Keyed } from '../http/idempotency';
 import { RawBody } from '../http/raw-body';
 import { ACCESS_CONTROL, CLOCK_TOKEN } from '../http/tokens';
 import { Merchant, MerchantAuthGuard, PollMark, PollMarked, PollMarkTaken, rateLimited } from '../http/auth/merchant-auth.guard';
+import { ReadsModels } from '../http/read-models';
 
 /** A payout id in a path: a positive integer in its plain spelling, or nothing. */
 export const payoutIdOf = (raw: string): number | null => (/^[1-9]\d{0,15}$/.test(raw) && Number.isSafeInteger(Number(raw)) ? Number(raw) : null);
@@ -87,6 +88,7 @@ export class PayoutsController {
   }
 
   /** The account's payouts, newest first; with orderId, the one payout (not a list) or 404 not_found. */
+  @ReadsModels('payouts')
   @Get('payouts')
   async list(@Merchant() merchant: MerchantIdentity, @ValidQuery(ListPayoutsQuery) query: ListPayoutsQuery) {
     const { orderId, status } = query;

@@ -8,3 +8,4 @@ export * from './apply-batch';
 export * from './projection-locks';
 export * from './rebuild-together';
 export * from './deferred-indexes';
+export * from './read-model-rebuilds';

@@ -1,0 +1,45 @@
+import { CallHandler, ExecutionContext, Inject, Injectable, NestInterceptor, SetMetadata } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
+import type { Observable } from 'rxjs';
+import type { ReadModelRebuilds } from '#event-store/projections';
+import { ApiError } from './errors/api-error';
+import { READ_MODEL_REBUILDS } from './tokens';
+
+const READS_MODELS = 'reads-models';
+
+/** Seconds a client is told to wait while a read model it asked for is rebuilt. */
+export const REBUILD_RETRY_AFTER_SECONDS = 5;
+
+/** The read models (projections) a route answers from: while one is rebuilt, the route answers 503 with Retry-After. */
+export const ReadsModels = (...projections: string[]) => SetMetadata(READS_MODELS, projections);
+
+/**
+ * Runs after the guards (a request is authenticated first): a route marked
+ * @ReadsModels answers 503 provider_unavailable with Retry-After while one of its read
+ * models is being rebuilt (ReadModelRebuilds), never an empty or partial answer.
+ */
+@Injectable()
+export class ReadModelsInterceptor implements NestInterceptor {
+  constructor(
+    @Inject(READ_MODEL_REBUILDS) private readonly rebuilds: ReadModelRebuilds,
+    private readonly reflector: Reflector,
+  ) {}
+
+  async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
+    const projections = this.reflector.getAllAndOverride<string[] | undefined>(READS_MODELS, [context.getHandler(), context.getClass()]);
+    if (projections) {
+      const busy = await this.rebuilds.rebuilding(projections);
+      if (busy.length > 0) {
+        throw new ApiError(
+          503,
+          'provider_unavailable',
+          `Данные (${busy.join(', ')}) пересобираются из журнала событий: повторите запрос через ${REBUILD_RETRY_AFTER_SECONDS} секунд`,
+          undefined,
+          undefined,
+          { 'Retry-After': String(REBUILD_RETRY_AFTER_SECONDS) },
+        );
+      }
+    }
+    return next.handle();
+  }
+}

@@ -1,0 +1,93 @@
+import type { Pool } from 'pg';
+import type { EventStore, Position } from '..';
+
+/** A read model being rebuilt: since when, and how far its checkpoint is (the share of the log's positions, 0..1). */
+export interface RebuildInProgress {
+  readonly projection: string;
+  readonly startedAt: Date;
+  readonly checkpoint: Position;
+}
+
+/** A rebuild as readiness and the console show it: the share of the log its checkpoint has passed (0..1, by log position). */
+export interface RebuildProgressReport {
+  readonly projection: string;
+  readonly startedAt: string;
+  readonly progress: number;
+}
+
+/** Every read model being rebuilt now, with its progress towards the head of the log. */
+export async function rebuildsInProgress(rebuilds: ReadModelRebuilds, store: Pick<EventStore, 'headPosition'>): Promise<RebuildProgressReport[]> {
+  const [inProgress, head] = await Promise.all([rebuilds.inProgress(), store.headPosition()]);
+  return inProgress.map((r) => ({
+    projection: r.projection,
+    startedAt: r.startedAt.toISOString(),
+    progress: head === null || head.prepare === 0n ? 1 : Math.min(1, Number(r.checkpoint.prepare) / Number(head.prepare)),
+  }));
+}
+
+/** How old this process's view of the marks may be when a request asks (`projections:rebuild` waits longer than this before it empties anything). */
+export const REBUILD_MARKS_MAX_AGE_MS = 1_000;
+/** How often the view is refreshed in the background. */
+const REFRESH_MS = 500;
+
+/**
+ * Which read models are being rebuilt, as this process last saw their marks
+ * (projection_checkpoints.rebuild_started_at): a request that reads one answers 503
+ * instead of an empty or partial answer, and a worker that reads one waits. The view
+ * is refreshed every half second, and a request finding it older than
+ * REBUILD_MARKS_MAX_AGE_MS refreshes it first; `projections:rebuild` marks the read
+ * models and waits REBUILD_ANNOUNCE_MS (longer) before it empties them, so a request
+ * that started after they were emptied sees the mark.
+ */
+export class ReadModelRebuilds {
+  private marks: readonly RebuildInProgress[] = [];
+  private seenAt = 0;
+  private refreshing: Promise<void> | null = null;
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(private readonly pool: Pool) {}
+
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => void this.refresh().catch(() => undefined), REFRESH_MS);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  /** The read models among `names` being rebuilt now. */
+  async rebuilding(names: readonly string[]): Promise<string[]> {
+    if (Date.now() - this.seenAt > REBUILD_MARKS_MAX_AGE_MS) await this.refresh();
+    return names.filter((name) => this.marks.some((m) => m.projection === name));
+  }
+
+  /** Every read model being rebuilt, read now. */
+  async inProgress(): Promise<readonly RebuildInProgress[]> {
+    await this.refresh();
+    return this.marks;
+  }
+
+  private refresh(): Promise<void> {
+    // The view is as old as the moment it was asked for (its snapshot is taken after).
+    const asked = Date.now();
+    this.refreshing ??= this.pool
+      .query<{ projection: string; rebuild_started_at: Date; commit_position: string; prepare_position: string }>(
+        'SELECT projection, rebuild_started_at, commit_position, prepare_position FROM projection_checkpoints WHERE rebuild_started_at IS NOT NULL ORDER BY projection',
+      )
+      .then((r) => {
+        this.marks = r.rows.map((row) => ({
+          projection: row.projection,
+          startedAt: row.rebuild_started_at,
+          checkpoint: { commit: BigInt(row.commit_position), prepare: BigInt(row.prepare_position) },
+        }));
+        this.seenAt = asked;
+      })
+      .finally(() => {
+        this.refreshing = null;
+      });
+    return this.refreshing;
+  }
+}

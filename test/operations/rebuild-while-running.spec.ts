@@ -1,0 +1,186 @@
+/**
+ * `npm run projections:rebuild` against a running gateway (issue 33, item 1), as
+ * docs/operations.md tells an operator to run it: the gateway (`npm start`: API,
+ * projector and workers in one process) stays up and idle, no write wakes its
+ * projector. The command takes every projection over from the projector before it
+ * changes anything; meanwhile every read of a read model is right (old or rebuilt)
+ * or 503 with Retry-After, never an empty or zero answer; readiness shows the
+ * rebuild with its progress; afterwards the projector is the active instance again.
+ * A command interrupted at any point (Ctrl-C: SIGINT; or SIGKILL) leaves the read
+ * models whole: the projector finishes the rebuild and the reads come back right.
+ */
+import { RunningGateway, RunningProcess, startGateway, startProcess } from '../support/gateway-process';
+import { Client, expectStatus, Merchant, Operator, orderId, poll } from '../support/merchant-fixtures';
+import { fromKopecks, toKopecks } from '../support/money-out-fixtures';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+
+const ADMIN_TOKEN = 'operator-token-for-rebuild-while-running-0042';
+const INVOICES = 40;
+
+interface Seen {
+  readonly what: string;
+  readonly status: number;
+  readonly body: string;
+}
+
+describe('projections:rebuild while the gateway runs', () => {
+  let db: TestDatabase;
+  let gateway: RunningGateway;
+  let operator: Operator;
+  let shop: Merchant;
+  let client: Client;
+  /** What the merchant sees when nothing is being rebuilt. */
+  let balance: { available: string; pending: string; reserved: string };
+  let listed: string[];
+
+  const readBalance = async () => (await client.get('/v1/balance')).body;
+  const readList = async () => ((await client.get('/v1/invoices?limit=100')).body.items as { id: string }[]).map((i) => i.id).sort();
+
+  beforeAll(async () => {
+    db = await createTestDatabase({ poolSize: 2 });
+    gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN });
+    operator = new Operator(gateway.baseUrl, ADMIN_TOKEN);
+    shop = await operator.merchant({ holdHours: 0 });
+    client = shop.test;
+    let net = 0;
+    for (let i = 0; i < INVOICES; i++) {
+      const created = await client.post('/v1/invoices', { amount: `${100 + i}.00`, orderId: orderId('rebuild'), method: 'sbp' });
+      expectStatus(created, 201);
+      expectStatus(await operator.payment(created.body.id, 'paid'), 200);
+      net += toKopecks(created.body.netAmount);
+    }
+    // The read models have it all: every invoice listed, every payment's net amount available (no hold).
+    listed = await poll(readList, (ids) => ids.length === INVOICES, 'every invoice listed', 30_000);
+    balance = await poll(readBalance, (b) => b.available === fromKopecks(net) && b.pending === '0.00', `${fromKopecks(net)} available`, 30_000);
+    await poll(
+      async () => (await operator.http.get('/health/ready')).body.projections as { state: string }[],
+      (projections) => projections.every((p) => p.state === 'live'),
+      'every projection live',
+    );
+  });
+  afterAll(async () => {
+    await gateway?.kill();
+    await db?.drop();
+  });
+
+  /** Reads the balance and the list until `done`; every answer must be the known one or 503 with Retry-After. */
+  async function watchReads(done: () => boolean): Promise<Seen[]> {
+    const seen: Seen[] = [];
+    while (!done()) {
+      const [b, l] = await Promise.all([client.get('/v1/balance'), client.get('/v1/invoices?limit=100')]);
+      const listedIds = (body: { items?: { id: string }[] }) => JSON.stringify((body.items ?? []).map((i) => i.id).sort());
+      for (const [what, r, right] of [
+        ['balance', b, JSON.stringify(b.body) === JSON.stringify(balance)],
+        ['list', l, l.status === 200 && listedIds(l.body) === JSON.stringify(listed)],
+      ] as const) {
+        if (r.status === 200 && right) continue;
+        seen.push({ what, status: r.status, body: JSON.stringify(r.body) });
+        if (r.status !== 503 || r.body?.error?.code !== 'provider_unavailable' || !/^\d+$/.test(r.headers.get('retry-after') ?? '')) {
+          throw new Error(
+            `${what} during the rebuild: ${r.status} ${JSON.stringify(r.body)} (neither the read model, ${JSON.stringify(what === 'balance' ? balance : listed)}, nor 503 with Retry-After)`,
+          );
+        }
+      }
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    return seen;
+  }
+
+  const projectorLiveAgain = () =>
+    poll(
+      async () => (await operator.http.get('/health/ready')).body as { projections: { projection: string; state: string }[]; rebuilds?: unknown[] },
+      (r) => r.projections.every((p) => p.state === 'live') && r.rebuilds === undefined,
+      'the projector live again on every projection, no rebuild left',
+      30_000,
+    );
+
+  it('takes the projections over from the idle projector, answers right or 503 meanwhile, shows its progress, and gives them back', async () => {
+    const rebuild = startProcess('rebuild', { DATABASE_URL: db.url }, ['--batch-size', '5']);
+    let exited = false;
+    void rebuild.exited.then(() => (exited = true));
+    const progress: number[] = [];
+    const states = new Set<string>();
+    const readiness = (async () => {
+      while (!exited) {
+        const r = (await operator.http.get('/health/ready')).body as { projections: { state: string }[]; rebuilds?: { progress: number }[] };
+        for (const p of r.projections) states.add(p.state);
+        for (const x of r.rebuilds ?? []) progress.push(x.progress);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    })();
+    const seen = await watchReads(() => exited);
+    await readiness;
+    expect(await rebuild.exited).toBe(0);
+    expect(rebuild.output()).toMatch(/took over stream_catalog, ledger, invoices, refunds, payouts/);
+    // The rebuild was seen: answered 503 for a while, handed over, with progress.
+    expect(seen.filter((s) => s.status === 503).length).toBeGreaterThan(0);
+    expect(states).toContain('handed_over');
+    expect(progress.length).toBeGreaterThan(0);
+    for (const p of progress) expect(p >= 0 && p <= 1).toBe(true);
+
+    await projectorLiveAgain();
+    expect(await readBalance()).toEqual(balance);
+    expect(await readList()).toEqual(listed);
+    // The projector follows the log again: a new invoice reaches the list without anyone's help.
+    const created = await client.post('/v1/invoices', { amount: '50.00', orderId: orderId('after'), method: 'sbp' });
+    expectStatus(created, 201);
+    listed = await poll(readList, (ids) => ids.includes(created.body.id), 'the new invoice listed', 15_000);
+  });
+
+  for (const [signal, moment] of [
+    ['SIGINT', 'while it waits for the API processes to see its mark'],
+    ['SIGINT', 'in the middle of its passes'],
+    ['SIGKILL', 'in the middle of its passes'],
+  ] as const) {
+    it(`interrupted with ${signal} ${moment}: the read models stay whole, and the projector finishes the rebuild`, async () => {
+      const rebuild: RunningProcess = startProcess('rebuild', { DATABASE_URL: db.url }, ['--batch-size', '1']);
+      let interrupted = false;
+      const watching = watchReads(() => interrupted);
+      await rebuild.waitForOutput(/took over/);
+      if (moment === 'in the middle of its passes') {
+        await poll(
+          async () => (await db.pool.query<{ n: string }>(`SELECT events_applied AS n FROM projection_checkpoints WHERE projection = 'ledger'`)).rows[0]!.n,
+          (n) => Number(n) > 0,
+          'the ledger pass to have applied a batch',
+          20_000,
+        );
+      }
+      rebuild.child.kill(signal);
+      await rebuild.exited;
+      // The projector takes the projections back and finishes what the command began.
+      await projectorLiveAgain();
+      interrupted = true;
+      await watching;
+      expect(await readBalance()).toEqual(balance);
+      expect(await readList()).toEqual(listed);
+    });
+  }
+
+  it('exits 2 naming the holder, having changed nothing, when a projection is not handed over in time', async () => {
+    // A session that wants the ledger's lock as a projector of another kind would, deaf to hand-over requests:
+    // queued behind the running projector, it gets the lock when the projector hands the ledger over.
+    const holder = await db.pool.connect();
+    const locked = holder.query(`SELECT pg_advisory_lock(48213, hashtext('ledger'))`);
+    try {
+      await poll(
+        async () =>
+          (await db.pool.query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = (hashtext('ledger')::bigint & 4294967295)`))
+            .rowCount,
+        (n) => n === 1,
+        'the deaf holder queued for the ledger',
+      );
+      const rebuild = startProcess('rebuild', { DATABASE_URL: db.url }, ['--handover-wait', '5']);
+      expect(await rebuild.exited).toBe(2);
+      expect(rebuild.output()).toMatch(/projection ledger is held by .*nothing was changed/);
+      const marked = await db.pool.query(`SELECT projection FROM projection_checkpoints WHERE rebuild_started_at IS NOT NULL`);
+      expect(marked.rows).toEqual([]);
+    } finally {
+      await locked;
+      await holder.query(`SELECT pg_advisory_unlock(48213, hashtext('ledger'))`);
+      holder.release();
+    }
+    await projectorLiveAgain();
+    expect(await readBalance()).toEqual(balance);
+    expect(await readList()).toEqual(listed);
+  });
+});
