@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
-import { Infrastructure, loadConfigOrExit, openInfrastructure } from '#payments/composition';
+import { InfrastructureWithoutSecrets, loadConfigOrExit, openInfrastructure } from '#payments/composition';
 import { COMMAND_SESSION_LIMITS } from '#platform/database';
 import { createLogger, Logger } from '#platform/logging';
 import { ProgressBar, Projection, RebuildProgress, rebuildProjectionsTogether, RebuildTogetherResult, resetForRebuild } from '#event-store/projections';
@@ -22,7 +22,8 @@ import type { RebuildPassMessage, RebuildPassWork } from './rebuild-pass.worker'
  *   against the projection's own code: the checksums must be equal).
  *
  * Safe to interrupt: run it again, or start the projector, and the rebuild goes on
- * from each projection's last committed batch.
+ * from each projection's last committed batch. Holds no secrets key: it writes the
+ * read models, never a secret.
  */
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
@@ -49,7 +50,7 @@ async function main(): Promise<void> {
   const config = loadConfigOrExit('projections:rebuild');
   const logLevel = process.env.LOG_LEVEL ?? 'warn';
   const log = createLogger('projections-rebuild', logLevel);
-  const infra = await openInfrastructure(config, log, { applicationName: 'gateway-rebuild', limits: COMMAND_SESSION_LIMITS });
+  const infra = await openInfrastructure(config, log, { applicationName: 'gateway-rebuild', limits: COMMAND_SESSION_LIMITS, secrets: false });
   try {
     const bar = new ProgressBar('projections'.padEnd(16));
     const progress = new Map<string, { applied: bigint; fraction: number }>();
@@ -97,7 +98,7 @@ async function main(): Promise<void> {
  * start the projector, and each goes on from where it stopped).
  */
 async function rebuildInPasses(
-  infra: Infrastructure,
+  infra: InfrastructureWithoutSecrets,
   passes: readonly (readonly Projection[])[],
   options: { batchSize?: number; computeInDatabase: boolean; log: Logger; logLevel: string; onProgress: (p: RebuildProgress) => void },
 ): Promise<RebuildTogetherResult[]> {
