@@ -129,7 +129,7 @@ describe('the ledger book on the real event store', () => {
       causes: new PostgresLedgerCauseIndex(db.pool),
       observer: {
         causeLookedUp: (_s, found, read) => lookups.push({ found, read }),
-        duplicateStoppedByStore: (_s, cause) => stoppedByStore.push(cause),
+        repeatRefusedByStore: (_s, repeat) => stoppedByStore.push(repeat.cause),
       },
     });
     const ledger = newLedger();

@@ -13,13 +13,14 @@ import { logReportLines } from './log-report';
  * `npm run ledger:verify`: replays every ledger from the event log, checks every
  * invariant, compares the rebuilt balances with the read model, recomputes the event
  * log's hash chains (as log:verify does, on the PostgreSQL store), prints a report and
- * exits 1 on any difference (0 when everything agrees).
+ * exits 1 on any difference (0 when everything agrees, 2 when it could not run). Reads
+ * only: a read-only database role and no secrets key are enough.
  */
 async function main(): Promise<void> {
   const started = Date.now();
   const config = loadConfigOrExit('ledger:verify');
   const log = createLogger('ledger-verify', process.env.LOG_LEVEL ?? 'warn');
-  const infra = await openInfrastructure(config, log, { applicationName: 'gateway-ledger-verify', limits: COMMAND_SESSION_LIMITS });
+  const infra = await openInfrastructure(config, log, { applicationName: 'gateway-ledger-verify', limits: COMMAND_SESSION_LIMITS, access: 'read-only' });
   let failed = false;
   try {
     const bar = new ProgressBar('ledger:verify'.padEnd(16));
@@ -42,6 +43,7 @@ async function main(): Promise<void> {
           follow: (upTo, feed) => {
             verified = verifyEventLogInWorker(infra.pool, infra.databaseUrl, {
               applicationName: 'gateway-ledger-verify',
+              readOnly: true,
               upTo,
               forward: {
                 streamNamePrefix: `${LEDGER_CATEGORY}-`,

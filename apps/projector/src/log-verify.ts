@@ -30,14 +30,15 @@ function expectedCheckpoints(args: readonly string[]): Map<string, string> {
  * metadata; checkpoints are recorded only over the PostgreSQL table), compares them with the stream heads and the recorded
  * checkpoints (and with checkpoints recorded off-site, `--expect`), names the first
  * event whose data, order or presence changed, and exits 1 on any problem (0 when
- * everything holds, 2 when it could not run).
+ * everything holds, 2 when it could not run). Reads only: a read-only database role and
+ * no secrets key are enough.
  */
 async function main(): Promise<void> {
   const expected = expectedCheckpoints(process.argv.slice(2));
   const started = Date.now();
   const config = loadConfigOrExit('log:verify');
   const log = createLogger('log-verify', process.env.LOG_LEVEL ?? 'warn');
-  const infra = await openInfrastructure(config, log, { applicationName: 'gateway-log-verify', limits: COMMAND_SESSION_LIMITS });
+  const infra = await openInfrastructure(config, log, { applicationName: 'gateway-log-verify', limits: COMMAND_SESSION_LIMITS, access: 'read-only' });
   let failed = false;
   try {
     const bar = new ProgressBar('log:verify'.padEnd(16));
@@ -50,7 +51,7 @@ async function main(): Promise<void> {
     const report =
       infra.store instanceof EventStoreDbEventStore
         ? await verifyChainedLog(infra.store.chainedLog(), options)
-        : await verifyEventLogInWorker(infra.pool, infra.databaseUrl, { applicationName: 'gateway-log-verify', ...options });
+        : await verifyEventLogInWorker(infra.pool, infra.databaseUrl, { applicationName: 'gateway-log-verify', readOnly: true, ...options });
     bar.update(1, `${report.events} events read`, true);
     const result = logReportLines(report, expected);
     failed = result.failed;

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
-import { Infrastructure, loadConfigOrExit, openInfrastructure } from '#payments/composition';
+import { InfrastructureWithoutSecrets, loadConfigOrExit, openInfrastructure } from '#payments/composition';
 import { COMMAND_SESSION_LIMITS } from '#platform/database';
 import { createLogger, Logger } from '#platform/logging';
 import {
@@ -41,7 +41,8 @@ import type { RebuildPassMessage, RebuildPassWork } from './rebuild-pass.worker'
  * Safe to interrupt at any point: before the mark nothing has changed; after it, the
  * projectors take their projections back and finish the rebuild from each one's last
  * committed batch (or run the command again), and the API answers 503 for those read
- * models until they have caught up.
+ * models until they have caught up. Holds no secrets key: it writes the read models,
+ * never a secret.
  */
 export const REBUILD_ANNOUNCE_MS = 3_000;
 
@@ -75,7 +76,7 @@ async function main(): Promise<void> {
   const config = loadConfigOrExit('projections:rebuild');
   const logLevel = process.env.LOG_LEVEL ?? 'warn';
   const log = createLogger('projections-rebuild', logLevel);
-  const infra = await openInfrastructure(config, log, { applicationName: 'gateway-rebuild', limits: COMMAND_SESSION_LIMITS });
+  const infra = await openInfrastructure(config, log, { applicationName: 'gateway-rebuild', limits: COMMAND_SESSION_LIMITS, secrets: false });
   let locks: HeldProjectionLocks;
   try {
     locks = await HeldProjectionLocks.takeOver(
@@ -151,7 +152,7 @@ async function main(): Promise<void> {
  * where it stopped).
  */
 async function rebuildInPasses(
-  infra: Infrastructure,
+  infra: InfrastructureWithoutSecrets,
   passes: readonly (readonly Projection[])[],
   locks: HeldProjectionLocks,
   options: { batchSize?: number; computeInDatabase: boolean; log: Logger; logLevel: string; onProgress: (p: RebuildProgress) => void },

@@ -16,7 +16,8 @@ const READ = ['invoices', 'refunds', 'payouts', 'ledger'];
  * and paid payouts of (from, to] against their ledger entries, and the entries of the
  * period against their flows (the same report as GET /admin/v1/audit/reconciliation).
  * Prints one line per difference with its ids; exits 0 when there is none, 1 when there
- * is any, 2 when it could not run (bad arguments, no database).
+ * is any, 2 when it could not run (bad arguments, no database). Reads only: a read-only
+ * database role and no secrets key are enough.
  */
 async function main(): Promise<number> {
   let values: { from?: string; to?: string };
@@ -37,7 +38,12 @@ async function main(): Promise<number> {
 
   const config = loadConfigOrExit('audit:reconcile');
   const log = createLogger('audit-reconcile', process.env.LOG_LEVEL ?? 'warn');
-  const infra = await openInfrastructure(config, log, { applicationName: 'gateway-audit-reconcile', poolSize: 2, limits: COMMAND_SESSION_LIMITS });
+  const infra = await openInfrastructure(config, log, {
+    applicationName: 'gateway-audit-reconcile',
+    poolSize: 2,
+    limits: COMMAND_SESSION_LIMITS,
+    access: 'read-only',
+  });
   try {
     const head = await infra.store.headPosition();
     for (const name of READ) {

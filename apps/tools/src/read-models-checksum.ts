@@ -11,7 +11,8 @@ import { allProjections, formatChecksums, READ_MODEL_TABLES, readModelChecksums 
  * rows, md5 of its rows in primary-key order, identity columns counted by their
  * order only), so an operator can compare a live read model with a rebuilt one, or
  * two replicas. Where each projection stands against the head of the log goes to
- * stderr: compare checksums taken at the same position.
+ * stderr: compare checksums taken at the same position. Reads only: a read-only database
+ * role and no secrets key are enough.
  */
 async function main(): Promise<void> {
   const tables = process.argv.slice(2);
@@ -22,7 +23,12 @@ async function main(): Promise<void> {
 
   const config = loadConfigOrExit('read-models:checksum');
   const log = createLogger('read-models-checksum', process.env.LOG_LEVEL ?? 'warn');
-  const infra = await openInfrastructure(config, log, { applicationName: 'gateway-read-models-checksum', poolSize: 2, limits: COMMAND_SESSION_LIMITS });
+  const infra = await openInfrastructure(config, log, {
+    applicationName: 'gateway-read-models-checksum',
+    poolSize: 2,
+    limits: COMMAND_SESSION_LIMITS,
+    access: 'read-only',
+  });
   try {
     const head = await infra.store.headPosition();
     const checksums = await readModelChecksums(infra.pool, tables.length > 0 ? tables : READ_MODEL_TABLES);

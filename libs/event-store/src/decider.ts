@@ -90,14 +90,28 @@ export interface HandleOptions<Event, Command = unknown, State = unknown> {
    * cause was handled before. 'already_handled' answers as a repeat (no new events).
    */
   readonly onDuplicateEventId?: 'throw' | 'already_handled';
-  /** Told when an append was answered as already handled because the store refused an event id it holds already. */
-  readonly onDuplicateEventIdRefused?: (eventIds: readonly string[]) => void;
+  /**
+   * Told when the store refused an event id it holds already: the decision refused,
+   * and the revision it was made on. When the stream has moved since that revision
+   * (a concurrent writer handled the same cause), the command is decided again on
+   * what the stream holds now; otherwise it is answered as already handled.
+   */
+  readonly onDuplicateEventIdRefused?: (refusal: RefusedDecision<Event>) => void;
   /**
    * Facts from outside the stream that the decision needs (e.g. an exact index
    * lookup): asked after every load, with the state just loaded; the command it
    * returns is the one decided. The decider stays pure: the I/O happens here.
    */
   readonly prepare?: (command: Command, loaded: LoadedState<State>) => Promise<Command>;
+}
+
+/** A decision whose events the store refused because it already holds their ids. */
+export interface RefusedDecision<Event> {
+  readonly eventIds: readonly string[];
+  /** The events decided (and not appended). */
+  readonly events: readonly Event[];
+  /** The revision of the stream they were decided on (-1: no stream). */
+  readonly decidedOn: bigint;
 }
 
 export type HandleResult<State, Event, Failure> =
@@ -227,7 +241,11 @@ async function decideAndAppend<State, Command, Event extends { type: string; dat
       return { ok: true, state, events: decision, revision: result.nextExpectedRevision, position: result.position, attempts: attempt };
     } catch (error) {
       if (error instanceof DuplicateEventIdError && options.onDuplicateEventId === 'already_handled') {
-        options.onDuplicateEventIdRefused?.(error.eventIds);
+        options.onDuplicateEventIdRefused?.({ eventIds: error.eventIds, events: decision, decidedOn: loaded.revision });
+        // A stale decision: the stream moved after it was loaded. Decide again on what it holds now.
+        const moved = attempt < maxAttempts && (await streamMovedSince(store, streamName, loaded.revision));
+        if (category !== undefined && moved) notify((o) => o.conflict?.(category, true));
+        if (moved) continue;
         return { ok: true, state: loaded.state, events: [], revision: loaded.revision, position: null, attempts: attempt };
       }
       if (!(error instanceof WrongExpectedRevisionError)) throw error;
@@ -236,5 +254,15 @@ async function decideAndAppend<State, Command, Event extends { type: string; dat
       // Someone appended first: decide again on their result, after a short jittered pause.
       await new Promise((r) => setTimeout(r, Math.random() * Math.min(2 * attempt, 20)));
     }
+  }
+}
+
+/** Whether the stream holds an event after `revision` (-1: whether it exists). */
+async function streamMovedSince(store: EventStore, streamName: string, revision: bigint): Promise<boolean> {
+  try {
+    return (await store.readStream(streamName, { fromRevision: revision + 1n, maxCount: 1 })).length > 0;
+  } catch (error) {
+    if (error instanceof StreamNotFoundError) return false;
+    throw error;
   }
 }

@@ -30,6 +30,7 @@ import {
   RECENT_CAUSES_KEPT,
   RECENT_PAYOUT_WINDOW_MS,
   ReservationRefusal,
+  sameMoneyDecided,
   ReservationPurpose,
   stateViolations,
 } from './ledger';
@@ -705,6 +706,37 @@ describe('ledger: reservation released', () => {
 
   it('an unknown reservation: reservation_not_found', () => {
     given(funded).when(releaseReservation('rf_unknown')).thenFails('reservation_not_found');
+  });
+});
+
+describe('ledger: two decisions of one cause compared (sameMoneyDecided)', () => {
+  const decided = (command: LedgerCommand, history: readonly LedgerEvent[] = []): LedgerEntryPostedData => {
+    const decision = ledgerDecider.decide(command, foldLedger(history));
+    if (!Array.isArray(decision) || decision.length !== 1) throw new Error(`expected one entry, got ${JSON.stringify(decision)}`);
+    return decision[0]!.data;
+  };
+  const funded = [paymentAvailable('inv_f', 10_000, 0)];
+
+  it('the same payment decided at two times agrees; another amount, fee or hold does not', () => {
+    const first = decided(recordPayment('inv_1', 1_000, 30, null, at(1)));
+    expect(sameMoneyDecided(first, decided(recordPayment('inv_1', 1_000, 30, null, at(5))))).toBe(true);
+    expect(sameMoneyDecided(first, decided(recordPayment('inv_1', 1_500, 30, null, at(1))))).toBe(false);
+    expect(sameMoneyDecided(first, decided(recordPayment('inv_1', 1_000, 31, null, at(1))))).toBe(false);
+    expect(sameMoneyDecided(first, decided(recordPayment('inv_1', 1_000, 30, at(DAY), at(1))))).toBe(false);
+  });
+
+  it('a reservation reserved on one state and refused on another agrees; another amount does not', () => {
+    const reserved = decided({ ...reserveFunds('r1', 'refund', 5_000), recordRefusal: true } as LedgerCommand, funded);
+    const refused = decided({ ...reserveFunds('r1', 'refund', 5_000), recordRefusal: true } as LedgerCommand);
+    expect([reserved.kind, refused.kind]).toEqual(['funds_reserved', 'reservation_refused']);
+    expect(sameMoneyDecided(reserved, refused)).toBe(true);
+    expect(sameMoneyDecided(reserved, decided(reserveFunds('r1', 'refund', 6_000), funded))).toBe(false);
+  });
+
+  it('entries of other causes or ids never agree', () => {
+    const one = decided(recordPayment('inv_1', 1_000, 30, null));
+    expect(sameMoneyDecided(one, decided(recordPayment('inv_2', 1_000, 30, null)))).toBe(false);
+    expect(sameMoneyDecided(one, { ...one, entryId: 'another-id' })).toBe(false);
   });
 });
 

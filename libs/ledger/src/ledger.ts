@@ -395,6 +395,37 @@ export function decide(command: LedgerCommand, state: LedgerState): LedgerEvent[
   }
 }
 
+/** Entry kinds that answer a reservation request: which one depends on the balance the decision saw. */
+const RESERVATION_ANSWERS: ReadonlySet<EntryKind> = new Set(['funds_reserved', 'reservation_refused']);
+
+/**
+ * Whether two entries of one cause, decided apart (by concurrent writers, each on the
+ * state it had loaded), post the same money: the same postings and the same facts from
+ * the request, whatever the time of each decision. Two answers to one reservation
+ * request agree when they are for the same reservation: reserved on one state, refused
+ * on another, the first one in the log stands (the reservation's flow reads it from
+ * there). Entries that disagree mean the same cause was decided with other amounts:
+ * the log and whoever made the refused decision no longer tell the same story.
+ */
+export function sameMoneyDecided(a: LedgerEntryPostedData, b: LedgerEntryPostedData): boolean {
+  if (a.entryId !== b.entryId || a.cause !== b.cause || !sameReservation(a.reservation, b.reservation)) return false;
+  if (RESERVATION_ANSWERS.has(a.kind) && RESERVATION_ANSWERS.has(b.kind)) return true;
+  return (
+    a.kind === b.kind &&
+    a.postings.length === b.postings.length &&
+    a.postings.every((p, i) => p.account === b.postings[i]!.account && p.amount === b.postings[i]!.amount) &&
+    a.invoiceId === b.invoiceId &&
+    a.hold?.invoiceId === b.hold?.invoiceId &&
+    a.hold?.amount === b.hold?.amount &&
+    a.hold?.releaseAt === b.hold?.releaseAt &&
+    a.refusal === b.refusal &&
+    a.payoutFingerprint === b.payoutFingerprint
+  );
+}
+
+const sameReservation = (a: LedgerEntryPostedData['reservation'], b: LedgerEntryPostedData['reservation']): boolean =>
+  a?.id === b?.id && a?.purpose === b?.purpose && a?.amount === b?.amount;
+
 type ReserveFunds = Extract<LedgerCommand, { type: 'ReserveFunds' }>;
 
 /** Why the reservation may not be made, or null. The payout limits come before the balance. */

@@ -12,13 +12,14 @@ const PAGES_AHEAD = 4;
  * the error's message).
  */
 async function run(): Promise<void> {
-  const { databaseUrl, applicationName, upTo, forward } = workerData as {
+  const { databaseUrl, applicationName, readOnly, upTo, forward } = workerData as {
     databaseUrl: string;
     applicationName: string;
+    readOnly: boolean;
     upTo: { commit: bigint; prepare: bigint } | null;
     forward: { streamNamePrefix: string; eventType: string } | null;
   };
-  const pool = createPool(databaseUrl, { max: 3, applicationName, limits: COMMAND_SESSION_LIMITS });
+  const pool = createPool(databaseUrl, { max: 3, applicationName, limits: COMMAND_SESSION_LIMITS, readOnly });
   let untaken = 0;
   let taken: (() => void) | null = null;
   parentPort!.on('message', () => {

@@ -831,6 +831,8 @@ export async function verifyEventLogInWorker(
   databaseUrl: string,
   options: {
     applicationName?: string;
+    /** The thread's sessions read-only, as the caller's (a command that writes nothing). */
+    readOnly?: boolean;
     upTo?: Position;
     at?: readonly string[];
     forward?: PostgresLogVerifyOptions['forward'];
@@ -843,6 +845,7 @@ export async function verifyEventLogInWorker(
     workerData: {
       databaseUrl,
       applicationName: options.applicationName ?? 'gateway-log-verify',
+      readOnly: options.readOnly ?? false,
       upTo: options.upTo ?? null,
       forward: forward ? { streamNamePrefix: forward.streamNamePrefix, eventType: forward.eventType } : null,
     },

@@ -1,15 +1,21 @@
 import type { Pool } from 'pg';
 import { GatewayClock, ManualClock, ManualClockSync, SystemClock } from '#platform/clock';
 import type { GatewayConfig } from './config';
-import { createPool, EmbeddedDatabase, migrate, SessionLimits, startEmbeddedPostgres } from '#platform/database';
+import { checkMigrated, createPool, EmbeddedDatabase, migrate, SessionLimits, startEmbeddedPostgres } from '#platform/database';
 import { allMigrations } from './migrations';
 import { EventStore, PostgresEventStore } from '#event-store';
 import type { Logger } from '#platform/logging';
 import { checkWebhookSecretKeys } from '../merchants/webhook-secrets';
 import { SecretBox, secretKeySource } from '#platform/secrets';
 
-/** What every process of the gateway stands on: database, event store, clock. */
-export interface Infrastructure {
+/** What every process of the gateway stands on: database, event store, clock, secrets key. */
+export interface Infrastructure extends InfrastructureWithoutSecrets {
+  /** Seals and opens secrets at rest (webhook secrets), with SECRETS_KEY or DATA_DIR/secrets.key. */
+  readonly secrets: SecretBox;
+}
+
+/** What a command that holds no secrets key stands on (the verify and audit commands, projections:rebuild). */
+export interface InfrastructureWithoutSecrets {
   readonly config: GatewayConfig;
   readonly databaseUrl: string;
   readonly pool: Pool;
@@ -17,35 +23,68 @@ export interface Infrastructure {
   readonly clock: GatewayClock;
   /** Set with CLOCK=manual. */
   readonly clockSync: ManualClockSync | null;
-  /** Seals and opens secrets at rest (webhook secrets), with SECRETS_KEY or DATA_DIR/secrets.key. */
-  readonly secrets: SecretBox;
+  /** 'read-only': every session of the pool is read-only; a pool the process opens besides (a worker's) must be too. */
+  readonly access: DatabaseAccess;
   close(): Promise<void>;
 }
 
+/**
+ * 'read-write' (the serving processes, projections:rebuild): the schema is migrated.
+ * 'read-only' (the verify and audit commands): nothing is written, neither the schema
+ * (a database not fully migrated is refused, naming what it lacks) nor anything else:
+ * every session is read-only, no secrets key is read or created, no embedded cluster
+ * or database is created, and the manual clock is only read. The database role then
+ * needs only SELECT.
+ */
+export type DatabaseAccess = 'read-write' | 'read-only';
+
+export interface InfrastructureOptions {
+  readonly applicationName?: string;
+  readonly poolSize?: number;
+  /** Session bounds of the pool (default SERVING_SESSION_LIMITS; the operator's commands pass COMMAND_SESSION_LIMITS). */
+  readonly limits?: SessionLimits;
+  /** Default 'read-write'. */
+  readonly access?: DatabaseAccess;
+  /**
+   * false: no secrets key (SECRETS_KEY or DATA_DIR/secrets.key) is read, none is
+   * created, and the stored secrets are not checked against it: for a process that
+   * never opens or seals one. Always so with `access: 'read-only'`.
+   */
+  readonly secrets?: boolean;
+}
+
+/** The options of a process that holds no secrets key. */
+type WithoutSecrets = InfrastructureOptions & ({ readonly access: 'read-only' } | { readonly secrets: false });
+
+export async function openInfrastructure(config: GatewayConfig, log: Logger, options: WithoutSecrets): Promise<InfrastructureWithoutSecrets>;
+export async function openInfrastructure(config: GatewayConfig, log: Logger, options?: InfrastructureOptions): Promise<Infrastructure>;
 export async function openInfrastructure(
   config: GatewayConfig,
   log: Logger,
-  options: {
-    applicationName?: string;
-    poolSize?: number;
-    /** Session bounds of the pool (default SERVING_SESSION_LIMITS; the operator's commands pass COMMAND_SESSION_LIMITS). */
-    limits?: SessionLimits;
-  } = {},
-): Promise<Infrastructure> {
-  const secrets = new SecretBox(secretKeySource(config));
+  options: InfrastructureOptions = {},
+): Promise<Infrastructure | InfrastructureWithoutSecrets> {
+  const access = options.access ?? 'read-write';
+  const readOnly = access === 'read-only';
+  if (readOnly && options.secrets === true) throw new Error('a read-only opening holds no secrets key');
+  const withSecrets = !readOnly && options.secrets !== false;
+  const secrets = withSecrets ? new SecretBox(secretKeySource(config)) : null;
   let embedded: EmbeddedDatabase | null = null;
   let databaseUrl = config.databaseUrl;
   if (databaseUrl === null) {
     log.info({ dataDir: config.dataDir }, 'DATABASE_URL is not set: starting the embedded PostgreSQL');
-    embedded = await startEmbeddedPostgres(config.dataDir, { log: (line) => log.debug({ postgres: line }) });
+    embedded = await startEmbeddedPostgres(config.dataDir, { log: (line) => log.debug({ postgres: line }), create: !readOnly });
     databaseUrl = embedded.url;
   }
-  const pool = createPool(databaseUrl, { max: options.poolSize ?? 20, applicationName: options.applicationName, limits: options.limits });
+  const pool = createPool(databaseUrl, { max: options.poolSize ?? 20, applicationName: options.applicationName, limits: options.limits, readOnly });
   try {
-    const applied = await migrate(pool, allMigrations);
-    if (applied.length > 0) log.info({ versions: applied }, 'schema migrations applied');
+    if (readOnly) {
+      await checkMigrated(pool, allMigrations);
+    } else {
+      const applied = await migrate(pool, allMigrations);
+      if (applied.length > 0) log.info({ versions: applied }, 'schema migrations applied');
+    }
     // Every stored secret must open with this process's keys.
-    await checkWebhookSecretKeys(pool, secrets);
+    if (secrets) await checkWebhookSecretKeys(pool, secrets);
 
     // The EventStoreDB client (and its gRPC stack) is loaded only by a gateway configured for it.
     const store: EventStore =
@@ -56,6 +95,7 @@ export async function openInfrastructure(
     let clock: GatewayClock = new SystemClock();
     let clockSync: ManualClockSync | null = null;
     if (config.clock === 'manual') {
+      // Reads the shared offset (and follows it); only POST /admin/v1/clock/advance writes it.
       const manual = new ManualClock();
       clockSync = new ManualClockSync(pool, manual);
       await clockSync.start();
@@ -69,7 +109,8 @@ export async function openInfrastructure(
       store,
       clock,
       clockSync,
-      secrets,
+      access,
+      ...(secrets ? { secrets } : {}),
       async close() {
         clockSync?.stop();
         await store.close();

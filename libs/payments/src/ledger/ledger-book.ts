@@ -1,4 +1,4 @@
-import type { EventStore, SnapshotPolicy, SnapshotStore } from '#event-store';
+import type { EventStore, RecordedEvent, RefusedDecision, SnapshotPolicy, SnapshotStore } from '#event-store';
 import { END, handleCommand, loadState, StreamNotFoundError } from '#event-store';
 import {
   causeOf,
@@ -19,6 +19,7 @@ import {
   ledgerStreamName,
   needsCauseLookup,
   ReservationRefusal,
+  sameMoneyDecided,
 } from '#ledger';
 import type { Position } from '#event-store';
 
@@ -63,13 +64,36 @@ export interface LedgerBookObserver {
    */
   causeLookedUp?(streamName: string, found: boolean, entriesReadFromStream: number): void;
   /**
-   * The event store refused an entry id it already holds: the book's own check of
-   * the cause missed a repeat that the store happened to stop (PostgreSQL's unique
-   * event ids). A bug to look into: EventStoreDB would have stored the entry twice.
+   * The event store refused an entry because it already holds its id (the id derives
+   * from the ledger and the cause): what the book found when it re-read the ledger.
    */
-  duplicateStoppedByStore?(streamName: string, cause: string): void;
+  repeatRefusedByStore?(streamName: string, repeat: RefusedRepeat): void;
   /** A stored snapshot failed its checks on load: ignored, the ledger folded from its events. */
   snapshotRejected?(streamName: string, revision: bigint, reason: string): void;
+}
+
+/**
+ * An entry the store refused as a repeat, and the entry of that id in the ledger:
+ *
+ * - `concurrent`: another writer posted the cause, with the same money, after the
+ *   state this decision was made on (ordinary concurrency: the decision was stale);
+ * - `missed`: the entry was already in the state the decision was made on, with the
+ *   same money: the book's own check of the cause missed it and only the store's
+ *   unique ids stopped it (no money affected; EventStoreDB checks ids only at the
+ *   expected revision and would have stored it twice);
+ * - `differs`: the ledger holds the cause with other money than this decision (or
+ *   not at all): the same cause was decided twice with different amounts, and money
+ *   could be wrong.
+ */
+export interface RefusedRepeat {
+  readonly cause: string;
+  readonly outcome: 'concurrent' | 'missed' | 'differs';
+  /** The revision of the ledger the refused decision was made on (-1: an empty ledger). */
+  readonly decidedOn: bigint;
+  /** The revision of the entry of that id in the ledger; null when the ledger holds none. */
+  readonly storedAt: bigint | null;
+  readonly refused: LedgerEvent['data'];
+  readonly stored: LedgerEvent['data'] | null;
 }
 
 export interface LedgerBookOptions {
@@ -126,19 +150,55 @@ export class LedgerBook {
     const cause = causeOf(request as LedgerCommand);
     const command = { ...request, entryId: ledgerEntryId(ledger, cause) } as LedgerCommand;
     const streamName = ledgerStreamName(ledger);
+    const refusals: RefusedDecision<LedgerEvent>[] = [];
     const result = await handleCommand(this.store, streamName, ledgerDecider, command, {
       eventId: (event) => event.data.entryId,
       snapshots: this.snapshotPolicy,
+      // A refused entry id is a repeat; a stale decision is decided again on the ledger as it now is (handleCommand).
       onDuplicateEventId: 'already_handled',
-      onDuplicateEventIdRefused: () => this.tell((o) => o.duplicateStoppedByStore?.(streamName, cause)),
+      onDuplicateEventIdRefused: (refusal) => refusals.push(refusal),
       metadata: { accountId: ledger.accountId, mode: ledger.mode },
       prepare: async (toDecide, loaded) =>
         needsCauseLookup(toDecide, loaded.state)
           ? { ...toDecide, postedBeforeWindow: (await this.olderEntryOf(ledger, cause, loaded.state)) !== null }
           : toDecide,
     });
+    for (const refusal of refusals) await this.reportRefusedRepeat(streamName, cause, refusal);
     if (!result.ok) throw result.failure;
     return { entry: result.events[0]?.data ?? null, state: result.state, position: result.position };
+  }
+
+  /**
+   * Re-reads the entry of the refused id and tells the observer how the refused
+   * decision compares with it (RefusedRepeat). Rare: the entry is looked for from the
+   * ledger's end, where a concurrent writer put it.
+   */
+  private async reportRefusedRepeat(streamName: string, cause: string, refusal: RefusedDecision<LedgerEvent>): Promise<void> {
+    const refused = refusal.events[0]!.data;
+    const found = await this.findFromEnd(streamName, (entry) => entry.entryId === refused.entryId);
+    const stored = found ? (found.data as unknown as LedgerEvent['data']) : null;
+    const outcome = stored === null || !sameMoneyDecided(refused, stored) ? 'differs' : found!.revision > refusal.decidedOn ? 'concurrent' : 'missed';
+    const repeat: RefusedRepeat = { cause, outcome, decidedOn: refusal.decidedOn, storedAt: found?.revision ?? null, refused, stored };
+    this.tell((o) => o.repeatRefusedByStore?.(streamName, repeat));
+  }
+
+  /** The last event of the stream whose entry matches, read backwards a page at a time; null when none does. */
+  private async findFromEnd(streamName: string, matches: (entry: LedgerEvent['data']) => boolean): Promise<RecordedEvent | null> {
+    let from: bigint | typeof END = END;
+    for (;;) {
+      let page: RecordedEvent[];
+      try {
+        page = await this.store.readStream(streamName, { direction: 'backwards', fromRevision: from, maxCount: CAUSE_SCAN_PAGE });
+      } catch (error) {
+        if (error instanceof StreamNotFoundError) return null;
+        throw error;
+      }
+      const found = page.find((e) => matches(e.data as unknown as LedgerEvent['data']));
+      if (found) return found;
+      const last = page[page.length - 1];
+      if (page.length < CAUSE_SCAN_PAGE || !last || last.revision === 0n) return null;
+      from = last.revision - 1n;
+    }
   }
 
   /**
@@ -172,15 +232,9 @@ export class LedgerBook {
       if (found) return found;
       throw new Error(`No entry of cause ${cause} in ${streamName}`);
     }
-    let from: bigint | typeof END = END;
-    for (;;) {
-      const page = await this.store.readStream(streamName, { direction: 'backwards', fromRevision: from, maxCount: CAUSE_SCAN_PAGE });
-      const found = page.find((e) => (e.data as unknown as LedgerEvent['data']).cause === cause);
-      if (found) return found.data as unknown as LedgerEvent['data'];
-      const last = page[page.length - 1];
-      if (page.length < CAUSE_SCAN_PAGE || !last || last.revision === 0n) throw new Error(`No entry of cause ${cause} in ${streamName}`);
-      from = last.revision - 1n;
-    }
+    const found = await this.findFromEnd(streamName, (entry) => entry.cause === cause);
+    if (!found) throw new Error(`No entry of cause ${cause} in ${streamName}`);
+    return found.data as unknown as LedgerEvent['data'];
   }
 
   /**

@@ -133,7 +133,11 @@ export class GatewayMetrics {
 
   private readonly ledgerDuplicatesStoppedByStore = new Counter({
     name: 'ledger_duplicates_stopped_by_store_total',
-    help: "Ledger entries the event store refused as an id it already holds: the ledger's own cause check missed a repeat (a bug)",
+    help:
+      'Ledger entries the event store refused as an id it already holds, by what the ledger then held: concurrent (another writer ' +
+      "had posted the cause with the same money: a stale decision), missed (the ledger's own cause check missed a repeat: a bug, " +
+      'no money affected), differs (the cause is in the ledger with other money: money could be wrong)',
+    labelNames: ['outcome'] as const,
     registers: [this.registry],
   });
 
@@ -156,6 +160,7 @@ export class GatewayMetrics {
   ) {
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
     for (const result of ['posted', 'new'] as const) this.ledgerCauseLookups.inc({ result }, 0);
+    for (const outcome of ['concurrent', 'missed', 'differs'] as const) this.ledgerDuplicatesStoppedByStore.inc({ outcome }, 0);
     for (const kind of AUTH_FAILURE_KINDS) {
       this.authFailures.inc({ kind }, 0);
       this.authRefused.inc({ kind }, 0);
@@ -163,15 +168,29 @@ export class GatewayMetrics {
     }
   }
 
-  /** LedgerBook's observer: counts, and logs what needs a look (a duplicate stopped only by the store, a rejected snapshot). */
+  /**
+   * LedgerBook's observer: counts, and logs a repeat refused by the store at the level
+   * it deserves (a stale decision at info, a missed repeat as a warning, an error only
+   * where money could be wrong) and a rejected snapshot as a warning.
+   */
   readonly ledgerObserver: LedgerBookObserver = {
     causeLookedUp: (_streamName, found, entriesReadFromStream) => {
       this.ledgerCauseLookups.inc({ result: found ? 'posted' : 'new' });
       if (entriesReadFromStream > 0) this.ledgerCauseLookupEntriesRead.inc(entriesReadFromStream);
     },
-    duplicateStoppedByStore: (streamName, cause) => {
-      this.ledgerDuplicatesStoppedByStore.inc();
-      this.log?.error({ stream: streamName, cause }, 'ledger: the event store refused a repeat of a cause the ledger did not recognise');
+    repeatRefusedByStore: (streamName, repeat) => {
+      this.ledgerDuplicatesStoppedByStore.inc({ outcome: repeat.outcome });
+      const fields = { stream: streamName, cause: repeat.cause, decidedOn: repeat.decidedOn.toString(), storedAt: repeat.storedAt?.toString() ?? null };
+      if (repeat.outcome === 'concurrent') {
+        this.log?.info(fields, 'ledger: entry already posted by a concurrent writer with the same money; the stale decision was dropped');
+      } else if (repeat.outcome === 'missed') {
+        this.log?.warn(fields, "ledger: the event store refused a repeat the ledger's own cause check missed (no money affected)");
+      } else {
+        this.log?.error(
+          { ...fields, refused: repeat.refused, stored: repeat.stored },
+          'ledger: the event store refused an entry whose cause the ledger holds with other money (or not at all): money could be wrong',
+        );
+      }
     },
     snapshotRejected: (streamName, revision, reason) => {
       this.ledgerSnapshotsRejected.inc();

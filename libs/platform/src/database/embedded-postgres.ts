@@ -65,18 +65,24 @@ export async function startEmbeddedPostgres(
     log?: (line: string) => void;
     /** A fixed port (default: a free one), e.g. to start a stopped server again where its clients expect it. */
     port?: number;
+    /** false: start only a cluster and database that exist (a command that must not create one); default true. */
+    create?: boolean;
   } = {},
 ): Promise<EmbeddedDatabase> {
   const databaseName = options.databaseName ?? EMBEDDED_DATABASE_NAME;
   const root = path.resolve(dataDir);
   const clusterDir = path.join(root, 'postgres');
+  const create = options.create ?? true;
+  if (!create && !existsSync(path.join(clusterDir, 'PG_VERSION'))) {
+    throw new Error(`no embedded PostgreSQL under ${clusterDir}: set DATABASE_URL, or DATA_DIR to the gateway's data folder`);
+  }
   makeTraversable(root);
 
   const password = passwordOf(root);
   const running = runningServerPort(clusterDir);
   if (running !== null) {
     await ensurePassword(running, password);
-    await ensureDatabase(running, databaseName, password);
+    if (create) await ensureDatabase(running, databaseName, password);
     return { url: urlFor(running, databaseName, password), stop: async () => undefined };
   }
 
@@ -101,7 +107,7 @@ export async function startEmbeddedPostgres(
   if (!existsSync(path.join(clusterDir, 'PG_VERSION'))) await server.initialise();
   await server.start();
   await ensurePassword(port, password);
-  await ensureDatabase(port, databaseName, password);
+  if (create) await ensureDatabase(port, databaseName, password);
   return { url: urlFor(port, databaseName, password), stop: () => server.stop() };
 }
 

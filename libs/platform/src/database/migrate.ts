@@ -107,3 +107,45 @@ async function adoptNumberedMigrations(client: PoolClient, migrations: readonly 
     [adopted.map((a) => a[0]), adopted.map((a) => a[1]), adopted.map((a) => a[2])],
   );
 }
+
+/**
+ * Checks, writing nothing, that the database has every migration of the list applied
+ * with the same text: what a process that must not write (a read-only command) does
+ * instead of migrate. Throws MigrationError naming each migration missing (or applied
+ * with another text: the database was migrated by another version of the code). A
+ * database migrated before migrations were named counts the versions it recorded then.
+ */
+export async function checkMigrated(pool: Pool, migrations: readonly Migration[]): Promise<void> {
+  const applied = await appliedMigrations(pool, migrations);
+  const missing = migrations.filter((m) => !applied.has(m.id)).map((m) => m.id);
+  if (missing.length > 0) {
+    throw new MigrationError(
+      `the database schema is not fully migrated: ${missing.length} of ${migrations.length} migration(s) missing (${missing.join(', ')}); ` +
+        'a gateway of this version applies them when it starts',
+    );
+  }
+  const changed = migrations.filter((m) => applied.get(m.id) !== checksum(m.sql)).map((m) => m.id);
+  if (changed.length > 0) {
+    throw new MigrationError(`the database applied another text of migration(s) ${changed.join(', ')}: it was migrated by another version of the gateway`);
+  }
+}
+
+/** What the database records as applied, id → checksum (with the versions of schema_migrations not yet adopted), read only. */
+async function appliedMigrations(pool: Pool, migrations: readonly Migration[]): Promise<Map<string, string>> {
+  const tables = await pool.query<{ named: boolean; numbered: boolean }>(
+    `SELECT to_regclass('migrations_applied') IS NOT NULL AS named, to_regclass('schema_migrations') IS NOT NULL AS numbered`,
+  );
+  const { named, numbered } = tables.rows[0]!;
+  const applied = new Map<string, string>();
+  if (named) {
+    for (const r of (await pool.query<{ id: string; checksum: string }>('SELECT id, checksum FROM migrations_applied')).rows) applied.set(r.id, r.checksum);
+  }
+  if (numbered) {
+    const byVersion = new Map(migrations.filter((m) => m.legacyVersion !== undefined).map((m) => [m.legacyVersion!, m.id]));
+    for (const r of (await pool.query<{ version: number; checksum: string }>('SELECT version, checksum FROM schema_migrations')).rows) {
+      const id = byVersion.get(r.version);
+      if (id !== undefined && !applied.has(id)) applied.set(id, r.checksum);
+    }
+  }
+  return applied;
+}

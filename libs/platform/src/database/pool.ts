@@ -45,9 +45,14 @@ export const COMMAND_SESSION_LIMITS: SessionLimits = { statementTimeoutMs: 0, id
  */
 export const TCP_KEEPALIVE = { idleSeconds: 10, intervalSeconds: 5, count: 3 } as const;
 
-/** The startup `options` that set the limits and the server-side keepalive for each session. */
-export function sessionOptions(limits: SessionLimits): string {
+/**
+ * The startup `options` that set the limits and the server-side keepalive for each
+ * session; `readOnly` makes every transaction of the session read-only by default
+ * (a command that must write nothing, whatever its role may do).
+ */
+export function sessionOptions(limits: SessionLimits, readOnly = false): string {
   return [
+    ...(readOnly ? ['-c default_transaction_read_only=on'] : []),
     `-c statement_timeout=${limits.statementTimeoutMs}`,
     `-c idle_in_transaction_session_timeout=${limits.idleInTransactionTimeoutMs}`,
     `-c tcp_keepalives_idle=${TCP_KEEPALIVE.idleSeconds}`,
@@ -73,7 +78,16 @@ function splitOptions(url: string): { url: string; options: string | null } {
   }
 }
 
-export function createPool(url: string, options: { max?: number; applicationName?: string; limits?: SessionLimits } = {}): Pool {
+export function createPool(
+  url: string,
+  options: {
+    max?: number;
+    applicationName?: string;
+    limits?: SessionLimits;
+    /** Every session read-only (default_transaction_read_only): for the commands that only read. */
+    readOnly?: boolean;
+  } = {},
+): Pool {
   const own = splitOptions(url);
   const pool = new Pool({
     connectionString: own.url,
@@ -83,7 +97,7 @@ export function createPool(url: string, options: { max?: number; applicationName
     connectionTimeoutMillis: 10_000,
     keepAlive: true,
     keepAliveInitialDelayMillis: TCP_KEEPALIVE.idleSeconds * 1000,
-    options: [sessionOptions(options.limits ?? SERVING_SESSION_LIMITS), own.options].filter((o) => o !== null).join(' '),
+    options: [sessionOptions(options.limits ?? SERVING_SESSION_LIMITS, options.readOnly), own.options].filter((o) => o !== null).join(' '),
   });
   // An idle client losing its connection (database restart) must not crash the process.
   pool.on('error', () => undefined);

@@ -1,0 +1,222 @@
+/**
+ * The verify and audit commands as an auditor runs them on another machine: a
+ * database role that may only SELECT (and whose sessions are read-only), no
+ * SECRETS_KEY, and a DATA_DIR holding a key other than the gateway's. The history is
+ * made through the gateway (invoices paid, refunds pending and failed, a payout paid),
+ * then `log:verify`, `ledger:verify`, `audit:reconcile` and `read-models:checksum` run
+ * as that role and each exits 0 with its normal report; `log:verify` as that role
+ * still finds and names an edited event. `projections:rebuild` (which writes) runs as
+ * the owner with a DATA_DIR holding another key. A database missing a migration is
+ * named, not migrated.
+ */
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { Client } from 'pg';
+import { comparePositions, PostgresEventStore } from '#event-store';
+import { allMigrations, loadConfig, openInfrastructure } from '#payments/composition';
+import { allProjections, formatChecksums, readModelChecksums } from '#payments/read-models';
+import { createLogger } from '#platform/logging';
+import { migrate } from '#platform/database';
+import { secretsKeyFileOf, writeKeyFile } from '#platform/secrets';
+import { RunningGateway, startGateway, startProcess, temporaryDataDir, type Entry } from '../support/gateway-process';
+import { ADMIN_TOKEN, expectStatus, Merchant, Operator, orderId, poll } from '../support/merchant-fixtures';
+import { fund, payoutAddress, PHONE, transition, waitForBalance } from '../support/money-out-fixtures';
+import { visibleHead } from '../support/project-to-head';
+import { createTestDatabase, databaseUrl, TestDatabase } from '../support/test-database';
+
+/** A data folder whose secrets.key holds a random key: not the gateway's. */
+function dataDirWithAnotherKey(): { dir: string; remove(): void } {
+  const data = temporaryDataDir();
+  writeKeyFile(secretsKeyFileOf(data.dir), [randomBytes(32)]);
+  return data;
+}
+
+async function run(entry: Entry, env: Record<string, string>, args: string[] = []): Promise<{ code: number | string; output: string }> {
+  const proc = startProcess(entry, env, args);
+  const code = await proc.exited;
+  return { code, output: proc.output() };
+}
+
+describe('the verify and audit commands with a read-only role and no secrets key', () => {
+  let db: TestDatabase;
+  let gateway: RunningGateway | null = null;
+  const gatewayData = temporaryDataDir();
+  const auditorData = dataDirWithAnotherKey();
+  const role = `auditor_${randomBytes(6).toString('hex')}`;
+  const password = randomBytes(18).toString('hex');
+  let auditorUrl: string;
+  let merchant: Merchant;
+
+  beforeAll(async () => {
+    db = await createTestDatabase({ poolSize: 4 });
+    // A DATA_DIR of its own: the gateway's secrets key must not be the one the commands find under theirs.
+    gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN, DATA_DIR: gatewayData.dir });
+    const operator = new Operator(gateway.baseUrl, gateway.adminToken);
+
+    // A history: payments in both modes, a refund failed and one left pending, a payout paid.
+    merchant = await operator.merchant({ holdHours: 0 });
+    await fund(operator, merchant, 'live', ['3000.00', '2000.00']);
+    const test = await merchant.test.post('/v1/invoices', { amount: '700.00', orderId: orderId(), method: 'sbp' });
+    expectStatus(test, 201);
+    expectStatus(await operator.payment(test.body.id, 'paid'), 200);
+    const invoices = (await merchant.live.get('/v1/invoices?limit=10')).body.items as { id: string }[];
+    const failed = await merchant.live.post(`/v1/invoices/${invoices[0]!.id}/refund`, { amount: '100.00' });
+    expectStatus(failed, 202);
+    expectStatus(await operator.http.post(`/admin/v1/refunds/${failed.body.id}/fail`), 200);
+    expectStatus(await merchant.live.post(`/v1/invoices/${invoices[1]!.id}/refund`, { amount: '50.00' }), 202);
+    const address = await payoutAddress(operator, merchant.accountId, { method: 'sbp', account: PHONE, bank: 'Сбербанк' });
+    const payout = await merchant.live.post('/v1/payouts', { amount: '500.00', addressId: address.id, orderId: orderId('payout') });
+    expectStatus(payout, 201);
+    for (const step of ['approve', 'process', 'pay']) expectStatus(await transition(operator, payout.body.id, step), 200);
+    await waitForBalance(merchant.live, { reserved: '50.00' });
+
+    // Every read model at the head of the log, then the gateway stops: nothing writes while the commands run.
+    const store = new PostgresEventStore(db.pool);
+    try {
+      await poll(
+        async () => {
+          const head = (await visibleHead(db.pool, store))!;
+          const rows = (
+            await db.pool.query<{ commit_position: string; prepare_position: string }>(
+              'SELECT commit_position, prepare_position FROM projection_checkpoints WHERE projection = ANY($1)',
+              [allProjections.map((p) => p.name)],
+            )
+          ).rows;
+          return (
+            rows.length === allProjections.length &&
+            rows.every((r) => comparePositions({ commit: BigInt(r.commit_position), prepare: BigInt(r.prepare_position) }, head) >= 0)
+          );
+        },
+        (caughtUp) => caughtUp,
+        'every read model to reach the head of the log',
+        60_000,
+      );
+    } finally {
+      await store.close();
+    }
+    await gateway.kill();
+    gateway = null;
+
+    // The auditor's role: it may log in and read every table, nothing else.
+    await db.pool.query(`CREATE ROLE ${role} LOGIN PASSWORD '${password}'`);
+    await db.pool.query(`GRANT USAGE ON SCHEMA public TO ${role}`);
+    await db.pool.query(`GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${role}`);
+    await db.pool.query(`ALTER ROLE ${role} SET default_transaction_read_only = on`);
+    const url = new URL(db.url);
+    url.username = role;
+    url.password = password;
+    auditorUrl = url.toString();
+  }, 180_000);
+
+  afterAll(async () => {
+    await gateway?.kill();
+    await db?.drop();
+    const admin = new Client({ connectionString: databaseUrl('postgres') });
+    await admin.connect();
+    await admin.query(`DROP ROLE IF EXISTS ${role}`);
+    await admin.end();
+    gatewayData.remove();
+    auditorData.remove();
+  });
+
+  /** The auditor's environment: the read-only role, no SECRETS_KEY, a DATA_DIR with another key. */
+  const auditor = () => ({ DATABASE_URL: auditorUrl, DATA_DIR: auditorData.dir });
+
+  it('the role can read but not write', async () => {
+    const client = new Client({ connectionString: auditorUrl });
+    await client.connect();
+    try {
+      expect(Number((await client.query<{ n: string }>('SELECT count(*) AS n FROM events')).rows[0]!.n)).toBeGreaterThan(20);
+      await expect(client.query('DELETE FROM events')).rejects.toThrow(/read-only transaction/);
+      await expect(client.query('BEGIN READ WRITE; DELETE FROM events')).rejects.toThrow(/permission denied/);
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('log:verify exits 0 with its report', async () => {
+    const r = await run('log-verify', auditor());
+    expect(r).toEqual({ code: 0, output: expect.stringContaining('OK: every stream chain recomputes from its events') });
+    expect(r.output).toMatch(/event log: \d+ events in \d+ streams/);
+  });
+
+  it('ledger:verify exits 0 with its report', async () => {
+    const r = await run('ledger-verify', auditor());
+    expect(r).toEqual({ code: 0, output: expect.stringContaining('OK: every entry balances') });
+    expect(r.output).toMatch(/ledgers: 2, journal entries: \d+/);
+    expect(r.output).toContain('OK: every stream chain recomputes from its events');
+  });
+
+  it('audit:reconcile exits 0 with its report', async () => {
+    const r = await run('audit-reconcile', auditor(), ['--from', '2000-01-01T00:00:00Z', '--to', '2100-01-01T00:00:00Z']);
+    expect(r.code).toBe(0);
+    expect(r.output).toMatch(/reconciliation .*: 3 paid invoices, 0 succeeded refunds, 1 paid payouts, \d+ entries; 0 difference\(s\)/);
+  });
+
+  it('read-models:checksum exits 0 and prints the checksums the owner computes', async () => {
+    const r = await run('read-models-checksum', auditor());
+    expect(r.code).toBe(0);
+    expect(r.output).toContain(formatChecksums(await readModelChecksums(db.pool)));
+  });
+
+  it('creates no key file under a DATA_DIR that has none', async () => {
+    const empty = temporaryDataDir();
+    try {
+      const r = await run('log-verify', { DATABASE_URL: auditorUrl, DATA_DIR: empty.dir });
+      expect(r.code).toBe(0);
+      expect(existsSync(secretsKeyFileOf(empty.dir))).toBe(false);
+    } finally {
+      empty.remove();
+    }
+  });
+
+  it('log:verify as the read-only role finds an edited event and names it', async () => {
+    const target = (
+      await db.pool.query<{ global_position: string; transaction_id: string; stream_name: string; stream_revision: string; data: string }>(
+        `SELECT global_position, transaction_id::text AS transaction_id, stream_name, stream_revision, data::text AS data
+         FROM events WHERE stream_name LIKE 'ledger-%' AND stream_revision = 1 ORDER BY global_position LIMIT 1`,
+      )
+    ).rows[0]!;
+    await db.pool.query(`UPDATE events SET data = jsonb_set(data, '{postings,0,amount}', '1') WHERE global_position = $1`, [target.global_position]);
+    try {
+      const r = await run('log-verify', auditor());
+      expect(r.code).toBe(1);
+      expect(r.output).toContain(
+        `[data_changed] ${target.stream_name} revision ${target.stream_revision} at position ${target.transaction_id}/${target.global_position}`,
+      );
+    } finally {
+      await db.pool.query('UPDATE events SET data = $2::jsonb WHERE global_position = $1', [target.global_position, target.data]);
+    }
+    expect((await run('log-verify', auditor())).code).toBe(0);
+  });
+
+  it('projections:rebuild runs as the owner with a DATA_DIR holding another key', async () => {
+    const before = formatChecksums(await readModelChecksums(db.pool));
+    const r = await run('rebuild', { DATABASE_URL: db.url, DATA_DIR: auditorData.dir });
+    expect(r).toEqual({ code: 0, output: expect.stringContaining('rebuilt ledger:') });
+    expect(formatChecksums(await readModelChecksums(db.pool))).toBe(before);
+  });
+
+  it('a read-only opening in process refuses writes even as the owner, and names a migration the database lacks', async () => {
+    const log = createLogger('read-only-tools-test', 'silent');
+    const owner = await openInfrastructure(loadConfig({ DATABASE_URL: db.url, DATA_DIR: auditorData.dir }), log, { access: 'read-only' });
+    try {
+      await expect(owner.pool.query('CREATE TABLE write_probe ()')).rejects.toThrow(/read-only transaction/);
+    } finally {
+      await owner.close();
+    }
+
+    const behind = await createTestDatabase({ migrate: false, poolSize: 2 });
+    try {
+      await migrate(behind.pool, allMigrations.slice(0, -1));
+      const missing = allMigrations[allMigrations.length - 1]!.id;
+      const r = await run('log-verify', { DATABASE_URL: behind.url, DATA_DIR: auditorData.dir });
+      expect(r.code).toBe(2);
+      expect(r.output).toContain(missing);
+      const applied = await behind.pool.query('SELECT 1 FROM migrations_applied WHERE id = $1', [missing]);
+      expect(applied.rowCount).toBe(0);
+    } finally {
+      await behind.drop();
+    }
+  });
+});
