@@ -84,7 +84,7 @@ export function startNginx(binary: string, dir: string, rendered: string): Runni
   const args = ['-p', dir, '-c', main, '-e', path.join(dir, 'error.log')];
   const test = spawnSync(binary, [...args, '-t'], { encoding: 'utf8' });
   if (test.status !== 0) throw new Error(`nginx -t refused the configuration:\n${test.stderr}`);
-  const version = /nginx version: (\S+)/.exec(spawnSync(binary, ['-v'], { encoding: 'utf8' }).stderr)?.[1] ?? 'nginx';
+  const version = /nginx version: nginx\/(\S+)/.exec(spawnSync(binary, ['-v'], { encoding: 'utf8' }).stderr)?.[1] ?? 'unknown';
   const child = spawn(binary, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));

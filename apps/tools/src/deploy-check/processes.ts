@@ -2,6 +2,7 @@ import { ChildProcess, spawn } from 'node:child_process';
 import { createWriteStream, WriteStream } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
+import { sleep } from './spec-client';
 
 /** The repository root (this file runs from dist/apps/tools/src/deploy-check/). */
 export const ROOT = path.resolve(__dirname, '../../../../..');
@@ -109,5 +110,3 @@ export function freePort(): Promise<number> {
     });
   });
 }
-
-export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

@@ -7,9 +7,9 @@ import { request } from 'undici';
 import { EmbeddedDatabase, makeTraversable, startEmbeddedPostgres } from '#platform/database';
 import { Load, OPERATION_KINDS } from './load';
 import { findNginx, renderNginxConf, RunningNginx, startNginx } from './nginx';
-import { freePort, GatewayProcess, ROOT, runToEnd, sleep } from './processes';
+import { freePort, GatewayProcess, ROOT, runToEnd } from './processes';
 import { formatReport, Phase, Verdict, verdictHolds } from './report';
-import { SpecClient, Traffic } from './spec-client';
+import { SpecClient, sleep, Traffic } from './spec-client';
 import { verify, waitUntilSettled } from './verify';
 
 export interface CheckOptions {
