@@ -13,6 +13,7 @@ import { createApi } from '../../api/src/create-api';
 import type { ReadinessProbe } from '../../api/src/health/readiness';
 import { MetricsServer, startMetricsServer } from '../../api/src/health/metrics-endpoint';
 import { Projector } from '../../projector/src/projector';
+import { ConnectionDrain, connectionDrain, PROXY_DRAIN_MS } from '../../api/src/http/connection-drain';
 
 export interface ProcessRoles {
   readonly name: string;
@@ -23,7 +24,8 @@ export interface ProcessRoles {
 /**
  * Starts a gateway process with the roles asked for: `npm start` runs everything in
  * one process, `start:api` and `start:projector` run them apart against one
- * database. Stops cleanly on SIGINT/SIGTERM.
+ * database. Stops cleanly on SIGINT/SIGTERM: the API first stops accepting connections
+ * and finishes the requests in flight (connection-drain.ts), then the projector stops.
  */
 export async function runProcess(roles: ProcessRoles): Promise<void> {
   const log = createLogger(roles.name === 'gateway' ? 'gateway' : `gateway-${roles.name}`);
@@ -53,6 +55,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
     const metricsLine = metricsServer ? `  metrics and health (METRICS_PORT, no token): http://${local}:${metricsServer.port}/metrics` : null;
 
     let app: NestFastifyApplication | null = null;
+    let drain: ConnectionDrain | null = null;
     let adminToken = config.adminToken;
     if (roles.api) {
       const tokenWasGenerated = adminToken === null;
@@ -71,6 +74,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
       );
       // Every existing key known before the first request: a failing attempt with one costs no lookup.
       await services.registry.warmUpCredentials();
+      drain = connectionDrain(app.getHttpServer());
       await app.listen({ port: config.port, host: config.host });
       const address = app.getHttpServer().address();
       const port = typeof address === 'object' && address ? address.port : config.port;
@@ -116,8 +120,11 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
       if (stopping) return;
       stopping = true;
       log.info({ signal }, 'stopping');
-      const force = setTimeout(() => process.exit(1), 15_000);
+      const force = setTimeout(() => process.exit(1), PROXY_DRAIN_MS + 5_000);
       force.unref();
+      // No 5xx and no reset connection for the clients: stop accepting, serve what is in
+      // flight, and behind a proxy (TRUSTED_PROXIES) let it close its idle connections.
+      await drain?.drain({ waitForClients: config.trustedProxies.length > 0 }).catch((error: unknown) => log.warn({ err: error }, 'drain failed'));
       await app?.close().catch(() => undefined);
       await metricsServer?.close().catch(() => undefined);
       await projector?.stop().catch(() => undefined);
