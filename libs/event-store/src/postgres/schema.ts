@@ -9,7 +9,6 @@ import type { Migration } from '#platform/database';
  */
 export const eventStoreMigration: Migration = {
   id: 'event-store:0001_event_store',
-  legacyVersion: 1,
   sql: `
 CREATE TABLE event_streams (
   stream_name text PRIMARY KEY,

@@ -41,7 +41,6 @@ const POSTING_COPY_COLUMNS: readonly CopyColumn[] = [
 
 export const ledgerReadModelMigration: Migration = {
   id: 'payments:0002_read_model_ledger',
-  legacyVersion: 6,
   sql: `
 CREATE TABLE ledger_entries (
   entry_id uuid PRIMARY KEY,
@@ -73,7 +72,6 @@ CREATE TABLE ledger_balances (
 
 export const ledgerOpenHoldsMigration: Migration = {
   id: 'payments:0005_read_model_ledger_open_holds',
-  legacyVersion: 9,
   sql: `
 CREATE TABLE ledger_open_holds (
   account_id text NOT NULL,

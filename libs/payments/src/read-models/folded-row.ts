@@ -47,8 +47,6 @@ export interface FoldedTable<S> {
   idOf(event: RecordedEvent): string | number;
   /** The state before the stream's first event. */
   initial(): S;
-  /** A stored state as the current code reads it (e.g. fields added since it was written). */
-  upgrade(stored: S): S;
   evolve(state: S, event: RecordedEvent): S;
   readonly columns: readonly FoldedColumn<S>[];
 }
@@ -82,7 +80,7 @@ export async function foldBatchIntoTable<S>(tx: PoolClient, t: FoldedTable<S>, e
     const row = storedRows.get(key);
     // A stream is folded from its first event or from its stored row, never from the middle.
     if (!row && streamEvents[0]!.revision !== 0n) continue;
-    let state = row ? t.upgrade(row.state) : t.initial();
+    let state = row ? row.state : t.initial();
     let revision = row ? BigInt(row.last_revision) : -1n;
     const start = revision;
     for (const e of streamEvents) {

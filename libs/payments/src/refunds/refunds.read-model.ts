@@ -6,7 +6,6 @@ import type { Projection } from '#event-store/projections';
 
 export const refundsReadModelMigration: Migration = {
   id: 'payments:0009_read_model_refunds',
-  legacyVersion: 13,
   sql: `
 CREATE TABLE refunds (
   id text PRIMARY KEY,

@@ -9,7 +9,6 @@ export const STREAM_CATALOG_COPY_MIN_ROWS = 256;
 
 export const streamCatalogMigration: Migration = {
   id: 'payments:0001_read_model_stream_catalog',
-  legacyVersion: 3,
   sql: `
 CREATE TABLE stream_catalog (
   stream_name text PRIMARY KEY,

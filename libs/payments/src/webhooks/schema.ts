@@ -9,7 +9,6 @@ import type { Migration } from '#platform/database';
  */
 export const webhookQueueMigration: Migration = {
   id: 'payments:0011_webhook_deliveries',
-  legacyVersion: 15,
   sql: `
 CREATE TABLE webhook_deliveries (
   seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
@@ -52,7 +51,6 @@ CREATE TABLE webhook_attempts (
  */
 export const webhookLeaseTokenMigration: Migration = {
   id: 'payments:0015_webhook_lease_token',
-  legacyVersion: 24,
   sql: `
 ALTER TABLE webhook_deliveries ADD COLUMN lease_token uuid;
 ALTER TABLE webhook_attempts ADD COLUMN superseded boolean NOT NULL DEFAULT false;

@@ -63,7 +63,6 @@ export async function sweepWebhookHistory(pool: Pool, now: Date, retentionDays: 
 /** The sweeper finds finished deliveries by age without reading the whole queue. */
 export const webhookRetentionMigration: Migration = {
   id: 'payments:0018_webhook_deliveries_finished_by_age',
-  legacyVersion: 30,
   sql: `
 CREATE INDEX webhook_deliveries_finished ON webhook_deliveries (created_at) WHERE status <> 'pending';
 `,
