@@ -3,7 +3,14 @@ import { preparedStatement } from '#platform/database';
 import type { Clock } from '#platform/clock';
 import type { Registry } from '../merchants';
 import { AttemptResult, WebhookHttpClient, WebhookPoster } from './http-delivery';
-import { attemptOutcome, TIMESTAMPED_SIGNATURE_HEADER, WEBHOOK_REPLY_TIMEOUT_MS, webhookSignature, webhookTimestampedSignature } from './webhook-rules';
+import {
+  attemptOutcome,
+  standardWebhookSignature,
+  TIMESTAMPED_SIGNATURE_HEADER,
+  WEBHOOK_REPLY_TIMEOUT_MS,
+  webhookSignature,
+  webhookTimestampedSignature,
+} from './webhook-rules';
 
 /** How long a claimed delivery is out of other dispatchers' reach (real time): one attempt (at most 10 s) and a margin. */
 export const WEBHOOK_LEASE_SECONDS = 15;
@@ -11,6 +18,8 @@ export const WEBHOOK_LEASE_SECONDS = 15;
 /** What a claim of a due delivery answers. */
 interface ClaimedRow {
   id: string;
+  /** The event's id: the body's `id`, and Standard Webhooks' `webhook-id` (the same for every attempt and resend). */
+  event_id: string;
   event_type: string;
   project_id: string;
   url: string;
@@ -162,11 +171,11 @@ const LEASE_CANDIDATES = `
   -- locked; what the delivery sends (never changed once enqueued) from its record, looked up
   -- by id for each row leased (never a join that could read the whole history).
   claimed AS (
-    SELECT d.id, d.event_type, d.project_id, d.url, d.body, d.is_test, l.lease_token, l.attempts_made, l.schedule_base,
+    SELECT d.id, d.event_id, d.event_type, d.project_id, d.url, d.body, d.is_test, l.lease_token, l.attempts_made, l.schedule_base,
            (SELECT p.webhook_secret FROM projects p WHERE p.id = d.project_id) AS webhook_secret
     FROM leased l
     CROSS JOIN LATERAL (
-      SELECT r.id, r.event_type, r.project_id, r.url, r.body, r.is_test FROM webhook_deliveries r WHERE r.id = l.id OFFSET 0) AS d)`;
+      SELECT r.id, r.event_id, r.event_type, r.project_id, r.url, r.body, r.is_test FROM webhook_deliveries r WHERE r.id = l.id OFFSET 0) AS d)`;
 
 export const CLAIM_EARLIEST = `WITH ${EARLIEST_AND_BUSY},
   candidates AS (SELECT * FROM earliest WHERE url <> ALL($4::text[])),
@@ -468,6 +477,7 @@ export class WebhookDispatcher {
     // Built field by field (one shape for all; a rest-and-spread copy per row cost more than the rest of the claim's handling).
     const deliveries = rows.map((row): ClaimedDelivery => ({
       id: row.id,
+      event_id: row.event_id,
       event_type: row.event_type,
       project_id: row.project_id,
       url: row.url,
@@ -603,6 +613,10 @@ export class WebhookDispatcher {
               'x-service-delivery-id': d.id,
               'x-service-test': String(d.is_test),
               [TIMESTAMPED_SIGNATURE_HEADER]: webhookTimestampedSignature(d.body, secret, unixSeconds),
+              // Standard Webhooks (standardwebhooks.com), beside the spec's headers.
+              'webhook-id': d.event_id,
+              'webhook-timestamp': String(unixSeconds),
+              'webhook-signature': standardWebhookSignature(d.event_id, unixSeconds, d.body, secret),
             });
     } catch (error) {
       attempt = Promise.reject(error as Error);
