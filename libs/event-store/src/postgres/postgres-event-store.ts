@@ -78,7 +78,7 @@ const toEvent = (row: EventRow): RecordedEvent => ({
 });
 
 /** Namespace of the two-key advisory locks that serialise appends to one stream. */
-const STREAM_APPEND_LOCK_NAMESPACE = 5_406_117;
+export const STREAM_APPEND_LOCK_NAMESPACE = 5_406_117;
 
 /**
  * The chain hashes of the appended events (decision 0099): computed by the statement
