@@ -22,7 +22,7 @@ import {
   sleep,
   startInvoiceGateway,
 } from '../support/merchant-fixtures';
-import { fund, instantMerchant, paidInvoice } from '../support/money-out-fixtures';
+import { fund, instantMerchant, paidInvoice, payoutAddress, PHONE, transition } from '../support/money-out-fixtures';
 import { AppendBreak, withAppendBroken } from '../support/append-lock';
 
 /** The recovery worker takes over a request left half-done for this long (RECOVERY_GRACE_SECONDS), on the gateway clock. */
@@ -55,6 +55,15 @@ describe('a 5xx means nothing happened: answers after the first commit', () => {
     (await eventsOf(ledgerStream(m, mode)))
       .filter((e) => e.type === 'LedgerEntryPosted' && String(e.data.cause).startsWith('reserve:'))
       .map((e) => ({ cause: e.data.cause as string, kind: e.data.kind as string }));
+
+  /** The ids of the payouts the account's requests wrote, oldest first. */
+  const payoutsRequestedBy = async (m: Merchant): Promise<number[]> =>
+    (
+      await gw.db.pool.query<{ id: number }>(
+        `SELECT (data->>'payoutId')::int AS id FROM events WHERE event_type = 'PayoutRequested' AND data->>'accountId' = $1 ORDER BY global_position`,
+        [m.accountId],
+      )
+    ).rows.map((r) => r.id);
 
   /** A paid invoice whose payment is already in the ledger (so nothing else appends to it during a test). */
   const paidAndPosted = async (m: Merchant, mode: Mode, amount: string): Promise<string> => {
@@ -127,6 +136,42 @@ describe('a 5xx means nothing happened: answers after the first commit', () => {
       expect(after.body).toEqual(first.body);
     });
 
+    it('POST /v1/payouts: 201 with the payout it wrote; a retry by the spec never makes a second one', async () => {
+      const m = await instantMerchant(gw.operator);
+      await fund(gw.operator, m, 'live', ['1000.00']);
+      const address = await payoutAddress(gw.operator, m.accountId, { method: 'sbp', account: PHONE });
+      const order = `payout-${how}-${Date.now()}`;
+      const send = () => m.live.post('/v1/payouts', { amount: '300.00', addressId: address.id, orderId: order });
+      // Another amount: without an orderId, the same amount and detail within a minute is a duplicate_request.
+      const sendWithout = () => m.live.post('/v1/payouts', { amount: '350.00', addressId: address.id });
+
+      for (const [label, request] of [
+        ['with orderId', send],
+        ['without orderId', sendWithout],
+      ] as const) {
+        const first = await withAppendBroken(gw.db.url, ledgerStream(m, 'live'), how, request);
+        const replies = await followingTheSpec(first, request);
+        expect({ label, answers: replies.map((r) => r.status) }).toEqual({ label, answers: [201] });
+        expect(first.body).toMatchObject({ status: 'pending', addressId: address.id, processedAt: null });
+        expect((await m.live.get(`/v1/payouts/${first.body.id}`)).body).toEqual(first.body);
+      }
+      const written = await payoutsRequestedBy(m);
+      expect(written).toHaveLength(2);
+      // The orderId names the payout the first answer gave.
+      const byOrder = await m.live.get(`/v1/payouts?orderId=${order}`);
+      expect(byOrder.body.id).toBe(written[0]);
+
+      await letRecoveryRun();
+      await poll(
+        () => reservationsOf(m, 'live'),
+        (r) => r.length === 2,
+        'the recovery to reserve both payouts',
+      );
+      expect(await reservationsOf(m, 'live')).toEqual(written.map((id) => ({ cause: `reserve:po_${id}`, kind: 'funds_reserved' })));
+      expect((await ledgerBalance(m, 'live')).reserved).toBe('650.00');
+      for (const id of written) expect((await m.live.get(`/v1/payouts/${id}`)).body.status).toBe('pending');
+    });
+
     it('a refund answered 202 that the ledger then refuses fails, shown, and its amount is back in the remainder', async () => {
       // The merchant pays the fee: 1000.00 paid nets 985.00, less than the invoice can refund.
       const m = await gw.operator.merchant({ holdHours: 0, customerFeeShare: 0 });
@@ -156,6 +201,86 @@ describe('a 5xx means nothing happened: answers after the first commit', () => {
       expect(released.map((e) => ({ refundId: e.data.refundId, reason: e.data.reason }))).toEqual([{ refundId: answered.body.id, reason: 'failed' }]);
       // 100.00 is refundable again, as far as the balance (85.00) goes.
       expectError(await m.test.post(path, { amount: '100.00' }), 422, 'insufficient_balance');
+    });
+
+    it('a payout answered 201 that the ledger then refuses is rejected, shown, with the reason', async () => {
+      const m = await instantMerchant(gw.operator);
+      await fund(gw.operator, m, 'live', ['1000.00']);
+      const address = await payoutAddress(gw.operator, m.accountId, { method: 'sbp', account: PHONE });
+
+      const answered = await withAppendBroken(gw.db.url, ledgerStream(m, 'live'), how, () =>
+        m.live.post('/v1/payouts', { amount: '600.00', addressId: address.id }),
+      );
+      expectStatus(answered, 201);
+      const other = await m.live.post('/v1/payouts', { amount: '500.00', addressId: address.id });
+      expectStatus(other, 201);
+
+      await letRecoveryRun();
+      const rejected = await poll(
+        () => m.live.get(`/v1/payouts/${answered.body.id}`),
+        (r) => r.body.status === 'rejected',
+        'the answered payout to be rejected',
+      );
+      expect(rejected.body).toEqual({
+        ...answered.body,
+        status: 'rejected',
+        statusReason: expect.stringMatching(/недостаточно средств/),
+        processedAt: expect.stringMatching(ISO_UTC),
+      });
+      expect(await reservationsOf(m, 'live')).toEqual([
+        { cause: `reserve:po_${other.body.id}`, kind: 'funds_reserved' },
+        { cause: `reserve:po_${answered.body.id}`, kind: 'reservation_refused' },
+      ]);
+      expect((await ledgerBalance(m, 'live')).available).toBe('500.00');
+    });
+
+    it('operator transitions that move money (pay, reject, cancel) and the refund failure: 200 with what they recorded', async () => {
+      const m = await instantMerchant(gw.operator);
+      await fund(gw.operator, m, 'live', ['3000.00']);
+      const address = await payoutAddress(gw.operator, m.accountId, { method: 'sbp', account: PHONE });
+      const payout = async (amount: string): Promise<number> => {
+        const r = await m.live.post('/v1/payouts', { amount, addressId: address.id, orderId: `${how}-${amount}-${Date.now()}` });
+        expectStatus(r, 201);
+        return r.body.id as number;
+      };
+      const toPay = await payout('400.00');
+      for (const step of ['approve', 'process']) expectStatus(await transition(gw.operator, toPay, step), 200);
+      const toReject = await payout('300.00');
+      const toCancel = await payout('200.00');
+
+      const cases: [number, string, unknown, string][] = [
+        [toPay, 'pay', { externalId: 'bank-1' }, 'paid'],
+        [toReject, 'reject', { reason: 'реквизиты закрыты' }, 'rejected'],
+        [toCancel, 'cancel', { reason: 'по просьбе мерчанта' }, 'cancelled'],
+      ];
+      for (const [id, name, body, status] of cases) {
+        const reply = await withAppendBroken(gw.db.url, ledgerStream(m, 'live'), how, () => transition(gw.operator, id, name, body));
+        expect({ name, status: reply.status, payout: reply.body.status }).toEqual({ name, status: 200, payout: status });
+      }
+
+      const invoiceId = await paidAndPosted(m, 'test', '500.00');
+      const refund = await m.test.post(`/v1/invoices/${invoiceId}/refund`, { amount: '50.00' });
+      expectStatus(refund, 202);
+      const failed = await withAppendBroken(gw.db.url, ledgerStream(m, 'test'), how, () =>
+        gw.operator.http.post(`/admin/v1/refunds/${refund.body.id}/fail`, {}),
+      );
+      expect({ status: failed.status, refund: failed.body.status }).toEqual({ status: 200, refund: 'failed' });
+
+      // The process managers move the money the answers could not.
+      const closes = (events: Json[]) => events.filter((e) => /^(settle|release):/.test(String(e.data.cause))).map((e) => e.data.cause as string);
+      await poll(
+        () => eventsOf(ledgerStream(m, 'live')),
+        (e) => closes(e).length === 3,
+        'the payouts settled and released',
+      );
+      expect(closes(await eventsOf(ledgerStream(m, 'live'))).sort()).toEqual([`release:po_${toCancel}`, `release:po_${toReject}`, `settle:po_${toPay}`].sort());
+      await poll(
+        () => eventsOf(ledgerStream(m, 'test')),
+        (e) => closes(e).length === 1,
+        'the refund released',
+      );
+      const live = await ledgerBalance(m, 'live');
+      expect(live.reserved).toBe('0.00');
     });
   });
 });

@@ -34,6 +34,6 @@ export function createServices(
     ledgers,
     invoices,
     refunds: new RefundService(infra.store, ledgers, invoices, config.refundProcessingSeconds, infra.pool, observers.flows),
-    payouts: new PayoutService(infra.store, infra.pool, ledgers, payoutAddresses, config.payoutTerms, new FixedUsdtRate(config.usdtRubRate)),
+    payouts: new PayoutService(infra.store, infra.pool, ledgers, payoutAddresses, config.payoutTerms, new FixedUsdtRate(config.usdtRubRate), observers.flows),
   };
 }
