@@ -101,6 +101,44 @@ describe('PostgreSQL event store specifics', () => {
     expect(count.rows[0].n).toBe(0);
   });
 
+  it('an append whose connection broke after its commit is answered as committed; one that broke before, with the error', async () => {
+    // The append's statement reaches the server (or not), then its connection breaks: the answer is lost.
+    let breakConnection: 'after the commit' | 'before the statement' | null = null;
+    const pool = new Proxy(local.pool, {
+      get(target, property) {
+        if (property !== 'query') {
+          const value: unknown = Reflect.get(target, property);
+          return typeof value === 'function' ? value.bind(target) : value;
+        }
+        return async (config: string | { text: string }, values?: unknown[]) => {
+          const text = typeof config === 'string' ? config : config.text;
+          const breaking = breakConnection;
+          if (breaking === null || !text.includes('append_lock')) return target.query(config as never, values as never);
+          if (breaking === 'after the commit') await target.query(config as never, values as never);
+          throw new Error('Connection terminated unexpectedly');
+        };
+      },
+    });
+    const broken = new PostgresEventStore(pool);
+    try {
+      breakConnection = 'after the commit';
+      const first = await broken.appendToStream('lost-answer', [{ id: randomUUID(), type: 'X', data: {} }], { expectedRevision: 'no_stream' });
+      const second = await broken.appendToStream('lost-answer', [{ id: randomUUID(), type: 'Y', data: {} }], { expectedRevision: 0n });
+      expect([first.nextExpectedRevision, second.nextExpectedRevision]).toEqual([0n, 1n]);
+      expect((await localStore.readStream('lost-answer')).map((e) => e.type)).toEqual(['X', 'Y']);
+
+      breakConnection = 'before the statement';
+      await expect(broken.appendToStream('lost-answer', [{ id: randomUUID(), type: 'Z', data: {} }], { expectedRevision: 1n })).rejects.toThrow(
+        'Connection terminated',
+      );
+      await expect(broken.appendToStream('never-written', [{ id: randomUUID(), type: 'Z', data: {} }])).rejects.toThrow('Connection terminated');
+      expect(await localStore.readStream('lost-answer')).toHaveLength(2);
+      await expect(localStore.readStream('never-written')).rejects.toThrow('not found');
+    } finally {
+      await broken.close();
+    }
+  });
+
   it('reports the head of the log', async () => {
     const result = await localStore.appendToStream('head-a', [{ id: randomUUID(), type: 'X', data: {} }]);
     // The head moves once every older transaction of the cluster has ended (other test

@@ -19,7 +19,7 @@ import {
   SubscriptionBatch,
   WrongExpectedRevisionError,
 } from '../event-store';
-import { OneTurnBatches, preparedStatement } from '#platform/database';
+import { isConnectionLost, OneTurnBatches, preparedStatement } from '#platform/database';
 import { LiveLogWindow, WindowPage } from './live-log-window';
 import { LogTailSignal } from './log-tail-signal';
 import { parseTimestamptz } from './timestamptz';
@@ -163,6 +163,18 @@ async function settle<T>(waiting: Settle<T>, answer: () => Promise<T>): Promise<
   }
 }
 
+/** The stored rows are exactly one append of these ids to this stream, in order, at a place the expectation allows. */
+function isSameAppend(rows: readonly EventRow[], streamName: string, ids: readonly string[], expected: ExpectedRevision): boolean {
+  return (
+    rows.length === ids.length &&
+    rows.length > 0 &&
+    rows.every(
+      (row, i) => row.stream_name === streamName && row.event_id === ids[i] && BigInt(row.stream_revision) === BigInt(rows[0]!.stream_revision) + BigInt(i),
+    ) &&
+    expectationMatches(expected, BigInt(rows[0]!.stream_revision))
+  );
+}
+
 export class PostgresEventStore implements EventStore {
   private readonly tail: LogTailSignal;
   private readonly subscriptions = new Set<AllSubscription>();
@@ -285,8 +297,27 @@ export class PostgresEventStore implements EventStore {
       if ((error as { code?: string; constraint?: string }).constraint === 'events_event_id_unique') {
         return this.afterRefusedAppend(streamName, events, expected);
       }
+      if (isConnectionLost(error)) {
+        // The connection broke with the statement sent: it may have committed with its
+        // answer lost. Its events are looked for on another connection: there, where it
+        // expected them, it committed and is answered so (its caller must not tell its
+        // client that nothing was written). Otherwise, or if the look fails too, the error stands.
+        const committed = await this.storedAppend(streamName, events, expected).catch(() => null);
+        if (committed) return committed;
+      }
       throw error;
     }
+  }
+
+  /** This append's events as stored, all of them, in order, where it expected to write them: its answer; else null. */
+  private async storedAppend(streamName: string, events: readonly EventToAppend[], expected: ExpectedRevision): Promise<AppendResult | null> {
+    const ids = events.map((e) => e.id);
+    const stored = await this.pool.query<EventRow>(`SELECT ${EVENT_COLUMNS} FROM events WHERE event_id = ANY($1::uuid[]) ORDER BY events.global_position`, [
+      ids,
+    ]);
+    if (!isSameAppend(stored.rows, streamName, ids, expected)) return null;
+    const last = toEvent(stored.rows[stored.rows.length - 1]!);
+    return { nextExpectedRevision: last.revision, position: last.position };
   }
 
   /**
@@ -302,14 +333,7 @@ export class PostgresEventStore implements EventStore {
       ids,
     ]);
     if (stored.rows.length > 0) {
-      const sameAppend =
-        stored.rows.length === ids.length &&
-        stored.rows.every(
-          (row, i) =>
-            row.stream_name === streamName && row.event_id === ids[i] && BigInt(row.stream_revision) === BigInt(stored.rows[0]!.stream_revision) + BigInt(i),
-        ) &&
-        expectationMatches(expected, BigInt(stored.rows[0]!.stream_revision));
-      if (!sameAppend)
+      if (!isSameAppend(stored.rows, streamName, ids, expected))
         throw new DuplicateEventIdError(
           streamName,
           stored.rows.map((r) => r.event_id),
