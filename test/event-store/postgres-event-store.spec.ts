@@ -1,5 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { comparePositions, DuplicateEventIdError, PostgresEventStore, RecordedEvent } from '#event-store';
+import {
+  AppendOutcomeUnknownError,
+  comparePositions,
+  DuplicateEventIdError,
+  EventStoreUnavailableError,
+  PostgresEventStore,
+  RecordedEvent,
+} from '#event-store';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { eventStoreContract } from './event-store.contract';
 
@@ -101,9 +108,9 @@ describe('PostgreSQL event store specifics', () => {
     expect(count.rows[0].n).toBe(0);
   });
 
-  it('an append whose connection broke after its commit is answered as committed; one that broke before, with the error', async () => {
+  it('an append whose connection broke is looked for: committed, it is answered so; not written, the error stands; no look, unknown', async () => {
     // The append's statement reaches the server (or not), then its connection breaks: the answer is lost.
-    let breakConnection: 'after the commit' | 'before the statement' | null = null;
+    let breakConnection: 'after the commit' | 'before the statement' | 'after the commit, and the look too' | null = null;
     const pool = new Proxy(local.pool, {
       get(target, property) {
         if (property !== 'query') {
@@ -113,8 +120,9 @@ describe('PostgreSQL event store specifics', () => {
         return async (config: string | { text: string }, values?: unknown[]) => {
           const text = typeof config === 'string' ? config : config.text;
           const breaking = breakConnection;
+          if (breaking === 'after the commit, and the look too' && text.includes('WHERE event_id = ANY')) throw new Error('Connection terminated unexpectedly');
           if (breaking === null || !text.includes('append_lock')) return target.query(config as never, values as never);
-          if (breaking === 'after the commit') await target.query(config as never, values as never);
+          if (breaking !== 'before the statement') await target.query(config as never, values as never);
           throw new Error('Connection terminated unexpectedly');
         };
       },
@@ -134,6 +142,15 @@ describe('PostgreSQL event store specifics', () => {
       await expect(broken.appendToStream('never-written', [{ id: randomUUID(), type: 'Z', data: {} }])).rejects.toThrow('Connection terminated');
       expect(await localStore.readStream('lost-answer')).toHaveLength(2);
       await expect(localStore.readStream('never-written')).rejects.toThrow('not found');
+
+      // Written, but the look for it fails too: nobody can tell, and the error says so.
+      breakConnection = 'after the commit, and the look too';
+      const unknown = await broken
+        .appendToStream('lost-answer', [{ id: randomUUID(), type: 'W', data: {} }], { expectedRevision: 1n })
+        .catch((e: unknown) => e);
+      expect(unknown).toBeInstanceOf(AppendOutcomeUnknownError);
+      expect(unknown).toBeInstanceOf(EventStoreUnavailableError);
+      expect((await localStore.readStream('lost-answer')).map((e) => e.type)).toEqual(['X', 'Y', 'W']);
     } finally {
       await broken.close();
     }

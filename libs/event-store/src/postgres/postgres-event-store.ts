@@ -2,6 +2,7 @@ import type { CustomTypesConfig, Pool } from 'pg';
 import { types } from 'pg';
 import {
   AllSubscription,
+  AppendOutcomeUnknownError,
   AppendResult,
   DuplicateEventIdError,
   eventJson,
@@ -247,8 +248,17 @@ export class PostgresEventStore implements EventStore {
         ),
       );
       rows = result.rows;
-    } catch {
-      for (const append of group) await settle(append, () => this.appendAlone(append));
+    } catch (groupError) {
+      // A group whose connection broke may have committed: each append made again finds
+      // its events if so (a retry of the same ids is answered as it was); one that cannot
+      // be made again for want of the database cannot tell.
+      const mayHaveCommitted = isConnectionLost(groupError);
+      const alone = (append: PendingAppend) =>
+        this.appendAlone(append).catch((error: unknown) => {
+          const refused = error instanceof WrongExpectedRevisionError || error instanceof DuplicateEventIdError || error instanceof AppendOutcomeUnknownError;
+          throw mayHaveCommitted && !refused ? new AppendOutcomeUnknownError(append.streamName, { cause: groupError }) : error;
+        });
+      for (const append of group) await settle(append, () => alone(append));
       return;
     }
     if (rows.some((row) => row.appended_revision !== null)) this.tail.notify();
@@ -301,8 +311,14 @@ export class PostgresEventStore implements EventStore {
         // The connection broke with the statement sent: it may have committed with its
         // answer lost. Its events are looked for on another connection: there, where it
         // expected them, it committed and is answered so (its caller must not tell its
-        // client that nothing was written). Otherwise, or if the look fails too, the error stands.
-        const committed = await this.storedAppend(streamName, events, expected).catch(() => null);
+        // client that nothing was written); not there, the error stands; if the look
+        // fails too, nobody can tell (AppendOutcomeUnknownError).
+        let committed: AppendResult | null;
+        try {
+          committed = await this.storedAppend(streamName, events, expected);
+        } catch {
+          throw new AppendOutcomeUnknownError(streamName, { cause: error });
+        }
         if (committed) return committed;
       }
       throw error;
