@@ -36,7 +36,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
     // Metrics of this process: its requests, commands, ledgers, projections, workers and webhook attempts.
     const metrics = new GatewayMetrics({}, log);
     observeCommands(metrics.commandObserver);
-    const services = createServices(infra, { ledger: metrics.ledgerObserver });
+    const services = createServices(infra, { ledger: metrics.ledgerObserver, flows: metrics.flowObserver });
     // Where buyers reach the payment page (invoice urls, also in webhooks): known once the API listens.
     const local = urlHostOf(config.host);
     const publicUrl = { value: config.publicUrl ?? `http://${local}:${config.port}` };
