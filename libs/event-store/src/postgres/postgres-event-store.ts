@@ -216,7 +216,7 @@ export class PostgresEventStore implements EventStore {
   }
 
   /**
-   * Group commit (decision 0113): the appends of one event-loop turn go to PostgreSQL as
+   * Group commit (decision 0099): the appends of one event-loop turn go to PostgreSQL as
    * one statement and one transaction (append_event_group, event-store:0007), each with
    * its own expected revision and answer; an append alone in its turn is the single
    * statement below. A group whose statement fails wrote nothing (one transaction): its

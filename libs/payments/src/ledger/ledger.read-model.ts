@@ -90,7 +90,7 @@ CREATE INDEX ledger_open_holds_due ON ledger_open_holds (release_at);
  * index, one lookup per row: two thirds of the time of a rebuild's posting inserts.
  * The ledger projection alone writes both tables, each entry with its postings in one
  * batch, and empties them together (TRUNCATE of both); nothing deletes an entry.
- * See decision 0096.
+ * See decision 0095.
  */
 export const ledgerPostingsWithoutForeignKeyMigration: Migration = {
   id: 'payments:0021_ledger_postings_without_foreign_key',

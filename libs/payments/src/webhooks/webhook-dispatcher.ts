@@ -101,7 +101,7 @@ const LEASE_MARGIN_MS = 1000;
 /**
  * How long finished attempts wait for others to join their record batch (real ms): at
  * 5,000 attempts/s a batch of about 50 instead of the dozen that finish during one
- * record's round trip (decision 0129).
+ * record's round trip (decision 0094).
  */
 const RECORD_GATHER_MS = 10;
 
@@ -113,7 +113,7 @@ const URLS_VISITED_AT_LEAST = 64;
  * $5 per URL counting what the dispatcher already holds of it ($7 URLs, $8 counts), none
  * of the URLs left out ($4), each locked (FOR UPDATE SKIP LOCKED) and leased for $3
  * seconds with a fresh token. Neither reads the backlog of a URL it leaves out row by
- * row: one stuck or busy URL can have tens of thousands of due rows (decision 0119).
+ * row: one stuck or busy URL can have tens of thousands of due rows (decision 0094).
  *
  * - CLAIM_EARLIEST (a refill): the first $6 due rows not leased, from the due-time
  *   index, then those of URLs not left out, within each URL's cap. Its cost is $6 rows,
@@ -322,7 +322,7 @@ export class WebhookDispatcher {
     this.maxClaimed = options.concurrency + (this.prefetchPerUrl > 0 ? 4 * options.concurrency : 0);
     this.maxHeld = this.maxClaimed + 4 * options.concurrency;
     // A URL is refilled once half of what it may hold ahead went out: each claim takes that
-    // much of it, and the other half covers the claim's round trip (decision 0134: with a
+    // much of it, and the other half covers the claim's round trip (decision 0094: with a
     // quarter left, a busy URL ran dry while its refill was under way).
     this.refillAt = this.prefetchPerUrl > 0 ? this.perUrl + Math.floor(this.prefetchPerUrl / 2) : this.perUrl - 1;
     this.leaseMs = (options.leaseSeconds ?? WEBHOOK_LEASE_SECONDS) * 1000;

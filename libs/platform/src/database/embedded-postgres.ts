@@ -24,7 +24,7 @@ export const PASSWORD_FILE = 'postgres-password';
 export const EMBEDDED_DATABASE_NAME = 'gateway';
 
 /**
- * The locale of a new embedded cluster (decision 0150): UTF-8, text compared by code
+ * The locale of a new embedded cluster (decision 0071): UTF-8, text compared by code
  * point with PostgreSQL's builtin provider (memcmp, with abbreviated keys in sorts)
  * rather than by the C library's strcoll, and the same on every host whatever its
  * LANG (en_US.UTF-8 would sort "a-b" and "ab" otherwise). A cluster made before keeps
@@ -39,7 +39,7 @@ export const EMBEDDED_CLUSTER_LOCALE: readonly string[] = [
 ];
 
 /**
- * The settings the embedded server starts with (decision 0147). Beside the connections
+ * The settings the embedded server starts with (decision 0071). Beside the connections
  * (the gateway opens a pool per process plus listeners; tests open several) and the
  * loopback address, memory and WAL sized for the gateway's bulk work, a rebuild of its
  * read models above all: PostgreSQL's defaults (128 MB of shared buffers, a checkpoint
