@@ -1,7 +1,7 @@
 /**
  * Makes one stream's append fail inside a real gateway, the way production makes it
  * fail: the test holds the stream's append lock (the per-stream advisory lock of the
- * PostgreSQL event store, decision 0005), and once a gateway session waits for it, that
+ * PostgreSQL event store, decision 0099), and once a gateway session waits for it, that
  * session's statement is cancelled (what the statement timeout does) or the session is
  * terminated (what a database restart or a killed backend does). Appends to every
  * other stream go on, so the steps of a command before that append commit as usual.
