@@ -40,9 +40,11 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
     // Where buyers reach the payment page (invoice urls, also in webhooks): known once the API listens.
     const local = urlHostOf(config.host);
     const publicUrl = { value: config.publicUrl ?? `http://${local}:${config.port}` };
-    const projector = roles.projector ? await Projector.create(infra, services, log, () => publicUrl.value, metrics) : null;
-    projector?.start();
+    // Which read models are being rebuilt, one view for the process: the API's routes and the workers read it.
     const rebuilds = new ReadModelRebuilds(infra.pool);
+    rebuilds.start();
+    const projector = roles.projector ? await Projector.create(infra, services, log, () => publicUrl.value, rebuilds, metrics) : null;
+    projector?.start();
     const readiness: ReadinessProbe = async () => {
       const rebuilding = await rebuildsInProgress(rebuilds, infra.store);
       const shown = rebuilding.length > 0 ? { rebuilds: rebuilding } : {};
@@ -68,6 +70,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
           adminToken,
           publicUrl,
           readiness,
+          readModelRebuilds: rebuilds,
         },
         log,
         { metrics },
@@ -128,6 +131,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
       await app?.close().catch(() => undefined);
       await metricsServer?.close().catch(() => undefined);
       await projector?.stop().catch(() => undefined);
+      rebuilds.stop();
       await infra.close().catch(() => undefined);
       process.exit(0);
     };
