@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { evolveInvoice, initialInvoice } from '#domain';
-import type { Invoice, InvoiceCreatedData } from '#domain';
+import type { InvoiceCreatedData, OpenInvoice, PaidInvoice } from '#domain';
 import { formatRubles, pageStatus, renderInvoicePage, safeHttpUrl } from '../../apps/api/src/pay/payment-page.html';
 import { RunningGateway, startGateway } from '../support/gateway-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
@@ -411,7 +411,7 @@ describe('payment page rendering (pure)', () => {
     createdAt: '2026-03-01T09:00:00.000Z',
     expiresAt: '2026-03-01T10:00:00.000Z',
   };
-  const open: Invoice = evolveInvoice(evolveInvoice(initialInvoice(), { type: 'InvoiceCreated', data: created }), {
+  const folded = evolveInvoice(evolveInvoice(initialInvoice(), { type: 'InvoiceCreated', data: created }), {
     type: 'InvoiceMethodChosen',
     data: {
       invoiceId: created.invoiceId,
@@ -419,6 +419,18 @@ describe('payment page rendering (pure)', () => {
       amounts: { feePct: 15_000, feeAmount: 2_250, customerFeePct: 10_000, customerFeeAmount: 1_500, payableAmount: 151_500, netAmount: 149_250 },
       at: '2026-03-01T09:10:00.000Z',
     },
+  });
+  if (folded.status !== 'pending') throw new Error(`expected a pending invoice, got ${folded.status}`);
+  const open: OpenInvoice = folded;
+  const paidOn = (at: string): PaidInvoice => ({
+    ...open,
+    status: 'paid',
+    method: 'sbp',
+    paidAt: at,
+    availableAt: null,
+    refundedAmount: 0,
+    refundPendingAmount: 0,
+    refunds: {},
   });
 
   it('an open invoice past expiresAt but not yet marked expired shows as expired, with no forms', () => {
@@ -440,22 +452,21 @@ describe('payment page rendering (pure)', () => {
     expect(safeHttpUrl('data:text/html,hi')).toBeNull();
     expect(safeHttpUrl('/relative')).toBeNull();
     expect(safeHttpUrl('https://shop.example/ok')).toBe('https://shop.example/ok');
-    const paid = renderInvoicePage(
-      evolveInvoice(open, {
-        type: 'InvoicePaid',
-        data: {
-          invoiceId: created.invoiceId,
-          accountId: 'a',
-          mode: 'test',
-          method: 'sbp',
-          paidAt: '2026-03-01T09:20:00.000Z',
-          availableAt: null,
-          netAmount: 149_250,
-          feeAmount: 2_250,
-        },
-      }),
-      new Date('2026-03-01T09:21:00.000Z'),
-    );
+    const paidState = evolveInvoice(open, {
+      type: 'InvoicePaid',
+      data: {
+        invoiceId: created.invoiceId,
+        accountId: 'a',
+        mode: 'test',
+        method: 'sbp',
+        paidAt: '2026-03-01T09:20:00.000Z',
+        availableAt: null,
+        netAmount: 149_250,
+        feeAmount: 2_250,
+      },
+    });
+    if (paidState.status !== 'paid') throw new Error(`expected a paid invoice, got ${paidState.status}`);
+    const paid = renderInvoicePage(paidState, new Date('2026-03-01T09:21:00.000Z'));
     expect(paid).toContain('<h1>Оплачено</h1>');
     expect(paid).not.toContain('javascript:');
     expect(plain(paid)).toContain('Заказ № A-1');
@@ -463,7 +474,7 @@ describe('payment page rendering (pure)', () => {
 
   it('has a clear page for refunded and partially refunded invoices', () => {
     const now = new Date('2026-03-02T00:00:00.000Z');
-    expect(renderInvoicePage({ ...open, status: 'refunded' }, now)).toContain('<h1>Платёж возвращён</h1>');
-    expect(renderInvoicePage({ ...open, status: 'partially_refunded' }, now)).toContain('<h1>Платёж частично возвращён</h1>');
+    expect(renderInvoicePage({ ...paidOn('2026-03-01T09:20:00.000Z'), status: 'refunded' }, now)).toContain('<h1>Платёж возвращён</h1>');
+    expect(renderInvoicePage({ ...paidOn('2026-03-01T09:20:00.000Z'), status: 'partially_refunded' }, now)).toContain('<h1>Платёж частично возвращён</h1>');
   });
 });

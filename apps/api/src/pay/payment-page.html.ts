@@ -3,7 +3,7 @@
  * gateway's "now" to HTML strings. Russian UI, inline CSS, no JavaScript. Every
  * merchant-supplied string (description, orderId, URLs) goes through `escapeHtml`.
  */
-import { DEFAULT_METHODS, METHOD_CODES, customerPctAt, invoiceAmounts } from '#domain';
+import { DEFAULT_METHODS, METHOD_CODES, customerPctAt, invoiceAmounts, isPaid } from '#domain';
 import type { Invoice, InvoiceAmounts, InvoiceStatus, MethodCode } from '#domain';
 import { formatMoney } from '#ledger';
 import type { Kopecks } from '#ledger';
@@ -171,7 +171,7 @@ function summary(invoice: Invoice, status: InvoiceStatus): string {
     }
   }
   if (open) rows.push(`<dt>Оплатить до</dt><dd><time datetime="${escapeHtml(created.expiresAt)}">${formatMoscowTime(created.expiresAt)}</time></dd>`);
-  if (status === 'paid' && invoice.paidAt) {
+  if (status === 'paid' && isPaid(invoice)) {
     rows.push(`<dt>Оплачено</dt><dd><time datetime="${escapeHtml(invoice.paidAt)}">${formatMoscowTime(invoice.paidAt)}</time></dd>`);
   }
   return `<dl>${rows.join('\n')}</dl>`;

@@ -28,17 +28,19 @@ import {
   initialInvoice,
   initialPayout,
   initialRefund,
-  Invoice,
   InvoiceCommand,
   InvoiceCreatedData,
   InvoiceEvent,
   InvoicePlanError,
   InvoiceRequest,
+  InvoiceState,
   invoiceStreamName,
+  isPaid,
   isUsdtMethod,
   MethodCode,
   MethodTerms,
   Mode,
+  PaidInvoice,
   Payout,
   PayoutCommand,
   PayoutEvent,
@@ -156,11 +158,17 @@ interface LedgerSim extends StreamSim {
   /** Every cause posted: the exact answer LedgerBook looks up for causes older than the window. */
   readonly causes: Set<string>;
 }
+/** The invoice of a simulated stream in its paid phase (the simulation never asks otherwise). */
+function paidStateOf(invoice: InvoiceSim): PaidInvoice {
+  if (!isPaid(invoice.state)) throw new Error(`seed: invoice ${invoice.streamName} is ${invoice.state.status}, not paid`);
+  return invoice.state;
+}
+
 interface InvoiceSim extends StreamSim {
   readonly merchant: SeedMerchant;
   readonly project: Project;
   readonly mode: Mode;
-  state: Invoice;
+  state: InvoiceState;
 }
 interface RefundSim extends StreamSim {
   readonly invoice: InvoiceSim;
@@ -475,21 +483,21 @@ export class HistoryGenerator {
 
   /** payments_to_ledger: InvoicePaid → RecordPayment (net to pending until availableAt, the fee to fees). */
   private recordPayment(invoice: InvoiceSim, refund: boolean): void {
-    const s = invoice.state;
+    const s = paidStateOf(invoice);
     const ledger = this.ledger(invoice.merchant.accountId, invoice.mode);
     const entry = this.post(ledger, {
       type: 'RecordPayment',
-      invoiceId: s.created!.invoiceId,
-      netAmount: s.amounts!.netAmount,
-      feeAmount: s.amounts!.feeAmount,
+      invoiceId: s.created.invoiceId,
+      netAmount: s.amounts.netAmount,
+      feeAmount: s.amounts.feeAmount,
       releaseAt: s.availableAt,
-      at: s.paidAt!,
+      at: s.paidAt,
     });
     if (entry?.hold && entry.hold.releaseAt !== null) {
       const releaseAt = Date.parse(entry.hold.releaseAt) + this.rng.between(0, WORKER_LAG_MS);
       this.schedule(releaseAt, { kind: 'release_hold', ledger, invoiceId: entry.hold.invoiceId }, 1, false);
     }
-    if (refund) this.schedule(Date.parse(s.paidAt!) + this.rng.logUniform(2 * HOUR, 20 * DAY), { kind: 'request_refund', invoice }, 0, true);
+    if (refund) this.schedule(Date.parse(s.paidAt) + this.rng.logUniform(2 * HOUR, 20 * DAY), { kind: 'request_refund', invoice }, 0, true);
   }
 
   /** RefundService.request: the invoice grants the amount, the ledger reserves it (or refuses), the refund is created. */
@@ -502,8 +510,8 @@ export class HistoryGenerator {
     const partial = this.rng.chance(0.4) && remainder >= 200;
     const amount = partial ? Math.max(100, Math.floor((remainder * this.rng.between(0.1, 0.9)) / 100) * 100) : null;
     this.invoiceCommand(invoice, { type: 'RequestRefund', refundId, amount, at: this.iso() });
-    const asked = invoice.state.refunds[refundId]!.amount;
-    const created = s.created!;
+    const asked = paidStateOf(invoice).refunds[refundId]!.amount;
+    const created = s.created;
     const ledger = this.ledger(created.accountId, created.mode);
     const entry = this.post(ledger, {
       type: 'ReserveFunds',
@@ -548,14 +556,14 @@ export class HistoryGenerator {
   private finishRefund(refund: RefundSim, succeeded: boolean): void {
     const at = this.iso();
     this.refundCommand(refund, succeeded ? { type: 'CompleteRefund', at } : { type: 'FailRefund', at, reason: 'Банк отклонил возврат' });
-    const created = refund.invoice.state.created!;
+    const created = paidStateOf(refund.invoice).created;
     const ledger = this.ledger(created.accountId, created.mode);
     this.post(
       ledger,
       succeeded ? { type: 'SettleReservation', reservationId: refund.refundId, at } : { type: 'ReleaseReservation', reservationId: refund.refundId, at },
     );
     this.invoiceCommand(refund.invoice, { type: 'ResolveRefund', refundId: refund.refundId, outcome: succeeded ? 'succeeded' : 'failed', at });
-    if (refundableRemainder(refund.invoice.state) > 0 && this.rng.chance(0.2)) {
+    if (refundableRemainder(paidStateOf(refund.invoice)) > 0 && this.rng.chance(0.2)) {
       this.schedule(this.now + this.rng.logUniform(HOUR, 10 * DAY), { kind: 'request_refund', invoice: refund.invoice }, 0, true);
     }
   }

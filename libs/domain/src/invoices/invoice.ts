@@ -114,36 +114,58 @@ export type InvoiceEvent =
 
 export type RefundOnInvoice = 'requested' | 'succeeded' | 'failed' | 'refused';
 
-export interface Invoice {
-  readonly exists: boolean;
-  readonly created: InvoiceCreatedData | null;
-  readonly status: InvoiceStatus;
+/** A refund asked of the invoice: its amount, where it stands, when it was asked for (the refund's createdAt). */
+export interface RefundAsked {
+  readonly amount: Kopecks;
+  readonly status: RefundOnInvoice;
+  readonly requestedAt: string;
+}
+
+/** What every invoice has from its creation on. */
+interface InvoiceFacts {
+  readonly created: InvoiceCreatedData;
+  /** Chosen by the merchant, then by the buyer; null until one is. */
   readonly method: MethodCode | null;
-  readonly amounts: InvoiceAmounts | null;
-  readonly paidAt: string | null;
+  /** At the chosen method's rate (at the largest rate while none is chosen). */
+  readonly amounts: InvoiceAmounts;
+}
+
+/** Waiting for the buyer: `created`, or `pending` once a method was chosen. */
+export interface OpenInvoice extends InvoiceFacts {
+  readonly status: 'created' | 'pending';
+}
+
+/** Paid; then partially refunded or refunded as refunds succeed. */
+export interface PaidInvoice extends InvoiceFacts {
+  readonly status: 'paid' | 'partially_refunded' | 'refunded';
+  readonly method: MethodCode;
+  readonly paidAt: string;
+  /** When the net amount becomes available for payout; null: no hold. */
   readonly availableAt: string | null;
-  readonly finishedAt: string | null;
   /** Refunded in all (succeeded refunds). */
   readonly refundedAmount: Kopecks;
   /** Held by refunds still pending. */
   readonly refundPendingAmount: Kopecks;
-  /** Every refund asked for, by id: its amount, where it stands, and when it was asked for (the refund's createdAt). */
-  readonly refunds: Readonly<Record<string, { readonly amount: Kopecks; readonly status: RefundOnInvoice; readonly requestedAt: string }>>;
+  /** Every refund asked for, by id. */
+  readonly refunds: Readonly<Record<string, RefundAsked>>;
 }
 
-export const initialInvoice = (): Invoice => ({
-  exists: false,
-  created: null,
-  status: 'created',
-  method: null,
-  amounts: null,
-  paidAt: null,
-  availableAt: null,
-  finishedAt: null,
-  refundedAmount: 0,
-  refundPendingAmount: 0,
-  refunds: {},
-});
+/** Failed or expired: final. */
+export interface ClosedInvoice extends InvoiceFacts {
+  readonly status: 'failed' | 'expired';
+  readonly finishedAt: string;
+}
+
+/** An invoice: one of its phases. */
+export type Invoice = OpenInvoice | PaidInvoice | ClosedInvoice;
+
+/** An invoice stream's state: no invoice yet, or the invoice. */
+export type InvoiceState = { readonly status: 'none' } | Invoice;
+
+export const initialInvoice = (): InvoiceState => ({ status: 'none' });
+
+export const isPaid = (s: InvoiceState): s is PaidInvoice => s.status === 'paid' || s.status === 'partially_refunded' || s.status === 'refunded';
+const isOpen = (s: InvoiceState): s is OpenInvoice => s.status === 'created' || s.status === 'pending';
 
 export type InvoiceCommand =
   | { readonly type: 'CreateInvoice'; readonly data: InvoiceCreatedData }
@@ -176,9 +198,7 @@ export class InvoiceError extends Error {
   }
 }
 
-const OPEN: readonly InvoiceStatus[] = ['created', 'pending'];
-const isOpen = (s: Invoice) => OPEN.includes(s.status);
-const hasExpired = (s: Invoice, at: string) => Date.parse(at) >= Date.parse(s.created!.expiresAt);
+const hasExpired = (s: Invoice, at: string) => Date.parse(at) >= Date.parse(s.created.expiresAt);
 
 /** The amounts of an invoice once the buyer pays with `method`, at the rate fixed at creation. */
 function amountsFor(created: InvoiceCreatedData, method: MethodCode): InvoiceAmounts | null {
@@ -187,13 +207,13 @@ function amountsFor(created: InvoiceCreatedData, method: MethodCode): InvoiceAmo
   return invoiceAmounts(created.amount, rate, customerPctAt(created.customerFee, rate));
 }
 
-export function decideInvoice(command: InvoiceCommand, s: Invoice): InvoiceEvent[] | InvoiceError {
+export function decideInvoice(command: InvoiceCommand, s: InvoiceState): InvoiceEvent[] | InvoiceError {
   if (command.type === 'CreateInvoice') {
-    if (s.exists) return new InvoiceError('conflict', 'Счёт уже создан');
+    if (s.status !== 'none') return new InvoiceError('conflict', 'Счёт уже создан');
     return [{ type: 'InvoiceCreated', data: command.data }];
   }
-  if (!s.exists) return new InvoiceError('invoice_not_found', 'Счёт не найден');
-  const created = s.created!;
+  if (s.status === 'none') return new InvoiceError('invoice_not_found', 'Счёт не найден');
+  const created = s.created;
   const invoiceId = created.invoiceId;
 
   switch (command.type) {
@@ -215,7 +235,7 @@ export function decideInvoice(command: InvoiceCommand, s: Invoice): InvoiceEvent
       }
       const events: InvoiceEvent[] = [];
       let method = s.method;
-      let amounts = s.amounts!;
+      let amounts = s.amounts;
       if (command.method !== null && command.method !== s.method) {
         const chosen = decideInvoice({ type: 'ChooseMethod', method: command.method, at: command.at }, s);
         if (!Array.isArray(chosen)) return chosen;
@@ -246,7 +266,7 @@ export function decideInvoice(command: InvoiceCommand, s: Invoice): InvoiceEvent
     }
     case 'RequestRefund': {
       // The same request again (a retry, or recovery finishing it): already decided.
-      if (Object.hasOwn(s.refunds, command.refundId)) return [];
+      if (isPaid(s) && Object.hasOwn(s.refunds, command.refundId)) return [];
       if (s.status !== 'paid' && s.status !== 'partially_refunded') {
         return new InvoiceError('conflict', `Счёт в статусе ${s.status}: вернуть можно только оплаченный (paid или partially_refunded)`);
       }
@@ -265,8 +285,8 @@ export function decideInvoice(command: InvoiceCommand, s: Invoice): InvoiceEvent
       return [{ type: 'InvoiceRefundRequested', data: { invoiceId, refundId: command.refundId, projectId, accountId, mode, amount, at: command.at } }];
     }
     case 'ResolveRefund': {
-      const refund = Object.hasOwn(s.refunds, command.refundId) ? s.refunds[command.refundId]! : null;
-      if (!refund) return new InvoiceError('conflict', `Возврат ${command.refundId} по этому счёту не запрашивался`);
+      const refund = isPaid(s) && Object.hasOwn(s.refunds, command.refundId) ? s.refunds[command.refundId]! : null;
+      if (!isPaid(s) || !refund) return new InvoiceError('conflict', `Возврат ${command.refundId} по этому счёту не запрашивался`);
       if (refund.status !== 'requested') return [];
       const base = { invoiceId, refundId: command.refundId, amount: refund.amount, at: command.at };
       if (command.outcome === 'succeeded') {
@@ -278,21 +298,37 @@ export function decideInvoice(command: InvoiceCommand, s: Invoice): InvoiceEvent
 }
 
 /** What may still be refunded: the amount less what was refunded and what pending refunds hold. */
-export const refundableRemainder = (s: Invoice): Kopecks => s.created!.amount - s.refundedAmount - s.refundPendingAmount;
+export const refundableRemainder = (s: PaidInvoice): Kopecks => s.created.amount - s.refundedAmount - s.refundPendingAmount;
 
-export function evolveInvoice(s: Invoice, event: InvoiceEvent): Invoice {
+/**
+ * One event folded into the state. Each event belongs to one phase (decideInvoice
+ * appends no other): an event that does not fit the state's phase leaves it as it is.
+ */
+export function evolveInvoice(s: InvoiceState, event: InvoiceEvent): InvoiceState {
   switch (event.type) {
     case 'InvoiceCreated':
-      return { ...s, exists: true, created: event.data, status: 'created', method: event.data.method, amounts: event.data.amounts };
+      return { status: 'created', created: event.data, method: event.data.method, amounts: event.data.amounts };
     case 'InvoiceMethodChosen':
-      return { ...s, status: 'pending', method: event.data.method, amounts: event.data.amounts };
+      return isOpen(s) ? { ...s, status: 'pending', method: event.data.method, amounts: event.data.amounts } : s;
     case 'InvoicePaid':
-      return { ...s, status: 'paid', method: event.data.method, paidAt: event.data.paidAt, availableAt: event.data.availableAt, finishedAt: event.data.paidAt };
+      if (!isOpen(s)) return s;
+      return {
+        created: s.created,
+        amounts: s.amounts,
+        status: 'paid',
+        method: event.data.method,
+        paidAt: event.data.paidAt,
+        availableAt: event.data.availableAt,
+        refundedAmount: 0,
+        refundPendingAmount: 0,
+        refunds: {},
+      };
     case 'InvoiceFailed':
-      return { ...s, status: 'failed', finishedAt: event.data.at };
+      return isOpen(s) ? { created: s.created, method: s.method, amounts: s.amounts, status: 'failed', finishedAt: event.data.at } : s;
     case 'InvoiceExpired':
-      return { ...s, status: 'expired', finishedAt: event.data.at };
+      return isOpen(s) ? { created: s.created, method: s.method, amounts: s.amounts, status: 'expired', finishedAt: event.data.at } : s;
     case 'InvoiceRefundRequested': {
+      if (!isPaid(s)) return s;
       const { refundId, amount, at } = event.data;
       return {
         ...s,
@@ -301,16 +337,18 @@ export function evolveInvoice(s: Invoice, event: InvoiceEvent): Invoice {
       };
     }
     case 'InvoiceRefunded': {
+      if (!isPaid(s)) return s;
       const { refundId, amount, refundedAmount } = event.data;
       return {
         ...s,
-        status: refundedAmount >= s.created!.amount ? 'refunded' : 'partially_refunded',
+        status: refundedAmount >= s.created.amount ? 'refunded' : 'partially_refunded',
         refundedAmount,
         refundPendingAmount: s.refundPendingAmount - amount,
         refunds: { ...s.refunds, [refundId]: { ...s.refunds[refundId]!, amount, status: 'succeeded' } },
       };
     }
     case 'InvoiceRefundReleased': {
+      if (!isPaid(s)) return s;
       const { refundId, amount, reason } = event.data;
       return {
         ...s,

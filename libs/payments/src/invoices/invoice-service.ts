@@ -8,6 +8,7 @@ import {
   InvoiceError,
   InvoiceEvent,
   InvoiceRequest,
+  InvoiceState,
   invoiceStreamName,
   MethodCode,
   Mode,
@@ -16,6 +17,12 @@ import {
 } from '#domain';
 import { methodsOf, Project, Registry } from '../merchants';
 import { invoiceIdFor } from './invoice-id';
+
+/** The invoice a decision left (a decision on no invoice is refused before, so there is one). */
+function invoiceIn(state: InvoiceState): Invoice {
+  if (state.status === 'none') throw new Error('no invoice in this stream');
+  return state;
+}
 
 const isUuid = (id: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id);
 
@@ -79,8 +86,8 @@ export class InvoiceService {
         now,
       );
     } catch (planError) {
-      const existing = await loadState<Invoice, InvoiceEvent>(this.store, stream, invoiceDecider);
-      if (existing.state.exists) return this.repeat(existing.state, request, project);
+      const existing = await loadState<InvoiceState, InvoiceEvent>(this.store, stream, invoiceDecider);
+      if (existing.state.status !== 'none') return this.repeat(existing.state, request, project);
       throw planError;
     }
     const nothing = invoiceDecider.initialState();
@@ -91,17 +98,17 @@ export class InvoiceService {
         decision.map((e) => ({ id: randomUUID(), type: e.type, data: e.data })),
         { expectedRevision: 'no_stream' },
       );
-      return { created: true, invoice: decision.reduce(invoiceDecider.evolve, nothing) };
+      return { created: true, invoice: invoiceIn(decision.reduce(invoiceDecider.evolve, nothing)) };
     } catch (error) {
       if (!(error instanceof WrongExpectedRevisionError)) throw error;
       // The orderId was used before (a repeat, or a concurrent create that won).
-      const stored = await loadState<Invoice, InvoiceEvent>(this.store, stream, invoiceDecider);
-      return this.repeat(stored.state, request, project);
+      const stored = await loadState<InvoiceState, InvoiceEvent>(this.store, stream, invoiceDecider);
+      return this.repeat(invoiceIn(stored.state), request, project);
     }
   }
 
   private repeat(existing: Invoice, request: InvoiceRequest, project: Project): { created: boolean; invoice: Invoice } {
-    if (sameInvoiceParameters(existing.created!, request, project)) return { created: false, invoice: existing };
+    if (sameInvoiceParameters(existing.created, request, project)) return { created: false, invoice: existing };
     throw new PaymentsError(
       409,
       'order_id_conflict',
@@ -113,14 +120,14 @@ export class InvoiceService {
   /** The invoice as its stream says now (immediately consistent), or null. */
   async get(invoiceId: string): Promise<Invoice | null> {
     if (!isUuid(invoiceId)) return null;
-    const loaded = await loadState<Invoice, InvoiceEvent>(this.store, invoiceStreamName(invoiceId.toLowerCase()), invoiceDecider);
-    return loaded.state.exists ? loaded.state : null;
+    const loaded = await loadState<InvoiceState, InvoiceEvent>(this.store, invoiceStreamName(invoiceId.toLowerCase()), invoiceDecider);
+    return loaded.state.status === 'none' ? null : loaded.state;
   }
 
   /** The invoice if this project and mode may see it; other projects and modes get 404. */
   async getFor(project: Project, mode: Mode, invoiceId: string): Promise<Invoice> {
     const invoice = await this.get(invoiceId);
-    if (!invoice || invoice.created!.projectId !== project.id || invoice.created!.mode !== mode) {
+    if (!invoice || invoice.created.projectId !== project.id || invoice.created.mode !== mode) {
       throw new PaymentsError(404, 'invoice_not_found', 'Счёт не найден');
     }
     return invoice;
@@ -134,7 +141,7 @@ export class InvoiceService {
   async recordPaymentResult(invoiceId: string, outcome: 'paid' | 'failed', method: MethodCode | null, now: Date): Promise<Invoice> {
     const invoice = await this.get(invoiceId);
     if (!invoice) throw new PaymentsError(404, 'invoice_not_found', 'Счёт не найден');
-    const project = await this.registry.project(invoice.created!.projectId);
+    const project = await this.registry.project(invoice.created.projectId);
     return this.run(invoiceId, {
       type: 'RecordPaymentResult',
       outcome,
@@ -159,6 +166,6 @@ export class InvoiceService {
     // A missing stream folds to a non-existent invoice, which the decider refuses (404).
     const result = await handleCommand(this.store, invoiceStreamName(invoiceId.toLowerCase()), invoiceDecider, command);
     if (!result.ok) throw fromInvoiceError(result.failure);
-    return result.state;
+    return invoiceIn(result.state);
   }
 }

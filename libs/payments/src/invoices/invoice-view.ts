@@ -1,5 +1,5 @@
 import { formatMoney, formatPercent } from '#ledger';
-import { customerShareOf, Invoice, InvoiceStatus } from '#domain';
+import { customerShareOf, Invoice, InvoiceStatus, isPaid } from '#domain';
 
 /** The spec's Invoice object (GET /invoices/{id}, list items). */
 export interface InvoiceView {
@@ -50,8 +50,8 @@ export type InvoiceCreatedView = Pick<
 export const paymentPageUrl = (publicUrl: string, invoiceId: string) => `${publicUrl}/pay/${invoiceId}`;
 
 export function invoiceView(invoice: Invoice, publicUrl: string): InvoiceView {
-  const created = invoice.created!;
-  const amounts = invoice.amounts!;
+  const { created, amounts } = invoice;
+  const paid = isPaid(invoice) ? invoice : null;
   const methodKnown = invoice.method !== null;
   return {
     id: created.invoiceId,
@@ -67,8 +67,7 @@ export function invoiceView(invoice: Invoice, publicUrl: string): InvoiceView {
     customerFeeAmount: formatMoney(amounts.customerFeeAmount),
     payableAmount: formatMoney(amounts.payableAmount),
     netAmount: formatMoney(amounts.netAmount),
-    // Rows of the list written before refunds existed have no such field: nothing refunded.
-    refundedAmount: formatMoney(invoice.refundedAmount ?? 0),
+    refundedAmount: formatMoney(paid?.refundedAmount ?? 0),
     currency: 'RUB',
     method: invoice.method,
     feePayer: amounts.customerFeePct === 0 ? 'merchant' : 'customer',
@@ -78,8 +77,8 @@ export function invoiceView(invoice: Invoice, publicUrl: string): InvoiceView {
     isTest: created.mode === 'test',
     createdAt: created.createdAt,
     expiresAt: created.expiresAt,
-    paidAt: invoice.paidAt,
-    availableAt: invoice.availableAt,
+    paidAt: paid?.paidAt ?? null,
+    availableAt: paid?.availableAt ?? null,
   };
 }
 

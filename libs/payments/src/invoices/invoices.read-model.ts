@@ -1,7 +1,7 @@
 import type { Pool, PoolClient } from 'pg';
 import type { Migration } from '#platform/database';
 import type { RecordedEvent } from '#event-store';
-import { evolveInvoice, initialInvoice, Invoice, INVOICE_CATEGORY, InvoiceEvent, InvoiceStatus, Mode } from '#domain';
+import { evolveInvoice, initialInvoice, Invoice, INVOICE_CATEGORY, InvoiceEvent, InvoiceState, InvoiceStatus, isPaid, Mode } from '#domain';
 import { foldBatchIntoTable, FoldedTable } from '../read-models/folded-row';
 
 export const invoicesReadModelMigration: Migration = {
@@ -32,24 +32,29 @@ CREATE INDEX invoices_open_by_expiry ON invoices (expires_at) WHERE status IN ('
 `,
 };
 
-const invoicesTable: FoldedTable<Invoice> = {
+/** A stored row's state: an invoice (a row exists only from its InvoiceCreated on). */
+const invoiceOf = (s: InvoiceState): Invoice => {
+  if (s.status === 'none') throw new Error('an invoice row without its InvoiceCreated');
+  return s;
+};
+
+const invoicesTable: FoldedTable<InvoiceState> = {
   table: 'invoices',
   idType: 'uuid',
   idOf: (e) => (e.data as { invoiceId: string }).invoiceId,
   initial: initialInvoice,
-  // Rows written before the invoice state grew a field read it as its initial value.
-  evolve: (state, e) => evolveInvoice(state, { type: e.type, data: e.data } as unknown as InvoiceEvent),
+  evolve: (state, e) => evolveInvoice(state, { type: e.type, data: e.data } as InvoiceEvent),
   columns: [
-    { name: 'project_id', type: 'uuid', value: (s) => s.created!.projectId },
-    { name: 'account_id', type: 'uuid', value: (s) => s.created!.accountId },
-    { name: 'mode', type: 'text', value: (s) => s.created!.mode },
-    { name: 'order_id', type: 'text', value: (s) => s.created!.orderId },
+    { name: 'project_id', type: 'uuid', value: (s) => invoiceOf(s).created.projectId },
+    { name: 'account_id', type: 'uuid', value: (s) => invoiceOf(s).created.accountId },
+    { name: 'mode', type: 'text', value: (s) => invoiceOf(s).created.mode },
+    { name: 'order_id', type: 'text', value: (s) => invoiceOf(s).created.orderId },
     { name: 'status', type: 'text', value: (s) => s.status },
-    { name: 'amount', type: 'bigint', value: (s) => s.created!.amount },
-    { name: 'method', type: 'text', value: (s) => s.method },
-    { name: 'created_at', type: 'timestamptz', value: (s) => s.created!.createdAt },
-    { name: 'expires_at', type: 'timestamptz', value: (s) => s.created!.expiresAt },
-    { name: 'paid_at', type: 'timestamptz', value: (s) => s.paidAt },
+    { name: 'amount', type: 'bigint', value: (s) => invoiceOf(s).created.amount },
+    { name: 'method', type: 'text', value: (s) => invoiceOf(s).method },
+    { name: 'created_at', type: 'timestamptz', value: (s) => invoiceOf(s).created.createdAt },
+    { name: 'expires_at', type: 'timestamptz', value: (s) => invoiceOf(s).created.expiresAt },
+    { name: 'paid_at', type: 'timestamptz', value: (s) => (isPaid(s) ? s.paidAt : null) },
   ],
 };
 

@@ -4,11 +4,13 @@ import type { EventStore } from '#event-store';
 import { KeyedRequest, keyedRequestDigest } from '../idempotency/keyed-request';
 import { handleCommand, loadState } from '#event-store';
 import {
-  Invoice,
   invoiceDecider,
   InvoiceEvent,
+  InvoiceState,
   invoiceStreamName,
+  isPaid,
   Mode,
+  PaidInvoice,
   Refund,
   REFUND_ID,
   RefundCommand,
@@ -106,7 +108,7 @@ export class RefundService {
   async request(project: Project, mode: Mode, invoiceId: string, amount: Kopecks | null, now: Date, keyed: KeyedRequest | null = null): Promise<Refund> {
     const invoice = await this.invoices.getFor(project, mode, invoiceId);
     const refundId = keyed === null ? newRefundId() : refundIdFor(keyed);
-    const id = invoice.created!.invoiceId;
+    const id = invoice.created.invoiceId;
     const granted = await handleCommand(this.store, invoiceStreamName(id), invoiceDecider, {
       type: 'RequestRefund',
       refundId,
@@ -121,6 +123,7 @@ export class RefundService {
     } catch (error) {
       if (error instanceof PaymentsError) throw error;
       tellLeftToRecovery(this.observer, 'refund', refundId, error);
+      if (!isPaid(granted.state)) throw error;
       return grantedRefund(granted.state, refundId, this.processingSeconds);
     }
   }
@@ -134,14 +137,14 @@ export class RefundService {
    * been answered 202 already: refused by the ledger, it is created failed.
    */
   async advance(invoiceId: string, refundId: string, now: Date, by: 'answering' | 'finishing' = 'finishing'): Promise<Refund> {
-    const invoice = (await loadState<Invoice, InvoiceEvent>(this.store, invoiceStreamName(invoiceId), invoiceDecider)).state;
-    const asked = invoice.exists && Object.hasOwn(invoice.refunds, refundId) ? invoice.refunds[refundId]! : null;
+    const invoice = (await loadState<InvoiceState, InvoiceEvent>(this.store, invoiceStreamName(invoiceId), invoiceDecider)).state;
+    const asked = isPaid(invoice) && Object.hasOwn(invoice.refunds, refundId) ? invoice.refunds[refundId]! : null;
     if (!asked) throw new Error(`Refund ${refundId} was never requested on invoice ${invoiceId}`);
     const existing = await this.find(refundId);
     if (existing) return existing;
     if (asked.status === 'refused') throw insufficientBalance();
 
-    const created = invoice.created!;
+    const created = (invoice as PaidInvoice).created;
     const data = {
       refundId,
       invoiceId,
@@ -168,7 +171,7 @@ export class RefundService {
         at: now.toISOString(),
       });
       if (!resolved.ok) throw fromInvoiceError(resolved.failure);
-      if (resolved.state.refunds[refundId]!.status === 'refused') throw insufficientBalance();
+      if (isPaid(resolved.state) && resolved.state.refunds[refundId]!.status === 'refused') throw insufficientBalance();
     }
     // Failed on the invoice without a refund stream: the ledger refused a refund that may have been answered.
     return this.run(refundId, { type: 'CreateUnfundedRefund', data, at: now.toISOString(), reason: 'insufficient_balance' });
@@ -197,7 +200,7 @@ export class RefundService {
     if (!REFUND_ID.test(refundId)) return null;
     const invoiceId = await invoiceOfRefund(this.pool, refundId);
     const invoice = invoiceId === null ? null : await this.invoices.get(invoiceId);
-    if (!invoice || !Object.hasOwn(invoice.refunds, refundId) || invoice.refunds[refundId]!.status === 'refused') return null;
+    if (!invoice || !isPaid(invoice) || !Object.hasOwn(invoice.refunds, refundId) || invoice.refunds[refundId]!.status === 'refused') return null;
     return grantedRefund(invoice, refundId, this.processingSeconds);
   }
 
@@ -230,8 +233,8 @@ export class RefundService {
 }
 
 /** A refund as its invoice granted it, before its stream is written: pending, as its 202 said. */
-function grantedRefund(invoice: Invoice, refundId: string, processingSeconds: number): Refund {
-  const c = invoice.created!;
+function grantedRefund(invoice: PaidInvoice, refundId: string, processingSeconds: number): Refund {
+  const c = invoice.created;
   const asked = invoice.refunds[refundId]!;
   return {
     created: {

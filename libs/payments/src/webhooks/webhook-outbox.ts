@@ -5,9 +5,9 @@ import {
   decideInvoice,
   evolveInvoice,
   initialInvoice,
-  Invoice,
   INVOICE_CATEGORY,
   InvoiceEvent,
+  InvoiceState,
   invoiceStreamName,
   Payout,
   PAYOUT_CATEGORY,
@@ -55,13 +55,14 @@ export async function renderWebhook(store: EventStore, registry: Registry, recor
   if (!kind) return null;
   const envelope = (createdAt: string, isTest: boolean, data: Record<string, unknown>) => ({ id: recorded.id, type: kind, createdAt, isTest, data });
   if (recorded.streamName.startsWith(`${INVOICE_CATEGORY}-`)) {
-    const invoice = await stateAt<Invoice, InvoiceEvent>(store, recorded.streamName, recorded.revision, initialInvoice(), evolveInvoice);
-    const event = { type: recorded.type, data: recorded.data } as unknown as InvoiceEvent;
+    const invoice = await stateAt<InvoiceState, InvoiceEvent>(store, recorded.streamName, recorded.revision, initialInvoice(), evolveInvoice);
+    if (invoice.status === 'none') return null;
+    const event = { type: recorded.type, data: recorded.data } as InvoiceEvent;
     const at = event.type === 'InvoicePaid' ? event.data.paidAt : (event.data as { at: string }).at;
-    const project = await registry.project(invoice.created!.projectId);
+    const project = await registry.project(invoice.created.projectId);
     return {
       kind,
-      envelope: envelope(at, invoice.created!.mode === 'test', { invoice: invoiceView(invoice, publicUrl()) }),
+      envelope: envelope(at, invoice.created.mode === 'test', { invoice: invoiceView(invoice, publicUrl()) }),
       projects: project ? [project] : [],
     };
   }
@@ -75,7 +76,7 @@ export async function renderWebhook(store: EventStore, registry: Registry, recor
     let invoice = initialInvoice();
     let resolved = false;
     for (const e of invoiceEvents) {
-      invoice = evolveInvoice(invoice, { type: e.type, data: e.data } as unknown as InvoiceEvent);
+      invoice = evolveInvoice(invoice, { type: e.type, data: e.data } as InvoiceEvent);
       if ((e.type === 'InvoiceRefunded' || e.type === 'InvoiceRefundReleased') && e.data.refundId === c.refundId) {
         resolved = true;
         break;
@@ -94,6 +95,7 @@ export async function renderWebhook(store: EventStore, registry: Registry, recor
       if (Array.isArray(outcome)) invoice = outcome.reduce(evolveInvoice, invoice);
     }
     const project = await registry.project(c.projectId);
+    if (invoice.status === 'none') return null;
     return {
       kind,
       envelope: envelope((event.data as { at: string }).at, c.mode === 'test', { refund: refundView(refund), invoice: invoiceView(invoice, publicUrl()) }),
