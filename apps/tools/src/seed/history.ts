@@ -41,19 +41,19 @@ import {
   MethodTerms,
   Mode,
   PaidInvoice,
-  Payout,
   PayoutCommand,
   PayoutEvent,
   PayoutMethod,
+  PayoutState,
   payoutAmounts,
   payoutReservationId,
   payoutStreamName,
   PayoutTerms,
   PayoutTransition,
   planInvoice,
-  Refund,
   RefundCommand,
   RefundEvent,
+  RefundState,
   refundStreamName,
   refundableRemainder,
   usdtFor,
@@ -173,12 +173,12 @@ interface InvoiceSim extends StreamSim {
 interface RefundSim extends StreamSim {
   readonly invoice: InvoiceSim;
   readonly refundId: string;
-  state: Refund;
+  state: RefundState;
 }
 interface PayoutSim extends StreamSim {
   readonly merchant: SeedMerchant;
   readonly payoutId: number;
-  state: Payout;
+  state: PayoutState;
 }
 
 type Action =

@@ -70,23 +70,21 @@ export type PayoutEvent =
   | { readonly type: 'PayoutRejected'; readonly data: PayoutRef & { readonly reason: string } }
   | { readonly type: 'PayoutCancelled'; readonly data: PayoutRef & { readonly reason: string } };
 
-export interface Payout {
-  readonly requested: PayoutRequestedData | null;
-  readonly status: PayoutLifecycle;
-  readonly refusal: PayoutRefusal | null;
-  readonly statusReason: string | null;
-  readonly externalId: string | null;
-  readonly processedAt: string | null;
-}
+/**
+ * A payout, by phase: requested (not yet reserved: not shown), then pending, approved
+ * and processing; refused (the ledger refused it before it was ever shown); paid; or
+ * rejected or cancelled, with the reason.
+ */
+export type Payout =
+  | { readonly status: 'requested' | 'pending' | 'approved' | 'processing'; readonly requested: PayoutRequestedData }
+  | { readonly status: 'refused'; readonly requested: PayoutRequestedData; readonly refusal: PayoutRefusal }
+  | { readonly status: 'paid'; readonly requested: PayoutRequestedData; readonly externalId: string | null; readonly processedAt: string }
+  | { readonly status: 'rejected' | 'cancelled'; readonly requested: PayoutRequestedData; readonly statusReason: string; readonly processedAt: string };
 
-export const initialPayout = (): Payout => ({
-  requested: null,
-  status: 'requested',
-  refusal: null,
-  statusReason: null,
-  externalId: null,
-  processedAt: null,
-});
+/** A payout stream's state: no payout yet, or the payout. */
+export type PayoutState = { readonly status: 'none' } | Payout;
+
+export const initialPayout = (): PayoutState => ({ status: 'none' });
 
 export type PayoutTransition = 'approve' | 'process' | 'pay' | 'reject' | 'cancel';
 
@@ -137,11 +135,11 @@ const TRANSITION_OF: Partial<Record<PayoutCommand['type'], PayoutTransition>> = 
 };
 
 /** Visible to the merchant and the operator: reserved at least once. */
-export const isShownPayout = (s: Payout): boolean => s.requested !== null && s.status !== 'requested' && s.status !== 'refused';
+export const isShownPayout = (s: PayoutState): s is Payout => s.status !== 'none' && s.status !== 'requested' && s.status !== 'refused';
 
-export function decidePayout(command: PayoutCommand, s: Payout): PayoutEvent[] | PayoutError {
-  if (command.type === 'RequestPayout') return s.requested ? [] : [{ type: 'PayoutRequested', data: command.data }];
-  if (!s.requested) return new PayoutError('not_found', 'Выплата не найдена');
+export function decidePayout(command: PayoutCommand, s: PayoutState): PayoutEvent[] | PayoutError {
+  if (command.type === 'RequestPayout') return s.status !== 'none' ? [] : [{ type: 'PayoutRequested', data: command.data }];
+  if (s.status === 'none') return new PayoutError('not_found', 'Выплата не найдена');
   const ref = { payoutId: s.requested.payoutId, accountId: s.requested.accountId, at: command.at };
   if (command.type === 'RecordReservation') {
     // The ledger decided once; whoever records it first, the answer is the same.
@@ -169,24 +167,26 @@ export function decidePayout(command: PayoutCommand, s: Payout): PayoutEvent[] |
   }
 }
 
-export function evolvePayout(s: Payout, event: PayoutEvent): Payout {
+/** One event folded in; an event that fits no phase the payout is in (decidePayout appends none) leaves it as it is. */
+export function evolvePayout(s: PayoutState, event: PayoutEvent): PayoutState {
+  if (event.type === 'PayoutRequested') return { status: 'requested', requested: event.data };
+  if (s.status === 'none') return s;
+  const { requested } = s;
   switch (event.type) {
-    case 'PayoutRequested':
-      return { ...s, requested: event.data, status: 'requested' };
     case 'PayoutReserved':
-      return { ...s, status: 'pending' };
+      return { status: 'pending', requested };
     case 'PayoutRefused':
-      return { ...s, status: 'refused', refusal: event.data.refusal };
+      return { status: 'refused', requested, refusal: event.data.refusal };
     case 'PayoutApproved':
-      return { ...s, status: 'approved' };
+      return { status: 'approved', requested };
     case 'PayoutProcessingStarted':
-      return { ...s, status: 'processing' };
+      return { status: 'processing', requested };
     case 'PayoutPaid':
-      return { ...s, status: 'paid', externalId: event.data.externalId, processedAt: event.data.at };
+      return { status: 'paid', requested, externalId: event.data.externalId, processedAt: event.data.at };
     case 'PayoutRejected':
-      return { ...s, status: 'rejected', statusReason: event.data.reason, processedAt: event.data.at };
+      return { status: 'rejected', requested, statusReason: event.data.reason, processedAt: event.data.at };
     case 'PayoutCancelled':
-      return { ...s, status: 'cancelled', statusReason: event.data.reason, processedAt: event.data.at };
+      return { status: 'cancelled', requested, statusReason: event.data.reason, processedAt: event.data.at };
   }
 }
 

@@ -43,14 +43,16 @@ export interface RefundOutcomeData {
   readonly at: string;
 }
 
-export interface Refund {
-  readonly created: RefundCreatedData | null;
-  readonly status: RefundStatus;
-  readonly completedAt: string | null;
-  readonly failureReason: string | null;
-}
+/** A refund: pending, then succeeded or failed (final). */
+export type Refund =
+  | { readonly status: 'pending'; readonly created: RefundCreatedData }
+  | { readonly status: 'succeeded'; readonly created: RefundCreatedData; readonly completedAt: string }
+  | { readonly status: 'failed'; readonly created: RefundCreatedData; readonly completedAt: string; readonly failureReason: string };
 
-export const initialRefund = (): Refund => ({ created: null, status: 'pending', completedAt: null, failureReason: null });
+/** A refund stream's state: no refund yet, or the refund. */
+export type RefundState = { readonly status: 'none' } | Refund;
+
+export const initialRefund = (): RefundState => ({ status: 'none' });
 
 export type RefundCommand =
   | { readonly type: 'CreateRefund'; readonly data: RefundCreatedData }
@@ -69,17 +71,17 @@ export class RefundError extends Error {
   }
 }
 
-export function decideRefund(command: RefundCommand, s: Refund): RefundEvent[] | RefundError {
-  if (command.type === 'CreateRefund') return s.created ? [] : [{ type: 'RefundCreated', data: command.data }];
+export function decideRefund(command: RefundCommand, s: RefundState): RefundEvent[] | RefundError {
+  if (command.type === 'CreateRefund') return s.status !== 'none' ? [] : [{ type: 'RefundCreated', data: command.data }];
   if (command.type === 'CreateUnfundedRefund') {
-    if (s.created) return [];
+    if (s.status !== 'none') return [];
     const { refundId, invoiceId, accountId, mode, amount } = command.data;
     return [
       { type: 'RefundCreated', data: command.data },
       { type: 'RefundFailed', data: { refundId, invoiceId, accountId, mode, amount, at: command.at, reason: command.reason } },
     ];
   }
-  if (!s.created) return new RefundError('refund_not_found', 'Возврат не найден');
+  if (s.status === 'none') return new RefundError('refund_not_found', 'Возврат не найден');
   const { refundId, invoiceId, accountId, mode, amount } = s.created;
   const outcome = { refundId, invoiceId, accountId, mode, amount, at: command.at };
   switch (command.type) {
@@ -93,14 +95,15 @@ export function decideRefund(command: RefundCommand, s: Refund): RefundEvent[] |
   }
 }
 
-export function evolveRefund(s: Refund, event: RefundEvent): Refund {
+/** One event folded in: created starts the refund; an outcome ends a pending one (it fits no other phase). */
+export function evolveRefund(s: RefundState, event: RefundEvent): RefundState {
   switch (event.type) {
     case 'RefundCreated':
-      return { ...s, created: event.data, status: 'pending' };
+      return { status: 'pending', created: event.data };
     case 'RefundSucceeded':
-      return { ...s, status: 'succeeded', completedAt: event.data.at };
+      return s.status === 'pending' ? { status: 'succeeded', created: s.created, completedAt: event.data.at } : s;
     case 'RefundFailed':
-      return { ...s, status: 'failed', completedAt: event.data.at, failureReason: event.data.reason };
+      return s.status === 'pending' ? { status: 'failed', created: s.created, completedAt: event.data.at, failureReason: event.data.reason } : s;
   }
 }
 

@@ -13,6 +13,7 @@ import {
   PayoutMethod,
   payoutReservationId,
   PayoutRefusal,
+  PayoutState,
   payoutStreamName,
   PayoutTerms,
   usdtFor,
@@ -50,7 +51,7 @@ export interface PayoutView {
 }
 
 export function payoutView(payout: Payout): PayoutView {
-  const r = payout.requested!;
+  const r = payout.requested;
   return {
     id: r.payoutId,
     // Requested and not yet reserved: shown only once its request was answered (201), as that answer said.
@@ -67,11 +68,11 @@ export function payoutView(payout: Payout): PayoutView {
     comment: r.comment,
     usdtAmount: r.usdtAmount,
     usdtRate: r.usdtRate === null ? null : formatMoney(r.usdtRate),
-    statusReason: payout.statusReason,
-    externalId: payout.externalId,
+    statusReason: payout.status === 'rejected' || payout.status === 'cancelled' ? payout.statusReason : null,
+    externalId: payout.status === 'paid' ? payout.externalId : null,
     source: r.source,
     createdAt: r.createdAt,
-    processedAt: payout.processedAt,
+    processedAt: payout.status === 'paid' || payout.status === 'rejected' || payout.status === 'cancelled' ? payout.processedAt : null,
   };
 }
 
@@ -160,7 +161,7 @@ export class PayoutService {
       keyedId = await this.payoutIdOfKey(accountId, requestKey);
       if (keyedId !== null) {
         const written = await this.load(keyedId);
-        if (written.requested !== null) return { created: true, payout: await this.answerOf(written, now, 'finishing') };
+        if (written.status !== 'none') return { created: true, payout: await this.answerOf(written, now, 'finishing') };
       }
     }
     const address = await this.resolveAddress(accountId, request);
@@ -219,7 +220,7 @@ export class PayoutService {
    * (pending), left to the recovery worker.
    */
   private async answerOf(written: Payout, now: Date, by: 'answering' | 'finishing'): Promise<Payout> {
-    const payoutId = written.requested!.payoutId;
+    const payoutId = written.requested.payoutId;
     try {
       return await this.advance(payoutId, now, by);
     } catch (error) {
@@ -248,7 +249,7 @@ export class PayoutService {
         await this.releaseClaim(accountId, orderId, payoutId);
         continue;
       }
-      if (payout.requested !== null) {
+      if (payout.status !== 'none') {
         try {
           return { payout: await this.answerOf(payout, now, 'finishing'), abandonedId: null };
         } catch (error) {
@@ -271,8 +272,8 @@ export class PayoutService {
    */
   async advance(payoutId: number, now: Date, by: 'answering' | 'finishing' = 'finishing'): Promise<Payout> {
     const payout = await this.load(payoutId);
-    if (!payout.requested) throw notFound();
-    if (payout.status === 'refused') throw REFUSALS[payout.refusal!]();
+    if (payout.status === 'none') throw notFound();
+    if (payout.status === 'refused') throw REFUSALS[payout.refusal]();
     if (payout.status !== 'requested') return payout;
     const r = payout.requested;
     const reservation = await this.ledgers.reserve(
@@ -352,8 +353,8 @@ export class PayoutService {
     return Number(r.rows[0]!.id);
   }
 
-  private async load(payoutId: number): Promise<Payout> {
-    return (await loadState<Payout, PayoutEvent>(this.store, payoutStreamName(payoutId), payoutDecider)).state;
+  private async load(payoutId: number): Promise<PayoutState> {
+    return (await loadState<PayoutState, PayoutEvent>(this.store, payoutStreamName(payoutId), payoutDecider)).state;
   }
 
   /**
@@ -364,7 +365,7 @@ export class PayoutService {
   async getFor(accountId: string, payoutId: number): Promise<Payout> {
     if (!Number.isSafeInteger(payoutId) || payoutId < 1) throw notFound();
     const payout = await this.load(payoutId);
-    if (payout.requested === null || payout.status === 'refused' || payout.requested.accountId !== accountId) throw notFound();
+    if (payout.status === 'none' || payout.status === 'refused' || payout.requested.accountId !== accountId) throw notFound();
     return payout;
   }
 
@@ -392,6 +393,8 @@ export class PayoutService {
   private async decide(payoutId: number, command: PayoutCommand): Promise<{ readonly state: Payout; readonly events: readonly PayoutEvent[] }> {
     const result = await handleCommand(this.store, payoutStreamName(payoutId), payoutDecider, command);
     if (!result.ok) throw result.failure.code === 'conflict' ? new PaymentsError(409, 'conflict', result.failure.message) : notFound();
+    const { state } = result;
+    if (state.status === 'none') throw notFound();
     // A finished payout frees its reservation before the answer when it can, so the next
     // request sees the slot and the money at once; the process manager repeats it
     // (idempotently), so a failure here still answers what was recorded.
@@ -400,6 +403,6 @@ export class PayoutService {
     } catch (error) {
       tellLeftToRecovery(this.observer, 'payout', String(payoutId), error);
     }
-    return result;
+    return { state, events: result.events };
   }
 }

@@ -1,7 +1,7 @@
 import type { Pool, PoolClient } from 'pg';
 import type { Migration } from '#platform/database';
 import type { RecordedEvent } from '#event-store';
-import { evolvePayout, initialPayout, Payout, PAYOUT_CATEGORY, PayoutEvent, PayoutStatus } from '#domain';
+import { evolvePayout, initialPayout, Payout, PAYOUT_CATEGORY, PayoutEvent, PayoutState, PayoutStatus } from '#domain';
 import type { Projection } from '#event-store/projections';
 import { foldBatchIntoTable, FoldedTable } from '../read-models/folded-row';
 import { pageOf, ReadModelPage } from '../invoices/invoices.read-model';
@@ -27,18 +27,24 @@ CREATE INDEX payouts_requested ON payouts (created_at) WHERE status = 'requested
 `,
 };
 
-const payoutsTable: FoldedTable<Payout> = {
+/** A stored row's state: a payout (a row exists only from its PayoutRequested on). */
+const payoutOf = (s: PayoutState): Payout => {
+  if (s.status === 'none') throw new Error('a payout row without its PayoutRequested');
+  return s;
+};
+
+const payoutsTable: FoldedTable<PayoutState> = {
   table: 'payouts',
   idType: 'bigint',
   idOf: (e) => (e.data as { payoutId: number }).payoutId,
   initial: initialPayout,
-  evolve: (state, e) => evolvePayout(state, { type: e.type, data: e.data } as unknown as PayoutEvent),
+  evolve: (state, e) => evolvePayout(state, { type: e.type, data: e.data } as PayoutEvent),
   columns: [
-    { name: 'account_id', type: 'uuid', value: (s) => s.requested!.accountId },
-    { name: 'project_id', type: 'uuid', value: (s) => s.requested!.projectId },
-    { name: 'order_id', type: 'text', value: (s) => s.requested!.orderId },
+    { name: 'account_id', type: 'uuid', value: (s) => payoutOf(s).requested.accountId },
+    { name: 'project_id', type: 'uuid', value: (s) => payoutOf(s).requested.projectId },
+    { name: 'order_id', type: 'text', value: (s) => payoutOf(s).requested.orderId },
     { name: 'status', type: 'text', value: (s) => s.status },
-    { name: 'created_at', type: 'timestamptz', value: (s) => s.requested!.createdAt },
+    { name: 'created_at', type: 'timestamptz', value: (s) => payoutOf(s).requested.createdAt },
   ],
 };
 

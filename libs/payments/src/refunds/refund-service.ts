@@ -16,6 +16,7 @@ import {
   RefundCommand,
   refundDecider,
   RefundEvent,
+  RefundState,
   refundStreamName,
 } from '#domain';
 import type { Kopecks } from '#ledger';
@@ -61,7 +62,7 @@ export interface RefundView {
 }
 
 export function refundView(refund: Refund): RefundView {
-  const c = refund.created!;
+  const c = refund.created;
   return {
     id: c.refundId,
     invoiceId: c.invoiceId,
@@ -69,7 +70,7 @@ export function refundView(refund: Refund): RefundView {
     currency: 'RUB',
     status: refund.status,
     createdAt: c.createdAt,
-    completedAt: refund.completedAt,
+    completedAt: refund.status === 'pending' ? null : refund.completedAt,
   };
 }
 
@@ -180,8 +181,8 @@ export class RefundService {
   /** The refund from its own stream (immediately consistent), or null. */
   async find(refundId: string): Promise<Refund | null> {
     if (!REFUND_ID.test(refundId)) return null;
-    const loaded = await loadState<Refund, RefundEvent>(this.store, refundStreamName(refundId), refundDecider);
-    return loaded.state.created ? loaded.state : null;
+    const loaded = await loadState<RefundState, RefundEvent>(this.store, refundStreamName(refundId), refundDecider);
+    return loaded.state.status === 'none' ? null : loaded.state;
   }
 
   /**
@@ -191,7 +192,7 @@ export class RefundService {
    */
   async getFor(project: Project, mode: Mode, refundId: string): Promise<Refund> {
     const refund = (await this.find(refundId)) ?? (await this.granted(refundId));
-    if (!refund || refund.created!.projectId !== project.id || refund.created!.mode !== mode) throw notFound();
+    if (!refund || refund.created.projectId !== project.id || refund.created.mode !== mode) throw notFound();
     return refund;
   }
 
@@ -225,6 +226,7 @@ export class RefundService {
       } catch (error) {
         tellLeftToRecovery(this.observer, 'refund', refundId, error);
       }
+      if (result.state.status === 'none') throw notFound();
       return result.state;
     }
     if (result.failure.code === 'conflict') throw new PaymentsError(409, 'conflict', result.failure.message);
@@ -248,8 +250,6 @@ function grantedRefund(invoice: PaidInvoice, refundId: string, processingSeconds
       processAt: new Date(Date.parse(asked.requestedAt) + processingSeconds * 1000).toISOString(),
     },
     status: 'pending',
-    completedAt: null,
-    failureReason: null,
   };
 }
 

@@ -9,15 +9,15 @@ import {
   InvoiceEvent,
   InvoiceState,
   invoiceStreamName,
-  Payout,
   PAYOUT_CATEGORY,
   evolvePayout,
   initialPayout,
   PayoutEvent,
+  PayoutState,
   REFUND_CATEGORY,
   refundDecider,
-  Refund,
   RefundEvent,
+  RefundState,
 } from '#domain';
 import { uuidV5 } from '#ledger';
 import { invoiceView, payoutView, refundView } from '..';
@@ -67,9 +67,10 @@ export async function renderWebhook(store: EventStore, registry: Registry, recor
     };
   }
   if (recorded.streamName.startsWith(`${REFUND_CATEGORY}-`)) {
-    const refund = await stateAt<Refund, RefundEvent>(store, recorded.streamName, recorded.revision, refundDecider.initialState(), refundDecider.evolve);
-    const event = { type: recorded.type, data: recorded.data } as unknown as RefundEvent;
-    const c = refund.created!;
+    const refund = await stateAt<RefundState, RefundEvent>(store, recorded.streamName, recorded.revision, refundDecider.initialState(), refundDecider.evolve);
+    if (refund.status === 'none') return null;
+    const event = { type: recorded.type, data: recorded.data } as RefundEvent;
+    const c = refund.created;
     // The invoice as this refund's outcome left it: folded up to the event that resolved
     // the refund on it (or, not yet there, with the outcome applied as it will be).
     const invoiceEvents = await store.readStream(invoiceStreamName(c.invoiceId));
@@ -103,10 +104,11 @@ export async function renderWebhook(store: EventStore, registry: Registry, recor
     };
   }
   if (recorded.streamName.startsWith(`${PAYOUT_CATEGORY}-`)) {
-    const payout = await stateAt<Payout, PayoutEvent>(store, recorded.streamName, recorded.revision, initialPayout(), evolvePayout);
+    const payout = await stateAt<PayoutState, PayoutEvent>(store, recorded.streamName, recorded.revision, initialPayout(), evolvePayout);
+    if (payout.status === 'none') return null;
     const at = (recorded.data as { at: string }).at;
     // Payout events go to every project of the account (payouts belong to the account).
-    const projects = await registry.projectsOfAccount(payout.requested!.accountId);
+    const projects = await registry.projectsOfAccount(payout.requested.accountId);
     return { kind, envelope: envelope(at, false, { payout: payoutView(payout) }), projects };
   }
   return null;
