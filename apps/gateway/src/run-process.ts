@@ -53,6 +53,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
     const metricsLine = metricsServer ? `  metrics and health (METRICS_PORT, no token): http://${local}:${metricsServer.port}/metrics` : null;
 
     let app: NestFastifyApplication | null = null;
+    let stopFollowingSecrets: (() => void) | null = null;
     let adminToken = config.adminToken;
     if (roles.api) {
       const tokenWasGenerated = adminToken === null;
@@ -71,6 +72,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
       );
       // Every existing key known before the first request: a failing attempt with one costs no lookup.
       await services.registry.warmUpCredentials();
+      stopFollowingSecrets = services.registry.followWebhookSecretChanges();
       await app.listen({ port: config.port, host: config.host });
       const address = app.getHttpServer().address();
       const port = typeof address === 'object' && address ? address.port : config.port;
@@ -118,6 +120,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
       log.info({ signal }, 'stopping');
       const force = setTimeout(() => process.exit(1), 15_000);
       force.unref();
+      stopFollowingSecrets?.();
       await app?.close().catch(() => undefined);
       await metricsServer?.close().catch(() => undefined);
       await projector?.stop().catch(() => undefined);
