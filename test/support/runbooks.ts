@@ -44,7 +44,8 @@ export function fencedBlock(text: string, lang: string): string {
 
 /** The first inline `code` in `text` that starts with `prefix`, its line breaks read as spaces (as Markdown renders them). */
 export function inlineCode(text: string, prefix: string): string {
-  for (const match of text.matchAll(/`([^`]+)`/g)) {
+  const prose = text.replace(/^ *```[\s\S]*?^ *```/gm, '');
+  for (const match of prose.matchAll(/`([^`]+)`/g)) {
     const code = match[1]!.replace(/\s*\n\s*/g, ' ');
     if (code.startsWith(prefix)) return code;
   }
