@@ -196,3 +196,16 @@ export async function operatorCall(deployment: Deployment, printed: string, valu
       throw new Error(`not an operator call: ${printed}`);
   }
 }
+
+/**
+ * The URL of the embedded server running under `dataDir`, found as the runbooks tell an
+ * operator to find it: user postgres, database gateway, the port in line 4 of
+ * DATA_DIR/postgres/postmaster.pid, the password in DATA_DIR/postgres-password.
+ */
+export function embeddedDatabaseUrl(dataDir: string): string {
+  const port = readFileSync(path.join(dataDir, 'postgres', 'postmaster.pid'), 'utf8')
+    .split('\n')[3]!
+    .trim();
+  const password = readFileSync(path.join(dataDir, 'postgres-password'), 'utf8').trim();
+  return `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/gateway`;
+}
