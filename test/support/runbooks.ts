@@ -209,3 +209,6 @@ export function embeddedDatabaseUrl(dataDir: string): string {
   const password = readFileSync(path.join(dataDir, 'postgres-password'), 'utf8').trim();
   return `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/gateway`;
 }
+
+/** The checksum lines of read-models:checksum (table, rows, md5), without its notes on stderr. */
+export const checksumLines = (output: string): string[] => output.split('\n').filter((l) => /^\S+\s+\d+\s+[0-9a-f]{32}$/.test(l));

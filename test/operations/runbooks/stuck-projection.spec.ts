@@ -22,6 +22,7 @@ import { expectStatus, Merchant, orderId, poll } from '../../support/merchant-fi
 import { fromKopecks, paidInvoice, toKopecks, waitForBalance } from '../../support/money-out-fixtures';
 import {
   after,
+  checksumLines,
   Deployment,
   docSection,
   everyProjectionLive,
@@ -46,9 +47,6 @@ const OPEN_TRANSACTIONS_SQL = fencedBlock(after(RUNBOOK, '2. **Every projection 
 const LOCK_HOLDERS_SQL = fencedBlock(after(RUNBOOK, '3. **`standby` in every projector**'), 'sql');
 /** Tolerance on a shared 2-core machine for the standby's timer and its connection. */
 const SCHEDULING_TOLERANCE_MS = 2_000;
-
-/** A checksum line of read-models:checksum: table, rows, md5. */
-const checksums = (output: string): string[] => output.split('\n').filter((l) => /^\S+\s+\d+\s+[0-9a-f]{32}$/.test(l));
 
 describe('runbook: a stuck projection', () => {
   let db: TestDatabase;
@@ -247,7 +245,7 @@ describe('runbook: a stuck projection', () => {
   it('4. a read model is wrong: checksum for the record, projections:rebuild with the gateway running, ledger:verify; the read model is right again', async () => {
     const env = { DATABASE_URL: db.url };
     await everyProjectionLive(gateway);
-    const right = checksums(await runCommandOk('read-models-checksum', env));
+    const right = checksumLines(await runCommandOk('read-models-checksum', env));
     const balance = await waitForBalance(shop.test, {});
     // The failure: a row of the ledger read model changed (as a projection bug would leave it).
     await db.pool.query(`UPDATE ledger_balances SET balance = balance + 12345 WHERE account_id = $1 AND mode = 'test' AND account = 'available'`, [
@@ -260,7 +258,7 @@ describe('runbook: a stuck projection', () => {
     expect(verify.code).toBe(1);
 
     // 1. read-models:checksum for the record.
-    const recorded = checksums(await runCommandOk('read-models-checksum', env));
+    const recorded = checksumLines(await runCommandOk('read-models-checksum', env));
     expect(recorded.filter((l) => !right.includes(l)).map((l) => l.split(/\s+/)[0])).toEqual(['ledger_balances']);
     // 2. projections:rebuild <name> with the gateway running.
     const rebuild = await runCommandOk('rebuild', env, ['ledger']);
@@ -269,7 +267,7 @@ describe('runbook: a stuck projection', () => {
     expect(await runCommandOk('ledger-verify', env)).toContain('OK: every entry balances');
 
     // The read model is right again, equal to what it was before it went wrong; the projector has it back.
-    expect(checksums(await runCommandOk('read-models-checksum', env))).toEqual(right);
+    expect(checksumLines(await runCommandOk('read-models-checksum', env))).toEqual(right);
     await waitForBalance(shop.test, { available: balance.available });
     await everyProjectionLive(gateway);
     const later = await paidInvoice(gateway.operator, shop.test, '200.00');
