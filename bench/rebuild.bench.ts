@@ -216,7 +216,7 @@ function peakRss(output: string): number {
 /** Runs a compiled command of apps/projector and times it (process start included). */
 async function command(file: string, env: Record<string, string>): Promise<{ seconds: number; output: string }> {
   const started = Date.now();
-  // The verification runs with the flags its npm script gives it (decision 0146).
+  // The verification runs with the flags its npm script gives it (decision 0123).
   const flags = file === 'ledger-verify.js' ? VERIFICATION_NODE_FLAGS : [];
   const { stdout } = await run(process.execPath, [...flags, path.join(repoRoot(), 'dist/apps/projector/src', file)], {
     env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ...env },

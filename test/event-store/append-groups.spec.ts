@@ -1,5 +1,5 @@
 /**
- * Group commit of appends in the PostgreSQL event store (decision 0113): the appends of
+ * Group commit of appends in the PostgreSQL event store (decision 0099): the appends of
  * one event-loop turn go to PostgreSQL in one statement (append_event_group), each with
  * its own expected revision and its own answer. Each must get what it would have got
  * appended alone in arrival order: a conflict refuses only that append, revisions and

@@ -1,10 +1,10 @@
 /**
- * The read of the log in one statement (decision 0140): `COPY (SELECT ...) TO STDOUT
+ * The read of the log in one statement (decision 0123): `COPY (SELECT ...) TO STDOUT
  * (FORMAT binary)` decoded by BinaryCopyRows from chunks cut anywhere, with every
  * value PostgreSQL sends read back exactly; a verification that reads the log while
  * appends go on checks the log as it was when its statement started; a read stopped
  * halfway by its consumer leaves no connection behind in a broken state; and the
- * streams the read flags (decision 0144: an event that does not simply go on its
+ * streams the read flags (decision 0123: an event that does not simply go on its
  * stream's chain) are read again by name and checked, whatever their names, also
  * with a revision twice once the unique constraint on revisions is gone.
  */

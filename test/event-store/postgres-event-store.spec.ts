@@ -1,5 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { comparePositions, DuplicateEventIdError, PostgresEventStore, RecordedEvent } from '#event-store';
+import {
+  AppendOutcomeUnknownError,
+  comparePositions,
+  DuplicateEventIdError,
+  EventStoreUnavailableError,
+  PostgresEventStore,
+  RecordedEvent,
+} from '#event-store';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { eventStoreContract } from './event-store.contract';
 
@@ -99,6 +106,54 @@ describe('PostgreSQL event store specifics', () => {
     ).rejects.toBeInstanceOf(DuplicateEventIdError);
     const count = await local.pool.query(`SELECT count(*)::int AS n FROM events WHERE stream_name = 'atomic-b'`);
     expect(count.rows[0].n).toBe(0);
+  });
+
+  it('an append whose connection broke is looked for: committed, it is answered so; not written, the error stands; no look, unknown', async () => {
+    // The append's statement reaches the server (or not), then its connection breaks: the answer is lost.
+    let breakConnection: 'after the commit' | 'before the statement' | 'after the commit, and the look too' | null = null;
+    const pool = new Proxy(local.pool, {
+      get(target, property) {
+        if (property !== 'query') {
+          const value: unknown = Reflect.get(target, property);
+          return typeof value === 'function' ? value.bind(target) : value;
+        }
+        return async (config: string | { text: string }, values?: unknown[]) => {
+          const text = typeof config === 'string' ? config : config.text;
+          const breaking = breakConnection;
+          if (breaking === 'after the commit, and the look too' && text.includes('WHERE event_id = ANY')) throw new Error('Connection terminated unexpectedly');
+          if (breaking === null || !text.includes('append_lock')) return target.query(config as never, values as never);
+          if (breaking !== 'before the statement') await target.query(config as never, values as never);
+          throw new Error('Connection terminated unexpectedly');
+        };
+      },
+    });
+    const broken = new PostgresEventStore(pool);
+    try {
+      breakConnection = 'after the commit';
+      const first = await broken.appendToStream('lost-answer', [{ id: randomUUID(), type: 'X', data: {} }], { expectedRevision: 'no_stream' });
+      const second = await broken.appendToStream('lost-answer', [{ id: randomUUID(), type: 'Y', data: {} }], { expectedRevision: 0n });
+      expect([first.nextExpectedRevision, second.nextExpectedRevision]).toEqual([0n, 1n]);
+      expect((await localStore.readStream('lost-answer')).map((e) => e.type)).toEqual(['X', 'Y']);
+
+      breakConnection = 'before the statement';
+      await expect(broken.appendToStream('lost-answer', [{ id: randomUUID(), type: 'Z', data: {} }], { expectedRevision: 1n })).rejects.toThrow(
+        'Connection terminated',
+      );
+      await expect(broken.appendToStream('never-written', [{ id: randomUUID(), type: 'Z', data: {} }])).rejects.toThrow('Connection terminated');
+      expect(await localStore.readStream('lost-answer')).toHaveLength(2);
+      await expect(localStore.readStream('never-written')).rejects.toThrow('not found');
+
+      // Written, but the look for it fails too: nobody can tell, and the error says so.
+      breakConnection = 'after the commit, and the look too';
+      const unknown = await broken
+        .appendToStream('lost-answer', [{ id: randomUUID(), type: 'W', data: {} }], { expectedRevision: 1n })
+        .catch((e: unknown) => e);
+      expect(unknown).toBeInstanceOf(AppendOutcomeUnknownError);
+      expect(unknown).toBeInstanceOf(EventStoreUnavailableError);
+      expect((await localStore.readStream('lost-answer')).map((e) => e.type)).toEqual(['X', 'Y', 'W']);
+    } finally {
+      await broken.close();
+    }
   });
 
   it('reports the head of the log', async () => {

@@ -1,5 +1,5 @@
 /**
- * The recent streams a read of the log remembers (RecentStreams, decision 0144): what
+ * The recent streams a read of the log remembers (RecentStreams, decision 0123): what
  * it answers for a stream is always that stream's last remembered event, a stream met
  * within a generation is still there, and it never holds more than two generations.
  */

@@ -6,7 +6,7 @@
  * events gone), it reports exactly what the stream-by-stream check (StreamChainCheck)
  * reports when fed the same events stream after stream in revision order, which is what
  * `log:verify` did before it read the log once. And the PostgreSQL read's checks
- * (decision 0144: each event checked against its stream's previous revision, the
+ * (decision 0123: each event checked against its stream's previous revision, the
  * streams it flags checked again) report exactly what these checks and the order of
  * each stream's revisions (LogOrderCheck) report, also with a revision twice in the log.
  */
@@ -145,7 +145,7 @@ function inLogOrder(log: readonly StoredChainedEvent[]): { problems: LogProblem[
 }
 
 /**
- * The checks as the PostgreSQL read of the log makes them (decision 0144): each event
+ * The checks as the PostgreSQL read of the log makes them (decision 0123): each event
  * is checked against its stream's previous revision as the read finds it (by stream
  * and revision; whether it is earlier in the log), and goes on its chain when it is in
  * order and its digest over its texts as the UTF-8 bytes of a row (ContentBytesDigest),

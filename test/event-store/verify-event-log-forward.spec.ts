@@ -1,5 +1,5 @@
 /**
- * What ledger:verify takes from the log verification on PostgreSQL (decision 0128):
+ * What ledger:verify takes from the log verification on PostgreSQL (decision 0123):
  * verifyEventLog bounded by a position (`upTo`: events appended after it are neither
  * verified nor handed on) and handing on, page by page in log order, the events of one
  * type in streams named with a prefix (`forward`) with their data's jsonb text; and

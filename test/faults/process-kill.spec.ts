@@ -238,7 +238,11 @@ describe('SIGKILL of the API and of the projector under load (split deployment)'
     expect({ code, output: verify.output() }).toEqual({ code: 0, output: expect.stringContaining('OK') });
   }
 
-  /** Every acknowledged payout exists once: found by its orderId, with one reservation in the ledger. */
+  /**
+   * Every acknowledged payout exists once: found by its orderId, with one reservation in
+   * the ledger; or, when its request died half-way and the ledger then refused it, rejected
+   * and shown with that refusal recorded once (the retry with its orderId answered it, 200).
+   */
   async function expectPayoutsOnce(): Promise<void> {
     const accepted = log.payouts.filter((p) => p.answer?.status === 201 || p.answer?.status === 200);
     expect(new Set(accepted.map((p) => p.answer!.body.id)).size).toBe(accepted.length);
@@ -247,17 +251,23 @@ describe('SIGKILL of the API and of the projector under load (split deployment)'
       expectStatus(r, 200);
       expect({ orderId: p.orderId, id: r.body.id, amount: r.body.amount }).toEqual({ orderId: p.orderId, id: p.answer!.body.id, amount: p.amount });
     }
-    const reservations = await db.pool.query<{ cause: string; n: string }>(
-      `SELECT data->>'cause' AS cause, count(*) AS n FROM events
-       WHERE stream_name = $1 AND data->>'kind' = 'funds_reserved' GROUP BY 1`,
+    const reservations = await db.pool.query<{ cause: string; kind: string; n: string }>(
+      `SELECT data->>'cause' AS cause, data->>'kind' AS kind, count(*) AS n FROM events
+       WHERE stream_name = $1 AND data->>'kind' IN ('funds_reserved', 'reservation_refused') GROUP BY 1, 2`,
       [`ledger-live_${merchant.accountId}`],
     );
-    const reserved = new Map(reservations.rows.map((r) => [r.cause, Number(r.n)]));
-    for (const p of accepted)
-      expect({ payout: p.answer!.body.id, reservations: reserved.get(`reserve:po_${p.answer!.body.id}`) }).toEqual({
+    const reserved = new Map(reservations.rows.filter((r) => r.kind === 'funds_reserved').map((r) => [r.cause, Number(r.n)]));
+    const refused = new Map(reservations.rows.filter((r) => r.kind === 'reservation_refused').map((r) => [r.cause, Number(r.n)]));
+    for (const p of accepted) {
+      const cause = `reserve:po_${p.answer!.body.id}`;
+      const rejected = refused.has(cause) ? (await merchantClient().get(`/v1/payouts?orderId=${encodeURIComponent(p.orderId)}`)).body.status : null;
+      expect({ payout: p.answer!.body.id, reservations: reserved.get(cause) ?? 0, refusals: refused.get(cause) ?? 0, rejected }).toEqual({
         payout: p.answer!.body.id,
-        reservations: 1,
+        reservations: refused.has(cause) ? 0 : 1,
+        refusals: refused.has(cause) ? 1 : 0,
+        rejected: refused.has(cause) ? 'rejected' : null,
       });
+    }
     for (const [refundId] of log.refunds) expect({ refundId, reservations: reserved.get(`reserve:${refundId}`) }).toEqual({ refundId, reservations: 1 });
   }
 

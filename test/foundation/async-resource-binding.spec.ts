@@ -1,5 +1,5 @@
 /**
- * The gateway's AsyncResource.bind (decision 0118): the same binding as Node's (the
+ * The gateway's AsyncResource.bind (decision 0098): the same binding as Node's (the
  * function runs in the resource's async context, with the caller's `this` or the given
  * one, its arguments, its result and its `length`), without the deprecated
  * `asyncResource` accessor whose two util.deprecate wrappers Node 20 made on every call

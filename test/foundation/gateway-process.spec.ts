@@ -46,7 +46,7 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
       expect(methods.status).toBe(200);
       expect(methods.body.methods.map((m: { code: string }) => m.code)).toEqual(['sbp', 'card', 'crypto']);
 
-      // The embedded server runs with the settings sized for bulk work (decision 0147) and its cluster's locale.
+      // The embedded server runs with the settings sized for bulk work (decision 0071) and its cluster's locale.
       const port = Number(readFileSync(path.join(data.dir, 'postgres', 'postmaster.pid'), 'utf8').split('\n')[3]);
       const password = readFileSync(path.join(data.dir, PASSWORD_FILE), 'utf8').trim();
       const server = new Client({ host: '127.0.0.1', port, user: 'postgres', password, database: EMBEDDED_DATABASE_NAME });
@@ -57,7 +57,7 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
           [Object.keys(EMBEDDED_SERVER_SETTINGS)],
         );
         expect(Object.fromEntries(settings.rows.map((r) => [r.name, r.value]))).toEqual(EMBEDDED_SERVER_SETTINGS);
-        // A new cluster: text by code point with the builtin provider (decision 0150), letters still Unicode's.
+        // A new cluster: text by code point with the builtin provider (decision 0071), letters still Unicode's.
         const locale = await server.query(
           `SELECT datlocprovider AS provider, datlocale AS locale, pg_encoding_to_char(encoding) AS encoding,
                   'Zebra' < 'apple' AS by_code_point, upper('ёжик') AS upper

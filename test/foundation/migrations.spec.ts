@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { createPool, migrate, MigrationError } from '#platform/database';
 import { allMigrations } from '#payments/composition';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
@@ -47,36 +46,5 @@ describe('schema migrations', () => {
     expect(new Set(allMigrations.map((m) => m.id)).size).toBe(allMigrations.length);
     await expect(migrate(db.pool, [{ id: '7', sql: 'SELECT 1' }])).rejects.toThrow('migration id "7" is not <library>:<NNNN>_<name>');
     await expect(migrate(db.pool, [allMigrations[0]!, allMigrations[0]!])).rejects.toThrow('duplicate migration ids');
-  });
-
-  it('adopt a database migrated when migrations had global numbers: nothing is applied twice', async () => {
-    const old = await createTestDatabase({ migrate: false });
-    try {
-      // The database as the numbered runner left it: the tables of every numbered migration,
-      // and schema_migrations by version. Migrations named since have no number.
-      const numbered = allMigrations.filter((m) => m.legacyVersion !== undefined);
-      for (const m of numbered) await old.pool.query(m.sql);
-      await old.pool.query(
-        `CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
-      );
-      for (const m of numbered) {
-        await old.pool.query('INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)', [
-          m.legacyVersion,
-          m.id,
-          createHash('sha256').update(m.sql).digest('hex'),
-        ]);
-      }
-      // Re-running a migration would fail (CREATE TABLE of an existing table): no numbered one
-      // is; those named since are applied after the adoption, in order.
-      expect(await migrate(old.pool, allMigrations)).toEqual(allMigrations.filter((m) => m.legacyVersion === undefined).map((m) => m.id));
-      const rows = await old.pool.query('SELECT id FROM migrations_applied ORDER BY id');
-      expect(rows.rows.map((r) => r.id)).toEqual(allMigrations.map((m) => m.id).sort());
-      // A migration added later (no number) is applied after the adoption.
-      expect(await migrate(old.pool, [...allMigrations, { id: 'test:0001_added_later', sql: 'CREATE TABLE added_later (x int)' }])).toEqual([
-        'test:0001_added_later',
-      ]);
-    } finally {
-      await old.drop();
-    }
   });
 });

@@ -73,7 +73,7 @@ describe('projections:rebuild killed mid-way', () => {
     expect(resumedCheckpoint!.eventsApplied).toBe(BigInt(total));
     expect(resumed.n).toBe(STREAMS);
 
-    // 3. An uninterrupted rebuild gives the same table: the catalog computed in SQL from the log's table (decision 0151).
+    // 3. An uninterrupted rebuild gives the same table: the catalog computed in SQL from the log's table (decision 0095).
     const clean = startProcess('rebuild', env, ['stream_catalog']);
     expect(await clean.exited).toBe(0);
     expect(clean.output()).toContain(`rebuilt stream_catalog: ${total} events`);
@@ -89,7 +89,7 @@ describe('projections:rebuild killed mid-way', () => {
   });
 });
 
-// Small pages (the upserts) and pages large enough for the rebuild's COPY of new rows (decision 0131).
+// Small pages (the upserts) and pages large enough for the rebuild's COPY of new rows (decision 0095).
 describe.each([
   ['pages of 20 events', '20'],
   ['pages of 1,500 events (COPY of new rows)', '1500'],

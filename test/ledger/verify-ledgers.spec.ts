@@ -3,7 +3,7 @@
  * memory bounded by the number of ledgers and the longest ledger (pass 1 in log order,
  * or one statement on PostgreSQL; pass 2 each ledger's stream), or, as ledger:verify
  * runs on PostgreSQL, every ledger at once from the ledger events a read of the whole
- * log in log order hands on (verifyEventLog's `forward`, decision 0128), with repeated
+ * log in log order hands on (verifyEventLog's `forward`, decision 0123), with repeated
  * causes and entry ids found by the database. Each kind of corruption it reports is
  * planted here, in the log or in the read model, and must be found, naming its ledger,
  * all three ways alike; a clean history passes.

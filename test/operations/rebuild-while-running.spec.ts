@@ -34,7 +34,7 @@ describe('projections:rebuild while the gateway runs', () => {
   let listed: string[];
 
   const readBalance = async () => (await client.get('/v1/balance')).body;
-  const readList = async () => ((await client.get('/v1/invoices?limit=100')).body.items as { id: string }[]).map((i) => i.id).sort();
+  const readList = async () => (((await client.get('/v1/invoices?limit=100')).body.items ?? []) as { id: string }[]).map((i) => i.id).sort();
 
   beforeAll(async () => {
     db = await createTestDatabase({ poolSize: 2 });
@@ -86,6 +86,12 @@ describe('projections:rebuild while the gateway runs', () => {
     return seen;
   }
 
+  /** The reads right again: an API process's view of the marks may trail the database by up to a second (503 meanwhile). */
+  const expectReadsRight = async () => {
+    await poll(readBalance, (b) => JSON.stringify(b) === JSON.stringify(balance), 'the balance right again', 10_000);
+    await poll(readList, (ids) => JSON.stringify(ids) === JSON.stringify(listed), 'the list right again', 10_000);
+  };
+
   const projectorLiveAgain = () =>
     poll(
       async () => (await operator.http.get('/health/ready')).body as { projections: { projection: string; state: string }[]; rebuilds?: unknown[] },
@@ -119,8 +125,7 @@ describe('projections:rebuild while the gateway runs', () => {
     for (const p of progress) expect(p >= 0 && p <= 1).toBe(true);
 
     await projectorLiveAgain();
-    expect(await readBalance()).toEqual(balance);
-    expect(await readList()).toEqual(listed);
+    await expectReadsRight();
     // The projector follows the log again: a new invoice reaches the list without anyone's help.
     const created = await client.post('/v1/invoices', { amount: '50.00', orderId: orderId('after'), method: 'sbp' });
     expectStatus(created, 201);
@@ -151,8 +156,7 @@ describe('projections:rebuild while the gateway runs', () => {
       await projectorLiveAgain();
       interrupted = true;
       await watching;
-      expect(await readBalance()).toEqual(balance);
-      expect(await readList()).toEqual(listed);
+      await expectReadsRight();
     });
   }
 
@@ -180,7 +184,6 @@ describe('projections:rebuild while the gateway runs', () => {
       holder.release();
     }
     await projectorLiveAgain();
-    expect(await readBalance()).toEqual(balance);
-    expect(await readList()).toEqual(listed);
+    await expectReadsRight();
   });
 });

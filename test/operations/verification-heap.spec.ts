@@ -1,5 +1,5 @@
 /**
- * The verification commands run with the heap flags of decision 0146: the npm scripts
+ * The verification commands run with the heap flags of decision 0123: the npm scripts
  * give exactly VERIFICATION_NODE_FLAGS (the bench passes the constant itself), and this
  * Node accepts them (an unknown flag would stop the command before it starts).
  */

@@ -1,6 +1,6 @@
 /**
  * A rebuild's pages write their new rows by COPY in binary format (copyRowsInto,
- * decision 0148): each value in its column type's binary form. What goes in must come
+ * decision 0095): each value in its column type's binary form. What goes in must come
  * back from PostgreSQL as it went in, for every type the read models use, whatever
  * the chunk a value falls on; a value its column's type does not take is refused with
  * the column named, the COPY abandoned (nothing of it stored) and the connection left

@@ -1,6 +1,6 @@
 /**
  * Large batches (a rebuild's pages) write rows that cannot exist yet by COPY (decision
- * 0131): the invoices and payouts folds their new rows, the ledger its entries (inside
+ * 0095): the invoices and payouts folds their new rows, the ledger its entries (inside
  * a savepoint, falling back to the upsert when an entry id is taken) and postings, the
  * stream catalog the streams a batch begins (in a savepoint too).
  * Whatever the batches, the tables must equal what small batches (the upserts alone)
@@ -117,7 +117,7 @@ describe('a rebuild that writes its pages by COPY', () => {
   });
 });
 
-describe('folded states stored as json (decision 0137)', () => {
+describe('folded states stored as json (decision 0095)', () => {
   it('invoices and payouts keep state as json, the very text JSON.stringify wrote, the same by COPY as by the upsert', async () => {
     const types = await db.pool.query<{ table_name: string; data_type: string }>(
       `SELECT table_name, data_type FROM information_schema.columns

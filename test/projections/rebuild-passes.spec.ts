@@ -1,7 +1,7 @@
 /**
  * How `projections:rebuild` shares the read models between passes (rebuildPassesOf,
  * REBUILD_PASSES) and what part of the log each pass reads (logReadScopeOf), decision
- * 0151. Pure: no database.
+ * 0095. Pure: no database.
  */
 import type { Projection } from '#event-store/projections';
 import { logReadScopeOf } from '#event-store/projections';

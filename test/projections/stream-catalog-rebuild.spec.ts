@@ -1,5 +1,5 @@
 /**
- * The stream catalog, whatever the batches and however it is built (decision 0151).
+ * The stream catalog, whatever the batches and however it is built (decision 0095).
  *
  * - Event by event (`apply`), the rows must not depend on how the events were cut into
  *   batches: a stream's first and last event times are its earliest and latest. (An

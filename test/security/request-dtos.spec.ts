@@ -1,5 +1,5 @@
 /**
- * The request reader against bodies that break naive DTO readers (docs/decisions/0086):
+ * The request reader against bodies that break naive DTO readers (docs/decisions/0085):
  * keys named like Object.prototype members are unknown fields like any other (class-
  * transformer drops them, class-validator's whitelist misses them), and nesting of any
  * depth in any field is a 400, never a stack overflow. Details are compared exactly.

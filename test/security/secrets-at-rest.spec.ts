@@ -6,7 +6,6 @@
  *   the table refuses a plain one; a process without the
  *   key refuses to start;
  * - the embedded PostgreSQL's password is generated per data directory (0600), and
- *   a cluster with the old constant password gets its own at the next start;
  * - used HMAC signatures survive a crash of the database: a captured request is
  *   still refused after crash recovery.
  */
@@ -253,7 +252,7 @@ describe('the embedded PostgreSQL: its own password, and replay protection that 
     }
   };
 
-  it('generates a password per data directory (mode 0600), replaces the old constant one, and refuses a replayed signature after a crash', async () => {
+  it('generates a password per data directory (mode 0600) and refuses a replayed signature after a crash', async () => {
     const env = { DATA_DIR: data.dir, ADMIN_TOKEN };
     gateway = await startGateway('gateway', env);
     const passwordFile = path.join(data.dir, 'postgres-password');
@@ -262,7 +261,7 @@ describe('the embedded PostgreSQL: its own password, and replay protection that 
     expect(password).toMatch(/^[A-Za-z0-9_-]{32}$/);
     let { port } = postmaster();
     expect(await canLogIn(port, password)).toBe(true);
-    expect(await canLogIn(port, 'gateway-embedded')).toBe(false);
+    expect(await canLogIn(port, 'postgres')).toBe(false);
 
     const operator = new Operator(gateway.baseUrl, ADMIN_TOKEN);
     const project = await operator.createProject(await operator.createAccount());
@@ -277,12 +276,6 @@ describe('the embedded PostgreSQL: its own password, and replay protection that 
     expectStatus(await sendSigned(gateway.baseUrl, captured), 200);
     const replayed = await sendSigned(gateway.baseUrl, captured);
     expect({ status: replayed.status, code: replayed.body?.error?.code }).toEqual({ status: 401, code: 'signature_invalid' });
-
-    // A cluster still on the old constant password (made by an older gateway) gets its own at the next start.
-    const admin = new PgClient({ host: '127.0.0.1', port, user: 'postgres', password, database: 'postgres' });
-    await admin.connect();
-    await admin.query(`ALTER ROLE postgres PASSWORD 'gateway-embedded'`);
-    await admin.end();
 
     // The crash: PostgreSQL's immediate shutdown (no checkpoint: crash recovery at the next start,
     // which empties UNLOGGED tables), and the gateway killed.
@@ -306,7 +299,6 @@ describe('the embedded PostgreSQL: its own password, and replay protection that 
     gateway = await startGateway('gateway', env);
     ({ port } = postmaster());
     expect(await canLogIn(port, password)).toBe(true);
-    expect(await canLogIn(port, 'gateway-embedded')).toBe(false);
 
     // The captured request, sent again within its 300 s window: still refused.
     const again = await sendSigned(gateway.baseUrl, captured);

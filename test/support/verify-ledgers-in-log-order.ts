@@ -5,7 +5,7 @@ import { ledgerEntriesOf, verifyLedgers, VerifyReport } from '#payments/ledger';
 
 /**
  * verifyLedgers fed from one read of the log in log order, as ledger:verify runs it on
- * PostgreSQL (decision 0128), here on the test's thread (ledger:verify reads on a worker
+ * PostgreSQL (decision 0123), here on the test's thread (ledger:verify reads on a worker
  * thread, which runs only from dist/): small pages, so that a ledger's entries arrive in
  * several.
  */

@@ -263,12 +263,12 @@ describe('deliveries claimed ahead of their slots', () => {
     }
   }
 
-  it('by default a URL holds 16 × its slots ahead and is refilled when half of them went out (0134)', async () => {
+  it('by default a URL holds 16 × its slots ahead and is refilled when half of them went out (decision 0094)', async () => {
     const url = `https://shop-${randomUUID()}.example/hooks`;
     await enqueue(url, 80);
     const poster = heldPoster();
     const { pool, claims } = countingClaims();
-    // 2 slots: 2 + 32 held at most; refilled when down to 2 + 16 (before 0134: 2 + 16 held, refilled at 2 + 4).
+    // 2 slots: 2 + 32 held at most; refilled when down to 2 + 16 (decision 0094).
     const dispatcher = new WebhookDispatcher(pool, registry, clock, {
       concurrency: 32,
       perUrlConcurrency: 2,
@@ -299,7 +299,7 @@ describe('deliveries claimed ahead of their slots', () => {
     await enqueue(url, 30);
     const poster = heldPoster();
     const { pool, claims } = countingClaims();
-    // 2 slots and 8 ahead: at most 10 held; refilled when down to 2 + 8 / 2 = 6 (0129: 2 + 8 / 4 = 4, claims of 6).
+    // 2 slots and 8 ahead: at most 10 held; refilled when down to 2 + 8 / 2 = 6.
     const dispatcher = new WebhookDispatcher(pool, registry, clock, {
       concurrency: 32,
       perUrlConcurrency: 2,

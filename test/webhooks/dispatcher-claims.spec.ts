@@ -1,6 +1,6 @@
 /**
  * What the dispatcher's claims take, and how much of the queue they read (real
- * PostgreSQL, decision 0119). A claim must not read a left-out URL's backlog row by row:
+ * PostgreSQL, decision 0094). A claim must not read a left-out URL's backlog row by row:
  * with one URL's thousands of due deliveries in hand, a claim still finds the other
  * URLs' due deliveries behind them, within each URL's cap, reading a bounded number of
  * the queue's rows whatever that backlog; with thousands of URLs of one due row each it
@@ -171,7 +171,7 @@ describe('claims past a left-out URL’s backlog', () => {
           expect(new Set(claimed.filter((row) => row.url === url).map((row) => row.id))).toEqual(new Set(othersIds.get(url)!.slice(0, CAP)));
         }
         console.log(`backlog ${backlog}: rows of the queue read per claim ${rowsRead.join(', ')}`);
-        // Never the backlog: at most a few hundred rows whatever its size (the claim before 0119 read all of it).
+        // Never the backlog: at most a few hundred rows whatever its size (decision 0094).
         expect(rowsRead.length).toBe(2);
         expect(Math.max(...rowsRead)).toBeLessThan(400);
       } finally {
@@ -190,7 +190,7 @@ describe('claims past a left-out URL’s backlog', () => {
     try {
       const taken = await d.tick();
       const claimed = await claimedRows();
-      // The room of an empty dispatcher: its slots and the claims ahead (16 + 4 × 16; 16 + 2 × 16 before 0134).
+      // The room of an empty dispatcher: its slots and the claims ahead (16 + 4 × 16, decision 0094).
       expect(taken).toBe(80);
       expect(new Set(claimed.map((row) => row.id))).toEqual(new Set(ids.slice(0, 80)));
       expect(countByUrl(claimed).size).toBe(80);

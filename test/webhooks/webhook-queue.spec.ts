@@ -1,5 +1,5 @@
 /**
- * The pending deliveries apart from the history (decisions 0124, 0125; real
+ * The pending deliveries apart from the history (decision 0094; real
  * PostgreSQL). payments:0031 carries a database's deliveries over (pending ones into
  * `webhook_queue` with their leases, tokens, attempts and schedule base; finished ones
  * stay history only). An outcome takes the delivery off the queue (delivered, failed)

@@ -60,13 +60,13 @@ export interface ApiDependencies {
   readonly adminToken: string;
   readonly publicUrl: PublicUrl;
   readonly readiness?: ReadinessProbe;
+  /** Which read models are being rebuilt (the process's one view: its routes answer 503 for those). */
+  readonly readModelRebuilds: ReadModelRebuilds;
 }
 
 /** What the API process builds for itself around the routes (shared with its Fastify hooks). */
 export interface ApiRuntime extends ApiSecurity {
   readonly idempotencyKeys: IdempotencyKeys;
-  /** Which read models are being rebuilt (their routes answer 503 meanwhile). */
-  readonly readModelRebuilds: ReadModelRebuilds;
 }
 
 @Module({})
@@ -123,7 +123,7 @@ export class AppModule {
         AdminTokenGuard,
         MerchantAuthGuard,
         IdempotencyInterceptor,
-        { provide: READ_MODEL_REBUILDS, useValue: runtime.readModelRebuilds },
+        { provide: READ_MODEL_REBUILDS, useValue: deps.readModelRebuilds },
         // After the guards: an authenticated read of a read model being rebuilt gets 503, never an empty answer.
         { provide: APP_INTERCEPTOR, useClass: ReadModelsInterceptor },
       ],

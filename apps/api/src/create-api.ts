@@ -19,7 +19,6 @@ import { registerIdempotencyHook } from './http/idempotency';
 import { duplicateJsonName } from './http/duplicate-json-names';
 import { useAsyncResourceBindingWithoutDeprecatedAccessor } from './http/async-resource-binding';
 import { IdempotencyKeys } from '#payments/idempotency';
-import { ReadModelRebuilds } from '#event-store/projections';
 import { registerMetricsRoute } from './health/metrics-endpoint';
 
 /** Largest request body the API reads (customFields are at most 2 KB; the rest is small). */
@@ -152,13 +151,7 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
   if (metrics) registerMetricsRoute(fastify, metrics, security.operatorToken, security.failedAuthentication);
   const idempotencyKeys = new IdempotencyKeys(deps.infrastructure.pool, deps.infrastructure.clock);
   registerIdempotencyHook(fastify, idempotencyKeys, log);
-  const readModelRebuilds = new ReadModelRebuilds(deps.infrastructure.pool);
-  readModelRebuilds.start();
-  fastify.addHook('onClose', (_instance, done) => {
-    readModelRebuilds.stop();
-    done();
-  });
-  const app = await NestFactory.create<NestFastifyApplication>(AppModule.register(deps, { ...security, idempotencyKeys, readModelRebuilds }), adapter, {
+  const app = await NestFactory.create<NestFastifyApplication>(AppModule.register(deps, { ...security, idempotencyKeys }), adapter, {
     logger: false,
     abortOnError: false,
     // The exact bytes of each body, for the HMAC signature of mode 2.

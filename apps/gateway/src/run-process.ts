@@ -13,6 +13,7 @@ import { createApi } from '../../api/src/create-api';
 import type { ReadinessProbe } from '../../api/src/health/readiness';
 import { MetricsServer, startMetricsServer } from '../../api/src/health/metrics-endpoint';
 import { Projector } from '../../projector/src/projector';
+import { ConnectionDrain, connectionDrain, PROXY_DRAIN_MS } from '../../api/src/http/connection-drain';
 
 export interface ProcessRoles {
   readonly name: string;
@@ -23,7 +24,8 @@ export interface ProcessRoles {
 /**
  * Starts a gateway process with the roles asked for: `npm start` runs everything in
  * one process, `start:api` and `start:projector` run them apart against one
- * database. Stops cleanly on SIGINT/SIGTERM.
+ * database. Stops cleanly on SIGINT/SIGTERM: the API first stops accepting connections
+ * and finishes the requests in flight (connection-drain.ts), then the projector stops.
  */
 export async function runProcess(roles: ProcessRoles): Promise<void> {
   const log = createLogger(roles.name === 'gateway' ? 'gateway' : `gateway-${roles.name}`);
@@ -34,13 +36,15 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
     // Metrics of this process: its requests, commands, ledgers, projections, workers and webhook attempts.
     const metrics = new GatewayMetrics({}, log);
     observeCommands(metrics.commandObserver);
-    const services = createServices(infra, { ledger: metrics.ledgerObserver });
+    const services = createServices(infra, { ledger: metrics.ledgerObserver, flows: metrics.flowObserver });
     // Where buyers reach the payment page (invoice urls, also in webhooks): known once the API listens.
     const local = urlHostOf(config.host);
     const publicUrl = { value: config.publicUrl ?? `http://${local}:${config.port}` };
-    const projector = roles.projector ? await Projector.create(infra, services, log, () => publicUrl.value, metrics) : null;
-    projector?.start();
+    // Which read models are being rebuilt, one view for the process: the API's routes and the workers read it.
     const rebuilds = new ReadModelRebuilds(infra.pool);
+    rebuilds.start();
+    const projector = roles.projector ? await Projector.create(infra, services, log, () => publicUrl.value, rebuilds, metrics) : null;
+    projector?.start();
     const readiness: ReadinessProbe = async () => {
       const rebuilding = await rebuildsInProgress(rebuilds, infra.store);
       const shown = rebuilding.length > 0 ? { rebuilds: rebuilding } : {};
@@ -54,6 +58,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
 
     let app: NestFastifyApplication | null = null;
     let stopFollowingSecrets: (() => void) | null = null;
+    let drain: ConnectionDrain | null = null;
     let adminToken = config.adminToken;
     if (roles.api) {
       const tokenWasGenerated = adminToken === null;
@@ -66,6 +71,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
           adminToken,
           publicUrl,
           readiness,
+          readModelRebuilds: rebuilds,
         },
         log,
         { metrics },
@@ -73,6 +79,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
       // Every existing key known before the first request: a failing attempt with one costs no lookup.
       await services.registry.warmUpCredentials();
       stopFollowingSecrets = services.registry.followWebhookSecretChanges();
+      drain = connectionDrain(app.getHttpServer());
       await app.listen({ port: config.port, host: config.host });
       const address = app.getHttpServer().address();
       const port = typeof address === 'object' && address ? address.port : config.port;
@@ -118,12 +125,16 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
       if (stopping) return;
       stopping = true;
       log.info({ signal }, 'stopping');
-      const force = setTimeout(() => process.exit(1), 15_000);
+      const force = setTimeout(() => process.exit(1), PROXY_DRAIN_MS + 5_000);
       force.unref();
       stopFollowingSecrets?.();
+      // No 5xx and no reset connection for the clients: stop accepting, serve what is in
+      // flight, and behind a proxy (TRUSTED_PROXIES) let it close its idle connections.
+      await drain?.drain({ waitForClients: config.trustedProxies.length > 0 }).catch((error: unknown) => log.warn({ err: error }, 'drain failed'));
       await app?.close().catch(() => undefined);
       await metricsServer?.close().catch(() => undefined);
       await projector?.stop().catch(() => undefined);
+      rebuilds.stop();
       await infra.close().catch(() => undefined);
       process.exit(0);
     };

@@ -35,7 +35,7 @@ async function main(): Promise<void> {
       report = await verifyLedgers(infra.pool, infra.store, { onProgress });
     } else {
       // One read of the log, on a thread of its own, recomputes the chains and hands the
-      // ledger events on to this thread, which replays every ledger from them (decision 0128).
+      // ledger events on to this thread, which replays every ledger from them (decision 0123).
       let verified: Promise<EventLogReport> | null = null;
       report = await verifyLedgers(infra.pool, infra.store, {
         onProgress,

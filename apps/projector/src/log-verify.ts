@@ -47,7 +47,7 @@ async function main(): Promise<void> {
       onProgress: (phase: 'streams' | 'log', events: number) => bar.update(phase === 'streams' ? 0.25 : 0.75, `${phase}: ${events} events read`),
     };
     // On EventStoreDB the chain hashes are in the events' metadata (docs/audit-log.md). On
-    // PostgreSQL the chains are recomputed on a thread of their own (decision 0128).
+    // PostgreSQL the chains are recomputed on a thread of their own (decision 0123).
     const report =
       infra.store instanceof EventStoreDbEventStore
         ? await verifyChainedLog(infra.store.chainedLog(), options)

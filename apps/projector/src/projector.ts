@@ -40,19 +40,24 @@ export interface ProjectionReport {
  */
 export class Projector {
   /** The projector over a new application context (closed by `stop`). */
-  static async create(infra: Infrastructure, services: GatewayServices, log: Logger, publicUrl: () => string, metrics?: GatewayMetrics): Promise<Projector> {
+  static async create(
+    infra: Infrastructure,
+    services: GatewayServices,
+    log: Logger,
+    publicUrl: () => string,
+    rebuilds: ReadModelRebuilds,
+    metrics?: GatewayMetrics,
+  ): Promise<Projector> {
     const context = await NestFactory.createApplicationContext(ProjectorModule.register(services, infra.pool, infra.store), {
       logger: false,
       abortOnError: false,
     });
-    return new Projector(context, infra, services, log, publicUrl, metrics);
+    return new Projector(context, infra, services, log, publicUrl, rebuilds, metrics);
   }
 
   private readonly runners: ProjectionRunner[];
   private readonly workers: PeriodicWorker[];
   private readonly dispatcher: WebhookDispatcher;
-  /** The workers wait while a read model they read is being rebuilt. */
-  private readonly rebuilds: ReadModelRebuilds;
   private readonly lag: () => ReturnType<typeof projectionLag>;
   /** With the PostgreSQL event store: how far the visible log trails the appended one. */
   private readonly logVisibility: (() => Promise<LogVisibility>) | null;
@@ -63,6 +68,7 @@ export class Projector {
     services: GatewayServices,
     log: Logger,
     publicUrl: () => string,
+    private readonly rebuilds: ReadModelRebuilds,
     metrics?: GatewayMetrics,
   ) {
     const store: EventStore = infra.store;
@@ -99,7 +105,6 @@ export class Projector {
     }
     // Each worker's items fail alone: logged, counted, retried after a back-off.
     const items = (worker: string) => new WorkerItems(worker, infra.clock, log, metrics?.onWorkerItemFailure);
-    this.rebuilds = new ReadModelRebuilds(infra.pool);
     // A worker finds its work in read models: while one is rebuilt (empty, then partial), it waits.
     const reading = (models: readonly string[], tick: () => Promise<number>) => async (): Promise<number> =>
       (await this.rebuilds.rebuilding(models)).length > 0 ? 0 : tick();
@@ -120,7 +125,6 @@ export class Projector {
   }
 
   start(): void {
-    this.rebuilds.start();
     for (const runner of this.runners) runner.start();
     for (const worker of this.workers) worker.start();
     // Its own loop: a claim as soon as slots free up, every 100 ms when idle.
@@ -130,7 +134,6 @@ export class Projector {
   async stop(): Promise<void> {
     await Promise.all([...this.workers.map((w) => w.stop()), ...this.runners.map((r) => r.stop())]);
     await this.dispatcher.stop();
-    this.rebuilds.stop();
     await this.context.close();
   }
 

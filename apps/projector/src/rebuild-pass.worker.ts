@@ -20,7 +20,7 @@ export type RebuildPassMessage =
   { readonly kind: 'progress'; readonly progress: RebuildProgress } | { readonly kind: 'result'; readonly result: RebuildTogetherResult };
 
 /**
- * One pass of `projections:rebuild` on a thread of its own (decision 0151): the
+ * One pass of `projections:rebuild` on a thread of its own (decision 0095): the
  * projections named, reset by the command, rebuilt from their checkpoints
  * (rebuildProjectionsTogether with `resume`) over a pool of the thread's own. The
  * thread ends with the process: a rebuild killed mid-way leaves every pass where its

@@ -20,7 +20,7 @@ import type { RebuildPassMessage, RebuildPassWork } from './rebuild-pass.worker'
 /**
  * `npm run projections:rebuild [name...] [--batch-size N] [--from-events] [--handover-wait S]`: empties the
  * named read models (all when none is named) and rebuilds them from position zero of
- * the log, in pages of N events (default 10000), with a progress bar (decision 0151):
+ * the log, in pages of N events (default 10000), with a progress bar (decision 0095):
  *
  * - the read models are shared between passes that run at once, a thread each
  *   (REBUILD_PASSES), each reading only its part of the log, once for all of its read
@@ -143,7 +143,7 @@ async function main(): Promise<void> {
 }
 
 /**
- * Every read model in passes at once (decision 0151), already reset: the first pass on
+ * Every read model in passes at once (decision 0095), already reset: the first pass on
  * this thread and each other on a thread of its own (rebuild-pass.worker), each
  * resuming its projections from their checkpoints and reading only its part of the
  * log, all under the locks this thread's session holds (were they lost, the threads

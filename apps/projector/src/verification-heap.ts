@@ -1,6 +1,6 @@
 /**
  * Node's flags for the verification commands (`ledger:verify`, `log:verify`; decision
- * 0146). What they hold does not grow with the log (decisions 0144, 0145), but with
+ * 0123). What they hold does not grow with the log (decision 0123), but with
  * V8's defaults their peak RSS still did: the young generation grows to 16 MB
  * semi-spaces in a long run, and the old generation is collected only when it has grown
  * to several times what was live. These flags make V8 collect in step with what the

@@ -189,6 +189,21 @@ export class EventStoreUnavailableError extends Error {
   }
 }
 
+/**
+ * An append was sent and its answer lost (the connection broke, the server stopped
+ * answering), and whether it committed could not be checked either: its events may be
+ * in the log or not. Only an append made again with the same event ids settles it.
+ */
+export class AppendOutcomeUnknownError extends EventStoreUnavailableError {
+  constructor(
+    readonly streamName: string,
+    options: { cause: unknown },
+  ) {
+    super(`stream ${streamName}: the append was sent and its answer lost; whether it was written could not be checked`, options);
+    this.name = 'AppendOutcomeUnknownError';
+  }
+}
+
 /** The data or metadata of an event has no JSON form (a BigInt, a cycle): nothing was sent, nothing written. */
 export class UnserializableEventError extends Error {
   constructor(

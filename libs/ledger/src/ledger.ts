@@ -135,7 +135,7 @@ export const recentCausesFrom = (entries: number): number =>
  * The window of recent causes of a ledger from the causes of its entries
  * recentCausesFrom(entries) to its last, in order: what remembering every cause from
  * the first entry on gives (an audit takes the window from the log itself, decision
- * 0145).
+ * 0123).
  */
 export function recentCausesOf(causes: readonly string[]): LedgerState['recentCauses'] {
   let window: LedgerState['recentCauses'] = [];

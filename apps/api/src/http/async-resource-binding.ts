@@ -2,7 +2,7 @@ import { AsyncResource } from 'node:async_hooks';
 
 /**
  * `AsyncResource.prototype.bind` without the deprecated `asyncResource` accessor (decision
- * 0118). On Node 20 every call defines that accessor (DEP0172) with two fresh
+ * 0098). On Node 20 every call defines that accessor (DEP0172) with two fresh
  * `util.deprecate` wrappers, and Fastify binds once per request with a body (its body
  * parser's callback) and Nest twice per interceptor: in the CPU profile of the gateway
  * under `POST /v1/invoices` that was 4–7 % of the process's busy time, for a property no

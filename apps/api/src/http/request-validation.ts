@@ -31,7 +31,7 @@ import { literalKey, NumberLiteralScanError, numberLiterals } from './number-lit
  * the schema fragment that states the same rules, so the OpenAPI document is generated
  * from the same declaration (`request-schemas.ts`).
  *
- * Instances are built here, not by class-transformer (docs/decisions/0086): a JSON
+ * Instances are built here, not by class-transformer (docs/decisions/0085): a JSON
  * body's own keys are copied as own data properties, nested DTOs are instantiated,
  * nothing else is converted, so the rules see the JSON types as sent.
  */
@@ -299,7 +299,7 @@ const DECLARED = new WeakMap<object, readonly string[]>();
  * order: declared fields, then the class's rules, then unknown fields. Unknown fields are
  * the object's own keys that are not declared: class-validator's whitelist looks keys up
  * in a plain object, so `constructor`, `hasOwnProperty` or `__proto__` slip through it
- * (docs/decisions/0086); its whitelist errors are not needed here.
+ * (docs/decisions/0085); its whitelist errors are not needed here.
  */
 function violations(cls: RequestClass, instance: object, errors: readonly ValidationError[], prefix: string, root: boolean): ErrorDetail[] {
   const order = declaredFields(cls);

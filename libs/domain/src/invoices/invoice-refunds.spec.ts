@@ -191,7 +191,7 @@ describe('invoice refunds: RequestRefund', () => {
     expect(state.refundPendingAmount).toBe(30_000);
     expect(state.refundedAmount).toBe(0);
     expect(state.status).toBe('paid');
-    expect(state.refunds).toEqual({ rf_1: { amount: 30_000, status: 'requested' } });
+    expect(state.refunds).toEqual({ rf_1: { amount: 30_000, status: 'requested', requestedAt: at(10) } });
     expect(refundableRemainder(state)).toBe(70_000);
   });
 
@@ -316,7 +316,7 @@ describe('invoice refunds: ResolveRefund', () => {
     expect(state.status).toBe('partially_refunded');
     expect(state.refundedAmount).toBe(30_000);
     expect(state.refundPendingAmount).toBe(0);
-    expect(state.refunds).toEqual({ rf_1: { amount: 30_000, status: 'succeeded' } });
+    expect(state.refunds).toEqual({ rf_1: { amount: 30_000, status: 'succeeded', requestedAt: at(10) } });
     expect(refundableRemainder(state)).toBe(70_000);
   });
 
@@ -374,7 +374,7 @@ describe('invoice refunds: ResolveRefund', () => {
     expect(state.status).toBe('paid');
     expect(state.refundPendingAmount).toBe(0);
     expect(state.refundedAmount).toBe(0);
-    expect(state.refunds).toEqual({ rf_1: { amount: 30_000, status: outcome } });
+    expect(state.refunds).toEqual({ rf_1: { amount: 30_000, status: outcome, requestedAt: at(10) } });
     expect(refundableRemainder(state)).toBe(AMOUNT);
     // The whole amount may be asked for again, under a new id.
     given(after)

@@ -102,7 +102,11 @@ export type InvoiceEvent =
         readonly invoiceId: string;
         readonly refundId: string;
         readonly amount: Kopecks;
-        /** failed: the bank refused the refund; refused: the merchant's balance was short. */
+        /**
+         * refused: the merchant's balance was short and the request was answered so (422),
+         * never shown as a refund; failed: the refund failed after it was answered (the bank
+         * refused it, or the balance was short when the recovery took over its reservation).
+         */
         readonly reason: 'failed' | 'refused';
         readonly at: string;
       };
@@ -123,8 +127,8 @@ export interface Invoice {
   readonly refundedAmount: Kopecks;
   /** Held by refunds still pending. */
   readonly refundPendingAmount: Kopecks;
-  /** Every refund asked for, by id: its amount and where it stands. */
-  readonly refunds: Readonly<Record<string, { readonly amount: Kopecks; readonly status: RefundOnInvoice }>>;
+  /** Every refund asked for, by id: its amount, where it stands, and when it was asked for (the refund's createdAt). */
+  readonly refunds: Readonly<Record<string, { readonly amount: Kopecks; readonly status: RefundOnInvoice; readonly requestedAt: string }>>;
 }
 
 export const initialInvoice = (): Invoice => ({
@@ -289,8 +293,12 @@ export function evolveInvoice(s: Invoice, event: InvoiceEvent): Invoice {
     case 'InvoiceExpired':
       return { ...s, status: 'expired', finishedAt: event.data.at };
     case 'InvoiceRefundRequested': {
-      const { refundId, amount } = event.data;
-      return { ...s, refundPendingAmount: s.refundPendingAmount + amount, refunds: { ...s.refunds, [refundId]: { amount, status: 'requested' } } };
+      const { refundId, amount, at } = event.data;
+      return {
+        ...s,
+        refundPendingAmount: s.refundPendingAmount + amount,
+        refunds: { ...s.refunds, [refundId]: { amount, status: 'requested', requestedAt: at } },
+      };
     }
     case 'InvoiceRefunded': {
       const { refundId, amount, refundedAmount } = event.data;
@@ -299,7 +307,7 @@ export function evolveInvoice(s: Invoice, event: InvoiceEvent): Invoice {
         status: refundedAmount >= s.created!.amount ? 'refunded' : 'partially_refunded',
         refundedAmount,
         refundPendingAmount: s.refundPendingAmount - amount,
-        refunds: { ...s.refunds, [refundId]: { amount, status: 'succeeded' } },
+        refunds: { ...s.refunds, [refundId]: { ...s.refunds[refundId]!, amount, status: 'succeeded' } },
       };
     }
     case 'InvoiceRefundReleased': {
@@ -307,7 +315,7 @@ export function evolveInvoice(s: Invoice, event: InvoiceEvent): Invoice {
       return {
         ...s,
         refundPendingAmount: s.refundPendingAmount - amount,
-        refunds: { ...s.refunds, [refundId]: { amount, status: reason } },
+        refunds: { ...s.refunds, [refundId]: { ...s.refunds[refundId]!, amount, status: reason } },
       };
     }
   }

@@ -3,7 +3,8 @@
  *
  *   given(past payout events).when(command).then(events) / .thenFails(code) / .thenNothing()
  *
- * requested → pending (reserved) or refused (never shown); then the operator's
+ * requested → pending (reserved) or refused (never shown; rejected, shown, when the
+ * request may have been answered already); then the operator's
  * transitions of PAYOUT_TRANSITIONS: pending → approved → processing → paid;
  * pending | approved | processing → rejected; pending → cancelled.
  */
@@ -13,6 +14,7 @@ import {
   initialPayout,
   isShownPayout,
   Payout,
+  PAYOUT_REFUSAL_REASONS,
   PAYOUT_STATUSES,
   PAYOUT_TRANSITIONS,
   PayoutCommand,
@@ -154,6 +156,33 @@ describe('payout: the reservation', () => {
       expect(isShownPayout(state)).toBe(false);
     },
   );
+
+  it.each(['insufficient_balance', 'too_many_pending', 'duplicate_request'] as const)(
+    'refused for %s once the request may have been answered: requested → rejected, shown, with the reason',
+    (refusal) => {
+      const reason = PAYOUT_REFUSAL_REASONS[refusal];
+      given([requested()])
+        .when({ type: 'RecordReservation', outcome: refusal, at: at(1), mayBeAnswered: true })
+        .then([{ type: 'PayoutRejected', data: { payoutId: 42, accountId: 'acc_1', at: at(1), reason } }]);
+      const state = fold([requested(), rejected(reason, at(1))]);
+      expect({ status: state.status, statusReason: state.statusReason, processedAt: state.processedAt, shown: isShownPayout(state) }).toEqual({
+        status: 'rejected',
+        statusReason: reason,
+        processedAt: at(1),
+        shown: true,
+      });
+      expect(reason).toMatch(/[А-Яа-я]/);
+    },
+  );
+
+  it('once the request may have been answered, reserved is still pending; a refused payout stays refused', () => {
+    given([requested()])
+      .when({ type: 'RecordReservation', outcome: 'reserved', at: at(1), mayBeAnswered: true })
+      .then([{ type: 'PayoutReserved', data: { payoutId: 42, accountId: 'acc_1', at: at(1) } }]);
+    given([requested(), refused('too_many_pending')])
+      .when({ type: 'RecordReservation', outcome: 'too_many_pending', at: at(1), mayBeAnswered: true })
+      .thenNothing();
+  });
 
   it('the first record wins: after reserved, a refusal records nothing, and the other way round', () => {
     given([requested(), reserved()])

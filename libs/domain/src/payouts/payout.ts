@@ -3,7 +3,9 @@
  * detail. Pure decisions over its events.
  *
  * requested → pending once the ledger reserved the amount (or → refused, never
- * shown, when it refused: balance, unfinished or duplicate payouts). Then
+ * shown, when it refused: balance, unfinished or duplicate payouts, and the request
+ * is answered so; a refusal recorded by anyone else, once the request may have been
+ * answered with the payout, rejects it instead, shown with its reason). Then
  * pending → approved → processing → paid; pending, approved or processing →
  * rejected; pending → cancelled. paid, rejected and cancelled are final: paid settles
  * the reservation, rejected and cancelled return it to available.
@@ -20,6 +22,13 @@ export type PayoutLifecycle = 'requested' | 'refused' | PayoutStatus;
 export const UNFINISHED_PAYOUT_STATUSES: readonly PayoutStatus[] = ['pending', 'approved', 'processing'];
 
 export type PayoutRefusal = 'insufficient_balance' | 'too_many_pending' | 'duplicate_request';
+
+/** The statusReason of a payout rejected because the ledger refused it after its request may have been answered. */
+export const PAYOUT_REFUSAL_REASONS: Readonly<Record<PayoutRefusal, string>> = {
+  insufficient_balance: 'Отклонена: недостаточно средств на доступном балансе',
+  too_many_pending: 'Отклонена: уже три заявки на выплату в обработке',
+  duplicate_request: 'Отклонена: такая же выплата (сумма и реквизит) создана меньше минуты назад',
+};
 
 export interface PayoutRequestedData {
   readonly [key: string]: unknown;
@@ -83,7 +92,17 @@ export type PayoutTransition = 'approve' | 'process' | 'pay' | 'reject' | 'cance
 
 export type PayoutCommand =
   | { readonly type: 'RequestPayout'; readonly data: PayoutRequestedData }
-  | { readonly type: 'RecordReservation'; readonly outcome: 'reserved' | PayoutRefusal; readonly at: string }
+  | {
+      readonly type: 'RecordReservation';
+      readonly outcome: 'reserved' | PayoutRefusal;
+      readonly at: string;
+      /**
+       * The request may have been answered with the payout already (a later step of its
+       * request failed, or its process died, and the recovery or a retry records this):
+       * a refusal then rejects the payout, shown, instead of refusing it unseen.
+       */
+      readonly mayBeAnswered?: boolean;
+    }
   | { readonly type: 'ApprovePayout'; readonly at: string }
   | { readonly type: 'StartProcessing'; readonly at: string }
   | { readonly type: 'PayPayout'; readonly at: string; readonly externalId: string | null }
@@ -127,7 +146,9 @@ export function decidePayout(command: PayoutCommand, s: Payout): PayoutEvent[] |
   if (command.type === 'RecordReservation') {
     // The ledger decided once; whoever records it first, the answer is the same.
     if (s.status !== 'requested') return [];
-    return command.outcome === 'reserved' ? [{ type: 'PayoutReserved', data: ref }] : [{ type: 'PayoutRefused', data: { ...ref, refusal: command.outcome } }];
+    if (command.outcome === 'reserved') return [{ type: 'PayoutReserved', data: ref }];
+    if (command.mayBeAnswered) return [{ type: 'PayoutRejected', data: { ...ref, reason: PAYOUT_REFUSAL_REASONS[command.outcome] } }];
+    return [{ type: 'PayoutRefused', data: { ...ref, refusal: command.outcome } }];
   }
   if (!isShownPayout(s)) return new PayoutError('not_found', 'Выплата не найдена');
   const transition = TRANSITION_OF[command.type]!;

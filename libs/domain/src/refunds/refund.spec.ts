@@ -74,6 +74,29 @@ describe('refund: create', () => {
   });
 });
 
+describe('refund: created unfunded (answered, then refused by the ledger)', () => {
+  const unfunded = (when = at(6)): RefundCommand => ({ type: 'CreateUnfundedRefund', data: CREATED, at: when, reason: 'insufficient_balance' });
+
+  it('is created and failed at once, so the merchant learns its end like any other', () => {
+    given([])
+      .when(unfunded())
+      .then([refundCreated(), refundFailed('insufficient_balance', at(6))]);
+    expect(fold([refundCreated(), refundFailed('insufficient_balance', at(6))])).toEqual({
+      created: CREATED,
+      status: 'failed',
+      completedAt: at(6),
+      failureReason: 'insufficient_balance',
+    });
+  });
+
+  it('a refund that exists already (funded, or created unfunded before): nothing', () => {
+    given([refundCreated()]).when(unfunded()).thenNothing();
+    given([refundCreated(), refundFailed('insufficient_balance', at(6))])
+      .when(unfunded(at(9)))
+      .thenNothing();
+  });
+});
+
 describe('refund: complete', () => {
   it('pending → succeeded, the outcome carrying what the ledger and the invoice need', () => {
     given([refundCreated()])

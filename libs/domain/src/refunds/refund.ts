@@ -1,10 +1,12 @@
 /**
  * A refund of (part of) a paid invoice: pure decisions over its events.
  *
- * Its stream exists only once the invoice granted the amount and the merchant's
- * ledger reserved it, so a refund that exists is always funded. pending → succeeded
- * (the refund processor: the bank paid the buyer) or pending → failed (the bank
- * refused it; the operator API stands in for that answer). Both are final.
+ * Its stream exists once the invoice granted the amount and the merchant's ledger
+ * reserved it: pending → succeeded (the refund processor: the bank paid the buyer) or
+ * pending → failed (the bank refused it; the operator API stands in for that answer).
+ * Both are final. One refund exists without a reservation: one the API answered (202)
+ * before the ledger decided, which the ledger then refused; it is created failed
+ * (`CreateUnfundedRefund`), so the merchant learns its end like any other.
  */
 import type { Kopecks } from '#ledger';
 import type { Mode } from '../invoices/invoice';
@@ -52,6 +54,8 @@ export const initialRefund = (): Refund => ({ created: null, status: 'pending', 
 
 export type RefundCommand =
   | { readonly type: 'CreateRefund'; readonly data: RefundCreatedData }
+  /** An answered refund whose reservation the ledger refused: created (at its request's time) and failed (at `at`) at once. */
+  | { readonly type: 'CreateUnfundedRefund'; readonly data: RefundCreatedData; readonly at: string; readonly reason: string }
   | { readonly type: 'CompleteRefund'; readonly at: string }
   | { readonly type: 'FailRefund'; readonly at: string; readonly reason: string };
 
@@ -67,6 +71,14 @@ export class RefundError extends Error {
 
 export function decideRefund(command: RefundCommand, s: Refund): RefundEvent[] | RefundError {
   if (command.type === 'CreateRefund') return s.created ? [] : [{ type: 'RefundCreated', data: command.data }];
+  if (command.type === 'CreateUnfundedRefund') {
+    if (s.created) return [];
+    const { refundId, invoiceId, accountId, mode, amount } = command.data;
+    return [
+      { type: 'RefundCreated', data: command.data },
+      { type: 'RefundFailed', data: { refundId, invoiceId, accountId, mode, amount, at: command.at, reason: command.reason } },
+    ];
+  }
   if (!s.created) return new RefundError('refund_not_found', 'Возврат не найден');
   const { refundId, invoiceId, accountId, mode, amount } = s.created;
   const outcome = { refundId, invoiceId, accountId, mode, amount, at: command.at };

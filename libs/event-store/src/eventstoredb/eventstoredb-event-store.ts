@@ -6,6 +6,7 @@ import {
   AppendResult,
   DuplicateEventIdError,
   EventStore,
+  AppendOutcomeUnknownError,
   EventStoreUnavailableError,
   EventToAppend,
   ExpectedRevision,
@@ -170,7 +171,8 @@ export class EventStoreDbEventStore implements EventStore {
    * Not answered (EventStoreUnavailableError): the append may have committed. For an
    * expectation that names a position, the events there are read: if they are this
    * append, it committed and is answered as such; otherwise (or if the read fails too)
-   * the error stands, and a retry with the same ids is recognised by the server.
+   * nobody can tell (AppendOutcomeUnknownError), and a retry with the same ids is
+   * recognised by the server.
    */
   private async afterFailedAppend(streamName: string, events: readonly EventToAppend[], expected: ExpectedRevision, error: unknown): Promise<AppendResult> {
     const ids = events.map((e) => e.id);
@@ -193,6 +195,9 @@ export class EventStoreDbEventStore implements EventStore {
       const stored = await this.eventsFrom(streamName, first, events.length).catch(() => null);
       if (stored && compareWithStored(stored, ids).kind === 'same') return this.answerOf(stored);
     }
+    // Not answered and not found: it may still have been written (or be on its way).
+    if (error instanceof EventStoreUnavailableError && !(error instanceof AppendOutcomeUnknownError))
+      throw new AppendOutcomeUnknownError(streamName, { cause: error });
     throw error;
   }
 

@@ -86,8 +86,8 @@ export interface ContentFields {
  * at the places `fields` names), its revision a number, and its previous hash the 32
  * bytes of `previous` at `offset` (null: the stream's first event): the same digest
  * without decoding the texts to strings and encoding them again (what a read of the
- * log in COPY's binary form hands over; decision 0140). Node 20 gives a digest as a
- * string for about a third of what a digest as a Buffer costs (decision 0133). The id
+ * log in COPY's binary form hands over; decision 0123). Node 20 gives a digest as a
+ * string for about a third of what a digest as a Buffer costs (decision 0123). The id
  * is taken as it is (eventChainHash lower-cases it: a caller whose digest differs from
  * the stored hash falls back to the decoded event). The input is built in one buffer
  * reused from event to event.

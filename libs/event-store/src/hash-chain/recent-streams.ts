@@ -4,7 +4,7 @@ import { CHAIN_HASH_BYTES } from './hash-chain';
  * The last event of the streams met recently in a read of the log (its revision and
  * stored chain hash), at most 2 × `generation` of them: what lets the read check most
  * events against their stream's previous revision without asking the database for it
- * (decision 0144), in memory that does not grow with the log.
+ * (decision 0123), in memory that does not grow with the log.
  *
  * Two generations of names approximate "least recently used": a stream found or
  * remembered goes into the current generation; when that holds `generation` streams it

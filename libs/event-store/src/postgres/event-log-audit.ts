@@ -123,7 +123,7 @@ export async function extendLogCheckpoints(pool: Pool, options: { segmentEvents?
 
 /**
  * Recomputes every stream's chain and the log's running hash from the events table
- * (docs/audit-log.md) in one read of the log in log order (decisions 0123, 0140, 0144):
+ * (docs/audit-log.md) in one read of the log in log order (decision 0123):
  * each event's chain hash is recomputed over the stored texts (chainContent's
  * netstrings over the row's bytes, in TypeScript: not the SQL of the append path) from
  * the stored hash of its stream's previous revision, which must be earlier in the log:
@@ -135,7 +135,7 @@ export async function extendLogCheckpoints(pool: Pool, options: { segmentEvents?
  * and compared with every recorded checkpoint (LogOrderCheck); each stream's recorded
  * head (revision and chain head) is compared with its last event by one statement
  * (streamHeadsDiffering). The log read is one statement streamed by COPY (decision
- * 0140) up to a visibility horizon taken when the read starts (the events a reader of
+ * 0123) up to a visibility horizon taken when the read starts (the events a reader of
  * the log sees; an append still in flight is verified by the next run). The recorded
  * checkpoints compared are those recorded before the read starts (one recorded during
  * it may cover events after its horizon: the next run compares it). Memory: a few
@@ -367,7 +367,7 @@ export class LogOrderFollower {
 
 /**
  * Reads the visible log in log order (up to `upTo`, when given) in one statement
- * streamed by COPY (decision 0140: PostgreSQL produces the rows while Node checks them), checks each event against its stream's
+ * streamed by COPY (decision 0123: PostgreSQL produces the rows while Node checks them), checks each event against its stream's
  * previous revision as it arrives (LoggedPageBuilder) and hands the events on in pages
  * of `pageSize` (`onPage`: what the order check needs, and the events `forward` asks
  * for; the read waits for each to settle); then checks the streams it flagged again,
@@ -779,7 +779,7 @@ export interface PostgresLogVerifyOptions extends VerifyEventLogOptions {
   /**
    * Events of one type in streams named with a prefix, handed on page by page as the
    * read of the log meets them (ledger:verify replays the ledgers from them, decision
-   * 0128); the read waits for each `onEvents` to settle.
+   * 0123); the read waits for each `onEvents` to settle.
    */
   readonly forward?: {
     readonly streamNamePrefix: string;

@@ -2,6 +2,7 @@ import type { CustomTypesConfig, Pool } from 'pg';
 import { types } from 'pg';
 import {
   AllSubscription,
+  AppendOutcomeUnknownError,
   AppendResult,
   DuplicateEventIdError,
   eventJson,
@@ -19,7 +20,7 @@ import {
   SubscriptionBatch,
   WrongExpectedRevisionError,
 } from '../event-store';
-import { OneTurnBatches, preparedStatement } from '#platform/database';
+import { isConnectionLost, OneTurnBatches, preparedStatement } from '#platform/database';
 import { LiveLogWindow, WindowPage } from './live-log-window';
 import { LogTailSignal } from './log-tail-signal';
 import { parseTimestamptz } from './timestamptz';
@@ -78,7 +79,7 @@ const toEvent = (row: EventRow): RecordedEvent => ({
 });
 
 /** Namespace of the two-key advisory locks that serialise appends to one stream. */
-const STREAM_APPEND_LOCK_NAMESPACE = 5_406_117;
+export const STREAM_APPEND_LOCK_NAMESPACE = 5_406_117;
 
 /**
  * The chain hashes of the appended events (decision 0099): computed by the statement
@@ -163,6 +164,18 @@ async function settle<T>(waiting: Settle<T>, answer: () => Promise<T>): Promise<
   }
 }
 
+/** The stored rows are exactly one append of these ids to this stream, in order, at a place the expectation allows. */
+function isSameAppend(rows: readonly EventRow[], streamName: string, ids: readonly string[], expected: ExpectedRevision): boolean {
+  return (
+    rows.length === ids.length &&
+    rows.length > 0 &&
+    rows.every(
+      (row, i) => row.stream_name === streamName && row.event_id === ids[i] && BigInt(row.stream_revision) === BigInt(rows[0]!.stream_revision) + BigInt(i),
+    ) &&
+    expectationMatches(expected, BigInt(rows[0]!.stream_revision))
+  );
+}
+
 export class PostgresEventStore implements EventStore {
   private readonly tail: LogTailSignal;
   private readonly subscriptions = new Set<AllSubscription>();
@@ -203,7 +216,7 @@ export class PostgresEventStore implements EventStore {
   }
 
   /**
-   * Group commit (decision 0113): the appends of one event-loop turn go to PostgreSQL as
+   * Group commit (decision 0099): the appends of one event-loop turn go to PostgreSQL as
    * one statement and one transaction (append_event_group, event-store:0007), each with
    * its own expected revision and answer; an append alone in its turn is the single
    * statement below. A group whose statement fails wrote nothing (one transaction): its
@@ -235,8 +248,17 @@ export class PostgresEventStore implements EventStore {
         ),
       );
       rows = result.rows;
-    } catch {
-      for (const append of group) await settle(append, () => this.appendAlone(append));
+    } catch (groupError) {
+      // A group whose connection broke may have committed: each append made again finds
+      // its events if so (a retry of the same ids is answered as it was); one that cannot
+      // be made again for want of the database cannot tell.
+      const mayHaveCommitted = isConnectionLost(groupError);
+      const alone = (append: PendingAppend) =>
+        this.appendAlone(append).catch((error: unknown) => {
+          const refused = error instanceof WrongExpectedRevisionError || error instanceof DuplicateEventIdError || error instanceof AppendOutcomeUnknownError;
+          throw mayHaveCommitted && !refused ? new AppendOutcomeUnknownError(append.streamName, { cause: groupError }) : error;
+        });
+      for (const append of group) await settle(append, () => alone(append));
       return;
     }
     if (rows.some((row) => row.appended_revision !== null)) this.tail.notify();
@@ -285,8 +307,33 @@ export class PostgresEventStore implements EventStore {
       if ((error as { code?: string; constraint?: string }).constraint === 'events_event_id_unique') {
         return this.afterRefusedAppend(streamName, events, expected);
       }
+      if (isConnectionLost(error)) {
+        // The connection broke with the statement sent: it may have committed with its
+        // answer lost. Its events are looked for on another connection: there, where it
+        // expected them, it committed and is answered so (its caller must not tell its
+        // client that nothing was written); not there, the error stands; if the look
+        // fails too, nobody can tell (AppendOutcomeUnknownError).
+        let committed: AppendResult | null;
+        try {
+          committed = await this.storedAppend(streamName, events, expected);
+        } catch {
+          throw new AppendOutcomeUnknownError(streamName, { cause: error });
+        }
+        if (committed) return committed;
+      }
       throw error;
     }
+  }
+
+  /** This append's events as stored, all of them, in order, where it expected to write them: its answer; else null. */
+  private async storedAppend(streamName: string, events: readonly EventToAppend[], expected: ExpectedRevision): Promise<AppendResult | null> {
+    const ids = events.map((e) => e.id);
+    const stored = await this.pool.query<EventRow>(`SELECT ${EVENT_COLUMNS} FROM events WHERE event_id = ANY($1::uuid[]) ORDER BY events.global_position`, [
+      ids,
+    ]);
+    if (!isSameAppend(stored.rows, streamName, ids, expected)) return null;
+    const last = toEvent(stored.rows[stored.rows.length - 1]!);
+    return { nextExpectedRevision: last.revision, position: last.position };
   }
 
   /**
@@ -302,14 +349,7 @@ export class PostgresEventStore implements EventStore {
       ids,
     ]);
     if (stored.rows.length > 0) {
-      const sameAppend =
-        stored.rows.length === ids.length &&
-        stored.rows.every(
-          (row, i) =>
-            row.stream_name === streamName && row.event_id === ids[i] && BigInt(row.stream_revision) === BigInt(stored.rows[0]!.stream_revision) + BigInt(i),
-        ) &&
-        expectationMatches(expected, BigInt(stored.rows[0]!.stream_revision));
-      if (!sameAppend)
+      if (!isSameAppend(stored.rows, streamName, ids, expected))
         throw new DuplicateEventIdError(
           streamName,
           stored.rows.map((r) => r.event_id),

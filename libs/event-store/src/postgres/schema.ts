@@ -9,7 +9,6 @@ import type { Migration } from '#platform/database';
  */
 export const eventStoreMigration: Migration = {
   id: 'event-store:0001_event_store',
-  legacyVersion: 1,
   sql: `
 CREATE TABLE event_streams (
   stream_name text PRIMARY KEY,
@@ -141,7 +140,7 @@ CREATE TABLE event_log_checkpoints (
 };
 
 /**
- * Group commit of appends (decision 0113): the appends one process makes in one turn
+ * Group commit of appends (decision 0099): the appends one process makes in one turn
  * of its event loop go to PostgreSQL as one call of append_event_group, one transaction,
  * each with its own expected revision and its own answer. Per append, in arrival order,
  * exactly what the single append statement does: the stream row moved by its kind of
@@ -245,7 +244,7 @@ export const appendEventGroupMigration: Migration = {
 
 /**
  * append_event_group finds its rows by index whatever the planner knew when it first
- * planned them (decision 0117). PL/pgSQL keeps each statement's plan for the session,
+ * planned them (decision 0099). PL/pgSQL keeps each statement's plan for the session,
  * generic after five calls, and a pool's connections live long: planned on a young log
  * (an empty table, no ANALYZE yet), the duplicate-id check became a hash join over the
  * whole events table (the planner assumes 100 rows from jsonb_array_elements) and stayed

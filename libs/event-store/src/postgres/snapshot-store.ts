@@ -4,7 +4,6 @@ import type { SnapshotStore } from '../decider';
 
 export const snapshotsMigration: Migration = {
   id: 'event-store:0003_aggregate_snapshots',
-  legacyVersion: 5,
   sql: `
 CREATE TABLE aggregate_snapshots (
   stream_name text PRIMARY KEY,

@@ -4,7 +4,7 @@ import { inTransaction } from '#platform/database';
 
 /**
  * The secondary indexes a rebuild has dropped from a projection's emptied tables, with
- * the statement that makes each again (decision 0121). A row is written in the same
+ * the statement that makes each again (decision 0095). A row is written in the same
  * transaction that empties the tables and drops the index, and deleted in the same
  * transaction that makes the index again: whenever a rebuild stops, the table says
  * which indexes are missing, and whoever goes on with the projection makes them.
@@ -23,7 +23,7 @@ CREATE TABLE projection_deferred_indexes (
 };
 
 /**
- * The tables a rebuild has taken out of autovacuum while it fills them (decision 0126):
+ * The tables a rebuild has taken out of autovacuum while it fills them (decision 0095):
  * recorded in the transaction that empties them and switches autovacuum off, deleted
  * in the transaction that switches it on again (with the indexes, restoreDeferredIndexes).
  */

@@ -22,7 +22,7 @@ export interface Projection<Prepared = unknown> {
   /**
    * Tables of `tables` whose primary key `apply` never relies on (no ON CONFLICT on it,
    * no lookup by it): a one-pass rebuild drops that key with the secondary indexes and
-   * makes it again when its pass ends (decision 0121). Other primary keys stay.
+   * makes it again when its pass ends (decision 0095). Other primary keys stay.
    */
   readonly primaryKeyBuiltAfterRebuild?: readonly string[];
   /** Only events that match reach `prepare` and `apply` (the checkpoint still moves past the others). */
@@ -30,7 +30,7 @@ export interface Projection<Prepared = unknown> {
   /**
    * False when `prepare` and `apply` never look at an event's data, only at its stream,
    * type, revision, position and time: a one-pass rebuild may then read the log without
-   * the data of the events that no other projection of its pass wants (decision 0151).
+   * the data of the events that no other projection of its pass wants (decision 0095).
    */
   readonly readsEventData?: boolean;
   /**

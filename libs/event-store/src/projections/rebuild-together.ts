@@ -71,7 +71,7 @@ export interface RebuildTogetherOptions {
  * checkpoint moves to the head at the end. A projection that SQL can compute from the
  * log's own table (Projection.rebuildInDatabase) is, when the store keeps the log in
  * this database and the projection starts from zero, in one transaction beside the
- * pass, unless `computeInDatabase` is false (decision 0151).
+ * pass, unless `computeInDatabase` is false (decision 0095).
  *
  * Nothing is reset before every projection's lock is held: a running projector hands
  * each over (HeldProjectionLocks.takeOver) or the call fails having changed nothing.

@@ -2,7 +2,6 @@ import type { Migration } from '#platform/database';
 
 export const projectionsMigration: Migration = {
   id: 'event-store:0002_projection_checkpoints',
-  legacyVersion: 2,
   sql: `
 CREATE TABLE projection_checkpoints (
   projection text PRIMARY KEY,
@@ -25,7 +24,6 @@ CREATE TABLE projection_checkpoints (
  */
 export const projectionLeasesMigration: Migration = {
   id: 'event-store:0004_projection_leases',
-  legacyVersion: 25,
   sql: `
 CREATE TABLE projection_leases (
   projection text PRIMARY KEY,

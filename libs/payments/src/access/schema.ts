@@ -6,7 +6,6 @@ import type { Migration } from '#platform/database';
  */
 export const accessControlMigration: Migration = {
   id: 'payments:0006_access_control',
-  legacyVersion: 10,
   sql: `
 CREATE UNLOGGED TABLE used_signatures (
   signature text PRIMARY KEY,
@@ -39,7 +38,6 @@ CREATE INDEX poll_marks_age ON poll_marks (last_at);
  */
 export const usedSignaturesLoggedMigration: Migration = {
   id: 'payments:0017_used_signatures_logged',
-  legacyVersion: 29,
   sql: `
 ALTER TABLE used_signatures SET LOGGED;
 `,

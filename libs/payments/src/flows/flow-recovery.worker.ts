@@ -13,11 +13,12 @@ export const RECOVERY_GRACE_SECONDS = 5;
 const BATCH = 50;
 
 /**
- * Finishes the refund and payout requests whose API process died half-way (after
- * the first step, before the answer): each is taken through the same steps the API
- * runs, which decide once, so the outcome is the one the API would have reached,
- * funded (refund pending, payout pending) or refused (amount back to the invoice's
- * remainder; payout refused and its orderId free again).
+ * Finishes the refund and payout requests left half-way after their first step (the
+ * API process died, or a later step failed and the API answered with the refund or
+ * payout as granted): each is taken through the same steps the API runs, which decide
+ * once: funded (refund pending, payout pending), or, when the ledger refuses, the
+ * refund fails and the payout is rejected, shown, since either may have been answered
+ * already (a refusal the API itself recorded and answered stays unseen).
  *
  * Each request fails alone (`items`: logged with its id, counted, retried after a
  * back-off and left out of the selection meanwhile): one that cannot be finished

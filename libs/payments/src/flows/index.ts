@@ -1,3 +1,4 @@
+export * from './flow-observer';
 export * from './flow-recovery.worker';
 export * from './outcomes';
 export * from './periodic-worker';

@@ -8,7 +8,6 @@ import type { Migration } from '#platform/database';
  */
 export const idempotencyKeysMigration: Migration = {
   id: 'payments:0013_idempotency_keys',
-  legacyVersion: 20,
   sql: `
 CREATE TABLE idempotency_keys (
   key_id uuid NOT NULL,

@@ -6,7 +6,6 @@ import { foldBatchIntoTable, FoldedTable } from '../read-models/folded-row';
 
 export const invoicesReadModelMigration: Migration = {
   id: 'payments:0004_read_model_invoices',
-  legacyVersion: 8,
   sql: `
 CREATE TABLE invoices (
   -- Order of arrival in the read model: lists page newest first on it, so an invoice
@@ -39,7 +38,6 @@ const invoicesTable: FoldedTable<Invoice> = {
   idOf: (e) => (e.data as { invoiceId: string }).invoiceId,
   initial: initialInvoice,
   // Rows written before the invoice state grew a field read it as its initial value.
-  upgrade: (stored) => ({ ...initialInvoice(), ...stored }),
   evolve: (state, e) => evolveInvoice(state, { type: e.type, data: e.data } as unknown as InvoiceEvent),
   columns: [
     { name: 'project_id', type: 'uuid', value: (s) => s.created!.projectId },

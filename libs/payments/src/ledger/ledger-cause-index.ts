@@ -6,7 +6,6 @@ import type { LedgerCauseIndex } from './ledger-book';
 
 export const ledgerCauseIndexMigration: Migration = {
   id: 'payments:0012_ledger_entries_cause_index',
-  legacyVersion: 16,
   sql: `
 CREATE INDEX ledger_entries_cause ON ledger_entries (account_id, mode, cause);
 `,

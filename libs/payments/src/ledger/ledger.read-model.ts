@@ -41,7 +41,6 @@ const POSTING_COPY_COLUMNS: readonly CopyColumn[] = [
 
 export const ledgerReadModelMigration: Migration = {
   id: 'payments:0002_read_model_ledger',
-  legacyVersion: 6,
   sql: `
 CREATE TABLE ledger_entries (
   entry_id uuid PRIMARY KEY,
@@ -73,7 +72,6 @@ CREATE TABLE ledger_balances (
 
 export const ledgerOpenHoldsMigration: Migration = {
   id: 'payments:0005_read_model_ledger_open_holds',
-  legacyVersion: 9,
   sql: `
 CREATE TABLE ledger_open_holds (
   account_id text NOT NULL,
@@ -92,7 +90,7 @@ CREATE INDEX ledger_open_holds_due ON ledger_open_holds (release_at);
  * index, one lookup per row: two thirds of the time of a rebuild's posting inserts.
  * The ledger projection alone writes both tables, each entry with its postings in one
  * batch, and empties them together (TRUNCATE of both); nothing deletes an entry.
- * See decision 0096.
+ * See decision 0095.
  */
 export const ledgerPostingsWithoutForeignKeyMigration: Migration = {
   id: 'payments:0021_ledger_postings_without_foreign_key',

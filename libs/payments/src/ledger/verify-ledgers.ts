@@ -76,7 +76,7 @@ const LEDGERS_AT_ONCE = 4;
  * each ledger no two entries share an id; ids that are not so derived (none in a log
  * the gateway wrote) are looked for in every ledger by pass 3, which runs only then.
  *
- * With `inLogOrder` (ledger:verify on PostgreSQL, decision 0128) there are no passes:
+ * With `inLogOrder` (ledger:verify on PostgreSQL, decision 0123) there are no passes:
  * the ledger events come from the one read of the log that also recomputes its hash
  * chains, and every ledger is checked at once as they come (memory: one state per
  * ledger, not per entry); the causes and entry ids used twice are found by the database
@@ -94,7 +94,7 @@ export async function verifyLedgers(
     ledgerHeads?: () => Promise<ReadonlyMap<string, bigint>>;
     /**
      * The ledger events as a read of the whole log in log order meets them (PostgreSQL:
-     * the chain verification's read, decision 0128): every ledger is then replayed from
+     * the chain verification's read, decision 0123): every ledger is then replayed from
      * that one read, all at once, instead of each from its own stream; repeated causes and
      * entry ids are found by the store (ledgerRepeats), not in memory.
      */
@@ -159,7 +159,7 @@ export async function verifyLedgers(
   };
 
   if (options.inLogOrder) {
-    // Every ledger replayed at once from one read of the log in log order (decision 0128).
+    // Every ledger replayed at once from one read of the log in log order (decision 0123).
     const { follow } = options.inLogOrder;
     const states = await snapshotsCheckedWithTheirWindows(pool);
     const upTo = head ?? { commit: 0n, prepare: 0n };
@@ -381,7 +381,7 @@ const SNAPSHOTS_AT_ONCE = 50;
  * recent causes compared with the one the log gives at its revision (recentCausesOf
  * the causes of the entries the window holds, read by the stream's index), then kept
  * without that window: what ledger:verify in log order needs to compare each snapshot
- * with a ledger replayed without windows (decision 0145), read SNAPSHOTS_AT_ONCE at a
+ * with a ledger replayed without windows (decision 0123), read SNAPSHOTS_AT_ONCE at a
  * time, so that no window of causes is held for the whole replay.
  */
 async function snapshotsCheckedWithTheirWindows(pool: Pool): Promise<Map<string, StoredSnapshot>> {

@@ -2,7 +2,6 @@ import type { Migration } from '#platform/database';
 
 export const registryMigration: Migration = {
   id: 'payments:0003_registry_accounts_projects_keys',
-  legacyVersion: 7,
   sql: `
 CREATE TABLE accounts (
   id uuid PRIMARY KEY,
@@ -46,7 +45,6 @@ CREATE UNIQUE INDEX api_keys_one_active_per_mode ON api_keys (project_id, mode) 
 /** Webhook secrets are stored sealed (AES-256-GCM, libs/secrets): the table refuses a plain one. */
 export const webhookSecretsSealedMigration: Migration = {
   id: 'payments:0016_projects_webhook_secret_sealed',
-  legacyVersion: 28,
   sql: `
 ALTER TABLE projects ADD CONSTRAINT projects_webhook_secret_sealed CHECK (webhook_secret LIKE 'sealed:v1:%') NOT VALID;
 `,

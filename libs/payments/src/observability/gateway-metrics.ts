@@ -2,6 +2,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import { AUTH_FAILURE_KINDS, AuthFailureKind } from '../access/auth-failures';
 import type { CommandObserver, LogVisibility } from '#event-store';
 import type { LedgerBookObserver } from '../ledger/ledger-book';
+import type { FlowObserver } from '../flows/flow-observer';
 import type { Logger } from '#platform/logging';
 import type { WebhookAttemptOutcome } from '../webhooks/webhook-dispatcher';
 import type { ProjectionLag } from './projection-lag';
@@ -147,6 +148,13 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  private readonly flowStepsLeftToRecovery = new Counter({
+    name: 'flow_steps_left_to_recovery_total',
+    help: 'Refund and payout requests and transitions whose step after the first commit failed: answered with what was committed, finished by recovery or a process manager, by flow',
+    labelNames: ['flow'] as const,
+    registers: [this.registry],
+  });
+
   private readonly workerItemFailures = new Counter({
     name: 'worker_item_failures_total',
     help: 'Items a periodic worker failed to process (each is retried later with back-off; the others go on), by worker',
@@ -161,6 +169,7 @@ export class GatewayMetrics {
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
     for (const result of ['posted', 'new'] as const) this.ledgerCauseLookups.inc({ result }, 0);
     for (const outcome of ['concurrent', 'missed', 'differs'] as const) this.ledgerDuplicatesStoppedByStore.inc({ outcome }, 0);
+    for (const flow of ['refund', 'payout'] as const) this.flowStepsLeftToRecovery.inc({ flow }, 0);
     for (const kind of AUTH_FAILURE_KINDS) {
       this.authFailures.inc({ kind }, 0);
       this.authRefused.inc({ kind }, 0);
@@ -195,6 +204,14 @@ export class GatewayMetrics {
     snapshotRejected: (streamName, revision, reason) => {
       this.ledgerSnapshotsRejected.inc();
       this.log?.warn({ stream: streamName, revision: revision.toString(), reason }, 'ledger: stored snapshot ignored, folded from the events');
+    },
+  };
+
+  /** The refund and payout commands: a step after the first commit that failed, answered with what was committed and left to recovery. */
+  readonly flowObserver: FlowObserver = {
+    leftToRecovery: (flow, id, error) => {
+      this.flowStepsLeftToRecovery.inc({ flow });
+      this.log?.warn({ flow, id, err: error }, 'a step after the first commit failed: answered with what was committed, the recovery finishes it');
     },
   };
 

@@ -3,7 +3,7 @@ import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import type { Payout } from '#domain';
 import { PayoutService } from './payout-service';
 
-/** Takes a payout left requested (its API process died before the ledger's answer) through the ledger's decision: pending, or its refusal. */
+/** Takes a payout left requested (its API process died, or a later step failed after the 201) through the ledger's decision: pending, or rejected when refused. */
 export class AdvancePayout extends Command<Payout> {
   constructor(
     readonly payoutId: number,

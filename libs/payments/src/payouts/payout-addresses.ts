@@ -4,7 +4,6 @@ import { canonicalPayoutAccount, PayoutMethod } from '#domain';
 
 export const payoutAddressesMigration: Migration = {
   id: 'payments:0007_registry_payout_addresses',
-  legacyVersion: 11,
   sql: `
 CREATE TABLE payout_addresses (
   id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -8,7 +8,6 @@ import type { Migration } from '#platform/database';
  */
 export const payoutIdsMigration: Migration = {
   id: 'payments:0008_payout_ids_and_order_ids',
-  legacyVersion: 12,
   sql: `
 CREATE SEQUENCE payout_ids AS bigint START 1;
 CREATE TABLE payout_order_ids (
@@ -28,7 +27,6 @@ CREATE TABLE payout_order_ids (
  */
 export const payoutRequestKeysMigration: Migration = {
   id: 'payments:0014_payout_request_keys',
-  legacyVersion: 21,
   sql: `
 CREATE TABLE payout_request_keys (
   account_id uuid NOT NULL,

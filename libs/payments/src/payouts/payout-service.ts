@@ -3,7 +3,6 @@ import type { EventStore } from '#event-store';
 import { handleCommand, loadState } from '#event-store';
 import {
   canonicalPayoutAccount,
-  isShownPayout,
   isUsdtMethod,
   maskPayoutAccount,
   Payout,
@@ -25,6 +24,7 @@ import type { PayoutAddress, PayoutAddresses } from '../merchants';
 import { KeyedRequest, keyedRequestDigest } from '../idempotency/keyed-request';
 import { PaymentsError } from '../invoices/invoice-service';
 import { applyPayoutOutcome } from '../flows/outcomes';
+import { FlowObserver, tellLeftToRecovery } from '../flows/flow-observer';
 
 /** The spec's Payout object (GET /payouts/{id}, list items, webhook data.payout). */
 export interface PayoutView {
@@ -53,7 +53,8 @@ export function payoutView(payout: Payout): PayoutView {
   const r = payout.requested!;
   return {
     id: r.payoutId,
-    status: payout.status,
+    // Requested and not yet reserved: shown only once its request was answered (201), as that answer said.
+    status: payout.status === 'requested' ? 'pending' : payout.status,
     amount: formatMoney(r.amount),
     feeAmount: formatMoney(r.feeAmount),
     netAmount: formatMoney(r.netAmount),
@@ -118,8 +119,12 @@ const notFound = () => new PaymentsError(404, 'not_found', 'Выплата не 
  * for its orderId first, when there is one); (2) the merchant's live ledger reserves
  * the amount from `available` under the payout rules (at most three unfinished, no
  * duplicate within a minute) or records why not; (3) the payout records the ledger's
- * answer: pending (shown) or refused (never shown). The recovery worker runs
- * `advance` for any payout left at step 1.
+ * answer: pending (shown) or refused (never shown, the request answered 409/422).
+ * Step 1 is the payout's first commit: once it is written the answer is the payout
+ * (201, pending) however steps 2 and 3 fail; a 5xx comes only from a failure before
+ * it, when no payout was written. The recovery worker runs `advance` for any payout
+ * left at step 1; a refusal it records (the request may have been answered with the
+ * payout) rejects the payout, shown, instead.
  */
 export class PayoutService {
   constructor(
@@ -129,6 +134,7 @@ export class PayoutService {
     private readonly addresses: PayoutAddresses,
     private readonly terms: Readonly<Record<PayoutMethod, PayoutTerms>>,
     private readonly usdtRate: UsdtRateSource,
+    private readonly observer: FlowObserver = {},
   ) {}
 
   /**
@@ -152,7 +158,10 @@ export class PayoutService {
     let keyedId: number | null = null;
     if (requestKey !== null) {
       keyedId = await this.payoutIdOfKey(accountId, requestKey);
-      if (keyedId !== null && (await this.load(keyedId)).requested !== null) return { created: true, payout: await this.advance(keyedId, now) };
+      if (keyedId !== null) {
+        const written = await this.load(keyedId);
+        if (written.requested !== null) return { created: true, payout: await this.answerOf(written, now, 'finishing') };
+      }
     }
     const address = await this.resolveAddress(accountId, request);
     const terms = this.terms[address.method];
@@ -181,7 +190,7 @@ export class PayoutService {
         payoutId = repeat.abandonedId;
       }
     }
-    await this.run(payoutId, {
+    const requested = await this.decide(payoutId, {
       type: 'RequestPayout',
       data: {
         payoutId,
@@ -200,7 +209,24 @@ export class PayoutService {
         createdAt: now.toISOString(),
       },
     });
-    return { created: true, payout: await this.advance(payoutId, now) };
+    // Written (or found written by an earlier run of this request): the payout exists.
+    return { created: true, payout: await this.answerOf(requested.state, now, requested.events.length > 0 ? 'answering' : 'finishing') };
+  }
+
+  /**
+   * The answer of a request whose payout is written: the payout as the next steps
+   * leave it, or the refusal they record; when they fail, the payout as written
+   * (pending), left to the recovery worker.
+   */
+  private async answerOf(written: Payout, now: Date, by: 'answering' | 'finishing'): Promise<Payout> {
+    const payoutId = written.requested!.payoutId;
+    try {
+      return await this.advance(payoutId, now, by);
+    } catch (error) {
+      if (error instanceof PaymentsError) throw error;
+      tellLeftToRecovery(this.observer, 'payout', String(payoutId), error);
+      return written;
+    }
   }
 
   /**
@@ -224,7 +250,7 @@ export class PayoutService {
       }
       if (payout.requested !== null) {
         try {
-          return { payout: await this.advance(payoutId, now), abandonedId: null };
+          return { payout: await this.answerOf(payout, now, 'finishing'), abandonedId: null };
         } catch (error) {
           if (error instanceof PaymentsError && error.code !== 'not_found') continue;
           throw error;
@@ -236,8 +262,14 @@ export class PayoutService {
     }
   }
 
-  /** Takes a requested payout through the ledger's decision: the payout (pending or later), or its refusal. */
-  async advance(payoutId: number, now: Date): Promise<Payout> {
+  /**
+   * Takes a requested payout through the ledger's decision: the payout (pending or
+   * later), or its refusal. A refusal is the request's answer only when `by` is
+   * 'answering' (the run that wrote the payout, still to answer); anyone else (the
+   * recovery worker, a retry by orderId or Idempotency-Key) may be finishing a payout
+   * already answered 201, so a refusal rejects it, shown, with its reason.
+   */
+  async advance(payoutId: number, now: Date, by: 'answering' | 'finishing' = 'finishing'): Promise<Payout> {
     const payout = await this.load(payoutId);
     if (!payout.requested) throw notFound();
     if (payout.status === 'refused') throw REFUSALS[payout.refusal!]();
@@ -262,9 +294,11 @@ export class PayoutService {
       type: 'RecordReservation',
       outcome: reservation.outcome === 'reserved' ? 'reserved' : reservation.refusal,
       at: now.toISOString(),
+      mayBeAnswered: by === 'finishing',
     });
     if (recorded.status === 'refused') {
-      if (r.orderId !== null) await this.releaseClaim(r.accountId, r.orderId, payoutId);
+      // The refusal is recorded and is the answer; should freeing the orderId fail, the next request with it frees it (repeatOf).
+      if (r.orderId !== null) await this.releaseClaim(r.accountId, r.orderId, payoutId).catch(() => undefined);
       throw REFUSALS[recorded.refusal!]();
     }
     return recorded;
@@ -322,11 +356,15 @@ export class PayoutService {
     return (await loadState<Payout, PayoutEvent>(this.store, payoutStreamName(payoutId), payoutDecider)).state;
   }
 
-  /** The payout if the merchant account may see it (shown, its own); otherwise 404 not_found. */
+  /**
+   * The payout if the merchant account may see it (its own, not refused); otherwise 404
+   * not_found. A payout requested and not yet reserved is shown (pending): its request
+   * may have been answered 201 before the ledger decided.
+   */
   async getFor(accountId: string, payoutId: number): Promise<Payout> {
     if (!Number.isSafeInteger(payoutId) || payoutId < 1) throw notFound();
     const payout = await this.load(payoutId);
-    if (!isShownPayout(payout) || payout.requested!.accountId !== accountId) throw notFound();
+    if (payout.requested === null || payout.status === 'refused' || payout.requested.accountId !== accountId) throw notFound();
     return payout;
   }
 
@@ -347,11 +385,21 @@ export class PayoutService {
   }
 
   private async run(payoutId: number, command: PayoutCommand): Promise<Payout> {
+    return (await this.decide(payoutId, command)).state;
+  }
+
+  /** One command on the payout's stream: the state after it and the events it wrote. */
+  private async decide(payoutId: number, command: PayoutCommand): Promise<{ readonly state: Payout; readonly events: readonly PayoutEvent[] }> {
     const result = await handleCommand(this.store, payoutStreamName(payoutId), payoutDecider, command);
     if (!result.ok) throw result.failure.code === 'conflict' ? new PaymentsError(409, 'conflict', result.failure.message) : notFound();
-    // A finished payout frees its reservation before the answer, so the next request
-    // sees the slot and the money at once (the process manager repeats it, idempotently).
-    for (const event of result.events) await applyPayoutOutcome(this.ledgers, event);
-    return result.state;
+    // A finished payout frees its reservation before the answer when it can, so the next
+    // request sees the slot and the money at once; the process manager repeats it
+    // (idempotently), so a failure here still answers what was recorded.
+    try {
+      for (const event of result.events) await applyPayoutOutcome(this.ledgers, event);
+    } catch (error) {
+      tellLeftToRecovery(this.observer, 'payout', String(payoutId), error);
+    }
+    return result;
   }
 }

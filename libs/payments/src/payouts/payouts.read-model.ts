@@ -8,7 +8,6 @@ import { pageOf, ReadModelPage } from '../invoices/invoices.read-model';
 
 export const payoutsReadModelMigration: Migration = {
   id: 'payments:0010_read_model_payouts',
-  legacyVersion: 14,
   sql: `
 CREATE TABLE payouts (
   -- order of arrival: lists page newest first on it
@@ -33,7 +32,6 @@ const payoutsTable: FoldedTable<Payout> = {
   idType: 'bigint',
   idOf: (e) => (e.data as { payoutId: number }).payoutId,
   initial: initialPayout,
-  upgrade: (stored) => stored,
   evolve: (state, e) => evolvePayout(state, { type: e.type, data: e.data } as unknown as PayoutEvent),
   columns: [
     { name: 'account_id', type: 'uuid', value: (s) => s.requested!.accountId },

@@ -5,7 +5,7 @@ import type { Migration } from '#platform/database';
 
 /**
  * The folded states of invoices and payouts as `json` (the text as written) instead of
- * `jsonb` (decision 0137): PostgreSQL only checks the text when a row is written, where
+ * `jsonb` (decision 0095): PostgreSQL only checks the text when a row is written, where
  * `jsonb` built and sorted a tree of every state (converting each number), three times
  * the work, and stored it larger. Every reader still gets the same value: the gateway
  * reads `state` whole (pg parses json and jsonb alike), the reconciliation reads fields
@@ -37,7 +37,7 @@ export interface FoldedColumn<S> {
 
 /**
  * A table that keeps each stream's folded state (`state` json: the text JSON.stringify
- * wrote, decision 0137) with the revision it has reached (`last_revision`), plus columns
+ * wrote, decision 0095) with the revision it has reached (`last_revision`), plus columns
  * derived from the state for queries.
  */
 export interface FoldedTable<S> {
@@ -47,8 +47,6 @@ export interface FoldedTable<S> {
   idOf(event: RecordedEvent): string | number;
   /** The state before the stream's first event. */
   initial(): S;
-  /** A stored state as the current code reads it (e.g. fields added since it was written). */
-  upgrade(stored: S): S;
   evolve(state: S, event: RecordedEvent): S;
   readonly columns: readonly FoldedColumn<S>[];
 }
@@ -82,7 +80,7 @@ export async function foldBatchIntoTable<S>(tx: PoolClient, t: FoldedTable<S>, e
     const row = storedRows.get(key);
     // A stream is folded from its first event or from its stored row, never from the middle.
     if (!row && streamEvents[0]!.revision !== 0n) continue;
-    let state = row ? t.upgrade(row.state) : t.initial();
+    let state = row ? row.state : t.initial();
     let revision = row ? BigInt(row.last_revision) : -1n;
     const start = revision;
     for (const e of streamEvents) {

@@ -17,7 +17,7 @@ export const allProjections: readonly Projection[] = [streamCatalogProjection, l
 
 /**
  * How `projections:rebuild` shares the read models between passes that run at once,
- * each on a thread of its own reading only its part of the log (decision 0151). A
+ * each on a thread of its own reading only its part of the log (decision 0095). A
  * rebuild is bound by the CPU of the thread that parses the log and hands it over, and
  * two such threads finish sooner than one: the ledger (the heaviest) with the stream
  * catalog, which is computed in SQL beside the pass when the log is in the same

@@ -3,7 +3,7 @@ import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import type { Refund } from '#domain';
 import { RefundService } from './refund-service';
 
-/** Takes a refund request left half-done (its API process died after the invoice granted it) through the same steps: pending, or 422 insufficient_balance. */
+/** Takes a refund request left half-done (its API process died, or a later step failed after the 202) through the same steps: pending, or failed when the ledger refuses it. */
 export class AdvanceRefund extends Command<Refund> {
   constructor(
     readonly invoiceId: string,

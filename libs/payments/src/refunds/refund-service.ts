@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import type { Pool } from 'pg';
 import type { EventStore } from '#event-store';
 import { KeyedRequest, keyedRequestDigest } from '../idempotency/keyed-request';
 import { handleCommand, loadState } from '#event-store';
@@ -21,6 +22,8 @@ import type { LedgerBook } from '../ledger';
 import type { Project } from '../merchants';
 import { fromInvoiceError, InvoiceService, PaymentsError } from '../invoices/invoice-service';
 import { applyRefundOutcome } from '../flows/outcomes';
+import { FlowObserver, tellLeftToRecovery } from '../flows/flow-observer';
+import { invoiceOfRefund } from './refunds.read-model';
 
 const ALPHABET = '0123456789abcdefghijklmnopqrstuvwxyz';
 
@@ -79,8 +82,11 @@ const notFound = () => new PaymentsError(404, 'invoice_not_found', 'Возвра
  *  2. the merchant's ledger reserves it from `available`, or records that it could not;
  *  3. reserved: the refund's stream is created, pending; refused: the invoice returns
  *     the amount to its remainder.
- * The API runs the steps and answers 202 or 422; should it die between them, the
- * recovery worker runs `advance` for the request and reaches the same end.
+ * Step 1 is the request's first commit: once it is written, the refund exists, and
+ * the answer is the refund (202) however steps 2 and 3 fail; a 5xx comes only from a
+ * failure before it, when nothing was written. The API runs the steps; whatever it
+ * leaves undone (a failure, or its process dying) the recovery worker finishes with
+ * `advance`: pending, or, if the ledger then refuses, the refund fails.
  */
 export class RefundService {
   constructor(
@@ -88,6 +94,8 @@ export class RefundService {
     private readonly ledgers: LedgerBook,
     private readonly invoices: InvoiceService,
     private readonly processingSeconds: number,
+    private readonly pool: Pool,
+    private readonly observer: FlowObserver = {},
   ) {}
 
   /**
@@ -106,14 +114,26 @@ export class RefundService {
       at: now.toISOString(),
     });
     if (!granted.ok) throw fromInvoiceError(granted.failure);
-    return this.advance(id, refundId, now);
+    // Granted: the refund exists. Its own answer (the refund, or the refusal it could
+    // record) when the next steps go through; otherwise the refund as granted, pending.
+    try {
+      return await this.advance(id, refundId, now, granted.events.length > 0 ? 'answering' : 'finishing');
+    } catch (error) {
+      if (error instanceof PaymentsError) throw error;
+      tellLeftToRecovery(this.observer, 'refund', refundId, error);
+      return grantedRefund(granted.state, refundId, this.processingSeconds);
+    }
   }
 
   /**
    * Takes a requested refund as far as it goes: its refund (pending or later), or
-   * PaymentsError 422 insufficient_balance when the ledger refused it.
+   * PaymentsError 422 insufficient_balance when the ledger refused it. A refusal is
+   * the request's answer only when `by` is 'answering' (the request that was granted,
+   * still to answer): the refund is then never shown. Anyone else (the recovery
+   * worker, a retry under the same Idempotency-Key) finishes a refund that may have
+   * been answered 202 already: refused by the ledger, it is created failed.
    */
-  async advance(invoiceId: string, refundId: string, now: Date): Promise<Refund> {
+  async advance(invoiceId: string, refundId: string, now: Date, by: 'answering' | 'finishing' = 'finishing'): Promise<Refund> {
     const invoice = (await loadState<Invoice, InvoiceEvent>(this.store, invoiceStreamName(invoiceId), invoiceDecider)).state;
     const asked = invoice.exists && Object.hasOwn(invoice.refunds, refundId) ? invoice.refunds[refundId]! : null;
     if (!asked) throw new Error(`Refund ${refundId} was never requested on invoice ${invoiceId}`);
@@ -122,37 +142,36 @@ export class RefundService {
     if (asked.status === 'refused') throw insufficientBalance();
 
     const created = invoice.created!;
-    const ledger = { accountId: created.accountId, mode: created.mode };
-    const reservation = await this.ledgers.reserve(ledger, {
-      type: 'ReserveFunds',
-      reservationId: refundId,
-      purpose: 'refund',
+    const data = {
+      refundId,
+      invoiceId,
+      projectId: created.projectId,
+      accountId: created.accountId,
+      mode: created.mode,
       amount: asked.amount,
-      at: now.toISOString(),
-    });
-    if (reservation.outcome === 'refused') {
-      await handleCommand(this.store, invoiceStreamName(invoiceId), invoiceDecider, {
+      // When it was asked for: what a 202 given before this step already said.
+      createdAt: asked.requestedAt,
+      processAt: new Date(now.getTime() + this.processingSeconds * 1000).toISOString(),
+    };
+    if (asked.status === 'requested') {
+      const reservation = await this.ledgers.reserve(
+        { accountId: created.accountId, mode: created.mode },
+        { type: 'ReserveFunds', reservationId: refundId, purpose: 'refund', amount: asked.amount, at: now.toISOString() },
+      );
+      if (reservation.outcome === 'reserved') return this.run(refundId, { type: 'CreateRefund', data });
+      // The invoice records the refusal once, as whoever gets there first says: refused
+      // (answered 422, never shown) or failed (a refund that may have been answered).
+      const resolved = await handleCommand(this.store, invoiceStreamName(invoiceId), invoiceDecider, {
         type: 'ResolveRefund',
         refundId,
-        outcome: 'refused',
+        outcome: by === 'answering' ? 'refused' : 'failed',
         at: now.toISOString(),
       });
-      throw insufficientBalance();
+      if (!resolved.ok) throw fromInvoiceError(resolved.failure);
+      if (resolved.state.refunds[refundId]!.status === 'refused') throw insufficientBalance();
     }
-    const result = await this.run(refundId, {
-      type: 'CreateRefund',
-      data: {
-        refundId,
-        invoiceId,
-        projectId: created.projectId,
-        accountId: created.accountId,
-        mode: created.mode,
-        amount: asked.amount,
-        createdAt: now.toISOString(),
-        processAt: new Date(now.getTime() + this.processingSeconds * 1000).toISOString(),
-      },
-    });
-    return result;
+    // Failed on the invoice without a refund stream: the ledger refused a refund that may have been answered.
+    return this.run(refundId, { type: 'CreateUnfundedRefund', data, at: now.toISOString(), reason: 'insufficient_balance' });
   }
 
   /** The refund from its own stream (immediately consistent), or null. */
@@ -162,11 +181,24 @@ export class RefundService {
     return loaded.state.created ? loaded.state : null;
   }
 
-  /** GET /refunds/{id}: other projects and modes get 404 invoice_not_found, as the spec says. */
+  /**
+   * GET /refunds/{id}: other projects and modes get 404 invoice_not_found, as the spec
+   * says. A refund granted but not yet funded (answered 202 before the ledger decided)
+   * is shown pending, as its answer said.
+   */
   async getFor(project: Project, mode: Mode, refundId: string): Promise<Refund> {
-    const refund = await this.find(refundId);
+    const refund = (await this.find(refundId)) ?? (await this.granted(refundId));
     if (!refund || refund.created!.projectId !== project.id || refund.created!.mode !== mode) throw notFound();
     return refund;
+  }
+
+  /** A refund its invoice granted whose stream is not written yet, or null (none, or refused: answered 422, never shown). */
+  private async granted(refundId: string): Promise<Refund | null> {
+    if (!REFUND_ID.test(refundId)) return null;
+    const invoiceId = await invoiceOfRefund(this.pool, refundId);
+    const invoice = invoiceId === null ? null : await this.invoices.get(invoiceId);
+    if (!invoice || !Object.hasOwn(invoice.refunds, refundId) || invoice.refunds[refundId]!.status === 'refused') return null;
+    return grantedRefund(invoice, refundId, this.processingSeconds);
   }
 
   /** The processor's success (after REFUND_PROCESSING_SECONDS); a refund that failed meanwhile stays failed. */
@@ -183,13 +215,39 @@ export class RefundService {
     if (!REFUND_ID.test(refundId)) throw notFound();
     const result = await handleCommand(this.store, refundStreamName(refundId), refundDecider, command);
     if (result.ok) {
-      // An outcome moves the money and the invoice before the answer (the process manager repeats it, idempotently).
-      for (const event of result.events) await applyRefundOutcome(this.ledgers, this.invoices, event);
+      // An outcome moves the money and the invoice before the answer when it can; the
+      // process manager repeats it (idempotently), so a failure here still answers what was recorded.
+      try {
+        for (const event of result.events) await applyRefundOutcome(this.ledgers, this.invoices, event);
+      } catch (error) {
+        tellLeftToRecovery(this.observer, 'refund', refundId, error);
+      }
       return result.state;
     }
     if (result.failure.code === 'conflict') throw new PaymentsError(409, 'conflict', result.failure.message);
     throw notFound();
   }
+}
+
+/** A refund as its invoice granted it, before its stream is written: pending, as its 202 said. */
+function grantedRefund(invoice: Invoice, refundId: string, processingSeconds: number): Refund {
+  const c = invoice.created!;
+  const asked = invoice.refunds[refundId]!;
+  return {
+    created: {
+      refundId,
+      invoiceId: c.invoiceId,
+      projectId: c.projectId,
+      accountId: c.accountId,
+      mode: c.mode,
+      amount: asked.amount,
+      createdAt: asked.requestedAt,
+      processAt: new Date(Date.parse(asked.requestedAt) + processingSeconds * 1000).toISOString(),
+    },
+    status: 'pending',
+    completedAt: null,
+    failureReason: null,
+  };
 }
 
 const insufficientBalance = () => new PaymentsError(422, 'insufficient_balance', 'Недостаточно средств на доступном балансе для возврата');

@@ -1,4 +1,4 @@
-import type { PoolClient } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import type { Migration } from '#platform/database';
 import type { RecordedEvent } from '#event-store';
 import { INVOICE_CATEGORY, InvoiceEvent, REFUND_CATEGORY, RefundEvent } from '#domain';
@@ -6,7 +6,6 @@ import type { Projection } from '#event-store/projections';
 
 export const refundsReadModelMigration: Migration = {
   id: 'payments:0009_read_model_refunds',
-  legacyVersion: 13,
   sql: `
 CREATE TABLE refunds (
   id text PRIMARY KEY,
@@ -178,3 +177,9 @@ export const refundsProjection: Projection = {
     }
   },
 };
+
+/** The invoice a refund was asked of, as the read model knows it (milliseconds behind the log), or null. */
+export async function invoiceOfRefund(pool: Pool, refundId: string): Promise<string | null> {
+  const r = await pool.query<{ invoice_id: string }>('SELECT invoice_id FROM refunds WHERE id = $1', [refundId]);
+  return r.rows[0]?.invoice_id ?? null;
+}

@@ -1,5 +1,6 @@
 import { PostgresSnapshotStore } from '#event-store';
 import { LedgerBook, LedgerBookObserver } from '../ledger';
+import type { FlowObserver } from '../flows/flow-observer';
 import { PostgresLedgerCauseIndex } from '../ledger/ledger-cause-index';
 import { FixedUsdtRate, InvoiceService, PayoutService, RefundService } from '..';
 import { PayoutAddresses, Registry } from '../merchants';
@@ -15,7 +16,10 @@ export interface GatewayServices {
   readonly payouts: PayoutService;
 }
 
-export function createServices(infra: Infrastructure, observers: { readonly ledger?: LedgerBookObserver } = {}): GatewayServices {
+export function createServices(
+  infra: Infrastructure,
+  observers: { readonly ledger?: LedgerBookObserver; readonly flows?: FlowObserver } = {},
+): GatewayServices {
   const registry = new Registry(infra.pool, infra.secrets);
   const payoutAddresses = new PayoutAddresses(infra.pool);
   const ledgers = new LedgerBook(infra.store, new PostgresSnapshotStore(infra.pool), {
@@ -29,7 +33,7 @@ export function createServices(infra: Infrastructure, observers: { readonly ledg
     payoutAddresses,
     ledgers,
     invoices,
-    refunds: new RefundService(infra.store, ledgers, invoices, config.refundProcessingSeconds),
-    payouts: new PayoutService(infra.store, infra.pool, ledgers, payoutAddresses, config.payoutTerms, new FixedUsdtRate(config.usdtRubRate)),
+    refunds: new RefundService(infra.store, ledgers, invoices, config.refundProcessingSeconds, infra.pool, observers.flows),
+    payouts: new PayoutService(infra.store, infra.pool, ledgers, payoutAddresses, config.payoutTerms, new FixedUsdtRate(config.usdtRubRate), observers.flows),
   };
 }

@@ -9,7 +9,6 @@ export const STREAM_CATALOG_COPY_MIN_ROWS = 256;
 
 export const streamCatalogMigration: Migration = {
   id: 'payments:0001_read_model_stream_catalog',
-  legacyVersion: 3,
   sql: `
 CREATE TABLE stream_catalog (
   stream_name text PRIMARY KEY,
@@ -29,7 +28,7 @@ CREATE INDEX stream_catalog_category ON stream_catalog (category, stream_name);
  * earliest and latest events: the auditor's index into the raw streams. Idempotent:
  * counts are derived from revisions, so applying an event twice changes nothing; and
  * the same whatever the batches. A rebuild computes it in the database from the log's
- * table when the log is there (rebuildInDatabase, decision 0151).
+ * table when the log is there (rebuildInDatabase, decision 0095).
  */
 export const streamCatalogProjection: Projection = {
   name: 'stream_catalog',
@@ -100,7 +99,7 @@ export const streamCatalogProjection: Projection = {
       ],
     );
   },
-  // Every stream's row from the log's table in one statement (decision 0151): the events are not read into Node at all.
+  // Every stream's row from the log's table in one statement (decision 0095): the events are not read into Node at all.
   async rebuildInDatabase(tx: PoolClient, upTo: Position): Promise<number> {
     for (const setting of STREAM_ORDER_SCAN) await tx.query(`SET LOCAL ${setting}`);
     const r = await tx.query<{ events: string }>(

@@ -9,7 +9,6 @@ import type { Migration } from '#platform/database';
  */
 export const webhookQueueMigration: Migration = {
   id: 'payments:0011_webhook_deliveries',
-  legacyVersion: 15,
   sql: `
 CREATE TABLE webhook_deliveries (
   seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
@@ -52,7 +51,6 @@ CREATE TABLE webhook_attempts (
  */
 export const webhookLeaseTokenMigration: Migration = {
   id: 'payments:0015_webhook_lease_token',
-  legacyVersion: 24,
   sql: `
 ALTER TABLE webhook_deliveries ADD COLUMN lease_token uuid;
 ALTER TABLE webhook_attempts ADD COLUMN superseded boolean NOT NULL DEFAULT false;
@@ -82,7 +80,7 @@ WHERE h.delivery_id = d.id;
  * The pending deliveries by URL and due time. A claim that finds the earliest due rows
  * taken by URLs it leaves out (a stuck or busy receiver's backlog) looks behind them
  * URL by URL through this index, one descent per URL, instead of reading that backlog
- * row by row in the due-time index (decision 0119).
+ * row by row in the due-time index (decision 0094).
  */
 export const webhookDeliveriesByUrlMigration: Migration = {
   id: 'payments:0029_webhook_deliveries_by_url',
@@ -92,7 +90,7 @@ CREATE INDEX webhook_deliveries_url_due ON webhook_deliveries (url, next_attempt
 };
 
 /**
- * Free space on the queue's pages (decision 0120): a claim writes only the lease
+ * Free space on the queue's pages (decision 0094): a claim writes only the lease
  * (`leased_until`, `lease_token`, in no index), so with room on the row's page its new
  * version is a heap-only tuple (HOT) and no index gets a new entry; on full pages
  * (the default fillfactor 100) every claim added an entry to each of the queue's six
@@ -106,7 +104,7 @@ ALTER TABLE webhook_deliveries SET (fillfactor = 50);
 };
 
 /**
- * The pending deliveries apart from the history (decision 0124). `webhook_queue` holds
+ * The pending deliveries apart from the history (decision 0094). `webhook_queue` holds
  * one row per pending delivery: what the claims read and write (URL, due time, the
  * lease and its token, the attempts counted and the schedule's base). A delivery
  * delivered or failed for good leaves it (a delete adds no index entry), and its
@@ -116,7 +114,7 @@ ALTER TABLE webhook_deliveries SET (fillfactor = 50);
  * (an index whose predicate named `status` made every outcome a new index entry).
  * Fillfactor 40: a queue
  * row grows by its lease (about 28 bytes) when claimed, and every row of a page can
- * then still take its new version on that page (heap-only, as decision 0120). No
+ * then still take its new version on that page (heap-only, as decision 0094). No
  * foreign key to the record (its check was a trigger and a row lock per delivery
  * enqueued, about 60 µs each): a queue row exists exactly while its record is
  * `pending`, and every writer keeps it so in one statement (the outbox inserts both,
@@ -153,7 +151,7 @@ ALTER TABLE webhook_deliveries DROP COLUMN leased_until, DROP COLUMN lease_token
 };
 
 /**
- * The attempts' history without a foreign key to its delivery (decision 0125): the
+ * The attempts' history without a foreign key to its delivery (decision 0094): the
  * check was a trigger and a row lock per attempt recorded. Attempts are inserted only
  * by the dispatcher's record statement, for deliveries it holds locked in that
  * statement, and deleted with their delivery only by the retention sweep, which

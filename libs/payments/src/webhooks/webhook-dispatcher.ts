@@ -3,7 +3,14 @@ import { preparedStatement } from '#platform/database';
 import type { Clock } from '#platform/clock';
 import type { Registry } from '../merchants';
 import { AttemptResult, WebhookHttpClient, WebhookPoster } from './http-delivery';
-import { attemptOutcome, TIMESTAMPED_SIGNATURE_HEADER, WEBHOOK_REPLY_TIMEOUT_MS, webhookSignature, webhookTimestampedSignature } from './webhook-rules';
+import {
+  attemptOutcome,
+  standardWebhookSignature,
+  TIMESTAMPED_SIGNATURE_HEADER,
+  WEBHOOK_REPLY_TIMEOUT_MS,
+  webhookSignature,
+  webhookTimestampedSignature,
+} from './webhook-rules';
 
 /** How long a claimed delivery is out of other dispatchers' reach (real time): one attempt (at most 10 s) and a margin. */
 export const WEBHOOK_LEASE_SECONDS = 15;
@@ -11,6 +18,8 @@ export const WEBHOOK_LEASE_SECONDS = 15;
 /** What a claim of a due delivery answers. */
 interface ClaimedRow {
   id: string;
+  /** The event's id: the body's `id`, and Standard Webhooks' `webhook-id` (the same for every attempt and resend). */
+  event_id: string;
   event_type: string;
   project_id: string;
   url: string;
@@ -92,7 +101,7 @@ const LEASE_MARGIN_MS = 1000;
 /**
  * How long finished attempts wait for others to join their record batch (real ms): at
  * 5,000 attempts/s a batch of about 50 instead of the dozen that finish during one
- * record's round trip (decision 0129).
+ * record's round trip (decision 0094).
  */
 const RECORD_GATHER_MS = 10;
 
@@ -104,7 +113,7 @@ const URLS_VISITED_AT_LEAST = 64;
  * $5 per URL counting what the dispatcher already holds of it ($7 URLs, $8 counts), none
  * of the URLs left out ($4), each locked (FOR UPDATE SKIP LOCKED) and leased for $3
  * seconds with a fresh token. Neither reads the backlog of a URL it leaves out row by
- * row: one stuck or busy URL can have tens of thousands of due rows (decision 0119).
+ * row: one stuck or busy URL can have tens of thousands of due rows (decision 0094).
  *
  * - CLAIM_EARLIEST (a refill): the first $6 due rows not leased, from the due-time
  *   index, then those of URLs not left out, within each URL's cap. Its cost is $6 rows,
@@ -162,11 +171,11 @@ const LEASE_CANDIDATES = `
   -- locked; what the delivery sends (never changed once enqueued) from its record, looked up
   -- by id for each row leased (never a join that could read the whole history).
   claimed AS (
-    SELECT d.id, d.event_type, d.project_id, d.url, d.body, d.is_test, l.lease_token, l.attempts_made, l.schedule_base,
+    SELECT d.id, d.event_id, d.event_type, d.project_id, d.url, d.body, d.is_test, l.lease_token, l.attempts_made, l.schedule_base,
            (SELECT p.webhook_secret FROM projects p WHERE p.id = d.project_id) AS webhook_secret
     FROM leased l
     CROSS JOIN LATERAL (
-      SELECT r.id, r.event_type, r.project_id, r.url, r.body, r.is_test FROM webhook_deliveries r WHERE r.id = l.id OFFSET 0) AS d)`;
+      SELECT r.id, r.event_id, r.event_type, r.project_id, r.url, r.body, r.is_test FROM webhook_deliveries r WHERE r.id = l.id OFFSET 0) AS d)`;
 
 export const CLAIM_EARLIEST = `WITH ${EARLIEST_AND_BUSY},
   candidates AS (SELECT * FROM earliest WHERE url <> ALL($4::text[])),
@@ -313,7 +322,7 @@ export class WebhookDispatcher {
     this.maxClaimed = options.concurrency + (this.prefetchPerUrl > 0 ? 4 * options.concurrency : 0);
     this.maxHeld = this.maxClaimed + 4 * options.concurrency;
     // A URL is refilled once half of what it may hold ahead went out: each claim takes that
-    // much of it, and the other half covers the claim's round trip (decision 0134: with a
+    // much of it, and the other half covers the claim's round trip (decision 0094: with a
     // quarter left, a busy URL ran dry while its refill was under way).
     this.refillAt = this.prefetchPerUrl > 0 ? this.perUrl + Math.floor(this.prefetchPerUrl / 2) : this.perUrl - 1;
     this.leaseMs = (options.leaseSeconds ?? WEBHOOK_LEASE_SECONDS) * 1000;
@@ -468,6 +477,7 @@ export class WebhookDispatcher {
     // Built field by field (one shape for all; a rest-and-spread copy per row cost more than the rest of the claim's handling).
     const deliveries = rows.map((row): ClaimedDelivery => ({
       id: row.id,
+      event_id: row.event_id,
       event_type: row.event_type,
       project_id: row.project_id,
       url: row.url,
@@ -603,6 +613,10 @@ export class WebhookDispatcher {
               'x-service-delivery-id': d.id,
               'x-service-test': String(d.is_test),
               [TIMESTAMPED_SIGNATURE_HEADER]: webhookTimestampedSignature(d.body, secret, unixSeconds),
+              // Standard Webhooks (standardwebhooks.com), beside the spec's headers.
+              'webhook-id': d.event_id,
+              'webhook-timestamp': String(unixSeconds),
+              'webhook-signature': standardWebhookSignature(d.event_id, unixSeconds, d.body, secret),
             });
     } catch (error) {
       attempt = Promise.reject(error as Error);

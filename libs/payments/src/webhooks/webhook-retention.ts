@@ -22,7 +22,7 @@ export const retentionHorizon = (now: Date, retentionDays: number): Date => new 
  * recorded only under its delivery's lock (the dispatcher's record statement), so one
  * recorded after the first statement's snapshot is seen by the second, and none can be
  * recorded for a delivery once it is locked here: no history row outlives its delivery
- * (the history has no foreign key, decision 0125).
+ * (the history has no foreign key, decision 0094).
  */
 export async function sweepWebhookHistory(pool: Pool, now: Date, retentionDays: number, batch = 1000): Promise<number> {
   const horizon = retentionHorizon(now, retentionDays);
@@ -63,7 +63,6 @@ export async function sweepWebhookHistory(pool: Pool, now: Date, retentionDays: 
 /** The sweeper finds finished deliveries by age without reading the whole queue. */
 export const webhookRetentionMigration: Migration = {
   id: 'payments:0018_webhook_deliveries_finished_by_age',
-  legacyVersion: 30,
   sql: `
 CREATE INDEX webhook_deliveries_finished ON webhook_deliveries (created_at) WHERE status <> 'pending';
 `,

@@ -37,6 +37,16 @@ export function webhookTimestampedSignature(body: string | Buffer, secret: strin
   return `t=${unixSeconds},v1=${createHmac('sha256', secret).update(`${unixSeconds}.`).update(body).digest('hex')}`;
 }
 
+/**
+ * Standard Webhooks' `webhook-signature` (standardwebhooks.com): `v1,` and the base64
+ * HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<exact body>`, keyed with the
+ * project's webhook secret as UTF-8 bytes. A stock verifier is given the secret as
+ * `whsec_` followed by those bytes in base64.
+ */
+export function standardWebhookSignature(id: string, unixSeconds: number, body: string | Buffer, secret: string): string {
+  return `v1,${createHmac('sha256', Buffer.from(secret, 'utf8')).update(`${id}.${unixSeconds}.`).update(body).digest('base64')}`;
+}
+
 /** Spec: retried after 1 min, 5 min, 30 min, 2 h, 12 h and 24 h; then the delivery has failed. */
 export const RETRY_SCHEDULE_SECONDS: readonly number[] = [60, 300, 1800, 7200, 43_200, 86_400];
 

@@ -4,7 +4,6 @@ import type { ManualClock } from './clock';
 
 export const manualClockMigration: Migration = {
   id: 'platform:0001_manual_clock',
-  legacyVersion: 4,
   sql: `
 CREATE TABLE manual_clock (
   singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),

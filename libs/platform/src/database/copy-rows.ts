@@ -13,7 +13,7 @@ export type CopyValue = string | number | bigint | boolean | Date | object | nul
 
 /**
  * The SQL type of a column written by COPY in binary format, which the rows are encoded
- * for (decision 0148). Each takes:
+ * for (decision 0095). Each takes:
  * - `text`: a string;
  * - `uuid`: a string of 32 hex digits, with or without the four hyphens;
  * - `smallint`, `integer`, `bigint`: an integer number or bigint in the type's range (a
@@ -255,7 +255,7 @@ export function* copyBinaryChunks(columns: readonly CopyColumn[], rows: Iterable
  * taken fails the statement (23505) and with it the transaction. For rows that cannot
  * exist yet: PostgreSQL inserts them several to a heap page and takes each value in
  * its type's binary form (a timestamp or a UUID is not parsed from text, a string not
- * unescaped; decision 0148), without parsing a JSON document of the rows first.
+ * unescaped; decision 0095), without parsing a JSON document of the rows first.
  * Columns left out take their defaults (an identity column numbers the rows in the
  * order given). Returns the number of rows copied.
  */

@@ -19,13 +19,12 @@ export interface EmbeddedDatabase {
 
 const USER = 'postgres';
 /** The password of data directories made before each got its own: replaced at their next start. */
-const LEGACY_PASSWORD = 'gateway-embedded';
 /** The superuser's password of one data directory, generated with it (mode 0600, beside the cluster). */
 export const PASSWORD_FILE = 'postgres-password';
 export const EMBEDDED_DATABASE_NAME = 'gateway';
 
 /**
- * The locale of a new embedded cluster (decision 0150): UTF-8, text compared by code
+ * The locale of a new embedded cluster (decision 0071): UTF-8, text compared by code
  * point with PostgreSQL's builtin provider (memcmp, with abbreviated keys in sorts)
  * rather than by the C library's strcoll, and the same on every host whatever its
  * LANG (en_US.UTF-8 would sort "a-b" and "ab" otherwise). A cluster made before keeps
@@ -40,7 +39,7 @@ export const EMBEDDED_CLUSTER_LOCALE: readonly string[] = [
 ];
 
 /**
- * The settings the embedded server starts with (decision 0147). Beside the connections
+ * The settings the embedded server starts with (decision 0071). Beside the connections
  * (the gateway opens a pool per process plus listeners; tests open several) and the
  * loopback address, memory and WAL sized for the gateway's bulk work, a rebuild of its
  * read models above all: PostgreSQL's defaults (128 MB of shared buffers, a checkpoint
@@ -81,7 +80,6 @@ export async function startEmbeddedPostgres(
   const password = passwordOf(root);
   const running = runningServerPort(clusterDir);
   if (running !== null) {
-    await ensurePassword(running, password);
     if (create) await ensureDatabase(running, databaseName, password);
     return { url: urlFor(running, databaseName, password), stop: async () => undefined };
   }
@@ -95,7 +93,7 @@ export async function startEmbeddedPostgres(
     port,
     user: USER,
     password,
-    // A new cluster asks for SCRAM; an older one keeps its pg_hba.conf (its password is replaced below).
+    // The cluster asks for SCRAM, with the data directory's own password.
     authMethod: 'scram-sha-256',
     persistent: true,
     createPostgresUser: process.getuid?.() === 0,
@@ -106,7 +104,6 @@ export async function startEmbeddedPostgres(
   });
   if (!existsSync(path.join(clusterDir, 'PG_VERSION'))) await server.initialise();
   await server.start();
-  await ensurePassword(port, password);
   if (create) await ensureDatabase(port, databaseName, password);
   return { url: urlFor(port, databaseName, password), stop: () => server.stop() };
 }
@@ -122,29 +119,6 @@ function passwordOf(root: string): string {
   const password = readFileSync(file, 'utf8').trim();
   if (!/^[A-Za-z0-9_-]{16,}$/.test(password)) throw new Error(`${file} must hold the embedded PostgreSQL password (16+ characters of A-Z a-z 0-9 _ -)`);
   return password;
-}
-
-/**
- * A cluster made before passwords were per data directory still has the old constant
- * one: it is replaced by the directory's own (logging in with the old one once).
- */
-async function ensurePassword(port: number, password: string): Promise<void> {
-  const attempt = new Client({ connectionString: urlFor(port, 'postgres', password) });
-  try {
-    await attempt.connect();
-    await attempt.end();
-    return;
-  } catch (error) {
-    await attempt.end().catch(() => undefined);
-    if ((error as { code?: string }).code !== '28P01') throw error; // not "password authentication failed"
-  }
-  const legacy = new Client({ connectionString: urlFor(port, 'postgres', LEGACY_PASSWORD) });
-  await legacy.connect();
-  try {
-    await legacy.query(`ALTER ROLE ${legacy.escapeIdentifier(USER)} PASSWORD ${legacy.escapeLiteral(password)}`);
-  } finally {
-    await legacy.end();
-  }
 }
 
 /**

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Pool, PoolClient } from 'pg';
+import type { Pool } from 'pg';
 import { inTransactionOn } from './pool';
 
 export interface Migration {
@@ -8,11 +8,6 @@ export interface Migration {
    * the library that owns the table, unique, never renamed once applied.
    */
   readonly id: string;
-  /**
-   * Its global version from before migrations were named: a database migrated then
-   * recorded it under this number (schema_migrations), and is adopted by it.
-   */
-  readonly legacyVersion?: number;
   readonly sql: string;
 }
 
@@ -31,9 +26,7 @@ const checksum = (sql: string): string => createHash('sha256').update(sql).diges
  * migrations_applied. Safe to run twice and from several processes at once: a session
  * advisory lock lets one run at a time, and the others then find nothing left to do.
  * An applied migration whose text has changed since is refused: history is never
- * rewritten under a running database. A database migrated before migrations were
- * named (schema_migrations, by global version) is adopted first: each of its versions
- * is recorded under the id of the migration that had that version.
+ * rewritten under a running database.
  */
 export async function migrate(pool: Pool, migrations: readonly Migration[]): Promise<string[]> {
   const ids = migrations.map((m) => m.id);
@@ -54,7 +47,6 @@ export async function migrate(pool: Pool, migrations: readonly Migration[]): Pro
         checksum text NOT NULL,
         applied_at timestamptz NOT NULL DEFAULT now()
       )`);
-      await adoptNumberedMigrations(client, migrations);
       const applied = new Map(
         (await client.query<{ id: string; checksum: string }>('SELECT id, checksum FROM migrations_applied')).rows.map((r) => [r.id, r.checksum]),
       );
@@ -90,33 +82,14 @@ export async function migrate(pool: Pool, migrations: readonly Migration[]): Pro
   }
 }
 
-/** Records the versions a database applied before migrations were named under their ids (once; the old table stays as it was). */
-async function adoptNumberedMigrations(client: PoolClient, migrations: readonly Migration[]): Promise<void> {
-  const old = await client.query<{ exists: boolean }>(`SELECT to_regclass('schema_migrations') IS NOT NULL AS exists`);
-  if (!old.rows[0]!.exists) return;
-  const rows = await client.query<{ version: number; checksum: string; applied_at: Date }>('SELECT version, checksum, applied_at FROM schema_migrations');
-  const byVersion = new Map(migrations.filter((m) => m.legacyVersion !== undefined).map((m) => [m.legacyVersion!, m]));
-  const adopted = rows.rows.flatMap((r) => {
-    const migration = byVersion.get(r.version);
-    return migration ? [[migration.id, r.checksum, r.applied_at] as const] : [];
-  });
-  if (adopted.length === 0) return;
-  await client.query(
-    `INSERT INTO migrations_applied (id, checksum, applied_at)
-     SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[]) ON CONFLICT (id) DO NOTHING`,
-    [adopted.map((a) => a[0]), adopted.map((a) => a[1]), adopted.map((a) => a[2])],
-  );
-}
-
 /**
  * Checks, writing nothing, that the database has every migration of the list applied
  * with the same text: what a process that must not write (a read-only command) does
  * instead of migrate. Throws MigrationError naming each migration missing (or applied
- * with another text: the database was migrated by another version of the code). A
- * database migrated before migrations were named counts the versions it recorded then.
+ * with another text: the database was migrated by another version of the code).
  */
 export async function checkMigrated(pool: Pool, migrations: readonly Migration[]): Promise<void> {
-  const applied = await appliedMigrations(pool, migrations);
+  const applied = await appliedMigrations(pool);
   const missing = migrations.filter((m) => !applied.has(m.id)).map((m) => m.id);
   if (missing.length > 0) {
     throw new MigrationError(
@@ -130,22 +103,12 @@ export async function checkMigrated(pool: Pool, migrations: readonly Migration[]
   }
 }
 
-/** What the database records as applied, id → checksum (with the versions of schema_migrations not yet adopted), read only. */
-async function appliedMigrations(pool: Pool, migrations: readonly Migration[]): Promise<Map<string, string>> {
-  const tables = await pool.query<{ named: boolean; numbered: boolean }>(
-    `SELECT to_regclass('migrations_applied') IS NOT NULL AS named, to_regclass('schema_migrations') IS NOT NULL AS numbered`,
-  );
-  const { named, numbered } = tables.rows[0]!;
+/** What the database records as applied, id → checksum, read only. */
+async function appliedMigrations(pool: Pool): Promise<Map<string, string>> {
+  const table = await pool.query<{ named: boolean }>(`SELECT to_regclass('migrations_applied') IS NOT NULL AS named`);
   const applied = new Map<string, string>();
-  if (named) {
+  if (table.rows[0]!.named) {
     for (const r of (await pool.query<{ id: string; checksum: string }>('SELECT id, checksum FROM migrations_applied')).rows) applied.set(r.id, r.checksum);
-  }
-  if (numbered) {
-    const byVersion = new Map(migrations.filter((m) => m.legacyVersion !== undefined).map((m) => [m.legacyVersion!, m.id]));
-    for (const r of (await pool.query<{ version: number; checksum: string }>('SELECT version, checksum FROM schema_migrations')).rows) {
-      const id = byVersion.get(r.version);
-      if (id !== undefined && !applied.has(id)) applied.set(id, r.checksum);
-    }
   }
   return applied;
 }

@@ -172,3 +172,20 @@ export function preparedStatement(text: string, values: unknown[] = []): QueryCo
   }
   return { name, text, values };
 }
+
+/**
+ * The connection broke while a statement ran (the server ended the session, it shut
+ * down or crashed, or the socket failed): the statement may or may not have committed.
+ * Not a refused connection nor a statement cancelled by a timeout (those wrote nothing).
+ */
+export function isConnectionLost(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string') {
+    // Socket errors; PostgreSQL's connection exceptions (08xxx) and admin/crash shutdown (57P01, 57P02).
+    if (['ECONNRESET', 'EPIPE', 'ETIMEDOUT'].includes(code)) return true;
+    if (/^08/.test(code) || code === '57P01' || code === '57P02') return true;
+  }
+  const message = (error as { message?: unknown }).message;
+  return typeof message === 'string' && /Connection terminated|Client has encountered a connection error|not queryable/i.test(message);
+}

@@ -4,7 +4,7 @@ import type { Logger } from '#platform/logging';
 import { InvoicePlanError } from '#domain';
 import { LedgerError } from '#ledger';
 import { PaymentsError } from '#payments/invoices';
-import { EventStoreUnavailableError } from '#event-store';
+import { AppendOutcomeUnknownError, EventStoreUnavailableError } from '#event-store';
 import { StoredAnswer } from '../idempotency';
 import { ApiError } from './api-error';
 
@@ -41,10 +41,25 @@ export function toApiError(exception: unknown): ApiError {
       ? new ApiError(422, 'insufficient_balance', exception.message)
       : new ApiError(409, 'conflict', exception.message);
   }
+  // A command answers what it wrote once its first write is committed (docs/api.md,
+  // "Commit points"): an error reaches this filter only from before that write or from
+  // that write itself, so a 5xx means that nothing the client can see was done, unless
+  // the first write's answer was lost and could not be checked afterwards.
+  if (exception instanceof AppendOutcomeUnknownError) {
+    return new ApiError(
+      503,
+      'provider_unavailable',
+      'Связь с хранилищем прервалась во время записи, и проверить, записано ли что-то, не удалось: повторяйте запрос с тем же Idempotency-Key (счёт — с тем же orderId), тогда повтор не создаст второй операции',
+      undefined,
+      undefined,
+      { 'Retry-After': '1' },
+    );
+  }
   if (exception instanceof EventStoreUnavailableError || isDatabaseUnavailable(exception)) {
-    // Nothing was written or the write was not confirmed (the database, or the event
-    // store when it is EventStoreDB, did not answer); every write is idempotent, so
-    // the client's retry (after Retry-After) is safe.
+    // The database, or the event store when it is EventStoreDB, did not answer before
+    // the request's first write, or that write was found not written: the retry (after
+    // Retry-After) runs the request again. (The operator's plain-table writes, one
+    // statement each, are not checked after a connection broken during their commit.)
     return new ApiError(503, 'provider_unavailable', 'Сервис временно недоступен: повторите запрос через несколько секунд', undefined, undefined, {
       'Retry-After': '1',
     });

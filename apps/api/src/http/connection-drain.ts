@@ -1,0 +1,67 @@
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { Server as NetServer } from 'node:net';
+
+/**
+ * How long an API process that stops waits for the proxy in front of it to close its
+ * idle keep-alive connections (deploy/nginx.conf closes them after 4 s).
+ */
+export const PROXY_DRAIN_MS = 10_000;
+
+export interface ConnectionDrain {
+  /**
+   * Stops accepting connections and resolves once every open connection is closed:
+   * requests still arriving on them are served, each answered with `Connection:
+   * close`. Idle connections are closed at once, or, when `waitForClients`, left for
+   * their clients to close, up to `boundMs`.
+   */
+  drain(options: { readonly waitForClients: boolean; readonly boundMs?: number }): Promise<void>;
+}
+
+/**
+ * The stop of an HTTP server without an error for its clients. Closing a keep-alive
+ * connection that looks idle can cross a request the client is sending on it at that
+ * moment; a proxy (nginx) then answers that request with an error and, for a POST
+ * that may have reached the server, cannot send it elsewhere. So behind a proxy the
+ * server stops listening (the proxy's new connections are refused and go to another
+ * replica), serves what still comes on the open connections with `Connection: close`
+ * (the proxy then closes them), and leaves the idle ones for the proxy to close. Node's
+ * own `server.close()` closes idle connections at once, and Fastify's close answers
+ * requests on open connections with 503: both run only after the drain, when no
+ * connection is left.
+ */
+export function connectionDrain(server: Server): ConnectionDrain {
+  let draining = false;
+  /** Answers being written when the drain starts get `Connection: close` too. */
+  const answering = new Set<ServerResponse>();
+  // First of the request listeners, so that the header is set before any answer is written.
+  server.prependListener('request', (_request: IncomingMessage, response: ServerResponse) => {
+    if (draining) {
+      response.setHeader('connection', 'close');
+      return;
+    }
+    answering.add(response);
+    const done = () => answering.delete(response);
+    response.once('finish', done);
+    response.once('close', done);
+  });
+  return {
+    async drain({ waitForClients, boundMs = PROXY_DRAIN_MS }) {
+      draining = true;
+      // 'close' comes once the server no longer listens and its last connection has closed.
+      const closed = new Promise<void>((resolve) => server.once('close', () => resolve()));
+      // net.Server's close only stops listening; http.Server's would also close the idle connections.
+      NetServer.prototype.close.call(server);
+      const closeIdle = () => server.closeIdleConnections();
+      for (const response of answering) {
+        if (!response.headersSent) response.setHeader('connection', 'close');
+        // Its head went out as keep-alive: the connection is idle once the answer is done.
+        else if (!waitForClients) response.once('finish', () => setImmediate(closeIdle));
+      }
+      let bound: NodeJS.Timeout | undefined;
+      if (waitForClients) bound = setTimeout(closeIdle, boundMs);
+      else closeIdle();
+      await closed;
+      clearTimeout(bound);
+    },
+  };
+}

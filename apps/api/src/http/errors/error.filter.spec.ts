@@ -1,0 +1,34 @@
+/**
+ * What the error filter says when the database or the event store fails: a 503 the
+ * client may retry as it is, or, when a write's answer was lost and could not be
+ * checked, a 503 that says the outcome is unknown and how to retry safely.
+ */
+import { AppendOutcomeUnknownError, EventStoreUnavailableError } from '#event-store';
+import { toApiError } from './error.filter';
+
+describe('toApiError: the store did not answer', () => {
+  it('a write whose outcome is unknown: 503 provider_unavailable that says so and names the safe retry', () => {
+    const answer = toApiError(new AppendOutcomeUnknownError('refund-rf_x', { cause: new Error('Connection terminated unexpectedly') }));
+    expect({ status: answer.status, code: answer.code, headers: answer.headers }).toEqual({
+      status: 503,
+      code: 'provider_unavailable',
+      headers: { 'Retry-After': '1' },
+    });
+    expect(answer.message).toMatch(/проверить, записано ли что-то, не удалось/);
+    expect(answer.message).toMatch(/Idempotency-Key/);
+  });
+
+  it.each([
+    ['the event store did not answer', new EventStoreUnavailableError('EventStoreDB did not answer')],
+    ['the connection was refused', Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' })],
+    ['the session was terminated', Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' })],
+  ])('%s: 503 provider_unavailable to retry, without a claim of an unknown outcome', (_, error) => {
+    const answer = toApiError(error);
+    expect({ status: answer.status, code: answer.code, headers: answer.headers }).toEqual({
+      status: 503,
+      code: 'provider_unavailable',
+      headers: { 'Retry-After': '1' },
+    });
+    expect(answer.message).not.toMatch(/Idempotency-Key/);
+  });
+});

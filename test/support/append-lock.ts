@@ -1,0 +1,49 @@
+/**
+ * Makes one stream's append fail inside a real gateway, the way production makes it
+ * fail: the test holds the stream's append lock (the per-stream advisory lock of the
+ * PostgreSQL event store, decision 0099), and once a gateway session waits for it, that
+ * session's statement is cancelled (what the statement timeout does) or the session is
+ * terminated (what a database restart or a killed backend does). Appends to every
+ * other stream go on, so the steps of a command before that append commit as usual.
+ */
+import { Client } from 'pg';
+import { STREAM_APPEND_LOCK_NAMESPACE } from '#event-store/postgres';
+import { sleep } from './merchant-fixtures';
+
+export type AppendBreak = 'cancel' | 'terminate';
+
+/**
+ * Runs `request` while `streamName`'s append lock is held, breaking every gateway
+ * session that waits for it (`how`) until the request answers; then lets the lock go.
+ * Answers the request's answer and how many sessions were broken (at least one, or it throws).
+ */
+export async function withAppendBroken<T>(databaseUrl: string, streamName: string, how: AppendBreak, request: () => Promise<T>): Promise<T> {
+  const holder = new Client({ connectionString: databaseUrl, application_name: 'append-lock-holder' });
+  await holder.connect();
+  try {
+    await holder.query('BEGIN');
+    await holder.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [STREAM_APPEND_LOCK_NAMESPACE, streamName]);
+    let answered = false;
+    const inFlight = request().finally(() => (answered = true));
+    let broken = 0;
+    const deadline = Date.now() + 30_000;
+    while (!answered) {
+      if (Date.now() > deadline) throw new Error(`no gateway session waited for the append lock of ${streamName} within 30 s`);
+      const waiting = await holder.query<{ pid: number }>(
+        `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid = $1::oid AND objid = hashtext($2)::oid AND pid <> pg_backend_pid()`,
+        [STREAM_APPEND_LOCK_NAMESPACE, streamName],
+      );
+      for (const { pid } of waiting.rows) {
+        await holder.query(how === 'cancel' ? 'SELECT pg_cancel_backend($1)' : 'SELECT pg_terminate_backend($1)', [pid]);
+        broken++;
+      }
+      await sleep(10);
+    }
+    const answer = await inFlight;
+    if (broken === 0) throw new Error(`the request answered without appending to ${streamName}`);
+    return answer;
+  } finally {
+    await holder.query('ROLLBACK').catch(() => undefined);
+    await holder.end();
+  }
+}
