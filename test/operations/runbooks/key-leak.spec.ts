@@ -102,9 +102,12 @@ describe('runbook: a key leak', () => {
     }
 
     // 2. The review: the project's invoices with the new key, and the account's ledger.
-    const invoices = await api(gateway.api.baseUrl, fresh.secretKey).get('/v1/invoices?limit=10');
-    expectStatus(invoices, 200);
-    expect(invoices.body.items.map((i: { id: string }) => i.id)).toContain(paid);
+    // (The list is a read model, fed apart: it may take a moment.)
+    await poll(
+      async () => (await api(gateway.api.baseUrl, fresh.secretKey).get('/v1/invoices?limit=10')).body.items?.map((i: { id: string }) => i.id) ?? [],
+      (ids: string[]) => ids.includes(paid),
+      'the invoice paid with the old key, listed with the new one',
+    );
     expectStatus(await gateway.operator.http.get(`/admin/v1/accounts/${shop.accountId}/ledger?mode=live`), 200);
   });
 

