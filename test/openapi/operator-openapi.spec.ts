@@ -76,6 +76,7 @@ describe('the operator OpenAPI document', () => {
       'get /streams/{streamName}',
       'get /webhook-deliveries',
       'post /webhook-deliveries/{id}/resend',
+      'post /projects/{id}/webhook-deliveries/resend-failed',
       'post /clock/advance',
       'get /openapi.json',
     ];

@@ -1,6 +1,7 @@
 /**
  * The verify and audit commands as an auditor runs them on another machine: a
- * database role that may only SELECT (and whose sessions are read-only), no
+ * database role made with the SQL of docs/operations.md ("Read-only commands", run
+ * as printed) that may only SELECT (and whose sessions are read-only), no
  * SECRETS_KEY, and a DATA_DIR holding a key other than the gateway's. The history is
  * made through the gateway (invoices paid, refunds pending and failed, a payout paid),
  * then `log:verify`, `ledger:verify`, `audit:reconcile` and `read-models:checksum` run
@@ -22,6 +23,7 @@ import { RunningGateway, startGateway, startProcess, temporaryDataDir, type Entr
 import { ADMIN_TOKEN, expectStatus, Merchant, Operator, orderId, poll } from '../support/merchant-fixtures';
 import { fund, payoutAddress, PHONE, transition, waitForBalance } from '../support/money-out-fixtures';
 import { visibleHead } from '../support/project-to-head';
+import { after, docSection, fencedBlock, fill } from '../support/runbooks';
 import { createTestDatabase, databaseUrl, TestDatabase } from '../support/test-database';
 
 /** A data folder whose secrets.key holds a random key: not the gateway's. */
@@ -97,12 +99,17 @@ describe('the verify and audit commands with a read-only role and no secrets key
     await gateway.kill();
     gateway = null;
 
-    // The auditor's role: it may log in and read every table, nothing else.
-    await db.pool.query(`CREATE ROLE ${role} LOGIN PASSWORD '${password}'`);
-    await db.pool.query(`GRANT USAGE ON SCHEMA public TO ${role}`);
-    await db.pool.query(`GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${role}`);
-    await db.pool.query(`ALTER ROLE ${role} SET default_transaction_read_only = on`);
+    // The auditor's role, made with the SQL docs/operations.md prints (its name, password and database filled in):
+    // it may log in and read every table, nothing else.
     const url = new URL(db.url);
+    const roleSql = fencedBlock(after(docSection('Read-only commands'), 'A role for them'), 'sql');
+    await db.pool.query(
+      fill(roleSql.replace(/\bauditor\b/g, '<role>'), {
+        '<role>': role,
+        "PASSWORD '…'": `PASSWORD '${password}'`,
+        'ON DATABASE gateway': `ON DATABASE ${url.pathname.slice(1)}`,
+      }),
+    );
     url.username = role;
     url.password = password;
     auditorUrl = url.toString();
@@ -122,15 +129,18 @@ describe('the verify and audit commands with a read-only role and no secrets key
   /** The auditor's environment: the read-only role, no SECRETS_KEY, a DATA_DIR with another key. */
   const auditor = () => ({ DATABASE_URL: auditorUrl, DATA_DIR: auditorData.dir });
 
-  it('the role can read but not write', async () => {
+  it('the role can read but not write, also a table made later by the owner', async () => {
+    await db.pool.query('CREATE TABLE later_migration_probe (id int PRIMARY KEY)');
     const client = new Client({ connectionString: auditorUrl });
     await client.connect();
     try {
       expect(Number((await client.query<{ n: string }>('SELECT count(*) AS n FROM events')).rows[0]!.n)).toBeGreaterThan(20);
+      expect((await client.query('SELECT * FROM later_migration_probe')).rows).toEqual([]);
       await expect(client.query('DELETE FROM events')).rejects.toThrow(/read-only transaction/);
       await expect(client.query('BEGIN READ WRITE; DELETE FROM events')).rejects.toThrow(/permission denied/);
     } finally {
       await client.end();
+      await db.pool.query('DROP TABLE later_migration_probe');
     }
   });
 

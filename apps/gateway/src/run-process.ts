@@ -57,6 +57,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
     const metricsLine = metricsServer ? `  metrics and health (METRICS_PORT, no token): http://${local}:${metricsServer.port}/metrics` : null;
 
     let app: NestFastifyApplication | null = null;
+    let stopFollowingSecrets: (() => void) | null = null;
     let drain: ConnectionDrain | null = null;
     let adminToken = config.adminToken;
     if (roles.api) {
@@ -77,6 +78,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
       );
       // Every existing key known before the first request: a failing attempt with one costs no lookup.
       await services.registry.warmUpCredentials();
+      stopFollowingSecrets = services.registry.followWebhookSecretChanges();
       drain = connectionDrain(app.getHttpServer());
       await app.listen({ port: config.port, host: config.host });
       const address = app.getHttpServer().address();
@@ -125,6 +127,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
       log.info({ signal }, 'stopping');
       const force = setTimeout(() => process.exit(1), PROXY_DRAIN_MS + 5_000);
       force.unref();
+      stopFollowingSecrets?.();
       // No 5xx and no reset connection for the clients: stop accepting, serve what is in
       // flight, and behind a proxy (TRUSTED_PROXIES) let it close its idle connections.
       await drain?.drain({ waitForClients: config.trustedProxies.length > 0 }).catch((error: unknown) => log.warn({ err: error }, 'drain failed'));

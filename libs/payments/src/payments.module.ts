@@ -46,7 +46,7 @@ import { GetBalanceAsOfHandler } from './balance/get-balance-as-of.query';
 import { GetBalanceHandler } from './balance/get-balance.query';
 import { GetLedgerBalanceHandler } from './balance/get-ledger-balance.query';
 import { ListWebhookDeliveriesHandler } from './webhooks/list-webhook-deliveries.query';
-import { ResendWebhookDeliveryHandler } from './webhooks/resend-webhook-delivery.command';
+import { ResendFailedWebhookDeliveriesHandler, ResendWebhookDeliveryHandler } from './webhooks/resend-webhook-delivery.command';
 import { CreateAccountHandler } from './merchants/create-account.command';
 import { CreateProjectHandler } from './merchants/create-project.command';
 import { GetAccountHandler } from './merchants/get-account.query';
@@ -85,6 +85,7 @@ export const COMMAND_HANDLERS: readonly Type[] = [
   ReserveFundsHandler,
   SettleReservationHandler,
   ResendWebhookDeliveryHandler,
+  ResendFailedWebhookDeliveriesHandler,
   CreateAccountHandler,
   CreateProjectHandler,
   RotateProjectKeysHandler,

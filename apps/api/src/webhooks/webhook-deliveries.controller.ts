@@ -2,7 +2,7 @@ import { Controller, Get, HttpCode, Inject, Param, Post, UseGuards } from '@nest
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { Clock } from '#platform/clock';
 import { ListWebhookDeliveries } from '#payments/webhooks';
-import { ResendWebhookDelivery } from '#payments/webhooks';
+import { ResendFailedWebhookDeliveries, ResendWebhookDelivery } from '#payments/webhooks';
 import { ApiError } from '../http/errors/api-error';
 import { cursorSeqOf, encodeCursor, pageSizeOf } from '../http/cursor';
 import { ValidQuery } from '../http/request-validation';
@@ -12,7 +12,7 @@ import { CLOCK_TOKEN } from '../http/tokens';
 import { AdminTokenGuard } from '../http/auth/admin-token.guard';
 
 /** The webhook delivery history (every attempt) and resending, for the operator. */
-@Controller('admin/v1/webhook-deliveries')
+@Controller('admin/v1')
 @UseGuards(AdminTokenGuard)
 export class WebhookDeliveriesController {
   constructor(
@@ -22,7 +22,7 @@ export class WebhookDeliveriesController {
   ) {}
 
   /** Newest first; filtered by project and event kind; cursor pages. */
-  @Get()
+  @Get('webhook-deliveries')
   async list(@ValidQuery(ListWebhookDeliveriesQuery) query: ListWebhookDeliveriesQuery) {
     const { projectId, eventType, eventId } = query;
     const limit = pageSizeOf(query.limit, 50);
@@ -57,11 +57,20 @@ export class WebhookDeliveriesController {
   }
 
   /** Sends the delivery again now (same id and body), with a fresh retry schedule. */
-  @Post(':id/resend')
+  @Post('webhook-deliveries/:id/resend')
   @HttpCode(202)
   async resend(@Param('id') id: string) {
     const resent = isUuid(id) ? await this.commands.execute(new ResendWebhookDelivery(id.toLowerCase(), this.clock.now())) : null;
     if (!resent) throw ApiError.notFound('not_found', 'Доставка не найдена');
     return { id: resent.id, status: 'pending', nextAttemptAt: resent.nextAttemptAt.toISOString() };
+  }
+
+  /** Sends every failed delivery of the project again now (its receiver was fixed), each like a resend. */
+  @Post('projects/:id/webhook-deliveries/resend-failed')
+  @HttpCode(202)
+  async resendFailed(@Param('id') id: string) {
+    const resent = isUuid(id) ? await this.commands.execute(new ResendFailedWebhookDeliveries(id.toLowerCase(), this.clock.now())) : null;
+    if (resent === null) throw ApiError.notFound('not_found', 'Проект не найден');
+    return { projectId: id.toLowerCase(), resent };
   }
 }

@@ -5,3 +5,4 @@ export * from './schema';
 export * from './snapshot-store';
 export * from './event-log-audit';
 export * from './timestamptz';
+export * from './server-past-log';

@@ -53,4 +53,35 @@ describe('CredentialMemory', () => {
     expect(memory.seenLive('c')).toBeUndefined();
     expect(memory.isDead('c')).toBe(true);
   });
+
+  it('forgets what it saw of live credentials when told it changed; a probe that read before that remembers nothing; dead stays dead', async () => {
+    const memory = new CredentialMemory<string>();
+    memory.markLive('pk_test_a', 'whsec_old');
+    memory.markLive('pk_test_b', 'whsec_b');
+    memory.markDead('pk_test_revoked');
+    memory.forget('pk_test_b');
+    expect(memory.seenLive('pk_test_b')).toBeUndefined();
+    expect(memory.seenLive('pk_test_a')).toBe('whsec_old');
+
+    // A lookup that read the old secret, still under way when the change is noticed.
+    let release!: (found: string) => void;
+    const probing = memory.probe(
+      'pk_test_c',
+      () => new Promise<string>((resolve) => (release = resolve)),
+      (found) => found,
+    );
+    memory.forgetLive();
+    release('whsec_read_before_the_change');
+    expect(await probing).toBe('whsec_read_before_the_change');
+    expect(memory.seenLive('pk_test_c')).toBeUndefined();
+    expect(memory.seenLive('pk_test_a')).toBeUndefined();
+    expect(memory.isDead('pk_test_revoked')).toBe(true);
+    // A probe begun after it remembers again.
+    await memory.probe(
+      'pk_test_a',
+      () => Promise.resolve('whsec_new'),
+      (found) => found,
+    );
+    expect(memory.seenLive('pk_test_a')).toBe('whsec_new');
+  });
 });

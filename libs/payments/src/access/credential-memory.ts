@@ -4,10 +4,11 @@
  * and neither can go stale:
  * - **dead**: a credential the database did not find live. Revocation is permanent
  *   and a key is never issued twice, so it never becomes live again.
- * - **seen**: a credential the database once found live, with what never changes
- *   for it (a public id's project webhook secret). It is not proof of being live now:
- *   every request whose credential holds is still looked up, so a revocation stops
- *   the next request in every process.
+ * - **seen**: a credential the database once found live, with what it found for it
+ *   (a public id's project webhook secret). It is not proof of being live now: every
+ *   request whose credential holds is still looked up, so a revocation stops the next
+ *   request in every process. What was found can change (a webhook secret replaced
+ *   after a leak): `forgetLive` drops it all when it did, `forget` one credential.
  * A credential neither dead nor seen is probed once: concurrent first sightings of
  * one credential share one lookup. So a failing credential costs at most one lookup
  * per process, ever, however often and however concurrently it is tried.
@@ -16,6 +17,8 @@ export class CredentialMemory<Seen> {
   private readonly dead = new Map<string, true>();
   private readonly seen = new Map<string, Seen>();
   private readonly probes = new Map<string, Promise<unknown>>();
+  /** Moves at every `forgetLive`: a probe that read the database before it remembers nothing. */
+  private epoch = 0;
 
   /** `max`: entries kept of each fact (the oldest are forgotten first, and then only cost a lookup again). */
   constructor(private readonly max = 100_000) {}
@@ -37,6 +40,17 @@ export class CredentialMemory<Seen> {
     remember(this.seen, credential, what, this.max);
   }
 
+  /** What was seen of one credential is out of date: its next sighting is probed again. */
+  forget(credential: string): void {
+    this.seen.delete(credential);
+  }
+
+  /** What was seen of every live credential may be out of date; dead ones stay dead. */
+  forgetLive(): void {
+    this.seen.clear();
+    this.epoch++;
+  }
+
   /**
    * The first sighting of a credential: `lookUp` runs once for all concurrent callers
    * with the same credential, and what it found is remembered (`remembered` of it;
@@ -45,11 +59,12 @@ export class CredentialMemory<Seen> {
   probe<Found>(credential: string, lookUp: () => Promise<Found | null>, remembered: (found: Found) => Seen): Promise<Found | null> {
     const running = this.probes.get(credential);
     if (running) return running as Promise<Found | null>;
+    const epoch = this.epoch;
     const probe = lookUp().then(
       (found) => {
         this.probes.delete(credential);
         if (found === null) this.markDead(credential);
-        else this.markLive(credential, remembered(found));
+        else if (this.epoch === epoch) this.markLive(credential, remembered(found));
         return found;
       },
       (error: unknown) => {

@@ -4,6 +4,7 @@ import type { GatewayConfig } from './config';
 import { checkMigrated, createPool, EmbeddedDatabase, migrate, SessionLimits, startEmbeddedPostgres } from '#platform/database';
 import { allMigrations } from './migrations';
 import { EventStore, PostgresEventStore } from '#event-store';
+import { checkServerPastEventLog } from '#event-store/postgres';
 import type { Logger } from '#platform/logging';
 import { checkWebhookSecretKeys } from '../merchants/webhook-secrets';
 import { SecretBox, secretKeySource } from '#platform/secrets';
@@ -85,6 +86,9 @@ export async function openInfrastructure(
     }
     // Every stored secret must open with this process's keys.
     if (secrets) await checkWebhookSecretKeys(pool, secrets);
+
+    // The log is ordered by transaction ids: a server behind them (a logical restore) would hide every new event.
+    if (!readOnly && config.eventStore === 'postgres') await checkServerPastEventLog(pool);
 
     // The EventStoreDB client (and its gRPC stack) is loaded only by a gateway configured for it.
     const store: EventStore =

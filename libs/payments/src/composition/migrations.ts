@@ -17,7 +17,7 @@ import { streamCatalogMigration } from '../streams/stream-catalog.read-model';
 import { manualClockMigration } from '#platform/clock';
 import { snapshotsMigration } from '#event-store/postgres';
 import { ledgerOpenHoldsMigration, ledgerPostingsWithoutForeignKeyMigration, ledgerReadModelMigration } from '../ledger/ledger.read-model';
-import { registryMigration, webhookSecretsSealedMigration } from '../merchants/schema';
+import { registryMigration, webhookSecretChangesMigration, webhookSecretsSealedMigration } from '../merchants/schema';
 import { keyTagKeyMigration } from '../merchants/key-tags';
 import { accessControlMigration, usedSignaturesLoggedMigration } from '../access/schema';
 import { operatorSessionsMigration } from '../access/operator-sessions';
@@ -82,4 +82,5 @@ export const allMigrations: readonly Migration[] = [
   webhookQueueApartMigration,
   webhookAttemptsWithoutForeignKeyMigration,
   foldedStateAsJsonMigration,
+  webhookSecretChangesMigration,
 ];

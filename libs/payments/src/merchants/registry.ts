@@ -193,6 +193,9 @@ function singleLookup(lookup: SecretKeyLookupRequest) {
  * secrets (which the gateway needs in clear, to verify HMAC requests and to sign
  * webhooks) are stored sealed with the SecretBox (AES-256-GCM).
  */
+/** How often an API process looks whether a webhook secret changed (Registry.followWebhookSecretChanges). */
+export const WEBHOOK_SECRET_CHANGES_POLL_MS = 500;
+
 export class Registry {
   private tags: Promise<KeyTags> | null = null;
   /**
@@ -203,6 +206,8 @@ export class Registry {
    */
   readonly knownSecretKeys = new CredentialMemory<true>();
   readonly knownPublicIds = new CredentialMemory<string>();
+  /** webhook_secret_changes.generation when this process last looked (null: never). */
+  private webhookSecretGeneration: string | null = null;
 
   constructor(
     private readonly pool: Pool,
@@ -353,6 +358,8 @@ export class Registry {
    * with existing keys cost no lookup from the first request. Answers the keys read.
    */
   async warmUpCredentials(): Promise<number> {
+    // The count of secret changes first: a change committed after it is noticed at the next look.
+    await this.noticeWebhookSecretChanges();
     const r = await this.pool.query<{ secret_key_hash: string; public_key: string; revoked: boolean; project_id: string; webhook_secret: string }>(
       `SELECT k.secret_key_hash, k.public_key, k.revoked_at IS NOT NULL AS revoked, p.id AS project_id, p.webhook_secret
        FROM api_keys k JOIN projects p ON p.id = k.project_id`,
@@ -367,6 +374,26 @@ export class Registry {
       }
     }
     return r.rowCount ?? 0;
+  }
+
+  /**
+   * Looks every WEBHOOK_SECRET_CHANGES_POLL_MS whether a project's webhook secret
+   * changed (webhook_secret_changes, counted by a trigger) and then forgets the
+   * secrets remembered for public ids, so that a secret replaced by hand (the key-leak
+   * runbook) holds in every API process within a poll. Answers the stop function.
+   */
+  followWebhookSecretChanges(): () => void {
+    // A failed look (the database away) changes nothing: the next one compares again.
+    const timer = setInterval(() => void this.noticeWebhookSecretChanges().catch(() => undefined), WEBHOOK_SECRET_CHANGES_POLL_MS);
+    timer.unref();
+    return () => clearInterval(timer);
+  }
+
+  async noticeWebhookSecretChanges(): Promise<void> {
+    const r = await this.pool.query<{ generation: string }>('SELECT generation FROM webhook_secret_changes');
+    const generation = r.rows[0]?.generation ?? null;
+    if (generation !== this.webhookSecretGeneration && this.webhookSecretGeneration !== null) this.knownPublicIds.forgetLive();
+    this.webhookSecretGeneration = generation;
   }
 
   private async issueKeys(tx: PoolClient, tags: KeyTags, projectId: string, mode: Mode, now: Date): Promise<KeyPair> {

@@ -49,3 +49,27 @@ export const webhookSecretsSealedMigration: Migration = {
 ALTER TABLE projects ADD CONSTRAINT projects_webhook_secret_sealed CHECK (webhook_secret LIKE 'sealed:v1:%') NOT VALID;
 `,
 };
+
+/**
+ * How many times a statement changed projects.webhook_secret (a replaced secret after
+ * a leak, or a re-sealing): the API processes watch it and forget the secrets they
+ * remember for public ids when it moves (Registry.followWebhookSecretChanges), so a
+ * secret changed by hand in SQL holds in every process within a poll.
+ */
+export const webhookSecretChangesMigration: Migration = {
+  id: 'payments:0037_webhook_secret_changes',
+  sql: `
+CREATE TABLE webhook_secret_changes (
+  only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+  generation bigint NOT NULL
+);
+INSERT INTO webhook_secret_changes (only_row, generation) VALUES (true, 0);
+CREATE FUNCTION count_webhook_secret_changes() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE webhook_secret_changes SET generation = generation + 1;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER projects_webhook_secret_changes AFTER UPDATE OF webhook_secret ON projects
+  FOR EACH STATEMENT EXECUTE FUNCTION count_webhook_secret_changes();
+`,
+};

@@ -790,6 +790,33 @@ export async function resendDelivery(pool: Pool, id: string, now: Date): Promise
   return row ? { id: row.id, nextAttemptAt: row.next_attempt_at } : null;
 }
 
+/**
+ * The operator's resend of every `failed` delivery of one project (after its receiver
+ * was fixed): each as `resendDelivery` does it, in one statement, the records locked
+ * in id order as a batch of records locks them. The number resent, or null when there
+ * is no such project.
+ */
+export async function resendFailedDeliveries(pool: Pool, projectId: string, now: Date): Promise<number | null> {
+  const result = await pool.query<{ found: number; resent: number }>(
+    `WITH failed AS (
+       SELECT id FROM webhook_deliveries WHERE project_id = $1 AND status = 'failed' ORDER BY id FOR NO KEY UPDATE),
+     delivery AS (
+       UPDATE webhook_deliveries d SET status = 'pending', next_attempt_at = $2
+       FROM failed f WHERE d.id = f.id AND d.status = 'failed' RETURNING d.id, d.seq, d.url, d.attempts_made, d.next_attempt_at),
+     queued AS (
+       INSERT INTO webhook_queue (id, seq, url, next_attempt_at, attempts_made, schedule_base)
+       SELECT id, seq, url, next_attempt_at, attempts_made, attempts_made FROM delivery
+       ON CONFLICT (id) DO UPDATE
+       SET next_attempt_at = excluded.next_attempt_at, attempts_made = excluded.attempts_made, schedule_base = excluded.schedule_base,
+           leased_until = NULL, lease_token = NULL
+       RETURNING 1)
+     SELECT (SELECT count(*) FROM projects WHERE id = $1)::int AS found, (SELECT count(*) FROM queued)::int AS resent`,
+    [projectId, now],
+  );
+  const row = result.rows[0]!;
+  return row.found === 0 ? null : row.resent;
+}
+
 /** PostgreSQL text holds no NUL and no lone surrogate: a receiver's reply may have either. */
 const stripUnstorable = (text: string): string =>
   // eslint-disable-next-line no-control-regex -- NUL cannot be stored in a PostgreSQL text column

@@ -47,7 +47,9 @@ const header = (request: FastifyRequest, name: string): string | undefined => {
  * the rate counters. A failing attempt is told apart before any lookup where that
  * cannot be wrong: a key without the tag every issued key carries (KeyTags), a
  * credential this process already found dead, a signature that does not match the
- * public id's webhook secret (Registry.knownSecretKeys, knownPublicIds). Only failures are counted against
+ * public id's webhook secret (Registry.knownSecretKeys, knownPublicIds; the secrets
+ * remembered are forgotten within a poll when one is replaced, and a signature made
+ * with a replaced one is refused once looked up). Only failures are counted against
  * the client's address (FailedAuthentication), and past the limits they get 429.
  * A valid key's own refusals (a replayed signature, a timestamp out of the window
  * with a signature that holds) are not failures of the address: they are answered
@@ -181,6 +183,13 @@ export class MerchantAuthGuard implements CanActivate {
     }
     if (!signed) throw fail(new ApiError(401, 'signature_invalid', 'Подпись запроса не совпадает'));
     const live = await lookUpNow();
+    if (live.project.webhookSecret !== webhookSecret) {
+      // The project's secret was replaced since this process remembered it: only the current one signs.
+      this.registry.knownPublicIds.forget(publicId);
+      if (!signaturesMatch(requestSignature(live.project.webhookSecret, timestamp ?? '', request.rawBody ?? ''), signature)) {
+        throw fail(new ApiError(401, 'signature_invalid', 'Подпись запроса не совпадает'));
+      }
+    }
     if (!(await this.access.firstUseOfSignature(signature, now))) {
       // A replay of the key's own request: refused, not a failure of the address.
       throw new ApiError(401, 'signature_invalid', 'Эта подпись уже использована: каждая принимается один раз');

@@ -1,0 +1,230 @@
+/**
+ * The runbook "A key leak" of docs/operations.md, executed (issue 33): two API
+ * processes and a projector process on one database, each part as the runbook prints it:
+ * - a merchant's secret key: the rotate call; the old pair (secret and public key)
+ *   is refused at once by every API process, the new one accepted, the other mode's
+ *   untouched; the review calls work with the new key;
+ * - a project's webhook secret: the `node -e` sealing script run as printed (with
+ *   the gateway's DATA_DIR), the key-id query and the UPDATE as printed; the new secret
+ *   opens, signs the webhooks and the HMAC requests in every process, the old one is
+ *   refused; a receiver that still checks the old secret gets the webhook again by a
+ *   resend once it has the new one;
+ * - the operator token: a rolling restart of the API processes with a new ADMIN_TOKEN;
+ *   the old token works on a replica not yet restarted, then nowhere; the new one is
+ *   never printed; the review queries run.
+ */
+import { randomBytes } from 'node:crypto';
+import { spawnSync } from 'node:child_process';
+import { ROOT, RunningGateway, startGateway, temporaryDataDir } from '../../support/gateway-process';
+import { api, expectStatus, Merchant, orderId, poll, sleep } from '../../support/merchant-fixtures';
+import { paidInvoice } from '../../support/money-out-fixtures';
+import { sendSigned } from '../../support/signing';
+import { after, Deployment, docSection, fencedBlock, fill, inlineCode, operatorCall, startDeployment } from '../../support/runbooks';
+import { createTestDatabase, TestDatabase } from '../../support/test-database';
+import { startWebhookReceiver, validSignature, WebhookReceiver } from '../../support/webhook-receiver';
+
+jest.setTimeout(120_000);
+
+const RUNBOOK = docSection('A key leak');
+const SECRET_KEY_PART = after(RUNBOOK, "**A merchant's secret key**");
+const WEBHOOK_SECRET_PART = after(RUNBOOK, "**A project's webhook secret**");
+const OPERATOR_TOKEN_PART = after(RUNBOOK, '**The operator token**');
+
+/** Each signed request of this file has a second of its own (a signature is accepted once). */
+const LOADED_AT_SECOND = Math.floor(Date.now() / 1000);
+let signed = 0;
+const signedBalance = (baseUrl: string, publicId: string, secret: string) =>
+  sendSigned(baseUrl, { method: 'GET', path: '/v1/balance', publicId, secret, timestamp: LOADED_AT_SECOND - signed++ });
+
+describe('runbook: a key leak', () => {
+  let db: TestDatabase;
+  const data = temporaryDataDir();
+  let receiver: WebhookReceiver;
+  let gateway: Deployment;
+  /** The second API process. */
+  let replica: RunningGateway;
+  let shop: Merchant;
+  let env: Record<string, string>;
+  const oldToken = randomBytes(24).toString('base64');
+  /** The live public key after the rotation of the first part. */
+  let freshLivePublicKey: string;
+
+  /** The API processes started again with the new operator token. */
+  const restarted: RunningGateway[] = [];
+  const apis = () => [gateway.api, replica];
+
+  beforeAll(async () => {
+    db = await createTestDatabase({ poolSize: 2 });
+    receiver = await startWebhookReceiver();
+    env = {
+      DATABASE_URL: db.url,
+      // A key file of its own (not ./data of the checkout), which the sealing script must be given too.
+      DATA_DIR: data.dir,
+      // Two API processes: they must share one operator token.
+      ADMIN_TOKEN: oldToken,
+      // The merchant's receiver listens on 127.0.0.1.
+      WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
+    };
+    gateway = await startDeployment(env);
+    replica = await startGateway('api', env);
+    shop = await gateway.operator.merchant({ webhookUrl: receiver.url } as never);
+  });
+  afterAll(async () => {
+    for (const p of restarted) await p.kill();
+    await replica?.kill();
+    await gateway?.stop();
+    await receiver?.close();
+    await db?.drop();
+    data.remove();
+  });
+
+  it("a merchant's secret key: rotated, the old pair is refused at once by every API process and the new one works", async () => {
+    const paid = await paidInvoice(gateway.operator, shop.live, '500.00');
+    for (const p of apis()) expectStatus(await api(p.baseUrl, shop.keys.live.secretKey).get('/v1/balance'), 200);
+
+    const rotate = inlineCode(SECRET_KEY_PART, 'POST /admin/v1/projects/');
+    const body = JSON.parse(inlineCode(SECRET_KEY_PART, '{"mode": '));
+    expect(body).toEqual({ mode: 'live' });
+    const rotated = await operatorCall(gateway, rotate, { '{id}': shop.projectId }, body);
+    expectStatus(rotated, 201);
+    const fresh = rotated.body as { secretKey: string; publicKey: string };
+    freshLivePublicKey = fresh.publicKey;
+    expect(fresh.secretKey).toMatch(/^sk_live_/);
+
+    // At once, in every API process: the old secret key and the old public key refused, the new pair accepted.
+    for (const p of apis()) {
+      expect((await api(p.baseUrl, shop.keys.live.secretKey).get('/v1/balance')).status).toBe(401);
+      expect((await signedBalance(p.baseUrl, shop.keys.live.publicKey, shop.project.webhookSecret)).status).toBe(401);
+      expectStatus(await api(p.baseUrl, fresh.secretKey).get('/v1/balance'), 200);
+      expectStatus(await signedBalance(p.baseUrl, fresh.publicKey, shop.project.webhookSecret), 200);
+      // The other mode's pair is not touched.
+      expectStatus(await api(p.baseUrl, shop.keys.test.secretKey).get('/v1/balance'), 200);
+    }
+
+    // 2. The review: the project's invoices with the new key, and the account's ledger.
+    // (The list is a read model, fed apart: it may take a moment.)
+    await poll(
+      async () => (await api(gateway.api.baseUrl, fresh.secretKey).get('/v1/invoices?limit=10')).body.items?.map((i: { id: string }) => i.id) ?? [],
+      (ids: string[]) => ids.includes(paid),
+      'the invoice paid with the old key, listed with the new one',
+    );
+    expectStatus(await gateway.operator.http.get(`/admin/v1/accounts/${shop.accountId}/ledger?mode=live`), 200);
+  });
+
+  it("a project's webhook secret: the sealing script and the SQL as printed; the new secret signs webhooks and requests, the old one is refused", async () => {
+    const oldSecret = shop.project.webhookSecret as string;
+    // The merchant's receiver checks the signature with the secret the merchant holds.
+    let merchantSecret = oldSecret;
+    receiver.answer = (w) => (validSignature(w, merchantSecret) ? { status: 200, body: 'ok' } : { status: 401, body: 'bad signature' });
+
+    // 1. Generate and seal a new secret with the gateway's own code, in its checkout, with its DATA_DIR.
+    const script = fill(fencedBlock(WEBHOOK_SECRET_PART, 'sh'), { '<project id>': shop.projectId });
+    const run = spawnSync('sh', ['-c', script], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', DATA_DIR: data.dir }, encoding: 'utf8' });
+    if (run.status !== 0) throw new Error(`the sealing script exited ${run.status}:\n${run.stdout}${run.stderr}`);
+    const sealed = run.stdout.trim();
+    expect(sealed).toMatch(/^sealed:v1:[0-9a-f]{8}:\S+$/);
+    // The key id must be the one the other projects' secrets carry.
+    const keyIds = (await db.pool.query<{ split_part: string }>(inlineCode(WEBHOOK_SECRET_PART, 'SELECT DISTINCT split_part('))).rows;
+    expect(keyIds).toEqual([{ split_part: sealed.split(':')[2] }]);
+    // Then store it.
+    const update = fill(fencedBlock(WEBHOOK_SECRET_PART, 'sql'), { '<the sealed value>': sealed, '<project id>': shop.projectId });
+    expect((await db.pool.query(update)).rowCount).toBe(1);
+
+    // It takes effect at once; GET /admin/v1/projects/{id} shows it in clear (it opens), in every API process.
+    const shown = await gateway.operator.http.get(`/admin/v1/projects/${shop.projectId}`);
+    expectStatus(shown, 200);
+    const newSecret = shown.body.webhookSecret as string;
+    expect(newSecret).toMatch(/^whsec_/);
+    expect(newSecret).not.toBe(oldSecret);
+    expect((await api(replica.baseUrl, oldToken).get(`/admin/v1/projects/${shop.projectId}`)).body.webhookSecret).toBe(newSecret);
+    // Signed requests, in every API process (both modes' public keys): the old secret refused at once, the
+    // new one accepted within a poll of the processes (they remember each public key's secret).
+    const keys = [shop.keys.test.publicKey, freshLivePublicKey];
+    for (const p of apis()) {
+      for (const publicKey of keys) expect((await signedBalance(p.baseUrl, publicKey, oldSecret)).status).toBe(401);
+    }
+    for (const p of apis()) {
+      for (const publicKey of keys) {
+        // Each refused try counts as a failed authentication of this address: tried every 100 ms.
+        const deadline = Date.now() + 1_500;
+        while ((await signedBalance(p.baseUrl, publicKey, newSecret)).status !== 200) {
+          if (Date.now() > deadline) throw new Error(`${p.baseUrl} still refuses the new secret`);
+          await sleep(100);
+        }
+        expect((await signedBalance(p.baseUrl, publicKey, oldSecret)).status).toBe(401);
+      }
+    }
+
+    // Webhooks are signed with the new secret. 2. The merchant's receiver, still on the old one, rejects them ...
+    const invoiceId = await paidInvoice(gateway.operator, shop.test, '100.00');
+    await receiver.waitFor((r) => r.some((w) => w.body?.data?.invoice?.id === invoiceId), 'the webhook signed with the new secret');
+    const webhook = receiver.received.find((w) => w.body?.data?.invoice?.id === invoiceId)!;
+    expect(validSignature(webhook, newSecret)).toBe(true);
+    expect(validSignature(webhook, oldSecret)).toBe(false);
+    const deliveryId = webhook.headers['x-service-delivery-id'] as string;
+    const rejected = await poll(
+      async () =>
+        (await gateway.operator.http.get(`/admin/v1/webhook-deliveries?projectId=${shop.projectId}`)).body.items.find(
+          (d: { id: string }) => d.id === deliveryId,
+        ),
+      (d) => d?.attempts?.length === 1,
+      'the rejected attempt recorded',
+    );
+    expect(rejected).toMatchObject({ status: 'pending', attempts: [{ statusCode: 401 }] });
+    // ... until the merchant uses the new secret; then the delivery is resent (a pending one is sent at once).
+    merchantSecret = newSecret;
+    expectStatus(await gateway.operator.http.post(`/admin/v1/webhook-deliveries/${deliveryId}/resend`), 202);
+    await receiver.waitFor((r) => r.filter((w) => w.headers['x-service-delivery-id'] === deliveryId).length === 2, 'the resent webhook');
+    await poll(
+      async () =>
+        (await gateway.operator.http.get(`/admin/v1/webhook-deliveries?projectId=${shop.projectId}`)).body.items.find(
+          (d: { id: string }) => d.id === deliveryId,
+        ),
+      (d) => d?.status === 'delivered',
+      'the delivery delivered',
+    );
+  });
+
+  it('the operator token: a rolling restart with a new ADMIN_TOKEN; the old one stops on each replica as it restarts, the new one is never printed', async () => {
+    // 1. A new token, 32 characters as `openssl rand -base64 24` prints.
+    expect(inlineCode(OPERATOR_TOKEN_PART, 'openssl rand')).toBe('openssl rand -base64 24');
+    const newToken = spawnSync('openssl', ['rand', '-base64', '24'], { encoding: 'utf8' }).stdout.trim();
+    expect(newToken).toHaveLength(32);
+    const operatorReads = async (baseUrl: string, token: string): Promise<number[]> => {
+      const client = api(baseUrl, token);
+      return [
+        (await client.get(`/admin/v1/projects/${shop.projectId}`)).status,
+        (await client.get('/metrics')).status,
+        (await client.get('/health/ready')).status,
+      ];
+    };
+
+    // Restart the API processes one at a time with the new token.
+    await gateway.api.kill();
+    const first = await startGateway('api', { ...env, ADMIN_TOKEN: newToken });
+    restarted.push(first);
+    expect(await operatorReads(first.baseUrl, newToken)).toEqual([200, 200, 200]);
+    expect(await operatorReads(first.baseUrl, oldToken)).toEqual([401, 401, 401]);
+    // During the rolling restart the old token still works on the replica not yet restarted.
+    expect(await operatorReads(replica.baseUrl, oldToken)).toEqual([200, 200, 200]);
+    await replica.kill();
+    restarted.push(await startGateway('api', { ...env, ADMIN_TOKEN: newToken }));
+    for (const p of restarted) {
+      expect(await operatorReads(p.baseUrl, newToken)).toEqual([200, 200, 200]);
+      expect(await operatorReads(p.baseUrl, oldToken)).toEqual([401, 401, 401]);
+      // 3. A token from the environment is never printed.
+      expect(p.output()).toContain('operator token: the ADMIN_TOKEN of the environment (not printed)');
+      expect(p.output()).not.toContain(newToken);
+    }
+
+    // 4. What it may have done: the review queries and the streams of the operator API.
+    const keys = await db.pool.query<{ created_at: Date; revoked_at: Date | null }>('SELECT created_at, revoked_at FROM api_keys WHERE project_id = $1', [
+      shop.projectId,
+    ]);
+    expect(keys.rows.filter((k) => k.revoked_at !== null).length).toBeGreaterThan(0);
+    await db.pool.query('SELECT created_at FROM projects');
+    await db.pool.query('SELECT confirmed_at FROM payout_addresses');
+    const invoice = await api(first.baseUrl, shop.keys.test.secretKey).post('/v1/invoices', { amount: '100.00', orderId: orderId('review'), method: 'sbp' });
+    expectStatus(await api(first.baseUrl, newToken).get(`/admin/v1/streams/invoice-${invoice.body.id}`), 200);
+  });
+});

@@ -1,0 +1,203 @@
+/**
+ * The runbook "A leaked secrets key" of docs/operations.md, executed (issue 33), in its
+ * two variants, each with an API process and a projector process apart:
+ * - the key file: the embedded server under DATA_DIR; `secrets:rotate-key` run twice
+ *   with the gateway's DATA_DIR while the gateway runs. Every secret is sealed with the
+ *   new key, the leaked key is gone from the file, the running processes go on (signed
+ *   requests, signed webhooks, a new project) and a process started afterwards starts;
+ *   a payment-page form token made with the leaked key is refused once it is gone.
+ * - SECRETS_KEY: every process restarted with `new,old`, the command run with it, then
+ *   every process restarted with `new`; a process with only the new key refuses to
+ *   start before the command ran, and one with only the old key after.
+ * Step 2 (the database leaked too) is the webhook-secret part of
+ * test/operations/runbooks/key-leak.spec.ts.
+ */
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { Client as PgClient } from 'pg';
+import { keyIdOf } from '#platform/secrets';
+import { RunningProcess, startProcess, temporaryDataDir } from '../../support/gateway-process';
+import { expectStatus, Merchant, orderId } from '../../support/merchant-fixtures';
+import { paidInvoice } from '../../support/money-out-fixtures';
+import { sendSigned } from '../../support/signing';
+import { after, Deployment, docSection, embeddedDatabaseUrl, runCommandOk, startDeployment } from '../../support/runbooks';
+import { createTestDatabase, TestDatabase } from '../../support/test-database';
+import { startWebhookReceiver, validSignature, WebhookReceiver } from '../../support/webhook-receiver';
+
+jest.setTimeout(120_000);
+
+const RUNBOOK = docSection('A leaked secrets key');
+
+/** Each signed request of this file has a second of its own (a signature is accepted once). */
+const LOADED_AT_SECOND = Math.floor(Date.now() / 1000);
+let signed = 0;
+const signedBalance = (baseUrl: string, m: Merchant) =>
+  sendSigned(baseUrl, {
+    method: 'GET',
+    path: '/v1/balance',
+    publicId: m.keys.test.publicKey,
+    secret: m.project.webhookSecret,
+    timestamp: LOADED_AT_SECOND - signed++,
+  });
+
+/** The gateway works with its secrets: a signed request is accepted, and a payment's webhook is signed with the project's secret. */
+async function expectSecretsWork(gateway: Deployment, merchant: Merchant, receiver: WebhookReceiver): Promise<void> {
+  expectStatus(await signedBalance(gateway.api.baseUrl, merchant), 200);
+  // The merchant's client of this gateway's API process.
+  const client = gateway.operator.clientsOf(merchant.accountId, merchant.project, merchant.keys).test;
+  const invoiceId = await paidInvoice(gateway.operator, client, '100.00');
+  await receiver.waitFor((r) => r.some((w) => w.body?.data?.invoice?.id === invoiceId), `the webhook of ${invoiceId}`);
+  expect(
+    validSignature(
+      receiver.received.find((w) => w.body?.data?.invoice?.id === invoiceId)!,
+      merchant.project.webhookSecret,
+    ),
+  ).toBe(true);
+}
+
+/** The key ids every stored webhook secret is sealed with. */
+async function sealingKeyIds(url: string): Promise<string[]> {
+  const client = new PgClient({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query<{ key_id: string }>(`SELECT DISTINCT split_part(webhook_secret, ':', 3) AS key_id FROM projects ORDER BY 1`)).rows.map(
+      (r) => r.key_id,
+    );
+  } finally {
+    await client.end();
+  }
+}
+
+describe('runbook: a leaked secrets key, the key file (no SECRETS_KEY)', () => {
+  const data = temporaryDataDir();
+  const keyFile = path.join(data.dir, 'secrets.key');
+  const keysInFile = () => readFileSync(keyFile, 'utf8').trim().split('\n');
+  let receiver: WebhookReceiver;
+  let gateway: Deployment;
+  let restarted: RunningProcess | null = null;
+
+  beforeAll(async () => {
+    receiver = await startWebhookReceiver();
+    // The embedded server under DATA_DIR, whose secrets.key is the key; the receiver listens on 127.0.0.1.
+    gateway = await startDeployment({ DATA_DIR: data.dir, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
+  });
+  afterAll(async () => {
+    await restarted?.kill();
+    await gateway?.stop();
+    await receiver?.close();
+    data.remove();
+  });
+
+  it('secrets:rotate-key twice with the gateway’s DATA_DIR: every secret under the new key, the leaked one gone, every process goes on', async () => {
+    expect(after(RUNBOOK, '**Key file**')).toMatch(/^\*\*Key file\*\* \(no `SECRETS_KEY`\): run the command \*\*twice\*\* with the gateway's\s+`DATA_DIR`/);
+    const shop = await gateway.operator.merchant({ webhookUrl: receiver.url } as never);
+    await expectSecretsWork(gateway, shop, receiver);
+    const [leaked] = keysInFile();
+    const leakedId = keyIdOf(Buffer.from(leaked!, 'hex'));
+    expect(await sealingKeyIds(embeddedDatabaseUrl(data.dir))).toEqual([leakedId]);
+    // Two open payment pages: their form tokens are made with the leaked key.
+    const formTokens = await Promise.all([0, 1].map(() => openPaymentPage(gateway, shop)));
+
+    const first = await runCommandOk('secrets-rotate-key', { DATA_DIR: data.dir });
+    const second = await runCommandOk('secrets-rotate-key', { DATA_DIR: data.dir });
+    const [current, previous] = keysInFile();
+    const currentId = keyIdOf(Buffer.from(current!, 'hex'));
+    expect(second).toContain(`new key ${currentId}`);
+    expect(first).toContain(`new key ${keyIdOf(Buffer.from(previous!, 'hex'))}`);
+    // The leaked key is gone from the file, and nothing stored is sealed with it.
+    expect(keysInFile()).toHaveLength(2);
+    expect(keysInFile()).not.toContain(leaked);
+    expect(await sealingKeyIds(embeddedDatabaseUrl(data.dir))).toEqual([currentId]);
+
+    // The running processes followed the file: requests and webhooks as before, new secrets under the new key.
+    await expectSecretsWork(gateway, shop, receiver);
+    const later = await gateway.operator.merchant({ webhookUrl: receiver.url } as never);
+    await expectSecretsWork(gateway, later, receiver);
+    expect(await sealingKeyIds(embeddedDatabaseUrl(data.dir))).toEqual([currentId]);
+    // 3. A form token made with the leaked key is refused once the key is gone (the buyer reloads the page).
+    expect((await choose(gateway, formTokens[0]!)).status).toBe(403);
+    expect((await choose(gateway, await openPaymentPage(gateway, shop))).status).toBe(303);
+    // A process started now holds every key the secrets need.
+    await gateway.projector.kill();
+    restarted = startProcess('projector', { DATA_DIR: data.dir, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
+    await restarted.waitForOutput(/running \d+ projections/);
+    const invoiceId = await paidInvoice(gateway.operator, shop.test, '100.00');
+    await receiver.waitFor((r) => r.some((w) => w.body?.data?.invoice?.id === invoiceId), 'a webhook sent by the restarted projector');
+  });
+});
+
+/** An open payment page of a new test invoice (no method chosen yet): its invoice and the form token it carries. */
+async function openPaymentPage(gateway: Deployment, m: Merchant): Promise<{ invoiceId: string; formToken: string }> {
+  const created = await m.test.post('/v1/invoices', { amount: '100.00', orderId: orderId('page') });
+  expectStatus(created, 201);
+  const html = await (await fetch(`${gateway.api.baseUrl}/pay/${created.body.id}`)).text();
+  const token = /name="formToken" value="([^"]+)"/.exec(html);
+  if (!token) throw new Error(`no form token on the payment page:\n${html}`);
+  return { invoiceId: created.body.id, formToken: token[1]! };
+}
+
+/** The buyer chooses a method on that page: a form POST with its token and no Origin (a browser under no-referrer). */
+async function choose(gateway: Deployment, page: { invoiceId: string; formToken: string }): Promise<Response> {
+  return fetch(`${gateway.api.baseUrl}/pay/${page.invoiceId}/method`, {
+    method: 'POST',
+    redirect: 'manual',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ method: 'sbp', formToken: page.formToken }).toString(),
+  });
+}
+
+describe('runbook: a leaked secrets key, SECRETS_KEY', () => {
+  let db: TestDatabase;
+  let receiver: WebhookReceiver;
+  let gateway: Deployment | null = null;
+  const leaked = randomBytes(32).toString('base64');
+  const fresh = randomBytes(32).toString('base64');
+  const idOf = (key: string) => keyIdOf(Buffer.from(key, 'base64'));
+
+  const start = async (secretsKey: string) =>
+    // The receiver listens on 127.0.0.1.
+    startDeployment({ DATABASE_URL: db.url, SECRETS_KEY: secretsKey, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
+  const refusesToStart = async (secretsKey: string): Promise<string> => {
+    const api = startProcess('api', { DATABASE_URL: db.url, SECRETS_KEY: secretsKey, PORT: '0' });
+    expect(await api.exited).toBe(1);
+    return api.output();
+  };
+
+  beforeAll(async () => {
+    db = await createTestDatabase({ poolSize: 2 });
+    receiver = await startWebhookReceiver();
+  });
+  afterAll(async () => {
+    await gateway?.stop();
+    await receiver?.close();
+    await db?.drop();
+  });
+
+  it('new,old on every process, the command, then new alone: every process works, and the leaked key opens nothing', async () => {
+    expect(after(RUNBOOK, '**`SECRETS_KEY`**')).toMatch(/set\s+`SECRETS_KEY=<new>,<old>` on every process/);
+    gateway = await start(leaked);
+    const shop = await gateway.operator.merchant({ webhookUrl: receiver.url } as never);
+    await expectSecretsWork(gateway, shop, receiver);
+
+    // SECRETS_KEY=<new>,<old> on every process, restarted.
+    await gateway.stop();
+    gateway = await start(`${fresh},${leaked}`);
+    await expectSecretsWork(gateway, shop, receiver);
+    // A process with only the new key, started before the command finished, refuses to start.
+    expect(await refusesToStart(fresh)).toContain(`sealed with key ${idOf(leaked)}`);
+    // The command with the same value.
+    const rotated = await runCommandOk('secrets-rotate-key', { DATABASE_URL: db.url, SECRETS_KEY: `${fresh},${leaked}` });
+    expect(rotated).toContain(`sealed again with key ${idOf(fresh)}`);
+    expect(await sealingKeyIds(db.url)).toEqual([idOf(fresh)]);
+    await expectSecretsWork(gateway, shop, receiver);
+
+    // Then SECRETS_KEY=<new> everywhere, restarted.
+    await gateway.stop();
+    gateway = await start(fresh);
+    await expectSecretsWork(gateway, shop, receiver);
+    expect((await gateway.operator.http.get(`/admin/v1/projects/${shop.projectId}`)).body.webhookSecret).toBe(shop.project.webhookSecret);
+    // The leaked key alone opens nothing any more: a process with it refuses to start.
+    expect(await refusesToStart(leaked)).toContain(`sealed with key ${idOf(fresh)}`);
+  });
+});
