@@ -11,13 +11,13 @@
  * field is not a breaking change; the error body is closed.
  */
 
-import { CreateInvoiceRequest, InvoiceCustomer } from '../invoices/create-invoice.request';
+import { CreateInvoiceRequest, Customer } from '../invoices/create-invoice.request';
 import { ListInvoicesQuery } from '../invoices/list-invoices.request';
 import { CreatePayoutRequest } from '../payouts/create-payout.request';
 import { ListPayoutsQuery } from '../payouts/list-payouts.request';
 import { RefundInvoiceRequest } from '../refunds/refund-invoice.request';
 import { queryParameters, requestSchema } from './request-schemas';
-import { storableJsonSchemas } from '../http/request-fields';
+import { STORABLE_JSON_SCHEMA } from '../http/request-rules';
 
 // ---------------------------------------------------------------------------
 // The subset of OpenAPI 3.1 that this document uses (typos in keywords fail to compile).
@@ -40,6 +40,7 @@ export interface SchemaObject {
   readonly maxItems?: number;
   readonly propertyNames?: SchemaObject;
   readonly not?: SchemaObject;
+  readonly contains?: SchemaObject;
   readonly maximum?: number;
   readonly minLength?: number;
   readonly maxLength?: number;
@@ -261,7 +262,7 @@ const invoiceIdParam: ParameterObject = {
 // ---------------------------------------------------------------------------
 
 // Request schemas: generated from the request DTOs, the validator's own declaration.
-const customer: SchemaObject = requestSchema(InvoiceCustomer);
+const customer: SchemaObject = requestSchema(Customer);
 const createInvoiceRequest: SchemaObject = requestSchema(CreateInvoiceRequest);
 
 const invoiceStatus: SchemaObject = { type: 'string', enum: INVOICE_STATUSES, description: 'Статус счёта' };
@@ -894,7 +895,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
       },
       Customer: customer,
       CreateInvoiceRequest: createInvoiceRequest,
-      ...storableJsonSchemas(),
+      StorableJson: STORABLE_JSON_SCHEMA,
       InvoiceCreated: invoiceCreated,
       Invoice: invoice,
       InvoiceList: list('Страница счетов', 'Invoice'),

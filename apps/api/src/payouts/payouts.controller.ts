@@ -1,4 +1,4 @@
-import { Body, Controller, Get, Inject, Param, Post, Res, UseGuards, UseInterceptors } from '@nestjs/common';
+import { Body, Controller, Get, Inject, Param, Post, Query, Res, UseGuards, UseInterceptors } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { FastifyReply } from 'fastify';
 import type { AccessControl } from '#payments/access';
@@ -14,12 +14,11 @@ import type { MerchantIdentity } from '#payments/merchants';
 import { ApiError } from '../http/errors/api-error';
 import { cursorSeqOf, encodeCursor, pageSizeOf } from '../http/cursor';
 import { parseMoney } from '#ledger';
-import { readRequest, ValidQuery } from '../http/request-validation';
+import { readBody, validRequest } from '../http/request-pipe';
 import { CreatePayoutRequest } from './create-payout.request';
 import { ListPayoutsQuery } from './list-payouts.request';
 import type { KeyedRequest } from '#payments/idempotency';
 import { IdempotencyInterceptor, Keyed } from '../http/idempotency';
-import { RawBody } from '../http/raw-body';
 import { ACCESS_CONTROL, CLOCK_TOKEN } from '../http/tokens';
 import { Merchant, MerchantAuthGuard, PollMark, PollMarked, PollMarkTaken, rateLimited } from '../http/auth/merchant-auth.guard';
 import { ReadsModels } from '../http/read-models';
@@ -65,16 +64,10 @@ export class PayoutsController {
 
   @Post('payouts')
   @UseInterceptors(IdempotencyInterceptor)
-  async create(
-    @Merchant() merchant: MerchantIdentity,
-    @Body() body: unknown,
-    @RawBody() rawBody: Buffer | undefined,
-    @Keyed() keyed: KeyedRequest | null,
-    @Res() reply: FastifyReply,
-  ) {
+  async create(@Merchant() merchant: MerchantIdentity, @Body() body: unknown, @Keyed() keyed: KeyedRequest | null, @Res() reply: FastifyReply) {
     if (merchant.mode !== 'live') throw new ApiError(403, 'test_mode', 'Выплаты создаются только боевым ключом (sk_live_)');
     // Read after the key's mode is checked: a test key is refused whatever it sends.
-    const { amount, addressId, method, account, orderId, comment } = readRequest(CreatePayoutRequest, body, rawBody);
+    const { amount, addressId, method, account, orderId, comment } = await readBody(CreatePayoutRequest, body);
     const { created, payout } = await this.commands.execute(
       new CreatePayout(
         merchant.project.accountId,
@@ -90,7 +83,7 @@ export class PayoutsController {
   /** The account's payouts, newest first; with orderId, the one payout (not a list) or 404 not_found. */
   @ReadsModels('payouts')
   @Get('payouts')
-  async list(@Merchant() merchant: MerchantIdentity, @ValidQuery(ListPayoutsQuery) query: ListPayoutsQuery) {
+  async list(@Merchant() merchant: MerchantIdentity, @Query(validRequest) query: ListPayoutsQuery) {
     const { orderId, status } = query;
     const limit = pageSizeOf(query.limit, 20);
     const before = cursorSeqOf(query.cursor);

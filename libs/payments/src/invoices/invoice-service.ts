@@ -7,6 +7,7 @@ import {
   invoiceDecider,
   InvoiceError,
   InvoiceEvent,
+  isUuid,
   InvoiceRequest,
   invoiceStreamName,
   MethodCode,
@@ -16,8 +17,6 @@ import {
 } from '#domain';
 import { methodsOf, Project, Registry } from '../merchants';
 import { invoiceIdFor } from './invoice-id';
-
-const isUuid = (id: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id);
 
 /** An answer the merchant API maps to the spec's error (status, code, param). */
 export class PaymentsError extends Error {
