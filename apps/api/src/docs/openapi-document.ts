@@ -335,7 +335,7 @@ const invoice: SchemaObject = {
     feePayer: { type: 'string', enum: FEE_PAYERS, deprecated: true, description: 'Устарело, вычисляется как в InvoiceCreated' },
     description: nullableString('Описание счёта'),
     customer: refWith('Customer', 'Покупатель'),
-    customFields: { type: ['object', 'null'], description: 'customFields из запроса, как переданы' },
+    customFields: { type: ['object', 'null'], additionalProperties: ref('StorableJson'), description: 'customFields из запроса, как переданы' },
     isTest: { type: 'boolean', description: 'Счёт создан тестовым ключом' },
     createdAt: datetime('Когда создан'),
     expiresAt: datetime('Когда истекает срок оплаты'),

@@ -164,7 +164,7 @@ export const OPERATOR_OPENAPI_DOCUMENT: OpenApiDocument = {
       Keys: keys,
       OperatorPayoutAddress: payoutAddress,
       // The merchant document's resources the operator API answers with, and what they refer to.
-      ...Object.fromEntries(['Invoice', 'Customer', 'Money', 'Payout', 'Refund', 'Error'].map((name) => [name, merchantSchemas[name]!])),
+      ...Object.fromEntries(['Invoice', 'Customer', 'StorableJson', 'Money', 'Payout', 'Refund', 'Error'].map((name) => [name, merchantSchemas[name]!])),
     },
     securitySchemes: {
       operatorToken: { type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN оператора (32+ символов)' },

@@ -126,11 +126,12 @@ export class CreateInvoiceRequest {
   @JSONSchema({ description: 'Куда вернуть покупателя после отказа' })
   failUrl?: string | null;
 
+  // The default is said in words: openapi-typescript makes a field with `default` required in a schema of components.
   @IsOptional()
   @IsInt()
   @Min(1)
   @Max(1440)
-  @JSONSchema({ description: 'Время жизни счёта в минутах', default: 60 })
+  @JSONSchema({ description: 'Время жизни счёта в минутах; по умолчанию 60' })
   expire?: number | null;
 
   @IsOptional()

@@ -386,10 +386,7 @@ export interface components {
             successUrl?: string | null;
             /** @description Куда вернуть покупателя после отказа */
             failUrl?: string | null;
-            /**
-             * @description Время жизни счёта в минутах
-             * @default 60
-             */
+            /** @description Время жизни счёта в минутах; по умолчанию 60 */
             expire?: number | null;
             /**
              * @deprecated
@@ -522,7 +519,9 @@ export interface components {
             /** @description Покупатель */
             customer?: components["schemas"]["Customer"];
             /** @description customFields из запроса, как переданы */
-            customFields?: Record<string, never> | null;
+            customFields?: {
+                [key: string]: components["schemas"]["StorableJson"];
+            } | null;
             /** @description Счёт создан тестовым ключом */
             isTest: boolean;
             /**
