@@ -1,7 +1,7 @@
 import { IsIn, IsInt, IsObject, IsOptional, IsString, Matches, Max, Min, ValidateNested } from 'class-validator';
 import { JSONSchema } from 'class-validator-jsonschema';
-import type { InvoiceRequest } from '#domain';
-import { METHOD_CODES } from '#domain';
+import type { FeePayer, InvoiceRequest } from '#domain';
+import { FEE_PAYERS, METHOD_CODES } from '#domain';
 import { parseMoney, parsePercent } from '#ledger';
 import {
   E164,
@@ -19,7 +19,6 @@ import {
 } from '../http/request-rules';
 
 const CUSTOM_FIELDS_MAX_BYTES = 2048;
-export const FEE_PAYERS = ['merchant', 'customer'] as const;
 
 /** The buyer of CreateInvoiceRequest; every field optional, null is absent. */
 export class Customer {
@@ -108,7 +107,7 @@ export class CreateInvoiceRequest {
     deprecated: true,
     description: 'Устарело: customer = вся ставка на покупателе, merchant = 0. Учитывается, только если не заданы customerFeePct и customerFeeShare',
   })
-  feePayer?: (typeof FEE_PAYERS)[number] | null;
+  feePayer?: FeePayer | null;
 
   @IsOptional()
   @IsString()

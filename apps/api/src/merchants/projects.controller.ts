@@ -21,7 +21,7 @@ import type { ErrorDetail } from '../http/errors/api-error';
 import { CLOCK_TOKEN, INFRASTRUCTURE } from '../http/tokens';
 import { AdminTokenGuard } from '../http/auth/admin-token.guard';
 
-const projectView = (p: Project) => ({
+export const projectView = (p: Project) => ({
   id: p.id,
   accountId: p.accountId,
   name: p.name,

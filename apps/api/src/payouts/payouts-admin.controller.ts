@@ -22,7 +22,7 @@ import { CLOCK_TOKEN } from '../http/tokens';
 import { AdminTokenGuard } from '../http/auth/admin-token.guard';
 
 /** The operator sees the full account. */
-const addressView = (a: PayoutAddress) => ({
+export const addressView = (a: PayoutAddress) => ({
   id: a.id,
   accountId: a.accountId,
   method: a.method,

@@ -10,7 +10,7 @@ import { GetPayoutByOrderId } from '#payments/payouts';
 import { GetPayout } from '#payments/payouts';
 import { ListPayoutAddresses } from '#payments/payouts';
 import { ListPayouts } from '#payments/payouts';
-import type { MerchantIdentity } from '#payments/merchants';
+import type { MerchantIdentity, PayoutAddress } from '#payments/merchants';
 import { ApiError } from '../http/errors/api-error';
 import { cursorSeqOf, encodeCursor, pageSizeOf } from '../http/cursor';
 import { parseMoney } from '#ledger';
@@ -27,6 +27,18 @@ import { ReadsModels } from '../http/read-models';
 export const payoutIdOf = (raw: string): number | null => (/^[1-9]\d{0,15}$/.test(raw) && Number.isSafeInteger(Number(raw)) ? Number(raw) : null);
 
 const notFound = () => ApiError.notFound('not_found', 'Выплата не найдена');
+
+/** The spec's PayoutAddress: a confirmed detail, its account masked. */
+export const payoutAddressView = (a: PayoutAddress) => ({
+  id: a.id,
+  method: a.method,
+  label: a.label,
+  account: maskPayoutAccount(a.method, a.account),
+  bank: a.bank,
+  status: 'confirmed' as const,
+  confirmedAt: a.confirmedAt?.toISOString() ?? null,
+  createdAt: a.createdAt.toISOString(),
+});
 
 /** The poll mark of one payout; none for what is not a payout id. */
 const payoutPollResource = (params: { id?: string }): string | null => {
@@ -48,18 +60,7 @@ export class PayoutsController {
   @Get('payout-addresses')
   async listAddresses(@Merchant() merchant: MerchantIdentity) {
     const confirmed = await this.queries.execute(new ListPayoutAddresses(merchant.project.accountId));
-    return {
-      items: confirmed.map((a) => ({
-        id: a.id,
-        method: a.method,
-        label: a.label,
-        account: maskPayoutAccount(a.method, a.account),
-        bank: a.bank,
-        status: 'confirmed' as const,
-        confirmedAt: a.confirmedAt?.toISOString() ?? null,
-        createdAt: a.createdAt.toISOString(),
-      })),
-    };
+    return { items: confirmed.map(payoutAddressView) };
   }
 
   @Post('payouts')

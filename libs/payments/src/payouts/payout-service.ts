@@ -14,6 +14,7 @@ import {
   PayoutMethod,
   payoutReservationId,
   PayoutRefusal,
+  PayoutSource,
   payoutStreamName,
   PayoutTerms,
   usdtFor,
@@ -44,7 +45,7 @@ export interface PayoutView {
   readonly usdtRate: string | null;
   readonly statusReason: string | null;
   readonly externalId: string | null;
-  readonly source: 'api' | 'manual' | 'auto';
+  readonly source: PayoutSource;
   readonly createdAt: string;
   readonly processedAt: string | null;
 }
