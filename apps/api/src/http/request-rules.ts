@@ -200,11 +200,11 @@ export const ANSWERS: Readonly<Record<string, readonly [code: string | ((args: V
 // ---------------------------------------------------------------------------
 
 /** A money string: digits, a point, exactly two decimals, at most 1 000 000 000.00 (leading zeros allowed). */
-export const MONEY_STRING_PATTERN = '^0*(?:\\d{1,9}\\.\\d{2}|1000000000\\.00)$';
+const MONEY_STRING_PATTERN = '^0*(?:\\d{1,9}\\.\\d{2}|1000000000\\.00)$';
 /** A percent string: up to four decimals, from 0 to 100. */
-export const PERCENT_STRING_PATTERN = '^0*(?:\\d{1,2}(?:\\.\\d{1,4})?|100(?:\\.0{1,4})?)$';
+const PERCENT_STRING_PATTERN = '^0*(?:\\d{1,2}(?:\\.\\d{1,4})?|100(?:\\.0{1,4})?)$';
 /** A string with a NUL or a lone surrogate (Ajv's unicode expressions see a lone surrogate as a code point of its own). */
-export const UNSTORABLE_TEXT: SchemaObject = { type: 'string', pattern: '[\\u0000\\uD800-\\uDFFF]' };
+const UNSTORABLE_TEXT: SchemaObject = { type: 'string', pattern: '[\\u0000\\uD800-\\uDFFF]' };
 const PERCENT_NUMBER: SchemaObject = {
   type: 'number',
   minimum: 0,
