@@ -10,7 +10,7 @@ import Ajv2020 from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import { HTTP_METHODS, OPENAPI_DOCUMENT } from '../../apps/api/src/docs/openapi-document';
 import type { OperationObject, SchemaObject } from '../../apps/api/src/docs/openapi-document';
-import { renderDocsPage, WEBHOOK_VERIFICATION_SNIPPET } from '../../apps/api/src/docs/openapi.controller';
+import { renderDocsPage, WEBHOOK_VERIFICATION_SNIPPET } from '../../apps/api/src/docs/docs-page';
 import { curlLine, EXAMPLE_ORIGIN, examplePath, OPERATION_EXAMPLES, sdkCall } from '../../apps/api/src/docs/operation-examples';
 import { escapeHtml } from '../../apps/api/src/pay/payment-page.html';
 import { PaymentGatewayClient } from '../../libs/sdk/src';

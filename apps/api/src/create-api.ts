@@ -17,6 +17,7 @@ import { ApiError } from './http/errors/api-error';
 import { ErrorFilter } from './http/errors/error.filter';
 import { registerIdempotencyHook } from './http/idempotency';
 import { duplicateJsonName } from './http/duplicate-json-names';
+import { RAW_BODIES } from './http/number-literals';
 import { useAsyncResourceBindingWithoutDeprecatedAccessor } from './http/async-resource-binding';
 import { IdempotencyKeys } from '#payments/idempotency';
 import { registerMetricsRoute } from './health/metrics-endpoint';
@@ -45,12 +46,15 @@ function requireJsonBodies(request: FastifyRequest, reply: FastifyReply, done: (
 
 /**
  * A JSON body that names one field twice is refused: JSON.parse keeps the last
- * value, and a proxy that inspects or signs the body may have read the first.
+ * value, and a proxy that inspects or signs the body may have read the first. The
+ * raw bytes of the others are kept by their parsed body, for the money rules.
  */
 function refuseDuplicateNames(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
   const raw = (request as FastifyRequest & { rawBody?: Buffer }).rawBody;
   const json = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase() === 'application/json';
-  const name = json && raw !== undefined && typeof request.body === 'object' && request.body !== null ? duplicateJsonName(raw.toString('utf8')) : null;
+  const body = json && raw !== undefined && typeof request.body === 'object' && request.body !== null ? request.body : null;
+  if (body !== null) RAW_BODIES.set(body, raw!);
+  const name = body !== null ? duplicateJsonName(raw!.toString('utf8')) : null;
   if (name !== null) {
     void sendError(reply, ApiError.validation([{ param: name, code: 'duplicate_field', message: `${name}: поле указано в теле запроса дважды` }]));
     return;

@@ -1,3 +1,4 @@
+export * from './ids';
 export * from './methods';
 export * from './invoices/fees';
 export * from './invoices/invoice';

@@ -19,7 +19,9 @@
  */
 import { Kopecks, MAX_MONEY_KOPECKS } from './money';
 
-export type LedgerMode = 'test' | 'live';
+/** The two ledgers of an account: test keys move the first, live keys the second. */
+export const LEDGER_MODES = ['test', 'live'] as const;
+export type LedgerMode = (typeof LEDGER_MODES)[number];
 
 export const MERCHANT_ACCOUNTS = ['pending', 'available', 'reserved'] as const;
 export const SYSTEM_ACCOUNTS = ['acquiring_clearing', 'fees', 'refunds_paid', 'payouts_sent'] as const;

@@ -1,6 +1,7 @@
 import { Controller, Get, Inject, UseGuards } from '@nestjs/common';
 import { QueryBus } from '@nestjs/cqrs';
 import { checkpointKeyId, checkpointSignedText, signCheckpoint } from '#event-store/hash-chain';
+import type { LogCheckpoint } from '#event-store/hash-chain';
 import { auditCheckpointKeyOf, GetLogCheckpoint, LogCheckpointUnavailableError } from '#payments/audit';
 import type { Infrastructure } from '#payments/composition';
 import { ApiError } from '../http/errors/api-error';
@@ -32,14 +33,17 @@ export class AuditCheckpointController {
       throw error;
     }
     const key = auditCheckpointKeyOf(this.infrastructure);
-    return {
-      position: checkpoint.position,
-      events: Number(checkpoint.events),
-      hash: checkpoint.hash.toString('hex'),
-      algorithm: 'HMAC-SHA256',
-      keyId: checkpointKeyId(key),
-      signedText: checkpointSignedText(checkpoint),
-      signature: signCheckpoint(key, checkpoint),
-    };
+    return checkpointView(checkpoint, key);
   }
 }
+
+/** A checkpoint of the event log, signed, as the operator records it outside the gateway. */
+export const checkpointView = (checkpoint: LogCheckpoint, key: Buffer) => ({
+  position: checkpoint.position,
+  events: Number(checkpoint.events),
+  hash: checkpoint.hash.toString('hex'),
+  algorithm: 'HMAC-SHA256',
+  keyId: checkpointKeyId(key),
+  signedText: checkpointSignedText(checkpoint),
+  signature: signCheckpoint(key, checkpoint),
+});

@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream';
-import { Controller, Get, Headers, Inject, Param, Res, UseGuards } from '@nestjs/common';
+import { Controller, Get, Headers, Inject, Param, Query, Res, UseGuards } from '@nestjs/common';
 import { QueryBus } from '@nestjs/cqrs';
 import type { FastifyReply } from 'fastify';
 import { AccountBalances, formatMoney, LEDGER_ACCOUNTS, MERCHANT_ACCOUNTS, StatementBalances, SYSTEM_ACCOUNTS, TrialBalance } from '#ledger';
@@ -8,7 +8,7 @@ import type { AccountStatementReader, ReconciliationReport } from '#payments/aud
 import type { Clock } from '#platform/clock';
 import { ApiError } from '../http/errors/api-error';
 import { AdminTokenGuard } from '../http/auth/admin-token.guard';
-import { ValidQuery } from '../http/request-validation';
+import { validRequest } from '../http/request-pipe';
 import { CLOCK_TOKEN } from '../http/tokens';
 import { AccountStatementQuery, ReconciliationQuery, TrialBalanceQuery } from './audit-reports.request';
 import { CSV_CONTENT_TYPE, csvRecord, wantsCsv } from './csv';
@@ -206,7 +206,7 @@ export class AuditReportsController {
   @Get('accounts/:id/statement')
   async statement(
     @Param('id') id: string,
-    @ValidQuery(AccountStatementQuery) query: AccountStatementQuery,
+    @Query(validRequest) query: AccountStatementQuery,
     @Headers('accept') accept: string | undefined,
     @Res() reply: FastifyReply,
   ) {
@@ -225,7 +225,7 @@ export class AuditReportsController {
   /** Every account of every ledger as of an instant, folded from the event log. */
   @ReadsModels('ledger')
   @Get('audit/trial-balance')
-  async trialBalance(@ValidQuery(TrialBalanceQuery) query: TrialBalanceQuery, @Headers('accept') accept: string | undefined, @Res() reply: FastifyReply) {
+  async trialBalance(@Query(validRequest) query: TrialBalanceQuery, @Headers('accept') accept: string | undefined, @Res() reply: FastifyReply) {
     const asOf = query.asOf === undefined ? this.clock.now() : new Date(query.asOf);
     const tb = await this.queries.execute(new GetTrialBalance(asOf));
     if (wantsCsv(query.format, accept)) {
@@ -244,7 +244,7 @@ export class AuditReportsController {
   /** Flows of (from, to] against their ledger entries: every difference with its ids. */
   @ReadsModels('ledger', 'invoices', 'refunds', 'payouts')
   @Get('audit/reconciliation')
-  async reconciliation(@ValidQuery(ReconciliationQuery) query: ReconciliationQuery, @Headers('accept') accept: string | undefined, @Res() reply: FastifyReply) {
+  async reconciliation(@Query(validRequest) query: ReconciliationQuery, @Headers('accept') accept: string | undefined, @Res() reply: FastifyReply) {
     const { from, to } = period(query.from, query.to);
     const report = await this.queries.execute(new GetReconciliation(from, to));
     if (wantsCsv(query.format, accept)) {

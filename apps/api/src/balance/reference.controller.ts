@@ -1,11 +1,32 @@
 import { Controller, Get, UseGuards } from '@nestjs/common';
 import { QueryBus } from '@nestjs/cqrs';
+import type { MethodTerms } from '#domain';
 import { formatMoney, formatPercent } from '#ledger';
+import type { Kopecks } from '#ledger';
 import type { MerchantIdentity } from '#payments/merchants';
 import { methodsOf } from '#payments/merchants';
 import { GetBalance } from '#payments/balance';
 import { Merchant, MerchantAuthGuard } from '../http/auth/merchant-auth.guard';
 import { ReadsModels } from '../http/read-models';
+
+/** The spec's Method. */
+export const methodView = (m: MethodTerms) => ({
+  code: m.code,
+  title: m.title,
+  feePct: formatPercent(m.feePct),
+  min: formatMoney(m.min),
+  max: formatMoney(m.max),
+  currency: 'RUB' as const,
+  enabled: m.enabled,
+});
+
+/** The spec's Balance. */
+export const balanceView = (balance: { readonly available: Kopecks; readonly pending: Kopecks; readonly reserved: Kopecks }) => ({
+  available: formatMoney(balance.available),
+  pending: formatMoney(balance.pending),
+  reserved: formatMoney(balance.reserved),
+  currency: 'RUB' as const,
+});
 
 @Controller('v1')
 @UseGuards(MerchantAuthGuard)
@@ -15,17 +36,7 @@ export class ReferenceController {
   /** The project's payment methods with their limits and the merchant's rates. */
   @Get('methods')
   methods(@Merchant() merchant: MerchantIdentity) {
-    return {
-      methods: methodsOf(merchant.project).map((m) => ({
-        code: m.code,
-        title: m.title,
-        feePct: formatPercent(m.feePct),
-        min: formatMoney(m.min),
-        max: formatMoney(m.max),
-        currency: 'RUB',
-        enabled: m.enabled,
-      })),
-    };
+    return { methods: methodsOf(merchant.project).map(methodView) };
   }
 
   /** The merchant account's balance in the key's mode, from the ledger read model. */
@@ -33,11 +44,6 @@ export class ReferenceController {
   @Get('balance')
   async balance(@Merchant() merchant: MerchantIdentity) {
     const balance = await this.queries.execute(new GetBalance({ accountId: merchant.project.accountId, mode: merchant.mode }));
-    return {
-      available: formatMoney(balance.available),
-      pending: formatMoney(balance.pending),
-      reserved: formatMoney(balance.reserved),
-      currency: 'RUB',
-    };
+    return balanceView(balance);
   }
 }

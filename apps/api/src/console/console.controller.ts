@@ -14,13 +14,13 @@ import { ListWebhookDeliveries, ResendWebhookDelivery } from '#payments/webhooks
 import type { Clock } from '#platform/clock';
 import { createLogger } from '#platform/logging';
 import type { Logger } from '#platform/logging';
+import { isUuid } from '#domain';
 import type { FailedAuthentication } from '../http/auth/failed-authentication';
 import type { OperatorToken } from '../http/auth/operator-token';
 import { ApiError } from '../http/errors/api-error';
 import { toApiError } from '../http/errors/error.filter';
 import { CLOCK_TOKEN, FAILED_AUTHENTICATION, INFRASTRUCTURE, OPERATOR_SESSIONS, OPERATOR_TOKEN, READ_MODEL_REBUILDS } from '../http/tokens';
 import { ReadModelRebuilds, rebuildsInProgress } from '#event-store/projections';
-import { isUuid } from '../http/validation';
 import {
   accountPath,
   CONSOLE_CSS,

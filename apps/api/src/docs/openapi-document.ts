@@ -11,13 +11,20 @@
  * field is not a breaking change; the error body is closed.
  */
 
-import { CreateInvoiceRequest, InvoiceCustomer } from '../invoices/create-invoice.request';
+import { CreateInvoiceRequest, Customer } from '../invoices/create-invoice.request';
 import { ListInvoicesQuery } from '../invoices/list-invoices.request';
 import { CreatePayoutRequest } from '../payouts/create-payout.request';
 import { ListPayoutsQuery } from '../payouts/list-payouts.request';
 import { RefundInvoiceRequest } from '../refunds/refund-invoice.request';
 import { queryParameters, requestSchema } from './request-schemas';
-import { storableJsonSchemas } from '../http/request-fields';
+import { FEE_PAYERS, INVOICE_STATUSES, METHOD_CODES, PAYOUT_METHODS, PAYOUT_SOURCES, PAYOUT_STATUSES, REFUND_STATUSES } from '#domain';
+import type { InvoiceCreatedView, InvoiceView, PayoutView, RefundView } from '#payments';
+import { WEBHOOK_EVENTS } from '#payments/merchants';
+import type { WebhookMessage } from '#payments/webhooks';
+import type { ErrorBody, ErrorDetail } from '../http/errors/api-error';
+import type { balanceView, methodView } from '../balance/reference.controller';
+import type { payoutAddressView } from '../payouts/payouts.controller';
+import { STORABLE_JSON_SCHEMA } from '../http/request-rules';
 
 // ---------------------------------------------------------------------------
 // The subset of OpenAPI 3.1 that this document uses (typos in keywords fail to compile).
@@ -40,6 +47,7 @@ export interface SchemaObject {
   readonly maxItems?: number;
   readonly propertyNames?: SchemaObject;
   readonly not?: SchemaObject;
+  readonly contains?: SchemaObject;
   readonly maximum?: number;
   readonly minLength?: number;
   readonly maxLength?: number;
@@ -131,7 +139,19 @@ export interface OpenApiDocument {
 // Building blocks
 // ---------------------------------------------------------------------------
 
-const ref = (name: string): SchemaObject => ({ $ref: `#/components/schemas/${name}` });
+export const ref = (name: string): SchemaObject => ({ $ref: `#/components/schemas/${name}` });
+
+/**
+ * The schema of an answer the gateway sends as `T`: a property for each field of T and no
+ * other (the compiler holds the two together), `required` among them. Answers stay open
+ * objects, so that adding a field is not a breaking change; the error body is closed.
+ */
+export const answer = <T extends object>(
+  schema: Omit<SchemaObject, 'type' | 'properties' | 'required'> & {
+    readonly required: readonly (keyof T & string)[];
+    readonly properties: { readonly [K in keyof T]-?: SchemaObject };
+  },
+): SchemaObject => ({ type: 'object', ...schema });
 const refWith = (name: string, description: string, extra: Omit<SchemaObject, '$ref' | 'description'> = {}): SchemaObject => ({
   $ref: `#/components/schemas/${name}`,
   description,
@@ -140,13 +160,6 @@ const refWith = (name: string, description: string, extra: Omit<SchemaObject, '$
 
 const MONEY_PATTERN = '^\\d+\\.\\d{2}$';
 const PERCENT_PATTERN = '^\\d+(\\.\\d+)?$';
-
-const INVOICE_STATUSES = ['created', 'pending', 'paid', 'failed', 'expired', 'refunded', 'partially_refunded'] as const;
-const METHOD_CODES = ['sbp', 'card', 'crypto'] as const;
-const PAYOUT_METHODS = ['sbp', 'usdt_trc20', 'usdt_bep20'] as const;
-const PAYOUT_STATUSES = ['pending', 'approved', 'processing', 'paid', 'rejected', 'cancelled'] as const;
-const REFUND_STATUSES = ['pending', 'succeeded', 'failed'] as const;
-const FEE_PAYERS = ['merchant', 'customer'] as const;
 
 const datetime = (description: string): SchemaObject => ({ type: 'string', format: 'date-time', description });
 const nullableDatetime = (description: string): SchemaObject => ({ type: ['string', 'null'], format: 'date-time', description });
@@ -261,13 +274,14 @@ const invoiceIdParam: ParameterObject = {
 // ---------------------------------------------------------------------------
 
 // Request schemas: generated from the request DTOs, the validator's own declaration.
-const customer: SchemaObject = requestSchema(InvoiceCustomer);
-const createInvoiceRequest: SchemaObject = requestSchema(CreateInvoiceRequest);
+// Answers: one declaration each, typed by what the gateway sends (a property for each
+// field of that type and no other); their enums are the domain's.
 
 const invoiceStatus: SchemaObject = { type: 'string', enum: INVOICE_STATUSES, description: 'Статус счёта' };
+const feePct = percent('Ставка мерчанта для способа; пока способ не выбран, наибольшая из ставок');
+const customerFeeShare: SchemaObject = { type: 'integer', minimum: 0, maximum: 100, deprecated: true, description: 'Устарело: доля ставки на покупателе в процентах' };
 
-const invoiceCreated: SchemaObject = {
-  type: 'object',
+const invoiceCreated = answer<InvoiceCreatedView>({
   description: 'Ответ POST /invoices',
   required: ['id', 'url', 'status', 'amount', 'feePct', 'feeAmount', 'customerFeeAmount', 'payableAmount', 'netAmount', 'expiresAt'],
   properties: {
@@ -275,29 +289,23 @@ const invoiceCreated: SchemaObject = {
     url: { type: 'string', format: 'uri', description: 'Страница оплаты' },
     status: invoiceStatus,
     amount: money('Сумма счёта'),
-    feePct: percent('Ставка мерчанта для способа; пока способ не выбран, наибольшая из ставок'),
+    feePct,
     feeAmount: money('Вся комиссия сервиса'),
     customerFeePct: {
       type: ['string', 'null'],
       pattern: PERCENT_PATTERN,
       description: 'Процент на покупателе для выбранного способа; null, пока способ не выбран',
     },
-    customerFeeShare: { type: 'integer', minimum: 0, maximum: 100, deprecated: true, description: 'Устарело: доля ставки на покупателе в процентах' },
+    customerFeeShare,
     customerFeeAmount: money('Часть комиссии, которую покупатель платит сверх суммы'),
     payableAmount: money('Сколько платит покупатель: amount + customerFeeAmount'),
     netAmount: money('Сколько зачисляется мерчанту: amount − (feeAmount − customerFeeAmount)'),
-    feePayer: {
-      type: 'string',
-      enum: FEE_PAYERS,
-      deprecated: true,
-      description: 'Устарело, вычисляется: merchant, если покупатель платит 0%, иначе customer',
-    },
+    feePayer: { type: 'string', enum: FEE_PAYERS, deprecated: true, description: 'Устарело, вычисляется: merchant, если покупатель платит 0%, иначе customer' },
     expiresAt: datetime('Когда истекает срок оплаты'),
   },
-};
+});
 
-const invoice: SchemaObject = {
-  type: 'object',
+const invoice = answer<InvoiceView>({
   description: 'Счёт: ответ GET /invoices/{id} и элемент списка',
   required: [
     'id',
@@ -321,10 +329,10 @@ const invoice: SchemaObject = {
     orderId: { type: 'string', description: 'Номер заказа мерчанта' },
     status: invoiceStatus,
     amount: money('Сумма счёта'),
-    feePct: percent('Ставка мерчанта для способа; пока способ не выбран, наибольшая из ставок'),
+    feePct,
     feeAmount: money('Вся комиссия сервиса'),
     customerFeePct: { type: ['string', 'null'], pattern: PERCENT_PATTERN, description: 'Процент на покупателе; null, пока способ не выбран' },
-    customerFeeShare: { type: 'integer', minimum: 0, maximum: 100, deprecated: true, description: 'Устарело: доля ставки на покупателе в процентах' },
+    customerFeeShare,
     customerFeeAmount: money('Часть комиссии, которую покупатель платит сверх суммы'),
     payableAmount: money('Сколько платит покупатель'),
     netAmount: money('Сколько зачисляется мерчанту'),
@@ -334,28 +342,27 @@ const invoice: SchemaObject = {
     feePayer: { type: 'string', enum: FEE_PAYERS, deprecated: true, description: 'Устарело, вычисляется как в InvoiceCreated' },
     description: nullableString('Описание счёта'),
     customer: refWith('Customer', 'Покупатель'),
-    customFields: { type: ['object', 'null'], description: 'customFields из запроса, как переданы' },
+    customFields: { type: ['object', 'null'], additionalProperties: ref('StorableJson'), description: 'customFields из запроса, как переданы' },
     isTest: { type: 'boolean', description: 'Счёт создан тестовым ключом' },
     createdAt: datetime('Когда создан'),
     expiresAt: datetime('Когда истекает срок оплаты'),
     paidAt: nullableDatetime('Когда оплачен'),
     availableAt: nullableDatetime('Когда сумма станет доступна к выплате (холд проекта); null: холда нет'),
   },
-};
-
-const list = (description: string, item: string): SchemaObject => ({
-  type: 'object',
-  description,
-  required: ['items', 'hasMore'],
-  properties: {
-    items: { type: 'array', items: ref(item) },
-    nextCursor: nullableString('Курсор следующей страницы (параметр cursor); null на последней'),
-    hasMore: { type: 'boolean', description: 'Есть ли следующая страница' },
-  },
 });
 
-const refund: SchemaObject = {
-  type: 'object',
+const list = (description: string, item: string) =>
+  answer<{ items: unknown; nextCursor: unknown; hasMore: unknown }>({
+    description,
+    required: ['items', 'hasMore'],
+    properties: {
+      items: { type: 'array', items: ref(item) },
+      nextCursor: nullableString('Курсор следующей страницы (параметр cursor); null на последней'),
+      hasMore: { type: 'boolean', description: 'Есть ли следующая страница' },
+    },
+  });
+
+const refund = answer<RefundView>({
   description: 'Возврат',
   required: ['id', 'invoiceId', 'amount', 'currency', 'status', 'createdAt'],
   properties: {
@@ -367,12 +374,9 @@ const refund: SchemaObject = {
     createdAt: datetime('Когда создан'),
     completedAt: nullableDatetime('Когда завершён'),
   },
-};
+});
 
-const refundInvoiceRequest: SchemaObject = requestSchema(RefundInvoiceRequest);
-
-const method: SchemaObject = {
-  type: 'object',
+const method = answer<ReturnType<typeof methodView>>({
   description: 'Способ оплаты с лимитами и ставкой',
   required: ['code', 'title', 'feePct', 'min', 'max', 'currency', 'enabled'],
   properties: {
@@ -384,17 +388,15 @@ const method: SchemaObject = {
     currency: rub,
     enabled: { type: 'boolean', description: 'Включён ли способ' },
   },
-};
+});
 
-const methodList: SchemaObject = {
-  type: 'object',
+const methodList = answer<{ methods: unknown }>({
   description: 'Ответ GET /methods',
   required: ['methods'],
   properties: { methods: { type: 'array', items: ref('Method') } },
-};
+});
 
-const balance: SchemaObject = {
-  type: 'object',
+const balance = answer<ReturnType<typeof balanceView>>({
   description: 'Баланс мерчанта в режиме ключа',
   required: ['available', 'pending', 'currency'],
   properties: {
@@ -403,10 +405,9 @@ const balance: SchemaObject = {
     reserved: money('Заморожено заявками на выплату и возвратами'),
     currency: rub,
   },
-};
+});
 
-const payoutAddress: SchemaObject = {
-  type: 'object',
+const payoutAddress = answer<ReturnType<typeof payoutAddressView>>({
   description: 'Подтверждённые реквизиты для выплаты',
   required: ['id', 'method', 'account', 'status', 'createdAt'],
   properties: {
@@ -419,19 +420,15 @@ const payoutAddress: SchemaObject = {
     confirmedAt: nullableDatetime('Когда подтверждены'),
     createdAt: datetime('Когда добавлены'),
   },
-};
+});
 
-const payoutAddressList: SchemaObject = {
-  type: 'object',
+const payoutAddressList = answer<{ items: unknown }>({
   description: 'Ответ GET /payout-addresses',
   required: ['items'],
   properties: { items: { type: 'array', items: ref('PayoutAddress') } },
-};
+});
 
-const createPayoutRequest: SchemaObject = requestSchema(CreatePayoutRequest);
-
-const payout: SchemaObject = {
-  type: 'object',
+const payout = answer<PayoutView>({
   description: 'Заявка на выплату аккаунта мерчанта (ответ GET /payouts/{id})',
   required: ['id', 'status', 'amount', 'feeAmount', 'netAmount', 'currency', 'method', 'source', 'createdAt'],
   properties: {
@@ -461,20 +458,18 @@ const payout: SchemaObject = {
     },
     statusReason: nullableString('Причина отклонения или отмены'),
     externalId: nullableString('Хеш транзакции или номер перевода после выплаты'),
-    source: { type: 'string', enum: ['api', 'manual', 'auto'], description: 'Откуда заявка' },
+    source: { type: 'string', enum: PAYOUT_SOURCES, description: 'Откуда заявка' },
     createdAt: datetime('Когда создана'),
     processedAt: nullableDatetime('Когда обработана'),
   },
-};
+});
 
-const errorSchema: SchemaObject = {
-  type: 'object',
+const errorSchema = answer<ErrorBody>({
   description: 'Единый формат ошибки. Клиент действует по code, не по тексту; message на русском, для логов',
   required: ['error'],
   additionalProperties: false,
   properties: {
-    error: {
-      type: 'object',
+    error: answer<ErrorBody['error']>({
       required: ['code', 'message'],
       additionalProperties: false,
       properties: {
@@ -484,52 +479,49 @@ const errorSchema: SchemaObject = {
         details: {
           type: 'array',
           description: 'Подробности проверки: по одной записи на каждое нарушение',
-          items: {
-            type: 'object',
+          items: answer<ErrorDetail>({
             required: ['param', 'code', 'message'],
             properties: {
               param: { type: 'string', description: 'Поле запроса' },
               code: { type: 'string', description: 'Код нарушения (required, invalid_type, too_long, ...)' },
               message: { type: 'string', description: 'Текст для логов' },
             },
-          },
+          }),
         },
       },
-    },
-  },
-};
-
-// Webhooks -------------------------------------------------------------------
-
-const INVOICE_EVENTS = ['invoice.paid', 'invoice.failed', 'invoice.expired'] as const;
-const REFUND_EVENTS = ['refund.succeeded', 'refund.failed'] as const;
-const PAYOUT_EVENTS = ['payout.paid', 'payout.rejected'] as const;
-const EVENT_KINDS = [...INVOICE_EVENTS, ...REFUND_EVENTS, ...PAYOUT_EVENTS] as const;
-
-const envelope = (description: string, kinds: readonly string[], data: SchemaObject): SchemaObject => ({
-  type: 'object',
-  description,
-  required: ['id', 'type', 'createdAt', 'isTest', 'data'],
-  properties: {
-    id: { type: 'string', description: 'Идентификатор события; ключ идемпотентности получателя (повторная доставка несёт тот же id)' },
-    type: { type: 'string', enum: kinds, description: 'Вид события' },
-    createdAt: datetime('Когда произошло событие'),
-    isTest: { type: 'boolean', description: 'Событие тестового режима' },
-    data,
+    }),
   },
 });
 
-const invoiceEvent = envelope('Тело вебхуков invoice.paid, invoice.failed, invoice.expired', INVOICE_EVENTS, {
+// Webhooks -------------------------------------------------------------------
+
+type EventKind = (typeof WEBHOOK_EVENTS)[number];
+const kindsOf = (subject: string) => WEBHOOK_EVENTS.filter((kind) => kind.startsWith(`${subject}.`));
+
+const envelope = (description: string, kinds: readonly EventKind[], data: SchemaObject) =>
+  answer<WebhookMessage['envelope']>({
+    description,
+    required: ['id', 'type', 'createdAt', 'isTest', 'data'],
+    properties: {
+      id: { type: 'string', description: 'Идентификатор события; ключ идемпотентности получателя (повторная доставка несёт тот же id)' },
+      type: { type: 'string', enum: kinds, description: 'Вид события' },
+      createdAt: datetime('Когда произошло событие'),
+      isTest: { type: 'boolean', description: 'Событие тестового режима' },
+      data,
+    },
+  });
+
+const invoiceEvent = envelope('Тело вебхуков invoice.paid, invoice.failed, invoice.expired', kindsOf('invoice'), {
   type: 'object',
   required: ['invoice'],
   properties: { invoice: refWith('Invoice', 'Счёт в форме GET /invoices/{id}') },
 });
-const refundEvent = envelope('Тело вебхуков refund.succeeded, refund.failed', REFUND_EVENTS, {
+const refundEvent = envelope('Тело вебхуков refund.succeeded, refund.failed', kindsOf('refund'), {
   type: 'object',
   required: ['refund', 'invoice'],
   properties: { refund: refWith('Refund', 'Возврат'), invoice: refWith('Invoice', 'Счёт возврата') },
 });
-const payoutEvent = envelope('Тело вебхуков payout.paid, payout.rejected', PAYOUT_EVENTS, {
+const payoutEvent = envelope('Тело вебхуков payout.paid, payout.rejected', kindsOf('payout'), {
   type: 'object',
   required: ['payout'],
   properties: { payout: refWith('Payout', 'Выплата в форме GET /payouts/{id}') },
@@ -544,7 +536,7 @@ const WEBHOOK_HEADERS: readonly ParameterObject[] = [
     schema: { type: 'string', pattern: '^sha256=[0-9a-f]{64}$' },
   },
   { name: 'X-Service-Timestamp', in: 'header', required: true, description: 'Время попытки доставки, секунды Unix', schema: { type: 'string', pattern: '^\\d+$' } },
-  { name: 'X-Service-Event', in: 'header', required: true, description: 'Вид события', schema: { type: 'string', enum: EVENT_KINDS } },
+  { name: 'X-Service-Event', in: 'header', required: true, description: 'Вид события', schema: { type: 'string', enum: WEBHOOK_EVENTS } },
   {
     name: 'X-Service-Delivery-Id',
     in: 'header',
@@ -564,7 +556,7 @@ const WEBHOOK_HEADERS: readonly ParameterObject[] = [
   },
 ];
 
-const WEBHOOK_MEANING: Readonly<Record<(typeof EVENT_KINDS)[number], string>> = {
+const WEBHOOK_MEANING: Readonly<Record<EventKind, string>> = {
   'invoice.paid': 'Счёт оплачен',
   'invoice.failed': 'Оплата отклонена',
   'invoice.expired': 'Срок оплаты истёк',
@@ -574,7 +566,11 @@ const WEBHOOK_MEANING: Readonly<Record<(typeof EVENT_KINDS)[number], string>> = 
   'payout.rejected': 'Выплата отклонена; сумма вернулась на баланс',
 };
 
-function webhook(kind: (typeof EVENT_KINDS)[number], payload: string): PathItemObject {
+/** The payload schema of a kind: InvoiceEvent for invoice.*, RefundEvent for refund.*, PayoutEvent for payout.*. */
+const payloadOf = (kind: EventKind) => `${kind[0]!.toUpperCase()}${kind.slice(1, kind.indexOf('.'))}Event`;
+
+function webhook(kind: EventKind): PathItemObject {
+  const payload = payloadOf(kind);
   const operationId = `${kind.replace(/\.(\w)/, (_, c: string) => c.toUpperCase())}Webhook`;
   return {
     post: {
@@ -875,15 +871,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
       },
     },
   },
-  webhooks: {
-    'invoice.paid': webhook('invoice.paid', 'InvoiceEvent'),
-    'invoice.failed': webhook('invoice.failed', 'InvoiceEvent'),
-    'invoice.expired': webhook('invoice.expired', 'InvoiceEvent'),
-    'refund.succeeded': webhook('refund.succeeded', 'RefundEvent'),
-    'refund.failed': webhook('refund.failed', 'RefundEvent'),
-    'payout.paid': webhook('payout.paid', 'PayoutEvent'),
-    'payout.rejected': webhook('payout.rejected', 'PayoutEvent'),
-  },
+  webhooks: Object.fromEntries(WEBHOOK_EVENTS.map((kind) => [kind, webhook(kind)])),
   components: {
     schemas: {
       Money: {
@@ -892,20 +880,20 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
         description: 'Сумма в рублях: цифры, точка, ровно две цифры',
         examples: ['1500.00'],
       },
-      Customer: customer,
-      CreateInvoiceRequest: createInvoiceRequest,
-      ...storableJsonSchemas(),
+      Customer: requestSchema(Customer),
+      CreateInvoiceRequest: requestSchema(CreateInvoiceRequest),
+      StorableJson: STORABLE_JSON_SCHEMA,
       InvoiceCreated: invoiceCreated,
       Invoice: invoice,
       InvoiceList: list('Страница счетов', 'Invoice'),
-      RefundInvoiceRequest: refundInvoiceRequest,
+      RefundInvoiceRequest: requestSchema(RefundInvoiceRequest),
       Refund: refund,
       Method: method,
       MethodList: methodList,
       Balance: balance,
       PayoutAddress: payoutAddress,
       PayoutAddressList: payoutAddressList,
-      CreatePayoutRequest: createPayoutRequest,
+      CreatePayoutRequest: requestSchema(CreatePayoutRequest),
       Payout: payout,
       PayoutList: list('Страница выплат аккаунта, новые первыми', 'Payout'),
       InvoiceEvent: invoiceEvent,

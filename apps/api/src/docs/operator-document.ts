@@ -6,8 +6,14 @@ import { ListWebhookDeliveriesQuery } from '../webhooks/list-webhook-deliveries.
 import { LedgerBalanceQuery, LedgerEntriesQuery } from '../ledger/ledger-audit.request';
 import { ReadStreamQuery } from '../operations/read-stream.request';
 import { AccountStatementQuery, ReconciliationQuery, TrialBalanceQuery } from '../audit/audit-reports.request';
+import { PAYOUT_METHODS } from '#domain';
+import type { Account } from '#payments/merchants';
+import { PAYOUT_ADDRESS_STATUSES, PROJECT_STATUSES } from '#payments/merchants';
+import type { checkpointView } from '../audit/audit-checkpoint.controller';
+import type { projectView } from '../merchants/projects.controller';
+import type { addressView } from '../payouts/payouts-admin.controller';
 import type { OpenApiDocument, OperationObject, ParameterObject, ResponseObject, SchemaObject } from './openapi-document';
-import { OPENAPI_DOCUMENT } from './openapi-document';
+import { answer, OPENAPI_DOCUMENT, ref } from './openapi-document';
 import { queryParameters, requestSchema } from './request-schemas';
 
 /**
@@ -17,7 +23,6 @@ import { queryParameters, requestSchema } from './request-schemas';
  * declaration); responses are written here, open objects like the merchant document's.
  */
 
-const ref = (name: string): SchemaObject => ({ $ref: `#/components/schemas/${name}` });
 const json = (schema: SchemaObject) => ({ 'application/json': { schema } }) as const;
 const ok = (description: string, schema: SchemaObject): ResponseObject => ({ description, content: json(schema) });
 const error = (description: string): ResponseObject => ({ description, content: json(ref('Error')) });
@@ -35,20 +40,18 @@ function operation(o: Omit<OperationObject, 'tags' | 'responses'> & { tag: strin
   return { ...rest, tags: [tag], responses: { ...o.responses, ...(noBody && !o.parameters?.some((p) => p.in === 'query') ? {} : { '400': ERRORS['400'] }), '401': ERRORS['401'], '429': ERRORS['429'] } };
 }
 
-const account: SchemaObject = {
-  type: 'object',
+const account = answer<Account>({
   required: ['id', 'name', 'email', 'createdAt'],
   properties: { id: { type: 'string', format: 'uuid' }, name: { type: 'string' }, email: { type: 'string' }, createdAt: { type: 'string', format: 'date-time' } },
-};
-const project: SchemaObject = {
-  type: 'object',
+});
+const project = answer<ReturnType<typeof projectView>>({
   description: 'Проект с настройками; webhookSecret виден только оператору',
   required: ['id', 'accountId', 'name', 'status', 'webhookUrl', 'webhookEvents', 'usdtEnabled', 'holdHours', 'customerFeeShare', 'methods', 'webhookSecret', 'createdAt', 'updatedAt'],
   properties: {
     id: { type: 'string', format: 'uuid' },
     accountId: { type: 'string', format: 'uuid' },
     name: { type: 'string' },
-    status: { type: 'string', enum: ['active', 'pending', 'rejected', 'blocked'] },
+    status: { type: 'string', enum: PROJECT_STATUSES },
     webhookUrl: { type: ['string', 'null'] },
     webhookEvents: { type: 'array', items: { type: 'string' } },
     usdtEnabled: { type: 'boolean' },
@@ -59,26 +62,24 @@ const project: SchemaObject = {
     createdAt: { type: 'string', format: 'date-time' },
     updatedAt: { type: 'string', format: 'date-time' },
   },
-};
+});
 const keys: SchemaObject = { type: 'object', description: 'Ключи: секретные показываются только при создании и ротации' };
-const payoutAddress: SchemaObject = {
-  type: 'object',
+const payoutAddress = answer<ReturnType<typeof addressView>>({
   required: ['id', 'accountId', 'method', 'account', 'status', 'createdAt'],
   properties: {
     id: { type: 'integer' },
     accountId: { type: 'string', format: 'uuid' },
-    method: { type: 'string', enum: ['sbp', 'usdt_trc20', 'usdt_bep20'] },
+    method: { type: 'string', enum: PAYOUT_METHODS },
     account: { type: 'string', description: 'Полностью, без маски' },
     bank: { type: ['string', 'null'] },
     label: { type: ['string', 'null'] },
-    status: { type: 'string', enum: ['unconfirmed', 'confirmed'] },
+    status: { type: 'string', enum: PAYOUT_ADDRESS_STATUSES },
     confirmedAt: { type: ['string', 'null'], format: 'date-time' },
     createdAt: { type: 'string', format: 'date-time' },
   },
-};
+});
 const open = (description: string): SchemaObject => ({ type: 'object', description });
-const logCheckpoint: SchemaObject = {
-  type: 'object',
+const logCheckpoint = answer<ReturnType<typeof checkpointView>>({
   description: 'Контрольная точка журнала событий (docs/audit-log.md): записать вне шлюза, проверить npm run log:verify -- --expect <position> <hash>',
   required: ['position', 'events', 'hash', 'algorithm', 'keyId', 'signedText', 'signature'],
   additionalProperties: false,
@@ -91,7 +92,7 @@ const logCheckpoint: SchemaObject = {
     signedText: { type: 'string', description: 'Подписанный текст: gateway-log-checkpoint-v1, позиция, число событий, хеш, по строке на каждое' },
     signature: { type: 'string', pattern: '^[0-9a-f]{64}$', description: 'HMAC-SHA256 подписанного текста ключом AUDIT_CHECKPOINT_KEY, hex' },
   },
-};
+});
 
 const merchantSchemas = OPENAPI_DOCUMENT.components.schemas;
 
@@ -154,18 +155,18 @@ export const OPERATOR_OPENAPI_DOCUMENT: OpenApiDocument = {
       MethodSettings: requestSchema(MethodSettings),
       RotateKeysRequest: requestSchema(RotateKeysRequest),
       AddPayoutAddressRequest: requestSchema(AddPayoutAddressRequest),
-      NoFieldsRequest: { type: 'object', description: 'Тела нет (или пустой объект)', additionalProperties: false },
+      NoFieldsRequest: { ...requestSchema(NoFieldsRequest), description: 'Тела нет (или пустой объект)' },
       PayPayoutRequest: requestSchema(PayPayoutRequest),
       PayoutReasonRequest: requestSchema(PayoutReasonRequest),
       FailRefundRequest: requestSchema(FailRefundRequest),
       PaymentResultRequest: requestSchema(PaymentResultRequest),
-      AdvanceClockRequest: { ...requestSchema(AdvanceClockRequest), required: ['seconds'] },
+      AdvanceClockRequest: requestSchema(AdvanceClockRequest),
       Account: account,
       Project: project,
       Keys: keys,
       OperatorPayoutAddress: payoutAddress,
       // The merchant document's resources the operator API answers with, and what they refer to.
-      ...Object.fromEntries(['Invoice', 'Customer', 'Money', 'Payout', 'Refund', 'Error'].map((name) => [name, merchantSchemas[name]!])),
+      ...Object.fromEntries(['Invoice', 'Customer', 'StorableJson', 'Money', 'Payout', 'Refund', 'Error'].map((name) => [name, merchantSchemas[name]!])),
     },
     securitySchemes: {
       operatorToken: { type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN оператора (32+ символов)' },
@@ -173,4 +174,3 @@ export const OPERATOR_OPENAPI_DOCUMENT: OpenApiDocument = {
   },
 };
 
-void NoFieldsRequest;

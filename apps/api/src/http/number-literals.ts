@@ -1,3 +1,5 @@
+import { ApiError } from './errors/api-error';
+
 /**
  * The literal text of every number in a JSON document, by path. JSON.parse turns `1e3`
  * and `1000` into the same float; money rules need to know which was written.
@@ -136,4 +138,57 @@ export function numberLiterals(json: string): Map<string, string> {
       stack.pop();
     } else fail(top.kind === 'object' ? '"," or "}"' : '"," or "]"');
   }
+}
+
+// ---------------------------------------------------------------------------
+// The literals of a request's numbers, for the money and percent rules
+// ---------------------------------------------------------------------------
+
+/** The exact bytes of each JSON body, by its parsed object (recorded by the body hook of create-api.ts). */
+export const RAW_BODIES = new WeakMap<object, Buffer>();
+
+/** Where an object of a request sits in its raw body: the keys from the root, and the body's literals (scanned once, when first asked). */
+interface LiteralContext {
+  readonly segments: readonly string[];
+  readonly literals: () => Map<string, string> | null;
+}
+const CONTEXTS = new WeakMap<object, LiteralContext>();
+
+/** Records where `object` (a DTO instance) sits in the raw body whose literals `literals` gives. */
+export const placeLiterals = (object: object, segments: readonly string[], literals: LiteralContext['literals']): void => {
+  CONTEXTS.set(object, { segments, literals });
+};
+
+/** The literals of `raw`, scanned when first asked: null without a raw body; a body the scan cannot follow is refused (400, param body). */
+export function lazyLiterals(raw: Buffer | undefined): LiteralContext['literals'] {
+  let scanned: Map<string, string> | undefined;
+  return () => {
+    if (raw === undefined) return null;
+    try {
+      scanned ??= numberLiterals(raw.toString('utf8'));
+    } catch (error) {
+      if (!(error instanceof NumberLiteralScanError)) throw error;
+      throw ApiError.validation([
+        { param: 'body', code: 'unreadable_numbers', message: 'body: числа в теле запроса не удалось прочитать так, как они записаны' },
+      ]);
+    }
+    return scanned;
+  };
+}
+
+/** A number the literal scan cannot account for. */
+export const UNACCOUNTED = Symbol('unaccounted number literal');
+
+/**
+ * The literal text of a number field as written in the raw body: undefined when the
+ * value is not a number or there is no raw body; UNACCOUNTED when the scan has no
+ * literal at this path that reads as the parsed value.
+ */
+export function literalOf(object: object, property: string, value: unknown): string | undefined | typeof UNACCOUNTED {
+  if (typeof value !== 'number') return undefined;
+  const context = CONTEXTS.get(object);
+  const literals = context?.literals() ?? null;
+  if (literals === null) return undefined;
+  const literal = literals.get(literalKey([...context!.segments, property]));
+  return literal !== undefined && Number(literal) === value ? literal : UNACCOUNTED;
 }

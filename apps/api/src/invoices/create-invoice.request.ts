@@ -1,44 +1,89 @@
-import type { InvoiceRequest } from '#domain';
-import { METHOD_CODES } from '#domain';
+import { IsIn, IsInt, IsObject, IsOptional, IsString, Matches, Max, Min, ValidateNested } from 'class-validator';
+import { JSONSchema } from 'class-validator-jsonschema';
+import type { FeePayer, InvoiceRequest } from '#domain';
+import { FEE_PAYERS, METHOD_CODES } from '#domain';
 import { parseMoney, parsePercent } from '#ledger';
-import { Email, HttpUrl, Integer, JsonObject, Money, Nested, OneOf, Percent, Phone, Text } from '../http/request-fields';
-import { RequestSchema } from '../http/request-validation';
+import {
+  E164,
+  EMAIL,
+  IsHttpUrl,
+  IsMoney,
+  IsPercent,
+  MAX_JSON_DEPTH,
+  MaxJsonBytes,
+  MaxLength,
+  MinLength,
+  Required,
+  StorableJson,
+  StorableText,
+} from '../http/request-rules';
 
 const CUSTOM_FIELDS_MAX_BYTES = 2048;
 
 /** The buyer of CreateInvoiceRequest; every field optional, null is absent. */
-export class InvoiceCustomer {
-  @Email({ nullable: true, description: 'E-mail покупателя' })
+export class Customer {
+  @IsOptional()
+  @IsString()
+  @StorableText()
+  @MaxLength(254)
+  @Matches(EMAIL, { message: 'некорректный адрес электронной почты' })
+  @JSONSchema({ description: 'E-mail покупателя' })
   email?: string | null;
 
-  @Phone({ nullable: true, description: 'Телефон в формате E.164, например +79991234567' })
+  @IsOptional()
+  @IsString()
+  @StorableText()
+  @MaxLength(16)
+  @Matches(E164, { message: 'телефон в формате E.164, например +79991234567' })
+  @JSONSchema({ description: 'Телефон в формате E.164, например +79991234567', examples: ['+79991234567'] })
   phone?: string | null;
 
-  @Text({ nullable: true, max: 128, description: 'Идентификатор покупателя в системе мерчанта' })
+  @IsOptional()
+  @IsString()
+  @StorableText()
+  @MaxLength(128)
+  @JSONSchema({ description: 'Идентификатор покупателя в системе мерчанта' })
   userId?: string | null;
 
-  @Text({ nullable: true, max: 255, description: 'Имя покупателя' })
+  @IsOptional()
+  @IsString()
+  @StorableText()
+  @MaxLength(255)
+  @JSONSchema({ description: 'Имя покупателя' })
   name?: string | null;
 }
 
 /** The body of POST /v1/invoices (spec: CreateInvoiceRequest). Fields in the order violations are listed. */
-@RequestSchema({ description: 'Тело POST /invoices; неизвестные поля: 400 validation' })
+@JSONSchema({ description: 'Тело POST /invoices; неизвестные поля: 400 validation' })
 export class CreateInvoiceRequest {
-  @Money({ required: true, description: 'Сумма в рублях: строка Money или число; в ответах всегда строка', examples: ['1500.00', 1500] })
+  @Required()
+  @IsMoney()
+  @JSONSchema({ description: 'Сумма в рублях: строка Money или число; в ответах всегда строка', examples: ['1500.00', 1500] })
   amount!: string | number;
 
-  @Text({ required: true, min: 1, max: 128, description: 'Номер заказа мерчанта, уникален в проекте; ключ идемпотентности' })
+  @Required()
+  @IsString()
+  @StorableText()
+  @MinLength(1)
+  @MaxLength(128)
+  @JSONSchema({ description: 'Номер заказа мерчанта, уникален в проекте; ключ идемпотентности' })
   orderId!: string;
 
-  @Text({ nullable: true, max: 255, description: 'Описание счёта' })
+  @IsOptional()
+  @IsString()
+  @StorableText()
+  @MaxLength(255)
+  @JSONSchema({ description: 'Описание счёта' })
   description?: string | null;
 
-  @OneOf(METHOD_CODES, { nullable: true, description: 'Способ оплаты; без него покупатель выбирает сам; crypto только если в проекте включён приём USDT' })
+  @IsOptional()
+  @IsIn(METHOD_CODES)
+  @JSONSchema({ description: 'Способ оплаты; без него покупатель выбирает сам; crypto только если в проекте включён приём USDT' })
   method?: (typeof METHOD_CODES)[number] | null;
 
-  @Percent({
-    nullable: true,
-    numberOnly: true,
+  @IsOptional()
+  @IsPercent({ numberOnly: true })
+  @JSONSchema({
     description:
       'Процент от суммы, который покупатель платит сверх неё: от 0 до ставки мерчанта для способа; остаток ставки платит мерчант. ' +
       'Выше ставки: 422 customer_fee_pct_too_high. По умолчанию: настройка ползунка проекта (вся ставка на покупателе). ' +
@@ -46,38 +91,70 @@ export class CreateInvoiceRequest {
   })
   customerFeePct?: number | null;
 
-  @Integer({
-    nullable: true,
-    min: 0,
-    max: 100,
+  @IsOptional()
+  @IsInt()
+  @Min(0)
+  @Max(100)
+  @JSONSchema({
     deprecated: true,
     description: 'Устарело: доля ставки на покупателе в процентах (100 = вся ставка); пересчитывается в customerFeePct по ставке способа',
   })
   customerFeeShare?: number | null;
 
-  @OneOf(['merchant', 'customer'], {
-    nullable: true,
+  @IsOptional()
+  @IsIn(FEE_PAYERS)
+  @JSONSchema({
     deprecated: true,
     description: 'Устарело: customer = вся ставка на покупателе, merchant = 0. Учитывается, только если не заданы customerFeePct и customerFeeShare',
   })
-  feePayer?: 'merchant' | 'customer' | null;
+  feePayer?: FeePayer | null;
 
-  @HttpUrl({ nullable: true, description: 'Куда вернуть покупателя после оплаты' })
+  @IsOptional()
+  @IsString()
+  @StorableText()
+  @MaxLength(2048)
+  @IsHttpUrl()
+  @JSONSchema({ description: 'Куда вернуть покупателя после оплаты' })
   successUrl?: string | null;
 
-  @HttpUrl({ nullable: true, description: 'Куда вернуть покупателя после отказа' })
+  @IsOptional()
+  @IsString()
+  @StorableText()
+  @MaxLength(2048)
+  @IsHttpUrl()
+  @JSONSchema({ description: 'Куда вернуть покупателя после отказа' })
   failUrl?: string | null;
 
-  @Integer({ nullable: true, min: 1, max: 1440, default: 60, description: 'Время жизни счёта в минутах' })
+  // The default is said in words: openapi-typescript makes a field with `default` required in a schema of components.
+  @IsOptional()
+  @IsInt()
+  @Min(1)
+  @Max(1440)
+  @JSONSchema({ description: 'Время жизни счёта в минутах; по умолчанию 60' })
   expire?: number | null;
 
-  @Email({ nullable: true, deprecated: true, description: 'Устарело: синоним customer.email' })
+  @IsOptional()
+  @IsString()
+  @StorableText()
+  @MaxLength(254)
+  @Matches(EMAIL, { message: 'некорректный адрес электронной почты' })
+  @JSONSchema({ deprecated: true, description: 'Устарело: синоним customer.email' })
   payerEmail?: string | null;
 
-  @Nested(() => InvoiceCustomer, { nullable: true, schemaName: 'Customer', description: 'Покупатель; неизвестные поля: 400 validation' })
-  customer?: InvoiceCustomer | null;
+  // Typed without `| null` (null is absent, IsOptional): the reflected type names the nested class.
+  @IsOptional()
+  @IsObject()
+  @ValidateNested()
+  @JSONSchema({ description: 'Покупатель; неизвестные поля: 400 validation' })
+  customer?: Customer;
 
-  @JsonObject({ nullable: true, maxBytes: CUSTOM_FIELDS_MAX_BYTES, description: 'Произвольный JSON до 2 КБ; возвращается как передан' })
+  @IsOptional()
+  @IsObject()
+  @StorableJson()
+  @MaxJsonBytes(CUSTOM_FIELDS_MAX_BYTES)
+  @JSONSchema({
+    description: `Произвольный JSON до 2 КБ; возвращается как передан (не больше ${CUSTOM_FIELDS_MAX_BYTES} байт в JSON, вложенность до ${MAX_JSON_DEPTH} уровней)`,
+  })
   customFields?: Record<string, unknown> | null;
 }
 

@@ -1,9 +1,9 @@
-import { Controller, HttpCode, Inject, Param, Post, UseGuards } from '@nestjs/common';
+import { Body, Controller, HttpCode, Inject, Param, Post, UseGuards } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
 import type { Clock } from '#platform/clock';
 import { invoiceView } from '#payments';
 import { RecordPaymentResult } from '#payments/invoices';
-import { ValidBody } from '../http/request-validation';
+import { validRequest } from '../http/request-pipe';
 import { PaymentResultRequest } from './payment-result.request';
 import { CLOCK_TOKEN, PUBLIC_URL } from '../http/tokens';
 import type { PublicUrl } from '../http/tokens';
@@ -21,7 +21,7 @@ export class InvoicePaymentsController {
 
   @Post(':id/payment')
   @HttpCode(200)
-  async payment(@Param('id') id: string, @ValidBody(PaymentResultRequest) body: PaymentResultRequest) {
+  async payment(@Param('id') id: string, @Body(validRequest) body: PaymentResultRequest) {
     const invoice = await this.commands.execute(new RecordPaymentResult(id, body.outcome, body.method ?? null, this.clock.now()));
     return invoiceView(invoice, this.publicUrl.value);
   }

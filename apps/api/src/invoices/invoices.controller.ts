@@ -1,4 +1,4 @@
-import { Controller, Get, Inject, Param, Post, Res, UseGuards, UseInterceptors } from '@nestjs/common';
+import { Body, Controller, Get, Inject, Param, Post, Query, Res, UseGuards, UseInterceptors } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { FastifyReply } from 'fastify';
 import type { Clock } from '#platform/clock';
@@ -7,9 +7,9 @@ import { CreateInvoice } from '#payments/invoices';
 import { GetInvoice } from '#payments/invoices';
 import { ListInvoices } from '#payments/invoices';
 import type { MerchantIdentity } from '#payments/merchants';
+import { isUuid } from '#domain';
 import { ApiError } from '../http/errors/api-error';
 import { encodeCursor } from '../http/cursor';
-import { isUuid } from '../http/validation';
 import { cursorSeqOf, pageSizeOf } from '../http/cursor';
 import { ListInvoicesQuery } from './list-invoices.request';
 import { ACCESS_CONTROL, CLOCK_TOKEN, PUBLIC_URL } from '../http/tokens';
@@ -17,7 +17,7 @@ import type { AccessControl } from '#payments/access';
 import type { PublicUrl } from '../http/tokens';
 import { IdempotencyInterceptor } from '../http/idempotency';
 import { CreateInvoiceRequest, toInvoiceRequest } from './create-invoice.request';
-import { ValidBody, ValidQuery } from '../http/request-validation';
+import { validRequest } from '../http/request-pipe';
 import { Merchant, MerchantAuthGuard, PollMark, PollMarked, PollMarkTaken, rateLimited } from '../http/auth/merchant-auth.guard';
 import { ReadsModels } from '../http/read-models';
 
@@ -37,7 +37,7 @@ export class InvoicesController {
 
   @Post()
   @UseInterceptors(IdempotencyInterceptor)
-  async create(@Merchant() merchant: MerchantIdentity, @ValidBody(CreateInvoiceRequest) body: CreateInvoiceRequest, @Res() reply: FastifyReply) {
+  async create(@Merchant() merchant: MerchantIdentity, @Body(validRequest) body: CreateInvoiceRequest, @Res() reply: FastifyReply) {
     const request = toInvoiceRequest(body);
     if (merchant.mode === 'live' && merchant.project.status !== 'active') {
       throw new ApiError(403, 'project_not_active', `Проект не активен (статус ${merchant.project.status}): боевой ключ не может создавать счета`);
@@ -49,7 +49,7 @@ export class InvoicesController {
   /** Invoices of the project and mode, newest first (order of arrival), cursor pages. */
   @ReadsModels('invoices')
   @Get()
-  async list(@Merchant() merchant: MerchantIdentity, @ValidQuery(ListInvoicesQuery) query: ListInvoicesQuery) {
+  async list(@Merchant() merchant: MerchantIdentity, @Query(validRequest) query: ListInvoicesQuery) {
     const { orderId, status } = query;
     const from = query.from === undefined ? undefined : new Date(query.from);
     const to = query.to === undefined ? undefined : new Date(query.to);

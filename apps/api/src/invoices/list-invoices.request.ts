@@ -1,25 +1,46 @@
+import { IsIn, IsString } from 'class-validator';
+import { JSONSchema } from 'class-validator-jsonschema';
 import { INVOICE_STATUSES } from '#domain';
 import type { InvoiceStatus } from '#domain';
-import { pageSeq } from '../http/cursor';
-import { Cursor, DateTime, OneOf, QueryInteger, Text } from '../http/request-fields';
+import { IsCursor, IsIsoDateTime, IsQueryInteger, MaxLength, Optional, StorableText } from '../http/request-rules';
 
 /** The query of GET /v1/invoices. */
 export class ListInvoicesQuery {
-  @Text({ max: 128, description: 'Номер заказа; тогда в ответе 0 или 1 счёт' })
+  @Optional()
+  @IsString()
+  @StorableText()
+  @MaxLength(128)
+  @JSONSchema({ description: 'Номер заказа; тогда в ответе 0 или 1 счёт' })
   orderId?: string;
 
-  @OneOf(INVOICE_STATUSES, { description: 'Статус счёта' })
+  @Optional()
+  @IsIn(INVOICE_STATUSES)
+  @JSONSchema({ description: 'Статус счёта' })
   status?: InvoiceStatus;
 
-  @DateTime({ description: 'Созданы в этот момент или позже (включительно)' })
+  @Optional()
+  @IsString()
+  @StorableText()
+  @MaxLength(40)
+  @IsIsoDateTime()
+  @JSONSchema({ description: 'Созданы в этот момент или позже (включительно)' })
   from?: string;
 
-  @DateTime({ description: 'Созданы раньше этого момента (не включительно)' })
+  @Optional()
+  @IsString()
+  @StorableText()
+  @MaxLength(40)
+  @IsIsoDateTime()
+  @JSONSchema({ description: 'Созданы раньше этого момента (не включительно)' })
   to?: string;
 
-  @QueryInteger({ min: 1, max: 100, default: 20, description: 'Размер страницы' })
+  @Optional()
+  @IsQueryInteger(1, 100)
+  @JSONSchema({ description: 'Размер страницы', default: 20 })
   limit?: string;
 
-  @Cursor(pageSeq, { description: 'nextCursor из предыдущего ответа' })
+  @Optional()
+  @IsCursor()
+  @JSONSchema({ description: 'nextCursor из предыдущего ответа' })
   cursor?: string;
 }

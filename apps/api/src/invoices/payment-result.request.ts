@@ -1,12 +1,18 @@
-import { METHOD_CODES } from '#domain';
-import type { MethodCode } from '#domain';
-import { OneOf } from '../http/request-fields';
+import { IsIn, IsOptional } from 'class-validator';
+import { JSONSchema } from 'class-validator-jsonschema';
+import { METHOD_CODES, PAYMENT_OUTCOMES } from '#domain';
+import type { MethodCode, PaymentOutcome } from '#domain';
+import { Required } from '../http/request-rules';
 
 /** The body of POST /admin/v1/invoices/{id}/payment: the acquirer's answer. */
 export class PaymentResultRequest {
-  @OneOf(['paid', 'failed'], { required: true, description: 'Ответ эквайера' })
-  outcome!: 'paid' | 'failed';
+  @Required()
+  @IsIn(PAYMENT_OUTCOMES)
+  @JSONSchema({ description: 'Ответ эквайера' })
+  outcome!: PaymentOutcome;
 
-  @OneOf(METHOD_CODES, { nullable: true, description: 'Каким способом оплачено; без него: выбранный в счёте' })
+  @IsOptional()
+  @IsIn(METHOD_CODES)
+  @JSONSchema({ description: 'Каким способом оплачено; без него: выбранный в счёте' })
   method?: MethodCode | null;
 }

@@ -1,4 +1,4 @@
-import { Controller, Get, Inject, Param, UseGuards } from '@nestjs/common';
+import { Controller, Get, Inject, Param, Query, UseGuards } from '@nestjs/common';
 import { QueryBus } from '@nestjs/cqrs';
 import { formatMoney, LEDGER_ACCOUNTS, LedgerState } from '#ledger';
 import { GetBalanceAsOf } from '#payments/balance';
@@ -7,7 +7,7 @@ import { GetLedgerEntries } from '#payments/ledger';
 import type { Clock } from '#platform/clock';
 import { ApiError } from '../http/errors/api-error';
 import { cursorSeqOf, encodeCursor, pageSizeOf } from '../http/cursor';
-import { ValidQuery } from '../http/request-validation';
+import { validRequest } from '../http/request-pipe';
 import { LedgerBalanceQuery, LedgerEntriesQuery } from './ledger-audit.request';
 import { CLOCK_TOKEN } from '../http/tokens';
 import { AdminTokenGuard } from '../http/auth/admin-token.guard';
@@ -44,7 +44,7 @@ export class LedgerAuditController {
   /** Journal entries with their postings, oldest first, in cursor pages (from the read model). */
   @ReadsModels('ledger')
   @Get(':id/ledger')
-  async entries(@Param('id') id: string, @ValidQuery(LedgerEntriesQuery) query: LedgerEntriesQuery) {
+  async entries(@Param('id') id: string, @Query(validRequest) query: LedgerEntriesQuery) {
     const accountId = parseAccountId(id);
     const ledgerMode = query.mode;
     const page = await this.queries.execute(
@@ -70,7 +70,7 @@ export class LedgerAuditController {
 
   /** The balance rebuilt from the event log, now or at any past instant (`asOf`, ISO 8601). */
   @Get(':id/balance')
-  async balance(@Param('id') id: string, @ValidQuery(LedgerBalanceQuery) query: LedgerBalanceQuery) {
+  async balance(@Param('id') id: string, @Query(validRequest) query: LedgerBalanceQuery) {
     const accountId = parseAccountId(id);
     const ledger = { accountId, mode: query.mode };
     if (query.asOf === undefined) {

@@ -1,27 +1,43 @@
+import { IsIn, IsString } from 'class-validator';
+import { JSONSchema } from 'class-validator-jsonschema';
+import { LEDGER_MODES } from '#ledger';
 import type { LedgerMode } from '#ledger';
-import { pageSeq } from '../http/cursor';
-import { Cursor, DateTime, OneOf, QueryInteger } from '../http/request-fields';
+import { IsCursor, IsIsoDateTime, IsQueryInteger, MaxLength, Optional, Required, StorableText } from '../http/request-rules';
 
-const LEDGER_MODES: readonly LedgerMode[] = ['test', 'live'];
-const MODE = { required: true, message: 'test или live', description: 'Какой журнал: test или live' } as const;
+/** The `mode` of an operator's ledger query says its values in words of its own. */
+export const MODE = { message: 'test или live' };
+export const MODE_DESCRIPTION = { description: 'Какой журнал: test или live' };
 
 /** The query of GET /admin/v1/accounts/{id}/ledger. */
 export class LedgerEntriesQuery {
-  @OneOf(LEDGER_MODES, MODE)
+  @Required()
+  @IsIn(LEDGER_MODES, MODE)
+  @JSONSchema(MODE_DESCRIPTION)
   mode!: LedgerMode;
 
-  @QueryInteger({ min: 1, max: 1000, default: 100, description: 'Размер страницы' })
+  @Optional()
+  @IsQueryInteger(1, 1000)
+  @JSONSchema({ description: 'Размер страницы', default: 100 })
   limit?: string;
 
-  @Cursor(pageSeq, { description: 'nextCursor из предыдущего ответа' })
+  @Optional()
+  @IsCursor()
+  @JSONSchema({ description: 'nextCursor из предыдущего ответа' })
   cursor?: string;
 }
 
 /** The query of GET /admin/v1/accounts/{id}/balance. */
 export class LedgerBalanceQuery {
-  @OneOf(LEDGER_MODES, MODE)
+  @Required()
+  @IsIn(LEDGER_MODES, MODE)
+  @JSONSchema(MODE_DESCRIPTION)
   mode!: LedgerMode;
 
-  @DateTime({ description: 'Момент, на который пересчитать баланс (ISO 8601); без него: сейчас' })
+  @Optional()
+  @IsString()
+  @StorableText()
+  @MaxLength(40)
+  @IsIsoDateTime()
+  @JSONSchema({ description: 'Момент, на который пересчитать баланс (ISO 8601); без него: сейчас' })
   asOf?: string;
 }

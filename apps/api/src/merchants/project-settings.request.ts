@@ -1,81 +1,145 @@
+import { Equals, IsArray, IsBoolean, IsIn, IsInt, IsObject, IsOptional, IsString, IsUUID, Matches, Max, Min, ValidateNested } from 'class-validator';
+import { JSONSchema } from 'class-validator-jsonschema';
 import { METHOD_CODES, MethodCode, MethodOverride, MethodOverrides } from '#domain';
 import { parseMoney, parsePercent } from '#ledger';
+import { LEDGER_MODES } from '#ledger';
+import type { LedgerMode } from '#ledger';
 import type { ProjectSettings } from '#payments/merchants';
 import { PROJECT_STATUSES, WEBHOOK_EVENTS } from '#payments/merchants';
 import type { WebhookEventKind } from '#payments/merchants';
-import { Absent, ArrayOf, Bool, Email, HttpUrl, Integer, Money, Nested, OneOf, Percent, Text, Uuid } from '../http/request-fields';
-import { RequestSchema } from '../http/request-validation';
+import { EMAIL, IsHttpUrl, IsMoney, IsPercent, MaxLength, MinLength, Optional, Required, StorableText } from '../http/request-rules';
 
 /** One payment method's settings of a project: every field optional. */
-@RequestSchema({ description: 'Настройки способа оплаты проекта; неизвестные поля: 400 validation' })
+@JSONSchema({ description: 'Настройки способа оплаты проекта; неизвестные поля: 400 validation' })
 export class MethodSettings {
-  @Percent({ description: 'Ставка мерчанта, процентов (до четырёх знаков после точки)' })
+  @Optional()
+  @IsPercent()
+  @JSONSchema({ description: 'Ставка мерчанта, процентов (до четырёх знаков после точки)' })
   feePct?: string | number;
 
-  @Money({ description: 'Минимальная сумма счёта' })
+  @Optional()
+  @IsMoney()
+  @JSONSchema({ description: 'Минимальная сумма счёта' })
   min?: string | number;
 
-  @Money({ description: 'Максимальная сумма счёта' })
+  @Optional()
+  @IsMoney()
+  @JSONSchema({ description: 'Максимальная сумма счёта' })
   max?: string | number;
 
-  @Bool({ description: 'Включён ли способ' })
+  @Optional()
+  @IsBoolean()
+  @JSONSchema({ description: 'Включён ли способ' })
   enabled?: boolean;
 }
 
 /** The per-method settings, by method code. */
-@RequestSchema({ description: 'Настройки способов оплаты' })
+@JSONSchema({ description: 'Настройки способов оплаты' })
 export class ProjectMethods {
-  @Nested(() => MethodSettings, { schemaName: 'MethodSettings', description: 'СБП' })
+  @Optional()
+  @IsObject()
+  @ValidateNested()
+  @JSONSchema({ description: 'СБП' })
   sbp?: MethodSettings;
 
-  @Nested(() => MethodSettings, { schemaName: 'MethodSettings', description: 'Карта' })
+  @Optional()
+  @IsObject()
+  @ValidateNested()
+  @JSONSchema({ description: 'Карта' })
   card?: MethodSettings;
 
-  @Nested(() => MethodSettings, { schemaName: 'MethodSettings', description: 'USDT' })
+  @Optional()
+  @IsObject()
+  @ValidateNested()
+  @JSONSchema({ description: 'USDT' })
   crypto?: MethodSettings;
 }
 
+const EVENTS = `массив из значений: ${WEBHOOK_EVENTS.join(', ')}`;
+
 /** The settings a project is created with or changed by (after `name`, which each request declares). */
 export abstract class ProjectSettingsFields {
-  @OneOf(PROJECT_STATUSES, { description: 'Статус проекта: боевой ключ создаёт счета только в active' })
+  @Optional()
+  @IsIn(PROJECT_STATUSES)
+  @JSONSchema({ description: 'Статус проекта: боевой ключ создаёт счета только в active' })
   status?: (typeof PROJECT_STATUSES)[number];
 
-  @HttpUrl({ nullable: true, description: 'Адрес вебхуков (http:// или https://, публичный); null: без вебхуков' })
+  @IsOptional()
+  @IsString()
+  @StorableText()
+  @MaxLength(2048)
+  @IsHttpUrl()
+  @JSONSchema({ description: 'Адрес вебхуков (http:// или https://, публичный); null: без вебхуков' })
   webhookUrl?: string | null;
 
-  @ArrayOf(WEBHOOK_EVENTS, { description: 'Какие события отправлять' })
+  // Duplicates are allowed and read as one.
+  @Optional()
+  @IsArray({ message: EVENTS, context: { code: 'invalid_enum' } })
+  @IsIn(WEBHOOK_EVENTS, { each: true, message: EVENTS })
+  @JSONSchema({ description: 'Какие события отправлять' })
   webhookEvents?: WebhookEventKind[];
 
-  @Bool({ description: 'Приём USDT (способ crypto)' })
+  @Optional()
+  @IsBoolean()
+  @JSONSchema({ description: 'Приём USDT (способ crypto)' })
   usdtEnabled?: boolean;
 
-  @Integer({ min: 0, max: 720, description: 'Холд оплат, часов' })
+  @Optional()
+  @IsInt()
+  @Min(0)
+  @Max(720)
+  @JSONSchema({ description: 'Холд оплат, часов' })
   holdHours?: number;
 
-  @Integer({ min: 0, max: 100, description: 'Доля ставки на покупателе по умолчанию, процентов' })
+  @Optional()
+  @IsInt()
+  @Min(0)
+  @Max(100)
+  @JSONSchema({ description: 'Доля ставки на покупателе по умолчанию, процентов' })
   customerFeeShare?: number;
 
-  @Nested(() => ProjectMethods, { schemaName: 'ProjectMethods', description: 'Ставки и лимиты способов оплаты' })
+  @Optional()
+  @IsObject()
+  @ValidateNested()
+  @JSONSchema({ description: 'Ставки и лимиты способов оплаты' })
   methods?: ProjectMethods;
 }
 
 /** The body of POST /admin/v1/projects. */
-@RequestSchema({ description: 'Новый проект аккаунта' })
+@JSONSchema({ description: 'Новый проект аккаунта' })
 export class CreateProjectRequest extends ProjectSettingsFields {
-  @Uuid({ required: true, description: 'Аккаунт мерчанта' })
+  @Required()
+  @IsString()
+  @StorableText()
+  @MaxLength(36)
+  @IsUUID('loose')
+  @JSONSchema({ description: 'Аккаунт мерчанта' })
   accountId!: string;
 
-  @Text({ required: true, min: 1, max: 255, description: 'Название проекта' })
+  @Required()
+  @IsString()
+  @StorableText()
+  @MinLength(1)
+  @MaxLength(255)
+  @JSONSchema({ description: 'Название проекта' })
   name!: string;
 }
 
 /** The body of PATCH /admin/v1/projects/{id}: the fields to change. */
-@RequestSchema({ description: 'Изменение настроек проекта: только переданные поля' })
+@JSONSchema({ description: 'Изменение настроек проекта: только переданные поля' })
 export class UpdateProjectRequest extends ProjectSettingsFields {
-  @Absent('read_only', 'аккаунт проекта не меняется')
+  // Any value sent is refused.
+  @Optional()
+  @Equals(undefined, { message: 'аккаунт проекта не меняется', context: { code: 'read_only' } })
+  @JSONSchema({ not: {}, description: 'аккаунт проекта не меняется' })
   accountId?: never;
 
-  @Text({ min: 1, max: 255, description: 'Название проекта' })
+  @Optional()
+  @IsString()
+  @StorableText()
+  @MinLength(1)
+  @MaxLength(255)
+  @JSONSchema({ description: 'Название проекта' })
   name?: string;
 }
 
@@ -106,15 +170,27 @@ export function settingsOf(r: ProjectSettingsFields & { name?: string }, base: P
 
 /** The body of POST /admin/v1/accounts. */
 export class CreateAccountRequest {
-  @Text({ required: true, min: 1, max: 255, description: 'Название мерчанта' })
+  @Required()
+  @IsString()
+  @StorableText()
+  @MinLength(1)
+  @MaxLength(255)
+  @JSONSchema({ description: 'Название мерчанта' })
   name!: string;
 
-  @Email({ required: true, description: 'E-mail мерчанта' })
+  @Required()
+  @IsString()
+  @StorableText()
+  @MaxLength(254)
+  @Matches(EMAIL, { message: 'некорректный адрес электронной почты' })
+  @JSONSchema({ description: 'E-mail мерчанта' })
   email!: string;
 }
 
 /** The body of POST /admin/v1/projects/{id}/keys/rotate. */
 export class RotateKeysRequest {
-  @OneOf(['test', 'live'], { required: true, description: 'Какая пара ключей: test или live' })
-  mode!: 'test' | 'live';
+  @Required()
+  @IsIn(LEDGER_MODES)
+  @JSONSchema({ description: 'Какая пара ключей: test или live' })
+  mode!: LedgerMode;
 }

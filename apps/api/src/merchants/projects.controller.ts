@@ -13,16 +13,15 @@ import { GetProject } from '#payments/merchants';
 import { RotateProjectKeys } from '#payments/merchants';
 import { UpdateProject } from '#payments/merchants';
 import { methodsOf, WEBHOOK_EVENTS } from '#payments/merchants';
+import { isUuid } from '#domain';
 import { ApiError } from '../http/errors/api-error';
-import { RawBody } from '../http/raw-body';
-import { isUuid } from '../http/validation';
-import { isPlainObject, readRequest, ValidBody } from '../http/request-validation';
+import { isJsonObject, readBody, validRequest } from '../http/request-pipe';
 import { CreateAccountRequest, CreateProjectRequest, RotateKeysRequest, settingsOf, UpdateProjectRequest } from './project-settings.request';
 import type { ErrorDetail } from '../http/errors/api-error';
 import { CLOCK_TOKEN, INFRASTRUCTURE } from '../http/tokens';
 import { AdminTokenGuard } from '../http/auth/admin-token.guard';
 
-const projectView = (p: Project) => ({
+export const projectView = (p: Project) => ({
   id: p.id,
   accountId: p.accountId,
   name: p.name,
@@ -89,13 +88,13 @@ export class ProjectsController {
   }
 
   @Post('accounts')
-  async createAccount(@ValidBody(CreateAccountRequest) body: CreateAccountRequest) {
+  async createAccount(@Body(validRequest) body: CreateAccountRequest) {
     const account = await this.commands.execute(new CreateAccount(body.name, body.email, this.clock.now()));
     return { ...account, createdAt: account.createdAt.toISOString() };
   }
 
   @Post('projects')
-  async createProject(@ValidBody(CreateProjectRequest) body: CreateProjectRequest) {
+  async createProject(@Body(validRequest) body: CreateProjectRequest) {
     const settings = this.settings(body, NEW_PROJECT);
     if (!(await this.queries.execute(new GetAccount(body.accountId)))) throw new ApiError(404, 'not_found', 'Аккаунт не найден', 'accountId');
     const { project, keys } = await this.commands.execute(new CreateProject(body.accountId, settings, this.clock.now()));
@@ -109,10 +108,10 @@ export class ProjectsController {
   }
 
   @Patch('projects/:id')
-  async updateProject(@Param('id') id: string, @Body() body: unknown, @RawBody() rawBody: Buffer | undefined) {
+  async updateProject(@Param('id') id: string, @Body() body: unknown) {
     const project = await this.find(id);
     // Read after the project is found: an unknown project is 404 whatever the body.
-    const settings = this.settings(readRequest(UpdateProjectRequest, body, rawBody), project);
+    const settings = this.settings(await readBody(UpdateProjectRequest, body), project);
     return projectView((await this.commands.execute(new UpdateProject(id, settings, this.clock.now())))!);
   }
 
@@ -120,7 +119,7 @@ export class ProjectsController {
   @HttpCode(201)
   async rotate(@Param('id') id: string, @Body() body: unknown) {
     await this.find(id);
-    const { mode } = readRequest(RotateKeysRequest, isPlainObject(body) ? body : {});
+    const { mode } = await readBody(RotateKeysRequest, isJsonObject(body) ? body : {});
     return this.commands.execute(new RotateProjectKeys(id, mode, this.clock.now()));
   }
 

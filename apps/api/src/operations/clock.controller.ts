@@ -2,7 +2,7 @@ import { Body, Controller, HttpCode, Inject, Post, UseGuards } from '@nestjs/com
 import type { Infrastructure } from '#payments/composition';
 import { ApiError } from '../http/errors/api-error';
 import { INFRASTRUCTURE } from '../http/tokens';
-import { isPlainObject, readRequest } from '../http/request-validation';
+import { isJsonObject, readBody } from '../http/request-pipe';
 import { AdvanceClockRequest } from './advance-clock.request';
 import { AdminTokenGuard } from '../http/auth/admin-token.guard';
 
@@ -18,7 +18,7 @@ export class ClockController {
     const sync = this.infra.clockSync;
     if (!sync) throw ApiError.notFound('not_found', 'Ручные часы выключены: запустите шлюз с CLOCK=manual');
     // Read after the manual clock is found; a body that is not an object has no seconds.
-    const { seconds } = readRequest(AdvanceClockRequest, isPlainObject(body) ? body : {});
+    const { seconds } = await readBody(AdvanceClockRequest, isJsonObject(body) ? body : {});
     return { now: (await sync.advance(seconds)).toISOString() };
   }
 }

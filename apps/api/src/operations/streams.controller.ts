@@ -1,10 +1,10 @@
-import { Controller, Get, Param, UseGuards } from '@nestjs/common';
+import { Controller, Get, Param, Query, UseGuards } from '@nestjs/common';
 import { QueryBus } from '@nestjs/cqrs';
 import type { RecordedEvent } from '#event-store';
 import { ReadStream } from '#payments/streams';
 import { ApiError } from '../http/errors/api-error';
-import { ValidQuery } from '../http/request-validation';
-import { storableText } from '../http/validation';
+import { validRequest } from '../http/request-pipe';
+import { storableText } from '../http/request-rules';
 import { AdminTokenGuard } from '../http/auth/admin-token.guard';
 import { pageSizeOf } from '../http/cursor';
 import { ReadStreamQuery } from './read-stream.request';
@@ -19,7 +19,7 @@ export class StreamsController {
   constructor(private readonly queries: QueryBus) {}
 
   @Get(':streamName')
-  async read(@Param('streamName') streamName: string, @ValidQuery(ReadStreamQuery) query: ReadStreamQuery) {
+  async read(@Param('streamName') streamName: string, @Query(validRequest) query: ReadStreamQuery) {
     // No stream has such a name (no `<category>-<id>`, or a NUL PostgreSQL cannot even compare): nothing to read.
     if (!STREAM_NAME.test(streamName) || !storableText(streamName)) throw ApiError.notFound('not_found', 'Поток не найден');
     const page = await this.queries.execute(new ReadStream(streamName, BigInt(query.fromRevision ?? '0'), pageSizeOf(query.limit, 100)));

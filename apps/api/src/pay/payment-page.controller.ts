@@ -3,7 +3,7 @@ import type { ArgumentsHost, ExceptionFilter } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Clock } from '#platform/clock';
-import { isMethodCode } from '#domain';
+import { isMethodCode, isUuid } from '#domain';
 import type { Invoice, InvoiceCreatedData } from '#domain';
 import { createLogger } from '#platform/logging';
 import type { Logger } from '#platform/logging';
@@ -26,8 +26,6 @@ export const PAYMENT_PAGE_HEADERS: Readonly<Record<string, string>> = {
   'x-content-type-options': 'nosniff',
 };
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 function sendHtml(reply: FastifyReply, status: number, html: string): FastifyReply {
   return reply.status(status).headers(PAYMENT_PAGE_HEADERS).header('content-type', 'text/html; charset=utf-8').send(html);
 }
@@ -48,7 +46,7 @@ class PageError extends Error {
   }
 }
 
-const backHrefOf = (id: unknown): string | null => (typeof id === 'string' && UUID.test(id) ? `/pay/${id.toLowerCase()}` : null);
+const backHrefOf = (id: unknown): string | null => (isUuid(id) ? `/pay/${id.toLowerCase()}` : null);
 
 /** What the buyer reads for a refusal of the invoice service (its own messages are for logs, not buyers). */
 function buyerError(status: number, code: string, backHref: string | null) {

@@ -1,49 +1,63 @@
+import { IsIn, IsInt, IsOptional, IsString, Max, Min, ValidateIf, ValidationArguments } from 'class-validator';
+import { JSONSchema } from 'class-validator-jsonschema';
+import type { DecoratorSchema } from 'class-validator-jsonschema/build/decorators';
+import type { SchemaObject } from '../docs/openapi-document';
 import { PAYOUT_METHODS } from '#domain';
 import type { PayoutMethod } from '#domain';
-import { Integer, Money, OneOf, Text } from '../http/request-fields';
-import { RequestRule, RequestSchema, RuleViolation } from '../http/request-validation';
+import { ACROSS_FIELDS } from '../http/request-pipe';
+import { IsMoney, MaxLength, MinLength, Optional, Required, StorableText } from '../http/request-rules';
 
-/** addressId, or method and account together (checked after the fields, as listed after them). */
-function destination(r: CreatePayoutRequest): RuleViolation[] {
-  const has = (name: 'addressId' | 'method' | 'account') => r[name] !== undefined;
-  const required = (param: string, message: string): RuleViolation => ({ param, code: 'required', message });
-  if (!has('addressId')) {
-    if (!has('method') && !has('account')) return [required('addressId', 'укажите addressId или пару method и account')];
-    return [
-      ...(has('method') ? [] : [required('method', 'обязательно вместе с account')]),
-      ...(has('account') ? [] : [required('account', 'обязательно вместе с method')]),
-    ];
-  }
-  if (has('method') !== has('account')) return [required(has('method') ? 'account' : 'method', 'method и account указываются вместе')];
-  return [];
-}
+/** method and account come together; what is missing is said against addressId when that is absent too. */
+const together = (other: string) => (args: ValidationArguments) =>
+  (args.object as CreatePayoutRequest).addressId === undefined ? `обязательно вместе с ${other}` : 'method и account указываются вместе';
 
-/** The body of POST /v1/payouts. */
-@RequestRule(destination)
-@RequestSchema({
+/** The body of POST /v1/payouts: addressId, or method and account together (rules over several fields, listed after the fields). */
+@JSONSchema({
   description: 'Заявка на выплату: addressId или пара method + account уже подтверждённых реквизитов',
   anyOf: [{ required: ['addressId'] }, { required: ['method', 'account'] }],
   dependentRequired: { method: ['account'], account: ['method'] },
-})
+} as SchemaObject as DecoratorSchema)
 export class CreatePayoutRequest {
-  @Money({
-    required: true,
-    description: 'Сумма в рублях, списывается с available; комиссия вычитается из неё. Не меньше минимума способа (100.00 по умолчанию)',
-  })
+  @Required()
+  @IsMoney()
+  @JSONSchema({ description: 'Сумма в рублях, списывается с available; комиссия вычитается из неё. Не меньше минимума способа (100.00 по умолчанию)' })
   amount!: string | number;
 
-  @Integer({ min: 1, max: Number.MAX_SAFE_INTEGER, description: 'Подтверждённые реквизиты; обязателен, если не заданы method + account' })
+  @ValidateIf((r: CreatePayoutRequest) => r.addressId !== undefined || (r.method === undefined && r.account === undefined))
+  @Required({ message: 'укажите addressId или пару method и account', context: ACROSS_FIELDS })
+  @IsInt()
+  @Min(1)
+  @Max(Number.MAX_SAFE_INTEGER)
+  @JSONSchema({ description: 'Подтверждённые реквизиты; обязателен, если не заданы method + account' })
   addressId?: number;
 
-  @OneOf(PAYOUT_METHODS, { description: 'Способ выплаты, вместе с account' })
+  @ValidateIf((r: CreatePayoutRequest) => r.method !== undefined || r.account !== undefined)
+  @Required({ message: together('account'), context: ACROSS_FIELDS })
+  @IsIn(PAYOUT_METHODS)
+  @JSONSchema({ description: 'Способ выплаты, вместе с account' })
   method?: PayoutMethod;
 
-  @Text({ min: 1, max: 128, description: 'Полный телефон или адрес уже подтверждённых реквизитов, вместе с method' })
+  @ValidateIf((r: CreatePayoutRequest) => r.account !== undefined || r.method !== undefined)
+  @Required({ message: together('method'), context: ACROSS_FIELDS })
+  @IsString()
+  @StorableText()
+  @MinLength(1)
+  @MaxLength(128)
+  @JSONSchema({ description: 'Полный телефон или адрес уже подтверждённых реквизитов, вместе с method' })
   account?: string;
 
-  @Text({ min: 1, max: 128, description: 'Идентификатор заявки у мерчанта, уникален в аккаунте; ключ идемпотентности' })
+  @Optional()
+  @IsString()
+  @StorableText()
+  @MinLength(1)
+  @MaxLength(128)
+  @JSONSchema({ description: 'Идентификатор заявки у мерчанта, уникален в аккаунте; ключ идемпотентности' })
   orderId?: string;
 
-  @Text({ nullable: true, max: 500, description: 'Комментарий' })
+  @IsOptional()
+  @IsString()
+  @StorableText()
+  @MaxLength(500)
+  @JSONSchema({ description: 'Комментарий' })
   comment?: string | null;
 }

@@ -1,19 +1,30 @@
+import { IsIn, IsString } from 'class-validator';
+import { JSONSchema } from 'class-validator-jsonschema';
 import { PAYOUT_STATUSES } from '#domain';
 import type { PayoutStatus } from '#domain';
-import { pageSeq } from '../http/cursor';
-import { Cursor, OneOf, QueryInteger, Text } from '../http/request-fields';
+import { IsCursor, IsQueryInteger, MaxLength, Optional, StorableText } from '../http/request-rules';
 
 /** The query of GET /v1/payouts. */
 export class ListPayoutsQuery {
-  @Text({ max: 128, description: 'Идентификатор заявки: ответ тогда одна выплата (объект Payout), 404 not_found, если её нет' })
+  @Optional()
+  @IsString()
+  @StorableText()
+  @MaxLength(128)
+  @JSONSchema({ description: 'Идентификатор заявки: ответ тогда одна выплата (объект Payout), 404 not_found, если её нет' })
   orderId?: string;
 
-  @OneOf(PAYOUT_STATUSES, { description: 'Статус выплаты' })
+  @Optional()
+  @IsIn(PAYOUT_STATUSES)
+  @JSONSchema({ description: 'Статус выплаты' })
   status?: PayoutStatus;
 
-  @QueryInteger({ min: 1, max: 100, default: 20, description: 'Размер страницы' })
+  @Optional()
+  @IsQueryInteger(1, 100)
+  @JSONSchema({ description: 'Размер страницы', default: 20 })
   limit?: string;
 
-  @Cursor(pageSeq, { description: 'nextCursor из предыдущего ответа' })
+  @Optional()
+  @IsCursor()
+  @JSONSchema({ description: 'nextCursor из предыдущего ответа' })
   cursor?: string;
 }

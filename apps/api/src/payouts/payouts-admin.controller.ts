@@ -1,8 +1,8 @@
-import { Body, Controller, HttpCode, Inject, Param, Post, Res, UseGuards } from '@nestjs/common';
+import { Body, Controller, HttpCode, Inject, Param, Post, Res, Type, UseGuards } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { FastifyReply } from 'fastify';
 import type { Clock } from '#platform/clock';
-import { Payout, PayoutTransition } from '#domain';
+import { isUuid, Payout, PayoutTransition } from '#domain';
 import { payoutView, refundView } from '#payments';
 import { GetAccount } from '#payments/merchants';
 import { AddPayoutAddress } from '#payments/payouts';
@@ -15,15 +15,14 @@ import { RejectPayout } from '#payments/payouts';
 import { FailRefund } from '#payments/refunds';
 import type { PayoutAddress } from '#payments/merchants';
 import { ApiError } from '../http/errors/api-error';
-import { isUuid } from '../http/validation';
-import { readRequest, RequestClass, ValidBody } from '../http/request-validation';
+import { readBody, validOptionalBody, validRequest } from '../http/request-pipe';
 import { AddPayoutAddressRequest, FailRefundRequest, NoFieldsRequest, PayoutReasonRequest, PayPayoutRequest } from './payout-operations.request';
 import { payoutIdOf } from './payouts.controller';
 import { CLOCK_TOKEN } from '../http/tokens';
 import { AdminTokenGuard } from '../http/auth/admin-token.guard';
 
 /** The operator sees the full account. */
-const addressView = (a: PayoutAddress) => ({
+export const addressView = (a: PayoutAddress) => ({
   id: a.id,
   accountId: a.accountId,
   method: a.method,
@@ -47,7 +46,7 @@ export class PayoutsAdminController {
 
   /** A payout detail of the account, unconfirmed until confirmed (201; 200 when it was added before). */
   @Post('accounts/:id/payout-addresses')
-  async addAddress(@Param('id') accountId: string, @ValidBody(AddPayoutAddressRequest) body: AddPayoutAddressRequest, @Res() reply: FastifyReply) {
+  async addAddress(@Param('id') accountId: string, @Body(validRequest) body: AddPayoutAddressRequest, @Res() reply: FastifyReply) {
     const { method, account, bank, label } = body;
     if (!isUuid(accountId) || !(await this.queries.execute(new GetAccount(accountId)))) throw ApiError.notFound('not_found', 'Аккаунт не найден');
     const { address, created } = await this.commands.execute(
@@ -72,29 +71,29 @@ export class PayoutsAdminController {
   async transition(@Param('id') id: string, @Param('transition') transition: string, @Body() body: unknown) {
     const now = this.clock.now();
     // The body is optional; which fields it takes depends on the transition (an unknown one is 404).
-    const read = <T extends object>(cls: RequestClass<T>): T => readRequest(cls, body, undefined, { absentIsEmpty: true });
+    const read = <T extends object>(cls: Type<T>): Promise<T> => readBody(cls, body, validOptionalBody);
     let command: (payoutId: number) => Promise<Payout>;
     switch (transition as PayoutTransition) {
       case 'approve':
-        read(NoFieldsRequest);
+        await read(NoFieldsRequest);
         command = (payoutId) => this.commands.execute(new ApprovePayout(payoutId, now));
         break;
       case 'process':
-        read(NoFieldsRequest);
+        await read(NoFieldsRequest);
         command = (payoutId) => this.commands.execute(new ProcessPayout(payoutId, now));
         break;
       case 'pay': {
-        const externalId = read(PayPayoutRequest).externalId ?? null;
+        const externalId = (await read(PayPayoutRequest)).externalId ?? null;
         command = (payoutId) => this.commands.execute(new PayPayout(payoutId, now, externalId));
         break;
       }
       case 'reject': {
-        const { reason } = read(PayoutReasonRequest);
+        const { reason } = await read(PayoutReasonRequest);
         command = (payoutId) => this.commands.execute(new RejectPayout(payoutId, now, reason));
         break;
       }
       case 'cancel': {
-        const { reason } = read(PayoutReasonRequest);
+        const { reason } = await read(PayoutReasonRequest);
         command = (payoutId) => this.commands.execute(new CancelPayout(payoutId, now, reason));
         break;
       }
@@ -109,7 +108,7 @@ export class PayoutsAdminController {
   /** The bank refused the refund: failed, its amount back to available; 409 conflict once it succeeded. */
   @Post('refunds/:id/fail')
   @HttpCode(200)
-  async failRefund(@Param('id') id: string, @ValidBody(FailRefundRequest, { absentIsEmpty: true }) body: FailRefundRequest) {
+  async failRefund(@Param('id') id: string, @Body(validOptionalBody) body: FailRefundRequest) {
     return refundView(await this.commands.execute(new FailRefund(id, body.reason ?? 'refused by the bank', this.clock.now())));
   }
 }

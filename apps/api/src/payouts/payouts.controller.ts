@@ -1,4 +1,4 @@
-import { Body, Controller, Get, Inject, Param, Post, Res, UseGuards, UseInterceptors } from '@nestjs/common';
+import { Body, Controller, Get, Inject, Param, Post, Query, Res, UseGuards, UseInterceptors } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { FastifyReply } from 'fastify';
 import type { AccessControl } from '#payments/access';
@@ -10,16 +10,15 @@ import { GetPayoutByOrderId } from '#payments/payouts';
 import { GetPayout } from '#payments/payouts';
 import { ListPayoutAddresses } from '#payments/payouts';
 import { ListPayouts } from '#payments/payouts';
-import type { MerchantIdentity } from '#payments/merchants';
+import type { MerchantIdentity, PayoutAddress } from '#payments/merchants';
 import { ApiError } from '../http/errors/api-error';
 import { cursorSeqOf, encodeCursor, pageSizeOf } from '../http/cursor';
 import { parseMoney } from '#ledger';
-import { readRequest, ValidQuery } from '../http/request-validation';
+import { readBody, validRequest } from '../http/request-pipe';
 import { CreatePayoutRequest } from './create-payout.request';
 import { ListPayoutsQuery } from './list-payouts.request';
 import type { KeyedRequest } from '#payments/idempotency';
 import { IdempotencyInterceptor, Keyed } from '../http/idempotency';
-import { RawBody } from '../http/raw-body';
 import { ACCESS_CONTROL, CLOCK_TOKEN } from '../http/tokens';
 import { Merchant, MerchantAuthGuard, PollMark, PollMarked, PollMarkTaken, rateLimited } from '../http/auth/merchant-auth.guard';
 import { ReadsModels } from '../http/read-models';
@@ -28,6 +27,18 @@ import { ReadsModels } from '../http/read-models';
 export const payoutIdOf = (raw: string): number | null => (/^[1-9]\d{0,15}$/.test(raw) && Number.isSafeInteger(Number(raw)) ? Number(raw) : null);
 
 const notFound = () => ApiError.notFound('not_found', 'Выплата не найдена');
+
+/** The spec's PayoutAddress: a confirmed detail, its account masked. */
+export const payoutAddressView = (a: PayoutAddress) => ({
+  id: a.id,
+  method: a.method,
+  label: a.label,
+  account: maskPayoutAccount(a.method, a.account),
+  bank: a.bank,
+  status: 'confirmed' as const,
+  confirmedAt: a.confirmedAt?.toISOString() ?? null,
+  createdAt: a.createdAt.toISOString(),
+});
 
 /** The poll mark of one payout; none for what is not a payout id. */
 const payoutPollResource = (params: { id?: string }): string | null => {
@@ -49,32 +60,15 @@ export class PayoutsController {
   @Get('payout-addresses')
   async listAddresses(@Merchant() merchant: MerchantIdentity) {
     const confirmed = await this.queries.execute(new ListPayoutAddresses(merchant.project.accountId));
-    return {
-      items: confirmed.map((a) => ({
-        id: a.id,
-        method: a.method,
-        label: a.label,
-        account: maskPayoutAccount(a.method, a.account),
-        bank: a.bank,
-        status: 'confirmed' as const,
-        confirmedAt: a.confirmedAt?.toISOString() ?? null,
-        createdAt: a.createdAt.toISOString(),
-      })),
-    };
+    return { items: confirmed.map(payoutAddressView) };
   }
 
   @Post('payouts')
   @UseInterceptors(IdempotencyInterceptor)
-  async create(
-    @Merchant() merchant: MerchantIdentity,
-    @Body() body: unknown,
-    @RawBody() rawBody: Buffer | undefined,
-    @Keyed() keyed: KeyedRequest | null,
-    @Res() reply: FastifyReply,
-  ) {
+  async create(@Merchant() merchant: MerchantIdentity, @Body() body: unknown, @Keyed() keyed: KeyedRequest | null, @Res() reply: FastifyReply) {
     if (merchant.mode !== 'live') throw new ApiError(403, 'test_mode', 'Выплаты создаются только боевым ключом (sk_live_)');
     // Read after the key's mode is checked: a test key is refused whatever it sends.
-    const { amount, addressId, method, account, orderId, comment } = readRequest(CreatePayoutRequest, body, rawBody);
+    const { amount, addressId, method, account, orderId, comment } = await readBody(CreatePayoutRequest, body);
     const { created, payout } = await this.commands.execute(
       new CreatePayout(
         merchant.project.accountId,
@@ -90,7 +84,7 @@ export class PayoutsController {
   /** The account's payouts, newest first; with orderId, the one payout (not a list) or 404 not_found. */
   @ReadsModels('payouts')
   @Get('payouts')
-  async list(@Merchant() merchant: MerchantIdentity, @ValidQuery(ListPayoutsQuery) query: ListPayoutsQuery) {
+  async list(@Merchant() merchant: MerchantIdentity, @Query(validRequest) query: ListPayoutsQuery) {
     const { orderId, status } = query;
     const limit = pageSizeOf(query.limit, 20);
     const before = cursorSeqOf(query.cursor);

@@ -1,9 +1,11 @@
-import { Money } from '../http/request-fields';
-import { RequestSchema } from '../http/request-validation';
+import { JSONSchema } from 'class-validator-jsonschema';
+import { IsMoney, Optional } from '../http/request-rules';
 
 /** The body of POST /v1/invoices/{id}/refund (optional: none at all is a full refund). */
-@RequestSchema({ description: 'Тело возврата (необязательно): без amount возвращается весь невозвращённый остаток' })
+@JSONSchema({ description: 'Тело возврата (необязательно): без amount возвращается весь невозвращённый остаток' })
 export class RefundInvoiceRequest {
-  @Money({ positiveMessage: 'сумма возврата должна быть больше нуля', description: 'Сумма частичного возврата' })
+  @Optional()
+  @IsMoney({ positive: 'сумма возврата должна быть больше нуля' })
+  @JSONSchema({ description: 'Сумма частичного возврата' })
   amount?: string | number;
 }

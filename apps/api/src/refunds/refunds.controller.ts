@@ -1,4 +1,4 @@
-import { Controller, Get, HttpCode, Inject, Param, Post, UseGuards, UseInterceptors } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Inject, Param, Post, UseGuards, UseInterceptors } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { Clock } from '#platform/clock';
 import { refundView } from '#payments';
@@ -8,7 +8,7 @@ import type { MerchantIdentity } from '#payments/merchants';
 import type { KeyedRequest } from '#payments/idempotency';
 import { IdempotencyInterceptor, Keyed } from '../http/idempotency';
 import { parseMoney } from '#ledger';
-import { ValidBody } from '../http/request-validation';
+import { validOptionalBody } from '../http/request-pipe';
 import { RefundInvoiceRequest } from './refund-invoice.request';
 import { CLOCK_TOKEN } from '../http/tokens';
 import { Merchant, MerchantAuthGuard } from '../http/auth/merchant-auth.guard';
@@ -34,7 +34,7 @@ export class RefundsController {
     @Merchant() merchant: MerchantIdentity,
     @Param('id') invoiceId: string,
     // The body is optional: none at all is a full refund. A JSON `null` is a body, and not an object.
-    @ValidBody(RefundInvoiceRequest, { absentIsEmpty: true }) body: RefundInvoiceRequest,
+    @Body(validOptionalBody) body: RefundInvoiceRequest,
     @Keyed() keyed: KeyedRequest | null,
   ) {
     const amount = body.amount === undefined ? null : parseMoney(body.amount);

@@ -1,22 +1,39 @@
+import { IsIn, IsString, IsUUID } from 'class-validator';
+import { JSONSchema } from 'class-validator-jsonschema';
 import { WEBHOOK_EVENTS } from '#payments/merchants';
 import type { WebhookEventKind } from '#payments/merchants';
-import { pageSeq } from '../http/cursor';
-import { Cursor, OneOf, QueryInteger, Uuid } from '../http/request-fields';
+import { IsCursor, IsQueryInteger, MaxLength, Optional, StorableText } from '../http/request-rules';
 
 /** The query of GET /admin/v1/webhook-deliveries. */
 export class ListWebhookDeliveriesQuery {
-  @Uuid({ description: 'Проект' })
+  @Optional()
+  @IsString()
+  @StorableText()
+  @MaxLength(36)
+  @IsUUID('loose')
+  @JSONSchema({ description: 'Проект' })
   projectId?: string;
 
-  @OneOf(WEBHOOK_EVENTS, { description: 'Тип события' })
+  @Optional()
+  @IsIn(WEBHOOK_EVENTS)
+  @JSONSchema({ description: 'Тип события' })
   eventType?: WebhookEventKind;
 
-  @Uuid({ description: 'Событие' })
+  @Optional()
+  @IsString()
+  @StorableText()
+  @MaxLength(36)
+  @IsUUID('loose')
+  @JSONSchema({ description: 'Событие' })
   eventId?: string;
 
-  @QueryInteger({ min: 1, max: 100, default: 50, description: 'Размер страницы' })
+  @Optional()
+  @IsQueryInteger(1, 100)
+  @JSONSchema({ description: 'Размер страницы', default: 50 })
   limit?: string;
 
-  @Cursor(pageSeq, { description: 'nextCursor из предыдущего ответа' })
+  @Optional()
+  @IsCursor()
+  @JSONSchema({ description: 'nextCursor из предыдущего ответа' })
   cursor?: string;
 }

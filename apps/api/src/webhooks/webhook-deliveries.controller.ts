@@ -1,13 +1,13 @@
-import { Controller, Get, HttpCode, Inject, Param, Post, UseGuards } from '@nestjs/common';
+import { Controller, Get, HttpCode, Inject, Param, Post, Query, UseGuards } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { Clock } from '#platform/clock';
 import { ListWebhookDeliveries } from '#payments/webhooks';
 import { ResendFailedWebhookDeliveries, ResendWebhookDelivery } from '#payments/webhooks';
+import { isUuid } from '#domain';
 import { ApiError } from '../http/errors/api-error';
 import { cursorSeqOf, encodeCursor, pageSizeOf } from '../http/cursor';
-import { ValidQuery } from '../http/request-validation';
+import { validRequest } from '../http/request-pipe';
 import { ListWebhookDeliveriesQuery } from './list-webhook-deliveries.request';
-import { isUuid } from '../http/validation';
 import { CLOCK_TOKEN } from '../http/tokens';
 import { AdminTokenGuard } from '../http/auth/admin-token.guard';
 
@@ -23,7 +23,7 @@ export class WebhookDeliveriesController {
 
   /** Newest first; filtered by project and event kind; cursor pages. */
   @Get('webhook-deliveries')
-  async list(@ValidQuery(ListWebhookDeliveriesQuery) query: ListWebhookDeliveriesQuery) {
+  async list(@Query(validRequest) query: ListWebhookDeliveriesQuery) {
     const { projectId, eventType, eventId } = query;
     const limit = pageSizeOf(query.limit, 50);
     const before = cursorSeqOf(query.cursor);

@@ -1,5 +1,9 @@
 import { Kopecks, MAX_MONEY_KOPECKS, PERCENT_SCALE, PercentRate, percentOf, shareOfRate } from '#ledger';
 
+/** Who pays the fee, in the deprecated feePayer: the whole rate on the buyer (customer) or none (merchant). */
+export const FEE_PAYERS = ['merchant', 'customer'] as const;
+export type FeePayer = (typeof FEE_PAYERS)[number];
+
 /**
  * How the merchant asked to split the fee with the buyer. `customerFeePct` wins over
  * the deprecated `customerFeeShare`, which wins over the deprecated `feePayer`;
@@ -9,7 +13,7 @@ import { Kopecks, MAX_MONEY_KOPECKS, PERCENT_SCALE, PercentRate, percentOf, shar
 export type CustomerFeeRequest =
   | { readonly kind: 'pct'; readonly pct: PercentRate }
   | { readonly kind: 'share'; readonly share: number }
-  | { readonly kind: 'payer'; readonly payer: 'merchant' | 'customer' }
+  | { readonly kind: 'payer'; readonly payer: FeePayer }
   | { readonly kind: 'project_default'; readonly share: number };
 
 /** The buyer's percent at a given merchant rate (never above the rate). */

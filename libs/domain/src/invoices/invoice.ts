@@ -18,6 +18,9 @@ import { CustomerFeeRequest, customerPctAt, InvoiceAmounts, invoiceAmounts } fro
 export const INVOICE_STATUSES = ['created', 'pending', 'paid', 'failed', 'expired', 'refunded', 'partially_refunded'] as const;
 export type InvoiceStatus = (typeof INVOICE_STATUSES)[number];
 export type Mode = 'test' | 'live';
+/** The acquirer's answer for an invoice. */
+export const PAYMENT_OUTCOMES = ['paid', 'failed'] as const;
+export type PaymentOutcome = (typeof PAYMENT_OUTCOMES)[number];
 
 export interface Customer {
   readonly email?: string | null;
@@ -172,7 +175,7 @@ export type InvoiceCommand =
   | { readonly type: 'ChooseMethod'; readonly method: MethodCode; readonly at: string }
   | {
       readonly type: 'RecordPaymentResult';
-      readonly outcome: 'paid' | 'failed';
+      readonly outcome: PaymentOutcome;
       /** The method the buyer paid with, when the acquirer tells it. */
       readonly method: MethodCode | null;
       readonly at: string;

@@ -1,7 +1,7 @@
 import type { Kopecks, PercentRate } from '#ledger';
 import { formatMoney, formatPercent } from '#ledger';
 import type { MethodCode, MethodTerms } from '../methods';
-import { CustomerFeeRequest, customerPctAt, invoiceAmounts } from './fees';
+import { CustomerFeeRequest, customerPctAt, FeePayer, invoiceAmounts } from './fees';
 import type { Customer, InvoiceCreatedData, Mode } from './invoice';
 
 /** POST /invoices after its format was checked: amounts in kopecks, rates exact. */
@@ -11,7 +11,7 @@ export interface InvoiceRequest {
   readonly method: MethodCode | null;
   readonly customerFeePct: PercentRate | null;
   readonly customerFeeShare: number | null;
-  readonly feePayer: 'merchant' | 'customer' | null;
+  readonly feePayer: FeePayer | null;
   readonly description: string | null;
   readonly successUrl: string | null;
   readonly failUrl: string | null;

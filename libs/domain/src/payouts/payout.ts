@@ -15,6 +15,9 @@ import type { PayoutMethod } from './payout-terms';
 
 export const PAYOUT_STATUSES = ['pending', 'approved', 'processing', 'paid', 'rejected', 'cancelled'] as const;
 export type PayoutStatus = (typeof PAYOUT_STATUSES)[number];
+/** Where a payout request came from: the merchant API, the dashboard, or an automatic rule. */
+export const PAYOUT_SOURCES = ['api', 'manual', 'auto'] as const;
+export type PayoutSource = (typeof PAYOUT_SOURCES)[number];
 /** The statuses a payout has on its way; only PAYOUT_STATUSES are ever shown. */
 export type PayoutLifecycle = 'requested' | 'refused' | PayoutStatus;
 
@@ -48,7 +51,7 @@ export interface PayoutRequestedData {
   readonly usdtAmount: string | null;
   /** Kopecks per 1 USDT at creation. */
   readonly usdtRate: Kopecks | null;
-  readonly source: 'api' | 'manual' | 'auto';
+  readonly source: PayoutSource;
   readonly createdAt: string;
 }
 

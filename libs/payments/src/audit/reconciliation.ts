@@ -1,5 +1,5 @@
 import type { Pool } from 'pg';
-import { payoutReservationId } from '#domain';
+import { isUuid, payoutReservationId } from '#domain';
 import { EntryFact, PaidInvoiceFact, PaidPayoutFact, reconcile, ReconciliationDifference, SucceededRefundFact } from '#ledger';
 
 export interface ReconciliationReport {
@@ -143,7 +143,7 @@ export async function reconcilePeriod(pool: Pick<Pool, 'connect'>, from: Date, t
       else if (prefix === 'settle' && !id.startsWith('po_') && !knownRefunds.has(id)) refundIds.add(id);
     }
     const otherReservations: Record<string, string> = {};
-    const uuids = [...invoiceIds].filter((id) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id));
+    const uuids = [...invoiceIds].filter(isUuid);
     if (uuids.length > 0) {
       for (const row of await q<InvoiceRow>(`SELECT ${INVOICE_COLUMNS} FROM invoices WHERE id = ANY($1::uuid[])`, [uuids])) {
         if (row.paid_at !== null) invoices.push(invoiceFact(row));

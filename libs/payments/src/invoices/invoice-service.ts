@@ -7,6 +7,7 @@ import {
   invoiceDecider,
   InvoiceError,
   InvoiceEvent,
+  isUuid,
   InvoiceRequest,
   InvoiceState,
   invoiceStreamName,
@@ -23,8 +24,6 @@ function invoiceIn(state: InvoiceState): Invoice {
   if (state.status === 'none') throw new Error('no invoice in this stream');
   return state;
 }
-
-const isUuid = (id: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id);
 
 /** An answer the merchant API maps to the spec's error (status, code, param). */
 export class PaymentsError extends Error {

@@ -1,5 +1,5 @@
 import { formatMoney, formatPercent } from '#ledger';
-import { customerShareOf, Invoice, InvoiceStatus, isPaid } from '#domain';
+import { customerShareOf, FeePayer, Invoice, InvoiceStatus, isPaid, MethodCode } from '#domain';
 
 /** The spec's Invoice object (GET /invoices/{id}, list items). */
 export interface InvoiceView {
@@ -17,8 +17,8 @@ export interface InvoiceView {
   readonly netAmount: string;
   readonly refundedAmount: string;
   readonly currency: 'RUB';
-  readonly method: string | null;
-  readonly feePayer: 'merchant' | 'customer';
+  readonly method: MethodCode | null;
+  readonly feePayer: FeePayer;
   readonly description: string | null;
   readonly customer: Record<string, unknown>;
   readonly customFields: Record<string, unknown> | null;

@@ -20,6 +20,10 @@ CREATE TABLE payout_addresses (
 `,
 };
 
+/** A detail is usable for payouts once confirmed (in the dashboard, by e-mail). */
+export const PAYOUT_ADDRESS_STATUSES = ['unconfirmed', 'confirmed'] as const;
+export type PayoutAddressStatus = (typeof PAYOUT_ADDRESS_STATUSES)[number];
+
 export interface PayoutAddress {
   readonly id: number;
   readonly accountId: string;
@@ -28,7 +32,7 @@ export interface PayoutAddress {
   readonly account: string;
   readonly bank: string | null;
   readonly label: string | null;
-  readonly status: 'unconfirmed' | 'confirmed';
+  readonly status: PayoutAddressStatus;
   readonly confirmedAt: Date | null;
   readonly createdAt: Date;
 }
@@ -40,7 +44,7 @@ interface Row {
   account: string;
   bank: string | null;
   label: string | null;
-  status: 'unconfirmed' | 'confirmed';
+  status: PayoutAddressStatus;
   confirmed_at: Date | null;
   created_at: Date;
 }

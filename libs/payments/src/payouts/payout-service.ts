@@ -13,6 +13,7 @@ import {
   PayoutMethod,
   payoutReservationId,
   PayoutRefusal,
+  PayoutSource,
   PayoutState,
   payoutStreamName,
   PayoutTerms,
@@ -45,7 +46,7 @@ export interface PayoutView {
   readonly usdtRate: string | null;
   readonly statusReason: string | null;
   readonly externalId: string | null;
-  readonly source: 'api' | 'manual' | 'auto';
+  readonly source: PayoutSource;
   readonly createdAt: string;
   readonly processedAt: string | null;
 }

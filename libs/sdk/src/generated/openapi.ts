@@ -386,10 +386,7 @@ export interface components {
             successUrl?: string | null;
             /** @description Куда вернуть покупателя после отказа */
             failUrl?: string | null;
-            /**
-             * @description Время жизни счёта в минутах
-             * @default 60
-             */
+            /** @description Время жизни счёта в минутах; по умолчанию 60 */
             expire?: number | null;
             /**
              * @deprecated
@@ -400,135 +397,13 @@ export interface components {
             customer?: components["schemas"]["Customer"] | null;
             /** @description Произвольный JSON до 2 КБ; возвращается как передан (не больше 2048 байт в JSON, вложенность до 32 уровней) */
             customFields?: {
-                [key: string]: components["schemas"]["StorableJson1"];
+                [key: string]: components["schemas"]["StorableJson"];
             } | null;
         };
-        /** @description Значение customFields на глубине 1 */
-        StorableJson1: string | (number | boolean | null) | components["schemas"]["StorableJson2"][] | {
-            [key: string]: components["schemas"]["StorableJson2"];
+        /** @description Любое значение JSON: строки и имена полей без NUL и одиночных суррогатов */
+        StorableJson: string | (number | boolean | null) | unknown[] | {
+            [key: string]: components["schemas"]["StorableJson"];
         };
-        /** @description Значение customFields на глубине 2 */
-        StorableJson2: string | (number | boolean | null) | components["schemas"]["StorableJson3"][] | {
-            [key: string]: components["schemas"]["StorableJson3"];
-        };
-        /** @description Значение customFields на глубине 3 */
-        StorableJson3: string | (number | boolean | null) | components["schemas"]["StorableJson4"][] | {
-            [key: string]: components["schemas"]["StorableJson4"];
-        };
-        /** @description Значение customFields на глубине 4 */
-        StorableJson4: string | (number | boolean | null) | components["schemas"]["StorableJson5"][] | {
-            [key: string]: components["schemas"]["StorableJson5"];
-        };
-        /** @description Значение customFields на глубине 5 */
-        StorableJson5: string | (number | boolean | null) | components["schemas"]["StorableJson6"][] | {
-            [key: string]: components["schemas"]["StorableJson6"];
-        };
-        /** @description Значение customFields на глубине 6 */
-        StorableJson6: string | (number | boolean | null) | components["schemas"]["StorableJson7"][] | {
-            [key: string]: components["schemas"]["StorableJson7"];
-        };
-        /** @description Значение customFields на глубине 7 */
-        StorableJson7: string | (number | boolean | null) | components["schemas"]["StorableJson8"][] | {
-            [key: string]: components["schemas"]["StorableJson8"];
-        };
-        /** @description Значение customFields на глубине 8 */
-        StorableJson8: string | (number | boolean | null) | components["schemas"]["StorableJson9"][] | {
-            [key: string]: components["schemas"]["StorableJson9"];
-        };
-        /** @description Значение customFields на глубине 9 */
-        StorableJson9: string | (number | boolean | null) | components["schemas"]["StorableJson10"][] | {
-            [key: string]: components["schemas"]["StorableJson10"];
-        };
-        /** @description Значение customFields на глубине 10 */
-        StorableJson10: string | (number | boolean | null) | components["schemas"]["StorableJson11"][] | {
-            [key: string]: components["schemas"]["StorableJson11"];
-        };
-        /** @description Значение customFields на глубине 11 */
-        StorableJson11: string | (number | boolean | null) | components["schemas"]["StorableJson12"][] | {
-            [key: string]: components["schemas"]["StorableJson12"];
-        };
-        /** @description Значение customFields на глубине 12 */
-        StorableJson12: string | (number | boolean | null) | components["schemas"]["StorableJson13"][] | {
-            [key: string]: components["schemas"]["StorableJson13"];
-        };
-        /** @description Значение customFields на глубине 13 */
-        StorableJson13: string | (number | boolean | null) | components["schemas"]["StorableJson14"][] | {
-            [key: string]: components["schemas"]["StorableJson14"];
-        };
-        /** @description Значение customFields на глубине 14 */
-        StorableJson14: string | (number | boolean | null) | components["schemas"]["StorableJson15"][] | {
-            [key: string]: components["schemas"]["StorableJson15"];
-        };
-        /** @description Значение customFields на глубине 15 */
-        StorableJson15: string | (number | boolean | null) | components["schemas"]["StorableJson16"][] | {
-            [key: string]: components["schemas"]["StorableJson16"];
-        };
-        /** @description Значение customFields на глубине 16 */
-        StorableJson16: string | (number | boolean | null) | components["schemas"]["StorableJson17"][] | {
-            [key: string]: components["schemas"]["StorableJson17"];
-        };
-        /** @description Значение customFields на глубине 17 */
-        StorableJson17: string | (number | boolean | null) | components["schemas"]["StorableJson18"][] | {
-            [key: string]: components["schemas"]["StorableJson18"];
-        };
-        /** @description Значение customFields на глубине 18 */
-        StorableJson18: string | (number | boolean | null) | components["schemas"]["StorableJson19"][] | {
-            [key: string]: components["schemas"]["StorableJson19"];
-        };
-        /** @description Значение customFields на глубине 19 */
-        StorableJson19: string | (number | boolean | null) | components["schemas"]["StorableJson20"][] | {
-            [key: string]: components["schemas"]["StorableJson20"];
-        };
-        /** @description Значение customFields на глубине 20 */
-        StorableJson20: string | (number | boolean | null) | components["schemas"]["StorableJson21"][] | {
-            [key: string]: components["schemas"]["StorableJson21"];
-        };
-        /** @description Значение customFields на глубине 21 */
-        StorableJson21: string | (number | boolean | null) | components["schemas"]["StorableJson22"][] | {
-            [key: string]: components["schemas"]["StorableJson22"];
-        };
-        /** @description Значение customFields на глубине 22 */
-        StorableJson22: string | (number | boolean | null) | components["schemas"]["StorableJson23"][] | {
-            [key: string]: components["schemas"]["StorableJson23"];
-        };
-        /** @description Значение customFields на глубине 23 */
-        StorableJson23: string | (number | boolean | null) | components["schemas"]["StorableJson24"][] | {
-            [key: string]: components["schemas"]["StorableJson24"];
-        };
-        /** @description Значение customFields на глубине 24 */
-        StorableJson24: string | (number | boolean | null) | components["schemas"]["StorableJson25"][] | {
-            [key: string]: components["schemas"]["StorableJson25"];
-        };
-        /** @description Значение customFields на глубине 25 */
-        StorableJson25: string | (number | boolean | null) | components["schemas"]["StorableJson26"][] | {
-            [key: string]: components["schemas"]["StorableJson26"];
-        };
-        /** @description Значение customFields на глубине 26 */
-        StorableJson26: string | (number | boolean | null) | components["schemas"]["StorableJson27"][] | {
-            [key: string]: components["schemas"]["StorableJson27"];
-        };
-        /** @description Значение customFields на глубине 27 */
-        StorableJson27: string | (number | boolean | null) | components["schemas"]["StorableJson28"][] | {
-            [key: string]: components["schemas"]["StorableJson28"];
-        };
-        /** @description Значение customFields на глубине 28 */
-        StorableJson28: string | (number | boolean | null) | components["schemas"]["StorableJson29"][] | {
-            [key: string]: components["schemas"]["StorableJson29"];
-        };
-        /** @description Значение customFields на глубине 29 */
-        StorableJson29: string | (number | boolean | null) | components["schemas"]["StorableJson30"][] | {
-            [key: string]: components["schemas"]["StorableJson30"];
-        };
-        /** @description Значение customFields на глубине 30 */
-        StorableJson30: string | (number | boolean | null) | components["schemas"]["StorableJson31"][] | {
-            [key: string]: components["schemas"]["StorableJson31"];
-        };
-        /** @description Значение customFields на глубине 31 */
-        StorableJson31: string | (number | boolean | null) | components["schemas"]["StorableJson32"][] | {
-            [key: string]: components["schemas"]["StorableJson32"];
-        };
-        /** @description Значение customFields на глубине 32: без вложений */
-        StorableJson32: string | (number | boolean | null) | unknown[] | Record<string, never>;
         /** @description Ответ POST /invoices */
         InvoiceCreated: {
             /**
@@ -644,7 +519,9 @@ export interface components {
             /** @description Покупатель */
             customer?: components["schemas"]["Customer"];
             /** @description customFields из запроса, как переданы */
-            customFields?: Record<string, never> | null;
+            customFields?: {
+                [key: string]: components["schemas"]["StorableJson"];
+            } | null;
             /** @description Счёт создан тестовым ключом */
             isTest: boolean;
             /**

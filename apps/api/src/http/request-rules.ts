@@ -1,0 +1,260 @@
+import { isString, ValidateBy, ValidateIf, ValidationArguments, ValidationOptions } from 'class-validator';
+import type { ValidationMetadata } from 'class-validator/types/metadata/ValidationMetadata';
+import { MAX_MONEY_KOPECKS, MoneyFormatError, parseMoney, parsePercent, PercentFormatError } from '#ledger';
+import { pageSeq, parseCursor } from './cursor';
+import type { SchemaObject } from '../docs/openapi-document';
+import { literalOf, UNACCOUNTED } from './number-literals';
+
+/**
+ * The request rules class-validator has no decorator for, each small and each with the
+ * reason; their JSON Schema fragments for the OpenAPI documents; and the one table that
+ * turns the constraint a field breaks into the API's code and Russian message.
+ */
+
+const rule = (name: string, valid: (value: unknown, args: ValidationArguments) => boolean, constraints: unknown[] = [], options?: ValidationOptions) =>
+  ValidateBy({ name, constraints, validator: { validate: (value: unknown, args?: ValidationArguments) => valid(value, args!) } }, options);
+
+/** Sent at all. (IsDefined refuses null too; here null meets the field's type rule.) */
+export const Required = (options?: ValidationOptions) => rule('required', (v) => v !== undefined, [], options);
+
+/** Absent skips the field's rules; null does not, it meets the type rule (IsOptional, for the nullable fields, skips null too). */
+export const Optional = () => ValidateIf((_object: object, value: unknown) => value !== undefined);
+
+// class-validator's MinLength and MaxLength count code points; the API counts UTF-16 code
+// units (String.length), as it always has. Same names, so the documents' minLength and
+// maxLength come from class-validator-jsonschema's own converters.
+export const MinLength = (min: number) => rule('minLength', (v) => isString(v) && v.length >= min, [min]);
+export const MaxLength = (max: number) => rule('maxLength', (v) => isString(v) && v.length <= max, [max]);
+
+/** The formats of an e-mail address and a phone number (E.164) the API takes. */
+export const EMAIL = /^[^\s@"<>()[\]\\,;:]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$/;
+export const E164 = /^\+[1-9]\d{1,14}$/;
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** Text PostgreSQL can store as json: no NUL character, no lone UTF-16 surrogate. */
+export const storableText = (text: string): boolean => !text.includes('\u0000') && !LONE_SURROGATE.test(text);
+/** No decorator says it: PostgreSQL refuses NUL and lone surrogates in json text. */
+export const StorableText = () => rule('storableText', (v) => isString(v) && storableText(v));
+
+export const MAX_JSON_DEPTH = 32;
+
+/**
+ * Why an arbitrary JSON value (customFields) cannot be stored, or null: nesting deeper
+ * than MAX_JSON_DEPTH, or a key or string with text PostgreSQL refuses. A bounded walk.
+ */
+export function unstorableJson(value: unknown, depth = 0): string | null {
+  if (depth > MAX_JSON_DEPTH) return `вложенность глубже ${MAX_JSON_DEPTH} уровней`;
+  if (typeof value === 'string') return storableText(value) ? null : 'символ NUL (\\u0000) или одиночный суррогат UTF-16';
+  if (Array.isArray(value)) {
+    for (const item of value) {
+      const problem = unstorableJson(item, depth + 1);
+      if (problem) return problem;
+    }
+    return null;
+  }
+  if (typeof value === 'object' && value !== null) {
+    for (const [key, item] of Object.entries(value)) {
+      if (!storableText(key)) return 'символ NUL (\\u0000) или одиночный суррогат UTF-16 в имени поля';
+      const problem = unstorableJson(item, depth + 1);
+      if (problem) return problem;
+    }
+  }
+  return null;
+}
+/** Any JSON the database can store (see unstorableJson); the document states the text rules, the depth in words. */
+export const StorableJson = () => rule('storableJson', (v) => unstorableJson(v) === null);
+/** The size of a value as JSON text, which JSON Schema cannot count. */
+export const MaxJsonBytes = (max: number) => rule('maxJsonBytes', (v) => Buffer.byteLength(JSON.stringify(v) ?? '') <= max, [max]);
+
+/** http:// or https:// as WHATWG URL reads it (class-validator's IsUrl is validator.js's own, different, reading). */
+export const IsHttpUrl = () =>
+  rule('httpUrl', (v) => {
+    try {
+      return isString(v) && ['http:', 'https:'].includes(new URL(v).protocol);
+    } catch {
+      return false;
+    }
+  });
+
+const ISO_DATETIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})$/;
+/**
+ * An ISO 8601 date and time that names a real calendar moment (IsISO8601 also takes
+ * dates alone and week dates; `Date` alone reads 2031-02-30 as 2 March, 24:00 as the next day).
+ */
+export const IsIsoDateTime = () =>
+  rule('isoDateTime', (v) => {
+    const match = isString(v) ? ISO_DATETIME.exec(v) : null;
+    if (!match) return false;
+    const [year, month, day, hour] = match.slice(1, 5).map(Number) as [number, number, number, number];
+    const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
+    return month >= 1 && month <= 12 && day >= 1 && day <= daysInMonth && hour <= 23 && !Number.isNaN(new Date(v as string).getTime());
+  });
+
+/** A page cursor: the nextCursor of the previous page. */
+export const IsCursor = () => rule('cursor', (v) => isString(v) && parseCursor(v, pageSeq) !== null);
+
+export interface QueryIntegerOptions {
+  /** Text that is not digits is `invalid` with this message; without it, one `out_of_range` says both. */
+  readonly notDigits?: string;
+  readonly range?: string;
+}
+const digitsUpTo = (max: number) => new RegExp(`^\\d{1,${Math.max(9, String(max).length)}}$`);
+/** An integer as a query string carries it: digits (leading zeros too), in range. */
+export const IsQueryInteger = (min: number, max: number, options: QueryIntegerOptions = {}) => {
+  const digits = digitsUpTo(max);
+  return rule('queryInteger', (v) => isString(v) && digits.test(v) && Number(v) >= min && Number(v) <= max, [min, max, options]);
+};
+
+// Money and percent: JSON.parse reads `1e3` and `1000`, `10.1` and `10.100` alike; the rules need the number as written.
+
+interface Problem {
+  readonly code: string;
+  readonly message: string;
+}
+const LITERAL_MESSAGE = 'число не удалось сверить с его записью в теле запроса';
+
+function decimalProblem(
+  kind: 'money' | 'percent',
+  parse: (value: unknown, literal?: string) => number,
+  value: unknown,
+  args: ValidationArguments,
+): Problem | null {
+  const literal = literalOf(args.object, args.property, value);
+  if (literal === UNACCOUNTED) return { code: `invalid_${kind}_literal`, message: LITERAL_MESSAGE };
+  try {
+    parse(value, literal);
+    return null;
+  } catch (error) {
+    if (error instanceof MoneyFormatError || error instanceof PercentFormatError) return { code: `invalid_${kind}_${error.reason}`, message: error.message };
+    throw error;
+  }
+}
+const moneyProblem = (value: unknown, args: ValidationArguments): Problem | null => {
+  const problem = decimalProblem('money', parseMoney, value, args);
+  const positive = (args.constraints[0] as { positive?: string }).positive;
+  return problem ?? (positive !== undefined && parseMoney(value) === 0 ? { code: 'out_of_range', message: positive } : null);
+};
+const percentProblem = (value: unknown, args: ValidationArguments): Problem | null =>
+  (args.constraints[0] as { numberOnly?: boolean }).numberOnly && typeof value !== 'number'
+    ? { code: 'invalid_type', message: 'ожидается число' }
+    : decimalProblem('percent', parsePercent, value, args);
+
+/** Money as written: a string with two decimals, or a number whose literal has at most two; `positive`: zero refused with this message. */
+export const IsMoney = (options: { positive?: string } = {}) => rule('money', (v, args) => moneyProblem(v, args) === null, [options]);
+/** A percent as written: up to four decimals, 0 to 100; `numberOnly`: a JSON number, not a string. */
+export const IsPercent = (options: { numberOnly?: boolean } = {}) => rule('percent', (v, args) => percentProblem(v, args) === null, [options]);
+
+// ---------------------------------------------------------------------------
+// The answer of a broken constraint
+// ---------------------------------------------------------------------------
+
+/** The constraints of one property, by name: a message may need a sibling's arguments (a range states both bounds). */
+export type PropertyRules = ReadonlyMap<string, ValidationMetadata>;
+type Say = (args: ValidationArguments, rules: PropertyRules) => string;
+const say =
+  (text: string): Say =>
+  () =>
+    text;
+const bounds = (rules: PropertyRules) => `от ${rules.get('min')?.constraints[0]} до ${rules.get('max')?.constraints[0]}`;
+const queryInteger = (args: ValidationArguments) => {
+  const [min, max, options] = args.constraints as [number, number, QueryIntegerOptions];
+  const notDigits = options.notDigits !== undefined && !(isString(args.value) && digitsUpTo(max).test(args.value));
+  return notDigits ? { code: 'invalid', message: options.notDigits! } : { code: 'out_of_range', message: options.range ?? `целое число от ${min} до ${max}` };
+};
+
+/**
+ * class-validator's constraint names (and ours) with the API's code and Russian message,
+ * in the order a field's violation is chosen, the first it breaks: presence, type,
+ * storable text, length, format, value. A decorator's own `message` replaces the
+ * message here, its `context.code` the code. Codes and messages are the contract.
+ */
+export const ANSWERS: Readonly<Record<string, readonly [code: string | ((args: ValidationArguments) => string), message: Say]>> = {
+  required: ['required', say('обязательное поле')],
+  isString: ['invalid_type', say('ожидается строка')],
+  isInt: ['invalid_type', say('ожидается целое число')],
+  isBoolean: ['invalid_type', say('ожидается true или false')],
+  isObject: ['invalid_type', say('ожидается объект')],
+  isArray: ['invalid_type', say('ожидается массив')],
+  storableText: ['invalid_character', say('символ NUL (\\u0000) и одиночные суррогаты UTF-16 не допускаются')],
+  minLength: ['too_short', ({ constraints }) => `не короче ${constraints[0]} символов`],
+  maxLength: ['too_long', ({ constraints }) => `не длиннее ${constraints[0]} символов`],
+  matches: ['invalid_format', say('неверный формат')],
+  isUuid: ['invalid_format', say('ожидается UUID')],
+  httpUrl: ['invalid_url', say('ожидается адрес http:// или https://')],
+  isoDateTime: ['invalid_datetime', say('дата и время в ISO 8601, например 2026-01-31T21:00:00Z')],
+  isIn: ['invalid_enum', ({ constraints }) => `одно из значений: ${(constraints[0] as unknown[]).join(', ')}`],
+  min: ['out_of_range', (_, rules) => bounds(rules)],
+  max: ['out_of_range', (_, rules) => bounds(rules)],
+  money: [(args) => moneyProblem(args.value, args)!.code, (args) => moneyProblem(args.value, args)!.message],
+  percent: [(args) => percentProblem(args.value, args)!.code, (args) => percentProblem(args.value, args)!.message],
+  storableJson: ['invalid_value', ({ value }) => unstorableJson(value)!],
+  maxJsonBytes: ['too_large', ({ constraints }) => `не больше ${constraints[0]} байт в JSON`],
+  cursor: ['invalid_cursor', say('передайте nextCursor из предыдущего ответа')],
+  queryInteger: [(args) => queryInteger(args).code, (args) => queryInteger(args).message],
+  whitelistValidation: ['unknown_field', say('неизвестное поле')],
+};
+
+// ---------------------------------------------------------------------------
+// What the OpenAPI documents say of our constraints (class-validator-jsonschema converters)
+// ---------------------------------------------------------------------------
+
+/** A money string: digits, a point, exactly two decimals, at most 1 000 000 000.00 (leading zeros allowed). */
+const MONEY_STRING_PATTERN = '^0*(?:\\d{1,9}\\.\\d{2}|1000000000\\.00)$';
+/** A percent string: up to four decimals, from 0 to 100. */
+const PERCENT_STRING_PATTERN = '^0*(?:\\d{1,2}(?:\\.\\d{1,4})?|100(?:\\.0{1,4})?)$';
+/** A string with a NUL or a lone surrogate (Ajv's unicode expressions see a lone surrogate as a code point of its own). */
+const UNSTORABLE_TEXT: SchemaObject = { type: 'string', pattern: '[\\u0000\\uD800-\\uDFFF]' };
+const PERCENT_NUMBER: SchemaObject = {
+  type: 'number',
+  minimum: 0,
+  maximum: 100,
+  multipleOf: 0.0001,
+  description: 'Число процентов, не больше четырёх знаков после точки, как записано в теле (без экспоненты и лишних нулей)',
+};
+
+/** The schema fragment each of our constraints states (class-validator-jsonschema's `additionalConverters`). */
+export const CONVERTERS: Readonly<Record<string, SchemaObject | ((meta: ValidationMetadata) => SchemaObject)>> = {
+  required: {},
+  // No `type`: the type rule of the field says it (a range would otherwise make an integer a number).
+  min: (meta) => ({ minimum: meta.constraints[0] }),
+  max: (meta) => ({ maximum: meta.constraints[0] }),
+  storableText: { not: UNSTORABLE_TEXT },
+  // WHATWG URL parsing is wider than any pattern (it trims, takes `http:x`): the rule on the text, the scheme.
+  httpUrl: { pattern: '^[\\t\\n\\r\\x01-\\x20]*[hH][tT][tT][pP][sS]?:' },
+  isoDateTime: { format: 'date-time' },
+  cursor: { type: 'string', pattern: '^[A-Za-z0-9_-]{1,512}$' },
+  queryInteger: (meta) => ({ type: 'integer', minimum: meta.constraints[0], maximum: meta.constraints[1] }),
+  storableJson: { propertyNames: { not: UNSTORABLE_TEXT }, additionalProperties: { $ref: '#/components/schemas/StorableJson' } },
+  // JSON Schema cannot count the bytes of JSON text: the property count bounds it (each takes at least 6 bytes, `"":0,`).
+  maxJsonBytes: (meta) => ({ maxProperties: Math.floor(meta.constraints[0] / 6) }),
+  money: (meta) => ({
+    oneOf: [
+      { type: 'string', pattern: MONEY_STRING_PATTERN, description: 'Строка: рубли, точка и ровно две цифры копеек' },
+      {
+        type: 'number',
+        minimum: meta.constraints[0].positive !== undefined ? 0.01 : 0,
+        maximum: MAX_MONEY_KOPECKS / 100,
+        multipleOf: 0.01,
+        description: 'Число рублей, не больше двух знаков после точки, как записано в теле (без экспоненты и лишних нулей)',
+      },
+    ],
+  }),
+  percent: (meta) => (meta.constraints[0].numberOnly ? PERCENT_NUMBER : { oneOf: [{ type: 'string', pattern: PERCENT_STRING_PATTERN }, PERCENT_NUMBER] }),
+};
+
+/**
+ * The schema of any JSON value customFields may hold: one recursive schema (the depth and
+ * the byte size are the validator's, said in words). Its arrays say "no item that is not
+ * StorableJson" rather than `items`: the same rule, and a union that holds an array of
+ * itself does not compile as TypeScript (TS2502) in clients made by openapi-typescript.
+ */
+export const STORABLE_JSON_SCHEMA: SchemaObject = {
+  description: 'Любое значение JSON: строки и имена полей без NUL и одиночных суррогатов',
+  anyOf: [
+    { type: 'string', not: UNSTORABLE_TEXT },
+    { type: ['number', 'boolean', 'null'] },
+    { type: 'array', not: { contains: { not: { $ref: '#/components/schemas/StorableJson' } } } },
+    { type: 'object', propertyNames: { not: UNSTORABLE_TEXT }, additionalProperties: { $ref: '#/components/schemas/StorableJson' } },
+  ],
+};
