@@ -55,7 +55,7 @@ const FIELDS = new WeakMap<object, ReadonlyMap<string, Field>>();
 export const isJsonObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 // ---------------------------------------------------------------------------
-// Instances: the JSON as sent (docs/decisions/0086)
+// Instances: the JSON as sent (docs/decisions/0085)
 // ---------------------------------------------------------------------------
 
 /**
@@ -194,7 +194,7 @@ export class RequestValidationPipe extends ValidationPipe {
   /**
    * class-validator's whitelist looks names up in a plain object, so those of
    * Object.prototype's members (`constructor`, `hasOwnProperty`, `__proto__`) pass it
-   * (docs/decisions/0086): the factory finds every unknown field itself, and is called
+   * (docs/decisions/0085): the factory finds every unknown field itself, and is called
    * when they are all there is.
    */
   protected override async validate(object: object, options?: ValidatorOptions): Promise<ValidationError[]> {

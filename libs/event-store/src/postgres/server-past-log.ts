@@ -1,7 +1,7 @@
 import type { Pool } from 'pg';
 
 /**
- * The log is ordered by the transaction ids of the appends (decision 0004), so the
+ * The log is ordered by the transaction ids of the appends (decision 0003), so the
  * server must be past every stored event's: a physical copy of the database is, a
  * logical dump restored into a new server is not (its restored events keep their old
  * ids while the server counts from a low one, and every new event would sort before
