@@ -6,7 +6,7 @@
 import Ajv2020 from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import { OPENAPI_DOCUMENT } from '../../apps/api/src/docs/openapi-document';
-import { CreateInvoiceRequest } from '../../apps/api/src/invoices/create-invoice.request';
+import { CreateInvoiceRequest } from '../../apps/api/src/invoices/create-invoice/create-invoice.request';
 import { refusalOf } from '../support/request-reading';
 
 const ajv = new Ajv2020({ strict: true, strictRequired: false, allErrors: true, allowUnionTypes: true });

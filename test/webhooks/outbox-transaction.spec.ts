@@ -12,7 +12,8 @@ import type { Pool } from 'pg';
 import { SystemClock } from '#platform/clock';
 import { createPool } from '#platform/database';
 import { comparePositions, PostgresEventStore } from '#event-store';
-import { InvoiceService } from '#payments';
+import { CreateInvoice, CreateInvoiceHandler } from '../../apps/api/src/invoices/create-invoice/create-invoice.handler';
+import { RecordPaymentResult, RecordPaymentResultHandler } from '../../apps/api/src/invoices/record-payment-result/record-payment-result.handler';
 import { ProjectionRunner } from '#event-store/projections';
 import { Project, Registry } from '#payments/merchants';
 import { webhookOutbox } from '#payments/webhooks';
@@ -62,30 +63,33 @@ it('renders every webhook of a batch with no transaction of the runner open, the
   const setupStore = new PostgresEventStore(db.pool);
   const registry = new Registry(db.pool, SECRETS);
   const project = await webhookProject(registry, clock.now(), 'http://127.0.0.1:9/hooks');
-  const invoices = new InvoiceService(setupStore, registry);
+  const create = new CreateInvoiceHandler(setupStore);
+  const pay = new RecordPaymentResultHandler(setupStore, registry);
   const paid: string[] = [];
   for (let i = 0; i < 4; i++) {
-    const { invoice } = await invoices.create(
-      project,
-      'test',
-      {
-        amount: 100_00 + i,
-        orderId: `order-${i}`,
-        method: 'sbp',
-        customerFeePct: null,
-        customerFeeShare: null,
-        feePayer: null,
-        description: null,
-        successUrl: null,
-        failUrl: null,
-        expireMinutes: 60,
-        customer: {},
-        customFields: null,
-      },
-      clock.now(),
+    const { invoice } = await create.execute(
+      new CreateInvoice(
+        project,
+        'test',
+        {
+          amount: 100_00 + i,
+          orderId: `order-${i}`,
+          method: 'sbp',
+          customerFeePct: null,
+          customerFeeShare: null,
+          feePayer: null,
+          description: null,
+          successUrl: null,
+          failUrl: null,
+          expireMinutes: 60,
+          customer: {},
+          customFields: null,
+        },
+        clock.now(),
+      ),
     );
-    const invoiceId = invoice.created!.invoiceId;
-    await invoices.recordPaymentResult(invoiceId, 'paid', null, clock.now());
+    const invoiceId = invoice.created.invoiceId;
+    await pay.execute(new RecordPaymentResult(invoiceId, 'paid', null, clock.now()));
     paid.push(invoiceId);
   }
   // The last event appended, visible or not yet; then wait until subscribers can see it

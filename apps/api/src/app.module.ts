@@ -3,19 +3,26 @@ import { APP_INTERCEPTOR } from '@nestjs/core';
 import type { ReadModelRebuilds } from '#event-store/projections';
 import { ReadModelsInterceptor } from './http/read-models';
 import { CqrsModule } from '@nestjs/cqrs';
-import { PaymentsModule } from '#payments';
+import { EVENT_STORE, PaymentsModule } from '#payments';
 import type { Infrastructure } from '#payments/composition';
 import type { GatewayServices } from '#payments/services';
 import { AdminTokenGuard } from './http/auth/admin-token.guard';
 import { ClockController } from './operations/clock.controller';
-import { InvoicePaymentsController } from './invoices/invoice-payments.controller';
 import { LedgerAuditController } from './ledger/ledger-audit.controller';
 import { AuditReportsController } from './audit/audit-reports.controller';
 import { AuditCheckpointController } from './audit/audit-checkpoint.controller';
 import { ProjectsController } from './merchants/projects.controller';
 import { StreamsController } from './operations/streams.controller';
 import { HealthController, ReadinessProbe } from './health/health.controller';
-import { InvoicesController } from './invoices/invoices.controller';
+import { CreateInvoiceRoute } from './invoices/create-invoice/create-invoice.route';
+import { CreateInvoiceHandler } from './invoices/create-invoice/create-invoice.handler';
+import { GetInvoiceRoute } from './invoices/get-invoice/get-invoice.route';
+import { GetInvoiceHandler } from './invoices/get-invoice/get-invoice.handler';
+import { ListInvoicesRoute } from './invoices/list-invoices/list-invoices.route';
+import { ListInvoicesHandler } from './invoices/list-invoices/list-invoices.handler';
+import { RecordPaymentResultRoute } from './invoices/record-payment-result/record-payment-result.route';
+import { RecordPaymentResultHandler } from './invoices/record-payment-result/record-payment-result.handler';
+import { ChooseInvoiceMethodHandler } from './pay/choose-invoice-method.handler';
 import { RefundsController } from './refunds/refunds.controller';
 import { PayoutsController } from './payouts/payouts.controller';
 import { PayoutsAdminController } from './payouts/payouts-admin.controller';
@@ -69,6 +76,9 @@ export interface ApiRuntime extends ApiSecurity {
   readonly idempotencyKeys: IdempotencyKeys;
 }
 
+/** The handlers of the use cases whose folders are in this app (the route, its request and its handler together). */
+export const API_HANDLERS = [CreateInvoiceHandler, GetInvoiceHandler, ListInvoicesHandler, RecordPaymentResultHandler, ChooseInvoiceMethodHandler];
+
 @Module({})
 export class AppModule {
   static register(deps: ApiDependencies, runtime: ApiRuntime): DynamicModule {
@@ -77,7 +87,7 @@ export class AppModule {
       module: AppModule,
       // Every write the routes ask for is a command, every read a query, on the buses
       // of @nestjs/cqrs; the handlers are the payments module's.
-      imports: [CqrsModule.forRoot(), PaymentsModule.register(deps.services, deps.infrastructure.pool, deps.infrastructure.store)],
+      imports: [CqrsModule.forRoot(), PaymentsModule.register(deps.services, deps.infrastructure.pool, deps.infrastructure.store, API_HANDLERS)],
       controllers: [
         HealthController,
         ClockController,
@@ -86,10 +96,12 @@ export class AppModule {
         AuditReportsController,
         AuditCheckpointController,
         ProjectsController,
-        InvoicePaymentsController,
+        RecordPaymentResultRoute,
         PayoutsAdminController,
         WebhookDeliveriesController,
-        InvoicesController,
+        CreateInvoiceRoute,
+        ListInvoicesRoute,
+        GetInvoiceRoute,
         RefundsController,
         PayoutsController,
         ReferenceController,
@@ -101,6 +113,7 @@ export class AppModule {
       providers: [
         { provide: INFRASTRUCTURE, useValue: deps.infrastructure },
         { provide: DATABASE_POOL, useValue: deps.infrastructure.pool },
+        { provide: EVENT_STORE, useValue: deps.infrastructure.store },
         { provide: CLOCK_TOKEN, useValue: deps.infrastructure.clock },
         { provide: OPERATOR_TOKEN, useValue: security.operatorToken },
         { provide: FAILED_AUTHENTICATION, useValue: security.failedAuthentication },

@@ -103,6 +103,12 @@ export interface HandleOptions<Event, Command = unknown, State = unknown> {
    * returns is the one decided. The decider stays pure: the I/O happens here.
    */
   readonly prepare?: (command: Command, loaded: LoadedState<State>) => Promise<Command>;
+  /**
+   * The stream is expected not to exist (an id new to the gateway): the first attempt
+   * decides on the initial state without reading, and appends expecting no stream; a
+   * stream found there is loaded and the command decided again, as on any conflict.
+   */
+  readonly expectNoStream?: boolean;
 }
 
 /** A decision whose events the store refused because it already holds their ids. */
@@ -214,7 +220,10 @@ async function decideAndAppend<State, Command, Event extends { type: string; dat
   const maxAttempts = options.maxAttempts ?? 100;
   for (let attempt = 1; ; attempt++) {
     onAttempt?.(attempt);
-    const loaded = await loadState(store, streamName, decider, options.snapshots);
+    const loaded: LoadedState<State> =
+      attempt === 1 && options.expectNoStream
+        ? { state: decider.initialState(), revision: -1n, snapshotRevision: null }
+        : await loadState(store, streamName, decider, options.snapshots);
     const decision = decider.decide(options.prepare ? await options.prepare(command, loaded) : command, loaded.state);
     if (!Array.isArray(decision)) return { ok: false, failure: decision, state: loaded.state, attempts: attempt };
     if (decision.length === 0) {
@@ -249,6 +258,8 @@ async function decideAndAppend<State, Command, Event extends { type: string; dat
         return { ok: true, state: loaded.state, events: [], revision: loaded.revision, position: null, attempts: attempt };
       }
       if (!(error instanceof WrongExpectedRevisionError)) throw error;
+      // Not new after all (a repeat, or a concurrent writer won): load it and decide again.
+      if (attempt === 1 && options.expectNoStream) continue;
       if (category !== undefined) notify((o) => o.conflict?.(category, attempt < maxAttempts));
       if (attempt >= maxAttempts) throw error;
       // Someone appended first: decide again on their result, after a short jittered pause.

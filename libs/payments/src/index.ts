@@ -1,6 +1,6 @@
 export * from './invoices/invoice-id';
 export * from './invoices/invoice-view';
-export * from './invoices/invoice-service';
+export * from './invoices/invoice-stream';
 export * from './refunds/refund-service';
 export * from './payouts/payout-service';
 export * from './flows/outcomes';

@@ -4,18 +4,12 @@ import type { EventStore } from '#event-store';
 import type { GatewayServices } from './services';
 import { LedgerBook } from './ledger';
 import { PayoutAddresses, Registry } from './merchants';
-import { InvoiceService } from './invoices/invoice-service';
 import { PayoutService } from './payouts/payout-service';
 import { EVENT_STORE, READ_MODELS } from './payments.tokens';
 import { ReadStreamHandler } from './streams/read-stream.query';
 import { GetAccountStatementHandler, GetReconciliationHandler, GetTrialBalanceHandler } from './audit/audit-reports.query';
 import { RefundService } from './refunds/refund-service';
-import { ChooseInvoiceMethodHandler } from './invoices/choose-invoice-method.command';
-import { CreateInvoiceHandler } from './invoices/create-invoice.command';
 import { ExpireInvoiceHandler } from './invoices/expire-invoice.command';
-import { GetInvoiceHandler, FindInvoiceHandler } from './invoices/get-invoice.query';
-import { ListInvoicesHandler } from './invoices/list-invoices.query';
-import { RecordPaymentResultHandler } from './invoices/record-payment-result.command';
 import { AdvanceRefundHandler } from './refunds/advance-refund.command';
 import { CompleteRefundHandler } from './refunds/complete-refund.command';
 import { FailRefundHandler } from './refunds/fail-refund.command';
@@ -60,10 +54,7 @@ import { GetProjectionLagHandler } from './observability/get-projection-lag.quer
 
 /** Every command handler: one per command class, each a thin adapter over a service or the ledger. */
 export const COMMAND_HANDLERS: readonly Type[] = [
-  ChooseInvoiceMethodHandler,
-  CreateInvoiceHandler,
   ExpireInvoiceHandler,
-  RecordPaymentResultHandler,
   AdvanceRefundHandler,
   CompleteRefundHandler,
   FailRefundHandler,
@@ -94,9 +85,6 @@ export const COMMAND_HANDLERS: readonly Type[] = [
 
 /** Every query handler: each calls the read model (or the stream) it reads. */
 export const QUERY_HANDLERS: readonly Type[] = [
-  GetInvoiceHandler,
-  FindInvoiceHandler,
-  ListInvoicesHandler,
   GetRefundHandler,
   GetPayoutByOrderIdHandler,
   GetPayoutHandler,
@@ -128,9 +116,8 @@ export const QUERY_HANDLERS: readonly Type[] = [
  */
 @Module({})
 export class PaymentsModule {
-  static register(services: GatewayServices, pool: Pool, store: EventStore): DynamicModule {
+  static register(services: GatewayServices, pool: Pool, store: EventStore, appHandlers: readonly Type[] = []): DynamicModule {
     const providers: Provider[] = [
-      { provide: InvoiceService, useValue: services.invoices },
       { provide: RefundService, useValue: services.refunds },
       { provide: PayoutService, useValue: services.payouts },
       { provide: LedgerBook, useValue: services.ledgers },
@@ -140,6 +127,7 @@ export class PaymentsModule {
       { provide: EVENT_STORE, useValue: store },
       ...COMMAND_HANDLERS,
       ...QUERY_HANDLERS,
+      ...appHandlers,
     ];
     return { module: PaymentsModule, providers, exports: [] };
   }

@@ -11,8 +11,8 @@
  * field is not a breaking change; the error body is closed.
  */
 
-import { CreateInvoiceRequest, Customer } from '../invoices/create-invoice.request';
-import { ListInvoicesQuery } from '../invoices/list-invoices.request';
+import { CreateInvoiceRequest, Customer } from '../invoices/create-invoice/create-invoice.request';
+import { ListInvoicesQuery } from '../invoices/list-invoices/list-invoices.request';
 import { CreatePayoutRequest } from '../payouts/create-payout.request';
 import { ListPayoutsQuery } from '../payouts/list-payouts.request';
 import { RefundInvoiceRequest } from '../refunds/refund-invoice.request';

@@ -1,4 +1,4 @@
-import { PaymentResultRequest } from '../invoices/payment-result.request';
+import { PaymentResultRequest } from '../invoices/record-payment-result/payment-result.request';
 import { CreateAccountRequest, CreateProjectRequest, MethodSettings, ProjectMethods, RotateKeysRequest, UpdateProjectRequest } from '../merchants/project-settings.request';
 import { AdvanceClockRequest } from '../operations/advance-clock.request';
 import { AddPayoutAddressRequest, FailRefundRequest, NoFieldsRequest, PayoutReasonRequest, PayPayoutRequest } from '../payouts/payout-operations.request';

@@ -1,9 +1,11 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import type { EventStore } from '#event-store';
 import type { Invoice, MethodCode } from '#domain';
-import { InvoiceService } from './invoice-service';
+import { EVENT_STORE } from '#payments';
+import { runInvoiceCommand } from '#payments/invoices';
 
-/** The buyer picks a payment method on the payment page (created → pending). */
+/** The buyer chooses how to pay (the payment page): the invoice's amounts at that method's rate. */
 export class ChooseInvoiceMethod extends Command<Invoice> {
   constructor(
     readonly invoiceId: string,
@@ -16,9 +18,9 @@ export class ChooseInvoiceMethod extends Command<Invoice> {
 
 @CommandHandler(ChooseInvoiceMethod)
 export class ChooseInvoiceMethodHandler implements ICommandHandler<ChooseInvoiceMethod> {
-  constructor(@Inject(InvoiceService) private readonly invoices: InvoiceService) {}
+  constructor(@Inject(EVENT_STORE) private readonly store: EventStore) {}
 
-  execute(command: ChooseInvoiceMethod): Promise<Invoice> {
-    return this.invoices.chooseMethod(command.invoiceId, command.method, command.now);
+  execute({ invoiceId, method, now }: ChooseInvoiceMethod): Promise<Invoice> {
+    return runInvoiceCommand(this.store, invoiceId, { type: 'ChooseMethod', method, at: now.toISOString() });
   }
 }

@@ -1,15 +1,17 @@
 import { Body, Catch, Controller, Get, Inject, Param, Post, Query, Req, Res, UseFilters } from '@nestjs/common';
 import type { ArgumentsHost, ExceptionFilter } from '@nestjs/common';
-import { CommandBus, QueryBus } from '@nestjs/cqrs';
+import { CommandBus } from '@nestjs/cqrs';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Clock } from '#platform/clock';
 import { isMethodCode, isUuid } from '#domain';
 import type { Invoice, InvoiceCreatedData } from '#domain';
 import { createLogger } from '#platform/logging';
 import type { Logger } from '#platform/logging';
-import { ChooseInvoiceMethod } from '#payments/invoices';
-import { FindInvoice } from '#payments/invoices';
-import { RecordPaymentResult } from '#payments/invoices';
+import { ChooseInvoiceMethod } from './choose-invoice-method.handler';
+import { findInvoice } from '#payments/invoices';
+import type { EventStore } from '#event-store';
+import { EVENT_STORE } from '#payments';
+import { RecordPaymentResult } from '../invoices/record-payment-result/record-payment-result.handler';
 import { toApiError } from '../http/errors/error.filter';
 import { CLOCK_TOKEN, PAGE_FORM_TOKENS, PUBLIC_URL } from '../http/tokens';
 import type { PublicUrl } from '../http/tokens';
@@ -104,7 +106,7 @@ function formField(body: unknown, name: string): string | undefined {
 export class PaymentPageController {
   constructor(
     private readonly commands: CommandBus,
-    private readonly queries: QueryBus,
+    @Inject(EVENT_STORE) private readonly store: EventStore,
     @Inject(CLOCK_TOKEN) private readonly clock: Clock,
     @Inject(PAGE_FORM_TOKENS) private readonly forms: PageFormTokens,
     @Inject(PUBLIC_URL) private readonly publicUrl: PublicUrl,
@@ -195,7 +197,7 @@ export class PaymentPageController {
   }
 
   private async find(id: string): Promise<Invoice> {
-    const invoice = await this.queries.execute(new FindInvoice(id));
+    const invoice = await findInvoice(this.store, id);
     if (!invoice) throw new PageError(404, renderNotFoundPage());
     return invoice;
   }

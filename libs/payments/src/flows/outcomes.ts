@@ -1,7 +1,8 @@
 import { PayoutEvent, payoutReservationId, RefundEvent } from '#domain';
 import { LedgerError } from '#ledger';
 import type { LedgerBook, LedgerRequest } from '../ledger';
-import type { InvoiceService } from '../invoices/invoice-service';
+import type { EventStore } from '#event-store';
+import { runInvoiceCommand } from '../invoices/invoice-stream';
 
 /**
  * Settles or releases a reservation once. Already closed (by the API's own call, or
@@ -21,7 +22,7 @@ async function closeReservation(ledgers: LedgerBook, ledger: { accountId: string
  * status, or the amount back in the remainder). Idempotent: run by the service that
  * recorded the outcome, and again by the process manager that follows the log.
  */
-export async function applyRefundOutcome(ledgers: LedgerBook, invoices: InvoiceService, event: RefundEvent): Promise<void> {
+export async function applyRefundOutcome(ledgers: LedgerBook, store: EventStore, event: RefundEvent): Promise<void> {
   if (event.type !== 'RefundSucceeded' && event.type !== 'RefundFailed') return;
   const d = event.data;
   const succeeded = event.type === 'RefundSucceeded';
@@ -30,7 +31,7 @@ export async function applyRefundOutcome(ledgers: LedgerBook, invoices: InvoiceS
     { accountId: d.accountId, mode: d.mode },
     succeeded ? { type: 'SettleReservation', reservationId: d.refundId, at: d.at } : { type: 'ReleaseReservation', reservationId: d.refundId, at: d.at },
   );
-  await invoices.resolveRefund(d.invoiceId, d.refundId, succeeded ? 'succeeded' : 'failed', d.at);
+  await runInvoiceCommand(store, d.invoiceId, { type: 'ResolveRefund', refundId: d.refundId, outcome: succeeded ? 'succeeded' : 'failed', at: d.at });
 }
 
 /** What a finished payout moves: paid settles its reservation (net out, fee to fees), rejected and cancelled return it. Idempotent. */

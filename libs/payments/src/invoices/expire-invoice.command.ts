@@ -1,7 +1,9 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import type { EventStore } from '#event-store';
 import type { Invoice } from '#domain';
-import { InvoiceService } from './invoice-service';
+import { EVENT_STORE } from '../payments.tokens';
+import { runInvoiceCommand } from './invoice-stream';
 
 /** An open invoice whose expiresAt has passed on the gateway clock expires (sent by the expiry worker). */
 export class ExpireInvoice extends Command<Invoice> {
@@ -15,9 +17,9 @@ export class ExpireInvoice extends Command<Invoice> {
 
 @CommandHandler(ExpireInvoice)
 export class ExpireInvoiceHandler implements ICommandHandler<ExpireInvoice> {
-  constructor(@Inject(InvoiceService) private readonly invoices: InvoiceService) {}
+  constructor(@Inject(EVENT_STORE) private readonly store: EventStore) {}
 
   execute(command: ExpireInvoice): Promise<Invoice> {
-    return this.invoices.expire(command.invoiceId, command.now);
+    return runInvoiceCommand(this.store, command.invoiceId, { type: 'ExpireInvoice', at: command.now.toISOString() });
   }
 }

@@ -24,7 +24,7 @@ import { formatMoney } from '#ledger';
 import type { LedgerBook } from '../ledger';
 import type { PayoutAddress, PayoutAddresses } from '../merchants';
 import { KeyedRequest, keyedRequestDigest } from '../idempotency/keyed-request';
-import { PaymentsError } from '../invoices/invoice-service';
+import { PaymentsError } from '../invoices/invoice-stream';
 import { applyPayoutOutcome } from '../flows/outcomes';
 import { FlowObserver, tellLeftToRecovery } from '../flows/flow-observer';
 

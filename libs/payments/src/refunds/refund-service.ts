@@ -23,7 +23,7 @@ import type { Kopecks } from '#ledger';
 import { formatMoney } from '#ledger';
 import type { LedgerBook } from '../ledger';
 import type { Project } from '../merchants';
-import { fromInvoiceError, InvoiceService, PaymentsError } from '../invoices/invoice-service';
+import { findInvoice, fromInvoiceError, invoiceOfProject, PaymentsError } from '../invoices/invoice-stream';
 import { applyRefundOutcome } from '../flows/outcomes';
 import { FlowObserver, tellLeftToRecovery } from '../flows/flow-observer';
 import { invoiceOfRefund } from './refunds.read-model';
@@ -95,7 +95,6 @@ export class RefundService {
   constructor(
     private readonly store: EventStore,
     private readonly ledgers: LedgerBook,
-    private readonly invoices: InvoiceService,
     private readonly processingSeconds: number,
     private readonly pool: Pool,
     private readonly observer: FlowObserver = {},
@@ -107,7 +106,7 @@ export class RefundService {
    * through the same steps (the invoice grants a known refund id once).
    */
   async request(project: Project, mode: Mode, invoiceId: string, amount: Kopecks | null, now: Date, keyed: KeyedRequest | null = null): Promise<Refund> {
-    const invoice = await this.invoices.getFor(project, mode, invoiceId);
+    const invoice = await invoiceOfProject(this.store, project, mode, invoiceId);
     const refundId = keyed === null ? newRefundId() : refundIdFor(keyed);
     const id = invoice.created.invoiceId;
     const granted = await handleCommand(this.store, invoiceStreamName(id), invoiceDecider, {
@@ -200,7 +199,7 @@ export class RefundService {
   private async granted(refundId: string): Promise<Refund | null> {
     if (!REFUND_ID.test(refundId)) return null;
     const invoiceId = await invoiceOfRefund(this.pool, refundId);
-    const invoice = invoiceId === null ? null : await this.invoices.get(invoiceId);
+    const invoice = invoiceId === null ? null : await findInvoice(this.store, invoiceId);
     if (!invoice || !isPaid(invoice) || !Object.hasOwn(invoice.refunds, refundId) || invoice.refunds[refundId]!.status === 'refused') return null;
     return grantedRefund(invoice, refundId, this.processingSeconds);
   }
@@ -222,7 +221,7 @@ export class RefundService {
       // An outcome moves the money and the invoice before the answer when it can; the
       // process manager repeats it (idempotently), so a failure here still answers what was recorded.
       try {
-        for (const event of result.events) await applyRefundOutcome(this.ledgers, this.invoices, event);
+        for (const event of result.events) await applyRefundOutcome(this.ledgers, this.store, event);
       } catch (error) {
         tellLeftToRecovery(this.observer, 'refund', refundId, error);
       }

@@ -2,7 +2,8 @@ import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import type { RefundEvent } from '#domain';
 import { LedgerBook } from '../ledger';
-import { InvoiceService } from '../invoices/invoice-service';
+import type { EventStore } from '#event-store';
+import { EVENT_STORE } from '../payments.tokens';
 import { applyRefundOutcome } from '../flows/outcomes';
 
 /** What a refund's outcome moves (its reservation settled or released, the invoice's refunded amount): sent by the refund_outcomes process manager for each RefundSucceeded/RefundFailed. Idempotent. */
@@ -16,10 +17,10 @@ export class SettleRefundOutcome extends Command<void> {
 export class SettleRefundOutcomeHandler implements ICommandHandler<SettleRefundOutcome> {
   constructor(
     @Inject(LedgerBook) private readonly ledgers: LedgerBook,
-    @Inject(InvoiceService) private readonly invoices: InvoiceService,
+    @Inject(EVENT_STORE) private readonly store: EventStore,
   ) {}
 
   execute(command: SettleRefundOutcome): Promise<void> {
-    return applyRefundOutcome(this.ledgers, this.invoices, command.event);
+    return applyRefundOutcome(this.ledgers, this.store, command.event);
   }
 }

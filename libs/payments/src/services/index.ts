@@ -2,7 +2,7 @@ import { PostgresSnapshotStore } from '#event-store';
 import { LedgerBook, LedgerBookObserver } from '../ledger';
 import type { FlowObserver } from '../flows/flow-observer';
 import { PostgresLedgerCauseIndex } from '../ledger/ledger-cause-index';
-import { FixedUsdtRate, InvoiceService, PayoutService, RefundService } from '..';
+import { FixedUsdtRate, PayoutService, RefundService } from '..';
 import { PayoutAddresses, Registry } from '../merchants';
 import type { Infrastructure } from '../composition/infrastructure';
 
@@ -11,7 +11,6 @@ export interface GatewayServices {
   readonly registry: Registry;
   readonly payoutAddresses: PayoutAddresses;
   readonly ledgers: LedgerBook;
-  readonly invoices: InvoiceService;
   readonly refunds: RefundService;
   readonly payouts: PayoutService;
 }
@@ -26,14 +25,12 @@ export function createServices(
     causes: new PostgresLedgerCauseIndex(infra.pool),
     observer: observers.ledger,
   });
-  const invoices = new InvoiceService(infra.store, registry);
   const { config } = infra;
   return {
     registry,
     payoutAddresses,
     ledgers,
-    invoices,
-    refunds: new RefundService(infra.store, ledgers, invoices, config.refundProcessingSeconds, infra.pool, observers.flows),
+    refunds: new RefundService(infra.store, ledgers, config.refundProcessingSeconds, infra.pool, observers.flows),
     payouts: new PayoutService(infra.store, infra.pool, ledgers, payoutAddresses, config.payoutTerms, new FixedUsdtRate(config.usdtRubRate), observers.flows),
   };
 }

@@ -16,7 +16,7 @@ import {
   Required,
   StorableJson,
   StorableText,
-} from '../http/request-rules';
+} from '../../http/request-rules';
 
 const CUSTOM_FIELDS_MAX_BYTES = 2048;
 

@@ -1,8 +1,10 @@
 import { Inject } from '@nestjs/common';
 import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
+import type { EventStore } from '#event-store';
 import type { Invoice, Mode } from '#domain';
-import type { Project } from '../merchants';
-import { InvoiceService } from './invoice-service';
+import { EVENT_STORE } from '#payments';
+import { invoiceOfProject } from '#payments/invoices';
+import type { Project } from '#payments/merchants';
 
 /**
  * One invoice of the project and mode, from its own stream (immediately consistent:
@@ -20,25 +22,9 @@ export class GetInvoice extends Query<Invoice> {
 
 @QueryHandler(GetInvoice)
 export class GetInvoiceHandler implements IQueryHandler<GetInvoice> {
-  constructor(@Inject(InvoiceService) private readonly invoices: InvoiceService) {}
+  constructor(@Inject(EVENT_STORE) private readonly store: EventStore) {}
 
   execute(query: GetInvoice): Promise<Invoice> {
-    return this.invoices.getFor(query.project, query.mode, query.invoiceId);
-  }
-}
-
-/** Any invoice by its id, from its stream, or null (the payment page: whoever has the link). */
-export class FindInvoice extends Query<Invoice | null> {
-  constructor(readonly invoiceId: string) {
-    super();
-  }
-}
-
-@QueryHandler(FindInvoice)
-export class FindInvoiceHandler implements IQueryHandler<FindInvoice> {
-  constructor(@Inject(InvoiceService) private readonly invoices: InvoiceService) {}
-
-  execute(query: FindInvoice): Promise<Invoice | null> {
-    return this.invoices.get(query.invoiceId);
+    return invoiceOfProject(this.store, query.project, query.mode, query.invoiceId);
   }
 }

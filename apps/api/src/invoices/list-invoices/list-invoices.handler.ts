@@ -1,8 +1,8 @@
 import { Inject } from '@nestjs/common';
 import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
 import type { Pool } from 'pg';
-import { InvoiceListFilter, InvoicePage, listInvoices } from './invoices.read-model';
-import { READ_MODELS } from '../payments.tokens';
+import { READ_MODELS } from '#payments';
+import { InvoiceListFilter, InvoicePage, listInvoices } from '#payments/invoices';
 
 /** The project's invoices in a mode, newest first (order of arrival in the read model), a page at a time. */
 export class ListInvoices extends Query<InvoicePage> {

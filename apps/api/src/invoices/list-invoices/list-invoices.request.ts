@@ -2,7 +2,7 @@ import { IsIn, IsString } from 'class-validator';
 import { JSONSchema } from 'class-validator-jsonschema';
 import { INVOICE_STATUSES } from '#domain';
 import type { InvoiceStatus } from '#domain';
-import { IsCursor, IsIsoDateTime, IsQueryInteger, MaxLength, Optional, StorableText } from '../http/request-rules';
+import { IsCursor, IsIsoDateTime, IsQueryInteger, MaxLength, Optional, StorableText } from '../../http/request-rules';
 
 /** The query of GET /v1/invoices. */
 export class ListInvoicesQuery {

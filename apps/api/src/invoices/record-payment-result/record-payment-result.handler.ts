@@ -1,7 +1,10 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import type { EventStore } from '#event-store';
 import type { Invoice, MethodCode } from '#domain';
-import { InvoiceService } from './invoice-service';
+import { EVENT_STORE } from '#payments';
+import { findInvoice, PaymentsError, runInvoiceCommand } from '#payments/invoices';
+import { Registry } from '#payments/merchants';
 
 /** The acquirer's answer for an invoice (the operator API, or the sandbox buttons of the payment page). */
 export class RecordPaymentResult extends Command<Invoice> {
@@ -17,9 +20,23 @@ export class RecordPaymentResult extends Command<Invoice> {
 
 @CommandHandler(RecordPaymentResult)
 export class RecordPaymentResultHandler implements ICommandHandler<RecordPaymentResult> {
-  constructor(@Inject(InvoiceService) private readonly invoices: InvoiceService) {}
+  constructor(
+    @Inject(EVENT_STORE) private readonly store: EventStore,
+    @Inject(Registry) private readonly registry: Registry,
+  ) {}
 
-  execute(command: RecordPaymentResult): Promise<Invoice> {
-    return this.invoices.recordPaymentResult(command.invoiceId, command.outcome, command.method, command.now);
+  async execute({ invoiceId, outcome, method, now }: RecordPaymentResult): Promise<Invoice> {
+    const invoice = await findInvoice(this.store, invoiceId);
+    if (!invoice) throw new PaymentsError(404, 'invoice_not_found', 'Счёт не найден');
+    // The hold is the project's at the time of payment.
+    const project = await this.registry.project(invoice.created.projectId);
+    return runInvoiceCommand(this.store, invoiceId, {
+      type: 'RecordPaymentResult',
+      outcome,
+      method,
+      at: now.toISOString(),
+      holdHours: project?.holdHours ?? 24,
+      reason: outcome === 'failed' ? 'declined by the acquirer' : undefined,
+    });
   }
 }

@@ -2,17 +2,17 @@ import { Body, Controller, HttpCode, Inject, Param, Post, UseGuards } from '@nes
 import { CommandBus } from '@nestjs/cqrs';
 import type { Clock } from '#platform/clock';
 import { invoiceView } from '#payments';
-import { RecordPaymentResult } from '#payments/invoices';
-import { validRequest } from '../http/request-pipe';
+import { RecordPaymentResult } from './record-payment-result.handler';
+import { validRequest } from '../../http/request-pipe';
 import { PaymentResultRequest } from './payment-result.request';
-import { CLOCK_TOKEN, PUBLIC_URL } from '../http/tokens';
-import type { PublicUrl } from '../http/tokens';
-import { AdminTokenGuard } from '../http/auth/admin-token.guard';
+import { CLOCK_TOKEN, PUBLIC_URL } from '../../http/tokens';
+import type { PublicUrl } from '../../http/tokens';
+import { AdminTokenGuard } from '../../http/auth/admin-token.guard';
 
 /** The acquirer's answer for an invoice (what the sandbox payment page does for test invoices). */
 @Controller('admin/v1/invoices')
 @UseGuards(AdminTokenGuard)
-export class InvoicePaymentsController {
+export class RecordPaymentResultRoute {
   constructor(
     private readonly commands: CommandBus,
     @Inject(CLOCK_TOKEN) private readonly clock: Clock,

@@ -3,33 +3,19 @@ import type { Type } from '@nestjs/common';
 import { COMMAND_HANDLER_METADATA, QUERY_HANDLER_METADATA } from '@nestjs/cqrs/dist/decorators/constants';
 import type { Pool } from 'pg';
 import type { EventStore } from '#event-store';
-import type { GatewayServices } from './services';
-import { GetBalanceAsOf } from './balance/get-balance-as-of.query';
-import { GetBalance } from './balance/get-balance.query';
-import { ChooseInvoiceMethod } from './invoices/choose-invoice-method.command';
-import { CreateInvoice } from './invoices/create-invoice.command';
-import { ExpireInvoice } from './invoices/expire-invoice.command';
-import { GetInvoice } from './invoices/get-invoice.query';
-import { ListInvoices } from './invoices/list-invoices.query';
-import { RecordPaymentResult } from './invoices/record-payment-result.command';
-import { GetLedgerEntries } from './ledger/get-ledger-entries.query';
-import { RecordPayment } from './ledger/record-payment.command';
-import { ReleaseHold } from './ledger/release-hold.command';
-import { ReleaseReservation } from './ledger/release-reservation.command';
-import { ReserveFunds } from './ledger/reserve-funds.command';
-import { SettleReservation } from './ledger/settle-reservation.command';
-import { COMMAND_HANDLERS, PaymentsModule, QUERY_HANDLERS } from './payments.module';
-import { ApprovePayout } from './payouts/approve-payout.command';
-import { CancelPayout } from './payouts/cancel-payout.command';
-import { CreatePayout } from './payouts/create-payout.command';
-import { ListPayouts } from './payouts/list-payouts.query';
-import { PayPayout } from './payouts/pay-payout.command';
-import { ProcessPayout } from './payouts/process-payout.command';
-import { RejectPayout } from './payouts/reject-payout.command';
-import { CompleteRefund } from './refunds/complete-refund.command';
-import { FailRefund } from './refunds/fail-refund.command';
-import { GetRefund } from './refunds/get-refund.query';
-import { RefundInvoice } from './refunds/refund-invoice.command';
+import type { GatewayServices } from '#payments/services';
+import { COMMAND_HANDLERS, PaymentsModule, QUERY_HANDLERS } from '#payments';
+import { GetBalance, GetBalanceAsOf } from '#payments/balance';
+import { ExpireInvoice } from '#payments/invoices';
+import { GetLedgerEntries, RecordPayment, ReleaseHold, ReleaseReservation, ReserveFunds, SettleReservation } from '#payments/ledger';
+import { ApprovePayout, CancelPayout, CreatePayout, ListPayouts, PayPayout, ProcessPayout, RejectPayout } from '#payments/payouts';
+import { CompleteRefund, FailRefund, GetRefund, RefundInvoice } from '#payments/refunds';
+import { ChooseInvoiceMethod } from '../../apps/api/src/pay/choose-invoice-method.handler';
+import { CreateInvoice } from '../../apps/api/src/invoices/create-invoice/create-invoice.handler';
+import { API_HANDLERS } from '../../apps/api/src/app.module';
+import { GetInvoice } from '../../apps/api/src/invoices/get-invoice/get-invoice.handler';
+import { ListInvoices } from '../../apps/api/src/invoices/list-invoices/list-invoices.handler';
+import { RecordPaymentResult } from '../../apps/api/src/invoices/record-payment-result/record-payment-result.handler';
 
 /** The commands the issue names ("Commands and queries"), the ledger's among them. */
 const ISSUE_COMMANDS: readonly Type[] = [
@@ -68,11 +54,20 @@ function handledBy(handlers: readonly Type[], metadataKey: string): Map<Type, Ty
 }
 
 describe('PaymentsModule: commands and queries on the buses', () => {
-  const module = PaymentsModule.register({} as GatewayServices, {} as Pool, {} as EventStore);
+  const module = PaymentsModule.register({} as GatewayServices, {} as Pool, {} as EventStore, API_HANDLERS);
+  // The handlers of both processes: the payments module's and those of the API's use-case folders.
+  const all: readonly Type[] = [...COMMAND_HANDLERS, ...QUERY_HANDLERS, ...API_HANDLERS];
+  const byCommand = handledBy(
+    all.filter((h) => Reflect.hasMetadata(COMMAND_HANDLER_METADATA, h)),
+    COMMAND_HANDLER_METADATA,
+  );
+  const byQuery = handledBy(
+    all.filter((h) => Reflect.hasMetadata(QUERY_HANDLER_METADATA, h)),
+    QUERY_HANDLER_METADATA,
+  );
   const provided = new Set(module.providers);
 
   it('registers exactly one handler for every command the issue names', () => {
-    const byCommand = handledBy(COMMAND_HANDLERS, COMMAND_HANDLER_METADATA);
     for (const command of ISSUE_COMMANDS) {
       const handlers = byCommand.get(command) ?? [];
       expect({ command: command.name, handlers: handlers.map((h) => h.name) }).toEqual({ command: command.name, handlers: [`${command.name}Handler`] });
@@ -81,7 +76,6 @@ describe('PaymentsModule: commands and queries on the buses', () => {
   });
 
   it('registers exactly one handler for every query the issue names', () => {
-    const byQuery = handledBy(QUERY_HANDLERS, QUERY_HANDLER_METADATA);
     for (const query of ISSUE_QUERIES) {
       const handlers = byQuery.get(query) ?? [];
       expect({ query: query.name, handlers: handlers.map((h) => h.name) }).toEqual({ query: query.name, handlers: [`${query.name}Handler`] });
@@ -90,7 +84,7 @@ describe('PaymentsModule: commands and queries on the buses', () => {
   });
 
   it('has no command or query with two handlers (the bus would keep only the last)', () => {
-    for (const [message, handlers] of [...handledBy(COMMAND_HANDLERS, COMMAND_HANDLER_METADATA), ...handledBy(QUERY_HANDLERS, QUERY_HANDLER_METADATA)]) {
+    for (const [message, handlers] of [...byCommand, ...byQuery]) {
       expect({ message: message.name, handlers: handlers.length }).toEqual({ message: message.name, handlers: 1 });
     }
   });
