@@ -54,7 +54,7 @@ describe('the layout rules (eslint-plugin-boundaries, no-restricted-imports)', (
   it("reaching past another library's index is refused, from an app as from a test", async () => {
     const app = await problems(
       'apps/api/src/planted.ts',
-      "import { RefundService } from '../../../libs/payments/src/refunds/refund-service';\nexport const planted = RefundService;\n",
+      "import { RefundFlow } from '../../../libs/payments/src/refunds/refund-flow';\nexport const planted = RefundFlow;\n",
     );
     expect(app.map((p) => p.message)).toEqual([expect.stringContaining('through its index')]);
     const test = await problems('test/planted.ts', "import { Money } from '../libs/ledger/src/money';\nexport const planted = Money;\n");
@@ -86,7 +86,7 @@ describe('the layout rules (eslint-plugin-boundaries, no-restricted-imports)', (
   it('a file that keeps the rules has no problem', async () => {
     const found = await problems(
       'apps/api/src/planted.ts',
-      "import { RefundService } from '#payments/refunds';\nimport { Kopecks } from '#ledger';\nimport { SystemClock } from '#platform/clock';\nexport const planted: [unknown, Kopecks | null, unknown] = [RefundService, null, SystemClock];\n",
+      "import { RefundFlow } from '#payments/refunds';\nimport { Kopecks } from '#ledger';\nimport { SystemClock } from '#platform/clock';\nexport const planted: [unknown, Kopecks | null, unknown] = [RefundFlow, null, SystemClock];\n",
     );
     expect(found).toEqual([]);
   });

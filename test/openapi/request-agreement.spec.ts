@@ -20,7 +20,7 @@ import type { Type } from '@nestjs/common';
 import { MAX_JSON_DEPTH } from '../../apps/api/src/http/request-rules';
 import { CreateInvoiceRequest } from '../../apps/api/src/invoices/create-invoice/create-invoice.request';
 import { CreatePayoutRequest } from '../../apps/api/src/payouts/create-payout.request';
-import { RefundInvoiceRequest } from '../../apps/api/src/refunds/refund-invoice.request';
+import { RefundInvoiceRequest } from '../../apps/api/src/refunds/refund-invoice/refund-invoice.request';
 import { anyText, INVOICE_FIELDS, invoiceWith, nested, numberLiteral, wrongTypeFor } from '../support/request-fuzz';
 import { refusalOf } from '../support/request-reading';
 

@@ -23,7 +23,12 @@ import { ListInvoicesHandler } from './invoices/list-invoices/list-invoices.hand
 import { RecordPaymentResultRoute } from './invoices/record-payment-result/record-payment-result.route';
 import { RecordPaymentResultHandler } from './invoices/record-payment-result/record-payment-result.handler';
 import { ChooseInvoiceMethodHandler } from './pay/choose-invoice-method.handler';
-import { RefundsController } from './refunds/refunds.controller';
+import { RefundInvoiceRoute } from './refunds/refund-invoice/refund-invoice.route';
+import { RefundInvoiceHandler } from './refunds/refund-invoice/refund-invoice.handler';
+import { GetRefundRoute } from './refunds/get-refund/get-refund.route';
+import { GetRefundHandler } from './refunds/get-refund/get-refund.handler';
+import { FailRefundRoute } from './refunds/fail-refund/fail-refund.route';
+import { FailRefundHandler } from './refunds/fail-refund/fail-refund.handler';
 import { PayoutsController } from './payouts/payouts.controller';
 import { PayoutsAdminController } from './payouts/payouts-admin.controller';
 import { WebhookDeliveriesController } from './webhooks/webhook-deliveries.controller';
@@ -77,7 +82,16 @@ export interface ApiRuntime extends ApiSecurity {
 }
 
 /** The handlers of the use cases whose folders are in this app (the route, its request and its handler together). */
-export const API_HANDLERS = [CreateInvoiceHandler, GetInvoiceHandler, ListInvoicesHandler, RecordPaymentResultHandler, ChooseInvoiceMethodHandler];
+export const API_HANDLERS = [
+  CreateInvoiceHandler,
+  GetInvoiceHandler,
+  ListInvoicesHandler,
+  RecordPaymentResultHandler,
+  ChooseInvoiceMethodHandler,
+  RefundInvoiceHandler,
+  GetRefundHandler,
+  FailRefundHandler,
+];
 
 @Module({})
 export class AppModule {
@@ -102,7 +116,9 @@ export class AppModule {
         CreateInvoiceRoute,
         ListInvoicesRoute,
         GetInvoiceRoute,
-        RefundsController,
+        RefundInvoiceRoute,
+        GetRefundRoute,
+        FailRefundRoute,
         PayoutsController,
         ReferenceController,
         PaymentPageController,

@@ -8,13 +8,10 @@ import { PayoutService } from './payouts/payout-service';
 import { EVENT_STORE, READ_MODELS } from './payments.tokens';
 import { ReadStreamHandler } from './streams/read-stream.query';
 import { GetAccountStatementHandler, GetReconciliationHandler, GetTrialBalanceHandler } from './audit/audit-reports.query';
-import { RefundService } from './refunds/refund-service';
+import { RefundFlow } from './refunds/refund-flow';
 import { ExpireInvoiceHandler } from './invoices/expire-invoice.command';
 import { AdvanceRefundHandler } from './refunds/advance-refund.command';
 import { CompleteRefundHandler } from './refunds/complete-refund.command';
-import { FailRefundHandler } from './refunds/fail-refund.command';
-import { GetRefundHandler } from './refunds/get-refund.query';
-import { RefundInvoiceHandler } from './refunds/refund-invoice.command';
 import { SettleRefundOutcomeHandler } from './refunds/settle-refund-outcome.command';
 import { AddPayoutAddressHandler } from './payouts/add-payout-address.command';
 import { AdvancePayoutHandler } from './payouts/advance-payout.command';
@@ -57,8 +54,6 @@ export const COMMAND_HANDLERS: readonly Type[] = [
   ExpireInvoiceHandler,
   AdvanceRefundHandler,
   CompleteRefundHandler,
-  FailRefundHandler,
-  RefundInvoiceHandler,
   SettleRefundOutcomeHandler,
   AddPayoutAddressHandler,
   AdvancePayoutHandler,
@@ -85,7 +80,6 @@ export const COMMAND_HANDLERS: readonly Type[] = [
 
 /** Every query handler: each calls the read model (or the stream) it reads. */
 export const QUERY_HANDLERS: readonly Type[] = [
-  GetRefundHandler,
   GetPayoutByOrderIdHandler,
   GetPayoutHandler,
   ListPayoutAddressesHandler,
@@ -118,7 +112,7 @@ export const QUERY_HANDLERS: readonly Type[] = [
 export class PaymentsModule {
   static register(services: GatewayServices, pool: Pool, store: EventStore, appHandlers: readonly Type[] = []): DynamicModule {
     const providers: Provider[] = [
-      { provide: RefundService, useValue: services.refunds },
+      { provide: RefundFlow, useValue: services.refunds },
       { provide: PayoutService, useValue: services.payouts },
       { provide: LedgerBook, useValue: services.ledgers },
       { provide: Registry, useValue: services.registry },

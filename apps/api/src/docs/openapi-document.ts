@@ -15,7 +15,7 @@ import { CreateInvoiceRequest, Customer } from '../invoices/create-invoice/creat
 import { ListInvoicesQuery } from '../invoices/list-invoices/list-invoices.request';
 import { CreatePayoutRequest } from '../payouts/create-payout.request';
 import { ListPayoutsQuery } from '../payouts/list-payouts.request';
-import { RefundInvoiceRequest } from '../refunds/refund-invoice.request';
+import { RefundInvoiceRequest } from '../refunds/refund-invoice/refund-invoice.request';
 import { queryParameters, requestSchema } from './request-schemas';
 import { FEE_PAYERS, INVOICE_STATUSES, METHOD_CODES, PAYOUT_METHODS, PAYOUT_SOURCES, PAYOUT_STATUSES, REFUND_STATUSES } from '#domain';
 import type { InvoiceCreatedView, InvoiceView, PayoutView, RefundView } from '#payments';

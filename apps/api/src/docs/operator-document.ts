@@ -1,7 +1,8 @@
 import { PaymentResultRequest } from '../invoices/record-payment-result/payment-result.request';
 import { CreateAccountRequest, CreateProjectRequest, MethodSettings, ProjectMethods, RotateKeysRequest, UpdateProjectRequest } from '../merchants/project-settings.request';
 import { AdvanceClockRequest } from '../operations/advance-clock.request';
-import { AddPayoutAddressRequest, FailRefundRequest, NoFieldsRequest, PayoutReasonRequest, PayPayoutRequest } from '../payouts/payout-operations.request';
+import { FailRefundRequest } from '../refunds/fail-refund/fail-refund.request';
+import { AddPayoutAddressRequest, NoFieldsRequest, PayoutReasonRequest, PayPayoutRequest } from '../payouts/payout-operations.request';
 import { ListWebhookDeliveriesQuery } from '../webhooks/list-webhook-deliveries.request';
 import { LedgerBalanceQuery, LedgerEntriesQuery } from '../ledger/ledger-audit.request';
 import { ReadStreamQuery } from '../operations/read-stream.request';

@@ -3,7 +3,7 @@ import { JSONSchema } from 'class-validator-jsonschema';
 import { canonicalPayoutAccount, PAYOUT_METHODS } from '#domain';
 import type { PayoutMethod } from '#domain';
 import { ACROSS_FIELDS } from '../http/request-pipe';
-import { MaxLength, MinLength, Optional, Required, StorableText } from '../http/request-rules';
+import { MaxLength, MinLength, Required, StorableText } from '../http/request-rules';
 
 const ACCOUNT_FORMATS: Readonly<Record<PayoutMethod, string>> = {
   sbp: 'телефон +7 и 10 цифр',
@@ -82,15 +82,4 @@ export class PayoutReasonRequest {
   @MaxLength(500)
   @JSONSchema({ description: 'Причина' })
   reason!: string;
-}
-
-/** The body of POST /admin/v1/refunds/{id}/fail (optional). */
-export class FailRefundRequest {
-  @Optional()
-  @IsString()
-  @StorableText()
-  @MinLength(1)
-  @MaxLength(500)
-  @JSONSchema({ description: 'Причина отказа банка; по умолчанию refused by the bank' })
-  reason?: string;
 }

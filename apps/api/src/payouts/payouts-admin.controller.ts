@@ -3,7 +3,7 @@ import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { FastifyReply } from 'fastify';
 import type { Clock } from '#platform/clock';
 import { isUuid, Payout, PayoutTransition } from '#domain';
-import { payoutView, refundView } from '#payments';
+import { payoutView } from '#payments';
 import { GetAccount } from '#payments/merchants';
 import { AddPayoutAddress } from '#payments/payouts';
 import { ApprovePayout } from '#payments/payouts';
@@ -12,11 +12,10 @@ import { ConfirmPayoutAddress } from '#payments/payouts';
 import { PayPayout } from '#payments/payouts';
 import { ProcessPayout } from '#payments/payouts';
 import { RejectPayout } from '#payments/payouts';
-import { FailRefund } from '#payments/refunds';
 import type { PayoutAddress } from '#payments/merchants';
 import { ApiError } from '../http/errors/api-error';
 import { readBody, validOptionalBody, validRequest } from '../http/request-pipe';
-import { AddPayoutAddressRequest, FailRefundRequest, NoFieldsRequest, PayoutReasonRequest, PayPayoutRequest } from './payout-operations.request';
+import { AddPayoutAddressRequest, NoFieldsRequest, PayoutReasonRequest, PayPayoutRequest } from './payout-operations.request';
 import { payoutIdOf } from './payouts.controller';
 import { CLOCK_TOKEN } from '../http/tokens';
 import { AdminTokenGuard } from '../http/auth/admin-token.guard';
@@ -34,7 +33,7 @@ export const addressView = (a: PayoutAddress) => ({
   createdAt: a.createdAt.toISOString(),
 });
 
-/** The back office of the money going out: payout details, payout transitions, refunds the bank refused. */
+/** The back office of payouts: payout details, payout transitions. */
 @Controller('admin/v1')
 @UseGuards(AdminTokenGuard)
 export class PayoutsAdminController {
@@ -103,12 +102,5 @@ export class PayoutsAdminController {
     const payoutId = payoutIdOf(id);
     if (payoutId === null) throw ApiError.notFound('not_found', 'Выплата не найдена');
     return payoutView(await command(payoutId));
-  }
-
-  /** The bank refused the refund: failed, its amount back to available; 409 conflict once it succeeded. */
-  @Post('refunds/:id/fail')
-  @HttpCode(200)
-  async failRefund(@Param('id') id: string, @Body(validOptionalBody) body: FailRefundRequest) {
-    return refundView(await this.commands.execute(new FailRefund(id, body.reason ?? 'refused by the bank', this.clock.now())));
   }
 }

@@ -1,7 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import type { Refund } from '#domain';
-import { RefundService } from './refund-service';
+import { RefundFlow } from './refund-flow';
 
 /** The sandbox processor's success, REFUND_PROCESSING_SECONDS after the refund was created (a refund failed meanwhile stays failed). */
 export class CompleteRefund extends Command<Refund> {
@@ -15,9 +15,9 @@ export class CompleteRefund extends Command<Refund> {
 
 @CommandHandler(CompleteRefund)
 export class CompleteRefundHandler implements ICommandHandler<CompleteRefund> {
-  constructor(@Inject(RefundService) private readonly refunds: RefundService) {}
+  constructor(@Inject(RefundFlow) private readonly flow: RefundFlow) {}
 
   execute(command: CompleteRefund): Promise<Refund> {
-    return this.refunds.complete(command.refundId, command.now);
+    return this.flow.run(command.refundId, { type: 'CompleteRefund', at: command.now.toISOString() });
   }
 }

@@ -9,7 +9,6 @@ import {
   InvoiceState,
   invoiceStreamName,
   isPaid,
-  Mode,
   PaidInvoice,
   Refund,
   REFUND_ID,
@@ -19,11 +18,9 @@ import {
   RefundState,
   refundStreamName,
 } from '#domain';
-import type { Kopecks } from '#ledger';
 import { formatMoney } from '#ledger';
 import type { LedgerBook } from '../ledger';
-import type { Project } from '../merchants';
-import { findInvoice, fromInvoiceError, invoiceOfProject, PaymentsError } from '../invoices/invoice-stream';
+import { findInvoice, fromInvoiceError, PaymentsError } from '../invoices/invoice-stream';
 import { applyRefundOutcome } from '../flows/outcomes';
 import { FlowObserver, tellLeftToRecovery } from '../flows/flow-observer';
 import { invoiceOfRefund } from './refunds.read-model';
@@ -74,59 +71,28 @@ export function refundView(refund: Refund): RefundView {
   };
 }
 
-const notFound = () => new PaymentsError(404, 'invoice_not_found', 'Возврат не найден');
+export const refundNotFound = () => new PaymentsError(404, 'invoice_not_found', 'Возврат не найден');
 
 /**
- * Refunds. A request touches two aggregates and the ledger, in steps that each
- * decide once and can be run again by anyone:
+ * The steps of a refund, over two aggregates and the ledger, each deciding once and
+ * runnable again by anyone:
  *  1. the invoice grants the amount from its unrefunded remainder (pending refunds
- *     count), recording the request under a fresh refund id (or, for a request with
- *     an Idempotency-Key, the id that key names: a repeat is granted nothing new);
+ *     count), recording the request under the refund's id (the RefundInvoice handler);
  *  2. the merchant's ledger reserves it from `available`, or records that it could not;
  *  3. reserved: the refund's stream is created, pending; refused: the invoice returns
  *     the amount to its remainder.
- * Step 1 is the request's first commit: once it is written, the refund exists, and
- * the answer is the refund (202) however steps 2 and 3 fail; a 5xx comes only from a
- * failure before it, when nothing was written. The API runs the steps; whatever it
- * leaves undone (a failure, or its process dying) the recovery worker finishes with
- * `advance`: pending, or, if the ledger then refuses, the refund fails.
+ * Steps 2 and 3 are `advance`, the one driver of a granted refund: run by the request
+ * that was granted, and by the recovery worker for whatever a request left undone.
+ * An outcome (`run` of CompleteRefund or FailRefund) moves the money and the invoice.
  */
-export class RefundService {
+export class RefundFlow {
   constructor(
     private readonly store: EventStore,
     private readonly ledgers: LedgerBook,
-    private readonly processingSeconds: number,
+    readonly processingSeconds: number,
     private readonly pool: Pool,
-    private readonly observer: FlowObserver = {},
+    readonly observer: FlowObserver = {},
   ) {}
-
-  /**
-   * POST /invoices/{id}/refund: amount null refunds the whole remainder. A keyed
-   * request (Idempotency-Key) names its refund: run again, it reaches the same refund
-   * through the same steps (the invoice grants a known refund id once).
-   */
-  async request(project: Project, mode: Mode, invoiceId: string, amount: Kopecks | null, now: Date, keyed: KeyedRequest | null = null): Promise<Refund> {
-    const invoice = await invoiceOfProject(this.store, project, mode, invoiceId);
-    const refundId = keyed === null ? newRefundId() : refundIdFor(keyed);
-    const id = invoice.created.invoiceId;
-    const granted = await handleCommand(this.store, invoiceStreamName(id), invoiceDecider, {
-      type: 'RequestRefund',
-      refundId,
-      amount,
-      at: now.toISOString(),
-    });
-    if (!granted.ok) throw fromInvoiceError(granted.failure);
-    // Granted: the refund exists. Its own answer (the refund, or the refusal it could
-    // record) when the next steps go through; otherwise the refund as granted, pending.
-    try {
-      return await this.advance(id, refundId, now, granted.events.length > 0 ? 'answering' : 'finishing');
-    } catch (error) {
-      if (error instanceof PaymentsError) throw error;
-      tellLeftToRecovery(this.observer, 'refund', refundId, error);
-      if (!isPaid(granted.state)) throw error;
-      return grantedRefund(granted.state, refundId, this.processingSeconds);
-    }
-  }
 
   /**
    * Takes a requested refund as far as it goes: its refund (pending or later), or
@@ -136,8 +102,9 @@ export class RefundService {
    * worker, a retry under the same Idempotency-Key) finishes a refund that may have
    * been answered 202 already: refused by the ledger, it is created failed.
    */
-  async advance(invoiceId: string, refundId: string, now: Date, by: 'answering' | 'finishing' = 'finishing'): Promise<Refund> {
-    const invoice = (await loadState<InvoiceState, InvoiceEvent>(this.store, invoiceStreamName(invoiceId), invoiceDecider)).state;
+  async advance(invoiceId: string, refundId: string, now: Date, by: 'answering' | 'finishing' = 'finishing', read?: InvoiceState): Promise<Refund> {
+    // The invoice as the caller just read it (the request that was granted), or from its stream.
+    const invoice = read ?? (await loadState<InvoiceState, InvoiceEvent>(this.store, invoiceStreamName(invoiceId), invoiceDecider)).state;
     const asked = isPaid(invoice) && Object.hasOwn(invoice.refunds, refundId) ? invoice.refunds[refundId]! : null;
     if (!asked) throw new Error(`Refund ${refundId} was never requested on invoice ${invoiceId}`);
     const existing = await this.find(refundId);
@@ -184,19 +151,8 @@ export class RefundService {
     return loaded.state.status === 'none' ? null : loaded.state;
   }
 
-  /**
-   * GET /refunds/{id}: other projects and modes get 404 invoice_not_found, as the spec
-   * says. A refund granted but not yet funded (answered 202 before the ledger decided)
-   * is shown pending, as its answer said.
-   */
-  async getFor(project: Project, mode: Mode, refundId: string): Promise<Refund> {
-    const refund = (await this.find(refundId)) ?? (await this.granted(refundId));
-    if (!refund || refund.created.projectId !== project.id || refund.created.mode !== mode) throw notFound();
-    return refund;
-  }
-
   /** A refund its invoice granted whose stream is not written yet, or null (none, or refused: answered 422, never shown). */
-  private async granted(refundId: string): Promise<Refund | null> {
+  async granted(refundId: string): Promise<Refund | null> {
     if (!REFUND_ID.test(refundId)) return null;
     const invoiceId = await invoiceOfRefund(this.pool, refundId);
     const invoice = invoiceId === null ? null : await findInvoice(this.store, invoiceId);
@@ -204,18 +160,9 @@ export class RefundService {
     return grantedRefund(invoice, refundId, this.processingSeconds);
   }
 
-  /** The processor's success (after REFUND_PROCESSING_SECONDS); a refund that failed meanwhile stays failed. */
-  complete(refundId: string, now: Date): Promise<Refund> {
-    return this.run(refundId, { type: 'CompleteRefund', at: now.toISOString() });
-  }
-
-  /** The bank refused it (operator API): 409 conflict once it succeeded. */
-  fail(refundId: string, reason: string, now: Date): Promise<Refund> {
-    return this.run(refundId, { type: 'FailRefund', at: now.toISOString(), reason });
-  }
-
-  private async run(refundId: string, command: RefundCommand): Promise<Refund> {
-    if (!REFUND_ID.test(refundId)) throw notFound();
+  /** A refund's outcome (CompleteRefund, FailRefund) on its stream; the money and the invoice follow before the answer when they can. */
+  async run(refundId: string, command: RefundCommand): Promise<Refund> {
+    if (!REFUND_ID.test(refundId)) throw refundNotFound();
     const result = await handleCommand(this.store, refundStreamName(refundId), refundDecider, command);
     if (result.ok) {
       // An outcome moves the money and the invoice before the answer when it can; the
@@ -225,16 +172,16 @@ export class RefundService {
       } catch (error) {
         tellLeftToRecovery(this.observer, 'refund', refundId, error);
       }
-      if (result.state.status === 'none') throw notFound();
+      if (result.state.status === 'none') throw refundNotFound();
       return result.state;
     }
     if (result.failure.code === 'conflict') throw new PaymentsError(409, 'conflict', result.failure.message);
-    throw notFound();
+    throw refundNotFound();
   }
 }
 
 /** A refund as its invoice granted it, before its stream is written: pending, as its 202 said. */
-function grantedRefund(invoice: PaidInvoice, refundId: string, processingSeconds: number): Refund {
+export function grantedRefund(invoice: PaidInvoice, refundId: string, processingSeconds: number): Refund {
   const c = invoice.created;
   const asked = invoice.refunds[refundId]!;
   return {
@@ -252,4 +199,4 @@ function grantedRefund(invoice: PaidInvoice, refundId: string, processingSeconds
   };
 }
 
-const insufficientBalance = () => new PaymentsError(422, 'insufficient_balance', 'Недостаточно средств на доступном балансе для возврата');
+export const insufficientBalance = () => new PaymentsError(422, 'insufficient_balance', 'Недостаточно средств на доступном балансе для возврата');

@@ -1,6 +1,6 @@
 import { REFUND_ID } from '#domain';
 import type { KeyedRequest } from '../idempotency/keyed-request';
-import { newRefundId, refundIdFor } from './refund-service';
+import { newRefundId, refundIdFor } from './refund-flow';
 
 describe('refund ids', () => {
   const request: KeyedRequest = { keyId: '6f1c1f7e-8c1a-4c7a-9d0e-0b6d3c1e2a11', mode: 'test', key: 'order-42-refund', fingerprint: 'f'.repeat(64) };

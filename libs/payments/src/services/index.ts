@@ -2,7 +2,7 @@ import { PostgresSnapshotStore } from '#event-store';
 import { LedgerBook, LedgerBookObserver } from '../ledger';
 import type { FlowObserver } from '../flows/flow-observer';
 import { PostgresLedgerCauseIndex } from '../ledger/ledger-cause-index';
-import { FixedUsdtRate, PayoutService, RefundService } from '..';
+import { FixedUsdtRate, PayoutService, RefundFlow } from '..';
 import { PayoutAddresses, Registry } from '../merchants';
 import type { Infrastructure } from '../composition/infrastructure';
 
@@ -11,7 +11,7 @@ export interface GatewayServices {
   readonly registry: Registry;
   readonly payoutAddresses: PayoutAddresses;
   readonly ledgers: LedgerBook;
-  readonly refunds: RefundService;
+  readonly refunds: RefundFlow;
   readonly payouts: PayoutService;
 }
 
@@ -30,7 +30,7 @@ export function createServices(
     registry,
     payoutAddresses,
     ledgers,
-    refunds: new RefundService(infra.store, ledgers, config.refundProcessingSeconds, infra.pool, observers.flows),
+    refunds: new RefundFlow(infra.store, ledgers, config.refundProcessingSeconds, infra.pool, observers.flows),
     payouts: new PayoutService(infra.store, infra.pool, ledgers, payoutAddresses, config.payoutTerms, new FixedUsdtRate(config.usdtRubRate), observers.flows),
   };
 }

@@ -1,7 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import type { Refund } from '#domain';
-import { RefundService } from './refund-service';
+import { RefundFlow } from '#payments/refunds';
 
 /** The bank refused the refund (operator API): failed, its amount back to available; 409 conflict once it succeeded. */
 export class FailRefund extends Command<Refund> {
@@ -16,9 +16,9 @@ export class FailRefund extends Command<Refund> {
 
 @CommandHandler(FailRefund)
 export class FailRefundHandler implements ICommandHandler<FailRefund> {
-  constructor(@Inject(RefundService) private readonly refunds: RefundService) {}
+  constructor(@Inject(RefundFlow) private readonly flow: RefundFlow) {}
 
-  execute(command: FailRefund): Promise<Refund> {
-    return this.refunds.fail(command.refundId, command.reason, command.now);
+  execute({ refundId, reason, now }: FailRefund): Promise<Refund> {
+    return this.flow.run(refundId, { type: 'FailRefund', at: now.toISOString(), reason });
   }
 }

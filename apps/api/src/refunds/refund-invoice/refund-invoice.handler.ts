@@ -1,10 +1,15 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import type { Mode, Refund } from '#domain';
-import type { KeyedRequest } from '../idempotency/keyed-request';
+import type { EventStore } from '#event-store';
+import { handleCommand } from '#event-store';
+import { invoiceDecider, invoiceStreamName, isPaid, isUuid, Mode, Refund } from '#domain';
 import type { Kopecks } from '#ledger';
-import type { Project } from '../merchants';
-import { RefundService } from './refund-service';
+import { EVENT_STORE } from '#payments';
+import { fromInvoiceError, PaymentsError } from '#payments/invoices';
+import type { Project } from '#payments/merchants';
+import type { KeyedRequest } from '#payments/idempotency';
+import { grantedRefund, newRefundId, RefundFlow, refundIdFor } from '#payments/refunds';
+import { tellLeftToRecovery } from '#payments/flows';
 
 /** POST /v1/invoices/{id}/refund: the invoice grants the amount, the ledger reserves it, the refund is created pending (or 422 insufficient_balance). */
 export class RefundInvoice extends Command<Refund> {
@@ -22,11 +27,50 @@ export class RefundInvoice extends Command<Refund> {
   }
 }
 
+const invoiceNotFound = () => new PaymentsError(404, 'invoice_not_found', 'Счёт не найден');
+
+/**
+ * Step 1 of the refund flow (see RefundFlow), then the flow's own steps. The grant is
+ * the request's first commit: once written, the refund exists and the answer is the
+ * refund (202) however the next steps fail; a 5xx comes only from before it, when
+ * nothing was written. A keyed request names its refund, so a retry reaches the same
+ * refund through the same steps (the invoice grants a known refund id once).
+ */
 @CommandHandler(RefundInvoice)
 export class RefundInvoiceHandler implements ICommandHandler<RefundInvoice> {
-  constructor(@Inject(RefundService) private readonly refunds: RefundService) {}
+  constructor(
+    @Inject(EVENT_STORE) private readonly store: EventStore,
+    @Inject(RefundFlow) private readonly flow: RefundFlow,
+  ) {}
 
-  execute(command: RefundInvoice): Promise<Refund> {
-    return this.refunds.request(command.project, command.mode, command.invoiceId, command.amount, command.now, command.keyed);
+  async execute({ project, mode, invoiceId, amount, now, keyed }: RefundInvoice): Promise<Refund> {
+    if (!isUuid(invoiceId)) throw invoiceNotFound();
+    const id = invoiceId.toLowerCase();
+    const refundId = keyed === null ? newRefundId() : refundIdFor(keyed);
+    const granted = await handleCommand(
+      this.store,
+      invoiceStreamName(id),
+      invoiceDecider,
+      { type: 'RequestRefund', refundId, amount, at: now.toISOString() },
+      {
+        // Another project's or mode's invoice is not found, and nothing is written to it.
+        prepare: async (command, loaded) => {
+          const s = loaded.state;
+          if (s.status === 'none' || s.created.projectId !== project.id || s.created.mode !== mode) throw invoiceNotFound();
+          return command;
+        },
+      },
+    );
+    if (!granted.ok) throw fromInvoiceError(granted.failure);
+    // Granted: the refund exists. Its own answer (the refund, or the refusal it could
+    // record) when the next steps go through; otherwise the refund as granted, pending.
+    try {
+      return await this.flow.advance(id, refundId, now, granted.events.length > 0 ? 'answering' : 'finishing', granted.state);
+    } catch (error) {
+      if (error instanceof PaymentsError) throw error;
+      tellLeftToRecovery(this.flow.observer, 'refund', refundId, error);
+      if (!isPaid(granted.state)) throw error;
+      return grantedRefund(granted.state, refundId, this.flow.processingSeconds);
+    }
   }
 }

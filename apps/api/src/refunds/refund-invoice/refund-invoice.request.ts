@@ -1,5 +1,5 @@
 import { JSONSchema } from 'class-validator-jsonschema';
-import { IsMoney, Optional } from '../http/request-rules';
+import { IsMoney, Optional } from '../../http/request-rules';
 
 /** The body of POST /v1/invoices/{id}/refund (optional: none at all is a full refund). */
 @JSONSchema({ description: 'Тело возврата (необязательно): без amount возвращается весь невозвращённый остаток' })

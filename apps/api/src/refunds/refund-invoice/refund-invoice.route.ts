@@ -1,24 +1,22 @@
-import { Body, Controller, Get, HttpCode, Inject, Param, Post, UseGuards, UseInterceptors } from '@nestjs/common';
-import { CommandBus, QueryBus } from '@nestjs/cqrs';
+import { Body, Controller, HttpCode, Inject, Param, Post, UseGuards, UseInterceptors } from '@nestjs/common';
+import { CommandBus } from '@nestjs/cqrs';
 import type { Clock } from '#platform/clock';
 import { refundView } from '#payments';
-import { GetRefund } from '#payments/refunds';
-import { RefundInvoice } from '#payments/refunds';
 import type { MerchantIdentity } from '#payments/merchants';
 import type { KeyedRequest } from '#payments/idempotency';
-import { IdempotencyInterceptor, Keyed } from '../http/idempotency';
+import { IdempotencyInterceptor, Keyed } from '../../http/idempotency';
 import { parseMoney } from '#ledger';
-import { validOptionalBody } from '../http/request-pipe';
+import { validOptionalBody } from '../../http/request-pipe';
 import { RefundInvoiceRequest } from './refund-invoice.request';
-import { CLOCK_TOKEN } from '../http/tokens';
-import { Merchant, MerchantAuthGuard } from '../http/auth/merchant-auth.guard';
+import { RefundInvoice } from './refund-invoice.handler';
+import { CLOCK_TOKEN } from '../../http/tokens';
+import { Merchant, MerchantAuthGuard } from '../../http/auth/merchant-auth.guard';
 
 @Controller('v1')
 @UseGuards(MerchantAuthGuard)
-export class RefundsController {
+export class RefundInvoiceRoute {
   constructor(
     private readonly commands: CommandBus,
-    private readonly queries: QueryBus,
     @Inject(CLOCK_TOKEN) private readonly clock: Clock,
   ) {}
 
@@ -40,11 +38,5 @@ export class RefundsController {
     const amount = body.amount === undefined ? null : parseMoney(body.amount);
     const refund = await this.commands.execute(new RefundInvoice(merchant.project, merchant.mode, invoiceId, amount, this.clock.now(), keyed));
     return refundView(refund);
-  }
-
-  /** One refund, from its own stream; unknown or another project's: 404 invoice_not_found (as the spec says). */
-  @Get('refunds/:id')
-  async get(@Merchant() merchant: MerchantIdentity, @Param('id') id: string) {
-    return refundView(await this.queries.execute(new GetRefund(merchant.project, merchant.mode, id)));
   }
 }
