@@ -50,7 +50,7 @@ button.resend{font:inherit;font-size:.85rem;padding:.2rem .6rem;border-radius:6p
 .attempts{margin:.2rem 0 0;padding-left:1.1rem}
 `;
 
-/** The console's icon (the browser asks for one; without it, /favicon.ico answers 404). */
+/** The gateway's icon: the console's, and `/favicon.ico` for every other page. */
 export const CONSOLE_ICON = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#1b2330"/><path d="M3 12 H6 V8 H9 V5 H13" fill="none" stroke="#34d399" stroke-width="2"/></svg>`;
 
 export interface ConsoleChrome {
