@@ -24,7 +24,10 @@ describe('tool commands on an up-to-date build', () => {
   });
 
   it('compiles nothing: tsc -b finds the build up to date', () => {
-    const run = spawnSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-b', 'tsconfig.build.json', '--verbose', '--dry'], { cwd: ROOT, encoding: 'utf8' });
+    const run = spawnSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-b', 'tsconfig.build.json', '--verbose', '--dry'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+    });
     expect(run.status).toBe(0);
     expect(run.stdout).toMatch(/Project '.*tsconfig\.build\.json' is up to date/);
     expect(run.stdout).not.toMatch(/A non-dry build would/);

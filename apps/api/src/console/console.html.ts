@@ -39,7 +39,7 @@ td.num,th.num{text-align:right;white-space:nowrap}
 .modes a.current{font-weight:700;color:#1b2330;text-decoration:none}
 .pager{margin-top:.6rem}
 .bar{fill:#2e6be6}
-.plot{max-width:100%;height:auto}
+.plot{width:100%;height:auto}
 form.inline{display:inline;margin:0}
 button.resend{font:inherit;font-size:.85rem;padding:.2rem .6rem;border-radius:6px;border:1px solid #2e6be6;background:#fff;color:#2e6be6;cursor:pointer}
 .login{max-width:24rem;margin:4rem auto}
