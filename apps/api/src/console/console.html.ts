@@ -229,7 +229,7 @@ function volumesSection(days: readonly DailyVolume[]): string {
         `<td><svg class="bars" width="200" height="12" viewBox="0 0 200 12" aria-hidden="true"><rect class="bar" x="0" y="1" height="10" width="${Math.max(1, Math.round((Math.max(0, d.amount) / max) * 200))}"/></svg></td></tr>`,
     )
     .join('');
-  return `<table class="volumes"><thead><tr><th>День (UTC)</th><th class="num">Оплат</th><th class="num">Сумма</th><th></th></tr></thead><tbody>${rows}</tbody></table>${
+  return `<table class="volumes"><thead><tr><th>День (UTC)</th><th class="num">Оплат</th><th class="num">Сумма</th><th>График</th></tr></thead><tbody>${rows}</tbody></table>${
     days.length > shown.length ? `<p class="small muted">Показаны последние ${VOLUME_DAYS_SHOWN} дней с оплатами из ${days.length}.</p>` : ''
   }`;
 }
