@@ -104,7 +104,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
         webhookUrl: null,
         webhookEvents: [...WEBHOOK_EVENTS],
         usdtEnabled: true,
-        // No hold: test money only, and a newcomer refunds the first payment at once (README).
+        // No hold: a newcomer refunds the first payment at once (decision 0155).
         holdHours: 0,
         methodOverrides: {},
         customerFeeShare: 100,
