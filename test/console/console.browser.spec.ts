@@ -114,6 +114,9 @@ describe('operator console in a real browser (Debian Chromium via playwright-cor
       const box = await plot.boundingBox();
       expect(box!.width).toBeGreaterThan(100);
       expect(box!.height).toBeGreaterThan(100);
+      // The plot fills its card's width: as wide as the card's heading, a block within the padding.
+      const heading = await page.locator('.card', { has: plot }).locator('h2').boundingBox();
+      expect(Math.round(box!.width)).toBe(Math.round(heading!.width));
       const series = page.locator('svg.plot path.series');
       expect(await series.count()).toBe(3);
       expect(await series.evaluateAll((paths) => paths.map((p) => p.getAttribute('data-series')))).toEqual(['pending', 'available', 'reserved']);

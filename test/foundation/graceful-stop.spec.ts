@@ -173,8 +173,9 @@ describe('an API process that gets SIGTERM', () => {
     }
   });
 
-  it('without a proxy: closes idle connections at once, finishes the request in flight, exits 0', async () => {
-    const api = await startGateway('api', { DATABASE_URL: db.url, ADMIN_TOKEN });
+  it('without a proxy: closes idle connections at once, finishes the request in flight, exits 0 after a last "stopped" line', async () => {
+    // LOG_LEVEL=info: the stop's log lines are at info, below the tests' default of warn.
+    const api = await startGateway('api', { DATABASE_URL: db.url, ADMIN_TOKEN, LOG_LEVEL: 'info' });
     const port = portOf(api);
     const idle = await RawConnection.open(port);
     const inFlight = await RawConnection.open(port);
@@ -191,6 +192,8 @@ describe('an API process that gets SIGTERM', () => {
       expect(created.status).toBe(201);
       expect(created.headers.connection).toBe('close');
       expect(await api.exited).toBe(0);
+      const last = JSON.parse(api.output().trim().split('\n').at(-1)!);
+      expect(last).toMatchObject({ service: 'gateway-api', msg: 'stopped', signal: 'SIGTERM' });
     } finally {
       idle.destroy();
       inFlight.destroy();

@@ -831,4 +831,12 @@ describe('real answers of the gateway match the document', () => {
     expect(html).not.toMatch(/<script|<link|<img|<iframe|@import|src=/i);
     expect(r.headers.get('content-security-policy')).toContain("default-src 'none'");
   });
+
+  it('GET / redirects to /docs, and /favicon.ico is an icon', async () => {
+    const root = await fetch(`${gw.baseUrl}/`, { redirect: 'manual' });
+    expect({ status: root.status, location: root.headers.get('location') }).toEqual({ status: 302, location: '/docs' });
+    const icon = await fetch(`${gw.baseUrl}/favicon.ico`);
+    expect({ status: icon.status, type: icon.headers.get('content-type') }).toEqual({ status: 200, type: 'image/svg+xml' });
+    expect(await icon.text()).toMatch(/^<svg /);
+  });
 });

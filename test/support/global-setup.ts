@@ -31,7 +31,7 @@ export default async function globalSetup(): Promise<void> {
  */
 function buildOnce(): void {
   const root = path.resolve(__dirname, '../..');
-  const result = spawnSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', 'tsconfig.build.json'], {
+  const result = spawnSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-b', 'tsconfig.build.json'], {
     cwd: root,
     encoding: 'utf8',
   });

@@ -104,7 +104,8 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
         webhookUrl: null,
         webhookEvents: [...WEBHOOK_EVENTS],
         usdtEnabled: true,
-        holdHours: 24,
+        // No hold: a newcomer refunds the first payment at once (decision 0155).
+        holdHours: 0,
         methodOverrides: {},
         customerFeeShare: 100,
       });
@@ -136,6 +137,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
       await projector?.stop().catch(() => undefined);
       rebuilds.stop();
       await infra.close().catch(() => undefined);
+      log.info({ signal }, 'stopped');
       process.exit(0);
     };
     if (config.databaseUrl === null) takeOverShutdownSignals();

@@ -1,6 +1,6 @@
 import type { BalancePoint } from '#ledger';
 import { formatRubles } from '../pay/payment-page.html';
-import { moneyTicks, renderBalancePlot, timeLabel } from './balance-plot.svg';
+import { moneyTicks, renderBalancePlot, timeLabel, timeTicks } from './balance-plot.svg';
 
 const point = (at: string, entry: number, pending: number, available: number, reserved: number): BalancePoint => ({ at, entry, pending, available, reserved });
 const seriesPaths = (svg: string) => [...svg.matchAll(/<path class="series" data-series="(\w+)" d="([^"]+)"/g)].map((m) => ({ series: m[1], d: m[2]! }));
@@ -59,10 +59,48 @@ describe('timeLabel (UTC)', () => {
   });
 });
 
+describe('timeTicks (the time axis, round UTC times)', () => {
+  const at = (iso: string) => Date.parse(iso);
+  const labels = (t0: string, t1: string) => timeTicks(at(t0), at(t1)).map((t) => new Date(t).toISOString().slice(5, 16));
+  it('every 5, 10, 15 or 30 minutes, hours or days, chosen from the span', () => {
+    expect(labels('2026-11-23T10:03:17Z', '2026-11-23T10:24:00Z')).toEqual(['11-23T10:05', '11-23T10:10', '11-23T10:15', '11-23T10:20']);
+    expect(labels('2026-11-23T10:07:00Z', '2026-11-23T11:11:00Z')).toEqual(['11-23T10:15', '11-23T10:30', '11-23T10:45', '11-23T11:00']);
+    expect(labels('2026-11-23T10:07:00Z', '2026-11-23T12:41:00Z')).toEqual(['11-23T10:30', '11-23T11:00', '11-23T11:30', '11-23T12:00', '11-23T12:30']);
+    expect(labels('2026-11-23T09:40:00Z', '2026-11-23T20:05:00Z')).toEqual([
+      '11-23T10:00',
+      '11-23T12:00',
+      '11-23T14:00',
+      '11-23T16:00',
+      '11-23T18:00',
+      '11-23T20:00',
+    ]);
+    expect(labels('2026-11-20T10:00:00Z', '2026-11-25T10:00:00Z')).toEqual(['11-21T00:00', '11-22T00:00', '11-23T00:00', '11-24T00:00', '11-25T00:00']);
+  });
+  it('no round time within the span: its start alone', () => {
+    expect(timeTicks(at('2026-11-23T10:00:05Z'), at('2026-11-23T10:00:40Z'))).toEqual([at('2026-11-23T10:00:05Z')]);
+    expect(timeTicks(at('2026-11-23T10:00:05Z'), at('2026-11-23T10:00:05Z'))).toEqual([at('2026-11-23T10:00:05Z')]);
+  });
+  it('any span: at most 6 ticks, ascending, within it, each a whole number of minutes', () => {
+    let seed = 20261127;
+    const random = () => (seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648) / 2_147_483_648;
+    console.log('timeTicks seed 20261127');
+    for (let i = 0; i < 2000; i += 1) {
+      const t0 = at('2020-01-01T00:00:00Z') + Math.round(random() * 1e11);
+      const t1 = t0 + Math.round(random() * 10 ** Math.floor(random() * 12));
+      const ticks = timeTicks(t0, t1);
+      expect(ticks.length).toBeLessThanOrEqual(6);
+      expect(ticks[0]!).toBeGreaterThanOrEqual(t0);
+      expect(ticks[ticks.length - 1]!).toBeLessThanOrEqual(t1);
+      for (let k = 1; k < ticks.length; k += 1) expect(ticks[k]!).toBeGreaterThan(ticks[k - 1]!);
+      if (ticks.length > 1 || ticks[0] !== t0) expect(ticks.every((t) => t % 60_000 === 0)).toBe(true);
+    }
+  });
+});
+
 describe('renderBalancePlot (inline SVG, three step lines)', () => {
   it('an empty history: the legend and a note, no lines', () => {
     const svg = renderBalancePlot([], 'Баланс');
-    expect(svg).toMatch(/^<svg [^>]*viewBox="0 0 860 340"/);
+    expect(svg).toMatch(/^<svg [^>]*viewBox="0 0 1112 340"/);
     expect(seriesPaths(svg)).toEqual([]);
     expect(svg).toContain('Проводок нет');
     expect(svg).toContain('В ожидании (pending)');
@@ -94,8 +132,8 @@ describe('renderBalancePlot (inline SVG, three step lines)', () => {
     for (let i = 1; i < xs.length; i += 1) expect(xs[i]!).toBeGreaterThanOrEqual(xs[i - 1]!);
     // pending 100 → 0: the later steps sit lower on the screen (higher y) than the first point.
     expect(steps[0]![1]).toBeGreaterThan(Number(/^M[\d.]+ ([\d.]+)/.exec(pending)![1]));
-    expect(svg).toContain('20.11.2026');
-    expect(svg).toContain('25.11.2026');
+    // The time axis: a tick at each UTC midnight within the span.
+    expect([...svg.matchAll(/>(\d\d\.11\.2026)</g)].map((m) => m[1])).toEqual(['21.11.2026', '22.11.2026', '23.11.2026', '24.11.2026', '25.11.2026']);
   });
 
   it('negative and zero values: the axis reaches below zero and the zero line is drawn', () => {

@@ -17,7 +17,8 @@ export const PLOT_SERIES = [
 ] as const;
 export type PlotSeries = (typeof PLOT_SERIES)[number]['key'];
 
-const WIDTH = 860;
+// The console card's inner width (72rem less its padding): the plot fills it at scale 1.
+const WIDTH = 1112;
 const HEIGHT = 340;
 const LEFT = 120;
 const RIGHT = 20;
@@ -50,6 +51,31 @@ export function moneyTicks(min: Kopecks, max: Kopecks, maxTicks = 6): Kopecks[] 
         return ticks;
       }
     }
+  }
+}
+
+const MINUTE = 60_000;
+/** Round steps of the time axis, in ms: minutes, hours, days (each divides the UTC day or is whole days). */
+const TIME_STEPS = [
+  ...[1, 2, 5, 10, 15, 30].map((m) => m * MINUTE),
+  ...[1, 2, 3, 6, 12].map((h) => h * 60 * MINUTE),
+  ...[1, 2, 7, 14, 28, 91, 182, 364].map((d) => d * 1440 * MINUTE),
+];
+
+/**
+ * Round times for an axis over [t0, t1] ms (UTC): every multiple within it of the
+ * smallest step of TIME_STEPS (doubled past the last) that gives at most `maxTicks`;
+ * [t0] when no round time falls within it.
+ */
+export function timeTicks(t0: number, t1: number, maxTicks = 6): number[] {
+  for (let i = 0; ; i += 1) {
+    const step = TIME_STEPS[i] ?? TIME_STEPS[TIME_STEPS.length - 1]! * 2 ** (i - TIME_STEPS.length + 1);
+    const first = ceilDiv(t0, step);
+    const last = floorDiv(t1, step);
+    if (last - first + 1 > maxTicks) continue;
+    const ticks: number[] = [];
+    for (let k = first; k <= last; k += 1) ticks.push(k * step);
+    return ticks.length > 0 ? ticks : [t0];
   }
 }
 
@@ -111,14 +137,14 @@ export function renderBalancePlot(points: readonly BalancePoint[], title: string
         `<text x="${plotLeft - 8}" y="${px(y(v) + 4)}" text-anchor="end" font-size="12" fill="#475467">${escapeHtml(formatRubles(v))}</text>`,
     )
     .join('');
-  const timeTicks = span === 0 ? [t0] : [0, 1, 2, 3, 4].map((i) => t0 + Math.round((span * i) / 4));
   const axis =
     `<line x1="${plotLeft}" x2="${plotLeft}" y1="${plotTop}" y2="${plotBottom}" stroke="#667085" stroke-width="1"/>` +
-    timeTicks
+    timeTicks(t0, t1)
       .map(
-        (t, i) =>
+        (t) =>
           `<line x1="${px(x(t))}" x2="${px(x(t))}" y1="${plotBottom}" y2="${plotBottom + 5}" stroke="#667085"/>` +
-          `<text x="${px(x(t))}" y="${plotBottom + 20}" text-anchor="${timeTicks.length > 1 && i === timeTicks.length - 1 ? 'end' : timeTicks.length > 1 && i === 0 ? 'start' : 'middle'}" font-size="12" fill="#475467">${escapeHtml(timeLabel(t, span))}</text>`,
+          // A label near the right edge ends at its tick, so it stays inside the plot.
+          `<text x="${px(x(t))}" y="${plotBottom + 20}" text-anchor="${x(t) > WIDTH - 70 ? 'end' : 'middle'}" font-size="12" fill="#475467">${escapeHtml(timeLabel(t, span))}</text>`,
       )
       .join('') +
     `<text x="${plotRight}" y="${HEIGHT - 6}" text-anchor="end" font-size="11" fill="#667085">время UTC</text>`;

@@ -39,7 +39,7 @@ td.num,th.num{text-align:right;white-space:nowrap}
 .modes a.current{font-weight:700;color:#1b2330;text-decoration:none}
 .pager{margin-top:.6rem}
 .bar{fill:#2e6be6}
-.plot{max-width:100%;height:auto}
+.plot{width:100%;height:auto}
 form.inline{display:inline;margin:0}
 button.resend{font:inherit;font-size:.85rem;padding:.2rem .6rem;border-radius:6px;border:1px solid #2e6be6;background:#fff;color:#2e6be6;cursor:pointer}
 .login{max-width:24rem;margin:4rem auto}
@@ -50,7 +50,7 @@ button.resend{font:inherit;font-size:.85rem;padding:.2rem .6rem;border-radius:6p
 .attempts{margin:.2rem 0 0;padding-left:1.1rem}
 `;
 
-/** The console's icon (the browser asks for one; without it, /favicon.ico answers 404). */
+/** The gateway's icon: the console's, and `/favicon.ico` for every other page. */
 export const CONSOLE_ICON = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#1b2330"/><path d="M3 12 H6 V8 H9 V5 H13" fill="none" stroke="#34d399" stroke-width="2"/></svg>`;
 
 export interface ConsoleChrome {
@@ -229,7 +229,7 @@ function volumesSection(days: readonly DailyVolume[]): string {
         `<td><svg class="bars" width="200" height="12" viewBox="0 0 200 12" aria-hidden="true"><rect class="bar" x="0" y="1" height="10" width="${Math.max(1, Math.round((Math.max(0, d.amount) / max) * 200))}"/></svg></td></tr>`,
     )
     .join('');
-  return `<table class="volumes"><thead><tr><th>День (UTC)</th><th class="num">Оплат</th><th class="num">Сумма</th><th></th></tr></thead><tbody>${rows}</tbody></table>${
+  return `<table class="volumes"><thead><tr><th>День (UTC)</th><th class="num">Оплат</th><th class="num">Сумма</th><th>График</th></tr></thead><tbody>${rows}</tbody></table>${
     days.length > shown.length ? `<p class="small muted">Показаны последние ${VOLUME_DAYS_SHOWN} дней с оплатами из ${days.length}.</p>` : ''
   }`;
 }

@@ -218,11 +218,11 @@ export function exampleHtml(method: string, path: string, base: string, example:
   return `<div class="example">
 <h4>Пример</h4>
 <p class="note">Запрос (curl):</p>
-<pre class="curl"><code>${e(curlLine(method, base, path, example))}</code></pre>
+<pre tabindex="0" class="curl"><code>${e(curlLine(method, base, path, example))}</code></pre>
 <p class="note">То же через SDK (<code>@payment-gateway/sdk</code>):</p>
-<pre class="sdk"><code>${e(sdkCall(example))}</code></pre>
+<pre tabindex="0" class="sdk"><code>${e(sdkCall(example))}</code></pre>
 <p class="note">Ответ: <span class="status ${example.response.status < 300 ? 'ok' : 'err'}">${example.response.status}</span></p>
-<pre class="response"><code>${e(JSON.stringify(example.response.body, null, 2))}</code></pre>
+<pre tabindex="0" class="response"><code>${e(JSON.stringify(example.response.body, null, 2))}</code></pre>
 </div>`;
 }
 
@@ -335,7 +335,7 @@ if (event.type === 'invoice.paid') markPaid(event.data.invoice.orderId, event.id
 const WEBHOOK_VERIFICATION_HTML = `<section class="intro" id="webhook-verification">
 <h3>Проверка подписи</h3>
 <p>Каждая доставка несёт две подписи на webhook_secret проекта: <code>X-Service-Signature</code> (<code>sha256=</code> и hex HMAC-SHA256 сырого тела, как в спецификации) и <code>X-Service-Signature-Timestamped</code> (<code>t=&lt;секунды Unix&gt;,v1=&lt;hex HMAC-SHA256 строки «t.сырое тело»&gt;</code>). Проверяйте сырые байты тела, сравнивайте за постоянное время (<code>crypto.timingSafeEqual</code> после проверки длины) и отклоняйте доставку, если <code>t</code> дальше допуска от ваших часов: так старую доставку нельзя прислать повторно. Обработка идемпотентна по <code>id</code> события.</p>
-<pre class="sdk"><code>${escapeHtml(WEBHOOK_VERIFICATION_SNIPPET)}</code></pre>
+<pre tabindex="0" class="sdk"><code>${escapeHtml(WEBHOOK_VERIFICATION_SNIPPET)}</code></pre>
 </section>`;
 
 /** The whole docs page: navigation, the description, operations by tag, webhooks, security, schemas. */
@@ -364,7 +364,8 @@ export function renderDocsPage(doc: OpenApiDocument, examples: Readonly<Record<s
     `<h1>${e(doc.info.title)}</h1>`,
     `<p class="note">Версия описания ${e(doc.info.version)} · OpenAPI ${e(doc.openapi)} · базовый путь <code>${e(base)}</code> · машиночитаемое описание: <a href="${e(base)}/openapi.json">${e(base)}/openapi.json</a></p>`,
     doc.info.summary ? `<p>${inline(doc.info.summary)}</p>` : '',
-    `<section class="intro" id="intro">${markdown(doc.info.description)}</section>`,
+    // The description's own headings are h3: under an h2 of their own, as the headings' order requires.
+    `<section class="intro" id="intro"><h2 class="section">Введение</h2>${markdown(doc.info.description)}</section>`,
     '<h2 class="section" id="security">Авторизация</h2>',
     `<p>Каждый метод принимает один из вариантов: ${doc.security.map((r) => Object.keys(r).map((k) => `<code>${e(k)}</code>`).join(' + ')).join(' или ')}.</p>`,
     '<table><thead><tr><th>Схема</th><th>Тип</th><th>Описание</th></tr></thead><tbody>',

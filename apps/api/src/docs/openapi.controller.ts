@@ -4,6 +4,7 @@ import { OPERATOR_OPENAPI_DOCUMENT } from './operator-document';
 import type { FastifyReply } from 'fastify';
 import { OPENAPI_DOCUMENT } from './openapi-document';
 import { renderDocsPage } from './docs-page';
+import { CONSOLE_ICON } from '../console/console.html';
 
 /** Headers of the docs page: a static page with inline styles only; no scripts, no framing, nothing fetched. */
 export const DOCS_PAGE_HEADERS: Readonly<Record<string, string>> = {
@@ -27,6 +28,17 @@ export class OpenApiController {
   @Header('cache-control', 'no-store')
   document() {
     return OPENAPI_DOCUMENT;
+  }
+
+  /** The gateway's root is its documentation. */
+  @Get()
+  root(@Res() reply: FastifyReply) {
+    return reply.redirect('/docs', 302);
+  }
+
+  @Get('favicon.ico')
+  icon(@Res() reply: FastifyReply) {
+    return reply.status(200).headers(DOCS_PAGE_HEADERS).header('content-type', 'image/svg+xml').send(CONSOLE_ICON);
   }
 
   @Get('docs')

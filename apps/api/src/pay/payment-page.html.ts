@@ -125,7 +125,7 @@ button:focus-visible,a:focus-visible{outline:3px solid #84adff;outline-offset:2p
 .link{display:block;text-align:center;text-decoration:none;border-radius:10px;padding:.85rem 1rem;margin-top:.75rem}
 .link.primary{color:#fff}
 .plain{display:inline-block;margin-top:.75rem;color:#2e6be6}
-footer{margin-top:1rem;text-align:center;color:#98a2b3;font-size:.8rem;overflow-wrap:anywhere}
+footer{margin-top:1rem;text-align:center;color:#475467;font-size:.8rem;overflow-wrap:anywhere}
 `;
 
 function htmlDocument(title: string, body: string): string {

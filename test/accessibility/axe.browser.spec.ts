@@ -1,0 +1,138 @@
+/**
+ * Every page a person meets, checked by axe-core in Debian's Chromium (playwright-core,
+ * never a downloaded browser): /docs, the payment page in each of its states, and every
+ * page of the operator console. Zero violations of any impact (issue 37 found
+ * scrollable-region-focusable and heading-order on /docs, color-contrast on the payment
+ * page's footer, empty-table-header on the console's merchant page). The pages carry a
+ * CSP without scripts; the browser context bypasses it to inject axe (the page's own
+ * headers are unchanged).
+ */
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { launchDebianChromium } from '../support/chromium';
+import { expectStatus, InvoiceGateway, Merchant, poll, startInvoiceGateway } from '../support/merchant-fixtures';
+
+/** axe-core's script (a devDependency: `npm install --save-dev axe-core@4.14.1` when it is missing). */
+function axeSource(): string {
+  try {
+    return readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
+  } catch {
+    throw new Error('The accessibility test needs the axe-core package (a devDependency); it is not installed. Run: npm install --save-dev axe-core@4.14.1');
+  }
+}
+
+/** axe-core's violations on the page as it is now, one line each: rule, impact, elements. */
+async function violations(page: Page): Promise<string[]> {
+  await page.addScriptTag({ content: axeSource() });
+  return page.evaluate(`axe.run(document, { resultTypes: ['violations'] }).then((r) =>
+    r.violations.map((v) => v.id + ' (' + v.impact + '): ' + v.nodes.map((n) => n.target.join(' ')).join(', ')))`);
+}
+
+describe('accessibility: axe-core finds no violation on any page', () => {
+  let gw: InvoiceGateway;
+  let browser: Browser;
+  let context: BrowserContext;
+  let merchant: Merchant;
+  const pay: Record<string, string> = {};
+
+  async function invoice(mode: 'test' | 'live', method?: string): Promise<string> {
+    const created = await merchant[mode].post('/v1/invoices', { amount: '1500.00', orderId: `a11y-${randomUUID()}`, ...(method ? { method } : {}) });
+    expectStatus(created, 201);
+    return created.body.id as string;
+  }
+
+  beforeAll(async () => {
+    // CLOCK=manual: an invoice expires and a refund completes when the test moves the clock.
+    gw = await startInvoiceGateway({ CLOCK: 'manual' });
+    merchant = await gw.operator.merchant({ name: 'Книжная лавка', holdHours: 0 });
+    const expiring = await invoice('test', 'sbp');
+    await gw.operator.advance(2 * 3600);
+    pay['expired'] = expiring;
+    pay['created: choose a method'] = await invoice('test');
+    pay['created: the sandbox buttons'] = await invoice('test', 'sbp');
+    pay['live: paid at the bank'] = await invoice('live', 'card');
+    for (const [state, outcome] of [
+      ['paid', 'paid'],
+      ['failed', 'failed'],
+      ['refunded', 'paid'],
+      ['partially refunded', 'paid'],
+    ] as const) {
+      pay[state] = await invoice('test', 'sbp');
+      expectStatus(await gw.operator.payment(pay[state], outcome), 200);
+    }
+    await poll(
+      () => merchant.test.get('/v1/balance'),
+      (r) => r.body.available !== '0.00',
+      'the payments available',
+    );
+    expectStatus(await merchant.test.post(`/v1/invoices/${pay['refunded']}/refund`, {}), 202);
+    expectStatus(await merchant.test.post(`/v1/invoices/${pay['partially refunded']}/refund`, { amount: '100.00' }), 202);
+    await gw.operator.advance(60);
+    for (const id of [pay['refunded']!, pay['partially refunded']!]) {
+      await poll(
+        () => merchant.test.get(`/v1/invoices/${id}`),
+        (r) => /refunded$/.test(r.body.status),
+        'the refund done',
+      );
+    }
+    browser = await launchDebianChromium();
+    context = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'ru-RU', bypassCSP: true });
+  }, 120_000);
+  afterAll(async () => {
+    await browser?.close();
+    await gw?.close();
+  });
+
+  async function check(path: string): Promise<string[]> {
+    const page = await context.newPage();
+    try {
+      await page.goto(`${gw.baseUrl}${path}`);
+      return await violations(page);
+    } finally {
+      await page.close();
+    }
+  }
+
+  it('/docs', async () => {
+    expect(await check('/docs')).toEqual([]);
+  });
+
+  it('the payment page in each of its states, and its error page', async () => {
+    const found: Record<string, string[]> = {};
+    for (const [state, id] of Object.entries(pay)) found[state] = await check(`/pay/${id}`);
+    found['created: changing the method'] = await check(`/pay/${pay['created: the sandbox buttons']}?change=1`);
+    found['unknown invoice'] = await check(`/pay/${randomUUID()}`);
+    expect(Object.keys(found)).toHaveLength(10);
+    expect(found).toEqual(Object.fromEntries(Object.keys(found).map((k) => [k, []])));
+  });
+
+  it('every console page: login (and its error), merchants, a merchant in both modes, system, an error page', async () => {
+    const page = await context.newPage();
+    const found: Record<string, string[]> = {};
+    try {
+      await page.goto(`${gw.baseUrl}/admin/login`);
+      found['login'] = await violations(page);
+      await page.getByLabel('Токен оператора (ADMIN_TOKEN)').fill('a wrong token');
+      await page.getByRole('button', { name: 'Войти' }).click();
+      await page.getByRole('alert').waitFor();
+      found['login: wrong token'] = await violations(page);
+      await page.getByLabel('Токен оператора (ADMIN_TOKEN)').fill(gw.gateway.adminToken);
+      await page.getByRole('button', { name: 'Войти' }).click();
+      await page.waitForURL(`${gw.baseUrl}/admin`);
+      for (const [name, path] of [
+        ['merchants', '/admin'],
+        ['merchant, test mode', `/admin/accounts/${merchant.accountId}?mode=test`],
+        ['merchant, live mode', `/admin/accounts/${merchant.accountId}?mode=live`],
+        ['system', '/admin/system'],
+        ['unknown account', `/admin/accounts/${randomUUID()}`],
+      ]) {
+        await page.goto(`${gw.baseUrl}${path}`);
+        found[name!] = await violations(page);
+      }
+    } finally {
+      await page.close();
+    }
+    expect(found).toEqual(Object.fromEntries(Object.keys(found).map((k) => [k, []])));
+  });
+});
