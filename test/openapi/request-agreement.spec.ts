@@ -19,7 +19,7 @@ import { OPENAPI_DOCUMENT } from '../../apps/api/src/docs/openapi-document';
 import type { Type } from '@nestjs/common';
 import { MAX_JSON_DEPTH } from '../../apps/api/src/http/request-rules';
 import { CreateInvoiceRequest } from '../../apps/api/src/invoices/create-invoice/create-invoice.request';
-import { CreatePayoutRequest } from '../../apps/api/src/payouts/create-payout.request';
+import { CreatePayoutRequest } from '../../apps/api/src/payouts/create-payout/create-payout.request';
 import { RefundInvoiceRequest } from '../../apps/api/src/refunds/refund-invoice/refund-invoice.request';
 import { anyText, INVOICE_FIELDS, invoiceWith, nested, numberLiteral, wrongTypeFor } from '../support/request-fuzz';
 import { refusalOf } from '../support/request-reading';

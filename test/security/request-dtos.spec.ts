@@ -5,7 +5,7 @@
  * depth in any field is a 400, never a stack overflow. Details are compared exactly.
  */
 import { CreateInvoiceRequest } from '../../apps/api/src/invoices/create-invoice/create-invoice.request';
-import { CreatePayoutRequest } from '../../apps/api/src/payouts/create-payout.request';
+import { CreatePayoutRequest } from '../../apps/api/src/payouts/create-payout/create-payout.request';
 import { UpdateProjectRequest } from '../../apps/api/src/merchants/project-settings.request';
 import { refusalOf } from '../support/request-reading';
 

@@ -29,8 +29,18 @@ import { GetRefundRoute } from './refunds/get-refund/get-refund.route';
 import { GetRefundHandler } from './refunds/get-refund/get-refund.handler';
 import { FailRefundRoute } from './refunds/fail-refund/fail-refund.route';
 import { FailRefundHandler } from './refunds/fail-refund/fail-refund.handler';
-import { PayoutsController } from './payouts/payouts.controller';
-import { PayoutsAdminController } from './payouts/payouts-admin.controller';
+import { CreatePayoutRoute } from './payouts/create-payout/create-payout.route';
+import { CreatePayoutHandler } from './payouts/create-payout/create-payout.handler';
+import { GetPayoutRoute } from './payouts/get-payout/get-payout.route';
+import { GetPayoutByOrderIdHandler, GetPayoutHandler } from './payouts/get-payout/get-payout.handler';
+import { ListPayoutsRoute } from './payouts/list-payouts/list-payouts.route';
+import { ListPayoutsHandler } from './payouts/list-payouts/list-payouts.handler';
+import { TransitionPayoutRoute } from './payouts/transition-payout/transition-payout.route';
+import * as payoutTransitions from './payouts/transition-payout/transition-payout.handler';
+import { ListPayoutAddressesRoute, PayoutAddressesAdminRoute } from './payouts/payout-addresses/payout-addresses.route';
+import { AddPayoutAddressHandler } from './payouts/payout-addresses/add-payout-address.handler';
+import { ConfirmPayoutAddressHandler } from './payouts/payout-addresses/confirm-payout-address.handler';
+import { ListPayoutAddressesHandler } from './payouts/payout-addresses/list-payout-addresses.handler';
 import { WebhookDeliveriesController } from './webhooks/webhook-deliveries.controller';
 import { MerchantAuthGuard } from './http/auth/merchant-auth.guard';
 import { OpenApiController, OperatorOpenApiController } from './docs/openapi.controller';
@@ -91,6 +101,18 @@ export const API_HANDLERS = [
   RefundInvoiceHandler,
   GetRefundHandler,
   FailRefundHandler,
+  CreatePayoutHandler,
+  GetPayoutHandler,
+  GetPayoutByOrderIdHandler,
+  ListPayoutsHandler,
+  payoutTransitions.ApprovePayoutHandler,
+  payoutTransitions.ProcessPayoutHandler,
+  payoutTransitions.PayPayoutHandler,
+  payoutTransitions.RejectPayoutHandler,
+  payoutTransitions.CancelPayoutHandler,
+  AddPayoutAddressHandler,
+  ConfirmPayoutAddressHandler,
+  ListPayoutAddressesHandler,
 ];
 
 @Module({})
@@ -111,7 +133,8 @@ export class AppModule {
         AuditCheckpointController,
         ProjectsController,
         RecordPaymentResultRoute,
-        PayoutsAdminController,
+        TransitionPayoutRoute,
+        PayoutAddressesAdminRoute,
         WebhookDeliveriesController,
         CreateInvoiceRoute,
         ListInvoicesRoute,
@@ -119,7 +142,10 @@ export class AppModule {
         RefundInvoiceRoute,
         GetRefundRoute,
         FailRefundRoute,
-        PayoutsController,
+        CreatePayoutRoute,
+        ListPayoutsRoute,
+        GetPayoutRoute,
+        ListPayoutAddressesRoute,
         ReferenceController,
         PaymentPageController,
         ConsoleController,

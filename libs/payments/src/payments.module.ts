@@ -4,7 +4,7 @@ import type { EventStore } from '#event-store';
 import type { GatewayServices } from './services';
 import { LedgerBook } from './ledger';
 import { PayoutAddresses, Registry } from './merchants';
-import { PayoutService } from './payouts/payout-service';
+import { PayoutFlow } from './payouts/payout-flow';
 import { EVENT_STORE, READ_MODELS } from './payments.tokens';
 import { ReadStreamHandler } from './streams/read-stream.query';
 import { GetAccountStatementHandler, GetReconciliationHandler, GetTrialBalanceHandler } from './audit/audit-reports.query';
@@ -13,19 +13,7 @@ import { ExpireInvoiceHandler } from './invoices/expire-invoice.command';
 import { AdvanceRefundHandler } from './refunds/advance-refund.command';
 import { CompleteRefundHandler } from './refunds/complete-refund.command';
 import { SettleRefundOutcomeHandler } from './refunds/settle-refund-outcome.command';
-import { AddPayoutAddressHandler } from './payouts/add-payout-address.command';
 import { AdvancePayoutHandler } from './payouts/advance-payout.command';
-import { ApprovePayoutHandler } from './payouts/approve-payout.command';
-import { CancelPayoutHandler } from './payouts/cancel-payout.command';
-import { ConfirmPayoutAddressHandler } from './payouts/confirm-payout-address.command';
-import { CreatePayoutHandler } from './payouts/create-payout.command';
-import { GetPayoutByOrderIdHandler } from './payouts/get-payout-by-order-id.query';
-import { GetPayoutHandler } from './payouts/get-payout.query';
-import { ListPayoutAddressesHandler } from './payouts/list-payout-addresses.query';
-import { ListPayoutsHandler } from './payouts/list-payouts.query';
-import { PayPayoutHandler } from './payouts/pay-payout.command';
-import { ProcessPayoutHandler } from './payouts/process-payout.command';
-import { RejectPayoutHandler } from './payouts/reject-payout.command';
 import { SettlePayoutOutcomeHandler } from './payouts/settle-payout-outcome.command';
 import { GetLedgerEntriesHandler } from './ledger/get-ledger-entries.query';
 import { RecordPaymentHandler } from './ledger/record-payment.command';
@@ -49,21 +37,13 @@ import { GetLedgerHistoryHandler } from './ledger/get-ledger-history.query';
 import { ListAccountsHandler, ListProjectsOfAccountHandler } from './merchants/list-accounts.query';
 import { GetProjectionLagHandler } from './observability/get-projection-lag.query';
 
-/** Every command handler: one per command class, each a thin adapter over a service or the ledger. */
+/** The command handlers of the library: the use cases the projector's reactors drive (the API's are in its use-case folders). */
 export const COMMAND_HANDLERS: readonly Type[] = [
   ExpireInvoiceHandler,
   AdvanceRefundHandler,
   CompleteRefundHandler,
   SettleRefundOutcomeHandler,
-  AddPayoutAddressHandler,
   AdvancePayoutHandler,
-  ApprovePayoutHandler,
-  CancelPayoutHandler,
-  ConfirmPayoutAddressHandler,
-  CreatePayoutHandler,
-  PayPayoutHandler,
-  ProcessPayoutHandler,
-  RejectPayoutHandler,
   SettlePayoutOutcomeHandler,
   RecordPaymentHandler,
   ReleaseHoldHandler,
@@ -80,10 +60,6 @@ export const COMMAND_HANDLERS: readonly Type[] = [
 
 /** Every query handler: each calls the read model (or the stream) it reads. */
 export const QUERY_HANDLERS: readonly Type[] = [
-  GetPayoutByOrderIdHandler,
-  GetPayoutHandler,
-  ListPayoutAddressesHandler,
-  ListPayoutsHandler,
   GetLedgerEntriesHandler,
   GetBalanceAsOfHandler,
   GetBalanceHandler,
@@ -113,7 +89,7 @@ export class PaymentsModule {
   static register(services: GatewayServices, pool: Pool, store: EventStore, appHandlers: readonly Type[] = []): DynamicModule {
     const providers: Provider[] = [
       { provide: RefundFlow, useValue: services.refunds },
-      { provide: PayoutService, useValue: services.payouts },
+      { provide: PayoutFlow, useValue: services.payouts },
       { provide: LedgerBook, useValue: services.ledgers },
       { provide: Registry, useValue: services.registry },
       { provide: PayoutAddresses, useValue: services.payoutAddresses },

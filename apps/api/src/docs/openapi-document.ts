@@ -13,8 +13,8 @@
 
 import { CreateInvoiceRequest, Customer } from '../invoices/create-invoice/create-invoice.request';
 import { ListInvoicesQuery } from '../invoices/list-invoices/list-invoices.request';
-import { CreatePayoutRequest } from '../payouts/create-payout.request';
-import { ListPayoutsQuery } from '../payouts/list-payouts.request';
+import { CreatePayoutRequest } from '../payouts/create-payout/create-payout.request';
+import { ListPayoutsQuery } from '../payouts/list-payouts/list-payouts.request';
 import { RefundInvoiceRequest } from '../refunds/refund-invoice/refund-invoice.request';
 import { queryParameters, requestSchema } from './request-schemas';
 import { FEE_PAYERS, INVOICE_STATUSES, METHOD_CODES, PAYOUT_METHODS, PAYOUT_SOURCES, PAYOUT_STATUSES, REFUND_STATUSES } from '#domain';
@@ -23,7 +23,7 @@ import { WEBHOOK_EVENTS } from '#payments/merchants';
 import type { WebhookMessage } from '#payments/webhooks';
 import type { ErrorBody, ErrorDetail } from '../http/errors/api-error';
 import type { balanceView, methodView } from '../balance/reference.controller';
-import type { payoutAddressView } from '../payouts/payouts.controller';
+import type { payoutAddressView } from '../payouts/payout-addresses/payout-addresses.route';
 import { STORABLE_JSON_SCHEMA } from '../http/request-rules';
 
 // ---------------------------------------------------------------------------

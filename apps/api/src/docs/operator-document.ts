@@ -2,7 +2,8 @@ import { PaymentResultRequest } from '../invoices/record-payment-result/payment-
 import { CreateAccountRequest, CreateProjectRequest, MethodSettings, ProjectMethods, RotateKeysRequest, UpdateProjectRequest } from '../merchants/project-settings.request';
 import { AdvanceClockRequest } from '../operations/advance-clock.request';
 import { FailRefundRequest } from '../refunds/fail-refund/fail-refund.request';
-import { AddPayoutAddressRequest, NoFieldsRequest, PayoutReasonRequest, PayPayoutRequest } from '../payouts/payout-operations.request';
+import { AddPayoutAddressRequest } from '../payouts/payout-addresses/add-payout-address.request';
+import { NoFieldsRequest, PayoutReasonRequest, PayPayoutRequest } from '../payouts/transition-payout/transition-payout.request';
 import { ListWebhookDeliveriesQuery } from '../webhooks/list-webhook-deliveries.request';
 import { LedgerBalanceQuery, LedgerEntriesQuery } from '../ledger/ledger-audit.request';
 import { ReadStreamQuery } from '../operations/read-stream.request';
@@ -12,7 +13,7 @@ import type { Account } from '#payments/merchants';
 import { PAYOUT_ADDRESS_STATUSES, PROJECT_STATUSES } from '#payments/merchants';
 import type { checkpointView } from '../audit/audit-checkpoint.controller';
 import type { projectView } from '../merchants/projects.controller';
-import type { addressView } from '../payouts/payouts-admin.controller';
+import type { addressView } from '../payouts/payout-addresses/payout-addresses.route';
 import type { OpenApiDocument, OperationObject, ParameterObject, ResponseObject, SchemaObject } from './openapi-document';
 import { answer, OPENAPI_DOCUMENT, ref } from './openapi-document';
 import { queryParameters, requestSchema } from './request-schemas';

@@ -2,7 +2,7 @@ import { PostgresSnapshotStore } from '#event-store';
 import { LedgerBook, LedgerBookObserver } from '../ledger';
 import type { FlowObserver } from '../flows/flow-observer';
 import { PostgresLedgerCauseIndex } from '../ledger/ledger-cause-index';
-import { FixedUsdtRate, PayoutService, RefundFlow } from '..';
+import { FixedUsdtRate, PayoutFlow, RefundFlow } from '..';
 import { PayoutAddresses, Registry } from '../merchants';
 import type { Infrastructure } from '../composition/infrastructure';
 
@@ -12,7 +12,7 @@ export interface GatewayServices {
   readonly payoutAddresses: PayoutAddresses;
   readonly ledgers: LedgerBook;
   readonly refunds: RefundFlow;
-  readonly payouts: PayoutService;
+  readonly payouts: PayoutFlow;
 }
 
 export function createServices(
@@ -31,6 +31,6 @@ export function createServices(
     payoutAddresses,
     ledgers,
     refunds: new RefundFlow(infra.store, ledgers, config.refundProcessingSeconds, infra.pool, observers.flows),
-    payouts: new PayoutService(infra.store, infra.pool, ledgers, payoutAddresses, config.payoutTerms, new FixedUsdtRate(config.usdtRubRate), observers.flows),
+    payouts: new PayoutFlow(infra.store, infra.pool, ledgers, payoutAddresses, config.payoutTerms, new FixedUsdtRate(config.usdtRubRate), observers.flows),
   };
 }

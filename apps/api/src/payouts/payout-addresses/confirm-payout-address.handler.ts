@@ -1,6 +1,6 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import { PayoutAddress, PayoutAddresses } from '../merchants';
+import { PayoutAddress, PayoutAddresses } from '#payments/merchants';
 
 /** Stands in for the e-mail link that confirms a payout detail; null for an unknown one. */
 export class ConfirmPayoutAddress extends Command<PayoutAddress | null> {

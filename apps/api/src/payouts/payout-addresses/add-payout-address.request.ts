@@ -2,8 +2,8 @@ import { IsIn, IsOptional, IsString, isIn, isString, ValidateBy, ValidationArgum
 import { JSONSchema } from 'class-validator-jsonschema';
 import { canonicalPayoutAccount, PAYOUT_METHODS } from '#domain';
 import type { PayoutMethod } from '#domain';
-import { ACROSS_FIELDS } from '../http/request-pipe';
-import { MaxLength, MinLength, Required, StorableText } from '../http/request-rules';
+import { ACROSS_FIELDS } from '../../http/request-pipe';
+import { MaxLength, MinLength, Required, StorableText } from '../../http/request-rules';
 
 const ACCOUNT_FORMATS: Readonly<Record<PayoutMethod, string>> = {
   sbp: 'телефон +7 и 10 цифр',
@@ -58,28 +58,4 @@ export class AddPayoutAddressRequest {
   @MaxLength(255)
   @JSONSchema({ description: 'Подпись' })
   label?: string | null;
-}
-
-/** The body of POST /admin/v1/payouts/{id}/approve and /process: nothing (or an empty object). */
-export class NoFieldsRequest {}
-
-/** The body of POST /admin/v1/payouts/{id}/pay. */
-export class PayPayoutRequest {
-  @IsOptional()
-  @IsString()
-  @StorableText()
-  @MaxLength(256)
-  @JSONSchema({ description: 'Хеш транзакции или номер перевода' })
-  externalId?: string | null;
-}
-
-/** The body of POST /admin/v1/payouts/{id}/reject and /cancel. */
-export class PayoutReasonRequest {
-  @Required()
-  @IsString()
-  @StorableText()
-  @MinLength(1)
-  @MaxLength(500)
-  @JSONSchema({ description: 'Причина' })
-  reason!: string;
 }

@@ -2,7 +2,7 @@ import { IsIn, IsString } from 'class-validator';
 import { JSONSchema } from 'class-validator-jsonschema';
 import { PAYOUT_STATUSES } from '#domain';
 import type { PayoutStatus } from '#domain';
-import { IsCursor, IsQueryInteger, MaxLength, Optional, StorableText } from '../http/request-rules';
+import { IsCursor, IsQueryInteger, MaxLength, Optional, StorableText } from '../../http/request-rules';
 
 /** The query of GET /v1/payouts. */
 export class ListPayoutsQuery {

@@ -1,6 +1,6 @@
 import { Inject } from '@nestjs/common';
 import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
-import { PayoutAddress, PayoutAddresses } from '../merchants';
+import { PayoutAddress, PayoutAddresses } from '#payments/merchants';
 
 /** The account's confirmed payout details. */
 export class ListPayoutAddresses extends Query<PayoutAddress[]> {

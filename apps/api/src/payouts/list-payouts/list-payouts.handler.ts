@@ -2,9 +2,9 @@ import { Inject } from '@nestjs/common';
 import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
 import type { Pool } from 'pg';
 import type { Payout } from '#domain';
-import type { ReadModelPage } from '../invoices/invoices.read-model';
-import { listPayouts, PayoutListFilter } from './payouts.read-model';
-import { READ_MODELS } from '../payments.tokens';
+import { READ_MODELS } from '#payments';
+import type { ReadModelPage } from '#payments/invoices';
+import { listPayouts, PayoutListFilter } from '#payments/payouts';
 
 /** The account's payouts, newest first, a page at a time (from the payouts read model). */
 export class ListPayouts extends Query<ReadModelPage<Payout>> {

@@ -1,7 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import type { PayoutMethod } from '#domain';
-import { PayoutAddress, PayoutAddresses } from '../merchants';
+import { PayoutAddress, PayoutAddresses } from '#payments/merchants';
 
 /** The operator adds a payout detail to a merchant account, unconfirmed (created false when it was added before). */
 export class AddPayoutAddress extends Command<{ address: PayoutAddress; created: boolean }> {

@@ -1,0 +1,191 @@
+import { Inject } from '@nestjs/common';
+import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import { canonicalPayoutAccount, isUsdtMethod, Payout, payoutAmounts, usdtFor } from '#domain';
+import { formatMoney } from '#ledger';
+import { PaymentsError } from '#payments/invoices';
+import type { KeyedRequest } from '#payments/idempotency';
+import { keyedRequestDigest } from '#payments/idempotency';
+import type { PayoutAddress } from '#payments/merchants';
+import { PayoutFlow, PayoutRequest } from '#payments/payouts';
+
+/** POST /v1/payouts (live keys): the payout recorded under its id, the amount reserved on the live ledger, pending (or its refusal). */
+export class CreatePayout extends Command<{ created: boolean; payout: Payout }> {
+  constructor(
+    readonly accountId: string,
+    readonly projectId: string,
+    readonly request: PayoutRequest,
+    readonly now: Date,
+    /** The request under an Idempotency-Key (no orderId): it claims one payout id, so a retry reaches that payout. */
+    readonly keyed: KeyedRequest | null = null,
+  ) {
+    super();
+  }
+}
+
+/**
+ * Step 1 of the payout flow (see PayoutFlow): the payout's id, claimed for its orderId
+ * or Idempotency-Key, and its request written to its stream; then the flow's steps. The
+ * write is the payout's first commit: once written, the answer is the payout (201,
+ * pending) however the next steps fail; a 5xx comes only from before it.
+ */
+@CommandHandler(CreatePayout)
+export class CreatePayoutHandler implements ICommandHandler<CreatePayout> {
+  constructor(@Inject(PayoutFlow) private readonly flow: PayoutFlow) {}
+
+  execute(command: CreatePayout): Promise<{ created: boolean; payout: Payout }> {
+    return this.create(command.accountId, command.projectId, command.request, command.now, command.keyed);
+  }
+
+  /**
+   * POST /payouts (live keys only: the caller checks the mode). With an orderId, the
+   * orderId names the payout. Without one, a keyed request (Idempotency-Key) does: its
+   * digest claims one payout id, so running it again (a retry after a crash, or while
+   * the first still runs) reaches that payout, created by this request (201).
+   */
+  private async create(
+    accountId: string,
+    projectId: string,
+    request: PayoutRequest,
+    now: Date,
+    keyed: KeyedRequest | null = null,
+  ): Promise<{ created: boolean; payout: Payout }> {
+    if (request.orderId !== null) {
+      const repeat = await this.repeatOf(accountId, request.orderId, now);
+      if (repeat.payout) return { created: false, payout: repeat.payout };
+    }
+    const requestKey = request.orderId === null && keyed !== null ? keyedRequestDigest('payout', keyed).toString('hex') : null;
+    let keyedId: number | null = null;
+    if (requestKey !== null) {
+      keyedId = await this.payoutIdOfKey(accountId, requestKey);
+      if (keyedId !== null) {
+        const written = await this.flow.load(keyedId);
+        if (written.status !== 'none') return { created: true, payout: await this.flow.answerOf(written, now, 'finishing') };
+      }
+    }
+    const address = await this.resolveAddress(accountId, request);
+    const terms = this.flow.terms[address.method];
+    if (request.amount < terms.min) {
+      throw new PaymentsError(422, 'amount_out_of_range', `Сумма выплаты меньше минимальной (${formatMoney(terms.min)} ₽ для ${address.method})`, 'amount');
+    }
+    const amounts = payoutAmounts(request.amount, terms);
+    const rate = isUsdtMethod(address.method) ? await this.flow.usdtRate.rubPerUsdt() : null;
+
+    let payoutId: number;
+    if (requestKey !== null) payoutId = keyedId ?? (await this.claimIdForKey(accountId, requestKey));
+    else if (request.orderId === null) payoutId = await this.nextId();
+    else {
+      const claim = await this.flow.pool.query<{ payout_id: string }>(
+        `INSERT INTO payout_order_ids (account_id, order_id, payout_id) VALUES ($1, $2, nextval('payout_ids'))
+         ON CONFLICT (account_id, order_id) DO NOTHING RETURNING payout_id`,
+        [accountId, request.orderId],
+      );
+      if (claim.rows[0]) payoutId = Number(claim.rows[0].payout_id);
+      else {
+        // A concurrent request with this orderId claimed it first: its payout is the answer
+        // (or, when that request died before writing it, the id is ours to use).
+        const repeat = await this.repeatOf(accountId, request.orderId, now);
+        if (repeat.payout) return { created: false, payout: repeat.payout };
+        if (repeat.abandonedId === null) return this.create(accountId, projectId, request, now, keyed);
+        payoutId = repeat.abandonedId;
+      }
+    }
+    const requested = await this.flow.decide(payoutId, {
+      type: 'RequestPayout',
+      data: {
+        payoutId,
+        accountId,
+        projectId,
+        method: address.method,
+        addressId: address.id,
+        account: address.account,
+        bank: address.bank,
+        orderId: request.orderId,
+        comment: request.comment,
+        ...amounts,
+        usdtAmount: rate === null ? null : usdtFor(amounts.netAmount, rate),
+        usdtRate: rate,
+        source: 'api',
+        createdAt: now.toISOString(),
+      },
+    });
+    // Written (or found written by an earlier run of this request): the payout exists.
+    return { created: true, payout: await this.flow.answerOf(requested.state, now, requested.events.length > 0 ? 'answering' : 'finishing') };
+  }
+
+  /**
+   * What an orderId already stands for: its payout (taken through the ledger's
+   * decision if that is still to come), or the id of a claim whose request died
+   * before writing its payout, or nothing (never claimed, or refused and given up).
+   */
+  private async repeatOf(accountId: string, orderId: string, now: Date): Promise<{ payout: Payout | null; abandonedId: number | null }> {
+    for (let attempt = 0; ; attempt++) {
+      const claimed = await this.flow.pool.query<{ payout_id: string }>('SELECT payout_id FROM payout_order_ids WHERE account_id = $1 AND order_id = $2', [
+        accountId,
+        orderId,
+      ]);
+      if (!claimed.rows[0]) return { payout: null, abandonedId: null };
+      const payoutId = Number(claimed.rows[0].payout_id);
+      const payout = await this.flow.load(payoutId);
+      if (payout.status === 'refused') {
+        // Refused: its claim is given up (here too, should the refusing request have died first).
+        await this.flow.releaseClaim(accountId, orderId, payoutId);
+        continue;
+      }
+      if (payout.status !== 'none') {
+        try {
+          return { payout: await this.flow.answerOf(payout, now, 'finishing'), abandonedId: null };
+        } catch (error) {
+          if (error instanceof PaymentsError && error.code !== 'not_found') continue;
+          throw error;
+        }
+      }
+      // Claimed, not yet written: the claiming request is on its way; after a grace period it is taken as dead.
+      if (attempt >= 50) return { payout: null, abandonedId: payoutId };
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  private async resolveAddress(accountId: string, request: PayoutRequest): Promise<PayoutAddress> {
+    let address: PayoutAddress | null;
+    if (request.addressId !== undefined) {
+      address = await this.flow.addresses.byId(accountId, request.addressId);
+      if (address && request.method !== undefined && request.account !== undefined) {
+        const same = address.method === request.method && canonicalPayoutAccount(request.method, request.account) === address.account;
+        if (!same) throw new PaymentsError(400, 'validation', 'addressId и method + account указывают на разные реквизиты', 'account');
+      }
+    } else {
+      address = await this.flow.addresses.byAccount(accountId, request.method!, request.account!);
+    }
+    if (!address)
+      throw new PaymentsError(404, 'address_not_found', 'Реквизит для выплаты не найден', request.addressId !== undefined ? 'addressId' : 'account');
+    if (address.status !== 'confirmed') {
+      throw new PaymentsError(422, 'address_not_confirmed', 'Реквизит для выплаты не подтверждён', request.addressId !== undefined ? 'addressId' : 'account');
+    }
+    return address;
+  }
+
+  /** The payout id a keyed request claimed, or null. */
+  private async payoutIdOfKey(accountId: string, requestKey: string): Promise<number | null> {
+    const r = await this.flow.pool.query<{ payout_id: string }>('SELECT payout_id FROM payout_request_keys WHERE account_id = $1 AND request_key = $2', [
+      accountId,
+      requestKey,
+    ]);
+    return r.rows[0] ? Number(r.rows[0].payout_id) : null;
+  }
+
+  /** Claims a payout id for a keyed request; a concurrent run of the same request may have claimed it first: that one. */
+  private async claimIdForKey(accountId: string, requestKey: string): Promise<number> {
+    const claim = await this.flow.pool.query<{ payout_id: string }>(
+      `INSERT INTO payout_request_keys (account_id, request_key, payout_id) VALUES ($1, $2, nextval('payout_ids'))
+       ON CONFLICT (account_id, request_key) DO NOTHING RETURNING payout_id`,
+      [accountId, requestKey],
+    );
+    if (claim.rows[0]) return Number(claim.rows[0].payout_id);
+    return (await this.payoutIdOfKey(accountId, requestKey))!;
+  }
+
+  private async nextId(): Promise<number> {
+    const r = await this.flow.pool.query<{ id: string }>(`SELECT nextval('payout_ids') AS id`);
+    return Number(r.rows[0]!.id);
+  }
+}

@@ -1,0 +1,42 @@
+import { Body, Controller, Inject, Post, Res, UseGuards, UseInterceptors } from '@nestjs/common';
+import { CommandBus } from '@nestjs/cqrs';
+import type { FastifyReply } from 'fastify';
+import type { Clock } from '#platform/clock';
+import { payoutView } from '#payments';
+import type { MerchantIdentity } from '#payments/merchants';
+import type { KeyedRequest } from '#payments/idempotency';
+import { parseMoney } from '#ledger';
+import { ApiError } from '../../http/errors/api-error';
+import { readBody } from '../../http/request-pipe';
+import { IdempotencyInterceptor, Keyed } from '../../http/idempotency';
+import { CLOCK_TOKEN } from '../../http/tokens';
+import { Merchant, MerchantAuthGuard } from '../../http/auth/merchant-auth.guard';
+import { CreatePayoutRequest } from './create-payout.request';
+import { CreatePayout } from './create-payout.handler';
+
+@Controller('v1')
+@UseGuards(MerchantAuthGuard)
+export class CreatePayoutRoute {
+  constructor(
+    private readonly commands: CommandBus,
+    @Inject(CLOCK_TOKEN) private readonly clock: Clock,
+  ) {}
+
+  @Post('payouts')
+  @UseInterceptors(IdempotencyInterceptor)
+  async create(@Merchant() merchant: MerchantIdentity, @Body() body: unknown, @Keyed() keyed: KeyedRequest | null, @Res() reply: FastifyReply) {
+    if (merchant.mode !== 'live') throw new ApiError(403, 'test_mode', 'Выплаты создаются только боевым ключом (sk_live_)');
+    // Read after the key's mode is checked: a test key is refused whatever it sends.
+    const { amount, addressId, method, account, orderId, comment } = await readBody(CreatePayoutRequest, body);
+    const { created, payout } = await this.commands.execute(
+      new CreatePayout(
+        merchant.project.accountId,
+        merchant.project.id,
+        { amount: parseMoney(amount), addressId, method, account, orderId: orderId ?? null, comment: comment ?? null },
+        this.clock.now(),
+        keyed,
+      ),
+    );
+    return reply.status(created ? 201 : 200).send(payoutView(payout));
+  }
+}

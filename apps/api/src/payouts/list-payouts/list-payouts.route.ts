@@ -1,0 +1,43 @@
+import { Controller, Get, Query, UseGuards } from '@nestjs/common';
+import { QueryBus } from '@nestjs/cqrs';
+import { PAYOUT_STATUSES } from '#domain';
+import { payoutView } from '#payments';
+import type { MerchantIdentity } from '#payments/merchants';
+import { cursorSeqOf, encodeCursor, pageSizeOf } from '../../http/cursor';
+import { validRequest } from '../../http/request-pipe';
+import { Merchant, MerchantAuthGuard } from '../../http/auth/merchant-auth.guard';
+import { ReadsModels } from '../../http/read-models';
+import { notFound } from '../get-payout/get-payout.route';
+import { GetPayoutByOrderId } from '../get-payout/get-payout.handler';
+import { ListPayoutsQuery } from './list-payouts.request';
+import { ListPayouts } from './list-payouts.handler';
+
+@Controller('v1')
+@UseGuards(MerchantAuthGuard)
+export class ListPayoutsRoute {
+  constructor(private readonly queries: QueryBus) {}
+
+  /** The account's payouts, newest first; with orderId, the one payout (not a list) or 404 not_found. */
+  @ReadsModels('payouts')
+  @Get('payouts')
+  async list(@Merchant() merchant: MerchantIdentity, @Query(validRequest) query: ListPayoutsQuery) {
+    const { orderId, status } = query;
+    const limit = pageSizeOf(query.limit, 20);
+    const before = cursorSeqOf(query.cursor);
+    // Payouts are made with live keys only: a test key has none.
+    const live = merchant.mode === 'live';
+    if (orderId !== undefined) {
+      if (!live) throw notFound();
+      return payoutView(await this.queries.execute(new GetPayoutByOrderId(merchant.project.accountId, orderId)));
+    }
+    if (!live) return { items: [], nextCursor: null, hasMore: false };
+    const page = await this.queries.execute(
+      new ListPayouts({ accountId: merchant.project.accountId, statuses: status !== undefined ? [status] : PAYOUT_STATUSES, before, limit }),
+    );
+    return {
+      items: page.items.map((payout) => payoutView(payout)),
+      nextCursor: page.hasMore ? encodeCursor({ seq: page.lastSeq! }) : null,
+      hasMore: page.hasMore,
+    };
+  }
+}

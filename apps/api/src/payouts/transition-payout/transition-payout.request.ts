@@ -1,0 +1,27 @@
+import { IsOptional, IsString } from 'class-validator';
+import { JSONSchema } from 'class-validator-jsonschema';
+import { MaxLength, MinLength, Required, StorableText } from '../../http/request-rules';
+
+/** The body of POST /admin/v1/payouts/{id}/approve and /process: nothing (or an empty object). */
+export class NoFieldsRequest {}
+
+/** The body of POST /admin/v1/payouts/{id}/pay. */
+export class PayPayoutRequest {
+  @IsOptional()
+  @IsString()
+  @StorableText()
+  @MaxLength(256)
+  @JSONSchema({ description: 'Хеш транзакции или номер перевода' })
+  externalId?: string | null;
+}
+
+/** The body of POST /admin/v1/payouts/{id}/reject and /cancel. */
+export class PayoutReasonRequest {
+  @Required()
+  @IsString()
+  @StorableText()
+  @MinLength(1)
+  @MaxLength(500)
+  @JSONSchema({ description: 'Причина' })
+  reason!: string;
+}

@@ -1,0 +1,229 @@
+import type { Pool } from 'pg';
+import type { EventStore } from '#event-store';
+import { handleCommand, loadState } from '#event-store';
+import {
+  maskPayoutAccount,
+  Payout,
+  PayoutCommand,
+  payoutDecider,
+  PayoutEvent,
+  PayoutMethod,
+  payoutReservationId,
+  PayoutRefusal,
+  PayoutSource,
+  PayoutState,
+  payoutStreamName,
+  PayoutTerms,
+} from '#domain';
+import type { Kopecks } from '#ledger';
+import { formatMoney } from '#ledger';
+import type { LedgerBook } from '../ledger';
+import type { PayoutAddresses } from '../merchants';
+import { PaymentsError } from '../invoices/invoice-stream';
+import { applyPayoutOutcome } from '../flows/outcomes';
+import { FlowObserver, tellLeftToRecovery } from '../flows/flow-observer';
+
+/** The spec's Payout object (GET /payouts/{id}, list items, webhook data.payout). */
+export interface PayoutView {
+  readonly id: number;
+  readonly status: string;
+  readonly amount: string;
+  readonly feeAmount: string;
+  readonly netAmount: string;
+  readonly currency: 'RUB';
+  readonly method: PayoutMethod;
+  readonly account: string | null;
+  readonly bank: string | null;
+  readonly addressId: number | null;
+  readonly orderId: string | null;
+  readonly comment: string | null;
+  readonly usdtAmount: string | null;
+  readonly usdtRate: string | null;
+  readonly statusReason: string | null;
+  readonly externalId: string | null;
+  readonly source: PayoutSource;
+  readonly createdAt: string;
+  readonly processedAt: string | null;
+}
+
+export function payoutView(payout: Payout): PayoutView {
+  const r = payout.requested;
+  return {
+    id: r.payoutId,
+    // Requested and not yet reserved: shown only once its request was answered (201), as that answer said.
+    status: payout.status === 'requested' ? 'pending' : payout.status,
+    amount: formatMoney(r.amount),
+    feeAmount: formatMoney(r.feeAmount),
+    netAmount: formatMoney(r.netAmount),
+    currency: 'RUB',
+    method: r.method,
+    account: maskPayoutAccount(r.method, r.account),
+    bank: r.bank,
+    addressId: r.addressId,
+    orderId: r.orderId,
+    comment: r.comment,
+    usdtAmount: r.usdtAmount,
+    usdtRate: r.usdtRate === null ? null : formatMoney(r.usdtRate),
+    statusReason: payout.status === 'rejected' || payout.status === 'cancelled' ? payout.statusReason : null,
+    externalId: payout.status === 'paid' ? payout.externalId : null,
+    source: r.source,
+    createdAt: r.createdAt,
+    processedAt: payout.status === 'paid' || payout.status === 'rejected' || payout.status === 'cancelled' ? payout.processedAt : null,
+  };
+}
+
+/** Where the USDT rate of a payout comes from. */
+export interface UsdtRateSource {
+  /** Kopecks per 1 USDT now. */
+  rubPerUsdt(): Promise<Kopecks>;
+}
+
+export class FixedUsdtRate implements UsdtRateSource {
+  constructor(private readonly rate: Kopecks) {}
+  rubPerUsdt(): Promise<Kopecks> {
+    return Promise.resolve(this.rate);
+  }
+}
+
+export interface PayoutRequest {
+  readonly amount: Kopecks;
+  /** Either the id of a payout detail... */
+  readonly addressId?: number;
+  /** ...or its method and full account. */
+  readonly method?: PayoutMethod;
+  readonly account?: string;
+  readonly orderId: string | null;
+  readonly comment: string | null;
+}
+
+/** The spec's limits on payouts. */
+export const MAX_UNFINISHED_PAYOUTS = 3;
+export const DUPLICATE_PAYOUT_WINDOW_SECONDS = 60;
+
+export const REFUSALS: Record<PayoutRefusal, () => PaymentsError> = {
+  insufficient_balance: () => new PaymentsError(422, 'insufficient_balance', 'Недостаточно средств на доступном балансе', 'amount'),
+  too_many_pending: () =>
+    new PaymentsError(409, 'too_many_pending', `Уже ${MAX_UNFINISHED_PAYOUTS} заявки на выплату в обработке: дождитесь завершения одной из них`),
+  duplicate_request: () =>
+    new PaymentsError(409, 'duplicate_request', 'Такая же выплата (сумма и реквизит) создана меньше минуты назад: для новой заявки укажите orderId'),
+};
+
+export const payoutNotFound = () => new PaymentsError(404, 'not_found', 'Выплата не найдена');
+
+/**
+ * The steps of a payout, each deciding once and runnable again by anyone: (1) the
+ * payout's stream records the request under an integer id (the CreatePayout handler,
+ * which claims the id for its orderId or Idempotency-Key first); (2) the merchant's live
+ * ledger reserves the amount from `available` under the payout rules (at most three
+ * unfinished, no duplicate within a minute) or records why not; (3) the payout records
+ * the ledger's answer: pending (shown) or refused (never shown, the request answered
+ * 409/422). Steps 2 and 3 are `advance`, the one driver of a requested payout: run by
+ * the request that wrote it, and by the recovery worker for any payout left at step 1;
+ * a refusal the worker records (the request may have been answered with the payout)
+ * rejects the payout, shown, instead. `decide` runs one command on the payout's stream
+ * and moves a finished payout's reservation.
+ */
+export class PayoutFlow {
+  constructor(
+    private readonly store: EventStore,
+    readonly pool: Pool,
+    private readonly ledgers: LedgerBook,
+    readonly addresses: PayoutAddresses,
+    readonly terms: Readonly<Record<PayoutMethod, PayoutTerms>>,
+    readonly usdtRate: UsdtRateSource,
+    private readonly observer: FlowObserver = {},
+  ) {}
+
+  /**
+   * The answer of a request whose payout is written: the payout as the next steps
+   * leave it, or the refusal they record; when they fail, the payout as written
+   * (pending), left to the recovery worker.
+   */
+  async answerOf(written: Payout, now: Date, by: 'answering' | 'finishing'): Promise<Payout> {
+    const payoutId = written.requested.payoutId;
+    try {
+      return await this.advance(payoutId, now, by);
+    } catch (error) {
+      if (error instanceof PaymentsError) throw error;
+      tellLeftToRecovery(this.observer, 'payout', String(payoutId), error);
+      return written;
+    }
+  }
+
+  /**
+   * Takes a requested payout through the ledger's decision: the payout (pending or
+   * later), or its refusal. A refusal is the request's answer only when `by` is
+   * 'answering' (the run that wrote the payout, still to answer); anyone else (the
+   * recovery worker, a retry by orderId or Idempotency-Key) may be finishing a payout
+   * already answered 201, so a refusal rejects it, shown, with its reason.
+   */
+  async advance(payoutId: number, now: Date, by: 'answering' | 'finishing' = 'finishing'): Promise<Payout> {
+    const payout = await this.load(payoutId);
+    if (payout.status === 'none') throw payoutNotFound();
+    if (payout.status === 'refused') throw REFUSALS[payout.refusal]();
+    if (payout.status !== 'requested') return payout;
+    const r = payout.requested;
+    const reservation = await this.ledgers.reserve(
+      { accountId: r.accountId, mode: 'live' },
+      {
+        type: 'ReserveFunds',
+        reservationId: payoutReservationId(payoutId),
+        purpose: 'payout',
+        amount: r.amount,
+        at: r.createdAt,
+        payout: {
+          fingerprint: `${r.amount}|${r.addressId}`,
+          duplicateWindowSeconds: r.orderId === null ? DUPLICATE_PAYOUT_WINDOW_SECONDS : null,
+          maxUnfinished: MAX_UNFINISHED_PAYOUTS,
+        },
+      },
+    );
+    const recorded = await this.run(payoutId, {
+      type: 'RecordReservation',
+      outcome: reservation.outcome === 'reserved' ? 'reserved' : reservation.refusal,
+      at: now.toISOString(),
+      mayBeAnswered: by === 'finishing',
+    });
+    if (recorded.status === 'refused') {
+      // The refusal is recorded and is the answer; should freeing the orderId fail, the next request with it frees it (repeatOf).
+      if (r.orderId !== null) await this.releaseClaim(r.accountId, r.orderId, payoutId).catch(() => undefined);
+      throw REFUSALS[recorded.refusal!]();
+    }
+    return recorded;
+  }
+
+  async releaseClaim(accountId: string, orderId: string, payoutId: number): Promise<void> {
+    await this.pool.query('DELETE FROM payout_order_ids WHERE account_id = $1 AND order_id = $2 AND payout_id = $3', [accountId, orderId, payoutId]);
+  }
+
+  async load(payoutId: number): Promise<PayoutState> {
+    return (await loadState<PayoutState, PayoutEvent>(this.store, payoutStreamName(payoutId), payoutDecider)).state;
+  }
+
+  /** An operator transition: 404 for an unknown payout, 409 conflict when illegal from its status. */
+  transition(payoutId: number, command: Exclude<PayoutCommand, { type: 'RequestPayout' | 'RecordReservation' }>): Promise<Payout> {
+    if (!Number.isSafeInteger(payoutId) || payoutId < 1) return Promise.reject(payoutNotFound());
+    return this.run(payoutId, command);
+  }
+
+  private async run(payoutId: number, command: PayoutCommand): Promise<Payout> {
+    return (await this.decide(payoutId, command)).state;
+  }
+
+  /** One command on the payout's stream: the state after it and the events it wrote. */
+  async decide(payoutId: number, command: PayoutCommand): Promise<{ readonly state: Payout; readonly events: readonly PayoutEvent[] }> {
+    const result = await handleCommand(this.store, payoutStreamName(payoutId), payoutDecider, command);
+    if (!result.ok) throw result.failure.code === 'conflict' ? new PaymentsError(409, 'conflict', result.failure.message) : payoutNotFound();
+    const { state } = result;
+    if (state.status === 'none') throw payoutNotFound();
+    // A finished payout frees its reservation before the answer when it can, so the next
+    // request sees the slot and the money at once; the process manager repeats it
+    // (idempotently), so a failure here still answers what was recorded.
+    try {
+      for (const event of result.events) await applyPayoutOutcome(this.ledgers, event);
+    } catch (error) {
+      tellLeftToRecovery(this.observer, 'payout', String(payoutId), error);
+    }
+    return { state, events: result.events };
+  }
+}
