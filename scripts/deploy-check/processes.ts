@@ -4,8 +4,8 @@ import { createServer } from 'node:net';
 import path from 'node:path';
 import { sleep } from './spec-client';
 
-/** The repository root (this file runs from dist/apps/tools/src/deploy-check/). */
-export const ROOT = path.resolve(__dirname, '../../../../..');
+/** The repository root (this file runs from dist/scripts/deploy-check/). */
+export const ROOT = path.resolve(__dirname, '../../..');
 
 export const ENTRY_POINTS = {
   api: 'dist/apps/api/src/main.js',

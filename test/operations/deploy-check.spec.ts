@@ -8,7 +8,7 @@
  */
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { findNginx } from '../../apps/tools/src/deploy-check/nginx';
+import { findNginx } from '../../scripts/deploy-check/nginx';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { ROOT } from '../support/gateway-process';
 
@@ -16,7 +16,7 @@ const nginx = findNginx();
 
 function runDeployCheck(databaseUrl: string): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [path.join(ROOT, 'dist/apps/tools/src/deploy-check.js')], {
+    const child = spawn(process.execPath, [path.join(ROOT, 'dist/scripts/deploy-check.js')], {
       cwd: ROOT,
       env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl, ...(process.env.NGINX_BIN ? { NGINX_BIN: process.env.NGINX_BIN } : {}) },
       stdio: ['ignore', 'pipe', 'pipe'],
