@@ -5,20 +5,10 @@
  * trial balance folded from the log (compared with the read model, then shown to
  * come from the log when the read model is damaged).
  */
+import { Refusal } from '#domain';
 import { randomUUID } from 'node:crypto';
 import { PostgresEventStore } from '#event-store';
-import {
-  initialLedgerState,
-  LEDGER_ACCOUNTS,
-  LedgerCommand,
-  ledgerDecider,
-  LedgerError,
-  LedgerEvent,
-  LedgerId,
-  ledgerEntryId,
-  evolve,
-  LedgerState,
-} from '#ledger';
+import { initialLedgerState, LEDGER_ACCOUNTS, LedgerCommand, ledgerDecider, LedgerEvent, LedgerId, ledgerEntryId, evolve, LedgerState } from '#ledger';
 import { openAccountStatement, trialBalanceFromReadModel } from '#payments/audit';
 import type { LedgerRequest } from '#payments/ledger';
 import { RunningGateway, startGateway } from '../support/gateway-process';
@@ -79,7 +69,7 @@ function randomRequests(testName: string, count: number, start: number): LedgerR
     // Every cause here is new: none posted before the window.
     const command = { ...request, entryId: `e${i}`, postedBeforeWindow: false } as LedgerCommand;
     const decided = ledgerDecider.decide(command, state);
-    if (decided instanceof LedgerError) continue;
+    if (decided instanceof Refusal) continue;
     state = decided.reduce(evolve, state);
     requests.push(request);
   }

@@ -8,10 +8,11 @@
  * the window of recent causes (the state's window, then the cause index, then the
  * stream).
  */
+import { Refusal } from '#domain';
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { entriesBeforeWindow, foldLedger, hasRecentCause, LedgerEvent, LedgerId, ledgerStreamName, RECENT_CAUSES_KEPT } from '#ledger';
-import { LedgerCommand, LedgerError } from '#ledger';
+import { LedgerCommand } from '#ledger';
 import { LedgerBook, LedgerCauseIndex, LedgerRequest } from '#payments/ledger';
 import { LongRunResolver, longRuns } from '../support/ledger-long-runs';
 import { expectAndApply, newModel, Outcome } from '../support/ledger-model';
@@ -193,7 +194,7 @@ describe('LedgerBook across the window: long random runs against the independent
           try {
             outcome = (await book.post(ledger, request)).entry === null ? 'repeat' : 'posted';
           } catch (error) {
-            if (!(error instanceof LedgerError)) throw error;
+            if (!(error instanceof Refusal)) throw error;
             outcome = error.code;
           }
           const expected = expectAndApply(model, { ...request, entryId: '' } as LedgerCommand);

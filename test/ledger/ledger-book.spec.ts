@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
+import { Refusal } from '#domain';
 import fc from 'fast-check';
 import { Client } from 'pg';
 import { PostgresEventStore, PostgresSnapshotStore } from '#event-store';
 import {
   foldLedger,
-  LedgerError,
   LedgerEvent,
   LedgerId,
   ledgerStreamName,
@@ -242,7 +242,7 @@ describe('the ledger book on the real event store', () => {
           );
           for (const o of outcomes) {
             // A refusal is a domain answer, never a crash or a lost race.
-            if (o.status === 'rejected') expect(o.reason).toBeInstanceOf(LedgerError);
+            if (o.status === 'rejected') expect(o.reason).toBeInstanceOf(Refusal);
           }
         }
         const { events, state } = await replayChecked(ledger);

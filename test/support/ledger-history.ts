@@ -8,6 +8,7 @@
  * revisions LedgerBook would have used. The stream is what the book would have
  * written; it is not a way around the book in the code under test.
  */
+import { Refusal } from '#domain';
 import type { EventStore, JsonObject } from '#event-store';
 import {
   causeOf,
@@ -15,7 +16,6 @@ import {
   initialLedgerState,
   LedgerCommand,
   ledgerDecider,
-  LedgerError,
   LedgerEvent,
   LedgerId,
   ledgerEntryId,
@@ -48,7 +48,7 @@ export async function appendLedgerHistory(
     let command = { ...request, entryId: ledgerEntryId(ledger, cause) } as LedgerCommand;
     if (needsCauseLookup(command, state)) command = { ...command, postedBeforeWindow: posted.has(cause) };
     const decision = ledgerDecider.decide(command, state);
-    if (decision instanceof LedgerError) throw new Error(`${cause} refused while writing a history: ${decision.code}`);
+    if (decision instanceof Refusal) throw new Error(`${cause} refused while writing a history: ${decision.code}`);
     for (const event of decision) {
       events.push(event);
       posted.add(event.data.cause);

@@ -1,3 +1,4 @@
+export { Refusal } from '#ledger';
 export * from './ids';
 export * from './methods';
 export * from './invoices/fees';

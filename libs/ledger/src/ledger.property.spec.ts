@@ -10,6 +10,7 @@
  *
  * A failing property prints fast-check's shrunk plan and the resolved commands.
  */
+import { Refusal } from './refusal';
 import fc from 'fast-check';
 import { isDeepStrictEqual } from 'node:util';
 import {
@@ -252,7 +253,7 @@ function execute(plan: readonly StepPlan[], run: Run): void {
 }
 
 const describeDecision = (decision: LedgerEvent[] | LedgerError): string =>
-  decision instanceof LedgerError
+  decision instanceof Refusal
     ? `refused ${decision.code}`
     : decision.length === 0
       ? 'nothing (repeat)'
@@ -312,7 +313,7 @@ const isPosted = (d: LedgerEvent[] | LedgerError): d is LedgerEvent[] => Array.i
 // The independent model (test/support/ledger-model.ts) says what each command should do.
 
 const outcomeOf = (decision: LedgerEvent[] | LedgerError): Outcome =>
-  decision instanceof LedgerError ? decision.code : decision.length === 0 ? 'repeat' : 'posted';
+  decision instanceof Refusal ? decision.code : decision.length === 0 ? 'repeat' : 'posted';
 
 const KIND_OF: Record<LedgerCommand['type'], LedgerEvent['data']['kind']> = {
   RecordPayment: 'payment_recorded',
@@ -418,7 +419,7 @@ describe('ledger properties (random command sequences)', () => {
         const cause = causeOf(step.command);
         // The decision never touches the state it was given.
         problems.same(step.before, step.beforeCopy, i, 'state after the decision');
-        if (step.decision instanceof LedgerError) {
+        if (step.decision instanceof Refusal) {
           problems.check(step.after === step.before, i, () => 'a refusal changed the state');
           problems.check(!posted.has(cause), i, () => `the repeat of ${cause} was refused ${(step.decision as LedgerError).code}`);
         } else if (posted.has(cause)) {

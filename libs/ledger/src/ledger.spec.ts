@@ -8,6 +8,7 @@
  * The state is always built by folding the given entries (foldLedger) and the
  * command is decided by `ledgerDecider`, i.e. with the invariant checks on.
  */
+import { Refusal } from './refusal';
 import fc from 'fast-check';
 import * as ledgerModule from './ledger';
 import {
@@ -179,7 +180,7 @@ const reservationReleased = (id: string, purpose: ReservationPurpose, amount: nu
 // ---------------------------------------------------------------------------------
 // given / when / then
 
-const given = givenWhenThen(ledgerDecider, LedgerError);
+const given = givenWhenThen(ledgerDecider, Refusal);
 
 /** What `run` throws, or undefined. */
 function thrownBy(run: () => unknown): unknown {
@@ -1001,7 +1002,7 @@ describe('ledger: invariants', () => {
   });
 
   it('ledgerDecider passes refusals and sound entries through unchanged', () => {
-    const refusal = new LedgerError('insufficient_balance', 'no');
+    const refusal = new Refusal('insufficient_balance', 'no');
     jest.spyOn(ledgerModule, 'decide').mockReturnValueOnce(refusal).mockReturnValueOnce([balanced]);
     expect(ledgerDecider.decide(reserveFunds('po_1', 'payout', 1), initialLedgerState())).toBe(refusal);
     expect(ledgerDecider.decide(recordPayment('inv_1', 97_000, 3_000, null), initialLedgerState())).toEqual([balanced]);
@@ -1054,7 +1055,7 @@ describe('ledger: defects found by these tests, now fixed', () => {
       } catch (error) {
         return (error as Error).name;
       }
-      if (decision instanceof LedgerError) return decision.code;
+      if (decision instanceof Refusal) return decision.code;
       return decision.length === 0 ? 'nothing' : `posted ${decision[0]!.data.kind}`;
     };
     // Pairs, not an object: an object keyed by '__proto__' would fall into the very same trap.

@@ -17,6 +17,7 @@
  *   reservation refused   (no postings: the refusal of a request, recorded so that
  *                          a retry of the same request gets the same answer)
  */
+import { Refusal } from './refusal';
 import { Kopecks, MAX_MONEY_KOPECKS } from './money';
 
 /** The two ledgers of an account: test keys move the first, live keys the second. */
@@ -224,15 +225,7 @@ export type LedgerErrorCode =
   | 'duplicate_request'
   | 'invalid_time';
 
-export class LedgerError extends Error {
-  constructor(
-    readonly code: LedgerErrorCode,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'LedgerError';
-  }
-}
+export type LedgerError = Refusal<LedgerErrorCode>;
 
 /** The cause key of a command: one posting per cause, ever. */
 export function causeOf(command: LedgerCommand): string {
@@ -314,7 +307,7 @@ export function decide(command: LedgerCommand, state: LedgerState): LedgerEvent[
   const posted = told === 'ask the log' ? command.postedBeforeWindow : told;
   if (posted === undefined) throw new CauseHistoryMissingError(cause);
   if (posted) return [];
-  if (Number.isNaN(Date.parse(command.at))) return new LedgerError('invalid_time', `Некорректное время решения: ${command.at}`);
+  if (Number.isNaN(Date.parse(command.at))) return new Refusal<LedgerErrorCode>('invalid_time', `Некорректное время решения: ${command.at}`);
   const entry = (kind: EntryKind, postings: Posting[], extra: Partial<LedgerEntryPostedData> = {}): LedgerEvent[] => [
     {
       type: 'LedgerEntryPosted',
@@ -326,7 +319,7 @@ export function decide(command: LedgerCommand, state: LedgerState): LedgerEvent[
     case 'RecordPayment': {
       const gross = command.netAmount + command.feeAmount;
       if (!isAmount(command.netAmount, true) || !isAmount(command.feeAmount, true) || !isAmount(gross)) {
-        return new LedgerError('invalid_amount', 'Сумма платежа и комиссии должна быть неотрицательным целым числом копеек, не нулём');
+        return new Refusal<LedgerErrorCode>('invalid_amount', 'Сумма платежа и комиссии должна быть неотрицательным целым числом копеек, не нулём');
       }
       // A hold of nothing is no hold: zero net goes nowhere and there is nothing to release later.
       const held = command.releaseAt !== null && command.netAmount > 0;
@@ -340,9 +333,9 @@ export function decide(command: LedgerCommand, state: LedgerState): LedgerEvent[
     }
     case 'ReleaseHold': {
       const hold = lookup(state.holds, command.invoiceId);
-      if (!hold) return new LedgerError('hold_not_found', `Нет удержания по счёту ${command.invoiceId}`);
+      if (!hold) return new Refusal<LedgerErrorCode>('hold_not_found', `Нет удержания по счёту ${command.invoiceId}`);
       if (hold.releaseAt !== null && Date.parse(hold.releaseAt) > Date.parse(command.at)) {
-        return new LedgerError('hold_not_due', `Удержание по счёту ${command.invoiceId} действует до ${hold.releaseAt}`);
+        return new Refusal<LedgerErrorCode>('hold_not_due', `Удержание по счёту ${command.invoiceId} действует до ${hold.releaseAt}`);
       }
       const postings: Posting[] = [
         { account: 'pending', amount: -hold.amount },
@@ -351,12 +344,12 @@ export function decide(command: LedgerCommand, state: LedgerState): LedgerEvent[
       return entry('hold_released', postings, { invoiceId: command.invoiceId });
     }
     case 'ReserveFunds': {
-      if (!isAmount(command.amount)) return new LedgerError('invalid_amount', 'Сумма резерва должна быть положительным целым числом копеек');
+      if (!isAmount(command.amount)) return new Refusal<LedgerErrorCode>('invalid_amount', 'Сумма резерва должна быть положительным целым числом копеек');
       const reservation = { id: command.reservationId, purpose: command.purpose, amount: command.amount };
       const refusal = reservationRefusal(command, state);
       if (refusal) {
         if (command.recordRefusal) return entry('reservation_refused', [], { reservation, refusal: refusal.code });
-        return new LedgerError(refusal.code, refusal.message);
+        return new Refusal<LedgerErrorCode>(refusal.code, refusal.message);
       }
       return entry(
         'funds_reserved',
@@ -369,10 +362,10 @@ export function decide(command: LedgerCommand, state: LedgerState): LedgerEvent[
     }
     case 'SettleReservation': {
       const reservation = lookup(state.reservations, command.reservationId);
-      if (!reservation) return new LedgerError('reservation_not_found', `Нет открытого резерва ${command.reservationId}`);
+      if (!reservation) return new Refusal<LedgerErrorCode>('reservation_not_found', `Нет открытого резерва ${command.reservationId}`);
       const fee = command.feeAmount ?? 0;
       if (!isAmount(fee, true) || fee > reservation.amount || (fee > 0 && reservation.purpose !== 'payout')) {
-        return new LedgerError('invalid_amount', 'Комиссия выплаты должна быть от нуля до суммы резерва');
+        return new Refusal<LedgerErrorCode>('invalid_amount', 'Комиссия выплаты должна быть от нуля до суммы резерва');
       }
       const outgoing: LedgerAccount = reservation.purpose === 'refund' ? 'refunds_paid' : 'payouts_sent';
       const postings: Posting[] = [{ account: 'reserved', amount: -reservation.amount }];
@@ -384,7 +377,7 @@ export function decide(command: LedgerCommand, state: LedgerState): LedgerEvent[
     }
     case 'ReleaseReservation': {
       const reservation = lookup(state.reservations, command.reservationId);
-      if (!reservation) return new LedgerError('reservation_not_found', `Нет открытого резерва ${command.reservationId}`);
+      if (!reservation) return new Refusal<LedgerErrorCode>('reservation_not_found', `Нет открытого резерва ${command.reservationId}`);
       return entry(
         'reservation_released',
         [

@@ -31,7 +31,6 @@ import {
   InvoiceCommand,
   InvoiceCreatedData,
   InvoiceEvent,
-  InvoicePlanError,
   InvoiceRequest,
   InvoiceState,
   invoiceStreamName,
@@ -57,6 +56,7 @@ import {
   refundStreamName,
   refundableRemainder,
   usdtFor,
+  Refusal,
 } from '#domain';
 import {
   causeOf,
@@ -443,7 +443,7 @@ export class HistoryGenerator {
     try {
       return planInvoice(invoiceId, request, terms, new Date(this.now));
     } catch (error) {
-      if (!(error instanceof InvoicePlanError)) throw error;
+      if (!(error instanceof Refusal)) throw error;
       // Out of every method's range: the merchant sends a common amount instead.
       return planInvoice(invoiceId, { ...request, method: null, amount: 150_000 }, terms, new Date(this.now));
     }

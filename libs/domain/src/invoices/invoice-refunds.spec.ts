@@ -13,6 +13,7 @@
  * requests and resolutions, refunded + pending never exceeds the invoice amount and
  * refundedAmount is the sum of the succeeded refunds.
  */
+import { Refusal } from '#ledger';
 import fc from 'fast-check';
 import { invoiceAmounts } from './fees';
 import {
@@ -22,7 +23,6 @@ import {
   InvoiceCommand,
   InvoiceCreatedData,
   invoiceDecider,
-  InvoiceError,
   InvoiceEvent,
   InvoiceState,
   InvoiceStatus,
@@ -125,7 +125,7 @@ const foldPaid = (events: readonly InvoiceEvent[]): PaidInvoice => {
   return state;
 };
 
-const given = givenWhenThen(invoiceDecider, InvoiceError);
+const given = givenWhenThen(invoiceDecider, Refusal);
 
 /** The events the command records on top of `events` (fails the test on an error). */
 function decided(events: InvoiceEvent[], command: InvoiceCommand): InvoiceEvent[] {
@@ -486,7 +486,7 @@ describe('invoice refunds: property', () => {
               : resolveRefund(refundId, plan.outcome, at(minute));
           const decision = decideInvoice(command, state);
           if (!Array.isArray(decision)) {
-            expect(decision).toBeInstanceOf(InvoiceError);
+            expect(decision).toBeInstanceOf(Refusal);
             expect(['conflict', 'refund_exceeds_amount']).toContain(decision.code);
             continue;
           }

@@ -11,6 +11,7 @@
  * it. A request stays pending on the invoice until its refund succeeds (refunded),
  * fails, or is refused for want of balance (returned to the remainder).
  */
+import { Refusal } from '#ledger';
 import type { Kopecks, PercentRate } from '#ledger';
 import type { MethodCode } from '../methods';
 import { CustomerFeeRequest, customerPctAt, InvoiceAmounts, invoiceAmounts } from './fees';
@@ -189,17 +190,7 @@ export type InvoiceCommand =
   | { readonly type: 'ResolveRefund'; readonly refundId: string; readonly outcome: 'succeeded' | 'failed' | 'refused'; readonly at: string };
 
 export type InvoiceErrorCode = 'invoice_not_found' | 'conflict' | 'method_unavailable' | 'validation' | 'refund_exceeds_amount';
-
-export class InvoiceError extends Error {
-  constructor(
-    readonly code: InvoiceErrorCode,
-    message: string,
-    readonly param?: string,
-  ) {
-    super(message);
-    this.name = 'InvoiceError';
-  }
-}
+export type InvoiceError = Refusal<InvoiceErrorCode>;
 
 const hasExpired = (s: Invoice, at: string) => Date.parse(at) >= Date.parse(s.created.expiresAt);
 
@@ -212,27 +203,27 @@ function amountsFor(created: InvoiceCreatedData, method: MethodCode): InvoiceAmo
 
 export function decideInvoice(command: InvoiceCommand, s: InvoiceState): InvoiceEvent[] | InvoiceError {
   if (command.type === 'CreateInvoice') {
-    if (s.status !== 'none') return new InvoiceError('conflict', 'Счёт уже создан');
+    if (s.status !== 'none') return new Refusal('conflict', 'Счёт уже создан');
     return [{ type: 'InvoiceCreated', data: command.data }];
   }
-  if (s.status === 'none') return new InvoiceError('invoice_not_found', 'Счёт не найден');
+  if (s.status === 'none') return new Refusal('invoice_not_found', 'Счёт не найден');
   const created = s.created;
   const invoiceId = created.invoiceId;
 
   switch (command.type) {
     case 'ChooseMethod': {
-      if (!isOpen(s) || hasExpired(s, command.at)) return new InvoiceError('conflict', `Счёт в статусе ${s.status}: способ оплаты не изменить`);
+      if (!isOpen(s) || hasExpired(s, command.at)) return new Refusal('conflict', `Счёт в статусе ${s.status}: способ оплаты не изменить`);
       if (s.method === command.method) return [];
       if (created.method !== null) {
-        return new InvoiceError('method_unavailable', 'Способ оплаты этого счёта выбран продавцом', 'method');
+        return new Refusal('method_unavailable', 'Способ оплаты этого счёта выбран продавцом', 'method');
       }
       const amounts = amountsFor(created, command.method);
-      if (!amounts) return new InvoiceError('method_unavailable', 'Этот способ оплаты недоступен для счёта', 'method');
+      if (!amounts) return new Refusal('method_unavailable', 'Этот способ оплаты недоступен для счёта', 'method');
       return [{ type: 'InvoiceMethodChosen', data: { invoiceId, method: command.method, amounts, at: command.at } }];
     }
     case 'RecordPaymentResult': {
-      if (!isOpen(s)) return new InvoiceError('conflict', `Счёт в статусе ${s.status}: результат оплаты уже получен или счёт закрыт`);
-      if (hasExpired(s, command.at)) return new InvoiceError('conflict', 'Срок оплаты счёта истёк');
+      if (!isOpen(s)) return new Refusal('conflict', `Счёт в статусе ${s.status}: результат оплаты уже получен или счёт закрыт`);
+      if (hasExpired(s, command.at)) return new Refusal('conflict', 'Срок оплаты счёта истёк');
       if (command.outcome === 'failed') {
         return [{ type: 'InvoiceFailed', data: { invoiceId, at: command.at, reason: command.reason ?? 'declined' } }];
       }
@@ -246,7 +237,7 @@ export function decideInvoice(command: InvoiceCommand, s: InvoiceState): Invoice
         method = command.method;
         amounts = amountsFor(created, command.method)!;
       }
-      if (method === null) return new InvoiceError('validation', 'Укажите способ оплаты: покупатель его не выбрал', 'method');
+      if (method === null) return new Refusal('validation', 'Укажите способ оплаты: покупатель его не выбрал', 'method');
       const availableAt = command.holdHours > 0 ? new Date(Date.parse(command.at) + command.holdHours * 3_600_000).toISOString() : null;
       events.push({
         type: 'InvoicePaid',
@@ -271,12 +262,12 @@ export function decideInvoice(command: InvoiceCommand, s: InvoiceState): Invoice
       // The same request again (a retry, or recovery finishing it): already decided.
       if (isPaid(s) && Object.hasOwn(s.refunds, command.refundId)) return [];
       if (s.status !== 'paid' && s.status !== 'partially_refunded') {
-        return new InvoiceError('conflict', `Счёт в статусе ${s.status}: вернуть можно только оплаченный (paid или partially_refunded)`);
+        return new Refusal('conflict', `Счёт в статусе ${s.status}: вернуть можно только оплаченный (paid или partially_refunded)`);
       }
       const remainder = refundableRemainder(s);
       const amount = command.amount ?? remainder;
       if (amount <= 0 || amount > remainder) {
-        return new InvoiceError(
+        return new Refusal(
           'refund_exceeds_amount',
           remainder === 0
             ? 'Возвращать нечего: вся сумма счёта уже возвращена или ждёт возврата'
@@ -289,7 +280,7 @@ export function decideInvoice(command: InvoiceCommand, s: InvoiceState): Invoice
     }
     case 'ResolveRefund': {
       const refund = isPaid(s) && Object.hasOwn(s.refunds, command.refundId) ? s.refunds[command.refundId]! : null;
-      if (!isPaid(s) || !refund) return new InvoiceError('conflict', `Возврат ${command.refundId} по этому счёту не запрашивался`);
+      if (!isPaid(s) || !refund) return new Refusal('conflict', `Возврат ${command.refundId} по этому счёту не запрашивался`);
       if (refund.status !== 'requested') return [];
       const base = { invoiceId, refundId: command.refundId, amount: refund.amount, at: command.at };
       if (command.outcome === 'succeeded') {

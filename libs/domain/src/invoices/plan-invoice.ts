@@ -1,3 +1,4 @@
+import { Refusal } from '#ledger';
 import type { Kopecks, PercentRate } from '#ledger';
 import { formatMoney, formatPercent } from '#ledger';
 import type { MethodCode, MethodTerms } from '../methods';
@@ -31,17 +32,6 @@ export interface ProjectTerms {
 
 export type InvoicePlanErrorCode = 'amount_out_of_range' | 'method_unavailable' | 'customer_fee_pct_too_high';
 
-export class InvoicePlanError extends Error {
-  constructor(
-    readonly code: InvoicePlanErrorCode,
-    message: string,
-    readonly param: string,
-  ) {
-    super(message);
-    this.name = 'InvoicePlanError';
-  }
-}
-
 export function customerFeeRequest(request: InvoiceRequest, project: Pick<ProjectTerms, 'customerFeeShare'>): CustomerFeeRequest {
   if (request.customerFeePct !== null) return { kind: 'pct', pct: request.customerFeePct };
   if (request.customerFeeShare !== null) return { kind: 'share', share: request.customerFeeShare };
@@ -61,10 +51,10 @@ export function planInvoice(invoiceId: string, request: InvoiceRequest, project:
   if (request.method !== null) {
     const terms = project.methods.find((m) => m.code === request.method);
     if (!terms || !terms.enabled) {
-      throw new InvoicePlanError('method_unavailable', `Способ оплаты ${request.method} недоступен для проекта`, 'method');
+      throw new Refusal<InvoicePlanErrorCode>('method_unavailable', `Способ оплаты ${request.method} недоступен для проекта`, 'method');
     }
     if (!inRange(terms)) {
-      throw new InvoicePlanError(
+      throw new Refusal<InvoicePlanErrorCode>(
         'amount_out_of_range',
         `Сумма для способа ${terms.code} должна быть от ${formatMoney(terms.min)} до ${formatMoney(terms.max)}`,
         'amount',
@@ -73,18 +63,22 @@ export function planInvoice(invoiceId: string, request: InvoiceRequest, project:
     choosable = [terms];
   } else {
     const enabled = project.methods.filter((m) => m.enabled);
-    if (enabled.length === 0) throw new InvoicePlanError('method_unavailable', 'В проекте нет доступных способов оплаты', 'method');
+    if (enabled.length === 0) throw new Refusal<InvoicePlanErrorCode>('method_unavailable', 'В проекте нет доступных способов оплаты', 'method');
     choosable = enabled.filter(inRange);
     if (choosable.length === 0) {
       const min = Math.min(...enabled.map((m) => m.min));
       const max = Math.max(...enabled.map((m) => m.max));
-      throw new InvoicePlanError('amount_out_of_range', `Сумма должна быть от ${formatMoney(min)} до ${formatMoney(max)}`, 'amount');
+      throw new Refusal<InvoicePlanErrorCode>('amount_out_of_range', `Сумма должна быть от ${formatMoney(min)} до ${formatMoney(max)}`, 'amount');
     }
   }
 
   const feePct = Math.max(...choosable.map((m) => m.feePct));
   if (request.customerFeePct !== null && request.customerFeePct > feePct) {
-    throw new InvoicePlanError('customer_fee_pct_too_high', `customerFeePct не может быть больше ставки ${formatPercent(feePct)} %`, 'customerFeePct');
+    throw new Refusal<InvoicePlanErrorCode>(
+      'customer_fee_pct_too_high',
+      `customerFeePct не может быть больше ставки ${formatPercent(feePct)} %`,
+      'customerFeePct',
+    );
   }
   const customerFee = customerFeeRequest(request, project);
   const amounts = invoiceAmounts(request.amount, feePct, customerPctAt(customerFee, feePct));

@@ -8,6 +8,7 @@
  * transitions of PAYOUT_TRANSITIONS: pending → approved → processing → paid;
  * pending | approved | processing → rejected; pending → cancelled.
  */
+import { Refusal } from '#ledger';
 import {
   decidePayout,
   evolvePayout,
@@ -19,7 +20,6 @@ import {
   PAYOUT_TRANSITIONS,
   PayoutCommand,
   payoutDecider,
-  PayoutError,
   PayoutEvent,
   PayoutLifecycle,
   PayoutRefusal,
@@ -108,7 +108,7 @@ const TRANSITIONS = Object.keys(PAYOUT_TRANSITIONS) as PayoutTransition[];
 
 const fold = (events: readonly PayoutEvent[]): PayoutState => events.reduce(evolvePayout, initialPayout());
 
-const given = givenWhenThen(payoutDecider, PayoutError);
+const given = givenWhenThen(payoutDecider, Refusal);
 
 describe('payout: request', () => {
   it('records the request; the payout is requested and not yet shown', () => {

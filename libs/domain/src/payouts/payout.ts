@@ -10,6 +10,7 @@
  * rejected; pending → cancelled. paid, rejected and cancelled are final: paid settles
  * the reservation, rejected and cancelled return it to available.
  */
+import { Refusal } from '#ledger';
 import type { Kopecks } from '#ledger';
 import type { PayoutMethod } from './payout-terms';
 
@@ -110,15 +111,7 @@ export type PayoutCommand =
   | { readonly type: 'RejectPayout'; readonly at: string; readonly reason: string }
   | { readonly type: 'CancelPayout'; readonly at: string; readonly reason: string };
 
-export class PayoutError extends Error {
-  constructor(
-    readonly code: 'not_found' | 'conflict',
-    message: string,
-  ) {
-    super(message);
-    this.name = 'PayoutError';
-  }
-}
+export type PayoutError = Refusal<'not_found' | 'conflict'>;
 
 /** From which statuses each operator transition is legal. */
 export const PAYOUT_TRANSITIONS: Readonly<Record<PayoutTransition, readonly PayoutStatus[]>> = {
@@ -142,7 +135,7 @@ export const isShownPayout = (s: PayoutState): s is Payout => s.status !== 'none
 
 export function decidePayout(command: PayoutCommand, s: PayoutState): PayoutEvent[] | PayoutError {
   if (command.type === 'RequestPayout') return s.status !== 'none' ? [] : [{ type: 'PayoutRequested', data: command.data }];
-  if (s.status === 'none') return new PayoutError('not_found', 'Выплата не найдена');
+  if (s.status === 'none') return new Refusal('not_found', 'Выплата не найдена');
   const ref = { payoutId: s.requested.payoutId, accountId: s.requested.accountId, at: command.at };
   if (command.type === 'RecordReservation') {
     // The ledger decided once; whoever records it first, the answer is the same.
@@ -151,10 +144,10 @@ export function decidePayout(command: PayoutCommand, s: PayoutState): PayoutEven
     if (command.mayBeAnswered) return [{ type: 'PayoutRejected', data: { ...ref, reason: PAYOUT_REFUSAL_REASONS[command.outcome] } }];
     return [{ type: 'PayoutRefused', data: { ...ref, refusal: command.outcome } }];
   }
-  if (!isShownPayout(s)) return new PayoutError('not_found', 'Выплата не найдена');
+  if (!isShownPayout(s)) return new Refusal('not_found', 'Выплата не найдена');
   const transition = TRANSITION_OF[command.type]!;
   if (!(PAYOUT_TRANSITIONS[transition] as readonly string[]).includes(s.status)) {
-    return new PayoutError('conflict', `Выплата в статусе ${s.status}: переход ${transition} невозможен`);
+    return new Refusal('conflict', `Выплата в статусе ${s.status}: переход ${transition} невозможен`);
   }
   switch (command.type) {
     case 'ApprovePayout':

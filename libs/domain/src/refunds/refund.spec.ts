@@ -6,6 +6,7 @@
  * pending → succeeded (the processor) or pending → failed (the bank's refusal, via
  * the operator API); both final. A refund that does not exist answers refund_not_found.
  */
+import { Refusal } from '#ledger';
 import {
   decideRefund,
   evolveRefund,
@@ -15,7 +16,6 @@ import {
   RefundCommand,
   RefundCreatedData,
   refundDecider,
-  RefundError,
   RefundEvent,
   refundStreamName,
 } from './refund';
@@ -52,7 +52,7 @@ const failRefund = (reason = 'bank_declined', when = at(5)): RefundCommand => ({
 
 const fold = (events: readonly RefundEvent[]): RefundState => events.reduce(evolveRefund, initialRefund());
 
-const given = givenWhenThen(refundDecider, RefundError);
+const given = givenWhenThen(refundDecider, Refusal);
 
 describe('refund: create', () => {
   it('creates a pending refund', () => {

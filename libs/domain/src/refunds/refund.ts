@@ -8,6 +8,7 @@
  * before the ledger decided, which the ledger then refused; it is created failed
  * (`CreateUnfundedRefund`), so the merchant learns its end like any other.
  */
+import { Refusal } from '#ledger';
 import type { Kopecks } from '#ledger';
 import type { Mode } from '../invoices/invoice';
 
@@ -61,15 +62,7 @@ export type RefundCommand =
   | { readonly type: 'CompleteRefund'; readonly at: string }
   | { readonly type: 'FailRefund'; readonly at: string; readonly reason: string };
 
-export class RefundError extends Error {
-  constructor(
-    readonly code: 'refund_not_found' | 'conflict',
-    message: string,
-  ) {
-    super(message);
-    this.name = 'RefundError';
-  }
-}
+export type RefundError = Refusal<'refund_not_found' | 'conflict'>;
 
 export function decideRefund(command: RefundCommand, s: RefundState): RefundEvent[] | RefundError {
   if (command.type === 'CreateRefund') return s.status !== 'none' ? [] : [{ type: 'RefundCreated', data: command.data }];
@@ -81,7 +74,7 @@ export function decideRefund(command: RefundCommand, s: RefundState): RefundEven
       { type: 'RefundFailed', data: { refundId, invoiceId, accountId, mode, amount, at: command.at, reason: command.reason } },
     ];
   }
-  if (s.status === 'none') return new RefundError('refund_not_found', 'Возврат не найден');
+  if (s.status === 'none') return new Refusal('refund_not_found', 'Возврат не найден');
   const { refundId, invoiceId, accountId, mode, amount } = s.created;
   const outcome = { refundId, invoiceId, accountId, mode, amount, at: command.at };
   switch (command.type) {
@@ -90,7 +83,7 @@ export function decideRefund(command: RefundCommand, s: RefundState): RefundEven
       return s.status === 'pending' ? [{ type: 'RefundSucceeded', data: outcome }] : [];
     case 'FailRefund':
       if (s.status === 'failed') return [];
-      if (s.status === 'succeeded') return new RefundError('conflict', 'Возврат уже выполнен: отклонить его нельзя');
+      if (s.status === 'succeeded') return new Refusal('conflict', 'Возврат уже выполнен: отклонить его нельзя');
       return [{ type: 'RefundFailed', data: { ...outcome, reason: command.reason } }];
   }
 }

@@ -1,7 +1,7 @@
+import { Refusal } from '#domain';
 import type { CommandBus } from '@nestjs/cqrs';
 import type { Pool } from 'pg';
 import type { Clock } from '#platform/clock';
-import { PaymentsError } from '..';
 import { AdvancePayout } from '../payouts/advance-payout.command';
 import { AdvanceRefund } from '../refunds/advance-refund.command';
 import type { WorkerItems } from './worker-items';
@@ -41,7 +41,7 @@ export function recoverHalfDoneFlows(pool: Pool, commands: CommandBus, clock: Cl
     );
     const finished = (error: unknown) => {
       // A refusal is an outcome too: the flow is finished.
-      if (!(error instanceof PaymentsError)) throw error;
+      if (!(error instanceof Refusal)) throw error;
     };
     return (
       (await items.each(

@@ -1,5 +1,4 @@
-import { PayoutEvent, payoutReservationId, RefundEvent } from '#domain';
-import { LedgerError } from '#ledger';
+import { PayoutEvent, payoutReservationId, RefundEvent, Refusal } from '#domain';
 import type { LedgerBook, LedgerRequest } from '../ledger';
 import type { EventStore } from '#event-store';
 import { runInvoiceCommand } from '../invoices/invoice-stream';
@@ -12,7 +11,7 @@ async function closeReservation(ledgers: LedgerBook, ledger: { accountId: string
   try {
     await ledgers.post(ledger, request);
   } catch (error) {
-    if (!(error instanceof LedgerError && error.code === 'reservation_not_found')) throw error;
+    if (!(error instanceof Refusal && error.code === 'reservation_not_found')) throw error;
   }
 }
 

@@ -1,7 +1,7 @@
+import { Refusal } from '#domain';
 import type { CommandBus } from '@nestjs/cqrs';
 import type { Pool } from 'pg';
 import type { Clock } from '#platform/clock';
-import { PaymentsError } from '..';
 import { ExpireInvoice } from './expire-invoice.command';
 import type { WorkerItems } from '../flows/worker-items';
 
@@ -22,7 +22,7 @@ export function expireDueInvoices(pool: Pool, commands: CommandBus, clock: Clock
           await commands.execute(new ExpireInvoice(id, now));
         } catch (error) {
           // Paid or failed meanwhile: nothing to expire.
-          if (!(error instanceof PaymentsError)) throw error;
+          if (!(error instanceof Refusal)) throw error;
         }
       },
     );

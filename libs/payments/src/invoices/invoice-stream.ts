@@ -1,37 +1,9 @@
 import type { EventStore } from '#event-store';
 import { handleCommand, loadState } from '#event-store';
-import { Invoice, InvoiceCommand, invoiceDecider, InvoiceError, InvoiceEvent, InvoiceState, invoiceStreamName, isUuid, Mode } from '#domain';
+import { Invoice, InvoiceCommand, invoiceDecider, InvoiceEvent, InvoiceState, invoiceStreamName, isUuid, Mode, Refusal } from '#domain';
 import type { Project } from '../merchants';
 
-/** An answer the merchant API maps to the spec's error (status, code, param). */
-export class PaymentsError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-    readonly param?: string,
-  ) {
-    super(message);
-    this.name = 'PaymentsError';
-  }
-}
-
-export const fromInvoiceError = (e: InvoiceError): PaymentsError => {
-  switch (e.code) {
-    case 'invoice_not_found':
-      return new PaymentsError(404, 'invoice_not_found', e.message);
-    case 'conflict':
-      return new PaymentsError(409, 'conflict', e.message);
-    case 'method_unavailable':
-      return new PaymentsError(422, 'method_unavailable', e.message, e.param);
-    case 'validation':
-      return new PaymentsError(400, 'validation', e.message, e.param);
-    case 'refund_exceeds_amount':
-      return new PaymentsError(422, 'refund_exceeds_amount', e.message, e.param);
-  }
-};
-
-const invoiceNotFound = () => new PaymentsError(404, 'invoice_not_found', 'Счёт не найден');
+export const invoiceNotFound = () => new Refusal('invoice_not_found', 'Счёт не найден');
 
 /** The invoice a decision left (a decision on no invoice is refused before, so there is one). */
 export function invoiceIn(state: InvoiceState): Invoice {
@@ -61,6 +33,6 @@ export async function invoiceOfProject(store: EventStore, project: Project, mode
 export async function runInvoiceCommand(store: EventStore, invoiceId: string, command: InvoiceCommand): Promise<Invoice> {
   if (!isUuid(invoiceId)) throw invoiceNotFound();
   const result = await handleCommand(store, invoiceStreamName(invoiceId.toLowerCase()), invoiceDecider, command);
-  if (!result.ok) throw fromInvoiceError(result.failure);
+  if (!result.ok) throw result.failure;
   return invoiceIn(result.state);
 }

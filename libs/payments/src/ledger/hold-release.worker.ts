@@ -1,7 +1,8 @@
+import { Refusal } from '#domain';
 import type { CommandBus } from '@nestjs/cqrs';
 import type { Pool } from 'pg';
 import type { Clock } from '#platform/clock';
-import { LedgerError, LedgerMode } from '#ledger';
+import { LedgerMode } from '#ledger';
 import { ReleaseHold } from './release-hold.command';
 import type { WorkerItems } from '../flows/worker-items';
 
@@ -22,7 +23,7 @@ export function releaseDueHolds(pool: Pool, commands: CommandBus, clock: Clock, 
           await commands.execute(new ReleaseHold({ accountId: hold.account_id, mode: hold.mode }, hold.invoice_id, now.toISOString()));
         } catch (error) {
           // Released already (the read model lags the ledger by a moment): nothing to do.
-          if (!(error instanceof LedgerError && error.code === 'hold_not_found')) throw error;
+          if (!(error instanceof Refusal && error.code === 'hold_not_found')) throw error;
         }
       },
     );

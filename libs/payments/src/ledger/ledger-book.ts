@@ -339,4 +339,4 @@ export class LedgerBook {
   }
 }
 
-export { LedgerError };
+export type { LedgerError };

@@ -14,12 +14,12 @@ import {
   PayoutState,
   payoutStreamName,
   PayoutTerms,
+  Refusal,
 } from '#domain';
 import type { Kopecks } from '#ledger';
 import { formatMoney } from '#ledger';
 import type { LedgerBook } from '../ledger';
 import type { PayoutAddresses } from '../merchants';
-import { PaymentsError } from '../invoices/invoice-stream';
 import { applyPayoutOutcome } from '../flows/outcomes';
 import { FlowObserver, tellLeftToRecovery } from '../flows/flow-observer';
 
@@ -100,15 +100,14 @@ export interface PayoutRequest {
 export const MAX_UNFINISHED_PAYOUTS = 3;
 export const DUPLICATE_PAYOUT_WINDOW_SECONDS = 60;
 
-export const REFUSALS: Record<PayoutRefusal, () => PaymentsError> = {
-  insufficient_balance: () => new PaymentsError(422, 'insufficient_balance', 'Недостаточно средств на доступном балансе', 'amount'),
-  too_many_pending: () =>
-    new PaymentsError(409, 'too_many_pending', `Уже ${MAX_UNFINISHED_PAYOUTS} заявки на выплату в обработке: дождитесь завершения одной из них`),
+export const REFUSALS: Record<PayoutRefusal, () => Refusal> = {
+  insufficient_balance: () => new Refusal('insufficient_balance', 'Недостаточно средств на доступном балансе', 'amount'),
+  too_many_pending: () => new Refusal('too_many_pending', `Уже ${MAX_UNFINISHED_PAYOUTS} заявки на выплату в обработке: дождитесь завершения одной из них`),
   duplicate_request: () =>
-    new PaymentsError(409, 'duplicate_request', 'Такая же выплата (сумма и реквизит) создана меньше минуты назад: для новой заявки укажите orderId'),
+    new Refusal('duplicate_request', 'Такая же выплата (сумма и реквизит) создана меньше минуты назад: для новой заявки укажите orderId'),
 };
 
-export const payoutNotFound = () => new PaymentsError(404, 'not_found', 'Выплата не найдена');
+export const payoutNotFound = () => new Refusal('not_found', 'Выплата не найдена');
 
 /**
  * The steps of a payout, each deciding once and runnable again by anyone: (1) the
@@ -144,7 +143,7 @@ export class PayoutFlow {
     try {
       return await this.advance(payoutId, now, by);
     } catch (error) {
-      if (error instanceof PaymentsError) throw error;
+      if (error instanceof Refusal) throw error;
       tellLeftToRecovery(this.observer, 'payout', String(payoutId), error);
       return written;
     }
@@ -213,7 +212,7 @@ export class PayoutFlow {
   /** One command on the payout's stream: the state after it and the events it wrote. */
   async decide(payoutId: number, command: PayoutCommand): Promise<{ readonly state: Payout; readonly events: readonly PayoutEvent[] }> {
     const result = await handleCommand(this.store, payoutStreamName(payoutId), payoutDecider, command);
-    if (!result.ok) throw result.failure.code === 'conflict' ? new PaymentsError(409, 'conflict', result.failure.message) : payoutNotFound();
+    if (!result.ok) throw result.failure.code === 'conflict' ? new Refusal('conflict', result.failure.message) : payoutNotFound();
     const { state } = result;
     if (state.status === 'none') throw payoutNotFound();
     // A finished payout frees its reservation before the answer when it can, so the next

@@ -17,10 +17,11 @@ import {
   RefundEvent,
   RefundState,
   refundStreamName,
+  Refusal,
 } from '#domain';
 import { formatMoney } from '#ledger';
 import type { LedgerBook } from '../ledger';
-import { findInvoice, fromInvoiceError, PaymentsError } from '../invoices/invoice-stream';
+import { findInvoice } from '../invoices/invoice-stream';
 import { applyRefundOutcome } from '../flows/outcomes';
 import { FlowObserver, tellLeftToRecovery } from '../flows/flow-observer';
 import { invoiceOfRefund } from './refunds.read-model';
@@ -71,7 +72,7 @@ export function refundView(refund: Refund): RefundView {
   };
 }
 
-export const refundNotFound = () => new PaymentsError(404, 'invoice_not_found', 'Возврат не найден');
+export const refundNotFound = () => new Refusal('invoice_not_found', 'Возврат не найден');
 
 /**
  * The steps of a refund, over two aggregates and the ledger, each deciding once and
@@ -137,7 +138,7 @@ export class RefundFlow {
         outcome: by === 'answering' ? 'refused' : 'failed',
         at: now.toISOString(),
       });
-      if (!resolved.ok) throw fromInvoiceError(resolved.failure);
+      if (!resolved.ok) throw resolved.failure;
       if (isPaid(resolved.state) && resolved.state.refunds[refundId]!.status === 'refused') throw insufficientBalance();
     }
     // Failed on the invoice without a refund stream: the ledger refused a refund that may have been answered.
@@ -175,7 +176,7 @@ export class RefundFlow {
       if (result.state.status === 'none') throw refundNotFound();
       return result.state;
     }
-    if (result.failure.code === 'conflict') throw new PaymentsError(409, 'conflict', result.failure.message);
+    if (result.failure.code === 'conflict') throw new Refusal('conflict', result.failure.message);
     throw refundNotFound();
   }
 }
@@ -199,4 +200,4 @@ export function grantedRefund(invoice: PaidInvoice, refundId: string, processing
   };
 }
 
-export const insufficientBalance = () => new PaymentsError(422, 'insufficient_balance', 'Недостаточно средств на доступном балансе для возврата');
+export const insufficientBalance = () => new Refusal('insufficient_balance', 'Недостаточно средств на доступном балансе для возврата');

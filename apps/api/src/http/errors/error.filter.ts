@@ -1,9 +1,7 @@
+import { Refusal } from '#domain';
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from '#platform/logging';
-import { InvoicePlanError } from '#domain';
-import { LedgerError } from '#ledger';
-import { PaymentsError } from '#payments/invoices';
 import { AppendOutcomeUnknownError, EventStoreUnavailableError } from '#event-store';
 import { StoredAnswer } from '../idempotency';
 import { ApiError } from './api-error';
@@ -32,14 +30,30 @@ export class ErrorFilter implements ExceptionFilter {
   }
 }
 
+/** The one place where a refusal of the gateway's decisions becomes an HTTP status (the code, message and param are the refusal's). */
+const REFUSAL_STATUS: Readonly<Record<string, number>> = {
+  validation: 400,
+  invoice_not_found: 404,
+  not_found: 404,
+  address_not_found: 404,
+  conflict: 409,
+  order_id_conflict: 409,
+  too_many_pending: 409,
+  duplicate_request: 409,
+  method_unavailable: 422,
+  amount_out_of_range: 422,
+  customer_fee_pct_too_high: 422,
+  refund_exceeds_amount: 422,
+  insufficient_balance: 422,
+  address_not_confirmed: 422,
+};
+
 export function toApiError(exception: unknown): ApiError {
   if (exception instanceof ApiError) return exception;
-  if (exception instanceof PaymentsError) return new ApiError(exception.status, exception.code, exception.message, exception.param);
-  if (exception instanceof InvoicePlanError) return new ApiError(422, exception.code, exception.message, exception.param);
-  if (exception instanceof LedgerError) {
-    return exception.code === 'insufficient_balance'
-      ? new ApiError(422, 'insufficient_balance', exception.message)
-      : new ApiError(409, 'conflict', exception.message);
+  if (exception instanceof Refusal) {
+    const status = REFUSAL_STATUS[exception.code];
+    // A refusal of the ledger's own bookkeeping (a hold or reservation already closed, ...): a conflict with the state.
+    return status === undefined ? new ApiError(409, 'conflict', exception.message) : new ApiError(status, exception.code, exception.message, exception.param);
   }
   // A command answers what it wrote once its first write is committed (docs/api.md,
   // "Commit points"): an error reaches this filter only from before that write or from

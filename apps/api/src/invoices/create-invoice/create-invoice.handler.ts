@@ -2,9 +2,20 @@ import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import type { EventStore } from '#event-store';
 import { handleCommand, loadState } from '#event-store';
-import { Invoice, invoiceDecider, InvoiceEvent, InvoiceRequest, InvoiceState, invoiceStreamName, Mode, planInvoice, sameInvoiceParameters } from '#domain';
+import {
+  Invoice,
+  invoiceDecider,
+  InvoiceEvent,
+  InvoiceRequest,
+  InvoiceState,
+  invoiceStreamName,
+  Mode,
+  planInvoice,
+  sameInvoiceParameters,
+  Refusal,
+} from '#domain';
 import { EVENT_STORE } from '#payments';
-import { fromInvoiceError, invoiceIdFor, invoiceIn, PaymentsError } from '#payments/invoices';
+import { invoiceIdFor, invoiceIn } from '#payments/invoices';
 import { methodsOf, type Project } from '#payments/merchants';
 
 /**
@@ -46,14 +57,13 @@ export class CreateInvoiceHandler implements ICommandHandler<CreateInvoice> {
     const result = await handleCommand(this.store, stream, invoiceDecider, { type: 'CreateInvoice', data: planned }, { expectNoStream: true });
     if (result.ok) return { created: true, invoice: invoiceIn(result.state) };
     if (result.state.status !== 'none') return repeat(result.state, request, project);
-    throw fromInvoiceError(result.failure);
+    throw result.failure;
   }
 }
 
 function repeat(existing: Invoice, request: InvoiceRequest, project: Project): { created: boolean; invoice: Invoice } {
   if (sameInvoiceParameters(existing.created, request, project)) return { created: false, invoice: existing };
-  throw new PaymentsError(
-    409,
+  throw new Refusal(
     'order_id_conflict',
     `orderId ${request.orderId} уже использован счётом с другими параметрами (сумма, способ оплаты, customerFeePct)`,
     'orderId',

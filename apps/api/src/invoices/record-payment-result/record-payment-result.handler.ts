@@ -1,9 +1,10 @@
+import { Refusal } from '#domain';
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import type { EventStore } from '#event-store';
 import type { Invoice, MethodCode } from '#domain';
 import { EVENT_STORE } from '#payments';
-import { findInvoice, PaymentsError, runInvoiceCommand } from '#payments/invoices';
+import { findInvoice, runInvoiceCommand } from '#payments/invoices';
 import { Registry } from '#payments/merchants';
 
 /** The acquirer's answer for an invoice (the operator API, or the sandbox buttons of the payment page). */
@@ -27,7 +28,7 @@ export class RecordPaymentResultHandler implements ICommandHandler<RecordPayment
 
   async execute({ invoiceId, outcome, method, now }: RecordPaymentResult): Promise<Invoice> {
     const invoice = await findInvoice(this.store, invoiceId);
-    if (!invoice) throw new PaymentsError(404, 'invoice_not_found', 'Счёт не найден');
+    if (!invoice) throw new Refusal('invoice_not_found', 'Счёт не найден');
     // The hold is the project's at the time of payment.
     const project = await this.registry.project(invoice.created.projectId);
     return runInvoiceCommand(this.store, invoiceId, {

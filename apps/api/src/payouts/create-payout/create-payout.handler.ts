@@ -1,8 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
-import { canonicalPayoutAccount, isUsdtMethod, Payout, payoutAmounts, usdtFor } from '#domain';
+import { canonicalPayoutAccount, isUsdtMethod, Payout, payoutAmounts, usdtFor, Refusal } from '#domain';
 import { formatMoney } from '#ledger';
-import { PaymentsError } from '#payments/invoices';
 import type { KeyedRequest } from '#payments/idempotency';
 import { keyedRequestDigest } from '#payments/idempotency';
 import type { PayoutAddress } from '#payments/merchants';
@@ -65,7 +64,7 @@ export class CreatePayoutHandler implements ICommandHandler<CreatePayout> {
     const address = await this.resolveAddress(accountId, request);
     const terms = this.flow.terms[address.method];
     if (request.amount < terms.min) {
-      throw new PaymentsError(422, 'amount_out_of_range', `Сумма выплаты меньше минимальной (${formatMoney(terms.min)} ₽ для ${address.method})`, 'amount');
+      throw new Refusal('amount_out_of_range', `Сумма выплаты меньше минимальной (${formatMoney(terms.min)} ₽ для ${address.method})`, 'amount');
     }
     const amounts = payoutAmounts(request.amount, terms);
     const rate = isUsdtMethod(address.method) ? await this.flow.usdtRate.rubPerUsdt() : null;
@@ -135,7 +134,7 @@ export class CreatePayoutHandler implements ICommandHandler<CreatePayout> {
         try {
           return { payout: await this.flow.answerOf(payout, now, 'finishing'), abandonedId: null };
         } catch (error) {
-          if (error instanceof PaymentsError && error.code !== 'not_found') continue;
+          if (error instanceof Refusal && error.code !== 'not_found') continue;
           throw error;
         }
       }
@@ -151,15 +150,14 @@ export class CreatePayoutHandler implements ICommandHandler<CreatePayout> {
       address = await this.flow.addresses.byId(accountId, request.addressId);
       if (address && request.method !== undefined && request.account !== undefined) {
         const same = address.method === request.method && canonicalPayoutAccount(request.method, request.account) === address.account;
-        if (!same) throw new PaymentsError(400, 'validation', 'addressId и method + account указывают на разные реквизиты', 'account');
+        if (!same) throw new Refusal('validation', 'addressId и method + account указывают на разные реквизиты', 'account');
       }
     } else {
       address = await this.flow.addresses.byAccount(accountId, request.method!, request.account!);
     }
-    if (!address)
-      throw new PaymentsError(404, 'address_not_found', 'Реквизит для выплаты не найден', request.addressId !== undefined ? 'addressId' : 'account');
+    if (!address) throw new Refusal('address_not_found', 'Реквизит для выплаты не найден', request.addressId !== undefined ? 'addressId' : 'account');
     if (address.status !== 'confirmed') {
-      throw new PaymentsError(422, 'address_not_confirmed', 'Реквизит для выплаты не подтверждён', request.addressId !== undefined ? 'addressId' : 'account');
+      throw new Refusal('address_not_confirmed', 'Реквизит для выплаты не подтверждён', request.addressId !== undefined ? 'addressId' : 'account');
     }
     return address;
   }

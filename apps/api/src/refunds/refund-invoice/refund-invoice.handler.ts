@@ -2,10 +2,9 @@ import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import type { EventStore } from '#event-store';
 import { handleCommand } from '#event-store';
-import { invoiceDecider, invoiceStreamName, isPaid, isUuid, Mode, Refund } from '#domain';
+import { invoiceDecider, invoiceStreamName, isPaid, isUuid, Mode, Refund, Refusal } from '#domain';
 import type { Kopecks } from '#ledger';
 import { EVENT_STORE } from '#payments';
-import { fromInvoiceError, PaymentsError } from '#payments/invoices';
 import type { Project } from '#payments/merchants';
 import type { KeyedRequest } from '#payments/idempotency';
 import { grantedRefund, newRefundId, RefundFlow, refundIdFor } from '#payments/refunds';
@@ -27,7 +26,7 @@ export class RefundInvoice extends Command<Refund> {
   }
 }
 
-const invoiceNotFound = () => new PaymentsError(404, 'invoice_not_found', 'Счёт не найден');
+const invoiceNotFound = () => new Refusal('invoice_not_found', 'Счёт не найден');
 
 /**
  * Step 1 of the refund flow (see RefundFlow), then the flow's own steps. The grant is
@@ -61,13 +60,13 @@ export class RefundInvoiceHandler implements ICommandHandler<RefundInvoice> {
         },
       },
     );
-    if (!granted.ok) throw fromInvoiceError(granted.failure);
+    if (!granted.ok) throw granted.failure;
     // Granted: the refund exists. Its own answer (the refund, or the refusal it could
     // record) when the next steps go through; otherwise the refund as granted, pending.
     try {
       return await this.flow.advance(id, refundId, now, granted.events.length > 0 ? 'answering' : 'finishing', granted.state);
     } catch (error) {
-      if (error instanceof PaymentsError) throw error;
+      if (error instanceof Refusal) throw error;
       tellLeftToRecovery(this.flow.observer, 'refund', refundId, error);
       if (!isPaid(granted.state)) throw error;
       return grantedRefund(granted.state, refundId, this.flow.processingSeconds);
