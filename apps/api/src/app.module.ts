@@ -12,6 +12,8 @@ import { InvoicePaymentsController } from './invoices/invoice-payments.controlle
 import { LedgerAuditController } from './ledger/ledger-audit.controller';
 import { AuditReportsController } from './audit/audit-reports.controller';
 import { AuditCheckpointController } from './audit/audit-checkpoint.controller';
+import { AuditKeysController } from './audit/signing-keys/audit-keys.controller';
+import { AuditSigningKeys } from '#payments/audit';
 import { ProjectsController } from './merchants/projects.controller';
 import { StreamsController } from './operations/streams.controller';
 import { HealthController, ReadinessProbe } from './health/health.controller';
@@ -33,6 +35,7 @@ import type { FailedAuthentication } from './http/auth/failed-authentication';
 import type { OperatorToken } from './http/auth/operator-token';
 import {
   ACCESS_CONTROL,
+  AUDIT_SIGNER,
   CLOCK_TOKEN,
   DATABASE_POOL,
   IDEMPOTENCY_KEYS,
@@ -85,6 +88,7 @@ export class AppModule {
         LedgerAuditController,
         AuditReportsController,
         AuditCheckpointController,
+        AuditKeysController,
         ProjectsController,
         InvoicePaymentsController,
         PayoutsAdminController,
@@ -100,6 +104,7 @@ export class AppModule {
       ],
       providers: [
         { provide: INFRASTRUCTURE, useValue: deps.infrastructure },
+        { provide: AUDIT_SIGNER, useValue: new AuditSigningKeys(deps.infrastructure.pool, deps.infrastructure, deps.infrastructure.clock) },
         { provide: DATABASE_POOL, useValue: deps.infrastructure.pool },
         { provide: CLOCK_TOKEN, useValue: deps.infrastructure.clock },
         { provide: OPERATOR_TOKEN, useValue: security.operatorToken },
