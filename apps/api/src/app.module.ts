@@ -13,6 +13,7 @@ import { LedgerAuditController } from './ledger/ledger-audit.controller';
 import { AuditReportsController } from './audit/audit-reports.controller';
 import { AuditCheckpointController } from './audit/audit-checkpoint.controller';
 import { AuditKeysController } from './audit/signing-keys/audit-keys.controller';
+import { SignedStatementController, SignedStatements } from './audit/signed-statement/signed-statement.controller';
 import { AuditSigningKeys } from '#payments/audit';
 import { ProjectsController } from './merchants/projects.controller';
 import { StreamsController } from './operations/streams.controller';
@@ -89,6 +90,7 @@ export class AppModule {
         AuditReportsController,
         AuditCheckpointController,
         AuditKeysController,
+        SignedStatementController,
         ProjectsController,
         InvoicePaymentsController,
         PayoutsAdminController,
@@ -104,6 +106,7 @@ export class AppModule {
       ],
       providers: [
         { provide: INFRASTRUCTURE, useValue: deps.infrastructure },
+        SignedStatements,
         { provide: AUDIT_SIGNER, useValue: new AuditSigningKeys(deps.infrastructure.pool, deps.infrastructure, deps.infrastructure.clock) },
         { provide: DATABASE_POOL, useValue: deps.infrastructure.pool },
         { provide: CLOCK_TOKEN, useValue: deps.infrastructure.clock },

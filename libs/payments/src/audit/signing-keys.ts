@@ -48,6 +48,17 @@ export interface Ed25519Signature {
   readonly value: string;
 }
 
+/**
+ * Canonical JSON as RFC 8785 (JCS) gives it for the values a signed document holds
+ * (strings, integers, booleans, null, arrays, objects without integer-like keys): no
+ * whitespace, object keys sorted by their UTF-16 code units, strings and numbers as
+ * JSON.stringify writes them.
+ */
+export const canonicalJcs = (value: unknown): string =>
+  JSON.stringify(value, (_key, v: unknown) =>
+    v !== null && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : v,
+  );
+
 /** A key's id: the first 16 hex digits of SHA-256 over its raw 32-byte public key. */
 export const kidOf = (publicKey: KeyObject): string =>
   createHash('sha256')
