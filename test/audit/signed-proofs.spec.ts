@@ -6,11 +6,12 @@
  * every request, for the operator too, and after `projections:rebuild`; after
  * `audit:rotate-signing-key` the retired key still verifies what it signed and new
  * statements carry the new key; `log:verify --checkpoint` as a read-only role checks a
- * saved checkpoint and finds an edited event. The gateway runs with DATABASE_URL (the
- * key sealed in the database); the key file of the embedded default is checked on its
- * own.
+ * saved checkpoint and finds an edited event; the doc's curl, jq and openssl recipes run
+ * as printed. The gateway runs with DATABASE_URL (the key sealed in the database); the
+ * key file of the embedded default is checked on its own.
  */
 import { createHash, createPublicKey, randomBytes, verify } from 'node:crypto';
+import { spawnSync } from 'node:child_process';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Client as PgClient } from 'pg';
@@ -18,7 +19,7 @@ import { AuditSigningKeys, publishedKeys, SIGNING_KEY_FILE } from '#payments/aud
 import { ManualClock } from '#platform/clock';
 import { SecretBox, fixedKeys } from '#platform/secrets';
 import { verifyStatement } from '../../libs/sdk/src';
-import { startProcess, temporaryDataDir } from '../support/gateway-process';
+import { ROOT, startProcess, temporaryDataDir } from '../support/gateway-process';
 import { api, expectStatus, InvoiceGateway, Json, Merchant, orderId, poll, startInvoiceGateway } from '../support/merchant-fixtures';
 import { fund } from '../support/money-out-fixtures';
 import { after, docSection, fencedBlock, fill } from '../support/runbooks';
@@ -193,6 +194,26 @@ describe('signed checkpoints and statements', () => {
     const { signature: _new, ...same } = JSON.parse(renewed);
     expect(same).toEqual(content);
     expect((await gw.operator.http.get('/admin/v1/audit/checkpoint')).body.kid).toBe(listed[1].kid);
+  });
+
+  it('the recipes of docs/audit-log.md check a checkpoint and a statement with curl, jq and openssl alone', () => {
+    const doc = readFileSync(path.join(ROOT, 'docs', 'audit-log.md'), 'utf8');
+    const section = doc.slice(doc.indexOf('## Checking a proof without the gateway'), doc.indexOf('### For an auditor'));
+    const [fetchAll, checkCheckpoint, checkStatement] = ['Saved answers', 'A checkpoint,', 'A statement ('].map((m) => fencedBlock(after(section, m), 'sh'));
+    const env = { PATH: process.env.PATH ?? '', GATEWAY: gw.gateway.baseUrl, ADMIN_TOKEN: gw.gateway.adminToken, SECRET_KEY: merchant.keys.test.secretKey };
+    const sh = (script: string) => spawnSync('bash', ['--norc', '--noprofile', '-eo', 'pipefail', '-c', script], { cwd: files.dir, env, encoding: 'utf8' });
+    expect(sh(fetchAll).status).toBe(0);
+    const verified = (script: string) => {
+      const r = sh(script);
+      return { status: r.status, output: r.stdout.trim() };
+    };
+    expect(verified(checkCheckpoint)).toEqual({ status: 0, output: 'Signature Verified Successfully' });
+    // The period the doc asks for, then this test's closed period (signed by the key retired since), then one byte changed.
+    expect(verified(checkStatement)).toEqual({ status: 0, output: 'Signature Verified Successfully' });
+    writeFileSync(path.join(files.dir, 'statement.json'), statement);
+    expect(verified(checkStatement)).toEqual({ status: 0, output: 'Signature Verified Successfully' });
+    writeFileSync(path.join(files.dir, 'statement.json'), oneByteChanged(statement, statement.indexOf('"amount":"') + '"amount":"'.length));
+    expect(verified(checkStatement)).toEqual({ status: 1, output: expect.stringContaining('Signature Verification Failure') });
   });
 
   it('log:verify --checkpoint as a read-only role: the signature holds, a changed checkpoint does not, an edited event is named', async () => {
