@@ -10,7 +10,7 @@
  * as printed. The gateway runs with DATABASE_URL (the key sealed in the database); the
  * key file of the embedded default is checked on its own.
  */
-import { createHash, createPublicKey, randomBytes, verify } from 'node:crypto';
+import { createHash, createPublicKey, randomBytes, randomUUID, verify } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -161,6 +161,8 @@ describe('signed checkpoints and statements', () => {
     const operator = await rawGet(`/admin/v1/accounts/${merchant.accountId}/signed-statement?mode=test&from=${from}&to=${to}`, gw.gateway.adminToken);
     expect(operator).toEqual({ status: 200, text: statement });
     expect((await statementOf(merchant.keys.live.secretKey)).text).toContain('"mode":"live"');
+    const unknown = await rawGet(`/admin/v1/accounts/${randomUUID()}/signed-statement?mode=test&from=${from}&to=${to}`, gw.gateway.adminToken);
+    expect(unknown.status).toBe(404);
     expect((await rawGet(`/v1/statements?from=${to}&to=${from}`, merchant.keys.test.secretKey)).status).toBe(400);
     expect((await rawGet(`/v1/statements?from=${from}`, merchant.keys.test.secretKey)).status).toBe(400);
     expect((await fetch(`${gw.gateway.baseUrl}/v1/statements?from=${from}&to=${to}`)).status).toBe(401);

@@ -69,7 +69,12 @@ async function main(): Promise<void> {
   const infra = await openInfrastructure(config, log, { applicationName: 'gateway-log-verify', limits: COMMAND_SESSION_LIMITS, access: 'read-only' });
   let failed = false;
   try {
-    const listed = keys === null ? await publishedKeys(infra.pool) : (JSON.parse(readFileSync(keys, 'utf8')) as { keys: PublishedKey[] }).keys;
+    const listed =
+      checkpoints.length === 0
+        ? []
+        : keys === null
+          ? await publishedKeys(infra.pool)
+          : (JSON.parse(readFileSync(keys, 'utf8')) as { keys: PublishedKey[] }).keys;
     for (const file of checkpoints) {
       const checked = signedCheckpoint(file, listed);
       if (typeof checked === 'string') {

@@ -16,7 +16,7 @@ import { ListInvoicesQuery } from '../invoices/list-invoices.request';
 import { CreatePayoutRequest } from '../payouts/create-payout.request';
 import { ListPayoutsQuery } from '../payouts/list-payouts.request';
 import { RefundInvoiceRequest } from '../refunds/refund-invoice.request';
-import { StatementQuery } from '../audit/signed-statement/signed-statement.request';
+import { PeriodQuery } from '../audit/audit-reports.request';
 import type { PublishedKey } from '#payments/audit';
 import { queryParameters, requestSchema } from './request-schemas';
 import { FEE_PAYERS, INVOICE_STATUSES, METHOD_CODES, PAYOUT_METHODS, PAYOUT_SOURCES, PAYOUT_STATUSES, REFUND_STATUSES } from '#domain';
@@ -874,7 +874,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
         summary: 'Подписанная выписка',
         description: 'Выписка по балансу аккаунта в режиме ключа за период (from, to], подписанная ключом шлюза; проверяется открытым ключом (GET /audit/keys, verifyStatement в SDK).',
         tags: ['Аудит'],
-        parameters: queryParameters(StatementQuery),
+        parameters: queryParameters(PeriodQuery),
         responses: { '200': ok('Выписка (канонический JSON)', ref('Statement')), '400': VALIDATION, '401': UNAUTHORIZED, '429': RATE_LIMITED, '500': INTERNAL },
       },
     },

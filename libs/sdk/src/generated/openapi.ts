@@ -1671,9 +1671,9 @@ export interface operations {
     getStatement: {
         parameters: {
             query: {
-                /** @description Начало периода, не включая его: входящий остаток — баланс на этот момент (ISO 8601) */
+                /** @description Начало периода, не включая его (ISO 8601) */
                 from: string;
-                /** @description Конец периода, включительно (ISO 8601); не раньше from. Выписка закрытого периода одна и та же при каждом запросе */
+                /** @description Конец периода, включительно (ISO 8601); не раньше from */
                 to: string;
             };
             header?: never;

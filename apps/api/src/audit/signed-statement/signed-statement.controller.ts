@@ -15,7 +15,8 @@ import { validRequest } from '../../http/request-pipe';
 import { AUDIT_SIGNER, INFRASTRUCTURE } from '../../http/tokens';
 import { parseAccountId } from '../../ledger/ledger-audit.controller';
 import { period } from '../audit-reports.controller';
-import { OperatorStatementQuery, StatementQuery } from './signed-statement.request';
+import { OperatorStatementQuery } from './signed-statement.request';
+import { PeriodQuery } from '../audit-reports.request';
 
 const buckets = (b: AccountBalances) => ({ pending: formatMoney(b.pending), available: formatMoney(b.available), reserved: formatMoney(b.reserved) });
 
@@ -95,7 +96,7 @@ export class SignedStatementController {
   @UseGuards(MerchantAuthGuard)
   @ReadsModels('ledger')
   @Get('v1/statements')
-  async merchant(@Merchant() merchant: MerchantIdentity, @Query(validRequest) query: StatementQuery, @Res() reply: FastifyReply) {
+  async merchant(@Merchant() merchant: MerchantIdentity, @Query(validRequest) query: PeriodQuery, @Res() reply: FastifyReply) {
     const { from, to } = period(query.from, query.to);
     return send(reply, await this.statements.statement({ accountId: merchant.project.accountId, mode: merchant.mode }, from, to));
   }
