@@ -2,6 +2,7 @@ import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, Key
 import { mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Pool } from 'pg';
+import { inTransaction } from '#platform/database';
 import type { Migration } from '#platform/database';
 import type { Clock } from '#platform/clock';
 import { SecretBox, writeSecretFile, writeSecretFileOnce } from '#platform/secrets';
@@ -153,12 +154,8 @@ export class AuditSigningKeys {
 
   /** Seals the current key's private half again with the secrets key's current key (secrets:rotate-key); how many. */
   async reseal(): Promise<number> {
-    const row = (
-      await this.pool.query<{ kid: string; sealed: string }>(
-        'SELECT kid, sealed_private_key AS sealed FROM audit_signing_keys WHERE valid_until IS NULL AND sealed_private_key IS NOT NULL',
-      )
-    ).rows[0];
-    if (!row) return 0;
+    const row = await currentRow(this.pool);
+    if (!row?.sealed) return 0;
     const owner = `audit-signing-key:${row.kid}`;
     const sealed = this.settings.secrets.seal(this.settings.secrets.open(row.sealed, owner), owner);
     await this.pool.query('UPDATE audit_signing_keys SET sealed_private_key = $2 WHERE kid = $1', [row.kid, sealed]);
@@ -172,17 +169,11 @@ export class AuditSigningKeys {
   }
 
   private async sealedCurrent(): Promise<{ kid: string; key: KeyObject }> {
-    const read = async () =>
-      (
-        await this.pool.query<{ kid: string; sealed: string | null }>(
-          'SELECT kid, sealed_private_key AS sealed FROM audit_signing_keys WHERE valid_until IS NULL',
-        )
-      ).rows[0];
-    let row = await read();
+    let row = await currentRow(this.pool);
     // None yet (or one published while AUDIT_SIGNING_KEY was set): a key of its own, sealed.
     if (!row?.sealed) {
       await this.rotate(true);
-      row = (await read())!;
+      row = (await currentRow(this.pool))!;
     }
     return { kid: row.kid, key: createPrivateKey(this.settings.secrets.open(row.sealed!, `audit-signing-key:${row.kid}`)) };
   }
@@ -192,16 +183,12 @@ export class AuditSigningKeys {
    * the one before (answered), in one transaction; `first`: only when no sealed key is
    * current (two processes making the first one agree).
    */
-  private async publish(kid: string, publicKey: string, sealed: string | null, first = false): Promise<string | null> {
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
+  private publish(kid: string, publicKey: string, sealed: string | null, first = false): Promise<string | null> {
+    return inTransaction(this.pool, async (client) => {
       await client.query('LOCK TABLE audit_signing_keys IN SHARE ROW EXCLUSIVE MODE');
-      const now = this.clock.now();
-      const current = (
-        await client.query<{ kid: string; sealed: string | null }>('SELECT kid, sealed_private_key AS sealed FROM audit_signing_keys WHERE valid_until IS NULL')
-      ).rows[0];
+      const current = await currentRow(client);
       if (current?.kid !== kid && !(first && current?.sealed)) {
+        const now = this.clock.now();
         await client.query('UPDATE audit_signing_keys SET valid_until = $1, sealed_private_key = NULL WHERE valid_until IS NULL', [now]);
         await client.query(
           `INSERT INTO audit_signing_keys (kid, public_key, valid_from, sealed_private_key) VALUES ($1, $2, $3, $4)
@@ -209,13 +196,12 @@ export class AuditSigningKeys {
           [kid, publicKey, now, sealed],
         );
       }
-      await client.query('COMMIT');
       return current?.kid ?? null;
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw error;
-    } finally {
-      client.release();
-    }
+    });
   }
 }
+
+/** The current key's row (none before the first signature). */
+const currentRow = async (db: Pick<Pool, 'query'>) =>
+  (await db.query<{ kid: string; sealed: string | null }>('SELECT kid, sealed_private_key AS sealed FROM audit_signing_keys WHERE valid_until IS NULL'))
+    .rows[0];
