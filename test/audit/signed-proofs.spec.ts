@@ -10,7 +10,7 @@
  * as printed. The gateway runs with DATABASE_URL (the key sealed in the database); the
  * key file of the embedded default is checked on its own.
  */
-import { createHash, createPublicKey, randomBytes, randomUUID, verify } from 'node:crypto';
+import { createHash, createPublicKey, generateKeyPairSync, randomBytes, randomUUID, verify } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -263,13 +263,15 @@ describe('signed checkpoints and statements', () => {
   }, 120_000);
 });
 
-describe('the signing key on the embedded default: DATA_DIR/audit-signing.key', () => {
-  it('is generated once with mode 0600, published, and replaced by a rotation that retires it', async () => {
+describe('the signing key from the file of the embedded default, and from AUDIT_SIGNING_KEY', () => {
+  it('DATA_DIR/audit-signing.key: generated once with mode 0600, published, replaced by a rotation that retires it; then a configured key', async () => {
     const db = await createTestDatabase({ poolSize: 2 });
     const data = temporaryDataDir();
     try {
       const settings = { config: { auditSigningKey: null, databaseUrl: null, dataDir: data.dir }, secrets: new SecretBox(fixedKeys([randomBytes(32)])) };
-      const keys = new AuditSigningKeys(db.pool, settings, new ManualClock());
+      // One clock at a fixed instant, moved a minute before each new key: the keys are listed in their order.
+      const clock = new ManualClock(() => Date.parse('2026-11-01T00:00:00Z'));
+      const keys = new AuditSigningKeys(db.pool, settings, clock);
       const first = await keys.sign('text');
       const file = path.join(data.dir, SIGNING_KEY_FILE);
       expect(statSync(file).mode & 0o777).toBe(0o600);
@@ -277,6 +279,7 @@ describe('the signing key on the embedded default: DATA_DIR/audit-signing.key', 
       expect((await new AuditSigningKeys(db.pool, settings, new ManualClock()).sign('text')).kid).toBe(first.kid);
       expect(readFileSync(file, 'utf8')).toBe(pem);
 
+      clock.setOffset(60_000);
       const rotated = await keys.rotate();
       expect(rotated.retired).toBe(first.kid);
       expect(readFileSync(file, 'utf8')).not.toBe(pem);
@@ -291,6 +294,19 @@ describe('the signing key on the embedded default: DATA_DIR/audit-signing.key', 
       expect(verify(null, Buffer.from('text'), createPublicKey(listed[0]!.publicKey), Buffer.from(first.value, 'base64'))).toBe(true);
       // Not one private key in the table: it is in the file.
       expect((await db.pool.query('SELECT count(*)::int AS n FROM audit_signing_keys WHERE sealed_private_key IS NOT NULL')).rows[0].n).toBe(0);
+
+      // AUDIT_SIGNING_KEY set: that key is published at its first signature and retires the one before; no rotation by command.
+      const configured = generateKeyPairSync('ed25519').privateKey;
+      clock.setOffset(120_000);
+      const fromEnv = new AuditSigningKeys(db.pool, { ...settings, config: { ...settings.config, auditSigningKey: configured } }, clock);
+      const third = await fromEnv.sign('text');
+      expect((await publishedKeys(db.pool)).map((k) => [k.kid, k.validUntil === null])).toEqual([
+        [first.kid, false],
+        [second.kid, false],
+        [third.kid, true],
+      ]);
+      expect(verify(null, Buffer.from('text'), createPublicKey(configured), Buffer.from(third.value, 'base64'))).toBe(true);
+      await expect(fromEnv.rotate()).rejects.toThrow(/AUDIT_SIGNING_KEY is set/);
     } finally {
       data.remove();
       await db.drop();
