@@ -253,8 +253,8 @@ describe('operator console at /admin (HTTP)', () => {
     const checkpoint = await operator.http.get('/admin/v1/audit/checkpoint');
     expectStatus(checkpoint, 200);
     expect(page.html).toMatch(/<th>Хеш \(SHA-256, цепочка\)<\/th><td class="mono">[0-9a-f]{64}<\/td>/);
-    expect(page.html).toContain(`<td class="mono">${checkpoint.body.keyId}</td>`);
-    expect(page.html).toMatch(/<th>Подпись \(HMAC-SHA256\)<\/th><td class="mono">[0-9a-f]{64}<\/td>/);
+    expect(page.html).toContain(`<td class="mono">${checkpoint.body.kid}</td>`);
+    expect(page.html).toMatch(/<th>Подпись \(Ed25519, base64\)<\/th><td class="mono">[A-Za-z0-9+/]{86}==<\/td>/);
   });
 
   it('a second API process accepts the session (sessions live in PostgreSQL)', async () => {

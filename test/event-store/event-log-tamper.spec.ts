@@ -7,14 +7,15 @@
  * revision and position; the untouched log passes (exit 0). Every tampering is undone
  * before the next one.
  */
-import { createHmac, randomUUID } from 'node:crypto';
+import { createPublicKey, generateKeyPairSync, randomUUID, verify } from 'node:crypto';
 import { describeProblem, LogProblem, PostgresEventStore, verifyEventLog } from '#event-store';
 import { loadConfig, ConfigError } from '#payments/composition';
 import { startProcess } from '../support/gateway-process';
 import { api, expectStatus, InvoiceGateway, Json, Merchant, orderId, poll, startInvoiceGateway } from '../support/merchant-fixtures';
 
-const AUDIT_CHECKPOINT_KEY = '5f'.repeat(32);
-const key = Buffer.from(AUDIT_CHECKPOINT_KEY, 'hex');
+const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+const AUDIT_SIGNING_KEY = privateKey.export({ format: 'pem', type: 'pkcs8' }).toString();
+const signatureHolds = (c: Json, key = publicKey) => verify(null, Buffer.from(c.signedText), key, Buffer.from(c.signature, 'base64'));
 
 interface EventRow {
   global_position: string;
@@ -97,7 +98,7 @@ describe('a tampered event log is found and named', () => {
   const named = (row: EventRow) => ({ streamName: row.stream_name, revision: BigInt(row.stream_revision), position: positionOf(row) });
 
   beforeAll(async () => {
-    gw = await startInvoiceGateway({ CLOCK: 'manual', AUDIT_CHECKPOINT_KEY, REFUND_PROCESSING_SECONDS: '10' });
+    gw = await startInvoiceGateway({ CLOCK: 'manual', AUDIT_SIGNING_KEY, REFUND_PROCESSING_SECONDS: '10' });
     merchant = await gw.operator.merchant({ holdHours: 0 });
     const invoices: Json[] = [];
     for (let i = 0; i < 4; i++) {
@@ -125,20 +126,23 @@ describe('a tampered event log is found and named', () => {
     await gw?.close();
   });
 
-  it('GET /admin/v1/audit/checkpoint: operator only, signed with AUDIT_CHECKPOINT_KEY, moves with the log, and log:verify reproduces it', async () => {
+  it('GET /admin/v1/audit/checkpoint: operator only, signed with AUDIT_SIGNING_KEY (Ed25519), moves with the log, and log:verify reproduces it', async () => {
     expect((await api(gw.baseUrl).get('/admin/v1/audit/checkpoint')).status).toBe(401);
     expect((await merchant.test.get('/admin/v1/audit/checkpoint')).status).toBe(401);
     const first = await gw.operator.http.get('/admin/v1/audit/checkpoint');
     expectStatus(first, 200);
-    expect(Object.keys(first.body).sort()).toEqual(['algorithm', 'events', 'hash', 'keyId', 'position', 'signature', 'signedText']);
+    expect(Object.keys(first.body).sort()).toEqual(['algorithm', 'events', 'hash', 'kid', 'position', 'signature', 'signedText']);
+    const keys = (await api(gw.baseUrl).get('/v1/audit/keys')).body.keys;
+    expect(keys).toEqual([expect.objectContaining({ kid: first.body.kid, alg: 'Ed25519', validUntil: null })]);
+    expect(createPublicKey(keys[0].publicKey).equals(publicKey)).toBe(true);
     expect(first.body).toMatchObject({
-      algorithm: 'HMAC-SHA256',
+      algorithm: 'Ed25519',
       position: expect.stringMatching(/^\d+\/\d+$/),
       hash: expect.stringMatching(/^[0-9a-f]{64}$/),
     });
     expect(first.body.signedText).toBe(`gateway-log-checkpoint-v1\n${first.body.position}\n${first.body.events}\n${first.body.hash}`);
-    expect(first.body.signature).toBe(createHmac('sha256', key).update(first.body.signedText).digest('hex'));
-    expect(first.body.signature).not.toBe(createHmac('sha256', Buffer.alloc(32)).update(first.body.signedText).digest('hex'));
+    expect(signatureHolds(first.body)).toBe(true);
+    expect(signatureHolds(first.body, generateKeyPairSync('ed25519').publicKey)).toBe(false);
     expect(first.body.events).toBeGreaterThan(0);
 
     const more = await merchant.test.post('/v1/invoices', { orderId: orderId(), amount: '777.00', method: 'sbp' });
@@ -152,7 +156,7 @@ describe('a tampered event log is found and named', () => {
       )
     ).body;
     expect(checkpoint.hash).not.toBe(first.body.hash);
-    expect(checkpoint.signature).toBe(createHmac('sha256', key).update(checkpoint.signedText).digest('hex'));
+    expect(signatureHolds(checkpoint)).toBe(true);
 
     // The gateway stops: from here on only the test writes the log.
     await gw.gateway.kill();
@@ -391,11 +395,15 @@ describe('a tampered event log is found and named', () => {
     expect(await problems()).toEqual([]);
   });
 
-  it('AUDIT_CHECKPOINT_KEY is validated at start', () => {
-    expect(() => loadConfig({ AUDIT_CHECKPOINT_KEY: 'short' })).toThrow(ConfigError);
-    expect(() => loadConfig({ AUDIT_CHECKPOINT_KEY: 'short' })).toThrow(/AUDIT_CHECKPOINT_KEY must be 32 random bytes/);
-    expect(loadConfig({ AUDIT_CHECKPOINT_KEY }).auditCheckpointKey).toEqual(key);
-    expect(loadConfig({}).auditCheckpointKey).toBeNull();
+  it('AUDIT_SIGNING_KEY is validated at start (PEM or base64 PKCS#8, Ed25519 only); the HMAC key is refused', () => {
+    expect(() => loadConfig({ AUDIT_SIGNING_KEY: 'short' })).toThrow(/AUDIT_SIGNING_KEY must be an Ed25519 private key/);
+    const rsa = generateKeyPairSync('rsa', { modulusLength: 1024 }).privateKey.export({ format: 'pem', type: 'pkcs8' }).toString();
+    expect(() => loadConfig({ AUDIT_SIGNING_KEY: rsa })).toThrow(ConfigError);
+    expect(loadConfig({ AUDIT_SIGNING_KEY }).auditSigningKey!.equals(privateKey)).toBe(true);
+    const der = privateKey.export({ format: 'der', type: 'pkcs8' }).toString('base64');
+    expect(loadConfig({ AUDIT_SIGNING_KEY: der }).auditSigningKey!.equals(privateKey)).toBe(true);
+    expect(loadConfig({}).auditSigningKey).toBeNull();
+    expect(() => loadConfig({ AUDIT_CHECKPOINT_KEY: '5f'.repeat(32) })).toThrow(/AUDIT_CHECKPOINT_KEY is no longer read/);
   });
 
   /**

@@ -26,7 +26,7 @@ describe('configuration from the environment', () => {
       webhookAllowPrivateNetworks: false,
       metricsPort: null,
       secretsKeys: null,
-      auditCheckpointKey: null,
+      auditSigningKey: null,
       authFailureLimitPerAddress: 20,
       authFailureLimitOverall: 300,
       trustedProxies: [],

@@ -29,6 +29,9 @@ const SPEC_OPERATIONS = {
   createPayout: ['post', '/payouts'],
   listPayouts: ['get', '/payouts'],
   getPayout: ['get', '/payouts/{id}'],
+  // Beyond the spec: the signed statement and the keys that check it (docs/audit-log.md).
+  getStatement: ['get', '/statements'],
+  listAuditKeys: ['get', '/audit/keys'],
 } as const;
 type OperationId = keyof typeof SPEC_OPERATIONS;
 

@@ -70,6 +70,7 @@ describe('the operator OpenAPI document', () => {
       'get /accounts/{id}/ledger',
       'get /accounts/{id}/balance',
       'get /accounts/{id}/statement',
+      'get /accounts/{id}/signed-statement',
       'get /audit/trial-balance',
       'get /audit/reconciliation',
       'get /audit/checkpoint',

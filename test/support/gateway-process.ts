@@ -15,7 +15,8 @@ export type Entry =
   | 'seed-load'
   | 'read-models-checksum'
   | 'secrets-rotate-key'
-  | 'audit-reconcile';
+  | 'audit-reconcile'
+  | 'audit-rotate-signing-key';
 const ENTRIES: Record<Entry, string> = {
   gateway: 'dist/apps/gateway/src/main.js',
   api: 'dist/apps/api/src/main.js',
@@ -27,6 +28,7 @@ const ENTRIES: Record<Entry, string> = {
   'read-models-checksum': 'dist/apps/tools/src/read-models-checksum.js',
   'secrets-rotate-key': 'dist/apps/tools/src/secrets-rotate-key.js',
   'audit-reconcile': 'dist/apps/tools/src/audit-reconcile.js',
+  'audit-rotate-signing-key': 'dist/apps/tools/src/audit-rotate-signing-key.js',
 };
 
 export interface RunningProcess {

@@ -11,6 +11,9 @@ import { ClockController } from './operations/clock.controller';
 import { LedgerAuditController } from './ledger/ledger-audit.controller';
 import { AuditReportsController } from './audit/audit-reports.controller';
 import { AuditCheckpointController } from './audit/audit-checkpoint.controller';
+import { AuditKeysController } from './audit/signing-keys/audit-keys.controller';
+import { SignedStatementController, SignedStatements } from './audit/signed-statement/signed-statement.controller';
+import { AuditSigningKeys } from '#payments/audit';
 import { ProjectsController } from './merchants/projects.controller';
 import { StreamsController } from './operations/streams.controller';
 import { HealthController, ReadinessProbe } from './health/health.controller';
@@ -55,6 +58,7 @@ import type { FailedAuthentication } from './http/auth/failed-authentication';
 import type { OperatorToken } from './http/auth/operator-token';
 import {
   ACCESS_CONTROL,
+  AUDIT_SIGNER,
   CLOCK_TOKEN,
   DATABASE_POOL,
   IDEMPOTENCY_KEYS,
@@ -131,6 +135,8 @@ export class AppModule {
         LedgerAuditController,
         AuditReportsController,
         AuditCheckpointController,
+        AuditKeysController,
+        SignedStatementController,
         ProjectsController,
         RecordPaymentResultRoute,
         TransitionPayoutRoute,
@@ -154,6 +160,8 @@ export class AppModule {
       ],
       providers: [
         { provide: INFRASTRUCTURE, useValue: deps.infrastructure },
+        SignedStatements,
+        { provide: AUDIT_SIGNER, useValue: new AuditSigningKeys(deps.infrastructure.pool, deps.infrastructure, deps.infrastructure.clock) },
         { provide: DATABASE_POOL, useValue: deps.infrastructure.pool },
         { provide: EVENT_STORE, useValue: deps.infrastructure.store },
         { provide: CLOCK_TOKEN, useValue: deps.infrastructure.clock },

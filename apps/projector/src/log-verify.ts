@@ -1,4 +1,8 @@
+import { createPublicKey, verify } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { loadConfigOrExit, openInfrastructure } from '#payments/composition';
+import { publishedKeys } from '#payments/audit';
+import type { PublishedKey } from '#payments/audit';
 import { COMMAND_SESSION_LIMITS } from '#platform/database';
 import { verifyChainedLog, verifyEventLogInWorker } from '#event-store';
 import { EventStoreDbEventStore } from '#event-store/eventstoredb';
@@ -7,13 +11,23 @@ import { ProgressBar } from '#event-store/projections';
 import { logReportLines } from './log-report';
 
 const USAGE =
-  'usage: npm run log:verify [-- --expect <position> <hash> ...]   (position commit/prepare, hash 64 hex digits, as GET /admin/v1/audit/checkpoint gave them)';
+  'usage: npm run log:verify [-- --expect <position> <hash> ...] [--checkpoint <file> ...] [--keys <file>]\n' +
+  '  position commit/prepare and hash 64 hex digits, or a file saved from GET /admin/v1/audit/checkpoint, its signature checked with\n' +
+  '  the public key of its kid (from --keys, a saved answer of GET /v1/audit/keys, else from the database)';
 
-/** `--expect <position> <hash>` pairs: checkpoints recorded off-site that the log must reproduce. */
-function expectedCheckpoints(args: readonly string[]): Map<string, string> {
+/** `--expect <position> <hash>` pairs, `--checkpoint <file>` and `--keys <file>`: checkpoints recorded off-site that the log must reproduce. */
+function parseArguments(args: readonly string[]): { expected: Map<string, string>; checkpoints: string[]; keys: string | null } {
   const expected = new Map<string, string>();
+  const checkpoints: string[] = [];
+  let keys: string | null = null;
   for (let i = 0; i < args.length; i++) {
     const [flag, position, hash] = [args[i], args[i + 1], args[i + 2]];
+    if ((flag === '--checkpoint' || flag === '--keys') && position) {
+      if (flag === '--keys') keys = position;
+      else checkpoints.push(position);
+      i += 1;
+      continue;
+    }
     if (flag !== '--expect' || !position || !/^\d+\/\d+$/.test(position) || !hash || !/^[0-9a-fA-F]{64}$/.test(hash)) {
       process.stderr.write(`${USAGE}\n`);
       process.exit(2);
@@ -21,26 +35,56 @@ function expectedCheckpoints(args: readonly string[]): Map<string, string> {
     expected.set(position, hash);
     i += 2;
   }
-  return expected;
+  return { expected, checkpoints, keys };
+}
+
+/** A saved checkpoint whose Ed25519 signature holds under its kid's public key: its position and hash (from the signed text); else why not. */
+function signedCheckpoint(file: string, keys: readonly PublishedKey[]): { position: string; hash: string; kid: string } | string {
+  const c = JSON.parse(readFileSync(file, 'utf8')) as { kid?: string; signedText?: string; signature?: string };
+  const key = keys.find((k) => k.kid === c.kid);
+  if (!key) return `${file}: no public key with kid ${String(c.kid)} is listed`;
+  const [version, position, , hash] = String(c.signedText).split('\n');
+  if (version !== 'gateway-log-checkpoint-v1' || !position || !hash) return `${file}: not a signed checkpoint (gateway-log-checkpoint-v1)`;
+  if (!verify(null, Buffer.from(c.signedText!, 'utf8'), createPublicKey(key.publicKey), Buffer.from(String(c.signature), 'base64'))) {
+    return `${file}: the signature does not hold under key ${key.kid}: the checkpoint was not signed by the gateway, or was changed`;
+  }
+  return { position, hash, kid: key.kid };
 }
 
 /**
  * `npm run log:verify`: recomputes every stream's hash chain and the log's running hash
  * from the events table (on EventStoreDB: from the chain hashes in the events'
  * metadata; checkpoints are recorded only over the PostgreSQL table), compares them with the stream heads and the recorded
- * checkpoints (and with checkpoints recorded off-site, `--expect`), names the first
+ * checkpoints (and with checkpoints recorded off-site, `--expect`, or saved signed,
+ * `--checkpoint`, whose signature is checked first), names the first
  * event whose data, order or presence changed, and exits 1 on any problem (0 when
  * everything holds, 2 when it could not run). Reads only: a read-only database role and
  * no secrets key are enough.
  */
 async function main(): Promise<void> {
-  const expected = expectedCheckpoints(process.argv.slice(2));
+  const { expected, checkpoints, keys } = parseArguments(process.argv.slice(2));
   const started = Date.now();
   const config = loadConfigOrExit('log:verify');
   const log = createLogger('log-verify', process.env.LOG_LEVEL ?? 'warn');
   const infra = await openInfrastructure(config, log, { applicationName: 'gateway-log-verify', limits: COMMAND_SESSION_LIMITS, access: 'read-only' });
   let failed = false;
   try {
+    const listed =
+      checkpoints.length === 0
+        ? []
+        : keys === null
+          ? await publishedKeys(infra.pool)
+          : (JSON.parse(readFileSync(keys, 'utf8')) as { keys: PublishedKey[] }).keys;
+    for (const file of checkpoints) {
+      const checked = signedCheckpoint(file, listed);
+      if (typeof checked === 'string') {
+        process.stdout.write(`FAILED: ${checked}\n`);
+        failed = true;
+      } else {
+        process.stdout.write(`${file}: signature holds under key ${checked.kid}\n`);
+        expected.set(checked.position, checked.hash);
+      }
+    }
     const bar = new ProgressBar('log:verify'.padEnd(16));
     const options = {
       at: [...expected.keys()],
@@ -54,7 +98,7 @@ async function main(): Promise<void> {
         : await verifyEventLogInWorker(infra.pool, infra.databaseUrl, { applicationName: 'gateway-log-verify', readOnly: true, ...options });
     bar.update(1, `${report.events} events read`, true);
     const result = logReportLines(report, expected);
-    failed = result.failed;
+    failed ||= result.failed;
     result.lines.splice(2, 0, `read in ${((Date.now() - started) / 1000).toFixed(1)} s; peak RSS ${Math.round(process.resourceUsage().maxRSS / 1024)} MiB`);
     process.stdout.write(`${result.lines.join('\n')}\n`);
   } finally {

@@ -3,11 +3,20 @@ import { loadConfigOrExit } from '#payments/composition';
 import { openInfrastructure } from '#payments/composition';
 import { createLogger } from '#platform/logging';
 import { resealWebhookSecrets } from '#payments/merchants';
+import { AuditSigningKeys } from '#payments/audit';
+import type { Infrastructure } from '#payments/composition';
 import { keyIdOf, keyFileSource, writeKeyFile } from '#platform/secrets';
+
+/** Seals every stored secret with the box's current key; how many webhook secrets, and a line when the audit signing key was too. */
+async function reseal(infra: Infrastructure): Promise<[number, string]> {
+  const webhook = await resealWebhookSecrets(infra.pool, infra.secrets);
+  const signing = await new AuditSigningKeys(infra.pool, infra, infra.clock).reseal();
+  return [webhook, signing > 0 ? '  The audit signing key (sealed in the database) was sealed again too.\n' : ''];
+}
 
 /**
  * `npm run secrets:rotate-key`: seals every stored secret (the projects' webhook
- * secrets) with a new key.
+ * secrets, the audit signing key when it is kept in the database) with a new key.
  *
  * - Without SECRETS_KEY (the key file DATA_DIR/secrets.key): generates a key, puts it
  *   first in the file (the processes that use the file seal with it from their next
@@ -22,13 +31,14 @@ async function main(): Promise<void> {
   if (config.secretsKeys) {
     const infra = await openInfrastructure(config, log, { applicationName: 'gateway-secrets-rotate-key', poolSize: 2 });
     try {
-      const resealed = await resealWebhookSecrets(infra.pool, infra.secrets);
+      const [resealed, signing] = await reseal(infra);
       const current = infra.secrets.currentKeyId;
       process.stdout.write(
         `secrets:rotate-key: ${resealed} webhook secret(s) sealed again with key ${current} (the first of SECRETS_KEY); every secret is now under it.\n` +
           (config.secretsKeys.length > 1
             ? `  Once every process runs with this key first, remove the others from SECRETS_KEY (key ids ${config.secretsKeys.slice(1).map(keyIdOf).join(', ')}).\n`
-            : '  SECRETS_KEY holds one key: to rotate, put a new key first (SECRETS_KEY=new,old) on every process, then run this again.\n'),
+            : '  SECRETS_KEY holds one key: to rotate, put a new key first (SECRETS_KEY=new,old) on every process, then run this again.\n') +
+          signing,
       );
     } finally {
       await infra.close();
@@ -44,13 +54,14 @@ async function main(): Promise<void> {
     const fresh = randomBytes(32);
     writeKeyFile(source.file, [fresh, ...before]);
     // infra.secrets follows the file: it seals with the new key from here on.
-    const resealed = await resealWebhookSecrets(infra.pool, infra.secrets);
+    const [resealed, signing] = await reseal(infra);
     if (infra.secrets.currentKeyId !== keyIdOf(fresh)) throw new Error(`${source.file} changed during the rotation; run it again`);
     writeKeyFile(source.file, [fresh, before[0]!]);
     process.stdout.write(
       `secrets:rotate-key: new key ${keyIdOf(fresh)} in ${source.file}; ${resealed} webhook secret(s) sealed again with it.\n` +
         `  The previous key ${keyIdOf(before[0]!)} stays in the file to open anything written during the rotation; older ones were dropped.\n` +
-        '  Keep the key file with your database backups: a backup opens only with the keys of its time.\n',
+        '  Keep the key file with your database backups: a backup opens only with the keys of its time.\n' +
+        signing,
     );
   } finally {
     await infra.close();

@@ -1,6 +1,7 @@
 import { decide, foldLedger, initialLedgerState, LEDGER_ACCOUNTS, LedgerCommand, LedgerEvent, LedgerState } from './ledger';
 import { ledgerDecider } from './ledger-decider';
 import {
+  balanceMovementsOf,
   EntryFact,
   PaidInvoiceFact,
   PaidPayoutFact,
@@ -76,6 +77,22 @@ describe('StatementBalances', () => {
 
   it('refuses a posting to an account the ledger does not have', () => {
     expect(() => new StatementBalances(zeroAccountBalances()).apply([{ account: 'cash', amount: 1 }])).toThrow(/unknown account cash/);
+  });
+});
+
+describe('balanceMovementsOf', () => {
+  it("gives an entry's postings to the merchant's buckets, in order, and leaves the system accounts out", () => {
+    const entry = { entryId: 'e1', kind: 'payment_recorded', cause: 'payment:i1', occurredAt: '2026-01-01T00:00:00.000Z' };
+    const postings = [
+      { account: 'acquiring_clearing', amount: -10_000 },
+      { account: 'pending', amount: 9_700 },
+      { account: 'fees', amount: 300 },
+      { account: 'available', amount: 0 },
+    ];
+    expect(balanceMovementsOf({ ...entry, postings })).toEqual([
+      { ...entry, bucket: 'pending', amount: 9_700 },
+      { ...entry, bucket: 'available', amount: 0 },
+    ]);
   });
 });
 

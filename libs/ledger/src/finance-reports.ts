@@ -7,7 +7,7 @@
  * gateway owes) carry credit balances, acquiring_clearing (what the acquirer owes the
  * gateway) a debit balance, and in every ledger debits equal credits.
  */
-import { LEDGER_ACCOUNTS, LedgerAccount, Posting } from './ledger';
+import { LEDGER_ACCOUNTS, LedgerAccount, MERCHANT_ACCOUNTS, MerchantAccount, Posting } from './ledger';
 import type { Kopecks } from './money';
 
 export type AccountBalances = Readonly<Record<LedgerAccount, Kopecks>>;
@@ -58,6 +58,31 @@ export class StatementBalances {
     return this.count;
   }
 }
+
+/** A movement of a merchant's balance: one posting of a ledger entry to one of its buckets. */
+export interface BalanceMovement {
+  readonly entryId: string;
+  readonly kind: string;
+  readonly cause: string;
+  readonly occurredAt: string;
+  readonly bucket: MerchantAccount;
+  readonly amount: Kopecks;
+}
+
+/** The movements an entry makes: its postings to pending, available and reserved, in their order (system accounts left out). */
+export const balanceMovementsOf = (
+  entry: Omit<BalanceMovement, 'bucket' | 'amount'> & { readonly postings: readonly { readonly account: string; readonly amount: Kopecks }[] },
+): BalanceMovement[] =>
+  entry.postings
+    .filter((p) => (MERCHANT_ACCOUNTS as readonly string[]).includes(p.account))
+    .map((p) => ({
+      entryId: entry.entryId,
+      kind: entry.kind,
+      cause: entry.cause,
+      occurredAt: entry.occurredAt,
+      bucket: p.account as MerchantAccount,
+      amount: p.amount,
+    }));
 
 // ---------------------------------------------------------------------------------
 // Trial balance

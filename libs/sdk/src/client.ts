@@ -4,7 +4,10 @@ import { MAX_RETRIES, parseRetryAfter, retryDelayMs } from './retry-policy';
 import type { AttemptOutcome } from './retry-policy';
 import { signRequest } from './signing';
 import type {
+  AuditKeyList,
   Balance,
+  Statement,
+  StatementQuery,
   CreateInvoiceRequest,
   CreatePayoutRequest,
   ErrorDetail,
@@ -165,6 +168,16 @@ export class PaymentGatewayClient {
   /** GET /balance (getBalance). */
   getBalance(): Promise<Balance> {
     return this.call({ method: 'GET', path: '/balance', repeatable: true });
+  }
+
+  /** GET /statements (getStatement): the signed statement of (from, to]; check it with verifyStatement and listAuditKeys. */
+  getStatement(query: StatementQuery): Promise<Statement> {
+    return this.call({ method: 'GET', path: '/statements', query, repeatable: true });
+  }
+
+  /** GET /audit/keys (listAuditKeys): the gateway's public signing keys, retired ones included. */
+  listAuditKeys(): Promise<AuditKeyList> {
+    return this.call({ method: 'GET', path: '/audit/keys', repeatable: true });
   }
 
   // Payouts -----------------------------------------------------------------

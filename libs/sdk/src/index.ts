@@ -10,6 +10,8 @@ export type { GatewayErrorCode, WebhookVerificationErrorCode } from './errors';
 export { verifyWebhook, SIGNATURE_HEADER, TIMESTAMPED_SIGNATURE_HEADER, DEFAULT_TOLERANCE_SECONDS } from './webhooks';
 export type { VerifyWebhookOptions, WebhookHeaders } from './webhooks';
 export { signRequest } from './signing';
+export { verifyStatement, canonicalJson } from './statements';
+export type { AuditPublicKey } from './statements';
 export { MAX_RETRIES, FIRST_DELAY_MS, backoffMs, retryDelayMs } from './retry-policy';
 export type { AttemptOutcome, RetryContext } from './retry-policy';
 export type * from './types';

@@ -20,6 +20,9 @@ export type PayoutAddressList = Schemas['PayoutAddressList'];
 export type CreatePayoutRequest = Schemas['CreatePayoutRequest'];
 export type Payout = Schemas['Payout'];
 export type PayoutList = Schemas['PayoutList'];
+export type Statement = Schemas['Statement'];
+export type AuditKeyList = Schemas['AuditKeyList'];
+export type StatementQuery = operations['getStatement']['parameters']['query'];
 export type ErrorBody = Schemas['Error'];
 export type ErrorDetail = NonNullable<ErrorBody['error']['details']>[number];
 

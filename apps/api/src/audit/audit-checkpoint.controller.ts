@@ -1,24 +1,23 @@
 import { Controller, Get, Inject, UseGuards } from '@nestjs/common';
 import { QueryBus } from '@nestjs/cqrs';
-import { checkpointKeyId, checkpointSignedText, signCheckpoint } from '#event-store/hash-chain';
+import { checkpointSignedText } from '#event-store/hash-chain';
 import type { LogCheckpoint } from '#event-store/hash-chain';
-import { auditCheckpointKeyOf, GetLogCheckpoint, LogCheckpointUnavailableError } from '#payments/audit';
-import type { Infrastructure } from '#payments/composition';
+import { AuditSigningKeys, GetLogCheckpoint, LogCheckpointUnavailableError } from '#payments/audit';
 import { ApiError } from '../http/errors/api-error';
 import { AdminTokenGuard } from '../http/auth/admin-token.guard';
-import { INFRASTRUCTURE } from '../http/tokens';
+import { AUDIT_SIGNER } from '../http/tokens';
 
 /**
  * The log's checkpoint for an operator to record off-site (docs/audit-log.md): the
- * position of the last event it covers, how many events, the running hash, and an
- * HMAC-SHA256 signature of the deployment's checkpoint key over `signedText`.
+ * position of the last event it covers, how many events, the running hash, and the
+ * gateway's Ed25519 signature over `signedText` (its public key: GET /v1/audit/keys).
  */
 @Controller('admin/v1/audit')
 @UseGuards(AdminTokenGuard)
 export class AuditCheckpointController {
   constructor(
     private readonly queries: QueryBus,
-    @Inject(INFRASTRUCTURE) private readonly infrastructure: Infrastructure,
+    @Inject(AUDIT_SIGNER) private readonly signer: AuditSigningKeys,
   ) {}
 
   @Get('checkpoint')
@@ -32,18 +31,21 @@ export class AuditCheckpointController {
       }
       throw error;
     }
-    const key = auditCheckpointKeyOf(this.infrastructure);
-    return checkpointView(checkpoint, key);
+    return checkpointView(checkpoint, this.signer);
   }
 }
 
 /** A checkpoint of the event log, signed, as the operator records it outside the gateway. */
-export const checkpointView = (checkpoint: LogCheckpoint, key: Buffer) => ({
-  position: checkpoint.position,
-  events: Number(checkpoint.events),
-  hash: checkpoint.hash.toString('hex'),
-  algorithm: 'HMAC-SHA256',
-  keyId: checkpointKeyId(key),
-  signedText: checkpointSignedText(checkpoint),
-  signature: signCheckpoint(key, checkpoint),
-});
+export async function checkpointView(checkpoint: LogCheckpoint, signer: AuditSigningKeys) {
+  const signedText = checkpointSignedText(checkpoint);
+  const { kid, value } = await signer.sign(signedText);
+  return {
+    position: checkpoint.position,
+    events: Number(checkpoint.events),
+    hash: checkpoint.hash.toString('hex'),
+    algorithm: 'Ed25519' as const,
+    kid,
+    signedText,
+    signature: value,
+  };
+}

@@ -18,7 +18,7 @@ import { ReadsModels } from '../http/read-models';
 const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 
 /** `from` not after `to` (both already real ISO instants). */
-function period(from: string, to: string): { from: Date; to: Date } {
+export function period(from: string, to: string): { from: Date; to: Date } {
   const range = { from: new Date(from), to: new Date(to) };
   if (range.from.getTime() > range.to.getTime()) {
     throw ApiError.validation([{ param: 'to', code: 'invalid_range', message: 'Конец периода to не может быть раньше начала from' }]);

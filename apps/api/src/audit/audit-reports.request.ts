@@ -54,8 +54,8 @@ export class TrialBalanceQuery {
   format?: ReportFormat;
 }
 
-/** The query of GET /admin/v1/audit/reconciliation: flows and entries of (from, to]. */
-export class ReconciliationQuery {
+/** A period (from, to]: the query of GET /v1/statements, and the start of others'. */
+export class PeriodQuery {
   @Required()
   @IsString()
   @StorableText()
@@ -71,7 +71,10 @@ export class ReconciliationQuery {
   @IsIsoDateTime()
   @JSONSchema({ description: 'Конец периода, включительно (ISO 8601); не раньше from' })
   to!: string;
+}
 
+/** The query of GET /admin/v1/audit/reconciliation: flows and entries of (from, to]. */
+export class ReconciliationQuery extends PeriodQuery {
   @Optional()
   @IsIn(REPORT_FORMATS)
   @JSONSchema(FORMAT)

@@ -2,9 +2,9 @@ import { Body, Catch, Controller, Get, Inject, Param, Post, Query, Req, Res, Use
 import type { ArgumentsHost, ExceptionFilter } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { checkpointKeyId, checkpointSignedText, signCheckpoint } from '#event-store/hash-chain';
 import type { OperatorSessions } from '#payments/access';
-import { auditCheckpointKeyOf, GetLogCheckpoint, LogCheckpointUnavailableError } from '#payments/audit';
+import type { AuditSigningKeys } from '#payments/audit';
+import { GetLogCheckpoint, LogCheckpointUnavailableError } from '#payments/audit';
 import { GetBalance } from '#payments/balance';
 import type { Infrastructure } from '#payments/composition';
 import { GetLedgerEntries, GetLedgerHistory } from '#payments/ledger';
@@ -19,7 +19,8 @@ import type { FailedAuthentication } from '../http/auth/failed-authentication';
 import type { OperatorToken } from '../http/auth/operator-token';
 import { ApiError } from '../http/errors/api-error';
 import { toApiError } from '../http/errors/error.filter';
-import { CLOCK_TOKEN, FAILED_AUTHENTICATION, INFRASTRUCTURE, OPERATOR_SESSIONS, OPERATOR_TOKEN, READ_MODEL_REBUILDS } from '../http/tokens';
+import { AUDIT_SIGNER, CLOCK_TOKEN, FAILED_AUTHENTICATION, INFRASTRUCTURE, OPERATOR_SESSIONS, OPERATOR_TOKEN, READ_MODEL_REBUILDS } from '../http/tokens';
+import { checkpointView } from '../audit/audit-checkpoint.controller';
 import { ReadModelRebuilds, rebuildsInProgress } from '#event-store/projections';
 import {
   accountPath,
@@ -147,6 +148,7 @@ export class ConsoleController {
     @Inject(OPERATOR_SESSIONS) private readonly sessions: OperatorSessions,
     @Inject(INFRASTRUCTURE) private readonly infrastructure: Infrastructure,
     @Inject(READ_MODEL_REBUILDS) private readonly rebuilds: ReadModelRebuilds,
+    @Inject(AUDIT_SIGNER) private readonly signer: AuditSigningKeys,
   ) {}
 
   /** The stylesheet (the CSP allows styles from the gateway only, none inline). */
@@ -307,16 +309,7 @@ export class ConsoleController {
     const lags = await this.queries.execute(new GetProjectionLag());
     let checkpoint;
     try {
-      const c = await this.queries.execute(new GetLogCheckpoint());
-      const key = auditCheckpointKeyOf(this.infrastructure);
-      checkpoint = {
-        position: c.position,
-        events: Number(c.events),
-        hash: c.hash.toString('hex'),
-        keyId: checkpointKeyId(key),
-        signedText: checkpointSignedText(c),
-        signature: signCheckpoint(key, c),
-      };
+      checkpoint = await checkpointView(await this.queries.execute(new GetLogCheckpoint()), this.signer);
     } catch (error) {
       if (!(error instanceof LogCheckpointUnavailableError)) throw error;
       checkpoint = { unavailable: 'Контрольные точки журнала ведутся только для журнала в PostgreSQL (EVENT_STORE=postgres).' };

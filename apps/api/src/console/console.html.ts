@@ -317,7 +317,7 @@ export interface SystemPage {
         readonly position: string;
         readonly events: number;
         readonly hash: string;
-        readonly keyId: string;
+        readonly kid: string;
         readonly signedText: string;
         readonly signature: string;
       }
@@ -339,9 +339,9 @@ export function renderSystemPage(page: SystemPage, chrome: ConsoleChrome): strin
 <tr><th>Позиция</th><td class="mono">${escapeHtml(c.position)}</td></tr>
 <tr><th>Событий</th><td>${c.events}</td></tr>
 <tr><th>Хеш (SHA-256, цепочка)</th><td class="mono">${escapeHtml(c.hash)}</td></tr>
-<tr><th>Ключ подписи</th><td class="mono">${escapeHtml(c.keyId)}</td></tr>
+<tr><th>Ключ подписи (kid)</th><td class="mono">${escapeHtml(c.kid)}</td></tr>
 <tr><th>Подписанный текст</th><td class="mono">${escapeHtml(c.signedText)}</td></tr>
-<tr><th>Подпись (HMAC-SHA256)</th><td class="mono">${escapeHtml(c.signature)}</td></tr>
+<tr><th>Подпись (Ed25519, base64)</th><td class="mono">${escapeHtml(c.signature)}</td></tr>
 </tbody></table>`;
   const rebuilds =
     page.rebuilds.length === 0

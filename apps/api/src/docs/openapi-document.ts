@@ -16,6 +16,8 @@ import { ListInvoicesQuery } from '../invoices/list-invoices/list-invoices.reque
 import { CreatePayoutRequest } from '../payouts/create-payout/create-payout.request';
 import { ListPayoutsQuery } from '../payouts/list-payouts/list-payouts.request';
 import { RefundInvoiceRequest } from '../refunds/refund-invoice/refund-invoice.request';
+import { PeriodQuery } from '../audit/audit-reports.request';
+import type { PublishedKey } from '#payments/audit';
 import { queryParameters, requestSchema } from './request-schemas';
 import { FEE_PAYERS, INVOICE_STATUSES, METHOD_CODES, PAYOUT_METHODS, PAYOUT_SOURCES, PAYOUT_STATUSES, REFUND_STATUSES } from '#domain';
 import type { InvoiceCreatedView, InvoiceView, PayoutView, RefundView } from '#payments';
@@ -407,6 +409,76 @@ const balance = answer<ReturnType<typeof balanceView>>({
   },
 });
 
+const buckets = (what: string): SchemaObject => ({
+  type: 'object',
+  description: what,
+  required: ['pending', 'available', 'reserved'],
+  properties: { pending: money('На холде'), available: money('Доступно'), reserved: money('Заморожено') },
+});
+const statement: SchemaObject = {
+  type: 'object',
+  description:
+    'Подписанная выписка за период (from, to] (docs/audit-log.md): подпись Ed25519 над документом без поля signature в каноническом JSON (RFC 8785: ключи по порядку, без пробелов); ' +
+    'ответ — сам канонический JSON. Выписка закрытого периода одна и та же при каждом запросе.',
+  required: ['object', 'accountId', 'mode', 'currency', 'from', 'to', 'opening', 'closing', 'transactions', 'checkpoint', 'signature'],
+  properties: {
+    object: { type: 'string', const: 'statement' },
+    accountId: { type: 'string', format: 'uuid' },
+    mode: { type: 'string', enum: ['test', 'live'] },
+    currency: rub,
+    from: datetime('Начало периода, не включая его'),
+    to: datetime('Конец периода, включительно'),
+    opening: buckets('Баланс на момент from'),
+    closing: buckets('Баланс на момент to'),
+    transactions: {
+      type: 'array',
+      description: 'Движения баланса за период по порядку журнала: по строке на каждую проводку по корзине мерчанта',
+      items: {
+        type: 'object',
+        required: ['entryId', 'kind', 'cause', 'occurredAt', 'bucket', 'amount'],
+        properties: {
+          entryId: { type: 'string' },
+          kind: { type: 'string', description: 'Вид записи журнала: payment_recorded, hold_released, funds_reserved, reservation_settled, reservation_released' },
+          cause: { type: 'string', description: 'Причина: payment:<счёт>, hold_release:<счёт>, reserve:<резерв>, settle:<резерв>, release:<резерв>' },
+          occurredAt: datetime('Когда'),
+          bucket: { type: 'string', enum: ['pending', 'available', 'reserved'] },
+          amount: { type: 'string', pattern: '^-?\\d+\\.\\d{2}$', description: 'Рубли со знаком: + пришло в корзину, − ушло' },
+        },
+      },
+    },
+    checkpoint: {
+      type: ['object', 'null'],
+      description: 'Контрольная точка журнала у последней записи счёта не позже to: позиция, число событий, хеш (null: записей нет, или журнал в EventStoreDB)',
+      required: ['position', 'events', 'hash'],
+      properties: { position: { type: 'string' }, events: { type: 'integer' }, hash: { type: 'string', pattern: '^[0-9a-f]{64}$' } },
+    },
+    signature: {
+      type: 'object',
+      required: ['kid', 'alg', 'value'],
+      properties: { kid: { type: 'string', description: 'Ключ из GET /audit/keys' }, alg: { type: 'string', const: 'Ed25519' }, value: { type: 'string', description: 'base64' } },
+    },
+  },
+};
+const auditKeyList = answer<{ keys: unknown }>({
+  description: 'Открытые ключи подписи шлюза, текущий и выведенные (validUntil)',
+  required: ['keys'],
+  properties: {
+    keys: {
+      type: 'array',
+      items: answer<PublishedKey>({
+        required: ['kid', 'alg', 'publicKey', 'validFrom', 'validUntil'],
+        properties: {
+          kid: { type: 'string', pattern: '^[0-9a-f]{16}$', description: 'Первые 16 hex-цифр SHA-256 сырого открытого ключа (32 байта)' },
+          alg: { type: 'string', const: 'Ed25519' },
+          publicKey: { type: 'string', description: 'SPKI PEM' },
+          validFrom: datetime('С какого момента подписывает'),
+          validUntil: nullableDatetime('До какого момента подписывал (null: текущий)'),
+        },
+      }),
+    },
+  },
+});
+
 const payoutAddress = answer<ReturnType<typeof payoutAddressView>>({
   description: 'Подтверждённые реквизиты для выплаты',
   required: ['id', 'method', 'account', 'status', 'createdAt'],
@@ -681,6 +753,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
     { name: 'Справочники', description: 'Способы оплаты и баланс мерчанта' },
     { name: 'Выплаты', description: 'Вывод средств с баланса на подтверждённые реквизиты' },
     { name: 'Вебхуки', description: 'Исходящие подписанные уведомления на webhook_url проекта' },
+    { name: 'Аудит', description: 'Подписанные выписки и открытые ключи, которыми их проверить' },
   ],
   paths: {
     '/invoices': {
@@ -795,6 +868,26 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
         responses: { '200': ok('Баланс', ref('Balance')), '401': UNAUTHORIZED, '429': RATE_LIMITED, '500': INTERNAL },
       },
     },
+    '/statements': {
+      get: {
+        operationId: 'getStatement',
+        summary: 'Подписанная выписка',
+        description: 'Выписка по балансу аккаунта в режиме ключа за период (from, to], подписанная ключом шлюза; проверяется открытым ключом (GET /audit/keys, verifyStatement в SDK).',
+        tags: ['Аудит'],
+        parameters: queryParameters(PeriodQuery),
+        responses: { '200': ok('Выписка (канонический JSON)', ref('Statement')), '400': VALIDATION, '401': UNAUTHORIZED, '429': RATE_LIMITED, '500': INTERNAL },
+      },
+    },
+    '/audit/keys': {
+      get: {
+        operationId: 'listAuditKeys',
+        summary: 'Открытые ключи подписи',
+        description: 'Ключи, которыми шлюз подписывает выписки и контрольные точки журнала. Без авторизации.',
+        tags: ['Аудит'],
+        security: [],
+        responses: { '200': ok('Ключи', ref('AuditKeyList')), '500': INTERNAL },
+      },
+    },
     '/payout-addresses': {
       get: {
         operationId: 'listPayoutAddresses',
@@ -891,6 +984,8 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
       Method: method,
       MethodList: methodList,
       Balance: balance,
+      Statement: statement,
+      AuditKeyList: auditKeyList,
       PayoutAddress: payoutAddress,
       PayoutAddressList: payoutAddressList,
       CreatePayoutRequest: requestSchema(CreatePayoutRequest),

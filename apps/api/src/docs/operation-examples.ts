@@ -141,6 +141,52 @@ export const OPERATION_EXAMPLES: Readonly<Record<string, OperationExample>> = {
     sdk: { method: 'getBalance', result: 'balance' },
     response: { status: 200, body: { available: '14775.00', pending: '1500.00', reserved: '500.00', currency: 'RUB' } },
   },
+  getStatement: {
+    query: { from: '2026-11-01T00:00:00.000Z', to: '2026-12-01T00:00:00.000Z' },
+    sdk: { method: 'getStatement', result: 'statement' },
+    response: {
+      status: 200,
+      body: {
+        accountId: '0b9d6c1e-7a3f-4e2b-8c5d-9f1a2b3c4d5e',
+        checkpoint: { events: 1532, hash: '9c0f3b6a1e4d7c2f8a5b0e3d6c9f2a5b8e1d4c7f0a3b6e9d2c5f8b1a4e7d0c3f', position: '1843/1532' },
+        closing: { available: '1477.50', pending: '0.00', reserved: '0.00' },
+        currency: 'RUB',
+        from: '2026-11-01T00:00:00.000Z',
+        mode: 'test',
+        object: 'statement',
+        opening: { available: '0.00', pending: '0.00', reserved: '0.00' },
+        signature: { alg: 'Ed25519', kid: '3be1a07c5d2e9f41', value: 'q1Jx…base64…Ag==' },
+        to: '2026-12-01T00:00:00.000Z',
+        transactions: [
+          {
+            amount: '1477.50',
+            bucket: 'available',
+            cause: `payment:${INVOICE_ID}`,
+            entryId: '5d0e2c7a-1b3f-5a8e-9c4d-2f6b1e0a7c3d',
+            kind: 'payment_recorded',
+            occurredAt: PAID_AT,
+          },
+        ],
+      },
+    },
+  },
+  listAuditKeys: {
+    sdk: { method: 'listAuditKeys', result: '{ keys }' },
+    response: {
+      status: 200,
+      body: {
+        keys: [
+          {
+            kid: '3be1a07c5d2e9f41',
+            alg: 'Ed25519',
+            publicKey: '-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEA…\n-----END PUBLIC KEY-----\n',
+            validFrom: CREATED_AT,
+            validUntil: null,
+          },
+        ],
+      },
+    },
+  },
   listPayoutAddresses: {
     key: 'live',
     sdk: { method: 'listPayoutAddresses', result: '{ items }' },

@@ -12,6 +12,7 @@ import { PAYOUT_METHODS } from '#domain';
 import type { Account } from '#payments/merchants';
 import { PAYOUT_ADDRESS_STATUSES, PROJECT_STATUSES } from '#payments/merchants';
 import type { checkpointView } from '../audit/audit-checkpoint.controller';
+import { OperatorStatementQuery } from '../audit/signed-statement/signed-statement.request';
 import type { projectView } from '../merchants/projects.controller';
 import type { addressView } from '../payouts/payout-addresses/payout-addresses.route';
 import type { OpenApiDocument, OperationObject, ParameterObject, ResponseObject, SchemaObject } from './openapi-document';
@@ -81,18 +82,18 @@ const payoutAddress = answer<ReturnType<typeof addressView>>({
   },
 });
 const open = (description: string): SchemaObject => ({ type: 'object', description });
-const logCheckpoint = answer<ReturnType<typeof checkpointView>>({
+const logCheckpoint = answer<Awaited<ReturnType<typeof checkpointView>>>({
   description: 'Контрольная точка журнала событий (docs/audit-log.md): записать вне шлюза, проверить npm run log:verify -- --expect <position> <hash>',
-  required: ['position', 'events', 'hash', 'algorithm', 'keyId', 'signedText', 'signature'],
+  required: ['position', 'events', 'hash', 'algorithm', 'kid', 'signedText', 'signature'],
   additionalProperties: false,
   properties: {
     position: { type: 'string', pattern: '^\\d+/\\d+$', description: 'Позиция последнего события, которое она покрывает (commit/prepare); 0/0 для пустого журнала' },
     events: { type: 'integer', minimum: 0, description: 'Число событий журнала до этой позиции включительно' },
     hash: { type: 'string', pattern: '^[0-9a-f]{64}$', description: 'Текущий хеш журнала (SHA-256 по цепочкам событий в порядке журнала), hex' },
-    algorithm: { type: 'string', enum: ['HMAC-SHA256'] },
-    keyId: { type: 'string', pattern: '^[0-9a-f]{8}$', description: 'Первые 8 hex-цифр SHA-256 ключа подписи (AUDIT_CHECKPOINT_KEY)' },
+    algorithm: { type: 'string', enum: ['Ed25519'] },
+    kid: { type: 'string', pattern: '^[0-9a-f]{16}$', description: 'Ключ подписи: его открытая часть в GET /v1/audit/keys' },
     signedText: { type: 'string', description: 'Подписанный текст: gateway-log-checkpoint-v1, позиция, число событий, хеш, по строке на каждое' },
-    signature: { type: 'string', pattern: '^[0-9a-f]{64}$', description: 'HMAC-SHA256 подписанного текста ключом AUDIT_CHECKPOINT_KEY, hex' },
+    signature: { type: 'string', description: 'Подпись Ed25519 подписанного текста (UTF-8), base64' },
   },
 });
 
@@ -138,7 +139,8 @@ export const OPERATOR_OPENAPI_DOCUMENT: OpenApiDocument = {
     '/accounts/{id}/statement': { get: operation({ operationId: 'accountStatement', summary: 'Выписка по журналу за период (from, to]: входящий остаток, проводки с текущими остатками, исходящий остаток; JSON или CSV, потоком', tag: 'Аудит', parameters: [idParam('Аккаунт'), ...queryParameters(AccountStatementQuery)], responses: { '200': { description: 'Выписка', content: { ...json(open('{accountId, mode, from, to, currency, opening, entries, entryCount, movements, closing}')), 'text/csv': { schema: { type: 'string', description: 'record,entry_id,seq,occurred_at,kind,cause,account,amount,balance_after' } } } }, '404': error('Аккаунт не найден: нет ни аккаунта, ни проводок') } }) },
     '/audit/trial-balance': { get: operation({ operationId: 'trialBalance', summary: 'Оборотно-сальдовая ведомость всех журналов на момент, пересчитанная из журнала событий; JSON или CSV', tag: 'Аудит', parameters: queryParameters(TrialBalanceQuery), responses: { '200': { description: 'Ведомость', content: { ...json(open('{asOf, logPosition, currency, ledgers, totals, balanced}')), 'text/csv': { schema: { type: 'string', description: 'account_id,mode,account,debits,credits,balance' } } } } } }) },
     '/audit/reconciliation': { get: operation({ operationId: 'reconciliation', summary: 'Сверка за период (from, to]: оплаченные счета, возвраты, выплаты и удержания против проводок; каждое расхождение с id', tag: 'Аудит', parameters: queryParameters(ReconciliationQuery), responses: { '200': { description: 'Расхождения', content: { ...json(open('{from, to, checked, differenceCount, differences}')), 'text/csv': { schema: { type: 'string', description: 'kind,flow,flow_id,account_id,mode,entry_id,cause,expected,actual,detail' } } } } } }) },
-    '/audit/checkpoint': { get: operation({ operationId: 'logCheckpoint', summary: 'Контрольная точка журнала событий: позиция, число событий, хеш и подпись HMAC-SHA256 (для записи вне шлюза)', tag: 'Аудит', noBody: true, responses: { '200': ok('Контрольная точка', ref('LogCheckpoint')), '409': error('Журнал событий не в PostgreSQL (EVENT_STORE=eventstoredb): code conflict') } }) },
+    '/accounts/{id}/signed-statement': { get: operation({ operationId: 'signedStatement', summary: 'Подписанная выписка мерчанта за период (from, to] в режиме mode: та же, что GET /v1/statements', tag: 'Аудит', parameters: [idParam('Аккаунт'), ...queryParameters(OperatorStatementQuery)], responses: { '200': { description: 'Выписка (канонический JSON, подпись Ed25519)', content: json(open('{object, accountId, mode, currency, from, to, opening, closing, transactions, checkpoint, signature}: схема Statement документа /v1/openapi.json')) }, '404': error('Аккаунт не найден: нет ни аккаунта, ни проводок') } }) },
+    '/audit/checkpoint': { get: operation({ operationId: 'logCheckpoint', summary: 'Контрольная точка журнала событий: позиция, число событий, хеш и подпись Ed25519 (для записи вне шлюза)', tag: 'Аудит', noBody: true, responses: { '200': ok('Контрольная точка', ref('LogCheckpoint')), '409': error('Журнал событий не в PostgreSQL (EVENT_STORE=eventstoredb): code conflict') } }) },
     '/streams/{streamName}': { get: operation({ operationId: 'readStream', summary: 'События потока, как хранятся', tag: 'Аудит', parameters: [{ name: 'streamName', in: 'path', required: true, schema: { type: 'string' } }, ...queryParameters(ReadStreamQuery)], responses: { '200': ok('События', open('{streamName, events, nextRevision}')), '404': error('Поток не найден') } }) },
     '/webhook-deliveries': { get: operation({ operationId: 'listWebhookDeliveries', summary: 'Доставки вебхуков со всеми попытками, новые первыми', tag: 'Вебхуки', parameters: queryParameters(ListWebhookDeliveriesQuery), responses: { '200': ok('Страница доставок', open('{items, nextCursor, hasMore}')) } }) },
     '/webhook-deliveries/{id}/resend': { post: operation({ operationId: 'resendWebhookDelivery', summary: 'Отправить доставку снова сейчас', tag: 'Вебхуки', noBody: true, parameters: [idParam('Доставка', { type: 'string', format: 'uuid' })], responses: { '202': ok('Поставлена в очередь', open('{id, status, nextAttemptAt}')), '404': error('Доставка не найдена') } }) },

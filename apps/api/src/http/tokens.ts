@@ -17,3 +17,4 @@ export interface PublicUrl {
 export const IDEMPOTENCY_KEYS = Symbol('IdempotencyKeys');
 export const PAGE_FORM_TOKENS = Symbol('PageFormTokens');
 export const OPERATOR_SESSIONS = Symbol('OperatorSessions');
+export const AUDIT_SIGNER = Symbol('AuditSigner');

@@ -1,4 +1,4 @@
-import { createHash, createHmac, hash, timingSafeEqual } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
 
 /**
  * The tamper-evident event log: pure definitions, no I/O (docs/audit-log.md).
@@ -261,17 +261,3 @@ export interface LogCheckpoint {
 export function checkpointSignedText(checkpoint: LogCheckpoint): string {
   return `gateway-log-checkpoint-v1\n${checkpoint.position}\n${checkpoint.events}\n${checkpoint.hash.toString('hex')}`;
 }
-
-/** HMAC-SHA256 of the signed text under the deployment's checkpoint key, in hex. */
-export function signCheckpoint(key: Buffer, checkpoint: LogCheckpoint): string {
-  return createHmac('sha256', key).update(checkpointSignedText(checkpoint)).digest('hex');
-}
-
-export function checkpointSignatureHolds(key: Buffer, checkpoint: LogCheckpoint, signature: string): boolean {
-  const expected = Buffer.from(signCheckpoint(key, checkpoint), 'hex');
-  const given = /^[0-9a-f]{64}$/i.test(signature) ? Buffer.from(signature, 'hex') : Buffer.alloc(0);
-  return given.length === expected.length && timingSafeEqual(given, expected);
-}
-
-/** A short public name of a key (first 8 hex digits of its SHA-256), to tell which key signed. */
-export const checkpointKeyId = (key: Buffer): string => sha256(key).toString('hex').slice(0, 8);

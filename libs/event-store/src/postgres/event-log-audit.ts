@@ -122,6 +122,32 @@ export async function extendLogCheckpoints(pool: Pool, options: { segmentEvents?
 }
 
 /**
+ * The log's checkpoint at the event at `position`, from the recorded checkpoints: the
+ * running hash of the row before its segment folded with the segment's chain hashes up
+ * to it (how many: the events between, counted in log order). null when no recorded
+ * checkpoint reaches it (extend them first).
+ */
+export async function logCheckpointAt(pool: Pick<Pool, 'query'>, position: string): Promise<LogCheckpoint | null> {
+  const [commit, prepare] = position.split('/');
+  const row = (
+    await pool.query<{ from_events: string; before: Buffer | null; k: string; event_hashes: Buffer }>(
+      `WITH segment AS (SELECT * FROM event_log_checkpoints WHERE (position_commit, position_prepare) >= ($1::text::xid8, $2::bigint) ORDER BY seq LIMIT 1),
+            before AS (SELECT c.* FROM event_log_checkpoints c, segment s WHERE c.seq = s.seq - 1)
+       SELECT s.from_events, (SELECT log_hash FROM before) AS before, s.event_hashes,
+              (SELECT count(*) FROM events e
+                WHERE (e.transaction_id, e.global_position) <= ($1::text::xid8, $2::bigint)
+                  AND (e.transaction_id, e.global_position) > COALESCE((SELECT (b.position_commit, b.position_prepare) FROM before b), ('0'::xid8, 0::bigint))) AS k
+       FROM segment s`,
+      [commit, prepare],
+    )
+  ).rows[0];
+  if (!row) return null;
+  let hash = row.before ?? GENESIS_HASH;
+  for (let i = 0; i < Number(row.k); i++) hash = nextLogHash(hash, row.event_hashes.subarray(i * CHAIN_HASH_BYTES, (i + 1) * CHAIN_HASH_BYTES));
+  return { position, events: BigInt(row.from_events) + BigInt(row.k), hash };
+}
+
+/**
  * Recomputes every stream's chain and the log's running hash from the events table
  * (docs/audit-log.md) in one read of the log in log order (decision 0123):
  * each event's chain hash is recomputed over the stored texts (chainContent's

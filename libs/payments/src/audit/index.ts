@@ -3,4 +3,4 @@ export * from './audit-reports.query';
 export * from './reconciliation';
 export * from './trial-balance';
 export * from './get-log-checkpoint.query';
-export * from './checkpoint-key';
+export * from './signing-keys';

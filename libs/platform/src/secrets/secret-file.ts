@@ -1,4 +1,5 @@
-import { closeSync, existsSync, linkSync, openSync, unlinkSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, linkSync, mkdirSync, openSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 
 /**
@@ -22,4 +23,18 @@ export function writeSecretFileOnce(file: string, contents: string): void {
   } finally {
     unlinkSync(candidate);
   }
+}
+
+/** Writes `file` whole (a temporary file renamed over it), mode 0600. */
+export function writeSecretFile(file: string, contents: string): void {
+  mkdirSync(path.dirname(file), { recursive: true });
+  const temporary = `${file}.${process.pid}.tmp`;
+  const fd = openSync(temporary, 'w', 0o600);
+  try {
+    writeSync(fd, contents);
+  } finally {
+    closeSync(fd);
+  }
+  chmodSync(temporary, 0o600);
+  renameSync(temporary, file);
 }

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, closeSync, mkdirSync, openSync, readFileSync, renameSync, statSync, writeSync } from 'node:fs';
+import { mkdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { fixedKeys, SecretKeySource } from './secret-box';
-import { writeSecretFileOnce } from './secret-file';
+import { writeSecretFile, writeSecretFileOnce } from './secret-file';
 
 /** The key file under DATA_DIR when SECRETS_KEY is not set. */
 export const SECRETS_KEY_FILE = 'secrets.key';
@@ -21,19 +21,8 @@ function readKeys(file: string): Buffer[] {
   return keys.map((k) => Buffer.from(k, 'hex'));
 }
 
-/** Writes the key file whole (a temporary file renamed over it), mode 0600. */
-export function writeKeyFile(file: string, keys: readonly Buffer[]): void {
-  mkdirSync(path.dirname(file), { recursive: true });
-  const temporary = `${file}.${process.pid}.tmp`;
-  const fd = openSync(temporary, 'w', 0o600);
-  try {
-    writeSync(fd, `${keys.map((k) => k.toString('hex')).join('\n')}\n`);
-  } finally {
-    closeSync(fd);
-  }
-  chmodSync(temporary, 0o600);
-  renameSync(temporary, file);
-}
+/** Writes the key file whole (writeSecretFile), mode 0600. */
+export const writeKeyFile = (file: string, keys: readonly Buffer[]): void => writeSecretFile(file, `${keys.map((k) => k.toString('hex')).join('\n')}\n`);
 
 /**
  * The keys of DATA_DIR/secrets.key, generated on first use (32 random bytes, mode

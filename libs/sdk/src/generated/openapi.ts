@@ -125,6 +125,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/statements": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Подписанная выписка
+         * @description Выписка по балансу аккаунта в режиме ключа за период (from, to], подписанная ключом шлюза; проверяется открытым ключом (GET /audit/keys, verifyStatement в SDK).
+         */
+        get: operations["getStatement"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/audit/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Открытые ключи подписи
+         * @description Ключи, которыми шлюз подписывает выписки и контрольные точки журнала. Без авторизации.
+         */
+        get: operations["listAuditKeys"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/payout-addresses": {
         parameters: {
             query?: never;
@@ -633,6 +673,100 @@ export interface components {
              * @constant
              */
             currency: "RUB";
+        };
+        /** @description Подписанная выписка за период (from, to] (docs/audit-log.md): подпись Ed25519 над документом без поля signature в каноническом JSON (RFC 8785: ключи по порядку, без пробелов); ответ — сам канонический JSON. Выписка закрытого периода одна и та же при каждом запросе. */
+        Statement: {
+            /** @constant */
+            object: "statement";
+            /** Format: uuid */
+            accountId: string;
+            /** @enum {string} */
+            mode: "test" | "live";
+            /**
+             * @description Валюта, всегда RUB
+             * @constant
+             */
+            currency: "RUB";
+            /**
+             * Format: date-time
+             * @description Начало периода, не включая его
+             */
+            from: string;
+            /**
+             * Format: date-time
+             * @description Конец периода, включительно
+             */
+            to: string;
+            /** @description Баланс на момент from */
+            opening: {
+                /** @description На холде */
+                pending: components["schemas"]["Money"];
+                /** @description Доступно */
+                available: components["schemas"]["Money"];
+                /** @description Заморожено */
+                reserved: components["schemas"]["Money"];
+            };
+            /** @description Баланс на момент to */
+            closing: {
+                /** @description На холде */
+                pending: components["schemas"]["Money"];
+                /** @description Доступно */
+                available: components["schemas"]["Money"];
+                /** @description Заморожено */
+                reserved: components["schemas"]["Money"];
+            };
+            /** @description Движения баланса за период по порядку журнала: по строке на каждую проводку по корзине мерчанта */
+            transactions: {
+                entryId: string;
+                /** @description Вид записи журнала: payment_recorded, hold_released, funds_reserved, reservation_settled, reservation_released */
+                kind: string;
+                /** @description Причина: payment:<счёт>, hold_release:<счёт>, reserve:<резерв>, settle:<резерв>, release:<резерв> */
+                cause: string;
+                /**
+                 * Format: date-time
+                 * @description Когда
+                 */
+                occurredAt: string;
+                /** @enum {string} */
+                bucket: "pending" | "available" | "reserved";
+                /** @description Рубли со знаком: + пришло в корзину, − ушло */
+                amount: string;
+            }[];
+            /** @description Контрольная точка журнала у последней записи счёта не позже to: позиция, число событий, хеш (null: записей нет, или журнал в EventStoreDB) */
+            checkpoint: {
+                position: string;
+                events: number;
+                hash: string;
+            } | null;
+            signature: {
+                /** @description Ключ из GET /audit/keys */
+                kid: string;
+                /** @constant */
+                alg: "Ed25519";
+                /** @description base64 */
+                value: string;
+            };
+        };
+        /** @description Открытые ключи подписи шлюза, текущий и выведенные (validUntil) */
+        AuditKeyList: {
+            keys: {
+                /** @description Первые 16 hex-цифр SHA-256 сырого открытого ключа (32 байта) */
+                kid: string;
+                /** @constant */
+                alg: "Ed25519";
+                /** @description SPKI PEM */
+                publicKey: string;
+                /**
+                 * Format: date-time
+                 * @description С какого момента подписывает
+                 */
+                validFrom: string;
+                /**
+                 * Format: date-time
+                 * @description До какого момента подписывал (null: текущий)
+                 */
+                validUntil: string | null;
+            }[];
         };
         /** @description Подтверждённые реквизиты для выплаты */
         PayoutAddress: {
@@ -1517,6 +1651,122 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Внутренняя ошибка сервера; безопасно повторить с задержкой
+             *
+             *     - `internal`: внутренняя ошибка сервера
+             */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getStatement: {
+        parameters: {
+            query: {
+                /** @description Начало периода, не включая его (ISO 8601) */
+                from: string;
+                /** @description Конец периода, включительно (ISO 8601); не раньше from */
+                to: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Выписка (канонический JSON) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Statement"];
+                };
+            };
+            /**
+             * @description Запрос не прошёл проверку
+             *
+             *     - `validation`: тело не JSON, неверный тип, формат или значение перечисления; param указывает поле
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Нет авторизации или она неверна
+             *
+             *     - `unauthorized`: нет заголовка Authorization / X-Public-Id, ключ не найден или отозван
+             *     - `timestamp_invalid`: режим HMAC: X-Timestamp отсутствует, не в секундах Unix или дальше 300 секунд от времени сервера
+             *     - `signature_invalid`: режим HMAC: подпись не совпадает или уже использована
+             */
+            401: {
+                headers: {
+                    /** @description Только у timestamp_invalid: время шлюза в секундах Unix, чтобы клиент с ушедшими часами поправил X-Timestamp и подписал запрос заново */
+                    "X-Server-Time"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Слишком много запросов; повторить после Retry-After
+             *
+             *     - `rate_limited`: больше 60 запросов в секунду на ключ или опрос одного счёта / выплаты чаще раза в 3 секунды
+             */
+            429: {
+                headers: {
+                    /** @description Через сколько секунд можно повторить запрос (целое число) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Внутренняя ошибка сервера; безопасно повторить с задержкой
+             *
+             *     - `internal`: внутренняя ошибка сервера
+             */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listAuditKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Ключи */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditKeyList"];
                 };
             };
             /**

@@ -45,11 +45,10 @@ export interface GatewayConfig {
    */
   readonly secretsKeys: readonly Buffer[] | null;
   /**
-   * AUDIT_CHECKPOINT_KEY: the HMAC-SHA256 key that signs the log's checkpoints
-   * (GET /admin/v1/audit/checkpoint), 32 bytes. null: derived from the secrets key
-   * (HKDF, label gateway:audit-checkpoint), which changes when that key is rotated.
+   * AUDIT_SIGNING_KEY: the Ed25519 private key that signs the log's checkpoints and the
+   * statements (PKCS#8 PEM, or its DER in base64). null: generated (AuditSigningKeys).
    */
-  readonly auditCheckpointKey: Buffer | null;
+  readonly auditSigningKey: KeyObject | null;
   /** Failed authentications per client address in a minute, per API process, before 429 (AUTH_FAILURE_LIMIT_PER_ADDRESS). */
   readonly authFailureLimitPerAddress: number;
   /** Failed authentications of all clients in a minute, per API process, past which every failing address gets 429 (AUTH_FAILURE_LIMIT_OVERALL). */
@@ -60,7 +59,9 @@ export interface GatewayConfig {
   readonly webhookRetentionDays: number;
 }
 
+import type { KeyObject } from 'node:crypto';
 import { isIP } from 'node:net';
+import { parseSigningKey } from '../../audit/signing-keys';
 import { Kopecks, parseMoney, parsePercent } from '#ledger';
 import { DEFAULT_PAYOUT_TERMS, PAYOUT_METHODS, PayoutMethod, PayoutTerms } from '#domain';
 import { connectionStringProblem } from '#event-store/eventstoredb';
@@ -177,10 +178,13 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
 
   const secretsKeys = readSecretsKeys(blankToUndefined(env.SECRETS_KEY), problems);
 
-  const auditKeyRaw = blankToUndefined(env.AUDIT_CHECKPOINT_KEY);
-  const auditCheckpointKey = auditKeyRaw === undefined ? null : parseSecretsKey(auditKeyRaw);
-  if (auditKeyRaw !== undefined && auditCheckpointKey === null) {
-    problems.push('AUDIT_CHECKPOINT_KEY must be 32 random bytes as 64 hex digits or base64 (openssl rand -base64 32)');
+  const signingKeyRaw = blankToUndefined(env.AUDIT_SIGNING_KEY);
+  const auditSigningKey = signingKeyRaw === undefined ? null : parseSigningKey(signingKeyRaw);
+  if (signingKeyRaw !== undefined && auditSigningKey === null) {
+    problems.push('AUDIT_SIGNING_KEY must be an Ed25519 private key, PKCS#8 PEM or its DER in base64 (openssl genpkey -algorithm ed25519)');
+  }
+  if (blankToUndefined(env.AUDIT_CHECKPOINT_KEY) !== undefined) {
+    problems.push('AUDIT_CHECKPOINT_KEY is no longer read: checkpoints are signed with Ed25519 (AUDIT_SIGNING_KEY, docs/audit-log.md); remove it');
   }
 
   const positive = (name: string, fallback: string, what: string): number => {
@@ -220,7 +224,7 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
     webhookAllowPrivateNetworks,
     metricsPort,
     secretsKeys,
-    auditCheckpointKey,
+    auditSigningKey,
     authFailureLimitPerAddress,
     authFailureLimitOverall,
     trustedProxies,

@@ -1,0 +1,207 @@
+import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, KeyObject, sign } from 'node:crypto';
+import { mkdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Pool } from 'pg';
+import { inTransaction } from '#platform/database';
+import type { Migration } from '#platform/database';
+import type { Clock } from '#platform/clock';
+import { SecretBox, writeSecretFile, writeSecretFileOnce } from '#platform/secrets';
+
+/**
+ * The gateway's Ed25519 keys that sign the log's checkpoints and the merchants'
+ * statements (docs/audit-log.md). The public halves are listed in audit_signing_keys
+ * (GET /v1/audit/keys; log:verify reads them with a read-only role), one current
+ * (valid_until NULL), the retired ones with the end of their validity. The private key
+ * of the current one is AUDIT_SIGNING_KEY when set; else, on the embedded database,
+ * DATA_DIR/audit-signing.key (mode 0600, generated once); else (DATABASE_URL) its row,
+ * sealed with the secrets key (the webhook secrets' SecretBox). A retired key's
+ * private half is dropped.
+ */
+export const auditSigningKeysMigration: Migration = {
+  id: 'payments:0038_audit_signing_keys',
+  sql: `
+CREATE TABLE audit_signing_keys (
+  kid text PRIMARY KEY,
+  public_key text NOT NULL,
+  valid_from timestamptz NOT NULL,
+  valid_until timestamptz,
+  sealed_private_key text CHECK (sealed_private_key LIKE 'sealed:v1:%')
+);
+CREATE UNIQUE INDEX audit_signing_keys_one_current ON audit_signing_keys ((true)) WHERE valid_until IS NULL;
+`,
+};
+
+export const SIGNING_KEY_FILE = 'audit-signing.key';
+
+/** A published key, as GET /v1/audit/keys lists it. */
+export interface PublishedKey {
+  readonly kid: string;
+  readonly alg: 'Ed25519';
+  readonly publicKey: string;
+  readonly validFrom: string;
+  readonly validUntil: string | null;
+}
+
+/** A signature as the proofs carry it. */
+export interface Ed25519Signature {
+  readonly kid: string;
+  readonly alg: 'Ed25519';
+  readonly value: string;
+}
+
+/**
+ * Canonical JSON as RFC 8785 (JCS) gives it for the values a signed document holds
+ * (strings, integers, booleans, null, arrays, objects without integer-like keys): no
+ * whitespace, object keys sorted by their UTF-16 code units, strings and numbers as
+ * JSON.stringify writes them.
+ */
+export const canonicalJcs = (value: unknown): string =>
+  JSON.stringify(value, (_key, v: unknown) =>
+    v !== null && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : v,
+  );
+
+/** A key's id: the first 16 hex digits of SHA-256 over its raw 32-byte public key. */
+export const kidOf = (publicKey: KeyObject): string =>
+  createHash('sha256')
+    .update(publicKey.export({ format: 'der', type: 'spki' }).subarray(-32))
+    .digest('hex')
+    .slice(0, 16);
+
+/** AUDIT_SIGNING_KEY's text (a PKCS#8 PEM, or its DER in base64) as an Ed25519 private key; null when it is none. */
+export function parseSigningKey(text: string): KeyObject | null {
+  try {
+    const key = text.includes('-----BEGIN')
+      ? createPrivateKey(text.replace(/\\n/g, '\n'))
+      : createPrivateKey({ key: Buffer.from(text, 'base64'), format: 'der', type: 'pkcs8' });
+    return key.asymmetricKeyType === 'ed25519' ? key : null;
+  } catch {
+    return null;
+  }
+}
+
+const newPrivateKeyPem = (): string => generateKeyPairSync('ed25519').privateKey.export({ format: 'pem', type: 'pkcs8' }).toString();
+const publicPem = (key: KeyObject): string => createPublicKey(key).export({ format: 'pem', type: 'spki' }).toString();
+
+type KeyRow = { kid: string; public_key: string; valid_from: Date; valid_until: Date | null };
+const published = (r: KeyRow): PublishedKey => ({
+  kid: r.kid,
+  alg: 'Ed25519',
+  publicKey: r.public_key,
+  validFrom: r.valid_from.toISOString(),
+  validUntil: r.valid_until?.toISOString() ?? null,
+});
+
+/** Every published key, oldest first (reads only). */
+export async function publishedKeys(pool: Pick<Pool, 'query'>): Promise<PublishedKey[]> {
+  return (await pool.query<KeyRow>('SELECT kid, public_key, valid_from, valid_until FROM audit_signing_keys ORDER BY valid_from, kid')).rows.map(published);
+}
+
+export interface SigningKeySettings {
+  readonly config: { readonly auditSigningKey: KeyObject | null; readonly databaseUrl: string | null; readonly dataDir: string };
+  readonly secrets: SecretBox;
+}
+
+/** Signs with the current key, publishing it first when it is new (a key set or rotated by configuration retires the one before). */
+export class AuditSigningKeys {
+  private readonly listed = new Set<string>();
+
+  constructor(
+    private readonly pool: Pool,
+    private readonly settings: SigningKeySettings,
+    private readonly clock: Clock,
+  ) {}
+
+  get where(): 'AUDIT_SIGNING_KEY' | 'file' | 'database' {
+    const { config } = this.settings;
+    return config.auditSigningKey ? 'AUDIT_SIGNING_KEY' : config.databaseUrl === null ? 'file' : 'database';
+  }
+
+  get file(): string {
+    return path.join(path.resolve(this.settings.config.dataDir), SIGNING_KEY_FILE);
+  }
+
+  async sign(data: string): Promise<Ed25519Signature> {
+    const { kid, key } = await this.current();
+    return { kid, alg: 'Ed25519', value: sign(null, Buffer.from(data, 'utf8'), key).toString('base64') };
+  }
+
+  /** The current key, published. */
+  async current(): Promise<{ kid: string; key: KeyObject }> {
+    if (this.where === 'database') return this.sealedCurrent();
+    const key = this.settings.config.auditSigningKey ?? this.fileKey();
+    const kid = kidOf(createPublicKey(key));
+    if (!this.listed.has(kid)) {
+      await this.publish(kid, publicPem(key), null);
+      this.listed.add(kid);
+    }
+    return { kid, key };
+  }
+
+  /**
+   * A new key becomes current, the current one retired (valid until now). Not with
+   * AUDIT_SIGNING_KEY: a new key is set there, and the gateway publishes it at its
+   * first signature.
+   */
+  async rotate(first = false): Promise<{ retired: string | null; current: string }> {
+    if (this.where === 'AUDIT_SIGNING_KEY') throw new Error('AUDIT_SIGNING_KEY is set: put a new key there on every process instead');
+    const pem = newPrivateKeyPem();
+    const key = createPrivateKey(pem);
+    const kid = kidOf(createPublicKey(key));
+    if (this.where === 'file') writeSecretFile(this.file, pem);
+    const sealed = this.where === 'database' ? this.settings.secrets.seal(pem, `audit-signing-key:${kid}`) : null;
+    return { retired: await this.publish(kid, publicPem(key), sealed, first), current: kid };
+  }
+
+  /** Seals the current key's private half again with the secrets key's current key (secrets:rotate-key); how many. */
+  async reseal(): Promise<number> {
+    const row = await currentRow(this.pool);
+    if (!row?.sealed) return 0;
+    const owner = `audit-signing-key:${row.kid}`;
+    const sealed = this.settings.secrets.seal(this.settings.secrets.open(row.sealed, owner), owner);
+    await this.pool.query('UPDATE audit_signing_keys SET sealed_private_key = $2 WHERE kid = $1', [row.kid, sealed]);
+    return 1;
+  }
+
+  private fileKey(): KeyObject {
+    mkdirSync(path.dirname(this.file), { recursive: true });
+    writeSecretFileOnce(this.file, newPrivateKeyPem());
+    return createPrivateKey(readFileSync(this.file, 'utf8'));
+  }
+
+  private async sealedCurrent(): Promise<{ kid: string; key: KeyObject }> {
+    let row = await currentRow(this.pool);
+    // None yet (or one published while AUDIT_SIGNING_KEY was set): a key of its own, sealed.
+    if (!row?.sealed) {
+      await this.rotate(true);
+      row = (await currentRow(this.pool))!;
+    }
+    return { kid: row.kid, key: createPrivateKey(this.settings.secrets.open(row.sealed!, `audit-signing-key:${row.kid}`)) };
+  }
+
+  /**
+   * Makes `kid` the current key (its row added, or a retired one current again), retiring
+   * the one before (answered), in one transaction; `first`: only when no sealed key is
+   * current (two processes making the first one agree).
+   */
+  private publish(kid: string, publicKey: string, sealed: string | null, first = false): Promise<string | null> {
+    return inTransaction(this.pool, async (client) => {
+      await client.query('LOCK TABLE audit_signing_keys IN SHARE ROW EXCLUSIVE MODE');
+      const current = await currentRow(client);
+      if (current?.kid !== kid && !(first && current?.sealed)) {
+        const now = this.clock.now();
+        await client.query('UPDATE audit_signing_keys SET valid_until = $1, sealed_private_key = NULL WHERE valid_until IS NULL', [now]);
+        await client.query(
+          `INSERT INTO audit_signing_keys (kid, public_key, valid_from, sealed_private_key) VALUES ($1, $2, $3, $4)
+           ON CONFLICT (kid) DO UPDATE SET valid_until = NULL, sealed_private_key = EXCLUDED.sealed_private_key`,
+          [kid, publicKey, now, sealed],
+        );
+      }
+      return current?.kid ?? null;
+    });
+  }
+}
+
+/** The current key's row (none before the first signature). */
+const currentRow = async (db: Pick<Pool, 'query'>) =>
+  (await db.query<{ kid: string; sealed: string | null }>('SELECT kid, sealed_private_key AS sealed FROM audit_signing_keys WHERE valid_until IS NULL'))
+    .rows[0];
