@@ -125,10 +125,15 @@ export class RefundFlow {
       processAt: new Date(now.getTime() + this.processingSeconds * 1000).toISOString(),
     };
     if (asked.status === 'requested') {
-      const reservation = await this.ledgers.reserve(
-        { accountId: created.accountId, mode: created.mode },
-        { type: 'ReserveFunds', reservationId: refundId, purpose: 'refund', amount: asked.amount, at: now.toISOString() },
-      );
+      const ledger = { accountId: created.accountId, mode: created.mode };
+      await this.paymentInLedger(invoice as PaidInvoice, now);
+      const reservation = await this.ledgers.reserve(ledger, {
+        type: 'ReserveFunds',
+        reservationId: refundId,
+        purpose: 'refund',
+        amount: asked.amount,
+        at: now.toISOString(),
+      });
       if (reservation.outcome === 'reserved') return this.run(refundId, { type: 'CreateRefund', data });
       // The invoice records the refusal once, as whoever gets there first says: refused
       // (answered 422, never shown) or failed (a refund that may have been answered).
@@ -143,6 +148,26 @@ export class RefundFlow {
     }
     // Failed on the invoice without a refund stream: the ledger refused a refund that may have been answered.
     return this.run(refundId, { type: 'CreateUnfundedRefund', data, at: now.toISOString(), reason: 'insufficient_balance' });
+  }
+
+  /**
+   * The invoice's payment in its ledger before a refund reserves from it: its entry and,
+   * once due, its hold's release, posted here when the process manager and the worker
+   * that post them have not yet (a refund right after the payment). Each posts once per
+   * cause, so their own posts then are repeats.
+   */
+  private async paymentInLedger(invoice: PaidInvoice, now: Date): Promise<void> {
+    const { accountId, mode, invoiceId } = invoice.created;
+    const ledger = { accountId, mode };
+    const { netAmount, feeAmount } = invoice.amounts;
+    await this.ledgers.post(ledger, { type: 'RecordPayment', invoiceId, netAmount, feeAmount, releaseAt: invoice.availableAt, at: invoice.paidAt });
+    if (invoice.availableAt === null || Date.parse(invoice.availableAt) > now.getTime()) return;
+    try {
+      await this.ledgers.post(ledger, { type: 'ReleaseHold', invoiceId, at: now.toISOString() });
+    } catch (error) {
+      // Released already (or nothing held): nothing to do.
+      if (!(error instanceof Refusal && error.code === 'hold_not_found')) throw error;
+    }
   }
 
   /** The refund from its own stream (immediately consistent), or null. */

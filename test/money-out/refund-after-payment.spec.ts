@@ -1,0 +1,61 @@
+/**
+ * A refund right after the payment, before the projector has recorded the payment in
+ * the merchant's ledger: the refund posts the payment's entry itself (by its cause, so
+ * the process manager's post is a repeat later) and is accepted. The API runs alone
+ * here, with no projector at all, so nothing else records the payment.
+ */
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { startGateway, RunningGateway } from '../support/gateway-process';
+import { ADMIN_TOKEN, expectStatus, Operator } from '../support/merchant-fixtures';
+import { instantMerchant, paidInvoice } from '../support/money-out-fixtures';
+
+describe('a refund right after the payment', () => {
+  let db: TestDatabase;
+  let api: RunningGateway;
+  let operator: Operator;
+
+  beforeAll(async () => {
+    db = await createTestDatabase({ poolSize: 2 });
+    // The API process alone (npm run start:api): no process manager records payments, no worker releases holds.
+    // CLOCK=manual: the last test moves time past a hold.
+    api = await startGateway('api', { DATABASE_URL: db.url, ADMIN_TOKEN, CLOCK: 'manual' });
+    operator = new Operator(api.baseUrl, ADMIN_TOKEN);
+  });
+  afterAll(async () => {
+    await api?.kill();
+    await db?.drop();
+  });
+
+  it('is accepted (202) when the hold is over, though no projector recorded the payment yet', async () => {
+    const merchant = await instantMerchant(operator);
+    const invoiceId = await paidInvoice(operator, merchant.test, '1000.00');
+    const refund = await merchant.test.post(`/v1/invoices/${invoiceId}/refund`, { amount: '400.00' });
+    expectStatus(refund, 202);
+    expect(refund.body).toMatchObject({ invoiceId, amount: '400.00', status: 'pending' });
+    // The merchant's ledger holds the payment's entry once, then the refund's reservation.
+    const entries = await db.pool.query<{ kind: string }>(`SELECT data->>'kind' AS kind FROM events WHERE stream_name = $1 ORDER BY stream_revision`, [
+      `ledger-test_${merchant.accountId}`,
+    ]);
+    expect(entries.rows.map((r) => r.kind)).toEqual(['payment_recorded', 'funds_reserved']);
+  });
+
+  it('is refused as before while the hold lasts: the money is pending, not available', async () => {
+    const merchant = await operator.merchant({ holdHours: 24 });
+    const invoiceId = await paidInvoice(operator, merchant.test, '1000.00');
+    const refund = await merchant.test.post(`/v1/invoices/${invoiceId}/refund`, { amount: '400.00' });
+    expectStatus(refund, 422);
+    expect(refund.body.error.code).toBe('insufficient_balance');
+  });
+
+  it('is accepted once the hold is over, though no worker released it yet', async () => {
+    const merchant = await operator.merchant({ holdHours: 1 });
+    const invoiceId = await paidInvoice(operator, merchant.test, '1000.00');
+    await operator.advance(3600);
+    const refund = await merchant.test.post(`/v1/invoices/${invoiceId}/refund`, { amount: '400.00' });
+    expectStatus(refund, 202);
+    const entries = await db.pool.query<{ kind: string }>(`SELECT data->>'kind' AS kind FROM events WHERE stream_name = $1 ORDER BY stream_revision`, [
+      `ledger-test_${merchant.accountId}`,
+    ]);
+    expect(entries.rows.map((r) => r.kind)).toEqual(['payment_recorded', 'hold_released', 'funds_reserved']);
+  });
+});
