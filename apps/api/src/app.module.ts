@@ -23,6 +23,7 @@ import { WebhookDeliveriesController } from './webhooks/webhook-deliveries.contr
 import { MerchantAuthGuard } from './http/auth/merchant-auth.guard';
 import { OpenApiController, OperatorOpenApiController } from './docs/openapi.controller';
 import { ReferenceController } from './balance/reference.controller';
+import { EventsController } from './events/events.controller';
 import { PaymentPageController } from './pay/payment-page.controller';
 import { PageFormTokens } from './pay/page-form-token';
 import { ConsoleController } from './console/console.controller';
@@ -93,6 +94,7 @@ export class AppModule {
         RefundsController,
         PayoutsController,
         ReferenceController,
+        EventsController,
         PaymentPageController,
         ConsoleController,
         OpenApiController,

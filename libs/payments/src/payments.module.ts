@@ -57,6 +57,7 @@ import { GetLogCheckpointHandler } from './audit/get-log-checkpoint.query';
 import { GetLedgerHistoryHandler } from './ledger/get-ledger-history.query';
 import { ListAccountsHandler, ListProjectsOfAccountHandler } from './merchants/list-accounts.query';
 import { GetProjectionLagHandler } from './observability/get-projection-lag.query';
+import { ListMerchantEventsHandler } from './events/merchant-events';
 
 /** Every command handler: one per command class, each a thin adapter over a service or the ledger. */
 export const COMMAND_HANDLERS: readonly Type[] = [
@@ -118,6 +119,7 @@ export const QUERY_HANDLERS: readonly Type[] = [
   ListAccountsHandler,
   ListProjectsOfAccountHandler,
   GetProjectionLagHandler,
+  ListMerchantEventsHandler,
 ];
 
 /**

@@ -39,6 +39,7 @@ import { idempotencyKeysMigration } from '../idempotency/schema';
 import { payoutIdsMigration, payoutRequestKeysMigration } from '../payouts/payout-ids.schema';
 import { ledgerCauseIndexMigration } from '../ledger/ledger-cause-index';
 import { foldedStateAsJsonMigration } from '../read-models/folded-row';
+import { merchantEventsMigration } from '../events/merchant-events';
 
 /** Every schema change of the gateway, in version order. Never edit an applied one: add a new one. */
 export const allMigrations: readonly Migration[] = [
@@ -83,4 +84,5 @@ export const allMigrations: readonly Migration[] = [
   webhookAttemptsWithoutForeignKeyMigration,
   foldedStateAsJsonMigration,
   webhookSecretChangesMigration,
+  merchantEventsMigration,
 ];
