@@ -24,6 +24,7 @@ import { MerchantAuthGuard } from './http/auth/merchant-auth.guard';
 import { OpenApiController, OperatorOpenApiController } from './docs/openapi.controller';
 import { ReferenceController } from './balance/reference.controller';
 import { EventsController } from './events/events.controller';
+import { BalanceTransactionsController } from './balance-transactions/balance-transactions.controller';
 import { PaymentPageController } from './pay/payment-page.controller';
 import { PageFormTokens } from './pay/page-form-token';
 import { ConsoleController } from './console/console.controller';
@@ -95,6 +96,7 @@ export class AppModule {
         PayoutsController,
         ReferenceController,
         EventsController,
+        BalanceTransactionsController,
         PaymentPageController,
         ConsoleController,
         OpenApiController,

@@ -6,3 +6,4 @@ export * from './ledger-snapshot';
 export * from './uuid-v5';
 export * from './finance-reports';
 export * from './balance-history';
+export * from './balance-transactions';

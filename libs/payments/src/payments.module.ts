@@ -58,6 +58,7 @@ import { GetLedgerHistoryHandler } from './ledger/get-ledger-history.query';
 import { ListAccountsHandler, ListProjectsOfAccountHandler } from './merchants/list-accounts.query';
 import { GetProjectionLagHandler } from './observability/get-projection-lag.query';
 import { ListMerchantEventsHandler } from './events/merchant-events';
+import { ListBalanceTransactionsHandler } from './ledger/balance-transactions.query';
 
 /** Every command handler: one per command class, each a thin adapter over a service or the ledger. */
 export const COMMAND_HANDLERS: readonly Type[] = [
@@ -120,6 +121,7 @@ export const QUERY_HANDLERS: readonly Type[] = [
   ListProjectsOfAccountHandler,
   GetProjectionLagHandler,
   ListMerchantEventsHandler,
+  ListBalanceTransactionsHandler,
 ];
 
 /**

@@ -5,7 +5,8 @@ import { isUuid } from '#domain';
 import { ListMerchantEvents } from '#payments/events';
 import type { MerchantIdentity } from '#payments/merchants';
 import { ApiError } from '../http/errors/api-error';
-import { cursorSeqOf, encodeCursor, pageSizeOf } from '../http/cursor';
+import { encodeCursor } from '../http/cursor';
+import { periodPageOf } from '../http/period-page.request';
 import { validRequest } from '../http/request-pipe';
 import { Merchant, MerchantAuthGuard } from '../http/auth/merchant-auth.guard';
 import { ListEventsQuery } from './list-events.request';
@@ -25,10 +26,7 @@ export class EventsController {
         isTest: merchant.mode === 'test',
         type: query.type,
         deliveryStatus: query.deliveryStatus,
-        from: query.from === undefined ? undefined : new Date(query.from),
-        to: query.to === undefined ? undefined : new Date(query.to),
-        before: cursorSeqOf(query.cursor),
-        limit: pageSizeOf(query.limit, 20),
+        ...periodPageOf(query),
       }),
     );
     return {

@@ -16,7 +16,12 @@ import {
 import { streamCatalogMigration } from '../streams/stream-catalog.read-model';
 import { manualClockMigration } from '#platform/clock';
 import { snapshotsMigration } from '#event-store/postgres';
-import { ledgerOpenHoldsMigration, ledgerPostingsWithoutForeignKeyMigration, ledgerReadModelMigration } from '../ledger/ledger.read-model';
+import {
+  balanceTransactionsMigration,
+  ledgerOpenHoldsMigration,
+  ledgerPostingsWithoutForeignKeyMigration,
+  ledgerReadModelMigration,
+} from '../ledger/ledger.read-model';
 import { registryMigration, webhookSecretChangesMigration, webhookSecretsSealedMigration } from '../merchants/schema';
 import { keyTagKeyMigration } from '../merchants/key-tags';
 import { accessControlMigration, usedSignaturesLoggedMigration } from '../access/schema';
@@ -85,4 +90,5 @@ export const allMigrations: readonly Migration[] = [
   foldedStateAsJsonMigration,
   webhookSecretChangesMigration,
   merchantEventsMigration,
+  balanceTransactionsMigration,
 ];
