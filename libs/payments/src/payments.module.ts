@@ -59,6 +59,7 @@ import { ListAccountsHandler, ListProjectsOfAccountHandler } from './merchants/l
 import { GetProjectionLagHandler } from './observability/get-projection-lag.query';
 import { ListMerchantEventsHandler } from './events/merchant-events';
 import { ListBalanceTransactionsHandler } from './ledger/balance-transactions.query';
+import { EnableWebhookEndpointHandler } from './webhooks/endpoint-health';
 
 /** Every command handler: one per command class, each a thin adapter over a service or the ledger. */
 export const COMMAND_HANDLERS: readonly Type[] = [
@@ -92,6 +93,7 @@ export const COMMAND_HANDLERS: readonly Type[] = [
   CreateProjectHandler,
   RotateProjectKeysHandler,
   UpdateProjectHandler,
+  EnableWebhookEndpointHandler,
 ];
 
 /** Every query handler: each calls the read model (or the stream) it reads. */

@@ -204,7 +204,13 @@ export interface DeliveryView {
 export interface AccountPage {
   readonly account: { readonly id: string; readonly name: string; readonly email: string; readonly createdAt: Date };
   readonly mode: Mode;
-  readonly projects: readonly { readonly id: string; readonly name: string; readonly status: string; readonly webhookUrl: string | null }[];
+  readonly projects: readonly {
+    readonly id: string;
+    readonly name: string;
+    readonly status: string;
+    readonly webhookUrl: string | null;
+    readonly webhookDisabledAt: Date | null;
+  }[];
   readonly balances: Balances;
   readonly history: { readonly entries: number; readonly points: readonly BalancePoint[]; readonly days: readonly DailyVolume[] };
   readonly entries: readonly LedgerEntryView[];
@@ -255,6 +261,18 @@ function entriesSection(page: AccountPage): string {
   return `<table class="entries"><thead><tr><th class="num">№</th><th>Время</th><th>Проводка</th><th>Движения</th></tr></thead><tbody>${rows}</tbody></table>${links ? `<p class="pager">${links}</p>` : ''}`;
 }
 
+/** A button that POSTs to `action` from the merchant page (back to it afterwards). */
+const postButton = (action: string, page: AccountPage, formToken: string, label: string) =>
+  `<form class="inline" method="post" action="${action}">${formTokenField(formToken)}` +
+  `<input type="hidden" name="accountId" value="${escapeHtml(page.account.id)}"><input type="hidden" name="mode" value="${page.mode}">` +
+  `<button type="submit" class="resend">${label}</button></form>`;
+
+/** A project's webhook endpoint disabled for failing: since when, and the button that re-enables it. */
+const endpointState = (p: AccountPage['projects'][number], page: AccountPage, formToken: string) =>
+  p.webhookDisabledAt
+    ? ` <span class="badge bad">вебхуки отключены ${time(p.webhookDisabledAt)}</span> ${postButton(`/admin/projects/${encodeURIComponent(p.id)}/webhook-endpoint/enable`, page, formToken, 'Включить и отправить долг')}`
+    : '';
+
 function deliveriesSection(page: AccountPage, formToken: string): string {
   if (page.deliveries.length === 0) return '<p class="muted">Доставок нет.</p>';
   const rows = page.deliveries
@@ -267,10 +285,7 @@ function deliveriesSection(page: AccountPage, formToken: string): string {
             )
             .join('')}</ol>`
         : '<span class="muted small">попыток ещё не было</span>';
-      const form =
-        `<form class="inline" method="post" action="/admin/webhook-deliveries/${encodeURIComponent(d.id)}/resend">${formTokenField(formToken)}` +
-        `<input type="hidden" name="accountId" value="${escapeHtml(page.account.id)}"><input type="hidden" name="mode" value="${page.mode}">` +
-        `<button type="submit" class="resend">Отправить снова</button></form>`;
+      const form = postButton(`/admin/webhook-deliveries/${encodeURIComponent(d.id)}/resend`, page, formToken, 'Отправить снова');
       return `<tr class="delivery" data-delivery="${escapeHtml(d.id)}"><td>${escapeHtml(d.eventType)}${d.isTest ? ' <span class="badge test">test</span>' : ''}<div class="small muted">${escapeHtml(d.projectName)}</div></td><td class="mono">${escapeHtml(d.url)}</td><td><span class="badge${d.status === 'delivered' ? ' ok' : d.status === 'failed' ? ' bad' : ''}">${escapeHtml(d.status)}</span><div class="small muted">${time(d.createdAt)}</div>${d.nextAttemptAt ? `<div class="small muted">следующая: ${time(d.nextAttemptAt)}</div>` : ''}</td><td>${attempts}</td><td>${form}</td></tr>`;
     })
     .join('');
@@ -285,7 +300,7 @@ export function renderAccountPage(page: AccountPage, chrome: ConsoleChrome & { f
     (m) => `<a href="${escapeHtml(accountPath(account.id, m))}"${m === mode ? ' class="current" aria-current="page"' : ''}>${modeTitle(m)} режим</a>`,
   ).join('');
   const projects = page.projects.length
-    ? `<ul>${page.projects.map((p) => `<li>${escapeHtml(p.name)} <span class="badge">${escapeHtml(p.status)}</span> <span class="small muted mono">${escapeHtml(p.id)}</span>${p.webhookUrl ? ` <span class="small muted mono">${escapeHtml(p.webhookUrl)}</span>` : ''}</li>`).join('')}</ul>`
+    ? `<ul>${page.projects.map((p) => `<li>${escapeHtml(p.name)} <span class="badge">${escapeHtml(p.status)}</span> <span class="small muted mono">${escapeHtml(p.id)}</span>${p.webhookUrl ? ` <span class="small muted mono">${escapeHtml(p.webhookUrl)}</span>` : ''}${endpointState(p, page, chrome.formToken)}</li>`).join('')}</ul>`
     : '<p class="muted">Проектов нет.</p>';
   const plotTitle = `Баланс аккаунта «${account.name}» (${modeTitle(mode)} режим) по журналу`;
   return document(

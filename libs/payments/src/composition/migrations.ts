@@ -45,6 +45,7 @@ import { payoutIdsMigration, payoutRequestKeysMigration } from '../payouts/payou
 import { ledgerCauseIndexMigration } from '../ledger/ledger-cause-index';
 import { foldedStateAsJsonMigration } from '../read-models/folded-row';
 import { merchantEventsMigration } from '../events/merchant-events';
+import { webhookEndpointHealthMigration } from '../webhooks/endpoint-health';
 
 /** Every schema change of the gateway, in version order. Never edit an applied one: add a new one. */
 export const allMigrations: readonly Migration[] = [
@@ -91,4 +92,5 @@ export const allMigrations: readonly Migration[] = [
   webhookSecretChangesMigration,
   merchantEventsMigration,
   balanceTransactionsMigration,
+  webhookEndpointHealthMigration,
 ];

@@ -35,7 +35,7 @@ CREATE INDEX merchant_events_by_age ON merchant_events (created_at);
 `,
 };
 
-export const DELIVERY_STATUSES = ['pending', 'delivered', 'failing', 'not_subscribed'] as const;
+export const DELIVERY_STATUSES = ['pending', 'delivered', 'failing', 'endpoint_disabled', 'not_subscribed'] as const;
 export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
 
 /** One event to record: the outbox's rendered webhook for one project. */
@@ -80,9 +80,12 @@ export async function sweepMerchantEvents(pool: Pick<Pool, 'query'>, horizon: Da
   return r.rowCount ?? 0;
 }
 
-/** The delivery status of an event (e: merchant_events, d: its delivery). A failed attempt and no success yet is failing. */
+/**
+ * The delivery status of an event (e: merchant_events, d: its delivery, p: its project). A failed attempt and no
+ * success yet is failing; not delivered while the project's endpoint is disabled (endpoint-health.ts), endpoint_disabled.
+ */
 const STATUS_SQL = `CASE WHEN e.delivery_id IS NULL THEN 'not_subscribed' WHEN d.status = 'delivered' THEN 'delivered'
-  WHEN d.status = 'pending' AND d.attempts_made = 0 THEN 'pending' ELSE 'failing' END`;
+  WHEN p.webhook_disabled_at IS NOT NULL THEN 'endpoint_disabled' WHEN d.status = 'pending' AND d.attempts_made = 0 THEN 'pending' ELSE 'failing' END`;
 
 export interface MerchantEvent {
   readonly seq: number;
@@ -127,7 +130,7 @@ export class ListMerchantEventsHandler implements IQueryHandler<ListMerchantEven
     if (filter.before !== null) add('e.seq < ?', filter.before);
     const rows = await this.pool.query<{ seq: string; body: string; status: DeliveryStatus }>(
       `SELECT e.seq, e.body, ${STATUS_SQL} AS status
-       FROM merchant_events e LEFT JOIN webhook_deliveries d ON d.id = e.delivery_id
+       FROM merchant_events e LEFT JOIN webhook_deliveries d ON d.id = e.delivery_id LEFT JOIN projects p ON p.id = e.project_id
        WHERE ${where.join(' AND ')} ORDER BY e.seq DESC LIMIT $${params.push(filter.limit + 1)}`,
       params,
     );

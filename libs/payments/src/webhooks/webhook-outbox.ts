@@ -187,18 +187,21 @@ export function webhookOutbox(
       const planned = events.filter((d): d is PlannedDelivery & { url: string } => d.url !== null);
       if (planned.length === 0) return;
       // In log order, so the queue's seq keeps the order of the events; each new delivery
-      // both recorded and queued (one already there is neither).
+      // both recorded and queued (one already there is neither). A project whose endpoint
+      // is disabled (endpoint-health.ts) gets it recorded as failed, not queued.
       await tx.query(
         `WITH enqueued AS (
            INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
-           SELECT d.id, d.event_id, d.event_type, d.project_id, d.url, d.body, d.is_test, 'pending', $8, $8
+           SELECT d.id, d.event_id, d.event_type, d.project_id, d.url, d.body, d.is_test,
+                  CASE WHEN p.webhook_disabled_at IS NULL THEN 'pending' ELSE 'failed' END, CASE WHEN p.webhook_disabled_at IS NULL THEN $8::timestamptz END, $8
            FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::uuid[], $5::text[], $6::text[], $7::boolean[]) WITH ORDINALITY
              AS d(id, event_id, event_type, project_id, url, body, is_test, ord)
+           LEFT JOIN projects p ON p.id = d.project_id
            ORDER BY d.ord
            ON CONFLICT (id) DO NOTHING
-           RETURNING id, seq, url, next_attempt_at)
+           RETURNING id, seq, url, next_attempt_at, status)
          INSERT INTO webhook_queue (id, seq, url, next_attempt_at, attempts_made, schedule_base)
-         SELECT id, seq, url, next_attempt_at, 0, 0 FROM enqueued`,
+         SELECT id, seq, url, next_attempt_at, 0, 0 FROM enqueued WHERE status = 'pending'`,
         [
           planned.map((d) => d.id),
           planned.map((d) => d.eventId),
