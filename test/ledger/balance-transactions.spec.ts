@@ -11,6 +11,7 @@ import fc from 'fast-check';
 import { Client, expectError, expectStatus, InvoiceGateway, Json, Merchant, orderId, poll, startInvoiceGateway } from '../support/merchant-fixtures';
 import { balanceOf, fromKopecks, paidInvoice, payoutAddress, PHONE, toKopecks, transition } from '../support/money-out-fixtures';
 import { fastCheckSeed, seededRandom } from '../support/test-seed';
+import { login, request } from '../console/console-fixture';
 
 const signed = (money: string): number => (money.startsWith('-') ? -toKopecks(money.slice(1)) : toKopecks(money));
 const total = (b: { available: string; pending: string; reserved: string }) => signed(b.available) + signed(b.pending) + signed(b.reserved);
@@ -171,6 +172,17 @@ describe('GET /v1/balance/transactions', () => {
     const lines = (await csv.text()).trimEnd().split('\r\n');
     expect(lines[0]).toBe('id,type,amount,bucket,balanceAfter,fee,currency,createdAt,availableAt,invoiceId,refundId,payoutId');
     expect(lines.slice(1).map((l) => l.split(',')[0])).toEqual(all.map((t) => t.id));
+  });
+
+  it("the operator console's merchant page shows the latest balance transactions of the mode", async () => {
+    const m = merchants[0]!;
+    const latest = (await m.live.get('/v1/balance/transactions?limit=20')).body.items as Json[];
+    const cookie = await login(gw.baseUrl, gw.gateway.adminToken);
+    const page = await request(gw.baseUrl, 'GET', `/admin/accounts/${m.accountId}?mode=live`, { cookie });
+    expect(page.status).toBe(200);
+    expect(page.html).toContain('Движения баланса');
+    const rows = [...page.html.matchAll(/<tr class="transaction"><td>[^]*?<\/td><td>([a-z_]+)<div/g)].map((r) => r[1]);
+    expect(rows).toEqual(latest.map((t) => t.type));
   });
 
   it('refuses a bad query with the spec error', async () => {

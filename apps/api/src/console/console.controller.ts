@@ -7,7 +7,7 @@ import type { OperatorSessions } from '#payments/access';
 import { auditCheckpointKeyOf, GetLogCheckpoint, LogCheckpointUnavailableError } from '#payments/audit';
 import { GetBalance } from '#payments/balance';
 import type { Infrastructure } from '#payments/composition';
-import { GetLedgerEntries, GetLedgerHistory } from '#payments/ledger';
+import { GetLedgerEntries, GetLedgerHistory, ListBalanceTransactions } from '#payments/ledger';
 import { GetAccount, ListAccounts, ListProjectsOfAccount } from '#payments/merchants';
 import { GetProjectionLag, LAG_COUNT_LIMIT } from '#payments/observability';
 import { EnableWebhookEndpoint, ListWebhookDeliveries, ResendWebhookDelivery } from '#payments/webhooks';
@@ -26,6 +26,7 @@ import {
   CONSOLE_CSS,
   CONSOLE_ICON,
   DELIVERIES_SHOWN,
+  TRANSACTIONS_SHOWN,
   FORM_TOKEN_FIELD,
   Mode,
   renderAccountPage,
@@ -242,11 +243,12 @@ export class ConsoleController {
       afterSeq = Number(entriesAfter);
     }
     const ledger = { accountId: account.id, mode };
-    const [balances, history, entries, projects] = await Promise.all([
+    const [balances, history, entries, projects, transactions] = await Promise.all([
       this.queries.execute(new GetBalance(ledger)),
       this.queries.execute(new GetLedgerHistory(ledger)),
       this.queries.execute(new GetLedgerEntries(ledger, afterSeq, ENTRIES_PAGE)),
       this.queries.execute(new ListProjectsOfAccount(account.id)),
+      this.queries.execute(new ListBalanceTransactions({ ...ledger, before: null, limit: TRANSACTIONS_SHOWN })),
     ]);
     const deliveries: DeliveryView[] = [];
     for (const project of projects) {
@@ -294,6 +296,7 @@ export class ConsoleController {
           nextEntriesAfter: entries.hasMore && lastEntry ? lastEntry.seq : null,
           entriesPaged: afterSeq !== -1,
           deliveries,
+          transactions: transactions.items,
         },
         { ...this.chrome(session, 'merchants'), formToken: session.formToken },
       ),

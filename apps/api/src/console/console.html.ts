@@ -219,6 +219,30 @@ export interface AccountPage {
   /** Whether this page is not the first of the entries. */
   readonly entriesPaged: boolean;
   readonly deliveries: readonly DeliveryView[];
+  /** The latest balance transactions of the mode (GET /v1/balance/transactions's rows). */
+  readonly transactions: readonly {
+    readonly type: string;
+    readonly bucket: string;
+    readonly amount: number;
+    readonly balanceAfter: number;
+    readonly createdAt: Date;
+    readonly invoiceId: string | null;
+    readonly refundId: string | null;
+    readonly payoutId: number | null;
+  }[];
+}
+
+export const TRANSACTIONS_SHOWN = 20;
+
+function transactionsSection(page: AccountPage): string {
+  if (page.transactions.length === 0) return '<p class="muted">Движений нет.</p>';
+  const rows = page.transactions
+    .map((t) => {
+      const cause = t.invoiceId ?? t.refundId ?? (t.payoutId === null ? '' : `выплата ${t.payoutId}`);
+      return `<tr class="transaction"><td>${time(t.createdAt)}</td><td>${escapeHtml(t.type)}<div class="small muted mono">${escapeHtml(cause)}</div></td><td class="mono">${escapeHtml(t.bucket)}</td><td class="num">${money(t.amount)}</td><td class="num">${money(t.balanceAfter)}</td></tr>`;
+    })
+    .join('');
+  return `<table class="transactions"><thead><tr><th>Когда</th><th>Тип</th><th>Корзина</th><th class="num">Сумма</th><th class="num">Остаток корзины</th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 
 /** Days of volumes shown on the merchant page (the most recent with a payment). */
@@ -316,6 +340,7 @@ export function renderAccountPage(page: AccountPage, chrome: ConsoleChrome & { f
 ${projects}</div>
 <div class="card"><h2>Баланс во времени</h2>${renderBalancePlot(page.history.points, plotTitle)}</div>
 <div class="card"><h2>Оплаты по дням</h2>${volumesSection(page.history.days)}</div>
+<div class="card" id="transactions"><h2>Движения баланса</h2><p class="small muted">Последние ${TRANSACTIONS_SHOWN}, как их видит мерчант (GET /v1/balance/transactions).</p>${transactionsSection(page)}</div>
 <div class="card" id="ledger"><h2>Проводки журнала</h2>${entriesSection(page)}</div>
 <div class="card" id="webhooks"><h2>Доставки вебхуков</h2><p class="small muted">Последние ${DELIVERIES_SHOWN} доставок каждого проекта аккаунта, обоих режимов.</p>${deliveriesSection(page, chrome.formToken)}</div>`,
     chrome,

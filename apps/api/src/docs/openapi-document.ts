@@ -532,7 +532,7 @@ const payoutEvent = envelope('Тело вебхуков payout.paid, payout.reje
   properties: { payout: refWith('Payout', 'Выплата в форме GET /payouts/{id}') },
 });
 
-const eventEnvelope = envelope('Событие: тело его вебхука и состояние доставки', WEBHOOK_EVENTS, { type: 'object', description: 'Как в теле вебхука' });
+const eventEnvelope = envelope('Событие: тело его вебхука и состояние доставки', WEBHOOK_EVENTS, { type: 'object', additionalProperties: true, description: 'Как в теле вебхука' });
 const event: SchemaObject = {
   ...eventEnvelope,
   required: ['id', 'type', 'createdAt', 'isTest', 'data', 'deliveryStatus'],

@@ -902,7 +902,9 @@ export interface components {
             /** @description Событие тестового режима */
             isTest: boolean;
             /** @description Как в теле вебхука */
-            data: Record<string, never>;
+            data: {
+                [key: string]: unknown;
+            };
             /**
              * @description pending, delivered, failing (попытка не удалась, успешной нет), endpoint_disabled (адрес отключён), not_subscribed
              * @enum {string}
