@@ -6,9 +6,9 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { expectStatus, InvoiceGateway, Merchant, orderId, poll, startInvoiceGateway } from '../support/merchant-fixtures';
+import { expectStatus, InvoiceGateway, Merchant, orderId, poll } from '../support/merchant-fixtures';
 import { fund, payoutAddress, PHONE, transition } from '../support/money-out-fixtures';
-import { startWebhookReceiver, WebhookReceiver } from '../support/webhook-receiver';
+import { hookedGateway, WebhookReceiver } from '../support/webhook-receiver';
 import { PaymentGatewayClient, PaymentGatewayError } from '../../libs/sdk/src';
 
 const SDK_DOC = readFileSync(path.join(__dirname, '../../docs/sdk.md'), 'utf8');
@@ -24,23 +24,14 @@ describe('the scripts of docs/sdk.md', () => {
   let gw: InvoiceGateway;
   let receiver: WebhookReceiver;
   let shop: Merchant;
-  const client = (m: Merchant, mode: 'test' | 'live') =>
-    new PaymentGatewayClient({ baseUrl: `${gw.baseUrl}/v1`, auth: { secretKey: m.keys[mode].secretKey }, sleep: async () => undefined });
+  let close: () => Promise<void>;
 
   beforeAll(async () => {
-    receiver = await startWebhookReceiver();
-    gw = await startInvoiceGateway({
-      // Retries are due on the clock, which this test does not move.
-      CLOCK: 'manual',
-      // The receiver listens on this machine's loopback.
-      WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
-    });
-    shop = await gw.operator.merchant({ webhookUrl: receiver.url, holdHours: 0 } as never);
+    ({ gw, receiver, shop, close } = await hookedGateway({ holdHours: 0 }));
   });
-  afterAll(async () => {
-    await gw?.close();
-    await receiver?.close();
-  });
+  afterAll(() => close?.());
+  const client = (m: Merchant, mode: 'test' | 'live') =>
+    new PaymentGatewayClient({ baseUrl: `${gw.baseUrl}/v1`, auth: { secretKey: m.keys[mode].secretKey }, sleep: async () => undefined });
 
   it('the recovery loop handles every event the receiver missed', async () => {
     receiver.answer = () => ({ status: 503, body: 'down' });

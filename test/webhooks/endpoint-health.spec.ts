@@ -4,8 +4,8 @@
  * endpoint_disabled; the operator console shows it with a button that re-enables it
  * and sends what is still owed.
  */
-import { expectStatus, InvoiceGateway, Json, Merchant, orderId, poll, startInvoiceGateway } from '../support/merchant-fixtures';
-import { startWebhookReceiver, WebhookReceiver } from '../support/webhook-receiver';
+import { expectStatus, InvoiceGateway, Json, Merchant, orderId, poll } from '../support/merchant-fixtures';
+import { hookedGateway, WebhookReceiver } from '../support/webhook-receiver';
 import { formTokenOf, login, request } from '../console/console-fixture';
 import { RETRY_SCHEDULE_SECONDS } from '#payments/webhooks';
 
@@ -13,21 +13,12 @@ describe('endpoint health', () => {
   let gw: InvoiceGateway;
   let receiver: WebhookReceiver;
   let shop: Merchant;
+  let close: () => Promise<void>;
 
   beforeAll(async () => {
-    receiver = await startWebhookReceiver();
-    gw = await startInvoiceGateway({
-      // Three days of failures happen as the test moves the clock.
-      CLOCK: 'manual',
-      // The receiver listens on this machine's loopback.
-      WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
-    });
-    shop = await gw.operator.merchant({ webhookUrl: receiver.url } as never);
+    ({ gw, receiver, shop, close } = await hookedGateway());
   });
-  afterAll(async () => {
-    await gw?.close();
-    await receiver?.close();
-  });
+  afterAll(() => close?.());
 
   const paid = async (): Promise<string> => {
     const created = await shop.test.post('/v1/invoices', { amount: '300.00', orderId: orderId('health'), method: 'sbp' });

@@ -3,8 +3,8 @@
  * webhook has, listable with their delivery status, so a receiver that was down
  * catches up on its own.
  */
-import { Client, expectError, expectStatus, InvoiceGateway, Json, Merchant, orderId, poll, startInvoiceGateway } from '../support/merchant-fixtures';
-import { startWebhookReceiver, WebhookReceiver } from '../support/webhook-receiver';
+import { Client, expectError, expectStatus, InvoiceGateway, Json, Merchant, orderId, poll } from '../support/merchant-fixtures';
+import { hookedGateway, WebhookReceiver } from '../support/webhook-receiver';
 
 /** Every event of `query`, following the cursors. */
 async function allEvents(client: Client, query: string, limit = 7): Promise<Json[]> {
@@ -31,21 +31,12 @@ describe('GET /v1/events', () => {
   let gw: InvoiceGateway;
   let receiver: WebhookReceiver;
   let shop: Merchant;
+  let close: () => Promise<void>;
 
   beforeAll(async () => {
-    receiver = await startWebhookReceiver();
-    gw = await startInvoiceGateway({
-      // Retries are due on the clock, which this test never moves: each delivery is tried once.
-      CLOCK: 'manual',
-      // The receiver listens on this machine's loopback.
-      WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
-    });
-    shop = await gw.operator.merchant({ webhookUrl: receiver.url } as never);
+    ({ gw, receiver, shop, close } = await hookedGateway());
   });
-  afterAll(async () => {
-    await gw?.close();
-    await receiver?.close();
-  });
+  afterAll(() => close?.());
 
   it('a receiver that was down while 20 events happened recovers all 20 from the list, with no operator call', async () => {
     receiver.answer = () => ({ status: 503, body: 'down' });
