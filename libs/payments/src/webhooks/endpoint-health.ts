@@ -8,7 +8,8 @@ import { resendFailedDeliveries } from './webhook-dispatcher';
 /**
  * Endpoint health: a project's webhook endpoint whose attempts have all failed for
  * ENDPOINT_FAILING_DAYS in a row (from its first failed attempt after its last success
- * or its last re-enabling, on the gateway clock) is disabled: its pending deliveries
+ * or its last re-enabling, on the gateway clock), and that still has a delivery being
+ * retried, is disabled: its pending deliveries
  * stop (failed), and the outbox records new ones as failed without sending them. The
  * operator re-enables it (console, or POST /admin/v1/projects/{id}/webhook-endpoint/enable),
  * which resends every failed delivery still kept: what the merchant is owed.
@@ -22,12 +23,16 @@ export const webhookEndpointHealthMigration: Migration = {
 
 /** Disables every endpoint failing for ENDPOINT_FAILING_DAYS as of `now`; answers the projects disabled. */
 export async function disableFailingEndpoints(pool: Pick<Pool, 'query'>, now: Date): Promise<string[]> {
-  // Attempts of the last ENDPOINT_FAILING_DAYS + 1 days suffice: a streak that old starts inside them.
+  // Only projects with a pending delivery that has failed (a small scan of the queue) are
+  // looked at; of those, attempts of the last ENDPOINT_FAILING_DAYS + 1 days suffice: a
+  // streak that old starts inside them.
   const r = await pool.query<{ id: string }>(
-    `WITH attempts AS (
+    `WITH candidates AS (
+       SELECT DISTINCT d.project_id FROM webhook_queue q JOIN webhook_deliveries d ON d.id = q.id WHERE q.attempts_made > 0),
+     attempts AS (
        SELECT d.project_id, a.at, a.status_code BETWEEN 200 AND 299 AS ok
-       FROM webhook_deliveries d JOIN webhook_attempts a ON a.delivery_id = d.id
-       JOIN projects p ON p.id = d.project_id AND p.webhook_disabled_at IS NULL
+       FROM candidates c JOIN projects p ON p.id = c.project_id AND p.webhook_disabled_at IS NULL
+       JOIN webhook_deliveries d ON d.project_id = c.project_id JOIN webhook_attempts a ON a.delivery_id = d.id
        WHERE d.created_at > $1::timestamptz - make_interval(days => $2 + 3) AND a.at > $1::timestamptz - make_interval(days => $2 + 1)
          AND NOT a.superseded AND a.at > coalesce(p.webhook_enabled_at, '-infinity')),
      streak AS (
