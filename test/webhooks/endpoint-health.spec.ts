@@ -53,6 +53,8 @@ describe('endpoint health', () => {
     const deliveries = await gw.operator.http.get(`/admin/v1/webhook-deliveries?projectId=${shop.projectId}`);
     expect(deliveries.body.items.map((d: Json) => d.status)).toEqual(['failed', 'failed', 'failed']);
     const sent = receiver.received.length;
+    const disabledAt = (await gw.operator.http.get(`/admin/v1/projects/${shop.projectId}`)).body.webhookDisabledAt;
+    expect(disabledAt).toMatch(/^\d{4}-\d{2}-\d{2}T/);
 
     // The console shows it with the button; pressing it re-enables the endpoint and sends the three.
     receiver.answer = () => ({ status: 200, body: 'ok' });
@@ -66,6 +68,7 @@ describe('endpoint health', () => {
     await receiver.waitFor((r) => r.length === sent + 3, 'the owed deliveries');
     expect(new Set(receiver.received.slice(sent).map((w) => w.body.id))).toEqual(new Set(owed.map((e) => e.id)));
     await poll(events, (items) => items.every((e) => e.deliveryStatus === 'delivered'), 'all delivered');
+    expect((await gw.operator.http.get(`/admin/v1/projects/${shop.projectId}`)).body.webhookDisabledAt).toBeNull();
     expect((await request(gw.baseUrl, 'GET', `/admin/accounts/${shop.accountId}?mode=test`, { cookie })).html).not.toContain('вебхуки отключены');
   });
 });

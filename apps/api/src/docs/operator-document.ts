@@ -61,6 +61,7 @@ const project = answer<ReturnType<typeof projectView>>({
     webhookSecret: { type: 'string' },
     createdAt: { type: 'string', format: 'date-time' },
     updatedAt: { type: 'string', format: 'date-time' },
+    webhookDisabledAt: { type: ['string', 'null'], format: 'date-time', description: 'Когда адрес вебхуков отключён после 3 дней отказов; null: включён' },
   },
 });
 const keys: SchemaObject = { type: 'object', description: 'Ключи: секретные показываются только при создании и ротации' };
