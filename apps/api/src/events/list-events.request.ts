@@ -16,6 +16,9 @@ export class ListEventsQuery extends PeriodPageQuery {
 
   @Optional()
   @IsIn(DELIVERY_STATUSES)
-  @JSONSchema({ description: 'Состояние доставки вебхука: pending, delivered, failing (попытки не удались), endpoint_disabled (адрес отключён после 3 дней отказов), not_subscribed (проект не подписан)' })
+  @JSONSchema({
+    description:
+      'Состояние доставки вебхука: pending, delivered, failing (попытки не удались), endpoint_disabled (адрес отключён после 3 дней отказов), not_subscribed (проект не подписан)',
+  })
   deliveryStatus?: DeliveryStatus;
 }
