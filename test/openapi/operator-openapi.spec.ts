@@ -78,6 +78,7 @@ describe('the operator OpenAPI document', () => {
       'get /webhook-deliveries',
       'post /webhook-deliveries/{id}/resend',
       'post /projects/{id}/webhook-deliveries/resend-failed',
+      'post /projects/{id}/webhook-endpoint/enable',
       'post /clock/advance',
       'get /openapi.json',
     ];

@@ -122,6 +122,9 @@ describe('the error contract under fuzzing', () => {
     { name: 'POST /v1/payouts', method: 'POST', path: () => '/v1/payouts', admin: false, body: true },
     { name: 'GET /v1/payouts', method: 'GET', path: () => '/v1/payouts', admin: false, body: false },
     { name: 'GET /v1/payouts/{id}', method: 'GET', path: () => '/v1/payouts/999999999', admin: false, body: false },
+    { name: 'GET /v1/events', method: 'GET', path: () => '/v1/events', admin: false, body: false },
+    { name: 'GET /v1/events/{id}', method: 'GET', path: () => '/v1/events/00000000-0000-4000-8000-000000000000', admin: false, body: false },
+    { name: 'GET /v1/balance/transactions', method: 'GET', path: () => '/v1/balance/transactions', admin: false, body: false },
     {
       name: 'POST /admin/v1/payout-addresses/{id}/confirm',
       method: 'POST',
@@ -259,6 +262,8 @@ describe('the error contract under fuzzing', () => {
     { name: 'GET /v1/payouts (test key)', path: () => '/v1/payouts', headers: () => merchantHeaders() },
     { name: 'GET /v1/payouts (live key)', path: () => '/v1/payouts', headers: () => ({ authorization: `Bearer ${shop.keys.live.secretKey}` }) },
     { name: 'GET /admin/v1/webhook-deliveries', path: () => '/admin/v1/webhook-deliveries', headers: () => adminHeaders() },
+    { name: 'GET /v1/events', path: () => '/v1/events', headers: () => merchantHeaders() },
+    { name: 'GET /v1/balance/transactions', path: () => '/v1/balance/transactions', headers: () => merchantHeaders() },
     { name: 'GET /admin/v1/accounts/{id}/ledger', path: () => `/admin/v1/accounts/${shop.accountId}/ledger?mode=test`, headers: () => adminHeaders() },
   ];
   const WITH_BODY = ENDPOINTS.filter((e) => e.body);

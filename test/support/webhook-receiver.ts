@@ -6,6 +6,7 @@
 import { createHmac } from 'node:crypto';
 import http, { IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { InvoiceGateway, Merchant, ProjectSetup, startInvoiceGateway } from './merchant-fixtures';
 
 export interface ReceivedWebhook {
   readonly path: string;
@@ -98,4 +99,18 @@ export function validTimestampedSignature(webhook: ReceivedWebhook, secret: stri
     .update(`${String(t)}.${webhook.rawBody}`)
     .digest('hex');
   return webhook.headers['x-service-signature-timestamped'] === `t=${String(t)},v1=${mac}`;
+}
+
+/**
+ * The set-up of the webhook tests over HTTP: a local receiver, a gateway on the manual
+ * clock (retries are due when the test moves it) allowed to deliver to loopback, and a
+ * merchant whose webhooks go to the receiver.
+ */
+export async function hookedGateway(
+  setup: ProjectSetup = {},
+): Promise<{ gw: InvoiceGateway; receiver: WebhookReceiver; shop: Merchant; close(): Promise<void> }> {
+  const receiver = await startWebhookReceiver();
+  const gw = await startInvoiceGateway({ CLOCK: 'manual', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
+  const shop = await gw.operator.merchant({ webhookUrl: receiver.url, ...setup } as never);
+  return { gw, receiver, shop, close: async () => (await gw.close(), await receiver.close()) };
 }

@@ -5,28 +5,19 @@
  * verifier nobody here wrote, given `whsec_` + the project's webhook secret in base64.
  */
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
-import { expectStatus, InvoiceGateway, Merchant, orderId, startInvoiceGateway } from '../support/merchant-fixtures';
-import { startWebhookReceiver, WebhookReceiver } from '../support/webhook-receiver';
+import { expectStatus, InvoiceGateway, Merchant, orderId } from '../support/merchant-fixtures';
+import { hookedGateway, WebhookReceiver } from '../support/webhook-receiver';
 
 describe('Standard Webhooks headers on every delivery', () => {
   let gw: InvoiceGateway;
   let receiver: WebhookReceiver;
   let shop: Merchant;
+  let close: () => Promise<void>;
 
   beforeAll(async () => {
-    receiver = await startWebhookReceiver();
-    gw = await startInvoiceGateway({
-      // The retry is due a minute after the first attempt: the test moves the clock.
-      CLOCK: 'manual',
-      // The receiver listens on this machine's loopback.
-      WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
-    });
-    shop = await gw.operator.merchant({ webhookUrl: receiver.url } as never);
+    ({ gw, receiver, shop, close } = await hookedGateway());
   });
-  afterAll(async () => {
-    await gw?.close();
-    await receiver?.close();
-  });
+  afterAll(() => close?.());
 
   it('verify with the stock library, keep their id across a retry, and fail on one changed byte', async () => {
     receiver.answer = (_request, index) => (index === 0 ? { status: 500, body: 'down' } : { status: 200, body: 'ok' });

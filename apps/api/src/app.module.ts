@@ -48,6 +48,8 @@ import { WebhookDeliveriesController } from './webhooks/webhook-deliveries.contr
 import { MerchantAuthGuard } from './http/auth/merchant-auth.guard';
 import { OpenApiController, OperatorOpenApiController } from './docs/openapi.controller';
 import { ReferenceController } from './balance/reference.controller';
+import { EventsController } from './events/events.controller';
+import { BalanceTransactionsController } from './balance-transactions/balance-transactions.controller';
 import { PaymentPageController } from './pay/payment-page.controller';
 import { PageFormTokens } from './pay/page-form-token';
 import { ConsoleController } from './console/console.controller';
@@ -153,6 +155,8 @@ export class AppModule {
         GetPayoutRoute,
         ListPayoutAddressesRoute,
         ReferenceController,
+        EventsController,
+        BalanceTransactionsController,
         PaymentPageController,
         ConsoleController,
         OpenApiController,

@@ -16,7 +16,7 @@ import { ProjectorModule } from './projector.module';
 import { payoutOutcomes, refundOutcomes } from '#payments/flows';
 import { completeDueRefunds } from '#payments/refunds';
 import { recoverHalfDoneFlows } from '#payments/flows';
-import { sweepRetention } from '#payments/webhooks';
+import { disableFailingEndpoints, sweepRetention } from '#payments/webhooks';
 import { WorkerItems } from '#payments/flows';
 import { WebhookDispatcher, webhookOutbox } from '#payments/webhooks';
 import { GatewayMetrics, projectionLag, webhookQueueDepth } from '#payments/observability';
@@ -121,6 +121,7 @@ export class Projector {
       ),
       // A sweep of whole tables by age (no items to fail alone).
       new PeriodicWorker('retention', 5000, sweepRetention(infra.pool, infra.clock, infra.config.webhookRetentionDays), log, 1000),
+      new PeriodicWorker('endpoint-health', 5000, async () => (await disableFailingEndpoints(infra.pool, infra.clock.now())).length, log),
     ];
   }
 

@@ -7,3 +7,4 @@ export * from './uuid-v5';
 export * from './finance-reports';
 export * from './balance-history';
 export * from './refusal';
+export * from './balance-transactions';

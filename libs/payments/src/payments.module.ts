@@ -36,6 +36,9 @@ import { GetLogCheckpointHandler } from './audit/get-log-checkpoint.query';
 import { GetLedgerHistoryHandler } from './ledger/get-ledger-history.query';
 import { ListAccountsHandler, ListProjectsOfAccountHandler } from './merchants/list-accounts.query';
 import { GetProjectionLagHandler } from './observability/get-projection-lag.query';
+import { ListMerchantEventsHandler } from './events/merchant-events';
+import { ListBalanceTransactionsHandler } from './ledger/balance-transactions.query';
+import { EnableWebhookEndpointHandler } from './webhooks/endpoint-health';
 
 /** The command handlers of the library: the use cases the projector's reactors drive (the API's are in its use-case folders). */
 export const COMMAND_HANDLERS: readonly Type[] = [
@@ -56,6 +59,7 @@ export const COMMAND_HANDLERS: readonly Type[] = [
   CreateProjectHandler,
   RotateProjectKeysHandler,
   UpdateProjectHandler,
+  EnableWebhookEndpointHandler,
 ];
 
 /** Every query handler: each calls the read model (or the stream) it reads. */
@@ -76,6 +80,8 @@ export const QUERY_HANDLERS: readonly Type[] = [
   ListAccountsHandler,
   ListProjectsOfAccountHandler,
   GetProjectionLagHandler,
+  ListMerchantEventsHandler,
+  ListBalanceTransactionsHandler,
 ];
 
 /**

@@ -22,6 +22,13 @@ import type {
   PayoutList,
   Refund,
   RefundInvoiceRequest,
+  BalanceTransaction,
+  BalanceTransactionList,
+  Event,
+  EventList,
+  ListBalanceTransactionsQuery,
+  ListEventsQuery,
+  WebhookEvent,
 } from './types';
 
 /** Mode 1 (Bearer secret key) or mode 2 (HMAC: public key plus the project's webhook secret). */
@@ -126,13 +133,8 @@ export class PaymentGatewayClient {
   }
 
   /** Every invoice that matches `query`, newest first, page after page (GET /invoices with each nextCursor). */
-  async *iterateInvoices(query: Omit<ListInvoicesQuery, 'cursor'> = {}): AsyncGenerator<Invoice, void, undefined> {
-    let cursor: string | undefined;
-    do {
-      const page = await this.listInvoices({ ...query, ...(cursor === undefined ? {} : { cursor }) });
-      yield* page.items;
-      cursor = page.hasMore && page.nextCursor ? page.nextCursor : undefined;
-    } while (cursor !== undefined);
+  iterateInvoices(query: Omit<ListInvoicesQuery, 'cursor'> = {}): AsyncGenerator<Invoice, void, undefined> {
+    return everyItem((q) => this.listInvoices(q), query);
   }
 
   /** GET /invoices/{id} (getInvoice). */
@@ -203,13 +205,33 @@ export class PaymentGatewayClient {
   }
 
   /** Every payout that matches `query`, newest first, page after page. */
-  async *iteratePayouts(query: Omit<ListPayoutsQuery, 'cursor'> = {}): AsyncGenerator<Payout, void, undefined> {
-    let cursor: string | undefined;
-    do {
-      const page = await this.listPayouts({ ...query, ...(cursor === undefined ? {} : { cursor }) });
-      yield* page.items;
-      cursor = page.hasMore && page.nextCursor ? page.nextCursor : undefined;
-    } while (cursor !== undefined);
+  iteratePayouts(query: Omit<ListPayoutsQuery, 'cursor'> = {}): AsyncGenerator<Payout, void, undefined> {
+    return everyItem((q) => this.listPayouts(q), query);
+  }
+
+  /** GET /events (listEvents): one page of the project's webhook events, each with its deliveryStatus. */
+  listEvents(query: ListEventsQuery = {}): Promise<EventList> {
+    return this.call({ method: 'GET', path: '/events', query, repeatable: true });
+  }
+
+  /** Every event that matches `query` (e.g. `{deliveryStatus: 'failing'}`: what a receiver missed), newest first. */
+  iterateEvents(query: Omit<ListEventsQuery, 'cursor'> = {}): AsyncGenerator<Event, void, undefined> {
+    return everyItem((q) => this.listEvents(q), query);
+  }
+
+  /** GET /events/{id} (getEvent): the webhook's body. */
+  getEvent(id: string): Promise<WebhookEvent> {
+    return this.call({ method: 'GET', path: `/events/${encodeURIComponent(id)}`, repeatable: true });
+  }
+
+  /** GET /balance/transactions (listBalanceTransactions): one page (JSON). */
+  listBalanceTransactions(query: ListBalanceTransactionsQuery = {}): Promise<BalanceTransactionList> {
+    return this.call({ method: 'GET', path: '/balance/transactions', query, repeatable: true });
+  }
+
+  /** Every movement of the balance that matches `query` (e.g. `{payoutId}`), newest first. */
+  iterateBalanceTransactions(query: Omit<ListBalanceTransactionsQuery, 'cursor'> = {}): AsyncGenerator<BalanceTransaction, void, undefined> {
+    return everyItem((q) => this.listBalanceTransactions(q), query);
   }
 
   /** GET /payouts/{id} (getPayout). */
@@ -307,12 +329,26 @@ export class PaymentGatewayClient {
       const outcome: AttemptOutcome = { kind: 'answer', status, code: error.code, retryAfterSeconds };
       const delay = retryDelayMs(outcome, context);
       if (delay === null) {
-        throw new PaymentGatewayError(status, error.code, error.message, error.param, error.details, request, attempts, retryAfterSeconds);
+        const requestId = response.headers.get('x-request-id') ?? undefined;
+        throw new PaymentGatewayError(status, error.code, error.message, error.param, error.details, request, attempts, retryAfterSeconds, requestId);
       }
       await this.sleep(delay);
       retries++;
     }
   }
+}
+
+/** Every item of a cursor-paged list, page after page (each nextCursor). */
+async function* everyItem<Q extends { cursor?: string }, T>(
+  list: (query: Q) => Promise<{ items: T[]; nextCursor?: string | null; hasMore: boolean }>,
+  query: Omit<Q, 'cursor'>,
+): AsyncGenerator<T, void, undefined> {
+  let cursor: string | undefined;
+  do {
+    const page = await list({ ...query, ...(cursor === undefined ? {} : { cursor }) } as Q);
+    yield* page.items;
+    cursor = page.hasMore && page.nextCursor ? page.nextCursor : undefined;
+  } while (cursor !== undefined);
 }
 
 /** The error object of an answer; a body not in the spec's shape (a proxy's page) gets code `unexpected_response`. */

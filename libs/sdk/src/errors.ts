@@ -48,6 +48,8 @@ export class PaymentGatewayError extends Error {
     readonly attempts: number,
     /** Retry-After of the answer, in seconds, when it had one. */
     readonly retryAfterSeconds: number | undefined,
+    /** The answer's X-Request-Id: quote it to the gateway's support (it is in their logs). */
+    readonly requestId?: string,
   ) {
     super(message);
   }
@@ -68,7 +70,7 @@ export class PaymentGatewayConnectionError extends Error {
 
 /** Why a webhook was refused by verifyWebhook. */
 export type WebhookVerificationErrorCode =
-  /** X-Service-Signature is missing (or, with `requireTimestamp`, X-Service-Signature-Timestamped). */
+  /** X-Service-Signature is missing (or X-Service-Signature-Timestamped, unless `requireTimestamp: false`). */
   | 'signature_missing'
   /** A signature does not match the raw body and the secret, or is malformed. */
   | 'signature_invalid'

@@ -33,6 +33,14 @@ export type PayoutEvent = Schemas['PayoutEvent'];
 export type WebhookEvent = InvoiceEvent | RefundEvent | PayoutEvent;
 export type WebhookEventType = WebhookEvent['type'];
 
+export type Event = Schemas['Event'];
+export type EventList = Schemas['EventList'];
+export type BalanceTransaction = Schemas['BalanceTransaction'];
+export type BalanceTransactionList = Schemas['BalanceTransactionList'];
+
 export type ListInvoicesQuery = NonNullable<operations['listInvoices']['parameters']['query']>;
+export type ListEventsQuery = NonNullable<operations['listEvents']['parameters']['query']>;
+/** JSON pages (the CSV export is a plain GET with format=csv). */
+export type ListBalanceTransactionsQuery = Omit<NonNullable<operations['listBalanceTransactions']['parameters']['query']>, 'format'>;
 /** GET /payouts without orderId (with orderId the answer is one payout: getPayoutByOrderId). */
 export type ListPayoutsQuery = Omit<NonNullable<operations['listPayouts']['parameters']['query']>, 'orderId'>;

@@ -9,7 +9,10 @@ export type WebhookHeaders = { get(name: string): string | null } | Readonly<Rec
 export interface VerifyWebhookOptions {
   /** How far the timestamped signature's `t` may be from now, in seconds (default 300). */
   readonly toleranceSeconds?: number;
-  /** Refuse a delivery without X-Service-Signature-Timestamped (default false: checked when present). */
+  /**
+   * Refuse a delivery without X-Service-Signature-Timestamped (default true: a replayed
+   * delivery is refused). false accepts the spec's plain signature alone (checked when present).
+   */
   readonly requireTimestamp?: boolean;
   /** The receiver's clock in ms (default Date.now). */
   readonly now?: () => number;
@@ -43,7 +46,7 @@ const hmacHex = (secret: string, ...parts: (string | Uint8Array)[]): string => {
  * Verifies a webhook delivery and returns its event:
  * - `X-Service-Signature` (the spec's): `sha256=` and the hex HMAC-SHA256 of the raw body,
  *   keyed with the project's webhook secret, compared in constant time;
- * - `X-Service-Signature-Timestamped`, when present (or always, with `requireTimestamp`):
+ * - `X-Service-Signature-Timestamped` (optional with `requireTimestamp: false`):
  *   `t=<unix seconds>,v1=<hex>` over `<t>.<raw body>`, and `t` within `toleranceSeconds` of
  *   now, so an old delivery sent again is refused.
  * `rawBody` must be the exact bytes received (not JSON re-serialised). Throws
@@ -63,7 +66,7 @@ export function verifyWebhook(rawBody: string | Uint8Array, headers: WebhookHead
 
   const timestamped = headerOf(headers, TIMESTAMPED_SIGNATURE_HEADER);
   if (timestamped === undefined) {
-    if (options.requireTimestamp) throw new WebhookVerificationError('signature_missing', 'X-Service-Signature-Timestamped is missing');
+    if (options.requireTimestamp ?? true) throw new WebhookVerificationError('signature_missing', 'X-Service-Signature-Timestamped is missing');
   } else {
     const fields = new Map<string, string[]>();
     for (const part of timestamped.split(',')) {

@@ -7,10 +7,10 @@ import type { AuditSigningKeys } from '#payments/audit';
 import { GetLogCheckpoint, LogCheckpointUnavailableError } from '#payments/audit';
 import { GetBalance } from '#payments/balance';
 import type { Infrastructure } from '#payments/composition';
-import { GetLedgerEntries, GetLedgerHistory } from '#payments/ledger';
+import { GetLedgerEntries, GetLedgerHistory, ListBalanceTransactions } from '#payments/ledger';
 import { GetAccount, ListAccounts, ListProjectsOfAccount } from '#payments/merchants';
 import { GetProjectionLag, LAG_COUNT_LIMIT } from '#payments/observability';
-import { ListWebhookDeliveries, ResendWebhookDelivery } from '#payments/webhooks';
+import { EnableWebhookEndpoint, ListWebhookDeliveries, ResendWebhookDelivery } from '#payments/webhooks';
 import type { Clock } from '#platform/clock';
 import { createLogger } from '#platform/logging';
 import type { Logger } from '#platform/logging';
@@ -27,6 +27,7 @@ import {
   CONSOLE_CSS,
   CONSOLE_ICON,
   DELIVERIES_SHOWN,
+  TRANSACTIONS_SHOWN,
   FORM_TOKEN_FIELD,
   Mode,
   renderAccountPage,
@@ -100,6 +101,13 @@ export class ConsoleErrorFilter implements ExceptionFilter {
       error.status === 429 ? 'Слишком много попыток' : error.status === 404 ? 'Не найдено' : error.status >= 500 ? 'Сервис недоступен' : 'Запрос отклонён';
     void sendHtml(reply, error.status, renderMessagePage(title, error.message, null, { href: '/admin', label: 'В консоль' }));
   }
+}
+
+/** The merchant page a console form came from (its accountId and mode fields), or the start page. */
+function merchantPageOf(body: unknown): string {
+  const accountId = formField(body, 'accountId');
+  const mode = formField(body, 'mode');
+  return isUuid(accountId) && (mode === 'test' || mode === 'live') ? accountPath(accountId.toLowerCase(), mode) : '/admin';
 }
 
 /** One field of an application/x-www-form-urlencoded body (repeated or missing fields give undefined). */
@@ -237,11 +245,12 @@ export class ConsoleController {
       afterSeq = Number(entriesAfter);
     }
     const ledger = { accountId: account.id, mode };
-    const [balances, history, entries, projects] = await Promise.all([
+    const [balances, history, entries, projects, transactions] = await Promise.all([
       this.queries.execute(new GetBalance(ledger)),
       this.queries.execute(new GetLedgerHistory(ledger)),
       this.queries.execute(new GetLedgerEntries(ledger, afterSeq, ENTRIES_PAGE)),
       this.queries.execute(new ListProjectsOfAccount(account.id)),
+      this.queries.execute(new ListBalanceTransactions({ ...ledger, before: null, limit: TRANSACTIONS_SHOWN })),
     ]);
     const deliveries: DeliveryView[] = [];
     for (const project of projects) {
@@ -276,13 +285,20 @@ export class ConsoleController {
         {
           account,
           mode,
-          projects: projects.map((p) => ({ id: p.id, name: p.name, status: p.status, webhookUrl: p.webhookUrl })),
+          projects: projects.map((p) => ({
+            id: p.id,
+            name: p.name,
+            status: p.status,
+            webhookUrl: p.webhookUrl,
+            webhookDisabledAt: p.webhookDisabledAt ?? null,
+          })),
           balances,
           history,
           entries: entries.items.map((e) => ({ seq: e.seq, kind: e.kind, cause: e.cause, occurredAt: e.occurredAt, postings: e.postings })),
           nextEntriesAfter: entries.hasMore && lastEntry ? lastEntry.seq : null,
           entriesPaged: afterSeq !== -1,
           deliveries,
+          transactions: transactions.items,
         },
         { ...this.chrome(session, 'merchants'), formToken: session.formToken },
       ),
@@ -294,12 +310,21 @@ export class ConsoleController {
   async resend(@Param('id') id: string, @Body() body: unknown, @Req() request: FastifyRequest, @Res() reply: FastifyReply) {
     const session = await this.session(request);
     this.requireFormToken(session, body);
-    const accountId = formField(body, 'accountId');
-    const mode = formField(body, 'mode');
-    const back = isUuid(accountId) && (mode === 'test' || mode === 'live') ? accountPath(accountId.toLowerCase(), mode) : '/admin';
+    const back = merchantPageOf(body);
     const resent = isUuid(id) ? await this.commands.execute(new ResendWebhookDelivery(id.toLowerCase(), this.clock.now())) : null;
     if (!resent) throw notFound('Такой доставки нет (или её историю уже удалили по сроку хранения).', session);
     return redirect(reply, `${back}#webhooks`);
+  }
+
+  /** Re-enables a project's webhook endpoint disabled for failing and resends what it is owed, then back to the merchant page. */
+  @Post('projects/:id/webhook-endpoint/enable')
+  async enableEndpoint(@Param('id') id: string, @Body() body: unknown, @Req() request: FastifyRequest, @Res() reply: FastifyReply) {
+    const session = await this.session(request);
+    this.requireFormToken(session, body);
+    const back = merchantPageOf(body);
+    const resent = isUuid(id) ? await this.commands.execute(new EnableWebhookEndpoint(id.toLowerCase(), this.clock.now())) : null;
+    if (resent === null) throw notFound('Такого проекта нет.', session);
+    return redirect(reply, back);
   }
 
   /** Projection lag per projection and the audit checkpoint of the log. */

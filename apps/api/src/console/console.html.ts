@@ -204,7 +204,13 @@ export interface DeliveryView {
 export interface AccountPage {
   readonly account: { readonly id: string; readonly name: string; readonly email: string; readonly createdAt: Date };
   readonly mode: Mode;
-  readonly projects: readonly { readonly id: string; readonly name: string; readonly status: string; readonly webhookUrl: string | null }[];
+  readonly projects: readonly {
+    readonly id: string;
+    readonly name: string;
+    readonly status: string;
+    readonly webhookUrl: string | null;
+    readonly webhookDisabledAt: Date | null;
+  }[];
   readonly balances: Balances;
   readonly history: { readonly entries: number; readonly points: readonly BalancePoint[]; readonly days: readonly DailyVolume[] };
   readonly entries: readonly LedgerEntryView[];
@@ -213,6 +219,30 @@ export interface AccountPage {
   /** Whether this page is not the first of the entries. */
   readonly entriesPaged: boolean;
   readonly deliveries: readonly DeliveryView[];
+  /** The latest balance transactions of the mode (GET /v1/balance/transactions's rows). */
+  readonly transactions: readonly {
+    readonly type: string;
+    readonly bucket: string;
+    readonly amount: number;
+    readonly balanceAfter: number;
+    readonly createdAt: Date;
+    readonly invoiceId: string | null;
+    readonly refundId: string | null;
+    readonly payoutId: number | null;
+  }[];
+}
+
+export const TRANSACTIONS_SHOWN = 20;
+
+function transactionsSection(page: AccountPage): string {
+  if (page.transactions.length === 0) return '<p class="muted">Движений нет.</p>';
+  const rows = page.transactions
+    .map((t) => {
+      const cause = t.invoiceId ?? t.refundId ?? (t.payoutId === null ? '' : `выплата ${t.payoutId}`);
+      return `<tr class="transaction"><td>${time(t.createdAt)}</td><td>${escapeHtml(t.type)}<div class="small muted mono">${escapeHtml(cause)}</div></td><td class="mono">${escapeHtml(t.bucket)}</td><td class="num">${money(t.amount)}</td><td class="num">${money(t.balanceAfter)}</td></tr>`;
+    })
+    .join('');
+  return `<table class="transactions"><thead><tr><th>Когда</th><th>Тип</th><th>Корзина</th><th class="num">Сумма</th><th class="num">Остаток корзины</th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 
 /** Days of volumes shown on the merchant page (the most recent with a payment). */
@@ -255,6 +285,18 @@ function entriesSection(page: AccountPage): string {
   return `<table class="entries"><thead><tr><th class="num">№</th><th>Время</th><th>Проводка</th><th>Движения</th></tr></thead><tbody>${rows}</tbody></table>${links ? `<p class="pager">${links}</p>` : ''}`;
 }
 
+/** A button that POSTs to `action` from the merchant page (back to it afterwards). */
+const postButton = (action: string, page: AccountPage, formToken: string, label: string) =>
+  `<form class="inline" method="post" action="${action}">${formTokenField(formToken)}` +
+  `<input type="hidden" name="accountId" value="${escapeHtml(page.account.id)}"><input type="hidden" name="mode" value="${page.mode}">` +
+  `<button type="submit" class="resend">${label}</button></form>`;
+
+/** A project's webhook endpoint disabled for failing: since when, and the button that re-enables it. */
+const endpointState = (p: AccountPage['projects'][number], page: AccountPage, formToken: string) =>
+  p.webhookDisabledAt
+    ? ` <span class="badge bad">вебхуки отключены ${time(p.webhookDisabledAt)}</span> ${postButton(`/admin/projects/${encodeURIComponent(p.id)}/webhook-endpoint/enable`, page, formToken, 'Включить и отправить долг')}`
+    : '';
+
 function deliveriesSection(page: AccountPage, formToken: string): string {
   if (page.deliveries.length === 0) return '<p class="muted">Доставок нет.</p>';
   const rows = page.deliveries
@@ -267,10 +309,7 @@ function deliveriesSection(page: AccountPage, formToken: string): string {
             )
             .join('')}</ol>`
         : '<span class="muted small">попыток ещё не было</span>';
-      const form =
-        `<form class="inline" method="post" action="/admin/webhook-deliveries/${encodeURIComponent(d.id)}/resend">${formTokenField(formToken)}` +
-        `<input type="hidden" name="accountId" value="${escapeHtml(page.account.id)}"><input type="hidden" name="mode" value="${page.mode}">` +
-        `<button type="submit" class="resend">Отправить снова</button></form>`;
+      const form = postButton(`/admin/webhook-deliveries/${encodeURIComponent(d.id)}/resend`, page, formToken, 'Отправить снова');
       return `<tr class="delivery" data-delivery="${escapeHtml(d.id)}"><td>${escapeHtml(d.eventType)}${d.isTest ? ' <span class="badge test">test</span>' : ''}<div class="small muted">${escapeHtml(d.projectName)}</div></td><td class="mono">${escapeHtml(d.url)}</td><td><span class="badge${d.status === 'delivered' ? ' ok' : d.status === 'failed' ? ' bad' : ''}">${escapeHtml(d.status)}</span><div class="small muted">${time(d.createdAt)}</div>${d.nextAttemptAt ? `<div class="small muted">следующая: ${time(d.nextAttemptAt)}</div>` : ''}</td><td>${attempts}</td><td>${form}</td></tr>`;
     })
     .join('');
@@ -285,7 +324,7 @@ export function renderAccountPage(page: AccountPage, chrome: ConsoleChrome & { f
     (m) => `<a href="${escapeHtml(accountPath(account.id, m))}"${m === mode ? ' class="current" aria-current="page"' : ''}>${modeTitle(m)} режим</a>`,
   ).join('');
   const projects = page.projects.length
-    ? `<ul>${page.projects.map((p) => `<li>${escapeHtml(p.name)} <span class="badge">${escapeHtml(p.status)}</span> <span class="small muted mono">${escapeHtml(p.id)}</span>${p.webhookUrl ? ` <span class="small muted mono">${escapeHtml(p.webhookUrl)}</span>` : ''}</li>`).join('')}</ul>`
+    ? `<ul>${page.projects.map((p) => `<li>${escapeHtml(p.name)} <span class="badge">${escapeHtml(p.status)}</span> <span class="small muted mono">${escapeHtml(p.id)}</span>${p.webhookUrl ? ` <span class="small muted mono">${escapeHtml(p.webhookUrl)}</span>` : ''}${endpointState(p, page, chrome.formToken)}</li>`).join('')}</ul>`
     : '<p class="muted">Проектов нет.</p>';
   const plotTitle = `Баланс аккаунта «${account.name}» (${modeTitle(mode)} режим) по журналу`;
   return document(
@@ -301,6 +340,7 @@ export function renderAccountPage(page: AccountPage, chrome: ConsoleChrome & { f
 ${projects}</div>
 <div class="card"><h2>Баланс во времени</h2>${renderBalancePlot(page.history.points, plotTitle)}</div>
 <div class="card"><h2>Оплаты по дням</h2>${volumesSection(page.history.days)}</div>
+<div class="card" id="transactions"><h2>Движения баланса</h2><p class="small muted">Последние ${TRANSACTIONS_SHOWN}, как их видит мерчант (GET /v1/balance/transactions).</p>${transactionsSection(page)}</div>
 <div class="card" id="ledger"><h2>Проводки журнала</h2>${entriesSection(page)}</div>
 <div class="card" id="webhooks"><h2>Доставки вебхуков</h2><p class="small muted">Последние ${DELIVERIES_SHOWN} доставок каждого проекта аккаунта, обоих режимов.</p>${deliveriesSection(page, chrome.formToken)}</div>`,
     chrome,

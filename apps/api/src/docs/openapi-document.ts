@@ -18,6 +18,11 @@ import { ListPayoutsQuery } from '../payouts/list-payouts/list-payouts.request';
 import { RefundInvoiceRequest } from '../refunds/refund-invoice/refund-invoice.request';
 import { PeriodQuery } from '../audit/audit-reports.request';
 import type { PublishedKey } from '#payments/audit';
+import { ListEventsQuery } from '../events/list-events.request';
+import { ListBalanceTransactionsQuery } from '../balance-transactions/list-balance-transactions.request';
+import type { balanceTransactionView } from '../balance-transactions/balance-transactions.controller';
+import { DELIVERY_STATUSES } from '#payments/events';
+import { BALANCE_TRANSACTION_TYPES, MERCHANT_ACCOUNTS } from '#ledger';
 import { queryParameters, requestSchema } from './request-schemas';
 import { FEE_PAYERS, INVOICE_STATUSES, METHOD_CODES, PAYOUT_METHODS, PAYOUT_SOURCES, PAYOUT_STATUSES, REFUND_STATUSES } from '#domain';
 import type { InvoiceCreatedView, InvoiceView, PayoutView, RefundView } from '#payments';
@@ -599,6 +604,39 @@ const payoutEvent = envelope('Тело вебхуков payout.paid, payout.reje
   properties: { payout: refWith('Payout', 'Выплата в форме GET /payouts/{id}') },
 });
 
+const eventEnvelope = envelope('Событие: тело его вебхука и состояние доставки', WEBHOOK_EVENTS, { type: 'object', additionalProperties: true, description: 'Как в теле вебхука' });
+const event: SchemaObject = {
+  ...eventEnvelope,
+  required: ['id', 'type', 'createdAt', 'isTest', 'data', 'deliveryStatus'],
+  properties: {
+    ...eventEnvelope.properties,
+    deliveryStatus: {
+      type: 'string',
+      enum: DELIVERY_STATUSES,
+      description: 'pending, delivered, failing (попытка не удалась, успешной нет), endpoint_disabled (адрес отключён), not_subscribed',
+    },
+  },
+};
+
+const balanceTransaction = answer<ReturnType<typeof balanceTransactionView>>({
+  description: 'Движение баланса: проводка в одну корзину (pending, available, reserved)',
+  required: ['id', 'type', 'amount', 'bucket', 'balanceAfter', 'fee', 'currency', 'createdAt', 'availableAt', 'invoiceId', 'refundId', 'payoutId'],
+  properties: {
+    id: { type: 'string' },
+    type: { type: 'string', enum: BALANCE_TRANSACTION_TYPES },
+    amount: { type: 'string', pattern: '^-?\\d+\\.\\d{2}$', description: 'Со знаком: сколько вошло в корзину (+) или вышло (−)' },
+    bucket: { type: 'string', enum: MERCHANT_ACCOUNTS },
+    balanceAfter: money('Баланс корзины после движения'),
+    fee: { type: ['string', 'null'], pattern: MONEY_PATTERN, description: 'Комиссия шлюза (платёж, выплата) или null' },
+    currency: rub,
+    createdAt: datetime('Когда произошло'),
+    availableAt: nullableDatetime('Когда деньги платежа доступны (платёж, снятие холда)'),
+    invoiceId: nullableString('Счёт'),
+    refundId: nullableString('Возврат'),
+    payoutId: { type: ['integer', 'null'], description: 'Выплата' },
+  },
+});
+
 const WEBHOOK_HEADERS: readonly ParameterObject[] = [
   {
     name: 'X-Service-Signature',
@@ -888,6 +926,55 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
         responses: { '200': ok('Ключи', ref('AuditKeyList')), '500': INTERNAL },
       },
     },
+    '/events': {
+      get: {
+        operationId: 'listEvents',
+        summary: 'События',
+        description:
+          'События вебхуков проекта в режиме ключа за WEBHOOK_RETENTION_DAYS (30 дней), новые первыми, постраничный курсор: тело вебхука и deliveryStatus. ' +
+          'Получатель, который был недоступен, забирает пропущенное сам (deliveryStatus=failing).',
+        tags: ['Вебхуки'],
+        parameters: queryParameters(ListEventsQuery),
+        responses: { '200': ok('Страница событий', ref('EventList')), '400': VALIDATION, '401': UNAUTHORIZED, '429': RATE_LIMITED, '500': INTERNAL },
+      },
+    },
+    '/events/{id}': {
+      get: {
+        operationId: 'getEvent',
+        summary: 'Событие',
+        description: 'Тело вебхука события, байт в байт (id события: id вебхука).',
+        tags: ['Вебхуки'],
+        parameters: [{ name: 'id', in: 'path', required: true, description: 'Идентификатор события', schema: { type: 'string', format: 'uuid' } }],
+        responses: {
+          '200': ok('Тело вебхука', { oneOf: [ref('InvoiceEvent'), ref('RefundEvent'), ref('PayoutEvent')] }),
+          '401': UNAUTHORIZED,
+          '404': errorResponse('События нет', ['not_found']),
+          '429': RATE_LIMITED,
+          '500': INTERNAL,
+        },
+      },
+    },
+    '/balance/transactions': {
+      get: {
+        operationId: 'listBalanceTransactions',
+        summary: 'Движения баланса',
+        description:
+          'Каждое движение баланса аккаунта в режиме ключа с причиной, новые первыми: сумма движений за период равна изменению available + pending + reserved. ' +
+          'payoutId: что выплатила одна выплата. format=csv или Accept: text/csv: все движения CSV с теми же колонками, потоком.',
+        tags: ['Справочники'],
+        parameters: queryParameters(ListBalanceTransactionsQuery),
+        responses: {
+          '200': {
+            description: 'Страница движений (или CSV)',
+            content: { ...jsonBody(ref('BalanceTransactionList')), 'text/csv': { schema: { type: 'string' } } },
+          },
+          '400': VALIDATION,
+          '401': UNAUTHORIZED,
+          '429': RATE_LIMITED,
+          '500': INTERNAL,
+        },
+      },
+    },
     '/payout-addresses': {
       get: {
         operationId: 'listPayoutAddresses',
@@ -994,6 +1081,10 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
       InvoiceEvent: invoiceEvent,
       RefundEvent: refundEvent,
       PayoutEvent: payoutEvent,
+      Event: event,
+      EventList: list('Страница событий, новые первыми', 'Event'),
+      BalanceTransaction: balanceTransaction,
+      BalanceTransactionList: list('Страница движений баланса, новые первыми', 'BalanceTransaction'),
       Error: errorSchema,
     },
     securitySchemes: {

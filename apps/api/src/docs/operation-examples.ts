@@ -96,6 +96,20 @@ const payout = {
 
 const paidPayout = { ...payout, status: 'paid', externalId: 'A3261130900123', processedAt: '2026-11-23T15:30:00.000Z' };
 
+const invoicePaidEvent = { id: '0d4c8f2e-7a1b-4c3d-9e5f-6a7b8c9d0e1f', type: 'invoice.paid', createdAt: PAID_AT, isTest: true, data: { invoice } };
+const PAYOUT_ENTRY = '8e2f4a6b-1c3d-5e7f-9a0b-2c4d6e8f0a1b';
+const payoutMove = {
+  type: 'payout_reserved',
+  bucket: 'available',
+  fee: null,
+  currency: 'RUB',
+  createdAt: '2026-11-23T12:00:00.000Z',
+  availableAt: null,
+  invoiceId: null,
+  refundId: null,
+  payoutId: 345,
+};
+
 export const OPERATION_EXAMPLES: Readonly<Record<string, OperationExample>> = {
   createInvoice: {
     body: { amount: '1500.00', orderId: 'order-1001', method: 'sbp', description: 'Заказ №1001', customer: { email: 'buyer@example.com' } },
@@ -226,6 +240,33 @@ export const OPERATION_EXAMPLES: Readonly<Record<string, OperationExample>> = {
     params: { id: 345 },
     sdk: { method: 'getPayout', result: 'payout' },
     response: { status: 200, body: paidPayout },
+  },
+  listEvents: {
+    query: { deliveryStatus: 'failing', limit: 20 },
+    sdk: { method: 'listEvents', result: 'page' },
+    response: { status: 200, body: { items: [{ ...invoicePaidEvent, deliveryStatus: 'failing' }], nextCursor: null, hasMore: false } },
+  },
+  getEvent: {
+    params: { id: invoicePaidEvent.id },
+    sdk: { method: 'getEvent', result: 'event' },
+    response: { status: 200, body: invoicePaidEvent },
+  },
+  listBalanceTransactions: {
+    key: 'live',
+    query: { payoutId: 345 },
+    sdk: { method: 'listBalanceTransactions', result: 'page' },
+    response: {
+      status: 200,
+      body: {
+        items: [
+          { ...payoutMove, id: '3a5c7e9f-0b2d-4f6a-8c0e-1f3a5c7e9b2d:reserved', type: 'payout_paid', amount: '-5000.00', balanceAfter: '0.00', fee: '50.00', createdAt: '2026-11-23T15:30:00.000Z' },
+          { ...payoutMove, id: `${PAYOUT_ENTRY}:reserved`, bucket: 'reserved', amount: '5000.00', balanceAfter: '5000.00' },
+          { ...payoutMove, id: `${PAYOUT_ENTRY}:available`, amount: '-5000.00', balanceAfter: '9775.00' },
+        ],
+        nextCursor: null,
+        hasMore: false,
+      },
+    },
   },
 };
 

@@ -64,6 +64,7 @@ const project = answer<ReturnType<typeof projectView>>({
     webhookSecret: { type: 'string' },
     createdAt: { type: 'string', format: 'date-time' },
     updatedAt: { type: 'string', format: 'date-time' },
+    webhookDisabledAt: { type: ['string', 'null'], format: 'date-time', description: 'Когда адрес вебхуков отключён после 3 дней отказов; null: включён' },
   },
 });
 const keys: SchemaObject = { type: 'object', description: 'Ключи: секретные показываются только при создании и ротации' };
@@ -145,6 +146,7 @@ export const OPERATOR_OPENAPI_DOCUMENT: OpenApiDocument = {
     '/webhook-deliveries': { get: operation({ operationId: 'listWebhookDeliveries', summary: 'Доставки вебхуков со всеми попытками, новые первыми', tag: 'Вебхуки', parameters: queryParameters(ListWebhookDeliveriesQuery), responses: { '200': ok('Страница доставок', open('{items, nextCursor, hasMore}')) } }) },
     '/webhook-deliveries/{id}/resend': { post: operation({ operationId: 'resendWebhookDelivery', summary: 'Отправить доставку снова сейчас', tag: 'Вебхуки', noBody: true, parameters: [idParam('Доставка', { type: 'string', format: 'uuid' })], responses: { '202': ok('Поставлена в очередь', open('{id, status, nextAttemptAt}')), '404': error('Доставка не найдена') } }) },
     '/projects/{id}/webhook-deliveries/resend-failed': { post: operation({ operationId: 'resendFailedWebhookDeliveries', summary: 'Отправить снова сейчас все неудавшиеся (failed) доставки проекта', tag: 'Вебхуки', noBody: true, parameters: [idParam('Проект', { type: 'string', format: 'uuid' })], responses: { '202': ok('Поставлены в очередь', { type: 'object', required: ['projectId', 'resent'], properties: { projectId: { type: 'string', format: 'uuid' }, resent: { type: 'integer', minimum: 0, description: 'Сколько доставок отправлено снова' } } }), '404': error('Проект не найден') } }) },
+    '/projects/{id}/webhook-endpoint/enable': { post: operation({ operationId: 'enableWebhookEndpoint', summary: 'Включить адрес вебхуков, отключённый после 3 дней отказов, и отправить снова все неудавшиеся доставки', tag: 'Вебхуки', noBody: true, parameters: [idParam('Проект', { type: 'string', format: 'uuid' })], responses: { '202': ok('Поставлены в очередь', { type: 'object', required: ['projectId', 'resent'], properties: { projectId: { type: 'string', format: 'uuid' }, resent: { type: 'integer', minimum: 0, description: 'Сколько доставок отправлено снова' } } }), '404': error('Проект не найден') } }) },
     '/clock/advance': { post: operation({ operationId: 'advanceClock', summary: 'Перевести ручные часы вперёд (только CLOCK=manual)', tag: 'Эксплуатация', requestBody: body('AdvanceClockRequest'), responses: { '200': ok('Новое время', { type: 'object', required: ['now'], properties: { now: { type: 'string', format: 'date-time' } } }), '404': error('Ручные часы выключены (проверяется до тела)') } }) },
     '/openapi.json': { get: operation({ operationId: 'operatorOpenApi', summary: 'Это описание', tag: 'Эксплуатация', noBody: true, responses: { '200': ok('OpenAPI 3.1.0', open('Документ OpenAPI')) } }) },
   },

@@ -37,6 +37,8 @@ export const projectView = (p: Project) => ({
   webhookSecret: p.webhookSecret,
   createdAt: p.createdAt.toISOString(),
   updatedAt: p.updatedAt.toISOString(),
+  /** When the webhook endpoint was disabled for failing 3 days (re-enabled by POST .../webhook-endpoint/enable), or null. */
+  webhookDisabledAt: p.webhookDisabledAt?.toISOString() ?? null,
 });
 
 /**

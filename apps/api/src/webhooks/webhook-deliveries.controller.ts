@@ -2,7 +2,7 @@ import { Controller, Get, HttpCode, Inject, Param, Post, Query, UseGuards } from
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { Clock } from '#platform/clock';
 import { ListWebhookDeliveries } from '#payments/webhooks';
-import { ResendFailedWebhookDeliveries, ResendWebhookDelivery } from '#payments/webhooks';
+import { EnableWebhookEndpoint, ResendFailedWebhookDeliveries, ResendWebhookDelivery } from '#payments/webhooks';
 import { isUuid } from '#domain';
 import { ApiError } from '../http/errors/api-error';
 import { cursorSeqOf, encodeCursor, pageSizeOf } from '../http/cursor';
@@ -70,6 +70,15 @@ export class WebhookDeliveriesController {
   @HttpCode(202)
   async resendFailed(@Param('id') id: string) {
     const resent = isUuid(id) ? await this.commands.execute(new ResendFailedWebhookDeliveries(id.toLowerCase(), this.clock.now())) : null;
+    if (resent === null) throw ApiError.notFound('not_found', 'Проект не найден');
+    return { projectId: id.toLowerCase(), resent };
+  }
+
+  /** Re-enables the project's webhook endpoint disabled for failing, and resends every failed delivery (what is still owed). */
+  @Post('projects/:id/webhook-endpoint/enable')
+  @HttpCode(202)
+  async enableEndpoint(@Param('id') id: string) {
+    const resent = isUuid(id) ? await this.commands.execute(new EnableWebhookEndpoint(id.toLowerCase(), this.clock.now())) : null;
     if (resent === null) throw ApiError.notFound('not_found', 'Проект не найден');
     return { projectId: id.toLowerCase(), resent };
   }

@@ -16,7 +16,12 @@ import {
 import { streamCatalogMigration } from '../streams/stream-catalog.read-model';
 import { manualClockMigration } from '#platform/clock';
 import { snapshotsMigration } from '#event-store/postgres';
-import { ledgerOpenHoldsMigration, ledgerPostingsWithoutForeignKeyMigration, ledgerReadModelMigration } from '../ledger/ledger.read-model';
+import {
+  balanceTransactionsMigration,
+  ledgerOpenHoldsMigration,
+  ledgerPostingsWithoutForeignKeyMigration,
+  ledgerReadModelMigration,
+} from '../ledger/ledger.read-model';
 import { registryMigration, webhookSecretChangesMigration, webhookSecretsSealedMigration } from '../merchants/schema';
 import { keyTagKeyMigration } from '../merchants/key-tags';
 import { accessControlMigration, usedSignaturesLoggedMigration } from '../access/schema';
@@ -40,6 +45,8 @@ import { payoutIdsMigration, payoutRequestKeysMigration } from '../payouts/payou
 import { ledgerCauseIndexMigration } from '../ledger/ledger-cause-index';
 import { foldedStateAsJsonMigration } from '../read-models/folded-row';
 import { auditSigningKeysMigration } from '../audit/signing-keys';
+import { merchantEventsMigration } from '../events/merchant-events';
+import { webhookEndpointHealthMigration } from '../webhooks/endpoint-health';
 
 /** Every schema change of the gateway, in version order. Never edit an applied one: add a new one. */
 export const allMigrations: readonly Migration[] = [
@@ -85,4 +92,7 @@ export const allMigrations: readonly Migration[] = [
   foldedStateAsJsonMigration,
   webhookSecretChangesMigration,
   auditSigningKeysMigration,
+  merchantEventsMigration,
+  balanceTransactionsMigration,
+  webhookEndpointHealthMigration,
 ];

@@ -11,3 +11,4 @@ export * from './release-reservation.command';
 export * from './reserve-funds.command';
 export * from './settle-reservation.command';
 export * from './get-ledger-history.query';
+export * from './balance-transactions.query';

@@ -1,7 +1,7 @@
 import type { Pool, PoolClient } from 'pg';
 import type { Migration } from '#platform/database';
 import type { RecordedEvent } from '#event-store';
-import { LEDGER_CATEGORY, LedgerEntryPostedData, LedgerId, ledgerIdFromStream } from '#ledger';
+import { LEDGER_CATEGORY, LedgerEntryPostedData, LedgerId, ledgerIdFromStream, MERCHANT_ACCOUNTS } from '#ledger';
 import type { Projection } from '#event-store/projections';
 import { copyRowsInto, copyRowsUnlessTaken, CopyColumn } from '#platform/database';
 
@@ -21,6 +21,7 @@ const ENTRY_COPY_COLUMNS: readonly CopyColumn[] = [
   { name: 'cause', type: 'text' },
   { name: 'occurred_at', type: 'timestamptz' },
   { name: 'log_position', type: 'text' },
+  { name: 'available_at', type: 'timestamptz' },
 ];
 const ENTRY_COLUMNS = ENTRY_COPY_COLUMNS.map((c) => c.name);
 /** The columns of ledger_open_holds a batch writes (by COPY, or by the INSERT below a COPY's size). */
@@ -37,6 +38,7 @@ const POSTING_COPY_COLUMNS: readonly CopyColumn[] = [
   { name: 'ordinal', type: 'smallint' },
   { name: 'account', type: 'text' },
   { name: 'amount', type: 'bigint' },
+  { name: 'balance_after', type: 'bigint' },
 ];
 
 export const ledgerReadModelMigration: Migration = {
@@ -95,6 +97,31 @@ CREATE INDEX ledger_open_holds_due ON ledger_open_holds (release_at);
 export const ledgerPostingsWithoutForeignKeyMigration: Migration = {
   id: 'payments:0021_ledger_postings_without_foreign_key',
   sql: `ALTER TABLE ledger_postings DROP CONSTRAINT IF EXISTS ledger_postings_entry_id_fkey;`,
+};
+
+/**
+ * Balance transactions (GET /v1/balance/transactions) from the journal: each posting to
+ * a merchant account carries that account's balance after it, and a payment entry the
+ * time its hold ends (the projection writes both from here on). The seed computes the
+ * balances from the postings; a payment whose hold was already released gets the time
+ * of its release (a rebuild writes the scheduled time). Pages of one type are served
+ * by the kind index; the newest-first pages by the (account_id, mode, seq) key.
+ */
+export const balanceTransactionsMigration: Migration = {
+  id: 'payments:0040_ledger_balance_transactions',
+  sql: `
+ALTER TABLE ledger_entries ADD COLUMN available_at timestamptz;
+ALTER TABLE ledger_postings ADD COLUMN balance_after bigint;
+UPDATE ledger_postings p SET balance_after = w.after
+FROM (SELECT p.entry_id, p.ordinal, sum(p.amount) OVER (PARTITION BY e.account_id, e.mode, p.account ORDER BY e.seq, p.ordinal) AS after
+      FROM ledger_entries e JOIN ledger_postings p USING (entry_id) WHERE p.account IN ('pending', 'available', 'reserved')) w
+WHERE p.entry_id = w.entry_id AND p.ordinal = w.ordinal;
+UPDATE ledger_entries e SET available_at = h.release_at FROM ledger_open_holds h
+WHERE e.kind = 'payment_recorded' AND e.account_id = h.account_id AND e.mode = h.mode AND e.cause = 'payment:' || h.invoice_id;
+UPDATE ledger_entries e SET available_at = r.occurred_at FROM ledger_entries r
+WHERE e.kind = 'payment_recorded' AND r.account_id = e.account_id AND r.mode = e.mode AND r.cause = 'hold_release:' || substr(e.cause, 9);
+CREATE INDEX ledger_entries_kind ON ledger_entries (account_id, mode, kind, seq);
+`,
 };
 
 /**
@@ -164,16 +191,23 @@ export const ledgerProjection: Projection = {
     }
 
     // Postings only ever go in with their entry, inserted by this batch: none can exist yet.
-    if (postings.length >= LEDGER_COPY_MIN_ENTRIES) {
-      const rows: [string, number, string, number][] = [];
-      for (const e of postings) e.data.postings.forEach((p, i) => rows.push([e.data.entryId, i, p.account, p.amount]));
-      await copyRowsInto(tx, 'ledger_postings', POSTING_COPY_COLUMNS, rows);
-    } else {
-      const rows = postings.flatMap((e) => e.data.postings.map((p, i) => ({ entry_id: e.data.entryId, ordinal: i, account: p.account, amount: p.amount })));
+    // A merchant account's posting carries that account's balance after it (balance transactions).
+    const running = await merchantBalancesBefore(tx, postings);
+    const rows: [string, number, string, number, number | null][] = [];
+    for (const { ledger, data } of postings) {
+      data.postings.forEach((p, i) => {
+        const key = `${ledger.accountId}\u0000${ledger.mode}\u0000${p.account}`;
+        const after = (MERCHANT_ACCOUNTS as readonly string[]).includes(p.account) ? (running.get(key) ?? 0) + p.amount : null;
+        if (after !== null) running.set(key, after);
+        rows.push([data.entryId, i, p.account, p.amount, after]);
+      });
+    }
+    if (postings.length >= LEDGER_COPY_MIN_ENTRIES) await copyRowsInto(tx, 'ledger_postings', POSTING_COPY_COLUMNS, rows);
+    else {
       await tx.query(
         `INSERT INTO ledger_postings (${POSTING_COPY_COLUMNS.map((c) => c.name).join(', ')})
          SELECT * FROM jsonb_to_recordset($1::jsonb) AS p(${POSTING_COPY_COLUMNS.map((c) => `${c.name} ${c.type}`).join(', ')})`,
-        [JSON.stringify(rows)],
+        [JSON.stringify(rows.map((r) => Object.fromEntries(POSTING_COPY_COLUMNS.map((c, i) => [c.name, r[i]]))))],
       );
     }
 
@@ -218,7 +252,20 @@ const entryRow = (e: EntryOfBatch) => ({
   cause: e.data.cause,
   occurred_at: e.data.occurredAt,
   log_position: `${e.event.position.commit}/${e.event.position.prepare}`,
+  available_at: e.data.hold?.releaseAt ?? null,
 });
+
+/** The stored balances of the merchant accounts of the batch's ledgers, by `accountId NUL mode NUL account`. */
+async function merchantBalancesBefore(tx: PoolClient, entries: readonly EntryOfBatch[]): Promise<Map<string, number>> {
+  const ledgers = [...new Map(entries.map((e) => [`${e.ledger.accountId}\u0000${e.ledger.mode}`, e.ledger])).values()];
+  const rows = await tx.query<{ account_id: string; mode: string; account: string; balance: string }>(
+    `SELECT b.account_id, b.mode, b.account, b.balance FROM ledger_balances b JOIN unnest($1::text[], $2::text[]) AS l(account_id, mode)
+       ON b.account_id = l.account_id AND b.mode = l.mode
+     WHERE b.account = ANY($3::text[])`,
+    [ledgers.map((l) => l.accountId), ledgers.map((l) => l.mode), MERCHANT_ACCOUNTS],
+  );
+  return new Map(rows.rows.map((r) => [`${r.account_id}\u0000${r.mode}\u0000${r.account}`, Number(r.balance)]));
+}
 
 /** The batch's entries not stored yet, inserted; returns them (the ones whose postings and balances this batch writes). */
 async function insertEntriesUnlessStored(tx: PoolClient, entries: readonly EntryOfBatch[]): Promise<EntryOfBatch[]> {
@@ -255,6 +302,7 @@ async function copyFreshEntries(tx: PoolClient, entries: readonly EntryOfBatch[]
       e.data.cause,
       e.data.occurredAt,
       `${e.event.position.commit}/${e.event.position.prepare}`,
+      e.data.hold?.releaseAt ?? null,
     ]),
   );
   return copied ? [...entries] : null;

@@ -37,6 +37,8 @@ export interface Project extends ProjectSettings {
   readonly idNamespace: string;
   readonly createdAt: Date;
   readonly updatedAt: Date;
+  /** When the webhook endpoint was disabled for failing (endpoint-health.ts), or null. */
+  readonly webhookDisabledAt?: Date | null;
 }
 
 export interface KeyPair {
@@ -92,6 +94,7 @@ interface ProjectRow {
   id_namespace: string;
   created_at: Date;
   updated_at: Date;
+  webhook_disabled_at: Date | null;
 }
 
 /**
@@ -114,6 +117,7 @@ const PROJECT_COLUMNS = [
   'id_namespace',
   'created_at',
   'updated_at',
+  'webhook_disabled_at',
 ] as const satisfies readonly (keyof ProjectRow)[];
 const projectColumnsOf = (alias: string) => PROJECT_COLUMNS.map((c) => `${alias}.${c}`).join(', ');
 
@@ -133,6 +137,7 @@ const toProject = (r: ProjectRow, secrets: SecretBox): Project => ({
   idNamespace: r.id_namespace,
   createdAt: r.created_at,
   updatedAt: r.updated_at,
+  webhookDisabledAt: r.webhook_disabled_at,
 });
 
 /** A project's webhook secret, stored sealed, opened. */

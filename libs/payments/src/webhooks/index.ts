@@ -8,3 +8,4 @@ export * from './list-webhook-deliveries.query';
 export * from './resend-webhook-delivery.command';
 export * from './retention.worker';
 export * from './webhook-address';
+export * from './endpoint-health';

@@ -1,18 +1,21 @@
 import type { Pool } from 'pg';
 import { sweepAccessMarks } from '../access';
 import type { Clock } from '#platform/clock';
-import { sweepWebhookHistory } from './webhook-retention';
+import { retentionHorizon, sweepWebhookHistory } from './webhook-retention';
+import { sweepMerchantEvents } from '../events/merchant-events';
 
 /**
- * The retention sweeper (every projector, safe to run in several): finished webhook
- * deliveries and their attempts after WEBHOOK_RETENTION_DAYS, and the access marks
+ * The retention sweeper (every projector, safe to run in several): the merchant's
+ * events and the finished webhook deliveries with their attempts after
+ * WEBHOOK_RETENTION_DAYS, and the access marks
  * (used signatures after their 10-minute window, rate windows, poll marks), on the
- * gateway clock. Answers the deliveries deleted (a full batch: more are waiting).
+ * gateway clock. Answers the most rows deleted of one kind (a full batch: more are waiting).
  */
 export function sweepRetention(pool: Pool, clock: Clock, webhookRetentionDays: number): () => Promise<number> {
   return async () => {
     const now = clock.now();
     await sweepAccessMarks(pool, now);
-    return sweepWebhookHistory(pool, now, webhookRetentionDays);
+    const events = await sweepMerchantEvents(pool, retentionHorizon(now, webhookRetentionDays));
+    return Math.max(events, await sweepWebhookHistory(pool, now, webhookRetentionDays));
   };
 }

@@ -25,6 +25,7 @@ import type { Projection } from '#event-store/projections';
 import type { Project, Registry, WebhookEventKind } from '../merchants';
 import { WEBHOOK_SOURCE_EVENT_TYPES, webhookKindOf } from './webhook-rules';
 import { DEFAULT_WEBHOOK_RETENTION_DAYS, retentionHorizon } from './webhook-retention';
+import { recordMerchantEvents } from '../events/merchant-events';
 
 /** What a webhook says, before it is addressed to projects. */
 export interface WebhookMessage {
@@ -120,14 +121,17 @@ export interface PlannedDelivery {
   readonly eventId: string;
   readonly kind: WebhookEventKind;
   readonly projectId: string;
-  readonly url: string;
+  /** Null: the project is not subscribed (the event is only recorded for it, GET /v1/events). */
+  readonly url: string | null;
   readonly body: string;
   readonly isTest: boolean;
+  readonly createdAt: string;
 }
 
 /**
  * The webhook outbox: follows the log and enqueues one delivery per webhook event
- * and subscribed project (its webhookUrl set and the kind among its webhookEvents).
+ * and subscribed project (its webhookUrl set and the kind among its webhookEvents),
+ * and records the event for every project it is meant for (merchant_events).
  * Its queue is never emptied by a rebuild: replaying the log enqueues nothing twice
  * (delivery ids are derived from event and project), so nothing is sent again; and
  * an event older than the retention period, whose delivery the retention sweeper may
@@ -160,35 +164,44 @@ export function webhookOutbox(
         if (Date.parse(message.envelope.createdAt) < retentionHorizon(now, retentionDays).getTime()) continue;
         const body = JSON.stringify(message.envelope);
         for (const project of message.projects) {
-          if (project.webhookUrl === null || !project.webhookEvents.includes(message.kind)) continue;
+          const subscribed = project.webhookUrl !== null && project.webhookEvents.includes(message.kind);
           planned.push({
             id: deliveryIdOf(recorded.id, project.id),
             eventId: recorded.id,
             kind: message.kind,
             projectId: project.id,
-            url: project.webhookUrl,
+            url: subscribed ? project.webhookUrl : null,
             body,
             isTest: message.envelope.isTest,
+            createdAt: message.envelope.createdAt,
           });
         }
       }
       return planned;
     },
-    async apply(tx: PoolClient, _events: readonly RecordedEvent[], planned: PlannedDelivery[]) {
+    async apply(tx: PoolClient, _events: readonly RecordedEvent[], events: PlannedDelivery[]) {
+      await recordMerchantEvents(
+        tx,
+        events.map((d) => ({ ...d, deliveryId: d.url === null ? null : d.id })),
+      );
+      const planned = events.filter((d): d is PlannedDelivery & { url: string } => d.url !== null);
       if (planned.length === 0) return;
       // In log order, so the queue's seq keeps the order of the events; each new delivery
-      // both recorded and queued (one already there is neither).
+      // both recorded and queued (one already there is neither). A project whose endpoint
+      // is disabled (endpoint-health.ts) gets it recorded as failed, not queued.
       await tx.query(
         `WITH enqueued AS (
            INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
-           SELECT d.id, d.event_id, d.event_type, d.project_id, d.url, d.body, d.is_test, 'pending', $8, $8
+           SELECT d.id, d.event_id, d.event_type, d.project_id, d.url, d.body, d.is_test,
+                  CASE WHEN p.webhook_disabled_at IS NULL THEN 'pending' ELSE 'failed' END, CASE WHEN p.webhook_disabled_at IS NULL THEN $8::timestamptz END, $8
            FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::uuid[], $5::text[], $6::text[], $7::boolean[]) WITH ORDINALITY
              AS d(id, event_id, event_type, project_id, url, body, is_test, ord)
+           LEFT JOIN projects p ON p.id = d.project_id
            ORDER BY d.ord
            ON CONFLICT (id) DO NOTHING
-           RETURNING id, seq, url, next_attempt_at)
+           RETURNING id, seq, url, next_attempt_at, status)
          INSERT INTO webhook_queue (id, seq, url, next_attempt_at, attempts_made, schedule_base)
-         SELECT id, seq, url, next_attempt_at, 0, 0 FROM enqueued`,
+         SELECT id, seq, url, next_attempt_at, 0, 0 FROM enqueued WHERE status = 'pending'`,
         [
           planned.map((d) => d.id),
           planned.map((d) => d.eventId),

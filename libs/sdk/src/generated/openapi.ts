@@ -165,6 +165,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * События
+         * @description События вебхуков проекта в режиме ключа за WEBHOOK_RETENTION_DAYS (30 дней), новые первыми, постраничный курсор: тело вебхука и deliveryStatus. Получатель, который был недоступен, забирает пропущенное сам (deliveryStatus=failing).
+         */
+        get: operations["listEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/events/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Событие
+         * @description Тело вебхука события, байт в байт (id события: id вебхука).
+         */
+        get: operations["getEvent"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/balance/transactions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Движения баланса
+         * @description Каждое движение баланса аккаунта в режиме ключа с причиной, новые первыми: сумма движений за период равна изменению available + pending + reserved. payoutId: что выплатила одна выплата. format=csv или Accept: text/csv: все движения CSV с теми же колонками, потоком.
+         */
+        get: operations["listBalanceTransactions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/payout-addresses": {
         parameters: {
             query?: never;
@@ -958,6 +1018,83 @@ export interface components {
                 /** @description Выплата в форме GET /payouts/{id} */
                 payout: components["schemas"]["Payout"];
             };
+        };
+        /** @description Событие: тело его вебхука и состояние доставки */
+        Event: {
+            /** @description Идентификатор события; ключ идемпотентности получателя (повторная доставка несёт тот же id) */
+            id: string;
+            /**
+             * @description Вид события
+             * @enum {string}
+             */
+            type: "invoice.paid" | "invoice.failed" | "invoice.expired" | "refund.succeeded" | "refund.failed" | "payout.paid" | "payout.rejected";
+            /**
+             * Format: date-time
+             * @description Когда произошло событие
+             */
+            createdAt: string;
+            /** @description Событие тестового режима */
+            isTest: boolean;
+            /** @description Как в теле вебхука */
+            data: {
+                [key: string]: unknown;
+            };
+            /**
+             * @description pending, delivered, failing (попытка не удалась, успешной нет), endpoint_disabled (адрес отключён), not_subscribed
+             * @enum {string}
+             */
+            deliveryStatus: "pending" | "delivered" | "failing" | "endpoint_disabled" | "not_subscribed";
+        };
+        /** @description Страница событий, новые первыми */
+        EventList: {
+            items: components["schemas"]["Event"][];
+            /** @description Курсор следующей страницы (параметр cursor); null на последней */
+            nextCursor?: string | null;
+            /** @description Есть ли следующая страница */
+            hasMore: boolean;
+        };
+        /** @description Движение баланса: проводка в одну корзину (pending, available, reserved) */
+        BalanceTransaction: {
+            id: string;
+            /** @enum {string} */
+            type: "payment" | "hold_released" | "refund_reserved" | "refund_settled" | "refund_released" | "payout_reserved" | "payout_paid" | "payout_returned";
+            /** @description Со знаком: сколько вошло в корзину (+) или вышло (−) */
+            amount: string;
+            /** @enum {string} */
+            bucket: "pending" | "available" | "reserved";
+            /** @description Баланс корзины после движения */
+            balanceAfter: components["schemas"]["Money"];
+            /** @description Комиссия шлюза (платёж, выплата) или null */
+            fee: string | null;
+            /**
+             * @description Валюта, всегда RUB
+             * @constant
+             */
+            currency: "RUB";
+            /**
+             * Format: date-time
+             * @description Когда произошло
+             */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description Когда деньги платежа доступны (платёж, снятие холда)
+             */
+            availableAt: string | null;
+            /** @description Счёт */
+            invoiceId: string | null;
+            /** @description Возврат */
+            refundId: string | null;
+            /** @description Выплата */
+            payoutId: number | null;
+        };
+        /** @description Страница движений баланса, новые первыми */
+        BalanceTransactionList: {
+            items: components["schemas"]["BalanceTransaction"][];
+            /** @description Курсор следующей страницы (параметр cursor); null на последней */
+            nextCursor?: string | null;
+            /** @description Есть ли следующая страница */
+            hasMore: boolean;
         };
         /** @description Единый формат ошибки. Клиент действует по code, не по тексту; message на русском, для логов */
         Error: {
@@ -1767,6 +1904,272 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["AuditKeyList"];
+                };
+            };
+            /**
+             * @description Внутренняя ошибка сервера; безопасно повторить с задержкой
+             *
+             *     - `internal`: внутренняя ошибка сервера
+             */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listEvents: {
+        parameters: {
+            query?: {
+                /** @description Тип события */
+                type?: "invoice.paid" | "invoice.failed" | "invoice.expired" | "refund.succeeded" | "refund.failed" | "payout.paid" | "payout.rejected";
+                /** @description Состояние доставки вебхука: pending, delivered, failing (попытки не удались), endpoint_disabled (адрес отключён после 3 дней отказов), not_subscribed (проект не подписан) */
+                deliveryStatus?: "pending" | "delivered" | "failing" | "endpoint_disabled" | "not_subscribed";
+                /** @description Произошли в этот момент или позже (включительно) */
+                from?: string;
+                /** @description Произошли раньше этого момента (не включительно) */
+                to?: string;
+                /** @description Размер страницы */
+                limit?: number;
+                /** @description nextCursor из предыдущего ответа */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Страница событий */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventList"];
+                };
+            };
+            /**
+             * @description Запрос не прошёл проверку
+             *
+             *     - `validation`: тело не JSON, неверный тип, формат или значение перечисления; param указывает поле
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Нет авторизации или она неверна
+             *
+             *     - `unauthorized`: нет заголовка Authorization / X-Public-Id, ключ не найден или отозван
+             *     - `timestamp_invalid`: режим HMAC: X-Timestamp отсутствует, не в секундах Unix или дальше 300 секунд от времени сервера
+             *     - `signature_invalid`: режим HMAC: подпись не совпадает или уже использована
+             */
+            401: {
+                headers: {
+                    /** @description Только у timestamp_invalid: время шлюза в секундах Unix, чтобы клиент с ушедшими часами поправил X-Timestamp и подписал запрос заново */
+                    "X-Server-Time"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Слишком много запросов; повторить после Retry-After
+             *
+             *     - `rate_limited`: больше 60 запросов в секунду на ключ или опрос одного счёта / выплаты чаще раза в 3 секунды
+             */
+            429: {
+                headers: {
+                    /** @description Через сколько секунд можно повторить запрос (целое число) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Внутренняя ошибка сервера; безопасно повторить с задержкой
+             *
+             *     - `internal`: внутренняя ошибка сервера
+             */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getEvent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Идентификатор события */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Тело вебхука */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvoiceEvent"] | components["schemas"]["RefundEvent"] | components["schemas"]["PayoutEvent"];
+                };
+            };
+            /**
+             * @description Нет авторизации или она неверна
+             *
+             *     - `unauthorized`: нет заголовка Authorization / X-Public-Id, ключ не найден или отозван
+             *     - `timestamp_invalid`: режим HMAC: X-Timestamp отсутствует, не в секундах Unix или дальше 300 секунд от времени сервера
+             *     - `signature_invalid`: режим HMAC: подпись не совпадает или уже использована
+             */
+            401: {
+                headers: {
+                    /** @description Только у timestamp_invalid: время шлюза в секундах Unix, чтобы клиент с ушедшими часами поправил X-Timestamp и подписал запрос заново */
+                    "X-Server-Time"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description События нет
+             *
+             *     - `not_found`: выплата не найдена (по id или по orderId)
+             */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Слишком много запросов; повторить после Retry-After
+             *
+             *     - `rate_limited`: больше 60 запросов в секунду на ключ или опрос одного счёта / выплаты чаще раза в 3 секунды
+             */
+            429: {
+                headers: {
+                    /** @description Через сколько секунд можно повторить запрос (целое число) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Внутренняя ошибка сервера; безопасно повторить с задержкой
+             *
+             *     - `internal`: внутренняя ошибка сервера
+             */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listBalanceTransactions: {
+        parameters: {
+            query?: {
+                /** @description Тип движения */
+                type?: "payment" | "hold_released" | "refund_reserved" | "refund_settled" | "refund_released" | "payout_reserved" | "payout_paid" | "payout_returned";
+                /** @description Выплата: её резерв, выплата и возврат */
+                payoutId?: number;
+                /** @description json или csv (все движения, без страниц); без него: по заголовку Accept (text/csv — CSV) */
+                format?: "json" | "csv";
+                /** @description Произошли в этот момент или позже (включительно) */
+                from?: string;
+                /** @description Произошли раньше этого момента (не включительно) */
+                to?: string;
+                /** @description Размер страницы */
+                limit?: number;
+                /** @description nextCursor из предыдущего ответа */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Страница движений (или CSV) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BalanceTransactionList"];
+                    "text/csv": string;
+                };
+            };
+            /**
+             * @description Запрос не прошёл проверку
+             *
+             *     - `validation`: тело не JSON, неверный тип, формат или значение перечисления; param указывает поле
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Нет авторизации или она неверна
+             *
+             *     - `unauthorized`: нет заголовка Authorization / X-Public-Id, ключ не найден или отозван
+             *     - `timestamp_invalid`: режим HMAC: X-Timestamp отсутствует, не в секундах Unix или дальше 300 секунд от времени сервера
+             *     - `signature_invalid`: режим HMAC: подпись не совпадает или уже использована
+             */
+            401: {
+                headers: {
+                    /** @description Только у timestamp_invalid: время шлюза в секундах Unix, чтобы клиент с ушедшими часами поправил X-Timestamp и подписал запрос заново */
+                    "X-Server-Time"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Слишком много запросов; повторить после Retry-After
+             *
+             *     - `rate_limited`: больше 60 запросов в секунду на ключ или опрос одного счёта / выплаты чаще раза в 3 секунды
+             */
+            429: {
+                headers: {
+                    /** @description Через сколько секунд можно повторить запрос (целое число) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /**

@@ -1,0 +1,100 @@
+import { Readable } from 'node:stream';
+import { Controller, Get, Headers, Query, Res, UseGuards } from '@nestjs/common';
+import { QueryBus } from '@nestjs/cqrs';
+import type { FastifyReply } from 'fastify';
+import { formatMoney } from '#ledger';
+import { BalanceTransaction, BalanceTransactionFilter, ListBalanceTransactions } from '#payments/ledger';
+import type { MerchantIdentity } from '#payments/merchants';
+import { encodeCursor } from '../http/cursor';
+import { periodPageOf } from '../http/period-page.request';
+import { validRequest } from '../http/request-pipe';
+import { Merchant, MerchantAuthGuard } from '../http/auth/merchant-auth.guard';
+import { ReadsModels } from '../http/read-models';
+import { CSV_CONTENT_TYPE, csvRecord, wantsCsv } from '../audit/csv';
+import { ListBalanceTransactionsQuery } from './list-balance-transactions.request';
+
+/** A balance transaction on the wire: money as the API writes it, signed. */
+export const balanceTransactionView = (t: BalanceTransaction) => ({
+  id: t.id,
+  type: t.type,
+  amount: formatMoney(t.amount),
+  bucket: t.bucket,
+  balanceAfter: formatMoney(t.balanceAfter),
+  fee: t.fee === null ? null : formatMoney(t.fee),
+  currency: 'RUB' as const,
+  createdAt: t.createdAt.toISOString(),
+  availableAt: t.availableAt?.toISOString() ?? null,
+  invoiceId: t.invoiceId,
+  refundId: t.refundId,
+  payoutId: t.payoutId,
+});
+
+/** The CSV's columns: the JSON fields, in their order. */
+const CSV_COLUMNS = [
+  'id',
+  'type',
+  'amount',
+  'bucket',
+  'balanceAfter',
+  'fee',
+  'currency',
+  'createdAt',
+  'availableAt',
+  'invoiceId',
+  'refundId',
+  'payoutId',
+] as const;
+/** Rows per query of a CSV export. */
+const CSV_PAGE = 1000;
+
+@Controller('v1/balance')
+@UseGuards(MerchantAuthGuard)
+export class BalanceTransactionsController {
+  constructor(private readonly queries: QueryBus) {}
+
+  /** Every movement of the account's balance in the key's mode, newest first: cursor pages, or all of them as CSV. */
+  @ReadsModels('ledger')
+  @Get('transactions')
+  async list(
+    @Merchant() merchant: MerchantIdentity,
+    @Query(validRequest) query: ListBalanceTransactionsQuery,
+    @Headers('accept') accept: string | undefined,
+    @Res() reply: FastifyReply,
+  ) {
+    const filter: BalanceTransactionFilter = {
+      accountId: merchant.project.accountId,
+      mode: merchant.mode,
+      type: query.type,
+      payoutId: query.payoutId === undefined ? undefined : Number(query.payoutId),
+      ...periodPageOf(query),
+    };
+    if (wantsCsv(query.format, accept)) {
+      return reply
+        .status(200)
+        .header('content-type', CSV_CONTENT_TYPE)
+        .send(Readable.from(this.csv(filter), { objectMode: false }));
+    }
+    const page = await this.queries.execute(new ListBalanceTransactions(filter));
+    return reply.status(200).send({
+      items: page.items.map(balanceTransactionView),
+      nextCursor: page.hasMore ? encodeCursor({ seq: page.items[page.items.length - 1]!.position }) : null,
+      hasMore: page.hasMore,
+    });
+  }
+
+  /** The CSV, a page per query: the next page is read only when the socket took the previous one. */
+  private async *csv(filter: BalanceTransactionFilter): AsyncGenerator<string> {
+    yield csvRecord(CSV_COLUMNS);
+    for (let before = filter.before, more = true; more;) {
+      const page = await this.queries.execute(new ListBalanceTransactions({ ...filter, before, limit: CSV_PAGE }));
+      yield page.items
+        .map((t) => {
+          const view = balanceTransactionView(t);
+          return csvRecord(CSV_COLUMNS.map((c) => view[c]));
+        })
+        .join('');
+      before = page.items[page.items.length - 1]?.position ?? null;
+      more = page.hasMore;
+    }
+  }
+}

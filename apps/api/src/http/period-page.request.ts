@@ -1,0 +1,41 @@
+import { IsString } from 'class-validator';
+import { JSONSchema } from 'class-validator-jsonschema';
+import { cursorSeqOf, pageSizeOf } from './cursor';
+import { IsCursor, IsIsoDateTime, IsQueryInteger, MaxLength, Optional, StorableText } from './request-rules';
+
+/** The query fields of a list of things that happened: a createdAt range and cursor pages (default 20). */
+export class PeriodPageQuery {
+  @Optional()
+  @IsString()
+  @StorableText()
+  @MaxLength(40)
+  @IsIsoDateTime()
+  @JSONSchema({ description: 'Произошли в этот момент или позже (включительно)' })
+  from?: string;
+
+  @Optional()
+  @IsString()
+  @StorableText()
+  @MaxLength(40)
+  @IsIsoDateTime()
+  @JSONSchema({ description: 'Произошли раньше этого момента (не включительно)' })
+  to?: string;
+
+  @Optional()
+  @IsQueryInteger(1, 100)
+  @JSONSchema({ description: 'Размер страницы', default: 20 })
+  limit?: string;
+
+  @Optional()
+  @IsCursor()
+  @JSONSchema({ description: 'nextCursor из предыдущего ответа' })
+  cursor?: string;
+}
+
+/** The period and page a PeriodPageQuery asks for. */
+export const periodPageOf = (query: PeriodPageQuery) => ({
+  from: query.from === undefined ? undefined : new Date(query.from),
+  to: query.to === undefined ? undefined : new Date(query.to),
+  before: cursorSeqOf(query.cursor),
+  limit: pageSizeOf(query.limit, 20),
+});

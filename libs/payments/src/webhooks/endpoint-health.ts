@@ -1,0 +1,74 @@
+import { Inject } from '@nestjs/common';
+import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import type { Pool } from 'pg';
+import type { Migration } from '#platform/database';
+import { READ_MODELS } from '../payments.tokens';
+import { resendFailedDeliveries } from './webhook-dispatcher';
+
+/**
+ * Endpoint health: a project's webhook endpoint whose attempts have all failed for
+ * ENDPOINT_FAILING_DAYS in a row (from its first failed attempt after its last success
+ * or its last re-enabling, on the gateway clock), and that still has a delivery being
+ * retried, is disabled: its pending deliveries
+ * stop (failed), and the outbox records new ones as failed without sending them. The
+ * operator re-enables it (console, or POST /admin/v1/projects/{id}/webhook-endpoint/enable),
+ * which resends every failed delivery still kept: what the merchant is owed.
+ */
+export const ENDPOINT_FAILING_DAYS = 3;
+
+export const webhookEndpointHealthMigration: Migration = {
+  id: 'payments:0041_webhook_endpoint_health',
+  sql: `ALTER TABLE projects ADD COLUMN webhook_disabled_at timestamptz, ADD COLUMN webhook_enabled_at timestamptz;`,
+};
+
+/** Disables every endpoint failing for ENDPOINT_FAILING_DAYS as of `now`; answers the projects disabled. */
+export async function disableFailingEndpoints(pool: Pick<Pool, 'query'>, now: Date): Promise<string[]> {
+  // Only projects with a pending delivery that has failed (a small scan of the queue) are
+  // looked at; of those, attempts of the last ENDPOINT_FAILING_DAYS + 1 days suffice: a
+  // streak that old starts inside them.
+  const r = await pool.query<{ id: string }>(
+    `WITH candidates AS (
+       SELECT DISTINCT d.project_id FROM webhook_queue q JOIN webhook_deliveries d ON d.id = q.id WHERE q.attempts_made > 0),
+     attempts AS (
+       SELECT d.project_id, a.at, a.status_code BETWEEN 200 AND 299 AS ok
+       FROM candidates c JOIN projects p ON p.id = c.project_id AND p.webhook_disabled_at IS NULL
+       JOIN webhook_deliveries d ON d.project_id = c.project_id JOIN webhook_attempts a ON a.delivery_id = d.id
+       WHERE d.created_at > $1::timestamptz - make_interval(days => $2 + 3) AND a.at > $1::timestamptz - make_interval(days => $2 + 1)
+         AND NOT a.superseded AND a.at > coalesce(p.webhook_enabled_at, '-infinity')),
+     streak AS (
+       SELECT project_id, min(at) FILTER (WHERE NOT ok AND at > last_ok) AS since
+       FROM (SELECT *, coalesce(max(at) FILTER (WHERE ok) OVER (PARTITION BY project_id), '-infinity') AS last_ok FROM attempts) t
+       GROUP BY project_id),
+     disabled AS (
+       UPDATE projects p SET webhook_disabled_at = $1 FROM streak s
+       WHERE p.id = s.project_id AND s.since <= $1::timestamptz - make_interval(days => $2) RETURNING p.id),
+     stopped AS (
+       UPDATE webhook_deliveries d SET status = 'failed', next_attempt_at = NULL FROM disabled
+       WHERE d.project_id = disabled.id AND d.status = 'pending' RETURNING d.id),
+     dequeued AS (DELETE FROM webhook_queue q USING stopped WHERE q.id = stopped.id)
+     SELECT id FROM disabled`,
+    [now, ENDPOINT_FAILING_DAYS],
+  );
+  return r.rows.map((row) => row.id);
+}
+
+/** The operator re-enables a project's endpoint and resends its failed deliveries: how many; null for an unknown project. */
+export class EnableWebhookEndpoint extends Command<number | null> {
+  constructor(
+    /** Lower case. */
+    readonly projectId: string,
+    readonly now: Date,
+  ) {
+    super();
+  }
+}
+
+@CommandHandler(EnableWebhookEndpoint)
+export class EnableWebhookEndpointHandler implements ICommandHandler<EnableWebhookEndpoint> {
+  constructor(@Inject(READ_MODELS) private readonly pool: Pool) {}
+
+  async execute({ projectId, now }: EnableWebhookEndpoint): Promise<number | null> {
+    await this.pool.query('UPDATE projects SET webhook_disabled_at = NULL, webhook_enabled_at = $2 WHERE id = $1', [projectId, now]);
+    return resendFailedDeliveries(this.pool, projectId, now);
+  }
+}

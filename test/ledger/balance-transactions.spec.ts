@@ -1,0 +1,247 @@
+/**
+ * GET /v1/balance/transactions (issue 36, item 2): every movement of the merchant's
+ * balance with its cause. For a seeded random history of payments, hold releases,
+ * refunds and payouts: the transactions of any period sum to the balance change over
+ * it (the balance rebuilt from the event log), each bucket's balanceAfter follows its
+ * movements, and a payout's transactions add up to what it paid out. A CSV of 100,000
+ * rows streams in flat memory.
+ */
+import { readFileSync } from 'node:fs';
+import fc from 'fast-check';
+import { Client, expectError, expectStatus, InvoiceGateway, Json, Merchant, orderId, poll, startInvoiceGateway } from '../support/merchant-fixtures';
+import { balanceOf, fromKopecks, paidInvoice, payoutAddress, PHONE, toKopecks, transition } from '../support/money-out-fixtures';
+import { fastCheckSeed, seededRandom } from '../support/test-seed';
+import { login, request } from '../console/console-fixture';
+import { balanceTransactionsMigration } from '#payments/ledger';
+
+const signed = (money: string): number => (money.startsWith('-') ? -toKopecks(money.slice(1)) : toKopecks(money));
+const total = (b: { available: string; pending: string; reserved: string }) => signed(b.available) + signed(b.pending) + signed(b.reserved);
+
+/** Every transaction of `query`, newest first, following the cursors. */
+async function allTransactions(client: Client, query = ''): Promise<Json[]> {
+  const items: Json[] = [];
+  let cursor: string | null = null;
+  do {
+    const r = await client.get(`/v1/balance/transactions?limit=100${query}${cursor ? `&cursor=${cursor}` : ''}`);
+    expectStatus(r, 200);
+    items.push(...r.body.items);
+    cursor = r.body.nextCursor;
+  } while (cursor);
+  return items;
+}
+
+describe('GET /v1/balance/transactions', () => {
+  let gw: InvoiceGateway;
+  const merchants: Merchant[] = [];
+  /** Each payout made: its id, amount, and how it ended. */
+  const payouts: { owner: Merchant; id: number; amount: number; ending: 'paid' | 'rejected' | 'pending' }[] = [];
+
+  const logBalance = async (m: Merchant, asOf?: Date) => {
+    const r = await gw.operator.http.get(`/admin/v1/accounts/${m.accountId}/balance?mode=live${asOf ? `&asOf=${asOf.toISOString()}` : ''}`);
+    expectStatus(r, 200);
+    return r.body as { available: string; pending: string; reserved: string };
+  };
+
+  beforeAll(async () => {
+    gw = await startInvoiceGateway({
+      // Holds end and refunds complete when the test moves the clock.
+      CLOCK: 'manual',
+      // One key sends many requests in a row; the rate limit has its own suite.
+      RATE_LIMIT_PER_SECOND: '1000000',
+    });
+    const random = seededRandom('balance transactions history');
+    for (let n = 0; n < 2; n++) {
+      const m = await gw.operator.merchant({ holdHours: 1 });
+      merchants.push(m);
+      const address = await payoutAddress(gw.operator, m.accountId, { method: 'sbp', account: PHONE });
+      const invoices: { id: string; left: number }[] = [];
+      for (let step = 0; step < 24; step++) {
+        const roll = random.next();
+        if (roll < 0.4 || invoices.length === 0) {
+          const amount = random.int(200_00, 3000_00);
+          invoices.push({ id: await paidInvoice(gw.operator, m.live, fromKopecks(amount)), left: amount });
+        } else if (roll < 0.55) {
+          await gw.operator.advance(random.int(0, 5400));
+        } else if (roll < 0.75) {
+          const invoice = invoices[random.int(0, invoices.length - 1)]!;
+          const amount = random.int(1, Math.max(1, Math.floor(invoice.left / 3)));
+          const r = await m.live.post(`/v1/invoices/${invoice.id}/refund`, { amount: fromKopecks(amount) });
+          if (r.status === 202) {
+            invoice.left -= amount;
+            if (random.chance(0.3)) await gw.operator.http.post(`/admin/v1/refunds/${r.body.id}/fail`, { reason: 'банк отказал' });
+          } else expect([409, 422]).toContain(r.status);
+        } else {
+          const available = signed((await balanceOf(m.live)).available);
+          if (available < 100_00) continue;
+          const amount = random.int(100_00, Math.min(available, 2000_00));
+          const r = await m.live.post('/v1/payouts', { amount: fromKopecks(amount), addressId: address.id, orderId: orderId('bt') });
+          if (r.status !== 201) {
+            expect([409, 422]).toContain(r.status);
+            continue;
+          }
+          const ending = random.chance(0.6) ? 'paid' : random.chance(0.7) ? 'rejected' : 'pending';
+          if (ending === 'paid') for (const t of ['approve', 'process', 'pay']) expectStatus(await transition(gw.operator, r.body.id, t), 200);
+          if (ending === 'rejected') expectStatus(await transition(gw.operator, r.body.id, 'reject', { reason: 'отказ' }), 200);
+          payouts.push({ owner: m, id: r.body.id, amount, ending });
+        }
+      }
+    }
+    // Every hold due and every refund complete; then the read model caught up with the log.
+    await gw.operator.advance(7200);
+    for (const m of merchants) {
+      await poll(
+        async () => [await logBalance(m), await balanceOf(m.live)],
+        ([log, model]) => log!.pending === '0.00' && (['available', 'pending', 'reserved'] as const).every((b) => log![b] === model![b]),
+        'holds released and the read model caught up',
+        30_000,
+      );
+    }
+  }, 300_000);
+  afterAll(async () => {
+    await gw?.close();
+  });
+
+  it("each bucket's balanceAfter follows its movements and all of them sum to the balance", async () => {
+    for (const m of merchants) {
+      const items = await allTransactions(m.live);
+      expect(items.length).toBeGreaterThan(10);
+      const balance = await balanceOf(m.live);
+      expect(items.reduce((sum, t) => sum + signed(t.amount), 0)).toBe(total(balance));
+      const running: Record<string, number> = { available: 0, pending: 0, reserved: 0 };
+      for (const t of [...items].reverse()) {
+        running[t.bucket] += signed(t.amount);
+        expect(signed(t.balanceAfter)).toBe(running[t.bucket]);
+        expect(t).toMatchObject({ currency: 'RUB', createdAt: expect.any(String) });
+        if (t.type === 'payment') expect(t.invoiceId).toEqual(expect.any(String));
+      }
+      for (const bucket of ['available', 'pending', 'reserved'] as const) expect(fromKopecks(running[bucket]!)).toBe(balance[bucket]);
+      // A hold released is a move between buckets: its two transactions net to zero.
+      const released = items.filter((t) => t.type === 'hold_released');
+      expect(released.length).toBeGreaterThan(0);
+      expect(released.reduce((sum, t) => sum + signed(t.amount), 0)).toBe(0);
+      // The test key sees the test ledger: nothing here.
+      expect((await m.test.get('/v1/balance/transactions')).body).toEqual({ items: [], nextCursor: null, hasMore: false });
+    }
+  });
+
+  it('the transactions of a random period sum to the balance change over it (from the event log)', async () => {
+    for (const m of merchants) {
+      const items = await allTransactions(m.live);
+      // The ledger's own entries, from the event log: what the balance did, independent of the read model.
+      const stream = await gw.operator.http.get(`/admin/v1/streams/ledger-live_${m.accountId}?limit=1000`);
+      expectStatus(stream, 200);
+      const entries = (stream.body.events as Json[]).map((e) => ({
+        at: Date.parse(e.data.occurredAt),
+        moved: (e.data.postings as Json[]).filter((p) => ['available', 'pending', 'reserved'].includes(p.account)).reduce((sum, p) => sum + p.amount, 0),
+      }));
+      const first = Date.parse(items[items.length - 1].createdAt) - 60_000;
+      const last = Date.parse(items[0].createdAt) + 60_000;
+      // Boundaries on the entries' own instants too, where off-by-one mistakes show.
+      const instants = fc.oneof(fc.integer({ min: first, max: last }), fc.constantFrom(...entries.map((e) => e.at)));
+      await fc.assert(
+        fc.asyncProperty(instants, instants, async (a, b) => {
+          const [from, to] = a <= b ? [a, b] : [b, a];
+          const period = await allTransactions(m.live, `&from=${new Date(from).toISOString()}&to=${new Date(to).toISOString()}`);
+          const change = entries.filter((e) => e.at >= from && e.at < to).reduce((sum, e) => sum + e.moved, 0);
+          expect(period.reduce((sum, t) => sum + signed(t.amount), 0)).toBe(change);
+        }),
+        { seed: fastCheckSeed('balance transactions periods'), numRuns: 25 },
+      );
+    }
+  });
+
+  it("a payout's transactions add up to what it paid out; other filters and the CSV agree", async () => {
+    expect(payouts.length).toBeGreaterThan(0);
+    for (const p of payouts) {
+      const items = await allTransactions(p.owner.live, `&payoutId=${p.id}`);
+      expect(items.every((t) => t.payoutId === p.id)).toBe(true);
+      expect(items.reduce((sum, t) => sum + signed(t.amount), 0)).toBe(p.ending === 'paid' ? -p.amount : 0);
+      const types = items.map((t) => t.type).sort();
+      const reserved = ['payout_reserved', 'payout_reserved'];
+      expect(types).toEqual(
+        p.ending === 'paid' ? ['payout_paid', ...reserved] : p.ending === 'rejected' ? [...reserved, 'payout_returned', 'payout_returned'] : reserved,
+      );
+      if (p.ending === 'paid') expect(items.find((t) => t.type === 'payout_paid').fee).toMatch(/^\d+\.\d{2}$/);
+    }
+    const m = merchants[0]!;
+    const all = await allTransactions(m.live);
+    const payments = await allTransactions(m.live, '&type=payment');
+    expect(payments.map((t) => t.id)).toEqual(all.filter((t) => t.type === 'payment').map((t) => t.id));
+    for (const t of payments) expect(signed(t.amount)).toBeGreaterThan(0);
+    const csv = await fetch(`${gw.baseUrl}/v1/balance/transactions`, { headers: { authorization: `Bearer ${m.keys.live.secretKey}`, accept: 'text/csv' } });
+    expect(csv.headers.get('content-type')).toMatch(/^text\/csv/);
+    const lines = (await csv.text()).trimEnd().split('\r\n');
+    expect(lines[0]).toBe('id,type,amount,bucket,balanceAfter,fee,currency,createdAt,availableAt,invoiceId,refundId,payoutId');
+    expect(lines.slice(1).map((l) => l.split(',')[0])).toEqual(all.map((t) => t.id));
+  });
+
+  it("the operator console's merchant page shows the latest balance transactions of the mode", async () => {
+    const m = merchants[0]!;
+    const latest = (await m.live.get('/v1/balance/transactions?limit=20')).body.items as Json[];
+    const cookie = await login(gw.baseUrl, gw.gateway.adminToken);
+    const page = await request(gw.baseUrl, 'GET', `/admin/accounts/${m.accountId}?mode=live`, { cookie });
+    expect(page.status).toBe(200);
+    expect(page.html).toContain('Движения баланса');
+    const rows = [...page.html.matchAll(/<tr class="transaction"><td>[^]*?<\/td><td>([a-z_]+)<div/g)].map((r) => r[1]);
+    expect(rows).toEqual(latest.map((t) => t.type));
+  });
+
+  it('refuses a bad query with the spec error', async () => {
+    const m = merchants[0]!;
+    expectError(await m.live.get('/v1/balance/transactions?type=gift'), 400, 'validation', 'type');
+    expectError(await m.live.get('/v1/balance/transactions?payoutId=0'), 400, 'validation', 'payoutId');
+    expectError(await m.live.get('/v1/balance/transactions?from=soon'), 400, 'validation', 'from');
+    expectError(await m.live.get('/v1/balance/transactions?format=xml'), 400, 'validation', 'format');
+    expectError(await m.live.get('/v1/balance/transactions?cursor=x!'), 400, 'validation', 'cursor');
+  });
+
+  it("the migration seeds what the projection writes: each posting's balance after it, each held payment's end of hold", async () => {
+    const q = (sql: string) => gw.db.pool.query(sql).then((r) => r.rows);
+    const postings = await q('SELECT entry_id, ordinal, balance_after FROM ledger_postings ORDER BY entry_id, ordinal');
+    const holds = await q(`SELECT entry_id, available_at FROM ledger_entries WHERE available_at IS NOT NULL ORDER BY entry_id`);
+    expect(holds.length).toBeGreaterThan(0);
+    await q('UPDATE ledger_postings SET balance_after = NULL; UPDATE ledger_entries SET available_at = NULL');
+    for (const statement of balanceTransactionsMigration.sql.split(';').filter((s) => s.trim().startsWith('UPDATE'))) await q(statement);
+    expect(await q('SELECT entry_id, ordinal, balance_after FROM ledger_postings ORDER BY entry_id, ordinal')).toEqual(postings);
+    // Every hold here was released: the seed knows the release's time, at or after the scheduled end.
+    const seeded = await q(`SELECT entry_id, available_at FROM ledger_entries WHERE available_at IS NOT NULL ORDER BY entry_id`);
+    expect(seeded.map((h) => h.entry_id)).toEqual(holds.map((h) => h.entry_id));
+    seeded.forEach((h, i) => expect(h.available_at.getTime()).toBeGreaterThanOrEqual(holds[i].available_at.getTime()));
+  });
+
+  it('a CSV of 100,000 rows streams in flat memory', async () => {
+    // A ledger of 100,000 payments written straight into the read model (the CSV reads nothing else).
+    const m = await gw.operator.merchant();
+    await gw.db.pool.query(
+      `WITH e AS (
+         INSERT INTO ledger_entries (entry_id, account_id, mode, seq, kind, cause, occurred_at, log_position)
+         SELECT gen_random_uuid(), $1, 'test', i, 'payment_recorded', 'payment:' || gen_random_uuid(), now() + i * interval '1 second', 'seeded'
+         FROM generate_series(0, 99999) AS i RETURNING entry_id, seq)
+       INSERT INTO ledger_postings (entry_id, ordinal, account, amount, balance_after)
+       SELECT entry_id, 0, 'available', 100, (seq + 1) * 100 FROM e`,
+      [m.accountId],
+    );
+    const rss = () => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${gw.gateway.child.pid}/status`, 'utf8'))![1]) * 1024;
+    // A first export warms the route up (code, pools, buffers) before the peak is read.
+    await (
+      await fetch(`${gw.baseUrl}/v1/balance/transactions?format=csv&to=${new Date(Date.now() - 86_400_000).toISOString()}`, {
+        headers: { authorization: `Bearer ${m.keys.test.secretKey}` },
+      })
+    ).text();
+    const before = rss();
+    const reply = await fetch(`${gw.baseUrl}/v1/balance/transactions?format=csv`, { headers: { authorization: `Bearer ${m.keys.test.secretKey}` } });
+    expect(reply.headers.get('content-length')).toBeNull();
+    let bytes = 0;
+    let rows = -1;
+    const decoder = new TextDecoder();
+    for await (const chunk of reply.body as unknown as AsyncIterable<Uint8Array>) {
+      bytes += chunk.length;
+      rows += (decoder.decode(chunk, { stream: true }).match(/\r\n/g) ?? []).length;
+    }
+    const grew = rss() - before;
+    console.log(`CSV of ${rows} rows, ${bytes} bytes: the gateway's peak RSS grew by ${grew} bytes`);
+    expect(rows).toBe(100_000);
+    // Held whole, the text alone would take `bytes` (and the driver's row objects several times that).
+    expect(grew).toBeLessThan(bytes);
+  }, 120_000);
+});

@@ -1,0 +1,100 @@
+/**
+ * GET /v1/events (issue 36, item 1): the merchant's webhook events, each the body its
+ * webhook has, listable with their delivery status, so a receiver that was down
+ * catches up on its own.
+ */
+import { Client, expectError, expectStatus, InvoiceGateway, Json, Merchant, orderId, poll } from '../support/merchant-fixtures';
+import { hookedGateway, WebhookReceiver } from '../support/webhook-receiver';
+
+/** Every event of `query`, following the cursors. */
+async function allEvents(client: Client, query: string, limit = 7): Promise<Json[]> {
+  const items: Json[] = [];
+  let cursor: string | null = null;
+  do {
+    const r = await client.get(`/v1/events?limit=${limit}&${query}${cursor ? `&cursor=${cursor}` : ''}`);
+    expectStatus(r, 200);
+    items.push(...r.body.items);
+    expect(r.body.hasMore).toBe(r.body.nextCursor !== null);
+    cursor = r.body.nextCursor;
+  } while (cursor);
+  return items;
+}
+
+async function paidInvoice(gw: InvoiceGateway, client: Client, outcome: 'paid' | 'failed' = 'paid'): Promise<string> {
+  const created = await client.post('/v1/invoices', { amount: '100.00', orderId: orderId('ev'), method: 'sbp' });
+  expectStatus(created, 201);
+  expectStatus(await gw.operator.payment(created.body.id, outcome), 200);
+  return created.body.id;
+}
+
+describe('GET /v1/events', () => {
+  let gw: InvoiceGateway;
+  let receiver: WebhookReceiver;
+  let shop: Merchant;
+  let close: () => Promise<void>;
+
+  beforeAll(async () => {
+    ({ gw, receiver, shop, close } = await hookedGateway());
+  });
+  afterAll(() => close?.());
+
+  it('a receiver that was down while 20 events happened recovers all 20 from the list, with no operator call', async () => {
+    receiver.answer = () => ({ status: 503, body: 'down' });
+    const invoices: string[] = [];
+    for (let i = 0; i < 20; i++) invoices.push(await paidInvoice(gw, shop.test));
+    await receiver.waitFor((r) => r.length === 20, 'the 20 failed attempts');
+
+    // The merchant, back up: what failed, newest first, in pages of 7.
+    const failing = await poll(
+      () => allEvents(shop.test, 'deliveryStatus=failing'),
+      (items) => items.length === 20,
+      'the 20 failing events',
+    );
+    expect(failing.map((e) => e.data.invoice.id)).toEqual([...invoices].reverse());
+    expect(new Set(failing.map((e) => e.id))).toEqual(new Set(receiver.received.map((w) => w.body.id)));
+    for (const e of failing) expect(e).toMatchObject({ type: 'invoice.paid', isTest: true, deliveryStatus: 'failing' });
+
+    // Each one by id is the webhook's body, byte for byte.
+    for (const attempt of receiver.received.slice(0, 3)) {
+      const one = await fetch(`${gw.baseUrl}/v1/events/${attempt.body.id}`, { headers: { authorization: `Bearer ${shop.keys.test.secretKey}` } });
+      expect(one.status).toBe(200);
+      expect(await one.text()).toBe(attempt.rawBody);
+    }
+    // Nothing of the live mode or of another project.
+    expect((await shop.live.get('/v1/events')).body).toEqual({ items: [], nextCursor: null, hasMore: false });
+    expectError(await shop.live.get(`/v1/events/${failing[0].id}`), 404, 'not_found');
+    const other = await gw.operator.merchant();
+    expectError(await other.test.get(`/v1/events/${failing[0].id}`), 404, 'not_found');
+  });
+
+  it('shows delivered and not subscribed events, filtered by type and time', async () => {
+    receiver.answer = () => ({ status: 200, body: 'ok' });
+    const hooked = await gw.operator.merchant({ webhookUrl: receiver.url, webhookEvents: ['invoice.paid'] } as never);
+    const paid = await paidInvoice(gw, hooked.test);
+    const failed = await paidInvoice(gw, hooked.test, 'failed');
+    const items = await poll(
+      () => allEvents(hooked.test, ''),
+      (all) => all.length === 2 && all.every((e) => e.deliveryStatus !== 'pending'),
+      'both events, the paid one delivered',
+    );
+    expect(items.map((e) => [e.type, e.data.invoice.id, e.deliveryStatus])).toEqual([
+      ['invoice.failed', failed, 'not_subscribed'],
+      ['invoice.paid', paid, 'delivered'],
+    ]);
+    expect((await allEvents(hooked.test, 'type=invoice.paid')).map((e) => e.id)).toEqual([items[1].id]);
+    expect((await allEvents(hooked.test, 'deliveryStatus=not_subscribed')).map((e) => e.id)).toEqual([items[0].id]);
+    const at = encodeURIComponent(items[0].createdAt);
+    expect((await allEvents(hooked.test, `from=${at}`)).map((e) => e.id)).toEqual([items[0].id]);
+    expect((await allEvents(hooked.test, `to=${at}`)).map((e) => e.id)).toEqual([items[1].id]);
+  });
+
+  it('refuses a bad query with the spec error and an unknown id with 404', async () => {
+    expectError(await shop.test.get('/v1/events?deliveryStatus=lost'), 400, 'validation', 'deliveryStatus');
+    expectError(await shop.test.get('/v1/events?type=invoice.sent'), 400, 'validation', 'type');
+    expectError(await shop.test.get('/v1/events?from=yesterday'), 400, 'validation', 'from');
+    expectError(await shop.test.get('/v1/events?cursor=%21'), 400, 'validation', 'cursor');
+    expectError(await shop.test.get('/v1/events/not-an-id'), 404, 'not_found');
+    expectError(await shop.test.get('/v1/events/00000000-0000-4000-8000-000000000000'), 404, 'not_found');
+    expectStatus(await gw.operator.http.get('/v1/events'), 401);
+  });
+});
