@@ -1,152 +1,195 @@
 /**
- * A validating proxy built from the OpenAPI documents as a third party gets them
- * (GET /v1/openapi.json, GET /admin/v1/openapi.json with the operator token), in the
- * place of Prism's proxy (not installed): every schema compiled with Ajv 2020 when it
- * starts, then every request of a merchant's flow (create an invoice, get it, list,
- * pay it through the operator API, refund, get the refund) goes through it; each
- * request must match a documented operation with a valid body, and each real answer
- * a documented status with a valid body. Issue 37: Prism's proxy never finished
- * starting on the 32 chained StorableJson schemas; this one must start within 30 s.
+ * Prism's stock validating proxy (`prism proxy --errors`) started from the OpenAPI
+ * documents as a third party gets them (GET /v1/openapi.json, GET /admin/v1/openapi.json
+ * with the operator token), then a merchant's flow sent through it: create an invoice,
+ * get it, list, pay it through the operator API, refund, get the refund. Prism checks
+ * each request (route, security, parameters, body) and each real answer (documented
+ * status, media type, headers, body); with --errors it answers a violation itself
+ * (422 or 500, problem+json) and logs it. Issue 37: it must be listening within 30 s.
  */
-import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
+import { ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
-import Ajv2020 from 'ajv/dist/2020';
-import type { ValidateFunction } from 'ajv/dist/2020';
-import addFormats from 'ajv-formats';
-import { api, expectStatus, InvoiceGateway, Json, Operator, orderId, poll, startInvoiceGateway } from '../support/merchant-fixtures';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { api, expectStatus, InvoiceGateway, Json, orderId, poll, Reply, startInvoiceGateway, UUID } from '../support/merchant-fixtures';
 
-interface Operation {
-  readonly method: string;
-  readonly pattern: RegExp;
-  readonly name: string;
-  readonly body: ValidateFunction | null;
-  readonly responses: Record<string, ValidateFunction | null>;
+const PRISM = path.resolve(__dirname, '../../node_modules/.bin/prism');
+/** What Prism prints for a violation: a `Violation:` line, or an answer of its own instead of the gateway's. */
+const VIOLATION = /Violation:|Request terminated with error/;
+
+interface Prism {
+  readonly url: string;
+  readonly startupMs: number;
+  readonly child: ChildProcess;
+  output(): string;
 }
 
-/** Every operation of the documents, each schema compiled now (as a proxy does when it starts). */
-function compileOperations(documents: Record<string, Json>): Operation[] {
-  const ajv = new Ajv2020({ strict: true, strictRequired: false, allErrors: true, allowUnionTypes: true });
-  addFormats(ajv);
-  const operations: Operation[] = [];
-  for (const [id, doc] of Object.entries(documents)) {
-    const local = (schema: unknown) => JSON.parse(JSON.stringify(schema).replace(/"#\/components\/schemas\//g, `"${id}#/$defs/`));
-    ajv.addSchema({ $id: id, $defs: local(doc.components.schemas) });
-    const json = (content: Json) => (content?.['application/json'] ? ajv.compile(local(content['application/json'].schema)) : null);
-    const prefix = doc.servers[0].url as string;
-    for (const [path, item] of Object.entries<Json>(doc.paths)) {
-      for (const [method, op] of Object.entries<Json>(item)) {
-        operations.push({
-          method: method.toUpperCase(),
-          pattern: new RegExp(`^${prefix}${path.replace(/\{\w+\}/g, '[^/]+')}$`),
-          name: `${id} ${op.operationId}`,
-          body: op.requestBody ? json(op.requestBody.content) : null,
-          responses: Object.fromEntries(Object.entries<Json>(op.responses).map(([status, r]) => [status, json(r.content)])),
-        });
-      }
-    }
-  }
-  return operations;
-}
-
-const read = async (stream: IncomingMessage | Response): Promise<string> => {
-  if (stream instanceof Response) return stream.text();
-  const chunks: Buffer[] = [];
-  for await (const chunk of stream) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString('utf8');
-};
-const errorsOf = (validate: ValidateFunction, value: unknown) =>
-  validate(value) ? [] : (validate.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message}`);
-
-/** The proxy: forwards to `target`, records each exchange and every way it breaks the documents. */
-function startProxy(target: string, operations: Operation[]): Promise<{ server: Server; url: string; exchanges: string[]; violations: string[] }> {
-  const exchanges: string[] = [];
-  const violations: string[] = [];
-  const server = createServer((request: IncomingMessage, reply: ServerResponse) => {
-    void (async () => {
-      const body = await read(request);
-      const path = new URL(request.url!, target).pathname;
-      const at = `${request.method} ${request.url}`;
-      const op = operations.find((o) => o.method === request.method && o.pattern.test(path));
-      if (!op) violations.push(`${at}: no such operation in the documents`);
-      else if (body !== '' && op.body) violations.push(...errorsOf(op.body, JSON.parse(body)).map((e) => `${at} request body: ${e}`));
-      else if (body !== '') violations.push(`${at}: a body where the document declares none`);
-      const headers = Object.fromEntries(
-        ['authorization', 'content-type', 'idempotency-key'].filter((h) => request.headers[h]).map((h) => [h, String(request.headers[h])]),
-      );
-      const answer = await fetch(`${target}${request.url}`, { method: request.method, headers, body: body === '' ? undefined : body });
-      const text = await read(answer);
-      exchanges.push(`${at} → ${answer.status}${op ? ` (${op.name})` : ''}`);
-      if (op && !(String(answer.status) in op.responses)) violations.push(`${at}: status ${answer.status} is not documented`);
-      const validate = op?.responses[String(answer.status)];
-      if (validate) violations.push(...errorsOf(validate, JSON.parse(text)).map((e) => `${at} → ${answer.status}: ${e}`));
-      reply.writeHead(answer.status, { 'content-type': answer.headers.get('content-type') ?? 'application/json' }).end(text);
-    })().catch((error: Error) => {
-      violations.push(`${request.method} ${request.url}: ${error.message}`);
-      reply.writeHead(502).end();
+const freePort = (): Promise<number> =>
+  new Promise((resolve) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
     });
   });
-  return new Promise((resolve) =>
-    server.listen(0, '127.0.0.1', () => resolve({ server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, exchanges, violations })),
-  );
+
+/** `prism proxy <document> <upstream> --errors`, resolved once it prints that it listens. */
+async function startPrism(document: string, upstream: string): Promise<Prism> {
+  const port = await freePort();
+  const started = Date.now();
+  const child = spawn(PRISM, ['proxy', document, upstream, '--errors', '-p', String(port), '-h', '127.0.0.1'], {
+    env: { PATH: process.env.PATH ?? '', FORCE_COLOR: '0' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let text = '';
+  const ready = new Promise<void>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      text += chunk.toString('utf8');
+      if (/Prism is listening on/.test(text)) resolve();
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.on('exit', (code) => reject(new Error(`prism exited (${code}) before listening:\n${text}`)));
+  });
+  await ready;
+  return { url: `http://127.0.0.1:${port}`, startupMs: Date.now() - started, child, output: () => text };
 }
 
-describe('a validating proxy started from the OpenAPI documents', () => {
+/** The gateway's own answer: no `sl-violations` header (Prism adds it for a warning it lets through). */
+function expectClean(reply: Reply, status: number): Json {
+  expectStatus(reply, status);
+  expect(reply.headers.get('sl-violations')).toBeNull();
+  expect(reply.headers.get('content-type')).toMatch(/^application\/json/);
+  return reply.body;
+}
+
+describe("Prism's validating proxy started from the OpenAPI documents", () => {
   let gw: InvoiceGateway;
-  let proxy: Awaited<ReturnType<typeof startProxy>>;
+  let dir: string;
+  let merchantPrism: Prism;
+  let operatorPrism: Prism;
   beforeAll(async () => {
     gw = await startInvoiceGateway();
-  });
-  beforeAll(async () => {
-    const merchant = await api(gw.baseUrl).get('/v1/openapi.json');
-    const operator = await gw.operator.http.get('/admin/v1/openapi.json');
-    proxy = await startProxy(gw.baseUrl, compileOperations({ merchant: merchant.body, operator: operator.body }));
-  }, 30_000);
+    dir = mkdtempSync(path.join(tmpdir(), 'prism-'));
+    const documents = {
+      merchant: (await api(gw.baseUrl).get('/v1/openapi.json')).body,
+      operator: (await gw.operator.http.get('/admin/v1/openapi.json')).body,
+    };
+    for (const [name, doc] of Object.entries(documents)) {
+      // Prism knows no OAS 3.1 dialect URI: its Ajv fails to compile such schemas and
+      // it then skips every body silently. The base dialect is JSON Schema 2020-12.
+      writeFileSync(path.join(dir, `${name}.json`), JSON.stringify({ ...doc, jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema' }));
+    }
+    // One Prism per document (it reads one): the operator calls of the flow are checked too.
+    // Prism matches the document's paths without the servers prefix (/v1, /admin/v1), so
+    // the prefix goes on the upstream: Prism's URL stands for `<gateway>/v1`.
+    [merchantPrism, operatorPrism] = await Promise.all([
+      startPrism(path.join(dir, 'merchant.json'), `${gw.baseUrl}/v1`),
+      startPrism(path.join(dir, 'operator.json'), `${gw.baseUrl}/admin/v1`),
+    ]);
+  }, 90_000);
+  /** A new account and project through the operator's Prism (payments held 0 h): its test secret key. */
+  async function merchantKey(): Promise<string> {
+    const operator = api(operatorPrism.url, gw.gateway.adminToken);
+    const account = expectClean(await operator.post('/accounts', { name: 'ООО Ромашка', email: `owner-${orderId()}@example.com` }), 201);
+    return expectClean(await operator.post('/projects', { accountId: account.id, name: 'Магазин', holdHours: 0 }), 201).keys.test.secretKey;
+  }
   afterAll(async () => {
-    proxy?.server.close();
+    for (const prism of [merchantPrism, operatorPrism]) {
+      if (prism && prism.child.exitCode === null) {
+        const exited = new Promise((resolve) => prism.child.once('exit', resolve));
+        prism.child.kill();
+        await exited;
+      }
+    }
+    if (dir) rmSync(dir, { recursive: true, force: true });
     await gw?.close();
   });
 
-  it('passes a whole flow (create, get, list, pay, refund) with no request or answer outside the documents', async () => {
-    const operator = new Operator(proxy.url, gw.gateway.adminToken);
-    const merchant = await operator.merchant({ holdHours: 0 });
-    const client = api(proxy.url, merchant.keys.test.secretKey);
-    const created = await client.post('/v1/invoices', {
-      amount: '1500.00',
-      orderId: orderId(),
-      method: 'sbp',
-      customFields: { cart: [{ sku: 'A-1', qty: 2 }], gift: true },
-    });
-    expectStatus(created, 201);
-    const id = created.body.id as string;
-    expectStatus(await client.get(`/v1/invoices/${id}`), 200);
-    await poll(
-      () => client.get('/v1/invoices?limit=10'),
-      (r) => r.body.items?.some((i: Json) => i.id === id),
+  it('is listening within 30 s of starting, as issue 37 requires', () => {
+    expect(merchantPrism.startupMs).toBeLessThan(30_000);
+    expect(operatorPrism.startupMs).toBeLessThan(30_000);
+  });
+
+  it('passes a whole flow (create, get, list, pay, refund) with no schema violation', async () => {
+    const from = [merchantPrism.output().length, operatorPrism.output().length];
+    const operator = api(operatorPrism.url, gw.gateway.adminToken);
+    const client = api(merchantPrism.url, await merchantKey());
+
+    const created = expectClean(
+      await client.post('/invoices', {
+        amount: '1500.00',
+        orderId: orderId(),
+        method: 'sbp',
+        customFields: { cart: [{ sku: 'A-1', qty: 2 }], gift: true },
+      }),
+      201,
+    );
+    expect(created).toMatchObject({ id: expect.stringMatching(UUID), status: 'created', amount: '1500.00' });
+    expect(expectClean(await client.get(`/invoices/${created.id}`), 200)).toMatchObject({ id: created.id, status: 'created' });
+    const list = await poll(
+      () => client.get('/invoices?limit=10'),
+      (r) => r.body.items?.some((i: Json) => i.id === created.id),
       'the invoice in the list',
     );
-    expectStatus(await operator.payment(id, 'paid'), 200);
+    expectClean(list, 200);
+    expect(expectClean(await operator.post(`/invoices/${created.id}/payment`, { outcome: 'paid' }), 200)).toMatchObject({
+      id: created.id,
+      status: 'paid',
+    });
     await poll(
-      () => client.get('/v1/balance'),
+      () => client.get('/balance'),
       (r) => r.body.available !== '0.00',
       'the payment available',
     );
-    const refund = await client.post(`/v1/invoices/${id}/refund`, { amount: '500.00' });
-    expectStatus(refund, 202);
-    expectStatus(await client.get(`/v1/refunds/${refund.body.id}`), 200);
-    // A request outside the documents is named by the proxy.
-    await client.get('/v1/no-such-thing');
+    const refund = expectClean(await client.post(`/invoices/${created.id}/refund`, { amount: '500.00' }), 202);
+    expect(refund).toMatchObject({ id: expect.stringMatching(/^rf_/), invoiceId: created.id, amount: '500.00', status: 'pending' });
+    expect(expectClean(await client.get(`/refunds/${refund.id}`), 200)).toMatchObject({ id: refund.id, amount: '500.00' });
 
-    expect(proxy.violations).toEqual(['GET /v1/no-such-thing: no such operation in the documents']);
-    expect(proxy.exchanges).toEqual(
+    // Each call went through a Prism to the gateway (none answered by Prism alone) and
+    // Prism printed no violation (it prints those of a call before answering it).
+    const printed = () => merchantPrism.output().slice(from[0]) + operatorPrism.output().slice(from[1]);
+    await poll(
+      async () => printed(),
+      (text) => text.includes(`The upstream call to /refunds/${refund.id} has returned 200`),
+      'the last call in the output',
+    );
+    expect(
+      printed()
+        .split('\n')
+        .filter((line) => VIOLATION.test(line)),
+    ).toEqual([]);
+    expect(printed().match(/The upstream call to \S+ has returned \d+/g)).toEqual(
       expect.arrayContaining([
-        expect.stringMatching(/^POST \/admin\/v1\/projects → 201 \(operator createProject\)$/),
-        expect.stringMatching(/^POST \/v1\/invoices → 201 \(merchant createInvoice\)$/),
-        expect.stringMatching(/^GET \/v1\/invoices\/\S+ → 200 \(merchant getInvoice\)$/),
-        expect.stringMatching(/^GET \/v1\/invoices\?limit=10 → 200 \(merchant listInvoices\)$/),
-        expect.stringMatching(/^POST \/admin\/v1\/invoices\/\S+\/payment → 200 \(operator \w+\)$/),
-        expect.stringMatching(/^POST \/v1\/invoices\/\S+\/refund → 202 \(merchant refundInvoice\)$/),
-        expect.stringMatching(/^GET \/v1\/refunds\/\S+ → 200 \(merchant getRefund\)$/),
+        'The upstream call to /accounts has returned 201',
+        'The upstream call to /projects has returned 201',
+        'The upstream call to /invoices has returned 201',
+        `The upstream call to /invoices/${created.id} has returned 200`,
+        'The upstream call to /invoices has returned 200',
+        `The upstream call to /invoices/${created.id}/payment has returned 200`,
+        `The upstream call to /invoices/${created.id}/refund has returned 202`,
+        `The upstream call to /refunds/${refund.id} has returned 200`,
       ]),
+    );
+  });
+
+  it('answers and prints a violation itself, so the flow above can fail', async () => {
+    const from = merchantPrism.output().length;
+    const reply = await api(merchantPrism.url, await merchantKey()).post('/invoices', { amount: { rub: 15 } });
+    expect(reply.status).toBe(422);
+    expect(reply.headers.get('content-type')).toBe('application/problem+json');
+    expect(reply.body.validation).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ location: ['body'], message: "Request body must have required property 'orderId'" }),
+        expect.objectContaining({ location: ['body', 'amount'] }),
+      ]),
+    );
+    // Prism logs after it answers.
+    await poll(
+      async () => merchantPrism.output().slice(from),
+      (printed) => VIOLATION.test(printed),
+      'the violation in the output',
     );
   });
 });
