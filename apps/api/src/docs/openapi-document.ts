@@ -782,7 +782,10 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
     version: '1.0.0',
     description: DESCRIPTION,
   },
-  jsonSchemaDialect: 'https://spec.openapis.org/oas/3.1/dialect/base',
+  // Plain JSON Schema 2020-12: the schemas use none of the OAS base dialect's additions
+  // (test/openapi compiles each with Ajv 2020, strict), and stock tools such as Prism know
+  // this URI where they silently skip schemas of the OAS dialect URI.
+  jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
   servers: [{ url: '/v1', description: 'API v1 (боевой и тестовый режим выбираются ключом)' }],
   security: [{ bearerAuth: [] }, { hmacPublicId: [], hmacTimestamp: [], hmacSignature: [] }],
   tags: [
