@@ -29,7 +29,7 @@ CREATE TABLE merchant_events (
   PRIMARY KEY (project_id, id)
 );
 INSERT INTO merchant_events (id, project_id, type, is_test, created_at, body, delivery_id)
-SELECT event_id, project_id, event_type, is_test, (body::json->>'createdAt')::timestamptz, body, id FROM webhook_deliveries ORDER BY seq;
+SELECT event_id, project_id, event_type, is_test, COALESCE((body::json->>'createdAt')::timestamptz, created_at), body, id FROM webhook_deliveries ORDER BY seq;
 CREATE INDEX merchant_events_page ON merchant_events (project_id, is_test, seq);
 CREATE INDEX merchant_events_by_age ON merchant_events (created_at);
 `,
