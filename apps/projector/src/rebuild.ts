@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { comparePositions, Position } from '#event-store';
 import { InfrastructureWithoutSecrets, loadConfigOrExit, openInfrastructure } from '#payments/composition';
 import { COMMAND_SESSION_LIMITS } from '#platform/database';
 import { createLogger, Logger } from '#platform/logging';
@@ -9,6 +10,7 @@ import {
   ProgressBar,
   Projection,
   ProjectionHeldError,
+  readCheckpoint,
   RebuildProgress,
   rebuildProjectionsTogether,
   RebuildTogetherResult,
@@ -100,8 +102,8 @@ async function main(): Promise<void> {
       progress.set(p.projection, { applied: p.eventsApplied, fraction: p.fraction });
       const fraction = Math.min(...selected.map((s) => progress.get(s.name)?.fraction ?? 0));
       const applied = [...progress.values()].reduce((sum, x) => sum + x.applied, 0n);
-      const rate = Number(applied) / Math.max(bar.elapsedSeconds(), 0.001);
-      bar.update(fraction, `${applied} events applied, ${Math.round(rate)} events/s`);
+      // A count over the projections, not a rate: an event most of them apply would count several times.
+      bar.update(fraction, `${applied} events applied by the projections`);
     };
     const started = Date.now();
     const passes = rebuildPassesOf(selected);
@@ -133,6 +135,7 @@ async function main(): Promise<void> {
     process.stdout.write(
       throughputSummary(
         rebuilt.map((r) => ({ name: r.projection, eventsApplied: r.eventsApplied, seconds: r.seconds })),
+        await logEventsCovered(infra, selected, results),
         seconds,
       ),
     );
@@ -229,20 +232,45 @@ function peakRssMiB(): number {
 }
 
 /**
- * The throughput of each projection's rebuild (events it applied per second, up to its
- * last batch), and of the whole run (every event applied, over the run's seconds).
+ * The events of the log the rebuild covered, each once: those from position zero up to
+ * the furthest head a pass reached (each projection's checkpoint is at its pass's head).
  */
-function throughputSummary(results: readonly { name: string; eventsApplied: bigint; seconds: number }[], seconds: number): string {
-  const rate = (events: bigint, seconds: number) => String(Math.round(Number(events) / Math.max(seconds, 0.001)));
-  const total = { events: results.reduce((sum, r) => sum + r.eventsApplied, 0n), seconds };
+async function logEventsCovered(
+  infra: InfrastructureWithoutSecrets,
+  selected: readonly Projection[],
+  results: readonly RebuildTogetherResult[],
+): Promise<number> {
+  // Log in this database: one count up to that head; else the one pass read every event to its head (readAll pages).
+  if (!infra.store.keepsLogIn?.(infra.pool)) return results.reduce((sum, r) => sum + r.logEventsRead, 0);
+  let head: Position | null = null;
+  for (const p of selected) {
+    const at = (await readCheckpoint(infra.pool, p.name))?.position;
+    if (at && (head === null || comparePositions(at, head) > 0)) head = at;
+  }
+  if (head === null) return 0;
+  const counted = await infra.pool.query<{ n: string }>(
+    'SELECT count(*) AS n FROM events WHERE (transaction_id, global_position) <= ($1::text::xid8, $2::bigint)',
+    [head.commit.toString(), head.prepare.toString()],
+  );
+  return Number(counted.rows[0]!.n);
+}
+
+/**
+ * The throughput of each projection's rebuild (events it applied per second, up to its
+ * last batch), then of the whole run in log events: the events of the log it covered,
+ * each once, over the run's seconds (never a sum over the projections, which counts an
+ * event once for each projection that applies it).
+ */
+function throughputSummary(results: readonly { name: string; eventsApplied: bigint; seconds: number }[], logEvents: number, seconds: number): string {
+  const rate = (events: bigint | number, seconds: number) => String(Math.round(Number(events) / Math.max(seconds, 0.001)));
   const rows = [
     ['projection', 'events', 'seconds', 'events/s'],
     ...results.map((r) => [r.name, String(r.eventsApplied), r.seconds.toFixed(1), rate(r.eventsApplied, r.seconds)]),
-    ['all', String(total.events), total.seconds.toFixed(1), rate(total.events, total.seconds)],
   ];
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
   const lines = rows.map((row) => row.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join('  '));
-  return `\nthroughput:\n${lines.map((l) => `  ${l}`).join('\n')}\n`;
+  const log = `the log: ${logEvents} events from position zero in ${seconds.toFixed(1)} s, ${rate(logEvents, seconds)} log events/s`;
+  return `\nthroughput:\n${lines.map((l) => `  ${l}`).join('\n')}\n${log}\n`;
 }
 
 function fail(message: string): never {
