@@ -55,7 +55,7 @@ const nextOrderBody = (): string => JSON.stringify({ amount: '1000.00', orderId:
 // ---------------------------------------------------------------------------
 // Child processes (as test/support/gateway-process.ts starts them)
 
-interface ChildServer {
+export interface ChildServer {
   readonly name: string;
   readonly child: ChildProcess;
   readonly baseUrl: string;
@@ -67,7 +67,7 @@ interface ChildServer {
 }
 
 /** Starts a child; it is ready when its output matches `ready` (a server: its address, the first group). */
-async function startServer(
+export async function startServer(
   name: string,
   script: string,
   env: Record<string, string>,
@@ -138,7 +138,7 @@ async function startServer(
 // ---------------------------------------------------------------------------
 // Small HTTP client for the set-up (fetch, Node >= 20)
 
-async function call(
+export async function call(
   baseUrl: string,
   method: 'GET' | 'POST',
   route: string,
@@ -164,7 +164,7 @@ async function call(
   return { status: response.status, body: parsed };
 }
 
-async function expectStatus(
+export async function expectStatus(
   what: string,
   expected: number,
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a JSON body of any shape
@@ -320,7 +320,7 @@ async function measureRound(target: Target, settings: Settings, db: Client, post
   };
 }
 
-const median = (values: readonly number[]): number => {
+export const median = (values: readonly number[]): number => {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = Math.floor(sorted.length / 2);
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
@@ -333,8 +333,8 @@ const median = (values: readonly number[]): number => {
  * start on the log the other sections filled (its projections would first catch up
  * on a million events).
  */
-async function ownDatabase(runDatabaseUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
-  const name = `bench_http_${randomBytes(4).toString('hex')}`;
+export async function ownDatabase(runDatabaseUrl: string, prefix = 'bench_http'): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `${prefix}_${randomBytes(4).toString('hex')}`;
   const admin = new Client({ connectionString: runDatabaseUrl });
   await admin.connect();
   await admin.query(`CREATE DATABASE ${name}`);

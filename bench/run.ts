@@ -21,6 +21,7 @@ import { Client } from 'pg';
 import { createPool, migrate } from '#platform/database';
 import { makeTraversable, startEmbeddedPostgres } from '#platform/database';
 import { allMigrations } from '#payments/composition';
+import { balanceTransactionsBench } from './balance-transactions.bench';
 import { eventStoreBench } from './event-store.bench';
 import { httpBench } from './http.bench';
 import { ledgerBench } from './ledger.bench';
@@ -47,7 +48,7 @@ export interface BenchSection {
   run(context: BenchContext): Promise<Table[]>;
 }
 
-const SECTIONS: readonly BenchSection[] = [eventStoreBench, ledgerBench, httpBench, webhooksBench, rebuildBench];
+const SECTIONS: readonly BenchSection[] = [eventStoreBench, ledgerBench, httpBench, balanceTransactionsBench, webhooksBench, rebuildBench];
 
 interface Options {
   readonly quick: boolean;
@@ -58,7 +59,7 @@ interface Options {
 class UsageError extends Error {}
 
 function usage(): string {
-  const names = SECTIONS.map((s) => `    ${s.name.padEnd(14)} ${s.description}`).join('\n');
+  const names = SECTIONS.map((s) => `    ${s.name.padEnd(20)} ${s.description}`).join('\n');
   return `usage: npm run bench -- [--quick] [--only <section>[,<section>...]] [--events N[,N...]]\n  sections:\n${names}\n`;
 }
 
