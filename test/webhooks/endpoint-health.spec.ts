@@ -41,7 +41,9 @@ describe('endpoint health', () => {
     await gw.operator.advance(12 * 3600);
     await paid();
     await receiver.waitFor((r) => r.length === RETRY_SCHEDULE_SECONDS.length + 2, 'the second event');
-    expect((await events()).map((e) => e.deliveryStatus)).toEqual(['failing', 'failing']);
+    // The receiver has the attempt before the dispatcher records its outcome: wait for the record.
+    const failing = await poll(events, (items) => items.every((e) => e.deliveryStatus !== 'pending'), 'both attempts recorded');
+    expect(failing.map((e) => e.deliveryStatus)).toEqual(['failing', 'failing']);
 
     // Past 3 days since the first failure: disabled, the pending retry stopped.
     await gw.operator.advance(24 * 3600);
