@@ -3,8 +3,21 @@ import { JSONSchema } from 'class-validator-jsonschema';
 import { cursorSeqOf, pageSizeOf } from './cursor';
 import { IsCursor, IsIsoDateTime, IsQueryInteger, MaxLength, Optional, StorableText } from './request-rules';
 
-/** The query fields of a list of things that happened: a createdAt range and cursor pages (default 20). */
-export class PeriodPageQuery {
+/** The query fields of a list read in cursor pages (default 20). */
+export class PageQuery {
+  @Optional()
+  @IsQueryInteger(1, 100)
+  @JSONSchema({ description: 'Размер страницы', default: 20 })
+  limit?: string;
+
+  @Optional()
+  @IsCursor()
+  @JSONSchema({ description: 'nextCursor из предыдущего ответа' })
+  cursor?: string;
+}
+
+/** The query fields of a list of things that happened: a createdAt range, and its pages. */
+export class PeriodPageQuery extends PageQuery {
   @Optional()
   @IsString()
   @StorableText()
@@ -20,16 +33,6 @@ export class PeriodPageQuery {
   @IsIsoDateTime()
   @JSONSchema({ description: 'Произошли раньше этого момента (не включительно)' })
   to?: string;
-
-  @Optional()
-  @IsQueryInteger(1, 100)
-  @JSONSchema({ description: 'Размер страницы', default: 20 })
-  limit?: string;
-
-  @Optional()
-  @IsCursor()
-  @JSONSchema({ description: 'nextCursor из предыдущего ответа' })
-  cursor?: string;
 }
 
 /** The period and page a PeriodPageQuery asks for. */

@@ -1928,14 +1928,14 @@ export interface operations {
                 type?: "invoice.paid" | "invoice.failed" | "invoice.expired" | "refund.succeeded" | "refund.failed" | "payout.paid" | "payout.rejected";
                 /** @description Состояние доставки вебхука: pending, delivered, failing (попытки не удались), endpoint_disabled (адрес отключён после 3 дней отказов), not_subscribed (проект не подписан) */
                 deliveryStatus?: "pending" | "delivered" | "failing" | "endpoint_disabled" | "not_subscribed";
-                /** @description Произошли в этот момент или позже (включительно) */
-                from?: string;
-                /** @description Произошли раньше этого момента (не включительно) */
-                to?: string;
                 /** @description Размер страницы */
                 limit?: number;
                 /** @description nextCursor из предыдущего ответа */
                 cursor?: string;
+                /** @description Произошли в этот момент или позже (включительно) */
+                from?: string;
+                /** @description Произошли раньше этого момента (не включительно) */
+                to?: string;
             };
             header?: never;
             path?: never;
@@ -2102,14 +2102,14 @@ export interface operations {
                 payoutId?: number;
                 /** @description json или csv (все движения, без страниц); без него: по заголовку Accept (text/csv — CSV) */
                 format?: "json" | "csv";
-                /** @description Произошли в этот момент или позже (включительно) */
-                from?: string;
-                /** @description Произошли раньше этого момента (не включительно) */
-                to?: string;
                 /** @description Размер страницы */
                 limit?: number;
                 /** @description nextCursor из предыдущего ответа */
                 cursor?: string;
+                /** @description Произошли в этот момент или позже (включительно) */
+                from?: string;
+                /** @description Произошли раньше этого момента (не включительно) */
+                to?: string;
             };
             header?: never;
             path?: never;

@@ -2,10 +2,11 @@ import { IsIn, IsString } from 'class-validator';
 import { JSONSchema } from 'class-validator-jsonschema';
 import { INVOICE_STATUSES } from '#domain';
 import type { InvoiceStatus } from '#domain';
-import { IsCursor, IsIsoDateTime, IsQueryInteger, MaxLength, Optional, StorableText } from '../../http/request-rules';
+import { IsIsoDateTime, MaxLength, Optional, StorableText } from '../../http/request-rules';
+import { PageQuery } from '../../http/period-page.request';
 
 /** The query of GET /v1/invoices. */
-export class ListInvoicesQuery {
+export class ListInvoicesQuery extends PageQuery {
   @Optional()
   @IsString()
   @StorableText()
@@ -33,14 +34,4 @@ export class ListInvoicesQuery {
   @IsIsoDateTime()
   @JSONSchema({ description: 'Созданы раньше этого момента (не включительно)' })
   to?: string;
-
-  @Optional()
-  @IsQueryInteger(1, 100)
-  @JSONSchema({ description: 'Размер страницы', default: 20 })
-  limit?: string;
-
-  @Optional()
-  @IsCursor()
-  @JSONSchema({ description: 'nextCursor из предыдущего ответа' })
-  cursor?: string;
 }

@@ -2,10 +2,11 @@ import { IsIn, IsString } from 'class-validator';
 import { JSONSchema } from 'class-validator-jsonschema';
 import { PAYOUT_STATUSES } from '#domain';
 import type { PayoutStatus } from '#domain';
-import { IsCursor, IsQueryInteger, MaxLength, Optional, StorableText } from '../../http/request-rules';
+import { MaxLength, Optional, StorableText } from '../../http/request-rules';
+import { PageQuery } from '../../http/period-page.request';
 
 /** The query of GET /v1/payouts. */
-export class ListPayoutsQuery {
+export class ListPayoutsQuery extends PageQuery {
   @Optional()
   @IsString()
   @StorableText()
@@ -17,14 +18,4 @@ export class ListPayoutsQuery {
   @IsIn(PAYOUT_STATUSES)
   @JSONSchema({ description: 'Статус выплаты' })
   status?: PayoutStatus;
-
-  @Optional()
-  @IsQueryInteger(1, 100)
-  @JSONSchema({ description: 'Размер страницы', default: 20 })
-  limit?: string;
-
-  @Optional()
-  @IsCursor()
-  @JSONSchema({ description: 'nextCursor из предыдущего ответа' })
-  cursor?: string;
 }
