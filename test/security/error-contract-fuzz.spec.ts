@@ -618,6 +618,7 @@ describe('the error contract under fuzzing', () => {
             'GET /v1/refunds/{id}': 'invoice_not_found',
             'POST /v1/payouts': live ? 'validation' : 'test_mode',
             'GET /v1/payouts/{id}': 'not_found',
+            'GET /v1/events/{id}': 'not_found',
           };
           const handled = knownKey ? afterAuthentication[e.name] : undefined;
           if (handled) possible.add(handled);
