@@ -94,8 +94,8 @@ export async function verify(pool: Pool, load: Load): Promise<Findings> {
   const invoices = await pool.query<{
     id: string;
     status: string;
-    state: { refundedAmount: number; refunds: Record<string, { amount: number; status: string }> };
-  }>(`SELECT id::text, status, state FROM invoices WHERE project_id = ANY($1::uuid[])`, [projects]);
+    item: { refundedAmount: number };
+  }>(`SELECT id::text, status, item FROM invoices WHERE project_id = ANY($1::uuid[])`, [projects]);
   const invoiceRows = new Map(invoices.rows.map((r) => [r.id, r]));
   const refunds = await pool.query<{ id: string; invoice_id: string; amount: string; status: string }>(
     `SELECT id, invoice_id::text, amount::text, status FROM refunds WHERE account_id = ANY($1::uuid[])`,
@@ -162,7 +162,7 @@ export async function verify(pool: Pool, load: Load): Promise<Findings> {
 
 function checkRefunds(
   record: InvoiceRecord,
-  row: { state: { refundedAmount: number; refunds: Record<string, { amount: number; status: string }> } } | undefined,
+  row: { item: { refundedAmount: number } } | undefined,
   requests: readonly { invoice_id: string; refund_id: string; amount: string }[],
   refundRows: Map<string, { status: string; amount: string }>,
   report: (kind: 'lost' | 'doubled', problem: string) => void,
@@ -184,10 +184,10 @@ function checkRefunds(
     report('doubled', `invoice ${invoiceId}: refund ${other.refund_id} nobody acknowledged`);
   }
   const expected = asked.reduce((sum, r) => sum + r.amountKopecks, 0);
-  if (row && row.state.refundedAmount !== expected) {
+  if (row && row.item.refundedAmount !== expected) {
     report(
-      row.state.refundedAmount > expected ? 'doubled' : 'lost',
-      `invoice ${invoiceId}: refunded ${row.state.refundedAmount}, acknowledged ${expected} (kopecks)`,
+      row.item.refundedAmount > expected ? 'doubled' : 'lost',
+      `invoice ${invoiceId}: refunded ${row.item.refundedAmount}, acknowledged ${expected} (kopecks)`,
     );
   }
 }

@@ -127,8 +127,8 @@ describe('replay and audit on a seeded log', () => {
     // The first invoice to arrive arrives again, last: the same rows, in another order.
     await db.pool.query(
       `WITH moved AS (DELETE FROM invoices WHERE seq = (SELECT min(seq) FROM invoices) RETURNING *)
-       INSERT INTO invoices (id, project_id, account_id, mode, order_id, status, amount, method, created_at, expires_at, paid_at, state, last_revision)
-       SELECT id, project_id, account_id, mode, order_id, status, amount, method, created_at, expires_at, paid_at, state, last_revision FROM moved`,
+       INSERT INTO invoices (id, project_id, account_id, mode, order_id, status, amount, method, created_at, expires_at, paid_at, net_amount, fee_amount, available_at, item, last_revision)
+       SELECT id, project_id, account_id, mode, order_id, status, amount, method, created_at, expires_at, paid_at, net_amount, fee_amount, available_at, item, last_revision FROM moved`,
     );
     const reordered = await readModelChecksums(db.pool, ['invoices', 'payouts']);
     expect(reordered[0]!.rows).toBe(before[0]!.rows);

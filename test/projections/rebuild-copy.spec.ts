@@ -31,14 +31,14 @@ let db: TestDatabase;
 let store: PostgresEventStore;
 /** The read models as small batches (below the COPY thresholds) build them. */
 let smallBatches: TableChecksum[];
-/** The folded states' stored text (json) as small batches (the upsert) write it. */
-let smallBatchStates: Record<string, string>;
+/** The invoices' and payouts' stored rows (json text) as small batches (the upsert) write them. */
+let smallBatchItems: Record<string, string>;
 
-/** Each folded table's `state` as stored, the text itself (not its value), row by row in id order. */
-async function storedStateTexts(): Promise<Record<string, string>> {
+/** Each table's `item` as stored, the text itself (not its value), row by row in id order. */
+async function storedItemTexts(): Promise<Record<string, string>> {
   const out: Record<string, string> = {};
   for (const table of ['invoices', 'payouts']) {
-    const r = await db.pool.query<{ texts: string }>(`SELECT coalesce(string_agg(state::text, E'\n' ORDER BY id), '') AS texts FROM ${table}`);
+    const r = await db.pool.query<{ texts: string }>(`SELECT coalesce(string_agg(item::text, E'\n' ORDER BY id), '') AS texts FROM ${table}`);
     out[table] = r.rows[0]!.texts;
   }
   return out;
@@ -56,7 +56,7 @@ beforeAll(async () => {
   const small = rng.int(1, Math.min(FOLD_COPY_MIN_ROWS, LEDGER_COPY_MIN_ENTRIES) - 1);
   for (const projection of allProjections) await projectToHead(db.pool, store, projection, small);
   smallBatches = await readModelChecksums(db.pool);
-  smallBatchStates = await storedStateTexts();
+  smallBatchItems = await storedItemTexts();
 }, 120_000);
 afterAll(async () => {
   await store.close();
@@ -117,42 +117,42 @@ describe('a rebuild that writes its pages by COPY', () => {
   });
 });
 
-describe('folded states stored as json (decision 0095)', () => {
-  it('invoices and payouts keep state as json, the very text JSON.stringify wrote, the same by COPY as by the upsert', async () => {
+describe('read-model rows stored as json (decision 0095)', () => {
+  it('invoices and payouts keep item as json, the very text JSON.stringify wrote, the same by COPY as by the upsert', async () => {
     const types = await db.pool.query<{ table_name: string; data_type: string }>(
       `SELECT table_name, data_type FROM information_schema.columns
-       WHERE table_schema = current_schema() AND table_name IN ('invoices', 'payouts') AND column_name = 'state' ORDER BY table_name`,
+       WHERE table_schema = current_schema() AND table_name IN ('invoices', 'payouts') AND column_name = 'item' ORDER BY table_name`,
     );
     expect(types.rows).toEqual([
       { table_name: 'invoices', data_type: 'json' },
       { table_name: 'payouts', data_type: 'json' },
     ]);
-    // Small batches wrote every row by the upsert: the text is JSON.stringify's (no spaces, keys in the state's order).
-    expect(smallBatchStates.invoices!.length).toBeGreaterThan(0);
-    expect(smallBatchStates.payouts!.length).toBeGreaterThan(0);
+    // Small batches wrote every row by the upsert: the text is JSON.stringify's (no spaces, keys in the row's order).
+    expect(smallBatchItems.invoices!.length).toBeGreaterThan(0);
+    expect(smallBatchItems.payouts!.length).toBeGreaterThan(0);
     for (const table of ['invoices', 'payouts']) {
-      for (const text of smallBatchStates[table]!.split('\n')) expect(JSON.stringify(JSON.parse(text))).toBe(text);
+      for (const text of smallBatchItems[table]!.split('\n')) expect(JSON.stringify(JSON.parse(text))).toBe(text);
     }
     // One page for the whole log: every new row by COPY, byte for byte the same texts.
     await rebuildProjectionsTogether(db.pool, store, allProjections, { batchSize: 50_000 });
-    expect(await storedStateTexts()).toEqual(smallBatchStates);
+    expect(await storedItemTexts()).toEqual(smallBatchItems);
   });
 
-  it('a checksum counts a json state as its value: the same table as jsonb, or converted back in place, sums the same', async () => {
+  it('a checksum counts a json item as its value: the same table as jsonb, or converted back in place, sums the same', async () => {
     const before = await readModelChecksums(db.pool, ['invoices', 'payouts']);
-    await db.pool.query('ALTER TABLE invoices ALTER COLUMN state TYPE jsonb USING state::jsonb');
-    await db.pool.query('ALTER TABLE payouts ALTER COLUMN state TYPE jsonb USING state::jsonb');
+    await db.pool.query('ALTER TABLE invoices ALTER COLUMN item TYPE jsonb USING item::jsonb');
+    await db.pool.query('ALTER TABLE payouts ALTER COLUMN item TYPE jsonb USING item::jsonb');
     expect(await readModelChecksums(db.pool, ['invoices', 'payouts'])).toEqual(before);
     // What the migration does to a table written before it (jsonb's text: spaces, keys sorted): another text, the same sums.
-    await db.pool.query('ALTER TABLE invoices ALTER COLUMN state TYPE json USING state::json');
-    await db.pool.query('ALTER TABLE payouts ALTER COLUMN state TYPE json USING state::json');
-    expect(await storedStateTexts()).not.toEqual(smallBatchStates);
+    await db.pool.query('ALTER TABLE invoices ALTER COLUMN item TYPE json USING item::json');
+    await db.pool.query('ALTER TABLE payouts ALTER COLUMN item TYPE json USING item::json');
+    expect(await storedItemTexts()).not.toEqual(smallBatchItems);
     expect(await readModelChecksums(db.pool, ['invoices', 'payouts'])).toEqual(before);
     // A changed value still changes the sum.
-    await db.pool.query(`UPDATE invoices SET state = jsonb_set(state::jsonb, '{status}', '"changed"') WHERE seq = (SELECT min(seq) FROM invoices)`);
+    await db.pool.query(`UPDATE invoices SET item = jsonb_set(item::jsonb, '{status}', '"changed"') WHERE seq = (SELECT min(seq) FROM invoices)`);
     expect((await readModelChecksums(db.pool, ['invoices']))[0]!.md5).not.toBe(before[0]!.md5);
     await rebuildProjectionsTogether(db.pool, store, allProjections);
-    expect(await storedStateTexts()).toEqual(smallBatchStates);
+    expect(await storedItemTexts()).toEqual(smallBatchItems);
   });
 });
 

@@ -3,6 +3,7 @@ export * from './invoices/invoice-view';
 export * from './invoices/invoice-stream';
 export * from './refunds/refund-flow';
 export * from './payouts/payout-flow';
+export * from './payouts/payout-view';
 export * from './flows/outcomes';
 export * from './payments.module';
 export * from './payments.tokens';

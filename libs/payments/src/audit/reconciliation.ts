@@ -41,9 +41,9 @@ type InvoiceRow = {
   status: string;
   net: string | null;
   fee: string | null;
-  available_at: string | null;
+  available_at: Date | null;
 };
-const INVOICE_COLUMNS = `id::text, account_id::text, mode, paid_at, status, state->'amounts'->>'netAmount' AS net, state->'amounts'->>'feeAmount' AS fee, state->>'availableAt' AS available_at`;
+const INVOICE_COLUMNS = `id::text, account_id::text, mode, paid_at, status, net_amount AS net, fee_amount AS fee, available_at`;
 const invoiceFact = (r: InvoiceRow): PaidInvoiceFact => ({
   invoiceId: r.id,
   accountId: r.account_id,
@@ -51,7 +51,7 @@ const invoiceFact = (r: InvoiceRow): PaidInvoiceFact => ({
   netAmount: Number(r.net ?? 0),
   feeAmount: Number(r.fee ?? 0),
   paidAt: r.paid_at!.toISOString(),
-  availableAt: r.available_at,
+  availableAt: r.available_at?.toISOString() ?? null,
 });
 
 type RefundRow = { id: string; invoice_id: string; account_id: string; mode: string; amount: string; status: string };
@@ -65,7 +65,7 @@ const refundFact = (r: RefundRow): SucceededRefundFact => ({
 });
 
 type PayoutRow = { id: string; account_id: string; status: string; amount: string; fee: string };
-const PAYOUT_COLUMNS = `id::text, account_id::text, status, state->'requested'->>'amount' AS amount, state->'requested'->>'feeAmount' AS fee`;
+const PAYOUT_COLUMNS = `id::text, account_id::text, status, amount, fee_amount AS fee`;
 const payoutFact = (r: PayoutRow): PaidPayoutFact => ({
   payoutId: r.id,
   reservationId: payoutReservationId(Number(r.id)),
@@ -93,10 +93,7 @@ export async function reconcilePeriod(pool: Pick<Pool, 'connect'>, from: Date, t
       await q<RefundRow>(`SELECT ${REFUND_COLUMNS} FROM refunds WHERE status = 'succeeded' AND completed_at > $1 AND completed_at <= $2`, [from, to])
     ).map(refundFact);
     const payouts = (
-      await q<PayoutRow>(
-        `SELECT ${PAYOUT_COLUMNS} FROM payouts WHERE status = 'paid' AND (state->>'processedAt')::timestamptz > $1 AND (state->>'processedAt')::timestamptz <= $2`,
-        [from, to],
-      )
+      await q<PayoutRow>(`SELECT ${PAYOUT_COLUMNS} FROM payouts WHERE status = 'paid' AND processed_at > $1 AND processed_at <= $2`, [from, to])
     ).map(payoutFact);
 
     const entries = new Map<string, EntryFact>();

@@ -43,7 +43,7 @@ import { webhookRetentionMigration } from '../webhooks/webhook-retention';
 import { idempotencyKeysMigration } from '../idempotency/schema';
 import { payoutIdsMigration, payoutRequestKeysMigration } from '../payouts/payout-ids.schema';
 import { ledgerCauseIndexMigration } from '../ledger/ledger-cause-index';
-import { foldedStateAsJsonMigration } from '../read-models/folded-row';
+import { foldedStateAsJsonMigration, readModelRowsMigration } from '../read-models/folded-row';
 import { auditSigningKeysMigration } from '../audit/signing-keys';
 import { merchantEventsMigration } from '../events/merchant-events';
 import { webhookEndpointHealthMigration } from '../webhooks/endpoint-health';
@@ -95,4 +95,5 @@ export const allMigrations: readonly Migration[] = [
   merchantEventsMigration,
   balanceTransactionsMigration,
   webhookEndpointHealthMigration,
+  readModelRowsMigration,
 ];

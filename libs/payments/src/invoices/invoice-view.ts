@@ -1,5 +1,6 @@
 import { formatMoney, formatPercent } from '#ledger';
-import { customerShareOf, FeePayer, Invoice, InvoiceStatus, isPaid, MethodCode } from '#domain';
+import { customerShareOf, FeePayer, Invoice, InvoiceStatus, MethodCode } from '#domain';
+import { InvoiceRow, invoiceRowOf } from './invoices.read-model';
 
 /** The spec's Invoice object (GET /invoices/{id}, list items). */
 export interface InvoiceView {
@@ -49,16 +50,19 @@ export type InvoiceCreatedView = Pick<
 
 export const paymentPageUrl = (publicUrl: string, invoiceId: string) => `${publicUrl}/pay/${invoiceId}`;
 
-export function invoiceView(invoice: Invoice, publicUrl: string): InvoiceView {
-  const { created, amounts } = invoice;
-  const paid = isPaid(invoice) ? invoice : null;
-  const methodKnown = invoice.method !== null;
+/** The spec's Invoice of an invoice folded from its stream. */
+export const invoiceView = (invoice: Invoice, publicUrl: string): InvoiceView => invoiceRowView(invoiceRowOf(invoice), publicUrl);
+
+/** The spec's Invoice of a row of the invoices read model. */
+export function invoiceRowView(row: InvoiceRow, publicUrl: string): InvoiceView {
+  const { amounts } = row;
+  const methodKnown = row.method !== null;
   return {
-    id: created.invoiceId,
-    url: paymentPageUrl(publicUrl, created.invoiceId),
-    orderId: created.orderId,
-    status: invoice.status,
-    amount: formatMoney(created.amount),
+    id: row.id,
+    url: paymentPageUrl(publicUrl, row.id),
+    orderId: row.orderId,
+    status: row.status,
+    amount: formatMoney(row.amount),
     feePct: formatPercent(amounts.feePct),
     feeAmount: formatMoney(amounts.feeAmount),
     // Null until a method is chosen: until then the amounts are shown at the largest rate.
@@ -67,18 +71,18 @@ export function invoiceView(invoice: Invoice, publicUrl: string): InvoiceView {
     customerFeeAmount: formatMoney(amounts.customerFeeAmount),
     payableAmount: formatMoney(amounts.payableAmount),
     netAmount: formatMoney(amounts.netAmount),
-    refundedAmount: formatMoney(paid?.refundedAmount ?? 0),
+    refundedAmount: formatMoney(row.refundedAmount),
     currency: 'RUB',
-    method: invoice.method,
+    method: row.method,
     feePayer: amounts.customerFeePct === 0 ? 'merchant' : 'customer',
-    description: created.description,
-    customer: { ...created.customer },
-    customFields: created.customFields,
-    isTest: created.mode === 'test',
-    createdAt: created.createdAt,
-    expiresAt: created.expiresAt,
-    paidAt: paid?.paidAt ?? null,
-    availableAt: paid?.availableAt ?? null,
+    description: row.description,
+    customer: { ...row.customer },
+    customFields: row.customFields,
+    isTest: row.mode === 'test',
+    createdAt: row.createdAt,
+    expiresAt: row.expiresAt,
+    paidAt: row.paidAt,
+    availableAt: row.availableAt,
   };
 }
 

@@ -1,7 +1,9 @@
 import type { Pool, PoolClient } from 'pg';
 import type { Migration } from '#platform/database';
 import type { RecordedEvent } from '#event-store';
-import { evolveInvoice, initialInvoice, Invoice, INVOICE_CATEGORY, InvoiceEvent, InvoiceState, InvoiceStatus, isPaid, Mode } from '#domain';
+import type { Customer, Invoice, InvoiceAmounts, InvoiceCreatedData, InvoiceEvent, InvoiceStatus, MethodCode, Mode } from '#domain';
+import { INVOICE_CATEGORY, isPaid } from '#domain';
+import type { Kopecks } from '#ledger';
 import { foldBatchIntoTable, FoldedTable } from '../read-models/folded-row';
 
 export const invoicesReadModelMigration: Migration = {
@@ -32,36 +34,137 @@ CREATE INDEX invoices_open_by_expiry ON invoices (expires_at) WHERE status IN ('
 `,
 };
 
-/** A stored row's state: an invoice (a row exists only from its InvoiceCreated on). */
-const invoiceOf = (s: InvoiceState): Invoice => {
-  if (s.status === 'none') throw new Error('an invoice row without its InvoiceCreated');
-  return s;
+/**
+ * A row of the invoices read model: what a list shows of an invoice and what finance
+ * reads of it, in the read model's own shape (not the aggregate's state), evolved from
+ * the events alone. `invoiceView` renders it; a single invoice read from its stream is
+ * mapped to the same shape (`invoiceRowOf`), and a property test holds the two equal.
+ */
+export interface InvoiceRow {
+  readonly id: string;
+  readonly projectId: string;
+  readonly accountId: string;
+  readonly mode: Mode;
+  readonly orderId: string;
+  readonly status: InvoiceStatus;
+  readonly amount: Kopecks;
+  /** Null until the merchant or the buyer chose one. */
+  readonly method: MethodCode | null;
+  /** At the chosen method's rate (at the largest rate while none is chosen). */
+  readonly amounts: InvoiceAmounts;
+  /** Refunded in all (succeeded refunds). */
+  readonly refundedAmount: Kopecks;
+  readonly description: string | null;
+  readonly customer: Customer;
+  readonly customFields: InvoiceCreatedData['customFields'];
+  readonly createdAt: string;
+  readonly expiresAt: string;
+  readonly paidAt: string | null;
+  readonly availableAt: string | null;
+}
+
+/** One event folded into a row (null: no InvoiceCreated yet). Events come as the invoice's decider wrote them. */
+export function evolveInvoiceRow(row: InvoiceRow | null, event: InvoiceEvent): InvoiceRow | null {
+  if (event.type === 'InvoiceCreated') {
+    const c = event.data;
+    return {
+      id: c.invoiceId,
+      projectId: c.projectId,
+      accountId: c.accountId,
+      mode: c.mode,
+      orderId: c.orderId,
+      status: 'created',
+      amount: c.amount,
+      method: c.method,
+      amounts: c.amounts,
+      refundedAmount: 0,
+      description: c.description,
+      customer: c.customer,
+      customFields: c.customFields,
+      createdAt: c.createdAt,
+      expiresAt: c.expiresAt,
+      paidAt: null,
+      availableAt: null,
+    };
+  }
+  if (row === null) return null;
+  switch (event.type) {
+    case 'InvoiceMethodChosen':
+      return { ...row, status: 'pending', method: event.data.method, amounts: event.data.amounts };
+    case 'InvoicePaid':
+      return { ...row, status: 'paid', method: event.data.method, paidAt: event.data.paidAt, availableAt: event.data.availableAt };
+    case 'InvoiceFailed':
+      return { ...row, status: 'failed' };
+    case 'InvoiceExpired':
+      return { ...row, status: 'expired' };
+    case 'InvoiceRefunded': {
+      const { refundedAmount } = event.data;
+      return { ...row, refundedAmount, status: refundedAmount >= row.amount ? 'refunded' : 'partially_refunded' };
+    }
+    case 'InvoiceRefundRequested':
+    case 'InvoiceRefundReleased':
+      return row;
+  }
+}
+
+/** The row of an invoice folded from its stream by the write side (a single read, a webhook). */
+export function invoiceRowOf(invoice: Invoice): InvoiceRow {
+  const c = invoice.created;
+  const paid = isPaid(invoice) ? invoice : null;
+  return {
+    id: c.invoiceId,
+    projectId: c.projectId,
+    accountId: c.accountId,
+    mode: c.mode,
+    orderId: c.orderId,
+    status: invoice.status,
+    amount: c.amount,
+    method: invoice.method,
+    amounts: invoice.amounts,
+    refundedAmount: paid?.refundedAmount ?? 0,
+    description: c.description,
+    customer: c.customer,
+    customFields: c.customFields,
+    createdAt: c.createdAt,
+    expiresAt: c.expiresAt,
+    paidAt: paid?.paidAt ?? null,
+    availableAt: paid?.availableAt ?? null,
+  };
+}
+
+/** A stored row: one exists only from its InvoiceCreated on. */
+const rowOf = (row: InvoiceRow | null): InvoiceRow => {
+  if (row === null) throw new Error('an invoice row without its InvoiceCreated');
+  return row;
 };
 
-const invoicesTable: FoldedTable<InvoiceState> = {
+const invoicesTable: FoldedTable<InvoiceRow | null> = {
   table: 'invoices',
   idType: 'uuid',
   idOf: (e) => (e.data as { invoiceId: string }).invoiceId,
-  initial: initialInvoice,
-  evolve: (state, e) => evolveInvoice(state, { type: e.type, data: e.data } as InvoiceEvent),
+  initial: () => null,
+  evolve: (row, e) => evolveInvoiceRow(row, { type: e.type, data: e.data } as InvoiceEvent),
   columns: [
-    { name: 'project_id', type: 'uuid', value: (s) => invoiceOf(s).created.projectId },
-    { name: 'account_id', type: 'uuid', value: (s) => invoiceOf(s).created.accountId },
-    { name: 'mode', type: 'text', value: (s) => invoiceOf(s).created.mode },
-    { name: 'order_id', type: 'text', value: (s) => invoiceOf(s).created.orderId },
-    { name: 'status', type: 'text', value: (s) => s.status },
-    { name: 'amount', type: 'bigint', value: (s) => invoiceOf(s).created.amount },
-    { name: 'method', type: 'text', value: (s) => invoiceOf(s).method },
-    { name: 'created_at', type: 'timestamptz', value: (s) => invoiceOf(s).created.createdAt },
-    { name: 'expires_at', type: 'timestamptz', value: (s) => invoiceOf(s).created.expiresAt },
-    { name: 'paid_at', type: 'timestamptz', value: (s) => (isPaid(s) ? s.paidAt : null) },
+    { name: 'project_id', type: 'uuid', value: (r) => rowOf(r).projectId },
+    { name: 'account_id', type: 'uuid', value: (r) => rowOf(r).accountId },
+    { name: 'mode', type: 'text', value: (r) => rowOf(r).mode },
+    { name: 'order_id', type: 'text', value: (r) => rowOf(r).orderId },
+    { name: 'status', type: 'text', value: (r) => rowOf(r).status },
+    { name: 'amount', type: 'bigint', value: (r) => rowOf(r).amount },
+    { name: 'method', type: 'text', value: (r) => rowOf(r).method },
+    { name: 'created_at', type: 'timestamptz', value: (r) => rowOf(r).createdAt },
+    { name: 'expires_at', type: 'timestamptz', value: (r) => rowOf(r).expiresAt },
+    { name: 'paid_at', type: 'timestamptz', value: (r) => rowOf(r).paidAt },
+    { name: 'net_amount', type: 'bigint', value: (r) => rowOf(r).amounts.netAmount },
+    { name: 'fee_amount', type: 'bigint', value: (r) => rowOf(r).amounts.feeAmount },
+    { name: 'available_at', type: 'timestamptz', value: (r) => rowOf(r).availableAt },
   ],
 };
 
 /**
- * Invoices for lists and the expiry worker. A single invoice is always read from its
- * own stream (immediately consistent); this table answers the collection queries.
- * Idempotent: each event applies only above the revision already stored.
+ * Invoices for lists, the expiry worker and finance's reconciliation. A single invoice
+ * is always read from its own stream (immediately consistent); this table answers the
+ * collection queries. Idempotent: each event applies only above the revision already stored.
  */
 export const invoicesProjection = {
   name: 'invoices',
@@ -93,7 +196,7 @@ export interface ReadModelPage<T> {
   readonly lastSeq: number | null;
 }
 
-export type InvoicePage = ReadModelPage<Invoice>;
+export type InvoicePage = ReadModelPage<InvoiceRow>;
 
 /** A page of the invoices table, newest first (order of arrival). */
 export async function listInvoices(pool: Pick<Pool, 'query'>, filter: InvoiceListFilter): Promise<InvoicePage> {
@@ -109,18 +212,18 @@ export async function listInvoices(pool: Pick<Pool, 'query'>, filter: InvoiceLis
   if (filter.to !== undefined) add('created_at < ?', filter.to);
   if (filter.before !== null) add('seq < ?', filter.before);
   params.push(filter.limit + 1);
-  const rows = await pool.query<{ seq: string; state: Invoice }>(
-    `SELECT seq, state FROM invoices WHERE ${where.join(' AND ')} ORDER BY seq DESC LIMIT $${params.length}`,
+  const rows = await pool.query<{ seq: string; item: InvoiceRow }>(
+    `SELECT seq, item FROM invoices WHERE ${where.join(' AND ')} ORDER BY seq DESC LIMIT $${params.length}`,
     params,
   );
   return pageOf(rows.rows, filter.limit);
 }
 
 /** The first `limit` of `limit + 1` rows read, newest first. */
-export function pageOf<T>(rows: readonly { seq: string; state: T }[], limit: number): ReadModelPage<T> {
+export function pageOf<T>(rows: readonly { seq: string; item: T }[], limit: number): ReadModelPage<T> {
   const page = rows.slice(0, limit);
   return {
-    items: page.map((r) => r.state),
+    items: page.map((r) => r.item),
     hasMore: rows.length > limit,
     lastSeq: page.length > 0 ? Number(page[page.length - 1]!.seq) : null,
   };

@@ -2,7 +2,6 @@ import type { Pool } from 'pg';
 import type { EventStore } from '#event-store';
 import { handleCommand, loadState } from '#event-store';
 import {
-  maskPayoutAccount,
   Payout,
   PayoutCommand,
   payoutDecider,
@@ -10,67 +9,16 @@ import {
   PayoutMethod,
   payoutReservationId,
   PayoutRefusal,
-  PayoutSource,
   PayoutState,
   payoutStreamName,
   PayoutTerms,
   Refusal,
 } from '#domain';
 import type { Kopecks } from '#ledger';
-import { formatMoney } from '#ledger';
 import type { LedgerBook } from '../ledger';
 import type { PayoutAddresses } from '../merchants';
 import { applyPayoutOutcome } from '../flows/outcomes';
 import { FlowObserver, tellLeftToRecovery } from '../flows/flow-observer';
-
-/** The spec's Payout object (GET /payouts/{id}, list items, webhook data.payout). */
-export interface PayoutView {
-  readonly id: number;
-  readonly status: string;
-  readonly amount: string;
-  readonly feeAmount: string;
-  readonly netAmount: string;
-  readonly currency: 'RUB';
-  readonly method: PayoutMethod;
-  readonly account: string | null;
-  readonly bank: string | null;
-  readonly addressId: number | null;
-  readonly orderId: string | null;
-  readonly comment: string | null;
-  readonly usdtAmount: string | null;
-  readonly usdtRate: string | null;
-  readonly statusReason: string | null;
-  readonly externalId: string | null;
-  readonly source: PayoutSource;
-  readonly createdAt: string;
-  readonly processedAt: string | null;
-}
-
-export function payoutView(payout: Payout): PayoutView {
-  const r = payout.requested;
-  return {
-    id: r.payoutId,
-    // Requested and not yet reserved: shown only once its request was answered (201), as that answer said.
-    status: payout.status === 'requested' ? 'pending' : payout.status,
-    amount: formatMoney(r.amount),
-    feeAmount: formatMoney(r.feeAmount),
-    netAmount: formatMoney(r.netAmount),
-    currency: 'RUB',
-    method: r.method,
-    account: maskPayoutAccount(r.method, r.account),
-    bank: r.bank,
-    addressId: r.addressId,
-    orderId: r.orderId,
-    comment: r.comment,
-    usdtAmount: r.usdtAmount,
-    usdtRate: r.usdtRate === null ? null : formatMoney(r.usdtRate),
-    statusReason: payout.status === 'rejected' || payout.status === 'cancelled' ? payout.statusReason : null,
-    externalId: payout.status === 'paid' ? payout.externalId : null,
-    source: r.source,
-    createdAt: r.createdAt,
-    processedAt: payout.status === 'paid' || payout.status === 'rejected' || payout.status === 'cancelled' ? payout.processedAt : null,
-  };
-}
 
 /** Where the USDT rate of a payout comes from. */
 export interface UsdtRateSource {

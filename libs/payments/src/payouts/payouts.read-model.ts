@@ -1,7 +1,9 @@
 import type { Pool, PoolClient } from 'pg';
 import type { Migration } from '#platform/database';
 import type { RecordedEvent } from '#event-store';
-import { evolvePayout, initialPayout, Payout, PAYOUT_CATEGORY, PayoutEvent, PayoutState, PayoutStatus } from '#domain';
+import type { PayoutEvent, PayoutLifecycle, PayoutMethod, PayoutSource, PayoutStatus } from '#domain';
+import { maskPayoutAccount, PAYOUT_CATEGORY } from '#domain';
+import type { Kopecks } from '#ledger';
 import type { Projection } from '#event-store/projections';
 import { foldBatchIntoTable, FoldedTable } from '../read-models/folded-row';
 import { pageOf, ReadModelPage } from '../invoices/invoices.read-model';
@@ -27,28 +29,111 @@ CREATE INDEX payouts_requested ON payouts (created_at) WHERE status = 'requested
 `,
 };
 
-/** A stored row's state: a payout (a row exists only from its PayoutRequested on). */
-const payoutOf = (s: PayoutState): Payout => {
-  if (s.status === 'none') throw new Error('a payout row without its PayoutRequested');
-  return s;
+/**
+ * A row of the payouts read model: what a list shows of a payout (its account already
+ * masked) and what finance reads of it, in the read model's own shape, evolved from the
+ * events alone. `payoutRowView` renders it; a payout read from its stream is mapped to
+ * the same shape (`payoutRowOf`), and a property test holds the two equal.
+ */
+export interface PayoutRow {
+  readonly id: number;
+  readonly accountId: string;
+  readonly projectId: string;
+  /** requested and refused are never shown; the others are the spec's statuses. */
+  readonly status: PayoutLifecycle;
+  readonly amount: Kopecks;
+  readonly feeAmount: Kopecks;
+  readonly netAmount: Kopecks;
+  readonly method: PayoutMethod;
+  /** Masked as the merchant sees it. */
+  readonly account: string | null;
+  readonly bank: string | null;
+  readonly addressId: number;
+  readonly orderId: string | null;
+  readonly comment: string | null;
+  readonly usdtAmount: string | null;
+  /** Kopecks per 1 USDT at creation. */
+  readonly usdtRate: Kopecks | null;
+  /** Why it was rejected or cancelled. */
+  readonly statusReason: string | null;
+  readonly externalId: string | null;
+  readonly source: PayoutSource;
+  readonly createdAt: string;
+  /** When it was paid, rejected or cancelled. */
+  readonly processedAt: string | null;
+}
+
+/** One event folded into a row (null: no PayoutRequested yet). Events come as the payout's decider wrote them. */
+export function evolvePayoutRow(row: PayoutRow | null, event: PayoutEvent): PayoutRow | null {
+  if (event.type === 'PayoutRequested') {
+    const r = event.data;
+    return {
+      id: r.payoutId,
+      accountId: r.accountId,
+      projectId: r.projectId,
+      status: 'requested',
+      amount: r.amount,
+      feeAmount: r.feeAmount,
+      netAmount: r.netAmount,
+      method: r.method,
+      account: maskPayoutAccount(r.method, r.account),
+      bank: r.bank,
+      addressId: r.addressId,
+      orderId: r.orderId,
+      comment: r.comment,
+      usdtAmount: r.usdtAmount,
+      usdtRate: r.usdtRate,
+      statusReason: null,
+      externalId: null,
+      source: r.source,
+      createdAt: r.createdAt,
+      processedAt: null,
+    };
+  }
+  if (row === null) return null;
+  switch (event.type) {
+    case 'PayoutReserved':
+      return { ...row, status: 'pending' };
+    case 'PayoutRefused':
+      return { ...row, status: 'refused' };
+    case 'PayoutApproved':
+      return { ...row, status: 'approved' };
+    case 'PayoutProcessingStarted':
+      return { ...row, status: 'processing' };
+    case 'PayoutPaid':
+      return { ...row, status: 'paid', externalId: event.data.externalId, processedAt: event.data.at };
+    case 'PayoutRejected':
+      return { ...row, status: 'rejected', statusReason: event.data.reason, processedAt: event.data.at };
+    case 'PayoutCancelled':
+      return { ...row, status: 'cancelled', statusReason: event.data.reason, processedAt: event.data.at };
+  }
+}
+
+/** A stored row: one exists only from its PayoutRequested on. */
+const rowOf = (row: PayoutRow | null): PayoutRow => {
+  if (row === null) throw new Error('a payout row without its PayoutRequested');
+  return row;
 };
 
-const payoutsTable: FoldedTable<PayoutState> = {
+const payoutsTable: FoldedTable<PayoutRow | null> = {
   table: 'payouts',
   idType: 'bigint',
   idOf: (e) => (e.data as { payoutId: number }).payoutId,
-  initial: initialPayout,
-  evolve: (state, e) => evolvePayout(state, { type: e.type, data: e.data } as PayoutEvent),
+  initial: () => null,
+  evolve: (row, e) => evolvePayoutRow(row, { type: e.type, data: e.data } as PayoutEvent),
   columns: [
-    { name: 'account_id', type: 'uuid', value: (s) => payoutOf(s).requested.accountId },
-    { name: 'project_id', type: 'uuid', value: (s) => payoutOf(s).requested.projectId },
-    { name: 'order_id', type: 'text', value: (s) => payoutOf(s).requested.orderId },
-    { name: 'status', type: 'text', value: (s) => s.status },
-    { name: 'created_at', type: 'timestamptz', value: (s) => payoutOf(s).requested.createdAt },
+    { name: 'account_id', type: 'uuid', value: (r) => rowOf(r).accountId },
+    { name: 'project_id', type: 'uuid', value: (r) => rowOf(r).projectId },
+    { name: 'order_id', type: 'text', value: (r) => rowOf(r).orderId },
+    { name: 'status', type: 'text', value: (r) => rowOf(r).status },
+    { name: 'created_at', type: 'timestamptz', value: (r) => rowOf(r).createdAt },
+    { name: 'amount', type: 'bigint', value: (r) => rowOf(r).amount },
+    { name: 'fee_amount', type: 'bigint', value: (r) => rowOf(r).feeAmount },
+    { name: 'processed_at', type: 'timestamptz', value: (r) => rowOf(r).processedAt },
   ],
 };
 
-/** Payouts for lists and the recovery worker; a single payout is read from its own stream. Idempotent by revision. */
+/** Payouts for lists, the recovery worker and finance's reconciliation; a single payout is read from its own stream. Idempotent by revision. */
 export const payoutsProjection: Projection = {
   name: 'payouts',
   tables: ['payouts'],
@@ -67,10 +152,10 @@ export interface PayoutListFilter {
 }
 
 /** A page of the account's payouts, newest first (order of arrival). */
-export async function listPayouts(pool: Pick<Pool, 'query'>, filter: PayoutListFilter): Promise<ReadModelPage<Payout>> {
+export async function listPayouts(pool: Pick<Pool, 'query'>, filter: PayoutListFilter): Promise<ReadModelPage<PayoutRow>> {
   const params: unknown[] = [filter.accountId, filter.statuses, filter.before ?? '9223372036854775807', filter.limit + 1];
-  const rows = await pool.query<{ seq: string; state: Payout }>(
-    `SELECT seq, state FROM payouts WHERE account_id = $1 AND status = ANY($2) AND seq < $3 ORDER BY seq DESC LIMIT $4`,
+  const rows = await pool.query<{ seq: string; item: PayoutRow }>(
+    `SELECT seq, item FROM payouts WHERE account_id = $1 AND status = ANY($2) AND seq < $3 ORDER BY seq DESC LIMIT $4`,
     params,
   );
   return pageOf(rows.rows, filter.limit);

@@ -1,6 +1,6 @@
 import { Controller, Get, Inject, Query, UseGuards } from '@nestjs/common';
 import { QueryBus } from '@nestjs/cqrs';
-import { invoiceView } from '#payments';
+import { invoiceRowView } from '#payments';
 import type { MerchantIdentity } from '#payments/merchants';
 import { cursorSeqOf, encodeCursor, pageSizeOf } from '../../http/cursor';
 import { PUBLIC_URL } from '../../http/tokens';
@@ -39,7 +39,7 @@ export class ListInvoicesRoute {
       }),
     );
     return {
-      items: page.items.map((invoice) => invoiceView(invoice, this.publicUrl.value)),
+      items: page.items.map((row) => invoiceRowView(row, this.publicUrl.value)),
       nextCursor: page.hasMore ? encodeCursor({ seq: page.lastSeq! }) : null,
       hasMore: page.hasMore,
     };

@@ -1,13 +1,12 @@
 import { Inject } from '@nestjs/common';
 import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
 import type { Pool } from 'pg';
-import type { Payout } from '#domain';
 import { READ_MODELS } from '#payments';
 import type { ReadModelPage } from '#payments/invoices';
-import { listPayouts, PayoutListFilter } from '#payments/payouts';
+import { listPayouts, PayoutListFilter, PayoutRow } from '#payments/payouts';
 
 /** The account's payouts, newest first, a page at a time (from the payouts read model). */
-export class ListPayouts extends Query<ReadModelPage<Payout>> {
+export class ListPayouts extends Query<ReadModelPage<PayoutRow>> {
   constructor(readonly filter: PayoutListFilter) {
     super();
   }
@@ -17,7 +16,7 @@ export class ListPayouts extends Query<ReadModelPage<Payout>> {
 export class ListPayoutsHandler implements IQueryHandler<ListPayouts> {
   constructor(@Inject(READ_MODELS) private readonly pool: Pool) {}
 
-  execute(query: ListPayouts): Promise<ReadModelPage<Payout>> {
+  execute(query: ListPayouts): Promise<ReadModelPage<PayoutRow>> {
     return listPayouts(this.pool, query.filter);
   }
 }

@@ -1,7 +1,7 @@
 import { Controller, Get, Query, UseGuards } from '@nestjs/common';
 import { QueryBus } from '@nestjs/cqrs';
 import { PAYOUT_STATUSES } from '#domain';
-import { payoutView } from '#payments';
+import { payoutRowView, payoutView } from '#payments';
 import type { MerchantIdentity } from '#payments/merchants';
 import { cursorSeqOf, encodeCursor, pageSizeOf } from '../../http/cursor';
 import { validRequest } from '../../http/request-pipe';
@@ -35,7 +35,7 @@ export class ListPayoutsRoute {
       new ListPayouts({ accountId: merchant.project.accountId, statuses: status !== undefined ? [status] : PAYOUT_STATUSES, before, limit }),
     );
     return {
-      items: page.items.map((payout) => payoutView(payout)),
+      items: page.items.map((row) => payoutRowView(row)),
       nextCursor: page.hasMore ? encodeCursor({ seq: page.lastSeq! }) : null,
       hasMore: page.hasMore,
     };
