@@ -63,30 +63,32 @@ export interface InvoiceRow {
   readonly availableAt: string | null;
 }
 
+/** The row of an invoice as its creation made it. */
+export function createdInvoiceRow(c: InvoiceCreatedData): InvoiceRow {
+  return {
+    id: c.invoiceId,
+    projectId: c.projectId,
+    accountId: c.accountId,
+    mode: c.mode,
+    orderId: c.orderId,
+    status: 'created',
+    amount: c.amount,
+    method: c.method,
+    amounts: c.amounts,
+    refundedAmount: 0,
+    description: c.description,
+    customer: c.customer,
+    customFields: c.customFields,
+    createdAt: c.createdAt,
+    expiresAt: c.expiresAt,
+    paidAt: null,
+    availableAt: null,
+  };
+}
+
 /** One event folded into a row (null: no InvoiceCreated yet). Events come as the invoice's decider wrote them. */
 export function evolveInvoiceRow(row: InvoiceRow | null, event: InvoiceEvent): InvoiceRow | null {
-  if (event.type === 'InvoiceCreated') {
-    const c = event.data;
-    return {
-      id: c.invoiceId,
-      projectId: c.projectId,
-      accountId: c.accountId,
-      mode: c.mode,
-      orderId: c.orderId,
-      status: 'created',
-      amount: c.amount,
-      method: c.method,
-      amounts: c.amounts,
-      refundedAmount: 0,
-      description: c.description,
-      customer: c.customer,
-      customFields: c.customFields,
-      createdAt: c.createdAt,
-      expiresAt: c.expiresAt,
-      paidAt: null,
-      availableAt: null,
-    };
-  }
+  if (event.type === 'InvoiceCreated') return createdInvoiceRow(event.data);
   if (row === null) return null;
   switch (event.type) {
     case 'InvoiceMethodChosen':
@@ -109,27 +111,9 @@ export function evolveInvoiceRow(row: InvoiceRow | null, event: InvoiceEvent): I
 
 /** The row of an invoice folded from its stream by the write side (a single read, a webhook). */
 export function invoiceRowOf(invoice: Invoice): InvoiceRow {
-  const c = invoice.created;
-  const paid = isPaid(invoice) ? invoice : null;
-  return {
-    id: c.invoiceId,
-    projectId: c.projectId,
-    accountId: c.accountId,
-    mode: c.mode,
-    orderId: c.orderId,
-    status: invoice.status,
-    amount: c.amount,
-    method: invoice.method,
-    amounts: invoice.amounts,
-    refundedAmount: paid?.refundedAmount ?? 0,
-    description: c.description,
-    customer: c.customer,
-    customFields: c.customFields,
-    createdAt: c.createdAt,
-    expiresAt: c.expiresAt,
-    paidAt: paid?.paidAt ?? null,
-    availableAt: paid?.availableAt ?? null,
-  };
+  const row = { ...createdInvoiceRow(invoice.created), status: invoice.status, method: invoice.method, amounts: invoice.amounts };
+  if (!isPaid(invoice)) return row;
+  return { ...row, refundedAmount: invoice.refundedAmount, paidAt: invoice.paidAt, availableAt: invoice.availableAt };
 }
 
 /** A stored row: one exists only from its InvoiceCreated on. */

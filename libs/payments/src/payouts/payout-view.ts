@@ -1,6 +1,6 @@
-import { maskPayoutAccount, Payout, PayoutMethod, PayoutSource } from '#domain';
+import type { Payout, PayoutMethod, PayoutSource } from '#domain';
 import { formatMoney } from '#ledger';
-import type { PayoutRow } from './payouts.read-model';
+import { PayoutRow, requestedPayoutRow } from './payouts.read-model';
 
 /** The spec's Payout object (GET /payouts/{id}, list items, webhook data.payout). */
 export interface PayoutView {
@@ -27,30 +27,16 @@ export interface PayoutView {
 
 /** The row of a payout folded from its stream by the write side (a single read, a webhook). */
 export function payoutRowOf(payout: Payout): PayoutRow {
-  const r = payout.requested;
-  const finished = payout.status === 'paid' || payout.status === 'rejected' || payout.status === 'cancelled';
-  return {
-    id: r.payoutId,
-    accountId: r.accountId,
-    projectId: r.projectId,
-    status: payout.status,
-    amount: r.amount,
-    feeAmount: r.feeAmount,
-    netAmount: r.netAmount,
-    method: r.method,
-    account: maskPayoutAccount(r.method, r.account),
-    bank: r.bank,
-    addressId: r.addressId,
-    orderId: r.orderId,
-    comment: r.comment,
-    usdtAmount: r.usdtAmount,
-    usdtRate: r.usdtRate,
-    statusReason: payout.status === 'rejected' || payout.status === 'cancelled' ? payout.statusReason : null,
-    externalId: payout.status === 'paid' ? payout.externalId : null,
-    source: r.source,
-    createdAt: r.createdAt,
-    processedAt: finished ? payout.processedAt : null,
-  };
+  const row = requestedPayoutRow(payout.requested);
+  switch (payout.status) {
+    case 'paid':
+      return { ...row, status: payout.status, externalId: payout.externalId, processedAt: payout.processedAt };
+    case 'rejected':
+    case 'cancelled':
+      return { ...row, status: payout.status, statusReason: payout.statusReason, processedAt: payout.processedAt };
+    default:
+      return { ...row, status: payout.status };
+  }
 }
 
 /** The spec's Payout of a payout folded from its stream. */

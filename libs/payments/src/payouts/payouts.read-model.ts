@@ -1,7 +1,7 @@
 import type { Pool, PoolClient } from 'pg';
 import type { Migration } from '#platform/database';
 import type { RecordedEvent } from '#event-store';
-import type { PayoutEvent, PayoutLifecycle, PayoutMethod, PayoutSource, PayoutStatus } from '#domain';
+import type { PayoutEvent, PayoutLifecycle, PayoutMethod, PayoutRequestedData, PayoutSource, PayoutStatus } from '#domain';
 import { maskPayoutAccount, PAYOUT_CATEGORY } from '#domain';
 import type { Kopecks } from '#ledger';
 import type { Projection } from '#event-store/projections';
@@ -63,33 +63,35 @@ export interface PayoutRow {
   readonly processedAt: string | null;
 }
 
+/** The row of a payout as its request made it. */
+export function requestedPayoutRow(r: PayoutRequestedData): PayoutRow {
+  return {
+    id: r.payoutId,
+    accountId: r.accountId,
+    projectId: r.projectId,
+    status: 'requested',
+    amount: r.amount,
+    feeAmount: r.feeAmount,
+    netAmount: r.netAmount,
+    method: r.method,
+    account: maskPayoutAccount(r.method, r.account),
+    bank: r.bank,
+    addressId: r.addressId,
+    orderId: r.orderId,
+    comment: r.comment,
+    usdtAmount: r.usdtAmount,
+    usdtRate: r.usdtRate,
+    statusReason: null,
+    externalId: null,
+    source: r.source,
+    createdAt: r.createdAt,
+    processedAt: null,
+  };
+}
+
 /** One event folded into a row (null: no PayoutRequested yet). Events come as the payout's decider wrote them. */
 export function evolvePayoutRow(row: PayoutRow | null, event: PayoutEvent): PayoutRow | null {
-  if (event.type === 'PayoutRequested') {
-    const r = event.data;
-    return {
-      id: r.payoutId,
-      accountId: r.accountId,
-      projectId: r.projectId,
-      status: 'requested',
-      amount: r.amount,
-      feeAmount: r.feeAmount,
-      netAmount: r.netAmount,
-      method: r.method,
-      account: maskPayoutAccount(r.method, r.account),
-      bank: r.bank,
-      addressId: r.addressId,
-      orderId: r.orderId,
-      comment: r.comment,
-      usdtAmount: r.usdtAmount,
-      usdtRate: r.usdtRate,
-      statusReason: null,
-      externalId: null,
-      source: r.source,
-      createdAt: r.createdAt,
-      processedAt: null,
-    };
-  }
+  if (event.type === 'PayoutRequested') return requestedPayoutRow(event.data);
   if (row === null) return null;
   switch (event.type) {
     case 'PayoutReserved':
