@@ -1,24 +1,21 @@
 import type { CommandBus } from '@nestjs/cqrs';
 import type { RecordedEvent } from '#event-store';
 import { INVOICE_CATEGORY, InvoiceEvent } from '#domain';
-import { RecordPayment } from './record-payment.command';
-import type { Projection } from '#event-store/projections';
+import { RecordPayment } from '../ledger/record-payment.command';
+import type { Reactor } from '#event-store/projections';
 
 /**
- * Process manager: every InvoicePaid in the log is recorded in the merchant's ledger
- * (net to pending until availableAt, or to available without a hold; the fee to
- * fees), by the RecordPayment command. It follows the log from its own checkpoint,
- * and the ledger posts once per cause (`payment:<invoiceId>`), so a crash, a restart
- * or a replay never posts twice and never misses one.
+ * Every InvoicePaid in the log is recorded in the merchant's ledger (net to pending
+ * until availableAt, or to available without a hold; the fee to fees), by the
+ * RecordPayment command. It follows the log from its own checkpoint, and the ledger
+ * posts once per cause (`payment:<invoiceId>`), so a crash, a restart or a replay
+ * never posts twice and never misses one.
  */
-export function paymentsToLedger(commands: CommandBus): Projection {
+export function paymentsToLedger(commands: CommandBus): Reactor {
   return {
     name: 'payments_to_ledger',
-    tables: [],
     filter: { streamNamePrefixes: [`${INVOICE_CATEGORY}-`], eventTypePrefixes: ['InvoicePaid'] },
-    // The posts are commands through the event store, not writes of the batch's
-    // transaction: they run before it opens (which then only moves the checkpoint).
-    async prepare(events: readonly RecordedEvent[]) {
+    async react(events: readonly RecordedEvent[]) {
       for (const recorded of events) {
         const event = { type: recorded.type, data: recorded.data } as unknown as InvoiceEvent;
         if (event.type !== 'InvoicePaid') continue;
@@ -28,6 +25,5 @@ export function paymentsToLedger(commands: CommandBus): Projection {
         );
       }
     },
-    async apply() {},
   };
 }
