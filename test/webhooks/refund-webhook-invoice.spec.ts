@@ -179,6 +179,25 @@ describe("a refund's webhook shows the invoice as the refund's outcome left it",
     expect(hook.invoice).toMatchObject({ status: 'paid', refundedAmount: '0.00' });
   });
 
+  it('waits for the invoice to record the outcome (never predicted), while the webhooks after it go out', async () => {
+    const invoiceId = await paidInvoice();
+    const { refundId, data } = await requestedRefund(invoiceId, 100_00);
+    await onRefund(refundId, { type: 'CreateRefund', data });
+    const [succeeded] = await onRefund(refundId, { type: 'CompleteRefund', at: clock.now().toISOString() });
+    const later = await paidInvoice();
+    await runOutbox();
+    expect(await deliveriesOf(succeeded!.id)).toEqual([]);
+    const paidLater = await db.pool.query(`SELECT 1 FROM webhook_deliveries WHERE event_type = 'invoice.paid' AND body::json->'data'->'invoice'->>'id' = $1`, [
+      later,
+    ]);
+    expect(paidLater.rowCount).toBe(1);
+
+    await resolve(invoiceId, refundId, 'succeeded');
+    await runOutbox();
+    const hook = await expectOneWebhook(succeeded!.id, 'refund.succeeded', refundId, invoiceId);
+    expect(hook.invoice).toMatchObject({ status: 'partially_refunded', refundedAmount: '100.00' });
+  });
+
   it('a replay of the outbox from zero enqueues nothing again and keeps every body', async () => {
     const before = (await db.pool.query('SELECT id, event_id, body FROM webhook_deliveries ORDER BY id')).rows;
     expect(before.length).toBeGreaterThan(0);
