@@ -34,8 +34,8 @@ export interface ProjectionReport {
  * The projector process's work: every read-model projection, reactor (the process
  * managers) and the webhook outbox, each as its own runner (one active instance per
  * name across processes), and the workers driven by the gateway clock. It runs as a
- * NestJS application context: the reactors and workers send their writes as commands through its CommandBus,
- * the same command classes and handlers as the API's.
+ * NestJS application context: the reactors and workers send their writes as commands
+ * through its CommandBus, the same command classes and handlers as the API's.
  */
 export class Projector {
   /** The projector over a new application context (closed by `stop`). */

@@ -61,9 +61,9 @@ export interface ProjectionRunnerOptions {
 /**
  * Runs one projection or reactor (a LogSubscriber; "the projection" below stands for
  * either): becomes its single active instance (session advisory lock), follows the
- * global log from the stored checkpoint, and for every batch applies the events (a
- * reactor: reacts to them, before) and moves the checkpoint in one transaction
- * (compare-and-set: applyBatchWithCheckpoint's two steps). If the
+ * global log from the stored checkpoint, and for every batch applies the events and
+ * moves the checkpoint in one transaction (compare-and-set), a reactor reacting before
+ * that transaction opens (prepareBatch, then commitBatch). If the
  * checkpoint was moved by someone else (a rebuild reset it, or another instance
  * took over), the batch is rolled back and the runner starts again from the stored
  * checkpoint. A failing batch is retried with back-off, never skipped: a read model
