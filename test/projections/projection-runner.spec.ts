@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { PoolClient } from 'pg';
 import { comparePositions, Position, PostgresEventStore, RecordedEvent } from '#event-store';
-import { Projection, ProjectionRunner, readCheckpoint, resetProjection } from '#event-store/projections';
+import { Projection, ProjectionRunner, Reactor, readCheckpoint, resetProjection } from '#event-store/projections';
 import { createPool } from '#platform/database';
 import { streamCatalogProjection } from '#payments/read-models';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
@@ -236,6 +236,49 @@ describe('projection runner', () => {
     expect(failures).toBe(0);
     const total = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM events WHERE stream_name LIKE 'count-%'`);
     expect((await seen()).n).toBe(total.rows[0]!.n);
+  });
+});
+
+describe('a reactor on the same runner', () => {
+  /** Counts how often each event reached `react` (outside any transaction of the runner); `fail` may refuse a batch. */
+  const countingReactor = (name: string, fail?: () => boolean): { reactor: Reactor; reacted: Map<string, number> } => {
+    const reacted = new Map<string, number>();
+    const reactor: Reactor = {
+      name,
+      filter: { streamNamePrefixes: ['react-'] },
+      async react(events) {
+        if (fail?.()) throw new Error('command refused for now');
+        for (const e of events) reacted.set(e.id, (reacted.get(e.id) ?? 0) + 1);
+      },
+    };
+    return { reactor, reacted };
+  };
+  const reactEvents = async () => (await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM events WHERE stream_name LIKE 'react-%'`)).rows[0]!.n;
+
+  it('reacts to every matching event once, checkpointed: a restart goes on where it stopped, a failing batch is retried', async () => {
+    const name = `r_${randomUUID().slice(0, 8)}`;
+    let failures = 2;
+    const { reactor, reacted } = countingReactor(name, () => failures-- > 0);
+    await appendMany('react', 3, 4);
+    await appendMany('other', 2, 2);
+    const first = new ProjectionRunner(db.pool, store, reactor, { batchSize: 5 });
+    first.start();
+    await untilProjected(first);
+    await first.stop();
+    expect(failures).toBeLessThan(0);
+    expect(reacted.size).toBe(await reactEvents());
+    expect(Math.max(...reacted.values())).toBe(1);
+    const stored = (await readCheckpoint(db.pool, name))!;
+    expect(stored.position).toEqual(first.status().checkpoint);
+    expect(stored.eventsApplied).toBe(BigInt(reacted.size));
+
+    await appendMany('react', 1, 3);
+    const second = new ProjectionRunner(db.pool, store, reactor, { batchSize: 5 });
+    second.start();
+    await untilProjected(second);
+    await second.stop();
+    expect(reacted.size).toBe(await reactEvents());
+    expect(Math.max(...reacted.values())).toBe(1);
   });
 });
 

@@ -20,11 +20,10 @@ import { DEFAULT_PAYOUT_TERMS } from '#domain';
 import { comparePositions, EventStore, RecordedEvent } from '#event-store';
 import { entryViolations, evolve, initialLedgerState, LEDGER_CATEGORY, LedgerEntryPostedData, LedgerState, RECENT_CAUSES_KEPT, stateViolations } from '#ledger';
 import { verifyLedgers, VerifyProblem } from '#payments/ledger';
-import type { Projection } from '#event-store/projections';
+import { isReactor, LogSubscriber } from '#event-store/projections';
 import { ledgerProjection } from '#payments/read-models';
 import { fixedKeys, SecretBox } from '#platform/secrets';
-import { paymentsToLedger } from '#payments/ledger';
-import { payoutOutcomes, refundOutcomes } from '#payments/flows';
+import { allReactors } from '#payments/reactors';
 import { seedLoad } from '../../apps/tools/src/seed/seed-load';
 import { NestFactory } from '@nestjs/core';
 import { CommandBus } from '@nestjs/cqrs';
@@ -100,11 +99,11 @@ async function ledgers(store: EventStore, streams: Iterable<string>): Promise<Ma
 }
 
 /**
- * Hands the events to each projection, in batches, as its runner would (only those its
- * filter keeps): `prepare` before the transaction (the process managers post there),
- * then `apply` inside it.
+ * Hands the events to each projection or reactor, in batches, as its runner would (only
+ * those its filter keeps): a reactor's `react` (the process managers post there); a
+ * projection's `prepare` before the transaction, then `apply` inside it.
  */
-async function run(pool: Pool, projections: readonly Projection[], events: readonly RecordedEvent[]): Promise<void> {
+async function run(pool: Pool, projections: readonly LogSubscriber[], events: readonly RecordedEvent[]): Promise<void> {
   for (const projection of projections) {
     const kept = events.filter(
       (e) =>
@@ -113,6 +112,10 @@ async function run(pool: Pool, projections: readonly Projection[], events: reado
     );
     for (let i = 0; i < kept.length; i += 250) {
       const batch = kept.slice(i, i + 250);
+      if (isReactor(projection)) {
+        await projection.react(batch);
+        continue;
+      }
       const prepared: unknown = projection.prepare ? await projection.prepare(batch) : undefined;
       const client = await pool.connect();
       try {
@@ -156,7 +159,7 @@ export async function processManagerReplayCase(store: EventStore, pool: Pool, op
   } as unknown as Infrastructure);
   const context = await NestFactory.createApplicationContext(ProjectorModule.register(services, pool, store), { logger: false, abortOnError: false });
   const commands = context.get(CommandBus);
-  const processManagers = [paymentsToLedger(commands), refundOutcomes(commands), payoutOutcomes(commands)];
+  const processManagers = allReactors(commands);
 
   try {
     await run(pool, processManagers, history);
@@ -167,7 +170,7 @@ export async function processManagerReplayCase(store: EventStore, pool: Pool, op
   const again = await NestFactory.createApplicationContext(ProjectorModule.register(services, pool, store), { logger: false, abortOnError: false });
   try {
     const commandsAgain = again.get(CommandBus);
-    await run(pool, [paymentsToLedger(commandsAgain), refundOutcomes(commandsAgain), payoutOutcomes(commandsAgain)], history);
+    await run(pool, allReactors(commandsAgain), history);
   } finally {
     await again.close();
   }

@@ -6,14 +6,13 @@ import { PostgresEventStore, positionToString, readLogVisibility } from '#event-
 import type { Infrastructure } from '#payments/composition';
 import type { GatewayServices } from '#payments/services';
 import type { Logger } from '#platform/logging';
-import { Projection, ProjectionRunner, ReadModelRebuilds } from '#event-store/projections';
+import { LogSubscriber, ProjectionRunner, ReadModelRebuilds } from '#event-store/projections';
 import { allProjections } from '#payments/read-models';
 import { releaseDueHolds } from '#payments/ledger';
 import { expireDueInvoices } from '#payments/invoices';
-import { paymentsToLedger } from '#payments/ledger';
 import { PeriodicWorker } from '#payments/flows';
 import { ProjectorModule } from './projector.module';
-import { payoutOutcomes, refundOutcomes } from '#payments/flows';
+import { allReactors } from '#payments/reactors';
 import { completeDueRefunds } from '#payments/refunds';
 import { recoverHalfDoneFlows } from '#payments/flows';
 import { disableFailingEndpoints, sweepRetention } from '#payments/webhooks';
@@ -32,11 +31,11 @@ export interface ProjectionReport {
 }
 
 /**
- * The projector process's work: every read-model projection and process manager,
- * each as its own runner (one active instance per name across processes), and the
- * workers driven by the gateway clock. It runs as a NestJS application context: the
- * process managers and workers send their writes as commands through its CommandBus,
- * the same command classes and handlers as the API's.
+ * The projector process's work: every read-model projection, reactor (the process
+ * managers) and the webhook outbox, each as its own runner (one active instance per
+ * name across processes), and the workers driven by the gateway clock. It runs as a
+ * NestJS application context: the reactors and workers send their writes as commands
+ * through its CommandBus, the same command classes and handlers as the API's.
  */
 export class Projector {
   /** The projector over a new application context (closed by `stop`). */
@@ -73,11 +72,9 @@ export class Projector {
   ) {
     const store: EventStore = infra.store;
     const commands = context.get(CommandBus);
-    const projections: Projection[] = [
+    const subscribers: LogSubscriber[] = [
       ...allProjections,
-      paymentsToLedger(commands),
-      refundOutcomes(commands),
-      payoutOutcomes(commands),
+      ...allReactors(commands),
       webhookOutbox(store, services.registry, infra.clock, publicUrl, infra.config.webhookRetentionDays),
     ];
     const dispatcher = new WebhookDispatcher(infra.pool, services.registry, infra.clock, {
@@ -91,11 +88,11 @@ export class Projector {
         'webhook dispatcher: a claim, lease renewal or batch of attempts failed (unrecorded attempts are made again when their leases run out)',
       );
     this.dispatcher = dispatcher;
-    this.runners = projections.map(
+    this.runners = subscribers.map(
       (p) => new ProjectionRunner(infra.pool, store, p, { log, onBatch: metrics?.onProjectionBatch, onError: metrics?.onProjectionError }),
     );
-    const names = projections.map((p) => p.name);
-    this.lag = () => projectionLag(infra.pool, store, projections);
+    const names = subscribers.map((p) => p.name);
+    this.lag = () => projectionLag(infra.pool, store, subscribers);
     this.logVisibility = store instanceof PostgresEventStore ? () => readLogVisibility(infra.pool) : null;
     if (metrics) {
       metrics.registerProjections(names);

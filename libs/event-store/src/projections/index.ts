@@ -1,4 +1,5 @@
 export * from './projection';
+export * from './reactor';
 export * from './checkpoints';
 export * from './projection-runner';
 export * from './rebuild';

@@ -1,13 +1,13 @@
 import { hostname } from 'node:os';
-import { inTransaction } from '#platform/database';
 import type { Pool, PoolClient, QueryResult } from 'pg';
 import type { AllSubscription, EventStore, Position } from '..';
 import { comparePositions } from '..';
 import type { Logger } from '#platform/logging';
 import { silentLogger } from '#platform/logging';
+import { commitBatch, prepareBatch } from './apply-batch';
 import { advanceCheckpoint, CheckpointMovedError, ensureCheckpoint, readCheckpoint } from './checkpoints';
 import { restoreDeferredIndexes } from './deferred-indexes';
-import type { Projection } from './projection';
+import type { LogSubscriber } from './reactor';
 import {
   HANDOVER_ASKED,
   PROJECTION_LEASE_RENEW_MS,
@@ -59,9 +59,11 @@ export interface ProjectionRunnerOptions {
 }
 
 /**
- * Runs one projection: becomes its single active instance (session advisory lock),
- * follows the global log from the stored checkpoint, and for every batch applies the
- * events and moves the checkpoint in one transaction (compare-and-set). If the
+ * Runs one projection or reactor (a LogSubscriber; "the projection" below stands for
+ * either): becomes its single active instance (session advisory lock), follows the
+ * global log from the stored checkpoint, and for every batch applies the events and
+ * moves the checkpoint in one transaction (compare-and-set), a reactor reacting before
+ * that transaction opens (prepareBatch, then commitBatch). If the
  * checkpoint was moved by someone else (a rebuild reset it, or another instance
  * took over), the batch is rolled back and the runner starts again from the stored
  * checkpoint. A failing batch is retried with back-off, never skipped: a read model
@@ -107,15 +109,15 @@ export class ProjectionRunner {
   constructor(
     private readonly pool: Pool,
     private readonly store: EventStore,
-    readonly projection: Projection,
+    readonly subscriber: LogSubscriber,
     private readonly options: ProjectionRunnerOptions = {},
   ) {
-    this.log = (options.log ?? silentLogger).child({ projection: projection.name });
+    this.log = (options.log ?? silentLogger).child({ projection: subscriber.name });
     this.holder = options.holder ?? `${hostname()}:${process.pid}`;
   }
 
   status(): ProjectionStatus {
-    return { projection: this.projection.name, state: this.state, checkpoint: this.checkpoint, lastError: this.lastError };
+    return { projection: this.subscriber.name, state: this.state, checkpoint: this.checkpoint, lastError: this.lastError };
   }
 
   start(): void {
@@ -160,7 +162,7 @@ export class ProjectionRunner {
         this.state = 'failing';
         this.lastError = (error as Error).message;
         this.log.error({ err: error }, 'projection batch failed; retrying');
-        this.options.onError?.({ projection: this.projection.name, error: error as Error });
+        this.options.onError?.({ projection: this.subscriber.name, error: error as Error });
         await this.releaseLock();
         await this.sleep(backoffMs);
         backoffMs = Math.min(backoffMs * 2, 10_000);
@@ -183,7 +185,7 @@ export class ProjectionRunner {
          VALUES ($1, $2, pg_backend_pid(), clock_timestamp(), clock_timestamp())
          ON CONFLICT (projection) DO UPDATE SET holder = EXCLUDED.holder, backend_pid = EXCLUDED.backend_pid,
            acquired_at = EXCLUDED.acquired_at, renewed_at = EXCLUDED.renewed_at`,
-        [this.projection.name, this.holder],
+        [this.subscriber.name, this.holder],
       );
       client.on('error', this.onLockConnectionError);
       this.lockClient = client;
@@ -203,7 +205,7 @@ export class ProjectionRunner {
       // CASE, not AND: only CASE promises the lock is not even tried when someone asked.
       `SELECT asked, CASE WHEN asked THEN false ELSE pg_try_advisory_lock(${PROJECTION_LOCK_NAMESPACE}, hashtext($1)) END AS locked
        FROM (SELECT ${HANDOVER_ASKED} AS asked) q`,
-      [this.projection.name],
+      [this.subscriber.name],
     );
     this.askedFor = result.rows[0]!.asked;
     return result.rows[0]!.locked;
@@ -218,7 +220,7 @@ export class ProjectionRunner {
    * holder without a lease row, or whose lease is fresh, is left alone.
    */
   private async takeOverStaleHolder(client: PoolClient): Promise<boolean> {
-    const name = client.escapeLiteral(this.projection.name);
+    const name = client.escapeLiteral(this.subscriber.name);
     const staleSeconds = (this.options.leaseStaleMs ?? PROJECTION_LEASE_STALE_MS) / 1000;
     let results: [QueryResult, QueryResult<{ holder: string; pid: number; locked: boolean }>];
     try {
@@ -266,7 +268,7 @@ export class ProjectionRunner {
              UPDATE projection_leases SET renewed_at = clock_timestamp() WHERE projection = $1 AND backend_pid = pg_backend_pid() RETURNING 1
            )
            SELECT (SELECT count(*) FROM renewed)::int AS renewed, ${HANDOVER_ASKED} AS asked`,
-          [this.projection.name],
+          [this.subscriber.name],
         );
         if (renewed.rows[0]!.renewed !== 1) throw new Error('the projection lease was taken over by another instance');
         if (renewed.rows[0]!.asked && !this.handoverAsked) {
@@ -311,8 +313,8 @@ export class ProjectionRunner {
     if (!client) return;
     client.off('error', this.onLockConnectionError);
     try {
-      await client.query('DELETE FROM projection_leases WHERE projection = $1 AND backend_pid = pg_backend_pid()', [this.projection.name]);
-      await client.query('SELECT pg_advisory_unlock($1, hashtext($2))', [PROJECTION_LOCK_NAMESPACE, this.projection.name]);
+      await client.query('DELETE FROM projection_leases WHERE projection = $1 AND backend_pid = pg_backend_pid()', [this.subscriber.name]);
+      await client.query('SELECT pg_advisory_unlock($1, hashtext($2))', [PROJECTION_LOCK_NAMESPACE, this.subscriber.name]);
       client.release();
     } catch (error) {
       client.release(error as Error);
@@ -320,7 +322,7 @@ export class ProjectionRunner {
   }
 
   private async follow(): Promise<void> {
-    const name = this.projection.name;
+    const name = this.subscriber.name;
     // A rebuild that stopped before its end left the projection's secondary indexes dropped: made again before going on.
     const restored = await restoreDeferredIndexes(this.pool, name);
     if (restored > 0) this.log.info({ indexes: restored }, 'made again the indexes an interrupted rebuild had dropped');
@@ -335,7 +337,7 @@ export class ProjectionRunner {
 
     const subscription = this.store.subscribeToAll({
       after: checkpoint.commit === 0n && checkpoint.prepare === 0n ? 'start' : checkpoint,
-      filter: this.projection.filter,
+      filter: this.subscriber.filter,
       maxBatchSize: this.options.batchSize ?? 500,
     });
     this.subscription = subscription;
@@ -368,23 +370,11 @@ export class ProjectionRunner {
         if (!this.lockClient) throw new Error('lost the projection lock (database connection dropped)');
         if (comparePositions(batch.checkpoint, checkpoint) > 0) {
           if (batch.events.length > 0) {
-            // Reads and side work first, outside the transaction: an open write
-            // transaction hides every later event from every subscriber of the cluster.
-            const prepared = this.projection.prepare ? await this.projection.prepare(batch.events) : undefined;
+            // Reads, side work and a reactor's commands first, outside the transaction: an
+            // open write transaction hides every later event from every subscriber of the cluster.
+            const prepared = await prepareBatch(this.subscriber, batch.events);
             if (!this.running) break;
-            // A batch commits without waiting for its WAL flush: a read model is derived
-            // from the log, and its rows commit together with the checkpoint, so a crash of
-            // the database can only lose a last batch whole, which is then applied again.
-            // (A later commit that depends on it, such as a webhook attempt, flushes it.)
-            const from = stored;
-            await inTransaction(
-              this.pool,
-              async (client) => {
-                await this.projection.apply(client, batch.events, prepared);
-                await advanceCheckpoint(client, name, from, batch.checkpoint, batch.events.length);
-              },
-              { synchronousCommit: 'off' },
-            );
+            await commitBatch(this.pool, this.subscriber, { from: stored, to: batch.checkpoint, events: batch.events }, prepared);
             stored = batch.checkpoint;
             storedAt = Date.now();
             checkpoint = batch.checkpoint;

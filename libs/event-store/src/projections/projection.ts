@@ -2,7 +2,8 @@ import type { PoolClient } from 'pg';
 import type { AllFilter, Position, RecordedEvent } from '..';
 
 /**
- * A read model built from the global log. `apply` runs inside the transaction that
+ * A read model built from the global log (what only acts on the log, sending commands,
+ * is a Reactor; both run on ProjectionRunner). `apply` runs inside the transaction that
  * also moves the projection's checkpoint, so a batch is applied exactly once or not
  * at all; handlers are still written to be idempotent (upserts keyed by ids), so
  * applying an event twice changes nothing.
@@ -17,7 +18,10 @@ import type { AllFilter, Position, RecordedEvent } from '..';
 export interface Projection<Prepared = unknown> {
   /** Stable name: the checkpoint row and the advisory lock are keyed by it. */
   readonly name: string;
-  /** The tables this projection alone writes; a rebuild empties them. */
+  /**
+   * The tables this projection alone writes; a rebuild empties them. The webhook outbox
+   * names none: its queue is never emptied (that would resend history).
+   */
   readonly tables: readonly string[];
   /**
    * Tables of `tables` whose primary key `apply` never relies on (no ON CONFLICT on it,

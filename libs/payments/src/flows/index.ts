@@ -2,5 +2,4 @@ export * from './flow-observer';
 export * from './flow-recovery.worker';
 export * from './outcomes';
 export * from './periodic-worker';
-export * from './refund-and-payout-outcomes.process-manager';
 export * from './worker-items';

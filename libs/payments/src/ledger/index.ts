@@ -4,7 +4,6 @@ export * from './get-ledger-entries.query';
 export * from './hold-release.worker';
 export * from './ledger-cause-index';
 export * from './ledger.read-model';
-export * from './payments-to-ledger.process-manager';
 export * from './record-payment.command';
 export * from './release-hold.command';
 export * from './release-reservation.command';

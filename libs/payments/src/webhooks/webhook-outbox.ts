@@ -1,8 +1,7 @@
 import type { Pool, PoolClient } from 'pg';
 import type { Clock } from '#platform/clock';
-import type { EventStore, RecordedEvent } from '#event-store';
+import { EventStore, RecordedEvent, StreamNotFoundError } from '#event-store';
 import {
-  decideInvoice,
   evolveInvoice,
   initialInvoice,
   INVOICE_CATEGORY,
@@ -18,12 +17,13 @@ import {
   refundDecider,
   RefundEvent,
   RefundState,
+  refundStreamName,
 } from '#domain';
 import { uuidV5 } from '#ledger';
 import { invoiceView, payoutView, refundView } from '..';
 import type { Projection } from '#event-store/projections';
 import type { Project, Registry, WebhookEventKind } from '../merchants';
-import { WEBHOOK_SOURCE_EVENT_TYPES, webhookKindOf } from './webhook-rules';
+import { REFUND_RECORDS_ON_INVOICE, WEBHOOK_SOURCE_EVENT_TYPES, webhookKindOf } from './webhook-rules';
 import { DEFAULT_WEBHOOK_RETENTION_DAYS, retentionHorizon } from './webhook-retention';
 import { recordMerchantEvents } from '../events/merchant-events';
 
@@ -46,12 +46,34 @@ async function stateAt<S, E>(store: EventStore, stream: string, revision: bigint
   return events.reduce((s, e) => evolve(s, { type: e.type, data: e.data } as unknown as E), initial);
 }
 
+/** A stream's events, none when it does not exist (yet). */
+async function eventsOf(store: EventStore, stream: string): Promise<RecordedEvent[]> {
+  try {
+    return await store.readStream(stream);
+  } catch (error) {
+    if (error instanceof StreamNotFoundError) return [];
+    throw error;
+  }
+}
+
 /**
  * Builds the webhook of one stored event: the invoice, refund or payout as it was
  * when the event happened (so a replay renders the same thing), in the shapes of
- * the merchant API. A refund's invoice is shown with that refund's outcome applied.
+ * the merchant API; null when the event is no webhook (or not yet one).
+ *
+ * A refund's webhook (its id the id of the refund's outcome, RefundSucceeded or
+ * RefundFailed) shows the invoice as that outcome left it, read from the log: it is
+ * rendered once the invoice has recorded the outcome too (InvoiceRefunded or
+ * InvoiceRefundReleased for that refund), from whichever of the two events comes
+ * later in the log; from the earlier one only if the later is already there. The
+ * later always finds the earlier (it is committed before), so the webhook is never
+ * missed, and both render the same body under the same id (decision 0157).
  */
 export async function renderWebhook(store: EventStore, registry: Registry, recorded: RecordedEvent, publicUrl: () => string): Promise<WebhookMessage | null> {
+  if (recorded.streamName.startsWith(`${INVOICE_CATEGORY}-`) && REFUND_RECORDS_ON_INVOICE.includes(recorded.type)) {
+    const d = recorded.data as { invoiceId: string; refundId: string };
+    return renderRefundOutcome(store, registry, d.refundId, d.invoiceId, publicUrl);
+  }
   const kind = webhookKindOf(recorded.streamName, recorded.type);
   if (!kind) return null;
   const envelope = (createdAt: string, isTest: boolean, data: Record<string, unknown>) => ({ id: recorded.id, type: kind, createdAt, isTest, data });
@@ -68,41 +90,8 @@ export async function renderWebhook(store: EventStore, registry: Registry, recor
     };
   }
   if (recorded.streamName.startsWith(`${REFUND_CATEGORY}-`)) {
-    const refund = await stateAt<RefundState, RefundEvent>(store, recorded.streamName, recorded.revision, refundDecider.initialState(), refundDecider.evolve);
-    if (refund.status === 'none') return null;
-    const event = { type: recorded.type, data: recorded.data } as RefundEvent;
-    const c = refund.created;
-    // The invoice as this refund's outcome left it: folded up to the event that resolved
-    // the refund on it (or, not yet there, with the outcome applied as it will be).
-    const invoiceEvents = await store.readStream(invoiceStreamName(c.invoiceId));
-    let invoice = initialInvoice();
-    let resolved = false;
-    for (const e of invoiceEvents) {
-      invoice = evolveInvoice(invoice, { type: e.type, data: e.data } as InvoiceEvent);
-      if ((e.type === 'InvoiceRefunded' || e.type === 'InvoiceRefundReleased') && e.data.refundId === c.refundId) {
-        resolved = true;
-        break;
-      }
-    }
-    if (!resolved) {
-      const outcome = decideInvoice(
-        {
-          type: 'ResolveRefund',
-          refundId: c.refundId,
-          outcome: event.type === 'RefundSucceeded' ? 'succeeded' : 'failed',
-          at: (event.data as { at: string }).at,
-        },
-        invoice,
-      );
-      if (Array.isArray(outcome)) invoice = outcome.reduce(evolveInvoice, invoice);
-    }
-    const project = await registry.project(c.projectId);
-    if (invoice.status === 'none') return null;
-    return {
-      kind,
-      envelope: envelope((event.data as { at: string }).at, c.mode === 'test', { refund: refundView(refund), invoice: invoiceView(invoice, publicUrl()) }),
-      projects: project ? [project] : [],
-    };
+    const d = recorded.data as { invoiceId: string; refundId: string };
+    return renderRefundOutcome(store, registry, d.refundId, d.invoiceId, publicUrl);
   }
   if (recorded.streamName.startsWith(`${PAYOUT_CATEGORY}-`)) {
     const payout = await stateAt<PayoutState, PayoutEvent>(store, recorded.streamName, recorded.revision, initialPayout(), evolvePayout);
@@ -113,6 +102,53 @@ export async function renderWebhook(store: EventStore, registry: Registry, recor
     return { kind, envelope: envelope(at, false, { payout: payoutView(payout) }), projects };
   }
   return null;
+}
+
+/**
+ * A refund's webhook once both its outcome (on the refund's stream) and the invoice's
+ * record of it are in the log: the refund folded up to its outcome, the invoice up to
+ * its record of it. Null while either is missing (the other event renders it).
+ */
+async function renderRefundOutcome(
+  store: EventStore,
+  registry: Registry,
+  refundId: string,
+  invoiceId: string,
+  publicUrl: () => string,
+): Promise<WebhookMessage | null> {
+  const invoiceEvents = await store.readStream(invoiceStreamName(invoiceId));
+  let invoice = initialInvoice();
+  let recordedOnInvoice = false;
+  for (const e of invoiceEvents) {
+    invoice = evolveInvoice(invoice, { type: e.type, data: e.data } as InvoiceEvent);
+    if (REFUND_RECORDS_ON_INVOICE.includes(e.type) && (e.data as { refundId: string }).refundId === refundId) {
+      recordedOnInvoice = true;
+      break;
+    }
+  }
+  if (!recordedOnInvoice || invoice.status === 'none') return null;
+  const refundEvents = await eventsOf(store, refundStreamName(refundId));
+  const last = refundEvents.findIndex((e) => webhookKindOf(e.streamName, e.type) !== null);
+  if (last < 0) return null;
+  const outcome = refundEvents[last]!;
+  const kind = webhookKindOf(outcome.streamName, outcome.type)!;
+  const refund = refundEvents
+    .slice(0, last + 1)
+    .reduce<RefundState>((s, e) => refundDecider.evolve(s, { type: e.type, data: e.data } as unknown as RefundEvent), refundDecider.initialState());
+  if (refund.status === 'none') return null;
+  const c = refund.created;
+  const project = await registry.project(c.projectId);
+  return {
+    kind,
+    envelope: {
+      id: outcome.id,
+      type: kind,
+      createdAt: (outcome.data as { at: string }).at,
+      isTest: c.mode === 'test',
+      data: { refund: refundView(refund), invoice: invoiceView(invoice, publicUrl()) },
+    },
+    projects: project ? [project] : [],
+  };
 }
 
 /** One delivery to enqueue: rendered and addressed before the outbox's write transaction. */
@@ -153,21 +189,27 @@ export function webhookOutbox(
   return {
     name: 'webhook_outbox',
     tables: [],
-    filter: { streamNamePrefixes: [`${INVOICE_CATEGORY}-`, `${REFUND_CATEGORY}-`, `${PAYOUT_CATEGORY}-`], eventTypePrefixes: WEBHOOK_SOURCE_EVENT_TYPES },
+    filter: {
+      streamNamePrefixes: [`${INVOICE_CATEGORY}-`, `${REFUND_CATEGORY}-`, `${PAYOUT_CATEGORY}-`],
+      eventTypePrefixes: [...WEBHOOK_SOURCE_EVENT_TYPES, ...REFUND_RECORDS_ON_INVOICE],
+    },
     async prepare(events: readonly RecordedEvent[]): Promise<PlannedDelivery[]> {
       const planned: PlannedDelivery[] = [];
       const now = clock.now();
+      // A refund's webhook rendered from both its events when the batch holds both: planned once.
+      const eventIds = new Set<string>();
       for (const recorded of events) {
         const message = await renderWebhook(store, registry, recorded, publicUrl);
-        if (!message) continue;
+        if (!message || eventIds.has(message.envelope.id)) continue;
+        eventIds.add(message.envelope.id);
         // A replay (or a rebuild) after the retention period must not send swept deliveries again.
         if (Date.parse(message.envelope.createdAt) < retentionHorizon(now, retentionDays).getTime()) continue;
         const body = JSON.stringify(message.envelope);
         for (const project of message.projects) {
           const subscribed = project.webhookUrl !== null && project.webhookEvents.includes(message.kind);
           planned.push({
-            id: deliveryIdOf(recorded.id, project.id),
-            eventId: recorded.id,
+            id: deliveryIdOf(message.envelope.id, project.id),
+            eventId: message.envelope.id,
             kind: message.kind,
             projectId: project.id,
             url: subscribed ? project.webhookUrl : null,

@@ -20,6 +20,9 @@ export function webhookKindOf(streamName: string, eventType: string): WebhookEve
 /** The event types that become webhooks (for the log filter). */
 export const WEBHOOK_SOURCE_EVENT_TYPES: readonly string[] = Object.values(KINDS).flatMap((byType) => Object.keys(byType));
 
+/** The invoice's record of a refund's outcome: the refund's webhook waits for it (and for the outcome). */
+export const REFUND_RECORDS_ON_INVOICE: readonly string[] = ['InvoiceRefunded', 'InvoiceRefundReleased'];
+
 /** `X-Service-Signature`: sha256= and the hex HMAC-SHA256 of the exact body, keyed with the project's webhook secret. */
 export function webhookSignature(body: string | Buffer, secret: string): string {
   return `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;

@@ -1,0 +1,43 @@
+import type { CommandBus } from '@nestjs/cqrs';
+import type { RecordedEvent } from '#event-store';
+import { PAYOUT_CATEGORY, PayoutEvent, REFUND_CATEGORY, RefundEvent } from '#domain';
+import { SettlePayoutOutcome } from '../payouts/settle-payout-outcome.command';
+import { SettleRefundOutcome } from '../refunds/settle-refund-outcome.command';
+import type { Reactor } from '#event-store/projections';
+
+/**
+ * A refund's outcome moves its reserved money (succeeded: out to refunds_paid; failed:
+ * back to available) and settles it on the invoice (refunded amount and status, or
+ * the amount back in the remainder). It follows the log from its own checkpoint, and
+ * each step decides once per refund (ledger causes `settle:`/`release:`, the invoice's
+ * record of the refund), so a crash, restart or replay neither misses nor doubles one.
+ * Sent as the SettleRefundOutcome command.
+ */
+export function refundOutcomes(commands: CommandBus): Reactor {
+  return {
+    name: 'refund_outcomes',
+    filter: { streamNamePrefixes: [`${REFUND_CATEGORY}-`], eventTypePrefixes: ['RefundSucceeded', 'RefundFailed'] },
+    async react(events: readonly RecordedEvent[]) {
+      for (const recorded of events) {
+        await commands.execute(new SettleRefundOutcome({ type: recorded.type, data: recorded.data } as unknown as RefundEvent));
+      }
+    },
+  };
+}
+
+/**
+ * A finished payout settles its reservation (paid: the net amount to payouts_sent and
+ * the fee to fees) or returns it to available (rejected, cancelled). Once per payout,
+ * by the ledger's causes. Sent as the SettlePayoutOutcome command.
+ */
+export function payoutOutcomes(commands: CommandBus): Reactor {
+  return {
+    name: 'payout_outcomes',
+    filter: { streamNamePrefixes: [`${PAYOUT_CATEGORY}-`], eventTypePrefixes: ['PayoutPaid', 'PayoutRejected', 'PayoutCancelled'] },
+    async react(events: readonly RecordedEvent[]) {
+      for (const recorded of events) {
+        await commands.execute(new SettlePayoutOutcome({ type: recorded.type, data: recorded.data } as unknown as PayoutEvent));
+      }
+    },
+  };
+}
