@@ -119,6 +119,8 @@ describe('projections:rebuild while the gateway runs', () => {
     await readiness;
     expect(await rebuild.exited).toBe(0);
     expect(rebuild.output()).toMatch(/took over stream_catalog, ledger, invoices, refunds, payouts/);
+    // The gateway serves: the rebuild waited for it to see the mark before emptying anything.
+    expect(rebuild.output()).toMatch(/waited 3 s for the serving processes \(\d+ sessions\) to see it/);
     // The rebuild was seen: answered 503 for a while, handed over, with progress.
     expect(seen.filter((s) => s.status === 503).length).toBeGreaterThan(0);
     expect(states).toContain('handed_over');

@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
-import { loadConfigOrExit, urlHostOf } from '#payments/composition';
-import { openInfrastructure } from '#payments/composition';
+import { loadConfigOrExit, openInfrastructure, ServingRole, servingApplicationName, urlHostOf } from '#payments/composition';
 import { createLogger } from '#platform/logging';
 import { takeOverShutdownSignals } from '#platform/database';
 import { createServices } from '#payments/services';
@@ -16,7 +15,7 @@ import { Projector } from '../../projector/src/projector';
 import { ConnectionDrain, connectionDrain, PROXY_DRAIN_MS } from '../../api/src/http/connection-drain';
 
 export interface ProcessRoles {
-  readonly name: string;
+  readonly name: ServingRole;
   readonly api: boolean;
   readonly projector: boolean;
 }
@@ -32,7 +31,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
   const config = loadConfigOrExit(roles.name);
 
   try {
-    const infra = await openInfrastructure(config, log, { applicationName: `gateway-${roles.name}` });
+    const infra = await openInfrastructure(config, log, { applicationName: servingApplicationName(roles.name) });
     // Metrics of this process: its requests, commands, ledgers, projections, workers and webhook attempts.
     const metrics = new GatewayMetrics({}, log);
     observeCommands(metrics.commandObserver);

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { comparePositions, Position } from '#event-store';
-import { InfrastructureWithoutSecrets, loadConfigOrExit, openInfrastructure } from '#payments/composition';
+import { InfrastructureWithoutSecrets, loadConfigOrExit, openInfrastructure, servingSessions } from '#payments/composition';
 import { COMMAND_SESSION_LIMITS } from '#platform/database';
 import { createLogger, Logger } from '#platform/logging';
 import {
@@ -38,7 +38,8 @@ import type { RebuildPassMessage, RebuildPassWork } from './rebuild-pass.worker'
  * when it ends) or exits 2 naming the holder, having changed nothing. Then it marks
  * the read models as being rebuilt, so that the API answers 503 with Retry-After for
  * them instead of an empty answer, waits REBUILD_ANNOUNCE_MS for every API process to
- * see the mark, and only then empties them.
+ * see the mark (when a serving process is connected to the database at all), and only
+ * then empties them.
  *
  * Safe to interrupt at any point: before the mark nothing has changed; after it, the
  * projectors take their projections back and finish the rebuild from each one's last
@@ -94,7 +95,15 @@ async function main(): Promise<void> {
   process.stdout.write(`took over ${selected.map((p) => p.name).join(', ')}: running projectors stand by until the rebuild ends\n`);
   try {
     await announceRebuild(infra.pool, selected);
-    await new Promise((resolve) => setTimeout(resolve, REBUILD_ANNOUNCE_MS));
+    // Only a serving process that looked at the marks just before they were set could still
+    // read a table being emptied; with none connected to the database there is nobody to wait for.
+    const serving = await servingSessions(infra.pool);
+    if (serving > 0) await new Promise((resolve) => setTimeout(resolve, REBUILD_ANNOUNCE_MS));
+    process.stdout.write(
+      serving > 0
+        ? `marked as being rebuilt; waited ${REBUILD_ANNOUNCE_MS / 1000} s for the serving processes (${serving} sessions) to see it\n`
+        : 'marked as being rebuilt; no serving process is connected to the database: nothing to wait for\n',
+    );
     await resetForRebuild(infra.pool, selected);
     const bar = new ProgressBar('projections'.padEnd(16));
     const progress = new Map<string, { applied: bigint; fraction: number }>();

@@ -39,6 +39,26 @@ export interface InfrastructureWithoutSecrets {
  */
 export type DatabaseAccess = 'read-write' | 'read-only';
 
+/** The roles of the serving processes: `npm start` (gateway), `start:api`, `start:projector`. */
+export type ServingRole = 'gateway' | 'api' | 'projector';
+const SERVING_ROLES: readonly ServingRole[] = ['gateway', 'api', 'projector'];
+/** The application_name of a serving process's sessions. */
+export const servingApplicationName = (role: ServingRole): string => `gateway-${role}`;
+
+/**
+ * How many sessions serving processes hold on this database (pg_stat_activity shows
+ * every session's database and application_name to every role). A serving process keeps
+ * a session from its start on (its view of the rebuild marks is refreshed every half
+ * second), and one that starts later reads the marks before its first answer.
+ */
+export async function servingSessions(pool: Pick<Pool, 'query'>): Promise<number> {
+  const r = await pool.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = ANY($1::text[])',
+    [SERVING_ROLES.map(servingApplicationName)],
+  );
+  return r.rows[0]!.n;
+}
+
 export interface InfrastructureOptions {
   readonly applicationName?: string;
   readonly poolSize?: number;
