@@ -122,6 +122,9 @@ async function measure(context: BenchContext, events: number): Promise<{ seedTab
       await settle(pool);
       const rebuilt = await command('rebuild.js', env);
       rebuilds.push({ seconds: rebuilt.seconds, rss: peakRss(rebuilt.output) });
+      // Where its time went, as the command tells it (per projection, the pass's reads).
+      for (const line of rebuilt.output.split('\n').filter((l) => /^(rebuilt |marked |read |pass)/.test(l.trim())))
+        context.progress(`rebuild:   ${line.trim()}`);
       const afterOnePass = await readModelChecksums(pool);
       if (JSON.stringify(afterOnePass) !== JSON.stringify(afterBaseline)) {
         throw new Error(
