@@ -19,6 +19,7 @@ import { Project, Registry } from '#payments/merchants';
 import { webhookOutbox } from '#payments/webhooks';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { webhookProject } from '../support/webhook-project';
+import { invoiceRequest } from '../support/invoice-request';
 
 const RUNNER_APPLICATION = 'outbox-transaction-test';
 
@@ -67,27 +68,7 @@ it('renders every webhook of a batch with no transaction of the runner open, the
   const pay = new RecordPaymentResultHandler(setupStore, registry);
   const paid: string[] = [];
   for (let i = 0; i < 4; i++) {
-    const { invoice } = await create.execute(
-      new CreateInvoice(
-        project,
-        'test',
-        {
-          amount: 100_00 + i,
-          orderId: `order-${i}`,
-          method: 'sbp',
-          customerFeePct: null,
-          customerFeeShare: null,
-          feePayer: null,
-          description: null,
-          successUrl: null,
-          failUrl: null,
-          expireMinutes: 60,
-          customer: {},
-          customFields: null,
-        },
-        clock.now(),
-      ),
-    );
+    const { invoice } = await create.execute(new CreateInvoice(project, 'test', invoiceRequest({ amount: 100_00 + i, orderId: `order-${i}` }), clock.now()));
     const invoiceId = invoice.created.invoiceId;
     await pay.execute(new RecordPaymentResult(invoiceId, 'paid', null, clock.now()));
     paid.push(invoiceId);

@@ -19,6 +19,7 @@ import { RecordPaymentResult, RecordPaymentResultHandler } from '../../apps/api/
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { projectToHead } from '../support/project-to-head';
 import { webhookProject } from '../support/webhook-project';
+import { invoiceRequest } from '../support/invoice-request';
 
 const PUBLIC_URL = 'http://127.0.0.1:3000';
 const SECRETS = new SecretBox(fixedKeys([randomBytes(32)]));
@@ -46,25 +47,7 @@ const runOutbox = () => projectToHead(db.pool, store, outbox());
 /** A paid test invoice of 1,000.00 (no hold). */
 async function paidInvoice(): Promise<string> {
   const { invoice } = await new CreateInvoiceHandler(store).execute(
-    new CreateInvoice(
-      project,
-      'test',
-      {
-        amount: 1000_00,
-        orderId: `refund-hook-${randomBytes(6).toString('hex')}`,
-        method: 'sbp',
-        customerFeePct: null,
-        customerFeeShare: null,
-        feePayer: null,
-        description: null,
-        successUrl: null,
-        failUrl: null,
-        expireMinutes: 60,
-        customer: {},
-        customFields: null,
-      },
-      clock.now(),
-    ),
+    new CreateInvoice(project, 'test', invoiceRequest({ amount: 1000_00, orderId: `refund-hook-${randomBytes(6).toString('hex')}` }), clock.now()),
   );
   const invoiceId = invoice.created.invoiceId;
   await new RecordPaymentResultHandler(store, registry).execute(new RecordPaymentResult(invoiceId, 'paid', null, clock.now()));
