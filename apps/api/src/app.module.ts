@@ -1,5 +1,4 @@
 import { DynamicModule, Module } from '@nestjs/common';
-import { APP_INTERCEPTOR } from '@nestjs/core';
 import type { ReadModelRebuilds } from '#event-store/projections';
 import { ReadModelsInterceptor } from './http/read-models';
 import { CqrsModule } from '@nestjs/cqrs';
@@ -191,8 +190,8 @@ export class AppModule {
         MerchantAuthGuard,
         IdempotencyInterceptor,
         { provide: READ_MODEL_REBUILDS, useValue: deps.readModelRebuilds },
-        // After the guards: an authenticated read of a read model being rebuilt gets 503, never an empty answer.
-        { provide: APP_INTERCEPTOR, useClass: ReadModelsInterceptor },
+        // On the routes marked @ReadsModels, after the guards: an authenticated read of a read model being rebuilt gets 503, never an empty answer.
+        ReadModelsInterceptor,
       ],
     };
   }
