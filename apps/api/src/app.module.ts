@@ -54,7 +54,7 @@ import { PageFormTokens } from './pay/page-form-token';
 import { ConsoleController } from './console/console.controller';
 import { AccessControl, OperatorSessions } from '#payments/access';
 import type { IdempotencyKeys } from '#payments/idempotency';
-import { IdempotencyInterceptor } from './http/idempotency';
+import { IdempotencyGuard } from './http/idempotency';
 import type { FailedAuthentication } from './http/auth/failed-authentication';
 import type { OperatorToken } from './http/auth/operator-token';
 import {
@@ -188,7 +188,7 @@ export class AppModule {
         { provide: OPERATOR_SESSIONS, useValue: new OperatorSessions(deps.infrastructure.pool) },
         AdminTokenGuard,
         MerchantAuthGuard,
-        IdempotencyInterceptor,
+        IdempotencyGuard,
         { provide: READ_MODEL_REBUILDS, useValue: deps.readModelRebuilds },
         // On the routes marked @ReadsModels, after the guards: an authenticated read of a read model being rebuilt gets 503, never an empty answer.
         ReadModelsInterceptor,
