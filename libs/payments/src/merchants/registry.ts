@@ -1,5 +1,7 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import type { Pool, PoolClient } from 'pg';
+import type { CustomTypesConfig, Pool, PoolClient } from 'pg';
+import { types } from 'pg';
+import { parseTimestamptz } from '#event-store/postgres';
 import { countRequestInWindow, PollMarkRequest, PollMarkResult, rateWindowOf, takePollMark } from '../access/access-control';
 import { inTransaction, OneTurnBatches, preparedStatement } from '#platform/database';
 import { MethodOverrides, projectMethods, MethodTerms } from '#domain';
@@ -191,6 +193,12 @@ export interface CountedLookup {
 }
 
 const BATCHED_LOOKUP = batchedLookupStatement(projectColumnsOf('p'));
+
+/** The Bearer lookups' types: their timestamps (the project's, the poll mark's) by parseTimestamptz, the rest as the pool reads them. */
+const LOOKUP_TYPES: CustomTypesConfig = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    oid === types.builtins.TIMESTAMPTZ ? parseTimestamptz : types.getTypeParser(oid, format)) as CustomTypesConfig['getTypeParser'],
+};
 
 /** The statement of a lookup alone in its turn: the key, its count and (for a read) its poll mark. */
 function singleLookup(lookup: SecretKeyLookupRequest) {
@@ -537,10 +545,10 @@ export class Registry {
         : null;
     if (batch.length === 1) {
       const lookup = batch[0]!;
-      const r = await this.pool.query<Row>(singleLookup(lookup));
+      const r = await this.pool.query<Row>({ ...singleLookup(lookup), types: LOOKUP_TYPES });
       return [answer(r.rows[0], lookup.pollMark)];
     }
-    const r = await this.pool.query<Row & { ord: number }>(preparedStatement(BATCHED_LOOKUP, batchedLookupParameters(batch)));
+    const r = await this.pool.query<Row & { ord: number }>({ ...preparedStatement(BATCHED_LOOKUP, batchedLookupParameters(batch)), types: LOOKUP_TYPES });
     const byOrdinal = new Map(r.rows.map((row) => [row.ord, row]));
     return batch.map((lookup, i) => answer(byOrdinal.get(i + 1), lookup.pollMark));
   }
