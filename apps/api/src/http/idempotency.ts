@@ -65,7 +65,7 @@ export class IdempotencyGuard implements CanActivate {
       throw ApiError.validation([{ param: 'Idempotency-Key', code: 'invalid_idempotency_key', message: `Idempotency-Key: ${reading.reason}` }]);
     }
     const merchant = request.merchant;
-    if (!merchant) throw new Error('IdempotencyInterceptor used on a route without MerchantAuthGuard');
+    if (!merchant) throw new Error('IdempotencyGuard used on a route without MerchantAuthGuard');
     const keyed: KeyedRequest = {
       keyId: merchant.keyId,
       mode: merchant.mode,
