@@ -1,5 +1,4 @@
 import { DynamicModule, Module } from '@nestjs/common';
-import { APP_INTERCEPTOR } from '@nestjs/core';
 import type { ReadModelRebuilds } from '#event-store/projections';
 import { ReadModelsInterceptor } from './http/read-models';
 import { CqrsModule } from '@nestjs/cqrs';
@@ -55,7 +54,7 @@ import { PageFormTokens } from './pay/page-form-token';
 import { ConsoleController } from './console/console.controller';
 import { AccessControl, OperatorSessions } from '#payments/access';
 import type { IdempotencyKeys } from '#payments/idempotency';
-import { IdempotencyInterceptor } from './http/idempotency';
+import { IdempotencyGuard } from './http/idempotency';
 import type { FailedAuthentication } from './http/auth/failed-authentication';
 import type { OperatorToken } from './http/auth/operator-token';
 import {
@@ -189,10 +188,10 @@ export class AppModule {
         { provide: OPERATOR_SESSIONS, useValue: new OperatorSessions(deps.infrastructure.pool) },
         AdminTokenGuard,
         MerchantAuthGuard,
-        IdempotencyInterceptor,
+        IdempotencyGuard,
         { provide: READ_MODEL_REBUILDS, useValue: deps.readModelRebuilds },
-        // After the guards: an authenticated read of a read model being rebuilt gets 503, never an empty answer.
-        { provide: APP_INTERCEPTOR, useClass: ReadModelsInterceptor },
+        // On the routes marked @ReadsModels, after the guards: an authenticated read of a read model being rebuilt gets 503, never an empty answer.
+        ReadModelsInterceptor,
       ],
     };
   }

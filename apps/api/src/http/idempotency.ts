@@ -1,8 +1,8 @@
-import { CallHandler, createParamDecorator, ExecutionContext, Inject, Injectable, NestInterceptor } from '@nestjs/common';
+import { CanActivate, createParamDecorator, ExecutionContext, Inject, Injectable } from '@nestjs/common';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { from, Observable, switchMap } from 'rxjs';
 import type { IdempotencyKeys, KeyedRequest } from '#payments/idempotency';
 import { IDEMPOTENCY_KEY_HEADER, readIdempotencyKey, requestFingerprint } from '#payments/idempotency';
+import type { IdempotencyKeyReading } from '#payments/idempotency';
 import type { Logger } from '#platform/logging';
 import type { MerchantIdentity } from '#payments/merchants';
 import { ApiError } from './errors/api-error';
@@ -40,29 +40,32 @@ function headerValues(request: FastifyRequest): string[] {
 }
 
 /**
- * `Idempotency-Key` on a merchant POST (after MerchantAuthGuard): the same key with
- * the same request answers the first answer again; with another request, 409
+ * `Idempotency-Key` on a merchant POST, a guard of the route after MerchantAuthGuard
+ * (Nest runs the controller's guards, then the route's, then the pipes): the same key
+ * with the same request answers the first answer again; with another request, 409
  * idempotency_key_conflict; while the first still runs, the repeat waits for its
  * answer. The answer itself is stored by the onSend hook (registerIdempotencyHook),
  * which sees every answer, the error filter's included. Without the header nothing
- * changes.
+ * changes, and nothing is awaited. (A guard rather than an interceptor: a route
+ * without interceptors skips Nest's interceptor pipeline.)
  */
 @Injectable()
-export class IdempotencyInterceptor implements NestInterceptor {
+export class IdempotencyGuard implements CanActivate {
   constructor(@Inject(IDEMPOTENCY_KEYS) private readonly keys: IdempotencyKeys) {}
 
-  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
-    return from(this.admit(context.switchToHttp().getRequest<KeyedFastifyRequest>())).pipe(switchMap(() => next.handle()));
+  canActivate(context: ExecutionContext): true | Promise<true> {
+    const request = context.switchToHttp().getRequest<KeyedFastifyRequest>();
+    const reading = readIdempotencyKey(headerValues(request));
+    if (reading.kind === 'absent') return true;
+    return this.admit(request, reading).then(() => true);
   }
 
-  private async admit(request: KeyedFastifyRequest): Promise<void> {
-    const reading = readIdempotencyKey(headerValues(request));
-    if (reading.kind === 'absent') return;
+  private async admit(request: KeyedFastifyRequest, reading: Exclude<IdempotencyKeyReading, { kind: 'absent' }>): Promise<void> {
     if (reading.kind === 'invalid') {
       throw ApiError.validation([{ param: 'Idempotency-Key', code: 'invalid_idempotency_key', message: `Idempotency-Key: ${reading.reason}` }]);
     }
     const merchant = request.merchant;
-    if (!merchant) throw new Error('IdempotencyInterceptor used on a route without MerchantAuthGuard');
+    if (!merchant) throw new Error('IdempotencyGuard used on a route without MerchantAuthGuard');
     const keyed: KeyedRequest = {
       keyId: merchant.keyId,
       mode: merchant.mode,
@@ -109,22 +112,35 @@ export const Keyed = createParamDecorator(
  * retry then runs the keyed steps again, which reach the same result.
  */
 export function registerIdempotencyHook(fastify: FastifyInstance, keys: IdempotencyKeys, log: Logger): void {
-  fastify.addHook('onSend', async (request: KeyedFastifyRequest, reply, payload) => {
+  // A callback hook: an answer without a running key goes on at once, no promise made.
+  fastify.addHook('onSend', (request: KeyedFastifyRequest, reply, payload, done) => {
     const running = request.idempotency;
-    if (!running) return payload;
+    if (!running) return done(null, payload);
     request.idempotency = undefined;
-    try {
-      if (reply.statusCode >= 500 || typeof payload !== 'string') {
-        await keys.abandon(running.request, running.claim);
-        return payload;
-      }
-      const first = await keys.complete(running.request, reply.statusCode, payload);
-      if (first === null) return payload;
-      void reply.status(first.status).header(IDEMPOTENT_REPLAY_HEADER, 'true');
-      return first.body;
-    } catch (error) {
-      (request.log ?? log).warn({ err: error }, 'idempotency key answer not stored');
+    void storeAnswer(keys, running, request, reply, payload, log).then((sent) => done(null, sent));
+  });
+}
+
+/** A keyed request's answer stored as its key's answer (or the key let go); answers what to send. Never rejects. */
+async function storeAnswer(
+  keys: IdempotencyKeys,
+  running: RunningKey,
+  request: KeyedFastifyRequest,
+  reply: FastifyReply,
+  payload: unknown,
+  log: Logger,
+): Promise<unknown> {
+  try {
+    if (reply.statusCode >= 500 || typeof payload !== 'string') {
+      await keys.abandon(running.request, running.claim);
       return payload;
     }
-  });
+    const first = await keys.complete(running.request, reply.statusCode, payload);
+    if (first === null) return payload;
+    void reply.status(first.status).header(IDEMPOTENT_REPLAY_HEADER, 'true');
+    return first.body;
+  } catch (error) {
+    (request.log ?? log).warn({ err: error }, 'idempotency key answer not stored');
+    return payload;
+  }
 }

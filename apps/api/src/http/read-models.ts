@@ -1,4 +1,4 @@
-import { CallHandler, ExecutionContext, Inject, Injectable, NestInterceptor, SetMetadata } from '@nestjs/common';
+import { applyDecorators, CallHandler, ExecutionContext, Inject, Injectable, NestInterceptor, SetMetadata, UseInterceptors } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import type { Observable } from 'rxjs';
 import type { ReadModelRebuilds } from '#event-store/projections';
@@ -10,8 +10,12 @@ const READS_MODELS = 'reads-models';
 /** Seconds a client is told to wait while a read model it asked for is rebuilt. */
 export const REBUILD_RETRY_AFTER_SECONDS = 5;
 
-/** The read models (projections) a route answers from: while one is rebuilt, the route answers 503 with Retry-After. */
-export const ReadsModels = (...projections: string[]) => SetMetadata(READS_MODELS, projections);
+/**
+ * The read models (projections) a route answers from: while one is rebuilt, the route
+ * answers 503 with Retry-After. Only the routes so marked run the interceptor: a route
+ * without interceptors skips Nest's interceptor pipeline (rxjs) altogether.
+ */
+export const ReadsModels = (...projections: string[]) => applyDecorators(SetMetadata(READS_MODELS, projections), UseInterceptors(ReadModelsInterceptor));
 
 /**
  * Runs after the guards (a request is authenticated first): a route marked

@@ -52,6 +52,35 @@ function fieldsOf(cls: object): ReadonlyMap<string, Field> {
 /** Classes are declared once, at load: their fields are kept. */
 const FIELDS = new WeakMap<object, ReadonlyMap<string, Field>>();
 
+/**
+ * class-validator finds the rules of the object it validates at every validation
+ * (MetadataStorage.getTargetValidationMetadatas: a filter of the class's rules and a
+ * walk over every class that has rules, for inherited ones). The API validates without
+ * groups, and a class's rules are all added when its module loads: the answer is kept
+ * per class and options, and forgotten whenever a rule is added.
+ */
+function keepRulesPerClass(): void {
+  type Lookup = (target: Type<object>, schema: string, always: boolean, strictGroups: boolean, groups?: string[]) => ValidationMetadata[];
+  const storage = getMetadataStorage() as unknown as { getTargetValidationMetadatas: Lookup; addValidationMetadata(metadata: ValidationMetadata): void };
+  const lookUp = storage.getTargetValidationMetadatas.bind(storage);
+  const add = storage.addValidationMetadata.bind(storage);
+  let kept = new Map<Type<object>, Map<string, ValidationMetadata[]>>();
+  storage.addValidationMetadata = (metadata) => {
+    kept = new Map();
+    add(metadata);
+  };
+  storage.getTargetValidationMetadatas = (target, schema, always, strictGroups, groups) => {
+    if (groups !== undefined && groups.length > 0) return lookUp(target, schema, always, strictGroups, groups);
+    const options = `${schema}\u0000${always}\u0000${strictGroups}`;
+    let ofClass = kept.get(target);
+    if (ofClass === undefined) kept.set(target, (ofClass = new Map()));
+    let rules = ofClass.get(options);
+    if (rules === undefined) ofClass.set(options, (rules = lookUp(target, schema, always, strictGroups, groups)));
+    return rules;
+  };
+}
+keepRulesPerClass();
+
 export const isJsonObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 // ---------------------------------------------------------------------------
@@ -142,6 +171,18 @@ function detailsOf(instance: object, errors: readonly ValidationError[], prefix:
   return [...single, ...across, ...unknown];
 }
 
+/** Whether an instance, or a nested DTO in it, has a field its class does not declare (what detailsOf lists last). */
+function hasUnknownFields(instance: object): boolean {
+  const fields = fieldsOf(instance.constructor);
+  for (const key of Object.keys(instance)) {
+    const field = fields.get(key);
+    if (field === undefined) return true;
+    const value = (instance as Record<string, unknown>)[key];
+    if (field.nested && value instanceof field.nested && hasUnknownFields(value)) return true;
+  }
+  return false;
+}
+
 /** The 400 of a request class-validator refused: its target is the request's root object. */
 function validationError(errors: ValidationError[]): ApiError {
   const details = detailsOf(errors[0]!.target!, errors, '');
@@ -199,7 +240,7 @@ export class RequestValidationPipe extends ValidationPipe {
    */
   protected override async validate(object: object, options?: ValidatorOptions): Promise<ValidationError[]> {
     const errors = await super.validate(object, options);
-    if (errors.length > 0 || detailsOf(object, [], '').length === 0) return errors;
+    if (errors.length > 0 || !hasUnknownFields(object)) return errors;
     return [Object.assign(new ValidationError(), { target: object, property: '', children: [], constraints: {} })];
   }
 }

@@ -47,7 +47,7 @@ const EVENT_COLUMNS = 'global_position, transaction_id::text AS transaction_id, 
  */
 const VISIBLE = 'transaction_id < pg_snapshot_xmin(pg_current_snapshot())';
 
-/** The log's reads (readAll, readAllMatching): `created_at` by parseTimestamptz, every other type as the pool reads it. */
+/** The log's and the streams' reads: `created_at` by parseTimestamptz, every other type as the pool reads it. */
 const LOG_READ_TYPES: CustomTypesConfig = {
   getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
     oid === types.builtins.TIMESTAMPTZ ? parseTimestamptz : types.getTypeParser(oid, format)) as CustomTypesConfig['getTypeParser'],
@@ -397,8 +397,8 @@ export class PostgresEventStore implements EventStore {
     if (group.length === 1) return settle(group[0]!, () => this.readAlone(group[0]!, false));
     let rows: (EventRow & { read_ord: number })[];
     try {
-      const result = await this.pool.query<EventRow & { read_ord: number }>(
-        preparedStatement(
+      const result = await this.pool.query<EventRow & { read_ord: number }>({
+        ...preparedStatement(
           `SELECT r.ord::int AS read_ord, e.*
            FROM unnest($1::text[], $2::bigint[], $3::bigint[]) WITH ORDINALITY AS r(stream_name, from_revision, max_count, ord)
            JOIN event_streams s ON s.stream_name = r.stream_name
@@ -409,7 +409,8 @@ export class PostgresEventStore implements EventStore {
            ORDER BY r.ord, e.stream_revision`,
           [group.map((r) => r.streamName), group.map((r) => (r.from === null ? null : r.from.toString())), group.map((r) => r.limit)],
         ),
-      );
+        types: LOG_READ_TYPES,
+      });
       rows = result.rows;
     } catch (error) {
       for (const read of group) read.reject(error);
@@ -437,8 +438,8 @@ export class PostgresEventStore implements EventStore {
     }
     // One round trip: no row at all means no stream; one row of nulls, a stream with
     // no event in the range.
-    const result = await this.pool.query<EventRow | Record<keyof EventRow, null>>(
-      preparedStatement(
+    const result = await this.pool.query<EventRow | Record<keyof EventRow, null>>({
+      ...preparedStatement(
         `SELECT e.* FROM (SELECT 1 FROM event_streams WHERE stream_name = $1) s
          LEFT JOIN LATERAL (
            SELECT ${EVENT_COLUMNS} FROM events WHERE stream_name = $1 ${bound}
@@ -446,7 +447,8 @@ export class PostgresEventStore implements EventStore {
          ) e ON true`,
         params,
       ),
-    );
+      types: LOG_READ_TYPES,
+    });
     if (result.rows.length === 0) throw new StreamNotFoundError(streamName);
     return result.rows.filter((r): r is EventRow => r.event_id !== null).map(toEvent);
   }

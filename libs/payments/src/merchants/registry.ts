@@ -1,5 +1,7 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import type { Pool, PoolClient } from 'pg';
+import type { CustomTypesConfig, Pool, PoolClient } from 'pg';
+import { types } from 'pg';
+import { parseTimestamptz } from '#event-store/postgres';
 import { countRequestInWindow, PollMarkRequest, PollMarkResult, rateWindowOf, takePollMark } from '../access/access-control';
 import { inTransaction, OneTurnBatches, preparedStatement } from '#platform/database';
 import { MethodOverrides, projectMethods, MethodTerms } from '#domain';
@@ -121,8 +123,34 @@ const PROJECT_COLUMNS = [
 ] as const satisfies readonly (keyof ProjectRow)[];
 const projectColumnsOf = (alias: string) => PROJECT_COLUMNS.map((c) => `${alias}.${c}`).join(', ');
 
+/**
+ * Webhook secrets opened, by their sealed form and owner: every Bearer lookup reads its
+ * project's row, and opening the same sealed value (AES-256-GCM) always gives the same
+ * secret. A secret replaced or sealed again by a rotation is another sealed value, so
+ * what is kept never stands for the stored one; the oldest are forgotten past `max`.
+ */
+class OpenedWebhookSecrets {
+  private readonly opened = new Map<string, string>();
+
+  constructor(
+    private readonly secrets: SecretBox,
+    private readonly max = 10_000,
+  ) {}
+
+  open(stored: string, projectId: string): string {
+    const key = `${projectId} ${stored}`;
+    let secret = this.opened.get(key);
+    if (secret === undefined) {
+      secret = openWebhookSecret(stored, projectId, this.secrets);
+      this.opened.set(key, secret);
+      if (this.opened.size > this.max) this.opened.delete(this.opened.keys().next().value!);
+    }
+    return secret;
+  }
+}
+
 /** A project from its row, its webhook secret opened (stored sealed: webhook-secrets.ts). */
-const toProject = (r: ProjectRow, secrets: SecretBox): Project => ({
+const toProject = (r: ProjectRow, secrets: OpenedWebhookSecrets): Project => ({
   id: r.id,
   accountId: r.account_id,
   name: r.name,
@@ -133,7 +161,7 @@ const toProject = (r: ProjectRow, secrets: SecretBox): Project => ({
   holdHours: r.hold_hours,
   methodOverrides: r.methods,
   customerFeeShare: r.customer_fee_share,
-  webhookSecret: openWebhookSecret(r.webhook_secret, r.id, secrets),
+  webhookSecret: secrets.open(r.webhook_secret, r.id),
   idNamespace: r.id_namespace,
   createdAt: r.created_at,
   updatedAt: r.updated_at,
@@ -165,6 +193,12 @@ export interface CountedLookup {
 }
 
 const BATCHED_LOOKUP = batchedLookupStatement(projectColumnsOf('p'));
+
+/** The Bearer lookups' types: their timestamps (the project's, the poll mark's) by parseTimestamptz, the rest as the pool reads them. */
+const LOOKUP_TYPES: CustomTypesConfig = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    oid === types.builtins.TIMESTAMPTZ ? parseTimestamptz : types.getTypeParser(oid, format)) as CustomTypesConfig['getTypeParser'],
+};
 
 /** The statement of a lookup alone in its turn: the key, its count and (for a read) its poll mark. */
 function singleLookup(lookup: SecretKeyLookupRequest) {
@@ -213,11 +247,33 @@ export class Registry {
   readonly knownPublicIds = new CredentialMemory<string>();
   /** webhook_secret_changes.generation when this process last looked (null: never). */
   private webhookSecretGeneration: string | null = null;
+  private readonly openedWebhookSecrets: OpenedWebhookSecrets;
 
   constructor(
     private readonly pool: Pool,
     private readonly secrets: SecretBox,
-  ) {}
+  ) {
+    this.openedWebhookSecrets = new OpenedWebhookSecrets(secrets);
+  }
+
+  /** Hashes of secret keys whose tag held (carriesSecretKeyTag), the oldest forgotten past 100,000. */
+  private readonly taggedSecretKeys = new Map<string, true>();
+
+  /**
+   * Whether a secret key carries the tag of a key this gateway issued (KeyTags.isSecretKey),
+   * given the key and its hash (hashSecretKey). The tag is an HMAC: a key whose tag held
+   * once is remembered by its hash, which every lookup computes anyway. Says nothing of
+   * whether the key is live: only its lookup does.
+   */
+  async carriesSecretKeyTag(secretKey: string, secretKeyHash: string): Promise<boolean> {
+    if (this.taggedSecretKeys.has(secretKeyHash)) return true;
+    const tagged = (await this.keyTags()).isSecretKey(secretKey);
+    if (tagged) {
+      this.taggedSecretKeys.set(secretKeyHash, true);
+      if (this.taggedSecretKeys.size > 100_000) this.taggedSecretKeys.delete(this.taggedSecretKeys.keys().next().value!);
+    }
+    return tagged;
+  }
 
   /** The tags every issued key carries (key-tags.ts), loaded once. */
   keyTags(): Promise<KeyTags> {
@@ -229,7 +285,7 @@ export class Registry {
   }
 
   private toProject(row: ProjectRow): Project {
-    return toProject(row, this.secrets);
+    return toProject(row, this.openedWebhookSecrets);
   }
 
   /** A project's webhook secret in clear, from its stored form (the `webhook_secret` column, read with a webhook delivery). */
@@ -440,11 +496,18 @@ export class Registry {
    * each is counted, judged and marked as if it had been looked up alone in arrival
    * order; a lookup alone in its turn is the single statement it always was.
    */
-  identifyBySecretKeyCountingRequest(secretKey: string, now: Date, pollMark: PollMarkRequest | null = null): Promise<CountedLookup | null> {
+  identifyBySecretKeyCountingRequest(
+    secretKey: string,
+    now: Date,
+    pollMark: PollMarkRequest | null = null,
+    /** hashSecretKey(secretKey), when the caller has it already. */
+    secretKeyHash?: string,
+  ): Promise<CountedLookup | null> {
     const match = /^sk_(test|live)_[A-Za-z0-9_-]{16,64}$/.exec(secretKey);
     if (!match) return Promise.resolve(null);
+    const hash = secretKeyHash ?? hashSecretKey(secretKey);
     return new Promise((resolve, reject) =>
-      this.lookupsOfTheTurn.add({ secretKeyHash: hashSecretKey(secretKey), mode: match[1]!, windowSecond: rateWindowOf(now), pollMark, resolve, reject }),
+      this.lookupsOfTheTurn.add({ secretKeyHash: hash, mode: match[1]!, windowSecond: rateWindowOf(now), pollMark, resolve, reject }),
     );
   }
 
@@ -482,10 +545,10 @@ export class Registry {
         : null;
     if (batch.length === 1) {
       const lookup = batch[0]!;
-      const r = await this.pool.query<Row>(singleLookup(lookup));
+      const r = await this.pool.query<Row>({ ...singleLookup(lookup), types: LOOKUP_TYPES });
       return [answer(r.rows[0], lookup.pollMark)];
     }
-    const r = await this.pool.query<Row & { ord: number }>(preparedStatement(BATCHED_LOOKUP, batchedLookupParameters(batch)));
+    const r = await this.pool.query<Row & { ord: number }>({ ...preparedStatement(BATCHED_LOOKUP, batchedLookupParameters(batch)), types: LOOKUP_TYPES });
     const byOrdinal = new Map(r.rows.map((row) => [row.ord, row]));
     return batch.map((lookup, i) => answer(byOrdinal.get(i + 1), lookup.pollMark));
   }

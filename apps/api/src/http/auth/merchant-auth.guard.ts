@@ -100,8 +100,8 @@ export class MerchantAuthGuard implements CanActivate {
     if (!match) throw fail('Нужен заголовок Authorization: Bearer <секретный ключ проекта>');
     const secretKey = match[1]!;
     const unknown = 'Ключ не найден или отозван';
-    if (!(await this.registry.keyTags()).isSecretKey(secretKey)) throw fail(unknown);
     const hash = hashSecretKey(secretKey);
+    if (!(await this.registry.carriesSecretKeyTag(secretKey, hash))) throw fail(unknown);
     if (this.registry.knownSecretKeys.isDead(hash)) throw fail(unknown);
     if (this.registry.knownSecretKeys.seenLive(hash) === undefined) {
       const mode = secretKey.startsWith('sk_live_') ? 'live' : 'test';
@@ -116,7 +116,7 @@ export class MerchantAuthGuard implements CanActivate {
       if (live === null) throw fail(unknown);
     }
     lookedUp = true;
-    const counted = await this.registry.identifyBySecretKeyCountingRequest(secretKey, now, pollMark);
+    const counted = await this.registry.identifyBySecretKeyCountingRequest(secretKey, now, pollMark, hash);
     if (!counted) {
       this.registry.knownSecretKeys.markDead(hash);
       throw fail(unknown);

@@ -1,4 +1,4 @@
-import { Body, Controller, Inject, Post, Res, UseGuards, UseInterceptors } from '@nestjs/common';
+import { Body, Controller, Inject, Post, Res, UseGuards } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
 import type { FastifyReply } from 'fastify';
 import type { Clock } from '#platform/clock';
@@ -7,7 +7,7 @@ import type { MerchantIdentity } from '#payments/merchants';
 import { ApiError } from '../../http/errors/api-error';
 import { CLOCK_TOKEN, PUBLIC_URL } from '../../http/tokens';
 import type { PublicUrl } from '../../http/tokens';
-import { IdempotencyInterceptor } from '../../http/idempotency';
+import { IdempotencyGuard } from '../../http/idempotency';
 import { validRequest } from '../../http/request-pipe';
 import { Merchant, MerchantAuthGuard } from '../../http/auth/merchant-auth.guard';
 import { CreateInvoiceRequest, toInvoiceRequest } from './create-invoice.request';
@@ -23,7 +23,7 @@ export class CreateInvoiceRoute {
   ) {}
 
   @Post()
-  @UseInterceptors(IdempotencyInterceptor)
+  @UseGuards(IdempotencyGuard)
   async create(@Merchant() merchant: MerchantIdentity, @Body(validRequest) body: CreateInvoiceRequest, @Res() reply: FastifyReply) {
     const request = toInvoiceRequest(body);
     if (merchant.mode === 'live' && merchant.project.status !== 'active') {

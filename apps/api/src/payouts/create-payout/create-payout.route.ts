@@ -1,4 +1,4 @@
-import { Body, Controller, Inject, Post, Res, UseGuards, UseInterceptors } from '@nestjs/common';
+import { Body, Controller, Inject, Post, Res, UseGuards } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
 import type { FastifyReply } from 'fastify';
 import type { Clock } from '#platform/clock';
@@ -8,7 +8,7 @@ import type { KeyedRequest } from '#payments/idempotency';
 import { parseMoney } from '#ledger';
 import { ApiError } from '../../http/errors/api-error';
 import { readBody } from '../../http/request-pipe';
-import { IdempotencyInterceptor, Keyed } from '../../http/idempotency';
+import { IdempotencyGuard, Keyed } from '../../http/idempotency';
 import { CLOCK_TOKEN } from '../../http/tokens';
 import { Merchant, MerchantAuthGuard } from '../../http/auth/merchant-auth.guard';
 import { CreatePayoutRequest } from './create-payout.request';
@@ -23,7 +23,7 @@ export class CreatePayoutRoute {
   ) {}
 
   @Post('payouts')
-  @UseInterceptors(IdempotencyInterceptor)
+  @UseGuards(IdempotencyGuard)
   async create(@Merchant() merchant: MerchantIdentity, @Body() body: unknown, @Keyed() keyed: KeyedRequest | null, @Res() reply: FastifyReply) {
     if (merchant.mode !== 'live') throw new ApiError(403, 'test_mode', 'Выплаты создаются только боевым ключом (sk_live_)');
     // Read after the key's mode is checked: a test key is refused whatever it sends.

@@ -1,10 +1,10 @@
-import { Body, Controller, HttpCode, Inject, Param, Post, UseGuards, UseInterceptors } from '@nestjs/common';
+import { Body, Controller, HttpCode, Inject, Param, Post, UseGuards } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
 import type { Clock } from '#platform/clock';
 import { refundView } from '#payments';
 import type { MerchantIdentity } from '#payments/merchants';
 import type { KeyedRequest } from '#payments/idempotency';
-import { IdempotencyInterceptor, Keyed } from '../../http/idempotency';
+import { IdempotencyGuard, Keyed } from '../../http/idempotency';
 import { parseMoney } from '#ledger';
 import { validOptionalBody } from '../../http/request-pipe';
 import { RefundInvoiceRequest } from './refund-invoice.request';
@@ -27,7 +27,7 @@ export class RefundInvoiceRoute {
    */
   @Post('invoices/:id/refund')
   @HttpCode(202)
-  @UseInterceptors(IdempotencyInterceptor)
+  @UseGuards(IdempotencyGuard)
   async refund(
     @Merchant() merchant: MerchantIdentity,
     @Param('id') invoiceId: string,
