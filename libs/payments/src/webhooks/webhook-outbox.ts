@@ -128,12 +128,13 @@ async function renderRefundOutcome(
   }
   if (!recordedOnInvoice || invoice.status === 'none') return null;
   const refundEvents = await eventsOf(store, refundStreamName(refundId));
-  const last = refundEvents.findIndex((e) => webhookKindOf(e.streamName, e.type) !== null);
-  if (last < 0) return null;
-  const outcome = refundEvents[last]!;
+  // A refund has one outcome (RefundSucceeded or RefundFailed): the first event that is a webhook.
+  const outcomeAt = refundEvents.findIndex((e) => webhookKindOf(e.streamName, e.type) !== null);
+  if (outcomeAt < 0) return null;
+  const outcome = refundEvents[outcomeAt]!;
   const kind = webhookKindOf(outcome.streamName, outcome.type)!;
   const refund = refundEvents
-    .slice(0, last + 1)
+    .slice(0, outcomeAt + 1)
     .reduce<RefundState>((s, e) => refundDecider.evolve(s, { type: e.type, data: e.data } as unknown as RefundEvent), refundDecider.initialState());
   if (refund.status === 'none') return null;
   const c = refund.created;
