@@ -76,6 +76,15 @@ async function onRefund(refundId: string, command: RefundCommand): Promise<reado
 const resolve = (invoiceId: string, refundId: string, outcome: 'succeeded' | 'failed') =>
   runInvoiceCommand(store, invoiceId, { type: 'ResolveRefund', refundId, outcome, at: clock.now().toISOString() });
 
+/** A refund of `amount` requested, created, completed and recorded on its invoice: its RefundSucceeded. */
+async function succeededRefund(invoiceId: string, amount: number): Promise<{ refundId: string; succeeded: RecordedEvent }> {
+  const { refundId, data } = await requestedRefund(invoiceId, amount);
+  await onRefund(refundId, { type: 'CreateRefund', data });
+  const [succeeded] = await onRefund(refundId, { type: 'CompleteRefund', at: clock.now().toISOString() });
+  await resolve(invoiceId, refundId, 'succeeded');
+  return { refundId, succeeded: succeeded! };
+}
+
 async function deliveriesOf(eventId: string): Promise<{ id: string; event_type: string; body: string }[]> {
   return (await db.pool.query('SELECT id, event_type, body FROM webhook_deliveries WHERE event_id = $1', [eventId])).rows;
 }
@@ -116,26 +125,17 @@ describe("a refund's webhook shows the invoice as the refund's outcome left it",
 
   it('refund.succeeded of the whole remainder, both recorded before the outbox runs: refunded', async () => {
     const invoiceId = await paidInvoice();
-    const first = await requestedRefund(invoiceId, 400_00);
-    await onRefund(first.refundId, { type: 'CreateRefund', data: first.data });
-    await onRefund(first.refundId, { type: 'CompleteRefund', at: clock.now().toISOString() });
-    await resolve(invoiceId, first.refundId, 'succeeded');
-    const rest = await requestedRefund(invoiceId, 600_00);
-    await onRefund(rest.refundId, { type: 'CreateRefund', data: rest.data });
-    const [succeeded] = await onRefund(rest.refundId, { type: 'CompleteRefund', at: clock.now().toISOString() });
-    await resolve(invoiceId, rest.refundId, 'succeeded');
+    await succeededRefund(invoiceId, 400_00);
+    const rest = await succeededRefund(invoiceId, 600_00);
     await runOutbox();
 
-    const hook = await expectOneWebhook(succeeded!.id, 'refund.succeeded', rest.refundId, invoiceId);
+    const hook = await expectOneWebhook(rest.succeeded.id, 'refund.succeeded', rest.refundId, invoiceId);
     expect(hook.invoice).toMatchObject({ status: 'refunded', refundedAmount: '1000.00' });
   });
 
   it('refund.failed: the amount back in the remainder, only succeeded refunds counted', async () => {
     const invoiceId = await paidInvoice();
-    const ok = await requestedRefund(invoiceId, 300_00);
-    await onRefund(ok.refundId, { type: 'CreateRefund', data: ok.data });
-    await onRefund(ok.refundId, { type: 'CompleteRefund', at: clock.now().toISOString() });
-    await resolve(invoiceId, ok.refundId, 'succeeded');
+    await succeededRefund(invoiceId, 300_00);
     const bad = await requestedRefund(invoiceId, 200_00);
     await onRefund(bad.refundId, { type: 'CreateRefund', data: bad.data });
     const [failed] = await onRefund(bad.refundId, { type: 'FailRefund', at: clock.now().toISOString(), reason: 'банк отказал' });
