@@ -2,6 +2,7 @@ import { ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { makeTraversable } from '#platform/database';
+import { STARTED_PROCESSES } from './started-processes';
 
 export const ROOT = path.resolve(__dirname, '../..');
 
@@ -48,6 +49,8 @@ export function startProcess(entry: Entry, env: Record<string, string>, args: st
     env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  // Listed for the test environment, which kills what the file leaves running (test-environment.ts).
+  (globalThis as Record<string, unknown> & { [STARTED_PROCESSES]?: Set<ChildProcess> })[STARTED_PROCESSES]?.add(child);
   let text = '';
   const listeners = new Set<() => void>();
   const onData = (chunk: Buffer) => {

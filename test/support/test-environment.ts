@@ -1,4 +1,6 @@
+import type { ChildProcess } from 'node:child_process';
 import NodeEnvironment from 'jest-environment-node';
+import { STARTED_PROCESSES } from './started-processes';
 
 /**
  * Jest workers send each file's results to the parent as JSON, serialised in the
@@ -25,5 +27,34 @@ export default class GatewayTestEnvironment extends NodeEnvironment {
     await super.setup();
     const testBigInt = this.getVmContext()?.BigInt as { prototype: object } | undefined;
     if (testBigInt) patch(testBigInt.prototype);
+    this.global[STARTED_PROCESSES] = new Set<ChildProcess>();
+  }
+
+  /**
+   * A process a test file started and left running (a test that failed before its own
+   * kill) is killed when the file ends: left alone it would go on polling its dropped
+   * database for the rest of the run, taking CPU from every later test and benchmark.
+   */
+  override async teardown(): Promise<void> {
+    const started = this.global[STARTED_PROCESSES] as Set<ChildProcess> | undefined;
+    const running = [...(started ?? [])].filter((c) => c.exitCode === null && c.signalCode === null);
+    await Promise.all(
+      running.map(
+        (child) =>
+          new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, 5_000);
+            child.once('exit', () => {
+              clearTimeout(timer);
+              resolve();
+            });
+            child.kill('SIGKILL');
+          }),
+      ),
+    );
+    if (running.length > 0)
+      process.stderr.write(
+        `killed ${running.length} process(es) the test file left running: ${running.map((c) => c.spawnargs.slice(1).join(' ')).join('; ')}\n`,
+      );
+    await super.teardown();
   }
 }
