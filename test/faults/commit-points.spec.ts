@@ -1,7 +1,7 @@
 /**
  * A 5xx means nothing happened. Each POST that writes in more than one step answers
  * what its first committed step made (the refund, the payout, the transition) however
- * a later step fails; the recovery worker or the process managers finish that step.
+ * a later step fails; the recovery worker or the reactors finish that step.
  * A client that follows the spec's retry guidance (500 and 503 are retried) therefore
  * never creates a second refund or payout by retrying.
  *
@@ -253,20 +253,26 @@ describe('a 5xx means nothing happened: answers after the first commit', () => {
         [toReject, 'reject', { reason: 'реквизиты закрыты' }, 'rejected'],
         [toCancel, 'cancel', { reason: 'по просьбе мерчанта' }, 'cancelled'],
       ];
+      // The payout_outcomes reactor moves the money; the answer waits for it (3 s at most),
+      // and, while the ledger's append is broken, answers without it.
       for (const [id, name, body, status] of cases) {
-        const reply = await withAppendBroken(gw.db.url, ledgerStream(m, 'live'), how, () => transition(gw.operator, id, name, body));
+        const reply = await withAppendBroken(gw.db.url, ledgerStream(m, 'live'), how, () => transition(gw.operator, id, name, body), 'reactor');
         expect({ name, status: reply.status, payout: reply.body.status }).toEqual({ name, status: 200, payout: status });
       }
 
       const invoiceId = await paidAndPosted(m, 'test', '500.00');
       const refund = await m.test.post(`/v1/invoices/${invoiceId}/refund`, { amount: '50.00' });
       expectStatus(refund, 202);
-      const failed = await withAppendBroken(gw.db.url, ledgerStream(m, 'test'), how, () =>
-        gw.operator.http.post(`/admin/v1/refunds/${refund.body.id}/fail`, {}),
+      const failed = await withAppendBroken(
+        gw.db.url,
+        ledgerStream(m, 'test'),
+        how,
+        () => gw.operator.http.post(`/admin/v1/refunds/${refund.body.id}/fail`, {}),
+        'reactor',
       );
       expect({ status: failed.status, refund: failed.body.status }).toEqual({ status: 200, refund: 'failed' });
 
-      // The process managers move the money the answers could not.
+      // The reactors move the money once the ledger takes appends again.
       const closes = (events: Json[]) => events.filter((e) => /^(settle|release):/.test(String(e.data.cause))).map((e) => e.data.cause as string);
       await poll(
         () => eventsOf(ledgerStream(m, 'live')),

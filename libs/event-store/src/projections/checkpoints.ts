@@ -1,5 +1,6 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Pool, PoolClient } from 'pg';
-import type { Position } from '..';
+import { comparePositions, type Position } from '..';
 
 export const ZERO: Position = { commit: 0n, prepare: 0n };
 
@@ -53,4 +54,19 @@ export async function advanceCheckpoint(tx: Queryable, projection: string, from:
     [projection, from.commit.toString(), from.prepare.toString(), to.commit.toString(), to.prepare.toString(), applied],
   );
   if (result.rowCount !== 1) throw new CheckpointMovedError(projection);
+}
+
+/**
+ * Whether `projection`'s checkpoint has reached `position` (it has handled the event
+ * there), asked every `pollMs` until `boundMs` has passed: read-your-writes for what a
+ * reactor does after an append, across processes (DESIGN.md: the command returns its
+ * position and the caller waits, with a bound, until the follower has passed it).
+ */
+export async function checkpointReached(db: Queryable, projection: string, position: Position, boundMs: number, pollMs = 5): Promise<boolean> {
+  for (let waited = 0; ; waited += pollMs) {
+    const row = await readCheckpoint(db, projection);
+    if (row !== null && comparePositions(row.position, position) >= 0) return true;
+    if (waited >= boundMs) return false;
+    await sleep(pollMs);
+  }
 }

@@ -1,11 +1,42 @@
 import { PayoutEvent, payoutReservationId, RefundEvent, Refusal } from '#domain';
 import type { LedgerBook, LedgerRequest } from '../ledger';
-import type { EventStore } from '#event-store';
+import type { Pool } from 'pg';
+import type { EventStore, Position } from '#event-store';
+import { checkpointReached } from '#event-store/projections';
 import { runInvoiceCommand } from '../invoices/invoice-stream';
 
+/** The reactors that move an outcome's money: the one driver of each step below. */
+export const REFUND_OUTCOMES = 'refund_outcomes';
+export const PAYOUT_OUTCOMES = 'payout_outcomes';
+
+/** The events each of them follows. */
+export const REFUND_OUTCOME_EVENTS: readonly RefundEvent['type'][] = ['RefundSucceeded', 'RefundFailed'];
+export const PAYOUT_OUTCOME_EVENTS: readonly PayoutEvent['type'][] = ['PayoutPaid', 'PayoutRejected', 'PayoutCancelled'];
+
+/** How long an operator's answer waits for the reactor to move an outcome's money. */
+export const OUTCOME_WAIT_MS = 3_000;
+
 /**
- * Settles or releases a reservation once. Already closed (by the API's own call, or
- * an earlier run of the process manager) is done, not an error.
+ * Read-your-writes for the events a command just appended (the last at `position`):
+ * when one is an outcome, waits until its reactor has moved the money, so the next
+ * request sees it. False when that took longer than OUTCOME_WAIT_MS (no projector
+ * running): the outcome stands and the reactor moves the money when it runs.
+ */
+export async function outcomeMoved(
+  pool: Pool,
+  appended: { readonly events: readonly { type: string }[]; readonly position: Position | null },
+): Promise<boolean> {
+  const outcome = appended.events.find(
+    (e) => (REFUND_OUTCOME_EVENTS as readonly string[]).includes(e.type) || (PAYOUT_OUTCOME_EVENTS as readonly string[]).includes(e.type),
+  );
+  if (outcome === undefined || appended.position === null) return true;
+  const reactor = outcome.type.startsWith('Refund') ? REFUND_OUTCOMES : PAYOUT_OUTCOMES;
+  return checkpointReached(pool, reactor, appended.position, OUTCOME_WAIT_MS);
+}
+
+/**
+ * Settles or releases a reservation once. Already closed (an earlier run of the
+ * reactor) is done, not an error.
  */
 async function closeReservation(ledgers: LedgerBook, ledger: { accountId: string; mode: 'test' | 'live' }, request: LedgerRequest): Promise<void> {
   try {
@@ -18,8 +49,8 @@ async function closeReservation(ledgers: LedgerBook, ledger: { accountId: string
 /**
  * What a refund's outcome moves: its reserved money (succeeded: out to
  * refunds_paid; failed: back to available) and its invoice (refunded amount and
- * status, or the amount back in the remainder). Idempotent: run by the service that
- * recorded the outcome, and again by the process manager that follows the log.
+ * status, or the amount back in the remainder). Run by the refund_outcomes reactor,
+ * once per outcome event; idempotent, so a replay or a retried batch changes nothing.
  */
 export async function applyRefundOutcome(ledgers: LedgerBook, store: EventStore, event: RefundEvent): Promise<void> {
   if (event.type !== 'RefundSucceeded' && event.type !== 'RefundFailed') return;
@@ -33,7 +64,7 @@ export async function applyRefundOutcome(ledgers: LedgerBook, store: EventStore,
   await runInvoiceCommand(store, d.invoiceId, { type: 'ResolveRefund', refundId: d.refundId, outcome: succeeded ? 'succeeded' : 'failed', at: d.at });
 }
 
-/** What a finished payout moves: paid settles its reservation (net out, fee to fees), rejected and cancelled return it. Idempotent. */
+/** What a finished payout moves: paid settles its reservation (net out, fee to fees), rejected and cancelled return it. Run by the payout_outcomes reactor; idempotent. */
 export async function applyPayoutOutcome(ledgers: LedgerBook, event: PayoutEvent): Promise<void> {
   const ledger = { accountId: event.data.accountId, mode: 'live' as const };
   const reservationId = payoutReservationId(event.data.payoutId);

@@ -211,7 +211,10 @@ export class GatewayMetrics {
   readonly flowObserver: FlowObserver = {
     leftToRecovery: (flow, id, error) => {
       this.flowStepsLeftToRecovery.inc({ flow });
-      this.log?.warn({ flow, id, err: error }, 'a step after the first commit failed: answered with what was committed, the recovery finishes it');
+      this.log?.warn(
+        { flow, id, err: error },
+        'a step after the first commit is not done: answered with what was committed; the recovery worker or a reactor finishes it',
+      );
     },
   };
 

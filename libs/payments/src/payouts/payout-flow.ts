@@ -1,5 +1,5 @@
 import type { Pool } from 'pg';
-import type { EventStore } from '#event-store';
+import type { EventStore, Position } from '#event-store';
 import { handleCommand, loadState } from '#event-store';
 import {
   Payout,
@@ -17,7 +17,7 @@ import {
 import type { Kopecks } from '#ledger';
 import type { LedgerBook } from '../ledger';
 import type { PayoutAddresses } from '../merchants';
-import { applyPayoutOutcome } from '../flows/outcomes';
+import { OUTCOME_WAIT_MS, outcomeMoved, PAYOUT_OUTCOMES } from '../flows/outcomes';
 import { FlowObserver, tellLeftToRecovery } from '../flows/flow-observer';
 
 /** Where the USDT rate of a payout comes from. */
@@ -67,8 +67,8 @@ export const payoutNotFound = () => new Refusal('not_found', 'Выплата н�
  * 409/422). Steps 2 and 3 are `advance`, the one driver of a requested payout: run by
  * the request that wrote it, and by the recovery worker for any payout left at step 1;
  * a refusal the worker records (the request may have been answered with the payout)
- * rejects the payout, shown, instead. `decide` runs one command on the payout's stream
- * and moves a finished payout's reservation.
+ * rejects the payout, shown, instead. `decide` runs one command on the payout's stream;
+ * the payout_outcomes reactor moves a finished payout's reservation.
  */
 export class PayoutFlow {
   constructor(
@@ -147,30 +147,39 @@ export class PayoutFlow {
     return (await loadState<PayoutState, PayoutEvent>(this.store, payoutStreamName(payoutId), payoutDecider)).state;
   }
 
-  /** An operator transition: 404 for an unknown payout, 409 conflict when illegal from its status. */
-  transition(payoutId: number, command: Exclude<PayoutCommand, { type: 'RequestPayout' | 'RecordReservation' }>): Promise<Payout> {
-    if (!Number.isSafeInteger(payoutId) || payoutId < 1) return Promise.reject(payoutNotFound());
-    return this.run(payoutId, command);
+  /**
+   * An operator transition: 404 for an unknown payout, 409 conflict when illegal from its
+   * status. A finished payout's reservation is moved by the payout_outcomes reactor, the
+   * one driver of that step; the answer comes once it has, so the next request sees the
+   * slot and the money.
+   */
+  async transition(payoutId: number, command: Exclude<PayoutCommand, { type: 'RequestPayout' | 'RecordReservation' }>): Promise<Payout> {
+    if (!Number.isSafeInteger(payoutId) || payoutId < 1) throw payoutNotFound();
+    const decided = await this.decide(payoutId, command);
+    if (!(await outcomeMoved(this.pool, decided))) {
+      tellLeftToRecovery(
+        this.observer,
+        'payout',
+        String(payoutId),
+        new Error(`${PAYOUT_OUTCOMES} has not moved the outcome's money within ${OUTCOME_WAIT_MS} ms`),
+      );
+    }
+    return decided.state;
   }
 
   private async run(payoutId: number, command: PayoutCommand): Promise<Payout> {
     return (await this.decide(payoutId, command)).state;
   }
 
-  /** One command on the payout's stream: the state after it and the events it wrote. */
-  async decide(payoutId: number, command: PayoutCommand): Promise<{ readonly state: Payout; readonly events: readonly PayoutEvent[] }> {
+  /** One command on the payout's stream: the state after it, the events it wrote and the position of the last (null: none). */
+  async decide(
+    payoutId: number,
+    command: PayoutCommand,
+  ): Promise<{ readonly state: Payout; readonly events: readonly PayoutEvent[]; readonly position: Position | null }> {
     const result = await handleCommand(this.store, payoutStreamName(payoutId), payoutDecider, command);
     if (!result.ok) throw result.failure.code === 'conflict' ? new Refusal('conflict', result.failure.message) : payoutNotFound();
     const { state } = result;
     if (state.status === 'none') throw payoutNotFound();
-    // A finished payout frees its reservation before the answer when it can, so the next
-    // request sees the slot and the money at once; the process manager repeats it
-    // (idempotently), so a failure here still answers what was recorded.
-    try {
-      for (const event of result.events) await applyPayoutOutcome(this.ledgers, event);
-    } catch (error) {
-      tellLeftToRecovery(this.observer, 'payout', String(payoutId), error);
-    }
-    return { state, events: result.events };
+    return { state, events: result.events, position: result.position };
   }
 }

@@ -4,19 +4,20 @@ import { PAYOUT_CATEGORY, PayoutEvent, REFUND_CATEGORY, RefundEvent } from '#dom
 import { SettlePayoutOutcome } from '../payouts/settle-payout-outcome.command';
 import { SettleRefundOutcome } from '../refunds/settle-refund-outcome.command';
 import type { Reactor } from '#event-store/projections';
+import { PAYOUT_OUTCOME_EVENTS, PAYOUT_OUTCOMES, REFUND_OUTCOME_EVENTS, REFUND_OUTCOMES } from '../flows/outcomes';
 
 /**
  * A refund's outcome moves its reserved money (succeeded: out to refunds_paid; failed:
  * back to available) and settles it on the invoice (refunded amount and status, or
- * the amount back in the remainder). It follows the log from its own checkpoint, and
+ * the amount back in the remainder): the one driver of that step. It follows the log from its own checkpoint, and
  * each step decides once per refund (ledger causes `settle:`/`release:`, the invoice's
  * record of the refund), so a crash, restart or replay neither misses nor doubles one.
  * Sent as the SettleRefundOutcome command.
  */
 export function refundOutcomes(commands: CommandBus): Reactor {
   return {
-    name: 'refund_outcomes',
-    filter: { streamNamePrefixes: [`${REFUND_CATEGORY}-`], eventTypePrefixes: ['RefundSucceeded', 'RefundFailed'] },
+    name: REFUND_OUTCOMES,
+    filter: { streamNamePrefixes: [`${REFUND_CATEGORY}-`], eventTypePrefixes: REFUND_OUTCOME_EVENTS },
     async react(events: readonly RecordedEvent[]) {
       for (const recorded of events) {
         await commands.execute(new SettleRefundOutcome({ type: recorded.type, data: recorded.data } as unknown as RefundEvent));
@@ -32,8 +33,8 @@ export function refundOutcomes(commands: CommandBus): Reactor {
  */
 export function payoutOutcomes(commands: CommandBus): Reactor {
   return {
-    name: 'payout_outcomes',
-    filter: { streamNamePrefixes: [`${PAYOUT_CATEGORY}-`], eventTypePrefixes: ['PayoutPaid', 'PayoutRejected', 'PayoutCancelled'] },
+    name: PAYOUT_OUTCOMES,
+    filter: { streamNamePrefixes: [`${PAYOUT_CATEGORY}-`], eventTypePrefixes: PAYOUT_OUTCOME_EVENTS },
     async react(events: readonly RecordedEvent[]) {
       for (const recorded of events) {
         await commands.execute(new SettlePayoutOutcome({ type: recorded.type, data: recorded.data } as unknown as PayoutEvent));

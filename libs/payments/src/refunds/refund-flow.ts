@@ -22,7 +22,7 @@ import {
 import { formatMoney } from '#ledger';
 import type { LedgerBook } from '../ledger';
 import { findInvoice } from '../invoices/invoice-stream';
-import { applyRefundOutcome } from '../flows/outcomes';
+import { OUTCOME_WAIT_MS, outcomeMoved, REFUND_OUTCOMES } from '../flows/outcomes';
 import { FlowObserver, tellLeftToRecovery } from '../flows/flow-observer';
 import { invoiceOfRefund } from './refunds.read-model';
 
@@ -84,7 +84,8 @@ export const refundNotFound = () => new Refusal('invoice_not_found', 'Возвр
  *     the amount to its remainder.
  * Steps 2 and 3 are `advance`, the one driver of a granted refund: run by the request
  * that was granted, and by the recovery worker for whatever a request left undone.
- * An outcome (`run` of CompleteRefund or FailRefund) moves the money and the invoice.
+ * An outcome (`run` of CompleteRefund or FailRefund) is recorded on the refund's stream;
+ * the refund_outcomes reactor moves the money and the invoice.
  */
 export class RefundFlow {
   constructor(
@@ -186,19 +187,19 @@ export class RefundFlow {
     return grantedRefund(invoice, refundId, this.processingSeconds);
   }
 
-  /** A refund's outcome (CompleteRefund, FailRefund) on its stream; the money and the invoice follow before the answer when they can. */
-  async run(refundId: string, command: RefundCommand): Promise<Refund> {
+  /**
+   * A command on the refund's stream. An outcome's money and invoice are moved by the
+   * refund_outcomes reactor, the one driver of that step; with `awaitMoney` (an operator
+   * waiting for the answer) the answer comes once it has, so the next request sees them.
+   */
+  async run(refundId: string, command: RefundCommand, awaitMoney = false): Promise<Refund> {
     if (!REFUND_ID.test(refundId)) throw refundNotFound();
     const result = await handleCommand(this.store, refundStreamName(refundId), refundDecider, command);
     if (result.ok) {
-      // An outcome moves the money and the invoice before the answer when it can; the
-      // process manager repeats it (idempotently), so a failure here still answers what was recorded.
-      try {
-        for (const event of result.events) await applyRefundOutcome(this.ledgers, this.store, event);
-      } catch (error) {
-        tellLeftToRecovery(this.observer, 'refund', refundId, error);
-      }
       if (result.state.status === 'none') throw refundNotFound();
+      if (awaitMoney && !(await outcomeMoved(this.pool, result))) {
+        tellLeftToRecovery(this.observer, 'refund', refundId, new Error(`${REFUND_OUTCOMES} has not moved the outcome's money within ${OUTCOME_WAIT_MS} ms`));
+      }
       return result.state;
     }
     if (result.failure.code === 'conflict') throw new Refusal('conflict', result.failure.message);

@@ -19,6 +19,6 @@ export class FailRefundHandler implements ICommandHandler<FailRefund> {
   constructor(@Inject(RefundFlow) private readonly flow: RefundFlow) {}
 
   execute({ refundId, reason, now }: FailRefund): Promise<Refund> {
-    return this.flow.run(refundId, { type: 'FailRefund', at: now.toISOString(), reason });
+    return this.flow.run(refundId, { type: 'FailRefund', at: now.toISOString(), reason }, true);
   }
 }

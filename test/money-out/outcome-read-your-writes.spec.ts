@@ -1,0 +1,112 @@
+/**
+ * Read-your-writes for an outcome the operator records. The money of a refund's or a
+ * payout's outcome is moved by its reactor (refund_outcomes, payout_outcomes), the one
+ * driver of that step; the operator's answer comes once the reactor has moved it, so a
+ * request sent right after the answer (no polling) sees the money back: the same amount
+ * is granted again at once, never refused for a reservation already released.
+ */
+import { ADMIN_TOKEN, expectStatus, InvoiceGateway, Operator, orderId, poll, startInvoiceGateway } from '../support/merchant-fixtures';
+import { fund, instantMerchant, paidInvoice, PHONE, payoutAddress, transition, waitForBalance } from '../support/money-out-fixtures';
+import { RunningGateway, startGateway, startProcess } from '../support/gateway-process';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+
+describe('an outcome recorded by the operator: its money moved before the answer', () => {
+  let gw: InvoiceGateway;
+
+  beforeAll(async () => {
+    gw = await startInvoiceGateway();
+  });
+  afterAll(async () => {
+    await gw?.close();
+  });
+
+  it.each([
+    ['rejected', 'reject'],
+    ['cancelled', 'cancel'],
+  ])('a payout %s: the whole balance can be paid out again at once', async (_, outcome) => {
+    const m = await instantMerchant(gw.operator);
+    await fund(gw.operator, m, 'live', ['1000.00']);
+    const address = await payoutAddress(gw.operator, m.accountId, { method: 'sbp', account: PHONE, bank: 'Сбербанк' });
+
+    for (let round = 0; round < 5; round++) {
+      // A different amount each round: the duplicate rule (same amount within a minute) stays out of it.
+      const amount = `${1000 - round}.00`;
+      const first = await m.live.post('/v1/payouts', { amount: '1000.00', addressId: address.id, orderId: orderId(`whole-${round}`) });
+      expectStatus(first, 201);
+      expectStatus(await transition(gw.operator, first.body.id as number, outcome, { reason: 'Проверка' }), 200);
+      const again = await m.live.post('/v1/payouts', { amount, addressId: address.id, orderId: orderId(`again-${round}`) });
+      expectStatus(again, 201);
+      expectStatus(await transition(gw.operator, again.body.id as number, outcome, { reason: 'Проверка' }), 200);
+    }
+    await waitForBalance(m.live, { available: '1000.00', reserved: '0.00' });
+  });
+
+  it('a refund failed: the whole invoice can be refunded again at once', async () => {
+    const m = await instantMerchant(gw.operator);
+    const invoiceId = await paidInvoice(gw.operator, m.live, '1000.00');
+    await waitForBalance(m.live, { available: '1000.00' });
+
+    for (let round = 0; round < 5; round++) {
+      const asked = await m.live.post(`/v1/invoices/${invoiceId}/refund`, {});
+      expectStatus(asked, 202);
+      expect(asked.body).toMatchObject({ amount: '1000.00', status: 'pending' });
+      const failed = await gw.operator.http.post(`/admin/v1/refunds/${asked.body.id as string}/fail`, { reason: 'Банк отклонил возврат' });
+      expectStatus(failed, 200);
+      expect(failed.body).toMatchObject({ status: 'failed' });
+    }
+    await waitForBalance(m.live, { available: '1000.00', reserved: '0.00' });
+  });
+});
+
+describe('an outcome recorded while no projector runs (the API alone)', () => {
+  let db: TestDatabase;
+  let api: RunningGateway;
+  let operator: Operator;
+
+  beforeAll(async () => {
+    db = await createTestDatabase({ poolSize: 2 });
+    // npm run start:api with no projector: nothing moves an outcome's money until one starts.
+    api = await startGateway('api', { DATABASE_URL: db.url, ADMIN_TOKEN });
+    operator = new Operator(api.baseUrl, ADMIN_TOKEN);
+  });
+  afterAll(async () => {
+    await api?.kill();
+    await db?.drop();
+  });
+
+  const ledgerKinds = async (accountId: string): Promise<string[]> =>
+    (
+      await db.pool.query<{ kind: string }>(`SELECT data->>'kind' AS kind FROM events WHERE stream_name = $1 ORDER BY stream_revision`, [
+        `ledger-live_${accountId}`,
+      ])
+    ).rows.map((r) => r.kind);
+
+  it('answers with the outcome after the bound, says so, and the projector moves the money when it starts', async () => {
+    const m = await instantMerchant(operator);
+    const invoiceId = await paidInvoice(operator, m.live, '1000.00');
+    // The refund posts the payment's entry itself (no projector has), then reserves.
+    const asked = await m.live.post(`/v1/invoices/${invoiceId}/refund`, {});
+    expectStatus(asked, 202);
+
+    const failed = await operator.http.post(`/admin/v1/refunds/${asked.body.id as string}/fail`, { reason: 'Банк отклонил возврат' });
+    expectStatus(failed, 200);
+    expect(failed.body).toMatchObject({ id: asked.body.id, status: 'failed' });
+    await api.waitForOutput(/refund_outcomes has not moved the outcome's money within 3000 ms/);
+    expect(await ledgerKinds(m.accountId)).toEqual(['payment_recorded', 'funds_reserved']);
+
+    const projector = startProcess('projector', { DATABASE_URL: db.url });
+    try {
+      expect(
+        await poll(
+          () => ledgerKinds(m.accountId),
+          (kinds) => kinds.length === 3,
+          'the reservation released',
+        ),
+      ).toEqual(['payment_recorded', 'funds_reserved', 'reservation_released']);
+      const invoice = await m.live.get(`/v1/invoices/${invoiceId}`);
+      expect(invoice.body).toMatchObject({ status: 'paid', refundedAmount: '0.00' });
+    } finally {
+      await projector.kill();
+    }
+  });
+});
