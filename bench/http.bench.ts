@@ -1,10 +1,14 @@
-import { ChildProcess, spawn } from 'node:child_process';
+import { ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
-import { Client } from 'pg';
+import { promisify } from 'node:util';
+import { Client, Pool } from 'pg';
+import { seedHistory } from './history';
+import { REACTOR_NAMES } from '#payments/reactors';
+import { WEBHOOK_OUTBOX } from '#payments/webhooks';
 import type { BenchContext, BenchSection } from './run';
 import { repoRoot } from './paths';
 import { percentiles, sleep } from './stats';
@@ -29,9 +33,12 @@ import { fixed, integer, Table } from './table';
  * only the POST rounds; BENCH_HTTP_NODE_ARGS adds Node options to the gateway's processes
  * (e.g. `-r ./counter.js` to count statements).
  */
+const runFile = promisify(execFile);
+
 export const httpBench: BenchSection = {
   name: 'http',
-  description: 'HTTP req/s (autocannon): POST/GET /v1/invoices on the gateway vs a bare Fastify+pg service, alternating rounds, median ratios',
+  description:
+    'HTTP req/s (autocannon): POST/GET /v1/invoices on the gateway vs a bare Fastify+pg service, alternating rounds, median ratios; on an empty log, then on a seed:load history (--events, default 1,000,000)',
   run,
 };
 
@@ -352,13 +359,101 @@ export async function ownDatabase(runDatabaseUrl: string, prefix = 'bench_http')
   };
 }
 
+/**
+ * The same measurement on an empty log and on a log that already holds a history
+ * (`--events N`, default 1,000,000; 100,000 with --quick): seed:load's history, then
+ * projections:rebuild, as an operator's database is after normal use (the reactors
+ * and the outbox at its head: `followedAlready`). Flatness is the change
+ * of each median ratio between the two, in the same run.
+ */
 async function run(runContext: BenchContext): Promise<Table[]> {
-  const own = await ownDatabase(runContext.databaseUrl);
-  try {
-    return await runOn({ ...runContext, databaseUrl: own.url });
-  } finally {
-    await own.drop();
+  const histories = runContext.events.length > 0 ? runContext.events : [runContext.quick ? 100_000 : 1_000_000];
+  const measured: { logEvents: number; results: readonly TopologyResult[] }[] = [];
+  const tables: Table[] = [];
+  for (const events of [0, ...histories]) {
+    const own = await ownDatabase(runContext.databaseUrl);
+    try {
+      let env: Record<string, string> = {};
+      let logEvents = 0;
+      if (events > 0) {
+        const pool = new Pool({ connectionString: own.url, max: 8, application_name: 'gateway-bench-http-seed' });
+        try {
+          const seeded = await seedHistory(pool, events, runContext, 'http');
+          logEvents = seeded.logEvents;
+          env = { SECRETS_KEY: seeded.secretsKey };
+        } finally {
+          await pool.end();
+        }
+        runContext.progress(`http: projections:rebuild over ${logEvents} events`);
+        await runFile(process.execPath, [path.join(repoRoot(), 'dist/apps/projector/src/rebuild.js')], {
+          env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', DATABASE_URL: own.url, ...env },
+          maxBuffer: 16 * 1024 * 1024,
+        });
+        await followedAlready(own.url);
+      }
+      const result = await runOn({ ...runContext, databaseUrl: own.url }, env, logEvents);
+      measured.push({ logEvents, results: result.results });
+      tables.push(...result.tables);
+    } finally {
+      await own.drop();
+    }
   }
+  tables.push(flatness(measured));
+  return tables;
+}
+
+/**
+ * The reactors and the webhook outbox at the head of the seeded log, as in a gateway
+ * that ran along with that history: seed:load wrote their work itself (the ledger's
+ * entries, the invoices' records of refunds), and its projects have no webhook URL.
+ * Left at zero, they would re-derive it first, idempotently (minutes per 100,000
+ * events), and the rounds would measure that catch-up. The seeded events are then not
+ * in merchant_events (GET /v1/events), which the request path does not read.
+ */
+async function followedAlready(databaseUrl: string): Promise<void> {
+  const client = new Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    await client.query(
+      `WITH head AS (
+         SELECT transaction_id::text::numeric AS commit, global_position AS prepare FROM events
+         ORDER BY transaction_id DESC, global_position DESC LIMIT 1)
+       INSERT INTO projection_checkpoints (projection, commit_position, prepare_position)
+       SELECT name, head.commit, head.prepare FROM unnest($1::text[]) AS name, head
+       ON CONFLICT (projection) DO UPDATE SET commit_position = excluded.commit_position, prepare_position = excluded.prepare_position`,
+      [[...REACTOR_NAMES, WEBHOOK_OUTBOX]],
+    );
+  } finally {
+    await client.end();
+  }
+}
+
+/** Each median ratio with a history in the log against the same on an empty log (goal: within 10 %). */
+function flatness(measured: readonly { logEvents: number; results: readonly TopologyResult[] }[]): Table {
+  const empty = measured[0]!;
+  const medianRatio = (r: TopologyResult) => median(r.gateway.map((g, i) => g.perSecond / r.baseline[i]!.perSecond));
+  const rows: (string | number)[][] = [];
+  const summary = [];
+  for (const full of measured.slice(1)) {
+    for (const r of full.results) {
+      const before = empty.results.find((e) => e.topology === r.topology && e.kind === r.kind);
+      if (!before) continue;
+      const change = (medianRatio(r) / medianRatio(before) - 1) * 100;
+      const route = `${r.kind} /v1/invoices${r.kind === 'GET' ? '/{id}' : ''}`;
+      rows.push([r.topology, route, full.logEvents, fixed(2)(medianRatio(before)), fixed(2)(medianRatio(r)), `${change >= 0 ? '+' : ''}${fixed(1)(change)} %`]);
+      summary.push({
+        measure: `${route}, ${r.topology}: gw/bare with ${full.logEvents} events in the log vs empty`,
+        figure: `${fixed(2)(medianRatio(r))} vs ${fixed(2)(medianRatio(before))}`,
+        ratio: `${change >= 0 ? '+' : ''}${fixed(1)(change)} %`,
+      });
+    }
+  }
+  return {
+    title: 'HTTP request path as history grows: median gw/bare on an empty log and on a seeded one (goal: within 10 %)',
+    headers: ['topology', 'route', 'log events', 'gw/bare, empty log', 'gw/bare, with the history', 'change'],
+    rows,
+    summary,
+  };
 }
 
 interface Merchant {
@@ -390,7 +485,7 @@ const TOPOLOGIES = [
   },
 ] as const;
 
-async function runOn(context: BenchContext): Promise<Table[]> {
+async function runOn(context: BenchContext, gatewayEnv: Record<string, string>, logEvents: number): Promise<{ results: TopologyResult[]; tables: Table[] }> {
   const settings = context.quick ? QUICK : FULL;
   const notes: string[] = [];
   const db = new Client({ connectionString: context.databaseUrl, application_name: 'gateway-bench-http' });
@@ -425,7 +520,7 @@ async function runOn(context: BenchContext): Promise<Table[]> {
               name,
               script,
               // The default limits (60 requests/s per key, 3 s poll interval): not lifted.
-              { PORT: '0', DATABASE_URL: context.databaseUrl, ADMIN_TOKEN: adminToken, LOG_LEVEL: 'warn' },
+              { PORT: '0', DATABASE_URL: context.databaseUrl, ADMIN_TOKEN: adminToken, LOG_LEVEL: 'warn', ...gatewayEnv },
               [
                 ...(profiled ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(profileDir, topology.name.replace(/\W+/g, '-'))}`] : []),
                 ...(process.env.BENCH_HTTP_NODE_ARGS ?? '').split(' ').filter(Boolean),
@@ -489,7 +584,7 @@ async function runOn(context: BenchContext): Promise<Table[]> {
         }
       }
     }
-    return tables(results, settings, notes);
+    return { results, tables: tables(results, settings, notes, logEvents) };
   } finally {
     if (baseline) await baseline.stop();
     await db.query('DROP TABLE IF EXISTS bench_baseline').catch(() => undefined);
@@ -644,7 +739,8 @@ async function waitForProjections(db: Client, alive: () => void, context: BenchC
   await db.query('CHECKPOINT').catch(() => undefined);
 }
 
-function tables(results: readonly TopologyResult[], settings: Settings, notes: readonly string[]): Table[] {
+function tables(results: readonly TopologyResult[], settings: Settings, notes: readonly string[], logEvents: number): Table[] {
+  const log = logEvents === 0 ? 'an empty log' : `${logEvents} events already in the log`;
   const ms = fixed(2);
   const ratio = fixed(2);
   const cpu = (us: number) => (Number.isNaN(us) ? 'n/a' : integer(us));
@@ -682,7 +778,7 @@ function tables(results: readonly TopologyResult[], settings: Settings, notes: r
   const summary = results.map((r) => {
     const ratios = r.gateway.map((g, i) => g.perSecond / r.baseline[i]!.perSecond);
     return {
-      measure: `${r.kind} /v1/invoices${r.kind === 'GET' ? '/{id}' : ''}, ${settings.connections} conns, ${r.topology}`,
+      measure: `${r.kind} /v1/invoices${r.kind === 'GET' ? '/{id}' : ''}, ${settings.connections} conns, ${r.topology}, ${log}`,
       figure: `${integer(median(r.gateway.map((g) => g.perSecond)))} req/s`,
       p50: ms(median(r.gateway.map((g) => g.p50))),
       p99: ms(median(r.gateway.map((g) => g.p99))),
@@ -706,7 +802,7 @@ function tables(results: readonly TopologyResult[], settings: Settings, notes: r
   ];
   return [
     {
-      title: 'HTTP request path: the gateway against a bare service (autocannon on 127.0.0.1)',
+      title: `HTTP request path on ${log}: the gateway against a bare service (autocannon on 127.0.0.1)`,
       headers: [
         'topology',
         'route',

@@ -4,11 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Client, Pool } from 'pg';
-import { seedLoad } from '../apps/tools/src/seed/seed-load';
-import { loadConfig } from '#payments/composition';
-import { fixedKeys, SecretBox } from '#platform/secrets';
-import { COMMAND_SESSION_LIMITS, createPool, migrate, readBinaryCopy } from '#platform/database';
-import { allMigrations } from '#payments/composition';
+import { COMMAND_SESSION_LIMITS, createPool, readBinaryCopy } from '#platform/database';
 import { PostgresEventStore } from '#event-store';
 import { Projection, ProjectionRunner, readCheckpoint, resetProjection } from '#event-store/projections';
 import { comparePositions } from '#event-store';
@@ -16,6 +12,7 @@ import { allProjections, readModelChecksums } from '#payments/read-models';
 import type { BenchContext, BenchSection } from './run';
 import { VERIFICATION_NODE_FLAGS } from '../apps/projector/src/verification-heap';
 import { repoRoot } from './paths';
+import { seedHistory } from './history';
 import { fixed, integer, SummaryRow, Table } from './table';
 
 const run = promisify(execFile);
@@ -70,26 +67,9 @@ async function measure(context: BenchContext, events: number): Promise<{ seedTab
   const pool = createPool(database.url, { max: 20, applicationName: 'gateway-bench-rebuild', limits: COMMAND_SESSION_LIMITS });
   const store = new PostgresEventStore(pool);
   try {
-    await migrate(pool, allMigrations);
     // The commands below open the database as the gateway does: with the key the webhook secrets were sealed with.
-    const secretsKey = randomBytes(32);
-    context.progress(`rebuild: seeding a history of about ${events} events`);
-    let reported = Date.now();
-    const seeded = await seedLoad(
-      { pool, store, terms: loadConfig({}), secrets: new SecretBox(fixedKeys([secretsKey])) },
-      {
-        events,
-        seed: 'bench',
-        onProgress: (p) => {
-          if (Date.now() - reported < 10_000 && !p.done) return;
-          reported = Date.now();
-          context.progress(`rebuild: seeded ${p.eventsWritten} events (${(p.fraction * 100).toFixed(0)} %)`);
-        },
-      },
-    );
-    const logEvents = Number((await pool.query<{ n: string }>('SELECT count(*) AS n FROM events')).rows[0]!.n);
-    // What autovacuum would have done by now, so that the first rebuild does not pay for it alone.
-    await pool.query('VACUUM (ANALYZE) events');
+    const seeded = await seedHistory(pool, events, context, 'rebuild');
+    const { logEvents, secretsKey } = seeded;
 
     // Rounds: three of the floor, projections:rebuild and the verifications, in that order
     // in each round (their medians are the figures: single runs on a shared machine vary
@@ -102,7 +82,7 @@ async function measure(context: BenchContext, events: number): Promise<{ seedTab
     const rebuilds: Run[] = [];
     const ledgerVerifies: Run[] = [];
     const logVerifies: Run[] = [];
-    const env = { DATABASE_URL: database.url, SECRETS_KEY: secretsKey.toString('hex') };
+    const env = { DATABASE_URL: database.url, SECRETS_KEY: secretsKey };
     context.progress(`rebuild: the floor's plan: ${await floorPlan(pool)}`);
     let afterBaseline: unknown = null;
     for (let round = 1; round <= rounds; round++) {

@@ -6,6 +6,7 @@
  *   npm run bench -- --only event-store  one section (repeat or comma-separate for more)
  *   npm run bench -- --only rebuild --events 100000,1000000
  *                                        the sizes of the histories the rebuild section replays
+ *                                        (and the http section measures again on)
  *
  * The database: with DATABASE_URL set, a fresh database `bench_<random>` on that
  * server, dropped at the end; otherwise an embedded PostgreSQL in

@@ -11,9 +11,11 @@ import type { Reactor } from '#event-store/projections';
  * posts once per cause (`payment:<invoiceId>`), so a crash, a restart or a replay
  * never posts twice and never misses one.
  */
+export const PAYMENTS_TO_LEDGER = 'payments_to_ledger';
+
 export function paymentsToLedger(commands: CommandBus): Reactor {
   return {
-    name: 'payments_to_ledger',
+    name: PAYMENTS_TO_LEDGER,
     filter: { streamNamePrefixes: [`${INVOICE_CATEGORY}-`], eventTypePrefixes: ['InvoicePaid'] },
     async react(events: readonly RecordedEvent[]) {
       for (const recorded of events) {

@@ -179,6 +179,8 @@ export interface PlannedDelivery {
  * open write transaction would hide every newer event from every subscriber while it
  * waited on those reads).
  */
+export const WEBHOOK_OUTBOX = 'webhook_outbox';
+
 export function webhookOutbox(
   store: EventStore,
   registry: Registry,
@@ -188,7 +190,7 @@ export function webhookOutbox(
   retentionDays: number = DEFAULT_WEBHOOK_RETENTION_DAYS,
 ): Projection<PlannedDelivery[]> {
   return {
-    name: 'webhook_outbox',
+    name: WEBHOOK_OUTBOX,
     tables: [],
     filter: {
       streamNamePrefixes: [`${INVOICE_CATEGORY}-`, `${REFUND_CATEGORY}-`, `${PAYOUT_CATEGORY}-`],
