@@ -20,7 +20,7 @@ export class ErrorFilter implements ExceptionFilter {
     // Not an error: the first answer of an Idempotency-Key, sent again as it was.
     if (exception instanceof StoredAnswer) return exception.send(reply);
     const request = host.switchToHttp().getRequest<FastifyRequest>();
-    const error = toApiError(exception);
+    const error = forbiddenNameRefusal(exception, request) ?? toApiError(exception);
     if (error.status >= 500) {
       // request.log is the request's child logger: the line carries its requestId.
       (request.log ?? this.log).error({ err: exception, method: request.method, url: request.url }, 'request failed');
@@ -28,6 +28,26 @@ export class ErrorFilter implements ExceptionFilter {
     for (const [name, value] of Object.entries(error.headers)) void reply.header(name, value);
     void reply.status(error.status).header('content-type', 'application/json; charset=utf-8').send(error.body());
   }
+}
+
+/**
+ * Fastify's JSON parser refuses a `__proto__` name (or a `constructor` holding a
+ * `prototype`) anywhere in a body with the same error as broken JSON. A body that
+ * JSON.parse accepts was refused for such a name, and the client is told which rule.
+ */
+function forbiddenNameRefusal(exception: unknown, request: FastifyRequest): ApiError | null {
+  // Fastify's error, or Nest's wrapping of it (an HttpException 400: our code throws ApiError only).
+  const parserRefused =
+    (exception as { code?: unknown }).code === 'FST_ERR_CTP_INVALID_JSON_BODY' || (exception instanceof HttpException && exception.getStatus() === 400);
+  if (!parserRefused) return null;
+  const raw = (request as FastifyRequest & { rawBody?: Buffer }).rawBody;
+  if (raw === undefined || raw.length === 0) return null;
+  try {
+    JSON.parse(raw.toString('utf8'));
+  } catch {
+    return null;
+  }
+  return new ApiError(400, 'validation', 'В теле запроса есть запрещённое имя поля: __proto__ или constructor с prototype внутри', 'body');
 }
 
 /** The one place where a refusal of the gateway's decisions becomes an HTTP status (the code, message and param are the refusal's). */
