@@ -223,6 +223,10 @@ interface Round {
   readonly errors: number;
   /** Database transactions (each statement outside BEGIN..COMMIT is one) per answer, over the whole database. */
   readonly transactionsPerAnswer: number;
+  /** WAL bytes and full-page images the server wrote per answer, and blocks the database read outside shared buffers. */
+  readonly walBytesPerAnswer: number;
+  readonly fullPagesPerAnswer: number;
+  readonly blocksReadPerAnswer: number;
   /** CPU time of the server's processes per answer, in µs (user + system, until it settled). */
   readonly serverCpuPerAnswer: number;
   /** CPU time of the whole PostgreSQL server per answer, in µs (NaN when it is not a local process). */
@@ -244,10 +248,19 @@ function cannon(
 }
 
 /** Committed and rolled-back transactions of the database so far (pg_stat_database; its statistics lag by up to a second). */
-async function transactionsSoFar(db: Client): Promise<number> {
+/**
+ * The database's cumulative counters: its transactions and the blocks it read outside
+ * shared buffers (pg_stat_database), and the whole server's WAL: bytes and full-page
+ * images (pg_stat_wal; the rounds run one at a time, so the other's writes are not in them).
+ */
+async function databaseCounters(db: Client): Promise<{ transactions: number; blocksRead: number; walBytes: number; fullPages: number }> {
   await db.query('SELECT pg_stat_force_next_flush()');
-  const { rows } = await db.query<{ n: string }>('SELECT (xact_commit + xact_rollback)::text AS n FROM pg_stat_database WHERE datname = current_database()');
-  return Number(rows[0]!.n);
+  const { rows } = await db.query<{ transactions: string; blocks_read: string; wal_bytes: string; wal_fpi: string }>(
+    `SELECT (d.xact_commit + d.xact_rollback)::text AS transactions, d.blks_read::text AS blocks_read, w.wal_bytes::text AS wal_bytes, w.wal_fpi::text AS wal_fpi
+     FROM pg_stat_database d, pg_stat_wal w WHERE d.datname = current_database()`,
+  );
+  const row = rows[0]!;
+  return { transactions: Number(row.transactions), blocksRead: Number(row.blocks_read), walBytes: Number(row.wal_bytes), fullPages: Number(row.wal_fpi) };
 }
 
 /** Clock ticks per second of /proc/<pid>/stat's times (USER_HZ: 100 on Linux). */
@@ -296,7 +309,7 @@ async function postmasterOf(db: Client): Promise<number | null> {
 
 async function measureRound(target: Target, settings: Settings, db: Client, postmasterPid: number | null): Promise<Round> {
   await target.settle();
-  const transactionsBefore = await transactionsSoFar(db);
+  const before = await databaseCounters(db);
   const serverCpuBefore = cpuMillis(target.pids());
   const databaseCpuBefore = databaseCpuMillis(postmasterPid);
   const latencies: number[] = [];
@@ -310,7 +323,9 @@ async function measureRound(target: Target, settings: Settings, db: Client, post
   const [p50, p99] = percentiles(latencies, [50, 99]);
   // Until the projections have applied what the round wrote: their work is part of a request's cost.
   await target.settle();
-  const transactions = (await transactionsSoFar(db)) - transactionsBefore;
+  const after = await databaseCounters(db);
+  const transactions = after.transactions - before.transactions;
+  const perAnswer = (n: number) => (answers > 0 ? n / answers : 0);
   const serverCpu = cpuMillis(target.pids()) - serverCpuBefore;
   const databaseCpu = databaseCpuMillis(postmasterPid) - databaseCpuBefore;
   // result.duration is the run's real length (autocannon stops on its first 1 s sample after `duration`).
@@ -322,6 +337,9 @@ async function measureRound(target: Target, settings: Settings, db: Client, post
     statusCodes,
     errors: result.errors,
     transactionsPerAnswer: answers > 0 ? transactions / answers : 0,
+    walBytesPerAnswer: perAnswer(after.walBytes - before.walBytes),
+    fullPagesPerAnswer: perAnswer(after.fullPages - before.fullPages),
+    blocksReadPerAnswer: perAnswer(after.blocksRead - before.blocksRead),
     serverCpuPerAnswer: answers > 0 ? (serverCpu * 1000) / answers : 0,
     databaseCpuPerAnswer: answers > 0 ? (databaseCpu * 1000) / answers : Number.NaN,
   };
@@ -772,6 +790,9 @@ function tables(results: readonly TopologyResult[], settings: Settings, notes: r
       integer(median(r.baseline.map((b) => b.serverCpuPerAnswer))),
       cpu(median(r.gateway.map((g) => g.databaseCpuPerAnswer))),
       cpu(median(r.baseline.map((b) => b.databaseCpuPerAnswer))),
+      `${integer(median(r.gateway.map((g) => g.walBytesPerAnswer)))} / ${integer(median(r.baseline.map((b) => b.walBytesPerAnswer)))}`,
+      `${fixed(2)(median(r.gateway.map((g) => g.fullPagesPerAnswer)))} / ${fixed(2)(median(r.baseline.map((b) => b.fullPagesPerAnswer)))}`,
+      `${fixed(2)(median(r.gateway.map((g) => g.blocksReadPerAnswer)))} / ${fixed(2)(median(r.baseline.map((b) => b.blocksReadPerAnswer)))}`,
       codes(r.gateway),
     ];
   });
@@ -798,6 +819,8 @@ function tables(results: readonly TopologyResult[], settings: Settings, notes: r
     "  counted until the gateway's projections have applied the round's events.",
     "  cpu µs/req: user + system CPU time of the server's own processes (the gateway's, or the API's and the projector's) per answer,",
     '  and of the whole PostgreSQL server (db cpu), over the round until the projections caught up (/proc; robust to a busy machine).',
+    "  WAL B/req, full pages/req: the server's WAL bytes and full-page images (pg_stat_wal) per answer; blocks read/req: blocks the",
+    '  database read from outside shared buffers (pg_stat_database.blks_read) per answer; same span as db tx/req.',
     ...notes.map((n) => `  ! ${n}`),
   ];
   return [
@@ -819,6 +842,9 @@ function tables(results: readonly TopologyResult[], settings: Settings, notes: r
         'bare cpu µs/req',
         'gw db cpu µs/req',
         'bare db cpu µs/req',
+        'WAL B/req gw / bare',
+        'full pages/req gw / bare',
+        'blocks read/req gw / bare',
         'gw status codes',
       ],
       rows,
