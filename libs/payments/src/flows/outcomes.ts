@@ -4,6 +4,7 @@ import type { Pool } from 'pg';
 import type { EventStore, Position } from '#event-store';
 import { checkpointReached } from '#event-store/projections';
 import { runInvoiceCommand } from '../invoices/invoice-stream';
+import { FlowObserver, tellLeftToRecovery } from './flow-observer';
 
 /** The reactors that move an outcome's money: the one driver of each step below. */
 export const REFUND_OUTCOMES = 'refund_outcomes';
@@ -19,19 +20,23 @@ export const OUTCOME_WAIT_MS = 3_000;
 /**
  * Read-your-writes for the events a command just appended (the last at `position`):
  * when one is an outcome, waits until its reactor has moved the money, so the next
- * request sees it. False when that took longer than OUTCOME_WAIT_MS (no projector
- * running): the outcome stands and the reactor moves the money when it runs.
+ * request sees it. Past OUTCOME_WAIT_MS (no projector running) the observer is told and
+ * the caller answers: the outcome stands, and the reactor moves the money when it runs.
  */
-export async function outcomeMoved(
+export async function awaitOutcomeMoved(
   pool: Pool,
   appended: { readonly events: readonly { type: string }[]; readonly position: Position | null },
-): Promise<boolean> {
+  observer: FlowObserver,
+  flow: 'refund' | 'payout',
+  id: string,
+): Promise<void> {
   const outcome = appended.events.find(
     (e) => (REFUND_OUTCOME_EVENTS as readonly string[]).includes(e.type) || (PAYOUT_OUTCOME_EVENTS as readonly string[]).includes(e.type),
   );
-  if (outcome === undefined || appended.position === null) return true;
+  if (outcome === undefined || appended.position === null) return;
   const reactor = outcome.type.startsWith('Refund') ? REFUND_OUTCOMES : PAYOUT_OUTCOMES;
-  return checkpointReached(pool, reactor, appended.position, OUTCOME_WAIT_MS);
+  if (await checkpointReached(pool, reactor, appended.position, OUTCOME_WAIT_MS)) return;
+  tellLeftToRecovery(observer, flow, id, new Error(`${reactor} has not moved the outcome's money within ${OUTCOME_WAIT_MS} ms`));
 }
 
 /**

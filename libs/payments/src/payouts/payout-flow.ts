@@ -17,7 +17,7 @@ import {
 import type { Kopecks } from '#ledger';
 import type { LedgerBook } from '../ledger';
 import type { PayoutAddresses } from '../merchants';
-import { OUTCOME_WAIT_MS, outcomeMoved, PAYOUT_OUTCOMES } from '../flows/outcomes';
+import { awaitOutcomeMoved } from '../flows/outcomes';
 import { FlowObserver, tellLeftToRecovery } from '../flows/flow-observer';
 
 /** Where the USDT rate of a payout comes from. */
@@ -156,14 +156,7 @@ export class PayoutFlow {
   async transition(payoutId: number, command: Exclude<PayoutCommand, { type: 'RequestPayout' | 'RecordReservation' }>): Promise<Payout> {
     if (!Number.isSafeInteger(payoutId) || payoutId < 1) throw payoutNotFound();
     const decided = await this.decide(payoutId, command);
-    if (!(await outcomeMoved(this.pool, decided))) {
-      tellLeftToRecovery(
-        this.observer,
-        'payout',
-        String(payoutId),
-        new Error(`${PAYOUT_OUTCOMES} has not moved the outcome's money within ${OUTCOME_WAIT_MS} ms`),
-      );
-    }
+    await awaitOutcomeMoved(this.pool, decided, this.observer, 'payout', String(payoutId));
     return decided.state;
   }
 

@@ -22,8 +22,8 @@ import {
 import { formatMoney } from '#ledger';
 import type { LedgerBook } from '../ledger';
 import { findInvoice } from '../invoices/invoice-stream';
-import { OUTCOME_WAIT_MS, outcomeMoved, REFUND_OUTCOMES } from '../flows/outcomes';
-import { FlowObserver, tellLeftToRecovery } from '../flows/flow-observer';
+import { awaitOutcomeMoved } from '../flows/outcomes';
+import type { FlowObserver } from '../flows/flow-observer';
 import { invoiceOfRefund } from './refunds.read-model';
 
 const ALPHABET = '0123456789abcdefghijklmnopqrstuvwxyz';
@@ -197,9 +197,7 @@ export class RefundFlow {
     const result = await handleCommand(this.store, refundStreamName(refundId), refundDecider, command);
     if (result.ok) {
       if (result.state.status === 'none') throw refundNotFound();
-      if (awaitMoney && !(await outcomeMoved(this.pool, result))) {
-        tellLeftToRecovery(this.observer, 'refund', refundId, new Error(`${REFUND_OUTCOMES} has not moved the outcome's money within ${OUTCOME_WAIT_MS} ms`));
-      }
+      if (awaitMoney) await awaitOutcomeMoved(this.pool, result, this.observer, 'refund', refundId);
       return result.state;
     }
     if (result.failure.code === 'conflict') throw new Refusal('conflict', result.failure.message);
