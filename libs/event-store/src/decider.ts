@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { newEventId } from './event-ids';
 import type { Decider } from '#domain';
 import {
   DuplicateEventIdError,
@@ -230,7 +230,7 @@ async function decideAndAppend<State, Command, Event extends { type: string; dat
       return { ok: true, state: loaded.state, events: [], revision: loaded.revision, position: null, attempts: attempt };
     }
     const toAppend: EventToAppend[] = decision.map((event, i) => ({
-      id: options.eventId ? options.eventId(event, i) : randomUUID(),
+      id: options.eventId ? options.eventId(event, i) : newEventId(),
       type: event.type,
       data: event.data,
       metadata: options.metadata,
