@@ -13,7 +13,7 @@ import {
   projectionLeasesMigration,
   projectionsMigration,
 } from '#event-store/projections';
-import { streamCatalogMigration } from '../streams/stream-catalog.read-model';
+import { streamCatalogMigration, streamCatalogOneIndexMigration } from '../streams/stream-catalog.read-model';
 import { manualClockMigration } from '#platform/clock';
 import { snapshotsMigration } from '#event-store/postgres';
 import {
@@ -96,4 +96,5 @@ export const allMigrations: readonly Migration[] = [
   balanceTransactionsMigration,
   webhookEndpointHealthMigration,
   readModelRowsMigration,
+  streamCatalogOneIndexMigration,
 ];
