@@ -5,10 +5,9 @@
  * request sent right after the answer (no polling) sees the money back: the same amount
  * is granted again at once, never refused for a reservation already released.
  */
-import { ADMIN_TOKEN, expectStatus, InvoiceGateway, Operator, orderId, poll, startInvoiceGateway } from '../support/merchant-fixtures';
+import { expectStatus, InvoiceGateway, orderId, poll, startInvoiceGateway } from '../support/merchant-fixtures';
 import { fund, instantMerchant, paidInvoice, PHONE, payoutAddress, transition, waitForBalance } from '../support/money-out-fixtures';
-import { RunningGateway, startGateway, startProcess } from '../support/gateway-process';
-import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { startProcess } from '../support/gateway-process';
 
 describe('an outcome recorded by the operator: its money moved before the answer', () => {
   let gw: InvoiceGateway;
@@ -59,42 +58,37 @@ describe('an outcome recorded by the operator: its money moved before the answer
 });
 
 describe('an outcome recorded while no projector runs (the API alone)', () => {
-  let db: TestDatabase;
-  let api: RunningGateway;
-  let operator: Operator;
+  let alone: InvoiceGateway;
 
   beforeAll(async () => {
-    db = await createTestDatabase({ poolSize: 2 });
     // npm run start:api with no projector: nothing moves an outcome's money until one starts.
-    api = await startGateway('api', { DATABASE_URL: db.url, ADMIN_TOKEN });
-    operator = new Operator(api.baseUrl, ADMIN_TOKEN);
+    alone = await startInvoiceGateway({}, 'api');
   });
   afterAll(async () => {
-    await api?.kill();
-    await db?.drop();
+    await alone?.close();
   });
 
   const ledgerKinds = async (accountId: string): Promise<string[]> =>
     (
-      await db.pool.query<{ kind: string }>(`SELECT data->>'kind' AS kind FROM events WHERE stream_name = $1 ORDER BY stream_revision`, [
+      await alone.db.pool.query<{ kind: string }>(`SELECT data->>'kind' AS kind FROM events WHERE stream_name = $1 ORDER BY stream_revision`, [
         `ledger-live_${accountId}`,
       ])
     ).rows.map((r) => r.kind);
 
   it('answers with the outcome after the bound, says so, and the projector moves the money when it starts', async () => {
-    const m = await instantMerchant(operator);
-    const invoiceId = await paidInvoice(operator, m.live, '1000.00');
+    const m = await instantMerchant(alone.operator);
+    const invoiceId = await paidInvoice(alone.operator, m.live, '1000.00');
     // The refund posts the payment's entry itself (no projector has), then reserves.
     const asked = await m.live.post(`/v1/invoices/${invoiceId}/refund`, {});
     expectStatus(asked, 202);
 
-    const failed = await operator.http.post(`/admin/v1/refunds/${asked.body.id as string}/fail`, { reason: 'Банк отклонил возврат' });
+    const failed = await alone.operator.http.post(`/admin/v1/refunds/${asked.body.id as string}/fail`, { reason: 'Банк отклонил возврат' });
     expectStatus(failed, 200);
     expect(failed.body).toMatchObject({ id: asked.body.id, status: 'failed' });
-    await api.waitForOutput(/refund_outcomes has not moved the outcome's money within 3000 ms/);
+    await alone.gateway.waitForOutput(/refund_outcomes has not moved the outcome's money within 3000 ms/);
     expect(await ledgerKinds(m.accountId)).toEqual(['payment_recorded', 'funds_reserved']);
 
-    const projector = startProcess('projector', { DATABASE_URL: db.url });
+    const projector = startProcess('projector', { DATABASE_URL: alone.db.url });
     try {
       expect(
         await poll(

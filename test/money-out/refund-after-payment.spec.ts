@@ -4,26 +4,23 @@
  * the process manager's post is a repeat later) and is accepted. The API runs alone
  * here, with no projector at all, so nothing else records the payment.
  */
-import { createTestDatabase, TestDatabase } from '../support/test-database';
-import { startGateway, RunningGateway } from '../support/gateway-process';
-import { ADMIN_TOKEN, expectStatus, Operator } from '../support/merchant-fixtures';
+import type { TestDatabase } from '../support/test-database';
+import { expectStatus, InvoiceGateway, Operator, startInvoiceGateway } from '../support/merchant-fixtures';
 import { instantMerchant, paidInvoice } from '../support/money-out-fixtures';
 
 describe('a refund right after the payment', () => {
+  let alone: InvoiceGateway;
   let db: TestDatabase;
-  let api: RunningGateway;
   let operator: Operator;
 
   beforeAll(async () => {
-    db = await createTestDatabase({ poolSize: 2 });
     // The API process alone (npm run start:api): no process manager records payments, no worker releases holds.
     // CLOCK=manual: the last test moves time past a hold.
-    api = await startGateway('api', { DATABASE_URL: db.url, ADMIN_TOKEN, CLOCK: 'manual' });
-    operator = new Operator(api.baseUrl, ADMIN_TOKEN);
+    alone = await startInvoiceGateway({ CLOCK: 'manual' }, 'api');
+    ({ db, operator } = alone);
   });
   afterAll(async () => {
-    await api?.kill();
-    await db?.drop();
+    await alone?.close();
   });
 
   it('is accepted (202) when the hold is over, though no projector recorded the payment yet', async () => {

@@ -134,7 +134,7 @@ export class Operator {
   }
 }
 
-/** A gateway (API + projector + workers) on a fresh migrated database of its own. */
+/** A gateway (API + projector + workers; `start:api` alone with entry 'api') on a fresh migrated database of its own. */
 export interface InvoiceGateway {
   readonly gateway: RunningGateway;
   readonly db: TestDatabase;
@@ -145,11 +145,11 @@ export interface InvoiceGateway {
 
 export const ADMIN_TOKEN = 'operator-token-for-invoice-tests-0042';
 
-export async function startInvoiceGateway(env: Record<string, string> = {}): Promise<InvoiceGateway> {
+export async function startInvoiceGateway(env: Record<string, string> = {}, entry: 'gateway' | 'api' = 'gateway'): Promise<InvoiceGateway> {
   const db = await createTestDatabase({ poolSize: 2 });
   let gateway: RunningGateway;
   try {
-    gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN, ...env });
+    gateway = await startGateway(entry, { DATABASE_URL: db.url, ADMIN_TOKEN, ...env });
   } catch (error) {
     await db.drop();
     throw error;
