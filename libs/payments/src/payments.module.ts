@@ -36,9 +36,9 @@ import { GetLogCheckpointHandler } from './audit/get-log-checkpoint.query';
 import { GetLedgerHistoryHandler } from './ledger/get-ledger-history.query';
 import { ListAccountsHandler, ListProjectsOfAccountHandler } from './merchants/list-accounts.query';
 import { GetProjectionLagHandler } from './observability/get-projection-lag.query';
-import { ListMerchantEventsHandler } from './events/merchant-events';
+import { ListMerchantEventsHandler } from './events/list-merchant-events.query';
 import { ListBalanceTransactionsHandler } from './ledger/balance-transactions.query';
-import { EnableWebhookEndpointHandler } from './webhooks/endpoint-health';
+import { EnableWebhookEndpointHandler } from './webhooks/enable-webhook-endpoint.command';
 
 /** The command handlers of the library: the use cases the projector's reactors drive (the API's are in its use-case folders). */
 export const COMMAND_HANDLERS: readonly Type[] = [

@@ -1,1 +1,2 @@
 export * from './merchant-events';
+export * from './list-merchant-events.query';

@@ -9,3 +9,4 @@ export * from './resend-webhook-delivery.command';
 export * from './retention.worker';
 export * from './webhook-address';
 export * from './endpoint-health';
+export * from './enable-webhook-endpoint.command';

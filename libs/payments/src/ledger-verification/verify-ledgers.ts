@@ -1,0 +1,588 @@
+import { isDeepStrictEqual } from 'node:util';
+import { inTransaction } from '#platform/database';
+import type { Pool } from 'pg';
+import type { EventStore, Position, RecordedEvent } from '#event-store';
+import { comparePositions, ForwardedEvent, repeatedDataFields } from '#event-store';
+import {
+  checkLedgerSnapshot,
+  entryViolations,
+  Balances,
+  LEDGER_ACCOUNTS,
+  LEDGER_CATEGORY,
+  LEDGER_FOLD_VERSION,
+  LedgerEntryPostedData,
+  ledgerEntryId,
+  ledgerIdFromStream,
+  LedgerReplay,
+  LedgerState,
+  recentCausesFrom,
+  recentCausesOf,
+} from '#ledger';
+import { readCheckpoint } from '#event-store/projections';
+
+export interface VerifyProblem {
+  readonly ledger: string;
+  readonly kind:
+    | 'invariant'
+    | 'duplicate_cause'
+    | 'duplicate_entry'
+    | 'revision_gap'
+    | 'balance_differs'
+    | 'entry_count_differs'
+    | 'missing_in_read_model'
+    | 'unknown_in_read_model'
+    | 'snapshot_differs';
+  readonly detail: string;
+}
+
+export interface VerifyReport {
+  readonly ledgers: number;
+  readonly entries: number;
+  readonly eventsRead: number;
+  /** Stored ledger snapshots of the current fold version, each compared with the ledger re-folded to its revision. */
+  readonly snapshotsChecked: number;
+  readonly comparedAt: Position | null;
+  readonly problems: readonly VerifyProblem[];
+  /** Facts worth printing that are not differences (e.g. the read model lagging the log). */
+  readonly notes: readonly string[];
+}
+
+/** What pass 2 keeps of a ledger for the comparison with the read model. */
+interface Replayed {
+  /** The balances as of the read model's checkpoint. */
+  atCheckpoint: Balances;
+  entriesAtCheckpoint: number;
+}
+
+/** Ledger events per page of the log (pass 1) and of a ledger's stream (pass 2). */
+const PAGE = 2_000;
+/** Ledgers whose streams are read (and held in memory) at once in passes 2 and 3. */
+const LEDGERS_AT_ONCE = 4;
+
+/**
+ * Replays every ledger from the global log, checks every invariant after every
+ * entry (each entry balances, no merchant account below zero, all accounts sum to
+ * zero, open holds and reservations match pending and reserved, no cause or entry
+ * posted twice, no revision gap), compares every stored snapshot with the ledger
+ * re-folded to its revision, and compares the ledgers as of the ledger projection's
+ * checkpoint with its tables, read in one snapshot.
+ *
+ * Memory does not grow with the length of the log: pass 1 follows the ledger events of
+ * the log only to learn which ledgers there are and how far each goes; pass 2 replays
+ * each ledger from its own stream, a few ledgers at once, and checks everything a
+ * ledger's history decides (invariants, revisions, causes and entry ids twice,
+ * snapshots, the balances as of the checkpoint), holding one ledger's causes at a time.
+ * Entry ids are derived from the ledger and the cause, so with no cause twice within
+ * each ledger no two entries share an id; ids that are not so derived (none in a log
+ * the gateway wrote) are looked for in every ledger by pass 3, which runs only then.
+ *
+ * With `inLogOrder` (ledger:verify on PostgreSQL, decision 0123) there are no passes:
+ * the ledger events come from the one read of the log that also recomputes its hash
+ * chains, and every ledger is checked at once as they come (memory: one state per
+ * ledger, not per entry); the causes and entry ids used twice are found by the database
+ * (repeatedDataFields) up to the same position, not by sets of every one seen.
+ */
+export async function verifyLedgers(
+  pool: Pool,
+  store: EventStore,
+  options: {
+    onProgress?: (eventsRead: number, fraction: number) => void;
+    /**
+     * Which ledgers there are and up to which revision, as pass 1 would learn them from
+     * the log (PostgreSQL: lastRevisionsOfType, one statement): pass 1 is then skipped.
+     */
+    ledgerHeads?: () => Promise<ReadonlyMap<string, bigint>>;
+    /**
+     * The ledger events as a read of the whole log in log order meets them (PostgreSQL:
+     * the chain verification's read, decision 0123): every ledger is then replayed from
+     * that one read, all at once, instead of each from its own stream; repeated causes and
+     * entry ids are found by the store (ledgerRepeats), not in memory.
+     */
+    inLogOrder?: LedgerEntriesInLogOrder;
+  } = {},
+): Promise<VerifyReport> {
+  const problems: VerifyProblem[] = [];
+  const notes: string[] = [];
+
+  // The read model and its checkpoint, as of one instant.
+  const { checkpoint, balances, counts } = await inTransaction(
+    pool,
+    async (snapshot) => ({
+      checkpoint: (await readCheckpoint(snapshot, 'ledger'))?.position ?? { commit: 0n, prepare: 0n },
+      balances: (
+        await snapshot.query<{ account_id: string; mode: string; account: string; balance: string }>(
+          'SELECT account_id, mode, account, balance FROM ledger_balances',
+        )
+      ).rows,
+      counts: (
+        await snapshot.query<{ account_id: string; mode: string; n: string }>('SELECT account_id, mode, count(*) AS n FROM ledger_entries GROUP BY 1, 2')
+      ).rows,
+    }),
+    { isolation: 'REPEATABLE READ', readOnly: true },
+  );
+
+  // The stored snapshots (a cache the loader checks; here each is compared with the
+  // re-folded ledger): their revisions now, each one's state when its ledger is replayed.
+  const snapshotRows = (
+    await pool.query<{ stream_name: string; revision: string; schema_version: number }>(
+      `SELECT stream_name, revision, schema_version FROM aggregate_snapshots WHERE stream_name LIKE '${LEDGER_CATEGORY}-%'`,
+    )
+  ).rows;
+  const snapshots = new Map<string, bigint>();
+  for (const row of snapshotRows) {
+    if (row.schema_version === LEDGER_FOLD_VERSION) snapshots.set(row.stream_name, BigInt(row.revision));
+  }
+  const staleSnapshots = snapshotRows.length - snapshots.size;
+  if (staleSnapshots > 0) {
+    notes.push(`${staleSnapshots} ledger snapshot(s) of another fold version: ignored when their ledger is loaded, not compared`);
+  }
+  const snapshotsChecked = snapshots.size;
+
+  const head = await store.headPosition();
+  if (head && comparePositions(checkpoint, head) < 0) {
+    notes.push(
+      `the ledger projection is at ${checkpoint.commit}/${checkpoint.prepare}, the log at ${head.commit}/${head.prepare}: the read model is compared as of its checkpoint`,
+    );
+  }
+
+  let eventsRead = 0;
+  let entries = 0;
+  const ledgers = new Map<string, Replayed>();
+  const checkOf = (name: string, trackRepeats: boolean, snapshot: StoredSnapshot | null) =>
+    new LedgerHistoryCheck(name, checkpoint, snapshot, trackRepeats ? { causes: new Set(), ids: new Set() } : null, trackRepeats ? underivedIds : null);
+  /** Entry ids not derived from their ledger and cause: looked for in every ledger by pass 3. */
+  const underivedIds = new Set<string>();
+  const finishLedger = (check: LedgerHistoryCheck) => {
+    entries += check.entries;
+    ledgers.set(check.name, check.finish());
+    return check.problems;
+  };
+
+  if (options.inLogOrder) {
+    // Every ledger replayed at once from one read of the log in log order (decision 0123).
+    const { follow } = options.inLogOrder;
+    const states = await snapshotsCheckedWithTheirWindows(pool);
+    const upTo = head ?? { commit: 0n, prepare: 0n };
+    const checks = new Map<string, LedgerHistoryCheck>();
+    const repeats = ledgerRepeats(pool, upTo);
+    repeats.catch(() => undefined);
+    await follow(upTo, (batch) => {
+      for (const entry of batch) {
+        let check = checks.get(entry.streamName);
+        if (check === undefined) {
+          const snapshot = snapshots.has(entry.streamName) ? (states.get(entry.streamName) ?? null) : null;
+          check = new LedgerHistoryCheck(entry.streamName, checkpoint, snapshot, null, null, { recentCauses: false });
+          checks.set(entry.streamName, check);
+        }
+        eventsRead++;
+        check.entry(entry.revision, entry.position, entry.data);
+      }
+      const last = batch[batch.length - 1];
+      if (last && head && head.prepare > 0n) options.onProgress?.(eventsRead, Math.min(1, Number(last.position.prepare) / Number(head.prepare)));
+    });
+    for (const [name, revision] of snapshots) {
+      if (!checks.has(name)) {
+        problems.push({ ledger: name, kind: 'snapshot_differs', detail: `snapshot at revision ${revision}, but the stream has no entry` });
+      }
+    }
+    for (const check of checks.values()) problems.push(...finishLedger(check));
+    problems.push(...(await repeats));
+  } else {
+    await replayEachLedger();
+  }
+
+  async function replayEachLedger(): Promise<void> {
+    // Pass 1: the ledger events of the log, in order: which ledgers, and up to which revision.
+    const lastRevisions = new Map<string, bigint>();
+    if (options.ledgerHeads) {
+      for (const [name, revision] of await options.ledgerHeads()) lastRevisions.set(name, revision);
+    } else {
+      await followLedgerEvents();
+    }
+    async function followLedgerEvents(): Promise<void> {
+      const subscription = store.subscribeToAll({
+        filter: { streamNamePrefixes: [`${LEDGER_CATEGORY}-`], eventTypePrefixes: ['LedgerEntryPosted'] },
+        maxBatchSize: PAGE,
+      });
+      try {
+        for await (const batch of subscription) {
+          for (const event of batch.events) {
+            // The filter takes types by prefix: exactly LedgerEntryPosted here.
+            if (event.type !== 'LedgerEntryPosted') continue;
+            eventsRead++;
+            const last = lastRevisions.get(event.streamName);
+            if (last === undefined || event.revision > last) lastRevisions.set(event.streamName, event.revision);
+          }
+          const fraction = head && head.prepare > 0n ? Number(batch.checkpoint.prepare) / Number(head.prepare) : 1;
+          options.onProgress?.(eventsRead, Math.min(1, fraction) / 3);
+          if (batch.caughtUp) break;
+        }
+      } finally {
+        await subscription.unsubscribe();
+      }
+    }
+    for (const [name, revision] of snapshots) {
+      if (!lastRevisions.has(name)) {
+        problems.push({ ledger: name, kind: 'snapshot_differs', detail: `snapshot at revision ${revision}, but the stream has no entry` });
+      }
+    }
+
+    // Pass 2: each ledger replayed from its own stream up to what pass 1 saw, a few at once.
+    const names = [...lastRevisions.keys()];
+    const found: VerifyProblem[][] = names.map(() => []);
+    let ledgersDone = 0;
+    const eachLedger = async (visit: (name: string, index: number) => Promise<void>, from: number, to: number) => {
+      let next = 0;
+      const worker = async () => {
+        while (next < names.length) {
+          const index = next++;
+          await visit(names[index]!, index);
+          ledgersDone++;
+          options.onProgress?.(eventsRead, Math.min(1, from + ((to - from) * ledgersDone) / names.length));
+        }
+      };
+      ledgersDone = 0;
+      await Promise.all(Array.from({ length: Math.min(LEDGERS_AT_ONCE, names.length) }, worker));
+    };
+    /** The ledger's entries up to revision `upTo`, in pages. */
+    async function* entriesOf(name: string, upTo: bigint): AsyncGenerator<{ event: RecordedEvent; data: LedgerEntryPostedData }> {
+      for (let from = 0n; from <= upTo;) {
+        const page = await store.readStream(name, { fromRevision: from, maxCount: PAGE });
+        for (const event of page) {
+          if (event.revision > upTo) return;
+          if (event.type === 'LedgerEntryPosted') yield { event, data: event.data as unknown as LedgerEntryPostedData };
+        }
+        if (page.length < PAGE) return;
+        from = page[page.length - 1]!.revision + 1n;
+      }
+    }
+
+    await eachLedger(
+      async (name, index) => {
+        const snapshotRevision = snapshots.get(name);
+        const snapshot =
+          snapshotRevision === undefined
+            ? null
+            : ((
+                await pool.query<{ revision: string; state: unknown }>(
+                  'SELECT revision, state FROM aggregate_snapshots WHERE stream_name = $1 AND schema_version = $2',
+                  [name, LEDGER_FOLD_VERSION],
+                )
+              ).rows.map((r) => ({ revision: BigInt(r.revision), stored: r.state }))[0] ?? null);
+        const check = checkOf(name, true, snapshot);
+        for await (const { event, data } of entriesOf(name, lastRevisions.get(name)!)) {
+          eventsRead++;
+          check.entry(event.revision, event.position, data);
+        }
+        found[index] = finishLedger(check);
+      },
+      1 / 3,
+      1,
+    );
+    problems.push(...found.flat());
+
+    // Pass 3, only for entry ids not derived from their ledger and cause: every occurrence in
+    // any ledger after the first in the log, unless pass 2 reported it (a repeat within one ledger).
+    if (underivedIds.size > 0) {
+      const occurrences = new Map<string, { ledger: string; position: Position }[]>();
+      await eachLedger(
+        async (name) => {
+          for await (const { event, data } of entriesOf(name, lastRevisions.get(name)!)) {
+            if (!underivedIds.has(data.entryId)) continue;
+            const list = occurrences.get(data.entryId) ?? [];
+            list.push({ ledger: name, position: event.position });
+            occurrences.set(data.entryId, list);
+          }
+        },
+        1,
+        1,
+      );
+      for (const [entryId, list] of occurrences) problems.push(...repeatedAcrossLedgers(entryId, list));
+    }
+  }
+
+  // Compare, both ways, with the read model.
+  const key = (accountId: string, mode: string) => `${LEDGER_CATEGORY}-${mode}_${accountId}`;
+  const stored = new Map<string, Map<string, bigint>>();
+  for (const row of balances) {
+    const name = key(row.account_id, row.mode);
+    if (!stored.has(name)) stored.set(name, new Map());
+    stored.get(name)!.set(row.account, BigInt(row.balance));
+  }
+  const storedCounts = new Map(counts.map((r) => [key(r.account_id, r.mode), Number(r.n)]));
+
+  for (const [name, replayed] of ledgers) {
+    if (!ledgerIdFromStream(name)) continue;
+    const row = stored.get(name);
+    if (replayed.entriesAtCheckpoint === 0) continue;
+    if (!row) {
+      problems.push({ ledger: name, kind: 'missing_in_read_model', detail: 'no balances in the read model' });
+      continue;
+    }
+    for (const account of LEDGER_ACCOUNTS) {
+      const expected = BigInt(replayed.atCheckpoint[account]);
+      const actual = row.get(account) ?? 0n;
+      if (expected !== actual) {
+        problems.push({ ledger: name, kind: 'balance_differs', detail: `${account}: log says ${expected}, read model says ${actual}` });
+      }
+    }
+    const n = storedCounts.get(name) ?? 0;
+    if (n !== replayed.entriesAtCheckpoint) {
+      problems.push({ ledger: name, kind: 'entry_count_differs', detail: `log has ${replayed.entriesAtCheckpoint} entries, read model ${n}` });
+    }
+  }
+  for (const name of new Set([...stored.keys(), ...storedCounts.keys()])) {
+    if (!ledgers.has(name)) problems.push({ ledger: name, kind: 'unknown_in_read_model', detail: 'the read model has a ledger the log does not' });
+  }
+
+  return { ledgers: ledgers.size, entries, eventsRead, snapshotsChecked, comparedAt: checkpoint, problems, notes };
+}
+
+/** A ledger entry as a read of the log in log order meets it. */
+export interface LoggedLedgerEntry {
+  readonly streamName: string;
+  readonly revision: bigint;
+  readonly position: Position;
+  readonly data: LedgerEntryPostedData;
+}
+
+/** Events handed on by the log verification (`forward`) as the ledger entries they are (their data parsed). */
+export const ledgerEntriesOf = (events: readonly ForwardedEvent[]): LoggedLedgerEntry[] =>
+  events.map((e) => ({
+    streamName: e.streamName,
+    revision: e.revision,
+    position: { commit: BigInt(e.commit), prepare: BigInt(e.prepare) },
+    data: JSON.parse(e.dataJson) as LedgerEntryPostedData,
+  }));
+
+/** The ledger events of the log in log order, up to `upTo`: `follow` hands them to `feed` page by page and settles after the last. */
+export interface LedgerEntriesInLogOrder {
+  follow(upTo: Position, feed: (entries: readonly LoggedLedgerEntry[]) => void): Promise<void>;
+}
+
+/** A stored ledger snapshot of the current fold version: its revision and what is stored. */
+interface StoredSnapshot {
+  readonly revision: bigint;
+  readonly stored: unknown;
+  /**
+   * Checked when it was loaded, against the log (snapshotsCheckedWithTheirWindows):
+   * `stored` is then without its window of recent causes, which was compared with the
+   * window the log gives; the rest is compared with the ledger replayed without one.
+   */
+  readonly loaded?: { readonly checkProblems: readonly string[]; readonly windowMatches: boolean };
+}
+
+/** Snapshots read, checked and their windows taken from the log at once. */
+const SNAPSHOTS_AT_ONCE = 50;
+
+/**
+ * The stored ledger snapshots of the current fold version, each checked as it is read
+ * (checkLedgerSnapshot, with its stream's entry at its revision) and its window of
+ * recent causes compared with the one the log gives at its revision (recentCausesOf
+ * the causes of the entries the window holds, read by the stream's index), then kept
+ * without that window: what ledger:verify in log order needs to compare each snapshot
+ * with a ledger replayed without windows (decision 0123), read SNAPSHOTS_AT_ONCE at a
+ * time, so that no window of causes is held for the whole replay.
+ */
+async function snapshotsCheckedWithTheirWindows(pool: Pool): Promise<Map<string, StoredSnapshot>> {
+  const checked = new Map<string, StoredSnapshot>();
+  for (let after = ''; ;) {
+    const rows = (
+      await pool.query<{ stream_name: string; revision: string; state: unknown; entry: unknown }>(
+        `SELECT s.stream_name, s.revision, s.state, e.data AS entry FROM aggregate_snapshots s
+         LEFT JOIN events e ON e.stream_name = s.stream_name AND e.stream_revision = s.revision
+         WHERE s.stream_name LIKE '${LEDGER_CATEGORY}-%' AND s.schema_version = $1 AND s.stream_name > $2
+         ORDER BY s.stream_name LIMIT ${SNAPSHOTS_AT_ONCE}`,
+        [LEDGER_FOLD_VERSION, after],
+      )
+    ).rows;
+    if (rows.length === 0) return checked;
+    after = rows[rows.length - 1]!.stream_name;
+    const causes = await pool.query<{ stream_name: string; cause: string | null }>(
+      `SELECT e.stream_name, e.data->>'cause' AS cause FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS w(stream_name, from_revision, to_revision)
+       JOIN events e ON e.stream_name = w.stream_name AND e.stream_revision BETWEEN w.from_revision AND w.to_revision
+       ORDER BY e.stream_name, e.stream_revision`,
+      // Each window: from the first entry it holds to the snapshot's revision (entries are revisions 0, 1, …).
+      [rows.map((r) => r.stream_name), rows.map((r) => recentCausesFrom(Number(r.revision) + 1)), rows.map((r) => r.revision)],
+    );
+    const causesOf = new Map<string, string[]>();
+    for (const row of causes.rows) {
+      const list = causesOf.get(row.stream_name) ?? [];
+      list.push(row.cause ?? '');
+      causesOf.set(row.stream_name, list);
+    }
+    for (const row of rows) {
+      const revision = BigInt(row.revision);
+      const state = (row.state as { state?: Partial<LedgerState> } | null)?.state;
+      const { recentCauses, ...withoutWindow } = state ?? {};
+      checked.set(row.stream_name, {
+        revision,
+        stored: state === undefined ? row.state : { ...(row.state as object), state: withoutWindow },
+        loaded: {
+          checkProblems: snapshotCheckProblems(row.state, revision, row.entry),
+          windowMatches: isDeepStrictEqual(recentCauses, recentCausesOf(causesOf.get(row.stream_name) ?? [])),
+        },
+      });
+    }
+  }
+}
+
+/**
+ * Everything one ledger's history decides, fed its entries in its stream's order:
+ * every invariant after every entry, no revision gap, its stored snapshot equal to the
+ * ledger re-folded to the snapshot's revision, the balances as of the read model's
+ * checkpoint; and, when given sets to hold them (`seen`), no cause and no entry id
+ * twice within the ledger, with entry ids not derived from the ledger and its cause
+ * collected in `underivedIds`.
+ */
+class LedgerHistoryCheck {
+  readonly problems: VerifyProblem[] = [];
+  entries = 0;
+  private readonly replay: LedgerReplay;
+  private readonly ledgerId;
+  private lastRevision = -1n;
+  private atCheckpoint: Balances | null = null;
+  private entriesAtCheckpoint = 0;
+  private snapshotMatched = false;
+
+  constructor(
+    readonly name: string,
+    private readonly checkpoint: Position,
+    private readonly snapshot: StoredSnapshot | null,
+    private readonly seen: { causes: Set<string>; ids: Set<string> } | null,
+    private readonly underivedIds: Set<string> | null,
+    /** Without `recentCauses`, the ledger is replayed without its window (its snapshot's was compared when loaded). */
+    replayOptions: { readonly recentCauses: boolean } = { recentCauses: true },
+  ) {
+    this.ledgerId = ledgerIdFromStream(name);
+    this.replay = new LedgerReplay(undefined, replayOptions);
+  }
+
+  entry(revision: bigint, position: Position, data: LedgerEntryPostedData): void {
+    const ledger = this.name;
+    this.entries++;
+    if (revision !== this.lastRevision + 1n) {
+      this.problems.push({ ledger, kind: 'revision_gap', detail: `revision ${revision} after ${this.lastRevision}` });
+    }
+    this.lastRevision = revision;
+    if (this.seen) {
+      const { causes, ids } = this.seen;
+      if (causes.has(data.cause)) this.problems.push({ ledger, kind: 'duplicate_cause', detail: `cause ${data.cause} posted again by entry ${data.entryId}` });
+      causes.add(data.cause);
+      if (ids.has(data.entryId)) this.problems.push({ ledger, kind: 'duplicate_entry', detail: `entry ${data.entryId}` });
+      ids.add(data.entryId);
+    }
+    if (this.underivedIds && (!this.ledgerId || ledgerEntryId(this.ledgerId, data.cause) !== data.entryId)) this.underivedIds.add(data.entryId);
+
+    const ledgerEvent = { type: 'LedgerEntryPosted' as const, data };
+    // A stream is in log order: its first entry past the checkpoint ends the ledger as of the checkpoint.
+    const pastCheckpoint = comparePositions(position, this.checkpoint) > 0;
+    if (pastCheckpoint && this.atCheckpoint === null) this.atCheckpoint = this.replay.balancesNow();
+    this.replay.apply(ledgerEvent);
+    for (const v of [...entryViolations(ledgerEvent), ...this.replay.violations(data.entryId)]) {
+      this.problems.push({ ledger, kind: 'invariant', detail: `${v.rule} after entry ${v.entryId}: ${v.detail}` });
+    }
+    if (this.snapshot && this.snapshot.revision === revision) {
+      this.problems.push(...snapshotProblems(ledger, this.snapshot, this.replay.state(), data));
+      this.snapshotMatched = true;
+    }
+    if (!pastCheckpoint) this.entriesAtCheckpoint++;
+  }
+
+  /** After the ledger's last entry: what the comparison with the read model needs. */
+  finish(): Replayed {
+    if (this.snapshot && !this.snapshotMatched) {
+      this.problems.push({
+        ledger: this.name,
+        kind: 'snapshot_differs',
+        detail: `snapshot at revision ${this.snapshot.revision}, but the stream ends at revision ${this.lastRevision}`,
+      });
+    }
+    return { atCheckpoint: this.atCheckpoint ?? this.replay.balancesNow(), entriesAtCheckpoint: this.entriesAtCheckpoint };
+  }
+}
+
+/**
+ * An entry id carried more than once, by entries in log order: every one after the
+ * first is reported, against its ledger, unless its ledger carried the id before (a
+ * repeat within one ledger is reported by that ledger's own check).
+ */
+function repeatedAcrossLedgers(entryId: string, occurrences: readonly { ledger: string; position: Position }[]): VerifyProblem[] {
+  const inLogOrder = [...occurrences].sort((x, y) => comparePositions(x.position, y.position));
+  return inLogOrder
+    .filter((again, i) => i > 0 && !inLogOrder.slice(0, i).some((earlier) => earlier.ledger === again.ledger))
+    .map((again) => ({ ledger: again.ledger, kind: 'duplicate_entry', detail: `entry ${entryId}` }));
+}
+
+/**
+ * The causes and entry ids the ledger events of the log (up to `upTo`) carry more than
+ * once, found by the store (repeatedDataFields) instead of sets of every one seen: a
+ * cause again within a ledger (each repeat, by its entry), an entry id again within a
+ * ledger or in another one (each occurrence after the first, against its ledger).
+ */
+async function ledgerRepeats(pool: Pool, upTo: Position): Promise<VerifyProblem[]> {
+  const repeated = await repeatedDataFields(pool, {
+    streamNamePrefix: `${LEDGER_CATEGORY}-`,
+    eventType: 'LedgerEntryPosted',
+    upTo,
+    fields: [
+      { field: 'cause', withinStream: true },
+      { field: 'entryId', withinStream: false },
+    ],
+  });
+  const problems: VerifyProblem[] = [];
+  for (const { field, value, events } of repeated) {
+    if (field === 'cause') {
+      const inLedgerOrder = [...events].sort((x, y) => (x.revision < y.revision ? -1 : x.revision > y.revision ? 1 : 0));
+      for (const again of inLedgerOrder.slice(1)) {
+        problems.push({ ledger: again.streamName, kind: 'duplicate_cause', detail: `cause ${value} posted again by entry ${String(again.data.entryId)}` });
+      }
+    } else {
+      const seen = new Set<string>();
+      for (const event of events) {
+        if (seen.has(event.streamName)) problems.push({ ledger: event.streamName, kind: 'duplicate_entry', detail: `entry ${value}` });
+        seen.add(event.streamName);
+      }
+      problems.push(
+        ...repeatedAcrossLedgers(
+          value,
+          events.map((e) => ({ ledger: e.streamName, position: e.position })),
+        ),
+      );
+    }
+  }
+  return problems;
+}
+
+/** What checkLedgerSnapshot finds wrong with a stored snapshot, given its stream's entry at its revision (null: none there). */
+function snapshotCheckProblems(stored: unknown, revision: bigint, entry: unknown): readonly string[] {
+  const checked = checkLedgerSnapshot(stored, revision, entry === null ? null : { data: entry });
+  return 'problems' in checked ? checked.problems : [];
+}
+
+/** What differs between a stored snapshot and the ledger re-folded to its revision (`replayed`). */
+function snapshotProblems(ledger: string, snapshot: StoredSnapshot, replayed: LedgerState, entry: LedgerEntryPostedData): VerifyProblem[] {
+  const problems: VerifyProblem[] = [];
+  const at = `snapshot at revision ${snapshot.revision}`;
+  const checkProblems = snapshot.loaded?.checkProblems ?? snapshotCheckProblems(snapshot.stored, snapshot.revision, entry);
+  if (checkProblems.length > 0) problems.push({ ledger, kind: 'snapshot_differs', detail: `${at} fails its checks: ${checkProblems.join('; ')}` });
+  const stored = (snapshot.stored as { state?: Partial<LedgerState> } | null)?.state;
+  // As stored (JSON): the same plain data, whatever the order of keys. A snapshot checked when
+  // loaded has no window of recent causes here, nor has the ledger replayed without one.
+  const { recentCauses: replayedWindow, ...replayedRest } = JSON.parse(JSON.stringify(replayed)) as LedgerState;
+  const expected = snapshot.loaded ? replayedRest : { ...replayedRest, recentCauses: replayedWindow };
+  const windowMatches = snapshot.loaded?.windowMatches ?? true;
+  if (!stored || !isDeepStrictEqual(stored, expected) || !windowMatches) {
+    const differs: string[] = [];
+    for (const account of LEDGER_ACCOUNTS) {
+      const had = stored?.balances?.[account];
+      if (had !== expected.balances[account]) differs.push(`${account}: log says ${expected.balances[account]}, snapshot says ${String(had)}`);
+    }
+    for (const part of ['holds', 'reservations', 'recentCauses', 'recentPayouts', 'entries'] as const) {
+      const same = part === 'recentCauses' && snapshot.loaded ? windowMatches : isDeepStrictEqual(stored?.[part], (expected as Partial<LedgerState>)[part]);
+      if (!same) differs.push(`${part} differ`);
+    }
+    problems.push({ ledger, kind: 'snapshot_differs', detail: `${at} differs from the ledger re-folded from its stream: ${differs.join('; ')}` });
+  }
+  return problems;
+}

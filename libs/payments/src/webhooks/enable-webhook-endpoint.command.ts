@@ -1,0 +1,26 @@
+import { Inject } from '@nestjs/common';
+import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
+import type { Pool } from 'pg';
+import { READ_MODELS } from '../payments.tokens';
+import { resendFailedDeliveries } from './webhook-dispatcher';
+
+/** The operator re-enables a project's endpoint and resends its failed deliveries: how many; null for an unknown project. */
+export class EnableWebhookEndpoint extends Command<number | null> {
+  constructor(
+    /** Lower case. */
+    readonly projectId: string,
+    readonly now: Date,
+  ) {
+    super();
+  }
+}
+
+@CommandHandler(EnableWebhookEndpoint)
+export class EnableWebhookEndpointHandler implements ICommandHandler<EnableWebhookEndpoint> {
+  constructor(@Inject(READ_MODELS) private readonly pool: Pool) {}
+
+  async execute({ projectId, now }: EnableWebhookEndpoint): Promise<number | null> {
+    await this.pool.query('UPDATE projects SET webhook_disabled_at = NULL, webhook_enabled_at = $2 WHERE id = $1', [projectId, now]);
+    return resendFailedDeliveries(this.pool, projectId, now);
+  }
+}
