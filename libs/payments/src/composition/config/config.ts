@@ -64,7 +64,6 @@ import { isIP } from 'node:net';
 import { parseSigningKey } from '../../audit/signing-keys';
 import { Kopecks, parseMoney, parsePercent } from '#ledger';
 import { DEFAULT_PAYOUT_TERMS, PAYOUT_METHODS, PayoutMethod, PayoutTerms } from '#domain';
-import { connectionStringProblem } from '#event-store/eventstoredb';
 
 export class ConfigError extends Error {
   constructor(readonly problems: readonly string[]) {
@@ -109,7 +108,10 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
     if (eventStoreConnectionString === null) {
       problems.push('EVENT_STORE=eventstoredb needs EVENTSTORE_CONNECTION_STRING (for example esdb://localhost:2113?tls=false)');
     } else {
-      // The client's own check (@eventstore/db-client 6.x accepts esdb:// and esdb+discover:// only).
+      // The client's own check (@eventstore/db-client 6.x accepts esdb:// and esdb+discover:// only),
+      // loaded here: the client and its gRPC stack cost every other process 0.1 s at start.
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      const { connectionStringProblem } = require('#event-store/eventstoredb') as typeof import('#event-store/eventstoredb');
       const problem = connectionStringProblem(eventStoreConnectionString);
       if (problem !== null) {
         problems.push(
