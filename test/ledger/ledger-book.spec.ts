@@ -15,7 +15,8 @@ import {
   hasRecentCause,
   RECENT_CAUSES_KEPT,
 } from '#ledger';
-import { LEDGER_SNAPSHOT_EVERY, LedgerBook, LedgerRequest, verifyLedgers } from '#payments/ledger';
+import { LEDGER_SNAPSHOT_EVERY, LedgerBook, LedgerRequest } from '#payments/ledger';
+import { verifyLedgers } from '#payments/ledger-verification';
 import { ledgerProjection, PostgresLedgerCauseIndex } from '#payments/read-models';
 import { appendLedgerHistory, freshPayments } from '../support/ledger-history';
 import { projectToHead } from '../support/project-to-head';

@@ -6,7 +6,8 @@
 import { randomUUID } from 'node:crypto';
 import { PostgresEventStore, PostgresSnapshotStore } from '#event-store';
 import { foldLedger, LedgerEvent, LedgerId, ledgerStreamName } from '#ledger';
-import { LEDGER_SNAPSHOT_EVERY, LedgerBook, LedgerRequest, verifyLedgers } from '#payments/ledger';
+import { LEDGER_SNAPSHOT_EVERY, LedgerBook, LedgerRequest } from '#payments/ledger';
+import { verifyLedgers } from '#payments/ledger-verification';
 import { ledgerProjection } from '#payments/read-models';
 import { appendLedgerHistory } from '../support/ledger-history';
 import { projectToHead } from '../support/project-to-head';

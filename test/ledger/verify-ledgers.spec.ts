@@ -11,7 +11,7 @@
 import { randomUUID } from 'node:crypto';
 import { lastRevisionsOfType, PostgresEventStore } from '#event-store';
 import { LEDGER_CATEGORY, LedgerEvent, LedgerId, ledgerEntryId, ledgerStreamName } from '#ledger';
-import { verifyLedgers, VerifyProblem, VerifyReport } from '#payments/ledger';
+import { verifyLedgers, VerifyProblem, VerifyReport } from '#payments/ledger-verification';
 import { ledgerProjection } from '#payments/read-models';
 import { appendLedgerHistory } from '../support/ledger-history';
 import { projectToHead, visibleHead } from '../support/project-to-head';

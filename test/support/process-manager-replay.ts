@@ -19,7 +19,7 @@ import type { Pool } from 'pg';
 import { DEFAULT_PAYOUT_TERMS } from '#domain';
 import { comparePositions, EventStore, RecordedEvent } from '#event-store';
 import { entryViolations, evolve, initialLedgerState, LEDGER_CATEGORY, LedgerEntryPostedData, LedgerState, RECENT_CAUSES_KEPT, stateViolations } from '#ledger';
-import { verifyLedgers, VerifyProblem } from '#payments/ledger';
+import { verifyLedgers, VerifyProblem } from '#payments/ledger-verification';
 import { isReactor, LogSubscriber } from '#event-store/projections';
 import { ledgerProjection } from '#payments/read-models';
 import { fixedKeys, SecretBox } from '#platform/secrets';

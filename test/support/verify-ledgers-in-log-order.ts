@@ -1,7 +1,7 @@
 import type { Pool } from 'pg';
 import { EventStore, verifyEventLog } from '#event-store';
 import { LEDGER_CATEGORY } from '#ledger';
-import { ledgerEntriesOf, verifyLedgers, VerifyReport } from '#payments/ledger';
+import { ledgerEntriesOf, verifyLedgers, VerifyReport } from '#payments/ledger-verification';
 
 /**
  * verifyLedgers fed from one read of the log in log order, as ledger:verify runs it on

@@ -1,12 +1,12 @@
 import { loadConfigOrExit } from '#payments/composition';
 import { openInfrastructure } from '#payments/composition';
 import { COMMAND_SESSION_LIMITS } from '#platform/database';
-import { ledgerEntriesOf, verifyLedgers, VerifyReport } from '#payments/ledger';
+import { ledgerEntriesOf, verifyLedgers, VerifyReport } from '#payments/ledger-verification';
 import { createLogger } from '#platform/logging';
 import { ProgressBar } from '#event-store/projections';
 import { EventLogReport, verifyChainedLog, verifyEventLogInWorker } from '#event-store';
 import { LEDGER_CATEGORY } from '#ledger';
-import { EventStoreDbEventStore } from '#event-store/eventstoredb';
+import type { EventStoreDbEventStore } from '#event-store/eventstoredb';
 import { logReportLines } from './log-report';
 
 /**
@@ -24,7 +24,7 @@ async function main(): Promise<void> {
   let failed = false;
   try {
     const bar = new ProgressBar('ledger:verify'.padEnd(16));
-    const esdb = infra.store instanceof EventStoreDbEventStore ? infra.store : null;
+    const esdb = config.eventStore === 'eventstoredb' ? (infra.store as EventStoreDbEventStore) : null;
     const onProgress = (events: number, fraction: number) => bar.update(fraction, `${events} events read`);
     let report: VerifyReport;
     let chainsChecked: Promise<EventLogReport>;

@@ -1,5 +1,4 @@
 export * from './ledger-book';
-export * from './verify-ledgers';
 export * from './get-ledger-entries.query';
 export * from './hold-release.worker';
 export * from './ledger-cause-index';
