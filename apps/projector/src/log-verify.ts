@@ -1,11 +1,10 @@
 import { createPublicKey, verify } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { loadConfigOrExit, openInfrastructure } from '#payments/composition';
-import { publishedKeys } from '#payments/audit';
 import type { PublishedKey } from '#payments/audit';
 import { COMMAND_SESSION_LIMITS } from '#platform/database';
 import { verifyChainedLog, verifyEventLogInWorker } from '#event-store';
-import { EventStoreDbEventStore } from '#event-store/eventstoredb';
+import type { EventStoreDbEventStore } from '#event-store/eventstoredb';
 import { createLogger } from '#platform/logging';
 import { ProgressBar } from '#event-store/projections';
 import { logReportLines } from './log-report';
@@ -73,7 +72,7 @@ async function main(): Promise<void> {
       checkpoints.length === 0
         ? []
         : keys === null
-          ? await publishedKeys(infra.pool)
+          ? await (await import('#payments/audit')).publishedKeys(infra.pool)
           : (JSON.parse(readFileSync(keys, 'utf8')) as { keys: PublishedKey[] }).keys;
     for (const file of checkpoints) {
       const checked = signedCheckpoint(file, listed);
@@ -93,8 +92,8 @@ async function main(): Promise<void> {
     // On EventStoreDB the chain hashes are in the events' metadata (docs/audit-log.md). On
     // PostgreSQL the chains are recomputed on a thread of their own (decision 0123).
     const report =
-      infra.store instanceof EventStoreDbEventStore
-        ? await verifyChainedLog(infra.store.chainedLog(), options)
+      config.eventStore === 'eventstoredb'
+        ? await verifyChainedLog((infra.store as EventStoreDbEventStore).chainedLog(), options)
         : await verifyEventLogInWorker(infra.pool, infra.databaseUrl, { applicationName: 'gateway-log-verify', readOnly: true, ...options });
     bar.update(1, `${report.events} events read`, true);
     const result = logReportLines(report, expected);
