@@ -99,7 +99,7 @@ async function runOn(context: BenchContext): Promise<Table[]> {
   try {
     context.progress('balance-transactions: starting start:api + start:projector');
     // The default limits (60 requests/s per key among them): not lifted.
-    const env = { PORT: '0', DATABASE_URL: context.databaseUrl, ADMIN_TOKEN: adminToken, LOG_LEVEL: 'warn' };
+    const env = { PORT: '0', DATABASE_URL: context.databaseUrl, ADMIN_TOKEN: adminToken };
     children.push(await startServer('api', 'dist/apps/api/src/main.js', env));
     children.push(await startServer('projector', 'dist/apps/projector/src/main.js', env, [], /running (\d+) projections/));
     const api = children[0]!;

@@ -73,6 +73,9 @@ export interface ChildServer {
   stop(): Promise<number | string>;
 }
 
+/** How much of a child's output is kept (its tail). */
+const OUTPUT_KEPT = 256 * 1024;
+
 /** Starts a child; it is ready when its output matches `ready` (a server: its address, the first group). */
 export async function startServer(
   name: string,
@@ -84,7 +87,7 @@ export async function startServer(
   const root = repoRoot();
   const child = spawn(process.execPath, [...nodeArgs, path.join(root, script)], {
     cwd: root,
-    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ...env },
+    env: { PATH: process.env.PATH ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   // If the bench is interrupted (Ctrl-C, SIGTERM), its servers must not outlive it.
@@ -93,8 +96,10 @@ export async function startServer(
   child.once('exit', () => process.removeListener('exit', killOnExit));
   let text = '';
   let wake: () => void = () => undefined;
+  // The output is read as a log shipper would and only its tail kept (for errors): at the
+  // default level a gateway writes a line per request.
   const onData = (chunk: Buffer) => {
-    text += chunk.toString('utf8');
+    text = (text + chunk.toString('utf8')).slice(-OUTPUT_KEPT);
     wake();
   };
   child.stdout!.on('data', onData);
@@ -537,8 +542,9 @@ async function runOn(context: BenchContext, gatewayEnv: Record<string, string>, 
             await startServer(
               name,
               script,
-              // The default limits (60 requests/s per key, 3 s poll interval): not lifted.
-              { PORT: '0', DATABASE_URL: context.databaseUrl, ADMIN_TOKEN: adminToken, LOG_LEVEL: 'warn', ...gatewayEnv },
+              // The default limits (60 requests/s per key, 3 s poll interval) and log level
+              // (info: a line per request), as npm start runs it: not changed.
+              { PORT: '0', DATABASE_URL: context.databaseUrl, ADMIN_TOKEN: adminToken, ...gatewayEnv },
               [
                 ...(profiled ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(profileDir, topology.name.replace(/\W+/g, '-'))}`] : []),
                 ...(process.env.BENCH_HTTP_NODE_ARGS ?? '').split(' ').filter(Boolean),
