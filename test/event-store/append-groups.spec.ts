@@ -18,6 +18,7 @@ import {
   DuplicateEventIdError,
   EventToAppend,
   ExpectedRevision,
+  Position,
   PostgresEventStore,
   RecordedEvent,
   StreamNotFoundError,
@@ -211,6 +212,91 @@ describe('appends of one turn, grouped', () => {
           expect(await rows(db.pool)).toEqual(await rows(sequentialDb.pool));
         }),
         { seed, numRuns: 20 },
+      );
+      expect((await verifyEventLog(db.pool)).problems).toEqual([]);
+    } finally {
+      await sequential.close();
+      await sequentialDb.drop();
+    }
+  });
+
+  it('random groups of distinct streams (written by one set-based statement): the same answers, revisions and hash chains as one at a time, retries and reused ids included (seed printed)', async () => {
+    const seed = Number(process.env.APPEND_GROUP_SEED ?? Date.now() % 1_000_000);
+
+    console.log(`append-groups distinct-streams seed: ${seed} (APPEND_GROUP_SEED=${seed} to repeat)`);
+    const sequentialDb = await createTestDatabase();
+    const sequential = new PostgresEventStore(sequentialDb.pool, { groupAppends: false });
+    try {
+      type Kind = 'any' | 'no_stream' | 'stream_exists' | 'exact';
+      const appendShape = fc.record({
+        kind: fc.constantFrom<Kind>('any', 'no_stream', 'stream_exists', 'exact', 'exact'),
+        exactOffset: fc.integer({ min: -1, max: 1 }),
+        events: fc.integer({ min: 1, max: 3 }),
+        // 1: the last append made to this stream sent again (a retry); 2: one of its ids in new events.
+        again: fc.constantFrom(0, 0, 0, 1, 2),
+      });
+      const group = fc.uniqueArray(fc.tuple(fc.integer({ min: 0, max: 7 }), appendShape), { minLength: 2, maxLength: 8, selector: ([s]) => s });
+      await fc.assert(
+        fc.asyncProperty(fc.array(group, { minLength: 1, maxLength: 5 }), async (groups) => {
+          const names = Array.from({ length: 8 }, () => stream('distinct'));
+          const known = names.map(() => -1n);
+          const last: (EventToAppend[] | undefined)[] = names.map(() => undefined);
+          const outcome = async (p: Promise<AppendResult>) =>
+            p.then(
+              (r) => ({ ok: r.nextExpectedRevision, commit: r.position.commit > 0n }),
+              (e: unknown) => ({ refused: (e as Error).name, actual: (e as WrongExpectedRevisionError).actual }),
+            );
+          for (const appendsOfGroup of groups) {
+            const appends = appendsOfGroup.map(([s, g]) => {
+              const expected: ExpectedRevision = g.kind === 'exact' ? known[s]! + BigInt(g.exactOffset) : g.kind;
+              const previous = last[s];
+              const events =
+                previous && g.again === 1
+                  ? previous
+                  : previous && g.again === 2
+                    ? [{ ...event('Reused'), id: previous[0]!.id }]
+                    : Array.from({ length: g.events }, (_, i) => event(`E${i}`, { i, text: 'Возврат "чек"\\n' }));
+              return { s, name: names[s]!, expected, events };
+            });
+            const positions: Position[] = [];
+            const { result: together, texts } = await statementsDuring(db.pool, () =>
+              Promise.all(
+                appends.map((a, i) =>
+                  outcome(
+                    store.appendToStream(a.name, a.events, { expectedRevision: a.expected }).then((r) => {
+                      positions[i] = r.position;
+                      return r;
+                    }),
+                  ),
+                ),
+              ),
+            );
+            expect(grouped(texts)).toBe(1);
+            // The appends this group wrote share its transaction (a retry answers with its first append's position), in arrival order.
+            const groupCommit = positions.reduce((c, p) => (p !== undefined && p.commit > c ? p.commit : c), 0n);
+            const written = positions.filter((p) => p !== undefined && p.commit === groupCommit);
+            for (let i = 1; i < written.length; i++) expect(comparePositions(written[i - 1]!, written[i]!)).toBeLessThan(0);
+            const oneByOne = [];
+            for (const a of appends) oneByOne.push(await outcome(sequential.appendToStream(a.name, a.events, { expectedRevision: a.expected })));
+            expect(together).toEqual(oneByOne);
+            for (const [i, a] of appends.entries()) {
+              const answer = together[i]!;
+              if ('ok' in answer) {
+                known[a.s] = answer.ok;
+                last[a.s] = a.events;
+              }
+            }
+          }
+          const rows = async (pool: Pool) =>
+            (
+              await pool.query<{ stream_name: string; stream_revision: string; event_id: string; chain_hash: Buffer }>(
+                `SELECT stream_name, stream_revision, event_id, chain_hash FROM events WHERE stream_name = ANY($1) ORDER BY stream_name, stream_revision`,
+                [names],
+              )
+            ).rows.map((r) => ({ ...r, chain_hash: r.chain_hash.toString('hex') }));
+          expect(await rows(db.pool)).toEqual(await rows(sequentialDb.pool));
+        }),
+        { seed, numRuns: 25 },
       );
       expect((await verifyEventLog(db.pool)).problems).toEqual([]);
     } finally {

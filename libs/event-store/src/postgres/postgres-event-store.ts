@@ -217,7 +217,7 @@ export class PostgresEventStore implements EventStore {
 
   /**
    * Group commit (decision 0099): the appends of one event-loop turn go to PostgreSQL as
-   * one statement and one transaction (append_event_group, event-store:0007), each with
+   * one statement and one transaction (append_event_group, event-store:0009), each with
    * its own expected revision and answer; an append alone in its turn is the single
    * statement below. A group whose statement fails wrote nothing (one transaction): its
    * appends are then made one by one, in arrival order, each with its own answer.
@@ -238,12 +238,12 @@ export class PostgresEventStore implements EventStore {
         preparedStatement(
           `SELECT appended_revision::text AS appended_revision, appended_position::text AS appended_position, appended_commit,
              ids_stored, revision_then::text AS revision_then
-           FROM append_event_group($1::text[], $2::text[], $3::bigint[], $4::jsonb[]) ORDER BY append_ord`,
+           FROM append_event_group($1::text[], $2::text[], $3::bigint[], $4::jsonb) ORDER BY append_ord`,
           [
             group.map((a) => a.streamName),
             group.map((a) => (typeof a.expected === 'bigint' ? 'exact' : a.expected)),
             group.map((a) => (typeof a.expected === 'bigint' ? a.expected.toString() : null)),
-            group.map((a) => a.eventsJson),
+            `[${group.map((a) => a.eventsJson).join(',')}]`,
           ],
         ),
       );

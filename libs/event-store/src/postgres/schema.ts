@@ -266,3 +266,155 @@ export const appendEventGroupIdCheckMigration: Migration = {
 `,
   ),
 };
+
+/**
+ * append_event_group as a few set-based statements (decision 0099). The function above
+ * runs some ten statements per append, each with its executor's start and end, and that
+ * was the largest part of PostgreSQL's work per created invoice (pg_stat_statements
+ * under the POST bench, docs/benchmarks.md). A group whose streams and event ids are all
+ * distinct, and whose appends each carry events (a turn of creations: invoices,
+ * refunds, payouts), has appends that cannot meet: each is decided from its stream as
+ * the statement finds it, after the locks of all the group's streams are taken in one
+ * order, and the whole group is written by one statement (the stream rows, then the
+ * events in arrival order). Any other group runs the loop as before. The events come as
+ * one jsonb array of the appends' arrays instead of a jsonb[] (no array literal to
+ * escape and parse).
+ */
+export const appendEventGroupSetBasedMigration: Migration = {
+  id: 'event-store:0009_append_event_group_set_based',
+  sql: `
+DROP FUNCTION append_event_group(text[], text[], bigint[], jsonb[]);
+
+CREATE FUNCTION append_event_group(group_streams text[], group_kinds text[], group_expected bigint[], group_events jsonb)
+RETURNS TABLE (append_ord int, appended_revision bigint, appended_position bigint, appended_commit text, ids_stored boolean, revision_then bigint)
+LANGUAGE plpgsql SET enable_seqscan = off AS $fn$
+DECLARE
+  v_stream text;
+  v_kind text;
+  v_expected bigint;
+  v_events jsonb;
+  v_count int;
+  v_revision bigint;
+  v_hashes bytea[];
+  v_position bigint;
+  v_commit text := NULL;
+  v_ids uuid[];
+BEGIN
+  PERFORM pg_advisory_xact_lock(5406117, k.lock_key)
+  FROM (SELECT DISTINCT hashtext(s) AS lock_key FROM unnest(group_streams) AS s ORDER BY 1) AS k;
+
+  IF (SELECT count(DISTINCT s) FROM unnest(group_streams) AS s) = cardinality(group_streams)
+     AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(group_events) AS a(events) WHERE jsonb_array_length(a.events) = 0)
+     AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(group_events) AS a(events), jsonb_array_elements(a.events) AS x(value)
+                     GROUP BY x.value->>'id' HAVING count(*) > 1) THEN
+    RETURN QUERY
+    WITH appends AS MATERIALIZED (
+      SELECT u.ord::int AS ord, u.stream, u.kind, u.expected, group_events -> (u.ord::int - 1) AS events,
+             jsonb_array_length(group_events -> (u.ord::int - 1)) AS n
+      FROM unnest(group_streams, group_kinds, group_expected) WITH ORDINALITY AS u(stream, kind, expected, ord)
+    ),
+    stored AS MATERIALIZED (
+      SELECT DISTINCT a.ord FROM appends a, jsonb_array_elements(a.events) AS x(value)
+      WHERE EXISTS (SELECT 1 FROM events e WHERE e.event_id = (x.value->>'id')::uuid)
+    ),
+    plan AS MATERIALIZED (
+      SELECT a.*, s.revision AS current,
+             CASE a.kind WHEN 'no_stream' THEN s.stream_name IS NULL
+                         WHEN 'any' THEN true
+                         WHEN 'stream_exists' THEN s.stream_name IS NOT NULL
+                         ELSE s.revision IS NOT DISTINCT FROM a.expected END AS ok
+      FROM appends a LEFT JOIN event_streams s ON s.stream_name = a.stream
+      WHERE a.ord NOT IN (SELECT ord FROM stored)
+    ),
+    created AS (
+      INSERT INTO event_streams AS s (stream_name, revision, chain_hashes)
+      SELECT p.stream, p.n - 1, event_chain_hashes(NULL, p.stream, 0, p.events) FROM plan p WHERE p.ok AND p.current IS NULL ORDER BY p.ord
+      ON CONFLICT (stream_name) DO NOTHING
+      RETURNING s.stream_name, s.revision, s.chain_hashes
+    ),
+    moved AS (
+      UPDATE event_streams AS s SET revision = s.revision + p.n,
+        chain_hashes = event_chain_hashes(s.chain_hashes[cardinality(s.chain_hashes)], p.stream, s.revision + 1, p.events)
+      FROM plan p WHERE p.ok AND p.current IS NOT NULL AND s.stream_name = p.stream AND s.revision = p.current
+      RETURNING s.stream_name, s.revision, s.chain_hashes
+    ),
+    written AS (SELECT * FROM created UNION ALL SELECT * FROM moved),
+    inserted AS (
+      INSERT INTO events (stream_name, stream_revision, event_id, event_type, data, metadata, chain_hash)
+      SELECT w.stream_name, w.revision - p.n + e.ord, (e.value->>'id')::uuid, e.value->>'type', e.value->'data', e.value->'metadata', w.chain_hashes[e.ord::int]
+      FROM written w JOIN plan p ON p.stream = w.stream_name, jsonb_array_elements(p.events) WITH ORDINALITY AS e(value, ord)
+      ORDER BY p.ord, e.ord
+      RETURNING stream_name, global_position
+    ),
+    positions AS (SELECT i.stream_name, max(i.global_position) AS position FROM inserted i GROUP BY i.stream_name)
+    SELECT a.ord, w.revision, pos.position, CASE WHEN w.stream_name IS NOT NULL THEN pg_current_xact_id()::text END,
+           st.ord IS NOT NULL, CASE WHEN w.stream_name IS NULL AND st.ord IS NULL THEN p.current END
+    FROM appends a
+    LEFT JOIN stored st ON st.ord = a.ord
+    LEFT JOIN plan p ON p.ord = a.ord
+    LEFT JOIN written w ON w.stream_name = a.stream
+    LEFT JOIN positions pos ON pos.stream_name = a.stream
+    ORDER BY a.ord;
+    RETURN;
+  END IF;
+
+  FOR i IN 1 .. cardinality(group_streams) LOOP
+    v_stream := group_streams[i];
+    v_kind := group_kinds[i];
+    v_expected := group_expected[i];
+    v_events := group_events -> (i - 1);
+    v_count := jsonb_array_length(v_events);
+    append_ord := i;
+    appended_revision := NULL;
+    appended_position := NULL;
+    appended_commit := NULL;
+    ids_stored := false;
+    revision_then := NULL;
+    v_ids := ARRAY(SELECT (x.value->>'id')::uuid FROM jsonb_array_elements(v_events) AS x(value));
+    IF EXISTS (SELECT 1 FROM events e WHERE e.event_id = ANY (v_ids)) THEN
+      ids_stored := true;
+      RETURN NEXT;
+      CONTINUE;
+    END IF;
+    IF v_kind = 'no_stream' THEN
+      INSERT INTO event_streams AS s (stream_name, revision, chain_hashes) VALUES (v_stream, v_count - 1, event_chain_hashes(NULL, v_stream, 0, v_events))
+      ON CONFLICT (stream_name) DO NOTHING RETURNING s.revision, s.chain_hashes INTO v_revision, v_hashes;
+    ELSIF v_kind = 'any' THEN
+      INSERT INTO event_streams AS s (stream_name, revision, chain_hashes) VALUES (v_stream, v_count - 1, event_chain_hashes(NULL, v_stream, 0, v_events))
+      ON CONFLICT (stream_name) DO UPDATE SET revision = s.revision + v_count,
+        chain_hashes = event_chain_hashes(s.chain_hashes[cardinality(s.chain_hashes)], v_stream, s.revision + 1, v_events)
+      RETURNING s.revision, s.chain_hashes INTO v_revision, v_hashes;
+    ELSIF v_kind = 'stream_exists' THEN
+      UPDATE event_streams AS s SET revision = s.revision + v_count,
+        chain_hashes = event_chain_hashes(s.chain_hashes[cardinality(s.chain_hashes)], v_stream, s.revision + 1, v_events)
+      WHERE s.stream_name = v_stream RETURNING s.revision, s.chain_hashes INTO v_revision, v_hashes;
+    ELSE
+      UPDATE event_streams AS s SET revision = v_expected + v_count,
+        chain_hashes = event_chain_hashes(s.chain_hashes[cardinality(s.chain_hashes)], v_stream, s.revision + 1, v_events)
+      WHERE s.stream_name = v_stream AND s.revision = v_expected RETURNING s.revision, s.chain_hashes INTO v_revision, v_hashes;
+    END IF;
+    IF NOT FOUND THEN
+      SELECT s.revision INTO revision_then FROM event_streams AS s WHERE s.stream_name = v_stream;
+      RETURN NEXT;
+      CONTINUE;
+    END IF;
+    WITH inserted AS (
+      INSERT INTO events (stream_name, stream_revision, event_id, event_type, data, metadata, chain_hash)
+      SELECT v_stream, v_revision - v_count + e.ord, (e.value->>'id')::uuid, e.value->>'type', e.value->'data', e.value->'metadata', v_hashes[e.ord::int]
+      FROM jsonb_array_elements(v_events) WITH ORDINALITY AS e(value, ord)
+      ORDER BY e.ord
+      RETURNING global_position
+    )
+    SELECT max(global_position) INTO v_position FROM inserted;
+    IF v_commit IS NULL THEN
+      v_commit := pg_current_xact_id()::text;
+    END IF;
+    appended_revision := v_revision;
+    appended_position := v_position;
+    appended_commit := v_commit;
+    RETURN NEXT;
+  END LOOP;
+END
+$fn$;
+`,
+};

@@ -2,6 +2,7 @@ import type { Migration } from '#platform/database';
 import {
   appendEventGroupIdCheckMigration,
   appendEventGroupMigration,
+  appendEventGroupSetBasedMigration,
   eventHashChainMigration,
   eventLogCheckpointsMigration,
   eventStoreMigration,
@@ -97,4 +98,5 @@ export const allMigrations: readonly Migration[] = [
   webhookEndpointHealthMigration,
   readModelRowsMigration,
   streamCatalogOneIndexMigration,
+  appendEventGroupSetBasedMigration,
 ];
