@@ -278,7 +278,9 @@ export const appendEventGroupIdCheckMigration: Migration = {
  * order, and the whole group is written by one statement (the stream rows, then the
  * events in arrival order). Any other group runs the loop as before. The events come as
  * one jsonb array of the appends' arrays instead of a jsonb[] (no array literal to
- * escape and parse).
+ * escape and parse). Every table is reached by key whatever the plan cache holds (see
+ * event-store:0008): no sequential scan, and no hash or merge join, which on a plan made
+ * on a young log walked the whole index of event ids on every call.
  */
 export const appendEventGroupSetBasedMigration: Migration = {
   id: 'event-store:0009_append_event_group_set_based',
@@ -287,7 +289,7 @@ DROP FUNCTION append_event_group(text[], text[], bigint[], jsonb[]);
 
 CREATE FUNCTION append_event_group(group_streams text[], group_kinds text[], group_expected bigint[], group_events jsonb)
 RETURNS TABLE (append_ord int, appended_revision bigint, appended_position bigint, appended_commit text, ids_stored boolean, revision_then bigint)
-LANGUAGE plpgsql SET enable_seqscan = off AS $fn$
+LANGUAGE plpgsql SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off AS $fn$
 DECLARE
   v_stream text;
   v_kind text;
@@ -299,6 +301,7 @@ DECLARE
   v_position bigint;
   v_commit text := NULL;
   v_ids uuid[];
+  v_stored uuid[];
 BEGIN
   PERFORM pg_advisory_xact_lock(5406117, k.lock_key)
   FROM (SELECT DISTINCT hashtext(s) AS lock_key FROM unnest(group_streams) AS s ORDER BY 1) AS k;
@@ -307,6 +310,9 @@ BEGIN
      AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(group_events) AS a(events) WHERE jsonb_array_length(a.events) = 0)
      AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(group_events) AS a(events), jsonb_array_elements(a.events) AS x(value)
                      GROUP BY x.value->>'id' HAVING count(*) > 1) THEN
+    -- The group's ids already stored: one index scan of an array (a join may become a walk of the whole index).
+    v_stored := ARRAY(SELECT e.event_id FROM events e WHERE e.event_id = ANY (ARRAY(
+      SELECT (x.value->>'id')::uuid FROM jsonb_array_elements(group_events) AS a(events), jsonb_array_elements(a.events) AS x(value))));
     RETURN QUERY
     WITH appends AS MATERIALIZED (
       SELECT u.ord::int AS ord, u.stream, u.kind, u.expected, group_events -> (u.ord::int - 1) AS events,
@@ -315,7 +321,7 @@ BEGIN
     ),
     stored AS MATERIALIZED (
       SELECT DISTINCT a.ord FROM appends a, jsonb_array_elements(a.events) AS x(value)
-      WHERE EXISTS (SELECT 1 FROM events e WHERE e.event_id = (x.value->>'id')::uuid)
+      WHERE (x.value->>'id')::uuid = ANY (v_stored)
     ),
     plan AS MATERIALIZED (
       SELECT a.*, s.revision AS current,
