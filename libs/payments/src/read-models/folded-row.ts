@@ -49,13 +49,10 @@ UPDATE projection_checkpoints
 };
 
 /**
- * From how many new rows a batch writes them by COPY rather than by the upsert. A batch
- * of new rows only (a turn of created invoices) is one COPY instead of one upsert,
- * which PostgreSQL reads as a JSON document of the rows and each row's item again: 25
- * invoice rows took 90-130 us a row by COPY and 130-180 by the upsert (2026-11-28, one
- * connection); at 1 to 5 rows the two are even, the COPY's extra round trip included.
+ * From how many new rows a batch writes them by COPY rather than by the upsert: below it
+ * the one statement more is not worth it (a live projector's batches are mostly smaller).
  */
-export const FOLD_COPY_MIN_ROWS = 8;
+export const FOLD_COPY_MIN_ROWS = 256;
 
 /** A column of a read-model table besides id, item and last_revision, derived from the row for queries. */
 export interface FoldedColumn<S> {
