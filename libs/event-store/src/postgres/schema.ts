@@ -154,8 +154,31 @@ CREATE TABLE event_log_checkpoints (
  * The advisory locks of all the group's streams are taken first, in one order, before
  * any write (see APPEND_LOCK in postgres-event-store.ts).
  */
-const appendEventGroupFunction = (create: string, settings: string, declarations: string, duplicateIdCheck: string): string => `
-${create} append_event_group(group_streams text[], group_kinds text[], group_expected bigint[], group_events jsonb[])
+interface AppendEventGroupParts {
+  readonly create: string;
+  readonly settings: string;
+  readonly declarations: string;
+  readonly duplicateIdCheck: string;
+  /** The events' parameter: a jsonb[] (event-store:0007) or one jsonb array (0009). */
+  readonly eventsType?: 'jsonb[]' | 'jsonb';
+  /** What comes before the loop: the group's locks (and in 0009 the set-based path). */
+  readonly beforeLoop?: string;
+}
+
+const LOCKS_ONE_BY_ONE = `  FOR lock_key IN SELECT DISTINCT hashtext(s) FROM unnest(group_streams) AS s ORDER BY 1 LOOP
+    PERFORM pg_advisory_xact_lock(5406117, lock_key);
+  END LOOP;
+`;
+
+const appendEventGroupFunction = ({
+  create,
+  settings,
+  declarations,
+  duplicateIdCheck,
+  eventsType = 'jsonb[]',
+  beforeLoop = LOCKS_ONE_BY_ONE,
+}: AppendEventGroupParts): string => `
+${create} append_event_group(group_streams text[], group_kinds text[], group_expected bigint[], group_events ${eventsType})
 RETURNS TABLE (append_ord int, appended_revision bigint, appended_position bigint, appended_commit text, ids_stored boolean, revision_then bigint)
 LANGUAGE plpgsql${settings} AS $fn$
 DECLARE
@@ -170,14 +193,11 @@ DECLARE
   v_position bigint;
   v_commit text := NULL;
 ${declarations}BEGIN
-  FOR lock_key IN SELECT DISTINCT hashtext(s) FROM unnest(group_streams) AS s ORDER BY 1 LOOP
-    PERFORM pg_advisory_xact_lock(5406117, lock_key);
-  END LOOP;
-  FOR i IN 1 .. cardinality(group_streams) LOOP
+${beforeLoop}  FOR i IN 1 .. cardinality(group_streams) LOOP
     v_stream := group_streams[i];
     v_kind := group_kinds[i];
     v_expected := group_expected[i];
-    v_events := group_events[i];
+    v_events := ${eventsType === 'jsonb' ? 'group_events -> (i - 1)' : 'group_events[i]'};
     v_count := jsonb_array_length(v_events);
     append_ord := i;
     appended_revision := NULL;
@@ -233,13 +253,13 @@ $fn$;
 
 export const appendEventGroupMigration: Migration = {
   id: 'event-store:0007_append_event_group',
-  sql: appendEventGroupFunction(
-    'CREATE FUNCTION',
-    '',
-    '',
-    `    IF EXISTS (SELECT 1 FROM events e WHERE e.event_id IN (SELECT (x.value->>'id')::uuid FROM jsonb_array_elements(v_events) AS x(value))) THEN
+  sql: appendEventGroupFunction({
+    create: 'CREATE FUNCTION',
+    settings: '',
+    declarations: '',
+    duplicateIdCheck: `    IF EXISTS (SELECT 1 FROM events e WHERE e.event_id IN (SELECT (x.value->>'id')::uuid FROM jsonb_array_elements(v_events) AS x(value))) THEN
 `,
-  ),
+  }),
 };
 
 /**
@@ -256,15 +276,15 @@ export const appendEventGroupMigration: Migration = {
  */
 export const appendEventGroupIdCheckMigration: Migration = {
   id: 'event-store:0008_append_event_group_id_check_by_index',
-  sql: appendEventGroupFunction(
-    'CREATE OR REPLACE FUNCTION',
-    ' SET enable_seqscan = off',
-    `  v_ids uuid[];
+  sql: appendEventGroupFunction({
+    create: 'CREATE OR REPLACE FUNCTION',
+    settings: ' SET enable_seqscan = off',
+    declarations: `  v_ids uuid[];
 `,
-    `    v_ids := ARRAY(SELECT (x.value->>'id')::uuid FROM jsonb_array_elements(v_events) AS x(value));
+    duplicateIdCheck: `    v_ids := ARRAY(SELECT (x.value->>'id')::uuid FROM jsonb_array_elements(v_events) AS x(value));
     IF EXISTS (SELECT 1 FROM events e WHERE e.event_id = ANY (v_ids)) THEN
 `,
-  ),
+  }),
 };
 
 /**
@@ -284,26 +304,19 @@ export const appendEventGroupIdCheckMigration: Migration = {
  */
 export const appendEventGroupSetBasedMigration: Migration = {
   id: 'event-store:0009_append_event_group_set_based',
-  sql: `
-DROP FUNCTION append_event_group(text[], text[], bigint[], jsonb[]);
-
-CREATE FUNCTION append_event_group(group_streams text[], group_kinds text[], group_expected bigint[], group_events jsonb)
-RETURNS TABLE (append_ord int, appended_revision bigint, appended_position bigint, appended_commit text, ids_stored boolean, revision_then bigint)
-LANGUAGE plpgsql SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off AS $fn$
-DECLARE
-  v_stream text;
-  v_kind text;
-  v_expected bigint;
-  v_events jsonb;
-  v_count int;
-  v_revision bigint;
-  v_hashes bytea[];
-  v_position bigint;
-  v_commit text := NULL;
-  v_ids uuid[];
+  sql:
+    'DROP FUNCTION append_event_group(text[], text[], bigint[], jsonb[]);\n' +
+    appendEventGroupFunction({
+      create: 'CREATE FUNCTION',
+      settings: ' SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off',
+      declarations: `  v_ids uuid[];
   v_stored uuid[];
-BEGIN
-  PERFORM pg_advisory_xact_lock(5406117, k.lock_key)
+`,
+      duplicateIdCheck: `    v_ids := ARRAY(SELECT (x.value->>'id')::uuid FROM jsonb_array_elements(v_events) AS x(value));
+    IF EXISTS (SELECT 1 FROM events e WHERE e.event_id = ANY (v_ids)) THEN
+`,
+      eventsType: 'jsonb',
+      beforeLoop: `  PERFORM pg_advisory_xact_lock(5406117, k.lock_key)
   FROM (SELECT DISTINCT hashtext(s) AS lock_key FROM unnest(group_streams) AS s ORDER BY 1) AS k;
 
   IF (SELECT count(DISTINCT s) FROM unnest(group_streams) AS s) = cardinality(group_streams)
@@ -363,64 +376,6 @@ BEGIN
     ORDER BY a.ord;
     RETURN;
   END IF;
-
-  FOR i IN 1 .. cardinality(group_streams) LOOP
-    v_stream := group_streams[i];
-    v_kind := group_kinds[i];
-    v_expected := group_expected[i];
-    v_events := group_events -> (i - 1);
-    v_count := jsonb_array_length(v_events);
-    append_ord := i;
-    appended_revision := NULL;
-    appended_position := NULL;
-    appended_commit := NULL;
-    ids_stored := false;
-    revision_then := NULL;
-    v_ids := ARRAY(SELECT (x.value->>'id')::uuid FROM jsonb_array_elements(v_events) AS x(value));
-    IF EXISTS (SELECT 1 FROM events e WHERE e.event_id = ANY (v_ids)) THEN
-      ids_stored := true;
-      RETURN NEXT;
-      CONTINUE;
-    END IF;
-    IF v_kind = 'no_stream' THEN
-      INSERT INTO event_streams AS s (stream_name, revision, chain_hashes) VALUES (v_stream, v_count - 1, event_chain_hashes(NULL, v_stream, 0, v_events))
-      ON CONFLICT (stream_name) DO NOTHING RETURNING s.revision, s.chain_hashes INTO v_revision, v_hashes;
-    ELSIF v_kind = 'any' THEN
-      INSERT INTO event_streams AS s (stream_name, revision, chain_hashes) VALUES (v_stream, v_count - 1, event_chain_hashes(NULL, v_stream, 0, v_events))
-      ON CONFLICT (stream_name) DO UPDATE SET revision = s.revision + v_count,
-        chain_hashes = event_chain_hashes(s.chain_hashes[cardinality(s.chain_hashes)], v_stream, s.revision + 1, v_events)
-      RETURNING s.revision, s.chain_hashes INTO v_revision, v_hashes;
-    ELSIF v_kind = 'stream_exists' THEN
-      UPDATE event_streams AS s SET revision = s.revision + v_count,
-        chain_hashes = event_chain_hashes(s.chain_hashes[cardinality(s.chain_hashes)], v_stream, s.revision + 1, v_events)
-      WHERE s.stream_name = v_stream RETURNING s.revision, s.chain_hashes INTO v_revision, v_hashes;
-    ELSE
-      UPDATE event_streams AS s SET revision = v_expected + v_count,
-        chain_hashes = event_chain_hashes(s.chain_hashes[cardinality(s.chain_hashes)], v_stream, s.revision + 1, v_events)
-      WHERE s.stream_name = v_stream AND s.revision = v_expected RETURNING s.revision, s.chain_hashes INTO v_revision, v_hashes;
-    END IF;
-    IF NOT FOUND THEN
-      SELECT s.revision INTO revision_then FROM event_streams AS s WHERE s.stream_name = v_stream;
-      RETURN NEXT;
-      CONTINUE;
-    END IF;
-    WITH inserted AS (
-      INSERT INTO events (stream_name, stream_revision, event_id, event_type, data, metadata, chain_hash)
-      SELECT v_stream, v_revision - v_count + e.ord, (e.value->>'id')::uuid, e.value->>'type', e.value->'data', e.value->'metadata', v_hashes[e.ord::int]
-      FROM jsonb_array_elements(v_events) WITH ORDINALITY AS e(value, ord)
-      ORDER BY e.ord
-      RETURNING global_position
-    )
-    SELECT max(global_position) INTO v_position FROM inserted;
-    IF v_commit IS NULL THEN
-      v_commit := pg_current_xact_id()::text;
-    END IF;
-    appended_revision := v_revision;
-    appended_position := v_position;
-    appended_commit := v_commit;
-    RETURN NEXT;
-  END LOOP;
-END
-$fn$;
 `,
+    }),
 };
