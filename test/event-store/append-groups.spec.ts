@@ -299,16 +299,26 @@ describe('appends of one turn, grouped', () => {
     }
   });
 
-  it('concurrent groups from two stores (two processes) on overlapping streams in opposite orders: every append written once, every stream keeps its order in $all, the log verifies', async () => {
+  it('concurrent groups from two stores (two processes) on overlapping streams in opposite orders, looped and set-based: every append written once, every stream keeps its order in $all, the log verifies', async () => {
     const otherStore = new PostgresEventStore(db.pool, { pollIntervalMs: 10 });
     try {
       const names = [0, 1, 2, 3].map(() => stream('shared'));
       const reversed = [...names].reverse();
       const rounds = 15;
-      const writer = async (s: PostgresEventStore, order: string[]) => {
-        for (let r = 0; r < rounds; r++) await Promise.all(order.flatMap((name) => [s.appendToStream(name, [event()]), s.appendToStream(name, [event()])]));
+      // Two appends per stream in a turn (the loop), or one (a group of distinct streams: the set-based statement).
+      const writer = async (s: PostgresEventStore, order: string[], perStream: 1 | 2) => {
+        for (let r = 0; r < rounds; r++) {
+          await Promise.all(order.flatMap((name) => Array.from({ length: perStream }, () => s.appendToStream(name, [event()]))));
+        }
       };
-      await Promise.all([writer(store, names), writer(otherStore, reversed), writer(store, reversed), writer(otherStore, names)]);
+      await Promise.all([
+        writer(store, names, 2),
+        writer(otherStore, reversed, 2),
+        writer(store, reversed, 2),
+        writer(otherStore, names, 2),
+        writer(store, names, 1),
+        writer(otherStore, reversed, 1),
+      ]);
       // $all's order, read from the table (readAll would wait for transactions of other test databases on the server to end).
       const log = (
         await db.pool.query<{ streamName: string; revision: string }>(
@@ -316,7 +326,7 @@ describe('appends of one turn, grouped', () => {
           [names],
         )
       ).rows.map((r) => ({ streamName: r.streamName, revision: BigInt(r.revision) }));
-      expect(log).toHaveLength(4 * 4 * rounds * 2);
+      expect(log).toHaveLength(4 * 4 * rounds * 2 + 2 * 4 * rounds);
       for (const name of names) {
         const revisions = log.filter((e) => e.streamName === name).map((e) => e.revision);
         expect(revisions).toEqual(revisions.map((_, i) => BigInt(i)));
