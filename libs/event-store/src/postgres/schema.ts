@@ -319,13 +319,13 @@ export const appendEventGroupSetBasedMigration: Migration = {
       beforeLoop: `  PERFORM pg_advisory_xact_lock(5406117, k.lock_key)
   FROM (SELECT DISTINCT hashtext(s) AS lock_key FROM unnest(group_streams) AS s ORDER BY 1) AS k;
 
+  -- Every event id of the group, read from the JSON once.
+  v_ids := ARRAY(SELECT (x.value->>'id')::uuid FROM jsonb_array_elements(group_events) AS a(events), jsonb_array_elements(a.events) AS x(value));
   IF (SELECT count(DISTINCT s) FROM unnest(group_streams) AS s) = cardinality(group_streams)
-     AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(group_events) AS a(events) WHERE jsonb_array_length(a.events) = 0)
-     AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(group_events) AS a(events), jsonb_array_elements(a.events) AS x(value)
-                     GROUP BY x.value->>'id' HAVING count(*) > 1) THEN
+     AND (SELECT count(DISTINCT i) FROM unnest(v_ids) AS i) = cardinality(v_ids)
+     AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(group_events) AS a(events) WHERE jsonb_array_length(a.events) = 0) THEN
     -- The group's ids already stored: one index scan of an array (a join may become a walk of the whole index).
-    v_stored := ARRAY(SELECT e.event_id FROM events e WHERE e.event_id = ANY (ARRAY(
-      SELECT (x.value->>'id')::uuid FROM jsonb_array_elements(group_events) AS a(events), jsonb_array_elements(a.events) AS x(value))));
+    v_stored := ARRAY(SELECT e.event_id FROM events e WHERE e.event_id = ANY (v_ids));
     RETURN QUERY
     WITH appends AS MATERIALIZED (
       SELECT u.ord::int AS ord, u.stream, u.kind, u.expected, group_events -> (u.ord::int - 1) AS events,
