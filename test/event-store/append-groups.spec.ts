@@ -155,6 +155,23 @@ describe('appends of one turn, grouped', () => {
     expect((await store.readStream(s)).map((e) => e.id)).toEqual(batch.map((e) => e.id));
   });
 
+  it('an id sent by two appends of one group to distinct streams: the first writes it, the second is refused, in the one statement of the group', async () => {
+    const shared = event('Shared');
+    const [first, second] = [stream('first'), stream('second')];
+    const { result, texts } = await statementsDuring(db.pool, () =>
+      Promise.allSettled([
+        store.appendToStream(first, [shared], { expectedRevision: 'no_stream' }),
+        store.appendToStream(second, [{ ...shared, type: 'Again' }], { expectedRevision: 'no_stream' }),
+      ]),
+    );
+    expect(result.map((o) => o.status)).toEqual(['fulfilled', 'rejected']);
+    expect((result[1] as PromiseRejectedResult).reason).toBeInstanceOf(DuplicateEventIdError);
+    // Not a group that failed and was made again one append at a time.
+    expect(grouped(texts)).toBe(1);
+    expect(texts.filter((t) => t.includes('append_lock'))).toEqual([]);
+    expect(await store.readStream(second).catch((e: unknown) => e)).toBeInstanceOf(StreamNotFoundError);
+  });
+
   it('a group whose statement fails (an append repeating an id within itself) wrote nothing: each append is then made alone with its own answer', async () => {
     const good = stream('good');
     const bad = stream('bad');
