@@ -18,6 +18,17 @@ export const PROJECTION_HANDOVER_WAIT_MS = 15_000;
 export const HANDOVER_ASKED = `EXISTS (SELECT 1 FROM projection_handovers h JOIN pg_stat_activity a ON a.pid = h.requester_pid
   WHERE h.projection = $1 AND h.requester_pid <> pg_backend_pid())`;
 
+/** Who runs a projection now: the holder of its lease and when it took it, or null when no lease is fresh. */
+export async function activeLease(db: Pick<Pool, 'query'>, projection: string): Promise<{ holder: string; acquiredAt: number } | null> {
+  const result = await db.query<{ holder: string; acquired_at: Date }>(
+    `SELECT holder, acquired_at FROM projection_leases
+     WHERE projection = $1 AND renewed_at > clock_timestamp() - make_interval(secs => $2)`,
+    [projection, PROJECTION_LEASE_STALE_MS / 1000],
+  );
+  const row = result.rows[0];
+  return row === undefined ? null : { holder: row.holder, acquiredAt: row.acquired_at.getTime() };
+}
+
 /** A projection whose active instance did not hand it over in time: nothing was changed. */
 export class ProjectionHeldError extends Error {
   constructor(
