@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Pool, PoolClient } from 'pg';
 import { comparePositions, type Position } from '..';
+import { activeLease } from './projection-locks';
 
 export const ZERO: Position = { commit: 0n, prepare: 0n };
 
@@ -58,15 +59,32 @@ export async function advanceCheckpoint(tx: Queryable, projection: string, from:
 
 /**
  * Whether `projection`'s checkpoint has reached `position` (it has handled the event
- * there), asked every `pollMs` until `boundMs` has passed: read-your-writes for what a
- * reactor does after an append, across processes (DESIGN.md: the command returns its
- * position and the caller waits, with a bound, until the follower has passed it).
+ * there), asked every `pollMs`: read-your-writes for what a reactor does after an
+ * append, across processes (DESIGN.md: the command returns its position and the caller
+ * waits, with a bound, until the follower has passed it). It waits `boundMs`, and past
+ * that up to `whileRunningMs` more while the instance that held the projection's lease
+ * when the wait began still holds it: running behind on a loaded database, not failing
+ * (a failed batch gives the lease up) nor absent. Answers how long it waited.
  */
-export async function checkpointReached(db: Queryable, projection: string, position: Position, boundMs: number, pollMs = 5): Promise<boolean> {
-  for (let waited = 0; ; waited += pollMs) {
+export async function checkpointReached(
+  db: Queryable,
+  projection: string,
+  position: Position,
+  bounds: { readonly boundMs: number; readonly whileRunningMs?: number },
+  pollMs = 5,
+): Promise<{ readonly reached: boolean; readonly waitedMs: number }> {
+  const running = bounds.whileRunningMs ? await activeLease(db, projection) : null;
+  const leaseCheckEvery = Math.max(1, Math.round(250 / pollMs));
+  for (let waited = 0, polls = 0; ; waited += pollMs, polls++) {
     const row = await readCheckpoint(db, projection);
-    if (row !== null && comparePositions(row.position, position) >= 0) return true;
-    if (waited >= boundMs) return false;
+    if (row !== null && comparePositions(row.position, position) >= 0) return { reached: true, waitedMs: waited };
+    if (waited >= bounds.boundMs) {
+      if (running === null || waited >= bounds.boundMs + bounds.whileRunningMs!) return { reached: false, waitedMs: waited };
+      if (polls % leaseCheckEvery === 0) {
+        const now = await activeLease(db, projection);
+        if (now?.holder !== running.holder || now.acquiredAt !== running.acquiredAt) return { reached: false, waitedMs: waited };
+      }
+    }
     await sleep(pollMs);
   }
 }

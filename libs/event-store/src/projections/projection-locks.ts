@@ -19,7 +19,7 @@ export const HANDOVER_ASKED = `EXISTS (SELECT 1 FROM projection_handovers h JOIN
   WHERE h.projection = $1 AND h.requester_pid <> pg_backend_pid())`;
 
 /** Who runs a projection now: the holder of its lease and when it took it, or null when no lease is fresh. */
-export async function activeLease(db: Pick<Pool, 'query'>, projection: string): Promise<{ holder: string; acquiredAt: number } | null> {
+export async function activeLease(db: Pick<Pool | PoolClient, 'query'>, projection: string): Promise<{ holder: string; acquiredAt: number } | null> {
   const result = await db.query<{ holder: string; acquired_at: Date }>(
     `SELECT holder, acquired_at FROM projection_leases
      WHERE projection = $1 AND renewed_at > clock_timestamp() - make_interval(secs => $2)`,

@@ -2,7 +2,7 @@ import { PayoutEvent, payoutReservationId, RefundEvent, Refusal } from '#domain'
 import type { LedgerBook, LedgerRequest } from '../ledger';
 import type { Pool } from 'pg';
 import type { EventStore, Position } from '#event-store';
-import { activeLease, checkpointReached } from '#event-store/projections';
+import { checkpointReached } from '#event-store/projections';
 import { runInvoiceCommand } from '../invoices/invoice-stream';
 import { FlowObserver, tellLeftToRecovery } from './flow-observer';
 
@@ -18,16 +18,14 @@ export const PAYOUT_OUTCOME_EVENTS: readonly PayoutEvent['type'][] = ['PayoutPai
 export const OUTCOME_WAIT_MS = 3_000;
 /** How much longer it waits while one instance runs the reactor all along, behind on a loaded database. */
 export const OUTCOME_WAIT_RUNNING_MS = 20_000;
-const RUNNING_CHECK_MS = 250;
 
 /**
  * Read-your-writes for the events a command just appended (the last at `position`):
  * when one is an outcome, waits until its reactor has moved the money, so the next
- * request sees it. Past OUTCOME_WAIT_MS it goes on waiting only while the instance that
- * held the reactor's lease when the wait began still holds it (running behind, not
- * failing: a failed batch gives the lease up), up to OUTCOME_WAIT_RUNNING_MS more. Then
- * (no projector running, or a reactor failing) the observer is told and the caller
- * answers: the outcome stands, and the reactor moves the money when it runs.
+ * request sees it: OUTCOME_WAIT_MS, and up to OUTCOME_WAIT_RUNNING_MS more while the
+ * reactor's instance runs behind (checkpointReached). Then (no projector running, or a
+ * reactor failing) the observer is told and the caller answers: the outcome stands,
+ * and the reactor moves the money when it runs.
  */
 export async function awaitOutcomeMoved(
   pool: Pool,
@@ -41,15 +39,11 @@ export async function awaitOutcomeMoved(
   );
   if (outcome === undefined || appended.position === null) return;
   const reactor = outcome.type.startsWith('Refund') ? REFUND_OUTCOMES : PAYOUT_OUTCOMES;
-  const running = await activeLease(pool, reactor);
-  if (await checkpointReached(pool, reactor, appended.position, OUTCOME_WAIT_MS)) return;
-  let waited = OUTCOME_WAIT_MS;
-  for (; running !== null && waited < OUTCOME_WAIT_MS + OUTCOME_WAIT_RUNNING_MS; waited += RUNNING_CHECK_MS) {
-    const now = await activeLease(pool, reactor);
-    if (now === null || now.holder !== running.holder || now.acquiredAt !== running.acquiredAt) break;
-    if (await checkpointReached(pool, reactor, appended.position, RUNNING_CHECK_MS)) return;
-  }
-  tellLeftToRecovery(observer, flow, id, new Error(`${reactor} has not moved the outcome's money within ${waited} ms`));
+  const { reached, waitedMs } = await checkpointReached(pool, reactor, appended.position, {
+    boundMs: OUTCOME_WAIT_MS,
+    whileRunningMs: OUTCOME_WAIT_RUNNING_MS,
+  });
+  if (!reached) tellLeftToRecovery(observer, flow, id, new Error(`${reactor} has not moved the outcome's money within ${waitedMs} ms`));
 }
 
 /**
