@@ -174,8 +174,7 @@ describe('an API process that gets SIGTERM', () => {
   });
 
   it('without a proxy: closes idle connections at once, finishes the request in flight, exits 0 after a last "stopped" line', async () => {
-    // LOG_LEVEL=info: the stop's log lines are at info, below the tests' default of warn.
-    const api = await startGateway('api', { DATABASE_URL: db.url, ADMIN_TOKEN, LOG_LEVEL: 'info' });
+    const api = await startGateway('api', { DATABASE_URL: db.url, ADMIN_TOKEN });
     const port = portOf(api);
     const idle = await RawConnection.open(port);
     const inFlight = await RawConnection.open(port);

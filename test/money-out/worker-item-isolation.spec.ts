@@ -38,7 +38,7 @@ describe('periodic workers: each item fails alone', () => {
   });
 
   it('BUG: a refund request that throws a non-payments error does not stop recovery of the others, nor a bad pending refund their completion', async () => {
-    gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN, REFUND_PROCESSING_SECONDS: '1', LOG_LEVEL: 'error' });
+    gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN, REFUND_PROCESSING_SECONDS: '1' });
     const operator = new Operator(gateway.baseUrl, gateway.adminToken);
     const merchant = await instantMerchant(operator);
     const invoices = [await paidInvoice(operator, merchant.live, '3000.00'), await paidInvoice(operator, merchant.live, '2000.00')];

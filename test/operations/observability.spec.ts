@@ -116,7 +116,6 @@ describe('observability of a running gateway (API + projector in one process)', 
   beforeAll(async () => {
     hooks = await startWebhookReceiver();
     gw = await startInvoiceGateway({
-      LOG_LEVEL: 'info',
       METRICS_PORT: '0',
       WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
       REFUND_PROCESSING_SECONDS: String(REFUND_PROCESSING_SECONDS),

@@ -38,7 +38,7 @@ describe('every process manager replayed from checkpoint zero (PostgreSQL, real 
     await db.drop();
   });
 
-  const env = () => ({ DATABASE_URL: db.url, LOG_LEVEL: 'error' });
+  const env = () => ({ DATABASE_URL: db.url });
   const logSize = async () => Number((await db.pool.query<{ n: string }>('SELECT count(*) AS n FROM events')).rows[0]!.n);
 
   /** Every ledger of the log: its entries and its balances. */

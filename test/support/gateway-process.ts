@@ -42,11 +42,14 @@ export interface RunningProcess {
   kill(signal?: NodeJS.Signals): Promise<number | string>;
 }
 
-/** Starts one of the compiled entry points with the given environment (plus PATH). */
+/**
+ * Starts one of the compiled entry points with the given environment (plus PATH) and
+ * nothing else: the log level is a user's (info) unless the test sets it and says why.
+ */
 export function startProcess(entry: Entry, env: Record<string, string>, args: string[] = []): RunningProcess {
   const child = spawn(process.execPath, [path.join(ROOT, ENTRIES[entry]), ...args], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ...env },
+    env: { PATH: process.env.PATH ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   // Listed for the test environment, which kills what the file leaves running (test-environment.ts).
