@@ -1,8 +1,8 @@
-import { IsIn, IsString } from 'class-validator';
+import { IsIn } from 'class-validator';
 import { JSONSchema } from 'class-validator-jsonschema';
 import { LEDGER_MODES } from '#ledger';
 import type { LedgerMode } from '#ledger';
-import { IsIsoDateTime, MaxLength, Optional, Required, StorableText } from '../http/request-rules';
+import { IsoInstant, Optional, Required } from '../http/request-rules';
 import { MODE, MODE_DESCRIPTION } from '../ledger/ledger-audit.request';
 
 export const REPORT_FORMATS = ['json', 'csv'] as const;
@@ -17,18 +17,12 @@ export class AccountStatementQuery {
   mode!: LedgerMode;
 
   @Required()
-  @IsString()
-  @StorableText()
-  @MaxLength(40)
-  @IsIsoDateTime()
+  @IsoInstant()
   @JSONSchema({ description: 'Начало периода, не включая его: входящий остаток — баланс на этот момент (ISO 8601)' })
   from!: string;
 
   @Required()
-  @IsString()
-  @StorableText()
-  @MaxLength(40)
-  @IsIsoDateTime()
+  @IsoInstant()
   @JSONSchema({ description: 'Конец периода, включительно (ISO 8601); не раньше from' })
   to!: string;
 
@@ -41,10 +35,7 @@ export class AccountStatementQuery {
 /** The query of GET /admin/v1/audit/trial-balance. */
 export class TrialBalanceQuery {
   @Optional()
-  @IsString()
-  @StorableText()
-  @MaxLength(40)
-  @IsIsoDateTime()
+  @IsoInstant()
   @JSONSchema({ description: 'Момент, на который собрать оборотно-сальдовую ведомость (ISO 8601, включительно); без него: сейчас' })
   asOf?: string;
 
@@ -57,18 +48,12 @@ export class TrialBalanceQuery {
 /** A period (from, to]: the query of GET /v1/statements, and the start of others'. */
 export class PeriodQuery {
   @Required()
-  @IsString()
-  @StorableText()
-  @MaxLength(40)
-  @IsIsoDateTime()
+  @IsoInstant()
   @JSONSchema({ description: 'Начало периода, не включая его (ISO 8601)' })
   from!: string;
 
   @Required()
-  @IsString()
-  @StorableText()
-  @MaxLength(40)
-  @IsIsoDateTime()
+  @IsoInstant()
   @JSONSchema({ description: 'Конец периода, включительно (ISO 8601); не раньше from' })
   to!: string;
 }

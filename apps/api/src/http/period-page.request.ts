@@ -1,7 +1,6 @@
-import { IsString } from 'class-validator';
 import { JSONSchema } from 'class-validator-jsonschema';
 import { cursorSeqOf, pageSizeOf } from './cursor';
-import { IsCursor, IsIsoDateTime, IsQueryInteger, MaxLength, Optional, StorableText } from './request-rules';
+import { IsCursor, IsoInstant, IsQueryInteger, Optional } from './request-rules';
 
 /** The query fields of a list read in cursor pages (default 20). */
 export class PageQuery {
@@ -19,18 +18,12 @@ export class PageQuery {
 /** The query fields of a list of things that happened: a createdAt range, and its pages. */
 export class PeriodPageQuery extends PageQuery {
   @Optional()
-  @IsString()
-  @StorableText()
-  @MaxLength(40)
-  @IsIsoDateTime()
+  @IsoInstant()
   @JSONSchema({ description: 'Произошли в этот момент или позже (включительно)' })
   from?: string;
 
   @Optional()
-  @IsString()
-  @StorableText()
-  @MaxLength(40)
-  @IsIsoDateTime()
+  @IsoInstant()
   @JSONSchema({ description: 'Произошли раньше этого момента (не включительно)' })
   to?: string;
 }

@@ -1,4 +1,5 @@
-import { isString, ValidateBy, ValidateIf, ValidationArguments, ValidationOptions } from 'class-validator';
+import { applyDecorators } from '@nestjs/common';
+import { isString, IsString, ValidateBy, ValidateIf, ValidationArguments, ValidationOptions } from 'class-validator';
 import type { ValidationMetadata } from 'class-validator/types/metadata/ValidationMetadata';
 import { MAX_MONEY_KOPECKS, MoneyFormatError, parseMoney, parsePercent, PercentFormatError } from '#ledger';
 import { pageSeq, parseCursor } from './cursor';
@@ -90,6 +91,13 @@ export const IsIsoDateTime = () =>
     const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
     return month >= 1 && month <= 12 && day >= 1 && day <= daysInMonth && hour <= 23 && !Number.isNaN(new Date(v as string).getTime());
   });
+
+/**
+ * An instant as ISO 8601 text (from, to, asOf, createdFrom...): a string PostgreSQL can
+ * store, at most 40 characters, an existing date and time. The four rules are applied in
+ * the order the stacked decorators were (the lowest first), for the pipe and the documents.
+ */
+export const IsoInstant = () => applyDecorators(IsIsoDateTime(), MaxLength(40), StorableText(), IsString());
 
 /** A page cursor: the nextCursor of the previous page. */
 export const IsCursor = () => rule('cursor', (v) => isString(v) && parseCursor(v, pageSeq) !== null);

@@ -1,8 +1,8 @@
-import { IsIn, IsString } from 'class-validator';
+import { IsIn } from 'class-validator';
 import { JSONSchema } from 'class-validator-jsonschema';
 import { LEDGER_MODES } from '#ledger';
 import type { LedgerMode } from '#ledger';
-import { IsCursor, IsIsoDateTime, IsQueryInteger, MaxLength, Optional, Required, StorableText } from '../http/request-rules';
+import { IsCursor, IsoInstant, IsQueryInteger, Optional, Required } from '../http/request-rules';
 
 /** The `mode` of an operator's ledger query says its values in words of its own. */
 export const MODE = { message: 'test или live' };
@@ -34,10 +34,7 @@ export class LedgerBalanceQuery {
   mode!: LedgerMode;
 
   @Optional()
-  @IsString()
-  @StorableText()
-  @MaxLength(40)
-  @IsIsoDateTime()
+  @IsoInstant()
   @JSONSchema({ description: 'Момент, на который пересчитать баланс (ISO 8601); без него: сейчас' })
   asOf?: string;
 }

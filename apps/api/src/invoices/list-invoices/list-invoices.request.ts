@@ -2,7 +2,7 @@ import { IsIn, IsString } from 'class-validator';
 import { JSONSchema } from 'class-validator-jsonschema';
 import { INVOICE_STATUSES } from '#domain';
 import type { InvoiceStatus } from '#domain';
-import { IsIsoDateTime, MaxLength, Optional, StorableText } from '../../http/request-rules';
+import { IsoInstant, MaxLength, Optional, StorableText } from '../../http/request-rules';
 import { PageQuery } from '../../http/period-page.request';
 
 /** The query of GET /v1/invoices. */
@@ -20,18 +20,12 @@ export class ListInvoicesQuery extends PageQuery {
   status?: InvoiceStatus;
 
   @Optional()
-  @IsString()
-  @StorableText()
-  @MaxLength(40)
-  @IsIsoDateTime()
+  @IsoInstant()
   @JSONSchema({ description: 'Созданы в этот момент или позже (включительно)' })
   from?: string;
 
   @Optional()
-  @IsString()
-  @StorableText()
-  @MaxLength(40)
-  @IsIsoDateTime()
+  @IsoInstant()
   @JSONSchema({ description: 'Созданы раньше этого момента (не включительно)' })
   to?: string;
 }
