@@ -7,8 +7,12 @@
  *   percent field: the literal scanner must never lose its place, and a number it
  *   cannot account for is refused, never let through unchecked;
  * - a JSON body that names one field twice (JSON.parse keeps the last; a proxy may
- *   have read the first): 400 validation naming the field, on every body.
+ *   have read the first): 400 validation naming the field, on every body;
+ * - a JSON body whose bytes are not UTF-8 (once read as text, every bad byte became
+ *   U+FFFD, so two different orderIds were one) or that is sent compressed (the bytes
+ *   were parsed as they came: gzip was "not JSON", a plain body labelled br was taken).
  */
+import { gzipSync } from 'node:zlib';
 import { expectError, expectStatus, InvoiceGateway, Json, Merchant, orderId, Reply, startInvoiceGateway } from '../support/merchant-fixtures';
 import { paidInvoice, payoutAddress, PHONE } from '../support/money-out-fixtures';
 import { sendRaw } from '../support/signing';
@@ -301,6 +305,87 @@ describe('input edges that must be 400 or 404, never 500 and never let through',
         expect(r.body.error.details).toEqual([{ param: b.param, code: 'duplicate_field', message: expect.stringMatching(/[А-Яа-я]/) }]);
       }
       expect(await counts()).toBe(before);
+    });
+  });
+
+  describe('a body that is not UTF-8, or is compressed → refused before any check, nothing written', () => {
+    const written = async () =>
+      (await gw.db.pool.query<{ n: string }>(`SELECT (SELECT count(*) FROM events) + (SELECT count(*) FROM accounts) AS n`)).rows[0]!.n;
+    /** A body as bytes: `text` in UTF-8 with `raw` (bytes that are not UTF-8) where `<bad>` stands. */
+    const bytes = (text: string, raw: number[]) => {
+      const [before, after] = text.split('<bad>') as [string, string];
+      return Buffer.concat([Buffer.from(before), Buffer.from(raw), Buffer.from(after)]);
+    };
+    const sendBytes = (path: string, headers: Record<string, string>, body: Buffer) =>
+      sendRaw(gw.baseUrl, 'POST', path, { headers: { ...headers, ...json }, body });
+
+    it('bytes that are not UTF-8 → 400 validation, param body, on merchant and operator bodies; two such orderIds are not made one', async () => {
+      const before = await written();
+      const order = orderId('latin1');
+      const cases = [
+        { path: '/v1/invoices', headers: merchantHeaders(shop.keys.test.secretKey), body: bytes(`{"amount":"100.00","orderId":"${order}-<bad>"}`, [0xe9]) },
+        { path: '/v1/invoices', headers: merchantHeaders(shop.keys.test.secretKey), body: bytes(`{"amount":"200.00","orderId":"${order}-<bad>"}`, [0xe8]) },
+        // An overlong encoding of "/" and a lone surrogate written as bytes: not UTF-8 either.
+        {
+          path: '/v1/invoices',
+          headers: merchantHeaders(shop.keys.test.secretKey),
+          body: bytes(`{"amount":"100.00","orderId":"${order}<bad>"}`, [0xc0, 0xaf]),
+        },
+        {
+          path: '/v1/invoices',
+          headers: merchantHeaders(shop.keys.test.secretKey),
+          body: bytes(`{"amount":"100.00","orderId":"${order}<bad>"}`, [0xed, 0xa0, 0x80]),
+        },
+        { path: `/v1/invoices/${invoiceId}/refund`, headers: merchantHeaders(shop.keys.test.secretKey), body: bytes('{"amount":"1.00","x":"<bad>"}', [0xff]) },
+        { path: '/admin/v1/accounts', headers: adminHeaders(), body: bytes('{"name":"Caf<bad>","email":"cafe@example.com"}', [0xe9]) },
+      ];
+      for (const c of cases) {
+        const r = await sendBytes(c.path, c.headers, c.body);
+        expect({ path: c.path, status: r.status, error: r.body?.error }).toEqual({
+          path: c.path,
+          status: 400,
+          error: { code: 'validation', param: 'body', message: expect.stringContaining('UTF-8') },
+        });
+      }
+      expect(await written()).toBe(before);
+      // The same text in UTF-8 is taken.
+      const r = await sendBytes(
+        '/v1/invoices',
+        { ...merchantHeaders(shop.keys.test.secretKey), 'idempotency-key': `utf8-${order}` },
+        Buffer.from(`{"amount":"100.00","orderId":"${order}-é"}`),
+      );
+      expectStatus(r, 201);
+    });
+
+    it('a Content-Encoding other than identity → 415 unsupported_media_type, whether or not the bytes are compressed', async () => {
+      const before = await written();
+      const body = `{"amount":"100.00","orderId":"${orderId('compressed')}"}`;
+      const headers = merchantHeaders(shop.keys.test.secretKey);
+      for (const [encoding, sent] of [
+        ['gzip', gzipSync(body)],
+        ['br', Buffer.from(body)],
+        ['GZIP, identity', gzipSync(body)],
+      ] as const) {
+        const r = await sendBytes('/v1/invoices', { ...headers, 'content-encoding': encoding }, sent);
+        expect({ encoding, status: r.status, code: r.body?.error?.code, message: r.body?.error?.message }).toEqual({
+          encoding,
+          status: 415,
+          code: 'unsupported_media_type',
+          message: expect.stringContaining('Content-Encoding'),
+        });
+      }
+      const admin = await sendBytes(
+        '/admin/v1/accounts',
+        { ...adminHeaders(), 'content-encoding': 'gzip' },
+        gzipSync('{"name":"Один","email":"one@example.com"}'),
+      );
+      expectError(admin, 415, 'unsupported_media_type');
+      expect(await written()).toBe(before);
+      // identity is no coding at all.
+      expectStatus(
+        await sendBytes('/v1/invoices', { ...headers, 'content-encoding': 'identity', 'idempotency-key': `identity-${body.length}` }, Buffer.from(body)),
+        201,
+      );
     });
   });
 });

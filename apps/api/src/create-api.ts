@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import { randomUUID } from 'node:crypto';
+import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import { LogController } from 'fastify';
@@ -29,9 +30,10 @@ const sendError = (reply: FastifyReply, error: ApiError) =>
   reply.status(error.status).header('cache-control', 'no-store').header('content-type', 'application/json; charset=utf-8').send(error.body());
 
 /**
- * The merchant and operator APIs take JSON only: a body of another type is refused
- * with 415 before any parser reads it (the payment page under /pay and the operator
- * console under /admin, outside /admin/v1, keep their forms).
+ * The merchant and operator APIs take JSON only: a body of another type, or sent with a
+ * content coding (gzip, br: Fastify would parse the coded bytes as they came), is
+ * refused with 415 before any parser reads it (the payment page under /pay and the
+ * operator console under /admin, outside /admin/v1, keep their forms).
  */
 function requireJsonBodies(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
   const api = request.url.startsWith('/v1/') || request.url.startsWith('/admin/v1/');
@@ -41,17 +43,28 @@ function requireJsonBodies(request: FastifyRequest, reply: FastifyReply, done: (
     void sendError(reply, new ApiError(415, 'unsupported_media_type', 'Тело запроса должно быть в формате application/json'));
     return;
   }
+  const coding = (request.headers['content-encoding'] ?? '').trim().toLowerCase();
+  if (api && hasBody && coding !== '' && coding !== 'identity') {
+    void sendError(reply, new ApiError(415, 'unsupported_media_type', 'Тело запроса принимается без сжатия: Content-Encoding не поддерживается'));
+    return;
+  }
   done();
 }
 
 /**
- * A JSON body that names one field twice is refused: JSON.parse keeps the last
+ * A JSON body whose bytes are not UTF-8 is refused (RFC 8259: JSON between systems is
+ * UTF-8): read as text, each bad byte would become U+FFFD, and two different orderIds
+ * one. A JSON body that names one field twice is refused: JSON.parse keeps the last
  * value, and a proxy that inspects or signs the body may have read the first. The
  * raw bytes of the others are kept by their parsed body, for the money rules.
  */
-function refuseDuplicateNames(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
+function refuseUnreadableBodies(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
   const raw = (request as FastifyRequest & { rawBody?: Buffer }).rawBody;
   const json = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase() === 'application/json';
+  if (json && raw !== undefined && !isUtf8(raw)) {
+    void sendError(reply, new ApiError(400, 'validation', 'Тело запроса не является корректным JSON: текст должен быть в кодировке UTF-8', 'body'));
+    return;
+  }
   const body = json && raw !== undefined && typeof request.body === 'object' && request.body !== null ? request.body : null;
   if (body !== null) RAW_BODIES.set(body, raw!);
   const name = body !== null ? duplicateJsonName(raw!.toString('utf8')) : null;
@@ -134,7 +147,7 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
     done();
   });
   fastify.addHook('onRequest', requireJsonBodies);
-  fastify.addHook('preValidation', refuseDuplicateNames);
+  fastify.addHook('preValidation', refuseUnreadableBodies);
   fastify.addHook('onResponse', (request, reply, done) => {
     recordResponse(metrics, request, reply, reply.elapsedTime);
     done();
