@@ -10,7 +10,9 @@
  *   have read the first): 400 validation naming the field, on every body;
  * - a JSON body whose bytes are not UTF-8 (once read as text, every bad byte became
  *   U+FFFD, so two different orderIds were one) or that is sent compressed (the bytes
- *   were parsed as they came: gzip was "not JSON", a plain body labelled br was taken).
+ *   were parsed as they came: gzip was "not JSON", a plain body labelled br was taken);
+ * - a query string with a percent-escape that is not UTF-8: kept as written, so that
+ *   `?orderId=%E9` found the invoice whose orderId is the text `%E9`.
  */
 import { gzipSync } from 'node:zlib';
 import { expectError, expectStatus, InvoiceGateway, Json, Merchant, orderId, Reply, startInvoiceGateway } from '../support/merchant-fixtures';
@@ -355,6 +357,33 @@ describe('input edges that must be 400 or 404, never 500 and never let through',
         Buffer.from(`{"amount":"100.00","orderId":"${order}-é"}`),
       );
       expectStatus(r, 201);
+    });
+
+    it('a query string with a percent-escape that is not UTF-8 → 400 naming its field, on merchant and operator routes', async () => {
+      const literal = `%E9-${orderId('literal')}`;
+      const created = await sendBytes(
+        '/v1/invoices',
+        merchantHeaders(shop.keys.test.secretKey),
+        Buffer.from(JSON.stringify({ amount: '100.00', orderId: literal })),
+      );
+      expectStatus(created, 201);
+      const get = (path: string, key = shop.keys.test.secretKey) => send('GET', path, merchantHeaders(key));
+      // The text `%E9-…` is asked for as `%25E9-…`; `%E9-…` itself is not text.
+      const found = await get(`/v1/invoices?orderId=${encodeURIComponent(literal)}`);
+      expectStatus(found, 200);
+      expect(found.body.items.map((i: Json) => i.id)).toEqual([created.body.id]);
+      for (const [path, param, key] of [
+        [`/v1/invoices?orderId=${literal}`, 'orderId', shop.keys.test.secretKey],
+        ['/v1/invoices?limit=%zz', 'limit', shop.keys.test.secretKey],
+        ['/v1/invoices?status=paid&orderId=a%C3', 'orderId', shop.keys.test.secretKey],
+        ['/v1/invoices?%E9=1', 'query', shop.keys.test.secretKey],
+        ['/v1/payouts?orderId=%E9', 'orderId', shop.keys.live.secretKey],
+      ] as const) {
+        const r = await get(path, key);
+        expect({ path, status: r.status, code: r.body?.error?.code, param: r.body?.error?.param }).toEqual({ path, status: 400, code: 'validation', param });
+      }
+      const admin = await send('GET', '/admin/v1/audit/trial-balance?asOf=%FF', adminHeaders());
+      expectError(admin, 400, 'validation', 'asOf');
     });
 
     it('a Content-Encoding other than identity → 415 unsupported_media_type, whether or not the bytes are compressed', async () => {

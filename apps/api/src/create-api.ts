@@ -51,6 +51,37 @@ function requireJsonBodies(request: FastifyRequest, reply: FastifyReply, done: (
   done();
 }
 
+/** A component of a query string as text (`+` a space), or null when a percent-escape in it is not UTF-8 (`%E9`, `%zz`). */
+function decodedComponent(text: string): string | null {
+  try {
+    return decodeURIComponent(text.replace(/\+/g, ' '));
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A query string of the APIs is UTF-8 text, as a path is: a percent-escape that does
+ * not decode is refused with 400 naming its field, where the query parser keeps it as
+ * written, so that `?orderId=%E9` found the invoice whose orderId is the text `%E9`.
+ */
+function refuseUndecodableQueries(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
+  const url = request.url;
+  const at = url.indexOf('?');
+  const api = url.startsWith('/v1/') || url.startsWith('/admin/v1/');
+  if (api && at >= 0 && url.includes('%', at)) {
+    for (const pair of url.slice(at + 1).split('&')) {
+      const eq = pair.indexOf('=');
+      const name = decodedComponent(eq < 0 ? pair : pair.slice(0, eq));
+      if (name !== null && (eq < 0 || decodedComponent(pair.slice(eq + 1)) !== null)) continue;
+      const param = name ?? 'query';
+      void sendError(reply, new ApiError(400, 'validation', `${param}: неверная %-последовательность, текст должен быть в кодировке UTF-8`, param));
+      return;
+    }
+  }
+  done();
+}
+
 /**
  * A JSON body whose bytes are not UTF-8 is refused (RFC 8259: JSON between systems is
  * UTF-8): read as text, each bad byte would become U+FFFD, and two different orderIds
@@ -147,6 +178,7 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
     done();
   });
   fastify.addHook('onRequest', requireJsonBodies);
+  fastify.addHook('onRequest', refuseUndecodableQueries);
   fastify.addHook('preValidation', refuseUnreadableBodies);
   fastify.addHook('onResponse', (request, reply, done) => {
     recordResponse(metrics, request, reply, reply.elapsedTime);
