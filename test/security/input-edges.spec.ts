@@ -15,7 +15,7 @@
  *   `?orderId=%E9` found the invoice whose orderId is the text `%E9`.
  */
 import { gzipSync } from 'node:zlib';
-import { expectError, expectStatus, InvoiceGateway, Json, Merchant, orderId, Reply, startInvoiceGateway } from '../support/merchant-fixtures';
+import { expectError, expectStatus, InvoiceGateway, Json, Merchant, orderId, Reply, startInvoiceGateway, waitForList } from '../support/merchant-fixtures';
 import { paidInvoice, payoutAddress, PHONE } from '../support/money-out-fixtures';
 import { sendRaw } from '../support/signing';
 
@@ -369,9 +369,8 @@ describe('input edges that must be 400 or 404, never 500 and never let through',
       expectStatus(created, 201);
       const get = (path: string, key = shop.keys.test.secretKey) => send('GET', path, merchantHeaders(key));
       // The text `%E9-…` is asked for as `%25E9-…`; `%E9-…` itself is not text.
-      const found = await get(`/v1/invoices?orderId=${encodeURIComponent(literal)}`);
-      expectStatus(found, 200);
-      expect(found.body.items.map((i: Json) => i.id)).toEqual([created.body.id]);
+      const found = await waitForList(shop.test, [created.body.id], `orderId=${encodeURIComponent(literal)}`);
+      expect(found.map((i: Json) => i.id)).toEqual([created.body.id]);
       for (const [path, param, key] of [
         [`/v1/invoices?orderId=${literal}`, 'orderId', shop.keys.test.secretKey],
         ['/v1/invoices?limit=%zz', 'limit', shop.keys.test.secretKey],
