@@ -1,4 +1,4 @@
-import { loadConfigOrExit } from '#payments/composition';
+import { loadConfigOrExit, refuseArgumentsOrExit } from '#payments/composition';
 import { openInfrastructure } from '#payments/composition';
 import { COMMAND_SESSION_LIMITS } from '#platform/database';
 import { ledgerEntriesOf, verifyLedgers, VerifyReport } from '#payments/ledger-verification';
@@ -18,6 +18,7 @@ import { logReportLines } from './log-report';
  */
 async function main(): Promise<void> {
   const started = Date.now();
+  refuseArgumentsOrExit('ledger:verify');
   const config = loadConfigOrExit('ledger:verify');
   const log = createLogger('ledger-verify', process.env.LOG_LEVEL ?? 'warn');
   const infra = await openInfrastructure(config, log, { applicationName: 'gateway-ledger-verify', limits: COMMAND_SESSION_LIMITS, access: 'read-only' });

@@ -1,4 +1,4 @@
-import { loadConfigOrExit, openInfrastructure } from '#payments/composition';
+import { loadConfigOrExit, openInfrastructure, refuseArgumentsOrExit } from '#payments/composition';
 import { AuditSigningKeys } from '#payments/audit';
 import { createLogger } from '#platform/logging';
 
@@ -10,6 +10,7 @@ import { createLogger } from '#platform/logging';
  * AUDIT_SIGNING_KEY set it refuses: a new key is set there instead.
  */
 async function main(): Promise<void> {
+  refuseArgumentsOrExit('audit:rotate-signing-key');
   const config = loadConfigOrExit('audit:rotate-signing-key');
   const infra = await openInfrastructure(config, createLogger('audit-rotate-signing-key', process.env.LOG_LEVEL ?? 'warn'), {
     applicationName: 'gateway-audit-rotate-signing-key',

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { loadConfigOrExit } from '#payments/composition';
+import { loadConfigOrExit, refuseArgumentsOrExit } from '#payments/composition';
 import { openInfrastructure } from '#payments/composition';
 import { createLogger } from '#platform/logging';
 import { resealWebhookSecrets } from '#payments/merchants';
@@ -26,6 +26,7 @@ async function reseal(infra: Infrastructure): Promise<[number, string]> {
  *   every process; this re-seals every secret with it. Afterwards SECRETS_KEY=new.
  */
 async function main(): Promise<void> {
+  refuseArgumentsOrExit('secrets:rotate-key');
   const config = loadConfigOrExit('secrets:rotate-key');
   const log = createLogger('secrets-rotate-key', process.env.LOG_LEVEL ?? 'warn');
   if (config.secretsKeys) {

@@ -328,3 +328,15 @@ export function loadConfigOrExit(command: string, env: Env = process.env): Gatew
     process.exit(2);
   }
 }
+
+/**
+ * For a command that takes no arguments (its settings are environment variables): any
+ * argument goes to stderr under the command's name and the process exits with code 2
+ * before it reads or writes anything, so that an option the operator believed in
+ * (`-- --dry-run`) is never silently ignored by a command that writes.
+ */
+export function refuseArgumentsOrExit(command: string, args: readonly string[] = process.argv.slice(2)): void {
+  if (args.length === 0) return;
+  process.stderr.write(`${command}: takes no arguments, got ${args.join(' ')} (its settings are environment variables: docs/configuration.md)\n`);
+  process.exit(2);
+}

@@ -1,0 +1,46 @@
+/**
+ * The operator commands that take no arguments refuse any, before they read or write
+ * anything: `npm run secrets:rotate-key -- --dry-run` rotated the key, and
+ * `npm run ledger:verify -- --asOf …` verified everything and said nothing of the
+ * option. Each runs as the operator runs it, on a migrated database.
+ */
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { startProcess, type Entry } from '../support/gateway-process';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+
+describe('commands without arguments refuse any, and do nothing', () => {
+  let db: TestDatabase;
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'command-arguments-'));
+
+  beforeAll(async () => {
+    db = await createTestDatabase({ poolSize: 2 });
+  });
+
+  afterAll(async () => {
+    await db?.drop();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  const signingKeys = async () => (await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM audit_signing_keys')).rows[0]!.n;
+
+  it.each<[Entry, string, Record<string, string>]>([
+    ['ledger-verify', 'ledger:verify', {}],
+    // No SECRETS_KEY: the key file under DATA_DIR, which a rotation would write.
+    ['secrets-rotate-key', 'secrets:rotate-key', { DATA_DIR: dataDir }],
+    // The signing key sealed in the database, which a rotation would insert.
+    ['audit-rotate-signing-key', 'audit:rotate-signing-key', { SECRETS_KEY: randomBytes(32).toString('hex') }],
+  ])('%s -- --dry-run: exit 2 naming the argument, nothing written', async (entry, command, env) => {
+    const keysBefore = await signingKeys();
+    const proc = startProcess(entry, { DATABASE_URL: db.url, ...env }, ['--dry-run']);
+    const code = await proc.exited;
+    expect({ code, output: proc.output() }).toEqual({
+      code: 2,
+      output: `${command}: takes no arguments, got --dry-run (its settings are environment variables: docs/configuration.md)\n`,
+    });
+    expect(existsSync(path.join(dataDir, 'secrets.key'))).toBe(false);
+    expect(await signingKeys()).toBe(keysBefore);
+  });
+});
