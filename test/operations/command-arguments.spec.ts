@@ -43,4 +43,14 @@ describe('commands without arguments refuse any, and do nothing', () => {
     expect(existsSync(path.join(dataDir, 'secrets.key'))).toBe(false);
     expect(await signingKeys()).toBe(keysBefore);
   });
+
+  // The serving processes are configured by the environment: `npm start -- --port 4000` listened on PORT.
+  it.each<Entry>(['gateway', 'api', 'projector'])('%s -- --port 4000: exit 2 naming the argument, before it serves', async (entry) => {
+    const proc = startProcess(entry, { DATABASE_URL: db.url, SECRETS_KEY: randomBytes(32).toString('hex'), PORT: '0' }, ['--port', '4000']);
+    const code = await proc.exited;
+    expect({ code, output: proc.output() }).toEqual({
+      code: 2,
+      output: `${entry}: takes no arguments, got --port 4000 (its settings are environment variables: docs/configuration.md)\n`,
+    });
+  });
 });

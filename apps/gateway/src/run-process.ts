@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
-import { loadConfigOrExit, openInfrastructure, ServingRole, servingApplicationName, urlHostOf } from '#payments/composition';
+import { loadConfigOrExit, openInfrastructure, refuseArgumentsOrExit, ServingRole, servingApplicationName, urlHostOf } from '#payments/composition';
 import { createLogger } from '#platform/logging';
 import { takeOverShutdownSignals } from '#platform/database';
 import { createServices } from '#payments/services';
@@ -27,6 +27,8 @@ export interface ProcessRoles {
  * and finishes the requests in flight (connection-drain.ts), then the projector stops.
  */
 export async function runProcess(roles: ProcessRoles): Promise<void> {
+  // Configured by the environment: `npm start -- --port 4000` would otherwise listen on PORT.
+  refuseArgumentsOrExit(roles.name);
   const log = createLogger(roles.name === 'gateway' ? 'gateway' : `gateway-${roles.name}`);
   const config = loadConfigOrExit(roles.name);
 
