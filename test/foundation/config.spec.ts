@@ -31,6 +31,7 @@ describe('configuration from the environment', () => {
       authFailureLimitOverall: 300,
       trustedProxies: [],
       webhookRetentionDays: 30,
+      logLevel: null,
     });
   });
 
@@ -84,8 +85,10 @@ describe('configuration from the environment', () => {
       EVENTSTORE_CONNECTION_STRING: 'esdb://localhost:2113?tls=false',
       ADMIN_TOKEN: 'a-very-long-operator-token-of-32-chars',
       CLOCK: 'manual',
+      LOG_LEVEL: 'debug',
     });
-    expect(config).toMatchObject({ host: '0.0.0.0', port: 8080, eventStore: 'eventstoredb', clock: 'manual', dataDir: '/var/lib/gw' });
+    expect(config).toMatchObject({ host: '0.0.0.0', port: 8080, eventStore: 'eventstoredb', clock: 'manual', dataDir: '/var/lib/gw', logLevel: 'debug' });
+    expect(loadConfig({ LOG_LEVEL: ' ' }).logLevel).toBeNull();
   });
 
   it.each([
@@ -110,6 +113,8 @@ describe('configuration from the environment', () => {
     [{ TRUSTED_PROXIES: '10.0.0.0/33' }, 'TRUSTED_PROXIES must be IP addresses or CIDR ranges'],
     [{ WEBHOOK_RETENTION_DAYS: '0' }, 'WEBHOOK_RETENTION_DAYS must be a positive integer'],
     [{ CLOCK: 'fast' }, 'CLOCK must be "system" or "manual", got "fast"'],
+    [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "loud"'],
+    [{ LOG_LEVEL: 'INFO' }, 'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "INFO"'],
     [{ PUBLIC_URL: 'ftp://x' }, 'PUBLIC_URL must be an http(s) URL'],
     [{ RATE_LIMIT_PER_SECOND: '0' }, 'RATE_LIMIT_PER_SECOND must be a positive integer'],
     [{ POLL_INTERVAL_SECONDS: '-1' }, 'POLL_INTERVAL_SECONDS must be a whole number of seconds'],
@@ -179,6 +184,15 @@ describe('configuration from the environment', () => {
       expect(await proc.exited).toBe(2);
       expect(proc.output()).toContain('EVENTSTORE_CONNECTION_STRING must be a connection string the EventStoreDB client accepts');
     });
+  });
+
+  // pino refused the level with a stack trace before the configuration was read.
+  it.each(['gateway', 'ledger-verify'] as const)('%s with LOG_LEVEL=loud stops with the message and exit code 2', async (entry) => {
+    const proc = startProcess(entry, { LOG_LEVEL: 'loud', DATABASE_URL: 'postgres://nobody:nothing@127.0.0.1:9/none' });
+    expect(await proc.exited).toBe(2);
+    expect(proc.output()).toBe(
+      `${entry === 'gateway' ? 'gateway' : 'ledger:verify'}: Invalid configuration:\n  - LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "loud"\n`,
+    );
   });
 
   it('lists every problem at once', () => {

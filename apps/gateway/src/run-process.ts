@@ -29,8 +29,8 @@ export interface ProcessRoles {
 export async function runProcess(roles: ProcessRoles): Promise<void> {
   // Configured by the environment: `npm start -- --port 4000` would otherwise listen on PORT.
   refuseArgumentsOrExit(roles.name);
-  const log = createLogger(roles.name === 'gateway' ? 'gateway' : `gateway-${roles.name}`);
   const config = loadConfigOrExit(roles.name);
+  const log = createLogger(roles.name === 'gateway' ? 'gateway' : `gateway-${roles.name}`, config.logLevel ?? undefined);
 
   try {
     const infra = await openInfrastructure(config, log, { applicationName: servingApplicationName(roles.name) });

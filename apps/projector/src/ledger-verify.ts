@@ -20,7 +20,7 @@ async function main(): Promise<void> {
   const started = Date.now();
   refuseArgumentsOrExit('ledger:verify');
   const config = loadConfigOrExit('ledger:verify');
-  const log = createLogger('ledger-verify', process.env.LOG_LEVEL ?? 'warn');
+  const log = createLogger('ledger-verify', config.logLevel ?? 'warn');
   const infra = await openInfrastructure(config, log, { applicationName: 'gateway-ledger-verify', limits: COMMAND_SESSION_LIMITS, access: 'read-only' });
   let failed = false;
   try {

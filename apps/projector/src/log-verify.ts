@@ -64,7 +64,7 @@ async function main(): Promise<void> {
   const { expected, checkpoints, keys } = parseArguments(process.argv.slice(2));
   const started = Date.now();
   const config = loadConfigOrExit('log:verify');
-  const log = createLogger('log-verify', process.env.LOG_LEVEL ?? 'warn');
+  const log = createLogger('log-verify', config.logLevel ?? 'warn');
   const infra = await openInfrastructure(config, log, { applicationName: 'gateway-log-verify', limits: COMMAND_SESSION_LIMITS, access: 'read-only' });
   let failed = false;
   try {

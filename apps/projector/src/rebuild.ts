@@ -77,7 +77,7 @@ async function main(): Promise<void> {
   const selected = names.length > 0 ? [...new Set(names)].map((n) => known.get(n)!) : [...allProjections];
 
   const config = loadConfigOrExit('projections:rebuild');
-  const logLevel = process.env.LOG_LEVEL ?? 'warn';
+  const logLevel = config.logLevel ?? 'warn';
   const log = createLogger('projections-rebuild', logLevel);
   const infra = await openInfrastructure(config, log, { applicationName: 'gateway-rebuild', limits: COMMAND_SESSION_LIMITS, secrets: false });
   let locks: HeldProjectionLocks;

@@ -37,7 +37,7 @@ async function main(): Promise<number> {
   if (from.getTime() > to.getTime()) fail('--to must not be before --from');
 
   const config = loadConfigOrExit('audit:reconcile');
-  const log = createLogger('audit-reconcile', process.env.LOG_LEVEL ?? 'warn');
+  const log = createLogger('audit-reconcile', config.logLevel ?? 'warn');
   const infra = await openInfrastructure(config, log, {
     applicationName: 'gateway-audit-reconcile',
     poolSize: 2,

@@ -12,7 +12,7 @@ import { createLogger } from '#platform/logging';
 async function main(): Promise<void> {
   refuseArgumentsOrExit('audit:rotate-signing-key');
   const config = loadConfigOrExit('audit:rotate-signing-key');
-  const infra = await openInfrastructure(config, createLogger('audit-rotate-signing-key', process.env.LOG_LEVEL ?? 'warn'), {
+  const infra = await openInfrastructure(config, createLogger('audit-rotate-signing-key', config.logLevel ?? 'warn'), {
     applicationName: 'gateway-audit-rotate-signing-key',
     poolSize: 2,
   });

@@ -22,7 +22,7 @@ async function main(): Promise<void> {
   if (unknown.length > 0) fail(`unknown table ${unknown.join(', ')}; read-model tables: ${READ_MODEL_TABLES.join(', ')}`);
 
   const config = loadConfigOrExit('read-models:checksum');
-  const log = createLogger('read-models-checksum', process.env.LOG_LEVEL ?? 'warn');
+  const log = createLogger('read-models-checksum', config.logLevel ?? 'warn');
   const infra = await openInfrastructure(config, log, {
     applicationName: 'gateway-read-models-checksum',
     poolSize: 2,

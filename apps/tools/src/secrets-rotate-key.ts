@@ -28,7 +28,7 @@ async function reseal(infra: Infrastructure): Promise<[number, string]> {
 async function main(): Promise<void> {
   refuseArgumentsOrExit('secrets:rotate-key');
   const config = loadConfigOrExit('secrets:rotate-key');
-  const log = createLogger('secrets-rotate-key', process.env.LOG_LEVEL ?? 'warn');
+  const log = createLogger('secrets-rotate-key', config.logLevel ?? 'warn');
   if (config.secretsKeys) {
     const infra = await openInfrastructure(config, log, { applicationName: 'gateway-secrets-rotate-key', poolSize: 2 });
     try {

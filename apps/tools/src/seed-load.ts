@@ -55,7 +55,7 @@ async function main(): Promise<void> {
   }
 
   const config = loadConfigOrExit('seed:load');
-  const log = createLogger('seed-load', process.env.LOG_LEVEL ?? 'warn');
+  const log = createLogger('seed-load', config.logLevel ?? 'warn');
   const infra = await openInfrastructure(config, log, { applicationName: 'gateway-seed-load', limits: COMMAND_SESSION_LIMITS });
   try {
     process.stderr.write(`seed:load: about ${events} events, seed ${JSON.stringify(seed)}, from ${start.toISOString()} over ${days} simulated days\n`);

@@ -13,7 +13,7 @@ export const REQUEST_ID_LOG_FIELD = 'requestId';
  */
 export function createLogger(name: string, level?: string): Logger {
   const fallback = process.env.JEST_WORKER_ID ? 'silent' : 'info';
-  return pino({ name, level: level ?? process.env.LOG_LEVEL ?? fallback, base: { service: name } });
+  return pino({ name, level: level ?? (process.env.LOG_LEVEL?.trim() || fallback), base: { service: name } });
 }
 
 /** A logger that writes nothing (for tools and tests). */

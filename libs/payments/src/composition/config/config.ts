@@ -18,6 +18,8 @@ export interface GatewayConfig {
   /** At least 32 characters; null: generate a random token at start and print it (a given one is never printed). */
   readonly adminToken: string | null;
   readonly clock: ClockMode;
+  /** LOG_LEVEL, a pino level; null: the entry point's own default (info for the servers, warn for the commands). */
+  readonly logLevel: LogLevel | null;
   /** Where buyers reach the gateway (payment page links); null: http://127.0.0.1:<port>. */
   readonly publicUrl: string | null;
   /** Requests per second per key (spec: 60). */
@@ -74,6 +76,10 @@ export class ConfigError extends Error {
 
 type Env = Record<string, string | undefined>;
 
+/** pino's levels, as LOG_LEVEL may name them. */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
 const blankToUndefined = (v: string | undefined): string | undefined => (v === undefined || v.trim() === '' ? undefined : v.trim());
 
 export function loadConfig(env: Env = process.env): GatewayConfig {
@@ -127,6 +133,10 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
       `ADMIN_TOKEN must be at least ${ADMIN_TOKEN_MIN_LENGTH} characters long, for example openssl rand -base64 24 (leave it unset to get a random one)`,
     );
   }
+
+  const logLevelRaw = blankToUndefined(env.LOG_LEVEL);
+  const logLevel = logLevelRaw === undefined ? null : LOG_LEVELS.find((l) => l === logLevelRaw);
+  if (logLevel === undefined) problems.push(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got "${logLevelRaw}"`);
 
   const clockRaw = blankToUndefined(env.CLOCK) ?? 'system';
   if (clockRaw !== 'system' && clockRaw !== 'manual') {
@@ -209,6 +219,7 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
 
   if (problems.length > 0) throw new ConfigError(problems);
   return {
+    logLevel: logLevel ?? null,
     host,
     port,
     databaseUrl,
