@@ -95,6 +95,9 @@ describe('configuration from the environment', () => {
     [{ PORT: 'abc' }, 'PORT must be an integer from 0 to 65535'],
     [{ HOST: 'every interface' }, 'HOST must be an IP address or a host name to listen on'],
     [{ HOST: 'http://0.0.0.0' }, 'HOST must be an IP address or a host name to listen on'],
+    // Mistyped addresses: failed at listen (ENOTFOUND, exit 1) after the database was opened.
+    [{ HOST: '999.1.1.1' }, 'HOST must be an IP address or a host name to listen on'],
+    [{ HOST: '10.0.0' }, 'HOST must be an IP address or a host name to listen on'],
     [{ PORT: '70000' }, 'PORT must be an integer from 0 to 65535'],
     [{ DATABASE_URL: 'mysql://x' }, 'DATABASE_URL must be a PostgreSQL connection URL'],
     [{ EVENT_STORE: 'kafka' }, 'EVENT_STORE must be "postgres" or "eventstoredb", got "kafka"'],

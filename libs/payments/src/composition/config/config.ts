@@ -92,7 +92,9 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
   }
 
   const host = blankToUndefined(env.HOST) ?? '127.0.0.1';
-  if (isIP(host) === 0 && !/^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/.test(host)) {
+  // A name's last label is never all digits (RFC 3696): 999.1.1.1 or 10.0.0 is a mistyped address, not a name to resolve.
+  const hostName = /^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/.test(host) && !/(^|\.)\d+$/.test(host);
+  if (isIP(host) === 0 && !hostName) {
     problems.push(`HOST must be an IP address or a host name to listen on (127.0.0.1: this machine only; 0.0.0.0: every interface), got "${host}"`);
   }
 
