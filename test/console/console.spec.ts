@@ -229,6 +229,24 @@ describe('operator console at /admin (HTTP)', () => {
     }
   });
 
+  // These were the API's JSON to a browser too: no controller of the console was reached.
+  it('an address the console does not have, or a malformed one → an HTML page to a browser; the operator API keeps the error shape', async () => {
+    const browser = { accept: 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8' };
+    for (const [path, status] of [
+      ['/admin/nothing', 404],
+      ['/admin/accounts', 404],
+      ['/admin/%ZZ', 400],
+    ] as const) {
+      const page = await request(gateway.baseUrl, 'GET', path, { headers: browser });
+      expect({ path, status: page.status, type: page.headers.get('content-type') }).toEqual({ path, status, type: 'text/html; charset=utf-8' });
+      expect(page.headers.get('content-security-policy')).toContain("default-src 'none'");
+      expect(page.html).not.toContain('"error"');
+    }
+    const api = await request(gateway.baseUrl, 'GET', '/admin/v1/nothing', { headers: browser });
+    expect({ status: api.status, type: api.headers.get('content-type') }).toEqual({ status: 404, type: 'application/json; charset=utf-8' });
+    expect(JSON.parse(api.html)).toEqual({ error: { code: 'not_found', message: expect.any(String) } });
+  });
+
   it('a login or a resend posted as another content type, or with a repeated field, is refused without a 500 and opens nothing', async () => {
     const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
     const delivery = (await deliveries())[0];

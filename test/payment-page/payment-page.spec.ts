@@ -14,6 +14,9 @@ const SECURITY_HEADERS = {
   'referrer-policy': 'no-referrer',
 };
 
+/** What a browser asks for when it follows a link. */
+const BROWSER_ACCEPT = 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8';
+
 /** The page's text with non-breaking spaces as plain spaces ("1 030,00 ₽"). */
 const plain = (html: string) => html.replace(/\u00a0/g, ' ');
 
@@ -47,8 +50,8 @@ describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pa
     return got.body.status;
   }
 
-  async function page(pathOrUrl: string): Promise<{ status: number; headers: Headers; html: string }> {
-    const response = await fetch(pathOrUrl.startsWith('http') ? pathOrUrl : `${gateway.baseUrl}${pathOrUrl}`, { redirect: 'manual' });
+  async function page(pathOrUrl: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; html: string }> {
+    const response = await fetch(pathOrUrl.startsWith('http') ? pathOrUrl : `${gateway.baseUrl}${pathOrUrl}`, { redirect: 'manual', headers });
     return { status: response.status, headers: response.headers, html: plain(await response.text()) };
   }
 
@@ -260,6 +263,38 @@ describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pa
       expect(response.html).not.toContain('"error"');
       expect(response.html).not.toContain('<script');
     }
+  });
+
+  // These were the API's JSON to a browser too: no controller of the page was reached.
+  it('a browser gets HTML pages for an address the page does not have, a malformed one and a form too large', async () => {
+    const invoice = await createInvoice({ method: 'sbp' });
+    const browser = { accept: BROWSER_ACCEPT };
+    for (const [path, status] of [
+      ['/pay', 404],
+      ['/pay/', 404],
+      [`/pay/${invoice.id}/nothing`, 404],
+      ['/pay/%ZZ', 400],
+    ] as const) {
+      const response = await page(path, browser);
+      expect({ path, status: response.status }).toEqual({ path, status });
+      expectHtml(response.headers);
+      expectSecurityHeaders(response.headers);
+      expect(response.html).not.toContain('"error"');
+    }
+    const tooLarge = await submit(`/pay/${invoice.id}/method`, { method: 'sbp', padding: 'x'.repeat(70 * 1024) }, { origin: gateway.baseUrl, ...browser });
+    expect(tooLarge.status).toBe(413);
+    expectHtml(tooLarge.headers);
+    expectSecurityHeaders(tooLarge.headers);
+    expect(tooLarge.html).toContain('Некорректный запрос');
+    // A client that does not ask for HTML gets the error shape there, and the APIs always.
+    const notFound = await fetch(`${gateway.baseUrl}/pay/`);
+    expect({ status: notFound.status, type: notFound.headers.get('content-type') }).toEqual({ status: 404, type: 'application/json; charset=utf-8' });
+    const api = await fetch(`${gateway.baseUrl}/v1/nothing`, { headers: browser });
+    expect({ status: api.status, type: api.headers.get('content-type'), body: await api.json() }).toEqual({
+      status: 404,
+      type: 'application/json; charset=utf-8',
+      body: { error: { code: 'not_found', message: expect.any(String) } },
+    });
   });
 
   it('escapes every merchant-supplied string', async () => {

@@ -1,4 +1,5 @@
 import 'reflect-metadata';
+import type { ArgumentsHost, ExceptionFilter } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import { randomUUID } from 'node:crypto';
@@ -16,6 +17,8 @@ import { FailedAuthentication } from './http/auth/failed-authentication';
 import { OperatorToken } from './http/auth/operator-token';
 import { ApiError } from './http/errors/api-error';
 import { ErrorFilter } from './http/errors/error.filter';
+import { PaymentPageErrorFilter } from './pay/payment-page.controller';
+import { ConsoleErrorFilter } from './console/console.controller';
 import { registerIdempotencyHook } from './http/idempotency';
 import { duplicateJsonName } from './http/duplicate-json-names';
 import { RAW_BODIES } from './http/number-literals';
@@ -25,6 +28,36 @@ import { registerMetricsRoute } from './health/metrics-endpoint';
 
 /** Largest request body the API reads (customFields are at most 2 KB; the rest is small). */
 export const BODY_LIMIT_BYTES = 64 * 1024;
+
+/**
+ * The filter of a path's HTML pages: a browser (Accept: text/html) on the buyer's
+ * payment page (/pay) or the operator console (/admin outside /admin/v1) gets a page
+ * also for the errors met before any of their controllers (an unknown address, a
+ * malformed one, a body too large); null otherwise: the spec's error shape.
+ */
+function pageErrorsOf(request: FastifyRequest): ExceptionFilter | null {
+  if (!(request.headers.accept ?? '').includes('text/html')) return null;
+  const path = request.url.split('?')[0]!;
+  const under = (prefix: string) => path === prefix || path.startsWith(`${prefix}/`);
+  if (under('/pay')) return PAYMENT_PAGE_ERRORS;
+  if (under('/admin') && !under('/admin/v1')) return CONSOLE_ERRORS;
+  return null;
+}
+const PAYMENT_PAGE_ERRORS = new PaymentPageErrorFilter();
+const CONSOLE_ERRORS = new ConsoleErrorFilter();
+
+/** A request and its reply as an exception filter is handed them. */
+const httpHost = (request: FastifyRequest, reply: FastifyReply): ArgumentsHost =>
+  ({ switchToHttp: () => ({ getRequest: () => request, getResponse: () => reply }) }) as unknown as ArgumentsHost;
+
+/** The global filter: a page's own for the HTML pages, the API's everywhere else. */
+class ErrorsByPath implements ExceptionFilter {
+  constructor(private readonly api: ErrorFilter) {}
+
+  catch(exception: unknown, host: ArgumentsHost): void {
+    (pageErrorsOf(host.switchToHttp().getRequest<FastifyRequest>()) ?? this.api).catch(exception, host);
+  }
+}
 
 const sendError = (reply: FastifyReply, error: ApiError) =>
   reply.status(error.status).header('cache-control', 'no-store').header('content-type', 'application/json; charset=utf-8').send(error.body());
@@ -151,7 +184,9 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
       const started = performance.now();
       reply.raw.once('finish', () => recordResponse(metrics, request, reply, performance.now() - started));
       void reply.header(REQUEST_ID_HEADER, request.id);
-      return sendError(reply, new ApiError(400, 'validation', 'Некорректный адрес запроса', 'path'));
+      const malformed = new ApiError(400, 'validation', 'Некорректный адрес запроса', 'path');
+      const page = pageErrorsOf(request);
+      return page ? page.catch(malformed, httpHost(request, reply)) : sendError(reply, malformed);
     },
     // What Node's HTTP parser refuses (headers too large, garbage) never reaches a route.
     clientErrorHandler: (error: Error & { code?: string }, socket: Socket) => {
@@ -206,7 +241,7 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
     // The exact bytes of each body, for the HMAC signature of mode 2.
     rawBody: true,
   });
-  app.useGlobalFilters(new ErrorFilter(log));
+  app.useGlobalFilters(new ErrorsByPath(new ErrorFilter(log)));
   await app.init();
   return app;
 }
