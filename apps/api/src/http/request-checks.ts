@@ -1,0 +1,100 @@
+import { isUtf8 } from 'node:buffer';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ApiError } from './errors/api-error';
+import { duplicateJsonName } from './duplicate-json-names';
+import { RAW_BODIES } from './number-literals';
+
+/**
+ * What the merchant and operator APIs check of a request's bytes before any route,
+ * guard or parser of theirs: its media type and coding, its query string's escapes,
+ * and its JSON body's encoding and field names. Each refusal is the spec's error shape.
+ */
+export function registerRequestChecks(fastify: FastifyInstance): void {
+  fastify.addHook('onRequest', requireJsonBodies);
+  fastify.addHook('onRequest', refuseUndecodableQueries);
+  fastify.addHook('preValidation', refuseUnreadableBodies);
+}
+
+/** Whether a request is one of the APIs' (the payment page and the console keep their forms and pages). */
+const isApi = (url: string) => url.startsWith('/v1/') || url.startsWith('/admin/v1/');
+
+/** An error of the APIs sent from a hook or a Fastify handler, outside Nest's filters. */
+export const sendError = (reply: FastifyReply, error: ApiError) =>
+  reply.status(error.status).header('cache-control', 'no-store').header('content-type', 'application/json; charset=utf-8').send(error.body());
+
+/**
+ * The merchant and operator APIs take JSON only: a body of another type, or sent with a
+ * content coding (gzip, br: Fastify would parse the coded bytes as they came), is
+ * refused with 415 before any parser reads it (the payment page under /pay and the
+ * operator console under /admin, outside /admin/v1, keep their forms).
+ */
+function requireJsonBodies(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
+  const api = isApi(request.url);
+  const hasBody = Number(request.headers['content-length'] ?? 0) > 0 || request.headers['transfer-encoding'] !== undefined;
+  const mediaType = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+  if (api && hasBody && mediaType !== 'application/json') {
+    void sendError(reply, new ApiError(415, 'unsupported_media_type', 'Тело запроса должно быть в формате application/json'));
+    return;
+  }
+  const coding = (request.headers['content-encoding'] ?? '').trim().toLowerCase();
+  if (api && hasBody && coding !== '' && coding !== 'identity') {
+    void sendError(reply, new ApiError(415, 'unsupported_media_type', 'Тело запроса принимается без сжатия: Content-Encoding не поддерживается'));
+    return;
+  }
+  done();
+}
+
+/** A component of a query string as text (`+` a space), or null when a percent-escape in it is not UTF-8 (`%E9`, `%zz`). */
+function decodedComponent(text: string): string | null {
+  try {
+    return decodeURIComponent(text.replace(/\+/g, ' '));
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A query string of the APIs is UTF-8 text, as a path is: a percent-escape that does
+ * not decode is refused with 400 naming its field, where the query parser keeps it as
+ * written, so that `?orderId=%E9` found the invoice whose orderId is the text `%E9`.
+ */
+function refuseUndecodableQueries(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
+  const url = request.url;
+  const at = url.indexOf('?');
+  const api = isApi(url);
+  if (api && at >= 0 && url.includes('%', at)) {
+    for (const pair of url.slice(at + 1).split('&')) {
+      const eq = pair.indexOf('=');
+      const name = decodedComponent(eq < 0 ? pair : pair.slice(0, eq));
+      if (name !== null && (eq < 0 || decodedComponent(pair.slice(eq + 1)) !== null)) continue;
+      const param = name ?? 'query';
+      void sendError(reply, new ApiError(400, 'validation', `${param}: неверная %-последовательность, текст должен быть в кодировке UTF-8`, param));
+      return;
+    }
+  }
+  done();
+}
+
+/**
+ * A JSON body whose bytes are not UTF-8 is refused (RFC 8259: JSON between systems is
+ * UTF-8): read as text, each bad byte would become U+FFFD, and two different orderIds
+ * one. A JSON body that names one field twice is refused: JSON.parse keeps the last
+ * value, and a proxy that inspects or signs the body may have read the first. The
+ * raw bytes of the others are kept by their parsed body, for the money rules.
+ */
+function refuseUnreadableBodies(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
+  const raw = (request as FastifyRequest & { rawBody?: Buffer }).rawBody;
+  const json = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase() === 'application/json';
+  if (json && raw !== undefined && !isUtf8(raw)) {
+    void sendError(reply, new ApiError(400, 'validation', 'Тело запроса не является корректным JSON: текст должен быть в кодировке UTF-8', 'body'));
+    return;
+  }
+  const body = json && raw !== undefined && typeof request.body === 'object' && request.body !== null ? request.body : null;
+  if (body !== null) RAW_BODIES.set(body, raw!);
+  const name = body !== null ? duplicateJsonName(raw!.toString('utf8')) : null;
+  if (name !== null) {
+    void sendError(reply, ApiError.validation([{ param: name, code: 'duplicate_field', message: `${name}: поле указано в теле запроса дважды` }]));
+    return;
+  }
+  done();
+}
