@@ -10,38 +10,45 @@ import { RAW_BODIES } from './number-literals';
  * and its JSON body's encoding and field names. Each refusal is the spec's error shape.
  */
 export function registerRequestChecks(fastify: FastifyInstance): void {
-  fastify.addHook('onRequest', requireJsonBodies);
-  fastify.addHook('onRequest', refuseUndecodableQueries);
+  fastify.addHook('onRequest', refuseUnreadableApiRequests);
   fastify.addHook('preValidation', refuseUnreadableBodies);
 }
-
-/** Whether a request is one of the APIs' (the payment page and the console keep their forms and pages). */
-const isApi = (url: string) => url.startsWith('/v1/') || url.startsWith('/admin/v1/');
 
 /** An error of the APIs sent from a hook or a Fastify handler, outside Nest's filters. */
 export const sendError = (reply: FastifyReply, error: ApiError) =>
   reply.status(error.status).header('cache-control', 'no-store').header('content-type', 'application/json; charset=utf-8').send(error.body());
 
+/** The media type of a request's body, without its parameters, in lower case ('' without a Content-Type). */
+const mediaTypeOf = (request: FastifyRequest) => (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+
 /**
- * The merchant and operator APIs take JSON only: a body of another type, or sent with a
- * content coding (gzip, br: Fastify would parse the coded bytes as they came), is
- * refused with 415 before any parser reads it (the payment page under /pay and the
- * operator console under /admin, outside /admin/v1, keep their forms).
+ * One hook, before any parser, for the requests of the merchant and operator APIs (the
+ * payment page under /pay and the operator console under /admin, outside /admin/v1,
+ * keep their forms): their body's media type and coding, then their query string.
  */
-function requireJsonBodies(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
-  const api = isApi(request.url);
-  const hasBody = Number(request.headers['content-length'] ?? 0) > 0 || request.headers['transfer-encoding'] !== undefined;
-  const mediaType = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
-  if (api && hasBody && mediaType !== 'application/json') {
-    void sendError(reply, new ApiError(415, 'unsupported_media_type', 'Тело запроса должно быть в формате application/json'));
-    return;
-  }
-  const coding = (request.headers['content-encoding'] ?? '').trim().toLowerCase();
-  if (api && hasBody && coding !== '' && coding !== 'identity') {
-    void sendError(reply, new ApiError(415, 'unsupported_media_type', 'Тело запроса принимается без сжатия: Content-Encoding не поддерживается'));
+function refuseUnreadableApiRequests(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
+  const url = request.url;
+  const refusal = url.startsWith('/v1/') || url.startsWith('/admin/v1/') ? (bodyTypeRefusal(request) ?? queryRefusal(url)) : null;
+  if (refusal) {
+    void sendError(reply, refusal);
     return;
   }
   done();
+}
+
+/**
+ * The APIs take JSON only: a body of another type, or sent with a content coding (gzip,
+ * br: Fastify would parse the coded bytes as they came), is refused with 415.
+ */
+function bodyTypeRefusal(request: FastifyRequest): ApiError | null {
+  const hasBody = Number(request.headers['content-length'] ?? 0) > 0 || request.headers['transfer-encoding'] !== undefined;
+  if (!hasBody) return null;
+  if (mediaTypeOf(request) !== 'application/json') return new ApiError(415, 'unsupported_media_type', 'Тело запроса должно быть в формате application/json');
+  const coding = (request.headers['content-encoding'] ?? '').trim().toLowerCase();
+  if (coding !== '' && coding !== 'identity') {
+    return new ApiError(415, 'unsupported_media_type', 'Тело запроса принимается без сжатия: Content-Encoding не поддерживается');
+  }
+  return null;
 }
 
 /** A component of a query string as text (`+` a space), or null when a percent-escape in it is not UTF-8 (`%E9`, `%zz`). */
@@ -58,21 +65,17 @@ function decodedComponent(text: string): string | null {
  * not decode is refused with 400 naming its field, where the query parser keeps it as
  * written, so that `?orderId=%E9` found the invoice whose orderId is the text `%E9`.
  */
-function refuseUndecodableQueries(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
-  const url = request.url;
+function queryRefusal(url: string): ApiError | null {
   const at = url.indexOf('?');
-  const api = isApi(url);
-  if (api && at >= 0 && url.includes('%', at)) {
-    for (const pair of url.slice(at + 1).split('&')) {
-      const eq = pair.indexOf('=');
-      const name = decodedComponent(eq < 0 ? pair : pair.slice(0, eq));
-      if (name !== null && (eq < 0 || decodedComponent(pair.slice(eq + 1)) !== null)) continue;
-      const param = name ?? 'query';
-      void sendError(reply, new ApiError(400, 'validation', `${param}: неверная %-последовательность, текст должен быть в кодировке UTF-8`, param));
-      return;
-    }
+  if (at < 0 || !url.includes('%', at)) return null;
+  for (const pair of url.slice(at + 1).split('&')) {
+    const eq = pair.indexOf('=');
+    const name = decodedComponent(eq < 0 ? pair : pair.slice(0, eq));
+    if (name !== null && (eq < 0 || decodedComponent(pair.slice(eq + 1)) !== null)) continue;
+    const param = name ?? 'query';
+    return new ApiError(400, 'validation', `${param}: неверная %-последовательность, текст должен быть в кодировке UTF-8`, param);
   }
-  done();
+  return null;
 }
 
 /**
@@ -84,7 +87,7 @@ function refuseUndecodableQueries(request: FastifyRequest, reply: FastifyReply, 
  */
 function refuseUnreadableBodies(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
   const raw = (request as FastifyRequest & { rawBody?: Buffer }).rawBody;
-  const json = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase() === 'application/json';
+  const json = mediaTypeOf(request) === 'application/json';
   if (json && raw !== undefined && !isUtf8(raw)) {
     void sendError(reply, new ApiError(400, 'validation', 'Тело запроса не является корректным JSON: текст должен быть в кодировке UTF-8', 'body'));
     return;
