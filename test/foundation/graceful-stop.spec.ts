@@ -6,7 +6,9 @@
  * since closing one could cross a request the proxy is sending on it (a POST the proxy
  * then cannot send elsewhere). `npm run deploy:check` shows the same through nginx.
  */
+import { spawnSync } from 'node:child_process';
 import { connect, Socket } from 'node:net';
+import { join } from 'node:path';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { RunningGateway, startGateway } from '../support/gateway-process';
 
@@ -198,5 +200,30 @@ describe('an API process that gets SIGTERM', () => {
       inFlight.destroy();
       await api.kill('SIGKILL');
     }
+  });
+});
+
+describe('the last log lines of a process that stops', () => {
+  // The flaky end of the test above: pino writes stdout through libuv's thread pool, and
+  // a write still queued there at process.exit came out after the "stopped" line the
+  // exit hook flushed. A busy pool makes the queued write certain.
+  it('come out in the order they were logged, the "stopped" line last', () => {
+    const logger = join(__dirname, '../../dist/libs/platform/src/logging/logger.js');
+    const script = `
+      const { pbkdf2 } = require('node:crypto');
+      const { createLogger, exitAfterLogs } = require(${JSON.stringify(logger)});
+      const log = createLogger('gateway-api', 'info');
+      setTimeout(() => {
+        for (let i = 0; i < 8; i++) pbkdf2('x', 'y', 200000, 32, 'sha256', () => undefined);
+        log.info({ status: 201 }, 'request');
+        setImmediate(() => { log.info({ signal: 'SIGTERM' }, 'stopped'); exitAfterLogs(log, 0); });
+      }, 10);`;
+    const run = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', env: { ...process.env, JEST_WORKER_ID: '' } });
+    expect(run.status).toBe(0);
+    const messages = run.stdout
+      .trim()
+      .split('\n')
+      .map((line) => (JSON.parse(line) as { msg: string }).msg);
+    expect(messages).toEqual(['request', 'stopped']);
   });
 });

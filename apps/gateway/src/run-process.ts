@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { loadConfigOrExit, openInfrastructure, refuseArgumentsOrExit, ServingRole, servingApplicationName, urlHostOf } from '#payments/composition';
-import { createLogger } from '#platform/logging';
+import { createLogger, exitAfterLogs } from '#platform/logging';
 import { takeOverShutdownSignals } from '#platform/database';
 import { createServices } from '#payments/services';
 import { WEBHOOK_EVENTS } from '#payments/merchants';
@@ -139,7 +139,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
       rebuilds.stop();
       await infra.close().catch(() => undefined);
       log.info({ signal }, 'stopped');
-      process.exit(0);
+      exitAfterLogs(log, 0);
     };
     if (config.databaseUrl === null) takeOverShutdownSignals();
     process.on('SIGINT', () => void stop('SIGINT'));
@@ -147,6 +147,6 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
   } catch (error) {
     log.fatal({ err: error }, 'the gateway could not start');
     process.stderr.write(`The gateway could not start: ${(error as Error).message}\n`);
-    process.exit(1);
+    exitAfterLogs(log, 1);
   }
 }
