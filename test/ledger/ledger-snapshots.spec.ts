@@ -190,4 +190,33 @@ describe('ledger snapshots on the real store', () => {
       },
     ]);
   });
+
+  it("a cause changed in the log within a snapshot's window is reported against the stored window, by both replays", async () => {
+    const book = new LedgerBook(store, new PostgresSnapshotStore(db.pool));
+    const ledger: LedgerId = { accountId: randomUUID(), mode: 'live' };
+    const entries = 5 * LEDGER_SNAPSHOT_EVERY;
+    await appendLedgerHistory(
+      store,
+      ledger,
+      Array.from({ length: entries - 1 }, (_, i) => payment(i, 100, 1)),
+    );
+    await book.post(ledger, payment(entries - 1, 100, 1));
+    await projectLedgers();
+    // Entry 1,000 is within the window (entries 448 to 2,499); its cause is made one no other entry has.
+    const changed = await db.pool.query(
+      `UPDATE events SET data = jsonb_set(data, '{cause}', '"payment:changed-in-the-log"') WHERE stream_name = $1 AND stream_revision = 1000`,
+      [ledgerStreamName(ledger)],
+    );
+    expect(changed.rowCount).toBe(1);
+    const ofThisLedger = (problems: readonly { ledger: string }[]) => problems.filter((p) => p.ledger === ledgerStreamName(ledger));
+    const report = await verifyLedgers(db.pool, store);
+    expect(ofThisLedger((await verifyLedgersInLogOrder(db.pool, store)).problems)).toEqual(ofThisLedger(report.problems));
+    expect(ofThisLedger(report.problems)).toEqual([
+      {
+        ledger: ledgerStreamName(ledger),
+        kind: 'snapshot_differs',
+        detail: expect.stringMatching(/differs from the ledger re-folded from its stream: recentCauses differ$/),
+      },
+    ]);
+  });
 });

@@ -1,3 +1,4 @@
+import { createHash, Hash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import { inTransaction } from '#platform/database';
 import type { Pool } from 'pg';
@@ -161,7 +162,7 @@ export async function verifyLedgers(
   if (options.inLogOrder) {
     // Every ledger replayed at once from one read of the log in log order (decision 0123).
     const { follow } = options.inLogOrder;
-    const states = await snapshotsCheckedWithTheirWindows(pool);
+    const states = await snapshotsCheckedWithoutTheirWindows(pool);
     const upTo = head ?? { commit: 0n, prepare: 0n };
     const checks = new Map<string, LedgerHistoryCheck>();
     const repeats = ledgerRepeats(pool, upTo);
@@ -365,26 +366,65 @@ interface StoredSnapshot {
   readonly revision: bigint;
   readonly stored: unknown;
   /**
-   * Checked when it was loaded, against the log (snapshotsCheckedWithTheirWindows):
-   * `stored` is then without its window of recent causes, which was compared with the
-   * window the log gives; the rest is compared with the ledger replayed without one.
+   * Checked when it was loaded (snapshotsCheckedWithoutTheirWindows): `stored` is then
+   * without its window of recent causes, kept as the digest of its causes (null: not a
+   * window rememberCause makes) to compare with the causes the replay meets; the rest is
+   * compared with the ledger replayed without a window.
    */
-  readonly loaded?: { readonly checkProblems: readonly string[]; readonly windowMatches: boolean };
+  readonly loaded?: { readonly checkProblems: readonly string[]; readonly window: StoredWindow | null };
 }
 
-/** Snapshots read, checked and their windows taken from the log at once. */
+/** Snapshots read and checked at once. */
 const SNAPSHOTS_AT_ONCE = 50;
+
+/** A stored window of recent causes: the revision of its first cause and the digest of its causes (CausesDigest). */
+interface StoredWindow {
+  readonly from: bigint;
+  readonly digest: string;
+}
+
+/**
+ * SHA-256 over causes in order, each as `<UTF-8 length>:<cause>,`: a window of recent
+ * causes compared with the causes a replay meets without holding either.
+ */
+class CausesDigest {
+  private readonly hash: Hash = createHash('sha256');
+
+  add(cause: unknown): void {
+    // As the jsonb `->>` of the entry's cause gives it (a cause is a string in every entry the gateway writes).
+    const text = typeof cause === 'string' ? cause : cause === null || cause === undefined ? '' : JSON.stringify(cause);
+    this.hash.update(`${Buffer.byteLength(text, 'utf8')}:${text},`);
+  }
+
+  digest(): string {
+    return this.hash.digest('hex');
+  }
+}
+
+/**
+ * A stored window as its digest, when it is what rememberCause makes of its causes
+ * (recentCausesOf): it then equals the window the log gives at the snapshot's revision
+ * exactly when its causes are those of the entries recentCausesFrom(revision + 1) to
+ * the revision, in order (a window of at most RECENT_CAUSES_KEPT + a chunk never drops one).
+ */
+function storedWindowOf(window: unknown, revision: bigint): StoredWindow | null {
+  if (!Array.isArray(window) || !window.every((chunk) => Array.isArray(chunk) && chunk.every((c) => typeof c === 'string'))) return null;
+  const causes = (window as string[][]).flat();
+  if (!isDeepStrictEqual(window, recentCausesOf(causes))) return null;
+  const digest = new CausesDigest();
+  for (const cause of causes) digest.add(cause);
+  return { from: BigInt(recentCausesFrom(Number(revision) + 1)), digest: digest.digest() };
+}
 
 /**
  * The stored ledger snapshots of the current fold version, each checked as it is read
- * (checkLedgerSnapshot, with its stream's entry at its revision) and its window of
- * recent causes compared with the one the log gives at its revision (recentCausesOf
- * the causes of the entries the window holds, read by the stream's index), then kept
- * without that window: what ledger:verify in log order needs to compare each snapshot
- * with a ledger replayed without windows (decision 0123), read SNAPSHOTS_AT_ONCE at a
- * time, so that no window of causes is held for the whole replay.
+ * (checkLedgerSnapshot, with its stream's entry at its revision) and kept without its
+ * window of recent causes, which becomes a digest (storedWindowOf): what ledger:verify in
+ * log order needs to compare each snapshot with a ledger replayed without windows
+ * (decision 0123); the replay compares the digest with the causes it meets. Read
+ * SNAPSHOTS_AT_ONCE at a time; no window is held.
  */
-async function snapshotsCheckedWithTheirWindows(pool: Pool): Promise<Map<string, StoredSnapshot>> {
+async function snapshotsCheckedWithoutTheirWindows(pool: Pool): Promise<Map<string, StoredSnapshot>> {
   const checked = new Map<string, StoredSnapshot>();
   for (let after = ''; ;) {
     const rows = (
@@ -398,19 +438,6 @@ async function snapshotsCheckedWithTheirWindows(pool: Pool): Promise<Map<string,
     ).rows;
     if (rows.length === 0) return checked;
     after = rows[rows.length - 1]!.stream_name;
-    const causes = await pool.query<{ stream_name: string; cause: string | null }>(
-      `SELECT e.stream_name, e.data->>'cause' AS cause FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS w(stream_name, from_revision, to_revision)
-       JOIN events e ON e.stream_name = w.stream_name AND e.stream_revision BETWEEN w.from_revision AND w.to_revision
-       ORDER BY e.stream_name, e.stream_revision`,
-      // Each window: from the first entry it holds to the snapshot's revision (entries are revisions 0, 1, …).
-      [rows.map((r) => r.stream_name), rows.map((r) => recentCausesFrom(Number(r.revision) + 1)), rows.map((r) => r.revision)],
-    );
-    const causesOf = new Map<string, string[]>();
-    for (const row of causes.rows) {
-      const list = causesOf.get(row.stream_name) ?? [];
-      list.push(row.cause ?? '');
-      causesOf.set(row.stream_name, list);
-    }
     for (const row of rows) {
       const revision = BigInt(row.revision);
       const state = (row.state as { state?: Partial<LedgerState> } | null)?.state;
@@ -418,10 +445,7 @@ async function snapshotsCheckedWithTheirWindows(pool: Pool): Promise<Map<string,
       checked.set(row.stream_name, {
         revision,
         stored: state === undefined ? row.state : { ...(row.state as object), state: withoutWindow },
-        loaded: {
-          checkProblems: snapshotCheckProblems(row.state, revision, row.entry),
-          windowMatches: isDeepStrictEqual(recentCauses, recentCausesOf(causesOf.get(row.stream_name) ?? [])),
-        },
+        loaded: { checkProblems: snapshotCheckProblems(row.state, revision, row.entry), window: storedWindowOf(recentCauses, revision) },
       });
     }
   }
@@ -444,6 +468,8 @@ class LedgerHistoryCheck {
   private atCheckpoint: Balances | null = null;
   private entriesAtCheckpoint = 0;
   private snapshotMatched = false;
+  /** The causes of the entries in the stored snapshot's window, as the replay meets them (a snapshot checked when loaded). */
+  private windowMet: CausesDigest | null = null;
 
   constructor(
     readonly name: string,
@@ -482,8 +508,11 @@ class LedgerHistoryCheck {
     for (const v of [...entryViolations(ledgerEvent), ...this.replay.violations(data.entryId)]) {
       this.problems.push({ ledger, kind: 'invariant', detail: `${v.rule} after entry ${v.entryId}: ${v.detail}` });
     }
+    const window = this.snapshot?.loaded?.window;
+    if (window && revision >= window.from && revision <= this.snapshot!.revision) (this.windowMet ??= new CausesDigest()).add(data.cause);
     if (this.snapshot && this.snapshot.revision === revision) {
-      this.problems.push(...snapshotProblems(ledger, this.snapshot, this.replay.state(), data));
+      const windowMatches = !this.snapshot.loaded || (!!window && this.windowMet?.digest() === window.digest);
+      this.problems.push(...snapshotProblems(ledger, this.snapshot, this.replay.state(), data, windowMatches));
       this.snapshotMatched = true;
     }
     if (!pastCheckpoint) this.entriesAtCheckpoint++;
@@ -561,7 +590,13 @@ function snapshotCheckProblems(stored: unknown, revision: bigint, entry: unknown
 }
 
 /** What differs between a stored snapshot and the ledger re-folded to its revision (`replayed`). */
-function snapshotProblems(ledger: string, snapshot: StoredSnapshot, replayed: LedgerState, entry: LedgerEntryPostedData): VerifyProblem[] {
+function snapshotProblems(
+  ledger: string,
+  snapshot: StoredSnapshot,
+  replayed: LedgerState,
+  entry: LedgerEntryPostedData,
+  windowMatches: boolean,
+): VerifyProblem[] {
   const problems: VerifyProblem[] = [];
   const at = `snapshot at revision ${snapshot.revision}`;
   const checkProblems = snapshot.loaded?.checkProblems ?? snapshotCheckProblems(snapshot.stored, snapshot.revision, entry);
@@ -571,7 +606,6 @@ function snapshotProblems(ledger: string, snapshot: StoredSnapshot, replayed: Le
   // loaded has no window of recent causes here, nor has the ledger replayed without one.
   const { recentCauses: replayedWindow, ...replayedRest } = JSON.parse(JSON.stringify(replayed)) as LedgerState;
   const expected = snapshot.loaded ? replayedRest : { ...replayedRest, recentCauses: replayedWindow };
-  const windowMatches = snapshot.loaded?.windowMatches ?? true;
   if (!stored || !isDeepStrictEqual(stored, expected) || !windowMatches) {
     const differs: string[] = [];
     for (const account of LEDGER_ACCOUNTS) {
