@@ -385,6 +385,19 @@ describe('input edges that must be 400 or 404, never 500 and never let through',
       expectError(admin, 400, 'validation', 'asOf');
     });
 
+    it('an empty body labelled application/json → 400 saying it is empty; a refund is not taken as a full one', async () => {
+      const before = await written();
+      const refund = await send('POST', `/v1/invoices/${invoiceId}/refund`, { ...merchantHeaders(shop.keys.test.secretKey), ...json }, '');
+      expectError(refund, 400, 'validation');
+      expect(refund.body.error).toMatchObject({ param: 'body', message: expect.stringContaining('пустое') });
+      const confirm = await send('POST', `/admin/v1/payout-addresses/${addressId}/confirm`, { ...adminHeaders(), ...json }, '');
+      expect(confirm.body.error).toMatchObject({ code: 'validation', param: 'body', message: expect.stringContaining('пустое') });
+      // Not JSON at all is still said to be so.
+      const invalid = await send('POST', '/v1/invoices', { ...merchantHeaders(shop.keys.test.secretKey), ...json }, ' ');
+      expect(invalid.body.error).toMatchObject({ code: 'validation', param: 'body', message: 'Тело запроса не является корректным JSON' });
+      expect(await written()).toBe(before);
+    });
+
     it('a Content-Encoding other than identity → 415 unsupported_media_type, whether or not the bytes are compressed', async () => {
       const before = await written();
       const body = `{"amount":"100.00","orderId":"${orderId('compressed')}"}`;

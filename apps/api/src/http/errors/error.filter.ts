@@ -20,7 +20,7 @@ export class ErrorFilter implements ExceptionFilter {
     // Not an error: the first answer of an Idempotency-Key, sent again as it was.
     if (exception instanceof StoredAnswer) return exception.send(reply);
     const request = host.switchToHttp().getRequest<FastifyRequest>();
-    const error = forbiddenNameRefusal(exception, request) ?? toApiError(exception);
+    const error = parserRefusal(exception, request) ?? toApiError(exception);
     if (error.status >= 500) {
       // request.log is the request's child logger: the line carries its requestId.
       (request.log ?? this.log).error({ err: exception, method: request.method, url: request.url }, 'request failed');
@@ -31,17 +31,26 @@ export class ErrorFilter implements ExceptionFilter {
 }
 
 /**
- * Fastify's JSON parser refuses a `__proto__` name (or a `constructor` holding a
- * `prototype`) anywhere in a body with the same error as broken JSON. A body that
- * JSON.parse accepts was refused for such a name, and the client is told which rule.
+ * Fastify's JSON parser refuses an empty body, and a `__proto__` name (or a
+ * `constructor` holding a `prototype`) anywhere in a body, with the same error as
+ * broken JSON: the client is told which. An empty body labelled JSON is refused, not
+ * read as none: a refund whose amount was lost on the way must not become a full one.
  */
-function forbiddenNameRefusal(exception: unknown, request: FastifyRequest): ApiError | null {
+function parserRefusal(exception: unknown, request: FastifyRequest): ApiError | null {
   // Fastify's error, or Nest's wrapping of it (an HttpException 400: our code throws ApiError only).
+  const code = (exception as { code?: unknown }).code;
   const parserRefused =
-    (exception as { code?: unknown }).code === 'FST_ERR_CTP_INVALID_JSON_BODY' || (exception instanceof HttpException && exception.getStatus() === 400);
+    code === 'FST_ERR_CTP_INVALID_JSON_BODY' || code === 'FST_ERR_CTP_EMPTY_JSON_BODY' || (exception instanceof HttpException && exception.getStatus() === 400);
   if (!parserRefused) return null;
   const raw = (request as FastifyRequest & { rawBody?: Buffer }).rawBody;
-  if (raw === undefined || raw.length === 0) return null;
+  if (raw === undefined || raw.length === 0) {
+    return new ApiError(
+      400,
+      'validation',
+      'Тело запроса пустое, а Content-Type указан application/json: передайте JSON-объект или запрос без Content-Type',
+      'body',
+    );
+  }
   try {
     JSON.parse(raw.toString('utf8'));
   } catch {
