@@ -48,6 +48,15 @@ describe('request DTOs: hostile keys and nesting', () => {
     },
   );
 
+  it('length messages read as Russian: an empty string is said to be empty, a limit takes its plural', async () => {
+    expect((await refusal(CreatePayoutRequest, '{"amount":"100.00","method":"sbp","account":""}'))?.error.details).toEqual([
+      { param: 'account', code: 'too_short', message: 'account: не может быть пустой строкой' },
+    ]);
+    expect((await refusal(CreatePayoutRequest, `{"amount":"100.00","addressId":1,"comment":"${'x'.repeat(501)}"}`))?.error.details).toEqual([
+      { param: 'comment', code: 'too_long', message: 'comment: не длиннее 500 символов' },
+    ]);
+  });
+
   it('payouts: the addressId / method + account rule follows the field violations, unknown fields come last', async () => {
     expect(
       (await refusal(CreatePayoutRequest, '{"bogus":1,"orderId":5,"method":"sbp"}'))?.error.details.map((d: { param: string; code: string }) => [

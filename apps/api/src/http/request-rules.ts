@@ -164,6 +164,8 @@ const say =
   (text: string): Say =>
   () =>
     text;
+/** `n символа` or `n символов`, as "не длиннее" takes it (1, 21, 101: символа). */
+const characters = (n: number) => `${n} ${n % 10 === 1 && n % 100 !== 11 ? 'символа' : 'символов'}`;
 const bounds = (rules: PropertyRules) => `от ${rules.get('min')?.constraints[0]} до ${rules.get('max')?.constraints[0]}`;
 const queryInteger = (args: ValidationArguments) => {
   const [min, max, options] = args.constraints as [number, number, QueryIntegerOptions];
@@ -185,8 +187,8 @@ export const ANSWERS: Readonly<Record<string, readonly [code: string | ((args: V
   isObject: ['invalid_type', say('ожидается объект')],
   isArray: ['invalid_type', say('ожидается массив')],
   storableText: ['invalid_character', say('символ NUL (\\u0000) и одиночные суррогаты UTF-16 не допускаются')],
-  minLength: ['too_short', ({ constraints }) => `не короче ${constraints[0]} символов`],
-  maxLength: ['too_long', ({ constraints }) => `не длиннее ${constraints[0]} символов`],
+  minLength: ['too_short', ({ constraints }) => (constraints[0] === 1 ? 'не может быть пустой строкой' : `не короче ${characters(constraints[0] as number)}`)],
+  maxLength: ['too_long', ({ constraints }) => `не длиннее ${characters(constraints[0] as number)}`],
   matches: ['invalid_format', say('неверный формат')],
   isUuid: ['invalid_format', say('ожидается UUID')],
   httpUrl: ['invalid_url', say('ожидается адрес http:// или https://')],
