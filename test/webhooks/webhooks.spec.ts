@@ -692,6 +692,18 @@ describe('webhooks: deliveries to private addresses (WEBHOOK_ALLOW_PRIVATE_NETWO
     expect((await gw.operator.patchProject(project.id, { webhookUrl: 'https://shop.example/hooks' })).webhookUrl).toBe('https://shop.example/hooks');
   });
 
+  it('a webhook URL with a user name or password is refused when it is set: they would not be sent, and the URL is shown with each delivery', async () => {
+    const account = await gw.operator.createAccount();
+    const project = await gw.operator.createProject(account, { name: 'Магазин' });
+    for (const webhookUrl of ['https://shop:s3cret@shop.example/hooks', 'https://shop@shop.example/hooks', 'https://:s3cret@shop.example/hooks']) {
+      const created = await gw.operator.http.post('/admin/v1/projects', { accountId: account, name: 'Магазин', webhookUrl });
+      expectError(created, 400, 'validation', 'webhookUrl');
+      expect(created.body.error.details).toEqual([{ param: 'webhookUrl', code: 'credentials_in_url', message: expect.stringContaining('подпись') }]);
+      expectError(await gw.operator.http.patch(`/admin/v1/projects/${project.id}`, { webhookUrl }), 400, 'validation', 'webhookUrl');
+    }
+    expect((await gw.operator.http.get(`/admin/v1/projects/${project.id}`)).body.webhookUrl).toBeNull();
+  });
+
   it(`a webhook to this host's own non-loopback interface address (${interfaceAddress()}) is refused in both modes: nothing reaches a receiver there or the gateway's operator API, no reply body is stored`, async () => {
     const address = interfaceAddress();
     const onInterface = await startWebhookReceiver(address);

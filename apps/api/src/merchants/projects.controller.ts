@@ -42,7 +42,8 @@ export const projectView = (p: Project) => ({
 });
 
 /**
- * The rules of project settings that need more than the request: unless private networks
+ * The rules of project settings that need more than the request: a webhook URL with a
+ * user name or password is refused (they would not be sent); unless private networks
  * are allowed, a webhook URL whose host is an IP literal that is not globally routable
  * (or is the gateway host's own) is refused now (a host name's addresses are checked at
  * each delivery); every method's min is at most its max once merged with `base`.
@@ -50,6 +51,15 @@ export const projectView = (p: Project) => ({
 function settingsViolations(settings: ProjectSettings, requestedUrl: string | null | undefined, webhookAllowPrivateNetworks: boolean): ErrorDetail[] {
   const details: ErrorDetail[] = [];
   const fail = (param: string, code: string, message: string) => details.push({ param, code, message: `${param}: ${message}` });
+  const url = typeof requestedUrl === 'string' && URL.canParse(requestedUrl) ? new URL(requestedUrl) : null;
+  if (url !== null && (url.username !== '' || url.password !== '')) {
+    // Deliveries go to the origin and path only, and the URL is shown wherever deliveries are.
+    fail(
+      'webhookUrl',
+      'credentials_in_url',
+      'имя и пароль в адресе вебхука не отправляются и были бы видны в истории доставок: получатель проверяет подпись вебхука',
+    );
+  }
   if (typeof requestedUrl === 'string' && !webhookAllowPrivateNetworks && webhookUrlRefusal(requestedUrl, hostAddresses()) !== null) {
     fail(
       'webhookUrl',
