@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { PostgresEventStore, PostgresSnapshotStore } from '#event-store';
 import { foldLedger, LedgerEvent, LedgerId, ledgerStreamName } from '#ledger';
 import { LEDGER_SNAPSHOT_EVERY, LedgerBook, LedgerRequest } from '#payments/ledger';
-import { verifyLedgers } from '#payments/ledger-verification';
+import { verifyLedgers, VerifyProblem } from '#payments/ledger-verification';
 import { ledgerProjection } from '#payments/read-models';
 import { appendLedgerHistory } from '../support/ledger-history';
 import { projectToHead } from '../support/project-to-head';
@@ -188,6 +188,32 @@ describe('ledger snapshots on the real store', () => {
         kind: 'snapshot_differs',
         detail: expect.stringMatching(/differs from the ledger re-folded from its stream: recentCauses differ$/),
       },
+    ]);
+  });
+
+  it("a log whose entries around a snapshot's revision are out of order is reported, not a crash, by the replay in log order", async () => {
+    const book = new LedgerBook(store, new PostgresSnapshotStore(db.pool));
+    const ledger: LedgerId = { accountId: randomUUID(), mode: 'live' };
+    const entries = 5 * LEDGER_SNAPSHOT_EVERY;
+    await appendLedgerHistory(
+      store,
+      ledger,
+      Array.from({ length: entries - 1 }, (_, i) => payment(i, 100, 1)),
+    );
+    await book.post(ledger, payment(entries - 1, 100, 1));
+    await projectLedgers();
+    // The snapshot's revision (2,499) and the one before it swap places: the log meets 2,499, then 2,498.
+    const move = (from: number, to: number) =>
+      db.pool.query('UPDATE events SET stream_revision = $3 WHERE stream_name = $1 AND stream_revision = $2', [ledgerStreamName(ledger), from, to]);
+    expect([(await move(entries - 1, -1)).rowCount, (await move(entries - 2, entries - 1)).rowCount, (await move(-1, entries - 2)).rowCount]).toEqual([
+      1, 1, 1,
+    ]);
+    const ofThisLedger = (problems: readonly VerifyProblem[]) => problems.filter((p) => p.ledger === ledgerStreamName(ledger)).map((p) => p.kind);
+    expect(ofThisLedger((await verifyLedgersInLogOrder(db.pool, store)).problems)).toEqual([
+      'revision_gap',
+      'snapshot_differs',
+      'snapshot_differs',
+      'revision_gap',
     ]);
   });
 

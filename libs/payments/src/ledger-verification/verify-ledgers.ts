@@ -470,6 +470,8 @@ class LedgerHistoryCheck {
   private snapshotMatched = false;
   /** The causes of the entries in the stored snapshot's window, as the replay meets them (a snapshot checked when loaded). */
   private windowMet: CausesDigest | null = null;
+  /** Whether they were the stored window's, once the replay met the snapshot's revision (a log out of order may meet it twice). */
+  private windowMatches: boolean | null = null;
 
   constructor(
     readonly name: string,
@@ -509,10 +511,12 @@ class LedgerHistoryCheck {
       this.problems.push({ ledger, kind: 'invariant', detail: `${v.rule} after entry ${v.entryId}: ${v.detail}` });
     }
     const window = this.snapshot?.loaded?.window;
-    if (window && revision >= window.from && revision <= this.snapshot!.revision) (this.windowMet ??= new CausesDigest()).add(data.cause);
+    if (window && this.windowMatches === null && revision >= window.from && revision <= this.snapshot!.revision) {
+      (this.windowMet ??= new CausesDigest()).add(data.cause);
+    }
     if (this.snapshot && this.snapshot.revision === revision) {
-      const windowMatches = !this.snapshot.loaded || (!!window && this.windowMet?.digest() === window.digest);
-      this.problems.push(...snapshotProblems(ledger, this.snapshot, this.replay.state(), data, windowMatches));
+      this.windowMatches ??= !this.snapshot.loaded || (!!window && this.windowMet?.digest() === window.digest);
+      this.problems.push(...snapshotProblems(ledger, this.snapshot, this.replay.state(), data, this.windowMatches));
       this.snapshotMatched = true;
     }
     if (!pastCheckpoint) this.entriesAtCheckpoint++;
