@@ -73,6 +73,25 @@ async function ledgerWithBookSnapshot(book: LedgerBook, ledger: LedgerId, amount
   for (let i = LEDGER_SNAPSHOT_EVERY - 1; i < LEDGER_SNAPSHOT_EVERY + after; i++) await book.post(ledger, payment(i, ...amounts));
 }
 
+/**
+ * A projected ledger of 5 × LEDGER_SNAPSHOT_EVERY (2,500) payments whose last one was posted by the book: its
+ * snapshot at revision 2,499 holds the causes of entries 448 to 2,499 (RECENT_CAUSES_KEPT 2,000, chunks of 64).
+ */
+async function ledgerLongerThanItsWindow() {
+  const ledger: LedgerId = { accountId: randomUUID(), mode: 'live' };
+  const entries = 5 * LEDGER_SNAPSHOT_EVERY;
+  await appendLedgerHistory(
+    store,
+    ledger,
+    Array.from({ length: entries - 1 }, (_, i) => payment(i, 100, 1)),
+  );
+  await new LedgerBook(store, new PostgresSnapshotStore(db.pool)).post(ledger, payment(entries - 1, 100, 1));
+  expect((await new PostgresSnapshotStore(db.pool).load(ledgerStreamName(ledger)))?.revision).toBe(BigInt(entries - 1));
+  await projectLedgers();
+  const ofThisLedger = (problems: readonly VerifyProblem[]) => problems.filter((p) => p.ledger === ledgerStreamName(ledger));
+  return { ledger, entries, ofThisLedger };
+}
+
 /** A ledger of LEDGER_SNAPSHOT_EVERY + 20 payments (a snapshot at revision 499), its snapshot then corrupted. */
 async function ledgerWithCorruptedSnapshot(book: LedgerBook) {
   const ledger: LedgerId = { accountId: randomUUID(), mode: 'live' };
@@ -157,19 +176,7 @@ describe('ledger snapshots on the real store', () => {
   });
 
   it("a ledger longer than the window of recent causes: its snapshot's window is compared with the one the log gives, and a cause changed in it is reported", async () => {
-    const book = new LedgerBook(store, new PostgresSnapshotStore(db.pool));
-    const ledger: LedgerId = { accountId: randomUUID(), mode: 'live' };
-    // 2,500 entries: the snapshot at revision 2,499 holds the causes of entries 448 to 2,499 (RECENT_CAUSES_KEPT 2,000, chunks of 64).
-    const entries = 5 * LEDGER_SNAPSHOT_EVERY;
-    await appendLedgerHistory(
-      store,
-      ledger,
-      Array.from({ length: entries - 1 }, (_, i) => payment(i, 100, 1)),
-    );
-    await book.post(ledger, payment(entries - 1, 100, 1));
-    expect((await new PostgresSnapshotStore(db.pool).load(ledgerStreamName(ledger)))?.revision).toBe(BigInt(entries - 1));
-    await projectLedgers();
-    const ofThisLedger = (problems: readonly { ledger: string }[]) => problems.filter((p) => p.ledger === ledgerStreamName(ledger));
+    const { ledger, ofThisLedger } = await ledgerLongerThanItsWindow();
     expect(ofThisLedger((await verifyLedgers(db.pool, store)).problems)).toEqual([]);
     expect(ofThisLedger((await verifyLedgersInLogOrder(db.pool, store)).problems)).toEqual([]);
 
@@ -192,24 +199,14 @@ describe('ledger snapshots on the real store', () => {
   });
 
   it("a log whose entries around a snapshot's revision are out of order is reported, not a crash, by the replay in log order", async () => {
-    const book = new LedgerBook(store, new PostgresSnapshotStore(db.pool));
-    const ledger: LedgerId = { accountId: randomUUID(), mode: 'live' };
-    const entries = 5 * LEDGER_SNAPSHOT_EVERY;
-    await appendLedgerHistory(
-      store,
-      ledger,
-      Array.from({ length: entries - 1 }, (_, i) => payment(i, 100, 1)),
-    );
-    await book.post(ledger, payment(entries - 1, 100, 1));
-    await projectLedgers();
+    const { ledger, entries, ofThisLedger } = await ledgerLongerThanItsWindow();
     // The snapshot's revision (2,499) and the one before it swap places: the log meets 2,499, then 2,498.
     const move = (from: number, to: number) =>
       db.pool.query('UPDATE events SET stream_revision = $3 WHERE stream_name = $1 AND stream_revision = $2', [ledgerStreamName(ledger), from, to]);
     expect([(await move(entries - 1, -1)).rowCount, (await move(entries - 2, entries - 1)).rowCount, (await move(-1, entries - 2)).rowCount]).toEqual([
       1, 1, 1,
     ]);
-    const ofThisLedger = (problems: readonly VerifyProblem[]) => problems.filter((p) => p.ledger === ledgerStreamName(ledger)).map((p) => p.kind);
-    expect(ofThisLedger((await verifyLedgersInLogOrder(db.pool, store)).problems)).toEqual([
+    expect(ofThisLedger((await verifyLedgersInLogOrder(db.pool, store)).problems).map((p) => p.kind)).toEqual([
       'revision_gap',
       'snapshot_differs',
       'snapshot_differs',
@@ -218,23 +215,13 @@ describe('ledger snapshots on the real store', () => {
   });
 
   it("a cause changed in the log within a snapshot's window is reported against the stored window, by both replays", async () => {
-    const book = new LedgerBook(store, new PostgresSnapshotStore(db.pool));
-    const ledger: LedgerId = { accountId: randomUUID(), mode: 'live' };
-    const entries = 5 * LEDGER_SNAPSHOT_EVERY;
-    await appendLedgerHistory(
-      store,
-      ledger,
-      Array.from({ length: entries - 1 }, (_, i) => payment(i, 100, 1)),
-    );
-    await book.post(ledger, payment(entries - 1, 100, 1));
-    await projectLedgers();
+    const { ledger, ofThisLedger } = await ledgerLongerThanItsWindow();
     // Entry 1,000 is within the window (entries 448 to 2,499); its cause is made one no other entry has.
     const changed = await db.pool.query(
       `UPDATE events SET data = jsonb_set(data, '{cause}', '"payment:changed-in-the-log"') WHERE stream_name = $1 AND stream_revision = 1000`,
       [ledgerStreamName(ledger)],
     );
     expect(changed.rowCount).toBe(1);
-    const ofThisLedger = (problems: readonly { ledger: string }[]) => problems.filter((p) => p.ledger === ledgerStreamName(ledger));
     const report = await verifyLedgers(db.pool, store);
     expect(ofThisLedger((await verifyLedgersInLogOrder(db.pool, store)).problems)).toEqual(ofThisLedger(report.problems));
     expect(ofThisLedger(report.problems)).toEqual([
