@@ -166,6 +166,16 @@ describe('signed checkpoints and statements', () => {
     expect((await rawGet(`/v1/statements?from=${to}&to=${from}`, merchant.keys.test.secretKey)).status).toBe(400);
     expect((await rawGet(`/v1/statements?from=${from}`, merchant.keys.test.secretKey)).status).toBe(400);
     expect((await fetch(`${gw.gateway.baseUrl}/v1/statements?from=${from}&to=${to}`)).status).toBe(401);
+    // A period not ended yet: its closing balance is not known, and would be signed as the balance at its end.
+    const tomorrow = new Date(Date.now() + 86_400_000).toISOString();
+    for (const [path, key] of [
+      [`/v1/statements?from=${from}&to=${tomorrow}`, merchant.keys.test.secretKey],
+      [`/admin/v1/accounts/${merchant.accountId}/signed-statement?mode=test&from=${from}&to=${tomorrow}`, gw.gateway.adminToken],
+    ] as const) {
+      const open = await rawGet(path, key);
+      expect({ status: open.status, error: JSON.parse(open.text).error }).toMatchObject({ status: 400, error: { code: 'validation', param: 'to' } });
+      expect(JSON.parse(open.text).error.details).toEqual([{ param: 'to', code: 'in_future', message: expect.stringContaining('прошедший период') }]);
+    }
   });
 
   it('after projections:rebuild the statement is the same bytes', async () => {

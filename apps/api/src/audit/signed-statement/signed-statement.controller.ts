@@ -12,7 +12,8 @@ import { Merchant, MerchantAuthGuard } from '../../http/auth/merchant-auth.guard
 import { ApiError } from '../../http/errors/api-error';
 import { ReadsModels } from '../../http/read-models';
 import { validRequest } from '../../http/request-pipe';
-import { AUDIT_SIGNER, INFRASTRUCTURE } from '../../http/tokens';
+import { AUDIT_SIGNER, CLOCK_TOKEN, INFRASTRUCTURE } from '../../http/tokens';
+import type { Clock } from '#platform/clock';
 import { parseAccountId } from '../../ledger/ledger-audit.controller';
 import { period } from '../audit-reports.controller';
 import { OperatorStatementQuery } from './signed-statement.request';
@@ -33,10 +34,19 @@ export class SignedStatements {
     private readonly queries: QueryBus,
     @Inject(INFRASTRUCTURE) private readonly infrastructure: Infrastructure,
     @Inject(AUDIT_SIGNER) private readonly signer: AuditSigningKeys,
+    @Inject(CLOCK_TOKEN) private readonly clock: Clock,
   ) {}
 
-  /** The document as canonical JSON; null for an unknown account. */
+  /**
+   * The document as canonical JSON; null for an unknown account. A period that has not
+   * ended is refused: its closing balance is not known yet, and would be signed.
+   */
   async statement(ledger: LedgerId, from: Date, to: Date): Promise<string | null> {
+    if (to.getTime() > this.clock.now().getTime()) {
+      throw ApiError.validation([
+        { param: 'to', code: 'in_future', message: 'to: момент ещё не наступил: подписанная выписка даётся только за прошедший период' },
+      ]);
+    }
     const reader = await this.queries.execute(new GetAccountStatement(ledger, from, to));
     if (reader === null) return null;
     const running = new StatementBalances(reader.opening);
