@@ -95,6 +95,14 @@ describe('input edges that must be 400 or 404, never 500 and never let through',
     });
   });
 
+  it('an empty orderId in a list query → 400 naming it, like every other empty parameter (no orderId is empty)', async () => {
+    for (const path of ['/v1/invoices?orderId=', '/v1/payouts?orderId=']) {
+      const r = await send('GET', path, merchantHeaders(shop.keys.live.secretKey));
+      expectError(r, 400, 'validation', 'orderId');
+      expect(r.body.error.details).toEqual([{ param: 'orderId', code: 'too_short', message: 'orderId: не может быть пустой строкой' }]);
+    }
+  });
+
   describe('a path id with NUL (%00) → 404 of that resource (or 400), never the database', () => {
     // Every route with an id, merchant and operator; each expected answer.
     const routes = (): {

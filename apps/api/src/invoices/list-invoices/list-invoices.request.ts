@@ -2,7 +2,7 @@ import { IsIn, IsString } from 'class-validator';
 import { JSONSchema } from 'class-validator-jsonschema';
 import { INVOICE_STATUSES } from '#domain';
 import type { InvoiceStatus } from '#domain';
-import { IsoInstant, MaxLength, Optional, StorableText } from '../../http/request-rules';
+import { IsoInstant, MaxLength, MinLength, Optional, StorableText } from '../../http/request-rules';
 import { PageQuery } from '../../http/period-page.request';
 
 /** The query of GET /v1/invoices. */
@@ -10,6 +10,7 @@ export class ListInvoicesQuery extends PageQuery {
   @Optional()
   @IsString()
   @StorableText()
+  @MinLength(1)
   @MaxLength(128)
   @JSONSchema({ description: 'Номер заказа; тогда в ответе 0 или 1 счёт' })
   orderId?: string;

@@ -2,7 +2,7 @@ import { IsIn, IsString } from 'class-validator';
 import { JSONSchema } from 'class-validator-jsonschema';
 import { PAYOUT_STATUSES } from '#domain';
 import type { PayoutStatus } from '#domain';
-import { MaxLength, Optional, StorableText } from '../../http/request-rules';
+import { MaxLength, MinLength, Optional, StorableText } from '../../http/request-rules';
 import { PageQuery } from '../../http/period-page.request';
 
 /** The query of GET /v1/payouts. */
@@ -10,6 +10,7 @@ export class ListPayoutsQuery extends PageQuery {
   @Optional()
   @IsString()
   @StorableText()
+  @MinLength(1)
   @MaxLength(128)
   @JSONSchema({ description: 'Идентификатор заявки: ответ тогда одна выплата (объект Payout), 404 not_found, если её нет' })
   orderId?: string;
