@@ -702,6 +702,9 @@ describe('webhooks: deliveries to private addresses (WEBHOOK_ALLOW_PRIVATE_NETWO
       expectError(await gw.operator.http.patch(`/admin/v1/projects/${project.id}`, { webhookUrl }), 400, 'validation', 'webhookUrl');
     }
     expect((await gw.operator.http.get(`/admin/v1/projects/${project.id}`)).body.webhookUrl).toBeNull();
+    // Credentials and a private address: one detail for the field, the first rule it breaks.
+    const both = await gw.operator.http.patch(`/admin/v1/projects/${project.id}`, { webhookUrl: 'http://shop:s3cret@10.0.0.1/hooks' });
+    expect(both.body.error.details.map((d: Json) => d.code)).toEqual(['credentials_in_url']);
   });
 
   it(`a webhook to this host's own non-loopback interface address (${interfaceAddress()}) is refused in both modes: nothing reaches a receiver there or the gateway's operator API, no reply body is stored`, async () => {

@@ -59,8 +59,8 @@ function settingsViolations(settings: ProjectSettings, requestedUrl: string | nu
       'credentials_in_url',
       'имя и пароль в адресе вебхука не отправляются и были бы видны в истории доставок: получатель проверяет подпись вебхука',
     );
-  }
-  if (typeof requestedUrl === 'string' && !webhookAllowPrivateNetworks && webhookUrlRefusal(requestedUrl, hostAddresses()) !== null) {
+  } else if (typeof requestedUrl === 'string' && !webhookAllowPrivateNetworks && webhookUrlRefusal(requestedUrl, hostAddresses()) !== null) {
+    // One detail per field: the first rule it breaks.
     fail(
       'webhookUrl',
       'private_address',
