@@ -16,7 +16,7 @@ const READ = ['invoices', 'refunds', 'payouts', 'ledger'];
  * and paid payouts of (from, to] against their ledger entries, and the entries of the
  * period against their flows (the same report as GET /admin/v1/audit/reconciliation).
  * Prints one line per difference with its ids; exits 0 when there is none, 1 when there
- * is any, 2 when it could not run (bad arguments, no database). Reads only: a read-only
+ * is any, 2 when it could not run (bad arguments, a `--to` still to come, no database). Reads only: a read-only
  * database role and no secrets key are enough.
  */
 async function main(): Promise<number> {
@@ -45,6 +45,12 @@ async function main(): Promise<number> {
     access: 'read-only',
   });
   try {
+    // As the API's report: a period that has not ended is not reconciled (its flows are still moving).
+    const now = infra.clock.now();
+    if (to.getTime() > now.getTime()) {
+      process.stderr.write(`audit:reconcile: --to ${to.toISOString()} has not come yet (the gateway clock: ${now.toISOString()})\n`);
+      return 2;
+    }
     const head = await infra.store.headPosition();
     for (const name of READ) {
       const at = (await readCheckpoint(infra.pool, name))?.position ?? { commit: 0n, prepare: 0n };

@@ -26,6 +26,21 @@ export function period(from: string, to: string): { from: Date; to: Date } {
   return range;
 }
 
+/**
+ * An instant a report answers for: not after the gateway clock's now (DESIGN: "at any past
+ * instant"). A later one's figures are not known yet (a hold due before it shows held),
+ * yet the report would carry it as its `to` or `asOf`: 400 `in_future` on `param`.
+ */
+export function pastInstant(at: Date, now: Date, param: 'to' | 'asOf', refusal: string): Date {
+  if (at.getTime() > now.getTime()) throw ApiError.validation([{ param, code: 'in_future', message: `${param}: момент ещё не наступил: ${refusal}` }]);
+  return at;
+}
+
+/** The refusal of an unsigned report whose `to` has not come yet. */
+export const REPORT_PERIOD_NOT_ENDED = 'отчёт даётся только за прошедший период';
+/** The refusal of a balance whose `asOf` has not come yet. */
+export const BALANCE_NOT_KNOWN_YET = 'баланс даётся только на прошедший момент';
+
 /** Balances as the ledger audit routes show them: the three merchant accounts, then `system`. */
 const balancesOnWire = (b: AccountBalances) => ({
   available: formatMoney(b.available),
@@ -212,6 +227,7 @@ export class AuditReportsController {
   ) {
     const accountId = parseAccountId(id);
     const { from, to } = period(query.from, query.to);
+    pastInstant(to, this.clock.now(), 'to', REPORT_PERIOD_NOT_ENDED);
     const reader = await this.queries.execute(new GetAccountStatement({ accountId, mode: query.mode }, from, to));
     if (reader === null) throw ApiError.notFound('not_found', 'Аккаунт не найден');
     const csv = wantsCsv(query.format, accept);
@@ -226,7 +242,8 @@ export class AuditReportsController {
   @ReadsModels('ledger')
   @Get('audit/trial-balance')
   async trialBalance(@Query(validRequest) query: TrialBalanceQuery, @Headers('accept') accept: string | undefined, @Res() reply: FastifyReply) {
-    const asOf = query.asOf === undefined ? this.clock.now() : new Date(query.asOf);
+    const now = this.clock.now();
+    const asOf = query.asOf === undefined ? now : pastInstant(new Date(query.asOf), now, 'asOf', BALANCE_NOT_KNOWN_YET);
     const tb = await this.queries.execute(new GetTrialBalance(asOf));
     if (wantsCsv(query.format, accept)) {
       return reply
@@ -246,6 +263,7 @@ export class AuditReportsController {
   @Get('audit/reconciliation')
   async reconciliation(@Query(validRequest) query: ReconciliationQuery, @Headers('accept') accept: string | undefined, @Res() reply: FastifyReply) {
     const { from, to } = period(query.from, query.to);
+    pastInstant(to, this.clock.now(), 'to', REPORT_PERIOD_NOT_ENDED);
     const report = await this.queries.execute(new GetReconciliation(from, to));
     if (wantsCsv(query.format, accept)) {
       return reply
