@@ -233,6 +233,12 @@ describe('invoice refunds: RequestRefund', () => {
       .then([refundRequested('rf_3', 20_000)]);
   });
 
+  it('the refusal names the remainder as money is written in the API (rubles, two decimals), not in kopecks', () => {
+    const history = [...PAID, refundRequested('rf_1', 30_000), refunded('rf_1', 30_000, 30_000), refundRequested('rf_2', 50_000)];
+    const refusal = decideInvoice(requestRefund('rf_3', 20_001), foldPaid(history)) as Refusal;
+    expect(refusal.message).toBe('Сумма возврата больше невозвращённого остатка счёта: остаток 200.00 с учётом возвратов в обработке');
+  });
+
   it('a partial refund above the invoice amount: refund_exceeds_amount, param amount', () => {
     given(PAID)
       .when(requestRefund('rf_1', AMOUNT + 1))

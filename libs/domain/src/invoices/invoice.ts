@@ -11,7 +11,7 @@
  * it. A request stays pending on the invoice until its refund succeeds (refunded),
  * fails, or is refused for want of balance (returned to the remainder).
  */
-import { Refusal } from '#ledger';
+import { formatMoney, Refusal } from '#ledger';
 import type { Kopecks, PercentRate } from '#ledger';
 import type { MethodCode } from '../methods';
 import { CustomerFeeRequest, customerPctAt, InvoiceAmounts, invoiceAmounts } from './fees';
@@ -271,7 +271,7 @@ export function decideInvoice(command: InvoiceCommand, s: InvoiceState): Invoice
           'refund_exceeds_amount',
           remainder === 0
             ? 'Возвращать нечего: вся сумма счёта уже возвращена или ждёт возврата'
-            : `Сумма возврата больше невозвращённого остатка счёта (${remainder} коп., с учётом возвратов в обработке)`,
+            : `Сумма возврата больше невозвращённого остатка счёта: остаток ${formatMoney(remainder)} с учётом возвратов в обработке`,
           command.amount === null ? undefined : 'amount',
         );
       }
