@@ -466,6 +466,33 @@ describe('POST /invoices', () => {
       expectStatus(await m.test.post('/v1/invoices', { amount: '50.00', orderId: orderId(), method: 'sbp' }), 201);
     });
 
+    it('a minimum below 0.01 is not a setting: an invoice of nothing, once paid, could not be posted to the ledger', async () => {
+      const accountId = await gw.operator.createAccount();
+      const created = await gw.operator.http.post('/admin/v1/projects', { accountId, name: 'Магазин', methods: { sbp: { min: '0.00' } } });
+      expectError(created, 400, 'validation');
+      expect(created.body.error.details).toEqual([
+        { param: 'methods.sbp.min', code: 'out_of_range', message: 'methods.sbp.min: минимальная сумма счёта не меньше 0.01' },
+      ]);
+      const m = await gw.operator.merchant({ methods: { sbp: { min: '0.01' } } }, accountId);
+      const patched = await gw.operator.http.patch(`/admin/v1/projects/${m.projectId}`, { methods: { card: { min: 0 } } });
+      expectError(patched, 400, 'validation');
+      expect(patched.body.error.param).toBe('methods.card.min');
+      expectStatus(await m.test.post('/v1/invoices', { amount: '0.01', orderId: orderId(), method: 'sbp' }), 201);
+    });
+
+    it('what the buyer pays above the largest amount of money → 422 amount_out_of_range, not a 500', async () => {
+      const m = await gw.operator.merchant({ methods: { card: { max: '1000000000.00' } } });
+      // 3 % on top of 1,000,000,000.00 is more than the gateway's largest amount.
+      const r = await m.test.post('/v1/invoices', { amount: '1000000000.00', orderId: orderId(), method: 'card' });
+      expectError(r, 422, 'amount_out_of_range');
+      expect(r.body.error).toMatchObject({
+        param: 'amount',
+        message: 'Сумма к оплате с комиссией покупателя больше 1000000000.00: уменьшите сумму или долю комиссии покупателя',
+      });
+      // The whole fee on the merchant: nothing on top, the amount itself is payable.
+      expectStatus(await m.test.post('/v1/invoices', { amount: '1000000000.00', orderId: orderId(), method: 'card', customerFeePct: 0 }), 201);
+    });
+
     it('crypto without USDT acceptance → 422 method_unavailable, in both modes', async () => {
       for (const client of [shop.test, shop.live]) {
         const r = await client.post('/v1/invoices', { amount: '1000.00', orderId: orderId(), method: 'crypto' });

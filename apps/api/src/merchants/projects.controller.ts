@@ -68,7 +68,9 @@ function settingsViolations(settings: ProjectSettings, requestedUrl: string | nu
     );
   }
   for (const m of methodsOf({ methodOverrides: settings.methodOverrides, usdtEnabled: settings.usdtEnabled } as Project)) {
-    if (m.min > m.max) fail(`methods.${m.code}`, 'invalid_range', 'min не может быть больше max');
+    // An invoice of nothing would be paid and could not be posted to the ledger.
+    if (m.min < 1) fail(`methods.${m.code}.min`, 'out_of_range', 'минимальная сумма счёта не меньше 0.01');
+    else if (m.min > m.max) fail(`methods.${m.code}`, 'invalid_range', 'min не может быть больше max');
   }
   return details;
 }

@@ -1,6 +1,6 @@
 import { Refusal } from '#ledger';
 import type { Kopecks, PercentRate } from '#ledger';
-import { formatMoney, formatPercent } from '#ledger';
+import { formatMoney, formatPercent, MAX_MONEY_KOPECKS, percentOf } from '#ledger';
 import type { MethodCode, MethodTerms } from '../methods';
 import { CustomerFeeRequest, customerPctAt, FeePayer, invoiceAmounts } from './fees';
 import type { Customer, InvoiceCreatedData, Mode } from './invoice';
@@ -46,7 +46,9 @@ export function customerFeeRequest(request: InvoiceRequest, project: Pick<Projec
  * their rates until the buyer chooses.
  */
 export function planInvoice(invoiceId: string, request: InvoiceRequest, project: ProjectTerms, now: Date): InvoiceCreatedData {
-  const inRange = (m: MethodTerms) => request.amount >= m.min && request.amount <= m.max;
+  // An invoice of nothing is none, whatever a method's minimum says: paid, it could not be posted.
+  const minOf = (m: MethodTerms) => Math.max(m.min, 1);
+  const inRange = (m: MethodTerms) => request.amount >= minOf(m) && request.amount <= m.max;
   let choosable: readonly MethodTerms[];
   if (request.method !== null) {
     const terms = project.methods.find((m) => m.code === request.method);
@@ -56,7 +58,7 @@ export function planInvoice(invoiceId: string, request: InvoiceRequest, project:
     if (!inRange(terms)) {
       throw new Refusal<InvoicePlanErrorCode>(
         'amount_out_of_range',
-        `Сумма для способа ${terms.code} должна быть от ${formatMoney(terms.min)} до ${formatMoney(terms.max)}`,
+        `Сумма для способа ${terms.code} должна быть от ${formatMoney(minOf(terms))} до ${formatMoney(terms.max)}`,
         'amount',
       );
     }
@@ -66,7 +68,7 @@ export function planInvoice(invoiceId: string, request: InvoiceRequest, project:
     if (enabled.length === 0) throw new Refusal<InvoicePlanErrorCode>('method_unavailable', 'В проекте нет доступных способов оплаты', 'method');
     choosable = enabled.filter(inRange);
     if (choosable.length === 0) {
-      const min = Math.min(...enabled.map((m) => m.min));
+      const min = Math.min(...enabled.map(minOf));
       const max = Math.max(...enabled.map((m) => m.max));
       throw new Refusal<InvoicePlanErrorCode>('amount_out_of_range', `Сумма должна быть от ${formatMoney(min)} до ${formatMoney(max)}`, 'amount');
     }
@@ -81,7 +83,16 @@ export function planInvoice(invoiceId: string, request: InvoiceRequest, project:
     );
   }
   const customerFee = customerFeeRequest(request, project);
-  const amounts = invoiceAmounts(request.amount, feePct, customerPctAt(customerFee, feePct));
+  const customerPct = customerPctAt(customerFee, feePct);
+  // What the buyer pays is one amount of money too: it may not pass the largest the gateway handles.
+  if (request.amount + percentOf(request.amount, customerPct) > MAX_MONEY_KOPECKS) {
+    throw new Refusal<InvoicePlanErrorCode>(
+      'amount_out_of_range',
+      `Сумма к оплате с комиссией покупателя больше ${formatMoney(MAX_MONEY_KOPECKS)}: уменьшите сумму или долю комиссии покупателя`,
+      'amount',
+    );
+  }
+  const amounts = invoiceAmounts(request.amount, feePct, customerPct);
 
   return {
     invoiceId,

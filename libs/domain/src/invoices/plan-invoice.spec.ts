@@ -1,0 +1,63 @@
+/**
+ * planInvoice's limits that no project setting can widen: an invoice of nothing is
+ * none (paid, it could not be posted to the ledger, whose reactor would stop at it), and
+ * what the buyer pays is one amount of money, at most MAX_MONEY_KOPECKS.
+ */
+import { MAX_MONEY_KOPECKS, Refusal } from '#ledger';
+import type { MethodTerms } from '../methods';
+import { InvoiceRequest, planInvoice, ProjectTerms } from './plan-invoice';
+
+const sbp = (over: Partial<MethodTerms> = {}): MethodTerms => ({
+  code: 'sbp',
+  title: 'СБП',
+  feePct: 15_000,
+  min: 0,
+  max: MAX_MONEY_KOPECKS,
+  enabled: true,
+  ...over,
+});
+const project = (methods: MethodTerms[]): ProjectTerms => ({ projectId: 'p', accountId: 'a', mode: 'test', methods, customerFeeShare: 100 });
+const request = (amount: number, method: 'sbp' | null = 'sbp'): InvoiceRequest => ({
+  amount,
+  orderId: 'o-1',
+  method,
+  customerFeePct: null,
+  customerFeeShare: null,
+  feePayer: null,
+  description: null,
+  successUrl: null,
+  failUrl: null,
+  expireMinutes: 60,
+  customer: { email: null, phone: null, userId: null, name: null },
+  customFields: null,
+});
+const refusalOf = (plan: () => unknown): Refusal => {
+  try {
+    plan();
+  } catch (error) {
+    if (error instanceof Refusal) return error;
+    throw error;
+  }
+  throw new Error('planned, not refused');
+};
+const NOW = new Date('2026-11-29T00:00:00Z');
+
+describe('planInvoice: limits no setting widens', () => {
+  it.each([
+    ['the method', 'sbp' as const],
+    ['no method', null],
+  ])('a minimum of 0.00 still refuses 0.00 (%s), and names 0.01 as the least', (_, method) => {
+    const refusal = refusalOf(() => planInvoice('i', request(0, method), project([sbp()]), NOW));
+    expect({ code: refusal.code, param: refusal.param }).toEqual({ code: 'amount_out_of_range', param: 'amount' });
+    expect(refusal.message).toContain('от 0.01 до');
+    expect(planInvoice('i', request(1, method), project([sbp()]), NOW).amounts.payableAmount).toBe(1);
+  });
+
+  it('what the buyer pays may not pass the largest amount: 422, not a RangeError', () => {
+    const refusal = refusalOf(() => planInvoice('i', request(MAX_MONEY_KOPECKS), project([sbp()]), NOW));
+    expect({ code: refusal.code, param: refusal.param }).toEqual({ code: 'amount_out_of_range', param: 'amount' });
+    // 1.5 % on top of the largest amount that leaves room for it.
+    const fits = Math.floor(MAX_MONEY_KOPECKS / 1.015);
+    expect(planInvoice('i', request(fits), project([sbp()]), NOW).amounts.payableAmount).toBeLessThanOrEqual(MAX_MONEY_KOPECKS);
+  });
+});
