@@ -158,7 +158,8 @@ describe('the verify and audit commands with a read-only role and no secrets key
   });
 
   it('audit:reconcile exits 0 with its report', async () => {
-    const r = await run('audit-reconcile', auditor(), ['--from', '2000-01-01T00:00:00Z', '--to', '2100-01-01T00:00:00Z']);
+    // Up to now: a period still to come is not reconciled (exit 2).
+    const r = await run('audit-reconcile', auditor(), ['--from', '2000-01-01T00:00:00Z', '--to', new Date().toISOString()]);
     expect(r.code).toBe(0);
     expect(r.output).toMatch(/reconciliation .*: 3 paid invoices, 0 succeeded refunds, 1 paid payouts, \d+ entries; 0 difference\(s\)/);
   });
