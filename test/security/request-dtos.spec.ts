@@ -6,7 +6,7 @@
  */
 import { CreateInvoiceRequest } from '../../apps/api/src/invoices/create-invoice/create-invoice.request';
 import { CreatePayoutRequest } from '../../apps/api/src/payouts/create-payout/create-payout.request';
-import { UpdateProjectRequest } from '../../apps/api/src/merchants/project-settings.request';
+import { CreateAccountRequest, CreateProjectRequest, UpdateProjectRequest } from '../../apps/api/src/merchants/project-settings.request';
 import { refusalOf } from '../support/request-reading';
 
 type Refusal = { error: { code: string; message: string; param?: string; details: { param: string; code: string; message: string }[] } };
@@ -55,6 +55,14 @@ describe('request DTOs: hostile keys and nesting', () => {
     expect((await refusal(CreatePayoutRequest, `{"amount":"100.00","addressId":1,"comment":"${'x'.repeat(501)}"}`))?.error.details).toEqual([
       { param: 'comment', code: 'too_long', message: 'comment: не длиннее 500 символов' },
     ]);
+  });
+
+  it('a name of white space only names nothing (the console would list a blank row): 400 blank', async () => {
+    const blank = { param: 'name', code: 'blank', message: 'name: не может состоять из одних пробелов' };
+    expect((await refusal(CreateAccountRequest, '{"name":"  \\t ","email":"owner@example.com"}'))?.error.details).toEqual([blank]);
+    expect((await refusal(CreateProjectRequest, '{"accountId":"3f0c5a4e-0000-4000-8000-000000000001","name":" "}'))?.error.details).toEqual([blank]);
+    expect((await refusal(UpdateProjectRequest, '{"name":"\\u00a0"}'))?.error.details).toEqual([blank]);
+    expect(await refusal(UpdateProjectRequest, '{"name":" Магазин "}')).toBeNull();
   });
 
   it('payouts: the addressId / method + account rule follows the field violations, unknown fields come last', async () => {

@@ -9,6 +9,9 @@ import { PROJECT_STATUSES, WEBHOOK_EVENTS } from '#payments/merchants';
 import type { WebhookEventKind } from '#payments/merchants';
 import { EMAIL, IsHttpUrl, IsMoney, IsPercent, MaxLength, MinLength, Optional, Required, StorableText } from '../http/request-rules';
 
+/** A name shows who or what it names: some character other than white space (the console lists them). */
+const NOT_BLANK = /\S/;
+
 /** One payment method's settings of a project: every field optional. */
 @JSONSchema({ description: 'Настройки способа оплаты проекта; неизвестные поля: 400 validation' })
 export class MethodSettings {
@@ -121,6 +124,7 @@ export class CreateProjectRequest extends ProjectSettingsFields {
   @StorableText()
   @MinLength(1)
   @MaxLength(255)
+  @Matches(NOT_BLANK, { message: 'не может состоять из одних пробелов', context: { code: 'blank' } })
   @JSONSchema({ description: 'Название проекта' })
   name!: string;
 }
@@ -139,6 +143,7 @@ export class UpdateProjectRequest extends ProjectSettingsFields {
   @StorableText()
   @MinLength(1)
   @MaxLength(255)
+  @Matches(NOT_BLANK, { message: 'не может состоять из одних пробелов', context: { code: 'blank' } })
   @JSONSchema({ description: 'Название проекта' })
   name?: string;
 }
@@ -175,6 +180,7 @@ export class CreateAccountRequest {
   @StorableText()
   @MinLength(1)
   @MaxLength(255)
+  @Matches(NOT_BLANK, { message: 'не может состоять из одних пробелов', context: { code: 'blank' } })
   @JSONSchema({ description: 'Название мерчанта' })
   name!: string;
 
