@@ -6,6 +6,7 @@
 import { MAX_MONEY_KOPECKS, Refusal } from '#ledger';
 import type { MethodTerms } from '../methods';
 import { InvoiceRequest, planInvoice, ProjectTerms } from './plan-invoice';
+import { invoiceRequest } from '../../../../test/support/invoice-request';
 
 const sbp = (over: Partial<MethodTerms> = {}): MethodTerms => ({
   code: 'sbp',
@@ -17,20 +18,7 @@ const sbp = (over: Partial<MethodTerms> = {}): MethodTerms => ({
   ...over,
 });
 const project = (methods: MethodTerms[]): ProjectTerms => ({ projectId: 'p', accountId: 'a', mode: 'test', methods, customerFeeShare: 100 });
-const request = (amount: number, method: 'sbp' | null = 'sbp'): InvoiceRequest => ({
-  amount,
-  orderId: 'o-1',
-  method,
-  customerFeePct: null,
-  customerFeeShare: null,
-  feePayer: null,
-  description: null,
-  successUrl: null,
-  failUrl: null,
-  expireMinutes: 60,
-  customer: { email: null, phone: null, userId: null, name: null },
-  customFields: null,
-});
+const request = (amount: number, method: 'sbp' | null = 'sbp'): InvoiceRequest => invoiceRequest({ amount, orderId: 'o-1', method });
 const refusalOf = (plan: () => unknown): Refusal => {
   try {
     plan();
