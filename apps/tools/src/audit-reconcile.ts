@@ -16,8 +16,8 @@ const READ = ['invoices', 'refunds', 'payouts', 'ledger'];
  * and paid payouts of (from, to] against their ledger entries, and the entries of the
  * period against their flows (the same report as GET /admin/v1/audit/reconciliation).
  * Prints one line per difference with its ids; exits 0 when there is none, 1 when there
- * is any, 2 when it could not run (bad arguments, a `--to` still to come, no database). Reads only: a read-only
- * database role and no secrets key are enough.
+ * is any, 2 when it could not run (bad arguments, a `--to` still to come, no database).
+ * Reads only: a read-only database role and no secrets key are enough.
  */
 async function main(): Promise<number> {
   let values: { from?: string; to?: string };
