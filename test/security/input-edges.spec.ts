@@ -14,6 +14,7 @@
  * - a query string with a percent-escape that is not UTF-8: kept as written, so that
  *   `?orderId=%E9` found the invoice whose orderId is the text `%E9`.
  */
+import { randomUUID } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import { expectError, expectStatus, InvoiceGateway, Json, Merchant, orderId, Reply, startInvoiceGateway, waitForList } from '../support/merchant-fixtures';
 import { paidInvoice, payoutAddress, PHONE } from '../support/money-out-fixtures';
@@ -101,6 +102,34 @@ describe('input edges that must be 400 or 404, never 500 and never let through',
       expectError(r, 400, 'validation', 'orderId');
       expect(r.body.error.details).toEqual([{ param: 'orderId', code: 'too_short', message: 'orderId: не может быть пустой строкой' }]);
     }
+  });
+
+  it('a parameter sent to a route that takes none → 400 unknown_field naming it, not ignored (a test key asking ?mode=live is not answered the test balance)', async () => {
+    const test = merchantHeaders(shop.keys.test.secretKey);
+    const live = merchantHeaders(shop.keys.live.secretKey);
+    // Unknown ids where a read takes a poll mark: the other tests' resources keep theirs.
+    const routes: [string, Record<string, string>][] = [
+      ['/v1/balance', test],
+      ['/v1/methods', test],
+      ['/v1/payout-addresses', live],
+      ['/v1/audit/keys', test],
+      [`/v1/invoices/${randomUUID()}`, test],
+      ['/v1/refunds/rf_unknown', test],
+      ['/v1/payouts/999999999', live],
+      [`/v1/events/${randomUUID()}`, test],
+      ['/admin/v1/audit/checkpoint', adminHeaders()],
+      [`/admin/v1/projects/${shop.projectId}`, adminHeaders()],
+    ];
+    for (const [path, headers] of routes) {
+      const r = await send('GET', `${path}?mode=live`, headers);
+      expect({ path, status: r.status, details: r.body.error?.details }).toEqual({
+        path,
+        status: 400,
+        details: [{ param: 'mode', code: 'unknown_field', message: 'mode: неизвестное поле' }],
+      });
+    }
+    expectStatus(await send('GET', '/v1/balance', test), 200);
+    expectStatus(await send('GET', `/admin/v1/projects/${shop.projectId}`, adminHeaders()), 200);
   });
 
   describe('a path id with NUL (%00) → 404 of that resource (or 400), never the database', () => {

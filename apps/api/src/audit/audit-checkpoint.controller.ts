@@ -1,4 +1,5 @@
-import { Controller, Get, Inject, UseGuards } from '@nestjs/common';
+import { Controller, Get, Inject, Query, UseGuards } from '@nestjs/common';
+import { NoParameters, validRequest } from '../http/request-pipe';
 import { QueryBus } from '@nestjs/cqrs';
 import { checkpointSignedText } from '#event-store/hash-chain';
 import type { LogCheckpoint } from '#event-store/hash-chain';
@@ -21,7 +22,7 @@ export class AuditCheckpointController {
   ) {}
 
   @Get('checkpoint')
-  async checkpoint() {
+  async checkpoint(@Query(validRequest) _query: NoParameters) {
     let checkpoint;
     try {
       checkpoint = await this.queries.execute(new GetLogCheckpoint());

@@ -1,4 +1,5 @@
-import { Controller, Get, UseGuards } from '@nestjs/common';
+import { Controller, Get, Query, UseGuards } from '@nestjs/common';
+import { NoParameters, validRequest } from '../http/request-pipe';
 import { QueryBus } from '@nestjs/cqrs';
 import type { MethodTerms } from '#domain';
 import { formatMoney, formatPercent } from '#ledger';
@@ -35,14 +36,14 @@ export class ReferenceController {
 
   /** The project's payment methods with their limits and the merchant's rates. */
   @Get('methods')
-  methods(@Merchant() merchant: MerchantIdentity) {
+  methods(@Merchant() merchant: MerchantIdentity, @Query(validRequest) _query: NoParameters) {
     return { methods: methodsOf(merchant.project).map(methodView) };
   }
 
   /** The merchant account's balance in the key's mode, from the ledger read model. */
   @ReadsModels('ledger')
   @Get('balance')
-  async balance(@Merchant() merchant: MerchantIdentity) {
+  async balance(@Merchant() merchant: MerchantIdentity, @Query(validRequest) _query: NoParameters) {
     const balance = await this.queries.execute(new GetBalance({ accountId: merchant.project.accountId, mode: merchant.mode }));
     return balanceView(balance);
   }

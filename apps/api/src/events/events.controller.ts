@@ -7,7 +7,7 @@ import type { MerchantIdentity } from '#payments/merchants';
 import { ApiError } from '../http/errors/api-error';
 import { encodeCursor } from '../http/cursor';
 import { periodPageOf } from '../http/period-page.request';
-import { validRequest } from '../http/request-pipe';
+import { NoParameters, validRequest } from '../http/request-pipe';
 import { Merchant, MerchantAuthGuard } from '../http/auth/merchant-auth.guard';
 import { ListEventsQuery } from './list-events.request';
 
@@ -38,7 +38,7 @@ export class EventsController {
 
   /** One event: the body of its webhook, byte for byte (its id is the webhook's id). */
   @Get(':id')
-  async get(@Merchant() merchant: MerchantIdentity, @Param('id') id: string, @Res() reply: FastifyReply) {
+  async get(@Merchant() merchant: MerchantIdentity, @Param('id') id: string, @Res() reply: FastifyReply, @Query(validRequest) _query: NoParameters) {
     const found = isUuid(id)
       ? await this.queries.execute(
           new ListMerchantEvents({ projectId: merchant.project.id, isTest: merchant.mode === 'test', id: id.toLowerCase(), before: null, limit: 1 }),

@@ -1,4 +1,4 @@
-import { Body, Controller, Get, HttpCode, Inject, Param, Patch, Post, UseGuards } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Inject, Param, Patch, Post, Query, UseGuards } from '@nestjs/common';
 import type { Clock } from '#platform/clock';
 import type { Infrastructure } from '#payments/composition';
 import { hostAddresses } from '#payments/webhooks';
@@ -15,7 +15,7 @@ import { UpdateProject } from '#payments/merchants';
 import { methodsOf, WEBHOOK_EVENTS } from '#payments/merchants';
 import { isUuid } from '#domain';
 import { ApiError } from '../http/errors/api-error';
-import { isJsonObject, readBody, validRequest } from '../http/request-pipe';
+import { isJsonObject, NoParameters, readBody, validRequest } from '../http/request-pipe';
 import { CreateAccountRequest, CreateProjectRequest, RotateKeysRequest, settingsOf, UpdateProjectRequest } from './project-settings.request';
 import type { ErrorDetail } from '../http/errors/api-error';
 import { CLOCK_TOKEN, INFRASTRUCTURE } from '../http/tokens';
@@ -117,7 +117,7 @@ export class ProjectsController {
   }
 
   @Get('projects/:id')
-  async getProject(@Param('id') id: string) {
+  async getProject(@Param('id') id: string, @Query(validRequest) _query: NoParameters) {
     return projectView(await this.find(id));
   }
 

@@ -1,4 +1,5 @@
-import { Controller, Get, Inject } from '@nestjs/common';
+import { Controller, Get, Inject, Query } from '@nestjs/common';
+import { NoParameters, validRequest } from '../../http/request-pipe';
 import type { Pool } from 'pg';
 import { publishedKeys } from '#payments/audit';
 import { DATABASE_POOL } from '../../http/tokens';
@@ -9,7 +10,7 @@ export class AuditKeysController {
   constructor(@Inject(DATABASE_POOL) private readonly pool: Pool) {}
 
   @Get('keys')
-  async keys() {
+  async keys(@Query(validRequest) _query: NoParameters) {
     return { keys: await publishedKeys(this.pool) };
   }
 }

@@ -1,4 +1,5 @@
-import { Controller, Get, Inject, Param, UseGuards } from '@nestjs/common';
+import { Controller, Get, Inject, Param, Query, UseGuards } from '@nestjs/common';
+import { NoParameters, validRequest } from '../../http/request-pipe';
 import { QueryBus } from '@nestjs/cqrs';
 import type { Clock } from '#platform/clock';
 import { invoiceView } from '#payments';
@@ -27,7 +28,12 @@ export class GetInvoiceRoute {
   /** One invoice, from its own stream: what the merchant just wrote is always there. */
   @Get(':id')
   @PollMarked(invoicePollResource)
-  async get(@Merchant() merchant: MerchantIdentity, @Param('id') id: string, @PollMark() taken: PollMarkTaken | undefined) {
+  async get(
+    @Merchant() merchant: MerchantIdentity,
+    @Param('id') id: string,
+    @PollMark() taken: PollMarkTaken | undefined,
+    @Query(validRequest) _query: NoParameters,
+  ) {
     const resource = invoicePollResource({ id });
     // Not an invoice id (a NUL, another shape): no invoice, and nothing of it reaches the database.
     if (resource === null) throw ApiError.notFound('invoice_not_found', 'Счёт не найден');

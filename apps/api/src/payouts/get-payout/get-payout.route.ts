@@ -1,4 +1,5 @@
-import { Controller, Get, Inject, Param, UseGuards } from '@nestjs/common';
+import { Controller, Get, Inject, Param, Query, UseGuards } from '@nestjs/common';
+import { NoParameters, validRequest } from '../../http/request-pipe';
 import { QueryBus } from '@nestjs/cqrs';
 import type { AccessControl } from '#payments/access';
 import type { Clock } from '#platform/clock';
@@ -32,7 +33,12 @@ export class GetPayoutRoute {
   /** One payout, from its own stream; polled at most once per 3 seconds. */
   @Get('payouts/:id')
   @PollMarked(payoutPollResource)
-  async get(@Merchant() merchant: MerchantIdentity, @Param('id') id: string, @PollMark() taken: PollMarkTaken | undefined) {
+  async get(
+    @Merchant() merchant: MerchantIdentity,
+    @Param('id') id: string,
+    @PollMark() taken: PollMarkTaken | undefined,
+    @Query(validRequest) _query: NoParameters,
+  ) {
     // Not a payout id (a NUL, another shape): no payout, and nothing of it reaches the database.
     const payoutId = payoutIdOf(id);
     if (payoutId === null) throw notFound();

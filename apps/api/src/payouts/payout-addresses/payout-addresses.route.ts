@@ -1,4 +1,4 @@
-import { Body, Controller, Get, HttpCode, Inject, Param, Post, Res, UseGuards } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Inject, Param, Post, Query, Res, UseGuards } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { FastifyReply } from 'fastify';
 import type { Clock } from '#platform/clock';
@@ -6,7 +6,7 @@ import { isUuid, maskPayoutAccount } from '#domain';
 import { GetAccount } from '#payments/merchants';
 import type { MerchantIdentity, PayoutAddress } from '#payments/merchants';
 import { ApiError } from '../../http/errors/api-error';
-import { validRequest } from '../../http/request-pipe';
+import { NoParameters, validRequest } from '../../http/request-pipe';
 import { CLOCK_TOKEN } from '../../http/tokens';
 import { AdminTokenGuard } from '../../http/auth/admin-token.guard';
 import { Merchant, MerchantAuthGuard } from '../../http/auth/merchant-auth.guard';
@@ -48,7 +48,7 @@ export class ListPayoutAddressesRoute {
   constructor(private readonly queries: QueryBus) {}
 
   @Get()
-  async listAddresses(@Merchant() merchant: MerchantIdentity) {
+  async listAddresses(@Merchant() merchant: MerchantIdentity, @Query(validRequest) _query: NoParameters) {
     const confirmed = await this.queries.execute(new ListPayoutAddresses(merchant.project.accountId));
     return { items: confirmed.map(payoutAddressView) };
   }

@@ -1,4 +1,5 @@
-import { Controller, Get, Param, UseGuards } from '@nestjs/common';
+import { Controller, Get, Param, Query, UseGuards } from '@nestjs/common';
+import { NoParameters, validRequest } from '../../http/request-pipe';
 import { QueryBus } from '@nestjs/cqrs';
 import { refundView } from '#payments';
 import type { MerchantIdentity } from '#payments/merchants';
@@ -12,7 +13,7 @@ export class GetRefundRoute {
 
   /** One refund, from its own stream; unknown or another project's: 404 invoice_not_found (as the spec says). */
   @Get(':id')
-  async get(@Merchant() merchant: MerchantIdentity, @Param('id') id: string) {
+  async get(@Merchant() merchant: MerchantIdentity, @Param('id') id: string, @Query(validRequest) _query: NoParameters) {
     return refundView(await this.queries.execute(new GetRefund(merchant.project, merchant.mode, id)));
   }
 }
