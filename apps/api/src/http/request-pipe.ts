@@ -223,10 +223,17 @@ export class RequestValidationPipe extends ValidationPipe {
 
   override async transform(value: unknown, metadata: ArgumentMetadata): Promise<unknown> {
     let source = value;
-    if (metadata.type === 'query') source = isJsonObject(source) ? source : {};
-    // Nothing declared and nothing sent (the read routes' case): nothing to check.
-    if (metadata.metatype === NoParameters && Object.keys(source as object).length === 0) return new NoParameters();
-    else if (source === undefined && this.options.absentBodyIsEmpty) source = {};
+    if (metadata.type === 'query') {
+      const query = isJsonObject(source) ? source : {};
+      // A parameter named twice reads as an array, which no route takes: said as what it is (as for bodies), not as a bad value.
+      const repeated = Object.keys(query).filter((name) => Array.isArray(query[name]));
+      if (repeated.length > 0) {
+        throw ApiError.validation(repeated.map((param) => ({ param, code: 'duplicate_field', message: `${param}: параметр указан в адресе запроса дважды` })));
+      }
+      // Nothing declared and nothing sent (the read routes' case): nothing to check.
+      if (metadata.metatype === NoParameters && Object.keys(query).length === 0) return new NoParameters();
+      source = query;
+    } else if (source === undefined && this.options.absentBodyIsEmpty) source = {};
     if (!isJsonObject(source)) throw ApiError.validation([{ param: 'body', code: 'invalid_type', message: 'Тело запроса должно быть JSON-объектом' }]);
     return super.transform(source, metadata);
   }
