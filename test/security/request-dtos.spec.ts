@@ -6,6 +6,7 @@
  */
 import { CreateInvoiceRequest } from '../../apps/api/src/invoices/create-invoice/create-invoice.request';
 import { CreatePayoutRequest } from '../../apps/api/src/payouts/create-payout/create-payout.request';
+import { PayoutReasonRequest } from '../../apps/api/src/payouts/transition-payout/transition-payout.request';
 import { CreateAccountRequest, CreateProjectRequest, UpdateProjectRequest } from '../../apps/api/src/merchants/project-settings.request';
 import { refusalOf } from '../support/request-reading';
 
@@ -57,12 +58,16 @@ describe('request DTOs: hostile keys and nesting', () => {
     ]);
   });
 
-  it('a name of white space only names nothing (the console would list a blank row): 400 blank', async () => {
+  it('a name or a payout reason of white space only says nothing (the console would list a blank row): 400 blank', async () => {
     const blank = { param: 'name', code: 'blank', message: 'name: не может состоять из одних пробелов' };
     expect((await refusal(CreateAccountRequest, '{"name":"  \\t ","email":"owner@example.com"}'))?.error.details).toEqual([blank]);
     expect((await refusal(CreateProjectRequest, '{"accountId":"3f0c5a4e-0000-4000-8000-000000000001","name":" "}'))?.error.details).toEqual([blank]);
     expect((await refusal(UpdateProjectRequest, '{"name":"\\u00a0"}'))?.error.details).toEqual([blank]);
     expect(await refusal(UpdateProjectRequest, '{"name":" Магазин "}')).toBeNull();
+    // A payout's reject or cancel reason is shown to the merchant (statusReason).
+    expect((await refusal(PayoutReasonRequest, '{"reason":"   "}'))?.error.details).toEqual([
+      { ...blank, param: 'reason', message: 'reason: не может состоять из одних пробелов' },
+    ]);
   });
 
   it('payouts: the addressId / method + account rule follows the field violations, unknown fields come last', async () => {

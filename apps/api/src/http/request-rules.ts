@@ -1,5 +1,5 @@
 import { applyDecorators } from '@nestjs/common';
-import { isString, IsString, ValidateBy, ValidateIf, ValidationArguments, ValidationOptions } from 'class-validator';
+import { isString, IsString, Matches, ValidateBy, ValidateIf, ValidationArguments, ValidationOptions } from 'class-validator';
 import type { ValidationMetadata } from 'class-validator/types/metadata/ValidationMetadata';
 import { MAX_MONEY_KOPECKS, MoneyFormatError, parseMoney, parsePercent, PercentFormatError } from '#ledger';
 import { pageSeq, parseCursor } from './cursor';
@@ -26,6 +26,9 @@ export const Optional = () => ValidateIf((_object: object, value: unknown) => va
 // maxLength come from class-validator-jsonschema's own converters.
 export const MinLength = (min: number) => rule('minLength', (v) => isString(v) && v.length >= min, [min]);
 export const MaxLength = (max: number) => rule('maxLength', (v) => isString(v) && v.length <= max, [max]);
+
+/** Some character other than white space: a name or reason of blanks says nothing to whoever reads it (400 `blank`). */
+export const NotBlank = () => Matches(/\S/, { message: 'не может состоять из одних пробелов', context: { code: 'blank' } });
 
 /** The formats of an e-mail address and a phone number (E.164) the API takes. */
 export const EMAIL = /^[^\s@"<>()[\]\\,;:]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$/;

@@ -7,10 +7,7 @@ import type { LedgerMode } from '#ledger';
 import type { ProjectSettings } from '#payments/merchants';
 import { PROJECT_STATUSES, WEBHOOK_EVENTS } from '#payments/merchants';
 import type { WebhookEventKind } from '#payments/merchants';
-import { EMAIL, IsHttpUrl, IsMoney, IsPercent, MaxLength, MinLength, Optional, Required, StorableText } from '../http/request-rules';
-
-/** A name shows who or what it names: some character other than white space (the console lists them). */
-const NOT_BLANK = /\S/;
+import { EMAIL, IsHttpUrl, IsMoney, IsPercent, MaxLength, MinLength, NotBlank, Optional, Required, StorableText } from '../http/request-rules';
 
 /** One payment method's settings of a project: every field optional. */
 @JSONSchema({ description: 'Настройки способа оплаты проекта; неизвестные поля: 400 validation' })
@@ -124,7 +121,7 @@ export class CreateProjectRequest extends ProjectSettingsFields {
   @StorableText()
   @MinLength(1)
   @MaxLength(255)
-  @Matches(NOT_BLANK, { message: 'не может состоять из одних пробелов', context: { code: 'blank' } })
+  @NotBlank()
   @JSONSchema({ description: 'Название проекта' })
   name!: string;
 }
@@ -143,7 +140,7 @@ export class UpdateProjectRequest extends ProjectSettingsFields {
   @StorableText()
   @MinLength(1)
   @MaxLength(255)
-  @Matches(NOT_BLANK, { message: 'не может состоять из одних пробелов', context: { code: 'blank' } })
+  @NotBlank()
   @JSONSchema({ description: 'Название проекта' })
   name?: string;
 }
@@ -180,7 +177,7 @@ export class CreateAccountRequest {
   @StorableText()
   @MinLength(1)
   @MaxLength(255)
-  @Matches(NOT_BLANK, { message: 'не может состоять из одних пробелов', context: { code: 'blank' } })
+  @NotBlank()
   @JSONSchema({ description: 'Название мерчанта' })
   name!: string;
 

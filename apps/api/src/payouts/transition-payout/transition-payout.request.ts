@@ -1,6 +1,6 @@
 import { IsOptional, IsString } from 'class-validator';
 import { JSONSchema } from 'class-validator-jsonschema';
-import { MaxLength, MinLength, Required, StorableText } from '../../http/request-rules';
+import { MaxLength, MinLength, NotBlank, Required, StorableText } from '../../http/request-rules';
 
 /** The body of POST /admin/v1/payouts/{id}/approve and /process: nothing (or an empty object). */
 export class NoFieldsRequest {}
@@ -22,6 +22,7 @@ export class PayoutReasonRequest {
   @StorableText()
   @MinLength(1)
   @MaxLength(500)
-  @JSONSchema({ description: 'Причина' })
+  @NotBlank()
+  @JSONSchema({ description: 'Причина: её видит мерчант (statusReason)' })
   reason!: string;
 }
