@@ -12,7 +12,7 @@ import { LedgerBalanceQuery, LedgerEntriesQuery } from './ledger-audit.request';
 import { CLOCK_TOKEN } from '../http/tokens';
 import { AdminTokenGuard } from '../http/auth/admin-token.guard';
 import { ReadsModels } from '../http/read-models';
-import { BALANCE_NOT_KNOWN_YET, pastInstant } from '../audit/audit-reports.controller';
+import { BALANCE_NOT_KNOWN_YET, pastInstant } from '../audit/report-instants';
 
 const ACCOUNT_ID = /^[A-Za-z0-9_-]{1,64}$/;
 

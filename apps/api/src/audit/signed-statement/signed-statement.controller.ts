@@ -15,7 +15,7 @@ import { validRequest } from '../../http/request-pipe';
 import { AUDIT_SIGNER, CLOCK_TOKEN, INFRASTRUCTURE } from '../../http/tokens';
 import type { Clock } from '#platform/clock';
 import { parseAccountId } from '../../ledger/ledger-audit.controller';
-import { pastInstant, period } from '../audit-reports.controller';
+import { pastInstant, period } from '../report-instants';
 import { OperatorStatementQuery } from './signed-statement.request';
 import { PeriodQuery } from '../audit-reports.request';
 

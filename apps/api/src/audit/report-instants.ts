@@ -1,0 +1,27 @@
+import { ApiError } from '../http/errors/api-error';
+
+/** The instants the finance and audit routes answer for (docs/finance-reports.md, "Periods and instants"). */
+
+/** `from` not after `to` (both already real ISO instants). */
+export function period(from: string, to: string): { from: Date; to: Date } {
+  const range = { from: new Date(from), to: new Date(to) };
+  if (range.from.getTime() > range.to.getTime()) {
+    throw ApiError.validation([{ param: 'to', code: 'invalid_range', message: 'Конец периода to не может быть раньше начала from' }]);
+  }
+  return range;
+}
+
+/**
+ * An instant a report answers for: not after the gateway clock's now (DESIGN: "at any past
+ * instant"). A later one's figures are not known yet (a hold due before it shows held),
+ * yet the report would carry it as its `to` or `asOf`: 400 `in_future` on `param`.
+ */
+export function pastInstant(at: Date, now: Date, param: 'to' | 'asOf', refusal: string): Date {
+  if (at.getTime() > now.getTime()) throw ApiError.validation([{ param, code: 'in_future', message: `${param}: момент ещё не наступил: ${refusal}` }]);
+  return at;
+}
+
+/** The refusal of an unsigned report whose `to` has not come yet. */
+export const REPORT_PERIOD_NOT_ENDED = 'отчёт даётся только за прошедший период';
+/** The refusal of a balance whose `asOf` has not come yet. */
+export const BALANCE_NOT_KNOWN_YET = 'баланс даётся только на прошедший момент';
