@@ -42,11 +42,15 @@ export interface InvoiceAmounts {
   readonly netAmount: Kopecks;
 }
 
+/** What the buyer pays at a percent on top: amount + amount × customerFeePct. */
+export const payableAmountOf = (amount: Kopecks, customerFeePct: PercentRate): Kopecks => amount + percentOf(amount, customerFeePct);
+
 export function invoiceAmounts(amount: Kopecks, feePct: PercentRate, customerFeePct: PercentRate): InvoiceAmounts {
   if (customerFeePct > feePct) throw new RangeError('the buyer cannot pay more than the whole rate');
   const feeAmount = percentOf(amount, feePct);
-  const customerFeeAmount = percentOf(amount, customerFeePct);
-  const payableAmount = amount + customerFeeAmount;
+  const payableAmount = payableAmountOf(amount, customerFeePct);
+  const customerFeeAmount = payableAmount - amount;
+  // planInvoice refuses such an amount first (422); here it is a caller's bug.
   if (payableAmount > MAX_MONEY_KOPECKS) throw new RangeError('payable amount above the money maximum');
   return {
     feePct,

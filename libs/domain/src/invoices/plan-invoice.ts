@@ -1,8 +1,8 @@
 import { Refusal } from '#ledger';
 import type { Kopecks, PercentRate } from '#ledger';
-import { formatMoney, formatPercent, MAX_MONEY_KOPECKS, percentOf } from '#ledger';
+import { formatMoney, formatPercent, MAX_MONEY_KOPECKS } from '#ledger';
 import type { MethodCode, MethodTerms } from '../methods';
-import { CustomerFeeRequest, customerPctAt, FeePayer, invoiceAmounts } from './fees';
+import { CustomerFeeRequest, customerPctAt, FeePayer, invoiceAmounts, payableAmountOf } from './fees';
 import type { Customer, InvoiceCreatedData, Mode } from './invoice';
 
 /** POST /invoices after its format was checked: amounts in kopecks, rates exact. */
@@ -85,7 +85,7 @@ export function planInvoice(invoiceId: string, request: InvoiceRequest, project:
   const customerFee = customerFeeRequest(request, project);
   const customerPct = customerPctAt(customerFee, feePct);
   // What the buyer pays is one amount of money too: it may not pass the largest the gateway handles.
-  if (request.amount + percentOf(request.amount, customerPct) > MAX_MONEY_KOPECKS) {
+  if (payableAmountOf(request.amount, customerPct) > MAX_MONEY_KOPECKS) {
     throw new Refusal<InvoicePlanErrorCode>(
       'amount_out_of_range',
       `Сумма к оплате с комиссией покупателя больше ${formatMoney(MAX_MONEY_KOPECKS)}: уменьшите сумму или долю комиссии покупателя`,
