@@ -215,6 +215,7 @@ describe('merchant API access, modes and reads', () => {
       ['PATCH /admin/v1/projects/{id} with an unknown status', 'PATCH', '/admin/v1/projects/@project', { status: 'sleeping' }, 'status'],
       ['POST .../keys/rotate with mode prod', 'POST', '/admin/v1/projects/@project/keys/rotate', { mode: 'prod' }, 'mode'],
       ['POST .../keys/rotate without mode', 'POST', '/admin/v1/projects/@project/keys/rotate', {}, 'mode'],
+      ['POST .../keys/rotate with a body that is an array', 'POST', '/admin/v1/projects/@project/keys/rotate', [{ mode: 'test' }], 'body'],
       ['POST /admin/v1/invoices/{id}/payment with outcome maybe', 'POST', '/admin/v1/invoices/@invoice/payment', { outcome: 'maybe' }, 'outcome'],
       ['POST /admin/v1/invoices/{id}/payment with method cash', 'POST', '/admin/v1/invoices/@invoice/payment', { outcome: 'paid', method: 'cash' }, 'method'],
     ])('%s → 400 validation with its param', async (_, method, path, body, param) => {

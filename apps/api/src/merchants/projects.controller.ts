@@ -15,7 +15,7 @@ import { UpdateProject } from '#payments/merchants';
 import { methodsOf, WEBHOOK_EVENTS } from '#payments/merchants';
 import { isUuid } from '#domain';
 import { ApiError } from '../http/errors/api-error';
-import { isJsonObject, NoParameters, readBody, validRequest } from '../http/request-pipe';
+import { NoParameters, readBody, validOptionalBody, validRequest } from '../http/request-pipe';
 import { CreateAccountRequest, CreateProjectRequest, RotateKeysRequest, settingsOf, UpdateProjectRequest } from './project-settings.request';
 import type { ErrorDetail } from '../http/errors/api-error';
 import { CLOCK_TOKEN, INFRASTRUCTURE } from '../http/tokens';
@@ -133,7 +133,8 @@ export class ProjectsController {
   @HttpCode(201)
   async rotate(@Param('id') id: string, @Body() body: unknown) {
     await this.find(id);
-    const { mode } = await readBody(RotateKeysRequest, isJsonObject(body) ? body : {});
+    // No body reads as {} (mode: required); a body that is not an object is said to be one.
+    const { mode } = await readBody(RotateKeysRequest, body, validOptionalBody);
     return this.commands.execute(new RotateProjectKeys(id, mode, this.clock.now()));
   }
 
