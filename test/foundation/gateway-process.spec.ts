@@ -244,6 +244,8 @@ describe('the gateway against a DATABASE_URL', () => {
         expect(result.status).toBe(400);
         expect(result.body.error).toMatchObject({ code: 'validation', param: 'seconds' });
       }
+      const array = await json(`${api.baseUrl}/admin/v1/clock/advance`, { method: 'POST', headers: auth, body: '[{"seconds":60}]' });
+      expect({ status: array.status, error: array.body.error }).toMatchObject({ status: 400, error: { code: 'validation', param: 'body' } });
       const before = await json(`${api.baseUrl}/admin/v1/clock/advance`, { method: 'POST', headers: auth, body: '{"seconds":0}' });
       const after = await json(`${api.baseUrl}/admin/v1/clock/advance`, { method: 'POST', headers: auth, body: '{"seconds":120}' });
       const moved = new Date(after.body.now).getTime() - new Date(before.body.now).getTime();

@@ -2,7 +2,7 @@ import { Body, Controller, HttpCode, Inject, Post, UseGuards } from '@nestjs/com
 import type { Infrastructure } from '#payments/composition';
 import { ApiError } from '../http/errors/api-error';
 import { INFRASTRUCTURE } from '../http/tokens';
-import { isJsonObject, readBody } from '../http/request-pipe';
+import { readBody, validOptionalBody } from '../http/request-pipe';
 import { AdvanceClockRequest } from './advance-clock.request';
 import { AdminTokenGuard } from '../http/auth/admin-token.guard';
 
@@ -17,8 +17,8 @@ export class ClockController {
   async advance(@Body() body: unknown): Promise<{ now: string }> {
     const sync = this.infra.clockSync;
     if (!sync) throw ApiError.notFound('not_found', 'Ручные часы выключены: запустите шлюз с CLOCK=manual');
-    // Read after the manual clock is found; a body that is not an object has no seconds.
-    const { seconds } = await readBody(AdvanceClockRequest, isJsonObject(body) ? body : {});
+    // Read after the manual clock is found; no body reads as {} (seconds: required).
+    const { seconds } = await readBody(AdvanceClockRequest, body, validOptionalBody);
     return { now: (await sync.advance(seconds)).toISOString() };
   }
 }
