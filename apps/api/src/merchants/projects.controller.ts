@@ -46,7 +46,8 @@ export const projectView = (p: Project) => ({
  * user name or password is refused (they would not be sent); unless private networks
  * are allowed, a webhook URL whose host is an IP literal that is not globally routable
  * (or is the gateway host's own) is refused now (a host name's addresses are checked at
- * each delivery); every method's min is at most its max once merged with `base`.
+ * each delivery); every method's min is at least 0.01 and at most its max once merged
+ * with `base`.
  */
 function settingsViolations(settings: ProjectSettings, requestedUrl: string | null | undefined, webhookAllowPrivateNetworks: boolean): ErrorDetail[] {
   const details: ErrorDetail[] = [];
