@@ -25,3 +25,5 @@ export function pastInstant(at: Date, now: Date, param: 'to' | 'asOf', refusal: 
 export const REPORT_PERIOD_NOT_ENDED = 'отчёт даётся только за прошедший период';
 /** The refusal of a balance whose `asOf` has not come yet. */
 export const BALANCE_NOT_KNOWN_YET = 'баланс даётся только на прошедший момент';
+/** The refusal of a signed statement whose `to` has not come yet (its closing balance would be signed). */
+export const SIGNED_PERIOD_NOT_ENDED = 'подписанная выписка даётся только за прошедший период';
