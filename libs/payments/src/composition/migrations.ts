@@ -27,7 +27,7 @@ import { registryMigration, webhookSecretChangesMigration, webhookSecretsSealedM
 import { keyTagKeyMigration } from '../merchants/key-tags';
 import { accessControlMigration, usedSignaturesLoggedMigration } from '../access/schema';
 import { operatorSessionsMigration } from '../access/operator-sessions';
-import { invoicesReadModelMigration } from '../invoices/invoices.read-model';
+import { invoiceListsByMerchantMigration, invoicesReadModelMigration } from '../invoices/invoices.read-model';
 import { payoutAddressesMigration } from '../payouts/payout-addresses';
 import { refundsReadModelMigration } from '../refunds/refunds.read-model';
 import { payoutsReadModelMigration } from '../payouts/payouts.read-model';
@@ -99,4 +99,5 @@ export const allMigrations: readonly Migration[] = [
   readModelRowsMigration,
   streamCatalogOneIndexMigration,
   appendEventGroupSetBasedMigration,
+  invoiceListsByMerchantMigration,
 ];

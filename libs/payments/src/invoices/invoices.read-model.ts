@@ -35,6 +35,26 @@ CREATE INDEX invoices_open_by_expiry ON invoices (expires_at) WHERE status IN ('
 };
 
 /**
+ * A merchant's list is read through the merchant's own rows only. With a unique index
+ * on `seq` alone, PostgreSQL answered a filtered first page (`from`/`to` far back, a
+ * rare `status`) by walking every merchant's newer invoices down that index: a cost
+ * that grew with the whole gateway's history (221,182 rows read for 21 on a
+ * 1,000,000-event log). `seq` stays unique (an identity, now checked per merchant), and
+ * a window of creation times is found by its own index. An index set aside by a rebuild
+ * that stopped is not made again in its old form.
+ */
+export const invoiceListsByMerchantMigration: Migration = {
+  id: 'payments:0044_invoice_lists_by_merchant',
+  sql: `
+ALTER TABLE invoices DROP CONSTRAINT IF EXISTS invoices_seq_key;
+DROP INDEX IF EXISTS invoices_list;
+CREATE UNIQUE INDEX invoices_list ON invoices (project_id, mode, seq DESC);
+CREATE INDEX invoices_created ON invoices (project_id, mode, created_at);
+DELETE FROM projection_deferred_indexes WHERE index_name IN ('invoices_seq_key', 'invoices_list');
+`,
+};
+
+/**
  * A row of the invoices read model: what a list shows of an invoice and what finance
  * reads of it, in the read model's own shape (not the aggregate's state), evolved from
  * the events alone. `invoiceView` renders it; a single invoice read from its stream is
