@@ -1,7 +1,9 @@
+import { createHash } from 'node:crypto';
 import type { Pool } from 'pg';
 import type { EventStore, EventToAppend } from '#event-store';
 import { PostgresSnapshotStore } from '#event-store';
 import type { PayoutMethod } from '#domain';
+import { tronAddressOf } from '#domain';
 import { LEDGER_FOLD_VERSION, ledgerSnapshotOf } from '#ledger';
 import { LEDGER_SNAPSHOT_EVERY } from '#payments/ledger';
 import { PayoutAddress, PayoutAddresses, ProjectSettings, Registry, WEBHOOK_EVENTS } from '#payments/merchants';
@@ -226,7 +228,13 @@ async function createMerchants(pool: Pool, secrets: SecretBox, rng: Random, coun
     const addresses: MerchantPlan['addresses'][number][] = [
       { method: 'sbp', account: `+79${rng.token('0123456789', 9)}`, bank: rng.pick(['Сбербанк', 'Т-Банк', 'Альфа-Банк', 'ВТБ']), label: 'Расчётная карта' },
     ];
-    if (rng.chance(0.4)) addresses.push({ method: 'usdt_trc20', account: `T${rng.token(BASE58, 33)}`, bank: null, label: 'TRON' });
+    if (rng.chance(0.4))
+      addresses.push({
+        method: 'usdt_trc20',
+        account: tronAddressOf(createHash('sha256').update(rng.token(BASE58, 33)).digest().subarray(0, 20)),
+        bank: null,
+        label: 'TRON',
+      });
     if (rng.chance(0.2)) addresses.push({ method: 'usdt_bep20', account: `0x${rng.token('0123456789abcdef', 40)}`, bank: null, label: 'BSC' });
     // A few merchants take most of the payments (Zipf-like).
     plans.push({ index, projects, addresses, weight: 1 / Math.pow(index + 1, 0.8) });

@@ -11,6 +11,7 @@ import {
   PAYOUT_METHODS,
   payoutAmounts,
   PayoutMethod,
+  tronAddressOf,
   usdtFor,
 } from './payout-terms';
 
@@ -129,7 +130,15 @@ describe('payout terms: canonicalPayoutAccount', () => {
     });
   });
 
-  describe('usdt_trc20: T and 33 base58 characters, kept as written', () => {
+  describe('usdt_trc20: T and 33 base58 characters with a valid checksum, kept as written', () => {
+    it('tronAddressOf writes the addresses it checks', () => {
+      expect(tronAddressOf(new Uint8Array(20))).toBe('T9yD14Nj9j7xAB4dbGeiX9h8unkKHxuWwb');
+      for (let i = 0; i < 50; i++) {
+        const address = tronAddressOf(Uint8Array.from({ length: 20 }, (_, k) => (i * 37 + k * 101) % 256));
+        expect(canonicalPayoutAccount('usdt_trc20', address)).toBe(address);
+      }
+    });
+
     it.each([TRC20, TRC20_USDT])('%s is valid', (address) => {
       expect(canonicalPayoutAccount('usdt_trc20', address)).toBe(address);
     });
@@ -155,11 +164,17 @@ describe('payout terms: canonicalPayoutAccount', () => {
       expect(canonicalPayoutAccount('usdt_trc20', input)).toBeNull();
     });
 
-    it('case matters: the same letters in another case are another address, kept as written', () => {
+    it('a mistyped address fails its checksum: one character changed, its case changed, two swapped', () => {
+      const typos = [
+        `${TRC20.slice(0, -1)}F`, // …LSE → …LSF
+        `${TRC20_USDT.slice(0, 5)}Q${TRC20_USDT.slice(6)}`, // …NHq… → …NHQ…
+        `${TRC20.slice(0, 3)}${TRC20[4]}${TRC20[3]}${TRC20.slice(5)}`, // …9Y2… → …92Y…
+      ];
       expect(canonicalPayoutAccount('usdt_trc20', TRC20_USDT.toLowerCase())).toBeNull();
-      const otherCase = `${TRC20_USDT.slice(0, 5)}Q${TRC20_USDT.slice(6)}`; // …NHq… → …NHQ…
-      expect(otherCase).not.toBe(TRC20_USDT);
-      expect(canonicalPayoutAccount('usdt_trc20', otherCase)).toBe(otherCase);
+      for (const typo of typos) {
+        expect(typo).toMatch(/^T[1-9A-HJ-NP-Za-km-z]{33}$/);
+        expect(canonicalPayoutAccount('usdt_trc20', typo)).toBeNull();
+      }
     });
   });
 
