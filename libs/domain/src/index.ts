@@ -7,4 +7,5 @@ export * from './invoices/plan-invoice';
 export * from './refunds/refund';
 export * from './payouts/payout';
 export * from './payouts/payout-terms';
+export { tronAddressOf } from './payouts/wallet-addresses';
 export * from './decider';

@@ -11,7 +11,6 @@ import {
   PAYOUT_METHODS,
   payoutAmounts,
   PayoutMethod,
-  tronAddressOf,
   usdtFor,
 } from './payout-terms';
 
@@ -19,6 +18,7 @@ const PHONE = '+79161234567';
 const TRC20 = 'TQn9Y2khEsLJW1ChVWFMSMeRDow5KcbLSE';
 const TRC20_USDT = 'TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t';
 const BEP20 = '0x52908400098527886E0F7030069857D2E4169EE7';
+const BEP20_CHECKSUMMED = '0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed';
 
 describe('payout terms: defaults', () => {
   it('SBP 1.00 %, USDT TRC-20 2.00 %, USDT BEP-20 1.50 %; a minimum of 100.00 each', () => {
@@ -131,14 +131,6 @@ describe('payout terms: canonicalPayoutAccount', () => {
   });
 
   describe('usdt_trc20: T and 33 base58 characters with a valid checksum, kept as written', () => {
-    it('tronAddressOf writes the addresses it checks', () => {
-      expect(tronAddressOf(new Uint8Array(20))).toBe('T9yD14Nj9j7xAB4dbGeiX9h8unkKHxuWwb');
-      for (let i = 0; i < 50; i++) {
-        const address = tronAddressOf(Uint8Array.from({ length: 20 }, (_, k) => (i * 37 + k * 101) % 256));
-        expect(canonicalPayoutAccount('usdt_trc20', address)).toBe(address);
-      }
-    });
-
     it.each([TRC20, TRC20_USDT])('%s is valid', (address) => {
       expect(canonicalPayoutAccount('usdt_trc20', address)).toBe(address);
     });
@@ -178,11 +170,17 @@ describe('payout terms: canonicalPayoutAccount', () => {
     });
   });
 
-  describe('usdt_bep20: 0x and 40 hex digits, in lower case', () => {
-    it('mixed case is lower-cased', () => {
+  describe('usdt_bep20: 0x and 40 hex digits (a mixed case its EIP-55 checksum), in lower case', () => {
+    it('kept in lower case, whether written in one case or in mixed case with its EIP-55 checksum', () => {
       expect(canonicalPayoutAccount('usdt_bep20', BEP20)).toBe(BEP20.toLowerCase());
       expect(canonicalPayoutAccount('usdt_bep20', BEP20.toLowerCase())).toBe(BEP20.toLowerCase());
       expect(canonicalPayoutAccount('usdt_bep20', `0x${BEP20.slice(2).toUpperCase()}`)).toBe(BEP20.toLowerCase());
+      expect(canonicalPayoutAccount('usdt_bep20', BEP20_CHECKSUMMED)).toBe(BEP20_CHECKSUMMED.toLowerCase());
+    });
+
+    it('mixed case against its checksum is a typo: null', () => {
+      expect(canonicalPayoutAccount('usdt_bep20', `${BEP20.slice(0, -2)}e7`)).toBeNull(); // …EE7 → …Ee7
+      expect(canonicalPayoutAccount('usdt_bep20', `${BEP20_CHECKSUMMED.slice(0, -1)}c`)).toBeNull();
     });
 
     it('surrounding spaces are trimmed', () => {

@@ -3,8 +3,8 @@
  * minimums, the payout details (phone or wallet) in their one canonical spelling and
  * masked for display, and the USDT amount at a rate.
  */
-import { createHash } from 'node:crypto';
 import { Kopecks, percentOf, PercentRate } from '#ledger';
+import { isBscAddress, isTronAddress } from './wallet-addresses';
 
 export const PAYOUT_METHODS = ['sbp', 'usdt_trc20', 'usdt_bep20'] as const;
 export type PayoutMethod = (typeof PAYOUT_METHODS)[number];
@@ -61,7 +61,8 @@ export function usdtFor(netAmount: Kopecks, rate: Kopecks): string {
  *   leading 8 are accepted and normalised);
  * - usdt_trc20: a TRON address, T and 33 base58 characters (case matters) whose
  *   checksum holds, so that a mistyped character is refused before money is sent to it;
- * - usdt_bep20: 0x and 40 hex digits (case does not matter: kept in lower case).
+ * - usdt_bep20: 0x and 40 hex digits, kept in lower case; written in mixed case, the
+ *   case must be its EIP-55 checksum (all lower or all upper case carries none).
  */
 export function canonicalPayoutAccount(method: PayoutMethod, account: string): string | null {
   const text = account.trim();
@@ -72,42 +73,10 @@ export function canonicalPayoutAccount(method: PayoutMethod, account: string): s
       return m ? `+7${m[1]}` : null;
     }
     case 'usdt_trc20':
-      return /^T[1-9A-HJ-NP-Za-km-z]{33}$/.test(text) && isTronAddress(text) ? text : null;
+      return isTronAddress(text) ? text : null;
     case 'usdt_bep20':
-      return /^0x[0-9a-fA-F]{40}$/.test(text) ? text.toLowerCase() : null;
+      return isBscAddress(text) ? text.toLowerCase() : null;
   }
-}
-
-const BASE58 = '123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz';
-const TRON_PREFIX = 0x41;
-
-/**
- * Base58Check as TRON writes addresses: 25 bytes, the prefix 0x41, a 20-byte account
- * and the first 4 bytes of the double SHA-256 of the 21 before them. Hand-written: the
- * whole of it is these lines, and no base58 library is a dependency of the gateway.
- */
-const tronChecksum = (payload: Buffer): Buffer => {
-  const sha256 = (data: Buffer) => createHash('sha256').update(data).digest();
-  return sha256(sha256(payload)).subarray(0, 4);
-};
-
-function isTronAddress(text: string): boolean {
-  let value = 0n;
-  for (const c of text) value = value * 58n + BigInt(BASE58.indexOf(c));
-  const hex = value.toString(16).padStart(50, '0');
-  if (hex.length !== 50) return false;
-  const bytes = Buffer.from(hex, 'hex');
-  return bytes[0] === TRON_PREFIX && tronChecksum(bytes.subarray(0, 21)).equals(bytes.subarray(21));
-}
-
-/** The TRON address of a 20-byte account (what the seed and the tests make addresses with). */
-export function tronAddressOf(account: Uint8Array): string {
-  if (account.length !== 20) throw new RangeError(`a TRON account is 20 bytes, got ${account.length}`);
-  const payload = Buffer.concat([Buffer.from([TRON_PREFIX]), account]);
-  let value = BigInt(`0x${Buffer.concat([payload, tronChecksum(payload)]).toString('hex')}`);
-  let text = '';
-  for (; value > 0n; value /= 58n) text = BASE58[Number(value % 58n)] + text;
-  return text;
 }
 
 /** For display: a phone keeps its code and last two digits, a wallet its first six and last four characters. */

@@ -8,7 +8,7 @@ import { MaxLength, MinLength, Required, StorableText } from '../../http/request
 const ACCOUNT_FORMATS: Readonly<Record<PayoutMethod, string>> = {
   sbp: 'телефон +7 и 10 цифр',
   usdt_trc20: 'адрес TRON: T и 33 символа base58 с верной контрольной суммой (проверьте, нет ли опечатки)',
-  usdt_bep20: 'адрес BEP-20: 0x и 40 шестнадцатеричных цифр',
+  usdt_bep20: 'адрес BEP-20: 0x и 40 шестнадцатеричных цифр; в смешанном регистре — с верной контрольной суммой EIP-55 (проверьте, нет ли опечатки)',
 };
 
 /** The account has the format of the method (a rule over two fields, once both are valid). */
@@ -41,7 +41,8 @@ export class AddPayoutAddressRequest {
   @MaxLength(128)
   @IsAccountOfMethod()
   @JSONSchema({
-    description: 'sbp: телефон +7 и 10 цифр; usdt_trc20: адрес TRON (T и 33 символа base58, контрольная сумма проверяется); usdt_bep20: 0x и 40 шестнадцатеричных цифр',
+    description:
+      'sbp: телефон +7 и 10 цифр; usdt_trc20: адрес TRON (T и 33 символа base58, контрольная сумма проверяется); usdt_bep20: 0x и 40 шестнадцатеричных цифр (смешанный регистр проверяется по EIP-55)',
   })
   account!: string;
 
