@@ -92,7 +92,7 @@ describe('payout terms: payoutAmounts', () => {
 });
 
 describe('payout terms: canonicalPayoutAccount', () => {
-  describe('sbp: a Russian phone number, canonical +7 and ten digits', () => {
+  describe('sbp: a Russian mobile number, canonical +79 and nine digits', () => {
     it.each([
       '+7 (916) 123-45-67',
       '89161234567',
@@ -109,6 +109,9 @@ describe('payout terms: canonicalPayoutAccount', () => {
 
     it.each([
       ['ten digits without a country code', '9161234567'],
+      ['a Moscow landline', '+74951234567'],
+      ['a landline written with 8', '8 (812) 123-45-67'],
+      ['a Kazakh mobile number', '+77011234567'],
       ['too short', '+7916123456'],
       ['too long', '+791612345678'],
       ['8 and too long', '891612345678'],

@@ -57,8 +57,10 @@ export function usdtFor(netAmount: Kopecks, rate: Kopecks): string {
 
 /**
  * The canonical spelling of a payout detail, or null when it is not one:
- * - sbp: a Russian mobile number, +7 and ten digits (spaces, dashes, brackets and a
- *   leading 8 are accepted and normalised);
+ * - sbp: a Russian mobile number, +7 9 and nine digits: SBP finds the payee by the
+ *   mobile number their bank holds, so a landline (+7 495 …) or a Kazakh number
+ *   (+7 7…) reaches nobody (spaces, dashes, brackets and a leading 8 are accepted and
+ *   normalised);
  * - usdt_trc20: a TRON address, T and 33 base58 characters (case matters) whose
  *   checksum holds, so that a mistyped character is refused before money is sent to it;
  * - usdt_bep20: 0x and 40 hex digits, kept in lower case; written in mixed case, the
@@ -69,7 +71,7 @@ export function canonicalPayoutAccount(method: PayoutMethod, account: string): s
   switch (method) {
     case 'sbp': {
       const digits = text.replace(/[\s()-]/g, '');
-      const m = /^(?:\+7|8|7)(\d{10})$/.exec(digits);
+      const m = /^(?:\+7|8|7)(9\d{9})$/.exec(digits);
       return m ? `+7${m[1]}` : null;
     }
     case 'usdt_trc20':

@@ -6,7 +6,7 @@ import { ACROSS_FIELDS } from '../../http/request-pipe';
 import { MaxLength, MinLength, Required, StorableText } from '../../http/request-rules';
 
 const ACCOUNT_FORMATS: Readonly<Record<PayoutMethod, string>> = {
-  sbp: 'телефон +7 и 10 цифр',
+  sbp: 'мобильный номер России: +7, 9 и ещё 9 цифр (СБП переводит только по мобильному номеру)',
   usdt_trc20: 'адрес TRON: T и 33 символа base58 с верной контрольной суммой (проверьте, нет ли опечатки)',
   usdt_bep20: 'адрес BEP-20: 0x и 40 шестнадцатеричных цифр; в смешанном регистре — с верной контрольной суммой EIP-55 (проверьте, нет ли опечатки)',
 };
@@ -42,7 +42,7 @@ export class AddPayoutAddressRequest {
   @IsAccountOfMethod()
   @JSONSchema({
     description:
-      'sbp: телефон +7 и 10 цифр; usdt_trc20: адрес TRON (T и 33 символа base58, контрольная сумма проверяется); usdt_bep20: 0x и 40 шестнадцатеричных цифр (смешанный регистр проверяется по EIP-55)',
+      'sbp: мобильный номер России (+79 и 9 цифр); usdt_trc20: адрес TRON (T и 33 символа base58, контрольная сумма проверяется); usdt_bep20: 0x и 40 шестнадцатеричных цифр (смешанный регистр проверяется по EIP-55)',
   })
   account!: string;
 
