@@ -135,6 +135,18 @@ describe('POST /invoices', () => {
       expect(await read(r.body.id)).toMatchObject({ orderId: longOrder, description });
     });
 
+    it('counts lengths in characters, as the document’s maxLength does: 128 in orderId and 255 in description fit as emoji, one more does not', async () => {
+      const orderId = '💳'.repeat(128); // 256 UTF-16 code units
+      const description = `${'😀'.repeat(253)}❤️`; // the heart and its variation selector are two characters
+      const r = await create({ amount: '100.00', orderId, description });
+      expectStatus(r, 201);
+      expect(await read(r.body.id)).toMatchObject({ orderId, description });
+      const tooLong = await create({ amount: '100.00', orderId: `${orderId}💳` });
+      expectError(tooLong, 400, 'validation', 'orderId');
+      expect(tooLong.body.error.message).toBe('orderId: не длиннее 128 символов');
+      expectError(await create({ amount: '100.00', description: `${description}😀` }), 400, 'validation', 'description');
+    });
+
     it('returns customFields as given, up to 2 KB of JSON (bytes, not characters)', async () => {
       const nested = {
         cart: [

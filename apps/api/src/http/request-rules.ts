@@ -21,11 +21,23 @@ export const Required = (options?: ValidationOptions) => rule('required', (v) =>
 /** Absent skips the field's rules; null does not, it meets the type rule (IsOptional, for the nullable fields, skips null too). */
 export const Optional = () => ValidateIf((_object: object, value: unknown) => value !== undefined);
 
-// class-validator's MinLength and MaxLength count code points; the API counts UTF-16 code
-// units (String.length), as it always has. Same names, so the documents' minLength and
-// maxLength come from class-validator-jsonschema's own converters.
-export const MinLength = (min: number) => rule('minLength', (v) => isString(v) && v.length >= min, [min]);
-export const MaxLength = (max: number) => rule('maxLength', (v) => isString(v) && v.length <= max, [max]);
+// Lengths in characters (code points), as JSON Schema's minLength and maxLength in the
+// documents count them: class-validator's MinLength and MaxLength (validator.js) also leave
+// out variation selectors. Same names, so the documents' minLength and maxLength come from
+// class-validator-jsonschema's own converters.
+const characterCount = (text: string): number => {
+  let count = text.length;
+  for (let i = 0; i < text.length - 1; i++) {
+    const unit = text.charCodeAt(i);
+    if (unit >= 0xd800 && unit <= 0xdbff && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      count--;
+      i++;
+    }
+  }
+  return count;
+};
+export const MinLength = (min: number) => rule('minLength', (v) => isString(v) && v.length >= min && characterCount(v) >= min, [min]);
+export const MaxLength = (max: number) => rule('maxLength', (v) => isString(v) && (v.length <= max || characterCount(v) <= max), [max]);
 
 /** Some character other than white space: a name or reason of blanks says nothing to whoever reads it (400 `blank`). */
 export const NotBlank = () => Matches(/\S/, { message: 'не может состоять из одних пробелов', context: { code: 'blank' } });
