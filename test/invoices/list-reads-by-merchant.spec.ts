@@ -6,11 +6,11 @@
  * read for 21. Measured here as rows read in the plan that PostgreSQL runs (EXPLAIN
  * ANALYZE of the list's own statement), never as a time.
  */
-import type { Pool } from 'pg';
 import { deferSecondaryIndexes, restoreDeferredIndexes } from '#event-store/projections';
 import { inTransaction, migrate } from '#platform/database';
 import { allMigrations } from '#payments/composition';
 import { listInvoices } from '#payments/invoices';
+import { measuringPool } from '../support/rows-read';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 const MERCHANT = '00000000-0000-4000-8000-000000000000';
@@ -39,34 +39,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await db?.drop();
 });
-
-interface PlanNode {
-  readonly 'Relation Name'?: string;
-  readonly 'Actual Rows': number;
-  readonly 'Actual Loops': number;
-  readonly 'Rows Removed by Filter'?: number;
-  readonly 'Rows Removed by Index Recheck'?: number;
-  readonly Plans?: readonly PlanNode[];
-}
-
-/** A pool that runs each statement under EXPLAIN ANALYZE first and keeps the rows its table scans read. */
-function measuringPool(pool: Pool, table: string): { pool: Pick<Pool, 'query'>; rowsRead: () => number } {
-  let read = 0;
-  const count = (node: PlanNode): number =>
-    (node['Relation Name'] === table
-      ? node['Actual Rows'] * node['Actual Loops'] + (node['Rows Removed by Filter'] ?? 0) + (node['Rows Removed by Index Recheck'] ?? 0)
-      : 0) + (node.Plans ?? []).reduce((sum, child) => sum + count(child), 0);
-  return {
-    pool: {
-      query: (async (sql: string, params: unknown[]) => {
-        const plan = await pool.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`, params);
-        read += count(plan.rows[0]!['QUERY PLAN'][0].Plan);
-        return pool.query(sql, params);
-      }) as Pick<Pool, 'query'>['query'],
-    },
-    rowsRead: () => read,
-  };
-}
 
 const invoiceFilter = { projectId: MERCHANT, mode: 'live' as const, before: null, limit: 20 };
 

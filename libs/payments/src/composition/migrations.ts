@@ -34,6 +34,7 @@ import { payoutsReadModelMigration } from '../payouts/payouts.read-model';
 import {
   webhookAttemptsRecordedMigration,
   webhookAttemptsWithoutForeignKeyMigration,
+  webhookDeliveriesByEventMigration,
   webhookDeliveriesByUrlMigration,
   webhookDeliveriesFillfactorMigration,
   webhookLeaseTokenMigration,
@@ -100,4 +101,5 @@ export const allMigrations: readonly Migration[] = [
   streamCatalogOneIndexMigration,
   appendEventGroupSetBasedMigration,
   invoiceListsByMerchantMigration,
+  webhookDeliveriesByEventMigration,
 ];

@@ -163,3 +163,17 @@ export const webhookAttemptsWithoutForeignKeyMigration: Migration = {
 ALTER TABLE webhook_attempts DROP CONSTRAINT webhook_attempts_delivery_id_fkey;
 `,
 };
+
+/**
+ * The deliveries of one event found by its id: the operator's `GET
+ * /admin/v1/webhook-deliveries?eventId=` (the runbook of a failing receiver) walked
+ * every newer delivery of the gateway, up to the retention's 30 days of them, to find
+ * the one or few of that event. The id never changes, so a delivery's outcome stays a
+ * heap-only update (decision 0094); the index costs one entry per delivery enqueued.
+ */
+export const webhookDeliveriesByEventMigration: Migration = {
+  id: 'payments:0045_webhook_deliveries_by_event',
+  sql: `
+CREATE INDEX webhook_deliveries_event ON webhook_deliveries (event_id);
+`,
+};
