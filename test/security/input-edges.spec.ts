@@ -146,6 +146,20 @@ describe('input edges that must be 400 or 404, never 500 and never let through',
     expectStatus(await send('GET', `/admin/v1/projects/${shop.projectId}`, adminHeaders()), 200);
   });
 
+  it('a read of one invoice or payout refused for a parameter does not spend its poll: the request without it is answered at once', async () => {
+    const own = await gw.operator.merchant();
+    for (const [path, key] of [
+      [`/v1/invoices/${randomUUID()}`, own.keys.test.secretKey],
+      ['/v1/payouts/999999998', own.keys.live.secretKey],
+    ] as const) {
+      const headers = { headers: merchantHeaders(key) };
+      expect((await sendRaw(gw.baseUrl, 'GET', `${path}?mode=live`, headers)).status).toBe(400);
+      expect({ path, status: (await sendRaw(gw.baseUrl, 'GET', path, headers)).status }).toEqual({ path, status: 404 });
+      // The poll rule itself still holds: the same read again within 3 s is 429.
+      expect({ path, status: (await sendRaw(gw.baseUrl, 'GET', path, headers)).status }).toEqual({ path, status: 429 });
+    }
+  });
+
   it('a query parameter named twice → 400 duplicate_field naming it, not a misleading bad value ("one of: paid, …" for status=paid&status=failed)', async () => {
     const own = await gw.operator.merchant();
     const test = merchantHeaders(own.keys.test.secretKey);

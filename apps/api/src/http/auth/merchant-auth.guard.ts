@@ -72,7 +72,11 @@ export class MerchantAuthGuard implements CanActivate {
     let refusal: Refusal | null;
     if (header(request, 'authorization') !== undefined) {
       // The key's lookup counts the request (and takes a read's poll mark) too: one round trip.
-      const resource = this.reflector.get<PollResourceOf | undefined>(POLL_MARKED, context.getHandler())?.(request.params as Record<string, string>);
+      // Not with a query string: these reads take no parameter, so the request will be
+      // refused (400) and must not spend the poll; should it pass, the route takes the mark.
+      const resource = hasQueryString(request)
+        ? null
+        : this.reflector.get<PollResourceOf | undefined>(POLL_MARKED, context.getHandler())?.(request.params as Record<string, string>);
       const pollMark = resource ? this.access.pollMarkOf(resource, now) : null;
       const counted = await this.bearer(request, now, pollMark);
       identity = counted.identity;
@@ -208,6 +212,11 @@ export const Merchant = createParamDecorator((_: unknown, context: ExecutionCont
   if (!merchant) throw new Error('Merchant() used on a route without MerchantAuthGuard');
   return merchant;
 });
+
+const hasQueryString = (request: FastifyRequest): boolean => {
+  const mark = request.url.indexOf('?');
+  return mark >= 0 && mark < request.url.length - 1;
+};
 
 /** The verdict of the poll mark the guard took with the key's lookup (undefined: the route takes it itself). */
 export const PollMark = createParamDecorator((_: unknown, context: ExecutionContext): PollMarkTaken | undefined => {
