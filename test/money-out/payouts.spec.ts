@@ -9,6 +9,7 @@
  * the duplicate-window test advances it (nothing else here depends on time).
  */
 import { randomUUID } from 'node:crypto';
+import { PAYOUT_STATUSES } from '#domain';
 import {
   api,
   expectError,
@@ -900,6 +901,15 @@ describe('payouts over HTTP (CLOCK=manual)', () => {
       expect(r.body).toEqual(expected[2]);
       expectError(await m.live.get(`/v1/payouts?orderId=${encodeURIComponent(orderId('none'))}`), 404, 'not_found');
       expectError(await m.live.get(`/v1/payouts?orderId=${encodeURIComponent(otherPayout.orderId)}`), 404, 'not_found');
+    });
+
+    it('orderId with a status: the payout only in that status, else 404 (a pending payout is not answered to status=paid)', async () => {
+      const { orderId: oid, status } = expected[2];
+      const other = PAYOUT_STATUSES.find((s) => s !== status)!;
+      const same = await m.live.get(`/v1/payouts?orderId=${encodeURIComponent(oid)}&status=${status}`);
+      expectStatus(same, 200);
+      expect(same.body).toEqual(expected[2]);
+      expectError(await m.live.get(`/v1/payouts?orderId=${encodeURIComponent(oid)}&status=${other}`), 404, 'not_found');
     });
 
     it('a test key: an empty list, and 404 for an orderId', async () => {

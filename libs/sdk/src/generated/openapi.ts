@@ -2255,7 +2255,7 @@ export interface operations {
     listPayouts: {
         parameters: {
             query?: {
-                /** @description Идентификатор заявки: ответ тогда одна выплата (объект Payout), 404 not_found, если её нет */
+                /** @description Идентификатор заявки: ответ тогда одна выплата (объект Payout); 404 not_found, если её нет или она не в статусе status, когда он указан */
                 orderId?: string;
                 /** @description Статус выплаты */
                 status?: "pending" | "approved" | "processing" | "paid" | "rejected" | "cancelled";

@@ -12,7 +12,9 @@ export class ListPayoutsQuery extends PageQuery {
   @StorableText()
   @MinLength(1)
   @MaxLength(128)
-  @JSONSchema({ description: 'Идентификатор заявки: ответ тогда одна выплата (объект Payout), 404 not_found, если её нет' })
+  @JSONSchema({
+    description: 'Идентификатор заявки: ответ тогда одна выплата (объект Payout); 404 not_found, если её нет или она не в статусе status, когда он указан',
+  })
   orderId?: string;
 
   @Optional()

@@ -17,7 +17,11 @@ import { ListPayouts } from './list-payouts.handler';
 export class ListPayoutsRoute {
   constructor(private readonly queries: QueryBus) {}
 
-  /** The account's payouts, newest first; with orderId, the one payout (not a list) or 404 not_found. */
+  /**
+   * The account's payouts, newest first; with orderId, the one payout (not a list) or 404
+   * not_found, and a status given with it must be that payout's (as on the invoice list,
+   * the filters hold together): `?orderId=…&status=paid` never answers a pending payout.
+   */
   @ReadsModels('payouts')
   @Get('payouts')
   async list(@Merchant() merchant: MerchantIdentity, @Query(validRequest) query: ListPayoutsQuery) {
@@ -28,7 +32,9 @@ export class ListPayoutsRoute {
     const live = merchant.mode === 'live';
     if (orderId !== undefined) {
       if (!live) throw notFound();
-      return payoutView(await this.queries.execute(new GetPayoutByOrderId(merchant.project.accountId, orderId)));
+      const payout = payoutView(await this.queries.execute(new GetPayoutByOrderId(merchant.project.accountId, orderId)));
+      if (status !== undefined && payout.status !== status) throw notFound();
+      return payout;
     }
     if (!live) return { items: [], nextCursor: null, hasMore: false };
     const page = await this.queries.execute(
