@@ -6,7 +6,7 @@
  */
 import { CreateInvoiceRequest } from '../../apps/api/src/invoices/create-invoice/create-invoice.request';
 import { CreatePayoutRequest } from '../../apps/api/src/payouts/create-payout/create-payout.request';
-import { PayoutReasonRequest } from '../../apps/api/src/payouts/transition-payout/transition-payout.request';
+import { PayoutReasonRequest, PayPayoutRequest } from '../../apps/api/src/payouts/transition-payout/transition-payout.request';
 import { CreateAccountRequest, CreateProjectRequest, UpdateProjectRequest } from '../../apps/api/src/merchants/project-settings.request';
 import { refusalOf } from '../support/request-reading';
 
@@ -58,7 +58,7 @@ describe('request DTOs: hostile keys and nesting', () => {
     ]);
   });
 
-  it('a name or a payout reason of white space only says nothing (the console would list a blank row): 400 blank', async () => {
+  it('a name, a payout reason or a payout externalId of white space only says nothing (the console would list a blank row): 400 blank', async () => {
     const blank = { param: 'name', code: 'blank', message: 'name: не может состоять из одних пробелов' };
     expect((await refusal(CreateAccountRequest, '{"name":"  \\t ","email":"owner@example.com"}'))?.error.details).toEqual([blank]);
     expect((await refusal(CreateProjectRequest, '{"accountId":"3f0c5a4e-0000-4000-8000-000000000001","name":" "}'))?.error.details).toEqual([blank]);
@@ -68,6 +68,15 @@ describe('request DTOs: hostile keys and nesting', () => {
     expect((await refusal(PayoutReasonRequest, '{"reason":"   "}'))?.error.details).toEqual([
       { ...blank, param: 'reason', message: 'reason: не может состоять из одних пробелов' },
     ]);
+    // So is a paid payout's externalId (a transfer number or hash): blank or empty says nothing; null is none.
+    expect((await refusal(PayPayoutRequest, '{"externalId":" "}'))?.error.details).toEqual([
+      { ...blank, param: 'externalId', message: 'externalId: не может состоять из одних пробелов' },
+    ]);
+    expect((await refusal(PayPayoutRequest, '{"externalId":""}'))?.error.details).toEqual([
+      { param: 'externalId', code: 'too_short', message: 'externalId: не может быть пустой строкой' },
+    ]);
+    expect(await refusal(PayPayoutRequest, '{"externalId":null}')).toBeNull();
+    expect(await refusal(PayPayoutRequest, '{"externalId":"bank-000123"}')).toBeNull();
   });
 
   it('payouts: the addressId / method + account rule follows the field violations, unknown fields come last', async () => {

@@ -10,8 +10,10 @@ export class PayPayoutRequest {
   @IsOptional()
   @IsString()
   @StorableText()
+  @MinLength(1)
   @MaxLength(256)
-  @JSONSchema({ description: 'Хеш транзакции или номер перевода' })
+  @NotBlank()
+  @JSONSchema({ description: 'Хеш транзакции или номер перевода: его видит мерчант (externalId); без него null' })
   externalId?: string | null;
 }
 
