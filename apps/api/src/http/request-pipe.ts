@@ -231,7 +231,7 @@ export class RequestValidationPipe extends ValidationPipe {
         throw ApiError.validation(repeated.map((param) => ({ param, code: 'duplicate_field', message: `${param}: параметр указан в адресе запроса дважды` })));
       }
       // Nothing declared and nothing sent (the read routes' case): nothing to check.
-      if (metadata.metatype === NoParameters && Object.keys(query).length === 0) return new NoParameters();
+      if (metadata.metatype === NoParameters && !sentParameters(query)) return new NoParameters();
       source = query;
     } else if (source === undefined && this.options.absentBodyIsEmpty) source = {};
     if (!isJsonObject(source)) throw ApiError.validation([{ param: 'body', code: 'invalid_type', message: 'Тело запроса должно быть JSON-объектом' }]);
@@ -260,6 +260,9 @@ export class RequestValidationPipe extends ValidationPipe {
  * with a test key would answer the test balance to a merchant who asked for the live one.
  */
 export class NoParameters {}
+
+/** Whether the parsed query string names any parameter (`?` or `?&` alone names none). */
+export const sentParameters = (query: unknown): boolean => isJsonObject(query) && Object.keys(query).length > 0;
 
 /** A request body or query string read as its DTO class. */
 export const validRequest = new RequestValidationPipe();

@@ -7,6 +7,7 @@ import type { Clock } from '#platform/clock';
 import { hashSecretKey } from '#payments/merchants';
 import type { MerchantIdentity, Registry } from '#payments/merchants';
 import { ApiError } from '../errors/api-error';
+import { sentParameters } from '../request-pipe';
 import type { FailedAuthentication } from './failed-authentication';
 import { ACCESS_CONTROL, CLOCK_TOKEN, FAILED_AUTHENTICATION, REGISTRY } from '../tokens';
 
@@ -72,9 +73,9 @@ export class MerchantAuthGuard implements CanActivate {
     let refusal: Refusal | null;
     if (header(request, 'authorization') !== undefined) {
       // The key's lookup counts the request (and takes a read's poll mark) too: one round trip.
-      // Not with a query string: these reads take no parameter, so the request will be
-      // refused (400) and must not spend the poll; should it pass, the route takes the mark.
-      const resource = hasQueryString(request)
+      // Not when parameters were sent: these reads take none (NoParameters), so the request
+      // will be refused (400) and must not spend the poll.
+      const resource = sentParameters(request.query)
         ? null
         : this.reflector.get<PollResourceOf | undefined>(POLL_MARKED, context.getHandler())?.(request.params as Record<string, string>);
       const pollMark = resource ? this.access.pollMarkOf(resource, now) : null;
@@ -212,11 +213,6 @@ export const Merchant = createParamDecorator((_: unknown, context: ExecutionCont
   if (!merchant) throw new Error('Merchant() used on a route without MerchantAuthGuard');
   return merchant;
 });
-
-const hasQueryString = (request: FastifyRequest): boolean => {
-  const mark = request.url.indexOf('?');
-  return mark >= 0 && mark < request.url.length - 1;
-};
 
 /** The verdict of the poll mark the guard took with the key's lookup (undefined: the route takes it itself). */
 export const PollMark = createParamDecorator((_: unknown, context: ExecutionContext): PollMarkTaken | undefined => {
