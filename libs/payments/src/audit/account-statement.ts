@@ -42,13 +42,23 @@ export async function openAccountStatement(
   to: Date,
   pageSize: number = STATEMENT_PAGE,
 ): Promise<AccountStatementReader> {
+  // The opening is the balances now less what every entry after `from` posted: the entries
+  // after `from` are read by the ledger's own index and their postings one entry at a time
+  // (OFFSET 0 keeps that plan), so the cost follows this ledger's entries after `from`, not
+  // the postings of every ledger before it (a hash join over all of them). The balances and
+  // the entries are one snapshot of one statement, written together by the projection.
   const sums = await pool.query<{ through_seq: string; account: string | null; balance: string | null }>(
     `WITH head AS (SELECT COALESCE(max(seq), -1) AS through_seq FROM ledger_entries WHERE account_id = $1 AND mode = $2),
+          later AS (
+            SELECT p.account, sum(p.amount) AS amount
+            FROM ledger_entries e
+            CROSS JOIN LATERAL (SELECT account, amount FROM ledger_postings WHERE entry_id = e.entry_id OFFSET 0) p
+            WHERE e.account_id = $1 AND e.mode = $2 AND e.occurred_at > $3
+            GROUP BY p.account),
+          now AS (SELECT account, balance FROM ledger_balances WHERE account_id = $1 AND mode = $2),
           opening AS (
-            SELECT p.account, sum(p.amount) AS balance
-            FROM ledger_entries e JOIN ledger_postings p USING (entry_id)
-            WHERE e.account_id = $1 AND e.mode = $2 AND e.occurred_at <= $3 AND e.seq <= (SELECT through_seq FROM head)
-            GROUP BY p.account)
+            SELECT account, COALESCE(now.balance, 0) - COALESCE(later.amount, 0) AS balance
+            FROM now FULL JOIN later USING (account))
      SELECT head.through_seq, opening.account, opening.balance FROM head LEFT JOIN opening ON true`,
     [ledger.accountId, ledger.mode, from],
   );
