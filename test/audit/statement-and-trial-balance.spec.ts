@@ -388,6 +388,9 @@ describe('statements and the trial balance over HTTP', () => {
     const csv = await get(`/admin/v1/audit/trial-balance?asOf=${asOf}&format=csv`);
     expect(csv.headers.get('content-type')).toBe('text/csv; charset=utf-8');
     expect(csv.headers.get('content-disposition')).toBe('attachment; filename="trial-balance-20250503T000000Z.csv"');
+    // An instant with milliseconds keeps them in the name: two reports never share one.
+    const withMilliseconds = await get(`/admin/v1/audit/trial-balance?asOf=2025-05-03T00:00:00.009Z&format=csv`);
+    expect(withMilliseconds.headers.get('content-disposition')).toBe('attachment; filename="trial-balance-20250503T000000.009Z.csv"');
     const lines = csv.text.split('\r\n').filter((l) => l !== '');
     expect(lines[0]).toBe('account_id,mode,account,debits,credits,balance');
     expect(lines).toHaveLength(1 + 2 * (LEDGER_ACCOUNTS.length + 1) + 1);
