@@ -245,6 +245,11 @@ describe('reconciliation through the gateway (CLOCK=manual)', () => {
       code: 0,
       output: expect.stringContaining('3 paid invoices, 1 succeeded refunds, 1 paid payouts'),
     });
+    // Without CLOCK=manual the command's clock is behind the gateway's: it refuses the period and says why.
+    expect(await reconcileScript(gw.db.url, start.toISOString(), end.toISOString())).toEqual({
+      code: 2,
+      output: expect.stringContaining('if the gateway runs with CLOCK=manual, run this command with CLOCK=manual too'),
+    });
   });
 
   it('finds planted differences with their ids: an altered invoice row, a deleted refund entry, and an entry appended that no flow explains', async () => {

@@ -49,6 +49,15 @@ async function main(): Promise<number> {
     const now = infra.clock.now();
     if (to.getTime() > now.getTime()) {
       process.stderr.write(`audit:reconcile: --to ${to.toISOString()} has not come yet (the gateway clock: ${now.toISOString()})\n`);
+      // The clock is this process's own (CLOCK); a gateway with CLOCK=manual may be ahead of it.
+      const ahead = infra.clock.manual
+        ? 0
+        : Number((await infra.pool.query<{ offset_ms: string }>('SELECT offset_ms FROM manual_clock')).rows[0]?.offset_ms ?? 0);
+      if (ahead > 0 && to.getTime() <= now.getTime() + ahead) {
+        process.stderr.write(
+          `audit:reconcile: the database's manual clock reads ${new Date(now.getTime() + ahead).toISOString()}: if the gateway runs with CLOCK=manual, run this command with CLOCK=manual too\n`,
+        );
+      }
       return 2;
     }
     const head = await infra.store.headPosition();
