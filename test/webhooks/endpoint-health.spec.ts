@@ -2,12 +2,15 @@
  * Endpoint health (issue 36, item 4): a webhook endpoint whose deliveries all fail for
  * 3 days in a row on the gateway clock is disabled; the merchant's events say
  * endpoint_disabled; the operator console shows it with a button that re-enables it
- * and sends what is still owed.
+ * and sends what is still owed. Attempts that got no status code (no reply in time, a
+ * refused connection) are failures too.
  */
 import { expectStatus, InvoiceGateway, Json, Merchant, orderId, poll } from '../support/merchant-fixtures';
 import { hookedGateway, WebhookReceiver } from '../support/webhook-receiver';
 import { formTokenOf, login, request } from '../console/console-fixture';
-import { RETRY_SCHEDULE_SECONDS } from '#payments/webhooks';
+import { randomUUID } from 'node:crypto';
+import { disableFailingEndpoints, RETRY_SCHEDULE_SECONDS } from '#payments/webhooks';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 describe('endpoint health', () => {
   let gw: InvoiceGateway;
@@ -72,5 +75,61 @@ describe('endpoint health', () => {
     await poll(events, (items) => items.every((e) => e.deliveryStatus === 'delivered'), 'all delivered');
     expect((await gw.operator.http.get(`/admin/v1/projects/${shop.projectId}`)).body.webhookDisabledAt).toBeNull();
     expect((await request(gw.baseUrl, 'GET', `/admin/accounts/${shop.accountId}?mode=test`, { cookie })).html).not.toContain('вебхуки отключены');
+  });
+});
+
+describe('endpoint health of a receiver that never answers', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  /** A project whose one delivery is still being retried, with an attempt a day for `days` days, each ending as `attempt` says. */
+  async function retriedProject(now: Date, days: number, attempt: { status: number | null; error: string | null }): Promise<string> {
+    const account = randomUUID();
+    const project = randomUUID();
+    const delivery = randomUUID();
+    const daysAgo = (n: number) => new Date(now.getTime() - n * 86_400_000);
+    await db.pool.query(`INSERT INTO accounts (id, name, email, created_at) VALUES ($1, 'Магазин', 'shop@example.com', $2)`, [account, daysAgo(days + 1)]);
+    await db.pool.query(
+      `INSERT INTO projects (id, account_id, name, status, webhook_url, webhook_events, usdt_enabled, hold_hours, methods, customer_fee_share,
+                             webhook_secret, id_namespace, created_at, updated_at)
+       VALUES ($1, $2, 'Магазин', 'active', 'https://shop.example/hooks', '{}', false, 0, '{}', 0, 'sealed:v1:test', $3, $4, $4)`,
+      [project, account, randomUUID(), daysAgo(days + 1)],
+    );
+    await db.pool.query(
+      `INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, attempts_made, next_attempt_at, created_at)
+       VALUES ($1, $2, 'invoice.paid', $3, 'https://shop.example/hooks', '{}', true, 'pending', $4, $5, $6)`,
+      [delivery, randomUUID(), project, days + 1, now, daysAgo(days)],
+    );
+    await db.pool.query(
+      `INSERT INTO webhook_queue (id, seq, url, next_attempt_at, attempts_made, schedule_base)
+       SELECT id, seq, url, next_attempt_at, attempts_made, 0 FROM webhook_deliveries WHERE id = $1`,
+      [delivery],
+    );
+    for (let n = 0; n <= days; n++) {
+      await db.pool.query(
+        `INSERT INTO webhook_attempts (delivery_id, attempt, at, status_code, body, duration_ms, error) VALUES ($1, $2, $3, $4, NULL, 10000, $5)`,
+        [delivery, n + 1, daysAgo(days - n), attempt.status, attempt.error],
+      );
+    }
+    return project;
+  }
+
+  it('counts attempts without a status code (no reply in time, connection refused) as failed: 4 days of them disable the endpoint', async () => {
+    const now = new Date('2025-06-10T12:00:00Z');
+    const silent = await retriedProject(now, 4, { status: null, error: 'no reply within 10 s' });
+    const refused = await retriedProject(now, 4, { status: null, error: 'connect ECONNREFUSED 203.0.113.7:443' });
+    const failing = await retriedProject(now, 4, { status: 500, error: null });
+    const recent = await retriedProject(now, 2, { status: null, error: 'no reply within 10 s' });
+    expect(new Set(await disableFailingEndpoints(db.pool, now))).toEqual(new Set([silent, refused, failing]));
+    const { rows } = await db.pool.query<{ id: string; disabled: boolean }>(
+      'SELECT id, webhook_disabled_at IS NOT NULL AS disabled FROM projects WHERE id = $1',
+      [recent],
+    );
+    expect(rows).toEqual([{ id: recent, disabled: false }]);
   });
 });

@@ -19,6 +19,7 @@ export const webhookEndpointHealthMigration: Migration = {
 
 /** Disables every endpoint failing for ENDPOINT_FAILING_DAYS as of `now`; answers the projects disabled. */
 export async function disableFailingEndpoints(pool: Pick<Pool, 'query'>, now: Date): Promise<string[]> {
+  // An attempt without a status code (no answer in time, refused, TLS or DNS) failed too.
   // Only projects with a pending delivery that has failed (a small scan of the queue) are
   // looked at; of those, attempts of the last ENDPOINT_FAILING_DAYS + 1 days suffice: a
   // streak that old starts inside them.
@@ -26,7 +27,7 @@ export async function disableFailingEndpoints(pool: Pick<Pool, 'query'>, now: Da
     `WITH candidates AS (
        SELECT DISTINCT d.project_id FROM webhook_queue q JOIN webhook_deliveries d ON d.id = q.id WHERE q.attempts_made > 0),
      attempts AS (
-       SELECT d.project_id, a.at, a.status_code BETWEEN 200 AND 299 AS ok
+       SELECT d.project_id, a.at, coalesce(a.status_code BETWEEN 200 AND 299, false) AS ok
        FROM candidates c JOIN projects p ON p.id = c.project_id AND p.webhook_disabled_at IS NULL
        JOIN webhook_deliveries d ON d.project_id = c.project_id JOIN webhook_attempts a ON a.delivery_id = d.id
        WHERE d.created_at > $1::timestamptz - make_interval(days => $2 + 3) AND a.at > $1::timestamptz - make_interval(days => $2 + 1)
