@@ -124,10 +124,13 @@ export class ProjectsController {
 
   @Patch('projects/:id')
   async updateProject(@Param('id') id: string, @Body() body: unknown) {
-    const project = await this.find(id);
+    await this.find(id);
     // Read after the project is found: an unknown project is 404 whatever the body.
-    const settings = this.settings(await readBody(UpdateProjectRequest, body), project);
-    return projectView((await this.commands.execute(new UpdateProject(id, settings, this.clock.now())))!);
+    const request = await readBody(UpdateProjectRequest, body);
+    // Merged into the settings as they are when written (a refusal there writes nothing).
+    const updated = await this.commands.execute(new UpdateProject(id, (current) => this.settings(request, current), this.clock.now()));
+    if (!updated) throw new ApiError(404, 'not_found', 'Проект не найден');
+    return projectView(updated);
   }
 
   @Post('projects/:id/keys/rotate')

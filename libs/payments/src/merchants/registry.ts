@@ -373,14 +373,24 @@ export class Registry {
     return r.rows.map((row) => this.toProject(row));
   }
 
-  async updateProject(id: string, settings: ProjectSettings, now: Date): Promise<Project | null> {
-    const r = await this.pool.query<ProjectRow>(
-      `UPDATE projects SET name = $2, status = $3, webhook_url = $4, webhook_events = $5, usdt_enabled = $6, hold_hours = $7,
-         methods = $8, customer_fee_share = $9, updated_at = $10
-       WHERE id = $1 RETURNING *`,
-      [id, ...settingsParams(settings), now],
-    );
-    return r.rows[0] ? this.toProject(r.rows[0]) : null;
+  /**
+   * Changes a project's settings to `change` of the settings it has, read under a row lock
+   * in the same transaction: two changes at once both land, the second on the first's
+   * result (a change read before and written after would undo the other). `change` may
+   * throw to refuse; nothing is written then. Null for an unknown project.
+   */
+  async updateProject(id: string, change: (current: Project) => ProjectSettings, now: Date): Promise<Project | null> {
+    return inTransaction(this.pool, async (tx) => {
+      const current = await tx.query<ProjectRow>('SELECT * FROM projects WHERE id = $1 FOR UPDATE', [id]);
+      if (!current.rows[0]) return null;
+      const r = await tx.query<ProjectRow>(
+        `UPDATE projects SET name = $2, status = $3, webhook_url = $4, webhook_events = $5, usdt_enabled = $6, hold_hours = $7,
+           methods = $8, customer_fee_share = $9, updated_at = $10
+         WHERE id = $1 RETURNING *`,
+        [id, ...settingsParams(change(this.toProject(current.rows[0]))), now],
+      );
+      return this.toProject(r.rows[0]!);
+    });
   }
 
   /** A new key pair for the mode; the old one stops working at once (same transaction). */

@@ -2,11 +2,11 @@ import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { Project, ProjectSettings, Registry } from '.';
 
-/** The operator changes a project's settings; null for an unknown project. */
+/** The operator changes a project's settings (`change` of the settings it has when written); null for an unknown project. */
 export class UpdateProject extends Command<Project | null> {
   constructor(
     readonly projectId: string,
-    readonly settings: ProjectSettings,
+    readonly change: (current: Project) => ProjectSettings,
     readonly now: Date,
   ) {
     super();
@@ -18,6 +18,6 @@ export class UpdateProjectHandler implements ICommandHandler<UpdateProject> {
   constructor(@Inject(Registry) private readonly registry: Registry) {}
 
   execute(command: UpdateProject): Promise<Project | null> {
-    return this.registry.updateProject(command.projectId, command.settings, command.now);
+    return this.registry.updateProject(command.projectId, command.change, command.now);
   }
 }
