@@ -146,6 +146,56 @@ describe('input edges that must be 400 or 404, never 500 and never let through',
     expectStatus(await send('GET', `/admin/v1/projects/${shop.projectId}`, adminHeaders()), 200);
   });
 
+  it('a parameter sent to a write route, or a body field to one that takes no body → 400 unknown_field, and nothing done', async () => {
+    const own = await gw.operator.merchant({ holdHours: 0 });
+    const test = merchantHeaders(own.keys.test.secretKey);
+    const live = merchantHeaders(own.keys.live.secretKey);
+    const admin = adminHeaders();
+    const paid = await paidInvoice(gw.operator, own.test, '100.00');
+    const unpaid = await own.test.post('/v1/invoices', { amount: '100.00', orderId: orderId('edge'), method: 'sbp' });
+    expectStatus(unpaid, 201);
+    const address: Json = await payoutAddress(gw.operator, own.accountId, { method: 'sbp', account: '+79001112233' }, false);
+    const newOrder = orderId('edge');
+    const refused = { status: 400, details: [{ param: 'bogus', code: 'unknown_field', message: 'bogus: неизвестное поле' }] };
+    const routes: [string, string, Record<string, string>, unknown][] = [
+      ['POST', '/v1/invoices', test, { amount: '100.00', orderId: newOrder, method: 'sbp' }],
+      ['POST', `/v1/invoices/${paid}/refund`, test, { amount: '1.00' }],
+      ['POST', '/v1/payouts', live, { amount: '100.00', addressId: address.id, orderId: orderId('edge') }],
+      ['POST', '/admin/v1/accounts', admin, { name: 'Лишний', email: 'extra@example.com' }],
+      ['POST', '/admin/v1/projects', admin, { accountId: own.accountId, name: 'Лишний' }],
+      ['PATCH', `/admin/v1/projects/${own.projectId}`, admin, { name: 'Переименован' }],
+      ['POST', `/admin/v1/projects/${own.projectId}/keys/rotate`, admin, { mode: 'test' }],
+      ['POST', `/admin/v1/accounts/${own.accountId}/payout-addresses`, admin, { method: 'sbp', account: '+79004445566' }],
+      ['POST', `/admin/v1/payout-addresses/${address.id}/confirm`, admin, undefined],
+      ['POST', '/admin/v1/payouts/999999997/approve', admin, {}],
+      ['POST', '/admin/v1/refunds/rf_unknown/fail', admin, {}],
+      ['POST', `/admin/v1/invoices/${unpaid.body.id}/payment`, admin, { outcome: 'paid' }],
+      ['POST', `/admin/v1/webhook-deliveries/${randomUUID()}/resend`, admin, undefined],
+      ['POST', `/admin/v1/projects/${own.projectId}/webhook-deliveries/resend-failed`, admin, undefined],
+      ['POST', `/admin/v1/projects/${own.projectId}/webhook-endpoint/enable`, admin, undefined],
+      ['GET', '/v1/openapi.json', {}, undefined],
+      ['GET', '/admin/v1/openapi.json', admin, undefined],
+    ];
+    for (const [method, path, headers, body] of routes) {
+      const r = await send(method, `${path}?bogus=1`, headers, body === undefined ? undefined : JSON.stringify(body));
+      expect({ route: `${method} ${path}`, status: r.status, details: r.body.error?.details }).toEqual({ route: `${method} ${path}`, ...refused });
+    }
+    // Routes that take no body refuse a field in one (an empty object is no field), and a body that is not an object.
+    for (const [method, path, headers] of routes.filter(([method, , , body]) => method === 'POST' && body === undefined)) {
+      const r = await send(method, path, headers, '{"bogus":1}');
+      expect({ path, status: r.status, details: r.body.error?.details }).toEqual({ path, ...refused });
+      expect({ path, param: (await send(method, path, headers, '[]')).body.error?.param }).toEqual({ path, param: 'body' });
+    }
+    // Nothing was done: no invoice, refund or payout, the project and keys as they were, the detail unconfirmed, the invoice unpaid.
+    expect((await own.test.get(`/v1/invoices?orderId=${newOrder}`)).body.items).toEqual([]);
+    expect((await own.test.get(`/v1/invoices/${paid}`)).body.status).toBe('paid');
+    expect((await own.live.get('/v1/payouts')).body.items).toEqual([]);
+    expect((await gw.operator.http.get(`/admin/v1/projects/${own.projectId}`)).body.name).toBe(own.project.name);
+    expectStatus(await own.test.get('/v1/balance'), 200);
+    expect((await own.live.get('/v1/payout-addresses')).body.items).toEqual([]);
+    expect((await own.test.get(`/v1/invoices/${unpaid.body.id}`)).body.status).toBe(unpaid.body.status);
+  });
+
   it('a read of one invoice or payout refused for a parameter does not spend its poll: the request without it is answered at once', async () => {
     const own = await gw.operator.merchant();
     for (const [path, key] of [

@@ -1,4 +1,5 @@
-import { Controller, Get, Header, Res, UseGuards } from '@nestjs/common';
+import { Controller, Get, Header, Query, Res, UseGuards } from '@nestjs/common';
+import { NoParameters, validRequest } from '../http/request-pipe';
 import { AdminTokenGuard } from '../http/auth/admin-token.guard';
 import { OPERATOR_OPENAPI_DOCUMENT } from './operator-document';
 import type { FastifyReply } from 'fastify';
@@ -26,7 +27,7 @@ export class OpenApiController {
 
   @Get('v1/openapi.json')
   @Header('cache-control', 'no-store')
-  document() {
+  document(@Query(validRequest) _query: NoParameters) {
     return OPENAPI_DOCUMENT;
   }
 
@@ -54,7 +55,7 @@ export class OpenApiController {
 export class OperatorOpenApiController {
   @Get('openapi.json')
   @Header('cache-control', 'no-store')
-  document() {
+  document(@Query(validRequest) _query: NoParameters) {
     return OPERATOR_OPENAPI_DOCUMENT;
   }
 }

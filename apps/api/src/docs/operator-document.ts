@@ -3,7 +3,8 @@ import { CreateAccountRequest, CreateProjectRequest, MethodSettings, ProjectMeth
 import { AdvanceClockRequest } from '../operations/advance-clock.request';
 import { FailRefundRequest } from '../refunds/fail-refund/fail-refund.request';
 import { AddPayoutAddressRequest } from '../payouts/payout-addresses/add-payout-address.request';
-import { NoFieldsRequest, PayoutReasonRequest, PayPayoutRequest } from '../payouts/transition-payout/transition-payout.request';
+import { PayoutReasonRequest, PayPayoutRequest } from '../payouts/transition-payout/transition-payout.request';
+import { NoFieldsRequest } from '../http/request-pipe';
 import { ListWebhookDeliveriesQuery } from '../webhooks/list-webhook-deliveries.request';
 import { LedgerBalanceQuery, LedgerEntriesQuery } from '../ledger/ledger-audit.request';
 import { ReadStreamQuery } from '../operations/read-stream.request';

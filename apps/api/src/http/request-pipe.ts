@@ -261,6 +261,9 @@ export class RequestValidationPipe extends ValidationPipe {
  */
 export class NoParameters {}
 
+/** The body of a route that takes none: nothing, or an empty object (any field is unknown, 400). */
+export class NoFieldsRequest {}
+
 /** Whether the parsed query string names any parameter (`?` or `?&` alone names none). */
 export const sentParameters = (query: unknown): boolean => isJsonObject(query) && Object.keys(query).length > 0;
 
@@ -272,3 +275,6 @@ export const validOptionalBody = new RequestValidationPipe({ absentBodyIsEmpty: 
 /** The body read as `cls` where a handler decides when (after a check that answers first). */
 export const readBody = <T extends object>(cls: Type<T>, body: unknown, pipe: RequestValidationPipe = validRequest): Promise<T> =>
   pipe.transform(body, { type: 'body', metatype: cls }) as Promise<T>;
+/** A query string read in the handler (where something else is checked first), as `@Query(validRequest)` would. */
+export const readQuery = <T extends object>(cls: Type<T>, query: unknown): Promise<T> =>
+  validRequest.transform(query, { type: 'query', metatype: cls }) as Promise<T>;

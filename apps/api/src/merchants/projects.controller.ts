@@ -15,7 +15,7 @@ import { UpdateProject } from '#payments/merchants';
 import { methodsOf, WEBHOOK_EVENTS } from '#payments/merchants';
 import { isUuid } from '#domain';
 import { ApiError } from '../http/errors/api-error';
-import { NoParameters, readBody, validOptionalBody, validRequest } from '../http/request-pipe';
+import { NoParameters, readBody, readQuery, validOptionalBody, validRequest } from '../http/request-pipe';
 import { CreateAccountRequest, CreateProjectRequest, RotateKeysRequest, settingsOf, UpdateProjectRequest } from './project-settings.request';
 import type { ErrorDetail } from '../http/errors/api-error';
 import { CLOCK_TOKEN, INFRASTRUCTURE } from '../http/tokens';
@@ -103,13 +103,13 @@ export class ProjectsController {
   }
 
   @Post('accounts')
-  async createAccount(@Body(validRequest) body: CreateAccountRequest) {
+  async createAccount(@Body(validRequest) body: CreateAccountRequest, @Query(validRequest) _query: NoParameters) {
     const account = await this.commands.execute(new CreateAccount(body.name, body.email, this.clock.now()));
     return { ...account, createdAt: account.createdAt.toISOString() };
   }
 
   @Post('projects')
-  async createProject(@Body(validRequest) body: CreateProjectRequest) {
+  async createProject(@Body(validRequest) body: CreateProjectRequest, @Query(validRequest) _query: NoParameters) {
     const settings = this.settings(body, NEW_PROJECT);
     if (!(await this.queries.execute(new GetAccount(body.accountId)))) throw new ApiError(404, 'not_found', 'Аккаунт не найден', 'accountId');
     const { project, keys } = await this.commands.execute(new CreateProject(body.accountId, settings, this.clock.now()));
@@ -123,9 +123,10 @@ export class ProjectsController {
   }
 
   @Patch('projects/:id')
-  async updateProject(@Param('id') id: string, @Body() body: unknown) {
+  async updateProject(@Param('id') id: string, @Body() body: unknown, @Query() query: unknown) {
     await this.find(id);
     // Read after the project is found: an unknown project is 404 whatever the body.
+    await readQuery(NoParameters, query);
     const request = await readBody(UpdateProjectRequest, body);
     // Merged into the settings as they are when written (a refusal there writes nothing).
     const updated = await this.commands.execute(new UpdateProject(id, (current) => this.settings(request, current), this.clock.now()));
@@ -135,8 +136,9 @@ export class ProjectsController {
 
   @Post('projects/:id/keys/rotate')
   @HttpCode(201)
-  async rotate(@Param('id') id: string, @Body() body: unknown) {
+  async rotate(@Param('id') id: string, @Body() body: unknown, @Query() query: unknown) {
     await this.find(id);
+    await readQuery(NoParameters, query);
     // No body reads as {} (mode: required); a body that is not an object is said to be one.
     const { mode } = await readBody(RotateKeysRequest, body, validOptionalBody);
     return this.commands.execute(new RotateProjectKeys(id, mode, this.clock.now()));

@@ -1,8 +1,8 @@
-import { Body, Controller, HttpCode, Inject, Post, UseGuards } from '@nestjs/common';
+import { Body, Controller, HttpCode, Inject, Post, Query, UseGuards } from '@nestjs/common';
 import type { Infrastructure } from '#payments/composition';
 import { ApiError } from '../http/errors/api-error';
 import { INFRASTRUCTURE } from '../http/tokens';
-import { readBody, validOptionalBody } from '../http/request-pipe';
+import { NoParameters, readBody, readQuery, validOptionalBody } from '../http/request-pipe';
 import { AdvanceClockRequest } from './advance-clock.request';
 import { AdminTokenGuard } from '../http/auth/admin-token.guard';
 
@@ -14,10 +14,11 @@ export class ClockController {
 
   @Post('advance')
   @HttpCode(200)
-  async advance(@Body() body: unknown): Promise<{ now: string }> {
+  async advance(@Body() body: unknown, @Query() query: unknown): Promise<{ now: string }> {
     const sync = this.infra.clockSync;
     if (!sync) throw ApiError.notFound('not_found', 'Ручные часы выключены: запустите шлюз с CLOCK=manual');
     // Read after the manual clock is found; no body reads as {} (seconds: required).
+    await readQuery(NoParameters, query);
     const { seconds } = await readBody(AdvanceClockRequest, body, validOptionalBody);
     return { now: (await sync.advance(seconds)).toISOString() };
   }

@@ -1,4 +1,4 @@
-import { Controller, Get, HttpCode, Inject, Param, Post, Query, UseGuards } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Inject, Param, Post, Query, UseGuards } from '@nestjs/common';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { Clock } from '#platform/clock';
 import { ListWebhookDeliveries } from '#payments/webhooks';
@@ -6,7 +6,7 @@ import { EnableWebhookEndpoint, ResendFailedWebhookDeliveries, ResendWebhookDeli
 import { isUuid } from '#domain';
 import { ApiError } from '../http/errors/api-error';
 import { cursorSeqOf, encodeCursor, pageSizeOf } from '../http/cursor';
-import { validRequest } from '../http/request-pipe';
+import { NoFieldsRequest, NoParameters, validOptionalBody, validRequest } from '../http/request-pipe';
 import { ListWebhookDeliveriesQuery } from './list-webhook-deliveries.request';
 import { CLOCK_TOKEN } from '../http/tokens';
 import { AdminTokenGuard } from '../http/auth/admin-token.guard';
@@ -59,7 +59,7 @@ export class WebhookDeliveriesController {
   /** Sends the delivery again now (same id and body), with a fresh retry schedule. */
   @Post('webhook-deliveries/:id/resend')
   @HttpCode(202)
-  async resend(@Param('id') id: string) {
+  async resend(@Param('id') id: string, @Query(validRequest) _query: NoParameters, @Body(validOptionalBody) _body: NoFieldsRequest) {
     const resent = isUuid(id) ? await this.commands.execute(new ResendWebhookDelivery(id.toLowerCase(), this.clock.now())) : null;
     if (!resent) throw ApiError.notFound('not_found', 'Доставка не найдена');
     return { id: resent.id, status: 'pending', nextAttemptAt: resent.nextAttemptAt.toISOString() };
@@ -68,7 +68,7 @@ export class WebhookDeliveriesController {
   /** Sends every failed delivery of the project again now (its receiver was fixed), each like a resend. */
   @Post('projects/:id/webhook-deliveries/resend-failed')
   @HttpCode(202)
-  async resendFailed(@Param('id') id: string) {
+  async resendFailed(@Param('id') id: string, @Query(validRequest) _query: NoParameters, @Body(validOptionalBody) _body: NoFieldsRequest) {
     const resent = isUuid(id) ? await this.commands.execute(new ResendFailedWebhookDeliveries(id.toLowerCase(), this.clock.now())) : null;
     if (resent === null) throw ApiError.notFound('not_found', 'Проект не найден');
     return { projectId: id.toLowerCase(), resent };
@@ -77,7 +77,7 @@ export class WebhookDeliveriesController {
   /** Re-enables the project's webhook endpoint disabled for failing, and resends every failed delivery (what is still owed). */
   @Post('projects/:id/webhook-endpoint/enable')
   @HttpCode(202)
-  async enableEndpoint(@Param('id') id: string) {
+  async enableEndpoint(@Param('id') id: string, @Query(validRequest) _query: NoParameters, @Body(validOptionalBody) _body: NoFieldsRequest) {
     const resent = isUuid(id) ? await this.commands.execute(new EnableWebhookEndpoint(id.toLowerCase(), this.clock.now())) : null;
     if (resent === null) throw ApiError.notFound('not_found', 'Проект не найден');
     return { projectId: id.toLowerCase(), resent };

@@ -1,4 +1,4 @@
-import { Body, Controller, Inject, Post, Res, UseGuards } from '@nestjs/common';
+import { Body, Controller, Inject, Post, Query, Res, UseGuards } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
 import type { FastifyReply } from 'fastify';
 import type { Clock } from '#platform/clock';
@@ -8,7 +8,7 @@ import { ApiError } from '../../http/errors/api-error';
 import { CLOCK_TOKEN, PUBLIC_URL } from '../../http/tokens';
 import type { PublicUrl } from '../../http/tokens';
 import { IdempotencyGuard } from '../../http/idempotency';
-import { validRequest } from '../../http/request-pipe';
+import { NoParameters, validRequest } from '../../http/request-pipe';
 import { Merchant, MerchantAuthGuard } from '../../http/auth/merchant-auth.guard';
 import { CreateInvoiceRequest, toInvoiceRequest } from './create-invoice.request';
 import { CreateInvoice } from './create-invoice.handler';
@@ -24,7 +24,12 @@ export class CreateInvoiceRoute {
 
   @Post()
   @UseGuards(IdempotencyGuard)
-  async create(@Merchant() merchant: MerchantIdentity, @Body(validRequest) body: CreateInvoiceRequest, @Res() reply: FastifyReply) {
+  async create(
+    @Merchant() merchant: MerchantIdentity,
+    @Body(validRequest) body: CreateInvoiceRequest,
+    @Res() reply: FastifyReply,
+    @Query(validRequest) _query: NoParameters,
+  ) {
     const request = toInvoiceRequest(body);
     if (merchant.mode === 'live' && merchant.project.status !== 'active') {
       throw new ApiError(403, 'project_not_active', `Проект не активен (статус ${merchant.project.status}): боевой ключ не может создавать счета`);

@@ -1,9 +1,9 @@
-import { Body, Controller, HttpCode, Inject, Param, Post, UseGuards } from '@nestjs/common';
+import { Body, Controller, HttpCode, Inject, Param, Post, Query, UseGuards } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
 import type { Clock } from '#platform/clock';
 import { invoiceView } from '#payments';
 import { RecordPaymentResult } from './record-payment-result.handler';
-import { validRequest } from '../../http/request-pipe';
+import { NoParameters, validRequest } from '../../http/request-pipe';
 import { PaymentResultRequest } from './payment-result.request';
 import { CLOCK_TOKEN, PUBLIC_URL } from '../../http/tokens';
 import type { PublicUrl } from '../../http/tokens';
@@ -21,7 +21,7 @@ export class RecordPaymentResultRoute {
 
   @Post(':id/payment')
   @HttpCode(200)
-  async payment(@Param('id') id: string, @Body(validRequest) body: PaymentResultRequest) {
+  async payment(@Param('id') id: string, @Body(validRequest) body: PaymentResultRequest, @Query(validRequest) _query: NoParameters) {
     const invoice = await this.commands.execute(new RecordPaymentResult(id, body.outcome, body.method ?? null, this.clock.now()));
     return invoiceView(invoice, this.publicUrl.value);
   }

@@ -1,4 +1,4 @@
-import { Body, Controller, Inject, Post, Res, UseGuards } from '@nestjs/common';
+import { Body, Controller, Inject, Post, Query, Res, UseGuards } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
 import type { FastifyReply } from 'fastify';
 import type { Clock } from '#platform/clock';
@@ -7,7 +7,7 @@ import type { MerchantIdentity } from '#payments/merchants';
 import type { KeyedRequest } from '#payments/idempotency';
 import { parseMoney } from '#ledger';
 import { ApiError } from '../../http/errors/api-error';
-import { readBody } from '../../http/request-pipe';
+import { NoParameters, readBody, validRequest } from '../../http/request-pipe';
 import { IdempotencyGuard, Keyed } from '../../http/idempotency';
 import { CLOCK_TOKEN } from '../../http/tokens';
 import { Merchant, MerchantAuthGuard } from '../../http/auth/merchant-auth.guard';
@@ -24,7 +24,13 @@ export class CreatePayoutRoute {
 
   @Post('payouts')
   @UseGuards(IdempotencyGuard)
-  async create(@Merchant() merchant: MerchantIdentity, @Body() body: unknown, @Keyed() keyed: KeyedRequest | null, @Res() reply: FastifyReply) {
+  async create(
+    @Merchant() merchant: MerchantIdentity,
+    @Body() body: unknown,
+    @Keyed() keyed: KeyedRequest | null,
+    @Res() reply: FastifyReply,
+    @Query(validRequest) _query: NoParameters,
+  ) {
     if (merchant.mode !== 'live') throw new ApiError(403, 'test_mode', 'Выплаты создаются только боевым ключом (sk_live_)');
     // Read after the key's mode is checked: a test key is refused whatever it sends.
     const { amount, addressId, method, account, orderId, comment } = await readBody(CreatePayoutRequest, body);

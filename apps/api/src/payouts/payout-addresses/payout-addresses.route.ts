@@ -6,7 +6,7 @@ import { isUuid, maskPayoutAccount } from '#domain';
 import { GetAccount } from '#payments/merchants';
 import type { MerchantIdentity, PayoutAddress } from '#payments/merchants';
 import { ApiError } from '../../http/errors/api-error';
-import { NoParameters, validRequest } from '../../http/request-pipe';
+import { NoFieldsRequest, NoParameters, validOptionalBody, validRequest } from '../../http/request-pipe';
 import { CLOCK_TOKEN } from '../../http/tokens';
 import { AdminTokenGuard } from '../../http/auth/admin-token.guard';
 import { Merchant, MerchantAuthGuard } from '../../http/auth/merchant-auth.guard';
@@ -66,7 +66,12 @@ export class PayoutAddressesAdminRoute {
 
   /** A payout detail of the account, unconfirmed until confirmed (201; 200 when it was added before). */
   @Post('accounts/:id/payout-addresses')
-  async addAddress(@Param('id') accountId: string, @Body(validRequest) body: AddPayoutAddressRequest, @Res() reply: FastifyReply) {
+  async addAddress(
+    @Param('id') accountId: string,
+    @Body(validRequest) body: AddPayoutAddressRequest,
+    @Res() reply: FastifyReply,
+    @Query(validRequest) _query: NoParameters,
+  ) {
     const { method, account, bank, label } = body;
     if (!isUuid(accountId) || !(await this.queries.execute(new GetAccount(accountId)))) throw ApiError.notFound('not_found', 'Аккаунт не найден');
     const { address, created } = await this.commands.execute(
@@ -78,7 +83,7 @@ export class PayoutAddressesAdminRoute {
   /** Stands in for the e-mail link that confirms a payout detail. */
   @Post('payout-addresses/:id/confirm')
   @HttpCode(200)
-  async confirmAddress(@Param('id') id: string) {
+  async confirmAddress(@Param('id') id: string, @Query(validRequest) _query: NoParameters, @Body(validOptionalBody) _body: NoFieldsRequest) {
     const addressId = payoutIdOf(id);
     const address = addressId === null ? null : await this.commands.execute(new ConfirmPayoutAddress(addressId, this.clock.now()));
     if (!address) throw ApiError.notFound('not_found', 'Реквизит не найден');

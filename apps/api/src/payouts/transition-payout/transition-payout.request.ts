@@ -2,9 +2,6 @@ import { IsOptional, IsString } from 'class-validator';
 import { JSONSchema } from 'class-validator-jsonschema';
 import { MaxLength, MinLength, NotBlank, Required, StorableText } from '../../http/request-rules';
 
-/** The body of POST /admin/v1/payouts/{id}/approve and /process: nothing (or an empty object). */
-export class NoFieldsRequest {}
-
 /** The body of POST /admin/v1/payouts/{id}/pay. */
 export class PayPayoutRequest {
   @IsOptional()

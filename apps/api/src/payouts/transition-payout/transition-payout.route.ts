@@ -1,14 +1,14 @@
-import { Body, Controller, HttpCode, Inject, Param, Post, Type, UseGuards } from '@nestjs/common';
+import { Body, Controller, HttpCode, Inject, Param, Post, Query, Type, UseGuards } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
 import type { Clock } from '#platform/clock';
 import type { Payout, PayoutTransition } from '#domain';
 import { payoutView } from '#payments';
 import { ApiError } from '../../http/errors/api-error';
-import { readBody, validOptionalBody } from '../../http/request-pipe';
+import { NoFieldsRequest, NoParameters, readBody, validOptionalBody, validRequest } from '../../http/request-pipe';
 import { CLOCK_TOKEN } from '../../http/tokens';
 import { AdminTokenGuard } from '../../http/auth/admin-token.guard';
 import { payoutIdOf } from '../get-payout/get-payout.route';
-import { NoFieldsRequest, PayoutReasonRequest, PayPayoutRequest } from './transition-payout.request';
+import { PayoutReasonRequest, PayPayoutRequest } from './transition-payout.request';
 import { ApprovePayout, CancelPayout, PayPayout, ProcessPayout, RejectPayout } from './transition-payout.handler';
 
 /** The back office of payouts: payout details, payout transitions. */
@@ -23,7 +23,7 @@ export class TransitionPayoutRoute {
   /** approve, process, pay {externalId?}, reject {reason}, cancel {reason}: 409 conflict when illegal from the payout's status. */
   @Post(':id/:transition')
   @HttpCode(200)
-  async transition(@Param('id') id: string, @Param('transition') transition: string, @Body() body: unknown) {
+  async transition(@Param('id') id: string, @Param('transition') transition: string, @Body() body: unknown, @Query(validRequest) _query: NoParameters) {
     const now = this.clock.now();
     // The body is optional; which fields it takes depends on the transition (an unknown one is 404).
     const read = <T extends object>(cls: Type<T>): Promise<T> => readBody(cls, body, validOptionalBody);

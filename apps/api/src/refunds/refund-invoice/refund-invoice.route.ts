@@ -1,4 +1,4 @@
-import { Body, Controller, HttpCode, Inject, Param, Post, UseGuards } from '@nestjs/common';
+import { Body, Controller, HttpCode, Inject, Param, Post, Query, UseGuards } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
 import type { Clock } from '#platform/clock';
 import { refundView } from '#payments';
@@ -6,7 +6,7 @@ import type { MerchantIdentity } from '#payments/merchants';
 import type { KeyedRequest } from '#payments/idempotency';
 import { IdempotencyGuard, Keyed } from '../../http/idempotency';
 import { parseMoney } from '#ledger';
-import { validOptionalBody } from '../../http/request-pipe';
+import { NoParameters, validOptionalBody, validRequest } from '../../http/request-pipe';
 import { RefundInvoiceRequest } from './refund-invoice.request';
 import { RefundInvoice } from './refund-invoice.handler';
 import { CLOCK_TOKEN } from '../../http/tokens';
@@ -33,6 +33,7 @@ export class RefundInvoiceRoute {
     @Param('id') invoiceId: string,
     // The body is optional: none at all is a full refund. A JSON `null` is a body, and not an object.
     @Body(validOptionalBody) body: RefundInvoiceRequest,
+    @Query(validRequest) _query: NoParameters,
     @Keyed() keyed: KeyedRequest | null,
   ) {
     const amount = body.amount === undefined ? null : parseMoney(body.amount);
