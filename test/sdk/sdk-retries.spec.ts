@@ -240,6 +240,23 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     expect(waits).toEqual([]);
   });
 
+  it('HMAC mode: a clock two hours ahead is corrected and the request signed again at once, with the gateway time (no wait)', async () => {
+    let now = 1_000_000_000_000;
+    const signing = client({
+      auth: { publicId: 'pk_test_stub', signingSecret: 'whsec' },
+      now: () => now,
+      sleep: async (ms) => {
+        waits.push(ms);
+        now += ms;
+      },
+    });
+    stub.script(error(401, 'timestamp_invalid', {}, { 'x-server-time': '999992800' }), { status: 200, body: BALANCE });
+    await signing.getBalance();
+    expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1000000000', '999992800']);
+    expect(signing.clockOffsetSeconds).toBe(-7200);
+    expect(waits).toEqual([]);
+  });
+
   it('HMAC mode: requests with the same body in one second take the next seconds (the gateway accepts each signature once)', async () => {
     const signing = client({ auth: { publicId: 'pk_test_stub', signingSecret: 'whsec' }, now: () => 1_800_000_000_500 });
     const stamps = () => stub.attempts.map((a) => a.headers['x-timestamp']);

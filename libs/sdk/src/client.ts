@@ -317,6 +317,8 @@ export class PaymentGatewayClient {
         const serverSeconds = serverTimeOf(response.headers);
         if (serverSeconds !== undefined) {
           this.offsetSeconds = serverSeconds - Math.floor(this.now() / 1000);
+          // The timestamps remembered were taken on the clock just corrected: from here on the gateway's seconds count.
+          this.lastTimestamps.clear();
           clockCorrected = true;
           continue;
         }
