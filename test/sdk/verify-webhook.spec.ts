@@ -56,10 +56,18 @@ describe('verifyWebhook', () => {
     expect(verifyWebhook(BODY, upper, SECRET, { now }).type).toBe('invoice.paid');
     expect(verifyWebhook(Buffer.from(BODY), new Headers(headersOf(BODY)), SECRET, { now }).type).toBe('invoice.paid');
     expect(verifyWebhook(new Uint8Array(Buffer.from(BODY)), headersOf(BODY), SECRET, { now }).type).toBe('invoice.paid');
-    // A header sent twice is no signature.
+    // A header sent twice is no signature: as a list, and as Node's req.headers and fetch's Headers join it (", ").
     expect(codeOf(() => verifyWebhook(BODY, { ...headersOf(BODY), 'x-service-signature': [`sha256=${mac(BODY)}`, 'sha256=00'] }, SECRET, { now }))).toBe(
       'signature_missing',
     );
+    for (const name of ['x-service-signature', 'x-service-signature-timestamped'] as const) {
+      const once = headersOf(BODY)[name];
+      const joined = { ...headersOf(BODY), [name]: `${once}, ${once}` };
+      expect({ name, code: codeOf(() => verifyWebhook(BODY, joined, SECRET, { now })) }).toEqual({ name, code: 'signature_missing' });
+      const fetched = new Headers(headersOf(BODY));
+      fetched.append(name, once);
+      expect({ name, code: codeOf(() => verifyWebhook(BODY, fetched, SECRET, { now })) }).toEqual({ name, code: 'signature_missing' });
+    }
   });
 
   it('refuses a signed body that is not an event, and a malformed timestamped header', () => {

@@ -57,8 +57,11 @@ export function verifyWebhook(rawBody: string | Uint8Array, headers: WebhookHead
   if (typeof secret !== 'string' || secret === '') throw new TypeError('verifyWebhook: the webhook secret is empty');
   const body = typeof rawBody === 'string' ? Buffer.from(rawBody, 'utf8') : rawBody;
 
+  // Node's req.headers and fetch's Headers join a header sent twice with ", ": a comma is in no
+  // single X-Service-Signature, and a second t= in no single timestamped one.
   const signature = headerOf(headers, SIGNATURE_HEADER);
-  if (signature === undefined) throw new WebhookVerificationError('signature_missing', 'X-Service-Signature is missing');
+  if (signature === undefined || signature.includes(','))
+    throw new WebhookVerificationError('signature_missing', 'X-Service-Signature is missing or sent twice');
   const given = /^sha256=([0-9a-f]{64})$/i.exec(signature.trim());
   if (!given || !hexDigestsEqual(hmacHex(secret, body), given[1]!)) {
     throw new WebhookVerificationError('signature_invalid', 'X-Service-Signature does not match the body and the secret');
@@ -76,6 +79,7 @@ export function verifyWebhook(rawBody: string | Uint8Array, headers: WebhookHead
       fields.set(key, [...(fields.get(key) ?? []), part.slice(eq + 1).trim()]);
     }
     const t = fields.get('t');
+    if (t !== undefined && t.length > 1) throw new WebhookVerificationError('signature_missing', 'X-Service-Signature-Timestamped is sent twice');
     const v1 = fields.get('v1') ?? [];
     if (t === undefined || t.length !== 1 || !/^\d{1,12}$/.test(t[0]!) || v1.length === 0) {
       throw new WebhookVerificationError('signature_invalid', 'X-Service-Signature-Timestamped is not t=<unix seconds>,v1=<hex>');
