@@ -276,6 +276,14 @@ describe('the OpenAPI document', () => {
     expect(Object.keys(error.properties!.error!.properties!).sort()).toEqual(['code', 'details', 'message', 'param']);
   });
 
+  it('every operation documents 400 (a parameter it does not take is refused), and one with a body 413 and 415', () => {
+    for (const { key, op } of allOperations(doc.paths)) {
+      const statuses = Object.keys(op.responses);
+      expect({ key, has400: statuses.includes('400') }).toEqual({ key, has400: true });
+      if (op.requestBody) expect({ key, bodyErrors: statuses.filter((s) => s === '413' || s === '415') }).toEqual({ key, bodyErrors: ['413', '415'] });
+    }
+  });
+
   it('marks the deprecated fields: customerFeeShare, feePayer, payerEmail', () => {
     const s = doc.components.schemas;
     expect(s.CreateInvoiceRequest!.properties).toMatchObject({

@@ -131,4 +131,46 @@ describe('the operator OpenAPI document', () => {
     const refused = await gw.operator.http.post('/admin/v1/accounts', { name: '' });
     check('/accounts', 'post', '400', refused.body);
   });
+
+  it('documents every status an operator route answers: 400 on every route, 413 and 415 where a body is read, the payment result’s 409 and 422', async () => {
+    for (const [path, item] of Object.entries(doc.paths)) {
+      for (const [method, op] of Object.entries(item as Record<string, { requestBody?: unknown; responses: Record<string, unknown> }>)) {
+        const statuses = Object.keys(op.responses);
+        expect({ path, method, has400: statuses.includes('400') }).toEqual({ path, method, has400: true });
+        if (op.requestBody) expect({ path, method, bodyErrors: ['413', '415'].every((s) => statuses.includes(s)) }).toEqual({ path, method, bodyErrors: true });
+      }
+    }
+    const http = (path: string, init: RequestInit) =>
+      fetch(`${gw.baseUrl}${path}`, { ...init, headers: { authorization: `Bearer ${gw.gateway.adminToken}`, ...init.headers } });
+    const answered = async (path: string, init: RequestInit) => {
+      const r = await http(path, init);
+      return { status: String(r.status), body: await r.json() };
+    };
+    const check = (path: string, method: 'get' | 'post', { status, body }: { status: string; body: Json }) => {
+      const validate = responseSchema(path, method, status);
+      expect({ path, status, ok: validate(body) }).toEqual({ path, status, ok: true });
+    };
+    const shop = await gw.operator.merchant({ holdHours: 0 });
+    const invoice = await shop.test.post('/v1/invoices', { amount: '100.00', orderId: orderId(), method: 'sbp' });
+    expectStatus(await gw.operator.payment(invoice.body.id, 'paid'), 200);
+    const json = { 'content-type': 'application/json' };
+    check(
+      '/invoices/{id}/payment',
+      'post',
+      await answered(`/admin/v1/invoices/${invoice.body.id}/payment`, { method: 'POST', headers: json, body: '{"outcome":"paid"}' }),
+    );
+    const open = await shop.test.post('/v1/invoices', { amount: '100.00', orderId: orderId() });
+    const crypto = await answered(`/admin/v1/invoices/${open.body.id}/payment`, {
+      method: 'POST',
+      headers: json,
+      body: '{"outcome":"paid","method":"crypto"}',
+    });
+    expect(crypto.status).toBe('422');
+    check('/invoices/{id}/payment', 'post', crypto);
+    check('/projects/{id}', 'get', await answered(`/admin/v1/projects/${shop.projectId}?x=1`, { method: 'GET' }));
+    check('/accounts', 'post', await answered('/admin/v1/accounts', { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'name' }));
+    const large = await answered('/admin/v1/accounts', { method: 'POST', headers: json, body: JSON.stringify({ name: 'x'.repeat(70_000) }) });
+    expect(large.status).toBe('413');
+    check('/accounts', 'post', large);
+  });
 });

@@ -206,6 +206,8 @@ const ERROR_TEXT: Readonly<Record<string, string>> = {
   provider_unavailable: 'способ оплаты временно недоступен у банков или идут технические работы',
   idempotency_key_conflict: 'Idempotency-Key уже использован этой парой ключей с другим запросом (метод, адрес или тело); param: Idempotency-Key',
   idempotency_key_in_use: 'запрос с этим Idempotency-Key ещё выполняется дольше, чем ждёт повтор; повторить после Retry-After, ответ будет ответом первого запроса',
+  payload_too_large: 'тело запроса больше 64 КБ',
+  unsupported_media_type: 'тело не application/json или сжато (Content-Encoding не identity)',
 };
 
 /** An error response: the one Error schema, with the codes this operation answers for this status. */
@@ -231,6 +233,9 @@ const UNAUTHORIZED = errorResponse('Нет авторизации или она 
 const RATE_LIMITED = errorResponse('Слишком много запросов; повторить после Retry-After', ['rate_limited'], RETRY_AFTER);
 const INTERNAL = errorResponse('Внутренняя ошибка сервера; безопасно повторить с задержкой', ['internal']);
 const VALIDATION = errorResponse('Запрос не прошёл проверку', ['validation']);
+/** A body the gateway could not read: too large, or not JSON as sent. */
+const PAYLOAD_TOO_LARGE = errorResponse('Тело запроса слишком большое', ['payload_too_large']);
+const UNSUPPORTED_MEDIA_TYPE = errorResponse('Тело запроса не в формате application/json', ['unsupported_media_type']);
 
 const ok = (description: string, schema: SchemaObject): ResponseObject => ({ description, content: jsonBody(schema) });
 
@@ -811,6 +816,8 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
           '201': okKeyed('Счёт создан', ref('InvoiceCreated')),
           '200': okKeyed('Счёт с этим orderId уже есть в проекте с теми же параметрами (идемпотентный повтор)', ref('InvoiceCreated')),
           '400': VALIDATION,
+          '413': PAYLOAD_TOO_LARGE,
+          '415': UNSUPPORTED_MEDIA_TYPE,
           '401': UNAUTHORIZED,
           '403': errorResponse('Проект не активен', ['project_not_active']),
           '409': conflictKeyed('orderId занят счётом с другими параметрами', ['order_id_conflict']),
@@ -844,6 +851,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
         parameters: [invoiceIdParam],
         responses: {
           '200': ok('Счёт', ref('Invoice')),
+          '400': VALIDATION,
           '401': UNAUTHORIZED,
           '404': errorResponse('Счёт не найден', ['invoice_not_found']),
           '429': RATE_LIMITED,
@@ -864,6 +872,8 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
         responses: {
           '202': okKeyed('Возврат принят, статус pending (повтор с тем же Idempotency-Key: тот же возврат)', ref('Refund')),
           '400': VALIDATION,
+          '413': PAYLOAD_TOO_LARGE,
+          '415': UNSUPPORTED_MEDIA_TYPE,
           '401': UNAUTHORIZED,
           '404': errorResponse('Счёт не найден', ['invoice_not_found']),
           '409': conflictKeyed('Счёт не в статусе paid или partially_refunded', ['conflict']),
@@ -884,6 +894,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
         parameters: [{ name: 'id', in: 'path', required: true, description: 'Идентификатор возврата (rf_…)', schema: { type: 'string' } }],
         responses: {
           '200': ok('Возврат', ref('Refund')),
+          '400': VALIDATION,
           '401': UNAUTHORIZED,
           '404': errorResponse('Возврат не найден (код тот же, что для счёта)', ['invoice_not_found']),
           '429': RATE_LIMITED,
@@ -897,7 +908,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
         summary: 'Способы оплаты',
         description: 'Способы оплаты проекта с лимитами суммы и ставками мерчанта.',
         tags: ['Справочники'],
-        responses: { '200': ok('Способы оплаты', ref('MethodList')), '401': UNAUTHORIZED, '429': RATE_LIMITED, '500': INTERNAL },
+        responses: { '200': ok('Способы оплаты', ref('MethodList')), '400': VALIDATION, '401': UNAUTHORIZED, '429': RATE_LIMITED, '500': INTERNAL },
       },
     },
     '/balance': {
@@ -906,7 +917,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
         summary: 'Баланс',
         description: 'Баланс мерчанта в режиме ключа.',
         tags: ['Справочники'],
-        responses: { '200': ok('Баланс', ref('Balance')), '401': UNAUTHORIZED, '429': RATE_LIMITED, '500': INTERNAL },
+        responses: { '200': ok('Баланс', ref('Balance')), '400': VALIDATION, '401': UNAUTHORIZED, '429': RATE_LIMITED, '500': INTERNAL },
       },
     },
     '/statements': {
@@ -926,7 +937,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
         description: 'Ключи, которыми шлюз подписывает выписки и контрольные точки журнала. Без авторизации.',
         tags: ['Аудит'],
         security: [],
-        responses: { '200': ok('Ключи', ref('AuditKeyList')), '500': INTERNAL },
+        responses: { '200': ok('Ключи', ref('AuditKeyList')), '400': VALIDATION, '500': INTERNAL },
       },
     },
     '/events': {
@@ -950,6 +961,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
         parameters: [{ name: 'id', in: 'path', required: true, description: 'Идентификатор события', schema: { type: 'string', format: 'uuid' } }],
         responses: {
           '200': ok('Тело вебхука', { oneOf: [ref('InvoiceEvent'), ref('RefundEvent'), ref('PayoutEvent')] }),
+          '400': VALIDATION,
           '401': UNAUTHORIZED,
           '404': errorResponse('События нет', ['not_found']),
           '429': RATE_LIMITED,
@@ -985,7 +997,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
         description:
           'Подтверждённые реквизиты аккаунта мерчанта (общие для всех его проектов), счёт маскирован. Добавляются и подтверждаются (по e-mail) только в кабинете.',
         tags: ['Выплаты'],
-        responses: { '200': ok('Реквизиты', ref('PayoutAddressList')), '401': UNAUTHORIZED, '429': RATE_LIMITED, '500': INTERNAL },
+        responses: { '200': ok('Реквизиты', ref('PayoutAddressList')), '400': VALIDATION, '401': UNAUTHORIZED, '429': RATE_LIMITED, '500': INTERNAL },
       },
     },
     '/payouts': {
@@ -1004,6 +1016,8 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
           '201': okKeyed('Заявка создана (повтор без orderId с тем же Idempotency-Key: та же заявка)', ref('Payout')),
           '200': okKeyed('Заявка с этим orderId уже есть (идемпотентный повтор)', ref('Payout')),
           '400': VALIDATION,
+          '413': PAYLOAD_TOO_LARGE,
+          '415': UNSUPPORTED_MEDIA_TYPE,
           '401': UNAUTHORIZED,
           '403': errorResponse('Тестовый ключ', ['test_mode']),
           '404': errorResponse('Реквизиты не найдены', ['address_not_found']),
@@ -1046,6 +1060,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
         parameters: [{ name: 'id', in: 'path', required: true, description: 'Идентификатор выплаты', schema: { type: 'integer' } }],
         responses: {
           '200': ok('Выплата', ref('Payout')),
+          '400': VALIDATION,
           '401': UNAUTHORIZED,
           '404': errorResponse('Выплата не найдена', ['not_found']),
           '429': RATE_LIMITED,

@@ -1320,6 +1320,32 @@ export interface operations {
                 };
             };
             /**
+             * @description Тело запроса слишком большое
+             *
+             *     - `payload_too_large`: тело запроса больше 64 КБ
+             */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Тело запроса не в формате application/json
+             *
+             *     - `unsupported_media_type`: тело не application/json или сжато (Content-Encoding не identity)
+             */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
              * @description Запрос корректен, но не может быть выполнен
              *
              *     - `amount_out_of_range`: сумма ниже минимума или выше максимума способа оплаты или проекта (для выплат: ниже минимальной выплаты)
@@ -1396,6 +1422,19 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Invoice"];
+                };
+            };
+            /**
+             * @description Запрос не прошёл проверку
+             *
+             *     - `validation`: тело не JSON, неверный тип, формат или значение перечисления; param указывает поле
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /**
@@ -1551,6 +1590,32 @@ export interface operations {
                 };
             };
             /**
+             * @description Тело запроса слишком большое
+             *
+             *     - `payload_too_large`: тело запроса больше 64 КБ
+             */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Тело запроса не в формате application/json
+             *
+             *     - `unsupported_media_type`: тело не application/json или сжато (Content-Encoding не identity)
+             */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
              * @description Возврат невозможен: сумма больше невозвращённого остатка (с учётом возвратов в pending) или больше available
              *
              *     - `refund_exceeds_amount`: сумма возврата больше невозвращённого остатка
@@ -1613,6 +1678,19 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Refund"];
+                };
+            };
+            /**
+             * @description Запрос не прошёл проверку
+             *
+             *     - `validation`: тело не JSON, неверный тип, формат или значение перечисления; param указывает поле
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /**
@@ -1694,6 +1772,19 @@ export interface operations {
                 };
             };
             /**
+             * @description Запрос не прошёл проверку
+             *
+             *     - `validation`: тело не JSON, неверный тип, формат или значение перечисления; param указывает поле
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
              * @description Нет авторизации или она неверна
              *
              *     - `unauthorized`: нет заголовка Authorization / X-Public-Id, ключ не найден или отозван
@@ -1756,6 +1847,19 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Balance"];
+                };
+            };
+            /**
+             * @description Запрос не прошёл проверку
+             *
+             *     - `validation`: тело не JSON, неверный тип, формат или значение перечисления; param указывает поле
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /**
@@ -1907,6 +2011,19 @@ export interface operations {
                 };
             };
             /**
+             * @description Запрос не прошёл проверку
+             *
+             *     - `validation`: тело не JSON, неверный тип, формат или значение перечисления; param указывает поле
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
              * @description Внутренняя ошибка сервера; безопасно повторить с задержкой
              *
              *     - `internal`: внутренняя ошибка сервера
@@ -2031,6 +2148,19 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["InvoiceEvent"] | components["schemas"]["RefundEvent"] | components["schemas"]["PayoutEvent"];
+                };
+            };
+            /**
+             * @description Запрос не прошёл проверку
+             *
+             *     - `validation`: тело не JSON, неверный тип, формат или значение перечисления; param указывает поле
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /**
@@ -2203,6 +2333,19 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PayoutAddressList"];
+                };
+            };
+            /**
+             * @description Запрос не прошёл проверку
+             *
+             *     - `validation`: тело не JSON, неверный тип, формат или значение перечисления; param указывает поле
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /**
@@ -2467,6 +2610,32 @@ export interface operations {
                 };
             };
             /**
+             * @description Тело запроса слишком большое
+             *
+             *     - `payload_too_large`: тело запроса больше 64 КБ
+             */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Тело запроса не в формате application/json
+             *
+             *     - `unsupported_media_type`: тело не application/json или сжато (Content-Encoding не identity)
+             */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
              * @description Заявка невозможна: реквизиты не подтверждены, сумма ниже минимума способа или больше available
              *
              *     - `address_not_confirmed`: реквизиты для выплаты не подтверждены
@@ -2530,6 +2699,19 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Payout"];
+                };
+            };
+            /**
+             * @description Запрос не прошёл проверку
+             *
+             *     - `validation`: тело не JSON, неверный тип, формат или значение перечисления; param указывает поле
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /**
