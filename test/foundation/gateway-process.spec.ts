@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { connect } from 'node:net';
+import { existsSync, readFileSync } from 'node:fs';
+import { AddressInfo, connect, createServer } from 'node:net';
 import path from 'node:path';
 import { Client, Pool } from 'pg';
 import { EMBEDDED_DATABASE_NAME, EMBEDDED_SERVER_SETTINGS, PASSWORD_FILE } from '#platform/database';
@@ -103,6 +103,23 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
       expect((await json(`${second.baseUrl}/health/ready`)).status).toBe(200);
     } finally {
       await second.kill('SIGTERM');
+    }
+  });
+
+  it('a start that fails (the port taken) exits 1 saying why, after stopping what it started: no error after it, no server left behind', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (taken.address() as AddressInfo).port;
+      const run = startProcess('gateway', { DATA_DIR: data.dir, PORT: String(port) });
+      expect(await run.exited).toBe(1);
+      expect(run.output()).toContain('The gateway could not start: listen EADDRINUSE');
+      // The projector stopped before the log was closed (it logged into the closed stream: an uncaught error).
+      expect(run.output()).not.toMatch(/SonicBoom|^\s+at /m);
+      // The embedded server it started is stopped by then.
+      expect(existsSync(path.join(data.dir, 'postgres', 'postmaster.pid'))).toBe(false);
+    } finally {
+      taken.close();
     }
   });
 });

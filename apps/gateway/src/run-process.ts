@@ -31,9 +31,13 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
   refuseArgumentsOrExit(roles.name);
   const config = loadConfigOrExit(roles.name);
   const log = createLogger(roles.name === 'gateway' ? 'gateway' : `gateway-${roles.name}`, config.logLevel ?? undefined);
+  // What has started, stopped in reverse if the start fails: a projector still running would
+  // log into the closed log stream (an uncaught error), and the embedded server would outlive the process.
+  const started: (() => unknown)[] = [];
 
   try {
     const infra = await openInfrastructure(config, log, { applicationName: servingApplicationName(roles.name) });
+    started.push(() => infra.close());
     // Metrics of this process: its requests, commands, ledgers, projections, workers and webhook attempts.
     const metrics = new GatewayMetrics({}, log);
     observeCommands(metrics.commandObserver);
@@ -44,8 +48,10 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
     // Which read models are being rebuilt, one view for the process: the API's routes and the workers read it.
     const rebuilds = new ReadModelRebuilds(infra.pool);
     rebuilds.start();
+    started.push(() => rebuilds.stop());
     const projector = roles.projector ? await Projector.create(infra, services, log, () => publicUrl.value, rebuilds, metrics) : null;
     projector?.start();
+    started.push(() => projector?.stop());
     const readiness: ReadinessProbe = async () => {
       const rebuilding = await rebuildsInProgress(rebuilds, infra.store);
       const shown = rebuilding.length > 0 ? { rebuilds: rebuilding } : {};
@@ -55,6 +61,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
     };
     const metricsServer: MetricsServer | null =
       config.metricsPort === null ? null : await startMetricsServer({ host: config.host, port: config.metricsPort }, metrics, infra.pool, readiness, log);
+    started.push(() => metricsServer?.close());
     const metricsLine = metricsServer ? `  metrics and health (METRICS_PORT, no token): http://${local}:${metricsServer.port}/metrics` : null;
 
     let app: NestFastifyApplication | null = null;
@@ -77,6 +84,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
         log,
         { metrics },
       );
+      started.push(() => app?.close());
       // Every existing key known before the first request: a failing attempt with one costs no lookup.
       await services.registry.warmUpCredentials();
       stopFollowingSecrets = services.registry.followWebhookSecretChanges();
@@ -147,6 +155,10 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
   } catch (error) {
     log.fatal({ err: error }, 'the gateway could not start');
     process.stderr.write(`The gateway could not start: ${(error as Error).message}\n`);
+    for (const stop of started.reverse())
+      await Promise.resolve()
+        .then(stop)
+        .catch(() => undefined);
     exitAfterLogs(log, 1);
   }
 }
