@@ -107,19 +107,22 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
   });
 
   it('a start that fails (the port taken) exits 1 saying why, after stopping what it started: no error after it, no server left behind', async () => {
+    // A data directory of its own: the one above keeps the server the SIGKILLed gateway left (a reused server is left running).
+    const own = temporaryDataDir();
     const taken = createServer();
     await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
     try {
       const port = (taken.address() as AddressInfo).port;
-      const run = startProcess('gateway', { DATA_DIR: data.dir, PORT: String(port) });
+      const run = startProcess('gateway', { DATA_DIR: own.dir, PORT: String(port) });
       expect(await run.exited).toBe(1);
       expect(run.output()).toContain('The gateway could not start: listen EADDRINUSE');
       // The projector stopped before the log was closed (it logged into the closed stream: an uncaught error).
       expect(run.output()).not.toMatch(/SonicBoom|^\s+at /m);
       // The embedded server it started is stopped by then.
-      expect(existsSync(path.join(data.dir, 'postgres', 'postmaster.pid'))).toBe(false);
+      expect(existsSync(path.join(own.dir, 'postgres', 'postmaster.pid'))).toBe(false);
     } finally {
       taken.close();
+      own.remove();
     }
   });
 });
