@@ -203,6 +203,16 @@ describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pa
     expect(choose.status).toBe(409);
   });
 
+  it('sandbox "Оплатить" sent several times at once (two tabs, a retried request): each answered with the same redirect', async () => {
+    const successUrl = 'https://shop.example/ok';
+    for (let round = 0; round < 3; round++) {
+      const invoice = await createInvoice({ method: 'card', successUrl });
+      const clicks = await Promise.all(Array.from({ length: 4 }, () => submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid' })));
+      expect(clicks.map((c) => [c.status, c.location])).toEqual(Array.from({ length: 4 }, () => [303, successUrl]));
+      expect(await invoiceStatus(invoice.id)).toBe('paid');
+    }
+  });
+
   it('sandbox "Отклонить" records the decline and redirects (303) to failUrl; the invoice is failed', async () => {
     const failUrl = 'http://shop.example/failed';
     const invoice = await createInvoice({ method: 'card', successUrl: 'https://shop.example/ok', failUrl });

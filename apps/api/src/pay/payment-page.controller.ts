@@ -173,7 +173,13 @@ export class PaymentPageController {
         renderErrorPage({ title: 'Сначала выберите способ оплаты', message: 'Выберите способ оплаты на странице счёта.', backHref: pagePath(created) }),
       );
     }
-    await this.commands.execute(new RecordPaymentResult(created.invoiceId, outcome, null, now));
+    try {
+      await this.commands.execute(new RecordPaymentResult(created.invoiceId, outcome, null, now));
+    } catch (error) {
+      // Clicks at once (two tabs, a retried request): another one recorded this outcome first; answer as it was answered.
+      if ((await this.find(id)).status === outcome) return redirect(reply, afterPayment(created, outcome));
+      throw error;
+    }
     return redirect(reply, afterPayment(created, outcome));
   }
 
