@@ -221,6 +221,7 @@ describe('operator console at /admin (HTTP)', () => {
       `${accountPage()}&entriesAfter=99999999999999999999`,
       `/admin/accounts/${merchant.accountId}?mode=test&mode=live`,
       '/admin?after=not-a-uuid',
+      `/admin?after=${randomUUID()}`,
       '/admin?after=a&after=b',
     ]) {
       const page = await get(path, cookie);

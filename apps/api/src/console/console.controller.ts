@@ -207,7 +207,9 @@ export class ConsoleController {
   @Get()
   async merchants(@Query('after') after: unknown, @Req() request: FastifyRequest, @Res() reply: FastifyReply) {
     const session = await this.session(request);
-    if (after !== undefined && !isUuid(after)) throw badRequest('Параметр after: идентификатор аккаунта из ссылки «Следующая страница».', session);
+    // An id that names no account would read as an empty list ("no accounts"): refused as a bad link, like one that is no id.
+    if (after !== undefined && (!isUuid(after) || !(await this.queries.execute(new GetAccount(after.toLowerCase())))))
+      throw badRequest('Параметр after: идентификатор аккаунта из ссылки «Следующая страница».', session);
     const page = await this.queries.execute(new ListAccounts(after === undefined ? null : after.toLowerCase(), MERCHANTS_PAGE));
     const rows: MerchantRow[] = [];
     for (const { account, projects } of page.items) {
