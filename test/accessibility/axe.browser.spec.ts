@@ -44,8 +44,9 @@ describe('accessibility: axe-core finds no violation on any page', () => {
 
   beforeAll(async () => {
     // CLOCK=manual: an invoice expires and a refund completes when the test moves the clock.
-    gw = await startInvoiceGateway({ CLOCK: 'manual' });
-    merchant = await gw.operator.merchant({ name: 'Книжная лавка', holdHours: 0 });
+    // WEBHOOK_ALLOW_PRIVATE_NETWORKS: a webhook URL on this host (nothing listens there), so the merchant's page lists deliveries.
+    gw = await startInvoiceGateway({ CLOCK: 'manual', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
+    merchant = await gw.operator.merchant({ name: 'Книжная лавка', holdHours: 0, webhookUrl: 'http://127.0.0.1:9/hooks' } as never);
     const expiring = await invoice('test', 'sbp');
     await gw.operator.advance(2 * 3600);
     pay['expired'] = expiring;
@@ -76,6 +77,11 @@ describe('accessibility: axe-core finds no violation on any page', () => {
         'the refund done',
       );
     }
+    await poll(
+      () => gw.operator.http.get(`/admin/v1/webhook-deliveries?projectId=${merchant.projectId}`),
+      (r) => r.body.items.length > 0,
+      'a webhook delivery listed',
+    );
     browser = await launchDebianChromium();
     context = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'ru-RU', bypassCSP: true });
   }, 120_000);
@@ -128,6 +134,8 @@ describe('accessibility: axe-core finds no violation on any page', () => {
         ['unknown account', `/admin/accounts/${randomUUID()}`],
       ]) {
         await page.goto(`${gw.baseUrl}${path}`);
+        // The test mode's page has the table of webhook deliveries (with its «Отправить снова» column).
+        if (name === 'merchant, test mode') expect(await page.locator('table.deliveries').count()).toBe(1);
         found[name!] = await violations(page);
       }
     } finally {

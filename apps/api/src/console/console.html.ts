@@ -313,7 +313,7 @@ function deliveriesSection(page: AccountPage, formToken: string): string {
       return `<tr class="delivery" data-delivery="${escapeHtml(d.id)}"><td>${escapeHtml(d.eventType)}${d.isTest ? ' <span class="badge test">test</span>' : ''}<div class="small muted">${escapeHtml(d.projectName)}</div></td><td class="mono">${escapeHtml(d.url)}</td><td><span class="badge${d.status === 'delivered' ? ' ok' : d.status === 'failed' ? ' bad' : ''}">${escapeHtml(d.status)}</span><div class="small muted">${time(d.createdAt)}</div>${d.nextAttemptAt ? `<div class="small muted">следующая: ${time(d.nextAttemptAt)}</div>` : ''}</td><td>${attempts}</td><td>${form}</td></tr>`;
     })
     .join('');
-  return `<table class="deliveries"><thead><tr><th>Событие</th><th>Адрес</th><th>Статус</th><th>Попытки</th><th></th></tr></thead><tbody>${rows}</tbody></table>`;
+  return `<table class="deliveries"><thead><tr><th>Событие</th><th>Адрес</th><th>Статус</th><th>Попытки</th><th>Действие</th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 
 export const DELIVERIES_SHOWN = 20;
