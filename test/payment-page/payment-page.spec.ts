@@ -517,9 +517,15 @@ describe('payment page rendering (pure)', () => {
     expect(plain(paid)).toContain('Заказ № A-1');
   });
 
-  it('has a clear page for refunded and partially refunded invoices', () => {
+  it('has a clear page for refunded and partially refunded invoices, saying how much went back (the order amount at most, not the fee)', () => {
     const now = new Date('2026-03-02T00:00:00.000Z');
-    expect(renderInvoicePage({ ...paidOn('2026-03-01T09:20:00.000Z'), status: 'refunded' }, now)).toContain('<h1>Платёж возвращён</h1>');
-    expect(renderInvoicePage({ ...paidOn('2026-03-01T09:20:00.000Z'), status: 'partially_refunded' }, now)).toContain('<h1>Платёж частично возвращён</h1>');
+    const refunded = plain(renderInvoicePage({ ...paidOn('2026-03-01T09:20:00.000Z'), status: 'refunded', refundedAmount: 150_000 }, now));
+    expect(refunded).toContain('<h1>Платёж возвращён</h1>');
+    expect(refunded).toContain('<dt class="total">Итого</dt><dd class="total">1 515,00 ₽</dd>');
+    expect(refunded).toContain('<dt>Возвращено покупателю</dt><dd>1 500,00 ₽</dd>');
+    expect(refunded).not.toContain('полностью');
+    const partly = plain(renderInvoicePage({ ...paidOn('2026-03-01T09:20:00.000Z'), status: 'partially_refunded', refundedAmount: 30_000 }, now));
+    expect(partly).toContain('<h1>Платёж частично возвращён</h1>');
+    expect(partly).toContain('<dt>Возвращено покупателю</dt><dd>300,00 ₽</dd>');
   });
 });

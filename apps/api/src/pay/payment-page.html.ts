@@ -174,6 +174,8 @@ function summary(invoice: Invoice, status: InvoiceStatus): string {
   if (status === 'paid' && isPaid(invoice)) {
     rows.push(`<dt>Оплачено</dt><dd><time datetime="${escapeHtml(invoice.paidAt)}">${formatMoscowTime(invoice.paidAt)}</time></dd>`);
   }
+  if ((status === 'refunded' || status === 'partially_refunded') && isPaid(invoice))
+    rows.push(`<dt>Возвращено покупателю</dt><dd>${formatRubles(invoice.refundedAmount)}</dd>`);
   return `<dl>${rows.join('\n')}</dl>`;
 }
 
@@ -246,8 +248,9 @@ const FINAL_STATUS: Partial<Record<InvoiceStatus, StatusText>> = {
     title: 'Срок оплаты истёк',
     text: 'Этот счёт больше нельзя оплатить. Вернитесь в магазин, чтобы оформить заказ заново.',
   },
-  refunded: { icon: '↩', tone: 'ret', title: 'Платёж возвращён', text: 'Деньги по этому счёту полностью возвращены покупателю.' },
-  partially_refunded: { icon: '↩', tone: 'ret', title: 'Платёж частично возвращён', text: 'Часть суммы по этому счёту возвращена покупателю.' },
+  // A refund returns at most the order amount: the service fee stays (the amount returned is in the summary).
+  refunded: { icon: '↩', tone: 'ret', title: 'Платёж возвращён', text: 'Сумма заказа возвращена покупателю.' },
+  partially_refunded: { icon: '↩', tone: 'ret', title: 'Платёж частично возвращён', text: 'Часть суммы заказа возвращена покупателю.' },
 };
 
 export interface InvoicePageOptions {
