@@ -242,7 +242,16 @@ describe('operator console at /admin (HTTP)', () => {
       expect({ path, status: page.status, type: page.headers.get('content-type') }).toEqual({ path, status, type: 'text/html; charset=utf-8' });
       expect(page.headers.get('content-security-policy')).toContain("default-src 'none'");
       expect(page.html).not.toContain('"error"');
+      expect(page.html).not.toContain('в API');
     }
+    // A form posted in another encoding is told how a console form is sent, not to send JSON.
+    const multipart = new FormData();
+    multipart.set('token', ADMIN_TOKEN);
+    const posted = await fetch(`${gateway.baseUrl}/admin/login`, { method: 'POST', headers: browser, body: multipart, redirect: 'manual' });
+    expect(posted.status).toBe(415);
+    const text = await posted.text();
+    expect(text).toContain('application/x-www-form-urlencoded');
+    expect(text).not.toContain('application/json');
     const api = await request(gateway.baseUrl, 'GET', '/admin/v1/nothing', { headers: browser });
     expect({ status: api.status, type: api.headers.get('content-type') }).toEqual({ status: 404, type: 'application/json; charset=utf-8' });
     expect(JSON.parse(api.html)).toEqual({ error: { code: 'not_found', message: expect.any(String) } });

@@ -99,9 +99,15 @@ export class ConsoleErrorFilter implements ExceptionFilter {
     }
     const title =
       error.status === 429 ? 'Слишком много попыток' : error.status === 404 ? 'Не найдено' : error.status >= 500 ? 'Сервис недоступен' : 'Запрос отклонён';
-    void sendHtml(reply, error.status, renderMessagePage(title, error.message, null, { href: '/admin', label: 'В консоль' }));
+    void sendHtml(reply, error.status, renderMessagePage(title, CONSOLE_MESSAGES[error.status] ?? error.message, null, { href: '/admin', label: 'В консоль' }));
   }
 }
+
+/** The API's texts that do not fit a page of HTML forms (its 404 speaks of the API, its 415 asks for JSON). */
+const CONSOLE_MESSAGES: Readonly<Record<number, string>> = {
+  404: 'Такой страницы в консоли нет.',
+  415: 'Формы консоли отправляются как application/x-www-form-urlencoded: повторите действие на странице консоли.',
+};
 
 /** The merchant page a console form came from (its accountId and mode fields), or the start page. */
 function merchantPageOf(body: unknown): string {
