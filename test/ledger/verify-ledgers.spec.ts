@@ -97,6 +97,15 @@ describe('ledger:verify finds each corruption', () => {
     expect({ ledgers: report.ledgers, entries: report.entries }).toEqual({ ledgers: 2, entries: 5 });
   });
 
+  it('passes a ledger whose only entry posted nothing (a refused reservation): it has no balances row, and all zero is what it holds', async () => {
+    const c: LedgerId = { accountId: randomUUID(), mode: 'live' };
+    await appendLedgerHistory(store, c, [{ type: 'ReserveFunds', reservationId: 'po_1', purpose: 'payout', amount: 10_000, recordRefusal: true, at: at(5) }]);
+    await visibleHead(db.pool, store);
+    expect(await problems()).toEqual([]);
+    const rows = await db.pool.query('SELECT 1 FROM ledger_balances WHERE account_id = $1', [c.accountId]);
+    expect(rows.rowCount).toBe(0);
+  });
+
   it('a cause posted twice in one ledger (and so its entry id twice)', async () => {
     const first = aEvents[0]!.data;
     await plant(a, [{ ...first, occurredAt: at(40) }]);
