@@ -221,9 +221,11 @@ describe('the verify and audit commands with a read-only role and no secrets key
     try {
       await migrate(behind.pool, allMigrations.slice(0, -1));
       const missing = allMigrations[allMigrations.length - 1]!.id;
-      const r = await run('log-verify', { DATABASE_URL: behind.url, DATA_DIR: auditorData.dir });
-      expect(r.code).toBe(2);
-      expect(r.output).toContain(missing);
+      // Every read-only command: exit 2 (could not run), naming the migration.
+      for (const command of ['log-verify', 'ledger-verify', 'read-models-checksum'] as const) {
+        const r = await run(command, { DATABASE_URL: behind.url, DATA_DIR: auditorData.dir });
+        expect({ command, code: r.code, named: r.output.includes(missing) }).toEqual({ command, code: 2, named: true });
+      }
       const applied = await behind.pool.query('SELECT 1 FROM migrations_applied WHERE id = $1', [missing]);
       expect(applied.rowCount).toBe(0);
     } finally {

@@ -53,7 +53,8 @@ function fail(message: string): never {
   process.exit(2);
 }
 
+// Exit 2: it could not run (no database, a schema not fully migrated), as the other read-only commands.
 main().catch((error) => {
   process.stderr.write(`read-models:checksum failed: ${(error as Error).message}\n`);
-  process.exit(1);
+  process.exit(2);
 });
