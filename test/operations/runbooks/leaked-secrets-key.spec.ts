@@ -105,6 +105,8 @@ describe('runbook: a leaked secrets key, the key file (no SECRETS_KEY)', () => {
     const currentId = keyIdOf(Buffer.from(current!, 'hex'));
     expect(second).toContain(`new key ${currentId}`);
     expect(first).toContain(`new key ${keyIdOf(Buffer.from(previous!, 'hex'))}`);
+    // Its advice is the runbook's: the key kept as long as the backups, apart from them.
+    expect(second).toContain('apart from the database backups');
     // The leaked key is gone from the file, and nothing stored is sealed with it.
     expect(keysInFile()).toHaveLength(2);
     expect(keysInFile()).not.toContain(leaked);
