@@ -83,8 +83,13 @@ export class PayoutFlow {
 
   /**
    * The answer of a request whose payout is written: the payout as the next steps
-   * leave it, or the refusal they record; when they fail, the payout as written
-   * (pending), left to the recovery worker.
+   * leave it, or the refusal they record. When they fail, what the payout's stream holds
+   * decides: a refusal recorded before the failure (its answer lost) is the answer; a
+   * payout past the ledger's decision is answered as it is; one still requested is,
+   * for the run that wrote it, answered as written (pending) and left to the recovery
+   * worker, which shows any refusal it meets. A repeat (by orderId or key) never answers
+   * a payout still requested: the run that wrote it may yet refuse it unseen, so the
+   * repeat fails (5xx, it wrote nothing) and is sent again.
    */
   async answerOf(written: Payout, now: Date, by: 'answering' | 'finishing'): Promise<Payout> {
     const payoutId = written.requested.payoutId;
@@ -92,6 +97,10 @@ export class PayoutFlow {
       return await this.advance(payoutId, now, by);
     } catch (error) {
       if (error instanceof Refusal) throw error;
+      const recorded = await this.load(payoutId).catch(() => null);
+      if (recorded?.status === 'refused') throw REFUSALS[recorded.refusal]();
+      if (recorded !== null && recorded.status !== 'none' && recorded.status !== 'requested') return recorded;
+      if (by === 'finishing') throw error;
       tellLeftToRecovery(this.observer, 'payout', String(payoutId), error);
       return written;
     }
