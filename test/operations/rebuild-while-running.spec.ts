@@ -123,6 +123,8 @@ describe('projections:rebuild while the gateway runs', () => {
     expect(rebuild.output()).toMatch(/waited 3 s for the serving processes \(\d+ sessions\) to see it/);
     // The rebuild was seen: answered 503 for a while, handed over, with progress.
     expect(seen.filter((s) => s.status === 503).length).toBeGreaterThan(0);
+    // An answer, not a failure: one info line per request, no error line with a stack (operations.md).
+    expect(gateway.output()).not.toMatch(/"level":50[^\n]*"msg":"request failed"/);
     expect(states).toContain('handed_over');
     expect(progress.length).toBeGreaterThan(0);
     for (const p of progress) expect(p >= 0 && p <= 1).toBe(true);

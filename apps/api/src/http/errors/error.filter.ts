@@ -21,7 +21,8 @@ export class ErrorFilter implements ExceptionFilter {
     if (exception instanceof StoredAnswer) return exception.send(reply);
     const request = host.switchToHttp().getRequest<FastifyRequest>();
     const error = parserRefusal(exception, request) ?? toApiError(exception);
-    if (error.status >= 500) {
+    // A 5xx the API decided on (ApiError: a read model being rebuilt) is an answer, logged by its request line; any other is a failure.
+    if (error.status >= 500 && !(exception instanceof ApiError)) {
       // request.log is the request's child logger: the line carries its requestId.
       (request.log ?? this.log).error({ err: exception, method: request.method, url: request.url }, 'request failed');
     }
