@@ -148,7 +148,7 @@ async function stillUsedByOthers(presence: Client, port: number, password: strin
   try {
     await client.connect();
   } catch {
-    return true; // not reachable: nothing to stop from here
+    return false; // not reachable: nobody is on it, so this process stops what it can
   }
   try {
     const { rows } = await client.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1', [PRESENCE]);
