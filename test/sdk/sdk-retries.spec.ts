@@ -95,6 +95,18 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
       },
       ...extra,
     });
+  /** An HMAC client on a clock of its own that starts at `start` ms and moves by `step(ms)` at each wait. */
+  const signingOnClock = (start: number, step: (ms: number) => number) => {
+    let now = start;
+    return client({
+      auth: { publicId: 'pk_test_stub', signingSecret: 'whsec' },
+      now: () => now,
+      sleep: async (ms) => {
+        waits.push(ms);
+        now += step(ms);
+      },
+    });
+  };
 
   beforeAll(async () => {
     stub = await startStub();
@@ -210,15 +222,7 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
   });
 
   it('HMAC mode signs every attempt anew over "<timestamp>.<raw body>" with the moment of the attempt', async () => {
-    let now = 1_800_000_000_000;
-    const signing = client({
-      auth: { publicId: 'pk_test_stub', signingSecret: 'whsec' },
-      now: () => now,
-      sleep: async (ms) => {
-        waits.push(ms);
-        now += 7000;
-      },
-    });
+    const signing = signingOnClock(1_800_000_000_000, () => 7000);
     stub.script(error(503, 'provider_unavailable'), { status: 201, body: { id: 'x' } });
     await signing.createInvoice({ amount: '10.00', orderId: 'o-2' });
     const [first, second] = stub.attempts;
@@ -241,15 +245,7 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
   });
 
   it('HMAC mode: a clock two hours ahead is corrected and the request signed again at once, with the gateway time (no wait)', async () => {
-    let now = 1_000_000_000_000;
-    const signing = client({
-      auth: { publicId: 'pk_test_stub', signingSecret: 'whsec' },
-      now: () => now,
-      sleep: async (ms) => {
-        waits.push(ms);
-        now += ms;
-      },
-    });
+    const signing = signingOnClock(1_000_000_000_000, (ms) => ms);
     stub.script(error(401, 'timestamp_invalid', {}, { 'x-server-time': '999992800' }), { status: 200, body: BALANCE });
     await signing.getBalance();
     expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1000000000', '999992800']);
@@ -282,15 +278,7 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
   });
 
   it(`HMAC mode: past ${MAX_TIMESTAMP_LEAD_SECONDS} s ahead of the clock the client waits instead of leaving the gateway's window`, async () => {
-    let now = 1_800_000_000_000;
-    const signing = client({
-      auth: { publicId: 'pk_test_stub', signingSecret: 'whsec' },
-      now: () => now,
-      sleep: async (ms) => {
-        waits.push(ms);
-        now += ms;
-      },
-    });
+    const signing = signingOnClock(1_800_000_000_000, (ms) => ms);
     stub.script(...Array.from({ length: MAX_TIMESTAMP_LEAD_SECONDS + 2 }, () => ({ status: 200, body: BALANCE })));
     for (let i = 0; i < MAX_TIMESTAMP_LEAD_SECONDS + 2; i++) await signing.getBalance();
     const stamps = stub.attempts.map((a) => Number(a.headers['x-timestamp']));
