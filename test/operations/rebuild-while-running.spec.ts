@@ -106,12 +106,19 @@ describe('projections:rebuild while the gateway runs', () => {
     let exited = false;
     void rebuild.exited.then(() => (exited = true));
     const progress: number[] = [];
+    const progressOf = new Map<string, number[]>();
     const states = new Set<string>();
     const readiness = (async () => {
       while (!exited) {
-        const r = (await operator.http.get('/health/ready')).body as { projections: { state: string }[]; rebuilds?: { progress: number }[] };
+        const r = (await operator.http.get('/health/ready')).body as {
+          projections: { state: string }[];
+          rebuilds?: { projection: string; progress: number }[];
+        };
         for (const p of r.projections) states.add(p.state);
-        for (const x of r.rebuilds ?? []) progress.push(x.progress);
+        for (const x of r.rebuilds ?? []) {
+          progress.push(x.progress);
+          progressOf.set(x.projection, [...(progressOf.get(x.projection) ?? []), x.progress]);
+        }
         await new Promise((resolve) => setTimeout(resolve, 50));
       }
     })();
@@ -128,6 +135,8 @@ describe('projections:rebuild while the gateway runs', () => {
     expect(states).toContain('handed_over');
     expect(progress.length).toBeGreaterThan(0);
     for (const p of progress) expect(p >= 0 && p <= 1).toBe(true);
+    // Each read model's progress only grows: 0 while marked and not yet emptied (it read 1 there, the old checkpoint), then up.
+    for (const [projection, seen] of progressOf) expect({ projection, seen }).toEqual({ projection, seen: [...seen].sort((x, y) => x - y) });
 
     await projectorLiveAgain();
     await expectReadsRight();

@@ -74,14 +74,16 @@ export class ReadModelRebuilds {
     // The view is as old as the moment it was asked for (its snapshot is taken after).
     const asked = Date.now();
     this.refreshing ??= this.pool
-      .query<{ projection: string; rebuild_started_at: Date; commit_position: string; prepare_position: string }>(
-        'SELECT projection, rebuild_started_at, commit_position, prepare_position FROM projection_checkpoints WHERE rebuild_started_at IS NOT NULL ORDER BY projection',
+      .query<{ projection: string; rebuild_started_at: Date; commit_position: string; prepare_position: string; emptied: boolean }>(
+        `SELECT projection, rebuild_started_at, commit_position, prepare_position, updated_at >= rebuild_started_at AS emptied
+         FROM projection_checkpoints WHERE rebuild_started_at IS NOT NULL ORDER BY projection`,
       )
       .then((r) => {
         this.marks = r.rows.map((row) => ({
           projection: row.projection,
           startedAt: row.rebuild_started_at,
-          checkpoint: { commit: BigInt(row.commit_position), prepare: BigInt(row.prepare_position) },
+          // Marked but not yet emptied (the checkpoint is still the old one, written before the mark): nothing rebuilt yet.
+          checkpoint: row.emptied ? { commit: BigInt(row.commit_position), prepare: BigInt(row.prepare_position) } : { commit: 0n, prepare: 0n },
         }));
         this.seenAt = asked;
       })
