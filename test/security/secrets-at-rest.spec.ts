@@ -10,7 +10,7 @@
  *   still refused after crash recovery.
  */
 import { createDecipheriv, randomBytes } from 'node:crypto';
-import { readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { Client as PgClient, Pool } from 'pg';
 import { keyIdOf } from '#platform/secrets';
@@ -175,6 +175,17 @@ describe('the key file under DATA_DIR, rotated while the gateway runs', () => {
     const project = await operator.createProject(account, { webhookUrl: receiver.url } as never);
     const secret = project.webhookSecret as string;
     expect(await storedSecret(db.pool, project.id)).toMatch(new RegExp(`^sealed:v1:${keyIdOf(firstKey)}:`));
+
+    // A DATA_DIR without the key file (a restore that lost it): refused, naming the key, and no useless new key file left there.
+    const lost = temporaryDataDir();
+    try {
+      const refused = startProcess('api', { ...env, DATA_DIR: lost.dir, PORT: '0' });
+      expect(await refused.exited).toBe(1);
+      expect(refused.output()).toContain(`sealed with key ${keyIdOf(firstKey)}`);
+      expect(existsSync(path.join(lost.dir, 'secrets.key'))).toBe(false);
+    } finally {
+      lost.remove();
+    }
 
     const rotate = startProcess('secrets-rotate-key', env);
     await expectSuccess(rotate);

@@ -7,7 +7,8 @@ import { EventStore, PostgresEventStore } from '#event-store';
 import { checkServerPastEventLog } from '#event-store/postgres';
 import type { Logger } from '#platform/logging';
 import { checkWebhookSecretKeys } from '../merchants/webhook-secrets';
-import { SecretBox, secretKeySource } from '#platform/secrets';
+import { SecretBox, secretKeySource, secretsKeyFileOf } from '#platform/secrets';
+import { existsSync, rmSync } from 'node:fs';
 
 /** What every process of the gateway stands on: database, event store, clock, secrets key. */
 export interface Infrastructure extends InfrastructureWithoutSecrets {
@@ -88,6 +89,9 @@ export async function openInfrastructure(
   const readOnly = access === 'read-only';
   if (readOnly && options.secrets === true) throw new Error('a read-only opening holds no secrets key');
   const withSecrets = !readOnly && options.secrets !== false;
+  // A key file this start makes (none under DATA_DIR yet): removed again if the database's secrets need another key.
+  const keyFile = withSecrets && config.secretsKeys === null ? secretsKeyFileOf(config.dataDir) : null;
+  const keyFileMade = keyFile !== null && !existsSync(keyFile);
   const secrets = withSecrets ? new SecretBox(secretKeySource(config)) : null;
   let embedded: EmbeddedDatabase | null = null;
   let databaseUrl = config.databaseUrl;
@@ -105,7 +109,13 @@ export async function openInfrastructure(
       if (applied.length > 0) log.info({ versions: applied }, 'schema migrations applied');
     }
     // Every stored secret must open with this process's keys.
-    if (secrets) await checkWebhookSecretKeys(pool, secrets);
+    if (secrets) {
+      await checkWebhookSecretKeys(pool, secrets).catch((error: unknown) => {
+        // Nothing was sealed with a key just made (the stored secrets need another): a restore missing its key file keeps none.
+        if (keyFileMade) rmSync(keyFile, { force: true });
+        throw error;
+      });
+    }
 
     // The log is ordered by transaction ids: a server behind them (a logical restore) would hide every new event.
     if (!readOnly && config.eventStore === 'postgres') await checkServerPastEventLog(pool);
