@@ -312,5 +312,15 @@ describe('the gateway against a DATABASE_URL', () => {
     expect(await proc.exited).toBe(2);
     expect(proc.output()).toContain('PORT must be an integer from 0 to 65535');
     expect(proc.output()).toContain('EVENT_STORE must be "postgres" or "eventstoredb"');
+    // A host name that does not resolve: the same exit, before any database is made under DATA_DIR.
+    const fresh = temporaryDataDir();
+    try {
+      const named = startProcess('gateway', { HOST: 'no-such-host.invalid', DATA_DIR: fresh.dir });
+      expect(await named.exited).toBe(2);
+      expect(named.output()).toContain('HOST "no-such-host.invalid" does not resolve');
+      expect(existsSync(path.join(fresh.dir, 'postgres'))).toBe(false);
+    } finally {
+      fresh.remove();
+    }
   });
 });

@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import { lookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { loadConfigOrExit, openInfrastructure, refuseArgumentsOrExit, ServingRole, servingApplicationName, urlHostOf } from '#payments/composition';
 import { createLogger, exitAfterLogs } from '#platform/logging';
@@ -30,6 +32,17 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
   // Configured by the environment: `npm start -- --port 4000` would otherwise listen on PORT.
   refuseArgumentsOrExit(roles.name);
   const config = loadConfigOrExit(roles.name);
+  // A host name that does not resolve is a bad value too: refused (exit 2) before the database is touched, as the others.
+  if (
+    isIP(config.host) === 0 &&
+    !(await lookup(config.host).then(
+      () => true,
+      () => false,
+    ))
+  ) {
+    process.stderr.write(`${roles.name}: Invalid configuration:\n  - HOST "${config.host}" does not resolve to an address to listen on\n`);
+    process.exit(2);
+  }
   const log = createLogger(roles.name === 'gateway' ? 'gateway' : `gateway-${roles.name}`, config.logLevel ?? undefined);
   // What has started, stopped in reverse if the start fails: a projector still running would
   // log into the closed log stream (an uncaught error), and the embedded server would outlive the process.
