@@ -61,7 +61,7 @@ async function main(): Promise<void> {
     process.stdout.write(
       `secrets:rotate-key: new key ${keyIdOf(fresh)} in ${source.file}; ${resealed} webhook secret(s) sealed again with it.\n` +
         `  The previous key ${keyIdOf(before[0]!)} stays in the file to open anything written during the rotation; older ones were dropped.\n` +
-        '  Keep a copy of the key file as long as your database backups, apart from the database backups: a backup opens only with the keys of its time.\n' +
+        '  Keep a copy of the key file apart from the database backups, for as long as they are kept: a backup opens only with the keys of its time.\n' +
         signing,
     );
   } finally {
