@@ -94,6 +94,19 @@ describe('the ledger book on the real event store', () => {
     expect(past.lastEntryAt).toBe('2026-01-01T00:00:00Z');
   });
 
+  it('as of an instant, counts an entry posted hours later with an earlier time (a payment the projector posts late)', async () => {
+    const ledger = newLedger();
+    const payment = (invoiceId: string, at: string) =>
+      book.post(ledger, { type: 'RecordPayment', invoiceId, netAmount: 1_000, feeAmount: 0, releaseAt: null, at });
+    await payment(randomUUID(), '2026-03-01T10:00:00Z');
+    await payment(randomUUID(), '2026-03-01T13:00:00Z');
+    // Paid at 09:59 while the projector was down; posted after the 13:00 entry.
+    await payment(randomUUID(), '2026-03-01T09:59:00Z');
+    const past = await book.asOf(ledger, new Date('2026-03-01T10:30:00Z'));
+    expect(past.state.balances.available).toBe(2_000);
+    expect(past.lastEntryAt).toBe('2026-03-01T10:00:00Z');
+  });
+
   it('20 concurrent posts of one cause post exactly one entry', async () => {
     const ledger = newLedger();
     const invoiceId = randomUUID();

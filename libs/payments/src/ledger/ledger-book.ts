@@ -35,7 +35,6 @@ export interface Posted {
 
 /** Snapshot every 500 entries: loading a ledger reads at most that many events, however long its history. */
 export const LEDGER_SNAPSHOT_EVERY = 500;
-const OUT_OF_ORDER_WINDOW_MS = 3600_000;
 /** Entries read per page when a ledger is read from its start. */
 const ENTRY_PAGE = 2000;
 
@@ -298,8 +297,8 @@ export class LedgerBook {
 
   /**
    * The state at a past instant, rebuilt from every entry that occurred at or before
-   * it. Entries are in log order; decisions made concurrently may carry times a little
-   * out of order, so the scan goes on until entries are an hour past the instant.
+   * it, read to the ledger's end: an entry's time is its cause's (a payment posted late
+   * by the projector carries its payment's), so log order says nothing of time.
    */
   async asOf(ledger: LedgerId, instant: Date): Promise<{ state: LedgerState; lastEntryAt: string | null }> {
     let state = initialLedgerState();
@@ -307,10 +306,9 @@ export class LedgerBook {
     const limit = instant.getTime();
     await this.forEachEntry(ledger, (entry) => {
       const occurredAt = Date.parse(entry.occurredAt);
-      if (occurredAt > limit + OUT_OF_ORDER_WINDOW_MS) return false;
       if (occurredAt > limit) return true;
       state = evolve(state, { type: 'LedgerEntryPosted', data: entry });
-      lastEntryAt = entry.occurredAt;
+      if (lastEntryAt === null || occurredAt > Date.parse(lastEntryAt)) lastEntryAt = entry.occurredAt;
       return true;
     });
     return { state, lastEntryAt };
