@@ -381,6 +381,11 @@ describe('merchant API access, modes and reads', () => {
       // One millisecond after #5: nothing; one millisecond after #0 as `to`: only #0.
       expect(await range(`from=${q(new Date(Date.parse(six[5].createdAt) + 1).toISOString())}`)).toEqual([]);
       expect(await range(`to=${q(new Date(Date.parse(six[0].createdAt) + 1).toISOString())}`)).toEqual([six[0].id]);
+      // Microseconds past #3's millisecond: #3 was created before that instant (from excludes it, to includes it).
+      const past3 = q(six[3].createdAt.replace('Z', '500Z'));
+      expect(await range(`from=${past3}`)).toEqual([six[5].id, six[4].id]);
+      expect(await range(`to=${past3}`)).toEqual([six[3].id, six[2].id, six[1].id, six[0].id]);
+      expect(await range(`from=${q(six[3].createdAt.replace('Z', '000Z'))}`)).toEqual([six[5].id, six[4].id, six[3].id]);
       // The same instant as #3 written in Moscow time.
       const moscow = new Date(Date.parse(six[3].createdAt) + 3 * 3_600_000).toISOString().replace('Z', '+03:00');
       expect(await range(`from=${q(moscow)}`)).toEqual([six[5].id, six[4].id, six[3].id]);

@@ -151,12 +151,19 @@ describe('GET /v1/balance/transactions', () => {
       const first = Date.parse(items[items.length - 1].createdAt) - 60_000;
       const last = Date.parse(items[0].createdAt) + 60_000;
       // Boundaries on the entries' own instants too, where off-by-one mistakes show.
-      const instants = fc.oneof(fc.integer({ min: first, max: last }), fc.constantFrom(...entries.map((e) => e.at)));
+      // In microseconds: a bound a fraction of a millisecond past an entry's instant must leave it out of from and in to.
+      const instants = fc
+        .tuple(
+          fc.oneof(fc.integer({ min: first, max: last }), fc.constantFrom(...entries.map((e) => e.at))),
+          fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 999 })),
+        )
+        .map(([ms, us]) => ms * 1000 + us);
+      const written = (us: number) => new Date(Math.floor(us / 1000)).toISOString().replace('Z', `${String(us % 1000).padStart(3, '0')}Z`);
       await fc.assert(
         fc.asyncProperty(instants, instants, async (a, b) => {
           const [from, to] = a <= b ? [a, b] : [b, a];
-          const period = await allTransactions(m.live, `&from=${new Date(from).toISOString()}&to=${new Date(to).toISOString()}`);
-          const change = entries.filter((e) => e.at >= from && e.at < to).reduce((sum, e) => sum + e.moved, 0);
+          const period = await allTransactions(m.live, `&from=${written(from)}&to=${written(to)}`);
+          const change = entries.filter((e) => e.at * 1000 >= from && e.at * 1000 < to).reduce((sum, e) => sum + e.moved, 0);
           expect(period.reduce((sum, t) => sum + signed(t.amount), 0)).toBe(change);
         }),
         { seed: fastCheckSeed('balance transactions periods'), numRuns: 25 },

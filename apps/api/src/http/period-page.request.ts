@@ -28,10 +28,21 @@ export class PeriodPageQuery extends PageQuery {
   to?: string;
 }
 
+/**
+ * A bound of a range [from, to) over times kept to the millisecond: the first whole
+ * millisecond at or after the instant written, exact for either bound (`Date` drops
+ * the fraction's digits past the third: 49.688500 would take in what was at 49.688).
+ */
+export const rangeBound = (text: string | undefined): Date | undefined => {
+  if (text === undefined) return undefined;
+  const at = new Date(text);
+  return /\.\d{3}0*[1-9]/.test(text) ? new Date(at.getTime() + 1) : at;
+};
+
 /** The period and page a PeriodPageQuery asks for. */
 export const periodPageOf = (query: PeriodPageQuery) => ({
-  from: query.from === undefined ? undefined : new Date(query.from),
-  to: query.to === undefined ? undefined : new Date(query.to),
+  from: rangeBound(query.from),
+  to: rangeBound(query.to),
   before: cursorSeqOf(query.cursor),
   limit: pageSizeOf(query.limit, 20),
 });

@@ -3,6 +3,7 @@ import { QueryBus } from '@nestjs/cqrs';
 import { invoiceRowView } from '#payments';
 import type { MerchantIdentity } from '#payments/merchants';
 import { cursorSeqOf, encodeCursor, pageSizeOf } from '../../http/cursor';
+import { rangeBound } from '../../http/period-page.request';
 import { PUBLIC_URL } from '../../http/tokens';
 import type { PublicUrl } from '../../http/tokens';
 import { validRequest } from '../../http/request-pipe';
@@ -24,8 +25,7 @@ export class ListInvoicesRoute {
   @Get()
   async list(@Merchant() merchant: MerchantIdentity, @Query(validRequest) query: ListInvoicesQuery) {
     const { orderId, status } = query;
-    const from = query.from === undefined ? undefined : new Date(query.from);
-    const to = query.to === undefined ? undefined : new Date(query.to);
+    const [from, to] = [rangeBound(query.from), rangeBound(query.to)];
     const page = await this.queries.execute(
       new ListInvoices({
         projectId: merchant.project.id,
