@@ -305,6 +305,13 @@ describe('the gateway against a DATABASE_URL', () => {
     } finally {
       await api.kill();
     }
+    // The database's times are now ahead of the system clock: a process writing without CLOCK=manual would stamp times before them.
+    const system = startProcess('api', { DATABASE_URL: db.url, ADMIN_TOKEN });
+    expect(await system.exited).toBe(1);
+    expect(system.output()).toContain('this database ran with CLOCK=manual, its clock advanced 120 s past the system clock');
+    const seed = startProcess('seed-load', { DATABASE_URL: db.url }, ['--events', '10']);
+    expect(await seed.exited).toBe(1);
+    expect(seed.output()).toContain('start it with CLOCK=manual');
   });
 
   it('refuses a bad configuration with a clear message and exit code 2', async () => {

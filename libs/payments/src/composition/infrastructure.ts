@@ -128,6 +128,7 @@ export async function openInfrastructure(
 
     let clock: GatewayClock = new SystemClock();
     let clockSync: ManualClockSync | null = null;
+    if (!readOnly && config.clock !== 'manual') await checkClockNotBehindManual(pool);
     if (config.clock === 'manual') {
       // Reads the shared offset (and follows it); only POST /admin/v1/clock/advance writes it.
       const manual = new ManualClock();
@@ -156,5 +157,20 @@ export async function openInfrastructure(
     await pool.end().catch(() => undefined);
     await embedded?.stop().catch(() => undefined);
     throw error;
+  }
+}
+
+/**
+ * A database whose manual clock was advanced holds times ahead of the system clock:
+ * a process writing by the system clock would stamp new events before them (a closed
+ * period's statement would change, a poll mark would lock its invoice out). The clock
+ * only moves forward, so such a database is run with CLOCK=manual.
+ */
+async function checkClockNotBehindManual(pool: Pool): Promise<void> {
+  const offset = Number((await pool.query<{ offset_ms: string }>('SELECT offset_ms FROM manual_clock')).rows[0]?.offset_ms ?? 0);
+  if (offset > 0) {
+    throw new Error(
+      `this database ran with CLOCK=manual, its clock advanced ${offset / 1000} s past the system clock: without CLOCK=manual its times would go back (the clock only moves forward); start it with CLOCK=manual`,
+    );
   }
 }
