@@ -276,10 +276,14 @@ describe('the OpenAPI document', () => {
     expect(Object.keys(error.properties!.error!.properties!).sort()).toEqual(['code', 'details', 'message', 'param']);
   });
 
-  it('every operation documents 400 (a parameter it does not take is refused), and one with a body 413 and 415', () => {
+  it('every operation documents 400 (a parameter it does not take is refused), 500 and 503 with Retry-After, and one with a body 413 and 415', () => {
     for (const { key, op } of allOperations(doc.paths)) {
       const statuses = Object.keys(op.responses);
-      expect({ key, has400: statuses.includes('400') }).toEqual({ key, has400: true });
+      expect({ key, has400: statuses.includes('400'), has500: statuses.includes('500') }).toEqual({ key, has400: true, has500: true });
+      expect({ key, unavailable: op.responses['503'] }).toMatchObject({
+        key,
+        unavailable: { 'x-error-codes': ['provider_unavailable'], headers: { 'Retry-After': {} } },
+      });
       if (op.requestBody) expect({ key, bodyErrors: statuses.filter((s) => s === '413' || s === '415') }).toEqual({ key, bodyErrors: ['413', '415'] });
     }
   });

@@ -232,6 +232,12 @@ const UNAUTHORIZED = errorResponse('Нет авторизации или она 
 /** 429: the per-key request rate applies to every endpoint (Limits); polling limits add to it on GET by id. */
 const RATE_LIMITED = errorResponse('Слишком много запросов; повторить после Retry-After', ['rate_limited'], RETRY_AFTER);
 const INTERNAL = errorResponse('Внутренняя ошибка сервера; безопасно повторить с задержкой', ['internal']);
+/** 503: every operation reads or writes the database; also while a read model it reads is rebuilt (docs/api.md). */
+export const UNAVAILABLE = errorResponse(
+  'Сервис временно недоступен: база данных не ответила или данные пересобираются; повторить после Retry-After (запись — с тем же Idempotency-Key или orderId)',
+  ['provider_unavailable'],
+  RETRY_AFTER,
+);
 const VALIDATION = errorResponse('Запрос не прошёл проверку', ['validation']);
 /** A body the gateway could not read: too large, or not JSON as sent. */
 const PAYLOAD_TOO_LARGE = errorResponse('Тело запроса слишком большое', ['payload_too_large']);
@@ -779,6 +785,19 @@ const DESCRIPTION = `Платёжный шлюз для мерчантов: сч
 // The document
 // ---------------------------------------------------------------------------
 
+/** Each operation of the paths with 503 among its answers. */
+export const answeringUnavailable = (paths: Record<string, PathItemObject>, unavailable: ResponseObject): Record<string, PathItemObject> =>
+  Object.fromEntries(
+    Object.entries(paths).map(([path, item]) => [
+      path,
+      Object.fromEntries(
+        Object.entries(item).map(([key, value]) =>
+          (HTTP_METHODS as readonly string[]).includes(key) ? [key, { ...(value as OperationObject), responses: { ...(value as OperationObject).responses, '503': unavailable } }] : [key, value],
+        ),
+      ),
+    ]),
+  );
+
 export const OPENAPI_DOCUMENT: OpenApiDocument = {
   openapi: '3.1.0',
   info: {
@@ -801,7 +820,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
     { name: 'Вебхуки', description: 'Исходящие подписанные уведомления на webhook_url проекта' },
     { name: 'Аудит', description: 'Подписанные выписки и открытые ключи, которыми их проверить' },
   ],
-  paths: {
+  paths: answeringUnavailable({
     '/invoices': {
       post: {
         operationId: 'createInvoice',
@@ -824,7 +843,6 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
           '422': errorResponse('Запрос корректен, но не может быть выполнен', ['amount_out_of_range', 'method_unavailable', 'customer_fee_pct_too_high']),
           '429': RATE_LIMITED,
           '500': INTERNAL,
-          '503': errorResponse('Способ оплаты временно недоступен', ['provider_unavailable']),
         },
       },
       get: {
@@ -1068,7 +1086,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
         },
       },
     },
-  },
+  }, UNAVAILABLE),
   webhooks: Object.fromEntries(WEBHOOK_EVENTS.map((kind) => [kind, webhook(kind)])),
   components: {
     schemas: {

@@ -17,7 +17,7 @@ import { OperatorStatementQuery } from '../audit/signed-statement/signed-stateme
 import type { projectView } from '../merchants/projects.controller';
 import type { addressView } from '../payouts/payout-addresses/payout-addresses.route';
 import type { OpenApiDocument, OperationObject, ParameterObject, ResponseObject, SchemaObject } from './openapi-document';
-import { answer, OPENAPI_DOCUMENT, ref } from './openapi-document';
+import { answer, OPENAPI_DOCUMENT, ref, UNAVAILABLE } from './openapi-document';
 import { queryParameters, requestSchema } from './request-schemas';
 
 /**
@@ -39,13 +39,15 @@ const ERRORS = {
   '415': error('Тело не application/json или сжато (Content-Encoding не identity): code unsupported_media_type'),
   '401': error('Нет токена оператора или он неверный: code unauthorized'),
   '429': error('Слишком много неудачных попыток авторизации: code rate_limited, заголовок Retry-After'),
+  '500': error('Внутренняя ошибка: code internal'),
 } as const;
 
-/** Every route refuses a parameter it does not take (400); a body that could not be read is 413 or 415. */
+/** Every route refuses a parameter it does not take (400), answers 500 and 503 as any; a body that could not be read is 413 or 415. */
 function operation(o: Omit<OperationObject, 'tags' | 'responses'> & { tag: string; responses: Record<string, ResponseObject> }): OperationObject {
   const { tag, ...rest } = o;
   const unread: Record<string, ResponseObject> = o.requestBody ? { '413': ERRORS['413'], '415': ERRORS['415'] } : {};
-  return { ...rest, tags: [tag], responses: { ...o.responses, '400': ERRORS['400'], ...unread, '401': ERRORS['401'], '429': ERRORS['429'] } };
+  const failed = { '500': ERRORS['500'], '503': UNAVAILABLE };
+  return { ...rest, tags: [tag], responses: { ...o.responses, '400': ERRORS['400'], ...unread, '401': ERRORS['401'], '429': ERRORS['429'], ...failed } };
 }
 
 const account = answer<Account>({

@@ -1217,6 +1217,21 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /**
+             * @description Сервис временно недоступен: база данных не ответила или данные пересобираются; повторить после Retry-After (запись — с тем же Idempotency-Key или orderId)
+             *
+             *     - `provider_unavailable`: способ оплаты временно недоступен у банков или идут технические работы
+             */
+            503: {
+                headers: {
+                    /** @description Через сколько секунд можно повторить запрос (целое число) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     createInvoice: {
@@ -1389,12 +1404,14 @@ export interface operations {
                 };
             };
             /**
-             * @description Способ оплаты временно недоступен
+             * @description Сервис временно недоступен: база данных не ответила или данные пересобираются; повторить после Retry-After (запись — с тем же Idempotency-Key или orderId)
              *
              *     - `provider_unavailable`: способ оплаты временно недоступен у банков или идут технические работы
              */
             503: {
                 headers: {
+                    /** @description Через сколько секунд можно повторить запрос (целое число) */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1489,6 +1506,21 @@ export interface operations {
              */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Сервис временно недоступен: база данных не ответила или данные пересобираются; повторить после Retry-After (запись — с тем же Idempotency-Key или orderId)
+             *
+             *     - `provider_unavailable`: способ оплаты временно недоступен у банков или идут технические работы
+             */
+            503: {
+                headers: {
+                    /** @description Через сколько секунд можно повторить запрос (целое число) */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1657,6 +1689,21 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /**
+             * @description Сервис временно недоступен: база данных не ответила или данные пересобираются; повторить после Retry-After (запись — с тем же Idempotency-Key или orderId)
+             *
+             *     - `provider_unavailable`: способ оплаты временно недоступен у банков или идут технические работы
+             */
+            503: {
+                headers: {
+                    /** @description Через сколько секунд можно повторить запрос (целое число) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     getRefund: {
@@ -1751,6 +1798,21 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /**
+             * @description Сервис временно недоступен: база данных не ответила или данные пересобираются; повторить после Retry-After (запись — с тем же Idempotency-Key или orderId)
+             *
+             *     - `provider_unavailable`: способ оплаты временно недоступен у банков или идут технические работы
+             */
+            503: {
+                headers: {
+                    /** @description Через сколько секунд можно повторить запрос (целое число) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     listMethods: {
@@ -1829,6 +1891,21 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /**
+             * @description Сервис временно недоступен: база данных не ответила или данные пересобираются; повторить после Retry-After (запись — с тем же Idempotency-Key или orderId)
+             *
+             *     - `provider_unavailable`: способ оплаты временно недоступен у банков или идут технические работы
+             */
+            503: {
+                headers: {
+                    /** @description Через сколько секунд можно повторить запрос (целое число) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     getBalance: {
@@ -1901,6 +1978,21 @@ export interface operations {
              */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Сервис временно недоступен: база данных не ответила или данные пересобираются; повторить после Retry-After (запись — с тем же Idempotency-Key или orderId)
+             *
+             *     - `provider_unavailable`: способ оплаты временно недоступен у банков или идут технические работы
+             */
+            503: {
+                headers: {
+                    /** @description Через сколько секунд можно повторить запрос (целое число) */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1990,6 +2082,21 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /**
+             * @description Сервис временно недоступен: база данных не ответила или данные пересобираются; повторить после Retry-After (запись — с тем же Idempotency-Key или orderId)
+             *
+             *     - `provider_unavailable`: способ оплаты временно недоступен у банков или идут технические работы
+             */
+            503: {
+                headers: {
+                    /** @description Через сколько секунд можно повторить запрос (целое число) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     listAuditKeys: {
@@ -2030,6 +2137,21 @@ export interface operations {
              */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Сервис временно недоступен: база данных не ответила или данные пересобираются; повторить после Retry-After (запись — с тем же Idempotency-Key или orderId)
+             *
+             *     - `provider_unavailable`: способ оплаты временно недоступен у банков или идут технические работы
+             */
+            503: {
+                headers: {
+                    /** @description Через сколько секунд можно повторить запрос (целое число) */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2121,6 +2243,21 @@ export interface operations {
              */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Сервис временно недоступен: база данных не ответила или данные пересобираются; повторить после Retry-After (запись — с тем же Idempotency-Key или orderId)
+             *
+             *     - `provider_unavailable`: способ оплаты временно недоступен у банков или идут технические работы
+             */
+            503: {
+                headers: {
+                    /** @description Через сколько секунд можно повторить запрос (целое число) */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2221,6 +2358,21 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /**
+             * @description Сервис временно недоступен: база данных не ответила или данные пересобираются; повторить после Retry-After (запись — с тем же Idempotency-Key или orderId)
+             *
+             *     - `provider_unavailable`: способ оплаты временно недоступен у банков или идут технические работы
+             */
+            503: {
+                headers: {
+                    /** @description Через сколько секунд можно повторить запрос (целое число) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     listBalanceTransactions: {
@@ -2315,6 +2467,21 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /**
+             * @description Сервис временно недоступен: база данных не ответила или данные пересобираются; повторить после Retry-After (запись — с тем же Idempotency-Key или orderId)
+             *
+             *     - `provider_unavailable`: способ оплаты временно недоступен у банков или идут технические работы
+             */
+            503: {
+                headers: {
+                    /** @description Через сколько секунд можно повторить запрос (целое число) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     listPayoutAddresses: {
@@ -2387,6 +2554,21 @@ export interface operations {
              */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Сервис временно недоступен: база данных не ответила или данные пересобираются; повторить после Retry-After (запись — с тем же Idempotency-Key или orderId)
+             *
+             *     - `provider_unavailable`: способ оплаты временно недоступен у банков или идут технические работы
+             */
+            503: {
+                headers: {
+                    /** @description Через сколько секунд можно повторить запрос (целое число) */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2487,6 +2669,21 @@ export interface operations {
              */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Сервис временно недоступен: база данных не ответила или данные пересобираются; повторить после Retry-After (запись — с тем же Idempotency-Key или orderId)
+             *
+             *     - `provider_unavailable`: способ оплаты временно недоступен у банков или идут технические работы
+             */
+            503: {
+                headers: {
+                    /** @description Через сколько секунд можно повторить запрос (целое число) */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2678,6 +2875,21 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /**
+             * @description Сервис временно недоступен: база данных не ответила или данные пересобираются; повторить после Retry-After (запись — с тем же Idempotency-Key или orderId)
+             *
+             *     - `provider_unavailable`: способ оплаты временно недоступен у банков или идут технические работы
+             */
+            503: {
+                headers: {
+                    /** @description Через сколько секунд можно повторить запрос (целое число) */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     getPayout: {
@@ -2766,6 +2978,21 @@ export interface operations {
              */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Сервис временно недоступен: база данных не ответила или данные пересобираются; повторить после Retry-After (запись — с тем же Idempotency-Key или orderId)
+             *
+             *     - `provider_unavailable`: способ оплаты временно недоступен у банков или идут технические работы
+             */
+            503: {
+                headers: {
+                    /** @description Через сколько секунд можно повторить запрос (целое число) */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {
