@@ -38,6 +38,9 @@ describe('CreateInvoiceRequest: the document says what the server does', () => {
   it.each([
     ['an ftp: URL', { successUrl: 'ftp://example.com/x' }],
     ['a javascript: URL', { failUrl: 'javascript:alert(1)' }],
+    ['a URL after spaces', { successUrl: ' https://example.com/ok' }],
+    ['a URL with a space inside', { successUrl: 'https://example.com/o k' }],
+    ['a URL with a backslash', { failUrl: 'https:\\\\example.com' }],
     ['three decimals in a number', { amount: 10.123 }],
     ['an amount above the maximum (number)', { amount: 1000000000.01 }],
     ['an amount above the maximum (string)', { amount: '1000000000.01' }],

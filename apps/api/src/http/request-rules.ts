@@ -83,11 +83,16 @@ export const StorableJson = () => rule('storableJson', (v) => unstorableJson(v) 
 /** The size of a value as JSON text, which JSON Schema cannot count. */
 export const MaxJsonBytes = (max: number) => rule('maxJsonBytes', (v) => Buffer.byteLength(JSON.stringify(v) ?? '') <= max, [max]);
 
-/** http:// or https:// as WHATWG URL reads it (class-validator's IsUrl is validator.js's own, different, reading). */
+/** A character no URI holds, which WHATWG URL parsing would drop or read as `/`: whitespace, control, backslash. */
+const NOT_IN_URI = /[\s\p{Cc}\\]/u;
+/**
+ * http:// or https:// as WHATWG URL reads it (class-validator's IsUrl is validator.js's
+ * own, different, reading), written as a URI: with none of the characters that reading drops.
+ */
 export const IsHttpUrl = () =>
   rule('httpUrl', (v) => {
     try {
-      return isString(v) && ['http:', 'https:'].includes(new URL(v).protocol);
+      return isString(v) && !NOT_IN_URI.test(v) && ['http:', 'https:'].includes(new URL(v).protocol);
     } catch {
       return false;
     }
@@ -206,7 +211,7 @@ export const ANSWERS: Readonly<Record<string, readonly [code: string | ((args: V
   maxLength: ['too_long', ({ constraints }) => `не длиннее ${characters(constraints[0] as number)}`],
   matches: ['invalid_format', say('неверный формат')],
   isUuid: ['invalid_format', say('ожидается UUID')],
-  httpUrl: ['invalid_url', say('ожидается адрес http:// или https://')],
+  httpUrl: ['invalid_url', say('ожидается адрес http:// или https:// без пробелов, управляющих символов и обратной косой черты')],
   isoDateTime: ['invalid_datetime', say('дата и время в ISO 8601, например 2026-01-31T21:00:00Z')],
   isIn: ['invalid_enum', ({ constraints }) => `одно из значений: ${(constraints[0] as unknown[]).join(', ')}`],
   min: ['out_of_range', (_, rules) => bounds(rules)],
@@ -245,8 +250,8 @@ export const CONVERTERS: Readonly<Record<string, SchemaObject | ((meta: Validati
   min: (meta) => ({ minimum: meta.constraints[0] }),
   max: (meta) => ({ maximum: meta.constraints[0] }),
   storableText: { not: UNSTORABLE_TEXT },
-  // WHATWG URL parsing is wider than any pattern (it trims, takes `http:x`): the rule on the text, the scheme.
-  httpUrl: { pattern: '^[\\t\\n\\r\\x01-\\x20]*[hH][tT][tT][pP][sS]?:' },
+  // WHATWG URL parsing is wider than any pattern (it takes `http:x`): the rule on the scheme and the characters.
+  httpUrl: { pattern: '^[hH][tT][tT][pP][sS]?:[^\\s\\x00-\\x1f\\x7f-\\x9f\\\\]*$' },
   isoDateTime: { format: 'date-time' },
   cursor: { type: 'string', pattern: '^[A-Za-z0-9_-]{1,512}$' },
   queryInteger: (meta) => ({ type: 'integer', minimum: meta.constraints[0], maximum: meta.constraints[1] }),
