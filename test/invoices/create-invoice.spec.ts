@@ -182,6 +182,23 @@ describe('POST /invoices', () => {
       expect((await read(none.body.id)).customFields).toBeNull();
     });
 
+    it('refuses a number in customFields that JSON parsing already changed, rather than answer it back changed', async () => {
+      const raw = (customFields: string) =>
+        shop.test.raw('POST', '/v1/invoices', {
+          body: `{"amount":"100.00","orderId":"${orderId()}","customFields":${customFields}}`,
+          headers: { authorization: `Bearer ${shop.keys.test.secretKey}`, 'content-type': 'application/json' },
+        });
+      for (const changed of ['{"n":12345678901234567890}', '{"a":[1,{"b":-9007199254740993}]}', '{"big":1e400}']) {
+        const r = await raw(changed);
+        expectError(r, 400, 'validation', 'customFields');
+        expect(r.body.error.message).toContain('передайте его строкой');
+      }
+      // Up to 2^53 - 1 in magnitude, and any decimal, stay numbers as given.
+      const kept = await raw('{"max":9007199254740991,"min":-9007199254740991,"f":0.1,"e":1e2}');
+      expectStatus(kept, 201);
+      expect((await read(kept.body.id)).customFields).toEqual({ max: 9007199254740991, min: -9007199254740991, f: 0.1, e: 100 });
+    });
+
     it('keeps the customer; payerEmail is the deprecated synonym of customer.email', async () => {
       const customer = { email: 'ivan@example.ru', phone: '+79991234567', userId: 'user-42', name: 'Иван' };
       const full = await create({ amount: '100.00', customer });

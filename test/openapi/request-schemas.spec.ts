@@ -49,6 +49,7 @@ describe('CreateInvoiceRequest: the document says what the server does', () => {
     ['a NUL in the description', { description: 'a\u0000b' }],
     ['a lone surrogate in customer.name', { customer: { name: '\ud800' } }],
     ['a NUL in a customFields key', { customFields: { 'a\u0000': 1 } }],
+    ['an integer past 2^53 in customFields', { customFields: { n: [1, { id: 2 ** 53 }] } }],
     ['an unknown field in customer', { customer: { colour: 'red' } }],
   ])('%s is refused by both', async (_, change) => {
     const body = { ...base, ...change };

@@ -62,6 +62,10 @@ export const MAX_JSON_DEPTH = 32;
 export function unstorableJson(value: unknown, depth = 0): string | null {
   if (depth > MAX_JSON_DEPTH) return `вложенность глубже ${MAX_JSON_DEPTH} уровней`;
   if (typeof value === 'string') return storableText(value) ? null : 'символ NUL (\\u0000) или одиночный суррогат UTF-16';
+  // An integer past 2^53 (or past any double) was already changed by JSON parsing: refused rather than answered back changed (I-JSON, RFC 7493).
+  if (typeof value === 'number' && (!Number.isFinite(value) || (Number.isInteger(value) && !Number.isSafeInteger(value)))) {
+    return 'число, которое не хранится точно (целые — до 2^53 − 1 по модулю): передайте его строкой';
+  }
   if (Array.isArray(value)) {
     for (const item of value) {
       const problem = unstorableJson(item, depth + 1);
@@ -280,10 +284,12 @@ export const CONVERTERS: Readonly<Record<string, SchemaObject | ((meta: Validati
  * itself does not compile as TypeScript (TS2502) in clients made by openapi-typescript.
  */
 export const STORABLE_JSON_SCHEMA: SchemaObject = {
-  description: 'Любое значение JSON: строки и имена полей без NUL и одиночных суррогатов',
+  description: 'Любое значение JSON: строки и имена полей без NUL и одиночных суррогатов, целые числа до 2^53 − 1 по модулю',
   anyOf: [
     { type: 'string', not: UNSTORABLE_TEXT },
-    { type: ['number', 'boolean', 'null'] },
+    { type: ['boolean', 'null'] },
+    { type: 'number', not: { type: 'integer' } },
+    { type: 'integer', minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER },
     { type: 'array', not: { contains: { not: { $ref: '#/components/schemas/StorableJson' } } } },
     { type: 'object', propertyNames: { not: UNSTORABLE_TEXT }, additionalProperties: { $ref: '#/components/schemas/StorableJson' } },
   ],

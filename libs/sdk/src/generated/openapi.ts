@@ -500,8 +500,8 @@ export interface components {
                 [key: string]: components["schemas"]["StorableJson"];
             } | null;
         };
-        /** @description Любое значение JSON: строки и имена полей без NUL и одиночных суррогатов */
-        StorableJson: string | (number | boolean | null) | unknown[] | {
+        /** @description Любое значение JSON: строки и имена полей без NUL и одиночных суррогатов, целые числа до 2^53 − 1 по модулю */
+        StorableJson: string | (boolean | null) | number | unknown[] | {
             [key: string]: components["schemas"]["StorableJson"];
         };
         /** @description Ответ POST /invoices */
