@@ -101,7 +101,10 @@ async function runOn(context: BenchContext): Promise<Table[]> {
     // The default limits (60 requests/s per key among them): not lifted.
     const env = { PORT: '0', DATABASE_URL: context.databaseUrl, ADMIN_TOKEN: adminToken };
     children.push(await startServer('api', 'dist/apps/api/src/main.js', env));
-    children.push(await startServer('projector', 'dist/apps/projector/src/main.js', env, [], /running (\d+) projections/));
+    // start:projector serves no page: the address its webhooks carry is PUBLIC_URL's.
+    children.push(
+      await startServer('projector', 'dist/apps/projector/src/main.js', { ...env, PUBLIC_URL: 'https://pay.example.com' }, [], /running (\d+) projections/),
+    );
     const api = children[0]!;
     const alive = () => {
       for (const child of children) if (child.exitCode() !== null) throw new Error(`${child.name} exited (${child.exitCode()}); output:\n${child.output()}`);

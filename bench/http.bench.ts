@@ -544,7 +544,14 @@ async function runOn(context: BenchContext, gatewayEnv: Record<string, string>, 
               script,
               // The default limits (60 requests/s per key, 3 s poll interval) and log level
               // (info: a line per request), as npm start runs it: not changed.
-              { PORT: '0', DATABASE_URL: context.databaseUrl, ADMIN_TOKEN: adminToken, ...gatewayEnv },
+              // start:projector serves no page: the address its webhooks carry is PUBLIC_URL's.
+              {
+                PORT: '0',
+                DATABASE_URL: context.databaseUrl,
+                ADMIN_TOKEN: adminToken,
+                ...(name === 'projector' ? { PUBLIC_URL: 'https://pay.example.com' } : {}),
+                ...gatewayEnv,
+              },
               [
                 ...(profiled ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(profileDir, topology.name.replace(/\W+/g, '-'))}`] : []),
                 ...(process.env.BENCH_HTTP_NODE_ARGS ?? '').split(' ').filter(Boolean),

@@ -15,7 +15,7 @@
  *     and payout exists exactly once, nothing acknowledged is lost, the read models
  *     converge and ledger:verify passes.
  */
-import { RunningGateway, RunningProcess, startGateway, startProcess } from '../support/gateway-process';
+import { RunningGateway, RunningProcess, startGateway, startProcess, PROJECTOR_PUBLIC_URL } from '../support/gateway-process';
 import { api, Client, expectStatus, Json, listAll, Merchant, Operator, orderId, poll, Reply, sleep } from '../support/merchant-fixtures';
 import { fund, payoutAddress, PHONE } from '../support/money-out-fixtures';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
@@ -76,7 +76,7 @@ describe('SIGKILL of the API and of the projector under load (split deployment)'
   const operator = (): Operator => new Operator(apiProcess!.baseUrl, ADMIN_TOKEN);
 
   const startProjector = async () => {
-    projector = startProcess('projector', env());
+    projector = startProcess('projector', { ...env(), PUBLIC_URL: PROJECTOR_PUBLIC_URL });
     await projector.waitForOutput(/running \d+ projections/);
   };
 

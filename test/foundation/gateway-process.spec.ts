@@ -5,7 +5,7 @@ import path from 'node:path';
 import { Client, Pool } from 'pg';
 import { EMBEDDED_DATABASE_NAME, EMBEDDED_SERVER_SETTINGS, PASSWORD_FILE } from '#platform/database';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
-import { RunningGateway, startGateway, startProcess, temporaryDataDir } from '../support/gateway-process';
+import { RunningGateway, startGateway, startProcess, temporaryDataDir, PROJECTOR_PUBLIC_URL } from '../support/gateway-process';
 
 const ADMIN_TOKEN = 'operator-token-for-tests-0123456789';
 
@@ -95,7 +95,8 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
   });
 
   it('starts again after being killed with SIGKILL, reusing the server it left running, and stops that server when it stops', async () => {
-    const env = { DATA_DIR: data.dir };
+    // The folder's manual clock was advanced above: it runs with CLOCK=manual from then on.
+    const env = { DATA_DIR: data.dir, CLOCK: 'manual' };
     const first = await startGateway('gateway', env);
     await first.kill('SIGKILL');
     expect(existsSync(path.join(data.dir, 'postgres', 'postmaster.pid'))).toBe(true);
@@ -116,7 +117,7 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
     try {
       // The API first: it starts the server; the projector (on METRICS_PORT, to be seen) reuses it.
       const api = await startGateway('api', { DATA_DIR: shared.dir, ADMIN_TOKEN: token });
-      const projector = startProcess('projector', { DATA_DIR: shared.dir, METRICS_PORT: '0' });
+      const projector = startProcess('projector', { DATA_DIR: shared.dir, METRICS_PORT: '0', PUBLIC_URL: PROJECTOR_PUBLIC_URL });
       const [, metricsUrl] = await projector.waitForOutput(/metrics and health \(METRICS_PORT, no token\): (http:\/\/127\.0\.0\.1:\d+)/);
       const ready = async () => (await json(`${metricsUrl}/health/ready`)).status;
       await untilTrue(async () => (await ready()) === 200);
@@ -149,7 +150,7 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
           startGateway('api', env),
           startGateway('api', env),
           (async () => {
-            const p = startProcess('projector', env);
+            const p = startProcess('projector', { ...env, PUBLIC_URL: PROJECTOR_PUBLIC_URL });
             await p.waitForOutput(/running \d+ projections/);
             return p;
           })(),
@@ -204,7 +205,7 @@ describe('the gateway against a DATABASE_URL', () => {
     const [api, projector] = await Promise.all([
       startGateway('api', env),
       (async () => {
-        const p = startProcess('projector', env);
+        const p = startProcess('projector', { ...env, PUBLIC_URL: PROJECTOR_PUBLIC_URL });
         await p.waitForOutput(/running \d+ projections/);
         return p;
       })(),
@@ -357,6 +358,11 @@ describe('the gateway against a DATABASE_URL', () => {
       const named = startProcess('gateway', { HOST: 'no-such-host.invalid', DATA_DIR: fresh.dir });
       expect(await named.exited).toBe(2);
       expect(named.output()).toContain('HOST "no-such-host.invalid" does not resolve');
+      expect(existsSync(path.join(fresh.dir, 'postgres'))).toBe(false);
+      // start:projector listens on no port: without PUBLIC_URL its webhooks would carry http://127.0.0.1:3000 (PORT's default).
+      const projector = startProcess('projector', { DATA_DIR: fresh.dir });
+      expect(await projector.exited).toBe(2);
+      expect(projector.output()).toContain('PUBLIC_URL must be set for start:projector');
       expect(existsSync(path.join(fresh.dir, 'postgres'))).toBe(false);
     } finally {
       fresh.remove();

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { comparePositions, PostgresEventStore } from '#event-store';
 import { readCheckpoint } from '#event-store/projections';
-import { startProcess } from '../support/gateway-process';
+import { startProcess, PROJECTOR_PUBLIC_URL } from '../support/gateway-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { visibleHead } from '../support/project-to-head';
 import { allProjections, readModelChecksums } from '#payments/read-models';
@@ -58,7 +58,7 @@ describe('projections:rebuild killed mid-way', () => {
     expect(atKill!.eventsApplied).toBeGreaterThanOrEqual(appliedAtKill);
 
     // 2. Start the projector: it resumes from the last committed batch.
-    const projector = startProcess('projector', env);
+    const projector = startProcess('projector', { ...env, PUBLIC_URL: PROJECTOR_PUBLIC_URL });
     const head = (await visibleHead(db.pool, store))!;
     const deadline = Date.now() + 60_000;
     for (;;) {
@@ -179,7 +179,7 @@ describe.each([
     expect(unfinished.flatMap((p) => p.tables).filter((t) => !paused.off.includes(t))).toEqual([]);
 
     // 2. The projector resumes each read model from its last committed batch.
-    const projector = startProcess('projector', env);
+    const projector = startProcess('projector', { ...env, PUBLIC_URL: PROJECTOR_PUBLIC_URL });
     const deadline = Date.now() + 90_000;
     while (!(await caughtUp())) {
       if (Date.now() > deadline) throw new Error(`the projector did not catch up; output:\n${projector.output()}`);

@@ -8,7 +8,7 @@
 import { STREAM_APPEND_LOCK_NAMESPACE } from '#event-store/postgres';
 import { expectStatus, InvoiceGateway, orderId, poll, sleep, startInvoiceGateway } from '../support/merchant-fixtures';
 import { fund, instantMerchant, paidInvoice, PHONE, payoutAddress, transition, waitForBalance } from '../support/money-out-fixtures';
-import { startProcess } from '../support/gateway-process';
+import { startProcess, PROJECTOR_PUBLIC_URL } from '../support/gateway-process';
 
 /** The gateway's warnings and errors (pino levels 40 and up): why an answer came before the money moved. */
 const troubles = (gw: InvoiceGateway): string =>
@@ -123,7 +123,7 @@ describe('an outcome recorded while no projector runs (the API alone)', () => {
     await alone.gateway.waitForOutput(/refund_outcomes has not moved the outcome's money within 3000 ms/);
     expect(await ledgerKinds(m.accountId)).toEqual(['payment_recorded', 'funds_reserved']);
 
-    const projector = startProcess('projector', { DATABASE_URL: alone.db.url });
+    const projector = startProcess('projector', { DATABASE_URL: alone.db.url, PUBLIC_URL: PROJECTOR_PUBLIC_URL });
     try {
       expect(
         await poll(

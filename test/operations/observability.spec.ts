@@ -10,7 +10,7 @@ import { Client } from 'pg';
 import { loadConfig } from '#payments/composition';
 import { EventStore, handleCommand, observeCommands, RecordedEvent, StreamNotFoundError, WrongExpectedRevisionError } from '#event-store';
 import { readiness } from '../../apps/api/src/health/readiness';
-import { startGateway, startProcess } from '../support/gateway-process';
+import { startGateway, startProcess, PROJECTOR_PUBLIC_URL } from '../support/gateway-process';
 import {
   ADMIN_TOKEN,
   api,
@@ -452,7 +452,7 @@ describe('split deployment: a projector-only process serves its metrics on METRI
   it('the projector reports projections and the webhook queue; the API process its requests', async () => {
     const db = await createTestDatabase({ migrate: false });
     const env = { DATABASE_URL: db.url, ADMIN_TOKEN };
-    const projector = startProcess('projector', { ...env, METRICS_PORT: '0' });
+    const projector = startProcess('projector', { ...env, METRICS_PORT: '0', PUBLIC_URL: PROJECTOR_PUBLIC_URL });
     try {
       const [, url] = await projector.waitForOutput(/metrics and health \(METRICS_PORT, no token\): (http:\/\/127\.0\.0\.1:\d+)\/metrics/);
       const apiProcess = await startGateway('api', env);

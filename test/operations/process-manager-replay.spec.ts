@@ -16,7 +16,7 @@
 import { comparePositions, PostgresEventStore } from '#event-store';
 import { foldLedger, LEDGER_CATEGORY, LedgerEvent, LedgerState, RECENT_CAUSES_KEPT } from '#ledger';
 import { allProjections } from '#payments/read-models';
-import { RunningProcess, startProcess } from '../support/gateway-process';
+import { RunningProcess, startProcess, PROJECTOR_PUBLIC_URL } from '../support/gateway-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { visibleHead } from '../support/project-to-head';
 
@@ -56,7 +56,7 @@ describe('every process manager replayed from checkpoint zero (PostgreSQL, real 
 
   /** The projector, run until every checkpoint is at the head of the log, then stopped. */
   async function projectToTheHead(): Promise<RunningProcess> {
-    const projector = startProcess('projector', env());
+    const projector = startProcess('projector', { ...env(), PUBLIC_URL: PROJECTOR_PUBLIC_URL });
     const [, running] = await projector.waitForOutput(/running (\d+) projections/);
     const deadline = Date.now() + 150_000;
     for (;;) {

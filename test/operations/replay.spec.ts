@@ -13,7 +13,7 @@ import { WEBHOOK_EVENTS } from '#payments/merchants';
 import { DEFAULT_PAYOUT_TERMS } from '#domain';
 import { HistoryGenerator, SeedMerchant, SeedWrite } from '../../apps/tools/src/seed/history';
 import { Random } from '../../apps/tools/src/seed/random';
-import { startProcess } from '../support/gateway-process';
+import { startProcess, PROJECTOR_PUBLIC_URL } from '../support/gateway-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { visibleHead } from '../support/project-to-head';
 
@@ -66,7 +66,7 @@ describe('replay and audit on a seeded log', () => {
     expect(seeded).toBeLessThanOrEqual(EVENTS * 1.02);
 
     // 2. The projector follows the log to its head: read models, process managers, workers.
-    const projector = startProcess('projector', env);
+    const projector = startProcess('projector', { ...env, PUBLIC_URL: PROJECTOR_PUBLIC_URL });
     const [, running] = await projector.waitForOutput(/running (\d+) projections/);
     await waitUntilCaughtUp(Number(running), projector.output);
     // Another load now would race the process managers: refused, nothing written.

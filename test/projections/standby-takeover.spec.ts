@@ -13,7 +13,7 @@ import { hostname } from 'node:os';
 import { PostgresEventStore } from '#event-store';
 import { PROJECTION_LEASE_STALE_MS, PROJECTION_TAKEOVER_BOUND_MS } from '#event-store/projections';
 import { ADMIN_TOKEN, api, Json } from '../support/merchant-fixtures';
-import { RunningProcess, startProcess } from '../support/gateway-process';
+import { RunningProcess, startProcess, PROJECTOR_PUBLIC_URL } from '../support/gateway-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 /** Scheduling on a shared 2-core machine: how late a standby's timer may fire on top of the bound. */
@@ -70,7 +70,7 @@ const catalogued = async (stream: string): Promise<number> =>
   Number((await db.pool.query<{ n: string }>('SELECT event_count AS n FROM stream_catalog WHERE stream_name = $1', [stream])).rows[0]?.n ?? 0);
 
 it('a frozen active projector loses its projections to the standby within the bound; back, it applies nothing twice', async () => {
-  const started = [0, 1].map(() => startProcess('projector', { DATABASE_URL: db.url, ADMIN_TOKEN, METRICS_PORT: '0' }));
+  const started = [0, 1].map(() => startProcess('projector', { DATABASE_URL: db.url, ADMIN_TOKEN, METRICS_PORT: '0', PUBLIC_URL: PROJECTOR_PUBLIC_URL }));
   processes.push(...started);
   const metricsUrls = await Promise.all(
     started.map(async (p) => (await p.waitForOutput(/metrics and health \(METRICS_PORT, no token\): (http:\/\/127\.0\.0\.1:\d+)\/metrics/))[1]!),

@@ -32,6 +32,9 @@ const ENTRIES: Record<Entry, string> = {
   'audit-rotate-signing-key': 'dist/apps/tools/src/audit-rotate-signing-key.js',
 };
 
+/** The PUBLIC_URL a test gives start:projector, which refuses to start without one (it serves no page to take an address from). */
+export const PROJECTOR_PUBLIC_URL = 'https://pay.example.com';
+
 export interface RunningProcess {
   readonly child: ChildProcess;
   /** Everything written to stdout and stderr so far. */

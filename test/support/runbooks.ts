@@ -7,7 +7,7 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { Entry, ROOT, RunningGateway, RunningProcess, startGateway, startProcess } from './gateway-process';
+import { Entry, ROOT, RunningGateway, RunningProcess, startGateway, startProcess, PROJECTOR_PUBLIC_URL } from './gateway-process';
 import { api, Client, Json, Operator, poll, Reply } from './merchant-fixtures';
 
 export const OPERATIONS_MD = path.join(ROOT, 'docs', 'operations.md');
@@ -96,7 +96,7 @@ export interface Deployment {
  */
 export async function startDeployment(env: Record<string, string>, projectorEnv: Record<string, string> = {}): Promise<Deployment> {
   const api = await startGateway('api', env);
-  const projector = startProcess('projector', { ...env, METRICS_PORT: '0', ...projectorEnv });
+  const projector = startProcess('projector', { ...env, METRICS_PORT: '0', PUBLIC_URL: PROJECTOR_PUBLIC_URL, ...projectorEnv });
   try {
     const [, metricsUrl] = await projector.waitForOutput(/metrics and health \(METRICS_PORT, no token\): (http:\/\/127\.0\.0\.1:\d+)\/metrics/);
     return deploymentOf(api, projector, metricsUrl!);

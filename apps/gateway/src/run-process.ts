@@ -43,6 +43,13 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
     process.stderr.write(`${roles.name}: Invalid configuration:\n  - HOST "${config.host}" does not resolve to an address to listen on\n`);
     process.exit(2);
   }
+  // A projector alone listens on no port: the invoice urls in the webhooks it sends can only be PUBLIC_URL's.
+  if (roles.projector && !roles.api && config.publicUrl === null) {
+    process.stderr.write(
+      `${roles.name}: Invalid configuration:\n  - PUBLIC_URL must be set for start:projector: its webhooks carry invoice urls, and it serves none itself (set where buyers reach the API, on every process)\n`,
+    );
+    process.exit(2);
+  }
   const log = createLogger(roles.name === 'gateway' ? 'gateway' : `gateway-${roles.name}`, config.logLevel ?? undefined);
   // What has started, stopped in reverse if the start fails: a projector still running would
   // log into the closed log stream (an uncaught error), and the embedded server would outlive the process.

@@ -17,7 +17,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Client as PgClient } from 'pg';
 import { keyIdOf } from '#platform/secrets';
-import { RunningProcess, startProcess, temporaryDataDir } from '../../support/gateway-process';
+import { RunningProcess, startProcess, temporaryDataDir, PROJECTOR_PUBLIC_URL } from '../../support/gateway-process';
 import { expectStatus, Merchant, orderId } from '../../support/merchant-fixtures';
 import { paidInvoice } from '../../support/money-out-fixtures';
 import { sendSigned } from '../../support/signing';
@@ -122,7 +122,7 @@ describe('runbook: a leaked secrets key, the key file (no SECRETS_KEY)', () => {
     expect((await choose(gateway, await openPaymentPage(gateway, shop))).status).toBe(303);
     // A process started now holds every key the secrets need.
     await gateway.projector.kill();
-    restarted = startProcess('projector', { DATA_DIR: data.dir, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
+    restarted = startProcess('projector', { DATA_DIR: data.dir, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', PUBLIC_URL: PROJECTOR_PUBLIC_URL });
     await restarted.waitForOutput(/running \d+ projections/);
     const invoiceId = await paidInvoice(gateway.operator, shop.test, '100.00');
     await receiver.waitFor((r) => r.some((w) => w.body?.data?.invoice?.id === invoiceId), 'a webhook sent by the restarted projector');
