@@ -110,6 +110,17 @@ describe('an outcome recorded while no projector runs (the API alone)', () => {
       ])
     ).rows.map((r) => r.kind);
 
+  it('GET /v1/balance right after a 202 refund shows its reservation, though the ledger read model has applied nothing', async () => {
+    const m = await instantMerchant(alone.operator);
+    const invoiceId = await paidInvoice(alone.operator, m.live, '1000.00');
+    expect((await m.live.get('/v1/balance')).body).toMatchObject({ available: '0.00', pending: '0.00', reserved: '0.00' });
+    const asked = await m.live.post(`/v1/invoices/${invoiceId}/refund`, { amount: '400.00' });
+    expectStatus(asked, 202);
+    // The spec: on 202 "the amount is debited from the merchant balance".
+    expect((await m.live.get('/v1/balance')).body).toMatchObject({ available: '600.00', pending: '0.00', reserved: '400.00' });
+    expect((await alone.db.pool.query('SELECT count(*)::int AS n FROM ledger_entries WHERE account_id = $1', [m.accountId])).rows[0].n).toBe(0);
+  });
+
   it('answers with the outcome after the bound, says so, and the projector moves the money when it starts', async () => {
     const m = await instantMerchant(alone.operator);
     const invoiceId = await paidInvoice(alone.operator, m.live, '1000.00');

@@ -1,11 +1,12 @@
 import { Inject } from '@nestjs/common';
 import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
 import type { Pool } from 'pg';
+import type { EventStore } from '#event-store';
 import type { LedgerId } from '#ledger';
 import { merchantBalance } from '../ledger/ledger.read-model';
-import { READ_MODELS } from '../payments.tokens';
+import { EVENT_STORE, READ_MODELS } from '../payments.tokens';
 
-/** GET /v1/balance: the merchant's available, pending and reserved kopecks in the key's mode, from the ledger read model. */
+/** GET /v1/balance: the merchant's available, pending and reserved kopecks in the key's mode, current (merchantBalance). */
 export class GetBalance extends Query<{ readonly available: number; readonly pending: number; readonly reserved: number }> {
   constructor(readonly ledger: LedgerId) {
     super();
@@ -14,9 +15,12 @@ export class GetBalance extends Query<{ readonly available: number; readonly pen
 
 @QueryHandler(GetBalance)
 export class GetBalanceHandler implements IQueryHandler<GetBalance> {
-  constructor(@Inject(READ_MODELS) private readonly pool: Pool) {}
+  constructor(
+    @Inject(READ_MODELS) private readonly pool: Pool,
+    @Inject(EVENT_STORE) private readonly store: EventStore,
+  ) {}
 
   execute(query: GetBalance): Promise<{ readonly available: number; readonly pending: number; readonly reserved: number }> {
-    return merchantBalance(this.pool, query.ledger.accountId, query.ledger.mode);
+    return merchantBalance(this.pool, this.store, query.ledger);
   }
 }

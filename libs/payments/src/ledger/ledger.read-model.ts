@@ -1,7 +1,8 @@
 import type { Pool, PoolClient } from 'pg';
 import type { Migration } from '#platform/database';
-import type { RecordedEvent } from '#event-store';
-import { LEDGER_CATEGORY, LedgerEntryPostedData, LedgerId, ledgerIdFromStream, MERCHANT_ACCOUNTS } from '#ledger';
+import { StreamNotFoundError } from '#event-store';
+import type { EventStore, RecordedEvent } from '#event-store';
+import { LEDGER_CATEGORY, LedgerEntryPostedData, LedgerId, ledgerIdFromStream, ledgerStreamName, MERCHANT_ACCOUNTS } from '#ledger';
 import type { Projection } from '#event-store/projections';
 import { copyRowsInto, copyRowsUnlessTaken, CopyColumn } from '#platform/database';
 
@@ -360,18 +361,35 @@ export function openHoldChanges(
   };
 }
 
-/** The merchant's three balances in a mode (kopecks), from ledger_balances: 0 for an account never posted to. */
+/**
+ * The merchant's three balances in a mode (kopecks), current: ledger_balances (0 for an
+ * account never posted to) plus the ledger's entries past the last one the read model
+ * applied, read from its stream in the same breath. A refund's or payout's reservation,
+ * posted before its 202 or 201, shows at once, though the projection is milliseconds behind.
+ */
 export async function merchantBalance(
   pool: Pick<Pool, 'query'>,
-  accountId: string,
-  mode: 'test' | 'live',
+  store: Pick<EventStore, 'readStream'>,
+  ledger: LedgerId,
 ): Promise<{ readonly available: number; readonly pending: number; readonly reserved: number }> {
-  const rows = await pool.query<{ account: string; balance: string }>(
-    `SELECT account, balance FROM ledger_balances WHERE account_id = $1 AND mode = $2 AND account IN ('available', 'pending', 'reserved')`,
-    [accountId, mode],
-  );
-  const of = (account: string) => Number(rows.rows.find((r) => r.account === account)?.balance ?? 0);
-  return { available: of('available'), pending: of('pending'), reserved: of('reserved') };
+  // One statement, one snapshot: the balances and the last entry they count (the projection writes both in one transaction).
+  const row = (
+    await pool.query<{ applied: string | null; balances: Record<string, string> | null }>(
+      `SELECT (SELECT max(seq) FROM ledger_entries WHERE account_id = $1 AND mode = $2)::text AS applied,
+              (SELECT json_object_agg(account, balance::text) FROM ledger_balances
+                WHERE account_id = $1 AND mode = $2 AND account IN ('available', 'pending', 'reserved')) AS balances`,
+      [ledger.accountId, ledger.mode],
+    )
+  ).rows[0]!;
+  const balance = { available: 0, pending: 0, reserved: 0 };
+  for (const account of ['available', 'pending', 'reserved'] as const) balance[account] = Number(row.balances?.[account] ?? 0);
+  const later = await store
+    .readStream(ledgerStreamName(ledger), { fromRevision: row.applied === null ? 0n : BigInt(row.applied) + 1n })
+    .catch((error: unknown) => (error instanceof StreamNotFoundError ? [] : Promise.reject(error)));
+  for (const event of later) {
+    for (const p of (event.data as unknown as LedgerEntryPostedData).postings) if (p.account in balance) balance[p.account as keyof typeof balance] += p.amount;
+  }
+  return balance;
 }
 
 /** One journal entry of the read model, with its postings in order (amounts in kopecks). */
