@@ -420,7 +420,10 @@ describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pa
       expect(shown.status).toBe(200);
       expect(shown.html).toContain('<h1>Срок оплаты истёк</h1>');
       expect(shown.html).not.toContain('<form');
+      // Nothing is left to pay: no "to pay" total, and no range of fees for a method never chosen.
+      expect(shown.html).not.toContain('Итого к оплате');
     }
+    expect((await page(`/pay/${withoutMethod.id}`)).html).not.toContain('Сервисный сбор');
     expect((await page(`/pay/${withMethod.id}`)).html).toContain('href="https://shop.example/again"');
 
     const pay = await submit(`/pay/${withMethod.id}/sandbox`, { outcome: 'paid' });

@@ -156,7 +156,8 @@ function summary(invoice: Invoice, status: InvoiceStatus): string {
     rows.push(`<dt>Сервисный сбор</dt><dd>${invoice.amounts.customerFeeAmount === 0 ? 'нет' : formatRubles(invoice.amounts.customerFeeAmount)}</dd>`);
     rows.push(`<dt class="total">${open ? 'Итого к оплате' : 'Итого'}</dt><dd class="total">${formatRubles(invoice.amounts.payableAmount)}</dd>`);
     rows.push(`<dt>Способ оплаты</dt><dd>${escapeHtml(methodTitle(invoice.method))}</dd>`);
-  } else {
+  } else if (open) {
+    // No method chosen yet: the totals the buyer may pay, by method. A closed invoice that never had one shows the order amount alone.
     const payable = methodOptions(invoice).map((o) => o.amounts.payableAmount);
     const fees = methodOptions(invoice).map((o) => o.amounts.customerFeeAmount);
     const range = (values: number[], zero: string) => {
