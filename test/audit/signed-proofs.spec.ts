@@ -261,6 +261,14 @@ describe('signed checkpoints and statements', () => {
     expect((await logVerify(['--checkpoint', checkpointFile, '--keys', keysFile])).code).toBe(0);
     const forged = await logVerify(['--checkpoint', forgedFile, '--keys', keysFile]);
     expect(forged).toEqual({ code: 1, output: expect.stringContaining(`the signature does not hold under key ${saved.kid}`) });
+    // A failed check leaves no line saying OK.
+    expect(forged.output).not.toMatch(/^OK/m);
+    // Only signedText is signed: a readable field changed beside it (what an auditor may copy) fails too.
+    const relabelled = path.join(files.dir, 'relabelled.json');
+    writeFileSync(relabelled, JSON.stringify({ ...saved, hash: '0'.repeat(64) }));
+    const misleading = await logVerify(['--checkpoint', relabelled, '--keys', keysFile]);
+    expect(misleading).toEqual({ code: 1, output: expect.stringContaining('relabelled.json: its hash differs from the signed text') });
+    expect(misleading.output).not.toMatch(/^OK/m);
 
     const target = (
       await gw.db.pool.query<{ global_position: string; stream_name: string; stream_revision: string }>(

@@ -1,12 +1,19 @@
 import { describeProblem, EventLogReport } from '#event-store';
 
-/** The lines log:verify (and ledger:verify) print about the hash chains of the event log. */
-export function logReportLines(report: EventLogReport, expected: ReadonlyMap<string, string> = new Map()): { lines: string[]; failed: boolean } {
+/**
+ * The lines log:verify (and ledger:verify) print about the hash chains of the event log;
+ * `failedBefore`: a check printed before them failed (a saved checkpoint's signature), so no line says OK.
+ */
+export function logReportLines(
+  report: EventLogReport,
+  expected: ReadonlyMap<string, string> = new Map(),
+  failedBefore = false,
+): { lines: string[]; failed: boolean } {
   const lines = [
     `event log: ${report.events} events in ${report.streams} streams, ${report.checkpointsCompared} recorded checkpoint(s) compared`,
     `log head: position ${report.head.position}, ${report.head.events} events, running hash ${report.head.hash.toString('hex')}`,
   ];
-  let failed = report.problems.length > 0;
+  let failed = failedBefore || report.problems.length > 0;
   for (const [position, hash] of expected) {
     const got = report.at.get(position);
     if (!got) {
@@ -18,7 +25,11 @@ export function logReportLines(report: EventLogReport, expected: ReadonlyMap<str
     } else lines.push(`off-site checkpoint at position ${position} (${got.events} events) reproduced`);
   }
   if (report.problems.length === 0) {
-    if (!failed) lines.push('OK: every stream chain recomputes from its events, every stream head matches, every recorded checkpoint is reproduced.');
+    lines.push(
+      failed
+        ? 'FAILED: see above; every stream chain recomputes from its events and every stream head matches.'
+        : 'OK: every stream chain recomputes from its events, every stream head matches, every recorded checkpoint is reproduced.',
+    );
   } else {
     lines.push(`FAILED: ${report.problems.length} problem(s); the first in the log:`);
     lines.push(`  ${describeProblem(report.problems[0]!)}`);

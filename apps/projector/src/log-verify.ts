@@ -39,14 +39,25 @@ function parseArguments(args: readonly string[]): { expected: Map<string, string
 
 /** A saved checkpoint whose Ed25519 signature holds under its kid's public key: its position and hash (from the signed text); else why not. */
 function signedCheckpoint(file: string, keys: readonly PublishedKey[]): { position: string; hash: string; kid: string } | string {
-  const c = JSON.parse(readFileSync(file, 'utf8')) as { kid?: string; signedText?: string; signature?: string };
+  const c = JSON.parse(readFileSync(file, 'utf8')) as {
+    kid?: string;
+    signedText?: string;
+    signature?: string;
+    position?: unknown;
+    events?: unknown;
+    hash?: unknown;
+  };
   const key = keys.find((k) => k.kid === c.kid);
   if (!key) return `${file}: no public key with kid ${String(c.kid)} is listed`;
-  const [version, position, , hash] = String(c.signedText).split('\n');
+  const [version, position, events, hash] = String(c.signedText).split('\n');
   if (version !== 'gateway-log-checkpoint-v1' || !position || !hash) return `${file}: not a signed checkpoint (gateway-log-checkpoint-v1)`;
   if (!verify(null, Buffer.from(c.signedText!, 'utf8'), createPublicKey(key.publicKey), Buffer.from(String(c.signature), 'base64'))) {
     return `${file}: the signature does not hold under key ${key.kid}: the checkpoint was not signed by the gateway, or was changed`;
   }
+  // Only signedText is signed: the readable fields beside it must say the same, or a reader of them is misled.
+  const differing = (['position', 'events', 'hash'] as const).filter((f) => c[f] !== undefined && String(c[f]) !== { position, events, hash }[f]);
+  if (differing.length > 0)
+    return `${file}: its ${differing.join(', ')} ${differing.length > 1 ? 'differ' : 'differs'} from the signed text: the file was changed after it was signed`;
   return { position, hash, kid: key.kid };
 }
 
@@ -96,8 +107,8 @@ async function main(): Promise<void> {
         ? await verifyChainedLog((infra.store as EventStoreDbEventStore).chainedLog(), options)
         : await verifyEventLogInWorker(infra.pool, infra.databaseUrl, { applicationName: 'gateway-log-verify', readOnly: true, ...options });
     bar.update(1, `${report.events} events read`, true);
-    const result = logReportLines(report, expected);
-    failed ||= result.failed;
+    const result = logReportLines(report, expected, failed);
+    failed = result.failed;
     result.lines.splice(2, 0, `read in ${((Date.now() - started) / 1000).toFixed(1)} s; peak RSS ${Math.round(process.resourceUsage().maxRSS / 1024)} MiB`);
     process.stdout.write(`${result.lines.join('\n')}\n`);
   } finally {
