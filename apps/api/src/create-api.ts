@@ -3,7 +3,7 @@ import type { ArgumentsHost, ExceptionFilter } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import { randomUUID } from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { LogController } from 'fastify';
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
@@ -26,6 +26,30 @@ import { registerMetricsRoute } from './health/metrics-endpoint';
 
 /** Largest request body the API reads (customFields are at most 2 KB; the rest is small). */
 export const BODY_LIMIT_BYTES = 64 * 1024;
+/** Within how long a request's headers and body must have arrived (then 408). */
+export const REQUEST_TIMEOUT_MS = 60_000;
+
+/** The origin form (`/path?query`) of a request target in absolute form (`http://host/path?query`); any other form as it is. */
+export const originFormOf = (target: string): string => {
+  const authority = /^[a-zA-Z][a-zA-Z0-9+.-]*:\/\/[^/?#]*/.exec(target);
+  if (!authority) return target;
+  const rest = target.slice(authority[0].length);
+  return rest.startsWith('/') ? rest : `/${rest}`;
+};
+
+/** The answer to a request Node's HTTP parser refused: too large, too slow, or not HTTP. */
+function clientErrorAnswer(code: string | undefined): { error: ApiError; reason: string } {
+  if (code === 'HPE_HEADER_OVERFLOW') {
+    return { error: new ApiError(431, 'validation', 'Заголовки или адрес запроса слишком длинные', 'request'), reason: 'Request Header Fields Too Large' };
+  }
+  if (code === 'ERR_HTTP_REQUEST_TIMEOUT' || code === 'ERR_HTTP_HEADERS_TIMEOUT') {
+    return {
+      error: new ApiError(408, 'validation', 'Запрос не был получен целиком за 60 секунд: отправьте его снова', 'request'),
+      reason: 'Request Timeout',
+    };
+  }
+  return { error: new ApiError(400, 'validation', 'Некорректный HTTP-запрос', 'request'), reason: 'Bad Request' };
+}
 
 /**
  * The filter of a path's HTML pages: a browser (Accept: text/html) on the buyer's
@@ -86,8 +110,16 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
     // request.ip is the client's address (failed-authentication limits count per address):
     // the socket's, or X-Forwarded-For's when the socket is one of TRUSTED_PROXIES.
     trustProxy: deps.infrastructure.config.trustedProxies.length > 0 ? [...deps.infrastructure.config.trustedProxies] : false,
-    // Long ids reach the handlers, which answer 404 in the spec's shape.
-    routerOptions: { maxParamLength: 1024 },
+    // Long ids reach the handlers, which answer 404 in the spec's shape (a URL is at most ~16 KB: Node's header limit).
+    routerOptions: { maxParamLength: 16 * 1024 },
+    // A request line in absolute form (`POST http://host/v1/invoices`, which a server must
+    // accept) is read as its origin form, so that every check of the path sees the path.
+    rewriteUrl: (raw: IncomingMessage) => originFormOf(raw.url ?? '/'),
+    // A request whose headers and body have not all arrived within 60 s is answered 408
+    // (clientErrorHandler): a stalled body would otherwise hold its connection for ever.
+    requestTimeout: REQUEST_TIMEOUT_MS,
+    // An HTTP/1.1 request without Host is refused by the first hook, in the error shape.
+    http: { requireHostHeader: false },
     // Every request has an id: the caller's X-Request-Id when it is a sane token, else a
     // fresh UUID. It is in the X-Request-Id response header and, through request.log (a
     // pino child of the process logger), in every log line written for the request.
@@ -109,16 +141,17 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
     // What Node's HTTP parser refuses (headers too large, garbage) never reaches a route.
     clientErrorHandler: (error: Error & { code?: string }, socket: Socket) => {
       if (!socket.writable) return socket.destroy();
-      const tooLarge = error.code === 'HPE_HEADER_OVERFLOW';
-      const status = tooLarge ? 431 : 400;
-      const body = JSON.stringify(
-        new ApiError(status, 'validation', tooLarge ? 'Заголовки или адрес запроса слишком длинные' : 'Некорректный HTTP-запрос').body(),
-      );
-      socket.end(
-        `HTTP/1.1 ${status} ${tooLarge ? 'Request Header Fields Too Large' : 'Bad Request'}\r\n` +
-          `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nCache-Control: no-store\r\n` +
-          `X-Request-Id: ${randomUUID()}\r\nConnection: close\r\n\r\n${body}`,
-      );
+      const answer = clientErrorAnswer(error.code);
+      const body = JSON.stringify(answer.error.body());
+      const text =
+        `HTTP/1.1 ${answer.error.status} ${answer.reason}\r\n` +
+        `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nCache-Control: no-store\r\n` +
+        `X-Request-Id: ${randomUUID()}\r\nConnection: close\r\n\r\n${body}`;
+      // A request read whole before the bad bytes (pipelined on the connection) is answered
+      // first: its write is done. One whose body never came whole (a timeout, a bad chunk) is not waited for.
+      const pending = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+      if (pending && !pending.writableFinished && pending.req.complete) pending.once('finish', () => socket.end(text));
+      else socket.end(text);
     },
   });
   const fastify = adapter.getInstance();
@@ -128,6 +161,10 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
   fastify.addHook('onRequest', (request, reply, done) => {
     void reply.header(REQUEST_ID_HEADER, request.id);
     void reply.header('cache-control', 'no-store');
+    if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
+      void sendError(reply, new ApiError(400, 'validation', 'В запросе HTTP/1.1 нет заголовка Host', 'host'));
+      return;
+    }
     done();
   });
   registerRequestChecks(fastify);
@@ -159,5 +196,37 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
   });
   app.useGlobalFilters(new ErrorsByPath(new ErrorFilter(log)));
   await app.init();
+  answerBelowTheRoutes(fastify.server);
   return app;
+}
+
+/** A JSON error written on a response no route has (Node's own events). */
+function writeError(res: ServerResponse, error: ApiError): void {
+  const body = JSON.stringify(error.body());
+  res.writeHead(error.status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(body),
+    'cache-control': 'no-store',
+    [REQUEST_ID_HEADER]: randomUUID(),
+  });
+  res.end(body);
+}
+
+/**
+ * What Node's HTTP server would answer by itself, before any route, in the error shape
+ * too: an Expect it cannot meet (417, an empty body otherwise), CONNECT (the connection
+ * dropped otherwise), and an HTTP/1.1 request without Host (400, an empty body otherwise:
+ * Node's own check is off for the hook below to answer it).
+ */
+function answerBelowTheRoutes(server: Server): void {
+  server.on('checkExpectation', (_request: IncomingMessage, res: ServerResponse) =>
+    writeError(res, new ApiError(417, 'validation', 'Заголовок Expect принимается только как 100-continue', 'expect')),
+  );
+  server.on('connect', (_request: IncomingMessage, socket: Socket) => {
+    const body = JSON.stringify(new ApiError(405, 'method_not_allowed', 'Метод CONNECT не поддерживается').body());
+    socket.end(
+      `HTTP/1.1 405 Method Not Allowed\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        `Cache-Control: no-store\r\nX-Request-Id: ${randomUUID()}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  });
 }

@@ -126,7 +126,7 @@ export function toApiError(exception: unknown): ApiError {
     // Our code throws ApiError only: an HttpException is Nest's wrapping of a Fastify
     // error raised before any handler ran (body parsing, routing).
     const status = exception.getStatus();
-    if (status === 404) return new ApiError(404, 'not_found', 'Такого адреса нет в API');
+    if (status === 404) return new ApiError(404, 'not_found', 'Такого адреса нет в API, или он не принимает этот метод');
     if (status === 405) return new ApiError(405, 'method_not_allowed', 'Метод не поддерживается для этого адреса');
     if (status === 413) return new ApiError(413, 'payload_too_large', 'Тело запроса слишком большое');
     if (status === 415) return new ApiError(415, 'unsupported_media_type', 'Тело запроса должно быть в формате application/json');

@@ -1,0 +1,171 @@
+/**
+ * The HTTP surface below the routes, as real clients, proxies and scanners send it, in
+ * raw bytes: a request line in absolute form, pipelined requests before bad bytes, a
+ * body that never arrives, long ids. Every answer is the spec's error shape with a
+ * status that says what happened, and a request is never answered as refused after it
+ * was carried out.
+ */
+import { connect } from 'node:net';
+import { expectStatus, InvoiceGateway, Merchant, orderId, startInvoiceGateway } from '../support/merchant-fixtures';
+
+/** Writes `bytes` on a new connection (in parts, `pauseMs` apart) and collects what comes back until the server closes it or `untilMs` passes. */
+async function exchange(
+  port: number,
+  parts: readonly string[],
+  options: { untilMs?: number; pauseMs?: number } = {},
+): Promise<{ text: string; closed: boolean }> {
+  const socket = connect(port, '127.0.0.1');
+  let text = '';
+  socket.on('data', (chunk) => (text += chunk.toString('utf8')));
+  const closed = new Promise<boolean>((resolve) => socket.once('close', () => resolve(true)));
+  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+  for (const part of parts) {
+    socket.write(part);
+    if (options.pauseMs) await new Promise((r) => setTimeout(r, options.pauseMs));
+  }
+  const ended = await Promise.race([closed, new Promise<boolean>((r) => setTimeout(() => r(false), options.untilMs ?? 5_000))]);
+  socket.destroy();
+  return { text, closed: ended };
+}
+
+/** The status lines of the answers in `text`, in order. */
+const statusesOf = (text: string) => [...text.matchAll(/HTTP\/1\.1 (\d{3}) [A-Z]/g)].map((m) => Number(m[1]));
+
+describe('the HTTP surface in raw bytes', () => {
+  let gw: InvoiceGateway;
+  let shop: Merchant;
+  let port: number;
+
+  beforeAll(async () => {
+    gw = await startInvoiceGateway();
+    shop = await gw.operator.merchant();
+    port = Number(new URL(gw.baseUrl).port);
+  });
+  afterAll(async () => {
+    await gw?.close();
+  });
+
+  const request = (line: string, headers: Record<string, string>, body = '') =>
+    `${line}\r\n${Object.entries({ host: 'gateway.test', ...headers, ...(body ? { 'content-length': String(Buffer.byteLength(body)) } : {}) })
+      .map(([k, v]) => `${k}: ${v}`)
+      .join('\r\n')}\r\n\r\n${body}`;
+  const auth = () => ({ authorization: `Bearer ${shop.keys.test.secretKey}` });
+  /** The invoices created with this orderId, from the event log itself (the list is a read model, milliseconds behind). */
+  const invoicesWith = async (id: string) =>
+    (await gw.db.pool.query(`SELECT 1 FROM events WHERE event_type = 'InvoiceCreated' AND data->>'orderId' = $1`, [id])).rows;
+
+  it('a request line in absolute form is read as its path: the JSON-only rule, the query rules and the idempotency key hold', async () => {
+    const form = orderId('absolute-form');
+    const refused = await exchange(port, [
+      request(
+        `POST http://gateway.test/v1/invoices HTTP/1.1`,
+        { ...auth(), 'content-type': 'application/x-www-form-urlencoded', connection: 'close' },
+        `amount=100.00&orderId=${form}`,
+      ),
+    ]);
+    expect(statusesOf(refused.text)).toEqual([415]);
+    expect(refused.text).toContain('"code":"unsupported_media_type"');
+    expect(await invoicesWith(form)).toEqual([]);
+
+    const account = await exchange(port, [
+      request(
+        `POST http://gateway.test/admin/v1/accounts HTTP/1.1`,
+        { authorization: `Bearer ${gw.gateway.adminToken}`, 'content-type': 'application/x-www-form-urlencoded', connection: 'close' },
+        'name=Form&email=f%40example.com',
+      ),
+    ]);
+    expect(statusesOf(account.text)).toEqual([415]);
+
+    const escape = await exchange(port, [request(`GET http://gateway.test/v1/invoices?orderId=%E9 HTTP/1.1`, { ...auth(), connection: 'close' })]);
+    expect(statusesOf(escape.text)).toEqual([400]);
+    expect(escape.text).toContain('"param":"orderId"');
+
+    // The same keyed request in origin form, then in absolute form: one request, replayed (not a conflict).
+    const key = `abs-${orderId('key')}`;
+    const body = JSON.stringify({ amount: '100.00', orderId: orderId('absolute-keyed') });
+    const first = await shop.test.raw('POST', '/v1/invoices', { body, headers: { ...auth(), 'content-type': 'application/json', 'idempotency-key': key } });
+    expectStatus(first, 201);
+    const again = await exchange(port, [
+      request(
+        `POST http://gateway.test/v1/invoices HTTP/1.1`,
+        { ...auth(), 'content-type': 'application/json', 'idempotency-key': key, connection: 'close' },
+        body,
+      ),
+    ]);
+    expect(statusesOf(again.text)).toEqual([201]);
+    expect(again.text).toMatch(/idempotent-replayed: true/i);
+  });
+
+  it('requests pipelined before bytes that are not HTTP are answered first, in order; then the 400', async () => {
+    const pipelined = orderId('pipelined');
+    const answered = await exchange(port, [
+      request('POST /v1/invoices HTTP/1.1', { ...auth(), 'content-type': 'application/json' }, JSON.stringify({ amount: '150.00', orderId: pipelined })) +
+        request('GET /health/live HTTP/1.1', {}) +
+        'GARBAGE\r\n\r\n',
+    ]);
+    expect(statusesOf(answered.text)).toEqual([201, 200, 400]);
+    expect(answered.text).toContain('"param":"request"');
+    expect(await invoicesWith(pipelined)).toHaveLength(1);
+  });
+
+  it('a body that stops arriving is answered 408 in the error shape within the request timeout, and nothing is written', async () => {
+    const stalled = orderId('stalled');
+    const body = JSON.stringify({ amount: '100.00', orderId: stalled });
+    const started = Date.now();
+    const answer = await exchange(
+      port,
+      [
+        `POST /v1/invoices HTTP/1.1\r\nhost: gateway.test\r\nauthorization: Bearer ${shop.keys.test.secretKey}\r\ncontent-type: application/json\r\ncontent-length: ${body.length + 10}\r\n\r\n${body}`,
+      ],
+      { untilMs: 100_000 },
+    );
+    expect(answer.closed).toBe(true);
+    expect(statusesOf(answer.text)).toEqual([408]);
+    expect(answer.text).toContain('"code":"validation"');
+    expect(Date.now() - started).toBeLessThan(95_000);
+    expect(await invoicesWith(stalled)).toEqual([]);
+  }, 120_000);
+
+  it("what Node's server would answer itself is in the error shape: no Host, an Expect it cannot meet, CONNECT; a method a path does not take says so", async () => {
+    const shapes = async (bytes: string) => {
+      const { text } = await exchange(port, [bytes]);
+      const body = text.slice(text.indexOf('\r\n\r\n') + 4);
+      return {
+        status: statusesOf(text)[0],
+        noStore: /cache-control: no-store/i.test(text),
+        error: (JSON.parse(body) as { error: { code: string; param?: string } }).error,
+      };
+    };
+    expect(await shapes('GET /v1/balance HTTP/1.1\r\nconnection: close\r\n\r\n')).toMatchObject({
+      status: 400,
+      noStore: true,
+      error: { code: 'validation', param: 'host' },
+    });
+    expect(
+      await shapes(request('POST /v1/invoices HTTP/1.1', { ...auth(), 'content-type': 'application/json', expect: '200-ok', connection: 'close' }, '{}')),
+    ).toMatchObject({
+      status: 417,
+      noStore: true,
+      error: { code: 'validation', param: 'expect' },
+    });
+    expect(await shapes('CONNECT gateway.test:443 HTTP/1.1\r\nhost: gateway.test:443\r\n\r\n')).toMatchObject({
+      status: 405,
+      noStore: true,
+      error: { code: 'method_not_allowed' },
+    });
+    const put = await shop.test.raw('PUT', '/v1/invoices', { headers: auth() });
+    expect({ status: put.status, code: put.body.error.code, message: put.body.error.message }).toEqual({
+      status: 404,
+      code: 'not_found',
+      message: expect.stringContaining('не принимает этот метод'),
+    });
+  });
+
+  it('an id longer than 1,024 characters is that resource 404 (or 401 without a key), as a shorter one', async () => {
+    const id = 'a'.repeat(4_000);
+    const invoice = await shop.test.get(`/v1/invoices/${id}`);
+    expect({ status: invoice.status, code: invoice.body.error.code }).toEqual({ status: 404, code: 'invoice_not_found' });
+    const payout = await shop.live.get(`/v1/payouts/${id}`);
+    expect({ status: payout.status, code: payout.body.error.code }).toEqual({ status: 404, code: 'not_found' });
+  });
+});
