@@ -37,6 +37,18 @@ export const originFormOf = (target: string): string => {
   return rest.startsWith('/') ? rest : `/${rest}`;
 };
 
+/** The responses of each connection not yet closed (trackResponses): what a connection still owes when its next bytes are not HTTP. */
+const OPEN_RESPONSES = new WeakMap<Socket, Set<ServerResponse>>();
+
+function trackResponses(server: Server): void {
+  server.on('request', (request: IncomingMessage, response: ServerResponse) => {
+    let open = OPEN_RESPONSES.get(request.socket);
+    if (!open) OPEN_RESPONSES.set(request.socket, (open = new Set()));
+    open.add(response);
+    response.once('close', () => open.delete(response));
+  });
+}
+
 /** The answer to a request Node's HTTP parser refused: too large, too slow, or not HTTP. */
 function clientErrorAnswer(code: string | undefined): { error: ApiError; reason: string } {
   if (code === 'HPE_HEADER_OVERFLOW') {
@@ -147,11 +159,11 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
         `HTTP/1.1 ${answer.error.status} ${answer.reason}\r\n` +
         `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nCache-Control: no-store\r\n` +
         `X-Request-Id: ${randomUUID()}\r\nConnection: close\r\n\r\n${body}`;
-      // A request read whole before the bad bytes (pipelined on the connection) is answered
-      // first: its write is done. One whose body never came whole (a timeout, a bad chunk) is not waited for.
-      const pending = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
-      if (pending && !pending.writableFinished && pending.req.complete) pending.once('finish', () => socket.end(text));
-      else socket.end(text);
+      // The requests read whole before the bad bytes (pipelined on the connection) are
+      // answered first: they were carried out. One whose body never came whole (a timeout,
+      // a bad chunk) is not waited for.
+      const owed = [...(OPEN_RESPONSES.get(socket) ?? [])].filter((res) => res.req.complete && !res.writableFinished);
+      void Promise.all(owed.map((res) => new Promise((done) => res.once('close', done)))).then(() => socket.end(text));
     },
   });
   const fastify = adapter.getInstance();
@@ -197,6 +209,7 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
   app.useGlobalFilters(new ErrorsByPath(new ErrorFilter(log)));
   await app.init();
   answerBelowTheRoutes(fastify.server);
+  trackResponses(fastify.server);
   return app;
 }
 
