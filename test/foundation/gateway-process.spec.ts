@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { AddressInfo, connect, createServer } from 'node:net';
 import path from 'node:path';
 import { Client, Pool } from 'pg';
-import { EMBEDDED_DATABASE_NAME, EMBEDDED_SERVER_SETTINGS, PASSWORD_FILE } from '#platform/database';
+import { EMBEDDED_DATABASE_NAME, EMBEDDED_SERVER_SETTINGS, PASSWORD_FILE, startLockName } from '#platform/database';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { RunningGateway, startGateway, startProcess, temporaryDataDir, PROJECTOR_PUBLIC_URL } from '../support/gateway-process';
 
@@ -169,6 +170,34 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
       together.remove();
     }
   });
+
+  it('the start lock is freed by the kernel when its holder dies, however it dies: a start waits for a live holder, not for a killed one, nor for a pid come back', async () => {
+    const own = temporaryDataDir();
+    try {
+      // A lock file naming a live process (this one: a pid come back, as PID 1 in a container) holds nothing.
+      writeFileSync(path.join(own.dir, 'postgres.start-lock'), `${process.pid}\n`);
+      // A holder of the lock (Linux: the abstract socket named after the folder), then SIGKILLed.
+      const holder = spawn(process.execPath, [
+        '-e',
+        `require('net').createServer().listen(${JSON.stringify(startLockName(own.dir))}, () => console.log('holding'))`,
+      ]);
+      let holderErrors = '';
+      holder.stderr.on('data', (chunk: Buffer) => (holderErrors += chunk.toString()));
+      await new Promise<void>((resolve, reject) => {
+        holder.stdout.once('data', () => resolve());
+        holder.once('exit', (code) => reject(new Error(`the lock holder exited (${code}): ${holderErrors}`)));
+      });
+      const gateway = startProcess('gateway', { DATA_DIR: own.dir, PORT: '0' });
+      await new Promise((r) => setTimeout(r, 3_000));
+      expect(gateway.output()).not.toMatch(/listening on/);
+      holder.kill('SIGKILL');
+      const [, url] = await gateway.waitForOutput(/listening on (http:\/\/127\.0\.0\.1:\d+)/, 30_000);
+      await untilTrue(async () => (await json(`${url}/health/ready`)).status === 200);
+      expect(await gateway.kill('SIGTERM')).toBe(0);
+    } finally {
+      own.remove();
+    }
+  }, 90_000);
 
   it('a start that fails (the port taken) exits 1 saying why, after stopping what it started: no error after it, no server left behind', async () => {
     // A data directory of its own: the one above keeps the server the SIGKILLed gateway left (a reused server is left running).

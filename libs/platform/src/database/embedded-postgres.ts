@@ -1,5 +1,5 @@
-import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { Client } from 'pg';
@@ -143,41 +143,76 @@ async function startOrJoin(
   };
 }
 
-/** The lock file under DATA_DIR that one process at a time holds to find, make, start or stop the server. */
+/** The lock file under DATA_DIR of platforms without abstract sockets (not Linux). */
 export const START_LOCK_FILE = 'postgres.start-lock';
+const START_LOCK_WAIT_MS = 120_000;
 
 /**
  * Runs `work` holding DATA_DIR's start lock, so that processes of one DATA_DIR started
  * or stopped at once (a supervisor starting every unit together) take turns: without
- * it two would run initdb on one folder, or start a second server on a cluster that is
- * still starting. Hand-written (an O_EXCL file holding its pid): a lock that a killed
- * process left is seen at once, where an mtime-based lock waits out its staleness.
- * (Two waiters removing one stale lock at once may let a third in beside the winner.)
+ * it two would run initdb on one folder, start a second server on a cluster still
+ * starting, or stop the server under one joining it.
  */
 async function underStartLock<T>(root: string, work: () => Promise<T>): Promise<T> {
+  const release = await takeStartLock(root);
+  try {
+    return await work();
+  } finally {
+    await release();
+  }
+}
+
+/** The abstract socket (Linux) that is DATA_DIR's start lock. */
+export const startLockName = (root: string): string =>
+  `\0gateway-embedded-postgres-${createHash('sha256').update(realpathSync(root)).digest('hex').slice(0, 40)}`;
+
+/**
+ * On Linux, an abstract Unix socket named after the real path of DATA_DIR, bound by the
+ * holder: the kernel frees it when the holder exits, however it dies, so no lock is ever
+ * left behind and none is taken over (a pid file is, when its pid comes back: PID 1 in a
+ * container). Hand-written: no npm lock does this. Elsewhere, an O_EXCL file holding the pid.
+ */
+async function takeStartLock(root: string): Promise<() => Promise<void>> {
+  const deadline = Date.now() + START_LOCK_WAIT_MS;
+  const wait = () => new Promise((resolve) => setTimeout(resolve, 50));
+  if (process.platform === 'linux') {
+    const name = startLockName(root);
+    for (;;) {
+      const server = createServer();
+      const bound = await new Promise<boolean>((resolve, reject) => {
+        server.once('error', (error: NodeJS.ErrnoException) => (error.code === 'EADDRINUSE' ? resolve(false) : reject(error)));
+        server.listen(name, () => resolve(true));
+      });
+      if (bound) {
+        server.unref();
+        return () => new Promise<void>((resolve) => server.close(() => resolve()));
+      }
+      if (Date.now() > deadline) throw new Error(`another process of DATA_DIR ${root} has held its start lock for ${START_LOCK_WAIT_MS / 1000} s`);
+      await wait();
+    }
+  }
   const file = path.join(root, START_LOCK_FILE);
-  const deadline = Date.now() + 120_000;
   for (;;) {
     try {
       writeFileSync(file, `${process.pid}\n`, { flag: 'wx', mode: 0o644 });
-      break;
+      return async () => rmSync(file, { force: true });
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      const code = (error as NodeJS.ErrnoException).code;
+      // A DATA_DIR this process may not write (an auditor's read-only command): no lock to take.
+      if (code === 'EACCES' || code === 'EROFS' || code === 'EPERM') return async () => undefined;
+      if (code !== 'EEXIST') throw error;
     }
     const holder = heldBy(file);
     if (holder === 'gone') rmSync(file, { force: true });
     else if (Date.now() > deadline)
-      throw new Error(`${file} has been held by process ${holder} for 120 s: if no gateway process of this DATA_DIR is starting, remove it`);
-    else await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  try {
-    return await work();
-  } finally {
-    rmSync(file, { force: true });
+      throw new Error(
+        `${file} has been held by process ${holder} for ${START_LOCK_WAIT_MS / 1000} s: if no gateway process of this DATA_DIR is starting, remove it`,
+      );
+    else await wait();
   }
 }
 
-/** The live process that holds a start lock, or 'gone' when it no longer runs (or wrote no pid within 5 s). */
+/** The live process that holds a start lock file, or 'gone' when it no longer runs (or is this one: a pid come back), or wrote no pid within 5 s. */
 function heldBy(file: string): number | 'gone' {
   let text: string;
   try {
@@ -194,6 +229,7 @@ function heldBy(file: string): number | 'gone' {
       return 0;
     }
   }
+  if (pid === process.pid) return 'gone';
   try {
     process.kill(pid, 0);
     return pid;
