@@ -40,7 +40,7 @@ export class ReferenceController {
     return { methods: methodsOf(merchant.project).map(methodView) };
   }
 
-  /** The merchant account's balance in the key's mode, from the ledger read model. */
+  /** The merchant account's balance in the key's mode: the ledger read model and the entries past it (merchantBalance). */
   @ReadsModels('ledger')
   @Get('balance')
   async balance(@Merchant() merchant: MerchantIdentity, @Query(validRequest) _query: NoParameters) {

@@ -169,7 +169,7 @@ ${body}
   const pager = nextAfter ? `<p class="pager"><a href="/admin?after=${encodeURIComponent(nextAfter)}">Следующая страница →</a></p>` : '';
   return document(
     'Мерчанты',
-    `<h1>Мерчанты и балансы</h1><div class="card">${table}${pager}<p class="small muted">Балансы — из модели чтения ledger_balances (может отставать от журнала на время проекции).</p></div>`,
+    `<h1>Мерчанты и балансы</h1><div class="card">${table}${pager}<p class="small muted">Балансы — из модели чтения ledger_balances и записей журнала, которые она ещё не учла: текущие.</p></div>`,
     chrome,
   );
 }

@@ -3,6 +3,7 @@ import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
 import type { Pool } from 'pg';
 import type { EventStore } from '#event-store';
 import type { LedgerId } from '#ledger';
+import { LedgerBook } from '../ledger';
 import { merchantBalance } from '../ledger/ledger.read-model';
 import { EVENT_STORE, READ_MODELS } from '../payments.tokens';
 
@@ -18,9 +19,14 @@ export class GetBalanceHandler implements IQueryHandler<GetBalance> {
   constructor(
     @Inject(READ_MODELS) private readonly pool: Pool,
     @Inject(EVENT_STORE) private readonly store: EventStore,
+    @Inject(LedgerBook) private readonly ledgers: LedgerBook,
   ) {}
 
-  execute(query: GetBalance): Promise<{ readonly available: number; readonly pending: number; readonly reserved: number }> {
-    return merchantBalance(this.pool, this.store, query.ledger);
+  async execute(query: GetBalance): Promise<{ readonly available: number; readonly pending: number; readonly reserved: number }> {
+    const balance = await merchantBalance(this.pool, this.store, query.ledger);
+    if (balance !== null) return balance;
+    // The read model more than BALANCE_TAIL_MAX entries behind: the ledger's own state (its snapshot and the entries after it).
+    const { available, pending, reserved } = (await this.ledgers.current(query.ledger)).balances;
+    return { available, pending, reserved };
   }
 }

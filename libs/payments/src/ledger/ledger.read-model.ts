@@ -361,6 +361,9 @@ export function openHoldChanges(
   };
 }
 
+/** Entries past the read model that merchantBalance adds up itself; beyond, it answers null. */
+export const BALANCE_TAIL_MAX = 500;
+
 /**
  * The merchant's three balances in a mode (kopecks), current: ledger_balances (0 for an
  * account never posted to) plus the ledger's entries past the last one the read model
@@ -371,7 +374,7 @@ export async function merchantBalance(
   pool: Pick<Pool, 'query'>,
   store: Pick<EventStore, 'readStream'>,
   ledger: LedgerId,
-): Promise<{ readonly available: number; readonly pending: number; readonly reserved: number }> {
+): Promise<{ readonly available: number; readonly pending: number; readonly reserved: number } | null> {
   // One statement, one snapshot: the balances and the last entry they count (the projection writes both in one transaction).
   const row = (
     await pool.query<{ applied: string | null; balances: Record<string, string> | null }>(
@@ -384,8 +387,10 @@ export async function merchantBalance(
   const balance = { available: 0, pending: 0, reserved: 0 };
   for (const account of ['available', 'pending', 'reserved'] as const) balance[account] = Number(row.balances?.[account] ?? 0);
   const later = await store
-    .readStream(ledgerStreamName(ledger), { fromRevision: row.applied === null ? 0n : BigInt(row.applied) + 1n })
+    .readStream(ledgerStreamName(ledger), { fromRevision: row.applied === null ? 0n : BigInt(row.applied) + 1n, maxCount: BALANCE_TAIL_MAX })
     .catch((error: unknown) => (error instanceof StreamNotFoundError ? [] : Promise.reject(error)));
+  // The read model far behind (stuck, or rebuilt): the caller folds the ledger from its snapshot instead.
+  if (later.length === BALANCE_TAIL_MAX) return null;
   for (const event of later) {
     for (const p of (event.data as unknown as LedgerEntryPostedData).postings) if (p.account in balance) balance[p.account as keyof typeof balance] += p.amount;
   }
