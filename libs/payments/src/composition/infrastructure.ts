@@ -120,6 +120,8 @@ export async function openInfrastructure(
     // The log is ordered by transaction ids: a server behind them (a logical restore) would hide every new event.
     if (!readOnly && config.eventStore === 'postgres') await checkServerPastEventLog(pool);
 
+    if (!readOnly && config.clock !== 'manual') await checkClockNotBehindManual(pool);
+
     // The EventStoreDB client (and its gRPC stack) is loaded only by a gateway configured for it.
     const store: EventStore =
       config.eventStore === 'eventstoredb'
@@ -128,7 +130,6 @@ export async function openInfrastructure(
 
     let clock: GatewayClock = new SystemClock();
     let clockSync: ManualClockSync | null = null;
-    if (!readOnly && config.clock !== 'manual') await checkClockNotBehindManual(pool);
     if (config.clock === 'manual') {
       // Reads the shared offset (and follows it); only POST /admin/v1/clock/advance writes it.
       const manual = new ManualClock();
