@@ -24,5 +24,20 @@ export function parseCursor<T>(cursor: string, read: (value: Record<string, unkn
 /** The page size of a valid query (its default when absent). */
 export const pageSizeOf = (limit: string | undefined, fallback: number): number => (limit === undefined ? fallback : Number(limit));
 
+/**
+ * The last item's seq and id a cursor of a list whose read model a rebuild renumbers
+ * (invoices, payouts) carries: the query takes the seq that id has now, so that a
+ * cursor handed out before `projections:rebuild` goes on where it stopped. An id that is
+ * not `idPattern` is ignored (the seq alone, as a cursor without one).
+ */
+export function cursorAnchorOf(cursor: string | undefined, idPattern: RegExp): { seq: number; id: string | null } | null {
+  if (cursor === undefined) return null;
+  return parseCursor(cursor, (value) => {
+    const seq = pageSeq(value);
+    if (seq === null) return null;
+    return { seq, id: typeof value.id === 'string' && idPattern.test(value.id) ? value.id : null };
+  });
+}
+
 /** The `seq` a valid cursor carries, or null without one. */
 export const cursorSeqOf = (cursor: string | undefined): number | null => (cursor === undefined ? null : parseCursor(cursor, pageSeq));

@@ -189,6 +189,8 @@ export interface InvoiceListFilter {
   readonly to?: Date;
   /** Only rows below this seq (the cursor of the previous page), or null for the first page. */
   readonly before: number | null;
+  /** The id of the previous page's last invoice: its seq now, if it has one, stands for `before` (a rebuild renumbers). */
+  readonly beforeId?: string | null;
   readonly limit: number;
 }
 
@@ -215,6 +217,11 @@ export async function listInvoices(pool: Pick<Pool, 'query'>, filter: InvoiceLis
   if (filter.from !== undefined) add('created_at >= ?', filter.from);
   if (filter.to !== undefined) add('created_at < ?', filter.to);
   if (filter.before !== null) add('seq < ?', filter.before);
+  if (filter.before !== null && filter.beforeId) {
+    // The previous page's last invoice where it stands now: below it, whatever a rebuild renumbered.
+    where[where.length - 1] = `seq < coalesce((SELECT a.seq FROM invoices a WHERE a.id = $${params.length + 1}::uuid), $${params.length})`;
+    params.push(filter.beforeId);
+  }
   params.push(filter.limit + 1);
   const rows = await pool.query<{ seq: string; item: InvoiceRow }>(
     `SELECT seq, item FROM invoices WHERE ${where.join(' AND ')} ORDER BY seq DESC LIMIT $${params.length}`,

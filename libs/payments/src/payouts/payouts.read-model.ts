@@ -150,14 +150,19 @@ export interface PayoutListFilter {
   readonly statuses: readonly PayoutStatus[];
   /** Only rows below this seq (the previous page's cursor), or null for the first page. */
   readonly before: number | null;
+  /** The id of the previous page's last payout: its seq now, if it has one, stands for `before` (a rebuild renumbers). */
+  readonly beforeId?: string | null;
   readonly limit: number;
 }
 
 /** A page of the account's payouts, newest first (order of arrival). */
 export async function listPayouts(pool: Pick<Pool, 'query'>, filter: PayoutListFilter): Promise<ReadModelPage<PayoutRow>> {
-  const params: unknown[] = [filter.accountId, filter.statuses, filter.before ?? '9223372036854775807', filter.limit + 1];
+  const params: unknown[] = [filter.accountId, filter.statuses, filter.before ?? '9223372036854775807', filter.limit + 1, filter.beforeId ?? null];
+  // Below the previous page's last payout where it stands now (a rebuild renumbers), else below the cursor's seq.
   const rows = await pool.query<{ seq: string; item: PayoutRow }>(
-    `SELECT seq, item FROM payouts WHERE account_id = $1 AND status = ANY($2) AND seq < $3 ORDER BY seq DESC LIMIT $4`,
+    `SELECT seq, item FROM payouts WHERE account_id = $1 AND status = ANY($2)
+       AND seq < coalesce((SELECT a.seq FROM payouts a WHERE a.id = $5::bigint), $3)
+     ORDER BY seq DESC LIMIT $4`,
     params,
   );
   return pageOf(rows.rows, filter.limit);

@@ -2,7 +2,7 @@ import { Controller, Get, Inject, Query, UseGuards } from '@nestjs/common';
 import { QueryBus } from '@nestjs/cqrs';
 import { invoiceRowView } from '#payments';
 import type { MerchantIdentity } from '#payments/merchants';
-import { cursorSeqOf, encodeCursor, pageSizeOf } from '../../http/cursor';
+import { cursorAnchorOf, encodeCursor, pageSizeOf } from '../../http/cursor';
 import { rangeBound } from '../../http/period-page.request';
 import { PUBLIC_URL } from '../../http/tokens';
 import type { PublicUrl } from '../../http/tokens';
@@ -11,6 +11,9 @@ import { Merchant, MerchantAuthGuard } from '../../http/auth/merchant-auth.guard
 import { ReadsModels } from '../../http/read-models';
 import { ListInvoicesQuery } from './list-invoices.request';
 import { ListInvoices } from './list-invoices.handler';
+
+/** An invoice id as a cursor carries it. */
+const UUID_TEXT = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 @Controller('v1/invoices')
 @UseGuards(MerchantAuthGuard)
@@ -26,6 +29,7 @@ export class ListInvoicesRoute {
   async list(@Merchant() merchant: MerchantIdentity, @Query(validRequest) query: ListInvoicesQuery) {
     const { orderId, status } = query;
     const [from, to] = [rangeBound(query.from), rangeBound(query.to)];
+    const anchor = cursorAnchorOf(query.cursor, UUID_TEXT);
     const page = await this.queries.execute(
       new ListInvoices({
         projectId: merchant.project.id,
@@ -34,13 +38,14 @@ export class ListInvoicesRoute {
         status,
         from,
         to,
-        before: cursorSeqOf(query.cursor),
+        before: anchor?.seq ?? null,
+        beforeId: anchor?.id ?? null,
         limit: pageSizeOf(query.limit, 20),
       }),
     );
     return {
       items: page.items.map((row) => invoiceRowView(row, this.publicUrl.value)),
-      nextCursor: page.hasMore ? encodeCursor({ seq: page.lastSeq! }) : null,
+      nextCursor: page.hasMore ? encodeCursor({ seq: page.lastSeq!, id: page.items[page.items.length - 1]!.id }) : null,
       hasMore: page.hasMore,
     };
   }

@@ -3,7 +3,7 @@ import { QueryBus } from '@nestjs/cqrs';
 import { PAYOUT_STATUSES } from '#domain';
 import { payoutRowView, payoutView } from '#payments';
 import type { MerchantIdentity } from '#payments/merchants';
-import { cursorSeqOf, encodeCursor, pageSizeOf } from '../../http/cursor';
+import { cursorAnchorOf, encodeCursor, pageSizeOf } from '../../http/cursor';
 import { validRequest } from '../../http/request-pipe';
 import { Merchant, MerchantAuthGuard } from '../../http/auth/merchant-auth.guard';
 import { ReadsModels } from '../../http/read-models';
@@ -27,7 +27,7 @@ export class ListPayoutsRoute {
   async list(@Merchant() merchant: MerchantIdentity, @Query(validRequest) query: ListPayoutsQuery) {
     const { orderId, status } = query;
     const limit = pageSizeOf(query.limit, 20);
-    const before = cursorSeqOf(query.cursor);
+    const anchor = cursorAnchorOf(query.cursor, /^\d{1,18}$/);
     // Payouts are made with live keys only: a test key has none.
     const live = merchant.mode === 'live';
     if (orderId !== undefined) {
@@ -38,11 +38,17 @@ export class ListPayoutsRoute {
     }
     if (!live) return { items: [], nextCursor: null, hasMore: false };
     const page = await this.queries.execute(
-      new ListPayouts({ accountId: merchant.project.accountId, statuses: status !== undefined ? [status] : PAYOUT_STATUSES, before, limit }),
+      new ListPayouts({
+        accountId: merchant.project.accountId,
+        statuses: status !== undefined ? [status] : PAYOUT_STATUSES,
+        before: anchor?.seq ?? null,
+        beforeId: anchor?.id ?? null,
+        limit,
+      }),
     );
     return {
       items: page.items.map((row) => payoutRowView(row)),
-      nextCursor: page.hasMore ? encodeCursor({ seq: page.lastSeq! }) : null,
+      nextCursor: page.hasMore ? encodeCursor({ seq: page.lastSeq!, id: String(page.items[page.items.length - 1]!.id) }) : null,
       hasMore: page.hasMore,
     };
   }
