@@ -49,6 +49,15 @@ function trackResponses(server: Server): void {
   });
 }
 
+/** An error answer as the bytes written on a socket no response owns, closing the connection. */
+const rawErrorAnswer = (error: ApiError, reason: string): string => {
+  const body = JSON.stringify(error.body());
+  return (
+    `HTTP/1.1 ${error.status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+    `Cache-Control: no-store\r\nX-Request-Id: ${randomUUID()}\r\nConnection: close\r\n\r\n${body}`
+  );
+};
+
 /** The answer to a request Node's HTTP parser refused: too large, too slow, or not HTTP. */
 function clientErrorAnswer(code: string | undefined): { error: ApiError; reason: string } {
   if (code === 'HPE_HEADER_OVERFLOW') {
@@ -154,11 +163,7 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
     clientErrorHandler: (error: Error & { code?: string }, socket: Socket) => {
       if (!socket.writable) return socket.destroy();
       const answer = clientErrorAnswer(error.code);
-      const body = JSON.stringify(answer.error.body());
-      const text =
-        `HTTP/1.1 ${answer.error.status} ${answer.reason}\r\n` +
-        `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nCache-Control: no-store\r\n` +
-        `X-Request-Id: ${randomUUID()}\r\nConnection: close\r\n\r\n${body}`;
+      const text = rawErrorAnswer(answer.error, answer.reason);
       // The requests read whole before the bad bytes (pipelined on the connection) are
       // answered first: they were carried out. One whose body never came whole (a timeout,
       // a bad chunk) is not waited for.
@@ -228,18 +233,14 @@ function writeError(res: ServerResponse, error: ApiError): void {
 /**
  * What Node's HTTP server would answer by itself, before any route, in the error shape
  * too: an Expect it cannot meet (417, an empty body otherwise), CONNECT (the connection
- * dropped otherwise), and an HTTP/1.1 request without Host (400, an empty body otherwise:
- * Node's own check is off for the hook below to answer it).
+ * dropped otherwise). (An HTTP/1.1 request without Host: Node's own check, an empty 400,
+ * is off; createApi's first hook answers it.)
  */
 function answerBelowTheRoutes(server: Server): void {
   server.on('checkExpectation', (_request: IncomingMessage, res: ServerResponse) =>
     writeError(res, new ApiError(417, 'validation', 'Заголовок Expect принимается только как 100-continue', 'expect')),
   );
   server.on('connect', (_request: IncomingMessage, socket: Socket) => {
-    const body = JSON.stringify(new ApiError(405, 'method_not_allowed', 'Метод CONNECT не поддерживается').body());
-    socket.end(
-      `HTTP/1.1 405 Method Not Allowed\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
-        `Cache-Control: no-store\r\nX-Request-Id: ${randomUUID()}\r\nConnection: close\r\n\r\n${body}`,
-    );
+    socket.end(rawErrorAnswer(new ApiError(405, 'method_not_allowed', 'Метод CONNECT не поддерживается'), 'Method Not Allowed'));
   });
 }
