@@ -27,10 +27,10 @@ import { registerMetricsRoute } from './health/metrics-endpoint';
 /** Largest request body the API reads (customFields are at most 2 KB; the rest is small). */
 export const BODY_LIMIT_BYTES = 64 * 1024;
 /** Within how long a request's headers and body must have arrived (then 408). */
-export const REQUEST_TIMEOUT_MS = 60_000;
+const REQUEST_TIMEOUT_MS = 60_000;
 
 /** The origin form (`/path?query`) of a request target in absolute form (`http://host/path?query`); any other form as it is. */
-export const originFormOf = (target: string): string => {
+const originFormOf = (target: string): string => {
   const authority = /^[a-zA-Z][a-zA-Z0-9+.-]*:\/\/[^/?#]*/.exec(target);
   if (!authority) return target;
   const rest = target.slice(authority[0].length);

@@ -786,7 +786,7 @@ const DESCRIPTION = `Платёжный шлюз для мерчантов: сч
 // ---------------------------------------------------------------------------
 
 /** Each operation of the paths with 503 among its answers. */
-export const answeringUnavailable = (paths: Record<string, PathItemObject>, unavailable: ResponseObject): Record<string, PathItemObject> =>
+const answeringUnavailable = (paths: Record<string, PathItemObject>, unavailable: ResponseObject): Record<string, PathItemObject> =>
   Object.fromEntries(
     Object.entries(paths).map(([path, item]) => [
       path,

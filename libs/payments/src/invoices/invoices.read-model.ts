@@ -216,11 +216,10 @@ export async function listInvoices(pool: Pick<Pool, 'query'>, filter: InvoiceLis
   if (filter.status !== undefined) add('status = ?', filter.status);
   if (filter.from !== undefined) add('created_at >= ?', filter.from);
   if (filter.to !== undefined) add('created_at < ?', filter.to);
-  if (filter.before !== null) add('seq < ?', filter.before);
-  if (filter.before !== null && filter.beforeId) {
-    // The previous page's last invoice where it stands now: below it, whatever a rebuild renumbered.
-    where[where.length - 1] = `seq < coalesce((SELECT a.seq FROM invoices a WHERE a.id = $${params.length + 1}::uuid), $${params.length})`;
-    params.push(filter.beforeId);
+  if (filter.before !== null) {
+    // Below the previous page's last invoice where it stands now (a rebuild renumbers), else below the cursor's seq.
+    params.push(filter.beforeId ?? null, filter.before);
+    where.push(`seq < coalesce((SELECT a.seq FROM invoices a WHERE a.id = $${params.length - 1}::uuid), $${params.length})`);
   }
   params.push(filter.limit + 1);
   const rows = await pool.query<{ seq: string; item: InvoiceRow }>(
