@@ -11,7 +11,7 @@
  */
 import { RunningGateway, RunningProcess, startGateway, startProcess } from '../support/gateway-process';
 import { Client, expectStatus, Merchant, Operator, orderId, poll } from '../support/merchant-fixtures';
-import { fromKopecks, toKopecks } from '../support/money-out-fixtures';
+import { fromKopecks, fund, PHONE, payoutAddress, toKopecks } from '../support/money-out-fixtures';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 const ADMIN_TOKEN = 'operator-token-for-rebuild-while-running-0042';
@@ -32,6 +32,8 @@ describe('projections:rebuild while the gateway runs', () => {
   /** What the merchant sees when nothing is being rebuilt. */
   let balance: { available: string; pending: string; reserved: string };
   let listed: string[];
+  /** The live payouts (the most a merchant may have in processing), newest first. */
+  let payouts: number[];
 
   const readBalance = async () => (await client.get('/v1/balance')).body;
   const readList = async () => (((await client.get('/v1/invoices?limit=100')).body.items ?? []) as { id: string }[]).map((i) => i.id).sort();
@@ -42,6 +44,15 @@ describe('projections:rebuild while the gateway runs', () => {
     operator = new Operator(gateway.baseUrl, ADMIN_TOKEN);
     shop = await operator.merchant({ holdHours: 0 });
     client = shop.test;
+    // Live payouts, for the payout list's cursor (its read model is renumbered by a rebuild too).
+    await fund(operator, shop, 'live', ['1000.00']);
+    const address = await payoutAddress(operator, shop.accountId, { method: 'sbp', account: PHONE, bank: 'Сбербанк' });
+    payouts = [];
+    for (let i = 0; i < 3; i++) {
+      const payout = await shop.live.post('/v1/payouts', { amount: '100.00', addressId: address.id, orderId: orderId('payout') });
+      expectStatus(payout, 201);
+      payouts.unshift(payout.body.id as number);
+    }
     let net = 0;
     for (let i = 0; i < INVOICES; i++) {
       const created = await client.post('/v1/invoices', { amount: `${100 + i}.00`, orderId: orderId('rebuild'), method: 'sbp' });
@@ -108,6 +119,15 @@ describe('projections:rebuild while the gateway runs', () => {
     const restOf = async () => ((await client.get(`/v1/invoices?limit=100&cursor=${cursor}`)).body.items as { id: string }[]).map((i) => i.id);
     const rest = await restOf();
     expect(rest).toHaveLength(INVOICES - 3);
+    const firstPayout = await poll(
+      () => shop.live.get('/v1/payouts?limit=1'),
+      (r) => r.status === 200 && r.body.items.length === 1 && r.body.hasMore === true,
+      'the payouts listed',
+    );
+    expect(firstPayout.body.items[0].id).toBe(payouts[0]);
+    const payoutCursor = firstPayout.body.nextCursor as string;
+    const payoutsAfter = async () => ((await shop.live.get(`/v1/payouts?limit=10&cursor=${payoutCursor}`)).body.items as { id: number }[]).map((p) => p.id);
+    expect(await payoutsAfter()).toEqual(payouts.slice(1));
     const rebuild = startProcess('rebuild', { DATABASE_URL: db.url }, ['--batch-size', '5']);
     let exited = false;
     void rebuild.exited.then(() => (exited = true));
@@ -147,6 +167,7 @@ describe('projections:rebuild while the gateway runs', () => {
     await projectorLiveAgain();
     await expectReadsRight();
     expect(await restOf()).toEqual(rest);
+    expect(await payoutsAfter()).toEqual(payouts.slice(1));
     // The projector follows the log again: a new invoice reaches the list without anyone's help.
     const created = await client.post('/v1/invoices', { amount: '50.00', orderId: orderId('after'), method: 'sbp' });
     expectStatus(created, 201);
