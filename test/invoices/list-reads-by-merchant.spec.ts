@@ -10,6 +10,7 @@ import { deferSecondaryIndexes, restoreDeferredIndexes } from '#event-store/proj
 import { inTransaction, migrate } from '#platform/database';
 import { allMigrations } from '#payments/composition';
 import { listInvoices } from '#payments/invoices';
+import { listPayouts } from '#payments/payouts';
 import { measuringPool } from '../support/rows-read';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
@@ -57,6 +58,44 @@ it('a status few invoices have reads the merchant’s invoices only', async () =
   expect(page.items.map((i) => (i as unknown as { orderId: string }).orderId)).toEqual(['order-63', 'order-42', 'order-21']);
   expect(page.hasMore).toBe(false);
   expect(measured.rowsRead()).toBeLessThanOrEqual(OWN_ROWS);
+});
+
+describe('a cursor that names an item of another list as its last one', () => {
+  const orderIds = (page: { items: readonly unknown[] }) => page.items.map((i) => (i as { orderId: string }).orderId);
+  const invoiceAt = async (orderId: string, mode = 'live') =>
+    (await db.pool.query<{ id: string; seq: string }>(`SELECT id, seq FROM invoices WHERE order_id = $1 AND mode = $2`, [orderId, mode])).rows[0]!;
+
+  it('pages the invoices below the cursor’s seq: another merchant’s invoice or the other mode’s does not say where it stands', async () => {
+    const own = await invoiceAt('order-210');
+    // A test-mode invoice of the same merchant, newer than every live one.
+    await db.pool.query(
+      `INSERT INTO invoices (id, project_id, account_id, mode, order_id, status, amount, method, created_at, expires_at,
+                             last_revision, net_amount, fee_amount, item)
+       VALUES (gen_random_uuid(), $1, $1, 'test', 'order-t', 'paid', 100000, 'sbp', now(), now(), 1, 98500, 1500, '{"orderId":"order-t"}')`,
+      [MERCHANT],
+    );
+    const below210 = ['order-189', 'order-168', 'order-147'];
+    for (const anchor of [(await invoiceAt('order-10')).id, (await invoiceAt('order-t', 'test')).id, own.id]) {
+      const page = await listInvoices(db.pool, { ...invoiceFilter, limit: 3, before: Number(own.seq), beforeId: anchor });
+      expect({ anchor, page: orderIds(page) }).toEqual({ anchor, page: below210 });
+    }
+  });
+
+  it('pages the payouts below the cursor’s seq: another account’s payout does not say where it stands', async () => {
+    const other = '00000000-0000-4000-8000-000000000001';
+    // Payouts 1..9 of the two accounts in turn: the merchant's are the odd ones.
+    await db.pool.query(
+      `INSERT INTO payouts (id, account_id, project_id, order_id, status, created_at, last_revision, amount, fee_amount, item)
+       SELECT n, a, a, 'payout-' || n, 'pending', now(), 1, 10000, 100, json_build_object('orderId', 'payout-' || n)
+       FROM generate_series(1, 9) AS n, LATERAL (SELECT CASE WHEN n % 2 = 1 THEN $1 ELSE $2 END::uuid AS a) AS owner`,
+      [MERCHANT, other],
+    );
+    const seq7 = Number((await db.pool.query<{ seq: string }>(`SELECT seq FROM payouts WHERE id = 7`)).rows[0]!.seq);
+    for (const anchor of ['2', '8', '7']) {
+      const page = await listPayouts(db.pool, { accountId: MERCHANT, statuses: ['pending'], before: seq7, beforeId: anchor, limit: 10 });
+      expect({ anchor, page: orderIds(page) }).toEqual({ anchor, page: ['payout-5', 'payout-3', 'payout-1'] });
+    }
+  });
 });
 
 it('the migration replaces the indexes a rebuild stopped half-way had set aside, and leaves no record to make the old ones again', async () => {

@@ -217,9 +217,12 @@ export async function listInvoices(pool: Pick<Pool, 'query'>, filter: InvoiceLis
   if (filter.from !== undefined) add('created_at >= ?', filter.from);
   if (filter.to !== undefined) add('created_at < ?', filter.to);
   if (filter.before !== null) {
-    // Below the previous page's last invoice where it stands now (a rebuild renumbers), else below the cursor's seq.
+    // Below the previous page's last invoice where it stands now (a rebuild renumbers), else below the cursor's seq;
+    // only an invoice of this list anchors it (a cursor naming another merchant's must not say where that one stands).
     params.push(filter.beforeId ?? null, filter.before);
-    where.push(`seq < coalesce((SELECT a.seq FROM invoices a WHERE a.id = $${params.length - 1}::uuid), $${params.length})`);
+    where.push(
+      `seq < coalesce((SELECT a.seq FROM invoices a WHERE a.id = $${params.length - 1}::uuid AND a.project_id = $1 AND a.mode = $2), $${params.length})`,
+    );
   }
   params.push(filter.limit + 1);
   const rows = await pool.query<{ seq: string; item: InvoiceRow }>(

@@ -158,10 +158,11 @@ export interface PayoutListFilter {
 /** A page of the account's payouts, newest first (order of arrival). */
 export async function listPayouts(pool: Pick<Pool, 'query'>, filter: PayoutListFilter): Promise<ReadModelPage<PayoutRow>> {
   const params: unknown[] = [filter.accountId, filter.statuses, filter.before ?? '9223372036854775807', filter.limit + 1, filter.beforeId ?? null];
-  // Below the previous page's last payout where it stands now (a rebuild renumbers), else below the cursor's seq.
+  // Below the previous page's last payout where it stands now (a rebuild renumbers), else below the cursor's seq;
+  // only a payout of this account anchors it (a cursor naming another account's must not say where that one stands).
   const rows = await pool.query<{ seq: string; item: PayoutRow }>(
     `SELECT seq, item FROM payouts WHERE account_id = $1 AND status = ANY($2)
-       AND seq < coalesce((SELECT a.seq FROM payouts a WHERE a.id = $5::bigint), $3)
+       AND seq < coalesce((SELECT a.seq FROM payouts a WHERE a.id = $5::bigint AND a.account_id = $1), $3)
      ORDER BY seq DESC LIMIT $4`,
     params,
   );
