@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { AddressInfo, connect, createServer } from 'node:net';
 import path from 'node:path';
 import { Client, Pool } from 'pg';
@@ -198,6 +198,41 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
       own.remove();
     }
   }, 90_000);
+
+  // A bind mount needs root (a mount namespace of its own: unshare -m); .ci/run runs as root.
+  const asRoot = process.platform === 'linux' && process.getuid?.() === 0;
+  if (!asRoot) console.warn('start-lock bind-mount test skipped: it needs root on Linux (unshare -m, mount --bind)');
+  (asRoot ? it : it.skip)('the start lock is one for every path to DATA_DIR: a symlink and a bind mount of the folder name the same lock (needs root)', () => {
+    const own = temporaryDataDir();
+    const alias = temporaryDataDir();
+    const link = `${own.dir}.link`;
+    try {
+      symlinkSync(own.dir, link);
+      expect(startLockName(link)).toBe(startLockName(own.dir));
+      // Both paths in a mount namespace of their own, the names printed by the built module.
+      const printNames = `const { startLockName } = require(process.argv[1]); console.log(JSON.stringify(process.argv.slice(2).map(startLockName)))`;
+      const inNamespace = execFileSync(
+        'unshare',
+        [
+          '-m',
+          'sh',
+          '-c',
+          'mount --bind "$1" "$2" && exec "$0" -e "$3" "$4" "$1" "$2"',
+          process.execPath,
+          own.dir,
+          alias.dir,
+          printNames,
+          path.resolve('dist/libs/platform/src/database/index.js'),
+        ],
+        { encoding: 'utf8' },
+      );
+      expect(JSON.parse(inNamespace)).toEqual([startLockName(own.dir), startLockName(own.dir)]);
+    } finally {
+      rmSync(link, { force: true });
+      alias.remove();
+      own.remove();
+    }
+  });
 
   it('a start that fails (the port taken) exits 1 saying why, after stopping what it started: no error after it, no server left behind', async () => {
     // A data directory of its own: the one above keeps the server the SIGKILLed gateway left (a reused server is left running).

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { Client } from 'pg';
@@ -162,12 +162,18 @@ async function underStartLock<T>(root: string, work: () => Promise<T>): Promise<
   }
 }
 
-/** The abstract socket (Linux) that is DATA_DIR's start lock. */
-export const startLockName = (root: string): string =>
-  `\0gateway-embedded-postgres-${createHash('sha256').update(realpathSync(root)).digest('hex').slice(0, 40)}`;
+/**
+ * The abstract socket (Linux) that is DATA_DIR's start lock, named after the folder
+ * itself (its device and inode), so that every path to it (a symlink, a bind mount)
+ * takes the one lock.
+ */
+export const startLockName = (root: string): string => {
+  const { dev, ino } = statSync(root, { bigint: true });
+  return `\0gateway-embedded-postgres-${createHash('sha256').update(`${dev}:${ino}`).digest('hex').slice(0, 40)}`;
+};
 
 /**
- * On Linux, an abstract Unix socket named after the real path of DATA_DIR, bound by the
+ * On Linux, an abstract Unix socket named after the DATA_DIR folder, bound by the
  * holder: the kernel frees it when the holder exits, however it dies, so no lock is ever
  * left behind and none is taken over (a pid file is, when its pid comes back: PID 1 in a
  * container). Hand-written: no npm lock does this. Elsewhere, an O_EXCL file holding the pid.
