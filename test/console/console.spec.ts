@@ -155,6 +155,9 @@ describe('operator console at /admin (HTTP)', () => {
     expect(volumes).toMatch(/<td>\d{4}-\d{2}-\d{2}<\/td><td class="num">1<\/td>/);
     expect(page.html).toContain(`payment:${invoiceId}`);
     expect(page.html).toContain('acquiring_clearing');
+    // The balances are current (the read model and the log's entries past it), and the page says so.
+    expect(page.html).toContain('Текущие: модель чтения ledger_balances и записи журнала, которые она ещё не учла');
+    expect(page.html).not.toContain('Из модели чтения');
     // The live ledger has no entries: an empty plot, not an error.
     const live = await get(accountPage('live'), cookie);
     expect(live.status).toBe(200);

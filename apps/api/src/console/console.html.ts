@@ -336,7 +336,7 @@ export function renderAccountPage(page: AccountPage, chrome: ConsoleChrome & { f
 <div class="card"><h2>Балансы</h2>
 <table class="balances"><thead><tr><th class="num">Доступно</th><th class="num">В ожидании</th><th class="num">В резерве</th></tr></thead>
 <tbody><tr><td class="num">${money(page.balances.available)}</td><td class="num">${money(page.balances.pending)}</td><td class="num">${money(page.balances.reserved)}</td></tr></tbody></table>
-<p class="small muted">Из модели чтения; график ниже построен по журналу (${page.history.entries} проводок, показано точек: ${page.history.points.length}).</p>
+<p class="small muted">Текущие: модель чтения ledger_balances и записи журнала, которые она ещё не учла; график ниже построен по журналу (${page.history.entries} проводок, показано точек: ${page.history.points.length}).</p>
 ${projects}</div>
 <div class="card"><h2>Баланс во времени</h2>${renderBalancePlot(page.history.points, plotTitle)}</div>
 <div class="card"><h2>Оплаты по дням</h2>${volumesSection(page.history.days)}</div>
