@@ -322,6 +322,35 @@ describe('the address guard with pooled connections (a rule and a resolver of th
     }
   });
 
+  it('a status received in time is the answer though its body has not ended; no status in time is no reply', async () => {
+    // 300 ms in place of the 10 s limit, so that the test does not wait 10 s for each case.
+    const client = new WebhookHttpClient({ allowPrivateNetworks: true, timeoutMs: 300 });
+    const server = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        if (req.url === '/slow-body') {
+          res.writeHead(200);
+          res.write('accepted');
+          setTimeout(() => res.end('.'), 1_000);
+        } else setTimeout(() => res.writeHead(200).end('late'), 1_000);
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      expect(await client.post(`${base}/slow-body`, '{}', {})).toMatchObject({
+        statusCode: 200,
+        body: 'accepted',
+        error: "the reply's body did not end within 0.3 s",
+      });
+      expect(await client.post(`${base}/slow-status`, '{}', {})).toMatchObject({ statusCode: null, body: null, error: 'no reply within 0.3 s' });
+    } finally {
+      await client.close();
+      server.closeAllConnections();
+      server.close();
+    }
+  });
+
   it('a URL is parsed once and kept, its host still judged at every attempt; an unusable URL is refused every time without a connection', async () => {
     const guarded = new WebhookHttpClient({ allowPrivateNetworks: false, resolveAll, addressRefusal: rule });
     try {

@@ -51,7 +51,8 @@ export interface WebhookPoster {
 /**
  * The webhook HTTP client: POSTs over keep-alive connections pooled per origin
  * (undici's Agent), no redirect followed (a 3xx is not an acknowledgement), the reply
- * read up to the body limit, the whole attempt cut at 10 seconds.
+ * read up to the body limit, the whole attempt cut at 10 seconds (a status received by
+ * then is the answer, with its body as far as it came).
  *
  * Unless private networks are allowed, only a globally routable address that is not
  * the host's own is connected to, and no attempt is sent while its URL's host is
@@ -175,7 +176,9 @@ export class WebhookHttpClient implements WebhookPoster {
         queueMicrotask(() => setImmediate(resolve, result));
       };
       const timer = setTimeout(() => {
-        finish(done(null, null, `no reply within ${this.timeoutMs / 1000} s`));
+        // A status that came in time is the receiver's answer (spec: a 2xx within 10 seconds); its body is kept as far as it came.
+        const late = `${this.timeoutMs / 1000} s`;
+        finish(statusCode === null ? done(null, null, `no reply within ${late}`) : done(statusCode, kept(), `the reply's body did not end within ${late}`));
         controller?.abort(new Error('the attempt took too long'));
       }, this.timeoutMs);
       this.agent.dispatch(
