@@ -2,7 +2,8 @@
  * The operator commands that take no arguments refuse any, before they read or write
  * anything: `npm run secrets:rotate-key -- --dry-run` rotated the key, and
  * `npm run ledger:verify -- --asOf …` verified everything and said nothing of the
- * option. Each runs as the operator runs it, on a migrated database.
+ * option. Each runs as the operator runs it, on a migrated database. The commands
+ * that work on the gateway's data refuse a DATA_DIR that holds none.
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -42,6 +43,22 @@ describe('commands without arguments refuse any, and do nothing', () => {
     });
     expect(existsSync(path.join(dataDir, 'secrets.key'))).toBe(false);
     expect(await signingKeys()).toBe(keysBefore);
+  });
+
+  // A DATA_DIR mistyped (or left at ./data) in a runbook: the rotation said it rotated a key that never existed.
+  it.each<[Entry, string]>([
+    ['rebuild', 'projections:rebuild: '],
+    ['secrets-rotate-key', 'secrets:rotate-key failed: '],
+    ['audit-rotate-signing-key', 'audit:rotate-signing-key failed: '],
+  ])('%s on a DATA_DIR without the gateway’s database: exit 2 saying so, nothing made there', async (entry, prefix) => {
+    const wrong = path.join(dataDir, `not-the-gateway-${entry}`);
+    const proc = startProcess(entry, { DATA_DIR: wrong });
+    const code = await proc.exited;
+    expect({ code, output: proc.output() }).toEqual({
+      code: 2,
+      output: `${prefix}no embedded PostgreSQL under ${wrong}/postgres: set DATABASE_URL, or DATA_DIR to the gateway's data folder\n`,
+    });
+    expect(existsSync(wrong)).toBe(false);
   });
 
   // The serving processes are configured by the environment: `npm start -- --port 4000` listened on PORT.

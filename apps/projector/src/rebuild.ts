@@ -2,7 +2,7 @@ import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { comparePositions, Position } from '#event-store';
 import { InfrastructureWithoutSecrets, loadConfigOrExit, openInfrastructure, servingSessions } from '#payments/composition';
-import { COMMAND_SESSION_LIMITS } from '#platform/database';
+import { COMMAND_SESSION_LIMITS, NoEmbeddedDatabaseError } from '#platform/database';
 import { createLogger, Logger } from '#platform/logging';
 import {
   announceRebuild,
@@ -79,7 +79,12 @@ async function main(): Promise<void> {
   const config = loadConfigOrExit('projections:rebuild');
   const logLevel = config.logLevel ?? 'warn';
   const log = createLogger('projections-rebuild', logLevel);
-  const infra = await openInfrastructure(config, log, { applicationName: 'gateway-rebuild', limits: COMMAND_SESSION_LIMITS, secrets: false });
+  const infra = await openInfrastructure(config, log, {
+    applicationName: 'gateway-rebuild',
+    limits: COMMAND_SESSION_LIMITS,
+    secrets: false,
+    createDatabase: false,
+  });
   let locks: HeldProjectionLocks;
   try {
     locks = await HeldProjectionLocks.takeOver(
@@ -288,6 +293,7 @@ function fail(message: string): never {
 }
 
 main().catch((error) => {
+  if (error instanceof NoEmbeddedDatabaseError) fail(error.message);
   process.stderr.write(`projections:rebuild failed: ${(error as Error).message}\n`);
   process.exit(1);
 });

@@ -1,6 +1,7 @@
 import { loadConfigOrExit, openInfrastructure, refuseArgumentsOrExit } from '#payments/composition';
 import { AuditSigningKeys } from '#payments/audit';
 import { createLogger } from '#platform/logging';
+import { NoEmbeddedDatabaseError } from '#platform/database';
 
 /**
  * `npm run audit:rotate-signing-key`: a new Ed25519 key signs the checkpoints and
@@ -15,6 +16,7 @@ async function main(): Promise<void> {
   const infra = await openInfrastructure(config, createLogger('audit-rotate-signing-key', config.logLevel ?? 'warn'), {
     applicationName: 'gateway-audit-rotate-signing-key',
     poolSize: 2,
+    createDatabase: false,
   });
   try {
     const keys = new AuditSigningKeys(infra.pool, infra, infra.clock);
@@ -30,5 +32,5 @@ async function main(): Promise<void> {
 
 main().catch((error) => {
   process.stderr.write(`audit:rotate-signing-key failed: ${(error as Error).message}\n`);
-  process.exit(1);
+  process.exit(error instanceof NoEmbeddedDatabaseError ? 2 : 1);
 });

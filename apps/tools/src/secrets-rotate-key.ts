@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { loadConfigOrExit, refuseArgumentsOrExit } from '#payments/composition';
 import { openInfrastructure } from '#payments/composition';
 import { createLogger } from '#platform/logging';
+import { NoEmbeddedDatabaseError } from '#platform/database';
 import { resealWebhookSecrets } from '#payments/merchants';
 import { AuditSigningKeys } from '#payments/audit';
 import type { Infrastructure } from '#payments/composition';
@@ -30,7 +31,7 @@ async function main(): Promise<void> {
   const config = loadConfigOrExit('secrets:rotate-key');
   const log = createLogger('secrets-rotate-key', config.logLevel ?? 'warn');
   if (config.secretsKeys) {
-    const infra = await openInfrastructure(config, log, { applicationName: 'gateway-secrets-rotate-key', poolSize: 2 });
+    const infra = await openInfrastructure(config, log, { applicationName: 'gateway-secrets-rotate-key', poolSize: 2, createDatabase: false });
     try {
       const [resealed, signing] = await reseal(infra);
       const current = infra.secrets.currentKeyId;
@@ -48,7 +49,7 @@ async function main(): Promise<void> {
   }
 
   // The key file: checked against the database first (openInfrastructure refuses keys that cannot open what is stored).
-  const infra = await openInfrastructure(config, log, { applicationName: 'gateway-secrets-rotate-key', poolSize: 2 });
+  const infra = await openInfrastructure(config, log, { applicationName: 'gateway-secrets-rotate-key', poolSize: 2, createDatabase: false });
   try {
     const source = keyFileSource(config.dataDir);
     const before = source.keys();
@@ -71,5 +72,5 @@ async function main(): Promise<void> {
 
 main().catch((error) => {
   process.stderr.write(`secrets:rotate-key failed: ${(error as Error).message}\n`);
-  process.exit(1);
+  process.exit(error instanceof NoEmbeddedDatabaseError ? 2 : 1);
 });

@@ -1,7 +1,7 @@
 import type { Pool } from 'pg';
 import { GatewayClock, ManualClock, ManualClockSync, SystemClock } from '#platform/clock';
 import type { GatewayConfig } from './config';
-import { checkMigrated, createPool, EmbeddedDatabase, migrate, SessionLimits, startEmbeddedPostgres } from '#platform/database';
+import { checkMigrated, createPool, EmbeddedDatabase, migrate, requireEmbeddedCluster, SessionLimits, startEmbeddedPostgres } from '#platform/database';
 import { allMigrations } from './migrations';
 import { EventStore, PostgresEventStore } from '#event-store';
 import { checkServerPastEventLog } from '#event-store/postgres';
@@ -73,6 +73,13 @@ export interface InfrastructureOptions {
    * never opens or seals one. Always so with `access: 'read-only'`.
    */
   readonly secrets?: boolean;
+  /**
+   * Without DATABASE_URL: whether a DATA_DIR without a database gets one (default: a
+   * read-write opening does). false for a command that only makes sense on the
+   * gateway's data (rebuild, key rotations): a wrong DATA_DIR is refused before
+   * anything (a key file too) is made there.
+   */
+  readonly createDatabase?: boolean;
 }
 
 /** The options of a process that holds no secrets key. */
@@ -89,6 +96,8 @@ export async function openInfrastructure(
   const readOnly = access === 'read-only';
   if (readOnly && options.secrets === true) throw new Error('a read-only opening holds no secrets key');
   const withSecrets = !readOnly && options.secrets !== false;
+  const createDatabase = !readOnly && options.createDatabase !== false;
+  if (config.databaseUrl === null && !createDatabase) requireEmbeddedCluster(config.dataDir);
   // A key file this start makes (none under DATA_DIR yet): removed again if the database's secrets need another key.
   const keyFile = withSecrets && config.secretsKeys === null ? secretsKeyFileOf(config.dataDir) : null;
   const keyFileMade = keyFile !== null && !existsSync(keyFile);
@@ -97,7 +106,7 @@ export async function openInfrastructure(
   let databaseUrl = config.databaseUrl;
   if (databaseUrl === null) {
     log.info({ dataDir: config.dataDir }, 'DATABASE_URL is not set: starting the embedded PostgreSQL');
-    embedded = await startEmbeddedPostgres(config.dataDir, { log: (line) => log.debug({ postgres: line }), create: !readOnly });
+    embedded = await startEmbeddedPostgres(config.dataDir, { log: (line) => log.debug({ postgres: line }), create: createDatabase });
     databaseUrl = embedded.url;
   }
   const pool = createPool(databaseUrl, { max: options.poolSize ?? 20, applicationName: options.applicationName, limits: options.limits, readOnly });

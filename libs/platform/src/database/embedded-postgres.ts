@@ -66,6 +66,17 @@ export const EMBEDDED_SERVER_SETTINGS: Readonly<Record<string, string>> = {
   max_wal_size: '4GB',
 };
 
+/** DATA_DIR holds no embedded cluster, where a command that must not create one was run: it could not run (exit 2). */
+export class NoEmbeddedDatabaseError extends Error {}
+
+/** Throws NoEmbeddedDatabaseError unless DATA_DIR holds an embedded cluster. */
+export function requireEmbeddedCluster(dataDir: string): void {
+  const clusterDir = path.join(path.resolve(dataDir), 'postgres');
+  if (!existsSync(path.join(clusterDir, 'PG_VERSION'))) {
+    throw new NoEmbeddedDatabaseError(`no embedded PostgreSQL under ${clusterDir}: set DATABASE_URL, or DATA_DIR to the gateway's data folder`);
+  }
+}
+
 export async function startEmbeddedPostgres(
   dataDir: string,
   options: {
@@ -81,9 +92,7 @@ export async function startEmbeddedPostgres(
   const root = path.resolve(dataDir);
   const clusterDir = path.join(root, 'postgres');
   const create = options.create ?? true;
-  if (!create && !existsSync(path.join(clusterDir, 'PG_VERSION'))) {
-    throw new Error(`no embedded PostgreSQL under ${clusterDir}: set DATABASE_URL, or DATA_DIR to the gateway's data folder`);
-  }
+  if (!create) requireEmbeddedCluster(dataDir);
   makeTraversable(root);
   return underStartLock(root, () => startOrJoin(root, clusterDir, databaseName, create, options));
 }
