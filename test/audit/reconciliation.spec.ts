@@ -126,6 +126,21 @@ describe('reconciliation on a seeded random history', () => {
     expect((await script(to, from)).code).toBe(2);
     // A period that has not ended: not reconciled, as over the API (in_future).
     expect(await script(from, '2100-01-01T00:00:00Z')).toEqual({ code: 2, output: expect.stringContaining('--to 2100-01-01T00:00:00.000Z has not come yet') });
+    // A date that is not in the calendar (Date would read 30 February as 2 March), as the API refuses it (invalid_datetime).
+    expect(await script('2020-02-30T00:00:00Z', to)).toEqual({
+      code: 2,
+      output: 'audit:reconcile: --from 2020-02-30T00:00:00Z: not an ISO 8601 instant of a real calendar date and time\n',
+    });
+    // An option given twice: parseArgs would keep the last one.
+    const twice = startProcess('audit-reconcile', { DATABASE_URL: db.url }, [
+      '--from',
+      from.toISOString(),
+      '--from',
+      '2000-01-01T00:00:00Z',
+      '--to',
+      to.toISOString(),
+    ]);
+    expect({ code: await twice.exited, output: twice.output() }).toEqual({ code: 2, output: 'audit:reconcile: --from is given twice\n' });
   });
 });
 

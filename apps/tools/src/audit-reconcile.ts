@@ -6,8 +6,8 @@ import { reconcilePeriod } from '#payments/audit';
 import { loadConfigOrExit, openInfrastructure } from '#payments/composition';
 import { COMMAND_SESSION_LIMITS } from '#platform/database';
 import { createLogger } from '#platform/logging';
+import { isCalendarInstant } from '#platform/clock';
 
-const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})$/;
 /** The read models the reconciliation reads. */
 const READ = ['invoices', 'refunds', 'payouts', 'ledger'];
 
@@ -22,14 +22,18 @@ const READ = ['invoices', 'refunds', 'payouts', 'ledger'];
 async function main(): Promise<number> {
   let values: { from?: string; to?: string };
   try {
-    ({ values } = parseArgs({ options: { from: { type: 'string' }, to: { type: 'string' } }, strict: true }));
+    const parsed = parseArgs({ options: { from: { type: 'string' }, to: { type: 'string' } }, strict: true, tokens: true });
+    // Given twice, parseArgs keeps the last: refused, as the API refuses a repeated parameter.
+    const twice = parsed.tokens.filter((t) => t.kind === 'option').find((t, i, all) => all.findIndex((o) => o.kind === 'option' && o.name === t.name) !== i);
+    if (twice?.kind === 'option') return fail(`--${twice.name} is given twice`);
+    values = parsed.values;
   } catch (error) {
     return fail((error as Error).message);
   }
   const instant = (name: 'from' | 'to'): Date => {
     const text = values[name];
     if (text === undefined) fail(`--${name} is required (an ISO 8601 instant, e.g. 2026-11-01T00:00:00Z)`);
-    if (!ISO_INSTANT.test(text) || Number.isNaN(Date.parse(text))) fail(`--${name} ${text}: not an ISO 8601 instant`);
+    if (!isCalendarInstant(text)) fail(`--${name} ${text}: not an ISO 8601 instant of a real calendar date and time`);
     return new Date(text);
   };
   const from = instant('from');

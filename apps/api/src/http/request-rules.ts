@@ -2,6 +2,7 @@ import { applyDecorators } from '@nestjs/common';
 import { isString, IsString, Matches, ValidateBy, ValidateIf, ValidationArguments, ValidationOptions } from 'class-validator';
 import type { ValidationMetadata } from 'class-validator/types/metadata/ValidationMetadata';
 import { MAX_MONEY_KOPECKS, MoneyFormatError, parseMoney, parsePercent, PercentFormatError } from '#ledger';
+import { isCalendarInstant } from '#platform/clock';
 import { pageSeq, parseCursor } from './cursor';
 import type { SchemaObject } from '../docs/openapi-document';
 import { literalOf, UNACCOUNTED } from './number-literals';
@@ -102,19 +103,8 @@ export const IsHttpUrl = () =>
     }
   });
 
-const ISO_DATETIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})$/;
-/**
- * An ISO 8601 date and time that names a real calendar moment (IsISO8601 also takes
- * dates alone and week dates; `Date` alone reads 2031-02-30 as 2 March, 24:00 as the next day).
- */
-export const IsIsoDateTime = () =>
-  rule('isoDateTime', (v) => {
-    const match = isString(v) ? ISO_DATETIME.exec(v) : null;
-    if (!match) return false;
-    const [year, month, day, hour] = match.slice(1, 5).map(Number) as [number, number, number, number];
-    const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
-    return month >= 1 && month <= 12 && day >= 1 && day <= daysInMonth && hour <= 23 && !Number.isNaN(new Date(v as string).getTime());
-  });
+/** An ISO 8601 date and time that names a real calendar moment (IsISO8601 also takes dates alone and week dates). */
+export const IsIsoDateTime = () => rule('isoDateTime', (v) => isString(v) && isCalendarInstant(v));
 
 /**
  * An instant as ISO 8601 text (from, to, asOf, createdFrom...): a string PostgreSQL can

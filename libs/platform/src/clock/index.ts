@@ -1,2 +1,3 @@
 export * from './clock';
 export * from './manual-clock-sync';
+export * from './iso-instant';
