@@ -269,6 +269,13 @@ describe('signed checkpoints and statements', () => {
     const misleading = await logVerify(['--checkpoint', relabelled, '--keys', keysFile]);
     expect(misleading).toEqual({ code: 1, output: expect.stringContaining('relabelled.json: its hash differs from the signed text') });
     expect(misleading.output).not.toMatch(/^OK/m);
+    // A file that is not a checkpoint at all (a saved error answer): the check could not run (2), it did not fail (1).
+    const notOne = path.join(files.dir, 'error-answer.json');
+    writeFileSync(notOne, JSON.stringify({ error: { code: 'unauthorized', message: '…' } }));
+    expect(await logVerify(['--checkpoint', notOne, '--keys', keysFile])).toEqual({
+      code: 2,
+      output: expect.stringContaining('error-answer.json: not a checkpoint saved from GET /admin/v1/audit/checkpoint'),
+    });
 
     const target = (
       await gw.db.pool.query<{ global_position: string; stream_name: string; stream_revision: string }>(

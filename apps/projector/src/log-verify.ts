@@ -47,6 +47,10 @@ function signedCheckpoint(file: string, keys: readonly PublishedKey[]): { positi
     events?: unknown;
     hash?: unknown;
   };
+  // Not a checkpoint at all (an error answer saved, another file): the check could not run (exit 2), nothing failed it.
+  if (typeof c !== 'object' || c === null || typeof c.kid !== 'string' || typeof c.signedText !== 'string' || typeof c.signature !== 'string') {
+    throw new Error(`${file}: not a checkpoint saved from GET /admin/v1/audit/checkpoint (it has no kid, signedText and signature)`);
+  }
   const key = keys.find((k) => k.kid === c.kid);
   if (!key) return `${file}: no public key with kid ${String(c.kid)} is listed`;
   const [version, position, events, hash] = String(c.signedText).split('\n');
