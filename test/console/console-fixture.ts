@@ -13,7 +13,7 @@ export interface Page {
 /** One request without following redirects (a 303 is what the tests look at). */
 export async function request(
   baseUrl: string,
-  method: 'GET' | 'POST' | 'PUT',
+  method: 'GET' | 'POST',
   path: string,
   init: { cookie?: string | null; form?: Record<string, string>; headers?: Record<string, string> } = {},
 ): Promise<Page> {

@@ -73,17 +73,17 @@ function clientErrorAnswer(code: string | undefined): { error: ApiError; reason:
 }
 
 /**
- * The filter of a path's HTML pages, for the errors met before any of their controllers
- * (an unknown address, a malformed one, a body too large): the operator console (/admin
- * outside /admin/v1) answers only pages, with its headers; a browser (Accept: text/html)
- * on the buyer's payment page (/pay) gets a page; null otherwise: the spec's error shape.
+ * The filter of a path's HTML pages: a browser (Accept: text/html) on the buyer's
+ * payment page (/pay) or the operator console (/admin outside /admin/v1) gets a page
+ * also for the errors met before any of their controllers (an unknown address, a
+ * malformed one, a body too large); null otherwise: the spec's error shape.
  */
 function pageErrorsOf(request: FastifyRequest): ExceptionFilter | null {
+  if (!(request.headers.accept ?? '').includes('text/html')) return null;
   const path = request.url.split('?')[0]!;
   const under = (prefix: string) => path === prefix || path.startsWith(`${prefix}/`);
-  if (under('/admin') && !under('/admin/v1')) return CONSOLE_ERRORS;
-  if (!(request.headers.accept ?? '').includes('text/html')) return null;
   if (under('/pay')) return PAYMENT_PAGE_ERRORS;
+  if (under('/admin') && !under('/admin/v1')) return CONSOLE_ERRORS;
   return null;
 }
 const PAYMENT_PAGE_ERRORS = new PaymentPageErrorFilter();
