@@ -20,7 +20,8 @@ export function releaseDueHolds(pool: Pool, commands: CommandBus, clock: Clock, 
       (hold) => hold.invoice_id,
       async (hold) => {
         try {
-          await commands.execute(new ReleaseHold({ accountId: hold.account_id, mode: hold.mode }, hold.invoice_id, now.toISOString()));
+          // Each release at its own time (not the tick's), so that no entry is dated before it is posted.
+          await commands.execute(new ReleaseHold({ accountId: hold.account_id, mode: hold.mode }, hold.invoice_id, clock.now().toISOString()));
         } catch (error) {
           // Released already (the read model lags the ledger by a moment): nothing to do.
           if (!(error instanceof Refusal && error.code === 'hold_not_found')) throw error;
