@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import { comparePositions, positionToString } from '#event-store';
 import { readCheckpoint } from '#event-store/projections';
 import { formatMoney } from '#ledger';
-import { reconcilePeriod } from '#payments/audit';
+import { awaitPostedThrough, LEDGER_POSTERS, reconcilePeriod } from '#payments/audit';
 import { loadConfigOrExit, openInfrastructure } from '#payments/composition';
 import { COMMAND_SESSION_LIMITS } from '#platform/database';
 import { createLogger } from '#platform/logging';
@@ -62,6 +62,13 @@ async function main(): Promise<number> {
           `audit:reconcile: the database's manual clock reads ${new Date(now.getTime() + ahead).toISOString()}: if the gateway runs with CLOCK=manual, run this command with CLOCK=manual too\n`,
         );
       }
+      return 2;
+    }
+    // As the API's report: answered once final (every entry dated up to --to posted and read), so it never changes afterwards.
+    if (!(await awaitPostedThrough(infra.pool, infra.store, now, to, [...LEDGER_POSTERS, ...READ]))) {
+      process.stderr.write(
+        `audit:reconcile: entries dated up to --to ${to.toISOString()} are still being posted (a projector stopped or behind): its figures are not final yet; run it again in a moment\n`,
+      );
       return 2;
     }
     const head = await infra.store.headPosition();

@@ -14,7 +14,7 @@ import { AccountStatementQuery, ReconciliationQuery, TrialBalanceQuery } from '.
 import { CSV_CONTENT_TYPE, csvRecord, wantsCsv } from './csv';
 import { parseAccountId } from '../ledger/ledger-audit.controller';
 import { ReadsModels } from '../http/read-models';
-import { BALANCE_NOT_KNOWN_YET, pastInstant, period, REPORT_PERIOD_NOT_ENDED } from './report-instants';
+import { BALANCE_NOT_KNOWN_YET, FOLLOWED, pastInstant, period, postedThrough, REPORT_PERIOD_NOT_ENDED } from './report-instants';
 
 const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 
@@ -205,7 +205,9 @@ export class AuditReportsController {
   ) {
     const accountId = parseAccountId(id);
     const { from, to } = period(query.from, query.to);
-    pastInstant(to, this.clock.now(), 'to', REPORT_PERIOD_NOT_ENDED);
+    const now = this.clock.now();
+    pastInstant(to, now, 'to', REPORT_PERIOD_NOT_ENDED);
+    await postedThrough(this.queries, to, now, FOLLOWED.ledger);
     const reader = await this.queries.execute(new GetAccountStatement({ accountId, mode: query.mode }, from, to));
     if (reader === null) throw ApiError.notFound('not_found', 'Аккаунт не найден');
     const csv = wantsCsv(query.format, accept);
@@ -222,6 +224,7 @@ export class AuditReportsController {
   async trialBalance(@Query(validRequest) query: TrialBalanceQuery, @Headers('accept') accept: string | undefined, @Res() reply: FastifyReply) {
     const now = this.clock.now();
     const asOf = query.asOf === undefined ? now : pastInstant(new Date(query.asOf), now, 'asOf', BALANCE_NOT_KNOWN_YET);
+    if (query.asOf !== undefined) await postedThrough(this.queries, asOf, now, FOLLOWED.log);
     const tb = await this.queries.execute(new GetTrialBalance(asOf));
     if (wantsCsv(query.format, accept)) {
       return reply
@@ -241,7 +244,9 @@ export class AuditReportsController {
   @Get('audit/reconciliation')
   async reconciliation(@Query(validRequest) query: ReconciliationQuery, @Headers('accept') accept: string | undefined, @Res() reply: FastifyReply) {
     const { from, to } = period(query.from, query.to);
-    pastInstant(to, this.clock.now(), 'to', REPORT_PERIOD_NOT_ENDED);
+    const now = this.clock.now();
+    pastInstant(to, now, 'to', REPORT_PERIOD_NOT_ENDED);
+    await postedThrough(this.queries, to, now, FOLLOWED.flows);
     const report = await this.queries.execute(new GetReconciliation(from, to));
     if (wantsCsv(query.format, accept)) {
       return reply

@@ -12,7 +12,7 @@ import { LedgerBalanceQuery, LedgerEntriesQuery } from './ledger-audit.request';
 import { CLOCK_TOKEN } from '../http/tokens';
 import { AdminTokenGuard } from '../http/auth/admin-token.guard';
 import { ReadsModels } from '../http/read-models';
-import { BALANCE_NOT_KNOWN_YET, pastInstant } from '../audit/report-instants';
+import { BALANCE_NOT_KNOWN_YET, FOLLOWED, pastInstant, postedThrough } from '../audit/report-instants';
 
 const ACCOUNT_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
@@ -78,7 +78,9 @@ export class LedgerAuditController {
       const state = await this.queries.execute(new GetLedgerBalance(ledger));
       return { accountId, mode: ledger.mode, asOf: this.clock.now().toISOString(), ...balancesOnWire(state) };
     }
-    const instant = pastInstant(new Date(query.asOf), this.clock.now(), 'asOf', BALANCE_NOT_KNOWN_YET);
+    const now = this.clock.now();
+    const instant = pastInstant(new Date(query.asOf), now, 'asOf', BALANCE_NOT_KNOWN_YET);
+    await postedThrough(this.queries, instant, now, FOLLOWED.log);
     const { state, lastEntryAt } = await this.queries.execute(new GetBalanceAsOf(ledger, instant));
     return { accountId, mode: ledger.mode, asOf: instant.toISOString(), lastEntryAt, ...balancesOnWire(state) };
   }

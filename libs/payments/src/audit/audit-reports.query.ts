@@ -7,6 +7,7 @@ import { EVENT_STORE, READ_MODELS } from '../payments.tokens';
 import { AccountStatementReader, accountKnown, openAccountStatement } from './account-statement';
 import { reconcilePeriod, ReconciliationReport } from './reconciliation';
 import { trialBalanceFromLog } from './trial-balance';
+import { awaitPostedThrough } from './posted-through';
 
 /**
  * Audit: a ledger's statement over (from, to], as of one instant of the read model (the
@@ -64,5 +65,28 @@ export class GetReconciliationHandler implements IQueryHandler<GetReconciliation
 
   execute(query: GetReconciliation): Promise<ReconciliationReport> {
     return reconcilePeriod(this.pool, query.from, query.to);
+  }
+}
+
+/** Audit: waits until the figures as of `at` are final (awaitPostedThrough); false when they were not in time. */
+export class AwaitPostedThrough extends Query<boolean> {
+  constructor(
+    readonly at: Date,
+    readonly now: Date,
+    readonly followers: readonly string[],
+  ) {
+    super();
+  }
+}
+
+@QueryHandler(AwaitPostedThrough)
+export class AwaitPostedThroughHandler implements IQueryHandler<AwaitPostedThrough> {
+  constructor(
+    @Inject(READ_MODELS) private readonly pool: Pool,
+    @Inject(EVENT_STORE) private readonly store: EventStore,
+  ) {}
+
+  execute(query: AwaitPostedThrough): Promise<boolean> {
+    return awaitPostedThrough(this.pool, this.store, query.now, query.at, query.followers);
   }
 }

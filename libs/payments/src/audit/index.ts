@@ -4,3 +4,4 @@ export * from './reconciliation';
 export * from './trial-balance';
 export * from './get-log-checkpoint.query';
 export * from './signing-keys';
+export * from './posted-through';

@@ -15,7 +15,7 @@ import { validRequest } from '../../http/request-pipe';
 import { AUDIT_SIGNER, CLOCK_TOKEN, INFRASTRUCTURE } from '../../http/tokens';
 import type { Clock } from '#platform/clock';
 import { parseAccountId } from '../../ledger/ledger-audit.controller';
-import { pastInstant, period, SIGNED_PERIOD_NOT_ENDED } from '../report-instants';
+import { FOLLOWED, pastInstant, period, postedThrough, SIGNED_PERIOD_NOT_ENDED } from '../report-instants';
 import { OperatorStatementQuery } from './signed-statement.request';
 import { PeriodQuery } from '../audit-reports.request';
 
@@ -42,7 +42,10 @@ export class SignedStatements {
    * ended is refused: its closing balance is not known yet, and would be signed.
    */
   async statement(ledger: LedgerId, from: Date, to: Date): Promise<string | null> {
-    pastInstant(to, this.clock.now(), 'to', SIGNED_PERIOD_NOT_ENDED);
+    const now = this.clock.now();
+    pastInstant(to, now, 'to', SIGNED_PERIOD_NOT_ENDED);
+    // Signed once final: the same period is the same bytes every time.
+    await postedThrough(this.queries, to, now, FOLLOWED.ledger);
     const reader = await this.queries.execute(new GetAccountStatement(ledger, from, to));
     if (reader === null) return null;
     const running = new StatementBalances(reader.opening);
