@@ -32,6 +32,10 @@ function fail(message: string): never {
   process.exit(2);
 }
 
+// Interrupted, or its output closed (`| head`): exit, which stops every process it started (processes.ts).
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.once(signal, () => process.exit(2));
+for (const stream of [process.stdout, process.stderr]) stream.on('error', () => process.exit(2));
+
 runDeployCheck(parseArguments(process.argv.slice(2))).then(
   (code) => process.exit(code),
   (error) => {

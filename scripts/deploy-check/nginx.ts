@@ -1,6 +1,7 @@
 import { ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { stopWithTheCheck } from './processes';
 
 /** What the check changes in deploy/nginx.conf to run it here: addresses only. */
 export interface NginxSubstitutions {
@@ -86,6 +87,8 @@ export function startNginx(binary: string, dir: string, rendered: string): Runni
   if (test.status !== 0) throw new Error(`nginx -t refused the configuration:\n${test.stderr}`);
   const version = /nginx version: nginx\/(\S+)/.exec(spawnSync(binary, ['-v'], { encoding: 'utf8' }).stderr)?.[1] ?? 'unknown';
   const child = spawn(binary, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  // SIGTERM: nginx's fast shutdown, its workers with it.
+  stopWithTheCheck(child, 'SIGTERM');
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));

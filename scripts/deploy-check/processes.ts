@@ -14,6 +14,19 @@ export const ENTRY_POINTS = {
 } as const;
 export type EntryPoint = keyof typeof ENTRY_POINTS;
 
+/** The processes this run started that still run, with the signal that stops them. */
+const LIVE = new Map<ChildProcess, NodeJS.Signals>();
+// However the check ends (an exception, a closed output pipe, a signal turned into an exit): none is left running.
+process.on('exit', () => {
+  for (const [child, signal] of LIVE) child.kill(signal);
+});
+
+/** Stops `child` with `signal` if the check's process exits before it. */
+export function stopWithTheCheck(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): void {
+  LIVE.set(child, signal);
+  child.once('exit', () => LIVE.delete(child));
+}
+
 /**
  * One gateway process of the deployment (an API replica or the projector): started
  * with its environment, its output appended to `logFile`, stopped by a signal.
@@ -50,6 +63,7 @@ export class GatewayProcess {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     this.child = child;
+    stopWithTheCheck(child);
     this.log.write(`--- ${new Date().toISOString()} ${this.name} started (pid ${child.pid})\n`);
     const onData = (chunk: Buffer) => {
       this.output += chunk.toString('utf8');
@@ -90,6 +104,7 @@ export function runToEnd(entry: EntryPoint, env: Record<string, string>): Promis
       env: { PATH: process.env.PATH ?? '', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
+    stopWithTheCheck(child);
     let output = '';
     child.stdout.on('data', (c: Buffer) => (output += c.toString('utf8')));
     child.stderr.on('data', (c: Buffer) => (output += c.toString('utf8')));

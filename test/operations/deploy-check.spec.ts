@@ -7,6 +7,7 @@
  * set-up built dist/) on a database of its own; CI installs nginx (.ci/run).
  */
 import { spawn } from 'node:child_process';
+import { readdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { findNginx } from '../../scripts/deploy-check/nginx';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
@@ -14,18 +15,39 @@ import { ROOT } from '../support/gateway-process';
 
 const nginx = findNginx();
 
-function runDeployCheck(databaseUrl: string): Promise<{ code: number | null; output: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [path.join(ROOT, 'dist/scripts/deploy-check.js')], {
-      cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl, ...(process.env.NGINX_BIN ? { NGINX_BIN: process.env.NGINX_BIN } : {}) },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
-    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
-    child.once('exit', (code) => resolve({ code, output }));
+function startDeployCheck(databaseUrl: string) {
+  const child = spawn(process.execPath, [path.join(ROOT, 'dist/scripts/deploy-check.js')], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl, ...(process.env.NGINX_BIN ? { NGINX_BIN: process.env.NGINX_BIN } : {}) },
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+  const exited = new Promise<{ code: number | null; output: string }>((resolve) => child.once('exit', (code) => resolve({ code, output })));
+  return { child, exited, output: () => output };
+}
+
+const runDeployCheck = (databaseUrl: string) => startDeployCheck(databaseUrl).exited;
+
+/** The processes below `pid` (its children, theirs, …), as /proc tells. */
+function descendantsOf(pid: number): number[] {
+  const children = readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .map(Number)
+    .filter((p) => Number(/^\d+ \(.*\) \S+ (\d+)/.exec(readFileSyncOr(`/proc/${p}/stat`))?.[1]) === pid);
+  return children.flatMap((child) => [child, ...descendantsOf(child)]);
+}
+
+/** A process that runs: /proc has it and it is not a zombie (a container's PID 1 may not reap the ones it inherits). */
+const running = (pid: number) => /^\d+ \(.*\) [^Z]/.test(readFileSyncOr(`/proc/${pid}/stat`));
+
+function readFileSyncOr(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return '';
+  }
 }
 
 describe('npm run deploy:check', () => {
@@ -49,4 +71,34 @@ describe('npm run deploy:check', () => {
     expect(output).toMatch(/PASSED: 0 failed, 0 lost, 0 doubled; rolling restart: 0 5xx, 0 without answer/);
     console.log(output);
   }, 300_000);
+
+  it('interrupted (SIGTERM) once the deployment runs: exit 2, and none of the processes it started is left running', async () => {
+    const own = await createTestDatabase({ migrate: false, poolSize: 1 });
+    try {
+      const run = startDeployCheck(own.url);
+      const deadline = Date.now() + 120_000;
+      while (!/deploy:check: [\d.]+ s: nginx \S+ on http/.test(run.output())) {
+        if (Date.now() > deadline || run.child.exitCode !== null) throw new Error(`the deployment did not come up:\n${run.output()}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      // nginx's master and workers, two APIs, the projector.
+      const started = descendantsOf(run.child.pid!);
+      expect(started.length).toBeGreaterThanOrEqual(5);
+      run.child.kill('SIGTERM');
+      expect((await run.exited).code).toBe(2);
+      const left = async () => {
+        for (let i = 0; i < 200; i++) {
+          if (!started.some(running)) return [];
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        return started.filter(running);
+      };
+      expect(await left()).toEqual([]);
+      // Its files are kept, as after a failed run: this test's are removed.
+      const dir = /logs in (\S+)/.exec(run.output())?.[1];
+      if (dir?.includes('deploy-check-')) rmSync(dir, { recursive: true, force: true });
+    } finally {
+      await own.drop();
+    }
+  }, 180_000);
 });
