@@ -47,12 +47,13 @@ export function recoverHalfDoneFlows(pool: Pool, commands: CommandBus, clock: Cl
       (await items.each(
         refundRequests.rows,
         (r) => `refund ${r.id}`,
-        async (r) => void (await commands.execute(new AdvanceRefund(r.invoice_id, r.id, now)).catch(finished)),
+        // Each step at its own time, not the tick's: no entry is dated before it is posted.
+        async (r) => void (await commands.execute(new AdvanceRefund(r.invoice_id, r.id, clock.now())).catch(finished)),
       )) +
       (await items.each(
         payoutRequests.rows,
         (p) => `payout ${p.id}`,
-        async (p) => void (await commands.execute(new AdvancePayout(Number(p.id), now)).catch(finished)),
+        async (p) => void (await commands.execute(new AdvancePayout(Number(p.id), clock.now())).catch(finished)),
       ))
     );
   };
