@@ -10,10 +10,12 @@
 import { randomUUID } from 'node:crypto';
 import { STREAM_APPEND_LOCK_NAMESPACE } from '#event-store/postgres';
 import { advanceCheckpoint, ensureCheckpoint, ZERO } from '#event-store/projections';
-import { awaitPostedThrough, LEDGER_POSTERS } from '#payments/audit';
+import { awaitPostedThrough, LEDGER_POSTERS, REPORTED_READ_MODELS } from '#payments/audit';
+import type { Follower } from '#payments/audit';
 import { PostgresEventStore } from '#event-store';
 import { expectStatus, InvoiceGateway, Json, orderId, poll, sleep, startInvoiceGateway } from '../support/merchant-fixtures';
 import { createTestDatabase } from '../support/test-database';
+import { fund, instantMerchant, PHONE, payoutAddress } from '../support/money-out-fixtures';
 import { visibleHead } from '../support/project-to-head';
 
 describe('figures as of a past instant', () => {
@@ -26,41 +28,105 @@ describe('figures as of a past instant', () => {
     await gw?.close();
   });
 
-  it('a balance, the trial balance and a signed statement wait for an entry dated before their instant that is still to be posted', async () => {
-    const m = await gw.operator.merchant();
-    const from = new Date(Date.now() - 1_000).toISOString();
-    const created = await m.test.post('/v1/invoices', { amount: '1000.00', orderId: orderId('final'), method: 'sbp' });
-    expectStatus(created, 201);
+  /** Statements that hold the payment's entry back, each in a transaction of its own committed after its delay (`accountId`: the merchant's). */
+  type Hold = { sql: string; params: unknown[]; releaseMs: number };
+  const streamLock = (accountId: string, releaseMs: number): Hold => ({
+    sql: 'SELECT pg_advisory_xact_lock($1, hashtext($2))',
+    params: [STREAM_APPEND_LOCK_NAMESPACE, `ledger-test_${accountId}`],
+    releaseMs,
+  });
+  const HOLDS: [string, (accountId: string) => Hold[]][] = [
+    // The payments_to_ledger reactor cannot append the entry to the ledger stream.
+    ['the reactor (the ledger stream’s append lock)', (accountId) => [streamLock(accountId, 2_000)]],
+    // The reactor posts after the report has looked at the log; the ledger read model (at the head: it skipped the
+    // payment) cannot write the entry for a while longer.
+    [
+      'the reactor, then the ledger read model (its table locked against writes)',
+      (accountId) => [streamLock(accountId, 2_000), { sql: 'LOCK TABLE ledger_entries IN SHARE ROW EXCLUSIVE MODE', params: [], releaseMs: 3_500 }],
+    ],
+    // An older transaction still open: the payment is committed but not yet visible in the log.
+    ['the log (an older transaction left open)', () => [{ sql: 'SELECT pg_current_xact_id()', params: [], releaseMs: 2_000 }]],
+  ];
 
-    // The payments_to_ledger reactor cannot append the payment's entry to the ledger stream while this lock is held.
+  it.each(HOLDS)(
+    'a balance, the trial balance and a signed statement as of an instant wait for an entry dated before it, held up in %s',
+    async (_, holdsOf) => {
+      const m = await gw.operator.merchant();
+      const from = new Date(Date.now() - 1_000).toISOString();
+      const created = await m.test.post('/v1/invoices', { amount: '1000.00', orderId: orderId('final'), method: 'sbp' });
+      expectStatus(created, 201);
+
+      const holds = holdsOf(m.accountId);
+      const holders = await Promise.all(holds.map(() => gw.db.pool.connect()));
+      for (const [i, hold] of holds.entries()) {
+        await holders[i]!.query('BEGIN');
+        await holders[i]!.query(hold.sql, hold.params);
+      }
+      let released: Promise<unknown> = Promise.resolve();
+      try {
+        const paying = gw.operator.payment(created.body.id as string, 'paid');
+        await poll(
+          () => gw.operator.http.get(`/admin/v1/streams/invoice-${created.body.id}`),
+          (r) => (r.body.events as Json[] | undefined)?.some((e) => e.type === 'InvoicePaid') === true,
+          'the payment in its stream',
+        );
+        const at = new Date().toISOString();
+        await sleep(1_200);
+        released = Promise.all(holds.map((hold, i) => sleep(hold.releaseMs).then(() => holders[i]!.query('COMMIT'))));
+        const reports = () =>
+          Promise.all([
+            gw.operator.http.get(`/admin/v1/accounts/${m.accountId}/balance?mode=test&asOf=${at}`),
+            gw.operator.http.get(`/admin/v1/audit/trial-balance?asOf=${at}`),
+            m.test.get(`/v1/statements?from=${from}&to=${at}`),
+          ]);
+        const first = await reports();
+        await released;
+        expectStatus(await paying, 200);
+        for (const r of first) expectStatus(r, 200);
+        // The payment's net amount is held (24 h): in the balance as of the instant, and in the signed statement.
+        expect(first[0].body.pending).not.toBe('0.00');
+        expect(JSON.stringify(first[2].body)).toContain(created.body.id as string);
+        // Asked again once everything has settled: the same figures, the same signed bytes.
+        const again = await reports();
+        expect(again.map((r) => r.body)).toEqual(first.map((r) => r.body));
+      } finally {
+        await released.catch(() => undefined);
+        for (const holder of holders) holder.release();
+      }
+    },
+    60_000,
+  );
+
+  it('a payout whose reservation (dated with its request) is held up is waited for: the balance and the statement as of an instant after the request show it reserved', async () => {
+    const m = await instantMerchant(gw.operator);
+    await fund(gw.operator, m, 'live', ['1000.00']);
+    const address = await payoutAddress(gw.operator, m.accountId, { method: 'sbp', account: PHONE, bank: 'Сбербанк' });
+    const from = new Date(Date.now() - 1_000).toISOString();
+    // The API's reservation cannot append to the ledger stream for 2.5 s: the payout stays requested meanwhile.
     const holder = await gw.db.pool.connect();
     await holder.query('BEGIN');
-    await holder.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [STREAM_APPEND_LOCK_NAMESPACE, `ledger-test_${m.accountId}`]);
+    await holder.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [STREAM_APPEND_LOCK_NAMESPACE, `ledger-live_${m.accountId}`]);
     let released: Promise<unknown> = Promise.resolve();
     try {
-      const paying = gw.operator.payment(created.body.id as string, 'paid');
-      await poll(
-        () => gw.operator.http.get(`/admin/v1/streams/invoice-${created.body.id}`),
-        (r) => (r.body.events as Json[] | undefined)?.some((e) => e.type === 'InvoicePaid') === true,
-        'the payment in the log',
+      const requesting = m.live.post('/v1/payouts', { amount: '100.00', addressId: address.id, orderId: orderId('held') });
+      const requested = await poll(
+        async () => (await gw.db.pool.query<{ created_at: Date }>(`SELECT created_at FROM payouts WHERE account_id = $1`, [m.accountId])).rows,
+        (rows) => rows.length === 1,
+        'the payout requested',
       );
-      const at = new Date().toISOString();
-      await sleep(1_200);
-      released = sleep(2_000).then(() => holder.query('COMMIT'));
+      released = sleep(2_500).then(() => holder.query('COMMIT'));
+      const at = new Date(requested[0]!.created_at.getTime() + 300).toISOString();
+      await sleep(Date.parse(at) + 50 - Date.now());
       const reports = () =>
         Promise.all([
-          gw.operator.http.get(`/admin/v1/accounts/${m.accountId}/balance?mode=test&asOf=${at}`),
-          gw.operator.http.get(`/admin/v1/audit/trial-balance?asOf=${at}`),
-          m.test.get(`/v1/statements?from=${from}&to=${at}`),
+          gw.operator.http.get(`/admin/v1/accounts/${m.accountId}/balance?mode=live&asOf=${at}`),
+          m.live.get(`/v1/statements?from=${from}&to=${at}`),
         ]);
       const first = await reports();
       await released;
-      expectStatus(await paying, 200);
+      expectStatus(await requesting, 201);
       for (const r of first) expectStatus(r, 200);
-      // The payment's net amount is held (24 h): in the balance as of the instant, and in the signed statement.
-      expect(first[0].body.pending).not.toBe('0.00');
-      expect(JSON.stringify(first[2].body)).toContain(created.body.id as string);
-      // Asked again once everything has settled: the same figures, the same signed bytes.
+      expect(first[0].body.reserved).toBe('100.00');
       const again = await reports();
       expect(again.map((r) => r.body)).toEqual(first.map((r) => r.body));
     } finally {
@@ -71,24 +137,29 @@ describe('figures as of a past instant', () => {
 });
 
 describe('awaitPostedThrough', () => {
-  it('holds until every follower has reached the head of the log, and gives up after its wait', async () => {
+  it('holds until the posting reactors, then the read models read, have reached the head of the log; gives up after its wait', async () => {
     const db = await createTestDatabase({ poolSize: 2 });
     const store = new PostgresEventStore(db.pool);
+    const { ledger, refunds, payouts } = REPORTED_READ_MODELS;
+    const followers = [...LEDGER_POSTERS, refunds, payouts, ledger].map((f) => f.name);
     try {
-      for (const name of LEDGER_POSTERS) await ensureCheckpoint(db.pool, name);
+      for (const name of followers) await ensureCheckpoint(db.pool, name);
       await store.appendToStream('invoice-final', [{ id: randomUUID(), type: 'Noted', data: {} }]);
       const head = (await visibleHead(db.pool, store))!;
       const at = new Date(Date.now() - 5_000);
-      // A reactor at the start of the log: not final.
-      expect(await awaitPostedThrough(db.pool, store, new Date(), at, LEDGER_POSTERS, 300)).toBe(false);
-      for (const name of LEDGER_POSTERS.slice(0, -1)) await advanceCheckpoint(db.pool, name, ZERO, head, 0);
-      expect(await awaitPostedThrough(db.pool, store, new Date(), at, LEDGER_POSTERS, 300)).toBe(false);
-      await advanceCheckpoint(db.pool, LEDGER_POSTERS[LEDGER_POSTERS.length - 1]!, ZERO, head, 0);
-      expect(await awaitPostedThrough(db.pool, store, new Date(), at, LEDGER_POSTERS, 300)).toBe(true);
+      const posted = (readers: Follower[]) => awaitPostedThrough(db.pool, store, new Date(), at, readers, 300);
+      // The reactors at the start of the log: not final.
+      expect(await posted([])).toBe(false);
+      for (const name of [...LEDGER_POSTERS.map((f) => f.name), refunds.name, payouts.name]) await advanceCheckpoint(db.pool, name, ZERO, head, 0);
+      expect(await posted([])).toBe(true);
+      // The ledger read model not yet at the head: a statement is not final, the trial balance (the log) is.
+      expect(await posted([ledger])).toBe(false);
+      await advanceCheckpoint(db.pool, ledger.name, ZERO, head, 0);
+      expect(await posted([ledger])).toBe(true);
       // An instant within the posting margin of now is waited out (within the wait), then final; past the wait it is not.
       const now = new Date();
-      expect(await awaitPostedThrough(db.pool, store, now, now, LEDGER_POSTERS, 3_000)).toBe(true);
-      expect(await awaitPostedThrough(db.pool, store, now, new Date(now.getTime() + 10_000), LEDGER_POSTERS, 3_000)).toBe(false);
+      expect(await awaitPostedThrough(db.pool, store, now, now, [ledger], 3_000)).toBe(true);
+      expect(await awaitPostedThrough(db.pool, store, now, new Date(now.getTime() + 10_000), [ledger], 3_000)).toBe(false);
     } finally {
       await store.close();
       await db.drop();

@@ -74,8 +74,8 @@ describe('reconciliation on a seeded random history', () => {
     // The reactors that post flows' entries have followed it (seed:load writes each flow whole): the figures are final.
     const head = (await visibleHead(db.pool, store))!;
     for (const reactor of LEDGER_POSTERS) {
-      await ensureCheckpoint(db.pool, reactor);
-      await advanceCheckpoint(db.pool, reactor, ZERO, head, 0);
+      await ensureCheckpoint(db.pool, reactor.name);
+      await advanceCheckpoint(db.pool, reactor.name, ZERO, head, 0);
     }
     from = new Date(loaded.from.getTime() - 1);
     // The history's holds run past its last invoice: the period reaches past the last of its entries.

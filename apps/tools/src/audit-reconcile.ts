@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import { comparePositions, positionToString } from '#event-store';
 import { readCheckpoint } from '#event-store/projections';
 import { formatMoney } from '#ledger';
-import { awaitPostedThrough, LEDGER_POSTERS, reconcilePeriod } from '#payments/audit';
+import { awaitPostedThrough, reconcilePeriod, REPORTED_READ_MODELS } from '#payments/audit';
 import { loadConfigOrExit, openInfrastructure } from '#payments/composition';
 import { COMMAND_SESSION_LIMITS } from '#platform/database';
 import { createLogger } from '#platform/logging';
@@ -65,7 +65,7 @@ async function main(): Promise<number> {
       return 2;
     }
     // As the API's report: answered once final (every entry dated up to --to posted and read), so it never changes afterwards.
-    if (!(await awaitPostedThrough(infra.pool, infra.store, now, to, [...LEDGER_POSTERS, ...READ]))) {
+    if (!(await awaitPostedThrough(infra.pool, infra.store, now, to, Object.values(REPORTED_READ_MODELS)))) {
       process.stderr.write(
         `audit:reconcile: entries dated up to --to ${to.toISOString()} are still being posted (a projector stopped or behind): its figures are not final yet; run it again in a moment\n`,
       );

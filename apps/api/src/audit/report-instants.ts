@@ -1,5 +1,6 @@
 import type { QueryBus } from '@nestjs/cqrs';
-import { AwaitPostedThrough, LEDGER_POSTERS } from '#payments/audit';
+import { AwaitPostedThrough, REPORTED_READ_MODELS } from '#payments/audit';
+import type { Follower } from '#payments/audit';
 import { ApiError } from '../http/errors/api-error';
 
 /** The instants the finance and audit routes answer for (docs/finance-reports.md, "Periods and instants"). */
@@ -30,20 +31,21 @@ export const BALANCE_NOT_KNOWN_YET = 'баланс даётся только н�
 /** The refusal of a signed statement whose `to` has not come yet (its closing balance would be signed). */
 export const SIGNED_PERIOD_NOT_ENDED = 'подписанная выписка даётся только за прошедший период';
 
-/** What a report reads besides the log: the reactors that post entries with their cause's time, and its read models. */
+/** The read models each report reads (the log itself needs none): it waits for them too. */
+const { ledger, invoices, refunds, payouts } = REPORTED_READ_MODELS;
 export const FOLLOWED = {
-  log: LEDGER_POSTERS,
-  ledger: [...LEDGER_POSTERS, 'ledger'],
-  flows: [...LEDGER_POSTERS, 'ledger', 'invoices', 'refunds', 'payouts'],
-} as const;
+  log: [],
+  ledger: [ledger],
+  flows: [ledger, invoices, refunds, payouts],
+} as const satisfies Record<string, readonly Follower[]>;
 
 /**
  * Waits until the figures as of `at` are final (every entry dated up to it posted and
  * read), so that a report for a past instant never changes afterwards; else 503 with
  * Retry-After (a projector stopped or far behind). docs/finance-reports.md.
  */
-export async function postedThrough(queries: QueryBus, at: Date, now: Date, followers: readonly string[]): Promise<void> {
-  if (await queries.execute(new AwaitPostedThrough(at, now, followers))) return;
+export async function postedThrough(queries: QueryBus, at: Date, now: Date, readers: readonly Follower[]): Promise<void> {
+  if (await queries.execute(new AwaitPostedThrough(at, now, readers))) return;
   throw new ApiError(
     503,
     'provider_unavailable',

@@ -7,7 +7,7 @@ import { EVENT_STORE, READ_MODELS } from '../payments.tokens';
 import { AccountStatementReader, accountKnown, openAccountStatement } from './account-statement';
 import { reconcilePeriod, ReconciliationReport } from './reconciliation';
 import { trialBalanceFromLog } from './trial-balance';
-import { awaitPostedThrough } from './posted-through';
+import { awaitPostedThrough, Follower } from './posted-through';
 
 /**
  * Audit: a ledger's statement over (from, to], as of one instant of the read model (the
@@ -73,7 +73,7 @@ export class AwaitPostedThrough extends Query<boolean> {
   constructor(
     readonly at: Date,
     readonly now: Date,
-    readonly followers: readonly string[],
+    readonly readers: readonly Follower[],
   ) {
     super();
   }
@@ -87,6 +87,6 @@ export class AwaitPostedThroughHandler implements IQueryHandler<AwaitPostedThrou
   ) {}
 
   execute(query: AwaitPostedThrough): Promise<boolean> {
-    return awaitPostedThrough(this.pool, this.store, query.now, query.at, query.followers);
+    return awaitPostedThrough(this.pool, this.store, query.now, query.at, query.readers);
   }
 }

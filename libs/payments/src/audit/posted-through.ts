@@ -1,48 +1,135 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Pool } from 'pg';
-import { comparePositions, EventStore } from '#event-store';
-import { PAYMENTS_TO_LEDGER } from '../reactors/payments-to-ledger.reactor';
+import { AllFilter, comparePositions, EventStore, matchesFilter, Position, PostgresEventStore } from '#event-store';
+import { PAYMENTS_TO_LEDGER, PAYMENTS_TO_LEDGER_FILTER } from '../reactors/payments-to-ledger.reactor';
+import { PAYOUT_OUTCOMES_FILTER, REFUND_OUTCOMES_FILTER } from '../reactors/refund-and-payout-outcomes.reactor';
 import { PAYOUT_OUTCOMES, REFUND_OUTCOMES } from '../flows/outcomes';
+import { ledgerProjection } from '../ledger/ledger.read-model';
+import { invoicesProjection } from '../invoices/invoices.read-model';
+import { refundsProjection } from '../refunds/refunds.read-model';
+import { payoutsProjection } from '../payouts/payouts.read-model';
 
 /** An entry is decided before it is appended: one dated at or before an instant is in the log by this much after it. */
 export const POSTING_MARGIN_MS = 1_000;
 /** How long a report waits for its figures to be final before it answers 503 (Retry-After: 1). */
 export const POSTED_WAIT_MS = 5_000;
 
-/** The reactors that post a flow's ledger entries dated with the time of its event, after it: what a report over the log waits for. */
-export const LEDGER_POSTERS: readonly string[] = [PAYMENTS_TO_LEDGER, REFUND_OUTCOMES, PAYOUT_OUTCOMES];
+/** A follower of the log a report waits for: its checkpoint row, and what of the log it takes. */
+export interface Follower {
+  readonly name: string;
+  readonly filter?: AllFilter;
+}
+
+const followerOf = (p: { name: string; filter?: AllFilter }): Follower => ({ name: p.name, filter: p.filter });
+
+/** The reactors that post a flow's ledger entries dated with the time of its event, after it. */
+export const LEDGER_POSTERS: readonly Follower[] = [
+  { name: PAYMENTS_TO_LEDGER, filter: PAYMENTS_TO_LEDGER_FILTER },
+  { name: REFUND_OUTCOMES, filter: REFUND_OUTCOMES_FILTER },
+  { name: PAYOUT_OUTCOMES, filter: PAYOUT_OUTCOMES_FILTER },
+];
+
+/** The read models the reports read. */
+export const REPORTED_READ_MODELS = {
+  ledger: followerOf(ledgerProjection),
+  invoices: followerOf(invoicesProjection),
+  refunds: followerOf(refundsProjection),
+  payouts: followerOf(payoutsProjection),
+} as const;
 
 /**
  * Waits until no ledger entry dated at or before `at` is still to come, so that a report
- * as of `at` never changes afterwards (a signed statement least of all): `at` is more
- * than POSTING_MARGIN_MS past (what was decided by then is in the log), and every one of
- * `followers` (the reactors that post entries with their cause's time, and the read
- * models a report reads) has reached the head of the log as it is then (`now`: the
- * gateway clock's, when asked). True when so;
- * false when not within `waitMs` (a projector stopped or behind).
+ * as of `at` never changes afterwards (a signed statement least of all), in two steps:
+ *
+ * 1. `at` is more than POSTING_MARGIN_MS past (`now`: the gateway clock's when asked):
+ *    what was decided by then is in the log. Once every event committed is visible (an
+ *    older transaction still open hides later ones on PostgreSQL), the reactors that
+ *    post a flow's entries with its event's time have reached that head, and no refund
+ *    or payout requested by `at` is left half-done (the recovery worker finishes one
+ *    after 5 s, its reservation dated with its request).
+ * 2. What they posted is visible and the read models the report reads (`readers`) have
+ *    reached the head as it is then.
+ *
+ * True when so; false when not within `waitMs` (a projector stopped or behind, a
+ * transaction left open).
  */
 export async function awaitPostedThrough(
   pool: Pick<Pool, 'query'>,
-  store: Pick<EventStore, 'headPosition'>,
+  store: Pick<EventStore, 'headPosition' | 'readAll'>,
   now: Date,
   at: Date,
-  followers: readonly string[],
+  readers: readonly Follower[],
   waitMs = POSTED_WAIT_MS,
 ): Promise<boolean> {
   const deadline = Date.now() + waitMs;
   const early = at.getTime() + POSTING_MARGIN_MS - now.getTime();
   if (early > waitMs) return false;
   if (early > 0) await sleep(early);
-  const head = await store.headPosition();
-  if (head === null) return true;
+  const { refunds, payouts } = REPORTED_READ_MODELS;
+  const posted = await until(deadline, async () => {
+    const head = await visibleHead(pool, store);
+    return head !== undefined && (await allReached(pool, store, [...LEDGER_POSTERS, refunds, payouts], head)) && !(await halfDoneFlows(pool, at));
+  });
+  if (!posted) return false;
+  return until(deadline, async () => {
+    const head = await visibleHead(pool, store);
+    return head !== undefined && allReached(pool, store, readers, head);
+  });
+}
+
+async function until(deadline: number, done: () => Promise<boolean>): Promise<boolean> {
   for (;;) {
-    const rows = await pool.query<{ commit_position: string; prepare_position: string }>(
-      `SELECT commit_position, prepare_position FROM projection_checkpoints WHERE projection = ANY($1)`,
-      [followers],
-    );
-    const reached = rows.rows.filter((r) => comparePositions({ commit: BigInt(r.commit_position), prepare: BigInt(r.prepare_position) }, head) >= 0);
-    if (reached.length === followers.length) return true;
+    if (await done()) return true;
     if (Date.now() >= deadline) return false;
     await sleep(50);
   }
+}
+
+/** The head of the log once every committed event is visible (undefined: one is still hidden); null for an empty log. */
+async function visibleHead(pool: Pick<Pool, 'query'>, store: Pick<EventStore, 'headPosition'>): Promise<Position | null | undefined> {
+  if (store instanceof PostgresEventStore) {
+    const hidden = await pool.query<{ hidden: boolean }>(
+      'SELECT EXISTS (SELECT 1 FROM events WHERE NOT transaction_id < pg_snapshot_xmin(pg_current_snapshot())) AS hidden',
+    );
+    if (hidden.rows[0]!.hidden) return undefined;
+  }
+  return store.headPosition();
+}
+
+/** Whether each follower has handled every event up to `head` that its filter takes. */
+async function allReached(
+  pool: Pick<Pool, 'query'>,
+  store: Pick<EventStore, 'readAll'>,
+  followers: readonly Follower[],
+  head: Position | null,
+): Promise<boolean> {
+  if (head === null || followers.length === 0) return true;
+  const rows = await pool.query<{ projection: string; commit_position: string; prepare_position: string }>(
+    'SELECT projection, commit_position, prepare_position FROM projection_checkpoints WHERE projection = ANY($1)',
+    [followers.map((f) => f.name)],
+  );
+  const stored = new Map(rows.rows.map((r) => [r.projection, { commit: BigInt(r.commit_position), prepare: BigInt(r.prepare_position) }]));
+  for (const follower of followers) {
+    const checkpoint = stored.get(follower.name);
+    if (checkpoint === undefined) return false;
+    if (comparePositions(checkpoint, head) >= 0) continue;
+    // On PostgreSQL a checkpoint follows skipped events within CHECKPOINT_DEFER_MS; elsewhere (EventStoreDB) only
+    // every few dozen events looked at: the events after it up to the head it would take say whether it is done.
+    if (store instanceof PostgresEventStore) return false;
+    const after = await store.readAll({ after: checkpoint, maxCount: 1_000 });
+    const upToHead = after.filter((e) => comparePositions(e.position, head) <= 0);
+    if (upToHead.length === after.length && after.length === 1_000) return false;
+    if (upToHead.some((e) => matchesFilter(follower.filter, e))) return false;
+  }
+  return true;
+}
+
+/** A refund or payout requested by `at` and not yet taken through its first ledger step. */
+async function halfDoneFlows(pool: Pick<Pool, 'query'>, at: Date): Promise<boolean> {
+  const r = await pool.query<{ any: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM refunds WHERE status = 'requested' AND requested_at <= $1)
+         OR EXISTS (SELECT 1 FROM payouts WHERE status = 'requested' AND created_at <= $1) AS any`,
+    [at],
+  );
+  return r.rows[0]!.any;
 }

@@ -1,5 +1,5 @@
 import type { CommandBus } from '@nestjs/cqrs';
-import type { RecordedEvent } from '#event-store';
+import type { AllFilter, RecordedEvent } from '#event-store';
 import { INVOICE_CATEGORY, InvoiceEvent } from '#domain';
 import { RecordPayment } from '../ledger/record-payment.command';
 import type { Reactor } from '#event-store/projections';
@@ -13,10 +13,12 @@ import type { Reactor } from '#event-store/projections';
  */
 export const PAYMENTS_TO_LEDGER = 'payments_to_ledger';
 
+export const PAYMENTS_TO_LEDGER_FILTER: AllFilter = { streamNamePrefixes: [`${INVOICE_CATEGORY}-`], eventTypePrefixes: ['InvoicePaid'] };
+
 export function paymentsToLedger(commands: CommandBus): Reactor {
   return {
     name: PAYMENTS_TO_LEDGER,
-    filter: { streamNamePrefixes: [`${INVOICE_CATEGORY}-`], eventTypePrefixes: ['InvoicePaid'] },
+    filter: PAYMENTS_TO_LEDGER_FILTER,
     async react(events: readonly RecordedEvent[]) {
       for (const recorded of events) {
         const event = { type: recorded.type, data: recorded.data } as unknown as InvoiceEvent;

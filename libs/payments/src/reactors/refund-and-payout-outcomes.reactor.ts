@@ -1,5 +1,5 @@
 import type { CommandBus } from '@nestjs/cqrs';
-import type { RecordedEvent } from '#event-store';
+import type { AllFilter, RecordedEvent } from '#event-store';
 import { PAYOUT_CATEGORY, PayoutEvent, REFUND_CATEGORY, RefundEvent } from '#domain';
 import { SettlePayoutOutcome } from '../payouts/settle-payout-outcome.command';
 import { SettleRefundOutcome } from '../refunds/settle-refund-outcome.command';
@@ -14,10 +14,13 @@ import { PAYOUT_OUTCOME_EVENTS, PAYOUT_OUTCOMES, REFUND_OUTCOME_EVENTS, REFUND_O
  * record of the refund), so a crash, restart or replay neither misses nor doubles one.
  * Sent as the SettleRefundOutcome command.
  */
+export const REFUND_OUTCOMES_FILTER: AllFilter = { streamNamePrefixes: [`${REFUND_CATEGORY}-`], eventTypePrefixes: REFUND_OUTCOME_EVENTS };
+export const PAYOUT_OUTCOMES_FILTER: AllFilter = { streamNamePrefixes: [`${PAYOUT_CATEGORY}-`], eventTypePrefixes: PAYOUT_OUTCOME_EVENTS };
+
 export function refundOutcomes(commands: CommandBus): Reactor {
   return {
     name: REFUND_OUTCOMES,
-    filter: { streamNamePrefixes: [`${REFUND_CATEGORY}-`], eventTypePrefixes: REFUND_OUTCOME_EVENTS },
+    filter: REFUND_OUTCOMES_FILTER,
     async react(events: readonly RecordedEvent[]) {
       for (const recorded of events) {
         await commands.execute(new SettleRefundOutcome({ type: recorded.type, data: recorded.data } as unknown as RefundEvent));
@@ -34,7 +37,7 @@ export function refundOutcomes(commands: CommandBus): Reactor {
 export function payoutOutcomes(commands: CommandBus): Reactor {
   return {
     name: PAYOUT_OUTCOMES,
-    filter: { streamNamePrefixes: [`${PAYOUT_CATEGORY}-`], eventTypePrefixes: PAYOUT_OUTCOME_EVENTS },
+    filter: PAYOUT_OUTCOMES_FILTER,
     async react(events: readonly RecordedEvent[]) {
       for (const recorded of events) {
         await commands.execute(new SettlePayoutOutcome({ type: recorded.type, data: recorded.data } as unknown as PayoutEvent));
