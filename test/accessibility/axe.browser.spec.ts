@@ -113,6 +113,30 @@ describe('accessibility: axe-core finds no violation on any page', () => {
     expect(found).toEqual(Object.fromEntries(Object.keys(found).map((k) => [k, []])));
   });
 
+  it('the payment page reflows at 320 CSS px (WCAG 1.4.10): no sideways scrolling in any state, the largest amount too; its method buttons read apart', async () => {
+    const largest = await merchant.test.post('/v1/invoices', { amount: '999999.99', orderId: `a11y-${randomUUID()}` });
+    expectStatus(largest, 201);
+    const narrow = await browser.newContext({ viewport: { width: 320, height: 640 }, locale: 'ru-RU' });
+    try {
+      const widths: Record<string, number> = {};
+      let buttons: string[] = [];
+      for (const [state, id] of [...Object.entries(pay), ['created: 999 999,99 ₽, no method', largest.body.id as string]]) {
+        const page = await narrow.newPage();
+        await page.goto(`${gw.baseUrl}/pay/${id}`);
+        widths[state] = (await page.evaluate('document.documentElement.scrollWidth')) as number;
+        if (state === 'created: choose a method')
+          buttons = (await page.evaluate(`[...document.querySelectorAll('button.method')].map((b) => b.textContent)`)) as string[];
+        await page.close();
+      }
+      expect(widths).toEqual(Object.fromEntries(Object.keys(widths).map((k) => [k, 320])));
+      // Without its style sheet too (a reader, a text browser): title, total and fee with spaces between them.
+      expect(buttons.length).toBeGreaterThan(0);
+      for (const text of buttons) expect(text).toMatch(/\S \d[\d\s\u00a0\u202f]*,\d\d\s?₽ \S/);
+    } finally {
+      await narrow.close();
+    }
+  });
+
   it('every console page: login (and its error), merchants, a merchant in both modes, system, an error page', async () => {
     const page = await context.newPage();
     const found: Record<string, string[]> = {};

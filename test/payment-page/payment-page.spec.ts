@@ -142,9 +142,9 @@ describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pa
     expect(before.html).toContain(`<form method="post" action="/pay/${invoice.id}/method"`);
     // SBP 1.5 %, card 3 % (crypto is off in this project); the whole rate on the buyer by default.
     expect(before.html).toContain(
-      'name="method" value="sbp"><span class="title">СБП (Система быстрых платежей)</span><span class="sum">1 015,00 ₽</span><span class="fee">сервисный сбор 15,00 ₽</span>',
+      'name="method" value="sbp"><span class="title">СБП (Система быстрых платежей)</span> <span class="sum">1 015,00 ₽</span> <span class="fee">сервисный сбор 15,00 ₽</span>',
     );
-    expect(before.html).toContain('name="method" value="card"><span class="title">Банковская карта</span><span class="sum">1 030,00 ₽</span>');
+    expect(before.html).toContain('name="method" value="card"><span class="title">Банковская карта</span> <span class="sum">1 030,00 ₽</span>');
     expect(before.html).not.toContain('value="crypto"');
     expect(before.html).toContain('<span class="nw">от 1 015,00 ₽</span> <span class="nw">до 1 030,00 ₽</span>');
     expect(before.html).not.toContain('/sandbox"');
