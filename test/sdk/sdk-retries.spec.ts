@@ -287,6 +287,41 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     expect(waits).toEqual([1000]);
   });
 
+  it('HMAC mode: after a clock correction no timestamp the gateway took is signed again with the same body', async () => {
+    // Three GETs in one second take S, S+1, S+2; the gateway then says its clock reads S-2. Forgetting what it took
+    // would sign S again two requests later (401 signature_invalid): each timestamp it took stays used.
+    const signing = client({ auth: { publicId: 'pk_test_stub', signingSecret: 'whsec' }, now: () => 1_800_000_000_500 });
+    stub.script(
+      ...Array.from({ length: 3 }, () => ({ status: 200, body: BALANCE })),
+      error(401, 'timestamp_invalid', {}, { 'x-server-time': '1799999998' }),
+      ...Array.from({ length: 3 }, () => ({ status: 200, body: BALANCE })),
+    );
+    for (let i = 0; i < 6; i++) await signing.getBalance();
+    const taken = stub.attempts.filter((_, i) => i !== 3).map((a) => Number(a.headers['x-timestamp']));
+    expect(taken).toHaveLength(6);
+    expect(new Set(taken).size).toBe(6);
+    expect(signing.clockOffsetSeconds).toBe(-2);
+    expect(waits).toEqual([]);
+  });
+
+  it('a header value HTTP cannot carry (an Idempotency-Key in Cyrillic, a line break) is refused before anything is sent, not retried as a lost answer', async () => {
+    stub.script({ status: 202, body: REFUND });
+    for (const idempotencyKey of ['заказ-1', 'key\nx']) {
+      const failure = await client()
+        .refundInvoice(REFUND.invoiceId, { amount: '1.00' }, { idempotencyKey })
+        .catch((e: unknown) => e);
+      expect(failure).toBeInstanceOf(TypeError);
+      expect((failure as Error).message).toMatch(/idempotency-key header cannot carry .*nothing was sent/);
+    }
+    expect(stub.attempts).toEqual([]);
+    expect(waits).toEqual([]);
+  });
+
+  it('maxRetries that is not a number (NaN from an unset variable) is refused at construction; past 4 it is 4', () => {
+    expect(() => client({ maxRetries: Number(undefined) })).toThrow(/maxRetries: a number from 0 to 4, got NaN/);
+    expect(() => client({ maxRetries: 10 })).not.toThrow();
+  });
+
   it('the policy itself: no retry past 4, none of a POST that could act twice, 429 always', () => {
     const network = { kind: 'network' } as const;
     expect(retryDelayMs(network, { retriesSoFar: 4, maxRetries: 4, repeatable: true })).toBeNull();

@@ -78,6 +78,8 @@ const defaultSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(r
  * the rest is a margin for the skew between the two clocks).
  */
 export const MAX_TIMESTAMP_LEAD_SECONDS = 240;
+/** The gateway's window for X-Timestamp: ±300 s of its clock. */
+const GATEWAY_WINDOW_SECONDS = 300;
 
 /**
  * The merchant API v1 client. Every method is one operation of GET /v1/openapi.json
@@ -101,12 +103,17 @@ export class PaymentGatewayClient {
    * body (every GET has an empty one) must not share a second: the second takes the next.
    */
   private readonly lastTimestamps = new Map<string, number>();
+  /** HMAC mode: per body, the last X-Timestamp the gateway took (it answered other than a 401 about the signature): used for good. */
+  private readonly acceptedTimestamps = new Map<string, number>();
 
   constructor(options: PaymentGatewayClientOptions) {
     if (!/^https?:\/\//.test(options.baseUrl)) throw new TypeError('baseUrl: an http(s) address with the version, e.g. https://pay.example.com/v1');
     this.baseUrl = options.baseUrl.replace(/\/+$/, '');
     this.auth = options.auth;
-    this.maxRetries = Math.min(Math.max(options.maxRetries ?? MAX_RETRIES, 0), MAX_RETRIES);
+    const maxRetries = options.maxRetries ?? MAX_RETRIES;
+    if (typeof maxRetries !== 'number' || Number.isNaN(maxRetries))
+      throw new TypeError(`maxRetries: a number from 0 to ${MAX_RETRIES}, got ${String(maxRetries)}`);
+    this.maxRetries = Math.min(Math.max(Math.trunc(maxRetries), 0), MAX_RETRIES);
     this.timeoutMs = options.timeoutMs ?? 30_000;
     this.fetch = options.fetch ?? globalThis.fetch;
     this.sleep = options.sleep ?? defaultSleep;
@@ -242,9 +249,8 @@ export class PaymentGatewayClient {
   // The wire ----------------------------------------------------------------
 
   /** An X-Timestamp never used before with this body: the clock's second, or the next one after the last used. */
-  private async uniqueTimestamp(rawBody: string): Promise<number> {
+  private async uniqueTimestamp(body: string): Promise<number> {
     const clockSeconds = () => Math.floor(this.now() / 1000) + this.offsetSeconds;
-    const body = createHash('sha256').update(rawBody).digest('base64');
     let now = clockSeconds();
     const last = this.lastTimestamps.get(body);
     const timestamp = last === undefined || last < now ? now : last + 1;
@@ -259,9 +265,18 @@ export class PaymentGatewayClient {
     return timestamp;
   }
 
-  private async authHeaders(rawBody: string): Promise<Record<string, string>> {
+  /** The gateway took `timestamp` with this body: it is used for good. */
+  private tookTimestamp(bodyKey: string, timestamp: number): void {
+    if ((this.acceptedTimestamps.get(bodyKey) ?? -Infinity) < timestamp) this.acceptedTimestamps.set(bodyKey, timestamp);
+    if (this.acceptedTimestamps.size > 1000) {
+      const oldest = Math.floor(this.now() / 1000) + this.offsetSeconds - GATEWAY_WINDOW_SECONDS;
+      for (const [key, t] of this.acceptedTimestamps) if (t < oldest) this.acceptedTimestamps.delete(key);
+    }
+  }
+
+  private async authHeaders(rawBody: string, bodyKey: string): Promise<Record<string, string>> {
     if ('secretKey' in this.auth) return { authorization: `Bearer ${this.auth.secretKey}` };
-    const timestamp = await this.uniqueTimestamp(rawBody);
+    const timestamp = await this.uniqueTimestamp(bodyKey);
     return {
       'x-public-id': this.auth.publicId,
       'x-timestamp': String(timestamp),
@@ -274,6 +289,7 @@ export class PaymentGatewayClient {
     for (const [name, value] of Object.entries(spec.query ?? {})) if (value !== undefined) search.set(name, String(value));
     const url = `${this.baseUrl}${spec.path}${search.size > 0 ? `?${search}` : ''}`;
     const rawBody = spec.body === undefined ? '' : JSON.stringify(spec.body);
+    const bodyKey = createHash('sha256').update(rawBody).digest('base64');
     const request = `${spec.method} ${spec.path}`;
     let retries = 0;
     let clockCorrected = false;
@@ -282,9 +298,17 @@ export class PaymentGatewayClient {
     for (;;) {
       attempts++;
       // Signed anew on every attempt: the gateway accepts each signature once.
-      const headers: Record<string, string> = { accept: 'application/json', ...(await this.authHeaders(rawBody)) };
+      const headers: Record<string, string> = { accept: 'application/json', ...(await this.authHeaders(rawBody, bodyKey)) };
       if (spec.body !== undefined) headers['content-type'] = 'application/json';
       if (spec.idempotencyKey !== undefined) headers['idempotency-key'] = spec.idempotencyKey;
+      // A value HTTP cannot carry is the caller's mistake, found before anything is sent: not a network failure to retry.
+      for (const [name, value] of Object.entries(headers)) {
+        if (!/^[\t\x20-\x7e\x80-\xff]*$/.test(value)) {
+          throw new TypeError(
+            `${request}: the ${name} header cannot carry ${JSON.stringify(value)} (Latin-1 text without control characters); nothing was sent`,
+          );
+        }
+      }
       const context = { retriesSoFar: retries, maxRetries: this.maxRetries, repeatable: spec.repeatable };
 
       let status: number;
@@ -308,17 +332,25 @@ export class PaymentGatewayClient {
         retries++;
         continue;
       }
-      if (status >= 200 && status < 300) return (text === '' ? undefined : JSON.parse(text)) as T;
+      if (status >= 200 && status < 300) {
+        if (headers['x-timestamp'] !== undefined) this.tookTimestamp(bodyKey, Number(headers['x-timestamp']));
+        return (text === '' ? undefined : JSON.parse(text)) as T;
+      }
 
       const error = errorOf(text, status);
       const retryAfterSeconds = parseRetryAfter(response.headers.get('retry-after'));
+      if (headers['x-timestamp'] !== undefined && !(status === 401 && (error.code === 'timestamp_invalid' || error.code === 'signature_invalid'))) {
+        this.tookTimestamp(bodyKey, Number(headers['x-timestamp']));
+      }
       // A clock off by more than the window: take the gateway's time once and sign again (nothing ran).
       if (status === 401 && error.code === 'timestamp_invalid' && !('secretKey' in this.auth) && !clockCorrected) {
         const serverSeconds = serverTimeOf(response.headers);
         if (serverSeconds !== undefined) {
           this.offsetSeconds = serverSeconds - Math.floor(this.now() / 1000);
-          // The timestamps remembered were taken on the clock just corrected: from here on the gateway's seconds count.
+          // The timestamps issued on the clock just corrected are forgotten, but not those the gateway took: they stay used
+          // (a timestamp it took lies within its window, so the next ones may have to wait; none is ever signed twice).
           this.lastTimestamps.clear();
+          for (const [key, taken] of this.acceptedTimestamps) if (taken >= serverSeconds - GATEWAY_WINDOW_SECONDS) this.lastTimestamps.set(key, taken);
           clockCorrected = true;
           continue;
         }
