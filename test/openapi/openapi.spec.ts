@@ -843,6 +843,8 @@ describe('real answers of the gateway match the document', () => {
     for (const name of Object.keys(doc.components.schemas)) expect(html).toContain(`id="schema-${name}"`);
     for (const kind of Object.keys(doc.webhooks)) expect(html).toContain(`id="webhook-${kind}"`);
     for (const code of ['order_id_conflict', 'amount_out_of_range', 'Retry-After', 'customerFeeShare', 'X-Signature']) expect(html).toContain(code);
+    // The payout request's choice of fields (inside allOf, so that generators type the body) is said in words.
+    expect(html).toContain('Нужно одно из: <code>addressId</code> или <code>method</code> + <code>account</code>.');
     // No scripts, nothing fetched from elsewhere.
     expect(html).not.toMatch(/<script|<link|<img|<iframe|@import|src=/i);
     expect(r.headers.get('content-security-policy')).toContain("default-src 'none'");

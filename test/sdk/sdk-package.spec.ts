@@ -8,6 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import type { CreatePayoutRequest } from '../../libs/sdk/src';
 
 const ROOT = path.resolve(__dirname, '../..');
 const SDK = path.join(ROOT, 'libs/sdk');
@@ -24,6 +25,16 @@ describe('the SDK package (libs/sdk)', () => {
     const committed = readFileSync(path.join(SDK, 'src/generated/openapi.ts'), 'utf8');
     if (committed !== generated) throw new Error('libs/sdk/src/generated/openapi.ts is out of date: run `npm run sdk:types` and commit it');
     expect(committed).toBe(generated);
+  });
+
+  it('request bodies are typed from the document: a payout body with a misspelt field or without its amount does not compile', () => {
+    // The checks are the @ts-expect-error lines: `npm test` type-checks this file first (a body typed `unknown` fails there).
+    const payoutBody = (body: CreatePayoutRequest) => body;
+    // @ts-expect-error amout is not a field
+    payoutBody({ amout: '100.00', addressId: 1 });
+    // @ts-expect-error amount is required
+    payoutBody({ addressId: 1 });
+    expect(payoutBody({ amount: '100.00', method: 'sbp', account: '+79161234567' })).toEqual({ amount: '100.00', method: 'sbp', account: '+79161234567' });
   });
 
   it('npm pack lists the built files (dist: JavaScript and declarations), package.json and README, no sources', () => {

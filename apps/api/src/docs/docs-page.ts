@@ -149,8 +149,11 @@ ${body}
 /** Object-level rules a field table does not show. */
 function schemaNotes(s: SchemaObject): string {
   const notes: string[] = [];
-  if (s.anyOf?.every((alt) => alt.required)) {
-    notes.push(`Нужно одно из: ${s.anyOf.map((alt) => alt.required!.map((f) => `<code>${e(f)}</code>`).join(' + ')).join(' или ')}.`);
+  // A choice of required fields, at the top or inside allOf (where generators still type the object by its fields).
+  for (const anyOf of [s.anyOf, ...(s.allOf ?? []).map((part) => part.anyOf)]) {
+    if (anyOf?.every((alt) => alt.required)) {
+      notes.push(`Нужно одно из: ${anyOf.map((alt) => alt.required!.map((f) => `<code>${e(f)}</code>`).join(' + ')).join(' или ')}.`);
+    }
   }
   for (const [field, needs] of Object.entries(s.dependentRequired ?? {})) {
     notes.push(`С полем <code>${e(field)}</code> обязательно ${needs.map((f) => `<code>${e(f)}</code>`).join(', ')}.`);

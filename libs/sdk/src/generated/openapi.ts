@@ -880,7 +880,7 @@ export interface components {
             orderId?: string;
             /** @description Комментарий */
             comment?: string | null;
-        } | unknown | unknown;
+        } & (unknown | unknown);
         /** @description Заявка на выплату аккаунта мерчанта (ответ GET /payouts/{id}) */
         Payout: {
             /** @description Идентификатор выплаты */

@@ -14,7 +14,8 @@ const together = (other: string) => (args: ValidationArguments) =>
 /** The body of POST /v1/payouts: addressId, or method and account together (rules over several fields, listed after the fields). */
 @JSONSchema({
   description: 'Заявка на выплату: addressId или пара method + account уже подтверждённых реквизитов',
-  anyOf: [{ required: ['addressId'] }, { required: ['method', 'account'] }],
+  // Inside allOf: the same rule, and generators (openapi-typescript) still type the body as its fields (anyOf at the top made it `unknown`).
+  allOf: [{ anyOf: [{ required: ['addressId'] }, { required: ['method', 'account'] }] }],
   dependentRequired: { method: ['account'], account: ['method'] },
 } as SchemaObject as DecoratorSchema)
 export class CreatePayoutRequest {
