@@ -147,7 +147,7 @@ describe('awaitPostedThrough', () => {
       await store.appendToStream('invoice-final', [{ id: randomUUID(), type: 'Noted', data: {} }]);
       const head = (await visibleHead(db.pool, store))!;
       const at = new Date(Date.now() - 5_000);
-      const posted = (readers: Follower[]) => awaitPostedThrough(db.pool, store, new Date(), at, readers, 300);
+      const posted = (readers: Follower[], accountId?: string) => awaitPostedThrough(db.pool, store, new Date(), at, readers, { waitMs: 300, accountId });
       // The reactors at the start of the log: not final.
       expect(await posted([])).toBe(false);
       for (const name of [...LEDGER_POSTERS.map((f) => f.name), refunds.name, payouts.name]) await advanceCheckpoint(db.pool, name, ZERO, head, 0);
@@ -156,10 +156,22 @@ describe('awaitPostedThrough', () => {
       expect(await posted([ledger])).toBe(false);
       await advanceCheckpoint(db.pool, ledger.name, ZERO, head, 0);
       expect(await posted([ledger])).toBe(true);
+      // A refund requested before the instant and not yet funded (its reservation to come): not final for its account
+      // nor for a report of every account; final for another account's report.
+      const [stuck, other] = [randomUUID(), randomUUID()];
+      await db.pool.query(
+        `INSERT INTO refunds (id, invoice_id, project_id, account_id, mode, amount, status, requested_at)
+         VALUES ('rf_stuck', $1, $2, $2, 'live', 100, 'requested', $3)`,
+        [randomUUID(), stuck, new Date(at.getTime() - 1_000)],
+      );
+      expect(await posted([ledger], stuck)).toBe(false);
+      expect(await posted([ledger])).toBe(false);
+      expect(await posted([ledger], other)).toBe(true);
+      await db.pool.query(`DELETE FROM refunds`);
       // An instant within the posting margin of now is waited out (within the wait), then final; past the wait it is not.
       const now = new Date();
-      expect(await awaitPostedThrough(db.pool, store, now, now, [ledger], 3_000)).toBe(true);
-      expect(await awaitPostedThrough(db.pool, store, now, new Date(now.getTime() + 10_000), [ledger], 3_000)).toBe(false);
+      expect(await awaitPostedThrough(db.pool, store, now, now, [ledger], { waitMs: 3_000 })).toBe(true);
+      expect(await awaitPostedThrough(db.pool, store, now, new Date(now.getTime() + 10_000), [ledger], { waitMs: 3_000 })).toBe(false);
     } finally {
       await store.close();
       await db.drop();

@@ -44,8 +44,8 @@ export const FOLLOWED = {
  * read), so that a report for a past instant never changes afterwards; else 503 with
  * Retry-After (a projector stopped or far behind). docs/finance-reports.md.
  */
-export async function postedThrough(queries: QueryBus, at: Date, now: Date, readers: readonly Follower[]): Promise<void> {
-  if (await queries.execute(new AwaitPostedThrough(at, now, readers))) return;
+export async function postedThrough(queries: QueryBus, at: Date, now: Date, readers: readonly Follower[], accountId?: string): Promise<void> {
+  if (await queries.execute(new AwaitPostedThrough(at, now, readers, accountId))) return;
   throw new ApiError(
     503,
     'provider_unavailable',

@@ -74,6 +74,7 @@ export class AwaitPostedThrough extends Query<boolean> {
     readonly at: Date,
     readonly now: Date,
     readonly readers: readonly Follower[],
+    readonly accountId?: string,
   ) {
     super();
   }
@@ -87,6 +88,6 @@ export class AwaitPostedThroughHandler implements IQueryHandler<AwaitPostedThrou
   ) {}
 
   execute(query: AwaitPostedThrough): Promise<boolean> {
-    return awaitPostedThrough(this.pool, this.store, query.now, query.at, query.readers);
+    return awaitPostedThrough(this.pool, this.store, query.now, query.at, query.readers, { accountId: query.accountId });
   }
 }

@@ -51,7 +51,7 @@ export const REPORTED_READ_MODELS = {
  *    reached the head as it is then.
  *
  * True when so; false when not within `waitMs` (a projector stopped or behind, a
- * transaction left open).
+ * transaction left open). `accountId`: a report of one account waits only for its flows.
  */
 export async function awaitPostedThrough(
   pool: Pick<Pool, 'query'>,
@@ -59,8 +59,9 @@ export async function awaitPostedThrough(
   now: Date,
   at: Date,
   readers: readonly Follower[],
-  waitMs = POSTED_WAIT_MS,
+  options: { readonly accountId?: string; readonly waitMs?: number } = {},
 ): Promise<boolean> {
+  const waitMs = options.waitMs ?? POSTED_WAIT_MS;
   const deadline = Date.now() + waitMs;
   const early = at.getTime() + POSTING_MARGIN_MS - now.getTime();
   if (early > waitMs) return false;
@@ -68,7 +69,9 @@ export async function awaitPostedThrough(
   const { refunds, payouts } = REPORTED_READ_MODELS;
   const posted = await until(deadline, async () => {
     const head = await visibleHead(pool, store);
-    return head !== undefined && (await allReached(pool, store, [...LEDGER_POSTERS, refunds, payouts], head)) && !(await halfDoneFlows(pool, at));
+    return (
+      head !== undefined && (await allReached(pool, store, [...LEDGER_POSTERS, refunds, payouts], head)) && !(await halfDoneFlows(pool, at, options.accountId))
+    );
   });
   if (!posted) return false;
   return until(deadline, async () => {
@@ -124,12 +127,16 @@ async function allReached(
   return true;
 }
 
-/** A refund or payout requested by `at` and not yet taken through its first ledger step. */
-async function halfDoneFlows(pool: Pick<Pool, 'query'>, at: Date): Promise<boolean> {
+/**
+ * A refund or payout requested by `at` and not yet taken through its first ledger step:
+ * of the one account a report is about (one stuck flow does not hold back every other
+ * account's statement), else of any.
+ */
+async function halfDoneFlows(pool: Pick<Pool, 'query'>, at: Date, accountId?: string): Promise<boolean> {
   const r = await pool.query<{ any: boolean }>(
-    `SELECT EXISTS (SELECT 1 FROM refunds WHERE status = 'requested' AND requested_at <= $1)
-         OR EXISTS (SELECT 1 FROM payouts WHERE status = 'requested' AND created_at <= $1) AS any`,
-    [at],
+    `SELECT EXISTS (SELECT 1 FROM refunds WHERE status = 'requested' AND requested_at <= $1 AND ($2::uuid IS NULL OR account_id = $2))
+         OR EXISTS (SELECT 1 FROM payouts WHERE status = 'requested' AND created_at <= $1 AND ($2::uuid IS NULL OR account_id = $2)) AS any`,
+    [at, accountId ?? null],
   );
   return r.rows[0]!.any;
 }
