@@ -42,8 +42,8 @@ export const REPORTED_READ_MODELS = {
  * as of `at` never changes afterwards (a signed statement least of all), in two steps:
  *
  * 1. `at` is more than POSTING_MARGIN_MS past (`now`: the gateway clock's when asked):
- *    what was decided by then is in the log. Once every event committed is visible (an
- *    older transaction still open hides later ones on PostgreSQL), the reactors that
+ *    what was decided by then is in the log. Once every transaction begun by then has
+ *    ended (an older one still open hides later events on PostgreSQL), the reactors that
  *    post a flow's entries with its event's time have reached that head, and no refund
  *    or payout requested by `at` is left half-done (the recovery worker finishes one
  *    after 5 s, its reservation dated with its request).
@@ -67,17 +67,17 @@ export async function awaitPostedThrough(
   if (early > waitMs) return false;
   if (early > 0) await sleep(early);
   const { refunds, payouts } = REPORTED_READ_MODELS;
-  const posted = await until(deadline, async () => {
-    const head = await visibleHead(pool, store);
-    return (
-      head !== undefined && (await allReached(pool, store, [...LEDGER_POSTERS, refunds, payouts], head)) && !(await halfDoneFlows(pool, at, options.accountId))
-    );
-  });
+  // Each step against one head, read once: under steady traffic the head never stands still.
+  const posters = await settledHead(pool, store, deadline);
+  if (posters === undefined) return false;
+  const posted = await until(
+    deadline,
+    async () => (await allReached(pool, store, [...LEDGER_POSTERS, refunds, payouts], posters)) && !(await halfDoneFlows(pool, at, options.accountId)),
+  );
   if (!posted) return false;
-  return until(deadline, async () => {
-    const head = await visibleHead(pool, store);
-    return head !== undefined && allReached(pool, store, readers, head);
-  });
+  const read = await settledHead(pool, store, deadline);
+  if (read === undefined) return false;
+  return until(deadline, () => allReached(pool, store, readers, read));
 }
 
 async function until(deadline: number, done: () => Promise<boolean>): Promise<boolean> {
@@ -88,13 +88,20 @@ async function until(deadline: number, done: () => Promise<boolean>): Promise<bo
   }
 }
 
-/** The head of the log once every committed event is visible (undefined: one is still hidden); null for an empty log. */
-async function visibleHead(pool: Pick<Pool, 'query'>, store: Pick<EventStore, 'headPosition'>): Promise<Position | null | undefined> {
+/**
+ * The head of the log once every transaction begun before this call has ended (on
+ * PostgreSQL an older one still open hides the events committed after it): what was
+ * committed by now is in it. Undefined when that is not so by `deadline`; null for an
+ * empty log.
+ */
+async function settledHead(pool: Pick<Pool, 'query'>, store: Pick<EventStore, 'headPosition'>, deadline: number): Promise<Position | null | undefined> {
   if (store instanceof PostgresEventStore) {
-    const hidden = await pool.query<{ hidden: boolean }>(
-      'SELECT EXISTS (SELECT 1 FROM events WHERE NOT transaction_id < pg_snapshot_xmin(pg_current_snapshot())) AS hidden',
+    const begun = (await pool.query<{ xmax: string }>('SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS xmax')).rows[0]!.xmax;
+    const ended = await until(
+      deadline,
+      async () => (await pool.query<{ ended: boolean }>('SELECT pg_snapshot_xmin(pg_current_snapshot()) >= $1::xid8 AS ended', [begun])).rows[0]!.ended,
     );
-    if (hidden.rows[0]!.hidden) return undefined;
+    if (!ended) return undefined;
   }
   return store.headPosition();
 }
@@ -116,9 +123,8 @@ async function allReached(
     const checkpoint = stored.get(follower.name);
     if (checkpoint === undefined) return false;
     if (comparePositions(checkpoint, head) >= 0) continue;
-    // On PostgreSQL a checkpoint follows skipped events within CHECKPOINT_DEFER_MS; elsewhere (EventStoreDB) only
-    // every few dozen events looked at: the events after it up to the head it would take say whether it is done.
-    if (store instanceof PostgresEventStore) return false;
+    // A stored checkpoint trails the events its follower skipped (on PostgreSQL for up to CHECKPOINT_DEFER_MS, on
+    // EventStoreDB until a server checkpoint): the events after it up to the head that it would take say whether it is done.
     const after = await store.readAll({ after: checkpoint, maxCount: 1_000 });
     const upToHead = after.filter((e) => comparePositions(e.position, head) <= 0);
     if (upToHead.length === after.length && after.length === 1_000) return false;
@@ -134,8 +140,8 @@ async function allReached(
  */
 async function halfDoneFlows(pool: Pick<Pool, 'query'>, at: Date, accountId?: string): Promise<boolean> {
   const r = await pool.query<{ any: boolean }>(
-    `SELECT EXISTS (SELECT 1 FROM refunds WHERE status = 'requested' AND requested_at <= $1 AND ($2::uuid IS NULL OR account_id = $2))
-         OR EXISTS (SELECT 1 FROM payouts WHERE status = 'requested' AND created_at <= $1 AND ($2::uuid IS NULL OR account_id = $2)) AS any`,
+    `SELECT EXISTS (SELECT 1 FROM refunds WHERE status = 'requested' AND requested_at <= $1 AND ($2::text IS NULL OR account_id::text = $2))
+         OR EXISTS (SELECT 1 FROM payouts WHERE status = 'requested' AND created_at <= $1 AND ($2::text IS NULL OR account_id::text = $2)) AS any`,
     [at, accountId ?? null],
   );
   return r.rows[0]!.any;
