@@ -6,6 +6,7 @@ import type { KeyedRequest } from '#payments/idempotency';
 import { keyedRequestDigest } from '#payments/idempotency';
 import type { PayoutAddress } from '#payments/merchants';
 import { PayoutFlow, PayoutRequest } from '#payments/payouts';
+import type { Clock } from '#platform/clock';
 
 /** POST /v1/payouts (live keys): the payout recorded under its id, the amount reserved on the live ledger, pending (or its refusal). */
 export class CreatePayout extends Command<{ created: boolean; payout: Payout }> {
@@ -13,7 +14,8 @@ export class CreatePayout extends Command<{ created: boolean; payout: Payout }> 
     readonly accountId: string,
     readonly projectId: string,
     readonly request: PayoutRequest,
-    readonly now: Date,
+    /** The gateway clock: read when the request starts, and again when its payout is decided. */
+    readonly clock: Clock,
     /** The request under an Idempotency-Key (no orderId): it claims one payout id, so a retry reaches that payout. */
     readonly keyed: KeyedRequest | null = null,
   ) {
@@ -32,7 +34,7 @@ export class CreatePayoutHandler implements ICommandHandler<CreatePayout> {
   constructor(@Inject(PayoutFlow) private readonly flow: PayoutFlow) {}
 
   execute(command: CreatePayout): Promise<{ created: boolean; payout: Payout }> {
-    return this.create(command.accountId, command.projectId, command.request, command.now, command.keyed);
+    return this.create(command.accountId, command.projectId, command.request, command.clock, command.keyed);
   }
 
   /**
@@ -45,9 +47,10 @@ export class CreatePayoutHandler implements ICommandHandler<CreatePayout> {
     accountId: string,
     projectId: string,
     request: PayoutRequest,
-    now: Date,
+    clock: Clock,
     keyed: KeyedRequest | null = null,
   ): Promise<{ created: boolean; payout: Payout }> {
+    let now = clock.now();
     if (request.orderId !== null) {
       const repeat = await this.repeatOf(accountId, request.orderId, now);
       if (repeat.payout) return { created: false, payout: repeat.payout };
@@ -84,10 +87,13 @@ export class CreatePayoutHandler implements ICommandHandler<CreatePayout> {
         // (or, when that request died before writing it, the id is ours to use).
         const repeat = await this.repeatOf(accountId, request.orderId, now);
         if (repeat.payout) return { created: false, payout: repeat.payout };
-        if (repeat.abandonedId === null) return this.create(accountId, projectId, request, now, keyed);
+        if (repeat.abandonedId === null) return this.create(accountId, projectId, request, clock, keyed);
         payoutId = repeat.abandonedId;
       }
     }
+    // Dated when it is decided, not when the request came (an orderId claimed by a request that died is waited on for
+    // seconds above): its reservation carries this time, and a finance report as of an earlier instant is final already.
+    now = clock.now();
     const requested = await this.flow.decide(payoutId, {
       type: 'RequestPayout',
       data: {

@@ -39,7 +39,7 @@ export class CreatePayoutRoute {
         merchant.project.accountId,
         merchant.project.id,
         { amount: parseMoney(amount), addressId, method, account, orderId: orderId ?? null, comment: comment ?? null },
-        this.clock.now(),
+        this.clock,
         keyed,
       ),
     );
