@@ -304,6 +304,15 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     expect(waits).toEqual([]);
   });
 
+  it('HMAC mode: a timestamp answered by a proxy (503) far outside the gateway window is not kept across the correction: no wait', async () => {
+    // The client's clock an hour ahead; a 503 (nginx while the gateway restarts) answers first, then the gateway corrects it.
+    const signing = signingOnClock(1_800_003_600_000, (ms) => ms);
+    stub.script(error(503, 'provider_unavailable'), error(401, 'timestamp_invalid', {}, { 'x-server-time': '1800000000' }), { status: 200, body: BALANCE });
+    await signing.getBalance();
+    expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800003600', '1800003601', '1800000000']);
+    expect(waits).toEqual([250]);
+  });
+
   it('a header value HTTP cannot carry (an Idempotency-Key in Cyrillic, a line break) is refused before anything is sent, not retried as a lost answer', async () => {
     stub.script({ status: 202, body: REFUND });
     for (const idempotencyKey of ['заказ-1', 'key\nx']) {

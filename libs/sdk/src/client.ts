@@ -350,7 +350,10 @@ export class PaymentGatewayClient {
           // The timestamps issued on the clock just corrected are forgotten, but not those the gateway took: they stay used
           // (a timestamp it took lies within its window, so the next ones may have to wait; none is ever signed twice).
           this.lastTimestamps.clear();
-          for (const [key, taken] of this.acceptedTimestamps) if (taken >= serverSeconds - GATEWAY_WINDOW_SECONDS) this.lastTimestamps.set(key, taken);
+          // Only those within the gateway's window now: one far ahead was never taken by it (a proxy's 503 answered it).
+          for (const [key, taken] of this.acceptedTimestamps) {
+            if (Math.abs(taken - serverSeconds) <= GATEWAY_WINDOW_SECONDS) this.lastTimestamps.set(key, taken);
+          }
           clockCorrected = true;
           continue;
         }
