@@ -126,6 +126,9 @@ describe('accessibility: axe-core finds no violation on any page', () => {
         widths[state] = (await page.evaluate('document.documentElement.scrollWidth')) as number;
         if (state === 'created: choose a method')
           buttons = (await page.evaluate(`[...document.querySelectorAll('button.method')].map((b) => b.textContent)`)) as string[];
+        // Stacked, the total's label and amount stay together: a rule above the label, none between them.
+        const rules = (await page.evaluate(`[...document.querySelectorAll('dd.total')].map((d) => getComputedStyle(d).borderTopWidth)`)) as string[];
+        expect({ state, rules }).toEqual({ state, rules: rules.map(() => '0px') });
         await page.close();
       }
       expect(widths).toEqual(Object.fromEntries(Object.keys(widths).map((k) => [k, 320])));

@@ -100,7 +100,7 @@ h1{margin:0 0 .25rem;font-size:1.45rem;line-height:1.25}
 dl{margin:0 0 1.25rem;display:grid;grid-template-columns:auto 1fr;gap:.45rem 0}
 dt{color:#475467;white-space:nowrap;padding-right:1rem}
 dd{margin:0;text-align:right;font-variant-numeric:tabular-nums;overflow-wrap:anywhere}
-@media (max-width:26rem){dl{grid-template-columns:1fr}dt{padding-right:0}dd{text-align:left;margin-bottom:.3rem}}
+@media (max-width:26rem){dl{grid-template-columns:1fr}dt{padding-right:0}dd{text-align:left;margin-bottom:.3rem}dd.total{border-top:0;padding-top:0}}
 .total{border-top:1px solid #e4e7ec;padding-top:.6rem;font-weight:700;font-size:1.15rem;color:#1b2330}
 .nw{white-space:nowrap}
 h2{font-size:1.05rem;margin:1.25rem 0 .6rem}
