@@ -46,6 +46,15 @@ export async function readCheckpoint(db: Queryable, projection: string): Promise
   };
 }
 
+/** The stored positions of the named projections (those with a checkpoint row), by name. */
+export async function readCheckpointPositions(db: Queryable, projections: readonly string[]): Promise<Map<string, Position>> {
+  const rows = await db.query<{ projection: string; commit_position: string; prepare_position: string }>(
+    'SELECT projection, commit_position, prepare_position FROM projection_checkpoints WHERE projection = ANY($1)',
+    [projections],
+  );
+  return new Map(rows.rows.map((r) => [r.projection, { commit: BigInt(r.commit_position), prepare: BigInt(r.prepare_position) }]));
+}
+
 /** Compare-and-set: moves the checkpoint from `from` to `to` or throws CheckpointMovedError. */
 export async function advanceCheckpoint(tx: Queryable, projection: string, from: Position, to: Position, applied: number): Promise<void> {
   const result = await tx.query(

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Pool } from 'pg';
 import { AllFilter, comparePositions, EventStore, matchesFilter, Position, PostgresEventStore } from '#event-store';
+import { readCheckpointPositions } from '#event-store/projections';
 import { PAYMENTS_TO_LEDGER, PAYMENTS_TO_LEDGER_FILTER } from '../reactors/payments-to-ledger.reactor';
 import { PAYOUT_OUTCOMES_FILTER, REFUND_OUTCOMES_FILTER } from '../reactors/refund-and-payout-outcomes.reactor';
 import { PAYOUT_OUTCOMES, REFUND_OUTCOMES } from '../flows/outcomes';
@@ -114,11 +115,10 @@ async function allReached(
   head: Position | null,
 ): Promise<boolean> {
   if (head === null || followers.length === 0) return true;
-  const rows = await pool.query<{ projection: string; commit_position: string; prepare_position: string }>(
-    'SELECT projection, commit_position, prepare_position FROM projection_checkpoints WHERE projection = ANY($1)',
-    [followers.map((f) => f.name)],
+  const stored = await readCheckpointPositions(
+    pool,
+    followers.map((f) => f.name),
   );
-  const stored = new Map(rows.rows.map((r) => [r.projection, { commit: BigInt(r.commit_position), prepare: BigInt(r.prepare_position) }]));
   for (const follower of followers) {
     const checkpoint = stored.get(follower.name);
     if (checkpoint === undefined) return false;

@@ -1,5 +1,6 @@
 import type { Pool } from 'pg';
 import { AllFilter, comparePositions, EventStore, matchesFilter, Position, PostgresEventStore, positionToString } from '#event-store';
+import { readCheckpointPositions } from '#event-store/projections';
 
 /** Counting stops here: a lag shown as this many events means at least as many. */
 export const LAG_COUNT_LIMIT = 10_000;
@@ -31,11 +32,10 @@ export interface LaggingProjection {
  * may sit a little behind events it will never handle, which is no lag.
  */
 export async function projectionLag(pool: Pool, store: EventStore, projections: readonly LaggingProjection[]): Promise<ProjectionLag[]> {
-  const rows = await pool.query<{ projection: string; commit_position: string; prepare_position: string }>(
-    'SELECT projection, commit_position, prepare_position FROM projection_checkpoints WHERE projection = ANY($1)',
-    [projections.map((p) => p.name)],
+  const stored = await readCheckpointPositions(
+    pool,
+    projections.map((p) => p.name),
   );
-  const stored = new Map<string, Position>(rows.rows.map((r) => [r.projection, { commit: BigInt(r.commit_position), prepare: BigInt(r.prepare_position) }]));
   const head = await store.headPosition();
   const counted = new Map<string, Promise<number | readonly RecordedEventHeader[]>>();
   const lagAfter = async (projection: LaggingProjection, checkpoint: Position | null): Promise<number> => {
