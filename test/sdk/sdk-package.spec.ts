@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { CreatePayoutRequest } from '../../libs/sdk/src';
+import type { CreatePayoutRequest, Event, WebhookEvent } from '../../libs/sdk/src';
 
 const ROOT = path.resolve(__dirname, '../..');
 const SDK = path.join(ROOT, 'libs/sdk');
@@ -35,6 +35,29 @@ describe('the SDK package (libs/sdk)', () => {
     // @ts-expect-error amount is required
     payoutBody({ addressId: 1 });
     expect(payoutBody({ amount: '100.00', method: 'sbp', account: '+79161234567' })).toEqual({ amount: '100.00', method: 'sbp', account: '+79161234567' });
+  });
+
+  it("an event of the list is typed as the webhook body it carries: docs/sdk.md's recovery loop hands it to a webhook handler", () => {
+    // Type-checked by `npm test` first: with `data` typed as any object, handle(event) did not compile.
+    const handled: unknown[] = [];
+    const handle = (event: WebhookEvent) => {
+      switch (event.type) {
+        case 'payout.paid':
+        case 'payout.rejected':
+          return handled.push(event.data.payout.id);
+        case 'refund.succeeded':
+        case 'refund.failed':
+          return handled.push(event.data.refund.id);
+        default:
+          return handled.push(event.data.invoice.id);
+      }
+    };
+    const listed = JSON.parse(
+      '{"id":"evt_1","type":"payout.paid","createdAt":"2026-11-29T00:00:00Z","isTest":false,"deliveryStatus":"failing","data":{"payout":{"id":7}}}',
+    ) as Event;
+    handle(listed);
+    if (listed.type === 'payout.paid') expect(listed.data.payout.status).toBeUndefined();
+    expect(handled).toEqual([7]);
   });
 
   it('npm pack lists the built files (dist: JavaScript and declarations), package.json and README, no sources', () => {

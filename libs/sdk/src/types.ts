@@ -33,8 +33,9 @@ export type PayoutEvent = Schemas['PayoutEvent'];
 export type WebhookEvent = InvoiceEvent | RefundEvent | PayoutEvent;
 export type WebhookEventType = WebhookEvent['type'];
 
-export type Event = Schemas['Event'];
-export type EventList = Schemas['EventList'];
+/** An item of GET /events: the webhook body it carries (typed by `type`, as WebhookEvent) and its deliveryStatus. */
+export type Event = Schemas['Event'] & WebhookEvent;
+export type EventList = Omit<Schemas['EventList'], 'items'> & { items: Event[] };
 export type BalanceTransaction = Schemas['BalanceTransaction'];
 export type BalanceTransactionList = Schemas['BalanceTransactionList'];
 
