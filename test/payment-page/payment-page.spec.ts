@@ -493,6 +493,14 @@ describe('payment page rendering (pure)', () => {
     expect(after).not.toContain('<form');
   });
 
+  it('a fee range whose cheapest method is free reads "до", not "от 0,00 ₽"', () => {
+    const choice = evolveInvoice(initialInvoice(), { type: 'InvoiceCreated', data: { ...created, methodRates: { sbp: 0, card: 30_000 } } });
+    if (choice.status !== 'created') throw new Error(`expected a created invoice, got ${choice.status}`);
+    const html = plain(renderInvoicePage(choice, new Date('2026-03-01T09:30:00.000Z')));
+    expect(html).toContain('<dt>Сервисный сбор</dt><dd><span class="nw">до 15,00 ₽</span></dd>');
+    expect(html).toContain('<span class="nw">от 1 500,00 ₽</span> <span class="nw">до 1 515,00 ₽</span>');
+  });
+
   it('formats rubles exactly and links only to http(s) URLs', () => {
     expect(plain(formatRubles(123_456_789))).toBe('1 234 567,89 ₽');
     expect(plain(formatRubles(5))).toBe('0,05 ₽');

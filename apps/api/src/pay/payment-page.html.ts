@@ -165,7 +165,10 @@ function summary(invoice: Invoice, status: InvoiceStatus): string {
       const min = Math.min(...values);
       const max = Math.max(...values);
       if (max === 0) return zero;
-      return min === max ? formatRubles(min) : `<span class="nw">от ${formatRubles(min)}</span> <span class="nw">до ${formatRubles(max)}</span>`;
+      if (min === max) return formatRubles(min);
+      // A free method: "до" the dearest fee alone, not "от 0,00 ₽".
+      const from = min === 0 ? '' : `<span class="nw">от ${formatRubles(min)}</span> `;
+      return `${from}<span class="nw">до ${formatRubles(max)}</span>`;
     };
     if (payable.length > 0) {
       rows.push(`<dt>Сервисный сбор</dt><dd>${range(fees, 'нет')}</dd>`);
