@@ -132,4 +132,15 @@ describe('endpoint health of a receiver that never answers', () => {
     );
     expect(rows).toEqual([{ id: recent, disabled: false }]);
   });
+
+  it('does not count attempts at a URL the project no longer uses: a new endpoint starts with no failures', async () => {
+    const now = new Date('2025-06-11T12:00:00Z');
+    const moved = await retriedProject(now, 4, { status: 500, error: null });
+    const stayed = await retriedProject(now, 4, { status: 500, error: null });
+    // The merchant changed the URL (PATCH webhookUrl); the old URL's retries go on as queued.
+    await db.pool.query(`UPDATE projects SET webhook_url = 'https://shop.example/new-hooks' WHERE id = $1`, [moved]);
+    const disabled = await disableFailingEndpoints(db.pool, now);
+    expect(disabled).toContain(stayed);
+    expect(disabled).not.toContain(moved);
+  });
 });

@@ -20,6 +20,7 @@ export const webhookEndpointHealthMigration: Migration = {
 /** Disables every endpoint failing for ENDPOINT_FAILING_DAYS as of `now`; answers the projects disabled. */
 export async function disableFailingEndpoints(pool: Pick<Pool, 'query'>, now: Date): Promise<string[]> {
   // An attempt without a status code (no answer in time, refused, TLS or DNS) failed too.
+  // Only attempts at the project's current URL count: a changed URL is a new endpoint.
   // Only projects with a pending delivery that has failed (a small scan of the queue) are
   // looked at; of those, attempts of the last ENDPOINT_FAILING_DAYS + 1 days suffice: a
   // streak that old starts inside them.
@@ -29,7 +30,7 @@ export async function disableFailingEndpoints(pool: Pick<Pool, 'query'>, now: Da
      attempts AS (
        SELECT d.project_id, a.at, coalesce(a.status_code BETWEEN 200 AND 299, false) AS ok
        FROM candidates c JOIN projects p ON p.id = c.project_id AND p.webhook_disabled_at IS NULL
-       JOIN webhook_deliveries d ON d.project_id = c.project_id JOIN webhook_attempts a ON a.delivery_id = d.id
+       JOIN webhook_deliveries d ON d.project_id = c.project_id AND d.url = p.webhook_url JOIN webhook_attempts a ON a.delivery_id = d.id
        WHERE d.created_at > $1::timestamptz - make_interval(days => $2 + 3) AND a.at > $1::timestamptz - make_interval(days => $2 + 1)
          AND NOT a.superseded AND a.at > coalesce(p.webhook_enabled_at, '-infinity')),
      streak AS (
