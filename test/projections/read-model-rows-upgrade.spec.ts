@@ -16,6 +16,7 @@ import { fixedKeys, SecretBox } from '#platform/secrets';
 import { seedLoad } from '../../apps/tools/src/seed/seed-load';
 import { visibleHead } from '../support/project-to-head';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { onOlderSchema } from '../support/webhook-project';
 
 const ROWS_MIGRATION = 'payments:0042_read_model_rows';
 
@@ -47,9 +48,11 @@ it('empties invoices and payouts with the rebuild mark; the projector fills them
   const index = allMigrations.findIndex((m) => m.id === ROWS_MIGRATION);
   expect(index).toBeGreaterThan(0);
   await migrate(db.pool, allMigrations.slice(0, index));
-  await seedLoad(
-    { pool: db.pool, store, terms: loadConfig({}), secrets: new SecretBox(fixedKeys([randomBytes(32)])) },
-    { events: 3_000, seed: 'rows-upgrade', days: 5 },
+  await onOlderSchema(db.pool, () =>
+    seedLoad(
+      { pool: db.pool, store, terms: loadConfig({}), secrets: new SecretBox(fixedKeys([randomBytes(32)])) },
+      { events: 3_000, seed: 'rows-upgrade', days: 5 },
+    ),
   );
   const head = (await visibleHead(db.pool, store))!;
   // The read models as the code before 0042 left them: at the head, one row per stream, in the old shape.

@@ -26,7 +26,7 @@ import {
 import { migrate } from '#platform/database';
 import { allMigrations } from '#payments/composition';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
-import { webhookProject } from '../support/webhook-project';
+import { onOlderSchema, webhookProject } from '../support/webhook-project';
 import { emptyWebhookTables, queued } from '../support/webhook-queue';
 
 let db: TestDatabase;
@@ -530,7 +530,7 @@ describe('payments:0027_webhook_attempts_recorded on a database with history', (
       const at0027 = allMigrations.findIndex((m) => m.id === 'payments:0027_webhook_attempts_recorded');
       await migrate(old.pool, allMigrations.slice(0, at0027));
       const oldRegistry = new Registry(old.pool, new SecretBox(fixedKeys([randomBytes(32)])));
-      const project = await webhookProject(oldRegistry, clock.now());
+      const project = await onOlderSchema(old.pool, () => webhookProject(oldRegistry, clock.now()));
       const [withHistory, without] = [randomUUID(), randomUUID()];
       for (const id of [withHistory, without]) {
         await old.pool.query(

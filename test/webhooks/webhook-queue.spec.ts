@@ -19,7 +19,7 @@ import { allMigrations } from '#payments/composition';
 import { Registry } from '#payments/merchants';
 import { AttemptResult, resendDelivery, sweepWebhookHistory, WebhookAttemptOutcome, WebhookDispatcher, WebhookPoster } from '#payments/webhooks';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
-import { webhookProject } from '../support/webhook-project';
+import { onOlderSchema, webhookProject } from '../support/webhook-project';
 import { rehearsingPool } from '../support/rehearsing-pool';
 import { emptyWebhookTables, queued } from '../support/webhook-queue';
 import { seededRandom } from '../support/test-seed';
@@ -280,7 +280,7 @@ describe('payments:0031_webhook_queue_apart_from_history on a database with deli
       const at0031 = allMigrations.findIndex((m) => m.id === 'payments:0031_webhook_queue_apart_from_history');
       await migrate(old.pool, allMigrations.slice(0, at0031));
       const oldRegistry = new Registry(old.pool, new SecretBox(fixedKeys([randomBytes(32)])));
-      const project = await webhookProject(oldRegistry, clock.now());
+      const project = await onOlderSchema(old.pool, () => webhookProject(oldRegistry, clock.now()));
       const [pending, leased, retried, delivered, failed] = [randomUUID(), randomUUID(), randomUUID(), randomUUID(), randomUUID()];
       const token = randomUUID();
       const insert = (id: string, status: string, attemptsMade: number, scheduleBase: number, next: Date | null, leaseToken: string | null, seconds: number) =>

@@ -653,6 +653,8 @@ describe('webhooks: deliveries to private addresses (WEBHOOK_ALLOW_PRIVATE_NETWO
   async function storedWebhookUrl(projectId: string, url: string): Promise<void> {
     const r = await gw.db.pool.query('UPDATE projects SET webhook_url = $2 WHERE id = $1', [projectId, url]);
     expect(r.rowCount).toBe(1);
+    // The outbox addresses an event with the settings of its time (project_webhook_settings).
+    await gw.db.pool.query('UPDATE project_webhook_settings SET webhook_url = $2 WHERE project_id = $1', [projectId, url]);
   }
 
   const deliveriesOf = async (projectId: string): Promise<Json[]> => {

@@ -23,7 +23,7 @@ import {
   ledgerPostingsWithoutForeignKeyMigration,
   ledgerReadModelMigration,
 } from '../ledger/ledger.read-model';
-import { registryMigration, webhookSecretChangesMigration, webhookSecretsSealedMigration } from '../merchants/schema';
+import { projectWebhookSettingsMigration, registryMigration, webhookSecretChangesMigration, webhookSecretsSealedMigration } from '../merchants/schema';
 import { keyTagKeyMigration } from '../merchants/key-tags';
 import { accessControlMigration, usedSignaturesLoggedMigration } from '../access/schema';
 import { operatorSessionsMigration } from '../access/operator-sessions';
@@ -102,4 +102,5 @@ export const allMigrations: readonly Migration[] = [
   appendEventGroupSetBasedMigration,
   invoiceListsByMerchantMigration,
   webhookDeliveriesByEventMigration,
+  projectWebhookSettingsMigration,
 ];

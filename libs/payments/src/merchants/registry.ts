@@ -185,6 +185,18 @@ const settingsParams = (settings: ProjectSettings): unknown[] => [
   settings.customerFeeShare,
 ];
 
+/** Where and what a project's webhooks go: the part of its settings history keeps (project_webhook_settings). */
+export type WebhookSettings = Pick<ProjectSettings, 'webhookUrl' | 'webhookEvents'>;
+
+/** The project's webhook settings from `at` on; a second change at the same instant replaces the first. */
+async function recordWebhookSettings(tx: Pick<PoolClient, 'query'>, projectId: string, settings: WebhookSettings, at: Date): Promise<void> {
+  await tx.query(
+    `INSERT INTO project_webhook_settings (project_id, valid_from, webhook_url, webhook_events) VALUES ($1, $2, $3, $4)
+     ON CONFLICT (project_id, valid_from) DO UPDATE SET webhook_url = EXCLUDED.webhook_url, webhook_events = EXCLUDED.webhook_events`,
+    [projectId, at, settings.webhookUrl, settings.webhookEvents],
+  );
+}
+
 /** What a Bearer key's lookup found: who is calling, the request's count in its rate window, the poll mark's result (null: none asked). */
 export interface CountedLookup {
   readonly identity: MerchantIdentity;
@@ -349,6 +361,7 @@ export class Registry {
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13) RETURNING *`,
         [id, accountId, ...settingsParams(settings), this.secrets.seal(`whsec_${token(24)}`, webhookSecretOwner(id)), randomUUID(), now],
       );
+      await recordWebhookSettings(tx, id, settings, now);
       const keys = { test: await this.issueKeys(tx, tags, id, 'test', now), live: await this.issueKeys(tx, tags, id, 'live', now) };
       return { project: this.toProject(row.rows[0]!), keys };
     });
@@ -367,6 +380,19 @@ export class Registry {
     return r.rows.map((row) => this.toProject(row));
   }
 
+  /**
+   * The webhook settings of the projects in force at `at` (their last change at or before
+   * it); a project created after `at` is absent.
+   */
+  async webhookSettingsAt(projectIds: readonly string[], at: Date): Promise<Map<string, WebhookSettings>> {
+    const r = await this.pool.query<{ project_id: string; webhook_url: string | null; webhook_events: WebhookEventKind[] }>(
+      `SELECT DISTINCT ON (project_id) project_id, webhook_url, webhook_events FROM project_webhook_settings
+       WHERE project_id = ANY($1::uuid[]) AND valid_from <= $2 ORDER BY project_id, valid_from DESC`,
+      [projectIds, at],
+    );
+    return new Map(r.rows.map((row) => [row.project_id, { webhookUrl: row.webhook_url, webhookEvents: row.webhook_events }]));
+  }
+
   /** Every project of the account, oldest first. */
   async projectsOfAccount(accountId: string): Promise<Project[]> {
     const r = await this.pool.query<ProjectRow>('SELECT * FROM projects WHERE account_id = $1 ORDER BY created_at, id', [accountId]);
@@ -383,13 +409,17 @@ export class Registry {
     return inTransaction(this.pool, async (tx) => {
       const current = await tx.query<ProjectRow>('SELECT * FROM projects WHERE id = $1 FOR UPDATE', [id]);
       if (!current.rows[0]) return null;
+      const before = this.toProject(current.rows[0]);
+      const settings = change(before);
       const r = await tx.query<ProjectRow>(
         `UPDATE projects SET name = $2, status = $3, webhook_url = $4, webhook_events = $5, usdt_enabled = $6, hold_hours = $7,
            methods = $8, customer_fee_share = $9, updated_at = $10
          WHERE id = $1 RETURNING *`,
-        [id, ...settingsParams(change(this.toProject(current.rows[0]))), now],
+        [id, ...settingsParams(settings), now],
       );
-      return this.toProject(r.rows[0]!);
+      const after = this.toProject(r.rows[0]!);
+      if (after.webhookUrl !== before.webhookUrl || after.webhookEvents.join() !== before.webhookEvents.join()) await recordWebhookSettings(tx, id, after, now);
+      return after;
     });
   }
 

@@ -73,3 +73,24 @@ CREATE TRIGGER projects_webhook_secret_changes AFTER UPDATE OF webhook_secret ON
   FOR EACH STATEMENT EXECUTE FUNCTION count_webhook_secret_changes();
 `,
 };
+
+/**
+ * A project's webhook settings from each change on (gateway clock): the outbox addresses
+ * an event with the settings in force when it happened, not when it reaches the outbox
+ * (a lagging or stopped projector), so a subscription change applies to events from
+ * then on. Filled at creation and at each change; a project's settings before this
+ * table existed count from its creation.
+ */
+export const projectWebhookSettingsMigration: Migration = {
+  id: 'payments:0046_project_webhook_settings',
+  sql: `
+CREATE TABLE project_webhook_settings (
+  project_id uuid NOT NULL REFERENCES projects (id),
+  valid_from timestamptz NOT NULL,
+  webhook_url text,
+  webhook_events text[] NOT NULL,
+  PRIMARY KEY (project_id, valid_from)
+);
+INSERT INTO project_webhook_settings SELECT id, created_at, webhook_url, webhook_events FROM projects;
+`,
+};

@@ -208,14 +208,21 @@ export function webhookOutbox(
         // A replay (or a rebuild) after the retention period must not send swept deliveries again.
         if (Date.parse(message.envelope.createdAt) < retentionHorizon(now, retentionDays).getTime()) continue;
         const body = JSON.stringify(message.envelope);
+        // Addressed with the settings in force when the event happened: a change made since applies to later events.
+        const settingsAt = await registry.webhookSettingsAt(
+          message.projects.map((p) => p.id),
+          new Date(message.envelope.createdAt),
+        );
         for (const project of message.projects) {
-          const subscribed = project.webhookUrl !== null && project.webhookEvents.includes(message.kind);
+          const settings = settingsAt.get(project.id);
+          if (!settings) continue; // created after the event
+          const subscribed = settings.webhookUrl !== null && settings.webhookEvents.includes(message.kind);
           planned.push({
             id: deliveryIdOf(message.envelope.id, project.id),
             eventId: message.envelope.id,
             kind: message.kind,
             projectId: project.id,
-            url: subscribed ? project.webhookUrl : null,
+            url: subscribed ? settings.webhookUrl : null,
             body,
             isTest: message.envelope.isTest,
             createdAt: message.envelope.createdAt,
