@@ -143,4 +143,20 @@ describe('endpoint health of a receiver that never answers', () => {
     expect(disabled).toContain(stayed);
     expect(disabled).not.toContain(moved);
   });
+
+  it('does not count attempts at a URL from before the project last changed to it: a URL changed back starts afresh', async () => {
+    const now = new Date('2025-06-12T12:00:00Z');
+    const daysAgo = (n: number) => new Date(now.getTime() - n * 86_400_000);
+    const back = await retriedProject(now, 4, { status: 500, error: null });
+    // Its URL moved away on day -3 and back on day -1: of its failed attempts (daily, days -4 to 0) only day 0's counts.
+    await db.pool.query(
+      `INSERT INTO project_webhook_settings (project_id, valid_from, webhook_url, webhook_events)
+       VALUES ($1, $2, 'https://shop.example/hooks', '{}'), ($1, $3, 'https://shop.example/elsewhere', '{}'), ($1, $4, 'https://shop.example/hooks', '{}')`,
+      [back, daysAgo(5), daysAgo(3), daysAgo(1)],
+    );
+    const control = await retriedProject(now, 4, { status: 500, error: null });
+    const disabled = await disableFailingEndpoints(db.pool, now);
+    expect(disabled).toContain(control);
+    expect(disabled).not.toContain(back);
+  });
 });

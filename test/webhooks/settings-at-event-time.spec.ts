@@ -52,11 +52,11 @@ const runOutbox = () =>
     webhookOutbox(store, registry, clock, () => 'http://127.0.0.1:3000'),
   );
 
-async function paidInvoice(project: Awaited<ReturnType<typeof webhookProject>>): Promise<string> {
+async function paidInvoice(project: Awaited<ReturnType<typeof webhookProject>>, at = later): Promise<string> {
   const { invoice } = await new CreateInvoiceHandler(store).execute(
-    new CreateInvoice(project, 'test', invoiceRequest({ amount: 1000_00, orderId: `at-${randomBytes(6).toString('hex')}` }), later()),
+    new CreateInvoice(project, 'test', invoiceRequest({ amount: 1000_00, orderId: `at-${randomBytes(6).toString('hex')}` }), at()),
   );
-  await new RecordPaymentResultHandler(store, registry).execute(new RecordPaymentResult(invoice.created.invoiceId, 'paid', null, later()));
+  await new RecordPaymentResultHandler(store, registry).execute(new RecordPaymentResult(invoice.created.invoiceId, 'paid', null, at()));
   return invoice.created.invoiceId;
 }
 
@@ -88,6 +88,26 @@ describe('webhook settings at the time of the event', () => {
     expect(await addressedTo(project.id, 'invoice.paid', whileSubscribed)).toEqual(['https://shop.example/old']);
     expect(await addressedTo(project.id, 'invoice.paid', whileUnsubscribed)).toEqual([null]);
     expect(await addressedTo(project.id, 'invoice.paid', afterwards)).toEqual(['https://shop.example/new']);
+  });
+
+  it('two changes whose clocks were read in the other order than they landed: the last one stays in force', async () => {
+    const project = await webhookProject(registry, later(), 'https://shop.example/first');
+    const at = later();
+    // B read the clock after A but took the project's row lock first (two API processes, or skewed clocks).
+    await registry.updateProject(project.id, (current) => ({ ...current, webhookUrl: 'https://shop.example/b' }), new Date(at.getTime() + 5));
+    const landed = await registry.updateProject(project.id, (current) => ({ ...current, webhookUrl: 'https://shop.example/a' }), at);
+    expect(landed!.webhookUrl).toBe('https://shop.example/a');
+    const paid = await paidInvoice(project);
+    await runOutbox();
+    expect(await addressedTo(project.id, 'invoice.paid', paid)).toEqual(['https://shop.example/a']);
+  });
+
+  it("an event dated before its project's first settings (another process's clock behind) is still the project's: listed and sent", async () => {
+    const project = await webhookProject(registry, later(), 'https://shop.example/own');
+    const behind = () => new Date(now.getTime() - 300);
+    const paid = await paidInvoice(project, behind);
+    await runOutbox();
+    expect(await addressedTo(project.id, 'invoice.paid', paid)).toEqual(['https://shop.example/own']);
   });
 
   it("a payout's webhook goes to the account's projects that existed when it was paid, not to one created since", async () => {

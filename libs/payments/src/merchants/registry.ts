@@ -188,10 +188,19 @@ const settingsParams = (settings: ProjectSettings): unknown[] => [
 /** Where and what a project's webhooks go: the part of its settings history keeps (project_webhook_settings). */
 export type WebhookSettings = Pick<ProjectSettings, 'webhookUrl' | 'webhookEvents'>;
 
-/** The project's webhook settings from `at` on; a second change at the same instant replaces the first. */
+/** A project's webhook settings at an instant; `existed`: the project had them by then. */
+export type WebhookSettingsAt = WebhookSettings & { readonly existed: boolean };
+
+/**
+ * The project's webhook settings from `at` on, under the project's row lock: never dated
+ * before its last change (two changes whose clocks were read in the other order, or
+ * processes whose clocks differ), so the last row is always the project's settings; a
+ * second change at the same instant replaces the first.
+ */
 async function recordWebhookSettings(tx: Pick<PoolClient, 'query'>, projectId: string, settings: WebhookSettings, at: Date): Promise<void> {
   await tx.query(
-    `INSERT INTO project_webhook_settings (project_id, valid_from, webhook_url, webhook_events) VALUES ($1, $2, $3, $4)
+    `INSERT INTO project_webhook_settings (project_id, valid_from, webhook_url, webhook_events)
+     SELECT $1, greatest($2::timestamptz, max(valid_from)), $3, $4 FROM project_webhook_settings WHERE project_id = $1
      ON CONFLICT (project_id, valid_from) DO UPDATE SET webhook_url = EXCLUDED.webhook_url, webhook_events = EXCLUDED.webhook_events`,
     [projectId, at, settings.webhookUrl, settings.webhookEvents],
   );
@@ -381,16 +390,25 @@ export class Registry {
   }
 
   /**
-   * The webhook settings of the projects in force at `at` (their last change at or before
-   * it); a project created after `at` is absent.
+   * For each (project, instant), in one statement: the project's webhook settings in force
+   * then (its last change at or before it), `existed` true; for an instant before its first
+   * settings (the project created after it, or a process's clock behind another's), its
+   * first settings, `existed` false; null for a project with none recorded.
    */
-  async webhookSettingsAt(projectIds: readonly string[], at: Date): Promise<Map<string, WebhookSettings>> {
-    const r = await this.pool.query<{ project_id: string; webhook_url: string | null; webhook_events: WebhookEventKind[] }>(
-      `SELECT DISTINCT ON (project_id) project_id, webhook_url, webhook_events FROM project_webhook_settings
-       WHERE project_id = ANY($1::uuid[]) AND valid_from <= $2 ORDER BY project_id, valid_from DESC`,
-      [projectIds, at],
+  async webhookSettingsAt(asked: readonly { readonly projectId: string; readonly at: Date }[]): Promise<(WebhookSettingsAt | null)[]> {
+    if (asked.length === 0) return [];
+    const r = await this.pool.query<{ i: string; webhook_url: string | null; webhook_events: WebhookEventKind[]; existed: boolean }>(
+      `SELECT q.i, s.webhook_url, s.webhook_events, s.valid_from <= q.at AS existed
+       FROM unnest($1::uuid[], $2::timestamptz[]) WITH ORDINALITY AS q (project_id, at, i)
+       CROSS JOIN LATERAL (
+         SELECT webhook_url, webhook_events, valid_from FROM project_webhook_settings s WHERE s.project_id = q.project_id
+         ORDER BY s.valid_from <= q.at DESC, CASE WHEN s.valid_from <= q.at THEN s.valid_from END DESC, s.valid_from
+         LIMIT 1) s`,
+      [asked.map((a) => a.projectId), asked.map((a) => a.at)],
     );
-    return new Map(r.rows.map((row) => [row.project_id, { webhookUrl: row.webhook_url, webhookEvents: row.webhook_events }]));
+    const found: (WebhookSettingsAt | null)[] = asked.map(() => null);
+    for (const row of r.rows) found[Number(row.i) - 1] = { webhookUrl: row.webhook_url, webhookEvents: row.webhook_events, existed: row.existed };
+    return found;
   }
 
   /** Every project of the account, oldest first. */

@@ -20,7 +20,8 @@ export const webhookEndpointHealthMigration: Migration = {
 /** Disables every endpoint failing for ENDPOINT_FAILING_DAYS as of `now`; answers the projects disabled. */
 export async function disableFailingEndpoints(pool: Pick<Pool, 'query'>, now: Date): Promise<string[]> {
   // An attempt without a status code (no answer in time, refused, TLS or DNS) failed too.
-  // Only attempts at the project's current URL count: a changed URL is a new endpoint.
+  // Only attempts at the project's current URL since it last took effect (project_webhook_settings) count: a
+  // changed URL is a new endpoint, and one changed back starts afresh too.
   // Only projects with a pending delivery that has failed (a small scan of the queue) are
   // looked at; of those, attempts of the last ENDPOINT_FAILING_DAYS + 1 days suffice: a
   // streak that old starts inside them.
@@ -30,9 +31,13 @@ export async function disableFailingEndpoints(pool: Pick<Pool, 'query'>, now: Da
      attempts AS (
        SELECT d.project_id, a.at, coalesce(a.status_code BETWEEN 200 AND 299, false) AS ok
        FROM candidates c JOIN projects p ON p.id = c.project_id AND p.webhook_disabled_at IS NULL
+       CROSS JOIN LATERAL (
+         SELECT coalesce(min(s.valid_from), '-infinity') AS since FROM project_webhook_settings s
+         WHERE s.project_id = p.id AND s.valid_from > coalesce((SELECT max(o.valid_from) FROM project_webhook_settings o
+                                                                WHERE o.project_id = p.id AND o.webhook_url IS DISTINCT FROM p.webhook_url), '-infinity')) url
        JOIN webhook_deliveries d ON d.project_id = c.project_id AND d.url = p.webhook_url JOIN webhook_attempts a ON a.delivery_id = d.id
        WHERE d.created_at > $1::timestamptz - make_interval(days => $2 + 3) AND a.at > $1::timestamptz - make_interval(days => $2 + 1)
-         AND NOT a.superseded AND a.at > coalesce(p.webhook_enabled_at, '-infinity')),
+         AND NOT a.superseded AND a.at > coalesce(p.webhook_enabled_at, '-infinity') AND a.at > url.since),
      streak AS (
        SELECT project_id, min(at) FILTER (WHERE NOT ok AND at > last_ok) AS since
        FROM (SELECT *, coalesce(max(at) FILTER (WHERE ok) OVER (PARTITION BY project_id), '-infinity') AS last_ok FROM attempts) t

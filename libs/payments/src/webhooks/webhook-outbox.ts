@@ -34,6 +34,8 @@ export interface WebhookMessage {
   readonly envelope: { id: string; type: WebhookEventKind; createdAt: string; isTest: boolean; data: Record<string, unknown> };
   /** The projects it is meant for (before their subscriptions are checked). */
   readonly projects: readonly Project[];
+  /** Meant for every project of the account (a payout's): not for one created after the event. */
+  readonly accountWide?: boolean;
 }
 
 const NAMESPACE = Buffer.from('3b0e9c1d5a7f4e2b8c6d1f0a9e8b7c6d', 'hex');
@@ -99,7 +101,7 @@ export async function renderWebhook(store: EventStore, registry: Registry, recor
     const at = (recorded.data as { at: string }).at;
     // Payout events go to every project of the account (payouts belong to the account).
     const projects = await registry.projectsOfAccount(payout.requested.accountId);
-    return { kind, envelope: envelope(at, false, { payout: payoutView(payout) }), projects };
+    return { kind, envelope: envelope(at, false, { payout: payoutView(payout) }), projects, accountWide: true };
   }
   return null;
 }
@@ -197,37 +199,39 @@ export function webhookOutbox(
       eventTypePrefixes: [...WEBHOOK_SOURCE_EVENT_TYPES, ...REFUND_RECORDS_ON_INVOICE],
     },
     async prepare(events: readonly RecordedEvent[]): Promise<PlannedDelivery[]> {
-      const planned: PlannedDelivery[] = [];
       const now = clock.now();
       // A refund's webhook rendered from both its events when the batch holds both: planned once.
       const eventIds = new Set<string>();
+      const addressed: { message: WebhookMessage; project: Project }[] = [];
       for (const recorded of events) {
         const message = await renderWebhook(store, registry, recorded, publicUrl);
         if (!message || eventIds.has(message.envelope.id)) continue;
         eventIds.add(message.envelope.id);
         // A replay (or a rebuild) after the retention period must not send swept deliveries again.
         if (Date.parse(message.envelope.createdAt) < retentionHorizon(now, retentionDays).getTime()) continue;
-        const body = JSON.stringify(message.envelope);
-        // Addressed with the settings in force when the event happened: a change made since applies to later events.
-        const settingsAt = await registry.webhookSettingsAt(
-          message.projects.map((p) => p.id),
-          new Date(message.envelope.createdAt),
-        );
-        for (const project of message.projects) {
-          const settings = settingsAt.get(project.id);
-          if (!settings) continue; // created after the event
-          const subscribed = settings.webhookUrl !== null && settings.webhookEvents.includes(message.kind);
-          planned.push({
-            id: deliveryIdOf(message.envelope.id, project.id),
-            eventId: message.envelope.id,
-            kind: message.kind,
-            projectId: project.id,
-            url: subscribed ? settings.webhookUrl : null,
-            body,
-            isTest: message.envelope.isTest,
-            createdAt: message.envelope.createdAt,
-          });
-        }
+        for (const project of message.projects) addressed.push({ message, project });
+      }
+      // Addressed with the settings in force when the event happened (a change made since applies to later events),
+      // read for the whole batch at once.
+      const settingsAt = await registry.webhookSettingsAt(
+        addressed.map(({ message, project }) => ({ projectId: project.id, at: new Date(message.envelope.createdAt) })),
+      );
+      const planned: PlannedDelivery[] = [];
+      for (const [i, { message, project }] of addressed.entries()) {
+        // None recorded (a project made before they were): its settings now.
+        const settings = settingsAt[i] ?? { ...project, existed: true };
+        if (!settings.existed && message.accountWide) continue; // a project created after the payout's event
+        const subscribed = settings.webhookUrl !== null && settings.webhookEvents.includes(message.kind);
+        planned.push({
+          id: deliveryIdOf(message.envelope.id, project.id),
+          eventId: message.envelope.id,
+          kind: message.kind,
+          projectId: project.id,
+          url: subscribed ? settings.webhookUrl : null,
+          body: JSON.stringify(message.envelope),
+          isTest: message.envelope.isTest,
+          createdAt: message.envelope.createdAt,
+        });
       }
       return planned;
     },
