@@ -243,6 +243,21 @@ describe('reconcile', () => {
     expect(
       reconcile({ ...input, entries: input.entries.map((e) => (e === release ? { ...e, occurredAt: '2031-01-02T09:00:00.000Z' } : e)) }).map((d) => d.kind),
     ).toEqual(['hold_released_early']);
+    // Released after the period's end (the worker down or stuck): not released by `to`, whenever asked.
+    const late = reconcile({
+      ...input,
+      to: '2031-01-02T10:00:05.000Z',
+      entries: input.entries.map((e) => (e === release ? { ...e, occurredAt: '2031-01-02T11:00:00.000Z' } : e)),
+    });
+    expect(late.map((d) => [d.kind, d.flowId])).toEqual([['hold_not_released', 'inv-1']]);
+    expect(late[0]!.detail).toContain('снято 2031-01-02T11:00:00.000Z');
+    // Due within HOLD_RELEASE_GRACE_MS of the end: the worker's next tick may still be to come, released or not.
+    for (const entries of [
+      input.entries.filter((e) => e !== release),
+      input.entries.map((e) => (e === release ? { ...e, occurredAt: '2031-01-02T10:00:05.300Z' } : e)),
+    ]) {
+      expect(reconcile({ ...input, to: '2031-01-02T10:00:04.999Z', entries })).toEqual([]);
+    }
     const stray: EntryFact = { ...release, entryId: 'stray', cause: 'hold_release:inv-9' };
     expect(reconcile({ ...input, entries: [...input.entries, stray] }).map((d) => [d.kind, d.flowId, d.entryId])).toEqual([
       ['release_without_hold', 'inv-9', 'stray'],
