@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { STREAM_APPEND_LOCK_NAMESPACE } from '#event-store/postgres';
 import { advanceCheckpoint, ensureCheckpoint, ZERO } from '#event-store/projections';
 import { awaitPostedThrough, LEDGER_POSTERS, REPORTED_READ_MODELS } from '#payments/audit';
-import type { Follower } from '#payments/audit';
+import type { Follower, ReportedLedger } from '#payments/audit';
 import { PostgresEventStore } from '#event-store';
 import { expectStatus, InvoiceGateway, Json, orderId, poll, sleep, startInvoiceGateway } from '../support/merchant-fixtures';
 import { createTestDatabase } from '../support/test-database';
@@ -150,7 +150,7 @@ describe('awaitPostedThrough', () => {
       await store.appendToStream('invoice-other', [{ id: randomUUID(), type: 'Noted', data: {} }]);
       const head = (await visibleHead(db.pool, store))!;
       const at = new Date(Date.now() - 5_000);
-      const posted = (readers: Follower[], accountId?: string) => awaitPostedThrough(db.pool, store, new Date(), at, readers, { waitMs: 300, accountId });
+      const posted = (readers: Follower[], ledger?: ReportedLedger) => awaitPostedThrough(db.pool, store, new Date(), at, readers, { waitMs: 300, ledger });
       // The reactors at the start of the log: not final.
       expect(await posted([])).toBe(false);
       for (const name of [...LEDGER_POSTERS.map((f) => f.name), refunds.name, payouts.name]) await advanceCheckpoint(db.pool, name, ZERO, head, 0);
@@ -163,17 +163,18 @@ describe('awaitPostedThrough', () => {
       // events none of them takes, after them, leave the figures final.
       for (let i = 0; i < 5; i++) await store.appendToStream(`invoice-busy-${i}`, [{ id: randomUUID(), type: 'InvoiceCreated', data: {} }]);
       expect(await posted([ledger])).toBe(true);
-      // A refund requested before the instant and not yet funded (its reservation to come): not final for its account
-      // nor for a report of every account; final for another account's report.
+      // A refund requested before the instant and not yet funded (its reservation to come): not final for its ledger
+      // nor for a report of every account; final for another account's report and for its account's other mode.
       const [stuck, other] = [randomUUID(), randomUUID()];
       await db.pool.query(
         `INSERT INTO refunds (id, invoice_id, project_id, account_id, mode, amount, status, requested_at)
          VALUES ('rf_stuck', $1, $2, $2, 'live', 100, 'requested', $3)`,
         [randomUUID(), stuck, new Date(at.getTime() - 1_000)],
       );
-      expect(await posted([ledger], stuck)).toBe(false);
+      expect(await posted([ledger], { accountId: stuck, mode: 'live' })).toBe(false);
       expect(await posted([ledger])).toBe(false);
-      expect(await posted([ledger], other)).toBe(true);
+      expect(await posted([ledger], { accountId: other, mode: 'live' })).toBe(true);
+      expect(await posted([ledger], { accountId: stuck, mode: 'test' })).toBe(true);
       await db.pool.query(`DELETE FROM refunds`);
       // An instant within the posting margin of now is waited out (within the wait), then final; past the wait it is not.
       const now = new Date();

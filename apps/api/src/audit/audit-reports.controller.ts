@@ -207,7 +207,7 @@ export class AuditReportsController {
     const { from, to } = period(query.from, query.to);
     const now = this.clock.now();
     pastInstant(to, now, 'to', REPORT_PERIOD_NOT_ENDED);
-    await postedThrough(this.queries, to, now, FOLLOWED.ledger, accountId);
+    await postedThrough(this.queries, to, now, FOLLOWED.ledger, { accountId, mode: query.mode });
     const reader = await this.queries.execute(new GetAccountStatement({ accountId, mode: query.mode }, from, to));
     if (reader === null) throw ApiError.notFound('not_found', 'Аккаунт не найден');
     const csv = wantsCsv(query.format, accept);

@@ -1,6 +1,6 @@
 import type { QueryBus } from '@nestjs/cqrs';
 import { AwaitPostedThrough, REPORTED_READ_MODELS } from '#payments/audit';
-import type { Follower } from '#payments/audit';
+import type { Follower, ReportedLedger } from '#payments/audit';
 import { ApiError } from '../http/errors/api-error';
 
 /** The instants the finance and audit routes answer for (docs/finance-reports.md, "Periods and instants"). */
@@ -44,8 +44,8 @@ export const FOLLOWED = {
  * read), so that a report for a past instant never changes afterwards; else 503 with
  * Retry-After (a projector stopped or far behind). docs/finance-reports.md.
  */
-export async function postedThrough(queries: QueryBus, at: Date, now: Date, readers: readonly Follower[], accountId?: string): Promise<void> {
-  if (await queries.execute(new AwaitPostedThrough(at, now, readers, accountId))) return;
+export async function postedThrough(queries: QueryBus, at: Date, now: Date, readers: readonly Follower[], ledger?: ReportedLedger): Promise<void> {
+  if (await queries.execute(new AwaitPostedThrough(at, now, readers, ledger))) return;
   throw new ApiError(
     503,
     'provider_unavailable',

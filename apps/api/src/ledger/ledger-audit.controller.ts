@@ -80,7 +80,7 @@ export class LedgerAuditController {
     }
     const now = this.clock.now();
     const instant = pastInstant(new Date(query.asOf), now, 'asOf', BALANCE_NOT_KNOWN_YET);
-    await postedThrough(this.queries, instant, now, FOLLOWED.log, accountId);
+    await postedThrough(this.queries, instant, now, FOLLOWED.log, ledger);
     const { state, lastEntryAt } = await this.queries.execute(new GetBalanceAsOf(ledger, instant));
     return { accountId, mode: ledger.mode, asOf: instant.toISOString(), lastEntryAt, ...balancesOnWire(state) };
   }

@@ -7,7 +7,7 @@ import { EVENT_STORE, READ_MODELS } from '../payments.tokens';
 import { AccountStatementReader, accountKnown, openAccountStatement } from './account-statement';
 import { reconcilePeriod, ReconciliationReport } from './reconciliation';
 import { trialBalanceFromLog } from './trial-balance';
-import { awaitPostedThrough, Follower } from './posted-through';
+import { awaitPostedThrough, Follower, ReportedLedger } from './posted-through';
 
 /**
  * Audit: a ledger's statement over (from, to], as of one instant of the read model (the
@@ -74,7 +74,7 @@ export class AwaitPostedThrough extends Query<boolean> {
     readonly at: Date,
     readonly now: Date,
     readonly readers: readonly Follower[],
-    readonly accountId?: string,
+    readonly ledger?: ReportedLedger,
   ) {
     super();
   }
@@ -88,6 +88,6 @@ export class AwaitPostedThroughHandler implements IQueryHandler<AwaitPostedThrou
   ) {}
 
   execute(query: AwaitPostedThrough): Promise<boolean> {
-    return awaitPostedThrough(this.pool, this.store, query.now, query.at, query.readers, { accountId: query.accountId });
+    return awaitPostedThrough(this.pool, this.store, query.now, query.at, query.readers, { ledger: query.ledger });
   }
 }

@@ -9,6 +9,13 @@ import { ledgerProjection } from '../ledger/ledger.read-model';
 import { invoicesProjection } from '../invoices/invoices.read-model';
 import { refundsProjection } from '../refunds/refunds.read-model';
 import { payoutsProjection } from '../payouts/payouts.read-model';
+import type { Mode } from '#domain';
+
+/** The one ledger a report is about: an account in a mode. */
+export interface ReportedLedger {
+  readonly accountId: string;
+  readonly mode: Mode;
+}
 
 /** An entry is decided before it is appended: one dated at or before an instant is in the log by this much after it. */
 export const POSTING_MARGIN_MS = 1_000;
@@ -52,7 +59,7 @@ export const REPORTED_READ_MODELS = {
  *    reached the head as it is then.
  *
  * True when so; false when not within `waitMs` (a projector stopped or behind, a
- * transaction left open). `accountId`: a report of one account waits only for its flows.
+ * transaction left open). `ledger`: a report of one ledger waits only for its flows.
  */
 export async function awaitPostedThrough(
   pool: Pick<Pool, 'query'>,
@@ -60,7 +67,7 @@ export async function awaitPostedThrough(
   now: Date,
   at: Date,
   readers: readonly Follower[],
-  options: { readonly accountId?: string; readonly waitMs?: number } = {},
+  options: { readonly ledger?: ReportedLedger; readonly waitMs?: number } = {},
 ): Promise<boolean> {
   const waitMs = options.waitMs ?? POSTED_WAIT_MS;
   const deadline = Date.now() + waitMs;
@@ -73,7 +80,7 @@ export async function awaitPostedThrough(
   if (posters === undefined) return false;
   const posted = await until(
     deadline,
-    async () => (await allReached(pool, store, [...LEDGER_POSTERS, refunds, payouts], posters)) && !(await halfDoneFlows(pool, at, options.accountId)),
+    async () => (await allReached(pool, store, [...LEDGER_POSTERS, refunds, payouts], posters)) && !(await halfDoneFlows(pool, at, options.ledger)),
   );
   if (!posted) return false;
   const read = await settledHead(pool, store, deadline);
@@ -135,14 +142,16 @@ async function allReached(
 
 /**
  * A refund or payout requested by `at` and not yet taken through its first ledger step:
- * of the one account a report is about (one stuck flow does not hold back every other
- * account's statement), else of any.
+ * of the one ledger a report is about (one stuck flow does not hold back another
+ * account's statement, nor a test refund the live one), else of any. Payouts are live.
  */
-async function halfDoneFlows(pool: Pick<Pool, 'query'>, at: Date, accountId?: string): Promise<boolean> {
+async function halfDoneFlows(pool: Pick<Pool, 'query'>, at: Date, ledger?: ReportedLedger): Promise<boolean> {
   const r = await pool.query<{ any: boolean }>(
-    `SELECT EXISTS (SELECT 1 FROM refunds WHERE status = 'requested' AND requested_at <= $1 AND ($2::text IS NULL OR account_id::text = $2))
-         OR EXISTS (SELECT 1 FROM payouts WHERE status = 'requested' AND created_at <= $1 AND ($2::text IS NULL OR account_id::text = $2)) AS any`,
-    [at, accountId ?? null],
+    `SELECT EXISTS (SELECT 1 FROM refunds WHERE status = 'requested' AND requested_at <= $1
+                      AND ($2::text IS NULL OR account_id::text = $2 AND mode = $3::text))
+         OR ($3::text IS DISTINCT FROM 'test' AND EXISTS (SELECT 1 FROM payouts WHERE status = 'requested' AND created_at <= $1
+                      AND ($2::text IS NULL OR account_id::text = $2))) AS any`,
+    [at, ledger?.accountId ?? null, ledger?.mode ?? null],
   );
   return r.rows[0]!.any;
 }

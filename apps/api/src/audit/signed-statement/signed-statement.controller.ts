@@ -45,7 +45,7 @@ export class SignedStatements {
     const now = this.clock.now();
     pastInstant(to, now, 'to', SIGNED_PERIOD_NOT_ENDED);
     // Signed once final: the same period is the same bytes every time.
-    await postedThrough(this.queries, to, now, FOLLOWED.ledger, ledger.accountId);
+    await postedThrough(this.queries, to, now, FOLLOWED.ledger, ledger);
     const reader = await this.queries.execute(new GetAccountStatement(ledger, from, to));
     if (reader === null) return null;
     const running = new StatementBalances(reader.opening);
