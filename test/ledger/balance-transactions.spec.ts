@@ -196,6 +196,18 @@ describe('GET /v1/balance/transactions', () => {
     expect(lines.slice(1).map((l) => l.split(',')[0])).toEqual(all.map((t) => t.id));
   });
 
+  it('a payment whose fee is nothing shows fee 0.00, not null (a zero fee posts nothing to the fees account)', async () => {
+    const m = await gw.operator.merchant({ methods: { sbp: { feePct: '0.00' } } });
+    await paidInvoice(gw.operator, m.live, '100.00');
+    // Posted by the payments reactor after the payment: waited for.
+    const [payment] = await poll(
+      () => allTransactions(m.live, '&type=payment'),
+      (items) => items.length === 1,
+      'the payment in the ledger',
+    );
+    expect(payment).toMatchObject({ type: 'payment', amount: '100.00', fee: '0.00' });
+  });
+
   it("the operator console's merchant page shows the latest balance transactions of the mode", async () => {
     const m = merchants[0]!;
     const latest = (await m.live.get('/v1/balance/transactions?limit=20')).body.items as Json[];

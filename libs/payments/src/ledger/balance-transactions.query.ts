@@ -92,7 +92,8 @@ export class ListBalanceTransactionsHandler implements IQueryHandler<ListBalance
         amount,
         bucket: r.account,
         balanceAfter: Number(r.balance_after),
-        fee: (of.type === 'payment' || of.type === 'payout_paid') && r.fee !== null ? Number(r.fee) : null,
+        // A zero fee posts nothing to `fees`: it is 0.00, not absent.
+        fee: of.type === 'payment' || of.type === 'payout_paid' ? Number(r.fee ?? 0) : null,
         createdAt: r.occurred_at,
         availableAt,
         invoiceId: of.invoiceId,
