@@ -127,6 +127,10 @@ describe('configuration from the environment', () => {
     [{ PAYOUT_TERMS: '{"card": {"min": "1.00"}}' }, 'PAYOUT_TERMS must be JSON'],
     [{ PAYOUT_TERMS: '{"sbp": {"feePct": "abc"}}' }, 'PAYOUT_TERMS must be JSON'],
     [{ PAYOUT_TERMS: 'not json' }, 'PAYOUT_TERMS must be JSON'],
+    // A misspelt field would leave the default fee in force unseen.
+    [{ PAYOUT_TERMS: '{"sbp": {"fee_pct": "0.50"}}' }, 'PAYOUT_TERMS must be JSON'],
+    [{ PAYOUT_TERMS: '{"sbp": {"feePct": "0.50", "max": "1.00"}}' }, 'PAYOUT_TERMS must be JSON'],
+    [{ PAYOUT_TERMS: '{"sbp": []}' }, 'PAYOUT_TERMS must be JSON'],
     [{ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'yes' }, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS must be "true" or "false"'],
   ])('refuses %j with a message naming the variable', (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);

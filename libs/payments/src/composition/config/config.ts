@@ -311,7 +311,9 @@ function readPayoutTerms(raw: string | undefined, problems: string[]): Record<Pa
     return terms;
   }
   for (const [method, value] of Object.entries(parsed)) {
-    if (!(PAYOUT_METHODS as readonly string[]).includes(method) || typeof value !== 'object' || value === null) {
+    // Only feePct and min: a misspelt field (fee_pct) would leave the default in force unseen.
+    const known = typeof value === 'object' && value !== null && !Array.isArray(value) && Object.keys(value).every((k) => k === 'feePct' || k === 'min');
+    if (!(PAYOUT_METHODS as readonly string[]).includes(method) || !known) {
       bad();
       continue;
     }
