@@ -99,7 +99,7 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
   const signingOnClock = (start: number, step: (ms: number) => number) => {
     let now = start;
     return client({
-      auth: { publicId: 'pk_test_stub', signingSecret: 'whsec' },
+      auth: { publicId: 'pk_test_stub', signingSecret: secret },
       now: () => now,
       sleep: async (ms) => {
         waits.push(ms);
@@ -112,7 +112,14 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     stub = await startStub();
   });
   afterAll(() => stub.close());
+  /**
+   * The HMAC secret of the test: clients of one secret share what timestamps they used (a
+   * project's test and live keys), so each test, with its own fixed clock, has its own.
+   */
+  let secret = '';
+  let tests = 0;
   beforeEach(() => {
+    secret = `whsec_${++tests}`;
     waits = [];
   });
 
@@ -229,12 +236,12 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     expect(first!.headers['x-public-id']).toBe('pk_test_stub');
     expect(first!.headers.authorization).toBeUndefined();
     expect([first!.headers['x-timestamp'], second!.headers['x-timestamp']]).toEqual(['1800000000', '1800000007']);
-    for (const a of [first!, second!]) expect(a.headers['x-signature']).toBe(signRequest('whsec', a.headers['x-timestamp'] as string, a.body));
+    for (const a of [first!, second!]) expect(a.headers['x-signature']).toBe(signRequest(secret, a.headers['x-timestamp'] as string, a.body));
     expect(first!.headers['x-signature']).not.toBe(second!.headers['x-signature']);
   });
 
   it('HMAC mode: a 401 timestamp_invalid with X-Server-Time corrects the clock once and signs again', async () => {
-    const signing = client({ auth: { publicId: 'pk_test_stub', signingSecret: 'whsec' }, now: () => 1_000_000_000_000 });
+    const signing = client({ auth: { publicId: 'pk_test_stub', signingSecret: secret }, now: () => 1_000_000_000_000 });
     stub.script(error(401, 'timestamp_invalid', {}, { 'x-server-time': '1000003600' }), error(401, 'timestamp_invalid', {}, { 'x-server-time': '1000007200' }));
     const failure = await signing.getBalance().catch((e: unknown) => e);
     // Corrected once (to the gateway's time), never twice: the second refusal is the answer.
@@ -254,7 +261,7 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
   });
 
   it('HMAC mode: requests with the same body in one second take the next seconds (the gateway accepts each signature once)', async () => {
-    const signing = client({ auth: { publicId: 'pk_test_stub', signingSecret: 'whsec' }, now: () => 1_800_000_000_500 });
+    const signing = client({ auth: { publicId: 'pk_test_stub', signingSecret: secret }, now: () => 1_800_000_000_500 });
     const stamps = () => stub.attempts.map((a) => a.headers['x-timestamp']);
     stub.script(...Array.from({ length: 3 }, () => ({ status: 200, body: BALANCE })));
     await signing.getBalance();
@@ -270,7 +277,7 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
   });
 
   it('HMAC mode: a 401 signature_invalid (the signature taken by another client of the key) is signed again once with the next second', async () => {
-    const signing = client({ auth: { publicId: 'pk_test_stub', signingSecret: 'whsec' }, now: () => 1_800_000_000_000 });
+    const signing = client({ auth: { publicId: 'pk_test_stub', signingSecret: secret }, now: () => 1_800_000_000_000 });
     stub.script(error(401, 'signature_invalid'), error(401, 'signature_invalid'), { status: 200, body: BALANCE });
     const failure = await signing.getBalance().catch((e: unknown) => e);
     expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800000000', '1800000001']);
@@ -287,10 +294,20 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     expect(waits).toEqual([1000]);
   });
 
+  it("HMAC mode: a project's test and live clients in one process never sign the same timestamp and body (one secret: one signature)", async () => {
+    const test = client({ auth: { publicId: 'pk_test_stub', signingSecret: secret }, now: () => 1_800_000_000_000 });
+    const live = client({ auth: { publicId: 'pk_live_stub', signingSecret: secret }, now: () => 1_800_000_000_000 });
+    stub.script(...Array.from({ length: 4 }, () => ({ status: 200, body: BALANCE })));
+    for (const c of [test, live, test, live]) await c.getBalance();
+    const signatures = stub.attempts.map((a) => a.headers['x-signature']);
+    expect(new Set(signatures).size).toBe(4);
+    expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800000000', '1800000001', '1800000002', '1800000003']);
+  });
+
   it('HMAC mode: after a clock correction no timestamp the gateway took is signed again with the same body', async () => {
     // Three GETs in one second take S, S+1, S+2; the gateway then says its clock reads S-2. Forgetting what it took
     // would sign S again two requests later (401 signature_invalid): each timestamp it took stays used.
-    const signing = client({ auth: { publicId: 'pk_test_stub', signingSecret: 'whsec' }, now: () => 1_800_000_000_500 });
+    const signing = client({ auth: { publicId: 'pk_test_stub', signingSecret: secret }, now: () => 1_800_000_000_500 });
     stub.script(
       ...Array.from({ length: 3 }, () => ({ status: 200, body: BALANCE })),
       error(401, 'timestamp_invalid', {}, { 'x-server-time': '1799999998' }),

@@ -101,10 +101,12 @@ export class PaymentGatewayClient {
    * HMAC mode: the last X-Timestamp used per body (by its SHA-256). The signature covers
    * only `<timestamp>.<body>` and each is accepted once, so two requests with the same
    * body (every GET has an empty one) must not share a second: the second takes the next.
+   * Shared by every client of this process that signs with the same secret (a project's
+   * test and live keys share its webhook secret, so their signatures would collide).
    */
-  private readonly lastTimestamps = new Map<string, number>();
+  private readonly lastTimestamps: Map<string, number>;
   /** HMAC mode: per body, the last X-Timestamp the gateway took (it answered other than a 401 about the signature): used for good. */
-  private readonly acceptedTimestamps = new Map<string, number>();
+  private readonly acceptedTimestamps: Map<string, number>;
 
   constructor(options: PaymentGatewayClientOptions) {
     if (!/^https?:\/\//.test(options.baseUrl)) throw new TypeError('baseUrl: an http(s) address with the version, e.g. https://pay.example.com/v1');
@@ -120,6 +122,9 @@ export class PaymentGatewayClient {
     this.now = options.now ?? Date.now;
     this.newIdempotencyKey = options.newIdempotencyKey ?? randomUUID;
     this.offsetSeconds = options.clockOffsetSeconds ?? 0;
+    const memory = 'signingSecret' in this.auth ? timestampsOfSecret(this.auth.signingSecret) : { last: new Map(), accepted: new Map() };
+    this.lastTimestamps = memory.last;
+    this.acceptedTimestamps = memory.accepted;
   }
 
   /** Seconds added to the local clock for X-Timestamp (HMAC mode), as given or as learnt from the gateway. */
@@ -373,6 +378,16 @@ export class PaymentGatewayClient {
       retries++;
     }
   }
+}
+
+/** The X-Timestamps used with each signing secret in this process (by the secret's SHA-256). */
+const TIMESTAMPS_BY_SECRET = new Map<string, { readonly last: Map<string, number>; readonly accepted: Map<string, number> }>();
+
+function timestampsOfSecret(secret: string) {
+  const key = createHash('sha256').update(secret).digest('base64');
+  let memory = TIMESTAMPS_BY_SECRET.get(key);
+  if (!memory) TIMESTAMPS_BY_SECRET.set(key, (memory = { last: new Map(), accepted: new Map() }));
+  return memory;
 }
 
 /** Every item of a cursor-paged list, page after page (each nextCursor). */
