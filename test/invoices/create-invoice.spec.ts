@@ -395,6 +395,14 @@ describe('POST /invoices', () => {
       expectError(await shop.test.post('/v1/invoices', repeat), 409, 'order_id_conflict');
     });
 
+    it('a repeat asking a customerFeePct above the rate is not the invoice made at the whole rate: 409, not 200', async () => {
+      // The card's 3 % on the buyer; a repeat asking 5 % (refused as too high on its own) once counted as "the whole rate".
+      const body = { amount: '500.00', orderId: orderId(), method: 'card', customerFeePct: 3 };
+      expectStatus(await shop.test.post('/v1/invoices', body), 201);
+      expectError(await shop.test.post('/v1/invoices', { ...body, customerFeePct: 5 }), 409, 'order_id_conflict');
+      expectStatus(await shop.test.post('/v1/invoices', body), 200);
+    });
+
     it('50 concurrent identical requests create exactly one invoice', async () => {
       const body = { amount: '777.77', orderId: orderId('burst'), method: 'sbp', customer: { email: 'burst@example.com' } };
       const replies = await Promise.all(Array.from({ length: 50 }, () => shop.test.post('/v1/invoices', body)));

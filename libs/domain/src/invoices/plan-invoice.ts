@@ -124,9 +124,13 @@ export function sameInvoiceParameters(existing: InvoiceCreatedData, repeat: Invo
   // fee parameters means the project's slider as it was then, not as it is now.
   const rate = existing.amounts.feePct;
   const slider = existing.customerFee.kind === 'project_default' ? { customerFeeShare: existing.customerFee.share } : project;
-  return (
-    existing.amount === repeat.amount &&
-    existing.method === repeat.method &&
-    customerPctAt(existing.customerFee, rate) === customerPctAt(customerFeeRequest(repeat, slider), rate)
-  );
+  // A percent asked as such is compared as asked (with the one first asked, if so): one above the rate is not "the
+  // whole rate", it is refused on its own.
+  const asked = customerFeeRequest(repeat, slider);
+  const first = existing.customerFee;
+  const samePct =
+    asked.kind === 'pct'
+      ? asked.pct === (first.kind === 'pct' ? first.pct : customerPctAt(first, rate))
+      : customerPctAt(first, rate) === customerPctAt(asked, rate);
+  return existing.amount === repeat.amount && existing.method === repeat.method && samePct;
 }
