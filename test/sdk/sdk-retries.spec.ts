@@ -304,6 +304,37 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800000000', '1800000001', '1800000002', '1800000003']);
   });
 
+  it('HMAC mode: what clients remember per secret is bounded: the secret used longest ago is forgotten past 1,000 (rotated ones)', async () => {
+    const at = { now: () => 1_800_000_000_000 };
+    stub.script(...Array.from({ length: 3 }, () => ({ status: 200, body: BALANCE })));
+    await client({ auth: { publicId: 'pk_test_stub', signingSecret: secret }, ...at }).getBalance();
+    // A second client of the secret remembers the first's timestamp: the next second.
+    await client({ auth: { publicId: 'pk_live_stub', signingSecret: secret }, ...at }).getBalance();
+    for (let i = 0; i < 1_000; i++) client({ auth: { publicId: 'pk_test_stub', signingSecret: `${secret}_${i}` } });
+    // 1,000 other secrets later it is forgotten (a 401 signature_invalid would be signed again once).
+    await client({ auth: { publicId: 'pk_test_stub', signingSecret: secret }, ...at }).getBalance();
+    expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800000000', '1800000001', '1800000000']);
+  });
+
+  it('HMAC mode: a new client of a secret whose clock another client corrected signs on the corrected clock: no wait', async () => {
+    // The gateway 400 s ahead: the first client learns it; a second one (a project's other key, or one made per request)
+    // took that client's last timestamp as 400 s ahead of its own clock and waited 160 s before sending anything.
+    const first = client({ auth: { publicId: 'pk_live_stub', signingSecret: secret }, now: () => 1_800_000_000_000 });
+    stub.script(error(401, 'timestamp_invalid', {}, { 'x-server-time': '1800000400' }), { status: 200, body: BALANCE }, { status: 200, body: BALANCE });
+    await first.getBalance();
+    const second = client({
+      auth: { publicId: 'pk_test_stub', signingSecret: secret },
+      now: () => 1_800_000_000_000,
+      sleep: async (ms) => {
+        throw new Error(`waited ${ms} ms`);
+      },
+    });
+    await second.getBalance();
+    expect(second.clockOffsetSeconds).toBe(400);
+    expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800000000', '1800000400', '1800000401']);
+    expect(waits).toEqual([]);
+  });
+
   it('HMAC mode: after a clock correction no timestamp the gateway took is signed again with the same body', async () => {
     // Three GETs in one second take S, S+1, S+2; the gateway then says its clock reads S-2. Forgetting what it took
     // would sign S again two requests later (401 signature_invalid): each timestamp it took stays used.

@@ -96,7 +96,8 @@ export class PaymentGatewayClient {
   private readonly sleep: (ms: number) => Promise<void>;
   private readonly now: () => number;
   private readonly newIdempotencyKey: () => string;
-  private offsetSeconds: number;
+  /** The clock offset and used timestamps: of the signing secret (shared in the process), else the client's own. */
+  private readonly memory: SigningMemory;
   /**
    * HMAC mode: the last X-Timestamp used per body (by its SHA-256). The signature covers
    * only `<timestamp>.<body>` and each is accepted once, so two requests with the same
@@ -121,15 +122,15 @@ export class PaymentGatewayClient {
     this.sleep = options.sleep ?? defaultSleep;
     this.now = options.now ?? Date.now;
     this.newIdempotencyKey = options.newIdempotencyKey ?? randomUUID;
-    this.offsetSeconds = options.clockOffsetSeconds ?? 0;
-    const memory = 'signingSecret' in this.auth ? timestampsOfSecret(this.auth.signingSecret) : { last: new Map(), accepted: new Map() };
-    this.lastTimestamps = memory.last;
-    this.acceptedTimestamps = memory.accepted;
+    this.memory = 'signingSecret' in this.auth ? memoryOfSecret(this.auth.signingSecret) : newSigningMemory();
+    if (options.clockOffsetSeconds !== undefined) this.memory.offsetSeconds = options.clockOffsetSeconds;
+    this.lastTimestamps = this.memory.last;
+    this.acceptedTimestamps = this.memory.accepted;
   }
 
   /** Seconds added to the local clock for X-Timestamp (HMAC mode), as given or as learnt from the gateway. */
   get clockOffsetSeconds(): number {
-    return this.offsetSeconds;
+    return this.memory.offsetSeconds;
   }
 
   // Invoices ----------------------------------------------------------------
@@ -255,7 +256,7 @@ export class PaymentGatewayClient {
 
   /** An X-Timestamp never used before with this body: the clock's second, or the next one after the last used. */
   private async uniqueTimestamp(body: string): Promise<number> {
-    const clockSeconds = () => Math.floor(this.now() / 1000) + this.offsetSeconds;
+    const clockSeconds = () => Math.floor(this.now() / 1000) + this.memory.offsetSeconds;
     let now = clockSeconds();
     const last = this.lastTimestamps.get(body);
     const timestamp = last === undefined || last < now ? now : last + 1;
@@ -274,7 +275,7 @@ export class PaymentGatewayClient {
   private tookTimestamp(bodyKey: string, timestamp: number): void {
     if ((this.acceptedTimestamps.get(bodyKey) ?? -Infinity) < timestamp) this.acceptedTimestamps.set(bodyKey, timestamp);
     if (this.acceptedTimestamps.size > 1000) {
-      const oldest = Math.floor(this.now() / 1000) + this.offsetSeconds - GATEWAY_WINDOW_SECONDS;
+      const oldest = Math.floor(this.now() / 1000) + this.memory.offsetSeconds - GATEWAY_WINDOW_SECONDS;
       for (const [key, t] of this.acceptedTimestamps) if (t < oldest) this.acceptedTimestamps.delete(key);
     }
   }
@@ -351,7 +352,7 @@ export class PaymentGatewayClient {
       if (status === 401 && error.code === 'timestamp_invalid' && !('secretKey' in this.auth) && !clockCorrected) {
         const serverSeconds = serverTimeOf(response.headers);
         if (serverSeconds !== undefined) {
-          this.offsetSeconds = serverSeconds - Math.floor(this.now() / 1000);
+          this.memory.offsetSeconds = serverSeconds - Math.floor(this.now() / 1000);
           // The timestamps issued on the clock just corrected are forgotten, but not those the gateway took: they stay used
           // (a timestamp it took lies within its window, so the next ones may have to wait; none is ever signed twice).
           this.lastTimestamps.clear();
@@ -380,13 +381,29 @@ export class PaymentGatewayClient {
   }
 }
 
-/** The X-Timestamps used with each signing secret in this process (by the secret's SHA-256). */
-const TIMESTAMPS_BY_SECRET = new Map<string, { readonly last: Map<string, number>; readonly accepted: Map<string, number> }>();
+/**
+ * What the clients signing with one secret share (a project's test and live keys share
+ * it, and talk to one gateway): the offset learnt from its clock, and the timestamps used.
+ */
+interface SigningMemory {
+  offsetSeconds: number;
+  readonly last: Map<string, number>;
+  readonly accepted: Map<string, number>;
+}
 
-function timestampsOfSecret(secret: string) {
+const newSigningMemory = (): SigningMemory => ({ offsetSeconds: 0, last: new Map(), accepted: new Map() });
+
+/** Per signing secret (by its SHA-256), the most recently used last: at most this many kept. */
+const SIGNING_MEMORY_LIMIT = 1_000;
+const SIGNING_MEMORY = new Map<string, SigningMemory>();
+
+function memoryOfSecret(secret: string): SigningMemory {
   const key = createHash('sha256').update(secret).digest('base64');
-  let memory = TIMESTAMPS_BY_SECRET.get(key);
-  if (!memory) TIMESTAMPS_BY_SECRET.set(key, (memory = { last: new Map(), accepted: new Map() }));
+  const memory = SIGNING_MEMORY.get(key) ?? newSigningMemory();
+  SIGNING_MEMORY.delete(key);
+  SIGNING_MEMORY.set(key, memory);
+  // A secret not used for longest goes (a rotated one); a client still holding it keeps its own.
+  if (SIGNING_MEMORY.size > SIGNING_MEMORY_LIMIT) SIGNING_MEMORY.delete(SIGNING_MEMORY.keys().next().value!);
   return memory;
 }
 
