@@ -368,4 +368,27 @@ describe('reconciliation through the gateway (CLOCK=manual)', () => {
       });
     }
   });
+
+  it('finds a hold paid before the period, due in it and released after it (the worker down): in that period, whatever `from`', async () => {
+    const late = await gw.operator.merchant({ holdHours: 1 });
+    const invoiceId = await paidInvoice(gw.operator, late.live, '400.00');
+    const paidAt = new Date((await late.live.get(`/v1/invoices/${invoiceId}`)).body.paidAt);
+    const due = new Date(paidAt.getTime() + 3_600_000);
+    // The hold-release worker finds it 100 s after it fell due.
+    await gw.operator.advance(3_700);
+    await poll(
+      () => late.live.get('/v1/balance'),
+      (r) => r.body.pending === '0.00',
+      'the hold released',
+      20_000,
+    );
+    const from = new Date(paidAt.getTime() + 10_000);
+    const to = new Date(due.getTime() + 50_000);
+    const r = await reconciliation(`?from=${from.toISOString()}&to=${to.toISOString()}`);
+    expect(r.status).toBe(200);
+    expect(r.body.differences.map((d: Json) => [d.kind, d.flowId])).toEqual([['hold_not_released', invoiceId]]);
+    // Due 5 s before the period's end or later: the next period's (each hold is checked once).
+    const next = await reconciliation(`?from=${to.toISOString()}&to=${new Date(due.getTime() + 90_000).toISOString()}`);
+    expect(next.body.differences).toEqual([]);
+  });
 });

@@ -1,6 +1,6 @@
 import type { Pool } from 'pg';
 import { isUuid, payoutReservationId } from '#domain';
-import { EntryFact, PaidInvoiceFact, PaidPayoutFact, reconcile, ReconciliationDifference, SucceededRefundFact } from '#ledger';
+import { EntryFact, HOLD_RELEASE_GRACE_MS, PaidInvoiceFact, PaidPayoutFact, reconcile, ReconciliationDifference, SucceededRefundFact } from '#ledger';
 
 export interface ReconciliationReport {
   readonly from: string;
@@ -77,8 +77,8 @@ const payoutFact = (r: PayoutRow): PaidPayoutFact => ({
 
 /**
  * Reconciles the period (from, to] from the read models, in one REPEATABLE READ
- * snapshot: the flows of the period (invoices paid, refunds succeeded, payouts paid in
- * it), the entries of the period (payment_recorded, hold_released, reservation_settled),
+ * snapshot: the flows of the period (invoices paid or their holds due, refunds
+ * succeeded, payouts paid in it), the entries of the period (payment_recorded, hold_released, reservation_settled),
  * then each side's counterpart whatever its time (the entries the flows' causes posted,
  * the flows the entries name), and the pure comparison (`reconcile`, libs/ledger).
  */
@@ -88,7 +88,16 @@ export async function reconcilePeriod(pool: Pick<Pool, 'connect'>, from: Date, t
     await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
     const q = <R extends object>(text: string, values: unknown[]) => client.query<R>(text, values).then((r) => r.rows);
 
-    const invoices = (await q<InvoiceRow>(`SELECT ${INVOICE_COLUMNS} FROM invoices WHERE paid_at > $1 AND paid_at <= $2`, [from, to])).map(invoiceFact);
+    // Invoices paid in the period, and those whose hold fell due in it (each bound HOLD_RELEASE_GRACE_MS earlier, so
+    // every hold is checked in exactly one period): a hold paid before a period and released late, or never, is a difference.
+    const [dueFrom, dueTo] = [from, to].map((at) => new Date(at.getTime() - HOLD_RELEASE_GRACE_MS));
+    const invoices = (
+      await q<InvoiceRow>(
+        `SELECT ${INVOICE_COLUMNS} FROM invoices
+         WHERE paid_at > $1 AND paid_at <= $2 OR paid_at IS NOT NULL AND available_at > $3 AND available_at <= $4`,
+        [from, to, dueFrom, dueTo],
+      )
+    ).map(invoiceFact);
     const refunds = (
       await q<RefundRow>(`SELECT ${REFUND_COLUMNS} FROM refunds WHERE status = 'succeeded' AND completed_at > $1 AND completed_at <= $2`, [from, to])
     ).map(refundFact);
