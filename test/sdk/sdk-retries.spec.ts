@@ -316,6 +316,40 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800000000', '1800000001', '1800000000']);
   });
 
+  it('HMAC mode: an offset given up front does not undo the one a client of the secret learnt (it would wait minutes)', async () => {
+    const noWait = async (ms: number) => {
+      throw new Error(`waited ${ms} ms`);
+    };
+    const first = client({ auth: { publicId: 'pk_live_stub', signingSecret: secret }, now: () => 1_800_000_000_000, sleep: noWait });
+    stub.script(error(401, 'timestamp_invalid', {}, { 'x-server-time': '1800000400' }), ...Array.from({ length: 3 }, () => ({ status: 200, body: BALANCE })));
+    await first.getBalance();
+    const configured = client({
+      auth: { publicId: 'pk_test_stub', signingSecret: secret },
+      now: () => 1_800_000_000_000,
+      clockOffsetSeconds: 0,
+      sleep: noWait,
+    });
+    await first.getBalance();
+    await configured.getBalance();
+    expect([first.clockOffsetSeconds, configured.clockOffsetSeconds]).toEqual([400, 400]);
+    expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800000000', '1800000400', '1800000401', '1800000402']);
+    expect(waits).toEqual([]);
+  });
+
+  it('HMAC mode: a client in use keeps its secret remembered however many others are made; another gateway has its own memory', async () => {
+    const at = { now: () => 1_800_000_000_000 };
+    stub.script(...Array.from({ length: 4 }, () => ({ status: 200, body: BALANCE })));
+    const busy = client({ auth: { publicId: 'pk_test_stub', signingSecret: secret }, ...at });
+    for (let round = 0; round < 2; round++) {
+      await busy.getBalance();
+      for (let i = 0; i < 600; i++) client({ auth: { publicId: 'pk_test_stub', signingSecret: `${secret}_${round}_${i}` } });
+    }
+    await client({ auth: { publicId: 'pk_live_stub', signingSecret: secret }, ...at }).getBalance();
+    // The same server under another name is another gateway to the client: its own timestamps.
+    await client({ baseUrl: stub.baseUrl.replace('127.0.0.1', 'localhost'), auth: { publicId: 'pk_test_stub', signingSecret: secret }, ...at }).getBalance();
+    expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800000000', '1800000001', '1800000002', '1800000000']);
+  });
+
   it('HMAC mode: a new client of a secret whose clock another client corrected signs on the corrected clock: no wait', async () => {
     // The gateway 400 s ahead: the first client learns it; a second one (a project's other key, or one made per request)
     // took that client's last timestamp as 400 s ahead of its own clock and waited 160 s before sending anything.

@@ -96,18 +96,10 @@ export class PaymentGatewayClient {
   private readonly sleep: (ms: number) => Promise<void>;
   private readonly now: () => number;
   private readonly newIdempotencyKey: () => string;
-  /** The clock offset and used timestamps: of the signing secret (shared in the process), else the client's own. */
-  private readonly memory: SigningMemory;
-  /**
-   * HMAC mode: the last X-Timestamp used per body (by its SHA-256). The signature covers
-   * only `<timestamp>.<body>` and each is accepted once, so two requests with the same
-   * body (every GET has an empty one) must not share a second: the second takes the next.
-   * Shared by every client of this process that signs with the same secret (a project's
-   * test and live keys share its webhook secret, so their signatures would collide).
-   */
-  private readonly lastTimestamps: Map<string, number>;
-  /** HMAC mode: per body, the last X-Timestamp the gateway took (it answered other than a 401 about the signature): used for good. */
-  private readonly acceptedTimestamps: Map<string, number>;
+  /** HMAC mode: the key of the clock offset and used timestamps shared by the clients of this secret and gateway. */
+  private readonly memoryKey: string | null;
+  /** Bearer mode: the client's own (unused) memory. */
+  private readonly ownMemory = newSigningMemory();
 
   constructor(options: PaymentGatewayClientOptions) {
     if (!/^https?:\/\//.test(options.baseUrl)) throw new TypeError('baseUrl: an http(s) address with the version, e.g. https://pay.example.com/v1');
@@ -122,10 +114,31 @@ export class PaymentGatewayClient {
     this.sleep = options.sleep ?? defaultSleep;
     this.now = options.now ?? Date.now;
     this.newIdempotencyKey = options.newIdempotencyKey ?? randomUUID;
-    this.memory = 'signingSecret' in this.auth ? memoryOfSecret(this.auth.signingSecret) : newSigningMemory();
-    if (options.clockOffsetSeconds !== undefined) this.memory.offsetSeconds = options.clockOffsetSeconds;
-    this.lastTimestamps = this.memory.last;
-    this.acceptedTimestamps = this.memory.accepted;
+    this.memoryKey = 'signingSecret' in this.auth ? createHash('sha256').update(`${this.auth.signingSecret}\n${this.baseUrl}`).digest('base64') : null;
+    // Given up front, the offset is the first client's: once one has signed or learnt the gateway's clock, that stands.
+    const memory = this.memory;
+    if (options.clockOffsetSeconds !== undefined && !memory.learnt && memory.last.size === 0) memory.offsetSeconds = options.clockOffsetSeconds;
+  }
+
+  /** The clock offset and used timestamps: of the secret and gateway (shared in the process), looked up at each use. */
+  private get memory(): SigningMemory {
+    return this.memoryKey === null ? this.ownMemory : memoryOf(this.memoryKey);
+  }
+
+  /**
+   * HMAC mode: the last X-Timestamp used per body (by its SHA-256). The signature covers
+   * only `<timestamp>.<body>` and each is accepted once, so two requests with the same
+   * body (every GET has an empty one) must not share a second: the second takes the next.
+   * Shared by every client of this process that signs with the same secret for the same
+   * gateway (a project's test and live keys share its webhook secret).
+   */
+  private get lastTimestamps(): Map<string, number> {
+    return this.memory.last;
+  }
+
+  /** HMAC mode: per body, the last X-Timestamp the gateway took (it answered other than a 401 about the signature): used for good. */
+  private get acceptedTimestamps(): Map<string, number> {
+    return this.memory.accepted;
   }
 
   /** Seconds added to the local clock for X-Timestamp (HMAC mode), as given or as learnt from the gateway. */
@@ -353,6 +366,7 @@ export class PaymentGatewayClient {
         const serverSeconds = serverTimeOf(response.headers);
         if (serverSeconds !== undefined) {
           this.memory.offsetSeconds = serverSeconds - Math.floor(this.now() / 1000);
+          this.memory.learnt = true;
           // The timestamps issued on the clock just corrected are forgotten, but not those the gateway took: they stay used
           // (a timestamp it took lies within its window, so the next ones may have to wait; none is ever signed twice).
           this.lastTimestamps.clear();
@@ -382,27 +396,28 @@ export class PaymentGatewayClient {
 }
 
 /**
- * What the clients signing with one secret share (a project's test and live keys share
- * it, and talk to one gateway): the offset learnt from its clock, and the timestamps used.
+ * What the clients signing with one secret for one gateway share (a project's test and
+ * live keys share its secret): the offset learnt from its clock, and the timestamps used.
  */
 interface SigningMemory {
   offsetSeconds: number;
+  /** The offset was learnt from the gateway's clock. */
+  learnt: boolean;
   readonly last: Map<string, number>;
   readonly accepted: Map<string, number>;
 }
 
-const newSigningMemory = (): SigningMemory => ({ offsetSeconds: 0, last: new Map(), accepted: new Map() });
+const newSigningMemory = (): SigningMemory => ({ offsetSeconds: 0, learnt: false, last: new Map(), accepted: new Map() });
 
-/** Per signing secret (by its SHA-256), the most recently used last: at most this many kept. */
+/** Per secret and gateway (by their SHA-256), the most recently used last: at most this many kept. */
 const SIGNING_MEMORY_LIMIT = 1_000;
 const SIGNING_MEMORY = new Map<string, SigningMemory>();
 
-function memoryOfSecret(secret: string): SigningMemory {
-  const key = createHash('sha256').update(secret).digest('base64');
+function memoryOf(key: string): SigningMemory {
   const memory = SIGNING_MEMORY.get(key) ?? newSigningMemory();
   SIGNING_MEMORY.delete(key);
   SIGNING_MEMORY.set(key, memory);
-  // A secret not used for longest goes (a rotated one); a client still holding it keeps its own.
+  // The one not used for longest goes (a rotated secret).
   if (SIGNING_MEMORY.size > SIGNING_MEMORY_LIMIT) SIGNING_MEMORY.delete(SIGNING_MEMORY.keys().next().value!);
   return memory;
 }
