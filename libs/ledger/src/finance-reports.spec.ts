@@ -3,6 +3,7 @@ import { ledgerDecider } from './ledger-decider';
 import {
   balanceMovementsOf,
   EntryFact,
+  HOLD_RELEASE_GRACE_MS,
   PaidInvoiceFact,
   PaidPayoutFact,
   reconcile,
@@ -246,7 +247,7 @@ describe('reconcile', () => {
     // Released after the period's end (the worker down or stuck): not released by `to`, whenever asked.
     const late = reconcile({
       ...input,
-      to: '2031-01-02T10:00:05.000Z',
+      to: new Date(Date.parse('2031-01-02T10:00:00.000Z') + HOLD_RELEASE_GRACE_MS).toISOString(),
       entries: input.entries.map((e) => (e === release ? { ...e, occurredAt: '2031-01-02T11:00:00.000Z' } : e)),
     });
     expect(late.map((d) => [d.kind, d.flowId])).toEqual([['hold_not_released', 'inv-1']]);
@@ -254,9 +255,11 @@ describe('reconcile', () => {
     // Due within HOLD_RELEASE_GRACE_MS of the end: the worker's next tick may still be to come, released or not.
     for (const entries of [
       input.entries.filter((e) => e !== release),
-      input.entries.map((e) => (e === release ? { ...e, occurredAt: '2031-01-02T10:00:05.300Z' } : e)),
+      input.entries.map((e) =>
+        e === release ? { ...e, occurredAt: new Date(Date.parse('2031-01-02T10:00:00.300Z') + HOLD_RELEASE_GRACE_MS).toISOString() } : e,
+      ),
     ]) {
-      expect(reconcile({ ...input, to: '2031-01-02T10:00:04.999Z', entries })).toEqual([]);
+      expect(reconcile({ ...input, to: new Date(Date.parse('2031-01-02T09:59:59.999Z') + HOLD_RELEASE_GRACE_MS).toISOString(), entries })).toEqual([]);
     }
     const stray: EntryFact = { ...release, entryId: 'stray', cause: 'hold_release:inv-9' };
     expect(reconcile({ ...input, entries: [...input.entries, stray] }).map((d) => [d.kind, d.flowId, d.entryId])).toEqual([

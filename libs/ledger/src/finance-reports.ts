@@ -281,9 +281,10 @@ const sameAmounts = (a: Readonly<Record<string, Kopecks>>, b: Readonly<Record<st
  */
 /**
  * How long after a hold is due its release may come and still count as released by a
- * period's end: the release worker posts it at its next tick (every 500 ms), dated then.
+ * period's end: the release worker posts it at its next tick (every 500 ms), dated then,
+ * up to 100 a tick, one by one (a burst of holds due at once is released over seconds).
  */
-export const HOLD_RELEASE_GRACE_MS = 5_000;
+export const HOLD_RELEASE_GRACE_MS = 60_000;
 
 export function reconcile(input: ReconciliationInput): ReconciliationDifference[] {
   const differences: ReconciliationDifference[] = [];
