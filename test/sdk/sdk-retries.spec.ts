@@ -7,6 +7,8 @@
  * retries; never 400/401/403/404/409/422; a POST only when a repeat cannot act twice.
  */
 import http from 'node:http';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import type { AddressInfo } from 'node:net';
 import {
   MAX_TIMESTAMP_LEAD_SECONDS,
@@ -82,6 +84,17 @@ const REFUND = {
   status: 'pending',
   createdAt: '2026-11-23T00:00:00Z',
 };
+
+/** Collects garbage (V8's own gc, exposed here), then lets finalizers run. */
+async function collected(): Promise<void> {
+  v8.setFlagsFromString('--expose-gc');
+  const gc = vm.runInNewContext('gc') as () => void;
+  for (let i = 0; i < 3; i++) {
+    await new Promise((resolve) => setImmediate(resolve));
+    gc();
+  }
+  await new Promise((resolve) => setTimeout(resolve, 10));
+}
 
 describe('SDK retry rules (local stub server, injected sleep)', () => {
   let stub: Stub;
@@ -304,16 +317,46 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800000000', '1800000001', '1800000002', '1800000003']);
   });
 
-  it('HMAC mode: what clients remember per secret is bounded: the secret used longest ago is forgotten past 1,000 (rotated ones)', async () => {
+  it('HMAC mode: a secret is remembered while a client of it lives, and forgotten once none does (a rotated secret)', async () => {
     const at = { now: () => 1_800_000_000_000 };
-    stub.script(...Array.from({ length: 3 }, () => ({ status: 200, body: BALANCE })));
+    stub.script(...Array.from({ length: 2 }, () => ({ status: 200, body: BALANCE })));
     await client({ auth: { publicId: 'pk_test_stub', signingSecret: secret }, ...at }).getBalance();
-    // A second client of the secret remembers the first's timestamp: the next second.
-    await client({ auth: { publicId: 'pk_live_stub', signingSecret: secret }, ...at }).getBalance();
-    for (let i = 0; i < 1_000; i++) client({ auth: { publicId: 'pk_test_stub', signingSecret: `${secret}_${i}` } });
-    // 1,000 other secrets later it is forgotten (a 401 signature_invalid would be signed again once).
+    // No client of the secret is left: once collected, what they used is forgotten (a new client starts afresh).
+    await collected();
     await client({ auth: { publicId: 'pk_test_stub', signingSecret: secret }, ...at }).getBalance();
-    expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800000000', '1800000001', '1800000000']);
+    expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800000000', '1800000000']);
+  });
+
+  it('HMAC mode: a clock correction does not forget the timestamps other requests in flight signed on the corrected clock', async () => {
+    // A gateway 400 s ahead that takes each signature once. Six GETs at once on the client's clock: each is refused, learns
+    // the gateway's time and signs again; a late refusal once forgot every timestamp issued on the corrected clock, and
+    // two requests signed the same second (401 signature_invalid, thrown after the one retry).
+    const SERVER = 1_800_000_400;
+    const used = new Set<string>();
+    let refused = 0;
+    const gateway = http.createServer((req, res) => {
+      const t = Number(req.headers['x-timestamp']);
+      // The refusals come back 100 ms apart, the answers after 300 ms: later refusals meet requests already signed again.
+      const answer = (status: number, body: unknown, headers: Record<string, string> = {}, ms = 300) =>
+        setTimeout(() => res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body)), ms);
+      if (Math.abs(t - SERVER) > 300)
+        return answer(401, { error: { code: 'timestamp_invalid', message: 'x' } }, { 'x-server-time': String(SERVER) }, 100 * refused++);
+      const signature = String(req.headers['x-signature']);
+      if (used.has(signature)) return answer(401, { error: { code: 'signature_invalid', message: 'x' } });
+      used.add(signature);
+      answer(200, BALANCE);
+    });
+    await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve));
+    try {
+      const baseUrl = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}/v1`;
+      const signing = client({ baseUrl, auth: { publicId: 'pk_test_stub', signingSecret: secret }, now: () => 1_800_000_000_000 });
+      const results = await Promise.allSettled(Array.from({ length: 6 }, () => signing.getBalance()));
+      expect(results.map((r) => (r.status === 'rejected' ? String(r.reason) : r.status))).toEqual(Array.from({ length: 6 }, () => 'fulfilled'));
+      expect(used.size).toBe(6);
+    } finally {
+      gateway.closeAllConnections();
+      await new Promise((resolve) => gateway.close(resolve));
+    }
   });
 
   it('HMAC mode: an offset given up front does not undo the one a client of the secret learnt (it would wait minutes)', async () => {
@@ -338,16 +381,18 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
 
   it('HMAC mode: a client in use keeps its secret remembered however many others are made; another gateway has its own memory', async () => {
     const at = { now: () => 1_800_000_000_000 };
-    stub.script(...Array.from({ length: 4 }, () => ({ status: 200, body: BALANCE })));
+    stub.script(...Array.from({ length: 5 }, () => ({ status: 200, body: BALANCE })));
     const busy = client({ auth: { publicId: 'pk_test_stub', signingSecret: secret }, ...at });
     for (let round = 0; round < 2; round++) {
       await busy.getBalance();
-      for (let i = 0; i < 600; i++) client({ auth: { publicId: 'pk_test_stub', signingSecret: `${secret}_${round}_${i}` } });
+      for (let i = 0; i < 1_200; i++) client({ auth: { publicId: 'pk_test_stub', signingSecret: `${secret}_${round}_${i}` } });
     }
     await client({ auth: { publicId: 'pk_live_stub', signingSecret: secret }, ...at }).getBalance();
     // The same server under another name is another gateway to the client: its own timestamps.
     await client({ baseUrl: stub.baseUrl.replace('127.0.0.1', 'localhost'), auth: { publicId: 'pk_test_stub', signingSecret: secret }, ...at }).getBalance();
-    expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800000000', '1800000001', '1800000002', '1800000000']);
+    // The same address written otherwise (host case) is the same gateway.
+    await client({ baseUrl: stub.baseUrl.replace('127.0.0.1', 'LocalHost'), auth: { publicId: 'pk_test_stub', signingSecret: secret }, ...at }).getBalance();
+    expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800000000', '1800000001', '1800000002', '1800000000', '1800000001']);
   });
 
   it('HMAC mode: a new client of a secret whose clock another client corrected signs on the corrected clock: no wait', async () => {

@@ -96,10 +96,8 @@ export class PaymentGatewayClient {
   private readonly sleep: (ms: number) => Promise<void>;
   private readonly now: () => number;
   private readonly newIdempotencyKey: () => string;
-  /** HMAC mode: the key of the clock offset and used timestamps shared by the clients of this secret and gateway. */
-  private readonly memoryKey: string | null;
-  /** Bearer mode: the client's own (unused) memory. */
-  private readonly ownMemory = newSigningMemory();
+  /** The clock offset and used timestamps: shared by the clients of this secret and gateway in the process (HMAC mode). */
+  private readonly memory: SigningMemory;
 
   constructor(options: PaymentGatewayClientOptions) {
     if (!/^https?:\/\//.test(options.baseUrl)) throw new TypeError('baseUrl: an http(s) address with the version, e.g. https://pay.example.com/v1');
@@ -114,15 +112,10 @@ export class PaymentGatewayClient {
     this.sleep = options.sleep ?? defaultSleep;
     this.now = options.now ?? Date.now;
     this.newIdempotencyKey = options.newIdempotencyKey ?? randomUUID;
-    this.memoryKey = 'signingSecret' in this.auth ? createHash('sha256').update(`${this.auth.signingSecret}\n${this.baseUrl}`).digest('base64') : null;
+    this.memory = 'signingSecret' in this.auth ? memoryOf(this.auth.signingSecret, this.baseUrl) : newSigningMemory();
     // Given up front, the offset is the first client's: once one has signed or learnt the gateway's clock, that stands.
     const memory = this.memory;
     if (options.clockOffsetSeconds !== undefined && !memory.learnt && memory.last.size === 0) memory.offsetSeconds = options.clockOffsetSeconds;
-  }
-
-  /** The clock offset and used timestamps: of the secret and gateway (shared in the process), looked up at each use. */
-  private get memory(): SigningMemory {
-    return this.memoryKey === null ? this.ownMemory : memoryOf(this.memoryKey);
   }
 
   /**
@@ -367,12 +360,12 @@ export class PaymentGatewayClient {
         if (serverSeconds !== undefined) {
           this.memory.offsetSeconds = serverSeconds - Math.floor(this.now() / 1000);
           this.memory.learnt = true;
-          // The timestamps issued on the clock just corrected are forgotten, but not those the gateway took: they stay used
-          // (a timestamp it took lies within its window, so the next ones may have to wait; none is ever signed twice).
-          this.lastTimestamps.clear();
-          // Only those within the gateway's window now: one far ahead was never taken by it (a proxy's 503 answered it).
+          // The timestamps outside the gateway's window now are forgotten (issued on the clock just corrected, or a proxy's
+          // 503 answered them), not those within it: the gateway took them, or may take them (other requests in flight,
+          // signed on the corrected clock already), so the next ones may have to wait; none is ever signed twice.
+          for (const [key, used] of this.lastTimestamps) if (Math.abs(used - serverSeconds) > GATEWAY_WINDOW_SECONDS) this.lastTimestamps.delete(key);
           for (const [key, taken] of this.acceptedTimestamps) {
-            if (Math.abs(taken - serverSeconds) <= GATEWAY_WINDOW_SECONDS) this.lastTimestamps.set(key, taken);
+            if (Math.abs(taken - serverSeconds) <= GATEWAY_WINDOW_SECONDS) this.lastTimestamps.set(key, Math.max(taken, this.lastTimestamps.get(key) ?? taken));
           }
           clockCorrected = true;
           continue;
@@ -409,16 +402,25 @@ interface SigningMemory {
 
 const newSigningMemory = (): SigningMemory => ({ offsetSeconds: 0, learnt: false, last: new Map(), accepted: new Map() });
 
-/** Per secret and gateway (by their SHA-256), the most recently used last: at most this many kept. */
-const SIGNING_MEMORY_LIMIT = 1_000;
-const SIGNING_MEMORY = new Map<string, SigningMemory>();
+/**
+ * Per secret and gateway (by their SHA-256; the address as URL writes it), the memory of
+ * the clients alive: each client holds its own, the map only finds it for the next one,
+ * and forgets it once no client holds it (a rotated secret's).
+ */
+const SIGNING_MEMORY = new Map<string, WeakRef<SigningMemory>>();
+const FORGET = new FinalizationRegistry<string>((key) => {
+  if (SIGNING_MEMORY.get(key)?.deref() === undefined) SIGNING_MEMORY.delete(key);
+});
 
-function memoryOf(key: string): SigningMemory {
-  const memory = SIGNING_MEMORY.get(key) ?? newSigningMemory();
-  SIGNING_MEMORY.delete(key);
-  SIGNING_MEMORY.set(key, memory);
-  // The one not used for longest goes (a rotated secret).
-  if (SIGNING_MEMORY.size > SIGNING_MEMORY_LIMIT) SIGNING_MEMORY.delete(SIGNING_MEMORY.keys().next().value!);
+function memoryOf(secret: string, baseUrl: string): SigningMemory {
+  const key = createHash('sha256')
+    .update(`${secret}\n${new URL(baseUrl).href}`)
+    .digest('base64');
+  const known = SIGNING_MEMORY.get(key)?.deref();
+  if (known) return known;
+  const memory = newSigningMemory();
+  SIGNING_MEMORY.set(key, new WeakRef(memory));
+  FORGET.register(memory, key);
   return memory;
 }
 
