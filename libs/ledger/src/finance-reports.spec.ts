@@ -267,6 +267,25 @@ describe('reconcile', () => {
     ]);
   });
 
+  it("checks a flow's entries in their own period only: a payment in its paid period, a release in its own", () => {
+    const input = clean();
+    const release = input.entries.find((e) => e.cause === 'hold_release:inv-1')!;
+    // inv-1 paid 2031-01-01T10:00, due 2031-01-02T10:00; its release moved to before it was due, and its payment altered.
+    const early = {
+      ...input,
+      paidInvoices: input.paidInvoices.map((i) => (i.invoiceId === 'inv-1' ? { ...i, feeAmount: i.feeAmount + 1 } : i)),
+      entries: input.entries.map((e) => (e === release ? { ...e, occurredAt: '2031-01-01T12:00:00.000Z' } : e)),
+    };
+    const kinds = (from: string, to: string) =>
+      reconcile({ ...early, from, to })
+        .filter((d) => d.flowId === 'inv-1')
+        .map((d) => d.kind);
+    expect(kinds('2031-01-01T09:00:00.000Z', '2031-01-01T11:00:00.000Z')).toEqual(['amount_differs']);
+    expect(kinds('2031-01-01T11:00:00.000Z', '2031-01-01T13:00:00.000Z')).toEqual(['hold_released_early']);
+    // The period its hold fell due in holds the invoice for that alone: nothing of it is reported twice.
+    expect(kinds('2031-01-02T09:00:00.000Z', '2031-01-02T11:00:00.000Z')).toEqual([]);
+  });
+
   it('finds an entry posted in another ledger than its flow’s', () => {
     const input = clean();
     const found = reconcile({ ...input, entries: input.entries.map((e) => (e.cause === 'settle:rf_1' ? { ...e, mode: 'test' } : e)) });

@@ -218,6 +218,12 @@ export interface EntryFact {
 }
 
 export interface ReconciliationInput {
+  /**
+   * The start of the period: a flow's entries are checked in the period they belong to
+   * (a payment's in its paid period, a release's in its own), not again in a later one
+   * that holds the invoice for its hold. Without it, from the beginning.
+   */
+  readonly from?: string;
   /** The end of the period: holds due at or before it must have been released. */
   readonly to: string;
   /** Flows of the period, and every entry their causes posted (whatever its time). */
@@ -323,13 +329,16 @@ export function reconcile(input: ReconciliationInput): ReconciliationDifference[
     }
   };
 
+  const inPeriod = (at: string) => (input.from === undefined || Date.parse(at) > Date.parse(input.from)) && Date.parse(at) <= Date.parse(input.to);
   const invoices = new Map(input.paidInvoices.map((i) => [i.invoiceId, i]));
   for (const invoice of input.paidInvoices) {
     const base = { flow: 'invoice' as const, flowId: invoice.invoiceId, accountId: invoice.accountId, mode: invoice.mode };
     const cause = `payment:${invoice.invoiceId}`;
     const { entry, otherLedger } = entryOf(invoice, cause);
     const held = invoice.availableAt !== null && invoice.netAmount > 0;
-    if (!entry) {
+    // An invoice here for its hold only (due in the period, or released in it): its payment is its paid period's.
+    const paymentHere = inPeriod(invoice.paidAt);
+    if (paymentHere && !entry) {
       notPosted(
         base,
         cause,
@@ -337,7 +346,7 @@ export function reconcile(input: ReconciliationInput): ReconciliationDifference[
         (other) => `Проводка оплаты счёта в журнале ${other.mode}/${other.accountId}, а не ${invoice.mode}/${invoice.accountId}`,
         'Счёт оплачен, проводки payment_recorded нет',
       );
-    } else {
+    } else if (paymentHere && entry) {
       const expected = {
         acquiring_clearing: -(invoice.netAmount + invoice.feeAmount),
         pending: held ? invoice.netAmount : 0,
@@ -361,7 +370,8 @@ export function reconcile(input: ReconciliationInput): ReconciliationDifference[
           detail: `Удержание до ${invoice.availableAt} не снято к ${input.to}${releasedLate ? ` (снято ${release.occurredAt})` : ''}`,
         });
       }
-      if (release) {
+      // A release is checked in its own period.
+      if (release && inPeriod(release.occurredAt)) {
         if (Date.parse(release.occurredAt) < Date.parse(invoice.availableAt!)) {
           push({
             ...base,

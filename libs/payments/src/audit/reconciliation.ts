@@ -184,6 +184,7 @@ export async function reconcilePeriod(pool: Pick<Pool, 'connect'>, from: Date, t
       to: toIso,
       checked: { paidInvoices: invoices.length, succeededRefunds: refunds.length, paidPayouts: payouts.length, entries: entries.size },
       differences: reconcile({
+        from: from.toISOString(),
         to: toIso,
         paidInvoices: invoices,
         succeededRefunds: refunds,
