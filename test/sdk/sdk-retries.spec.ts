@@ -96,6 +96,39 @@ async function collected(): Promise<void> {
   await new Promise((resolve) => setTimeout(resolve, 10));
 }
 
+/**
+ * A gateway that keeps the spec's HMAC rules: a timestamp within ±300 s of its clock
+ * (else 401 timestamp_invalid with X-Server-Time), each signature taken once (else 401
+ * signature_invalid). `delay` says how long each answer takes (by timestamp and verdict).
+ */
+async function signatureGateway(clock: () => number, delay: (t: number, taken: boolean) => number = () => 0) {
+  const taken = new Set<string>();
+  const log: string[] = [];
+  const server = http.createServer((req, res) => {
+    const t = Number(req.headers['x-timestamp']);
+    const signature = String(req.headers['x-signature']);
+    const inWindow = Math.abs(t - clock()) <= 300;
+    const fresh = inWindow && !taken.has(signature);
+    if (fresh) taken.add(signature);
+    const [status, body, headers]: [number, unknown, Record<string, string>] = !inWindow
+      ? [401, { error: { code: 'timestamp_invalid', message: 'x' } }, { 'x-server-time': String(clock()) }]
+      : fresh
+        ? [200, BALANCE, {}]
+        : [401, { error: { code: 'signature_invalid', message: 'x' } }, {}];
+    log.push(`${t - clock()}:${status === 200 ? 'ok' : (body as { error: { code: string } }).error.code}`);
+    setTimeout(() => res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body)), delay(t, fresh));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
+    log,
+    close: () => {
+      server.closeAllConnections();
+      return new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
 describe('SDK retry rules (local stub server, injected sleep)', () => {
   let stub: Stub;
   let waits: number[];
@@ -325,6 +358,32 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     await collected();
     await client({ auth: { publicId: 'pk_test_stub', signingSecret: secret }, ...at }).getBalance();
     expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800000000', '1800000000']);
+  });
+
+  it('HMAC mode: a correction backwards keeps the timestamps of requests in flight ahead of it, and signs the seconds still free at once', async () => {
+    // The client 299 s ahead, inside the window: three GETs at once take S+299, S+300, S+301; S+301 is refused at once,
+    // the other two taken 300 ms later. Corrected to S, the refused one signs S; 299 s on, a GET must not sign S+299 again.
+    let client0 = 1_800_000_299;
+    let server0 = 1_800_000_000;
+    const gateway = await signatureGateway(
+      () => server0,
+      (t, fresh) => (fresh && t > server0 + 100 ? 300 : 0),
+    );
+    const noWait = async (ms: number) => {
+      throw new Error(`waited ${ms} ms`);
+    };
+    try {
+      const signing = client({ baseUrl: gateway.baseUrl, auth: { publicId: 'pk_test_stub', signingSecret: secret }, now: () => client0 * 1000, sleep: noWait });
+      await Promise.all([signing.getBalance(), signing.getBalance(), signing.getBalance()]);
+      expect(signing.clockOffsetSeconds).toBe(-299);
+      client0 += 299;
+      server0 += 299;
+      await signing.getBalance();
+      await signing.getBalance();
+      expect(gateway.log.filter((l) => !l.endsWith(':ok') && !l.endsWith(':timestamp_invalid'))).toEqual([]);
+    } finally {
+      await gateway.close();
+    }
   });
 
   it('HMAC mode: a clock correction does not forget the timestamps other requests in flight signed on the corrected clock', async () => {

@@ -115,23 +115,7 @@ export class PaymentGatewayClient {
     this.memory = 'signingSecret' in this.auth ? memoryOf(this.auth.signingSecret, this.baseUrl) : newSigningMemory();
     // Given up front, the offset is the first client's: once one has signed or learnt the gateway's clock, that stands.
     const memory = this.memory;
-    if (options.clockOffsetSeconds !== undefined && !memory.learnt && memory.last.size === 0) memory.offsetSeconds = options.clockOffsetSeconds;
-  }
-
-  /**
-   * HMAC mode: the last X-Timestamp used per body (by its SHA-256). The signature covers
-   * only `<timestamp>.<body>` and each is accepted once, so two requests with the same
-   * body (every GET has an empty one) must not share a second: the second takes the next.
-   * Shared by every client of this process that signs with the same secret for the same
-   * gateway (a project's test and live keys share its webhook secret).
-   */
-  private get lastTimestamps(): Map<string, number> {
-    return this.memory.last;
-  }
-
-  /** HMAC mode: per body, the last X-Timestamp the gateway took (it answered other than a 401 about the signature): used for good. */
-  private get acceptedTimestamps(): Map<string, number> {
-    return this.memory.accepted;
+    if (options.clockOffsetSeconds !== undefined && !memory.learnt && memory.used.size === 0) memory.offsetSeconds = options.clockOffsetSeconds;
   }
 
   /** Seconds added to the local clock for X-Timestamp (HMAC mode), as given or as learnt from the gateway. */
@@ -260,30 +244,32 @@ export class PaymentGatewayClient {
 
   // The wire ----------------------------------------------------------------
 
-  /** An X-Timestamp never used before with this body: the clock's second, or the next one after the last used. */
+  /**
+   * An X-Timestamp never used before with this body (by its SHA-256): the clock's second,
+   * or the first one after it not used yet. The signature covers only `<timestamp>.<body>`
+   * and each is accepted once, so two requests with the same body (every GET has an empty
+   * one) must not share a second. Every timestamp used stays used, whatever the gateway
+   * answered and however the clock was corrected since (a request may still be in flight),
+   * until it lies behind the gateway's window, where it would be refused anyway.
+   */
   private async uniqueTimestamp(body: string): Promise<number> {
     const clockSeconds = () => Math.floor(this.now() / 1000) + this.memory.offsetSeconds;
     let now = clockSeconds();
-    const last = this.lastTimestamps.get(body);
-    const timestamp = last === undefined || last < now ? now : last + 1;
-    this.lastTimestamps.set(body, timestamp);
-    // Forget what the clock has passed (a new timestamp is never below the clock).
-    if (this.lastTimestamps.size > 1000) for (const [key, t] of this.lastTimestamps) if (t < now) this.lastTimestamps.delete(key);
+    const byBody = this.memory.used;
+    let used = byBody.get(body);
+    if (!used) byBody.set(body, (used = new Set()));
+    let timestamp = now;
+    while (used.has(timestamp)) timestamp++;
+    used.add(timestamp);
+    const behind = now - GATEWAY_WINDOW_SECONDS;
+    if (used.size > 600) for (const t of used) if (t < behind) used.delete(t);
+    if (byBody.size > 1000) for (const [key, times] of byBody) if (Math.max(...times) < behind) byBody.delete(key);
     // More same-body requests than seconds: wait rather than leave the gateway's window.
     while (timestamp - now > MAX_TIMESTAMP_LEAD_SECONDS) {
       await this.sleep((timestamp - now - MAX_TIMESTAMP_LEAD_SECONDS) * 1000);
       now = clockSeconds();
     }
     return timestamp;
-  }
-
-  /** The gateway took `timestamp` with this body: it is used for good. */
-  private tookTimestamp(bodyKey: string, timestamp: number): void {
-    if ((this.acceptedTimestamps.get(bodyKey) ?? -Infinity) < timestamp) this.acceptedTimestamps.set(bodyKey, timestamp);
-    if (this.acceptedTimestamps.size > 1000) {
-      const oldest = Math.floor(this.now() / 1000) + this.memory.offsetSeconds - GATEWAY_WINDOW_SECONDS;
-      for (const [key, t] of this.acceptedTimestamps) if (t < oldest) this.acceptedTimestamps.delete(key);
-    }
   }
 
   private async authHeaders(rawBody: string, bodyKey: string): Promise<Record<string, string>> {
@@ -345,28 +331,17 @@ export class PaymentGatewayClient {
         continue;
       }
       if (status >= 200 && status < 300) {
-        if (headers['x-timestamp'] !== undefined) this.tookTimestamp(bodyKey, Number(headers['x-timestamp']));
         return (text === '' ? undefined : JSON.parse(text)) as T;
       }
 
       const error = errorOf(text, status);
       const retryAfterSeconds = parseRetryAfter(response.headers.get('retry-after'));
-      if (headers['x-timestamp'] !== undefined && !(status === 401 && (error.code === 'timestamp_invalid' || error.code === 'signature_invalid'))) {
-        this.tookTimestamp(bodyKey, Number(headers['x-timestamp']));
-      }
       // A clock off by more than the window: take the gateway's time once and sign again (nothing ran).
       if (status === 401 && error.code === 'timestamp_invalid' && !('secretKey' in this.auth) && !clockCorrected) {
         const serverSeconds = serverTimeOf(response.headers);
         if (serverSeconds !== undefined) {
           this.memory.offsetSeconds = serverSeconds - Math.floor(this.now() / 1000);
           this.memory.learnt = true;
-          // The timestamps outside the gateway's window now are forgotten (issued on the clock just corrected, or a proxy's
-          // 503 answered them), not those within it: the gateway took them, or may take them (other requests in flight,
-          // signed on the corrected clock already), so the next ones may have to wait; none is ever signed twice.
-          for (const [key, used] of this.lastTimestamps) if (Math.abs(used - serverSeconds) > GATEWAY_WINDOW_SECONDS) this.lastTimestamps.delete(key);
-          for (const [key, taken] of this.acceptedTimestamps) {
-            if (Math.abs(taken - serverSeconds) <= GATEWAY_WINDOW_SECONDS) this.lastTimestamps.set(key, Math.max(taken, this.lastTimestamps.get(key) ?? taken));
-          }
           clockCorrected = true;
           continue;
         }
@@ -396,11 +371,11 @@ interface SigningMemory {
   offsetSeconds: number;
   /** The offset was learnt from the gateway's clock. */
   learnt: boolean;
-  readonly last: Map<string, number>;
-  readonly accepted: Map<string, number>;
+  /** Per body (its SHA-256), the X-Timestamps used with it: uniqueTimestamp. */
+  readonly used: Map<string, Set<number>>;
 }
 
-const newSigningMemory = (): SigningMemory => ({ offsetSeconds: 0, learnt: false, last: new Map(), accepted: new Map() });
+const newSigningMemory = (): SigningMemory => ({ offsetSeconds: 0, learnt: false, used: new Map() });
 
 /**
  * Per secret and gateway (by their SHA-256; the address as URL writes it), the memory of
