@@ -114,8 +114,8 @@ export class PaymentGatewayClient {
     this.newIdempotencyKey = options.newIdempotencyKey ?? randomUUID;
     this.memory = 'signingSecret' in this.auth ? memoryOf(this.auth.signingSecret, this.baseUrl) : newSigningMemory();
     // Given up front, the offset is the first client's: once one has signed or learnt the gateway's clock, that stands.
-    const memory = this.memory;
-    if (options.clockOffsetSeconds !== undefined && !memory.learnt && memory.used.size === 0) memory.offsetSeconds = options.clockOffsetSeconds;
+    const { learnt, used } = this.memory;
+    if (options.clockOffsetSeconds !== undefined && !learnt && used.size === 0) this.memory.offsetSeconds = options.clockOffsetSeconds;
   }
 
   /** Seconds added to the local clock for X-Timestamp (HMAC mode), as given or as learnt from the gateway. */

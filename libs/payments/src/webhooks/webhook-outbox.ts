@@ -202,14 +202,15 @@ export function webhookOutbox(
       const now = clock.now();
       // A refund's webhook rendered from both its events when the batch holds both: planned once.
       const eventIds = new Set<string>();
-      const addressed: { message: WebhookMessage; project: Project }[] = [];
+      const addressed: { message: WebhookMessage; body: string; project: Project }[] = [];
       for (const recorded of events) {
         const message = await renderWebhook(store, registry, recorded, publicUrl);
         if (!message || eventIds.has(message.envelope.id)) continue;
         eventIds.add(message.envelope.id);
         // A replay (or a rebuild) after the retention period must not send swept deliveries again.
         if (Date.parse(message.envelope.createdAt) < retentionHorizon(now, retentionDays).getTime()) continue;
-        for (const project of message.projects) addressed.push({ message, project });
+        const body = JSON.stringify(message.envelope);
+        for (const project of message.projects) addressed.push({ message, body, project });
       }
       // Addressed with the settings in force when the event happened (a change made since applies to later events),
       // read for the whole batch at once.
@@ -217,7 +218,7 @@ export function webhookOutbox(
         addressed.map(({ message, project }) => ({ projectId: project.id, at: new Date(message.envelope.createdAt) })),
       );
       const planned: PlannedDelivery[] = [];
-      for (const [i, { message, project }] of addressed.entries()) {
+      for (const [i, { message, body, project }] of addressed.entries()) {
         // None recorded (a project made before they were): its settings now.
         const settings = settingsAt[i] ?? { ...project, existed: true };
         if (!settings.existed && message.accountWide) continue; // a project created after the payout's event
@@ -228,7 +229,7 @@ export function webhookOutbox(
           kind: message.kind,
           projectId: project.id,
           url: subscribed ? settings.webhookUrl : null,
-          body: JSON.stringify(message.envelope),
+          body,
           isTest: message.envelope.isTest,
           createdAt: message.envelope.createdAt,
         });
