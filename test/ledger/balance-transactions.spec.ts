@@ -102,11 +102,20 @@ describe('GET /v1/balance/transactions', () => {
     }
     // Every hold due and every refund complete; then the read model caught up with the log.
     await gw.operator.advance(7200);
+    // GET /v1/balance reads the log past the ledger read model; the transactions are that read model's rows: both waited for.
+    const bucketSums = (items: Json[]) =>
+      Object.fromEntries(
+        (['available', 'pending', 'reserved'] as const).map((b) => [
+          b,
+          fromKopecks(items.filter((t) => t.bucket === b).reduce((sum, t) => sum + signed(t.amount), 0)),
+        ]),
+      );
     for (const m of merchants) {
       await poll(
-        async () => [await logBalance(m), await balanceOf(m.live)],
-        ([log, model]) => log!.pending === '0.00' && (['available', 'pending', 'reserved'] as const).every((b) => log![b] === model![b]),
-        'holds released and the read model caught up',
+        async () => [await logBalance(m), await balanceOf(m.live), bucketSums(await allTransactions(m.live))],
+        ([log, model, listed]) =>
+          log!.pending === '0.00' && (['available', 'pending', 'reserved'] as const).every((b) => log![b] === model![b] && listed![b] === model![b]),
+        'holds released and the read models caught up',
         30_000,
       );
     }
