@@ -85,6 +85,13 @@ describe('the SDK package (libs/sdk)', () => {
     expect(files.filter((f) => f.startsWith('src/') || (f.endsWith('.ts') && !f.endsWith('.d.ts')))).toEqual([]);
   });
 
+  it("docs/sdk.md names the tarball that sdk:pack makes now (the package's version)", () => {
+    const { version } = JSON.parse(readFileSync(path.join(SDK, 'package.json'), 'utf8')) as { version: string };
+    const named = [...readFileSync(path.join(ROOT, 'docs/sdk.md'), 'utf8').matchAll(/payment-gateway-sdk-[^\s)`]*\.tgz/g)].map((m) => m[0]);
+    expect(named.length).toBeGreaterThan(0);
+    expect(new Set(named)).toEqual(new Set([`payment-gateway-sdk-${version}.tgz`]));
+  });
+
   it('installs from its tarball into an empty project and loads there with plain Node', () => {
     const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
     const dir = mkdtempSync(path.join(os.tmpdir(), 'sdk-consumer-'));
