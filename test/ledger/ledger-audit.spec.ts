@@ -198,4 +198,43 @@ describe('ledger audit over HTTP and ledger:verify', () => {
       ]);
     }
   });
+
+  it("ledger:verify compares every entry's rows with the log: a moved date or a posting moved between entries is caught", async () => {
+    // An insider who edits the read model so that a statement drawn from it says something else, balances left equal:
+    // (1) an entry's date moved out of its period; (2) 100 kopecks moved between the postings of two payments.
+    const entries = await db.pool.query<{ entry_id: string; seq: string }>(
+      `SELECT entry_id, seq::text AS seq FROM ledger_entries WHERE account_id = $1 AND mode = 'live' ORDER BY seq`,
+      [ledger.accountId],
+    );
+    const [first, second] = entries.rows;
+    const tamperings: [string, string, string][] = [
+      [
+        `UPDATE ledger_entries SET occurred_at = occurred_at - interval '1 day' WHERE entry_id = '${first!.entry_id}'`,
+        `UPDATE ledger_entries SET occurred_at = occurred_at + interval '1 day' WHERE entry_id = '${first!.entry_id}'`,
+        '"2025-02-28T10:00:00.000000Z"',
+      ],
+      [
+        `UPDATE ledger_postings SET amount = amount + (CASE WHEN entry_id = '${first!.entry_id}' THEN 100 ELSE -100 END)
+           WHERE account = 'pending' AND entry_id IN ('${first!.entry_id}', '${second!.entry_id}')`,
+        `UPDATE ledger_postings SET amount = amount - (CASE WHEN entry_id = '${first!.entry_id}' THEN 100 ELSE -100 END)
+           WHERE account = 'pending' AND entry_id IN ('${first!.entry_id}', '${second!.entry_id}')`,
+        '["pending","96600"',
+      ],
+    ];
+    for (const [tamper, undo, shown] of tamperings) {
+      await db.pool.query(tamper);
+      try {
+        const bad = startProcess('ledger-verify', { DATABASE_URL: db.url });
+        expect(await bad.exited).toBe(1);
+        expect(bad.output()).toContain('FAILED: 1 problem(s)');
+        expect(bad.output()).toContain(`[entries_differ] ledger-live_${ledger.accountId}: entry at revision ${first!.seq}: log gives`);
+        expect(bad.output()).toContain(`read model has ["${first!.entry_id}"`);
+        expect(bad.output()).toContain(shown);
+      } finally {
+        await db.pool.query(undo);
+      }
+    }
+    const ok = startProcess('ledger-verify', { DATABASE_URL: db.url });
+    expect(await ok.exited).toBe(0);
+  });
 });

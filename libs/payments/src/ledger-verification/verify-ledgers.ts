@@ -1,7 +1,7 @@
 import { createHash, Hash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import { inTransaction } from '#platform/database';
-import type { Pool } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import type { EventStore, Position, RecordedEvent } from '#event-store';
 import { comparePositions, ForwardedEvent, repeatedDataFields } from '#event-store';
 import {
@@ -11,6 +11,7 @@ import {
   LEDGER_ACCOUNTS,
   LEDGER_CATEGORY,
   LEDGER_FOLD_VERSION,
+  MERCHANT_ACCOUNTS,
   LedgerEntryPostedData,
   ledgerEntryId,
   ledgerIdFromStream,
@@ -30,6 +31,7 @@ export interface VerifyProblem {
     | 'revision_gap'
     | 'balance_differs'
     | 'entry_count_differs'
+    | 'entries_differ'
     | 'missing_in_read_model'
     | 'unknown_in_read_model'
     | 'snapshot_differs';
@@ -53,6 +55,8 @@ interface Replayed {
   /** The balances as of the read model's checkpoint. */
   atCheckpoint: Balances;
   entriesAtCheckpoint: number;
+  /** SHA-256 of its entries up to the checkpoint as the ledger projection writes their rows (entryRowLine), in stream order. */
+  rowsDigest: string;
 }
 
 /** Ledger events per page of the log (pass 1) and of a ledger's stream (pass 2). */
@@ -105,22 +109,29 @@ export async function verifyLedgers(
   const problems: VerifyProblem[] = [];
   const notes: string[] = [];
 
-  // The read model and its checkpoint, as of one instant.
-  const { checkpoint, balances, counts } = await inTransaction(
+  // The read model and its checkpoint, as of one instant; its entries' rows, read in the
+  // same snapshot while the log is replayed, as a digest per ledger (readModelEntryDigests).
+  let snapshotTaken!: (read: { checkpoint: Position; balances: BalanceRow[]; counts: CountRow[] }) => void;
+  const snapshotRead = new Promise<{ checkpoint: Position; balances: BalanceRow[]; counts: CountRow[] }>((resolve) => (snapshotTaken = resolve));
+  const storedEntries = inTransaction(
     pool,
-    async (snapshot) => ({
-      checkpoint: (await readCheckpoint(snapshot, 'ledger'))?.position ?? { commit: 0n, prepare: 0n },
-      balances: (
-        await snapshot.query<{ account_id: string; mode: string; account: string; balance: string }>(
-          'SELECT account_id, mode, account, balance FROM ledger_balances',
-        )
-      ).rows,
-      counts: (
-        await snapshot.query<{ account_id: string; mode: string; n: string }>('SELECT account_id, mode, count(*) AS n FROM ledger_entries GROUP BY 1, 2')
-      ).rows,
-    }),
+    async (snapshot) => {
+      snapshotTaken({
+        checkpoint: (await readCheckpoint(snapshot, 'ledger'))?.position ?? { commit: 0n, prepare: 0n },
+        balances: (await snapshot.query<BalanceRow>('SELECT account_id, mode, account, balance FROM ledger_balances')).rows,
+        counts: (await snapshot.query<CountRow>('SELECT account_id, mode, count(*) AS n FROM ledger_entries GROUP BY 1, 2')).rows,
+      });
+      return readModelEntryDigests(snapshot);
+    },
     { isolation: 'REPEATABLE READ', readOnly: true },
   );
+  storedEntries.catch(() => undefined);
+  const { checkpoint, balances, counts } = await Promise.race([
+    snapshotRead,
+    storedEntries.then((): never => {
+      throw new Error('the read model was not read');
+    }),
+  ]);
 
   // The stored snapshots (a cache the loader checks; here each is compared with the
   // re-folded ledger): their revisions now, each one's state when its ledger is replayed.
@@ -311,6 +322,9 @@ export async function verifyLedgers(
     stored.get(name)!.set(row.account, BigInt(row.balance));
   }
   const storedCounts = new Map(counts.map((r) => [key(r.account_id, r.mode), Number(r.n)]));
+  const storedDigests = await storedEntries;
+  const repeated = new Set(problems.filter((p) => p.kind === 'duplicate_entry' || p.kind === 'duplicate_cause').map((p) => p.ledger));
+  const differing: string[] = [];
 
   for (const [name, replayed] of ledgers) {
     if (!ledgerIdFromStream(name)) continue;
@@ -331,7 +345,15 @@ export async function verifyLedgers(
     const n = storedCounts.get(name) ?? 0;
     if (n !== replayed.entriesAtCheckpoint) {
       problems.push({ ledger: name, kind: 'entry_count_differs', detail: `log has ${replayed.entriesAtCheckpoint} entries, read model ${n}` });
+    } else if (!repeated.has(name) && storedDigests.get(name) !== replayed.rowsDigest) {
+      differing.push(name);
     }
+  }
+  for (const name of differing.slice(0, ENTRIES_LOCATED)) {
+    problems.push({ ledger: name, kind: 'entries_differ', detail: await firstDifferingEntry(pool, store, name, checkpoint) });
+  }
+  for (const name of differing.slice(ENTRIES_LOCATED)) {
+    problems.push({ ledger: name, kind: 'entries_differ', detail: 'its entries in the read model differ from the log (not located: see the ledgers above)' });
   }
   for (const name of new Set([...stored.keys(), ...storedCounts.keys()])) {
     if (!ledgers.has(name)) problems.push({ ledger: name, kind: 'unknown_in_read_model', detail: 'the read model has a ledger the log does not' });
@@ -469,6 +491,8 @@ class LedgerHistoryCheck {
   private atCheckpoint: Balances | null = null;
   private entriesAtCheckpoint = 0;
   private snapshotMatched = false;
+  /** The rows the ledger projection writes for the entries up to the checkpoint (entryRowLine), as they come. */
+  private readonly rows = new EntryRows();
   /** The causes of the entries in the stored snapshot's window, as the replay meets them (a snapshot checked when loaded). */
   private windowMet: CausesDigest | null = null;
   /** Whether they were the stored window's, once the replay met the snapshot's revision (a log out of order may meet it twice). */
@@ -520,7 +544,11 @@ class LedgerHistoryCheck {
       this.problems.push(...snapshotProblems(ledger, this.snapshot, this.replay.state(), data, this.windowMatches));
       this.snapshotMatched = true;
     }
-    if (!pastCheckpoint) this.entriesAtCheckpoint++;
+    const line = this.rows.next(revision, position, data);
+    if (!pastCheckpoint) {
+      this.entriesAtCheckpoint++;
+      this.rows.digest.update(line);
+    }
   }
 
   /** After the ledger's last entry: what the comparison with the read model needs. */
@@ -532,7 +560,11 @@ class LedgerHistoryCheck {
         detail: `snapshot at revision ${this.snapshot.revision}, but the stream ends at revision ${this.lastRevision}`,
       });
     }
-    return { atCheckpoint: this.atCheckpoint ?? this.replay.balancesNow(), entriesAtCheckpoint: this.entriesAtCheckpoint };
+    return {
+      atCheckpoint: this.atCheckpoint ?? this.replay.balancesNow(),
+      entriesAtCheckpoint: this.entriesAtCheckpoint,
+      rowsDigest: this.rows.digest.digest('hex'),
+    };
   }
 }
 
@@ -624,4 +656,157 @@ function snapshotProblems(
     problems.push({ ledger, kind: 'snapshot_differs', detail: `${at} differs from the ledger re-folded from its stream: ${differs.join('; ')}` });
   }
   return problems;
+}
+
+interface BalanceRow {
+  account_id: string;
+  mode: string;
+  account: string;
+  balance: string;
+}
+interface CountRow {
+  account_id: string;
+  mode: string;
+  n: string;
+}
+
+/** Ledgers whose entries differ from the log that are read again to name the first entry that differs. */
+const ENTRIES_LOCATED = 5;
+/** Rows of ledger_entries fetched at a time. */
+const ROWS_PAGE = 5_000;
+
+/** An ISO 8601 instant to the microsecond in UTC, as PostgreSQL stores a timestamptz; null stays null. */
+function isoMicros(iso: unknown): string | null {
+  if (iso === null || iso === undefined) return null;
+  const ms = Date.parse(String(iso));
+  if (Number.isNaN(ms)) return `invalid ${String(iso)}`;
+  const below = /\.\d{3}(\d{0,3})/.exec(String(iso))?.[1] ?? '';
+  return new Date(ms).toISOString().replace('Z', `${below.padEnd(3, '0')}Z`);
+}
+
+/**
+ * One entry as the ledger projection writes it (ledger_entries and its ledger_postings,
+ * each merchant posting with the balance after it), as one line: what the read model
+ * must hold for it. The same line is made from the stored rows (readModelEntryDigests).
+ */
+function entryRowLine(row: {
+  entryId: string;
+  seq: string;
+  kind: string;
+  cause: string;
+  occurred: string | null;
+  logPosition: string;
+  available: string | null;
+  postings: readonly (readonly [string, string, string | null])[];
+}): string {
+  return `${JSON.stringify([row.entryId, row.seq, row.kind, row.cause, row.occurred, row.logPosition, row.available, row.postings])}\n`;
+}
+
+/** A ledger's entries as entryRowLine gives their rows, fed in stream order; `digest` takes the lines wanted. */
+class EntryRows {
+  readonly digest: Hash = createHash('sha256');
+  private readonly running = new Map<string, number>();
+
+  next(revision: bigint, position: Position, data: LedgerEntryPostedData): string {
+    const postings = (data.postings ?? []).map((p): [string, string, string | null] => {
+      if (!(MERCHANT_ACCOUNTS as readonly string[]).includes(p.account)) return [p.account, String(p.amount), null];
+      const after = (this.running.get(p.account) ?? 0) + p.amount;
+      this.running.set(p.account, after);
+      return [p.account, String(p.amount), String(after)];
+    });
+    return entryRowLine({
+      entryId: data.entryId,
+      seq: revision.toString(),
+      kind: data.kind,
+      cause: String(data.cause),
+      occurred: isoMicros(data.occurredAt),
+      logPosition: `${position.commit}/${position.prepare}`,
+      available: isoMicros(data.hold?.releaseAt),
+      postings,
+    });
+  }
+}
+
+const PG_ISO_MICROS = 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"';
+const ENTRY_ROWS_SQL = `SELECT e.account_id, e.mode, e.seq::text AS seq, e.entry_id::text AS entry_id, e.kind, e.cause,
+       to_char(e.occurred_at AT TIME ZONE 'UTC', '${PG_ISO_MICROS}') AS occurred, e.log_position,
+       to_char(e.available_at AT TIME ZONE 'UTC', '${PG_ISO_MICROS}') AS available,
+       (SELECT json_agg(json_build_array(p.account, p.amount::text, p.balance_after::text) ORDER BY p.ordinal)
+          FROM ledger_postings p WHERE p.entry_id = e.entry_id) AS postings
+  FROM ledger_entries e`;
+
+interface EntryDbRow {
+  account_id: string;
+  mode: string;
+  seq: string;
+  entry_id: string;
+  kind: string;
+  cause: string;
+  occurred: string | null;
+  log_position: string;
+  available: string | null;
+  postings: [string, string, string | null][] | null;
+}
+
+const storedLine = (r: EntryDbRow) =>
+  entryRowLine({
+    entryId: r.entry_id,
+    seq: r.seq,
+    kind: r.kind,
+    cause: r.cause,
+    occurred: r.occurred,
+    logPosition: r.log_position,
+    available: r.available,
+    postings: r.postings ?? [],
+  });
+
+/** Each ledger's rows in the read model (of the transaction's snapshot) as the digest of their lines (entryRowLine), in `seq` order. */
+async function readModelEntryDigests(snapshot: PoolClient): Promise<Map<string, string>> {
+  const digests = new Map<string, string>();
+  let current = null as { name: string; hash: Hash } | null;
+  await snapshot.query(`DECLARE ledger_rows NO SCROLL CURSOR FOR ${ENTRY_ROWS_SQL} ORDER BY e.account_id, e.mode, e.seq`);
+  for (;;) {
+    const { rows } = await snapshot.query<EntryDbRow>(`FETCH ${ROWS_PAGE} FROM ledger_rows`);
+    for (const row of rows) {
+      const name = `${LEDGER_CATEGORY}-${row.mode}_${row.account_id}`;
+      if (current?.name !== name) {
+        if (current) digests.set(current.name, current.hash.digest('hex'));
+        current = { name, hash: createHash('sha256') };
+      }
+      current.hash.update(storedLine(row));
+    }
+    if (rows.length < ROWS_PAGE) break;
+  }
+  if (current) digests.set(current.name, current.hash.digest('hex'));
+  await snapshot.query('CLOSE ledger_rows');
+  return digests;
+}
+
+/** The first entry of a ledger whose rows in the read model differ from the log, up to the checkpoint: both lines. */
+async function firstDifferingEntry(pool: Pool, store: EventStore, name: string, checkpoint: Position): Promise<string> {
+  const ledger = ledgerIdFromStream(name)!;
+  const rows = new EntryRows();
+  for (let from = 0n; ;) {
+    const page = await store.readStream(name, { fromRevision: from, maxCount: PAGE });
+    const stored = new Map(
+      (
+        await pool.query<EntryDbRow>(`${ENTRY_ROWS_SQL} WHERE e.account_id = $1 AND e.mode = $2 AND e.seq >= $3 AND e.seq < $3 + $4`, [
+          ledger.accountId,
+          ledger.mode,
+          from.toString(),
+          PAGE,
+        ])
+      ).rows.map((r) => [r.seq, storedLine(r)]),
+    );
+    for (const event of page) {
+      if (event.type !== 'LedgerEntryPosted' || comparePositions(event.position, checkpoint) > 0) continue;
+      const expected = rows.next(event.revision, event.position, event.data as unknown as LedgerEntryPostedData);
+      const actual = stored.get(event.revision.toString());
+      if (actual !== expected) {
+        return `entry at revision ${event.revision}: log gives ${expected.trim()}, read model has ${actual === undefined ? 'no row' : actual.trim()}`;
+      }
+    }
+    if (page.length < PAGE) return 'its entries in the read model differ from the log (their rows are in another order)';
+    from = page[page.length - 1]!.revision + 1n;
+  }
 }
