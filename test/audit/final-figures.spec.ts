@@ -97,7 +97,7 @@ describe('figures as of a past instant', () => {
     60_000,
   );
 
-  it('a payout whose reservation (dated with its request) is held up is waited for: the balance and the statement as of an instant after the request show it reserved', async () => {
+  it('a payout whose reservation (dated with its request) is held up is waited for: the balance, the statement and the balance transactions up to an instant after the request show it reserved', async () => {
     const m = await instantMerchant(gw.operator);
     await fund(gw.operator, m, 'live', ['1000.00']);
     const address = await payoutAddress(gw.operator, m.accountId, { method: 'sbp', account: PHONE, bank: 'Сбербанк' });
@@ -121,12 +121,20 @@ describe('figures as of a past instant', () => {
         Promise.all([
           gw.operator.http.get(`/admin/v1/accounts/${m.accountId}/balance?mode=live&asOf=${at}`),
           m.live.get(`/v1/statements?from=${from}&to=${at}`),
+          // Balance transactions of a period that has ended: listed once final, as the reports are.
+          m.live.get(`/v1/balance/transactions?from=${from}&to=${at}`),
         ]);
       const first = await reports();
       await released;
       expectStatus(await requesting, 201);
       for (const r of first) expectStatus(r, 200);
       expect(first[0].body.reserved).toBe('100.00');
+      expect(
+        (first[2].body.items as Json[])
+          .filter((t) => t.type === 'payout_reserved')
+          .map((t) => t.amount)
+          .sort(),
+      ).toEqual(['-100.00', '100.00']);
       const again = await reports();
       expect(again.map((r) => r.body)).toEqual(first.map((r) => r.body));
     } finally {

@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream';
-import { Controller, Get, Headers, Query, Res, UseGuards } from '@nestjs/common';
+import { Controller, Get, Headers, Inject, Query, Res, UseGuards } from '@nestjs/common';
 import { QueryBus } from '@nestjs/cqrs';
 import type { FastifyReply } from 'fastify';
 import { formatMoney } from '#ledger';
@@ -12,6 +12,9 @@ import { Merchant, MerchantAuthGuard } from '../http/auth/merchant-auth.guard';
 import { ReadsModels } from '../http/read-models';
 import { CSV_CONTENT_TYPE, csvRecord, wantsCsv } from '../audit/csv';
 import { ListBalanceTransactionsQuery } from './list-balance-transactions.request';
+import type { Clock } from '#platform/clock';
+import { CLOCK_TOKEN } from '../http/tokens';
+import { FOLLOWED, postedThrough } from '../audit/report-instants';
 
 /** A balance transaction on the wire: money as the API writes it, signed. */
 export const balanceTransactionView = (t: BalanceTransaction) => ({
@@ -50,7 +53,10 @@ const CSV_PAGE = 1000;
 @Controller('v1/balance')
 @UseGuards(MerchantAuthGuard)
 export class BalanceTransactionsController {
-  constructor(private readonly queries: QueryBus) {}
+  constructor(
+    private readonly queries: QueryBus,
+    @Inject(CLOCK_TOKEN) private readonly clock: Clock,
+  ) {}
 
   /** Every movement of the account's balance in the key's mode, newest first: cursor pages, or all of them as CSV. */
   @ReadsModels('ledger')
@@ -68,6 +74,11 @@ export class BalanceTransactionsController {
       payoutId: query.payoutId === undefined ? undefined : Number(query.payoutId),
       ...periodPageOf(query),
     };
+    // A period that has ended is listed once final, as the reports are: its rows never change afterwards.
+    const now = this.clock.now();
+    if (filter.to !== undefined && filter.to.getTime() <= now.getTime()) {
+      await postedThrough(this.queries, filter.to, now, FOLLOWED.ledger, { accountId: filter.accountId, mode: filter.mode });
+    }
     if (wantsCsv(query.format, accept)) {
       return reply
         .status(200)
