@@ -1,4 +1,5 @@
 import { BalanceHistory, DailyVolumes } from './balance-history';
+import { evolve, initialLedgerState } from './ledger';
 import type { LedgerEntryPostedData, Posting } from './ledger';
 
 let n = 0;
@@ -46,6 +47,33 @@ describe('BalanceHistory (the console plot, folded from the ledger entries)', ()
       [2, 0, 1_000, 0],
       [3, 0, 0, 1_000],
     ]);
+  });
+
+  it("holds nothing per open hold: 20,000 payments held at once leave it as small as one (the balances are the ledger's own)", () => {
+    // A merchant with a day's hold has every payment of the day open at once: a fold that kept the
+    // ledger's open holds copied them at each entry (the console page froze the gateway for seconds).
+    const held = (i: number): LedgerEntryPostedData => ({
+      ...payment('2026-11-20T10:00:00.000Z', 1_000 + i, 10),
+      hold: { invoiceId: `inv-${i}`, amount: 1_000 + i, releaseAt: '2026-11-21T10:00:00.000Z' },
+    });
+    const one = new BalanceHistory();
+    one.add(held(0));
+    const many = new BalanceHistory();
+    let state = initialLedgerState();
+    for (let i = 0; i < 20_000; i++) {
+      many.add(held(i));
+      if (i < 300) state = evolve(state, { type: 'LedgerEntryPosted', data: held(i) });
+    }
+    // Its kept points only (at most 400 of about 70 characters); the open holds alone would be 20,000 × 80.
+    expect(JSON.stringify(many).length).toBeLessThan(JSON.stringify(one).length + 100_000);
+    const check = new BalanceHistory();
+    for (let i = 0; i < 300; i++) check.add(held(i));
+    const last = check.points().at(-1)!;
+    expect({ pending: last.pending, available: last.available, reserved: last.reserved }).toEqual({
+      pending: state.balances.pending,
+      available: state.balances.available,
+      reserved: state.balances.reserved,
+    });
   });
 
   it('negative balances (the fold does not judge them) are kept as they are', () => {

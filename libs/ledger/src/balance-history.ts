@@ -1,13 +1,14 @@
 /**
  * A merchant ledger's history for the operator console, folded from its journal
- * entries (the log) with the ledger's own `evolve`: the merchant balances (pending,
- * available, reserved) after each entry, downsampled to a bounded number of points,
- * and the payments recorded per UTC day.
+ * entries (the log): the merchant balances (pending, available, reserved) after each
+ * entry, the sums of its postings (as the ledger's `evolve` keeps them, without its
+ * open holds and reservations, whose copies made a fold O(entries × open holds)),
+ * downsampled to a bounded number of points, and the payments recorded per UTC day.
  *
  * Pure: no I/O, no clock. Memory stays bounded however long the ledger is: the
  * points kept never exceed `maxPoints`, the days one row per day with a payment.
  */
-import { evolve, initialLedgerState, LedgerEntryPostedData, LedgerState } from './ledger';
+import type { LedgerEntryPostedData } from './ledger';
 import type { Kopecks } from './money';
 
 /** The merchant balances right after one entry (kopecks) and the entry's time. */
@@ -34,7 +35,8 @@ export const BALANCE_HISTORY_MAX_POINTS = 400;
  * back between them does not show).
  */
 export class BalanceHistory {
-  private state: LedgerState = initialLedgerState();
+  private readonly balances = { pending: 0, available: 0, reserved: 0 };
+  private folded = 0;
   private first: BalancePoint | null = null;
   private last: BalancePoint | null = null;
   private kept: BalancePoint[] = [];
@@ -46,9 +48,12 @@ export class BalanceHistory {
 
   /** Folds the next entry of the ledger (in log order). */
   add(entry: LedgerEntryPostedData): void {
-    this.state = evolve(this.state, { type: 'LedgerEntryPosted', data: entry });
-    const { pending, available, reserved } = this.state.balances;
-    const point: BalancePoint = { at: entry.occurredAt, entry: this.state.entries, pending, available, reserved };
+    for (const p of entry.postings) {
+      if (p.account === 'pending' || p.account === 'available' || p.account === 'reserved') this.balances[p.account] += p.amount;
+    }
+    this.folded++;
+    const { pending, available, reserved } = this.balances;
+    const point: BalancePoint = { at: entry.occurredAt, entry: this.folded, pending, available, reserved };
     if (this.first === null) this.first = point;
     this.last = point;
     if (point.entry % this.stride !== 0 || point.entry === 1) return;
@@ -62,7 +67,7 @@ export class BalanceHistory {
 
   /** Entries folded so far. */
   get entries(): number {
-    return this.state.entries;
+    return this.folded;
   }
 
   /** The kept points in entry order: the first entry's, the kept ones, the last entry's (each once). */
