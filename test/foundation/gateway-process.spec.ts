@@ -4,7 +4,7 @@ import { existsSync, readdirSync, readFileSync, rmSync, symlinkSync, watch, writ
 import { AddressInfo, connect, createServer } from 'node:net';
 import path from 'node:path';
 import { Client, Pool } from 'pg';
-import { EMBEDDED_DATABASE_NAME, EMBEDDED_SERVER_SETTINGS, INITDB_PASSWORD_DIR, PASSWORD_FILE, startLockName } from '#platform/database';
+import { EMBEDDED_DATABASE_NAME, EMBEDDED_SERVER_SETTINGS, INITDB_PASSWORD_DIR, PASSWORD_FILE, PRESENCE, startLockName } from '#platform/database';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { RunningGateway, startGateway, startProcess, temporaryDataDir, PROJECTOR_PUBLIC_URL } from '../support/gateway-process';
 
@@ -112,6 +112,38 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
       watcher.close();
       own.remove();
       tmp.remove();
+    }
+  });
+
+  it('a read-only command leaves the server to the gateway using it, also after the server ended every session (a backend crashed)', async () => {
+    const own = temporaryDataDir();
+    try {
+      const gateway = await startGateway('gateway', { DATA_DIR: own.dir });
+      try {
+        const port = Number(readFileSync(path.join(own.dir, 'postgres', 'postmaster.pid'), 'utf8').split('\n')[3]);
+        const password = readFileSync(path.join(own.dir, PASSWORD_FILE), 'utf8').trim();
+        const server = new Client({ host: '127.0.0.1', port, user: 'postgres', password, database: EMBEDDED_DATABASE_NAME });
+        await server.connect();
+        try {
+          // What the postmaster does to every session when a backend crashes: the gateway's pool reconnects, and so must its presence.
+          const ended = await server.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, [PRESENCE]);
+          expect(ended.rowCount).toBe(1);
+        } finally {
+          await server.end();
+        }
+        await new Promise((r) => setTimeout(r, 2_000));
+        const checksum = startProcess('read-models-checksum', { DATA_DIR: own.dir });
+        expect(await checksum.exited).toBe(0);
+        expect(existsSync(path.join(own.dir, 'postgres', 'postmaster.pid'))).toBe(true);
+        const ready = await json(`${gateway.baseUrl}/health/ready`, { headers: { authorization: `Bearer ${gateway.adminToken}` } });
+        expect(ready.status).toBe(200);
+      } finally {
+        expect(await gateway.kill('SIGTERM')).toBe(0);
+      }
+      // The last one to stop stopped it.
+      expect(existsSync(path.join(own.dir, 'postgres', 'postmaster.pid'))).toBe(false);
+    } finally {
+      own.remove();
     }
   });
 

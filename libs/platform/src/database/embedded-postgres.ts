@@ -288,16 +288,52 @@ function heldBy(file: string): number | 'gone' {
   }
 }
 
-/** This process's session on the server, held until it stops (errors are the server going away, seen by the pool too). */
-async function presentOn(port: number, password: string): Promise<Client> {
-  const client = new Client({ connectionString: urlFor(port, 'postgres', password), application_name: PRESENCE });
-  client.on('error', () => undefined);
-  await client.connect();
-  return client;
+/** How soon a presence session that dropped (the server restarted after a backend crash, or ended it) is opened again. */
+const PRESENCE_RECONNECT_MS = 500;
+
+/** This process's session on the server, named PRESENCE: what tells another process of DATA_DIR that this one still uses it. */
+interface Presence {
+  /** Ends it for good (no reconnecting after). */
+  end(): Promise<void>;
+}
+
+/**
+ * This process's presence on the server, held until it stops, and opened again whenever
+ * it drops while the server runs (a crashed backend makes the postmaster end every
+ * session, the pools reconnect): else a command of DATA_DIR that joined the server would
+ * find nobody on it at its exit and stop it under this process.
+ */
+async function presentOn(port: number, password: string): Promise<Presence> {
+  let ended = false;
+  let client: Client | null = null;
+  const open = async (): Promise<void> => {
+    const next = new Client({ connectionString: urlFor(port, 'postgres', password), application_name: PRESENCE });
+    next.on('error', () => undefined);
+    next.on('end', () => {
+      if (ended || client !== next) return;
+      client = null;
+      const retry = (): void => {
+        if (ended) return;
+        open().catch(() => setTimeout(retry, PRESENCE_RECONNECT_MS).unref());
+      };
+      setTimeout(retry, PRESENCE_RECONNECT_MS).unref();
+    });
+    await next.connect();
+    if (ended) await next.end().catch(() => undefined);
+    else client = next;
+  };
+  await open();
+  return {
+    async end() {
+      ended = true;
+      await client?.end().catch(() => undefined);
+      client = null;
+    },
+  };
 }
 
 /** Ends this process's presence; whether another process's is still on the server. */
-async function stillUsedByOthers(presence: Client, port: number, password: string): Promise<boolean> {
+async function stillUsedByOthers(presence: Presence, port: number, password: string): Promise<boolean> {
   await presence.end().catch(() => undefined);
   const client = new Client({ connectionString: urlFor(port, 'postgres', password) });
   client.on('error', () => undefined);
