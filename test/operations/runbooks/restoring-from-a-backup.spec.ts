@@ -130,7 +130,7 @@ describe('runbook: restoring from a backup (the embedded server under DATA_DIR)'
 });
 
 describe('runbook: restoring from a backup, a server behind the event log', () => {
-  it('is refused at start by a process that writes, and the runbook’s query says it is not safe', async () => {
+  it('is refused at start by a process that writes and by the verifiers, and the runbook’s query says it is not safe', async () => {
     const db = await createTestDatabase({ poolSize: 2 });
     const store = new PostgresEventStore(db.pool);
     try {
@@ -151,6 +151,12 @@ describe('runbook: restoring from a backup, a server behind the event log', () =
         expect(api.output()).toContain('The gateway could not start: the database server is behind its event log');
       } finally {
         await api.kill();
+      }
+      // The read-only commands too: they read the log below the server's horizon, which is none of it (no false OK).
+      for (const command of ['log-verify', 'ledger-verify'] as const) {
+        const verify = startProcess(command, { DATABASE_URL: db.url });
+        expect(await verify.exited).toBe(2);
+        expect(verify.output()).toContain('the database server is behind its event log');
       }
     } finally {
       await store.close();

@@ -5,8 +5,9 @@ import type { Pool } from 'pg';
  * server must be past every stored event's: a physical copy of the database is, a
  * logical dump restored into a new server is not (its restored events keep their old
  * ids while the server counts from a low one, and every new event would sort before
- * them and be skipped by the projections). A process that would append refuses to
- * start on such a database. Reads only; assigns no transaction id.
+ * them and be skipped by the projections). A process refuses to start on such a
+ * database: one that appends, and one that verifies the log (it reads what lies below
+ * the server's horizon, which is then none of it). Reads only; assigns no transaction id.
  */
 export async function checkServerPastEventLog(pool: Pick<Pool, 'query'>): Promise<void> {
   const r = await pool.query<{ newest: string | null; next: string }>(
