@@ -107,6 +107,31 @@ describe('the ledger book on the real event store', () => {
     expect(past.lastEntryAt).toBe('2026-03-01T10:00:00Z');
   });
 
+  it('a reservation is never dated before the entry it follows: no instant shows money reserved before it came', async () => {
+    const ledger = newLedger();
+    // The refund was asked for at .400; the payment that funds it was posted, dated .500, before the reservation was decided.
+    await book.post(ledger, { type: 'RecordPayment', invoiceId: 'funding', netAmount: 10_000, feeAmount: 0, releaseAt: null, at: '2026-03-01T10:00:00.500Z' });
+    const reserved = await book.post(ledger, {
+      type: 'ReserveFunds',
+      reservationId: 'rf_late',
+      purpose: 'refund',
+      amount: 10_000,
+      at: '2026-03-01T10:00:00.400Z',
+    });
+    expect(reserved.entry?.occurredAt).toBe('2026-03-01T10:00:00.500Z');
+    expect((await book.asOf(ledger, new Date('2026-03-01T10:00:00.450Z'))).state.balances).toMatchObject({ available: 0, reserved: 0 });
+    // A reservation asked for after the last entry keeps its own time.
+    await book.post(ledger, { type: 'RecordPayment', invoiceId: 'more', netAmount: 5_000, feeAmount: 0, releaseAt: null, at: '2026-03-01T10:00:01.000Z' });
+    const later = await book.post(ledger, {
+      type: 'ReserveFunds',
+      reservationId: 'rf_on_time',
+      purpose: 'refund',
+      amount: 5_000,
+      at: '2026-03-01T10:00:02.000Z',
+    });
+    expect(later.entry?.occurredAt).toBe('2026-03-01T10:00:02.000Z');
+  });
+
   it('20 concurrent posts of one cause post exactly one entry', async () => {
     const ledger = newLedger();
     const invoiceId = randomUUID();
