@@ -56,6 +56,11 @@ describe('configuration from the environment', () => {
     });
   });
 
+  it('takes an ADMIN_TOKEN of any visible ASCII characters, trimmed of surrounding whitespace', () => {
+    const token = `${'Aa0'.repeat(10)}-._~+/=!#$%&'*^|:;<>?@[]{}()"\\,\``;
+    expect(loadConfig({ ADMIN_TOKEN: ` \t${token}\n` }).adminToken).toBe(token);
+  });
+
   it('reads the money-out and webhook settings', () => {
     const config = loadConfig({
       REFUND_PROCESSING_SECONDS: '0',
@@ -108,6 +113,10 @@ describe('configuration from the environment', () => {
     ],
     [{ ADMIN_TOKEN: 'short' }, 'ADMIN_TOKEN must be at least 32 characters'],
     [{ ADMIN_TOKEN: 'o'.repeat(31) }, 'ADMIN_TOKEN must be at least 32 characters'],
+    // Accepted at start before, then no request could present it (Bearer \S+, a header of bytes): 401 for ever.
+    [{ ADMIN_TOKEN: 'abcdefghij abcdefghij abcdefghij xyz' }, 'ADMIN_TOKEN must be printable ASCII without spaces'],
+    [{ ADMIN_TOKEN: 'abcdefghij\tabcdefghij\tabcdefghij' }, 'ADMIN_TOKEN must be printable ASCII without spaces'],
+    [{ ADMIN_TOKEN: 'пароль-оператора-шлюза-достаточно-длинный' }, 'ADMIN_TOKEN must be printable ASCII without spaces'],
     [{ SECRETS_KEY: 'too-short' }, 'SECRETS_KEY must be 32 random bytes'],
     [{ SECRETS_KEY: `${'ab'.repeat(32)},${'ab'.repeat(31)}` }, 'SECRETS_KEY must be 32 random bytes'],
     [{ AUTH_FAILURE_LIMIT_PER_ADDRESS: '0' }, 'AUTH_FAILURE_LIMIT_PER_ADDRESS must be a positive integer'],

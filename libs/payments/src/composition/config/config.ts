@@ -135,6 +135,13 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
       `ADMIN_TOKEN must be at least ${ADMIN_TOKEN_MIN_LENGTH} characters long, for example openssl rand -base64 24 (leave it unset to get a random one)`,
     );
   }
+  // What `Authorization: Bearer <token>` can carry (operator-token.ts reads \S+ from a header of bytes, not UTF-8):
+  // a space, a tab or a non-ASCII character inside would make a token that no request can present.
+  if (adminToken !== null && !ADMIN_TOKEN_CHARACTERS.test(adminToken)) {
+    problems.push(
+      'ADMIN_TOKEN must be printable ASCII without spaces (letters, digits and punctuation, for example openssl rand -base64 24): an Authorization header carries no other characters, so no request could use it',
+    );
+  }
 
   const logLevelRaw = blankToUndefined(env.LOG_LEVEL);
   const logLevel = logLevelRaw === undefined ? null : LOG_LEVELS.find((l) => l === logLevelRaw);
@@ -256,6 +263,9 @@ export function urlHostOf(host: string): string {
 
 /** The shortest operator token accepted (a generated one is 32 base64url characters: 192 bits). */
 export const ADMIN_TOKEN_MIN_LENGTH = 32;
+
+/** The characters of an operator token: visible ASCII, no whitespace (what a Bearer header can carry). */
+const ADMIN_TOKEN_CHARACTERS = /^[\x21-\x7E]+$/;
 
 function isAddressOrRange(text: string): boolean {
   const [address, prefix, ...rest] = text.split('/');
