@@ -56,6 +56,10 @@ describe('configuration from the environment', () => {
     });
   });
 
+  it('takes WEBHOOK_RETENTION_DAYS up to 36500 (100 years)', () => {
+    expect(loadConfig({ WEBHOOK_RETENTION_DAYS: '36500' }).webhookRetentionDays).toBe(36_500);
+  });
+
   it('takes an ADMIN_TOKEN of any visible ASCII characters, trimmed of surrounding whitespace', () => {
     const token = `${'Aa0'.repeat(10)}-._~+/=!#$%&'*^|:;<>?@[]{}()"\\,\``;
     expect(loadConfig({ ADMIN_TOKEN: ` \t${token}\n` }).adminToken).toBe(token);
@@ -124,6 +128,10 @@ describe('configuration from the environment', () => {
     [{ TRUSTED_PROXIES: 'nginx' }, 'TRUSTED_PROXIES must be IP addresses or CIDR ranges'],
     [{ TRUSTED_PROXIES: '10.0.0.0/33' }, 'TRUSTED_PROXIES must be IP addresses or CIDR ranges'],
     [{ WEBHOOK_RETENTION_DAYS: '0' }, 'WEBHOOK_RETENTION_DAYS must be a positive integer'],
+    // Accepted before, then every retention sweep failed: now minus the period is no timestamp PostgreSQL or JavaScript takes.
+    [{ WEBHOOK_RETENTION_DAYS: '999999999' }, 'WEBHOOK_RETENTION_DAYS must be a positive integer of at most 36500'],
+    [{ WEBHOOK_RETENTION_DAYS: '2500000' }, 'WEBHOOK_RETENTION_DAYS must be a positive integer of at most 36500'],
+    [{ WEBHOOK_RETENTION_DAYS: '36501' }, 'WEBHOOK_RETENTION_DAYS must be a positive integer of at most 36500'],
     [{ CLOCK: 'fast' }, 'CLOCK must be "system" or "manual", got "fast"'],
     [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "loud"'],
     [{ LOG_LEVEL: 'INFO' }, 'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "INFO"'],

@@ -11,6 +11,13 @@ import type { Migration } from '#platform/database';
  */
 export const DEFAULT_WEBHOOK_RETENTION_DAYS = 30;
 
+/**
+ * The longest retention period (100 years): its horizon, now minus the period, stays
+ * a timestamp PostgreSQL and JavaScript take for centuries. 999999999 days put it
+ * past both, and every sweep failed ("timestamp out of range").
+ */
+export const MAX_WEBHOOK_RETENTION_DAYS = 36_500;
+
 export const retentionHorizon = (now: Date, retentionDays: number): Date => new Date(now.getTime() - retentionDays * 86_400_000);
 
 /**

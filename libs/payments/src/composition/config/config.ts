@@ -64,6 +64,7 @@ export interface GatewayConfig {
 import type { KeyObject } from 'node:crypto';
 import { isIP } from 'node:net';
 import { parseSigningKey } from '../../audit/signing-keys';
+import { MAX_WEBHOOK_RETENTION_DAYS } from '../../webhooks/webhook-retention';
 import { Kopecks, parseMoney, parsePercent } from '#ledger';
 import { DEFAULT_PAYOUT_TERMS, PAYOUT_METHODS, PayoutMethod, PayoutTerms } from '#domain';
 
@@ -208,15 +209,20 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
     problems.push('AUDIT_CHECKPOINT_KEY is no longer read: checkpoints are signed with Ed25519 (AUDIT_SIGNING_KEY, docs/audit-log.md); remove it');
   }
 
-  const positive = (name: string, fallback: string, what: string): number => {
+  const positive = (name: string, fallback: string, what: string, max?: number): number => {
     const raw = blankToUndefined(env[name]) ?? fallback;
-    if (/^\d{1,9}$/.test(raw) && Number(raw) >= 1) return Number(raw);
-    problems.push(`${name} must be a positive integer (${what}), got "${raw}"`);
+    if (/^\d{1,9}$/.test(raw) && Number(raw) >= 1 && (max === undefined || Number(raw) <= max)) return Number(raw);
+    problems.push(`${name} must be a positive integer${max === undefined ? '' : ` of at most ${max}`} (${what}), got "${raw}"`);
     return NaN;
   };
   const authFailureLimitPerAddress = positive('AUTH_FAILURE_LIMIT_PER_ADDRESS', '20', 'failed authentications per client address in a minute');
   const authFailureLimitOverall = positive('AUTH_FAILURE_LIMIT_OVERALL', '300', 'failed authentications of all clients in a minute');
-  const webhookRetentionDays = positive('WEBHOOK_RETENTION_DAYS', '30', 'days a finished webhook delivery is kept');
+  const webhookRetentionDays = positive(
+    'WEBHOOK_RETENTION_DAYS',
+    '30',
+    `days a finished webhook delivery is kept; ${MAX_WEBHOOK_RETENTION_DAYS} is 100 years`,
+    MAX_WEBHOOK_RETENTION_DAYS,
+  );
 
   const trustedProxies = (blankToUndefined(env.TRUSTED_PROXIES) ?? '')
     .split(',')
