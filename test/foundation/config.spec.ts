@@ -56,6 +56,22 @@ describe('configuration from the environment', () => {
     });
   });
 
+  it.each([
+    'postgres://u:p@db:5432/gw',
+    'postgresql://db/gw',
+    'postgres://u:p@[::1]:65535/gw',
+    'postgres://u:p%40ss@127.0.0.1/gw?sslmode=require',
+    // An empty host: pg takes the socket directory from ?host=.
+    'postgres://u:p@/gw?host=/var/run/postgresql',
+  ])('takes DATABASE_URL %s', (url) => {
+    expect(loadConfig({ DATABASE_URL: url }).databaseUrl).toBe(url);
+  });
+
+  it('does not repeat a refused DATABASE_URL (it holds a password)', () => {
+    expect(() => loadConfig({ DATABASE_URL: 'postgres://u:s3cret-pa55@[::1/gw' })).toThrow(ConfigError);
+    expect(() => loadConfig({ DATABASE_URL: 'postgres://u:s3cret-pa55@[::1/gw' })).not.toThrow('s3cret-pa55');
+  });
+
   it('takes WEBHOOK_RETENTION_DAYS up to 36500 (100 years)', () => {
     expect(loadConfig({ WEBHOOK_RETENTION_DAYS: '36500' }).webhookRetentionDays).toBe(36_500);
   });
@@ -109,6 +125,11 @@ describe('configuration from the environment', () => {
     [{ HOST: '10.0.0' }, 'HOST must be an IP address or a host name to listen on'],
     [{ PORT: '70000' }, 'PORT must be an integer from 0 to 65535'],
     [{ DATABASE_URL: 'mysql://x' }, 'DATABASE_URL must be a PostgreSQL connection URL'],
+    // Accepted before, then "Invalid URL" from pg, exit 1, after DATA_DIR and secrets.key were made.
+    [{ DATABASE_URL: 'postgres://u:p@127.0.0.1:abc/gw' }, 'DATABASE_URL must be a PostgreSQL connection URL'],
+    [{ DATABASE_URL: 'postgres://u:p@[::1/gw' }, 'DATABASE_URL must be a PostgreSQL connection URL'],
+    [{ DATABASE_URL: 'postgresql://u:p@db:65536/gw' }, 'DATABASE_URL must be a PostgreSQL connection URL'],
+    [{ DATABASE_URL: 'postgres://u:p@db:0/gw' }, 'DATABASE_URL must be a PostgreSQL connection URL'],
     [{ EVENT_STORE: 'kafka' }, 'EVENT_STORE must be "postgres" or "eventstoredb", got "kafka"'],
     [{ EVENT_STORE: 'eventstoredb' }, 'EVENT_STORE=eventstoredb needs EVENTSTORE_CONNECTION_STRING'],
     [

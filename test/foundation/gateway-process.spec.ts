@@ -526,6 +526,11 @@ describe('the gateway against a DATABASE_URL', () => {
       expect(await named.exited).toBe(2);
       expect(named.output()).toContain('HOST "no-such-host.invalid" does not resolve');
       expect(existsSync(path.join(fresh.dir, 'postgres'))).toBe(false);
+      // A DATABASE_URL that does not parse: the same exit, before DATA_DIR gets its secrets.key (it was exit 1, "Invalid URL").
+      const badUrl = startProcess('gateway', { DATABASE_URL: 'postgres://u:p@127.0.0.1:abc/gw', DATA_DIR: fresh.dir });
+      expect(await badUrl.exited).toBe(2);
+      expect(badUrl.output()).toContain('DATABASE_URL must be a PostgreSQL connection URL');
+      expect(readdirSync(fresh.dir)).toEqual([]);
       // start:projector listens on no port: without PUBLIC_URL its webhooks would carry http://127.0.0.1:3000 (PORT's default).
       const projector = startProcess('projector', { DATA_DIR: fresh.dir });
       expect(await projector.exited).toBe(2);

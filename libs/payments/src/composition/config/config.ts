@@ -102,6 +102,16 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
   const databaseUrl = blankToUndefined(env.DATABASE_URL) ?? null;
   if (databaseUrl !== null && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
     problems.push('DATABASE_URL must be a PostgreSQL connection URL (postgres://user:password@host:port/database)');
+  } else if (databaseUrl !== null) {
+    // What pg reads it with (pg-connection-string: new URL(), an empty host as in user:password@/db?host=/socket/dir
+    // allowed), checked here: a mistyped port or bracket failed later with "Invalid URL", exit 1, after DATA_DIR was made.
+    const problem = urlProblem(databaseUrl, databaseUrl.replace('@/', '@localhost/'));
+    if (problem !== null) {
+      // The text is not repeated: it holds a password.
+      problems.push(
+        `DATABASE_URL must be a PostgreSQL connection URL (postgres://user:password@host:port/database; a port from 1 to 65535, an IPv6 host in brackets, reserved characters of the user name and password percent-encoded): ${problem}`,
+      );
+    }
   }
 
   const dataDir = blankToUndefined(env.DATA_DIR) ?? './data';
@@ -272,6 +282,24 @@ export const ADMIN_TOKEN_MIN_LENGTH = 32;
 
 /** The characters of an operator token: visible ASCII, no whitespace (what a Bearer header can carry). */
 const ADMIN_TOKEN_CHARACTERS = /^[\x21-\x7E]+$/;
+
+/**
+ * Why `text` is no URL a client can use (new URL() refuses it, or its port is 0),
+ * trying `fallback` too when given; null when it is one.
+ */
+function urlProblem(text: string, fallback = text): string | null {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    try {
+      url = new URL(fallback);
+    } catch {
+      return 'it does not parse as a URL';
+    }
+  }
+  return url.port === '' || Number(url.port) >= 1 ? null : `its port must be from 1 to 65535, got ${url.port}`;
+}
 
 function isAddressOrRange(text: string): boolean {
   const [address, prefix, ...rest] = text.split('/');
