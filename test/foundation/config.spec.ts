@@ -67,6 +67,15 @@ describe('configuration from the environment', () => {
     expect(loadConfig({ DATABASE_URL: url }).databaseUrl).toBe(url);
   });
 
+  it.each([
+    ['https://pay.example.com', 'https://pay.example.com'],
+    ['https://pay.example.com:8443/gateway/', 'https://pay.example.com:8443/gateway'],
+    ['http://[::1]:65535', 'http://[::1]:65535'],
+    ['http://127.0.0.1:3000/', 'http://127.0.0.1:3000'],
+  ])('takes PUBLIC_URL %s', (url, publicUrl) => {
+    expect(loadConfig({ PUBLIC_URL: url }).publicUrl).toBe(publicUrl);
+  });
+
   it('does not repeat a refused DATABASE_URL (it holds a password)', () => {
     expect(() => loadConfig({ DATABASE_URL: 'postgres://u:s3cret-pa55@[::1/gw' })).toThrow(ConfigError);
     expect(() => loadConfig({ DATABASE_URL: 'postgres://u:s3cret-pa55@[::1/gw' })).not.toThrow('s3cret-pa55');
@@ -157,6 +166,11 @@ describe('configuration from the environment', () => {
     [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "loud"'],
     [{ LOG_LEVEL: 'INFO' }, 'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "INFO"'],
     [{ PUBLIC_URL: 'ftp://x' }, 'PUBLIC_URL must be an http(s) URL'],
+    // Accepted before: every invoice then carried a url no browser opens.
+    [{ PUBLIC_URL: 'https://pay.example.com:99999' }, 'PUBLIC_URL must be an http(s) URL'],
+    [{ PUBLIC_URL: 'https://[::1' }, 'PUBLIC_URL must be an http(s) URL'],
+    [{ PUBLIC_URL: 'http://pay.example.com:0' }, 'PUBLIC_URL must be an http(s) URL'],
+    [{ PUBLIC_URL: 'https://999.1.1.1' }, 'PUBLIC_URL must be an http(s) URL'],
     [{ RATE_LIMIT_PER_SECOND: '0' }, 'RATE_LIMIT_PER_SECOND must be a positive integer'],
     [{ POLL_INTERVAL_SECONDS: '-1' }, 'POLL_INTERVAL_SECONDS must be a whole number of seconds'],
     [{ REFUND_PROCESSING_SECONDS: 'soon' }, 'REFUND_PROCESSING_SECONDS must be a whole number of seconds'],

@@ -166,8 +166,14 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
   const publicUrlRaw = blankToUndefined(env.PUBLIC_URL);
   let publicUrl: string | null = null;
   if (publicUrlRaw !== undefined) {
+    const problem = urlProblem(publicUrlRaw);
     if (!/^https?:\/\/[^\s/?#]+(\/[^\s?#]*)?$/.test(publicUrlRaw)) {
       problems.push(`PUBLIC_URL must be an http(s) URL such as https://pay.example.com, got "${publicUrlRaw}"`);
+    } else if (problem !== null) {
+      // A port past 65535 or an unclosed bracket passed the pattern, and every invoice carried a url no browser opens.
+      problems.push(
+        `PUBLIC_URL must be an http(s) URL such as https://pay.example.com (a port from 1 to 65535, an IPv6 host in brackets), got "${publicUrlRaw}": ${problem}`,
+      );
     } else publicUrl = publicUrlRaw.replace(/\/+$/, '');
   }
 
