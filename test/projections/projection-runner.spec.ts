@@ -240,6 +240,38 @@ describe('projection runner', () => {
     const total = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM events WHERE stream_name LIKE 'count-%'`);
     expect((await seen()).n).toBe(total.rows[0]!.n);
   });
+  // /health/ready read `catching_up` with lastError null while a batch that takes long to fail was retried.
+  it('a retried batch shows failing with its last error until a batch commits', async () => {
+    await appendMany('count', 1, 1);
+    let attempts = 0;
+    let retrying = false;
+    let letRetryFail!: () => void;
+    const retryFails = new Promise<void>((resolve) => (letRetryFail = resolve));
+    const projection = countingProjection(`p_${randomUUID().slice(0, 8)}`, async () => {
+      attempts++;
+      if (attempts === 1) throw new Error('canceling statement due to statement timeout');
+      if (attempts === 2) {
+        // A retry that takes its time to fail again (a statement timeout).
+        retrying = true;
+        await retryFails;
+        throw new Error('canceling statement due to statement timeout');
+      }
+    });
+    const runner = new ProjectionRunner(db.pool, store, projection, { batchSize: 1000 });
+    runner.start();
+    try {
+      await until(async () => retrying);
+      const duringRetry = runner.status();
+      letRetryFail();
+      expect(duringRetry).toMatchObject({ state: 'failing', lastError: 'canceling statement due to statement timeout' });
+      await until(async () => runner.status().state === 'live', 20_000);
+      expect(attempts).toBe(3);
+      expect(runner.status().lastError).toBeNull();
+    } finally {
+      letRetryFail();
+      await runner.stop();
+    }
+  });
 });
 
 describe('a reactor on the same runner', () => {

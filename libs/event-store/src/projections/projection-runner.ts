@@ -332,8 +332,10 @@ export class ProjectionRunner {
     // An interrupted rebuild left its mark: cleared once this runner has caught up with the log.
     let rebuildPending = row.rebuildStartedAt !== null;
     this.checkpoint = checkpoint;
-    this.state = 'catching_up';
-    this.lastError = null;
+    // A retry after a failed batch stays `failing` with its error until a batch commits or
+    // the runner is caught up: a batch that takes 30 s to fail again showed `catching_up`
+    // with no error for those 30 s, and `failing` only during the back-off.
+    this.state = this.lastError === null ? 'catching_up' : 'failing';
 
     const subscription = this.store.subscribeToAll({
       after: checkpoint.commit === 0n && checkpoint.prepare === 0n ? 'start' : checkpoint,
@@ -378,6 +380,7 @@ export class ProjectionRunner {
             stored = batch.checkpoint;
             storedAt = Date.now();
             checkpoint = batch.checkpoint;
+            this.lastError = null;
           } else {
             checkpoint = batch.checkpoint;
             if (Date.now() - storedAt >= deferMs) await writeSkipped();
@@ -389,7 +392,8 @@ export class ProjectionRunner {
           rebuildPending = false;
           this.log.info('finished the rebuild an interrupted projections:rebuild had begun');
         }
-        this.state = batch.caughtUp ? 'live' : 'catching_up';
+        if (batch.caughtUp) this.lastError = null;
+        this.state = batch.caughtUp ? 'live' : this.lastError === null ? 'catching_up' : 'failing';
         this.options.onBatch?.({ projection: name, applied: batch.events.length, checkpoint, caughtUp: batch.caughtUp });
       }
       // Stopping: the row keeps what was looked at (a last CAS; a moved checkpoint is left to its mover).
