@@ -6,13 +6,13 @@
  * Screenshots of the login, merchants, merchant and system pages are written to
  * .tmp/console/*.png (test artifacts; docs/images/console-*.png are a copy of one run).
  */
-import { randomUUID } from 'node:crypto';
+import { createPublicKey, randomUUID, verify } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { launchDebianChromium } from '../support/chromium';
 import { ROOT, RunningGateway, startGateway } from '../support/gateway-process';
-import { Merchant, Operator, expectStatus, poll } from '../support/merchant-fixtures';
+import { Merchant, Operator, api, expectStatus, poll } from '../support/merchant-fixtures';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { startWebhookReceiver, WebhookReceiver } from '../support/webhook-receiver';
 
@@ -150,6 +150,24 @@ describe('operator console in a real browser (Debian Chromium via playwright-cor
       await page.waitForURL(`${gateway.baseUrl}/admin/system`);
       expect(await page.locator('table.lags tr.projection').count()).toBeGreaterThanOrEqual(5);
       expect(await page.locator('table.checkpoint').textContent()).toMatch(/[0-9a-f]{64}/);
+      // The signed text as a copy from the page gives it (innerText): its four lines,
+      // verifying under the signature shown and the key published at GET /v1/audit/keys.
+      const cell = (label: string) =>
+        page
+          .locator('table.checkpoint tr', { has: page.locator('th', { hasText: label }) })
+          .locator('td')
+          .innerText();
+      const [signedText, signature, kid] = [await cell('Подписанный текст'), await cell('Подпись'), await cell('Ключ подписи')];
+      expect(signedText.split('\n')).toEqual([
+        'gateway-log-checkpoint-v1',
+        expect.any(String),
+        expect.stringMatching(/^\d+$/),
+        expect.stringMatching(/^[0-9a-f]{64}$/),
+      ]);
+      const keys = (await api(gateway.baseUrl).get('/v1/audit/keys')).body.keys as { kid: string; publicKey: string }[];
+      const key = keys.find((k) => k.kid === kid);
+      expect(key).toBeDefined();
+      expect(verify(null, Buffer.from(signedText, 'utf8'), createPublicKey(key!.publicKey), Buffer.from(signature, 'base64'))).toBe(true);
       await screenshot(page, 'system', save);
 
       await page.getByRole('button', { name: 'Выйти' }).click();

@@ -31,6 +31,8 @@ td.num,th.num{text-align:right;white-space:nowrap}
 .nw{white-space:nowrap}
 .small{font-size:.85rem}
 .mono{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:.85rem;overflow-wrap:anywhere}
+/* The signed checkpoint text keeps its lines: a copy of the page's text verifies. */
+.signed{white-space:pre-wrap}
 .badge{display:inline-block;padding:0 .45rem;border-radius:999px;background:#eef4ff;color:#1e3a8a;font-size:.8rem}
 .badge.test{background:#fff4d6;color:#7a4b00}
 .badge.bad{background:#fef3f2;color:#b42318}
@@ -380,7 +382,7 @@ export function renderSystemPage(page: SystemPage, chrome: ConsoleChrome): strin
 <tr><th>Событий</th><td>${c.events}</td></tr>
 <tr><th>Хеш (SHA-256, цепочка)</th><td class="mono">${escapeHtml(c.hash)}</td></tr>
 <tr><th>Ключ подписи (kid)</th><td class="mono">${escapeHtml(c.kid)}</td></tr>
-<tr><th>Подписанный текст</th><td class="mono">${escapeHtml(c.signedText)}</td></tr>
+<tr><th>Подписанный текст</th><td class="mono signed">${escapeHtml(c.signedText)}</td></tr>
 <tr><th>Подпись (Ed25519, base64)</th><td class="mono">${escapeHtml(c.signature)}</td></tr>
 </tbody></table>`;
   const rebuilds =
