@@ -8,26 +8,10 @@
  * headers are unchanged).
  */
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Browser, BrowserContext } from 'playwright-core';
+import { axeViolations as violations } from '../support/axe';
 import { launchDebianChromium } from '../support/chromium';
 import { expectStatus, InvoiceGateway, Merchant, poll, startInvoiceGateway } from '../support/merchant-fixtures';
-
-/** axe-core's script (a devDependency: `npm install --save-dev axe-core@4.14.1` when it is missing). */
-function axeSource(): string {
-  try {
-    return readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
-  } catch {
-    throw new Error('The accessibility test needs the axe-core package (a devDependency); it is not installed. Run: npm install --save-dev axe-core@4.14.1');
-  }
-}
-
-/** axe-core's violations on the page as it is now, one line each: rule, impact, elements. */
-async function violations(page: Page): Promise<string[]> {
-  await page.addScriptTag({ content: axeSource() });
-  return page.evaluate(`axe.run(document, { resultTypes: ['violations'] }).then((r) =>
-    r.violations.map((v) => v.id + ' (' + v.impact + '): ' + v.nodes.map((n) => n.target.join(' ')).join(', ')))`);
-}
 
 describe('accessibility: axe-core finds no violation on any page', () => {
   let gw: InvoiceGateway;

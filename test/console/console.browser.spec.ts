@@ -3,6 +3,8 @@
  * the set-up of the payment page's browser test; never a downloaded browser): log in
  * through the form, open a merchant, see the plot, resend a webhook and see its new
  * attempt; once with JavaScript on and once with it off (the console has no script).
+ * A merchant named with 255 letters and no space keeps every table inside its card (axe-core
+ * finds no violation on its pages).
  * Screenshots of the login, merchants, merchant and system pages are written to
  * .tmp/console/*.png (test artifacts; docs/images/console-*.png are a copy of one run).
  */
@@ -10,6 +12,7 @@ import { createPublicKey, randomUUID, verify } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
+import { axeViolations } from '../support/axe';
 import { launchDebianChromium } from '../support/chromium';
 import { ROOT, RunningGateway, startGateway } from '../support/gateway-process';
 import { Merchant, Operator, api, expectStatus, poll } from '../support/merchant-fixtures';
@@ -176,6 +179,50 @@ describe('operator console in a real browser (Debian Chromium via playwright-cor
       expect(new URL(page.url()).pathname).toBe('/admin/login');
       // No CSP violation, no missing stylesheet.
       expect(problems).toEqual([]);
+    } finally {
+      await context.close();
+    }
+  });
+
+  it('a 255-character name without spaces (account and project): at 1280 px every table fits its card, and axe finds no violation', async () => {
+    const accountId = await operator.createAccount('Ш'.repeat(255));
+    const long = await operator.merchant({ name: 'Щ'.repeat(255), holdHours: 0, webhookUrl: receiver.url } as never, accountId);
+    const created = await long.test.post('/v1/invoices', { amount: '500.00', orderId: `long-${randomUUID()}`, method: 'sbp' });
+    expectStatus(created, 201);
+    expectStatus(await operator.payment(created.body.id, 'paid'), 200);
+    await poll(
+      () => operator.http.get(`/admin/v1/webhook-deliveries?projectId=${long.projectId}`),
+      (r) => r.status === 200 && r.body.items.length > 0,
+      'the long-named project’s webhook delivery',
+    );
+    // bypassCSP: axe is injected as a script (the page's own headers are unchanged).
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'ru-RU', bypassCSP: true });
+    const page = await context.newPage();
+    try {
+      await page.goto(`${gateway.baseUrl}/admin/login`);
+      await page.getByLabel('Токен оператора (ADMIN_TOKEN)').fill(ADMIN_TOKEN);
+      await page.getByRole('button', { name: 'Войти' }).click();
+      await page.waitForURL(`${gateway.baseUrl}/admin`);
+      const found: Record<string, { overflowing: string[]; pageWidth: number; violations: string[] }> = {};
+      for (const [name, address] of [
+        ['merchants', '/admin'],
+        ['merchant, test mode', `/admin/accounts/${accountId}?mode=test`],
+      ] as const) {
+        await page.goto(`${gateway.baseUrl}${address}`);
+        if (name === 'merchant, test mode') expect(await page.locator('table.deliveries tr.delivery').count()).toBeGreaterThan(0);
+        // A card wider inside than it shows scrolls sideways (its balances off-screen).
+        const overflowing = (await page.evaluate(`[...document.querySelectorAll('.card')]
+          .filter((card) => card.scrollWidth > card.clientWidth)
+          .map((card) => (card.querySelector('h2')?.textContent ?? 'card') + ': ' + card.scrollWidth + ' px in ' + card.clientWidth)`)) as string[];
+        const pageWidth = (await page.evaluate('document.documentElement.scrollWidth')) as number;
+        // Before the fix: scrollable-region-focusable (serious) on the «Балансы» card, a region scrolling with nothing to focus.
+        const violations = await axeViolations(page);
+        found[name] = { overflowing, pageWidth, violations };
+      }
+      expect(found).toEqual({
+        merchants: { overflowing: [], pageWidth: 1280, violations: [] },
+        'merchant, test mode': { overflowing: [], pageWidth: 1280, violations: [] },
+      });
     } finally {
       await context.close();
     }

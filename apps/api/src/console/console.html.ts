@@ -33,6 +33,8 @@ td.num,th.num{text-align:right;white-space:nowrap}
 .mono{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:.85rem;overflow-wrap:anywhere}
 /* The signed checkpoint text keeps its lines: a copy of the page's text verifies. */
 .signed{white-space:pre-wrap}
+/* A merchant's string (a name, an e-mail, a URL) may be one long word: it breaks anywhere, its table stays in its card. */
+.given{overflow-wrap:anywhere}
 .badge{display:inline-block;padding:0 .45rem;border-radius:999px;background:#eef4ff;color:#1e3a8a;font-size:.8rem}
 .badge.test{background:#fff4d6;color:#7a4b00}
 .badge.bad{background:#fef3f2;color:#b42318}
@@ -101,6 +103,8 @@ const time = (at: Date | string) => {
       .replace(/Z$/, ' UTC'),
   )}</time>`;
 };
+/** A string a merchant gave (a name, an e-mail, a URL, a receiver's error text), escaped; it wraps anywhere (class given). */
+const given = (text: string) => `<span class="given">${escapeHtml(text)}</span>`;
 const money = (kopecks: number) => `<span class="nw">${escapeHtml(formatRubles(kopecks))}</span>`;
 
 export function renderLoginPage(error: string | null): string {
@@ -153,14 +157,14 @@ export function renderMerchantsPage(rows: readonly MerchantRow[], nextAfter: str
     .map((row) => {
       const projects = row.projects.length
         ? row.projects
-            .map((p) => `<div>${escapeHtml(p.name)} <span class="badge${p.status === 'active' ? ' ok' : ' bad'}">${escapeHtml(p.status)}</span></div>`)
+            .map((p) => `<div>${given(p.name)} <span class="badge${p.status === 'active' ? ' ok' : ' bad'}">${escapeHtml(p.status)}</span></div>`)
             .join('')
         : '<span class="muted">нет проектов</span>';
       const cells = MODES.map((mode) => {
         const b = row.balances[mode];
         return `<td class="num"><a href="${escapeHtml(accountPath(row.id, mode))}">${money(b.available)}</a><div class="small muted">ожид. ${money(b.pending)} · резерв ${money(b.reserved)}</div></td>`;
       }).join('');
-      return `<tr data-account="${escapeHtml(row.id)}"><td><a class="merchant" href="${escapeHtml(accountPath(row.id, 'live'))}">${escapeHtml(row.name)}</a><div class="small muted">${escapeHtml(row.email)}</div><div class="small muted mono">${escapeHtml(row.id)}</div></td><td>${projects}</td>${cells}</tr>`;
+      return `<tr data-account="${escapeHtml(row.id)}"><td><a class="merchant" href="${escapeHtml(accountPath(row.id, 'live'))}">${given(row.name)}</a><div class="small muted">${given(row.email)}</div><div class="small muted mono">${escapeHtml(row.id)}</div></td><td>${projects}</td>${cells}</tr>`;
     })
     .join('\n');
   const table = rows.length
@@ -307,12 +311,12 @@ function deliveriesSection(page: AccountPage, formToken: string): string {
         ? `<ol class="attempts">${d.attempts
             .map(
               (a) =>
-                `<li class="attempt">${time(a.at)} — ${a.statusCode === null ? 'без ответа' : `HTTP ${a.statusCode}`}${a.error ? `: ${escapeHtml(a.error)}` : ''}, ${a.durationMs} мс${a.superseded ? ' <span class="muted">(не учтена)</span>' : ''}</li>`,
+                `<li class="attempt">${time(a.at)} — ${a.statusCode === null ? 'без ответа' : `HTTP ${a.statusCode}`}${a.error ? `: ${given(a.error)}` : ''}, ${a.durationMs} мс${a.superseded ? ' <span class="muted">(не учтена)</span>' : ''}</li>`,
             )
             .join('')}</ol>`
         : '<span class="muted small">попыток ещё не было</span>';
       const form = postButton(`/admin/webhook-deliveries/${encodeURIComponent(d.id)}/resend`, page, formToken, 'Отправить снова');
-      return `<tr class="delivery" data-delivery="${escapeHtml(d.id)}"><td>${escapeHtml(d.eventType)}${d.isTest ? ' <span class="badge test">test</span>' : ''}<div class="small muted">${escapeHtml(d.projectName)}</div></td><td class="mono">${escapeHtml(d.url)}</td><td><span class="badge${d.status === 'delivered' ? ' ok' : d.status === 'failed' ? ' bad' : ''}">${escapeHtml(d.status)}</span><div class="small muted">${time(d.createdAt)}</div>${d.nextAttemptAt ? `<div class="small muted">следующая: ${time(d.nextAttemptAt)}</div>` : ''}</td><td>${attempts}</td><td>${form}</td></tr>`;
+      return `<tr class="delivery" data-delivery="${escapeHtml(d.id)}"><td>${escapeHtml(d.eventType)}${d.isTest ? ' <span class="badge test">test</span>' : ''}<div class="small muted">${given(d.projectName)}</div></td><td class="mono">${given(d.url)}</td><td><span class="badge${d.status === 'delivered' ? ' ok' : d.status === 'failed' ? ' bad' : ''}">${escapeHtml(d.status)}</span><div class="small muted">${time(d.createdAt)}</div>${d.nextAttemptAt ? `<div class="small muted">следующая: ${time(d.nextAttemptAt)}</div>` : ''}</td><td>${attempts}</td><td>${form}</td></tr>`;
     })
     .join('');
   return `<table class="deliveries"><thead><tr><th>Событие</th><th>Адрес</th><th>Статус</th><th>Попытки</th><th>Действие</th></tr></thead><tbody>${rows}</tbody></table>`;
@@ -326,14 +330,14 @@ export function renderAccountPage(page: AccountPage, chrome: ConsoleChrome & { f
     (m) => `<a href="${escapeHtml(accountPath(account.id, m))}"${m === mode ? ' class="current" aria-current="page"' : ''}>${modeTitle(m)} режим</a>`,
   ).join('');
   const projects = page.projects.length
-    ? `<ul>${page.projects.map((p) => `<li>${escapeHtml(p.name)} <span class="badge">${escapeHtml(p.status)}</span> <span class="small muted mono">${escapeHtml(p.id)}</span>${p.webhookUrl ? ` <span class="small muted mono">${escapeHtml(p.webhookUrl)}</span>` : ''}${endpointState(p, page, chrome.formToken)}</li>`).join('')}</ul>`
+    ? `<ul>${page.projects.map((p) => `<li>${given(p.name)} <span class="badge">${escapeHtml(p.status)}</span> <span class="small muted mono">${escapeHtml(p.id)}</span>${p.webhookUrl ? ` <span class="small muted mono">${given(p.webhookUrl)}</span>` : ''}${endpointState(p, page, chrome.formToken)}</li>`).join('')}</ul>`
     : '<p class="muted">Проектов нет.</p>';
   const plotTitle = `Баланс аккаунта «${account.name}» (${modeTitle(mode)} режим) по журналу`;
   return document(
     `${account.name} — консоль оператора`,
     `<p class="small"><a href="/admin">← Мерчанты</a></p>
-<h1>${escapeHtml(account.name)}</h1>
-<p class="small muted">${escapeHtml(account.email)} · <span class="mono">${escapeHtml(account.id)}</span> · создан ${time(account.createdAt)}</p>
+<h1>${given(account.name)}</h1>
+<p class="small muted">${given(account.email)} · <span class="mono">${escapeHtml(account.id)}</span> · создан ${time(account.createdAt)}</p>
 <p class="modes">${modes}</p>
 <div class="card"><h2>Балансы</h2>
 <table class="balances"><thead><tr><th class="num">Доступно</th><th class="num">В ожидании</th><th class="num">В резерве</th></tr></thead>
