@@ -4,7 +4,8 @@
  * through the form, open a merchant, see the plot, resend a webhook and see its new
  * attempt; once with JavaScript on and once with it off (the console has no script).
  * A merchant named with 255 letters and no space keeps every table inside its card (axe-core
- * finds no violation on its pages).
+ * finds no violation on its pages); an unclosed right-to-left override in a
+ * project name reverses none of the values after it.
  * Screenshots of the login, merchants, merchant and system pages are written to
  * .tmp/console/*.png (test artifacts; docs/images/console-*.png are a copy of one run).
  */
@@ -223,6 +224,39 @@ describe('operator console in a real browser (Debian Chromium via playwright-cor
         merchants: { overflowing: [], pageWidth: 1280, violations: [] },
         'merchant, test mode': { overflowing: [], pageWidth: 1280, violations: [] },
       });
+    } finally {
+      await context.close();
+    }
+  });
+
+  it('a project name with an unclosed right-to-left override (U+202E) reverses none of the gateway’s values drawn after it', async () => {
+    const accountId = await operator.createAccount('Аккаунт с RLO');
+    const rlo = await operator.merchant({ name: 'Магазин', holdHours: 0, webhookUrl: receiver.url } as never, accountId);
+    expectStatus(await operator.http.patch(`/admin/v1/projects/${rlo.projectId}`, { name: 'Магазин \u202E' }), 200);
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'ru-RU' });
+    const page = await context.newPage();
+    try {
+      await page.goto(`${gateway.baseUrl}/admin/login`);
+      await page.getByLabel('Токен оператора (ADMIN_TOKEN)').fill(ADMIN_TOKEN);
+      await page.getByRole('button', { name: 'Войти' }).click();
+      await page.waitForURL(`${gateway.baseUrl}/admin`);
+      // Each text matched: does it read left to right on screen, its first character left of its last?
+      const leftToRight = (selector: string) =>
+        page.evaluate(`[...document.querySelectorAll(${JSON.stringify(selector)})].map((element) => {
+          const text = document.createTreeWalker(element, NodeFilter.SHOW_TEXT).nextNode();
+          const range = document.createRange();
+          const left = (i) => (range.setStart(text, i), range.setEnd(text, i + 1), range.getBoundingClientRect().left);
+          return [text.data, left(0) < left(text.data.length - 1)];
+        })`);
+      await page.goto(`${gateway.baseUrl}/admin/accounts/${accountId}?mode=test`);
+      // The project's line: its name, status, id and webhook URL (the id and URL after the name).
+      expect(await page.locator('main li').count()).toBe(1);
+      // In the page's plain-text title, the name is isolated by U+2068 … U+2069.
+      expect(await page.title()).toBe('\u2068Аккаунт с RLO\u2069 — консоль оператора');
+      expect(await leftToRight('main li .mono')).toEqual([
+        [rlo.projectId, true],
+        [receiver.url, true],
+      ]);
     } finally {
       await context.close();
     }

@@ -103,8 +103,14 @@ const time = (at: Date | string) => {
       .replace(/Z$/, ' UTC'),
   )}</time>`;
 };
-/** A string a merchant gave (a name, an e-mail, a URL, a receiver's error text), escaped; it wraps anywhere (class given). */
-const given = (text: string) => `<span class="given">${escapeHtml(text)}</span>`;
+/**
+ * A string a merchant gave (a name, an e-mail, a URL, a receiver's error text), escaped;
+ * it wraps anywhere (class given), and <bdi> isolates its direction: an unclosed
+ * right-to-left override in it cannot reverse what the page draws after it.
+ */
+const given = (text: string) => `<bdi class="given">${escapeHtml(text)}</bdi>`;
+/** The same isolation in plain text (a page title, the plot's title): FIRST STRONG ISOLATE … POP DIRECTIONAL ISOLATE. */
+const isolated = (text: string) => `\u2068${text}\u2069`;
 const money = (kopecks: number) => `<span class="nw">${escapeHtml(formatRubles(kopecks))}</span>`;
 
 export function renderLoginPage(error: string | null): string {
@@ -332,9 +338,9 @@ export function renderAccountPage(page: AccountPage, chrome: ConsoleChrome & { f
   const projects = page.projects.length
     ? `<ul>${page.projects.map((p) => `<li>${given(p.name)} <span class="badge">${escapeHtml(p.status)}</span> <span class="small muted mono">${escapeHtml(p.id)}</span>${p.webhookUrl ? ` <span class="small muted mono">${given(p.webhookUrl)}</span>` : ''}${endpointState(p, page, chrome.formToken)}</li>`).join('')}</ul>`
     : '<p class="muted">Проектов нет.</p>';
-  const plotTitle = `Баланс аккаунта «${account.name}» (${modeTitle(mode)} режим) по журналу`;
+  const plotTitle = `Баланс аккаунта «${isolated(account.name)}» (${modeTitle(mode)} режим) по журналу`;
   return document(
-    `${account.name} — консоль оператора`,
+    `${isolated(account.name)} — консоль оператора`,
     `<p class="small"><a href="/admin">← Мерчанты</a></p>
 <h1>${given(account.name)}</h1>
 <p class="small muted">${given(account.email)} · <span class="mono">${escapeHtml(account.id)}</span> · создан ${time(account.createdAt)}</p>
