@@ -7,6 +7,7 @@
 import type { BalancePoint, DailyVolume } from '#ledger';
 import { escapeHtml, formatRubles } from '../pay/payment-page.html';
 import { renderBalancePlot } from './balance-plot.svg';
+import { plural } from './plural';
 
 export const CONSOLE_CSS = `*{box-sizing:border-box}
 body{margin:0;background:#f2f4f7;color:#1b2330;font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans","Liberation Sans","DejaVu Sans",sans-serif}
@@ -272,7 +273,9 @@ function volumesSection(days: readonly DailyVolume[]): string {
     )
     .join('');
   return `<table class="volumes"><thead><tr><th>День (UTC)</th><th class="num">Оплат</th><th class="num">Сумма</th><th>График</th></tr></thead><tbody>${rows}</tbody></table>${
-    days.length > shown.length ? `<p class="small muted">Показаны последние ${VOLUME_DAYS_SHOWN} дней с оплатами из ${days.length}.</p>` : ''
+    days.length > shown.length
+      ? `<p class="small muted">Показаны последние ${VOLUME_DAYS_SHOWN} ${plural(VOLUME_DAYS_SHOWN, 'день', 'дня', 'дней')} с оплатами из ${days.length}.</p>`
+      : ''
   }`;
 }
 
@@ -348,13 +351,13 @@ export function renderAccountPage(page: AccountPage, chrome: ConsoleChrome & { f
 <div class="card"><h2>Балансы</h2>
 <table class="balances"><thead><tr><th class="num">Доступно</th><th class="num">В ожидании</th><th class="num">В резерве</th></tr></thead>
 <tbody><tr><td class="num">${money(page.balances.available)}</td><td class="num">${money(page.balances.pending)}</td><td class="num">${money(page.balances.reserved)}</td></tr></tbody></table>
-<p class="small muted">Текущие: модель чтения ledger_balances и записи журнала, которые она ещё не учла; график ниже построен по журналу (${page.history.entries} проводок, показано точек: ${page.history.points.length}).</p>
+<p class="small muted">Текущие: модель чтения ledger_balances и записи журнала, которые она ещё не учла; график ниже построен по журналу (${page.history.entries} ${plural(page.history.entries, 'проводка', 'проводки', 'проводок')}, показано точек: ${page.history.points.length}).</p>
 ${projects}</div>
 <div class="card"><h2>Баланс во времени</h2>${renderBalancePlot(page.history.points, plotTitle)}</div>
 <div class="card"><h2>Оплаты по дням</h2>${volumesSection(page.history.days)}</div>
 <div class="card" id="transactions"><h2>Движения баланса</h2><p class="small muted">Последние ${TRANSACTIONS_SHOWN}, как их видит мерчант (GET /v1/balance/transactions).</p>${transactionsSection(page)}</div>
 <div class="card" id="ledger"><h2>Проводки журнала</h2>${entriesSection(page)}</div>
-<div class="card" id="webhooks"><h2>Доставки вебхуков</h2><p class="small muted">Последние ${DELIVERIES_SHOWN} доставок каждого проекта аккаунта, обоих режимов.</p>${deliveriesSection(page, chrome.formToken)}</div>`,
+<div class="card" id="webhooks"><h2>Доставки вебхуков</h2><p class="small muted">Последние ${DELIVERIES_SHOWN} ${plural(DELIVERIES_SHOWN, 'доставка', 'доставки', 'доставок')} каждого проекта аккаунта, обоих режимов.</p>${deliveriesSection(page, chrome.formToken)}</div>`,
     chrome,
   );
 }

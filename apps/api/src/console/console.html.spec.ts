@@ -1,0 +1,46 @@
+import type { BalancePoint, DailyVolume } from '#ledger';
+import { AccountPage, renderAccountPage } from './console.html';
+
+/** A merchant page with `entries` ledger entries (each a point of the plot) and payments on `days` days. */
+function accountPage(entries: number, days: number): string {
+  const points: BalancePoint[] = Array.from({ length: entries }, (_, i) => ({
+    at: new Date(Date.UTC(2026, 0, 1) + i * 3_600_000).toISOString(),
+    entry: i + 1,
+    pending: 0,
+    available: (i + 1) * 100,
+    reserved: 0,
+  }));
+  const volumes: DailyVolume[] = Array.from({ length: days }, (_, i) => ({
+    day: new Date(Date.UTC(2026, 0, 1) + i * 86_400_000).toISOString().slice(0, 10),
+    count: 1,
+    amount: 100,
+  }));
+  const page: AccountPage = {
+    account: { id: '3f0c5a4e-0000-4000-8000-000000000001', name: 'Книжная лавка', email: 'owner@example.com', createdAt: new Date(Date.UTC(2026, 0, 1)) },
+    mode: 'test',
+    projects: [],
+    balances: { pending: 0, available: entries * 100, reserved: 0 },
+    history: { entries, points, days: volumes },
+    entries: [],
+    nextEntriesAfter: null,
+    entriesPaged: false,
+    deliveries: [],
+    transactions: [],
+  };
+  return renderAccountPage(page, { formToken: 'token', current: 'merchants' });
+}
+
+describe('the merchant page’s counts agree with their nouns (Russian plurals)', () => {
+  it.each([
+    [1, '(1 проводка, показано точек: 1)'],
+    [3, '(3 проводки, показано точек: 3)'],
+    [11, '(11 проводок, показано точек: 11)'],
+    [72, '(72 проводки, показано точек: 72)'],
+  ])('%i entries folded in the plot: «%s»', (entries, text) => {
+    expect(accountPage(entries, 1)).toContain(text);
+  });
+
+  it('more than 31 days with payments: «Показаны последние 31 день», not «31 дней»', () => {
+    expect(accountPage(1, 40)).toContain('Показаны последние 31 день с оплатами из 40.');
+  });
+});
