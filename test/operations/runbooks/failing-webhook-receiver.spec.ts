@@ -200,4 +200,45 @@ describe('runbook: a failing webhook receiver', () => {
     expect(sentInvoices).not.toContain(meantime);
     expect(sentInvoices).not.toContain(paid);
   });
+
+  it('4. an endpoint disabled after 3 days of failures: the project shows it, and the enable call sends what is owed and what comes next', async () => {
+    const { operator } = gateway;
+    // The moving merchant's old receiver still fails: a new merchant on it fails through the schedule and past 3 days.
+    const silent = await operator.merchant({ webhookUrl: oldReceiver.url } as never);
+    const atOld = oldReceiver.received.length;
+    await paidInvoice(operator, silent.test, '100.00');
+    await oldReceiver.waitFor((r) => r.length === atOld + 1, 'the first attempt');
+    for (let i = 0; i < SCHEDULE.length; i++) {
+      await operator.advance(SCHEDULE[i]! + 2);
+      await oldReceiver.waitFor((r) => r.length === atOld + i + 2, `attempt ${i + 2}`);
+    }
+    await operator.advance(12 * 3600);
+    await paidInvoice(operator, silent.test, '100.00');
+    await oldReceiver.waitFor((r) => r.length === atOld + SCHEDULE.length + 2, 'the second event tried');
+    await waitForDeliveries(silent, (items) => items.length === 2 && items[0].attempts.length === 1, 'the second attempt recorded');
+    await operator.advance(24 * 3600);
+    const project = inlineCode(step(4), 'GET /admin/v1/projects/{id}');
+    const disabled = await poll(
+      () => operatorCall(gateway, project, { '{id}': silent.projectId }),
+      (r) => r.status === 200 && typeof r.body.webhookDisabledAt === 'string',
+      'webhookDisabledAt set',
+    );
+    expect(disabled.body.webhookDisabledAt).toMatch(/^\d{4}-\d{2}-\d{2}T/);
+    // Meanwhile a new event is recorded failed and not sent: resend-failed alone would leave the endpoint off.
+    const owedInvoice = await paidInvoice(operator, silent.test, '100.00');
+    await waitForDeliveries(silent, (items) => items.length === 3 && items.every((d) => d.status === 'failed'), 'three deliveries failed');
+    expect(oldReceiver.received.some((w) => w.body?.data?.invoice?.id === owedInvoice)).toBe(false);
+
+    const fixedReceiver = newReceiver.received.length;
+    await operator.patchProject(silent.projectId, { webhookUrl: newReceiver.url });
+    const sql = fill(inlineCode(step(5), 'BEGIN; UPDATE webhook_deliveries SET url'), { '<new>': newReceiver.url, '<id>': silent.projectId });
+    await db.pool.query(sql);
+    const enable = await operatorCall(gateway, inlineCode(step(4), 'POST /admin/v1/projects/{id}/webhook-endpoint/enable'), { '{id}': silent.projectId });
+    expectStatus(enable, 202);
+    expect(enable.body).toEqual({ projectId: silent.projectId, resent: 3 });
+    await newReceiver.waitFor((r) => r.length === fixedReceiver + 3, 'the three owed deliveries');
+    const next = await paidInvoice(operator, silent.test, '100.00');
+    await newReceiver.waitFor((r) => r.some((w) => w.body?.data?.invoice?.id === next), 'the next event sent');
+    expect((await operatorCall(gateway, project, { '{id}': silent.projectId })).body.webhookDisabledAt).toBeNull();
+  });
 });
