@@ -259,6 +259,10 @@ describe('signed checkpoints and statements', () => {
     expect(ok).toEqual({ code: 0, output: expect.stringContaining(`signature holds under key ${saved.kid}`) });
     expect(ok.output).toContain(`off-site checkpoint at position ${saved.position} (${saved.events} events) reproduced`);
     expect((await logVerify(['--checkpoint', checkpointFile, '--keys', keysFile])).code).toBe(0);
+    // An unsigned pair at the checkpoint's position that the log does not give fails, the signed checkpoint beside it notwithstanding.
+    const other = await logVerify(['--expect', saved.position, 'ab'.repeat(32), '--checkpoint', checkpointFile, '--keys', keysFile]);
+    expect(other).toEqual({ code: 1, output: expect.stringContaining(`the off-site checkpoint says ${'ab'.repeat(32)}`) });
+    expect(other.output).not.toMatch(/^OK/m);
     const forged = await logVerify(['--checkpoint', forgedFile, '--keys', keysFile]);
     expect(forged).toEqual({ code: 1, output: expect.stringContaining(`the signature does not hold under key ${saved.kid}`) });
     // A failed check leaves no line saying OK.

@@ -165,6 +165,14 @@ describe('a tampered event log is found and named', () => {
     expect(ok.output).toContain(`off-site checkpoint at position ${checkpoint.position} (${checkpoint.events} events) reproduced`);
     const wrong = await logVerify(['--expect', checkpoint.position, 'ab'.repeat(32)]);
     expect(wrong.code).toBe(1);
+    // Two hashes for one position cannot both hold: each is checked, the genuine one given last too.
+    const both = await logVerify(['--expect', checkpoint.position, 'ab'.repeat(32), '--expect', checkpoint.position, checkpoint.hash]);
+    expect(both).toEqual({
+      code: 1,
+      output: expect.stringContaining(`FAILED: at position ${checkpoint.position} the log gives running hash ${checkpoint.hash}`),
+    });
+    expect(both.output).toContain(`off-site checkpoint at position ${checkpoint.position} (${checkpoint.events} events) reproduced`);
+    expect(both.output).not.toMatch(/^OK/m);
   });
 
   it('an untouched log passes', async () => {

@@ -2,11 +2,12 @@ import { describeProblem, EventLogReport } from '#event-store';
 
 /**
  * The lines log:verify (and ledger:verify) print about the hash chains of the event log;
+ * `expected`: the off-site checkpoints, each checked (several at one position are each a line);
  * `failedBefore`: a check printed before them failed (a saved checkpoint's signature), so no line says OK.
  */
 export function logReportLines(
   report: EventLogReport,
-  expected: ReadonlyMap<string, string> = new Map(),
+  expected: Iterable<readonly [position: string, hash: string]> = [],
   failedBefore = false,
 ): { lines: string[]; failed: boolean } {
   const lines = [

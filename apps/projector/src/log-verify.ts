@@ -14,9 +14,12 @@ const USAGE =
   '  position commit/prepare and hash 64 hex digits, or a file saved from GET /admin/v1/audit/checkpoint, its signature checked with\n' +
   '  the public key of its kid (from --keys, a saved answer of GET /v1/audit/keys, else from the database)';
 
-/** `--expect <position> <hash>` pairs, `--checkpoint <file>` and `--keys <file>`: checkpoints recorded off-site that the log must reproduce. */
-function parseArguments(args: readonly string[]): { expected: Map<string, string>; checkpoints: string[]; keys: string | null } {
-  const expected = new Map<string, string>();
+/**
+ * `--expect <position> <hash>` pairs, `--checkpoint <file>` and `--keys <file>`: checkpoints recorded off-site that the log must reproduce.
+ * Each pair is kept, several at one position too: every one is checked (two hashes for one position cannot both hold).
+ */
+function parseArguments(args: readonly string[]): { expected: [string, string][]; checkpoints: string[]; keys: string | null } {
+  const expected: [string, string][] = [];
   const checkpoints: string[] = [];
   let keys: string | null = null;
   for (let i = 0; i < args.length; i++) {
@@ -31,7 +34,7 @@ function parseArguments(args: readonly string[]): { expected: Map<string, string
       process.stderr.write(`${USAGE}\n`);
       process.exit(2);
     }
-    expected.set(position, hash);
+    expected.push([position, hash]);
     i += 2;
   }
   return { expected, checkpoints, keys };
@@ -96,12 +99,12 @@ async function main(): Promise<void> {
         failed = true;
       } else {
         process.stdout.write(`${file}: signature holds under key ${checked.kid}\n`);
-        expected.set(checked.position, checked.hash);
+        expected.push([checked.position, checked.hash]);
       }
     }
     const bar = new ProgressBar('log:verify'.padEnd(16));
     const options = {
-      at: [...expected.keys()],
+      at: [...new Set(expected.map(([position]) => position))],
       onProgress: (phase: 'streams' | 'log', events: number) => bar.update(phase === 'streams' ? 0.25 : 0.75, `${phase}: ${events} events read`),
     };
     // On EventStoreDB the chain hashes are in the events' metadata (docs/audit-log.md). On
