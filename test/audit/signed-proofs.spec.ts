@@ -10,7 +10,7 @@
  * as printed. The gateway runs with DATABASE_URL (the key sealed in the database); the
  * key file of the embedded default is checked on its own.
  */
-import { createHash, createPublicKey, generateKeyPairSync, randomBytes, randomUUID, verify } from 'node:crypto';
+import { createHash, createPublicKey, generateKeyPairSync, randomBytes, randomUUID, sign, verify } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -228,6 +228,43 @@ describe('signed checkpoints and statements', () => {
     writeFileSync(path.join(files.dir, 'statement.json'), oneByteChanged(statement, statement.indexOf('"amount":"') + '"amount":"'.length));
     expect(verified(checkStatement)).toEqual({ status: 1, output: expect.stringContaining('Signature Verification Failure') });
   });
+
+  it("a key's public key replaced in the table (its kid kept): not published, refused by log:verify and verifyStatement", async () => {
+    const listed = await keys();
+    const retired = listed.find((k) => k.validUntil !== null)!;
+    expect(retired).toBeDefined();
+    // An insider with write access to audit_signing_keys puts their own key in the retired one's row and signs with it.
+    const insider = generateKeyPairSync('ed25519');
+    const saved = (await gw.operator.http.get('/admin/v1/audit/checkpoint')).body;
+    const forgedFile = path.join(files.dir, 'forged-under-retired-kid.json');
+    writeFileSync(
+      forgedFile,
+      JSON.stringify({ ...saved, kid: retired.kid, signature: sign(null, Buffer.from(saved.signedText), insider.privateKey).toString('base64') }),
+    );
+    const { signature: _signature, ...content } = JSON.parse(statement);
+    const forgedStatement = {
+      ...content,
+      signature: { kid: retired.kid, alg: 'Ed25519', value: sign(null, Buffer.from(canonical(content)), insider.privateKey).toString('base64') },
+    };
+    await gw.db.pool.query('UPDATE audit_signing_keys SET public_key = $2 WHERE kid = $1', [
+      retired.kid,
+      insider.publicKey.export({ format: 'pem', type: 'spki' }),
+    ]);
+    try {
+      expect(await keys()).toEqual(listed.filter((k) => k.kid !== retired.kid));
+      await gw.gateway.waitForOutput(new RegExp(`"kid":"${retired.kid}".*not published`));
+      const run = startProcess('log-verify', { DATABASE_URL: gw.db.url }, ['--checkpoint', forgedFile]);
+      expect({ code: await run.exited, output: run.output() }).toEqual({
+        code: 1,
+        output: expect.stringContaining(`forged-under-retired-kid.json: the public key listed as ${retired.kid} is not that key`),
+      });
+      expect(run.output()).not.toContain('signature holds');
+      expect(verifyStatement(forgedStatement, await publishedKeys(gw.db.pool))).toBe(false);
+    } finally {
+      await gw.db.pool.query('UPDATE audit_signing_keys SET public_key = $2 WHERE kid = $1', [retired.kid, retired.publicKey]);
+    }
+    expect(await keys()).toEqual(listed);
+  }, 60_000);
 
   it('log:verify --checkpoint as a read-only role: the signature holds, a changed checkpoint does not, an edited event is named', async () => {
     const saved = (await gw.operator.http.get('/admin/v1/audit/checkpoint')).body;

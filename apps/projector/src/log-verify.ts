@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { loadConfigOrExit, openInfrastructure } from '#payments/composition';
 import type { PublishedKey } from '#payments/audit';
 import { COMMAND_SESSION_LIMITS } from '#platform/database';
+import { kidNamesKey } from '#platform/secrets';
 import { verifyChainedLog, verifyEventLogInWorker } from '#event-store';
 import type { EventStoreDbEventStore } from '#event-store/eventstoredb';
 import { createLogger } from '#platform/logging';
@@ -56,6 +57,9 @@ function signedCheckpoint(file: string, keys: readonly PublishedKey[]): { positi
   }
   const key = keys.find((k) => k.kid === c.kid);
   if (!key) return `${file}: no public key with kid ${String(c.kid)} is listed`;
+  // A listed key whose public key is not the one its kid names (the row or the file edited): refused, its signature not checked.
+  if (!kidNamesKey(key))
+    return `${file}: the public key listed as ${key.kid} is not that key (its SHA-256 does not begin with the kid): the key list was changed`;
   const [version, position, events, hash] = String(c.signedText).split('\n');
   if (version !== 'gateway-log-checkpoint-v1' || !position || !hash) return `${file}: not a signed checkpoint (gateway-log-checkpoint-v1)`;
   if (!verify(null, Buffer.from(c.signedText!, 'utf8'), createPublicKey(key.publicKey), Buffer.from(String(c.signature), 'base64'))) {

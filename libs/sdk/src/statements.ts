@@ -1,4 +1,4 @@
-import { createPublicKey, verify } from 'node:crypto';
+import { createHash, createPublicKey, KeyObject, verify } from 'node:crypto';
 
 /** A public key of the gateway, as GET /v1/audit/keys lists it. */
 export interface AuditPublicKey {
@@ -16,10 +16,26 @@ export const canonicalJson = (value: unknown): string =>
   );
 
 /**
+ * Whether `key`'s kid is the first 16 hex digits of SHA-256 of its raw 32-byte Ed25519
+ * public key, as the gateway makes it.
+ * The SDK's own copy of kidNamesKey (libs/platform/src/secrets): it imports no gateway code.
+ */
+function kidNamesKey(kid: string, key: KeyObject): boolean {
+  if (key.asymmetricKeyType !== 'ed25519') return false;
+  return (
+    createHash('sha256')
+      .update(key.export({ format: 'der', type: 'spki' }).subarray(-32))
+      .digest('hex')
+      .slice(0, 16) === kid
+  );
+}
+
+/**
  * Whether a statement (GET /v1/statements; the text received or its parsed JSON) carries
  * the gateway's Ed25519 signature, made by the key of its `signature.kid` among `keys`
  * (GET /v1/audit/keys, retired keys included), over the statement without `signature`
- * in canonical JSON. Uses node:crypto only; nothing is fetched.
+ * in canonical JSON; a key whose kid is not the digest of its public key never verifies.
+ * Uses node:crypto only; nothing is fetched.
  */
 export function verifyStatement(doc: string | object, keys: readonly AuditPublicKey[] | { readonly keys: readonly AuditPublicKey[] }): boolean {
   const { signature, ...signed } = (typeof doc === 'string' ? JSON.parse(doc) : doc) as { signature?: { kid?: string; alg?: string; value?: string } };
@@ -27,5 +43,8 @@ export function verifyStatement(doc: string | object, keys: readonly AuditPublic
     (k) => k.kid === signature?.kid && k.alg === 'Ed25519',
   );
   if (!key || signature?.alg !== 'Ed25519' || typeof signature.value !== 'string') return false;
-  return verify(null, Buffer.from(canonicalJson(signed), 'utf8'), createPublicKey(key.publicKey), Buffer.from(signature.value, 'base64'));
+  const publicKey = createPublicKey(key.publicKey);
+  // A listed key whose kid is not its own (a key put in another's place) never verifies.
+  if (!kidNamesKey(key.kid, publicKey)) return false;
+  return verify(null, Buffer.from(canonicalJson(signed), 'utf8'), publicKey, Buffer.from(signature.value, 'base64'));
 }

@@ -1,11 +1,11 @@
-import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, KeyObject, sign } from 'node:crypto';
+import { createPrivateKey, createPublicKey, generateKeyPairSync, KeyObject, sign } from 'node:crypto';
 import { mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Pool } from 'pg';
 import { inTransaction } from '#platform/database';
 import type { Migration } from '#platform/database';
 import type { Clock } from '#platform/clock';
-import { SecretBox, writeSecretFile, writeSecretFileOnce } from '#platform/secrets';
+import { kidOf, SecretBox, writeSecretFile, writeSecretFileOnce } from '#platform/secrets';
 
 /**
  * The gateway's Ed25519 keys that sign the log's checkpoints and the merchants'
@@ -59,13 +59,6 @@ export const canonicalJcs = (value: unknown): string =>
   JSON.stringify(value, (_key, v: unknown) =>
     v !== null && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : v,
   );
-
-/** A key's id: the first 16 hex digits of SHA-256 over its raw 32-byte public key. */
-export const kidOf = (publicKey: KeyObject): string =>
-  createHash('sha256')
-    .update(publicKey.export({ format: 'der', type: 'spki' }).subarray(-32))
-    .digest('hex')
-    .slice(0, 16);
 
 /** AUDIT_SIGNING_KEY's text (a PKCS#8 PEM, or its DER in base64) as an Ed25519 private key; null when it is none. */
 export function parseSigningKey(text: string): KeyObject | null {
