@@ -12,10 +12,10 @@
  */
 import { createHash, createPublicKey, generateKeyPairSync, randomBytes, randomUUID, sign, verify } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
-import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Client as PgClient } from 'pg';
-import { AuditSigningKeys, publishedKeys, SIGNING_KEY_FILE } from '#payments/audit';
+import { AuditSigningKeys, publishedKeys, RetiredSigningKeyError, SIGNING_KEY_FILE } from '#payments/audit';
 import { ManualClock } from '#platform/clock';
 import { SecretBox, fixedKeys } from '#platform/secrets';
 import { verifyStatement } from '../../libs/sdk/src';
@@ -379,4 +379,57 @@ describe('the signing key from the file of the embedded default, and from AUDIT_
       await db.drop();
     }
   });
+
+  it('a retired key never becomes current again: the file key AUDIT_SIGNING_KEY retires is removed; a retired key is refused at start; periods follow each other', async () => {
+    const db = await createTestDatabase({ poolSize: 2 });
+    const data = temporaryDataDir();
+    try {
+      const settings = { config: { auditSigningKey: null, databaseUrl: null, dataDir: data.dir }, secrets: new SecretBox(fixedKeys([randomBytes(32)])) };
+      const clock = new ManualClock(() => Date.parse('2026-11-01T00:00:00Z'));
+      const file = path.join(data.dir, SIGNING_KEY_FILE);
+      const fromFile = await new AuditSigningKeys(db.pool, settings, clock).sign('text');
+      const filePem = readFileSync(file, 'utf8');
+      // Started with AUDIT_SIGNING_KEY: its key current, the file's retired, and the file's private half dropped.
+      const configured = generateKeyPairSync('ed25519').privateKey;
+      const withEnv = { ...settings, config: { ...settings.config, auditSigningKey: configured } };
+      clock.setOffset(60_000);
+      const fromEnv = await new AuditSigningKeys(db.pool, withEnv, clock).sign('text');
+      expect(existsSync(file)).toBe(false);
+      // Started again without it: a new key of its own; the retired one stays retired.
+      clock.setOffset(120_000);
+      const fresh = await new AuditSigningKeys(db.pool, settings, clock).sign('text');
+      expect(fresh.kid).not.toBe(fromFile.kid);
+      const listed = await publishedKeys(db.pool);
+      expect(listed.map((k) => [k.kid, k.validUntil === null])).toEqual([
+        [fromFile.kid, false],
+        [fromEnv.kid, false],
+        [fresh.kid, true],
+      ]);
+      for (let i = 1; i < listed.length; i++) expect(listed[i - 1]!.validUntil).toBe(listed[i]!.validFrom);
+
+      // The retired file key put back (a backup restored), or the retired AUDIT_SIGNING_KEY set again: refused, naming the key; nothing changes.
+      writeFileSync(file, filePem, { mode: 0o600 });
+      const restored = new AuditSigningKeys(db.pool, settings, clock);
+      await expect(restored.refuseRetired()).rejects.toThrow(`${file} holds signing key ${fromFile.kid}, retired at ${listed[0]!.validUntil}`);
+      await expect(restored.sign('text')).rejects.toThrow(RetiredSigningKeyError);
+      await expect(new AuditSigningKeys(db.pool, withEnv, clock).refuseRetired()).rejects.toThrow(
+        `AUDIT_SIGNING_KEY holds signing key ${fromEnv.kid}, retired at ${listed[1]!.validUntil}: a retired key never signs again. Set a new key there`,
+      );
+      expect(await publishedKeys(db.pool)).toEqual(listed);
+      // The gateway does not start with it (exit 1, as with a missing secrets key) and says why.
+      const gateway = startProcess('gateway', {
+        DATABASE_URL: db.url,
+        DATA_DIR: data.dir,
+        PORT: '0',
+        AUDIT_SIGNING_KEY: configured.export({ format: 'pem', type: 'pkcs8' }).toString(),
+      });
+      expect(await gateway.exited).toBe(1);
+      expect(gateway.output()).toContain(`The gateway could not start: AUDIT_SIGNING_KEY holds signing key ${fromEnv.kid}, retired at`);
+      expect(gateway.output()).toContain(`The current key is ${fresh.kid}.`);
+      expect(await publishedKeys(db.pool)).toEqual(listed);
+    } finally {
+      data.remove();
+      await db.drop();
+    }
+  }, 60_000);
 });

@@ -7,6 +7,7 @@ import { createLogger, exitAfterLogs } from '#platform/logging';
 import { takeOverShutdownSignals } from '#platform/database';
 import { createServices } from '#payments/services';
 import { WEBHOOK_EVENTS } from '#payments/merchants';
+import { AuditSigningKeys } from '#payments/audit';
 import { observeCommands } from '#event-store';
 import { ReadModelRebuilds, rebuildsInProgress } from '#event-store/projections';
 import { GatewayMetrics } from '#payments/observability';
@@ -89,6 +90,8 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
     let drain: ConnectionDrain | null = null;
     let adminToken = config.adminToken;
     if (roles.api) {
+      // A retired signing key never signs again: refused now, naming it, not at the first statement (docs/audit-log.md).
+      await new AuditSigningKeys(infra.pool, infra, infra.clock).refuseRetired();
       const tokenWasGenerated = adminToken === null;
       // 24 random bytes: 32 base64url characters, the shortest token accepted.
       adminToken ??= randomBytes(24).toString('base64url');

@@ -1,5 +1,5 @@
 import { createPrivateKey, createPublicKey, generateKeyPairSync, KeyObject, sign } from 'node:crypto';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { Pool } from 'pg';
 import { inTransaction } from '#platform/database';
@@ -15,7 +15,8 @@ import { kidOf, SecretBox, writeSecretFile, writeSecretFileOnce } from '#platfor
  * of the current one is AUDIT_SIGNING_KEY when set; else, on the embedded database,
  * DATA_DIR/audit-signing.key (mode 0600, generated once); else (DATABASE_URL) its row,
  * sealed with the secrets key (the webhook secrets' SecretBox). A retired key's
- * private half is dropped.
+ * private half is dropped (its sealed column, or the file once it holds a retired key),
+ * and a retired key never becomes current again (RetiredSigningKeyError).
  */
 export const auditSigningKeysMigration: Migration = {
   id: 'payments:0038_audit_signing_keys',
@@ -89,6 +90,26 @@ export async function publishedKeys(pool: Pick<Pool, 'query'>): Promise<Publishe
   return (await pool.query<KeyRow>('SELECT kid, public_key, valid_from, valid_until FROM audit_signing_keys ORDER BY valid_from, kid')).rows.map(published);
 }
 
+/** The key this process was given (AUDIT_SIGNING_KEY or DATA_DIR/audit-signing.key) was retired: it never signs again. */
+export class RetiredSigningKeyError extends Error {
+  constructor(
+    readonly kid: string,
+    validUntil: Date,
+    source: string,
+    currentKid: string | null,
+  ) {
+    const remedy =
+      source === 'AUDIT_SIGNING_KEY'
+        ? 'Set a new key there (openssl genpkey -algorithm ed25519), or the current one'
+        : 'Run npm run audit:rotate-signing-key to put a new key in it, or set AUDIT_SIGNING_KEY';
+    super(
+      `${source} holds signing key ${kid}, retired at ${validUntil.toISOString()}: a retired key never signs again. ${remedy}.` +
+        (currentKid === null ? '' : ` The current key is ${currentKid}.`),
+    );
+    this.name = 'RetiredSigningKeyError';
+  }
+}
+
 export interface SigningKeySettings {
   readonly config: { readonly auditSigningKey: KeyObject | null; readonly databaseUrl: string | null; readonly dataDir: string };
   readonly secrets: SecretBox;
@@ -124,10 +145,24 @@ export class AuditSigningKeys {
     const key = this.settings.config.auditSigningKey ?? this.fileKey();
     const kid = kidOf(createPublicKey(key));
     if (!this.listed.has(kid)) {
-      await this.publish(kid, publicPem(key), null);
+      const before = await this.publish(kid, publicPem(key), null);
       this.listed.add(kid);
+      // AUDIT_SIGNING_KEY retired the key of the file (the embedded default's): its private half goes with it.
+      if (before !== null && before !== kid && this.fileKid() === before) rmSync(this.file, { force: true });
     }
     return { kid, key };
+  }
+
+  /**
+   * Refuses (RetiredSigningKeyError) when the key this process would sign with,
+   * AUDIT_SIGNING_KEY or the file's, is a retired one: at start, before a request asks
+   * for a signature. Makes and publishes nothing. A sealed key is the current row's.
+   */
+  async refuseRetired(): Promise<void> {
+    if (this.where === 'database') return;
+    const key = this.settings.config.auditSigningKey;
+    const kid = key ? kidOf(createPublicKey(key)) : this.fileKid();
+    if (kid !== null) await refuseIfRetired(this.pool, kid, this.source);
   }
 
   /**
@@ -155,6 +190,19 @@ export class AuditSigningKeys {
     return 1;
   }
 
+  private get source(): string {
+    return this.where === 'file' ? this.file : this.where;
+  }
+
+  /** The kid of the key in the file, null without one. */
+  private fileKid(): string | null {
+    try {
+      return existsSync(this.file) ? kidOf(createPublicKey(readFileSync(this.file, 'utf8'))) : null;
+    } catch {
+      return null; // not a key: fileKey() says so when it is used
+    }
+  }
+
   private fileKey(): KeyObject {
     mkdirSync(path.dirname(this.file), { recursive: true });
     writeSecretFileOnce(this.file, newPrivateKeyPem());
@@ -172,26 +220,42 @@ export class AuditSigningKeys {
   }
 
   /**
-   * Makes `kid` the current key (its row added, or a retired one current again), retiring
-   * the one before (answered), in one transaction; `first`: only when no sealed key is
-   * current (two processes making the first one agree).
+   * Makes `kid` the current key (its row added), retiring the one before (answered), in
+   * one transaction; `first`: only when no sealed key is current (two processes making
+   * the first one agree). A retired key is refused: it never becomes current again, and
+   * validity periods follow each other without overlapping.
    */
   private publish(kid: string, publicKey: string, sealed: string | null, first = false): Promise<string | null> {
     return inTransaction(this.pool, async (client) => {
       await client.query('LOCK TABLE audit_signing_keys IN SHARE ROW EXCLUSIVE MODE');
+      await refuseIfRetired(client, kid, this.source);
       const current = await currentRow(client);
       if (current?.kid !== kid && !(first && current?.sealed)) {
-        const now = this.clock.now();
-        await client.query('UPDATE audit_signing_keys SET valid_until = $1, sealed_private_key = NULL WHERE valid_until IS NULL', [now]);
-        await client.query(
-          `INSERT INTO audit_signing_keys (kid, public_key, valid_from, sealed_private_key) VALUES ($1, $2, $3, $4)
-           ON CONFLICT (kid) DO UPDATE SET valid_until = NULL, sealed_private_key = EXCLUDED.sealed_private_key`,
-          [kid, publicKey, now, sealed],
+        // Not before the retired key's own start, should this process's clock be behind.
+        const retired = await client.query<{ until: Date }>(
+          `UPDATE audit_signing_keys SET valid_until = greatest($1::timestamptz, valid_from), sealed_private_key = NULL
+           WHERE valid_until IS NULL RETURNING valid_until AS until`,
+          [this.clock.now()],
         );
+        await client.query('INSERT INTO audit_signing_keys (kid, public_key, valid_from, sealed_private_key) VALUES ($1, $2, $3, $4)', [
+          kid,
+          publicKey,
+          retired.rows[0]?.until ?? this.clock.now(),
+          sealed,
+        ]);
       }
       return current?.kid ?? null;
     });
   }
+}
+
+/** Throws RetiredSigningKeyError when `kid` is a retired key's. */
+async function refuseIfRetired(db: Pick<Pool, 'query'>, kid: string, source: string): Promise<void> {
+  const rows = (
+    await db.query<{ kid: string; valid_until: Date | null }>('SELECT kid, valid_until FROM audit_signing_keys WHERE kid = $1 OR valid_until IS NULL', [kid])
+  ).rows;
+  const retired = rows.find((r) => r.kid === kid && r.valid_until !== null);
+  if (retired) throw new RetiredSigningKeyError(kid, retired.valid_until!, source, rows.find((r) => r.valid_until === null)?.kid ?? null);
 }
 
 /** The current key's row (none before the first signature). */
