@@ -8,7 +8,7 @@
  * before the next one.
  */
 import { createPublicKey, generateKeyPairSync, randomUUID, verify } from 'node:crypto';
-import { describeProblem, LogProblem, PostgresEventStore, verifyEventLog } from '#event-store';
+import { describeProblem, eventChainHash, LogProblem, PostgresEventStore, verifyEventLog } from '#event-store';
 import { loadConfig, ConfigError } from '#payments/composition';
 import { startProcess } from '../support/gateway-process';
 import { api, expectStatus, InvoiceGateway, Json, Merchant, orderId, poll, startInvoiceGateway } from '../support/merchant-fixtures';
@@ -325,6 +325,47 @@ describe('a tampered event log is found and named', () => {
       );
     } finally {
       await restore([a, b]);
+    }
+    expect(await problems()).toEqual([]);
+  });
+
+  it('an event edited and its chain hash recomputed (stream head too): chain_hash_mismatch against the recorded checkpoint, named', async () => {
+    const invoice = await streamWith(2, 'invoice-');
+    const target = invoice[invoice.length - 1]!;
+    const previous = invoice[invoice.length - 2]!;
+    await gw.db.pool.query(`UPDATE events SET data = jsonb_set(data, '{tampered}', 'true') WHERE global_position = $1`, [target.global_position]);
+    const [edited] = await rows('global_position = $1', [target.global_position]);
+    const rehashed = eventChainHash(previous.chain_hash, {
+      streamName: edited!.stream_name,
+      revision: BigInt(edited!.stream_revision),
+      id: edited!.event_id,
+      type: edited!.event_type,
+      dataJson: edited!.data,
+      metadataJson: edited!.metadata,
+    });
+    await gw.db.pool.query('UPDATE events SET chain_hash = $2 WHERE global_position = $1', [target.global_position, rehashed]);
+    const head = `UPDATE event_streams SET chain_hashes[cardinality(chain_hashes)] = $2 WHERE stream_name = $1`;
+    await gw.db.pool.query(head, [target.stream_name, rehashed]);
+    try {
+      // The chains hold again: only the checkpoint recorded before the edit finds it, at the event's own place.
+      // (A later checkpoint's running hash, folded over the changed event, no longer holds either: the same kind.)
+      const found = await problems();
+      expect(found.map((p) => p.kind)).not.toContain('event_missing');
+      expect(found.slice(0, 1)).toEqual([
+        {
+          kind: 'chain_hash_mismatch',
+          ...named(target),
+          detail: expect.stringMatching(
+            /^checkpoint \d+ recorded chain hash [0-9a-f]{16} as event \d+ of the log; the event in its place now has chain hash [0-9a-f]{16}/,
+          ),
+        },
+      ]);
+      const run = await logVerify();
+      expect(run.code).toBe(1);
+      expect(run.output).toContain(`[chain_hash_mismatch] ${target.stream_name} revision ${target.stream_revision} at position ${positionOf(target)}`);
+    } finally {
+      await restore([target]);
+      await gw.db.pool.query(head, [target.stream_name, target.chain_hash]);
     }
     expect(await problems()).toEqual([]);
   });

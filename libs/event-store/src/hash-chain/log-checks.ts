@@ -12,7 +12,8 @@ import { CHAIN_HASH_BYTES, ChainedEventContent, eventChainHash, RunningLogHash }
  *   another place than the checkpoint recorded;
  * - `chain_hash_mismatch`: a stored chain hash is not the one its content gives and the
  *   chain goes on from the right one (the hash was edited), an event has no chain hash,
- *   or the log no longer gives a recorded checkpoint's running hash.
+ *   or the log no longer gives a recorded checkpoint's running hash (also: an event at
+ *   the place a checkpoint recorded, changed and its chain hash recomputed).
  */
 export type LogProblemKind = 'data_changed' | 'event_missing' | 'order_changed' | 'chain_hash_mismatch';
 
@@ -514,13 +515,21 @@ export class LogOrderCheck {
 /**
  * The first place where the log differs from a checkpoint's segment: a recorded event
  * no longer in the log (missing), an event the checkpoint recorded elsewhere (order
- * changed), or one it never recorded there (chain hash mismatch: inserted or edited).
+ * changed), or one it never recorded there (chain hash mismatch: inserted or edited;
+ * also an event changed at its recorded place, its chain hash recomputed).
  */
 function explain(segment: RecordedCheckpoint, recorded: readonly Buffer[], logged: readonly LoggedEvent[], at: number): LogProblem {
   const index = (i: number) => segment.fromEvents + BigInt(i) + 1n;
   const expected = recorded[at];
   const found = logged[at];
   const expectedInLog = expected === undefined ? -1 : logged.findIndex((e) => e.chainHash !== null && e.chainHash.equals(expected));
+  if (expected !== undefined && expectedInLog < 0 && found && changedInPlace(segment, recorded, logged, at)) {
+    return {
+      ...named(found),
+      kind: 'chain_hash_mismatch',
+      detail: `checkpoint ${segment.seq} recorded chain hash ${hex(expected)} as event ${index(at)} of the log; the event in its place now has chain hash ${hex(found.chainHash)}: changed (or replaced) and re-hashed since`,
+    };
+  }
   if (expected !== undefined && expectedInLog < 0) {
     return {
       kind: 'event_missing',
@@ -543,6 +552,24 @@ function explain(segment: RecordedCheckpoint, recorded: readonly Buffer[], logge
     kind: 'chain_hash_mismatch',
     detail: `checkpoint ${segment.seq} recorded no event with its chain hash ${hex(found!.chainHash)} at this place of the log`,
   };
+}
+
+/**
+ * Whether the events from `at` on hold the places the checkpoint recorded, each the one
+ * recorded there or one recorded nowhere in the segment in place of one not in the log
+ * (changed in place), and the segment ends at the recorded position: nothing deleted,
+ * inserted or moved, so the event at `at` is the recorded one, changed.
+ */
+function changedInPlace(segment: RecordedCheckpoint, recorded: readonly Buffer[], logged: readonly LoggedEvent[], at: number): boolean {
+  if (logged.length !== recorded.length || logged[logged.length - 1]!.position !== segment.position) return false;
+  const inLog = new Set(logged.map((e) => e.chainHash?.toString('hex')));
+  const inRecord = new Set(recorded.map((h) => h.toString('hex')));
+  for (let j = at; j < logged.length; j++) {
+    const hash = logged[j]!.chainHash;
+    if (hash !== null && hash.equals(recorded[j]!)) continue;
+    if (inLog.has(recorded[j]!.toString('hex')) || (hash !== null && inRecord.has(hash.toString('hex')))) return false;
+  }
+  return true;
 }
 
 /** Where the recorded chain hashes (32 bytes each) and the segment's events first differ, or null. */

@@ -1,0 +1,87 @@
+/**
+ * LogOrderCheck against recorded checkpoints (docs/audit-log.md, "What verification
+ * reports"): how the first difference from a checkpoint's segment is named. An event
+ * changed at its recorded place and re-hashed is `chain_hash_mismatch` (named by that
+ * event); a recorded event deleted, also the segment's last, stays `event_missing`; one
+ * moved within the segment `order_changed`. The same on a real log, through the
+ * gateway: test/event-store/event-log-tamper.spec.ts.
+ */
+import { randomBytes } from 'node:crypto';
+import { GENESIS_HASH, LoggedEvent, LogOrderCheck, LogProblem, nextLogHash, RecordedCheckpoint } from '#event-store';
+
+/** Six events of three streams, in log order; two checkpoints recorded over them (events 1-4 and 5-6). */
+const LOG: LoggedEvent[] = ['a', 'b', 'a', 'c', 'b', 'a'].map((stream, i, all) => ({
+  streamName: `invoice-${stream}`,
+  revision: BigInt(all.slice(0, i).filter((s) => s === stream).length),
+  position: `${900 + i}/${i + 1}`,
+  chainHash: randomBytes(32),
+}));
+
+function checkpoints(): RecordedCheckpoint[] {
+  let hash = GENESIS_HASH;
+  const running = LOG.map((e) => (hash = nextLogHash(hash, e.chainHash!)));
+  return [
+    [0, 4],
+    [4, 6],
+  ].map(([from, to], k) => ({
+    seq: BigInt(k + 1),
+    fromEvents: BigInt(from!),
+    events: BigInt(to!),
+    position: LOG[to! - 1]!.position,
+    hash: running[to! - 1]!,
+    eventHashes: Buffer.concat(LOG.slice(from, to).map((e) => e.chainHash!)),
+  }));
+}
+
+/** The problems of `log` fed in log order against the checkpoints recorded over LOG. */
+function problemsOf(log: readonly LoggedEvent[]): LogProblem[] {
+  const check = new LogOrderCheck();
+  const [first, second] = checkpoints();
+  check.checkpoint(first!);
+  log.forEach((event, i) => {
+    if (i === 4) check.checkpoint(second!);
+    check.event(event);
+  });
+  check.finish();
+  return check.problems;
+}
+
+const rehashed = (event: LoggedEvent): LoggedEvent => ({ ...event, chainHash: randomBytes(32) });
+const named = (e: LoggedEvent) => ({ streamName: e.streamName, revision: e.revision, position: e.position });
+
+describe('LogOrderCheck against recorded checkpoints', () => {
+  it('an untouched log matches both', () => {
+    expect(problemsOf(LOG)).toEqual([]);
+  });
+
+  it('an event changed at its recorded place and re-hashed: chain_hash_mismatch, named by it (inside a segment, at its end, with a later revision re-hashed too)', () => {
+    for (const changed of [[1], [3], [0, 2]]) {
+      const log = LOG.map((e, i) => (changed.includes(i) ? rehashed(e) : e));
+      const found = problemsOf(log);
+      expect(found[0]).toMatchObject({ kind: 'chain_hash_mismatch', ...named(LOG[changed[0]!]!) });
+      expect(found[0]!.detail).toMatch(
+        /^checkpoint 1 recorded chain hash [0-9a-f]{16} as event \d of the log; the event in its place now has chain hash [0-9a-f]{16}: changed/,
+      );
+      expect(found.map((p) => p.kind)).not.toContain('event_missing');
+    }
+  });
+
+  it('a recorded event deleted, inside a segment or at its end: event_missing', () => {
+    for (const deleted of [1, 3]) {
+      const found = problemsOf(LOG.filter((_, i) => i !== deleted));
+      expect(found[0]).toMatchObject({
+        kind: 'event_missing',
+        detail: expect.stringContaining('is not in this range of the log (deleted, or moved out of the range)'),
+      });
+    }
+  });
+
+  it('a deleted event replaced by a re-hashed later one of its range: event_missing', () => {
+    const found = problemsOf([LOG[0]!, rehashed(LOG[2]!), LOG[3]!, LOG[4]!, LOG[5]!]);
+    expect(found[0]!.kind).toBe('event_missing');
+  });
+
+  it('two events of a segment exchanged: order_changed', () => {
+    expect(problemsOf([LOG[0]!, LOG[2]!, LOG[1]!, ...LOG.slice(3)])[0]).toMatchObject({ kind: 'order_changed', ...named(LOG[2]!) });
+  });
+});
