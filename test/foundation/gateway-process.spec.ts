@@ -115,6 +115,22 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
     }
   });
 
+  it('a SIGTERM the moment the banner is printed stops the gateway (it is not lost while signals change hands)', async () => {
+    const own = temporaryDataDir();
+    try {
+      for (let round = 0; round < 6; round++) {
+        const gateway = startProcess('gateway', { DATA_DIR: own.dir, PORT: '0' });
+        await gateway.waitForOutput(/operator token/);
+        gateway.child.kill('SIGTERM');
+        const exited = await Promise.race([gateway.exited, new Promise((r) => setTimeout(() => r('still running after 20 s'), 20_000))]);
+        if (exited !== 0) await gateway.kill('SIGKILL');
+        expect({ round, exited }).toEqual({ round, exited: 0 });
+      }
+    } finally {
+      own.remove();
+    }
+  }, 180_000);
+
   it('a read-only command leaves the server to the gateway using it, also after the server ended every session (a backend crashed)', async () => {
     const own = temporaryDataDir();
     try {

