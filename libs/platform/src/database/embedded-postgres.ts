@@ -152,7 +152,11 @@ async function startOrJoin(
     url: urlFor(port, databaseName, password),
     stop: () =>
       underStartLock(root, async () => {
-        if (!(await stillUsedByOthers(presence, port, password))) return stopPostmaster(postmaster);
+        if (!(await stillUsedByOthers(presence, port, password))) {
+          await stopPostmaster(postmaster);
+          serversStoppedAtExit.delete(postmaster);
+          return;
+        }
         // Another process still uses it: this one must not stop it when it exits.
         serversStoppedAtExit.delete(postmaster);
       }),
