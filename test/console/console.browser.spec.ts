@@ -67,6 +67,14 @@ describe('operator console in a real browser (Debian Chromium via playwright-cor
     await db?.drop();
   });
 
+  /** Logs in with the operator token and waits for the merchants page. */
+  async function logIn(page: Page): Promise<void> {
+    await page.goto(`${gateway.baseUrl}/admin/login`);
+    await page.getByLabel('Токен оператора (ADMIN_TOKEN)').fill(ADMIN_TOKEN);
+    await page.getByRole('button', { name: 'Войти' }).click();
+    await page.waitForURL(`${gateway.baseUrl}/admin`);
+  }
+
   async function screenshot(page: Page, name: string, save: boolean): Promise<void> {
     if (!save) return;
     mkdirSync(SCREENSHOTS, { recursive: true });
@@ -200,10 +208,7 @@ describe('operator console in a real browser (Debian Chromium via playwright-cor
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'ru-RU', bypassCSP: true });
     const page = await context.newPage();
     try {
-      await page.goto(`${gateway.baseUrl}/admin/login`);
-      await page.getByLabel('Токен оператора (ADMIN_TOKEN)').fill(ADMIN_TOKEN);
-      await page.getByRole('button', { name: 'Войти' }).click();
-      await page.waitForURL(`${gateway.baseUrl}/admin`);
+      await logIn(page);
       const found: Record<string, { overflowing: string[]; pageWidth: number; violations: string[] }> = {};
       for (const [name, address] of [
         ['merchants', '/admin'],
@@ -236,10 +241,7 @@ describe('operator console in a real browser (Debian Chromium via playwright-cor
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'ru-RU' });
     const page = await context.newPage();
     try {
-      await page.goto(`${gateway.baseUrl}/admin/login`);
-      await page.getByLabel('Токен оператора (ADMIN_TOKEN)').fill(ADMIN_TOKEN);
-      await page.getByRole('button', { name: 'Войти' }).click();
-      await page.waitForURL(`${gateway.baseUrl}/admin`);
+      await logIn(page);
       // Each text matched: does it read left to right on screen, its first character left of its last?
       const leftToRight = (selector: string) =>
         page.evaluate(`[...document.querySelectorAll(${JSON.stringify(selector)})].map((element) => {

@@ -10,6 +10,11 @@ import { RunningGateway, startGateway, startProcess, temporaryDataDir, PROJECTOR
 
 const ADMIN_TOKEN = 'operator-token-for-tests-0123456789';
 
+/** The embedded server's postmaster.pid under DATA_DIR: present while it runs. */
+const postmasterPidFile = (dataDir: string) => path.join(dataDir, 'postgres', 'postmaster.pid');
+/** Line `n` of postmaster.pid: 0 the postmaster's pid, 3 its port. */
+const postmasterPid = (dataDir: string, n: 0 | 3) => Number(readFileSync(postmasterPidFile(dataDir), 'utf8').split('\n')[n]);
+
 async function json(url: string, init: RequestInit = {}) {
   const response = await fetch(url, init);
   const text = await response.text();
@@ -48,7 +53,7 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
       expect(methods.body.methods.map((m: { code: string }) => m.code)).toEqual(['sbp', 'card', 'crypto']);
 
       // The embedded server runs with the settings sized for bulk work (decision 0071) and its cluster's locale.
-      const port = Number(readFileSync(path.join(data.dir, 'postgres', 'postmaster.pid'), 'utf8').split('\n')[3]);
+      const port = postmasterPid(data.dir, 3);
       const password = readFileSync(path.join(data.dir, PASSWORD_FILE), 'utf8').trim();
       const server = new Client({ host: '127.0.0.1', port, user: 'postgres', password, database: EMBEDDED_DATABASE_NAME });
       await server.connect();
@@ -137,7 +142,7 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
       const gateway = await startGateway('gateway', { DATA_DIR: own.dir });
       expect(await gateway.kill('SIGHUP')).toBe(0);
       expect(gateway.output()).toContain('"signal":"SIGHUP","msg":"stopped"');
-      expect(existsSync(path.join(own.dir, 'postgres', 'postmaster.pid'))).toBe(false);
+      expect(existsSync(postmasterPidFile(own.dir))).toBe(false);
     } finally {
       own.remove();
     }
@@ -148,7 +153,7 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
     try {
       const gateway = await startGateway('gateway', { DATA_DIR: own.dir });
       try {
-        const port = Number(readFileSync(path.join(own.dir, 'postgres', 'postmaster.pid'), 'utf8').split('\n')[3]);
+        const port = postmasterPid(own.dir, 3);
         const password = readFileSync(path.join(own.dir, PASSWORD_FILE), 'utf8').trim();
         const server = new Client({ host: '127.0.0.1', port, user: 'postgres', password, database: EMBEDDED_DATABASE_NAME });
         await server.connect();
@@ -162,14 +167,14 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
         await new Promise((r) => setTimeout(r, 2_000));
         const checksum = startProcess('read-models-checksum', { DATA_DIR: own.dir });
         expect(await checksum.exited).toBe(0);
-        expect(existsSync(path.join(own.dir, 'postgres', 'postmaster.pid'))).toBe(true);
+        expect(existsSync(postmasterPidFile(own.dir))).toBe(true);
         const ready = await json(`${gateway.baseUrl}/health/ready`, { headers: { authorization: `Bearer ${gateway.adminToken}` } });
         expect(ready.status).toBe(200);
       } finally {
         expect(await gateway.kill('SIGTERM')).toBe(0);
       }
       // The last one to stop stopped it.
-      expect(existsSync(path.join(own.dir, 'postgres', 'postmaster.pid'))).toBe(false);
+      expect(existsSync(postmasterPidFile(own.dir))).toBe(false);
     } finally {
       own.remove();
     }
@@ -200,7 +205,7 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
       const senders = Array.from({ length: 8 }, (_, n) => sender(n));
       await new Promise((r) => setTimeout(r, 1_000));
       // The server runs in a process group of its own: the terminal's SIGINT does not reach it.
-      const postmaster = Number(readFileSync(path.join(own.dir, 'postgres', 'postmaster.pid'), 'utf8').split('\n')[0]);
+      const postmaster = postmasterPid(own.dir, 0);
       const groupOf = (pid: number) => Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[2]);
       expect(groupOf(gateway.child.pid!)).toBe(gateway.child.pid);
       expect(groupOf(postmaster)).not.toBe(gateway.child.pid);
@@ -213,7 +218,7 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
       expect(statuses.filter((s) => s !== 201 && s !== 429 && s !== 'refused')).toEqual([]);
       expect(statuses.filter((s) => s === 201).length).toBeGreaterThan(0);
       expect(gateway.output()).not.toMatch(/"level":(50|60)/);
-      expect(existsSync(path.join(own.dir, 'postgres', 'postmaster.pid'))).toBe(false);
+      expect(existsSync(postmasterPidFile(own.dir))).toBe(false);
     } finally {
       own.remove();
     }
@@ -224,7 +229,7 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
     const env = { DATA_DIR: data.dir, CLOCK: 'manual' };
     const first = await startGateway('gateway', env);
     await first.kill('SIGKILL');
-    expect(existsSync(path.join(data.dir, 'postgres', 'postmaster.pid'))).toBe(true);
+    expect(existsSync(postmasterPidFile(data.dir))).toBe(true);
     const second = await startGateway('gateway', env);
     try {
       expect((await json(`${second.baseUrl}/health/ready`)).status).toBe(200);
@@ -232,13 +237,13 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
       await second.kill('SIGTERM');
     }
     // The last process on the server stops it, whoever started it: a backup of DATA_DIR can be taken now.
-    expect(existsSync(path.join(data.dir, 'postgres', 'postmaster.pid'))).toBe(false);
+    expect(existsSync(postmasterPidFile(data.dir))).toBe(false);
   });
 
   it('start:api and start:projector share the server: whichever stops first leaves it to the other, the last one stops it', async () => {
     const shared = temporaryDataDir();
     const token = 'operator-token-for-a-shared-server-0001';
-    const pidFile = path.join(shared.dir, 'postgres', 'postmaster.pid');
+    const pidFile = postmasterPidFile(shared.dir);
     try {
       // The API first: it starts the server; the projector (on METRICS_PORT, to be seen) reuses it.
       const api = await startGateway('api', { DATA_DIR: shared.dir, ADMIN_TOKEN: token });
@@ -266,7 +271,7 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
   it('processes of one DATA_DIR started at once (a supervisor starting every unit) all start, on an empty folder and on a stopped server; stopped at once, they leave no server', async () => {
     const together = temporaryDataDir();
     const token = 'operator-token-for-processes-at-once-01';
-    const pidFile = path.join(together.dir, 'postgres', 'postmaster.pid');
+    const pidFile = postmasterPidFile(together.dir);
     const env = { DATA_DIR: together.dir, ADMIN_TOKEN: token };
     try {
       for (const round of ['an empty folder', 'a stopped server']) {
@@ -371,7 +376,7 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
       // The projector stopped before the log was closed (it logged into the closed stream: an uncaught error).
       expect(run.output()).not.toMatch(/SonicBoom|^\s+at /m);
       // The embedded server it started is stopped by then.
-      expect(existsSync(path.join(own.dir, 'postgres', 'postmaster.pid'))).toBe(false);
+      expect(existsSync(postmasterPidFile(own.dir))).toBe(false);
 
       // A server that exits while starting (here: a setting it does not know) is named with what it said, not a TypeError.
       writeFileSync(path.join(own.dir, 'postgres', 'postgresql.conf'), 'no_such_setting = 1\n', { flag: 'a' });
