@@ -55,7 +55,7 @@ interface Replayed {
   /** The balances as of the read model's checkpoint. */
   atCheckpoint: Balances;
   entriesAtCheckpoint: number;
-  /** SHA-256 of its entries up to the checkpoint as the ledger projection writes their rows (entryRowLine), in stream order. */
+  /** Its entries up to the checkpoint as the ledger projection writes their rows (entryRowLine), as a ChunkedDigest. */
   rowsDigest: string;
 }
 
@@ -493,6 +493,7 @@ class LedgerHistoryCheck {
   private snapshotMatched = false;
   /** The rows the ledger projection writes for the entries up to the checkpoint (entryRowLine), as they come. */
   private readonly rows = new EntryRows();
+  private readonly rowsDigest = new ChunkedDigest();
   /** The causes of the entries in the stored snapshot's window, as the replay meets them (a snapshot checked when loaded). */
   private windowMet: CausesDigest | null = null;
   /** Whether they were the stored window's, once the replay met the snapshot's revision (a log out of order may meet it twice). */
@@ -547,7 +548,7 @@ class LedgerHistoryCheck {
     const line = this.rows.next(revision, position, data);
     if (!pastCheckpoint) {
       this.entriesAtCheckpoint++;
-      this.rows.digest.update(line);
+      this.rowsDigest.add(revision, line);
     }
   }
 
@@ -563,7 +564,7 @@ class LedgerHistoryCheck {
     return {
       atCheckpoint: this.atCheckpoint ?? this.replay.balancesNow(),
       entriesAtCheckpoint: this.entriesAtCheckpoint,
-      rowsDigest: this.rows.digest.digest('hex'),
+      rowsDigest: this.rowsDigest.digest(),
     };
   }
 }
@@ -672,39 +673,95 @@ interface CountRow {
 
 /** Ledgers whose entries differ from the log that are read again to name the first entry that differs. */
 const ENTRIES_LOCATED = 5;
-/** Rows of ledger_entries fetched at a time. */
-const ROWS_PAGE = 5_000;
+/**
+ * Entries (by `seq`) per chunk of a ledger's rows digest: the database digests each
+ * chunk's lines itself (readModelEntryDigests), so that no row leaves it.
+ */
+const ENTRIES_PER_CHUNK = 1024;
+
+const ISO_MILLIS = /^\d{4}-\d\d-(?:[01]\d|2[0-8])T\d\d:\d\d:\d\d\.\d{3}Z$/;
 
 /** An ISO 8601 instant to the microsecond in UTC, as PostgreSQL stores a timestamptz; null stays null. */
 function isoMicros(iso: unknown): string | null {
   if (iso === null || iso === undefined) return null;
+  // As toISOString writes them (every date the gateway writes): no parse needed. Days past
+  // the 28th take the parse below, which rolls 30 February over as a Date does.
+  if (typeof iso === 'string' && ISO_MILLIS.test(iso)) return `${iso.slice(0, 23)}000Z`;
   const ms = Date.parse(String(iso));
   if (Number.isNaN(ms)) return `invalid ${String(iso)}`;
   const below = /\.\d{3}(\d{0,3})/.exec(String(iso))?.[1] ?? '';
   return new Date(ms).toISOString().replace('Z', `${below.padEnd(3, '0')}Z`);
 }
 
+const json = JSON.stringify;
+/** A JSON string of text known to need no escaping (digits, `/`, an ISO instant). */
+const plain = (text: string) => `"${text}"`;
+
 /**
  * One entry as the ledger projection writes it (ledger_entries and its ledger_postings,
- * each merchant posting with the balance after it), as one line: what the read model
- * must hold for it. The same line is made from the stored rows (readModelEntryDigests).
+ * each merchant posting with the balance after it), as one line of JSON: what the read
+ * model must hold for it. ENTRY_LINE_SQL makes the same line from the stored rows.
  */
-function entryRowLine(row: {
-  entryId: string;
-  seq: string;
-  kind: string;
-  cause: string;
-  occurred: string | null;
-  logPosition: string;
-  available: string | null;
-  postings: readonly (readonly [string, string, string | null])[];
-}): string {
-  return `${JSON.stringify([row.entryId, row.seq, row.kind, row.cause, row.occurred, row.logPosition, row.available, row.postings])}\n`;
+function entryRowLine(
+  revision: bigint,
+  position: Position,
+  data: LedgerEntryPostedData,
+  postings: readonly (readonly [string, string, string | null])[],
+): string {
+  const occurred = isoMicros(data.occurredAt);
+  const available = isoMicros(data.hold?.releaseAt);
+  const instant = (at: string | null) => (at === null ? 'null' : at.startsWith('invalid') ? json(at) : plain(at));
+  const rows = postings.map(([account, amount, after]) => `[${json(account)},${json(amount)},${after === null ? 'null' : plain(after)}]`);
+  return `[${json(data.entryId) ?? 'null'},${plain(revision.toString())},${json(data.kind) ?? 'null'},${json(String(data.cause))},${instant(occurred)},${plain(`${position.commit}/${position.prepare}`)},${instant(available)},[${rows.join(',')}]]\n`;
 }
 
-/** A ledger's entries as entryRowLine gives their rows, fed in stream order; `digest` takes the lines wanted. */
+/** The same line as entryRowLine, made by PostgreSQL from an entry's row `e` and its postings' lines `postings` (text, or null for none). */
+const entryLineSql = (postings: string) => `'[' || to_json(e.entry_id::text)::text || ',"' || e.seq::text || '",' || to_json(e.kind)::text || ','
+  || to_json(e.cause)::text || ',' || coalesce(to_json(to_char(e.occurred_at AT TIME ZONE 'UTC', '${PG_ISO_MICROS}'))::text, 'null') || ','
+  || to_json(e.log_position)::text || ',' || coalesce(to_json(to_char(e.available_at AT TIME ZONE 'UTC', '${PG_ISO_MICROS}'))::text, 'null')
+  || ',[' || coalesce(${postings}, '') || E']]\\n'`;
+/** A posting `p` as entryRowLine writes it among its entry's postings. */
+const POSTING_LINE_SQL = `'[' || to_json(p.account)::text || ',"' || p.amount::text || '",' || coalesce('"' || p.balance_after::text || '"', 'null') || ']'`;
+const PG_ISO_MICROS = 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"';
+
+/**
+ * A ledger's rows digest: SHA-256 over its chunks in order, each as `<chunk>:<SHA-256 of
+ * the lines of its entries in seq order>`, the same whether made here from the log or by
+ * the database from the read model (readModelEntryDigests).
+ */
+class ChunkedDigest {
+  private readonly ledger = createHash('sha256');
+  private chunk = -1;
+  private lines: Hash | null = null;
+
+  add(seq: bigint, line: string): void {
+    const chunk = Math.floor(Number(seq) / ENTRIES_PER_CHUNK);
+    if (chunk !== this.chunk) {
+      this.endChunk();
+      this.chunk = chunk;
+      this.lines = createHash('sha256');
+    }
+    this.lines!.update(line);
+  }
+
+  /** A chunk's digest as the database gives it. */
+  addChunk(chunk: number, digest: string): void {
+    this.ledger.update(`${chunk}:${digest}\n`);
+  }
+
+  digest(): string {
+    this.endChunk();
+    return this.ledger.digest('hex');
+  }
+
+  private endChunk(): void {
+    if (this.lines) this.addChunk(this.chunk, this.lines.digest('hex'));
+    this.lines = null;
+  }
+}
+
+/** A ledger's entries as entryRowLine gives their rows, fed in stream order. */
 class EntryRows {
-  readonly digest: Hash = createHash('sha256');
   private readonly running = new Map<string, number>();
 
   next(revision: bigint, position: Position, data: LedgerEntryPostedData): string {
@@ -714,71 +771,33 @@ class EntryRows {
       this.running.set(p.account, after);
       return [p.account, String(p.amount), String(after)];
     });
-    return entryRowLine({
-      entryId: data.entryId,
-      seq: revision.toString(),
-      kind: data.kind,
-      cause: String(data.cause),
-      occurred: isoMicros(data.occurredAt),
-      logPosition: `${position.commit}/${position.prepare}`,
-      available: isoMicros(data.hold?.releaseAt),
-      postings,
-    });
+    return entryRowLine(revision, position, data, postings);
   }
 }
 
-const PG_ISO_MICROS = 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"';
-const ENTRY_ROWS_SQL = `SELECT e.account_id, e.mode, e.seq::text AS seq, e.entry_id::text AS entry_id, e.kind, e.cause,
-       to_char(e.occurred_at AT TIME ZONE 'UTC', '${PG_ISO_MICROS}') AS occurred, e.log_position,
-       to_char(e.available_at AT TIME ZONE 'UTC', '${PG_ISO_MICROS}') AS available,
-       (SELECT json_agg(json_build_array(p.account, p.amount::text, p.balance_after::text) ORDER BY p.ordinal)
-          FROM ledger_postings p WHERE p.entry_id = e.entry_id) AS postings
-  FROM ledger_entries e`;
-
-interface EntryDbRow {
-  account_id: string;
-  mode: string;
-  seq: string;
-  entry_id: string;
-  kind: string;
-  cause: string;
-  occurred: string | null;
-  log_position: string;
-  available: string | null;
-  postings: [string, string, string | null][] | null;
-}
-
-const storedLine = (r: EntryDbRow) =>
-  entryRowLine({
-    entryId: r.entry_id,
-    seq: r.seq,
-    kind: r.kind,
-    cause: r.cause,
-    occurred: r.occurred,
-    logPosition: r.log_position,
-    available: r.available,
-    postings: r.postings ?? [],
-  });
-
-/** Each ledger's rows in the read model (of the transaction's snapshot) as the digest of their lines (entryRowLine), in `seq` order. */
+/**
+ * Each ledger's rows in the read model (of the transaction's snapshot) as their digest
+ * (ChunkedDigest), computed by PostgreSQL: one row per chunk leaves the database.
+ */
 async function readModelEntryDigests(snapshot: PoolClient): Promise<Map<string, string>> {
+  const { rows } = await snapshot.query<{ account_id: string; mode: string; chunk: string; digest: string }>(
+    `SELECT e.account_id, e.mode, (e.seq / ${ENTRIES_PER_CHUNK})::text AS chunk,
+            encode(sha256(convert_to(string_agg(${entryLineSql('p.lines')}, '' ORDER BY e.seq), 'UTF8')), 'hex') AS digest
+       FROM ledger_entries e
+       LEFT JOIN (SELECT p.entry_id, string_agg(${POSTING_LINE_SQL}, ',' ORDER BY p.ordinal) AS lines FROM ledger_postings p GROUP BY 1) p USING (entry_id)
+      GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`,
+  );
   const digests = new Map<string, string>();
-  let current = null as { name: string; hash: Hash } | null;
-  await snapshot.query(`DECLARE ledger_rows NO SCROLL CURSOR FOR ${ENTRY_ROWS_SQL} ORDER BY e.account_id, e.mode, e.seq`);
-  for (;;) {
-    const { rows } = await snapshot.query<EntryDbRow>(`FETCH ${ROWS_PAGE} FROM ledger_rows`);
-    for (const row of rows) {
-      const name = `${LEDGER_CATEGORY}-${row.mode}_${row.account_id}`;
-      if (current?.name !== name) {
-        if (current) digests.set(current.name, current.hash.digest('hex'));
-        current = { name, hash: createHash('sha256') };
-      }
-      current.hash.update(storedLine(row));
+  let current = null as { name: string; digest: ChunkedDigest } | null;
+  for (const row of rows) {
+    const name = `${LEDGER_CATEGORY}-${row.mode}_${row.account_id}`;
+    if (current?.name !== name) {
+      if (current) digests.set(current.name, current.digest.digest());
+      current = { name, digest: new ChunkedDigest() };
     }
-    if (rows.length < ROWS_PAGE) break;
+    current.digest.addChunk(Number(row.chunk), row.digest);
   }
-  if (current) digests.set(current.name, current.hash.digest('hex'));
-  await snapshot.query('CLOSE ledger_rows');
+  if (current) digests.set(current.name, current.digest.digest());
   return digests;
 }
 
@@ -790,13 +809,13 @@ async function firstDifferingEntry(pool: Pool, store: EventStore, name: string, 
     const page = await store.readStream(name, { fromRevision: from, maxCount: PAGE });
     const stored = new Map(
       (
-        await pool.query<EntryDbRow>(`${ENTRY_ROWS_SQL} WHERE e.account_id = $1 AND e.mode = $2 AND e.seq >= $3 AND e.seq < $3 + $4`, [
-          ledger.accountId,
-          ledger.mode,
-          from.toString(),
-          PAGE,
-        ])
-      ).rows.map((r) => [r.seq, storedLine(r)]),
+        await pool.query<{ seq: string; line: string }>(
+          `SELECT e.seq::text AS seq,
+                  ${entryLineSql(`(SELECT string_agg(${POSTING_LINE_SQL}, ',' ORDER BY p.ordinal) FROM ledger_postings p WHERE p.entry_id = e.entry_id)`)} AS line
+             FROM ledger_entries e WHERE e.account_id = $1 AND e.mode = $2 AND e.seq >= $3 AND e.seq < $3 + $4`,
+          [ledger.accountId, ledger.mode, from.toString(), PAGE],
+        )
+      ).rows.map((r) => [r.seq, r.line]),
     );
     for (const event of page) {
       if (event.type !== 'LedgerEntryPosted' || comparePositions(event.position, checkpoint) > 0) continue;
