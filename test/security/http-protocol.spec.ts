@@ -123,7 +123,7 @@ describe('the HTTP surface in raw bytes', () => {
     );
     expect(answer.closed).toBe(true);
     expect(statusesOf(answer.text)).toEqual([408]);
-    expect(answer.text).toContain('"code":"validation"');
+    expect(answer.text).toContain('"code":"request_timeout"');
     expect(Date.now() - started).toBeLessThan(95_000);
     expect(await invoicesWith(stalled)).toEqual([]);
   }, 120_000);

@@ -65,7 +65,7 @@ function clientErrorAnswer(code: string | undefined): { error: ApiError; reason:
   }
   if (code === 'ERR_HTTP_REQUEST_TIMEOUT' || code === 'ERR_HTTP_HEADERS_TIMEOUT') {
     return {
-      error: new ApiError(408, 'validation', 'Запрос не был получен целиком за 60 секунд: отправьте его снова', 'request'),
+      error: new ApiError(408, 'request_timeout', 'Запрос не был получен целиком за 60 секунд: отправьте его снова', 'request'),
       reason: 'Request Timeout',
     };
   }
