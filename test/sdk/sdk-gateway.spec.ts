@@ -184,6 +184,42 @@ describe('the SDK against the gateway', () => {
     expect(verifyWebhook(w.rawBody, untimed, shop.secret, { requireTimestamp: false }).type).toBe('invoice.failed');
   });
 
+  it('HMAC mode: a burst of GETs never signs ahead of the clock, so another process of the key is accepted at once', async () => {
+    // Two processes signing with one key: two copies of the SDK's module, each with its own memory of the seconds used.
+    let OtherProcessClient!: typeof PaymentGatewayClient;
+    jest.isolateModules(() => {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      OtherProcessClient = (require('../../libs/sdk/src') as typeof import('../../libs/sdk/src')).PaymentGatewayClient;
+    });
+    expect(OtherProcessClient).not.toBe(PaymentGatewayClient);
+    const accountId = await gw.operator.createAccount();
+    const r = await gw.operator.http.post('/admin/v1/projects', { accountId, name: 'Два процесса' });
+    expectStatus(r, 201);
+    // One clock for both, read at the gateway's time; a wait moves it on (no real wait).
+    let ms = (await gw.operator.advance(0)).getTime();
+    const ahead: string[] = [];
+    const options = {
+      baseUrl: `${gw.baseUrl}/v1`,
+      auth: { publicId: r.body.keys.test.publicKey as string, signingSecret: r.body.webhookSecret as string },
+      now: () => ms,
+      sleep: async (wait: number) => {
+        ms += wait;
+      },
+      fetch: (input: string | URL | Request, init?: RequestInit) => {
+        const t = Number((init?.headers as Record<string, string>)['x-timestamp']);
+        if (t > Math.floor(ms / 1000)) ahead.push(`${t} at ${ms}`);
+        return fetch(input, init);
+      },
+    };
+    const first = new PaymentGatewayClient(options);
+    for (let i = 0; i < 30; i++) await first.getBalance();
+    expect(ahead).toEqual([]);
+    // The first process has exited; the next one, started on the same key, is accepted at its first call.
+    const second = new OtherProcessClient(options);
+    expect(await second.getBalance()).toMatchObject({ currency: 'RUB' });
+    expect(ahead).toEqual([]);
+  });
+
   // Last: it moves the gateway clock two hours ahead of the system clock.
   it('HMAC mode with a clock two hours off: 401 timestamp_invalid carries X-Server-Time, the SDK corrects and is accepted', async () => {
     const now = await gw.operator.advance(7200);

@@ -306,8 +306,8 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     expect(waits).toEqual([]);
   });
 
-  it('HMAC mode: requests with the same body in one second take the next seconds (the gateway accepts each signature once)', async () => {
-    const signing = client({ auth: { publicId: 'pk_test_stub', signingSecret: secret }, now: () => 1_800_000_000_500 });
+  it('HMAC mode: a request with a body already signed in this second waits for the next second (each signature is accepted once)', async () => {
+    const signing = signingOnClock(1_800_000_000_500, (ms) => ms);
     const stamps = () => stub.attempts.map((a) => a.headers['x-timestamp']);
     stub.script(...Array.from({ length: 3 }, () => ({ status: 200, body: BALANCE })));
     await signing.getBalance();
@@ -315,29 +315,60 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     await signing.getBalance();
     expect(stamps()).toEqual(['1800000000', '1800000001', '1800000002']);
     expect(new Set(stub.attempts.map((a) => a.headers['x-signature'])).size).toBe(3);
-    // Another body has its own sequence.
+    // To the start of the next second of the clock, not ahead of it.
+    expect(waits).toEqual([500, 1000]);
+    // Another body has its own seconds: no wait.
     stub.script({ status: 201, body: { id: 'x' } });
     await signing.createInvoice({ amount: '1.00', orderId: 'o-3' });
-    expect(stamps()).toEqual(['1800000000']);
-    expect(waits).toEqual([]);
+    expect(stamps()).toEqual(['1800000002']);
+    expect(waits).toEqual([500, 1000]);
   });
 
-  it('HMAC mode: a 401 signature_invalid (the signature taken by another client of the key) is signed again once with the next second', async () => {
-    const signing = client({ auth: { publicId: 'pk_test_stub', signingSecret: secret }, now: () => 1_800_000_000_000 });
-    stub.script(error(401, 'signature_invalid'), error(401, 'signature_invalid'), { status: 200, body: BALANCE });
-    const failure = await signing.getBalance().catch((e: unknown) => e);
-    expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800000000', '1800000001']);
-    expect(failure).toMatchObject({ status: 401, code: 'signature_invalid', attempts: 2 });
-  });
-
-  it(`HMAC mode: past ${MAX_TIMESTAMP_LEAD_SECONDS} s ahead of the clock the client waits instead of leaving the gateway's window`, async () => {
+  it('HMAC mode: a 401 signature_invalid (the second taken by another process of the key) is signed again in the next second, up to 3 times', async () => {
     const signing = signingOnClock(1_800_000_000_000, (ms) => ms);
-    stub.script(...Array.from({ length: MAX_TIMESTAMP_LEAD_SECONDS + 2 }, () => ({ status: 200, body: BALANCE })));
-    for (let i = 0; i < MAX_TIMESTAMP_LEAD_SECONDS + 2; i++) await signing.getBalance();
+    const refused = () => error(401, 'signature_invalid');
+    stub.script(refused(), refused(), refused(), { status: 200, body: BALANCE });
+    await expect(signing.getBalance()).resolves.toEqual(BALANCE);
+    expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800000000', '1800000001', '1800000002', '1800000003']);
+    expect(waits).toEqual([1000, 1000, 1000]);
+    // Refused a fourth time: the error (a wrong secret is refused so too).
+    stub.script(refused(), refused(), refused(), refused(), { status: 200, body: BALANCE });
+    const failure = await signing.getBalance().catch((e: unknown) => e);
+    expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800000004', '1800000005', '1800000006', '1800000007']);
+    expect(failure).toMatchObject({ status: 401, code: 'signature_invalid', attempts: 4 });
+  });
+
+  it('HMAC mode: a burst of GETs, sequential or at once, never signs a second ahead of the clock (another process would walk into it)', async () => {
+    expect(MAX_TIMESTAMP_LEAD_SECONDS).toBe(0);
+    let now = 1_800_000_000_250;
+    const ahead: string[] = [];
+    const signing = client({
+      auth: { publicId: 'pk_test_stub', signingSecret: secret },
+      now: () => now,
+      sleep: async (ms) => {
+        waits.push(ms);
+        now += ms;
+      },
+      fetch: (input, init) => {
+        const t = Number((init?.headers as Record<string, string>)['x-timestamp']);
+        if (t > Math.floor(now / 1000)) ahead.push(`${t} at ${now}`);
+        return fetch(input, init);
+      },
+    });
+    stub.script(...Array.from({ length: 10 }, () => ({ status: 200, body: BALANCE })));
+    for (let i = 0; i < 5; i++) await signing.getBalance();
+    await Promise.all(Array.from({ length: 5 }, () => signing.getBalance()));
     const stamps = stub.attempts.map((a) => Number(a.headers['x-timestamp']));
-    expect(new Set(stamps).size).toBe(stamps.length);
-    expect(stamps.at(-1)).toBe(1_800_000_000 + MAX_TIMESTAMP_LEAD_SECONDS + 1);
-    expect(waits).toEqual([1000]);
+    expect(new Set(stamps).size).toBe(10);
+    expect(ahead).toEqual([]);
+  });
+
+  it('HMAC mode: an injected clock that does not move across a wait still gets a later second after each wait (no endless loop)', async () => {
+    const signing = client({ auth: { publicId: 'pk_test_stub', signingSecret: secret }, now: () => 1_800_000_000_600 });
+    stub.script(...Array.from({ length: 3 }, () => ({ status: 200, body: BALANCE })));
+    for (let i = 0; i < 3; i++) await signing.getBalance();
+    expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800000000', '1800000001', '1800000002']);
+    expect(waits).toEqual([400, 400, 1000]);
   });
 
   it("HMAC mode: a project's test and live clients in one process never sign the same timestamp and body (one secret: one signature)", async () => {
@@ -360,27 +391,33 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800000000', '1800000000']);
   });
 
-  it('HMAC mode: a correction backwards keeps the timestamps of requests in flight ahead of it, and signs the seconds still free at once', async () => {
-    // The client 299 s ahead, inside the window: three GETs at once take S+299, S+300, S+301; S+301 is refused at once,
-    // the other two taken 300 ms later. Corrected to S, the refused one signs S; 299 s on, a GET must not sign S+299 again.
-    let client0 = 1_800_000_299;
+  it('HMAC mode: a correction backwards keeps the timestamps of requests in flight ahead of it: the clock waits past them', async () => {
+    // The client 299 s ahead, inside the window, its clock moving on (the gateway's not): three GETs at once take S+299,
+    // S+300 and S+301, a second apart; S+301 is refused (timestamp_invalid), the other two taken 300 ms later. Corrected
+    // to S, the refused one signs S; 299 s on, a GET must not sign S+299, S+300 or S+301 again.
+    let clientMs = 1_800_000_299_000;
     let server0 = 1_800_000_000;
     const gateway = await signatureGateway(
       () => server0,
       (t, fresh) => (fresh && t > server0 + 100 ? 300 : 0),
     );
-    const noWait = async (ms: number) => {
-      throw new Error(`waited ${ms} ms`);
-    };
     try {
-      const signing = client({ baseUrl: gateway.baseUrl, auth: { publicId: 'pk_test_stub', signingSecret: secret }, now: () => client0 * 1000, sleep: noWait });
+      const signing = client({
+        baseUrl: gateway.baseUrl,
+        auth: { publicId: 'pk_test_stub', signingSecret: secret },
+        now: () => clientMs,
+        sleep: async (ms) => {
+          clientMs += ms;
+        },
+      });
       await Promise.all([signing.getBalance(), signing.getBalance(), signing.getBalance()]);
-      expect(signing.clockOffsetSeconds).toBe(-299);
-      client0 += 299;
+      expect(signing.clockOffsetSeconds).toBe(-301);
+      clientMs += 299_000;
       server0 += 299;
       await signing.getBalance();
       await signing.getBalance();
       expect(gateway.log.filter((l) => !l.endsWith(':ok') && !l.endsWith(':timestamp_invalid'))).toEqual([]);
+      expect(gateway.log.filter((l) => l.endsWith(':ok'))).toHaveLength(5);
     } finally {
       await gateway.close();
     }
@@ -419,19 +456,22 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
   });
 
   it('HMAC mode: an offset given up front does not undo the one a client of the secret learnt (it would wait minutes)', async () => {
+    let now = 1_800_000_000_000;
     const noWait = async (ms: number) => {
       throw new Error(`waited ${ms} ms`);
     };
-    const first = client({ auth: { publicId: 'pk_live_stub', signingSecret: secret }, now: () => 1_800_000_000_000, sleep: noWait });
+    const first = client({ auth: { publicId: 'pk_live_stub', signingSecret: secret }, now: () => now, sleep: noWait });
     stub.script(error(401, 'timestamp_invalid', {}, { 'x-server-time': '1800000400' }), ...Array.from({ length: 3 }, () => ({ status: 200, body: BALANCE })));
     await first.getBalance();
     const configured = client({
       auth: { publicId: 'pk_test_stub', signingSecret: secret },
-      now: () => 1_800_000_000_000,
+      now: () => now,
       clockOffsetSeconds: 0,
       sleep: noWait,
     });
+    now += 1000;
     await first.getBalance();
+    now += 1000;
     await configured.getBalance();
     expect([first.clockOffsetSeconds, configured.clockOffsetSeconds]).toEqual([400, 400]);
     expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800000000', '1800000400', '1800000401', '1800000402']);
@@ -462,7 +502,7 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     await first.getBalance();
     const second = client({
       auth: { publicId: 'pk_test_stub', signingSecret: secret },
-      now: () => 1_800_000_000_000,
+      now: () => 1_800_000_001_000,
       sleep: async (ms) => {
         throw new Error(`waited ${ms} ms`);
       },
@@ -474,29 +514,28 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
   });
 
   it('HMAC mode: after a clock correction no timestamp the gateway took is signed again with the same body', async () => {
-    // Three GETs in one second take S, S+1, S+2; the gateway then says its clock reads S-2. Forgetting what it took
-    // would sign S again two requests later (401 signature_invalid): each timestamp it took stays used.
-    const signing = client({ auth: { publicId: 'pk_test_stub', signingSecret: secret }, now: () => 1_800_000_000_500 });
+    // Three GETs take S, S+1, S+2; at S+3 the gateway says its clock reads S+1. Forgetting what it took would sign
+    // S+1 again at once (401 signature_invalid): each timestamp it took stays used, and the clock waits past them.
+    const signing = signingOnClock(1_800_000_000_500, (ms) => ms);
     stub.script(
       ...Array.from({ length: 3 }, () => ({ status: 200, body: BALANCE })),
-      error(401, 'timestamp_invalid', {}, { 'x-server-time': '1799999998' }),
+      error(401, 'timestamp_invalid', {}, { 'x-server-time': '1800000001' }),
       ...Array.from({ length: 3 }, () => ({ status: 200, body: BALANCE })),
     );
     for (let i = 0; i < 6; i++) await signing.getBalance();
-    const taken = stub.attempts.filter((_, i) => i !== 3).map((a) => Number(a.headers['x-timestamp']));
-    expect(taken).toHaveLength(6);
-    expect(new Set(taken).size).toBe(6);
+    const stamps = stub.attempts.map((a) => Number(a.headers['x-timestamp']) - 1_800_000_000);
+    expect(stamps).toEqual([0, 1, 2, 3, 4, 5, 6]);
     expect(signing.clockOffsetSeconds).toBe(-2);
-    expect(waits).toEqual([]);
   });
 
-  it('HMAC mode: a timestamp answered by a proxy (503) far outside the gateway window is not kept across the correction: no wait', async () => {
+  it('HMAC mode: a timestamp answered by a proxy (503) far outside the gateway window is not kept across the correction: no wait for it', async () => {
     // The client's clock an hour ahead; a 503 (nginx while the gateway restarts) answers first, then the gateway corrects it.
     const signing = signingOnClock(1_800_003_600_000, (ms) => ms);
     stub.script(error(503, 'provider_unavailable'), error(401, 'timestamp_invalid', {}, { 'x-server-time': '1800000000' }), { status: 200, body: BALANCE });
     await signing.getBalance();
     expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800003600', '1800003601', '1800000000']);
-    expect(waits).toEqual([250]);
+    // The retry's 250 ms, then to the next second (S+3600 was used).
+    expect(waits).toEqual([250, 750]);
   });
 
   it('a header value HTTP cannot carry (an Idempotency-Key in Cyrillic, a line break) is refused before anything is sent, not retried as a lost answer', async () => {

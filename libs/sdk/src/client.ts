@@ -74,10 +74,14 @@ interface CallSpec {
 const defaultSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
- * How far ahead of the clock an X-Timestamp may be taken (the gateway accepts ±300 s;
- * the rest is a margin for the skew between the two clocks).
+ * How far ahead of its clock the client takes an X-Timestamp: not at all. A body already
+ * signed in this second waits for the next second. Seconds taken ahead would stay used at
+ * the gateway, and another process of the key (or this one restarted) starting from its
+ * clock would walk into them, refused 401 signature_invalid for as long as the lead.
  */
-export const MAX_TIMESTAMP_LEAD_SECONDS = 240;
+export const MAX_TIMESTAMP_LEAD_SECONDS = 0;
+/** How many times a 401 signature_invalid (a second another process of the key used) is signed again, each in a later second. */
+const SIGNATURE_RETRIES = 3;
 /** The gateway's window for X-Timestamp: ±300 s of its clock. */
 const GATEWAY_WINDOW_SECONDS = 300;
 
@@ -246,30 +250,34 @@ export class PaymentGatewayClient {
 
   /**
    * An X-Timestamp never used before with this body (by its SHA-256): the clock's second,
-   * or the first one after it not used yet. The signature covers only `<timestamp>.<body>`
-   * and each is accepted once, so two requests with the same body (every GET has an empty
-   * one) must not share a second. Every timestamp used stays used, whatever the gateway
-   * answered and however the clock was corrected since (a request may still be in flight),
-   * until it lies behind the gateway's window, where it would be refused anyway.
+   * else, after waiting for it, the next one not used yet; never a second ahead of the clock
+   * (MAX_TIMESTAMP_LEAD_SECONDS). The signature covers only `<timestamp>.<body>` and each is
+   * accepted once, so two requests with the same body (every GET has an empty one) must not
+   * share a second: one GET per second per key. Every timestamp used stays used, whatever
+   * the gateway answered and however the clock was corrected since (a request may still be
+   * in flight), until it lies behind the gateway's window, where it would be refused anyway.
    */
   private async uniqueTimestamp(body: string): Promise<number> {
-    const clockSeconds = () => Math.floor(this.now() / 1000) + this.memory.offsetSeconds;
-    let now = clockSeconds();
-    const byBody = this.memory.used;
-    let used = byBody.get(body);
-    if (!used) byBody.set(body, (used = new Set()));
-    let timestamp = now;
-    while (used.has(timestamp)) timestamp++;
-    used.add(timestamp);
-    const behind = now - GATEWAY_WINDOW_SECONDS;
-    if (used.size > 600) for (const t of used) if (t < behind) used.delete(t);
-    if (byBody.size > 1000) for (const [key, times] of byBody) if (Math.max(...times) < behind) byBody.delete(key);
-    // More same-body requests than seconds: wait rather than leave the gateway's window.
-    while (timestamp - now > MAX_TIMESTAMP_LEAD_SECONDS) {
-      await this.sleep((timestamp - now - MAX_TIMESTAMP_LEAD_SECONDS) * 1000);
-      now = clockSeconds();
+    // A clock that did not move across a wait (an injected one) still gets a later second each time: no endless loop.
+    let notBefore = -Infinity;
+    for (;;) {
+      const ms = this.now();
+      const local = Math.max(Math.floor(ms / 1000), notBefore);
+      const timestamp = local + this.memory.offsetSeconds;
+      const byBody = this.memory.used;
+      let used = byBody.get(body);
+      if (!used) byBody.set(body, (used = new Set()));
+      if (!used.has(timestamp)) {
+        used.add(timestamp);
+        const behind = timestamp - GATEWAY_WINDOW_SECONDS;
+        if (used.size > 600) for (const t of used) if (t < behind) used.delete(t);
+        if (byBody.size > 1000) for (const [key, times] of byBody) if (Math.max(...times) < behind) byBody.delete(key);
+        return timestamp;
+      }
+      // Used: wait for the clock's next second rather than take one ahead of it.
+      await this.sleep(local > Math.floor(ms / 1000) ? 1000 : 1000 - (((ms % 1000) + 1000) % 1000));
+      notBefore = local + 1;
     }
-    return timestamp;
   }
 
   private async authHeaders(rawBody: string, bodyKey: string): Promise<Record<string, string>> {
@@ -291,7 +299,7 @@ export class PaymentGatewayClient {
     const request = `${spec.method} ${spec.path}`;
     let retries = 0;
     let clockCorrected = false;
-    let signedAgain = false;
+    let signedAgain = 0;
     let attempts = 0;
     for (;;) {
       attempts++;
@@ -346,9 +354,10 @@ export class PaymentGatewayClient {
           continue;
         }
       }
-      // The same signature already used by another client of this key (same second, same body): once more with the next second.
-      if (status === 401 && error.code === 'signature_invalid' && !('secretKey' in this.auth) && !signedAgain) {
-        signedAgain = true;
+      // The same signature already used by another process of this key (same second, same body): signed again in a
+      // second not used yet, which uniqueTimestamp waits for (the refused one stays used), a few times.
+      if (status === 401 && error.code === 'signature_invalid' && !('secretKey' in this.auth) && signedAgain < SIGNATURE_RETRIES) {
+        signedAgain++;
         continue;
       }
       const outcome: AttemptOutcome = { kind: 'answer', status, code: error.code, retryAfterSeconds };
