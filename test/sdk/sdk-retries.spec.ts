@@ -545,10 +545,34 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
         .refundInvoice(REFUND.invoiceId, { amount: '1.00' }, { idempotencyKey })
         .catch((e: unknown) => e);
       expect(failure).toBeInstanceOf(TypeError);
-      expect((failure as Error).message).toMatch(/idempotency-key header cannot carry .*nothing was sent/);
+      expect((failure as Error).message).toMatch(/idempotency-key header cannot carry its value .*nothing was sent/);
+      expect((failure as Error).message).not.toContain(JSON.stringify(idempotencyKey).slice(1, -1));
     }
     expect(stub.attempts).toEqual([]);
     expect(waits).toEqual([]);
+  });
+
+  it('a secret key or public id with a line break, a space at an end or a letter HTTP cannot carry is refused at construction, never shown', async () => {
+    const refusal = (auth: ConstructorParameters<typeof PaymentGatewayClient>[0]['auth']): Error => {
+      try {
+        client({ auth });
+      } catch (e) {
+        return e as Error;
+      }
+      throw new Error('the client was made');
+    };
+    const keys = ['sk_live_SeCrEt42\n', 'sk_live_SeCrEt42\r\n', ' sk_live_SeCrEt42', 'sk_live_SeCrEt42\u0415', 'sk_live_Se Crt42', ''];
+    for (const key of keys) {
+      const failure = refusal({ secretKey: key });
+      expect(failure).toBeInstanceOf(TypeError);
+      expect(failure.message).toMatch(/^auth\.secretKey: /);
+      expect(failure.message).not.toMatch(/SeCrEt|Se Crt/);
+    }
+    for (const key of keys) expect(refusal({ publicId: key.replace('sk_', 'pk_'), signingSecret: secret }).message).toMatch(/^auth\.publicId: /);
+    // A key that holds is taken; nothing was sent for the ones refused.
+    stub.script({ status: 200, body: BALANCE });
+    await expect(client({ auth: { secretKey: 'sk_live_SeCrEt42' } }).getBalance()).resolves.toEqual(BALANCE);
+    expect(stub.attempts).toHaveLength(1);
   });
 
   it('maxRetries that is not a number (NaN from an unset variable) is refused at construction; past 4 it is 4', () => {

@@ -106,6 +106,8 @@ export class PaymentGatewayClient {
   constructor(options: PaymentGatewayClientOptions) {
     if (!/^https?:\/\//.test(options.baseUrl)) throw new TypeError('baseUrl: an http(s) address with the version, e.g. https://pay.example.com/v1');
     this.baseUrl = options.baseUrl.replace(/\/+$/, '');
+    if ('secretKey' in options.auth) checkCredential('auth.secretKey', options.auth.secretKey);
+    else checkCredential('auth.publicId', options.auth.publicId);
     this.auth = options.auth;
     const maxRetries = options.maxRetries ?? MAX_RETRIES;
     if (typeof maxRetries !== 'number' || Number.isNaN(maxRetries))
@@ -308,11 +310,10 @@ export class PaymentGatewayClient {
       if (spec.body !== undefined) headers['content-type'] = 'application/json';
       if (spec.idempotencyKey !== undefined) headers['idempotency-key'] = spec.idempotencyKey;
       // A value HTTP cannot carry is the caller's mistake, found before anything is sent: not a network failure to retry.
+      // Named, never shown: a header may carry a secret (authorization).
       for (const [name, value] of Object.entries(headers)) {
         if (!/^[\t\x20-\x7e\x80-\xff]*$/.test(value)) {
-          throw new TypeError(
-            `${request}: the ${name} header cannot carry ${JSON.stringify(value)} (Latin-1 text without control characters); nothing was sent`,
-          );
+          throw new TypeError(`${request}: the ${name} header cannot carry its value (Latin-1 text without control characters); nothing was sent`);
         }
       }
       const context = { retriesSoFar: retries, maxRetries: this.maxRetries, repeatable: spec.repeatable };
@@ -406,6 +407,19 @@ function memoryOf(secret: string, baseUrl: string): SigningMemory {
   SIGNING_MEMORY.set(key, new WeakRef(memory));
   FORGET.register(memory, key);
   return memory;
+}
+
+/**
+ * A key the client sends in a header (the secret key in Authorization, the public id in
+ * X-Public-Id): printable ASCII, no space. A line break read with it from a file or an
+ * environment variable is refused here, by name: the value is never put in an error.
+ */
+function checkCredential(name: string, value: unknown): void {
+  if (typeof value !== 'string' || value === '') throw new TypeError(`${name}: a non-empty string`);
+  if (/^\s|\s$/.test(value)) throw new TypeError(`${name}: starts or ends with a space or a line break (read with it from a file?); the value is not shown`);
+  if (!/^[\x21-\x7e]+$/.test(value)) {
+    throw new TypeError(`${name}: only printable ASCII without spaces can be sent in a header; the value is not shown`);
+  }
 }
 
 /** Every item of a cursor-paged list, page after page (each nextCursor). */
