@@ -19,7 +19,8 @@ import {
   signRequest,
 } from '../../libs/sdk/src';
 
-type Scripted = { status: number; body?: unknown; headers?: Record<string, string> } | 'drop';
+/** An answer (`raw`: a body sent as it is, not as JSON), or a dropped connection. */
+type Scripted = { status: number; body?: unknown; raw?: string; headers?: Record<string, string> } | 'drop';
 
 interface Attempt {
   readonly method: string;
@@ -50,7 +51,7 @@ async function startStub(): Promise<Stub> {
       }
       res
         .writeHead(answer.status, { 'content-type': 'application/json', ...(answer.headers ?? {}) })
-        .end(answer.body === undefined ? '' : JSON.stringify(answer.body));
+        .end(answer.raw ?? (answer.body === undefined ? '' : JSON.stringify(answer.body)));
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -271,6 +272,32 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
       code: 'idempotency_key_in_use',
     });
     expect(stub.attempts).toHaveLength(1);
+    expect(waits).toEqual([]);
+  });
+
+  it("a 2xx answer that is not the API's JSON (a proxy's page, an empty body) is unexpected_response; a POST's says its outcome is unknown", async () => {
+    const page = (status: number): Scripted => ({ status, raw: '<html><body>Вход в сеть</body></html>', headers: { 'content-type': 'text/html' } });
+    const failure = async (call: () => Promise<unknown>, ...answers: Scripted[]): Promise<PaymentGatewayError> => {
+      stub.script(...answers);
+      const e = await call().catch((error: unknown) => error);
+      expect(e).toBeInstanceOf(PaymentGatewayError);
+      // Not retried: nothing says the request failed.
+      expect(stub.attempts).toHaveLength(1);
+      return e as PaymentGatewayError;
+    };
+    const read = await failure(() => client().getBalance(), page(200));
+    expect(read).toMatchObject({ status: 200, code: 'unexpected_response', request: 'GET /balance', attempts: 1 });
+    expect(read.message).toContain('<html><body>Вход в сеть');
+    expect(read.message).not.toMatch(/outcome/);
+    for (const answer of [{ status: 200 }, { status: 200, raw: 'null' }, { status: 200, raw: '"ok"' }]) {
+      expect(await failure(() => client().getInvoice(REFUND.invoiceId), answer)).toMatchObject({ status: 200, code: 'unexpected_response' });
+    }
+
+    const refund = await failure(() => client().refundInvoice(REFUND.invoiceId, {}, { idempotencyKey: 'refund-key-7' }), { status: 202 });
+    expect(refund).toMatchObject({ status: 202, code: 'unexpected_response', request: `POST /invoices/${REFUND.invoiceId}/refund` });
+    expect(refund.message).toMatch(/empty body\. The outcome is unknown: the gateway may have acted\. .*the same Idempotency-Key refund-key-7/);
+    const invoice = await failure(() => client().createInvoice({ amount: '10.00', orderId: 'order-77' }), page(201));
+    expect(invoice.message).toMatch(/The outcome is unknown.*the same orderId order-77/);
     expect(waits).toEqual([]);
   });
 

@@ -340,7 +340,13 @@ export class PaymentGatewayClient {
         continue;
       }
       if (status >= 200 && status < 300) {
-        return (text === '' ? undefined : JSON.parse(text)) as T;
+        // Every operation answers a JSON object (none a 2xx without a body): anything else did not come from the gateway as it
+        // is (a proxy's page), and what a POST did is unknown.
+        const answer = jsonObjectOf(text);
+        if (answer !== undefined) return answer as T;
+        const requestId = response.headers.get('x-request-id') ?? undefined;
+        const message = unexpectedAnswerMessage(spec, request, status, text);
+        throw new PaymentGatewayError(status, 'unexpected_response', message, undefined, undefined, request, attempts, undefined, requestId);
       }
 
       const error = errorOf(text, status);
@@ -433,6 +439,31 @@ async function* everyItem<Q extends { cursor?: string }, T>(
     yield* page.items;
     cursor = page.hasMore && page.nextCursor ? page.nextCursor : undefined;
   } while (cursor !== undefined);
+}
+
+/** The answer's JSON object, or undefined: not JSON (a proxy's page), empty, or JSON that is not an object. */
+function jsonObjectOf(text: string): object | undefined {
+  try {
+    const parsed: unknown = JSON.parse(text);
+    return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? parsed : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * What a 2xx answer that is not the API's JSON says: for a POST, that its outcome is
+ * unknown (the gateway may have acted, as after a lost answer) and how to learn it safely:
+ * the same call again, under the same orderId (POST /invoices) or Idempotency-Key.
+ */
+function unexpectedAnswerMessage(spec: CallSpec, request: string, status: number, text: string): string {
+  const answer = `${request}: HTTP ${status} with ${text === '' ? 'an empty body' : `an answer that is not the API's JSON: ${text.slice(0, 200)}`}`;
+  if (spec.method !== 'POST') return answer;
+  const same =
+    spec.path === '/invoices'
+      ? `orderId ${String((spec.body as { orderId?: unknown } | undefined)?.orderId)}`
+      : `Idempotency-Key ${String(spec.idempotencyKey)}`;
+  return `${answer}. The outcome is unknown: the gateway may have acted. Make the same call with the same ${same} to learn it (a repeat cannot act twice)`;
 }
 
 /** The error object of an answer; a body not in the spec's shape (a proxy's page) gets code `unexpected_response`. */
