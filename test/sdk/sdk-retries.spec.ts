@@ -607,6 +607,16 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     expect(() => client({ maxRetries: 10 })).not.toThrow();
   });
 
+  it('a timeoutMs that is not a whole number of milliseconds from 1 to 2^31 - 1 is refused at construction, not sent as "no answer"', async () => {
+    for (const timeoutMs of [Infinity, NaN, 1.5, -1, 0, 2 ** 32, 2 ** 31, Number('30s')]) {
+      expect(() => client({ timeoutMs })).toThrow(new TypeError(`timeoutMs: a whole number of milliseconds from 1 to 2147483647, got ${String(timeoutMs)}`));
+    }
+    stub.script({ status: 200, body: BALANCE }, { status: 200, body: BALANCE });
+    await expect(client({ timeoutMs: 2 ** 31 - 1 }).getBalance()).resolves.toEqual(BALANCE);
+    await expect(client({ timeoutMs: 1000 }).getBalance()).resolves.toEqual(BALANCE);
+    expect(waits).toEqual([]);
+  });
+
   it('the policy itself: no retry past 4, none of a POST that could act twice, 429 always', () => {
     const network = { kind: 'network' } as const;
     expect(retryDelayMs(network, { retriesSoFar: 4, maxRetries: 4, repeatable: true })).toBeNull();

@@ -40,7 +40,7 @@ export interface PaymentGatewayClientOptions {
   readonly auth: Authentication;
   /** At most this many retries of one call (default and maximum by the spec's guidance: 4). */
   readonly maxRetries?: number;
-  /** One attempt's time limit in ms (default 30 000); a timeout counts as a network failure. */
+  /** One attempt's time limit in ms, a whole number from 1 to 2^31 − 1 (default 30 000); a timeout counts as a network failure. */
   readonly timeoutMs?: number;
   /** The fetch to use (default: the global fetch of Node ≥ 20). */
   readonly fetch?: typeof fetch;
@@ -82,6 +82,8 @@ const defaultSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(r
 export const MAX_TIMESTAMP_LEAD_SECONDS = 0;
 /** How many times a 401 signature_invalid (a second another process of the key used) is signed again, each in a later second. */
 const SIGNATURE_RETRIES = 3;
+/** The longest timeoutMs: Node's timers take 32-bit delays (a longer one fires after 1 ms). */
+const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 /** The gateway's window for X-Timestamp: ±300 s of its clock. */
 const GATEWAY_WINDOW_SECONDS = 300;
 
@@ -113,7 +115,10 @@ export class PaymentGatewayClient {
     if (typeof maxRetries !== 'number' || Number.isNaN(maxRetries))
       throw new TypeError(`maxRetries: a number from 0 to ${MAX_RETRIES}, got ${String(maxRetries)}`);
     this.maxRetries = Math.min(Math.max(Math.trunc(maxRetries), 0), MAX_RETRIES);
-    this.timeoutMs = options.timeoutMs ?? 30_000;
+    const timeoutMs = options.timeoutMs ?? 30_000;
+    if (typeof timeoutMs !== 'number' || !Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > MAX_TIMEOUT_MS)
+      throw new TypeError(`timeoutMs: a whole number of milliseconds from 1 to ${MAX_TIMEOUT_MS}, got ${String(timeoutMs)}`);
+    this.timeoutMs = timeoutMs;
     this.fetch = options.fetch ?? globalThis.fetch;
     this.sleep = options.sleep ?? defaultSleep;
     this.now = options.now ?? Date.now;
