@@ -7,6 +7,7 @@
  * retries; never 400/401/403/404/409/422; a POST only when a repeat cannot act twice.
  */
 import http from 'node:http';
+import { inspect } from 'node:util';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import type { AddressInfo } from 'node:net';
@@ -600,6 +601,20 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     stub.script({ status: 200, body: BALANCE });
     await expect(client({ auth: { secretKey: 'sk_live_SeCrEt42' } }).getBalance()).resolves.toEqual(BALANCE);
     expect(stub.attempts).toHaveLength(1);
+  });
+
+  it('a client logged or inspected does not show its secret key or signing secret', () => {
+    const bearer = client({ auth: { secretKey: 'sk_live_SeCrEt42' } });
+    const signing = client({ auth: { publicId: 'pk_live_Pub42', signingSecret: 'whsec_SiGnInG42' } });
+    for (const shown of [
+      inspect(bearer, { depth: 10, showHidden: true }),
+      JSON.stringify(bearer),
+      inspect(signing, { depth: 10, showHidden: true }),
+      JSON.stringify(signing),
+    ]) {
+      expect(shown).not.toContain('SeCrEt42');
+      expect(shown).not.toContain('SiGnInG42');
+    }
   });
 
   it('maxRetries that is not a number (NaN from an unset variable) is refused at construction; past 4 it is 4', () => {

@@ -95,7 +95,7 @@ const GATEWAY_WINDOW_SECONDS = 300;
  */
 export class PaymentGatewayClient {
   private readonly baseUrl: string;
-  private readonly auth: Authentication;
+  readonly #auth: Authentication;
   private readonly maxRetries: number;
   private readonly timeoutMs: number;
   private readonly fetch: typeof fetch;
@@ -110,7 +110,7 @@ export class PaymentGatewayClient {
     this.baseUrl = options.baseUrl.replace(/\/+$/, '');
     if ('secretKey' in options.auth) checkCredential('auth.secretKey', options.auth.secretKey);
     else checkCredential('auth.publicId', options.auth.publicId);
-    this.auth = options.auth;
+    this.#auth = options.auth;
     const maxRetries = options.maxRetries ?? MAX_RETRIES;
     if (typeof maxRetries !== 'number' || Number.isNaN(maxRetries))
       throw new TypeError(`maxRetries: a number from 0 to ${MAX_RETRIES}, got ${String(maxRetries)}`);
@@ -123,7 +123,7 @@ export class PaymentGatewayClient {
     this.sleep = options.sleep ?? defaultSleep;
     this.now = options.now ?? Date.now;
     this.newIdempotencyKey = options.newIdempotencyKey ?? randomUUID;
-    this.memory = 'signingSecret' in this.auth ? memoryOf(this.auth.signingSecret, this.baseUrl) : newSigningMemory();
+    this.memory = 'signingSecret' in this.#auth ? memoryOf(this.#auth.signingSecret, this.baseUrl) : newSigningMemory();
     // Given up front, the offset is the first client's: once one has signed or learnt the gateway's clock, that stands.
     const { learnt, used } = this.memory;
     if (options.clockOffsetSeconds !== undefined && !learnt && used.size === 0) this.memory.offsetSeconds = options.clockOffsetSeconds;
@@ -288,12 +288,12 @@ export class PaymentGatewayClient {
   }
 
   private async authHeaders(rawBody: string, bodyKey: string): Promise<Record<string, string>> {
-    if ('secretKey' in this.auth) return { authorization: `Bearer ${this.auth.secretKey}` };
+    if ('secretKey' in this.#auth) return { authorization: `Bearer ${this.#auth.secretKey}` };
     const timestamp = await this.uniqueTimestamp(bodyKey);
     return {
-      'x-public-id': this.auth.publicId,
+      'x-public-id': this.#auth.publicId,
       'x-timestamp': String(timestamp),
-      'x-signature': signRequest(this.auth.signingSecret, timestamp, rawBody),
+      'x-signature': signRequest(this.#auth.signingSecret, timestamp, rawBody),
     };
   }
 
@@ -357,7 +357,7 @@ export class PaymentGatewayClient {
       const error = errorOf(text, status);
       const retryAfterSeconds = parseRetryAfter(response.headers.get('retry-after'));
       // A clock off by more than the window: take the gateway's time once and sign again (nothing ran).
-      if (status === 401 && error.code === 'timestamp_invalid' && !('secretKey' in this.auth) && !clockCorrected) {
+      if (status === 401 && error.code === 'timestamp_invalid' && !('secretKey' in this.#auth) && !clockCorrected) {
         const serverSeconds = serverTimeOf(response.headers);
         if (serverSeconds !== undefined) {
           this.memory.offsetSeconds = serverSeconds - Math.floor(this.now() / 1000);
@@ -368,7 +368,7 @@ export class PaymentGatewayClient {
       }
       // The same signature already used by another process of this key (same second, same body): signed again in a
       // second not used yet, which uniqueTimestamp waits for (the refused one stays used), a few times.
-      if (status === 401 && error.code === 'signature_invalid' && !('secretKey' in this.auth) && signedAgain < SIGNATURE_RETRIES) {
+      if (status === 401 && error.code === 'signature_invalid' && !('secretKey' in this.#auth) && signedAgain < SIGNATURE_RETRIES) {
         signedAgain++;
         continue;
       }
