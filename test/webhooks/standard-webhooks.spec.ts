@@ -44,6 +44,19 @@ describe('Standard Webhooks headers on every delivery', () => {
       expect(attempt.headers['x-service-signature']).toMatch(/^sha256=[0-9a-f]{64}$/);
       expect(() => verifier.verify(attempt.rawBody.replace('"paid"', '"pai d"'), headers)).toThrow(WebhookVerificationError);
     }
+    // The served OpenAPI document describes every header a delivery carries, each value within its schema.
+    const doc = (await (await fetch(`${gw.baseUrl}/v1/openapi.json`)).json()) as {
+      webhooks: Record<string, { post: { parameters: { name: string; in: string; schema: { pattern?: string; format?: string } }[] } }>;
+    };
+    const described = new Map(doc.webhooks['invoice.paid']!.post.parameters.filter((p) => p.in === 'header').map((p) => [p.name.toLowerCase(), p.schema]));
+    const sent = Object.keys(first!.headers).filter((name) => name.startsWith('x-service-') || name.startsWith('webhook-'));
+    expect(sent).toEqual(expect.arrayContaining(['webhook-id', 'webhook-timestamp', 'webhook-signature']));
+    for (const name of sent) {
+      expect([name, described.has(name)]).toEqual([name, true]);
+      const schema = described.get(name)!;
+      if (schema.pattern) expect(String(first!.headers[name])).toMatch(new RegExp(schema.pattern));
+      if (schema.format === 'uuid') expect(String(first!.headers[name])).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+    }
     expect(retry!.headers['webhook-id']).toBe(first!.headers['webhook-id']);
     expect(Number(retry!.headers['webhook-timestamp'])).toBeGreaterThanOrEqual(Number(first!.headers['webhook-timestamp']) + 60);
     // Another project's secret does not verify it.

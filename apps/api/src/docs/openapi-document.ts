@@ -675,6 +675,22 @@ const WEBHOOK_HEADERS: readonly ParameterObject[] = [
       'Получатель проверяет подпись и отклоняет доставку, если t дальше допуска (например 300 секунд) от его часов: так старую доставку нельзя прислать повторно.',
     schema: { type: 'string', pattern: '^t=\\d+,v1=[0-9a-f]{64}$' },
   },
+  // Standard Webhooks (https://www.standardwebhooks.com/), so that a stock verifier can check a delivery (decision 0065).
+  {
+    name: 'webhook-id',
+    in: 'header',
+    required: true,
+    description: 'Standard Webhooks: id события (поле id тела), одинаковый во всех попытках и повторах',
+    schema: { type: 'string', format: 'uuid' },
+  },
+  { name: 'webhook-timestamp', in: 'header', required: true, description: 'Standard Webhooks: время попытки, секунды Unix (равно X-Service-Timestamp)', schema: { type: 'string', pattern: '^\\d+$' } },
+  {
+    name: 'webhook-signature',
+    in: 'header',
+    required: true,
+    description: 'Standard Webhooks: `v1,` и base64 HMAC-SHA256 строки `<webhook-id>.<webhook-timestamp>.<сырое тело>` на webhook_secret проекта (байты UTF-8)',
+    schema: { type: 'string', pattern: '^v1,[A-Za-z0-9+/]{43}=$' },
+  },
 ];
 
 const WEBHOOK_MEANING: Readonly<Record<EventKind, string>> = {

@@ -3017,6 +3017,12 @@ export interface operations {
                 "X-Service-Test": "true" | "false";
                 /** @description Подпись, которая покрывает и время: `t=<секунды Unix>,v1=<hex>`, где hex: HMAC-SHA256 строки `<t>.<сырое тело>` на webhook_secret проекта, t равно X-Service-Timestamp. Получатель проверяет подпись и отклоняет доставку, если t дальше допуска (например 300 секунд) от его часов: так старую доставку нельзя прислать повторно. */
                 "X-Service-Signature-Timestamped": string;
+                /** @description Standard Webhooks: id события (поле id тела), одинаковый во всех попытках и повторах */
+                "webhook-id": string;
+                /** @description Standard Webhooks: время попытки, секунды Unix (равно X-Service-Timestamp) */
+                "webhook-timestamp": string;
+                /** @description Standard Webhooks: `v1,` и base64 HMAC-SHA256 строки `<webhook-id>.<webhook-timestamp>.<сырое тело>` на webhook_secret проекта (байты UTF-8) */
+                "webhook-signature": string;
             };
             path?: never;
             cookie?: never;
@@ -3062,6 +3068,12 @@ export interface operations {
                 "X-Service-Test": "true" | "false";
                 /** @description Подпись, которая покрывает и время: `t=<секунды Unix>,v1=<hex>`, где hex: HMAC-SHA256 строки `<t>.<сырое тело>` на webhook_secret проекта, t равно X-Service-Timestamp. Получатель проверяет подпись и отклоняет доставку, если t дальше допуска (например 300 секунд) от его часов: так старую доставку нельзя прислать повторно. */
                 "X-Service-Signature-Timestamped": string;
+                /** @description Standard Webhooks: id события (поле id тела), одинаковый во всех попытках и повторах */
+                "webhook-id": string;
+                /** @description Standard Webhooks: время попытки, секунды Unix (равно X-Service-Timestamp) */
+                "webhook-timestamp": string;
+                /** @description Standard Webhooks: `v1,` и base64 HMAC-SHA256 строки `<webhook-id>.<webhook-timestamp>.<сырое тело>` на webhook_secret проекта (байты UTF-8) */
+                "webhook-signature": string;
             };
             path?: never;
             cookie?: never;
@@ -3107,6 +3119,12 @@ export interface operations {
                 "X-Service-Test": "true" | "false";
                 /** @description Подпись, которая покрывает и время: `t=<секунды Unix>,v1=<hex>`, где hex: HMAC-SHA256 строки `<t>.<сырое тело>` на webhook_secret проекта, t равно X-Service-Timestamp. Получатель проверяет подпись и отклоняет доставку, если t дальше допуска (например 300 секунд) от его часов: так старую доставку нельзя прислать повторно. */
                 "X-Service-Signature-Timestamped": string;
+                /** @description Standard Webhooks: id события (поле id тела), одинаковый во всех попытках и повторах */
+                "webhook-id": string;
+                /** @description Standard Webhooks: время попытки, секунды Unix (равно X-Service-Timestamp) */
+                "webhook-timestamp": string;
+                /** @description Standard Webhooks: `v1,` и base64 HMAC-SHA256 строки `<webhook-id>.<webhook-timestamp>.<сырое тело>` на webhook_secret проекта (байты UTF-8) */
+                "webhook-signature": string;
             };
             path?: never;
             cookie?: never;
@@ -3152,6 +3170,12 @@ export interface operations {
                 "X-Service-Test": "true" | "false";
                 /** @description Подпись, которая покрывает и время: `t=<секунды Unix>,v1=<hex>`, где hex: HMAC-SHA256 строки `<t>.<сырое тело>` на webhook_secret проекта, t равно X-Service-Timestamp. Получатель проверяет подпись и отклоняет доставку, если t дальше допуска (например 300 секунд) от его часов: так старую доставку нельзя прислать повторно. */
                 "X-Service-Signature-Timestamped": string;
+                /** @description Standard Webhooks: id события (поле id тела), одинаковый во всех попытках и повторах */
+                "webhook-id": string;
+                /** @description Standard Webhooks: время попытки, секунды Unix (равно X-Service-Timestamp) */
+                "webhook-timestamp": string;
+                /** @description Standard Webhooks: `v1,` и base64 HMAC-SHA256 строки `<webhook-id>.<webhook-timestamp>.<сырое тело>` на webhook_secret проекта (байты UTF-8) */
+                "webhook-signature": string;
             };
             path?: never;
             cookie?: never;
@@ -3197,6 +3221,12 @@ export interface operations {
                 "X-Service-Test": "true" | "false";
                 /** @description Подпись, которая покрывает и время: `t=<секунды Unix>,v1=<hex>`, где hex: HMAC-SHA256 строки `<t>.<сырое тело>` на webhook_secret проекта, t равно X-Service-Timestamp. Получатель проверяет подпись и отклоняет доставку, если t дальше допуска (например 300 секунд) от его часов: так старую доставку нельзя прислать повторно. */
                 "X-Service-Signature-Timestamped": string;
+                /** @description Standard Webhooks: id события (поле id тела), одинаковый во всех попытках и повторах */
+                "webhook-id": string;
+                /** @description Standard Webhooks: время попытки, секунды Unix (равно X-Service-Timestamp) */
+                "webhook-timestamp": string;
+                /** @description Standard Webhooks: `v1,` и base64 HMAC-SHA256 строки `<webhook-id>.<webhook-timestamp>.<сырое тело>` на webhook_secret проекта (байты UTF-8) */
+                "webhook-signature": string;
             };
             path?: never;
             cookie?: never;
@@ -3242,6 +3272,12 @@ export interface operations {
                 "X-Service-Test": "true" | "false";
                 /** @description Подпись, которая покрывает и время: `t=<секунды Unix>,v1=<hex>`, где hex: HMAC-SHA256 строки `<t>.<сырое тело>` на webhook_secret проекта, t равно X-Service-Timestamp. Получатель проверяет подпись и отклоняет доставку, если t дальше допуска (например 300 секунд) от его часов: так старую доставку нельзя прислать повторно. */
                 "X-Service-Signature-Timestamped": string;
+                /** @description Standard Webhooks: id события (поле id тела), одинаковый во всех попытках и повторах */
+                "webhook-id": string;
+                /** @description Standard Webhooks: время попытки, секунды Unix (равно X-Service-Timestamp) */
+                "webhook-timestamp": string;
+                /** @description Standard Webhooks: `v1,` и base64 HMAC-SHA256 строки `<webhook-id>.<webhook-timestamp>.<сырое тело>` на webhook_secret проекта (байты UTF-8) */
+                "webhook-signature": string;
             };
             path?: never;
             cookie?: never;
@@ -3287,6 +3323,12 @@ export interface operations {
                 "X-Service-Test": "true" | "false";
                 /** @description Подпись, которая покрывает и время: `t=<секунды Unix>,v1=<hex>`, где hex: HMAC-SHA256 строки `<t>.<сырое тело>` на webhook_secret проекта, t равно X-Service-Timestamp. Получатель проверяет подпись и отклоняет доставку, если t дальше допуска (например 300 секунд) от его часов: так старую доставку нельзя прислать повторно. */
                 "X-Service-Signature-Timestamped": string;
+                /** @description Standard Webhooks: id события (поле id тела), одинаковый во всех попытках и повторах */
+                "webhook-id": string;
+                /** @description Standard Webhooks: время попытки, секунды Unix (равно X-Service-Timestamp) */
+                "webhook-timestamp": string;
+                /** @description Standard Webhooks: `v1,` и base64 HMAC-SHA256 строки `<webhook-id>.<webhook-timestamp>.<сырое тело>` на webhook_secret проекта (байты UTF-8) */
+                "webhook-signature": string;
             };
             path?: never;
             cookie?: never;
