@@ -133,7 +133,10 @@ export class RefundFlow {
         reservationId: refundId,
         purpose: 'refund',
         amount: asked.amount,
-        at: now.toISOString(),
+        // Dated with its request, whoever reserves it (the request, the recovery, a keyed
+        // retry): a 202 already said the money is reserved from then. The book moves it to
+        // no earlier than the ledger's last entry.
+        at: asked.requestedAt,
       });
       if (reservation.outcome === 'reserved') return this.run(refundId, { type: 'CreateRefund', data });
       // The invoice records the refusal once, as whoever gets there first says: refused
