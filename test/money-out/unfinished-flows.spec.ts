@@ -4,8 +4,8 @@
  * the gateway session that waits for it (test/support/append-lock.ts), and the manual
  * clock keeps the recovery worker (5 s) away until a test moves it.
  */
-import { expectStatus, InvoiceGateway, Json, Merchant, Mode, poll, startInvoiceGateway } from '../support/merchant-fixtures';
-import { fund, instantMerchant, paidInvoice } from '../support/money-out-fixtures';
+import { expectError, expectStatus, InvoiceGateway, Json, Merchant, Mode, orderId, poll, Reply, startInvoiceGateway } from '../support/merchant-fixtures';
+import { fund, instantMerchant, paidInvoice, payoutAddress, PHONE, transition } from '../support/money-out-fixtures';
 import { withAppendBroken } from '../support/append-lock';
 
 /** The recovery worker takes over a request left half-done for this long (RECOVERY_GRACE_SECONDS), on the gateway clock. */
@@ -77,5 +77,111 @@ describe('refunds and payouts whose flow is not finished', () => {
     const asOf = await gw.operator.http.get(`/admin/v1/accounts/${m.accountId}/balance?mode=test&asOf=${encodeURIComponent(refund.createdAt)}`);
     expectStatus(asOf, 200);
     expect(asOf.body.reserved).toBe('100.00');
+  });
+  /** The causes of the ledger's entries that close a reservation (settled or released). */
+  const closesOf = async (m: Merchant, mode: Mode): Promise<string[]> =>
+    (await eventsOf(ledgerStream(m, mode))).map((e) => String(e.data.cause)).filter((cause) => /^(settle|release):/.test(cause));
+
+  /** A 503 that says when to try again. */
+  const expectRetryLater = (reply: Reply) => {
+    expectError(reply, 503, 'provider_unavailable');
+    expect(reply.headers.get('retry-after')).toMatch(/^\d+$/);
+  };
+
+  describe('operator actions on a payout answered 201 before the ledger reserved it', () => {
+    /** A payout answered 201 while the ledger's append fails: written, not yet reserved. */
+    const unreservedPayout = async (m: Merchant, amount: string): Promise<Json> => {
+      const address = await payoutAddress(gw.operator, m.accountId, { method: 'sbp', account: PHONE });
+      const send = () => m.live.post('/v1/payouts', { amount, addressId: address.id, orderId: orderId('unreserved') });
+      const answered = await withAppendBroken(gw.db.url, ledgerStream(m, 'live'), 'cancel', send);
+      expectStatus(answered, 201);
+      expect(answered.body.status).toBe('pending');
+      expect((await eventsOf(`payout-${answered.body.id}`)).map((e) => e.type)).toEqual(['PayoutRequested']);
+      return answered.body;
+    };
+
+    it.each([
+      ['approve', undefined, 'approved'],
+      ['reject', { reason: 'реквизиты закрыты' }, 'rejected'],
+      ['cancel', { reason: 'по просьбе мерчанта' }, 'cancelled'],
+    ])('%s: the ledger reserves it first, once; then the transition (200)', async (name, body, status) => {
+      const m = await instantMerchant(gw.operator);
+      await fund(gw.operator, m, 'live', ['1000.00']);
+      const payout = await unreservedPayout(m, '300.00');
+      expect((await m.live.get(`/v1/payouts/${payout.id}`)).body).toEqual(payout);
+
+      const reply = await transition(gw.operator, payout.id, name, body);
+      expectStatus(reply, 200);
+      expect(reply.body).toMatchObject({ id: payout.id, status });
+      const events = await eventsOf(`payout-${payout.id}`);
+      expect(events.map((e) => e.type)).toEqual([
+        'PayoutRequested',
+        'PayoutReserved',
+        { approve: 'PayoutApproved', reject: 'PayoutRejected', cancel: 'PayoutCancelled' }[name],
+      ]);
+      // The transition recorded the ledger's decision itself (at its own time), not the recovery worker.
+      expect(events[1].data.at).toBe(events[2].data.at);
+      expect((await reservationsOf(m, 'live')).map((e) => ({ cause: e.cause, kind: e.kind, occurredAt: e.occurredAt }))).toEqual([
+        { cause: `reserve:po_${payout.id}`, kind: 'funds_reserved', occurredAt: payout.createdAt },
+      ]);
+      // The recovery worker, come later, finds nothing to do.
+      await gw.operator.advance(RECOVERY_GRACE_SECONDS + 1);
+      const closes = name === 'approve' ? [] : [`release:po_${payout.id}`];
+      await poll(
+        () => closesOf(m, 'live'),
+        (c) => c.length === closes.length,
+        'the reservation closed as the transition says',
+      );
+      const balance = await gw.operator.http.get(`/admin/v1/accounts/${m.accountId}/balance?mode=live`);
+      expect({ reserved: balance.body.reserved, reservations: (await reservationsOf(m, 'live')).length, closes: await closesOf(m, 'live') }).toEqual({
+        reserved: name === 'approve' ? '300.00' : '0.00',
+        reservations: 1,
+        closes,
+      });
+    });
+
+    it('the ledger still busy: 503 with Retry-After and nothing written; once it is free, the transition', async () => {
+      const m = await instantMerchant(gw.operator);
+      await fund(gw.operator, m, 'live', ['1000.00']);
+      const payout = await unreservedPayout(m, '300.00');
+
+      const busy = await withAppendBroken(gw.db.url, ledgerStream(m, 'live'), 'cancel', () =>
+        transition(gw.operator, payout.id, 'cancel', { reason: 'дубль' }),
+      );
+      expectRetryLater(busy);
+      expect((await eventsOf(`payout-${payout.id}`)).map((e) => e.type)).toEqual(['PayoutRequested']);
+      expect(await reservationsOf(m, 'live')).toEqual([]);
+
+      const cancelled = await transition(gw.operator, payout.id, 'cancel', { reason: 'дубль' });
+      expectStatus(cancelled, 200);
+      expect(cancelled.body.status).toBe('cancelled');
+    });
+
+    it('refused by the ledger when the operator finishes it: rejected with the reason, shown; the transition 409', async () => {
+      const m = await instantMerchant(gw.operator);
+      await fund(gw.operator, m, 'live', ['1000.00']);
+      const payout = await unreservedPayout(m, '600.00');
+      // Meanwhile another payout takes most of the balance.
+      expectStatus(await m.live.post('/v1/payouts', { amount: '500.00', addressId: payout.addressId, orderId: orderId('other') }), 201);
+
+      expectError(await transition(gw.operator, payout.id, 'approve'), 409, 'conflict');
+      const shown = await m.live.get(`/v1/payouts/${payout.id}`);
+      expect(shown.body).toMatchObject({ id: payout.id, status: 'rejected', statusReason: expect.stringMatching(/недостаточно средств/) });
+      expect((await reservationsOf(m, 'live')).map((e) => e.kind)).toEqual(['funds_reserved', 'reservation_refused']);
+    });
+
+    it('refused before it was ever shown: still 404 not_found', async () => {
+      const m = await instantMerchant(gw.operator);
+      const address = await payoutAddress(gw.operator, m.accountId, { method: 'sbp', account: PHONE });
+      const refused = await m.live.post('/v1/payouts', { amount: '300.00', addressId: address.id });
+      expectError(refused, 422, 'insufficient_balance');
+      const [id] = (
+        await gw.db.pool.query<{ id: number }>(
+          `SELECT (data->>'payoutId')::int AS id FROM events WHERE event_type = 'PayoutRequested' AND data->>'accountId' = $1`,
+          [m.accountId],
+        )
+      ).rows.map((r) => r.id);
+      expectError(await transition(gw.operator, id!, 'cancel', { reason: 'нет' }), 404, 'not_found');
+    });
   });
 });

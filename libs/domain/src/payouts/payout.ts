@@ -144,6 +144,7 @@ export function decidePayout(command: PayoutCommand, s: PayoutState): PayoutEven
     if (command.mayBeAnswered) return [{ type: 'PayoutRejected', data: { ...ref, reason: PAYOUT_REFUSAL_REASONS[command.outcome] } }];
     return [{ type: 'PayoutRefused', data: { ...ref, refusal: command.outcome } }];
   }
+  // A requested payout is taken through the ledger's decision (PayoutFlow.transition) before any transition reaches it.
   if (!isShownPayout(s)) return new Refusal('not_found', 'Выплата не найдена');
   const transition = TRANSITION_OF[command.type]!;
   if (!(PAYOUT_TRANSITIONS[transition] as readonly string[]).includes(s.status)) {

@@ -158,12 +158,23 @@ export class PayoutFlow {
 
   /**
    * An operator transition: 404 for an unknown payout, 409 conflict when illegal from its
-   * status. A finished payout's reservation is moved by the payout_outcomes reactor, the
-   * one driver of that step; the answer comes once it has, so the next request sees the
-   * slot and the money.
+   * status. A payout still requested (shown pending: its 201 may have been given) is
+   * first taken through the ledger's decision, as the recovery worker would (`advance`,
+   * finishing: a refusal rejects it); when that cannot happen now (the ledger busy past
+   * the statement timeout), the error is the answer (503) and the transition is not
+   * written. One refused unseen stays unknown (404). A finished payout's reservation is
+   * moved by the payout_outcomes reactor, the one driver of that step; the answer comes
+   * once it has, so the next request sees the slot and the money.
    */
   async transition(payoutId: number, command: Exclude<PayoutCommand, { type: 'RequestPayout' | 'RecordReservation' }>): Promise<Payout> {
     if (!Number.isSafeInteger(payoutId) || payoutId < 1) throw payoutNotFound();
+    try {
+      await this.advance(payoutId, new Date(command.at), 'finishing');
+    } catch (error) {
+      // Unknown, or refused before it was ever shown (its request answered so).
+      if (error instanceof Refusal) throw payoutNotFound();
+      throw error;
+    }
     const decided = await this.decide(payoutId, command);
     await awaitOutcomeMoved(this.pool, decided, this.observer, 'payout', String(payoutId));
     return decided.state;
