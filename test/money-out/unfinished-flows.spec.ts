@@ -1,8 +1,10 @@
 /**
  * Refunds and payouts answered (202, 201) before the ledger reserved their money: the
  * flow is held half-done for real, by holding the ledger's append lock and cancelling
- * the gateway session that waits for it (test/support/append-lock.ts), and the manual
- * clock keeps the recovery worker (5 s) away until a test moves it.
+ * the gateway session that waits for it (test/support/append-lock.ts). The recovery
+ * worker takes such a request over only 5 s after it on the gateway clock (real time
+ * plus what the tests advance): each test acts well before that, and checks from the
+ * events that its own request finished the flow.
  */
 import { expectError, expectStatus, InvoiceGateway, Json, Merchant, Mode, orderId, poll, Reply, startInvoiceGateway } from '../support/merchant-fixtures';
 import { fund, instantMerchant, paidInvoice, payoutAddress, PHONE, transition } from '../support/money-out-fixtures';
@@ -78,6 +80,7 @@ describe('refunds and payouts whose flow is not finished', () => {
     expectStatus(asOf, 200);
     expect(asOf.body.reserved).toBe('100.00');
   });
+
   /** The causes of the ledger's entries that close a reservation (settled or released). */
   const closesOf = async (m: Merchant, mode: Mode): Promise<string[]> =>
     (await eventsOf(ledgerStream(m, mode))).map((e) => String(e.data.cause)).filter((cause) => /^(settle|release):/.test(cause));
@@ -182,6 +185,38 @@ describe('refunds and payouts whose flow is not finished', () => {
         )
       ).rows.map((r) => r.id);
       expectError(await transition(gw.operator, id!, 'cancel', { reason: 'нет' }), 404, 'not_found');
+    });
+  });
+
+  describe('POST /admin/v1/refunds/{id}/fail on a refund answered 202 before the ledger reserved it', () => {
+    it('the ledger reserves it first, once; then it fails (200) and the money is back', async () => {
+      const m = await instantMerchant(gw.operator);
+      const refund = await unfundedRefund(m, '100.00');
+
+      const failed = await gw.operator.http.post(`/admin/v1/refunds/${refund.id}/fail`, { reason: 'банк отказал' });
+      expectStatus(failed, 200);
+      expect(failed.body).toEqual({ ...refund, status: 'failed', completedAt: expect.any(String) });
+      expect((await reservationsOf(m, 'test')).map((e) => ({ cause: e.cause, kind: e.kind, occurredAt: e.occurredAt }))).toEqual([
+        { cause: `reserve:${refund.id}`, kind: 'funds_reserved', occurredAt: refund.createdAt },
+      ]);
+      expect(await closesOf(m, 'test')).toEqual([`release:${refund.id}`]);
+      const events = await eventsOf(`refund-${refund.id}`);
+      expect(events.map((e) => e.type)).toEqual(['RefundCreated', 'RefundFailed']);
+      // Created by the failing request itself (due 3600 s after it), not by the recovery worker.
+      expect(Date.parse(events[0].data.processAt) - Date.parse(events[1].data.at)).toBe(3600_000);
+      // Again: 200, the same refund.
+      expect((await gw.operator.http.post(`/admin/v1/refunds/${refund.id}/fail`, {})).body).toEqual(failed.body);
+    });
+
+    it('the ledger still busy: 503 with Retry-After and nothing written', async () => {
+      const m = await instantMerchant(gw.operator);
+      const refund = await unfundedRefund(m, '100.00');
+
+      const busy = await withAppendBroken(gw.db.url, ledgerStream(m, 'test'), 'cancel', () => gw.operator.http.post(`/admin/v1/refunds/${refund.id}/fail`, {}));
+      expectRetryLater(busy);
+      expect(await eventsOf(`refund-${refund.id}`)).toEqual([]);
+      expect(await reservationsOf(m, 'test')).toEqual([]);
+      expectStatus(await gw.operator.http.post(`/admin/v1/refunds/${refund.id}/fail`, {}), 200);
     });
   });
 });

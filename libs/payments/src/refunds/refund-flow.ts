@@ -181,6 +181,28 @@ export class RefundFlow {
     return loaded.state.status === 'none' ? null : loaded.state;
   }
 
+  /**
+   * The refund an operator's outcome applies to, its flow finished: from its own stream,
+   * or, granted by its invoice and not yet funded (shown pending: its 202 may have been
+   * given), taken through the remaining steps first, as the recovery worker would
+   * (`advance`, finishing: refused by the ledger, it is created failed). Null: unknown,
+   * or refused unseen (answered 422). When finishing cannot happen now (the ledger busy
+   * past the statement timeout), the error is thrown and no outcome is written.
+   */
+  async finished(refundId: string, now: Date): Promise<Refund | null> {
+    const found = await this.find(refundId);
+    if (found) return found;
+    const granted = await this.granted(refundId);
+    if (!granted) return null;
+    try {
+      return await this.advance(granted.created.invoiceId, refundId, now, 'finishing');
+    } catch (error) {
+      // Refused, and answered so, by the request that was granted meanwhile.
+      if (error instanceof Refusal && error.code === 'insufficient_balance') return null;
+      throw error;
+    }
+  }
+
   /** A refund its invoice granted whose stream is not written yet, or null (none, or refused: answered 422, never shown). */
   async granted(refundId: string): Promise<Refund | null> {
     if (!REFUND_ID.test(refundId)) return null;
