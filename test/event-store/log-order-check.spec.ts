@@ -84,4 +84,41 @@ describe('LogOrderCheck against recorded checkpoints', () => {
   it('two events of a segment exchanged: order_changed', () => {
     expect(problemsOf([LOG[0]!, LOG[2]!, LOG[1]!, ...LOG.slice(3)])[0]).toMatchObject({ kind: 'order_changed', ...named(LOG[2]!) });
   });
+
+  it('after a checkpoint the log does not reproduce, each later one is judged on its own events: only those holding a change fail', () => {
+    // Three checkpoints of two events each; the log's running hash goes on over the events as they are.
+    let hash = GENESIS_HASH;
+    const running = LOG.map((e) => (hash = nextLogHash(hash, e.chainHash!)));
+    const recorded: RecordedCheckpoint[] = [0, 2, 4].map((from, k) => ({
+      seq: BigInt(k + 1),
+      fromEvents: BigInt(from),
+      events: BigInt(from + 2),
+      position: LOG[from + 1]!.position,
+      hash: running[from + 1]!,
+      eventHashes: Buffer.concat(LOG.slice(from, from + 2).map((e) => e.chainHash!)),
+    }));
+    const problemsAgainstThree = (log: readonly LoggedEvent[]) => {
+      const check = new LogOrderCheck();
+      log.forEach((event, i) => {
+        if (i % 2 === 0) check.checkpoint(recorded[i / 2]!);
+        check.event(event);
+      });
+      check.finish();
+      let folded = GENESIS_HASH;
+      for (const e of log) folded = nextLogHash(folded, e.chainHash!);
+      // The running hash reported (against off-site checkpoints) is still the log's own.
+      expect(check.runningHash.equals(folded)).toBe(true);
+      return check.problems;
+    };
+    expect(problemsAgainstThree(LOG)).toEqual([]);
+    // Stream a's revision 0 edited and re-hashed: in the first segment only.
+    const first = LOG.map((e, i) => (i === 0 ? rehashed(e) : e));
+    expect(problemsAgainstThree(first)).toEqual([expect.objectContaining({ kind: 'chain_hash_mismatch', ...named(LOG[0]!) })]);
+    // Its revisions 0 and 1 re-hashed (an insider recomputing the stream's chain): the first two segments, not the third.
+    const both = LOG.map((e, i) => (i === 0 || i === 2 ? rehashed(e) : e));
+    expect(problemsAgainstThree(both)).toEqual([
+      expect.objectContaining({ kind: 'chain_hash_mismatch', ...named(LOG[0]!) }),
+      expect.objectContaining({ kind: 'chain_hash_mismatch', ...named(LOG[2]!) }),
+    ]);
+  });
 });

@@ -1,4 +1,4 @@
-import { CHAIN_HASH_BYTES, ChainedEventContent, eventChainHash, RunningLogHash } from './hash-chain';
+import { CHAIN_HASH_BYTES, ChainedEventContent, eventChainHash, nextLogHash, RunningLogHash } from './hash-chain';
 
 /**
  * What a verification of the log found (pure: the adapters feed the events in).
@@ -395,7 +395,9 @@ const HASHLESS = new Uint8Array([1]);
 
 /**
  * Checks the log in log order: the running hash reproduces every recorded checkpoint,
- * and (fed by `event`) each stream's revisions ascend. Fed the events in log order,
+ * and (fed by `event`) each stream's revisions ascend. After a checkpoint the log does
+ * not reproduce, each later one is judged on its own segment, folded from the hash
+ * recorded before it (`runningHash` stays the log's own). Fed the events in log order,
  * with each checkpoint handed in (`checkpoint`) before the first event of its segment.
  * Memory: one checkpoint's segment, and with `event` one entry per stream; a read of
  * the log that finds the streams out of order itself feeds `eventInColumns`, which
@@ -411,6 +413,16 @@ export class LogOrderCheck {
   private readonly running = new RunningLogHash();
   private count = 0n;
   private segment: RecordedCheckpoint | null = null;
+  /**
+   * What the open segment is judged from once the log diverged (null: the log's own
+   * running hash): the checkpoint before it, whose recorded hash it is folded from, so
+   * that each later checkpoint fails only for a change in its own segment.
+   */
+  private segmentBase: RecordedCheckpoint | null = null;
+  /** The recorded checkpoint last compared. */
+  private lastCompared: RecordedCheckpoint | null = null;
+  /** A recorded checkpoint was not reproduced: the log's running hash differs from the recorded ones from there on. */
+  private diverged = false;
   /** The events of the segment: each as the columns it is in and its row there. */
   private segmentColumns: LoggedColumns[] = [];
   private segmentRows: number[] = [];
@@ -429,6 +441,8 @@ export class LogOrderCheck {
     this.segment = checkpoint;
     this.segmentColumns = [];
     this.segmentRows = [];
+    const previous = this.lastCompared;
+    this.segmentBase = this.diverged && previous && previous.events === checkpoint.fromEvents ? previous : null;
     if (checkpoint.fromEvents !== this.count) {
       this.problems.push({
         kind: 'chain_hash_mismatch',
@@ -482,8 +496,12 @@ export class LogOrderCheck {
     const rows = this.segmentRows;
     this.segmentColumns = [];
     this.segmentRows = [];
+    const base = this.segmentBase;
+    this.segmentBase = null;
     const differsAt = firstDifference(segment.eventHashes, columns, rows);
+    this.lastCompared = segment;
     if (differsAt !== null) {
+      this.diverged = true;
       const recorded: Buffer[] = [];
       for (let at = 0; at + CHAIN_HASH_BYTES <= segment.eventHashes.length; at += CHAIN_HASH_BYTES) {
         recorded.push(segment.eventHashes.subarray(at, at + CHAIN_HASH_BYTES));
@@ -499,14 +517,16 @@ export class LogOrderCheck {
       return;
     }
     const lastEvent = rows.length === 0 ? undefined : columns[rows.length - 1]!.event(rows[rows.length - 1]!);
-    const running = this.running.bytes;
+    // After a checkpoint not reproduced, the log's running hash carries that change: this segment is judged from the recorded hash.
+    const running = base === null ? this.running.bytes : foldedFrom(base.hash, columns, rows);
     if (this.count !== segment.events || !running.equals(segment.hash) || (lastEvent && lastEvent.position !== segment.position)) {
+      this.diverged = true;
       this.problems.push({
         kind: 'chain_hash_mismatch',
         streamName: lastEvent?.streamName ?? null,
         revision: lastEvent?.revision ?? null,
         position: lastEvent?.position ?? null,
-        detail: `the log gives running hash ${hex(running)} after ${this.count} events at position ${lastEvent?.position ?? '0/0'}; checkpoint ${segment.seq} recorded ${hex(segment.hash)} after ${segment.events} at ${segment.position}`,
+        detail: `the log gives running hash ${hex(running)} after ${this.count} events at position ${lastEvent?.position ?? '0/0'}${base === null ? '' : ` (folded from the hash checkpoint ${base.seq} recorded)`}; checkpoint ${segment.seq} recorded ${hex(segment.hash)} after ${segment.events} at ${segment.position}`,
       });
     }
   }
@@ -552,6 +572,17 @@ function explain(segment: RecordedCheckpoint, recorded: readonly Buffer[], logge
     kind: 'chain_hash_mismatch',
     detail: `checkpoint ${segment.seq} recorded no event with its chain hash ${hex(found!.chainHash)} at this place of the log`,
   };
+}
+
+/** The running hash from `base` folded over the segment's events (their stored chain hashes). */
+function foldedFrom(base: Buffer, columns: readonly LoggedColumns[], rows: readonly number[]): Buffer {
+  let hash = base;
+  for (let k = 0; k < rows.length; k++) {
+    const i = rows[k]!;
+    const c = columns[k]!;
+    hash = nextLogHash(hash, c.hashless[i] === 1 ? NO_HASH : c.chainHashes.subarray(i * CHAIN_HASH_BYTES, (i + 1) * CHAIN_HASH_BYTES));
+  }
+  return hash;
 }
 
 /**
