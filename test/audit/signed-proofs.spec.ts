@@ -327,6 +327,11 @@ describe('signed checkpoints and statements', () => {
     const edited = await logVerify(['--checkpoint', checkpointFile]);
     expect(edited.code).toBe(1);
     expect(edited.output).toContain(`[data_changed] ${target.stream_name} revision ${target.stream_revision}`);
+    // The stored chain hashes still fold to the checkpoint's hash, but L(n) folds the hashes the contents give: not reproduced.
+    expect(edited.output).not.toContain(`off-site checkpoint at position ${saved.position} (${saved.events} events) reproduced`);
+    expect(edited.output).toContain(
+      `FAILED: the off-site checkpoint at position ${saved.position} is not reproduced: the stored chain hashes give its running hash, but the content of ${target.stream_name} revision ${target.stream_revision} at position `,
+    );
   }, 120_000);
 });
 

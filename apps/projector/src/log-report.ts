@@ -1,8 +1,10 @@
-import { describeProblem, EventLogReport } from '#event-store';
+import { comparePositions, describeProblem, EventLogReport, positionFromString } from '#event-store';
 
 /**
  * The lines log:verify (and ledger:verify) print about the hash chains of the event log;
- * `expected`: the off-site checkpoints, each checked (several at one position are each a line);
+ * `expected`: the off-site checkpoints, each checked (several at one position are each a line): reproduced when
+ * the stored chain hashes fold to its hash and every event up to it gives its stored chain hash from its content
+ * (then the fold is L(n) of docs/audit-log.md);
  * `failedBefore`: a check printed before them failed (a saved checkpoint's signature), so no line says OK.
  */
 export function logReportLines(
@@ -15,6 +17,7 @@ export function logReportLines(
     `log head: position ${report.head.position}, ${report.head.events} events, running hash ${report.head.hash.toString('hex')}`,
   ];
   let failed = failedBefore || report.problems.length > 0;
+  const differs = report.contentDiffers?.position ? report.contentDiffers : null;
   for (const [position, hash] of expected) {
     const got = report.at.get(position);
     if (!got) {
@@ -23,6 +26,12 @@ export function logReportLines(
     } else if (got.hash.toString('hex') !== hash.toLowerCase()) {
       failed = true;
       lines.push(`FAILED: at position ${position} the log gives running hash ${got.hash.toString('hex')}, the off-site checkpoint says ${hash}`);
+    } else if (differs && comparePositions(positionFromString(differs.position!), positionFromString(position)) <= 0) {
+      // The hash folds the stored chain hashes; L(n) folds those the events' contents give, which differ from here on.
+      failed = true;
+      lines.push(
+        `FAILED: the off-site checkpoint at position ${position} is not reproduced: the stored chain hashes give its running hash, but the content of ${differs.streamName} revision ${differs.revision} at position ${differs.position} does not give its stored chain hash ([${differs.kind}], below)`,
+      );
     } else lines.push(`off-site checkpoint at position ${position} (${got.events} events) reproduced`);
   }
   if (report.problems.length === 0) {

@@ -12,6 +12,12 @@ export interface EventLogReport {
   readonly at: ReadonlyMap<string, LogCheckpoint>;
   /** Every problem found, the first (in the log) first. */
   readonly problems: readonly LogProblem[];
+  /**
+   * The first event (in the log) whose content does not give its stored chain hash
+   * (one of `problems`), or null: the running hash folds the stored chain hashes, so it
+   * is L(n) of docs/audit-log.md only up to before this event.
+   */
+  readonly contentDiffers: LogProblem | null;
 }
 
 export interface VerifyEventLogOptions {
@@ -82,6 +88,7 @@ export async function verifyChainedLog<C>(source: ChainedLogSource<C>, options: 
     head: { position: lastPosition, events: order.events, hash: order.runningHash },
     at,
     problems: inLogOrder([...chains.problems, ...order.problems]),
+    contentDiffers: inLogOrder(chains.contentDiffers)[0] ?? null,
   };
 }
 

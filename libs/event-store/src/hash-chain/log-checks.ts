@@ -26,6 +26,17 @@ export interface LogProblem {
   readonly detail: string;
 }
 
+/** Reports a problem; `contentDiffers`: the event it names does not give its stored chain hash from its content. */
+type ProblemReport = (problem: LogProblem, contentDiffers?: boolean) => void;
+
+/** Where a problem goes, and the problems whose event's content does not give its stored chain hash (`contentDiffers`, also among `problems`). */
+function reporterInto(problems: LogProblem[], contentDiffers: LogProblem[]): ProblemReport {
+  return (problem, differs = false) => {
+    problems.push(problem);
+    if (differs) contentDiffers.push(problem);
+  };
+}
+
 /** An event as the stream check needs it: what its chain hash covers, and the hash stored with it. */
 export interface StoredChainedEvent extends ChainedEventContent {
   readonly position: string;
@@ -71,9 +82,12 @@ class StreamChain {
   private previousMismatch: Mismatch | null = null;
   private pending: Mismatch[] | null = null;
 
-  /** `expectedRevision` and `previousStored`: where the stream's chain stands (a new stream: 0 and null). */
+  /**
+   * `expectedRevision` and `previousStored`: where the stream's chain stands (a new stream: 0 and null).
+   * `report`'s `contentDiffers`: the event named is one whose content does not give its stored chain hash.
+   */
   constructor(
-    private readonly report: (problem: LogProblem) => void,
+    private readonly report: ProblemReport,
     public expectedRevision = 0n,
     private previousStored: Buffer | null = null,
   ) {}
@@ -92,7 +106,7 @@ class StreamChain {
         detail: `${first === last ? `revision ${first} is` : `revisions ${first}–${last} are`} missing from the stream; the next event present is revision ${event.revision} at position ${event.position}`,
       });
     } else if (event.storedHash === null) {
-      this.report({ ...named(event), kind: 'chain_hash_mismatch', detail: 'the event has no chain hash' });
+      this.report({ ...named(event), kind: 'chain_hash_mismatch', detail: 'the event has no chain hash' }, true);
     } else {
       const recomputed = eventChainHash(this.previousStored, event);
       if (!recomputed.equals(event.storedHash)) this.mismatch({ event, previousStored: this.previousStored, recomputed }, previousMismatch);
@@ -117,11 +131,14 @@ class StreamChain {
       eventChainHash(previousMismatch.recomputed, current.event).equals(current.event.storedHash!)
     ) {
       this.pending = pending.filter((m) => m !== previousMismatch);
-      this.report({
-        ...named(previousMismatch.event),
-        kind: 'chain_hash_mismatch',
-        detail: `its stored chain hash ${hex(previousMismatch.event.storedHash)} is not the ${hex(previousMismatch.recomputed)} its content gives (the next event chains from the latter)`,
-      });
+      this.report(
+        {
+          ...named(previousMismatch.event),
+          kind: 'chain_hash_mismatch',
+          detail: `its stored chain hash ${hex(previousMismatch.event.storedHash)} is not the ${hex(previousMismatch.recomputed)} its content gives (the next event chains from the latter)`,
+        },
+        true,
+      );
       return;
     }
     // Two events of the stream carry each other's content.
@@ -129,11 +146,14 @@ class StreamChain {
       const partner = pending.find((m) => exchanged(m, current, exchange));
       if (!partner) continue;
       this.pending = pending.filter((m) => m !== partner);
-      this.report({
-        ...named(partner.event),
-        kind: 'order_changed',
-        detail: `revisions ${partner.event.revision} (position ${partner.event.position}) and ${current.event.revision} (position ${current.event.position}) hold each other's ${what}`,
-      });
+      this.report(
+        {
+          ...named(partner.event),
+          kind: 'order_changed',
+          detail: `revisions ${partner.event.revision} (position ${partner.event.position}) and ${current.event.revision} (position ${current.event.position}) hold each other's ${what}`,
+        },
+        true,
+      );
       return;
     }
     if (pending.length >= PENDING_PER_STREAM) {
@@ -145,11 +165,14 @@ class StreamChain {
   }
 
   private reportDataChanged(m: Mismatch): void {
-    this.report({
-      ...named(m.event),
-      kind: 'data_changed',
-      detail: `its content gives chain hash ${hex(m.recomputed)}, not the stored ${hex(m.event.storedHash)}`,
-    });
+    this.report(
+      {
+        ...named(m.event),
+        kind: 'data_changed',
+        detail: `its content gives chain hash ${hex(m.recomputed)}, not the stored ${hex(m.event.storedHash)}`,
+      },
+      true,
+    );
   }
 }
 
@@ -160,6 +183,9 @@ class StreamChain {
  */
 export class StreamChainCheck {
   readonly problems: LogProblem[] = [];
+  /** The problems naming an event whose content does not give its stored chain hash (the running hash folds the stored ones). */
+  readonly contentDiffers: LogProblem[] = [];
+  private readonly report = reporterInto(this.problems, this.contentDiffers);
   private stream: string | null = null;
   private chain: StreamChain | null = null;
   streams = 0;
@@ -169,7 +195,7 @@ export class StreamChainCheck {
     if (event.streamName !== this.stream || this.chain === null) {
       this.chain?.end();
       this.stream = event.streamName;
-      this.chain = new StreamChain((p) => this.problems.push(p));
+      this.chain = new StreamChain(this.report);
       this.streams += 1;
     }
     this.events += 1;
@@ -289,12 +315,14 @@ const WAITING_PER_STREAM = 256;
  */
 export class StreamChainsInLogOrder {
   readonly problems: LogProblem[] = [];
+  /** As StreamChainCheck's. */
+  readonly contentDiffers: LogProblem[] = [];
   private readonly slots = new StreamSlots();
   /** Streams whose chain broke somewhere: followed by a StreamChain from there on. */
   private readonly broken = new Map<string, StreamChain>();
   /** Per stream, the events that came before an earlier revision, in revision order. */
   private readonly waiting = new Map<string, StoredChainedEvent[]>();
-  private readonly report = (problem: LogProblem) => this.problems.push(problem);
+  private readonly report = reporterInto(this.problems, this.contentDiffers);
   events = 0;
 
   get streams(): number {
@@ -532,6 +560,17 @@ export class LogOrderCheck {
   }
 }
 
+/** The running hash from `base` folded over the segment's events (their stored chain hashes). */
+function foldedFrom(base: Buffer, columns: readonly LoggedColumns[], rows: readonly number[]): Buffer {
+  let hash = base;
+  for (let k = 0; k < rows.length; k++) {
+    const i = rows[k]!;
+    const c = columns[k]!;
+    hash = nextLogHash(hash, c.hashless[i] === 1 ? NO_HASH : c.chainHashes.subarray(i * CHAIN_HASH_BYTES, (i + 1) * CHAIN_HASH_BYTES));
+  }
+  return hash;
+}
+
 /**
  * The first place where the log differs from a checkpoint's segment: a recorded event
  * no longer in the log (missing), an event the checkpoint recorded elsewhere (order
@@ -572,17 +611,6 @@ function explain(segment: RecordedCheckpoint, recorded: readonly Buffer[], logge
     kind: 'chain_hash_mismatch',
     detail: `checkpoint ${segment.seq} recorded no event with its chain hash ${hex(found!.chainHash)} at this place of the log`,
   };
-}
-
-/** The running hash from `base` folded over the segment's events (their stored chain hashes). */
-function foldedFrom(base: Buffer, columns: readonly LoggedColumns[], rows: readonly number[]): Buffer {
-  let hash = base;
-  for (let k = 0; k < rows.length; k++) {
-    const i = rows[k]!;
-    const c = columns[k]!;
-    hash = nextLogHash(hash, c.hashless[i] === 1 ? NO_HASH : c.chainHashes.subarray(i * CHAIN_HASH_BYTES, (i + 1) * CHAIN_HASH_BYTES));
-  }
-  return hash;
 }
 
 /**
@@ -626,6 +654,8 @@ function firstDifference(recorded: Buffer, columns: readonly LoggedColumns[], ro
  */
 export class StreamsCheckedAgain {
   readonly problems: LogProblem[] = [];
+  /** As StreamChainCheck's. */
+  readonly contentDiffers: LogProblem[] = [];
   /**
    * The streams checked less their events at revision 0: what a count of the log's
    * streams by their events at revision 0 misses of these (a stream whose first events
@@ -658,6 +688,7 @@ export class StreamsCheckedAgain {
     this.chains.finish();
     this.order.finish();
     this.problems.push(...this.chains.problems, ...this.order.problems);
+    this.contentDiffers.push(...this.chains.contentDiffers);
     this.chains = new StreamChainsInLogOrder();
     this.order = new LogOrderCheck();
   }

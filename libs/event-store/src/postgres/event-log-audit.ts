@@ -306,6 +306,8 @@ export interface ChainsFollowed {
   readonly streams: number;
   readonly events: number;
   readonly problems: readonly LogProblem[];
+  /** The problems naming an event whose content does not give its stored chain hash (StreamChainCheck's). */
+  readonly contentDiffers: readonly LogProblem[];
 }
 
 /**
@@ -387,6 +389,7 @@ export class LogOrderFollower {
       head: { position: this.lastPosition, events: order.events, hash: order.runningHash },
       at: this.at,
       problems: inLogOrder([...chains.problems, ...order.problems]),
+      contentDiffers: inLogOrder(chains.contentDiffers)[0] ?? null,
     };
   }
 }
@@ -455,6 +458,7 @@ export async function followLogChains(
     streams: page.revisionZeros + again.streamsLessRevisionZeros,
     events: page.events,
     problems: [...again.problems, ...headProblems],
+    contentDiffers: again.contentDiffers,
   };
 }
 
