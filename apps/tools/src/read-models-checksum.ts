@@ -3,15 +3,14 @@ import { comparePositions, positionToString } from '#event-store';
 import { openInfrastructure } from '#payments/composition';
 import { COMMAND_SESSION_LIMITS } from '#platform/database';
 import { createLogger } from '#platform/logging';
-import { readCheckpoint } from '#event-store/projections';
-import { allProjections, formatChecksums, READ_MODEL_TABLES, readModelChecksums } from '#payments/read-models';
+import { allProjections, formatChecksums, READ_MODEL_TABLES, readModelsInOneSnapshot } from '#payments/read-models';
 
 /**
  * `npm run read-models:checksum [table...]`: one line per read-model table (table,
  * rows, md5 of its rows in primary-key order, identity columns counted by their
  * order only), so an operator can compare a live read model with a rebuilt one, or
  * two replicas. Where each projection stands against the head of the log goes to
- * stderr: compare checksums taken at the same position. Reads only: a read-only database
+ * stderr, read in the checksums' snapshot: compare checksums taken at the same position. Reads only: a read-only database
  * role and no secrets key are enough.
  */
 async function main(): Promise<void> {
@@ -30,16 +29,17 @@ async function main(): Promise<void> {
     access: 'read-only',
   });
   try {
-    const head = await infra.store.headPosition();
-    const checksums = await readModelChecksums(infra.pool, tables.length > 0 ? tables : READ_MODEL_TABLES);
+    // One snapshot: the checksums, the checkpoints and (the log in this database) its head.
+    const { head, checksums, standings } = await readModelsInOneSnapshot(
+      infra.pool,
+      allProjections.map((p) => p.name),
+      tables.length > 0 ? tables : READ_MODEL_TABLES,
+      infra.store.keepsLogIn?.(infra.pool) ? undefined : () => infra.store.headPosition(),
+    );
     const notes: string[] = [`log head: ${head ? positionToString(head) : 'empty log'}`];
-    for (const projection of allProjections) {
-      const row = await readCheckpoint(infra.pool, projection.name);
-      const at = row?.position ?? { commit: 0n, prepare: 0n };
-      const behind = head !== null && comparePositions(at, head) < 0;
-      notes.push(
-        `  ${projection.name}: at ${positionToString(at)}${behind ? ' (behind the head)' : ''}${row?.rebuildStartedAt ? ' (rebuild in progress)' : ''}`,
-      );
+    for (const { projection, position, rebuilding } of standings) {
+      const behind = head !== null && comparePositions(position, head) < 0;
+      notes.push(`  ${projection}: at ${positionToString(position)}${behind ? ' (behind the head)' : ''}${rebuilding ? ' (rebuild in progress)' : ''}`);
     }
     process.stderr.write(`${notes.join('\n')}\n`);
     process.stdout.write(`${formatChecksums(checksums)}\n`);

@@ -511,12 +511,7 @@ export class PostgresEventStore implements EventStore {
   }
 
   async headPosition(): Promise<Position | null> {
-    const result = await this.pool.query<{ transaction_id: string; global_position: string }>(
-      `SELECT transaction_id::text AS transaction_id, global_position FROM events WHERE ${VISIBLE}
-       ORDER BY events.transaction_id DESC, events.global_position DESC LIMIT 1`,
-    );
-    const row = result.rows[0];
-    return row ? { commit: BigInt(row.transaction_id), prepare: BigInt(row.global_position) } : null;
+    return visibleLogHead(this.pool);
   }
 
   subscribeToAll(options: SubscribeToAllOptions = {}): AllSubscription {
@@ -601,4 +596,18 @@ function expectationMatches(expected: ExpectedRevision, firstRevision: bigint): 
 function isFatal(error: unknown): boolean {
   const code = (error as { code?: string }).code;
   return typeof code === 'string' && /^(42|22)/.test(code);
+}
+
+/**
+ * The position of the last event visible to readers of the log (null: none), read by
+ * `db`: in a transaction of REPEATABLE READ, the head as of its snapshot (what a read
+ * made with other reads in one snapshot needs: read-models:checksum).
+ */
+export async function visibleLogHead(db: Pick<Pool, 'query'>): Promise<Position | null> {
+  const result = await db.query<{ transaction_id: string; global_position: string }>(
+    `SELECT transaction_id::text AS transaction_id, global_position FROM events WHERE ${VISIBLE}
+     ORDER BY events.transaction_id DESC, events.global_position DESC LIMIT 1`,
+  );
+  const row = result.rows[0];
+  return row ? { commit: BigInt(row.transaction_id), prepare: BigInt(row.global_position) } : null;
 }

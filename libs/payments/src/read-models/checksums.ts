@@ -1,5 +1,7 @@
 import type { Pool, PoolClient } from 'pg';
 import { inTransaction } from '#platform/database';
+import { Position, visibleLogHead } from '#event-store';
+import { readCheckpoint } from '#event-store/projections';
 import { invoicesProjection } from '../invoices/invoices.read-model';
 import { ledgerProjection } from '../ledger/ledger.read-model';
 import { payoutsProjection } from '../payouts/payouts.read-model';
@@ -44,6 +46,52 @@ const quote = (identifier: string): string => `"${identifier.replace(/"/g, '""')
  */
 export async function readModelChecksums(pool: Pool, tables: readonly string[] = READ_MODEL_TABLES): Promise<TableChecksum[]> {
   return inTransaction(pool, (client) => checksumsInSnapshot(client, tables), { isolation: 'REPEATABLE READ', readOnly: true });
+}
+
+/** Where a projection's read model stands in the log. */
+export interface ReadModelStanding {
+  readonly projection: string;
+  /** Its checkpoint (0/0 when it has none). */
+  readonly position: Position;
+  readonly rebuilding: boolean;
+}
+
+/** The checksums and where each projection stands, with the head of the log: all of one snapshot. */
+export interface ReadModelsSnapshot {
+  /** null: an empty log. */
+  readonly head: Position | null;
+  readonly checksums: readonly TableChecksum[];
+  readonly standings: readonly ReadModelStanding[];
+}
+
+/**
+ * readModelChecksums, and in the same snapshot each projection's checkpoint and the
+ * visible head of the log, so that the positions printed are those of the checksums and
+ * no read model is ever past the head. `head`: the log kept elsewhere (EventStoreDB),
+ * its head read after the snapshot (no read model can be past a head read later);
+ * without, the log is in this database and its head is read in the snapshot.
+ */
+export async function readModelsInOneSnapshot(
+  pool: Pool,
+  projections: readonly string[],
+  tables: readonly string[] = READ_MODEL_TABLES,
+  head?: () => Promise<Position | null>,
+): Promise<ReadModelsSnapshot> {
+  const read = await inTransaction(
+    pool,
+    async (client) => {
+      // The first statement takes the snapshot: the head and the checkpoints before the tables.
+      const inSnapshot = head ? null : await visibleLogHead(client);
+      const standings: ReadModelStanding[] = [];
+      for (const projection of projections) {
+        const row = await readCheckpoint(client, projection);
+        standings.push({ projection, position: row?.position ?? { commit: 0n, prepare: 0n }, rebuilding: row?.rebuildStartedAt != null });
+      }
+      return { head: inSnapshot, standings, checksums: await checksumsInSnapshot(client, tables) };
+    },
+    { isolation: 'REPEATABLE READ', readOnly: true },
+  );
+  return head ? { ...read, head: await head() } : read;
 }
 
 async function checksumsInSnapshot(client: PoolClient, tables: readonly string[]): Promise<TableChecksum[]> {
