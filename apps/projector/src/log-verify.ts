@@ -4,7 +4,7 @@ import { loadConfigOrExit, openInfrastructure } from '#payments/composition';
 import type { PublishedKey } from '#payments/audit';
 import { COMMAND_SESSION_LIMITS } from '#platform/database';
 import { kidNamesKey } from '#platform/secrets';
-import { verifyChainedLog, verifyEventLogInWorker } from '#event-store';
+import { verifyChainedLog, verifyEventLogInWorker, visibleLogEvents } from '#event-store';
 import type { EventStoreDbEventStore } from '#event-store/eventstoredb';
 import { createLogger } from '#platform/logging';
 import { ProgressBar } from '#event-store/projections';
@@ -107,17 +107,26 @@ async function main(): Promise<void> {
       }
     }
     const bar = new ProgressBar('log:verify'.padEnd(16));
+    const esdb = config.eventStore === 'eventstoredb';
+    // Progress through the log in log events: on PostgreSQL one read of the log, its events counted first;
+    // on EventStoreDB two (the log, then every stream), the second as long as the first.
+    const total = esdb ? null : await visibleLogEvents(infra.pool);
+    let logEvents = 0;
     const options = {
       at: [...new Set(expected.map(([position]) => position))],
-      onProgress: (phase: 'streams' | 'log', events: number) => bar.update(phase === 'streams' ? 0.25 : 0.75, `${phase}: ${events} events read`),
+      onProgress: (phase: 'streams' | 'log', events: number) => {
+        if (phase === 'log') logEvents = events;
+        const fraction = esdb ? (phase === 'log' ? 0 : 0.5 + events / (2 * Math.max(logEvents, events, 1))) : events / Math.max(total!, events, 1);
+        const of = esdb ? (phase === 'log' ? '' : ` of ${logEvents}`) : ` of ${total}`;
+        bar.update(Math.min(fraction, 0.999), `${phase === 'log' ? 'the log' : 'the streams'}: ${events}${of} log events read`);
+      },
     };
     // On EventStoreDB the chain hashes are in the events' metadata (docs/audit-log.md). On
     // PostgreSQL the chains are recomputed on a thread of their own (decision 0123).
-    const report =
-      config.eventStore === 'eventstoredb'
-        ? await verifyChainedLog((infra.store as EventStoreDbEventStore).chainedLog(), options)
-        : await verifyEventLogInWorker(infra.pool, infra.databaseUrl, { applicationName: 'gateway-log-verify', readOnly: true, ...options });
-    bar.update(1, `${report.events} events read`, true);
+    const report = esdb
+      ? await verifyChainedLog((infra.store as EventStoreDbEventStore).chainedLog(), options)
+      : await verifyEventLogInWorker(infra.pool, infra.databaseUrl, { applicationName: 'gateway-log-verify', readOnly: true, ...options });
+    bar.update(1, `${report.events} of ${report.events} log events read`, true);
     const result = logReportLines(report, expected, failed);
     failed = result.failed;
     result.lines.splice(2, 0, `read in ${((Date.now() - started) / 1000).toFixed(1)} s; peak RSS ${Math.round(process.resourceUsage().maxRSS / 1024)} MiB`);

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
-import { comparePositions, Position } from '#event-store';
+import { comparePositions, Position, visibleLogEvents } from '#event-store';
 import { InfrastructureWithoutSecrets, loadConfigOrExit, openInfrastructure, servingSessions } from '#payments/composition';
 import { COMMAND_SESSION_LIMITS, NoEmbeddedDatabaseError } from '#platform/database';
 import { createLogger, Logger } from '#platform/logging';
@@ -111,13 +111,21 @@ async function main(): Promise<void> {
     );
     await resetForRebuild(infra.pool, selected);
     const bar = new ProgressBar('projections'.padEnd(16));
-    const progress = new Map<string, { applied: bigint; fraction: number }>();
+    // Progress through the log, in log events (each once, never a sum over the projections): how far the
+    // slowest projection that reads the log page by page has come (one computed in SQL is done at once).
+    const logEvents = infra.store.keepsLogIn?.(infra.pool) ? await visibleLogEvents(infra.pool) : null;
+    const progress = new Map<string, RebuildProgress>();
     const onProgress = (p: RebuildProgress) => {
-      progress.set(p.projection, { applied: p.eventsApplied, fraction: p.fraction });
-      const fraction = Math.min(...selected.map((s) => progress.get(s.name)?.fraction ?? 0));
-      const applied = [...progress.values()].reduce((sum, x) => sum + x.applied, 0n);
-      // A count over the projections, not a rate: an event most of them apply would count several times.
-      bar.update(fraction, `${applied} events applied by the projections`);
+      progress.set(p.projection, p);
+      const reading = selected.filter((s) => progress.get(s.name)?.readsLog !== false);
+      const fraction = Math.min(
+        ...(reading.length > 0 ? reading : selected).map((s) => {
+          const at = progress.get(s.name);
+          return at === undefined ? 0 : at.done ? 1 : at.fraction;
+        }),
+      );
+      const through = Math.min(fraction, 0.999);
+      bar.update(through, logEvents === null ? 'of the log read' : `about ${Math.round(through * logEvents)} of ${logEvents} log events read`);
     };
     const started = Date.now();
     const passes = rebuildPassesOf(selected);
@@ -136,7 +144,7 @@ async function main(): Promise<void> {
             }),
           ];
     const seconds = (Date.now() - started) / 1000;
-    bar.update(1, 'done', true);
+    bar.update(1, logEvents === null ? 'done' : `${logEvents} of ${logEvents} log events read`, true);
     const byName = new Map(results.flatMap((r) => r.projections).map((r) => [r.projection, r]));
     const rebuilt = selected.map((p) => byName.get(p.name)!);
     for (const r of rebuilt) {

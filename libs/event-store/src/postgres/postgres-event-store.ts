@@ -611,3 +611,8 @@ export async function visibleLogHead(db: Pick<Pool, 'query'>): Promise<Position 
   const row = result.rows[0];
   return row ? { commit: BigInt(row.transaction_id), prepare: BigInt(row.global_position) } : null;
 }
+
+/** How many events are visible to readers of the log now (a progress bar's total: log:verify). */
+export async function visibleLogEvents(db: Pick<Pool, 'query'>): Promise<number> {
+  return Number((await db.query<{ n: string }>(`SELECT count(*) AS n FROM events WHERE ${VISIBLE}`)).rows[0]!.n);
+}

@@ -187,7 +187,15 @@ async function onePass(
   const inDatabase = all.filter((w) => logHere && w.projection.rebuildInDatabase !== undefined && w.applied === 0n && isZero(w.checkpoint));
   const writers = all.filter((w) => !inDatabase.includes(w));
   const report = (w: (typeof writers)[number], done: boolean) =>
-    options.onProgress?.({ projection: w.projection.name, eventsApplied: w.applied, fraction: fractionDone(w.checkpoint, head), done });
+    options.onProgress?.({
+      projection: w.projection.name,
+      eventsApplied: w.applied,
+      fraction: fractionDone(w.checkpoint, head),
+      done,
+      readsLog: !inDatabase.includes(w),
+    });
+  // Every projection's start, so that a progress bar knows which of them read the log.
+  for (const w of all) report(w, false);
 
   // Pages in log order; page i is pages[i - dropped]. A page goes once every writer is past it.
   const pages: Page[] = [];

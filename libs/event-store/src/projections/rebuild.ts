@@ -8,6 +8,8 @@ export interface RebuildProgress {
   /** Rough share of the log done, from log positions. */
   readonly fraction: number;
   readonly done: boolean;
+  /** False: computed from the log's table in SQL, in one statement (Projection.rebuildInDatabase), not read through the log page by page. */
+  readonly readsLog: boolean;
 }
 
 /**
