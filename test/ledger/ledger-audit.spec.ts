@@ -237,13 +237,13 @@ describe('ledger audit over HTTP and ledger:verify', () => {
     const ok = startProcess('ledger-verify', { DATABASE_URL: db.url });
     expect(await ok.exited).toBe(0);
   });
-  it('ledger:verify makes the same rows digest as the database: causes JSON escapes, and a ledger of more than one chunk (1,024 entries)', async () => {
+  it('ledger:verify makes the same rows digest as the database for causes that JSON escapes or that are not ASCII', async () => {
     // The database digests the read model's rows itself (SQL's to_json and to_char against the tool's JSON.stringify):
-    // an escaped or non-ASCII character, or a chunk boundary, that one of them wrote otherwise would be a false difference.
+    // an escaped or non-ASCII character that one of them wrote otherwise would be a false difference. (Chunks: verify-ledgers.spec.ts.)
     const long: LedgerId = { accountId: randomUUID(), mode: 'live' };
     const book = new LedgerBook(store, new PostgresSnapshotStore(db.pool));
     const odd = ['inv-"quoted"', 'inv-back\\slash', 'inv-new\nline\ttab', 'inv-\u0001\u001f', 'inv-é-ё-😀', 'inv-\u2028</script>'];
-    const invoices = [...odd, ...Array.from({ length: 1_030 - odd.length }, (_, i) => `inv-${i}`)];
+    const invoices = [...odd, 'inv-plain'];
     for (const invoiceId of invoices) {
       await book.post(long, { type: 'RecordPayment', invoiceId, netAmount: 100, feeAmount: 1, releaseAt: null, at: '2025-04-01T10:00:00.000Z' });
     }
@@ -256,15 +256,15 @@ describe('ledger audit over HTTP and ledger:verify', () => {
     expect(await ok.exited).toBe(0);
     expect(ok.output()).toContain('OK: every entry balances');
 
-    // An entry of the second chunk edited: found, and named.
-    const tamper = `UPDATE ledger_entries SET kind = kind || 'x' WHERE account_id = '${long.accountId}' AND seq = 1029`;
+    // An entry edited: found, and named.
+    const tamper = `UPDATE ledger_entries SET kind = kind || 'x' WHERE account_id = '${long.accountId}' AND seq = 6`;
     await db.pool.query(tamper);
     try {
       const bad = startProcess('ledger-verify', { DATABASE_URL: db.url });
       expect(await bad.exited).toBe(1);
-      expect(bad.output()).toContain(`[entries_differ] ledger-live_${long.accountId}: entry at revision 1029: log gives`);
+      expect(bad.output()).toContain(`[entries_differ] ledger-live_${long.accountId}: entry at revision 6: log gives`);
     } finally {
-      await db.pool.query(`UPDATE ledger_entries SET kind = left(kind, -1) WHERE account_id = '${long.accountId}' AND seq = 1029`);
+      await db.pool.query(`UPDATE ledger_entries SET kind = left(kind, -1) WHERE account_id = '${long.accountId}' AND seq = 6`);
     }
   });
 });

@@ -13,7 +13,7 @@ import { lastRevisionsOfType, PostgresEventStore } from '#event-store';
 import { LEDGER_CATEGORY, LedgerEvent, LedgerId, ledgerEntryId, ledgerStreamName } from '#ledger';
 import { verifyLedgers, VerifyProblem, VerifyReport } from '#payments/ledger-verification';
 import { ledgerProjection } from '#payments/read-models';
-import { appendLedgerHistory } from '../support/ledger-history';
+import { appendLedgerHistory, freshPayments } from '../support/ledger-history';
 import { projectToHead, visibleHead } from '../support/project-to-head';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { verifyLedgersInLogOrder } from '../support/verify-ledgers-in-log-order';
@@ -141,6 +141,23 @@ describe('ledger:verify finds each corruption', () => {
     expect(await problems()).toContainEqual(expect.objectContaining({ ledger: B, kind: 'invariant', detail: expect.stringContaining('entry_unbalanced') }));
   });
 
+  it('passes an entry dated in a form toISOString never writes (hour 24): as the database stores it, the next day', async () => {
+    const cause = 'manual:midnight';
+    await plant(b, [
+      {
+        entryId: ledgerEntryId(b, cause),
+        kind: 'payment_recorded',
+        cause,
+        postings: [
+          { account: 'available', amount: 100 },
+          { account: 'acquiring_clearing', amount: -100 },
+        ],
+        occurredAt: '2026-04-01T24:00:00.000Z',
+      },
+    ]);
+    expect(await problems()).toEqual([]);
+  });
+
   it('a revision missing from a ledger stream', async () => {
     await db.pool.query(`UPDATE events SET stream_revision = stream_revision + 5 WHERE stream_name = $1 AND stream_revision = 2`, [A]);
     expect(await problems()).toContainEqual({ ledger: A, kind: 'revision_gap', detail: 'revision 7 after 1' });
@@ -157,4 +174,20 @@ describe('ledger:verify finds each corruption', () => {
     expect(found).toContainEqual(expect.objectContaining({ kind: 'unknown_in_read_model' }));
     expect(bEvents).toHaveLength(2);
   });
+  it('a ledger of more than ten chunks of 1,024 entries: clean, it passes; an entry of its eleventh chunk edited is named', async () => {
+    // The database digests the stored rows chunk by chunk, the tool the log's: chunks must meet in the same order.
+    const long: LedgerId = { accountId: randomUUID(), mode: 'live' };
+    let minute = 100;
+    await appendLedgerHistory(
+      store,
+      long,
+      freshPayments('long', 10_300, () => at(minute++)),
+    );
+    await visibleHead(db.pool, store);
+    expect(await problems()).toEqual([]);
+    await db.pool.query(`UPDATE ledger_entries SET cause = cause || 'x' WHERE account_id = $1 AND seq = 10299`, [long.accountId]);
+    const found = (await verifyBothWays()).problems;
+    expect(found).toEqual([expect.objectContaining({ ledger: ledgerStreamName(long), kind: 'entries_differ' })]);
+    expect(found[0]!.detail).toMatch(/^entry at revision 10299: log gives /);
+  }, 180_000);
 });
