@@ -174,6 +174,24 @@ describe('ledger:verify finds each corruption', () => {
     expect(found).toContainEqual(expect.objectContaining({ kind: 'unknown_in_read_model' }));
     expect(bEvents).toHaveLength(2);
   });
+  it('rows the read model holds for a ledger whose entries all come after its checkpoint', async () => {
+    await projectToHead(db.pool, store, ledgerProjection);
+    const c: LedgerId = { accountId: randomUUID(), mode: 'live' };
+    await appendLedgerHistory(store, c, [{ type: 'RecordPayment', invoiceId: 'c-1', netAmount: 700, feeAmount: 7, releaseAt: null, at: at(9) }]);
+    await visibleHead(db.pool, store);
+    // Forged: what a statement of c would be drawn from, before the projection reached c's entries.
+    await db.pool.query(
+      `INSERT INTO ledger_entries (entry_id, account_id, mode, seq, kind, cause, occurred_at, log_position)
+       VALUES (gen_random_uuid(), $1, 'live', 0, 'payment_recorded', 'payment:forged', now(), '1/1')`,
+      [c.accountId],
+    );
+    await db.pool.query(`INSERT INTO ledger_balances (account_id, mode, account, balance) VALUES ($1, 'live', 'available', 1000000)`, [c.accountId]);
+    const found = (await verifyBothWays()).problems;
+    const C = ledgerStreamName(c);
+    expect(found).toContainEqual({ ledger: C, kind: 'balance_differs', detail: 'available: log says 0, read model says 1000000' });
+    expect(found).toContainEqual({ ledger: C, kind: 'entry_count_differs', detail: 'log has 0 entries, read model 1' });
+  });
+
   it('a ledger of more than ten chunks of 1,024 entries: clean, it passes; an entry of its eleventh chunk edited is named', async () => {
     // The database digests the stored rows chunk by chunk, the tool the log's: chunks must meet in the same order.
     const long: LedgerId = { accountId: randomUUID(), mode: 'live' };

@@ -328,7 +328,6 @@ export async function verifyLedgers(
 
   for (const [name, replayed] of ledgers) {
     if (!ledgerIdFromStream(name)) continue;
-    if (replayed.entriesAtCheckpoint === 0) continue;
     // Entries that posted nothing (refused reservations only) leave a ledger without balances rows: all zero.
     const row = stored.get(name) ?? (LEDGER_ACCOUNTS.every((account) => replayed.atCheckpoint[account] === 0) ? new Map<string, bigint>() : undefined);
     if (!row) {
@@ -345,7 +344,7 @@ export async function verifyLedgers(
     const n = storedCounts.get(name) ?? 0;
     if (n !== replayed.entriesAtCheckpoint) {
       problems.push({ ledger: name, kind: 'entry_count_differs', detail: `log has ${replayed.entriesAtCheckpoint} entries, read model ${n}` });
-    } else if (!repeated.has(name) && storedDigests.get(name) !== replayed.rowsDigest) {
+    } else if (n > 0 && !repeated.has(name) && storedDigests.get(name) !== replayed.rowsDigest) {
       differing.push(name);
     }
   }
