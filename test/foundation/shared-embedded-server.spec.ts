@@ -1,0 +1,184 @@
+/**
+ * Processes of one DATA_DIR share its embedded PostgreSQL (docs/configuration.md): the
+ * last to stop stops it, whichever started it and however it ends (a signal to a
+ * command, a forced exit, a signal while it starts), and a server started again after
+ * its postmaster died is found again by the processes still running. Real processes,
+ * real signals.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { connect, Socket } from 'node:net';
+import path from 'node:path';
+import { Client } from 'pg';
+import { PASSWORD_FILE } from '#platform/database';
+import { RunningProcess, startGateway, startProcess, temporaryDataDir, PROJECTOR_PUBLIC_URL } from '../support/gateway-process';
+
+jest.setTimeout(180_000);
+
+const TOKEN = 'operator-token-for-a-shared-server-0042';
+
+const pidFileOf = (dataDir: string) => path.join(dataDir, 'postgres', 'postmaster.pid');
+/** The postmaster's pid and port from postmaster.pid, or null when there is none. */
+function postmasterOf(dataDir: string): { pid: number; port: number } | null {
+  if (!existsSync(pidFileOf(dataDir))) return null;
+  const lines = readFileSync(pidFileOf(dataDir), 'utf8').split('\n');
+  return { pid: Number(lines[0]), port: Number(lines[3]) };
+}
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return !readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.startsWith('Z');
+  } catch {
+    return false;
+  }
+};
+const parentOf = (pid: number) => Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]);
+
+async function untilTrue(check: () => Promise<boolean> | boolean, what: string, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`not in time: ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+/** A data folder whose removal first kills a postmaster a failed test left on it. */
+function dataDir(): { dir: string; remove(): void } {
+  const data = temporaryDataDir();
+  return {
+    dir: data.dir,
+    remove() {
+      const left = postmasterOf(data.dir);
+      if (left && alive(left.pid)) process.kill(left.pid, 'SIGKILL');
+      data.remove();
+    },
+  };
+}
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The application names of the sessions on DATA_DIR's server now ([] when it does not answer). */
+async function sessionsOn(dataDir: string): Promise<string[]> {
+  const server = postmasterOf(dataDir);
+  if (!server) return [];
+  const password = readFileSync(path.join(dataDir, PASSWORD_FILE), 'utf8').trim();
+  const client = new Client({ host: '127.0.0.1', port: server.port, user: 'postgres', password, database: 'postgres' });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    const { rows } = await client.query<{ name: string }>(`SELECT application_name AS name FROM pg_stat_activity WHERE pid <> pg_backend_pid()`);
+    return rows.map((r) => r.name);
+  } catch {
+    return [];
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+const status = (url: string) =>
+  fetch(url).then(
+    (r) => r.status,
+    () => 0,
+  );
+
+/** A projector on DATA_DIR, answering health on METRICS_PORT; resolves once it is ready. */
+async function startProjector(dataDir: string): Promise<RunningProcess & { ready(): Promise<number> }> {
+  const projector = startProcess('projector', { DATA_DIR: dataDir, METRICS_PORT: '0', PUBLIC_URL: PROJECTOR_PUBLIC_URL, ADMIN_TOKEN: TOKEN });
+  const [, url] = await projector.waitForOutput(/metrics and health \(METRICS_PORT, no token\): (http:\/\/127\.0\.0\.1:\d+)/);
+  const ready = () => status(`${url}/health/ready`);
+  await untilTrue(async () => (await ready()) === 200, 'the projector ready');
+  return { ...projector, ready };
+}
+
+/** A POST that sent its headers and 10 bytes of its body, and no more: the API's drain never ends. */
+async function hangingPost(baseUrl: string): Promise<Socket> {
+  const socket = connect({ host: '127.0.0.1', port: Number(new URL(baseUrl).port) });
+  socket.on('error', () => undefined);
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  socket.write(
+    `POST /v1/invoices HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer sk_test_x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"amount":`,
+  );
+  await sleep(500);
+  return socket;
+}
+
+describe('one embedded server shared by the processes of a DATA_DIR', () => {
+  it('Ctrl-C of a command that started the server ends it with 130 and leaves the server to the API that joined it', async () => {
+    const data = dataDir();
+    try {
+      // A history that takes the verification a while.
+      const seed = startProcess('seed-load', { DATA_DIR: data.dir }, ['--events', '5000']);
+      expect(await seed.exited).toBe(0);
+      expect(postmasterOf(data.dir)).toBeNull();
+
+      // As a terminal runs it (setsid): the command starts the server.
+      const verify = startProcess('ledger-verify', { DATA_DIR: data.dir }, [], { ownProcessGroup: true });
+      await untilTrue(async () => (await sessionsOn(data.dir)).includes('gateway-ledger-verify'), 'the verification running');
+      // Held where it is (it still runs, its sessions open) while an API joins the server.
+      process.kill(verify.child.pid!, 'SIGSTOP');
+      const server = postmasterOf(data.dir)!;
+      expect(parentOf(server.pid)).toBe(verify.child.pid);
+      const api = await startGateway('api', { DATA_DIR: data.dir, ADMIN_TOKEN: TOKEN });
+      try {
+        await untilTrue(async () => (await status(`${api.baseUrl}/health/ready`)) === 200, 'the API ready');
+        // Ctrl-C in its terminal: SIGINT to its process group.
+        process.kill(-verify.child.pid!, 'SIGINT');
+        process.kill(verify.child.pid!, 'SIGCONT');
+        expect(await verify.exited).toBe(130);
+        // The server runs on for the API.
+        await sleep(2_000);
+        expect(alive(server.pid)).toBe(true);
+        expect(await status(`${api.baseUrl}/health/ready`)).toBe(200);
+      } finally {
+        expect(await api.kill('SIGTERM')).toBe(0);
+      }
+      // The last one to stop stopped it.
+      expect(postmasterOf(data.dir)).toBeNull();
+      expect(alive(server.pid)).toBe(false);
+
+      // Alone on the server it started, Ctrl-C ends the command with 130 and stops the server.
+      const alone = startProcess('ledger-verify', { DATA_DIR: data.dir }, [], { ownProcessGroup: true });
+      await untilTrue(async () => (await sessionsOn(data.dir)).includes('gateway-ledger-verify'), 'the verification running alone');
+      process.kill(alone.child.pid!, 'SIGSTOP');
+      const its = postmasterOf(data.dir)!;
+      process.kill(-alone.child.pid!, 'SIGINT');
+      process.kill(alone.child.pid!, 'SIGCONT');
+      expect(await alone.exited).toBe(130);
+      expect(postmasterOf(data.dir)).toBeNull();
+      expect(alive(its.pid)).toBe(false);
+    } finally {
+      data.remove();
+    }
+  });
+
+  it('an API that started the server and is forced to exit after its drain (a request that never ends) leaves the server to the projector on it', async () => {
+    const data = dataDir();
+    try {
+      const api = await startGateway('api', { DATA_DIR: data.dir, ADMIN_TOKEN: TOKEN });
+      const server = postmasterOf(data.dir)!;
+      expect(parentOf(server.pid)).toBe(api.child.pid);
+      const projector = await startProjector(data.dir);
+      try {
+        const socket = await hangingPost(api.baseUrl);
+        // Not drained within 15 s: the API exits 1.
+        expect(await api.kill('SIGTERM')).toBe(1);
+        socket.destroy();
+        await sleep(2_000);
+        expect(alive(server.pid)).toBe(true);
+        expect(await projector.ready()).toBe(200);
+      } finally {
+        expect(await projector.kill('SIGTERM')).toBe(0);
+      }
+      expect(postmasterOf(data.dir)).toBeNull();
+      expect(alive(server.pid)).toBe(false);
+
+      // Alone on the server it started, the API forced to exit stops it.
+      const alone = await startGateway('api', { DATA_DIR: data.dir, ADMIN_TOKEN: TOKEN });
+      const its = postmasterOf(data.dir)!;
+      const socket = await hangingPost(alone.baseUrl);
+      expect(await alone.kill('SIGTERM')).toBe(1);
+      socket.destroy();
+      expect(postmasterOf(data.dir)).toBeNull();
+      expect(alive(its.pid)).toBe(false);
+    } finally {
+      data.remove();
+    }
+  });
+});
