@@ -9,7 +9,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { connect, Socket } from 'node:net';
 import path from 'node:path';
 import { Client } from 'pg';
-import { PASSWORD_FILE } from '#platform/database';
+import { PASSWORD_FILE, PRESENCE } from '#platform/database';
 import { RunningProcess, startGateway, startProcess, temporaryDataDir, PROJECTOR_PUBLIC_URL } from '../support/gateway-process';
 
 jest.setTimeout(180_000);
@@ -19,8 +19,12 @@ const TOKEN = 'operator-token-for-a-shared-server-0042';
 const pidFileOf = (dataDir: string) => path.join(dataDir, 'postgres', 'postmaster.pid');
 /** The postmaster's pid and port from postmaster.pid, or null when there is none. */
 function postmasterOf(dataDir: string): { pid: number; port: number } | null {
-  if (!existsSync(pidFileOf(dataDir))) return null;
-  const lines = readFileSync(pidFileOf(dataDir), 'utf8').split('\n');
+  let lines: string[];
+  try {
+    lines = readFileSync(pidFileOf(dataDir), 'utf8').split('\n');
+  } catch {
+    return null; // none (initdb's bootstrap server makes and removes one too)
+  }
   return { pid: Number(lines[0]), port: Number(lines[3]) };
 }
 const alive = (pid: number) => {
@@ -177,6 +181,50 @@ describe('one embedded server shared by the processes of a DATA_DIR', () => {
       socket.destroy();
       expect(postmasterOf(data.dir)).toBeNull();
       expect(alive(its.pid)).toBe(false);
+    } finally {
+      data.remove();
+    }
+  });
+
+  it('SIGTERM while the process starts the server (nothing else running) stops it with the server: exit 0, no postmaster left', async () => {
+    const data = dataDir();
+    try {
+      for (const round of ['an empty folder', 'a stopped server', 'a stopped server again']) {
+        const gateway = startProcess('gateway', { DATA_DIR: data.dir, PORT: '0' });
+        await untilTrue(() => (postmasterOf(data.dir)?.pid ?? 0) > 0, 'the postmaster spawned');
+        const server = postmasterOf(data.dir)!;
+        gateway.child.kill('SIGTERM');
+        const exited = await gateway.exited;
+        expect({ round, exited, output: gateway.output().includes('listening on') ? 'it became ready first' : 'stopped while starting' }).toEqual({
+          round,
+          exited: 0,
+          output: 'stopped while starting',
+        });
+        expect({ round, pidFile: existsSync(pidFileOf(data.dir)), postmaster: alive(server.pid) }).toEqual({ round, pidFile: false, postmaster: false });
+      }
+    } finally {
+      data.remove();
+    }
+  });
+
+  it('two started at once, SIGTERM to the one starting the server while both are on it: it exits 0 and leaves the server to the other, which starts', async () => {
+    const data = dataDir();
+    try {
+      const env = { DATA_DIR: data.dir, ADMIN_TOKEN: TOKEN, PORT: '0' };
+      const both = [startProcess('api', env), startProcess('api', env)];
+      await untilTrue(async () => (await sessionsOn(data.dir)).filter((name) => name === PRESENCE).length === 2, 'both on the server');
+      const server = postmasterOf(data.dir)!;
+      const starter = both.find((p) => p.child.pid === parentOf(server.pid))!;
+      const other = both.find((p) => p !== starter)!;
+      expect(starter.output()).not.toContain('listening on');
+      starter.child.kill('SIGTERM');
+      expect(await starter.exited).toBe(0);
+      const [, url] = await other.waitForOutput(/listening on (http:\/\/127\.0\.0\.1:\d+)/);
+      expect(await status(`${url}/health/ready`)).toBe(200);
+      expect(alive(server.pid)).toBe(true);
+      expect(await other.kill('SIGTERM')).toBe(0);
+      expect(postmasterOf(data.dir)).toBeNull();
+      expect(alive(server.pid)).toBe(false);
     } finally {
       data.remove();
     }

