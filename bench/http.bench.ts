@@ -7,8 +7,6 @@ import autocannon from 'autocannon';
 import { promisify } from 'node:util';
 import { Client, Pool } from 'pg';
 import { seedHistory } from './history';
-import { REACTOR_NAMES } from '#payments/reactors';
-import { WEBHOOK_OUTBOX } from '#payments/webhooks';
 import type { BenchContext, BenchSection } from './run';
 import { repoRoot } from './paths';
 import { percentiles, sleep } from './stats';
@@ -385,8 +383,8 @@ export async function ownDatabase(runDatabaseUrl: string, prefix = 'bench_http')
 /**
  * The same measurement on an empty log and on a log that already holds a history
  * (`--events N`, default 1,000,000; 100,000 with --quick): seed:load's history, then
- * projections:rebuild, as an operator's database is after normal use (the reactors
- * and the outbox at its head: `followedAlready`). Flatness is the change
+ * projections:rebuild, as an operator's database is after normal use (seed:load
+ * leaves the reactors and the outbox at its head). Flatness is the change
  * of each median ratio between the two, in the same run.
  */
 async function run(runContext: BenchContext): Promise<Table[]> {
@@ -412,7 +410,6 @@ async function run(runContext: BenchContext): Promise<Table[]> {
           env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', DATABASE_URL: own.url, ...env },
           maxBuffer: 16 * 1024 * 1024,
         });
-        await followedAlready(own.url);
       }
       const result = await runOn({ ...runContext, databaseUrl: own.url }, env, logEvents);
       measured.push({ logEvents, results: result.results });
@@ -423,32 +420,6 @@ async function run(runContext: BenchContext): Promise<Table[]> {
   }
   tables.push(flatness(measured));
   return tables;
-}
-
-/**
- * The reactors and the webhook outbox at the head of the seeded log, as in a gateway
- * that ran along with that history: seed:load wrote their work itself (the ledger's
- * entries, the invoices' records of refunds), and its projects have no webhook URL.
- * Left at zero, they would re-derive it first, idempotently (minutes per 100,000
- * events), and the rounds would measure that catch-up. The seeded events are then not
- * in merchant_events (GET /v1/events), which the request path does not read.
- */
-async function followedAlready(databaseUrl: string): Promise<void> {
-  const client = new Client({ connectionString: databaseUrl });
-  await client.connect();
-  try {
-    await client.query(
-      `WITH head AS (
-         SELECT transaction_id::text::numeric AS commit, global_position AS prepare FROM events
-         ORDER BY transaction_id DESC, global_position DESC LIMIT 1)
-       INSERT INTO projection_checkpoints (projection, commit_position, prepare_position)
-       SELECT name, head.commit, head.prepare FROM unnest($1::text[]) AS name, head
-       ON CONFLICT (projection) DO UPDATE SET commit_position = excluded.commit_position, prepare_position = excluded.prepare_position`,
-      [[...REACTOR_NAMES, WEBHOOK_OUTBOX]],
-    );
-  } finally {
-    await client.end();
-  }
 }
 
 /** Each median ratio with a history in the log against the same on an empty log (goal: within 10 %). */

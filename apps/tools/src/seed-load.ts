@@ -19,7 +19,8 @@ const USAGE = `usage: npm run seed:load -- [--events N] [--seed S] [--start ISO-
  * they cause) into the configured database (DATABASE_URL, or the embedded
  * PostgreSQL under DATA_DIR), with a progress bar, and prints events/s at the end.
  * Run it with the gateway's projector stopped; start the projector afterwards (or
- * run projections:rebuild) to build the read models, then ledger:verify.
+ * run projections:rebuild) to build the read models, then ledger:verify. The
+ * reactors and the webhook outbox are left at the head of the history it wrote.
  */
 async function main(): Promise<void> {
   let values: Record<string, string | boolean | undefined>;
@@ -61,7 +62,14 @@ async function main(): Promise<void> {
     process.stderr.write(`seed:load: about ${events} events, seed ${JSON.stringify(seed)}, from ${start.toISOString()} over ${days} simulated days\n`);
     const bar = new ProgressBar('seed:load'.padEnd(12));
     const result = await seedLoad(
-      { pool: infra.pool, store: infra.store, terms: config, secrets: infra.secrets },
+      {
+        pool: infra.pool,
+        store: infra.store,
+        terms: config,
+        secrets: infra.secrets,
+        clock: infra.clock,
+        webhookRetentionDays: config.webhookRetentionDays,
+      },
       {
         events,
         seed,
@@ -87,6 +95,8 @@ async function main(): Promise<void> {
       `  refunds requested ${c('InvoiceRefundRequested')}: succeeded ${c('RefundSucceeded')}, failed ${c('RefundFailed')}, refused for want of balance ${c('RefundRefused')}`,
       `  payouts requested ${c('PayoutRequested')}: reserved ${c('PayoutReserved')} (paid ${c('PayoutPaid')}, rejected ${c('PayoutRejected')}, cancelled ${c('PayoutCancelled')}), refused ${c('PayoutRefused')}${payoutRefusals ? ` (${payoutRefusals})` : ''}`,
       `  ledger entries ${c('LedgerEntryPosted')}`,
+      `  at the head of the history (nothing to re-derive): ${result.followers.atHead.join(', ') || 'none'}`,
+      ...(result.followers.toCatchUp.length > 0 ? [`  left to catch up on the log: ${result.followers.toCatchUp.join(', ')}`] : []),
     ];
     process.stdout.write(`${lines.join('\n')}\n`);
   } finally {

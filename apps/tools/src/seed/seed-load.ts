@@ -1,12 +1,18 @@
 import { createHash } from 'node:crypto';
 import type { Pool } from 'pg';
-import type { EventStore, EventToAppend } from '#event-store';
-import { PostgresSnapshotStore } from '#event-store';
+import type { EventStore, EventToAppend, Position } from '#event-store';
+import { comparePositions, PostgresSnapshotStore } from '#event-store';
+import { advanceCheckpoint, ensureCheckpoint, readCheckpoint, ZERO } from '#event-store/projections';
 import type { PayoutMethod } from '#domain';
 import { tronAddressOf } from '#domain';
 import { LEDGER_FOLD_VERSION, ledgerSnapshotOf } from '#ledger';
 import { LEDGER_SNAPSHOT_EVERY } from '#payments/ledger';
 import { PayoutAddress, PayoutAddresses, ProjectSettings, Registry, WEBHOOK_EVENTS } from '#payments/merchants';
+import { LaggingProjection, projectionLag } from '#payments/observability';
+import { PAYOUT_OUTCOMES, REFUND_OUTCOMES } from '#payments/flows';
+import { PAYMENTS_TO_LEDGER, PAYMENTS_TO_LEDGER_FILTER, PAYOUT_OUTCOMES_FILTER, REFUND_OUTCOMES_FILTER } from '#payments/reactors';
+import { DEFAULT_WEBHOOK_RETENTION_DAYS, retentionHorizon, WEBHOOK_OUTBOX, WEBHOOK_OUTBOX_FILTER } from '#payments/webhooks';
+import type { Clock } from '#platform/clock';
 import type { SecretBox } from '#platform/secrets';
 import { HistoryBatch, HistoryGenerator, HistoryTerms, SeedMerchant } from './history';
 import { Random } from './random';
@@ -47,7 +53,25 @@ export interface SeedLoadResult {
   readonly until: Date;
   /** Events by type, and refusals by kind. */
   readonly counts: Readonly<Record<string, number>>;
+  /** The log's followers left at the head of the history (nothing of it to re-derive), and those left to catch up. */
+  readonly followers: { readonly atHead: readonly string[]; readonly toCatchUp: readonly string[] };
 }
+
+/**
+ * The followers of the log whose whole work on the history the load writes itself, so
+ * that it leaves them at its head, as after a gateway that ran along with it: the
+ * reactors (the ledger entries of payments, refund and payout outcomes, the invoices'
+ * records of refunds; they keep nothing but their checkpoint) and the webhook outbox
+ * (the projects have no webhook URL, so nothing to deliver; it records an event for
+ * GET /v1/events only within the webhook retention period, see `seedLoad`). The
+ * read-model projections are not among them: the projector builds those.
+ */
+export const FOLLOWED_BY_THE_LOAD: readonly LaggingProjection[] = [
+  { name: PAYMENTS_TO_LEDGER, filter: PAYMENTS_TO_LEDGER_FILTER },
+  { name: REFUND_OUTCOMES, filter: REFUND_OUTCOMES_FILTER },
+  { name: PAYOUT_OUTCOMES, filter: PAYOUT_OUTCOMES_FILTER },
+  { name: WEBHOOK_OUTBOX, filter: WEBHOOK_OUTBOX_FILTER },
+];
 
 export const DEFAULT_SEED = '1';
 export const DEFAULT_START = new Date('2025-01-01T00:00:00.000Z');
@@ -70,7 +94,15 @@ export const DEFAULT_START = new Date('2025-01-01T00:00:00.000Z');
  * ids (sequences).
  */
 export async function seedLoad(
-  deps: { readonly pool: Pool; readonly store: EventStore; readonly terms: HistoryTerms; readonly secrets: SecretBox },
+  deps: {
+    readonly pool: Pool;
+    readonly store: EventStore;
+    readonly terms: HistoryTerms;
+    readonly secrets: SecretBox;
+    /** The gateway's clock and WEBHOOK_RETENTION_DAYS: which events the outbox would still record (default: now, 30 days). */
+    readonly clock?: Clock;
+    readonly webhookRetentionDays?: number;
+  },
   options: SeedLoadOptions,
 ): Promise<SeedLoadResult> {
   const started = Date.now();
@@ -89,12 +121,16 @@ export async function seedLoad(
     );
   }
 
+  // Followers with nothing of the log before the load left to handle: those the load can leave at its head.
+  const caughtUp = new Set((await projectionLag(deps.pool, deps.store, FOLLOWED_BY_THE_LOAD)).filter((l) => l.lagEvents === 0).map((l) => l.projection));
+
   const merchants = await createMerchants(deps.pool, deps.secrets, rng, merchantCount, start);
   const generator = new HistoryGenerator(merchants, deps.terms, { targetEvents: target, start, days: options.days ?? 30 }, rng);
   const snapshots = new PostgresSnapshotStore(deps.pool);
 
   let written = 0;
   let appends = 0;
+  const last: { position: Position | null } = { position: null };
   let flushing: Promise<void> = Promise.resolve();
   const report = (done: boolean) => options.onProgress?.({ eventsWritten: written, fraction: written / target, done });
 
@@ -110,7 +146,7 @@ export async function seedLoad(
     }
     const batch = generator.takeBatch(LEDGER_SNAPSHOT_EVERY);
     await flushing;
-    flushing = writeBatch(deps, snapshots, batch, concurrency).then((n) => {
+    flushing = writeBatch(deps, snapshots, batch, concurrency, last).then((n) => {
       appends += n;
       written += batch.writes.length;
       report(false);
@@ -120,6 +156,24 @@ export async function seedLoad(
   await flushing;
   // As after any bulk load: fresh planner statistics for whoever reads the log next.
   await deps.pool.query('ANALYZE events, event_streams');
+
+  // The history is written whole (each flow with its ledger entries): the followers that would only re-derive it start
+  // after it. The outbox would still record (GET /v1/events) the events within the retention period: if the history
+  // reaches into it, the outbox is left to do so. A follower behind before the load is left to catch up on everything.
+  const recent =
+    generator.clock.getTime() >= retentionHorizon(deps.clock?.now() ?? new Date(), deps.webhookRetentionDays ?? DEFAULT_WEBHOOK_RETENTION_DAYS).getTime();
+  const atHead: string[] = [];
+  const toCatchUp: string[] = [];
+  for (const { name } of FOLLOWED_BY_THE_LOAD) {
+    if (last.position === null || !caughtUp.has(name) || (name === WEBHOOK_OUTBOX && recent)) {
+      toCatchUp.push(name);
+      continue;
+    }
+    await ensureCheckpoint(deps.pool, name);
+    const from = (await readCheckpoint(deps.pool, name))?.position ?? ZERO;
+    if (comparePositions(from, last.position) < 0) await advanceCheckpoint(deps.pool, name, from, last.position, 0);
+    atHead.push(name);
+  }
   report(true);
 
   return {
@@ -131,6 +185,7 @@ export async function seedLoad(
     from: start,
     until: generator.clock,
     counts: generator.summary(),
+    followers: { atHead, toCatchUp },
   };
 }
 
@@ -158,6 +213,7 @@ async function writeBatch(
   snapshots: PostgresSnapshotStore,
   batch: HistoryBatch,
   concurrency: number,
+  last: { position: Position | null },
 ): Promise<number> {
   const streams = new Map<string, { first: bigint; events: EventToAppend[] }>();
   for (const write of batch.writes) {
@@ -176,6 +232,7 @@ async function writeBatch(
       const result = await deps.store.appendToStream(name, stream.events, {
         expectedRevision: stream.first === 0n ? 'no_stream' : stream.first - 1n,
       });
+      if (last.position === null || comparePositions(result.position, last.position) > 0) last.position = result.position;
       const expected = stream.first + BigInt(stream.events.length) - 1n;
       if (result.nextExpectedRevision !== expected) {
         throw new Error(`seed: ${name} is at revision ${result.nextExpectedRevision} after the append, expected ${expected}`);

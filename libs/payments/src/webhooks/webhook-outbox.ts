@@ -1,6 +1,6 @@
 import type { Pool, PoolClient } from 'pg';
 import type { Clock } from '#platform/clock';
-import { EventStore, RecordedEvent, StreamNotFoundError } from '#event-store';
+import { AllFilter, EventStore, RecordedEvent, StreamNotFoundError } from '#event-store';
 import {
   evolveInvoice,
   initialInvoice,
@@ -183,6 +183,12 @@ export interface PlannedDelivery {
  */
 export const WEBHOOK_OUTBOX = 'webhook_outbox';
 
+/** What of the log the outbox reads. */
+export const WEBHOOK_OUTBOX_FILTER: AllFilter = {
+  streamNamePrefixes: [`${INVOICE_CATEGORY}-`, `${REFUND_CATEGORY}-`, `${PAYOUT_CATEGORY}-`],
+  eventTypePrefixes: [...WEBHOOK_SOURCE_EVENT_TYPES, ...REFUND_RECORDS_ON_INVOICE],
+};
+
 export function webhookOutbox(
   store: EventStore,
   registry: Registry,
@@ -194,10 +200,7 @@ export function webhookOutbox(
   return {
     name: WEBHOOK_OUTBOX,
     tables: [],
-    filter: {
-      streamNamePrefixes: [`${INVOICE_CATEGORY}-`, `${REFUND_CATEGORY}-`, `${PAYOUT_CATEGORY}-`],
-      eventTypePrefixes: [...WEBHOOK_SOURCE_EVENT_TYPES, ...REFUND_RECORDS_ON_INVOICE],
-    },
+    filter: WEBHOOK_OUTBOX_FILTER,
     async prepare(events: readonly RecordedEvent[]): Promise<PlannedDelivery[]> {
       const now = clock.now();
       // A refund's webhook rendered from both its events when the batch holds both: planned once.

@@ -1,0 +1,66 @@
+/**
+ * `seed:load` leaves the history as after normal use: the reactors (the process
+ * managers posting to the ledger) and the webhook outbox at the head it wrote, since
+ * it wrote their work itself. A gateway started on it then has nothing to re-derive:
+ * its finance reports answer at once and its reactors are caught up.
+ */
+import { comparePositions, PostgresEventStore } from '#event-store';
+import { readCheckpointPositions } from '#event-store/projections';
+import { REACTOR_NAMES } from '#payments/reactors';
+import { WEBHOOK_OUTBOX } from '#payments/webhooks';
+import { FOLLOWED_BY_THE_LOAD } from '../../apps/tools/src/seed/seed-load';
+import { startGateway, startProcess } from '../support/gateway-process';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+
+const ADMIN_TOKEN = 'seed-load-followers-operator-token-0123456789';
+
+describe('seed:load then start', () => {
+  let db: TestDatabase;
+  let store: PostgresEventStore;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    store = new PostgresEventStore(db.pool, { pollIntervalMs: 10 });
+    const seed = startProcess('seed-load', { DATABASE_URL: db.url }, ['--events', '3000', '--seed', 'followers', '--days', '3']);
+    expect({ code: await seed.exited, output: seed.output() }).toEqual({ code: 0, output: expect.stringContaining('seeded ') });
+    expect(seed.output()).toContain(`at the head of the history (nothing to re-derive): ${[...REACTOR_NAMES, WEBHOOK_OUTBOX].join(', ')}`);
+  }, 120_000);
+  afterAll(async () => {
+    await store?.close();
+    await db?.drop();
+  });
+
+  it('leaves every reactor and the webhook outbox at the head of the log it wrote', async () => {
+    expect(FOLLOWED_BY_THE_LOAD.map((f) => f.name)).toEqual([...REACTOR_NAMES, WEBHOOK_OUTBOX]);
+    const head = (await store.headPosition())!;
+    const stored = await readCheckpointPositions(db.pool, [...REACTOR_NAMES, WEBHOOK_OUTBOX]);
+    for (const name of [...REACTOR_NAMES, WEBHOOK_OUTBOX]) {
+      expect({ name, at: comparePositions(stored.get(name)!, head) }).toEqual({ name, at: 0 });
+    }
+  });
+
+  it('a gateway started on it answers the finance reports at once, its reactors caught up, and re-derives nothing', async () => {
+    const events = async () => (await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM events')).rows[0]!.n;
+    const seeded = await events();
+    const gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN });
+    try {
+      const auth = { authorization: `Bearer ${ADMIN_TOKEN}` };
+      // The reactors have nothing to catch up on: no event after their stored checkpoints, as the gateway reports them.
+      const ready = (await (await fetch(`${gateway.baseUrl}/health/ready`, { headers: auth })).json()) as {
+        projections: { projection: string; lag: number | null }[];
+      };
+      for (const name of [...REACTOR_NAMES, WEBHOOK_OUTBOX]) {
+        expect(ready.projections.find((p) => p.projection === name)).toMatchObject({ lag: 0 });
+      }
+      // The first report is final at once (a report waits at most 5 s for the reactors, then answers 503).
+      const reply = await fetch(`${gateway.baseUrl}/admin/v1/audit/reconciliation?from=2024-12-01T00:00:00Z&to=2025-03-01T00:00:00Z`, { headers: auth });
+      const report = (await reply.json()) as { checked: { paidInvoices: number; entries: number }; differences: unknown[] };
+      expect(reply.status).toBe(200);
+      expect(report.differences).toEqual([]);
+      expect(report.checked.paidInvoices).toBeGreaterThan(50);
+      expect(await events()).toBe(seeded);
+    } finally {
+      await gateway.kill();
+    }
+  }, 120_000);
+});
