@@ -8,8 +8,8 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { PostgresEventStore, PostgresSnapshotStore } from '#event-store';
-import { ledgerEntryId } from '#ledger';
-import { reconcilePeriod } from '#payments/audit';
+import { HOLD_RELEASE_GRACE_MS, ledgerEntryId } from '#ledger';
+import { reconcilePeriod, ReconciliationPage } from '#payments/audit';
 import { loadConfig } from '#payments/composition';
 import { LedgerBook } from '#payments/ledger';
 import { allProjections } from '#payments/read-models';
@@ -128,6 +128,45 @@ describe('reconciliation on a seeded random history', () => {
     expect(run.output).toContain('2 difference(s)');
     expect(run.output).toContain(`missing_entry invoice ${paid.id} `);
     expect(run.output).toContain(`amount_differs payout ${payout.id} `);
+  });
+
+  it('pairs the period page by page, letting other work run between pages, with the same answer whatever the page size', async () => {
+    const whole = await reconcilePeriod(db.pool, from, to);
+    expect(whole.differences.length).toBeGreaterThan(0); // the planted ones above
+    const pages: ReconciliationPage[] = [];
+    // A callback queued at each page has run before the next page is read: the report lets the event loop go in between.
+    const ranBetween: boolean[] = [];
+    let queued = 0;
+    let ran = 0;
+    const paged = await reconcilePeriod(db.pool, from, to, {
+      pageRows: 50,
+      onPage: (page) => {
+        ranBetween.push(ran === queued);
+        pages.push(page);
+        queued++;
+        setImmediate(() => ran++);
+      },
+    });
+    expect(paged).toEqual(whole);
+    expect(JSON.stringify(paged)).toBe(JSON.stringify(whole));
+    const rowsOf = (part: ReconciliationPage['part']) => pages.filter((p) => p.part === part).map((p) => p.rows);
+    const counts = (
+      await db.pool.query<{ invoices: number; entries: number }>(
+        `SELECT (SELECT count(*)::int FROM invoices WHERE paid_at > $1 AND paid_at <= $2 OR paid_at IS NOT NULL AND available_at > $3 AND available_at <= $4) AS invoices,
+                (SELECT count(*)::int FROM ledger_entries WHERE kind IN ('payment_recorded', 'hold_released', 'reservation_settled')
+                   AND occurred_at > $1 AND occurred_at <= $2) AS entries`,
+        [from, to, new Date(from.getTime() - HOLD_RELEASE_GRACE_MS), new Date(to.getTime() - HOLD_RELEASE_GRACE_MS)],
+      )
+    ).rows[0]!;
+    // Every row of the period in some page, no page holding more than its size (and the counterparts of its rows).
+    expect(rowsOf('invoices').reduce((a, b) => a + b, 0)).toBe(counts.invoices);
+    expect(rowsOf('entries').reduce((a, b) => a + b, 0)).toBe(counts.entries);
+    expect(rowsOf('entries').length).toBeGreaterThanOrEqual(Math.ceil(counts.entries / 50));
+    for (const page of pages) {
+      expect(page.rows).toBeLessThanOrEqual(50);
+      expect(page.lookedUp).toBeLessThanOrEqual(4 * 50);
+    }
+    expect(ranBetween.every((yes) => yes)).toBe(true);
   });
 
   it('the script refuses bad arguments (exit 2)', async () => {

@@ -279,39 +279,99 @@ const sameAmounts = (a: Readonly<Record<string, Kopecks>>, b: Readonly<Record<st
   Object.keys(a).length === Object.keys(b).length && Object.keys(a).every((k) => a[k] === b[k]);
 
 /**
- * Pairs every flow with the entry its cause posted and every entry with its flow, and
- * lists each difference with its ids. Causes: `payment:<invoiceId>` (payment_recorded),
- * `hold_release:<invoiceId>` (hold_released), `settle:<refundId>` and
- * `settle:po_<payoutId>` (reservation_settled). The differences come sorted by flow
- * id, kind and entry id, so the same input always gives the same list.
- */
-/**
  * How long after a hold is due its release may come and still count as released by a
  * period's end: the release worker posts it at its next tick (every 500 ms), dated then,
  * up to 100 a tick, one by one (a burst of holds due at once is released over seconds).
  */
 export const HOLD_RELEASE_GRACE_MS = 60_000;
 
-export function reconcile(input: ReconciliationInput): ReconciliationDifference[] {
-  const differences: ReconciliationDifference[] = [];
-  const byCause = new Map<string, EntryFact>();
-  for (const e of input.entries) {
-    const key = `${e.mode}\u0000${e.accountId}\u0000${e.cause}`;
-    if (!byCause.has(key)) byCause.set(key, e);
+/** A flow of a reconciliation: a paid invoice, a succeeded refund or a paid payout. */
+export type ReconciledFlow =
+  | { readonly flow: 'invoice'; readonly fact: PaidInvoiceFact }
+  | { readonly flow: 'refund'; readonly fact: SucceededRefundFact }
+  | { readonly flow: 'payout'; readonly fact: PaidPayoutFact };
+
+/** The causes of the entries a flow is compared with (in its own ledger). */
+export function causesOfFlow(flow: ReconciledFlow): string[] {
+  switch (flow.flow) {
+    case 'invoice':
+      return [`payment:${flow.fact.invoiceId}`, `hold_release:${flow.fact.invoiceId}`];
+    case 'refund':
+      return [`settle:${flow.fact.refundId}`];
+    case 'payout':
+      return [`settle:${flow.fact.reservationId}`];
   }
-  const anyLedgerByCause = new Map<string, EntryFact>();
-  for (const e of input.entries) if (!anyLedgerByCause.has(e.cause)) anyLedgerByCause.set(e.cause, e);
-  const used = new Set<string>();
-  const entryOf = (flow: { accountId: string; mode: string }, cause: string): { entry: EntryFact | null; otherLedger: EntryFact | null } => {
-    const entry = byCause.get(`${flow.mode}\u0000${flow.accountId}\u0000${cause}`) ?? null;
+}
+
+/** Whether an invoice's payment is held (its net in pending until availableAt, then released). */
+export const isHeld = (invoice: PaidInvoiceFact): boolean => invoice.availableAt !== null && invoice.netAmount > 0;
+
+/** The causes of the entries a flow explains (`flowDifferences` takes one entry of each): its payment's and, if held, its release's; its settlement's. */
+export function causesExplainedBy(flow: ReconciledFlow): string[] {
+  return flow.flow === 'invoice' && !isHeld(flow.fact) ? causesOfFlow(flow).slice(0, 1) : causesOfFlow(flow);
+}
+
+/** The reconciled period: (from, to]; without `from`, from the beginning. */
+export interface ReconciliationPeriod {
+  readonly from?: string;
+  readonly to: string;
+}
+
+/**
+ * A flow's entries by cause, among the entries given, in their order: the first of the
+ * flow's own ledger (account and mode), else the first of any ledger (a `ledger_differs`).
+ * Remembers every entry it handed out: an entry never handed out is one no flow explains.
+ */
+export class EntriesByCause {
+  private readonly byCause = new Map<string, EntryFact>();
+  private readonly anyLedgerByCause = new Map<string, EntryFact>();
+  /** Ids of the entries handed out. */
+  readonly used = new Set<string>();
+
+  constructor(entries: Iterable<EntryFact>) {
+    for (const e of entries) {
+      const key = `${e.mode}\u0000${e.accountId}\u0000${e.cause}`;
+      if (!this.byCause.has(key)) this.byCause.set(key, e);
+      if (!this.anyLedgerByCause.has(e.cause)) this.anyLedgerByCause.set(e.cause, e);
+    }
+  }
+
+  entryOf(flow: { readonly accountId: string; readonly mode: string }, cause: string): { entry: EntryFact | null; otherLedger: EntryFact | null } {
+    const entry = this.byCause.get(`${flow.mode}\u0000${flow.accountId}\u0000${cause}`) ?? null;
     if (entry) {
-      used.add(entry.entryId);
+      this.used.add(entry.entryId);
       return { entry, otherLedger: null };
     }
-    const other = anyLedgerByCause.get(cause) ?? null;
-    if (other) used.add(other.entryId);
+    const other = this.anyLedgerByCause.get(cause) ?? null;
+    if (other) this.used.add(other.entryId);
     return { entry: null, otherLedger: other };
-  };
+  }
+}
+
+const inPeriodOf = (period: ReconciliationPeriod) => (at: string) =>
+  (period.from === undefined || Date.parse(at) > Date.parse(period.from)) && Date.parse(at) <= Date.parse(period.to);
+
+/**
+ * The causes whose entry in another ledger changes a flow's differences when its own
+ * ledger has none (`ledger_differs` rather than `missing_entry`): its payment's if paid
+ * in the period, its settlement's. Another ledger's hold release changes none (it is only
+ * not reported as a release without a hold): a caller that reads entries by cause need not
+ * look in every ledger for those.
+ */
+export function otherLedgerCausesNeeded(flow: ReconciledFlow, own: readonly EntryFact[], period: ReconciliationPeriod): string[] {
+  const owned = (cause: string) => own.some((e) => e.cause === cause && e.accountId === flow.fact.accountId && e.mode === flow.fact.mode);
+  const cause = causesOfFlow(flow)[0]!;
+  if (flow.flow === 'invoice' && !inPeriodOf(period)(flow.fact.paidAt)) return [];
+  return owned(cause) ? [] : [cause];
+}
+
+/**
+ * One flow against its entries (looked up in `entries`, which records those it used):
+ * each difference with its ids. A flow's entries are checked in the period they belong
+ * to: a payment's where paid, a release's where made.
+ */
+export function flowDifferences(flow: ReconciledFlow, entries: EntriesByCause, period: ReconciliationPeriod): ReconciliationDifference[] {
+  const differences: ReconciliationDifference[] = [];
   const push = (d: ReconciliationDifference) => differences.push(d);
   type Base = Pick<ReconciliationDifference, 'flow' | 'flowId' | 'accountId' | 'mode'>;
   /** A flow whose entry is not in its own ledger: posted in another one, or not at all. */
@@ -328,14 +388,14 @@ export function reconcile(input: ReconciliationInput): ReconciliationDifference[
       push({ ...base, kind: 'amount_differs', entryId: entry.entryId, cause, expected, actual, detail });
     }
   };
+  const inPeriod = inPeriodOf(period);
 
-  const inPeriod = (at: string) => (input.from === undefined || Date.parse(at) > Date.parse(input.from)) && Date.parse(at) <= Date.parse(input.to);
-  const invoices = new Map(input.paidInvoices.map((i) => [i.invoiceId, i]));
-  for (const invoice of input.paidInvoices) {
+  if (flow.flow === 'invoice') {
+    const invoice = flow.fact;
     const base = { flow: 'invoice' as const, flowId: invoice.invoiceId, accountId: invoice.accountId, mode: invoice.mode };
     const cause = `payment:${invoice.invoiceId}`;
-    const { entry, otherLedger } = entryOf(invoice, cause);
-    const held = invoice.availableAt !== null && invoice.netAmount > 0;
+    const { entry, otherLedger } = entries.entryOf(invoice, cause);
+    const held = isHeld(invoice);
     // An invoice here for its hold only (due in the period, or released in it): its payment is its paid period's.
     const paymentHere = inPeriod(invoice.paidAt);
     if (paymentHere && !entry) {
@@ -357,17 +417,17 @@ export function reconcile(input: ReconciliationInput): ReconciliationDifference[
     }
     // Its hold, as the invoice states it (whether or not its payment entry is there): released once due, never before.
     if (held) {
-      const release = entryOf(invoice, `hold_release:${invoice.invoiceId}`).entry;
+      const release = entries.entryOf(invoice, `hold_release:${invoice.invoiceId}`).entry;
       // Due HOLD_RELEASE_GRACE_MS before `to` and not released by `to` (released later, or not yet): the same answer
       // whenever it is asked. A hold due within the grace may be waiting for the worker's next tick.
-      const releasedLate = release !== null && Date.parse(release.occurredAt) > Date.parse(input.to);
-      if ((!release || releasedLate) && Date.parse(invoice.availableAt!) <= Date.parse(input.to) - HOLD_RELEASE_GRACE_MS) {
+      const releasedLate = release !== null && Date.parse(release.occurredAt) > Date.parse(period.to);
+      if ((!release || releasedLate) && Date.parse(invoice.availableAt!) <= Date.parse(period.to) - HOLD_RELEASE_GRACE_MS) {
         push({
           ...base,
           kind: 'hold_not_released',
           entryId: entry?.entryId ?? null,
           cause: `hold_release:${invoice.invoiceId}`,
-          detail: `Удержание до ${invoice.availableAt} не снято к ${input.to}${releasedLate ? ` (снято ${release.occurredAt})` : ''}`,
+          detail: `Удержание до ${invoice.availableAt} не снято к ${period.to}${releasedLate ? ` (снято ${release.occurredAt})` : ''}`,
         });
       }
       // A release is checked in its own period.
@@ -396,12 +456,11 @@ export function reconcile(input: ReconciliationInput): ReconciliationDifference[
         }
       }
     }
-  }
-
-  for (const refund of input.succeededRefunds) {
+  } else if (flow.flow === 'refund') {
+    const refund = flow.fact;
     const base = { flow: 'refund' as const, flowId: refund.refundId, accountId: refund.accountId, mode: refund.mode };
     const cause = `settle:${refund.refundId}`;
-    const { entry, otherLedger } = entryOf(refund, cause);
+    const { entry, otherLedger } = entries.entryOf(refund, cause);
     if (!entry) {
       notPosted(
         base,
@@ -410,15 +469,14 @@ export function reconcile(input: ReconciliationInput): ReconciliationDifference[
         (other) => `Проводка возврата в журнале ${other.mode}/${other.accountId}`,
         'Возврат выполнен, проводки refunds_paid нет',
       );
-      continue;
+    } else {
+      compareAmounts(base, entry, cause, { reserved: -refund.amount, refunds_paid: refund.amount }, 'Сумма в refunds_paid не равна сумме возврата');
     }
-    compareAmounts(base, entry, cause, { reserved: -refund.amount, refunds_paid: refund.amount }, 'Сумма в refunds_paid не равна сумме возврата');
-  }
-
-  for (const payout of input.paidPayouts) {
+  } else {
+    const payout = flow.fact;
     const base = { flow: 'payout' as const, flowId: payout.payoutId, accountId: payout.accountId, mode: payout.mode };
     const cause = `settle:${payout.reservationId}`;
-    const { entry, otherLedger } = entryOf(payout, cause);
+    const { entry, otherLedger } = entries.entryOf(payout, cause);
     if (!entry) {
       notPosted(
         base,
@@ -427,48 +485,86 @@ export function reconcile(input: ReconciliationInput): ReconciliationDifference[
         (other) => `Проводка выплаты в журнале ${other.mode}/${other.accountId}`,
         'Выплата проведена, проводки payouts_sent нет',
       );
-      continue;
+    } else {
+      compareAmounts(
+        base,
+        entry,
+        cause,
+        { reserved: -payout.amount, payouts_sent: payout.amount - payout.feeAmount, fees: payout.feeAmount },
+        'Суммы в payouts_sent и fees не равны сумме и комиссии выплаты',
+      );
     }
-    compareAmounts(
-      base,
-      entry,
-      cause,
-      { reserved: -payout.amount, payouts_sent: payout.amount - payout.feeAmount, fees: payout.feeAmount },
-      'Суммы в payouts_sent и fees не равны сумме и комиссии выплаты',
-    );
   }
+  return differences;
+}
+
+/** What is known of the flow an entry's cause names, for an entry that no flow used. */
+export interface NamedFlowState {
+  /** Its cause names an invoice among the reconciled flows (paid). */
+  readonly invoiceIsFlow: boolean;
+  /** The status of the refund or payout it names, when that exists and did not succeed / is not paid. */
+  readonly reservationStatus?: string;
+}
+
+/** An entry that no flow used: its difference (null for an entry of a kind not reconciled). */
+export function unusedEntryDifference(entry: EntryFact, named: NamedFlowState): ReconciliationDifference | null {
+  const base = { accountId: entry.accountId, mode: entry.mode, entryId: entry.entryId, cause: entry.cause };
+  const [prefix, id = ''] = splitCause(entry.cause);
+  if (entry.kind === 'payment_recorded' || prefix === 'payment') {
+    return {
+      ...base,
+      kind: 'entry_without_flow',
+      flow: 'invoice',
+      flowId: id,
+      detail: named.invoiceIsFlow ? 'Проводка оплаты в другом журнале' : 'Проводка оплаты, а счёт не оплачен',
+    };
+  } else if (entry.kind === 'hold_released' || prefix === 'hold_release') {
+    return { ...base, kind: 'release_without_hold', flow: 'invoice', flowId: id, detail: 'Снятие удержания, а у счёта нет удержания или он не оплачен' };
+  } else if (entry.kind === 'reservation_settled' || prefix === 'settle') {
+    const isPayout = id.startsWith('po_');
+    const status = named.reservationStatus;
+    return {
+      ...base,
+      kind: 'entry_without_flow',
+      flow: isPayout ? 'payout' : 'refund',
+      flowId: isPayout ? id.slice(3) : id,
+      detail: isPayout
+        ? `Списание в payouts_sent, а выплата ${status ? `в статусе ${status}` : 'не найдена'}`
+        : `Списание в refunds_paid, а возврат ${status ? `в статусе ${status}` : 'не найден'}`,
+    };
+  }
+  return null;
+}
+
+/** The order of a reconciliation's differences: by flow id, kind, entry id. */
+export const compareDifferences = (a: ReconciliationDifference, b: ReconciliationDifference): number =>
+  cmp(a.flowId, b.flowId) || cmp(a.kind, b.kind) || cmp(a.entryId ?? '', b.entryId ?? '');
+
+/**
+ * Pairs every flow with the entry its cause posted and every entry with its flow, and
+ * lists each difference with its ids. Causes: `payment:<invoiceId>` (payment_recorded),
+ * `hold_release:<invoiceId>` (hold_released), `settle:<refundId>` and
+ * `settle:po_<payoutId>` (reservation_settled). The differences come sorted by flow
+ * id, kind and entry id, so the same input always gives the same list. The whole input
+ * at once: a report over a long period pairs it in pages from the same pieces
+ * (`flowDifferences`, `unusedEntryDifference`).
+ */
+export function reconcile(input: ReconciliationInput): ReconciliationDifference[] {
+  const entries = new EntriesByCause(input.entries);
+  const differences: ReconciliationDifference[] = [];
+  for (const fact of input.paidInvoices) differences.push(...flowDifferences({ flow: 'invoice', fact }, entries, input));
+  for (const fact of input.succeededRefunds) differences.push(...flowDifferences({ flow: 'refund', fact }, entries, input));
+  for (const fact of input.paidPayouts) differences.push(...flowDifferences({ flow: 'payout', fact }, entries, input));
 
   // Entries whose flow did not happen.
+  const invoices = new Set(input.paidInvoices.map((i) => i.invoiceId));
   for (const entry of input.entries) {
-    if (used.has(entry.entryId)) continue;
-    const base = { accountId: entry.accountId, mode: entry.mode, entryId: entry.entryId, cause: entry.cause };
-    const [prefix, id = ''] = splitCause(entry.cause);
-    if (entry.kind === 'payment_recorded' || prefix === 'payment') {
-      push({
-        ...base,
-        kind: 'entry_without_flow',
-        flow: 'invoice',
-        flowId: id,
-        detail: invoices.has(id) ? 'Проводка оплаты в другом журнале' : 'Проводка оплаты, а счёт не оплачен',
-      });
-    } else if (entry.kind === 'hold_released' || prefix === 'hold_release') {
-      push({ ...base, kind: 'release_without_hold', flow: 'invoice', flowId: id, detail: 'Снятие удержания, а у счёта нет удержания или он не оплачен' });
-    } else if (entry.kind === 'reservation_settled' || prefix === 'settle') {
-      const isPayout = id.startsWith('po_');
-      const status = input.otherReservations?.[id];
-      push({
-        ...base,
-        kind: 'entry_without_flow',
-        flow: isPayout ? 'payout' : 'refund',
-        flowId: isPayout ? id.slice(3) : id,
-        detail: isPayout
-          ? `Списание в payouts_sent, а выплата ${status ? `в статусе ${status}` : 'не найдена'}`
-          : `Списание в refunds_paid, а возврат ${status ? `в статусе ${status}` : 'не найден'}`,
-      });
-    }
+    if (entries.used.has(entry.entryId)) continue;
+    const [, id = ''] = splitCause(entry.cause);
+    const difference = unusedEntryDifference(entry, { invoiceIsFlow: invoices.has(id), reservationStatus: input.otherReservations?.[id] });
+    if (difference) differences.push(difference);
   }
-
-  return differences.sort((a, b) => cmp(a.flowId, b.flowId) || cmp(a.kind, b.kind) || cmp(a.entryId ?? '', b.entryId ?? ''));
+  return differences.sort(compareDifferences);
 }
 
 const cmp = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
