@@ -7,9 +7,11 @@
 import { comparePositions, PostgresEventStore } from '#event-store';
 import { readCheckpointPositions } from '#event-store/projections';
 import { REACTOR_NAMES } from '#payments/reactors';
+import { allProjections } from '#payments/read-models';
 import { WEBHOOK_OUTBOX } from '#payments/webhooks';
 import { FOLLOWED_BY_THE_LOAD } from '../../apps/tools/src/seed/seed-load';
 import { startGateway, startProcess } from '../support/gateway-process';
+import { poll } from '../support/merchant-fixtures';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 const ADMIN_TOKEN = 'seed-load-followers-operator-token-0123456789';
@@ -52,7 +54,15 @@ describe('seed:load then start', () => {
       for (const name of [...REACTOR_NAMES, WEBHOOK_OUTBOX]) {
         expect(ready.projections.find((p) => p.projection === name)).toMatchObject({ lag: 0 });
       }
-      // The first report is final at once (a report waits at most 5 s for the reactors, then answers 503).
+      // The read models are built from the log (the projector's work, not the load's); once they are, the first report is
+      // final at once: nothing left for the reactors to post (a report waits at most 5 s for them, then answers 503).
+      const readModels = allProjections.map((p) => p.name);
+      await poll(
+        async () => ((await (await fetch(`${gateway.baseUrl}/health/ready`, { headers: auth })).json()) as typeof ready).projections,
+        (projections) => projections.filter((p) => readModels.includes(p.projection)).every((p) => p.lag === 0),
+        'the read models built',
+        60_000,
+      );
       const reply = await fetch(`${gateway.baseUrl}/admin/v1/audit/reconciliation?from=2024-12-01T00:00:00Z&to=2025-03-01T00:00:00Z`, { headers: auth });
       const report = (await reply.json()) as { checked: { paidInvoices: number; entries: number }; differences: unknown[] };
       expect(reply.status).toBe(200);
