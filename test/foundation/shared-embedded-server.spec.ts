@@ -10,7 +10,8 @@ import { connect, Socket } from 'node:net';
 import path from 'node:path';
 import { Client } from 'pg';
 import { PASSWORD_FILE, PRESENCE } from '#platform/database';
-import { RunningProcess, startGateway, startProcess, temporaryDataDir, PROJECTOR_PUBLIC_URL } from '../support/gateway-process';
+import { spawn } from 'node:child_process';
+import { ROOT, RunningProcess, startGateway, startProcess, temporaryDataDir, PROJECTOR_PUBLIC_URL } from '../support/gateway-process';
 
 jest.setTimeout(180_000);
 
@@ -256,6 +257,72 @@ describe('one embedded server shared by the processes of a DATA_DIR', () => {
       expect(await api.kill('SIGTERM')).toBe(0);
       expect(postmasterOf(data.dir)).toBeNull();
       expect(alive(second.pid)).toBe(false);
+    } finally {
+      data.remove();
+    }
+  });
+  it('a command that ends just after a backend crashed leaves the server to the API on it (its presence is reopening, not gone)', async () => {
+    const data = dataDir();
+    try {
+      const seed = startProcess('seed-load', { DATA_DIR: data.dir }, ['--events', '5000']);
+      expect(await seed.exited).toBe(0);
+      const api = await startGateway('api', { DATA_DIR: data.dir, ADMIN_TOKEN: TOKEN });
+      const server = postmasterOf(data.dir)!;
+      try {
+        const verify = startProcess('ledger-verify', { DATA_DIR: data.dir }, [], { ownProcessGroup: true });
+        await untilTrue(async () => (await sessionsOn(data.dir)).includes('gateway-ledger-verify'), 'the verification running');
+        process.kill(verify.child.pid!, 'SIGSTOP');
+        // A backend crashes (an OOM kill): the postmaster ends every session, the API's presence too, and recovers.
+        const password = readFileSync(path.join(data.dir, PASSWORD_FILE), 'utf8').trim();
+        const victim = new Client({ host: '127.0.0.1', port: server.port, user: 'postgres', password, database: 'postgres' });
+        victim.on('error', () => undefined);
+        await victim.connect();
+        const backend = (await victim.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+        process.kill(backend, 'SIGKILL');
+        // Ctrl-C on the command at once: it ends while the presence of the API is still reopening.
+        process.kill(-verify.child.pid!, 'SIGINT');
+        process.kill(verify.child.pid!, 'SIGCONT');
+        expect(await verify.exited).toBe(130);
+        await sleep(1_000);
+        expect(alive(server.pid)).toBe(true);
+        await untilTrue(async () => (await status(`${api.baseUrl}/health/ready`)) === 200, 'the API ready again');
+      } finally {
+        expect(await api.kill('SIGTERM')).toBe(0);
+      }
+      expect(postmasterOf(data.dir)).toBeNull();
+      expect(alive(server.pid)).toBe(false);
+    } finally {
+      data.remove();
+    }
+  });
+
+  it('two processes that exit at the same moment (each slow to die) do not leave the server to each other: it is stopped', async () => {
+    const data = dataDir();
+    // Each starts or joins the server, then exits at the same instant; an exit listener keeps it alive 300 ms more.
+    const script = `
+      const { startEmbeddedPostgres } = require(${JSON.stringify(path.join(ROOT, 'dist/libs/platform/src/database/index.js'))});
+      (async () => {
+        await startEmbeddedPostgres(process.argv[1]);
+        process.on('exit', () => { const until = Date.now() + 300; while (Date.now() < until); });
+        process.stdout.write('ready\\n');
+        await new Promise((r) => setTimeout(r, Math.max(0, Number(process.argv[2]) - Date.now())));
+        process.exit(0);
+      })().catch((e) => { console.error(e); process.exit(3); });`;
+    try {
+      for (let round = 0; round < 3; round++) {
+        const at = Date.now() + 6_000;
+        const exits = [0, 1].map(
+          () =>
+            new Promise<number | null>((resolve) => {
+              const child = spawn(process.execPath, ['-e', script, data.dir, String(at)], { cwd: ROOT, stdio: 'ignore' });
+              child.on('exit', (code) => resolve(code));
+            }),
+        );
+        expect(await Promise.all(exits)).toEqual([0, 0]);
+        await sleep(500);
+        const left = postmasterOf(data.dir);
+        expect([round, left !== null && alive(left.pid)]).toEqual([round, false]);
+      }
     } finally {
       data.remove();
     }

@@ -233,6 +233,21 @@ interface OnServer {
   presence: Presence | null;
 }
 
+/** How soon a presence session that dropped (the server restarted after a backend crash, or ended it) is opened again. */
+const PRESENCE_RECONNECT_MS = 500;
+/** How long a server that refuses connections (crash recovery after a backend crashed) is waited for before it is left running. */
+const UNREACHABLE_GRACE_MS = 15_000;
+/** How long, once such a server is reached again, the others' presence is given to reopen (PRESENCE_RECONNECT_MS and a connect). */
+const REOPENED_WAIT_MS = 4 * PRESENCE_RECONNECT_MS;
+/**
+ * The presence sessions on the server but the one given ($2), and how long ago its
+ * processes were started (the checkpointer's start: a backend crash restarts them all,
+ * and every session with them).
+ */
+const PRESENCE_SQL = `SELECT count(*) FILTER (WHERE application_name = $1 AND pid IS DISTINCT FROM $2::int)::int AS n,
+       coalesce(extract(epoch FROM now() - max(backend_start) FILTER (WHERE backend_type = 'checkpointer')) * 1000, 1e9)::float8 AS restarted_ms_ago
+  FROM pg_stat_activity`;
+
 const serversLeftAtExit = new Set<OnServer>();
 /** The DATA_DIRs whose start lock this process holds now. */
 const startLocksHeld = new Set<string>();
@@ -247,7 +262,7 @@ async function leave(on: OnServer): Promise<void> {
   const server = currentServer(on.clusterDir);
   const pid = server?.pid ?? (ownChildRunning(on.child) ? on.child!.pid! : null);
   if (pid === null) return;
-  if (server !== null && (await othersPresentOn(server.port, on.password))) return;
+  if (server !== null && (await othersPresentOn(server.port, on.password, () => currentServer(on.clusterDir)?.pid === server.pid))) return;
   await stopPostmaster(pid);
 }
 
@@ -262,10 +277,13 @@ const ownChildRunning = (child: ChildProcess | null): boolean => child !== null 
  */
 process.on('exit', () => {
   for (const on of serversLeftAtExit) {
+    // Dropped first: another process exiting at the same time must not find this one still on it.
+    const ownPresence = on.presence?.backendPid() ?? null;
+    on.presence?.drop();
     const input = JSON.stringify({
       clusterDir: on.clusterDir,
       password: on.password,
-      ownPresence: on.presence?.backendPid() ?? null,
+      ownPresence,
       child: ownChildRunning(on.child) ? on.child!.pid : null,
       lock: startLocksHeld.has(on.root) ? null : startLockOf(on.root),
     });
@@ -297,14 +315,32 @@ async function lock() {
     const pid = server ? server.pid : o.child;
     if (!pid) return;
     if (server) {
-      const c = new Client({ host: '127.0.0.1', port: server.port, user: 'postgres', password: o.password, database: 'postgres' });
-      c.on('error', () => undefined);
-      try {
-        await c.connect();
-        const { rows } = await c.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND pid IS DISTINCT FROM $2", ['${PRESENCE}', o.ownPresence]);
-        await c.end();
-        if (rows[0].n > 0) return;
-      } catch {}
+      // As othersPresentOn: a server out of reach (crash recovery) is left running; one whose
+      // processes restarted lately (a crash) is asked again once the others' presence reopened.
+      for (const deadline = Date.now() + ${UNREACHABLE_GRACE_MS}; ; await sleep(250)) {
+        const c = new Client({ host: '127.0.0.1', port: server.port, user: 'postgres', password: o.password, database: 'postgres' });
+        c.on('error', () => undefined);
+        try {
+          await c.connect();
+        } catch {
+          if (!postmasterOfCluster(o.clusterDir, server.pid) || Date.now() > deadline) return;
+          continue;
+        }
+        try {
+          const ask = async () => (await c.query(\`${PRESENCE_SQL}\`, ['${PRESENCE}', o.ownPresence])).rows[0];
+          let r = await ask();
+          if (r.n === 0 && r.restarted_ms_ago < ${REOPENED_WAIT_MS}) {
+            await sleep(${REOPENED_WAIT_MS} - r.restarted_ms_ago);
+            r = await ask();
+          }
+          if (r.n > 0) return;
+          break;
+        } catch {
+          return;
+        } finally {
+          await c.end().catch(() => undefined);
+        }
+      }
     }
     try { process.kill(pid, 'SIGINT'); } catch { return; }
     for (const deadline = Date.now() + 30000; Date.now() < deadline && postmasterOfCluster(o.clusterDir, pid); ) await sleep(50);
@@ -488,13 +524,12 @@ function heldBy(file: string): number | 'gone' {
   }
 }
 
-/** How soon a presence session that dropped (the server restarted after a backend crash, or ended it) is opened again. */
-const PRESENCE_RECONNECT_MS = 500;
-
 /** This process's session on the server, named PRESENCE: what tells another process of DATA_DIR that this one still uses it. */
 interface Presence {
   /** Ends it for good (no reconnecting after). */
   end(): Promise<void>;
+  /** Ends it for good at once, without waiting for the server (at exit): its socket is closed. */
+  drop(): void;
   /** The server process of the session now open (null while it reconnects). */
   backendPid(): number | null;
 }
@@ -532,23 +567,45 @@ async function presentOn(port: number, password: string): Promise<Presence> {
       await client?.end().catch(() => undefined);
       client = null;
     },
+    drop() {
+      ended = true;
+      (client as unknown as { connection?: { stream?: { destroy(): void } } } | null)?.connection?.stream?.destroy();
+      client = null;
+    },
   };
 }
 
-/** Whether a process's presence is on the server (this one's ended first); false when it cannot be reached (nobody can be on it). */
-async function othersPresentOn(port: number, password: string): Promise<boolean> {
-  const client = new Client({ connectionString: urlFor(port, 'postgres', password) });
-  client.on('error', () => undefined);
-  try {
-    await client.connect();
-  } catch {
-    return false;
-  }
-  try {
-    const { rows } = await client.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1', [PRESENCE]);
-    return rows[0]!.n > 0;
-  } finally {
-    await client.end().catch(() => undefined);
+/**
+ * Whether a process's presence is on the server (this one's ended first). After a
+ * backend crash the postmaster ends every session and refuses connections while it
+ * recovers; the others' presence opens again after it. So a server out of reach is
+ * waited for, and left running (true) if it stays so; one whose processes restarted
+ * lately is asked again once the others had time to reopen their presence.
+ */
+async function othersPresentOn(port: number, password: string, running: () => boolean): Promise<boolean> {
+  for (const deadline = Date.now() + UNREACHABLE_GRACE_MS; ; await new Promise((resolve) => setTimeout(resolve, 250))) {
+    const client = new Client({ connectionString: urlFor(port, 'postgres', password) });
+    client.on('error', () => undefined);
+    try {
+      await client.connect();
+    } catch {
+      if (!running()) return false; // it stopped meanwhile: nothing to leave running
+      if (Date.now() > deadline) return true;
+      continue;
+    }
+    try {
+      const ask = async () => (await client.query<{ n: number; restarted_ms_ago: number }>(PRESENCE_SQL, [PRESENCE, null])).rows[0]!;
+      let answer = await ask();
+      if (answer.n === 0 && answer.restarted_ms_ago < REOPENED_WAIT_MS) {
+        await new Promise((resolve) => setTimeout(resolve, REOPENED_WAIT_MS - answer.restarted_ms_ago));
+        answer = await ask();
+      }
+      return answer.n > 0;
+    } catch {
+      return true;
+    } finally {
+      await client.end().catch(() => undefined);
+    }
   }
 }
 
