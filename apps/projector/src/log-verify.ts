@@ -117,7 +117,7 @@ async function main(): Promise<void> {
       onProgress: (phase: 'streams' | 'log', events: number) => {
         if (phase === 'log') logEvents = events;
         const fraction = esdb ? (phase === 'log' ? 0 : 0.5 + events / (2 * Math.max(logEvents, events, 1))) : events / Math.max(total!, events, 1);
-        const of = esdb ? (phase === 'log' ? '' : ` of ${logEvents}`) : ` of ${total}`;
+        const of = esdb ? (phase === 'log' ? '' : ` of ${logEvents}`) : ` of about ${total}`;
         bar.update(Math.min(fraction, 0.999), `${phase === 'log' ? 'the log' : 'the streams'}: ${events}${of} log events read`);
       },
     };

@@ -144,7 +144,7 @@ async function main(): Promise<void> {
             }),
           ];
     const seconds = (Date.now() - started) / 1000;
-    bar.update(1, logEvents === null ? 'done' : `${logEvents} of ${logEvents} log events read`, true);
+    bar.update(1, logEvents === null ? 'done' : `the log read to its head (about ${logEvents} log events)`, true);
     const byName = new Map(results.flatMap((r) => r.projections).map((r) => [r.projection, r]));
     const rebuilt = selected.map((p) => byName.get(p.name)!);
     for (const r of rebuilt) {
