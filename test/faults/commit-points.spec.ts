@@ -9,24 +9,20 @@
  * lock and cancels (as the statement timeout does) or terminates (as a database
  * restart does) the gateway session that waits for it (test/support/append-lock.ts).
  */
+import { expectError, expectStatus, ISO_UTC, InvoiceGateway, Json, Merchant, Mode, poll, Reply, sleep } from '../support/merchant-fixtures';
 import {
-  expectError,
-  expectStatus,
-  ISO_UTC,
-  InvoiceGateway,
-  Json,
-  Merchant,
-  Mode,
-  poll,
-  Reply,
-  sleep,
-  startInvoiceGateway,
-} from '../support/merchant-fixtures';
-import { fund, instantMerchant, paidInvoice, payoutAddress, PHONE, transition } from '../support/money-out-fixtures';
+  fund,
+  instantMerchant,
+  ledgerStream,
+  paidInvoice,
+  payoutAddress,
+  PHONE,
+  RECOVERY_GRACE_SECONDS,
+  startRecoveryGateway,
+  streamEvents,
+  transition,
+} from '../support/money-out-fixtures';
 import { AppendBreak, withAppendBroken } from '../support/append-lock';
-
-/** The recovery worker takes over a request left half-done for this long (RECOVERY_GRACE_SECONDS), on the gateway clock. */
-const RECOVERY_GRACE_SECONDS = 5;
 
 jest.setTimeout(120_000);
 
@@ -34,21 +30,13 @@ describe('a 5xx means nothing happened: answers after the first commit', () => {
   let gw: InvoiceGateway;
 
   beforeAll(async () => {
-    gw = await startInvoiceGateway({
-      CLOCK: 'manual',
-      // Refunds stay pending while the tests move the clock for the recovery worker.
-      REFUND_PROCESSING_SECONDS: '3600',
-      POLL_INTERVAL_SECONDS: '0',
-    });
+    gw = await startRecoveryGateway();
   });
   afterAll(async () => {
     await gw?.close();
   });
 
-  const ledgerStream = (m: Merchant, mode: Mode) => `ledger-${mode}_${m.accountId}`;
-
-  const eventsOf = async (stream: string): Promise<Json[]> =>
-    (await gw.db.pool.query('SELECT event_type AS type, data FROM events WHERE stream_name = $1 ORDER BY stream_revision', [stream])).rows;
+  const eventsOf = (stream: string): Promise<Json[]> => streamEvents(gw, stream);
 
   /** The causes of the ledger's reservation entries (reserved or refused), oldest first. */
   const reservationsOf = async (m: Merchant, mode: Mode): Promise<{ cause: string; kind: string }[]> =>

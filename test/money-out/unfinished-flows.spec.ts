@@ -6,12 +6,20 @@
  * plus what the tests advance): each test acts well before that, and checks from the
  * events that its own request finished the flow.
  */
-import { expectError, expectStatus, InvoiceGateway, Json, Merchant, Mode, orderId, poll, Reply, startInvoiceGateway } from '../support/merchant-fixtures';
-import { fund, instantMerchant, paidInvoice, payoutAddress, PHONE, transition } from '../support/money-out-fixtures';
+import { expectError, expectStatus, InvoiceGateway, Json, Merchant, Mode, orderId, poll, Reply } from '../support/merchant-fixtures';
+import {
+  fund,
+  instantMerchant,
+  ledgerStream,
+  paidInvoice,
+  payoutAddress,
+  PHONE,
+  RECOVERY_GRACE_SECONDS,
+  startRecoveryGateway,
+  streamEvents,
+  transition,
+} from '../support/money-out-fixtures';
 import { withAppendBroken } from '../support/append-lock';
-
-/** The recovery worker takes over a request left half-done for this long (RECOVERY_GRACE_SECONDS), on the gateway clock. */
-const RECOVERY_GRACE_SECONDS = 5;
 
 jest.setTimeout(120_000);
 
@@ -19,21 +27,13 @@ describe('refunds and payouts whose flow is not finished', () => {
   let gw: InvoiceGateway;
 
   beforeAll(async () => {
-    gw = await startInvoiceGateway({
-      CLOCK: 'manual',
-      // Refunds stay pending while the tests move the clock for the recovery worker.
-      REFUND_PROCESSING_SECONDS: '3600',
-      POLL_INTERVAL_SECONDS: '0',
-    });
+    gw = await startRecoveryGateway();
   });
   afterAll(async () => {
     await gw?.close();
   });
 
-  const ledgerStream = (m: Merchant, mode: Mode) => `ledger-${mode}_${m.accountId}`;
-
-  const eventsOf = async (stream: string): Promise<Json[]> =>
-    (await gw.db.pool.query('SELECT event_type AS type, data FROM events WHERE stream_name = $1 ORDER BY stream_revision', [stream])).rows;
+  const eventsOf = (stream: string): Promise<Json[]> => streamEvents(gw, stream);
 
   /** The ledger's reservation entries (reserved or refused), oldest first. */
   const reservationsOf = async (m: Merchant, mode: Mode): Promise<Json[]> =>

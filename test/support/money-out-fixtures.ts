@@ -2,7 +2,21 @@
  * Helpers for the money going out (refunds and payouts): a merchant with a funded
  * balance, confirmed payout details, and waits for the balance read model.
  */
-import { Client, expectStatus, Json, Merchant, Mode, Operator, orderId, poll, Reply } from './merchant-fixtures';
+import { Client, expectStatus, InvoiceGateway, Json, Merchant, Mode, Operator, orderId, poll, Reply, startInvoiceGateway } from './merchant-fixtures';
+
+/** The recovery worker takes over a request left half-done for this long (RECOVERY_GRACE_SECONDS), on the gateway clock. */
+export const RECOVERY_GRACE_SECONDS = 5;
+
+/** A gateway on the manual clock whose refunds stay pending while a test moves the clock for the recovery worker. */
+export const startRecoveryGateway = (): Promise<InvoiceGateway> =>
+  startInvoiceGateway({ CLOCK: 'manual', REFUND_PROCESSING_SECONDS: '3600', POLL_INTERVAL_SECONDS: '0' });
+
+/** A merchant's ledger stream in a mode. */
+export const ledgerStream = (m: Merchant, mode: Mode): string => `ledger-${mode}_${m.accountId}`;
+
+/** A stream's events (type and data), oldest first, read from the gateway's database. */
+export const streamEvents = async (gw: InvoiceGateway, stream: string): Promise<Json[]> =>
+  (await gw.db.pool.query('SELECT event_type AS type, data FROM events WHERE stream_name = $1 ORDER BY stream_revision', [stream])).rows;
 
 /** Valid payout details, one per method. */
 export const PHONE = '+79161234567';
