@@ -208,4 +208,14 @@ describe('ledger:verify finds each corruption', () => {
     expect(found).toEqual([expect.objectContaining({ ledger: ledgerStreamName(long), kind: 'entries_differ' })]);
     expect(found[0]!.detail).toMatch(/^entry at revision 10299: log gives /);
   }, 180_000);
+  it('a row moved to the far end of seq (2^63 - 1, -2^63) is found, without reading every chunk between', async () => {
+    await projectToHead(db.pool, store, ledgerProjection);
+    for (const far of ['9223372036854775807', '-9223372036854775808']) {
+      await db.pool.query(`UPDATE ledger_entries SET seq = $2 WHERE entry_id = $1`, [aEvents[2]!.data.entryId, far]);
+      const found = (await verifyBothWays()).problems;
+      expect(found).toEqual([expect.objectContaining({ ledger: A, kind: 'entries_differ' })]);
+      await db.pool.query(`UPDATE ledger_entries SET seq = 2 WHERE entry_id = $1`, [aEvents[2]!.data.entryId]);
+    }
+    expect(await problems()).toEqual([]);
+  }, 120_000);
 });
