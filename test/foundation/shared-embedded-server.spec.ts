@@ -277,6 +277,9 @@ describe('one embedded server shared by the processes of a DATA_DIR', () => {
         const victim = new Client({ host: '127.0.0.1', port: server.port, user: 'postgres', password, database: 'postgres' });
         victim.on('error', () => undefined);
         await victim.connect();
+        // WAL to replay after the crash, so that recovery takes seconds (as after a seed:load), longer than the
+        // time a stopper gives the others' presence counted from when the server's processes restart.
+        await victim.query('CREATE TABLE wal_to_replay AS SELECT g, md5(g::text) AS filler FROM generate_series(1, 4000000) AS g');
         const backend = (await victim.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
         process.kill(backend, 'SIGKILL');
         // Ctrl-C on the command at once: it ends while the presence of the API is still reopening.

@@ -240,12 +240,12 @@ const UNREACHABLE_GRACE_MS = 15_000;
 /** How long, once such a server is reached again, the others' presence is given to reopen (PRESENCE_RECONNECT_MS and a connect). */
 const REOPENED_WAIT_MS = 4 * PRESENCE_RECONNECT_MS;
 /**
- * The presence sessions on the server but the one given ($2), and how long ago its
- * processes were started (the checkpointer's start: a backend crash restarts them all,
- * and every session with them).
+ * The presence sessions on the server but the one given ($2), and how long ago it took
+ * sessions again: a backend crash restarts its processes and ends every session; the
+ * walwriter starts when crash recovery has ended (the checkpointer when it begins).
  */
 const PRESENCE_SQL = `SELECT count(*) FILTER (WHERE application_name = $1 AND pid IS DISTINCT FROM $2::int)::int AS n,
-       coalesce(extract(epoch FROM now() - max(backend_start) FILTER (WHERE backend_type = 'checkpointer')) * 1000, 1e9)::float8 AS restarted_ms_ago
+       coalesce(extract(epoch FROM now() - max(backend_start) FILTER (WHERE backend_type IN ('checkpointer', 'walwriter'))) * 1000, 1e9)::float8 AS restarted_ms_ago
   FROM pg_stat_activity`;
 
 const serversLeftAtExit = new Set<OnServer>();
@@ -258,11 +258,14 @@ const startLocksHeld = new Set<string>();
  * started again since is that one), or the one this process is still starting.
  */
 async function leave(on: OnServer): Promise<void> {
+  // Its own postmaster, not yet ready for it: nobody can be on a server that never took a session.
+  const starting = on.presence === null && ownChildRunning(on.child);
   await on.presence?.end().catch(() => undefined);
   const server = currentServer(on.clusterDir);
   const pid = server?.pid ?? (ownChildRunning(on.child) ? on.child!.pid! : null);
   if (pid === null) return;
-  if (server !== null && (await othersPresentOn(server.port, on.password, () => currentServer(on.clusterDir)?.pid === server.pid))) return;
+  const running = () => currentServer(on.clusterDir)?.pid === server?.pid;
+  if (server !== null && !(starting && server.pid === on.child?.pid) && (await othersPresentOn(server.port, on.password, running))) return;
   await stopPostmaster(pid);
 }
 
@@ -284,6 +287,7 @@ process.on('exit', () => {
       clusterDir: on.clusterDir,
       password: on.password,
       ownPresence,
+      starting: on.presence === null,
       child: ownChildRunning(on.child) ? on.child!.pid : null,
       lock: startLocksHeld.has(on.root) ? null : startLockOf(on.root),
     });
@@ -314,23 +318,25 @@ async function lock() {
     const server = postmasterOfCluster(o.clusterDir);
     const pid = server ? server.pid : o.child;
     if (!pid) return;
-    if (server) {
+    if (server && !(o.starting && server.pid === o.child)) {
       // As othersPresentOn: a server out of reach (crash recovery) is left running; one whose
       // processes restarted lately (a crash) is asked again once the others' presence reopened.
+      let unreachable = false;
       for (const deadline = Date.now() + ${UNREACHABLE_GRACE_MS}; ; await sleep(250)) {
-        const c = new Client({ host: '127.0.0.1', port: server.port, user: 'postgres', password: o.password, database: 'postgres' });
+        const c = new Client({ host: '127.0.0.1', port: server.port, user: 'postgres', password: o.password, database: 'postgres', connectionTimeoutMillis: 2000 });
         c.on('error', () => undefined);
         try {
           await c.connect();
         } catch {
           if (!postmasterOfCluster(o.clusterDir, server.pid) || Date.now() > deadline) return;
+          unreachable = true;
           continue;
         }
         try {
           const ask = async () => (await c.query(\`${PRESENCE_SQL}\`, ['${PRESENCE}', o.ownPresence])).rows[0];
           let r = await ask();
-          if (r.n === 0 && r.restarted_ms_ago < ${REOPENED_WAIT_MS}) {
-            await sleep(${REOPENED_WAIT_MS} - r.restarted_ms_ago);
+          if (r.n === 0 && (unreachable || r.restarted_ms_ago < ${REOPENED_WAIT_MS})) {
+            await sleep(unreachable ? ${REOPENED_WAIT_MS} : ${REOPENED_WAIT_MS} - r.restarted_ms_ago);
             r = await ask();
           }
           if (r.n > 0) return;
@@ -583,21 +589,24 @@ async function presentOn(port: number, password: string): Promise<Presence> {
  * lately is asked again once the others had time to reopen their presence.
  */
 async function othersPresentOn(port: number, password: string, running: () => boolean): Promise<boolean> {
+  let unreachable = false;
   for (const deadline = Date.now() + UNREACHABLE_GRACE_MS; ; await new Promise((resolve) => setTimeout(resolve, 250))) {
-    const client = new Client({ connectionString: urlFor(port, 'postgres', password) });
+    // A postmaster that does not answer (stopped, swamped) is out of reach too, not a wait without end.
+    const client = new Client({ connectionString: urlFor(port, 'postgres', password), connectionTimeoutMillis: 2_000 });
     client.on('error', () => undefined);
     try {
       await client.connect();
     } catch {
       if (!running()) return false; // it stopped meanwhile: nothing to leave running
       if (Date.now() > deadline) return true;
+      unreachable = true;
       continue;
     }
     try {
       const ask = async () => (await client.query<{ n: number; restarted_ms_ago: number }>(PRESENCE_SQL, [PRESENCE, null])).rows[0]!;
       let answer = await ask();
-      if (answer.n === 0 && answer.restarted_ms_ago < REOPENED_WAIT_MS) {
-        await new Promise((resolve) => setTimeout(resolve, REOPENED_WAIT_MS - answer.restarted_ms_ago));
+      if (answer.n === 0 && (unreachable || answer.restarted_ms_ago < REOPENED_WAIT_MS)) {
+        await new Promise((resolve) => setTimeout(resolve, unreachable ? REOPENED_WAIT_MS : REOPENED_WAIT_MS - answer.restarted_ms_ago));
         answer = await ask();
       }
       return answer.n > 0;
