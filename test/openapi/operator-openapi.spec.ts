@@ -137,7 +137,8 @@ describe('the operator OpenAPI document', () => {
       for (const [method, op] of Object.entries(item as Record<string, { requestBody?: unknown; responses: Record<string, unknown> }>)) {
         const statuses = Object.keys(op.responses);
         expect({ path, method, failures: ['400', '500', '503'].every((s) => statuses.includes(s)) }).toEqual({ path, method, failures: true });
-        if (op.requestBody) expect({ path, method, bodyErrors: ['413', '415'].every((s) => statuses.includes(s)) }).toEqual({ path, method, bodyErrors: true });
+        if (op.requestBody)
+          expect({ path, method, bodyErrors: ['408', '413', '415'].every((s) => statuses.includes(s)) }).toEqual({ path, method, bodyErrors: true });
       }
     }
     const http = (path: string, init: RequestInit) =>

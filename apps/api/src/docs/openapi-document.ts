@@ -207,6 +207,7 @@ const ERROR_TEXT: Readonly<Record<string, string>> = {
   idempotency_key_conflict: 'Idempotency-Key уже использован этой парой ключей с другим запросом (метод, адрес или тело); param: Idempotency-Key',
   idempotency_key_in_use: 'запрос с этим Idempotency-Key ещё выполняется дольше, чем ждёт повтор; повторить после Retry-After, ответ будет ответом первого запроса',
   payload_too_large: 'тело запроса больше 64 КБ',
+  request_timeout: 'запрос не получен целиком за 60 секунд; безопасно отправить снова',
   unsupported_media_type: 'тело не application/json или сжато (Content-Encoding не identity)',
 };
 
@@ -241,6 +242,8 @@ export const UNAVAILABLE = errorResponse(
 const VALIDATION = errorResponse('Запрос не прошёл проверку', ['validation']);
 /** A body the gateway could not read: too large, or not JSON as sent. */
 const PAYLOAD_TOO_LARGE = errorResponse('Тело запроса слишком большое', ['payload_too_large']);
+/** A request whose body was not all in within 60 s (nothing was read or done). */
+const REQUEST_TIMEOUT = errorResponse('Запрос не получен целиком вовремя', ['request_timeout']);
 const UNSUPPORTED_MEDIA_TYPE = errorResponse('Тело запроса не в формате application/json', ['unsupported_media_type']);
 
 const ok = (description: string, schema: SchemaObject): ResponseObject => ({ description, content: jsonBody(schema) });
@@ -851,6 +854,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
           '201': okKeyed('Счёт создан', ref('InvoiceCreated')),
           '200': okKeyed('Счёт с этим orderId уже есть в проекте с теми же параметрами (идемпотентный повтор)', ref('InvoiceCreated')),
           '400': VALIDATION,
+          '408': REQUEST_TIMEOUT,
           '413': PAYLOAD_TOO_LARGE,
           '415': UNSUPPORTED_MEDIA_TYPE,
           '401': UNAUTHORIZED,
@@ -906,6 +910,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
         responses: {
           '202': okKeyed('Возврат принят, статус pending (повтор с тем же Idempotency-Key: тот же возврат)', ref('Refund')),
           '400': VALIDATION,
+          '408': REQUEST_TIMEOUT,
           '413': PAYLOAD_TOO_LARGE,
           '415': UNSUPPORTED_MEDIA_TYPE,
           '401': UNAUTHORIZED,
@@ -1050,6 +1055,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
           '201': okKeyed('Заявка создана (повтор без orderId с тем же Idempotency-Key: та же заявка)', ref('Payout')),
           '200': okKeyed('Заявка с этим orderId уже есть (идемпотентный повтор)', ref('Payout')),
           '400': VALIDATION,
+          '408': REQUEST_TIMEOUT,
           '413': PAYLOAD_TOO_LARGE,
           '415': UNSUPPORTED_MEDIA_TYPE,
           '401': UNAUTHORIZED,

@@ -1316,6 +1316,19 @@ export interface operations {
                 };
             };
             /**
+             * @description Запрос не получен целиком вовремя
+             *
+             *     - `request_timeout`: запрос не получен целиком за 60 секунд; безопасно отправить снова
+             */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
              * @description orderId занят счётом с другими параметрами; или конфликт Idempotency-Key
              *
              *     - `order_id_conflict`: orderId уже занят счётом с другими параметрами (amount, method, customerFeePct)
@@ -1595,6 +1608,19 @@ export interface operations {
              *     - `invoice_not_found`: счёт или возврат не найден в этом проекте или создан ключом другого режима
              */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Запрос не получен целиком вовремя
+             *
+             *     - `request_timeout`: запрос не получен целиком за 60 секунд; безопасно отправить снова
+             */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2779,6 +2805,19 @@ export interface operations {
              *     - `address_not_found`: реквизиты для выплаты не найдены
              */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Запрос не получен целиком вовремя
+             *
+             *     - `request_timeout`: запрос не получен целиком за 60 секунд; безопасно отправить снова
+             */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
