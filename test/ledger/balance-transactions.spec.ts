@@ -235,6 +235,12 @@ describe('GET /v1/balance/transactions', () => {
     expectError(await m.live.get('/v1/balance/transactions?from=soon'), 400, 'validation', 'from');
     expectError(await m.live.get('/v1/balance/transactions?format=xml'), 400, 'validation', 'format');
     expectError(await m.live.get('/v1/balance/transactions?cursor=x!'), 400, 'validation', 'cursor');
+    // A period that ends before it starts is refused, as by the statements and reports (not an empty page).
+    const reversed = await m.live.get('/v1/balance/transactions?from=2026-02-01T00:00:00Z&to=2026-01-01T00:00:00Z');
+    expectError(reversed, 400, 'validation', 'to');
+    expect(reversed.body.error.details).toEqual([expect.objectContaining({ param: 'to', code: 'invalid_range' })]);
+    // An empty period (from = to) is a period with nothing in it.
+    expect((await m.live.get('/v1/balance/transactions?from=2026-01-01T00:00:00Z&to=2026-01-01T00:00:00Z')).body).toMatchObject({ items: [] });
   });
 
   it("the migration seeds what the projection writes: each posting's balance after it, each held payment's end of hold", async () => {

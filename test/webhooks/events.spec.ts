@@ -92,6 +92,7 @@ describe('GET /v1/events', () => {
     expectError(await shop.test.get('/v1/events?deliveryStatus=lost'), 400, 'validation', 'deliveryStatus');
     expectError(await shop.test.get('/v1/events?type=invoice.sent'), 400, 'validation', 'type');
     expectError(await shop.test.get('/v1/events?from=yesterday'), 400, 'validation', 'from');
+    expectError(await shop.test.get('/v1/events?from=2026-01-02T00:00:00Z&to=2026-01-01T00:00:00Z'), 400, 'validation', 'to');
     expectError(await shop.test.get('/v1/events?cursor=%21'), 400, 'validation', 'cursor');
     expectError(await shop.test.get('/v1/events/not-an-id'), 404, 'not_found');
     expectError(await shop.test.get('/v1/events/00000000-0000-4000-8000-000000000000'), 404, 'not_found');

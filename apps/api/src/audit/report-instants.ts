@@ -2,15 +2,14 @@ import type { QueryBus } from '@nestjs/cqrs';
 import { AwaitPostedThrough, REPORTED_READ_MODELS } from '#payments/audit';
 import type { Follower, ReportedLedger } from '#payments/audit';
 import { ApiError } from '../http/errors/api-error';
+import { refuseReversedRange } from '../http/period-page.request';
 
 /** The instants the finance and audit routes answer for (docs/finance-reports.md, "Periods and instants"). */
 
 /** `from` not after `to` (both already real ISO instants). */
 export function period(from: string, to: string): { from: Date; to: Date } {
   const range = { from: new Date(from), to: new Date(to) };
-  if (range.from.getTime() > range.to.getTime()) {
-    throw ApiError.validation([{ param: 'to', code: 'invalid_range', message: 'Конец периода to не может быть раньше начала from' }]);
-  }
+  refuseReversedRange(range.from, range.to);
   return range;
 }
 

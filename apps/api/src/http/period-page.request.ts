@@ -1,4 +1,5 @@
 import { JSONSchema } from 'class-validator-jsonschema';
+import { ApiError } from './errors/api-error';
 import { cursorSeqOf, pageSizeOf } from './cursor';
 import { IsCursor, IsoInstant, IsQueryInteger, Optional } from './request-rules';
 
@@ -39,10 +40,22 @@ export const rangeBound = (text: string | undefined): Date | undefined => {
   return /\.\d{3}0*[1-9]/.test(text) ? new Date(at.getTime() + 1) : at;
 };
 
+/** A `to` before `from` (instants already valid): 400 validation, `invalid_range` on `to`, on every list and report. */
+export function refuseReversedRange(from: Date | undefined, to: Date | undefined): void {
+  if (from !== undefined && to !== undefined && to.getTime() < from.getTime()) {
+    throw ApiError.validation([{ param: 'to', code: 'invalid_range', message: 'Конец периода to не может быть раньше начала from' }]);
+  }
+}
+
+/** The bounds of a list's [from, to) as asked (rangeBound), `to` not before `from`. */
+export function rangeOf(query: { readonly from?: string; readonly to?: string }): { from: Date | undefined; to: Date | undefined } {
+  refuseReversedRange(query.from === undefined ? undefined : new Date(query.from), query.to === undefined ? undefined : new Date(query.to));
+  return { from: rangeBound(query.from), to: rangeBound(query.to) };
+}
+
 /** The period and page a PeriodPageQuery asks for. */
 export const periodPageOf = (query: PeriodPageQuery) => ({
-  from: rangeBound(query.from),
-  to: rangeBound(query.to),
+  ...rangeOf(query),
   before: cursorSeqOf(query.cursor),
   limit: pageSizeOf(query.limit, 20),
 });

@@ -3,7 +3,7 @@ import { QueryBus } from '@nestjs/cqrs';
 import { invoiceRowView } from '#payments';
 import type { MerchantIdentity } from '#payments/merchants';
 import { cursorAnchorOf, encodeCursor, pageSizeOf } from '../../http/cursor';
-import { rangeBound } from '../../http/period-page.request';
+import { rangeOf } from '../../http/period-page.request';
 import { PUBLIC_URL } from '../../http/tokens';
 import type { PublicUrl } from '../../http/tokens';
 import { validRequest } from '../../http/request-pipe';
@@ -28,7 +28,7 @@ export class ListInvoicesRoute {
   @Get()
   async list(@Merchant() merchant: MerchantIdentity, @Query(validRequest) query: ListInvoicesQuery) {
     const { orderId, status } = query;
-    const [from, to] = [rangeBound(query.from), rangeBound(query.to)];
+    const { from, to } = rangeOf(query);
     const anchor = cursorAnchorOf(query.cursor, UUID_TEXT);
     const page = await this.queries.execute(
       new ListInvoices({
