@@ -247,6 +247,17 @@ describe('invoice lifecycle and balance (CLOCK=manual)', () => {
       await waitForStatus(m.test, (await m.test.get(`/v1/invoices/${created.id}`)).body, 'expired');
     });
 
+    it('GET by id is current at expiresAt: the invoice reads expired at once, before the expiry worker records it', async () => {
+      const m = await gw.operator.merchant();
+      // Three rounds: the worker (every 500 ms) would seldom run between an advance and the read that follows it.
+      for (let round = 0; round < 3; round++) {
+        const created = await createInvoice(m.test, { amount: '100.00', method: 'sbp', expire: 1 });
+        await gw.operator.advance(60);
+        expect((await m.test.get(`/v1/invoices/${created.id}`)).body.status).toBe('expired');
+        expectError(await gw.operator.payment(created.id, 'paid'), 409, 'conflict');
+      }
+    });
+
     it('a paid invoice does not expire', async () => {
       const m = await gw.operator.merchant();
       const created = await createInvoice(m.test, { amount: '100.00', method: 'sbp', expire: 1 });

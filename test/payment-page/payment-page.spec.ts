@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { evolveInvoice, initialInvoice } from '#domain';
+import { evolveInvoice, initialInvoice, invoiceStatusAt } from '#domain';
 import type { InvoiceCreatedData, OpenInvoice, PaidInvoice } from '#domain';
-import { formatRubles, pageStatus, renderInvoicePage, safeHttpUrl } from '../../apps/api/src/pay/payment-page.html';
+import { formatRubles, renderInvoicePage, safeHttpUrl } from '../../apps/api/src/pay/payment-page.html';
 import { RunningGateway, startGateway } from '../support/gateway-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
@@ -483,8 +483,8 @@ describe('payment page rendering (pure)', () => {
 
   it('an open invoice past expiresAt but not yet marked expired shows as expired, with no forms', () => {
     expect(open.status).toBe('pending');
-    expect(pageStatus(open, new Date('2026-03-01T09:59:59.999Z'))).toBe('pending');
-    expect(pageStatus(open, new Date('2026-03-01T10:00:00.000Z'))).toBe('expired');
+    expect(invoiceStatusAt(open, '2026-03-01T09:59:59.999Z')).toBe('pending');
+    expect(invoiceStatusAt(open, '2026-03-01T10:00:00.000Z')).toBe('expired');
     const before = renderInvoicePage(open, new Date('2026-03-01T09:30:00.000Z'));
     expect(before).toContain('>Оплатить</button>');
     expect(plain(before).replace(/<[^>]+>/g, '')).toContain('Оплатить до1 марта 2026, 13:00 (МСК)');

@@ -3,7 +3,7 @@ import type { ArgumentsHost, ExceptionFilter } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Clock } from '#platform/clock';
-import { isMethodCode, isUuid } from '#domain';
+import { invoiceStatusAt, isMethodCode, isUuid } from '#domain';
 import type { Invoice, InvoiceCreatedData } from '#domain';
 import { createLogger } from '#platform/logging';
 import type { Logger } from '#platform/logging';
@@ -17,7 +17,7 @@ import { CLOCK_TOKEN, PAGE_FORM_TOKENS, PUBLIC_URL } from '../http/tokens';
 import type { PublicUrl } from '../http/tokens';
 import { FORM_TOKEN_FIELD, fromGatewayItself } from './page-form-token';
 import type { PageFormTokens } from './page-form-token';
-import { pageStatus, renderErrorPage, renderInvoicePage, renderNotFoundPage, safeHttpUrl } from './payment-page.html';
+import { renderErrorPage, renderInvoicePage, renderNotFoundPage, safeHttpUrl } from './payment-page.html';
 
 /** Headers of every answer of the payment page: never cached, never framed, no scripts, no referrer leaks. */
 export const PAYMENT_PAGE_HEADERS: Readonly<Record<string, string>> = {
@@ -210,7 +210,7 @@ export class PaymentPageController {
 
   /** Only an open invoice within its lifetime (by the gateway clock) takes a method or a payment; else its page, with 409. */
   private requireOpen(invoice: Invoice, now: Date): void {
-    const status = pageStatus(invoice, now);
+    const status = invoiceStatusAt(invoice, now.toISOString());
     if (status !== 'created' && status !== 'pending') throw new PageError(409, renderInvoicePage(invoice, now));
   }
 }

@@ -3,7 +3,7 @@
  * gateway's "now" to HTML strings. Russian UI, inline CSS, no JavaScript. Every
  * merchant-supplied string (description, orderId, URLs) goes through `escapeHtml`.
  */
-import { DEFAULT_METHODS, METHOD_CODES, customerPctAt, invoiceAmounts, isPaid } from '#domain';
+import { DEFAULT_METHODS, METHOD_CODES, customerPctAt, invoiceAmounts, invoiceStatusAt, isPaid } from '#domain';
 import type { Invoice, InvoiceAmounts, InvoiceStatus, MethodCode } from '#domain';
 import { formatMoney } from '#ledger';
 import type { Kopecks } from '#ledger';
@@ -52,13 +52,6 @@ export function formatMoscowTime(iso: string): string {
   if (Number.isNaN(t.getTime())) return escapeHtml(iso);
   const pad = (n: number) => String(n).padStart(2, '0');
   return `<span class="nw">${t.getUTCDate()}${NBSP}${MONTHS[t.getUTCMonth()]}${NBSP}${t.getUTCFullYear()},</span> <span class="nw">${pad(t.getUTCHours())}:${pad(t.getUTCMinutes())}${NBSP}(МСК)</span>`;
-}
-
-/** The status the buyer sees: an open invoice past its expiresAt is expired even before the expiry worker marks it. */
-export function pageStatus(invoice: Invoice, now: Date): InvoiceStatus {
-  const open = invoice.status === 'created' || invoice.status === 'pending';
-  if (open && now.getTime() >= Date.parse(invoice.created!.expiresAt)) return 'expired';
-  return invoice.status;
 }
 
 export const methodTitle = (method: MethodCode): string => DEFAULT_METHODS[method]?.title ?? method;
@@ -268,7 +261,7 @@ export interface InvoicePageOptions {
 /** The whole page for an invoice, as of `now`. */
 export function renderInvoicePage(invoice: Invoice, now: Date, options: InvoicePageOptions = {}): string {
   const created = invoice.created!;
-  const status = pageStatus(invoice, now);
+  const status = invoiceStatusAt(invoice, now.toISOString());
   const badge = created.mode === 'test' ? '<span class="badge">Тестовый счёт</span>\n' : '';
   const final = FINAL_STATUS[status];
   let content: string;

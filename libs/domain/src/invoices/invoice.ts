@@ -194,6 +194,12 @@ export type InvoiceError = Refusal<InvoiceErrorCode>;
 
 const hasExpired = (s: Invoice, at: string) => Date.parse(at) >= Date.parse(s.created.expiresAt);
 
+/**
+ * The status an invoice has at `at`: an open invoice past its expiresAt is expired, as
+ * every decision at `at` treats it, before the expiry worker records InvoiceExpired.
+ */
+export const invoiceStatusAt = (s: Invoice, at: string): InvoiceStatus => (isOpen(s) && hasExpired(s, at) ? 'expired' : s.status);
+
 /** The amounts of an invoice once the buyer pays with `method`, at the rate fixed at creation. */
 function amountsFor(created: InvoiceCreatedData, method: MethodCode): InvoiceAmounts | null {
   const rate = created.methodRates[method];

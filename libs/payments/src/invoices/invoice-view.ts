@@ -1,5 +1,5 @@
 import { formatMoney, formatPercent } from '#ledger';
-import { customerShareOf, FeePayer, Invoice, InvoiceStatus, MethodCode } from '#domain';
+import { customerShareOf, FeePayer, Invoice, invoiceStatusAt, InvoiceStatus, MethodCode } from '#domain';
 import { InvoiceRow, invoiceRowOf } from './invoices.read-model';
 
 /** The spec's Invoice object (GET /invoices/{id}, list items). */
@@ -50,8 +50,14 @@ export type InvoiceCreatedView = Pick<
 
 export const paymentPageUrl = (publicUrl: string, invoiceId: string) => `${publicUrl}/pay/${invoiceId}`;
 
-/** The spec's Invoice of an invoice folded from its stream. */
-export const invoiceView = (invoice: Invoice, publicUrl: string): InvoiceView => invoiceRowView(invoiceRowOf(invoice), publicUrl);
+/**
+ * The spec's Invoice of an invoice folded from its stream; with `at`, its status at that
+ * instant (an open invoice past its expiresAt is expired: invoiceStatusAt).
+ */
+export const invoiceView = (invoice: Invoice, publicUrl: string, at?: string): InvoiceView => {
+  const view = invoiceRowView(invoiceRowOf(invoice), publicUrl);
+  return at === undefined ? view : { ...view, status: invoiceStatusAt(invoice, at) };
+};
 
 /** The spec's Invoice of a row of the invoices read model. */
 export function invoiceRowView(row: InvoiceRow, publicUrl: string): InvoiceView {

@@ -40,6 +40,7 @@ export class GetInvoiceRoute {
     const refusal = taken ? taken.refusal : await this.access.admitPoll(merchant.keyId, resource, this.clock.now());
     if (refusal) throw rateLimited(refusal.retryAfterSeconds, 'Один счёт можно запрашивать не чаще раза в 3 секунды: ждите вебхук');
     const invoice = await this.queries.execute(new GetInvoice(merchant.project, merchant.mode, id));
-    return invoiceView(invoice, this.publicUrl.value);
+    // Current: past its expiresAt an open invoice is expired (no payment is taken), before the expiry worker records it.
+    return invoiceView(invoice, this.publicUrl.value, this.clock.now().toISOString());
   }
 }
