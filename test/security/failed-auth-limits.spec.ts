@@ -290,6 +290,11 @@ describe('behind a reverse proxy (TRUSTED_PROXIES): the client is the one X-Forw
     // Another buyer behind the same proxy is another client.
     expect((await badKey(proxy, '203.0.113.6')).status).toBe(401);
 
+    // Names that are not addresses are counted for the proxy that sent them, not one count each.
+    const junk = [await badKey(proxy, 'junk1'), await badKey(proxy, 'junk2'), await badKey(proxy, 'unknown')];
+    expect(statuses(junk)).toEqual([401, 401, 401]);
+    expectRefused(await badKey(proxy, 'junk4'));
+
     // Not a trusted proxy: its own address counts, whatever it claims.
     const claims = [await badKey(direct, '198.51.100.1'), await badKey(direct, '198.51.100.2'), await badKey(direct, '198.51.100.3')];
     expect(statuses(claims)).toEqual([401, 401, 401]);

@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import type { FastifyRequest } from 'fastify';
 import type { AuthFailureKind, AuthFailureLimiter } from '#payments/access';
 import type { Clock } from '#platform/clock';
@@ -34,7 +35,7 @@ export class FailedAuthentication {
    */
   reject(request: FastifyRequest, kind: AuthFailureKind, error: ApiError, lookedUp = false): ApiError {
     if (lookedUp) this.observer?.lookedUp(kind);
-    const wait = this.limiter.fail(request.ip, this.clock.now());
+    const wait = this.limiter.fail(clientAddress(request), this.clock.now());
     if (wait === null) {
       this.observer?.failed(kind);
       return error;
@@ -44,4 +45,14 @@ export class FailedAuthentication {
       'Retry-After': String(wait),
     });
   }
+}
+
+/**
+ * The address a failure is counted for: the client's (the X-Forwarded-For entry a trusted
+ * proxy names, as Fastify reads it), or, when that entry is not an address at all, the
+ * peer that sent it: made-up names must not each get a count of their own.
+ */
+export function clientAddress(request: FastifyRequest): string {
+  const named = request.ip.replace(/%.*$/, '');
+  return isIP(named) !== 0 ? request.ip : (request.socket.remoteAddress ?? request.ip);
 }
