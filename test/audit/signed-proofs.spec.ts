@@ -22,7 +22,7 @@ import { verifyStatement } from '../../libs/sdk/src';
 import { ROOT, startProcess, temporaryDataDir } from '../support/gateway-process';
 import { api, expectStatus, InvoiceGateway, Json, Merchant, orderId, poll, startInvoiceGateway } from '../support/merchant-fixtures';
 import { fund } from '../support/money-out-fixtures';
-import { after, docSection, fencedBlock, fill } from '../support/runbooks';
+import { after, fencedBlock, makeAuditorRole } from '../support/runbooks';
 import { createTestDatabase, databaseUrl } from '../support/test-database';
 
 /** RFC 8785 canonical JSON as an outsider writes it: keys sorted, no whitespace. */
@@ -276,18 +276,10 @@ describe('signed checkpoints and statements', () => {
     writeFileSync(forgedFile, JSON.stringify({ ...saved, signedText: oneByteChanged(saved.signedText, saved.signedText.length - 1) }));
     await gw.gateway.kill();
 
-    // The auditor's role, made with the SQL docs/operations.md prints; no secrets key, a DATA_DIR of its own.
-    const url = new URL(gw.db.url);
-    await gw.db.pool.query(
-      fill(fencedBlock(after(docSection('Read-only commands'), 'A role for them'), 'sql').replace(/\bauditor\b/g, '<role>'), {
-        '<role>': role,
-        "PASSWORD '…'": `PASSWORD '${role}'`,
-        'ON DATABASE gateway': `ON DATABASE ${url.pathname.slice(1)}`,
-      }),
-    );
-    url.username = role;
-    url.password = role;
-    const auditor = { DATABASE_URL: url.toString(), DATA_DIR: files.dir };
+    // The auditor's role, made with the SQL docs/operations.md prints (here the superuser owns the database and runs
+    // each block; test/operations/read-only-tools.spec.ts runs them as the roles they name); no secrets key, a DATA_DIR of its own.
+    const url = await makeAuditorRole({ owner: gw.db.url, createrole: gw.db.url }, role, role);
+    const auditor = { DATABASE_URL: url, DATA_DIR: files.dir };
     const logVerify = async (args: string[]) => {
       const run = startProcess('log-verify', auditor, args);
       return { code: await run.exited, output: run.output() };

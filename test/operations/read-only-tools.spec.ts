@@ -1,7 +1,10 @@
 /**
  * The verify and audit commands as an auditor runs them on another machine: a
- * database role made with the SQL of docs/operations.md ("Read-only commands", run
- * as printed) that may only SELECT (and whose sessions are read-only), no
+ * database role made with the SQL of docs/operations.md ("Read-only commands", each
+ * block run as printed by the role it names: the gateway's role, an ordinary login
+ * role owning the database that ran the migrations, or a role that may only create
+ * roles) that may only SELECT, also from a table the owner makes afterwards as a
+ * later migration would (and whose sessions are read-only), no
  * SECRETS_KEY, and a DATA_DIR holding a key other than the gateway's. The history is
  * made through the gateway (invoices paid, refunds pending and failed, a payout paid),
  * then `log:verify`, `ledger:verify`, `audit:reconcile` and `read-models:checksum` run
@@ -23,7 +26,7 @@ import { RunningGateway, startGateway, startProcess, temporaryDataDir, type Entr
 import { ADMIN_TOKEN, expectStatus, Merchant, Operator, orderId, poll } from '../support/merchant-fixtures';
 import { fund, payoutAddress, PHONE, transition, waitForBalance } from '../support/money-out-fixtures';
 import { visibleHead } from '../support/project-to-head';
-import { after, docSection, fencedBlock, fill } from '../support/runbooks';
+import { makeAuditorRole } from '../support/runbooks';
 import { createTestDatabase, databaseUrl, TestDatabase } from '../support/test-database';
 
 /** A data folder whose secrets.key holds a random key: not the gateway's. */
@@ -31,6 +34,16 @@ function dataDirWithAnotherKey(): { dir: string; remove(): void } {
   const data = temporaryDataDir();
   writeKeyFile(secretsKeyFileOf(data.dir), [randomBytes(32)]);
   return data;
+}
+
+async function asSuperuser(database: string, statements: string): Promise<void> {
+  const admin = new Client({ connectionString: databaseUrl(database) });
+  await admin.connect();
+  try {
+    await admin.query(statements);
+  } finally {
+    await admin.end();
+  }
 }
 
 async function run(entry: Entry, env: Record<string, string>, args: string[] = []): Promise<{ code: number | string; output: string }> {
@@ -46,11 +59,13 @@ describe('the verify and audit commands with a read-only role and no secrets key
   const auditorData = dataDirWithAnotherKey();
   const role = `auditor_${randomBytes(6).toString('hex')}`;
   const password = randomBytes(18).toString('hex');
+  const creator = `creator_${randomBytes(6).toString('hex')}`;
   let auditorUrl: string;
   let merchant: Merchant;
 
   beforeAll(async () => {
-    db = await createTestDatabase({ poolSize: 4 });
+    // The database belongs to an ordinary login role, as a real deployment's does: the gateway and its migrations run as it.
+    db = await createTestDatabase({ poolSize: 4, ownerRole: true });
     // A DATA_DIR of its own: the gateway's secrets key must not be the one the commands find under theirs.
     gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN, DATA_DIR: gatewayData.dir });
     const operator = new Operator(gateway.baseUrl, gateway.adminToken);
@@ -99,29 +114,21 @@ describe('the verify and audit commands with a read-only role and no secrets key
     await gateway.kill();
     gateway = null;
 
-    // The auditor's role, made with the SQL docs/operations.md prints (its name, password and database filled in):
-    // it may log in and read every table, nothing else.
-    const url = new URL(db.url);
-    const roleSql = fencedBlock(after(docSection('Read-only commands'), 'A role for them'), 'sql');
-    await db.pool.query(
-      fill(roleSql.replace(/\bauditor\b/g, '<role>'), {
-        '<role>': role,
-        "PASSWORD '…'": `PASSWORD '${password}'`,
-        'ON DATABASE gateway': `ON DATABASE ${url.pathname.slice(1)}`,
-      }),
-    );
-    url.username = role;
-    url.password = password;
-    auditorUrl = url.toString();
+    // The auditor's role, made with the SQL docs/operations.md prints (its name, password and database filled in),
+    // each block run as the role its text names: the gateway's role (the owner, no superuser) or one that may only
+    // create roles. It may log in and read every table, also those later migrations create, nothing else.
+    const creatorPassword = randomBytes(18).toString('hex');
+    await asSuperuser(db.name, `CREATE ROLE ${creator} LOGIN NOSUPERUSER CREATEROLE PASSWORD '${creatorPassword}'`);
+    const creatorUrl = new URL(db.url);
+    creatorUrl.username = creator;
+    creatorUrl.password = creatorPassword;
+    auditorUrl = await makeAuditorRole({ owner: db.url, createrole: creatorUrl.toString() }, role, password);
   }, 180_000);
 
   afterAll(async () => {
     await gateway?.kill();
     await db?.drop();
-    const admin = new Client({ connectionString: databaseUrl('postgres') });
-    await admin.connect();
-    await admin.query(`DROP ROLE IF EXISTS ${role}`);
-    await admin.end();
+    await asSuperuser('postgres', `DROP ROLE IF EXISTS ${role}; DROP ROLE IF EXISTS ${creator}`);
     gatewayData.remove();
     auditorData.remove();
   });
@@ -138,6 +145,9 @@ describe('the verify and audit commands with a read-only role and no secrets key
       expect((await client.query('SELECT * FROM later_migration_probe')).rows).toEqual([]);
       await expect(client.query('DELETE FROM events')).rejects.toThrow(/read-only transaction/);
       await expect(client.query('BEGIN READ WRITE; DELETE FROM events')).rejects.toThrow(/permission denied/);
+      await client.query('ROLLBACK');
+      await expect(client.query('BEGIN READ WRITE; INSERT INTO later_migration_probe VALUES (1)')).rejects.toThrow(/permission denied/);
+      await client.query('ROLLBACK');
     } finally {
       await client.end();
       await db.pool.query('DROP TABLE later_migration_probe');

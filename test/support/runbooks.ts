@@ -7,6 +7,7 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { Client as PgClient } from 'pg';
 import { Entry, ROOT, RunningGateway, RunningProcess, startGateway, startProcess, PROJECTOR_PUBLIC_URL } from './gateway-process';
 import { api, Client, Json, Operator, poll, Reply } from './merchant-fixtures';
 
@@ -62,6 +63,55 @@ export function fill(text: string, values: Record<string, string | number>): str
   const left = /<[a-z][a-z ]*>|\{[a-zA-Z]+\}/.exec(filled);
   if (left) throw new Error(`placeholder ${left[0]} not filled in: ${filled}`);
   return filled;
+}
+
+/** Who runs a block of the auditor's role set-up: the gateway's role (the owner of the database and its tables), or a role that may create roles. */
+export type AuditorRoleRunner = 'owner' | 'createrole';
+
+/** The ```sql blocks of the auditor's role set-up (operations.md, "Read-only commands"), each with the role the text before it names to run it. */
+export function auditorRoleSetUp(): { runner: AuditorRoleRunner; sql: string }[] {
+  const text = after(docSection('Read-only commands'), 'A role for them');
+  const blocks = [...text.matchAll(/([\s\S]*?)^```sql\n([\s\S]*?)^```/gm)].map(([, prose, sql]) => {
+    if (/superuser|CREATEROLE/.test(prose!)) return { runner: 'createrole' as const, sql: sql! };
+    if (/gateway's (database )?role/.test(prose!)) return { runner: 'owner' as const, sql: sql! };
+    throw new Error(`the text before this SQL names no role to run it:\n${prose}`);
+  });
+  if (blocks.length === 0) throw new Error(`no \`\`\`sql block in:\n${text}`);
+  return blocks;
+}
+
+/**
+ * Makes the auditor's role with the SQL of operations.md ("Read-only commands"), its
+ * name, password, database and the gateway's role (the owner's) filled in, each block
+ * run as printed as the role its text names, connected with `urls`; the role's URL.
+ */
+export async function makeAuditorRole(urls: Record<AuditorRoleRunner, string>, role: string, password: string): Promise<string> {
+  const ownerUrl = new URL(urls.owner);
+  const owner = new PgClient({ connectionString: urls.owner });
+  await owner.connect();
+  const ownerRole = (await owner.query<{ name: string }>('SELECT current_user AS name').finally(() => owner.end())).rows[0]!.name;
+  const values: Record<string, string> = {
+    '<role>': role,
+    "PASSWORD '…'": `PASSWORD '${password}'`,
+    'ON DATABASE gateway': `ON DATABASE ${ownerUrl.pathname.slice(1)}`,
+    'FOR ROLE gateway': `FOR ROLE ${ownerRole}`,
+  };
+  for (const block of auditorRoleSetUp()) {
+    const sql = block.sql.replace(/\bauditor\b/g, '<role>');
+    const client = new PgClient({ connectionString: urls[block.runner] });
+    await client.connect();
+    try {
+      // Each block holds some of the placeholders; `fill` refuses one left unfilled.
+      await client.query(fill(sql, Object.fromEntries(Object.entries(values).filter(([placeholder]) => sql.includes(placeholder)))));
+    } catch (error) {
+      throw new Error(`the doc's SQL failed as the ${block.runner} role: ${(error as Error).message}\n${block.sql}`, { cause: error });
+    } finally {
+      await client.end();
+    }
+  }
+  ownerUrl.username = role;
+  ownerUrl.password = password;
+  return ownerUrl.toString();
 }
 
 /** One sample of a Prometheus text exposition: the value of `name` with these labels (all given labels must match), or undefined. */
