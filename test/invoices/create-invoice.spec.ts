@@ -197,6 +197,10 @@ describe('POST /invoices', () => {
       const kept = await raw('{"max":9007199254740991,"min":-9007199254740991,"f":0.1,"e":1e2}');
       expectStatus(kept, 201);
       expect((await read(kept.body.id)).customFields).toEqual({ max: 9007199254740991, min: -9007199254740991, f: 0.1, e: 100 });
+      // The value comes back, not the bytes (docs/api.md): key order and number spelling may differ.
+      const respelled = await raw('{"b":1.0,"a":1e2}');
+      expectStatus(respelled, 201);
+      expect(JSON.stringify((await read(respelled.body.id)).customFields)).toBe('{"a":100,"b":1}');
     });
 
     it('keeps the customer; payerEmail is the deprecated synonym of customer.email', async () => {
