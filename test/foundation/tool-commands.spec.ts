@@ -6,7 +6,7 @@
  * docs/operations.md). The jest set-up built `dist/` the same way just before.
  */
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
 const ROOT = path.resolve(__dirname, '../..');
@@ -31,5 +31,27 @@ describe('tool commands on an up-to-date build', () => {
     expect(run.status).toBe(0);
     expect(run.stdout).toMatch(/Project '.*tsconfig\.build\.json' is up to date/);
     expect(run.stdout).not.toMatch(/A non-dry build would/);
+  });
+});
+
+describe('npm run commands as the docs print them', () => {
+  /** Every `npm run …` in the Markdown of the repository (code spans and shell blocks), with its file. */
+  const printed = (): { file: string; command: string }[] => {
+    const files = ['README.md', ...readdirSync(path.join(ROOT, 'docs'), { recursive: true, encoding: 'utf8' }).map((f) => path.join('docs', f))];
+    return files
+      .filter((file) => file.endsWith('.md'))
+      .flatMap((file) =>
+        [...readFileSync(path.join(ROOT, file), 'utf8').matchAll(/npm run [a-z][\w:-]*[^`\n|#]*/g)].map((m) => ({ file, command: m[0].trim() })),
+      );
+  };
+
+  it('pass their flags after `--` (npm would take a flag before it as its own setting, and drop it)', () => {
+    const commands = printed();
+    expect(commands.length).toBeGreaterThan(20);
+    for (const { file, command } of commands) {
+      // What npm reads itself: the words before the separator (` -- ` or `[-- `).
+      const ownPart = command.split(/(?:\s|\[)--(?=\s|\]|$)/)[0]!;
+      expect({ file, command, flagsBeforeSeparator: /(^|\s|\[)--[a-z]/.test(ownPart) }).toEqual({ file, command, flagsBeforeSeparator: false });
+    }
   });
 });
