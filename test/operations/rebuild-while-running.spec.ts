@@ -134,13 +134,16 @@ describe('projections:rebuild while the gateway runs', () => {
     const progress: number[] = [];
     const progressOf = new Map<string, number[]>();
     const states = new Set<string>();
+    // A projection being rebuilt, as readiness shows it: handed over, never a plain standby (operations.md, a stuck projection).
+    const whileRebuilt = new Set<string>();
     const readiness = (async () => {
       while (!exited) {
         const r = (await operator.http.get('/health/ready')).body as {
-          projections: { state: string }[];
+          projections: { projection: string; state: string }[];
           rebuilds?: { projection: string; progress: number }[];
         };
         for (const p of r.projections) states.add(p.state);
+        for (const p of r.projections) if (r.rebuilds?.some((x) => x.projection === p.projection)) whileRebuilt.add(p.state);
         for (const x of r.rebuilds ?? []) {
           progress.push(x.progress);
           progressOf.set(x.projection, [...(progressOf.get(x.projection) ?? []), x.progress]);
@@ -159,6 +162,8 @@ describe('projections:rebuild while the gateway runs', () => {
     // An answer, not a failure: one info line per request, no error line with a stack (operations.md).
     expect(gateway.output()).not.toMatch(/"level":50[^\n]*"msg":"request failed"/);
     expect(states).toContain('handed_over');
+    expect(whileRebuilt).toContain('handed_over');
+    expect(whileRebuilt).not.toContain('standby');
     expect(progress.length).toBeGreaterThan(0);
     for (const p of progress) expect(p >= 0 && p <= 1).toBe(true);
     // Each read model's progress only grows: 0 while marked and not yet emptied (it read 1 there, the old checkpoint), then up.

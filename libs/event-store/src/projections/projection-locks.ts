@@ -103,8 +103,9 @@ export class HeldProjectionLocks {
           }
         }
         await client.query('RESET lock_timeout');
-      } finally {
+      } catch (error) {
         await client.query('DELETE FROM projection_handovers WHERE requester_pid = pg_backend_pid()');
+        throw error;
       }
       await client.query(
         `INSERT INTO projection_leases (projection, holder, backend_pid, acquired_at, renewed_at)
@@ -165,6 +166,8 @@ export class HeldProjectionLocks {
     }
     this.lostReason = 'released';
     try {
+      // The requests stay while the job runs (the projectors stand by as `handed_over`, and none takes a projection back early).
+      await this.client.query('DELETE FROM projection_handovers WHERE requester_pid = pg_backend_pid()');
       await this.client.query('DELETE FROM projection_leases WHERE projection = ANY($1::text[]) AND backend_pid = pg_backend_pid()', [this.names]);
       await this.client.query(`SELECT pg_advisory_unlock(${PROJECTION_LOCK_NAMESPACE}, hashtext(p)) FROM unnest($1::text[]) AS p`, [this.names]);
       this.client.release();
