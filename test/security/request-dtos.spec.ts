@@ -8,6 +8,7 @@ import { CreateInvoiceRequest } from '../../apps/api/src/invoices/create-invoice
 import { CreatePayoutRequest } from '../../apps/api/src/payouts/create-payout/create-payout.request';
 import { PayoutReasonRequest, PayPayoutRequest } from '../../apps/api/src/payouts/transition-payout/transition-payout.request';
 import { CreateAccountRequest, CreateProjectRequest, UpdateProjectRequest } from '../../apps/api/src/merchants/project-settings.request';
+import { AdvanceClockRequest, MAX_ADVANCE_SECONDS } from '../../apps/api/src/operations/advance-clock.request';
 import { refusalOf } from '../support/request-reading';
 
 type Refusal = { error: { code: string; message: string; param?: string; details: { param: string; code: string; message: string }[] } };
@@ -92,4 +93,36 @@ describe('request DTOs: hostile keys and nesting', () => {
       ['bogus', 'unknown_field'],
     ]);
   });
+
+  // Every integer field of every body: [class, the rest of a valid body, field, min, max, the code and message of a refusal when the route sets its own].
+  const INTEGER_FIELDS: [new () => object, string, string, number, number, { code: string; message: string }?][] = [
+    [CreateInvoiceRequest, '"amount":"100.00","orderId":"x",', 'expire', 1, 1440],
+    [CreateInvoiceRequest, '"amount":"100.00","orderId":"x",', 'customerFeeShare', 0, 100],
+    [CreatePayoutRequest, '"amount":"100.00",', 'addressId', 1, Number.MAX_SAFE_INTEGER],
+    [CreateProjectRequest, '"accountId":"3f0c5a4e-0000-4000-8000-000000000001","name":"Магазин",', 'holdHours', 0, 720],
+    [UpdateProjectRequest, '', 'holdHours', 0, 720],
+    [UpdateProjectRequest, '', 'customerFeeShare', 0, 100],
+    [AdvanceClockRequest, '', 'seconds', 0, MAX_ADVANCE_SECONDS, { code: 'invalid', message: `целое число секунд от 0 до ${MAX_ADVANCE_SECONDS}` }],
+  ];
+  it.each(INTEGER_FIELDS.map(([cls, rest, field, min, max, own]) => [`${cls.name}.${field}`, cls, rest, field, min, max, own] as const))(
+    'the integer %s is checked as written: a point or an exponent is refused whatever the number parses to; digits are judged on their bounds',
+    async (_, cls, rest, field, min, max, own) => {
+      const body = (literal: string) => `{${rest}"${field}":${literal}}`;
+      const details = async (literal: string) => (await refusal(cls, body(literal)))?.error.details ?? null;
+      const answer = (code: string, message: string) => [{ param: field, code: own?.code ?? code, message: `${field}: ${own?.message ?? message}` }];
+      const notDigits = answer('invalid_type', 'ожидается целое число, записанное цифрами: без точки и экспоненты');
+      // Literals that parse to min or max (or to a number between them) but are not integers as written.
+      const bad = [`${max}.0`, `${max}.00000000000000000001`, `${min}e0`, `${min}.0E+0`];
+      if (min === 0) bad.push('-0.0', '0.0e5');
+      else bad.push(`${min - 1}.99999999999999999999`);
+      if (max < 2 ** 52) bad.push(`${max - 1}.99999999999999999999`);
+      for (const literal of bad) expect({ literal, details: await details(literal) }).toEqual({ literal, details: notDigits });
+      const outOfRange = answer('out_of_range', `от ${min} до ${max}`);
+      for (const literal of [String(min - 1), String(BigInt(max) + 1n), `${max}${'0'.repeat(30)}`]) {
+        expect({ literal, details: await details(literal) }).toEqual({ literal, details: outOfRange });
+      }
+      for (const literal of [String(min), String(max), ...(min === 0 ? ['-0'] : [])])
+        expect({ literal, details: await details(literal) }).toEqual({ literal, details: null });
+    },
+  );
 });

@@ -1,5 +1,5 @@
 import { applyDecorators } from '@nestjs/common';
-import { isString, IsString, Matches, ValidateBy, ValidateIf, ValidationArguments, ValidationOptions } from 'class-validator';
+import { IsInt, isString, IsString, Matches, Max, Min, ValidateBy, ValidateIf, ValidationArguments, ValidationOptions } from 'class-validator';
 import type { ValidationMetadata } from 'class-validator/types/metadata/ValidationMetadata';
 import { MAX_MONEY_KOPECKS, MoneyFormatError, parseMoney, parsePercent, PercentFormatError } from '#ledger';
 import { isCalendarInstant } from '#platform/clock';
@@ -162,6 +162,37 @@ const percentProblem = (value: unknown, args: ValidationArguments): Problem | nu
     ? { code: 'invalid_type', message: 'ожидается число' }
     : decimalProblem('percent', parsePercent, value, args);
 
+// Integers: JSON.parse reads `1440.0000000000000001` as 1440 and `1e3` as 1000, so IsInt, Min and Max on the parsed number would take them.
+
+/** An integer as a JSON body writes it: digits, a '-' for a negative (`-0` is zero), no point, no exponent. */
+const INTEGER_LITERAL = /^-?(?:0|[1-9]\d*)$/;
+
+/** An integer field's literal that is not digits, or whose digits are out of [min, max]; null when no raw body holds it (IsInt, Min and Max judge the number). */
+const integerProblem = (value: unknown, args: ValidationArguments): Problem | null => {
+  if (typeof value !== 'number') return null;
+  const [min, max] = args.constraints as [number, number];
+  const literal = literalOf(args.object, args.property, value);
+  if (literal === undefined) return null;
+  if (literal === UNACCOUNTED) return { code: 'invalid_type', message: LITERAL_MESSAGE };
+  if (!INTEGER_LITERAL.test(literal)) return { code: 'invalid_type', message: 'ожидается целое число, записанное цифрами: без точки и экспоненты' };
+  const n = BigInt(literal);
+  return n < BigInt(min) || n > BigInt(max) ? { code: 'out_of_range', message: `от ${min} до ${max}` } : null;
+};
+
+/**
+ * An integer from min to max, as written in the raw body (`1440.0`, `1e3` and
+ * `0.99999999999999999` are refused whatever they parse to): IsInt, Min and Max for the
+ * number and the documents, and the literal's own rule. `options` (a message, a code)
+ * apply to all four.
+ */
+export const IsInteger = (min: number, max: number, options?: ValidationOptions) =>
+  applyDecorators(
+    rule('integerAsWritten', (v, args) => integerProblem(v, args) === null, [min, max], options),
+    Max(max, options),
+    Min(min, options),
+    IsInt(options),
+  );
+
 /** Money as written: a string with two decimals, or a number whose literal has at most two; `positive`: zero refused with this message. */
 export const IsMoney = (options: { positive?: string } = {}) => rule('money', (v, args) => moneyProblem(v, args) === null, [options]);
 /** A percent as written: up to four decimals, 0 to 100; `numberOnly`: a JSON number, not a string. */
@@ -197,6 +228,7 @@ export const ANSWERS: Readonly<Record<string, readonly [code: string | ((args: V
   required: ['required', say('обязательное поле')],
   isString: ['invalid_type', say('ожидается строка')],
   isInt: ['invalid_type', say('ожидается целое число')],
+  integerAsWritten: [(args) => integerProblem(args.value, args)!.code, (args) => integerProblem(args.value, args)!.message],
   isBoolean: ['invalid_type', say('ожидается true или false')],
   isObject: ['invalid_type', say('ожидается объект')],
   isArray: ['invalid_type', say('ожидается массив')],

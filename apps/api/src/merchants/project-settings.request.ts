@@ -1,4 +1,4 @@
-import { Equals, IsArray, IsBoolean, IsIn, IsInt, IsObject, IsOptional, IsString, IsUUID, Matches, Max, Min, ValidateNested } from 'class-validator';
+import { Equals, IsArray, IsBoolean, IsIn, IsObject, IsOptional, IsString, IsUUID, Matches, ValidateNested } from 'class-validator';
 import { JSONSchema } from 'class-validator-jsonschema';
 import { METHOD_CODES, MethodCode, MethodOverride, MethodOverrides } from '#domain';
 import { parseMoney, parsePercent } from '#ledger';
@@ -7,7 +7,7 @@ import type { LedgerMode } from '#ledger';
 import type { ProjectSettings } from '#payments/merchants';
 import { PROJECT_STATUSES, WEBHOOK_EVENTS } from '#payments/merchants';
 import type { WebhookEventKind } from '#payments/merchants';
-import { EMAIL, IsHttpUrl, IsMoney, IsPercent, MaxLength, MinLength, NotBlank, Optional, Required, StorableText } from '../http/request-rules';
+import { EMAIL, IsHttpUrl, IsInteger, IsMoney, IsPercent, MaxLength, MinLength, NotBlank, Optional, Required, StorableText } from '../http/request-rules';
 
 /** One payment method's settings of a project: every field optional. */
 @JSONSchema({ description: 'Настройки способа оплаты проекта; неизвестные поля: 400 validation' })
@@ -85,16 +85,12 @@ export abstract class ProjectSettingsFields {
   usdtEnabled?: boolean;
 
   @Optional()
-  @IsInt()
-  @Min(0)
-  @Max(720)
+  @IsInteger(0, 720)
   @JSONSchema({ description: 'Холд оплат, часов' })
   holdHours?: number;
 
   @Optional()
-  @IsInt()
-  @Min(0)
-  @Max(100)
+  @IsInteger(0, 100)
   @JSONSchema({ description: 'Доля ставки на покупателе по умолчанию, процентов' })
   customerFeeShare?: number;
 

@@ -1,4 +1,4 @@
-import { IsIn, IsInt, IsObject, IsOptional, IsString, Matches, Max, Min, ValidateNested } from 'class-validator';
+import { IsIn, IsObject, IsOptional, IsString, Matches, ValidateNested } from 'class-validator';
 import { JSONSchema } from 'class-validator-jsonschema';
 import type { FeePayer, InvoiceRequest } from '#domain';
 import { FEE_PAYERS, METHOD_CODES } from '#domain';
@@ -7,6 +7,7 @@ import {
   E164,
   EMAIL,
   IsHttpUrl,
+  IsInteger,
   IsMoney,
   IsPercent,
   MAX_JSON_DEPTH,
@@ -92,9 +93,7 @@ export class CreateInvoiceRequest {
   customerFeePct?: number | null;
 
   @IsOptional()
-  @IsInt()
-  @Min(0)
-  @Max(100)
+  @IsInteger(0, 100)
   @JSONSchema({
     deprecated: true,
     description: 'Устарело: доля ставки на покупателе в процентах (100 = вся ставка); пересчитывается в customerFeePct по ставке способа',
@@ -127,9 +126,7 @@ export class CreateInvoiceRequest {
 
   // The default is said in words: openapi-typescript makes a field with `default` required in a schema of components.
   @IsOptional()
-  @IsInt()
-  @Min(1)
-  @Max(1440)
+  @IsInteger(1, 1440)
   @JSONSchema({ description: 'Время жизни счёта в минутах; по умолчанию 60' })
   expire?: number | null;
 

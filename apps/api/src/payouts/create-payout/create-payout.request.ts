@@ -1,11 +1,11 @@
-import { IsIn, IsInt, IsOptional, IsString, Max, Min, ValidateIf, ValidationArguments } from 'class-validator';
+import { IsIn, IsOptional, IsString, ValidateIf, ValidationArguments } from 'class-validator';
 import { JSONSchema } from 'class-validator-jsonschema';
 import type { DecoratorSchema } from 'class-validator-jsonschema/build/decorators';
 import type { SchemaObject } from '../../docs/openapi-document';
 import { PAYOUT_METHODS } from '#domain';
 import type { PayoutMethod } from '#domain';
 import { ACROSS_FIELDS } from '../../http/request-pipe';
-import { IsMoney, MaxLength, MinLength, Optional, Required, StorableText } from '../../http/request-rules';
+import { IsInteger, IsMoney, MaxLength, MinLength, Optional, Required, StorableText } from '../../http/request-rules';
 
 /** method and account come together; what is missing is said against addressId when that is absent too. */
 const together = (other: string) => (args: ValidationArguments) =>
@@ -26,9 +26,7 @@ export class CreatePayoutRequest {
 
   @ValidateIf((r: CreatePayoutRequest) => r.addressId !== undefined || (r.method === undefined && r.account === undefined))
   @Required({ message: 'укажите addressId или пару method и account', context: ACROSS_FIELDS })
-  @IsInt()
-  @Min(1)
-  @Max(Number.MAX_SAFE_INTEGER)
+  @IsInteger(1, Number.MAX_SAFE_INTEGER)
   @JSONSchema({ description: 'Подтверждённые реквизиты; обязателен, если не заданы method + account' })
   addressId?: number;
 
