@@ -547,6 +547,18 @@ describe('POST /invoices', () => {
       expectStatus(await m.test.post('/v1/invoices', { amount: '50.00', orderId: orderId(), method: 'sbp' }), 201);
     });
 
+    it('an amount between the ranges of the enabled methods → 422 amount_out_of_range naming each method’s range, not one range that holds it', async () => {
+      const m = await gw.operator.merchant({ usdtEnabled: true, methods: { sbp: { max: '100.00' }, card: { enabled: false }, crypto: { min: '500.00' } } });
+      const r = await m.test.post('/v1/invoices', { amount: '200.00', orderId: orderId() });
+      expectError(r, 422, 'amount_out_of_range');
+      expect(r.body.error).toMatchObject({
+        param: 'amount',
+        message: 'Ни один включённый способ оплаты не принимает эту сумму: sbp — от 10.00 до 100.00, crypto — от 500.00 до 5000000.00',
+      });
+      expectStatus(await m.test.post('/v1/invoices', { amount: '100.00', orderId: orderId() }), 201);
+      expectStatus(await m.test.post('/v1/invoices', { amount: '500.00', orderId: orderId() }), 201);
+    });
+
     it('a minimum below 0.01 is not a setting: an invoice of nothing, once paid, could not be posted to the ledger', async () => {
       const accountId = await gw.operator.createAccount();
       const created = await gw.operator.http.post('/admin/v1/projects', { accountId, name: 'Магазин', methods: { sbp: { min: '0.00' } } });

@@ -49,3 +49,34 @@ describe('planInvoice: limits no setting widens', () => {
     expect(planInvoice('i', request(fits), project([sbp()]), NOW).amounts.payableAmount).toBeLessThanOrEqual(MAX_MONEY_KOPECKS);
   });
 });
+
+describe('planInvoice: the refusal of an amount no enabled method takes says what is taken', () => {
+  const crypto = (over: Partial<MethodTerms> = {}): MethodTerms => sbp({ code: 'crypto', title: 'USDT', ...over });
+
+  it('with a gap between the methods (sbp to 100.00, crypto from 500.00), an amount in it is refused naming each method’s range', () => {
+    const methods = project([sbp({ min: 1000, max: 10_000 }), crypto({ min: 50_000, max: 500_000_000 })]);
+    for (const amount of [20_000, 10_001, 49_999, 999, 500_000_001]) {
+      const refusal = refusalOf(() => planInvoice('i', request(amount, null), methods, NOW));
+      expect({ amount, code: refusal.code, param: refusal.param, message: refusal.message }).toEqual({
+        amount,
+        code: 'amount_out_of_range',
+        param: 'amount',
+        message: 'Ни один включённый способ оплаты не принимает эту сумму: sbp — от 10.00 до 100.00, crypto — от 500.00 до 5000000.00',
+      });
+    }
+    expect(planInvoice('i', request(10_000, null), methods, NOW).methodRates).toEqual({ sbp: 15_000 });
+    expect(planInvoice('i', request(50_000, null), methods, NOW).methodRates).toEqual({ crypto: 15_000 });
+  });
+
+  it('ranges that join up (overlapping, or one kopeck apart) are one range; a disabled method’s is not named', () => {
+    const joined = project([
+      crypto({ min: 10_001, max: 500_000_000 }),
+      sbp({ min: 1000, max: 10_000 }),
+      sbp({ code: 'card', title: 'Карта', min: 20_000_000, max: 900_000_000, enabled: false }),
+    ]);
+    for (const amount of [999, 500_000_001]) {
+      expect(refusalOf(() => planInvoice('i', request(amount, null), joined, NOW)).message).toBe('Сумма должна быть от 10.00 до 5000000.00');
+    }
+    expect(planInvoice('i', request(10_001, null), joined, NOW).methodRates).toEqual({ crypto: 15_000 });
+  });
+});

@@ -67,11 +67,7 @@ export function planInvoice(invoiceId: string, request: InvoiceRequest, project:
     const enabled = project.methods.filter((m) => m.enabled);
     if (enabled.length === 0) throw new Refusal<InvoicePlanErrorCode>('method_unavailable', 'В проекте нет доступных способов оплаты', 'method');
     choosable = enabled.filter(inRange);
-    if (choosable.length === 0) {
-      const min = Math.min(...enabled.map(minOf));
-      const max = Math.max(...enabled.map((m) => m.max));
-      throw new Refusal<InvoicePlanErrorCode>('amount_out_of_range', `Сумма должна быть от ${formatMoney(min)} до ${formatMoney(max)}`, 'amount');
-    }
+    if (choosable.length === 0) throw new Refusal<InvoicePlanErrorCode>('amount_out_of_range', amountsTaken(enabled, minOf), 'amount');
   }
 
   const feePct = Math.max(...choosable.map((m) => m.feePct));
@@ -113,6 +109,30 @@ export function planInvoice(invoiceId: string, request: InvoiceRequest, project:
     createdAt: now.toISOString(),
     expiresAt: new Date(now.getTime() + request.expireMinutes * 60_000).toISOString(),
   };
+}
+
+/**
+ * What the enabled methods take, said so that it is true of every amount it names: one
+ * range when their ranges join up; with a gap between them (sbp to 100.00, crypto from
+ * 500.00), each method's own, since an amount in the gap is inside "from the least
+ * minimum to the largest maximum" and still taken by none.
+ */
+function amountsTaken(enabled: readonly MethodTerms[], minOf: (m: MethodTerms) => Kopecks): string {
+  const ranges = enabled
+    .map((m) => ({ code: m.code, min: minOf(m), max: m.max }))
+    .filter((r) => r.min <= r.max)
+    .sort((a, b) => a.min - b.min || a.max - b.max);
+  if (ranges.length === 0) return 'Ни один включённый способ оплаты не принимает сумм: их максимумы меньше 0.01';
+  let reach = ranges[0]!.max;
+  let joined = true;
+  for (const r of ranges) {
+    // Amounts are whole kopecks: [10.00, 100.00] and [100.01, 200.00] leave no amount out.
+    if (r.min > reach + 1) joined = false;
+    reach = Math.max(reach, r.max);
+  }
+  if (joined) return `Сумма должна быть от ${formatMoney(ranges[0]!.min)} до ${formatMoney(reach)}`;
+  const each = ranges.map((r) => `${r.code} — от ${formatMoney(r.min)} до ${formatMoney(r.max)}`).join(', ');
+  return `Ни один включённый способ оплаты не принимает эту сумму: ${each}`;
 }
 
 /**
