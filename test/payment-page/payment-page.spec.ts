@@ -176,6 +176,15 @@ describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pa
     expect(view.body).toMatchObject({ status: 'pending', method: 'card', customerFeeAmount: '30.00', payableAmount: '1030.00' });
   });
 
+  it('the paid page does not claim the shop already knows of the payment (its webhook may still be failing)', async () => {
+    const invoice = await createInvoice({ method: 'card' });
+    expect((await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid' })).status).toBe(303);
+    const shown = await page(`/pay/${invoice.id}`);
+    expect(shown.html).toContain('<h1>Оплачено</h1>');
+    expect(shown.html).not.toContain('уже знает');
+    expect(shown.html).toContain('Статус заказа в магазине может обновиться не сразу.');
+  });
+
   it('sandbox "Оплатить" records the payment and redirects (303) to successUrl; the invoice is paid', async () => {
     const successUrl = 'https://shop.example/thanks?order=42&src=pay';
     const invoice = await createInvoice({ method: 'sbp', successUrl, failUrl: 'https://shop.example/sorry' });

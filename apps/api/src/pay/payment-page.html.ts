@@ -238,7 +238,7 @@ interface StatusText {
 }
 
 const FINAL_STATUS: Partial<Record<InvoiceStatus, StatusText>> = {
-  paid: { icon: '✓', tone: 'ok', title: 'Оплачено', text: 'Спасибо! Платёж получен, магазин уже знает об оплате.' },
+  paid: { icon: '✓', tone: 'ok', title: 'Оплачено', text: 'Спасибо! Платёж получен. Статус заказа в магазине может обновиться не сразу.' },
   failed: { icon: '✕', tone: 'bad', title: 'Платёж отклонён', text: 'Деньги не списаны. Вернитесь в магазин, чтобы попробовать ещё раз.' },
   expired: {
     icon: '!',
