@@ -316,6 +316,42 @@ describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pa
     });
   });
 
+  it('a wrong method or a trailing slash under an invoice\'s address is a 405 (with Allow) or 404 page, not "Счёт не найден"', async () => {
+    const invoice = await createInvoice({ method: 'sbp' });
+    const browser = { accept: BROWSER_ACCEPT };
+    const cases = [
+      ['GET', `/pay/${invoice.id}/method`, 405, 'POST'],
+      ['GET', `/pay/${invoice.id}/sandbox`, 405, 'POST'],
+      ['PUT', `/pay/${invoice.id}/method`, 405, 'POST'],
+      ['POST', `/pay/${invoice.id}`, 405, 'GET, HEAD'],
+      ['DELETE', `/pay/${invoice.id}`, 405, 'GET, HEAD'],
+      ['GET', `/pay/${invoice.id}/`, 404, null],
+      ['GET', `/pay/${invoice.id}/method/`, 404, null],
+    ] as const;
+    for (const [method, path, status, allow] of cases) {
+      const response = await fetch(`${gateway.baseUrl}${path}`, {
+        method,
+        redirect: 'manual',
+        headers: { ...browser, origin: gateway.baseUrl, ...(method === 'GET' ? {} : { 'content-type': 'application/x-www-form-urlencoded' }) },
+        body: method === 'GET' ? undefined : 'method=sbp',
+      });
+      const html = plain(await response.text());
+      expect({ method, path, status: response.status, allow: response.headers.get('allow') }).toEqual({ method, path, status, allow });
+      expectHtml(response.headers);
+      expectSecurityHeaders(response.headers);
+      expect(html).not.toContain('Счёт не найден');
+      expect(html).toContain(status === 405 ? '<h1>Запрос не поддерживается</h1>' : '<h1>Страница не найдена</h1>');
+      expect(html).toContain(`href="/pay/${invoice.id}"`);
+    }
+    // What Allow names is taken; the invoice was left as it was.
+    expect((await fetch(`${gateway.baseUrl}/pay/${invoice.id}`, { method: 'HEAD', headers: browser })).status).toBe(200);
+    expect(await invoiceStatus(invoice.id)).toBe('created');
+    // An unknown invoice keeps its page.
+    const unknown = await page(`/pay/${randomUUID()}`, browser);
+    expect(unknown.status).toBe(404);
+    expect(unknown.html).toContain('Счёт не найден');
+  });
+
   it('escapes every merchant-supplied string', async () => {
     const invoice = await createInvoice({
       method: 'sbp',

@@ -73,6 +73,13 @@ export class PaymentPageErrorFilter implements ExceptionFilter {
       return;
     }
     const error = toApiError(exception);
+    if (error.status === 404 && request.is404) {
+      // No route of the page has this address: a wrong address, or a wrong method on a right one.
+      const page = routeMissPage(request.url);
+      if (page.allow !== null) void reply.header('allow', page.allow);
+      void sendHtml(reply, page.status, page.html);
+      return;
+    }
     if (error.status === 404) {
       void sendHtml(reply, 404, renderNotFoundPage());
       return;
@@ -85,6 +92,47 @@ export class PaymentPageErrorFilter implements ExceptionFilter {
     const backHref = backHrefOf((request.params as { id?: unknown } | undefined)?.id);
     void sendHtml(reply, error.status, renderErrorPage(buyerError(error.status, error.code, backHref)));
   }
+}
+
+/**
+ * A request no route of the page took: the page for a wrong address (404), or for a
+ * method the address does not take (405, with the methods it does in Allow).
+ */
+function routeMissPage(url: string): { status: number; allow: string | null; html: string } {
+  const segments = url.split('?')[0]!.split('/');
+  // ['', 'pay', id] is the invoice's page; ['', 'pay', id, 'method' | 'sandbox'] its forms.
+  const backHref = segments.length >= 3 ? backHrefOf(segments[2]) : null;
+  if (segments.length === 3 && segments[2] !== '') {
+    return {
+      status: 405,
+      allow: 'GET, HEAD',
+      html: renderErrorPage({
+        title: 'Запрос не поддерживается',
+        message: 'Это адрес страницы счёта: её можно только открыть, отправить на него форму нельзя.',
+        backHref,
+      }),
+    };
+  }
+  if (segments.length === 4 && segments[2] !== '' && (segments[3] === 'method' || segments[3] === 'sandbox')) {
+    return {
+      status: 405,
+      allow: 'POST',
+      html: renderErrorPage({
+        title: 'Запрос не поддерживается',
+        message: 'Этот адрес принимает только формы со страницы счёта, открыть его нельзя. Вернитесь к счёту.',
+        backHref,
+      }),
+    };
+  }
+  return {
+    status: 404,
+    allow: null,
+    html: renderErrorPage({
+      title: 'Страница не найдена',
+      message: 'Адрес страницы неверен. Откройте счёт по ссылке, которую дал магазин, без лишних символов в конце.',
+      backHref,
+    }),
+  };
 }
 
 /** One field of an application/x-www-form-urlencoded body (repeated or missing fields give undefined). */
