@@ -14,6 +14,9 @@ const SECURITY_HEADERS = {
   'referrer-policy': 'no-referrer',
 };
 
+/** How many times the buyer may choose the method of one invoice (docs/api.md, "Payment page"). */
+const METHOD_CHOICE_LIMIT = 20;
+
 /** What a browser asks for when it follows a link. */
 const BROWSER_ACCEPT = 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8';
 
@@ -174,6 +177,44 @@ describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pa
     expect((await submit(`/pay/${invoice.id}/method`, { method: 'card' })).status).toBe(303);
     const view = await json('GET', `/v1/invoices/${invoice.id}`, undefined, testKey);
     expect(view.body).toMatchObject({ status: 'pending', method: 'card', customerFeeAmount: '30.00', payableAmount: '1030.00' });
+  });
+
+  it(`bounds the buyer's method choices at ${METHOD_CHOICE_LIMIT} an invoice (then a 409 page, the method kept); the same method again records nothing`, async () => {
+    const invoice = await createInvoice({});
+    const methodEvents = async () =>
+      (
+        await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM events WHERE stream_name = $1 AND event_type = 'InvoiceMethodChosen'`, [
+          `invoice-${invoice.id}`,
+        ])
+      ).rows[0]!.n;
+    expect((await submit(`/pay/${invoice.id}/method`, { method: 'sbp' })).status).toBe(303);
+    expect((await submit(`/pay/${invoice.id}/method`, { method: 'sbp' })).status).toBe(303);
+    expect(await methodEvents()).toBe(1);
+    // Switching back and forth: choices 2..20, the last one card.
+    for (let choice = 2; choice <= METHOD_CHOICE_LIMIT; choice++) {
+      const method = choice % 2 === 0 ? 'card' : 'sbp';
+      expect({ choice, status: (await submit(`/pay/${invoice.id}/method`, { method })).status }).toEqual({ choice, status: 303 });
+    }
+    expect(await methodEvents()).toBe(METHOD_CHOICE_LIMIT);
+    expect((await page(`/pay/${invoice.id}`)).html).not.toContain('?change=1');
+
+    const refused = await submit(`/pay/${invoice.id}/method`, { method: 'sbp' });
+    expect(refused.status).toBe(409);
+    expectHtml(refused.headers);
+    expectSecurityHeaders(refused.headers);
+    expect(refused.html).toContain('<h1>Способ оплаты больше не изменить</h1>');
+    expect(refused.html).toContain('Остаётся выбранный: Банковская карта.');
+    expect(refused.html).toContain(`href="/pay/${invoice.id}"`);
+    expect(await methodEvents()).toBe(METHOD_CHOICE_LIMIT);
+    // The chosen method again is still answered as before.
+    expect((await submit(`/pay/${invoice.id}/method`, { method: 'card' })).status).toBe(303);
+    expect(await methodEvents()).toBe(METHOD_CHOICE_LIMIT);
+    const view = await json('GET', `/v1/invoices/${invoice.id}`, undefined, testKey);
+    expect(view.body).toMatchObject({ status: 'pending', method: 'card', payableAmount: '1030.00' });
+    // The acquirer's report of the method paid with is not the buyer's choice: it is recorded.
+    const paid = await json('POST', `/admin/v1/invoices/${invoice.id}/payment`, { outcome: 'paid', method: 'sbp' }, ADMIN_TOKEN);
+    expect(paid.status).toBe(200);
+    expect(paid.body).toMatchObject({ status: 'paid', method: 'sbp', payableAmount: '1015.00' });
   });
 
   it('the paid page does not claim the shop already knows of the payment (its webhook may still be failing)', async () => {

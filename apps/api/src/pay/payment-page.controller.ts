@@ -3,7 +3,7 @@ import type { ArgumentsHost, ExceptionFilter } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Clock } from '#platform/clock';
-import { invoiceStatusAt, isMethodCode, isUuid } from '#domain';
+import { invoiceStatusAt, isMethodCode, isUuid, MAX_METHOD_CHOICES, Refusal } from '#domain';
 import type { Invoice, InvoiceCreatedData } from '#domain';
 import { createLogger } from '#platform/logging';
 import type { Logger } from '#platform/logging';
@@ -17,7 +17,7 @@ import { CLOCK_TOKEN, PAGE_FORM_TOKENS, PUBLIC_URL } from '../http/tokens';
 import type { PublicUrl } from '../http/tokens';
 import { FORM_TOKEN_FIELD, fromGatewayItself } from './page-form-token';
 import type { PageFormTokens } from './page-form-token';
-import { renderErrorPage, renderInvoicePage, renderNotFoundPage, safeHttpUrl } from './payment-page.html';
+import { methodTitle, renderErrorPage, renderInvoicePage, renderNotFoundPage, safeHttpUrl } from './payment-page.html';
 
 /** Headers of every answer of the payment page: never cached, never framed, no scripts, no referrer leaks. */
 export const PAYMENT_PAGE_HEADERS: Readonly<Record<string, string>> = {
@@ -187,7 +187,20 @@ export class PaymentPageController {
         }),
       );
     }
-    await this.commands.execute(new ChooseInvoiceMethod(created.invoiceId, method, now));
+    try {
+      await this.commands.execute(new ChooseInvoiceMethod(created.invoiceId, method, now));
+    } catch (error) {
+      if (!(error instanceof Refusal) || error.code !== 'method_choice_limit') throw error;
+      const current = (await this.find(id)).method;
+      throw new PageError(
+        409,
+        renderErrorPage({
+          title: 'Способ оплаты больше не изменить',
+          message: `Способ оплаты одного счёта можно выбирать не больше ${MAX_METHOD_CHOICES} раз, и у этого счёта попытки закончились.${current === null ? '' : ` Остаётся выбранный: ${methodTitle(current)}.`} Вернитесь к счёту и оплатите им.`,
+          backHref: pagePath(created),
+        }),
+      );
+    }
     return redirect(reply, pagePath(created));
   }
 

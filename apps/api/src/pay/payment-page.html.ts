@@ -3,7 +3,7 @@
  * gateway's "now" to HTML strings. Russian UI, inline CSS, no JavaScript. Every
  * merchant-supplied string (description, orderId, URLs) goes through `escapeHtml`.
  */
-import { DEFAULT_METHODS, METHOD_CODES, customerPctAt, invoiceAmounts, invoiceStatusAt, isPaid } from '#domain';
+import { DEFAULT_METHODS, METHOD_CODES, customerPctAt, invoiceAmounts, invoiceStatusAt, isPaid, methodChoicesLeft } from '#domain';
 import type { Invoice, InvoiceAmounts, InvoiceStatus, MethodCode } from '#domain';
 import { formatMoney } from '#ledger';
 import type { Kopecks } from '#ledger';
@@ -74,9 +74,9 @@ export function methodOptions(invoice: Invoice): MethodOption[] {
   return options;
 }
 
-/** The buyer may pick (or change) the method: the merchant did not fix it and there is a choice to make. */
+/** The buyer may pick (or change) the method: the merchant did not fix it and the buyer has choices left. */
 export function buyerChoosesMethod(invoice: Invoice): boolean {
-  return invoice.created!.method === null;
+  return invoice.created!.method === null && methodChoicesLeft(invoice) > 0;
 }
 
 const payPath = (invoice: Invoice) => `/pay/${encodeURIComponent(invoice.created!.invoiceId)}`;

@@ -137,6 +137,8 @@ interface InvoiceFacts {
 /** Waiting for the buyer: `created`, or `pending` once a method was chosen. */
 export interface OpenInvoice extends InvoiceFacts {
   readonly status: 'created' | 'pending';
+  /** How many times the buyer chose a method (each an `InvoiceMethodChosen`). */
+  readonly methodChoices: number;
 }
 
 /** Paid; then partially refunded or refunded as refunds succeed. */
@@ -189,7 +191,7 @@ export type InvoiceCommand =
   | { readonly type: 'RequestRefund'; readonly refundId: string; readonly amount: Kopecks | null; readonly at: string }
   | { readonly type: 'ResolveRefund'; readonly refundId: string; readonly outcome: 'succeeded' | 'failed' | 'refused'; readonly at: string };
 
-export type InvoiceErrorCode = 'invoice_not_found' | 'conflict' | 'method_unavailable' | 'validation' | 'refund_exceeds_amount';
+export type InvoiceErrorCode = 'invoice_not_found' | 'conflict' | 'method_unavailable' | 'method_choice_limit' | 'validation' | 'refund_exceeds_amount';
 export type InvoiceError = Refusal<InvoiceErrorCode>;
 
 const hasExpired = (s: Invoice, at: string) => Date.parse(at) >= Date.parse(s.created.expiresAt);
@@ -199,6 +201,16 @@ const hasExpired = (s: Invoice, at: string) => Date.parse(at) >= Date.parse(s.cr
  * every decision at `at` treats it, before the expiry worker records InvoiceExpired.
  */
 export const invoiceStatusAt = (s: Invoice, at: string): InvoiceStatus => (isOpen(s) && hasExpired(s, at) ? 'expired' : s.status);
+
+/**
+ * How many times the buyer may choose a method on one invoice: plenty for a buyer who
+ * changes their mind, while whoever holds the payment link cannot grow its stream
+ * without bound. The acquirer's report of the method paid with is not counted.
+ */
+export const MAX_METHOD_CHOICES = 20;
+
+/** The method choices the buyer has left on the invoice (0 once it is no longer open). */
+export const methodChoicesLeft = (s: Invoice): number => (isOpen(s) ? Math.max(0, MAX_METHOD_CHOICES - s.methodChoices) : 0);
 
 /** The amounts of an invoice once the buyer pays with `method`, at the rate fixed at creation. */
 function amountsFor(created: InvoiceCreatedData, method: MethodCode): InvoiceAmounts | null {
@@ -219,13 +231,15 @@ export function decideInvoice(command: InvoiceCommand, s: InvoiceState): Invoice
   switch (command.type) {
     case 'ChooseMethod': {
       if (!isOpen(s) || hasExpired(s, command.at)) return new Refusal('conflict', `Счёт в статусе ${s.status}: способ оплаты не изменить`);
-      if (s.method === command.method) return [];
-      if (created.method !== null) {
-        return new Refusal('method_unavailable', 'Способ оплаты этого счёта выбран продавцом', 'method');
+      const chosen = chooseMethod(s, command.method, command.at);
+      if (Array.isArray(chosen) && chosen.length > 0 && methodChoicesLeft(s) === 0) {
+        return new Refusal(
+          'method_choice_limit',
+          `Способ оплаты этого счёта выбирали уже ${MAX_METHOD_CHOICES} раз: больше его не изменить, остаётся выбранный`,
+          'method',
+        );
       }
-      const amounts = amountsFor(created, command.method);
-      if (!amounts) return new Refusal('method_unavailable', 'Этот способ оплаты недоступен для счёта', 'method');
-      return [{ type: 'InvoiceMethodChosen', data: { invoiceId, method: command.method, amounts, at: command.at } }];
+      return chosen;
     }
     case 'RecordPaymentResult': {
       if (!isOpen(s)) return new Refusal('conflict', `Счёт в статусе ${s.status}: результат оплаты уже получен или счёт закрыт`);
@@ -237,7 +251,8 @@ export function decideInvoice(command: InvoiceCommand, s: InvoiceState): Invoice
       let method = s.method;
       let amounts = s.amounts;
       if (command.method !== null && command.method !== s.method) {
-        const chosen = decideInvoice({ type: 'ChooseMethod', method: command.method, at: command.at }, s);
+        // What the acquirer reports is recorded whatever the buyer's choices before it.
+        const chosen = chooseMethod(s, command.method, command.at);
         if (!Array.isArray(chosen)) return chosen;
         events.push(...chosen);
         method = command.method;
@@ -297,6 +312,16 @@ export function decideInvoice(command: InvoiceCommand, s: InvoiceState): Invoice
   }
 }
 
+/** The method of an open invoice, as the buyer (or the acquirer) chose it; none again for the same method. */
+function chooseMethod(s: OpenInvoice, method: MethodCode, at: string): InvoiceEvent[] | InvoiceError {
+  if (s.method === method) return [];
+  const { created } = s;
+  if (created.method !== null) return new Refusal('method_unavailable', 'Способ оплаты этого счёта выбран продавцом', 'method');
+  const amounts = amountsFor(created, method);
+  if (!amounts) return new Refusal('method_unavailable', 'Этот способ оплаты недоступен для счёта', 'method');
+  return [{ type: 'InvoiceMethodChosen', data: { invoiceId: created.invoiceId, method, amounts, at } }];
+}
+
 /** What may still be refunded: the amount less what was refunded and what pending refunds hold. */
 export const refundableRemainder = (s: PaidInvoice): Kopecks => s.created.amount - s.refundedAmount - s.refundPendingAmount;
 
@@ -307,9 +332,9 @@ export const refundableRemainder = (s: PaidInvoice): Kopecks => s.created.amount
 export function evolveInvoice(s: InvoiceState, event: InvoiceEvent): InvoiceState {
   switch (event.type) {
     case 'InvoiceCreated':
-      return { status: 'created', created: event.data, method: event.data.method, amounts: event.data.amounts };
+      return { status: 'created', created: event.data, method: event.data.method, amounts: event.data.amounts, methodChoices: 0 };
     case 'InvoiceMethodChosen':
-      return isOpen(s) ? { ...s, status: 'pending', method: event.data.method, amounts: event.data.amounts } : s;
+      return isOpen(s) ? { ...s, status: 'pending', method: event.data.method, amounts: event.data.amounts, methodChoices: s.methodChoices + 1 } : s;
     case 'InvoicePaid':
       if (!isOpen(s)) return s;
       return {
