@@ -124,6 +124,7 @@ describe('PostgreSQL restarted under load', () => {
     const paid = new Set<string>();
     const paymentsRefused = new Set<string>();
     let phase: Sent['phase'] = 'before';
+    let pageDuringOutage: { status: number; retryAfter: string | null; type: string | null } | null = null;
     let running = true;
 
     const record = async (kind: Sent['kind'], request: () => Promise<Reply>): Promise<Reply | null> => {
@@ -176,6 +177,10 @@ describe('PostgreSQL restarted under load', () => {
       phase = 'outage';
       await server!.stop();
       server = null;
+      // The buyer's payment page of an invoice made before: a 503 page with Retry-After, as every route answers.
+      const shown = invoices.flatMap((a) => a.answers).find((r) => r.status === 201)!.body.id as string;
+      const page = await fetch(`${gateway!.baseUrl}/pay/${shown}`, { headers: { accept: 'text/html' } });
+      pageDuringOutage = { status: page.status, retryAfter: page.headers.get('retry-after'), type: page.headers.get('content-type') };
       await sleep(OUTAGE_MS);
       server = await startPrivatePostgres(dataDir.dir, port);
       phase = 'after';
@@ -215,6 +220,7 @@ describe('PostgreSQL restarted under load', () => {
         });
       }
     }
+    expect(pageDuringOutage).toEqual({ status: 503, retryAfter: expect.stringMatching(/^\d+$/), type: 'text/html; charset=utf-8' });
     // The outage was seen, and the load went on both sides of it.
     expect(sent.some((s) => s.phase === 'outage' && s.reply?.status === 503)).toBe(true);
     expect(sent.some((s) => s.phase === 'before' && s.reply?.status === 201)).toBe(true);

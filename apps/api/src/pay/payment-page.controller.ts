@@ -90,6 +90,8 @@ export class PaymentPageErrorFilter implements ExceptionFilter {
       log.error({ err: exception, method: request.method, url: request.url }, 'payment page request failed');
     }
     const backHref = backHrefOf((request.params as { id?: unknown } | undefined)?.id);
+    // The error's own headers too: a 503's Retry-After (a database outage) as on every other route.
+    for (const [name, value] of Object.entries(error.headers)) void reply.header(name, value);
     void sendHtml(reply, error.status, renderErrorPage(buyerError(error.status, error.code, backHref)));
   }
 }
