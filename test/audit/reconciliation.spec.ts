@@ -43,8 +43,8 @@ async function reconcileScript(
  * What a reconciliation of (from, to] checks, by the definitions of docs/finance-reports.md, in plain SQL and independent
  * of reconciliation.ts: the flows of the period (invoices paid in it or whose hold fell due in it, each bound 1 min earlier;
  * refunds succeeded in it; payouts paid in it) and the flows the period's entries name (paid, succeeded), each once; the
- * period's entries (the reconciled kinds, dated in it) and every entry of those flows' causes in the flow's own ledger,
- * whatever its time.
+ * period's entries (the reconciled kinds, dated in it) and every entry of those flows' causes in the flow's own ledger
+ * dated up to `to` (a later one is its own period's: a closed period's figures do not change).
  */
 async function checkedByDefinition(pool: Pool, from: Date, to: Date): Promise<ReconciliationReport['checked']> {
   const r = await pool.query<ReconciliationReport['checked']>(
@@ -60,10 +60,12 @@ async function checkedByDefinition(pool: Pool, from: Date, to: Date): Promise<Re
                    WHERE status = 'succeeded' AND (completed_at > $1 AND completed_at <= $2 OR id IN (SELECT id FROM named WHERE prefix = 'settle'))),
           pay AS (SELECT id, account_id::text FROM payouts
                    WHERE status = 'paid' AND (processed_at > $1 AND processed_at <= $2 OR 'po_' || id IN (SELECT id FROM named WHERE prefix = 'settle'))),
-          own AS (SELECT x.entry_id FROM inv JOIN ledger_entries x
-                    ON x.account_id = inv.account_id AND x.mode = inv.mode AND x.cause IN ('payment:' || inv.id, 'hold_release:' || inv.id)
-                  UNION SELECT x.entry_id FROM ref JOIN ledger_entries x ON x.account_id = ref.account_id AND x.mode = ref.mode AND x.cause = 'settle:' || ref.id
-                  UNION SELECT x.entry_id FROM pay JOIN ledger_entries x ON x.account_id = pay.account_id AND x.mode = 'live' AND x.cause = 'settle:po_' || pay.id)
+          own AS (SELECT entry_id FROM (
+                    SELECT x.entry_id, x.occurred_at FROM inv JOIN ledger_entries x
+                      ON x.account_id = inv.account_id AND x.mode = inv.mode AND x.cause IN ('payment:' || inv.id, 'hold_release:' || inv.id)
+                    UNION SELECT x.entry_id, x.occurred_at FROM ref JOIN ledger_entries x ON x.account_id = ref.account_id AND x.mode = ref.mode AND x.cause = 'settle:' || ref.id
+                    UNION SELECT x.entry_id, x.occurred_at FROM pay JOIN ledger_entries x ON x.account_id = pay.account_id AND x.mode = 'live' AND x.cause = 'settle:po_' || pay.id
+                  ) o WHERE o.occurred_at <= $2)
      SELECT (SELECT count(*) FROM inv)::int AS "paidInvoices", (SELECT count(*) FROM ref)::int AS "succeededRefunds",
             (SELECT count(*) FROM pay)::int AS "paidPayouts", (SELECT count(*) FROM (SELECT entry_id FROM e UNION SELECT entry_id FROM own) u)::int AS entries`,
     [from, to],

@@ -209,10 +209,14 @@ export async function reconcilePeriod(pool: Pick<Pool, 'connect'>, from: Date, t
       else if (flow.flow === 'refund') checked.succeededRefunds++;
       else checked.paidPayouts++;
     };
-    /** A flow's own entries not of the period (the period's are reported with them, step 2): counted, and reported if it does not explain them. */
+    /**
+     * A flow's own entries not of the period (the period's are reported with them, step 2), up to its end: counted, and
+     * reported if the flow does not explain them. A later one belongs to the period it is dated in, which reports it: a
+     * closed period's answer does not change as entries come (docs/finance-reports.md).
+     */
     const ownOutsideThePeriod = (flow: ReconciledFlow, paired: PairedFlow) => {
       for (const e of paired.own) {
-        if (e.inPeriod) continue;
+        if (e.inPeriod || Date.parse(e.occurredAt) > to.getTime()) continue;
         checked.entries++;
         if (paired.used.has(e.entryId)) continue;
         const difference = unusedEntryDifference(e, { invoiceIsFlow: flow.flow === 'invoice' });
