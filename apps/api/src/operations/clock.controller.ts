@@ -1,5 +1,6 @@
 import { Body, Controller, HttpCode, Inject, Post, Query, UseGuards } from '@nestjs/common';
 import type { Infrastructure } from '#payments/composition';
+import { ManualClockLagError } from '#platform/clock';
 import { ApiError } from '../http/errors/api-error';
 import { INFRASTRUCTURE } from '../http/tokens';
 import { NoParameters, readBody, readQuery, validOptionalBody } from '../http/request-pipe';
@@ -20,6 +21,15 @@ export class ClockController {
     // Read after the manual clock is found; no body reads as {} (seconds: required).
     await readQuery(NoParameters, query);
     const { seconds } = await readBody(AdvanceClockRequest, body, validOptionalBody);
-    return { now: (await sync.advance(seconds)).toISOString() };
+    try {
+      return { now: (await sync.advance(seconds)).toISOString() };
+    } catch (error) {
+      if (!(error instanceof ManualClockLagError)) throw error;
+      // A live process (frozen, overloaded) did not take the time within the bound: not every process decides on it yet.
+      const message = error.moved
+        ? `Часы переведены, но ${error.lagging} процесс(ов) шлюза ещё не перешли на новое время: повторите с {"seconds": 0}, он дождётся их`
+        : `${error.lagging} процесс(ов) шлюза не следят за часами (зависли или отстали): часы не переведены, повторите позже`;
+      throw new ApiError(503, 'provider_unavailable', message, undefined, undefined, { 'Retry-After': '1' });
+    }
   }
 }

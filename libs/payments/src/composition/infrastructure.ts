@@ -110,6 +110,8 @@ export async function openInfrastructure(
     databaseUrl = embedded.url;
   }
   const pool = createPool(databaseUrl, { max: options.poolSize ?? 20, applicationName: options.applicationName, limits: options.limits, readOnly });
+  let followerPool: Pool | null = null;
+  let clockSync: ManualClockSync | null = null;
   try {
     if (readOnly) {
       await checkMigrated(pool, allMigrations);
@@ -139,11 +141,12 @@ export async function openInfrastructure(
         : new PostgresEventStore(pool);
 
     let clock: GatewayClock = new SystemClock();
-    let clockSync: ManualClockSync | null = null;
     if (config.clock === 'manual') {
       // Reads the shared offset (and follows it); only POST /admin/v1/clock/advance writes it.
+      // A writing process follows it on a session of its own, which an advance waits for (read-only: only polled).
       const manual = new ManualClock();
-      clockSync = new ManualClockSync(pool, manual);
+      followerPool = readOnly ? null : createPool(databaseUrl, { max: 1, applicationName: options.applicationName, limits: options.limits });
+      clockSync = new ManualClockSync(pool, manual, { followerPool: followerPool ?? undefined });
       await clockSync.start();
       clock = manual;
     }
@@ -160,11 +163,14 @@ export async function openInfrastructure(
       async close() {
         clockSync?.stop();
         await store.close();
+        await followerPool?.end();
         await pool.end();
         await embedded?.stop();
       },
     };
   } catch (error) {
+    clockSync?.stop();
+    await followerPool?.end().catch(() => undefined);
     await pool.end().catch(() => undefined);
     await embedded?.stop().catch(() => undefined);
     throw error;

@@ -15,7 +15,7 @@ import {
   projectionsMigration,
 } from '#event-store/projections';
 import { streamCatalogMigration, streamCatalogOneIndexMigration } from '../streams/stream-catalog.read-model';
-import { manualClockMigration } from '#platform/clock';
+import { manualClockFollowersMigration, manualClockMigration } from '#platform/clock';
 import { snapshotsMigration } from '#event-store/postgres';
 import {
   balanceTransactionsMigration,
@@ -103,4 +103,5 @@ export const allMigrations: readonly Migration[] = [
   invoiceListsByMerchantMigration,
   webhookDeliveriesByEventMigration,
   projectWebhookSettingsMigration,
+  manualClockFollowersMigration,
 ];
