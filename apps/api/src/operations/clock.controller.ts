@@ -15,20 +15,19 @@ export class ClockController {
 
   @Post('advance')
   @HttpCode(200)
-  async advance(@Body() body: unknown, @Query() query: unknown): Promise<{ now: string }> {
+  async advance(@Body() body: unknown, @Query() query: unknown): Promise<{ now: string; lagging?: number }> {
     const sync = this.infra.clockSync;
     if (!sync) throw ApiError.notFound('not_found', 'Ручные часы выключены: запустите шлюз с CLOCK=manual');
     // Read after the manual clock is found; no body reads as {} (seconds: required).
     await readQuery(NoParameters, query);
     const { seconds } = await readBody(AdvanceClockRequest, body, validOptionalBody);
     try {
-      return { now: (await sync.advance(seconds)).toISOString() };
+      const { now, lagging } = await sync.advance(seconds);
+      // Moved, so 200 (a 5xx means nothing happened): `lagging` names the live processes not on the new time yet (rare).
+      return lagging === 0 ? { now: now.toISOString() } : { now: now.toISOString(), lagging };
     } catch (error) {
       if (!(error instanceof ManualClockLagError)) throw error;
-      // A live process (frozen, overloaded) did not take the time within the bound: not every process decides on it yet.
-      const message = error.moved
-        ? `Часы переведены, но ${error.lagging} процесс(ов) шлюза ещё не перешли на новое время: повторите с {"seconds": 0}, он дождётся их`
-        : `${error.lagging} процесс(ов) шлюза не следят за часами (зависли или отстали): часы не переведены, повторите позже`;
+      const message = `${error.lagging} процесс(ов) шлюза не следят за часами (зависли или отстали): часы не переведены, повторите позже`;
       throw new ApiError(503, 'provider_unavailable', message, undefined, undefined, { 'Retry-After': '1' });
     }
   }

@@ -40,21 +40,10 @@ const LIVE = `EXISTS (SELECT 1 FROM pg_locks l
   WHERE l.locktype = 'advisory' AND l.granted AND l.classid = ${MANUAL_CLOCK_FOLLOWER_NAMESPACE}::oid AND l.objid = f.id::oid
     AND l.objsubid = 2 AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))`;
 
-/**
- * An advance the gateway did not finish: a live process did not take the new offset
- * (or, before anything was written, one is not following the clock) within the bound.
- */
+/** An advance not made: a live process did not answer within the bound (frozen); nothing was written. */
 export class ManualClockLagError extends Error {
-  constructor(
-    /** Whether the offset moved (the processes counted have not followed it yet). */
-    readonly moved: boolean,
-    readonly lagging: number,
-  ) {
-    super(
-      moved
-        ? `the clock moved, but ${lagging} process(es) have not taken the new time yet`
-        : `${lagging} process(es) are not following the clock: nothing moved`,
-    );
+  constructor(readonly lagging: number) {
+    super(`${lagging} process(es) are not following the clock: nothing moved`);
     this.name = 'ManualClockLagError';
   }
 }
@@ -182,10 +171,11 @@ export class ManualClockSync {
 
   /**
    * Moves the shared clock forward by whole seconds (0 just reads it) and answers once
-   * every live process decides on the new time. ManualClockLagError: a live process
-   * did not follow within the bound (`moved` says whether the offset moved).
+   * every live process decides on the new time, or with how many live processes have not
+   * taken it within the bound (one that answered the question, then stopped: rare).
+   * ManualClockLagError: a live process did not answer the question: nothing moved.
    */
-  async advance(seconds: number): Promise<Date> {
+  async advance(seconds: number): Promise<{ now: Date; lagging: number }> {
     // The rows of dead processes (their lock went with their session).
     await this.pool.query(`DELETE FROM manual_clock_followers f WHERE NOT ${LIVE}`);
     // Nothing is written while a live process does not answer (frozen) or runs behind the stored offset:
@@ -194,7 +184,7 @@ export class ManualClockSync {
       `SELECT offset_ms, clock_timestamp()::text AS asked_at, pg_notify('${CHANNEL}', offset_ms::text) FROM manual_clock`,
     );
     const silent = await this.waitForFollowers(Number(asked.rows[0]!.offset_ms), asked.rows[0]!.asked_at);
-    if (silent > 0) throw new ManualClockLagError(false, silent);
+    if (silent > 0) throw new ManualClockLagError(silent);
     const result = await this.pool.query<{ offset_ms: string }>(
       `WITH moved AS (UPDATE manual_clock SET offset_ms = offset_ms + $1 RETURNING offset_ms)
        SELECT offset_ms, pg_notify('${CHANNEL}', offset_ms::text) FROM moved`,
@@ -203,9 +193,8 @@ export class ManualClockSync {
     const offset = Number(result.rows[0]!.offset_ms);
     this.clock.setOffset(offset);
     void this.refresh().catch(() => undefined);
-    const lagging = await this.waitForFollowers(offset, null);
-    if (lagging > 0) throw new ManualClockLagError(seconds > 0, lagging);
-    return this.clock.now();
+    // Moved: an answer, not an error, whatever follows; `lagging` counts the live processes not on it yet.
+    return { now: this.clock.now(), lagging: await this.waitForFollowers(offset, null) };
   }
 
   /**
