@@ -58,6 +58,7 @@ describe('the operator OpenAPI document', () => {
       'get /projects/{id}',
       'patch /projects/{id}',
       'post /projects/{id}/keys/rotate',
+      'post /projects/{id}/webhook-secret/rotate',
       'post /accounts/{id}/payout-addresses',
       'post /payout-addresses/{id}/confirm',
       'post /payouts/{id}/approve',
@@ -121,6 +122,8 @@ describe('the operator OpenAPI document', () => {
     check('/projects', 'post', '201', project.body);
     const got = await gw.operator.http.get(`/admin/v1/projects/${project.body.id}`);
     check('/projects/{id}', 'get', '200', got.body);
+    const rotated = await gw.operator.http.post(`/admin/v1/projects/${project.body.id}/webhook-secret/rotate`);
+    check('/projects/{id}/webhook-secret/rotate', 'post', '201', rotated.body);
     const address = await gw.operator.http.post(`/admin/v1/accounts/${account.body.id}/payout-addresses`, { method: 'sbp', account: '+79161234567' });
     check('/accounts/{id}/payout-addresses', 'post', '201', address.body);
     const advanced = await gw.operator.http.post('/admin/v1/clock/advance', { seconds: 0 });

@@ -31,6 +31,7 @@ import { CreateProjectHandler } from './merchants/create-project.command';
 import { GetAccountHandler } from './merchants/get-account.query';
 import { GetProjectHandler } from './merchants/get-project.query';
 import { RotateProjectKeysHandler } from './merchants/rotate-project-keys.command';
+import { RotateWebhookSecretHandler } from './merchants/rotate-webhook-secret.command';
 import { UpdateProjectHandler } from './merchants/update-project.command';
 import { GetLogCheckpointHandler } from './audit/get-log-checkpoint.query';
 import { GetLedgerHistoryHandler } from './ledger/get-ledger-history.query';
@@ -58,6 +59,7 @@ export const COMMAND_HANDLERS: readonly Type[] = [
   CreateAccountHandler,
   CreateProjectHandler,
   RotateProjectKeysHandler,
+  RotateWebhookSecretHandler,
   UpdateProjectHandler,
   EnableWebhookEndpointHandler,
 ];

@@ -4,22 +4,22 @@
  * - a merchant's secret key: the rotate call; the old pair (secret and public key)
  *   is refused at once by every API process, the new one accepted, the other mode's
  *   untouched; the review calls work with the new key;
- * - a project's webhook secret: the `node -e` sealing script run as printed (with
- *   the gateway's DATA_DIR), the key-id query and the UPDATE as printed; the new secret
- *   opens, signs the webhooks and the HMAC requests in every process, the old one is
- *   refused; a receiver that still checks the old secret gets the webhook again by a
- *   resend once it has the new one;
+ * - a project's webhook secret: the rotate call as printed; the old secret is refused
+ *   by every API process right after its answer, the new one signs the webhooks and
+ *   the HMAC requests in every process; a receiver that still checks the old secret
+ *   gets the webhook again by a resend once it has the new one; the call's refusals
+ *   (404, 401, 400) change nothing;
  * - the operator token: a rolling restart of the API processes with a new ADMIN_TOKEN;
  *   the old token works on a replica not yet restarted, then nowhere; the new one is
  *   never printed; the review queries run.
  */
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
-import { ROOT, RunningGateway, startGateway, temporaryDataDir } from '../../support/gateway-process';
-import { api, expectStatus, Merchant, orderId, poll, sleep } from '../../support/merchant-fixtures';
+import { RunningGateway, startGateway, temporaryDataDir } from '../../support/gateway-process';
+import { api, expectError, expectStatus, Merchant, orderId, poll, sleep } from '../../support/merchant-fixtures';
 import { paidInvoice } from '../../support/money-out-fixtures';
 import { sendSigned } from '../../support/signing';
-import { after, Deployment, docSection, fencedBlock, fill, inlineCode, operatorCall, startDeployment } from '../../support/runbooks';
+import { after, Deployment, docSection, inlineCode, operatorCall, startDeployment } from '../../support/runbooks';
 import { createTestDatabase, TestDatabase } from '../../support/test-database';
 import { startWebhookReceiver, validSignature, WebhookReceiver } from '../../support/webhook-receiver';
 
@@ -111,38 +111,34 @@ describe('runbook: a key leak', () => {
     expectStatus(await gateway.operator.http.get(`/admin/v1/accounts/${shop.accountId}/ledger?mode=live`), 200);
   });
 
-  it("a project's webhook secret: the sealing script and the SQL as printed; the new secret signs webhooks and requests, the old one is refused", async () => {
+  it("a project's webhook secret: the rotate call as printed; the old secret is refused at once everywhere, the new one signs webhooks and requests", async () => {
     const oldSecret = shop.project.webhookSecret as string;
     // The merchant's receiver checks the signature with the secret the merchant holds.
     let merchantSecret = oldSecret;
     receiver.answer = (w) => (validSignature(w, merchantSecret) ? { status: 200, body: 'ok' } : { status: 401, body: 'bad signature' });
-
-    // 1. Generate and seal a new secret with the gateway's own code, in its checkout, with its DATA_DIR.
-    const script = fill(fencedBlock(WEBHOOK_SECRET_PART, 'sh'), { '<project id>': shop.projectId });
-    const run = spawnSync('sh', ['-c', script], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', DATA_DIR: data.dir }, encoding: 'utf8' });
-    if (run.status !== 0) throw new Error(`the sealing script exited ${run.status}:\n${run.stdout}${run.stderr}`);
-    const sealed = run.stdout.trim();
-    expect(sealed).toMatch(/^sealed:v1:[0-9a-f]{8}:\S+$/);
-    // The key id must be the one the other projects' secrets carry.
-    const keyIds = (await db.pool.query<{ split_part: string }>(inlineCode(WEBHOOK_SECRET_PART, 'SELECT DISTINCT split_part('))).rows;
-    expect(keyIds).toEqual([{ split_part: sealed.split(':')[2] }]);
-    // Then store it.
-    const update = fill(fencedBlock(WEBHOOK_SECRET_PART, 'sql'), { '<the sealed value>': sealed, '<project id>': shop.projectId });
-    expect((await db.pool.query(update)).rowCount).toBe(1);
-
-    // It takes effect at once; GET /admin/v1/projects/{id} shows it in clear (it opens), in every API process.
-    const shown = await gateway.operator.http.get(`/admin/v1/projects/${shop.projectId}`);
-    expectStatus(shown, 200);
-    const newSecret = shown.body.webhookSecret as string;
-    expect(newSecret).toMatch(/^whsec_/);
-    expect(newSecret).not.toBe(oldSecret);
-    expect((await api(replica.baseUrl, oldToken).get(`/admin/v1/projects/${shop.projectId}`)).body.webhookSecret).toBe(newSecret);
-    // Signed requests, in every API process (both modes' public keys): the old secret refused at once, the
-    // new one accepted within a poll of the processes (they remember each public key's secret).
     const keys = [shop.keys.test.publicKey, freshLivePublicKey];
+    // Both API processes remember the old secret of both public keys.
+    for (const p of apis()) for (const publicKey of keys) expectStatus(await signedBalance(p.baseUrl, publicKey, oldSecret), 200);
+
+    // 1. The call as printed, without a body.
+    const call = inlineCode(WEBHOOK_SECRET_PART, 'POST /admin/v1/projects/');
+    expect(call).toBe('POST /admin/v1/projects/{id}/webhook-secret/rotate');
+    const rotated = await operatorCall(gateway, call, { '{id}': shop.projectId });
+    expectStatus(rotated, 201);
+    expect(Object.keys(rotated.body)).toEqual(['webhookSecret']);
+    const newSecret = rotated.body.webhookSecret as string;
+    expect(newSecret).toMatch(/^whsec_[A-Za-z0-9_-]{32}$/);
+    expect(newSecret).not.toBe(oldSecret);
+    // Right after the answer, in every API process (the replica still remembering the old one): the old secret refused.
     for (const p of apis()) {
       for (const publicKey of keys) expect((await signedBalance(p.baseUrl, publicKey, oldSecret)).status).toBe(401);
     }
+    // Stored sealed, with the key the other projects' secrets carry; GET shows it in clear in every API process.
+    const stored = await db.pool.query<{ webhook_secret: string }>('SELECT webhook_secret FROM projects WHERE id = $1', [shop.projectId]);
+    expect(stored.rows[0]!.webhook_secret).not.toContain(newSecret.slice(6));
+    expect((await db.pool.query("SELECT DISTINCT split_part(webhook_secret, ':', 3) FROM projects")).rowCount).toBe(1);
+    for (const p of apis()) expect((await api(p.baseUrl, oldToken).get(`/admin/v1/projects/${shop.projectId}`)).body.webhookSecret).toBe(newSecret);
+    // The new one accepted within a poll of the processes (they remember each public key's secret).
     for (const p of apis()) {
       for (const publicKey of keys) {
         // Each refused try counts as a failed authentication of this address: tried every 100 ms.
@@ -183,6 +179,28 @@ describe('runbook: a key leak', () => {
       (d) => d?.status === 'delivered',
       'the delivery delivered',
     );
+  });
+
+  it('the rotate call: 404 for an unknown project (before the body), 401 without the operator token, 400 for a body field or a query parameter; none changes the secret', async () => {
+    const secretNow = async () => (await gateway.operator.http.get(`/admin/v1/projects/${shop.projectId}`)).body.webhookSecret as string;
+    const before = await secretNow();
+    const rotate = (id: string) => `/admin/v1/projects/${id}/webhook-secret/rotate`;
+    expectError(await gateway.operator.http.post(rotate(randomUUID()), { bogus: 1 }), 404, 'not_found');
+    expectError(await gateway.operator.http.post(rotate('not-a-project')), 404, 'not_found');
+    expectError(await api(gateway.api.baseUrl).post(rotate(shop.projectId)), 401, 'unauthorized');
+    expectError(await api(gateway.api.baseUrl, shop.keys.test.secretKey).post(rotate(shop.projectId)), 401, 'unauthorized');
+    expectError(await gateway.operator.http.post(rotate(shop.projectId), { webhookSecret: 'whsec_chosen-by-the-caller' }), 400, 'validation');
+    expectError(await gateway.operator.http.post(rotate(shop.projectId), ['x']), 400, 'validation');
+    expectError(await gateway.operator.http.post(`${rotate(shop.projectId)}?projectId=${shop.projectId}`), 400, 'validation');
+    expect(await secretNow()).toBe(before);
+    // An empty object is no body: rotated, a new secret each call (no idempotency: the last answer's is in force).
+    const first = await gateway.operator.http.post(rotate(shop.projectId), {});
+    expectStatus(first, 201);
+    // The id in capitals names the same project (and the secret is sealed for the project, so it opens).
+    const second = await gateway.operator.http.post(rotate(shop.projectId.toUpperCase()));
+    expectStatus(second, 201);
+    expect(new Set([before, first.body.webhookSecret, second.body.webhookSecret]).size).toBe(3);
+    expect(await secretNow()).toBe(second.body.webhookSecret);
   });
 
   it('the operator token: a rolling restart with a new ADMIN_TOKEN; the old one stops on each replica as it restarts, the new one is never printed', async () => {

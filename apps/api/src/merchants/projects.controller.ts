@@ -6,6 +6,7 @@ import { webhookUrlRefusal } from '#payments/webhooks';
 import { formatMoney, formatPercent } from '#ledger';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
 import type { Project, ProjectSettings } from '#payments/merchants';
+import { RotateWebhookSecret } from '#payments/merchants';
 import { CreateAccount } from '#payments/merchants';
 import { CreateProject } from '#payments/merchants';
 import { GetAccount } from '#payments/merchants';
@@ -15,7 +16,7 @@ import { UpdateProject } from '#payments/merchants';
 import { methodsOf, WEBHOOK_EVENTS } from '#payments/merchants';
 import { isUuid } from '#domain';
 import { ApiError } from '../http/errors/api-error';
-import { NoParameters, readBody, readQuery, validOptionalBody, validRequest } from '../http/request-pipe';
+import { NoFieldsRequest, NoParameters, readBody, readQuery, validOptionalBody, validRequest } from '../http/request-pipe';
 import { CreateAccountRequest, CreateProjectRequest, RotateKeysRequest, settingsOf, UpdateProjectRequest } from './project-settings.request';
 import type { ErrorDetail } from '../http/errors/api-error';
 import { CLOCK_TOKEN, INFRASTRUCTURE } from '../http/tokens';
@@ -142,6 +143,22 @@ export class ProjectsController {
     // No body reads as {} (mode: required); a body that is not an object is said to be one.
     const { mode } = await readBody(RotateKeysRequest, body, validOptionalBody);
     return this.commands.execute(new RotateProjectKeys(id, mode, this.clock.now()));
+  }
+
+  /**
+   * A new webhook secret replaces the project's, in one statement (the old one is not
+   * opened: this also replaces one that does not open). Shown here once, and by GET.
+   */
+  @Post('projects/:id/webhook-secret/rotate')
+  @HttpCode(201)
+  async rotateWebhookSecret(@Param('id') id: string, @Body() body: unknown, @Query() query: unknown) {
+    const project = await this.find(id);
+    await readQuery(NoParameters, query);
+    await readBody(NoFieldsRequest, body, validOptionalBody);
+    // The id as stored (the path may spell it in capitals): it is what the secret is sealed for.
+    const webhookSecret = await this.commands.execute(new RotateWebhookSecret(project.id, this.clock.now()));
+    if (webhookSecret === null) throw new ApiError(404, 'not_found', 'Проект не найден');
+    return { webhookSecret };
   }
 
   /** The settings of a valid request over `base`, or a 400 for the rules that need more than the request. */

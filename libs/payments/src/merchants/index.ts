@@ -9,4 +9,5 @@ export * from './get-account.query';
 export * from './list-accounts.query';
 export * from './get-project.query';
 export * from './rotate-project-keys.command';
+export * from './rotate-webhook-secret.command';
 export * from './update-project.command';

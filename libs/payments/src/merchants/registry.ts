@@ -466,6 +466,28 @@ export class Registry {
     return pair;
   }
 
+  /**
+   * A new webhook secret for the project, sealed for it with the current key, replacing
+   * the stored one in one statement (its trigger counts the change: every API process
+   * forgets the secrets it remembers within a poll, and an HMAC request signed with the
+   * old one is refused at its lookup from the commit on). The old one is never opened:
+   * this is also the way out for a stored secret that does not open. `projectId` as
+   * stored (lower case: the secret is sealed for it). Answers the new secret, or null
+   * for an unknown project.
+   */
+  async rotateWebhookSecret(projectId: string, now: Date): Promise<string | null> {
+    const secret = `whsec_${token(24)}`;
+    const r = await this.pool.query<{ public_key: string }>(
+      `WITH rotated AS (UPDATE projects SET webhook_secret = $2, updated_at = $3 WHERE id = $1 RETURNING id)
+       SELECT k.public_key FROM rotated LEFT JOIN api_keys k ON k.project_id = rotated.id AND k.revoked_at IS NULL`,
+      [projectId, this.secrets.seal(secret, webhookSecretOwner(projectId)), now],
+    );
+    if (r.rowCount === 0) return null;
+    // This process knows the new secret at once (a memory only: every request that holds is looked up).
+    for (const { public_key } of r.rows) if (public_key !== null) this.knownPublicIds.markLive(public_key, secret);
+    return secret;
+  }
+
   private rememberIssued(pair: KeyPair, webhookSecret: string): void {
     this.knownSecretKeys.markLive(hashSecretKey(pair.secretKey), true);
     this.knownPublicIds.markLive(pair.publicKey, webhookSecret);
