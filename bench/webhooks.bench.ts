@@ -210,7 +210,7 @@ async function run(context: BenchContext): Promise<Table[]> {
     const ceiling = async (inFlight: number): Promise<Run> => {
       const agent = new Agent({ keepAliveTimeout: 4000 });
       const headers = {
-        'x-service-signature': webhookSignature(body, project.webhookSecret),
+        'x-service-signature': webhookSignature(body, registry.webhookSecretOf(project)),
         'x-service-timestamp': String(Math.floor(Date.now() / 1000)),
         'x-service-event': 'invoice.paid',
         'x-service-delivery-id': randomUUID(),

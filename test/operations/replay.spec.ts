@@ -153,7 +153,7 @@ describe('the seeded history', () => {
     holdHours,
     methodOverrides: {},
     customerFeeShare: 100,
-    webhookSecret: 'whsec_x',
+    sealedWebhookSecret: 'sealed:v1:x',
     idNamespace: `${id.slice(0, 24)}${'0'.repeat(12)}`,
     createdAt: new Date(0),
     updatedAt: new Date(0),

@@ -42,7 +42,7 @@ beforeAll(async () => {
   registry = new Registry(db.pool, new SecretBox(fixedKeys([randomBytes(32)])));
   const project = await webhookProject(registry, clock.now());
   projectId = project.id;
-  secret = project.webhookSecret;
+  secret = registry.webhookSecretOf(project);
 });
 afterAll(async () => {
   await db.drop();

@@ -119,7 +119,8 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
       );
       started.push(() => app?.close());
       // Every existing key known before the first request: a failing attempt with one costs no lookup.
-      await services.registry.warmUpCredentials();
+      const { unopenable } = await services.registry.warmUpCredentials();
+      for (const error of unopenable) log.warn({ projectId: error.projectId }, error.message);
       stopFollowingSecrets = services.registry.followWebhookSecretChanges();
       drain = connectionDrain(app.getHttpServer());
       honourStopRequest();

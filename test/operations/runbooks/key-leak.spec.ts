@@ -8,7 +8,9 @@
  *   by every API process right after its answer, the new one signs the webhooks and
  *   the HMAC requests in every process; a receiver that still checks the old secret
  *   gets the webhook again by a resend once it has the new one; the call's refusals
- *   (404, 401, 400) change nothing;
+ *   (404, 401, 400) change nothing; a stored secret that does not open (sealed for
+ *   another project) stops only that project's HMAC requests and webhooks, naming the
+ *   project and the call, and the call replaces it;
  * - the operator token: a rolling restart of the API processes with a new ADMIN_TOKEN;
  *   the old token works on a replica not yet restarted, then nowhere; the new one is
  *   never printed; the review queries run.
@@ -201,6 +203,78 @@ describe('runbook: a key leak', () => {
     expectStatus(second, 201);
     expect(new Set([before, first.body.webhookSecret, second.body.webhookSecret]).size).toBe(3);
     expect(await secretNow()).toBe(second.body.webhookSecret);
+  });
+
+  it('a stored secret that does not open (sealed for another project): Bearer works, HMAC and webhooks fail naming the project and the call, which replaces it', async () => {
+    const other = await gateway.operator.merchant({ webhookUrl: receiver.url } as never);
+    receiver.answer = () => ({ status: 200, body: 'ok' });
+    // The mistake: a value sealed for another project stored in this project's row (the table's check takes it).
+    await db.pool.query('UPDATE projects SET webhook_secret = (SELECT webhook_secret FROM projects WHERE id = $2) WHERE id = $1', [
+      other.projectId,
+      shop.projectId,
+    ]);
+    const advice = [other.projectId, `/admin/v1/projects/${other.projectId}/webhook-secret/rotate`];
+    const named = (text: string) => advice.every((part) => text.includes(part));
+    const otherSecret = other.project.webhookSecret as string;
+
+    for (const p of apis()) {
+      // Bearer requests of the project never open the secret.
+      expectStatus(await api(p.baseUrl, other.keys.test.secretKey).get('/v1/balance'), 200);
+      expectStatus(await api(p.baseUrl, other.keys.live.secretKey).post('/v1/invoices', { amount: '10.00', orderId: orderId('unopenable') }), 201);
+    }
+    // An HMAC request is not checked with a secret that does not open (once each process forgot the one it remembered).
+    for (const p of apis()) {
+      await poll(
+        async () => (await signedBalance(p.baseUrl, other.keys.test.publicKey, otherSecret)).status,
+        (status) => status === 500,
+        `${p.baseUrl} refusing to check a signature with the unopenable secret`,
+      );
+      await poll(async () => p.output(), named, `${p.baseUrl} logging the project and the call`);
+    }
+    // The operator's view says what to do; a process starting now starts (and says it too).
+    const shown = await gateway.operator.http.get(`/admin/v1/projects/${other.projectId}`);
+    expectError(shown, 500, 'internal');
+    expect(named(shown.body.error.message)).toBe(true);
+    const third = await startGateway('api', env);
+    try {
+      expect(named(third.output())).toBe(true);
+      expectStatus(await api(third.baseUrl, other.keys.test.secretKey).get('/v1/balance'), 200);
+    } finally {
+      await third.kill();
+    }
+    // A webhook is not signed: its attempt fails naming the project and the call.
+    const invoiceId = await paidInvoice(gateway.operator, other.test, '100.00');
+    const delivery = await poll(
+      async () =>
+        (await gateway.operator.http.get(`/admin/v1/webhook-deliveries?projectId=${other.projectId}`)).body.items.find(
+          (d: { attempts: unknown[] }) => d.attempts.length > 0,
+        ),
+      (d) => d !== undefined,
+      'the failed attempt recorded',
+    );
+    expect(named(delivery.attempts[0].error)).toBe(true);
+    expect(receiver.received.some((w) => w.body?.data?.invoice?.id === invoiceId)).toBe(false);
+
+    // The way out: the call, which never opens the old secret.
+    const rotated = await gateway.operator.http.post(`/admin/v1/projects/${other.projectId}/webhook-secret/rotate`);
+    expectStatus(rotated, 201);
+    const newSecret = rotated.body.webhookSecret as string;
+    expect((await gateway.operator.http.get(`/admin/v1/projects/${other.projectId}`)).body.webhookSecret).toBe(newSecret);
+    for (const p of apis()) {
+      await poll(
+        async () => (await signedBalance(p.baseUrl, other.keys.test.publicKey, newSecret)).status,
+        (status) => status === 200,
+        `${p.baseUrl} accepting the new secret`,
+      );
+    }
+    expectStatus(await gateway.operator.http.post(`/admin/v1/webhook-deliveries/${delivery.id}/resend`), 202);
+    await receiver.waitFor((r) => r.some((w) => w.body?.data?.invoice?.id === invoiceId), 'the webhook signed with the new secret');
+    expect(
+      validSignature(
+        receiver.received.find((w) => w.body?.data?.invoice?.id === invoiceId)!,
+        newSecret,
+      ),
+    ).toBe(true);
   });
 
   it('the operator token: a rolling restart with a new ADMIN_TOKEN; the old one stops on each replica as it restarts, the new one is never printed', async () => {

@@ -5,8 +5,8 @@ import { hostAddresses } from '#payments/webhooks';
 import { webhookUrlRefusal } from '#payments/webhooks';
 import { formatMoney, formatPercent } from '#ledger';
 import { CommandBus, QueryBus } from '@nestjs/cqrs';
-import type { Project, ProjectSettings } from '#payments/merchants';
-import { RotateWebhookSecret } from '#payments/merchants';
+import type { Project, ProjectSettings, Registry } from '#payments/merchants';
+import { RotateWebhookSecret, UnopenableWebhookSecretError } from '#payments/merchants';
 import { CreateAccount } from '#payments/merchants';
 import { CreateProject } from '#payments/merchants';
 import { GetAccount } from '#payments/merchants';
@@ -19,10 +19,11 @@ import { ApiError } from '../http/errors/api-error';
 import { NoFieldsRequest, NoParameters, readBody, readQuery, validOptionalBody, validRequest } from '../http/request-pipe';
 import { CreateAccountRequest, CreateProjectRequest, RotateKeysRequest, settingsOf, UpdateProjectRequest } from './project-settings.request';
 import type { ErrorDetail } from '../http/errors/api-error';
-import { CLOCK_TOKEN, INFRASTRUCTURE } from '../http/tokens';
+import { CLOCK_TOKEN, INFRASTRUCTURE, REGISTRY } from '../http/tokens';
 import { AdminTokenGuard } from '../http/auth/admin-token.guard';
 
-export const projectView = (p: Project) => ({
+/** A project as the operator sees it, with its webhook secret opened (Registry.webhookSecretOf). */
+export const projectView = (p: Project, webhookSecret: string) => ({
   id: p.id,
   accountId: p.accountId,
   name: p.name,
@@ -35,7 +36,7 @@ export const projectView = (p: Project) => ({
   methods: Object.fromEntries(
     methodsOf(p).map((m) => [m.code, { feePct: formatPercent(m.feePct), min: formatMoney(m.min), max: formatMoney(m.max), enabled: m.enabled }]),
   ),
-  webhookSecret: p.webhookSecret,
+  webhookSecret,
   createdAt: p.createdAt.toISOString(),
   updatedAt: p.updatedAt.toISOString(),
   /** When the webhook endpoint was disabled for failing 3 days (re-enabled by POST .../webhook-endpoint/enable), or null. */
@@ -97,6 +98,7 @@ export class ProjectsController {
     private readonly queries: QueryBus,
     @Inject(CLOCK_TOKEN) private readonly clock: Clock,
     @Inject(INFRASTRUCTURE) private readonly infrastructure: Infrastructure,
+    @Inject(REGISTRY) private readonly registry: Registry,
   ) {}
 
   private get allowPrivateNetworks(): boolean {
@@ -115,24 +117,27 @@ export class ProjectsController {
     if (!(await this.queries.execute(new GetAccount(body.accountId)))) throw new ApiError(404, 'not_found', 'Аккаунт не найден', 'accountId');
     const { project, keys } = await this.commands.execute(new CreateProject(body.accountId, settings, this.clock.now()));
     // Secret keys are shown here and on rotation only; the gateway keeps their hashes.
-    return { ...projectView(project), keys };
+    return { ...projectView(project, this.webhookSecretOf(project)), keys };
   }
 
   @Get('projects/:id')
   async getProject(@Param('id') id: string, @Query(validRequest) _query: NoParameters) {
-    return projectView(await this.find(id));
+    const project = await this.find(id);
+    return projectView(project, this.webhookSecretOf(project));
   }
 
   @Patch('projects/:id')
   async updateProject(@Param('id') id: string, @Body() body: unknown, @Query() query: unknown) {
-    await this.find(id);
+    const found = await this.find(id);
+    // Opened before anything is written: a secret that does not open is a 500 that changed nothing.
+    const secret = this.webhookSecretOf(found);
     // Read after the project is found: an unknown project is 404 whatever the body.
     await readQuery(NoParameters, query);
     const request = await readBody(UpdateProjectRequest, body);
     // Merged into the settings as they are when written (a refusal there writes nothing).
     const updated = await this.commands.execute(new UpdateProject(id, (current) => this.settings(request, current), this.clock.now()));
     if (!updated) throw new ApiError(404, 'not_found', 'Проект не найден');
-    return projectView(updated);
+    return projectView(updated, updated.sealedWebhookSecret === found.sealedWebhookSecret ? secret : this.webhookSecretOf(updated));
   }
 
   @Post('projects/:id/keys/rotate')
@@ -167,6 +172,21 @@ export class ProjectsController {
     const details = settingsViolations(settings, request.webhookUrl, this.allowPrivateNetworks);
     if (details.length > 0) throw ApiError.validation(details);
     return settings;
+  }
+
+  /** The project's webhook secret in clear; one that does not open is a 500 naming the project and the way out. */
+  private webhookSecretOf(project: Project): string {
+    try {
+      return this.registry.webhookSecretOf(project);
+    } catch (error) {
+      if (!(error instanceof UnopenableWebhookSecretError)) throw error;
+      throw new ApiError(
+        500,
+        'internal',
+        `Секрет вебхуков проекта ${project.id} не открывается: он зашифрован для другого проекта или другим ключом. ` +
+          `Замените его: POST /admin/v1/projects/${project.id}/webhook-secret/rotate`,
+      );
+    }
   }
 
   private async find(id: string): Promise<Project> {

@@ -35,7 +35,12 @@ export interface Account {
 export interface Project extends ProjectSettings {
   readonly id: string;
   readonly accountId: string;
-  readonly webhookSecret: string;
+  /**
+   * The webhook secret as stored, sealed (webhook-secrets.ts): opened only where it is
+   * used (Registry.webhookSecretOf), so a secret that does not open stops the HMAC
+   * requests and the webhooks of its project, not its Bearer requests.
+   */
+  readonly sealedWebhookSecret: string;
   readonly idNamespace: string;
   readonly createdAt: Date;
   readonly updatedAt: Date;
@@ -124,7 +129,7 @@ const PROJECT_COLUMNS = [
 const projectColumnsOf = (alias: string) => PROJECT_COLUMNS.map((c) => `${alias}.${c}`).join(', ');
 
 /**
- * Webhook secrets opened, by their sealed form and owner: every Bearer lookup reads its
+ * Webhook secrets opened, by their sealed form and owner: every HMAC lookup reads its
  * project's row, and opening the same sealed value (AES-256-GCM) always gives the same
  * secret. A secret replaced or sealed again by a rotation is another sealed value, so
  * what is kept never stands for the stored one; the oldest are forgotten past `max`.
@@ -149,8 +154,8 @@ class OpenedWebhookSecrets {
   }
 }
 
-/** A project from its row, its webhook secret opened (stored sealed: webhook-secrets.ts). */
-const toProject = (r: ProjectRow, secrets: OpenedWebhookSecrets): Project => ({
+/** A project from its row, its webhook secret as stored (sealed: webhook-secrets.ts). */
+const toProject = (r: ProjectRow): Project => ({
   id: r.id,
   accountId: r.account_id,
   name: r.name,
@@ -161,16 +166,38 @@ const toProject = (r: ProjectRow, secrets: OpenedWebhookSecrets): Project => ({
   holdHours: r.hold_hours,
   methodOverrides: r.methods,
   customerFeeShare: r.customer_fee_share,
-  webhookSecret: secrets.open(r.webhook_secret, r.id),
+  sealedWebhookSecret: r.webhook_secret,
   idNamespace: r.id_namespace,
   createdAt: r.created_at,
   updatedAt: r.updated_at,
   webhookDisabledAt: r.webhook_disabled_at,
 });
 
-/** A project's webhook secret, stored sealed, opened. */
+/**
+ * A project's webhook secret that does not open: sealed for another project (the
+ * project id is its associated data), with a key this process does not hold, or
+ * altered. Its HMAC requests and webhooks stop until it is replaced.
+ */
+export class UnopenableWebhookSecretError extends Error {
+  constructor(
+    readonly projectId: string,
+    cause: unknown,
+  ) {
+    super(
+      `the webhook secret of project ${projectId} does not open (${(cause as Error).message}): it was sealed for another project or with ` +
+        `another key; replace it: POST /admin/v1/projects/${projectId}/webhook-secret/rotate`,
+      { cause },
+    );
+  }
+}
+
+/** A project's webhook secret, stored sealed, opened; UnopenableWebhookSecretError when it does not open. */
 function openWebhookSecret(stored: string, projectId: string, secrets: SecretBox): string {
-  return secrets.open(stored, webhookSecretOwner(projectId));
+  try {
+    return secrets.open(stored, webhookSecretOwner(projectId));
+  } catch (error) {
+    throw new UnopenableWebhookSecretError(projectId, error);
+  }
 }
 
 /** The settings columns in table order: name, status, webhook_url, webhook_events, usdt_enabled, hold_hours, methods, customer_fee_share. */
@@ -306,12 +333,27 @@ export class Registry {
   }
 
   private toProject(row: ProjectRow): Project {
-    return toProject(row, this.openedWebhookSecrets);
+    return toProject(row);
   }
 
   /** A project's webhook secret in clear, from its stored form (the `webhook_secret` column, read with a webhook delivery). */
   openWebhookSecret(projectId: string, stored: string): string {
     return openWebhookSecret(stored, projectId, this.secrets);
+  }
+
+  /** The project's webhook secret in clear (HMAC checks, the operator's view); UnopenableWebhookSecretError when it does not open. */
+  webhookSecretOf(project: Pick<Project, 'id' | 'sealedWebhookSecret'>): string {
+    return this.openedWebhookSecrets.open(project.sealedWebhookSecret, project.id);
+  }
+
+  /** The secret opened, or null when it does not open (it is then opened, and refused naming the project, where it is used). */
+  private openedOrNull(projectId: string, stored: string): string | null {
+    try {
+      return this.openedWebhookSecrets.open(stored, projectId);
+    } catch (error) {
+      if (error instanceof UnopenableWebhookSecretError) return null;
+      throw error;
+    }
   }
 
   async createAccount(name: string, email: string, now: Date): Promise<Account> {
@@ -374,7 +416,8 @@ export class Registry {
       const keys = { test: await this.issueKeys(tx, tags, id, 'test', now), live: await this.issueKeys(tx, tags, id, 'live', now) };
       return { project: this.toProject(row.rows[0]!), keys };
     });
-    for (const pair of Object.values(created.keys)) this.rememberIssued(pair, created.project.webhookSecret);
+    const secret = this.webhookSecretOf(created.project);
+    for (const pair of Object.values(created.keys)) this.rememberIssued(pair, secret);
     return created;
   }
 
@@ -454,7 +497,7 @@ export class Registry {
       return {
         pair: await this.issueKeys(tx, tags, projectId, mode, now),
         revoked: old.rows,
-        webhookSecret: stored === undefined ? null : this.openWebhookSecret(projectId, stored),
+        webhookSecret: stored === undefined ? null : this.openedOrNull(projectId, stored),
       };
     });
     // Only once committed: a revocation rolled back must leave the old key live.
@@ -496,25 +539,33 @@ export class Registry {
   /**
    * Loads what the database knows of every key into this process's memory (live
    * ones with their webhook secrets, revoked ones as dead), so that failing attempts
-   * with existing keys cost no lookup from the first request. Answers the keys read.
+   * with existing keys cost no lookup from the first request. Answers the keys read
+   * and the projects whose webhook secret does not open (their public ids are not remembered).
    */
-  async warmUpCredentials(): Promise<number> {
+  async warmUpCredentials(): Promise<{ readonly keys: number; readonly unopenable: readonly UnopenableWebhookSecretError[] }> {
     // The count of secret changes first: a change committed after it is noticed at the next look.
     await this.noticeWebhookSecretChanges();
     const r = await this.pool.query<{ secret_key_hash: string; public_key: string; revoked: boolean; project_id: string; webhook_secret: string }>(
       `SELECT k.secret_key_hash, k.public_key, k.revoked_at IS NOT NULL AS revoked, p.id AS project_id, p.webhook_secret
        FROM api_keys k JOIN projects p ON p.id = k.project_id`,
     );
+    const unopenable = new Map<string, UnopenableWebhookSecretError>();
     for (const key of r.rows) {
       if (key.revoked) {
         this.knownSecretKeys.markDead(key.secret_key_hash);
         this.knownPublicIds.markDead(key.public_key);
-      } else {
-        this.knownSecretKeys.markLive(key.secret_key_hash, true);
-        this.knownPublicIds.markLive(key.public_key, this.openWebhookSecret(key.project_id, key.webhook_secret));
+        continue;
+      }
+      this.knownSecretKeys.markLive(key.secret_key_hash, true);
+      try {
+        this.knownPublicIds.markLive(key.public_key, this.webhookSecretOf({ id: key.project_id, sealedWebhookSecret: key.webhook_secret }));
+      } catch (error) {
+        // Not remembered: its requests are looked up, and refused naming the project.
+        if (!(error instanceof UnopenableWebhookSecretError)) throw error;
+        unopenable.set(key.project_id, error);
       }
     }
-    return r.rowCount ?? 0;
+    return { keys: r.rowCount ?? 0, unopenable: [...unopenable.values()] };
   }
 
   /**

@@ -148,10 +148,11 @@ export class MerchantAuthGuard implements CanActivate {
           lookedUp = true;
           return this.registry.identifyByPublicKey(publicId);
         },
-        (found) => found.project.webhookSecret,
+        // Opened here, not with every lookup: one that does not open fails naming its project (not Bearer requests).
+        (found) => this.registry.webhookSecretOf(found.project),
       );
       if (identity === null) throw fail(ApiError.unauthorized(unknown));
-      webhookSecret = identity.project.webhookSecret;
+      webhookSecret = this.registry.webhookSecretOf(identity.project);
     }
     const lookUpNow = async (): Promise<MerchantIdentity> => {
       if (identity !== null) return identity;
@@ -188,10 +189,11 @@ export class MerchantAuthGuard implements CanActivate {
     }
     if (!signed) throw fail(new ApiError(401, 'signature_invalid', 'Подпись запроса не совпадает'));
     const live = await lookUpNow();
-    if (live.project.webhookSecret !== webhookSecret) {
+    const current = this.registry.webhookSecretOf(live.project);
+    if (current !== webhookSecret) {
       // The project's secret was replaced since this process remembered it: only the current one signs.
       this.registry.knownPublicIds.forget(publicId);
-      if (!signaturesMatch(requestSignature(live.project.webhookSecret, timestamp ?? '', request.rawBody ?? ''), signature)) {
+      if (!signaturesMatch(requestSignature(current, timestamp ?? '', request.rawBody ?? ''), signature)) {
         throw fail(new ApiError(401, 'signature_invalid', 'Подпись запроса не совпадает'));
       }
     }
