@@ -265,8 +265,14 @@ describe('refunds and payouts under concurrency (gateway + a second API process,
       expect(reservations.map((e) => e.reservation!.id).sort()).toEqual([...ids].sort());
       expect(reservations.every((e) => e.reservation!.amount === 7_500)).toBe(true);
       expect(refusalsOf(log, 'refund')).toEqual([]);
-      const journalReserves = (await journal(m.accountId, 'test')).filter((e) => e.kind === 'funds_reserved');
-      expect(journalReserves.map((e) => e.cause).sort()).toEqual(ids.map((id) => `reserve:${id}`).sort());
+      // The operator's journal reads the ledger read model alone (the balance above adds the entries it lacks): wait for it.
+      const reserveCauses = (entries: Json[]) => entries.filter((e) => e.kind === 'funds_reserved').map((e) => String(e.cause));
+      const journalReserves = await poll(
+        async () => reserveCauses(await journal(m.accountId, 'test')),
+        (causes) => causes.length >= ids.length,
+        'the ledger read model to hold the reservations',
+      );
+      expect(journalReserves.sort()).toEqual(ids.map((id) => `reserve:${id}`).sort());
 
       // The invoice: still paid (nothing refunded yet), 13 requests on its stream.
       const before = await getInvoice(m.test, invoiceId);
