@@ -345,33 +345,24 @@ describe('input edges that must be 400 or 404, never 500 and never let through',
       expectError(project, 400, 'validation', 'methods.sbp.min');
     });
 
-    it('a long integer literal before the money field of a payout, and before a percent on the operator API: each checked as written', async () => {
-      // n.000…0e0 reads as the integer n, but an integer is written as digits: it is refused beside the money or percent after it.
+    it('a long integer literal before the money field of a payout, and before a percent on the operator API: both still checked as written', async () => {
+      // n.000…0e0 is the integer n (its exact value): taken, and the money or percent after it still read as written.
       const payout = await send('POST', '/v1/payouts', merchantHeaders(shop.keys.live.secretKey), `{"addressId":${longLiteralOf(addressId)},"amount":1e3}`);
       expectError(payout, 400, 'validation', 'amount');
-      expect(payout.body.error.details.map((d: Json) => [d.param, d.code])).toEqual([
-        ['amount', 'invalid_money_exponent'],
-        ['addressId', 'invalid_type'],
-      ]);
+      expect(payout.body.error.details.map((d: Json) => [d.param, d.code])).toEqual([['amount', 'invalid_money_exponent']]);
       const project = await send(
         'PATCH',
         `/admin/v1/projects/${shop.projectId}`,
         adminHeaders(),
         `{"holdHours":${longLiteralOf(0)},"methods":{"sbp":{"feePct":1e-1}}}`,
       );
-      expectError(project, 400, 'validation', 'holdHours');
-      expect(project.body.error.details.map((d: Json) => [d.param, d.code])).toEqual([
-        ['holdHours', 'invalid_type'],
-        ['methods.sbp.feePct', 'invalid_percent_exponent'],
-      ]);
+      expectError(project, 400, 'validation', 'methods.sbp.feePct');
+      expect(project.body.error.details.map((d: Json) => [d.param, d.code])).toEqual([['methods.sbp.feePct', 'invalid_percent_exponent']]);
       const invoice = await createInvoice(
         `{"orderId":"${orderId('long')}","expire":${longLiteralOf(60)},"amount":"100.00","method":"sbp","customerFeePct":1e-1}`,
       );
       expectError(invoice, 400, 'validation', 'customerFeePct');
-      expect(invoice.body.error.details.map((d: Json) => [d.param, d.code])).toEqual([
-        ['customerFeePct', 'invalid_percent_exponent'],
-        ['expire', 'invalid_type'],
-      ]);
+      expect(invoice.body.error.details.map((d: Json) => [d.param, d.code])).toEqual([['customerFeePct', 'invalid_percent_exponent']]);
     });
 
     it('a literal of 60,000 digits anywhere: an answer in the error shape, and a valid body beside it still works', async () => {

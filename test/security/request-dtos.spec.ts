@@ -105,23 +105,22 @@ describe('request DTOs: hostile keys and nesting', () => {
     [AdvanceClockRequest, '', 'seconds', 0, MAX_ADVANCE_SECONDS, { code: 'invalid', message: `целое число секунд от 0 до ${MAX_ADVANCE_SECONDS}` }],
   ];
   it.each(INTEGER_FIELDS.map(([cls, rest, field, min, max, own]) => [`${cls.name}.${field}`, cls, rest, field, min, max, own] as const))(
-    'the integer %s is checked as written: a point or an exponent is refused whatever the number parses to; digits are judged on their bounds',
+    'the integer %s is judged on the exact value written: a fraction is refused whatever the number parses to; 60.0 is 60; bounds are exact',
     async (_, cls, rest, field, min, max, own) => {
       const body = (literal: string) => `{${rest}"${field}":${literal}}`;
       const details = async (literal: string) => (await refusal(cls, body(literal)))?.error.details ?? null;
       const answer = (code: string, message: string) => [{ param: field, code: own?.code ?? code, message: `${field}: ${own?.message ?? message}` }];
-      const notDigits = answer('invalid_type', 'ожидается целое число, записанное цифрами: без точки и экспоненты');
-      // Literals that parse to min or max (or to a number between them) but are not integers as written.
-      const bad = [`${max}.0`, `${max}.00000000000000000001`, `${min}e0`, `${min}.0E+0`];
-      if (min === 0) bad.push('-0.0', '0.0e5');
-      else bad.push(`${min - 1}.99999999999999999999`);
+      const notDigits = answer('invalid_type', 'ожидается целое число');
+      // Literals that parse to min or max (or to a number between them) but write a fraction.
+      const bad = [`${max}.00000000000000000001`, `${min}.000000000000000000001e0`, `${max}00000000000000000001e-20`];
+      if (min > 0) bad.push(`${min - 1}.99999999999999999999`);
       if (max < 2 ** 52) bad.push(`${max - 1}.99999999999999999999`);
       for (const literal of bad) expect({ literal, details: await details(literal) }).toEqual({ literal, details: notDigits });
       const outOfRange = answer('out_of_range', `от ${min} до ${max}`);
-      for (const literal of [String(min - 1), String(BigInt(max) + 1n), `${max}${'0'.repeat(30)}`]) {
+      for (const literal of [String(min - 1), String(BigInt(max) + 1n), `${max}${'0'.repeat(30)}`, `${BigInt(max) + 1n}.0`, `${BigInt(max) + 1n}e0`]) {
         expect({ literal, details: await details(literal) }).toEqual({ literal, details: outOfRange });
       }
-      for (const literal of [String(min), String(max), ...(min === 0 ? ['-0'] : [])])
+      for (const literal of [String(min), String(max), `${max}.0`, `${min}e0`, `${min}.0E+0`, ...(min === 0 ? ['-0', '-0.0', '0.0e5'] : [])])
         expect({ literal, details: await details(literal) }).toEqual({ literal, details: null });
     },
   );

@@ -165,23 +165,40 @@ const percentProblem = (value: unknown, args: ValidationArguments): Problem | nu
 // Integers: JSON.parse reads `1440.0000000000000001` as 1440 and `1e3` as 1000, so IsInt, Min and Max on the parsed number would take them.
 
 /** An integer as a JSON body writes it: digits, a '-' for a negative (`-0` is zero), no point, no exponent. */
-const INTEGER_LITERAL = /^-?(?:0|[1-9]\d*)$/;
+/**
+ * The exact integer a JSON number literal writes (`60.0` and `6e1` are 60, as JSON
+ * Schema's `integer` reads them), or null when it writes a fraction, however small
+ * (`0.99999999999999999` is not 1). Beyond 10^30 in size: ±10^31 (out of any range).
+ */
+function exactInteger(literal: string): bigint | null {
+  const m = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/.exec(literal);
+  if (!m) return null;
+  const digits = `${m[2]}${m[3] ?? ''}`.replace(/^0+/, '');
+  if (digits === '') return 0n;
+  const sign = m[1] === '-' ? -1n : 1n;
+  // value = digits × 10^exponent
+  const exponent = Number(m[4] ?? '0') - (m[3]?.length ?? 0);
+  if (exponent >= 0) return exponent + digits.length > 31 ? sign * 10n ** 31n : sign * BigInt(digits) * 10n ** BigInt(exponent);
+  const cut = -exponent;
+  if (cut >= digits.length || !/^0+$/.test(digits.slice(-cut))) return null;
+  const whole = digits.slice(0, -cut);
+  return whole.length > 31 ? sign * 10n ** 31n : sign * BigInt(whole);
+}
 
-/** An integer field's literal that is not digits, or whose digits are out of [min, max]; null when no raw body holds it (IsInt, Min and Max judge the number). */
 const integerProblem = (value: unknown, args: ValidationArguments): Problem | null => {
   if (typeof value !== 'number') return null;
   const [min, max] = args.constraints as [number, number];
   const literal = literalOf(args.object, args.property, value);
   if (literal === undefined) return null;
   if (literal === UNACCOUNTED) return { code: 'invalid_type', message: LITERAL_MESSAGE };
-  if (!INTEGER_LITERAL.test(literal)) return { code: 'invalid_type', message: 'ожидается целое число, записанное цифрами: без точки и экспоненты' };
-  const n = BigInt(literal);
+  const n = exactInteger(literal);
+  if (n === null) return { code: 'invalid_type', message: 'ожидается целое число' };
   return n < BigInt(min) || n > BigInt(max) ? { code: 'out_of_range', message: `от ${min} до ${max}` } : null;
 };
 
 /**
- * An integer from min to max, as written in the raw body (`1440.0`, `1e3` and
- * `0.99999999999999999` are refused whatever they parse to): IsInt, Min and Max for the
+ * An integer from min to max, judged on the literal's exact value (`60.0` and `6e1` are
+ * 60; `1440.0000000000000001` is refused whatever it parses to): IsInt, Min and Max for the
  * number and the documents, and the literal's own rule. `options` (a message, a code)
  * apply to all four.
  */
