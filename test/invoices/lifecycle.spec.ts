@@ -251,10 +251,14 @@ describe('invoice lifecycle and balance (CLOCK=manual)', () => {
       const m = await gw.operator.merchant();
       // Three rounds: the worker (every 500 ms) would seldom run between an advance and the read that follows it.
       for (let round = 0; round < 3; round++) {
-        const created = await createInvoice(m.test, { amount: '100.00', method: 'sbp', expire: 1 });
+        const order = orderId('expiring');
+        const created = await createInvoice(m.test, { amount: '100.00', method: 'sbp', expire: 1, orderId: order });
         await gw.operator.advance(60);
         expect((await m.test.get(`/v1/invoices/${created.id}`)).body.status).toBe('expired');
         expectError(await gw.operator.payment(created.id, 'paid'), 409, 'conflict');
+        // A repeat of the create with its orderId (always safe to send again) says the same.
+        const repeat = await m.test.post('/v1/invoices', { amount: '100.00', method: 'sbp', expire: 1, orderId: order });
+        expect({ status: repeat.status, invoice: repeat.body.status }).toEqual({ status: 200, invoice: 'expired' });
       }
     });
 

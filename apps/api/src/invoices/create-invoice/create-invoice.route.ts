@@ -34,7 +34,9 @@ export class CreateInvoiceRoute {
     if (merchant.mode === 'live' && merchant.project.status !== 'active') {
       throw new ApiError(403, 'project_not_active', `Проект не активен (статус ${merchant.project.status}): боевой ключ не может создавать счета`);
     }
-    const { created, invoice } = await this.commands.execute(new CreateInvoice(merchant.project, merchant.mode, request, this.clock.now()));
-    return reply.status(created ? 201 : 200).send(invoiceCreatedView(invoiceView(invoice, this.publicUrl.value)));
+    const now = this.clock.now();
+    const { created, invoice } = await this.commands.execute(new CreateInvoice(merchant.project, merchant.mode, request, now));
+    // A repeat of the orderId answers the invoice as it stands: expired past its expiresAt, as GET by id says.
+    return reply.status(created ? 201 : 200).send(invoiceCreatedView(invoiceView(invoice, this.publicUrl.value, now.toISOString())));
   }
 }
