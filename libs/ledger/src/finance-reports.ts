@@ -427,7 +427,8 @@ export function flowDifferences(flow: ReconciledFlow, entries: EntriesByCause, p
           kind: 'hold_not_released',
           entryId: entry?.entryId ?? null,
           cause: `hold_release:${invoice.invoiceId}`,
-          detail: `Удержание до ${invoice.availableAt} не снято к ${period.to}${releasedLate ? ` (снято ${release.occurredAt})` : ''}`,
+          // Not when it was released later: the answer of a closed period is the same whenever it is asked.
+          detail: `Удержание до ${invoice.availableAt} не снято к ${period.to}`,
         });
       }
       // A release is checked in its own period.
