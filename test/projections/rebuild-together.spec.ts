@@ -311,7 +311,7 @@ describe('projections rebuilt in one pass over the log', () => {
     }
   });
 
-  it('holds the runners’ own locks: a runner waits in standby while a rebuild holds its projection, then follows from the checkpoint', async () => {
+  it('holds the runners’ own locks: a runner stands by (handed over) while a rebuild holds its projection, then follows from the checkpoint', async () => {
     const locks = await HeldProjectionLocks.takeOver(db.pool, ['payouts']);
     expect(locks.names).toEqual(['payouts']);
     await db.pool.query(`UPDATE projection_checkpoints SET commit_position = 0, prepare_position = 0, events_applied = 0 WHERE projection = 'payouts'`);
@@ -319,13 +319,15 @@ describe('projections rebuilt in one pass over the log', () => {
     const runner = new ProjectionRunner(db.pool, store, payoutsProjection, { batchSize: 100, standbyRetryMs: 50 });
     runner.start();
     try {
-      for (let i = 0; runner.status().state !== 'standby'; i++) {
-        if (i > 1_000) throw new Error(`the runner never went to standby: ${JSON.stringify(runner.status())}`);
+      for (let i = 0; runner.status().state !== 'handed_over'; i++) {
+        if (i > 1_000) throw new Error(`the runner never stood by: ${JSON.stringify(runner.status())}`);
         await sleep(20);
       }
-      // A second taker finds the projection held, and takes nothing.
+      // A second taker finds the projection held, and takes nothing; the first one's request stays (handed over, not standby).
       await expect(HeldProjectionLocks.takeOver(db.pool, ['refunds', 'payouts'], { waitMs: 300 })).rejects.toThrow(ProjectionHeldError);
       expect((await readCheckpoint(db.pool, 'payouts'))!.eventsApplied).toBe(0n);
+      await sleep(200);
+      expect(runner.status().state).toBe('handed_over');
       await locks.release();
       await caughtUp(runner);
     } finally {

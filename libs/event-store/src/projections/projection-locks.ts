@@ -84,7 +84,9 @@ export class HeldProjectionLocks {
         `INSERT INTO projection_handovers (projection, requester, requester_pid, requested_at)
          SELECT projection, $2, pg_backend_pid(), clock_timestamp() FROM unnest($1::text[]) AS p(projection)
          ON CONFLICT (projection) DO UPDATE SET requester = EXCLUDED.requester, requester_pid = EXCLUDED.requester_pid,
-           requested_at = EXCLUDED.requested_at`,
+           requested_at = EXCLUDED.requested_at
+         -- Another job's request stays while its session lives (this one, if it gives up, deletes only its own).
+         WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = projection_handovers.requester_pid)`,
         [names, holder],
       );
       try {
