@@ -207,7 +207,7 @@ const ERROR_TEXT: Readonly<Record<string, string>> = {
   idempotency_key_conflict: 'Idempotency-Key уже использован этой парой ключей с другим запросом (метод, адрес или тело); param: Idempotency-Key',
   idempotency_key_in_use: 'запрос с этим Idempotency-Key ещё выполняется дольше, чем ждёт повтор; повторить после Retry-After, ответ будет ответом первого запроса',
   payload_too_large: 'тело запроса больше 64 КБ',
-  request_timeout: 'запрос не получен целиком за 60 секунд; безопасно отправить снова',
+  request_timeout: 'запрос (заголовки или тело) не получен целиком за 60 секунд; безопасно отправить снова',
   unsupported_media_type: 'тело не application/json или сжато (Content-Encoding не identity)',
 };
 
@@ -242,7 +242,7 @@ export const UNAVAILABLE = errorResponse(
 const VALIDATION = errorResponse('Запрос не прошёл проверку', ['validation']);
 /** A body the gateway could not read: too large, or not JSON as sent. */
 const PAYLOAD_TOO_LARGE = errorResponse('Тело запроса слишком большое', ['payload_too_large']);
-/** A request whose body was not all in within 60 s (nothing was read or done). */
+/** A request (headers or body) not all in within 60 s: nothing was read or done. */
 const REQUEST_TIMEOUT = errorResponse('Запрос не получен целиком вовремя', ['request_timeout']);
 const UNSUPPORTED_MEDIA_TYPE = errorResponse('Тело запроса не в формате application/json', ['unsupported_media_type']);
 
@@ -804,14 +804,16 @@ const DESCRIPTION = `Платёжный шлюз для мерчантов: сч
 // The document
 // ---------------------------------------------------------------------------
 
-/** Each operation of the paths with 503 among its answers. */
-const answeringUnavailable = (paths: Record<string, PathItemObject>, unavailable: ResponseObject): Record<string, PathItemObject> =>
+/** Each operation of the paths with the answers every request may get among its own: 408 (not all in within 60 s) and 503. */
+const answeringEveryRequest = (paths: Record<string, PathItemObject>, unavailable: ResponseObject): Record<string, PathItemObject> =>
   Object.fromEntries(
     Object.entries(paths).map(([path, item]) => [
       path,
       Object.fromEntries(
         Object.entries(item).map(([key, value]) =>
-          (HTTP_METHODS as readonly string[]).includes(key) ? [key, { ...(value as OperationObject), responses: { ...(value as OperationObject).responses, '503': unavailable } }] : [key, value],
+          (HTTP_METHODS as readonly string[]).includes(key)
+            ? [key, { ...(value as OperationObject), responses: { ...(value as OperationObject).responses, '408': REQUEST_TIMEOUT, '503': unavailable } }]
+            : [key, value],
         ),
       ),
     ]),
@@ -839,7 +841,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
     { name: 'Вебхуки', description: 'Исходящие подписанные уведомления на webhook_url проекта' },
     { name: 'Аудит', description: 'Подписанные выписки и открытые ключи, которыми их проверить' },
   ],
-  paths: answeringUnavailable({
+  paths: answeringEveryRequest({
     '/invoices': {
       post: {
         operationId: 'createInvoice',
@@ -854,7 +856,6 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
           '201': okKeyed('Счёт создан', ref('InvoiceCreated')),
           '200': okKeyed('Счёт с этим orderId уже есть в проекте с теми же параметрами (идемпотентный повтор)', ref('InvoiceCreated')),
           '400': VALIDATION,
-          '408': REQUEST_TIMEOUT,
           '413': PAYLOAD_TOO_LARGE,
           '415': UNSUPPORTED_MEDIA_TYPE,
           '401': UNAUTHORIZED,
@@ -910,7 +911,6 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
         responses: {
           '202': okKeyed('Возврат принят, статус pending (повтор с тем же Idempotency-Key: тот же возврат)', ref('Refund')),
           '400': VALIDATION,
-          '408': REQUEST_TIMEOUT,
           '413': PAYLOAD_TOO_LARGE,
           '415': UNSUPPORTED_MEDIA_TYPE,
           '401': UNAUTHORIZED,
@@ -1055,7 +1055,6 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
           '201': okKeyed('Заявка создана (повтор без orderId с тем же Idempotency-Key: та же заявка)', ref('Payout')),
           '200': okKeyed('Заявка с этим orderId уже есть (идемпотентный повтор)', ref('Payout')),
           '400': VALIDATION,
-          '408': REQUEST_TIMEOUT,
           '413': PAYLOAD_TOO_LARGE,
           '415': UNSUPPORTED_MEDIA_TYPE,
           '401': UNAUTHORIZED,

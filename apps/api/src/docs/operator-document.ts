@@ -35,7 +35,7 @@ const idParam = (description: string, schema: SchemaObject = { type: 'string' })
 
 const ERRORS = {
   '400': error('Запрос не прошёл проверку (также любой параметр адреса, которого маршрут не принимает): code validation, param и details называют поля'),
-  '408': error('Тело не получено целиком за 60 секунд: code request_timeout; безопасно отправить снова'),
+  '408': error('Запрос (заголовки или тело) не получен целиком за 60 секунд: code request_timeout; безопасно отправить снова'),
   '413': error('Тело запроса больше 64 КБ: code payload_too_large'),
   '415': error('Тело не application/json или сжато (Content-Encoding не identity): code unsupported_media_type'),
   '401': error('Нет токена оператора или он неверный: code unauthorized'),
@@ -43,11 +43,11 @@ const ERRORS = {
   '500': error('Внутренняя ошибка: code internal'),
 } as const;
 
-/** Every route refuses a parameter it does not take (400), answers 500 and 503 as any; a body that could not be read is 408, 413 or 415. */
+/** Every route refuses a parameter it does not take (400), answers 408 (not all in within 60 s), 500 and 503 as any; a body that could not be read is 413 or 415. */
 function operation(o: Omit<OperationObject, 'tags' | 'responses'> & { tag: string; responses: Record<string, ResponseObject> }): OperationObject {
   const { tag, ...rest } = o;
-  const unread: Record<string, ResponseObject> = o.requestBody ? { '408': ERRORS['408'], '413': ERRORS['413'], '415': ERRORS['415'] } : {};
-  const failed = { '500': ERRORS['500'], '503': UNAVAILABLE };
+  const unread: Record<string, ResponseObject> = o.requestBody ? { '413': ERRORS['413'], '415': ERRORS['415'] } : {};
+  const failed = { '408': ERRORS['408'], '500': ERRORS['500'], '503': UNAVAILABLE };
   return { ...rest, tags: [tag], responses: { ...o.responses, '400': ERRORS['400'], ...unread, '401': ERRORS['401'], '429': ERRORS['429'], ...failed } };
 }
 

@@ -1190,6 +1190,19 @@ export interface operations {
                 };
             };
             /**
+             * @description Запрос не получен целиком вовремя
+             *
+             *     - `request_timeout`: запрос (заголовки или тело) не получен целиком за 60 секунд; безопасно отправить снова
+             */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
              * @description Слишком много запросов; повторить после Retry-After
              *
              *     - `rate_limited`: больше 60 запросов в секунду на ключ или опрос одного счёта / выплаты чаще раза в 3 секунды
@@ -1318,7 +1331,7 @@ export interface operations {
             /**
              * @description Запрос не получен целиком вовремя
              *
-             *     - `request_timeout`: запрос не получен целиком за 60 секунд; безопасно отправить снова
+             *     - `request_timeout`: запрос (заголовки или тело) не получен целиком за 60 секунд; безопасно отправить снова
              */
             408: {
                 headers: {
@@ -1498,6 +1511,19 @@ export interface operations {
                 };
             };
             /**
+             * @description Запрос не получен целиком вовремя
+             *
+             *     - `request_timeout`: запрос (заголовки или тело) не получен целиком за 60 секунд; безопасно отправить снова
+             */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
              * @description Слишком много запросов; повторить после Retry-After
              *
              *     - `rate_limited`: больше 60 запросов в секунду на ключ или опрос одного счёта / выплаты чаще раза в 3 секунды
@@ -1618,7 +1644,7 @@ export interface operations {
             /**
              * @description Запрос не получен целиком вовремя
              *
-             *     - `request_timeout`: запрос не получен целиком за 60 секунд; безопасно отправить снова
+             *     - `request_timeout`: запрос (заголовки или тело) не получен целиком за 60 секунд; безопасно отправить снова
              */
             408: {
                 headers: {
@@ -1797,6 +1823,19 @@ export interface operations {
                 };
             };
             /**
+             * @description Запрос не получен целиком вовремя
+             *
+             *     - `request_timeout`: запрос (заголовки или тело) не получен целиком за 60 секунд; безопасно отправить снова
+             */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
              * @description Слишком много запросов; повторить после Retry-After
              *
              *     - `rate_limited`: больше 60 запросов в секунду на ключ или опрос одного счёта / выплаты чаще раза в 3 секунды
@@ -1890,6 +1929,19 @@ export interface operations {
                 };
             };
             /**
+             * @description Запрос не получен целиком вовремя
+             *
+             *     - `request_timeout`: запрос (заголовки или тело) не получен целиком за 60 секунд; безопасно отправить снова
+             */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
              * @description Слишком много запросов; повторить после Retry-After
              *
              *     - `rate_limited`: больше 60 запросов в секунду на ключ или опрос одного счёта / выплаты чаще раза в 3 секунды
@@ -1976,6 +2028,19 @@ export interface operations {
                 headers: {
                     /** @description Только у timestamp_invalid: время шлюза в секундах Unix, чтобы клиент с ушедшими часами поправил X-Timestamp и подписал запрос заново */
                     "X-Server-Time"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Запрос не получен целиком вовремя
+             *
+             *     - `request_timeout`: запрос (заголовки или тело) не получен целиком за 60 секунд; безопасно отправить снова
+             */
+            408: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -2081,6 +2146,19 @@ export interface operations {
                 };
             };
             /**
+             * @description Запрос не получен целиком вовремя
+             *
+             *     - `request_timeout`: запрос (заголовки или тело) не получен целиком за 60 секунд; безопасно отправить снова
+             */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
              * @description Слишком много запросов; повторить после Retry-After
              *
              *     - `rate_limited`: больше 60 запросов в секунду на ключ или опрос одного счёта / выплаты чаще раза в 3 секунды
@@ -2149,6 +2227,19 @@ export interface operations {
              *     - `validation`: тело не JSON, неверный тип, формат или значение перечисления; param указывает поле
              */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Запрос не получен целиком вовремя
+             *
+             *     - `request_timeout`: запрос (заголовки или тело) не получен целиком за 60 секунд; безопасно отправить снова
+             */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2241,6 +2332,19 @@ export interface operations {
                 headers: {
                     /** @description Только у timestamp_invalid: время шлюза в секундах Unix, чтобы клиент с ушедшими часами поправил X-Timestamp и подписал запрос заново */
                     "X-Server-Time"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Запрос не получен целиком вовремя
+             *
+             *     - `request_timeout`: запрос (заголовки или тело) не получен целиком за 60 секунд; безопасно отправить снова
+             */
+            408: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -2349,6 +2453,19 @@ export interface operations {
              *     - `not_found`: выплата не найдена (по id или по orderId)
              */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Запрос не получен целиком вовремя
+             *
+             *     - `request_timeout`: запрос (заголовки или тело) не получен целиком за 60 секунд; безопасно отправить снова
+             */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2466,6 +2583,19 @@ export interface operations {
                 };
             };
             /**
+             * @description Запрос не получен целиком вовремя
+             *
+             *     - `request_timeout`: запрос (заголовки или тело) не получен целиком за 60 секунд; безопасно отправить снова
+             */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
              * @description Слишком много запросов; повторить после Retry-After
              *
              *     - `rate_limited`: больше 60 запросов в секунду на ключ или опрос одного счёта / выплаты чаще раза в 3 секунды
@@ -2552,6 +2682,19 @@ export interface operations {
                 headers: {
                     /** @description Только у timestamp_invalid: время шлюза в секундах Unix, чтобы клиент с ушедшими часами поправил X-Timestamp и подписал запрос заново */
                     "X-Server-Time"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Запрос не получен целиком вовремя
+             *
+             *     - `request_timeout`: запрос (заголовки или тело) не получен целиком за 60 секунд; безопасно отправить снова
+             */
+            408: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -2666,6 +2809,19 @@ export interface operations {
              *     - `not_found`: выплата не найдена (по id или по orderId)
              */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Запрос не получен целиком вовремя
+             *
+             *     - `request_timeout`: запрос (заголовки или тело) не получен целиком за 60 секунд; безопасно отправить снова
+             */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2815,7 +2971,7 @@ export interface operations {
             /**
              * @description Запрос не получен целиком вовремя
              *
-             *     - `request_timeout`: запрос не получен целиком за 60 секунд; безопасно отправить снова
+             *     - `request_timeout`: запрос (заголовки или тело) не получен целиком за 60 секунд; безопасно отправить снова
              */
             408: {
                 headers: {
@@ -2988,6 +3144,19 @@ export interface operations {
              *     - `not_found`: выплата не найдена (по id или по orderId)
              */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /**
+             * @description Запрос не получен целиком вовремя
+             *
+             *     - `request_timeout`: запрос (заголовки или тело) не получен целиком за 60 секунд; безопасно отправить снова
+             */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
