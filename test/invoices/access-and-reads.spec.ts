@@ -435,6 +435,7 @@ describe('merchant API access, modes and reads', () => {
       ['to 29 February of a common year', 'to=2026-02-29T12:00:00Z', 'to'],
       ['to 24:00 (not the next midnight)', 'to=2026-03-01T24:00:00Z', 'to'],
       ['to before from (invalid_range, as the reports answer it)', 'from=2026-03-02T00:00:00Z&to=2026-03-01T23:59:59.999Z', 'to'],
+      ['to before from by less than a millisecond', 'from=2026-03-01T00:00:00.0009Z&to=2026-03-01T00:00:00.0001Z', 'to'],
       ['orderId of 129 characters', `orderId=${'x'.repeat(129)}`, 'orderId'],
     ])('%s → 400 validation', async (_, query, param) => {
       const r = await lister.test.get(`/v1/invoices?${query}`);

@@ -8,9 +8,8 @@ import { refuseReversedRange } from '../http/period-page.request';
 
 /** `from` not after `to` (both already real ISO instants). */
 export function period(from: string, to: string): { from: Date; to: Date } {
-  const range = { from: new Date(from), to: new Date(to) };
-  refuseReversedRange(range.from, range.to);
-  return range;
+  refuseReversedRange(from, to);
+  return { from: new Date(from), to: new Date(to) };
 }
 
 /**

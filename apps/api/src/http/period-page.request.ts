@@ -25,7 +25,7 @@ export class PeriodPageQuery extends PageQuery {
 
   @Optional()
   @IsoInstant()
-  @JSONSchema({ description: 'Произошли раньше этого момента (не включительно)' })
+  @JSONSchema({ description: 'Произошли раньше этого момента (не включительно); не раньше from (иначе 400 invalid_range)' })
   to?: string;
 }
 
@@ -40,16 +40,23 @@ export const rangeBound = (text: string | undefined): Date | undefined => {
   return /\.\d{3}0*[1-9]/.test(text) ? new Date(at.getTime() + 1) : at;
 };
 
-/** A `to` before `from` (instants already valid): 400 validation, `invalid_range` on `to`, on every list and report. */
-export function refuseReversedRange(from: Date | undefined, to: Date | undefined): void {
-  if (from !== undefined && to !== undefined && to.getTime() < from.getTime()) {
+/** A valid instant's order, to the last digit written: its millisecond, then the fraction's digits past the third. */
+const instantOrder = (text: string): [number, string] => [new Date(text).getTime(), /\.\d{3}(\d*)/.exec(text)?.[1] ?? ''];
+
+/** A `to` before `from` (valid instants, compared exactly): 400 validation, `invalid_range` on `to`, on every list and report. */
+export function refuseReversedRange(from: string | undefined, to: string | undefined): void {
+  if (from === undefined || to === undefined) return;
+  const [fromMs, fromPast] = instantOrder(from);
+  const [toMs, toPast] = instantOrder(to);
+  const digits = Math.max(fromPast.length, toPast.length);
+  if (toMs < fromMs || (toMs === fromMs && toPast.padEnd(digits, '0') < fromPast.padEnd(digits, '0'))) {
     throw ApiError.validation([{ param: 'to', code: 'invalid_range', message: 'Конец периода to не может быть раньше начала from' }]);
   }
 }
 
 /** The bounds of a list's [from, to) as asked (rangeBound), `to` not before `from`. */
 export function rangeOf(query: { readonly from?: string; readonly to?: string }): { from: Date | undefined; to: Date | undefined } {
-  refuseReversedRange(query.from === undefined ? undefined : new Date(query.from), query.to === undefined ? undefined : new Date(query.to));
+  refuseReversedRange(query.from, query.to);
   return { from: rangeBound(query.from), to: rangeBound(query.to) };
 }
 
