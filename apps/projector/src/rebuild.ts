@@ -20,7 +20,7 @@ import { allProjections, rebuildPassesOf } from '#payments/read-models';
 import type { RebuildPassMessage, RebuildPassWork } from './rebuild-pass.worker';
 
 /**
- * `npm run projections:rebuild [name...] [--batch-size N] [--from-events] [--handover-wait S]`: empties the
+ * `npm run projections:rebuild [-- name... --batch-size N --from-events --handover-wait S]`: empties the
  * named read models (all when none is named) and rebuilds them from position zero of
  * the log, in pages of N events (default 10000), with a progress bar (decision 0095):
  *

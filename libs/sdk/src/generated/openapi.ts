@@ -1137,7 +1137,7 @@ export interface operations {
                 status?: "created" | "pending" | "paid" | "failed" | "expired" | "refunded" | "partially_refunded";
                 /** @description Созданы в этот момент или позже (включительно) */
                 from?: string;
-                /** @description Созданы раньше этого момента (не включительно) */
+                /** @description Созданы раньше этого момента (не включительно); не раньше from (иначе 400 invalid_range) */
                 to?: string;
                 /** @description Размер страницы */
                 limit?: number;
@@ -2290,7 +2290,7 @@ export interface operations {
                 cursor?: string;
                 /** @description Произошли в этот момент или позже (включительно) */
                 from?: string;
-                /** @description Произошли раньше этого момента (не включительно) */
+                /** @description Произошли раньше этого момента (не включительно); не раньше from (иначе 400 invalid_range) */
                 to?: string;
             };
             header?: never;
@@ -2533,7 +2533,7 @@ export interface operations {
                 cursor?: string;
                 /** @description Произошли в этот момент или позже (включительно) */
                 from?: string;
-                /** @description Произошли раньше этого момента (не включительно) */
+                /** @description Произошли раньше этого момента (не включительно); не раньше from (иначе 400 invalid_range) */
                 to?: string;
             };
             header?: never;

@@ -27,6 +27,6 @@ export class ListInvoicesQuery extends PageQuery {
 
   @Optional()
   @IsoInstant()
-  @JSONSchema({ description: 'Созданы раньше этого момента (не включительно)' })
+  @JSONSchema({ description: 'Созданы раньше этого момента (не включительно); не раньше from (иначе 400 invalid_range)' })
   to?: string;
 }
