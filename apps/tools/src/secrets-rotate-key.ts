@@ -3,7 +3,7 @@ import { loadConfigOrExit, refuseArgumentsOrExit } from '#payments/composition';
 import { openInfrastructure } from '#payments/composition';
 import { createLogger } from '#platform/logging';
 import { NoEmbeddedDatabaseError } from '#platform/database';
-import { resealWebhookSecrets } from '#payments/merchants';
+import { resealWebhookSecrets, unopenableWebhookSecrets } from '#payments/merchants';
 import { AuditSigningKeys } from '#payments/audit';
 import type { Infrastructure } from '#payments/composition';
 import { keyIdOf, keyFileSource, writeKeyFile } from '#platform/secrets';
@@ -13,6 +13,21 @@ async function reseal(infra: Infrastructure): Promise<[number, string]> {
   const webhook = await resealWebhookSecrets(infra.pool, infra.secrets);
   const signing = await new AuditSigningKeys(infra.pool, infra, infra.clock).reseal();
   return [webhook, signing > 0 ? '  The audit signing key (sealed in the database) was sealed again too.\n' : ''];
+}
+
+/**
+ * Refuses (before anything is written: the key file, a secret) when a stored webhook
+ * secret does not open with the keys held, naming each such project and the call
+ * that replaces its secret: sealed again, it would stay unusable under the new key.
+ */
+async function refuseUnopenable(infra: Infrastructure): Promise<void> {
+  const unopenable = await unopenableWebhookSecrets(infra.pool, infra.secrets);
+  if (unopenable.length === 0) return;
+  throw new Error(
+    `nothing was changed: the webhook secret of ${unopenable.length} project(s) does not open with the keys held, so it cannot be ` +
+      `sealed again; replace each with POST /admin/v1/projects/{id}/webhook-secret/rotate, then run this again:\n` +
+      unopenable.map((e) => `  ${e.message}`).join('\n'),
+  );
 }
 
 /**
@@ -33,6 +48,7 @@ async function main(): Promise<void> {
   if (config.secretsKeys) {
     const infra = await openInfrastructure(config, log, { applicationName: 'gateway-secrets-rotate-key', poolSize: 2, createDatabase: false });
     try {
+      await refuseUnopenable(infra);
       const [resealed, signing] = await reseal(infra);
       const current = infra.secrets.currentKeyId;
       process.stdout.write(
@@ -48,9 +64,10 @@ async function main(): Promise<void> {
     return;
   }
 
-  // The key file: checked against the database first (openInfrastructure refuses keys that cannot open what is stored).
+  // The key file: checked against the database first (refuseUnopenable), so that a refusal leaves it as it was.
   const infra = await openInfrastructure(config, log, { applicationName: 'gateway-secrets-rotate-key', poolSize: 2, createDatabase: false });
   try {
+    await refuseUnopenable(infra);
     const source = keyFileSource(config.dataDir);
     const before = source.keys();
     const fresh = randomBytes(32);

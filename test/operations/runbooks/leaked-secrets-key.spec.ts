@@ -9,6 +9,9 @@
  * - SECRETS_KEY: every process restarted with `new,old`, the command run with it, then
  *   every process restarted with `new`; a process with only the new key refuses to
  *   start before the command ran, and one with only the old key after.
+ * - a stored secret that does not open (sealed for another project, or with a key no
+ *   process holds): the command changes nothing, naming each project and the rotate
+ *   call; after the call it rotates.
  * Step 2 (the database leaked too) is the webhook-secret part of
  * test/operations/runbooks/key-leak.spec.ts.
  */
@@ -16,12 +19,13 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Client as PgClient } from 'pg';
-import { keyIdOf } from '#platform/secrets';
-import { RunningProcess, startProcess, temporaryDataDir, PROJECTOR_PUBLIC_URL } from '../../support/gateway-process';
-import { expectStatus, Merchant, orderId } from '../../support/merchant-fixtures';
+import { fixedKeys, keyIdOf, SecretBox } from '#platform/secrets';
+import { webhookSecretOwner } from '#payments/merchants';
+import { RunningGateway, RunningProcess, startGateway, startProcess, temporaryDataDir, PROJECTOR_PUBLIC_URL } from '../../support/gateway-process';
+import { ADMIN_TOKEN, expectStatus, Merchant, Operator, orderId } from '../../support/merchant-fixtures';
 import { paidInvoice } from '../../support/money-out-fixtures';
 import { sendSigned } from '../../support/signing';
-import { after, Deployment, docSection, embeddedDatabaseUrl, runCommandOk, startDeployment } from '../../support/runbooks';
+import { after, Deployment, docSection, embeddedDatabaseUrl, runCommand, runCommandOk, startDeployment } from '../../support/runbooks';
 import { createTestDatabase, TestDatabase } from '../../support/test-database';
 import { startWebhookReceiver, validSignature, WebhookReceiver } from '../../support/webhook-receiver';
 
@@ -186,7 +190,7 @@ describe('runbook: a leaked secrets key, SECRETS_KEY', () => {
     await gateway.stop();
     gateway = await start(`${fresh},${leaked}`);
     await expectSecretsWork(gateway, shop, receiver);
-    // A process with only the new key, started before the command finished, refuses to start.
+    // A process with only the new key, started before the command ran, refuses to start.
     expect(await refusesToStart(fresh)).toContain(`sealed with key ${idOf(leaked)}`);
     // The command with the same value.
     const rotated = await runCommandOk('secrets-rotate-key', { DATABASE_URL: db.url, SECRETS_KEY: `${fresh},${leaked}` });
@@ -201,5 +205,58 @@ describe('runbook: a leaked secrets key, SECRETS_KEY', () => {
     expect((await gateway.operator.http.get(`/admin/v1/projects/${shop.projectId}`)).body.webhookSecret).toBe(shop.project.webhookSecret);
     // The leaked key alone opens nothing any more: a process with it refuses to start.
     expect(await refusesToStart(leaked)).toContain(`sealed with key ${idOf(fresh)}`);
+  });
+});
+
+describe('runbook: a leaked secrets key, with a stored secret that does not open', () => {
+  let db: TestDatabase;
+  const data = temporaryDataDir();
+  const keyFile = path.join(data.dir, 'secrets.key');
+  let gateway: RunningGateway | null = null;
+
+  beforeAll(async () => {
+    db = await createTestDatabase({ poolSize: 2 });
+  });
+  afterAll(async () => {
+    await gateway?.kill();
+    await db?.drop();
+    data.remove();
+  });
+
+  it('secrets:rotate-key changes nothing, naming each project and the rotate call; after the call it rotates', async () => {
+    // The choice the runbook prints.
+    expect(after(RUNBOOK, '**Seal everything with a new key**')).toMatch(/does not open, it changes\s+nothing \(exit 1\) and names each\s+such project/);
+    const env = { DATABASE_URL: db.url, DATA_DIR: data.dir, ADMIN_TOKEN };
+    gateway = await startGateway('api', env);
+    const operator = new Operator(gateway.baseUrl, ADMIN_TOKEN);
+    const [shop, misplaced, foreign] = [await operator.merchant(), await operator.merchant(), await operator.merchant()];
+    // Sealed for another project (its value copied into this row), and sealed with a key no process holds (another DATA_DIR's).
+    await db.pool.query('UPDATE projects SET webhook_secret = (SELECT webhook_secret FROM projects WHERE id = $2) WHERE id = $1', [
+      misplaced.projectId,
+      shop.projectId,
+    ]);
+    const stray = new SecretBox(fixedKeys([randomBytes(32)])).seal(`whsec_${randomBytes(24).toString('base64url')}`, webhookSecretOwner(foreign.projectId));
+    await db.pool.query('UPDATE projects SET webhook_secret = $2 WHERE id = $1', [foreign.projectId, stray]);
+    const stored = async () => (await db.pool.query('SELECT id, webhook_secret FROM projects ORDER BY id')).rows;
+    const before = { file: readFileSync(keyFile, 'utf8'), secrets: await stored() };
+
+    const refused = await runCommand('secrets-rotate-key', env);
+    expect(refused.code).toBe(1);
+    for (const m of [misplaced, foreign]) {
+      expect(refused.output).toContain(`the webhook secret of project ${m.projectId} does not open`);
+      expect(refused.output).toContain(`POST /admin/v1/projects/${m.projectId}/webhook-secret/rotate`);
+    }
+    expect(refused.output).not.toContain(`project ${shop.projectId} does not open`);
+    // Nothing written: the key file and every stored secret as they were.
+    expect(readFileSync(keyFile, 'utf8')).toBe(before.file);
+    expect(await stored()).toEqual(before.secrets);
+
+    // The way out it names: the call for each, then the command.
+    for (const m of [misplaced, foreign]) expectStatus(await operator.http.post(`/admin/v1/projects/${m.projectId}/webhook-secret/rotate`), 201);
+    const rotated = await runCommandOk('secrets-rotate-key', env);
+    const current = keyIdOf(Buffer.from(readFileSync(keyFile, 'utf8').trim().split('\n')[0]!, 'hex'));
+    expect(rotated).toContain(`new key ${current}`);
+    expect(await sealingKeyIds(db.url)).toEqual([current]);
+    expectStatus(await signedBalance(gateway.baseUrl, shop), 200);
   });
 });

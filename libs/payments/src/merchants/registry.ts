@@ -7,7 +7,7 @@ import { inTransaction, OneTurnBatches, preparedStatement } from '#platform/data
 import { MethodOverrides, projectMethods, MethodTerms } from '#domain';
 import type { Mode } from '#domain';
 import { SecretBox } from '#platform/secrets';
-import { webhookSecretOwner } from './webhook-secrets';
+import { openWebhookSecret, UnopenableWebhookSecretError, webhookSecretOwner } from './webhook-secrets';
 import { batchedLookupParameters, batchedLookupStatement, batchesByPollInterval, SecretKeyLookup, SecretKeyLookupRequest } from './secret-key-lookups';
 import { KeyTags } from './key-tags';
 import { CredentialMemory } from '../access/credential-memory';
@@ -172,33 +172,6 @@ const toProject = (r: ProjectRow): Project => ({
   updatedAt: r.updated_at,
   webhookDisabledAt: r.webhook_disabled_at,
 });
-
-/**
- * A project's webhook secret that does not open: sealed for another project (the
- * project id is its associated data), with a key this process does not hold, or
- * altered. Its HMAC requests and webhooks stop until it is replaced.
- */
-export class UnopenableWebhookSecretError extends Error {
-  constructor(
-    readonly projectId: string,
-    cause: unknown,
-  ) {
-    super(
-      `the webhook secret of project ${projectId} does not open (${(cause as Error).message}): it was sealed for another project or with ` +
-        `another key; replace it: POST /admin/v1/projects/${projectId}/webhook-secret/rotate`,
-      { cause },
-    );
-  }
-}
-
-/** A project's webhook secret, stored sealed, opened; UnopenableWebhookSecretError when it does not open. */
-function openWebhookSecret(stored: string, projectId: string, secrets: SecretBox): string {
-  try {
-    return secrets.open(stored, webhookSecretOwner(projectId));
-  } catch (error) {
-    throw new UnopenableWebhookSecretError(projectId, error);
-  }
-}
 
 /** The settings columns in table order: name, status, webhook_url, webhook_events, usdt_enabled, hold_hours, methods, customer_fee_share. */
 const settingsParams = (settings: ProjectSettings): unknown[] => [

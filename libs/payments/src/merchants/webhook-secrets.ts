@@ -11,6 +11,33 @@ import { SEALED_PREFIX, SecretBox } from '#platform/secrets';
 /** The associated data of a project's webhook secret. */
 export const webhookSecretOwner = (projectId: string): string => `projects.webhook_secret:${projectId}`;
 
+/**
+ * A project's webhook secret that does not open: sealed for another project (the
+ * project id is its associated data), with a key this process does not hold, or
+ * altered. Its HMAC requests and webhooks stop until it is replaced.
+ */
+export class UnopenableWebhookSecretError extends Error {
+  constructor(
+    readonly projectId: string,
+    cause: unknown,
+  ) {
+    super(
+      `the webhook secret of project ${projectId} does not open (${(cause as Error).message}): it was sealed for another project or with ` +
+        `another key; replace it: POST /admin/v1/projects/${projectId}/webhook-secret/rotate`,
+      { cause },
+    );
+  }
+}
+
+/** A project's webhook secret, stored sealed, opened; UnopenableWebhookSecretError when it does not open. */
+export function openWebhookSecret(stored: string, projectId: string, secrets: SecretBox): string {
+  try {
+    return secrets.open(stored, webhookSecretOwner(projectId));
+  } catch (error) {
+    throw new UnopenableWebhookSecretError(projectId, error);
+  }
+}
+
 /** How many projects a start-up warning names by id (the rest are counted). */
 const NAMED_PROJECTS = 20;
 
@@ -50,6 +77,31 @@ export async function checkWebhookSecretKeys(pool: Pool, box: SecretBox): Promis
 }
 
 /**
+ * The projects whose stored webhook secret does not open with `box` (sealed for another
+ * project, with a key it does not hold, or altered), read in batches by id.
+ */
+export async function unopenableWebhookSecrets(pool: Pool, box: SecretBox, batchSize = 500): Promise<UnopenableWebhookSecretError[]> {
+  const found: UnopenableWebhookSecretError[] = [];
+  let after = '00000000-0000-0000-0000-000000000000';
+  for (;;) {
+    const rows = await pool.query<{ id: string; webhook_secret: string }>('SELECT id, webhook_secret FROM projects WHERE id > $1::uuid ORDER BY id LIMIT $2', [
+      after,
+      batchSize,
+    ]);
+    for (const row of rows.rows) {
+      try {
+        openWebhookSecret(row.webhook_secret, row.id, box);
+      } catch (error) {
+        if (!(error instanceof UnopenableWebhookSecretError)) throw error;
+        found.push(error);
+      }
+    }
+    if (rows.rows.length < batchSize) return found;
+    after = rows.rows[rows.rows.length - 1]!.id;
+  }
+}
+
+/**
  * Seals again with the current key every webhook secret sealed with an older one (a
  * rotation). In batches, each in its own transaction with its rows locked, until none
  * is left; answers how many were sealed.
@@ -65,7 +117,10 @@ export async function resealWebhookSecrets(pool: Pool, box: SecretBox, batchSize
       );
       for (const row of rows.rows) {
         const owner = webhookSecretOwner(row.id);
-        await client.query('UPDATE projects SET webhook_secret = $2 WHERE id = $1', [row.id, box.seal(box.open(row.webhook_secret, owner), owner)]);
+        await client.query('UPDATE projects SET webhook_secret = $2 WHERE id = $1', [
+          row.id,
+          box.seal(openWebhookSecret(row.webhook_secret, row.id, box), owner),
+        ]);
       }
       return rows.rows.length;
     });
