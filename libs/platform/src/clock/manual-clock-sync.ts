@@ -142,11 +142,20 @@ export class ManualClockSync {
   /** Takes a follower session: its lock first, then its row (a row without a lock is a dead process's). */
   private async attach(): Promise<void> {
     const client = await this.followerPool!.connect();
+    // stop() meanwhile: the session is let go here, or it would keep the follower pool from ending.
+    const going = () => {
+      if (this.stopped) throw new Error('the manual clock sync is stopped');
+    };
     try {
+      going();
       const id = Number((await client.query<{ id: string }>(`SELECT nextval('manual_clock_followers_id_seq') AS id`)).rows[0]!.id);
+      going();
       await client.query('SELECT pg_advisory_lock($1, $2)', [MANUAL_CLOCK_FOLLOWER_NAMESPACE, id]);
+      going();
       await client.query('INSERT INTO manual_clock_followers (id, offset_ms, confirmed_at) VALUES ($1, -1, clock_timestamp())', [id]);
+      going();
       await client.query(`LISTEN ${CHANNEL}`);
+      going();
       client.on('notification', () => void this.refresh().catch(() => undefined));
       // Its connection lost (its lock gone with it): a new session at once.
       client.on('end', () => {
