@@ -1,8 +1,9 @@
 /**
  * The manual clock's follower sessions (ManualClockSync, in process): what happens to a
- * process stopped while it takes a new one. In process, not with startGateway, because
- * each case acts on one process's follower connection, and reads its clock; the
- * processes themselves are covered by manual-clock-processes.spec.ts.
+ * process whose follower session is lost and cannot be had again, and to one stopped while
+ * it takes a new one. In process, not with startGateway, because each case acts on one
+ * process's follower connection (terminated while logins are refused), and reads its clock;
+ * the processes themselves are covered by manual-clock-processes.spec.ts.
  */
 import { Client, Pool } from 'pg';
 import { ManualClock, ManualClockSync } from '#platform/clock';
@@ -15,8 +16,11 @@ interface Proc {
   readonly followerPool: Pool;
   readonly clock: ManualClock;
   readonly sync: ManualClockSync;
+  readonly warnings: string[];
+  readonly infos: string[];
 }
 
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** `promise`'s value, or `late` if it has not settled within `ms` (the timer cleared either way). */
 const within = async <T>(promise: Promise<T>, ms: number, late: T): Promise<T> => {
   let timer: NodeJS.Timeout | undefined;
@@ -36,9 +40,12 @@ describe('manual clock follower sessions', () => {
   const start = async (name: string, pool = createPool(db.url, { max: 4, applicationName: name })): Promise<Proc> => {
     const followerPool = createPool(db.url, { max: 1, applicationName: `${name}-follower` });
     const clock = new ManualClock();
-    const sync = new ManualClockSync(pool, clock, { followerPool });
+    const warnings: string[] = [];
+    const infos: string[] = [];
+    const log = { warn: (_: object, message: string) => warnings.push(message), info: (_: object, message: string) => infos.push(message) };
+    const sync = new ManualClockSync(pool, clock, { followerPool, log });
     await sync.start();
-    const proc = { name, pool, followerPool, clock, sync };
+    const proc = { name, pool, followerPool, clock, sync, warnings, infos };
     procs.push(proc);
     return proc;
   };
@@ -65,6 +72,35 @@ describe('manual clock follower sessions', () => {
     }
     await admin?.end();
     await db?.drop();
+  });
+
+  it('a process whose follower session is lost and cannot be had again still follows the clock, and advances wait for it', async () => {
+    const a = await start('proc-a');
+    const b = await start('proc-b');
+    expect((await a.sync.advance(60)).lagging).toBe(0);
+    expect(b.clock.offsetMilliseconds).toBe(a.clock.offsetMilliseconds);
+
+    // B's follower session goes (an idle-session killer, a network blip) and no new login is let in.
+    await admin.query(`ALTER ROLE ${db.owner} NOLOGIN`);
+    try {
+      await terminateFollower(b);
+      for (let round = 0; round < 4; round++) {
+        const { lagging } = await a.sync.advance(3600);
+        // Answered: B decides on the new time (read and recorded through its main pool).
+        expect({ round, lagging, behindMs: a.clock.offsetMilliseconds - b.clock.offsetMilliseconds }).toEqual({ round, lagging: 0, behindMs: 0 });
+        await sleep(300);
+      }
+    } finally {
+      await admin.query(`ALTER ROLE ${db.owner} LOGIN`);
+    }
+    // Reported once while it lasted, not every poll; then B takes a follower session again.
+    expect(b.warnings).toEqual([expect.stringMatching(/no follower session/)]);
+    const deadline = Date.now() + 10_000;
+    while (b.infos.length === 0 && Date.now() < deadline) await sleep(50);
+    expect(b.infos).toEqual([expect.stringMatching(/follower session is back/)]);
+    expect((await a.sync.advance(60)).lagging).toBe(0);
+    expect(b.clock.offsetMilliseconds).toBe(a.clock.offsetMilliseconds);
+    expect(a.warnings).toEqual([]);
   });
 
   it('stop() while the follower takes a new session lets it go: the follower pool ends', async () => {

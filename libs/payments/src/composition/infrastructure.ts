@@ -147,7 +147,7 @@ export async function openInfrastructure(
       // A writing process follows it on a session of its own, which an advance waits for (read-only: only polled).
       const manual = new ManualClock();
       followerPool = readOnly ? null : createPool(databaseUrl, { max: 1, applicationName: options.applicationName, limits: options.limits });
-      clockSync = new ManualClockSync(pool, manual, { followerPool: followerPool ?? undefined });
+      clockSync = new ManualClockSync(pool, manual, { followerPool: followerPool ?? undefined, log });
       await clockSync.start();
       clock = manual;
     }

@@ -16,7 +16,8 @@ INSERT INTO manual_clock (singleton, offset_ms) VALUES (true, 0);
 /**
  * The processes that follow the manual clock: each writes the offset its clock runs on
  * (-1 until it first read one). A process is live while its follower session holds the
- * advisory lock (MANUAL_CLOCK_FOLLOWER_NAMESPACE, id): a dead one's lock goes with its session.
+ * advisory lock (MANUAL_CLOCK_FOLLOWER_NAMESPACE, id), or while it confirms through its main
+ * pool (its follower session lost): a dead one's lock goes with its session, and its row stops being confirmed.
  */
 export const manualClockFollowersMigration: Migration = {
   id: 'platform:0002_manual_clock_followers',
@@ -35,10 +36,20 @@ export const MANUAL_CLOCK_FOLLOWER_NAMESPACE = 7_310_452;
 /** The notification channel of an advance (its payload: the new offset). */
 const CHANNEL = 'manual_clock';
 
-/** Whether the follower `f` is live: its session holds its row's lock. */
-const LIVE = `EXISTS (SELECT 1 FROM pg_locks l
+/**
+ * Whether the follower `f` is live: its session holds its row's lock, or it confirmed within
+ * the last `$<window>` ms (a process following by polling, its follower session lost: waited for, never dropped silently).
+ */
+const live = (window: string) => `(EXISTS (SELECT 1 FROM pg_locks l
   WHERE l.locktype = 'advisory' AND l.granted AND l.classid = ${MANUAL_CLOCK_FOLLOWER_NAMESPACE}::oid AND l.objid = f.id::oid
-    AND l.objsubid = 2 AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))`;
+    AND l.objsubid = 2 AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))
+  OR f.confirmed_at > clock_timestamp() - ${window} * interval '1 millisecond')`;
+
+/** How many poll intervals a row confirmed without its lock counts as a live process's. */
+const POLLS_LIVE_WITHOUT_SESSION = 10;
+
+/** How often a lost follower session is reported while it stays lost. */
+const WARN_EVERY_MS = 60_000;
 
 /** An advance not made: a live process did not answer within the bound (frozen); nothing was written. */
 export class ManualClockLagError extends Error {
@@ -58,6 +69,8 @@ export interface ManualClockSyncOptions {
   readonly pollIntervalMs?: number;
   /** How long an advance waits for every live process to take the new offset (default 5 s). */
   readonly advanceWaitMs?: number;
+  /** Where a follower session that cannot be had is reported (once a minute while it lasts). */
+  readonly log?: { warn(fields: object, message: string): void; info(fields: object, message: string): void };
 }
 
 /**
@@ -65,17 +78,23 @@ export interface ManualClockSyncOptions {
  * process (API, projector, workers) agrees on the time. An advance writes the
  * database and notifies every follower, which applies the offset and then records
  * it; the advance answers once every live follower has recorded it (a dead process
- * holds no lock and is not waited for). Followers also poll.
+ * is not waited for). Followers also poll; one whose follower session is lost (and
+ * cannot be had again) reads and records the offset through its main pool every poll.
  */
 export class ManualClockSync {
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
-  private session: { client: PoolClient; id: number } | null = null;
+  /** This process's manual_clock_followers row, the same over its follower sessions. */
+  private id: number | null = null;
+  private session: PoolClient | null = null;
   private running: Promise<void> | null = null;
   private queued: Promise<void> | null = null;
+  /** When a missing follower session was last reported (0: it is not missing). */
+  private warnedAt = 0;
   private readonly followerPool: Pool | null;
   private readonly pollIntervalMs: number;
   private readonly advanceWaitMs: number;
+  private readonly log: ManualClockSyncOptions['log'] | null;
 
   constructor(
     private readonly pool: Pool,
@@ -85,9 +104,13 @@ export class ManualClockSync {
     this.followerPool = options.followerPool ?? null;
     this.pollIntervalMs = options.pollIntervalMs ?? 200;
     this.advanceWaitMs = options.advanceWaitMs ?? 5_000;
+    this.log = options.log ?? null;
   }
 
   async start(): Promise<void> {
+    if (this.followerPool) {
+      this.id = Number((await this.pool.query<{ id: string }>(`SELECT nextval('manual_clock_followers_id_seq') AS id`)).rows[0]!.id);
+    }
     await this.refresh();
     const tick = async () => {
       await this.refresh().catch(() => undefined);
@@ -100,7 +123,12 @@ export class ManualClockSync {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
-    this.dropSession();
+    const client = this.session;
+    this.session = null;
+    if (this.id === null) return;
+    // Its row goes with it (a stopped process is not waited for); its session destroyed, not returned: its lock and LISTEN go with the connection.
+    const deleted = (client ?? this.pool).query('DELETE FROM manual_clock_followers WHERE id = $1', [this.id]).catch(() => undefined);
+    if (client) void deleted.then(() => client.release(true));
   }
 
   /** Reads the stored offset into the clock, then records it as this process's (one at a time; calls meanwhile share the next). */
@@ -120,26 +148,33 @@ export class ManualClockSync {
   }
 
   private async follow(): Promise<void> {
-    if (this.followerPool && !this.session && !this.stopped) await this.attach();
+    if (this.followerPool && !this.session && !this.stopped) {
+      // Without one, the offset is still read and recorded, through the main pool.
+      await this.attach().then(
+        () => this.reportSession(null),
+        (error: unknown) => this.reportSession(error),
+      );
+    }
     const session = this.session;
     try {
-      const result = await (session?.client ?? this.pool).query<{ offset_ms: string }>('SELECT offset_ms FROM manual_clock');
+      const result = await (session ?? this.pool).query<{ offset_ms: string }>('SELECT offset_ms FROM manual_clock');
       if (result.rows[0]) this.clock.setOffset(Number(result.rows[0].offset_ms));
       // Recorded only once applied: a recorded offset is the one this process decides on.
-      if (session) {
-        await session.client.query('UPDATE manual_clock_followers SET offset_ms = $2, confirmed_at = clock_timestamp() WHERE id = $1', [
-          session.id,
-          this.clock.offsetMilliseconds,
-        ]);
+      if (this.id !== null && !this.stopped) {
+        await (session ?? this.pool).query(
+          `INSERT INTO manual_clock_followers (id, offset_ms, confirmed_at) VALUES ($1, $2, clock_timestamp())
+           ON CONFLICT (id) DO UPDATE SET offset_ms = EXCLUDED.offset_ms, confirmed_at = EXCLUDED.confirmed_at`,
+          [this.id, this.clock.offsetMilliseconds],
+        );
       }
     } catch (error) {
-      // A broken session: a new one (a new row, a new lock) on the next call.
-      if (session) this.dropSession(session.client);
+      // A broken session: a new one (the same row, its lock again) on the next call.
+      if (session) this.dropSession(session);
       throw error;
     }
   }
 
-  /** Takes a follower session: its lock first, then its row (a row without a lock is a dead process's). */
+  /** Takes a follower session: the lock of this process's row (a row without it is confirmed through the main pool, or a dead process's). */
   private async attach(): Promise<void> {
     const client = await this.followerPool!.connect();
     // stop() meanwhile: the session is let go here, or it would keep the follower pool from ending.
@@ -148,11 +183,13 @@ export class ManualClockSync {
     };
     try {
       going();
-      const id = Number((await client.query<{ id: string }>(`SELECT nextval('manual_clock_followers_id_seq') AS id`)).rows[0]!.id);
+      // Not waited for: a previous session of this process the server has not seen go yet still holds it.
+      const locked = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1, $2) AS locked', [MANUAL_CLOCK_FOLLOWER_NAMESPACE, this.id]);
       going();
-      await client.query('SELECT pg_advisory_lock($1, $2)', [MANUAL_CLOCK_FOLLOWER_NAMESPACE, id]);
-      going();
-      await client.query('INSERT INTO manual_clock_followers (id, offset_ms, confirmed_at) VALUES ($1, -1, clock_timestamp())', [id]);
+      if (!locked.rows[0]!.locked) throw new Error(`the lock of follower ${this.id} is held by a previous session`);
+      await client.query('INSERT INTO manual_clock_followers (id, offset_ms, confirmed_at) VALUES ($1, -1, clock_timestamp()) ON CONFLICT (id) DO NOTHING', [
+        this.id,
+      ]);
       going();
       await client.query(`LISTEN ${CHANNEL}`);
       going();
@@ -162,20 +199,31 @@ export class ManualClockSync {
         this.dropSession(client);
         if (!this.stopped) void this.refresh().catch(() => undefined);
       });
-      this.session = { client, id };
+      this.session = client;
     } catch (error) {
       client.release(true);
       throw error;
     }
   }
 
-  /** Lets the follower session go (only `client`'s, when given). */
-  private dropSession(client?: PoolClient): void {
-    const session = this.session;
-    if (!session || (client !== undefined && session.client !== client)) return;
+  /** Reports a follower session that could not be had (`error`), at most once a minute, and its return. */
+  private reportSession(error: unknown): void {
+    if (error === null) {
+      if (this.warnedAt !== 0) this.log?.info({}, 'manual clock: the follower session is back');
+      this.warnedAt = 0;
+    } else if (!this.stopped && Date.now() - this.warnedAt >= WARN_EVERY_MS) {
+      this.warnedAt = Date.now();
+      const message = `manual clock: no follower session, following by polling every ${this.pollIntervalMs} ms`;
+      this.log?.warn({ err: error }, message);
+    }
+  }
+
+  /** Lets the follower session go (only when it is `client`). */
+  private dropSession(client: PoolClient): void {
+    if (this.session !== client) return;
     this.session = null;
     // Destroyed, not returned: its lock and LISTEN go with the connection.
-    session.client.release(true);
+    client.release(true);
   }
 
   /**
@@ -185,8 +233,8 @@ export class ManualClockSync {
    * ManualClockLagError: a live process did not answer the question: nothing moved.
    */
   async advance(seconds: number): Promise<{ now: Date; lagging: number }> {
-    // The rows of dead processes (their lock went with their session).
-    await this.pool.query(`DELETE FROM manual_clock_followers f WHERE NOT ${LIVE}`);
+    // The rows of dead processes (their lock gone with their session, no longer confirmed).
+    await this.pool.query(`DELETE FROM manual_clock_followers f WHERE NOT ${live('$1')}`, [this.pollIntervalMs * POLLS_LIVE_WITHOUT_SESSION]);
     // Nothing is written while a live process does not answer (frozen) or runs behind the stored offset:
     // every follower is asked to confirm, and must, after the question.
     const asked = await this.pool.query<{ offset_ms: string; asked_at: string }>(
@@ -214,9 +262,9 @@ export class ManualClockSync {
     const deadline = Date.now() + this.advanceWaitMs;
     for (let pause = 5; ; pause = Math.min(pause * 2, 50)) {
       const r = await this.pool.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM manual_clock_followers f WHERE ${LIVE}
+        `SELECT count(*)::int AS n FROM manual_clock_followers f WHERE ${live('$3')}
            AND (f.offset_ms < $1 OR ($2::timestamptz IS NOT NULL AND f.confirmed_at <= $2::timestamptz))`,
-        [offset, since],
+        [offset, since, this.pollIntervalMs * POLLS_LIVE_WITHOUT_SESSION],
       );
       const n = r.rows[0]!.n;
       if (n === 0 || Date.now() >= deadline) return n;
