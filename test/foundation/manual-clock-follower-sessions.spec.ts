@@ -1,8 +1,9 @@
 /**
  * The manual clock's follower sessions (ManualClockSync, in process): what happens to a
- * process whose follower session is lost and cannot be had again, and to one stopped while
- * it takes a new one. In process, not with startGateway, because each case acts on one
- * process's follower connection (terminated while logins are refused), and reads its clock;
+ * process whose follower session is lost and cannot be had again, to one stopped while it
+ * takes a new one, and to an advance whose database fails once the offset moved. In
+ * process, not with startGateway, because each case acts on one process's follower
+ * connection (terminated while logins are refused) or on its pool, and reads its clock;
  * the processes themselves are covered by manual-clock-processes.spec.ts.
  */
 import { Client, Pool } from 'pg';
@@ -51,6 +52,7 @@ describe('manual clock follower sessions', () => {
   };
   const terminateFollower = (proc: Proc) =>
     admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [`${proc.name}-follower`]);
+  const storedOffset = async () => Number((await db.pool.query<{ offset_ms: string }>('SELECT offset_ms FROM manual_clock')).rows[0]!.offset_ms);
 
   beforeAll(async () => {
     db = await createTestDatabase({ ownerRole: true });
@@ -120,5 +122,30 @@ describe('manual clock follower sessions', () => {
     );
     expect(ended).toBe('ended');
     expect(session()).toBeNull();
+  });
+
+  it('an advance whose database fails once the offset moved answers, with its live followers as lagging', async () => {
+    const pool = createPool(db.url, { max: 4, applicationName: 'proc-d' });
+    let moved = false;
+    // The database gone right after the offset moved (the UPDATE's answer came back).
+    const failing = new Proxy(pool, {
+      get(target, key) {
+        if (key !== 'query') return Reflect.get(target, key) as unknown;
+        return async (...args: Parameters<Pool['query']>) => {
+          if (moved) throw new Error('Connection terminated unexpectedly');
+          const result = await (target.query as (...a: unknown[]) => Promise<unknown>)(...args);
+          if (String(args[0]).includes('UPDATE manual_clock SET')) moved = true;
+          return result;
+        };
+      },
+    });
+    const d = await start('proc-d', failing);
+    const before = await storedOffset();
+    const answer = await d.sync.advance(60);
+    // It moved: an answer, not an error; every live follower is lagging (a, b and d at least).
+    expect(await storedOffset()).toBe(before + 60_000);
+    expect(answer.now.getTime()).toBeGreaterThan(0);
+    expect(answer.lagging).toBeGreaterThanOrEqual(3);
+    expect(d.warnings).toEqual([expect.stringMatching(/could not be counted/)]);
   });
 });

@@ -229,19 +229,22 @@ export class ManualClockSync {
   /**
    * Moves the shared clock forward by whole seconds (0 just reads it) and answers once
    * every live process decides on the new time, or with how many live processes have not
-   * taken it within the bound (one that answered the question, then stopped: rare).
+   * confirmed it within the bound (one that answered the question, then stopped, or the
+   * database failed meanwhile: rare).
    * ManualClockLagError: a live process did not answer the question: nothing moved.
    */
   async advance(seconds: number): Promise<{ now: Date; lagging: number }> {
+    const window = this.pollIntervalMs * POLLS_LIVE_WITHOUT_SESSION;
     // The rows of dead processes (their lock gone with their session, no longer confirmed).
-    await this.pool.query(`DELETE FROM manual_clock_followers f WHERE NOT ${live('$1')}`, [this.pollIntervalMs * POLLS_LIVE_WITHOUT_SESSION]);
+    await this.pool.query(`DELETE FROM manual_clock_followers f WHERE NOT ${live('$1')}`, [window]);
     // Nothing is written while a live process does not answer (frozen) or runs behind the stored offset:
     // every follower is asked to confirm, and must, after the question.
     const asked = await this.pool.query<{ offset_ms: string; asked_at: string }>(
       `SELECT offset_ms, clock_timestamp()::text AS asked_at, pg_notify('${CHANNEL}', offset_ms::text) FROM manual_clock`,
     );
-    const silent = await this.waitForFollowers(Number(asked.rows[0]!.offset_ms), asked.rows[0]!.asked_at);
-    if (silent > 0) throw new ManualClockLagError(silent);
+    const question: FollowerCount = { unconfirmed: 0, live: 0 };
+    await this.waitForFollowers(Number(asked.rows[0]!.offset_ms), asked.rows[0]!.asked_at, question);
+    if (question.unconfirmed > 0) throw new ManualClockLagError(question.unconfirmed);
     const result = await this.pool.query<{ offset_ms: string }>(
       `WITH moved AS (UPDATE manual_clock SET offset_ms = offset_ms + $1 RETURNING offset_ms)
        SELECT offset_ms, pg_notify('${CHANNEL}', offset_ms::text) FROM moved`,
@@ -250,25 +253,37 @@ export class ManualClockSync {
     const offset = Number(result.rows[0]!.offset_ms);
     this.clock.setOffset(offset);
     void this.refresh().catch(() => undefined);
-    // Moved: an answer, not an error, whatever follows; `lagging` counts the live processes not on it yet.
-    return { now: this.clock.now(), lagging: await this.waitForFollowers(offset, null) };
+    // Moved: an answer, not an error, whatever follows; `lagging` counts the live processes not confirmed on it
+    // (the database failing meanwhile: those of the last count, or every one asked).
+    const moved: FollowerCount = { unconfirmed: question.live, live: question.live };
+    await this.waitForFollowers(offset, null, moved).catch((error: unknown) => {
+      this.log?.warn({ err: error, lagging: moved.unconfirmed }, 'manual clock: moved, but its followers could not be counted');
+    });
+    return { now: this.clock.now(), lagging: moved.unconfirmed };
   }
 
   /**
    * Waits (at most advanceWaitMs) until every live follower runs on `offset` or later
-   * (and, with `since`, confirmed after that instant); answers how many do not.
+   * (and, with `since`, confirmed after that instant); `count` holds the last count.
    */
-  private async waitForFollowers(offset: number, since: string | null): Promise<number> {
+  private async waitForFollowers(offset: number, since: string | null, count: FollowerCount): Promise<void> {
     const deadline = Date.now() + this.advanceWaitMs;
     for (let pause = 5; ; pause = Math.min(pause * 2, 50)) {
-      const r = await this.pool.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM manual_clock_followers f WHERE ${live('$3')}
-           AND (f.offset_ms < $1 OR ($2::timestamptz IS NOT NULL AND f.confirmed_at <= $2::timestamptz))`,
+      const r = await this.pool.query<{ unconfirmed: number; live: number }>(
+        `SELECT count(*) FILTER (WHERE f.offset_ms < $1 OR ($2::timestamptz IS NOT NULL AND f.confirmed_at <= $2::timestamptz))::int AS unconfirmed,
+                count(*)::int AS live
+           FROM manual_clock_followers f WHERE ${live('$3')}`,
         [offset, since, this.pollIntervalMs * POLLS_LIVE_WITHOUT_SESSION],
       );
-      const n = r.rows[0]!.n;
-      if (n === 0 || Date.now() >= deadline) return n;
+      Object.assign(count, r.rows[0]!);
+      if (count.unconfirmed === 0 || Date.now() >= deadline) return;
       await new Promise((resolve) => setTimeout(resolve, pause));
     }
   }
+}
+
+/** The live followers an advance counted last, and how many of them had not confirmed. */
+interface FollowerCount {
+  unconfirmed: number;
+  live: number;
 }
