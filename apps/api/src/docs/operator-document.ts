@@ -43,11 +43,11 @@ const ERRORS = {
   '500': error('Внутренняя ошибка: code internal'),
 } as const;
 
-/** Every route refuses a parameter it does not take (400), answers 408 (not all in within 60 s), 500 and 503 as any; a body that could not be read is 413 or 415. */
+/** Every route refuses a parameter it does not take (400), answers 408 (not all in within 60 s), 500 and 503 as any (a 503 of its own: its description); a body that could not be read is 413 or 415. */
 function operation(o: Omit<OperationObject, 'tags' | 'responses'> & { tag: string; responses: Record<string, ResponseObject> }): OperationObject {
   const { tag, ...rest } = o;
   const unread: Record<string, ResponseObject> = o.requestBody ? { '413': ERRORS['413'], '415': ERRORS['415'] } : {};
-  const failed = { '408': ERRORS['408'], '500': ERRORS['500'], '503': UNAVAILABLE };
+  const failed = { '408': ERRORS['408'], '500': ERRORS['500'], '503': o.responses['503'] ?? UNAVAILABLE };
   return { ...rest, tags: [tag], responses: { ...o.responses, '400': ERRORS['400'], ...unread, '401': ERRORS['401'], '429': ERRORS['429'], ...failed } };
 }
 
@@ -156,7 +156,7 @@ export const OPERATOR_OPENAPI_DOCUMENT: OpenApiDocument = {
     '/webhook-deliveries/{id}/resend': { post: operation({ operationId: 'resendWebhookDelivery', summary: 'Отправить доставку снова сейчас', tag: 'Вебхуки', parameters: [idParam('Доставка', { type: 'string', format: 'uuid' })], requestBody: body('NoFieldsRequest', false), responses: { '202': ok('Поставлена в очередь', open('{id, status, nextAttemptAt}')), '404': error('Доставка не найдена') } }) },
     '/projects/{id}/webhook-deliveries/resend-failed': { post: operation({ operationId: 'resendFailedWebhookDeliveries', summary: 'Отправить снова сейчас все неудавшиеся (failed) доставки проекта', tag: 'Вебхуки', parameters: [idParam('Проект', { type: 'string', format: 'uuid' })], requestBody: body('NoFieldsRequest', false), responses: { '202': ok('Поставлены в очередь', { type: 'object', required: ['projectId', 'resent'], properties: { projectId: { type: 'string', format: 'uuid' }, resent: { type: 'integer', minimum: 0, description: 'Сколько доставок отправлено снова' } } }), '404': error('Проект не найден') } }) },
     '/projects/{id}/webhook-endpoint/enable': { post: operation({ operationId: 'enableWebhookEndpoint', summary: 'Включить адрес вебхуков, отключённый после 3 дней отказов, и отправить снова все неудавшиеся доставки', tag: 'Вебхуки', parameters: [idParam('Проект', { type: 'string', format: 'uuid' })], requestBody: body('NoFieldsRequest', false), responses: { '202': ok('Поставлены в очередь', { type: 'object', required: ['projectId', 'resent'], properties: { projectId: { type: 'string', format: 'uuid' }, resent: { type: 'integer', minimum: 0, description: 'Сколько доставок отправлено снова' } } }), '404': error('Проект не найден') } }) },
-    '/clock/advance': { post: operation({ operationId: 'advanceClock', summary: 'Перевести ручные часы вперёд (только CLOCK=manual)', tag: 'Эксплуатация', requestBody: body('AdvanceClockRequest'), responses: { '200': ok('Новое время', { type: 'object', required: ['now'], properties: { now: { type: 'string', format: 'date-time' } } }), '404': error('Ручные часы выключены (проверяется до тела)') } }) },
+    '/clock/advance': { post: operation({ operationId: 'advanceClock', summary: 'Перевести ручные часы вперёд (только CLOCK=manual)', tag: 'Эксплуатация', requestBody: body('AdvanceClockRequest'), responses: { '200': ok('Часы переведены: новое время, когда каждый живой процесс шлюза перешёл на него (ждёт до 5 секунд)', { type: 'object', required: ['now'], properties: { now: { type: 'string', format: 'date-time' }, lagging: { type: 'integer', minimum: 1, description: 'Только если не все подтвердили за 5 секунд (или база данных не ответила после перевода): сколько живых процессов не подтвердили новое время; {"seconds": 0} ждёт снова' } } }), '404': error('Ручные часы выключены (проверяется до тела)'), '503': { ...UNAVAILABLE, description: UNAVAILABLE.description.replace(/^[^\n]*/, 'Часы не переведены: живой процесс шлюза не ответил за 5 секунд (завис) или база данных не ответила; повторить после Retry-After') } } }) },
     '/openapi.json': { get: operation({ operationId: 'operatorOpenApi', summary: 'Это описание', tag: 'Эксплуатация', responses: { '200': ok('OpenAPI 3.1.0', open('Документ OpenAPI')) } }) },
   },
   webhooks: {},
