@@ -119,14 +119,13 @@ export async function openInfrastructure(
       const applied = await migrate(pool, allMigrations);
       if (applied.length > 0) log.info({ versions: applied }, 'schema migrations applied');
     }
-    // The stored secrets must be sealed with this process's keys: refused when it holds none of theirs, warned per key otherwise.
+    // Every stored secret must open with this process's keys.
     if (secrets) {
-      const warnings = await checkWebhookSecretKeys(pool, secrets).catch((error: unknown) => {
+      await checkWebhookSecretKeys(pool, secrets).catch((error: unknown) => {
         // Nothing was sealed with a key just made (the stored secrets need another): a restore missing its key file keeps none.
         if (keyFileMade) rmSync(keyFile, { force: true });
         throw error;
       });
-      for (const warning of warnings) log.warn(warning);
     }
 
     // The log is ordered by transaction ids: a server behind them (a logical restore) would hide every new event,
