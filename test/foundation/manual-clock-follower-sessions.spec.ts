@@ -38,8 +38,11 @@ describe('manual clock follower sessions', () => {
   const procs: Proc[] = [];
 
   /** A writing process as openInfrastructure makes it: a main pool, a follower pool of one session. */
-  const start = async (name: string, pool = createPool(db.url, { max: 4, applicationName: name })): Promise<Proc> => {
-    const followerPool = createPool(db.url, { max: 1, applicationName: `${name}-follower` });
+  const start = async (
+    name: string,
+    pool = createPool(db.url, { max: 4, applicationName: name }),
+    followerPool = createPool(db.url, { max: 1, applicationName: `${name}-follower` }),
+  ): Promise<Proc> => {
     const clock = new ManualClock();
     const warnings: string[] = [];
     const infos: string[] = [];
@@ -148,4 +151,27 @@ describe('manual clock follower sessions', () => {
     expect(answer.lagging).toBeGreaterThanOrEqual(3);
     expect(d.warnings).toEqual([expect.stringMatching(/could not be counted/)]);
   });
+  it('a process whose new follower session is slow to come (a connect that hangs) follows through its main pool meanwhile, and is waited for', async () => {
+    const a = await start('slow-a');
+    const hang = { on: false };
+    const real = createPool(db.url, { max: 1, applicationName: 'slow-b-follower' });
+    // As pg-pool does with its connect timeout when no connection comes (a network blackhole, a server slow to accept).
+    const hanging = new Proxy(real, {
+      get(target, key) {
+        if (key === 'connect' && hang.on)
+          return () => new Promise((_, reject) => setTimeout(() => reject(new Error('timeout exceeded when trying to connect')), 10_000));
+        const value = Reflect.get(target, key) as unknown;
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    }) as Pool;
+    const b = await start('slow-b', undefined, hanging);
+    expect((await a.sync.advance(60)).lagging).toBe(0);
+    hang.on = true;
+    await terminateFollower(b);
+    // Past the 2 s a row unconfirmed counts as a dead process's: B must have confirmed through its main pool meanwhile.
+    await sleep(3000);
+    const { lagging } = await a.sync.advance(3600);
+    expect({ lagging, behindMs: a.clock.offsetMilliseconds - b.clock.offsetMilliseconds }).toEqual({ lagging: 0, behindMs: 0 });
+    hang.on = false;
+  }, 60_000);
 });

@@ -87,6 +87,8 @@ export class ManualClockSync {
   /** This process's manual_clock_followers row, the same over its follower sessions. */
   private id: number | null = null;
   private session: PoolClient | null = null;
+  /** A follower session being taken (attach), when one is. */
+  private attaching: Promise<void> | null = null;
   private running: Promise<void> | null = null;
   private queued: Promise<void> | null = null;
   /** When a missing follower session was last reported (0: it is not missing). */
@@ -125,10 +127,10 @@ export class ManualClockSync {
     this.timer = null;
     const client = this.session;
     this.session = null;
-    if (this.id === null) return;
-    // Its row goes with it (a stopped process is not waited for); its session destroyed, not returned: its lock and LISTEN go with the connection.
-    const deleted = (client ?? this.pool).query('DELETE FROM manual_clock_followers WHERE id = $1', [this.id]).catch(() => undefined);
-    if (client) void deleted.then(() => client.release(true));
+    // Destroyed at once, not returned: its lock and LISTEN go with the connection, and nothing waits for the database.
+    client?.release(true);
+    // Its row goes with it (a stopped process is not waited for).
+    if (this.id !== null) void this.pool.query('DELETE FROM manual_clock_followers WHERE id = $1', [this.id]).catch(() => undefined);
   }
 
   /** Reads the stored offset into the clock, then records it as this process's (one at a time; calls meanwhile share the next). */
@@ -148,12 +150,15 @@ export class ManualClockSync {
   }
 
   private async follow(): Promise<void> {
-    if (this.followerPool && !this.session && !this.stopped) {
-      // Without one, the offset is still read and recorded, through the main pool.
-      await this.attach().then(
-        () => this.reportSession(null),
-        (error: unknown) => this.reportSession(error),
-      );
+    if (this.followerPool && !this.session && !this.stopped && !this.attaching) {
+      // Taken in the background, one attempt at a time (a connect may hang up to its timeout): meanwhile the offset is
+      // read and recorded through the main pool, so the process follows, and is counted live, all along.
+      this.attaching = this.attach()
+        .then(
+          () => this.reportSession(null),
+          (error: unknown) => this.reportSession(error),
+        )
+        .finally(() => (this.attaching = null));
     }
     const session = this.session;
     try {
