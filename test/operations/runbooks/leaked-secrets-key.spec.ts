@@ -230,28 +230,35 @@ describe('runbook: a leaked secrets key, with a stored secret that does not open
     gateway = await startGateway('api', env);
     const operator = new Operator(gateway.baseUrl, ADMIN_TOKEN);
     const [shop, misplaced, foreign] = [await operator.merchant(), await operator.merchant(), await operator.merchant()];
-    // Sealed for another project (its value copied into this row), and sealed with a key no process holds (another DATA_DIR's).
+    // Sealed for another project (its value copied into this row): the command's own check names it.
     await db.pool.query('UPDATE projects SET webhook_secret = (SELECT webhook_secret FROM projects WHERE id = $2) WHERE id = $1', [
       misplaced.projectId,
       shop.projectId,
     ]);
-    const stray = new SecretBox(fixedKeys([randomBytes(32)])).seal(`whsec_${randomBytes(24).toString('base64url')}`, webhookSecretOwner(foreign.projectId));
-    await db.pool.query('UPDATE projects SET webhook_secret = $2 WHERE id = $1', [foreign.projectId, stray]);
     const stored = async () => (await db.pool.query('SELECT id, webhook_secret FROM projects ORDER BY id')).rows;
-    const before = { file: readFileSync(keyFile, 'utf8'), secrets: await stored() };
-
+    const unchanged = async (before: { file: string; secrets: unknown }) => {
+      expect(readFileSync(keyFile, 'utf8')).toBe(before.file);
+      expect(await stored()).toEqual(before.secrets);
+    };
+    let before = { file: readFileSync(keyFile, 'utf8'), secrets: await stored() };
     const refused = await runCommand('secrets-rotate-key', env);
     expect(refused.code).toBe(1);
-    for (const m of [misplaced, foreign]) {
-      expect(refused.output).toContain(`the webhook secret of project ${m.projectId} does not open`);
-      expect(refused.output).toContain(`POST /admin/v1/projects/${m.projectId}/webhook-secret/rotate`);
-    }
+    expect(refused.output).toContain(`the webhook secret of project ${misplaced.projectId} does not open`);
+    expect(refused.output).toContain(`POST /admin/v1/projects/${misplaced.projectId}/webhook-secret/rotate`);
     expect(refused.output).not.toContain(`project ${shop.projectId} does not open`);
-    // Nothing written: the key file and every stored secret as they were.
-    expect(readFileSync(keyFile, 'utf8')).toBe(before.file);
-    expect(await stored()).toEqual(before.secrets);
+    await unchanged(before);
 
-    // The way out it names: the call for each, then the command.
+    // Sealed with a key no process holds (another DATA_DIR's): no process starts on it, the command neither (naming the key).
+    const strayBox = new SecretBox(fixedKeys([randomBytes(32)]));
+    const stray = strayBox.seal(`whsec_${randomBytes(24).toString('base64url')}`, webhookSecretOwner(foreign.projectId));
+    await db.pool.query('UPDATE projects SET webhook_secret = $2 WHERE id = $1', [foreign.projectId, stray]);
+    before = { file: readFileSync(keyFile, 'utf8'), secrets: await stored() };
+    const notStarted = await runCommand('secrets-rotate-key', env);
+    expect(notStarted.code).toBe(1);
+    expect(notStarted.output).toContain(`sealed with key ${strayBox.currentKeyId}, which this process does not hold`);
+    await unchanged(before);
+
+    // The way out: the call for each (on the process started before them), then the command.
     for (const m of [misplaced, foreign]) expectStatus(await operator.http.post(`/admin/v1/projects/${m.projectId}/webhook-secret/rotate`), 201);
     const rotated = await runCommandOk('secrets-rotate-key', env);
     const current = keyIdOf(Buffer.from(readFileSync(keyFile, 'utf8').trim().split('\n')[0]!, 'hex'));
