@@ -93,6 +93,13 @@ describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pa
     for (const [name, value] of Object.entries(SECURITY_HEADERS)) expect({ name, value: headers.get(name) }).toEqual({ name, value });
   }
 
+  /** A page of the payment page: its status, HTML, and the security headers every page carries. */
+  function expectPage(reply: { status: number; headers: Headers }, status: number): void {
+    expect(reply.status).toBe(status);
+    expectHtml(reply.headers);
+    expectSecurityHeaders(reply.headers);
+  }
+
   beforeAll(async () => {
     db = await createTestDatabase();
     gateway = await startGateway('gateway', {
@@ -199,9 +206,7 @@ describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pa
     expect((await page(`/pay/${invoice.id}`)).html).not.toContain('?change=1');
 
     const refused = await submit(`/pay/${invoice.id}/method`, { method: 'sbp' });
-    expect(refused.status).toBe(409);
-    expectHtml(refused.headers);
-    expectSecurityHeaders(refused.headers);
+    expectPage(refused, 409);
     expect(refused.html).toContain('<h1>Способ оплаты больше не изменить</h1>');
     expect(refused.html).toContain('Остаётся выбранный: Банковская карта.');
     expect(refused.html).toContain(`href="/pay/${invoice.id}"`);
@@ -306,9 +311,7 @@ describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pa
     expect(shown.html).not.toContain('Тестовый');
 
     const refused = await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid' });
-    expect(refused.status).toBe(403);
-    expectHtml(refused.headers);
-    expectSecurityHeaders(refused.headers);
+    expectPage(refused, 403);
     expect(refused.html).toContain('Тестовая оплата недоступна');
     expect(await invoiceStatus(invoice.id, liveKey)).toBe('created');
   });
@@ -342,9 +345,7 @@ describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pa
       expect(response.html).not.toContain('"error"');
     }
     const tooLarge = await submit(`/pay/${invoice.id}/method`, { method: 'sbp', padding: 'x'.repeat(70 * 1024) }, { origin: gateway.baseUrl, ...browser });
-    expect(tooLarge.status).toBe(413);
-    expectHtml(tooLarge.headers);
-    expectSecurityHeaders(tooLarge.headers);
+    expectPage(tooLarge, 413);
     expect(tooLarge.html).toContain('Некорректный запрос');
     // A client that does not ask for HTML gets the error shape there, and the APIs always.
     const notFound = await fetch(`${gateway.baseUrl}/pay/`);
@@ -417,9 +418,7 @@ describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pa
     const ELSEWHERE = { origin: 'https://evil.example' };
 
     async function expectRefusedForm(reply: { status: number; headers: Headers; html: string }, invoiceId: string): Promise<void> {
-      expect(reply.status).toBe(403);
-      expectHtml(reply.headers);
-      expectSecurityHeaders(reply.headers);
+      expectPage(reply, 403);
       expect(reply.html).toContain('<h1>Запрос отклонён</h1>');
       expect(reply.html).toContain('не со страницы счёта');
       expect(reply.html).toContain(`href="/pay/${invoiceId}"`);
