@@ -176,13 +176,21 @@ describe('configuration from the environment', () => {
     [{ REFUND_PROCESSING_SECONDS: 'soon' }, 'REFUND_PROCESSING_SECONDS must be a whole number of seconds'],
     [{ USDT_RUB_RATE: '0' }, 'USDT_RUB_RATE must be rubles per 1 USDT'],
     [{ USDT_RUB_RATE: '95.123' }, 'USDT_RUB_RATE must be rubles per 1 USDT'],
-    [{ PAYOUT_TERMS: '{"card": {"min": "1.00"}}' }, 'PAYOUT_TERMS must be JSON'],
-    [{ PAYOUT_TERMS: '{"sbp": {"feePct": "abc"}}' }, 'PAYOUT_TERMS must be JSON'],
-    [{ PAYOUT_TERMS: 'not json' }, 'PAYOUT_TERMS must be JSON'],
+    // Each message names what is wrong where, after the form the value takes.
+    [
+      { PAYOUT_TERMS: '{"card": {"min": "1.00"}}' },
+      'PAYOUT_TERMS must be JSON like {"sbp": {"feePct": "1.00", "min": "100.00"}}: unknown method "card" (methods: sbp, usdt_trc20, usdt_bep20)',
+    ],
+    [{ PAYOUT_TERMS: '{"sbp": {"feePct": "abc"}}' }, 'sbp.feePct must be a percentage below 100 such as "1.00", got "abc"'],
+    [{ PAYOUT_TERMS: '{"sbp": {"feePct": "100.00"}}' }, 'sbp.feePct must be a percentage below 100 such as "1.00", got "100.00"'],
+    [{ PAYOUT_TERMS: '{"usdt_trc20": {"min": "0.00"}}' }, 'usdt_trc20.min must be an amount above zero such as "100.00", got "0.00"'],
+    [{ PAYOUT_TERMS: '{"sbp": {"min": "-5.00"}}' }, 'sbp.min must be an amount above zero such as "100.00", got "-5.00"'],
+    [{ PAYOUT_TERMS: 'not json' }, 'PAYOUT_TERMS must be JSON like {"sbp": {"feePct": "1.00", "min": "100.00"}}: it is not JSON'],
+    [{ PAYOUT_TERMS: '[]' }, 'PAYOUT_TERMS must be JSON like {"sbp": {"feePct": "1.00", "min": "100.00"}}: it is not an object'],
     // A misspelt field would leave the default fee in force unseen.
-    [{ PAYOUT_TERMS: '{"sbp": {"fee_pct": "0.50"}}' }, 'PAYOUT_TERMS must be JSON'],
-    [{ PAYOUT_TERMS: '{"sbp": {"feePct": "0.50", "max": "1.00"}}' }, 'PAYOUT_TERMS must be JSON'],
-    [{ PAYOUT_TERMS: '{"sbp": []}' }, 'PAYOUT_TERMS must be JSON'],
+    [{ PAYOUT_TERMS: '{"sbp": {"fee_pct": "0.50"}}' }, 'sbp has "fee_pct"; its fields are feePct and min'],
+    [{ PAYOUT_TERMS: '{"sbp": {"feePct": "0.50", "max": "1.00"}}' }, 'sbp has "max"; its fields are feePct and min'],
+    [{ PAYOUT_TERMS: '{"sbp": []}' }, 'sbp is not an object'],
     [{ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'yes' }, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS must be "true" or "false"'],
   ])('refuses %j with a message naming the variable', (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);

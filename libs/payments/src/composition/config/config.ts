@@ -348,34 +348,52 @@ export function parseSecretsKey(text: string): Buffer | null {
 function readPayoutTerms(raw: string | undefined, problems: string[]): Record<PayoutMethod, PayoutTerms> {
   const terms = { ...DEFAULT_PAYOUT_TERMS } as Record<PayoutMethod, PayoutTerms>;
   if (raw === undefined) return terms;
-  const bad = () => problems.push(`PAYOUT_TERMS must be JSON like {"sbp": {"feePct": "1.00", "min": "100.00"}} with methods ${PAYOUT_METHODS.join(', ')}`);
+  // Each problem names what is wrong where: a message about the whole value would leave the operator guessing.
+  const bad = (what: string) => problems.push(`PAYOUT_TERMS must be JSON like {"sbp": {"feePct": "1.00", "min": "100.00"}}: ${what}`);
   let parsed: unknown;
   try {
     parsed = JSON.parse(raw);
   } catch {
-    bad();
+    bad('it is not JSON');
     return terms;
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    bad();
+    bad('it is not an object');
     return terms;
   }
   for (const [method, value] of Object.entries(parsed)) {
+    if (!(PAYOUT_METHODS as readonly string[]).includes(method)) {
+      bad(`unknown method ${JSON.stringify(method)} (methods: ${PAYOUT_METHODS.join(', ')})`);
+      continue;
+    }
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+      bad(`${method} is not an object`);
+      continue;
+    }
     // Only feePct and min: a misspelt field (fee_pct) would leave the default in force unseen.
-    const known = typeof value === 'object' && value !== null && !Array.isArray(value) && Object.keys(value).every((k) => k === 'feePct' || k === 'min');
-    if (!(PAYOUT_METHODS as readonly string[]).includes(method) || !known) {
-      bad();
+    const unknown = Object.keys(value).filter((k) => k !== 'feePct' && k !== 'min');
+    if (unknown.length > 0) {
+      bad(`${method} has ${unknown.map((k) => JSON.stringify(k)).join(', ')}; its fields are feePct and min`);
       continue;
     }
     const v = value as { feePct?: unknown; min?: unknown };
-    try {
-      const feePct = v.feePct === undefined ? terms[method as PayoutMethod].feePct : parsePercent(v.feePct);
-      const min = v.min === undefined ? terms[method as PayoutMethod].min : parseMoney(v.min);
-      if (feePct >= 100 * 10_000 || min <= 0) throw new RangeError('out of range');
-      terms[method as PayoutMethod] = { feePct, min };
-    } catch {
-      bad();
-    }
+    const field = <T>(name: string, given: unknown, parse: (x: unknown) => T, fits: (x: T) => boolean, rule: string): T | null => {
+      try {
+        const parsedValue = parse(given);
+        if (fits(parsedValue)) return parsedValue;
+      } catch {
+        // Refused below, with the rule.
+      }
+      bad(`${method}.${name} must be ${rule}, got ${JSON.stringify(given)}`);
+      return null;
+    };
+    const feePct =
+      v.feePct === undefined
+        ? terms[method as PayoutMethod].feePct
+        : field('feePct', v.feePct, parsePercent, (x) => x < 100 * 10_000, 'a percentage below 100 such as "1.00"');
+    const min =
+      v.min === undefined ? terms[method as PayoutMethod].min : field('min', v.min, parseMoney, (x) => x > 0, 'an amount above zero such as "100.00"');
+    if (feePct !== null && min !== null) terms[method as PayoutMethod] = { feePct, min };
   }
   return terms;
 }
