@@ -1,8 +1,9 @@
 /**
  * The idempotency key store (IdempotencyKeys) on the real PostgreSQL, with a manual
- * clock: claim, replay, conflict, waiting for a running holder, taking over a holder
- * whose lease ran out, the first stored answer winning over a later one, letting a
- * key go after a 5xx, key scopes, and the 24-hour retention.
+ * clock: claim, replay, conflict, waiting for a running holder, a live holder's lease
+ * renewed (and not ended by an advance of the clock), taking over a holder that stopped
+ * renewing (as a dead process does), the first stored answer winning over a later one,
+ * letting a key go after a 5xx, key scopes, and the 24-hour retention.
  */
 import { randomUUID } from 'node:crypto';
 import { ManualClock } from '#platform/clock';
@@ -18,7 +19,16 @@ describe('the idempotency key store', () => {
     db = await createTestDatabase({ poolSize: 4 });
     keys = new IdempotencyKeys(db.pool, clock, { leaseSeconds: 5, waitMs: 2_000 });
   });
+  // Stores as processes whose leases (database time) run out within a test unless renewed.
+  const processes: IdempotencyKeys[] = [];
+  const apiProcess = () => {
+    const store = new IdempotencyKeys(db.pool, clock, { leaseSeconds: 2, waitMs: 5_000 });
+    processes.push(store);
+    return store;
+  };
   afterAll(async () => {
+    keys?.close();
+    for (const store of processes) store.close();
     await db?.drop();
   });
 
@@ -61,18 +71,36 @@ describe('the idempotency key store', () => {
     const r = keyed();
     await patient.admit(r);
     expect(await patient.admit(r)).toEqual({ kind: 'busy' });
+    patient.close();
   });
 
-  it('a holder whose lease ran out is taken over; the first answer stored is every answer', async () => {
+  it('a live holder renews its lease: a repeat waiting longer than the lease is told busy, not let in', async () => {
+    const holder = apiProcess();
     const r = keyed();
-    const dead = await keys.admit(r);
+    expect(await holder.admit(r)).toMatchObject({ kind: 'run', takenOver: false });
+    expect(await apiProcess().admit(r)).toEqual({ kind: 'busy' });
+  });
+
+  it('an advance of the manual clock does not end a lease (it runs on database time)', async () => {
+    const patient = new IdempotencyKeys(db.pool, clock, { leaseSeconds: 600, waitMs: 200 });
+    const r = keyed();
+    expect(await patient.admit(r)).toMatchObject({ kind: 'run' });
+    clock.setOffset(clock.offsetMilliseconds + 3_600_000);
+    expect(await patient.admit(r)).toEqual({ kind: 'busy' });
+    patient.close();
+  });
+
+  it('a holder that stopped renewing (its process died) is taken over once its lease runs out; the first answer stored is every answer', async () => {
+    const dying = apiProcess();
+    const r = keyed();
+    const dead = await dying.admit(r);
     if (dead.kind !== 'run') throw new Error('not run');
-    clock.setOffset(clock.offsetMilliseconds + 5_000);
-    const taker = await keys.admit(r);
+    dying.close();
+    const taker = await apiProcess().admit(r);
     expect(taker).toMatchObject({ kind: 'run', takenOver: true });
-    // The old holder was only slow: it answers first; the taker's answer gives way to it.
-    await keys.abandon(r, dead.claim); // its claim is no longer the key's: nothing is let go
-    expect(await keys.complete(r, 202, '{"by":"first"}')).toBeNull();
+    // The old holder was only frozen: it answers first; the taker's answer gives way to it.
+    await dying.abandon(r, dead.claim); // its claim is no longer the key's: nothing is let go
+    expect(await dying.complete(r, 202, '{"by":"first"}')).toBeNull();
     expect(await keys.complete(r, 202, '{"by":"taker"}')).toEqual({ status: 202, body: '{"by":"first"}' });
     expect(await keys.admit(r)).toEqual({ kind: 'replay', status: 202, body: '{"by":"first"}' });
   });
@@ -108,6 +136,7 @@ describe('the idempotency key store', () => {
     await sweeper.admit(keyed()); // a request of anyone sweeps (at most once a minute)
     expect((await db.pool.query('SELECT 1 FROM idempotency_keys WHERE key_id = $1', [r.keyId])).rowCount).toBe(0);
     expect(await sweeper.admit({ ...r, fingerprint: 'x' })).toMatchObject({ kind: 'run', takenOver: false });
+    sweeper.close();
   });
 
   describe('reading the header', () => {

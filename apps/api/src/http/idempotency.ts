@@ -105,11 +105,11 @@ export const Keyed = createParamDecorator(
 );
 
 /**
- * Stores the answer of every keyed request that ran, before it is sent: a 2xx or 4xx
- * becomes the key's answer (if another run of the key stored one first, that one is
- * sent instead); a 5xx lets the key go, so a retry can succeed. Should storing fail,
- * the answer still goes out and the key stays held until its lease runs out: the
- * retry then runs the keyed steps again, which reach the same result.
+ * Stores the answer of every keyed request that ran, before it is sent, and stops
+ * renewing its lease: a 2xx or 4xx becomes the key's answer (if another run of the key
+ * stored one first, that one is sent instead); a 5xx lets the key go, so a retry can
+ * succeed. Should storing fail, the answer still goes out and the key stays held until
+ * its lease runs out: the retry then runs the keyed steps again, which reach the same result.
  */
 export function registerIdempotencyHook(fastify: FastifyInstance, keys: IdempotencyKeys, log: Logger): void {
   // A callback hook: an answer without a running key goes on at once, no promise made.
@@ -130,6 +130,7 @@ async function storeAnswer(
   payload: unknown,
   log: Logger,
 ): Promise<unknown> {
+  keys.stopRenewing(running.claim);
   try {
     if (reply.statusCode >= 500 || typeof payload !== 'string') {
       await keys.abandon(running.request, running.claim);

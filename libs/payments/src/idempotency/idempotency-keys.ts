@@ -6,7 +6,7 @@ import { IDEMPOTENCY_RETENTION_HOURS, KeyedRequest } from './keyed-request';
 
 /** What to do with a keyed request. */
 export type Admission =
-  /** Run it: this request holds the key (`claim`) until its answer is stored or its lease runs out. */
+  /** Run it: this request holds the key (`claim`, its lease renewed until stopRenewing) until its answer is stored. */
   | { readonly kind: 'run'; readonly claim: string; readonly takenOver: boolean }
   /** The key's first answer, to send again as it was. */
   | { readonly kind: 'replay'; readonly status: number; readonly body: string }
@@ -17,9 +17,10 @@ export type Admission =
 
 export interface IdempotencyTiming {
   /**
-   * How long (gateway clock) a running request holds its key. A holder that died
-   * (SIGKILL, a lost connection) is taken over once it runs out; one that is only
-   * slow is then run twice, which the keyed steps make harmless.
+   * How long (database time) a running request holds its key unrenewed. Its process
+   * renews it every third of this while the request runs, so only a holder that died
+   * (SIGKILL, a lost connection) is taken over, once it runs out; an advance of the
+   * manual clock does not end it.
    */
   readonly leaseSeconds: number;
   /** How long (real time) a request waits for another with its key to answer; longer than the lease. */
@@ -32,12 +33,16 @@ const SWEEP_EVERY_MS = 60_000;
 
 const CLAIM = `
 INSERT INTO idempotency_keys (key_id, mode, idempotency_key, fingerprint, state, claim, lease_until, created_at)
-VALUES ($1, $2, $3, $4, 'started', $5, $6, $7)
+VALUES ($1, $2, $3, $4, 'started', $5, clock_timestamp() + make_interval(secs => $6), $7)
 ON CONFLICT (key_id, mode, idempotency_key) DO UPDATE SET claim = EXCLUDED.claim, lease_until = EXCLUDED.lease_until
   WHERE idempotency_keys.state = 'started'
     AND idempotency_keys.fingerprint = EXCLUDED.fingerprint
-    AND idempotency_keys.lease_until <= EXCLUDED.created_at
+    AND idempotency_keys.lease_until <= clock_timestamp()
 RETURNING (xmax = 0) AS fresh`;
+
+const RENEW = `
+UPDATE idempotency_keys SET lease_until = clock_timestamp() + make_interval(secs => $5)
+WHERE key_id = $1 AND mode = $2 AND idempotency_key = $3 AND state = 'started' AND claim = $4`;
 
 const READ = `SELECT fingerprint, state, status, body FROM idempotency_keys WHERE key_id = $1 AND mode = $2 AND idempotency_key = $3`;
 
@@ -65,6 +70,8 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  */
 export class IdempotencyKeys {
   private lastSweep = Number.NEGATIVE_INFINITY;
+  /** The claims this process holds, each with the timer renewing its lease. */
+  private readonly renewals = new Map<string, NodeJS.Timeout>();
 
   constructor(
     private readonly pool: Pool,
@@ -77,13 +84,14 @@ export class IdempotencyKeys {
     const deadline = performance.now() + this.timing.waitMs;
     let pause = 10;
     for (;;) {
-      const now = this.clock.now();
       const claim = randomUUID();
-      const leaseUntil = new Date(now.getTime() + this.timing.leaseSeconds * 1000);
       const claimed = await this.pool.query<{ fresh: boolean }>(
-        preparedStatement(CLAIM, [request.keyId, request.mode, request.key, request.fingerprint, claim, leaseUntil, now]),
+        preparedStatement(CLAIM, [request.keyId, request.mode, request.key, request.fingerprint, claim, this.timing.leaseSeconds, this.clock.now()]),
       );
-      if (claimed.rows[0]) return { kind: 'run', claim, takenOver: !claimed.rows[0].fresh };
+      if (claimed.rows[0]) {
+        this.renew(request, claim);
+        return { kind: 'run', claim, takenOver: !claimed.rows[0].fresh };
+      }
       const row = (await this.pool.query<KeyRow>(preparedStatement(READ, [request.keyId, request.mode, request.key]))).rows[0];
       // Gone meanwhile (its holder answered 5xx and let it go): claim it again.
       if (!row) continue;
@@ -94,6 +102,21 @@ export class IdempotencyKeys {
       await sleep(Math.min(pause, left));
       pause = Math.min(pause * 2, 200);
     }
+  }
+
+  /**
+   * Stops renewing the lease of a claim this process holds: its request answered (its
+   * answer is then stored or the key let go), or this process stops. A claim no longer
+   * renewed is taken over once its lease runs out, as a dead process's is.
+   */
+  stopRenewing(claim: string): void {
+    clearInterval(this.renewals.get(claim));
+    this.renewals.delete(claim);
+  }
+
+  /** Stops renewing every lease this process holds. */
+  close(): void {
+    for (const claim of [...this.renewals.keys()]) this.stopRenewing(claim);
   }
 
   /**
@@ -112,12 +135,40 @@ export class IdempotencyKeys {
 
   /** Lets the key go after an answer that is not stored (5xx): the next retry runs the request again. */
   async abandon(request: KeyedRequest, claim: string): Promise<void> {
+    this.stopRenewing(claim);
     await this.pool.query(`DELETE FROM idempotency_keys WHERE key_id = $1 AND mode = $2 AND idempotency_key = $3 AND state = 'started' AND claim = $4`, [
       request.keyId,
       request.mode,
       request.key,
       claim,
     ]);
+  }
+
+  /**
+   * Renews the claim's lease every third of it until stopRenewing, or until the claim is
+   * no longer the key's (answered, let go, or taken over after a renewal came too late).
+   * A renewal that fails is tried again at the next tick; the timer keeps no process alive.
+   */
+  private renew(request: KeyedRequest, claim: string): void {
+    let renewing = false;
+    const timer = setInterval(
+      () => {
+        if (renewing) return;
+        renewing = true;
+        this.pool
+          .query(preparedStatement(RENEW, [request.keyId, request.mode, request.key, claim, this.timing.leaseSeconds]))
+          .then(
+            (renewed) => {
+              if (renewed.rowCount === 0) this.stopRenewing(claim);
+            },
+            () => undefined,
+          )
+          .finally(() => (renewing = false));
+      },
+      (this.timing.leaseSeconds * 1000) / 3,
+    );
+    timer.unref();
+    this.renewals.set(claim, timer);
   }
 
   /** Forgets keys older than the retention, at most once a minute (gateway clock) per process. */
