@@ -57,6 +57,14 @@ interface KeyRow {
   body: string | null;
 }
 
+/**
+ * How long a lease is renewed at most: past every bound of a request's work (a 30 s
+ * statement timeout, a few steps), so a request whose answer never reaches the hook
+ * cannot hold its key for the life of the process; its key is then taken over as a
+ * dead process's is, and the keyed steps make a second run harmless.
+ */
+const RENEW_AT_MOST_MS = 120_000;
+
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
@@ -146,13 +154,16 @@ export class IdempotencyKeys {
 
   /**
    * Renews the claim's lease every third of it until stopRenewing, or until the claim is
-   * no longer the key's (answered, let go, or taken over after a renewal came too late).
+   * no longer the key's (answered, let go, or taken over after a renewal came too late),
+   * for RENEW_AT_MOST_MS at most.
    * A renewal that fails is tried again at the next tick; the timer keeps no process alive.
    */
   private renew(request: KeyedRequest, claim: string): void {
     let renewing = false;
+    const until = performance.now() + RENEW_AT_MOST_MS;
     const timer = setInterval(
       () => {
+        if (performance.now() > until) return this.stopRenewing(claim);
         if (renewing) return;
         renewing = true;
         this.pool
