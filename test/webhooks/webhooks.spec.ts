@@ -382,6 +382,57 @@ describe('webhooks (CLOCK=manual, private networks allowed)', () => {
       expect((await deliveries(`eventId=${paidToA.body.id}`)).items).toHaveLength(2);
     });
 
+    it('an operator cancel is one payout.rejected with status cancelled, to every subscribed project of the account, and in GET /v1/events', async () => {
+      const [ra, rb, rc] = [await receiver(), await receiver(), await receiver()];
+      const a = await hookedMerchant(operator, { webhookUrl: ra.url });
+      const b = await hookedMerchant(operator, { webhookUrl: rb.url, webhookEvents: ['payout.rejected'] }, a.accountId);
+      const c = await hookedMerchant(operator, { webhookUrl: rc.url, webhookEvents: ['payout.paid'] }, a.accountId);
+      await fund(operator, a, 'live', ['1000.00']);
+      const address = await payoutAddress(operator, a.accountId, { method: 'sbp', account: PHONE });
+      const created = await a.live.post('/v1/payouts', { amount: '200.00', addressId: address.id, orderId: orderId('po') });
+      expectStatus(created, 201);
+      const id = created.body.id as number;
+
+      const from = await clockSeconds(operator);
+      const cancelled = await transition(operator, id, 'cancel', { reason: 'мерчант передумал' });
+      expectStatus(cancelled, 200);
+      expect(cancelled.body).toMatchObject({ id, status: 'cancelled', statusReason: 'мерчант передумал' });
+      const toA = await arrival(ra, 'payout.rejected', id);
+      const toB = await arrival(rb, 'payout.rejected', id);
+      const to = await clockSeconds(operator);
+      await sleep(QUIET_MS);
+
+      expectEnvelope(toA, 'payout.rejected', false, a.secret, { from, to });
+      expectEnvelope(toB, 'payout.rejected', false, b.secret, { from, to });
+      const payout = await getWhen(a.live, `/v1/payouts/${id}`, (p) => p.status === 'cancelled');
+      expect(payout).toMatchObject({ id, status: 'cancelled', statusReason: 'мерчант передумал', amount: '200.00' });
+      expect(toA.body.data).toEqual({ payout });
+      expect(toA.body.createdAt).toBe(payout.processedAt);
+      expect(toB.rawBody).toBe(toA.rawBody);
+      // Exactly once each: the receivers got nothing else about the payout; c is not subscribed to payout.rejected.
+      expect(ra.received.filter((w) => idOf(w) === id)).toHaveLength(1);
+      expect(rb.received.map((w) => [w.headers['x-service-event'], idOf(w)])).toEqual([['payout.rejected', id]]);
+      expect(rc.received).toEqual([]);
+
+      // GET /v1/events of each project of the account: the one event, its body as sent.
+      const eventsOf = async (m: Merchant): Promise<Json[]> => {
+        const r = await m.live.get('/v1/events?type=payout.rejected');
+        expectStatus(r, 200);
+        return (r.body.items as Json[]).filter((e) => e.data.payout.id === id);
+      };
+      const delivered = async (m: Merchant): Promise<Json> => {
+        const done = (items: Json[]) => items.length === 1 && items[0].deliveryStatus === 'delivered';
+        return (await poll(() => eventsOf(m), done, `the cancellation in GET /v1/events of ${m.projectId}`))[0];
+      };
+      const listed = await delivered(a);
+      expect({ ...listed, deliveryStatus: undefined }).toEqual(toA.body);
+      expect((await delivered(b)).id).toBe(toA.body.id);
+      const one = await fetch(`${gw.baseUrl}/v1/events/${toA.body.id}`, { headers: { authorization: `Bearer ${a.keys.live.secretKey}` } });
+      expect(one.status).toBe(200);
+      expect(await one.text()).toBe(toA.rawBody);
+      expect((await eventsOf(c)).map((e) => [e.id, e.deliveryStatus])).toEqual([[toA.body.id, 'not_subscribed']]);
+    });
+
     it('an unsubscribed kind never arrives; a project without webhookUrl gets nothing and has no history', async () => {
       const hooks = await receiver();
       const onlyPaid = await hookedMerchant(operator, { webhookUrl: hooks.url, webhookEvents: ['invoice.paid'] });

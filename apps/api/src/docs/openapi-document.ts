@@ -612,7 +612,7 @@ const refundEvent = envelope('Тело вебхуков refund.succeeded, refund
   required: ['refund', 'invoice'],
   properties: { refund: refWith('Refund', 'Возврат'), invoice: refWith('Invoice', 'Счёт возврата') },
 });
-const payoutEvent = envelope('Тело вебхуков payout.paid, payout.rejected', kindsOf('payout'), {
+const payoutEvent = envelope('Тело вебхуков payout.paid, payout.rejected (у payout.rejected статус выплаты rejected или cancelled)', kindsOf('payout'), {
   type: 'object',
   required: ['payout'],
   properties: { payout: refWith('Payout', 'Выплата в форме GET /payouts/{id}') },
@@ -703,7 +703,7 @@ const WEBHOOK_MEANING: Readonly<Record<EventKind, string>> = {
   'refund.succeeded': 'Возврат выполнен (после 202 на POST /invoices/{id}/refund)',
   'refund.failed': 'Возврат не удался',
   'payout.paid': 'Выплата произведена',
-  'payout.rejected': 'Выплата отклонена; сумма вернулась на баланс',
+  'payout.rejected': 'Выплата отклонена или отменена оператором (data.payout.status: rejected или cancelled); сумма вернулась на баланс',
 };
 
 /** The payload schema of a kind: InvoiceEvent for invoice.*, RefundEvent for refund.*, PayoutEvent for payout.*. */

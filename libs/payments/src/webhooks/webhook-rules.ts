@@ -5,10 +5,15 @@
 import { createHmac } from 'node:crypto';
 import type { WebhookEventKind } from '../merchants';
 
+/**
+ * An operator's cancellation (PayoutCancelled) is a `payout.rejected` too: the spec's two
+ * payout events are the results a merchant waits for, and a cancelled payout's amount
+ * returns to the balance as a rejected one's does; `data.payout.status` tells them apart.
+ */
 const KINDS: Readonly<Record<string, Readonly<Record<string, WebhookEventKind>>>> = {
   invoice: { InvoicePaid: 'invoice.paid', InvoiceFailed: 'invoice.failed', InvoiceExpired: 'invoice.expired' },
   refund: { RefundSucceeded: 'refund.succeeded', RefundFailed: 'refund.failed' },
-  payout: { PayoutPaid: 'payout.paid', PayoutRejected: 'payout.rejected' },
+  payout: { PayoutPaid: 'payout.paid', PayoutRejected: 'payout.rejected', PayoutCancelled: 'payout.rejected' },
 };
 
 /** The webhook kind a stored event stands for, or null. */

@@ -421,7 +421,7 @@ export interface webhooks {
         get?: never;
         put?: never;
         /**
-         * Выплата отклонена; сумма вернулась на баланс
+         * Выплата отклонена или отменена оператором (data.payout.status: rejected или cancelled); сумма вернулась на баланс
          * @description POST на webhook_url проекта. Получатель отвечает 2xx за 10 секунд, иначе повтор через 1 мин, 5 мин, 30 мин, 2 ч, 12 ч и 24 ч. Обработка должна быть идемпотентной по id события. Отправляется на webhook_url каждого проекта аккаунта, подписанного на событие.
          */
         post: operations["payoutRejectedWebhook"];
@@ -998,7 +998,7 @@ export interface components {
                 invoice: components["schemas"]["Invoice"];
             };
         };
-        /** @description Тело вебхуков payout.paid, payout.rejected */
+        /** @description Тело вебхуков payout.paid, payout.rejected (у payout.rejected статус выплаты rejected или cancelled) */
         PayoutEvent: {
             /** @description Идентификатор события; ключ идемпотентности получателя (повторная доставка несёт тот же id) */
             id: string;
