@@ -337,6 +337,8 @@ describe('statements and the trial balance over HTTP', () => {
       [`${base}?mode=live&from=2025-02-30T00:00:00Z&to=2025-03-01T00:00:00Z`, 'from', 'invalid_datetime'],
       [`${base}?mode=live&from=2025-01-01T00:00:00Z&to=yesterday`, 'to', 'invalid_datetime'],
       [`${base}?mode=live&from=2025-02-01T00:00:00Z&to=2025-01-01T00:00:00Z`, 'to', 'invalid_range'],
+      // Nine fraction digits (Go, Java) are read to the last one.
+      [`${base}?mode=live&from=2025-01-01T00:00:00.000000002Z&to=2025-01-01T00:00:00.000000001Z`, 'to', 'invalid_range'],
       // A period that has not ended: its closing balance is not known yet.
       [`${base}?mode=live&from=2025-01-01T00:00:00Z&to=2100-01-01T00:00:00Z`, 'to', 'in_future'],
       [`${base}?mode=live&from=2025-01-01T00:00:00Z&to=2025-02-01T00:00:00Z&format=xml`, 'format', 'invalid_enum'],

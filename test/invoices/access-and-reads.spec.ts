@@ -391,6 +391,41 @@ describe('merchant API access, modes and reads', () => {
       expect(await range(`from=${q(moscow)}`)).toEqual([six[5].id, six[4].id, six[3].id]);
     });
 
+    it('takes from and to with 7 and 9 fraction digits (.NET, Go, Java), to the last digit written', async () => {
+      const range = async (query: string) => {
+        const r = await lister.test.get(`/v1/invoices?${query}`);
+        expectStatus(r, 200);
+        return ids(r.body.items);
+      };
+      // #3 at …ss.mmmZ; `digits` appended to its milliseconds, and the millisecond before it.
+      expect(six[3].createdAt).toMatch(/\.\d{3}Z$/);
+      const at3 = (digits: string) => q(six[3].createdAt.replace('Z', `${digits}Z`));
+      const before3 = (digits: string) => q(new Date(Date.parse(six[3].createdAt) - 1).toISOString().replace('Z', `${digits}Z`));
+      const from3 = [six[5].id, six[4].id, six[3].id];
+      const before = [six[2].id, six[1].id, six[0].id];
+      for (const zeros of ['0000', '000000']) {
+        // Exactly #3's instant: from takes it in, to leaves it out.
+        expect(await range(`from=${at3(zeros)}`)).toEqual(from3);
+        expect(await range(`to=${at3(zeros)}`)).toEqual(before);
+        // One unit of the 7th or 9th digit past it: #3 happened before it.
+        const past = at3(`${zeros.slice(1)}1`);
+        expect(await range(`from=${past}`)).toEqual([six[5].id, six[4].id]);
+        expect(await range(`to=${past}`)).toEqual([six[3].id, ...before]);
+        // One unit before it: #3 happened after it.
+        const short = before3(zeros.replace(/0/g, '9'));
+        expect(await range(`from=${short}`)).toEqual(from3);
+        expect(await range(`to=${short}`)).toEqual(before);
+        // A reversed period by that last digit is refused; the same instant, however written, is an empty one.
+        const reversed = await lister.test.get(`/v1/invoices?from=${at3(`${zeros.slice(1)}2`)}&to=${past}`);
+        expectError(reversed, 400, 'validation', 'to');
+        expect(reversed.body.error.details).toEqual([expect.objectContaining({ param: 'to', code: 'invalid_range' })]);
+        expect(await range(`from=${past}&to=${at3(`${zeros.slice(1)}100`)}`)).toEqual([]);
+      }
+      // 9 digits with an offset: #3's instant in Moscow time.
+      const moscow = new Date(Date.parse(six[3].createdAt) + 3 * 3_600_000).toISOString().replace('Z', '000001+03:00');
+      expect(await range(`from=${q(moscow)}`)).toEqual([six[5].id, six[4].id]);
+    });
+
     it('pages with limit and an opaque cursor', async () => {
       const seen: string[] = [];
       let cursor: string | null = null;

@@ -240,9 +240,13 @@ describe('GET /v1/balance/transactions', () => {
     expectError(reversed, 400, 'validation', 'to');
     expect(reversed.body.error.details).toEqual([expect.objectContaining({ param: 'to', code: 'invalid_range' })]);
     expectError(await m.live.get('/v1/balance/transactions?from=2026-01-01T00:00:00.0002Z&to=2026-01-01T00:00:00.0001Z'), 400, 'validation', 'to');
+    expectError(await m.live.get('/v1/balance/transactions?from=2026-01-01T00:00:00.000000002Z&to=2026-01-01T00:00:00.000000001Z'), 400, 'validation', 'to');
     // An empty period (from = to, however written) is a period with nothing in it.
     expect((await m.live.get('/v1/balance/transactions?from=2026-01-01T00:00:00Z&to=2026-01-01T00:00:00Z')).body).toMatchObject({ items: [] });
     expect((await m.live.get('/v1/balance/transactions?from=2026-01-01T00:00:00.0010Z&to=2026-01-01T00:00:00.001Z')).body).toMatchObject({ items: [] });
+    expect((await m.live.get('/v1/balance/transactions?from=2026-01-01T00:00:00.0000001Z&to=2026-01-01T00:00:00.000000100Z')).body).toMatchObject({
+      items: [],
+    });
   });
 
   it("the migration seeds what the projection writes: each posting's balance after it, each held payment's end of hold", async () => {

@@ -3,7 +3,7 @@
  * webhook has, listable with their delivery status, so a receiver that was down
  * catches up on its own.
  */
-import { Client, expectError, expectStatus, InvoiceGateway, Json, Merchant, orderId, poll } from '../support/merchant-fixtures';
+import { Client, expectError, expectStatus, InvoiceGateway, Json, Merchant, orderId, poll, sleep } from '../support/merchant-fixtures';
 import { hookedGateway, WebhookReceiver } from '../support/webhook-receiver';
 
 /** Every event of `query`, following the cursors. */
@@ -86,6 +86,36 @@ describe('GET /v1/events', () => {
     const at = encodeURIComponent(items[0].createdAt);
     expect((await allEvents(hooked.test, `from=${at}`)).map((e) => e.id)).toEqual([items[0].id]);
     expect((await allEvents(hooked.test, `to=${at}`)).map((e) => e.id)).toEqual([items[1].id]);
+  });
+
+  it('takes from and to with 7 and 9 fraction digits (.NET, Go, Java), to the last digit written', async () => {
+    const m = await gw.operator.merchant();
+    await paidInvoice(gw, m.test);
+    await sleep(15); // distinct createdAt values
+    await paidInvoice(gw, m.test);
+    const [later, earlier] = await poll(
+      () => allEvents(m.test, ''),
+      (all) => all.length === 2,
+      'both invoice.paid events',
+    );
+    expect(later.createdAt).toMatch(/\.\d{3}Z$/);
+    const at = (digits: string) => encodeURIComponent(later.createdAt.replace('Z', `${digits}Z`));
+    const msBefore = (digits: string) => encodeURIComponent(new Date(Date.parse(later.createdAt) - 1).toISOString().replace('Z', `${digits}Z`));
+    const ids = async (query: string) => (await allEvents(m.test, query)).map((e) => e.id);
+    for (const [exact, past, short] of [
+      ['0000', '0001', '9999'],
+      ['000000', '000001', '999999'],
+    ] as const) {
+      expect(await ids(`from=${at(exact)}`)).toEqual([later.id]);
+      expect(await ids(`to=${at(exact)}`)).toEqual([earlier.id]);
+      // A digit past the microsecond decides: the later event happened before …0001 and after …9999 of the millisecond before.
+      expect(await ids(`from=${at(past)}`)).toEqual([]);
+      expect(await ids(`to=${at(past)}`)).toEqual([later.id, earlier.id]);
+      expect(await ids(`from=${msBefore(short)}`)).toEqual([later.id]);
+      expect(await ids(`to=${msBefore(short)}`)).toEqual([earlier.id]);
+      expectError(await m.test.get(`/v1/events?from=${at(past.replace(/1$/, '2'))}&to=${at(past)}`), 400, 'validation', 'to');
+      expect(await ids(`from=${at(past)}&to=${at(`${past}0`)}`)).toEqual([]);
+    }
   });
 
   it('refuses a bad query with the spec error and an unknown id with 404', async () => {
