@@ -419,8 +419,10 @@ describe('merchant API access, modes and reads', () => {
         const reversed = await lister.test.get(`/v1/invoices?from=${at3(`${zeros.slice(1)}2`)}&to=${past}`);
         expectError(reversed, 400, 'validation', 'to');
         expect(reversed.body.error.details).toEqual([expect.objectContaining({ param: 'to', code: 'invalid_range' })]);
-        expect(await range(`from=${past}&to=${at3(`${zeros.slice(1)}100`)}`)).toEqual([]);
+        expect(await range(`from=${past}&to=${at3(`${zeros.slice(1)}2`)}`)).toEqual([]);
       }
+      // Ten digits: Node's Date would misread them (.0999999999 as .999), so they are refused.
+      expectError(await lister.test.get(`/v1/invoices?from=${q(six[3].createdAt.replace(/\.\d{3}Z$/, '.0999999999Z'))}`), 400, 'validation', 'from');
       // 9 digits with an offset: #3's instant in Moscow time.
       const moscow = new Date(Date.parse(six[3].createdAt) + 3 * 3_600_000).toISOString().replace('Z', '000001+03:00');
       expect(await range(`from=${q(moscow)}`)).toEqual([six[5].id, six[4].id]);

@@ -1,6 +1,6 @@
-// Any number of fraction digits, as ISO 8601 and RFC 3339 (the documents' `date-time`) allow:
-// .NET writes 7, Go and Java up to 9. The API bounds the whole text (40 characters).
-const ISO_DATETIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
+// Up to nine fraction digits (nanoseconds): .NET writes 7, Go and Java up to 9. ISO 8601
+// bounds them nowhere, but Node's Date misreads ten or more (".0999999999" as .999 s).
+const ISO_DATETIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/;
 
 /**
  * Whether `text` is an ISO 8601 date and time (with its offset) that names a real
