@@ -130,7 +130,6 @@ async function storeAnswer(
   payload: unknown,
   log: Logger,
 ): Promise<unknown> {
-  keys.stopRenewing(running.claim);
   try {
     if (reply.statusCode >= 500 || typeof payload !== 'string') {
       await keys.abandon(running.request, running.claim);
@@ -143,5 +142,8 @@ async function storeAnswer(
   } catch (error) {
     (request.log ?? log).warn({ err: error }, 'idempotency key answer not stored');
     return payload;
+  } finally {
+    // Only once the answer is stored (or the key let go): a store that waits must not let a repeat in.
+    keys.stopRenewing(running.claim);
   }
 }

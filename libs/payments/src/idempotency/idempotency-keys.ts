@@ -40,9 +40,13 @@ ON CONFLICT (key_id, mode, idempotency_key) DO UPDATE SET claim = EXCLUDED.claim
     AND idempotency_keys.lease_until <= clock_timestamp()
 RETURNING (xmax = 0) AS fresh`;
 
+// Every lease this process holds, in one statement by primary key: the claims still the keys' come back.
 const RENEW = `
-UPDATE idempotency_keys SET lease_until = clock_timestamp() + make_interval(secs => $5)
-WHERE key_id = $1 AND mode = $2 AND idempotency_key = $3 AND state = 'started' AND claim = $4`;
+UPDATE idempotency_keys k SET lease_until = clock_timestamp() + make_interval(secs => $5)
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[]) AS held(key_id, mode, idempotency_key, claim)
+WHERE k.key_id = held.key_id AND k.mode = held.mode AND k.idempotency_key = held.idempotency_key
+  AND k.state = 'started' AND k.claim = held.claim
+RETURNING k.claim::text AS claim`;
 
 const READ = `SELECT fingerprint, state, status, body FROM idempotency_keys WHERE key_id = $1 AND mode = $2 AND idempotency_key = $3`;
 
@@ -78,8 +82,11 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  */
 export class IdempotencyKeys {
   private lastSweep = Number.NEGATIVE_INFINITY;
-  /** The claims this process holds, each with the timer renewing its lease. */
-  private readonly renewals = new Map<string, NodeJS.Timeout>();
+  /** The claims this process holds, each with its key and when its renewal ends (performance.now()). */
+  private readonly held = new Map<string, { readonly request: KeyedRequest; readonly until: number }>();
+  /** The one timer renewing every held lease; null when none is held. */
+  private renewals: NodeJS.Timeout | null = null;
+  private renewing = false;
 
   constructor(
     private readonly pool: Pool,
@@ -118,13 +125,16 @@ export class IdempotencyKeys {
    * renewed is taken over once its lease runs out, as a dead process's is.
    */
   stopRenewing(claim: string): void {
-    clearInterval(this.renewals.get(claim));
-    this.renewals.delete(claim);
+    this.held.delete(claim);
+    if (this.held.size === 0 && this.renewals !== null) {
+      clearInterval(this.renewals);
+      this.renewals = null;
+    }
   }
 
   /** Stops renewing every lease this process holds. */
   close(): void {
-    for (const claim of [...this.renewals.keys()]) this.stopRenewing(claim);
+    for (const claim of [...this.held.keys()]) this.stopRenewing(claim);
   }
 
   /**
@@ -155,31 +165,41 @@ export class IdempotencyKeys {
   /**
    * Renews the claim's lease every third of it until stopRenewing, or until the claim is
    * no longer the key's (answered, let go, or taken over after a renewal came too late),
-   * for RENEW_AT_MOST_MS at most.
-   * A renewal that fails is tried again at the next tick; the timer keeps no process alive.
+   * for RENEW_AT_MOST_MS at most. Every held lease is renewed by one statement per tick
+   * (one pool connection, however many keys run); a renewal that fails is tried again
+   * at the next tick; the timer keeps no process alive.
    */
   private renew(request: KeyedRequest, claim: string): void {
-    let renewing = false;
-    const until = performance.now() + RENEW_AT_MOST_MS;
-    const timer = setInterval(
-      () => {
-        if (performance.now() > until) return this.stopRenewing(claim);
-        if (renewing) return;
-        renewing = true;
-        this.pool
-          .query(preparedStatement(RENEW, [request.keyId, request.mode, request.key, claim, this.timing.leaseSeconds]))
-          .then(
-            (renewed) => {
-              if (renewed.rowCount === 0) this.stopRenewing(claim);
-            },
-            () => undefined,
-          )
-          .finally(() => (renewing = false));
-      },
-      (this.timing.leaseSeconds * 1000) / 3,
-    );
-    timer.unref();
-    this.renewals.set(claim, timer);
+    this.held.set(claim, { request, until: performance.now() + RENEW_AT_MOST_MS });
+    if (this.renewals !== null) return;
+    this.renewals = setInterval(() => void this.renewHeld(), (this.timing.leaseSeconds * 1000) / 3);
+    this.renewals.unref();
+  }
+
+  private async renewHeld(): Promise<void> {
+    if (this.renewing) return;
+    const now = performance.now();
+    for (const [claim, { until }] of this.held) if (now > until) this.stopRenewing(claim);
+    const held = [...this.held];
+    if (held.length === 0) return;
+    this.renewing = true;
+    try {
+      const renewed = await this.pool.query<{ claim: string }>(
+        preparedStatement(RENEW, [
+          held.map(([, h]) => h.request.keyId),
+          held.map(([, h]) => h.request.mode),
+          held.map(([, h]) => h.request.key),
+          held.map(([claim]) => claim),
+          this.timing.leaseSeconds,
+        ]),
+      );
+      const still = new Set(renewed.rows.map((r) => r.claim));
+      for (const [claim] of held) if (!still.has(claim)) this.stopRenewing(claim);
+    } catch {
+      // Tried again at the next tick.
+    } finally {
+      this.renewing = false;
+    }
   }
 
   /** Forgets keys older than the retention, at most once a minute (gateway clock) per process. */
