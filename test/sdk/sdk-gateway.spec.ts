@@ -1,15 +1,18 @@
 /**
  * The SDK against the compiled gateway (CLOCK=manual, webhooks to loopback allowed):
  * both auth modes, typed errors as the gateway sends them, the paging iterator over
- * more than one page, a refund retried under its Idempotency-Key, the clock skew of
+ * more than one page, a refund retried under its Idempotency-Key (within a call, and by
+ * the caller with the key its error names after every answer was lost), the clock skew of
  * HMAC mode corrected from X-Server-Time, and verifyWebhook on a real delivery to a
  * local receiver (and its refusals: tampered body, wrong secret, old timestamp).
  */
 import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { expectStatus, InvoiceGateway, Json, poll, startInvoiceGateway } from '../support/merchant-fixtures';
 import { sendSigned } from '../support/signing';
 import { ReceivedWebhook, startWebhookReceiver, WebhookReceiver } from '../support/webhook-receiver';
-import { PaymentGatewayClient, PaymentGatewayError, verifyWebhook, WebhookVerificationError } from '../../libs/sdk/src';
+import { PaymentGatewayClient, PaymentGatewayConnectionError, PaymentGatewayError, verifyWebhook, WebhookVerificationError } from '../../libs/sdk/src';
 import type { InvoiceEvent, WebhookEvent } from '../../libs/sdk/src';
 
 interface Shop {
@@ -143,6 +146,65 @@ describe('the SDK against the gateway', () => {
     if (refundEvent.type !== 'refund.succeeded') throw new Error(`expected refund.succeeded, got ${refundEvent.type}`);
     expect(refundEvent.data.refund).toMatchObject({ id: refund.id, status: 'succeeded' });
     expect((await bearer.getInvoice(created.id)).status).toBe('partially_refunded');
+  });
+
+  it('a refund whose every answer is lost: the error names its Idempotency-Key, and the call repeated with it is the same refund', async () => {
+    // A proxy that passes each request to the gateway and drops the gateway's answer (a timeout after the gateway acted).
+    const accountId = await gw.operator.createAccount();
+    const project = await gw.operator.createProject(accountId, { holdHours: 0 });
+    const direct = new PaymentGatewayClient({ baseUrl: `${gw.baseUrl}/v1`, auth: { secretKey: project.keys.test.secretKey } });
+    const created = await direct.createInvoice({ amount: '1000.00', orderId: orderId(), method: 'sbp' });
+    expectStatus(await gw.operator.payment(created.id, 'paid'), 200);
+    await poll(
+      () => direct.getBalance(),
+      (b) => b.available !== '0.00',
+      'the paid amount to be available',
+    );
+    const answered: Json[] = [];
+    const proxy = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const forwarded = ['authorization', 'content-type', 'idempotency-key'].flatMap((name) =>
+          req.headers[name] ? [[name, String(req.headers[name])]] : [],
+        );
+        void fetch(`${gw.baseUrl}${req.url}`, { method: req.method, headers: Object.fromEntries(forwarded), body: Buffer.concat(chunks) })
+          .then(async (upstream) => answered.push({ status: upstream.status, key: req.headers['idempotency-key'], body: await upstream.json() }))
+          .finally(() => res.destroy());
+      });
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (proxy.address() as AddressInfo).port;
+      const lossy = new PaymentGatewayClient({ baseUrl: `http://127.0.0.1:${port}/v1`, auth: { secretKey: project.keys.test.secretKey }, sleep: noWait });
+      const failure = await lossy.refundInvoice(created.id, { amount: '100.00' }).catch((e: unknown) => e);
+      expect(failure).toBeInstanceOf(PaymentGatewayConnectionError);
+      const { idempotencyKey, attempts, message } = failure as PaymentGatewayConnectionError;
+      expect(attempts).toBe(5);
+      // Every attempt carried the key the error names, and the gateway made one refund under it.
+      expect(answered.map((a) => [a.status, a.key])).toEqual(Array.from({ length: 5 }, () => [202, idempotencyKey]));
+      expect(message).toContain(`the gateway may have acted. Make the same call with the same Idempotency-Key ${idempotencyKey}`);
+      const refundId = answered[0].body.id;
+      expect(new Set(answered.map((a) => a.body.id))).toEqual(new Set([refundId]));
+
+      // The caller repeats the call as the error says: the same refund, not a second one.
+      const repeated = await direct.refundInvoice(created.id, { amount: '100.00' }, { idempotencyKey });
+      expect(repeated).toMatchObject({ id: refundId, amount: '100.00' });
+      const reserved = await poll(
+        async () => {
+          const rows: string[] = [];
+          for await (const t of direct.iterateBalanceTransactions({ type: 'refund_reserved' })) rows.push(String(t.refundId));
+          return rows;
+        },
+        (rows) => rows.length > 0,
+        'the refund in the balance transactions',
+      );
+      // One refund (its rows in two buckets), not one per call.
+      expect(new Set(reserved)).toEqual(new Set([refundId]));
+    } finally {
+      proxy.closeAllConnections();
+      await new Promise((resolve) => proxy.close(resolve));
+    }
   });
 
   it('verifyWebhook refuses a tampered body, a wrong secret, an old timestamp and a missing signature with typed errors', async () => {

@@ -262,6 +262,43 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     expect(stub.attempts.map((a) => a.headers['idempotency-key'])).toEqual(['payout-key-1', 'payout-key-1']);
   });
 
+  it('a refund or payout whose retries run out: the error names the key sent on every attempt, and says the outcome is unknown', async () => {
+    stub.script('drop', 'drop', 'drop', 'drop', 'drop', { status: 202, body: REFUND });
+    const lost = await client()
+      .refundInvoice(REFUND.invoiceId, { amount: '10.00' })
+      .catch((e: unknown) => e);
+    expect(lost).toBeInstanceOf(PaymentGatewayConnectionError);
+    const { idempotencyKey, message } = lost as PaymentGatewayConnectionError;
+    expect(idempotencyKey).toMatch(/^[0-9a-f-]{36}$/);
+    expect(stub.attempts.map((a) => a.headers['idempotency-key'])).toEqual(Array.from({ length: 5 }, () => idempotencyKey));
+    expect(message).toMatch(/no answer from the gateway .*\. The outcome is unknown: the gateway may have acted\. .*the same Idempotency-Key [0-9a-f-]{36} /);
+    expect(message).toContain(idempotencyKey);
+    // Repeated with that key, the call is the same request.
+    stub.script({ status: 202, body: REFUND });
+    await expect(client().refundInvoice(REFUND.invoiceId, { amount: '10.00' }, { idempotencyKey })).resolves.toEqual(REFUND);
+    expect(stub.attempts[0]!.headers['idempotency-key']).toBe(idempotencyKey);
+
+    // A 5xx to the end (a proxy's 503 may follow a write): the typed error names the key too; the caller's own key as given.
+    stub.script(...Array.from({ length: 5 }, () => error(503, 'provider_unavailable')));
+    const unavailable = await client()
+      .createPayout({ amount: '100.00', addressId: 1 })
+      .catch((e: unknown) => e);
+    expect(unavailable).toBeInstanceOf(PaymentGatewayError);
+    expect((unavailable as PaymentGatewayError).idempotencyKey).toBe(stub.attempts[0]!.headers['idempotency-key']);
+    stub.script('drop');
+    const own = await client({ maxRetries: 0 })
+      .createPayout({ amount: '100.00', addressId: 1 }, { idempotencyKey: 'payout-7' })
+      .catch((e: unknown) => e);
+    expect(own).toMatchObject({ idempotencyKey: 'payout-7', attempts: 1 });
+    // A read did not act: no key, no such words.
+    stub.script('drop');
+    const read = await client({ maxRetries: 0 })
+      .getBalance()
+      .catch((e: unknown) => e);
+    expect(read).toMatchObject({ idempotencyKey: undefined, request: 'GET /balance' });
+    expect((read as Error).message).not.toMatch(/outcome/);
+  });
+
   it('409 idempotency_key_in_use (the same key still running) is not repeated: the typed error carries its Retry-After', async () => {
     stub.script(error(409, 'idempotency_key_in_use', { param: 'Idempotency-Key' }, { 'retry-after': '1' }), { status: 202, body: REFUND });
     const failure = await client()

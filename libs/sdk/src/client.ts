@@ -304,6 +304,8 @@ export class PaymentGatewayClient {
     const rawBody = spec.body === undefined ? '' : JSON.stringify(spec.body);
     const bodyKey = createHash('sha256').update(rawBody).digest('base64');
     const request = `${spec.method} ${spec.path}`;
+    // Sent on every attempt, and named by the error once they run out: the caller repeats the call with it.
+    const key = spec.idempotencyKey;
     let retries = 0;
     let clockCorrected = false;
     let signedAgain = 0;
@@ -313,7 +315,7 @@ export class PaymentGatewayClient {
       // Signed anew on every attempt: the gateway accepts each signature once.
       const headers: Record<string, string> = { accept: 'application/json', ...(await this.authHeaders(rawBody, bodyKey)) };
       if (spec.body !== undefined) headers['content-type'] = 'application/json';
-      if (spec.idempotencyKey !== undefined) headers['idempotency-key'] = spec.idempotencyKey;
+      if (key !== undefined) headers['idempotency-key'] = key;
       // A value HTTP cannot carry is the caller's mistake, found before anything is sent: not a network failure to retry.
       // Named, never shown: a header may carry a secret (authorization).
       for (const [name, value] of Object.entries(headers)) {
@@ -338,7 +340,8 @@ export class PaymentGatewayClient {
       } catch (cause) {
         const delay = retryDelayMs({ kind: 'network' }, context);
         if (delay === null) {
-          throw new PaymentGatewayConnectionError(`${request}: no answer from the gateway (${(cause as Error).message})`, request, attempts, { cause });
+          const message = `${request}: no answer from the gateway (${(cause as Error).message})${outcomeUnknown(spec)}`;
+          throw new PaymentGatewayConnectionError(message, request, attempts, { cause, idempotencyKey: key });
         }
         await this.sleep(delay);
         retries++;
@@ -351,7 +354,7 @@ export class PaymentGatewayClient {
         if (answer !== undefined) return answer as T;
         const requestId = response.headers.get('x-request-id') ?? undefined;
         const message = unexpectedAnswerMessage(spec, request, status, text);
-        throw new PaymentGatewayError(status, 'unexpected_response', message, undefined, undefined, request, attempts, undefined, requestId);
+        throw new PaymentGatewayError(status, 'unexpected_response', message, undefined, undefined, request, attempts, undefined, requestId, key);
       }
 
       const error = errorOf(text, status);
@@ -376,7 +379,7 @@ export class PaymentGatewayClient {
       const delay = retryDelayMs(outcome, context);
       if (delay === null) {
         const requestId = response.headers.get('x-request-id') ?? undefined;
-        throw new PaymentGatewayError(status, error.code, error.message, error.param, error.details, request, attempts, retryAfterSeconds, requestId);
+        throw new PaymentGatewayError(status, error.code, error.message, error.param, error.details, request, attempts, retryAfterSeconds, requestId, key);
       }
       await this.sleep(delay);
       retries++;
@@ -456,19 +459,24 @@ function jsonObjectOf(text: string): object | undefined {
   }
 }
 
-/**
- * What a 2xx answer that is not the API's JSON says: for a POST, that its outcome is
- * unknown (the gateway may have acted, as after a lost answer) and how to learn it safely:
- * the same call again, under the same orderId (POST /invoices) or Idempotency-Key.
- */
+/** What a 2xx answer that is not the API's JSON says (for a POST, with outcomeUnknown). */
 function unexpectedAnswerMessage(spec: CallSpec, request: string, status: number, text: string): string {
   const answer = `${request}: HTTP ${status} with ${text === '' ? 'an empty body' : `an answer that is not the API's JSON: ${text.slice(0, 200)}`}`;
-  if (spec.method !== 'POST') return answer;
+  return `${answer}${outcomeUnknown(spec)}`;
+}
+
+/**
+ * For a POST without a readable answer (none came, or not the API's JSON): that its outcome
+ * is unknown (the gateway may have acted) and how to learn it safely: the same call again,
+ * under the same orderId (POST /invoices) or Idempotency-Key. A new key could act twice.
+ */
+function outcomeUnknown(spec: CallSpec): string {
+  if (spec.method !== 'POST') return '';
   const same =
-    spec.path === '/invoices'
+    spec.path === '/invoices' && spec.idempotencyKey === undefined
       ? `orderId ${String((spec.body as { orderId?: unknown } | undefined)?.orderId)}`
       : `Idempotency-Key ${String(spec.idempotencyKey)}`;
-  return `${answer}. The outcome is unknown: the gateway may have acted. Make the same call with the same ${same} to learn it (a repeat cannot act twice)`;
+  return `. The outcome is unknown: the gateway may have acted. Make the same call with the same ${same} to learn it (a repeat cannot act twice)`;
 }
 
 /** The error object of an answer; a body not in the spec's shape (a proxy's page) gets code `unexpected_response`. */

@@ -50,21 +50,30 @@ export class PaymentGatewayError extends Error {
     readonly retryAfterSeconds: number | undefined,
     /** The answer's X-Request-Id: quote it to the gateway's support (it is in their logs). */
     readonly requestId?: string,
+    /** The Idempotency-Key sent on every attempt (generated unless given): repeat the call with it, never with a new one. */
+    readonly idempotencyKey?: string,
   ) {
     super(message);
   }
 }
 
-/** No answer from the gateway (connection refused or reset, timeout) after the retries the rules allow. */
+/**
+ * No answer from the gateway (connection refused or reset, timeout) after the retries the
+ * rules allow. For a POST the outcome is unknown (the gateway may have acted): repeat the
+ * call with `idempotencyKey` (POST /invoices: the same orderId), and it cannot act twice.
+ */
 export class PaymentGatewayConnectionError extends Error {
   override readonly name = 'PaymentGatewayConnectionError';
+  /** The Idempotency-Key sent on every attempt (generated unless given), when the request carried one. */
+  readonly idempotencyKey: string | undefined;
   constructor(
     message: string,
     readonly request: string,
     readonly attempts: number,
-    options?: { cause?: unknown },
+    options: { cause?: unknown; idempotencyKey?: string } = {},
   ) {
-    super(message, options);
+    super(message, 'cause' in options ? { cause: options.cause } : undefined);
+    this.idempotencyKey = options.idempotencyKey;
   }
 }
 
