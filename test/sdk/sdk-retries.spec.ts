@@ -13,6 +13,7 @@ import vm from 'node:vm';
 import type { AddressInfo } from 'node:net';
 import {
   MAX_TIMESTAMP_LEAD_SECONDS,
+  MAX_WAIT_SECONDS,
   PaymentGatewayClient,
   PaymentGatewayConnectionError,
   PaymentGatewayError,
@@ -184,6 +185,21 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     await expect(client().getBalance()).resolves.toEqual(BALANCE);
     expect(stub.attempts).toHaveLength(3);
     expect(waits).toEqual([2000, 0]);
+  });
+
+  it('a Retry-After longer than MAX_WAIT_SECONDS (60) is not slept: the error is thrown at once and carries it', async () => {
+    expect(MAX_WAIT_SECONDS).toBe(60);
+    stub.script(error(429, 'rate_limited', {}, { 'retry-after': '999999' }), { status: 200, body: BALANCE });
+    const failure = await client()
+      .getBalance()
+      .catch((e: unknown) => e);
+    expect(failure).toBeInstanceOf(PaymentGatewayError);
+    expect(failure).toMatchObject({ status: 429, code: 'rate_limited', retryAfterSeconds: 999999, attempts: 1 });
+    expect(waits).toEqual([]);
+    // 60 s is waited, 61 s is not.
+    stub.script(error(429, 'rate_limited', {}, { 'retry-after': '60' }), error(429, 'rate_limited', {}, { 'retry-after': '61' }));
+    await expect(client().getBalance()).rejects.toMatchObject({ status: 429, retryAfterSeconds: 61, attempts: 2 });
+    expect(waits).toEqual([60_000]);
   });
 
   it('a dropped connection is retried like a 5xx', async () => {

@@ -2,11 +2,14 @@
  * The spec's retry guidance as a pure decision: retry 429 after Retry-After, 500, 503 and
  * network failures with a delay growing from 250 ms, at most 4 retries; never 400, 401,
  * 403, 404, 409 or 422 unchanged. A POST is retried only when a repeat cannot act twice:
- * POST /invoices by its orderId, every other POST by its Idempotency-Key.
+ * POST /invoices by its orderId, every other POST by its Idempotency-Key. No one wait is
+ * longer than MAX_WAIT_SECONDS: an answer asking for more is the caller's to decide.
  */
 
 export const MAX_RETRIES = 4;
 export const FIRST_DELAY_MS = 250;
+/** The longest one wait: an answer asking for a longer Retry-After is thrown at once (its error carries retryAfterSeconds). */
+export const MAX_WAIT_SECONDS = 60;
 
 /** What came back from one attempt. */
 export type AttemptOutcome =
@@ -29,7 +32,8 @@ export function retryDelayMs(outcome: AttemptOutcome, context: RetryContext): nu
   const retry = context.retriesSoFar + 1;
   // A 429 was refused before anything ran: any request may be repeated after Retry-After.
   if (outcome.kind === 'answer' && outcome.status === 429) {
-    return outcome.retryAfterSeconds !== undefined ? outcome.retryAfterSeconds * 1000 : backoffMs(retry);
+    if (outcome.retryAfterSeconds === undefined) return backoffMs(retry);
+    return outcome.retryAfterSeconds > MAX_WAIT_SECONDS ? null : outcome.retryAfterSeconds * 1000;
   }
   if (!context.repeatable) return null;
   if (outcome.kind === 'network') return backoffMs(retry);
