@@ -202,6 +202,18 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     expect(waits).toEqual([60_000]);
   });
 
+  it("a 503's Retry-After is waited when longer than the growing delay (a read model rebuilt: 5 s), and bounded like a 429's", async () => {
+    const rebuilding = (seconds: string) => error(503, 'provider_unavailable', {}, { 'retry-after': seconds });
+    stub.script(rebuilding('5'), rebuilding('5'), rebuilding('1'), rebuilding('1'), { status: 200, body: BALANCE });
+    await expect(client().getBalance()).resolves.toEqual(BALANCE);
+    // max(250, 5000), max(500, 5000), max(1000, 1000), max(2000, 1000)
+    expect(waits).toEqual([5000, 5000, 1000, 2000]);
+    waits = [];
+    stub.script(rebuilding('61'), { status: 200, body: BALANCE });
+    await expect(client().getBalance()).rejects.toMatchObject({ status: 503, code: 'provider_unavailable', retryAfterSeconds: 61, attempts: 1 });
+    expect(waits).toEqual([]);
+  });
+
   it('a dropped connection is retried like a 5xx', async () => {
     stub.script('drop', { status: 200, body: BALANCE });
     await expect(client().getBalance()).resolves.toEqual(BALANCE);

@@ -1,9 +1,10 @@
 /**
  * The spec's retry guidance as a pure decision: retry 429 after Retry-After, 500, 503 and
- * network failures with a delay growing from 250 ms, at most 4 retries; never 400, 401,
- * 403, 404, 409 or 422 unchanged. A POST is retried only when a repeat cannot act twice:
- * POST /invoices by its orderId, every other POST by its Idempotency-Key. No one wait is
- * longer than MAX_WAIT_SECONDS: an answer asking for more is the caller's to decide.
+ * network failures with a delay growing from 250 ms (a 503's Retry-After when longer), at
+ * most 4 retries; never 400, 401, 403, 404, 409 or 422 unchanged. A POST is retried only
+ * when a repeat cannot act twice: POST /invoices by its orderId, every other POST by its
+ * Idempotency-Key. No one wait is longer than MAX_WAIT_SECONDS: an answer asking for more
+ * is the caller's to decide.
  */
 
 export const MAX_RETRIES = 4;
@@ -39,8 +40,14 @@ export function retryDelayMs(outcome: AttemptOutcome, context: RetryContext): nu
   if (outcome.kind === 'network') return backoffMs(retry);
   switch (outcome.status) {
     case 500:
-    case 503:
       return backoffMs(retry);
+    case 503: {
+      // The spec's growing delay, or the server's Retry-After when longer (HTTP's meaning of the header: the gateway
+      // asks 5 s while it rebuilds a read model, nginx 1 s), bounded as a 429's.
+      const asked = outcome.retryAfterSeconds;
+      if (asked === undefined) return backoffMs(retry);
+      return asked > MAX_WAIT_SECONDS ? null : Math.max(backoffMs(retry), asked * 1000);
+    }
     default:
       // Never 400, 401, 403, 404, 409 or 422 (the spec's rule), not even 409
       // idempotency_key_in_use: its error carries Retry-After for the caller to decide.
