@@ -214,6 +214,17 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     expect(waits).toEqual([]);
   });
 
+  it('408 request_timeout (the body did not arrive: nothing was done) is sent again like a 503', async () => {
+    const timedOut = (): Scripted => error(408, 'request_timeout');
+    stub.script(timedOut(), { status: 202, body: REFUND });
+    await expect(client().refundInvoice(REFUND.invoiceId, { amount: '10.00' })).resolves.toEqual(REFUND);
+    expect(stub.attempts).toHaveLength(2);
+    expect(new Set(stub.attempts.map((a) => a.headers['idempotency-key'])).size).toBe(1);
+    expect(waits).toEqual([250]);
+    stub.script(...Array.from({ length: 5 }, timedOut));
+    await expect(client().getBalance()).rejects.toMatchObject({ status: 408, code: 'request_timeout', attempts: 5 });
+  });
+
   it('a dropped connection is retried like a 5xx', async () => {
     stub.script('drop', { status: 200, body: BALANCE });
     await expect(client().getBalance()).resolves.toEqual(BALANCE);

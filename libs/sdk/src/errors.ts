@@ -22,6 +22,7 @@ export type GatewayErrorCode =
   | 'insufficient_balance'
   | 'address_not_confirmed'
   | 'rate_limited'
+  | 'request_timeout'
   | 'internal'
   | 'provider_unavailable'
   | 'idempotency_key_conflict'

@@ -1,7 +1,7 @@
 /**
- * The spec's retry guidance as a pure decision: retry 429 after Retry-After, 500, 503 and
- * network failures with a delay growing from 250 ms (a 503's Retry-After when longer), at
- * most 4 retries; never 400, 401, 403, 404, 409 or 422 unchanged. A POST is retried only
+ * The spec's retry guidance as a pure decision: retry 429 after Retry-After, 500, 503 (and
+ * 408) and network failures with a delay growing from 250 ms (a 503's Retry-After when
+ * longer), at most 4 retries; never 400, 401, 403, 404, 409 or 422 unchanged. A POST is retried only
  * when a repeat cannot act twice: POST /invoices by its orderId, every other POST by its
  * Idempotency-Key. No one wait is longer than MAX_WAIT_SECONDS: an answer asking for more
  * is the caller's to decide.
@@ -41,6 +41,8 @@ export function retryDelayMs(outcome: AttemptOutcome, context: RetryContext): nu
   switch (outcome.status) {
     case 500:
       return backoffMs(retry);
+    // 408 request_timeout: the body did not arrive, nothing was done (the gateway's documents: safe to send again).
+    case 408:
     case 503: {
       // The spec's growing delay, or the server's Retry-After when longer (HTTP's meaning of the header: the gateway
       // asks 5 s while it rebuilds a read model, nginx 1 s), bounded as a 429's.
