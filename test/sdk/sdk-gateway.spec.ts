@@ -230,6 +230,8 @@ describe('the SDK against the gateway', () => {
     expect(refusal(() => verifyWebhook(w.rawBody, w.headers, 'another-secret', { now: at(t) })).code).toBe('signature_invalid');
     expect(refusal(() => verifyWebhook(w.rawBody, w.headers, shop.secret, { now: at(t + 301), toleranceSeconds: 300 })).code).toBe('timestamp_invalid');
     expect(refusal(() => verifyWebhook(w.rawBody, w.headers, shop.secret, { now: at(t - 61), toleranceSeconds: 60 })).code).toBe('timestamp_invalid');
+    // A tolerance read from an unset variable (NaN) is the receiver's mistake, not "any age".
+    expect(() => verifyWebhook(w.rawBody, w.headers, shop.secret, { now: at(t + 611), toleranceSeconds: Number(undefined) })).toThrow(TypeError);
 
     // A replay with a fresh t but the old v1 does not match: the timestamp is signed.
     const forgedT = {

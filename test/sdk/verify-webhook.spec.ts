@@ -1,8 +1,9 @@
 /**
  * verifyWebhook without a gateway: the comparison is constant-time
  * (crypto.timingSafeEqual, after a length check, never an early-exit string compare),
- * the headers come in any of Node's, fetch's or a plain record's shapes, and a signed
- * body that is not an event is refused. The real deliveries are in sdk-gateway.spec.ts.
+ * the headers come in any of Node's, fetch's or a plain record's shapes, a signed body
+ * that is not an event is refused, and so is a tolerance that is not a number. The real
+ * deliveries are in sdk-gateway.spec.ts.
  */
 import { createHmac } from 'node:crypto';
 import { verifyWebhook, WebhookVerificationError } from '../../libs/sdk/src';
@@ -68,6 +69,18 @@ describe('verifyWebhook', () => {
       fetched.append(name, once);
       expect({ name, code: codeOf(() => verifyWebhook(BODY, fetched, SECRET, { now })) }).toEqual({ name, code: 'signature_missing' });
     }
+  });
+
+  it('a toleranceSeconds that is not a finite number from 0 (NaN of an unset variable) is a TypeError, never "any age"', () => {
+    const old = headersOf(BODY, T - 611);
+    expect(codeOf(() => verifyWebhook(BODY, old, SECRET, { now }))).toBe('timestamp_invalid');
+    for (const toleranceSeconds of [Number(process.env.WEBHOOK_TOLERANCE_UNSET), Infinity, -1, '300' as unknown as number]) {
+      expect(() => verifyWebhook(BODY, old, SECRET, { now, toleranceSeconds })).toThrow(
+        new TypeError(`verifyWebhook: toleranceSeconds must be a finite number of seconds from 0, got ${String(toleranceSeconds)}`),
+      );
+    }
+    expect(verifyWebhook(BODY, headersOf(BODY), SECRET, { now, toleranceSeconds: 0 }).id).toBe('evt-1');
+    expect(verifyWebhook(BODY, old, SECRET, { now, toleranceSeconds: 611 }).id).toBe('evt-1');
   });
 
   it('refuses a signed body that is not an event, and a malformed timestamped header', () => {

@@ -7,7 +7,7 @@ import type { WebhookEvent } from './types';
 export type WebhookHeaders = { get(name: string): string | null } | Readonly<Record<string, string | readonly string[] | undefined>>;
 
 export interface VerifyWebhookOptions {
-  /** How far the timestamped signature's `t` may be from now, in seconds (default 300). */
+  /** How far the timestamped signature's `t` may be from now, in seconds (default 300; not a finite number ≥ 0: a TypeError). */
   readonly toleranceSeconds?: number;
   /**
    * Refuse a delivery without X-Service-Signature-Timestamped (default true: a replayed
@@ -55,6 +55,10 @@ const hmacHex = (secret: string, ...parts: (string | Uint8Array)[]): string => {
  */
 export function verifyWebhook(rawBody: string | Uint8Array, headers: WebhookHeaders, secret: string, options: VerifyWebhookOptions = {}): WebhookEvent {
   if (typeof secret !== 'string' || secret === '') throw new TypeError('verifyWebhook: the webhook secret is empty');
+  // NaN (Number of an unset variable) would pass every delivery: a comparison with it is false.
+  const tolerance = options.toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS;
+  if (typeof tolerance !== 'number' || !Number.isFinite(tolerance) || tolerance < 0)
+    throw new TypeError(`verifyWebhook: toleranceSeconds must be a finite number of seconds from 0, got ${String(tolerance)}`);
   const body = typeof rawBody === 'string' ? Buffer.from(rawBody, 'utf8') : rawBody;
 
   // Node's req.headers and fetch's Headers join a header sent twice with ", ": a comma is in no
@@ -89,7 +93,6 @@ export function verifyWebhook(rawBody: string | Uint8Array, headers: WebhookHead
     const matches = v1.map((candidate) => hexDigestsEqual(expected, candidate)).some(Boolean);
     if (!matches)
       throw new WebhookVerificationError('signature_invalid', 'X-Service-Signature-Timestamped does not match the timestamp, the body and the secret');
-    const tolerance = options.toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS;
     const nowSeconds = Math.floor((options.now ?? Date.now)() / 1000);
     if (Math.abs(nowSeconds - Number(t[0])) > tolerance) {
       throw new WebhookVerificationError('timestamp_invalid', `the delivery's timestamp ${t[0]} is more than ${tolerance} s from now (${nowSeconds})`);
