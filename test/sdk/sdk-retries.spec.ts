@@ -693,9 +693,13 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     }
   });
 
-  it('maxRetries that is not a number (NaN from an unset variable) is refused at construction; past 4 it is 4', () => {
-    expect(() => client({ maxRetries: Number(undefined) })).toThrow(/maxRetries: a number from 0 to 4, got NaN/);
-    expect(() => client({ maxRetries: 10 })).not.toThrow();
+  it('maxRetries that is not a whole number from 0 to 4 (NaN from an unset variable, 10, -1) is refused at construction', async () => {
+    for (const maxRetries of [10, -1, 5, 1.5, Infinity, Number(undefined)]) {
+      expect(() => client({ maxRetries })).toThrow(new TypeError(`maxRetries: a whole number from 0 to 4, got ${String(maxRetries)}`));
+    }
+    stub.script(error(503, 'provider_unavailable'), error(503, 'provider_unavailable'));
+    await expect(client({ maxRetries: 1 }).getBalance()).rejects.toMatchObject({ status: 503, attempts: 2 });
+    expect(waits).toEqual([250]);
   });
 
   it('a timeoutMs that is not a whole number of milliseconds from 1 to 2^31 - 1 is refused at construction, not sent as "no answer"', async () => {

@@ -38,7 +38,7 @@ export interface PaymentGatewayClientOptions {
   /** The base address with the version, e.g. `https://pay.example.com/v1` (or `http://127.0.0.1:3000/v1`). */
   readonly baseUrl: string;
   readonly auth: Authentication;
-  /** At most this many retries of one call (default and maximum by the spec's guidance: 4). */
+  /** At most this many retries of one call: a whole number from 0 to 4 (default and maximum by the spec's guidance: 4). */
   readonly maxRetries?: number;
   /** One attempt's time limit in ms, a whole number from 1 to 2^31 − 1 (default 30 000); a timeout counts as a network failure. */
   readonly timeoutMs?: number;
@@ -112,9 +112,9 @@ export class PaymentGatewayClient {
     else checkCredential('auth.publicId', options.auth.publicId);
     this.#auth = options.auth;
     const maxRetries = options.maxRetries ?? MAX_RETRIES;
-    if (typeof maxRetries !== 'number' || Number.isNaN(maxRetries))
-      throw new TypeError(`maxRetries: a number from 0 to ${MAX_RETRIES}, got ${String(maxRetries)}`);
-    this.maxRetries = Math.min(Math.max(Math.trunc(maxRetries), 0), MAX_RETRIES);
+    if (typeof maxRetries !== 'number' || !Number.isInteger(maxRetries) || maxRetries < 0 || maxRetries > MAX_RETRIES)
+      throw new TypeError(`maxRetries: a whole number from 0 to ${MAX_RETRIES}, got ${String(maxRetries)}`);
+    this.maxRetries = maxRetries;
     const timeoutMs = options.timeoutMs ?? 30_000;
     if (typeof timeoutMs !== 'number' || !Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > MAX_TIMEOUT_MS)
       throw new TypeError(`timeoutMs: a whole number of milliseconds from 1 to ${MAX_TIMEOUT_MS}, got ${String(timeoutMs)}`);
