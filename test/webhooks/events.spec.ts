@@ -118,6 +118,36 @@ describe('GET /v1/events', () => {
     }
   });
 
+  it('an event the operator resends after it was delivered stays delivered, never failing: while resent, and when the resend fails', async () => {
+    receiver.answer = () => ({ status: 200, body: 'ok' });
+    const resent = await gw.operator.merchant({ webhookUrl: receiver.url } as never);
+    const invoice = await paidInvoice(gw, resent.test);
+    const event = async (): Promise<Json> => (await allEvents(resent.test, ''))[0];
+    const first = await poll(event, (e) => e?.deliveryStatus === 'delivered', 'the event delivered');
+    const delivery = receiver.received.find((w) => w.body?.id === first.id)!.headers['x-service-delivery-id'] as string;
+    const withStatus = async (status: string): Promise<string[]> => (await allEvents(resent.test, `deliveryStatus=${status}`)).map((e) => e.id);
+
+    // The receiver holds the resent attempt, then refuses it.
+    let answerResent!: () => void;
+    const held = new Promise<void>((resolve) => (answerResent = resolve));
+    const before = receiver.received.length;
+    receiver.answer = () => ({ status: 503, body: 'busy', after: held });
+    expectStatus(await gw.operator.http.post(`/admin/v1/webhook-deliveries/${delivery}/resend`), 202);
+    await receiver.waitFor((all) => all.length > before, 'the resent attempt');
+    const record = async (): Promise<Json> => (await gw.operator.http.get(`/admin/v1/webhook-deliveries?eventId=${first.id}`)).body.items[0];
+    expect(await record()).toMatchObject({ status: 'pending', attempts: [{ statusCode: 200 }] });
+    expect(await event()).toMatchObject({ id: first.id, data: { invoice: { id: invoice } }, deliveryStatus: 'delivered' });
+    expect(await withStatus('failing')).toEqual([]);
+    expect(await withStatus('delivered')).toEqual([first.id]);
+
+    answerResent();
+    await poll(record, (d) => d.attempts.length === 2, 'the resent attempt recorded');
+    expect(await record()).toMatchObject({ status: 'pending', attempts: [{ statusCode: 200 }, { statusCode: 503 }] });
+    expect((await event()).deliveryStatus).toBe('delivered');
+    expect(await withStatus('failing')).toEqual([]);
+    receiver.answer = () => ({ status: 200, body: 'ok' });
+  });
+
   it('refuses a bad query with the spec error and an unknown id with 404', async () => {
     expectError(await shop.test.get('/v1/events?deliveryStatus=lost'), 400, 'validation', 'deliveryStatus');
     expectError(await shop.test.get('/v1/events?type=invoice.sent'), 400, 'validation', 'type');

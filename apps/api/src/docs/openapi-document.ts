@@ -627,7 +627,8 @@ const event: SchemaObject = {
     deliveryStatus: {
       type: 'string',
       enum: DELIVERY_STATUSES,
-      description: 'pending, delivered, failing (попытка не удалась, успешной нет), endpoint_disabled (адрес отключён), not_subscribed',
+      description:
+        'pending (попыток ещё не было), delivered (одна из попыток удалась, в том числе до повторной отправки оператором), failing (попытка не удалась, успешной нет), endpoint_disabled (адрес отключён), not_subscribed',
     },
   },
 };

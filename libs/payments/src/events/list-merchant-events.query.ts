@@ -5,10 +5,15 @@ import { READ_MODELS } from '../payments.tokens';
 import type { DeliveryStatus } from './merchant-events';
 
 /**
- * The delivery status of an event (e: merchant_events, d: its delivery, p: its project). A failed attempt and no
- * success yet is failing; not delivered while the project's endpoint is disabled (endpoint-health.ts), endpoint_disabled.
+ * The delivery status of an event (e: merchant_events, d: its delivery, p: its project), as the OpenAPI defines it.
+ * Delivered: an attempt was acknowledged (2xx), the record says so, or, after the operator resent it (the record is
+ * pending or failed again, its attempts counted on), that attempt is in its history. Otherwise: endpoint_disabled
+ * while the project's endpoint is disabled (endpoint-health.ts); pending before any attempt; failing once an attempt
+ * failed and none succeeded. The history is read only for a delivery with attempts that is not delivered.
  */
 const STATUS_SQL = `CASE WHEN e.delivery_id IS NULL THEN 'not_subscribed' WHEN d.status = 'delivered' THEN 'delivered'
+  WHEN d.attempts_recorded > 0 AND EXISTS (SELECT 1 FROM webhook_attempts a WHERE a.delivery_id = d.id AND a.status_code BETWEEN 200 AND 299)
+    THEN 'delivered'
   WHEN p.webhook_disabled_at IS NOT NULL THEN 'endpoint_disabled' WHEN d.status = 'pending' AND d.attempts_made = 0 THEN 'pending' ELSE 'failing' END`;
 
 export interface MerchantEvent {

@@ -1040,7 +1040,7 @@ export interface components {
                 [key: string]: unknown;
             };
             /**
-             * @description pending, delivered, failing (попытка не удалась, успешной нет), endpoint_disabled (адрес отключён), not_subscribed
+             * @description pending (попыток ещё не было), delivered (одна из попыток удалась, в том числе до повторной отправки оператором), failing (попытка не удалась, успешной нет), endpoint_disabled (адрес отключён), not_subscribed
              * @enum {string}
              */
             deliveryStatus: "pending" | "delivered" | "failing" | "endpoint_disabled" | "not_subscribed";
