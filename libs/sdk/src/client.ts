@@ -231,7 +231,7 @@ export class PaymentGatewayClient {
     return this.call({ method: 'GET', path: '/events', query, repeatable: true });
   }
 
-  /** Every event that matches `query` (e.g. `{deliveryStatus: 'failing'}`: what a receiver missed), newest first. */
+  /** Every event that matches `query` (e.g. `{deliveryStatus: 'failing'}`: what a receiver missed), the last queued first. */
   iterateEvents(query: Omit<ListEventsQuery, 'cursor'> = {}): AsyncGenerator<Event, void, undefined> {
     return everyItem((q) => this.listEvents(q), query);
   }

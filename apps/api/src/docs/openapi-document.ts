@@ -985,7 +985,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
         operationId: 'listEvents',
         summary: 'События',
         description:
-          'События вебхуков проекта в режиме ключа за WEBHOOK_RETENTION_DAYS (30 дней), новые первыми, постраничный курсор: тело вебхука и deliveryStatus. ' +
+          'События вебхуков проекта в режиме ключа за WEBHOOK_RETENTION_DAYS (30 дней), последние поставленные в очередь первыми (не по createdAt: событие возврата встаёт в очередь, когда его записал и счёт), постраничный курсор: тело вебхука и deliveryStatus. ' +
           'Получатель, который был недоступен, забирает пропущенное сам (deliveryStatus=failing).',
         tags: ['Вебхуки'],
         parameters: queryParameters(ListEventsQuery),
@@ -1140,7 +1140,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
       RefundEvent: refundEvent,
       PayoutEvent: payoutEvent,
       Event: event,
-      EventList: list('Страница событий, новые первыми', 'Event'),
+      EventList: list('Страница событий, последние поставленные в очередь первыми', 'Event'),
       BalanceTransaction: balanceTransaction,
       BalanceTransactionList: list('Страница движений баланса, новые первыми', 'BalanceTransaction'),
       Error: errorSchema,

@@ -17,7 +17,7 @@ import { ListEventsQuery } from './list-events.request';
 export class EventsController {
   constructor(private readonly queries: QueryBus) {}
 
-  /** Newest first, cursor pages; each item is the webhook's body with its `deliveryStatus`. */
+  /** The last queued first (not by createdAt), cursor pages; each item is the webhook's body with its `deliveryStatus`. */
   @Get()
   async list(@Merchant() merchant: MerchantIdentity, @Query(validRequest) query: ListEventsQuery) {
     const page = await this.queries.execute(

@@ -174,7 +174,7 @@ export interface paths {
         };
         /**
          * События
-         * @description События вебхуков проекта в режиме ключа за WEBHOOK_RETENTION_DAYS (30 дней), новые первыми, постраничный курсор: тело вебхука и deliveryStatus. Получатель, который был недоступен, забирает пропущенное сам (deliveryStatus=failing).
+         * @description События вебхуков проекта в режиме ключа за WEBHOOK_RETENTION_DAYS (30 дней), последние поставленные в очередь первыми (не по createdAt: событие возврата встаёт в очередь, когда его записал и счёт), постраничный курсор: тело вебхука и deliveryStatus. Получатель, который был недоступен, забирает пропущенное сам (deliveryStatus=failing).
          */
         get: operations["listEvents"];
         put?: never;
@@ -1045,7 +1045,7 @@ export interface components {
              */
             deliveryStatus: "pending" | "delivered" | "failing" | "endpoint_disabled" | "not_subscribed";
         };
-        /** @description Страница событий, новые первыми */
+        /** @description Страница событий, последние поставленные в очередь первыми */
         EventList: {
             items: components["schemas"]["Event"][];
             /** @description Курсор следующей страницы (параметр cursor); null на последней */
