@@ -250,7 +250,7 @@ describe('the address guard with pooled connections (a rule and a resolver of th
     const next = answer.length > 1 ? answer.shift()! : answer[0]!;
     callback(null, [{ address: next, family: 4 }]);
   };
-  const rule = (address: string) => (address === '127.0.0.1' ? null : `${address} is not a globally routable address (test rule)`);
+  const rule = (address: string) => (address === '127.0.0.1' ? null : 'is not a globally routable address (test rule)');
 
   beforeAll(async () => {
     allowed = await countingReceiver('127.0.0.1');
@@ -276,7 +276,7 @@ describe('the address guard with pooled connections (a rule and a resolver of th
       answer = ['127.0.0.2'];
       const refusedAttempt = await post(client);
       expect(refusedAttempt).toMatchObject({ statusCode: null, body: null });
-      expect(refusedAttempt.error).toMatch(/^refused: shop\.test resolves to 127\.0\.0\.2 is not a globally routable address/);
+      expect(refusedAttempt.error).toBe('refused: shop.test resolves to 127.0.0.2, which is not a globally routable address (test rule)');
       // Not sent over the pooled connection, nor anywhere else.
       expect([allowed.requests, refused.requests, refused.connections]).toEqual([2, 0, 0]);
 
@@ -298,7 +298,7 @@ describe('the address guard with pooled connections (a rule and a resolver of th
       const attempt = await post(client);
       expect(lookups).toBe(2);
       expect(attempt).toMatchObject({ statusCode: null, body: null });
-      expect(attempt.error).toMatch(/refused: shop\.test resolves to 127\.0\.0\.2/);
+      expect(attempt.error).toMatch(/refused: shop\.test resolves to 127\.0\.0\.2, which is not a globally routable address \(test rule\)/);
       expect({ requests: refused.requests, connections: refused.connections }).toEqual(before);
       expect(client.connectionsOpened).toBe(0);
     } finally {
@@ -312,7 +312,7 @@ describe('the address guard with pooled connections (a rule and a resolver of th
     try {
       const before = refused.connections;
       const attempt = await guarded.post(`http://127.0.0.2:${allowed.port}/hooks`, '{}', {});
-      expect(attempt).toMatchObject({ statusCode: null, body: null, error: expect.stringMatching(/^refused: 127\.0\.0\.2 is not/) });
+      expect(attempt).toMatchObject({ statusCode: null, body: null, error: 'refused: 127.0.0.2 is not a globally routable address (test rule)' });
       expect(refused.connections).toBe(before);
       expect(await open.post(`http://127.0.0.2:${allowed.port}/hooks`, '{}', {})).toMatchObject({ statusCode: 200 });
       expect(refused.connections).toBe(before + 1);

@@ -31,8 +31,9 @@ export interface WebhookClientOptions {
   /** How host names are resolved (default the system's, as `dns.lookup`). */
   readonly resolveAll?: ResolveAll;
   /**
-   * Why an address may not be connected to (null: it may); default: not globally
-   * routable or one of the host's own (webhookAddressRefusal with hostAddresses()).
+   * Why an address may not be connected to (null: it may), said of it without naming
+   * it (`is not …`); default: not globally routable or one of the host's own
+   * (webhookAddressRefusal with hostAddresses()).
    * Tests of the pooled guard pass a rule of their own over loopback addresses.
    */
   readonly addressRefusal?: (address: string) => string | null;
@@ -99,10 +100,11 @@ export class WebhookHttpClient implements WebhookPoster {
       base(connectOptions, (error, socket) => {
         if (error) return callback(error, null);
         // The address actually connected to, checked before the first request is written.
-        const refused = refusal?.((socket as Socket).remoteAddress ?? 'an unknown address') ?? null;
+        const peer = (socket as Socket).remoteAddress ?? 'an unknown address';
+        const refused = refusal?.(peer) ?? null;
         if (refused) {
           socket!.destroy();
-          return callback(new Error(`refused: ${refused}`), null);
+          return callback(new Error(`refused: ${peer} ${refused}`), null);
         }
         this.connectionsOpened++;
         callback(null, socket!);
@@ -124,7 +126,7 @@ export class WebhookHttpClient implements WebhookPoster {
     if (!refusal) return Promise.resolve(null);
     if (isIP(host) !== 0) {
       const refused = refusal(host);
-      return Promise.resolve(refused ? `refused: ${refused}` : null);
+      return Promise.resolve(refused ? `refused: ${host} ${refused}` : null);
     }
     return new Promise((resolve) =>
       // A name that does not resolve is not refused here: the connection's own lookup fails with the resolver's error.
@@ -255,7 +257,7 @@ function attemptResult(started: number, statusCode: number | null, body: string 
 function refusedOf(hostname: string, addresses: readonly LookupAddress[], refusal: (address: string) => string | null): string | null {
   for (const a of addresses) {
     const refused = refusal(a.address);
-    if (refused) return `refused: ${hostname} resolves to ${refused}`;
+    if (refused) return `refused: ${hostname} resolves to ${a.address}, which ${refused}`;
   }
   return null;
 }

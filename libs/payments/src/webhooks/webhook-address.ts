@@ -44,13 +44,17 @@ export function canonicalAddress(address: string): string | null {
   return parseAddress(address)?.toNormalizedString() ?? null;
 }
 
-/** Why a webhook may not go to `address` (null: it may): not globally routable unicast, or one of the host's own. */
+/**
+ * Why a webhook may not go to `address` (null: it may): not globally routable unicast, or one of the host's own.
+ * Said of the address, without naming it (`is not a globally routable address (loopback)`), so that a caller puts it
+ * in its own sentence: `127.0.0.1 is not …`, `localhost resolves to 127.0.0.1, which is not …`.
+ */
 export function webhookAddressRefusal(address: string, hostAddresses: readonly string[]): string | null {
   const range = addressRange(address);
-  if (range === 'invalid') return `${address} is not an IP address`;
-  if (range !== 'unicast') return `${address} is not a globally routable address (${range})`;
+  if (range === 'invalid') return 'is not an IP address';
+  if (range !== 'unicast') return `is not a globally routable address (${range})`;
   const canonical = canonicalAddress(address);
-  if (hostAddresses.some((own) => canonicalAddress(own) === canonical)) return `${address} is an address of the gateway host itself`;
+  if (hostAddresses.some((own) => canonicalAddress(own) === canonical)) return 'is an address of the gateway host itself';
   return null;
 }
 
@@ -68,5 +72,6 @@ export function webhookUrlRefusal(url: string, hostAddresses: readonly string[])
   }
   const host = parsed.hostname.replace(/^\[|\]$/g, '');
   if (isIP(host) === 0) return null;
-  return webhookAddressRefusal(host, hostAddresses);
+  const refused = webhookAddressRefusal(host, hostAddresses);
+  return refused === null ? null : `${host} ${refused}`;
 }
