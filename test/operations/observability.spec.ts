@@ -3,7 +3,8 @@
  * (header and log line), the Prometheus text at /metrics (requests per route
  * pattern, projection lag, webhook queue, command conflicts under a real burst),
  * readiness with each projection's lag, the METRICS_PORT listener of a projector-only
- * process; and, in process, the hooks the metrics hang on.
+ * process, gauges left out while their database refuses connections; and, in process,
+ * the hooks the metrics hang on.
  */
 import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
@@ -481,6 +482,51 @@ describe('split deployment: a projector-only process serves its metrics on METRI
         await apiProcess.kill();
       }
     } finally {
+      await projector.kill();
+      await db.drop();
+    }
+  });
+});
+
+describe('a gauge that could not be read is left out of the scrape', () => {
+  it('with its database refusing connections, a projector shows no gauge read from it, counts each failure, and shows them again once it is back', async () => {
+    const db = await createTestDatabase({ migrate: false });
+    const projector = startProcess('projector', { DATABASE_URL: db.url, ADMIN_TOKEN, METRICS_PORT: '0', PUBLIC_URL: PROJECTOR_PUBLIC_URL });
+    // Stands in for the database going down: no session to it is let in, those it has are ended.
+    const admin = new Client({ connectionString: process.env.TEST_ADMIN_DATABASE_URL });
+    await admin.connect();
+    const allowConnections = (allow: boolean) => admin.query(`ALTER DATABASE ${db.name} WITH ALLOW_CONNECTIONS ${allow}`);
+    const READ_FROM_THE_DATABASE = [
+      'event_log_invisible_events',
+      'event_log_invisible_oldest_seconds',
+      'database_oldest_transaction_seconds',
+      'projection_lag_events',
+      'webhook_queue_depth',
+    ];
+    const UNLABELLED = ['event_log_invisible_events', 'event_log_invisible_oldest_seconds'];
+    const failures = (s: readonly Sample[], gauge: string) => valueOf(s, 'metrics_collect_failures_total', { gauge }) ?? 0;
+    try {
+      const [, url] = await projector.waitForOutput(/metrics and health \(METRICS_PORT, no token\): (http:\/\/127\.0\.0\.1:\d+)\/metrics/);
+      const scrape = async () => parseExposition(await (await fetch(`${url}/metrics`)).text());
+      const before = await poll(scrape, (s) => READ_FROM_THE_DATABASE.every((name) => series(s, name).length > 0), 'every gauge read');
+
+      await allowConnections(false);
+      await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1', [db.name]);
+      // A scrape's failed reads show in the next one (its counter is taken before they end).
+      await poll(scrape, (s) => UNLABELLED.every((gauge) => failures(s, gauge) > failures(before, gauge)), 'failed reads counted');
+      const down = await scrape();
+      for (const name of READ_FROM_THE_DATABASE) expect({ name, samples: series(down, name) }).toEqual({ name, samples: [] });
+      for (const gauge of READ_FROM_THE_DATABASE) expect(failures(down, gauge)).toBeGreaterThan(failures(before, gauge));
+      // The family is still declared: its HELP and TYPE lines stay.
+      const text = await (await fetch(`${url}/metrics`)).text();
+      for (const name of READ_FROM_THE_DATABASE) expect(text).toMatch(new RegExp(`^# HELP ${name} .+\\n# TYPE ${name} gauge$`, 'm'));
+
+      await allowConnections(true);
+      const back = await poll(scrape, (s) => READ_FROM_THE_DATABASE.every((name) => series(s, name).length > 0), 'every gauge read again');
+      for (const name of UNLABELLED) expect(valueOf(back, name, {})).toBeGreaterThanOrEqual(0);
+    } finally {
+      await allowConnections(true).catch(() => undefined);
+      await admin.end();
       await projector.kill();
       await db.drop();
     }

@@ -319,6 +319,8 @@ export class GatewayMetrics {
       pending ??= read().finally(() => setImmediate(() => (pending = null)));
       return pending;
     };
+    // An unlabelled gauge's reset() sets it to 0 ("every event visible": healthy), so a
+    // failed read removes its one series instead: left out, as the labelled ones are.
     const failed = (gauge: string, error: unknown) => {
       collectFailures.inc({ gauge });
       log?.warn({ err: error }, `${gauge} could not be read for /metrics`);
@@ -331,7 +333,7 @@ export class GatewayMetrics {
         try {
           this.set((await once()).invisibleEvents);
         } catch (error) {
-          this.reset();
+          this.remove();
           failed('event_log_invisible_events', error);
         }
       },
@@ -344,7 +346,7 @@ export class GatewayMetrics {
         try {
           this.set((await once()).oldestInvisibleSeconds);
         } catch (error) {
-          this.reset();
+          this.remove();
           failed('event_log_invisible_oldest_seconds', error);
         }
       },
