@@ -34,6 +34,7 @@ import { payoutsReadModelMigration } from '../payouts/payouts.read-model';
 import {
   webhookAttemptsRecordedMigration,
   webhookAttemptsWithoutForeignKeyMigration,
+  webhookDeliveriesAcknowledgedMigration,
   webhookDeliveriesByEventMigration,
   webhookDeliveriesByUrlMigration,
   webhookDeliveriesFillfactorMigration,
@@ -104,4 +105,5 @@ export const allMigrations: readonly Migration[] = [
   webhookDeliveriesByEventMigration,
   projectWebhookSettingsMigration,
   manualClockFollowersMigration,
+  webhookDeliveriesAcknowledgedMigration,
 ];

@@ -6,14 +6,11 @@ import type { DeliveryStatus } from './merchant-events';
 
 /**
  * The delivery status of an event (e: merchant_events, d: its delivery, p: its project), as the OpenAPI defines it.
- * Delivered: an attempt was acknowledged (2xx), the record says so, or, after the operator resent it (the record is
- * pending or failed again, its attempts counted on), that attempt is in its history. Otherwise: endpoint_disabled
- * while the project's endpoint is disabled (endpoint-health.ts); pending before any attempt; failing once an attempt
- * failed and none succeeded. The history is read only for a delivery with attempts that is not delivered.
+ * Delivered: an attempt was acknowledged (2xx), kept on the record (`acknowledged`) even after the operator resent it
+ * (the record pending or failed again). Otherwise: endpoint_disabled while the project's endpoint is disabled
+ * (endpoint-health.ts); pending before any attempt; failing once an attempt failed and none succeeded.
  */
-const STATUS_SQL = `CASE WHEN e.delivery_id IS NULL THEN 'not_subscribed' WHEN d.status = 'delivered' THEN 'delivered'
-  WHEN d.attempts_recorded > 0 AND EXISTS (SELECT 1 FROM webhook_attempts a WHERE a.delivery_id = d.id AND a.status_code BETWEEN 200 AND 299)
-    THEN 'delivered'
+const STATUS_SQL = `CASE WHEN e.delivery_id IS NULL THEN 'not_subscribed' WHEN d.status = 'delivered' OR d.acknowledged THEN 'delivered'
   WHEN p.webhook_disabled_at IS NOT NULL THEN 'endpoint_disabled' WHEN d.status = 'pending' AND d.attempts_made = 0 THEN 'pending' ELSE 'failing' END`;
 
 export interface MerchantEvent {
@@ -36,7 +33,7 @@ export interface MerchantEventFilter {
   readonly limit: number;
 }
 
-/** A project's events in a mode, newest first (in the order the outbox recorded them). */
+/** A project's events in a mode, the last queued first (the order the outbox recorded them). */
 export class ListMerchantEvents extends Query<{ readonly items: readonly MerchantEvent[]; readonly hasMore: boolean }> {
   constructor(readonly filter: MerchantEventFilter) {
     super();

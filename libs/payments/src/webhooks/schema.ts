@@ -177,3 +177,19 @@ export const webhookDeliveriesByEventMigration: Migration = {
 CREATE INDEX webhook_deliveries_event ON webhook_deliveries (event_id);
 `,
 };
+
+/**
+ * Whether any attempt of a delivery was acknowledged (2xx), kept on its record: GET
+ * /v1/events shows a delivery the operator resent after it was delivered as delivered
+ * (its record is pending or failed again), and a status filter over a project's events
+ * reads this column instead of each delivery's history. Set by the dispatcher's record
+ * statement, never cleared; in no index, so an outcome stays a heap-only update.
+ */
+export const webhookDeliveriesAcknowledgedMigration: Migration = {
+  id: 'payments:0047_webhook_deliveries_acknowledged',
+  sql: `
+ALTER TABLE webhook_deliveries ADD COLUMN acknowledged boolean NOT NULL DEFAULT false;
+UPDATE webhook_deliveries d SET acknowledged = true
+WHERE d.status = 'delivered' OR EXISTS (SELECT 1 FROM webhook_attempts a WHERE a.delivery_id = d.id AND a.status_code BETWEEN 200 AND 299);
+`,
+};

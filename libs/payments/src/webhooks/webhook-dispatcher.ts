@@ -732,10 +732,13 @@ export class WebhookDispatcher {
          moved AS (
            UPDATE webhook_deliveries d
            SET attempts_recorded = d.attempts_recorded + j.recorded,
+               acknowledged = d.acknowledged OR j.acknowledged,
                attempts_made = coalesce(j.attempts_made, d.attempts_made),
                status = coalesce(j.status, d.status),
                next_attempt_at = CASE WHEN j.attempts_made IS NULL THEN d.next_attempt_at ELSE j.next END
            FROM (SELECT delivery_id, count(*) AS recorded,
+                        -- Any attempt acknowledged, ours or superseded: the receiver has the event.
+                        coalesce(bool_or(status_code BETWEEN 200 AND 299), false) AS acknowledged,
                         -- At most one attempt of a delivery holds its current lease.
                         max(attempts_made) FILTER (WHERE ours) AS attempts_made,
                         max(status) FILTER (WHERE ours) AS status,
