@@ -428,18 +428,18 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     expect(waits).toEqual([500, 1000]);
   });
 
-  it('HMAC mode: a 401 signature_invalid (the second taken by another process of the key) is signed again in the next second, once', async () => {
+  it('HMAC mode: a 401 signature_invalid (the second taken by another process of the key) is signed again in the next second, up to 3 times', async () => {
     const signing = signingOnClock(1_800_000_000_000, (ms) => ms);
     const refused = () => error(401, 'signature_invalid');
-    stub.script(refused(), { status: 200, body: BALANCE });
+    stub.script(refused(), refused(), refused(), { status: 200, body: BALANCE });
     await expect(signing.getBalance()).resolves.toEqual(BALANCE);
-    expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800000000', '1800000001']);
-    expect(waits).toEqual([1000]);
-    // Refused again in a fresh second: the error (a wrong secret), not more failed authentications.
-    stub.script(refused(), refused(), { status: 200, body: BALANCE });
+    expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800000000', '1800000001', '1800000002', '1800000003']);
+    expect(waits).toEqual([1000, 1000, 1000]);
+    // Refused a fourth time: the error (a wrong secret is refused so too).
+    stub.script(refused(), refused(), refused(), refused(), { status: 200, body: BALANCE });
     const failure = await signing.getBalance().catch((e: unknown) => e);
-    expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800000002', '1800000003']);
-    expect(failure).toMatchObject({ status: 401, code: 'signature_invalid', attempts: 2 });
+    expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800000004', '1800000005', '1800000006', '1800000007']);
+    expect(failure).toMatchObject({ status: 401, code: 'signature_invalid', attempts: 4 });
   });
 
   it('HMAC mode: a burst of GETs, sequential or at once, never signs a second ahead of the clock (another process would walk into it)', async () => {

@@ -80,11 +80,8 @@ const defaultSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(r
  * clock would walk into them, refused 401 signature_invalid for as long as the lead.
  */
 export const MAX_TIMESTAMP_LEAD_SECONDS = 0;
-/**
- * How many times a 401 signature_invalid (a second another process of the key used) is signed again, in a later second:
- * once. Refused again in a fresh second, the secret is most likely wrong: more would spend the gateway's failed-auth limit.
- */
-const SIGNATURE_RETRIES = 1;
+/** How many times a 401 signature_invalid (a second another process of the key used) is signed again, each in a later second. */
+const SIGNATURE_RETRIES = 3;
 /** The longest timeoutMs: Node's timers take 32-bit delays (a longer one fires after 1 ms). */
 const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 /** The gateway's window for X-Timestamp: ±300 s of its clock. */
@@ -373,7 +370,7 @@ export class PaymentGatewayClient {
         }
       }
       // The same signature already used by another process of this key (same second, same body): signed again in a
-      // second not used yet, which uniqueTimestamp waits for (the refused one stays used), once (SIGNATURE_RETRIES).
+      // second not used yet, which uniqueTimestamp waits for (the refused one stays used), a few times.
       if (status === 401 && error.code === 'signature_invalid' && !('secretKey' in this.#auth) && signedAgain < SIGNATURE_RETRIES) {
         signedAgain++;
         continue;
