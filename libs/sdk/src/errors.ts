@@ -51,7 +51,7 @@ export class PaymentGatewayError extends Error {
     readonly retryAfterSeconds: number | undefined,
     /** The answer's X-Request-Id: quote it to the gateway's support (it is in their logs). */
     readonly requestId?: string,
-    /** The Idempotency-Key sent on every attempt (generated unless given): repeat the call with it, never with a new one. */
+    /** The Idempotency-Key sent on every attempt (a refund's or payout's generated unless given; an invoice's only if given): repeat the call with it, never with a new one. */
     readonly idempotencyKey?: string,
   ) {
     super(message);
