@@ -26,6 +26,7 @@ import {
   waitForBalance,
 } from '../support/money-out-fixtures';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { holdAppendLock } from '../support/append-lock';
 
 const REFUND_PROCESSING_SECONDS = 3600;
 const REFUND_ID = /^rf_[0-9a-z]{24}$/;
@@ -477,6 +478,56 @@ describe('refunds and payouts under concurrency (gateway + a second API process,
       const byOrder = await m.live.get(`/v1/payouts?orderId=${encodeURIComponent(order)}`);
       expectStatus(byOrder, 200);
       expect(byOrder.body.id).toBe(id);
+    });
+
+    it('a GET while the request that wrote the payout awaits the ledger, which refuses it: shown rejected, and the request answers 201 rejected', async () => {
+      // The two runs ordered for real: the request runs on the second API process, which is
+      // stopped (SIGSTOP) while its session waits for the ledger's append lock, held here.
+      // Once the lock goes, that session appends the ledger's refusal; the gateway's GET
+      // then comes before the stopped request records it, and the request goes on after.
+      const { m, addressId } = await liveMerchant(['500.00']);
+      const [viaGateway, viaSecond] = clientsOf(m, 'live');
+      const order = orderId('po-read-first');
+      const ledger = await holdAppendLock(db.url, `ledger-live_${m.accountId}`);
+      let stopped = false;
+      try {
+        const asked = viaSecond.post('/v1/payouts', { amount: '900.00', addressId, orderId: order });
+        await ledger.waitedForBy(1);
+        stopped = second.child.kill('SIGSTOP');
+        await ledger.release();
+        await poll(
+          () => ledgerLog(m.accountId, 'live'),
+          (log) => refusalsOf(log, 'payout').length === 1,
+          "the ledger's refusal",
+        );
+
+        const shown = await viaGateway.get(`/v1/payouts?orderId=${encodeURIComponent(order)}`);
+        expectStatus(shown, 200);
+        expect(shown.body).toMatchObject({ orderId: order, amount: '900.00', status: 'rejected', statusReason: expect.stringMatching(/недостаточно средств/) });
+
+        second.child.kill('SIGCONT');
+        stopped = false;
+        const answered = await asked;
+        // Its answer is what is recorded: the payout as the GET left it, not a refusal of a payout already shown.
+        expectStatus(answered, 201);
+        expect(answered.body).toEqual(shown.body);
+        const events = await opA.http.get(`/admin/v1/streams/payout-${shown.body.id}`);
+        expect((events.body.events as Json[]).map((e) => e.type)).toEqual(['PayoutRequested', 'PayoutRejected']);
+        expect((await viaSecond.get(`/v1/payouts/${shown.body.id}`)).body).toEqual(shown.body);
+        // The orderId stays with the rejected payout.
+        const again = await viaGateway.post('/v1/payouts', { amount: '900.00', addressId, orderId: order });
+        expectStatus(again, 200);
+        expect(again.body).toEqual(shown.body);
+        const notice = await poll(
+          () => viaGateway.get('/v1/events?type=payout.rejected'),
+          (r) => r.status === 200 && r.body.items.length > 0,
+          'the payout.rejected event',
+        );
+        expect(notice.body.items.map((e: Json) => e.data.payout)).toEqual([shown.body]);
+      } finally {
+        if (stopped) second.child.kill('SIGCONT');
+        await ledger.release();
+      }
     });
 
     it('20 identical requests without orderId (same amount and detail) → exactly one 201, 19 duplicate_request', async () => {

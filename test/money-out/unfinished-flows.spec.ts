@@ -6,7 +6,7 @@
  * plus what the tests advance): each test acts well before that, and checks from the
  * events that its own request finished the flow.
  */
-import { expectError, expectStatus, InvoiceGateway, Json, Merchant, Mode, orderId, poll, Reply } from '../support/merchant-fixtures';
+import { expectError, expectStatus, InvoiceGateway, ISO_UTC, Json, Merchant, Mode, orderId, poll, Reply } from '../support/merchant-fixtures';
 import {
   fund,
   instantMerchant,
@@ -91,18 +91,92 @@ describe('refunds and payouts whose flow is not finished', () => {
     expect(reply.headers.get('retry-after')).toMatch(/^\d+$/);
   };
 
-  describe('operator actions on a payout answered 201 before the ledger reserved it', () => {
-    /** A payout answered 201 while the ledger's append fails: written, not yet reserved. */
-    const unreservedPayout = async (m: Merchant, amount: string): Promise<Json> => {
-      const address = await payoutAddress(gw.operator, m.accountId, { method: 'sbp', account: PHONE });
-      const send = () => m.live.post('/v1/payouts', { amount, addressId: address.id, orderId: orderId('unreserved') });
-      const answered = await withAppendBroken(gw.db.url, ledgerStream(m, 'live'), 'cancel', send);
-      expectStatus(answered, 201);
-      expect(answered.body.status).toBe('pending');
-      expect((await eventsOf(`payout-${answered.body.id}`)).map((e) => e.type)).toEqual(['PayoutRequested']);
-      return answered.body;
-    };
+  /** A payout answered 201 while the ledger's append fails: written, not yet reserved. */
+  const unreservedPayout = async (m: Merchant, amount: string): Promise<Json> => {
+    const address = await payoutAddress(gw.operator, m.accountId, { method: 'sbp', account: PHONE });
+    const send = () => m.live.post('/v1/payouts', { amount, addressId: address.id, orderId: orderId('unreserved') });
+    const answered = await withAppendBroken(gw.db.url, ledgerStream(m, 'live'), 'cancel', send);
+    expectStatus(answered, 201);
+    expect(answered.body.status).toBe('pending');
+    expect((await eventsOf(`payout-${answered.body.id}`)).map((e) => e.type)).toEqual(['PayoutRequested']);
+    return answered.body;
+  };
 
+  describe('GET /v1/payouts/{id} and ?orderId= of a payout answered 201 before the ledger reserved it', () => {
+    it('the read has the ledger reserve it first, once, and shows it pending', async () => {
+      const m = await instantMerchant(gw.operator);
+      await fund(gw.operator, m, 'live', ['1000.00']);
+      const payout = await unreservedPayout(m, '300.00');
+
+      expect((await m.live.get(`/v1/payouts?orderId=${payout.orderId}`)).body).toEqual(payout);
+      expect((await eventsOf(`payout-${payout.id}`)).map((e) => e.type)).toEqual(['PayoutRequested', 'PayoutReserved']);
+      expect((await reservationsOf(m, 'live')).map((e) => ({ cause: e.cause, kind: e.kind, occurredAt: e.occurredAt }))).toEqual([
+        { cause: `reserve:po_${payout.id}`, kind: 'funds_reserved', occurredAt: payout.createdAt },
+      ]);
+      expect((await m.live.get(`/v1/payouts/${payout.id}`)).body).toEqual(payout);
+      expect(await reservationsOf(m, 'live')).toHaveLength(1);
+    });
+
+    it('refused by the ledger: shown rejected with the reason, with its payout.rejected, never pending', async () => {
+      const m = await instantMerchant(gw.operator);
+      await fund(gw.operator, m, 'live', ['1000.00']);
+      const payout = await unreservedPayout(m, '600.00');
+      // Meanwhile another payout takes most of the balance.
+      expectStatus(await m.live.post('/v1/payouts', { amount: '500.00', addressId: payout.addressId, orderId: orderId('other') }), 201);
+
+      const shown = await m.live.get(`/v1/payouts/${payout.id}`);
+      expectStatus(shown, 200);
+      expect(shown.body).toEqual({
+        ...payout,
+        status: 'rejected',
+        statusReason: expect.stringMatching(/недостаточно средств/),
+        processedAt: expect.stringMatching(ISO_UTC),
+      });
+      expect((await eventsOf(`payout-${payout.id}`)).map((e) => e.type)).toEqual(['PayoutRequested', 'PayoutRejected']);
+      expect((await reservationsOf(m, 'live')).map((e) => e.kind)).toEqual(['funds_reserved', 'reservation_refused']);
+      expect((await m.live.get(`/v1/payouts?orderId=${payout.orderId}`)).body).toEqual(shown.body);
+      const notice = await poll(
+        () => m.live.get('/v1/events?type=payout.rejected'),
+        (r) => r.status === 200 && r.body.items.length > 0,
+        'the payout.rejected event',
+      );
+      expect(notice.body.items.map((e: Json) => ({ type: e.type, id: e.data.payout.id, status: e.data.payout.status }))).toEqual([
+        { type: 'payout.rejected', id: payout.id, status: 'rejected' },
+      ]);
+    });
+
+    it('the ledger busy: 503 with Retry-After and nothing written; once it is free, the payout', async () => {
+      const m = await instantMerchant(gw.operator);
+      await fund(gw.operator, m, 'live', ['1000.00']);
+      const payout = await unreservedPayout(m, '300.00');
+
+      for (const path of [`/v1/payouts/${payout.id}`, `/v1/payouts?orderId=${payout.orderId}`]) {
+        expectRetryLater(await withAppendBroken(gw.db.url, ledgerStream(m, 'live'), 'cancel', () => m.live.get(path)));
+      }
+      expect((await eventsOf(`payout-${payout.id}`)).map((e) => e.type)).toEqual(['PayoutRequested']);
+      expect(await reservationsOf(m, 'live')).toEqual([]);
+
+      expect((await m.live.get(`/v1/payouts/${payout.id}`)).body).toEqual(payout);
+    });
+
+    it('refused by its own request before any read: 404 not_found, by id and by orderId', async () => {
+      const m = await instantMerchant(gw.operator);
+      const address = await payoutAddress(gw.operator, m.accountId, { method: 'sbp', account: PHONE });
+      const order = orderId('refused');
+      expectError(await m.live.post('/v1/payouts', { amount: '300.00', addressId: address.id, orderId: order }), 422, 'insufficient_balance');
+      const id = (
+        await gw.db.pool.query<{ id: number }>(
+          `SELECT (data->>'payoutId')::int AS id FROM events WHERE event_type = 'PayoutRequested' AND data->>'accountId' = $1`,
+          [m.accountId],
+        )
+      ).rows[0]!.id;
+      expectError(await m.live.get(`/v1/payouts/${id}`), 404, 'not_found');
+      expectError(await m.live.get(`/v1/payouts?orderId=${order}`), 404, 'not_found');
+      expect((await eventsOf(`payout-${id}`)).map((e) => e.type)).toEqual(['PayoutRequested', 'PayoutRefused']);
+    });
+  });
+
+  describe('operator actions on a payout answered 201 before the ledger reserved it', () => {
     it.each([
       ['approve', undefined, 'approved'],
       ['reject', { reason: 'реквизиты закрыты' }, 'rejected'],
@@ -111,7 +185,6 @@ describe('refunds and payouts whose flow is not finished', () => {
       const m = await instantMerchant(gw.operator);
       await fund(gw.operator, m, 'live', ['1000.00']);
       const payout = await unreservedPayout(m, '300.00');
-      expect((await m.live.get(`/v1/payouts/${payout.id}`)).body).toEqual(payout);
 
       const reply = await transition(gw.operator, payout.id, name, body);
       expectStatus(reply, 200);

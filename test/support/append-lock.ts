@@ -55,3 +55,40 @@ export async function withAppendBroken<T>(
     await holder.end();
   }
 }
+
+/** A stream's append lock held by the test until `release`, so that gateway sessions queue for it in the order they come. */
+export interface HeldAppendLock {
+  /** Waits until `count` gateway sessions wait for the lock (30 s at most). */
+  waitedForBy(count: number): Promise<void>;
+  /** Lets the lock go: the waiting sessions append, in the order they came. */
+  release(): Promise<void>;
+}
+
+/** Takes `streamName`'s append lock (see withAppendBroken) and holds it, breaking nothing. */
+export async function holdAppendLock(databaseUrl: string, streamName: string): Promise<HeldAppendLock> {
+  const holder = new Client({ connectionString: databaseUrl, application_name: 'append-lock-holder' });
+  await holder.connect();
+  await holder.query('BEGIN');
+  await holder.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [STREAM_APPEND_LOCK_NAMESPACE, streamName]);
+  let released = false;
+  return {
+    async waitedForBy(count) {
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        const waiting = await holder.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid = $1::oid AND objid = hashtext($2)::oid`,
+          [STREAM_APPEND_LOCK_NAMESPACE, streamName],
+        );
+        if (waiting.rows[0]!.n >= count) return;
+        if (Date.now() > deadline) throw new Error(`${count} gateway sessions did not wait for the append lock of ${streamName} within 30 s`);
+        await sleep(10);
+      }
+    },
+    async release() {
+      if (released) return;
+      released = true;
+      await holder.query('ROLLBACK').catch(() => undefined);
+      await holder.end();
+    },
+  };
+}

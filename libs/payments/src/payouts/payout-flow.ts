@@ -65,10 +65,11 @@ export const payoutNotFound = () => new Refusal('not_found', 'Выплата н�
  * unfinished, no duplicate within a minute) or records why not; (3) the payout records
  * the ledger's answer: pending (shown) or refused (never shown, the request answered
  * 409/422). Steps 2 and 3 are `advance`, the one driver of a requested payout: run by
- * the request that wrote it, and by the recovery worker for any payout left at step 1;
- * a refusal the worker records (the request may have been answered with the payout)
- * rejects the payout, shown, instead. `decide` runs one command on the payout's stream;
- * the payout_outcomes reactor moves a finished payout's reservation.
+ * the request that wrote it, by the recovery worker for any payout left at step 1, and
+ * by whoever is about to show one still at step 1 (`decided`: a GET, an operator
+ * transition); a refusal any of those records (the request may have been answered with
+ * the payout) rejects the payout, shown, instead. `decide` runs one command on the
+ * payout's stream; the payout_outcomes reactor moves a finished payout's reservation.
  */
 export class PayoutFlow {
   constructor(
@@ -157,24 +158,39 @@ export class PayoutFlow {
   }
 
   /**
-   * An operator transition: 404 for an unknown payout, 409 conflict when illegal from its
-   * status. A payout still requested (shown pending: its 201 may have been given) is
-   * first taken through the ledger's decision, as the recovery worker would (`advance`,
-   * finishing: a refusal rejects it); when that cannot happen now (the ledger busy past
-   * the statement timeout), the error is the answer (503) and the transition is not
-   * written. One refused unseen stays unknown (404). A finished payout's reservation is
-   * moved by the payout_outcomes reactor, the one driver of that step; the answer comes
-   * once it has, so the next request sees the slot and the money.
+   * The payout as it may be shown (GET by id or orderId, an operator transition): one
+   * still requested (its 201 may have been given) is first taken through the ledger's
+   * decision, as the recovery worker would (`advance`, finishing: a refusal rejects it,
+   * shown, with its reason), so that a payout once shown is never refused unseen
+   * afterwards. 404 not_found: unknown, another account's (`accountId` given), or
+   * refused before it was ever shown (its request answered so). When the decision cannot
+   * be had now (the ledger busy past the statement timeout), its error is thrown (503)
+   * and nothing more is written.
    */
-  async transition(payoutId: number, command: Exclude<PayoutCommand, { type: 'RequestPayout' | 'RecordReservation' }>): Promise<Payout> {
+  async decided(payoutId: number, now: Date, accountId?: string): Promise<Payout> {
     if (!Number.isSafeInteger(payoutId) || payoutId < 1) throw payoutNotFound();
+    const payout = await this.load(payoutId);
+    if (payout.status === 'none' || payout.status === 'refused') throw payoutNotFound();
+    if (accountId !== undefined && payout.requested.accountId !== accountId) throw payoutNotFound();
+    if (payout.status !== 'requested') return payout;
     try {
-      await this.advance(payoutId, new Date(command.at), 'finishing');
+      return await this.advance(payoutId, now, 'finishing');
     } catch (error) {
-      // Unknown, or refused before it was ever shown (its request answered so).
+      // Refused meanwhile by the request that wrote it, which answers so: never shown.
       if (error instanceof Refusal) throw payoutNotFound();
       throw error;
     }
+  }
+
+  /**
+   * An operator transition: 404 for an unknown payout, 409 conflict when illegal from its
+   * status. The payout is first `decided` (one still requested gets the ledger's
+   * decision; the ledger busy: 503 and the transition is not written). A finished
+   * payout's reservation is moved by the payout_outcomes reactor, the one driver of that
+   * step; the answer comes once it has, so the next request sees the slot and the money.
+   */
+  async transition(payoutId: number, command: Exclude<PayoutCommand, { type: 'RequestPayout' | 'RecordReservation' }>): Promise<Payout> {
+    await this.decided(payoutId, new Date(command.at));
     const decided = await this.decide(payoutId, command);
     await awaitOutcomeMoved(this.pool, decided, this.observer, 'payout', String(payoutId));
     return decided.state;

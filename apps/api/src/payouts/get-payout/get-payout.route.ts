@@ -45,6 +45,6 @@ export class GetPayoutRoute {
     const refusal = taken ? taken.refusal : await this.access.admitPoll(merchant.keyId, payoutPollResource({ id })!, this.clock.now());
     if (refusal) throw rateLimited(refusal.retryAfterSeconds, 'Одну выплату можно запрашивать не чаще раза в 3 секунды: ждите вебхук');
     if (merchant.mode !== 'live') throw notFound();
-    return payoutView(await this.queries.execute(new GetPayout(merchant.project.accountId, payoutId)));
+    return payoutView(await this.queries.execute(new GetPayout(merchant.project.accountId, payoutId, this.clock.now())));
   }
 }

@@ -1,12 +1,14 @@
-import { Controller, Get, Query, UseGuards } from '@nestjs/common';
+import { Controller, Get, Inject, Query, UseGuards } from '@nestjs/common';
 import { QueryBus } from '@nestjs/cqrs';
 import { PAYOUT_STATUSES } from '#domain';
 import { payoutRowView, payoutView } from '#payments';
 import type { MerchantIdentity } from '#payments/merchants';
+import type { Clock } from '#platform/clock';
 import { cursorAnchorOf, encodeCursor, pageSizeOf } from '../../http/cursor';
 import { validRequest } from '../../http/request-pipe';
 import { Merchant, MerchantAuthGuard } from '../../http/auth/merchant-auth.guard';
 import { ReadsModels } from '../../http/read-models';
+import { CLOCK_TOKEN } from '../../http/tokens';
 import { notFound } from '../get-payout/get-payout.route';
 import { GetPayoutByOrderId } from '../get-payout/get-payout.handler';
 import { ListPayoutsQuery } from './list-payouts.request';
@@ -15,7 +17,10 @@ import { ListPayouts } from './list-payouts.handler';
 @Controller('v1')
 @UseGuards(MerchantAuthGuard)
 export class ListPayoutsRoute {
-  constructor(private readonly queries: QueryBus) {}
+  constructor(
+    private readonly queries: QueryBus,
+    @Inject(CLOCK_TOKEN) private readonly clock: Clock,
+  ) {}
 
   /**
    * The account's payouts, newest first; with orderId, the one payout (not a list) or 404
@@ -32,7 +37,7 @@ export class ListPayoutsRoute {
     const live = merchant.mode === 'live';
     if (orderId !== undefined) {
       if (!live) throw notFound();
-      const payout = payoutView(await this.queries.execute(new GetPayoutByOrderId(merchant.project.accountId, orderId)));
+      const payout = payoutView(await this.queries.execute(new GetPayoutByOrderId(merchant.project.accountId, orderId, this.clock.now())));
       if (status !== undefined && payout.status !== status) throw notFound();
       return payout;
     }
