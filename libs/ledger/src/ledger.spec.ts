@@ -18,6 +18,7 @@ import {
   entryViolations,
   foldLedger,
   hasRecentCause,
+  holdsToRelease,
   initialLedgerState,
   LEDGER_ACCOUNTS,
   LedgerCommand,
@@ -440,6 +441,41 @@ describe('ledger: hold released', () => {
     given([...history, holdReleased('inv_1', 97_000, at(3 * DAY))])
       .when(releaseHold('inv_1', at(4 * DAY)))
       .thenNothing();
+  });
+});
+
+describe('ledger: the holds a reservation releases first (holdsToRelease)', () => {
+  const history = [
+    paymentHeld('inv_late', 40_000, 0, at(3 * DAY)),
+    paymentHeld('inv_a', 30_000, 0, at(2 * DAY)),
+    paymentHeld('inv_b', 20_000, 0, at(2 * DAY)),
+    paymentHeld('inv_early', 10_000, 0, at(DAY)),
+    paymentAvailable('inv_paid', 5_000, 0),
+  ];
+  const state = foldLedger(history);
+
+  it('none while available covers the amount, or before any hold is due', () => {
+    expect(holdsToRelease(state, at(3 * DAY), 5_000)).toEqual([]);
+    expect(holdsToRelease(state, at(DAY - 1), 100_000)).toEqual([]);
+  });
+
+  it('from exactly releaseAt, the earliest due first (then by invoice), until available covers the amount', () => {
+    expect(holdsToRelease(state, at(DAY), 100_000)).toEqual(['inv_early']);
+    expect(holdsToRelease(state, at(2 * DAY), 15_000)).toEqual(['inv_early']);
+    expect(holdsToRelease(state, at(2 * DAY), 15_001)).toEqual(['inv_early', 'inv_a']);
+    expect(holdsToRelease(state, at(2 * DAY), 100_000)).toEqual(['inv_early', 'inv_a', 'inv_b']);
+    expect(holdsToRelease(state, at(3 * DAY), 100_000)).toEqual(['inv_early', 'inv_a', 'inv_b', 'inv_late']);
+  });
+
+  it('each one it names is released by ReleaseHold at that time, and a released hold is never named again', () => {
+    let events = history;
+    for (const invoiceId of holdsToRelease(state, at(2 * DAY), 100_000)) {
+      const posted = ledgerDecider.decide(releaseHold(invoiceId, at(2 * DAY)), foldLedger(events));
+      expect(Array.isArray(posted)).toBe(true);
+      events = [...events, ...(posted as LedgerEvent[])];
+    }
+    expect(holdsToRelease(foldLedger(events), at(2 * DAY), 100_000)).toEqual([]);
+    expect(foldLedger(events).balances).toMatchObject({ available: 65_000, pending: 40_000 });
   });
 });
 

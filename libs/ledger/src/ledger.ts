@@ -423,6 +423,29 @@ const sameReservation = (a: LedgerEntryPostedData['reservation'], b: LedgerEntry
 
 type ReserveFunds = Extract<LedgerCommand, { type: 'ReserveFunds' }>;
 
+/**
+ * The holds a reservation of `amount` at `at` releases first: those due by `at` (their
+ * `releaseAt` at or before it), the earliest due first, as many as it takes for
+ * `available` to cover `amount` (all of them when it never does). So money is available
+ * from its payment's `availableAt`, whether or not the hold-release worker has run yet,
+ * and a burst of holds due together costs a reservation no more releases than it needs.
+ */
+export function holdsToRelease(state: LedgerState, at: string, amount: Kopecks): string[] {
+  const dueAt = (hold: OpenHold): number => (hold.releaseAt === null ? 0 : Date.parse(hold.releaseAt));
+  const due = Object.entries(state.holds)
+    .filter(([, hold]) => dueAt(hold) <= Date.parse(at))
+    // The earliest due first; invoice ids (unique) break ties, so the choice never depends on the fold's order.
+    .sort(([a, x], [b, y]) => dueAt(x) - dueAt(y) || (a < b ? -1 : 1));
+  const released: string[] = [];
+  let available = state.balances.available;
+  for (const [invoiceId, hold] of due) {
+    if (available >= amount) break;
+    released.push(invoiceId);
+    available += hold.amount;
+  }
+  return released;
+}
+
 /** Why the reservation may not be made, or null. The payout limits come before the balance. */
 function reservationRefusal(command: ReserveFunds, state: LedgerState): { code: ReservationRefusal; message: string } | null {
   const rules = command.payout;

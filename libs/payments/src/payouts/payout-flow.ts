@@ -14,7 +14,8 @@ import {
   PayoutTerms,
   Refusal,
 } from '#domain';
-import type { Kopecks } from '#ledger';
+import { holdsToRelease } from '#ledger';
+import type { Kopecks, LedgerId } from '#ledger';
 import type { LedgerBook } from '../ledger';
 import type { PayoutAddresses } from '../merchants';
 import { awaitOutcomeMoved } from '../flows/outcomes';
@@ -120,21 +121,20 @@ export class PayoutFlow {
     if (payout.status === 'refused') throw REFUSALS[payout.refusal]();
     if (payout.status !== 'requested') return payout;
     const r = payout.requested;
-    const reservation = await this.ledgers.reserve(
-      { accountId: r.accountId, mode: 'live' },
-      {
-        type: 'ReserveFunds',
-        reservationId: payoutReservationId(payoutId),
-        purpose: 'payout',
-        amount: r.amount,
-        at: r.createdAt,
-        payout: {
-          fingerprint: `${r.amount}|${r.addressId}`,
-          duplicateWindowSeconds: r.orderId === null ? DUPLICATE_PAYOUT_WINDOW_SECONDS : null,
-          maxUnfinished: MAX_UNFINISHED_PAYOUTS,
-        },
+    const ledger: LedgerId = { accountId: r.accountId, mode: 'live' };
+    await this.releaseDueHolds(ledger, r.amount, now);
+    const reservation = await this.ledgers.reserve(ledger, {
+      type: 'ReserveFunds',
+      reservationId: payoutReservationId(payoutId),
+      purpose: 'payout',
+      amount: r.amount,
+      at: r.createdAt,
+      payout: {
+        fingerprint: `${r.amount}|${r.addressId}`,
+        duplicateWindowSeconds: r.orderId === null ? DUPLICATE_PAYOUT_WINDOW_SECONDS : null,
+        maxUnfinished: MAX_UNFINISHED_PAYOUTS,
       },
-    );
+    });
     const recorded = await this.run(payoutId, {
       type: 'RecordReservation',
       outcome: reservation.outcome === 'reserved' ? 'reserved' : reservation.refusal,
@@ -147,6 +147,25 @@ export class PayoutFlow {
       throw REFUSALS[recorded.refusal!]();
     }
     return recorded;
+  }
+
+  /**
+   * Money is available for a payout from its payment's `availableAt`, not from the
+   * hold-release worker's next tick (nor after a backlog of holds due together): the
+   * holds due by `now` are released here before the reservation, the earliest first, as
+   * many as the amount needs (holdsToRelease), as a refund releases its invoice's hold.
+   * Each release posts once per cause, so the worker's own is then a repeat.
+   */
+  private async releaseDueHolds(ledger: LedgerId, amount: Kopecks, now: Date): Promise<void> {
+    const at = now.toISOString();
+    for (const invoiceId of holdsToRelease(await this.ledgers.current(ledger), at, amount)) {
+      try {
+        await this.ledgers.post(ledger, { type: 'ReleaseHold', invoiceId, at });
+      } catch (error) {
+        // Released meanwhile (by the worker: hold_not_found): the reservation decides on what is available.
+        if (!(error instanceof Refusal)) throw error;
+      }
+    }
   }
 
   async releaseClaim(accountId: string, orderId: string, payoutId: number): Promise<void> {
