@@ -122,13 +122,14 @@ export class PayoutFlow {
     if (payout.status !== 'requested') return payout;
     const r = payout.requested;
     const ledger: LedgerId = { accountId: r.accountId, mode: 'live' };
-    await this.releaseDueHolds(ledger, r.amount, now);
+    const released = await this.releaseDueHolds(ledger, r.amount, now);
     const reservation = await this.ledgers.reserve(ledger, {
       type: 'ReserveFunds',
       reservationId: payoutReservationId(payoutId),
       purpose: 'payout',
       amount: r.amount,
-      at: r.createdAt,
+      // Never dated before the releases whose money it may take (a run finishing the payout later than its request).
+      at: released && now.getTime() > Date.parse(r.createdAt) ? now.toISOString() : r.createdAt,
       payout: {
         fingerprint: `${r.amount}|${r.addressId}`,
         duplicateWindowSeconds: r.orderId === null ? DUPLICATE_PAYOUT_WINDOW_SECONDS : null,
@@ -156,16 +157,19 @@ export class PayoutFlow {
    * many as the amount needs (holdsToRelease), as a refund releases its invoice's hold.
    * Each release posts once per cause, so the worker's own is then a repeat.
    */
-  private async releaseDueHolds(ledger: LedgerId, amount: Kopecks, now: Date): Promise<void> {
+  private async releaseDueHolds(ledger: LedgerId, amount: Kopecks, now: Date): Promise<boolean> {
     const at = now.toISOString();
+    let released = false;
     for (const invoiceId of holdsToRelease(await this.ledgers.current(ledger), at, amount)) {
       try {
         await this.ledgers.post(ledger, { type: 'ReleaseHold', invoiceId, at });
+        released = true;
       } catch (error) {
         // Released meanwhile (by the worker: hold_not_found): the reservation decides on what is available.
         if (!(error instanceof Refusal)) throw error;
       }
     }
+    return released;
   }
 
   async releaseClaim(accountId: string, orderId: string, payoutId: number): Promise<void> {
@@ -184,7 +188,7 @@ export class PayoutFlow {
    * afterwards. 404 not_found: unknown, another account's (`accountId` given), or
    * refused before it was ever shown (its request answered so). When the decision cannot
    * be had now (the ledger busy past the statement timeout), its error is thrown (503)
-   * and nothing more is written.
+   * and nothing more is written than the due holds it may have released.
    */
   async decided(payoutId: number, now: Date, accountId?: string): Promise<Payout> {
     if (!Number.isSafeInteger(payoutId) || payoutId < 1) throw payoutNotFound();
