@@ -3,10 +3,12 @@
  * anything: `npm run secrets:rotate-key -- --dry-run` rotated the key, and
  * `npm run ledger:verify -- --asOf …` verified everything and said nothing of the
  * option. Each runs as the operator runs it, on a migrated database. The commands
- * that work on the gateway's data refuse a DATA_DIR that holds none.
+ * that work on the gateway's data refuse a DATA_DIR that holds none. A command that
+ * cannot reach its database could not run: exit 2, as for the others, in one line.
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startProcess, type Entry } from '../support/gateway-process';
@@ -69,5 +71,37 @@ describe('commands without arguments refuse any, and do nothing', () => {
       code: 2,
       output: `${entry}: takes no arguments, got --port 4000 (its settings are environment variables: docs/configuration.md)\n`,
     });
+  });
+});
+
+describe('commands whose database cannot be reached', () => {
+  /** A port nobody listens on: taken, then closed again. */
+  let closedPort: number;
+  beforeAll(async () => {
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    closedPort = (server.address() as { port: number }).port;
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  // The writing commands exited 1 ("failed") and seed:load printed a stack: a script could not tell "did not run" from "failed".
+  it.each<[Entry, string, string[]]>([
+    ['ledger-verify', 'ledger:verify', []],
+    ['log-verify', 'log:verify', []],
+    ['read-models-checksum', 'read-models:checksum', []],
+    ['audit-reconcile', 'audit:reconcile', ['--from', '2026-01-01T00:00:00Z', '--to', '2026-01-02T00:00:00Z']],
+    ['rebuild', 'projections:rebuild', []],
+    ['secrets-rotate-key', 'secrets:rotate-key', []],
+    ['audit-rotate-signing-key', 'audit:rotate-signing-key', []],
+    ['seed-load', 'seed:load', ['--events', '100']],
+  ])('%s: exit 2 (could not run) in one line naming the refused connection, no stack', async (entry, command, args) => {
+    const url = `postgres://gateway:not-printed@127.0.0.1:${closedPort}/gateway`;
+    const proc = startProcess(entry, { DATABASE_URL: url, SECRETS_KEY: randomBytes(32).toString('hex') }, args);
+    const code = await proc.exited;
+    expect({ code, output: proc.output() }).toEqual({
+      code: 2,
+      output: expect.stringMatching(new RegExp(`^${command}[^\\n]* connect ECONNREFUSED 127\\.0\\.0\\.1:${closedPort}\\n$`)),
+    });
+    expect(proc.output()).not.toContain('not-printed');
   });
 });

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { comparePositions, Position, visibleLogEvents } from '#event-store';
-import { InfrastructureWithoutSecrets, loadConfigOrExit, openInfrastructure, servingSessions } from '#payments/composition';
+import { couldNotRun, InfrastructureWithoutSecrets, loadConfigOrExit, openInfrastructure, servingSessions } from '#payments/composition';
 import { COMMAND_SESSION_LIMITS, NoEmbeddedDatabaseError } from '#platform/database';
 import { createLogger, Logger } from '#platform/logging';
 import {
@@ -303,5 +303,5 @@ function fail(message: string): never {
 main().catch((error) => {
   if (error instanceof NoEmbeddedDatabaseError) fail(error.message);
   process.stderr.write(`projections:rebuild failed: ${(error as Error).message}\n`);
-  process.exit(1);
+  process.exit(couldNotRun(error) ? 2 : 1);
 });

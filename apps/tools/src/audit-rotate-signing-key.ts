@@ -1,7 +1,6 @@
-import { loadConfigOrExit, openInfrastructure, refuseArgumentsOrExit } from '#payments/composition';
+import { couldNotRun, loadConfigOrExit, openInfrastructure, refuseArgumentsOrExit } from '#payments/composition';
 import { AuditSigningKeys } from '#payments/audit';
 import { createLogger } from '#platform/logging';
-import { NoEmbeddedDatabaseError } from '#platform/database';
 
 /**
  * `npm run audit:rotate-signing-key`: a new Ed25519 key signs the checkpoints and
@@ -32,5 +31,5 @@ async function main(): Promise<void> {
 
 main().catch((error) => {
   process.stderr.write(`audit:rotate-signing-key failed: ${(error as Error).message}\n`);
-  process.exit(error instanceof NoEmbeddedDatabaseError ? 2 : 1);
+  process.exit(couldNotRun(error) ? 2 : 1);
 });

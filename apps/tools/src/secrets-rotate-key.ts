@@ -1,8 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { loadConfigOrExit, refuseArgumentsOrExit } from '#payments/composition';
+import { couldNotRun, loadConfigOrExit, refuseArgumentsOrExit } from '#payments/composition';
 import { openInfrastructure } from '#payments/composition';
 import { createLogger } from '#platform/logging';
-import { NoEmbeddedDatabaseError } from '#platform/database';
 import { resealWebhookSecrets, unopenableWebhookSecrets } from '#payments/merchants';
 import { AuditSigningKeys } from '#payments/audit';
 import type { Infrastructure } from '#payments/composition';
@@ -89,5 +88,5 @@ async function main(): Promise<void> {
 
 main().catch((error) => {
   process.stderr.write(`secrets:rotate-key failed: ${(error as Error).message}\n`);
-  process.exit(error instanceof NoEmbeddedDatabaseError ? 2 : 1);
+  process.exit(couldNotRun(error) ? 2 : 1);
 });

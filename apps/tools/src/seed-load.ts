@@ -1,6 +1,5 @@
 import { parseArgs } from 'node:util';
-import { loadConfigOrExit } from '#payments/composition';
-import { openInfrastructure } from '#payments/composition';
+import { couldNotRun, loadConfigOrExit, openInfrastructure } from '#payments/composition';
 import { COMMAND_SESSION_LIMITS } from '#platform/database';
 import { createLogger } from '#platform/logging';
 import { ProgressBar } from '#event-store/projections';
@@ -121,6 +120,6 @@ main().catch((error) => {
     process.stderr.write(`\nseed:load: ${error.message}\n`);
     process.exit(2);
   }
-  process.stderr.write(`seed:load failed: ${(error as Error).stack ?? (error as Error).message}\n`);
-  process.exit(1);
+  process.stderr.write(`seed:load failed: ${(error as Error).message}\n`);
+  process.exit(couldNotRun(error) ? 2 : 1);
 });

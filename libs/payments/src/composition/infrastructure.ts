@@ -1,7 +1,19 @@
 import type { Pool } from 'pg';
 import { GatewayClock, ManualClock, ManualClockSync, SystemClock } from '#platform/clock';
 import type { GatewayConfig } from './config';
-import { checkMigrated, createPool, EmbeddedDatabase, migrate, requireEmbeddedCluster, SessionLimits, startEmbeddedPostgres } from '#platform/database';
+import {
+  checkMigrated,
+  createPool,
+  DatabaseNotReachedError,
+  EmbeddedDatabase,
+  isDatabaseNotReached,
+  migrate,
+  MigrationError,
+  NoEmbeddedDatabaseError,
+  requireEmbeddedCluster,
+  SessionLimits,
+  startEmbeddedPostgres,
+} from '#platform/database';
 import { allMigrations } from './migrations';
 import { EventStore, PostgresEventStore } from '#event-store';
 import { checkServerPastEventLog } from '#event-store/postgres';
@@ -173,8 +185,17 @@ export async function openInfrastructure(
     await followerPool?.end().catch(() => undefined);
     await pool.end().catch(() => undefined);
     await embedded?.stop().catch(() => undefined);
-    throw error;
+    throw isDatabaseNotReached(error) ? new DatabaseNotReachedError(error) : error;
   }
+}
+
+/**
+ * A command's failure that means it could not run (exit 2; 1 is for one that ran and
+ * failed, docs/operations.md): no database under DATA_DIR, the database not reached or
+ * the role refused, or a schema it cannot bring to (or find at) this version.
+ */
+export function couldNotRun(error: unknown): boolean {
+  return error instanceof NoEmbeddedDatabaseError || error instanceof DatabaseNotReachedError || error instanceof MigrationError;
 }
 
 /**

@@ -189,3 +189,28 @@ export function isConnectionLost(error: unknown): boolean {
   const message = (error as { message?: unknown }).message;
   return typeof message === 'string' && /Connection terminated|Client has encountered a connection error|not queryable/i.test(message);
 }
+
+/**
+ * The database did not let this process in: the connection was refused, timed out or
+ * broke, its host does not resolve, the server refused the role or its password, the
+ * database does not exist, or the server was starting, stopping or full.
+ */
+export function isDatabaseNotReached(error: unknown): boolean {
+  if (isConnectionLost(error)) return true;
+  if (typeof error !== 'object' || error === null) return false;
+  const { code, syscall, message } = error as { code?: unknown; syscall?: unknown; message?: unknown };
+  // A socket that could not connect (refused, unreachable, a missing Unix socket), a name that does not resolve.
+  if (syscall === 'connect' || syscall === 'getaddrinfo') return true;
+  // 28xxx: the role or its password refused; 3D000: no such database; 53300: too many connections; 57P03: cannot connect now.
+  if (typeof code === 'string' && (/^28/.test(code) || ['3D000', '53300', '57P03'].includes(code))) return true;
+  return typeof message === 'string' && /timeout exceeded when trying to connect|connection timeout/i.test(message);
+}
+
+/** The database could not be reached when the process opened it (isDatabaseNotReached): a command could not run. */
+export class DatabaseNotReachedError extends Error {
+  constructor(cause: unknown) {
+    const { message, code } = cause as { message?: unknown; code?: unknown };
+    // An AggregateError of every address tried has no message of its own, only the code.
+    super(typeof message === 'string' && message !== '' ? message : `the database could not be reached (${String(code)})`, { cause });
+  }
+}
