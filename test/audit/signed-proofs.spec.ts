@@ -325,6 +325,34 @@ describe('signed checkpoints and statements', () => {
       `FAILED: the off-site checkpoint at position ${saved.position} is not reproduced: the stored chain hashes give its running hash, but the content of ${target.stream_name} revision ${target.stream_revision} at position `,
     );
   }, 120_000);
+
+  // `--keys '{}'` beside a checkpoint stopped with "Cannot read properties of undefined (reading 'find')", and alone passed silently (exit 0).
+  it('log:verify refuses a --keys file not shaped as GET /v1/audit/keys answers, naming it and what is wrong, before reading the log (exit 2)', async () => {
+    const publicKey = generateKeyPairSync('ed25519').publicKey.export({ format: 'pem', type: 'spki' }).toString();
+    const listed = { kid: '0123456789abcdef', alg: 'Ed25519', publicKey, validFrom: new Date().toISOString(), validUntil: null };
+    // Shaped as a saved checkpoint (its signature is never checked: the keys are refused first).
+    const checkpointFile = path.join(files.dir, 'checkpoint-beside-keys.json');
+    writeFileSync(checkpointFile, JSON.stringify({ kid: listed.kid, signedText: `gateway-log-checkpoint-v1\n0/0\n0\n${'0'.repeat(64)}`, signature: 'AA==' }));
+    const cases: [string, unknown, string][] = [
+      ['empty.json', {}, 'not a saved answer of GET /v1/audit/keys (it has no "keys" list)'],
+      ['no-kid.json', { keys: [{ ...listed, kid: undefined }] }, 'keys[0] has no kid'],
+      ['other-alg.json', { keys: [listed, { ...listed, alg: 'RS256' }] }, `keys[1] (kid ${listed.kid}): alg is "RS256", not "Ed25519"`],
+      ['not-a-key.json', { keys: [{ ...listed, publicKey: 'abc' }] }, `keys[0] (kid ${listed.kid}): publicKey is not a public key (SPKI PEM)`],
+      ['not-json.json', '{"keys": [', 'Unexpected end of JSON input'],
+    ];
+    for (const [name, content, what] of cases) {
+      const file = path.join(files.dir, name);
+      writeFileSync(file, typeof content === 'string' ? content : JSON.stringify(content));
+      for (const args of [
+        ['--checkpoint', checkpointFile, '--keys', file],
+        ['--keys', file],
+      ]) {
+        const run = startProcess('log-verify', { DATABASE_URL: gw.db.url }, args);
+        // One line and nothing else: no progress through the log, no report.
+        expect({ args, code: await run.exited, output: run.output() }).toEqual({ args, code: 2, output: `log:verify: --keys ${file}: ${what}\n` });
+      }
+    }
+  }, 60_000);
 });
 
 describe('the signing key from the file of the embedded default, and from AUDIT_SIGNING_KEY', () => {

@@ -41,6 +41,38 @@ function parseArguments(args: readonly string[]): { expected: [string, string][]
   return { expected, checkpoints, keys };
 }
 
+/**
+ * The public keys of a `--keys` file, a saved answer of GET /v1/audit/keys
+ * (`{"keys": [{kid, alg: "Ed25519", publicKey, validFrom, validUntil}]}`); a file that
+ * is not one ends the command before the log is read (exit 2), naming it and what is wrong.
+ */
+function readKeysFile(file: string): PublishedKey[] {
+  const refuse = (what: string): never => {
+    process.stderr.write(`log:verify: --keys ${file}: ${what}\n`);
+    process.exit(2);
+  };
+  let saved: unknown;
+  try {
+    saved = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (error) {
+    return refuse((error as Error).message);
+  }
+  const keys = (saved as { keys?: unknown } | null)?.keys;
+  if (!Array.isArray(keys)) return refuse('not a saved answer of GET /v1/audit/keys (it has no "keys" list)');
+  for (const [i, key] of (keys as unknown[]).entries()) {
+    if (typeof key !== 'object' || key === null) return refuse(`keys[${i}] is not an object`);
+    const { kid, alg, publicKey } = key as Record<string, unknown>;
+    if (typeof kid !== 'string' || kid === '') return refuse(`keys[${i}] has no kid`);
+    if (alg !== 'Ed25519') return refuse(`keys[${i}] (kid ${kid}): alg is ${JSON.stringify(alg)}, not "Ed25519"`);
+    try {
+      createPublicKey(String(publicKey));
+    } catch {
+      return refuse(`keys[${i}] (kid ${kid}): publicKey is not a public key (SPKI PEM)`);
+    }
+  }
+  return keys as PublishedKey[];
+}
+
 /** A saved checkpoint whose Ed25519 signature holds under its kid's public key: its position and hash (from the signed text); else why not. */
 function signedCheckpoint(file: string, keys: readonly PublishedKey[]): { position: string; hash: string; kid: string } | string {
   const c = JSON.parse(readFileSync(file, 'utf8')) as {
@@ -84,18 +116,14 @@ function signedCheckpoint(file: string, keys: readonly PublishedKey[]): { positi
  */
 async function main(): Promise<void> {
   const { expected, checkpoints, keys } = parseArguments(process.argv.slice(2));
+  const keysListed = keys === null ? null : readKeysFile(keys);
   const started = Date.now();
   const config = loadConfigOrExit('log:verify');
   const log = createLogger('log-verify', config.logLevel ?? 'warn');
   const infra = await openInfrastructure(config, log, { applicationName: 'gateway-log-verify', limits: COMMAND_SESSION_LIMITS, access: 'read-only' });
   let failed = false;
   try {
-    const listed =
-      checkpoints.length === 0
-        ? []
-        : keys === null
-          ? await (await import('#payments/audit')).publishedKeys(infra.pool)
-          : (JSON.parse(readFileSync(keys, 'utf8')) as { keys: PublishedKey[] }).keys;
+    const listed = checkpoints.length === 0 ? [] : (keysListed ?? (await (await import('#payments/audit')).publishedKeys(infra.pool)));
     for (const file of checkpoints) {
       const checked = signedCheckpoint(file, listed);
       if (typeof checked === 'string') {
