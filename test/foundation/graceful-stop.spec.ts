@@ -4,7 +4,7 @@
  * `Connection: close`, finishes the requests in flight and exits 0. Behind a proxy
  * (TRUSTED_PROXIES) it leaves idle keep-alive connections for the proxy to close,
  * since closing one could cross a request the proxy is sending on it (a POST the proxy
- * then cannot send elsewhere). `npm run deploy:check` shows the same through nginx.
+ * then cannot send elsewhere). Not stopped within 15 s, it exits 1 saying why. `npm run deploy:check` shows the same through nginx.
  */
 import { spawnSync } from 'node:child_process';
 import { connect, Socket } from 'node:net';
@@ -201,6 +201,28 @@ describe('an API process that gets SIGTERM', () => {
       await api.kill('SIGKILL');
     }
   });
+
+  // It exited 1 with "stopping" as its last line: nothing said why (15 s of the suite's time, the bound itself).
+  it('a request whose body never comes: exit 1 after 15 s, its last line an error saying the stop was forced and what was open', async () => {
+    const api = await startGateway('api', { DATABASE_URL: db.url, ADMIN_TOKEN });
+    const stuck = await RawConnection.open(portOf(api));
+    try {
+      stuck.write(accountHead() + ACCOUNT_BODY.slice(0, 10));
+      await new Promise((r) => setTimeout(r, 200));
+      api.child.kill('SIGTERM');
+      expect(await api.exited).toBe(1);
+      const last = JSON.parse(api.output().trim().split('\n').at(-1)!);
+      expect(last).toMatchObject({
+        level: 50,
+        signal: 'SIGTERM',
+        openConnections: 1,
+        msg: 'not stopped within 15 s, waiting for the open connections to close (1 connection(s) still open): the stop is forced, exit 1',
+      });
+    } finally {
+      stuck.destroy();
+      await api.kill('SIGKILL');
+    }
+  }, 60_000);
 });
 
 describe('the last log lines of a process that stops', () => {

@@ -16,6 +16,9 @@ import { MetricsServer, startMetricsServer } from '../../api/src/health/metrics-
 import { Projector } from '../../projector/src/projector';
 import { ConnectionDrain, connectionDrain, PROXY_DRAIN_MS } from '../../api/src/http/connection-drain';
 
+/** A stop's bound: the proxy's drain (10 s) and 5 s more; past it the process exits 1, saying why. */
+const FORCED_STOP_MS = PROXY_DRAIN_MS + 5_000;
+
 export interface ProcessRoles {
   readonly name: ServingRole;
   readonly api: boolean;
@@ -170,17 +173,37 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
       if (stopping) return;
       stopping = true;
       log.info({ signal }, 'stopping');
-      const force = setTimeout(() => process.exit(1), PROXY_DRAIN_MS + 5_000);
+      // What the stop waits for now: named by the line of a stop forced at its bound.
+      let waitingFor = 'the open connections to close';
+      let forced = false;
+      const force = setTimeout(() => {
+        forced = true;
+        const exitForced = (open: number) => {
+          log.error(
+            { signal, openConnections: open },
+            `not stopped within ${FORCED_STOP_MS / 1000} s, waiting for ${waitingFor} (${open} connection(s) still open): the stop is forced, exit 1`,
+          );
+          exitAfterLogs(log, 1);
+        };
+        const server = app?.getHttpServer();
+        if (server) server.getConnections((error, open) => exitForced(error ? 0 : open));
+        else exitForced(0);
+      }, FORCED_STOP_MS);
       force.unref();
       stopFollowingSecrets?.();
       // No 5xx and no reset connection for the clients: stop accepting, serve what is in
       // flight, and behind a proxy (TRUSTED_PROXIES) let it close its idle connections.
       await drain?.drain({ waitForClients: config.trustedProxies.length > 0 }).catch((error: unknown) => log.warn({ err: error }, 'drain failed'));
+      waitingFor = 'the API to close';
       await app?.close().catch(() => undefined);
+      waitingFor = 'the metrics listener to close';
       await metricsServer?.close().catch(() => undefined);
+      waitingFor = 'the projector to stop';
       await projector?.stop().catch(() => undefined);
       rebuilds.stop();
+      waitingFor = 'the database sessions to close';
       await infra.close().catch(() => undefined);
+      if (forced) return;
       log.info({ signal }, 'stopped');
       exitAfterLogs(log, 0);
     };
