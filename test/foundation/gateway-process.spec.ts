@@ -136,6 +136,27 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
     }
   }, 180_000);
 
+  // The handlers came after the modules had loaded and the configuration was read (a second or more): a signal before ended it with 143.
+  it('a SIGTERM while its modules still load (200 ms after Node runs its first line) stops it: exit 0, saying so', async () => {
+    const own = temporaryDataDir();
+    // A hook that says when Node starts running JavaScript (just before the entry point), so that a slow machine's boot does not count.
+    const hook = path.join(own.dir, 'say-running.js');
+    writeFileSync(hook, "process.stdout.write('node runs\\n');\n");
+    try {
+      const gateway = startProcess('gateway', { DATA_DIR: path.join(own.dir, 'data'), PORT: '0', NODE_OPTIONS: `--require ${hook}` });
+      await gateway.waitForOutput(/^node runs$/m);
+      await new Promise((r) => setTimeout(r, 200));
+      gateway.child.kill('SIGTERM');
+      expect({ exited: await gateway.exited, output: gateway.output() }).toEqual({
+        exited: 0,
+        output: expect.stringContaining('"signal":"SIGTERM","msg":"stopped"'),
+      });
+      expect(gateway.output()).toContain('"signal":"SIGTERM","msg":"stopping while starting"');
+    } finally {
+      own.remove();
+    }
+  });
+
   it('SIGHUP (the terminal closed) stops the gateway as SIGTERM does, and the server it started with it', async () => {
     const own = temporaryDataDir();
     try {

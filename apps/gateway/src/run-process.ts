@@ -15,6 +15,7 @@ import type { ReadinessProbe } from '../../api/src/health/readiness';
 import { MetricsServer, startMetricsServer } from '../../api/src/health/metrics-endpoint';
 import { Projector } from '../../projector/src/projector';
 import { ConnectionDrain, connectionDrain, PROXY_DRAIN_MS } from '../../api/src/http/connection-drain';
+import { catchStopSignals, StopSignals } from './stop-signals';
 
 /** A stop's bound: the proxy's drain (10 s) and 5 s more; past it the process exits 1, saying why. */
 const FORCED_STOP_MS = PROXY_DRAIN_MS + 5_000;
@@ -31,7 +32,7 @@ export interface ProcessRoles {
  * database. Stops cleanly on SIGINT/SIGTERM: the API first stops accepting connections
  * and finishes the requests in flight (connection-drain.ts), then the projector stops.
  */
-export async function runProcess(roles: ProcessRoles): Promise<void> {
+export async function runProcess(roles: ProcessRoles, signals: StopSignals = catchStopSignals()): Promise<void> {
   // Configured by the environment: `npm start -- --port 4000` would otherwise listen on PORT.
   refuseArgumentsOrExit(roles.name);
   const config = loadConfigOrExit(roles.name);
@@ -57,18 +58,19 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
   // What has started, stopped in reverse if the start fails: a projector still running would
   // log into the closed log stream (an uncaught error), and the embedded server would outlive the process.
   const started: (() => unknown)[] = [];
-  // Signals are handled from the start (SIGHUP: the terminal of `npm start` closed). One
-  // that comes while the process starts is a stop the start-up honours as soon as it can:
-  // it stops what it started (the embedded server unless another process is on it) and
-  // exits 0, as a stop after the start does.
-  let stop: ((signal: string) => Promise<void>) | null = null;
-  let stopRequested: string | null = null;
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => (stop ? void stop(signal) : (stopRequested ??= signal)));
+  // Signals are handled from the start (the entry point caught them before loading this
+  // module). One that comes while the process starts is a stop the start-up honours as
+  // soon as it can: it stops what it started (the embedded server unless another process
+  // is on it) and exits 0, as a stop after the start does.
   const honourStopRequest = () => {
-    if (stopRequested !== null) throw new StopRequested(stopRequested);
+    if (signals.requested !== null) throw new StopRequested(signals.requested);
   };
 
   try {
+    // Signalled while its modules loaded: nothing started yet. The signal is delivered in the
+    // event loop's poll phase, which comes between two turns' setImmediate callbacks.
+    await new Promise((resolve) => setImmediate(() => setImmediate(resolve)));
+    honourStopRequest();
     const infra = await openInfrastructure(config, log, { applicationName: servingApplicationName(roles.name) });
     started.push(() => infra.close());
     honourStopRequest();
@@ -169,7 +171,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
     }
 
     let stopping = false;
-    stop = async (signal: string) => {
+    const stop = async (signal: string) => {
       if (stopping) return;
       stopping = true;
       log.info({ signal }, 'stopping');
@@ -207,7 +209,7 @@ export async function runProcess(roles: ProcessRoles): Promise<void> {
       log.info({ signal }, 'stopped');
       exitAfterLogs(log, 0);
     };
-    if (stopRequested !== null) void stop(stopRequested);
+    signals.onStop((signal) => void stop(signal));
   } catch (error) {
     if (error instanceof StopRequested) {
       log.info({ signal: error.signal }, 'stopping while starting');
