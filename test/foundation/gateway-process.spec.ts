@@ -568,6 +568,36 @@ describe('the gateway against a DATABASE_URL', () => {
     expect(seed.output()).toContain('start it with CLOCK=manual');
   });
 
+  // PostgreSQL 15 and later give CREATE on schema public only to the database's owner: the start said "permission denied for schema public", no more.
+  it('a role that may not create tables in schema public: exit 1 naming the GRANT it needs; granted, the gateway starts', async () => {
+    const fresh = await createTestDatabase({ migrate: false, poolSize: 1 });
+    const role = `nocreate_${randomUUID().slice(0, 8)}`;
+    const asSuperuser = new Client({ connectionString: fresh.url });
+    await asSuperuser.connect();
+    try {
+      await asSuperuser.query(`CREATE ROLE ${role} LOGIN PASSWORD '${role}'; REVOKE CREATE ON SCHEMA public FROM PUBLIC`);
+      const url = new URL(fresh.url);
+      [url.username, url.password] = [role, role];
+      const env = { DATABASE_URL: url.toString(), ADMIN_TOKEN };
+      const refused = startProcess('api', { ...env, PORT: '0' });
+      expect(await refused.exited).toBe(1);
+      const grant = `GRANT CREATE ON SCHEMA public TO ${role}`;
+      expect(refused.output()).toContain(
+        `The gateway could not start: the schema could not be migrated: permission denied for schema public; the database role ${role} creates and alters the gateway's tables: ${grant} (PostgreSQL 15 and later give it only to the database's owner), or make ${role} the owner of the database\n`,
+      );
+      // The grant it names is enough.
+      await asSuperuser.query(grant);
+      const api = await startGateway('api', env);
+      expect(await api.kill()).toBe(0);
+    } finally {
+      await asSuperuser.end();
+      await fresh.drop();
+      const admin = new Client({ connectionString: db.url });
+      await admin.connect();
+      await admin.query(`DROP ROLE IF EXISTS ${role}`).finally(() => admin.end());
+    }
+  });
+
   it('refuses a bad configuration with a clear message and exit code 2', async () => {
     const proc = startProcess('gateway', { PORT: 'eighty', EVENT_STORE: 'kafka' });
     expect(await proc.exited).toBe(2);

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Pool } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import { inTransactionOn } from './pool';
 
 export interface Migration {
@@ -42,11 +42,15 @@ export async function migrate(pool: Pool, migrations: readonly Migration[]): Pro
     await client.query('SET statement_timeout = 0');
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
     try {
-      await client.query(`CREATE TABLE IF NOT EXISTS migrations_applied (
-        id text PRIMARY KEY,
-        checksum text NOT NULL,
-        applied_at timestamptz NOT NULL DEFAULT now()
-      )`);
+      try {
+        await client.query(`CREATE TABLE IF NOT EXISTS migrations_applied (
+          id text PRIMARY KEY,
+          checksum text NOT NULL,
+          applied_at timestamptz NOT NULL DEFAULT now()
+        )`);
+      } catch (error) {
+        throw (await privilegeMissing(client, error)) ?? error;
+      }
       const applied = new Map(
         (await client.query<{ id: string; checksum: string }>('SELECT id, checksum FROM migrations_applied')).rows.map((r) => [r.id, r.checksum]),
       );
@@ -65,7 +69,7 @@ export async function migrate(pool: Pool, migrations: readonly Migration[]): Pro
             await client.query('INSERT INTO migrations_applied (id, checksum) VALUES ($1, $2)', [migration.id, checksum(migration.sql)]);
           });
         } catch (error) {
-          throw new MigrationError(`migration ${migration.id} failed: ${(error as Error).message}`);
+          throw (await privilegeMissing(client, error, migration.id)) ?? new MigrationError(`migration ${migration.id} failed: ${(error as Error).message}`);
         }
         done.push(migration.id);
       }
@@ -80,6 +84,25 @@ export async function migrate(pool: Pool, migrations: readonly Migration[]): Pro
     );
     client.release(reset);
   }
+}
+
+/**
+ * A statement refused for want of a privilege (42501), said with what the role needs:
+ * the gateway's role creates and alters its own tables, and PostgreSQL 15 and later give
+ * CREATE on schema public only to the database's owner. Null for any other error.
+ */
+async function privilegeMissing(client: PoolClient, error: unknown, migrationId?: string): Promise<MigrationError | null> {
+  if ((error as { code?: unknown }).code !== '42501') return null;
+  const named = await client.query<{ role: string; schema: string | null }>('SELECT quote_ident(current_user) AS role, current_schema() AS schema').then(
+    (r) => r.rows[0]!,
+    () => ({ role: '<role>', schema: null }),
+  );
+  const schema = named.schema ?? 'public';
+  return new MigrationError(
+    `${migrationId === undefined ? 'the schema could not be migrated' : `migration ${migrationId} failed`}: ${(error as Error).message}; ` +
+      `the database role ${named.role} creates and alters the gateway's tables: GRANT CREATE ON SCHEMA ${schema} TO ${named.role} ` +
+      `(PostgreSQL 15 and later give it only to the database's owner), or make ${named.role} the owner of the database`,
+  );
 }
 
 /**
