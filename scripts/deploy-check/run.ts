@@ -18,7 +18,7 @@ export interface CheckOptions {
   readonly cyclesPerSecond: number;
   /** Seconds of load before the first fault, and after each step. */
   readonly warmUpSeconds: number;
-  /** Keep the temporary folder (logs, nginx files, the embedded database) after a passing run. */
+  /** Keep the temporary folder (logs, nginx files, the embedded database) after a passing or an interrupted run (a failed one keeps it). */
   readonly keep: boolean;
 }
 
@@ -43,6 +43,18 @@ export async function runDeployCheck(options: CheckOptions): Promise<number> {
   const started = performance.now();
   const dir = mkdtempSync(path.join(os.tmpdir(), 'deploy-check-'));
   makeTraversable(dir);
+  // Interrupted (a signal or a closed output, turned into an exit: the `finally` below never runs), after the
+  // exit hooks registered before this one stopped the embedded server and signalled the processes: the folder
+  // goes too, unless --keep; either way a line says what became of it.
+  const leftAtExit = () => {
+    if (options.keep) {
+      process.stderr.write(`deploy:check: interrupted; logs, nginx files and the database are kept in ${dir} (--keep)\n`);
+      return;
+    }
+    rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
+    process.stderr.write(`deploy:check: interrupted; ${dir} removed (--keep keeps it)\n`);
+  };
+  process.on('exit', leftAtExit);
   const phases: Phase[] = [];
   const traffic = new Traffic();
   let phaseStart = performance.now();
@@ -184,6 +196,7 @@ export async function runDeployCheck(options: CheckOptions): Promise<number> {
     await Promise.all(processes.map((p) => p.close()));
     await pool?.end().catch(() => undefined);
     await database?.stop().catch(() => undefined);
+    process.off('exit', leftAtExit);
     if (passed && !options.keep) rmSync(dir, { recursive: true, force: true });
     else process.stderr.write(`deploy:check: logs, nginx files and the database are kept in ${dir}\n`);
   }

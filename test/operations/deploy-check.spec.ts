@@ -7,7 +7,7 @@
  * set-up built dist/) on a database of its own; CI installs nginx (.ci/run).
  */
 import { spawn } from 'node:child_process';
-import { readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { findNginx } from '../../scripts/deploy-check/nginx';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
@@ -72,7 +72,7 @@ describe('npm run deploy:check', () => {
     console.log(output);
   }, 300_000);
 
-  it('interrupted (SIGTERM) once the deployment runs: exit 2, and none of the processes it started is left running', async () => {
+  it('interrupted (SIGTERM) once the deployment runs: exit 2, none of the processes it started is left running, its folder removed', async () => {
     const own = await createTestDatabase({ migrate: false, poolSize: 1 });
     try {
       const run = startDeployCheck(own.url);
@@ -94,9 +94,12 @@ describe('npm run deploy:check', () => {
         return started.filter(running);
       };
       expect(await left()).toEqual([]);
-      // Its files are kept, as after a failed run: this test's are removed.
-      const dir = /logs in (\S+)/.exec(run.output())?.[1];
-      if (dir?.includes('deploy-check-')) rmSync(dir, { recursive: true, force: true });
+      // Its folder (logs, nginx files; with the embedded server, its database) is removed, saying so: it was left, unsaid.
+      const dir = /logs in (\S+)/.exec(run.output())![1]!;
+      expect(dir).toContain('deploy-check-');
+      const kept = existsSync(dir);
+      if (kept) rmSync(dir, { recursive: true, force: true });
+      expect({ kept, said: run.output().includes(`deploy:check: interrupted; ${dir} removed (--keep keeps it)\n`) }).toEqual({ kept: false, said: true });
     } finally {
       await own.drop();
     }
