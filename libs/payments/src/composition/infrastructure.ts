@@ -9,6 +9,7 @@ import {
   isDatabaseNotReached,
   migrate,
   MigrationError,
+  MigrationFailedError,
   NoEmbeddedDatabaseError,
   requireEmbeddedCluster,
   SessionLimits,
@@ -192,10 +193,15 @@ export async function openInfrastructure(
 /**
  * A command's failure that means it could not run (exit 2; 1 is for one that ran and
  * failed, docs/operations.md): no database under DATA_DIR, the database not reached or
- * the role refused, or a schema it cannot bring to (or find at) this version.
+ * the role refused, or a schema it cannot bring to (or find at) this version; not a migration whose own SQL failed (MigrationFailedError: the schema changed).
  */
 export function couldNotRun(error: unknown): boolean {
-  return error instanceof NoEmbeddedDatabaseError || error instanceof DatabaseNotReachedError || error instanceof MigrationError;
+  // A migration that failed after others were applied changed the database: a failure (1), not a refusal (2).
+  return (
+    error instanceof NoEmbeddedDatabaseError ||
+    error instanceof DatabaseNotReachedError ||
+    (error instanceof MigrationError && !(error instanceof MigrationFailedError))
+  );
 }
 
 /**

@@ -17,6 +17,8 @@ const MIGRATION_ID = /^[a-z][a-z-]*:\d{4}_[a-z0-9_]+$/;
 const MIGRATION_LOCK = 7_261_903_184;
 
 export class MigrationError extends Error {}
+/** A migration's own SQL failed (those before it stay applied): the schema changed, so not a refusal before any work. */
+export class MigrationFailedError extends MigrationError {}
 
 const checksum = (sql: string): string => createHash('sha256').update(sql).digest('hex');
 
@@ -69,7 +71,9 @@ export async function migrate(pool: Pool, migrations: readonly Migration[]): Pro
             await client.query('INSERT INTO migrations_applied (id, checksum) VALUES ($1, $2)', [migration.id, checksum(migration.sql)]);
           });
         } catch (error) {
-          throw (await privilegeMissing(client, error, migration.id)) ?? new MigrationError(`migration ${migration.id} failed: ${(error as Error).message}`);
+          throw (
+            (await privilegeMissing(client, error, migration.id)) ?? new MigrationFailedError(`migration ${migration.id} failed: ${(error as Error).message}`)
+          );
         }
         done.push(migration.id);
       }

@@ -198,19 +198,31 @@ export function isConnectionLost(error: unknown): boolean {
 export function isDatabaseNotReached(error: unknown): boolean {
   if (isConnectionLost(error)) return true;
   if (typeof error !== 'object' || error === null) return false;
-  const { code, syscall, message } = error as { code?: unknown; syscall?: unknown; message?: unknown };
+  const { code, syscall, message, errors } = error as { code?: unknown; syscall?: unknown; message?: unknown; errors?: unknown };
+  // A host name of several addresses (localhost: ::1 and 127.0.0.1): Node's AggregateError of each connect's failure.
+  if (Array.isArray(errors) && errors.length > 0) return errors.every(isDatabaseNotReached);
   // A socket that could not connect (refused, unreachable, a missing Unix socket), a name that does not resolve.
   if (syscall === 'connect' || syscall === 'getaddrinfo') return true;
+  if (typeof code === 'string' && SOCKET_NOT_REACHED.includes(code)) return true;
   // 28xxx: the role or its password refused; 3D000: no such database; 53300: too many connections; 57P03: cannot connect now.
   if (typeof code === 'string' && (/^28/.test(code) || ['3D000', '53300', '57P03'].includes(code))) return true;
   return typeof message === 'string' && /timeout exceeded when trying to connect|connection timeout/i.test(message);
 }
 
+/** Socket errors that mean the server was not reached, whichever call reported them. */
+const SOCKET_NOT_REACHED = ['ECONNREFUSED', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'ENOTFOUND'];
+
 /** The database could not be reached when the process opened it (isDatabaseNotReached): a command could not run. */
 export class DatabaseNotReachedError extends Error {
   constructor(cause: unknown) {
-    const { message, code } = cause as { message?: unknown; code?: unknown };
-    // An AggregateError of every address tried has no message of its own, only the code.
-    super(typeof message === 'string' && message !== '' ? message : `the database could not be reached (${String(code)})`, { cause });
+    super(reasonOf(cause), { cause });
   }
+}
+
+/** An error's message; an AggregateError of every address tried has none of its own: its parts', joined. */
+function reasonOf(error: unknown): string {
+  const { message, code, errors } = error as { message?: unknown; code?: unknown; errors?: unknown };
+  if (typeof message === 'string' && message !== '') return message;
+  if (Array.isArray(errors) && errors.length > 0) return errors.map(reasonOf).join('; ');
+  return `the database could not be reached (${String(code)})`;
 }
