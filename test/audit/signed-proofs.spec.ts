@@ -338,7 +338,9 @@ describe('signed checkpoints and statements', () => {
       ['no-kid.json', { keys: [{ ...listed, kid: undefined }] }, 'keys[0] has no kid'],
       ['other-alg.json', { keys: [listed, { ...listed, alg: 'RS256' }] }, `keys[1] (kid ${listed.kid}): alg is "RS256", not "Ed25519"`],
       ['not-a-key.json', { keys: [{ ...listed, publicKey: 'abc' }] }, `keys[0] (kid ${listed.kid}): publicKey is not a public key (SPKI PEM)`],
-      ['not-json.json', '{"keys": [', 'Unexpected end of JSON input'],
+      ['not-json.json', '{"keys": [', 'not JSON'],
+      // A secret given by mistake: said to be no JSON, none of it quoted (JSON.parse's message quotes its start).
+      ['secrets.key', 'ab12cd34ef56ab12cd34ef56ab12cd34', 'not JSON'],
     ];
     for (const [name, content, what] of cases) {
       const file = path.join(files.dir, name);

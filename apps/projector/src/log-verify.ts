@@ -46,6 +46,19 @@ function parseArguments(args: readonly string[]): { expected: [string, string][]
  * (`{"keys": [{kid, alg: "Ed25519", publicKey, validFrom, validUntil}]}`); a file that
  * is not one ends the command before the log is read (exit 2), naming it and what is wrong.
  */
+/**
+ * A file's JSON, or an error saying it is not JSON without quoting it: JSON.parse's
+ * message quotes the file's first characters, and the file may be a secret given by mistake.
+ */
+function readJsonFile(file: string, named?: string): unknown {
+  const text = readFileSync(file, 'utf8');
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new Error(named === undefined ? 'not JSON' : `${named}: not JSON`);
+  }
+}
+
 function readKeysFile(file: string): PublishedKey[] {
   const refuse = (what: string): never => {
     process.stderr.write(`log:verify: --keys ${file}: ${what}\n`);
@@ -53,7 +66,7 @@ function readKeysFile(file: string): PublishedKey[] {
   };
   let saved: unknown;
   try {
-    saved = JSON.parse(readFileSync(file, 'utf8'));
+    saved = readJsonFile(file);
   } catch (error) {
     return refuse((error as Error).message);
   }
@@ -75,7 +88,7 @@ function readKeysFile(file: string): PublishedKey[] {
 
 /** A saved checkpoint whose Ed25519 signature holds under its kid's public key: its position and hash (from the signed text); else why not. */
 function signedCheckpoint(file: string, keys: readonly PublishedKey[]): { position: string; hash: string; kid: string } | string {
-  const c = JSON.parse(readFileSync(file, 'utf8')) as {
+  const c = readJsonFile(file, file) as {
     kid?: string;
     signedText?: string;
     signature?: string;
