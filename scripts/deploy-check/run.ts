@@ -43,16 +43,22 @@ export async function runDeployCheck(options: CheckOptions): Promise<number> {
   const started = performance.now();
   const dir = mkdtempSync(path.join(os.tmpdir(), 'deploy-check-'));
   makeTraversable(dir);
-  // Interrupted (a signal or a closed output, turned into an exit: the `finally` below never runs), after the
+  // Interrupted (a signal or a closed output, turned into exit 2: the `finally` below never runs), after the
   // exit hooks registered before this one stopped the embedded server and signalled the processes: the folder
-  // goes too, unless --keep; either way a line says what became of it.
-  const leftAtExit = () => {
-    if (options.keep) {
-      process.stderr.write(`deploy:check: interrupted; logs, nginx files and the database are kept in ${dir} (--keep)\n`);
+  // goes too, unless --keep, or the run had failed, or it ended otherwise (a crash: its logs are needed);
+  // either way a line says what became of it.
+  let failed = false;
+  const leftAtExit = (code: number) => {
+    if (options.keep || failed || code !== 2) {
+      process.stderr.write(`deploy:check: ${code === 2 ? 'interrupted' : `exit ${code}`}; logs, nginx files and the database are kept in ${dir}\n`);
       return;
     }
-    rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
-    process.stderr.write(`deploy:check: interrupted; ${dir} removed (--keep keeps it)\n`);
+    try {
+      rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
+      process.stderr.write(`deploy:check: interrupted; ${dir} removed (--keep keeps it)\n`);
+    } catch (error) {
+      process.stderr.write(`deploy:check: interrupted; ${dir} could not be removed: ${(error as Error).message}\n`);
+    }
   };
   process.on('exit', leftAtExit);
   const phases: Phase[] = [];
@@ -189,6 +195,8 @@ export async function runDeployCheck(options: CheckOptions): Promise<number> {
     process.stderr.write(`deploy:check could not finish: ${(error as Error).stack ?? error}\n`);
     return 1;
   } finally {
+    // Interrupted from here on, a failed run keeps its folder as one that ends here does.
+    failed = !passed;
     await client?.close().catch(() => undefined);
     // nginx first: it closes its connections to the APIs, which then stop at once.
     await nginx?.stop();
