@@ -31,7 +31,7 @@ describe('endpoint health', () => {
   };
   const events = async (): Promise<Json[]> => (await shop.test.get('/v1/events?limit=100')).body.items;
 
-  it('disables an endpoint failing for 3 days, and the console button re-enables it and sends what is owed', async () => {
+  it('disables an endpoint failing for 3 days, refuses resends while disabled, and the console button re-enables it and sends what is owed', async () => {
     receiver.answer = () => ({ status: 500, body: 'down' });
     await paid();
     await receiver.waitFor((r) => r.length === 1, 'the first attempt');
@@ -61,14 +61,35 @@ describe('endpoint health', () => {
     const disabledAt = (await gw.operator.http.get(`/admin/v1/projects/${shop.projectId}`)).body.webhookDisabledAt;
     expect(disabledAt).toMatch(/^\d{4}-\d{2}-\d{2}T/);
 
-    // The console shows it with the button; pressing it re-enables the endpoint and sends the three.
+    // Resending one delivery, or the project's failed ones, is refused while disabled (409 conflict, nothing
+    // queued): only enabling the endpoint sends again what it is owed.
     receiver.answer = () => ({ status: 200, body: 'ok' });
+    const one = deliveries.body.items[0].id;
+    for (const path of [`/admin/v1/webhook-deliveries/${one}/resend`, `/admin/v1/projects/${shop.projectId}/webhook-deliveries/resend-failed`]) {
+      const refused = await gw.operator.http.post(path, {});
+      expect(refused.status).toBe(409);
+      expect(refused.body.error.code).toBe('conflict');
+      expect(refused.body.error.message).toContain(`/admin/v1/projects/${shop.projectId}/webhook-endpoint/enable`);
+      expect(refused.body.error.message).toContain('«Включить и отправить долг»');
+    }
     const cookie = await login(gw.baseUrl, gw.gateway.adminToken);
     const page = await request(gw.baseUrl, 'GET', `/admin/accounts/${shop.accountId}?mode=test`, { cookie });
+    const form = { formToken: formTokenOf(page.html), accountId: shop.accountId, mode: 'test' };
+    const resendPressed = await request(gw.baseUrl, 'POST', `/admin/webhook-deliveries/${one}/resend`, { cookie, form });
+    expect(resendPressed.status).toBe(409);
+    expect(resendPressed.html).toContain('Адрес вебхуков проекта отключён');
+    expect(resendPressed.html).toContain('«Включить и отправить долг»');
+    const after = await gw.operator.http.get(`/admin/v1/webhook-deliveries?projectId=${shop.projectId}`);
+    expect(after.body.items.map((d: Json) => [d.status, d.nextAttemptAt, d.attempts.length])).toEqual(
+      deliveries.body.items.map((d: Json) => ['failed', null, d.attempts.length]),
+    );
+    expect((await gw.operator.http.get(`/admin/v1/projects/${shop.projectId}`)).body.webhookDisabledAt).toBe(disabledAt);
+
+    // The console shows it with the button; pressing it re-enables the endpoint and sends the three.
     expect(page.html).toContain('вебхуки отключены');
     const action = `/admin/projects/${shop.projectId}/webhook-endpoint/enable`;
     expect(page.html).toContain(`action="${action}"`);
-    const pressed = await request(gw.baseUrl, 'POST', action, { cookie, form: { formToken: formTokenOf(page.html), accountId: shop.accountId, mode: 'test' } });
+    const pressed = await request(gw.baseUrl, 'POST', action, { cookie, form });
     expect(pressed.status).toBe(303);
     await receiver.waitFor((r) => r.length === sent + 3, 'the owed deliveries');
     expect(new Set(receiver.received.slice(sent).map((w) => w.body.id))).toEqual(new Set(owed.map((e) => e.id)));

@@ -14,7 +14,7 @@ import { EnableWebhookEndpoint, ListWebhookDeliveries, ResendWebhookDelivery } f
 import type { Clock } from '#platform/clock';
 import { createLogger } from '#platform/logging';
 import type { Logger } from '#platform/logging';
-import { isUuid } from '#domain';
+import { isUuid, Refusal } from '#domain';
 import type { FailedAuthentication } from '../http/auth/failed-authentication';
 import type { OperatorToken } from '../http/auth/operator-token';
 import { ApiError } from '../http/errors/api-error';
@@ -319,7 +319,17 @@ export class ConsoleController {
     const session = await this.session(request);
     this.requireFormToken(session, body);
     const back = merchantPageOf(body);
-    const resent = isUuid(id) ? await this.commands.execute(new ResendWebhookDelivery(id.toLowerCase(), this.clock.now())) : null;
+    let resent;
+    try {
+      resent = isUuid(id) ? await this.commands.execute(new ResendWebhookDelivery(id.toLowerCase(), this.clock.now())) : null;
+    } catch (error) {
+      // The project's endpoint is disabled: nothing is queued, the page says how to enable it.
+      if (!(error instanceof Refusal)) throw error;
+      throw new ConsolePageError(
+        409,
+        renderMessagePage('Запрос отклонён', error.message, { formToken: session.formToken }, { href: `${back}#webhooks`, label: 'Назад' }),
+      );
+    }
     if (!resent) throw notFound('Такой доставки нет (или её историю уже удалили по сроку хранения).', session);
     return redirect(reply, `${back}#webhooks`);
   }

@@ -1,6 +1,7 @@
 import type { Pool } from 'pg';
 import { preparedStatement } from '#platform/database';
 import type { Clock } from '#platform/clock';
+import { Refusal } from '#domain';
 import type { Registry } from '../merchants';
 import { AttemptResult, WebhookHttpClient, WebhookPoster } from './http-delivery';
 import {
@@ -769,40 +770,62 @@ export class WebhookDispatcher {
 }
 
 /**
+ * The operator's resend refused: the project's endpoint is disabled (3 days failing),
+ * its deliveries are not sent; re-enabling it sends again what it is owed.
+ */
+export const endpointDisabled = (projectId: string): Refusal<'conflict'> =>
+  new Refusal(
+    'conflict',
+    `Адрес вебхуков проекта отключён после 3 дней отказов, и доставки на него не отправляются. Включите его (POST /admin/v1/projects/${projectId}/webhook-endpoint/enable или «Включить и отправить долг» в консоли): это отправит снова всё, что ему задолжали`,
+  );
+
+/**
  * The operator's resend: the delivery is due again now with a fresh retry schedule
  * (same id and body): back in the queue, or its queue row made due now. Its lease
  * token is dropped, so an attempt started before the resend cannot overwrite what the
- * resent attempts decide. The record is locked first (as a batch of records locks it),
- * so the attempts counted are read after any record under way. Null when there is no
- * such delivery.
+ * resent attempts decide. The project is locked for share first (the endpoint-health
+ * worker's disabling waits, or is seen), then the record (as a batch of records locks
+ * it), so the attempts counted are read after any record under way. Null when there
+ * is no such delivery; refused (conflict) while the project's endpoint is disabled.
  */
 export async function resendDelivery(pool: Pool, id: string, now: Date): Promise<{ id: string; nextAttemptAt: Date } | null> {
-  const updated = await pool.query<{ id: string; next_attempt_at: Date }>(
-    `WITH delivery AS (
+  const updated = await pool.query<{ id: string | null; next_attempt_at: Date | null; project_id: string | null; disabled: boolean | null }>(
+    `WITH project AS (
+       SELECT p.id, p.webhook_disabled_at IS NOT NULL AS disabled FROM projects p
+       WHERE p.id = (SELECT project_id FROM webhook_deliveries WHERE id = $1) FOR SHARE),
+     delivery AS (
        UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $2
-       WHERE id = $1 RETURNING id, seq, url, attempts_made, next_attempt_at)
-     INSERT INTO webhook_queue (id, seq, url, next_attempt_at, attempts_made, schedule_base)
-     SELECT id, seq, url, next_attempt_at, attempts_made, attempts_made FROM delivery
-     ON CONFLICT (id) DO UPDATE
-     SET next_attempt_at = excluded.next_attempt_at, attempts_made = excluded.attempts_made, schedule_base = excluded.schedule_base,
-         leased_until = NULL, lease_token = NULL
-     RETURNING id, next_attempt_at`,
+       WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM project WHERE disabled) RETURNING id, seq, url, attempts_made, next_attempt_at),
+     queued AS (
+       INSERT INTO webhook_queue (id, seq, url, next_attempt_at, attempts_made, schedule_base)
+       SELECT id, seq, url, next_attempt_at, attempts_made, attempts_made FROM delivery
+       ON CONFLICT (id) DO UPDATE
+       SET next_attempt_at = excluded.next_attempt_at, attempts_made = excluded.attempts_made, schedule_base = excluded.schedule_base,
+           leased_until = NULL, lease_token = NULL
+       RETURNING id, next_attempt_at)
+     SELECT (SELECT id FROM queued) AS id, (SELECT next_attempt_at FROM queued) AS next_attempt_at,
+            (SELECT id FROM project) AS project_id, (SELECT disabled FROM project) AS disabled`,
     [id, now],
   );
-  const row = updated.rows[0];
-  return row ? { id: row.id, nextAttemptAt: row.next_attempt_at } : null;
+  const row = updated.rows[0]!;
+  if (row.disabled && row.project_id) throw endpointDisabled(row.project_id);
+  return row.id && row.next_attempt_at ? { id: row.id, nextAttemptAt: row.next_attempt_at } : null;
 }
 
 /**
  * The operator's resend of every `failed` delivery of one project (after its receiver
- * was fixed): each as `resendDelivery` does it, in one statement, the records locked
- * in id order as a batch of records locks them. The number resent, or null when there
- * is no such project.
+ * was fixed): each as `resendDelivery` does it, in one statement, the project locked for
+ * share first, then the records in id order as a batch of records locks them. The
+ * number resent, or null when there is no such project; refused (conflict) while the
+ * project's endpoint is disabled (re-enabling it resends them).
  */
 export async function resendFailedDeliveries(pool: Pool, projectId: string, now: Date): Promise<number | null> {
-  const result = await pool.query<{ found: number; resent: number }>(
-    `WITH failed AS (
-       SELECT id FROM webhook_deliveries WHERE project_id = $1 AND status = 'failed' ORDER BY id FOR NO KEY UPDATE),
+  const result = await pool.query<{ found: number; disabled: boolean; resent: number }>(
+    `WITH project AS (
+       SELECT id, webhook_disabled_at IS NOT NULL AS disabled FROM projects WHERE id = $1 FOR SHARE),
+     failed AS (
+       SELECT id FROM webhook_deliveries WHERE project_id = $1 AND status = 'failed' AND NOT EXISTS (SELECT 1 FROM project WHERE disabled)
+       ORDER BY id FOR NO KEY UPDATE),
      delivery AS (
        UPDATE webhook_deliveries d SET status = 'pending', next_attempt_at = $2
        FROM failed f WHERE d.id = f.id AND d.status = 'failed' RETURNING d.id, d.seq, d.url, d.attempts_made, d.next_attempt_at),
@@ -813,10 +836,12 @@ export async function resendFailedDeliveries(pool: Pool, projectId: string, now:
        SET next_attempt_at = excluded.next_attempt_at, attempts_made = excluded.attempts_made, schedule_base = excluded.schedule_base,
            leased_until = NULL, lease_token = NULL
        RETURNING 1)
-     SELECT (SELECT count(*) FROM projects WHERE id = $1)::int AS found, (SELECT count(*) FROM queued)::int AS resent`,
+     SELECT (SELECT count(*) FROM project)::int AS found, coalesce((SELECT disabled FROM project), false) AS disabled,
+            (SELECT count(*) FROM queued)::int AS resent`,
     [projectId, now],
   );
   const row = result.rows[0]!;
+  if (row.disabled) throw endpointDisabled(projectId);
   return row.found === 0 ? null : row.resent;
 }
 
