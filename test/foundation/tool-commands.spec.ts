@@ -54,4 +54,24 @@ describe('npm run commands as the docs print them', () => {
       expect({ file, command, flagsBeforeSeparator: /(^|\s|\[)--[a-z]/.test(ownPart) }).toEqual({ file, command, flagsBeforeSeparator: false });
     }
   });
+
+  it('start a server process past its configuration check as printed (start:projector needs PUBLIC_URL)', () => {
+    // Every `npm run start:…` code span with the variables printed before it; against a database that is not
+    // there, a command that passes its configuration check stops at the database (exit 2 either way).
+    const files = ['README.md', ...readdirSync(path.join(ROOT, 'docs'), { recursive: true, encoding: 'utf8' }).map((f) => path.join('docs', f))];
+    const commands = new Set(
+      files
+        .filter((file) => file.endsWith('.md'))
+        .flatMap((file) => [...readFileSync(path.join(ROOT, file), 'utf8').matchAll(/`((?:[A-Z_]+=\S+ )*npm run start:[a-z]+)`/g)].map((m) => m[1]!)),
+    );
+    expect([...commands].some((c) => c.endsWith('start:projector'))).toBe(true);
+    for (const command of commands) {
+      const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: 'postgres://gateway@127.0.0.1:1/none', PORT: '0' };
+      delete env.PUBLIC_URL;
+      delete env.ADMIN_TOKEN;
+      const run = spawnSync('sh', ['-c', command], { cwd: ROOT, encoding: 'utf8', env, timeout: 60_000 });
+      expect({ command, configuration: /Invalid configuration/.test(run.stderr) ? run.stderr : 'accepted' }).toEqual({ command, configuration: 'accepted' });
+      expect({ command, stoppedAtTheDatabase: /ECONNREFUSED 127\.0\.0\.1:1/.test(run.stdout + run.stderr) }).toEqual({ command, stoppedAtTheDatabase: true });
+    }
+  });
 });
