@@ -288,6 +288,25 @@ describe('operator console at /admin (HTTP)', () => {
     expect(page.html).toMatch(/<th>Подпись \(Ed25519, base64\)<\/th><td class="mono">[A-Za-z0-9+/]{86}==<\/td>/);
   });
 
+  it('the system page shows a rebuild under way with its start formatted like every console time, marked as the real time of the database', async () => {
+    // The mark `projections:rebuild` writes (rebuild_started_at, the database's now()), here on a name no projector
+    // runs, with a known time, so that no read model of the other tests answers 503.
+    const mark = 'console_rebuild_mark';
+    await db.pool.query(`INSERT INTO projection_checkpoints (projection, rebuild_started_at) VALUES ($1, '2026-01-02T03:04:05.678Z')`, [mark]);
+    try {
+      const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
+      const page = await poll(
+        () => get('/admin/system', cookie),
+        (p) => p.html.includes('Идёт пересборка'),
+        'the rebuild listed',
+      );
+      expect(page.html).toContain('<th>С (реальное время базы данных)</th>');
+      expect(page.html).toContain(`<tr><td class="mono">${mark}</td><td><time datetime="2026-01-02T03:04:05.678Z">2026-01-02 03:04:05 UTC</time></td>`);
+    } finally {
+      await db.pool.query('DELETE FROM projection_checkpoints WHERE projection = $1', [mark]);
+    }
+  });
+
   it('a second API process accepts the session (sessions live in PostgreSQL)', async () => {
     const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
     const there = await request(second.baseUrl, 'GET', '/admin', { cookie });

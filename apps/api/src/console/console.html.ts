@@ -403,10 +403,11 @@ export function renderSystemPage(page: SystemPage, chrome: ConsoleChrome): strin
       ? ''
       : `<div class="card notice" role="status"><h2>Идёт пересборка</h2>
 <p>Пока данные пересобираются из журнала событий, их страницы и запросы API отвечают 503 и просят повторить позже.</p>
-<table class="rebuilds"><thead><tr><th>Проекция</th><th>С</th><th class="num">Готово</th></tr></thead><tbody>${page.rebuilds
+<table class="rebuilds"><thead><tr><th>Проекция</th><th>С (реальное время базы данных)</th><th class="num">Готово</th></tr></thead><tbody>${page.rebuilds
           .map(
+            // The mark is written with the database's now() (real time, not the gateway clock): the header says so.
             (r) =>
-              `<tr><td class="mono">${escapeHtml(r.projection)}</td><td class="mono">${escapeHtml(r.startedAt)}</td><td class="num">${Math.floor(r.progress * 100)} %</td></tr>`,
+              `<tr><td class="mono">${escapeHtml(r.projection)}</td><td>${time(r.startedAt)}</td><td class="num">${Math.floor(r.progress * 100)} %</td></tr>`,
           )
           .join('')}</tbody></table></div>`;
   return document(
