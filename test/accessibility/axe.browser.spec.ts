@@ -154,4 +154,35 @@ describe('accessibility: axe-core finds no violation on any page', () => {
     }
     expect(found).toEqual(Object.fromEntries(Object.keys(found).map((k) => [k, []])));
   });
+
+  it('the console at 390 px (a phone, or 1280 px at about 330 % zoom): cards that scroll sideways take focus, no violation', async () => {
+    const narrow = await browser.newContext({ viewport: { width: 390, height: 844 }, locale: 'ru-RU', bypassCSP: true });
+    const page = await narrow.newPage();
+    const found: Record<string, string[]> = {};
+    const widths: Record<string, number> = {};
+    try {
+      await page.goto(`${gw.baseUrl}/admin/login`);
+      await page.getByLabel('Токен оператора (ADMIN_TOKEN)').fill(gw.gateway.adminToken);
+      await page.getByRole('button', { name: 'Войти' }).click();
+      await page.waitForURL(`${gw.baseUrl}/admin`);
+      for (const [name, path] of [
+        ['merchants', '/admin'],
+        ['merchant, test mode', `/admin/accounts/${merchant.accountId}?mode=test`],
+        ['system', '/admin/system'],
+      ] as const) {
+        await page.goto(`${gw.baseUrl}${path}`);
+        // Before the fix: scrollable-region-focusable (serious) on #transactions and on the system page's cards.
+        found[name] = await violations(page);
+        widths[name] = (await page.evaluate('document.documentElement.scrollWidth')) as number;
+      }
+      // At least one card does scroll sideways at this width (else the check above would prove nothing).
+      const scrolling = (await page.evaluate(`[...document.querySelectorAll('.card')].filter((c) => c.scrollWidth > c.clientWidth).length`)) as number;
+      expect(scrolling).toBeGreaterThan(0);
+    } finally {
+      await narrow.close();
+    }
+    expect(found).toEqual(Object.fromEntries(Object.keys(found).map((k) => [k, []])));
+    // The page itself does not scroll sideways (the header wraps; «Выйти» stays on screen).
+    expect(widths).toEqual(Object.fromEntries(Object.keys(widths).map((k) => [k, 390])));
+  });
 });

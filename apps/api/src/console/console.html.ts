@@ -11,7 +11,7 @@ import { plural } from './plural';
 
 export const CONSOLE_CSS = `*{box-sizing:border-box}
 body{margin:0;background:#f2f4f7;color:#1b2330;font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans","Liberation Sans","DejaVu Sans",sans-serif}
-header{display:flex;align-items:center;gap:1.5rem;background:#1b2330;color:#fff;padding:.6rem 1.25rem}
+header{display:flex;flex-wrap:wrap;align-items:center;gap:.5rem 1.5rem;background:#1b2330;color:#fff;padding:.6rem 1.25rem}
 header .brand{font-weight:700}
 header nav{display:flex;gap:1rem;flex:1}
 header a{color:#d0d5dd;text-decoration:none}
@@ -94,6 +94,13 @@ ${body}
 
 export const FORM_TOKEN_FIELD = 'formToken';
 const formTokenField = (token: string) => `<input type="hidden" name="${FORM_TOKEN_FIELD}" value="${escapeHtml(token)}">`;
+
+/**
+ * A card's tables may be wider than a narrow screen (a phone, a high zoom): the card then
+ * scrolls sideways, so it takes keyboard focus (arrow keys scroll it) and is named by its
+ * heading, as axe's scrollable-region-focusable asks.
+ */
+const scrolls = (label: string, role: 'region' | 'status' = 'region') => ` tabindex="0" role="${role}" aria-label="${escapeHtml(label)}"`;
 
 const time = (at: Date | string) => {
   const iso = typeof at === 'string' ? at : at.toISOString();
@@ -182,7 +189,7 @@ ${body}
   const pager = nextAfter ? `<p class="pager"><a href="/admin?after=${encodeURIComponent(nextAfter)}">Следующая страница →</a></p>` : '';
   return document(
     'Мерчанты',
-    `<h1>Мерчанты и балансы</h1><div class="card">${table}${pager}<p class="small muted">Балансы — из модели чтения ledger_balances и записей журнала, которые она ещё не учла: текущие.</p></div>`,
+    `<h1>Мерчанты и балансы</h1><div class="card"${scrolls('Мерчанты и балансы')}>${table}${pager}<p class="small muted">Балансы — из модели чтения ledger_balances и записей журнала, которые она ещё не учла: текущие.</p></div>`,
     chrome,
   );
 }
@@ -348,16 +355,16 @@ export function renderAccountPage(page: AccountPage, chrome: ConsoleChrome & { f
 <h1>${given(account.name)}</h1>
 <p class="small muted">${given(account.email)} · <span class="mono">${escapeHtml(account.id)}</span> · создан ${time(account.createdAt)}</p>
 <p class="modes">${modes}</p>
-<div class="card"><h2>Балансы</h2>
+<div class="card"${scrolls('Балансы')}><h2>Балансы</h2>
 <table class="balances"><thead><tr><th class="num">Доступно</th><th class="num">В ожидании</th><th class="num">В резерве</th></tr></thead>
 <tbody><tr><td class="num">${money(page.balances.available)}</td><td class="num">${money(page.balances.pending)}</td><td class="num">${money(page.balances.reserved)}</td></tr></tbody></table>
 <p class="small muted">Текущие: модель чтения ledger_balances и записи журнала, которые она ещё не учла; график ниже построен по журналу (${page.history.entries} ${plural(page.history.entries, 'проводка', 'проводки', 'проводок')}, показано точек: ${page.history.points.length}).</p>
 ${projects}</div>
-<div class="card"><h2>Баланс во времени</h2>${renderBalancePlot(page.history.points, plotTitle)}</div>
-<div class="card"><h2>Оплаты по дням</h2>${volumesSection(page.history.days)}</div>
-<div class="card" id="transactions"><h2>Движения баланса</h2><p class="small muted">Последние ${TRANSACTIONS_SHOWN}, как их видит мерчант (GET /v1/balance/transactions).</p>${transactionsSection(page)}</div>
-<div class="card" id="ledger"><h2>Проводки журнала</h2>${entriesSection(page)}</div>
-<div class="card" id="webhooks"><h2>Доставки вебхуков</h2><p class="small muted">Последние ${DELIVERIES_SHOWN} ${plural(DELIVERIES_SHOWN, 'доставка', 'доставки', 'доставок')} каждого проекта аккаунта, обоих режимов.</p>${deliveriesSection(page, chrome.formToken)}</div>`,
+<div class="card"${scrolls('Баланс во времени')}><h2>Баланс во времени</h2>${renderBalancePlot(page.history.points, plotTitle)}</div>
+<div class="card"${scrolls('Оплаты по дням')}><h2>Оплаты по дням</h2>${volumesSection(page.history.days)}</div>
+<div class="card" id="transactions"${scrolls('Движения баланса')}><h2>Движения баланса</h2><p class="small muted">Последние ${TRANSACTIONS_SHOWN}, как их видит мерчант (GET /v1/balance/transactions).</p>${transactionsSection(page)}</div>
+<div class="card" id="ledger"${scrolls('Проводки журнала')}><h2>Проводки журнала</h2>${entriesSection(page)}</div>
+<div class="card" id="webhooks"${scrolls('Доставки вебхуков')}><h2>Доставки вебхуков</h2><p class="small muted">Последние ${DELIVERIES_SHOWN} ${plural(DELIVERIES_SHOWN, 'доставка', 'доставки', 'доставок')} каждого проекта аккаунта, обоих режимов.</p>${deliveriesSection(page, chrome.formToken)}</div>`,
     chrome,
   );
 }
@@ -401,7 +408,7 @@ export function renderSystemPage(page: SystemPage, chrome: ConsoleChrome): strin
   const rebuilds =
     page.rebuilds.length === 0
       ? ''
-      : `<div class="card notice" role="status"><h2>Идёт пересборка</h2>
+      : `<div class="card notice"${scrolls('Идёт пересборка', 'status')}><h2>Идёт пересборка</h2>
 <p>Пока данные пересобираются из журнала событий, их страницы и запросы API отвечают 503 и просят повторить позже.</p>
 <table class="rebuilds"><thead><tr><th>Проекция</th><th>С (реальное время базы данных)</th><th class="num">Готово</th></tr></thead><tbody>${page.rebuilds
           .map(
@@ -413,10 +420,10 @@ export function renderSystemPage(page: SystemPage, chrome: ConsoleChrome): strin
   return document(
     'Система',
     `<h1>Система</h1>
-${rebuilds}<div class="card"><h2>Отставание проекций</h2>
+${rebuilds}<div class="card"${scrolls('Отставание проекций')}><h2>Отставание проекций</h2>
 <table class="lags"><thead><tr><th>Проекция</th><th>Контрольная точка</th><th class="num">Отстаёт, событий</th></tr></thead><tbody>${lags}</tbody></table>
 <p class="small muted">События журнала после сохранённой контрольной точки каждой проекции (считаются до ${page.lagLimit}).</p></div>
-<div class="card"><h2>Контрольная точка аудита</h2>${checkpoint}</div>`,
+<div class="card"${scrolls('Контрольная точка аудита')}><h2>Контрольная точка аудита</h2>${checkpoint}</div>`,
     chrome,
   );
 }
