@@ -7,7 +7,7 @@
  */
 import { STREAM_APPEND_LOCK_NAMESPACE } from '#event-store/postgres';
 import { expectStatus, InvoiceGateway, orderId, poll, sleep, startInvoiceGateway } from '../support/merchant-fixtures';
-import { fund, instantMerchant, paidInvoice, PHONE, payoutAddress, transition, waitForBalance } from '../support/money-out-fixtures';
+import { fund, instantMerchant, liveLedgerKinds, paidInvoice, PHONE, payoutAddress, transition, waitForBalance } from '../support/money-out-fixtures';
 import { startProcess, PROJECTOR_PUBLIC_URL } from '../support/gateway-process';
 
 /** The gateway's warnings and errors (pino levels 40 and up): why an answer came before the money moved. */
@@ -103,12 +103,7 @@ describe('an outcome recorded while no projector runs (the API alone)', () => {
     await alone?.close();
   });
 
-  const ledgerKinds = async (accountId: string): Promise<string[]> =>
-    (
-      await alone.db.pool.query<{ kind: string }>(`SELECT data->>'kind' AS kind FROM events WHERE stream_name = $1 ORDER BY stream_revision`, [
-        `ledger-live_${accountId}`,
-      ])
-    ).rows.map((r) => r.kind);
+  const ledgerKinds = (accountId: string): Promise<string[]> => liveLedgerKinds(alone, accountId);
 
   it('GET /v1/balance right after a 202 refund shows its reservation, though the ledger read model has applied nothing', async () => {
     const m = await instantMerchant(alone.operator);

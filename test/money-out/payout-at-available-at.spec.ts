@@ -8,7 +8,7 @@
  * the end of the hold.
  */
 import { expectError, expectStatus, InvoiceGateway, Json, orderId, poll, startInvoiceGateway } from '../support/merchant-fixtures';
-import { fromKopecks, paidInvoice, payoutAddress, PHONE } from '../support/money-out-fixtures';
+import { fromKopecks, liveLedgerKinds, paidInvoice, payoutAddress, PHONE } from '../support/money-out-fixtures';
 import { PROJECTOR_PUBLIC_URL, startProcess } from '../support/gateway-process';
 
 describe('a payout at the end of the hold of the money it takes', () => {
@@ -21,12 +21,7 @@ describe('a payout at the end of the hold of the money it takes', () => {
     await alone?.close();
   });
 
-  const ledgerKinds = async (accountId: string): Promise<string[]> =>
-    (
-      await alone.db.pool.query<{ kind: string }>(`SELECT data->>'kind' AS kind FROM events WHERE stream_name = $1 ORDER BY stream_revision`, [
-        `ledger-live_${accountId}`,
-      ])
-    ).rows.map((r) => r.kind);
+  const ledgerKinds = (accountId: string): Promise<string[]> => liveLedgerKinds(alone, accountId);
 
   it('is refused while the hold lasts and accepted from availableAt, though no worker released the hold', async () => {
     const m = await alone.operator.merchant({ holdHours: 1 });

@@ -18,6 +18,14 @@ export const ledgerStream = (m: Merchant, mode: Mode): string => `ledger-${mode}
 export const streamEvents = async (gw: InvoiceGateway, stream: string): Promise<Json[]> =>
   (await gw.db.pool.query('SELECT event_type AS type, data FROM events WHERE stream_name = $1 ORDER BY stream_revision', [stream])).rows;
 
+/** The kinds of the entries of an account's live ledger, in its order, from the log itself (no read model). */
+export const liveLedgerKinds = async (gw: InvoiceGateway, accountId: string): Promise<string[]> =>
+  (
+    await gw.db.pool.query<{ kind: string }>(`SELECT data->>'kind' AS kind FROM events WHERE stream_name = $1 ORDER BY stream_revision`, [
+      `ledger-live_${accountId}`,
+    ])
+  ).rows.map((r) => r.kind);
+
 /** Valid payout details, one per method. */
 export const PHONE = '+79161234567';
 export const TRC20 = 'TQn9Y2khEsLJW1ChVWFMSMeRDow5KcbLSE';
