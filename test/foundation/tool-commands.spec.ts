@@ -6,7 +6,9 @@
  * docs/operations.md). The jest set-up built `dist/` the same way just before.
  */
 import { spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 
 const ROOT = path.resolve(__dirname, '../..');
@@ -56,8 +58,11 @@ describe('npm run commands as the docs print them', () => {
   });
 
   it('start a server process past its configuration check as printed (start:projector needs PUBLIC_URL)', () => {
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), 'printed-start-'));
     // Every `npm run start:…` code span with the variables printed before it; against a database that is not
-    // there, a command that passes its configuration check stops at the database (exit 2 either way).
+    // there, a command that passes its configuration check stops at the database (exit 1: it could not start).
+    // Its own DATA_DIR and key, so that nothing is written into the checkout, and no `prestart` build under the
+    // other suites' feet (npm still runs the script itself with ignore-scripts).
     const files = ['README.md', ...readdirSync(path.join(ROOT, 'docs'), { recursive: true, encoding: 'utf8' }).map((f) => path.join('docs', f))];
     const commands = new Set(
       files
@@ -66,12 +71,25 @@ describe('npm run commands as the docs print them', () => {
     );
     expect([...commands].some((c) => c.endsWith('start:projector'))).toBe(true);
     for (const command of commands) {
-      const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: 'postgres://gateway@127.0.0.1:1/none', PORT: '0' };
+      const env: NodeJS.ProcessEnv = {
+        ...process.env,
+        DATABASE_URL: 'postgres://gateway@127.0.0.1:1/none',
+        PORT: '0',
+        DATA_DIR: dataDir,
+        SECRETS_KEY: randomBytes(32).toString('base64'),
+        npm_config_ignore_scripts: 'true',
+      };
       delete env.PUBLIC_URL;
       delete env.ADMIN_TOKEN;
       const run = spawnSync('sh', ['-c', command], { cwd: ROOT, encoding: 'utf8', env, timeout: 60_000 });
       expect({ command, configuration: /Invalid configuration/.test(run.stderr) ? run.stderr : 'accepted' }).toEqual({ command, configuration: 'accepted' });
-      expect({ command, stoppedAtTheDatabase: /ECONNREFUSED 127\.0\.0\.1:1/.test(run.stdout + run.stderr) }).toEqual({ command, stoppedAtTheDatabase: true });
+      expect({ command, stoppedAtTheDatabase: /ECONNREFUSED 127\.0\.0\.1:1/.test(run.stdout + run.stderr), status: run.status }).toEqual({
+        command,
+        stoppedAtTheDatabase: true,
+        status: 1,
+      });
     }
+    expect(readdirSync(dataDir)).toEqual([]);
+    rmSync(dataDir, { recursive: true, force: true });
   });
 });

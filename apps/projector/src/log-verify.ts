@@ -42,11 +42,6 @@ function parseArguments(args: readonly string[]): { expected: [string, string][]
 }
 
 /**
- * The public keys of a `--keys` file, a saved answer of GET /v1/audit/keys
- * (`{"keys": [{kid, alg: "Ed25519", publicKey, validFrom, validUntil}]}`); a file that
- * is not one ends the command before the log is read (exit 2), naming it and what is wrong.
- */
-/**
  * A file's JSON, or an error saying it is not JSON without quoting it: JSON.parse's
  * message quotes the file's first characters, and the file may be a secret given by mistake.
  */
@@ -59,6 +54,11 @@ function readJsonFile(file: string, named?: string): unknown {
   }
 }
 
+/**
+ * The public keys of a `--keys` file, a saved answer of GET /v1/audit/keys
+ * (`{"keys": [{kid, alg: "Ed25519", publicKey, validFrom, validUntil}]}`); a file that
+ * is not one ends the command before the log is read (exit 2), naming it and what is wrong.
+ */
 function readKeysFile(file: string): PublishedKey[] {
   const refuse = (what: string): never => {
     process.stderr.write(`log:verify: --keys ${file}: ${what}\n`);

@@ -186,7 +186,8 @@ export async function openInfrastructure(
     await followerPool?.end().catch(() => undefined);
     await pool.end().catch(() => undefined);
     await embedded?.stop().catch(() => undefined);
-    throw isDatabaseNotReached(error) ? new DatabaseNotReachedError(error) : error;
+    // A migration's error says itself what happened (its message may name a lost connection after others were applied).
+    throw !(error instanceof MigrationError) && isDatabaseNotReached(error) ? new DatabaseNotReachedError(error) : error;
   }
 }
 
