@@ -9,7 +9,7 @@ import { expectStatus, InvoiceGateway, Json, Merchant, orderId, poll } from '../
 import { hookedGateway, WebhookReceiver } from '../support/webhook-receiver';
 import { formTokenOf, login, request } from '../console/console-fixture';
 import { randomUUID } from 'node:crypto';
-import { disableFailingEndpoints, RETRY_SCHEDULE_SECONDS } from '#payments/webhooks';
+import { disableFailingEndpoints, resendDelivery, RETRY_SCHEDULE_SECONDS } from '#payments/webhooks';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 describe('endpoint health', () => {
@@ -179,5 +179,41 @@ describe('endpoint health of a receiver that never answers', () => {
     const disabled = await disableFailingEndpoints(db.pool, now);
     expect(disabled).toContain(control);
     expect(disabled).not.toContain(back);
+  });
+
+  it('a resend that commits while the health check waits for the project is stopped with the others: nothing stays queued against a disabled endpoint', async () => {
+    const now = new Date('2025-06-13T12:00:00Z');
+    const project = await retriedProject(now, 4, { status: 500, error: null });
+    // A second delivery of the project, failed for good (not queued): the operator resends it.
+    const failed = randomUUID();
+    await db.pool.query(
+      `INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, attempts_made, next_attempt_at, created_at)
+       VALUES ($1, $2, 'invoice.paid', $3, 'https://shop.example/hooks', '{}', true, 'failed', 7, NULL, $4)`,
+      [failed, randomUUID(), project, new Date(now.getTime() - 4 * 86_400_000)],
+    );
+    // The resend's statement holds the project for share (its transaction kept open to order the two runs).
+    const resending = await db.pool.connect();
+    try {
+      await resending.query('BEGIN');
+      expect(await resendDelivery(resending, failed, now)).toMatchObject({ id: failed });
+      const health = disableFailingEndpoints(db.pool, now);
+      await poll(
+        async () => (await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'`)).rows[0]!.n,
+        (n) => n > 0,
+        'the health check waiting for the project',
+      );
+      await resending.query('COMMIT');
+      expect(await health).toEqual([project]);
+    } finally {
+      resending.release();
+    }
+    const { rows } = await db.pool.query(
+      `SELECT d.status, d.next_attempt_at, q.id IS NOT NULL AS queued FROM webhook_deliveries d LEFT JOIN webhook_queue q ON q.id = d.id WHERE d.project_id = $1`,
+      [project],
+    );
+    expect(rows).toEqual([
+      { status: 'failed', next_attempt_at: null, queued: false },
+      { status: 'failed', next_attempt_at: null, queued: false },
+    ]);
   });
 });

@@ -1,5 +1,5 @@
 import type { Pool } from 'pg';
-import type { Migration } from '#platform/database';
+import { inTransaction, Migration } from '#platform/database';
 
 /**
  * Endpoint health: a project's webhook endpoint whose attempts have all failed for
@@ -18,18 +18,22 @@ export const webhookEndpointHealthMigration: Migration = {
 };
 
 /** Disables every endpoint failing for ENDPOINT_FAILING_DAYS as of `now`; answers the projects disabled. */
-export async function disableFailingEndpoints(pool: Pick<Pool, 'query'>, now: Date): Promise<string[]> {
+export async function disableFailingEndpoints(pool: Pool, now: Date): Promise<string[]> {
   // An attempt without a status code (no answer in time, refused, TLS or DNS) failed too.
   // Only attempts at the project's current URL since it last took effect (project_webhook_settings) count: a
   // changed URL is a new endpoint, and one changed back starts afresh too.
   // Only projects with a pending delivery that has failed (a small scan of the queue) are
   // looked at; of those, attempts of the last ENDPOINT_FAILING_DAYS + 1 days suffice: a
   // streak that old starts inside them.
-  const r = await pool.query<{ id: string }>(
-    `WITH candidates AS (
+  // Two statements in one transaction: the pending deliveries are stopped by a statement whose snapshot comes
+  // after the projects are disabled, so a resend that committed while the first waited for a project's lock
+  // (it holds the project for share) is seen and stopped too, not left queued against a disabled endpoint.
+  return inTransaction(pool, async (tx) => {
+    const r = await tx.query<{ id: string }>(
+      `WITH candidates AS (
        SELECT DISTINCT d.project_id FROM webhook_queue q JOIN webhook_deliveries d ON d.id = q.id WHERE q.attempts_made > 0),
      attempts AS (
-       SELECT d.project_id, a.at, coalesce(a.status_code BETWEEN 200 AND 299, false) AS ok
+       SELECT d.project_id, a.at, coalesce(a.status_code BETWEEN 200 AND 299, false) AS ok, coalesce(p.webhook_enabled_at, '-infinity') AS enabled_at
        FROM candidates c JOIN projects p ON p.id = c.project_id AND p.webhook_disabled_at IS NULL
        CROSS JOIN LATERAL (
          SELECT coalesce(min(s.valid_from), '-infinity') AS since FROM project_webhook_settings s
@@ -39,18 +43,27 @@ export async function disableFailingEndpoints(pool: Pick<Pool, 'query'>, now: Da
        WHERE d.created_at > $1::timestamptz - make_interval(days => $2 + 3) AND a.at > $1::timestamptz - make_interval(days => $2 + 1)
          AND NOT a.superseded AND a.at > coalesce(p.webhook_enabled_at, '-infinity') AND a.at > url.since),
      streak AS (
-       SELECT project_id, min(at) FILTER (WHERE NOT ok AND at > last_ok) AS since
+       SELECT project_id, min(at) FILTER (WHERE NOT ok AND at > last_ok) AS since, min(enabled_at) AS enabled_at
        FROM (SELECT *, coalesce(max(at) FILTER (WHERE ok) OVER (PARTITION BY project_id), '-infinity') AS last_ok FROM attempts) t
        GROUP BY project_id),
      disabled AS (
+       -- Checked again on the row as it is once locked: not disabled meanwhile, nor re-enabled since the streak was read.
        UPDATE projects p SET webhook_disabled_at = $1 FROM streak s
-       WHERE p.id = s.project_id AND s.since <= $1::timestamptz - make_interval(days => $2) RETURNING p.id),
-     stopped AS (
-       UPDATE webhook_deliveries d SET status = 'failed', next_attempt_at = NULL FROM disabled
-       WHERE d.project_id = disabled.id AND d.status = 'pending' RETURNING d.id),
-     dequeued AS (DELETE FROM webhook_queue q USING stopped WHERE q.id = stopped.id)
+       WHERE p.id = s.project_id AND s.since <= $1::timestamptz - make_interval(days => $2)
+         AND p.webhook_disabled_at IS NULL AND coalesce(p.webhook_enabled_at, '-infinity') = s.enabled_at RETURNING p.id)
      SELECT id FROM disabled`,
-    [now, ENDPOINT_FAILING_DAYS],
-  );
-  return r.rows.map((row) => row.id);
+      [now, ENDPOINT_FAILING_DAYS],
+    );
+    const disabled = r.rows.map((row) => row.id);
+    if (disabled.length > 0) {
+      await tx.query(
+        `WITH stopped AS (
+           UPDATE webhook_deliveries d SET status = 'failed', next_attempt_at = NULL
+           WHERE d.project_id = ANY ($1::uuid[]) AND d.status = 'pending' RETURNING d.id)
+         DELETE FROM webhook_queue q USING stopped WHERE q.id = stopped.id`,
+        [disabled],
+      );
+    }
+    return disabled;
+  });
 }
