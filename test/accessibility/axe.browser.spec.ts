@@ -8,7 +8,7 @@
  * headers are unchanged).
  */
 import { randomUUID } from 'node:crypto';
-import type { Browser, BrowserContext } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { axeViolations as violations } from '../support/axe';
 import { launchDebianChromium } from '../support/chromium';
 import { expectStatus, InvoiceGateway, Merchant, poll, startInvoiceGateway } from '../support/merchant-fixtures';
@@ -124,6 +124,13 @@ describe('accessibility: axe-core finds no violation on any page', () => {
     }
   });
 
+  /** Logs in on the login page the browser shows, with the operator token, and waits for the merchants page. */
+  const logIn = async (page: Page): Promise<void> => {
+    await page.getByLabel('Токен оператора (ADMIN_TOKEN)').fill(gw.gateway.adminToken);
+    await page.getByRole('button', { name: 'Войти' }).click();
+    await page.waitForURL(`${gw.baseUrl}/admin`);
+  };
+
   it('every console page: login (and its error), merchants, a merchant in both modes, system, an error page', async () => {
     const page = await context.newPage();
     const found: Record<string, string[]> = {};
@@ -134,9 +141,7 @@ describe('accessibility: axe-core finds no violation on any page', () => {
       await page.getByRole('button', { name: 'Войти' }).click();
       await page.getByRole('alert').waitFor();
       found['login: wrong token'] = await violations(page);
-      await page.getByLabel('Токен оператора (ADMIN_TOKEN)').fill(gw.gateway.adminToken);
-      await page.getByRole('button', { name: 'Войти' }).click();
-      await page.waitForURL(`${gw.baseUrl}/admin`);
+      await logIn(page);
       for (const [name, path] of [
         ['merchants', '/admin'],
         ['merchant, test mode', `/admin/accounts/${merchant.accountId}?mode=test`],
@@ -162,9 +167,7 @@ describe('accessibility: axe-core finds no violation on any page', () => {
     const widths: Record<string, number> = {};
     try {
       await page.goto(`${gw.baseUrl}/admin/login`);
-      await page.getByLabel('Токен оператора (ADMIN_TOKEN)').fill(gw.gateway.adminToken);
-      await page.getByRole('button', { name: 'Войти' }).click();
-      await page.waitForURL(`${gw.baseUrl}/admin`);
+      await logIn(page);
       for (const [name, path] of [
         ['merchants', '/admin'],
         ['merchant, test mode', `/admin/accounts/${merchant.accountId}?mode=test`],
