@@ -205,6 +205,11 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
   if (metrics) registerMetricsRoute(fastify, metrics, security.operatorToken, security.failedAuthentication);
   const idempotencyKeys = new IdempotencyKeys(deps.infrastructure.pool, deps.infrastructure.clock);
   registerIdempotencyHook(fastify, idempotencyKeys, log);
+  // Closed after the drain: no keyed request runs any more, so no lease is left renewed by a stopped API.
+  fastify.addHook('onClose', (_instance, done) => {
+    idempotencyKeys.close();
+    done();
+  });
   const app = await NestFactory.create<NestFastifyApplication>(AppModule.register(deps, { ...security, idempotencyKeys }), adapter, {
     logger: false,
     abortOnError: false,
