@@ -49,6 +49,7 @@ export function connectionDrain(server: Server): ConnectionDrain {
       draining = true;
       // 'close' comes once the server no longer listens and its last connection has closed.
       const closed = new Promise<void>((resolve) => server.once('close', () => resolve()));
+      await acceptQueuedConnections(server);
       // net.Server's close only stops listening; http.Server's would also close the idle connections.
       NetServer.prototype.close.call(server);
       const closeIdle = () => server.closeIdleConnections();
@@ -64,4 +65,26 @@ export function connectionDrain(server: Server): ConnectionDrain {
       clearTimeout(bound);
     },
   };
+}
+
+/**
+ * Closing a listening socket resets the connections that wait in the kernel's accept
+ * queue, with the request the proxy already wrote on them (nginx cannot resend a POST).
+ * So the listener closes only after a turn of the event loop in which no connection was
+ * accepted (at most 20 turns): what was queued is taken and served with `Connection: close`.
+ */
+async function acceptQueuedConnections(server: Server): Promise<void> {
+  let accepted = 0;
+  const count = () => (accepted += 1);
+  server.on('connection', count);
+  try {
+    for (let turn = 0; turn < 20; turn += 1) {
+      const before = accepted;
+      // Two immediates: the second runs after a poll phase of the loop, where accepts happen.
+      await new Promise<void>((resolve) => setImmediate(() => setImmediate(resolve)));
+      if (accepted === before && turn > 0) return;
+    }
+  } finally {
+    server.off('connection', count);
+  }
 }

@@ -1,0 +1,58 @@
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { connectionDrain } from './connection-drain';
+
+/** A client in a process of its own: writes a POST, marks the file once written, prints what came back. */
+const CLIENT = `
+const net = require('node:net');
+const fs = require('node:fs');
+const [port, marker] = process.argv.slice(1);
+const socket = net.connect(Number(port), '127.0.0.1', () => {
+  socket.write('POST /v1/refunds HTTP/1.1\\r\\nHost: gateway\\r\\nContent-Length: 2\\r\\n\\r\\n{}', () => fs.writeFileSync(marker, ''));
+});
+let answer = '';
+socket.on('data', (chunk) => (answer += chunk));
+socket.on('error', (error) => { process.stdout.write('error ' + error.code); process.exit(0); });
+socket.on('close', () => { process.stdout.write(answer.split('\\r\\n')[0]); process.exit(0); });
+`;
+
+describe('connection drain', () => {
+  let server: Server;
+  let dir: string;
+  beforeEach(() => {
+    dir = mkdtempSync(path.join(tmpdir(), 'drain-'));
+    server = createServer((request, response) => {
+      request.resume();
+      request.on('end', () => response.end('{}'));
+    });
+  });
+  afterEach(() => {
+    server.closeAllConnections();
+    server.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('serves a request whose connection waits in the accept queue when the drain starts, not resets it', async () => {
+    const drain = connectionDrain(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    const marker = path.join(dir, 'written');
+    const client = spawn(process.execPath, ['-e', CLIENT, String(port), marker], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let printed = '';
+    client.stdout.on('data', (chunk: Buffer) => (printed += chunk.toString()));
+    const exited = new Promise<void>((resolve) => client.once('exit', () => resolve()));
+    // The event loop is held while the client connects and writes: the kernel completes the
+    // connection, which waits in the accept queue, as one a proxy opened just before a SIGTERM.
+    const deadline = Date.now() + 10_000;
+    while (!existsSync(marker) && Date.now() < deadline);
+    expect(existsSync(marker)).toBe(true);
+    const drained = drain.drain({ waitForClients: true, boundMs: 2_000 });
+    await exited;
+    await drained;
+    expect(printed).toBe('HTTP/1.1 200 OK');
+  });
+});
