@@ -535,6 +535,21 @@ describe('input edges that must be 400 or 404, never 500 and never let through',
       expect(await written()).toBe(before);
     });
 
+    it('an empty body labelled as a form or text (curl -d "", PHP) → 415; a refund is not taken as a full one', async () => {
+      const before = await written();
+      for (const type of ['application/x-www-form-urlencoded', 'text/plain', 'multipart/form-data; boundary=x']) {
+        const headers = { ...merchantHeaders(shop.keys.test.secretKey), 'content-type': type };
+        const refund = await sendWithinRate(`/v1/invoices/${invoiceId}/refund`, { headers, body: '' }, 'POST');
+        expect({ type, status: refund.status, code: refund.body?.error?.code }).toEqual({ type, status: 415, code: 'unsupported_media_type' });
+      }
+      const form = { ...adminHeaders(), 'content-type': 'application/x-www-form-urlencoded' };
+      const confirm = await sendWithinRate(`/admin/v1/payout-addresses/${addressId}/confirm`, { headers: form, body: '' }, 'POST');
+      expectError(confirm, 415, 'unsupported_media_type');
+      expect(await written()).toBe(before);
+      // A GET that names a type for the body it does not have is still answered.
+      expectStatus(await send('GET', `/v1/invoices/${invoiceId}`, { ...merchantHeaders(shop.keys.test.secretKey), 'content-type': 'text/plain' }), 200);
+    });
+
     it('a Content-Encoding other than identity → 415 unsupported_media_type, whether or not the bytes are compressed', async () => {
       const before = await written();
       const body = `{"amount":"100.00","orderId":"${orderId('compressed')}"}`;

@@ -38,11 +38,14 @@ function refuseUnreadableApiRequests(request: FastifyRequest, reply: FastifyRepl
 
 /**
  * The APIs take JSON only: a body of another type, or sent with a content coding (gzip,
- * br: Fastify would parse the coded bytes as they came), is refused with 415.
+ * br: Fastify would parse the coded bytes as they came), is refused with 415. So is an
+ * empty one labelled as another type (`curl -d "$AMOUNT"` with the variable empty sends
+ * a form): read as no body, a refund whose amount was lost would be a full one.
  */
 function bodyTypeRefusal(request: FastifyRequest): ApiError | null {
   const hasBody = Number(request.headers['content-length'] ?? 0) > 0 || request.headers['transfer-encoding'] !== undefined;
-  if (!hasBody) return null;
+  const labelled = request.headers['content-type'] !== undefined && request.method !== 'GET' && request.method !== 'HEAD';
+  if (!hasBody && !labelled) return null;
   if (mediaTypeOf(request) !== 'application/json') return new ApiError(415, 'unsupported_media_type', 'Тело запроса должно быть в формате application/json');
   const coding = (request.headers['content-encoding'] ?? '').trim().toLowerCase();
   if (coding !== '' && coding !== 'identity') {
