@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { connectionDrain } from './connection-drain';
@@ -54,5 +54,25 @@ describe('connection drain', () => {
     await exited;
     await drained;
     expect(printed).toBe('HTTP/1.1 200 OK');
+  });
+
+  it.each([
+    ['without a proxy', { waitForClients: false }],
+    ['behind a proxy, at the bound', { waitForClients: true, boundMs: 300 }],
+  ])("closes a connection that never sent a request (a preconnect), %s, instead of waiting for Node's 60 s header timeout", async (_, options) => {
+    const drain = connectionDrain(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const accepted = new Promise<void>((resolve) => server.once('connection', () => resolve()));
+    const preconnect = connect((server.address() as AddressInfo).port, '127.0.0.1');
+    const closedByServer = new Promise<void>((resolve) => preconnect.once('close', () => resolve()));
+    preconnect.on('error', () => undefined);
+    await accepted;
+    // Well under the header timeout (which held the stop before), well over the bound and the second's grace.
+    const outcome = await Promise.race([
+      drain.drain(options).then(() => 'drained'),
+      new Promise((resolve) => setTimeout(() => resolve('still waiting after 10 s'), 10_000).unref()),
+    ]);
+    expect(outcome).toBe('drained');
+    await closedByServer;
   });
 });

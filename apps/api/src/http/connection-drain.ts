@@ -1,18 +1,20 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import { Server as NetServer } from 'node:net';
+import { Server as NetServer, type Socket } from 'node:net';
 
 /**
  * How long an API process that stops waits for the proxy in front of it to close its
  * idle keep-alive connections (deploy/nginx.conf closes them after 4 s).
  */
 export const PROXY_DRAIN_MS = 10_000;
+/** How long a stop without a proxy waits for a connection that has sent nothing yet. */
+const SILENT_GRACE_MS = 1_000;
 
 export interface ConnectionDrain {
   /**
    * Stops accepting connections and resolves once every open connection is closed:
    * requests still arriving on them are served, each answered with `Connection:
-   * close`. Idle connections are closed at once, or, when `waitForClients`, left for
-   * their clients to close, up to `boundMs`.
+   * close`. Idle connections are closed at once (those that never sent a request after
+   * a second), or, when `waitForClients`, left for their clients to close, up to `boundMs`.
    */
   drain(options: { readonly waitForClients: boolean; readonly boundMs?: number }): Promise<void>;
 }
@@ -33,8 +35,15 @@ export function connectionDrain(server: Server): ConnectionDrain {
   let draining = false;
   /** Answers being written when the drain starts get `Connection: close` too. */
   const answering = new Set<ServerResponse>();
+  /** Connections that have sent no request yet: Node counts them busy, so closing the idle ones spares them. */
+  const silent = new Set<Socket>();
+  server.on('connection', (socket: Socket) => {
+    silent.add(socket);
+    socket.once('close', () => silent.delete(socket));
+  });
   // First of the request listeners, so that the header is set before any answer is written.
-  server.prependListener('request', (_request: IncomingMessage, response: ServerResponse) => {
+  server.prependListener('request', (request: IncomingMessage, response: ServerResponse) => {
+    silent.delete(request.socket);
     if (draining) {
       response.setHeader('connection', 'close');
       return;
@@ -61,8 +70,13 @@ export function connectionDrain(server: Server): ConnectionDrain {
       let bound: NodeJS.Timeout | undefined;
       if (waitForClients) bound = setTimeout(closeIdle, boundMs);
       else closeIdle();
+      // A connection still silent (a browser's preconnect) would hold the stop until Node's
+      // headersTimeout (60 s), past the forced stop: closed with the idle ones, or after a
+      // second for a direct client that connected just before the stop and is still writing.
+      const closeSilent = setTimeout(() => silent.forEach((socket) => socket.destroy()), waitForClients ? boundMs : SILENT_GRACE_MS);
       await closed;
       clearTimeout(bound);
+      clearTimeout(closeSilent);
     },
   };
 }
