@@ -211,4 +211,14 @@ describe('the seeded history', () => {
     }
     expect(new Set(a.map((w) => w.event.id)).size).toBe(a.length);
   });
+
+  it.each(['spread', 'another'])('spreads the invoices over the days asked for, whatever events an invoice brings (seed %s)', (seed) => {
+    const created = generate(seed, 8_000)
+      .filter((w) => w.event.type === 'InvoiceCreated')
+      .map((w) => Date.parse((w.event.data as { createdAt: string }).createdAt));
+    const daysAfterStart = (at: number) => (at - Date.parse('2025-01-01T00:00:00Z')) / 86_400_000;
+    // The last one near the end of the 30 days, never past it (a history past the gateway's clock is dated in its future).
+    expect(daysAfterStart(Math.max(...created))).toBeLessThanOrEqual(30);
+    expect(daysAfterStart(Math.max(...created))).toBeGreaterThan(28.5);
+  });
 });

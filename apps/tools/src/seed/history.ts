@@ -85,8 +85,10 @@ const MINUTE = 60 * SECOND;
 const HOUR = 60 * MINUTE;
 const DAY = 24 * HOUR;
 
-/** Events one invoice brings on average, with its share of refunds and payouts (measured on seeded runs). */
-export const EVENTS_PER_INVOICE = 4.4;
+/** Events one invoice brings on average, with its share of refunds and payouts, until the history's own is known. */
+const EVENTS_PER_INVOICE = 4.4;
+/** Invoices after which the history's own events per invoice set the pace of arrivals. */
+const PACE_AFTER_INVOICES = 200;
 /** The workers tick every 500 ms: they act up to this long after a thing fell due. */
 const WORKER_LAG_MS = 600;
 const MAX_PAYOUT_BURST = 4;
@@ -225,7 +227,8 @@ export class HistoryGenerator {
   private readonly ledgers = new Map<string, LedgerSim>();
   private readonly touchedLedgers = new Set<LedgerSim>();
   private readonly methods = new Map<string, MethodTerms[]>();
-  private readonly meanArrivalGapMs: number;
+  private readonly endsAt: number;
+  private invoicesCreated = 0;
   private readonly payoutIds: number[] = [];
 
   private writes: SeedWrite[] = [];
@@ -251,9 +254,8 @@ export class HistoryGenerator {
     this.cumulativeWeights = new Float64Array(merchants.length);
     let total = 0;
     merchants.forEach((m, i) => (this.cumulativeWeights[i] = total += m.weight));
-    const invoices = Math.max(1, options.targetEvents / EVENTS_PER_INVOICE);
-    this.meanArrivalGapMs = (options.days * DAY) / invoices;
     this.now = options.start.getTime();
+    this.endsAt = this.now + options.days * DAY;
     this.schedule(this.now, { kind: 'arrival' }, 0, true);
     for (const merchant of merchants) {
       if (merchant.payoutAddresses.length > 0) {
@@ -366,14 +368,29 @@ export class HistoryGenerator {
     }
   }
 
+  /**
+   * The mean gap to the next arrival: the time left of `days` over the invoices still to
+   * come, counted with the events per invoice of the history so far (holds, refunds and
+   * payouts vary with the merchants), so that the last invoice comes near the end of the
+   * days asked for, not weeks past it.
+   */
+  private meanArrivalGapMs(): number {
+    const sent = this.emitted + this.outstanding;
+    const perInvoice = this.invoicesCreated >= PACE_AFTER_INVOICES ? sent / this.invoicesCreated : EVENTS_PER_INVOICE;
+    const invoicesLeft = Math.max(1, (this.options.targetEvents - sent) / perInvoice);
+    return Math.max(SECOND, this.endsAt - this.now) / invoicesLeft;
+  }
+
   /** A buyer arrives at a merchant: an invoice is created, and its fate is set. */
   private arrival(): void {
     if (this.emitted + this.outstanding >= this.options.targetEvents) {
       this.stopped = true;
       return;
     }
-    const gap = this.rng.exponential(this.meanArrivalGapMs) / arrivalIntensity(this.now);
-    this.schedule(this.now + gap, { kind: 'arrival' }, 0, true);
+    const gap = this.rng.exponential(this.meanArrivalGapMs()) / arrivalIntensity(this.now);
+    // Never past the days asked for: what the pace's estimate left over comes at their end.
+    this.schedule(Math.min(this.now + gap, Math.max(this.now, this.endsAt)), { kind: 'arrival' }, 0, true);
+    this.invoicesCreated += 1;
 
     const merchant = this.merchants[this.rng.index(this.cumulativeWeights)]!;
     const project = this.rng.pick(merchant.projects);
