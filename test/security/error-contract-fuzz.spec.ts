@@ -987,12 +987,13 @@ describe('the error contract under fuzzing', () => {
       ['DELETE', () => `/admin/v1/projects/${scratch.projectId}`],
       ['GET', '/admin/v1/clock/advance'],
       ['GET', () => `/admin/v1/invoices/${invoiceId}/payment`],
-    ])('a wrong method on a known path (%s %s) → 404 not_found or 405 method_not_allowed in the error shape', async (method, path) => {
+    ])('a wrong method on a known path (%s %s) → 405 method_not_allowed in the error shape, with Allow', async (method, path) => {
       const p = typeof path === 'string' ? path : path();
       for (const headers of [merchantHeaders(), adminHeaders()]) {
         const withBody = method !== 'GET';
         const r = await send(method, p, { headers: { ...headers, ...(withBody ? json : {}) }, body: withBody ? '{}' : undefined });
-        expectApiError(r, [404, 405], ['not_found', 'method_not_allowed']);
+        expectApiError(r, 405, 'method_not_allowed');
+        expect(r.headers.get('allow')).toMatch(/^(GET, HEAD|POST|GET, HEAD, POST|GET, HEAD, PATCH)$/);
       }
     });
 

@@ -128,13 +128,14 @@ describe('the HTTP surface in raw bytes', () => {
     expect(await invoicesWith(stalled)).toEqual([]);
   }, 120_000);
 
-  it("what Node's server would answer itself is in the error shape: no Host, an Expect it cannot meet, CONNECT; a method a path does not take says so", async () => {
+  it("what Node's server would answer itself is in the error shape: no Host, an Expect it cannot meet, CONNECT (405 with Allow)", async () => {
     const shapes = async (bytes: string) => {
       const { text } = await exchange(port, [bytes]);
       const body = text.slice(text.indexOf('\r\n\r\n') + 4);
       return {
         status: statusesOf(text)[0],
         noStore: /cache-control: no-store/i.test(text),
+        allow: /\r\nallow: ([^\r]*)/i.exec(text)?.[1],
         error: (JSON.parse(body) as { error: { code: string; param?: string } }).error,
       };
     };
@@ -150,17 +151,46 @@ describe('the HTTP surface in raw bytes', () => {
       noStore: true,
       error: { code: 'validation', param: 'expect' },
     });
+    // CONNECT names no resource of the gateway: Allow names the methods its routes take.
     expect(await shapes('CONNECT gateway.test:443 HTTP/1.1\r\nhost: gateway.test:443\r\n\r\n')).toMatchObject({
       status: 405,
       noStore: true,
+      allow: 'GET, HEAD, PATCH, POST',
       error: { code: 'method_not_allowed' },
     });
-    const put = await shop.test.raw('PUT', '/v1/invoices', { headers: auth() });
-    expect({ status: put.status, code: put.body.error.code, message: put.body.error.message }).toEqual({
-      status: 404,
-      code: 'not_found',
-      message: expect.stringContaining('не принимает этот метод'),
-    });
+  });
+
+  it('a method a route does not take, at a path a route has, is 405 with Allow (never not_found, which says a payout does not exist); a path no route has is 404', async () => {
+    const invoice = await shop.test.post('/v1/invoices', { amount: '100.00', orderId: orderId('allow') });
+    expectStatus(invoice, 201);
+    const admin = { authorization: `Bearer ${gw.gateway.adminToken}` };
+    const cases: [string, string, Record<string, string>, string | null][] = [
+      ['DELETE', '/v1/payouts/1', auth(), 'GET, HEAD'],
+      ['PUT', '/v1/invoices', auth(), 'GET, HEAD, POST'],
+      ['PATCH', `/v1/invoices/${invoice.body.id}`, auth(), 'GET, HEAD'],
+      ['PROPFIND', '/v1/balance', {}, 'GET, HEAD'],
+      ['OPTIONS', '/v1/invoices', { origin: 'https://shop.example', 'access-control-request-method': 'POST' }, 'GET, HEAD, POST'],
+      ['GET', '/admin/v1/clock/advance', admin, 'POST'],
+      ['PUT', '/admin/v1/projects/x', admin, 'GET, HEAD, PATCH'],
+      // The payment page in JSON, as it is as a page (payment-page.spec.ts).
+      ['DELETE', `/pay/${invoice.body.id}`, { accept: 'application/json' }, 'GET, HEAD'],
+      ['DELETE', '/v1/payouts/1/', auth(), null],
+      ['DELETE', '/v1/payouts/', auth(), null],
+      ['DELETE', '/V1/payouts/1', auth(), null],
+    ];
+    for (const [method, path, headers, allow] of cases) {
+      const r = await shop.test.raw(method, path, { headers });
+      expect({ method, path, status: r.status, code: r.body?.error?.code, allow: r.headers.get('allow') }).toEqual({
+        method,
+        path,
+        status: allow === null ? 404 : 405,
+        code: allow === null ? 'not_found' : 'method_not_allowed',
+        allow,
+      });
+    }
+    // What Allow names is taken.
+    expectStatus(await shop.test.raw('GET', '/v1/payouts/1', { headers: auth() }), 404);
+    expectStatus(await shop.test.raw('GET', '/admin/v1/projects/x', { headers: admin }), 404);
   });
 
   it('an id longer than 1,024 characters is that resource 404 (or 401 without a key), as a shorter one', async () => {

@@ -54,6 +54,9 @@ const rawErrorAnswer = (error: ApiError, reason: string): string => {
   const body = JSON.stringify(error.body());
   return (
     `HTTP/1.1 ${error.status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+    Object.entries(error.headers)
+      .map(([name, value]) => `${name}: ${value}\r\n`)
+      .join('') +
     `Cache-Control: no-store\r\nX-Request-Id: ${randomUUID()}\r\nConnection: close\r\n\r\n${body}`
   );
 };
@@ -172,6 +175,9 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
     },
   });
   const fastify = adapter.getInstance();
+  // The methods any route takes: the Allow of a CONNECT's 405 (added before the first route).
+  const routeMethods = new Set<string>();
+  fastify.addHook('onRoute', (route) => [route.method].flat().forEach((method) => routeMethods.add(method)));
   // First of our hooks, so that every answer (a hook's 415 included) carries the id,
   // and is never cached: answers carry balances, secrets and keys (the payment page
   // sets the same).
@@ -218,7 +224,7 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
   });
   app.useGlobalFilters(new ErrorsByPath(new ErrorFilter(log)));
   await app.init();
-  answerBelowTheRoutes(fastify.server);
+  answerBelowTheRoutes(fastify.server, fastify.supportedMethods.filter((method) => routeMethods.has(method)).join(', '));
   trackResponses(fastify.server);
   return app;
 }
@@ -238,14 +244,15 @@ function writeError(res: ServerResponse, error: ApiError): void {
 /**
  * What Node's HTTP server would answer by itself, before any route, in the error shape
  * too: an Expect it cannot meet (417, an empty body otherwise), CONNECT (the connection
- * dropped otherwise). (An HTTP/1.1 request without Host: Node's own check, an empty 400,
+ * dropped otherwise; 405, Allow naming the methods the routes take). (An HTTP/1.1 request without Host: Node's own check, an empty 400,
  * is off; createApi's first hook answers it.)
  */
-function answerBelowTheRoutes(server: Server): void {
+function answerBelowTheRoutes(server: Server, allow: string): void {
   server.on('checkExpectation', (_request: IncomingMessage, res: ServerResponse) =>
     writeError(res, new ApiError(417, 'validation', 'Заголовок Expect принимается только как 100-continue', 'expect')),
   );
   server.on('connect', (_request: IncomingMessage, socket: Socket) => {
-    socket.end(rawErrorAnswer(new ApiError(405, 'method_not_allowed', 'Метод CONNECT не поддерживается'), 'Method Not Allowed'));
+    const refused = new ApiError(405, 'method_not_allowed', 'Метод CONNECT не поддерживается', undefined, undefined, { Allow: allow });
+    socket.end(rawErrorAnswer(refused, 'Method Not Allowed'));
   });
 }

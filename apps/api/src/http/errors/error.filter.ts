@@ -1,6 +1,6 @@
 import { Refusal } from '#domain';
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException } from '@nestjs/common';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from '#platform/logging';
 import { AppendOutcomeUnknownError, EventStoreUnavailableError } from '#event-store';
 import { StoredAnswer } from '../idempotency';
@@ -20,7 +20,8 @@ export class ErrorFilter implements ExceptionFilter {
     // Not an error: the first answer of an Idempotency-Key, sent again as it was.
     if (exception instanceof StoredAnswer) return exception.send(reply);
     const request = host.switchToHttp().getRequest<FastifyRequest>();
-    const error = parserRefusal(exception, request) ?? toApiError(exception);
+    const found = parserRefusal(exception, request) ?? toApiError(exception);
+    const error = found.status === 404 && request.is404 ? routeMiss(request) : found;
     // A 5xx the API decided on (ApiError: a read model being rebuilt) is an answer, logged by its request line; any other is a failure.
     if (error.status >= 500 && !(exception instanceof ApiError)) {
       // request.log is the request's child logger: the line carries its requestId.
@@ -58,6 +59,30 @@ function parserRefusal(exception: unknown, request: FastifyRequest): ApiError | 
     return null;
   }
   return new ApiError(400, 'validation', 'В теле запроса есть запрещённое имя поля: __proto__ или constructor с prototype внутри', 'body');
+}
+
+/**
+ * A request no route took: 405 with Allow when a route has its path but not its method
+ * (RFC 9110: not `not_found`, which says the payout does not exist), else 404.
+ */
+export function routeMiss(request: FastifyRequest): ApiError {
+  const allow = allowedMethods(request.server, request.url);
+  if (allow === null) return new ApiError(404, 'not_found', 'Такого адреса нет в API');
+  return new ApiError(405, 'method_not_allowed', `Этот адрес принимает только ${allow}`, undefined, undefined, { Allow: allow });
+}
+
+/**
+ * The methods the routes at `url`'s path take, as an Allow value (GET routes take HEAD
+ * too), or null when no route has that path. A route whose parameter would be empty
+ * (`/pay/`) does not have it: Nest answers it as no route.
+ */
+export function allowedMethods(fastify: FastifyInstance, url: string): string | null {
+  const takes = (method: string) => {
+    const route = fastify.findRoute({ method, url });
+    return route !== null && Object.entries(route.params as Record<string, string>).every(([name, value]) => value !== '' || name === '*');
+  };
+  const methods = fastify.supportedMethods.filter(takes);
+  return methods.length > 0 ? methods.join(', ') : null;
 }
 
 /** The one place where a refusal of the gateway's decisions becomes an HTTP status (the code, message and param are the refusal's). */
@@ -126,7 +151,7 @@ export function toApiError(exception: unknown): ApiError {
     // Our code throws ApiError only: an HttpException is Nest's wrapping of a Fastify
     // error raised before any handler ran (body parsing, routing).
     const status = exception.getStatus();
-    if (status === 404) return new ApiError(404, 'not_found', 'Такого адреса нет в API, или он не принимает этот метод');
+    if (status === 404) return new ApiError(404, 'not_found', 'Такого адреса нет в API');
     if (status === 405) return new ApiError(405, 'method_not_allowed', 'Метод не поддерживается для этого адреса');
     if (status === 413) return new ApiError(413, 'payload_too_large', 'Тело запроса слишком большое');
     if (status === 415) return new ApiError(415, 'unsupported_media_type', 'Тело запроса должно быть в формате application/json');
