@@ -6,7 +6,8 @@
  * was carried out.
  */
 import { connect } from 'node:net';
-import { expectStatus, InvoiceGateway, Merchant, orderId, startInvoiceGateway } from '../support/merchant-fixtures';
+import { api, expectStatus, InvoiceGateway, Merchant, orderId, startInvoiceGateway } from '../support/merchant-fixtures';
+import { sendSigned } from '../support/signing';
 
 /** Writes `bytes` on a new connection (in parts, `pauseMs` apart) and collects what comes back until the server closes it or `untilMs` passes. */
 async function exchange(
@@ -191,6 +192,83 @@ describe('the HTTP surface in raw bytes', () => {
     // What Allow names is taken.
     expectStatus(await shop.test.raw('GET', '/v1/payouts/1', { headers: auth() }), 404);
     expectStatus(await shop.test.raw('GET', '/admin/v1/projects/x', { headers: admin }), 404);
+  });
+
+  it('two Authorization headers are refused (401), whichever holds the key; with WWW-Authenticate, on either API', async () => {
+    const key = `Bearer ${shop.keys.test.secretKey}`;
+    const admin = `Bearer ${gw.gateway.adminToken}`;
+    const answer = async (path: string, values: string[]) => {
+      const headers = values.map((v) => `authorization: ${v}\r\n`).join('');
+      const { text } = await exchange(port, [`GET ${path} HTTP/1.1\r\nhost: gateway.test\r\n${headers}connection: close\r\n\r\n`]);
+      const body = text.slice(text.indexOf('\r\n\r\n') + 4);
+      return {
+        status: statusesOf(text)[0],
+        challenge: /\r\nwww-authenticate: ([^\r]*)/i.exec(text)?.[1],
+        code: (JSON.parse(body) as { error?: { code: string } }).error?.code,
+      };
+    };
+    const refused = (realm: string) => ({ status: 401, challenge: `Bearer realm="${realm}"`, code: 'unauthorized' });
+    expect(await answer('/v1/balance', [key])).toEqual({ status: 200, challenge: undefined, code: undefined });
+    expect(await answer('/v1/balance', [key, 'Bearer sk_test_other'])).toEqual(refused('gateway'));
+    expect(await answer('/v1/balance', ['Bearer sk_test_other', key])).toEqual(refused('gateway'));
+    expect(await answer('/v1/balance', [key, key])).toEqual(refused('gateway'));
+    expect(await answer('/admin/v1/accounts/x/balance', [admin, admin])).toEqual(refused('operator'));
+    expect(await answer('/health/ready', [admin, admin])).toEqual(refused('operator'));
+  });
+
+  it('every 401 carries WWW-Authenticate: Bearer with the realm of its API; the body is the spec error as before', async () => {
+    const anonymous = api(gw.baseUrl);
+    const secret = shop.project.webhookSecret as string;
+    const now = Math.floor(Date.now() / 1000);
+    const first = await sendSigned(gw.baseUrl, { method: 'GET', path: '/v1/balance', publicId: shop.keys.test.publicKey, secret, timestamp: now - 1 });
+    expectStatus(first, 200);
+    const replies: [string, Awaited<ReturnType<typeof anonymous.get>>, string, string][] = [
+      ['no credential', await anonymous.get('/v1/balance'), 'unauthorized', 'gateway'],
+      ['unknown key', await api(gw.baseUrl, `sk_test_${'x'.repeat(32)}`).get('/v1/balance'), 'unauthorized', 'gateway'],
+      [
+        'unknown public id',
+        await sendSigned(gw.baseUrl, { method: 'GET', path: '/v1/balance', publicId: 'pk_test_nobody', secret }),
+        'unauthorized',
+        'gateway',
+      ],
+      [
+        'bad timestamp',
+        await sendSigned(gw.baseUrl, { method: 'GET', path: '/v1/balance', publicId: shop.keys.test.publicKey, secret, timestamp: 'x' }),
+        'timestamp_invalid',
+        'gateway',
+      ],
+      [
+        'bad signature',
+        await sendSigned(gw.baseUrl, { method: 'GET', path: '/v1/balance', publicId: shop.keys.test.publicKey, secret, signature: 'ab'.repeat(32) }),
+        'signature_invalid',
+        'gateway',
+      ],
+      [
+        'replayed signature',
+        await sendSigned(gw.baseUrl, { method: 'GET', path: '/v1/balance', publicId: shop.keys.test.publicKey, secret, timestamp: now - 1 }),
+        'signature_invalid',
+        'gateway',
+      ],
+      ['operator API', await anonymous.get('/admin/v1/openapi.json'), 'unauthorized', 'operator'],
+      ['metrics', await anonymous.raw('GET', '/metrics', { headers: { authorization: 'Bearer wrong' } }), 'unauthorized', 'operator'],
+      ['readiness', await anonymous.raw('GET', '/health/ready', { headers: { authorization: 'Bearer wrong' } }), 'unauthorized', 'operator'],
+    ];
+    for (const [what, reply, code, realm] of replies) {
+      expect({
+        what,
+        status: reply.status,
+        challenge: reply.headers.get('www-authenticate'),
+        keys: Object.keys(reply.body),
+        code: reply.body.error.code,
+      }).toEqual({
+        what,
+        status: 401,
+        challenge: `Bearer realm="${realm}"`,
+        keys: ['error'],
+        code,
+      });
+    }
+    expect(replies[3]![1].headers.get('x-server-time')).toMatch(/^\d+$/);
   });
 
   it('an id longer than 1,024 characters is that resource 404 (or 401 without a key), as a shorter one', async () => {

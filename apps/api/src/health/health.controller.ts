@@ -3,7 +3,8 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Pool } from 'pg';
 import type { FailedAuthentication } from '../http/auth/failed-authentication';
 import type { OperatorToken } from '../http/auth/operator-token';
-import { ApiError } from '../http/errors/api-error';
+import { authorizationOf } from '../http/auth/authorization-header';
+import { ApiError, OPERATOR_CHALLENGE } from '../http/errors/api-error';
 import { DATABASE_POOL, FAILED_AUTHENTICATION, OPERATOR_TOKEN, READINESS } from '../http/tokens';
 import type { ReadinessProbe } from './readiness';
 import { publicReadiness, readiness } from './readiness';
@@ -33,13 +34,17 @@ export class HealthController {
    */
   @Get('ready')
   async ready(@Req() request: FastifyRequest, @Res() reply: FastifyReply) {
-    const check = this.token.check(request.headers.authorization);
+    const check = this.token.check(authorizationOf(request));
     // A wrong token here is a guess like any other: counted, and past the limits 429.
     if (check === 'invalid') {
       throw this.failures.reject(
         request,
         'operator_token',
-        ApiError.unauthorized('Подробности готовности только с токеном оператора: Authorization: Bearer <ADMIN_TOKEN>; без заголовка: только статус'),
+        ApiError.unauthorized(
+          'Подробности готовности только с токеном оператора: Authorization: Bearer <ADMIN_TOKEN>; без заголовка: только статус',
+          undefined,
+          OPERATOR_CHALLENGE,
+        ),
       );
     }
     const { status, body } = await readiness(this.pool, this.probe);

@@ -7,7 +7,8 @@ import type { Logger } from '#platform/logging';
 import { REQUEST_ID_HEADER, requestIdOf } from '#platform/logging';
 import type { FailedAuthentication } from '../http/auth/failed-authentication';
 import type { OperatorToken } from '../http/auth/operator-token';
-import { ApiError } from '../http/errors/api-error';
+import { ApiError, OPERATOR_CHALLENGE } from '../http/errors/api-error';
+import { authorizationOf } from '../http/auth/authorization-header';
 import { readiness, ReadinessProbe } from './readiness';
 
 /**
@@ -20,8 +21,12 @@ import { readiness, ReadinessProbe } from './readiness';
 export function registerMetricsRoute(fastify: FastifyInstance, metrics: GatewayMetrics, token: OperatorToken, failures: FailedAuthentication): void {
   fastify.get('/metrics', async (request: FastifyRequest, reply: FastifyReply) => {
     try {
-      if (token.check(request.headers.authorization) !== 'valid') {
-        throw failures.reject(request, 'operator_token', ApiError.unauthorized('Нужен токен оператора: Authorization: Bearer <ADMIN_TOKEN>'));
+      if (token.check(authorizationOf(request)) !== 'valid') {
+        throw failures.reject(
+          request,
+          'operator_token',
+          ApiError.unauthorized('Нужен токен оператора: Authorization: Bearer <ADMIN_TOKEN>', undefined, OPERATOR_CHALLENGE),
+        );
       }
     } catch (error) {
       const refusal = error as ApiError;

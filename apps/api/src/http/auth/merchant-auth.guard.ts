@@ -7,6 +7,7 @@ import type { Clock } from '#platform/clock';
 import { hashSecretKey } from '#payments/merchants';
 import type { MerchantIdentity, Registry } from '#payments/merchants';
 import { ApiError } from '../errors/api-error';
+import { authorizationOf } from './authorization-header';
 import { sentParameters } from '../request-pipe';
 import type { FailedAuthentication } from './failed-authentication';
 import { ACCESS_CONTROL, CLOCK_TOKEN, FAILED_AUTHENTICATION, REGISTRY } from '../tokens';
@@ -38,7 +39,8 @@ const header = (request: FastifyRequest, name: string): string | undefined => {
 
 /**
  * Who is calling, by either mode of the spec, then the per-key request rate:
- * - Bearer: `Authorization: Bearer sk_test_…|sk_live_…` (looked up by its hash);
+ * - Bearer: `Authorization: Bearer sk_test_…|sk_live_…` (looked up by its hash; sent
+ *   twice: refused, see authorizationOf);
  * - HMAC: `X-Public-Id` (pk_…), `X-Timestamp` (unix seconds, ±300 s of the gateway
  *   clock) and `X-Signature` (or `Signature`): hex HMAC-SHA256 of
  *   `<timestamp>.<exact raw body>` with the project's webhook secret, accepted once.
@@ -101,7 +103,9 @@ export class MerchantAuthGuard implements CanActivate {
     // Whether this request ran a lookup (a probe shared with concurrent ones ran in only one of them).
     let lookedUp = false;
     const fail = (message: string) => this.failures.reject(request, 'secret_key', ApiError.unauthorized(message), lookedUp);
-    const match = /^Bearer\s+(\S+)$/i.exec(header(request, 'authorization') ?? '');
+    const authorization = authorizationOf(request);
+    if (Array.isArray(authorization)) throw fail('Заголовок Authorization повторён: передайте его один раз');
+    const match = /^Bearer\s+(\S+)$/i.exec(authorization ?? '');
     if (!match) throw fail('Нужен заголовок Authorization: Bearer <секретный ключ проекта>');
     const secretKey = match[1]!;
     const unknown = 'Ключ не найден или отозван';
@@ -172,11 +176,9 @@ export class MerchantAuthGuard implements CanActivate {
     // Whole seconds on both sides: T-300 and T+300 are both inside the window.
     if (Number.isNaN(seconds) || Math.abs(Math.floor(now.getTime() / 1000) - seconds) > TIMESTAMP_WINDOW_SECONDS) {
       // X-Server-Time: the gateway clock in unix seconds, so a client whose clock is off can correct its timestamp.
-      const late = new ApiError(
-        401,
-        'timestamp_invalid',
+      const late = ApiError.unauthorized(
         'X-Timestamp: время запроса в секундах Unix, не дальше 300 секунд от времени сервера',
-        undefined,
+        'timestamp_invalid',
         undefined,
         {
           'X-Server-Time': String(Math.floor(now.getTime() / 1000)),
@@ -187,19 +189,19 @@ export class MerchantAuthGuard implements CanActivate {
       await lookUpNow();
       throw late;
     }
-    if (!signed) throw fail(new ApiError(401, 'signature_invalid', 'Подпись запроса не совпадает'));
+    if (!signed) throw fail(ApiError.unauthorized('Подпись запроса не совпадает', 'signature_invalid'));
     const live = await lookUpNow();
     const current = this.registry.webhookSecretOf(live.project);
     if (current !== webhookSecret) {
       // The project's secret was replaced since this process remembered it: only the current one signs.
       this.registry.knownPublicIds.forget(publicId);
       if (!signaturesMatch(requestSignature(current, timestamp ?? '', request.rawBody ?? ''), signature)) {
-        throw fail(new ApiError(401, 'signature_invalid', 'Подпись запроса не совпадает'));
+        throw fail(ApiError.unauthorized('Подпись запроса не совпадает', 'signature_invalid'));
       }
     }
     if (!(await this.access.firstUseOfSignature(signature, now))) {
       // A replay of the key's own request: refused, not a failure of the address.
-      throw new ApiError(401, 'signature_invalid', 'Эта подпись уже использована: каждая принимается один раз');
+      throw ApiError.unauthorized('Эта подпись уже использована: каждая принимается один раз', 'signature_invalid');
     }
     return live;
   }

@@ -28,7 +28,9 @@ export class OperatorToken {
     return token !== undefined && timingSafeEqual(digest(token), this.expected);
   }
 
+  /** `authorization`: the request's header (authorizationOf), every value when repeated: a repeat is invalid. */
   check(authorization: string | string[] | undefined): OperatorTokenCheck {
+    if (Array.isArray(authorization) && authorization.length > 1) return 'invalid';
     const header = Array.isArray(authorization) ? authorization[0] : authorization;
     if (header === undefined) return 'absent';
     const match = /^Bearer\s+(\S+)$/i.exec(header);

@@ -17,6 +17,14 @@ export interface ErrorBody {
   };
 }
 
+/**
+ * The challenges a 401 carries in WWW-Authenticate (RFC 9110 requires one): the merchant
+ * API's Bearer keys (HMAC mode has no Authorization scheme of its own) and the operator
+ * token, each its own realm.
+ */
+export const MERCHANT_CHALLENGE = 'Bearer realm="gateway"';
+export const OPERATOR_CHALLENGE = 'Bearer realm="operator"';
+
 export class ApiError extends Error {
   constructor(
     readonly status: number,
@@ -50,7 +58,8 @@ export class ApiError extends Error {
     return new ApiError(404, code, message);
   }
 
-  static unauthorized(message = 'Требуется авторизация: ключ не указан, не найден или отозван'): ApiError {
-    return new ApiError(401, 'unauthorized', message);
+  /** A 401 of the merchant API (`code`: unauthorized, timestamp_invalid, signature_invalid) or, with OPERATOR_CHALLENGE, of the operator's routes. */
+  static unauthorized(message: string, code = 'unauthorized', challenge = MERCHANT_CHALLENGE, headers: Readonly<Record<string, string>> = {}): ApiError {
+    return new ApiError(401, code, message, undefined, undefined, { 'WWW-Authenticate': challenge, ...headers });
   }
 }
