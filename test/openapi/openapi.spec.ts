@@ -845,6 +845,10 @@ describe('real answers of the gateway match the document', () => {
     for (const name of Object.keys(doc.components.schemas)) expect(html).toContain(`id="schema-${name}"`);
     for (const kind of Object.keys(doc.webhooks)) expect(html).toContain(`id="webhook-${kind}"`);
     for (const code of ['order_id_conflict', 'amount_out_of_range', 'Retry-After', 'customerFeeShare', 'X-Signature']) expect(html).toContain(code);
+    // HMAC signing as a client without the SDK needs it: the key's bytes, what is not signed, one body a second.
+    expect(html).toContain('ключ: вся строка webhook secret проекта с префиксом <code>whsec_</code> как байты UTF-8');
+    expect(html).toContain('Подпись не покрывает ни метод, ни путь, ни query');
+    expect(html).toMatch(/с одной секундой и одним телом[^.]*несут одну подпись, и второй получает 401 <code>signature_invalid<\/code>/);
     // The payout request's choice of fields (inside allOf, so that generators type the body) is said in words.
     expect(html).toContain('Нужно одно из: <code>addressId</code> или <code>method</code> + <code>account</code>.');
     // No scripts, nothing fetched from elsewhere.
