@@ -178,6 +178,9 @@ describe('the HTTP surface in raw bytes', () => {
       ['DELETE', '/v1/payouts/1/', auth(), null],
       ['DELETE', '/v1/payouts/', auth(), null],
       ['DELETE', '/V1/payouts/1', auth(), null],
+      // A path that does not decode is no route's, whatever the router's bad-URL handler says.
+      ['DELETE', '/nothing/%zz', auth(), null],
+      ['PUT', '/v1/payouts/%E9', auth(), null],
     ];
     for (const [method, path, headers, allow] of cases) {
       const r = await shop.test.raw(method, path, { headers });
@@ -189,6 +192,9 @@ describe('the HTTP surface in raw bytes', () => {
         allow,
       });
     }
+    // `*` is no path: not the methods of `/`.
+    const { text } = await exchange(port, ['OPTIONS * HTTP/1.1\r\nhost: gateway.test\r\nconnection: close\r\n\r\n']);
+    expect({ status: statusesOf(text)[0], allow: /\r\nallow:/i.test(text) }).toEqual({ status: 404, allow: false });
     // What Allow names is taken.
     expectStatus(await shop.test.raw('GET', '/v1/payouts/1', { headers: auth() }), 404);
     expectStatus(await shop.test.raw('GET', '/admin/v1/projects/x', { headers: admin }), 404);

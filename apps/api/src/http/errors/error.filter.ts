@@ -77,6 +77,9 @@ export function routeMiss(request: FastifyRequest): ApiError {
  * (`/pay/`) does not have it: Nest answers it as no route.
  */
 export function allowedMethods(fastify: FastifyInstance, url: string): string | null {
+  // Not a path (`OPTIONS *`), or one that does not decode: the router would answer any method with its bad-URL handler.
+  const path = url.split('?', 1)[0]!;
+  if (!path.startsWith('/') || !decodes(path)) return null;
   const takes = (method: string) => {
     const route = fastify.findRoute({ method, url });
     return route !== null && Object.entries(route.params as Record<string, string>).every(([name, value]) => value !== '' || name === '*');
@@ -84,6 +87,15 @@ export function allowedMethods(fastify: FastifyInstance, url: string): string | 
   const methods = fastify.supportedMethods.filter(takes);
   return methods.length > 0 ? methods.join(', ') : null;
 }
+
+const decodes = (path: string) => {
+  try {
+    decodeURIComponent(path);
+    return true;
+  } catch {
+    return false;
+  }
+};
 
 /** The one place where a refusal of the gateway's decisions becomes an HTTP status (the code, message and param are the refusal's). */
 const REFUSAL_STATUS: Readonly<Record<string, number>> = {
