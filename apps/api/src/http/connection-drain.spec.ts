@@ -75,4 +75,26 @@ describe('connection drain', () => {
     expect(outcome).toBe('drained');
     await closedByServer;
   });
+
+  it('serves a direct client whose request was half written when the drain started and ends after the second of grace', async () => {
+    const drain = connectionDrain(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const accepted = new Promise<void>((resolve) => server.once('connection', () => resolve()));
+    const client = connect((server.address() as AddressInfo).port, '127.0.0.1');
+    let answer = '';
+    client.on('data', (chunk: Buffer) => (answer += chunk.toString()));
+    const ended = new Promise<string>((resolve) => {
+      client.once('close', () => resolve(answer.split('\r\n')[0]!));
+      client.once('error', (error: NodeJS.ErrnoException) => resolve(`error ${error.code}`));
+    });
+    await accepted;
+    client.write('POST /v1/invoices HTTP/1.1\r\nHost: gateway\r\n');
+    // Its first bytes are read before the drain begins.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const drained = drain.drain({ waitForClients: false });
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    client.write('Content-Length: 2\r\n\r\n{}');
+    expect(await ended).toBe('HTTP/1.1 200 OK');
+    await drained;
+  });
 });

@@ -70,10 +70,11 @@ export function connectionDrain(server: Server): ConnectionDrain {
       let bound: NodeJS.Timeout | undefined;
       if (waitForClients) bound = setTimeout(closeIdle, boundMs);
       else closeIdle();
-      // A connection still silent (a browser's preconnect) would hold the stop until Node's
-      // headersTimeout (60 s), past the forced stop: closed with the idle ones, or after a
-      // second for a direct client that connected just before the stop and is still writing.
-      const closeSilent = setTimeout(() => silent.forEach((socket) => socket.destroy()), waitForClients ? boundMs : SILENT_GRACE_MS);
+      // A connection that has sent nothing (a browser's preconnect) would hold the stop until
+      // Node's headersTimeout (60 s), past the forced stop: closed with the idle ones, or after
+      // a second for a direct client that connected just before the stop. One with part of a
+      // request in is being written to: left to finish it (or to the forced stop).
+      const closeSilent = setTimeout(() => silent.forEach((socket) => socket.bytesRead === 0 && socket.destroy()), waitForClients ? boundMs : SILENT_GRACE_MS);
       await closed;
       clearTimeout(bound);
       clearTimeout(closeSilent);
