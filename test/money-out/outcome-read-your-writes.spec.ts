@@ -144,4 +144,25 @@ describe('an outcome recorded while no projector runs (the API alone)', () => {
       await projector.kill();
     }
   });
+
+  it('the database failing after the outcome is written: 200 with the outcome, not a 5xx (a 5xx says nothing was done)', async () => {
+    const m = await instantMerchant(alone.operator);
+    const invoiceId = await paidInvoice(alone.operator, m.live, '1000.00');
+    const asked = await m.live.post(`/v1/invoices/${invoiceId}/refund`, {});
+    expectStatus(asked, 202);
+    // The wait for the reactor's checkpoint fails, as on a full disk or a lost connection: the outcome is already in the log.
+    await alone.db.pool.query('ALTER TABLE projection_checkpoints RENAME TO projection_checkpoints_away');
+    let failed;
+    try {
+      failed = await alone.operator.http.post(`/admin/v1/refunds/${asked.body.id as string}/fail`, { reason: 'Банк отклонил возврат' });
+    } finally {
+      await alone.db.pool.query('ALTER TABLE projection_checkpoints_away RENAME TO projection_checkpoints');
+    }
+    expectStatus(failed, 200);
+    expect(failed.body).toMatchObject({ id: asked.body.id, status: 'failed' });
+    // Said in the log, with the database's error.
+    await alone.gateway.waitForOutput(
+      /projection_checkpoints.*does not exist.*a step after the first commit is not done|a step after the first commit is not done.*projection_checkpoints.*does not exist/,
+    );
+  });
 });

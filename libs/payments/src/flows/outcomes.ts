@@ -24,8 +24,8 @@ export const OUTCOME_WAIT_RUNNING_MS = 20_000;
  * when one is an outcome, waits until its reactor has moved the money, so the next
  * request sees it: OUTCOME_WAIT_MS, and up to OUTCOME_WAIT_RUNNING_MS more while the
  * reactor's instance runs behind (checkpointReached). Then (no projector running, or a
- * reactor failing) the observer is told and the caller answers: the outcome stands,
- * and the reactor moves the money when it runs.
+ * reactor failing, or the wait's own reads failing) the observer is told and the caller
+ * answers: the outcome stands, and the reactor moves the money when it runs.
  */
 export async function awaitOutcomeMoved(
   pool: Pool,
@@ -39,11 +39,16 @@ export async function awaitOutcomeMoved(
   );
   if (outcome === undefined || appended.position === null) return;
   const reactor = outcome.type.startsWith('Refund') ? REFUND_OUTCOMES : PAYOUT_OUTCOMES;
-  const { reached, waitedMs } = await checkpointReached(pool, reactor, appended.position, {
-    boundMs: OUTCOME_WAIT_MS,
-    whileRunningMs: OUTCOME_WAIT_RUNNING_MS,
-  });
-  if (!reached) tellLeftToRecovery(observer, flow, id, new Error(`${reactor} has not moved the outcome's money within ${waitedMs} ms`));
+  try {
+    const { reached, waitedMs } = await checkpointReached(pool, reactor, appended.position, {
+      boundMs: OUTCOME_WAIT_MS,
+      whileRunningMs: OUTCOME_WAIT_RUNNING_MS,
+    });
+    if (!reached) tellLeftToRecovery(observer, flow, id, new Error(`${reactor} has not moved the outcome's money within ${waitedMs} ms`));
+  } catch (error) {
+    // The outcome is written: a database failing now (a full disk, a lost connection) is no 5xx, which would say nothing was done.
+    tellLeftToRecovery(observer, flow, id, error);
+  }
 }
 
 /**
