@@ -242,6 +242,11 @@ describe('one embedded server shared by the processes of a DATA_DIR', () => {
       const first = postmasterOf(data.dir)!;
       process.kill(first.pid, 'SIGKILL');
       await untilTrue(async () => (await ready()) === 503 && (await projector.ready()) === 503, 'both unready without their server');
+      // Each says so at error level, and what to do; the one that started the server, what it said last.
+      const gone =
+        /"level":50.*the embedded PostgreSQL under .* is not running \((.*?)\); requests answer 503 until it runs again\. It starts with the next process of this DATA_DIR/;
+      expect((await api.waitForOutput(gone))[1]).toMatch(/^its last lines: .*unexpected postmaster exit/);
+      expect((await projector.waitForOutput(gone))[1]).toBe('started by another process: its lines went there');
 
       // Another process of the DATA_DIR starts the server again, on the port the others know.
       const again = await startGateway('api', env);

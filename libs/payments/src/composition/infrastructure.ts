@@ -119,7 +119,11 @@ export async function openInfrastructure(
   let databaseUrl = config.databaseUrl;
   if (databaseUrl === null) {
     log.info({ dataDir: config.dataDir }, 'DATABASE_URL is not set: starting the embedded PostgreSQL');
-    embedded = await startEmbeddedPostgres(config.dataDir, { log: (line) => log.debug({ postgres: line }), create: createDatabase });
+    embedded = await startEmbeddedPostgres(config.dataDir, {
+      log: (line) => log.debug({ postgres: line }),
+      create: createDatabase,
+      onServerGone: (message) => log.error(message),
+    });
     databaseUrl = embedded.url;
   }
   const pool = createPool(databaseUrl, { max: options.poolSize ?? 20, applicationName: options.applicationName, limits: options.limits, readOnly });

@@ -95,6 +95,8 @@ export async function startEmbeddedPostgres(
     port?: number;
     /** false: start only a cluster and database that exist (a command that must not create one); default true. */
     create?: boolean;
+    /** Told once per outage when the server this process is on is no longer running (a PANIC, a kill): what stopped it and what to do. */
+    onServerGone?: (message: string) => void;
   } = {},
 ): Promise<EmbeddedDatabase> {
   const databaseName = options.databaseName ?? EMBEDDED_DATABASE_NAME;
@@ -112,7 +114,7 @@ async function startOrJoin(
   clusterDir: string,
   databaseName: string,
   create: boolean,
-  options: { log?: (line: string) => void; port?: number },
+  options: { log?: (line: string) => void; port?: number; onServerGone?: (message: string) => void },
 ): Promise<EmbeddedDatabase> {
   const password = passwordOf(root);
   // Settled when this process exits without stop(): registered before anything is started.
@@ -128,7 +130,15 @@ async function startOrJoin(
       port = await startServer(root, clusterDir, password, on, options);
       if (create) await ensureDatabase(port, databaseName, password);
     }
-    on.presence = await presentOn(port, password);
+    on.presence = await presentOn(port, password, () => {
+      if (currentServer(clusterDir) !== null) return false;
+      const lines = lastLinesOf.get(clusterDir) ?? [];
+      options.onServerGone?.(
+        `the embedded PostgreSQL under ${clusterDir} is not running (${lines.length > 0 ? `its last lines: ${lines.join(' | ')}` : 'started by another process: its lines went there'}); ` +
+          'requests answer 503 until it runs again. It starts with the next process of this DATA_DIR (restart the gateway, or run npm run ledger:verify), once what stopped it is fixed (a full disk: free space first)',
+      );
+      return true;
+    });
     return {
       url: urlFor(port, databaseName, password),
       stop: () =>
@@ -160,6 +170,7 @@ async function startServer(
   releaseShutdownSignals();
   const port = options.port ?? (await previousPort(root, clusterDir)) ?? (await freePort());
   const lastLines: string[] = [];
+  lastLinesOf.set(clusterDir, lastLines);
   const said = (line: string) => {
     lastLines.push(...line.split('\n').filter((l) => l.trim() !== ''));
     lastLines.splice(0, lastLines.length - 5);
@@ -249,6 +260,8 @@ const PRESENCE_SQL = `SELECT count(*) FILTER (WHERE application_name = $1 AND pi
   FROM pg_stat_activity`;
 
 const serversLeftAtExit = new Set<OnServer>();
+/** The last lines of the postmaster this process started, by cluster: what it said before it stopped. */
+const lastLinesOf = new Map<string, string[]>();
 /** The DATA_DIRs whose start lock this process holds now. */
 const startLocksHeld = new Set<string>();
 
@@ -546,9 +559,11 @@ interface Presence {
  * session, the pools reconnect): else a command of DATA_DIR that joined the server would
  * find nobody on it at its exit and stop it under this process.
  */
-async function presentOn(port: number, password: string): Promise<Presence> {
+async function presentOn(port: number, password: string, toldGone: () => boolean = () => false): Promise<Presence> {
   let ended = false;
   let client: Client | null = null;
+  /** Whether the server's absence was told since the presence last opened. */
+  let told = false;
   const open = async (): Promise<void> => {
     const next = new Client({ connectionString: urlFor(port, 'postgres', password), application_name: PRESENCE });
     next.on('error', () => undefined);
@@ -557,7 +572,13 @@ async function presentOn(port: number, password: string): Promise<Presence> {
       client = null;
       const retry = (): void => {
         if (ended) return;
-        open().catch(() => setTimeout(retry, PRESENCE_RECONNECT_MS).unref());
+        open().then(
+          () => (told = false),
+          () => {
+            if (!told && !ended) told = toldGone();
+            setTimeout(retry, PRESENCE_RECONNECT_MS).unref();
+          },
+        );
       };
       setTimeout(retry, PRESENCE_RECONNECT_MS).unref();
     });
