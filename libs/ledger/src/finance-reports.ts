@@ -59,6 +59,49 @@ export class StatementBalances {
   }
 }
 
+/** A ledger's balances as of an instant: what `/balance?asOf=` answers. */
+export interface BalancesAsOf {
+  readonly balances: AccountBalances;
+  /** The entries that occurred at or before the instant. */
+  readonly entries: number;
+  /** The latest `occurredAt` among them, as the entry carries it (the first in log order of equal instants); null: none. */
+  readonly lastEntryAt: string | null;
+}
+
+/**
+ * A ledger's balances as of an instant, folded from its entries in log order (an entry's
+ * time is its cause's, so log order says nothing of time: every entry is offered): the
+ * postings of those that occurred at or before it summed per account, as `evolve` sums
+ * them, without the holds, reservations and causes it also keeps and the answer does not
+ * show. Memory is one ledger's accounts, whatever the number of entries.
+ */
+export class BalancesAsOfFold {
+  private readonly balances = zeroAccountBalances();
+  private readonly limit: number;
+  private entries = 0;
+  private lastEntryAt: string | null = null;
+  private last = 0;
+
+  constructor(instant: Date) {
+    this.limit = instant.getTime();
+  }
+
+  apply(entry: { readonly occurredAt: string; readonly postings: readonly { readonly account: LedgerAccount; readonly amount: Kopecks }[] }): void {
+    const occurredAt = Date.parse(entry.occurredAt);
+    if (occurredAt > this.limit) return;
+    for (const p of entry.postings) this.balances[p.account] = this.balances[p.account] + p.amount;
+    this.entries++;
+    if (this.lastEntryAt === null || occurredAt > this.last) {
+      this.lastEntryAt = entry.occurredAt;
+      this.last = occurredAt;
+    }
+  }
+
+  result(): BalancesAsOf {
+    return { balances: { ...this.balances }, entries: this.entries, lastEntryAt: this.lastEntryAt };
+  }
+}
+
 /** A movement of a merchant's balance: one posting of a ledger entry to one of its buckets. */
 export interface BalanceMovement {
   readonly entryId: string;

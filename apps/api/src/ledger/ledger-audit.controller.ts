@@ -24,7 +24,7 @@ export function parseAccountId(id: string): string {
   return id;
 }
 
-const balancesOnWire = (state: LedgerState) => ({
+const balancesOnWire = (state: Pick<LedgerState, 'balances' | 'entries'>) => ({
   available: formatMoney(state.balances.available),
   pending: formatMoney(state.balances.pending),
   reserved: formatMoney(state.balances.reserved),
@@ -69,7 +69,12 @@ export class LedgerAuditController {
     };
   }
 
-  /** The balance rebuilt from the event log, now or at any past instant (`asOf`, ISO 8601). */
+  /**
+   * The balance rebuilt from the event log, now or at any past instant (`asOf`, ISO 8601).
+   * As of an instant the ledger's whole stream is read (log order says nothing of time),
+   * its postings summed. It is the log's own figure, not the read model's: an
+   * auditor compares a statement drawn from the read model with it (docs/audit-log.md).
+   */
   @Get(':id/balance')
   async balance(@Param('id') id: string, @Query(validRequest) query: LedgerBalanceQuery) {
     const accountId = parseAccountId(id);
@@ -81,7 +86,7 @@ export class LedgerAuditController {
     const now = this.clock.now();
     const instant = pastInstant(new Date(query.asOf), now, 'asOf', BALANCE_NOT_KNOWN_YET);
     await postedThrough(this.queries, instant, now, FOLLOWED.log, ledger);
-    const { state, lastEntryAt } = await this.queries.execute(new GetBalanceAsOf(ledger, instant));
+    const { lastEntryAt, ...state } = await this.queries.execute(new GetBalanceAsOf(ledger, instant));
     return { accountId, mode: ledger.mode, asOf: instant.toISOString(), lastEntryAt, ...balancesOnWire(state) };
   }
 }

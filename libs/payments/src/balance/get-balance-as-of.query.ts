@@ -1,10 +1,10 @@
 import { Inject } from '@nestjs/common';
 import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
-import type { LedgerId, LedgerState } from '#ledger';
+import type { BalancesAsOf, LedgerId } from '#ledger';
 import { LedgerBook } from '../ledger';
 
-/** Audit: a ledger's balances at a past instant, rebuilt from every entry that occurred at or before it. */
-export class GetBalanceAsOf extends Query<{ state: LedgerState; lastEntryAt: string | null }> {
+/** Audit: a ledger's balances at a past instant, summed from every entry of its stream that occurred at or before it. */
+export class GetBalanceAsOf extends Query<BalancesAsOf> {
   constructor(
     readonly ledger: LedgerId,
     readonly instant: Date,
@@ -17,7 +17,7 @@ export class GetBalanceAsOf extends Query<{ state: LedgerState; lastEntryAt: str
 export class GetBalanceAsOfHandler implements IQueryHandler<GetBalanceAsOf> {
   constructor(@Inject(LedgerBook) private readonly ledgers: LedgerBook) {}
 
-  execute(query: GetBalanceAsOf): Promise<{ state: LedgerState; lastEntryAt: string | null }> {
-    return this.ledgers.asOf(query.ledger, query.instant);
+  execute(query: GetBalanceAsOf): Promise<BalancesAsOf> {
+    return this.ledgers.balancesAsOf(query.ledger, query.instant);
   }
 }

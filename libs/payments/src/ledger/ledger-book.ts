@@ -1,6 +1,8 @@
 import type { EventStore, RecordedEvent, RefusedDecision, SnapshotPolicy, SnapshotStore } from '#event-store';
 import { END, handleCommand, loadState, StreamNotFoundError } from '#event-store';
 import {
+  BalancesAsOf,
+  BalancesAsOfFold,
   causeOf,
   checkLedgerSnapshot,
   entriesBeforeWindow,
@@ -328,6 +330,17 @@ export class LedgerBook {
       return true;
     });
     return { state, lastEntryAt };
+  }
+
+  /**
+   * The balances at a past instant as the log gives them (`/balance?asOf=`): the same
+   * entries as `asOf`, read to the ledger's end a page at a time, their postings summed
+   * (BalancesAsOfFold) without rebuilding the whole state entry by entry.
+   */
+  async balancesAsOf(ledger: LedgerId, instant: Date): Promise<BalancesAsOf> {
+    const fold = new BalancesAsOfFold(instant);
+    await this.forEachEntry(ledger, (entry) => (fold.apply(entry), true));
+    return fold.result();
   }
 
   /**
