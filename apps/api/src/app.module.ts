@@ -12,6 +12,7 @@ import { AuditReportsController } from './audit/audit-reports.controller';
 import { AuditCheckpointController } from './audit/audit-checkpoint.controller';
 import { AuditKeysController } from './audit/signing-keys/audit-keys.controller';
 import { SignedStatementController, SignedStatements } from './audit/signed-statement/signed-statement.controller';
+import { ReportBuilds } from './audit/report-builds';
 import { AuditSigningKeys } from '#payments/audit';
 import { ProjectsController } from './merchants/projects.controller';
 import { StreamsController } from './operations/streams.controller';
@@ -164,6 +165,7 @@ export class AppModule {
       providers: [
         { provide: INFRASTRUCTURE, useValue: deps.infrastructure },
         SignedStatements,
+        ReportBuilds,
         { provide: AUDIT_SIGNER, useValue: new AuditSigningKeys(deps.infrastructure.pool, deps.infrastructure, deps.infrastructure.clock) },
         { provide: DATABASE_POOL, useValue: deps.infrastructure.pool },
         { provide: EVENT_STORE, useValue: deps.infrastructure.store },

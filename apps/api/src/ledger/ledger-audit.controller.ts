@@ -1,4 +1,5 @@
-import { Controller, Get, Inject, Param, Query, UseGuards } from '@nestjs/common';
+import { Controller, Get, Inject, Param, Query, Req, UseGuards } from '@nestjs/common';
+import type { FastifyRequest } from 'fastify';
 import { QueryBus } from '@nestjs/cqrs';
 import { formatMoney, LEDGER_ACCOUNTS, LedgerState } from '#ledger';
 import { GetBalanceAsOf } from '#payments/balance';
@@ -13,6 +14,7 @@ import { CLOCK_TOKEN } from '../http/tokens';
 import { AdminTokenGuard } from '../http/auth/admin-token.guard';
 import { ReadsModels } from '../http/read-models';
 import { BALANCE_NOT_KNOWN_YET, FOLLOWED, pastInstant, postedThrough } from '../audit/report-instants';
+import { ReportBuilds } from '../audit/report-builds';
 
 const ACCOUNT_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
@@ -40,6 +42,7 @@ export class LedgerAuditController {
   constructor(
     private readonly queries: QueryBus,
     @Inject(CLOCK_TOKEN) private readonly clock: Clock,
+    private readonly builds: ReportBuilds,
   ) {}
 
   /** Journal entries with their postings, oldest first, in cursor pages (from the read model). */
@@ -72,11 +75,11 @@ export class LedgerAuditController {
   /**
    * The balance rebuilt from the event log, now or at any past instant (`asOf`, ISO 8601).
    * As of an instant the ledger's whole stream is read (log order says nothing of time),
-   * its postings summed. It is the log's own figure, not the read model's: an
+   * in its turn (ReportBuilds). It is the log's own figure, not the read model's: an
    * auditor compares a statement drawn from the read model with it (docs/audit-log.md).
    */
   @Get(':id/balance')
-  async balance(@Param('id') id: string, @Query(validRequest) query: LedgerBalanceQuery) {
+  async balance(@Param('id') id: string, @Query(validRequest) query: LedgerBalanceQuery, @Req() request: FastifyRequest) {
     const accountId = parseAccountId(id);
     const ledger = { accountId, mode: query.mode };
     if (query.asOf === undefined) {
@@ -86,7 +89,9 @@ export class LedgerAuditController {
     const now = this.clock.now();
     const instant = pastInstant(new Date(query.asOf), now, 'asOf', BALANCE_NOT_KNOWN_YET);
     await postedThrough(this.queries, instant, now, FOLLOWED.log, ledger);
-    const { lastEntryAt, ...state } = await this.queries.execute(new GetBalanceAsOf(ledger, instant));
+    const { lastEntryAt, ...state } = await this.builds.inTurn(request.log, { report: 'balance-as-of', accountId, mode: ledger.mode }, () =>
+      this.queries.execute(new GetBalanceAsOf(ledger, instant)),
+    );
     return { accountId, mode: ledger.mode, asOf: instant.toISOString(), lastEntryAt, ...balancesOnWire(state) };
   }
 }

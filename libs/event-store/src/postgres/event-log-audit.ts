@@ -28,7 +28,7 @@ import {
 const VISIBLE = 'transaction_id < pg_snapshot_xmin(pg_current_snapshot())';
 
 /** Arbitrary constant: the transaction-scoped advisory lock under which the checkpoints are extended (never taken by an append). */
-const CHECKPOINT_LOCK = 7_261_903_185;
+export const CHECKPOINT_LOCK = 7_261_903_185;
 
 /** The most events one checkpoint row covers (its chain hashes: 32 bytes each). */
 export const CHECKPOINT_SEGMENT_EVENTS = 10_000;

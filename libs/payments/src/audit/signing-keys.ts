@@ -135,8 +135,14 @@ export class AuditSigningKeys {
   }
 
   async sign(data: string): Promise<Ed25519Signature> {
+    return this.signBytes(Buffer.from(data, 'utf8'));
+  }
+
+  /** The signature of `data`, computed off the event loop (libuv's pool): a long document does not stall other requests. */
+  async signBytes(data: Uint8Array): Promise<Ed25519Signature> {
     const { kid, key } = await this.current();
-    return { kid, alg: 'Ed25519', value: sign(null, Buffer.from(data, 'utf8'), key).toString('base64') };
+    const value = await new Promise<Buffer>((resolve, reject) => sign(null, data, key, (error, signature) => (error ? reject(error) : resolve(signature))));
+    return { kid, alg: 'Ed25519', value: value.toString('base64') };
   }
 
   /** The current key, published. */

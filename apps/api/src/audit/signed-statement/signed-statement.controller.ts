@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream';
 import { Controller, Get, Inject, Injectable, Param, Query, Res, UseGuards } from '@nestjs/common';
 import { QueryBus } from '@nestjs/cqrs';
 import type { FastifyReply } from 'fastify';
@@ -18,8 +19,23 @@ import { parseAccountId } from '../../ledger/ledger-audit.controller';
 import { FOLLOWED, pastInstant, period, postedThrough, SIGNED_PERIOD_NOT_ENDED } from '../report-instants';
 import { OperatorStatementQuery } from './signed-statement.request';
 import { PeriodQuery } from '../audit-reports.request';
+import { ReportBuilds, RequestLog } from '../report-builds';
 
 const buckets = (b: AccountBalances) => ({ pending: formatMoney(b.pending), available: formatMoney(b.available), reserved: formatMoney(b.reserved) });
+
+/** The document's bytes, to send in this order (the movements are shared with the signed text, not copied). */
+export interface SignedStatementText {
+  readonly chunks: readonly Buffer[];
+  readonly length: number;
+}
+
+/** What the request's statement is told about it: its log, and whether its client is still there. */
+export interface StatementRequest {
+  readonly log?: RequestLog;
+  gone?(): boolean;
+}
+
+const CLOSE = Buffer.from(']}');
 
 /**
  * A ledger's statement over (from, to], signed (docs/audit-log.md): opening and closing
@@ -27,6 +43,14 @@ const buckets = (b: AccountBalances) => ({ pending: formatMoney(b.pending), avai
  * entry of the ledger at or before `to`, and the gateway's Ed25519 signature over the
  * document without `signature` in canonical JSON (JCS). Nothing in it depends on when it
  * is asked for: a closed period's statement is the same bytes every time.
+ *
+ * A year's statement is hundreds of thousands of movements: each is written as canonical
+ * text as its page arrives (a small step between reads), the movements kept as bytes, not
+ * objects. `transactions` sorts last among the document's keys, so the canonical text is
+ * the canonical head (the document with `transactions: []`, without its final `]}`), the
+ * movements joined by commas, and `]}`: the unsigned text is signed once (off the event
+ * loop) and the signed one is its signed head followed by the same movement bytes. It is
+ * built in its turn (ReportBuilds): what statements take at once is bounded.
  */
 @Injectable()
 export class SignedStatements {
@@ -35,27 +59,37 @@ export class SignedStatements {
     @Inject(INFRASTRUCTURE) private readonly infrastructure: Infrastructure,
     @Inject(AUDIT_SIGNER) private readonly signer: AuditSigningKeys,
     @Inject(CLOCK_TOKEN) private readonly clock: Clock,
+    private readonly builds: ReportBuilds,
   ) {}
 
   /**
-   * The document as canonical JSON; null for an unknown account. A period that has not
-   * ended is refused: its closing balance is not known yet, and would be signed.
+   * The document as canonical JSON; null for an unknown account (or a client gone while
+   * it waited). A period that has not ended is refused: its closing balance is not known
+   * yet, and would be signed.
    */
-  async statement(ledger: LedgerId, from: Date, to: Date): Promise<string | null> {
+  async statement(ledger: LedgerId, from: Date, to: Date, request: StatementRequest = {}): Promise<SignedStatementText | null> {
     const now = this.clock.now();
     pastInstant(to, now, 'to', SIGNED_PERIOD_NOT_ENDED);
     // Signed once final: the same period is the same bytes every time.
     await postedThrough(this.queries, to, now, FOLLOWED.ledger, ledger);
+    return this.builds.inTurn(request.log, { report: 'signed-statement', accountId: ledger.accountId, mode: ledger.mode }, async () =>
+      request.gone?.() ? null : this.build(ledger, from, to),
+    );
+  }
+
+  private async build(ledger: LedgerId, from: Date, to: Date): Promise<SignedStatementText | null> {
     const reader = await this.queries.execute(new GetAccountStatement(ledger, from, to));
     if (reader === null) return null;
     const running = new StatementBalances(reader.opening);
-    const transactions = [];
+    const movements: Buffer[] = [];
     for await (const page of reader.pages()) {
+      const texts: string[] = [];
       for (const entry of page) {
         running.apply(entry.postings);
         for (const m of balanceMovementsOf({ ...entry, occurredAt: entry.occurredAt.toISOString() }))
-          transactions.push({ ...m, amount: formatMoney(m.amount) });
+          texts.push(canonicalJcs({ ...m, amount: formatMoney(m.amount) }));
       }
+      if (texts.length > 0) movements.push(Buffer.from(`${movements.length > 0 ? ',' : ''}${texts.join(',')}`, 'utf8'));
     }
     const document = {
       object: 'statement',
@@ -66,10 +100,15 @@ export class SignedStatements {
       to: to.toISOString(),
       opening: buckets(reader.opening),
       closing: buckets(running.closing()),
-      transactions,
+      transactions: [] as never[],
       checkpoint: await this.checkpoint(ledger, to, reader.throughSeq),
     };
-    return canonicalJcs({ ...document, signature: await this.signer.sign(canonicalJcs(document)) });
+    const head = headOf(document);
+    const unsigned = Buffer.concat([head, ...movements.splice(0), CLOSE]);
+    const signature = await this.signer.signBytes(unsigned);
+    const signedHead = headOf({ ...document, signature });
+    const rest = unsigned.subarray(head.length);
+    return { chunks: [signedHead, rest], length: signedHead.length + rest.length };
   }
 
   /** The log's checkpoint at the ledger's last entry at or before `to` (null: none, or a log without checkpoints: EventStoreDB). */
@@ -92,10 +131,25 @@ export class SignedStatements {
   }
 }
 
-const send = (reply: FastifyReply, body: string | null) => {
+/** A document's canonical text without the `]}` that closes its (empty) `transactions`, the key that sorts last. */
+function headOf<T extends { readonly transactions: readonly never[] }>(document: T): Buffer {
+  const text = canonicalJcs(document);
+  if (!text.endsWith('"transactions":[]}')) throw new Error('signed statement: `transactions` is not the last key of its canonical text');
+  return Buffer.from(text.slice(0, -CLOSE.length), 'utf8');
+}
+
+const send = (reply: FastifyReply, body: SignedStatementText | null) => {
+  if (reply.request.raw.socket.destroyed) return reply; // the client has gone: nothing to send to
   if (body === null) throw ApiError.notFound('not_found', 'Аккаунт не найден');
-  return reply.status(200).header('content-type', 'application/json; charset=utf-8').send(body);
+  return reply
+    .status(200)
+    .header('content-type', 'application/json; charset=utf-8')
+    .header('content-length', body.length)
+    .send(Readable.from(body.chunks, { objectMode: false }));
 };
+
+/** The request's log, and whether its client has gone (a statement not yet built is then not built). */
+const requestOf = (reply: FastifyReply): StatementRequest => ({ log: reply.request.log, gone: () => reply.request.raw.socket.destroyed });
 
 /** The merchant's signed statement (its account, the key's mode), and the operator's of any account. */
 @Controller()
@@ -107,7 +161,7 @@ export class SignedStatementController {
   @Get('v1/statements')
   async merchant(@Merchant() merchant: MerchantIdentity, @Query(validRequest) query: PeriodQuery, @Res() reply: FastifyReply) {
     const { from, to } = period(query.from, query.to);
-    return send(reply, await this.statements.statement({ accountId: merchant.project.accountId, mode: merchant.mode }, from, to));
+    return send(reply, await this.statements.statement({ accountId: merchant.project.accountId, mode: merchant.mode }, from, to, requestOf(reply)));
   }
 
   @UseGuards(AdminTokenGuard)
@@ -116,6 +170,6 @@ export class SignedStatementController {
   async operator(@Param('id') id: string, @Query(validRequest) query: OperatorStatementQuery, @Res() reply: FastifyReply) {
     const accountId = parseAccountId(id);
     const { from, to } = period(query.from, query.to);
-    return send(reply, await this.statements.statement({ accountId, mode: query.mode }, from, to));
+    return send(reply, await this.statements.statement({ accountId, mode: query.mode }, from, to, requestOf(reply)));
   }
 }
