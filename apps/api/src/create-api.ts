@@ -28,6 +28,8 @@ import { registerMetricsRoute } from './health/metrics-endpoint';
 export const BODY_LIMIT_BYTES = 64 * 1024;
 /** Within how long a request's headers and body must have arrived (then 408). */
 const REQUEST_TIMEOUT_MS = 60_000;
+/** How often Node looks for requests past that time: the 408 comes within this much after it (Node's default is 30 s). */
+const TIMEOUT_CHECK_INTERVAL_MS = 1_000;
 
 /** The origin form (`/path?query`) of a request target in absolute form (`http://host/path?query`); any other form as it is. */
 const originFormOf = (target: string): string => {
@@ -141,9 +143,10 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
     rewriteUrl: (raw: IncomingMessage) => originFormOf(raw.url ?? '/'),
     // A request whose headers and body have not all arrived within 60 s is answered 408
     // (clientErrorHandler): a stalled body would otherwise hold its connection for ever.
+    // Node looks for such requests every second, so the 408 comes at 60 to 61 s (the headers alone: 60 s too).
     requestTimeout: REQUEST_TIMEOUT_MS,
     // An HTTP/1.1 request without Host is refused by the first hook, in the error shape.
-    http: { requireHostHeader: false },
+    http: { requireHostHeader: false, headersTimeout: REQUEST_TIMEOUT_MS, connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS },
     // Every request has an id: the caller's X-Request-Id when it is a sane token, else a
     // fresh UUID. It is in the X-Request-Id response header and, through request.log (a
     // pino child of the process logger), in every log line written for the request.
