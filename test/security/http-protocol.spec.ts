@@ -5,8 +5,9 @@
  * status that says what happened, and a request is never answered as refused after it
  * was carried out.
  */
-import { connect } from 'node:net';
-import { api, expectStatus, InvoiceGateway, Merchant, orderId, sleep, startInvoiceGateway } from '../support/merchant-fixtures';
+import { connect, Socket } from 'node:net';
+import { Client } from 'pg';
+import { api, expectStatus, InvoiceGateway, Json, Merchant, orderId, poll, sleep, startInvoiceGateway } from '../support/merchant-fixtures';
 import { sendSigned } from '../support/signing';
 
 /** Writes `bytes` on a new connection (in parts, `pauseMs` apart) and collects what comes back until the server closes it or `untilMs` passes. */
@@ -27,6 +28,17 @@ async function exchange(
   const ended = await Promise.race([closed, new Promise<boolean>((r) => setTimeout(() => r(false), options.untilMs ?? 5_000))]);
   socket.destroy();
   return { text, closed: ended };
+}
+
+/** A new connection, once connected, collecting what comes back; `closed` resolves when it closes. */
+async function opened(port: number): Promise<{ socket: Socket; text: () => string; closed: Promise<void> }> {
+  const socket = connect(port, '127.0.0.1');
+  let text = '';
+  socket.on('data', (chunk) => (text += chunk.toString('utf8')));
+  socket.on('error', () => undefined);
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+  return { socket, text: () => text, closed };
 }
 
 /** The status lines of the answers in `text`, in order. */
@@ -134,6 +146,80 @@ describe('the HTTP surface in raw bytes', () => {
     }
     expect(await invoicesWith(stalled)).toEqual([]);
   }, 120_000);
+
+  /** The log lines of the gateway carrying this request id. */
+  const linesOf = (requestId: string): Json[] =>
+    gw.gateway
+      .output()
+      .split('\n')
+      .filter((l) => l.startsWith('{') && l.includes(requestId))
+      .map((l) => JSON.parse(l) as Json);
+  /** http_requests_total for POST /v1/invoices with this status. */
+  const createsCounted = async (status: number): Promise<number> => {
+    const text = (await fetch(`${gw.baseUrl}/metrics`, { headers: { authorization: `Bearer ${gw.gateway.adminToken}` } }).then((r) => r.text())) as string;
+    const line = text
+      .split('\n')
+      .find(
+        (l) => l.startsWith('http_requests_total{') && l.includes('method="POST"') && l.includes('route="/v1/invoices"') && l.includes(`status="${status}"`),
+      );
+    return line === undefined ? 0 : Number(line.split(' ').at(-1));
+  };
+  const create = (id: string, requestId: string) => {
+    const body = JSON.stringify({ amount: '100.00', orderId: id });
+    return request('POST /v1/invoices HTTP/1.1', { ...auth(), 'content-type': 'application/json', 'x-request-id': requestId }, body);
+  };
+
+  it('a client that half-closes after its request (nc -N) gets its answer; the request is logged and counted', async () => {
+    const id = orderId('half-closed');
+    const before = await createsCounted(201);
+    const client = await opened(port);
+    client.socket.end(create(id, `half-closed-${id}`));
+    await client.closed;
+    expect(statusesOf(client.text())).toEqual([201]);
+    expect(await invoicesWith(id)).toHaveLength(1);
+    expect(linesOf(`half-closed-${id}`)).toEqual([expect.objectContaining({ level: 30, msg: 'request', route: '/v1/invoices', status: 201 })]);
+    expect(linesOf(`half-closed-${id}`)[0].clientGone).toBeUndefined();
+    expect(await createsCounted(201)).toBe(before + 1);
+  });
+
+  it('a client that resets its connection while its POST runs: the invoice it created is in the log once, with its 201, and counted', async () => {
+    const id = orderId('reset');
+    const before = await createsCounted(201);
+    // The test holds the event log's table, so the request waits in its handler until the client is gone.
+    const holder = new Client({ connectionString: gw.db.url, application_name: 'events-lock-holder' });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE events IN EXCLUSIVE MODE');
+      const client = await opened(port);
+      client.socket.write(create(id, `reset-${id}`));
+      await poll(
+        async () => (await holder.query(`SELECT 1 FROM pg_locks WHERE relation = 'events'::regclass AND NOT granted`)).rowCount,
+        (waiting) => (waiting ?? 0) > 0,
+        'the request to wait for the events table',
+      );
+      client.socket.resetAndDestroy();
+      await client.closed;
+      // The gateway reads the reset before its handler can go on.
+      await sleep(500);
+    } finally {
+      await holder.query('ROLLBACK').catch(() => undefined);
+      await holder.end();
+    }
+    await poll(
+      () => invoicesWith(id),
+      (rows) => rows.length === 1,
+      'the invoice to be created',
+    );
+    const [line] = await poll(
+      async () => linesOf(`reset-${id}`),
+      (lines) => lines.length > 0,
+      'the request line',
+    );
+    expect(line).toMatchObject({ level: 30, msg: 'request', route: '/v1/invoices', status: 201, clientGone: true });
+    expect(linesOf(`reset-${id}`)).toHaveLength(1);
+    expect(await createsCounted(201)).toBe(before + 1);
+  });
 
   it("what Node's server would answer itself is in the error shape: no Host, an Expect it cannot meet, CONNECT (405 with Allow)", async () => {
     const shapes = async (bytes: string) => {

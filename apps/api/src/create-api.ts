@@ -110,17 +110,46 @@ class ErrorsByPath implements ExceptionFilter {
 /** Routes polled by machines (scrapers, probes): their request lines are logged at debug, not info. */
 const MACHINE_ROUTES = new Set(['/metrics', '/health/live', '/health/ready']);
 
+/** The requests already in the metrics and the log: each is recorded once. */
+const RECORDED = new WeakSet<FastifyRequest>();
+/** The requests whose client went away before their answer was decided: recorded when it is (onSend). */
+const GONE = new WeakSet<FastifyRequest>();
+
 /**
  * After every response: the request in the metrics (route pattern, never the raw
  * URL) and one log line, through the request's child logger (so with its requestId).
+ * A request whose client went away first (`clientGone`) is recorded with the status it
+ * was given all the same.
  */
-function recordResponse(metrics: GatewayMetrics | undefined, request: FastifyRequest, reply: FastifyReply, durationMs: number): void {
+function recordResponse(metrics: GatewayMetrics | undefined, request: FastifyRequest, reply: FastifyReply, durationMs: number, clientGone = false): void {
+  if (RECORDED.has(request)) return;
+  RECORDED.add(request);
   const route = request.is404 ? UNMATCHED_ROUTE : (request.routeOptions.url ?? UNMATCHED_ROUTE);
   const status = reply.statusCode;
   metrics?.observeRequest(request.method, route, status, durationMs / 1000);
-  const line = { method: request.method, route, status, durationMs: Math.round(durationMs * 1000) / 1000 };
+  const line = {
+    method: request.method,
+    route,
+    status,
+    durationMs: Math.round(durationMs * 1000) / 1000,
+    ...(clientGone ? { clientGone: true } : {}),
+  };
   if (MACHINE_ROUTES.has(route)) request.log.debug(line, 'request');
   else request.log.info(line, 'request');
+}
+
+/**
+ * A connection closed before the request's answer was written whole (the client reset
+ * it or dropped mid-body): Fastify's onResponse never comes, so the request is
+ * recorded here, at once when its answer was already given, else once the handler
+ * gives it (the onSend hook): a POST carried out is in the log with its 201.
+ */
+function recordWhenClientGoes(metrics: GatewayMetrics | undefined, request: FastifyRequest, reply: FastifyReply): void {
+  reply.raw.once('close', () => {
+    if (reply.raw.writableFinished || RECORDED.has(request)) return;
+    if (reply.raw.writableEnded) recordResponse(metrics, request, reply, reply.elapsedTime, true);
+    else GONE.add(request);
+  });
 }
 
 export interface ApiObservability {
@@ -185,6 +214,7 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
   // and is never cached: answers carry balances, secrets and keys (the payment page
   // sets the same).
   fastify.addHook('onRequest', (request, reply, done) => {
+    recordWhenClientGoes(metrics, request, reply);
     void reply.header(REQUEST_ID_HEADER, request.id);
     void reply.header('cache-control', 'no-store');
     if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
@@ -214,6 +244,11 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
   if (metrics) registerMetricsRoute(fastify, metrics, security.operatorToken, security.failedAuthentication);
   const idempotencyKeys = new IdempotencyKeys(deps.infrastructure.pool, deps.infrastructure.clock);
   registerIdempotencyHook(fastify, idempotencyKeys, log);
+  // After the idempotency hook, which may send a key's first answer instead.
+  fastify.addHook('onSend', (request, reply, payload, done) => {
+    if (GONE.has(request) || request.raw.socket.destroyed) recordResponse(metrics, request, reply, reply.elapsedTime, true);
+    done(null, payload);
+  });
   // Closed after the drain: no keyed request runs any more, so no lease is left renewed by a stopped API.
   fastify.addHook('onClose', (_instance, done) => {
     idempotencyKeys.close();
@@ -227,6 +262,10 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
   });
   app.useGlobalFilters(new ErrorsByPath(new ErrorFilter(log)));
   await app.init();
+  // A client that half-closes after its request (`nc -N`, some HTTP/1.0 clients) still
+  // gets its answer: Node's default drops the request at the client's FIN. Not an
+  // option of http.createServer, only this property of the server.
+  (fastify.server as Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
   answerBelowTheRoutes(fastify.server, fastify.supportedMethods.filter((method) => routeMethods.has(method)).join(', '));
   trackResponses(fastify.server);
   return app;
