@@ -145,6 +145,8 @@ describe('the HTTP surface in raw bytes', () => {
       expect(answer.seconds).toBeLessThan(70);
     }
     expect(await invoicesWith(stalled)).toEqual([]);
+    // The request cut off by the 408 is in the log once, with that 408.
+    expect(linesOf(`stalled-body-${stalled}`)).toEqual([expect.objectContaining({ level: 30, msg: 'request', status: 408 })]);
   }, 120_000);
 
   /** The log lines of the gateway carrying this request id. */
@@ -219,6 +221,32 @@ describe('the HTTP surface in raw bytes', () => {
     expect(line).toMatchObject({ level: 30, msg: 'request', route: '/v1/invoices', status: 201, clientGone: true });
     expect(linesOf(`reset-${id}`)).toHaveLength(1);
     expect(await createsCounted(201)).toBe(before + 1);
+  });
+
+  it('a client that drops mid-body is one info line (a client gone, not a database outage), and nothing is written', async () => {
+    for (const drop of ['close', 'reset'] as const) {
+      const id = orderId(`mid-body-${drop}`);
+      const body = JSON.stringify({ amount: '100.00', orderId: id });
+      const client = await opened(port);
+      const head = { ...auth(), 'content-type': 'application/json', 'content-length': String(body.length), 'x-request-id': `mid-body-${id}` };
+      client.socket.write(request('POST /v1/invoices HTTP/1.1', head) + body.slice(0, 10));
+      await sleep(300);
+      if (drop === 'close') client.socket.destroy();
+      else client.socket.resetAndDestroy();
+      await client.closed;
+      await poll(
+        async () => linesOf(`mid-body-${id}`),
+        (found) => found.length > 0,
+        'the request line',
+      );
+      // One line, at info: not "request failed" at error level with a 503 for a database that was never asked.
+      await sleep(200);
+      expect(linesOf(`mid-body-${id}`)).toEqual([
+        // A dropped connection is a client gone; a closed one was answered 400 on the connection, which is its status.
+        expect.objectContaining({ level: 30, msg: 'request', route: '/v1/invoices', status: 400, ...(drop === 'reset' ? { clientGone: true } : {}) }),
+      ]);
+      expect(await invoicesWith(id)).toEqual([]);
+    }
   });
 
   it("what Node's server would answer itself is in the error shape: no Host, an Expect it cannot meet, CONNECT (405 with Allow)", async () => {

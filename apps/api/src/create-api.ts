@@ -51,6 +51,9 @@ function trackResponses(server: Server): void {
   });
 }
 
+/** The status clientErrorHandler wrote on a connection: the answer of the request it cut off (a 408 for a body that never came whole). */
+const RAW_ANSWERS = new WeakMap<Socket, number>();
+
 /** An error answer as the bytes written on a socket no response owns, closing the connection. */
 const rawErrorAnswer = (error: ApiError, reason: string): string => {
   const body = JSON.stringify(error.body());
@@ -119,20 +122,21 @@ const GONE = new WeakSet<FastifyRequest>();
  * After every response: the request in the metrics (route pattern, never the raw
  * URL) and one log line, through the request's child logger (so with its requestId).
  * A request whose client went away first (`clientGone`) is recorded with the status it
- * was given all the same.
+ * was given all the same, or the one written on its connection (a 408).
  */
 function recordResponse(metrics: GatewayMetrics | undefined, request: FastifyRequest, reply: FastifyReply, durationMs: number, clientGone = false): void {
   if (RECORDED.has(request)) return;
   RECORDED.add(request);
   const route = request.is404 ? UNMATCHED_ROUTE : (request.routeOptions.url ?? UNMATCHED_ROUTE);
-  const status = reply.statusCode;
+  const written = clientGone ? RAW_ANSWERS.get(request.raw.socket) : undefined;
+  const status = written ?? reply.statusCode;
   metrics?.observeRequest(request.method, route, status, durationMs / 1000);
   const line = {
     method: request.method,
     route,
     status,
     durationMs: Math.round(durationMs * 1000) / 1000,
-    ...(clientGone ? { clientGone: true } : {}),
+    ...(clientGone && written === undefined ? { clientGone: true } : {}),
   };
   if (MACHINE_ROUTES.has(route)) request.log.debug(line, 'request');
   else request.log.info(line, 'request');
@@ -140,9 +144,9 @@ function recordResponse(metrics: GatewayMetrics | undefined, request: FastifyReq
 
 /**
  * A connection closed before the request's answer was written whole (the client reset
- * it or dropped mid-body): Fastify's onResponse never comes, so the request is
- * recorded here, at once when its answer was already given, else once the handler
- * gives it (the onSend hook): a POST carried out is in the log with its 201.
+ * it or dropped mid-body, or a 408 cut it): Fastify's onResponse never comes, so the
+ * request is recorded here, at once when its answer was already given, else once the
+ * handler gives it (the onSend hook): a POST carried out is in the log with its 201.
  */
 function recordWhenClientGoes(metrics: GatewayMetrics | undefined, request: FastifyRequest, reply: FastifyReply): void {
   reply.raw.once('close', () => {
@@ -198,6 +202,7 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
     clientErrorHandler: (error: Error & { code?: string }, socket: Socket) => {
       if (!socket.writable) return socket.destroy();
       const answer = clientErrorAnswer(error.code);
+      RAW_ANSWERS.set(socket, answer.error.status);
       const text = rawErrorAnswer(answer.error, answer.reason);
       // The requests read whole before the bad bytes (pipelined on the connection) are
       // answered first: they were carried out. One whose body never came whole (a timeout,

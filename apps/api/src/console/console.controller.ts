@@ -18,7 +18,7 @@ import { isUuid, Refusal } from '#domain';
 import type { FailedAuthentication } from '../http/auth/failed-authentication';
 import type { OperatorToken } from '../http/auth/operator-token';
 import { ApiError } from '../http/errors/api-error';
-import { toApiError } from '../http/errors/error.filter';
+import { bodyCutOff, toApiError } from '../http/errors/error.filter';
 import { AUDIT_SIGNER, CLOCK_TOKEN, FAILED_AUTHENTICATION, INFRASTRUCTURE, OPERATOR_SESSIONS, OPERATOR_TOKEN, READ_MODEL_REBUILDS } from '../http/tokens';
 import { checkpointView } from '../audit/audit-checkpoint.controller';
 import { ReadModelRebuilds, rebuildsInProgress } from '#event-store/projections';
@@ -91,7 +91,7 @@ export class ConsoleErrorFilter implements ExceptionFilter {
       void sendHtml(reply, exception.status, exception.html);
       return;
     }
-    const error = toApiError(exception);
+    const error = bodyCutOff(exception, request) ?? toApiError(exception);
     for (const [name, value] of Object.entries(error.headers)) void reply.header(name, value);
     if (error.status >= 500) {
       const log = (request as { log?: Pick<Logger, 'error'> }).log ?? (this.log ??= createLogger('gateway-console'));

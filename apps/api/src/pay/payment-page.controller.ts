@@ -12,7 +12,7 @@ import { findInvoice } from '#payments/invoices';
 import type { EventStore } from '#event-store';
 import { EVENT_STORE } from '#payments';
 import { RecordPaymentResult } from '../invoices/record-payment-result/record-payment-result.handler';
-import { toApiError } from '../http/errors/error.filter';
+import { bodyCutOff, toApiError } from '../http/errors/error.filter';
 import { CLOCK_TOKEN, PAGE_FORM_TOKENS, PUBLIC_URL } from '../http/tokens';
 import type { PublicUrl } from '../http/tokens';
 import { FORM_TOKEN_FIELD, fromGatewayItself } from './page-form-token';
@@ -72,7 +72,7 @@ export class PaymentPageErrorFilter implements ExceptionFilter {
       void sendHtml(reply, exception.status, exception.html);
       return;
     }
-    const error = toApiError(exception);
+    const error = bodyCutOff(exception, request) ?? toApiError(exception);
     if (error.status === 404 && request.is404) {
       // No route of the page has this address: a wrong address, or a wrong method on a right one.
       const page = routeMissPage(request.url);

@@ -20,7 +20,7 @@ export class ErrorFilter implements ExceptionFilter {
     // Not an error: the first answer of an Idempotency-Key, sent again as it was.
     if (exception instanceof StoredAnswer) return exception.send(reply);
     const request = host.switchToHttp().getRequest<FastifyRequest>();
-    const found = parserRefusal(exception, request) ?? toApiError(exception);
+    const found = bodyCutOff(exception, request) ?? parserRefusal(exception, request) ?? toApiError(exception);
     const error = found.status === 404 && request.is404 ? routeMiss(request) : found;
     // A 5xx the API decided on (ApiError: a read model being rebuilt) is an answer, logged by its request line; any other is a failure.
     if (error.status >= 500 && !(exception instanceof ApiError)) {
@@ -30,6 +30,16 @@ export class ErrorFilter implements ExceptionFilter {
     for (const [name, value] of Object.entries(error.headers)) void reply.header(name, value);
     void reply.status(error.status).header('content-type', 'application/json; charset=utf-8').send(error.body());
   }
+}
+
+/**
+ * The request's own stream broke while its body was read (its client went away, or a
+ * 408 closed the connection): Node's ECONNRESET "aborted", not the database's socket
+ * error: a 400 nobody reads, in the request's one log line at info (no 503, no failure logged).
+ */
+export function bodyCutOff(exception: unknown, request: FastifyRequest): ApiError | null {
+  if (exception !== request.raw.errored) return null;
+  return new ApiError(400, 'validation', 'Тело запроса пришло не целиком: соединение закрылось раньше', 'body');
 }
 
 /**
