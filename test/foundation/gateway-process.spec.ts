@@ -598,6 +598,44 @@ describe('the gateway against a DATABASE_URL', () => {
     }
   });
 
+  it("PostgreSQL out of connections for a request's new session (53300): 503 with Retry-After, not 500; served again once it has room", async () => {
+    // A role of its own with a connection limit: the "too many connections" a full server gives, without filling one.
+    const fresh = await createTestDatabase({ migrate: false, poolSize: 1 });
+    const role = `limited_${randomUUID().slice(0, 8)}`;
+    const asSuperuser = new Client({ connectionString: fresh.url });
+    await asSuperuser.connect();
+    try {
+      await asSuperuser.query(`CREATE ROLE ${role} LOGIN PASSWORD '${role}'; GRANT CREATE ON SCHEMA public TO ${role}`);
+      const url = new URL(fresh.url);
+      [url.username, url.password] = [role, role];
+      const api = await startGateway('api', { DATABASE_URL: url.toString(), ADMIN_TOKEN });
+      try {
+        const accounts = () => fetch(`${api.baseUrl}/admin/v1/webhook-deliveries`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+        expect((await accounts()).status).toBe(200);
+        // Its sessions end, and no new one is let in.
+        await asSuperuser.query(`ALTER ROLE ${role} CONNECTION LIMIT 0`);
+        await asSuperuser.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1', [role]);
+        const refused = await accounts();
+        expect({ status: refused.status, retryAfter: refused.headers.get('retry-after'), body: await refused.json() }).toEqual({
+          status: 503,
+          retryAfter: expect.stringMatching(/^\d+$/),
+          body: { error: { code: 'provider_unavailable', message: expect.any(String) } },
+        });
+        await asSuperuser.query(`ALTER ROLE ${role} CONNECTION LIMIT -1`);
+        await untilTrue(async () => (await accounts()).status === 200);
+      } finally {
+        await api.kill();
+      }
+    } finally {
+      await asSuperuser.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1', [role]);
+      await asSuperuser.end();
+      await fresh.drop();
+      const admin = new Client({ connectionString: db.url });
+      await admin.connect();
+      await admin.query(`DROP ROLE IF EXISTS ${role}`).finally(() => admin.end());
+    }
+  });
+
   it('refuses a bad configuration with a clear message and exit code 2', async () => {
     const proc = startProcess('gateway', { PORT: 'eighty', EVENT_STORE: 'kafka' });
     expect(await proc.exited).toBe(2);

@@ -22,6 +22,8 @@ describe('toApiError: the store did not answer', () => {
     ['the event store did not answer', new EventStoreUnavailableError('EventStoreDB did not answer')],
     ['the connection was refused', Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' })],
     ['the session was terminated', Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' })],
+    ['the disk is full', Object.assign(new Error('could not extend file "base/16384/16500": No space left on device'), { code: '53100' })],
+    ['no connection is left', Object.assign(new Error('sorry, too many clients already'), { code: '53300' })],
   ])('%s: 503 provider_unavailable to retry, without a claim of an unknown outcome', (_, error) => {
     const answer = toApiError(error);
     expect({ status: answer.status, code: answer.code, headers: answer.headers }).toEqual({

@@ -188,9 +188,11 @@ export function isDatabaseUnavailable(exception: unknown): boolean {
   if (typeof exception !== 'object' || exception === null) return false;
   const code = (exception as { code?: unknown }).code;
   if (typeof code === 'string') {
-    // Socket errors, and PostgreSQL's connection exceptions (08xxx), admin/crash shutdown and "cannot connect now" (57P01..57P03).
+    // Socket errors, and PostgreSQL's connection exceptions (08xxx), insufficient resources (53xxx: a full disk,
+    // out of memory, too many connections: the statement's transaction is undone), admin/crash shutdown and
+    // "cannot connect now" (57P01..57P03).
     if (['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN'].includes(code)) return true;
-    if (/^08/.test(code) || code === '57P01' || code === '57P02' || code === '57P03') return true;
+    if (/^(08|53)/.test(code) || code === '57P01' || code === '57P02' || code === '57P03') return true;
   }
   const message = (exception as { message?: unknown }).message;
   return (
