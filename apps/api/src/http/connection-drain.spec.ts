@@ -76,6 +76,24 @@ describe('connection drain', () => {
     await closedByServer;
   });
 
+  it('closes a connection whose request stopped half written at the bound, not at the forced stop', async () => {
+    const drain = connectionDrain(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const accepted = new Promise<void>((resolve) => server.once('connection', () => resolve()));
+    const stalled = connect((server.address() as AddressInfo).port, '127.0.0.1');
+    stalled.on('error', () => undefined);
+    const closedByServer = new Promise<void>((resolve) => stalled.once('close', () => resolve()));
+    await accepted;
+    stalled.write('G');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const outcome = await Promise.race([
+      drain.drain({ waitForClients: false, boundMs: 1_500 }).then(() => 'drained'),
+      new Promise((resolve) => setTimeout(() => resolve('still waiting after 10 s'), 10_000).unref()),
+    ]);
+    expect(outcome).toBe('drained');
+    await closedByServer;
+  });
+
   it('serves a direct client whose request was half written when the drain started and ends after the second of grace', async () => {
     const drain = connectionDrain(server);
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -13,8 +13,9 @@ export interface ConnectionDrain {
   /**
    * Stops accepting connections and resolves once every open connection is closed:
    * requests still arriving on them are served, each answered with `Connection:
-   * close`. Idle connections are closed at once (those that never sent a request after
-   * a second), or, when `waitForClients`, left for their clients to close, up to `boundMs`.
+   * close`. Idle connections are closed at once (those that never sent a byte after a
+   * second, a request half sent at `boundMs`), or, when `waitForClients`, left for their
+   * clients to close, up to `boundMs`.
    */
   drain(options: { readonly waitForClients: boolean; readonly boundMs?: number }): Promise<void>;
 }
@@ -70,14 +71,17 @@ export function connectionDrain(server: Server): ConnectionDrain {
       let bound: NodeJS.Timeout | undefined;
       if (waitForClients) bound = setTimeout(closeIdle, boundMs);
       else closeIdle();
-      // A connection that has sent nothing (a browser's preconnect) would hold the stop until
-      // Node's headersTimeout (60 s), past the forced stop: closed with the idle ones, or after
-      // a second for a direct client that connected just before the stop. One with part of a
-      // request in is being written to: left to finish it (or to the forced stop).
-      const closeSilent = setTimeout(() => silent.forEach((socket) => socket.bytesRead === 0 && socket.destroy()), waitForClients ? boundMs : SILENT_GRACE_MS);
+      // A connection that has not sent a whole request would hold the stop until Node's
+      // timeouts (60 s), past the forced stop: one that has sent nothing (a browser's
+      // preconnect) is closed after a second without a proxy, and with the idle ones behind
+      // one; one with part of a request in is left to finish it until the bound (10 s).
+      const closeSilent = (unsent: boolean) => silent.forEach((socket) => (!unsent || socket.bytesRead === 0) && socket.destroy());
+      const unsentBound = waitForClients ? undefined : setTimeout(() => closeSilent(true), SILENT_GRACE_MS);
+      const partBound = setTimeout(() => closeSilent(false), boundMs);
       await closed;
       clearTimeout(bound);
-      clearTimeout(closeSilent);
+      clearTimeout(unsentBound);
+      clearTimeout(partBound);
     },
   };
 }
