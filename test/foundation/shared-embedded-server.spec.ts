@@ -266,6 +266,27 @@ describe('one embedded server shared by the processes of a DATA_DIR', () => {
       data.remove();
     }
   });
+  it("a second outage, of a server another process started: told again, without the first server's last lines", async () => {
+    const data = dataDir();
+    try {
+      const env = { DATA_DIR: data.dir, ADMIN_TOKEN: TOKEN };
+      const api = await startGateway('api', env);
+      const ready = () => status(`${api.baseUrl}/health/ready`);
+      const told = () => [...api.output().matchAll(/the embedded PostgreSQL under .* is not running \((.*?)\); requests answer 503/g)].map((m) => m[1]!);
+      process.kill(postmasterOf(data.dir)!.pid, 'SIGKILL');
+      await untilTrue(async () => told().length === 1, 'the first outage told');
+      const again = await startGateway('api', env);
+      await untilTrue(async () => (await ready()) === 200, 'the first API ready again');
+      process.kill(postmasterOf(data.dir)!.pid, 'SIGKILL');
+      await untilTrue(async () => told().length === 2, 'the second outage told');
+      expect(told()[0]).toMatch(/^its last lines: /);
+      expect(told()[1]).toBe('started by another process: its lines went there');
+      await Promise.all([again.kill('SIGKILL'), api.kill('SIGKILL')]);
+    } finally {
+      data.remove();
+    }
+  });
+
   it('a command that ends just after a backend crashed leaves the server to the API on it (its presence is reopening, not gone)', async () => {
     const data = dataDir();
     try {

@@ -132,10 +132,12 @@ async function startOrJoin(
     }
     on.presence = await presentOn(port, password, () => {
       if (currentServer(clusterDir) !== null) return false;
-      const lines = lastLinesOf.get(clusterDir) ?? [];
+      // Its lines only if the server gone is the one this process started (postmaster.pid, stale now, names it).
+      const own = on.child?.pid !== undefined && Number(readLine(path.join(clusterDir, 'postmaster.pid'), 0)) === on.child.pid;
+      const lines = own ? (lastLinesOf.get(clusterDir) ?? []) : [];
       options.onServerGone?.(
         `the embedded PostgreSQL under ${clusterDir} is not running (${lines.length > 0 ? `its last lines: ${lines.join(' | ')}` : 'started by another process: its lines went there'}); ` +
-          'requests answer 503 until it runs again. It starts with the next process of this DATA_DIR (restart the gateway, or run npm run ledger:verify), once what stopped it is fixed (a full disk: free space first)',
+          'requests answer 503 until it runs again. It starts with the next process of this DATA_DIR (restart the gateway), once what stopped it is fixed (a full disk: free space first)',
       );
       return true;
     });
