@@ -134,6 +134,27 @@ describe('the HTTP surface in raw bytes', () => {
     const stalledBody = timed([
       `POST /v1/invoices HTTP/1.1\r\nhost: gateway.test\r\nauthorization: Bearer ${shop.keys.test.secretKey}\r\ncontent-type: application/json\r\ncontent-length: ${body.length + 10}\r\nx-request-id: stalled-body-${stalled}\r\n\r\n${body}`,
     ]);
+    // A client that keeps its side open after the 408 (never closes): the gateway closes the connection all the same.
+    const lingering = (async () => {
+      const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+      socket.on('error', () => undefined);
+      // Read (and drop) the answer: 'end' comes only once what was sent before the FIN is read.
+      socket.resume();
+      const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+      await new Promise<void>((resolve) => socket.once('connect', resolve));
+      socket.write(
+        `POST /v1/invoices HTTP/1.1\r\nhost: gateway.test\r\nauthorization: Bearer ${shop.keys.test.secretKey}\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"amount"`,
+      );
+      const ended = await Promise.race([new Promise<boolean>((resolve) => socket.once('end', () => resolve(true))), sleep(80_000).then(() => false)]);
+      if (!ended) return 'no 408 came';
+      // Past the gateway's linger: a byte sent now meets a closed socket (a reset), not one still open.
+      await sleep(7_000);
+      // The first byte draws the reset; the second meets it (this side reads no more after the FIN).
+      socket.write('x');
+      await sleep(1_000);
+      socket.write('y');
+      return Promise.race([closed.then(() => 'closed by the gateway'), sleep(5_000).then(() => 'still open')]).finally(() => socket.destroy());
+    })();
     // 15 s apart: were the timeouts looked for every 30 s (Node's default), one of the two would wait 75 s or more.
     await sleep(15_000);
     const stalledHeaders = timed([`GET /v1/balance HTTP/1.1\r\nhost: gateway.test\r\n`]);
@@ -145,6 +166,7 @@ describe('the HTTP surface in raw bytes', () => {
       expect(answer.seconds).toBeLessThan(70);
     }
     expect(await invoicesWith(stalled)).toEqual([]);
+    expect(await lingering).toBe('closed by the gateway');
     // The request cut off by the 408 is in the log once, with that 408.
     expect(linesOf(`stalled-body-${stalled}`)).toEqual([expect.objectContaining({ level: 30, msg: 'request', status: 408 })]);
   }, 120_000);

@@ -54,6 +54,20 @@ function trackResponses(server: Server): void {
 /** The status clientErrorHandler wrote on a connection: the answer of the request it cut off (a 408 for a body that never came whole). */
 const RAW_ANSWERS = new WeakMap<Socket, number>();
 
+/** How long a connection answered with raw bytes is left for its client to read them and close its side. */
+const RAW_ANSWER_LINGER_MS = 5_000;
+
+/**
+ * Writes a raw answer and closes the connection: `end` closes only this side, and a
+ * client that never closes its own would hold the socket for the life of the process
+ * (no request is left to time out on it). Destroyed after the linger, not at once: a
+ * reset could cut off the answer before the client has read it.
+ */
+function endRaw(socket: Socket, text: string): void {
+  socket.end(text);
+  setTimeout(() => socket.destroy(), RAW_ANSWER_LINGER_MS).unref();
+}
+
 /** An error answer as the bytes written on a socket no response owns, closing the connection. */
 const rawErrorAnswer = (error: ApiError, reason: string): string => {
   const body = JSON.stringify(error.body());
@@ -208,7 +222,7 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
       // answered first: they were carried out. One whose body never came whole (a timeout,
       // a bad chunk) is not waited for.
       const owed = [...(OPEN_RESPONSES.get(socket) ?? [])].filter((res) => res.req.complete && !res.writableFinished);
-      void Promise.all(owed.map((res) => new Promise((done) => res.once('close', done)))).then(() => socket.end(text));
+      void Promise.all(owed.map((res) => new Promise((done) => res.once('close', done)))).then(() => endRaw(socket, text));
     },
   });
   const fastify = adapter.getInstance();
@@ -300,6 +314,6 @@ function answerBelowTheRoutes(server: Server, allow: string): void {
   );
   server.on('connect', (_request: IncomingMessage, socket: Socket) => {
     const refused = new ApiError(405, 'method_not_allowed', 'Метод CONNECT не поддерживается', undefined, undefined, { Allow: allow });
-    socket.end(rawErrorAnswer(refused, 'Method Not Allowed'));
+    endRaw(socket, rawErrorAnswer(refused, 'Method Not Allowed'));
   });
 }
