@@ -9,11 +9,13 @@
  * answers meanwhile, and each answer is then the same as alone.
  */
 import { createPublicKey, randomUUID, verify } from 'node:crypto';
+import { connect } from 'node:net';
 import { Client as PgClient } from 'pg';
 import { CHECKPOINT_LOCK, PostgresEventStore } from '#event-store';
 import { balanceMovementsOf, formatMoney, LedgerEvent, LedgerId, StatementBalances } from '#ledger';
 import { canonicalJcs, openAccountStatement } from '#payments/audit';
 import type { LedgerRequest } from '#payments/ledger';
+import { REPORT_QUEUE, REPORT_WAIT_SECONDS } from '../../apps/api/src/audit/report-builds';
 import { appendLedgerHistory } from '../support/ledger-history';
 import { api, InvoiceGateway, Json, Merchant, poll, startInvoiceGateway } from '../support/merchant-fixtures';
 
@@ -31,9 +33,13 @@ describe('signed statements built a page at a time, reports built in turns', () 
   let store: PostgresEventStore;
   let history: LedgerEvent[];
 
-  const rawGet = async (pathAndQuery: string, token: string, requestId: string = randomUUID()): Promise<{ status: number; text: string }> => {
+  const rawGet = async (
+    pathAndQuery: string,
+    token: string,
+    requestId: string = randomUUID(),
+  ): Promise<{ status: number; text: string; retryAfter: string | null }> => {
     const r = await fetch(`${gw.baseUrl}${pathAndQuery}`, { headers: { authorization: `Bearer ${token}`, 'x-request-id': requestId } });
-    return { status: r.status, text: await r.text() };
+    return { status: r.status, text: await r.text(), retryAfter: r.headers.get('retry-after') };
   };
   const merchantStatement = (from: string, to: string, requestId?: string) =>
     rawGet(`/v1/statements?from=${from}&to=${to}`, merchant.keys.test.secretKey, requestId);
@@ -153,7 +159,7 @@ describe('signed statements built a page at a time, reports built in turns', () 
            WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock' AND wait_event = 'advisory'`,
         )
       ).rows[0]!.n;
-    const answers: Promise<{ status: number; text: string }>[] = [];
+    const answers: Promise<{ status: number; text: string; retryAfter: string | null }>[] = [];
     const ids: Record<string, string> = { third: `turn-third-${randomUUID()}`, balance: `turn-balance-${randomUUID()}` };
     try {
       await lock.query('SELECT pg_advisory_lock($1)', [CHECKPOINT_LOCK]);
@@ -185,7 +191,172 @@ describe('signed statements built a page at a time, reports built in turns', () 
     const alone = await merchantStatement(from, to);
     for (const r of [first!, second!, third!]) expect(r.text).toBe(alone.text);
     expect(JSON.parse(alone.text).transactions).toHaveLength(20);
-    expect(balance).toEqual(await rawGet(asOf, gw.gateway.adminToken));
+    expect(balance).toEqual(await rawGet(asOf, gw.gateway.adminToken, ids.balance));
     expect(JSON.parse(balance!.text)).toMatchObject({ entries: history.length + 11, lastEntryAt: '2025-03-01T00:10:00.000Z' });
+    history = [...history, ...more.events];
+  }, 60_000);
+
+  /** The request's log line says it waits for its turn. */
+  const waited = (id: string) =>
+    gw.gateway
+      .output()
+      .split('\n')
+      .some((line) => line.includes(id) && line.includes('report: waiting for its turn'));
+
+  /**
+   * Both turns held: a month of new entries (the log's checkpoint at them is extended by the first
+   * statement that needs it), the checkpoint's advisory lock taken here, two statements of that
+   * month held up by it. `release` lets them go and answers them.
+   */
+  async function turnsHeld(month: string): Promise<{ release: () => Promise<{ status: number }[]> }> {
+    const entries = Array.from({ length: 5 }, (_, i): LedgerRequest => ({
+      type: 'RecordPayment',
+      invoiceId: `${month}-${i}`,
+      netAmount: 1_000,
+      feeAmount: 10,
+      releaseAt: null,
+      at: new Date(Date.parse(`${month}-01T00:00:00Z`) + i * 60_000).toISOString(),
+    }));
+    const before = (await gw.db.pool.query('SELECT count(*)::int AS n FROM ledger_entries WHERE account_id = $1', [ledger.accountId])).rows[0].n;
+    history = [...history, ...(await appendLedgerHistory(store, ledger, entries, history)).events];
+    await poll(
+      async () => (await gw.db.pool.query('SELECT count(*)::int AS n FROM ledger_entries WHERE account_id = $1', [ledger.accountId])).rows[0].n,
+      (n) => n === before + entries.length,
+      `the ledger read model to take ${month}`,
+    );
+    const lock = new PgClient({ connectionString: gw.db.url });
+    await lock.connect();
+    await lock.query('SELECT pg_advisory_lock($1)', [CHECKPOINT_LOCK]);
+    const to = new Date(Date.parse(`${month}-01T00:00:00Z`) + 86_400_000).toISOString();
+    const held = [merchantStatement('2025-02-28T00:00:00Z', to), operatorStatement('2025-02-28T00:00:00Z', to)];
+    await poll(
+      async () =>
+        (
+          await lock.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock' AND wait_event = 'advisory'`,
+          )
+        ).rows[0]!.n,
+      (n) => n === 2,
+      'two statements held up by the lock',
+    );
+    return {
+      release: async () => {
+        await lock.query('SELECT pg_advisory_unlock_all()');
+        await lock.end();
+        return Promise.all(held);
+      },
+    };
+  }
+
+  const empty = ['2024-01-01T00:00:00Z', '2024-06-01T00:00:00Z'] as const;
+
+  it(`a report waits at most ${REPORT_WAIT_SECONDS} s, at most ${REPORT_QUEUE} at once: else 503 with Retry-After`, async () => {
+    const { release } = await turnsHeld('2025-05');
+    const ids = Array.from({ length: REPORT_QUEUE }, () => `turn-queued-${randomUUID()}`);
+    // The queued statements are of the held month too: the first to get a turn (when a holder's
+    // database statement is cancelled at the serving pool's 30 s statement timeout) waits on the lock.
+    const replies: { status: number; text: string; retryAfter: string | null }[] = [];
+    let answered: { status: number }[] = [];
+    let queued: Promise<unknown>;
+    try {
+      queued = Promise.all(ids.map((id) => merchantStatement('2025-02-28T00:00:00Z', '2025-05-02T00:00:00Z', id).then((r) => replies.push(r))));
+      await poll(
+        async () => ids.filter(waited).length,
+        (n) => n === REPORT_QUEUE,
+        'the queue to fill',
+      );
+      // One more: the queue is full, answered at once (both turns still held).
+      const refused = await merchantStatement(...empty);
+      expect(refused.status).toBe(503);
+      expect(JSON.parse(refused.text).error.code).toBe('provider_unavailable');
+      expect(refused.retryAfter).toBe(String(REPORT_WAIT_SECONDS));
+      // Those waiting are answered when their wait runs out, the lock still held.
+      await poll(
+        async () => replies.length,
+        (n) => n >= REPORT_QUEUE - 2,
+        'the waits to run out',
+        (REPORT_WAIT_SECONDS + 15) * 1000,
+      );
+    } finally {
+      answered = await release();
+    }
+    await queued;
+    const refusedAll = replies.filter((r) => r.status === 503);
+    expect(refusedAll.length).toBeGreaterThanOrEqual(REPORT_QUEUE - 2);
+    for (const r of refusedAll) {
+      expect(JSON.parse(r.text).error.code).toBe('provider_unavailable');
+      expect(r.retryAfter).toBe(String(REPORT_WAIT_SECONDS));
+    }
+    expect(replies.filter((r) => r.status !== 503).map((r) => r.status)).toEqual(replies.filter((r) => r.status !== 503).map(() => 200));
+    expect(answered).toHaveLength(2);
+    expect((await merchantStatement(...empty)).status).toBe(200);
+  }, 120_000);
+
+  it('a statement checks the ledger rebuild again in its turn: marked while it waited, it answers 503, not a build', async () => {
+    const { release } = await turnsHeld('2025-06');
+    const id = `turn-rebuild-${randomUUID()}`;
+    const mark = (on: boolean) =>
+      gw.db.pool.query(`UPDATE projection_checkpoints SET rebuild_started_at = ${on ? 'now()' : 'NULL'} WHERE projection = 'ledger'`);
+    let answered: { status: number }[] = [];
+    let waiting: Promise<{ status: number; text: string; retryAfter: string | null }>;
+    try {
+      waiting = merchantStatement(...empty, id);
+      await poll(async () => waited(id), Boolean, 'the statement to wait its turn');
+      await mark(true);
+      // The API has seen the mark: a route reading the ledger read model answers 503.
+      const ledgerReport = `/admin/v1/accounts/${ledger.accountId}/statement?mode=test&from=${empty[0]}&to=${empty[1]}`;
+      await poll(
+        async () => (await rawGet(ledgerReport, gw.gateway.adminToken)).status,
+        (s) => s === 503,
+        'the API to see the rebuild mark',
+      );
+      answered = await release();
+      const r = await waiting;
+      expect(r.status).toBe(503);
+      expect(JSON.parse(r.text).error.code).toBe('provider_unavailable');
+      expect(r.retryAfter).toBe('5');
+    } finally {
+      await mark(false);
+    }
+    expect(answered).toHaveLength(2);
+    await poll(
+      async () => (await merchantStatement(...empty)).status,
+      (s) => s === 200,
+      'statements once the mark is gone',
+    );
+  }, 60_000);
+
+  it('a client that resets its connection while its statement waits: not built, its request logged and counted once', async () => {
+    const { release } = await turnsHeld('2025-07');
+    const id = `turn-reset-${randomUUID()}`;
+    const url = new URL(gw.baseUrl);
+    const socket = connect(Number(url.port), url.hostname);
+    socket.on('error', () => undefined);
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    socket.write(
+      `GET /v1/statements?from=${empty[0]}&to=${empty[1]} HTTP/1.1\r\nHost: ${url.host}\r\n` +
+        `Authorization: Bearer ${merchant.keys.test.secretKey}\r\nX-Request-Id: ${id}\r\n\r\n`,
+    );
+    try {
+      await poll(async () => waited(id), Boolean, 'the statement to wait its turn');
+      socket.resetAndDestroy();
+      await new Promise((resolve) => socket.once('close', resolve));
+    } finally {
+      expect((await release()).map((r) => r.status)).toEqual([200, 200]);
+    }
+    const lines = () =>
+      gw.gateway
+        .output()
+        .split('\n')
+        .filter((line) => line.includes(id) && line.includes('"msg":"request"'));
+    await poll(
+      async () => lines().length,
+      (n) => n > 0,
+      'the request line of the statement whose client reset',
+    );
+    const line = JSON.parse(lines()[0]!);
+    expect(line).toMatchObject({ route: '/v1/statements', status: 503, clientGone: true });
+    expect(lines()).toHaveLength(1);
   }, 60_000);
 });

@@ -1,59 +1,127 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
+import type { ReadModelRebuilds } from '#event-store/projections';
+import { ApiError } from '../http/errors/api-error';
+import { refuseWhileRebuilt } from '../http/read-models';
+import { READ_MODEL_REBUILDS } from '../http/tokens';
 
 /** Reports built whole in the serving process at once, per process (docs/audit-log.md, "Signed statements"). */
 export const REPORT_BUILDS = 2;
+/** How long a report waits for its turn before it is answered 503 (Retry-After). */
+export const REPORT_WAIT_SECONDS = 30;
+/** Reports that may wait for a turn at once, per process; the next is answered 503 at once. */
+export const REPORT_QUEUE = 20;
 
 /** The request's log, where a report that waits for its turn says so. */
 export interface RequestLog {
   info(fields: object, message: string): void;
 }
 
+/** Where a report's answer goes: given back its turn when it has been written whole or its connection has closed. */
+export interface ReportResponse {
+  readonly writableFinished: boolean;
+  readonly destroyed: boolean;
+  once(event: 'finish' | 'close', listener: () => void): unknown;
+}
+
+/** What a report is told of its request: its log, its response (the turn is held until it is sent), whether its client reset the connection. */
+export interface ReportRequest {
+  readonly log?: RequestLog;
+  readonly response?: ReportResponse;
+  gone?(): boolean;
+}
+
 /**
- * At most `size` holders at once; the others wait in order of arrival. A turn is given
- * back by calling what `take` answered (once; a second call does nothing).
+ * At most `size` holders at once; the others wait in order of arrival, at most `queue`
+ * of them, each at most `waitMs`. A turn is given back by calling what `take` answered
+ * (once; a second call does nothing); null: no turn (the queue was full, or the wait ran out).
  */
 export class Turns {
   private busy = 0;
-  private readonly queue: (() => void)[] = [];
+  private readonly waiting: ((turn: boolean) => void)[] = [];
 
-  constructor(private readonly size: number) {}
+  constructor(
+    private readonly size: number,
+    private readonly queue: number,
+    private readonly waitMs: number,
+  ) {}
 
   /** Whether a `take` now would wait. */
   get full(): boolean {
     return this.busy >= this.size;
   }
 
-  async take(): Promise<() => void> {
+  async take(): Promise<(() => void) | null> {
     if (this.busy < this.size) this.busy++;
-    else await new Promise<void>((resolve) => this.queue.push(resolve)); // the turn passes on with `busy` unchanged
+    else {
+      if (this.waiting.length >= this.queue) return null;
+      const turn = await new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => {
+          this.waiting.splice(this.waiting.indexOf(waiter), 1);
+          resolve(false);
+        }, this.waitMs);
+        const waiter = (given: boolean) => {
+          clearTimeout(timer);
+          resolve(given);
+        };
+        this.waiting.push(waiter);
+      });
+      if (!turn) return null; // the turn passes on with `busy` unchanged
+    }
     let given = false;
     return () => {
       if (given) return;
       given = true;
-      const next = this.queue.shift();
-      if (next) next();
+      const next = this.waiting.shift();
+      if (next) next(true);
       else this.busy--;
     };
   }
 }
 
+/** The 503 of a report not built: no turn came (docs/audit-log.md, "Signed statements"). Nothing was written. */
+export const notBuilt = (why: string) =>
+  new ApiError(503, 'provider_unavailable', `Отчёт не построен: ${why}; повторите запрос позже`, undefined, undefined, {
+    'Retry-After': String(REPORT_WAIT_SECONDS),
+  });
+
 /**
  * The reports a request builds whole in this process, reading as much as a ledger holds
  * (a signed statement, a balance replayed from the log): at most REPORT_BUILDS at once,
- * the others wait their turn in order of arrival, so that a few of them cannot take the
- * process's memory nor its database connections. Other requests never wait for them.
+ * each holding its turn until its answer is sent (a slow reader holds one document, not
+ * more); the others wait their turn in order of arrival, at most REPORT_QUEUE of them and
+ * REPORT_WAIT_SECONDS each, else 503: a few of them cannot take the process's memory nor
+ * its database connections. Other requests never wait for them.
  */
 @Injectable()
 export class ReportBuilds {
-  private readonly turns = new Turns(REPORT_BUILDS);
+  private readonly turns = new Turns(REPORT_BUILDS, REPORT_QUEUE, REPORT_WAIT_SECONDS * 1000);
 
-  async inTurn<T>(log: RequestLog | undefined, fields: object, build: () => Promise<T>): Promise<T> {
-    if (this.turns.full) log?.info(fields, `report: waiting for its turn (${REPORT_BUILDS} are built at a time)`);
+  constructor(@Inject(READ_MODEL_REBUILDS) private readonly rebuilds: ReadModelRebuilds) {}
+
+  /**
+   * `build` in its turn. The read models it reads (`readsModels`) are checked again once
+   * the turn has come, just before reading: a rebuild marked while it waited answers the
+   * 503 of @ReadsModels. A client that reset its connection while it waited (gone) is not
+   * built for; one that only half-closed is (it may still read the answer).
+   */
+  async inTurn<T>(request: ReportRequest, fields: object, build: () => Promise<T>, readsModels: readonly string[] = []): Promise<T> {
+    if (this.turns.full) request.log?.info(fields, `report: waiting for its turn (${REPORT_BUILDS} are built at a time)`);
     const done = await this.turns.take();
+    if (done === null) throw notBuilt(`${REPORT_BUILDS} отчёта строятся, очередь занята`);
+    let sent = false;
     try {
-      return await build();
+      if (request.gone?.()) throw notBuilt('клиент закрыл соединение');
+      await refuseWhileRebuilt(this.rebuilds, readsModels);
+      const built = await build();
+      const response = request.response;
+      if (response && !response.writableFinished && !response.destroyed) {
+        response.once('finish', done);
+        response.once('close', done);
+        sent = true;
+      }
+      return built;
     } finally {
-      done();
+      if (!sent) done();
     }
   }
 }

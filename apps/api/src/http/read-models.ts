@@ -31,19 +31,22 @@ export class ReadModelsInterceptor implements NestInterceptor {
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
     const projections = this.reflector.getAllAndOverride<string[] | undefined>(READS_MODELS, [context.getHandler(), context.getClass()]);
-    if (projections) {
-      const busy = await this.rebuilds.rebuilding(projections);
-      if (busy.length > 0) {
-        throw new ApiError(
-          503,
-          'provider_unavailable',
-          `Данные (${busy.join(', ')}) пересобираются из журнала событий: повторите запрос через ${REBUILD_RETRY_AFTER_SECONDS} секунд`,
-          undefined,
-          undefined,
-          { 'Retry-After': String(REBUILD_RETRY_AFTER_SECONDS) },
-        );
-      }
-    }
+    if (projections) await refuseWhileRebuilt(this.rebuilds, projections);
     return next.handle();
+  }
+}
+
+/** Throws the 503 provider_unavailable (Retry-After) of @ReadsModels when one of `projections` is being rebuilt. */
+export async function refuseWhileRebuilt(rebuilds: ReadModelRebuilds, projections: readonly string[]): Promise<void> {
+  const busy = await rebuilds.rebuilding(projections);
+  if (busy.length > 0) {
+    throw new ApiError(
+      503,
+      'provider_unavailable',
+      `Данные (${busy.join(', ')}) пересобираются из журнала событий: повторите запрос через ${REBUILD_RETRY_AFTER_SECONDS} секунд`,
+      undefined,
+      undefined,
+      { 'Retry-After': String(REBUILD_RETRY_AFTER_SECONDS) },
+    );
   }
 }

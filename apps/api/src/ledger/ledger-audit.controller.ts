@@ -89,7 +89,7 @@ export class LedgerAuditController {
     const now = this.clock.now();
     const instant = pastInstant(new Date(query.asOf), now, 'asOf', BALANCE_NOT_KNOWN_YET);
     await postedThrough(this.queries, instant, now, FOLLOWED.log, ledger);
-    const { lastEntryAt, ...state } = await this.builds.inTurn(request.log, { report: 'balance-as-of', accountId, mode: ledger.mode }, () =>
+    const { lastEntryAt, ...state } = await this.builds.inTurn({ log: request.log }, { report: 'balance-as-of', accountId, mode: ledger.mode }, () =>
       this.queries.execute(new GetBalanceAsOf(ledger, instant)),
     );
     return { accountId, mode: ledger.mode, asOf: instant.toISOString(), lastEntryAt, ...balancesOnWire(state) };

@@ -19,7 +19,7 @@ import { parseAccountId } from '../../ledger/ledger-audit.controller';
 import { FOLLOWED, pastInstant, period, postedThrough, SIGNED_PERIOD_NOT_ENDED } from '../report-instants';
 import { OperatorStatementQuery } from './signed-statement.request';
 import { PeriodQuery } from '../audit-reports.request';
-import { ReportBuilds, RequestLog } from '../report-builds';
+import { ReportBuilds, ReportRequest } from '../report-builds';
 
 const buckets = (b: AccountBalances) => ({ pending: formatMoney(b.pending), available: formatMoney(b.available), reserved: formatMoney(b.reserved) });
 
@@ -27,12 +27,6 @@ const buckets = (b: AccountBalances) => ({ pending: formatMoney(b.pending), avai
 export interface SignedStatementText {
   readonly chunks: readonly Buffer[];
   readonly length: number;
-}
-
-/** What the request's statement is told about it: its log, and whether its client is still there. */
-export interface StatementRequest {
-  readonly log?: RequestLog;
-  gone?(): boolean;
 }
 
 const CLOSE = Buffer.from(']}');
@@ -50,7 +44,7 @@ const CLOSE = Buffer.from(']}');
  * the canonical head (the document with `transactions: []`, without its final `]}`), the
  * movements joined by commas, and `]}`: the unsigned text is signed once (off the event
  * loop) and the signed one is its signed head followed by the same movement bytes. It is
- * built in its turn (ReportBuilds): what statements take at once is bounded.
+ * built in its turn (ReportBuilds), held until it is sent: what statements take at once is bounded.
  */
 @Injectable()
 export class SignedStatements {
@@ -63,18 +57,19 @@ export class SignedStatements {
   ) {}
 
   /**
-   * The document as canonical JSON; null for an unknown account (or a client gone while
-   * it waited). A period that has not ended is refused: its closing balance is not known
-   * yet, and would be signed.
+   * The document as canonical JSON; null for an unknown account. A period that has not
+   * ended is refused: its closing balance is not known yet, and would be signed. No turn
+   * within the wait, a rebuild of the ledger read model, or a client that reset its
+   * connection while it waited: 503, nothing built.
    */
-  async statement(ledger: LedgerId, from: Date, to: Date, request: StatementRequest = {}): Promise<SignedStatementText | null> {
+  async statement(ledger: LedgerId, from: Date, to: Date, request: ReportRequest = {}): Promise<SignedStatementText | null> {
     const now = this.clock.now();
     pastInstant(to, now, 'to', SIGNED_PERIOD_NOT_ENDED);
     // Signed once final: the same period is the same bytes every time.
     await postedThrough(this.queries, to, now, FOLLOWED.ledger, ledger);
-    return this.builds.inTurn(request.log, { report: 'signed-statement', accountId: ledger.accountId, mode: ledger.mode }, async () =>
-      request.gone?.() ? null : this.build(ledger, from, to),
-    );
+    return this.builds.inTurn(request, { report: 'signed-statement', accountId: ledger.accountId, mode: ledger.mode }, () => this.build(ledger, from, to), [
+      'ledger',
+    ]);
   }
 
   private async build(ledger: LedgerId, from: Date, to: Date): Promise<SignedStatementText | null> {
@@ -138,8 +133,8 @@ function headOf<T extends { readonly transactions: readonly never[] }>(document:
   return Buffer.from(text.slice(0, -CLOSE.length), 'utf8');
 }
 
+/** Sent also to a client gone meanwhile (Fastify writes nothing then): the request is logged and counted once all the same. */
 const send = (reply: FastifyReply, body: SignedStatementText | null) => {
-  if (reply.request.raw.socket.destroyed) return reply; // the client has gone: nothing to send to
   if (body === null) throw ApiError.notFound('not_found', 'Аккаунт не найден');
   return reply
     .status(200)
@@ -148,8 +143,12 @@ const send = (reply: FastifyReply, body: SignedStatementText | null) => {
     .send(Readable.from(body.chunks, { objectMode: false }));
 };
 
-/** The request's log, and whether its client has gone (a statement not yet built is then not built). */
-const requestOf = (reply: FastifyReply): StatementRequest => ({ log: reply.request.log, gone: () => reply.request.raw.socket.destroyed });
+/**
+ * The request's log, its response (the turn is held until it is sent), and whether its
+ * client reset the connection (a statement not yet built is then not built; a FIN alone
+ * does not tell: half-open connections are answered, and REPORT_WAIT_SECONDS bounds the wait).
+ */
+const requestOf = (reply: FastifyReply): ReportRequest => ({ log: reply.request.log, response: reply.raw, gone: () => reply.request.raw.socket.destroyed });
 
 /** The merchant's signed statement (its account, the key's mode), and the operator's of any account. */
 @Controller()
