@@ -56,56 +56,46 @@ describe('connection drain', () => {
     expect(printed).toBe('HTTP/1.1 200 OK');
   });
 
-  it.each([
-    ['without a proxy', { waitForClients: false }],
-    ['behind a proxy, at the bound', { waitForClients: true, boundMs: 300 }],
-  ])("closes a connection that never sent a request (a preconnect), %s, instead of waiting for Node's 60 s header timeout", async (_, options) => {
-    const drain = connectionDrain(server);
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const accepted = new Promise<void>((resolve) => server.once('connection', () => resolve()));
-    const preconnect = connect((server.address() as AddressInfo).port, '127.0.0.1');
-    const closedByServer = new Promise<void>((resolve) => preconnect.once('close', () => resolve()));
-    preconnect.on('error', () => undefined);
-    await accepted;
-    // Well under the header timeout (which held the stop before), well over the bound and the second's grace.
-    const outcome = await Promise.race([
-      drain.drain(options).then(() => 'drained'),
-      new Promise((resolve) => setTimeout(() => resolve('still waiting after 10 s'), 10_000).unref()),
-    ]);
-    expect(outcome).toBe('drained');
-    await closedByServer;
-  });
-
-  it('closes a connection whose request stopped half written at the bound, not at the forced stop', async () => {
-    const drain = connectionDrain(server);
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const accepted = new Promise<void>((resolve) => server.once('connection', () => resolve()));
-    const stalled = connect((server.address() as AddressInfo).port, '127.0.0.1');
-    stalled.on('error', () => undefined);
-    const closedByServer = new Promise<void>((resolve) => stalled.once('close', () => resolve()));
-    await accepted;
-    stalled.write('G');
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    const outcome = await Promise.race([
-      drain.drain({ waitForClients: false, boundMs: 1_500 }).then(() => 'drained'),
-      new Promise((resolve) => setTimeout(() => resolve('still waiting after 10 s'), 10_000).unref()),
-    ]);
-    expect(outcome).toBe('drained');
-    await closedByServer;
-  });
-
-  it('serves a direct client whose request was half written when the drain started and ends after the second of grace', async () => {
+  /** The server listening under a drain, and a client it has accepted; `closed` once the server closes it. */
+  async function acceptedClient() {
     const drain = connectionDrain(server);
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const accepted = new Promise<void>((resolve) => server.once('connection', () => resolve()));
     const client = connect((server.address() as AddressInfo).port, '127.0.0.1');
+    client.on('error', () => undefined);
+    const closed = new Promise<void>((resolve) => client.once('close', () => resolve()));
+    await accepted;
+    return { drain, client, closed };
+  }
+  /** How the drain ended: well under Node's header timeout (which held the stop before), well over the bounds tested. */
+  const within10s = (drained: Promise<void>) =>
+    Promise.race([drained.then(() => 'drained'), new Promise((resolve) => setTimeout(() => resolve('still waiting after 10 s'), 10_000).unref())]);
+
+  it.each([
+    ['without a proxy', { waitForClients: false }],
+    ['behind a proxy, at the bound', { waitForClients: true, boundMs: 300 }],
+  ])("closes a connection that never sent a request (a preconnect), %s, instead of waiting for Node's 60 s header timeout", async (_, options) => {
+    const { drain, closed } = await acceptedClient();
+    expect(await within10s(drain.drain(options))).toBe('drained');
+    await closed;
+  });
+
+  it('closes a connection whose request stopped half written at the bound, not at the forced stop', async () => {
+    const { drain, client, closed } = await acceptedClient();
+    client.write('G');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(await within10s(drain.drain({ waitForClients: false, boundMs: 1_500 }))).toBe('drained');
+    await closed;
+  });
+
+  it('serves a direct client whose request was half written when the drain started and ends after the second of grace', async () => {
+    const { drain, client } = await acceptedClient();
     let answer = '';
     client.on('data', (chunk: Buffer) => (answer += chunk.toString()));
     const ended = new Promise<string>((resolve) => {
       client.once('close', () => resolve(answer.split('\r\n')[0]!));
       client.once('error', (error: NodeJS.ErrnoException) => resolve(`error ${error.code}`));
     });
-    await accepted;
     client.write('POST /v1/invoices HTTP/1.1\r\nHost: gateway\r\n');
     // Its first bytes are read before the drain begins.
     await new Promise((resolve) => setTimeout(resolve, 100));
