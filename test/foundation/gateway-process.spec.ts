@@ -568,64 +568,17 @@ describe('the gateway against a DATABASE_URL', () => {
     expect(seed.output()).toContain('start it with CLOCK=manual');
   });
 
-  // PostgreSQL 15 and later give CREATE on schema public only to the database's owner: the start said "permission denied for schema public", no more.
-  it('a role that may not create tables in schema public: exit 1 naming the GRANT it needs; granted, the gateway starts', async () => {
+  /** A fresh database and a login role of its own, `setUp` by the superuser, for `use`; both gone after. */
+  async function withOwnRole(prefix: string, setUp: (role: string) => string, use: (own: { role: string; url: string; asSuperuser: Client }) => Promise<void>) {
     const fresh = await createTestDatabase({ migrate: false, poolSize: 1 });
-    const role = `nocreate_${randomUUID().slice(0, 8)}`;
+    const role = `${prefix}_${randomUUID().slice(0, 8)}`;
     const asSuperuser = new Client({ connectionString: fresh.url });
     await asSuperuser.connect();
     try {
-      await asSuperuser.query(`CREATE ROLE ${role} LOGIN PASSWORD '${role}'; REVOKE CREATE ON SCHEMA public FROM PUBLIC`);
+      await asSuperuser.query(`CREATE ROLE ${role} LOGIN PASSWORD '${role}'; ${setUp(role)}`);
       const url = new URL(fresh.url);
       [url.username, url.password] = [role, role];
-      const env = { DATABASE_URL: url.toString(), ADMIN_TOKEN };
-      const refused = startProcess('api', { ...env, PORT: '0' });
-      expect(await refused.exited).toBe(1);
-      const grant = `GRANT CREATE ON SCHEMA public TO ${role}`;
-      expect(refused.output()).toContain(
-        `The gateway could not start: the schema could not be migrated: permission denied for schema public; the database role ${role} creates and alters the gateway's tables: ${grant} (PostgreSQL 15 and later give it only to the database's owner), or make ${role} the owner of the database\n`,
-      );
-      // The grant it names is enough.
-      await asSuperuser.query(grant);
-      const api = await startGateway('api', env);
-      expect(await api.kill()).toBe(0);
-    } finally {
-      await asSuperuser.end();
-      await fresh.drop();
-      const admin = new Client({ connectionString: db.url });
-      await admin.connect();
-      await admin.query(`DROP ROLE IF EXISTS ${role}`).finally(() => admin.end());
-    }
-  });
-
-  it("PostgreSQL out of connections for a request's new session (53300): 503 with Retry-After, not 500; served again once it has room", async () => {
-    // A role of its own with a connection limit: the "too many connections" a full server gives, without filling one.
-    const fresh = await createTestDatabase({ migrate: false, poolSize: 1 });
-    const role = `limited_${randomUUID().slice(0, 8)}`;
-    const asSuperuser = new Client({ connectionString: fresh.url });
-    await asSuperuser.connect();
-    try {
-      await asSuperuser.query(`CREATE ROLE ${role} LOGIN PASSWORD '${role}'; GRANT CREATE ON SCHEMA public TO ${role}`);
-      const url = new URL(fresh.url);
-      [url.username, url.password] = [role, role];
-      const api = await startGateway('api', { DATABASE_URL: url.toString(), ADMIN_TOKEN });
-      try {
-        const accounts = () => fetch(`${api.baseUrl}/admin/v1/webhook-deliveries`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
-        expect((await accounts()).status).toBe(200);
-        // Its sessions end, and no new one is let in.
-        await asSuperuser.query(`ALTER ROLE ${role} CONNECTION LIMIT 0`);
-        await asSuperuser.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1', [role]);
-        const refused = await accounts();
-        expect({ status: refused.status, retryAfter: refused.headers.get('retry-after'), body: await refused.json() }).toEqual({
-          status: 503,
-          retryAfter: expect.stringMatching(/^\d+$/),
-          body: { error: { code: 'provider_unavailable', message: expect.any(String) } },
-        });
-        await asSuperuser.query(`ALTER ROLE ${role} CONNECTION LIMIT -1`);
-        await untilTrue(async () => (await accounts()).status === 200);
-      } finally {
-        await api.kill();
-      }
+      await use({ role, url: url.toString(), asSuperuser });
     } finally {
       await asSuperuser.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1', [role]);
       await asSuperuser.end();
@@ -634,6 +587,55 @@ describe('the gateway against a DATABASE_URL', () => {
       await admin.connect();
       await admin.query(`DROP ROLE IF EXISTS ${role}`).finally(() => admin.end());
     }
+  }
+
+  // PostgreSQL 15 and later give CREATE on schema public only to the database's owner: the start said "permission denied for schema public", no more.
+  it('a role that may not create tables in schema public: exit 1 naming the GRANT it needs; granted, the gateway starts', async () => {
+    await withOwnRole(
+      'nocreate',
+      () => 'REVOKE CREATE ON SCHEMA public FROM PUBLIC',
+      async ({ role, url, asSuperuser }) => {
+        const env = { DATABASE_URL: url, ADMIN_TOKEN };
+        const refused = startProcess('api', { ...env, PORT: '0' });
+        expect(await refused.exited).toBe(1);
+        const grant = `GRANT CREATE ON SCHEMA public TO ${role}`;
+        expect(refused.output()).toContain(
+          `The gateway could not start: the schema could not be migrated: permission denied for schema public; the database role ${role} creates and alters the gateway's tables: ${grant} (PostgreSQL 15 and later give it only to the database's owner), or make ${role} the owner of the database\n`,
+        );
+        // The grant it names is enough.
+        await asSuperuser.query(grant);
+        const api = await startGateway('api', env);
+        expect(await api.kill()).toBe(0);
+      },
+    );
+  });
+
+  it("PostgreSQL out of connections for a request's new session (53300): 503 with Retry-After, not 500; served again once it has room", async () => {
+    // A role of its own with a connection limit: the "too many connections" a full server gives, without filling one.
+    await withOwnRole(
+      'limited',
+      (role) => `GRANT CREATE ON SCHEMA public TO ${role}`,
+      async ({ role, url, asSuperuser }) => {
+        const api = await startGateway('api', { DATABASE_URL: url, ADMIN_TOKEN });
+        try {
+          const deliveries = () => fetch(`${api.baseUrl}/admin/v1/webhook-deliveries`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+          expect((await deliveries()).status).toBe(200);
+          // Its sessions end, and no new one is let in.
+          await asSuperuser.query(`ALTER ROLE ${role} CONNECTION LIMIT 0`);
+          await asSuperuser.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1', [role]);
+          const refused = await deliveries();
+          expect({ status: refused.status, retryAfter: refused.headers.get('retry-after'), body: await refused.json() }).toEqual({
+            status: 503,
+            retryAfter: expect.stringMatching(/^\d+$/),
+            body: { error: { code: 'provider_unavailable', message: expect.any(String) } },
+          });
+          await asSuperuser.query(`ALTER ROLE ${role} CONNECTION LIMIT -1`);
+          await untilTrue(async () => (await deliveries()).status === 200);
+        } finally {
+          await api.kill();
+        }
+      },
+    );
   });
 
   it('refuses a bad configuration with a clear message and exit code 2', async () => {
