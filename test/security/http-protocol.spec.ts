@@ -287,6 +287,12 @@ describe('the HTTP surface in raw bytes', () => {
       noStore: true,
       error: { code: 'validation', param: 'host' },
     });
+    // Two of them (RFC 9112 §3.2): which one a proxy routed by is not known.
+    expect(await shapes('GET /v1/balance HTTP/1.1\r\nhost: gateway.test\r\nHost: other.test\r\nconnection: close\r\n\r\n')).toMatchObject({
+      status: 400,
+      noStore: true,
+      error: { code: 'validation', param: 'host' },
+    });
     expect(
       await shapes(request('POST /v1/invoices HTTP/1.1', { ...auth(), 'content-type': 'application/json', expect: '200-ok', connection: 'close' }, '{}')),
     ).toMatchObject({

@@ -240,6 +240,11 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
       void sendError(reply, new ApiError(400, 'validation', 'В запросе HTTP/1.1 нет заголовка Host', 'host'));
       return;
     }
+    // Two Host headers (RFC 9112: 400): Node keeps the first, a proxy in front may have routed by the other.
+    if (request.raw.rawHeaders.filter((name, i) => i % 2 === 0 && name.toLowerCase() === 'host').length > 1) {
+      void sendError(reply, new ApiError(400, 'validation', 'Заголовок Host указан в запросе дважды', 'host'));
+      return;
+    }
     done();
   });
   registerRequestChecks(fastify);
