@@ -9,11 +9,15 @@
  */
 import { EventEmitter } from 'node:events';
 import type { ReadModelRebuilds } from '#event-store/projections';
-import { REPORT_BUILDS, ReportBuilds } from '../../apps/api/src/audit/report-builds';
+import { REPORT_BUILDS, REPORT_SEND_SECONDS, ReportBuilds } from '../../apps/api/src/audit/report-builds';
 
 class Response extends EventEmitter {
   writableFinished = false;
   destroyed = false;
+  destroy(): void {
+    this.destroyed = true;
+    this.emit('close');
+  }
 }
 
 const noRebuilds = { rebuilding: async () => [] } as unknown as ReadModelRebuilds;
@@ -44,5 +48,23 @@ describe('a report holds its turn until its answer is sent', () => {
     responses[1]!.emit('close');
     expect(await answers[3]).toBe(3);
     expect(built).toEqual([0, 1, 2, 3]);
+  });
+
+  it('a reader that stops reading is cut off after REPORT_SEND_SECONDS, and its turn passes on', async () => {
+    jest.useFakeTimers({ doNotFake: ['setImmediate', 'nextTick'] });
+    try {
+      const builds = new ReportBuilds(noRebuilds);
+      const responses = Array.from({ length: REPORT_BUILDS }, () => new Response());
+      expect(await Promise.all(responses.map((response, i) => builds.inTurn({ response }, { report: 'test' }, async () => i)))).toEqual([0, 1]);
+      // Nobody reads: just before the bound, every turn is held.
+      jest.advanceTimersByTime(REPORT_SEND_SECONDS * 1000 - 1);
+      expect(responses.map((r) => r.destroyed)).toEqual([false, false]);
+      jest.advanceTimersByTime(1);
+      expect(responses.map((r) => r.destroyed)).toEqual([true, true]);
+      // The turns are free: the next report is built at once.
+      expect(await builds.inTurn({ response: new Response() }, { report: 'test' }, async () => 'next')).toBe('next');
+    } finally {
+      jest.useRealTimers();
+    }
   });
 });
