@@ -29,6 +29,8 @@ describe('connection drain', () => {
       request.resume();
       request.on('end', () => response.end('{}'));
     });
+    // As the API's (Fastify's default): an idle kept-alive connection stays open that long.
+    server.keepAliveTimeout = 72_000;
   });
   afterEach(() => {
     server.closeAllConnections();
@@ -80,10 +82,17 @@ describe('connection drain', () => {
     await closed;
   });
 
-  it('closes a connection whose request stopped half written at the bound, not at the forced stop', async () => {
+  it.each([
+    ['a request line begun', ['G']],
+    ['a body stopped short', ['POST /v1/invoices HTTP/1.1\r\nHost: gateway\r\nContent-Length: 10\r\n\r\n{']],
+    ['a second request begun on a kept-alive connection', ['GET /v1/balance HTTP/1.1\r\nHost: gateway\r\n\r\n', 'G']],
+  ])('closes a connection with %s at the bound, not at the forced stop', async (_, parts) => {
     const { drain, client, closed } = await acceptedClient();
-    client.write('G');
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    client.resume();
+    for (const part of parts) {
+      client.write(part);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
     expect(await within10s(drain.drain({ waitForClients: false, boundMs: 1_500 }))).toBe('drained');
     await closed;
   });

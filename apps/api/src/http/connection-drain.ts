@@ -36,15 +36,24 @@ export function connectionDrain(server: Server): ConnectionDrain {
   let draining = false;
   /** Answers being written when the drain starts get `Connection: close` too. */
   const answering = new Set<ServerResponse>();
-  /** Connections that have sent no request yet: Node counts them busy, so closing the idle ones spares them. */
-  const silent = new Set<Socket>();
+  /**
+   * Each open connection's requests not yet answered. One with none, or whose requests
+   * have not all come in whole (a body still arriving; the next request's first bytes
+   * are not one yet), is not being served: Node counts it busy all the same, so closing
+   * the idle ones spares it.
+   */
+  const unanswered = new Map<Socket, Set<IncomingMessage>>();
   server.on('connection', (socket: Socket) => {
-    silent.add(socket);
-    socket.once('close', () => silent.delete(socket));
+    unanswered.set(socket, new Set());
+    socket.once('close', () => unanswered.delete(socket));
   });
   // First of the request listeners, so that the header is set before any answer is written.
   server.prependListener('request', (request: IncomingMessage, response: ServerResponse) => {
-    silent.delete(request.socket);
+    const requests = unanswered.get(request.socket);
+    requests?.add(request);
+    const answered = () => requests?.delete(request);
+    response.once('finish', answered);
+    response.once('close', answered);
     if (draining) {
       response.setHeader('connection', 'close');
       return;
@@ -75,7 +84,11 @@ export function connectionDrain(server: Server): ConnectionDrain {
       // timeouts (60 s), past the forced stop: one that has sent nothing (a browser's
       // preconnect) is closed after a second without a proxy, and with the idle ones behind
       // one; one with part of a request in is left to finish it until the bound (10 s).
-      const closeSilent = (unsent: boolean) => silent.forEach((socket) => (!unsent || socket.bytesRead === 0) && socket.destroy());
+      const closeSilent = (unsent: boolean) =>
+        unanswered.forEach((requests, socket) => {
+          const served = [...requests].some((request) => request.complete);
+          if (!served && (!unsent || (requests.size === 0 && socket.bytesRead === 0))) socket.destroy();
+        });
       const unsentBound = waitForClients ? undefined : setTimeout(() => closeSilent(true), SILENT_GRACE_MS);
       const partBound = setTimeout(() => closeSilent(false), boundMs);
       await closed;
