@@ -266,6 +266,20 @@ describe('one embedded server shared by the processes of a DATA_DIR', () => {
       data.remove();
     }
   });
+  it('a server this process started that stops by itself (no postmaster.pid left): told with its own last lines', async () => {
+    const data = dataDir();
+    try {
+      const api = await startGateway('api', { DATA_DIR: data.dir, ADMIN_TOKEN: TOKEN });
+      // A fast shutdown, as a postmaster ending itself does: it removes postmaster.pid.
+      process.kill(postmasterOf(data.dir)!.pid, 'SIGINT');
+      const [, said] = await api.waitForOutput(/the embedded PostgreSQL under .* is not running \((.*?)\); requests answer 503/);
+      expect(said).toMatch(/^its last lines: .*shut down/);
+      await api.kill('SIGKILL');
+    } finally {
+      data.remove();
+    }
+  });
+
   it("a second outage, of a server another process started: told again, without the first server's last lines", async () => {
     const data = dataDir();
     try {

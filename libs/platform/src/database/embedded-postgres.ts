@@ -130,10 +130,15 @@ async function startOrJoin(
       port = await startServer(root, clusterDir, password, on, options);
       if (create) await ensureDatabase(port, databaseName, password);
     }
+    let ownGoneTold = false;
     on.presence = await presentOn(port, password, () => {
       if (currentServer(clusterDir) !== null) return false;
-      // Its lines only if the server gone is the one this process started (postmaster.pid, stale now, names it).
-      const own = on.child?.pid !== undefined && Number(readLine(path.join(clusterDir, 'postmaster.pid'), 0)) === on.child.pid;
+      // Its lines only if the server gone is the one this process started, told once: its
+      // child has exited, and postmaster.pid names it (a kill leaves the file) or is gone
+      // (a postmaster that exits by itself removes it).
+      const named = readLine(path.join(clusterDir, 'postmaster.pid'), 0);
+      const own = on.child !== null && !ownChildRunning(on.child) && !ownGoneTold && (named === null || Number(named) === on.child.pid);
+      if (own) ownGoneTold = true;
       const lines = own ? (lastLinesOf.get(clusterDir) ?? []) : [];
       options.onServerGone?.(
         `the embedded PostgreSQL under ${clusterDir} is not running (${lines.length > 0 ? `its last lines: ${lines.join(' | ')}` : 'started by another process: its lines went there'}); ` +
