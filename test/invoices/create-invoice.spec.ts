@@ -278,6 +278,9 @@ describe('POST /invoices', () => {
       ['successUrl with a control character', { successUrl: '\u0001https://example.com/ok' }, 'successUrl'],
       ['failUrl with backslashes', { failUrl: 'http:\\\\example.com\\fail' }, 'failUrl'],
       ['failUrl a relative path', { failUrl: '/fail' }, 'failUrl'],
+      // A login part reads as another site: the buyer sees the bank's name and lands elsewhere.
+      ['successUrl with a login part', { successUrl: 'https://sberbank.ru@evil.example/ok' }, 'successUrl'],
+      ['failUrl with a user and password', { failUrl: 'https://user:pass@shop.example/fail' }, 'failUrl'],
       ['failUrl a number', { failUrl: 1 }, 'failUrl'],
       ['expire 0', { expire: 0 }, 'expire'],
       ['expire 1441', { expire: 1441 }, 'expire'],

@@ -103,6 +103,20 @@ export const IsHttpUrl = () =>
     }
   });
 
+/**
+ * A URL without a user name or password: a buyer sent to `https://bank.ru@evil.example/`
+ * from the gateway's own page reads the bank's name and lands elsewhere.
+ */
+export const NoCredentialsInUrl = () =>
+  rule('noUrlCredentials', (v) => {
+    try {
+      const url = new URL(v as string);
+      return url.username === '' && url.password === '';
+    } catch {
+      return true; // not a URL: the URL's own rule says so
+    }
+  });
+
 /** An ISO 8601 date and time that names a real calendar moment (IsISO8601 also takes dates alone and week dates). */
 export const IsIsoDateTime = () => rule('isoDateTime', (v) => isString(v) && isCalendarInstant(v));
 
@@ -255,6 +269,7 @@ export const ANSWERS: Readonly<Record<string, readonly [code: string | ((args: V
   matches: ['invalid_format', say('неверный формат')],
   isUuid: ['invalid_format', say('ожидается UUID')],
   httpUrl: ['invalid_url', say('ожидается адрес http:// или https:// без пробелов, управляющих символов и обратной косой черты')],
+  noUrlCredentials: ['credentials_in_url', say('адрес без имени и пароля: покупатель увидел бы их как адрес сайта')],
   isoDateTime: ['invalid_datetime', say('дата и время в ISO 8601, например 2026-01-31T21:00:00Z')],
   isIn: ['invalid_enum', ({ constraints }) => `одно из значений: ${(constraints[0] as unknown[]).join(', ')}`],
   min: ['out_of_range', (_, rules) => bounds(rules)],

@@ -7,6 +7,7 @@ import {
   E164,
   EMAIL,
   IsHttpUrl,
+  NoCredentialsInUrl,
   IsInteger,
   IsMoney,
   IsPercent,
@@ -113,6 +114,7 @@ export class CreateInvoiceRequest {
   @StorableText()
   @MaxLength(2048)
   @IsHttpUrl()
+  @NoCredentialsInUrl()
   @JSONSchema({ description: 'Куда вернуть покупателя после оплаты' })
   successUrl?: string | null;
 
@@ -121,6 +123,7 @@ export class CreateInvoiceRequest {
   @StorableText()
   @MaxLength(2048)
   @IsHttpUrl()
+  @NoCredentialsInUrl()
   @JSONSchema({ description: 'Куда вернуть покупателя после отказа' })
   failUrl?: string | null;
 
