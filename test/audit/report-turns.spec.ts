@@ -9,11 +9,20 @@
  */
 import { EventEmitter } from 'node:events';
 import type { ReadModelRebuilds } from '#event-store/projections';
-import { REPORT_BUILDS, REPORT_SEND_SECONDS, ReportBuilds } from '../../apps/api/src/audit/report-builds';
+import { REPORT_BUILDS, REPORT_STALL_SECONDS, ReportBuilds } from '../../apps/api/src/audit/report-builds';
+
+/** A connection whose inactivity timeout the test fires. */
+class Connection extends EventEmitter {
+  timeoutMs = 0;
+  setTimeout(ms: number): void {
+    this.timeoutMs = ms;
+  }
+}
 
 class Response extends EventEmitter {
   writableFinished = false;
   destroyed = false;
+  readonly socket = new Connection();
   destroy(): void {
     this.destroyed = true;
     this.emit('close');
@@ -50,21 +59,19 @@ describe('a report holds its turn until its answer is sent', () => {
     expect(built).toEqual([0, 1, 2, 3]);
   });
 
-  it('a reader that stops reading is cut off after REPORT_SEND_SECONDS, and its turn passes on', async () => {
-    jest.useFakeTimers({ doNotFake: ['setImmediate', 'nextTick'] });
-    try {
-      const builds = new ReportBuilds(noRebuilds);
-      const responses = Array.from({ length: REPORT_BUILDS }, () => new Response());
-      expect(await Promise.all(responses.map((response, i) => builds.inTurn({ response }, { report: 'test' }, async () => i)))).toEqual([0, 1]);
-      // Nobody reads: just before the bound, every turn is held.
-      jest.advanceTimersByTime(REPORT_SEND_SECONDS * 1000 - 1);
-      expect(responses.map((r) => r.destroyed)).toEqual([false, false]);
-      jest.advanceTimersByTime(1);
-      expect(responses.map((r) => r.destroyed)).toEqual([true, true]);
-      // The turns are free: the next report is built at once.
-      expect(await builds.inTurn({ response: new Response() }, { report: 'test' }, async () => 'next')).toBe('next');
-    } finally {
-      jest.useRealTimers();
-    }
+  it('an answer that stalls unread for REPORT_STALL_SECONDS is cut off, and its turn passes on; one sent whole clears the bound', async () => {
+    const builds = new ReportBuilds(noRebuilds);
+    const responses = Array.from({ length: REPORT_BUILDS }, () => new Response());
+    expect(await Promise.all(responses.map((response, i) => builds.inTurn({ response }, { report: 'test' }, async () => i)))).toEqual([0, 1]);
+    // Each connection times out after that long without a byte sent or read (Node's socket timeout: a slow reader is not cut).
+    expect(responses.map((r) => r.socket.timeoutMs)).toEqual([REPORT_STALL_SECONDS * 1000, REPORT_STALL_SECONDS * 1000]);
+    responses[0]!.socket.emit('timeout');
+    expect(responses.map((r) => r.destroyed)).toEqual([true, false]);
+    // Its turn is free: the next report is built at once.
+    expect(await builds.inTurn({ response: new Response() }, { report: 'test' }, async () => 'next')).toBe('next');
+    // One sent whole: the connection's timeout is off again (a kept-alive connection is not cut later) and its listener gone.
+    responses[1]!.writableFinished = true;
+    responses[1]!.emit('finish');
+    expect({ timeoutMs: responses[1]!.socket.timeoutMs, listeners: responses[1]!.socket.listenerCount('timeout') }).toEqual({ timeoutMs: 0, listeners: 0 });
   });
 });

@@ -10,8 +10,8 @@ export const REPORT_BUILDS = 2;
 export const REPORT_WAIT_SECONDS = 30;
 /** Reports that may wait for a turn at once, per process; the next is answered 503 at once. */
 export const REPORT_QUEUE = 20;
-/** How long a built report's answer may take to be read: a client that stops reading is cut off, and its turn passes on. */
-export const REPORT_SEND_SECONDS = 60;
+/** How long a report's answer may stall unread (no byte sent on its connection): then it is cut off, and its turn passes on. */
+export const REPORT_STALL_SECONDS = 60;
 
 /** The request's log, where a report that waits for its turn says so. */
 export interface RequestLog {
@@ -24,6 +24,12 @@ export interface ReportResponse {
   readonly destroyed: boolean;
   once(event: 'finish' | 'close', listener: () => void): unknown;
   destroy(): unknown;
+  /** Its connection: a timeout there means no byte went either way for that long. */
+  readonly socket?: {
+    setTimeout(ms: number): unknown;
+    on(event: 'timeout', listener: () => void): unknown;
+    off(event: 'timeout', listener: () => void): unknown;
+  } | null;
 }
 
 /** What a report is told of its request: its log, its response (the turn is held until it is sent), whether its client reset the connection. */
@@ -91,7 +97,7 @@ export const notBuilt = (why: string) =>
  * The reports a request builds whole in this process, reading as much as a ledger holds
  * (a signed statement, a balance replayed from the log): at most REPORT_BUILDS at once,
  * each holding its turn until its answer is sent (a slow reader holds one document, not
- * more; one that has not read it all in REPORT_SEND_SECONDS is cut off); the others wait their turn in order of arrival, at most REPORT_QUEUE of them and
+ * more; one whose reader stops for REPORT_STALL_SECONDS is cut off); the others wait their turn in order of arrival, at most REPORT_QUEUE of them and
  * REPORT_WAIT_SECONDS each, else 503: a few of them cannot take the process's memory nor
  * its database connections. Other requests never wait for them.
  */
@@ -118,11 +124,15 @@ export class ReportBuilds {
       const built = await build();
       const response = request.response;
       if (response && !response.writableFinished && !response.destroyed) {
-        // Nothing else bounds the sending (Node's timeouts cover receiving a request): a reader that stops would hold the turn for good.
-        const cut = setTimeout(() => response.destroy(), REPORT_SEND_SECONDS * 1000);
-        cut.unref();
+        // Nothing else bounds the sending (Node's timeouts cover receiving a request): a reader
+        // that stops would hold the turn for good. A slow one that keeps reading is not cut.
+        const socket = response.socket ?? null;
+        const stalled = () => response.destroy();
+        socket?.setTimeout(REPORT_STALL_SECONDS * 1000);
+        socket?.on('timeout', stalled);
         const given = () => {
-          clearTimeout(cut);
+          socket?.setTimeout(0);
+          socket?.off('timeout', stalled);
           done();
         };
         response.once('finish', given);
