@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -94,6 +94,31 @@ describe('connection drain', () => {
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     expect(await within10s(drain.drain({ waitForClients: false, boundMs: 1_500 }))).toBe('drained');
+    await closed;
+  });
+
+  it('closes a connection whose answer ended after the bound with the next request begun on it', async () => {
+    let finish: () => void = () => undefined;
+    server.removeAllListeners('request');
+    const drain = connectionDrain(server);
+    // The answer's head goes out at once (keep-alive, before the drain); its end only when the test says.
+    server.on('request', (_request: IncomingMessage, response: ServerResponse) => {
+      response.writeHead(200, { 'content-length': '2' });
+      response.write('{');
+      finish = () => response.end('}');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const client = connect((server.address() as AddressInfo).port, '127.0.0.1');
+    client.on('error', () => undefined);
+    client.resume();
+    const closed = new Promise<void>((resolve) => client.once('close', () => resolve()));
+    client.write('GET /v1/balance HTTP/1.1\r\nHost: gateway\r\n\r\n');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const drained = within10s(drain.drain({ waitForClients: false, boundMs: 500 }));
+    client.write('G');
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    finish();
+    expect(await drained).toBe('drained');
     await closed;
   });
 
