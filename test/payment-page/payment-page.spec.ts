@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { evolveInvoice, initialInvoice, invoiceStatusAt } from '#domain';
+import { evolveInvoice, initialInvoice, invoiceStatusAt, PersistentMap } from '#domain';
 import type { InvoiceCreatedData, OpenInvoice, PaidInvoice } from '#domain';
 import { formatRubles, renderInvoicePage, safeHttpUrl } from '../../apps/api/src/pay/payment-page.html';
 import { RunningGateway, startGateway } from '../support/gateway-process';
@@ -563,7 +563,7 @@ describe('payment page rendering (pure)', () => {
     availableAt: null,
     refundedAmount: 0,
     refundPendingAmount: 0,
-    refunds: {},
+    refunds: PersistentMap.empty(),
   });
 
   it('an open invoice past expiresAt but not yet marked expired shows as expired, with no forms', () => {

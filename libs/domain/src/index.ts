@@ -9,3 +9,4 @@ export * from './payouts/payout';
 export * from './payouts/payout-terms';
 export { tronAddressOf } from './payouts/wallet-addresses';
 export * from './decider';
+export { PersistentMap } from './persistent-map';

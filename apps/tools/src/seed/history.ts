@@ -527,7 +527,7 @@ export class HistoryGenerator {
     const partial = this.rng.chance(0.4) && remainder >= 200;
     const amount = partial ? Math.max(100, Math.floor((remainder * this.rng.between(0.1, 0.9)) / 100) * 100) : null;
     this.invoiceCommand(invoice, { type: 'RequestRefund', refundId, amount, at: this.iso() });
-    const asked = paidStateOf(invoice).refunds[refundId]!.amount;
+    const asked = paidStateOf(invoice).refunds.get(refundId)!.amount;
     const created = s.created;
     const ledger = this.ledger(created.accountId, created.mode);
     const entry = this.post(ledger, {

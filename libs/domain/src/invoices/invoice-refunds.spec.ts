@@ -199,7 +199,7 @@ describe('invoice refunds: RequestRefund', () => {
     expect(state.refundPendingAmount).toBe(30_000);
     expect(state.refundedAmount).toBe(0);
     expect(state.status).toBe('paid');
-    expect(state.refunds).toEqual({ rf_1: { amount: 30_000, status: 'requested', requestedAt: at(10) } });
+    expect(state.refunds.toRecord()).toEqual({ rf_1: { amount: 30_000, status: 'requested', requestedAt: at(10) } });
     expect(refundableRemainder(state)).toBe(70_000);
   });
 
@@ -330,7 +330,7 @@ describe('invoice refunds: ResolveRefund', () => {
     expect(state.status).toBe('partially_refunded');
     expect(state.refundedAmount).toBe(30_000);
     expect(state.refundPendingAmount).toBe(0);
-    expect(state.refunds).toEqual({ rf_1: { amount: 30_000, status: 'succeeded', requestedAt: at(10) } });
+    expect(state.refunds.toRecord()).toEqual({ rf_1: { amount: 30_000, status: 'succeeded', requestedAt: at(10) } });
     expect(refundableRemainder(state)).toBe(70_000);
   });
 
@@ -388,7 +388,7 @@ describe('invoice refunds: ResolveRefund', () => {
     expect(state.status).toBe('paid');
     expect(state.refundPendingAmount).toBe(0);
     expect(state.refundedAmount).toBe(0);
-    expect(state.refunds).toEqual({ rf_1: { amount: 30_000, status: outcome, requestedAt: at(10) } });
+    expect(state.refunds.toRecord()).toEqual({ rf_1: { amount: 30_000, status: outcome, requestedAt: at(10) } });
     expect(refundableRemainder(state)).toBe(AMOUNT);
     // The whole amount may be asked for again, under a new id.
     given(after)
@@ -475,6 +475,86 @@ function resolveAmount(plan: AmountPlan, remainder: number): number | null {
   return plan.of === 'remainder' ? remainder : remainder + 1;
 }
 
+describe('invoice refunds: many on one invoice', () => {
+  const refundId = (i: number): string => `rf_${i.toString(36).padStart(24, '0')}`;
+  /** `n` refunds of `each` (1.00 unless told) asked for, each settled as `outcome` picks (requested: still pending). */
+  function refundsAsked(n: number, outcome: (i: number) => 'requested' | 'succeeded' | 'failed' | 'refused', each = 100): InvoiceEvent[] {
+    const events: InvoiceEvent[] = [...PAID];
+    let refundedSoFar = 0;
+    for (let i = 0; i < n; i++) {
+      events.push(refundRequested(refundId(i), each));
+      const o = outcome(i);
+      if (o === 'succeeded') events.push(refunded(refundId(i), each, (refundedSoFar += each)));
+      else if (o !== 'requested') events.push(refundReleased(refundId(i), each, o));
+    }
+    return events;
+  }
+
+  /** Every object reachable from `value` through own enumerable properties (as deepFreeze walks it). */
+  function reachable(value: unknown): Set<object> {
+    const seen = new Set<object>();
+    const stack = [value];
+    while (stack.length > 0) {
+      const v = stack.pop();
+      if (v === null || typeof v !== 'object' || seen.has(v)) continue;
+      seen.add(v);
+      stack.push(...Object.values(v));
+    }
+    return seen;
+  }
+  /** The properties of the objects `after` holds and `before` does not: what one evolve built. */
+  function slotsBuilt(before: InvoiceState, after: InvoiceState): number {
+    const old = reachable(before);
+    let slots = 0;
+    for (const o of reachable(after)) if (!old.has(o)) slots += Object.keys(o).length;
+    return slots;
+  }
+
+  it('folding 5,000 refunds is linear: each event builds a bounded amount, whatever came before', () => {
+    const N = 5_000;
+    const events = refundsAsked(N, (i) => (i % 10 === 9 ? 'failed' : 'succeeded'), 1);
+    const built: { after: number; type: InvoiceEvent['type']; slots: number }[] = [];
+    const MEASURED = new Set([10, 1_000, N - 1]);
+    let state = initialInvoice();
+    let asked = 0;
+    let firstAsked: InvoiceState | null = null;
+    for (const event of events) {
+      if (event.type === 'InvoiceRefundRequested') asked += 1;
+      const next = evolveInvoice(state, event);
+      if (MEASURED.has(asked) && event.type !== 'InvoicePaid') built.push({ after: asked, type: event.type, slots: slotsBuilt(state, next) });
+      state = next;
+      if (asked === 1 && event.type === 'InvoiceRefundRequested') firstAsked = next;
+    }
+    expect(built.map((b) => `${b.after} ${b.type}`).sort()).toEqual(
+      [
+        '10 InvoiceRefundRequested',
+        '10 InvoiceRefundReleased',
+        '1000 InvoiceRefundRequested',
+        '1000 InvoiceRefundReleased',
+        '4999 InvoiceRefundRequested',
+        '4999 InvoiceRefunded',
+      ].sort(),
+    );
+    // A new state, its refunds' map and one path of the trie (at most 7 nodes of 32 slots):
+    // not a copy of every refund, as spreading a record per event was (5,000 slots here).
+    for (const b of built) expect({ ...b, bounded: b.slots <= 300 }).toEqual({ ...b, bounded: true });
+
+    const paidState = state as PaidInvoice;
+    expect(paidState.refunds.size).toBe(N);
+    expect(paidState.refundedAmount).toBe((N * 9) / 10);
+    expect(paidState.refundPendingAmount).toBe(0);
+    expect(paidState.status).toBe('partially_refunded');
+    expect(paidState.refunds.get(refundId(0))).toEqual({ amount: 1, status: 'succeeded', requestedAt: at(10) });
+    expect(paidState.refunds.get(refundId(N - 1))).toEqual({ amount: 1, status: 'failed', requestedAt: at(10) });
+    expect(paidState.refunds.get('rf_unknown')).toBeUndefined();
+    // A state folded earlier is untouched by the events folded after it.
+    const early = firstAsked as PaidInvoice | null;
+    expect(early?.refunds.size).toBe(1);
+    expect(early?.refunds.get(refundId(0))?.status).toBe('requested');
+    expect(early?.refunds.get(refundId(1))).toBeUndefined();
+  });
+});
+
 describe('invoice refunds: property', () => {
   it('refunded + pending never exceed the invoice amount; refundedAmount is the sum of the succeeded refunds', () => {
     fc.assert(
@@ -507,14 +587,14 @@ describe('invoice refunds: property', () => {
           }
 
           const succeededSum = [...succeeded.values()].reduce((a, b) => a + b, 0);
-          const pendingSum = Object.values(state.refunds)
+          const pendingSum = Object.values(state.refunds.toRecord())
             .filter((r) => r.status === 'requested')
             .reduce((a, r) => a + r.amount, 0);
           expect(state.refundedAmount + state.refundPendingAmount).toBeLessThanOrEqual(AMOUNT);
           expect(state.refundedAmount).toBe(succeededSum);
           expect(state.refundPendingAmount).toBe(pendingSum);
           expect(state.refundPendingAmount).toBeGreaterThanOrEqual(0);
-          for (const r of Object.values(state.refunds)) expect(r.amount).toBeGreaterThan(0);
+          for (const r of Object.values(state.refunds.toRecord())) expect(r.amount).toBeGreaterThan(0);
           expect(state.status).toBe(state.refundedAmount === 0 ? 'paid' : state.refundedAmount === AMOUNT ? 'refunded' : 'partially_refunded');
         }
       }),

@@ -14,6 +14,7 @@
 import { formatMoney, Refusal } from '#ledger';
 import type { Kopecks, PercentRate } from '#ledger';
 import type { MethodCode } from '../methods';
+import { PersistentMap } from '../persistent-map';
 import { CustomerFeeRequest, customerPctAt, InvoiceAmounts, invoiceAmounts } from './fees';
 
 export const INVOICE_STATUSES = ['created', 'pending', 'paid', 'failed', 'expired', 'refunded', 'partially_refunded'] as const;
@@ -152,8 +153,12 @@ export interface PaidInvoice extends InvoiceFacts {
   readonly refundedAmount: Kopecks;
   /** Held by refunds still pending. */
   readonly refundPendingAmount: Kopecks;
-  /** Every refund asked for, by id. */
-  readonly refunds: Readonly<Record<string, RefundAsked>>;
+  /**
+   * Every refund asked for, by id (refused and failed ones too). Persistent: each
+   * refund event sets one entry without copying the others, so folding an invoice's
+   * history stays linear in its events.
+   */
+  readonly refunds: PersistentMap<RefundAsked>;
 }
 
 /** Failed or expired: final. */
@@ -281,7 +286,7 @@ export function decideInvoice(command: InvoiceCommand, s: InvoiceState): Invoice
     }
     case 'RequestRefund': {
       // The same request again (a retry, or recovery finishing it): already decided.
-      if (isPaid(s) && Object.hasOwn(s.refunds, command.refundId)) return [];
+      if (isPaid(s) && s.refunds.has(command.refundId)) return [];
       if (s.status !== 'paid' && s.status !== 'partially_refunded') {
         return new Refusal('conflict', `Счёт в статусе ${s.status}: вернуть можно только оплаченный (paid или partially_refunded)`);
       }
@@ -300,7 +305,7 @@ export function decideInvoice(command: InvoiceCommand, s: InvoiceState): Invoice
       return [{ type: 'InvoiceRefundRequested', data: { invoiceId, refundId: command.refundId, projectId, accountId, mode, amount, at: command.at } }];
     }
     case 'ResolveRefund': {
-      const refund = isPaid(s) && Object.hasOwn(s.refunds, command.refundId) ? s.refunds[command.refundId]! : null;
+      const refund = isPaid(s) ? (s.refunds.get(command.refundId) ?? null) : null;
       if (!isPaid(s) || !refund) return new Refusal('conflict', `Возврат ${command.refundId} по этому счёту не запрашивался`);
       if (refund.status !== 'requested') return [];
       const base = { invoiceId, refundId: command.refundId, amount: refund.amount, at: command.at };
@@ -346,7 +351,7 @@ export function evolveInvoice(s: InvoiceState, event: InvoiceEvent): InvoiceStat
         availableAt: event.data.availableAt,
         refundedAmount: 0,
         refundPendingAmount: 0,
-        refunds: {},
+        refunds: PersistentMap.empty(),
       };
     case 'InvoiceFailed':
       return isOpen(s) ? { created: s.created, method: s.method, amounts: s.amounts, status: 'failed', finishedAt: event.data.at } : s;
@@ -358,7 +363,7 @@ export function evolveInvoice(s: InvoiceState, event: InvoiceEvent): InvoiceStat
       return {
         ...s,
         refundPendingAmount: s.refundPendingAmount + amount,
-        refunds: { ...s.refunds, [refundId]: { amount, status: 'requested', requestedAt: at } },
+        refunds: s.refunds.set(refundId, { amount, status: 'requested', requestedAt: at }),
       };
     }
     case 'InvoiceRefunded': {
@@ -369,7 +374,7 @@ export function evolveInvoice(s: InvoiceState, event: InvoiceEvent): InvoiceStat
         status: refundedAmount >= s.created.amount ? 'refunded' : 'partially_refunded',
         refundedAmount,
         refundPendingAmount: s.refundPendingAmount - amount,
-        refunds: { ...s.refunds, [refundId]: { ...s.refunds[refundId]!, amount, status: 'succeeded' } },
+        refunds: s.refunds.set(refundId, { ...s.refunds.get(refundId)!, amount, status: 'succeeded' }),
       };
     }
     case 'InvoiceRefundReleased': {
@@ -378,7 +383,7 @@ export function evolveInvoice(s: InvoiceState, event: InvoiceEvent): InvoiceStat
       return {
         ...s,
         refundPendingAmount: s.refundPendingAmount - amount,
-        refunds: { ...s.refunds, [refundId]: { ...s.refunds[refundId]!, amount, status: reason } },
+        refunds: s.refunds.set(refundId, { ...s.refunds.get(refundId)!, amount, status: reason }),
       };
     }
   }

@@ -107,7 +107,7 @@ export class RefundFlow {
   async advance(invoiceId: string, refundId: string, now: Date, by: 'answering' | 'finishing' = 'finishing', read?: InvoiceState): Promise<Refund> {
     // The invoice as the caller just read it (the request that was granted), or from its stream.
     const invoice = read ?? (await loadState<InvoiceState, InvoiceEvent>(this.store, invoiceStreamName(invoiceId), invoiceDecider)).state;
-    const asked = isPaid(invoice) && Object.hasOwn(invoice.refunds, refundId) ? invoice.refunds[refundId]! : null;
+    const asked = isPaid(invoice) ? (invoice.refunds.get(refundId) ?? null) : null;
     if (!asked) throw new Error(`Refund ${refundId} was never requested on invoice ${invoiceId}`);
     const existing = await this.find(refundId);
     if (existing) return existing;
@@ -148,7 +148,7 @@ export class RefundFlow {
         at: now.toISOString(),
       });
       if (!resolved.ok) throw resolved.failure;
-      if (isPaid(resolved.state) && resolved.state.refunds[refundId]!.status === 'refused') throw insufficientBalance();
+      if (isPaid(resolved.state) && resolved.state.refunds.get(refundId)!.status === 'refused') throw insufficientBalance();
     }
     // Failed on the invoice without a refund stream: the ledger refused a refund that may have been answered.
     return this.run(refundId, { type: 'CreateUnfundedRefund', data, at: now.toISOString(), reason: 'insufficient_balance' });
@@ -208,7 +208,7 @@ export class RefundFlow {
     if (!REFUND_ID.test(refundId)) return null;
     const invoiceId = await invoiceOfRefund(this.pool, refundId);
     const invoice = invoiceId === null ? null : await findInvoice(this.store, invoiceId);
-    if (!invoice || !isPaid(invoice) || !Object.hasOwn(invoice.refunds, refundId) || invoice.refunds[refundId]!.status === 'refused') return null;
+    if (!invoice || !isPaid(invoice) || (invoice.refunds.get(refundId)?.status ?? 'refused') === 'refused') return null;
     return grantedRefund(invoice, refundId, this.processingSeconds);
   }
 
@@ -233,7 +233,7 @@ export class RefundFlow {
 /** A refund as its invoice granted it, before its stream is written: pending, as its 202 said. */
 export function grantedRefund(invoice: PaidInvoice, refundId: string, processingSeconds: number): Refund {
   const c = invoice.created;
-  const asked = invoice.refunds[refundId]!;
+  const asked = invoice.refunds.get(refundId)!;
   return {
     created: {
       refundId,
