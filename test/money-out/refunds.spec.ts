@@ -3,8 +3,8 @@
  * REFUND_PROCESSING_SECONDS=10: POST /v1/invoices/{id}/refund (full and partial),
  * GET /v1/refunds/{id}, the sandbox processor (succeeded after the processing time),
  * the operator's POST /admin/v1/refunds/{id}/fail, and every refusal of the spec
- * (404 invoice_not_found, 409 conflict, 422 refund_exceeds_amount and
- * insufficient_balance, 400 validation, 401 unauthorized).
+ * (404 invoice_not_found, 409 conflict, also past 100 refunds of one invoice, 422
+ * refund_exceeds_amount and insufficient_balance, 400 validation, 401 unauthorized).
  *
  * The tests share one clock and run in order: each advance moves time for all, so a
  * test that needs a refund to stay pending never advances the clock before its checks.
@@ -476,6 +476,34 @@ describe('refunds (CLOCK=manual, REFUND_PROCESSING_SECONDS=10)', () => {
       expectError(await refund(m.live, invoiceId, { amount: '0.01' }), 422, 'refund_exceeds_amount', 'amount');
       // Only the two accepted refunds are reserved.
       await waitForBalance(m.live, { available: '5000.00', reserved: '1000.00' });
+    });
+  });
+
+  describe('409 conflict: at most 100 refunds per invoice', () => {
+    it('the 101st refund of an invoice is refused, full or partial, and nothing is reserved for it; another invoice still refunds', async () => {
+      const m = await instantMerchant(gw.operator);
+      const invoiceId = await paidAndAvailable(m, 'live', '1000.00');
+      const other = await paidAndAvailable(m, 'live', '10.00');
+      for (let i = 1; i <= 100; i++) {
+        // The key's rate window (60 a second) runs on the gateway clock: move it on a second now and then.
+        if (i % 50 === 0) await gw.operator.advance(1);
+        await accepted(m.live, invoiceId, { amount: '0.01' });
+      }
+      await waitForBalance(m.live, { available: '1009.00', reserved: '1.00' });
+
+      const refused = await refund(m.live, invoiceId, { amount: '0.01' });
+      expectError(refused, 409, 'conflict');
+      expect(refused.body.error.message).toContain('100 возвратов');
+      expectError(await refund(m.live, invoiceId), 409, 'conflict');
+      // Nothing was asked of the invoice or the ledger for them.
+      const stream = await gw.operator.http.get(`/admin/v1/streams/invoice-${invoiceId}?limit=1000`);
+      expectStatus(stream, 200);
+      expect((stream.body.events as Json[]).filter((e) => e.type === 'InvoiceRefundRequested')).toHaveLength(100);
+      expect(await balanceOf(m.live)).toMatchObject({ available: '1009.00', reserved: '1.00' });
+      expect(await invoice(m.live, invoiceId)).toMatchObject({ status: 'paid', amount: '1000.00' });
+
+      // The limit is the invoice's: another invoice of the merchant refunds as before.
+      expect((await accepted(m.live, other, { amount: '0.01' })).status).toBe('pending');
     });
   });
 

@@ -24,7 +24,7 @@ import type { balanceTransactionView } from '../balance-transactions/balance-tra
 import { DELIVERY_STATUSES } from '#payments/events';
 import { BALANCE_TRANSACTION_TYPES, MERCHANT_ACCOUNTS } from '#ledger';
 import { queryParameters, requestSchema } from './request-schemas';
-import { FEE_PAYERS, INVOICE_STATUSES, METHOD_CODES, PAYOUT_METHODS, PAYOUT_SOURCES, PAYOUT_STATUSES, REFUND_STATUSES } from '#domain';
+import { FEE_PAYERS, INVOICE_STATUSES, MAX_REFUNDS_PER_INVOICE, METHOD_CODES, PAYOUT_METHODS, PAYOUT_SOURCES, PAYOUT_STATUSES, REFUND_STATUSES } from '#domain';
 import type { InvoiceCreatedView, InvoiceView, PayoutView, RefundView } from '#payments';
 import { WEBHOOK_EVENTS } from '#payments/merchants';
 import type { WebhookMessage } from '#payments/webhooks';
@@ -193,7 +193,7 @@ const ERROR_TEXT: Readonly<Record<string, string>> = {
   not_found: 'выплата не найдена (по id или по orderId)',
   duplicate_request: 'выплата без orderId повторяет сумму и реквизиты заявки, созданной меньше минуты назад',
   order_id_conflict: 'orderId уже занят счётом с другими параметрами (amount, method, customerFeePct)',
-  conflict: 'возврат по счёту не в статусе paid или partially_refunded',
+  conflict: `возврат по счёту не в статусе paid или partially_refunded или сверх ${MAX_REFUNDS_PER_INVOICE} возвратов по одному счёту`,
   too_many_pending: 'уже три заявки на выплату в обработке (pending, approved или processing)',
   amount_out_of_range: 'сумма ниже минимума или выше максимума способа оплаты или проекта (для выплат: ниже минимальной выплаты)',
   method_unavailable: 'способ оплаты отключён в проекте или временно недоступен',
@@ -784,7 +784,7 @@ const DESCRIPTION = `Платёжный шлюз для мерчантов: сч
 ## Решения там, где спецификация говорит «not shown»
 
 - **Переходы счёта**: created → pending (покупатель выбрал способ или начал оплату) → paid или failed; created или pending → expired, когда наступает expiresAt; paid → partially_refunded → refunded по мере успешных возвратов. failed и expired конечны. Невозвращённый остаток учитывает и возвраты в статусе pending, поэтому два возврата не превысят сумму.
-- **Возвраты** списываются с доступного баланса (available) аккаунта мерчанта в режиме счёта: сумма сразу переходит из available в reserved и уходит с баланса, когда возврат выполнен (при refund.failed возвращается в available). Средства на холде (pending) не используются; если available мало: 422 \`insufficient_balance\`. Проверки по порядку: счёт (404 \`invoice_not_found\`), его статус (409 \`conflict\`), невозвращённый остаток (422 \`refund_exceeds_amount\`; полный возврат, когда возвращать уже нечего, тоже), баланс (422 \`insufficient_balance\`). Идентификатор возврата: \`rf_\` и 24 символа [0-9a-z].
+- **Возвраты** списываются с доступного баланса (available) аккаунта мерчанта в режиме счёта: сумма сразу переходит из available в reserved и уходит с баланса, когда возврат выполнен (при refund.failed возвращается в available). Средства на холде (pending) не используются; если available мало: 422 \`insufficient_balance\`. Проверки по порядку: счёт (404 \`invoice_not_found\`), его статус (409 \`conflict\`), число возвратов по счёту (не больше ${MAX_REFUNDS_PER_INVOICE}, считая отказанные и неудавшиеся; сверх: 409 \`conflict\`), невозвращённый остаток (422 \`refund_exceeds_amount\`; полный возврат, когда возвращать уже нечего, тоже), баланс (422 \`insufficient_balance\`). Идентификатор возврата: \`rf_\` и 24 символа [0-9a-z].
 - **Переходы выплаты**: pending → approved → processing → paid; pending, approved или processing → rejected; pending → cancelled. «В обработке» для \`too_many_pending\`: pending, approved или processing (не больше трёх таких заявок на аккаунт).
 - **Комиссия выплаты** по способу: \`sbp\`: 1.00%, \`usdt_trc20\`: 2.00%, \`usdt_bep20\`: 1.50%; удерживается из суммы (netAmount = amount − feeAmount, комиссия округляется до копейки половиной вверх). С баланса списывается amount.
 - **Минимальная выплата**: 100.00 для каждого способа. Ставки и минимумы по умолчанию; оператор шлюза меняет их настройкой \`PAYOUT_TERMS\`. Сумма ниже минимума способа: 422 \`amount_out_of_range\`; выше доступного баланса (available): 422 \`insufficient_balance\` (у обоих param = amount). Спецификация перечисляет для этих случаев и 422 \`address_not_confirmed\`, но код для них оставляет открытым; шлюз отвечает \`address_not_confirmed\` только на неподтверждённые реквизиты. Проверки POST /payouts по порядку: ключ (403 \`test_mode\`), тело (400 \`validation\`), повтор orderId (200), реквизиты (404 \`address_not_found\`, 422 \`address_not_confirmed\`), минимум (422 \`amount_out_of_range\`), заявки в обработке (409 \`too_many_pending\`), дубликат (409 \`duplicate_request\`), баланс (422 \`insufficient_balance\`).
@@ -916,7 +916,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
           '415': UNSUPPORTED_MEDIA_TYPE,
           '401': UNAUTHORIZED,
           '404': errorResponse('Счёт не найден', ['invoice_not_found']),
-          '409': conflictKeyed('Счёт не в статусе paid или partially_refunded', ['conflict']),
+          '409': conflictKeyed(`Счёт не в статусе paid или partially_refunded, или по нему уже ${MAX_REFUNDS_PER_INVOICE} возвратов`, ['conflict']),
           '422': errorResponse('Возврат невозможен: сумма больше невозвращённого остатка (с учётом возвратов в pending) или больше available', [
             'refund_exceeds_amount',
             'insufficient_balance',

@@ -27,6 +27,7 @@ import {
   InvoiceState,
   InvoiceStatus,
   isPaid,
+  MAX_REFUNDS_PER_INVOICE,
   PaidInvoice,
   refundableRemainder,
 } from './invoice';
@@ -489,6 +490,53 @@ describe('invoice refunds: many on one invoice', () => {
     }
     return events;
   }
+  const OUTCOMES = ['succeeded', 'failed', 'refused', 'requested'] as const;
+  const mixed = (i: number) => OUTCOMES[i % OUTCOMES.length]!;
+
+  it(`takes ${MAX_REFUNDS_PER_INVOICE} refunds, whatever became of them; the next is a conflict, full or partial`, () => {
+    expect(MAX_REFUNDS_PER_INVOICE).toBe(100);
+    given(refundsAsked(MAX_REFUNDS_PER_INVOICE - 1, mixed))
+      .when(requestRefund('rf_last', 100, at(30)))
+      .then([refundRequested('rf_last', 100, at(30))]);
+    const full = refundsAsked(MAX_REFUNDS_PER_INVOICE, mixed);
+    expect(fold(full).status).toBe('partially_refunded');
+    expect(refundableRemainder(foldPaid(full))).toBeGreaterThan(0);
+    given(full)
+      .when(requestRefund('rf_next', 100, at(30)))
+      .thenFails('conflict');
+    given(full)
+      .when(requestRefund('rf_next', null, at(30)))
+      .thenFails('conflict');
+    const refusal = decideInvoice(requestRefund('rf_next', 100, at(30)), fold(full));
+    expect(refusal).toBeInstanceOf(Refusal);
+    expect((refusal as Refusal).message).toContain(`${MAX_REFUNDS_PER_INVOICE} возвратов`);
+  });
+
+  it('refused and failed refunds count too (each grows the stream), and a repeat of one asked is still nothing', () => {
+    const refusedOnly = refundsAsked(MAX_REFUNDS_PER_INVOICE, () => 'refused');
+    expect(fold(refusedOnly).status).toBe('paid');
+    given(refusedOnly)
+      .when(requestRefund('rf_next', 100, at(30)))
+      .thenFails('conflict');
+    given(refundsAsked(MAX_REFUNDS_PER_INVOICE, () => 'failed'))
+      .when(requestRefund('rf_next', null, at(30)))
+      .thenFails('conflict');
+    given(refusedOnly)
+      .when(requestRefund(refundId(7), 100))
+      .thenNothing();
+    given(refundsAsked(MAX_REFUNDS_PER_INVOICE, mixed))
+      .when(resolveRefund(refundId(3), 'succeeded', at(30)))
+      .then([refunded(refundId(3), 100, 2_600, at(30))]);
+  });
+
+  it('the status is checked first: a refunded invoice at the limit is the same conflict as any refunded one', () => {
+    const events = refundsAsked(MAX_REFUNDS_PER_INVOICE - 1, () => 'refused');
+    events.push(refundRequested('rf_all', AMOUNT), refunded('rf_all', AMOUNT, AMOUNT));
+    expect(fold(events).status).toBe('refunded');
+    const refusal = decideInvoice(requestRefund('rf_next', null, at(30)), fold(events));
+    expect((refusal as Refusal).code).toBe('conflict');
+    expect((refusal as Refusal).message).toContain('refunded');
+  });
 
   /** Every object reachable from `value` through own enumerable properties (as deepFreeze walks it). */
   function reachable(value: unknown): Set<object> {
@@ -510,7 +558,7 @@ describe('invoice refunds: many on one invoice', () => {
     return slots;
   }
 
-  it('folding 5,000 refunds is linear: each event builds a bounded amount, whatever came before', () => {
+  it('folding 5,000 refunds (events past the limit, as an older stream may hold) is linear: each event builds a bounded amount, whatever came before', () => {
     const N = 5_000;
     const events = refundsAsked(N, (i) => (i % 10 === 9 ? 'failed' : 'succeeded'), 1);
     const built: { after: number; type: InvoiceEvent['type']; slots: number }[] = [];

@@ -9,7 +9,8 @@
  * Refunds: the invoice decides how much may still be refunded (its amount less what
  * was refunded and what refunds still pending hold), so two refunds can never exceed
  * it. A request stays pending on the invoice until its refund succeeds (refunded),
- * fails, or is refused for want of balance (returned to the remainder).
+ * fails, or is refused for want of balance (returned to the remainder). An invoice
+ * takes at most MAX_REFUNDS_PER_INVOICE refunds, so its stream stays short.
  */
 import { formatMoney, Refusal } from '#ledger';
 import type { Kopecks, PercentRate } from '#ledger';
@@ -214,6 +215,14 @@ export const invoiceStatusAt = (s: Invoice, at: string): InvoiceStatus => (isOpe
  */
 export const MAX_METHOD_CHOICES = 20;
 
+/**
+ * How many refunds one invoice takes, whatever became of them (a refused or failed one
+ * counts too: each adds its events to the invoice's stream). Plenty for an order
+ * refunded line by line, while every read and command of the invoice, which folds its
+ * stream, stays a few hundred events at most.
+ */
+export const MAX_REFUNDS_PER_INVOICE = 100;
+
 /** The method choices the buyer has left on the invoice (0 once it is no longer open). */
 export const methodChoicesLeft = (s: Invoice): number => (isOpen(s) ? Math.max(0, MAX_METHOD_CHOICES - s.methodChoices) : 0);
 
@@ -289,6 +298,12 @@ export function decideInvoice(command: InvoiceCommand, s: InvoiceState): Invoice
       if (isPaid(s) && s.refunds.has(command.refundId)) return [];
       if (s.status !== 'paid' && s.status !== 'partially_refunded') {
         return new Refusal('conflict', `Счёт в статусе ${s.status}: вернуть можно только оплаченный (paid или partially_refunded)`);
+      }
+      if (s.refunds.size >= MAX_REFUNDS_PER_INVOICE) {
+        return new Refusal(
+          'conflict',
+          `По счёту уже запрошено ${MAX_REFUNDS_PER_INVOICE} возвратов (столько принимается на один счёт): новый возврат не принять`,
+        );
       }
       const remainder = refundableRemainder(s);
       const amount = command.amount ?? remainder;

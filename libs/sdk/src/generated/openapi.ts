@@ -1655,9 +1655,9 @@ export interface operations {
                 };
             };
             /**
-             * @description Счёт не в статусе paid или partially_refunded; или конфликт Idempotency-Key
+             * @description Счёт не в статусе paid или partially_refunded, или по нему уже 100 возвратов; или конфликт Idempotency-Key
              *
-             *     - `conflict`: возврат по счёту не в статусе paid или partially_refunded
+             *     - `conflict`: возврат по счёту не в статусе paid или partially_refunded или сверх 100 возвратов по одному счёту
              *     - `idempotency_key_conflict`: Idempotency-Key уже использован этой парой ключей с другим запросом (метод, адрес или тело); param: Idempotency-Key
              *     - `idempotency_key_in_use`: запрос с этим Idempotency-Key ещё выполняется дольше, чем ждёт повтор; повторить после Retry-After, ответ будет ответом первого запроса
              */
