@@ -9,7 +9,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { connect, Socket } from 'node:net';
 import path from 'node:path';
 import { Client } from 'pg';
-import { PASSWORD_FILE, PRESENCE } from '#platform/database';
+import { EMBEDDED_DATABASE_NAME, PASSWORD_FILE, PRESENCE } from '#platform/database';
 import { spawn } from 'node:child_process';
 import { ROOT, RunningProcess, startGateway, startProcess, temporaryDataDir, PROJECTOR_PUBLIC_URL } from '../support/gateway-process';
 
@@ -92,16 +92,25 @@ async function startProjector(dataDir: string): Promise<RunningProcess & { ready
   return { ...projector, ready };
 }
 
-/** A POST that sent its headers and 10 bytes of its body, and no more: the API's drain never ends. */
-async function hangingPost(baseUrl: string): Promise<Socket> {
+/**
+ * A request the API is handling, whose answer does not come within the stop's bound: an
+ * operator read of a table held locked here (the drain closes a connection with no whole
+ * request in, so a request half sent no longer holds it). `release` lets it go.
+ */
+async function hangingRequest(baseUrl: string, dataDir: string): Promise<{ socket: Socket; release(): Promise<void> }> {
+  const server = postmasterOf(dataDir)!;
+  const password = readFileSync(path.join(dataDir, PASSWORD_FILE), 'utf8').trim();
+  const holder = new Client({ host: '127.0.0.1', port: server.port, user: 'postgres', password, database: EMBEDDED_DATABASE_NAME });
+  holder.on('error', () => undefined);
+  await holder.connect();
+  await holder.query('BEGIN');
+  await holder.query('LOCK TABLE webhook_deliveries IN ACCESS EXCLUSIVE MODE');
   const socket = connect({ host: '127.0.0.1', port: Number(new URL(baseUrl).port) });
   socket.on('error', () => undefined);
   await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
-  socket.write(
-    `POST /v1/invoices HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer sk_test_x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"amount":`,
-  );
+  socket.write(`GET /admin/v1/webhook-deliveries HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${TOKEN}\r\n\r\n`);
   await sleep(500);
-  return socket;
+  return { socket, release: () => holder.end().catch(() => undefined) };
 }
 
 describe('one embedded server shared by the processes of a DATA_DIR', () => {
@@ -161,10 +170,11 @@ describe('one embedded server shared by the processes of a DATA_DIR', () => {
       expect(parentOf(server.pid)).toBe(api.child.pid);
       const projector = await startProjector(data.dir);
       try {
-        const socket = await hangingPost(api.baseUrl);
+        const hanging = await hangingRequest(api.baseUrl, data.dir);
         // Not drained within 15 s: the API exits 1.
         expect(await api.kill('SIGTERM')).toBe(1);
-        socket.destroy();
+        hanging.socket.destroy();
+        await hanging.release();
         await sleep(2_000);
         expect(alive(server.pid)).toBe(true);
         expect(await projector.ready()).toBe(200);
@@ -177,9 +187,10 @@ describe('one embedded server shared by the processes of a DATA_DIR', () => {
       // Alone on the server it started, the API forced to exit stops it.
       const alone = await startGateway('api', { DATA_DIR: data.dir, ADMIN_TOKEN: TOKEN });
       const its = postmasterOf(data.dir)!;
-      const socket = await hangingPost(alone.baseUrl);
+      const hanging = await hangingRequest(alone.baseUrl, data.dir);
       expect(await alone.kill('SIGTERM')).toBe(1);
-      socket.destroy();
+      hanging.socket.destroy();
+      await hanging.release();
       expect(postmasterOf(data.dir)).toBeNull();
       expect(alive(its.pid)).toBe(false);
     } finally {
