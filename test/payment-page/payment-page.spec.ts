@@ -564,6 +564,7 @@ describe('payment page rendering (pure)', () => {
     refundedAmount: 0,
     refundPendingAmount: 0,
     refunds: PersistentMap.empty(),
+    refundsRefused: 0,
   });
 
   it('an open invoice past expiresAt but not yet marked expired shows as expired, with no forms', () => {

@@ -10,7 +10,7 @@
  * was refunded and what refunds still pending hold), so two refunds can never exceed
  * it. A request stays pending on the invoice until its refund succeeds (refunded),
  * fails, or is refused for want of balance (returned to the remainder). An invoice
- * takes at most MAX_REFUNDS_PER_INVOICE refunds, so its stream stays short.
+ * takes at most MAX_REFUNDS_PER_INVOICE refunds (refused ones not counted).
  */
 import { formatMoney, Refusal } from '#ledger';
 import type { Kopecks, PercentRate } from '#ledger';
@@ -160,6 +160,8 @@ export interface PaidInvoice extends InvoiceFacts {
    * history stays linear in its events.
    */
   readonly refunds: PersistentMap<RefundAsked>;
+  /** Of those, refused for want of balance: never shown, not counted against MAX_REFUNDS_PER_INVOICE. */
+  readonly refundsRefused: number;
 }
 
 /** Failed or expired: final. */
@@ -299,10 +301,11 @@ export function decideInvoice(command: InvoiceCommand, s: InvoiceState): Invoice
       if (s.status !== 'paid' && s.status !== 'partially_refunded') {
         return new Refusal('conflict', `Счёт в статусе ${s.status}: вернуть можно только оплаченный (paid или partially_refunded)`);
       }
-      if (s.refunds.size >= MAX_REFUNDS_PER_INVOICE) {
+      // Refused ones (never shown: the request was answered 422) do not count: a merchant retrying a refund until its balance allows must not lock the invoice.
+      if (s.refunds.size - s.refundsRefused >= MAX_REFUNDS_PER_INVOICE) {
         return new Refusal(
           'conflict',
-          `По счёту уже запрошено ${MAX_REFUNDS_PER_INVOICE} возвратов (столько принимается на один счёт): новый возврат не принять`,
+          `По счёту уже ${MAX_REFUNDS_PER_INVOICE} возвратов (столько принимается на один счёт, не считая отказанных за нехваткой баланса): новый возврат не принять`,
         );
       }
       const remainder = refundableRemainder(s);
@@ -367,6 +370,7 @@ export function evolveInvoice(s: InvoiceState, event: InvoiceEvent): InvoiceStat
         refundedAmount: 0,
         refundPendingAmount: 0,
         refunds: PersistentMap.empty(),
+        refundsRefused: 0,
       };
     case 'InvoiceFailed':
       return isOpen(s) ? { created: s.created, method: s.method, amounts: s.amounts, status: 'failed', finishedAt: event.data.at } : s;
@@ -399,6 +403,7 @@ export function evolveInvoice(s: InvoiceState, event: InvoiceEvent): InvoiceStat
         ...s,
         refundPendingAmount: s.refundPendingAmount - amount,
         refunds: s.refunds.set(refundId, { ...s.refunds.get(refundId)!, amount, status: reason }),
+        refundsRefused: s.refundsRefused + (reason === 'refused' ? 1 : 0),
       };
     }
   }
