@@ -104,6 +104,7 @@ async function hangingRequest(baseUrl: string, dataDir: string): Promise<{ socke
   holder.on('error', () => undefined);
   await holder.connect();
   await holder.query('BEGIN');
+  await holder.query('SET LOCAL idle_in_transaction_session_timeout = 0; SET LOCAL statement_timeout = 0');
   await holder.query('LOCK TABLE webhook_deliveries IN ACCESS EXCLUSIVE MODE');
   const socket = connect({ host: '127.0.0.1', port: Number(new URL(baseUrl).port) });
   socket.on('error', () => undefined);
