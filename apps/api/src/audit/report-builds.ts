@@ -131,7 +131,7 @@ export class ReportBuilds {
         socket?.setTimeout(REPORT_STALL_SECONDS * 1000);
         socket?.on('timeout', stalled);
         const given = () => {
-          socket?.setTimeout(0);
+          // Not setTimeout(0): on 'finish' Node has already put its keep-alive timeout in place of this one.
           socket?.off('timeout', stalled);
           done();
         };
