@@ -51,6 +51,13 @@ function trackResponses(server: Server): void {
   });
 }
 
+/** How many Host headers the raw headers (name, value, name, value...) hold: counted without an array per request. */
+function hostHeaders(raw: readonly string[]): number {
+  let n = 0;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.length === 4 && raw[i]!.toLowerCase() === 'host') n++;
+  return n;
+}
+
 /** The status clientErrorHandler wrote on a connection: the answer of the request it cut off (a 408 for a body that never came whole). */
 const RAW_ANSWERS = new WeakMap<Socket, number>();
 
@@ -241,7 +248,7 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
       return;
     }
     // Two Host headers (RFC 9112: 400): Node keeps the first, a proxy in front may have routed by the other.
-    if (request.raw.rawHeaders.filter((name, i) => i % 2 === 0 && name.toLowerCase() === 'host').length > 1) {
+    if (hostHeaders(request.raw.rawHeaders) > 1) {
       void sendError(reply, new ApiError(400, 'validation', 'Заголовок Host указан в запросе дважды', 'host'));
       return;
     }
