@@ -201,6 +201,12 @@ describe('the HTTP surface in raw bytes', () => {
     await client.closed;
     expect(statusesOf(client.text())).toEqual([201]);
     expect(await invoicesWith(id)).toHaveLength(1);
+    // The request line is written after the answer: it may come a moment after the client has it.
+    await poll(
+      async () => linesOf(`half-closed-${id}`),
+      (found) => found.length > 0,
+      'the request line',
+    );
     expect(linesOf(`half-closed-${id}`)).toEqual([expect.objectContaining({ level: 30, msg: 'request', route: '/v1/invoices', status: 201 })]);
     expect(linesOf(`half-closed-${id}`)[0].clientGone).toBeUndefined();
     expect(await createsCounted(201)).toBe(before + 1);
