@@ -121,13 +121,6 @@ describe('a tampered event log is found and named', () => {
       (r) => r.length >= 2,
       'the refund to be processed',
     );
-    // And on its invoice (the reactor appends InvoiceRefunded later, under load after the first
-    // checkpoint was taken): every event of the tests' streams lies before the checkpoints.
-    await poll(
-      async () => (await merchant.test.get(`/v1/invoices/${invoices[0].id}`)).body,
-      (invoice) => invoice.refundedAmount === '100.00',
-      'the refund on its invoice',
-    );
   });
   afterAll(async () => {
     await gw?.close();
