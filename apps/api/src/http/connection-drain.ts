@@ -51,17 +51,15 @@ export function connectionDrain(server: Server): ConnectionDrain {
   server.prependListener('request', (request: IncomingMessage, response: ServerResponse) => {
     const requests = unanswered.get(request.socket);
     requests?.add(request);
-    const answered = () => requests?.delete(request);
+    if (draining) response.setHeader('connection', 'close');
+    else answering.add(response);
+    // One pair of listeners per answer for both records (this runs for every request).
+    const answered = () => {
+      requests?.delete(request);
+      answering.delete(response);
+    };
     response.once('finish', answered);
     response.once('close', answered);
-    if (draining) {
-      response.setHeader('connection', 'close');
-      return;
-    }
-    answering.add(response);
-    const done = () => answering.delete(response);
-    response.once('finish', done);
-    response.once('close', done);
   });
   return {
     async drain({ waitForClients, boundMs = PROXY_DRAIN_MS }) {
@@ -84,18 +82,18 @@ export function connectionDrain(server: Server): ConnectionDrain {
       // timeouts (60 s), past the forced stop: one that has sent nothing (a browser's
       // preconnect) is closed after a second without a proxy, and with the idle ones behind
       // one; one with part of a request in is left to finish it until the bound (10 s).
-      const closeSilent = (unsent: boolean) =>
+      const closeUnserved = (unsent: boolean) =>
         unanswered.forEach((requests, socket) => {
           const served = [...requests].some((request) => request.complete);
           if (!served && (!unsent || (requests.size === 0 && socket.bytesRead === 0))) socket.destroy();
         });
-      const unsentBound = waitForClients ? undefined : setTimeout(() => closeSilent(true), SILENT_GRACE_MS);
+      const unsentBound = waitForClients ? undefined : setTimeout(() => closeUnserved(true), SILENT_GRACE_MS);
       // Past the bound, looked at again every second: an answer that ends later leaves its
       // connection with the next request's first bytes, which Node's idle close spares.
       let pastBound: NodeJS.Timeout | undefined;
       const partBound = setTimeout(() => {
-        closeSilent(false);
-        pastBound = setInterval(() => closeSilent(false), 1_000);
+        closeUnserved(false);
+        pastBound = setInterval(() => closeUnserved(false), 1_000);
       }, boundMs);
       await closed;
       clearTimeout(bound);
