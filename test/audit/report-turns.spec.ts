@@ -9,7 +9,7 @@
  */
 import { EventEmitter } from 'node:events';
 import type { ReadModelRebuilds } from '#event-store/projections';
-import { REPORT_BUILDS, REPORT_STALL_SECONDS, ReportBuilds } from '../../apps/api/src/audit/report-builds';
+import { REPORT_BUILDS, REPORT_SEND_SECONDS, REPORT_STALL_SECONDS, ReportBuilds } from '../../apps/api/src/audit/report-builds';
 
 /** A connection whose inactivity timeout the test fires. */
 class Connection extends EventEmitter {
@@ -77,5 +77,53 @@ describe('a report holds its turn until its answer is sent', () => {
       timeoutMs: 73_000,
       listeners: 0,
     });
+  });
+  it(`an answer still being sent after REPORT_SEND_SECONDS is cut off (a reader that takes a byte now and then never stalls), and its turn passes on`, async () => {
+    jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'queueMicrotask'] });
+    try {
+      const builds = new ReportBuilds(noRebuilds);
+      const responses = Array.from({ length: REPORT_BUILDS }, () => new Response());
+      expect(await Promise.all(responses.map((response, i) => builds.inTurn({ response }, { report: 'test' }, async () => i)))).toEqual([0, 1]);
+      // Bytes keep going out: the socket's inactivity timeout never fires.
+      jest.advanceTimersByTime(REPORT_SEND_SECONDS * 1000 - 1);
+      expect(responses.map((r) => r.destroyed)).toEqual([false, false]);
+      responses[1]!.writableFinished = true;
+      responses[1]!.emit('finish');
+      jest.advanceTimersByTime(1);
+      // The first is cut off; the second, sent whole in time, is left alone.
+      expect(responses.map((r) => r.destroyed)).toEqual([true, false]);
+      expect(await builds.inTurn({ response: new Response() }, { report: 'test' }, async () => 'next')).toBe('next');
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+});
+
+describe('one turn at a time per merchant', () => {
+  it("a merchant's second report waits for its first, while another merchant's, arriving later, takes the free turn", async () => {
+    const builds = new ReportBuilds(noRebuilds);
+    const logged: string[] = [];
+    const log = { info: (_: object, message: string) => logged.push(message) };
+    const built: string[] = [];
+    const report = (name: string, merchant: string | undefined, response: Response) =>
+      builds.inTurn({ response, merchant, log }, { report: 'test' }, async () => {
+        built.push(name);
+        return name;
+      });
+    const [a1, a2, b1, operator] = [new Response(), new Response(), new Response(), new Response()];
+    expect(await report('a1', 'merchant-a', a1)).toBe('a1');
+    const second = report('a2', 'merchant-a', a2);
+    expect(await report('b1', 'merchant-b', b1)).toBe('b1');
+    expect(built).toEqual(['a1', 'b1']);
+    expect(logged).toEqual(['report: waiting for its turn (one at a time per merchant)']);
+    // Both turns taken: the operator waits too, behind the merchant's second (order of arrival).
+    const operators = report('operator', undefined, operator);
+    a1.writableFinished = true;
+    a1.emit('finish');
+    expect(await second).toBe('a2');
+    b1.destroy();
+    expect(await operators).toBe('operator');
+    expect(built).toEqual(['a1', 'b1', 'a2', 'operator']);
+    expect(logged[1]).toBe(`report: waiting for its turn (${REPORT_BUILDS} are built at a time)`);
   });
 });

@@ -206,9 +206,12 @@ describe('signed statements built a page at a time, reports built in turns', () 
   /**
    * Both turns held: a month of new entries (the log's checkpoint at them is extended by the first
    * statement that needs it), the checkpoint's advisory lock taken here, two statements of that
-   * month held up by it. `release` lets them go and answers them.
+   * month held up by it (the merchant's and the operator's; `holders`: which). `release` lets them go and answers them.
    */
-  async function turnsHeld(month: string): Promise<{ release: () => Promise<{ status: number }[]> }> {
+  async function turnsHeld(
+    month: string,
+    holders: readonly ('merchant' | 'operator')[] = ['merchant', 'operator'],
+  ): Promise<{ release: () => Promise<{ status: number }[]> }> {
     const entries = Array.from({ length: 5 }, (_, i): LedgerRequest => ({
       type: 'RecordPayment',
       invoiceId: `${month}-${i}`,
@@ -228,7 +231,7 @@ describe('signed statements built a page at a time, reports built in turns', () 
     await lock.connect();
     await lock.query('SELECT pg_advisory_lock($1)', [CHECKPOINT_LOCK]);
     const to = new Date(Date.parse(`${month}-01T00:00:00Z`) + 86_400_000).toISOString();
-    const held = [merchantStatement('2025-02-28T00:00:00Z', to), operatorStatement('2025-02-28T00:00:00Z', to)];
+    const held = holders.map((holder) => (holder === 'merchant' ? merchantStatement : operatorStatement)('2025-02-28T00:00:00Z', to));
     await poll(
       async () =>
         (
@@ -237,8 +240,8 @@ describe('signed statements built a page at a time, reports built in turns', () 
              WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock' AND wait_event = 'advisory'`,
           )
         ).rows[0]!.n,
-      (n) => n === 2,
-      'two statements held up by the lock',
+      (n) => n === held.length,
+      'the statements held up by the lock',
     );
     return {
       release: async () => {
@@ -325,6 +328,25 @@ describe('signed statements built a page at a time, reports built in turns', () 
       (s) => s === 200,
       'statements once the mark is gone',
     );
+  }, 60_000);
+
+  it("a merchant's second statement waits for its first, while a report asked later takes the free turn", async () => {
+    const { release } = await turnsHeld('2025-08', ['merchant']);
+    const id = `turn-merchant-${randomUUID()}`;
+    let second: Promise<{ status: number }> | undefined;
+    try {
+      second = merchantStatement(...empty, id);
+      await poll(
+        async () => gw.gateway.output().includes('report: waiting for its turn (one at a time per merchant)') && waited(id),
+        Boolean,
+        "the merchant's second statement to wait",
+      );
+      // The other turn is free: the operator's statement is built meanwhile.
+      expect((await operatorStatement(...empty)).status).toBe(200);
+    } finally {
+      expect((await release()).map((r) => r.status)).toEqual([200]);
+    }
+    expect((await second!).status).toBe(200);
   }, 60_000);
 
   it('a client that resets its connection while its statement waits: not built, its request logged and counted once', async () => {

@@ -12,6 +12,8 @@ export const REPORT_WAIT_SECONDS = 30;
 export const REPORT_QUEUE = 20;
 /** How long a report's answer may stall unread (no byte sent on its connection): then it is cut off, and its turn passes on. */
 export const REPORT_STALL_SECONDS = 60;
+/** How long sending a report's answer may take in all (a year's statement of a big merchant at 120 KB/s): then it is cut off. */
+export const REPORT_SEND_SECONDS = 600;
 
 /** The request's log, where a report that waits for its turn says so. */
 export interface RequestLog {
@@ -32,58 +34,102 @@ export interface ReportResponse {
   } | null;
 }
 
-/** What a report is told of its request: its log, its response (the turn is held until it is sent), whether its client reset the connection. */
+/**
+ * What a report is told of its request: its log, its response (the turn is held until it
+ * is sent), whether its client reset the connection, the merchant account asking (none:
+ * the operator).
+ */
 export interface ReportRequest {
   readonly log?: RequestLog;
+  readonly merchant?: string;
   readonly response?: ReportResponse;
   gone?(): boolean;
 }
 
 /**
- * At most `size` holders at once; the others wait in order of arrival, at most `queue`
- * of them, each at most `waitMs`. A turn is given back by calling what `take` answered
- * (once; a second call does nothing); null: no turn (the queue was full, or the wait ran out).
+ * At most `size` turns at once, at most `perHolder` of them to one holder (a merchant
+ * account: one merchant cannot take every turn); the others wait in order of arrival
+ * among those that may take one, at most `queue` of them, each at most `waitMs`. A turn
+ * is given back by calling what `take` answered (once; a second call does nothing);
+ * null: no turn (the queue was full, or the wait ran out).
  */
 export class Turns {
   private busy = 0;
-  private readonly waiting: ((turn: boolean) => void)[] = [];
+  private readonly held = new Map<string, number>();
+  private readonly waiting: { holder: string | undefined; give: () => void }[] = [];
 
   constructor(
     private readonly size: number,
     private readonly queue: number,
     private readonly waitMs: number,
+    private readonly perHolder = size,
   ) {}
 
-  /** Whether a `take` now would wait. */
+  /** Whether every turn is taken. */
   get full(): boolean {
     return this.busy >= this.size;
   }
 
-  async take(): Promise<(() => void) | null> {
-    if (this.busy < this.size) this.busy++;
+  /** Whether a `take` by `holder` now would wait. */
+  wouldWait(holder?: string): boolean {
+    return !this.mayTake(holder);
+  }
+
+  async take(holder?: string): Promise<(() => void) | null> {
+    if (this.mayTake(holder)) this.hold(holder);
     else {
       if (this.waiting.length >= this.queue) return null;
       const turn = await new Promise<boolean>((resolve) => {
+        const waiter = {
+          holder,
+          give: () => {
+            clearTimeout(timer);
+            resolve(true);
+          },
+        };
         const timer = setTimeout(() => {
           this.waiting.splice(this.waiting.indexOf(waiter), 1);
           resolve(false);
         }, this.waitMs);
-        const waiter = (given: boolean) => {
-          clearTimeout(timer);
-          resolve(given);
-        };
         this.waiting.push(waiter);
       });
-      if (!turn) return null; // the turn passes on with `busy` unchanged
+      if (!turn) return null;
     }
     let given = false;
     return () => {
       if (given) return;
       given = true;
-      const next = this.waiting.shift();
-      if (next) next(true);
-      else this.busy--;
+      this.busy--;
+      if (holder !== undefined) {
+        const left = this.held.get(holder)! - 1;
+        if (left > 0) this.held.set(holder, left);
+        else this.held.delete(holder);
+      }
+      this.passOn();
     };
+  }
+
+  private mayTake(holder: string | undefined): boolean {
+    return this.busy < this.size && (holder === undefined || (this.held.get(holder) ?? 0) < this.perHolder);
+  }
+
+  private hold(holder: string | undefined): void {
+    this.busy++;
+    if (holder !== undefined) this.held.set(holder, (this.held.get(holder) ?? 0) + 1);
+  }
+
+  /** Free turns to the first waiters that may take one. */
+  private passOn(): void {
+    for (let i = 0; i < this.waiting.length && this.busy < this.size;) {
+      const waiter = this.waiting[i]!;
+      if (!this.mayTake(waiter.holder)) {
+        i++;
+        continue;
+      }
+      this.waiting.splice(i, 1);
+      this.hold(waiter.holder);
+      waiter.give();
+    }
   }
 }
 
@@ -96,14 +142,16 @@ export const notBuilt = (why: string) =>
 /**
  * The reports a request builds whole in this process, reading as much as a ledger holds
  * (a signed statement, a balance replayed from the log): at most REPORT_BUILDS at once,
- * each holding its turn until its answer is sent (a slow reader holds one document, not
- * more; one whose reader stops for REPORT_STALL_SECONDS is cut off); the others wait their turn in order of arrival, at most REPORT_QUEUE of them and
+ * one of them a merchant's (its slow readers cannot take every turn), each holding its
+ * turn until its answer is sent (a slow reader holds one document, not more; one whose
+ * reader stops for REPORT_STALL_SECONDS, or is not done in REPORT_SEND_SECONDS, is cut
+ * off); the others wait their turn in order of arrival, at most REPORT_QUEUE of them and
  * REPORT_WAIT_SECONDS each, else 503: a few of them cannot take the process's memory nor
  * its database connections. Other requests never wait for them.
  */
 @Injectable()
 export class ReportBuilds {
-  private readonly turns = new Turns(REPORT_BUILDS, REPORT_QUEUE, REPORT_WAIT_SECONDS * 1000);
+  private readonly turns = new Turns(REPORT_BUILDS, REPORT_QUEUE, REPORT_WAIT_SECONDS * 1000, 1);
 
   constructor(@Inject(READ_MODEL_REBUILDS) private readonly rebuilds: ReadModelRebuilds) {}
 
@@ -115,7 +163,8 @@ export class ReportBuilds {
    */
   async inTurn<T>(request: ReportRequest, fields: object, build: () => Promise<T>, readsModels: readonly string[] = []): Promise<T> {
     if (this.turns.full) request.log?.info(fields, `report: waiting for its turn (${REPORT_BUILDS} are built at a time)`);
-    const done = await this.turns.take();
+    else if (this.turns.wouldWait(request.merchant)) request.log?.info(fields, 'report: waiting for its turn (one at a time per merchant)');
+    const done = await this.turns.take(request.merchant);
     if (done === null) throw notBuilt(`${REPORT_BUILDS} отчёта строятся, очередь занята`);
     let sent = false;
     try {
@@ -130,7 +179,10 @@ export class ReportBuilds {
         const stalled = () => response.destroy();
         socket?.setTimeout(REPORT_STALL_SECONDS * 1000);
         socket?.on('timeout', stalled);
+        // A reader that takes a byte now and then is never stalled: the whole sending is bounded too.
+        const tooLong = setTimeout(stalled, REPORT_SEND_SECONDS * 1000);
         const given = () => {
+          clearTimeout(tooLong);
           // Not setTimeout(0): on 'finish' Node has already put its keep-alive timeout in place of this one.
           socket?.off('timeout', stalled);
           done();

@@ -144,11 +144,17 @@ const send = (reply: FastifyReply, body: SignedStatementText | null) => {
 };
 
 /**
- * The request's log, its response (the turn is held until it is sent), and whether its
+ * The request's log, its response (the turn is held until it is sent), whether its
  * client reset the connection (a statement not yet built is then not built; a FIN alone
- * does not tell: half-open connections are answered, and REPORT_WAIT_SECONDS bounds the wait).
+ * does not tell: half-open connections are answered, and REPORT_WAIT_SECONDS bounds the
+ * wait), and the merchant account asking (none: the operator).
  */
-const requestOf = (reply: FastifyReply): ReportRequest => ({ log: reply.request.log, response: reply.raw, gone: () => reply.request.raw.socket.destroyed });
+const requestOf = (reply: FastifyReply, merchant?: string): ReportRequest => ({
+  log: reply.request.log,
+  response: reply.raw,
+  gone: () => reply.request.raw.socket.destroyed,
+  merchant,
+});
 
 /** The merchant's signed statement (its account, the key's mode), and the operator's of any account. */
 @Controller()
@@ -160,7 +166,8 @@ export class SignedStatementController {
   @Get('v1/statements')
   async merchant(@Merchant() merchant: MerchantIdentity, @Query(validRequest) query: PeriodQuery, @Res() reply: FastifyReply) {
     const { from, to } = period(query.from, query.to);
-    return send(reply, await this.statements.statement({ accountId: merchant.project.accountId, mode: merchant.mode }, from, to, requestOf(reply)));
+    const accountId = merchant.project.accountId;
+    return send(reply, await this.statements.statement({ accountId, mode: merchant.mode }, from, to, requestOf(reply, accountId)));
   }
 
   @UseGuards(AdminTokenGuard)
