@@ -1,4 +1,4 @@
-import { createPool, migrate, MigrationError } from '#platform/database';
+import { checkMigrated, createPool, migrate, MigrationError } from '#platform/database';
 import { allMigrations } from '#payments/composition';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
@@ -30,6 +30,22 @@ describe('schema migrations', () => {
     const edited = allMigrations.map((m, i) => (i === 0 ? { ...m, sql: `${m.sql}\n-- edited` } : m));
     await expect(migrate(db.pool, edited)).rejects.toThrow(MigrationError);
     await expect(migrate(db.pool, edited)).rejects.toThrow('was changed after it was applied');
+  });
+
+  it('refuse a database migrated by a newer version (an applied migration this code does not know): a downgrade, also for a read-only command', async () => {
+    const newer = [...allMigrations, { id: 'payments:9999_from_a_newer_version', sql: 'SELECT 1' }];
+    expect(await migrate(db.pool, newer)).toEqual(['payments:9999_from_a_newer_version']);
+    try {
+      for (const check of [() => migrate(db.pool, allMigrations), () => checkMigrated(db.pool, allMigrations)]) {
+        await expect(check()).rejects.toThrow(MigrationError);
+        await expect(check()).rejects.toThrow(
+          'the database was migrated by a newer version of the gateway: 1 applied migration(s) this version does not know (payments:9999_from_a_newer_version)',
+        );
+      }
+    } finally {
+      await db.pool.query(`DELETE FROM migrations_applied WHERE id = 'payments:9999_from_a_newer_version'`);
+    }
+    expect(await migrate(db.pool, allMigrations)).toEqual([]);
   });
 
   it('roll back a failing migration completely', async () => {

@@ -56,6 +56,7 @@ export async function migrate(pool: Pool, migrations: readonly Migration[]): Pro
       const applied = new Map(
         (await client.query<{ id: string; checksum: string }>('SELECT id, checksum FROM migrations_applied')).rows.map((r) => [r.id, r.checksum]),
       );
+      refuseNewer(applied, migrations);
       const done: string[] = [];
       for (const migration of migrations) {
         const known = applied.get(migration.id);
@@ -117,6 +118,7 @@ async function privilegeMissing(client: PoolClient, error: unknown, migrationId?
  */
 export async function checkMigrated(pool: Pool, migrations: readonly Migration[]): Promise<void> {
   const applied = await appliedMigrations(pool);
+  refuseNewer(applied, migrations);
   const missing = migrations.filter((m) => !applied.has(m.id)).map((m) => m.id);
   if (missing.length > 0) {
     throw new MigrationError(
@@ -127,6 +129,22 @@ export async function checkMigrated(pool: Pool, migrations: readonly Migration[]
   const changed = migrations.filter((m) => applied.get(m.id) !== checksum(m.sql)).map((m) => m.id);
   if (changed.length > 0) {
     throw new MigrationError(`the database applied another text of migration(s) ${changed.join(', ')}: it was migrated by another version of the gateway`);
+  }
+}
+
+/**
+ * A database that applied migrations this code does not know was migrated by a newer
+ * version: older code would read and write tables whose meaning it does not know (a
+ * downgrade is not supported: docs/operations.md, "Migrations").
+ */
+function refuseNewer(applied: ReadonlyMap<string, string>, migrations: readonly Migration[]): void {
+  const known = new Set(migrations.map((m) => m.id));
+  const unknown = [...applied.keys()].filter((id) => !known.has(id)).sort();
+  if (unknown.length > 0) {
+    throw new MigrationError(
+      `the database was migrated by a newer version of the gateway: ${unknown.length} applied migration(s) this version does not know ` +
+        `(${unknown.join(', ')}); run that version or a later one (a downgrade is not supported)`,
+    );
   }
 }
 
