@@ -1,6 +1,7 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import type { ReadModelRebuilds } from '#event-store/projections';
 import { ReadModelsInterceptor } from './http/read-models';
+import { HeavyReads, HeavyReadsInterceptor } from './http/heavy-reads';
 import { CqrsModule } from '@nestjs/cqrs';
 import { EVENT_STORE, PaymentsModule } from '#payments';
 import type { Infrastructure } from '#payments/composition';
@@ -194,6 +195,9 @@ export class AppModule {
         { provide: READ_MODEL_REBUILDS, useValue: deps.readModelRebuilds },
         // On the routes marked @ReadsModels, after the guards: an authenticated read of a read model being rebuilt gets 503, never an empty answer.
         ReadModelsInterceptor,
+        // The heavy reads of each merchant account (@HeavyRead), at most two at a time in this process.
+        HeavyReads,
+        HeavyReadsInterceptor,
       ],
     };
   }

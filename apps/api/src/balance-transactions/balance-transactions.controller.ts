@@ -10,6 +10,7 @@ import { periodPageOf } from '../http/period-page.request';
 import { validRequest } from '../http/request-pipe';
 import { Merchant, MerchantAuthGuard } from '../http/auth/merchant-auth.guard';
 import { ReadsModels } from '../http/read-models';
+import { HeavyRead } from '../http/heavy-reads';
 import { CSV_CONTENT_TYPE, csvRecord, wantsCsv } from '../audit/csv';
 import { ListBalanceTransactionsQuery } from './list-balance-transactions.request';
 import type { Clock } from '#platform/clock';
@@ -61,6 +62,7 @@ export class BalanceTransactionsController {
   /** Every movement of the account's balance in the key's mode, newest first: cursor pages, or all of them as CSV. */
   @ReadsModels('ledger')
   @Get('transactions')
+  @HeavyRead()
   async list(
     @Merchant() merchant: MerchantIdentity,
     @Query(validRequest) query: ListBalanceTransactionsQuery,

@@ -9,6 +9,7 @@ import { encodeCursor } from '../http/cursor';
 import { periodPageOf } from '../http/period-page.request';
 import { NoParameters, validRequest } from '../http/request-pipe';
 import { Merchant, MerchantAuthGuard } from '../http/auth/merchant-auth.guard';
+import { HeavyRead } from '../http/heavy-reads';
 import { ListEventsQuery } from './list-events.request';
 
 /** The project's webhook events of the key's mode, kept WEBHOOK_RETENTION_DAYS: what a receiver missed, without the operator. */
@@ -19,6 +20,7 @@ export class EventsController {
 
   /** The last queued first (not by createdAt), cursor pages; each item is the webhook's body with its `deliveryStatus`. */
   @Get()
+  @HeavyRead()
   async list(@Merchant() merchant: MerchantIdentity, @Query(validRequest) query: ListEventsQuery) {
     const page = await this.queries.execute(
       new ListMerchantEvents({

@@ -12,6 +12,7 @@ import { AdminTokenGuard } from '../../http/auth/admin-token.guard';
 import { Merchant, MerchantAuthGuard } from '../../http/auth/merchant-auth.guard';
 import { ApiError } from '../../http/errors/api-error';
 import { ReadsModels } from '../../http/read-models';
+import { HeavyRead } from '../../http/heavy-reads';
 import { validRequest } from '../../http/request-pipe';
 import { AUDIT_SIGNER, CLOCK_TOKEN, INFRASTRUCTURE } from '../../http/tokens';
 import type { Clock } from '#platform/clock';
@@ -164,6 +165,7 @@ export class SignedStatementController {
   @UseGuards(MerchantAuthGuard)
   @ReadsModels('ledger')
   @Get('v1/statements')
+  @HeavyRead()
   async merchant(@Merchant() merchant: MerchantIdentity, @Query(validRequest) query: PeriodQuery, @Res() reply: FastifyReply) {
     const { from, to } = period(query.from, query.to);
     const accountId = merchant.project.accountId;

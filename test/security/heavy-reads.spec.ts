@@ -1,0 +1,195 @@
+/**
+ * Heavy reads per merchant account (docs/security.md, "Limits"), at the defaults `npm
+ * start` gives: at most two of one account answered at once in an API process, whatever
+ * its keys and projects; the others wait in order of arrival (at most 20, else 429
+ * rate_limited with Retry-After), holding nothing; another account is not held up; a
+ * client that resets while it waits gives its place up. Two CSV exports longer than the
+ * socket buffers, whose answers the client pauses unread, hold account A's two turns.
+ */
+import { ClientRequest, IncomingMessage, request as httpRequest } from 'node:http';
+import { randomUUID } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import { AccountTurns } from '../../apps/api/src/http/heavy-reads';
+import { CYRILLIC, expectStatus, InvoiceGateway, Json, Merchant, poll, startInvoiceGateway } from '../support/merchant-fixtures';
+
+/** A GET on a connection of its own; `answer` settles with its status once its headers come (the body is left unread, paused). */
+interface Sent {
+  readonly requestId: string;
+  readonly request: ClientRequest;
+  readonly answer: Promise<{ status: number; retryAfter?: string; response: IncomingMessage }>;
+  settled: boolean;
+}
+
+describe('heavy reads, at most two per merchant account at a time', () => {
+  let gw: InvoiceGateway;
+  let a1: Merchant;
+  let a2: Merchant;
+  let a3: Merchant;
+  let b: Merchant;
+  const opened: Sent[] = [];
+
+  beforeAll(async () => {
+    gw = await startInvoiceGateway();
+    a1 = await gw.operator.merchant({ name: 'Первый магазин' });
+    // Other projects of the same account: their keys share the account's turns.
+    a2 = await gw.operator.merchant({ name: 'Второй магазин' }, a1.accountId);
+    a3 = await gw.operator.merchant({ name: 'Третий магазин' }, a1.accountId);
+    b = await gw.operator.merchant({ name: 'Сосед' });
+    // 100,000 movements of account A written straight into the read model (the CSV reads nothing else):
+    // megabytes of CSV, more than the socket buffers take, so a paused reader holds its answer unsent.
+    await gw.db.pool.query(
+      `WITH e AS (
+         INSERT INTO ledger_entries (entry_id, account_id, mode, seq, kind, cause, occurred_at, log_position)
+         SELECT gen_random_uuid(), $1, 'test', i, 'payment_recorded', 'payment:' || gen_random_uuid(), now() - interval '2 days' + i * interval '1 second', 'seeded'
+         FROM generate_series(0, 99999) AS i RETURNING entry_id, seq)
+       INSERT INTO ledger_postings (entry_id, ordinal, account, amount, balance_after)
+       SELECT entry_id, 0, 'available', 100, (seq + 1) * 100 FROM e`,
+      [a1.accountId],
+    );
+  }, 120_000);
+
+  afterAll(async () => {
+    for (const sent of opened) sent.request.destroy();
+    await gw?.close();
+  });
+
+  const send = (key: string, path: string): Sent => {
+    const requestId = `heavy-${randomUUID()}`;
+    const request = httpRequest(`${gw.baseUrl}${path}`, { agent: false, headers: { authorization: `Bearer ${key}`, 'x-request-id': requestId } });
+    request.on('error', () => undefined);
+    const sent: Sent = {
+      requestId,
+      request,
+      settled: false,
+      answer: new Promise((resolve, reject) => {
+        request.once('response', (response) => {
+          response.pause();
+          response.on('error', () => undefined);
+          sent.settled = true;
+          resolve({ status: response.statusCode!, retryAfter: response.headers['retry-after'] as string | undefined, response });
+        });
+        request.once('close', () => reject(new Error(`${path}: the connection closed without an answer`)));
+      }),
+    };
+    sent.answer.catch(() => undefined);
+    request.end();
+    opened.push(sent);
+    return sent;
+  };
+
+  /** The whole body of an answer (read now). */
+  const bodyOf = async (response: IncomingMessage): Promise<Json> => {
+    let text = '';
+    for await (const chunk of response) text += String(chunk);
+    return JSON.parse(text) as Json;
+  };
+
+  /** The gateway's log lines of this request. */
+  const linesOf = (requestId: string): Json[] =>
+    gw.gateway
+      .output()
+      .split('\n')
+      .filter((l) => l.startsWith('{') && l.includes(requestId))
+      .map((l) => JSON.parse(l) as Json);
+
+  /** Waits until the gateway logged that each of these requests waits for its turn. */
+  const waiting = (sent: readonly Sent[]) =>
+    poll(
+      async () => {
+        const answered = sent.find((s) => s.settled);
+        if (answered) throw new Error(`${answered.requestId} was answered without waiting for its turn`);
+        return sent.filter((s) => linesOf(s.requestId).some((l) => /heavy read: waiting/.test(l.msg))).length;
+      },
+      (n) => n === sent.length,
+      `${sent.length} heavy read(s) to wait for their turn`,
+    );
+
+  it('two held exports hold the account; a third waits while another account is answered; 20 wait, the 21st gets 429; a reset gives its place up', async () => {
+    const csv = '/v1/balance/transactions?format=csv';
+    const held = [send(a1.keys.test.secretKey, csv), send(a1.keys.test.secretKey, csv)];
+    for (const h of held) expect((await h.answer).status).toBe(200);
+
+    // A third heavy read of account A, by another project's key: it waits, it is not refused.
+    const third = send(a2.keys.test.secretKey, '/v1/events');
+    await waiting([third]);
+    expect(linesOf(third.requestId).find((l) => /heavy read: waiting/.test(l.msg))).toMatchObject({ level: 30, accountId: a1.accountId, route: '/v1/events' });
+    // Account B's heavy reads are answered meanwhile.
+    const other = await b.test.get('/v1/balance/transactions?format=csv');
+    expectStatus(other, 200);
+    expectStatus(await b.test.get('/v1/events'), 200);
+    expect(third.settled).toBe(false);
+
+    // 20 wait in all (the third and 19 more); the 21st, even by a key that sent nothing yet, gets 429 at once.
+    const more = Array.from({ length: 19 }, () => send(a2.keys.test.secretKey, '/v1/events?limit=1'));
+    await waiting(more);
+    const over = send(a3.keys.test.secretKey, '/v1/events');
+    const refused = await over.answer;
+    expect({ status: refused.status, retryAfter: refused.retryAfter }).toEqual({ status: 429, retryAfter: '1' });
+    const body = await bodyOf(refused.response);
+    expect(Object.keys(body)).toEqual(['error']);
+    expect(body.error.code).toBe('rate_limited');
+    expect(body.error.message).toMatch(CYRILLIC);
+
+    // One that waits resets its connection: it is not served, and its place goes to the next one.
+    const leaving = more[5]!;
+    leaving.request.socket!.resetAndDestroy();
+    await poll(
+      async () => linesOf(leaving.requestId).filter((l) => l.msg === 'request'),
+      (lines) => lines.length === 1,
+      'the request line of the one that left',
+    );
+    expect(linesOf(leaving.requestId).find((l) => l.msg === 'request')).toMatchObject({ status: 429, clientGone: true });
+    const next = send(a3.keys.test.secretKey, '/v1/events?limit=2');
+    await waiting([next]);
+    expect(third.settled).toBe(false);
+
+    // The held exports' clients go: their turns pass on, and every one still waiting is answered.
+    for (const h of held) h.request.destroy();
+    expect((await third.answer).status).toBe(200);
+    const rest = [...more.filter((s) => s !== leaving), next];
+    expect(await Promise.all(rest.map(async (s) => (await s.answer).status))).toEqual(rest.map(() => 200));
+    expect((await bodyOf((await third.answer).response)).items).toEqual([]);
+  }, 120_000);
+});
+
+describe('AccountTurns, the per-account line of heavy reads', () => {
+  /** A client connection that the test closes. */
+  const connection = () => Object.assign(new EventEmitter(), { destroyed: false });
+
+  it('serves in order of arrival, bounds the waiting, lets a leaving client give its place up, and forgets an idle account', async () => {
+    const turns = new AccountTurns(2, 2, 60_000);
+    const first = await turns.take('a', connection());
+    const second = await turns.take('a', connection());
+    expect(await turns.take('b', connection())).toEqual(expect.any(Function));
+    const served: string[] = [];
+    const leaving = connection();
+    const waits: string[] = [];
+    const third = turns.take('a', connection(), () => waits.push('third')).then((t) => (served.push('third'), t));
+    const gone = turns.take('a', leaving, () => waits.push('gone'));
+    expect(await turns.take('a', connection())).toBe('full');
+    leaving.emit('close');
+    expect(await gone).toBe('gone');
+    const fourth = turns.take('a', connection(), () => waits.push('fourth')).then((t) => (served.push('fourth'), t));
+    expect(waits).toEqual(['third', 'gone', 'fourth']);
+    if (typeof first !== 'function' || typeof second !== 'function') throw new Error('no turn');
+    first();
+    first(); // a second call gives nothing back
+    const t3 = await third;
+    expect(served).toEqual(['third']);
+    second();
+    const t4 = await fourth;
+    expect(served).toEqual(['third', 'fourth']);
+    if (typeof t3 !== 'function' || typeof t4 !== 'function') throw new Error('no turn');
+    t3();
+    t4();
+    expect(turns.accounts).toBe(1); // only b's holder is left
+  });
+
+  it('a wait that runs out gets no turn', async () => {
+    const turns = new AccountTurns(1, 1, 1);
+    const held = await turns.take('a', connection());
+    expect(await turns.take('a', connection())).toBe('waited');
+    if (typeof held === 'function') held();
+    expect(turns.accounts).toBe(0);
+  });
+});
