@@ -452,7 +452,15 @@ export class Registry {
         [id, ...settingsParams(settings), now],
       );
       const after = this.toProject(r.rows[0]!);
-      if (after.webhookUrl !== before.webhookUrl || after.webhookEvents.join() !== before.webhookEvents.join()) await recordWebhookSettings(tx, id, after, now);
+      // Against the settings history, not the row: a process of an older version wrote only the row (an upgrade across
+      // them), so a PATCH with the URL the project shows must still take effect for deliveries.
+      const last = await tx.query<{ webhook_url: string | null; webhook_events: string[] }>(
+        'SELECT webhook_url, webhook_events FROM project_webhook_settings WHERE project_id = $1 ORDER BY valid_from DESC LIMIT 1',
+        [id],
+      );
+      const recorded = last.rows[0];
+      if (recorded?.webhook_url !== after.webhookUrl || recorded.webhook_events.join() !== after.webhookEvents.join())
+        await recordWebhookSettings(tx, id, after, now);
       return after;
     });
   }
