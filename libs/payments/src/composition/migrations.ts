@@ -22,6 +22,7 @@ import {
   ledgerOpenHoldsMigration,
   ledgerPostingsWithoutForeignKeyMigration,
   ledgerReadModelMigration,
+  scheduledHoldEndMigration,
 } from '../ledger/ledger.read-model';
 import { projectWebhookSettingsMigration, registryMigration, webhookSecretChangesMigration, webhookSecretsSealedMigration } from '../merchants/schema';
 import { keyTagKeyMigration } from '../merchants/key-tags';
@@ -106,4 +107,5 @@ export const allMigrations: readonly Migration[] = [
   projectWebhookSettingsMigration,
   manualClockFollowersMigration,
   webhookDeliveriesAcknowledgedMigration,
+  scheduledHoldEndMigration,
 ];

@@ -126,6 +126,40 @@ CREATE INDEX ledger_entries_kind ON ledger_entries (account_id, mode, kind, seq)
 };
 
 /**
+ * 0040 gave a payment whose hold was already released the time of its release, where the
+ * projection writes the hold's scheduled end (`hold.releaseAt`): ledger:verify found those
+ * rows different from the log, and a rebuild changed their availableAt. Each such row gets
+ * the scheduled time from its own event in the log (the entry at its stream and revision),
+ * in place: no table emptied, no 503 while a large ledger is projected again. A log not in
+ * this database (EventStoreDB) has no such rows here: then the ledger is emptied and left
+ * with the rebuild mark, as payments:0042 does, and the projector writes it again.
+ */
+export const scheduledHoldEndMigration: Migration = {
+  id: 'payments:0048_ledger_scheduled_hold_end',
+  sql: `
+UPDATE ledger_entries e SET available_at = (ev.data->'hold'->>'releaseAt')::timestamptz
+  FROM ledger_entries r, events ev
+ WHERE e.kind = 'payment_recorded' AND r.account_id = e.account_id AND r.mode = e.mode AND r.cause = 'hold_release:' || substr(e.cause, 9)
+   AND ev.stream_name = 'ledger-' || e.mode || '_' || e.account_id AND ev.stream_revision = e.seq AND ev.data->>'entryId' = e.entry_id::text
+   AND e.available_at IS DISTINCT FROM (ev.data->'hold'->>'releaseAt')::timestamptz;
+DO $fn$
+BEGIN
+  IF EXISTS (SELECT 1 FROM ledger_entries e JOIN ledger_entries r
+               ON r.account_id = e.account_id AND r.mode = e.mode AND r.cause = 'hold_release:' || substr(e.cause, 9)
+              WHERE e.kind = 'payment_recorded' AND NOT EXISTS (
+                SELECT 1 FROM events ev WHERE ev.stream_name = 'ledger-' || e.mode || '_' || e.account_id
+                   AND ev.stream_revision = e.seq AND ev.data->>'entryId' = e.entry_id::text)) THEN
+    TRUNCATE ledger_postings, ledger_entries, ledger_balances, ledger_open_holds;
+    UPDATE projection_checkpoints
+       SET commit_position = 0, prepare_position = 0, events_applied = 0, updated_at = now(), rebuild_started_at = now()
+     WHERE projection = 'ledger';
+  END IF;
+END
+$fn$;
+`,
+};
+
+/**
  * Journal entries with their postings, and the balance of every account, for the
  * audit API and GET /balance. Idempotent: an entry already stored is skipped, and
  * balances move only for entries stored by this batch.
