@@ -163,6 +163,39 @@ describe('one embedded server shared by the processes of a DATA_DIR', () => {
     }
   });
 
+  it('ledger:verify that finds a difference (exit 1) leaves the server to the API on it, and alone stops the server it started', async () => {
+    const data = dataDir();
+    try {
+      const api = await startGateway('api', { DATA_DIR: data.dir, ADMIN_TOKEN: TOKEN });
+      const server = postmasterOf(data.dir)!;
+      try {
+        // A difference to find: the read model has a ledger the log does not.
+        const password = readFileSync(path.join(data.dir, PASSWORD_FILE), 'utf8').trim();
+        const client = new Client({ host: '127.0.0.1', port: server.port, user: 'postgres', password, database: EMBEDDED_DATABASE_NAME });
+        await client.connect();
+        await client.query(`INSERT INTO ledger_balances (account_id, mode, account, balance) VALUES ('no-such-account', 'live', 'available', 100)`);
+        await client.end();
+        const beside = startProcess('ledger-verify', { DATA_DIR: data.dir });
+        expect({ exit: await beside.exited, found: beside.output().includes('unknown_in_read_model') }).toEqual({ exit: 1, found: true });
+        await sleep(1_000);
+        expect(alive(server.pid)).toBe(true);
+        expect(await status(`${api.baseUrl}/health/ready`)).toBe(200);
+      } finally {
+        expect(await api.kill('SIGTERM')).toBe(0);
+      }
+      expect(postmasterOf(data.dir)).toBeNull();
+
+      const alone = startProcess('ledger-verify', { DATA_DIR: data.dir });
+      await untilTrue(() => postmasterOf(data.dir) !== null, 'the server started by the command');
+      const its = postmasterOf(data.dir)!;
+      expect(await alone.exited).toBe(1);
+      expect(postmasterOf(data.dir)).toBeNull();
+      expect(alive(its.pid)).toBe(false);
+    } finally {
+      data.remove();
+    }
+  });
+
   it('an API that started the server and is forced to exit after its drain (a request that never ends) leaves the server to the projector on it', async () => {
     const data = dataDir();
     try {
