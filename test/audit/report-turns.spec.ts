@@ -99,6 +99,50 @@ describe('a report holds its turn until its answer is sent', () => {
   });
 });
 
+describe('an answer queued behind a pipelined one (it never gets the socket: its response emits nothing, even when destroyed)', () => {
+  /** Such a response: no socket, and destroy() emits no 'close'. */
+  class Queued extends EventEmitter {
+    writableFinished = false;
+    destroyed = false;
+    readonly socket = null;
+    destroy(): void {
+      this.destroyed = true;
+    }
+  }
+
+  it('its turn passes on when its request closes (the client reset), or at the sending bound', async () => {
+    jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'queueMicrotask'] });
+    try {
+      const builds = new ReportBuilds(noRebuilds);
+      const [reset, forgotten] = [new Queued(), new Queued()];
+      const incoming = new EventEmitter();
+      expect(await builds.inTurn({ response: reset, incoming, merchant: 'a' }, { report: 'test' }, async () => 'reset')).toBe('reset');
+      expect(await builds.inTurn({ response: forgotten, merchant: 'b' }, { report: 'test' }, async () => 'forgotten')).toBe('forgotten');
+      const built: string[] = [];
+      const next = (name: string, merchant: string) =>
+        builds.inTurn({ response: new Response(), merchant }, { report: 'test' }, async () => {
+          built.push(name);
+          return name;
+        });
+      const ofA = next('a again', 'a');
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(built).toEqual([]);
+      incoming.emit('close');
+      expect(await ofA).toBe('a again');
+      // b's waits from a second before the bound (a wait is 30 s at most): the bound gives the turn back.
+      jest.advanceTimersByTime(REPORT_SEND_SECONDS * 1000 - 1_000);
+      const ofB = next('b again', 'b');
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(built).toEqual(['a again']);
+      jest.advanceTimersByTime(1_000);
+      expect(forgotten.destroyed).toBe(true);
+      expect(await ofB).toBe('b again');
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+});
+
 describe('one turn at a time per merchant', () => {
   it("a merchant's second report waits for its first, while another merchant's, arriving later, takes the free turn", async () => {
     const builds = new ReportBuilds(noRebuilds);

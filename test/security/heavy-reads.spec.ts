@@ -9,6 +9,7 @@
 import { ClientRequest, IncomingMessage, request as httpRequest } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
+import { connect } from 'node:net';
 import { AccountTurns } from '../../apps/api/src/http/heavy-reads';
 import { CYRILLIC, expectStatus, InvoiceGateway, Json, Merchant, poll, startInvoiceGateway } from '../support/merchant-fixtures';
 
@@ -149,6 +150,77 @@ describe('heavy reads, at most two per merchant account at a time', () => {
     const rest = [...more.filter((s) => s !== leaving), next];
     expect(await Promise.all(rest.map(async (s) => (await s.answer).status))).toEqual(rest.map(() => 200));
     expect((await bodyOf((await third.answer).response)).items).toEqual([]);
+  }, 120_000);
+});
+
+describe('heavy reads pipelined on one connection', () => {
+  let gw: InvoiceGateway;
+  let m: Merchant;
+
+  beforeAll(async () => {
+    gw = await startInvoiceGateway();
+    m = await gw.operator.merchant();
+    // Megabytes of CSV (as above): an answer the client does not read stays unsent.
+    await gw.db.pool.query(
+      `WITH e AS (
+         INSERT INTO ledger_entries (entry_id, account_id, mode, seq, kind, cause, occurred_at, log_position)
+         SELECT gen_random_uuid(), $1, 'test', i, 'payment_recorded', 'payment:' || gen_random_uuid(), now() - interval '2 days' + i * interval '1 second', 'seeded'
+         FROM generate_series(0, 99999) AS i RETURNING entry_id, seq)
+       INSERT INTO ledger_postings (entry_id, ordinal, account, amount, balance_after)
+       SELECT entry_id, 0, 'available', 100, (seq + 1) * 100 FROM e`,
+      [m.accountId],
+    );
+  }, 120_000);
+  afterAll(async () => {
+    await gw?.close();
+  });
+
+  const waited = (requestId: string) =>
+    gw.gateway
+      .output()
+      .split('\n')
+      .some((l) => l.includes(requestId) && l.includes('heavy read: waiting'));
+
+  /** A heavy read on a connection of its own, its answer left unread: its status once its headers come. */
+  const held = (path: string) => {
+    const request = httpRequest(`${gw.baseUrl}${path}`, { agent: false, headers: { authorization: `Bearer ${m.keys.test.secretKey}` } });
+    request.on('error', () => undefined);
+    const status = new Promise<number>((resolve) => request.once('response', (r) => (r.pause(), resolve(r.statusCode!))));
+    request.end();
+    return { request, status };
+  };
+
+  it('a client that resets with an answer queued behind another gives both turns back (the queued answer never had the socket)', async () => {
+    const url = new URL(gw.baseUrl);
+    const socket = connect(Number(url.port), url.hostname);
+    socket.on('error', () => undefined);
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    const ask = (path: string) => `GET ${path} HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${m.keys.test.secretKey}\r\n\r\n`;
+    // The export first (its answer fills the socket unread), a page of events queued behind it: each takes a turn.
+    const exportBegun = new Promise((resolve) => socket.once('data', resolve));
+    socket.write(ask('/v1/balance/transactions?format=csv') + ask('/v1/events?limit=1'));
+    // Once the export is answering, the page of events (parsed with it) has taken its turn too; the socket then left unread.
+    await exportBegun;
+    socket.pause();
+    const probe = `heavy-probe-${randomUUID()}`;
+    const third = httpRequest(`${gw.baseUrl}/v1/events?limit=1`, {
+      agent: false,
+      headers: { authorization: `Bearer ${m.keys.test.secretKey}`, 'x-request-id': probe },
+    });
+    third.on('error', () => undefined);
+    const thirdStatus = new Promise<number>((resolve) => third.once('response', (r) => (r.resume(), resolve(r.statusCode!))));
+    third.end();
+    await poll(async () => waited(probe), Boolean, 'a third heavy read to wait: both turns held by the pipelined two');
+    socket.resetAndDestroy();
+    expect(await thirdStatus).toBe(200);
+    // Both turns are free again: two held exports are both answered at once (a turn kept by the queued answer made the second wait, then 429).
+    const [one, two] = [held('/v1/balance/transactions?format=csv'), held('/v1/balance/transactions?format=csv')];
+    try {
+      expect(await Promise.all([one.status, two.status])).toEqual([200, 200]);
+    } finally {
+      one.request.destroy();
+      two.request.destroy();
+    }
   }, 120_000);
 });
 

@@ -42,6 +42,12 @@ export interface ReportResponse {
 export interface ReportRequest {
   readonly log?: RequestLog;
   readonly merchant?: string;
+  /**
+   * The request itself: it closes once its answer is sent or its connection is gone, also
+   * when the answer was queued behind a pipelined one and never got the socket (its
+   * response then emits neither 'finish' nor 'close').
+   */
+  readonly incoming?: { once(event: 'close', listener: () => void): unknown };
   readonly response?: ReportResponse;
   gone?(): boolean;
 }
@@ -179,8 +185,12 @@ export class ReportBuilds {
         const stalled = () => response.destroy();
         socket?.setTimeout(REPORT_STALL_SECONDS * 1000);
         socket?.on('timeout', stalled);
-        // A reader that takes a byte now and then is never stalled: the whole sending is bounded too.
-        const tooLong = setTimeout(stalled, REPORT_SEND_SECONDS * 1000);
+        // A reader that takes a byte now and then is never stalled: the whole sending is bounded too
+        // (the turn given back here as well: a response that never had the socket emits nothing when destroyed).
+        const tooLong = setTimeout(() => {
+          stalled();
+          given();
+        }, REPORT_SEND_SECONDS * 1000);
         const given = () => {
           clearTimeout(tooLong);
           // Not setTimeout(0): on 'finish' Node has already put its keep-alive timeout in place of this one.
@@ -189,6 +199,7 @@ export class ReportBuilds {
         };
         response.once('finish', given);
         response.once('close', given);
+        request.incoming?.once('close', given);
         sent = true;
       }
       return built;

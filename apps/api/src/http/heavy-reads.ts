@@ -132,6 +132,9 @@ export class HeavyReadsInterceptor implements NestInterceptor {
     }
     response.once('finish', turn);
     response.once('close', turn);
+    // An answer queued behind a pipelined one never gets the socket if the client resets: its response
+    // then emits neither event; the request closes all the same (also once its answer is sent).
+    request.raw.once('close', turn);
     return next.handle();
   }
 }

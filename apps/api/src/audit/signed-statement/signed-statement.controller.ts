@@ -153,6 +153,7 @@ const send = (reply: FastifyReply, body: SignedStatementText | null) => {
 const requestOf = (reply: FastifyReply, merchant?: string): ReportRequest => ({
   log: reply.request.log,
   response: reply.raw,
+  incoming: reply.request.raw,
   gone: () => reply.request.raw.socket.destroyed,
   merchant,
 });
