@@ -92,4 +92,20 @@ describe('the manual clock shared by two API processes and a projector', () => {
     await operatorA.advance(65);
     expectError(await operatorA.payment(invoice.id, 'paid'), 409, 'conflict');
   });
+
+  it('the clock is not moved past year 9000 (past 9999 no ISO instant names it, and every projection would stop for good)', async () => {
+    // The clock as about 700 advances of ten years leave it, set in the table the advances move (0 s reads it back).
+    const late = Date.parse('8995-06-01T00:00:00Z');
+    await db.pool.query('UPDATE manual_clock SET offset_ms = $1::bigint - (extract(epoch FROM clock_timestamp()) * 1000)::bigint', [late]);
+    const now = Date.parse((await operatorA.advance(0)).toISOString());
+    expect(now).toBeGreaterThanOrEqual(late);
+    const refused = await operatorA.http.post('/admin/v1/clock/advance', { seconds: 10 * 365 * 24 * 3600 });
+    expectError(refused, 400, 'validation');
+    expect(refused.body.error.param).toBe('seconds');
+    expect(Date.parse((await operatorA.advance(0)).toISOString()) - now).toBeLessThan(60_000);
+    // A year is still allowed, and the gateway works on it.
+    await operatorA.advance(365 * 24 * 3600);
+    const invoice = await createInvoice(60);
+    expect(invoice.expiresAt.startsWith('8996-')).toBe(true);
+  });
 });

@@ -7,6 +7,9 @@ import { NoParameters, readBody, readQuery, validOptionalBody } from '../http/re
 import { AdvanceClockRequest } from './advance-clock.request';
 import { AdminTokenGuard } from '../http/auth/admin-token.guard';
 
+/** The manual clock goes no further (advances at once add up: far below year 9999, the last an ISO instant can name). */
+const LATEST_MANUAL_TIME = Date.parse('9000-01-01T00:00:00Z');
+
 /** CLOCK=manual only: moves the gateway's one clock forward. */
 @Controller('admin/v1/clock')
 @UseGuards(AdminTokenGuard)
@@ -21,6 +24,10 @@ export class ClockController {
     // Read after the manual clock is found; no body reads as {} (seconds: required).
     await readQuery(NoParameters, query);
     const { seconds } = await readBody(AdvanceClockRequest, body, validOptionalBody);
+    // Past year 9999 an instant has no ISO form the API or PostgreSQL reads back: every projection would stop for good.
+    if (this.infra.clock.now().getTime() + seconds * 1000 > LATEST_MANUAL_TIME) {
+      throw ApiError.validation([{ param: 'seconds', code: 'invalid', message: 'seconds: часы нельзя перевести дальше 9000 года' }]);
+    }
     try {
       const { now, lagging } = await sync.advance(seconds);
       // Moved, so 200 (a 5xx means nothing happened): `lagging` names the live processes not on the new time yet (rare).
