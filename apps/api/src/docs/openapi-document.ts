@@ -1015,7 +1015,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
         operationId: 'listBalanceTransactions',
         summary: 'Движения баланса',
         description:
-          'Каждое движение баланса аккаунта в режиме ключа с причиной, новые первыми: сумма движений за [from, to) равна изменению available + pending + reserved за него (выписка берёт период как (from, to]). ' +
+          'Каждое движение баланса аккаунта в режиме ключа с причиной, новые первыми в порядке проводки в книге (по нему идёт balanceAfter; платёж, проведённый позже, сохраняет свой createdAt): сумма движений за [from, to) равна изменению available + pending + reserved за него (выписка берёт период как (from, to]). ' +
           'payoutId: что выплатила одна выплата. format=csv или Accept: text/csv: все движения CSV с теми же колонками, потоком.',
         tags: ['Справочники'],
         parameters: queryParameters(ListBalanceTransactionsQuery),

@@ -214,7 +214,7 @@ export interface paths {
         };
         /**
          * Движения баланса
-         * @description Каждое движение баланса аккаунта в режиме ключа с причиной, новые первыми: сумма движений за [from, to) равна изменению available + pending + reserved за него (выписка берёт период как (from, to]). payoutId: что выплатила одна выплата. format=csv или Accept: text/csv: все движения CSV с теми же колонками, потоком.
+         * @description Каждое движение баланса аккаунта в режиме ключа с причиной, новые первыми в порядке проводки в книге (по нему идёт balanceAfter; платёж, проведённый позже, сохраняет свой createdAt): сумма движений за [from, to) равна изменению available + pending + reserved за него (выписка берёт период как (from, to]). payoutId: что выплатила одна выплата. format=csv или Accept: text/csv: все движения CSV с теми же колонками, потоком.
          */
         get: operations["listBalanceTransactions"];
         put?: never;
