@@ -143,6 +143,22 @@ describe('an answer queued behind a pipelined one (it never gets the socket: its
   });
 });
 
+describe('a pipelined client that resets while its report is built', () => {
+  it('gives the turn back at once: its request closed unheard during the build, its queued response will emit nothing', async () => {
+    const builds = new ReportBuilds(noRebuilds);
+    const response = Object.assign(new EventEmitter(), { writableFinished: false, destroyed: false, socket: null, destroy: () => undefined });
+    let gone = false;
+    expect(
+      await builds.inTurn({ response, incoming: new EventEmitter(), merchant: 'a', gone: () => gone }, { report: 'test' }, async () => {
+        gone = true; // the reset, while it is built
+        return 'built';
+      }),
+    ).toBe('built');
+    // The merchant's next report gets the turn at once (one turn per merchant).
+    expect(await builds.inTurn({ response: new Response(), merchant: 'a' }, { report: 'test' }, async () => 'next')).toBe('next');
+  });
+});
+
 describe('one turn at a time per merchant', () => {
   it("a merchant's second report waits for its first, while another merchant's, arriving later, takes the free turn", async () => {
     const builds = new ReportBuilds(noRebuilds);

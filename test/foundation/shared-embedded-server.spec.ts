@@ -9,7 +9,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { connect, Socket } from 'node:net';
 import path from 'node:path';
 import { Client } from 'pg';
-import { EMBEDDED_DATABASE_NAME, PASSWORD_FILE, PRESENCE } from '#platform/database';
+import { EMBEDDED_DATABASE_NAME, LEGACY_PRESENCE_NAMES, PASSWORD_FILE, PRESENCE } from '#platform/database';
+import { servingApplicationName } from '#payments/composition';
 import { spawn } from 'node:child_process';
 import { ROOT, RunningProcess, startGateway, startProcess, temporaryDataDir, PROJECTOR_PUBLIC_URL } from '../support/gateway-process';
 
@@ -387,6 +388,10 @@ describe('one embedded server shared by the processes of a DATA_DIR', () => {
     } finally {
       data.remove();
     }
+  });
+
+  it("the serving sessions' names counted as an older gateway's presence are the ones serving processes give them", () => {
+    expect(LEGACY_PRESENCE_NAMES).toEqual((['gateway', 'api', 'projector'] as const).map(servingApplicationName));
   });
 
   it('a command of this version leaves the server to an older gateway on it (no presence session, only its own): the last command then stops it', async () => {

@@ -178,7 +178,8 @@ export class ReportBuilds {
       await refuseWhileRebuilt(this.rebuilds, readsModels);
       const built = await build();
       const response = request.response;
-      if (response && !response.writableFinished && !response.destroyed) {
+      // A client gone while it was built is not waited for (its request may have closed meanwhile, unheard).
+      if (response && !response.writableFinished && !response.destroyed && !request.gone?.()) {
         // Nothing else bounds the sending (Node's timeouts cover receiving a request): a reader
         // that stops would hold the turn for good. A slow one that keeps reading is not cut.
         const socket = response.socket ?? null;

@@ -43,7 +43,7 @@ export const PRESENCE = 'gateway-embedded-presence';
  * one on the server that is not this process's own counts as another process on it,
  * or a command of a newer checkout would stop the server under an older gateway.
  */
-const LEGACY_PRESENCE_NAMES: readonly string[] = ['gateway-gateway', 'gateway-api', 'gateway-projector'];
+export const LEGACY_PRESENCE_NAMES: readonly string[] = ['gateway-gateway', 'gateway-api', 'gateway-projector'];
 
 const USER = 'postgres';
 /** The password of data directories made before each got its own: replaced at their next start. */
