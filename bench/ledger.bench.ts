@@ -357,7 +357,7 @@ async function seedLedger(store: PostgresEventStore, pool: Pool, count: number, 
   const seconds = elapsed() / 1000;
   progress(
     `ledger: seeded ${count} entries in ${seconds.toFixed(1)} s (${Math.round(count / seconds)} entries/s); ` +
-      `${Object.keys(state.holds).length} open holds, ${Object.keys(state.reservations).length} open reservations`,
+      `${state.holds.size} open holds, ${Object.keys(state.reservations).length} open reservations`,
   );
 
   let snapshotRevision: bigint | null = null;

@@ -31,10 +31,10 @@ function randomRequests(testName: string, count: number, start: number): LedgerR
   const requests: LedgerRequest[] = [];
   let t = start;
   // The holds still open at the end are released after it, within `count`.
-  for (let i = 0; requests.length + Object.keys(state.holds).length < count; i++) {
+  for (let i = 0; requests.length + state.holds.size < count; i++) {
     t += random.int(1_000, 120_000);
     const at = new Date(t).toISOString();
-    const holds = Object.keys(state.holds);
+    const holds = Object.keys(state.holds.toRecord());
     const reservations = Object.entries(state.reservations);
     const choice = random.int(0, 5);
     let request: LedgerRequest;
@@ -50,7 +50,7 @@ function randomRequests(testName: string, count: number, start: number): LedgerR
       };
     } else if (choice === 1 && holds.length > 0) {
       const id = random.pick(holds);
-      if (Date.parse(state.holds[id]!.releaseAt!) > t) continue;
+      if (Date.parse(state.holds.get(id)!.releaseAt!) > t) continue;
       request = { type: 'ReleaseHold', invoiceId: id, at };
     } else if (choice <= 3 && state.balances.available > 0) {
       const purpose = random.chance(0.5) ? 'refund' : 'payout';
@@ -74,7 +74,7 @@ function randomRequests(testName: string, count: number, start: number): LedgerR
     state = decided.reduce(evolve, state);
     requests.push(request);
   }
-  for (const invoiceId of Object.keys(state.holds)) {
+  for (const invoiceId of Object.keys(state.holds.toRecord())) {
     t += random.int(60_000, 120_000);
     requests.push({ type: 'ReleaseHold', invoiceId, at: new Date(t).toISOString() });
   }

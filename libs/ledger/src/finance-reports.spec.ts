@@ -24,7 +24,7 @@ function randomHistory(testName: string, length: number): LedgerEvent[] {
   for (let i = 0; events.length < length; i++) {
     t += random.int(1, 60_000);
     const at = new Date(t).toISOString();
-    const holds = Object.keys(state.holds);
+    const holds = Object.keys(state.holds.toRecord());
     const reservations = Object.entries(state.reservations);
     const choice = random.int(0, 5);
     let command: LedgerCommand;

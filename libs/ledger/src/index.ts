@@ -1,5 +1,6 @@
 export * from './money';
 export * from './ledger';
+export * from './open-holds';
 export * from './ledger-id';
 export * from './ledger-decider';
 export * from './ledger-snapshot';

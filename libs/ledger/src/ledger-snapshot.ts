@@ -18,13 +18,20 @@ import {
   rememberedCauses,
   stateViolations,
 } from './ledger';
+import { OpenHold, OpenHolds } from './open-holds';
 
 /** Bump when LedgerState changes shape. (A change of what the fold computes changes LEDGER_FOLD_VERSION by itself.) */
 export const LEDGER_STATE_VERSION = 4;
 
+/** A ledger's state as stored: its open holds as the record by invoice id. */
+export type StoredLedgerState = Omit<LedgerState, 'holds'> & { readonly holds: Readonly<Record<string, OpenHold>> };
+
+/** The state of a stored one (its JSON, as parsed): the same state as was stored. */
+export const ledgerStateOfStored = (stored: StoredLedgerState): LedgerState => ({ ...stored, holds: OpenHolds.fromRecord(stored.holds) });
+
 /** What is stored for a ledger: its state and a digest of it (canonical JSON, bound to the fold version). */
 export interface StoredLedgerSnapshot {
-  readonly state: LedgerState;
+  readonly state: StoredLedgerState;
   readonly digest: string;
 }
 
@@ -139,6 +146,8 @@ function canonicalEntries(): LedgerEvent[] {
 
 /** `value` as JSON with the keys of every object in sorted order (the order jsonb keeps is not the writer's). */
 function canonicalJson(value: unknown): string {
+  // The open holds as their record by invoice id (OpenHolds.toJSON): what is stored.
+  if (value instanceof OpenHolds) return canonicalJson(value.toJSON());
   if (Array.isArray(value)) {
     // An array of plain values (the window's chunks of causes): the engine's own JSON, the same text, much faster.
     if (value.every(isPlainValue)) return JSON.stringify(value);
@@ -182,7 +191,7 @@ const digestOf = (state: LedgerState): string => sha256(`${LEDGER_FOLD_VERSION}|
 
 /** What a ledger snapshot stores for `state`. */
 export function ledgerSnapshotOf(state: LedgerState): StoredLedgerSnapshot {
-  return { state, digest: digestOf(state) };
+  return { state: { ...state, holds: state.holds.toRecord() }, digest: digestOf(state) };
 }
 
 const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -225,7 +234,8 @@ export function checkLedgerSnapshot(
   if (!isRecord(stored) || typeof stored.digest !== 'string') return { problems: ['not a checked ledger snapshot (no digest)'] };
   const problems = shapeProblems(stored.state);
   if (problems.length > 0) return { problems };
-  const state = stored.state as unknown as LedgerState;
+  const storedState = stored.state as unknown as StoredLedgerState;
+  const state = ledgerStateOfStored(storedState);
   if (digestOf(state) !== stored.digest) problems.push('its digest does not match its state (changed after it was written)');
   if (BigInt(state.entries) !== revision + 1n) problems.push(`it counts ${state.entries} entries at revision ${revision} (expected ${revision + 1n})`);
   const remembered = rememberedCauses(state);

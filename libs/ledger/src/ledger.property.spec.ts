@@ -31,6 +31,7 @@ import {
   stateViolations,
 } from './ledger';
 import { ledgerDecider } from './ledger-decider';
+import { ledgerStateOfStored } from './ledger-snapshot';
 import { LedgerId, ledgerEntryId } from './ledger-id';
 import { expectAndApply, newModel, Outcome } from '../../../test/support/ledger-model';
 import { LongRunResolver, longRuns, LongStep } from '../../../test/support/ledger-long-runs';
@@ -196,7 +197,7 @@ function resolve(step: StepPlan, state: LedgerState, at: string, history: readon
         at,
       } as Omit<LedgerCommand, 'entryId'>);
     case 'releaseHold':
-      return withEntryId({ type: 'ReleaseHold', invoiceId: targetId(op.invoice, INVOICES, state.holds), at } as Omit<LedgerCommand, 'entryId'>);
+      return withEntryId({ type: 'ReleaseHold', invoiceId: targetId(op.invoice, INVOICES, state.holds.toRecord()), at } as Omit<LedgerCommand, 'entryId'>);
     case 'reserve':
       return withEntryId({
         type: 'ReserveFunds',
@@ -240,7 +241,7 @@ function execute(plan: readonly StepPlan[], run: Run): void {
     if (command === null) continue;
     history.push(command);
     const before = run.state;
-    const beforeCopy = JSON.parse(JSON.stringify(before)) as LedgerState;
+    const beforeCopy = ledgerStateOfStored(JSON.parse(JSON.stringify(before)));
     const decision = ledgerDecider.decide(command, before);
     let after = before;
     if (Array.isArray(decision)) {
@@ -348,7 +349,7 @@ describe('ledger properties (random command sequences)', () => {
       const stored = JSON.parse(JSON.stringify(run.events)) as LedgerEvent[];
       expect(foldLedger(stored)).toStrictEqual(run.state);
       const cut = Math.floor(stored.length / 2);
-      const snapshot = JSON.parse(JSON.stringify(foldLedger(stored.slice(0, cut)))) as LedgerState;
+      const snapshot = ledgerStateOfStored(JSON.parse(JSON.stringify(foldLedger(stored.slice(0, cut)))));
       expect(foldLedger(stored.slice(cut), snapshot)).toStrictEqual(run.state);
       expect(run.state.entries).toBe(run.events.length);
       // Every intermediate live state too, and no later step changed a state already handed out.
@@ -452,7 +453,7 @@ describe('ledger properties (random command sequences)', () => {
         const expected = expectAndApply(model, step.command);
         problems.check(outcomeOf(step.decision) === expected, i, () => `${describeDecision(step.decision)}, the model expects ${expected}`);
         problems.same({ ...step.after.balances }, model.balances, i, 'balances');
-        problems.same({ ...step.after.holds }, Object.fromEntries(model.holds), i, 'holds');
+        problems.same(step.after.holds.toRecord(), Object.fromEntries(model.holds), i, 'holds');
         problems.same({ ...step.after.reservations }, Object.fromEntries(model.reservations), i, 'reservations');
       });
       problems.assertNone();
@@ -472,7 +473,8 @@ describe('ledger properties (random command sequences)', () => {
         const c = step.command;
         if (c.type === 'ReserveFunds' && isPosted(step.decision) && c.amount === step.before.balances.available) count('reserve exactly all');
         if (c.type === 'RecordPayment' && isPosted(step.decision) && c.netAmount === 0) count('payment with zero net');
-        if (c.type === 'ReleaseHold' && isPosted(step.decision) && step.before.holds[c.invoiceId]!.releaseAt === c.at) count('release exactly at releaseAt');
+        if (c.type === 'ReleaseHold' && isPosted(step.decision) && step.before.holds.get(c.invoiceId)!.releaseAt === c.at)
+          count('release exactly at releaseAt');
         if (c.type === 'SettleReservation' && isPosted(step.decision) && (c.feeAmount ?? 0) > 0) count('payout settled with a fee');
         if (c.type === 'ReserveFunds' && outcomeOf(step.decision) === 'insufficient_balance' && step.before.balances.pending >= c.amount) {
           count('refused although pending would cover it');
@@ -571,10 +573,10 @@ function runLong(plan: readonly LongStep[], problems: Problems): { stats: LongRu
       }
     }
     problems.same(state.balances, model.balances, i, 'balances');
-    problems.check(Object.keys(state.holds).length === model.holds.size, i, () => 'open holds differ in number');
+    problems.check(state.holds.size === model.holds.size, i, () => 'open holds differ in number');
     problems.check(Object.keys(state.reservations).length === model.reservations.size, i, () => 'open reservations differ in number');
     if (i % 100 === 0 || i === plan.length - 1) {
-      problems.same({ ...state.holds }, Object.fromEntries(model.holds), i, 'holds');
+      problems.same(state.holds.toRecord(), Object.fromEntries(model.holds), i, 'holds');
       problems.same({ ...state.reservations }, Object.fromEntries(model.reservations), i, 'reservations');
       problems.same(stateViolations(state), [], i, 'stateViolations');
     }
@@ -599,7 +601,7 @@ describe('ledger properties across the window of recent causes (runs of thousand
         expect(new Set(causes).size).toBe(causes.length);
         expect(foldLedger(events)).toStrictEqual(state);
         const cut = Math.floor(events.length / 2);
-        const snapshot = JSON.parse(JSON.stringify(foldLedger(events.slice(0, cut)))) as LedgerState;
+        const snapshot = ledgerStateOfStored(JSON.parse(JSON.stringify(foldLedger(events.slice(0, cut)))));
         expect(foldLedger(events.slice(cut), snapshot)).toStrictEqual(state);
         if (process.env.LEDGER_PROPERTY_STATS) console.log(stats);
       }),

@@ -16,6 +16,7 @@ import {
   causeOf,
   entriesBeforeWindow,
   entryViolations,
+  evolve,
   foldLedger,
   hasRecentCause,
   holdsToRelease,
@@ -36,6 +37,7 @@ import {
   ReservationPurpose,
   stateViolations,
 } from './ledger';
+import { OpenHolds } from './open-holds';
 import { ledgerDecider, LedgerInvariantError } from './ledger-decider';
 import { LedgerId, ledgerEntryId } from './ledger-id';
 import { givenWhenThen } from '../../domain/src/testing/given-when-then';
@@ -229,7 +231,7 @@ describe('ledger: payment recorded', () => {
       refunds_paid: 0,
       payouts_sent: 0,
     });
-    expect(state.holds).toEqual({ inv_1: { amount: 97_000, releaseAt: at(3 * DAY) } });
+    expect(state.holds.toRecord()).toEqual({ inv_1: { amount: 97_000, releaseAt: at(3 * DAY) } });
     expect(hasRecentCause(state, 'payment:inv_1')).toBe(true);
     expect(hasRecentCause(state, 'payment:inv_2')).toBe(false);
     expect(state.entries).toBe(1);
@@ -252,7 +254,7 @@ describe('ledger: payment recorded', () => {
         ),
       ]);
     const state = foldLedger([paymentAvailable('inv_1', 97_000, 3_000)]);
-    expect(state.holds).toEqual({});
+    expect(state.holds.toRecord()).toEqual({});
     expect(state.balances.available).toBe(97_000);
     expect(state.balances.pending).toBe(0);
   });
@@ -398,7 +400,7 @@ describe('ledger: hold released', () => {
       .when(releaseHold('inv_1', at(5 * DAY)))
       .then([holdReleased('inv_1', 97_000, at(5 * DAY))]);
     const state = foldLedger([...history, holdReleased('inv_1', 97_000, at(5 * DAY))]);
-    expect(state.holds).toEqual({});
+    expect(state.holds.toRecord()).toEqual({});
     expect(state.balances.pending).toBe(0);
     expect(state.balances.available).toBe(97_000);
   });
@@ -476,6 +478,24 @@ describe('ledger: the holds a reservation releases first (holdsToRelease)', () =
     }
     expect(holdsToRelease(foldLedger(events), at(2 * DAY), 100_000)).toEqual([]);
     expect(foldLedger(events).balances).toMatchObject({ available: 65_000, pending: 40_000 });
+  });
+});
+
+describe('ledger: open holds (OpenHolds)', () => {
+  /** A ledger with `n` open holds, one due every minute from a day on. */
+  const withHolds = (n: number): LedgerState =>
+    foldLedger(Array.from({ length: n }, (_, i) => paymentHeld(`inv_${String(i).padStart(6, '0')}`, 1_000 + i, 0, at(DAY + i))));
+
+  it('the holds still open, their total and the due order are those of the record folded without them', () => {
+    let state = withHolds(1_000);
+    const released = holdsToRelease(state, at(DAY + 999), 30_000);
+    expect(released).toEqual(Array.from({ length: 30 }, (_, i) => `inv_${String(i).padStart(6, '0')}`));
+    for (const invoiceId of released) state = evolve(state, (ledgerDecider.decide(releaseHold(invoiceId, at(DAY + 999)), state) as LedgerEvent[])[0]!);
+    expect(state.holds.size).toBe(970);
+    expect(state.holds.total).toBe(state.balances.pending);
+    expect(stateViolations(state)).toEqual([]);
+    expect(state.holds).toEqual(OpenHolds.fromRecord(state.holds.toRecord()));
+    expect(holdsToRelease(state, at(DAY + 32), 1_000_000)).toEqual(['inv_000030', 'inv_000031', 'inv_000032']);
   });
 });
 
@@ -1001,9 +1021,9 @@ describe('ledger: invariants', () => {
 
   it('stateViolations: pending that does not match the open holds', () => {
     const state = foldLedger([paymentHeld('inv_1', 97_000, 3_000, at(DAY))]);
-    const noHold: LedgerState = { ...state, holds: {} };
+    const noHold: LedgerState = { ...state, holds: OpenHolds.empty() };
     expect(stateViolations(noHold).map((v) => v.rule)).toEqual(['hold_mismatch']);
-    const wrongHold: LedgerState = { ...state, holds: { inv_1: { amount: 96_999, releaseAt: at(DAY) } } };
+    const wrongHold: LedgerState = { ...state, holds: OpenHolds.fromRecord({ inv_1: { amount: 96_999, releaseAt: at(DAY) } }) };
     expect(stateViolations(wrongHold)).toEqual([{ entryId: null, rule: 'hold_mismatch', detail: 'open holds 96999 ≠ pending 97000' }]);
   });
 

@@ -19,6 +19,9 @@
  */
 import { Refusal } from './refusal';
 import { Kopecks, MAX_MONEY_KOPECKS } from './money';
+import { OpenHold, OpenHolds } from './open-holds';
+
+export type { OpenHold };
 
 /** The two ledgers of an account: test keys move the first, live keys the second. */
 export const LEDGER_MODES = ['test', 'live'] as const;
@@ -77,10 +80,6 @@ export interface LedgerEntryPostedData {
 
 export type LedgerEvent = { readonly type: 'LedgerEntryPosted'; readonly data: LedgerEntryPostedData };
 
-export interface OpenHold {
-  readonly amount: Kopecks;
-  readonly releaseAt: string | null;
-}
 export interface OpenReservation {
   readonly purpose: ReservationPurpose;
   readonly amount: Kopecks;
@@ -101,7 +100,8 @@ export const RECENT_PAYOUT_WINDOW_MS = 60_000;
  */
 export interface LedgerState {
   readonly balances: Balances;
-  readonly holds: Readonly<Record<string, OpenHold>>;
+  /** The open holds: immutable, each entry costs O(log n) in them (as JSON, the record by invoice id). */
+  readonly holds: OpenHolds;
   readonly reservations: Readonly<Record<string, OpenReservation>>;
   /**
    * The most recent causes (at least RECENT_CAUSES_KEPT of them), oldest first, in
@@ -158,7 +158,7 @@ const zeroBalances = (): Balances => Object.fromEntries(LEDGER_ACCOUNTS.map((a) 
 
 export const initialLedgerState = (): LedgerState => ({
   balances: zeroBalances(),
-  holds: {},
+  holds: OpenHolds.empty(),
   reservations: {},
   recentCauses: [],
   recentPayouts: [],
@@ -274,10 +274,10 @@ function postedAsFarAsStateTells(command: LedgerCommand, state: LedgerState): bo
   if (hasRecentCause(state, causeOf(command))) return true;
   switch (command.type) {
     case 'RecordPayment':
-      if (lookup(state.holds, command.invoiceId)) return true;
+      if (state.holds.has(command.invoiceId)) return true;
       break;
     case 'ReleaseHold':
-      if (lookup(state.holds, command.invoiceId)) return false;
+      if (state.holds.has(command.invoiceId)) return false;
       break;
     case 'ReserveFunds':
       if (lookup(state.reservations, command.reservationId)) return true;
@@ -332,7 +332,7 @@ export function decide(command: LedgerCommand, state: LedgerState): LedgerEvent[
       });
     }
     case 'ReleaseHold': {
-      const hold = lookup(state.holds, command.invoiceId);
+      const hold = state.holds.get(command.invoiceId);
       if (!hold) return new Refusal<LedgerErrorCode>('hold_not_found', `Нет удержания по счёту ${command.invoiceId}`);
       if (hold.releaseAt !== null && Date.parse(hold.releaseAt) > Date.parse(command.at)) {
         return new Refusal<LedgerErrorCode>('hold_not_due', `Удержание по счёту ${command.invoiceId} действует до ${hold.releaseAt}`);
@@ -431,14 +431,10 @@ type ReserveFunds = Extract<LedgerCommand, { type: 'ReserveFunds' }>;
  * and a burst of holds due together costs a reservation no more releases than it needs.
  */
 export function holdsToRelease(state: LedgerState, at: string, amount: Kopecks): string[] {
-  const dueAt = (hold: OpenHold): number => (hold.releaseAt === null ? 0 : Date.parse(hold.releaseAt));
-  const due = Object.entries(state.holds)
-    .filter(([, hold]) => dueAt(hold) <= Date.parse(at))
-    // The earliest due first; invoice ids (unique) break ties, so the choice never depends on the fold's order.
-    .sort(([a, x], [b, y]) => dueAt(x) - dueAt(y) || (a < b ? -1 : 1));
   const released: string[] = [];
   let available = state.balances.available;
-  for (const [invoiceId, hold] of due) {
+  // The earliest due first, ties by invoice id (OpenHolds.dueBy): only the holds taken are visited.
+  for (const [invoiceId, hold] of state.holds.dueBy(Date.parse(at))) {
     if (available >= amount) break;
     released.push(invoiceId);
     available += hold.amount;
@@ -488,13 +484,10 @@ export function evolve(state: LedgerState, event: LedgerEvent): LedgerState {
   let reservations = state.reservations;
   switch (e.kind) {
     case 'payment_recorded':
-      if (e.hold) holds = { ...holds, [e.hold.invoiceId]: { amount: e.hold.amount, releaseAt: e.hold.releaseAt } };
+      if (e.hold) holds = holds.with(e.hold.invoiceId, { amount: e.hold.amount, releaseAt: e.hold.releaseAt });
       break;
     case 'hold_released':
-      if (e.invoiceId !== undefined) {
-        const { [e.invoiceId]: _released, ...rest } = holds;
-        holds = rest;
-      }
+      if (e.invoiceId !== undefined) holds = holds.without(e.invoiceId);
       break;
     case 'funds_reserved':
       if (e.reservation) {
@@ -543,7 +536,8 @@ export function stateViolations(state: LedgerState, entryId: string | null = nul
   }
   const sum = LEDGER_ACCOUNTS.reduce((s, a) => s + state.balances[a], 0);
   if (sum !== 0) violations.push({ entryId, rule: 'sum_not_zero', detail: `accounts sum to ${sum}` });
-  const held = Object.values(state.holds).reduce((s, h) => s + h.amount, 0);
+  // Kept as the holds move (OpenHolds.total); summed from the record when a stored state is read.
+  const held = state.holds.total;
   if (held !== state.balances.pending) {
     violations.push({ entryId, rule: 'hold_mismatch', detail: `open holds ${held} ≠ pending ${state.balances.pending}` });
   }
@@ -560,21 +554,21 @@ function setOwn<T>(record: Record<string, T>, id: string, value: T): void {
 }
 
 /**
- * The same as reducing with `evolve`, in time linear in the events: the state is
- * copied once and the events applied to the copy in place (evolve alone copies the
- * open holds and reservations on every entry, which is quadratic over a long replay).
+ * The same as reducing with `evolve`, in time linear in the events: the balances and
+ * reservations are copied once and the events applied to the copy in place (evolve
+ * copies the open reservations on every entry); the holds are immutable (OpenHolds).
  */
 export function foldLedger(events: readonly LedgerEvent[], from: LedgerState = initialLedgerState()): LedgerState {
   if (events.length === 0) return from;
   const balances = { ...from.balances } as Record<LedgerAccount, Kopecks>;
-  const holds: Record<string, OpenHold> = { ...from.holds };
+  let holds = from.holds;
   const reservations: Record<string, OpenReservation> = { ...from.reservations };
   let recentCauses = from.recentCauses;
   let recentPayouts = from.recentPayouts;
   for (const { data: e } of events) {
     for (const p of e.postings) balances[p.account] = balances[p.account] + p.amount;
-    if (e.kind === 'payment_recorded' && e.hold) setOwn(holds, e.hold.invoiceId, { amount: e.hold.amount, releaseAt: e.hold.releaseAt });
-    else if (e.kind === 'hold_released' && e.invoiceId !== undefined) delete holds[e.invoiceId];
+    if (e.kind === 'payment_recorded' && e.hold) holds = holds.with(e.hold.invoiceId, { amount: e.hold.amount, releaseAt: e.hold.releaseAt });
+    else if (e.kind === 'hold_released' && e.invoiceId !== undefined) holds = holds.without(e.invoiceId);
     else if (e.kind === 'funds_reserved' && e.reservation) {
       setOwn(reservations, e.reservation.id, { purpose: e.reservation.purpose, amount: e.reservation.amount });
     } else if ((e.kind === 'reservation_settled' || e.kind === 'reservation_released') && e.reservation) {
@@ -610,7 +604,7 @@ export class LedgerReplay {
     private readonly options: { readonly recentCauses: boolean } = { recentCauses: true },
   ) {
     this.balances = { ...from.balances } as Record<LedgerAccount, Kopecks>;
-    this.holds = { ...from.holds };
+    this.holds = from.holds.toRecord();
     this.reservations = { ...from.reservations };
     this.recentCauses = from.recentCauses;
     this.recentPayouts = from.recentPayouts;
@@ -667,7 +661,7 @@ export class LedgerReplay {
   state(): LedgerState {
     return {
       balances: { ...this.balances },
-      holds: { ...this.holds },
+      holds: OpenHolds.fromRecord(this.holds),
       reservations: { ...this.reservations },
       recentCauses: this.recentCauses,
       recentPayouts: this.recentPayouts,
