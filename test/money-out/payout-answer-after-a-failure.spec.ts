@@ -9,7 +9,6 @@
 import { randomUUID } from 'node:crypto';
 import { AppendOutcomeUnknownError, EventToAppend, ExpectedRevision, PostgresEventStore } from '#event-store';
 import { DEFAULT_PAYOUT_TERMS, payoutAmounts, Refusal } from '#domain';
-import { initialLedgerState } from '#ledger';
 import { FixedUsdtRate, PayoutFlow } from '#payments/payouts';
 import type { LedgerBook } from '#payments/ledger';
 import type { PayoutAddresses } from '#payments/merchants';
@@ -35,9 +34,16 @@ afterAll(async () => {
 });
 
 function flowOn(store: PostgresEventStore, reserve: LedgerBook['reserve']): PayoutFlow {
-  // A ledger with no hold to release (the flow reads its state for that), whose reservation answers as `reserve` says.
-  const current = async () => initialLedgerState();
-  return new PayoutFlow(store, db.pool, { reserve, current } as unknown as LedgerBook, {} as PayoutAddresses, DEFAULT_PAYOUT_TERMS, new FixedUsdtRate(10_000));
+  // A ledger with no hold to release (the flow releases the due holds first), whose reservation answers as `reserve` says.
+  const releaseDueHolds = async () => 0;
+  return new PayoutFlow(
+    store,
+    db.pool,
+    { reserve, releaseDueHolds } as unknown as LedgerBook,
+    {} as PayoutAddresses,
+    DEFAULT_PAYOUT_TERMS,
+    new FixedUsdtRate(10_000),
+  );
 }
 
 async function written(flow: PayoutFlow, payoutId: number) {

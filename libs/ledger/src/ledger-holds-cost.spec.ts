@@ -94,4 +94,13 @@ describe('ledger: the cost of an entry does not grow with the holds open', () =>
       entryId: ledgerEntryId(LEDGER, `hold_release:${invoice(n - 1)}`),
     }));
   });
+
+  it('releasing the five due holds a reservation needs, the earliest first, in one decision', () => {
+    const command = (n: number): LedgerCommand => ({ type: 'ReleaseDueHolds', ledger: LEDGER, amount: 5_000, at: at(DAY + n), entryId: 'unused' });
+    expectBounded(command);
+    const decided = ledgerDecider.decide(command(10_000), withHolds(10_000)) as LedgerEvent[];
+    expect(decided.map((e) => [e.data.kind, e.data.cause, e.data.entryId])).toEqual(
+      [0, 1, 2, 3, 4].map((i) => ['hold_released', `hold_release:${invoice(i)}`, ledgerEntryId(LEDGER, `hold_release:${invoice(i)}`)]),
+    );
+  });
 });

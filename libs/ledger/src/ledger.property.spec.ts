@@ -319,6 +319,7 @@ const outcomeOf = (decision: LedgerEvent[] | LedgerError): Outcome =>
 const KIND_OF: Record<LedgerCommand['type'], LedgerEvent['data']['kind']> = {
   RecordPayment: 'payment_recorded',
   ReleaseHold: 'hold_released',
+  ReleaseDueHolds: 'hold_released',
   ReserveFunds: 'funds_reserved',
   SettleReservation: 'reservation_settled',
   ReleaseReservation: 'reservation_released',

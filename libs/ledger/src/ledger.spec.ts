@@ -479,6 +479,25 @@ describe('ledger: the holds a reservation releases first (holdsToRelease)', () =
     expect(holdsToRelease(foldLedger(events), at(2 * DAY), 100_000)).toEqual([]);
     expect(foldLedger(events).balances).toMatchObject({ available: 65_000, pending: 40_000 });
   });
+
+  const releaseDueHolds = (amount: number, when: string): LedgerCommand => ({
+    type: 'ReleaseDueHolds',
+    ledger: LEDGER,
+    amount,
+    at: when,
+    entryId: idOf(`due_holds:${when}`),
+  });
+
+  it('ReleaseDueHolds posts those releases together, each the entry ReleaseHold posts, and nothing for a hold no longer open', () => {
+    const one = (invoiceId: string) => ledgerDecider.decide(releaseHold(invoiceId, at(2 * DAY)), state) as LedgerEvent[];
+    expect(ledgerDecider.decide(releaseDueHolds(15_001, at(2 * DAY)), state)).toEqual([...one('inv_early'), ...one('inv_a')]);
+    expect(ledgerDecider.decide(releaseDueHolds(100_000, at(2 * DAY)), state)).toEqual([...one('inv_early'), ...one('inv_a'), ...one('inv_b')]);
+    expect(ledgerDecider.decide(releaseDueHolds(5_000, at(3 * DAY)), state)).toEqual([]);
+    // inv_early released meanwhile (by the worker): not released again, the next due are.
+    const released = foldLedger(one('inv_early'), state);
+    expect(ledgerDecider.decide(releaseDueHolds(15_001, at(2 * DAY)), released)).toEqual(one('inv_a'));
+    expect(ledgerDecider.decide(releaseDueHolds(-1, at(2 * DAY)), state)).toMatchObject({ code: 'invalid_amount' });
+  });
 });
 
 describe('ledger: open holds (OpenHolds)', () => {

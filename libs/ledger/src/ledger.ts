@@ -19,6 +19,7 @@
  */
 import { Refusal } from './refusal';
 import { Kopecks, MAX_MONEY_KOPECKS } from './money';
+import { ledgerEntryId, LedgerId } from './ledger-id';
 import { OpenHold, OpenHolds } from './open-holds';
 
 export type { OpenHold };
@@ -195,6 +196,16 @@ export type LedgerCommand =
     })
   | (CommandBase & { readonly type: 'ReleaseHold'; readonly invoiceId: string })
   | (CommandBase & {
+      /**
+       * Releases the holds due by `at`, the earliest first, until `available` covers
+       * `amount` (holdsToRelease): one entry per hold, each of its own cause and id
+       * (derived from `ledger`), all posted together. Its own `entryId` is not used.
+       */
+      readonly type: 'ReleaseDueHolds';
+      readonly ledger: LedgerId;
+      readonly amount: Kopecks;
+    })
+  | (CommandBase & {
       readonly type: 'ReserveFunds';
       readonly reservationId: string;
       readonly purpose: ReservationPurpose;
@@ -234,6 +245,9 @@ export function causeOf(command: LedgerCommand): string {
       return `payment:${command.invoiceId}`;
     case 'ReleaseHold':
       return `hold_release:${command.invoiceId}`;
+    case 'ReleaseDueHolds':
+      // Never an entry's cause: each release it posts carries its hold's (hold_release:<invoiceId>).
+      return `due_holds:${command.at}`;
     case 'ReserveFunds':
       return `reserve:${command.reservationId}`;
     case 'SettleReservation':
@@ -271,6 +285,8 @@ export class CauseHistoryMissingError extends Error {
  * nothing else. Otherwise only the older entries can tell: 'ask the log'.
  */
 function postedAsFarAsStateTells(command: LedgerCommand, state: LedgerState): boolean | 'ask the log' {
+  // Releases only holds still open, whose releases therefore never posted.
+  if (command.type === 'ReleaseDueHolds') return false;
   if (hasRecentCause(state, causeOf(command))) return true;
   switch (command.type) {
     case 'RecordPayment':
@@ -329,6 +345,26 @@ export function decide(command: LedgerCommand, state: LedgerState): LedgerEvent[
       return entry('payment_recorded', postings, {
         hold: held ? { invoiceId: command.invoiceId, amount: command.netAmount, releaseAt: command.releaseAt } : undefined,
         invoiceId: command.invoiceId,
+      });
+    }
+    case 'ReleaseDueHolds': {
+      if (!isAmount(command.amount, true)) return new Refusal<LedgerErrorCode>('invalid_amount', 'Сумма должна быть неотрицательным целым числом копеек');
+      return holdsToRelease(state, command.at, command.amount).map((invoiceId) => {
+        const amount = state.holds.get(invoiceId)!.amount;
+        const releaseCause = `hold_release:${invoiceId}`;
+        const postings: Posting[] = [
+          { account: 'pending', amount: -amount },
+          { account: 'available', amount },
+        ];
+        const data: LedgerEntryPostedData = {
+          entryId: ledgerEntryId(command.ledger, releaseCause),
+          kind: 'hold_released',
+          cause: releaseCause,
+          postings,
+          occurredAt: command.at,
+          invoiceId,
+        };
+        return { type: 'LedgerEntryPosted', data };
       });
     }
     case 'ReleaseHold': {

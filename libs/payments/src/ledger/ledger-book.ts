@@ -9,6 +9,7 @@ import {
   evolve,
   hasRecentCause,
   initialLedgerState,
+  Kopecks,
   LedgerCommand,
   LEDGER_FOLD_VERSION,
   LedgerError,
@@ -169,6 +170,27 @@ export class LedgerBook {
     for (const refusal of refusals) await this.reportRefusedRepeat(streamName, cause, refusal);
     if (!result.ok) throw result.failure;
     return { entry: result.events[0]?.data ?? null, state: result.state, position: result.position };
+  }
+
+  /**
+   * Releases the holds due by `at` that `available` needs to cover `amount`, the earliest
+   * due first (holdsToRelease), all in one append to the ledger (ReleaseDueHolds): a
+   * backlog of holds due together is one append, not one per hold. Decided on the
+   * ledger as it is when appended (a hold the worker released meanwhile is no longer
+   * open, so it is not released twice). Answers how many it released.
+   */
+  async releaseDueHolds(ledger: LedgerId, amount: Kopecks, at: string): Promise<number> {
+    const request = { type: 'ReleaseDueHolds', ledger, amount, at } as const;
+    const command: LedgerCommand = { ...request, entryId: ledgerEntryId(ledger, causeOf({ ...request, entryId: '' })) };
+    const result = await handleCommand(this.store, ledgerStreamName(ledger), ledgerDecider, command, {
+      eventId: (event) => event.data.entryId,
+      snapshots: this.snapshotPolicy,
+      // An id already stored (a release the worker appended meanwhile): decided again on the ledger as it now is.
+      onDuplicateEventId: 'already_handled',
+      metadata: { accountId: ledger.accountId, mode: ledger.mode },
+    });
+    if (!result.ok) throw result.failure;
+    return result.events.length;
   }
 
   /**

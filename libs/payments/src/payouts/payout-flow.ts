@@ -14,7 +14,6 @@ import {
   PayoutTerms,
   Refusal,
 } from '#domain';
-import { holdsToRelease } from '#ledger';
 import type { Kopecks, LedgerId } from '#ledger';
 import type { LedgerBook } from '../ledger';
 import type { PayoutAddresses } from '../merchants';
@@ -155,21 +154,12 @@ export class PayoutFlow {
    * hold-release worker's next tick (nor after a backlog of holds due together): the
    * holds due by `now` are released here before the reservation, the earliest first, as
    * many as the amount needs (holdsToRelease), as a refund releases its invoice's hold.
-   * Each release posts once per cause, so the worker's own is then a repeat.
+   * They are released together, in one append to the ledger (LedgerBook.releaseDueHolds),
+   * however many fell due at once. Each release posts once per cause, so the worker's
+   * own is then a repeat.
    */
   private async releaseDueHolds(ledger: LedgerId, amount: Kopecks, now: Date): Promise<boolean> {
-    const at = now.toISOString();
-    let released = false;
-    for (const invoiceId of holdsToRelease(await this.ledgers.current(ledger), at, amount)) {
-      try {
-        await this.ledgers.post(ledger, { type: 'ReleaseHold', invoiceId, at });
-        released = true;
-      } catch (error) {
-        // Released meanwhile (by the worker: hold_not_found): the reservation decides on what is available.
-        if (!(error instanceof Refusal)) throw error;
-      }
-    }
-    return released;
+    return (await this.ledgers.releaseDueHolds(ledger, amount, now.toISOString())) > 0;
   }
 
   async releaseClaim(accountId: string, orderId: string, payoutId: number): Promise<void> {
