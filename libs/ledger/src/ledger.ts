@@ -257,6 +257,13 @@ export function causeOf(command: LedgerCommand): string {
   }
 }
 
+/**
+ * The most releases one ReleaseDueHolds posts: a backlog is released in appends of this
+ * size (each small enough for any store, and decided and appended quickly enough not to
+ * lose every race with the hold-release worker), the next decided on the ledger as it then is.
+ */
+export const RELEASES_PER_DECISION = 200;
+
 /** A whole number of kopecks within the largest single amount the gateway handles. */
 const isAmount = (n: unknown, allowZero = false): n is Kopecks =>
   typeof n === 'number' && Number.isSafeInteger(n) && (allowZero ? n >= 0 : n > 0) && n <= MAX_MONEY_KOPECKS;
@@ -349,23 +356,25 @@ export function decide(command: LedgerCommand, state: LedgerState): LedgerEvent[
     }
     case 'ReleaseDueHolds': {
       if (!isAmount(command.amount, true)) return new Refusal<LedgerErrorCode>('invalid_amount', 'Сумма должна быть неотрицательным целым числом копеек');
-      return holdsToRelease(state, command.at, command.amount).map((invoiceId) => {
-        const amount = state.holds.get(invoiceId)!.amount;
-        const releaseCause = `hold_release:${invoiceId}`;
-        const postings: Posting[] = [
-          { account: 'pending', amount: -amount },
-          { account: 'available', amount },
-        ];
-        const data: LedgerEntryPostedData = {
-          entryId: ledgerEntryId(command.ledger, releaseCause),
-          kind: 'hold_released',
-          cause: releaseCause,
-          postings,
-          occurredAt: command.at,
-          invoiceId,
-        };
-        return { type: 'LedgerEntryPosted', data };
-      });
+      return holdsToRelease(state, command.at, command.amount)
+        .slice(0, RELEASES_PER_DECISION)
+        .map((invoiceId) => {
+          const amount = state.holds.get(invoiceId)!.amount;
+          const releaseCause = `hold_release:${invoiceId}`;
+          const postings: Posting[] = [
+            { account: 'pending', amount: -amount },
+            { account: 'available', amount },
+          ];
+          const data: LedgerEntryPostedData = {
+            entryId: ledgerEntryId(command.ledger, releaseCause),
+            kind: 'hold_released',
+            cause: releaseCause,
+            postings,
+            occurredAt: command.at,
+            invoiceId,
+          };
+          return { type: 'LedgerEntryPosted', data };
+        });
     }
     case 'ReleaseHold': {
       const hold = state.holds.get(command.invoiceId);

@@ -11,6 +11,7 @@ import {
   initialLedgerState,
   Kopecks,
   LedgerCommand,
+  RELEASES_PER_DECISION,
   LEDGER_FOLD_VERSION,
   LedgerError,
   LedgerEvent,
@@ -107,6 +108,14 @@ export interface LedgerBookOptions {
 /** Entries read per page when looking for a cause in the stream. */
 const CAUSE_SCAN_PAGE = 1000;
 
+/** Every attempt to release a ledger's due holds lost to the hold-release worker: retried by the caller's recovery. */
+export class DueHoldsRaceError extends Error {
+  constructor(ledger: LedgerId) {
+    super(`ledger ${ledger.mode}_${ledger.accountId}: the due holds are still being released by another writer`);
+    this.name = 'DueHoldsRaceError';
+  }
+}
+
 /**
  * The merchants' ledgers, persisted in the event store: one stream per account and
  * mode, optimistic concurrency with retry, snapshots so a command's cost does not
@@ -182,15 +191,25 @@ export class LedgerBook {
   async releaseDueHolds(ledger: LedgerId, amount: Kopecks, at: string): Promise<number> {
     const request = { type: 'ReleaseDueHolds', ledger, amount, at } as const;
     const command: LedgerCommand = { ...request, entryId: ledgerEntryId(ledger, causeOf({ ...request, entryId: '' })) };
-    const result = await handleCommand(this.store, ledgerStreamName(ledger), ledgerDecider, command, {
-      eventId: (event) => event.data.entryId,
-      snapshots: this.snapshotPolicy,
-      // An id already stored (a release the worker appended meanwhile): decided again on the ledger as it now is.
-      onDuplicateEventId: 'already_handled',
-      metadata: { accountId: ledger.accountId, mode: ledger.mode },
-    });
-    if (!result.ok) throw result.failure;
-    return result.events.length;
+    const maxAttempts = 100;
+    let released = 0;
+    // In appends of at most RELEASES_PER_DECISION, each decided on the ledger as the one before left it.
+    for (;;) {
+      const result = await handleCommand(this.store, ledgerStreamName(ledger), ledgerDecider, command, {
+        eventId: (event) => event.data.entryId,
+        snapshots: this.snapshotPolicy,
+        // An id already stored (a release the worker appended meanwhile): decided again on the ledger as it now is.
+        onDuplicateEventId: 'already_handled',
+        maxAttempts,
+        metadata: { accountId: ledger.accountId, mode: ledger.mode },
+      });
+      if (!result.ok) throw result.failure;
+      // Every attempt lost to the worker: not "nothing due" (a reservation would then be refused for good on
+      // money the holds cover), but a conflict the caller's recovery retries.
+      if (result.events.length === 0 && result.attempts >= maxAttempts) throw new DueHoldsRaceError(ledger);
+      released += result.events.length;
+      if (result.events.length < RELEASES_PER_DECISION) return released;
+    }
   }
 
   /**
