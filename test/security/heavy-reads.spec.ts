@@ -11,7 +11,23 @@ import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { connect } from 'node:net';
 import { AccountTurns } from '../../apps/api/src/http/heavy-reads';
-import { CYRILLIC, expectStatus, InvoiceGateway, Json, Merchant, poll, startInvoiceGateway } from '../support/merchant-fixtures';
+import { CYRILLIC, expectStatus, InvoiceGateway, Json, logLinesWith, Merchant, poll, startInvoiceGateway } from '../support/merchant-fixtures';
+
+/**
+ * 100,000 movements of an account's test ledger written straight into the read model (the CSV
+ * reads nothing else): megabytes of CSV, more than the socket buffers take, so a paused reader
+ * holds its answer unsent.
+ */
+const seedMovements = (gw: InvoiceGateway, accountId: string) =>
+  gw.db.pool.query(
+    `WITH e AS (
+       INSERT INTO ledger_entries (entry_id, account_id, mode, seq, kind, cause, occurred_at, log_position)
+       SELECT gen_random_uuid(), $1, 'test', i, 'payment_recorded', 'payment:' || gen_random_uuid(), now() - interval '2 days' + i * interval '1 second', 'seeded'
+       FROM generate_series(0, 99999) AS i RETURNING entry_id, seq)
+     INSERT INTO ledger_postings (entry_id, ordinal, account, amount, balance_after)
+     SELECT entry_id, 0, 'available', 100, (seq + 1) * 100 FROM e`,
+    [accountId],
+  );
 
 /** A GET on a connection of its own; `answer` settles with its status once its headers come (the body is left unread, paused). */
 interface Sent {
@@ -36,17 +52,7 @@ describe('heavy reads, at most two per merchant account at a time', () => {
     a2 = await gw.operator.merchant({ name: 'Второй магазин' }, a1.accountId);
     a3 = await gw.operator.merchant({ name: 'Третий магазин' }, a1.accountId);
     b = await gw.operator.merchant({ name: 'Сосед' });
-    // 100,000 movements of account A written straight into the read model (the CSV reads nothing else):
-    // megabytes of CSV, more than the socket buffers take, so a paused reader holds its answer unsent.
-    await gw.db.pool.query(
-      `WITH e AS (
-         INSERT INTO ledger_entries (entry_id, account_id, mode, seq, kind, cause, occurred_at, log_position)
-         SELECT gen_random_uuid(), $1, 'test', i, 'payment_recorded', 'payment:' || gen_random_uuid(), now() - interval '2 days' + i * interval '1 second', 'seeded'
-         FROM generate_series(0, 99999) AS i RETURNING entry_id, seq)
-       INSERT INTO ledger_postings (entry_id, ordinal, account, amount, balance_after)
-       SELECT entry_id, 0, 'available', 100, (seq + 1) * 100 FROM e`,
-      [a1.accountId],
-    );
+    await seedMovements(gw, a1.accountId);
   }, 120_000);
 
   afterAll(async () => {
@@ -86,12 +92,7 @@ describe('heavy reads, at most two per merchant account at a time', () => {
   };
 
   /** The gateway's log lines of this request. */
-  const linesOf = (requestId: string): Json[] =>
-    gw.gateway
-      .output()
-      .split('\n')
-      .filter((l) => l.startsWith('{') && l.includes(requestId))
-      .map((l) => JSON.parse(l) as Json);
+  const linesOf = (requestId: string): Json[] => logLinesWith(gw.gateway, requestId);
 
   /** Waits until the gateway logged that each of these requests waits for its turn. */
   const waiting = (sent: readonly Sent[]) =>
@@ -160,16 +161,7 @@ describe('heavy reads pipelined on one connection', () => {
   beforeAll(async () => {
     gw = await startInvoiceGateway();
     m = await gw.operator.merchant();
-    // Megabytes of CSV (as above): an answer the client does not read stays unsent.
-    await gw.db.pool.query(
-      `WITH e AS (
-         INSERT INTO ledger_entries (entry_id, account_id, mode, seq, kind, cause, occurred_at, log_position)
-         SELECT gen_random_uuid(), $1, 'test', i, 'payment_recorded', 'payment:' || gen_random_uuid(), now() - interval '2 days' + i * interval '1 second', 'seeded'
-         FROM generate_series(0, 99999) AS i RETURNING entry_id, seq)
-       INSERT INTO ledger_postings (entry_id, ordinal, account, amount, balance_after)
-       SELECT entry_id, 0, 'available', 100, (seq + 1) * 100 FROM e`,
-      [m.accountId],
-    );
+    await seedMovements(gw, m.accountId);
   }, 120_000);
   afterAll(async () => {
     await gw?.close();

@@ -7,7 +7,7 @@
  */
 import { connect, Socket } from 'node:net';
 import { Client } from 'pg';
-import { api, expectStatus, InvoiceGateway, Json, Merchant, orderId, poll, sleep, startInvoiceGateway } from '../support/merchant-fixtures';
+import { api, expectStatus, InvoiceGateway, Json, logLinesWith, Merchant, orderId, poll, sleep, startInvoiceGateway } from '../support/merchant-fixtures';
 import { sendSigned } from '../support/signing';
 
 /** Writes `bytes` on a new connection (in parts, `pauseMs` apart) and collects what comes back until the server closes it or `untilMs` passes. */
@@ -171,13 +171,8 @@ describe('the HTTP surface in raw bytes', () => {
     expect(linesOf(`stalled-body-${stalled}`)).toEqual([expect.objectContaining({ level: 30, msg: 'request', status: 408 })]);
   }, 120_000);
 
-  /** The log lines of the gateway carrying this request id. */
-  const linesOf = (requestId: string): Json[] =>
-    gw.gateway
-      .output()
-      .split('\n')
-      .filter((l) => l.startsWith('{') && l.includes(requestId))
-      .map((l) => JSON.parse(l) as Json);
+  /** The gateway's log lines of this request. */
+  const linesOf = (requestId: string): Json[] => logLinesWith(gw.gateway, requestId);
   /** http_requests_total for POST /v1/invoices with this status. */
   const createsCounted = async (status: number): Promise<number> => {
     const text = (await fetch(`${gw.baseUrl}/metrics`, { headers: { authorization: `Bearer ${gw.gateway.adminToken}` } }).then((r) => r.text())) as string;

@@ -183,6 +183,14 @@ export function expectError(reply: Reply, status: number, code: string, param?: 
   expect(reply.body.error.message).toMatch(CYRILLIC);
 }
 
+/** A gateway's JSON log lines that carry `text` (a request id), parsed. */
+export const logLinesWith = (gateway: { output(): string }, text: string): Json[] =>
+  gateway
+    .output()
+    .split('\n')
+    .filter((l) => l.startsWith('{') && l.includes(text))
+    .map((l) => JSON.parse(l) as Json);
+
 /** Calls `read` until `done` holds on its answer (the read models are fed asynchronously). */
 export async function poll<T>(read: () => Promise<T>, done: (value: T) => boolean, what: string, timeoutMs = 10_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
