@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Pool } from 'pg';
-import type { Migration } from '#platform/database';
+import { writeStatement, type Migration } from '#platform/database';
 
 /**
  * The operator console's sessions, shared by every API process (two replicas behind
@@ -35,12 +35,13 @@ export const OPERATOR_SESSION_ID = /^[A-Za-z0-9_-]{43}$/;
 const hashOf = (sessionId: string): Buffer => createHash('sha256').update(sessionId).digest();
 
 export class OperatorSessions {
-  constructor(private readonly pool: Pick<Pool, 'query'>) {}
+  constructor(private readonly pool: Pick<Pool, 'query' | 'connect'>) {}
 
   /** Opens a session for a right token; answers its id (for the cookie only). Sessions past their time are swept here. */
   async open(tokenFingerprint: Buffer, now: Date): Promise<string> {
     const sessionId = randomBytes(32).toString('base64url');
-    await this.pool.query(
+    await writeStatement(
+      this.pool,
       `WITH swept AS (
          DELETE FROM operator_sessions WHERE expires_at <= $3 OR last_seen_at <= $3::timestamptz - make_interval(secs => $5))
        INSERT INTO operator_sessions (session_hash, token_fingerprint, created_at, last_seen_at, expires_at)

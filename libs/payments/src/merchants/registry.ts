@@ -3,7 +3,7 @@ import type { CustomTypesConfig, Pool, PoolClient } from 'pg';
 import { types } from 'pg';
 import { parseTimestamptz } from '#event-store/postgres';
 import { countRequestInWindow, PollMarkRequest, PollMarkResult, rateWindowOf, takePollMark } from '../access/access-control';
-import { inTransaction, OneTurnBatches, preparedStatement } from '#platform/database';
+import { inTransaction, OneTurnBatches, outcomeOf, preparedStatement, writeStatement } from '#platform/database';
 import { MethodOverrides, projectMethods, MethodTerms } from '#domain';
 import type { Mode } from '#domain';
 import { SecretBox } from '#platform/secrets';
@@ -331,8 +331,15 @@ export class Registry {
 
   async createAccount(name: string, email: string, now: Date): Promise<Account> {
     const id = randomUUID();
-    await this.pool.query('INSERT INTO accounts (id, name, email, created_at) VALUES ($1, $2, $3, $4)', [id, name, email, now]);
-    return { id, name, email, createdAt: now };
+    const account = { id, name, email, createdAt: now };
+    // Its answer lost: the new id's row tells whether it was written.
+    return outcomeOf(
+      async () => {
+        await writeStatement(this.pool, 'INSERT INTO accounts (id, name, email, created_at) VALUES ($1, $2, $3, $4)', [id, name, email, now]);
+        return account;
+      },
+      async () => ((await this.pool.query('SELECT 1 FROM accounts WHERE id = $1', [id])).rowCount === 1 ? account : null),
+    );
   }
 
   /**
@@ -377,18 +384,23 @@ export class Registry {
   async createProject(accountId: string, settings: ProjectSettings, now: Date): Promise<{ project: Project; keys: Record<Mode, KeyPair> }> {
     // Before the transaction: loading the tags may take a connection of its own.
     const tags = await this.keyTags();
-    const created = await inTransaction(this.pool, async (tx) => {
-      const id = randomUUID();
-      const row = await tx.query<ProjectRow>(
-        `INSERT INTO projects (id, account_id, name, status, webhook_url, webhook_events, usdt_enabled, hold_hours, methods,
+    const id = randomUUID();
+    let made: { project: Project; keys: Record<Mode, KeyPair> } | null = null;
+    const write = () =>
+      inTransaction(this.pool, async (tx) => {
+        const row = await tx.query<ProjectRow>(
+          `INSERT INTO projects (id, account_id, name, status, webhook_url, webhook_events, usdt_enabled, hold_hours, methods,
            customer_fee_share, webhook_secret, id_namespace, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13) RETURNING *`,
-        [id, accountId, ...settingsParams(settings), this.secrets.seal(`whsec_${token(24)}`, webhookSecretOwner(id)), randomUUID(), now],
-      );
-      await recordWebhookSettings(tx, id, settings, now);
-      const keys = { test: await this.issueKeys(tx, tags, id, 'test', now), live: await this.issueKeys(tx, tags, id, 'live', now) };
-      return { project: this.toProject(row.rows[0]!), keys };
-    });
+          [id, accountId, ...settingsParams(settings), this.secrets.seal(`whsec_${token(24)}`, webhookSecretOwner(id)), randomUUID(), now],
+        );
+        await recordWebhookSettings(tx, id, settings, now);
+        const keys = { test: await this.issueKeys(tx, tags, id, 'test', now), live: await this.issueKeys(tx, tags, id, 'live', now) };
+        made = { project: this.toProject(row.rows[0]!), keys };
+        return made;
+      });
+    // Its COMMIT's answer lost: the project's row (written in the same transaction as its keys) tells.
+    const created = await outcomeOf(write, async () => ((await this.pool.query('SELECT 1 FROM projects WHERE id = $1', [id])).rowCount === 1 ? made : null));
     const secret = this.webhookSecretOf(created.project);
     for (const pair of Object.values(created.keys)) this.rememberIssued(pair, secret);
     return created;
@@ -468,19 +480,28 @@ export class Registry {
   /** A new key pair for the mode; the old one stops working at once (same transaction). */
   async rotateKeys(projectId: string, mode: Mode, now: Date): Promise<KeyPair> {
     const tags = await this.keyTags();
-    const { pair, revoked, webhookSecret } = await inTransaction(this.pool, async (tx) => {
-      const project = await tx.query<{ webhook_secret: string }>('SELECT webhook_secret FROM projects WHERE id = $1 FOR UPDATE', [projectId]);
-      const old = await tx.query<{ secret_key_hash: string; public_key: string }>(
-        'UPDATE api_keys SET revoked_at = $3 WHERE project_id = $1 AND mode = $2 AND revoked_at IS NULL RETURNING secret_key_hash, public_key',
-        [projectId, mode, now],
-      );
-      const stored = project.rows[0]?.webhook_secret;
-      return {
-        pair: await this.issueKeys(tx, tags, projectId, mode, now),
-        revoked: old.rows,
-        webhookSecret: stored === undefined ? null : this.openedOrNull(projectId, stored),
-      };
-    });
+    let issued: { pair: KeyPair; revoked: { secret_key_hash: string; public_key: string }[]; webhookSecret: string | null } | null = null;
+    const write = () =>
+      inTransaction(this.pool, async (tx) => {
+        const project = await tx.query<{ webhook_secret: string }>('SELECT webhook_secret FROM projects WHERE id = $1 FOR UPDATE', [projectId]);
+        const old = await tx.query<{ secret_key_hash: string; public_key: string }>(
+          'UPDATE api_keys SET revoked_at = $3 WHERE project_id = $1 AND mode = $2 AND revoked_at IS NULL RETURNING secret_key_hash, public_key',
+          [projectId, mode, now],
+        );
+        const stored = project.rows[0]?.webhook_secret;
+        issued = {
+          pair: await this.issueKeys(tx, tags, projectId, mode, now),
+          revoked: old.rows,
+          webhookSecret: stored === undefined ? null : this.openedOrNull(projectId, stored),
+        };
+        return issued;
+      });
+    // Its COMMIT's answer lost: the new pair's row (written with the revocation) tells whether it committed.
+    const lookup = async () =>
+      issued !== null && (await this.pool.query('SELECT 1 FROM api_keys WHERE secret_key_hash = $1', [hashSecretKey(issued.pair.secretKey)])).rowCount === 1
+        ? issued
+        : null;
+    const { pair, revoked, webhookSecret } = await outcomeOf(write, lookup);
     // Only once committed: a revocation rolled back must leave the old key live.
     for (const key of revoked) {
       this.knownSecretKeys.markDead(key.secret_key_hash);
@@ -501,10 +522,23 @@ export class Registry {
    */
   async rotateWebhookSecret(projectId: string, now: Date): Promise<string | null> {
     const secret = `whsec_${token(24)}`;
-    const r = await this.pool.query<{ public_key: string }>(
-      `WITH rotated AS (UPDATE projects SET webhook_secret = $2, updated_at = $3 WHERE id = $1 RETURNING id)
-       SELECT k.public_key FROM rotated LEFT JOIN api_keys k ON k.project_id = rotated.id AND k.revoked_at IS NULL`,
-      [projectId, this.secrets.seal(secret, webhookSecretOwner(projectId)), now],
+    const sealed = this.secrets.seal(secret, webhookSecretOwner(projectId));
+    const liveKeys = `SELECT k.public_key FROM rotated LEFT JOIN api_keys k ON k.project_id = rotated.id AND k.revoked_at IS NULL`;
+    // Its answer lost: the stored secret tells whether it is the new one (sealed anew, so no other write stores it).
+    const r = await outcomeOf(
+      () =>
+        writeStatement<{ public_key: string }>(
+          this.pool,
+          `WITH rotated AS (UPDATE projects SET webhook_secret = $2, updated_at = $3 WHERE id = $1 RETURNING id) ${liveKeys}`,
+          [projectId, sealed, now],
+        ),
+      async () => {
+        const found = await this.pool.query<{ public_key: string }>(
+          `WITH rotated AS (SELECT id FROM projects WHERE id = $1 AND webhook_secret = $2) ${liveKeys}`,
+          [projectId, sealed],
+        );
+        return found.rowCount === 0 ? null : found;
+      },
     );
     if (r.rowCount === 0) return null;
     // This process knows the new secret at once (a memory only: every request that holds is looked up).

@@ -1,5 +1,5 @@
 import type { Pool } from 'pg';
-import type { Migration } from '#platform/database';
+import { outcomeOf, writeStatement, type Migration } from '#platform/database';
 import { canonicalPayoutAccount, PayoutMethod } from '#domain';
 
 export const payoutAddressesMigration: Migration = {
@@ -79,7 +79,8 @@ export class PayoutAddresses {
   ): Promise<{ address: PayoutAddress; created: boolean }> {
     const account = canonicalPayoutAccount(detail.method, detail.account);
     if (account === null) throw new RangeError('not a payout account of this method');
-    const inserted = await this.pool.query<Row>(
+    const inserted = await writeStatement<Row>(
+      this.pool,
       `INSERT INTO payout_addresses (account_id, method, account, bank, label, status, created_at)
        VALUES ($1, $2, $3, $4, $5, 'unconfirmed', $6) ON CONFLICT (account_id, method, account) DO NOTHING RETURNING *`,
       [accountId, detail.method, account, detail.bank, detail.label, now],
@@ -96,9 +97,18 @@ export class PayoutAddresses {
   /** Confirms the address (again: a no-op); null when there is none. */
   async confirm(id: number, now: Date): Promise<PayoutAddress | null> {
     if (!Number.isSafeInteger(id) || id < 1 || id > MAX_ID) return null;
-    const r = await this.pool.query<Row>(
-      `UPDATE payout_addresses SET status = 'confirmed', confirmed_at = COALESCE(confirmed_at, $2) WHERE id = $1 RETURNING *`,
-      [id, now],
+    // Its answer lost: confirmed now is what a repeat (a no-op) would answer; not confirmed, nothing was written.
+    const r = await outcomeOf(
+      () =>
+        writeStatement<Row>(
+          this.pool,
+          `UPDATE payout_addresses SET status = 'confirmed', confirmed_at = COALESCE(confirmed_at, $2) WHERE id = $1 RETURNING *`,
+          [id, now],
+        ),
+      async () => {
+        const found = await this.pool.query<Row>(`SELECT * FROM payout_addresses WHERE id = $1 AND status = 'confirmed'`, [id]);
+        return found.rowCount === 0 ? null : found;
+      },
     );
     return r.rows[0] ? toAddress(r.rows[0]) : null;
   }

@@ -1,5 +1,5 @@
-import type { Pool } from 'pg';
-import { preparedStatement } from '#platform/database';
+import type { Pool, PoolClient } from 'pg';
+import { preparedStatement, writeStatement } from '#platform/database';
 import type { Clock } from '#platform/clock';
 import { Refusal } from '#domain';
 import type { Registry } from '../merchants';
@@ -788,8 +788,9 @@ export const endpointDisabled = (projectId: string): Refusal<'conflict'> =>
  * it), so the attempts counted are read after any record under way. Null when there
  * is no such delivery; refused (conflict) while the project's endpoint is disabled.
  */
-export async function resendDelivery(pool: Pick<Pool, 'query'>, id: string, now: Date): Promise<{ id: string; nextAttemptAt: Date } | null> {
-  const updated = await pool.query<{ id: string | null; next_attempt_at: Date | null; project_id: string | null; disabled: boolean | null }>(
+export async function resendDelivery(pool: Pick<Pool, 'connect'> | PoolClient, id: string, now: Date): Promise<{ id: string; nextAttemptAt: Date } | null> {
+  const updated = await writeStatement<{ id: string | null; next_attempt_at: Date | null; project_id: string | null; disabled: boolean | null }>(
+    pool,
     `WITH project AS (
        SELECT p.id, p.webhook_disabled_at IS NOT NULL AS disabled FROM projects p
        WHERE p.id = (SELECT project_id FROM webhook_deliveries WHERE id = $1) FOR SHARE),
@@ -820,7 +821,8 @@ export async function resendDelivery(pool: Pick<Pool, 'query'>, id: string, now:
  * project's endpoint is disabled (re-enabling it resends them).
  */
 export async function resendFailedDeliveries(pool: Pool, projectId: string, now: Date): Promise<number | null> {
-  const result = await pool.query<{ found: number; disabled: boolean; resent: number }>(
+  const result = await writeStatement<{ found: number; disabled: boolean; resent: number }>(
+    pool,
     `WITH project AS (
        SELECT id, webhook_disabled_at IS NOT NULL AS disabled FROM projects WHERE id = $1 FOR SHARE),
      failed AS (

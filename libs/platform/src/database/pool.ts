@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { Pool, PoolClient, QueryConfig, types } from 'pg';
+import { Pool, PoolClient, QueryConfig, QueryResult, QueryResultRow, types } from 'pg';
 import { trackOwnSession } from './own-sessions';
 
 // bigint columns (positions, revisions) come back as strings unless told otherwise;
@@ -138,14 +138,21 @@ function beginStatement(options: TransactionOptions): string {
  */
 export async function inTransactionOn<T>(client: PoolClient, work: () => Promise<T>, options: TransactionOptions = {}): Promise<T> {
   await client.query(beginStatement(options));
+  let result: T;
   try {
-    const result = await work();
-    await client.query('COMMIT');
-    return result;
+    result = await work();
   } catch (error) {
     await client.query('ROLLBACK').catch(() => undefined);
     throw error;
   }
+  try {
+    await client.query('COMMIT');
+  } catch (error) {
+    // The connection lost while the COMMIT was on its way: it may have committed (a loss
+    // before it undid the transaction); a read-only one wrote nothing either way.
+    throw lostInFlight(error) && !options.readOnly ? new WriteOutcomeUnknownError(error) : error;
+  }
+  return result;
 }
 
 /** Runs `work` in one transaction on a connection of the pool; rolls back on any error. */
@@ -184,6 +191,7 @@ export function preparedStatement(text: string, values: unknown[] = []): QueryCo
  */
 export function isConnectionLost(error: unknown): boolean {
   if (typeof error !== 'object' || error === null) return false;
+  if (error instanceof WriteOutcomeUnknownError) return true;
   const code = (error as { code?: unknown }).code;
   if (typeof code === 'string') {
     // Socket errors; PostgreSQL's connection exceptions (08xxx) and admin/crash shutdown (57P01, 57P02).
@@ -192,6 +200,66 @@ export function isConnectionLost(error: unknown): boolean {
   }
   const message = (error as { message?: unknown }).message;
   return typeof message === 'string' && /Connection terminated|Client has encountered a connection error|not queryable/i.test(message);
+}
+
+/** The connection broke while a statement sent on it ran (not a client already broken, which sends nothing). */
+function lostInFlight(error: unknown): boolean {
+  return isConnectionLost(error) && !/not queryable/i.test(String((error as { message?: unknown }).message));
+}
+
+/**
+ * A write whose outcome nobody knows: the connection was lost while its statement (or
+ * its transaction's COMMIT) was in flight, after the server may have committed it. It
+ * counts as a lost connection (isConnectionLost); the caller looks, if it cheaply can.
+ */
+export class WriteOutcomeUnknownError extends Error {
+  constructor(cause: unknown) {
+    super(`the outcome of a write is unknown: ${reasonOf(cause)}`, { cause });
+    this.name = 'WriteOutcomeUnknownError';
+  }
+}
+
+/**
+ * One write statement on its own (autocommit) on a connection of the pool. A failure to
+ * connect sent nothing and is thrown as it is; a connection lost once the statement was
+ * sent throws WriteOutcomeUnknownError. On a client (its transaction the caller's, whose
+ * COMMIT tells) the statement just runs.
+ */
+export async function writeStatement<R extends QueryResultRow = QueryResultRow>(
+  pool: Pick<Pool, 'connect'> | PoolClient,
+  text: string,
+  values: unknown[] = [],
+): Promise<QueryResult<R>> {
+  if ('release' in pool) return pool.query<R>(text, values);
+  const client = await pool.connect();
+  let broken = false;
+  try {
+    return await client.query<R>(text, values);
+  } catch (error) {
+    broken = isConnectionLost(error);
+    throw lostInFlight(error) ? new WriteOutcomeUnknownError(error) : error;
+  } finally {
+    client.release(broken);
+  }
+}
+
+/**
+ * The answer of `write`; when its outcome is unknown (WriteOutcomeUnknownError), looks
+ * with `lookup` (a read: the write's answer when it happened, null when it did not). Not
+ * written: the lost connection is thrown, as for one lost before the write was sent. The
+ * look failing or unsure (it throws): the write's WriteOutcomeUnknownError.
+ */
+export async function outcomeOf<T>(write: () => Promise<T>, lookup: () => Promise<T | null>): Promise<T> {
+  try {
+    return await write();
+  } catch (error) {
+    if (!(error instanceof WriteOutcomeUnknownError)) throw error;
+    const found = await lookup().catch(() => {
+      throw error;
+    });
+    if (found === null) throw error.cause;
+    return found;
+  }
 }
 
 /**

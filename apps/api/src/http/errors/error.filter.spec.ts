@@ -4,6 +4,7 @@
  * checked, a 503 that says the outcome is unknown and how to retry safely.
  */
 import { AppendOutcomeUnknownError, EventStoreUnavailableError } from '#event-store';
+import { WriteOutcomeUnknownError } from '#platform/database';
 import { toApiError } from './error.filter';
 
 describe('toApiError: the store did not answer', () => {
@@ -16,6 +17,17 @@ describe('toApiError: the store did not answer', () => {
     });
     expect(answer.message).toMatch(/проверить, записано ли что-то, не удалось/);
     expect(answer.message).toMatch(/Idempotency-Key/);
+  });
+
+  it('a plain-table write whose outcome is unknown: 503 provider_unavailable, marked, that says to check before repeating', () => {
+    const answer = toApiError(new WriteOutcomeUnknownError(new Error('Connection terminated unexpectedly')));
+    expect({ status: answer.status, code: answer.code, headers: answer.headers }).toEqual({
+      status: 503,
+      code: 'provider_unavailable',
+      headers: { 'Retry-After': '1' },
+    });
+    expect(answer.message).toMatch(/проверить, записано ли что-то, не удалось/);
+    expect(answer.message).toMatch(/прежде чем повторять запрос, проверьте/);
   });
 
   it.each([

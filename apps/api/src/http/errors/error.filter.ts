@@ -3,6 +3,7 @@ import { ArgumentsHost, Catch, ExceptionFilter, HttpException } from '@nestjs/co
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from '#platform/logging';
 import { AppendOutcomeUnknownError, EventStoreUnavailableError } from '#event-store';
+import { WriteOutcomeUnknownError } from '#platform/database';
 import { StoredAnswer } from '../idempotency';
 import { ApiError } from './api-error';
 
@@ -146,11 +147,23 @@ export function toApiError(exception: unknown): ApiError {
       { 'Retry-After': '1' },
     );
   }
+  if (exception instanceof WriteOutcomeUnknownError) {
+    // A plain-table write (an operator's) whose connection broke during its statement or
+    // COMMIT, and which could not look afterwards: it may have been done, so the answer
+    // says so (with the event store's mark) and what to check before repeating it.
+    return new ApiError(
+      503,
+      'provider_unavailable',
+      'Связь с хранилищем прервалась во время записи, и проверить, записано ли что-то, не удалось: изменение могло быть сделано — прежде чем повторять запрос, проверьте чтением (GET того, что он меняет), сделано ли оно',
+      undefined,
+      undefined,
+      { 'Retry-After': '1' },
+    );
+  }
   if (exception instanceof EventStoreUnavailableError || isDatabaseUnavailable(exception)) {
     // The database, or the event store when it is EventStoreDB, did not answer before
     // the request's first write, or that write was found not written: the retry (after
-    // Retry-After) runs the request again. (The operator's plain-table writes, one
-    // statement each, are not checked after a connection broken during their commit.)
+    // Retry-After) runs the request again.
     return new ApiError(503, 'provider_unavailable', 'Сервис временно недоступен: повторите запрос через несколько секунд', undefined, undefined, {
       'Retry-After': '1',
     });
