@@ -8,12 +8,13 @@
  * its commit stand). The setting is reset after each case.
  *
  * - A write that can look whether it happened answers what it made: key rotation (the
- *   new pair's row), account creation (the new id's row).
+ *   new pair's row), account creation (the new id's row), the clock (the stored offset).
  * - One that cannot (PATCH) answers 503 with the marked message: the change may have
  *   been made, check before repeating (not "nothing was done").
  *
  * This file runs the gateway on an embedded PostgreSQL of its own (DATA_DIR, as
- * `npm start` runs it), since ALTER SYSTEM changes the whole server.
+ * `npm start` runs it), since ALTER SYSTEM changes the whole server. CLOCK=manual: the
+ * clock case advances it.
  */
 import { Client as PgClient } from 'pg';
 import { RunningGateway, startGateway, temporaryDataDir } from '../support/gateway-process';
@@ -31,7 +32,7 @@ describe('an operator write whose commit answer is lost', () => {
   let su: PgClient;
 
   beforeAll(async () => {
-    gateway = await startGateway('gateway', { DATA_DIR: data.dir });
+    gateway = await startGateway('gateway', { DATA_DIR: data.dir, CLOCK: 'manual' });
     operator = new Operator(gateway.baseUrl, gateway.adminToken);
     su = new PgClient({ connectionString: embeddedDatabaseUrl(data.dir), application_name: 'test-commit-in-doubt' });
     await su.connect();
@@ -132,6 +133,22 @@ describe('an operator write whose commit answer is lost', () => {
     );
     expectStatus(reply, 201);
     expect(await rows('SELECT id FROM accounts WHERE name = $1', [name])).toEqual([{ id: reply.body.id }]);
+  });
+
+  it('the clock advance answers 200 when the move committed, and moved once', async () => {
+    const offset = async () => Number((await rows<{ offset_ms: string }>('SELECT offset_ms FROM manual_clock'))[0]!.offset_ms);
+    await operator.advance(0);
+    const before = await offset();
+
+    const reply = await withCommitAnswerLost(
+      async (_pid, query) => /UPDATE manual_clock SET offset_ms = offset_ms \+/.test(query),
+      () => operator.http.post('/admin/v1/clock/advance', { seconds: 60 }),
+    );
+
+    expectStatus(reply, 200);
+    expect(await offset()).toBe(before + 60_000);
+    // The gateway runs on the moved clock: a read of it is not behind the answer.
+    expect((await operator.advance(0)).getTime()).toBeGreaterThanOrEqual(new Date(reply.body.now as string).getTime());
   });
 
   it('a PATCH that cannot look answers 503 saying the change may have been made', async () => {

@@ -6,7 +6,7 @@
  * connection (terminated while logins are refused) or on its pool, and reads its clock;
  * the processes themselves are covered by manual-clock-processes.spec.ts.
  */
-import { Client, Pool } from 'pg';
+import { Client, Pool, PoolClient } from 'pg';
 import { ManualClock, ManualClockSync } from '#platform/clock';
 import { createPool } from '#platform/database';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
@@ -130,15 +130,26 @@ describe('manual clock follower sessions', () => {
   it('an advance whose database fails once the offset moved answers, with its live followers as lagging', async () => {
     const pool = createPool(db.url, { max: 4, applicationName: 'proc-d' });
     let moved = false;
-    // The database gone right after the offset moved (the UPDATE's answer came back).
+    // The database gone right after the offset moved (the UPDATE's answer came back, on a connection of its own).
+    const watched = (client: PoolClient) =>
+      new Proxy(client, {
+        get(target, key) {
+          const value = Reflect.get(target, key) as unknown;
+          if (key !== 'query') return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+          return async (...args: unknown[]) => {
+            const result = await (target.query as (...a: unknown[]) => Promise<unknown>)(...args);
+            if (String(args[0]).includes('UPDATE manual_clock SET')) moved = true;
+            return result;
+          };
+        },
+      });
     const failing = new Proxy(pool, {
       get(target, key) {
+        if (key === 'connect') return async () => watched(await target.connect());
         if (key !== 'query') return Reflect.get(target, key) as unknown;
         return async (...args: Parameters<Pool['query']>) => {
           if (moved) throw new Error('Connection terminated unexpectedly');
-          const result = await (target.query as (...a: unknown[]) => Promise<unknown>)(...args);
-          if (String(args[0]).includes('UPDATE manual_clock SET')) moved = true;
-          return result;
+          return (target.query as (...a: unknown[]) => Promise<unknown>)(...args);
         };
       },
     });

@@ -30,7 +30,8 @@ export class ClockController {
     }
     try {
       const { now, lagging } = await sync.advance(seconds);
-      // Moved, so 200 (a 5xx means nothing happened): `lagging` names the live processes not on the new time yet (rare).
+      // Moved (also when its answer was lost and the offset read after shows it), so 200: `lagging` names the live processes
+      // not on the new time yet (rare). A 5xx: nothing moved, or (its message marked) the move's outcome is unknown.
       return lagging === 0 ? { now: now.toISOString() } : { now: now.toISOString(), lagging };
     } catch (error) {
       if (!(error instanceof ManualClockLagError)) throw error;

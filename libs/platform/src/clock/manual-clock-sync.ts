@@ -1,5 +1,6 @@
 import type { Pool, PoolClient } from 'pg';
 import type { Migration } from '../database';
+import { outcomeOf, writeStatement } from '../database/pool';
 import type { ManualClock } from './clock';
 
 export const manualClockMigration: Migration = {
@@ -237,6 +238,8 @@ export class ManualClockSync {
    * confirmed it within the bound (one that answered the question, then stopped, or the
    * database failed meanwhile: rare).
    * ManualClockLagError: a live process did not answer the question: nothing moved.
+   * WriteOutcomeUnknownError: the move's answer was lost and the offset read after it
+   * could not tell (a lost answer is otherwise looked up: moved, or the lost connection).
    */
   async advance(seconds: number): Promise<{ now: Date; lagging: number }> {
     const window = this.pollIntervalMs * POLLS_LIVE_WITHOUT_SESSION;
@@ -250,12 +253,26 @@ export class ManualClockSync {
     const question: FollowerCount = { unconfirmed: 0, live: 0 };
     await this.waitForFollowers(Number(asked.rows[0]!.offset_ms), asked.rows[0]!.asked_at, question);
     if (question.unconfirmed > 0) throw new ManualClockLagError(question.unconfirmed);
-    const result = await this.pool.query<{ offset_ms: string }>(
-      `WITH moved AS (UPDATE manual_clock SET offset_ms = offset_ms + $1 RETURNING offset_ms)
-       SELECT offset_ms, pg_notify('${CHANNEL}', offset_ms::text) FROM moved`,
-      [seconds * 1000],
+    const before = Number(asked.rows[0]!.offset_ms);
+    // Its answer lost (WriteOutcomeUnknownError): the stored offset tells, the one asked about, or that plus the
+    // move (moved); another (an advance of another process meanwhile) leaves it unknown.
+    const offset = await outcomeOf(
+      async () => {
+        const result = await writeStatement<{ offset_ms: string }>(
+          this.pool,
+          `WITH moved AS (UPDATE manual_clock SET offset_ms = offset_ms + $1 RETURNING offset_ms)
+           SELECT offset_ms, pg_notify('${CHANNEL}', offset_ms::text) FROM moved`,
+          [seconds * 1000],
+        );
+        return Number(result.rows[0]!.offset_ms);
+      },
+      async () => {
+        const stored = Number((await this.pool.query<{ offset_ms: string }>('SELECT offset_ms FROM manual_clock')).rows[0]!.offset_ms);
+        if (stored === before + seconds * 1000) return stored;
+        if (stored === before) return null;
+        throw new Error('the manual clock moved by another advance meanwhile');
+      },
     );
-    const offset = Number(result.rows[0]!.offset_ms);
     this.clock.setOffset(offset);
     void this.refresh().catch(() => undefined);
     // Moved: an answer, not an error, whatever follows; `lagging` counts the live processes not confirmed on it
