@@ -150,7 +150,7 @@ export async function inTransactionOn<T>(client: PoolClient, work: () => Promise
   } catch (error) {
     // The connection lost while the COMMIT was on its way: it may have committed (a loss
     // before it undid the transaction); a read-only one wrote nothing either way.
-    throw lostInFlight(error) && !options.readOnly ? new WriteOutcomeUnknownError(error) : error;
+    throw lostInFlight(error) && !options.readOnly ? new WriteOutcomeUnknownError(error, backendOf(client)) : error;
   }
   return result;
 }
@@ -160,6 +160,9 @@ export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) =>
   const client = await pool.connect();
   try {
     return await inTransactionOn(client, () => work(client), options);
+  } catch (error) {
+    if (error instanceof WriteOutcomeUnknownError) error.settleOn ??= pool;
+    throw error;
   } finally {
     client.release();
   }
@@ -213,10 +216,40 @@ function lostInFlight(error: unknown): boolean {
  * counts as a lost connection (isConnectionLost); the caller looks, if it cheaply can.
  */
 export class WriteOutcomeUnknownError extends Error {
-  constructor(cause: unknown) {
+  constructor(
+    cause: unknown,
+    /** The server process that ran the write (null: not known): until it has ended, a read may not see its commit. */
+    readonly backendPid: number | null = null,
+    /** Where to make sure that process has ended before looking (outcomeOf). */
+    public settleOn: Pick<Pool, 'query'> | null = null,
+  ) {
     super(`the outcome of a write is unknown: ${reasonOf(cause)}`, { cause });
     this.name = 'WriteOutcomeUnknownError';
   }
+}
+
+const backendOf = (client: PoolClient): number | null => (client as unknown as { processID?: number | null }).processID ?? null;
+
+/** How long a look waits for the lost write's server process to end. */
+const SETTLE_WAIT_MS = 5_000;
+
+/**
+ * Whether the server process of a lost write has ended (ended here if need be): only then
+ * is its outcome final (a client-side break leaves it running its COMMIT, which another
+ * session does not see yet) and a read that finds nothing proof that nothing was written.
+ */
+async function settled(error: WriteOutcomeUnknownError): Promise<boolean> {
+  const { backendPid: pid, settleOn: pool } = error;
+  if (pid === null || pool === null) return false;
+  try {
+    await pool.query('SELECT pg_terminate_backend($1)', [pid]);
+    for (const deadline = Date.now() + SETTLE_WAIT_MS; Date.now() < deadline; await new Promise((resolve) => setTimeout(resolve, 50))) {
+      if ((await pool.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [pid])).rowCount === 0) return true;
+    }
+  } catch {
+    // the database out of reach again: the outcome stays unknown
+  }
+  return false;
 }
 
 /**
@@ -226,7 +259,7 @@ export class WriteOutcomeUnknownError extends Error {
  * COMMIT tells) the statement just runs.
  */
 export async function writeStatement<R extends QueryResultRow = QueryResultRow>(
-  pool: Pick<Pool, 'connect'> | PoolClient,
+  pool: Pick<Pool, 'connect' | 'query'> | PoolClient,
   text: string,
   values: unknown[] = [],
 ): Promise<QueryResult<R>> {
@@ -237,7 +270,7 @@ export async function writeStatement<R extends QueryResultRow = QueryResultRow>(
     return await client.query<R>(text, values);
   } catch (error) {
     broken = isConnectionLost(error);
-    throw lostInFlight(error) ? new WriteOutcomeUnknownError(error) : error;
+    throw lostInFlight(error) ? new WriteOutcomeUnknownError(error, backendOf(client), pool) : error;
   } finally {
     client.release(broken);
   }
@@ -245,20 +278,23 @@ export async function writeStatement<R extends QueryResultRow = QueryResultRow>(
 
 /**
  * The answer of `write`; when its outcome is unknown (WriteOutcomeUnknownError), looks
- * with `lookup` (a read: the write's answer when it happened, null when it did not). Not
- * written: the lost connection is thrown, as for one lost before the write was sent. The
- * look failing or unsure (it throws): the write's WriteOutcomeUnknownError.
+ * with `lookup` (a read: the write's answer when it happened, null when it did not), once
+ * the write's server process has ended. Not written: the lost connection is thrown, as for
+ * one lost before the write was sent. The look failing or unsure (it throws), or that
+ * process not known to have ended (nothing found then proves nothing): the write's
+ * WriteOutcomeUnknownError.
  */
 export async function outcomeOf<T>(write: () => Promise<T>, lookup: () => Promise<T | null>): Promise<T> {
   try {
     return await write();
   } catch (error) {
     if (!(error instanceof WriteOutcomeUnknownError)) throw error;
+    const final = await settled(error);
     const found = await lookup().catch(() => {
       throw error;
     });
-    if (found === null) throw error.cause;
-    return found;
+    if (found !== null) return found;
+    throw final ? error.cause : error;
   }
 }
 
