@@ -11,6 +11,7 @@ import {
   initialLedgerState,
   Kopecks,
   LedgerCommand,
+  holdsToRelease,
   RELEASES_PER_DECISION,
   LEDGER_FOLD_VERSION,
   LedgerError,
@@ -183,8 +184,8 @@ export class LedgerBook {
 
   /**
    * Releases the holds due by `at` that `available` needs to cover `amount`, the earliest
-   * due first (holdsToRelease), all in one append to the ledger (ReleaseDueHolds): a
-   * backlog of holds due together is one append, not one per hold. Decided on the
+   * due first (holdsToRelease), RELEASES_PER_DECISION to an append to the ledger
+   * (ReleaseDueHolds): a backlog of holds due together is a few appends, not one per hold. Decided on the
    * ledger as it is when appended (a hold the worker released meanwhile is no longer
    * open, so it is not released twice). Answers how many it released.
    */
@@ -206,7 +207,9 @@ export class LedgerBook {
       if (!result.ok) throw result.failure;
       // Every attempt lost to the worker: not "nothing due" (a reservation would then be refused for good on
       // money the holds cover), but a conflict the caller's recovery retries.
-      if (result.events.length === 0 && result.attempts >= maxAttempts) throw new DueHoldsRaceError(ledger);
+      if (result.events.length === 0 && result.attempts >= maxAttempts && holdsToRelease(await this.current(ledger), at, amount).length > 0) {
+        throw new DueHoldsRaceError(ledger);
+      }
       released += result.events.length;
       if (result.events.length < RELEASES_PER_DECISION) return released;
     }

@@ -154,8 +154,8 @@ export class PayoutFlow {
    * hold-release worker's next tick (nor after a backlog of holds due together): the
    * holds due by `now` are released here before the reservation, the earliest first, as
    * many as the amount needs (holdsToRelease), as a refund releases its invoice's hold.
-   * They are released together, in one append to the ledger (LedgerBook.releaseDueHolds),
-   * however many fell due at once. Each release posts once per cause, so the worker's
+   * They are released together, a few hundred to an append to the ledger
+   * (LedgerBook.releaseDueHolds), however many fell due at once. Each release posts once per cause, so the worker's
    * own is then a repeat.
    */
   private async releaseDueHolds(ledger: LedgerId, amount: Kopecks, now: Date): Promise<boolean> {

@@ -5,6 +5,7 @@
  */
 import { AppendOutcomeUnknownError, EventStoreUnavailableError } from '#event-store';
 import { WriteOutcomeUnknownError } from '#platform/database';
+import { DueHoldsRaceError } from '#payments/ledger';
 import { toApiError } from './error.filter';
 
 describe('toApiError: the store did not answer', () => {
@@ -28,6 +29,15 @@ describe('toApiError: the store did not answer', () => {
     });
     expect(answer.message).toMatch(/проверить, записано ли что-то, не удалось/);
     expect(answer.message).toMatch(/прежде чем повторять запрос, проверьте/);
+  });
+
+  it("a payout's due holds still being released by the worker (every attempt lost): 503 with Retry-After, not 500", () => {
+    const answer = toApiError(new DueHoldsRaceError({ accountId: 'a', mode: 'live' }));
+    expect({ status: answer.status, code: answer.code, headers: answer.headers }).toEqual({
+      status: 503,
+      code: 'provider_unavailable',
+      headers: { 'Retry-After': '1' },
+    });
   });
 
   it.each([

@@ -4,6 +4,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from '#platform/logging';
 import { AppendOutcomeUnknownError, EventStoreUnavailableError } from '#event-store';
 import { WriteOutcomeUnknownError } from '#platform/database';
+import { DueHoldsRaceError } from '#payments/ledger';
 import { StoredAnswer } from '../idempotency';
 import { ApiError } from './api-error';
 
@@ -159,6 +160,12 @@ export function toApiError(exception: unknown): ApiError {
       undefined,
       { 'Retry-After': '1' },
     );
+  }
+  if (exception instanceof DueHoldsRaceError) {
+    // Its due holds still being released by the worker (a read or an operator's step that advances a payout): nothing written.
+    return new ApiError(503, 'provider_unavailable', 'Баланс сейчас пересчитывается: повторите запрос через секунду', undefined, undefined, {
+      'Retry-After': '1',
+    });
   }
   if (exception instanceof EventStoreUnavailableError || isDatabaseUnavailable(exception)) {
     // The database, or the event store when it is EventStoreDB, did not answer before
