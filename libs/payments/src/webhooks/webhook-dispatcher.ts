@@ -788,7 +788,11 @@ export const endpointDisabled = (projectId: string): Refusal<'conflict'> =>
  * it), so the attempts counted are read after any record under way. Null when there
  * is no such delivery; refused (conflict) while the project's endpoint is disabled.
  */
-export async function resendDelivery(pool: Pick<Pool, 'connect' | 'query'> | PoolClient, id: string, now: Date): Promise<{ id: string; nextAttemptAt: Date } | null> {
+export async function resendDelivery(
+  pool: Pick<Pool, 'connect' | 'query'> | PoolClient,
+  id: string,
+  now: Date,
+): Promise<{ id: string; nextAttemptAt: Date } | null> {
   const updated = await writeStatement<{ id: string | null; next_attempt_at: Date | null; project_id: string | null; disabled: boolean | null }>(
     pool,
     `WITH project AS (
