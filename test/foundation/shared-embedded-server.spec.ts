@@ -352,6 +352,37 @@ describe('one embedded server shared by the processes of a DATA_DIR', () => {
     }
   });
 
+  it('a server started again by another process and gone before this one reopened its presence: told too', async () => {
+    const data = dataDir();
+    let again: Promise<RunningProcess> | null = null;
+    try {
+      const env = { DATA_DIR: data.dir, ADMIN_TOKEN: TOKEN };
+      const api = await startGateway('api', env);
+      const told = () => [...api.output().matchAll(/the embedded PostgreSQL under .* is not running \((.*?)\); requests answer 503/g)].map((m) => m[1]!);
+      const first = postmasterOf(data.dir)!.pid;
+      process.kill(first, 'SIGKILL');
+      await untilTrue(async () => told().length === 1, 'the first outage told');
+      // Another process starts the server again; it is killed as soon as it runs, before this API's presence
+      // (reopened every 500 ms) could reach it.
+      again = startGateway('api', env);
+      again.catch(() => undefined);
+      let second = 0;
+      await untilTrue(() => {
+        const now = postmasterOf(data.dir);
+        if (now === null || now.pid === first || !alive(now.pid)) return false;
+        second = now.pid;
+        return true;
+      }, 'the server started again');
+      process.kill(second, 'SIGKILL');
+      await untilTrue(async () => told().length >= 2, 'the second outage told');
+      expect(told()[1]).toBe('started by another process: its lines went there');
+      await api.kill('SIGKILL');
+    } finally {
+      await again?.then((p) => p.kill('SIGKILL')).catch(() => undefined);
+      data.remove();
+    }
+  });
+
   it('a command that ends just after a backend crashed leaves the server to the API on it (its presence is reopening, not gone)', async () => {
     const data = dataDir();
     try {

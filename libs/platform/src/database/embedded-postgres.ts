@@ -141,12 +141,17 @@ async function startOrJoin(
       if (create) await ensureDatabase(port, databaseName, password);
     }
     let ownGoneTold = false;
-    on.presence = await presentOn(port, password, () => {
-      if (currentServer(clusterDir) !== null) return false;
+    /** The postmaster whose absence was told since the presence last opened (postmaster.pid's first line; null: no file). */
+    let toldOf: string | null | undefined;
+    const tellGone = () => {
+      if (currentServer(clusterDir) !== null) return;
       // Its lines only if the server gone is the one this process started, told once: its
       // child has exited, and postmaster.pid names it (a kill leaves the file) or is gone
       // (a postmaster that exits by itself removes it).
       const named = readLine(path.join(clusterDir, 'postmaster.pid'), 0);
+      // Each server's absence once: one started again and gone before this presence reopened is told too.
+      if (named === toldOf) return;
+      toldOf = named;
       const own = on.child !== null && !ownChildRunning(on.child) && !ownGoneTold && (named === null || Number(named) === on.child.pid);
       if (own) ownGoneTold = true;
       const lines = own ? (lastLinesOf.get(clusterDir) ?? []) : [];
@@ -154,8 +159,8 @@ async function startOrJoin(
         `the embedded PostgreSQL under ${clusterDir} is not running (${lines.length > 0 ? `its last lines: ${lines.join(' | ')}` : 'started by another process: its lines went there'}); ` +
           'requests answer 503 until it runs again. It starts with the next process of this DATA_DIR (restart the gateway), once what stopped it is fixed (a full disk: free space first)',
       );
-      return true;
-    });
+    };
+    on.presence = await presentOn(port, password, tellGone, () => (toldOf = undefined));
     return {
       url: urlFor(port, databaseName, password),
       stop: () =>
@@ -590,11 +595,9 @@ interface Presence {
  * session, the pools reconnect): else a command of DATA_DIR that joined the server would
  * find nobody on it at its exit and stop it under this process.
  */
-async function presentOn(port: number, password: string, toldGone: () => boolean = () => false): Promise<Presence> {
+async function presentOn(port: number, password: string, tellGone: () => void = () => undefined, reopened: () => void = () => undefined): Promise<Presence> {
   let ended = false;
   let client: Client | null = null;
-  /** Whether the server's absence was told since the presence last opened. */
-  let told = false;
   const open = async (): Promise<void> => {
     const next = new Client({ connectionString: urlFor(port, 'postgres', password), application_name: PRESENCE });
     next.on('error', () => undefined);
@@ -603,13 +606,11 @@ async function presentOn(port: number, password: string, toldGone: () => boolean
       client = null;
       const retry = (): void => {
         if (ended) return;
-        open().then(
-          () => (told = false),
-          () => {
-            if (!told && !ended) told = toldGone();
-            setTimeout(retry, PRESENCE_RECONNECT_MS).unref();
-          },
-        );
+        open().then(reopened, () => {
+          // Each failed reopening asks: `tellGone` tells each server's absence once.
+          if (!ended) tellGone();
+          setTimeout(retry, PRESENCE_RECONNECT_MS).unref();
+        });
       };
       setTimeout(retry, PRESENCE_RECONNECT_MS).unref();
     });
