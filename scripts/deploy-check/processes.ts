@@ -1,6 +1,6 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { createWriteStream, WriteStream } from 'node:fs';
-import { createServer } from 'node:net';
+import { freeListenPort } from '#platform/net';
 import path from 'node:path';
 import { sleep } from './spec-client';
 
@@ -113,15 +113,4 @@ export function runToEnd(entry: EntryPoint, env: Record<string, string>): Promis
 }
 
 /** A port nobody listens on now (the replicas need fixed ports: nginx's upstream names them). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
+export const freePort = freeListenPort;

