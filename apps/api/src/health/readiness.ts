@@ -31,7 +31,7 @@ export type ReadinessProbe = () => ReadinessReport | Promise<ReadinessReport>;
 
 /**
  * GET /health/ready, for the API port and the metrics port alike. 503 when the
- * database does not answer: nothing can be served then. A projection that lags or
+ * database does not answer within READINESS_DEADLINE_MS: nothing can be served then. A projection that lags or
  * fails does not make the process unready (writes and most reads still work, and a
  * load balancer taking every replica out would stop all payments): it shows here
  * and in projection_lag_events / projection_batch_failures_total, for alerts. The
@@ -40,16 +40,38 @@ export type ReadinessProbe = () => ReadinessReport | Promise<ReadinessReport>;
  */
 export async function readiness(pool: Pool, probe: ReadinessProbe): Promise<{ status: number; body: Record<string, unknown> }> {
   const [database, report] = await Promise.all([
-    pool.query('SELECT 1').then(
-      () => 'ok' as const,
-      () => 'unreachable' as const,
+    within(
+      READINESS_DEADLINE_MS,
+      pool.query('SELECT 1').then(
+        () => 'ok' as const,
+        () => 'unreachable' as const,
+      ),
+      'unreachable' as const,
     ),
-    Promise.resolve()
-      .then(probe)
-      .catch((): ReadinessReport => ({})),
+    within(
+      READINESS_DEADLINE_MS,
+      Promise.resolve()
+        .then(probe)
+        .catch((): ReadinessReport => ({})),
+      {},
+    ),
   ]);
   const ready = database === 'ok';
   return { status: ready ? 200 : 503, body: { status: ready ? 'ready' : 'not_ready', ready, database, ...report } };
+}
+
+/**
+ * How long readiness waits for the database: one that does not answer by then (frozen,
+ * or every connection stuck) is unreachable, so a load balancer hears it in time
+ * instead of waiting with the requests.
+ */
+export const READINESS_DEADLINE_MS = 5_000;
+
+/** `work`'s value, or `fallback` when it has none after `ms`. */
+function within<T>(ms: number, work: Promise<T>, fallback: T): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<T>((resolve) => (timer = setTimeout(() => resolve(fallback), ms).unref()));
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
 }
 
 /** What anyone may see of readiness: the status alone (projection errors and checkpoints are for the operator). */

@@ -4,3 +4,4 @@ export * from './embedded-postgres';
 export * from './one-turn-batches';
 export * from './copy-rows';
 export * from './binary-copy-out';
+export * from './statement-watchdog';

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Pool, PoolClient, QueryConfig, QueryResult, QueryResultRow, types } from 'pg';
 import { trackOwnSession } from './own-sessions';
+import { statementTimeoutIn, UNANSWERED_MARGIN_MS, watchStatements } from './statement-watchdog';
 
 // bigint columns (positions, revisions) come back as strings unless told otherwise;
 // we parse them where they are read, as BigInt, never as a lossy number.
@@ -90,6 +91,10 @@ export function createPool(
   } = {},
 ): Pool {
   const own = splitOptions(url);
+  const limits = options.limits ?? SERVING_SESSION_LIMITS;
+  // The statement bound the server applies (the URL's own options win; one this cannot read: not watched).
+  const fromUrl = own.options === null ? undefined : statementTimeoutIn(own.options);
+  const statementTimeoutMs = fromUrl === undefined ? limits.statementTimeoutMs : fromUrl;
   const pool = new Pool({
     connectionString: own.url,
     max: options.max ?? 20,
@@ -98,7 +103,7 @@ export function createPool(
     connectionTimeoutMillis: 10_000,
     keepAlive: true,
     keepAliveInitialDelayMillis: TCP_KEEPALIVE.idleSeconds * 1000,
-    options: [sessionOptions(options.limits ?? SERVING_SESSION_LIMITS, options.readOnly), own.options].filter((o) => o !== null).join(' '),
+    options: [sessionOptions(limits, options.readOnly), own.options].filter((o) => o !== null).join(' '),
   });
   // An idle client losing its connection (database restart) must not crash the process.
   pool.on('error', () => undefined);
@@ -110,6 +115,8 @@ export function createPool(
   pool.on('connect', (client) => {
     client.on('error', () => undefined);
     trackOwnSession(client);
+    // A bounded session's statement that gets no answer past its bound: the server does not run (frozen).
+    if (statementTimeoutMs) watchStatements(client, statementTimeoutMs + UNANSWERED_MARGIN_MS);
   });
   return pool;
 }

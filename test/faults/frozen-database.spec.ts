@@ -1,0 +1,169 @@
+/**
+ * A database server that stops answering without closing anything: a frozen host or
+ * VM, here its processes stopped with SIGSTOP (their kernel still acknowledges TCP, so
+ * keepalive sees nothing). Before the statement watch every request that reached it
+ * waited for good (≥ 200 s: POST, GET and /health/ready alike).
+ *
+ * - A statement with no answer past its `statement_timeout` and a 5 s margin fails as a
+ *   lost connection (a write: outcome unknown), and the pool drops the connection; one
+ *   the server cancels answers as before; a queue of short statements is not cut.
+ * - The gateway as `npm start` runs it (embedded server, frozen whole): readiness says
+ *   503 within its 5 s, requests answer 503 `provider_unavailable` instead of hanging;
+ *   thawed, it serves again without a restart, and a retried create makes one invoice.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { createPool, inTransactionOn, isConnectionLost, statementTimeoutIn, WriteOutcomeUnknownError } from '#platform/database';
+import { RunningGateway, startGateway, temporaryDataDir } from '../support/gateway-process';
+import { api, Operator, orderId } from '../support/merchant-fixtures';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+
+jest.setTimeout(180_000);
+
+/** `url` with startup options of its own (as an operator writes them in DATABASE_URL). */
+const withOptions = (url: string, options: string) => {
+  const u = new URL(url);
+  u.searchParams.set('options', options);
+  return u.toString();
+};
+
+/** The processes under `pid` (its children, theirs, …), as /proc tells. */
+function descendantsOf(pid: number): number[] {
+  const children = readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .map(Number)
+    .filter((p) => {
+      try {
+        return Number(/^\d+ \(.*\) \S+ (\d+)/.exec(readFileSync(`/proc/${p}/stat`, 'utf8'))?.[1]) === pid;
+      } catch {
+        return false;
+      }
+    });
+  return children.flatMap((child) => [child, ...descendantsOf(child)]);
+}
+
+describe('statementTimeoutIn', () => {
+  it('reads the last statement_timeout of startup options, with its unit', () => {
+    expect(statementTimeoutIn('-c statement_timeout=60000')).toBe(60_000);
+    expect(statementTimeoutIn('-c statement_timeout=2s -c lock_timeout=1s')).toBe(2_000);
+    expect(statementTimeoutIn('--statement_timeout=1min')).toBe(60_000);
+    expect(statementTimeoutIn('-c statement_timeout=5s -c statement_timeout=0')).toBe(0);
+    expect(statementTimeoutIn('-c lock_timeout=1s')).toBeUndefined();
+    expect(statementTimeoutIn('-c statement_timeout=soon')).toBeNull();
+  });
+});
+
+describe('a statement the server does not answer', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase({ migrate: false, poolSize: 1 });
+    await db.pool.query('CREATE TABLE frozen_writes (id int PRIMARY KEY)');
+  });
+  afterAll(async () => {
+    await db.drop();
+  });
+
+  it('fails as a lost connection after statement_timeout + 5 s, a write as outcome unknown; the pool drops the connection', async () => {
+    // statement_timeout 1 s (the URL's own option, which wins): the watch fires at 6 s, not 35 s.
+    const pool = createPool(withOptions(db.url, '-c statement_timeout=1000'), { max: 2, applicationName: 'gateway-test-frozen' });
+    const stopped: number[] = [];
+    try {
+      const client = await pool.connect();
+      const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      const pid = rows[0]!.pid;
+      let released = false;
+      try {
+        const write = inTransactionOn(client, async () => {
+          await client.query('INSERT INTO frozen_writes VALUES (1)');
+          process.kill(pid, 'SIGSTOP');
+          stopped.push(pid);
+        });
+        const error = await write.then(
+          () => null,
+          (e: unknown) => e,
+        );
+        expect(error).toBeInstanceOf(WriteOutcomeUnknownError);
+        expect(isConnectionLost(error)).toBe(true);
+        client.release(error as Error);
+        released = true;
+      } finally {
+        if (!released) client.release();
+      }
+      // The next statement gets another connection and its answer.
+      expect((await pool.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+    } finally {
+      for (const pid of stopped) process.kill(pid, 'SIGCONT');
+      await pool.end();
+    }
+  });
+
+  it('a statement the server cancels answers its own error; a queue of short ones outlasting the bound is not cut', async () => {
+    const pool = createPool(withOptions(db.url, '-c statement_timeout=1000'), { max: 1, applicationName: 'gateway-test-frozen' });
+    try {
+      await expect(pool.query('SELECT pg_sleep(3)')).rejects.toMatchObject({ code: '57014' });
+      const client = await pool.connect();
+      try {
+        // 16 × 0.4 s queued on one connection: 6.4 s busy, each statement well inside 1 s.
+        const answers = await Promise.all(Array.from({ length: 16 }, (_, i) => client.query('SELECT pg_sleep(0.4), $1::int AS i', [i])));
+        expect(answers.map((a) => a.rows[0].i)).toEqual(Array.from({ length: 16 }, (_, i) => i));
+      } finally {
+        client.release();
+      }
+    } finally {
+      await pool.end();
+    }
+  });
+});
+
+describe('the gateway on a frozen embedded server', () => {
+  const data = temporaryDataDir();
+  let gateway: RunningGateway;
+  let frozen: number[] = [];
+
+  beforeAll(async () => {
+    gateway = await startGateway('gateway', { DATA_DIR: data.dir });
+  });
+  afterAll(async () => {
+    for (const pid of frozen) process.kill(pid, 'SIGCONT');
+    await gateway?.kill();
+    data.remove();
+  });
+
+  it('answers 503 instead of waiting, is ready again once thawed, and a retried create makes one invoice', async () => {
+    const operator = new Operator(gateway.baseUrl, gateway.adminToken);
+    const merchant = await operator.merchant();
+    const created = await merchant.test.post('/v1/invoices', { amount: '100.00', orderId: orderId() });
+    expect(created.status).toBe(201);
+
+    const postmaster = Number(readFileSync(path.join(data.dir, 'postgres', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    frozen = [postmaster, ...descendantsOf(postmaster)];
+    for (const pid of frozen) process.kill(pid, 'SIGSTOP');
+
+    const order = orderId('frozen');
+    // A client's patience, well past the bounds (readiness 5 s, a statement 35 s and its look after).
+    const ask = (pathname: string, init: RequestInit = {}) =>
+      fetch(`${gateway.baseUrl}${pathname}`, { ...init, signal: AbortSignal.timeout(150_000) }).then(async (r) => ({ status: r.status, body: await r.json() }));
+    const auth = { authorization: `Bearer ${merchant.keys.test.secretKey}` };
+    const [ready, post, get] = await Promise.all([
+      ask('/health/ready'),
+      ask('/v1/invoices', {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/json' },
+        body: JSON.stringify({ amount: '100.00', orderId: order }),
+      }),
+      ask(`/v1/invoices/${created.body.id}`, { headers: auth }),
+    ]);
+    expect(ready).toEqual({ status: 503, body: { status: 'not_ready' } });
+    expect(post).toMatchObject({ status: 503, body: { error: { code: 'provider_unavailable' } } });
+    expect(get).toMatchObject({ status: 503, body: { error: { code: 'provider_unavailable' } } });
+
+    for (const pid of frozen) process.kill(pid, 'SIGCONT');
+    frozen = [];
+    expect((await ask('/health/ready')).status).toBe(200);
+    const retried = await merchant.test.post('/v1/invoices', { amount: '100.00', orderId: order });
+    expect([200, 201]).toContain(retried.status);
+    const again = await merchant.test.post('/v1/invoices', { amount: '100.00', orderId: order });
+    expect({ status: again.status, id: again.body.id }).toEqual({ status: 200, id: retried.body.id });
+    expect((await api(gateway.baseUrl, merchant.keys.test.secretKey).get(`/v1/invoices/${created.body.id}`)).status).toBe(200);
+  });
+});
