@@ -4,7 +4,8 @@
  * more than one page, a refund retried under its Idempotency-Key (within a call, and by
  * the caller with the key its error names after every answer was lost), the clock skew of
  * HMAC mode corrected from X-Server-Time, and verifyWebhook on a real delivery to a
- * local receiver (and its refusals: tampered body, wrong secret, old timestamp).
+ * local receiver (and its refusals: tampered body, wrong secret, old timestamp), and a
+ * wrong HMAC secret costing one failed authentication, not one per retry.
  */
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
@@ -282,6 +283,54 @@ describe('the SDK against the gateway', () => {
     const second = new OtherProcessClient(options);
     expect(await second.getBalance()).toMatchObject({ currency: 'RUB' });
     expect(ahead).toEqual([]);
+  });
+
+  it('HMAC mode: a wrong secret costs one failed authentication per call; a second another process took is still signed again', async () => {
+    const failures = async (): Promise<number> => {
+      const text = await (await fetch(`${gw.baseUrl}/metrics`, { headers: { authorization: `Bearer ${gw.gateway.adminToken}` } })).text();
+      const line = text.split('\n').find((l) => l.startsWith('auth_failures_total{kind="signature"}'));
+      return line === undefined ? 0 : Number(line.split(' ').pop());
+    };
+    const accountId = await gw.operator.createAccount();
+    const r = await gw.operator.http.post('/admin/v1/projects', { accountId, name: 'Чужой секрет' });
+    expectStatus(r, 201);
+    const publicId: string = r.body.keys.test.publicKey;
+    const sent: string[] = [];
+    const counting = (input: string | URL | Request, init?: RequestInit) => {
+      sent.push(String((init?.headers as Record<string, string>)['x-timestamp']));
+      return fetch(input, init);
+    };
+    const before = await failures();
+    const wrong = new PaymentGatewayClient({ baseUrl: `${gw.baseUrl}/v1`, auth: { publicId, signingSecret: `${r.body.webhookSecret}x` }, fetch: counting });
+    const failure = await wrong.getBalance().catch((e: unknown) => e);
+    expect(failure).toBeInstanceOf(PaymentGatewayError);
+    expect(failure).toMatchObject({ status: 401, code: 'signature_invalid', param: 'X-Signature', attempts: 1 });
+    expect(sent).toHaveLength(1);
+    expect(await failures()).toBe(before + 1);
+
+    // Two processes of the right secret on one clock: the second's first signature is the first's (param X-Timestamp),
+    // signed again in the next second and accepted; a replay is no failed authentication.
+    let OtherProcessClient!: typeof PaymentGatewayClient;
+    jest.isolateModules(() => {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      OtherProcessClient = (require('../../libs/sdk/src') as typeof import('../../libs/sdk/src')).PaymentGatewayClient;
+    });
+    let ms = (await gw.operator.advance(0)).getTime();
+    const options = {
+      baseUrl: `${gw.baseUrl}/v1`,
+      auth: { publicId, signingSecret: r.body.webhookSecret as string },
+      now: () => ms,
+      sleep: async (wait: number) => {
+        ms += wait;
+      },
+      fetch: counting,
+    };
+    sent.length = 0;
+    expect(await new PaymentGatewayClient(options).getBalance()).toMatchObject({ currency: 'RUB' });
+    expect(await new OtherProcessClient(options).getBalance()).toMatchObject({ currency: 'RUB' });
+    const second = Math.floor(ms / 1000) - 1;
+    expect(sent).toEqual([second, second, second + 1].map(String));
+    expect(await failures()).toBe(before + 1);
   });
 
   // Last: it moves the gateway clock two hours ahead of the system clock.

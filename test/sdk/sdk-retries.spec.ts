@@ -102,7 +102,7 @@ async function collected(): Promise<void> {
 /**
  * A gateway that keeps the spec's HMAC rules: a timestamp within ±300 s of its clock
  * (else 401 timestamp_invalid with X-Server-Time), each signature taken once (else 401
- * signature_invalid). `delay` says how long each answer takes (by timestamp and verdict).
+ * signature_invalid with param X-Timestamp). `delay` says how long each answer takes (by timestamp and verdict).
  */
 async function signatureGateway(clock: () => number, delay: (t: number, taken: boolean) => number = () => 0) {
   const taken = new Set<string>();
@@ -117,7 +117,7 @@ async function signatureGateway(clock: () => number, delay: (t: number, taken: b
       ? [401, { error: { code: 'timestamp_invalid', message: 'x' } }, { 'x-server-time': String(clock()) }]
       : fresh
         ? [200, BALANCE, {}]
-        : [401, { error: { code: 'signature_invalid', message: 'x' } }, {}];
+        : [401, { error: { code: 'signature_invalid', message: 'x', param: 'X-Timestamp' } }, {}];
     log.push(`${t - clock()}:${status === 200 ? 'ok' : (body as { error: { code: string } }).error.code}`);
     setTimeout(() => res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body)), delay(t, fresh));
   });
@@ -428,18 +428,24 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     expect(waits).toEqual([500, 1000]);
   });
 
-  it('HMAC mode: a 401 signature_invalid (the second taken by another process of the key) is signed again in the next second, up to 3 times', async () => {
+  it('HMAC mode: a 401 signature_invalid of a reused second (param X-Timestamp) is signed again in the next second, up to 3 times', async () => {
     const signing = signingOnClock(1_800_000_000_000, (ms) => ms);
-    const refused = () => error(401, 'signature_invalid');
+    const refused = () => error(401, 'signature_invalid', { param: 'X-Timestamp' });
     stub.script(refused(), refused(), refused(), { status: 200, body: BALANCE });
     await expect(signing.getBalance()).resolves.toEqual(BALANCE);
     expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800000000', '1800000001', '1800000002', '1800000003']);
     expect(waits).toEqual([1000, 1000, 1000]);
-    // Refused a fourth time: the error (a wrong secret is refused so too).
+    // Refused a fourth time: the error.
     stub.script(refused(), refused(), refused(), refused(), { status: 200, body: BALANCE });
     const failure = await signing.getBalance().catch((e: unknown) => e);
     expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1800000004', '1800000005', '1800000006', '1800000007']);
     expect(failure).toMatchObject({ status: 401, code: 'signature_invalid', attempts: 4 });
+    // A signature that does not match (param X-Signature, or none: a gateway that does not say) is thrown at once.
+    for (const mismatch of [error(401, 'signature_invalid', { param: 'X-Signature' }), error(401, 'signature_invalid')]) {
+      stub.script(mismatch, { status: 200, body: BALANCE });
+      await expect(signing.getBalance()).rejects.toMatchObject({ status: 401, code: 'signature_invalid', attempts: 1 });
+      expect(stub.attempts).toHaveLength(1);
+    }
   });
 
   it('HMAC mode: a burst of GETs, sequential or at once, never signs a second ahead of the clock (another process would walk into it)', async () => {
@@ -542,7 +548,7 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
       if (Math.abs(t - SERVER) > 300)
         return answer(401, { error: { code: 'timestamp_invalid', message: 'x' } }, { 'x-server-time': String(SERVER) }, 100 * refused++);
       const signature = String(req.headers['x-signature']);
-      if (used.has(signature)) return answer(401, { error: { code: 'signature_invalid', message: 'x' } });
+      if (used.has(signature)) return answer(401, { error: { code: 'signature_invalid', message: 'x', param: 'X-Timestamp' } });
       used.add(signature);
       answer(200, BALANCE);
     });

@@ -80,7 +80,7 @@ const defaultSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(r
  * clock would walk into them, refused 401 signature_invalid for as long as the lead.
  */
 export const MAX_TIMESTAMP_LEAD_SECONDS = 0;
-/** How many times a 401 signature_invalid (a second another process of the key used) is signed again, each in a later second. */
+/** How many times a 401 signature_invalid with param X-Timestamp (a second another process of the key used) is signed again, each in a later second. */
 const SIGNATURE_RETRIES = 3;
 /** The longest timeoutMs: Node's timers take 32-bit delays (a longer one fires after 1 ms). */
 const MAX_TIMEOUT_MS = 2 ** 31 - 1;
@@ -369,9 +369,12 @@ export class PaymentGatewayClient {
           continue;
         }
       }
-      // The same signature already used by another process of this key (same second, same body): signed again in a
-      // second not used yet, which uniqueTimestamp waits for (the refused one stays used), a few times.
-      if (status === 401 && error.code === 'signature_invalid' && !('secretKey' in this.#auth) && signedAgain < SIGNATURE_RETRIES) {
+      // The same signature already used by another process of this key (same second, same body; param X-Timestamp): signed
+      // again in a second not used yet, which uniqueTimestamp waits for (the refused one stays used), a few times. A signature
+      // that does not match (param X-Signature: a wrong secret) is thrown at once: each repeat would be one more failed
+      // authentication of the address, counted toward its lockout.
+      const reused = error.code === 'signature_invalid' && error.param === 'X-Timestamp';
+      if (status === 401 && reused && !('secretKey' in this.#auth) && signedAgain < SIGNATURE_RETRIES) {
         signedAgain++;
         continue;
       }

@@ -189,19 +189,22 @@ export class MerchantAuthGuard implements CanActivate {
       await lookUpNow();
       throw late;
     }
-    if (!signed) throw fail(ApiError.unauthorized('Подпись запроса не совпадает', 'signature_invalid'));
+    // param tells the two signature_invalid apart: X-Signature does not match (signing again cannot help), or
+    // X-Timestamp: this timestamp and body were signed before (a later second can).
+    const mismatch = () => ApiError.unauthorized('Подпись запроса не совпадает', 'signature_invalid', undefined, undefined, 'X-Signature');
+    if (!signed) throw fail(mismatch());
     const live = await lookUpNow();
     const current = this.registry.webhookSecretOf(live.project);
     if (current !== webhookSecret) {
       // The project's secret was replaced since this process remembered it: only the current one signs.
       this.registry.knownPublicIds.forget(publicId);
       if (!signaturesMatch(requestSignature(current, timestamp ?? '', request.rawBody ?? ''), signature)) {
-        throw fail(ApiError.unauthorized('Подпись запроса не совпадает', 'signature_invalid'));
+        throw fail(mismatch());
       }
     }
     if (!(await this.access.firstUseOfSignature(signature, now))) {
       // A replay of the key's own request: refused, not a failure of the address.
-      throw ApiError.unauthorized('Эта подпись уже использована: каждая принимается один раз', 'signature_invalid');
+      throw ApiError.unauthorized('Эта подпись уже использована: каждая принимается один раз', 'signature_invalid', undefined, undefined, 'X-Timestamp');
     }
     return live;
   }

@@ -59,7 +59,13 @@ export class ApiError extends Error {
   }
 
   /** A 401 of the merchant API (`code`: unauthorized, timestamp_invalid, signature_invalid) or, with OPERATOR_CHALLENGE, of the operator's routes. */
-  static unauthorized(message: string, code = 'unauthorized', challenge = MERCHANT_CHALLENGE, headers: Readonly<Record<string, string>> = {}): ApiError {
-    return new ApiError(401, code, message, undefined, undefined, { 'WWW-Authenticate': challenge, ...headers });
+  static unauthorized(
+    message: string,
+    code = 'unauthorized',
+    challenge = MERCHANT_CHALLENGE,
+    headers: Readonly<Record<string, string>> = {},
+    param?: string,
+  ): ApiError {
+    return new ApiError(401, code, message, param, undefined, { 'WWW-Authenticate': challenge, ...headers });
   }
 }
