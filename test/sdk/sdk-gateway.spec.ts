@@ -4,8 +4,9 @@
  * more than one page, a refund retried under its Idempotency-Key (within a call, and by
  * the caller with the key its error names after every answer was lost), the clock skew of
  * HMAC mode corrected from X-Server-Time, and verifyWebhook on a real delivery to a
- * local receiver (and its refusals: tampered body, wrong secret, old timestamp), and a
- * wrong HMAC secret costing one failed authentication, not one per retry.
+ * local receiver (and its refusals: tampered body, wrong secret, old timestamp). Also: a
+ * create tells "made now" from "already there", and a wrong HMAC secret costs one failed
+ * authentication, not one per retry.
  */
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
@@ -283,6 +284,23 @@ describe('the SDK against the gateway', () => {
     const second = new OtherProcessClient(options);
     expect(await second.getBalance()).toMatchObject({ currency: 'RUB' });
     expect(ahead).toEqual([]);
+  });
+
+  it('createInvoiceWithOutcome tells a new invoice (201) from the one its orderId already has (200) and from a key replay', async () => {
+    const id = orderId();
+    const first = await bearer.createInvoiceWithOutcome({ amount: '1500.00', orderId: id, method: 'sbp' });
+    expect(first).toMatchObject({ created: true, attempts: 1, invoice: { status: 'created', amount: '1500.00' } });
+    const again = await bearer.createInvoiceWithOutcome({ amount: '1500.00', orderId: id, method: 'sbp' });
+    expect(again).toEqual({ created: false, attempts: 1, invoice: first.invoice });
+    // createInvoice answers the invoice alone, as before.
+    expect(await bearer.createInvoice({ amount: '1500.00', orderId: id, method: 'sbp' })).toEqual(first.invoice);
+
+    // Under an Idempotency-Key the repeat replays the 201 (Idempotent-Replayed): not made now either.
+    const keyed = { amount: '700.00', orderId: orderId(), method: 'card' as const };
+    const idempotencyKey = randomUUID();
+    expect(await bearer.createInvoiceWithOutcome(keyed, { idempotencyKey })).toMatchObject({ created: true });
+    const replayed = await bearer.createInvoiceWithOutcome(keyed, { idempotencyKey });
+    expect(replayed.created).toBe(false);
   });
 
   it('HMAC mode: a wrong secret costs one failed authentication per call; a second another process took is still signed again', async () => {

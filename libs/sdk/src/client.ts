@@ -59,6 +59,27 @@ export interface PostOptions {
   readonly idempotencyKey?: string;
 }
 
+/**
+ * What a create answered besides the object: `created` is true when this answer made it
+ * (201, a refund's 202), false when it already existed (the spec's 200 of a repeated
+ * orderId, or an Idempotency-Key's replay). With `attempts` over 1 it may be this call's
+ * own earlier attempt, whose answer was lost, that made it.
+ */
+export interface Creation {
+  readonly created: boolean;
+  /** How many attempts the call made (1 = no retry). */
+  readonly attempts: number;
+}
+
+/** An answer of the API with its status. */
+interface Answer<T> {
+  readonly body: T;
+  readonly status: number;
+  /** The answer is an Idempotency-Key's replay of an earlier one (Idempotent-Replayed: true). */
+  readonly replayed: boolean;
+  readonly attempts: number;
+}
+
 type Query = Readonly<Record<string, string | number | undefined>>;
 
 interface CallSpec {
@@ -138,7 +159,13 @@ export class PaymentGatewayClient {
 
   /** POST /invoices (createInvoice). Repeating with the same orderId is safe: retried by its orderId. */
   createInvoice(body: CreateInvoiceRequest, options: PostOptions = {}): Promise<InvoiceCreated> {
-    return this.call({ method: 'POST', path: '/invoices', body, idempotencyKey: options.idempotencyKey, repeatable: true });
+    return this.createInvoiceWithOutcome(body, options).then((outcome) => outcome.invoice);
+  }
+
+  /** createInvoice, telling a new invoice (201: `created` true) from the orderId's existing one (200: false). */
+  async createInvoiceWithOutcome(body: CreateInvoiceRequest, options: PostOptions = {}): Promise<Creation & { readonly invoice: InvoiceCreated }> {
+    const answer = await this.exchange<InvoiceCreated>({ method: 'POST', path: '/invoices', body, idempotencyKey: options.idempotencyKey, repeatable: true });
+    return { invoice: answer.body, ...creation(answer) };
   }
 
   /** GET /invoices (listInvoices): one page. */
@@ -160,13 +187,23 @@ export class PaymentGatewayClient {
 
   /** POST /invoices/{id}/refund (refundInvoice): the whole remainder without amount. Retried under its Idempotency-Key. */
   refundInvoice(invoiceId: string, body: RefundInvoiceRequest = {}, options: PostOptions = {}): Promise<Refund> {
-    return this.call({
+    return this.refundInvoiceWithOutcome(invoiceId, body, options).then((outcome) => outcome.refund);
+  }
+
+  /** refundInvoice, telling a new refund (202: `created` true) from its Idempotency-Key's replay (false). */
+  async refundInvoiceWithOutcome(
+    invoiceId: string,
+    body: RefundInvoiceRequest = {},
+    options: PostOptions = {},
+  ): Promise<Creation & { readonly refund: Refund }> {
+    const answer = await this.exchange<Refund>({
       method: 'POST',
       path: `/invoices/${encodeURIComponent(invoiceId)}/refund`,
       body,
       idempotencyKey: options.idempotencyKey ?? this.newIdempotencyKey(),
       repeatable: true,
     });
+    return { refund: answer.body, ...creation(answer) };
   }
 
   /** GET /refunds/{id} (getRefund). */
@@ -205,7 +242,14 @@ export class PaymentGatewayClient {
 
   /** POST /payouts (createPayout): live keys only. Retried under its Idempotency-Key. */
   createPayout(body: CreatePayoutRequest, options: PostOptions = {}): Promise<Payout> {
-    return this.call({ method: 'POST', path: '/payouts', body, idempotencyKey: options.idempotencyKey ?? this.newIdempotencyKey(), repeatable: true });
+    return this.createPayoutWithOutcome(body, options).then((outcome) => outcome.payout);
+  }
+
+  /** createPayout, telling a new request (201: `created` true) from the orderId's existing one (200) or a key's replay (false). */
+  async createPayoutWithOutcome(body: CreatePayoutRequest, options: PostOptions = {}): Promise<Creation & { readonly payout: Payout }> {
+    const idempotencyKey = options.idempotencyKey ?? this.newIdempotencyKey();
+    const answer = await this.exchange<Payout>({ method: 'POST', path: '/payouts', body, idempotencyKey, repeatable: true });
+    return { payout: answer.body, ...creation(answer) };
   }
 
   /** GET /payouts (listPayouts): one page. */
@@ -298,6 +342,10 @@ export class PaymentGatewayClient {
   }
 
   private async call<T>(spec: CallSpec): Promise<T> {
+    return (await this.exchange<T>(spec)).body;
+  }
+
+  private async exchange<T>(spec: CallSpec): Promise<Answer<T>> {
     const search = new URLSearchParams();
     for (const [name, value] of Object.entries(spec.query ?? {})) if (value !== undefined) search.set(name, String(value));
     const url = `${this.baseUrl}${spec.path}${search.size > 0 ? `?${search}` : ''}`;
@@ -351,7 +399,7 @@ export class PaymentGatewayClient {
         // Every operation answers a JSON object (none a 2xx without a body): anything else did not come from the gateway as it
         // is (a proxy's page), and what a POST did is unknown.
         const answer = jsonObjectOf(text);
-        if (answer !== undefined) return answer as T;
+        if (answer !== undefined) return { body: answer as T, status, replayed: response.headers.get('idempotent-replayed') === 'true', attempts };
         const requestId = response.headers.get('x-request-id') ?? undefined;
         const message = unexpectedAnswerMessage(spec, request, status, text);
         throw new PaymentGatewayError(status, 'unexpected_response', message, undefined, undefined, request, attempts, undefined, requestId, key);
@@ -437,6 +485,11 @@ function checkCredential(name: string, value: unknown): void {
   if (!/^[\x21-\x7e]+$/.test(value)) {
     throw new TypeError(`${name}: only printable ASCII without spaces can be sent in a header; the value is not shown`);
   }
+}
+
+/** A create's outcome: made by this answer (a 201 or 202 that is not a replay), or already there. */
+function creation(answer: Answer<unknown>): Creation {
+  return { created: answer.status !== 200 && !answer.replayed, attempts: answer.attempts };
 }
 
 /** Every item of a cursor-paged list, page after page (each nextCursor). */

@@ -4,7 +4,7 @@
  * GET /v1/openapi.json.
  */
 export { PaymentGatewayClient, MAX_TIMESTAMP_LEAD_SECONDS } from './client';
-export type { Authentication, PaymentGatewayClientOptions, PostOptions } from './client';
+export type { Authentication, Creation, PaymentGatewayClientOptions, PostOptions } from './client';
 export { PaymentGatewayError, PaymentGatewayConnectionError, WebhookVerificationError } from './errors';
 export type { GatewayErrorCode, WebhookVerificationErrorCode } from './errors';
 export { verifyWebhook, SIGNATURE_HEADER, TIMESTAMPED_SIGNATURE_HEADER, DEFAULT_TOLERANCE_SECONDS } from './webhooks';
