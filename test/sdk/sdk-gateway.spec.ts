@@ -5,8 +5,8 @@
  * the caller with the key its error names after every answer was lost), the clock skew of
  * HMAC mode corrected from X-Server-Time, and verifyWebhook on a real delivery to a
  * local receiver (and its refusals: tampered body, wrong secret, old timestamp). Also: a
- * create tells "made now" from "already there", and a wrong HMAC secret costs one failed
- * authentication, not one per retry.
+ * create tells "made now" from "already there", a call's signal cancels it, and a wrong
+ * HMAC secret costs one failed authentication, not one per retry.
  */
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
@@ -14,7 +14,14 @@ import type { AddressInfo } from 'node:net';
 import { expectStatus, InvoiceGateway, Json, poll, startInvoiceGateway } from '../support/merchant-fixtures';
 import { sendSigned } from '../support/signing';
 import { ReceivedWebhook, startWebhookReceiver, WebhookReceiver } from '../support/webhook-receiver';
-import { PaymentGatewayClient, PaymentGatewayConnectionError, PaymentGatewayError, verifyWebhook, WebhookVerificationError } from '../../libs/sdk/src';
+import {
+  PaymentGatewayAbortError,
+  PaymentGatewayClient,
+  PaymentGatewayConnectionError,
+  PaymentGatewayError,
+  verifyWebhook,
+  WebhookVerificationError,
+} from '../../libs/sdk/src';
 import type { InvoiceEvent, WebhookEvent } from '../../libs/sdk/src';
 
 interface Shop {
@@ -301,6 +308,96 @@ describe('the SDK against the gateway', () => {
     expect(await bearer.createInvoiceWithOutcome(keyed, { idempotencyKey })).toMatchObject({ created: true });
     const replayed = await bearer.createInvoiceWithOutcome(keyed, { idempotencyKey });
     expect(replayed.created).toBe(false);
+  });
+
+  it("a call's signal cancels the wait before its retry and the request in flight; a refund's error names the key of every attempt", async () => {
+    const accountId = await gw.operator.createAccount();
+    const project = await gw.operator.createProject(accountId, { holdHours: 0 });
+    const secretKey = project.keys.test.secretKey;
+    const statuses: number[] = [];
+    let onAnswer = (_status: number) => {};
+    const direct = new PaymentGatewayClient({
+      baseUrl: `${gw.baseUrl}/v1`,
+      auth: { secretKey },
+      fetch: async (input, init) => {
+        const r = await fetch(input, init);
+        statuses.push(r.status);
+        onAnswer(r.status);
+        return r;
+      },
+    });
+    const created = await direct.createInvoice({ amount: '1000.00', orderId: orderId(), method: 'sbp' });
+
+    // A second poll within 3 s is 429 with Retry-After: the signal, aborted then, ends the wait; nothing more is sent.
+    await direct.getInvoice(created.id);
+    const polling = new AbortController();
+    onAnswer = (status) => {
+      if (status === 429) setImmediate(() => polling.abort());
+    };
+    statuses.length = 0;
+    const cancelled = await direct.getInvoice(created.id, { signal: polling.signal }).catch((e: unknown) => e);
+    onAnswer = () => {};
+    expect(cancelled).toBeInstanceOf(PaymentGatewayAbortError);
+    expect(cancelled).toMatchObject({ name: 'AbortError', request: 'GET /invoices/{id}'.replace('{id}', created.id), attempts: 1 });
+    expect((cancelled as Error).cause).toBe(polling.signal.reason);
+    expect(statuses).toEqual([429]);
+    // A signal aborted already: nothing is sent.
+    statuses.length = 0;
+    await expect(direct.getBalance({ signal: AbortSignal.abort() })).rejects.toMatchObject({ name: 'AbortError', attempts: 0 });
+    expect(statuses).toEqual([]);
+
+    // A refund through a proxy that drops the gateway's first answer and holds the second: aborted while the second is held.
+    expectStatus(await gw.operator.payment(created.id, 'paid'), 200);
+    await poll(
+      () => direct.getBalance(),
+      (b) => b.available !== '0.00',
+      'the paid amount to be available',
+    );
+    const answered: Json[] = [];
+    const proxy = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const forwarded = ['authorization', 'content-type', 'idempotency-key'].flatMap((name) =>
+          req.headers[name] ? [[name, String(req.headers[name])]] : [],
+        );
+        void fetch(`${gw.baseUrl}${req.url}`, { method: req.method, headers: Object.fromEntries(forwarded), body: Buffer.concat(chunks) })
+          .then(async (upstream) => answered.push({ status: upstream.status, key: req.headers['idempotency-key'], body: await upstream.json() }))
+          .finally(() => {
+            if (answered.length === 1) res.destroy();
+          });
+      });
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (proxy.address() as AddressInfo).port;
+      // One retry, each attempt at most 10 s: a call that ignored its signal would end in seconds, not hang the test.
+      const lossy = new PaymentGatewayClient({ baseUrl: `http://127.0.0.1:${port}/v1`, auth: { secretKey }, maxRetries: 1, timeoutMs: 10_000 });
+      const refunding = new AbortController();
+      const pending = lossy.refundInvoice(created.id, { amount: '100.00' }, { signal: refunding.signal }).catch((e: unknown) => e);
+      await poll(
+        async () => answered.length,
+        (n) => n === 2,
+        'the gateway to answer both attempts',
+      );
+      refunding.abort();
+      const failure = await pending;
+      expect(failure).toBeInstanceOf(PaymentGatewayAbortError);
+      const { idempotencyKey, attempts, message, name } = failure as PaymentGatewayAbortError;
+      expect({ name, attempts }).toEqual({ name: 'AbortError', attempts: 2 });
+      expect(answered.map((a) => [a.status, a.key])).toEqual([
+        [202, idempotencyKey],
+        [202, idempotencyKey],
+      ]);
+      expect(message).toContain(`the gateway may have acted. Make the same call with the same Idempotency-Key ${idempotencyKey}`);
+      // Repeated with the key: the refund the aborted call made, not a new one.
+      const repeated = await direct.refundInvoiceWithOutcome(created.id, { amount: '100.00' }, { idempotencyKey });
+      expect(repeated).toMatchObject({ created: false, refund: { id: answered[0].body.id, amount: '100.00' } });
+      expect(answered[1].body.id).toBe(answered[0].body.id);
+    } finally {
+      proxy.closeAllConnections();
+      await new Promise((resolve) => proxy.close(resolve));
+    }
   });
 
   it('HMAC mode: a wrong secret costs one failed authentication per call; a second another process took is still signed again', async () => {

@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { PaymentGatewayConnectionError, PaymentGatewayError } from './errors';
+import { PaymentGatewayAbortError, PaymentGatewayConnectionError, PaymentGatewayError } from './errors';
 import { MAX_RETRIES, parseRetryAfter, retryDelayMs } from './retry-policy';
 import type { AttemptOutcome } from './retry-policy';
 import { signRequest } from './signing';
@@ -44,7 +44,7 @@ export interface PaymentGatewayClientOptions {
   readonly timeoutMs?: number;
   /** The fetch to use (default: the global fetch of Node ≥ 20). */
   readonly fetch?: typeof fetch;
-  /** How to wait between attempts (default: setTimeout); tests pass their own. */
+  /** How to wait between attempts (default: setTimeout); tests pass their own. A call's signal ends the wait either way. */
   readonly sleep?: (ms: number) => Promise<void>;
   /** The local clock in ms for X-Timestamp (default Date.now). */
   readonly now?: () => number;
@@ -54,7 +54,15 @@ export interface PaymentGatewayClientOptions {
   readonly newIdempotencyKey?: () => string;
 }
 
-export interface PostOptions {
+export interface CallOptions {
+  /**
+   * Cancels this call: the request in flight and any wait before a retry. The call then
+   * rejects with a PaymentGatewayAbortError (name `AbortError`; `cause`: the signal's reason).
+   */
+  readonly signal?: AbortSignal;
+}
+
+export interface PostOptions extends CallOptions {
   /** The Idempotency-Key to send (default: a new one per call, reused by its retries). */
   readonly idempotencyKey?: string;
 }
@@ -90,9 +98,22 @@ interface CallSpec {
   readonly idempotencyKey?: string;
   /** A repeat cannot act twice. */
   readonly repeatable: boolean;
+  readonly signal?: AbortSignal;
 }
 
-const defaultSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+/** setTimeout, cleared when the signal aborts (the caller stops waiting on it then). */
+const defaultSleep = (ms: number, signal?: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const stop = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', stop);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', stop, { once: true });
+  });
 
 /**
  * How far ahead of its clock the client takes an X-Timestamp: not at all. A body already
@@ -120,7 +141,7 @@ export class PaymentGatewayClient {
   private readonly maxRetries: number;
   private readonly timeoutMs: number;
   private readonly fetch: typeof fetch;
-  private readonly sleep: (ms: number) => Promise<void>;
+  private readonly sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
   private readonly now: () => number;
   private readonly newIdempotencyKey: () => string;
   /** The clock offset and used timestamps: shared by the clients of this secret and gateway in the process (HMAC mode). */
@@ -164,23 +185,24 @@ export class PaymentGatewayClient {
 
   /** createInvoice, telling a new invoice (201: `created` true) from the orderId's existing one (200: false). */
   async createInvoiceWithOutcome(body: CreateInvoiceRequest, options: PostOptions = {}): Promise<Creation & { readonly invoice: InvoiceCreated }> {
-    const answer = await this.exchange<InvoiceCreated>({ method: 'POST', path: '/invoices', body, idempotencyKey: options.idempotencyKey, repeatable: true });
+    const spec: CallSpec = { method: 'POST', path: '/invoices', body, idempotencyKey: options.idempotencyKey, repeatable: true, signal: options.signal };
+    const answer = await this.exchange<InvoiceCreated>(spec);
     return { invoice: answer.body, ...creation(answer) };
   }
 
   /** GET /invoices (listInvoices): one page. */
-  listInvoices(query: ListInvoicesQuery = {}): Promise<InvoiceList> {
-    return this.call({ method: 'GET', path: '/invoices', query, repeatable: true });
+  listInvoices(query: ListInvoicesQuery = {}, options: CallOptions = {}): Promise<InvoiceList> {
+    return this.call({ method: 'GET', path: '/invoices', query, repeatable: true, signal: options.signal });
   }
 
   /** Every invoice that matches `query`, newest first, page after page (GET /invoices with each nextCursor). */
-  iterateInvoices(query: Omit<ListInvoicesQuery, 'cursor'> = {}): AsyncGenerator<Invoice, void, undefined> {
-    return everyItem((q) => this.listInvoices(q), query);
+  iterateInvoices(query: Omit<ListInvoicesQuery, 'cursor'> = {}, options: CallOptions = {}): AsyncGenerator<Invoice, void, undefined> {
+    return everyItem((q) => this.listInvoices(q, options), query);
   }
 
   /** GET /invoices/{id} (getInvoice). */
-  getInvoice(id: string): Promise<Invoice> {
-    return this.call({ method: 'GET', path: `/invoices/${encodeURIComponent(id)}`, repeatable: true });
+  getInvoice(id: string, options: CallOptions = {}): Promise<Invoice> {
+    return this.call({ method: 'GET', path: `/invoices/${encodeURIComponent(id)}`, repeatable: true, signal: options.signal });
   }
 
   // Refunds -----------------------------------------------------------------
@@ -202,42 +224,43 @@ export class PaymentGatewayClient {
       body,
       idempotencyKey: options.idempotencyKey ?? this.newIdempotencyKey(),
       repeatable: true,
+      signal: options.signal,
     });
     return { refund: answer.body, ...creation(answer) };
   }
 
   /** GET /refunds/{id} (getRefund). */
-  getRefund(id: string): Promise<Refund> {
-    return this.call({ method: 'GET', path: `/refunds/${encodeURIComponent(id)}`, repeatable: true });
+  getRefund(id: string, options: CallOptions = {}): Promise<Refund> {
+    return this.call({ method: 'GET', path: `/refunds/${encodeURIComponent(id)}`, repeatable: true, signal: options.signal });
   }
 
   // Reference data ----------------------------------------------------------
 
   /** GET /methods (listMethods). */
-  listMethods(): Promise<MethodList> {
-    return this.call({ method: 'GET', path: '/methods', repeatable: true });
+  listMethods(options: CallOptions = {}): Promise<MethodList> {
+    return this.call({ method: 'GET', path: '/methods', repeatable: true, signal: options.signal });
   }
 
   /** GET /balance (getBalance). */
-  getBalance(): Promise<Balance> {
-    return this.call({ method: 'GET', path: '/balance', repeatable: true });
+  getBalance(options: CallOptions = {}): Promise<Balance> {
+    return this.call({ method: 'GET', path: '/balance', repeatable: true, signal: options.signal });
   }
 
   /** GET /statements (getStatement): the signed statement of (from, to]; check it with verifyStatement and listAuditKeys. */
-  getStatement(query: StatementQuery): Promise<Statement> {
-    return this.call({ method: 'GET', path: '/statements', query, repeatable: true });
+  getStatement(query: StatementQuery, options: CallOptions = {}): Promise<Statement> {
+    return this.call({ method: 'GET', path: '/statements', query, repeatable: true, signal: options.signal });
   }
 
   /** GET /audit/keys (listAuditKeys): the gateway's public signing keys, retired ones included. */
-  listAuditKeys(): Promise<AuditKeyList> {
-    return this.call({ method: 'GET', path: '/audit/keys', repeatable: true });
+  listAuditKeys(options: CallOptions = {}): Promise<AuditKeyList> {
+    return this.call({ method: 'GET', path: '/audit/keys', repeatable: true, signal: options.signal });
   }
 
   // Payouts -----------------------------------------------------------------
 
   /** GET /payout-addresses (listPayoutAddresses). */
-  listPayoutAddresses(): Promise<PayoutAddressList> {
-    return this.call({ method: 'GET', path: '/payout-addresses', repeatable: true });
+  listPayoutAddresses(options: CallOptions = {}): Promise<PayoutAddressList> {
+    return this.call({ method: 'GET', path: '/payout-addresses', repeatable: true, signal: options.signal });
   }
 
   /** POST /payouts (createPayout): live keys only. Retried under its Idempotency-Key. */
@@ -248,53 +271,56 @@ export class PaymentGatewayClient {
   /** createPayout, telling a new request (201: `created` true) from the orderId's existing one (200) or a key's replay (false). */
   async createPayoutWithOutcome(body: CreatePayoutRequest, options: PostOptions = {}): Promise<Creation & { readonly payout: Payout }> {
     const idempotencyKey = options.idempotencyKey ?? this.newIdempotencyKey();
-    const answer = await this.exchange<Payout>({ method: 'POST', path: '/payouts', body, idempotencyKey, repeatable: true });
+    const answer = await this.exchange<Payout>({ method: 'POST', path: '/payouts', body, idempotencyKey, repeatable: true, signal: options.signal });
     return { payout: answer.body, ...creation(answer) };
   }
 
   /** GET /payouts (listPayouts): one page. */
-  listPayouts(query: ListPayoutsQuery = {}): Promise<PayoutList> {
-    return this.call({ method: 'GET', path: '/payouts', query, repeatable: true });
+  listPayouts(query: ListPayoutsQuery = {}, options: CallOptions = {}): Promise<PayoutList> {
+    return this.call({ method: 'GET', path: '/payouts', query, repeatable: true, signal: options.signal });
   }
 
   /** GET /payouts?orderId= (listPayouts with orderId): the one payout of this orderId, or 404 not_found. */
-  getPayoutByOrderId(orderId: string): Promise<Payout> {
-    return this.call({ method: 'GET', path: '/payouts', query: { orderId }, repeatable: true });
+  getPayoutByOrderId(orderId: string, options: CallOptions = {}): Promise<Payout> {
+    return this.call({ method: 'GET', path: '/payouts', query: { orderId }, repeatable: true, signal: options.signal });
   }
 
   /** Every payout that matches `query`, newest first, page after page. */
-  iteratePayouts(query: Omit<ListPayoutsQuery, 'cursor'> = {}): AsyncGenerator<Payout, void, undefined> {
-    return everyItem((q) => this.listPayouts(q), query);
+  iteratePayouts(query: Omit<ListPayoutsQuery, 'cursor'> = {}, options: CallOptions = {}): AsyncGenerator<Payout, void, undefined> {
+    return everyItem((q) => this.listPayouts(q, options), query);
   }
 
   /** GET /events (listEvents): one page of the project's webhook events, each with its deliveryStatus. */
-  listEvents(query: ListEventsQuery = {}): Promise<EventList> {
-    return this.call({ method: 'GET', path: '/events', query, repeatable: true });
+  listEvents(query: ListEventsQuery = {}, options: CallOptions = {}): Promise<EventList> {
+    return this.call({ method: 'GET', path: '/events', query, repeatable: true, signal: options.signal });
   }
 
   /** Every event that matches `query` (e.g. `{deliveryStatus: 'failing'}`: what a receiver missed), the last queued first. */
-  iterateEvents(query: Omit<ListEventsQuery, 'cursor'> = {}): AsyncGenerator<Event, void, undefined> {
-    return everyItem((q) => this.listEvents(q), query);
+  iterateEvents(query: Omit<ListEventsQuery, 'cursor'> = {}, options: CallOptions = {}): AsyncGenerator<Event, void, undefined> {
+    return everyItem((q) => this.listEvents(q, options), query);
   }
 
   /** GET /events/{id} (getEvent): the webhook's body. */
-  getEvent(id: string): Promise<WebhookEvent> {
-    return this.call({ method: 'GET', path: `/events/${encodeURIComponent(id)}`, repeatable: true });
+  getEvent(id: string, options: CallOptions = {}): Promise<WebhookEvent> {
+    return this.call({ method: 'GET', path: `/events/${encodeURIComponent(id)}`, repeatable: true, signal: options.signal });
   }
 
   /** GET /balance/transactions (listBalanceTransactions): one page (JSON). */
-  listBalanceTransactions(query: ListBalanceTransactionsQuery = {}): Promise<BalanceTransactionList> {
-    return this.call({ method: 'GET', path: '/balance/transactions', query, repeatable: true });
+  listBalanceTransactions(query: ListBalanceTransactionsQuery = {}, options: CallOptions = {}): Promise<BalanceTransactionList> {
+    return this.call({ method: 'GET', path: '/balance/transactions', query, repeatable: true, signal: options.signal });
   }
 
   /** Every movement of the balance that matches `query` (e.g. `{payoutId}`), newest first. */
-  iterateBalanceTransactions(query: Omit<ListBalanceTransactionsQuery, 'cursor'> = {}): AsyncGenerator<BalanceTransaction, void, undefined> {
-    return everyItem((q) => this.listBalanceTransactions(q), query);
+  iterateBalanceTransactions(
+    query: Omit<ListBalanceTransactionsQuery, 'cursor'> = {},
+    options: CallOptions = {},
+  ): AsyncGenerator<BalanceTransaction, void, undefined> {
+    return everyItem((q) => this.listBalanceTransactions(q, options), query);
   }
 
   /** GET /payouts/{id} (getPayout). */
-  getPayout(id: number): Promise<Payout> {
-    return this.call({ method: 'GET', path: `/payouts/${encodeURIComponent(String(id))}`, repeatable: true });
+  getPayout(id: number, options: CallOptions = {}): Promise<Payout> {
+    return this.call({ method: 'GET', path: `/payouts/${encodeURIComponent(String(id))}`, repeatable: true, signal: options.signal });
   }
 
   // The wire ----------------------------------------------------------------
@@ -308,7 +334,7 @@ export class PaymentGatewayClient {
    * the gateway answered and however the clock was corrected since (a request may still be
    * in flight), until it lies behind the gateway's window, where it would be refused anyway.
    */
-  private async uniqueTimestamp(body: string): Promise<number> {
+  private async uniqueTimestamp(body: string, pause: (ms: number) => Promise<void>): Promise<number> {
     // A clock that did not move across a wait (an injected one) still gets a later second each time: no endless loop.
     let notBefore = -Infinity;
     for (;;) {
@@ -326,14 +352,14 @@ export class PaymentGatewayClient {
         return timestamp;
       }
       // Used: wait for the clock's next second rather than take one ahead of it.
-      await this.sleep(local > Math.floor(ms / 1000) ? 1000 : 1000 - (((ms % 1000) + 1000) % 1000));
+      await pause(local > Math.floor(ms / 1000) ? 1000 : 1000 - (((ms % 1000) + 1000) % 1000));
       notBefore = local + 1;
     }
   }
 
-  private async authHeaders(rawBody: string, bodyKey: string): Promise<Record<string, string>> {
+  private async authHeaders(rawBody: string, bodyKey: string, pause: (ms: number) => Promise<void>): Promise<Record<string, string>> {
     if ('secretKey' in this.#auth) return { authorization: `Bearer ${this.#auth.secretKey}` };
-    const timestamp = await this.uniqueTimestamp(bodyKey);
+    const timestamp = await this.uniqueTimestamp(bodyKey, pause);
     return {
       'x-public-id': this.#auth.publicId,
       'x-timestamp': String(timestamp),
@@ -358,10 +384,32 @@ export class PaymentGatewayClient {
     let clockCorrected = false;
     let signedAgain = 0;
     let attempts = 0;
+    // The caller's signal: nothing more is sent or waited for once it aborts.
+    const { signal } = spec;
+    let sent = 0;
+    const aborted = () => {
+      const message = `${request}: aborted by the caller's signal${sent > 0 ? outcomeUnknown(spec) : '; nothing was sent'}`;
+      return new PaymentGatewayAbortError(message, request, sent, { cause: signal?.reason, idempotencyKey: key });
+    };
+    const pause = async (ms: number): Promise<void> => {
+      if (signal === undefined) return this.sleep(ms);
+      if (signal.aborted) throw aborted();
+      let stop = () => {};
+      const stopped = new Promise<'aborted'>((resolve) => {
+        stop = () => resolve('aborted');
+        signal.addEventListener('abort', stop, { once: true });
+      });
+      try {
+        if ((await Promise.race([this.sleep(ms, signal), stopped])) === 'aborted') throw aborted();
+      } finally {
+        signal.removeEventListener('abort', stop);
+      }
+    };
     for (;;) {
+      if (signal?.aborted) throw aborted();
       attempts++;
       // Signed anew on every attempt: the gateway accepts each signature once.
-      const headers: Record<string, string> = { accept: 'application/json', ...(await this.authHeaders(rawBody, bodyKey)) };
+      const headers: Record<string, string> = { accept: 'application/json', ...(await this.authHeaders(rawBody, bodyKey, pause)) };
       if (spec.body !== undefined) headers['content-type'] = 'application/json';
       if (key !== undefined) headers['idempotency-key'] = key;
       // A value HTTP cannot carry is the caller's mistake, found before anything is sent: not a network failure to retry.
@@ -376,22 +424,26 @@ export class PaymentGatewayClient {
       let status: number;
       let text: string;
       let response: Response;
+      if (signal?.aborted) throw aborted();
       try {
+        sent++;
+        const timeout = AbortSignal.timeout(this.timeoutMs);
         response = await this.fetch(url, {
           method: spec.method,
           headers,
           body: spec.body === undefined ? undefined : rawBody,
-          signal: AbortSignal.timeout(this.timeoutMs),
+          signal: signal === undefined ? timeout : AbortSignal.any([signal, timeout]),
         });
         status = response.status;
         text = await response.text();
       } catch (cause) {
+        if (signal?.aborted) throw aborted();
         const delay = retryDelayMs({ kind: 'network' }, context);
         if (delay === null) {
           const message = `${request}: no answer from the gateway (${(cause as Error).message})${outcomeUnknown(spec)}`;
           throw new PaymentGatewayConnectionError(message, request, attempts, { cause, idempotencyKey: key });
         }
-        await this.sleep(delay);
+        await pause(delay);
         retries++;
         continue;
       }
@@ -432,7 +484,7 @@ export class PaymentGatewayClient {
         const requestId = response.headers.get('x-request-id') ?? undefined;
         throw new PaymentGatewayError(status, error.code, error.message, error.param, error.details, request, attempts, retryAfterSeconds, requestId, key);
       }
-      await this.sleep(delay);
+      await pause(delay);
       retries++;
     }
   }

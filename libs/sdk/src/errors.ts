@@ -78,6 +78,27 @@ export class PaymentGatewayConnectionError extends Error {
   }
 }
 
+/**
+ * The call was cancelled by the caller's `signal` (named `AbortError`, as fetch's; `cause`:
+ * the signal's reason). A POST sent before it: the outcome is unknown, repeat the call with
+ * `idempotencyKey` (POST /invoices: the same orderId) to learn it.
+ */
+export class PaymentGatewayAbortError extends Error {
+  override readonly name = 'AbortError';
+  /** The Idempotency-Key sent on every attempt (generated unless given), when the request carried one. */
+  readonly idempotencyKey: string | undefined;
+  constructor(
+    message: string,
+    readonly request: string,
+    /** How many attempts were sent (0: none). */
+    readonly attempts: number,
+    options: { cause?: unknown; idempotencyKey?: string } = {},
+  ) {
+    super(message, { cause: options.cause });
+    this.idempotencyKey = options.idempotencyKey;
+  }
+}
+
 /** Why a webhook was refused by verifyWebhook. */
 export type WebhookVerificationErrorCode =
   /** X-Service-Signature is missing (or X-Service-Signature-Timestamped, unless `requireTimestamp: false`). */

@@ -4,8 +4,8 @@
  * GET /v1/openapi.json.
  */
 export { PaymentGatewayClient, MAX_TIMESTAMP_LEAD_SECONDS } from './client';
-export type { Authentication, Creation, PaymentGatewayClientOptions, PostOptions } from './client';
-export { PaymentGatewayError, PaymentGatewayConnectionError, WebhookVerificationError } from './errors';
+export type { Authentication, CallOptions, Creation, PaymentGatewayClientOptions, PostOptions } from './client';
+export { PaymentGatewayError, PaymentGatewayConnectionError, PaymentGatewayAbortError, WebhookVerificationError } from './errors';
 export type { GatewayErrorCode, WebhookVerificationErrorCode } from './errors';
 export { verifyWebhook, SIGNATURE_HEADER, TIMESTAMPED_SIGNATURE_HEADER, DEFAULT_TOLERANCE_SECONDS } from './webhooks';
 export type { VerifyWebhookOptions, WebhookHeaders } from './webhooks';
