@@ -23,6 +23,8 @@ import {
   transition,
 } from '../support/money-out-fixtures';
 import { AppendBreak, withAppendBroken } from '../support/append-lock';
+import { randomUUID } from 'node:crypto';
+import { Client as PgClient } from 'pg';
 
 jest.setTimeout(120_000);
 
@@ -276,5 +278,55 @@ describe('a 5xx means nothing happened: answers after the first commit', () => {
       const live = await ledgerBalance(m, 'live');
       expect(live.reserved).toBe('0.00');
     });
+  });
+
+  it('enabling a webhook endpoint is one commit: its resend cancelled, the 503 left the endpoint disabled; the retry does both', async () => {
+    const m = await gw.operator.merchant();
+    const project = () => gw.operator.http.get(`/admin/v1/projects/${m.projectId}`);
+    // Disabled for failing, with one delivery owed (as endpoint health and the outbox leave them).
+    await gw.db.pool.query('UPDATE projects SET webhook_disabled_at = $2 WHERE id = $1', [m.projectId, new Date('2025-01-01T00:00:00Z')]);
+    const delivery = randomUUID();
+    await gw.db.pool.query(
+      `INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, attempts_made, created_at)
+       VALUES ($1, $2, 'invoice.paid', $3, 'https://shop.example/hooks', '{}', true, 'failed', 1, now())`,
+      [delivery, randomUUID(), m.projectId],
+    );
+    const disabledAt = (await project()).body.webhookDisabledAt;
+    expect(disabledAt).toMatch(ISO_UTC);
+
+    // The resend's step fails for real: the test holds the delivery's row, and the gateway session that waits for
+    // it is cancelled (as the statement timeout does).
+    const holder = new PgClient({ connectionString: gw.db.url, application_name: 'delivery-lock-holder' });
+    await holder.connect();
+    let reply: Reply;
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM webhook_deliveries WHERE id = $1 FOR UPDATE', [delivery]);
+      let answered = false;
+      const sent = gw.operator.http.post(`/admin/v1/projects/${m.projectId}/webhook-endpoint/enable`, {}).finally(() => (answered = true));
+      let cancelled = 0;
+      while (!answered) {
+        const waiting = await holder.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE pg_backend_pid() = ANY (pg_blocking_pids(pid))');
+        for (const { pid } of waiting.rows) cancelled += (await holder.query('SELECT pg_cancel_backend($1)', [pid])).rowCount ?? 0;
+        await sleep(10);
+      }
+      reply = await sent;
+      expect(cancelled).toBeGreaterThan(0);
+    } finally {
+      await holder.query('ROLLBACK').catch(() => undefined);
+      await holder.end();
+    }
+
+    // A 5xx means nothing was written: the endpoint is still disabled, the delivery still owed.
+    expectStatus(reply, 503);
+    expect(reply.body.error.message).not.toMatch(/могло быть сделано/);
+    expect((await project()).body.webhookDisabledAt).toBe(disabledAt);
+    const owed = await gw.db.pool.query('SELECT status FROM webhook_deliveries WHERE id = $1', [delivery]);
+    expect(owed.rows).toEqual([{ status: 'failed' }]);
+    // The spec's retry enables it and resends what is owed.
+    const retried = await gw.operator.http.post(`/admin/v1/projects/${m.projectId}/webhook-endpoint/enable`, {});
+    expectStatus(retried, 202);
+    expect(retried.body).toEqual({ projectId: m.projectId, resent: 1 });
+    expect((await project()).body.webhookDisabledAt).toBeNull();
   });
 });

@@ -1,6 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import type { Pool } from 'pg';
+import { inTransaction } from '#platform/database';
 import { READ_MODELS } from '../payments.tokens';
 import { resendFailedDeliveries } from './webhook-dispatcher';
 
@@ -19,8 +20,15 @@ export class EnableWebhookEndpoint extends Command<number | null> {
 export class EnableWebhookEndpointHandler implements ICommandHandler<EnableWebhookEndpoint> {
   constructor(@Inject(READ_MODELS) private readonly pool: Pool) {}
 
+  /**
+   * One transaction, one commit point: the endpoint enabled and what it is owed resent
+   * together, so a failure of the resend leaves the endpoint disabled and a 5xx means
+   * nothing was written (its COMMIT's answer lost: the marked 503, it may have been).
+   */
   async execute({ projectId, now }: EnableWebhookEndpoint): Promise<number | null> {
-    await this.pool.query('UPDATE projects SET webhook_disabled_at = NULL, webhook_enabled_at = $2 WHERE id = $1', [projectId, now]);
-    return resendFailedDeliveries(this.pool, projectId, now);
+    return inTransaction(this.pool, async (tx) => {
+      await tx.query('UPDATE projects SET webhook_disabled_at = NULL, webhook_enabled_at = $2 WHERE id = $1', [projectId, now]);
+      return resendFailedDeliveries(tx, projectId, now);
+    });
   }
 }

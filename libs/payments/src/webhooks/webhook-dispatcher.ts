@@ -824,7 +824,7 @@ export async function resendDelivery(
  * number resent, or null when there is no such project; refused (conflict) while the
  * project's endpoint is disabled (re-enabling it resends them).
  */
-export async function resendFailedDeliveries(pool: Pool, projectId: string, now: Date): Promise<number | null> {
+export async function resendFailedDeliveries(pool: Pick<Pool, 'connect' | 'query'> | PoolClient, projectId: string, now: Date): Promise<number | null> {
   const result = await writeStatement<{ found: number; disabled: boolean; resent: number }>(
     pool,
     `WITH project AS (
