@@ -108,4 +108,20 @@ describe('the manual clock shared by two API processes and a projector', () => {
     const invoice = await createInvoice(60);
     expect(invoice.expiresAt.startsWith('8996-')).toBe(true);
   });
+
+  it('concurrent advances near year 9000 never take the clock past it: the database refuses what the race lets through', async () => {
+    const bound = Date.parse('9000-01-01T00:00:00Z');
+    // An hour before the bound (set as above); then 12 advances of 20 minutes at once, each within it on its own.
+    await db.pool.query('UPDATE manual_clock SET offset_ms = $1::bigint - (extract(epoch FROM clock_timestamp()) * 1000)::bigint', [bound - 3600_000]);
+    expect((await operatorA.advance(0)).getTime()).toBeGreaterThanOrEqual(bound - 3600_000);
+    const replies = await Promise.all(Array.from({ length: 12 }, () => api(a.baseUrl, ADMIN_TOKEN).post('/admin/v1/clock/advance', { seconds: 1200 })));
+    const refused = replies.filter((r) => r.status === 400);
+    expect(replies.filter((r) => r.status === 200).length + refused.length).toBe(replies.length);
+    expect(refused.length).toBeGreaterThanOrEqual(9);
+    for (const r of refused) {
+      expectError(r, 400, 'validation', 'seconds');
+      expect(r.body.error.message).toContain('часы нельзя перевести дальше 9000 года');
+    }
+    expect((await operatorA.advance(0)).getTime()).toBeLessThanOrEqual(bound);
+  });
 });

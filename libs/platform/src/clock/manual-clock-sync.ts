@@ -52,6 +52,17 @@ const POLLS_LIVE_WITHOUT_SESSION = 10;
 /** How often a lost follower session is reported while it stays lost. */
 const WARN_EVERY_MS = 60_000;
 
+/** The manual clock goes no further (advances at once add up: far below year 9999, the last an ISO instant can name). */
+export const LATEST_MANUAL_TIME = Date.parse('9000-01-01T00:00:00Z');
+
+/** An advance not made: it would take the clock past LATEST_MANUAL_TIME (the move's statement refused it); nothing was written. */
+export class ManualClockBoundError extends Error {
+  constructor() {
+    super('the manual clock goes no further than LATEST_MANUAL_TIME: nothing moved');
+    this.name = 'ManualClockBoundError';
+  }
+}
+
 /** An advance not made: a live process did not answer within the bound (frozen); nothing was written. */
 export class ManualClockLagError extends Error {
   constructor(readonly lagging: number) {
@@ -238,6 +249,8 @@ export class ManualClockSync {
    * confirmed it within the bound (one that answered the question, then stopped, or the
    * database failed meanwhile: rare).
    * ManualClockLagError: a live process did not answer the question: nothing moved.
+   * ManualClockBoundError: the move would pass LATEST_MANUAL_TIME: nothing moved (its
+   * statement checks the stored offset, so advances at once never add up past it).
    * WriteOutcomeUnknownError: the move's answer was lost and the offset read after it
    * could not tell (a lost answer is otherwise looked up: moved, or the lost connection).
    */
@@ -256,14 +269,17 @@ export class ManualClockSync {
     const before = Number(asked.rows[0]!.offset_ms);
     // Its answer lost (WriteOutcomeUnknownError): the stored offset tells, the one asked about, or that plus the
     // move (moved); another (an advance of another process meanwhile) leaves it unknown.
+    // The bound as an offset of this process's clock (its real time, which the offset is added to).
+    const latestOffset = LATEST_MANUAL_TIME - (this.clock.now().getTime() - this.clock.offsetMilliseconds);
     const offset = await outcomeOf(
       async () => {
         const result = await writeStatement<{ offset_ms: string }>(
           this.pool,
-          `WITH moved AS (UPDATE manual_clock SET offset_ms = offset_ms + $1 RETURNING offset_ms)
+          `WITH moved AS (UPDATE manual_clock SET offset_ms = offset_ms + $1::bigint WHERE $1::bigint = 0 OR offset_ms + $1::bigint <= $2::bigint RETURNING offset_ms)
            SELECT offset_ms, pg_notify('${CHANNEL}', offset_ms::text) FROM moved`,
-          [seconds * 1000],
+          [seconds * 1000, latestOffset],
         );
+        if (result.rowCount === 0) throw new ManualClockBoundError();
         return Number(result.rows[0]!.offset_ms);
       },
       async () => {
