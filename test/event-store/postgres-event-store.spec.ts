@@ -111,20 +111,28 @@ describe('PostgreSQL event store specifics', () => {
   it('an append whose connection broke is looked for: committed, it is answered so; not written, the error stands; no look, unknown', async () => {
     // The append's statement reaches the server (or not), then its connection breaks: the answer is lost.
     let breakConnection: 'after the commit' | 'before the statement' | 'after the commit, and the look too' | null = null;
+    // The append runs on a connection of its own (pool.connect), the look on the pool.
+    const breakable = (query: (config: never, values?: never) => Promise<unknown>) => async (config: string | { text: string }, values?: unknown[]) => {
+      const text = typeof config === 'string' ? config : config.text;
+      const breaking = breakConnection;
+      if (breaking === 'after the commit, and the look too' && text.includes('WHERE event_id = ANY')) throw new Error('Connection terminated unexpectedly');
+      if (breaking === null || !text.includes('append_lock')) return query(config as never, values as never);
+      if (breaking !== 'before the statement') await query(config as never, values as never);
+      throw new Error('Connection terminated unexpectedly');
+    };
     const pool = new Proxy(local.pool, {
       get(target, property) {
-        if (property !== 'query') {
-          const value: unknown = Reflect.get(target, property);
-          return typeof value === 'function' ? value.bind(target) : value;
-        }
-        return async (config: string | { text: string }, values?: unknown[]) => {
-          const text = typeof config === 'string' ? config : config.text;
-          const breaking = breakConnection;
-          if (breaking === 'after the commit, and the look too' && text.includes('WHERE event_id = ANY')) throw new Error('Connection terminated unexpectedly');
-          if (breaking === null || !text.includes('append_lock')) return target.query(config as never, values as never);
-          if (breaking !== 'before the statement') await target.query(config as never, values as never);
-          throw new Error('Connection terminated unexpectedly');
-        };
+        if (property === 'query') return breakable(target.query.bind(target));
+        if (property === 'connect')
+          return async () => {
+            const client = await target.connect();
+            return new Proxy(client, {
+              get: (c, p) =>
+                p === 'query' ? breakable(c.query.bind(c)) : typeof Reflect.get(c, p) === 'function' ? Reflect.get(c, p).bind(c) : Reflect.get(c, p),
+            });
+          };
+        const value: unknown = Reflect.get(target, property);
+        return typeof value === 'function' ? value.bind(target) : value;
       },
     });
     const broken = new PostgresEventStore(pool);

@@ -6,13 +6,16 @@
  *
  * - A statement with no answer past its `statement_timeout` and a 5 s margin fails as a
  *   lost connection (a write: outcome unknown), and the pool drops the connection; one
- *   the server cancels answers as before; a queue of short statements is not cut.
+ *   the server cancels answers as before; a queue of short statements is not cut; a
+ *   session that lifts its bound (SET [LOCAL] statement_timeout = 0) is not cut at all.
  * - The gateway as `npm start` runs it (embedded server, frozen whole): readiness says
  *   503 within its 5 s, requests answer 503 `provider_unavailable` instead of hanging;
  *   thawed, it serves again without a restart, and a retried create makes one invoice.
  */
+import { randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { AppendOutcomeUnknownError, PostgresEventStore } from '#event-store';
 import { createPool, inTransactionOn, isConnectionLost, statementTimeoutIn, WriteOutcomeUnknownError } from '#platform/database';
 import { RunningGateway, startGateway, temporaryDataDir } from '../support/gateway-process';
 import { api, Operator, orderId } from '../support/merchant-fixtures';
@@ -97,6 +100,31 @@ describe('a statement the server does not answer', () => {
     }
   });
 
+  it('an append cut so is not answered "nothing written": its server process may still commit it (AppendOutcomeUnknownError)', async () => {
+    // Migrated for the event store; one connection, whose server process is stopped before the append is sent to it.
+    const own = await createTestDatabase({ poolSize: 1 });
+    const pool = createPool(withOptions(own.url, '-c statement_timeout=1000'), { max: 1, applicationName: 'gateway-test-frozen' });
+    const store = new PostgresEventStore(pool, { groupAppends: false });
+    let pid = 0;
+    try {
+      pid = (await pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      process.kill(pid, 'SIGSTOP');
+      const stream = `frozen-${randomUUID()}`;
+      const error = await store.appendToStream(stream, [{ id: randomUUID(), type: 'Frozen', data: {} }], { expectedRevision: 'no_stream' }).then(
+        () => null,
+        (e: unknown) => e,
+      );
+      process.kill(pid, 'SIGCONT');
+      pid = 0;
+      expect(error).toBeInstanceOf(AppendOutcomeUnknownError);
+    } finally {
+      if (pid) process.kill(pid, 'SIGCONT');
+      await store.close();
+      await pool.end();
+      await own.drop();
+    }
+  });
+
   it('a statement the server cancels answers its own error; a queue of short ones outlasting the bound is not cut', async () => {
     const pool = createPool(withOptions(db.url, '-c statement_timeout=1000'), { max: 1, applicationName: 'gateway-test-frozen' });
     try {
@@ -108,6 +136,43 @@ describe('a statement the server does not answer', () => {
         expect(answers.map((a) => a.rows[0].i)).toEqual(Array.from({ length: 16 }, (_, i) => i));
       } finally {
         client.release();
+      }
+    } finally {
+      await pool.end();
+    }
+  });
+});
+
+describe("a session that lifts its own bound (migrations, index builds) is not cut at the pool's", () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase({ migrate: false, poolSize: 1 });
+  });
+  afterAll(async () => {
+    await db.drop();
+  });
+
+  it('SET statement_timeout = 0 and SET LOCAL in a transaction: a 7 s statement runs to its end; RESET bounds it again', async () => {
+    // The pool's bound 1 s (watched at 6 s): each session below lifts it, as migrate() and restoreDeferredIndexes() do.
+    const pool = createPool(withOptions(db.url, '-c statement_timeout=1000'), { max: 2, applicationName: 'gateway-test-frozen' });
+    try {
+      const [session, local] = await Promise.all([pool.connect(), pool.connect()]);
+      try {
+        const lifted = (async () => {
+          await session.query('SET statement_timeout = 0');
+          const { rows } = await session.query('SELECT pg_sleep(7), 1 AS done');
+          await session.query('RESET statement_timeout');
+          await expect(session.query('SELECT pg_sleep(3)')).rejects.toMatchObject({ code: '57014' });
+          return rows[0].done;
+        })();
+        const inTransaction = inTransactionOn(local, async () => {
+          await local.query('SET LOCAL statement_timeout = 0');
+          return (await local.query('SELECT pg_sleep(7), 2 AS done')).rows[0].done;
+        });
+        expect(await Promise.all([lifted, inTransaction])).toEqual([1, 2]);
+      } finally {
+        session.release();
+        local.release();
       }
     } finally {
       await pool.end();

@@ -20,7 +20,7 @@ import {
   SubscriptionBatch,
   WrongExpectedRevisionError,
 } from '../event-store';
-import { isConnectionLost, OneTurnBatches, preparedStatement } from '#platform/database';
+import { isConnectionLost, OneTurnBatches, outcomeOf, preparedStatement, writeStatement, WriteOutcomeUnknownError } from '#platform/database';
 import { LiveLogWindow, WindowPage } from './live-log-window';
 import { LogTailSignal } from './log-tail-signal';
 import { parseTimestamptz } from './timestamptz';
@@ -295,7 +295,10 @@ export class PostgresEventStore implements EventStore {
       RETURNING global_position, transaction_id::text AS transaction_id, stream_revision`;
 
     try {
-      const result = await this.pool.query<{ global_position: string; transaction_id: string; stream_revision: string }>(preparedStatement(sql, params));
+      const result = await writeStatement<{ global_position: string; transaction_id: string; stream_revision: string }>(
+        this.pool,
+        preparedStatement(sql, params),
+      );
       if (result.rows.length === 0) return await this.afterRefusedAppend(streamName, events, expected);
       const last = result.rows.reduce((a, b) => (BigInt(a.global_position) > BigInt(b.global_position) ? a : b));
       this.tail.notify();
@@ -307,19 +310,23 @@ export class PostgresEventStore implements EventStore {
       if ((error as { code?: string; constraint?: string }).constraint === 'events_event_id_unique') {
         return this.afterRefusedAppend(streamName, events, expected);
       }
-      if (isConnectionLost(error)) {
+      if (error instanceof WriteOutcomeUnknownError) {
         // The connection broke with the statement sent: it may have committed with its
-        // answer lost. Its events are looked for on another connection: there, where it
-        // expected them, it committed and is answered so (its caller must not tell its
-        // client that nothing was written); not there, the error stands; if the look
-        // fails too, nobody can tell (AppendOutcomeUnknownError).
-        let committed: AppendResult | null;
+        // answer lost, or its server process may still commit it (a break on this side:
+        // a server that stopped answering). Once that process has ended, its events are
+        // looked for on another connection: there, where it expected them, it committed
+        // and is answered so (its caller must not tell its client that nothing was
+        // written); not there, the lost connection stands; if the process is not known to
+        // have ended or the look fails, nobody can tell (AppendOutcomeUnknownError).
         try {
-          committed = await this.storedAppend(streamName, events, expected);
-        } catch {
-          throw new AppendOutcomeUnknownError(streamName, { cause: error });
+          return await outcomeOf(
+            () => Promise.reject(error),
+            () => this.storedAppend(streamName, events, expected),
+          );
+        } catch (after) {
+          if (after instanceof WriteOutcomeUnknownError) throw new AppendOutcomeUnknownError(streamName, { cause: error.cause });
+          throw after;
         }
-        if (committed) return committed;
       }
       throw error;
     }

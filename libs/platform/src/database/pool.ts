@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Pool, PoolClient, QueryConfig, QueryResult, QueryResultRow, types } from 'pg';
 import { trackOwnSession } from './own-sessions';
-import { statementTimeoutIn, UNANSWERED_MARGIN_MS, watchStatements } from './statement-watchdog';
+import { statementTimeoutIn, watchStatements } from './statement-watchdog';
 
 // bigint columns (positions, revisions) come back as strings unless told otherwise;
 // we parse them where they are read, as BigInt, never as a lossy number.
@@ -116,7 +116,7 @@ export function createPool(
     client.on('error', () => undefined);
     trackOwnSession(client);
     // A bounded session's statement that gets no answer past its bound: the server does not run (frozen).
-    if (statementTimeoutMs) watchStatements(client, statementTimeoutMs + UNANSWERED_MARGIN_MS);
+    if (statementTimeoutMs) watchStatements(client, statementTimeoutMs);
   });
   return pool;
 }
@@ -267,14 +267,15 @@ async function settled(error: WriteOutcomeUnknownError): Promise<boolean> {
  */
 export async function writeStatement<R extends QueryResultRow = QueryResultRow>(
   pool: Pick<Pool, 'connect' | 'query'> | PoolClient,
-  text: string,
+  text: string | QueryConfig,
   values: unknown[] = [],
 ): Promise<QueryResult<R>> {
-  if ('release' in pool) return pool.query<R>(text, values);
+  const statement: QueryConfig = typeof text === 'string' ? { text, values } : text;
+  if ('release' in pool) return pool.query<R>(statement);
   const client = await pool.connect();
   let broken = false;
   try {
-    return await client.query<R>(text, values);
+    return await client.query<R>(statement);
   } catch (error) {
     broken = isConnectionLost(error);
     throw lostInFlight(error) ? new WriteOutcomeUnknownError(error, backendOf(client), pool) : error;

@@ -12,6 +12,13 @@ export const UNANSWERED_MARGIN_MS = 5_000;
 
 const UNITS_MS: Record<string, number> = { '': 1, us: 0.001, ms: 1, s: 1_000, min: 60_000, h: 3_600_000, d: 86_400_000 };
 
+/** A `statement_timeout` value in milliseconds (`5000`, `5s`, `1min`), null when this cannot read it. */
+function durationMs(text: string): number | null {
+  const value = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(text);
+  const unit = value ? UNITS_MS[value[2]!.toLowerCase()] : undefined;
+  return value && unit !== undefined ? Math.round(Number(value[1]) * unit) : null;
+}
+
 /**
  * The `statement_timeout` in milliseconds that the last of `options` (startup options
  * as PostgreSQL reads them: `-c name=value` or `--name=value`) sets, `undefined` when
@@ -19,29 +26,47 @@ const UNITS_MS: Record<string, number> = { '': 1, us: 0.001, ms: 1, s: 1_000, mi
  */
 export function statementTimeoutIn(options: string): number | null | undefined {
   let found: number | null | undefined;
-  for (const match of options.matchAll(/(?:-c\s*|--)statement_timeout\s*=\s*'?([^\s']*)/g)) {
-    const value = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(match[1]!);
-    const unit = value ? UNITS_MS[value[2]!.toLowerCase()] : undefined;
-    found = value && unit !== undefined ? Math.round(Number(value[1]) * unit) : null;
-  }
+  for (const match of options.matchAll(/(?:-c\s*|--)statement_timeout\s*=\s*'?([^\s']*)/g)) found = durationMs(match[1]!);
   return found;
 }
 
 /**
- * Ends the connection of `client` when a statement sent on it has had no answer for
- * `deadlineMs`. Without this a request whose statement went to a server that stopped
- * answering (SIGSTOP, a frozen VM: its kernel still acknowledges TCP, so keepalive sees
- * nothing) waits for good. The statement then fails as a lost connection, which the
- * callers already treat as "may have been written" (WriteOutcomeUnknownError,
- * AppendOutcomeUnknownError) or as the database not answering (503), and the pool
- * drops the client. Hand-written: node-postgres's `query_timeout` leaves the
- * connection in use and a timed-out COMMIT reads as if it wrote nothing.
+ * How a statement's text changes the session's bound: `SET [SESSION|LOCAL]
+ * statement_timeout = v` / `TO v`, `RESET statement_timeout`, `RESET ALL` (`v` null:
+ * back to the session's start value; NaN: a value this cannot read).
  */
-export function watchStatements(client: Client, deadlineMs: number): void {
+function boundChanges(text: string): { local: boolean; ms: number | null }[] {
+  const changes: { local: boolean; ms: number | null }[] = [];
+  const pattern = /\b(?:SET\s+(SESSION\s+|LOCAL\s+)?statement_timeout\s*(?:=|TO)\s*'?([^;'\s]+)|RESET\s+(?:statement_timeout|ALL)\b)/gi;
+  for (const m of text.matchAll(pattern)) {
+    const value = m[2];
+    const local = /LOCAL/i.test(m[1] ?? '');
+    changes.push({ local, ms: value === undefined || /^default$/i.test(value) ? null : (durationMs(value) ?? NaN) });
+  }
+  return changes;
+}
+
+/**
+ * Ends the connection of `client` when a statement sent on it has had no answer for
+ * its session's `statement_timeout` (`startMs` from the startup options, then as the
+ * session sets it; 0: no bound, not watched) plus UNANSWERED_MARGIN_MS. Without this a
+ * request whose statement went to a server that stopped answering (SIGSTOP, a frozen
+ * VM: its kernel still acknowledges TCP, so keepalive sees nothing) waits for good.
+ * The statement then fails as a lost connection, which the callers already treat as
+ * "may have been written" (WriteOutcomeUnknownError, AppendOutcomeUnknownError) or as
+ * the database not answering (503), and the pool drops the client. Hand-written:
+ * node-postgres's `query_timeout` leaves the connection in use, knows nothing of a
+ * session that lifts its bound (migrations, index builds), and a timed-out COMMIT
+ * would read as if it wrote nothing.
+ */
+export function watchStatements(client: Client, startMs: number): void {
   // node-postgres's connection (its socket and protocol messages): not in its typings.
   const connection = (client as unknown as { connection: EventEmitter & { stream: Socket } }).connection;
   const busy = () => (client as unknown as { readyForQuery: boolean }).readyForQuery === false;
+  let session = startMs;
+  let local: number | null = null;
   let timer: NodeJS.Timeout | null = null;
+  let armedFor = 0;
   const expire = () => {
     timer = null;
     if (busy()) connection.stream.destroy();
@@ -50,20 +75,38 @@ export function watchStatements(client: Client, deadlineMs: number): void {
     if (timer !== null) clearTimeout(timer);
     timer = null;
   };
-  // A statement starts: the deadline counts from now.
+  // A statement starts: the deadline counts from now (none while the session has no bound).
   const started = () => {
-    if (timer === null) timer = setTimeout(expire, deadlineMs).unref();
-    else timer.refresh();
+    const bound = local ?? session;
+    if (!(bound > 0)) return stop();
+    const deadline = bound + UNANSWERED_MARGIN_MS;
+    if (timer !== null && armedFor === deadline) timer.refresh();
+    else {
+      stop();
+      timer = setTimeout(expire, deadline).unref();
+      armedFor = deadline;
+    }
   };
   const query = client.query.bind(client) as (...args: unknown[]) => unknown;
   (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+    const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: unknown } | null)?.text;
+    if (typeof text === 'string' && (text.includes('statement_timeout') || text.includes('RESET'))) {
+      // A session that lifts or changes its bound is watched by it (an unreadable value: not watched).
+      for (const change of boundChanges(text)) {
+        const ms = change.ms === null ? startMs : Number.isNaN(change.ms) ? 0 : change.ms;
+        if (change.local) local = ms;
+        else session = ms;
+      }
+    }
     const wasBusy = busy();
     const result = query(...args);
     if (!wasBusy && busy()) started();
     return result;
   };
   // Each answered statement: the next one queued (sent by now) starts its own count.
-  connection.on('readyForQuery', () => {
+  connection.on('readyForQuery', (message: { status?: string }) => {
+    // Out of a transaction: a SET LOCAL ended with it.
+    if (message?.status === 'I') local = null;
     if (busy()) started();
     else stop();
   });
