@@ -425,18 +425,20 @@ export class PaymentGatewayClient {
       let text: string;
       let response: Response;
       if (signal?.aborted) throw aborted();
+      // The attempt's own controller, ended by its timeout or the caller's signal, whose listener goes with the attempt
+      // (AbortSignal.any would keep every attempt's signal in a long-lived caller signal for good).
+      const attempt = new AbortController();
+      const timer = setTimeout(() => attempt.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError')), this.timeoutMs);
+      const callerAborted = () => attempt.abort(signal?.reason);
+      signal?.addEventListener('abort', callerAborted, { once: true });
       try {
         sent++;
-        const timeout = AbortSignal.timeout(this.timeoutMs);
-        response = await this.fetch(url, {
-          method: spec.method,
-          headers,
-          body: spec.body === undefined ? undefined : rawBody,
-          signal: signal === undefined ? timeout : AbortSignal.any([signal, timeout]),
-        });
+        response = await this.fetch(url, { method: spec.method, headers, body: spec.body === undefined ? undefined : rawBody, signal: attempt.signal });
         status = response.status;
         text = await response.text();
       } catch (cause) {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', callerAborted);
         if (signal?.aborted) throw aborted();
         const delay = retryDelayMs({ kind: 'network' }, context);
         if (delay === null) {
@@ -447,6 +449,8 @@ export class PaymentGatewayClient {
         retries++;
         continue;
       }
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', callerAborted);
       if (status >= 200 && status < 300) {
         // Every operation answers a JSON object (none a 2xx without a body): anything else did not come from the gateway as it
         // is (a proxy's page), and what a POST did is unknown.
