@@ -50,6 +50,7 @@ describe('statementTimeoutIn', () => {
     expect(statementTimeoutIn('-c statement_timeout=60000')).toBe(60_000);
     expect(statementTimeoutIn('-c statement_timeout=2s -c lock_timeout=1s')).toBe(2_000);
     expect(statementTimeoutIn('--statement_timeout=1min')).toBe(60_000);
+    expect(statementTimeoutIn('--statement-timeout=90s')).toBe(90_000);
     expect(statementTimeoutIn('-c statement_timeout=5s -c statement_timeout=0')).toBe(0);
     expect(statementTimeoutIn('-c lock_timeout=1s')).toBeUndefined();
     expect(statementTimeoutIn('-c statement_timeout=soon')).toBeNull();

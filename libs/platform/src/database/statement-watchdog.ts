@@ -26,7 +26,7 @@ function durationMs(text: string): number | null {
  */
 export function statementTimeoutIn(options: string): number | null | undefined {
   let found: number | null | undefined;
-  for (const match of options.matchAll(/(?:-c\s*|--)statement_timeout\s*=\s*'?([^\s']*)/g)) found = durationMs(match[1]!);
+  for (const match of options.matchAll(/(?:-c\s*|--)statement[-_]timeout\s*=\s*'?([^\s']*)/g)) found = durationMs(match[1]!);
   return found;
 }
 
