@@ -289,22 +289,30 @@ export async function writeStatement<R extends QueryResultRow = QueryResultRow>(
  * with `lookup` (a read: the write's answer when it happened, null when it did not), once
  * the write's server process has ended. Not written: the lost connection is thrown, as for
  * one lost before the write was sent. The look failing or unsure (it throws), or that
- * process not known to have ended (nothing found then proves nothing): the write's
- * WriteOutcomeUnknownError.
+ * process not known to have ended (nothing found then proves nothing), or no answer
+ * within LOOK_DEADLINE_MS: the write's WriteOutcomeUnknownError.
  */
 export async function outcomeOf<T>(write: () => Promise<T>, lookup: () => Promise<T | null>): Promise<T> {
   try {
     return await write();
   } catch (error) {
     if (!(error instanceof WriteOutcomeUnknownError)) throw error;
-    const final = await settled(error);
-    const found = await lookup().catch(() => {
-      throw error;
-    });
-    if (found !== null) return found;
-    throw final ? error.cause : error;
+    const look = (async () => ({ final: await settled(error), found: await lookup() }))();
+    // A server that does not answer (frozen) would hold each of the look's statements up to its bound: unknown sooner.
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), LOOK_DEADLINE_MS).unref()));
+    const result = await Promise.race([look, late])
+      .catch(() => null)
+      .finally(() => clearTimeout(timer));
+    look.catch(() => undefined);
+    if (result === null) throw error;
+    if (result.found !== null) return result.found;
+    throw result.final ? error.cause : error;
   }
 }
+
+/** How long outcomeOf looks (the lost write's process ended, then the read) before it calls the outcome unknown. */
+const LOOK_DEADLINE_MS = 10_000;
 
 /**
  * The database did not let this process in: the connection was refused, timed out or

@@ -50,6 +50,26 @@ describe('outcomeOf', () => {
     }
   });
 
+  it("a look that gets no answer (a frozen server) leaves the outcome unknown after 10 s, not after its statements' bounds", async () => {
+    jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'queueMicrotask'] });
+    try {
+      const pool = { query: () => new Promise(() => undefined) } as unknown as Pick<Pool, 'query'>;
+      const error = lost(pool);
+      let outcome: unknown = 'pending';
+      const answer = outcomeOf(
+        () => Promise.reject(error),
+        () => new Promise<null>(() => undefined),
+      ).catch((e: unknown) => (outcome = e));
+      await jest.advanceTimersByTimeAsync(9_900);
+      expect(outcome).toBe('pending');
+      await jest.advanceTimersByTimeAsync(200);
+      await answer;
+      expect(outcome).toBe(error);
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+
   it('its process not known: nothing found leaves the outcome unknown; found: the answer', async () => {
     const error = lost(null, null);
     await expect(
