@@ -158,7 +158,6 @@ describe('the SDK against the gateway', () => {
   });
 
   it('a refund whose every answer is lost: the error names its Idempotency-Key, and the call repeated with it is the same refund', async () => {
-    // A proxy that passes each request to the gateway and drops the gateway's answer (a timeout after the gateway acted).
     const accountId = await gw.operator.createAccount();
     const project = await gw.operator.createProject(accountId, { holdHours: 0 });
     const direct = new PaymentGatewayClient({ baseUrl: `${gw.baseUrl}/v1`, auth: { secretKey: project.keys.test.secretKey } });
@@ -169,22 +168,9 @@ describe('the SDK against the gateway', () => {
       (b) => b.available !== '0.00',
       'the paid amount to be available',
     );
-    const answered: Json[] = [];
-    const proxy = http.createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        const forwarded = ['authorization', 'content-type', 'idempotency-key'].flatMap((name) =>
-          req.headers[name] ? [[name, String(req.headers[name])]] : [],
-        );
-        void fetch(`${gw.baseUrl}${req.url}`, { method: req.method, headers: Object.fromEntries(forwarded), body: Buffer.concat(chunks) })
-          .then(async (upstream) => answered.push({ status: upstream.status, key: req.headers['idempotency-key'], body: await upstream.json() }))
-          .finally(() => res.destroy());
-      });
-    });
-    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    // A proxy that passes each request to the gateway and drops every answer (a timeout after the gateway acted).
+    const { answered, port, close } = await answerLosingProxy(gw.baseUrl, () => true);
     try {
-      const port = (proxy.address() as AddressInfo).port;
       const lossy = new PaymentGatewayClient({ baseUrl: `http://127.0.0.1:${port}/v1`, auth: { secretKey: project.keys.test.secretKey }, sleep: noWait });
       const failure = await lossy.refundInvoice(created.id, { amount: '100.00' }).catch((e: unknown) => e);
       expect(failure).toBeInstanceOf(PaymentGatewayConnectionError);
@@ -211,8 +197,7 @@ describe('the SDK against the gateway', () => {
       // One refund (its rows in two buckets), not one per call.
       expect(new Set(reserved)).toEqual(new Set([refundId]));
     } finally {
-      proxy.closeAllConnections();
-      await new Promise((resolve) => proxy.close(resolve));
+      await close();
     }
   });
 
@@ -353,24 +338,8 @@ describe('the SDK against the gateway', () => {
       (b) => b.available !== '0.00',
       'the paid amount to be available',
     );
-    const answered: Json[] = [];
-    const proxy = http.createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        const forwarded = ['authorization', 'content-type', 'idempotency-key'].flatMap((name) =>
-          req.headers[name] ? [[name, String(req.headers[name])]] : [],
-        );
-        void fetch(`${gw.baseUrl}${req.url}`, { method: req.method, headers: Object.fromEntries(forwarded), body: Buffer.concat(chunks) })
-          .then(async (upstream) => answered.push({ status: upstream.status, key: req.headers['idempotency-key'], body: await upstream.json() }))
-          .finally(() => {
-            if (answered.length === 1) res.destroy();
-          });
-      });
-    });
-    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    const { answered, port, close } = await answerLosingProxy(gw.baseUrl, (n) => n === 1);
     try {
-      const port = (proxy.address() as AddressInfo).port;
       // One retry, each attempt at most 10 s: a call that ignored its signal would end in seconds, not hang the test.
       const lossy = new PaymentGatewayClient({ baseUrl: `http://127.0.0.1:${port}/v1`, auth: { secretKey }, maxRetries: 1, timeoutMs: 10_000 });
       const refunding = new AbortController();
@@ -395,8 +364,7 @@ describe('the SDK against the gateway', () => {
       expect(repeated).toMatchObject({ created: false, refund: { id: answered[0].body.id, amount: '100.00' } });
       expect(answered[1].body.id).toBe(answered[0].body.id);
     } finally {
-      proxy.closeAllConnections();
-      await new Promise((resolve) => proxy.close(resolve));
+      await close();
     }
   });
 
@@ -478,4 +446,34 @@ async function arrival(receiver: WebhookReceiver, kind: string, resourceId: unkn
   const matches = (w: ReceivedWebhook) => w.headers['x-service-event'] === kind && idOf(w) === resourceId;
   await receiver.waitFor((all) => all.some(matches), `${kind} of ${String(resourceId)}`);
   return receiver.received.find(matches)!;
+}
+
+/**
+ * A proxy that passes each request to the gateway and records its answer (status, the
+ * Idempotency-Key sent, body), then drops the connection when `lose(answers so far)`,
+ * else holds it unanswered: the client never hears what the gateway did.
+ */
+async function answerLosingProxy(target: string, lose: (answered: number) => boolean): Promise<{ answered: Json[]; port: number; close(): Promise<void> }> {
+  const answered: Json[] = [];
+  const proxy = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const forwarded = ['authorization', 'content-type', 'idempotency-key'].flatMap((name) => (req.headers[name] ? [[name, String(req.headers[name])]] : []));
+      void fetch(`${target}${req.url}`, { method: req.method, headers: Object.fromEntries(forwarded), body: Buffer.concat(chunks) })
+        .then(async (upstream) => answered.push({ status: upstream.status, key: req.headers['idempotency-key'], body: await upstream.json() }))
+        .finally(() => {
+          if (lose(answered.length)) res.destroy();
+        });
+    });
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  return {
+    answered,
+    port: (proxy.address() as AddressInfo).port,
+    close: async () => {
+      proxy.closeAllConnections();
+      await new Promise((resolve) => proxy.close(resolve));
+    },
+  };
 }
