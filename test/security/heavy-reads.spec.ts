@@ -8,9 +8,7 @@
  */
 import { ClientRequest, IncomingMessage, request as httpRequest } from 'node:http';
 import { randomUUID } from 'node:crypto';
-import { EventEmitter } from 'node:events';
 import { connect } from 'node:net';
-import { AccountTurns } from '../../apps/api/src/http/heavy-reads';
 import { CYRILLIC, expectStatus, InvoiceGateway, Json, logLinesWith, Merchant, poll, startInvoiceGateway } from '../support/merchant-fixtures';
 
 /**
@@ -214,46 +212,4 @@ describe('heavy reads pipelined on one connection', () => {
       two.request.destroy();
     }
   }, 120_000);
-});
-
-describe('AccountTurns, the per-account line of heavy reads', () => {
-  /** A client connection that the test closes. */
-  const connection = () => Object.assign(new EventEmitter(), { destroyed: false });
-
-  it('serves in order of arrival, bounds the waiting, lets a leaving client give its place up, and forgets an idle account', async () => {
-    const turns = new AccountTurns(2, 2, 60_000);
-    const first = await turns.take('a', connection());
-    const second = await turns.take('a', connection());
-    expect(await turns.take('b', connection())).toEqual(expect.any(Function));
-    const served: string[] = [];
-    const leaving = connection();
-    const waits: string[] = [];
-    const third = turns.take('a', connection(), () => waits.push('third')).then((t) => (served.push('third'), t));
-    const gone = turns.take('a', leaving, () => waits.push('gone'));
-    expect(await turns.take('a', connection())).toBe('full');
-    leaving.emit('close');
-    expect(await gone).toBe('gone');
-    const fourth = turns.take('a', connection(), () => waits.push('fourth')).then((t) => (served.push('fourth'), t));
-    expect(waits).toEqual(['third', 'gone', 'fourth']);
-    if (typeof first !== 'function' || typeof second !== 'function') throw new Error('no turn');
-    first();
-    first(); // a second call gives nothing back
-    const t3 = await third;
-    expect(served).toEqual(['third']);
-    second();
-    const t4 = await fourth;
-    expect(served).toEqual(['third', 'fourth']);
-    if (typeof t3 !== 'function' || typeof t4 !== 'function') throw new Error('no turn');
-    t3();
-    t4();
-    expect(turns.accounts).toBe(1); // only b's holder is left
-  });
-
-  it('a wait that runs out gets no turn', async () => {
-    const turns = new AccountTurns(1, 1, 1);
-    const held = await turns.take('a', connection());
-    expect(await turns.take('a', connection())).toBe('waited');
-    if (typeof held === 'function') held();
-    expect(turns.accounts).toBe(0);
-  });
 });

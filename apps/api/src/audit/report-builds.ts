@@ -3,6 +3,7 @@ import type { ReadModelRebuilds } from '#event-store/projections';
 import { ApiError } from '../http/errors/api-error';
 import { refuseWhileRebuilt } from '../http/read-models';
 import { READ_MODEL_REBUILDS } from '../http/tokens';
+import { Turns } from '../http/turns';
 
 /** Reports built whole in the serving process at once, per process (docs/audit-log.md, "Signed statements"). */
 export const REPORT_BUILDS = 2;
@@ -52,93 +53,6 @@ export interface ReportRequest {
   gone?(): boolean;
 }
 
-/**
- * At most `size` turns at once, at most `perHolder` of them to one holder (a merchant
- * account: one merchant cannot take every turn); the others wait in order of arrival
- * among those that may take one, at most `queue` of them, each at most `waitMs`. A turn
- * is given back by calling what `take` answered (once; a second call does nothing);
- * null: no turn (the queue was full, or the wait ran out).
- */
-export class Turns {
-  private busy = 0;
-  private readonly held = new Map<string, number>();
-  private readonly waiting: { holder: string | undefined; give: () => void }[] = [];
-
-  constructor(
-    private readonly size: number,
-    private readonly queue: number,
-    private readonly waitMs: number,
-    private readonly perHolder = size,
-  ) {}
-
-  /** Whether every turn is taken. */
-  get full(): boolean {
-    return this.busy >= this.size;
-  }
-
-  /** Whether a `take` by `holder` now would wait. */
-  wouldWait(holder?: string): boolean {
-    return !this.mayTake(holder);
-  }
-
-  async take(holder?: string): Promise<(() => void) | null> {
-    if (this.mayTake(holder)) this.hold(holder);
-    else {
-      if (this.waiting.length >= this.queue) return null;
-      const turn = await new Promise<boolean>((resolve) => {
-        const waiter = {
-          holder,
-          give: () => {
-            clearTimeout(timer);
-            resolve(true);
-          },
-        };
-        const timer = setTimeout(() => {
-          this.waiting.splice(this.waiting.indexOf(waiter), 1);
-          resolve(false);
-        }, this.waitMs);
-        this.waiting.push(waiter);
-      });
-      if (!turn) return null;
-    }
-    let given = false;
-    return () => {
-      if (given) return;
-      given = true;
-      this.busy--;
-      if (holder !== undefined) {
-        const left = this.held.get(holder)! - 1;
-        if (left > 0) this.held.set(holder, left);
-        else this.held.delete(holder);
-      }
-      this.passOn();
-    };
-  }
-
-  private mayTake(holder: string | undefined): boolean {
-    return this.busy < this.size && (holder === undefined || (this.held.get(holder) ?? 0) < this.perHolder);
-  }
-
-  private hold(holder: string | undefined): void {
-    this.busy++;
-    if (holder !== undefined) this.held.set(holder, (this.held.get(holder) ?? 0) + 1);
-  }
-
-  /** Free turns to the first waiters that may take one. */
-  private passOn(): void {
-    for (let i = 0; i < this.waiting.length && this.busy < this.size;) {
-      const waiter = this.waiting[i]!;
-      if (!this.mayTake(waiter.holder)) {
-        i++;
-        continue;
-      }
-      this.waiting.splice(i, 1);
-      this.hold(waiter.holder);
-      waiter.give();
-    }
-  }
-}
-
 /** The 503 of a report not built: no turn came (docs/audit-log.md, "Signed statements"). Nothing was written. */
 export const notBuilt = (why: string) =>
   new ApiError(503, 'provider_unavailable', `Отчёт не построен: ${why}; повторите запрос позже`, undefined, undefined, {
@@ -157,7 +71,7 @@ export const notBuilt = (why: string) =>
  */
 @Injectable()
 export class ReportBuilds {
-  private readonly turns = new Turns(REPORT_BUILDS, REPORT_QUEUE, REPORT_WAIT_SECONDS * 1000, 1);
+  private readonly turns = new Turns({ size: REPORT_BUILDS, perKey: 1, waiting: REPORT_QUEUE, waitMs: REPORT_WAIT_SECONDS * 1000 });
 
   constructor(@Inject(READ_MODEL_REBUILDS) private readonly rebuilds: ReadModelRebuilds) {}
 
@@ -171,7 +85,7 @@ export class ReportBuilds {
     if (this.turns.full) request.log?.info(fields, `report: waiting for its turn (${REPORT_BUILDS} are built at a time)`);
     else if (this.turns.wouldWait(request.merchant)) request.log?.info(fields, 'report: waiting for its turn (one at a time per merchant)');
     const done = await this.turns.take(request.merchant);
-    if (done === null) throw notBuilt(`${REPORT_BUILDS} отчёта строятся, очередь занята`);
+    if (typeof done === 'string') throw notBuilt(`${REPORT_BUILDS} отчёта строятся, очередь занята`);
     let sent = false;
     try {
       if (request.gone?.()) throw notBuilt('клиент закрыл соединение');

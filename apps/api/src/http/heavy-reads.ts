@@ -3,6 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Observable } from 'rxjs';
 import type { MerchantIdentity } from '#payments/merchants';
 import { rateLimited } from './auth/merchant-auth.guard';
+import { NoTurn, Turns } from './turns';
 
 /** Heavy reads answered at once per merchant account in one API process (docs/api.md, "Limits"). */
 export const HEAVY_READS_PER_ACCOUNT = 2;
@@ -11,83 +12,10 @@ export const HEAVY_READ_WAIT_SECONDS = 30;
 /** Heavy reads of one account that may wait at once; the next is answered 429 at once. */
 export const HEAVY_READS_WAITING = 20;
 
-/** The client's connection, as far as a wait needs it: closed (reset, or both sides ended) means gone. */
-export interface ClientConnection {
-  readonly destroyed: boolean;
-  once(event: 'close', listener: () => void): unknown;
-  off(event: 'close', listener: () => void): unknown;
-}
-
-/** No turn: the line was full, the wait ran out, or the client left while it waited. */
-export type NoTurn = 'full' | 'waited' | 'gone';
-
-interface Line {
-  busy: number;
-  readonly waiting: ((outcome: 'turn' | NoTurn) => void)[];
-}
-
-/**
- * Per key (a merchant account): at most `size` holders at once; the others wait in order
- * of arrival, at most `queue` of them, each at most `waitMs`, and one whose client leaves
- * gives its place up. A turn is given back by calling what `take` answered (once; a second
- * call does nothing). A key with no holder and nobody waiting has no entry.
- */
-export class AccountTurns {
-  private readonly lines = new Map<string, Line>();
-
-  constructor(
-    private readonly size: number,
-    private readonly queue: number,
-    private readonly waitMs: number,
-  ) {}
-
-  /** Keys with a holder or a waiter (the others are forgotten). */
-  get accounts(): number {
-    return this.lines.size;
-  }
-
-  /** `waits` is called when the turn is not free at once and the request will wait for it. */
-  async take(key: string, client: ClientConnection, waits: () => void = () => undefined): Promise<(() => void) | NoTurn> {
-    let line = this.lines.get(key);
-    if (!line) this.lines.set(key, (line = { busy: 0, waiting: [] }));
-    const own = line;
-    if (own.busy < this.size) own.busy++;
-    else {
-      // The line has a holder here, so it stays in the map whatever this request gets.
-      if (own.waiting.length >= this.queue) return 'full';
-      if (client.destroyed) return 'gone';
-      waits();
-      const outcome = await new Promise<'turn' | NoTurn>((resolve) => {
-        const end = (outcome: 'turn' | NoTurn) => {
-          clearTimeout(timer);
-          client.off('close', left);
-          const at = own.waiting.indexOf(end);
-          if (at >= 0) own.waiting.splice(at, 1);
-          resolve(outcome);
-        };
-        const left = () => end('gone');
-        const timer = setTimeout(() => end('waited'), this.waitMs);
-        client.once('close', left);
-        own.waiting.push(end);
-      });
-      if (outcome !== 'turn') return outcome;
-    }
-    let given = false;
-    return () => {
-      if (given) return;
-      given = true;
-      const next = own.waiting.shift();
-      if (next)
-        next('turn'); // the turn passes on with `busy` unchanged
-      else if (--own.busy === 0) this.lines.delete(key);
-    };
-  }
-}
-
 /** The heavy reads of this process, per merchant account. */
 @Injectable()
 export class HeavyReads {
-  readonly turns = new AccountTurns(HEAVY_READS_PER_ACCOUNT, HEAVY_READS_WAITING, HEAVY_READ_WAIT_SECONDS * 1000);
+  readonly turns = new Turns({ perKey: HEAVY_READS_PER_ACCOUNT, waitingPerKey: HEAVY_READS_WAITING, waitMs: HEAVY_READ_WAIT_SECONDS * 1000 });
 }
 
 const WHY: Record<NoTurn, string> = {
@@ -122,9 +50,16 @@ export class HeavyReadsInterceptor implements NestInterceptor {
     if (accountId === undefined) throw new Error('@HeavyRead() used on a route without MerchantAuthGuard');
     const socket = request.raw.socket;
     const route = request.routeOptions.url;
-    const turn = await this.reads.turns.take(accountId, socket, () =>
-      request.log.info({ accountId, route }, `heavy read: waiting for its turn (${HEAVY_READS_PER_ACCOUNT} per account at a time)`),
-    );
+    // A client that leaves while it waits (its connection closed: reset, or both sides ended) gives its place up.
+    const left = new AbortController();
+    const leave = () => left.abort();
+    socket.once('close', leave);
+    if (socket.destroyed) leave();
+    const turn = await this.reads.turns
+      .take(accountId, left.signal, () =>
+        request.log.info({ accountId, route }, `heavy read: waiting for its turn (${HEAVY_READS_PER_ACCOUNT} per account at a time)`),
+      )
+      .finally(() => socket.off('close', leave));
     if (typeof turn === 'string') throw busy(turn);
     if (socket.destroyed || response.destroyed) {
       turn();
