@@ -119,6 +119,14 @@ describe('heavy reads, at most two per merchant account at a time', () => {
     expectStatus(await b.test.get('/v1/events'), 200);
     expect(third.settled).toBe(false);
 
+    // A heavy read with a bad query gets its 400 at once, with both turns held: it neither waits nor counts as waiting.
+    const bad = send(a2.keys.test.secretKey, '/v1/events?limit=abc');
+    const badAnswer = await bad.answer;
+    expect({ status: badAnswer.status, error: (await bodyOf(badAnswer.response)).error }).toMatchObject({
+      status: 400,
+      error: { code: 'validation', param: 'limit' },
+    });
+
     // 20 wait in all (the third and 19 more); the 21st, even by a key that sent nothing yet, gets 429 at once.
     const more = Array.from({ length: 19 }, () => send(a2.keys.test.secretKey, '/v1/events?limit=1'));
     await waiting(more);

@@ -1,8 +1,10 @@
-import { applyDecorators, CallHandler, ExecutionContext, Injectable, NestInterceptor, UseInterceptors } from '@nestjs/common';
+import { applyDecorators, CallHandler, ExecutionContext, Injectable, NestInterceptor, SetMetadata, Type, UseInterceptors } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Observable } from 'rxjs';
 import type { MerchantIdentity } from '#payments/merchants';
 import { rateLimited } from './auth/merchant-auth.guard';
+import { readQuery } from './request-pipe';
 import { NoTurn, Turns } from './turns';
 
 /** Heavy reads answered at once per merchant account in one API process (docs/api.md, "Limits"). */
@@ -11,6 +13,8 @@ export const HEAVY_READS_PER_ACCOUNT = 2;
 export const HEAVY_READ_WAIT_SECONDS = 30;
 /** Heavy reads of one account that may wait at once; the next is answered 429 at once. */
 export const HEAVY_READS_WAITING = 20;
+
+const HEAVY_READ_QUERY = 'heavy-read-query';
 
 /** The heavy reads of this process, per merchant account. */
 @Injectable()
@@ -27,9 +31,11 @@ const WHY: Record<NoTurn, string> = {
 /**
  * Marks a heavy read of a merchant route (an export, a page of events, a statement): at
  * most HEAVY_READS_PER_ACCOUNT of one account answered at once in this process, whatever
- * its keys and projects. Goes after MerchantAuthGuard (the account is the key's).
+ * its keys and projects. Goes after MerchantAuthGuard (the account is the key's). `query`:
+ * the route's query DTO, read before the turn (Nest runs pipes after interceptors), so a
+ * bad query gets its 400 at once instead of after a wait.
  */
-export const HeavyRead = () => applyDecorators(UseInterceptors(HeavyReadsInterceptor));
+export const HeavyRead = (query: Type<object>) => applyDecorators(SetMetadata(HEAVY_READ_QUERY, query), UseInterceptors(HeavyReadsInterceptor));
 
 /**
  * Runs after the guards and before the other interceptors of the route: a heavy read takes
@@ -41,13 +47,18 @@ export const HeavyRead = () => applyDecorators(UseInterceptors(HeavyReadsInterce
  */
 @Injectable()
 export class HeavyReadsInterceptor implements NestInterceptor {
-  constructor(private readonly reads: HeavyReads) {}
+  constructor(
+    private readonly reads: HeavyReads,
+    private readonly reflector: Reflector,
+  ) {}
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
     const request = context.switchToHttp().getRequest<FastifyRequest & { merchant?: MerchantIdentity }>();
     const response = context.switchToHttp().getResponse<FastifyReply>().raw;
     const accountId = request.merchant?.project.accountId;
     if (accountId === undefined) throw new Error('@HeavyRead() used on a route without MerchantAuthGuard');
+    const query = this.reflector.get<Type<object> | undefined>(HEAVY_READ_QUERY, context.getHandler());
+    if (query !== undefined) await readQuery(query, request.query);
     const socket = request.raw.socket;
     const route = request.routeOptions.url;
     // A client that leaves while it waits (its connection closed: reset, or both sides ended) gives its place up.
