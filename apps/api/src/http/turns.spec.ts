@@ -38,6 +38,23 @@ describe('Turns, per key (the heavy reads of a merchant account)', () => {
     expect(turns.keys).toBe(1); // only b's holder is left
   });
 
+  it('a waiter that leaves as its key is given back and taken anew does not forget the new holder (the cap holds)', async () => {
+    const turns = new Turns({ size: 2, perKey: 1, waitMs: 60_000 });
+    const first = await turnOf(turns.take('K'));
+    const leaving = new AbortController();
+    const gone = turns.take('K', leaving.signal);
+    // In one tick: the waiter leaves, the holder gives back, a new take holds K again.
+    leaving.abort();
+    first();
+    const again = turns.take('K');
+    expect(await gone).toBe('gone');
+    const held = await turnOf(again);
+    expect(turns.keys).toBe(1);
+    expect(await Promise.race([turns.take('K', AbortSignal.abort()), settle().then(() => 'waits')])).toBe('gone');
+    held();
+    expect(turns.keys).toBe(0);
+  });
+
   it('a waiter whose signal was aborted before it waits gets no turn; one with a free turn gets it all the same', async () => {
     const turns = new Turns({ perKey: 1, waitMs: 60_000 });
     const left = new AbortController();

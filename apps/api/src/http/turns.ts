@@ -130,6 +130,6 @@ export class Turns {
   }
 
   private forget(line: Line): void {
-    if (line.held === 0 && line.waiting.length === 0) this.lines.delete(line.key);
+    if (this.lines.get(line.key) === line && line.held === 0 && line.waiting.length === 0) this.lines.delete(line.key);
   }
 }
