@@ -44,17 +44,35 @@ const stream = (name: string) => `${name}-${randomUUID()}`;
 
 /** The statements a pool is sent while `run` runs (the database is real; only the calls are counted). */
 async function statementsDuring<T>(pool: Pool, run: () => Promise<T>): Promise<{ result: T; texts: string[] }> {
-  const original = pool.query.bind(pool) as (...args: unknown[]) => unknown;
+  type Query = (...args: unknown[]) => unknown;
   const texts: string[] = [];
-  (pool as unknown as { query: unknown }).query = (...args: unknown[]) => {
-    const first = args[0];
-    texts.push(typeof first === 'string' ? first : String((first as { text?: string }).text));
-    return original(...args);
-  };
+  const counted =
+    (query: Query): Query =>
+    (...args: unknown[]) => {
+      const first = args[0];
+      texts.push(typeof first === 'string' ? first : String((first as { text?: string }).text));
+      return query(...args);
+    };
+  const original = { query: pool.query, connect: pool.connect };
+  const clients: { client: { query: Query }; query: Query }[] = [];
+  // Statements of the pool and of the connections taken from it (an append runs on one of its own).
+  Object.assign(pool, {
+    query: counted(original.query.bind(pool) as Query),
+    // pool.query takes its connection with a callback: left as it is (its statement is counted above).
+    connect: (...args: unknown[]) => {
+      if (args.length > 0) return (original.connect as (...a: unknown[]) => unknown).apply(pool, args);
+      return (original.connect as () => Promise<{ query: Query }>).call(pool).then((client) => {
+        clients.push({ client, query: client.query });
+        client.query = counted(client.query.bind(client));
+        return client;
+      });
+    },
+  });
   try {
     return { result: await run(), texts };
   } finally {
-    (pool as unknown as { query: unknown }).query = original;
+    Object.assign(pool, original);
+    for (const { client, query } of clients) client.query = query;
   }
 }
 /** The events of `names` as stored, stream by stream: id and chain hash at each revision. */

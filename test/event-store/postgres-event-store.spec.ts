@@ -125,11 +125,17 @@ describe('PostgreSQL event store specifics', () => {
         if (property === 'query') return breakable(target.query.bind(target));
         if (property === 'connect')
           return async () => {
+            // The pool's own client (the server confirmed its process), its statements breakable until released.
             const client = await target.connect();
-            return new Proxy(client, {
-              get: (c, p) =>
-                p === 'query' ? breakable(c.query.bind(c)) : typeof Reflect.get(c, p) === 'function' ? Reflect.get(c, p).bind(c) : Reflect.get(c, p),
+            const own = { query: client.query, release: client.release };
+            Object.assign(client, {
+              query: breakable(own.query.bind(client) as never),
+              release: (error?: Error | boolean) => {
+                Object.assign(client, own);
+                return own.release.call(client, error);
+              },
             });
+            return client;
           };
         const value: unknown = Reflect.get(target, property);
         return typeof value === 'function' ? value.bind(target) : value;

@@ -16,7 +16,15 @@ import { randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { AppendOutcomeUnknownError, PostgresEventStore } from '#event-store';
-import { createPool, inTransactionOn, isConnectionLost, statementTimeoutIn, WriteOutcomeUnknownError } from '#platform/database';
+import {
+  backendOf,
+  createPool,
+  inTransactionOn,
+  isConnectionLost,
+  statementBoundChange,
+  statementTimeoutIn,
+  WriteOutcomeUnknownError,
+} from '#platform/database';
 import { RunningGateway, startGateway, temporaryDataDir } from '../support/gateway-process';
 import { api, Operator, orderId } from '../support/merchant-fixtures';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
@@ -54,6 +62,22 @@ describe('statementTimeoutIn', () => {
     expect(statementTimeoutIn('-c statement_timeout=5s -c statement_timeout=0')).toBe(0);
     expect(statementTimeoutIn('-c lock_timeout=1s')).toBeUndefined();
     expect(statementTimeoutIn('-c statement_timeout=soon')).toBeNull();
+  });
+
+  it("follows a session's own SET or RESET of it, only as a statement of its own", () => {
+    expect(statementBoundChange('SET statement_timeout = 0')).toEqual({ local: false, ms: 0 });
+    expect(statementBoundChange("set local statement_timeout to '5 min';")).toEqual({ local: true, ms: 300_000 });
+    expect(statementBoundChange('SET SESSION statement_timeout TO DEFAULT')).toEqual({ local: false, ms: null });
+    expect(statementBoundChange('RESET statement_timeout')).toEqual({ local: false, ms: null });
+    expect(statementBoundChange('reset all')).toEqual({ local: false, ms: null });
+    expect(statementBoundChange("SET statement_timeout = 'soon'")).toEqual({ local: false, ms: NaN });
+    for (const other of [
+      "SELECT 'SET statement_timeout = 0'",
+      'ALTER ROLE gateway SET statement_timeout = 0',
+      'SET statement_timeout = 0; SELECT 1',
+      'SET lock_timeout = 0',
+    ])
+      expect(statementBoundChange(other)).toBeNull();
   });
 });
 
@@ -118,6 +142,54 @@ describe('a statement the server does not answer', () => {
       process.kill(pid, 'SIGCONT');
       pid = 0;
       expect(error).toBeInstanceOf(AppendOutcomeUnknownError);
+    } finally {
+      if (pid) process.kill(pid, 'SIGCONT');
+      await store.close();
+      await pool.end();
+      await own.drop();
+    }
+  });
+
+  it("a connection's server process is the one the server confirms: a pooler's stand-in id is not, and is never ended", async () => {
+    const pool = createPool(db.url, { max: 2, applicationName: 'gateway-test-frozen' });
+    try {
+      const direct = await pool.connect();
+      const pid = (await direct.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      expect(backendOf(direct)).toBe(pid);
+      // PgBouncer gives a client a random key where the server's process id would be.
+      pool.prependListener('connect', (client) => Object.assign(client, { processID: 4242 }));
+      const pooled = await pool.connect();
+      await pooled.query('SELECT 1');
+      expect(backendOf(pooled)).toBeNull();
+      direct.release();
+      pooled.release();
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it("a grouped append cut so is not made again while the group's server process may still commit it: each is unknown", async () => {
+    const own = await createTestDatabase({ poolSize: 1 });
+    const pool = createPool(withOptions(own.url, '-c statement_timeout=1000'), { max: 1, applicationName: 'gateway-test-frozen' });
+    const store = new PostgresEventStore(pool);
+    let pid = 0;
+    try {
+      pid = (await pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      process.kill(pid, 'SIGSTOP');
+      // Two appends of one turn: one group, one statement, sent to the stopped process.
+      const outcomes = await Promise.all(
+        ['a', 'b'].map((name) =>
+          store
+            .appendToStream(`frozen-group-${name}-${randomUUID()}`, [{ id: randomUUID(), type: 'Frozen', data: {} }], { expectedRevision: 'no_stream' })
+            .then(
+              () => 'appended',
+              (e: unknown) => (e instanceof AppendOutcomeUnknownError ? 'unknown' : String(e)),
+            ),
+        ),
+      );
+      process.kill(pid, 'SIGCONT');
+      pid = 0;
+      expect(outcomes).toEqual(['unknown', 'unknown']);
     } finally {
       if (pid) process.kill(pid, 'SIGCONT');
       await store.close();

@@ -234,7 +234,8 @@ export class PostgresEventStore implements EventStore {
       revision_then: string | null;
     }[];
     try {
-      const result = await this.pool.query<(typeof rows)[number]>(
+      const result = await writeStatement<(typeof rows)[number]>(
+        this.pool,
         preparedStatement(
           `SELECT appended_revision::text AS appended_revision, appended_position::text AS appended_position, appended_commit,
              ids_stored, revision_then::text AS revision_then
@@ -251,7 +252,19 @@ export class PostgresEventStore implements EventStore {
     } catch (groupError) {
       // A group whose connection broke may have committed: each append made again finds
       // its events if so (a retry of the same ids is answered as it was); one that cannot
-      // be made again for want of the database cannot tell.
+      // be made again for want of the database cannot tell. Made again only once the
+      // group's server process has ended: while it may still commit (a break on this
+      // side), an append refused now could be written by it later, so each is unknown.
+      if (groupError instanceof WriteOutcomeUnknownError) {
+        const ended = await outcomeOf(
+          () => Promise.reject(groupError),
+          async () => null,
+        ).catch((after: unknown) => !(after instanceof WriteOutcomeUnknownError));
+        if (!ended) {
+          for (const append of group) append.reject(new AppendOutcomeUnknownError(append.streamName, { cause: groupError.cause }));
+          return;
+        }
+      }
       const mayHaveCommitted = isConnectionLost(groupError);
       const alone = (append: PendingAppend) =>
         this.appendAlone(append).catch((error: unknown) => {

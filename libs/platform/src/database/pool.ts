@@ -117,6 +117,7 @@ export function createPool(
     trackOwnSession(client);
     // A bounded session's statement that gets no answer past its bound: the server does not run (frozen).
     if (statementTimeoutMs) watchStatements(client, statementTimeoutMs);
+    confirmBackend(client);
   });
   return pool;
 }
@@ -235,7 +236,27 @@ export class WriteOutcomeUnknownError extends Error {
   }
 }
 
-const backendOf = (client: PoolClient): number | null => (client as unknown as { processID?: number | null }).processID ?? null;
+/** The server process of each connection of createPool's pools, as the server itself told it. */
+const confirmedBackends = new WeakMap<object, number>();
+
+/**
+ * Asks the server which process serves `client` (queued before its first statement): the
+ * id the connection was given is the server process's only when nothing stands between
+ * (PgBouncer gives each client a random key in its place), and only a confirmed one is
+ * ended and waited for when a write's answer is lost.
+ */
+function confirmBackend(client: PoolClient): void {
+  const given = (client as unknown as { processID?: number | null }).processID;
+  client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid').then(
+    (r) => {
+      if (r.rows[0]?.pid === given && given === (client as unknown as { processID?: number | null }).processID) confirmedBackends.set(client, given);
+    },
+    () => undefined,
+  );
+}
+
+/** The server process of `client` once the server confirmed it, else null (a write lost on it then stays in doubt). */
+export const backendOf = (client: PoolClient): number | null => confirmedBackends.get(client) ?? null;
 
 /** How long a look waits for the lost write's server process to end. */
 const SETTLE_WAIT_MS = 5_000;

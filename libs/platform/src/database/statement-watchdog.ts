@@ -31,19 +31,20 @@ export function statementTimeoutIn(options: string): number | null | undefined {
 }
 
 /**
- * How a statement's text changes the session's bound: `SET [SESSION|LOCAL]
- * statement_timeout = v` / `TO v`, `RESET statement_timeout`, `RESET ALL` (`v` null:
- * back to the session's start value; NaN: a value this cannot read).
+ * How a query's text changes the session's bound, when the text is one statement
+ * `SET [SESSION|LOCAL] statement_timeout = v` / `TO v` or `RESET statement_timeout` /
+ * `RESET ALL` (`ms` null: back to the session's start value; NaN: a value this cannot
+ * read). A text of several statements, or one that only mentions the setting, changes
+ * nothing here; nor does a SET undone by its transaction's ROLLBACK (the gateway lifts
+ * its bound outside transactions or with SET LOCAL).
  */
-function boundChanges(text: string): { local: boolean; ms: number | null }[] {
-  const changes: { local: boolean; ms: number | null }[] = [];
-  const pattern = /\b(?:SET\s+(SESSION\s+|LOCAL\s+)?statement_timeout\s*(?:=|TO)\s*'?([^;'\s]+)|RESET\s+(?:statement_timeout|ALL)\b)/gi;
-  for (const m of text.matchAll(pattern)) {
-    const value = m[2];
-    const local = /LOCAL/i.test(m[1] ?? '');
-    changes.push({ local, ms: value === undefined || /^default$/i.test(value) ? null : (durationMs(value) ?? NaN) });
+export function statementBoundChange(text: string): { local: boolean; ms: number | null } | null {
+  const set = /^\s*SET\s+(SESSION\s+|LOCAL\s+)?statement[_-]timeout\s*(?:=|TO)\s*(?:'([^']*)'|([^\s;']+))\s*;?\s*$/i.exec(text);
+  if (set) {
+    const value = set[2] ?? set[3]!;
+    return { local: /LOCAL/i.test(set[1] ?? ''), ms: /^default$/i.test(value) ? null : (durationMs(value.trim()) ?? NaN) };
   }
-  return changes;
+  return /^\s*RESET\s+(?:statement[_-]timeout|ALL)\s*;?\s*$/i.test(text) ? { local: false, ms: null } : null;
 }
 
 /**
@@ -90,13 +91,12 @@ export function watchStatements(client: Client, startMs: number): void {
   const query = client.query.bind(client) as (...args: unknown[]) => unknown;
   (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
     const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: unknown } | null)?.text;
-    if (typeof text === 'string' && (text.includes('statement_timeout') || text.includes('RESET'))) {
+    const change = typeof text === 'string' && /^\s*(?:SET|RESET)\b/i.test(text) ? statementBoundChange(text) : null;
+    if (change) {
       // A session that lifts or changes its bound is watched by it (an unreadable value: not watched).
-      for (const change of boundChanges(text)) {
-        const ms = change.ms === null ? startMs : Number.isNaN(change.ms) ? 0 : change.ms;
-        if (change.local) local = ms;
-        else session = ms;
-      }
+      const ms = change.ms === null ? startMs : Number.isNaN(change.ms) ? 0 : change.ms;
+      if (change.local) local = ms;
+      else session = ms;
     }
     const wasBusy = busy();
     const result = query(...args);
