@@ -157,7 +157,9 @@ describe('a statement the server does not answer', () => {
       const pid = (await direct.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
       expect(backendOf(direct)).toBe(pid);
       // PgBouncer gives a client a random key where the server's process id would be.
-      pool.prependListener('connect', (client) => Object.assign(client, { processID: 4242 }));
+      const options = (pool as unknown as { options: { onConnect: (client: object) => Promise<void> } }).options;
+      const confirm = options.onConnect;
+      options.onConnect = (client) => confirm(Object.assign(client, { processID: 4242 }));
       const pooled = await pool.connect();
       await pooled.query('SELECT 1');
       expect(backendOf(pooled)).toBeNull();

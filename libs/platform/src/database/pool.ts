@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { Pool, PoolClient, QueryConfig, QueryResult, QueryResultRow, types } from 'pg';
+import { ClientBase, Pool, PoolClient, QueryConfig, QueryResult, QueryResultRow, types } from 'pg';
 import { trackOwnSession } from './own-sessions';
 import { statementTimeoutIn, watchStatements } from './statement-watchdog';
 
@@ -101,6 +101,7 @@ export function createPool(
     application_name: options.applicationName ?? 'payment-gateway',
     idleTimeoutMillis: 30_000,
     connectionTimeoutMillis: 10_000,
+    onConnect: confirmBackend,
     keepAlive: true,
     keepAliveInitialDelayMillis: TCP_KEEPALIVE.idleSeconds * 1000,
     options: [sessionOptions(limits, options.readOnly), own.options].filter((o) => o !== null).join(' '),
@@ -117,7 +118,6 @@ export function createPool(
     trackOwnSession(client);
     // A bounded session's statement that gets no answer past its bound: the server does not run (frozen).
     if (statementTimeoutMs) watchStatements(client, statementTimeoutMs);
-    confirmBackend(client);
   });
   return pool;
 }
@@ -240,20 +240,26 @@ export class WriteOutcomeUnknownError extends Error {
 const confirmedBackends = new WeakMap<object, number>();
 
 /**
- * Asks the server which process serves `client` (queued before its first statement): the
- * id the connection was given is the server process's only when nothing stands between
- * (PgBouncer gives each client a random key in its place), and only a confirmed one is
- * ended and waited for when a write's answer is lost.
+ * Asks the server which process serves a new connection, before the pool hands it out
+ * (pg-pool's onConnect): the id the connection was given is the server process's only
+ * when nothing stands between (PgBouncer gives each client a random key in its place),
+ * and only a confirmed one is ended and waited for when a write's answer is lost. A
+ * server that does not answer within CONFIRM_WAIT_MS fails the connection.
  */
-function confirmBackend(client: PoolClient): void {
+async function confirmBackend(client: ClientBase): Promise<void> {
   const given = (client as unknown as { processID?: number | null }).processID;
-  client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid').then(
-    (r) => {
-      if (r.rows[0]?.pid === given && given === (client as unknown as { processID?: number | null }).processID) confirmedBackends.set(client, given);
-    },
-    () => undefined,
-  );
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`the database did not answer a new connection within ${CONFIRM_WAIT_MS} ms`)), CONFIRM_WAIT_MS).unref();
+  });
+  try {
+    const { rows } = await Promise.race([client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid'), late]);
+    if (typeof given === 'number' && rows[0]?.pid === given) confirmedBackends.set(client, given);
+  } finally {
+    clearTimeout(timer);
+  }
 }
+const CONFIRM_WAIT_MS = 10_000;
 
 /** The server process of `client` once the server confirmed it, else null (a write lost on it then stays in doubt). */
 export const backendOf = (client: PoolClient): number | null => confirmedBackends.get(client) ?? null;
@@ -291,12 +297,12 @@ export async function writeStatement<R extends QueryResultRow = QueryResultRow>(
   text: string | QueryConfig,
   values: unknown[] = [],
 ): Promise<QueryResult<R>> {
-  const statement: QueryConfig = typeof text === 'string' ? { text, values } : text;
-  if ('release' in pool) return pool.query<R>(statement);
+  const run = (on: Pick<Pool, 'query'> | PoolClient) => (typeof text === 'string' ? on.query<R>(text, values) : on.query<R>(text));
+  if ('release' in pool) return run(pool);
   const client = await pool.connect();
   let broken = false;
   try {
-    return await client.query<R>(statement);
+    return await run(client);
   } catch (error) {
     broken = isConnectionLost(error);
     throw lostInFlight(error) ? new WriteOutcomeUnknownError(error, backendOf(client), pool) : error;
