@@ -487,11 +487,20 @@ export function holdsToRelease(state: LedgerState, at: string, amount: Kopecks):
   return released;
 }
 
+/**
+ * The ids of the open payout reservations: the payouts the ledger counts as unfinished.
+ * One stays open until its outcome is moved (settled or released), so a payout already
+ * paid, rejected or cancelled in its own stream may still be among them.
+ */
+export function openPayoutReservations(state: LedgerState): string[] {
+  return Object.keys(state.reservations).filter((id) => state.reservations[id]!.purpose === 'payout');
+}
+
 /** Why the reservation may not be made, or null. The payout limits come before the balance. */
 function reservationRefusal(command: ReserveFunds, state: LedgerState): { code: ReservationRefusal; message: string } | null {
   const rules = command.payout;
   if (rules) {
-    const unfinished = Object.values(state.reservations).filter((r) => r.purpose === 'payout').length;
+    const unfinished = openPayoutReservations(state).length;
     if (unfinished >= rules.maxUnfinished) {
       return { code: 'too_many_pending', message: `Уже ${unfinished} незавершённых заявки на выплату: не больше ${rules.maxUnfinished}` };
     }

@@ -24,6 +24,7 @@ import {
   PayoutLifecycle,
   PayoutRefusal,
   PayoutRequestedData,
+  payoutOfReservation,
   payoutReservationId,
   PayoutStatus,
   payoutStreamName,
@@ -323,5 +324,7 @@ describe('payout: names', () => {
   it('stream and reservation ids', () => {
     expect(payoutStreamName(42)).toBe('payout-42');
     expect(payoutReservationId(42)).toBe('po_42');
+    expect(payoutOfReservation(payoutReservationId(42))).toBe(42);
+    for (const other of ['rf_42', 'po_', 'po_042', 'po_4.2', 'po_99999999999999999', '__proto__']) expect(payoutOfReservation(other)).toBeNull();
   });
 });

@@ -193,3 +193,9 @@ export const PAYOUT_CATEGORY = 'payout';
 export const payoutStreamName = (payoutId: number) => `${PAYOUT_CATEGORY}-${payoutId}`;
 /** The id of a payout's reservation in the ledger. */
 export const payoutReservationId = (payoutId: number) => `po_${payoutId}`;
+/** The payout whose reservation this is (payoutReservationId), or null for another id. */
+export const payoutOfReservation = (reservationId: string): number | null => {
+  const match = /^po_([1-9][0-9]{0,15})$/.exec(reservationId);
+  const payoutId = match ? Number(match[1]) : NaN;
+  return Number.isSafeInteger(payoutId) ? payoutId : null;
+};

@@ -23,6 +23,8 @@ import {
   LedgerState,
   ledgerStreamName,
   needsCauseLookup,
+  openPayoutReservations,
+  Refusal,
   ReservationRefusal,
   sameMoneyDecided,
 } from '#ledger';
@@ -105,6 +107,15 @@ export interface LedgerBookOptions {
   readonly causes?: LedgerCauseIndex;
   readonly observer?: LedgerBookObserver;
 }
+
+/**
+ * Moves the outcomes of those of the given open payout reservations whose payouts are
+ * finished in their own streams, as the payout_outcomes reactor would: how many it moved.
+ */
+export type ClosesFinishedPayouts = (reservationIds: readonly string[]) => Promise<number>;
+
+/** Rounds of closing finished payouts before a payout reservation's refusal is recorded. */
+const CLOSING_ROUNDS = 5;
 
 /** Entries read per page when looking for a cause in the stream. */
 const CAUSE_SCAN_PAGE = 1000;
@@ -271,14 +282,43 @@ export class LedgerBook {
   async reserve(
     ledger: LedgerId,
     request: Omit<Extract<LedgerRequest, { type: 'ReserveFunds' }>, 'recordRefusal'>,
+    closeFinished?: ClosesFinishedPayouts,
   ): Promise<{ readonly outcome: 'reserved' } | { readonly outcome: 'refused'; readonly refusal: ReservationRefusal }> {
-    const posted = await this.post(ledger, { ...request, recordRefusal: true });
+    const posted =
+      (request.payout && closeFinished && (await this.reserveClosingFinished(ledger, request, closeFinished))) ||
+      (await this.post(ledger, { ...request, recordRefusal: true }));
     const entry =
       posted.entry ??
       (Object.hasOwn(posted.state.reservations, request.reservationId) ? null : await this.entryOf(ledger, causeOf({ ...request, entryId: '' }), posted.state));
     if (entry === null || entry.kind === 'funds_reserved') return { outcome: 'reserved' };
     if (entry.kind === 'reservation_refused') return { outcome: 'refused', refusal: entry.refusal! };
     throw new Error(`Entry ${entry.entryId} of cause reserve:${request.reservationId} is ${entry.kind}`);
+  }
+
+  /**
+   * A payout reservation decided without recording a refusal while the ledger would
+   * refuse it as `too_many_pending` only because some of its open payout reservations
+   * belong to payouts already finished in their own streams (their outcome not yet
+   * moved by the payout_outcomes reactor): `closeFinished` moves those outcomes as the
+   * reactor would (same commands, same causes), and the reservation is decided again,
+   * each time on the ledger as it then is, so the limit stays exact under concurrency.
+   * Null when the caller is to record the decision (another refusal, or no open
+   * reservation found finished): that one is decided again on the ledger as it then is.
+   */
+  private async reserveClosingFinished(
+    ledger: LedgerId,
+    request: Omit<Extract<LedgerRequest, { type: 'ReserveFunds' }>, 'recordRefusal'>,
+    closeFinished: ClosesFinishedPayouts,
+  ): Promise<Posted | null> {
+    for (let round = 0; round < CLOSING_ROUNDS; round++) {
+      try {
+        return await this.post(ledger, { ...request, recordRefusal: false });
+      } catch (error) {
+        if (!(error instanceof Refusal && error.code === 'too_many_pending')) return null;
+      }
+      if ((await closeFinished(openPayoutReservations(await this.current(ledger)))) === 0) return null;
+    }
+    return null;
   }
 
   /**

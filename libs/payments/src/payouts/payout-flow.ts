@@ -1,11 +1,12 @@
 import type { Pool } from 'pg';
 import type { EventStore, Position } from '#event-store';
-import { handleCommand, loadState } from '#event-store';
+import { handleCommand, loadState, StreamNotFoundError } from '#event-store';
 import {
   Payout,
   PayoutCommand,
   payoutDecider,
   PayoutEvent,
+  payoutOfReservation,
   PayoutMethod,
   payoutReservationId,
   PayoutRefusal,
@@ -17,7 +18,7 @@ import {
 import type { Kopecks, LedgerId } from '#ledger';
 import type { LedgerBook } from '../ledger';
 import type { PayoutAddresses } from '../merchants';
-import { awaitOutcomeMoved } from '../flows/outcomes';
+import { applyPayoutOutcome, awaitOutcomeMoved, PAYOUT_OUTCOME_EVENTS } from '../flows/outcomes';
 import { FlowObserver, tellLeftToRecovery } from '../flows/flow-observer';
 
 /** Where the USDT rate of a payout comes from. */
@@ -122,19 +123,23 @@ export class PayoutFlow {
     const r = payout.requested;
     const ledger: LedgerId = { accountId: r.accountId, mode: 'live' };
     const released = await this.releaseDueHolds(ledger, r.amount, now);
-    const reservation = await this.ledgers.reserve(ledger, {
-      type: 'ReserveFunds',
-      reservationId: payoutReservationId(payoutId),
-      purpose: 'payout',
-      amount: r.amount,
-      // Never dated before the releases whose money it may take (a run finishing the payout later than its request).
-      at: released && now.getTime() > Date.parse(r.createdAt) ? now.toISOString() : r.createdAt,
-      payout: {
-        fingerprint: `${r.amount}|${r.addressId}`,
-        duplicateWindowSeconds: r.orderId === null ? DUPLICATE_PAYOUT_WINDOW_SECONDS : null,
-        maxUnfinished: MAX_UNFINISHED_PAYOUTS,
+    const reservation = await this.ledgers.reserve(
+      ledger,
+      {
+        type: 'ReserveFunds',
+        reservationId: payoutReservationId(payoutId),
+        purpose: 'payout',
+        amount: r.amount,
+        // Never dated before the releases whose money it may take (a run finishing the payout later than its request).
+        at: released && now.getTime() > Date.parse(r.createdAt) ? now.toISOString() : r.createdAt,
+        payout: {
+          fingerprint: `${r.amount}|${r.addressId}`,
+          duplicateWindowSeconds: r.orderId === null ? DUPLICATE_PAYOUT_WINDOW_SECONDS : null,
+          maxUnfinished: MAX_UNFINISHED_PAYOUTS,
+        },
       },
-    });
+      (reservationIds) => this.moveFinishedOutcomes(reservationIds),
+    );
     const recorded = await this.run(payoutId, {
       type: 'RecordReservation',
       outcome: reservation.outcome === 'reserved' ? 'reserved' : reservation.refusal,
@@ -147,6 +152,33 @@ export class PayoutFlow {
       throw REFUSALS[recorded.refusal!]();
     }
     return recorded;
+  }
+
+  /**
+   * A payout finished in its own stream (paid, rejected, cancelled) is no longer
+   * unfinished, whether or not the payout_outcomes reactor has moved its reservation
+   * yet (it may trail the log: operations.md, "When the visible event log trails").
+   * When the ledger would refuse a payout as too_many_pending, the payouts of its open
+   * reservations are read and each finished one's outcome is moved here as the reactor
+   * does (applyPayoutOutcome: the same ledger command and cause, so the reactor later
+   * finds it done). Answers how many it moved.
+   */
+  private async moveFinishedOutcomes(reservationIds: readonly string[]): Promise<number> {
+    const moved = await Promise.all(
+      reservationIds.map(async (reservationId) => {
+        const payoutId = payoutOfReservation(reservationId);
+        if (payoutId === null) return false;
+        const events = await this.store.readStream(payoutStreamName(payoutId)).catch((error: unknown) => {
+          if (error instanceof StreamNotFoundError) return [];
+          throw error;
+        });
+        const outcome = events.find((e) => (PAYOUT_OUTCOME_EVENTS as readonly string[]).includes(e.type));
+        if (outcome === undefined) return false;
+        await applyPayoutOutcome(this.ledgers, { type: outcome.type, data: outcome.data } as unknown as PayoutEvent);
+        return true;
+      }),
+    );
+    return moved.filter(Boolean).length;
   }
 
   /**
@@ -199,8 +231,9 @@ export class PayoutFlow {
    * An operator transition: 404 for an unknown payout, 409 conflict when illegal from its
    * status. The payout is first `decided` (one still requested gets the ledger's
    * decision; the ledger busy: 503 and the transition is not written). A finished
-   * payout's reservation is moved by the payout_outcomes reactor, the one driver of that
-   * step; the answer comes once it has, so the next request sees the slot and the money.
+   * payout's reservation is moved by the payout_outcomes reactor (or first by a new
+   * payout that the limit would otherwise refuse: moveFinishedOutcomes); the answer comes
+   * once the reactor has moved it, so the next request sees the slot and the money.
    */
   async transition(payoutId: number, command: Exclude<PayoutCommand, { type: 'RequestPayout' | 'RecordReservation' }>): Promise<Payout> {
     await this.decided(payoutId, new Date(command.at));
