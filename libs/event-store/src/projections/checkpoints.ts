@@ -84,7 +84,9 @@ export async function checkpointReached(
 ): Promise<{ readonly reached: boolean; readonly waitedMs: number }> {
   const running = bounds.whileRunningMs ? await activeLease(db, projection) : null;
   const leaseCheckEvery = Math.max(1, Math.round(250 / pollMs));
-  for (let waited = 0, polls = 0; ; waited += pollMs, polls++) {
+  const started = performance.now();
+  // The time waited is measured, not counted in polls: each poll's query and timer add to its pollMs.
+  for (let waited = 0, polls = 0; ; waited = Math.round(performance.now() - started), polls++) {
     const row = await readCheckpoint(db, projection);
     if (row !== null && comparePositions(row.position, position) >= 0) return { reached: true, waitedMs: waited };
     if (waited >= bounds.boundMs) {
