@@ -126,6 +126,14 @@ describe('heavy reads, at most two per merchant account at a time', () => {
       status: 400,
       error: { code: 'validation', param: 'limit' },
     });
+    // So does one whose range is reversed, which the handler checks (not the DTO).
+    const reversed = await send(a2.keys.test.secretKey, '/v1/events?from=2026-02-01T00:00:00Z&to=2026-01-01T00:00:00Z').answer;
+    const refusal = (await bodyOf(reversed.response)).error;
+    expect({ status: reversed.status, param: refusal.param, details: refusal.details }).toEqual({
+      status: 400,
+      param: 'to',
+      details: [expect.objectContaining({ param: 'to', code: 'invalid_range' })],
+    });
 
     // 20 wait in all (the third and 19 more); the 21st, even by a key that sent nothing yet, gets 429 at once.
     const more = Array.from({ length: 19 }, () => send(a2.keys.test.secretKey, '/v1/events?limit=1'));

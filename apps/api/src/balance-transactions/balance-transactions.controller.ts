@@ -62,7 +62,7 @@ export class BalanceTransactionsController {
   /** Every movement of the account's balance in the key's mode, newest first: cursor pages, or all of them as CSV. */
   @ReadsModels('ledger')
   @Get('transactions')
-  @HeavyRead(ListBalanceTransactionsQuery)
+  @HeavyRead(ListBalanceTransactionsQuery, periodPageOf)
   async list(
     @Merchant() merchant: MerchantIdentity,
     @Query(validRequest) query: ListBalanceTransactionsQuery,

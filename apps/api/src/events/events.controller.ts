@@ -20,7 +20,7 @@ export class EventsController {
 
   /** The last queued first (not by createdAt), cursor pages; each item is the webhook's body with its `deliveryStatus`. */
   @Get()
-  @HeavyRead(ListEventsQuery)
+  @HeavyRead(ListEventsQuery, periodPageOf)
   async list(@Merchant() merchant: MerchantIdentity, @Query(validRequest) query: ListEventsQuery) {
     const page = await this.queries.execute(
       new ListMerchantEvents({

@@ -33,9 +33,10 @@ const WHY: Record<NoTurn, string> = {
  * most HEAVY_READS_PER_ACCOUNT of one account answered at once in this process, whatever
  * its keys and projects. Goes after MerchantAuthGuard (the account is the key's). `query`:
  * the route's query DTO, read before the turn (Nest runs pipes after interceptors), so a
- * bad query gets its 400 at once instead of after a wait.
+ * bad query gets its 400 at once instead of after a wait; `check`: the handler's own checks of it (a reversed range).
  */
-export const HeavyRead = (query: Type<object>) => applyDecorators(SetMetadata(HEAVY_READ_QUERY, query), UseInterceptors(HeavyReadsInterceptor));
+export const HeavyRead = <T extends object>(query: Type<T>, check?: (query: T) => unknown) =>
+  applyDecorators(SetMetadata(HEAVY_READ_QUERY, { query, check }), UseInterceptors(HeavyReadsInterceptor));
 
 /**
  * Runs after the guards and before the other interceptors of the route: a heavy read takes
@@ -57,8 +58,8 @@ export class HeavyReadsInterceptor implements NestInterceptor {
     const response = context.switchToHttp().getResponse<FastifyReply>().raw;
     const accountId = request.merchant?.project.accountId;
     if (accountId === undefined) throw new Error('@HeavyRead() used on a route without MerchantAuthGuard');
-    const query = this.reflector.get<Type<object> | undefined>(HEAVY_READ_QUERY, context.getHandler());
-    if (query !== undefined) await readQuery(query, request.query);
+    const read = this.reflector.get<{ query: Type<object>; check?: (query: object) => unknown } | undefined>(HEAVY_READ_QUERY, context.getHandler());
+    if (read !== undefined) read.check?.(await readQuery(read.query, request.query));
     const socket = request.raw.socket;
     const route = request.routeOptions.url;
     // A client that leaves while it waits (its connection closed: reset, or both sides ended) gives its place up.
