@@ -20,6 +20,8 @@ import {
   backendOf,
   createPool,
   inTransactionOn,
+  isDatabaseNotReached,
+  ownSessionBackends,
   isConnectionLost,
   statementBoundChange,
   statementTimeoutIn,
@@ -197,6 +199,29 @@ describe('a statement the server does not answer', () => {
       await store.close();
       await pool.end();
       await own.drop();
+    }
+  });
+
+  it('a new connection whose server process stops before its check: the database not reached (503), and the session still counted as its own', async () => {
+    const pool = createPool(db.url, { max: 1, applicationName: 'gateway-test-frozen' });
+    const options = (pool as unknown as { options: { onConnect: (client: object) => Promise<void> } }).options;
+    const confirm = options.onConnect;
+    let pid = 0;
+    options.onConnect = (client) => {
+      pid = (client as { processID: number }).processID;
+      process.kill(pid, 'SIGSTOP');
+      return confirm(client);
+    };
+    try {
+      const error = await pool.connect().then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(isDatabaseNotReached(error)).toBe(true);
+      expect(ownSessionBackends(Number(new URL(db.url).port))).toContain(pid);
+    } finally {
+      if (pid) process.kill(pid, 'SIGCONT');
+      await pool.end();
     }
   });
 

@@ -5,3 +5,4 @@ export * from './one-turn-batches';
 export * from './copy-rows';
 export * from './binary-copy-out';
 export * from './statement-watchdog';
+export { ownSessionBackends } from './own-sessions';

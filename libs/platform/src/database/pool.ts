@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { ClientBase, Pool, PoolClient, QueryConfig, QueryResult, QueryResultRow, types } from 'pg';
+import { Client, ClientBase, Pool, PoolClient, QueryConfig, QueryResult, QueryResultRow, types } from 'pg';
 import { trackOwnSession } from './own-sessions';
 import { statementTimeoutIn, watchStatements } from './statement-watchdog';
 
@@ -108,14 +108,13 @@ export function createPool(
   });
   // An idle client losing its connection (database restart) must not crash the process.
   pool.on('error', () => undefined);
-  // Nor may a checked-out one: pg-pool listens for a client's 'error' only while it is
-  // idle, and a connection terminated between two queries of a checked-out client (a
-  // transaction waiting on other work when the server shuts down) emits 'error' with
-  // nobody listening, which kills the process. Its next query fails on its own ("not
-  // queryable", a 503 for the API) and the pool discards it when it is released.
+  // Nor may a checked-out one (confirmBackend gives each new client its listener): pg-pool
+  // listens for a client's 'error' only while it is idle, and a connection terminated
+  // between two queries of a checked-out client (a transaction waiting on other work when
+  // the server shuts down) emits 'error' with nobody listening, which kills the process.
+  // Its next query fails on its own ("not queryable", a 503 for the API) and the pool
+  // discards it when it is released.
   pool.on('connect', (client) => {
-    client.on('error', () => undefined);
-    trackOwnSession(client);
     // A bounded session's statement that gets no answer past its bound: the server does not run (frozen).
     if (statementTimeoutMs) watchStatements(client, statementTimeoutMs);
   });
@@ -247,10 +246,15 @@ const confirmedBackends = new WeakMap<object, number>();
  * server that does not answer within CONFIRM_WAIT_MS fails the connection.
  */
 async function confirmBackend(client: ClientBase): Promise<void> {
+  // This process's own session from now (also when the check fails and the connection is ended).
+  client.on('error', () => undefined);
+  trackOwnSession(client as Client);
   const given = (client as unknown as { processID?: number | null }).processID;
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`the database did not answer a new connection within ${CONFIRM_WAIT_MS} ms`)), CONFIRM_WAIT_MS).unref();
+    // Worded as pg-pool's own connect timeout: the database not reached (503; at start-up, exit 2), nothing sent.
+    const message = `Connection terminated due to connection timeout: the database did not answer a new connection within ${CONFIRM_WAIT_MS} ms`;
+    timer = setTimeout(() => reject(new Error(message)), CONFIRM_WAIT_MS).unref();
   });
   try {
     const { rows } = await Promise.race([client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid'), late]);
