@@ -294,7 +294,11 @@ describe('signed statements built a page at a time, reports built in turns', () 
     }
     expect(replies.filter((r) => r.status !== 503).map((r) => r.status)).toEqual(replies.filter((r) => r.status !== 503).map(() => 200));
     expect(answered).toHaveLength(2);
-    expect((await merchantStatement(...empty)).status).toBe(200);
+    // Free turns: built. Asked as a client does: the documented "not final yet" 503 (Retry-After: 1, another
+    // file's open transaction on the shared test server holding the visible log back) is asked again.
+    let after = await merchantStatement(...empty);
+    for (let tries = 0; after.status === 503 && after.retryAfter === '1' && tries < 5; tries++) after = await merchantStatement(...empty);
+    expect({ status: after.status, text: after.status === 200 ? '' : after.text }).toEqual({ status: 200, text: '' });
   }, 120_000);
 
   it('a statement checks the ledger rebuild again in its turn: marked while it waited, it answers 503, not a build', async () => {
