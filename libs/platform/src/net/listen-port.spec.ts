@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -38,5 +38,6 @@ describe('a port for a server that keeps its number', () => {
     expect(ephemeralPortsFrom(path.join(dir, 'range'))).toBe(40000);
     expect(ephemeralPortsFrom(path.join(dir, 'bad'))).toBe(32768);
     expect(ephemeralPortsFrom(path.join(dir, 'missing'))).toBe(32768);
+    rmSync(dir, { recursive: true, force: true });
   });
 });
