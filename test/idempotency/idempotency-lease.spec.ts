@@ -98,7 +98,21 @@ describe('Idempotency-Key: a live but slow first request keeps its key', () => {
       let body: string;
       let created: number;
       if (what === 'a refund') {
-        path = `/v1/invoices/${await paidInvoice(gw.operator, m[mode], '1000.00')}/refund`;
+        const invoiceId = await paidInvoice(gw.operator, m[mode], '1000.00');
+        // Its payment in the ledger first: else its posting could be the waiter on the ledger's lock taken for the first request.
+        await poll(
+          async () =>
+            (
+              await gw.db.pool.query(`SELECT 1 FROM events WHERE stream_name = $1 AND event_type = 'LedgerEntryPosted' AND data->>'cause' = $2`, [
+                ledgerStream(m, mode),
+                `payment:${invoiceId}`,
+              ])
+            ).rowCount,
+          (n) => n === 1,
+          'the payment in the ledger',
+          30_000,
+        );
+        path = `/v1/invoices/${invoiceId}/refund`;
         body = '{"amount":"100.00"}';
         created = 202;
       } else {
