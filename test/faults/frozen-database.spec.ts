@@ -13,7 +13,7 @@
  *   thawed, it serves again without a restart, and a retried create makes one invoice.
  */
 import { randomUUID } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { AppendOutcomeUnknownError, PostgresEventStore } from '#event-store';
 import {
@@ -28,6 +28,7 @@ import {
   WriteOutcomeUnknownError,
 } from '#platform/database';
 import { RunningGateway, startGateway, temporaryDataDir } from '../support/gateway-process';
+import { descendantsOf } from '../support/proc-tree';
 import { api, Operator, orderId } from '../support/merchant-fixtures';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
@@ -39,21 +40,6 @@ const withOptions = (url: string, options: string) => {
   u.searchParams.set('options', options);
   return u.toString();
 };
-
-/** The processes under `pid` (its children, theirs, …), as /proc tells. */
-function descendantsOf(pid: number): number[] {
-  const children = readdirSync('/proc')
-    .filter((name) => /^\d+$/.test(name))
-    .map(Number)
-    .filter((p) => {
-      try {
-        return Number(/^\d+ \(.*\) \S+ (\d+)/.exec(readFileSync(`/proc/${p}/stat`, 'utf8'))?.[1]) === pid;
-      } catch {
-        return false;
-      }
-    });
-  return children.flatMap((child) => [child, ...descendantsOf(child)]);
-}
 
 describe('statementTimeoutIn', () => {
   it('reads the last statement_timeout of startup options, with its unit', () => {

@@ -7,11 +7,12 @@
  * set-up built dist/) on a database of its own; CI installs nginx (.ci/run).
  */
 import { spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { findNginx } from '../../scripts/deploy-check/nginx';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { ROOT } from '../support/gateway-process';
+import { descendantsOf, running } from '../support/proc-tree';
 
 const nginx = findNginx();
 
@@ -29,26 +30,6 @@ function startDeployCheck(databaseUrl: string) {
 }
 
 const runDeployCheck = (databaseUrl: string) => startDeployCheck(databaseUrl).exited;
-
-/** The processes below `pid` (its children, theirs, …), as /proc tells. */
-function descendantsOf(pid: number): number[] {
-  const children = readdirSync('/proc')
-    .filter((name) => /^\d+$/.test(name))
-    .map(Number)
-    .filter((p) => Number(/^\d+ \(.*\) \S+ (\d+)/.exec(readFileSyncOr(`/proc/${p}/stat`))?.[1]) === pid);
-  return children.flatMap((child) => [child, ...descendantsOf(child)]);
-}
-
-/** A process that runs: /proc has it and it is not a zombie (a container's PID 1 may not reap the ones it inherits). */
-const running = (pid: number) => /^\d+ \(.*\) [^Z]/.test(readFileSyncOr(`/proc/${pid}/stat`));
-
-function readFileSyncOr(file: string): string {
-  try {
-    return readFileSync(file, 'utf8');
-  } catch {
-    return '';
-  }
-}
 
 describe('npm run deploy:check', () => {
   if (!nginx) {
