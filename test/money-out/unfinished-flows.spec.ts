@@ -281,6 +281,29 @@ describe('refunds and payouts whose flow is not finished', () => {
       expect((await gw.operator.http.post(`/admin/v1/refunds/${refund.id}/fail`, {})).body).toEqual(failed.body);
     });
 
+    it('found while the refunds read model has not applied its request yet (GET 200, then /fail 200)', async () => {
+      const m = await instantMerchant(gw.operator);
+      // The refunds read model held back from before the request: the test's table lock
+      // (it takes no transaction id, so the log's readers go on) keeps the projector from adding its row.
+      const holder = await gw.db.pool.connect();
+      try {
+        await holder.query('BEGIN');
+        await holder.query('LOCK TABLE refunds IN SHARE MODE');
+        const refund = await unfundedRefund(m, '100.00');
+        expect((await holder.query('SELECT 1 FROM refunds WHERE id = $1', [refund.id])).rows).toEqual([]);
+        const shown = await m.test.get(`/v1/refunds/${refund.id}`);
+        expectStatus(shown, 200);
+        expect(shown.body).toEqual(refund);
+        const failed = await gw.operator.http.post(`/admin/v1/refunds/${refund.id}/fail`, { reason: 'банк отказал' });
+        expectStatus(failed, 200);
+        expect(failed.body).toEqual({ ...refund, status: 'failed', completedAt: expect.any(String) });
+        expect((await eventsOf(`refund-${refund.id}`)).map((e) => e.type)).toEqual(['RefundCreated', 'RefundFailed']);
+      } finally {
+        await holder.query('ROLLBACK');
+        holder.release();
+      }
+    });
+
     it('the ledger still busy: 503 with Retry-After and nothing written', async () => {
       const m = await instantMerchant(gw.operator);
       const refund = await unfundedRefund(m, '100.00');

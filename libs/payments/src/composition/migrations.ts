@@ -30,7 +30,7 @@ import { accessControlMigration, usedSignaturesLoggedMigration } from '../access
 import { operatorSessionsMigration } from '../access/operator-sessions';
 import { invoiceListsByMerchantMigration, invoicesReadModelMigration } from '../invoices/invoices.read-model';
 import { payoutAddressesMigration } from '../payouts/payout-addresses';
-import { refundsReadModelMigration } from '../refunds/refunds.read-model';
+import { refundRequestsInLogMigration, refundsReadModelMigration } from '../refunds/refunds.read-model';
 import { payoutsReadModelMigration } from '../payouts/payouts.read-model';
 import {
   webhookAttemptsRecordedMigration,
@@ -108,4 +108,5 @@ export const allMigrations: readonly Migration[] = [
   manualClockFollowersMigration,
   webhookDeliveriesAcknowledgedMigration,
   scheduledHoldEndMigration,
+  refundRequestsInLogMigration,
 ];

@@ -178,8 +178,29 @@ export const refundsProjection: Projection = {
   },
 };
 
-/** The invoice a refund was asked of, as the read model knows it (milliseconds behind the log), or null. */
+/**
+ * The PostgreSQL log's refund requests by refund id, so that a refund answered 202 is
+ * found before the refunds read model has it (invoiceOfRefund). Partial: only those
+ * events carry an entry.
+ */
+export const refundRequestsInLogMigration: Migration = {
+  id: 'payments:0049_refund_requests_in_log',
+  sql: `CREATE INDEX events_refund_requests ON events ((data->>'refundId')) WHERE event_type = 'InvoiceRefundRequested';`,
+};
+
+/**
+ * The invoice a refund was asked of, or null: from the read model, else from its
+ * request in the log. The read model trails the log (by milliseconds, or for as long
+ * as an open transaction holds the log's readers back), and a 202 is answered once the
+ * request is in the log: an operator's outcome or a GET right after it must find it.
+ */
 export async function invoiceOfRefund(pool: Pool, refundId: string): Promise<string | null> {
-  const r = await pool.query<{ invoice_id: string }>('SELECT invoice_id FROM refunds WHERE id = $1', [refundId]);
+  const r = await pool.query<{ invoice_id: string }>(
+    `SELECT invoice_id::text FROM refunds WHERE id = $1
+     UNION ALL
+     (SELECT data->>'invoiceId' FROM events WHERE event_type = 'InvoiceRefundRequested' AND data->>'refundId' = $1 LIMIT 1)
+     LIMIT 1`,
+    [refundId],
+  );
   return r.rows[0]?.invoice_id ?? null;
 }
