@@ -15,6 +15,7 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { Client } from 'pg';
 import { AppendOutcomeUnknownError, PostgresEventStore } from '#event-store';
 import {
   backendOf,
@@ -23,6 +24,7 @@ import {
   isDatabaseNotReached,
   ownSessionBackends,
   isConnectionLost,
+  outcomeOf,
   statementBoundChange,
   statementTimeoutIn,
   WriteOutcomeUnknownError,
@@ -140,12 +142,35 @@ describe('a statement the server does not answer', () => {
     }
   });
 
+  it("a lost write's process id now another session's (a later process given the same id): that session is not ended", async () => {
+    const pool = createPool(db.url, { max: 1, applicationName: 'gateway-test-frozen' });
+    const other = new Client({ connectionString: db.url, application_name: 'gateway-test-frozen-other' });
+    await other.connect();
+    try {
+      const pid = (await other.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      const lost = Object.assign(new Error('Connection terminated unexpectedly'), { code: 'ECONNRESET' });
+      // The lost write's process, started before the session that now has its id.
+      const error = new WriteOutcomeUnknownError(lost, { pid, startedAt: '2026-01-01 00:00:00+00' }, pool);
+      // That process is gone: nothing found is final, and the lost connection is thrown.
+      await expect(
+        outcomeOf(
+          () => Promise.reject(error),
+          async () => null,
+        ),
+      ).rejects.toBe(lost);
+      expect((await other.query('SELECT 1 AS alive')).rows).toEqual([{ alive: 1 }]);
+    } finally {
+      await other.end().catch(() => undefined);
+      await pool.end();
+    }
+  });
+
   it("a connection's server process is the one the server confirms: a pooler's stand-in id is not, and is never ended", async () => {
     const pool = createPool(db.url, { max: 2, applicationName: 'gateway-test-frozen' });
     try {
       const direct = await pool.connect();
       const pid = (await direct.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
-      expect(backendOf(direct)).toBe(pid);
+      expect(backendOf(direct)).toEqual({ pid, startedAt: expect.any(String) });
       // PgBouncer gives a client a random key where the server's process id would be.
       const options = (pool as unknown as { options: { onConnect: (client: object) => Promise<void> } }).options;
       const confirm = options.onConnect;

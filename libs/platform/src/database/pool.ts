@@ -226,7 +226,7 @@ export class WriteOutcomeUnknownError extends Error {
   constructor(
     cause: unknown,
     /** The server process that ran the write (null: not known): until it has ended, a read may not see its commit. */
-    readonly backendPid: number | null = null,
+    readonly backend: Backend | null = null,
     /** Where to make sure that process has ended before looking (outcomeOf). */
     public settleOn: Pick<Pool, 'query'> | null = null,
   ) {
@@ -235,8 +235,17 @@ export class WriteOutcomeUnknownError extends Error {
   }
 }
 
+/**
+ * A server process: its id and when it started (an id is used again by a later
+ * process; the two together name one process).
+ */
+export interface Backend {
+  readonly pid: number;
+  readonly startedAt: string;
+}
+
 /** The server process of each connection of createPool's pools, as the server itself told it. */
-const confirmedBackends = new WeakMap<object, number>();
+const confirmedBackends = new WeakMap<object, Backend>();
 
 /**
  * Asks the server which process serves a new connection, before the pool hands it out
@@ -257,8 +266,12 @@ async function confirmBackend(client: ClientBase): Promise<void> {
     timer = setTimeout(() => reject(new Error(message)), CONFIRM_WAIT_MS).unref();
   });
   try {
-    const { rows } = await Promise.race([client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid'), late]);
-    if (typeof given === 'number' && rows[0]?.pid === given) confirmedBackends.set(client, given);
+    const { rows } = await Promise.race([
+      client.query<{ pid: number; started: string }>('SELECT pid, backend_start::text AS started FROM pg_stat_activity WHERE pid = pg_backend_pid()'),
+      late,
+    ]);
+    const row = rows[0];
+    if (typeof given === 'number' && row?.pid === given && row.started !== null) confirmedBackends.set(client, { pid: given, startedAt: row.started });
   } finally {
     clearTimeout(timer);
   }
@@ -266,7 +279,9 @@ async function confirmBackend(client: ClientBase): Promise<void> {
 const CONFIRM_WAIT_MS = 10_000;
 
 /** The server process of `client` once the server confirmed it, else null (a write lost on it then stays in doubt). */
-export const backendOf = (client: PoolClient): number | null => confirmedBackends.get(client) ?? null;
+export const backendOf = (client: PoolClient): Backend | null => confirmedBackends.get(client) ?? null;
+
+const THE_PROCESS = 'pid = $1 AND backend_start = $2::timestamptz';
 
 /** How long a look waits for the lost write's server process to end. */
 const SETTLE_WAIT_MS = 5_000;
@@ -277,12 +292,14 @@ const SETTLE_WAIT_MS = 5_000;
  * session does not see yet) and a read that finds nothing proof that nothing was written.
  */
 async function settled(error: WriteOutcomeUnknownError): Promise<boolean> {
-  const { backendPid: pid, settleOn: pool } = error;
-  if (pid === null || pool === null) return false;
+  const { backend, settleOn: pool } = error;
+  if (backend === null || pool === null) return false;
+  // That process only: its id alone may by now be another session's.
+  const it = [backend.pid, backend.startedAt];
   try {
-    await pool.query('SELECT pg_terminate_backend($1)', [pid]);
+    await pool.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE ${THE_PROCESS}`, it);
     for (const deadline = Date.now() + SETTLE_WAIT_MS; Date.now() < deadline; await new Promise((resolve) => setTimeout(resolve, 50))) {
-      if ((await pool.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [pid])).rowCount === 0) return true;
+      if ((await pool.query(`SELECT 1 FROM pg_stat_activity WHERE ${THE_PROCESS}`, it)).rowCount === 0) return true;
     }
   } catch {
     // the database out of reach again: the outcome stays unknown

@@ -18,7 +18,11 @@ function server(pid: number, ends: boolean): { pool: Pick<Pool, 'query'>; termin
 }
 
 const lost = (pool: Pick<Pool, 'query'> | null, pid: number | null = 4242) =>
-  new WriteOutcomeUnknownError(Object.assign(new Error('Connection terminated unexpectedly'), { code: 'ECONNRESET' }), pid, pool);
+  new WriteOutcomeUnknownError(
+    Object.assign(new Error('Connection terminated unexpectedly'), { code: 'ECONNRESET' }),
+    pid === null ? null : { pid, startedAt: '2026-11-30 12:00:00.123456+00' },
+    pool,
+  );
 
 describe('outcomeOf', () => {
   it('its process ended (terminated here), nothing found: not written, the lost connection is thrown', async () => {
