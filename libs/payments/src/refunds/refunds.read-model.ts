@@ -181,11 +181,12 @@ export const refundsProjection: Projection = {
 /**
  * The PostgreSQL log's refund requests by refund id, so that a refund answered 202 is
  * found before the refunds read model has it (invoiceOfRefund). Partial: only those
- * events carry an entry.
+ * events carry an entry. Built concurrently: appends go on meanwhile.
  */
 export const refundRequestsInLogMigration: Migration = {
   id: 'payments:0049_refund_requests_in_log',
-  sql: `CREATE INDEX events_refund_requests ON events ((data->>'refundId')) WHERE event_type = 'InvoiceRefundRequested';`,
+  sql: `CREATE INDEX CONCURRENTLY IF NOT EXISTS events_refund_requests ON events ((data->>'refundId')) WHERE event_type = 'InvoiceRefundRequested'`,
+  concurrentIndex: 'events_refund_requests',
 };
 
 /**

@@ -9,6 +9,13 @@ export interface Migration {
    */
   readonly id: string;
   readonly sql: string;
+  /**
+   * The index that `sql` (one `CREATE INDEX CONCURRENTLY IF NOT EXISTS`) builds outside
+   * a transaction, so that a table written all the time (the events) takes writes while
+   * it builds (a rolling restart migrates beside serving replicas). A build cut short
+   * leaves the index invalid: it is dropped and built again.
+   */
+  readonly concurrentIndex?: string;
 }
 
 const MIGRATION_ID = /^[a-z][a-z-]*:\d{4}_[a-z0-9_]+$/;
@@ -42,7 +49,11 @@ export async function migrate(pool: Pool, migrations: readonly Migration[]): Pro
     // another migrates waits for the lock meanwhile: no statement bound for this
     // session (the pool's is restored below, before the connection goes back).
     await client.query('SET statement_timeout = 0');
-    await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
+    // Asked again every 100 ms, not waited for in one statement: a waiting statement holds a
+    // snapshot, which the holder's CREATE INDEX CONCURRENTLY would wait for in turn (a deadlock).
+    while (!(await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1) AS locked', [MIGRATION_LOCK])).rows[0]!.locked) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
     try {
       try {
         await client.query(`CREATE TABLE IF NOT EXISTS migrations_applied (
@@ -67,10 +78,15 @@ export async function migrate(pool: Pool, migrations: readonly Migration[]): Pro
           continue;
         }
         try {
-          await inTransactionOn(client, async () => {
-            await client.query(migration.sql);
+          if (migration.concurrentIndex === undefined) {
+            await inTransactionOn(client, async () => {
+              await client.query(migration.sql);
+              await client.query('INSERT INTO migrations_applied (id, checksum) VALUES ($1, $2)', [migration.id, checksum(migration.sql)]);
+            });
+          } else {
+            await buildIndexConcurrently(client, migration.concurrentIndex, migration.sql);
             await client.query('INSERT INTO migrations_applied (id, checksum) VALUES ($1, $2)', [migration.id, checksum(migration.sql)]);
-          });
+          }
         } catch (error) {
           throw (
             (await privilegeMissing(client, error, migration.id)) ?? new MigrationFailedError(`migration ${migration.id} failed: ${(error as Error).message}`)
@@ -89,6 +105,16 @@ export async function migrate(pool: Pool, migrations: readonly Migration[]): Pro
     );
     client.release(reset);
   }
+}
+
+/** Builds `index` by `sql` outside a transaction; one left invalid by a build cut short is dropped first. */
+async function buildIndexConcurrently(client: PoolClient, index: string, sql: string): Promise<void> {
+  const invalid = await client.query(
+    'SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = $1 AND c.relnamespace = current_schema()::regnamespace AND NOT i.indisvalid',
+    [index],
+  );
+  if (invalid.rowCount !== 0) await client.query(`DROP INDEX CONCURRENTLY IF EXISTS ${index}`);
+  await client.query(sql);
 }
 
 /**
