@@ -19,6 +19,7 @@ import {
   streamEvents,
   transition,
 } from '../support/money-out-fixtures';
+import { Client as PgClient } from 'pg';
 import { withAppendBroken } from '../support/append-lock';
 
 jest.setTimeout(120_000);
@@ -283,12 +284,15 @@ describe('refunds and payouts whose flow is not finished', () => {
 
     it('found while the refunds read model has not applied its request yet (GET 200, then /fail 200)', async () => {
       const m = await instantMerchant(gw.operator);
-      // The refunds read model held back from before the request: the test's table lock
-      // (it takes no transaction id, so the log's readers go on) keeps the projector from adding its row.
-      const holder = await gw.db.pool.connect();
+      // The refunds read model held back from before the request: the test's table lock keeps
+      // the projector from adding its row. EXCLUSIVE (plain reads go on) stops the projector's
+      // batch at its first statement, before it holds a transaction id, so the log's readers
+      // (on the whole shared server) go on; a client of its own, without the pool's idle bound.
+      const holder = new PgClient({ connectionString: gw.db.url, application_name: 'refunds-read-model-holder' });
+      await holder.connect();
       try {
         await holder.query('BEGIN');
-        await holder.query('LOCK TABLE refunds IN SHARE MODE');
+        await holder.query('LOCK TABLE refunds IN EXCLUSIVE MODE');
         const refund = await unfundedRefund(m, '100.00');
         expect((await holder.query('SELECT 1 FROM refunds WHERE id = $1', [refund.id])).rows).toEqual([]);
         const shown = await m.test.get(`/v1/refunds/${refund.id}`);
@@ -299,8 +303,7 @@ describe('refunds and payouts whose flow is not finished', () => {
         expect(failed.body).toEqual({ ...refund, status: 'failed', completedAt: expect.any(String) });
         expect((await eventsOf(`refund-${refund.id}`)).map((e) => e.type)).toEqual(['RefundCreated', 'RefundFailed']);
       } finally {
-        await holder.query('ROLLBACK');
-        holder.release();
+        await holder.end().catch(() => undefined);
       }
     });
 
