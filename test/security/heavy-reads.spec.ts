@@ -134,6 +134,14 @@ describe('heavy reads, at most two per merchant account at a time', () => {
       param: 'to',
       details: [expect.objectContaining({ param: 'to', code: 'invalid_range' })],
     });
+    // And a statement whose period has not ended on the gateway clock.
+    const future = await send(a2.keys.test.secretKey, '/v1/statements?from=2026-01-01T00:00:00Z&to=2999-01-01T00:00:00Z').answer;
+    const notYet = (await bodyOf(future.response)).error;
+    expect({ status: future.status, param: notYet.param, details: notYet.details }).toEqual({
+      status: 400,
+      param: 'to',
+      details: [expect.objectContaining({ param: 'to', code: 'in_future' })],
+    });
 
     // 20 wait in all (the third and 19 more); the 21st, even by a key that sent nothing yet, gets 429 at once.
     const more = Array.from({ length: 19 }, () => send(a2.keys.test.secretKey, '/v1/events?limit=1'));

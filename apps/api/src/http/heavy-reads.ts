@@ -1,11 +1,13 @@
-import { applyDecorators, CallHandler, ExecutionContext, Injectable, NestInterceptor, SetMetadata, Type, UseInterceptors } from '@nestjs/common';
+import { applyDecorators, CallHandler, ExecutionContext, Inject, Injectable, NestInterceptor, SetMetadata, Type, UseInterceptors } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Observable } from 'rxjs';
 import type { MerchantIdentity } from '#payments/merchants';
+import type { Clock } from '#platform/clock';
 import { rateLimited } from './auth/merchant-auth.guard';
 import { readQuery } from './request-pipe';
 import { NoTurn, Turns } from './turns';
+import { CLOCK_TOKEN } from './tokens';
 
 /** Heavy reads answered at once per merchant account in one API process (docs/api.md, "Limits"). */
 export const HEAVY_READS_PER_ACCOUNT = 2;
@@ -33,9 +35,10 @@ const WHY: Record<NoTurn, string> = {
  * most HEAVY_READS_PER_ACCOUNT of one account answered at once in this process, whatever
  * its keys and projects. Goes after MerchantAuthGuard (the account is the key's). `query`:
  * the route's query DTO, read before the turn (Nest runs pipes after interceptors), so a
- * bad query gets its 400 at once instead of after a wait; `check`: the handler's own checks of it (a reversed range).
+ * bad query gets its 400 at once instead of after a wait; `check`: the handler's own checks of it (a reversed range,
+ * a `to` after the gateway clock's now).
  */
-export const HeavyRead = <T extends object>(query: Type<T>, check?: (query: T) => unknown) =>
+export const HeavyRead = <T extends object>(query: Type<T>, check?: (query: T, now: Date) => unknown) =>
   applyDecorators(SetMetadata(HEAVY_READ_QUERY, { query, check }), UseInterceptors(HeavyReadsInterceptor));
 
 /**
@@ -51,6 +54,7 @@ export class HeavyReadsInterceptor implements NestInterceptor {
   constructor(
     private readonly reads: HeavyReads,
     private readonly reflector: Reflector,
+    @Inject(CLOCK_TOKEN) private readonly clock: Clock,
   ) {}
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
@@ -58,8 +62,11 @@ export class HeavyReadsInterceptor implements NestInterceptor {
     const response = context.switchToHttp().getResponse<FastifyReply>().raw;
     const accountId = request.merchant?.project.accountId;
     if (accountId === undefined) throw new Error('@HeavyRead() used on a route without MerchantAuthGuard');
-    const read = this.reflector.get<{ query: Type<object>; check?: (query: object) => unknown } | undefined>(HEAVY_READ_QUERY, context.getHandler());
-    if (read !== undefined) read.check?.(await readQuery(read.query, request.query));
+    const read = this.reflector.get<{ query: Type<object>; check?: (query: object, now: Date) => unknown } | undefined>(HEAVY_READ_QUERY, context.getHandler());
+    if (read !== undefined) {
+      const query = await readQuery(read.query, request.query);
+      read.check?.(query, this.clock.now());
+    }
     const socket = request.raw.socket;
     const route = request.routeOptions.url;
     // A client that leaves while it waits (its connection closed: reset, or both sides ended) gives its place up.

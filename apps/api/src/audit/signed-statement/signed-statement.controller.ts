@@ -166,7 +166,7 @@ export class SignedStatementController {
   @UseGuards(MerchantAuthGuard)
   @ReadsModels('ledger')
   @Get('v1/statements')
-  @HeavyRead(PeriodQuery, (q) => period(q.from, q.to))
+  @HeavyRead(PeriodQuery, (q, now) => pastInstant(period(q.from, q.to).to, now, 'to', SIGNED_PERIOD_NOT_ENDED))
   async merchant(@Merchant() merchant: MerchantIdentity, @Query(validRequest) query: PeriodQuery, @Res() reply: FastifyReply) {
     const { from, to } = period(query.from, query.to);
     const accountId = merchant.project.accountId;
