@@ -150,7 +150,7 @@ describe('a statement the server does not answer', () => {
       const pid = (await other.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
       const lost = Object.assign(new Error('Connection terminated unexpectedly'), { code: 'ECONNRESET' });
       // The lost write's process, started before the session that now has its id.
-      const error = new WriteOutcomeUnknownError(lost, { pid, startedAt: '2026-01-01 00:00:00+00' }, pool);
+      const error = new WriteOutcomeUnknownError(lost, { pid, startedAt: String(Date.parse('2026-01-01T00:00:00Z') * 1000) }, pool);
       // That process is gone: nothing found is final, and the lost connection is thrown.
       await expect(
         outcomeOf(
@@ -161,6 +161,28 @@ describe('a statement the server does not answer', () => {
       expect((await other.query('SELECT 1 AS alive')).rows).toEqual([{ alive: 1 }]);
     } finally {
       await other.end().catch(() => undefined);
+      await pool.end();
+    }
+  });
+
+  it("a lost write's process is ended before nothing found is final, whatever the sessions' DateStyle and TimeZone", async () => {
+    // A timestamp's text in these settings ('… IST') reads back as another zone's instant.
+    const pool = createPool(withOptions(db.url, '-c DateStyle=SQL,DMY -c TimeZone=Asia/Kolkata'), { max: 2, applicationName: 'gateway-test-frozen' });
+    try {
+      const writer = await pool.connect();
+      const backend = backendOf(writer);
+      expect(backend).toEqual({ pid: expect.any(Number), startedAt: expect.stringMatching(/^\d+$/) });
+      const lost = Object.assign(new Error('Connection terminated unexpectedly'), { code: 'ECONNRESET' });
+      await expect(
+        outcomeOf(
+          () => Promise.reject(new WriteOutcomeUnknownError(lost, backend, pool)),
+          async () => null,
+        ),
+      ).rejects.toBe(lost);
+      // Final only because that process was ended (it could otherwise still commit).
+      expect((await db.pool.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [backend!.pid])).rowCount).toBe(0);
+      writer.release(true);
+    } finally {
       await pool.end();
     }
   });

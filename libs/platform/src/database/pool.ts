@@ -236,13 +236,17 @@ export class WriteOutcomeUnknownError extends Error {
 }
 
 /**
- * A server process: its id and when it started (an id is used again by a later
- * process; the two together name one process).
+ * A server process: its id and when it started, in microseconds since the epoch (an id
+ * is used again by a later process; the two together name one process). A number, not
+ * text: a timestamp's text depends on the session's DateStyle and TimeZone.
  */
 export interface Backend {
   readonly pid: number;
   readonly startedAt: string;
 }
+
+/** backend_start as Backend.startedAt. */
+const STARTED = '(extract(epoch FROM backend_start) * 1000000)::bigint::text';
 
 /** The server process of each connection of createPool's pools, as the server itself told it. */
 const confirmedBackends = new WeakMap<object, Backend>();
@@ -267,7 +271,7 @@ async function confirmBackend(client: ClientBase): Promise<void> {
   });
   try {
     const { rows } = await Promise.race([
-      client.query<{ pid: number; started: string }>('SELECT pid, backend_start::text AS started FROM pg_stat_activity WHERE pid = pg_backend_pid()'),
+      client.query<{ pid: number; started: string | null }>(`SELECT pid, ${STARTED} AS started FROM pg_stat_activity WHERE pid = pg_backend_pid()`),
       late,
     ]);
     const row = rows[0];
@@ -281,8 +285,6 @@ const CONFIRM_WAIT_MS = 10_000;
 /** The server process of `client` once the server confirmed it, else null (a write lost on it then stays in doubt). */
 export const backendOf = (client: PoolClient): Backend | null => confirmedBackends.get(client) ?? null;
 
-const THE_PROCESS = 'pid = $1 AND backend_start = $2::timestamptz';
-
 /** How long a look waits for the lost write's server process to end. */
 const SETTLE_WAIT_MS = 5_000;
 
@@ -294,12 +296,16 @@ const SETTLE_WAIT_MS = 5_000;
 async function settled(error: WriteOutcomeUnknownError): Promise<boolean> {
   const { backend, settleOn: pool } = error;
   if (backend === null || pool === null) return false;
-  // That process only: its id alone may by now be another session's.
-  const it = [backend.pid, backend.startedAt];
+  // That process only: its id alone may by now be another session's. Ended: no process of
+  // that id, or one started at another time; one whose start is not shown is not known to be another.
+  const ended = async () => {
+    const { rows } = await pool.query<{ started: string | null }>(`SELECT ${STARTED} AS started FROM pg_stat_activity WHERE pid = $1`, [backend.pid]);
+    return rows.length === 0 || (rows[0]!.started !== null && rows[0]!.started !== backend.startedAt);
+  };
   try {
-    await pool.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE ${THE_PROCESS}`, it);
+    await pool.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1 AND ${STARTED} = $2`, [backend.pid, backend.startedAt]);
     for (const deadline = Date.now() + SETTLE_WAIT_MS; Date.now() < deadline; await new Promise((resolve) => setTimeout(resolve, 50))) {
-      if ((await pool.query(`SELECT 1 FROM pg_stat_activity WHERE ${THE_PROCESS}`, it)).rowCount === 0) return true;
+      if (await ended()) return true;
     }
   } catch {
     // the database out of reach again: the outcome stays unknown

@@ -6,13 +6,16 @@
 import type { Pool } from 'pg';
 import { outcomeOf, WriteOutcomeUnknownError } from './pool';
 
+/** When the lost write's server process started (microseconds since the epoch). */
+const STARTED_AT = '1764504000123456';
+
 /** A server whose process `pid` ends when terminated, or never (`ends` false). */
 function server(pid: number, ends: boolean): { pool: Pick<Pool, 'query'>; terminated: number[] } {
   const terminated: number[] = [];
   const query = async (text: string, values: unknown[]) => {
     if (text.includes('pg_terminate_backend')) terminated.push(values[0] as number);
     const listed = text.includes('pg_stat_activity') && !(ends && terminated.includes(pid));
-    return { rowCount: listed ? 1 : 0, rows: listed ? [{}] : [] };
+    return { rowCount: listed ? 1 : 0, rows: listed ? [{ started: STARTED_AT }] : [] };
   };
   return { pool: { query } as unknown as Pick<Pool, 'query'>, terminated };
 }
@@ -20,7 +23,7 @@ function server(pid: number, ends: boolean): { pool: Pick<Pool, 'query'>; termin
 const lost = (pool: Pick<Pool, 'query'> | null, pid: number | null = 4242) =>
   new WriteOutcomeUnknownError(
     Object.assign(new Error('Connection terminated unexpectedly'), { code: 'ECONNRESET' }),
-    pid === null ? null : { pid, startedAt: '2026-11-30 12:00:00.123456+00' },
+    pid === null ? null : { pid, startedAt: STARTED_AT },
     pool,
   );
 
