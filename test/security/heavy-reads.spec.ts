@@ -143,6 +143,33 @@ describe('heavy reads, at most two per merchant account at a time', () => {
       details: [expect.objectContaining({ param: 'to', code: 'in_future' })],
     });
 
+    // And one whose read model is being rebuilt: its 503 at once, not after a wait for the turn.
+    const mark = (on: boolean) =>
+      gw.db.pool.query(`UPDATE projection_checkpoints SET rebuild_started_at = ${on ? 'now()' : 'NULL'} WHERE projection = 'ledger'`);
+    await mark(true);
+    try {
+      await poll(
+        async () => (await b.test.get('/v1/balance/transactions')).status,
+        (status) => status === 503,
+        'the API to see the rebuild mark',
+      );
+      for (const path of ['/v1/balance/transactions', '/v1/statements?from=2026-01-01T00:00:00Z&to=2026-02-01T00:00:00Z']) {
+        const rebuilt = await send(a2.keys.test.secretKey, path).answer;
+        expect({ path, status: rebuilt.status, code: (await bodyOf(rebuilt.response)).error.code }).toEqual({
+          path,
+          status: 503,
+          code: 'provider_unavailable',
+        });
+      }
+    } finally {
+      await mark(false);
+    }
+    await poll(
+      async () => (await b.test.get('/v1/balance/transactions')).status,
+      (status) => status === 200,
+      'the API to see the mark gone',
+    );
+
     // 20 wait in all (the third and 19 more); the 21st, even by a key that sent nothing yet, gets 429 at once.
     const more = Array.from({ length: 19 }, () => send(a2.keys.test.secretKey, '/v1/events?limit=1'));
     await waiting(more);
