@@ -145,8 +145,13 @@ export interface InvoiceGateway {
 
 export const ADMIN_TOKEN = 'operator-token-for-invoice-tests-0042';
 
-export async function startInvoiceGateway(env: Record<string, string> = {}, entry: 'gateway' | 'api' = 'gateway'): Promise<InvoiceGateway> {
-  const db = await createTestDatabase({ poolSize: 2 });
+/** `serverOfItsOwn`: its database on a private server, for a file that holds the cluster's horizon (test-database.ts says why). */
+export async function startInvoiceGateway(
+  env: Record<string, string> = {},
+  entry: 'gateway' | 'api' = 'gateway',
+  database: { serverOfItsOwn?: boolean } = {},
+): Promise<InvoiceGateway> {
+  const db = await createTestDatabase({ poolSize: 2, serverOfItsOwn: database.serverOfItsOwn });
   let gateway: RunningGateway;
   try {
     gateway = await startGateway(entry, { DATABASE_URL: db.url, ADMIN_TOKEN, ...env });
