@@ -130,7 +130,9 @@ const portOf = (gateway: RunningGateway) => Number(new URL(gateway.baseUrl).port
 describe('an API process that gets SIGTERM', () => {
   let db: TestDatabase;
   beforeAll(async () => {
-    db = await createTestDatabase();
+    // A test holds a table in ACCESS EXCLUSIVE mode (a transaction id) for 15 s: the cluster's horizon, on a
+    // server of its own (test/support/test-database.ts says why).
+    db = await createTestDatabase({ serverOfItsOwn: true });
   });
   afterAll(async () => {
     await db.drop();

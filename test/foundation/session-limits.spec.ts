@@ -20,7 +20,8 @@ const pool = (limits?: SessionLimits, url = db.url, applicationName = 'session-l
 };
 
 beforeAll(async () => {
-  db = await createTestDatabase();
+  // A test holds the cluster's horizon: on a server of its own (test/support/test-database.ts says why).
+  db = await createTestDatabase({ serverOfItsOwn: true });
 });
 afterAll(async () => {
   await Promise.all(pools.map((p) => p.end()));
@@ -68,8 +69,8 @@ describe('session limits of the gateway’s pools', () => {
     try {
       await client.query('BEGIN');
       const { pid } = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid, txid_current()')).rows[0]!;
-      // While it is open, it is what the measure of the visible log names (unless an even
-      // older transaction of the shared cluster is open at that moment: then it waits).
+      // While it is open, it is what the measure of the visible log names (the oldest
+      // transaction of this file's own server).
       await until(
         async () => (await readLogVisibility(observer)).oldestTransaction?.applicationName === 'idle-in-transaction-test',
         'the open transaction shown as the oldest of the cluster',

@@ -27,7 +27,8 @@ let store: PostgresEventStore;
 let book: LedgerBook;
 
 beforeAll(async () => {
-  db = await createTestDatabase({ poolSize: 30 });
+  // A test holds the cluster's horizon: on a server of its own (test/support/test-database.ts says why).
+  db = await createTestDatabase({ poolSize: 30, serverOfItsOwn: true });
   store = new PostgresEventStore(db.pool, { pollIntervalMs: 10 });
   book = new LedgerBook(store, new PostgresSnapshotStore(db.pool));
 });
@@ -310,8 +311,8 @@ describe('the ledger book on the real event store', () => {
   });
   it('a projection run to the head waits for events hidden by a transaction of another database of the cluster, then applies them', async () => {
     const ledger = newLedger();
-    // Another session of the shared cluster holds a transaction id: what is written now stays hidden until it ends.
-    const holder = new Client({ connectionString: process.env.TEST_ADMIN_DATABASE_URL, application_name: 'project-to-head-holder' });
+    // Another session of the cluster holds a transaction id: what is written now stays hidden until it ends.
+    const holder = new Client({ connectionString: db.adminUrl, application_name: 'project-to-head-holder' });
     await holder.connect();
     try {
       await holder.query('BEGIN');

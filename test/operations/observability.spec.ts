@@ -116,11 +116,16 @@ describe('observability of a running gateway (API + projector in one process)', 
 
   beforeAll(async () => {
     hooks = await startWebhookReceiver();
-    gw = await startInvoiceGateway({
-      METRICS_PORT: '0',
-      WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
-      REFUND_PROCESSING_SECONDS: String(REFUND_PROCESSING_SECONDS),
-    });
+    // "A transaction left open on the cluster" holds its horizon: on a server of its own (test/support/test-database.ts says why).
+    gw = await startInvoiceGateway(
+      {
+        METRICS_PORT: '0',
+        WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
+        REFUND_PROCESSING_SECONDS: String(REFUND_PROCESSING_SECONDS),
+      },
+      'gateway',
+      { serverOfItsOwn: true },
+    );
     const [, url] = await gw.gateway.waitForOutput(/metrics and health \(METRICS_PORT, no token\): (http:\/\/127\.0\.0\.1:\d+)\/metrics/);
     metricsPortUrl = url!;
     const account = await gw.operator.createAccount();
@@ -344,7 +349,7 @@ describe('observability of a running gateway (API + projector in one process)', 
       const names = await projectionNames();
       // Another session of the cluster (here in another database, as an operator's psql
       // or a report would be) opens a transaction and takes a transaction id.
-      const holder = new Client({ connectionString: process.env.TEST_ADMIN_DATABASE_URL, application_name: 'visibility-test-holder' });
+      const holder = new Client({ connectionString: gw.db.adminUrl, application_name: 'visibility-test-holder' });
       await holder.connect();
       let open = true;
       try {

@@ -18,7 +18,9 @@ describe('read-models:checksum reads the head and the checkpoints in its snapsho
   let store: PostgresEventStore;
 
   beforeAll(async () => {
-    db = await createTestDatabase();
+    // LOCK TABLE … ACCESS EXCLUSIVE takes a transaction id (wal_level replica), held while the command starts:
+    // the cluster's horizon, on a server of its own (test/support/test-database.ts says why).
+    db = await createTestDatabase({ serverOfItsOwn: true });
     store = new PostgresEventStore(db.pool);
   });
   afterAll(async () => {

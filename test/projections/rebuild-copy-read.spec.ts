@@ -46,7 +46,8 @@ async function byCopy(range: { after: Position | 'start'; upTo: Position }, stat
 const appendPing = (streamName: string) => store.appendToStream(streamName, [{ id: randomUUID(), type: 'Ping', data: { at: 1 } }]);
 
 beforeAll(async () => {
-  db = await createTestDatabase();
+  // A test holds the cluster's horizon: on a server of its own (test/support/test-database.ts says why).
+  db = await createTestDatabase({ serverOfItsOwn: true });
   store = new PostgresEventStore(db.pool, { pollIntervalMs: 10 });
   const rng = seededRandom('rebuild reads by COPY');
   await seedLoad(

@@ -76,7 +76,8 @@ describe('runbook: a stuck projection', () => {
   };
 
   beforeAll(async () => {
-    db = await createTestDatabase({ poolSize: 4 });
+    // Case 2 holds the cluster's horizon: on a server of its own (test/support/test-database.ts says why).
+    db = await createTestDatabase({ poolSize: 4, serverOfItsOwn: true });
     gateway = await startDeployment({ DATABASE_URL: db.url });
     shop = await gateway.operator.merchant({ holdHours: 0 });
     await paidInvoice(gateway.operator, shop.test, '1000.00');
@@ -177,7 +178,7 @@ describe('runbook: a stuck projection', () => {
     const found = await db.pool.query(OPEN_TRANSACTIONS_SQL);
     // Two statements: pg_stat_activity's sessions holding a transaction id, then the prepared transactions.
     const [open, prepared] = found as unknown as [{ rows: { pid: number; application_name: string; state: string }[] }, { rows: unknown[] }];
-    // (Other test files share the cluster: the psql session is found among whatever else holds an id.)
+    // (The psql session is found among whatever else holds an id.)
     expect(open.rows.find((r) => r.pid === psql.pid)).toMatchObject({ application_name: 'psql', state: 'idle in transaction' });
     expect(prepared.rows).toEqual([]);
 
