@@ -33,6 +33,8 @@ interface ClaimedRow {
   schedule_base: number;
   /** The project's webhook secret as stored (sealed); null when the project no longer exists. */
   webhook_secret: string | null;
+  /** webhook_secret_changes.generation when the secret was read: a rotation since makes it read again before the attempt. */
+  secret_generation: string;
 }
 
 interface ClaimedDelivery extends ClaimedRow {
@@ -98,6 +100,8 @@ export type WebhookAttemptOutcome = 'delivered' | 'retry' | 'failed' | 'supersed
 
 /** A claimed delivery waiting longer than this (lease minus attempt) has its lease renewed before it is sent. */
 const LEASE_MARGIN_MS = 1000;
+/** How often the dispatcher looks whether a webhook secret was rotated (followSecretRotations). */
+const SECRET_LOOK_MS = 200;
 
 /**
  * How long finished attempts wait for others to join their record batch (real ms): at
@@ -173,7 +177,8 @@ const LEASE_CANDIDATES = `
   -- by id for each row leased (never a join that could read the whole history).
   claimed AS (
     SELECT d.id, d.event_id, d.event_type, d.project_id, d.url, d.body, d.is_test, l.lease_token, l.attempts_made, l.schedule_base,
-           (SELECT p.webhook_secret FROM projects p WHERE p.id = d.project_id) AS webhook_secret
+           (SELECT p.webhook_secret FROM projects p WHERE p.id = d.project_id) AS webhook_secret,
+           (SELECT g.generation::text FROM webhook_secret_changes g) AS secret_generation
     FROM leased l
     CROSS JOIN LATERAL (
       SELECT r.id, r.event_id, r.event_type, r.project_id, r.url, r.body, r.is_test FROM webhook_deliveries r WHERE r.id = l.id OFFSET 0) AS d)`;
@@ -299,6 +304,9 @@ export class WebhookDispatcher {
   private held = 0;
   /** Opened webhook secrets by project, with the stored (sealed) form they were opened from. */
   private readonly secrets = new Map<string, { readonly sealed: string; readonly opened: string }>();
+  /** The latest webhook_secret_changes.generation seen, and performance.now() when it was last looked at. */
+  private secretGeneration: string | null = null;
+  private secretLookAt = -Infinity;
 
   private running: Promise<void> | null = null;
   private stopping = false;
@@ -347,8 +355,28 @@ export class WebhookDispatcher {
    * project's webhooks would wait behind them. Answers the number claimed.
    */
   async tick(): Promise<number> {
+    await this.followSecretRotations();
     await this.renewStale();
     return this.claim();
+  }
+
+  /**
+   * Looks, at most every SECRET_LOOK_MS, whether a project's webhook secret was rotated
+   * since the deliveries claimed ahead read theirs (webhook_secret_changes, counted by a
+   * trigger): those wait for their renewal, which reads the secret again, so an attempt
+   * started from then on is signed with the new one (not with the one read at the claim,
+   * which a slow receiver's queue could keep for minutes).
+   */
+  private async followSecretRotations(): Promise<void> {
+    const now = performance.now();
+    if (now - this.secretLookAt < SECRET_LOOK_MS) return;
+    this.secretLookAt = now;
+    const r = await this.pool.query<{ generation: string }>('SELECT generation::text AS generation FROM webhook_secret_changes');
+    this.noteSecretGeneration(r.rows[0]?.generation ?? '0');
+  }
+
+  private noteSecretGeneration(generation: string): void {
+    if (this.secretGeneration === null || BigInt(generation) > BigInt(this.secretGeneration)) this.secretGeneration = generation;
   }
 
   /** Runs the dispatcher's own loop until `stop()`. */
@@ -488,9 +516,11 @@ export class WebhookDispatcher {
       attempts_made: row.attempts_made,
       schedule_base: row.schedule_base,
       webhook_secret: row.webhook_secret,
+      secret_generation: row.secret_generation,
       leasedAt,
       fresh: true,
     }));
+    for (const d of deliveries) this.noteSecretGeneration(d.secret_generation);
     for (const d of deliveries) this.enqueue(d);
     this.held += deliveries.length;
     this.startQueued();
@@ -515,8 +545,10 @@ export class WebhookDispatcher {
       while (list.length > 0 && this.inFlight < this.options.concurrency && (this.inFlightByUrl.get(url) ?? 0) < this.perUrl) {
         const d = list.shift()!;
         this.queuedCount--;
-        // Its lease must still cover a whole attempt: renewed first when it waited too long.
-        if (!d.fresh && performance.now() - d.leasedAt > this.leaseMs - this.timeoutMs - LEASE_MARGIN_MS) {
+        // Its lease must still cover a whole attempt: renewed first when it waited too long,
+        // or when a secret was rotated since it read its own (the renewal reads it again).
+        const rotated = d.secret_generation !== this.secretGeneration;
+        if (rotated || (!d.fresh && performance.now() - d.leasedAt > this.leaseMs - this.timeoutMs - LEASE_MARGIN_MS)) {
           this.stale.push(d);
           void this.renewStale();
           continue;
@@ -527,7 +559,10 @@ export class WebhookDispatcher {
     }
   }
 
-  /** Renews the leases of the deliveries that waited too long; those whose token was replaced meanwhile are dropped unsent. */
+  /**
+   * Renews the leases of the deliveries that waited too long (or whose project's secret may
+   * have been rotated: read again here); those whose token was replaced meanwhile are dropped unsent.
+   */
   private renewStale(): Promise<void> {
     if (!this.renewing && this.stale.length > 0) this.renewing = this.renew().finally(() => (this.renewing = null));
     return this.renewing ?? Promise.resolve();
@@ -537,23 +572,29 @@ export class WebhookDispatcher {
     const stale = this.stale;
     this.stale = [];
     const leasedAt = performance.now();
-    let renewed: Set<string>;
+    let renewed: Map<string, { webhook_secret: string | null; secret_generation: string }>;
     try {
-      const r = await this.pool.query<{ id: string }>(
-        `UPDATE webhook_queue q SET leased_until = clock_timestamp() + make_interval(secs => $3)
-         FROM unnest($1::uuid[], $2::uuid[]) AS s(id, lease_token)
-         WHERE q.id = s.id AND q.lease_token = s.lease_token
-         RETURNING q.id`,
-        [stale.map((d) => d.id), stale.map((d) => d.lease_token), this.leaseMs / 1000],
+      const r = await this.pool.query<{ id: string; webhook_secret: string | null; secret_generation: string }>(
+        `WITH renewed AS (
+           UPDATE webhook_queue q SET leased_until = clock_timestamp() + make_interval(secs => $3)
+           FROM unnest($1::uuid[], $2::uuid[], $4::uuid[]) AS s(id, lease_token, project_id)
+           WHERE q.id = s.id AND q.lease_token = s.lease_token
+           RETURNING q.id, s.project_id)
+         SELECT r.id, (SELECT p.webhook_secret FROM projects p WHERE p.id = r.project_id) AS webhook_secret,
+                (SELECT g.generation::text FROM webhook_secret_changes g) AS secret_generation
+         FROM renewed r`,
+        [stale.map((d) => d.id), stale.map((d) => d.lease_token), this.leaseMs / 1000, stale.map((d) => d.project_id)],
       );
-      renewed = new Set(r.rows.map((row) => row.id));
+      renewed = new Map(r.rows.map((row) => [row.id, row]));
     } catch (error) {
       // Not renewed: dropped unsent (the lease runs out and any dispatcher claims it again).
       this.onError?.(error as Error);
-      renewed = new Set();
+      renewed = new Map();
     }
+    for (const row of renewed.values()) this.noteSecretGeneration(row.secret_generation);
     for (const d of stale.reverse()) {
-      if (renewed.has(d.id)) this.enqueue({ ...d, leasedAt, fresh: true }, true);
+      const row = renewed.get(d.id);
+      if (row) this.enqueue({ ...d, webhook_secret: row.webhook_secret, secret_generation: row.secret_generation, leasedAt, fresh: true }, true);
       else this.held--;
     }
     this.startQueued();
