@@ -83,6 +83,12 @@ describe('verifyWebhook', () => {
     expect(verifyWebhook(BODY, old, SECRET, { now, toleranceSeconds: 611 }).id).toBe('evt-1');
   });
 
+  it('a now that is not a function (the clock in ms itself) is a TypeError that says so', () => {
+    expect(() => verifyWebhook(BODY, headersOf(BODY), SECRET, { now: now() as unknown as () => number })).toThrow(
+      new TypeError('verifyWebhook: now must be a function answering the clock in ms (as Date.now), got number'),
+    );
+  });
+
   it('refuses a signed body that is not an event, and a malformed timestamped header', () => {
     expect(codeOf(() => verifyWebhook('[1]', headersOf('[1]'), SECRET, { now }))).toBe('payload_invalid');
     expect(codeOf(() => verifyWebhook('nope', headersOf('nope'), SECRET, { now }))).toBe('payload_invalid');

@@ -14,7 +14,7 @@ export interface VerifyWebhookOptions {
    * delivery is refused). false accepts the spec's plain signature alone (checked when present).
    */
   readonly requireTimestamp?: boolean;
-  /** The receiver's clock in ms (default Date.now). */
+  /** A function answering the receiver's clock in ms (default Date.now; not a function: a TypeError). */
   readonly now?: () => number;
 }
 
@@ -59,6 +59,8 @@ export function verifyWebhook(rawBody: string | Uint8Array, headers: WebhookHead
   const tolerance = options.toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS;
   if (typeof tolerance !== 'number' || !Number.isFinite(tolerance) || tolerance < 0)
     throw new TypeError(`verifyWebhook: toleranceSeconds must be a finite number of seconds from 0, got ${String(tolerance)}`);
+  if (options.now !== undefined && typeof options.now !== 'function')
+    throw new TypeError(`verifyWebhook: now must be a function answering the clock in ms (as Date.now), got ${typeof options.now}`);
   const body = typeof rawBody === 'string' ? Buffer.from(rawBody, 'utf8') : rawBody;
 
   // Node's req.headers and fetch's Headers join a header sent twice with ", ": a comma is in no
