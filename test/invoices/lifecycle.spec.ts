@@ -188,6 +188,18 @@ describe('invoice lifecycle and balance (CLOCK=manual)', () => {
     });
   });
 
+  describe('failed with the method the acquirer reports', () => {
+    it('an invoice whose buyer chose no method: the failure records the method reported, as a payment does', async () => {
+      const m = await gw.operator.merchant({ holdHours: 0 });
+      const created = await createInvoice(m.test, { amount: '300.00' });
+      expect((await m.test.get(`/v1/invoices/${created.id}`)).body.method).toBeNull();
+      const failed = await gw.operator.payment(created.id, 'failed', 'sbp');
+      expectStatus(failed, 200);
+      expect(failed.body).toMatchObject({ id: created.id, status: 'failed', method: 'sbp', paidAt: null });
+      expect((await m.test.get(`/v1/invoices/${created.id}`)).body).toMatchObject({ status: 'failed', method: 'sbp' });
+    });
+  });
+
   describe('balances per mode', () => {
     it('a test-mode payment never shows on the live balance, nor a live one on the test balance', async () => {
       const m = await gw.operator.merchant({ holdHours: 0 });

@@ -260,19 +260,20 @@ export function decideInvoice(command: InvoiceCommand, s: InvoiceState): Invoice
     case 'RecordPaymentResult': {
       if (!isOpen(s)) return new Refusal('conflict', `Счёт в статусе ${s.status}: результат оплаты уже получен или счёт закрыт`);
       if (hasExpired(s, command.at)) return new Refusal('conflict', 'Срок оплаты счёта истёк');
-      if (command.outcome === 'failed') {
-        return [{ type: 'InvoiceFailed', data: { invoiceId, at: command.at, reason: command.reason ?? 'declined' } }];
-      }
       const events: InvoiceEvent[] = [];
       let method = s.method;
       let amounts = s.amounts;
       if (command.method !== null && command.method !== s.method) {
-        // What the acquirer reports is recorded whatever the buyer's choices before it.
+        // What the acquirer reports is recorded whatever the buyer's choices before it, for a failure too.
         const chosen = chooseMethod(s, command.method, command.at);
         if (!Array.isArray(chosen)) return chosen;
         events.push(...chosen);
         method = command.method;
         amounts = amountsFor(created, command.method)!;
+      }
+      if (command.outcome === 'failed') {
+        events.push({ type: 'InvoiceFailed', data: { invoiceId, at: command.at, reason: command.reason ?? 'declined' } });
+        return events;
       }
       if (method === null) return new Refusal('validation', 'Укажите способ оплаты: покупатель его не выбрал', 'method');
       const availableAt = command.holdHours > 0 ? new Date(Date.parse(command.at) + command.holdHours * 3_600_000).toISOString() : null;
