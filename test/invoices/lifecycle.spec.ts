@@ -198,6 +198,14 @@ describe('invoice lifecycle and balance (CLOCK=manual)', () => {
       expect(failed.body).toMatchObject({ id: created.id, status: 'failed', method: 'sbp', paidAt: null });
       expect((await m.test.get(`/v1/invoices/${created.id}`)).body).toMatchObject({ status: 'failed', method: 'sbp' });
     });
+
+    it('a failure reported with a method the invoice refuses (its method fixed at creation) is recorded all the same, the method kept', async () => {
+      const m = await gw.operator.merchant({ holdHours: 0 });
+      const created = await createInvoice(m.test, { amount: '300.00', method: 'card' });
+      const failed = await gw.operator.payment(created.id, 'failed', 'sbp');
+      expectStatus(failed, 200);
+      expect(failed.body).toMatchObject({ id: created.id, status: 'failed', method: 'card' });
+    });
   });
 
   describe('balances per mode', () => {

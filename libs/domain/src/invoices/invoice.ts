@@ -264,12 +264,14 @@ export function decideInvoice(command: InvoiceCommand, s: InvoiceState): Invoice
       let method = s.method;
       let amounts = s.amounts;
       if (command.method !== null && command.method !== s.method) {
-        // What the acquirer reports is recorded whatever the buyer's choices before it, for a failure too.
+        // What the acquirer reports is recorded whatever the buyer's choices before it, for a failure
+        // too; a failure is recorded even with a method the invoice refuses (then without it).
         const chosen = chooseMethod(s, command.method, command.at);
-        if (!Array.isArray(chosen)) return chosen;
-        events.push(...chosen);
-        method = command.method;
-        amounts = amountsFor(created, command.method)!;
+        if (Array.isArray(chosen)) {
+          events.push(...chosen);
+          method = command.method;
+          amounts = amountsFor(created, command.method)!;
+        } else if (command.outcome !== 'failed') return chosen;
       }
       if (command.outcome === 'failed') {
         events.push({ type: 'InvoiceFailed', data: { invoiceId, at: command.at, reason: command.reason ?? 'declined' } });
