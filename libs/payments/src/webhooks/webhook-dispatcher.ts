@@ -178,7 +178,7 @@ const LEASE_CANDIDATES = `
   claimed AS (
     SELECT d.id, d.event_id, d.event_type, d.project_id, d.url, d.body, d.is_test, l.lease_token, l.attempts_made, l.schedule_base,
            (SELECT p.webhook_secret FROM projects p WHERE p.id = d.project_id) AS webhook_secret,
-           (SELECT g.generation::text FROM webhook_secret_changes g) AS secret_generation
+           coalesce((SELECT g.generation::text FROM webhook_secret_changes g), '0') AS secret_generation
     FROM leased l
     CROSS JOIN LATERAL (
       SELECT r.id, r.event_id, r.event_type, r.project_id, r.url, r.body, r.is_test FROM webhook_deliveries r WHERE r.id = l.id OFFSET 0) AS d)`;
@@ -369,12 +369,15 @@ export class WebhookDispatcher {
    */
   private async followSecretRotations(): Promise<void> {
     const now = performance.now();
-    if (now - this.secretLookAt < SECRET_LOOK_MS) return;
+    // Nothing waits with a secret read earlier: what is claimed next reads its own.
+    if (now - this.secretLookAt < SECRET_LOOK_MS || this.queuedCount === 0) return;
     this.secretLookAt = now;
     const r = await this.pool.query<{ generation: string }>('SELECT generation::text AS generation FROM webhook_secret_changes');
-    this.noteSecretGeneration(r.rows[0]?.generation ?? '0');
+    // The value read, even a lower one (a database restored or failed over): the deliveries that read another are renewed once.
+    this.secretGeneration = r.rows[0]?.generation ?? '0';
   }
 
+  /** A generation read with a claim or a renewal: a later one than the last look is the one in force. */
   private noteSecretGeneration(generation: string): void {
     if (this.secretGeneration === null || BigInt(generation) > BigInt(this.secretGeneration)) this.secretGeneration = generation;
   }
@@ -547,7 +550,8 @@ export class WebhookDispatcher {
         this.queuedCount--;
         // Its lease must still cover a whole attempt: renewed first when it waited too long,
         // or when a secret was rotated since it read its own (the renewal reads it again).
-        const rotated = d.secret_generation !== this.secretGeneration;
+        // One claimed or renewed in this turn read its secret just now: sent as it is.
+        const rotated = !d.fresh && d.secret_generation !== this.secretGeneration;
         if (rotated || (!d.fresh && performance.now() - d.leasedAt > this.leaseMs - this.timeoutMs - LEASE_MARGIN_MS)) {
           this.stale.push(d);
           void this.renewStale();
@@ -581,7 +585,7 @@ export class WebhookDispatcher {
            WHERE q.id = s.id AND q.lease_token = s.lease_token
            RETURNING q.id, s.project_id)
          SELECT r.id, (SELECT p.webhook_secret FROM projects p WHERE p.id = r.project_id) AS webhook_secret,
-                (SELECT g.generation::text FROM webhook_secret_changes g) AS secret_generation
+                coalesce((SELECT g.generation::text FROM webhook_secret_changes g), '0') AS secret_generation
          FROM renewed r`,
         [stale.map((d) => d.id), stale.map((d) => d.lease_token), this.leaseMs / 1000, stale.map((d) => d.project_id)],
       );
