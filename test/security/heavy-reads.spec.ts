@@ -263,4 +263,36 @@ describe('heavy reads pipelined on one connection', () => {
       two.request.destroy();
     }
   }, 120_000);
+
+  it('a read model whose rebuild begins while a heavy read waits for its turn: 503 once the turn comes, not the read', async () => {
+    const other = await gw.operator.merchant();
+    const [one, two] = [held('/v1/balance/transactions?format=csv'), held('/v1/balance/transactions?format=csv')];
+    const mark = (on: boolean) =>
+      gw.db.pool.query(`UPDATE projection_checkpoints SET rebuild_started_at = ${on ? 'now()' : 'NULL'} WHERE projection = 'ledger'`);
+    try {
+      expect(await Promise.all([one.status, two.status])).toEqual([200, 200]);
+      const probe = `heavy-rebuild-${randomUUID()}`;
+      const waiting = httpRequest(`${gw.baseUrl}/v1/balance/transactions`, {
+        agent: false,
+        headers: { authorization: `Bearer ${m.keys.test.secretKey}`, 'x-request-id': probe },
+      });
+      waiting.on('error', () => undefined);
+      const status = new Promise<number>((resolve) => waiting.once('response', (r) => (r.resume(), resolve(r.statusCode!))));
+      waiting.end();
+      await poll(async () => waited(probe), Boolean, 'the heavy read to wait for its turn');
+      await mark(true);
+      await poll(
+        async () => (await other.test.get('/v1/balance/transactions')).status,
+        (code) => code === 503,
+        'the API to see the rebuild mark',
+      );
+      one.request.destroy();
+      two.request.destroy();
+      expect(await status).toBe(503);
+    } finally {
+      one.request.destroy();
+      two.request.destroy();
+      await mark(false);
+    }
+  }, 120_000);
 });

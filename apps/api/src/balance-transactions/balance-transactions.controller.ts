@@ -60,10 +60,9 @@ export class BalanceTransactionsController {
   ) {}
 
   /** Every movement of the account's balance in the key's mode, newest first: cursor pages, or all of them as CSV. */
+  @ReadsModels('ledger')
   @Get('transactions')
   @HeavyRead(ListBalanceTransactionsQuery, periodPageOf)
-  // Below @HeavyRead, so it runs first: a read model being rebuilt answers 503 without waiting for a turn.
-  @ReadsModels('ledger')
   async list(
     @Merchant() merchant: MerchantIdentity,
     @Query(validRequest) query: ListBalanceTransactionsQuery,

@@ -7,7 +7,9 @@ import type { Clock } from '#platform/clock';
 import { rateLimited } from './auth/merchant-auth.guard';
 import { readQuery } from './request-pipe';
 import { NoTurn, Turns } from './turns';
-import { CLOCK_TOKEN } from './tokens';
+import { CLOCK_TOKEN, READ_MODEL_REBUILDS } from './tokens';
+import { readModelsOf, refuseWhileRebuilt } from './read-models';
+import type { ReadModelRebuilds } from '#event-store/projections';
 
 /** Heavy reads answered at once per merchant account in one API process (docs/api.md, "Limits"). */
 export const HEAVY_READS_PER_ACCOUNT = 2;
@@ -55,6 +57,7 @@ export class HeavyReadsInterceptor implements NestInterceptor {
     private readonly reads: HeavyReads,
     private readonly reflector: Reflector,
     @Inject(CLOCK_TOKEN) private readonly clock: Clock,
+    @Inject(READ_MODEL_REBUILDS) private readonly rebuilds: ReadModelRebuilds,
   ) {}
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
@@ -67,6 +70,10 @@ export class HeavyReadsInterceptor implements NestInterceptor {
       const query = await readQuery(read.query, request.query);
       read.check?.(query, this.clock.now());
     }
+    // A read model being rebuilt: 503 at once, not after a wait for the turn (@ReadsModels,
+    // which runs after this interceptor, looks again once the turn is taken).
+    const projections = readModelsOf(this.reflector, context);
+    if (projections) await refuseWhileRebuilt(this.rebuilds, projections);
     const socket = request.raw.socket;
     const route = request.routeOptions.url;
     // A client that leaves while it waits (its connection closed: reset, or both sides ended) gives its place up.

@@ -30,11 +30,15 @@ export class ReadModelsInterceptor implements NestInterceptor {
   ) {}
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
-    const projections = this.reflector.getAllAndOverride<string[] | undefined>(READS_MODELS, [context.getHandler(), context.getClass()]);
+    const projections = readModelsOf(this.reflector, context);
     if (projections) await refuseWhileRebuilt(this.rebuilds, projections);
     return next.handle();
   }
 }
+
+/** The read models the route of `context` is marked to answer from (@ReadsModels), if any. */
+export const readModelsOf = (reflector: Reflector, context: ExecutionContext): string[] | undefined =>
+  reflector.getAllAndOverride<string[] | undefined>(READS_MODELS, [context.getHandler(), context.getClass()]);
 
 /** Throws the 503 provider_unavailable (Retry-After) of @ReadsModels when one of `projections` is being rebuilt. */
 export async function refuseWhileRebuilt(rebuilds: ReadModelRebuilds, projections: readonly string[]): Promise<void> {

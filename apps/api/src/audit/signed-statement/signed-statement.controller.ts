@@ -164,10 +164,9 @@ export class SignedStatementController {
   constructor(private readonly statements: SignedStatements) {}
 
   @UseGuards(MerchantAuthGuard)
+  @ReadsModels('ledger')
   @Get('v1/statements')
   @HeavyRead(PeriodQuery, (q, now) => pastInstant(period(q.from, q.to).to, now, 'to', SIGNED_PERIOD_NOT_ENDED))
-  // Below @HeavyRead, so it runs first: a read model being rebuilt answers 503 without waiting for a turn.
-  @ReadsModels('ledger')
   async merchant(@Merchant() merchant: MerchantIdentity, @Query(validRequest) query: PeriodQuery, @Res() reply: FastifyReply) {
     const { from, to } = period(query.from, query.to);
     const accountId = merchant.project.accountId;
