@@ -33,7 +33,7 @@ interface ClaimedRow {
   schedule_base: number;
   /** The project's webhook secret as stored (sealed); null when the project no longer exists. */
   webhook_secret: string | null;
-  /** webhook_secret_changes.generation when the secret was read: a rotation since makes it read again before the attempt. */
+  /** SECRET_GENERATION when the secret was read: another one in force makes it read again before the attempt. */
   secret_generation: string;
 }
 
@@ -102,6 +102,13 @@ export type WebhookAttemptOutcome = 'delivered' | 'retry' | 'failed' | 'supersed
 const LEASE_MARGIN_MS = 1000;
 /** How often the dispatcher looks whether a webhook secret was rotated (followSecretRotations). */
 const SECRET_LOOK_MS = 200;
+/**
+ * What a delivery's secret is read with: the rotation counter (webhook_secret_changes, raised
+ * by a trigger; a missing row reads 0) and the server's start, so that a database restored
+ * or failed over, whose counter may have gone back and up again, reads as another one.
+ */
+const SECRET_GENERATION = `((extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint::text || ':' ||
+  coalesce((SELECT g.generation::text FROM webhook_secret_changes g), '0'))`;
 
 /**
  * How long finished attempts wait for others to join their record batch (real ms): at
@@ -178,7 +185,7 @@ const LEASE_CANDIDATES = `
   claimed AS (
     SELECT d.id, d.event_id, d.event_type, d.project_id, d.url, d.body, d.is_test, l.lease_token, l.attempts_made, l.schedule_base,
            (SELECT p.webhook_secret FROM projects p WHERE p.id = d.project_id) AS webhook_secret,
-           coalesce((SELECT g.generation::text FROM webhook_secret_changes g), '0') AS secret_generation
+           ${SECRET_GENERATION} AS secret_generation
     FROM leased l
     CROSS JOIN LATERAL (
       SELECT r.id, r.event_id, r.event_type, r.project_id, r.url, r.body, r.is_test FROM webhook_deliveries r WHERE r.id = l.id OFFSET 0) AS d)`;
@@ -304,8 +311,10 @@ export class WebhookDispatcher {
   private held = 0;
   /** Opened webhook secrets by project, with the stored (sealed) form they were opened from. */
   private readonly secrets = new Map<string, { readonly sealed: string; readonly opened: string }>();
-  /** The latest webhook_secret_changes.generation seen, and performance.now() when it was last looked at. */
+  /** The SECRET_GENERATION in force (of the latest read asked that answered), its read's number, and performance.now() of the last look. */
   private secretGeneration: string | null = null;
+  private secretGenerationAsked = 0;
+  private secretReadsAsked = 0;
   private secretLookAt = -Infinity;
 
   private running: Promise<void> | null = null;
@@ -372,14 +381,26 @@ export class WebhookDispatcher {
     // Nothing waits with a secret read earlier: what is claimed next reads its own.
     if (now - this.secretLookAt < SECRET_LOOK_MS || this.queuedCount === 0) return;
     this.secretLookAt = now;
-    const r = await this.pool.query<{ generation: string }>('SELECT generation::text AS generation FROM webhook_secret_changes');
-    // The value read, even a lower one (a database restored or failed over): the deliveries that read another are renewed once.
-    this.secretGeneration = r.rows[0]?.generation ?? '0';
+    const asked = this.askSecretGeneration();
+    const r = await this.pool.query<{ generation: string }>(`SELECT ${SECRET_GENERATION} AS generation`);
+    this.noteSecretGeneration(r.rows[0]!.generation, asked);
   }
 
-  /** A generation read with a claim or a renewal: a later one than the last look is the one in force. */
-  private noteSecretGeneration(generation: string): void {
-    if (this.secretGeneration === null || BigInt(generation) > BigInt(this.secretGeneration)) this.secretGeneration = generation;
+  /** The number of a read of SECRET_GENERATION (a look, a claim, a renewal) about to be sent. */
+  private askSecretGeneration(): number {
+    return ++this.secretReadsAsked;
+  }
+
+  /**
+   * A value of SECRET_GENERATION read by read number `asked`: in force unless a read asked
+   * later has answered already (a slower earlier one may have read before a rotation), even
+   * when lower than the one in force (a database restored or failed over): a delivery that
+   * read another is renewed, each renewal a later read, so none is renewed for good.
+   */
+  private noteSecretGeneration(generation: string, asked: number): void {
+    if (asked < this.secretGenerationAsked) return;
+    this.secretGeneration = generation;
+    this.secretGenerationAsked = asked;
   }
 
   /** Runs the dispatcher's own loop until `stop()`. */
@@ -401,6 +422,8 @@ export class WebhookDispatcher {
     this.scheduleRecord();
     await this.running;
     this.running = null;
+    // A renewal under way puts its deliveries back in the queues: given back with the others.
+    while (this.renewing) await this.renewing;
     await this.release();
     await this.drain();
     if (this.ownClient) await this.client.close();
@@ -487,6 +510,7 @@ export class WebhookDispatcher {
     const wide = leasedAt - this.lastWideClaim >= (this.options.pollIntervalMs ?? 100);
     if (wide) this.lastWideClaim = leasedAt;
     const excluded = wide ? [...busy.keys()] : [...busy].filter(([, n]) => n >= perUrl).map(([url]) => url);
+    const asked = this.askSecretGeneration();
     const claimed = await this.pool.query<ClaimedRow & { scanned_to?: string | null }>(
       preparedStatement(wide ? CLAIM_LOOKING_BEHIND : CLAIM_EARLIEST, [
         this.clock.now(),
@@ -523,7 +547,7 @@ export class WebhookDispatcher {
       leasedAt,
       fresh: true,
     }));
-    for (const d of deliveries) this.noteSecretGeneration(d.secret_generation);
+    if (deliveries.length > 0) this.noteSecretGeneration(deliveries[0]!.secret_generation, asked);
     for (const d of deliveries) this.enqueue(d);
     this.held += deliveries.length;
     this.startQueued();
@@ -550,8 +574,7 @@ export class WebhookDispatcher {
         this.queuedCount--;
         // Its lease must still cover a whole attempt: renewed first when it waited too long,
         // or when a secret was rotated since it read its own (the renewal reads it again).
-        // One claimed or renewed in this turn read its secret just now: sent as it is.
-        const rotated = !d.fresh && d.secret_generation !== this.secretGeneration;
+        const rotated = d.secret_generation !== this.secretGeneration;
         if (rotated || (!d.fresh && performance.now() - d.leasedAt > this.leaseMs - this.timeoutMs - LEASE_MARGIN_MS)) {
           this.stale.push(d);
           void this.renewStale();
@@ -577,6 +600,7 @@ export class WebhookDispatcher {
     this.stale = [];
     const leasedAt = performance.now();
     let renewed: Map<string, { webhook_secret: string | null; secret_generation: string }>;
+    const asked = this.askSecretGeneration();
     try {
       const r = await this.pool.query<{ id: string; webhook_secret: string | null; secret_generation: string }>(
         `WITH renewed AS (
@@ -585,7 +609,7 @@ export class WebhookDispatcher {
            WHERE q.id = s.id AND q.lease_token = s.lease_token
            RETURNING q.id, s.project_id)
          SELECT r.id, (SELECT p.webhook_secret FROM projects p WHERE p.id = r.project_id) AS webhook_secret,
-                coalesce((SELECT g.generation::text FROM webhook_secret_changes g), '0') AS secret_generation
+                ${SECRET_GENERATION} AS secret_generation
          FROM renewed r`,
         [stale.map((d) => d.id), stale.map((d) => d.lease_token), this.leaseMs / 1000, stale.map((d) => d.project_id)],
       );
@@ -595,7 +619,7 @@ export class WebhookDispatcher {
       this.onError?.(error as Error);
       renewed = new Map();
     }
-    for (const row of renewed.values()) this.noteSecretGeneration(row.secret_generation);
+    for (const row of renewed.values()) this.noteSecretGeneration(row.secret_generation, asked);
     for (const d of stale.reverse()) {
       const row = renewed.get(d.id);
       if (row) this.enqueue({ ...d, webhook_secret: row.webhook_secret, secret_generation: row.secret_generation, leasedAt, fresh: true }, true);
