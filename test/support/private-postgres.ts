@@ -35,6 +35,8 @@ startEmbeddedPostgres(process.argv[2], { databaseName: process.argv[4], port: pr
         try { process.kill(pid, 'SIGINT'); } catch {}
         while (fs.existsSync(pidFile)) await new Promise((resolve) => setTimeout(resolve, 50));
       }
+      // Also when the test's worker died without removing it.
+      if (process.argv[5] === 'remove') fs.rmSync(process.argv[2], { recursive: true, force: true });
       process.exit(0);
     });
     process.stdin.resume();
@@ -45,10 +47,24 @@ startEmbeddedPostgres(process.argv[2], { databaseName: process.argv[4], port: pr
   });
 `;
 
-/** Starts the embedded PostgreSQL of `dir` (created when new), with `databaseName` on it (default `gateway`). */
-export function startPrivatePostgres(dir: string, options: { port?: number; databaseName?: string } = {}): Promise<PrivatePostgres> {
+/**
+ * Starts the embedded PostgreSQL of `dir` (created when new), with `databaseName` on it
+ * (default `gateway`); with `removeWhenStopped`, `dir` goes with it (a server started once).
+ */
+export function startPrivatePostgres(
+  dir: string,
+  options: { port?: number; databaseName?: string; removeWhenStopped?: boolean } = {},
+): Promise<PrivatePostgres> {
   const module = path.join(ROOT, 'dist/libs/platform/src/database/embedded-postgres.js');
-  const args = ['-e', POSTGRES_SCRIPT, module, dir, String(options.port ?? 0), options.databaseName ?? 'gateway'];
+  const args = [
+    '-e',
+    POSTGRES_SCRIPT,
+    module,
+    dir,
+    String(options.port ?? 0),
+    options.databaseName ?? 'gateway',
+    options.removeWhenStopped ? 'remove' : 'keep',
+  ];
   const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   return new Promise((resolve, reject) => {

@@ -68,7 +68,7 @@ interface PrivateServer {
 async function privateServer(): Promise<PrivateServer> {
   const data = temporaryDataDir();
   try {
-    const server = await startPrivatePostgres(data.dir, { databaseName: 'postgres' });
+    const server = await startPrivatePostgres(data.dir, { databaseName: 'postgres', removeWhenStopped: true });
     return {
       adminUrl: server.url,
       stop: async () => {
@@ -106,11 +106,15 @@ async function createOn(admin: string, options: TestDatabaseOptions, server: Pri
     owner,
     adminUrl: admin,
     drop: async () => {
-      await pool.end();
       if (server) {
-        await server.stop();
+        try {
+          await pool.end();
+        } finally {
+          await server.stop();
+        }
         return;
       }
+      await pool.end();
       const client = new Client({ connectionString: admin });
       await client.connect();
       await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
