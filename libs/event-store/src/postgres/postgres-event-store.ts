@@ -275,6 +275,12 @@ export class PostgresEventStore implements EventStore {
       return;
     }
     if (rows.some((row) => row.appended_revision !== null)) this.tail.notify();
+    if (rows.length !== group.length) {
+      // Not one answer per append: the statement ran (any of them may be written), none can be told.
+      const cause = new Error(`append_event_group answered ${rows.length} rows for ${group.length} appends`);
+      for (const append of group) append.reject(new AppendOutcomeUnknownError(append.streamName, { cause }));
+      return;
+    }
     await Promise.all(
       group.map((append, i) => {
         const row = rows[i]!;
