@@ -35,12 +35,14 @@ interface ClaimedRow {
   webhook_secret: string | null;
   /** SECRET_GENERATION when the secret was read: another one in force makes it read again before the attempt. */
   secret_generation: string;
+  /** SECRET_READ_AT of that read. */
+  secret_read_at: string;
 }
 
 interface ClaimedDelivery extends ClaimedRow {
   /** performance.now() before the claim (or its renewal) was asked for: the lease lasts at least `leaseSeconds` from here. */
   leasedAt: number;
-  /** Claimed (or renewed) in the turn that is starting it: sent whatever it waited. */
+  /** Claimed (or renewed) in the turn that is starting it: sent however long it waited (if its secret is the one in force). */
   fresh: boolean;
 }
 
@@ -109,6 +111,14 @@ const SECRET_LOOK_MS = 200;
  */
 const SECRET_GENERATION = `((extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint::text || ':' ||
   coalesce((SELECT g.generation::text FROM webhook_secret_changes g), '0'))`;
+/**
+ * When it was read, in the server's order of snapshots (the first transaction id not yet
+ * completed): reads sent on several connections reach the server in any order.
+ */
+const SECRET_READ_AT = `pg_snapshot_xmax(pg_current_snapshot())::text`;
+/** The server and the counter of a SECRET_GENERATION value. */
+const serverOf = (generation: string): string => generation.slice(0, generation.indexOf(':'));
+const counterOf = (generation: string): bigint => BigInt(generation.slice(generation.indexOf(':') + 1));
 
 /**
  * How long finished attempts wait for others to join their record batch (real ms): at
@@ -185,7 +195,7 @@ const LEASE_CANDIDATES = `
   claimed AS (
     SELECT d.id, d.event_id, d.event_type, d.project_id, d.url, d.body, d.is_test, l.lease_token, l.attempts_made, l.schedule_base,
            (SELECT p.webhook_secret FROM projects p WHERE p.id = d.project_id) AS webhook_secret,
-           ${SECRET_GENERATION} AS secret_generation
+           ${SECRET_GENERATION} AS secret_generation, ${SECRET_READ_AT} AS secret_read_at
     FROM leased l
     CROSS JOIN LATERAL (
       SELECT r.id, r.event_id, r.event_type, r.project_id, r.url, r.body, r.is_test FROM webhook_deliveries r WHERE r.id = l.id OFFSET 0) AS d)`;
@@ -311,10 +321,9 @@ export class WebhookDispatcher {
   private held = 0;
   /** Opened webhook secrets by project, with the stored (sealed) form they were opened from. */
   private readonly secrets = new Map<string, { readonly sealed: string; readonly opened: string }>();
-  /** The SECRET_GENERATION in force (of the latest read asked that answered), its read's number, and performance.now() of the last look. */
+  /** The SECRET_GENERATION in force, the SECRET_READ_AT of its read, and performance.now() of the last look. */
   private secretGeneration: string | null = null;
-  private secretGenerationAsked = 0;
-  private secretReadsAsked = 0;
+  private secretReadAt = 0n;
   private secretLookAt = -Infinity;
 
   private running: Promise<void> | null = null;
@@ -381,26 +390,29 @@ export class WebhookDispatcher {
     // Nothing waits with a secret read earlier: what is claimed next reads its own.
     if (now - this.secretLookAt < SECRET_LOOK_MS || this.queuedCount === 0) return;
     this.secretLookAt = now;
-    const asked = this.askSecretGeneration();
-    const r = await this.pool.query<{ generation: string }>(`SELECT ${SECRET_GENERATION} AS generation`);
-    this.noteSecretGeneration(r.rows[0]!.generation, asked);
-  }
-
-  /** The number of a read of SECRET_GENERATION (a look, a claim, a renewal) about to be sent. */
-  private askSecretGeneration(): number {
-    return ++this.secretReadsAsked;
+    const r = await this.pool.query<{ generation: string; read_at: string }>(`SELECT ${SECRET_GENERATION} AS generation, ${SECRET_READ_AT} AS read_at`);
+    this.noteSecretGeneration(r.rows[0]!.generation, r.rows[0]!.read_at);
   }
 
   /**
-   * A value of SECRET_GENERATION read by read number `asked`: in force unless a read asked
-   * later has answered already (a slower earlier one may have read before a rotation), even
-   * when lower than the one in force (a database restored or failed over): a delivery that
-   * read another is renewed, each renewal a later read, so none is renewed for good.
+   * A value of SECRET_GENERATION read at `readAt` (SECRET_READ_AT, which never goes down on
+   * one server): on the server in force, a higher counter is in force (a rotation since), a
+   * lower one only when surely read later (a counter set back; a read answered late that
+   * was made before a rotation is not), so none is renewed for good. Another server's (a
+   * database restored or failed over) is in force as it comes.
    */
-  private noteSecretGeneration(generation: string, asked: number): void {
-    if (asked < this.secretGenerationAsked) return;
+  private noteSecretGeneration(generation: string, readAt: string): void {
+    const at = BigInt(readAt);
+    const current = this.secretGeneration;
+    if (current !== null && serverOf(current) === serverOf(generation)) {
+      const [counter, inForce] = [counterOf(generation), counterOf(current)];
+      if (counter === inForce || (counter < inForce && at <= this.secretReadAt)) {
+        if (at > this.secretReadAt) this.secretReadAt = at;
+        return;
+      }
+    }
     this.secretGeneration = generation;
-    this.secretGenerationAsked = asked;
+    this.secretReadAt = at;
   }
 
   /** Runs the dispatcher's own loop until `stop()`. */
@@ -423,7 +435,7 @@ export class WebhookDispatcher {
     await this.running;
     this.running = null;
     // A renewal under way puts its deliveries back in the queues: given back with the others.
-    while (this.renewing) await this.renewing;
+    while (this.renewing) await this.renewing.catch(() => undefined);
     await this.release();
     await this.drain();
     if (this.ownClient) await this.client.close();
@@ -510,7 +522,6 @@ export class WebhookDispatcher {
     const wide = leasedAt - this.lastWideClaim >= (this.options.pollIntervalMs ?? 100);
     if (wide) this.lastWideClaim = leasedAt;
     const excluded = wide ? [...busy.keys()] : [...busy].filter(([, n]) => n >= perUrl).map(([url]) => url);
-    const asked = this.askSecretGeneration();
     const claimed = await this.pool.query<ClaimedRow & { scanned_to?: string | null }>(
       preparedStatement(wide ? CLAIM_LOOKING_BEHIND : CLAIM_EARLIEST, [
         this.clock.now(),
@@ -544,10 +555,11 @@ export class WebhookDispatcher {
       schedule_base: row.schedule_base,
       webhook_secret: row.webhook_secret,
       secret_generation: row.secret_generation,
+      secret_read_at: row.secret_read_at,
       leasedAt,
       fresh: true,
     }));
-    if (deliveries.length > 0) this.noteSecretGeneration(deliveries[0]!.secret_generation, asked);
+    if (deliveries.length > 0) this.noteSecretGeneration(deliveries[0]!.secret_generation, deliveries[0]!.secret_read_at);
     for (const d of deliveries) this.enqueue(d);
     this.held += deliveries.length;
     this.startQueued();
@@ -599,17 +611,16 @@ export class WebhookDispatcher {
     const stale = this.stale;
     this.stale = [];
     const leasedAt = performance.now();
-    let renewed: Map<string, { webhook_secret: string | null; secret_generation: string }>;
-    const asked = this.askSecretGeneration();
+    let renewed: Map<string, { webhook_secret: string | null; secret_generation: string; secret_read_at: string }>;
     try {
-      const r = await this.pool.query<{ id: string; webhook_secret: string | null; secret_generation: string }>(
+      const r = await this.pool.query<{ id: string; webhook_secret: string | null; secret_generation: string; secret_read_at: string }>(
         `WITH renewed AS (
            UPDATE webhook_queue q SET leased_until = clock_timestamp() + make_interval(secs => $3)
            FROM unnest($1::uuid[], $2::uuid[], $4::uuid[]) AS s(id, lease_token, project_id)
            WHERE q.id = s.id AND q.lease_token = s.lease_token
            RETURNING q.id, s.project_id)
          SELECT r.id, (SELECT p.webhook_secret FROM projects p WHERE p.id = r.project_id) AS webhook_secret,
-                ${SECRET_GENERATION} AS secret_generation
+                ${SECRET_GENERATION} AS secret_generation, ${SECRET_READ_AT} AS secret_read_at
          FROM renewed r`,
         [stale.map((d) => d.id), stale.map((d) => d.lease_token), this.leaseMs / 1000, stale.map((d) => d.project_id)],
       );
@@ -619,10 +630,14 @@ export class WebhookDispatcher {
       this.onError?.(error as Error);
       renewed = new Map();
     }
-    for (const row of renewed.values()) this.noteSecretGeneration(row.secret_generation, asked);
+    for (const row of renewed.values()) this.noteSecretGeneration(row.secret_generation, row.secret_read_at);
     for (const d of stale.reverse()) {
       const row = renewed.get(d.id);
-      if (row) this.enqueue({ ...d, webhook_secret: row.webhook_secret, secret_generation: row.secret_generation, leasedAt, fresh: true }, true);
+      if (row)
+        this.enqueue(
+          { ...d, webhook_secret: row.webhook_secret, secret_generation: row.secret_generation, secret_read_at: row.secret_read_at, leasedAt, fresh: true },
+          true,
+        );
       else this.held--;
     }
     this.startQueued();
