@@ -105,20 +105,22 @@ const LEASE_MARGIN_MS = 1000;
 /** How often the dispatcher looks whether a webhook secret was rotated (followSecretRotations). */
 const SECRET_LOOK_MS = 200;
 /**
- * What a delivery's secret is read with: the rotation counter (webhook_secret_changes, raised
- * by a trigger; a missing row reads 0) and the server's start, so that a database restored
- * or failed over, whose counter may have gone back and up again, reads as another one.
+ * What a delivery's secret is read with: `<server start>:<row version>:<counter>`, the
+ * rotation counter (webhook_secret_changes, raised by a trigger; a missing row reads 0)
+ * with its row's version (xmin: any write of it, a counter set back and raised to the same
+ * number too, reads as another) and the server's start (a database restored or failed over).
  */
 const SECRET_GENERATION = `((extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint::text || ':' ||
-  coalesce((SELECT g.generation::text FROM webhook_secret_changes g), '0'))`;
+  coalesce((SELECT g.xmin::text || ':' || g.generation::text FROM webhook_secret_changes g), '0:0'))`;
 /**
- * When it was read, in the server's order of snapshots (the first transaction id not yet
- * completed): reads sent on several connections reach the server in any order.
+ * When it was read, in the server's order of snapshots (one past the latest transaction id
+ * completed: never lower in a later snapshot): reads sent on several connections reach the
+ * server in any order.
  */
 const SECRET_READ_AT = `pg_snapshot_xmax(pg_current_snapshot())::text`;
 /** The server and the counter of a SECRET_GENERATION value. */
 const serverOf = (generation: string): string => generation.slice(0, generation.indexOf(':'));
-const counterOf = (generation: string): bigint => BigInt(generation.slice(generation.indexOf(':') + 1));
+const counterOf = (generation: string): bigint => BigInt(generation.slice(generation.lastIndexOf(':') + 1));
 
 /**
  * How long finished attempts wait for others to join their record batch (real ms): at
@@ -395,21 +397,19 @@ export class WebhookDispatcher {
   }
 
   /**
-   * A value of SECRET_GENERATION read at `readAt` (SECRET_READ_AT, which never goes down on
-   * one server): on the server in force, a higher counter is in force (a rotation since), a
-   * lower one only when surely read later (a counter set back; a read answered late that
-   * was made before a rotation is not), so none is renewed for good. Another server's (a
-   * database restored or failed over) is in force as it comes.
+   * A value of SECRET_GENERATION read at `readAt` (SECRET_READ_AT): on the server in force,
+   * the one of the later snapshot is in force (a read answered late that was made before a
+   * rotation, or before a counter was set back, is not); of two equal snapshots, which a
+   * transaction that was running at both may have committed between, the higher counter (a
+   * rotation's). A counter set back is in force once read by a later snapshot: a renewal's
+   * own write makes the next one later, so no delivery is renewed for good. Another server's
+   * value (a database restored or failed over) is in force as it comes.
    */
   private noteSecretGeneration(generation: string, readAt: string): void {
     const at = BigInt(readAt);
     const current = this.secretGeneration;
     if (current !== null && serverOf(current) === serverOf(generation)) {
-      const [counter, inForce] = [counterOf(generation), counterOf(current)];
-      if (counter === inForce || (counter < inForce && at <= this.secretReadAt)) {
-        if (at > this.secretReadAt) this.secretReadAt = at;
-        return;
-      }
+      if (at < this.secretReadAt || (at === this.secretReadAt && counterOf(generation) <= counterOf(current))) return;
     }
     this.secretGeneration = generation;
     this.secretReadAt = at;
