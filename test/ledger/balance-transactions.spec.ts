@@ -149,8 +149,12 @@ describe('GET /v1/balance/transactions', () => {
 
   it('the transactions of a random period sum to the balance change over it (from the event log)', async () => {
     for (const m of merchants) {
-      const items = await allTransactions(m.live);
-      // The ledger's own entries, from the event log: what the balance did, independent of the read model.
+      // Periods that have ended, whose rows are final (a `to` still to come lists the read model,
+      // which trails the log: a refund settled by its worker meanwhile may be in the log, not yet listed).
+      const now = (await gw.operator.advance(0)).getTime();
+      const items = await allTransactions(m.live, `&to=${new Date(now).toISOString()}`);
+      // The ledger's own entries, from the event log (all of those dated up to now, once they are final there):
+      // what the balance did, independent of the read model.
       const stream = await gw.operator.http.get(`/admin/v1/streams/ledger-live_${m.accountId}?limit=1000`);
       expectStatus(stream, 200);
       const entries = (stream.body.events as Json[]).map((e) => ({
@@ -158,7 +162,7 @@ describe('GET /v1/balance/transactions', () => {
         moved: (e.data.postings as Json[]).filter((p) => ['available', 'pending', 'reserved'].includes(p.account)).reduce((sum, p) => sum + p.amount, 0),
       }));
       const first = Date.parse(items[items.length - 1].createdAt) - 60_000;
-      const last = Date.parse(items[0].createdAt) + 60_000;
+      const last = Math.min(Date.parse(items[0].createdAt) + 60_000, now);
       // Boundaries on the entries' own instants too, where off-by-one mistakes show.
       // In microseconds: a bound a fraction of a millisecond past an entry's instant must leave it out of from and in to.
       const instants = fc
