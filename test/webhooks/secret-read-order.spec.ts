@@ -113,17 +113,11 @@ async function lateRenewal(claimed: string, looked: [string, string], renewedLat
   return { oldAfterD1, sent };
 }
 
-it('a renewal that read before a rotation, answering after a look that read after it, does not put the old secret back in force', async () => {
-  const { oldAfterD1, sent } = await lateRenewal('S:a:1', ['S:b:2', '200'], ['S:a:1', '150']);
-  expect(oldAfterD1).toEqual([]);
-  expect(sent).toEqual([
-    { id: 'd1', secret: 'old' },
-    { id: 'd2', secret: 'new' },
-  ]);
-});
-
-it('nor one that read before the counter was set back and raised again (a higher counter, but an earlier snapshot)', async () => {
-  const { oldAfterD1, sent } = await lateRenewal('S:a:5', ['S:c:1', '130'], ['S:a:5', '110']);
+it.each([
+  ['a renewal that read before a rotation, answering after a look that read after it', 'S:a:1', ['S:b:2', '200'], ['S:a:1', '150']],
+  ['one that read before the counter was set back and raised again (a higher counter, but an earlier snapshot)', 'S:a:5', ['S:c:1', '130'], ['S:a:5', '110']],
+] as [string, string, [string, string], [string, string]][])('%s does not put the old secret back in force', async (_what, claimed, looked, renewedLate) => {
+  const { oldAfterD1, sent } = await lateRenewal(claimed, looked, renewedLate);
   expect(oldAfterD1).toEqual([]);
   expect(sent).toEqual([
     { id: 'd1', secret: 'old' },
