@@ -8,6 +8,9 @@
  * was renewed, and one whose lease was replaced meanwhile is not sent by it at all.
  * The HTTP side here is a poster the test answers (the real client is tested in
  * keep-alive-delivery.spec.ts and webhooks.spec.ts).
+ *
+ * Dispatchers here run with `slowStart: false` (every URL has all its slots at once):
+ * these tests are about claims and records; slow start has its own in keep-alive-delivery.spec.ts.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Pool, QueryConfig } from 'pg';
@@ -128,6 +131,7 @@ describe('attempts recorded in batches', () => {
     const dispatcher = new WebhookDispatcher(db.pool, registry, clock, {
       concurrency: 8,
       perUrlConcurrency: 8,
+      slowStart: false,
       allowPrivateNetworks: false,
       client: poster,
       onAttempt: (o) => outcomes.push(o),
@@ -191,6 +195,7 @@ describe('attempts recorded in batches', () => {
     const dispatcher = new WebhookDispatcher(db.pool, registry, clock, {
       concurrency: 8,
       perUrlConcurrency: 8,
+      slowStart: false,
       allowPrivateNetworks: false,
       client: poster,
       onAttempt: (o) => outcomes.push(o),
@@ -273,6 +278,7 @@ describe('deliveries claimed ahead of their slots', () => {
       concurrency: 32,
       perUrlConcurrency: 2,
       pollIntervalMs: 60_000,
+      slowStart: false,
       allowPrivateNetworks: false,
       client: poster,
     });
@@ -306,6 +312,7 @@ describe('deliveries claimed ahead of their slots', () => {
       prefetchPerUrl: 8,
       // Claims only when woken (an attempt answered), not by the poll.
       pollIntervalMs: 60_000,
+      slowStart: false,
       allowPrivateNetworks: false,
       client: poster,
     });
@@ -337,6 +344,7 @@ describe('deliveries claimed ahead of their slots', () => {
       // One attempt at a time to this URL, two more claimed ahead.
       perUrlConcurrency: 1,
       prefetchPerUrl: 2,
+      slowStart: false,
       allowPrivateNetworks: false,
       // A lease shorter than an attempt: whatever waited must be renewed first.
       leaseSeconds: 1,
@@ -384,6 +392,7 @@ describe('deliveries claimed ahead of their slots', () => {
       concurrency: 8,
       perUrlConcurrency: 1,
       prefetchPerUrl: 4,
+      slowStart: false,
       allowPrivateNetworks: false,
       client: poster,
     });
@@ -404,6 +413,54 @@ describe('deliveries claimed ahead of their slots', () => {
   });
 });
 
+describe('slow start per URL (the default)', () => {
+  it('a URL starts with one slot, gains one per answer up to perUrlConcurrency, and is back to one after attempts without an answer', async () => {
+    const url = `https://shop-${randomUUID()}.example/hooks`;
+    await enqueue(url, 40);
+    const poster = heldPoster();
+    const dispatcher = new WebhookDispatcher(db.pool, registry, clock, { concurrency: 32, perUrlConcurrency: 8, allowPrivateNetworks: false, client: poster });
+    const inFlight = () => poster.posted.length - answered;
+    let answered = 0;
+    const answerAll = (result: AttemptResult) => {
+      for (const p of poster.posted.slice(answered)) p.answer(result);
+      answered = poster.posted.length;
+    };
+    const settled = () => new Promise((r) => setTimeout(r, 150));
+    dispatcher.start();
+    try {
+      const seen: number[] = [];
+      await until(() => inFlight() === 1, 'the first attempt');
+      await settled();
+      seen.push(inFlight());
+      // Each answer gives one more slot: 2, 4, 8 at once, and never more than 8.
+      for (const expected of [2, 4, 8, 8]) {
+        answerAll({ statusCode: 200, body: 'ok', durationMs: 3, error: null });
+        await until(() => inFlight() === expected, `${expected} attempts at once`);
+        await settled();
+        seen.push(inFlight());
+      }
+      // None of the 8 answers: the URL is back to one slot.
+      answerAll({ statusCode: null, body: null, durationMs: 10_000, error: 'no reply within 10 s' });
+      await until(() => inFlight() === 1, 'one attempt after those without an answer');
+      await settled();
+      seen.push(inFlight());
+      expect(seen).toEqual([1, 2, 4, 8, 8, 1]);
+      answerAll({ statusCode: 200, body: 'ok', durationMs: 3, error: null });
+      await until(() => inFlight() === 2, 'two attempts after an answer again');
+    } finally {
+      answerAll({ statusCode: 200, body: 'ok', durationMs: 3, error: null });
+      // Attempts may still start until stop() gives the rest back: each answered as it comes.
+      let stopped = false;
+      const stopping = dispatcher.stop().then(() => (stopped = true));
+      while (!stopped) {
+        answerAll({ statusCode: 200, body: 'ok', durationMs: 3, error: null });
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      await stopping;
+    }
+  });
+});
+
 describe('a batch recorded in one statement', () => {
   it('a lease taken over by another claim meanwhile: the outcome moves nothing, the other claim keeps its lease, the rest of the batch is recorded', async () => {
     const ids = await enqueue('https://shop.example/hooks', 3);
@@ -413,6 +470,7 @@ describe('a batch recorded in one statement', () => {
     const dispatcher = new WebhookDispatcher(db.pool, registry, clock, {
       concurrency: 8,
       perUrlConcurrency: 8,
+      slowStart: false,
       allowPrivateNetworks: false,
       client: poster,
       onAttempt: (o) => outcomes.push(o),
@@ -454,6 +512,7 @@ describe('a batch recorded in one statement', () => {
       const d = new WebhookDispatcher(db.pool, registry, clock, {
         concurrency: 8,
         perUrlConcurrency: 8,
+        slowStart: false,
         allowPrivateNetworks: false,
         client: poster,
         onAttempt: (o) => outcomes.push(o),
@@ -555,6 +614,7 @@ describe('payments:0027_webhook_attempts_recorded on a database with history', (
       const outcomes: WebhookAttemptOutcome[] = [];
       const dispatcher = new WebhookDispatcher(old.pool, oldRegistry, clock, {
         concurrency: 8,
+        slowStart: false,
         allowPrivateNetworks: false,
         client: poster,
         onAttempt: (o) => outcomes.push(o),
@@ -606,6 +666,7 @@ describe('attempts gathered into larger record batches', () => {
     const dispatcher = new WebhookDispatcher(countingRecords(records), registry, clock, {
       concurrency: 8,
       perUrlConcurrency: 8,
+      slowStart: false,
       allowPrivateNetworks: false,
       client: poster,
       // Far longer than the test takes to answer the four, one event-loop turn and more apart.
@@ -631,6 +692,7 @@ describe('attempts gathered into larger record batches', () => {
     const dispatcher = new WebhookDispatcher(countingRecords(records), registry, clock, {
       concurrency: 8,
       perUrlConcurrency: 8,
+      slowStart: false,
       allowPrivateNetworks: false,
       client: poster,
       recordBatch: 2,

@@ -14,6 +14,9 @@
  * transaction): the test's pool runs each claim statement once more, with the same
  * values, in a transaction it rolls back, just before the dispatcher's own. The
  * attempts hang (a poster the test never answers), so what is claimed stays claimed.
+ *
+ * Dispatchers here run with `slowStart: false` (every URL has all its slots at once):
+ * these tests are about claims and records; slow start has its own in keep-alive-delivery.spec.ts.
  */
 import { randomBytes } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
@@ -120,6 +123,7 @@ function dispatcher(pool: Pool, poster: WebhookPoster, pollIntervalMs = 0): Webh
     concurrency: 16,
     perUrlConcurrency: 2,
     prefetchPerUrl: 4,
+    slowStart: false,
     allowPrivateNetworks: true,
     pollIntervalMs,
     client: poster,

@@ -9,6 +9,9 @@
  * exactly while its record is pending (no foreign key: the writers keep them together). The attempts' history
  * has no foreign key since payments:0032: the retention sweep, running while attempts
  * are recorded, leaves no attempt without its delivery.
+ *
+ * Dispatchers here run with `slowStart: false` (every URL has all its slots at once):
+ * these tests are about claims and records; slow start has its own in keep-alive-delivery.spec.ts.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
@@ -109,6 +112,7 @@ describe('outcomes', () => {
     const d = new WebhookDispatcher(recordCountingPool(db.pool, writes), registry, clock, {
       concurrency: 32,
       perUrlConcurrency: 32,
+      slowStart: false,
       allowPrivateNetworks: true,
       client: poster,
       onAttempt: (o) => outcomes.push(o),
@@ -133,7 +137,7 @@ describe('outcomes', () => {
 
   it('a failed attempt keeps the delivery queued, rescheduled, its lease dropped and its attempts counted there and in the record', async () => {
     const [id] = await enqueue(1);
-    const d = new WebhookDispatcher(db.pool, registry, clock, { concurrency: 4, allowPrivateNetworks: true, client: answering(500) });
+    const d = new WebhookDispatcher(db.pool, registry, clock, { concurrency: 4, slowStart: false, allowPrivateNetworks: true, client: answering(500) });
     await d.tick();
     await d.drain();
     await d.stop();
@@ -146,7 +150,7 @@ describe('outcomes', () => {
 describe('the resend', () => {
   it('puts a delivered delivery back in the queue, due now, with a fresh schedule from its attempts made', async () => {
     const [id] = await enqueue(1);
-    const d = new WebhookDispatcher(db.pool, registry, clock, { concurrency: 4, allowPrivateNetworks: true, client: answering(200) });
+    const d = new WebhookDispatcher(db.pool, registry, clock, { concurrency: 4, slowStart: false, allowPrivateNetworks: true, client: answering(200) });
     await d.tick();
     await d.drain();
     expect(await queueRows([id!])).toEqual([]);
@@ -231,6 +235,7 @@ describe('retention without the history’s foreign key', () => {
     const d = new WebhookDispatcher(db.pool, registry, clock, {
       concurrency: 16,
       perUrlConcurrency: 16,
+      slowStart: false,
       allowPrivateNetworks: true,
       pollIntervalMs: 1,
       client: poster,
@@ -318,6 +323,7 @@ describe('payments:0031_webhook_queue_apart_from_history on a database with deli
       const outcomes: WebhookAttemptOutcome[] = [];
       const d = new WebhookDispatcher(old.pool, oldRegistry, clock, {
         concurrency: 4,
+        slowStart: false,
         allowPrivateNetworks: true,
         client: answering(500),
         onAttempt: (o) => outcomes.push(o),

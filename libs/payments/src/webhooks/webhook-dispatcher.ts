@@ -61,10 +61,13 @@ export interface DispatcherOptions {
   readonly concurrency: number;
   /**
    * Attempts to one URL sent at once by one dispatcher (default a quarter of
-   * `concurrency`): a receiver that hangs holds only these slots, and the others stay
-   * free for everybody else's webhooks.
+   * `concurrency`), reached one answer at a time: a URL starts with one slot, gains one
+   * per answer and is back to one after an attempt without an answer, so a receiver that
+   * hangs holds one slot and the others stay free for everybody else's webhooks.
    */
   readonly perUrlConcurrency?: number;
+  /** false: every URL has all its slots from the start, whether it answers or not (tests of other behaviour; default true). */
+  readonly slowStart?: boolean;
   /**
    * Deliveries of one URL claimed ahead of its free slots and sent as they free
    * (default 16 × perUrlConcurrency; 0: none): the next attempt to a busy URL starts
@@ -102,6 +105,8 @@ export type WebhookAttemptOutcome = 'delivered' | 'retry' | 'failed' | 'supersed
 
 /** A claimed delivery waiting longer than this (lease minus attempt) has its lease renewed before it is sent. */
 const LEASE_MARGIN_MS = 1000;
+/** URLs whose slots beyond one are remembered; past this the memory starts again (each URL back to one slot). */
+const MAX_URLS_WITH_SLOTS = 10_000;
 /** How often the dispatcher looks whether a webhook secret was rotated (followSecretRotations). */
 const SECRET_LOOK_MS = 200;
 /**
@@ -295,8 +300,6 @@ export class WebhookDispatcher {
   private readonly maxClaimed: number;
   /** Claimed and not yet recorded (including attempts waiting for their batch), at most. */
   private readonly maxHeld: number;
-  /** A URL down to this many claimed wakes the loop for its next claim. */
-  private readonly refillAt: number;
   private readonly leaseMs: number;
   private readonly timeoutMs: number;
   private readonly recordBatch: number;
@@ -305,6 +308,15 @@ export class WebhookDispatcher {
   /** HTTP attempts in flight, in all and per URL. */
   private inFlight = 0;
   private readonly inFlightByUrl = new Map<string, number>();
+  /**
+   * Attempts a URL may have in flight now (1 for a URL not in the map), up to `perUrl`:
+   * one more per answer, one again after an attempt that got none (timed out, refused,
+   * reset). So a receiver that hangs holds one slot, not `perUrl`, and hanging
+   * receivers cannot fill the dispatcher while other URLs wait.
+   */
+  private readonly slotsByUrl = new Map<string, number>();
+  /** The slots of a URL not in `slotsByUrl`. */
+  private readonly firstSlots: number;
   /** Deliveries claimed ahead, per URL, in claim order. */
   private readonly queued = new Map<string, ClaimedDelivery[]>();
   private queuedCount = 0;
@@ -348,12 +360,9 @@ export class WebhookDispatcher {
   ) {
     this.perUrl = Math.max(1, options.perUrlConcurrency ?? Math.floor(options.concurrency / 4));
     this.prefetchPerUrl = Math.max(0, options.prefetchPerUrl ?? 16 * this.perUrl);
+    this.firstSlots = options.slowStart === false ? this.perUrl : 1;
     this.maxClaimed = options.concurrency + (this.prefetchPerUrl > 0 ? 4 * options.concurrency : 0);
     this.maxHeld = this.maxClaimed + 4 * options.concurrency;
-    // A URL is refilled once half of what it may hold ahead went out: each claim takes that
-    // much of it, and the other half covers the claim's round trip (decision 0094: with a
-    // quarter left, a busy URL ran dry while its refill was under way).
-    this.refillAt = this.prefetchPerUrl > 0 ? this.perUrl + Math.floor(this.prefetchPerUrl / 2) : this.perUrl - 1;
     this.leaseMs = (options.leaseSeconds ?? WEBHOOK_LEASE_SECONDS) * 1000;
     this.timeoutMs = options.timeoutMs ?? WEBHOOK_REPLY_TIMEOUT_MS;
     this.recordBatch = Math.max(1, options.recordBatch ?? 500);
@@ -501,6 +510,27 @@ export class WebhookDispatcher {
     return (this.inFlightByUrl.get(url) ?? 0) + (this.queued.get(url)?.length ?? 0);
   }
 
+  /** Attempts a URL may have in flight now. */
+  private slotsOf(url: string): number {
+    return this.slotsByUrl.get(url) ?? this.firstSlots;
+  }
+
+  /** What a URL with `slots` may hold claimed: its slots and, claimed ahead, `prefetchPerUrl` in proportion. */
+  private allowance(slots: number): number {
+    return slots + Math.floor((this.prefetchPerUrl * slots) / this.perUrl);
+  }
+
+  /**
+   * A URL down to this many claimed wakes the loop for its next claim: once half of what
+   * it may hold ahead went out, each claim takes that much, and the other half covers the
+   * claim's round trip (decision 0094: with a quarter left, a busy URL ran dry while its
+   * refill was under way).
+   */
+  private refillAtOf(url: string): number {
+    const slots = this.slotsOf(url);
+    return this.prefetchPerUrl > 0 ? slots + Math.floor((this.prefetchPerUrl * slots) / this.perUrl / 2) : slots - 1;
+  }
+
   /** Claims due deliveries into the queues and starts what may start. */
   private async claim(): Promise<number> {
     // Free slots always make room, whatever is claimed ahead (receivers that hang fill
@@ -510,9 +540,11 @@ export class WebhookDispatcher {
       this.maxHeld - this.held,
     );
     if (room <= 0 || this.stopping) return 0;
-    const perUrl = this.perUrl + this.prefetchPerUrl;
+    // The claim caps every URL at one allowance, a URL's with one slot (as every URL the
+    // dispatcher does not hold): a URL with more slots counts as holding that much less.
+    const perUrl = this.allowance(this.firstSlots);
     const busy = new Map<string, number>();
-    for (const url of [...this.inFlightByUrl.keys(), ...this.queued.keys()]) busy.set(url, this.claimedOf(url));
+    for (const url of [...this.inFlightByUrl.keys(), ...this.queued.keys()]) busy.set(url, this.claimedOf(url) - this.allowance(this.slotsOf(url)) + perUrl);
     const leasedAt = performance.now();
     // The earliest due rows, the URLs already at their limit left out (so a stuck URL's
     // backlog does not hide the others'), then at most what each URL has left. A URL
@@ -530,7 +562,7 @@ export class WebhookDispatcher {
         excluded,
         perUrl,
         // How many of the earliest due rows the claim looks at: room for every slot, and for one URL's whole allowance.
-        room + perUrl,
+        room + this.allowance(this.perUrl),
         [...busy.keys()],
         [...busy.values()],
         ...(wide
@@ -565,7 +597,7 @@ export class WebhookDispatcher {
     this.startQueued();
     for (const d of deliveries) d.fresh = false;
     // The URLs this claim left out that want a refill: the next round at once.
-    if (wide && [...busy.keys()].some((url) => this.claimedOf(url) <= this.refillAt)) this.wanted = true;
+    if (wide && [...busy.keys()].some((url) => this.claimedOf(url) <= this.refillAtOf(url))) this.wanted = true;
     return deliveries.length;
   }
 
@@ -581,7 +613,8 @@ export class WebhookDispatcher {
   private startQueued(): void {
     for (const [url, list] of this.queued) {
       if (this.inFlight >= this.options.concurrency) return;
-      while (list.length > 0 && this.inFlight < this.options.concurrency && (this.inFlightByUrl.get(url) ?? 0) < this.perUrl) {
+      const slots = this.slotsOf(url);
+      while (list.length > 0 && this.inFlight < this.options.concurrency && (this.inFlightByUrl.get(url) ?? 0) < slots) {
         const d = list.shift()!;
         this.queuedCount--;
         // Its lease must still cover a whole attempt: renewed first when it waited too long,
@@ -686,8 +719,10 @@ export class WebhookDispatcher {
     const at = this.clock.now();
     const unixSeconds = Math.floor(at.getTime() / 1000);
     let attempt: Promise<AttemptResult>;
+    let posted = false;
     try {
       const secret = this.secretOf(d);
+      posted = secret !== null;
       attempt =
         secret === null
           ? Promise.resolve({ statusCode: null, body: null, durationMs: 0, error: 'the project no longer exists' })
@@ -713,6 +748,7 @@ export class WebhookDispatcher {
         const left = (this.inFlightByUrl.get(d.url) ?? 1) - 1;
         if (left > 0) this.inFlightByUrl.set(d.url, left);
         else this.inFlightByUrl.delete(d.url);
+        const widened = posted && this.adjustSlots(d.url, result.statusCode !== null);
         if (this.finished.length === 0) this.oldestFinishedAt = performance.now();
         this.finished.push({ delivery: d, at, endedAt: this.clock.now(), result });
         this.scheduleRecord();
@@ -720,12 +756,27 @@ export class WebhookDispatcher {
         // A claim when this URL has room for a batch again, or everybody has (not at every
         // answer: a claim while the URL is at its limit would only scan its backlog).
         if (
-          this.claimedOf(d.url) === this.refillAt ||
+          this.claimedOf(d.url) === this.refillAtOf(d.url) ||
+          (widened && this.claimedOf(d.url) < this.refillAtOf(d.url)) ||
           this.inFlight === this.options.concurrency - 1 ||
           this.inFlight + this.queuedCount === Math.floor(this.maxClaimed / 4)
         )
           this.wake();
       });
+  }
+
+  /** One more slot for a URL that answered (up to `perUrl`; true when it got one), one only for a URL that did not. */
+  private adjustSlots(url: string, answered: boolean): boolean {
+    if (this.options.slowStart === false) return false;
+    if (!answered) {
+      this.slotsByUrl.delete(url);
+      return false;
+    }
+    const slots = this.slotsByUrl.get(url) ?? 1;
+    if (slots >= this.perUrl) return false;
+    if (slots === 1 && this.slotsByUrl.size >= MAX_URLS_WITH_SLOTS) this.slotsByUrl.clear();
+    this.slotsByUrl.set(url, slots + 1);
+    return true;
   }
 
   /**
