@@ -1,6 +1,6 @@
 import type { BalancePoint } from '#ledger';
 import { formatRubles } from '../pay/payment-page.html';
-import { moneyTicks, renderBalancePlot, timeLabel, timeTicks } from './balance-plot.svg';
+import { moneyTicks, renderBalancePlot, timeLabel, timeStep, timeTicks } from './balance-plot.svg';
 
 const point = (at: string, entry: number, pending: number, available: number, reserved: number): BalancePoint => ({ at, entry, pending, available, reserved });
 const seriesPaths = (svg: string) => [...svg.matchAll(/<path class="series" data-series="(\w+)" d="([^"]+)"/g)].map((m) => ({ series: m[1], d: m[2]! }));
@@ -52,10 +52,26 @@ describe('moneyTicks (the amount axis, integer kopecks)', () => {
 });
 
 describe('timeLabel (UTC)', () => {
-  it('dates only for spans of two days or more; date and time otherwise', () => {
+  it('the date alone when the ticks are whole days apart; date and time otherwise', () => {
     const t = Date.parse('2026-11-23T20:05:00.000Z');
-    expect(timeLabel(t, 3 * 86_400_000)).toBe('23.11.2026');
+    expect(timeLabel(t, 86_400_000)).toBe('23.11.2026');
+    expect(timeLabel(t, 7 * 86_400_000)).toBe('23.11.2026');
+    expect(timeLabel(t, 12 * 3_600_000)).toBe('23.11.2026 20:05');
     expect(timeLabel(t, 3_600_000)).toBe('23.11.2026 20:05');
+  });
+  it('a span of 2 to 3.5 days ticked every 6 or 12 hours: each label its own, noon not shown as a date', () => {
+    for (const [from, to] of [
+      ['2026-12-01T01:06:26Z', '2026-12-04T01:07:02Z'],
+      ['2026-12-01T00:00:00Z', '2026-12-03T06:00:00Z'],
+    ] as const) {
+      const t0 = Date.parse(from);
+      const t1 = Date.parse(to);
+      const step = timeStep(t0, t1);
+      expect(step % 86_400_000).not.toBe(0);
+      const labels = timeTicks(t0, t1).map((t) => timeLabel(t, step));
+      expect(new Set(labels).size).toBe(labels.length);
+      expect(labels).toContain('02.12.2026 12:00');
+    }
   });
 });
 
@@ -134,6 +150,18 @@ describe('renderBalancePlot (inline SVG, three step lines)', () => {
     expect(steps[0]![1]).toBeGreaterThan(Number(/^M[\d.]+ ([\d.]+)/.exec(pending)![1]));
     // The time axis: a tick at each UTC midnight within the span.
     expect([...svg.matchAll(/>(\d\d\.11\.2026)</g)].map((m) => m[1])).toEqual(['21.11.2026', '22.11.2026', '23.11.2026', '24.11.2026', '25.11.2026']);
+  });
+
+  it('three days of history: 12-hour ticks labelled with their time, no date twice', () => {
+    const svg = renderBalancePlot([point('2026-12-01T01:06:26.000Z', 1, 100, 0, 0), point('2026-12-04T01:07:02.000Z', 2, 0, 100, 0)], 'Баланс');
+    expect([...svg.matchAll(/>(\d\d\.12\.2026[^<]*)</g)].map((m) => m[1])).toEqual([
+      '01.12.2026 12:00',
+      '02.12.2026 00:00',
+      '02.12.2026 12:00',
+      '03.12.2026 00:00',
+      '03.12.2026 12:00',
+      '04.12.2026 00:00',
+    ]);
   });
 
   it('negative and zero values: the axis reaches below zero and the zero line is drawn', () => {

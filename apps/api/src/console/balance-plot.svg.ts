@@ -1,7 +1,7 @@
 /**
  * The console's plot of a ledger's merchant balances over time: an inline SVG drawn on
  * the server (no script), three step lines (pending, available, reserved) with a
- * legend, a time axis (UTC dates) and an amount axis in rubles formatted from kopecks
+ * legend, a time axis (UTC) and an amount axis in rubles formatted from kopecks
  * exactly. Money stays integer kopecks throughout (the ticks are integers chosen with
  * integer arithmetic); only the pixel coordinates are fractional numbers.
  *
@@ -62,30 +62,32 @@ const TIME_STEPS = [
   ...[1, 2, 7, 14, 28, 91, 182, 364].map((d) => d * 1440 * MINUTE),
 ];
 
-/**
- * Round times for an axis over [t0, t1] ms (UTC): every multiple within it of the
- * smallest step of TIME_STEPS (doubled past the last) that gives at most `maxTicks`;
- * [t0] when no round time falls within it.
- */
-export function timeTicks(t0: number, t1: number, maxTicks = 6): number[] {
+/** The step of timeTicks over [t0, t1] ms: the smallest of TIME_STEPS (doubled past the last) giving at most `maxTicks`. */
+export function timeStep(t0: number, t1: number, maxTicks = 6): number {
   for (let i = 0; ; i += 1) {
     const step = TIME_STEPS[i] ?? TIME_STEPS[TIME_STEPS.length - 1]! * 2 ** (i - TIME_STEPS.length + 1);
-    const first = ceilDiv(t0, step);
-    const last = floorDiv(t1, step);
-    if (last - first + 1 > maxTicks) continue;
-    const ticks: number[] = [];
-    for (let k = first; k <= last; k += 1) ticks.push(k * step);
-    return ticks.length > 0 ? ticks : [t0];
+    if (floorDiv(t1, step) - ceilDiv(t0, step) + 1 <= maxTicks) return step;
   }
+}
+
+/**
+ * Round times for an axis over [t0, t1] ms (UTC): every multiple within it of
+ * timeStep(t0, t1); [t0] when no round time falls within it.
+ */
+export function timeTicks(t0: number, t1: number, maxTicks = 6): number[] {
+  const step = timeStep(t0, t1, maxTicks);
+  const ticks: number[] = [];
+  for (let k = ceilDiv(t0, step); k <= floorDiv(t1, step); k += 1) ticks.push(k * step);
+  return ticks.length > 0 ? ticks : [t0];
 }
 
 const pad = (n: number) => String(n).padStart(2, '0');
 
-/** A time-axis label, UTC: the date alone for spans of two days or more, else the date and the time. */
-export function timeLabel(ms: number, spanMs: number): string {
+/** A time-axis label, UTC: the date alone when the ticks are whole days apart, else the date and the time. */
+export function timeLabel(ms: number, stepMs: number): string {
   const d = new Date(ms);
   const date = `${pad(d.getUTCDate())}.${pad(d.getUTCMonth() + 1)}.${d.getUTCFullYear()}`;
-  return spanMs >= 2 * 86_400_000 ? date : `${date} ${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}`;
+  return stepMs % 86_400_000 === 0 ? date : `${date} ${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}`;
 }
 
 const px = (n: number) => String(Math.round(n * 10) / 10);
@@ -137,6 +139,7 @@ export function renderBalancePlot(points: readonly BalancePoint[], title: string
         `<text x="${plotLeft - 8}" y="${px(y(v) + 4)}" text-anchor="end" font-size="12" fill="#475467">${escapeHtml(formatRubles(v))}</text>`,
     )
     .join('');
+  const step = timeStep(t0, t1);
   const axis =
     `<line x1="${plotLeft}" x2="${plotLeft}" y1="${plotTop}" y2="${plotBottom}" stroke="#667085" stroke-width="1"/>` +
     timeTicks(t0, t1)
@@ -144,7 +147,7 @@ export function renderBalancePlot(points: readonly BalancePoint[], title: string
         (t) =>
           `<line x1="${px(x(t))}" x2="${px(x(t))}" y1="${plotBottom}" y2="${plotBottom + 5}" stroke="#667085"/>` +
           // A label near the right edge ends at its tick, so it stays inside the plot.
-          `<text x="${px(x(t))}" y="${plotBottom + 20}" text-anchor="${x(t) > WIDTH - 70 ? 'end' : 'middle'}" font-size="12" fill="#475467">${escapeHtml(timeLabel(t, span))}</text>`,
+          `<text x="${px(x(t))}" y="${plotBottom + 20}" text-anchor="${x(t) > WIDTH - 70 ? 'end' : 'middle'}" font-size="12" fill="#475467">${escapeHtml(timeLabel(t, step))}</text>`,
       )
       .join('') +
     `<text x="${plotRight}" y="${HEIGHT - 6}" text-anchor="end" font-size="11" fill="#667085">время UTC</text>`;
