@@ -378,6 +378,33 @@ describe('operator console at /admin (HTTP)', () => {
     expect(unknown.status).toBe(404);
   });
 
+  it('a form from a page of an ended session (logout and login in another tab) → 403 telling to reload the page, nothing resent; a missing token keeps its text', async () => {
+    const old = await login(gateway.baseUrl, ADMIN_TOKEN);
+    const oldToken = formTokenOf((await get(accountPage(), old)).html);
+    // Tab 2 logs out and in again: the browser now sends the new session's cookie from every tab.
+    expect((await request(gateway.baseUrl, 'POST', '/admin/logout', { cookie: old, form: { formToken: oldToken } })).status).toBe(303);
+    const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
+    const delivery = (await deliveries()).find((d) => d.eventType === 'invoice.paid');
+    const attemptsBefore = delivery.attempts.length;
+    // Tab 1 presses «Отправить снова» on the page it still shows.
+    const stale = await request(gateway.baseUrl, 'POST', `/admin/webhook-deliveries/${delivery.id}/resend`, {
+      cookie,
+      form: { formToken: oldToken, accountId: merchant.accountId, mode: 'test' },
+    });
+    expect(stale.status).toBe(403);
+    expect(stale.html).toContain('Ничего не сделано: обновите страницу и повторите действие.');
+    expect(stale.html).not.toContain('не со страницы консоли');
+    expect(stale.html).toContain(`href="${accountPage()}"`);
+    const missing = await request(gateway.baseUrl, 'POST', `/admin/webhook-deliveries/${delivery.id}/resend`, {
+      cookie,
+      form: { formToken: 'forged', accountId: merchant.accountId, mode: 'test' },
+    });
+    expect(missing.status).toBe(403);
+    expect(missing.html).toContain('не со страницы консоли');
+    const still = (await deliveries()).find((d) => d.id === delivery.id);
+    expect(still.attempts.length).toBe(attemptsBefore);
+  });
+
   it('logout ends the session: the old cookie then gets 303 to the login form (here and on the second process); a logout without the form token is refused', async () => {
     const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
     const token = formTokenOf((await get('/admin', cookie)).html);

@@ -50,6 +50,9 @@ export function sessionIdOf(cookieHeader: string | undefined): string | null {
  */
 export const formTokenOf = (sessionId: string): string => createHmac('sha256', sessionId).update('operator-console-form').digest('base64url');
 
+/** A form token of some session (43 base64url characters), whichever: a stale page's token is one, a missing or made-up field is not. */
+export const formTokenWellFormed = (given: string | undefined): boolean => given !== undefined && /^[A-Za-z0-9_-]{43}$/.test(given);
+
 /** The form's token is the session's, compared in constant time. */
 export function formTokenMatches(sessionId: string, given: string | undefined): boolean {
   if (given === undefined) return false;

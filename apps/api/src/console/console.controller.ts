@@ -37,7 +37,7 @@ import {
   renderSystemPage,
 } from './console.html';
 import type { ConsoleChrome, DeliveryView, MerchantRow } from './console.html';
-import { CONSOLE_HEADERS, formTokenMatches, formTokenOf, sessionCookie, sessionCookieCleared, sessionIdOf } from './console-session';
+import { CONSOLE_HEADERS, formTokenMatches, formTokenOf, formTokenWellFormed, sessionCookie, sessionCookieCleared, sessionIdOf } from './console-session';
 import { ReadsModels } from '../http/read-models';
 
 /** Accounts per page of the merchants page. */
@@ -372,16 +372,23 @@ export class ConsoleController {
     return { id, formToken: formTokenOf(id) };
   }
 
-  /** Every POST of a session carries its form token (besides SameSite=Strict): else a 403 page and nothing done. */
+  /**
+   * Every POST of a session carries its form token (besides SameSite=Strict): else a 403 page and nothing done.
+   * A well-formed token of another session is a page left open from an earlier (or another) session: reload it.
+   */
   private requireFormToken(session: Session, body: unknown): void {
-    if (formTokenMatches(session.id, formField(body, FORM_TOKEN_FIELD))) return;
+    const given = formField(body, FORM_TOKEN_FIELD);
+    if (formTokenMatches(session.id, given)) return;
+    const stale = formTokenWellFormed(given);
     throw new ConsolePageError(
       403,
       renderMessagePage(
         'Запрос отклонён',
-        'В форме нет действительного ключа формы этой сессии: она отправлена не со страницы консоли. Откройте консоль и повторите действие.',
+        stale
+          ? 'Страница, с которой отправлена форма, открыта в прежней или другой сессии консоли (был выход или новый вход) и устарела. Ничего не сделано: обновите страницу и повторите действие.'
+          : 'В форме нет действительного ключа формы этой сессии: она отправлена не со страницы консоли. Откройте консоль и повторите действие.',
         { formToken: session.formToken },
-        { href: '/admin', label: 'В консоль' },
+        stale ? { href: merchantPageOf(body), label: 'Обновить страницу' } : { href: '/admin', label: 'В консоль' },
       ),
     );
   }
