@@ -260,6 +260,35 @@ describe('operator console at /admin (HTTP)', () => {
     expect(JSON.parse(api.html)).toEqual({ error: { code: 'not_found', message: expect.any(String) } });
   });
 
+  it('a console address called with a method it does not take → 405 with Allow for a browser too, a page saying so, not «no such page»', async () => {
+    const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
+    const browser = { accept: 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8' };
+    for (const [method, path, allow] of [
+      ['GET', '/admin/logout', 'POST'],
+      ['PUT', '/admin', 'GET, HEAD'],
+    ] as const) {
+      const page = await fetch(`${gateway.baseUrl}${path}`, { method, headers: { ...browser, cookie }, redirect: 'manual' });
+      const html = await page.text();
+      expect({ method, path, status: page.status, allow: page.headers.get('allow'), type: page.headers.get('content-type') }).toEqual({
+        method,
+        path,
+        status: 405,
+        allow,
+        type: 'text/html; charset=utf-8',
+      });
+      expect(page.headers.get('content-security-policy')).toContain("default-src 'none'");
+      expect(html).toContain('Метод не поддерживается');
+      expect(html).toContain(`Запрос ${method} по этому адресу консоли не используется: он принимает только ${allow}.`);
+      expect(html).not.toContain('Такой страницы в консоли нет');
+      // Without text/html: the API's 405 with the same Allow.
+      const api = await fetch(`${gateway.baseUrl}${path}`, { method, headers: { cookie }, redirect: 'manual' });
+      expect({ status: api.status, allow: api.headers.get('allow') }).toEqual({ status: 405, allow });
+      expect(((await api.json()) as Json).error.code).toBe('method_not_allowed');
+    }
+    // The session was not ended by the GET of the logout address.
+    expect((await get('/admin', cookie)).status).toBe(200);
+  });
+
   it('a login or a resend posted as another content type, or with a repeated field, is refused without a 500 and opens nothing', async () => {
     const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
     const delivery = (await deliveries())[0];

@@ -18,7 +18,7 @@ import { isUuid, Refusal } from '#domain';
 import type { FailedAuthentication } from '../http/auth/failed-authentication';
 import type { OperatorToken } from '../http/auth/operator-token';
 import { ApiError } from '../http/errors/api-error';
-import { bodyCutOff, toApiError } from '../http/errors/error.filter';
+import { bodyCutOff, routeMiss, toApiError } from '../http/errors/error.filter';
 import { AUDIT_SIGNER, CLOCK_TOKEN, FAILED_AUTHENTICATION, INFRASTRUCTURE, OPERATOR_SESSIONS, OPERATOR_TOKEN, READ_MODEL_REBUILDS } from '../http/tokens';
 import { checkpointView } from '../audit/audit-checkpoint.controller';
 import { ReadModelRebuilds, rebuildsInProgress } from '#event-store/projections';
@@ -91,15 +91,29 @@ export class ConsoleErrorFilter implements ExceptionFilter {
       void sendHtml(reply, exception.status, exception.html);
       return;
     }
-    const error = bodyCutOff(exception, request) ?? toApiError(exception);
+    const found = bodyCutOff(exception, request) ?? toApiError(exception);
+    // No route took it: 405 with Allow when the address is the console's but the method is not (as for the API), else 404.
+    const error = found.status === 404 && request.is404 ? routeMiss(request) : found;
     for (const [name, value] of Object.entries(error.headers)) void reply.header(name, value);
     if (error.status >= 500) {
       const log = (request as { log?: Pick<Logger, 'error'> }).log ?? (this.log ??= createLogger('gateway-console'));
       log.error({ err: exception, method: request.method, url: request.url }, 'console request failed');
     }
     const title =
-      error.status === 429 ? 'Слишком много попыток' : error.status === 404 ? 'Не найдено' : error.status >= 500 ? 'Сервис недоступен' : 'Запрос отклонён';
-    void sendHtml(reply, error.status, renderMessagePage(title, CONSOLE_MESSAGES[error.status] ?? error.message, null, { href: '/admin', label: 'В консоль' }));
+      error.status === 429
+        ? 'Слишком много попыток'
+        : error.status === 404
+          ? 'Не найдено'
+          : error.status === 405
+            ? 'Метод не поддерживается'
+            : error.status >= 500
+              ? 'Сервис недоступен'
+              : 'Запрос отклонён';
+    const message =
+      error.status === 405
+        ? `Запрос ${request.method} по этому адресу консоли не используется: он принимает только ${error.headers.Allow}. Откройте консоль и воспользуйтесь её ссылками и кнопками.`
+        : (CONSOLE_MESSAGES[error.status] ?? error.message);
+    void sendHtml(reply, error.status, renderMessagePage(title, message, null, { href: '/admin', label: 'В консоль' }));
   }
 }
 
