@@ -349,6 +349,40 @@ describe('the HTTP surface in raw bytes', () => {
     expectStatus(await shop.test.raw('GET', '/admin/v1/projects/x', { headers: admin }), 404);
   });
 
+  it('a request no route takes is its 404 or 405 whatever its body: not 415 for its type, not 400 for JSON that does not parse', async () => {
+    const admin = { authorization: `Bearer ${gw.gateway.adminToken}` };
+    const form = { 'content-type': 'application/x-www-form-urlencoded' };
+    const json = { 'content-type': 'application/json' };
+    const cases: [string, string, Record<string, string>, string, string | null][] = [
+      ['PUT', '/v1/invoices', { ...auth(), 'content-type': 'text/plain' }, 'x', 'GET, HEAD, POST'],
+      ['PUT', '/v1/invoices', { ...auth(), ...json }, '{bad', 'GET, HEAD, POST'],
+      ['PUT', '/v1/invoices', { ...auth(), ...json }, '{"a":1,"a":2}', 'GET, HEAD, POST'],
+      ['DELETE', '/v1/methods', { ...auth(), 'content-type': 'text/plain' }, '', 'GET, HEAD'],
+      ['POST', '/v1/methods', { ...auth(), ...json }, '{bad', 'GET, HEAD'],
+      ['PUT', '/admin/v1/projects/x', { ...admin, ...form }, 'a=1', 'GET, HEAD, PATCH'],
+      ['POST', '/v1/nope', { 'content-type': 'text/plain' }, 'x', null],
+      ['POST', '/v2/invoices', { ...auth(), ...json }, '{bad', null],
+      ['POST', '/v1/nope', { ...auth(), ...json }, '{bad', null],
+      ['POST', '/v1/nope', { ...auth(), ...json, 'content-encoding': 'gzip' }, '{}', null],
+    ];
+    for (const [method, path, headers, body, allow] of cases) {
+      const r = await shop.test.raw(method, path, { headers, body });
+      expect({ method, path, body, status: r.status, code: r.body?.error?.code, allow: r.headers.get('allow') }).toEqual({
+        method,
+        path,
+        body,
+        status: allow === null ? 404 : 405,
+        code: allow === null ? 'not_found' : 'method_not_allowed',
+        allow,
+      });
+    }
+    // A route that exists still judges the body.
+    const text = await shop.test.raw('POST', '/v1/invoices', { headers: { ...auth(), 'content-type': 'text/plain' }, body: 'x' });
+    expect({ status: text.status, code: text.body.error.code }).toEqual({ status: 415, code: 'unsupported_media_type' });
+    const broken = await shop.test.raw('POST', '/v1/invoices', { headers: { ...auth(), ...json }, body: '{bad' });
+    expect({ status: broken.status, code: broken.body.error.code, param: broken.body.error.param }).toEqual({ status: 400, code: 'validation', param: 'body' });
+  });
+
   it('two Authorization headers are refused (401), whichever holds the key; with WWW-Authenticate, on either API', async () => {
     const key = `Bearer ${shop.keys.test.secretKey}`;
     const admin = `Bearer ${gw.gateway.adminToken}`;

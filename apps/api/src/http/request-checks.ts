@@ -25,10 +25,13 @@ const mediaTypeOf = (request: FastifyRequest) => (request.headers['content-type'
  * One hook, before any parser, for the requests of the merchant and operator APIs (the
  * payment page under /pay and the operator console under /admin, outside /admin/v1,
  * keep their forms): their body's media type and coding, then their query string.
+ * A request no route takes is not judged here: its 404 or 405 (the error filter's
+ * routeMiss) says what is wrong, not its body.
  */
 function refuseUnreadableApiRequests(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
   const url = request.url;
-  const refusal = url.startsWith('/v1/') || url.startsWith('/admin/v1/') ? (bodyTypeRefusal(request) ?? queryRefusal(url)) : null;
+  const api = !request.is404 && (url.startsWith('/v1/') || url.startsWith('/admin/v1/'));
+  const refusal = api ? (bodyTypeRefusal(request) ?? queryRefusal(url)) : null;
   if (refusal) {
     void sendError(reply, refusal);
     return;
@@ -90,7 +93,7 @@ function queryRefusal(url: string): ApiError | null {
  */
 function refuseUnreadableBodies(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
   const raw = (request as FastifyRequest & { rawBody?: Buffer }).rawBody;
-  const json = mediaTypeOf(request) === 'application/json';
+  const json = mediaTypeOf(request) === 'application/json' && !request.is404;
   if (json && raw !== undefined && !isUtf8(raw)) {
     void sendError(reply, new ApiError(400, 'validation', 'Тело запроса не является корректным JSON: текст должен быть в кодировке UTF-8', 'body'));
     return;

@@ -23,7 +23,8 @@ export class ErrorFilter implements ExceptionFilter {
     if (exception instanceof StoredAnswer) return exception.send(reply);
     const request = host.switchToHttp().getRequest<FastifyRequest>();
     const found = bodyCutOff(exception, request) ?? parserRefusal(exception, request) ?? toApiError(exception);
-    const error = found.status === 404 && request.is404 ? routeMiss(request) : found;
+    // A request no route takes is its 404 or 405, whatever its body: its parser's refusal (400, 415) would send the client to the wrong place.
+    const error = request.is404 && (found.status === 404 || found.status === 400 || found.status === 415) ? routeMiss(request) : found;
     // A 5xx the API decided on (ApiError: a read model being rebuilt) is an answer, logged by its request line; any other is a failure.
     if (error.status >= 500 && !(exception instanceof ApiError)) {
       // request.log is the request's child logger: the line carries its requestId.
