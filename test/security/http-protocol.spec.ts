@@ -8,7 +8,7 @@
 import { connect, Socket } from 'node:net';
 import { Client } from 'pg';
 import { api, expectStatus, InvoiceGateway, Json, logLinesWith, Merchant, orderId, poll, sleep, startInvoiceGateway } from '../support/merchant-fixtures';
-import { sendSigned } from '../support/signing';
+import { sendSigned, signRequest } from '../support/signing';
 
 /** Writes `bytes` on a new connection (in parts, `pauseMs` apart) and collects what comes back until the server closes it or `untilMs` passes. */
 async function exchange(
@@ -403,6 +403,43 @@ describe('the HTTP surface in raw bytes', () => {
     expect(await answer('/v1/balance', [key, key])).toEqual(refused('gateway'));
     expect(await answer('/admin/v1/accounts/x/balance', [admin, admin])).toEqual(refused('operator'));
     expect(await answer('/health/ready', [admin, admin])).toEqual(refused('operator'));
+  });
+
+  it('a repeated X-Public-Id, X-Timestamp or signature header is refused as a repeated Authorization (401 naming it, a failure), even with equal values', async () => {
+    const secret = shop.project.webhookSecret as string;
+    const publicId = shop.keys.test.publicKey;
+    // Two minutes back: no other test here signs this body in that second (a signature is accepted once).
+    const timestamp = String(Math.floor(Date.now() / 1000) - 120);
+    const signature = signRequest(secret, timestamp);
+    const failures = async () => {
+      const text = await (await fetch(`${gw.baseUrl}/metrics`, { headers: { authorization: `Bearer ${gw.gateway.adminToken}` } })).text();
+      return Number(/^auth_failures_total\{kind="signature"\} (\d+)$/m.exec(text)?.[1] ?? 0);
+    };
+    const answer = async (lines: [string, string][]) => {
+      const headers = lines.map(([name, value]) => `${name}: ${value}\r\n`).join('');
+      const { text } = await exchange(port, [`GET /v1/balance HTTP/1.1\r\nhost: gateway.test\r\n${headers}connection: close\r\n\r\n`]);
+      const body = JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)) as { error?: { code: string; param?: string; message: string } };
+      return { status: statusesOf(text)[0], challenge: /\r\nwww-authenticate: ([^\r]*)/i.exec(text)?.[1], code: body.error?.code, param: body.error?.param };
+    };
+    const id: [string, string] = ['x-public-id', publicId];
+    const ts: [string, string] = ['x-timestamp', timestamp];
+    const sig: [string, string] = ['x-signature', signature];
+    const cases: [[string, string][], string][] = [
+      [[id, ['X-Public-Id', publicId], ts, sig], 'X-Public-Id'],
+      [[id, ts, ts, sig], 'X-Timestamp'],
+      [[id, ts, sig, sig], 'X-Signature'],
+      [[id, ts, sig, ['signature', signature]], 'X-Signature'],
+    ];
+    const before = await failures();
+    for (const [lines, param] of cases) {
+      expect({ param, reply: await answer(lines) }).toEqual({
+        param,
+        reply: { status: 401, challenge: 'Bearer realm="gateway"', code: 'unauthorized', param },
+      });
+    }
+    expect(await failures()).toBe(before + cases.length);
+    // None of them spent the signature: sent once each, it holds.
+    expect(await answer([id, ts, sig])).toEqual({ status: 200, challenge: undefined, code: undefined, param: undefined });
   });
 
   it('every 401 carries WWW-Authenticate: Bearer with the realm of its API; the body is the spec error as before', async () => {

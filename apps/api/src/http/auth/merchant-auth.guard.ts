@@ -7,7 +7,7 @@ import type { Clock } from '#platform/clock';
 import { hashSecretKey } from '#payments/merchants';
 import type { MerchantIdentity, Registry } from '#payments/merchants';
 import { ApiError } from '../errors/api-error';
-import { authorizationOf } from './authorization-header';
+import { authorizationOf, repeatedHeader } from './authorization-header';
 import { sentParameters } from '../request-pipe';
 import type { FailedAuthentication } from './failed-authentication';
 import { ACCESS_CONTROL, CLOCK_TOKEN, FAILED_AUTHENTICATION, REGISTRY } from '../tokens';
@@ -32,6 +32,13 @@ export interface PollMarkTaken {
   readonly refusal: Refusal | null;
 }
 
+/** The headers of an HMAC request, each with the names it may be sent under (a signature under either, once). */
+const HMAC_HEADERS: readonly (readonly [string, readonly string[]])[] = [
+  ['X-Public-Id', ['x-public-id']],
+  ['X-Timestamp', ['x-timestamp']],
+  ['X-Signature', ['x-signature', 'signature']],
+];
+
 const header = (request: FastifyRequest, name: string): string | undefined => {
   const value = request.headers[name];
   return Array.isArray(value) ? value[0] : value;
@@ -43,7 +50,8 @@ const header = (request: FastifyRequest, name: string): string | undefined => {
  *   twice: refused, see authorizationOf);
  * - HMAC: `X-Public-Id` (pk_…), `X-Timestamp` (unix seconds, ±300 s of the gateway
  *   clock) and `X-Signature` (or `Signature`): hex HMAC-SHA256 of
- *   `<timestamp>.<exact raw body>` with the project's webhook secret, accepted once.
+ *   `<timestamp>.<exact raw body>` with the project's webhook secret, accepted once
+ *   (each header sent once: a repeat is refused as a repeated Authorization is).
  *
  * Every request whose credential holds is looked up in the database, so a revoked or
  * rotated key stops at its next request in every process; so do the replay store and
@@ -136,6 +144,11 @@ export class MerchantAuthGuard implements CanActivate {
   private async hmac(request: MerchantRequest, now: Date): Promise<MerchantIdentity> {
     let lookedUp = false;
     const fail = (error: ApiError) => this.failures.reject(request, 'signature', error, lookedUp);
+    // A repeat is refused as a repeated Authorization is: 401 naming the header, a failure of the address.
+    for (const [name, names] of HMAC_HEADERS) {
+      if (repeatedHeader(request, names) === null) continue;
+      throw fail(ApiError.unauthorized(`Заголовок ${name} повторён: передайте его один раз`, 'unauthorized', undefined, undefined, name));
+    }
     const publicId = header(request, 'x-public-id');
     if (publicId === undefined) {
       throw fail(ApiError.unauthorized('Нужна авторизация: Authorization: Bearer <ключ> или X-Public-Id с подписью HMAC'));
