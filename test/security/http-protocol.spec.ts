@@ -383,6 +383,29 @@ describe('the HTTP surface in raw bytes', () => {
     expect({ status: broken.status, code: broken.body.error.code, param: broken.body.error.param }).toEqual({ status: 400, code: 'validation', param: 'body' });
   });
 
+  it('two Content-Type headers are 415 whichever comes first (no one media type), and nothing is written', async () => {
+    const answer = async (types: string[]) => {
+      const id = orderId('two-types');
+      const body = JSON.stringify({ amount: '100.00', orderId: id });
+      const headers = types.map((t) => `content-type: ${t}\r\n`).join('');
+      const { text } = await exchange(port, [
+        `POST /v1/invoices HTTP/1.1\r\nhost: gateway.test\r\nauthorization: Bearer ${shop.keys.test.secretKey}\r\n${headers}content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+      ]);
+      const error = (JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)) as { error?: { code: string; message: string } }).error;
+      return {
+        status: statusesOf(text)[0],
+        code: error?.code,
+        namesIt: error?.message.includes('Content-Type') ?? false,
+        written: (await invoicesWith(id)).length,
+      };
+    };
+    const refused = { status: 415, code: 'unsupported_media_type', namesIt: true, written: 0 };
+    expect(await answer(['application/json', 'text/plain'])).toEqual(refused);
+    expect(await answer(['text/plain', 'application/json'])).toEqual(refused);
+    expect(await answer(['application/json', 'application/json'])).toEqual(refused);
+    expect(await answer(['application/json'])).toEqual({ status: 201, code: undefined, namesIt: false, written: 1 });
+  });
+
   it('two Authorization headers are refused (401), whichever holds the key; with WWW-Authenticate, on either API', async () => {
     const key = `Bearer ${shop.keys.test.secretKey}`;
     const admin = `Bearer ${gw.gateway.adminToken}`;

@@ -40,8 +40,8 @@ function refuseUnreadableApiRequests(request: FastifyRequest, reply: FastifyRepl
 }
 
 /**
- * The APIs take JSON only: a body of another type, or sent with a content coding (gzip,
- * br: Fastify would parse the coded bytes as they came), is refused with 415. So is an
+ * The APIs take JSON only: a body of another type or of two, or sent with a content
+ * coding (gzip, br: Fastify would parse the coded bytes as they came), is refused with 415. So is an
  * empty one labelled as another type (`curl -d "$AMOUNT"` with the variable empty sends
  * a form): read as no body, a refund whose amount was lost would be a full one.
  */
@@ -49,12 +49,24 @@ function bodyTypeRefusal(request: FastifyRequest): ApiError | null {
   const hasBody = Number(request.headers['content-length'] ?? 0) > 0 || request.headers['transfer-encoding'] !== undefined;
   const labelled = request.headers['content-type'] !== undefined && request.method !== 'GET' && request.method !== 'HEAD';
   if (!hasBody && !labelled) return null;
+  // Node keeps the first of two Content-Types, a proxy may read the other: no one media type, so none the APIs take.
+  if (contentTypes(request) > 1) {
+    return new ApiError(415, 'unsupported_media_type', 'Заголовок Content-Type указан дважды: передайте один, application/json');
+  }
   if (mediaTypeOf(request) !== 'application/json') return new ApiError(415, 'unsupported_media_type', 'Тело запроса должно быть в формате application/json');
   const coding = (request.headers['content-encoding'] ?? '').trim().toLowerCase();
   if (coding !== '' && coding !== 'identity') {
     return new ApiError(415, 'unsupported_media_type', 'Тело запроса принимается без сжатия: Content-Encoding не поддерживается');
   }
   return null;
+}
+
+/** How many Content-Type headers the request has (Node keeps only the first). */
+function contentTypes(request: FastifyRequest): number {
+  const raw = request.raw.rawHeaders;
+  let count = 0;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.toLowerCase() === 'content-type') count++;
+  return count;
 }
 
 /** A component of a query string as text (`+` a space), or null when a percent-escape in it is not UTF-8 (`%E9`, `%zz`). */
