@@ -251,6 +251,25 @@ describe('HMAC request signing (mode 2) across two API processes', () => {
         expectApiError(r, 401, 'timestamp_invalid');
       }
     });
+
+    it('a wrong signature out of the window is told about the timestamp first (security.md: judged without the secret)', async () => {
+      const timestamp = clock.nowSeconds() - 400;
+      for (const [, url] of processes()) {
+        const r = await sendSigned(url, {
+          method: 'GET',
+          path: '/v1/methods',
+          publicId: shop.keys.test.publicKey,
+          secret: shopSecret,
+          timestamp,
+          signature: 'ab'.repeat(32),
+        });
+        expectApiError(r, 401, 'timestamp_invalid');
+        expect({ param: r.body.error.param, serverTimeAhead: Number(r.headers.get('x-server-time')) - timestamp >= 400 }).toEqual({
+          param: undefined,
+          serverTimeAhead: true,
+        });
+      }
+    });
   });
 
   describe('the ±300 s window on the gateway clock (CLOCK=manual)', () => {
