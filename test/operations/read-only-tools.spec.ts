@@ -11,11 +11,12 @@
  * as that role and each exits 0 with its normal report; `log:verify` as that role
  * still finds and names an edited event. `projections:rebuild` (which writes) runs as
  * the owner with a DATA_DIR holding another key. A database missing a migration is
- * named, not migrated.
+ * named, not migrated. On the embedded server `npm start` runs (owner postgres,
+ * database gateway) the doc's SQL runs as printed, and the four commands as that role.
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { Client } from 'pg';
+import { Client, Pool } from 'pg';
 import { comparePositions, PostgresEventStore } from '#event-store';
 import { allMigrations, loadConfig, openInfrastructure } from '#payments/composition';
 import { allProjections, formatChecksums, readModelChecksums } from '#payments/read-models';
@@ -26,7 +27,7 @@ import { RunningGateway, startGateway, startProcess, temporaryDataDir, type Entr
 import { ADMIN_TOKEN, expectStatus, Merchant, Operator, orderId, poll } from '../support/merchant-fixtures';
 import { fund, payoutAddress, PHONE, transition, waitForBalance } from '../support/money-out-fixtures';
 import { visibleHead } from '../support/project-to-head';
-import { makeAuditorRole } from '../support/runbooks';
+import { embeddedDatabaseUrl, makeAuditorRole } from '../support/runbooks';
 import { createTestDatabase, databaseUrl, TestDatabase } from '../support/test-database';
 
 /** A data folder whose secrets.key holds a random key: not the gateway's. */
@@ -43,6 +44,33 @@ async function asSuperuser(database: string, statements: string): Promise<void> 
     await admin.query(statements);
   } finally {
     await admin.end();
+  }
+}
+
+/** Waits until every read model's checkpoint is at the head of the log. */
+async function readModelsAtHead(pool: Pool): Promise<void> {
+  const store = new PostgresEventStore(pool);
+  try {
+    await poll(
+      async () => {
+        const head = (await visibleHead(pool, store))!;
+        const rows = (
+          await pool.query<{ commit_position: string; prepare_position: string }>(
+            'SELECT commit_position, prepare_position FROM projection_checkpoints WHERE projection = ANY($1)',
+            [allProjections.map((p) => p.name)],
+          )
+        ).rows;
+        return (
+          rows.length === allProjections.length &&
+          rows.every((r) => comparePositions({ commit: BigInt(r.commit_position), prepare: BigInt(r.prepare_position) }, head) >= 0)
+        );
+      },
+      (caughtUp) => caughtUp,
+      'every read model to reach the head of the log',
+      60_000,
+    );
+  } finally {
+    await store.close();
   }
 }
 
@@ -88,29 +116,7 @@ describe('the verify and audit commands with a read-only role and no secrets key
     await waitForBalance(merchant.live, { reserved: '50.00' });
 
     // Every read model at the head of the log, then the gateway stops: nothing writes while the commands run.
-    const store = new PostgresEventStore(db.pool);
-    try {
-      await poll(
-        async () => {
-          const head = (await visibleHead(db.pool, store))!;
-          const rows = (
-            await db.pool.query<{ commit_position: string; prepare_position: string }>(
-              'SELECT commit_position, prepare_position FROM projection_checkpoints WHERE projection = ANY($1)',
-              [allProjections.map((p) => p.name)],
-            )
-          ).rows;
-          return (
-            rows.length === allProjections.length &&
-            rows.every((r) => comparePositions({ commit: BigInt(r.commit_position), prepare: BigInt(r.prepare_position) }, head) >= 0)
-          );
-        },
-        (caughtUp) => caughtUp,
-        'every read model to reach the head of the log',
-        60_000,
-      );
-    } finally {
-      await store.close();
-    }
+    await readModelsAtHead(db.pool);
     await gateway.kill();
     gateway = null;
 
@@ -240,6 +246,60 @@ describe('the verify and audit commands with a read-only role and no secrets key
       expect(applied.rowCount).toBe(0);
     } finally {
       await behind.drop();
+    }
+  });
+});
+
+describe('the read-only commands as the auditor on the embedded server `npm start` runs', () => {
+  const data = temporaryDataDir();
+  const auditorData = dataDirWithAnotherKey();
+  let gateway: RunningGateway | null = null;
+  let auditorUrl: string;
+
+  beforeAll(async () => {
+    // The gateway as `npm start` runs it: the embedded server under DATA_DIR, whose owner is postgres.
+    gateway = await startGateway('gateway', { DATA_DIR: data.dir, ADMIN_TOKEN });
+    const operator = new Operator(gateway.baseUrl, gateway.adminToken);
+    const merchant = await operator.merchant({ holdHours: 0 });
+    await fund(operator, merchant, 'live', ['1000.00']);
+    const url = embeddedDatabaseUrl(data.dir);
+    const pool = new Pool({ connectionString: url, max: 2 });
+    try {
+      await readModelsAtHead(pool);
+    } finally {
+      await pool.end();
+    }
+    // The doc's SQL as printed (the role named auditor, as there; only its password filled in), each block as
+    // postgres, the superuser and the owner of the database and its tables there; its database is gateway.
+    auditorUrl = await makeAuditorRole({ owner: url, createrole: url }, 'auditor', randomBytes(18).toString('hex'));
+  }, 180_000);
+
+  afterAll(async () => {
+    await gateway?.kill();
+    data.remove();
+    auditorData.remove();
+  });
+
+  it('each command exits 0 with its report, and the role may not write', async () => {
+    const auditor = { DATABASE_URL: auditorUrl, DATA_DIR: auditorData.dir };
+    expect(await run('log-verify', auditor)).toEqual({ code: 0, output: expect.stringContaining('OK: every stream chain recomputes') });
+    expect(await run('ledger-verify', auditor)).toEqual({ code: 0, output: expect.stringContaining('OK: every entry balances') });
+    const reconcile = await run('audit-reconcile', auditor, ['--from', '2000-01-01T00:00:00Z', '--to', new Date().toISOString()]);
+    expect(reconcile).toEqual({ code: 0, output: expect.stringMatching(/1 paid invoices, .* 0 difference\(s\)/) });
+    expect(await run('read-models-checksum', auditor)).toEqual({ code: 0, output: expect.stringMatching(/^invoices\s+1\s+[0-9a-f]{32}$/m) });
+    // A table made later by the owner (postgres) is readable; nothing is writable.
+    const owner = new Client({ connectionString: embeddedDatabaseUrl(data.dir) });
+    const client = new Client({ connectionString: auditorUrl });
+    await owner.connect();
+    await client.connect();
+    try {
+      await owner.query('CREATE TABLE later_migration_probe (id int PRIMARY KEY)');
+      expect((await client.query('SELECT * FROM later_migration_probe')).rows).toEqual([]);
+      await expect(client.query('BEGIN READ WRITE; INSERT INTO later_migration_probe VALUES (1)')).rejects.toThrow(/permission denied/);
+      await client.query('ROLLBACK');
+    } finally {
+      await client.end();
+      await owner.query('DROP TABLE IF EXISTS later_migration_probe').finally(() => owner.end());
     }
   });
 });
