@@ -7,7 +7,9 @@
  * 1. one projection failing (a trigger refuses its writes): it resumes by itself once
  *    the cause is gone;
  * 2. a transaction left open with a transaction id: every projection lags without an
- *    error; ending the session found by the runbook's query lets them catch up;
+ *    error; ending the session found by the runbook's query lets them catch up (the
+ *    embedded server refuses PREPARE TRANSACTION, so the step's ROLLBACK PREPARED
+ *    applies to an operator's own server only and runs here on none);
  * 3. the advisory lock of a projection held by a session that does not run it
  *    (standby in every projector): ending that session lets the projector take it
  *    within two seconds;
@@ -181,6 +183,18 @@ describe('runbook: a stuck projection', () => {
     // (The psql session is found among whatever else holds an id.)
     expect(open.rows.find((r) => r.pid === psql.pid)).toMatchObject({ application_name: 'psql', state: 'idle in transaction' });
     expect(prepared.rows).toEqual([]);
+    // As its note says, the embedded server (the gateway's without DATABASE_URL, here the file's own) can hold no
+    // prepared transaction: max_prepared_transactions is 0 there, so PREPARE TRANSACTION is refused and nothing is left.
+    expect(OPEN_TRANSACTIONS_SQL).toContain('-- a forgotten PREPARE TRANSACTION too (none on the embedded server)');
+    const twoPhase = await session('two-phase');
+    expect((await twoPhase.query<{ max_prepared_transactions: string }>('SHOW max_prepared_transactions')).rows[0]).toEqual({
+      max_prepared_transactions: '0',
+    });
+    await twoPhase.query('BEGIN');
+    await twoPhase.query('SELECT pg_current_xact_id()');
+    await expect(twoPhase.query(`PREPARE TRANSACTION 'runbook-forgotten'`)).rejects.toThrow(/prepared transactions are disabled/);
+    await twoPhase.query('ROLLBACK');
+    expect((await db.pool.query('SELECT * FROM pg_prepared_xacts')).rows).toEqual([]);
 
     // End the session that holds it: the projections catch up on their own.
     const terminate = fill(inlineCode(after(RUNBOOK, 'End the session that holds it'), 'SELECT pg_terminate_backend('), { '<pid>': psql.pid });
