@@ -12,8 +12,11 @@
  * - a stored secret that does not open (sealed for another project, or with a key no
  *   process holds): the command changes nothing, naming each project and the rotate
  *   call; after the call it rotates.
- * Step 2 (the database leaked too) is the webhook-secret part of
- * test/operations/runbooks/key-leak.spec.ts.
+ * - step 2 after the SECRETS_KEY variant, in the doc's order (the database leaked too,
+ *   the signing key sealed there): every project's webhook secret changed with the
+ *   call of "A key leak", then `npm run audit:rotate-signing-key`; the known secret is
+ *   refused, the leaked signing key retired and a new one, sealed with the new key,
+ *   signs. The rotate call itself is tested in key-leak.spec.ts.
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -25,7 +28,17 @@ import { RunningGateway, RunningProcess, startGateway, startProcess, temporaryDa
 import { ADMIN_TOKEN, expectStatus, Merchant, Operator, orderId } from '../../support/merchant-fixtures';
 import { paidInvoice } from '../../support/money-out-fixtures';
 import { sendSigned } from '../../support/signing';
-import { after, Deployment, docSection, embeddedDatabaseUrl, runCommand, runCommandOk, startDeployment } from '../../support/runbooks';
+import {
+  after,
+  Deployment,
+  docSection,
+  embeddedDatabaseUrl,
+  inlineCode,
+  operatorCall,
+  runCommand,
+  runCommandOk,
+  startDeployment,
+} from '../../support/runbooks';
 import { createTestDatabase, TestDatabase } from '../../support/test-database';
 import { startWebhookReceiver, validSignature, WebhookReceiver } from '../../support/webhook-receiver';
 
@@ -68,6 +81,21 @@ async function sealingKeyIds(url: string): Promise<string[]> {
     return (await client.query<{ key_id: string }>(`SELECT DISTINCT split_part(webhook_secret, ':', 3) AS key_id FROM projects ORDER BY 1`)).rows.map(
       (r) => r.key_id,
     );
+  } finally {
+    await client.end();
+  }
+}
+
+/** The audit signing keys whose private half is sealed in the database, and the key id of the secrets key sealing each. */
+async function sealedSigningKeys(url: string): Promise<{ kid: string; key_id: string }[]> {
+  const client = new PgClient({ connectionString: url });
+  await client.connect();
+  try {
+    return (
+      await client.query<{ kid: string; key_id: string }>(
+        `SELECT kid, split_part(sealed_private_key, ':', 3) AS key_id FROM audit_signing_keys WHERE sealed_private_key IS NOT NULL ORDER BY kid`,
+      )
+    ).rows;
   } finally {
     await client.end();
   }
@@ -180,11 +208,14 @@ describe('runbook: a leaked secrets key, SECRETS_KEY', () => {
     await db?.drop();
   });
 
-  it('new,old on every process, the command, then new alone: every process works, and the leaked key opens nothing', async () => {
+  it('new,old on every process, the command, then new alone; then step 2: the leaked key opens nothing, the known secrets sign nothing', async () => {
     expect(after(RUNBOOK, '**`SECRETS_KEY`**')).toMatch(/set\s+`SECRETS_KEY=<new>,<old>` on every process/);
     gateway = await start(leaked);
     const shop = await gateway.operator.merchant({ webhookUrl: receiver.url } as never);
     await expectSecretsWork(gateway, shop, receiver);
+    // On an operator's database the audit signing key is sealed there with the secrets key (made when first listed).
+    const leakedSigningKid = (await gateway.apiHttp.get('/v1/audit/keys')).body.keys[0].kid as string;
+    expect(await sealedSigningKeys(db.url)).toEqual([{ kid: leakedSigningKid, key_id: idOf(leaked) }]);
 
     // SECRETS_KEY=<new>,<old> on every process, restarted.
     await gateway.stop();
@@ -205,6 +236,42 @@ describe('runbook: a leaked secrets key, SECRETS_KEY', () => {
     expect((await gateway.operator.http.get(`/admin/v1/projects/${shop.projectId}`)).body.webhookSecret).toBe(shop.project.webhookSecret);
     // The leaked key alone opens nothing any more: a process with it refuses to start.
     expect(await refusesToStart(leaked)).toContain(`sealed with key ${idOf(fresh)}`);
+    // The signing key was sealed again with the new key, but a copy of the database sealed with the leaked one opens it.
+    expect(await sealedSigningKeys(db.url)).toEqual([{ kid: leakedSigningKid, key_id: idOf(fresh) }]);
+
+    // 2. The database leaked with the key: every project's webhook secret changed (the call of "A key leak"), and the
+    // audit signing key sealed there rotated with the command the step prints, run like the others (SECRETS_KEY=<new>).
+    const step2 = after(RUNBOOK, '2. **If the database or a backup may have leaked with the key**');
+    const call = inlineCode(docSection('A key leak'), 'POST /admin/v1/projects/{id}/webhook-secret');
+    const known = shop.project.webhookSecret;
+    for (const { id } of (await db.pool.query<{ id: string }>('SELECT id FROM projects')).rows) {
+      const newSecret = await operatorCall(gateway, call, { '{id}': id });
+      expectStatus(newSecret, 201);
+      if (id === shop.projectId) shop.project.webhookSecret = newSecret.body.webhookSecret;
+    }
+    expect(shop.project.webhookSecret).not.toBe(known);
+    const command = inlineCode(step2, 'npm run ');
+    expect(command).toBe('npm run audit:rotate-signing-key');
+    const signingRotated = await runCommandOk('audit-rotate-signing-key', { DATABASE_URL: db.url, SECRETS_KEY: fresh });
+    expect(signingRotated).toContain(`key ${leakedSigningKid} retired`);
+
+    // The known secret signs nothing: a request signed with it is refused, webhooks carry the new one.
+    const withKnown = await sendSigned(gateway.api.baseUrl, {
+      method: 'GET',
+      path: '/v1/balance',
+      publicId: shop.keys.test.publicKey,
+      secret: known,
+      timestamp: LOADED_AT_SECOND - signed++,
+    });
+    expect({ status: withKnown.status, code: withKnown.body?.error?.code }).toEqual({ status: 401, code: 'signature_invalid' });
+    await expectSecretsWork(gateway, shop, receiver);
+    // The leaked signing key is retired (its private half gone from the database) and signs nothing more; the new one
+    // is sealed with the new secrets key and signs the checkpoints.
+    const listed = (await gateway.apiHttp.get('/v1/audit/keys')).body.keys as { kid: string; validUntil: string | null }[];
+    const current = listed.find((k) => k.validUntil === null)!;
+    expect(listed.find((k) => k.kid === leakedSigningKid)?.validUntil).toEqual(expect.any(String));
+    expect(await sealedSigningKeys(db.url)).toEqual([{ kid: current.kid, key_id: idOf(fresh) }]);
+    expect((await gateway.operator.http.get('/admin/v1/audit/checkpoint')).body.kid).toBe(current.kid);
   });
 });
 
