@@ -10,7 +10,7 @@
  * keep-alive-delivery.spec.ts and webhooks.spec.ts).
  *
  * Dispatchers here run with `slowStart: false` (every URL has all its slots at once):
- * these tests are about claims and records; slow start has its own in keep-alive-delivery.spec.ts.
+ * these tests are about claims and records; slow start has its own ("slow start per URL").
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Pool, QueryConfig } from 'pg';
@@ -457,6 +457,118 @@ describe('slow start per URL (the default)', () => {
         await new Promise((r) => setTimeout(r, 10));
       }
       await stopping;
+    }
+  });
+});
+
+describe('slow start per URL, what a URL holds', () => {
+  const ok: AttemptResult = { statusCode: 200, body: 'ok', durationMs: 3, error: null };
+  const noAnswer: AttemptResult = { statusCode: null, body: null, durationMs: 10_000, error: 'no reply within 10 s' };
+  const leasedOf = async (url: string) =>
+    Number(
+      (await db.pool.query<{ n: string }>('SELECT count(*) AS n FROM webhook_queue WHERE url = $1 AND leased_until > clock_timestamp()', [url])).rows[0]!.n,
+    );
+  /** A poster that answers the URLs `answers` gives a result for at once, and holds the others' attempts. */
+  function posterAnswering(answers: (url: string) => AttemptResult | null) {
+    const held: Posted[] = [];
+    const posted: string[] = [];
+    const poster: WebhookPoster = {
+      post: (url, body, headers) =>
+        new Promise<AttemptResult>((resolve) => {
+          posted.push(url);
+          const result = answers(url);
+          if (result) setImmediate(() => resolve(result));
+          else held.push({ url, body, headers, answer: resolve });
+        }),
+      close: async () => undefined,
+    };
+    return { poster, held, posted };
+  }
+  async function stopAnswering(dispatcher: WebhookDispatcher, held: Posted[]) {
+    let stopped = false;
+    const stopping = dispatcher.stop().then(() => (stopped = true));
+    while (!stopped) {
+      for (const p of held.splice(0)) p.answer(ok);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    await stopping;
+  }
+
+  it('a URL that answered before and was idle for a second starts again from one slot (a receiver that worked and then hangs)', async () => {
+    const url = `https://shop-${randomUUID()}.example/hooks`;
+    let hang = false;
+    const { poster, held, posted } = posterAnswering(() => (hang ? null : ok));
+    const dispatcher = new WebhookDispatcher(db.pool, registry, clock, { concurrency: 32, perUrlConcurrency: 8, allowPrivateNetworks: false, client: poster });
+    dispatcher.start();
+    try {
+      await enqueue(url, 30);
+      await until(async () => posted.length === 30 && (await leasedOf(url)) === 0, 'thirty answered');
+      // At 8 slots now; idle for longer than a second.
+      await new Promise((r) => setTimeout(r, 1200));
+      hang = true;
+      await enqueue(url, 30);
+      await until(() => held.length === 1, 'the first attempt after the pause');
+      await new Promise((r) => setTimeout(r, 300));
+      expect(held.length).toBe(1);
+      // It holds one attempt and two deliveries in all, not 8 and 136.
+      expect(await leasedOf(url)).toBeLessThanOrEqual(2);
+    } finally {
+      await stopAnswering(dispatcher, held);
+    }
+  });
+
+  it('a URL back to one slot gives back what it held beyond two deliveries', async () => {
+    const url = `https://shop-${randomUUID()}.example/hooks`;
+    await enqueue(url, 200);
+    const poster = heldPoster();
+    const dispatcher = new WebhookDispatcher(db.pool, registry, clock, { concurrency: 32, perUrlConcurrency: 8, allowPrivateNetworks: false, client: poster });
+    let answered = 0;
+    const answerAll = (result: AttemptResult) => {
+      for (const p of poster.posted.slice(answered)) p.answer(result);
+      answered = poster.posted.length;
+    };
+    dispatcher.start();
+    try {
+      // Answered round by round until 8 are in flight at once, and more than 60 held ahead.
+      while (poster.posted.length - answered < 8) {
+        const before = poster.posted.length;
+        answerAll(ok);
+        await until(() => poster.posted.length > before, 'the next round');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      await until(async () => (await leasedOf(url)) > 60, 'deliveries claimed ahead at 8 slots');
+      answerAll(noAnswer);
+      // Given back at once (their leases would otherwise hold them for 15 s, renewed while they wait).
+      await until(async () => (await leasedOf(url)) <= 2, 'the rest given back', 3000);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(poster.posted.length - answered).toBe(1);
+      expect(await leasedOf(url)).toBeLessThanOrEqual(2);
+    } finally {
+      let stopped = false;
+      const stopping = dispatcher.stop().then(() => (stopped = true));
+      while (!stopped) {
+        answerAll(ok);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      await stopping;
+    }
+  });
+
+  it('24 URLs that never answer: a URL enqueued after their deliveries is delivered while they hang', async () => {
+    const hung = Array.from({ length: 24 }, () => `https://hung-${randomUUID()}.example/hooks`);
+    for (const url of hung) await enqueue(url, 30);
+    const healthy = `https://healthy-${randomUUID()}.example/hooks`;
+    const { poster, held, posted } = posterAnswering((url) => (url === healthy ? ok : null));
+    const dispatcher = new WebhookDispatcher(db.pool, registry, clock, { concurrency: 32, perUrlConcurrency: 8, allowPrivateNetworks: false, client: poster });
+    dispatcher.start();
+    try {
+      await until(() => new Set(held.map((p) => p.url)).size === 24, 'every hung URL’s first attempt');
+      await enqueue(healthy, 100);
+      await until(() => posted.filter((u) => u === healthy).length === 100, 'the healthy URL’s 100');
+      // Each hung URL had one attempt in flight all along.
+      expect(held.length).toBe(24);
+    } finally {
+      await stopAnswering(dispatcher, held);
     }
   });
 });

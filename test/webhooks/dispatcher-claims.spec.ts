@@ -16,7 +16,7 @@
  * attempts hang (a poster the test never answers), so what is claimed stays claimed.
  *
  * Dispatchers here run with `slowStart: false` (every URL has all its slots at once):
- * these tests are about claims and records; slow start has its own in keep-alive-delivery.spec.ts.
+ * these tests are about claims and records; slow start has its own in dispatcher-batches.spec.ts.
  */
 import { randomBytes } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';

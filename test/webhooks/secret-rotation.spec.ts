@@ -5,7 +5,7 @@
  * with the new secret (docs/operator-api.md: "the old one signs nothing from then"),
  * not with the one read when the delivery was claimed.
  */
-import { expectStatus } from '../support/merchant-fixtures';
+import { expectStatus, poll } from '../support/merchant-fixtures';
 import { paidInvoice } from '../support/money-out-fixtures';
 import { hookedGateway, validSignature, validTimestampedSignature } from '../support/webhook-receiver';
 
@@ -22,8 +22,13 @@ it('deliveries claimed ahead before a rotation are signed with the new secret fr
     receiver.answer = () => ({ status: 200, body: 'ok', delayMs: 1_000 });
     const invoices = 40;
     for (let i = 0; i < invoices; i++) await paidInvoice(gw.operator, shop.test, '100.00');
-    const queued = await gw.db.pool.query<{ n: string }>('SELECT count(*) AS n FROM webhook_queue WHERE leased_until IS NOT NULL');
-    expect(Number(queued.rows[0]!.n)).toBeGreaterThan(10);
+    // The URL gains its slots (and what it holds ahead) as the receiver answers: slow start.
+    await poll(
+      async () => Number((await gw.db.pool.query<{ n: string }>('SELECT count(*) AS n FROM webhook_queue WHERE leased_until IS NOT NULL')).rows[0]!.n),
+      (n) => n > 10,
+      'more than 10 deliveries claimed ahead',
+      30_000,
+    );
 
     const rotated = await gw.operator.http.post(`/admin/v1/projects/${shop.projectId}/webhook-secret/rotate`);
     expectStatus(rotated, 201);

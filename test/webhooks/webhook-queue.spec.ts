@@ -11,7 +11,7 @@
  * are recorded, leaves no attempt without its delivery.
  *
  * Dispatchers here run with `slowStart: false` (every URL has all its slots at once):
- * these tests are about claims and records; slow start has its own in keep-alive-delivery.spec.ts.
+ * these tests are about claims and records; slow start has its own in dispatcher-batches.spec.ts.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';

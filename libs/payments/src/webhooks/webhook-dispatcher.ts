@@ -107,6 +107,8 @@ export type WebhookAttemptOutcome = 'delivered' | 'retry' | 'failed' | 'supersed
 const LEASE_MARGIN_MS = 1000;
 /** URLs whose slots beyond one are remembered; past this the memory starts again (each URL back to one slot). */
 const MAX_URLS_WITH_SLOTS = 10_000;
+/** A URL that has not answered for this long (real ms) with nothing in flight starts again from one slot. */
+const SLOW_START_IDLE_MS = 1000;
 /** How often the dispatcher looks whether a webhook secret was rotated (followSecretRotations). */
 const SECRET_LOOK_MS = 200;
 /**
@@ -314,7 +316,7 @@ export class WebhookDispatcher {
    * reset). So a receiver that hangs holds one slot, not `perUrl`, and hanging
    * receivers cannot fill the dispatcher while other URLs wait.
    */
-  private readonly slotsByUrl = new Map<string, number>();
+  private readonly slotsByUrl = new Map<string, { readonly slots: number; readonly answeredAt: number }>();
   /** The slots of a URL not in `slotsByUrl`. */
   private readonly firstSlots: number;
   /** Deliveries claimed ahead, per URL, in claim order. */
@@ -512,23 +514,36 @@ export class WebhookDispatcher {
 
   /** Attempts a URL may have in flight now. */
   private slotsOf(url: string): number {
-    return this.slotsByUrl.get(url) ?? this.firstSlots;
-  }
-
-  /** What a URL with `slots` may hold claimed: its slots and, claimed ahead, `prefetchPerUrl` in proportion. */
-  private allowance(slots: number): number {
-    return slots + Math.floor((this.prefetchPerUrl * slots) / this.perUrl);
+    const known = this.slotsByUrl.get(url);
+    if (known === undefined) return this.firstSlots;
+    // Idle: forgotten, so a receiver that answered before and hangs now meets slow start too.
+    if (performance.now() - known.answeredAt > SLOW_START_IDLE_MS && !this.inFlightByUrl.has(url)) {
+      this.slotsByUrl.delete(url);
+      return this.firstSlots;
+    }
+    return known.slots;
   }
 
   /**
-   * A URL down to this many claimed wakes the loop for its next claim: once half of what
-   * it may hold ahead went out, each claim takes that much, and the other half covers the
-   * claim's round trip (decision 0094: with a quarter left, a busy URL ran dry while its
-   * refill was under way).
+   * What a URL with `slots` may hold claimed: at all its slots, `prefetchPerUrl` ahead of
+   * them; below, as many ahead as it has slots (a URL that does not answer holds two, so
+   * many such URLs cannot fill what the dispatcher may hold).
+   */
+  private allowance(slots: number): number {
+    if (this.prefetchPerUrl === 0) return slots;
+    return slots < this.perUrl ? 2 * slots : slots + this.prefetchPerUrl;
+  }
+
+  /**
+   * A URL down to this many claimed wakes the loop for its next claim: at all its slots,
+   * once half of what it may hold ahead went out, each claim takes that much, and the
+   * other half covers the claim's round trip (decision 0094: with a quarter left, a busy
+   * URL ran dry while its refill was under way); below, when it gains a slot.
    */
   private refillAtOf(url: string): number {
     const slots = this.slotsOf(url);
-    return this.prefetchPerUrl > 0 ? slots + Math.floor((this.prefetchPerUrl * slots) / this.perUrl / 2) : slots - 1;
+    if (this.prefetchPerUrl === 0) return slots - 1;
+    return slots < this.perUrl ? slots : slots + Math.floor(this.prefetchPerUrl / 2);
   }
 
   /** Claims due deliveries into the queues and starts what may start. */
@@ -686,6 +701,10 @@ export class WebhookDispatcher {
     this.queued.clear();
     this.queuedCount = 0;
     this.stale = [];
+    await this.giveBack(unsent);
+  }
+
+  private async giveBack(unsent: readonly ClaimedDelivery[]): Promise<void> {
     if (unsent.length === 0) return;
     try {
       await this.pool.query(
@@ -749,20 +768,34 @@ export class WebhookDispatcher {
         if (left > 0) this.inFlightByUrl.set(d.url, left);
         else this.inFlightByUrl.delete(d.url);
         const widened = posted && this.adjustSlots(d.url, result.statusCode !== null);
+        if (posted && result.statusCode === null) this.giveBackBeyondAllowance(d.url);
         if (this.finished.length === 0) this.oldestFinishedAt = performance.now();
         this.finished.push({ delivery: d, at, endedAt: this.clock.now(), result });
         this.scheduleRecord();
         this.startQueued();
-        // A claim when this URL has room for a batch again, or everybody has (not at every
-        // answer: a claim while the URL is at its limit would only scan its backlog).
+        const claimed = this.claimedOf(d.url);
+        // A claim when this URL has room for a batch again (or a slot more while it has a
+        // backlog), or everybody has (not at every answer: a claim while the URL is at its
+        // limit would only scan its backlog).
         if (
-          this.claimedOf(d.url) === this.refillAtOf(d.url) ||
-          (widened && this.claimedOf(d.url) < this.refillAtOf(d.url)) ||
+          claimed === this.refillAtOf(d.url) ||
+          (widened && claimed > 0 && claimed < this.allowance(this.slotsOf(d.url))) ||
           this.inFlight === this.options.concurrency - 1 ||
           this.inFlight + this.queuedCount === Math.floor(this.maxClaimed / 4)
         )
           this.wake();
       });
+  }
+
+  /** Deliveries of a URL back to one slot beyond what it may now hold: given back, the latest first. */
+  private giveBackBeyondAllowance(url: string): void {
+    const list = this.queued.get(url);
+    const keep = Math.max(0, this.allowance(this.slotsOf(url)) - (this.inFlightByUrl.get(url) ?? 0));
+    if (!list || list.length <= keep) return;
+    const excess = list.splice(keep);
+    this.queuedCount -= excess.length;
+    if (list.length === 0) this.queued.delete(url);
+    void this.giveBack(excess);
   }
 
   /** One more slot for a URL that answered (up to `perUrl`; true when it got one), one only for a URL that did not. */
@@ -772,11 +805,15 @@ export class WebhookDispatcher {
       this.slotsByUrl.delete(url);
       return false;
     }
-    const slots = this.slotsByUrl.get(url) ?? 1;
-    if (slots >= this.perUrl) return false;
-    if (slots === 1 && this.slotsByUrl.size >= MAX_URLS_WITH_SLOTS) this.slotsByUrl.clear();
-    this.slotsByUrl.set(url, slots + 1);
-    return true;
+    const slots = this.slotsOf(url);
+    if (!this.slotsByUrl.has(url) && this.slotsByUrl.size >= MAX_URLS_WITH_SLOTS) {
+      // The idle ones go first (they start from one slot anyway), then everything.
+      const idleBefore = performance.now() - SLOW_START_IDLE_MS;
+      for (const [known, { answeredAt }] of this.slotsByUrl) if (answeredAt < idleBefore) this.slotsByUrl.delete(known);
+      if (this.slotsByUrl.size >= MAX_URLS_WITH_SLOTS) this.slotsByUrl.clear();
+    }
+    this.slotsByUrl.set(url, { slots: Math.min(this.perUrl, slots + 1), answeredAt: performance.now() });
+    return slots < this.perUrl;
   }
 
   /**
