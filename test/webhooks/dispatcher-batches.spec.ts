@@ -554,6 +554,52 @@ describe('slow start per URL, what a URL holds', () => {
     }
   });
 
+  it('a URL due behind another URL’s backlog gets its whole allowance per claim as it answers, not two', async () => {
+    const busyUrl = `https://busy-${randomUUID()}.example/hooks`;
+    const other = `https://other-${randomUUID()}.example/hooks`;
+    // The busy URL's 3,000 due first (bulk), then the other URL's 100.
+    await db.pool.query(
+      queued(`INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
+       SELECT gen_random_uuid(), gen_random_uuid(), 'invoice.paid', $1, $2, '{}', true, 'pending', $3, $3 FROM generate_series(1, 3000)`),
+      [projectId, busyUrl, clock.now()],
+    );
+    now += 1;
+    await enqueue(other, 100);
+    const posted: string[] = [];
+    const poster: WebhookPoster = {
+      post: (url) =>
+        new Promise<AttemptResult>((resolve) => {
+          posted.push(url);
+          setTimeout(() => resolve(ok), url === busyUrl ? 20 : 0);
+        }),
+      close: async () => undefined,
+    };
+    // Claims that look behind the backlog (the only ones that reach the other URL's rows), counted.
+    let wideClaims = 0;
+    const counting = new Proxy(db.pool, {
+      get(target, property) {
+        if (property === 'query')
+          return (query: string | QueryConfig, values?: unknown[]) => {
+            if ((typeof query === 'string' ? query : query.text).includes('WITH RECURSIVE')) wideClaims++;
+            return target.query(query as QueryConfig, values);
+          };
+        const value = Reflect.get(target, property) as unknown;
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    }) as Pool;
+    const dispatcher = new WebhookDispatcher(counting, registry, clock, { concurrency: 32, perUrlConcurrency: 8, allowPrivateNetworks: false, client: poster });
+    dispatcher.start();
+    try {
+      await until(() => posted.includes(other), 'the other URL’s first attempt');
+      const claimsBefore = wideClaims;
+      await until(() => posted.filter((u) => u === other).length === 100, 'the other URL’s 100', 30_000);
+      // 2, 4, 6 … while it ramps, then up to 136 at once: a handful of claims, not one per two deliveries.
+      expect(wideClaims - claimsBefore).toBeLessThanOrEqual(15);
+    } finally {
+      await dispatcher.stop();
+    }
+  });
+
   it('24 URLs that never answer: a URL enqueued after their deliveries is delivered while they hang', async () => {
     const hung = Array.from({ length: 24 }, () => `https://hung-${randomUUID()}.example/hooks`);
     for (const url of hung) await enqueue(url, 30);

@@ -555,11 +555,17 @@ export class WebhookDispatcher {
       this.maxHeld - this.held,
     );
     if (room <= 0 || this.stopping) return 0;
-    // The claim caps every URL at one allowance, a URL's with one slot (as every URL the
-    // dispatcher does not hold): a URL with more slots counts as holding that much less.
+    // The claim caps every URL at one allowance, a URL's with one slot (as every URL it is
+    // not told about): a URL with more slots (in hand, or one that answered within the idle
+    // time) counts as holding that much less.
     const perUrl = this.allowance(this.firstSlots);
+    const inHand = [...new Set([...this.inFlightByUrl.keys(), ...this.queued.keys()])];
     const busy = new Map<string, number>();
-    for (const url of [...this.inFlightByUrl.keys(), ...this.queued.keys()]) busy.set(url, this.claimedOf(url) - this.allowance(this.slotsOf(url)) + perUrl);
+    for (const url of this.slotsByUrl.keys()) {
+      const slots = this.slotsOf(url);
+      if (slots > this.firstSlots) busy.set(url, perUrl - this.allowance(slots));
+    }
+    for (const url of inHand) busy.set(url, this.claimedOf(url) - this.allowance(this.slotsOf(url)) + perUrl);
     const leasedAt = performance.now();
     // The earliest due rows, the URLs already at their limit left out (so a stuck URL's
     // backlog does not hide the others'), then at most what each URL has left. A URL
@@ -568,7 +574,7 @@ export class WebhookDispatcher {
     // and looks past their backlogs for the others' webhooks (CLAIM_DUE_DELIVERIES says how).
     const wide = leasedAt - this.lastWideClaim >= (this.options.pollIntervalMs ?? 100);
     if (wide) this.lastWideClaim = leasedAt;
-    const excluded = wide ? [...busy.keys()] : [...busy].filter(([, n]) => n >= perUrl).map(([url]) => url);
+    const excluded = wide ? inHand : inHand.filter((url) => busy.get(url)! >= perUrl);
     const claimed = await this.pool.query<ClaimedRow & { scanned_to?: string | null }>(
       preparedStatement(wide ? CLAIM_LOOKING_BEHIND : CLAIM_EARLIEST, [
         this.clock.now(),
@@ -609,10 +615,12 @@ export class WebhookDispatcher {
     if (deliveries.length > 0) this.noteSecretGeneration(deliveries[0]!.secret_generation, deliveries[0]!.secret_read_at);
     for (const d of deliveries) this.enqueue(d);
     this.held += deliveries.length;
+    // A URL whose slots fell while the claim was under way keeps only its allowance.
+    for (const url of new Set(deliveries.map((d) => d.url))) this.giveBackBeyondAllowance(url);
     this.startQueued();
     for (const d of deliveries) d.fresh = false;
     // The URLs this claim left out that want a refill: the next round at once.
-    if (wide && [...busy.keys()].some((url) => this.claimedOf(url) <= this.refillAtOf(url))) this.wanted = true;
+    if (wide && inHand.some((url) => this.claimedOf(url) <= this.refillAtOf(url))) this.wanted = true;
     return deliveries.length;
   }
 
@@ -688,6 +696,8 @@ export class WebhookDispatcher {
         );
       else this.held--;
     }
+    // A URL whose slots fell meanwhile keeps only its allowance.
+    for (const url of new Set(stale.map((d) => d.url))) this.giveBackBeyondAllowance(url);
     this.startQueued();
     for (const list of this.queued.values()) for (const d of list) d.fresh = false;
     this.notify();
@@ -795,7 +805,8 @@ export class WebhookDispatcher {
     const excess = list.splice(keep);
     this.queuedCount -= excess.length;
     if (list.length === 0) this.queued.delete(url);
-    void this.giveBack(excess);
+    // Less held: a claim may have room again.
+    void this.giveBack(excess).then(() => this.wake());
   }
 
   /** One more slot for a URL that answered (up to `perUrl`; true when it got one), one only for a URL that did not. */
@@ -809,7 +820,7 @@ export class WebhookDispatcher {
     if (!this.slotsByUrl.has(url) && this.slotsByUrl.size >= MAX_URLS_WITH_SLOTS) {
       // The idle ones go first (they start from one slot anyway), then everything.
       const idleBefore = performance.now() - SLOW_START_IDLE_MS;
-      for (const [known, { answeredAt }] of this.slotsByUrl) if (answeredAt < idleBefore) this.slotsByUrl.delete(known);
+      for (const [known, { answeredAt }] of this.slotsByUrl) if (answeredAt < idleBefore && !this.inFlightByUrl.has(known)) this.slotsByUrl.delete(known);
       if (this.slotsByUrl.size >= MAX_URLS_WITH_SLOTS) this.slotsByUrl.clear();
     }
     this.slotsByUrl.set(url, { slots: Math.min(this.perUrl, slots + 1), answeredAt: performance.now() });
