@@ -9,6 +9,7 @@ import { connect, Socket } from 'node:net';
 import { Client } from 'pg';
 import { api, expectStatus, InvoiceGateway, Json, logLinesWith, Merchant, orderId, poll, sleep, startInvoiceGateway } from '../support/merchant-fixtures';
 import { sendSigned, signRequest } from '../support/signing';
+import { instantMerchant, paidInvoice } from '../support/money-out-fixtures';
 
 /** Writes `bytes` on a new connection (in parts, `pauseMs` apart) and collects what comes back until the server closes it or `untilMs` passes. */
 async function exchange(
@@ -107,6 +108,44 @@ describe('the HTTP surface in raw bytes', () => {
     ]);
     expect(statusesOf(again.text)).toEqual([201]);
     expect(again.text).toMatch(/idempotent-replayed: true/i);
+  });
+
+  it('a path with percent-escapes is judged as the route that takes it: the JSON-only rule, the query rules and the API error shape hold', async () => {
+    // The router decodes the path: `/%761/...` and `/v%31/...` are the /v1 routes.
+    const merchant = await instantMerchant(gw.operator);
+    const key = `Bearer ${merchant.keys.test.secretKey}`;
+    const paid = await paidInvoice(gw.operator, merchant.test, '100.00');
+    const refunds = async () =>
+      (await gw.db.pool.query(`SELECT 1 FROM events WHERE event_type = 'InvoiceRefundRequested' AND data->>'invoiceId' = $1`, [paid])).rows.length;
+    // An empty form (`curl -d "$AMOUNT"` with the variable empty): read as no body, the refund would be a full one.
+    const form = await exchange(port, [
+      request(`POST /%761/invoices/${paid}/refund HTTP/1.1`, {
+        authorization: key,
+        'content-type': 'application/x-www-form-urlencoded',
+        'content-length': '0',
+        connection: 'close',
+      }),
+    ]);
+    expect({ status: statusesOf(form.text)[0], code: /"code":"(\w+)"/.exec(form.text)?.[1], refunds: await refunds() }).toEqual({
+      status: 415,
+      code: 'unsupported_media_type',
+      refunds: 0,
+    });
+
+    const escape = await exchange(port, [request(`GET /v%31/invoices?orderId=%E9 HTTP/1.1`, { authorization: key, connection: 'close' })]);
+    expect({ status: statusesOf(escape.text)[0], param: /"param":"(\w+)"/.exec(escape.text)?.[1] }).toEqual({ status: 400, param: 'orderId' });
+
+    const id = orderId('escaped-two-types');
+    const body = JSON.stringify({ amount: '100.00', orderId: id });
+    const twoTypes = await exchange(port, [
+      `POST /%761/invoices HTTP/1.1\r\nhost: gateway.test\r\nauthorization: ${key}\r\ncontent-type: application/json\r\ncontent-type: text/plain\r\n` +
+        `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    ]);
+    expect({ status: statusesOf(twoTypes.text)[0], written: (await invoicesWith(id)).length }).toEqual({ status: 415, written: 0 });
+
+    // The operator API, not the console, even for a browser: its answers are the spec's JSON.
+    const operator = await exchange(port, [request(`GET /admin/v%31/accounts/x/balance HTTP/1.1`, { accept: 'text/html', connection: 'close' })]);
+    expect({ status: statusesOf(operator.text)[0], json: /\r\ncontent-type: application\/json/i.test(operator.text) }).toEqual({ status: 401, json: true });
   });
 
   it('requests pipelined before bytes that are not HTTP are answered first, in order; then the 400', async () => {

@@ -19,7 +19,7 @@ import { ErrorFilter } from './http/errors/error.filter';
 import { PaymentPageErrorFilter } from './pay/payment-page.controller';
 import { ConsoleErrorFilter } from './console/console.controller';
 import { registerIdempotencyHook } from './http/idempotency';
-import { registerRequestChecks, sendError } from './http/request-checks';
+import { registerRequestChecks, routeOf, sendError } from './http/request-checks';
 import { useAsyncResourceBindingWithoutDeprecatedAccessor } from './http/async-resource-binding';
 import { IdempotencyKeys } from '#payments/idempotency';
 import { registerMetricsRoute } from './health/metrics-endpoint';
@@ -105,15 +105,26 @@ function clientErrorAnswer(code: string | undefined): { error: ApiError; reason:
  * The filter of a path's HTML pages: a browser (Accept: text/html) on the buyer's
  * payment page (/pay) or the operator console (/admin outside /admin/v1) gets a page
  * also for the errors met before any of their controllers (an unknown address, a
- * malformed one, a body too large); null otherwise: the spec's error shape.
+ * malformed one, a body too large); null otherwise: the spec's error shape. Judged by the
+ * route that took the request, or the decoded path when none did, as the router reads
+ * it: `/admin/v%31/...` is the operator API, not the console.
  */
 function pageErrorsOf(request: FastifyRequest): ExceptionFilter | null {
   if (!(request.headers.accept ?? '').includes('text/html')) return null;
-  const path = request.url.split('?')[0]!;
+  const path = routeOf(request) ?? decodedPath(request.url);
   const under = (prefix: string) => path === prefix || path.startsWith(`${prefix}/`);
   if (under('/pay')) return PAYMENT_PAGE_ERRORS;
   if (under('/admin') && !under('/admin/v1')) return CONSOLE_ERRORS;
   return null;
+}
+/** A URL's path with its escapes decoded, or as written when one does not decode. */
+function decodedPath(url: string): string {
+  const path = url.split('?', 1)[0]!;
+  try {
+    return decodeURIComponent(path);
+  } catch {
+    return path;
+  }
 }
 const PAYMENT_PAGE_ERRORS = new PaymentPageErrorFilter();
 const CONSOLE_ERRORS = new ConsoleErrorFilter();

@@ -18,6 +18,13 @@ export function registerRequestChecks(fastify: FastifyInstance): void {
 export const sendError = (reply: FastifyReply, error: ApiError) =>
   reply.status(error.status).header('cache-control', 'no-store').header('content-type', 'application/json; charset=utf-8').send(error.body());
 
+/**
+ * The pattern of the route that took the request (`/v1/invoices/:id/refund`), or null
+ * when none did. What a request is decided by: the router matches the decoded path, so
+ * `/%761/invoices` reaches the /v1 route while its raw URL does not start with /v1/.
+ */
+export const routeOf = (request: FastifyRequest): string | null => (request.is404 ? null : (request.routeOptions.url ?? null));
+
 /** The media type of a request's body, without its parameters, in lower case ('' without a Content-Type). */
 const mediaTypeOf = (request: FastifyRequest) => (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
 
@@ -29,9 +36,9 @@ const mediaTypeOf = (request: FastifyRequest) => (request.headers['content-type'
  * routeMiss) says what is wrong, not its body.
  */
 function refuseUnreadableApiRequests(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
-  const url = request.url;
-  const api = !request.is404 && (url.startsWith('/v1/') || url.startsWith('/admin/v1/'));
-  const refusal = api ? (bodyTypeRefusal(request) ?? queryRefusal(url)) : null;
+  const route = routeOf(request);
+  const api = route !== null && (route.startsWith('/v1/') || route.startsWith('/admin/v1/'));
+  const refusal = api ? (bodyTypeRefusal(request) ?? queryRefusal(request.url)) : null;
   if (refusal) {
     void sendError(reply, refusal);
     return;
