@@ -467,7 +467,7 @@ describe('the HTTP surface in raw bytes', () => {
     expect(await answer('/health/ready', [admin, admin])).toEqual(refused('operator'));
   });
 
-  it('a repeated X-Public-Id, X-Timestamp or signature header is refused as a repeated Authorization (401 naming it, a failure), even with equal values', async () => {
+  it('a repeated X-Public-Id, X-Timestamp or signature header is refused as a repeated Authorization (401 naming it, a failure), even with equal values; a Signature beside X-Signature is not ours', async () => {
     const secret = shop.project.webhookSecret as string;
     const publicId = shop.keys.test.publicKey;
     // Two minutes back: no other test here signs this body in that second (a signature is accepted once).
@@ -490,8 +490,17 @@ describe('the HTTP surface in raw bytes', () => {
       [[id, ['X-Public-Id', publicId], ts, sig], 'X-Public-Id'],
       [[id, ts, ts, sig], 'X-Timestamp'],
       [[id, ts, sig, sig], 'X-Signature'],
-      [[id, ts, sig, ['signature', signature]], 'X-Signature'],
+      [[id, ts, ['signature', signature], ['Signature', signature]], 'Signature'],
     ];
+    // An RFC 9421 Signature a proxy added beside X-Signature, once or twice, is not ours: X-Signature is read (own seconds: each is spent).
+    const rfc9421: [string, string][] = [
+      ['signature-input', 'sig1=("@method");created=1700000000'],
+      ['signature', 'sig1=:bm90IG91cnM=:'],
+    ];
+    const signedAt = (seconds: number): [string, string][] => [id, ['x-timestamp', String(seconds)], ['x-signature', signRequest(secret, String(seconds))]];
+    const accepted = { status: 200, challenge: undefined, code: undefined, param: undefined };
+    expect(await answer([...signedAt(Number(timestamp) - 1), ...rfc9421])).toEqual(accepted);
+    expect(await answer([...signedAt(Number(timestamp) - 2), ...rfc9421, rfc9421[1]!])).toEqual(accepted);
     const before = await failures();
     for (const [lines, param] of cases) {
       expect({ param, reply: await answer(lines) }).toEqual({
@@ -501,7 +510,7 @@ describe('the HTTP surface in raw bytes', () => {
     }
     expect(await failures()).toBe(before + cases.length);
     // None of them spent the signature: sent once each, it holds.
-    expect(await answer([id, ts, sig])).toEqual({ status: 200, challenge: undefined, code: undefined, param: undefined });
+    expect(await answer([id, ts, sig])).toEqual(accepted);
   });
 
   it('every 401 carries WWW-Authenticate: Bearer with the realm of its API; the body is the spec error as before', async () => {

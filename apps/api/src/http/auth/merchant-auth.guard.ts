@@ -32,17 +32,23 @@ export interface PollMarkTaken {
   readonly refusal: Refusal | null;
 }
 
-/** The headers of an HMAC request, each with the names it may be sent under (a signature under either, once). */
-const HMAC_HEADERS: readonly (readonly [string, readonly string[]])[] = [
-  ['X-Public-Id', ['x-public-id']],
-  ['X-Timestamp', ['x-timestamp']],
-  ['X-Signature', ['x-signature', 'signature']],
-];
+/** The headers of an HMAC request, each of which may be sent once. */
+const HMAC_HEADERS = ['X-Public-Id', 'X-Timestamp', 'X-Signature'] as const;
 
 const header = (request: FastifyRequest, name: string): string | undefined => {
   const value = request.headers[name];
   return Array.isArray(value) ? value[0] : value;
 };
+
+/**
+ * The HMAC header the request repeats, if any. `Signature` is ours only without
+ * X-Signature: beside it, it is another's (an RFC 9421 signature a proxy added) and may repeat.
+ */
+function repeatedHmacHeader(request: FastifyRequest): string | null {
+  const repeated = HMAC_HEADERS.find((name) => repeatedHeader(request, [name.toLowerCase()]) !== null);
+  if (repeated !== undefined) return repeated;
+  return header(request, 'x-signature') === undefined && repeatedHeader(request, ['signature']) !== null ? 'Signature' : null;
+}
 
 /**
  * Who is calling, by either mode of the spec, then the per-key request rate:
@@ -145,9 +151,9 @@ export class MerchantAuthGuard implements CanActivate {
     let lookedUp = false;
     const fail = (error: ApiError) => this.failures.reject(request, 'signature', error, lookedUp);
     // A repeat is refused as a repeated Authorization is: 401 naming the header, a failure of the address.
-    for (const [name, names] of HMAC_HEADERS) {
-      if (repeatedHeader(request, names) === null) continue;
-      throw fail(ApiError.unauthorized(`Заголовок ${name} повторён: передайте его один раз`, 'unauthorized', undefined, undefined, name));
+    const repeated = repeatedHmacHeader(request);
+    if (repeated !== null) {
+      throw fail(ApiError.unauthorized(`Заголовок ${repeated} повторён: передайте его один раз`, 'unauthorized', undefined, undefined, repeated));
     }
     const publicId = header(request, 'x-public-id');
     if (publicId === undefined) {
