@@ -289,6 +289,25 @@ describe('operator console at /admin (HTTP)', () => {
     expect((await get('/admin', cookie)).status).toBe(200);
   });
 
+  it("a browser's request no console route takes is its 404 or 405 page whatever its body: not 400 for JSON that does not parse, not 415 for its type", async () => {
+    const browser = { accept: 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8' };
+    for (const [method, path, type, body, status, allow] of [
+      ['PUT', '/admin', 'application/json', '{bad', 405, 'GET, HEAD'],
+      ['POST', '/admin/nothing', 'application/json', '{bad', 404, null],
+      ['POST', '/admin/nothing', 'application/xml', '<a/>', 404, null],
+    ] as const) {
+      const page = await fetch(`${gateway.baseUrl}${path}`, { method, headers: { ...browser, 'content-type': type }, body, redirect: 'manual' });
+      expect({ method, path, type, status: page.status, allow: page.headers.get('allow'), html: page.headers.get('content-type') }).toEqual({
+        method,
+        path,
+        type,
+        status,
+        allow,
+        html: 'text/html; charset=utf-8',
+      });
+    }
+  });
+
   it('a login or a resend posted as another content type, or with a repeated field, is refused without a 500 and opens nothing', async () => {
     const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
     const delivery = (await deliveries())[0];

@@ -18,7 +18,7 @@ import { isUuid, Refusal } from '#domain';
 import type { FailedAuthentication } from '../http/auth/failed-authentication';
 import type { OperatorToken } from '../http/auth/operator-token';
 import { ApiError } from '../http/errors/api-error';
-import { bodyCutOff, routeMiss, toApiError } from '../http/errors/error.filter';
+import { bodyCutOff, isRouteMiss, routeMiss, toApiError } from '../http/errors/error.filter';
 import { AUDIT_SIGNER, CLOCK_TOKEN, FAILED_AUTHENTICATION, INFRASTRUCTURE, OPERATOR_SESSIONS, OPERATOR_TOKEN, READ_MODEL_REBUILDS } from '../http/tokens';
 import { checkpointView } from '../audit/audit-checkpoint.controller';
 import { ReadModelRebuilds, rebuildsInProgress } from '#event-store/projections';
@@ -92,8 +92,8 @@ export class ConsoleErrorFilter implements ExceptionFilter {
       return;
     }
     const found = bodyCutOff(exception, request) ?? toApiError(exception);
-    // No route took it: 405 with Allow when the address is the console's but the method is not (as for the API), else 404.
-    const error = found.status === 404 && request.is404 ? routeMiss(request) : found;
+    // No route took it: 405 with Allow when the address is the console's but the method is not (as for the API), else 404, whatever its body.
+    const error = isRouteMiss(exception, request, found) ? routeMiss(request) : found;
     for (const [name, value] of Object.entries(error.headers)) void reply.header(name, value);
     if (error.status >= 500) {
       const log = (request as { log?: Pick<Logger, 'error'> }).log ?? (this.log ??= createLogger('gateway-console'));

@@ -12,7 +12,7 @@ import { findInvoice } from '#payments/invoices';
 import type { EventStore } from '#event-store';
 import { EVENT_STORE } from '#payments';
 import { RecordPaymentResult } from '../invoices/record-payment-result/record-payment-result.handler';
-import { bodyCutOff, toApiError } from '../http/errors/error.filter';
+import { bodyCutOff, isRouteMiss, toApiError } from '../http/errors/error.filter';
 import { CLOCK_TOKEN, PAGE_FORM_TOKENS, PUBLIC_URL } from '../http/tokens';
 import type { PublicUrl } from '../http/tokens';
 import { FORM_TOKEN_FIELD, fromGatewayItself } from './page-form-token';
@@ -73,8 +73,8 @@ export class PaymentPageErrorFilter implements ExceptionFilter {
       return;
     }
     const error = bodyCutOff(exception, request) ?? toApiError(exception);
-    if (error.status === 404 && request.is404) {
-      // No route of the page has this address: a wrong address, or a wrong method on a right one.
+    if (isRouteMiss(exception, request, error)) {
+      // No route of the page has this address: a wrong address, or a wrong method on a right one, whatever its body.
       const page = routeMissPage(request.url);
       if (page.allow !== null) void reply.header('allow', page.allow);
       void sendHtml(reply, page.status, page.html);

@@ -23,8 +23,7 @@ export class ErrorFilter implements ExceptionFilter {
     if (exception instanceof StoredAnswer) return exception.send(reply);
     const request = host.switchToHttp().getRequest<FastifyRequest>();
     const found = bodyCutOff(exception, request) ?? parserRefusal(exception, request) ?? toApiError(exception);
-    // A request no route takes is its 404 or 405, whatever its body: its parser's refusal (400, 415) would send the client to the wrong place.
-    const error = request.is404 && (found.status === 404 || found.status === 400 || found.status === 415) ? routeMiss(request) : found;
+    const error = isRouteMiss(exception, request, found) ? routeMiss(request) : found;
     // A 5xx the API decided on (ApiError: a read model being rebuilt) is an answer, logged by its request line; any other is a failure.
     if (error.status >= 500 && !(exception instanceof ApiError)) {
       // request.log is the request's child logger: the line carries its requestId.
@@ -72,6 +71,17 @@ function parserRefusal(exception: unknown, request: FastifyRequest): ApiError | 
     return null;
   }
   return new ApiError(400, 'validation', 'В теле запроса есть запрещённое имя поля: __proto__ или constructor с prototype внутри', 'body');
+}
+
+/**
+ * Whether `found`, the error of a request, is rather its route miss (routeMiss: 404 or
+ * 405): no route took the request, and the error is the router's 404 or its body
+ * parser's refusal (400, 415), which would send the client to the wrong place. Not an
+ * answer of ours (ApiError: a malformed address): it holds.
+ */
+export function isRouteMiss(exception: unknown, request: FastifyRequest, found: ApiError): boolean {
+  if (!request.is404 || exception instanceof ApiError) return false;
+  return found.status === 404 || found.status === 400 || found.status === 415;
 }
 
 /**
