@@ -285,13 +285,19 @@ describe('the HTTP surface in raw bytes', () => {
     expect(await createsCounted(201)).toBe(before + 1);
   });
 
-  it('a client that drops mid-body is one info line (a client gone, not a database outage), and nothing is written', async () => {
-    for (const drop of ['close', 'reset'] as const) {
+  it('a client that drops mid-body is one info line (a client gone, not a database outage), and nothing is written; to a path no route has too', async () => {
+    for (const [drop, path, route] of [
+      ['close', '/v1/invoices', '/v1/invoices'],
+      ['reset', '/v1/invoices', '/v1/invoices'],
+      // Not its 404: the body never came whole, which is what happened.
+      ['close', '/v1/nope', 'unmatched'],
+      ['reset', '/v1/nope', 'unmatched'],
+    ] as const) {
       const id = orderId(`mid-body-${drop}`);
       const body = JSON.stringify({ amount: '100.00', orderId: id });
       const client = await opened(port);
       const head = { ...auth(), 'content-type': 'application/json', 'content-length': String(body.length), 'x-request-id': `mid-body-${id}` };
-      client.socket.write(request('POST /v1/invoices HTTP/1.1', head) + body.slice(0, 10));
+      client.socket.write(request(`POST ${path} HTTP/1.1`, head) + body.slice(0, 10));
       await sleep(300);
       if (drop === 'close') client.socket.destroy();
       else client.socket.resetAndDestroy();
@@ -305,7 +311,7 @@ describe('the HTTP surface in raw bytes', () => {
       await sleep(200);
       expect(linesOf(`mid-body-${id}`)).toEqual([
         // A dropped connection is a client gone; a closed one was answered 400 on the connection, which is its status.
-        expect.objectContaining({ level: 30, msg: 'request', route: '/v1/invoices', status: 400, ...(drop === 'reset' ? { clientGone: true } : {}) }),
+        expect.objectContaining({ level: 30, msg: 'request', route, status: 400, ...(drop === 'reset' ? { clientGone: true } : {}) }),
       ]);
       expect(await invoicesWith(id)).toEqual([]);
     }

@@ -76,11 +76,11 @@ function parserRefusal(exception: unknown, request: FastifyRequest): ApiError | 
 /**
  * Whether `found`, the error of a request, is rather its route miss (routeMiss: 404 or
  * 405): no route took the request, and the error is the router's 404 or its body
- * parser's refusal (400, 415), which would send the client to the wrong place. Not an
- * answer of ours (ApiError: a malformed address): it holds.
+ * parser's refusal (400, 415), which would send the client to the wrong place. Not a
+ * body cut off (400) or too large (413), nor an answer of ours (ApiError): those hold.
  */
 export function isRouteMiss(exception: unknown, request: FastifyRequest, found: ApiError): boolean {
-  if (!request.is404 || exception instanceof ApiError) return false;
+  if (!request.is404 || exception instanceof ApiError || exception === request.raw.errored) return false;
   return found.status === 404 || found.status === 400 || found.status === 415;
 }
 
