@@ -477,6 +477,17 @@ describe('input edges that must be 400 or 404, never 500 and never let through',
         },
         { path: `/v1/invoices/${invoiceId}/refund`, headers: merchantHeaders(shop.keys.test.secretKey), body: bytes('{"amount":"1.00","x":"<bad>"}', [0xff]) },
         { path: '/admin/v1/accounts', headers: adminHeaders(), body: bytes('{"name":"Caf<bad>","email":"cafe@example.com"}', [0xe9]) },
+        // UTF-16 (little-endian with its byte-order mark, big-endian without): told to send UTF-8 too.
+        {
+          path: '/v1/invoices',
+          headers: merchantHeaders(shop.keys.test.secretKey),
+          body: Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(`{"amount":"100.00","orderId":"${order}-16"}`, 'utf16le')]),
+        },
+        {
+          path: '/v1/invoices',
+          headers: merchantHeaders(shop.keys.test.secretKey),
+          body: Buffer.from(`{"amount":"100.00","orderId":"${order}-16be"}`, 'utf16le').swap16(),
+        },
       ];
       for (const c of cases) {
         const r = await sendBytes(c.path, c.headers, c.body);
