@@ -160,6 +160,32 @@ describe('HMAC request signing (mode 2) across two API processes', () => {
       expectApiError(await shop.test.get(`/v1/invoices/${r.body.id}`), 404, 'invoice_not_found');
     });
 
+    it('an empty Authorization header (a framework’s default) beside the HMAC headers carries nothing: the signed request is taken', async () => {
+      const raw = JSON.stringify({ amount: '13.00', orderId: orderId('empty-auth') });
+      const r = await signedPost(a.baseUrl, signer(shop, 'test', shopSecret), '/v1/invoices', raw, { extraHeaders: { authorization: '' } });
+      expectStatus(r, 201);
+    });
+
+    it('a Bearer key and the HMAC headers in one request → 401 unauthorized naming X-Public-Id, nothing created (a request uses one mode)', async () => {
+      const raw = JSON.stringify({ amount: '14.00', orderId: orderId('two-modes') });
+      for (const signature of [undefined, 'ab'.repeat(32)]) {
+        const r = await signedPost(a.baseUrl, signer(shop, 'test', shopSecret), '/v1/invoices', raw, {
+          signature,
+          extraHeaders: { authorization: `Bearer ${shop.keys.test.secretKey}` },
+        });
+        expectApiError(r, 401, 'unauthorized');
+        expect(r.body.error.param).toBe('X-Public-Id');
+      }
+      // Nothing was created: the same body with the Bearer key alone creates the invoice now.
+      expectStatus(
+        await sendRaw(a.baseUrl, 'POST', '/v1/invoices', {
+          headers: { authorization: `Bearer ${shop.keys.test.secretKey}`, 'content-type': 'application/json' },
+          body: raw,
+        }),
+        201,
+      );
+    });
+
     it('a re-serialised body does not match its signature (either way round), and creates nothing', async () => {
       const id = orderId('reser');
       const raw = `{ "amount": "10.00",  "orderId": "${id}", "description": "\\u0444" }`;

@@ -87,7 +87,21 @@ export class MerchantAuthGuard implements CanActivate {
     const now = this.clock.now();
     let identity: MerchantIdentity;
     let refusal: Refusal | null;
-    if (header(request, 'authorization') !== undefined) {
+    // The spec's two modes, one per request: an Authorization header that carries nothing
+    // beside X-Public-Id (a framework's empty default) is no Bearer request.
+    const authorization = header(request, 'authorization');
+    const signed = header(request, 'x-public-id') !== undefined;
+    if (authorization !== undefined && !(signed && authorization.trim() === '')) {
+      if (signed) {
+        const error = ApiError.unauthorized(
+          'Передайте один способ авторизации: Authorization: Bearer или X-Public-Id с подписью',
+          'unauthorized',
+          undefined,
+          undefined,
+          'X-Public-Id',
+        );
+        throw this.failures.reject(request, 'secret_key', error, false);
+      }
       // The key's lookup counts the request (and takes a read's poll mark) too: one round trip.
       // Not when parameters were sent: these reads take none (NoParameters), so the request
       // will be refused (400) and must not spend the poll.
