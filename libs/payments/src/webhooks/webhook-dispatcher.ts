@@ -109,6 +109,8 @@ const LEASE_MARGIN_MS = 1000;
 const MAX_URLS_WITH_SLOTS = 10_000;
 /** A URL that has not answered for this long (real ms) with nothing in flight starts again from one slot. */
 const SLOW_START_IDLE_MS = 1000;
+/** How many URLs that ran dry with slots earned a wide claim tells the database about. */
+const DRY_URLS_KEPT = 256;
 /** How often the dispatcher looks whether a webhook secret was rotated (followSecretRotations). */
 const SECRET_LOOK_MS = 200;
 /**
@@ -317,6 +319,12 @@ export class WebhookDispatcher {
    * receivers cannot fill the dispatcher while other URLs wait.
    */
   private readonly slotsByUrl = new Map<string, { readonly slots: number; readonly answeredAt: number }>();
+  /**
+   * URLs with more than one slot that ran dry (nothing claimed) since their last answer,
+   * the latest DRY_URLS_KEPT: a wide claim gives them what they earned, as the only claim
+   * that reaches a URL due behind another's backlog.
+   */
+  private readonly dryUrls = new Set<string>();
   /** The slots of a URL not in `slotsByUrl`. */
   private readonly firstSlots: number;
   /** Deliveries claimed ahead, per URL, in claim order. */
@@ -517,11 +525,17 @@ export class WebhookDispatcher {
     const known = this.slotsByUrl.get(url);
     if (known === undefined) return this.firstSlots;
     // Idle: forgotten, so a receiver that answered before and hangs now meets slow start too.
-    if (performance.now() - known.answeredAt > SLOW_START_IDLE_MS && !this.inFlightByUrl.has(url)) {
+    if (this.idle(url, known.answeredAt, performance.now())) {
       this.slotsByUrl.delete(url);
+      this.dryUrls.delete(url);
       return this.firstSlots;
     }
     return known.slots;
+  }
+
+  /** No answer for SLOW_START_IDLE_MS before `at`, and nothing of it claimed. */
+  private idle(url: string, answeredAt: number, at: number): boolean {
+    return at - answeredAt > SLOW_START_IDLE_MS && this.claimedOf(url) === 0;
   }
 
   /**
@@ -561,10 +575,6 @@ export class WebhookDispatcher {
     const perUrl = this.allowance(this.firstSlots);
     const inHand = [...new Set([...this.inFlightByUrl.keys(), ...this.queued.keys()])];
     const busy = new Map<string, number>();
-    for (const url of this.slotsByUrl.keys()) {
-      const slots = this.slotsOf(url);
-      if (slots > this.firstSlots) busy.set(url, perUrl - this.allowance(slots));
-    }
     for (const url of inHand) busy.set(url, this.claimedOf(url) - this.allowance(this.slotsOf(url)) + perUrl);
     const leasedAt = performance.now();
     // The earliest due rows, the URLs already at their limit left out (so a stuck URL's
@@ -574,6 +584,12 @@ export class WebhookDispatcher {
     // and looks past their backlogs for the others' webhooks (CLAIM_DUE_DELIVERIES says how).
     const wide = leasedAt - this.lastWideClaim >= (this.options.pollIntervalMs ?? 100);
     if (wide) this.lastWideClaim = leasedAt;
+    if (wide)
+      for (const url of this.dryUrls) {
+        const slots = this.slotsOf(url);
+        if (slots > this.firstSlots && !busy.has(url)) busy.set(url, perUrl - this.allowance(slots));
+        else this.dryUrls.delete(url);
+      }
     const excluded = wide ? inHand : inHand.filter((url) => busy.get(url)! >= perUrl);
     const claimed = await this.pool.query<ClaimedRow & { scanned_to?: string | null }>(
       preparedStatement(wide ? CLAIM_LOOKING_BEHIND : CLAIM_EARLIEST, [
@@ -613,6 +629,12 @@ export class WebhookDispatcher {
       fresh: true,
     }));
     if (deliveries.length > 0) this.noteSecretGeneration(deliveries[0]!.secret_generation, deliveries[0]!.secret_read_at);
+    for (const url of new Set(deliveries.map((d) => d.url))) {
+      // Idle when the claim began and not in hand: it was claimed for as a URL of one slot, and has one.
+      const known = this.slotsByUrl.get(url);
+      if (known !== undefined && !busy.has(url) && this.idle(url, known.answeredAt, leasedAt)) this.slotsByUrl.delete(url);
+      this.dryUrls.delete(url);
+    }
     for (const d of deliveries) this.enqueue(d);
     this.held += deliveries.length;
     // A URL whose slots fell while the claim was under way keeps only its allowance.
@@ -784,6 +806,11 @@ export class WebhookDispatcher {
         this.scheduleRecord();
         this.startQueued();
         const claimed = this.claimedOf(d.url);
+        if (claimed === 0 && this.slotsOf(d.url) > this.firstSlots) {
+          this.dryUrls.delete(d.url);
+          this.dryUrls.add(d.url);
+          if (this.dryUrls.size > DRY_URLS_KEPT) this.dryUrls.delete(this.dryUrls.values().next().value!);
+        }
         // A claim when this URL has room for a batch again (or a slot more while it has a
         // backlog), or everybody has (not at every answer: a claim while the URL is at its
         // limit would only scan its backlog).
@@ -820,7 +847,7 @@ export class WebhookDispatcher {
     if (!this.slotsByUrl.has(url) && this.slotsByUrl.size >= MAX_URLS_WITH_SLOTS) {
       // The idle ones go first (they start from one slot anyway), then everything.
       const idleBefore = performance.now() - SLOW_START_IDLE_MS;
-      for (const [known, { answeredAt }] of this.slotsByUrl) if (answeredAt < idleBefore && !this.inFlightByUrl.has(known)) this.slotsByUrl.delete(known);
+      for (const [known, { answeredAt }] of this.slotsByUrl) if (answeredAt < idleBefore && this.claimedOf(known) === 0) this.slotsByUrl.delete(known);
       if (this.slotsByUrl.size >= MAX_URLS_WITH_SLOTS) this.slotsByUrl.clear();
     }
     this.slotsByUrl.set(url, { slots: Math.min(this.perUrl, slots + 1), answeredAt: performance.now() });
