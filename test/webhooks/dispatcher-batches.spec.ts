@@ -517,6 +517,33 @@ describe('slow start per URL, what a URL holds', () => {
     }
   });
 
+  it('a URL that stopped answering while its deliveries waited for the dispatcher’s slots starts again from one slot', async () => {
+    const url = `https://shop-${randomUUID()}.example/hooks`;
+    let warm = true;
+    const { poster, held, posted } = posterAnswering((u) => (warm && u === url ? ok : null));
+    const dispatcher = new WebhookDispatcher(db.pool, registry, clock, { concurrency: 8, perUrlConcurrency: 8, allowPrivateNetworks: false, client: poster });
+    dispatcher.start();
+    try {
+      await enqueue(url, 30);
+      await until(async () => posted.length === 30 && (await leasedOf(url)) === 0, 'thirty answered');
+      warm = false;
+      // Eight other URLs take the dispatcher's 8 slots (one each), then the URL's deliveries wait claimed.
+      const others = Array.from({ length: 8 }, () => `https://other-${randomUUID()}.example/hooks`);
+      for (const other of others) await enqueue(other, 1);
+      await until(() => held.length === 8, 'the eight other attempts');
+      await enqueue(url, 20);
+      await until(async () => (await leasedOf(url)) > 0, 'the URL’s deliveries claimed');
+      await new Promise((r) => setTimeout(r, 1500));
+      // The slots free: the URL, silent for 1.5 s with nothing in flight, gets one attempt, not 8.
+      for (const p of held.splice(0)) p.answer(ok);
+      await until(() => held.some((p) => p.url === url), 'the URL’s next attempt');
+      await new Promise((r) => setTimeout(r, 300));
+      expect(held.filter((p) => p.url === url).length).toBe(1);
+    } finally {
+      await stopAnswering(dispatcher, held);
+    }
+  });
+
   it('a URL back to one slot gives back what it held beyond two deliveries', async () => {
     const url = `https://shop-${randomUUID()}.example/hooks`;
     await enqueue(url, 200);

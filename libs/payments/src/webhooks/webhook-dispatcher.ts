@@ -325,6 +325,8 @@ export class WebhookDispatcher {
    * that reaches a URL due behind another's backlog.
    */
   private readonly dryUrls = new Set<string>();
+  /** The URLs of the deliveries whose leases are being renewed (held, in neither queue nor flight). */
+  private readonly renewingUrls = new Set<string>();
   /** The slots of a URL not in `slotsByUrl`. */
   private readonly firstSlots: number;
   /** Deliveries claimed ahead, per URL, in claim order. */
@@ -533,9 +535,12 @@ export class WebhookDispatcher {
     return known.slots;
   }
 
-  /** No answer for SLOW_START_IDLE_MS before `at`, and nothing of it claimed. */
+  /**
+   * No answer for SLOW_START_IDLE_MS before `at`, and no attempt in flight (deliveries
+   * waiting in its queue do not make a URL that stopped answering a live one).
+   */
   private idle(url: string, answeredAt: number, at: number): boolean {
-    return at - answeredAt > SLOW_START_IDLE_MS && this.claimedOf(url) === 0;
+    return at - answeredAt > SLOW_START_IDLE_MS && !this.inFlightByUrl.has(url);
   }
 
   /**
@@ -575,7 +580,12 @@ export class WebhookDispatcher {
     const perUrl = this.allowance(this.firstSlots);
     const inHand = [...new Set([...this.inFlightByUrl.keys(), ...this.queued.keys()])];
     const busy = new Map<string, number>();
-    for (const url of inHand) busy.set(url, this.claimedOf(url) - this.allowance(this.slotsOf(url)) + perUrl);
+    // The slots each URL told about was claimed for: what the claim brings is trimmed only if they fell meanwhile.
+    const passed = new Map<string, number>();
+    for (const url of inHand) {
+      passed.set(url, this.slotsOf(url));
+      busy.set(url, this.claimedOf(url) - this.allowance(passed.get(url)!) + perUrl);
+    }
     const leasedAt = performance.now();
     // The earliest due rows, the URLs already at their limit left out (so a stuck URL's
     // backlog does not hide the others'), then at most what each URL has left. A URL
@@ -587,8 +597,10 @@ export class WebhookDispatcher {
     if (wide)
       for (const url of this.dryUrls) {
         const slots = this.slotsOf(url);
-        if (slots > this.firstSlots && !busy.has(url)) busy.set(url, perUrl - this.allowance(slots));
-        else this.dryUrls.delete(url);
+        if (slots > this.firstSlots && !busy.has(url)) {
+          passed.set(url, slots);
+          busy.set(url, perUrl - this.allowance(slots));
+        } else this.dryUrls.delete(url);
       }
     const excluded = wide ? inHand : inHand.filter((url) => busy.get(url)! >= perUrl);
     const claimed = await this.pool.query<ClaimedRow & { scanned_to?: string | null }>(
@@ -637,8 +649,9 @@ export class WebhookDispatcher {
     }
     for (const d of deliveries) this.enqueue(d);
     this.held += deliveries.length;
-    // A URL whose slots fell while the claim was under way keeps only its allowance.
-    for (const url of new Set(deliveries.map((d) => d.url))) this.giveBackBeyondAllowance(url);
+    // A URL whose slots fell while the claim was under way (an attempt without an answer) keeps only its allowance.
+    for (const url of new Set(deliveries.map((d) => d.url)))
+      if ((this.slotsByUrl.get(url)?.slots ?? this.firstSlots) < (passed.get(url) ?? this.firstSlots)) this.giveBackBeyondAllowance(url);
     this.startQueued();
     for (const d of deliveries) d.fresh = false;
     // The URLs this claim left out that want a refill: the next round at once.
@@ -688,6 +701,7 @@ export class WebhookDispatcher {
   private async renew(): Promise<void> {
     const stale = this.stale;
     this.stale = [];
+    for (const d of stale) this.renewingUrls.add(d.url);
     const leasedAt = performance.now();
     let renewed: Map<string, { webhook_secret: string | null; secret_generation: string; secret_read_at: string }>;
     try {
@@ -718,6 +732,7 @@ export class WebhookDispatcher {
         );
       else this.held--;
     }
+    this.renewingUrls.clear();
     // A URL whose slots fell meanwhile keeps only its allowance.
     for (const url of new Set(stale.map((d) => d.url))) this.giveBackBeyondAllowance(url);
     this.startQueued();
@@ -806,7 +821,7 @@ export class WebhookDispatcher {
         this.scheduleRecord();
         this.startQueued();
         const claimed = this.claimedOf(d.url);
-        if (claimed === 0 && this.slotsOf(d.url) > this.firstSlots) {
+        if (claimed === 0 && this.slotsOf(d.url) > this.firstSlots && !this.renewingUrls.has(d.url) && !this.stale.some((x) => x.url === d.url)) {
           this.dryUrls.delete(d.url);
           this.dryUrls.add(d.url);
           if (this.dryUrls.size > DRY_URLS_KEPT) this.dryUrls.delete(this.dryUrls.values().next().value!);
