@@ -515,6 +515,11 @@ describe('the HTTP surface in raw bytes', () => {
       });
     }
     expect(await failures()).toBe(before + cases.length);
+    // An empty Authorization then a Bearer one beside a valid signature: a repeated Authorization (401), not the signature's request.
+    const bearer: [string, string] = ['authorization', `Bearer ${shop.keys.test.secretKey}`];
+    expect(await answer([['authorization', ''], bearer, ...signedAt(Number(timestamp) - 3)])).toMatchObject({ status: 401, code: 'unauthorized' });
+    // An empty X-Public-Id beside a Bearer key is none: the Bearer request stands.
+    expect(await answer([bearer, ['x-public-id', '']])).toEqual(accepted);
     // None of them spent the signature: sent once each, it holds.
     expect(await answer([id, ts, sig])).toEqual(accepted);
   });

@@ -89,9 +89,11 @@ export class MerchantAuthGuard implements CanActivate {
     let refusal: Refusal | null;
     // The spec's two modes, one per request: an Authorization header that carries nothing
     // beside X-Public-Id (a framework's empty default) is no Bearer request.
-    const authorization = header(request, 'authorization');
-    const signed = header(request, 'x-public-id') !== undefined;
-    if (authorization !== undefined && !(signed && authorization.trim() === '')) {
+    // A repeated Authorization (an array) is refused on the Bearer path, whichever comes first; so is an empty
+    // X-Public-Id beside a Bearer key taken as none.
+    const authorization = authorizationOf(request);
+    const signed = (header(request, 'x-public-id') ?? '').trim() !== '';
+    if (authorization !== undefined && !(signed && typeof authorization === 'string' && authorization.trim() === '')) {
       if (signed) {
         const error = ApiError.unauthorized(
           'Передайте один способ авторизации: Authorization: Bearer или X-Public-Id с подписью',
