@@ -497,6 +497,12 @@ describe('input edges that must be 400 or 404, never 500 and never let through',
           error: { code: 'validation', param: 'body', message: expect.stringContaining('UTF-8') },
         });
       }
+      // A raw NUL inside UTF-8 JSON is a control character not escaped, not another encoding: no UTF-8 hint.
+      const nul = await sendBytes('/v1/invoices', merchantHeaders(shop.keys.test.secretKey), bytes(`{"amount":"100.00","orderId":"${order}<bad>"}`, [0]));
+      expect({ status: nul.status, error: nul.body?.error }).toEqual({
+        status: 400,
+        error: { code: 'validation', param: 'body', message: expect.not.stringContaining('UTF-8') },
+      });
       expect(await written()).toBe(before);
       // The same text in UTF-8 is taken.
       const r = await sendBytes(

@@ -65,8 +65,9 @@ function parserRefusal(exception: unknown, request: FastifyRequest): ApiError | 
       'body',
     );
   }
-  // UTF-16 or UTF-32 (a NUL byte, or their byte-order mark): told to send UTF-8, as bytes that are not UTF-8 are.
-  if (raw.includes(0) || (raw[0] === 0xfe && raw[1] === 0xff) || (raw[0] === 0xff && raw[1] === 0xfe))
+  // UTF-16 or UTF-32 (their byte-order mark, or a NUL among the first four bytes, where JSON has an ASCII character):
+  // told to send UTF-8, as bytes that are not UTF-8 are.
+  if (raw.subarray(0, 4).includes(0) || (raw[0] === 0xfe && raw[1] === 0xff) || (raw[0] === 0xff && raw[1] === 0xfe))
     return new ApiError(400, 'validation', 'Тело запроса не является корректным JSON: текст должен быть в кодировке UTF-8', 'body');
   try {
     JSON.parse(raw.toString('utf8'));
