@@ -539,6 +539,8 @@ describe('slow start per URL, what a URL holds', () => {
       await until(() => held.some((p) => p.url === url), 'the URL’s next attempt');
       await new Promise((r) => setTimeout(r, 300));
       expect(held.filter((p) => p.url === url).length).toBe(1);
+      // And it holds what a URL of one slot holds: the rest of its 20 went back.
+      expect(await leasedOf(url)).toBeLessThanOrEqual(2);
     } finally {
       await stopAnswering(dispatcher, held);
     }
@@ -624,6 +626,37 @@ describe('slow start per URL, what a URL holds', () => {
       expect(mostAtOnce).toBeGreaterThanOrEqual(50);
     } finally {
       await dispatcher.stop();
+    }
+  });
+
+  it('a burst of 2,000 to one URL that answers at once goes out in claims of many, not two per claim whenever it runs dry', async () => {
+    const url = `https://burst-${randomUUID()}.example/hooks`;
+    await db.pool.query(
+      queued(`INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
+       SELECT gen_random_uuid(), gen_random_uuid(), 'invoice.paid', $1, $2, '{}', true, 'pending', $3, $3 FROM generate_series(1, 2000)`),
+      [projectId, url, clock.now()],
+    );
+    const { poster, held, posted } = posterAnswering(() => ok);
+    let claims = 0;
+    const counting = new Proxy(db.pool, {
+      get(target, property) {
+        if (property === 'query')
+          return (query: string | QueryConfig, values?: unknown[]) => {
+            if ((typeof query === 'string' ? query : query.text).includes('FOR UPDATE SKIP LOCKED')) claims++;
+            return target.query(query as QueryConfig, values);
+          };
+        const value = Reflect.get(target, property) as unknown;
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    }) as Pool;
+    const dispatcher = new WebhookDispatcher(counting, registry, clock, { concurrency: 32, perUrlConcurrency: 8, allowPrivateNetworks: false, client: poster });
+    dispatcher.start();
+    try {
+      await until(() => posted.length === 2000, 'the 2,000', 60_000);
+      // About 2,000 / 64 refills and the ramp, plus a few empty polls: two per claim would be about a thousand.
+      expect(claims).toBeLessThan(150);
+    } finally {
+      await stopAnswering(dispatcher, held);
     }
   });
 

@@ -530,6 +530,8 @@ export class WebhookDispatcher {
     if (this.idle(url, known.answeredAt, performance.now())) {
       this.slotsByUrl.delete(url);
       this.dryUrls.delete(url);
+      // What it holds waiting beyond a cold URL's allowance goes back (once the caller's loop is done).
+      if (this.queued.has(url)) queueMicrotask(() => this.giveBackBeyondAllowance(url));
       return this.firstSlots;
     }
     return known.slots;
@@ -650,8 +652,7 @@ export class WebhookDispatcher {
     for (const d of deliveries) this.enqueue(d);
     this.held += deliveries.length;
     // A URL whose slots fell while the claim was under way (an attempt without an answer) keeps only its allowance.
-    for (const url of new Set(deliveries.map((d) => d.url)))
-      if ((this.slotsByUrl.get(url)?.slots ?? this.firstSlots) < (passed.get(url) ?? this.firstSlots)) this.giveBackBeyondAllowance(url);
+    for (const url of new Set(deliveries.map((d) => d.url))) if (this.slotsOf(url) < (passed.get(url) ?? this.firstSlots)) this.giveBackBeyondAllowance(url);
     this.startQueued();
     for (const d of deliveries) d.fresh = false;
     // The URLs this claim left out that want a refill: the next round at once.
