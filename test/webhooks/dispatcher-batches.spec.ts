@@ -546,6 +546,40 @@ describe('slow start per URL, what a URL holds', () => {
     }
   });
 
+  it('a URL whose only attempt answers more than a second after its last answer keeps the slots it earned', async () => {
+    const url = `https://shop-${randomUUID()}.example/hooks`;
+    let warm = true;
+    const { poster, held, posted } = posterAnswering((u) => (warm && u === url ? ok : null));
+    const dispatcher = new WebhookDispatcher(db.pool, registry, clock, { concurrency: 8, perUrlConcurrency: 8, allowPrivateNetworks: false, client: poster });
+    dispatcher.start();
+    try {
+      await enqueue(url, 30);
+      await until(async () => posted.length === 30 && (await leasedOf(url)) === 0, 'thirty answered');
+      warm = false;
+      // Seven other URLs hold 7 of the 8 slots: the URL gets one attempt at a time.
+      for (let i = 0; i < 7; i++) await enqueue(`https://other-${randomUUID()}.example/hooks`, 1);
+      await until(() => held.length === 7, 'the seven other attempts');
+      await enqueue(url, 40);
+      await until(() => held.some((p) => p.url === url), 'the URL’s attempt');
+      // It answers 1.5 s later: it was in flight all along, so not idle.
+      await new Promise((r) => setTimeout(r, 1500));
+      held
+        .splice(
+          held.findIndex((p) => p.url === url),
+          1,
+        )[0]!
+        .answer(ok);
+      await until(() => held.some((p) => p.url === url), 'the URL’s next attempt');
+      for (const p of held.filter((x) => x.url !== url)) {
+        held.splice(held.indexOf(p), 1);
+        p.answer(ok);
+      }
+      await until(() => held.filter((p) => p.url === url).length === 8, 'eight attempts of the URL at once');
+    } finally {
+      await stopAnswering(dispatcher, held);
+    }
+  });
+
   it('a URL back to one slot gives back what it held beyond two deliveries', async () => {
     const url = `https://shop-${randomUUID()}.example/hooks`;
     await enqueue(url, 200);

@@ -524,17 +524,18 @@ export class WebhookDispatcher {
 
   /** Attempts a URL may have in flight now. */
   private slotsOf(url: string): number {
+    // What it holds waiting beyond a cold URL's allowance goes back (once the caller's loop is done).
+    if (this.forgetIfIdle(url) && this.queued.has(url)) queueMicrotask(() => this.giveBackBeyondAllowance(url));
+    return this.slotsByUrl.get(url)?.slots ?? this.firstSlots;
+  }
+
+  /** Forgets the slots of an idle URL, so a receiver that answered before and hangs now meets slow start too; true if it did. */
+  private forgetIfIdle(url: string): boolean {
     const known = this.slotsByUrl.get(url);
-    if (known === undefined) return this.firstSlots;
-    // Idle: forgotten, so a receiver that answered before and hangs now meets slow start too.
-    if (this.idle(url, known.answeredAt, performance.now())) {
-      this.slotsByUrl.delete(url);
-      this.dryUrls.delete(url);
-      // What it holds waiting beyond a cold URL's allowance goes back (once the caller's loop is done).
-      if (this.queued.has(url)) queueMicrotask(() => this.giveBackBeyondAllowance(url));
-      return this.firstSlots;
-    }
-    return known.slots;
+    if (known === undefined || !this.idle(url, known.answeredAt, performance.now())) return false;
+    this.slotsByUrl.delete(url);
+    this.dryUrls.delete(url);
+    return true;
   }
 
   /**
@@ -582,12 +583,7 @@ export class WebhookDispatcher {
     const perUrl = this.allowance(this.firstSlots);
     const inHand = [...new Set([...this.inFlightByUrl.keys(), ...this.queued.keys()])];
     const busy = new Map<string, number>();
-    // The slots each URL told about was claimed for: what the claim brings is trimmed only if they fell meanwhile.
-    const passed = new Map<string, number>();
-    for (const url of inHand) {
-      passed.set(url, this.slotsOf(url));
-      busy.set(url, this.claimedOf(url) - this.allowance(passed.get(url)!) + perUrl);
-    }
+    for (const url of inHand) busy.set(url, this.claimedOf(url) - this.allowance(this.slotsOf(url)) + perUrl);
     const leasedAt = performance.now();
     // The earliest due rows, the URLs already at their limit left out (so a stuck URL's
     // backlog does not hide the others'), then at most what each URL has left. A URL
@@ -599,10 +595,8 @@ export class WebhookDispatcher {
     if (wide)
       for (const url of this.dryUrls) {
         const slots = this.slotsOf(url);
-        if (slots > this.firstSlots && !busy.has(url)) {
-          passed.set(url, slots);
-          busy.set(url, perUrl - this.allowance(slots));
-        } else this.dryUrls.delete(url);
+        if (slots > this.firstSlots && !busy.has(url)) busy.set(url, perUrl - this.allowance(slots));
+        else this.dryUrls.delete(url);
       }
     const excluded = wide ? inHand : inHand.filter((url) => busy.get(url)! >= perUrl);
     const claimed = await this.pool.query<ClaimedRow & { scanned_to?: string | null }>(
@@ -651,8 +645,9 @@ export class WebhookDispatcher {
     }
     for (const d of deliveries) this.enqueue(d);
     this.held += deliveries.length;
-    // A URL whose slots fell while the claim was under way (an attempt without an answer) keeps only its allowance.
-    for (const url of new Set(deliveries.map((d) => d.url))) if (this.slotsOf(url) < (passed.get(url) ?? this.firstSlots)) this.giveBackBeyondAllowance(url);
+    // Each URL keeps only its allowance: its slots may have fallen while the claim was under way (an attempt without
+    // an answer, or idle), or what it had set aside for a renewal was not counted.
+    for (const url of new Set(deliveries.map((d) => d.url))) this.giveBackBeyondAllowance(url);
     this.startQueued();
     for (const d of deliveries) d.fresh = false;
     // The URLs this claim left out that want a refill: the next round at once.
@@ -672,6 +667,8 @@ export class WebhookDispatcher {
   private startQueued(): void {
     for (const [url, list] of this.queued) {
       if (this.inFlight >= this.options.concurrency) return;
+      // Gone idle: trimmed at once, before any of its queue is set aside for a lease renewal.
+      if (this.forgetIfIdle(url)) this.giveBackBeyondAllowance(url);
       const slots = this.slotsOf(url);
       while (list.length > 0 && this.inFlight < this.options.concurrency && (this.inFlightByUrl.get(url) ?? 0) < slots) {
         const d = list.shift()!;
@@ -859,7 +856,8 @@ export class WebhookDispatcher {
       this.slotsByUrl.delete(url);
       return false;
     }
-    const slots = this.slotsOf(url);
+    // Its attempt was in flight until now: not idle, whenever it answered before.
+    const slots = this.slotsByUrl.get(url)?.slots ?? this.firstSlots;
     if (!this.slotsByUrl.has(url) && this.slotsByUrl.size >= MAX_URLS_WITH_SLOTS) {
       // The idle ones go first (they start from one slot anyway), then everything.
       const idleBefore = performance.now() - SLOW_START_IDLE_MS;
