@@ -111,7 +111,7 @@ export class MerchantAuthGuard implements CanActivate {
         ? null
         : this.reflector.get<PollResourceOf | undefined>(POLL_MARKED, context.getHandler())?.(request.params as Record<string, string>);
       const pollMark = resource ? this.access.pollMarkOf(resource, now) : null;
-      const counted = await this.bearer(request, now, pollMark);
+      const counted = await this.bearer(request, authorization, now, pollMark);
       identity = counted.identity;
       refusal = await this.access.admitCounted(counted.hits, now);
       if (counted.poll) request.pollMark = { refusal: this.access.pollVerdict(counted.poll, now) };
@@ -127,15 +127,15 @@ export class MerchantAuthGuard implements CanActivate {
 
   private async bearer(
     request: MerchantRequest,
+    authorization: string | string[],
     now: Date,
     pollMark: PollMarkRequest | null,
   ): Promise<{ identity: MerchantIdentity; hits: number; poll: PollMarkResult | null }> {
     // Whether this request ran a lookup (a probe shared with concurrent ones ran in only one of them).
     let lookedUp = false;
     const fail = (message: string) => this.failures.reject(request, 'secret_key', ApiError.unauthorized(message), lookedUp);
-    const authorization = authorizationOf(request);
     if (Array.isArray(authorization)) throw fail('Заголовок Authorization повторён: передайте его один раз');
-    const match = /^Bearer\s+(\S+)$/i.exec(authorization ?? '');
+    const match = /^Bearer\s+(\S+)$/i.exec(authorization);
     if (!match) throw fail('Нужен заголовок Authorization: Bearer <секретный ключ проекта>');
     const secretKey = match[1]!;
     const unknown = 'Ключ не найден или отозван';
