@@ -494,18 +494,31 @@ describe('slow start per URL, what a URL holds', () => {
     await stopping;
   }
 
-  it('a URL that answered before and was idle for a second starts again from one slot (a receiver that worked and then hangs)', async () => {
+  /**
+   * A started dispatcher of `concurrency` slots whose poster answers one URL at once until
+   * `cool()`, and holds every other attempt (and the URL's after it); `warmUp()` has the URL
+   * answer 30 (8 slots earned).
+   */
+  function urlThatCools(concurrency: number) {
     const url = `https://shop-${randomUUID()}.example/hooks`;
-    let hang = false;
-    const { poster, held, posted } = posterAnswering(() => (hang ? null : ok));
-    const dispatcher = new WebhookDispatcher(db.pool, registry, clock, { concurrency: 32, perUrlConcurrency: 8, allowPrivateNetworks: false, client: poster });
+    let warm = true;
+    const { poster, held, posted } = posterAnswering((u) => (warm && u === url ? ok : null));
+    const dispatcher = new WebhookDispatcher(db.pool, registry, clock, { concurrency, perUrlConcurrency: 8, allowPrivateNetworks: false, client: poster });
     dispatcher.start();
-    try {
+    const warmUp = async () => {
       await enqueue(url, 30);
       await until(async () => posted.length === 30 && (await leasedOf(url)) === 0, 'thirty answered');
+    };
+    return { url, held, dispatcher, warmUp, cool: () => (warm = false) };
+  }
+
+  it('a URL that answered before and was idle for a second starts again from one slot (a receiver that worked and then hangs)', async () => {
+    const { url, held, dispatcher, warmUp, cool } = urlThatCools(32);
+    try {
+      await warmUp();
       // At 8 slots now; idle for longer than a second.
       await new Promise((r) => setTimeout(r, 1200));
-      hang = true;
+      cool();
       await enqueue(url, 30);
       await until(() => held.length === 1, 'the first attempt after the pause');
       await new Promise((r) => setTimeout(r, 300));
@@ -518,15 +531,10 @@ describe('slow start per URL, what a URL holds', () => {
   });
 
   it('a URL that stopped answering while its deliveries waited for the dispatcher’s slots starts again from one slot', async () => {
-    const url = `https://shop-${randomUUID()}.example/hooks`;
-    let warm = true;
-    const { poster, held, posted } = posterAnswering((u) => (warm && u === url ? ok : null));
-    const dispatcher = new WebhookDispatcher(db.pool, registry, clock, { concurrency: 8, perUrlConcurrency: 8, allowPrivateNetworks: false, client: poster });
-    dispatcher.start();
+    const { url, held, dispatcher, warmUp, cool } = urlThatCools(8);
     try {
-      await enqueue(url, 30);
-      await until(async () => posted.length === 30 && (await leasedOf(url)) === 0, 'thirty answered');
-      warm = false;
+      await warmUp();
+      cool();
       // Eight other URLs take the dispatcher's 8 slots (one each), then the URL's deliveries wait claimed.
       const others = Array.from({ length: 8 }, () => `https://other-${randomUUID()}.example/hooks`);
       for (const other of others) await enqueue(other, 1);
@@ -547,15 +555,10 @@ describe('slow start per URL, what a URL holds', () => {
   });
 
   it('a URL whose only attempt answers more than a second after its last answer keeps the slots it earned', async () => {
-    const url = `https://shop-${randomUUID()}.example/hooks`;
-    let warm = true;
-    const { poster, held, posted } = posterAnswering((u) => (warm && u === url ? ok : null));
-    const dispatcher = new WebhookDispatcher(db.pool, registry, clock, { concurrency: 8, perUrlConcurrency: 8, allowPrivateNetworks: false, client: poster });
-    dispatcher.start();
+    const { url, held, dispatcher, warmUp, cool } = urlThatCools(8);
     try {
-      await enqueue(url, 30);
-      await until(async () => posted.length === 30 && (await leasedOf(url)) === 0, 'thirty answered');
-      warm = false;
+      await warmUp();
+      cool();
       // Seven other URLs hold 7 of the 8 slots: the URL gets one attempt at a time.
       for (let i = 0; i < 7; i++) await enqueue(`https://other-${randomUUID()}.example/hooks`, 1);
       await until(() => held.length === 7, 'the seven other attempts');
