@@ -2,7 +2,7 @@ import type { BalancePoint, DailyVolume } from '#ledger';
 import { AccountPage, renderAccountPage } from './console.html';
 
 /** A merchant page with `entries` ledger entries (each a point of the plot) and payments on `days` days. */
-function accountPage(entries: number, days: number): string {
+function accountPage(entries: number, days: number, deliveries: AccountPage['deliveries'] = []): string {
   const points: BalancePoint[] = Array.from({ length: entries }, (_, i) => ({
     at: new Date(Date.UTC(2026, 0, 1) + i * 3_600_000).toISOString(),
     entry: i + 1,
@@ -24,7 +24,7 @@ function accountPage(entries: number, days: number): string {
     entries: [],
     nextEntriesAfter: null,
     entriesPaged: false,
-    deliveries: [],
+    deliveries,
     transactions: [],
   };
   return renderAccountPage(page, { formToken: 'token', current: 'merchants' });
@@ -42,5 +42,27 @@ describe('the merchant page’s counts agree with their nouns (Russian plurals)'
 
   it('more than 31 days with payments: «Показаны последние 31 день», not «31 дней»', () => {
     expect(accountPage(1, 40)).toContain('Показаны последние 31 день с оплатами из 40.');
+  });
+});
+
+describe('the merchant page’s webhook deliveries', () => {
+  it('each «Отправить снова» button has a name of its own, starting with its visible label (a screen reader tells them apart)', () => {
+    const delivery = (id: string, minute: number): AccountPage['deliveries'][number] => ({
+      id,
+      projectName: 'Магазин',
+      eventType: 'invoice.paid',
+      url: 'https://shop.example/hooks',
+      status: 'delivered',
+      isTest: true,
+      createdAt: new Date(Date.UTC(2026, 0, 1, 12, minute)),
+      nextAttemptAt: null,
+      attempts: [],
+    });
+    const html = accountPage(1, 1, [delivery('0b1e2c3d-0000-4000-8000-000000000001', 0), delivery('0b1e2c3d-0000-4000-8000-000000000002', 0)]);
+    const names = [...html.matchAll(/<button type="submit" class="resend" aria-label="([^"]*)">Отправить снова<\/button>/g)].map((m) => m[1]);
+    expect(names).toEqual([
+      'Отправить снова invoice.paid 2026-01-01 12:00:00 UTC, доставка 0b1e2c3d-0000-4000-8000-000000000001',
+      'Отправить снова invoice.paid 2026-01-01 12:00:00 UTC, доставка 0b1e2c3d-0000-4000-8000-000000000002',
+    ]);
   });
 });

@@ -308,10 +308,11 @@ function entriesSection(page: AccountPage): string {
 }
 
 /** A button that POSTs to `action` from the merchant page (back to it afterwards). */
-const postButton = (action: string, page: AccountPage, formToken: string, label: string) =>
+/** A button that posts `action`; `named`: its accessible name where several alike stand on one page (it starts with the label, as WCAG 2.5.3 asks). */
+const postButton = (action: string, page: AccountPage, formToken: string, label: string, named?: string) =>
   `<form class="inline" method="post" action="${action}">${formTokenField(formToken)}` +
   `<input type="hidden" name="accountId" value="${escapeHtml(page.account.id)}"><input type="hidden" name="mode" value="${page.mode}">` +
-  `<button type="submit" class="resend">${label}</button></form>`;
+  `<button type="submit" class="resend"${named === undefined ? '' : ` aria-label="${escapeHtml(named)}"`}>${label}</button></form>`;
 
 /** A project's webhook endpoint disabled for failing: since when, and the button that re-enables it. */
 const endpointState = (p: AccountPage['projects'][number], page: AccountPage, formToken: string) =>
@@ -331,7 +332,16 @@ function deliveriesSection(page: AccountPage, formToken: string): string {
             )
             .join('')}</ol>`
         : '<span class="muted small">попыток ещё не было</span>';
-      const form = postButton(`/admin/webhook-deliveries/${encodeURIComponent(d.id)}/resend`, page, formToken, 'Отправить снова');
+      const form = postButton(
+        `/admin/webhook-deliveries/${encodeURIComponent(d.id)}/resend`,
+        page,
+        formToken,
+        'Отправить снова',
+        `Отправить снова ${d.eventType} ${d.createdAt
+          .toISOString()
+          .replace('T', ' ')
+          .replace(/(\.\d{3})?Z$/, ' UTC')}, доставка ${d.id}`,
+      );
       return `<tr class="delivery" data-delivery="${escapeHtml(d.id)}"><td>${escapeHtml(d.eventType)}${d.isTest ? ' <span class="badge test">test</span>' : ''}<div class="small muted">${given(d.projectName)}</div></td><td class="mono">${given(d.url)}</td><td><span class="badge${d.status === 'delivered' ? ' ok' : d.status === 'failed' ? ' bad' : ''}">${escapeHtml(d.status)}</span><div class="small muted">${time(d.createdAt)}</div>${d.nextAttemptAt ? `<div class="small muted">следующая: ${time(d.nextAttemptAt)}</div>` : ''}</td><td>${attempts}</td><td>${form}</td></tr>`;
     })
     .join('');
