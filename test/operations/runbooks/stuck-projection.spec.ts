@@ -283,6 +283,13 @@ describe('runbook: a stuck projection', () => {
 
     // The read model is right again, equal to what it was before it went wrong; the projector has it back.
     expect(checksumLines(await runCommandOk('read-models-checksum', env))).toEqual(right);
+    // An API process sees the marks cleared within a second (its view of them is at most that old): 503 until then.
+    await poll(
+      () => shop.test.get('/v1/balance'),
+      (r) => r.status !== 503,
+      'the balance answered again after the rebuild',
+      5_000,
+    );
     await waitForBalance(shop.test, { available: balance.available });
     await everyProjectionLive(gateway);
     const later = await paidInvoice(gateway.operator, shop.test, '200.00');
