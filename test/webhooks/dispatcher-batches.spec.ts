@@ -494,6 +494,13 @@ describe('slow start per URL, what a URL holds', () => {
     await stopping;
   }
 
+  /** A moment later, the URL has one attempt in flight and at most two deliveries leased (what a URL of one slot holds). */
+  async function expectOneAttemptAndTwoHeld(url: string, held: readonly Posted[]) {
+    await new Promise((r) => setTimeout(r, 300));
+    expect(held.filter((p) => p.url === url).length).toBe(1);
+    expect(await leasedOf(url)).toBeLessThanOrEqual(2);
+  }
+
   /**
    * A started dispatcher of `concurrency` slots whose poster answers one URL at once until
    * `cool()`, and holds every other attempt (and the URL's after it); `warmUp()` has the URL
@@ -521,10 +528,8 @@ describe('slow start per URL, what a URL holds', () => {
       cool();
       await enqueue(url, 30);
       await until(() => held.length === 1, 'the first attempt after the pause');
-      await new Promise((r) => setTimeout(r, 300));
-      expect(held.length).toBe(1);
       // It holds one attempt and two deliveries in all, not 8 and 136.
-      expect(await leasedOf(url)).toBeLessThanOrEqual(2);
+      await expectOneAttemptAndTwoHeld(url, held);
     } finally {
       await stopAnswering(dispatcher, held);
     }
@@ -545,10 +550,8 @@ describe('slow start per URL, what a URL holds', () => {
       // The slots free: the URL, silent for 1.5 s with nothing in flight, gets one attempt, not 8.
       for (const p of held.splice(0)) p.answer(ok);
       await until(() => held.some((p) => p.url === url), 'the URL’s next attempt');
-      await new Promise((r) => setTimeout(r, 300));
-      expect(held.filter((p) => p.url === url).length).toBe(1);
-      // And it holds what a URL of one slot holds: the rest of its 20 went back.
-      expect(await leasedOf(url)).toBeLessThanOrEqual(2);
+      // One attempt, not 8; and it holds what a URL of one slot holds: the rest of its 20 went back.
+      await expectOneAttemptAndTwoHeld(url, held);
     } finally {
       await stopAnswering(dispatcher, held);
     }

@@ -62,8 +62,8 @@ export interface DispatcherOptions {
   /**
    * Attempts to one URL sent at once by one dispatcher (default a quarter of
    * `concurrency`), reached one answer at a time: a URL starts with one slot, gains one
-   * per answer and is back to one after an attempt without an answer, so a receiver that
-   * hangs holds one slot and the others stay free for everybody else's webhooks.
+   * per answer and is back to one after an attempt without an answer or when idle, so a
+   * receiver that hangs holds one slot and the others stay free for everybody else's webhooks.
    */
   readonly perUrlConcurrency?: number;
   /** false: every URL has all its slots from the start, whether it answers or not (tests of other behaviour; default true). */
@@ -637,7 +637,8 @@ export class WebhookDispatcher {
       fresh: true,
     }));
     if (deliveries.length > 0) this.noteSecretGeneration(deliveries[0]!.secret_generation, deliveries[0]!.secret_read_at);
-    for (const url of new Set(deliveries.map((d) => d.url))) {
+    const brought = new Set(deliveries.map((d) => d.url));
+    for (const url of brought) {
       // Idle when the claim began and not in hand: it was claimed for as a URL of one slot, and has one.
       const known = this.slotsByUrl.get(url);
       if (known !== undefined && !busy.has(url) && this.idle(url, known.answeredAt, leasedAt)) this.slotsByUrl.delete(url);
@@ -647,7 +648,7 @@ export class WebhookDispatcher {
     this.held += deliveries.length;
     // Each URL keeps only its allowance: its slots may have fallen while the claim was under way (an attempt without
     // an answer, or idle), or what it had set aside for a renewal was not counted.
-    for (const url of new Set(deliveries.map((d) => d.url))) this.giveBackBeyondAllowance(url);
+    for (const url of brought) this.giveBackBeyondAllowance(url);
     this.startQueued();
     for (const d of deliveries) d.fresh = false;
     // The URLs this claim left out that want a refill: the next round at once.
