@@ -43,6 +43,12 @@ export interface TestDatabaseOptions {
    * docs/operations.md says of a cluster, and the files running beside it stall and flake.
    */
   serverOfItsOwn?: boolean;
+  /**
+   * With `serverOfItsOwn`: server settings that take a restart (ALTER SYSTEM, then the
+   * server started again on its port), such as `max_prepared_transactions`, which an
+   * operator's own server may allow and the embedded one does not.
+   */
+  serverSettings?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -51,7 +57,7 @@ export interface TestDatabaseOptions {
  * role is: the url and pool log in as it, and it runs the migrations (its tables are its).
  */
 export async function createTestDatabase(options: TestDatabaseOptions = {}): Promise<TestDatabase> {
-  const server = options.serverOfItsOwn ? await privateServer() : null;
+  const server = options.serverOfItsOwn ? await privateServer(options.serverSettings ?? {}) : null;
   try {
     return await createOn(server?.adminUrl ?? sharedAdminUrl(), options, server);
   } catch (error) {
@@ -65,10 +71,22 @@ interface PrivateServer {
   stop(): Promise<void>;
 }
 
-async function privateServer(): Promise<PrivateServer> {
+async function privateServer(settings: Readonly<Record<string, string>>): Promise<PrivateServer> {
   const data = temporaryDataDir();
+  const restart = Object.keys(settings).length > 0;
   try {
-    const server = await startPrivatePostgres(data.dir, { databaseName: 'postgres', removeWhenStopped: true });
+    let server = await startPrivatePostgres(data.dir, { databaseName: 'postgres', removeWhenStopped: !restart });
+    if (restart) {
+      const admin = new Client({ connectionString: server.url });
+      await admin.connect();
+      try {
+        for (const [name, value] of Object.entries(settings)) await admin.query(`ALTER SYSTEM SET ${name} = '${value}'`);
+      } finally {
+        await admin.end();
+      }
+      await server.stop();
+      server = await startPrivatePostgres(data.dir, { databaseName: 'postgres', port: Number(new URL(server.url).port), removeWhenStopped: true });
+    }
     return {
       adminUrl: server.url,
       stop: async () => {

@@ -7,9 +7,10 @@
  * 1. one projection failing (a trigger refuses its writes): it resumes by itself once
  *    the cause is gone;
  * 2. a transaction left open with a transaction id: every projection lags without an
- *    error; ending the session found by the runbook's query lets them catch up (the
- *    embedded server refuses PREPARE TRANSACTION, so the step's ROLLBACK PREPARED
- *    applies to an operator's own server only and runs here on none);
+ *    error; ending the session found by the runbook's query lets them catch up; the
+ *    same with a forgotten prepared transaction and ROLLBACK PREPARED, on a server that
+ *    allows them (an operator's own; the embedded one refuses PREPARE TRANSACTION, as
+ *    the runbook's note says and the case checks);
  * 3. the advisory lock of a projection held by a session that does not run it
  *    (standby in every projector): ending that session lets the projector take it
  *    within two seconds;
@@ -79,7 +80,9 @@ describe('runbook: a stuck projection', () => {
 
   beforeAll(async () => {
     // Case 2 holds the cluster's horizon: on a server of its own (test/support/test-database.ts says why).
-    db = await createTestDatabase({ poolSize: 4, serverOfItsOwn: true });
+    // It allows prepared transactions (max_prepared_transactions > 0), as an operator's own server may: case 2's
+    // ROLLBACK PREPARED step needs one.
+    db = await createTestDatabase({ poolSize: 4, serverOfItsOwn: true, serverSettings: { max_prepared_transactions: '4' } });
     gateway = await startDeployment({ DATABASE_URL: db.url });
     shop = await gateway.operator.merchant({ holdHours: 0 });
     await paidInvoice(gateway.operator, shop.test, '1000.00');
@@ -183,18 +186,6 @@ describe('runbook: a stuck projection', () => {
     // (The psql session is found among whatever else holds an id.)
     expect(open.rows.find((r) => r.pid === psql.pid)).toMatchObject({ application_name: 'psql', state: 'idle in transaction' });
     expect(prepared.rows).toEqual([]);
-    // As its note says, the embedded server (the gateway's without DATABASE_URL, here the file's own) can hold no
-    // prepared transaction: max_prepared_transactions is 0 there, so PREPARE TRANSACTION is refused and nothing is left.
-    expect(OPEN_TRANSACTIONS_SQL).toContain('-- a forgotten PREPARE TRANSACTION too (none on the embedded server)');
-    const twoPhase = await session('two-phase');
-    expect((await twoPhase.query<{ max_prepared_transactions: string }>('SHOW max_prepared_transactions')).rows[0]).toEqual({
-      max_prepared_transactions: '0',
-    });
-    await twoPhase.query('BEGIN');
-    await twoPhase.query('SELECT pg_current_xact_id()');
-    await expect(twoPhase.query(`PREPARE TRANSACTION 'runbook-forgotten'`)).rejects.toThrow(/prepared transactions are disabled/);
-    await twoPhase.query('ROLLBACK');
-    expect((await db.pool.query('SELECT * FROM pg_prepared_xacts')).rows).toEqual([]);
 
     // End the session that holds it: the projections catch up on their own.
     const terminate = fill(inlineCode(after(RUNBOOK, 'End the session that holds it'), 'SELECT pg_terminate_backend('), { '<pid>': psql.pid });
@@ -205,6 +196,67 @@ describe('runbook: a stuck projection', () => {
       (m) => metric(m, 'event_log_invisible_events') === 0,
       'event_log_invisible_events back to 0',
     );
+  });
+
+  it('2. every projection lags at once, no errors: a forgotten prepared transaction is found by the runbook’s query, and ROLLBACK PREPARED lets them catch up', async () => {
+    // The cause: a PREPARE TRANSACTION (two-phase commit) never finished; its session is gone, the transaction is not.
+    const twoPhase = await session('two-phase');
+    await twoPhase.query('BEGIN');
+    await twoPhase.query('SELECT pg_current_xact_id()');
+    await twoPhase.query(`PREPARE TRANSACTION 'runbook-forgotten'`);
+    await twoPhase.end();
+    const invoiceId = await newInvoice();
+
+    // Signs: the oldest transaction is the prepared one, by the name the runbook gives it.
+    await poll(
+      () => projectorMetrics(gateway),
+      (m) =>
+        (metric(m, 'event_log_invisible_events') ?? 0) >= 1 &&
+        (metric(m, 'database_oldest_transaction_seconds', { application_name: 'prepared runbook-forgotten' }) ?? 0) > 0,
+      'event_log_invisible_events and database_oldest_transaction_seconds{application_name="prepared runbook-forgotten"}',
+      15_000,
+    );
+    const ready = await poll(
+      () => readiness(gateway),
+      (r) => r.eventLog?.oldestTransaction?.applicationName === 'prepared runbook-forgotten',
+      'eventLog.oldestTransaction naming the prepared transaction',
+    );
+    expect(ready.eventLog.invisibleEvents).toBeGreaterThan(0);
+    expect(await listed(invoiceId)).toBe(false);
+
+    // Find it (**manual**): the runbook's queries, as printed; the second lists it.
+    const [open, prepared] = (await db.pool.query(OPEN_TRANSACTIONS_SQL)) as unknown as [{ rows: unknown[] }, { rows: { gid: string }[] }];
+    expect(open.rows).toEqual(expect.any(Array));
+    expect(prepared.rows.map((r) => r.gid)).toEqual(['runbook-forgotten']);
+
+    // End it as the step says: ROLLBACK PREPARED '<gid>'; the projections catch up on their own.
+    const rollback = fill(inlineCode(after(RUNBOOK, 'End the session that holds it'), 'ROLLBACK PREPARED'), { '<gid>': 'runbook-forgotten' });
+    expect(rollback).toBe(`ROLLBACK PREPARED 'runbook-forgotten'`);
+    await db.pool.query(rollback);
+    expect((await db.pool.query('SELECT * FROM pg_prepared_xacts')).rows).toEqual([]);
+    await poll(() => listed(invoiceId), Boolean, 'the invoice listed', 15_000);
+    await poll(
+      () => projectorMetrics(gateway),
+      (m) => metric(m, 'event_log_invisible_events') === 0,
+      'event_log_invisible_events back to 0',
+    );
+  });
+
+  it('2. the runbook’s note holds: the embedded server `npm start` runs refuses PREPARE TRANSACTION', async () => {
+    expect(OPEN_TRANSACTIONS_SQL).toContain('-- a forgotten PREPARE TRANSACTION too (none on the embedded server)');
+    const embedded = await createTestDatabase({ poolSize: 1, serverOfItsOwn: true, migrate: false });
+    const client = new PgClient({ connectionString: embedded.url });
+    await client.connect();
+    try {
+      expect((await client.query('SHOW max_prepared_transactions')).rows[0]).toEqual({ max_prepared_transactions: '0' });
+      await client.query('BEGIN');
+      await client.query('SELECT pg_current_xact_id()');
+      await expect(client.query(`PREPARE TRANSACTION 'runbook-forgotten'`)).rejects.toThrow(/prepared transactions are disabled/);
+      await client.query('ROLLBACK');
+    } finally {
+      await client.end();
+      await embedded.drop();
+    }
   });
 
   it('3. standby in every projector: the runbook’s query names the session holding the lock, and ending it lets a projector take over within two seconds', async () => {
