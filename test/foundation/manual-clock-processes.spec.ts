@@ -124,4 +124,15 @@ describe('the manual clock shared by two API processes and a projector', () => {
     }
     expect((await operatorA.advance(0)).getTime()).toBeLessThanOrEqual(bound);
   });
+
+  it('once real time takes the clock past year 9000, {"seconds": 0} still reads it and any move is refused', async () => {
+    const bound = Date.parse('9000-01-01T00:00:00Z');
+    // Where real time leaves a clock advanced to just before the bound (set as above): a minute past it.
+    await db.pool.query('UPDATE manual_clock SET offset_ms = $1::bigint - (extract(epoch FROM clock_timestamp()) * 1000)::bigint', [bound + 60_000]);
+    const now = await operatorA.advance(0);
+    expect(now.getTime()).toBeGreaterThan(bound);
+    expect((await operatorA.advance(0)).getTime()).toBeGreaterThanOrEqual(now.getTime());
+    expectError(await operatorA.http.post('/admin/v1/clock/advance', { seconds: 1 }), 400, 'validation', 'seconds');
+    expect((await operatorA.advance(0)).getTime() - now.getTime()).toBeLessThan(60_000);
+  });
 });

@@ -22,9 +22,10 @@ export class ClockController {
     await readQuery(NoParameters, query);
     const { seconds } = await readBody(AdvanceClockRequest, body, validOptionalBody);
     // Past year 9999 an instant has no ISO form the API or PostgreSQL reads back: every projection would stop for good.
-    // Refused here at once, and by the move's statement itself (ManualClockBoundError) for advances at once.
+    // Refused here at once, and by the move's statement itself (ManualClockBoundError) for advances at once. 0 moves nothing
+    // and always reads the clock, also once real time has taken it past the bound (the check after an unknown outcome).
     const pastTheBound = () => ApiError.validation([{ param: 'seconds', code: 'invalid', message: 'seconds: часы нельзя перевести дальше 9000 года' }]);
-    if (this.infra.clock.now().getTime() + seconds * 1000 > LATEST_MANUAL_TIME) throw pastTheBound();
+    if (seconds > 0 && this.infra.clock.now().getTime() + seconds * 1000 > LATEST_MANUAL_TIME) throw pastTheBound();
     try {
       const { now, lagging } = await sync.advance(seconds);
       // Moved (also when its answer was lost and the offset read after shows it), so 200: `lagging` names the live processes
