@@ -637,6 +637,8 @@ describe('reconciliation through the gateway (CLOCK=manual)', () => {
       ['', 'from', 'required'],
       [`?from=${start.toISOString()}`, 'to', 'required'],
       [`?from=2031-02-29T00:00:00Z&to=2031-03-01T00:00:00Z`, 'from', 'invalid_datetime'],
+      // Before year 0000 in UTC: its echo (-000001-12-31T21:00:00.000Z) would be no valid input.
+      [`?from=0000-01-01T00:00:00%2B03:00&to=2031-03-01T00:00:00Z`, 'from', 'invalid_datetime'],
       [`?from=2031-03-01T00:00:00Z&to=2031-02-01T00:00:00Z`, 'to', 'invalid_range'],
       [`?from=${start.toISOString()}&to=2100-01-01T00:00:00Z`, 'to', 'in_future'],
       [`${period()}&format=pdf`, 'format', 'invalid_enum'],

@@ -336,6 +336,8 @@ describe('statements and the trial balance over HTTP', () => {
       [`${base}?mode=live&from=2025-01-01T00:00:00Z`, 'to', 'required'],
       [`${base}?mode=live&from=2025-02-30T00:00:00Z&to=2025-03-01T00:00:00Z`, 'from', 'invalid_datetime'],
       [`${base}?mode=live&from=2025-01-01T00:00:00Z&to=yesterday`, 'to', 'invalid_datetime'],
+      // Before year 0000 in UTC: its echo (-000001-12-31T21:00:00.000Z) would be no valid input.
+      [`${base}?mode=live&from=0000-01-01T00:00:00%2B03:00&to=2025-01-01T00:00:00Z`, 'from', 'invalid_datetime'],
       [`${base}?mode=live&from=2025-02-01T00:00:00Z&to=2025-01-01T00:00:00Z`, 'to', 'invalid_range'],
       // Nine fraction digits (Go, Java) are read to the last one.
       [`${base}?mode=live&from=2025-01-01T00:00:00.000000002Z&to=2025-01-01T00:00:00.000000001Z`, 'to', 'invalid_range'],

@@ -479,6 +479,21 @@ describe('merchant API access, modes and reads', () => {
       expectError(r, 400, 'validation', param);
     });
 
+    it('refuses an instant outside the years 0000..9999 in UTC (its echo would be no valid input); the bounds are read', async () => {
+      // 0000-01-01T00:00+03:00 is -000001-12-31T21:00:00.000Z in UTC, 9999-12-31T23:00-03:00 is +010000-01-01T02:00:00.000Z.
+      for (const [param, value] of [
+        ['from', '0000-01-01T00:00:00+03:00'],
+        ['to', '9999-12-31T23:00:00-03:00'],
+        ['from', '0000-01-01T00:00:59.999+00:01'],
+      ]) {
+        const r = await lister.test.get(`/v1/invoices?${param}=${q(value!)}`);
+        expectError(r, 400, 'validation', param);
+        expect(r.body.error.details).toEqual([{ param, code: 'invalid_datetime', message: expect.stringContaining('0000-01-01T00:00:00Z') }]);
+      }
+      expectStatus(await lister.test.get(`/v1/invoices?from=${q('0000-01-01T00:00:00Z')}&to=${q('9999-12-31T23:59:59.999Z')}`), 200);
+      expectStatus(await lister.test.get(`/v1/invoices?from=${q('0000-01-01T03:00:00+03:00')}&to=${q('9999-12-31T20:59:59.999-03:00')}`), 200);
+    });
+
     it('defaults to 20 items a page', async () => {
       const m = await gw.operator.merchant();
       const created: string[] = [];

@@ -4,7 +4,7 @@ import { awaitPostedThrough, reconcilePeriod, REPORTED_READ_MODELS } from '#paym
 import { loadConfigOrExit, openInfrastructure } from '#payments/composition';
 import { COMMAND_SESSION_LIMITS } from '#platform/database';
 import { createLogger } from '#platform/logging';
-import { isCalendarInstant } from '#platform/clock';
+import { calendarInstantProblem } from '#platform/clock';
 
 /**
  * `npm run audit:reconcile -- --from <ISO> --to <ISO>`: paid invoices, succeeded refunds
@@ -28,7 +28,9 @@ async function main(): Promise<number> {
   const instant = (name: 'from' | 'to'): Date => {
     const text = values[name];
     if (text === undefined) fail(`--${name} is required (an ISO 8601 instant, e.g. 2026-11-01T00:00:00Z)`);
-    if (!isCalendarInstant(text)) fail(`--${name} ${text}: not an ISO 8601 instant of a real calendar date and time`);
+    const problem = calendarInstantProblem(text);
+    if (problem === 'format') fail(`--${name} ${text}: not an ISO 8601 instant of a real calendar date and time`);
+    if (problem === 'range') fail(`--${name} ${text}: outside 0000-01-01T00:00:00Z..9999-12-31T23:59:59.999Z in UTC`);
     return new Date(text);
   };
   const from = instant('from');

@@ -2,7 +2,7 @@ import { applyDecorators } from '@nestjs/common';
 import { IsInt, isString, IsString, Matches, Max, Min, ValidateBy, ValidateIf, ValidationArguments, ValidationOptions } from 'class-validator';
 import type { ValidationMetadata } from 'class-validator/types/metadata/ValidationMetadata';
 import { MAX_MONEY_KOPECKS, MoneyFormatError, parseMoney, parsePercent, PercentFormatError } from '#ledger';
-import { isCalendarInstant } from '#platform/clock';
+import { calendarInstantProblem, isCalendarInstant } from '#platform/clock';
 import { pageSeq, parseCursor } from './cursor';
 import type { SchemaObject } from '../docs/openapi-document';
 import { literalOf, UNACCOUNTED } from './number-literals';
@@ -270,7 +270,13 @@ export const ANSWERS: Readonly<Record<string, readonly [code: string | ((args: V
   isUuid: ['invalid_format', say('ожидается UUID')],
   httpUrl: ['invalid_url', say('ожидается адрес http:// или https:// без пробелов, управляющих символов и обратной косой черты')],
   noUrlCredentials: ['credentials_in_url', say('адрес без имени и пароля: покупатель увидел бы их как адрес сайта')],
-  isoDateTime: ['invalid_datetime', say('дата и время в ISO 8601, например 2026-01-31T21:00:00Z')],
+  isoDateTime: [
+    'invalid_datetime',
+    ({ value }) =>
+      isString(value) && calendarInstantProblem(value) === 'range'
+        ? 'момент от 0000-01-01T00:00:00Z до 9999-12-31T23:59:59.999Z в UTC'
+        : 'дата и время в ISO 8601, например 2026-01-31T21:00:00Z',
+  ],
   isIn: ['invalid_enum', ({ constraints }) => `одно из значений: ${(constraints[0] as unknown[]).join(', ')}`],
   min: ['out_of_range', (_, rules) => bounds(rules)],
   max: ['out_of_range', (_, rules) => bounds(rules)],
