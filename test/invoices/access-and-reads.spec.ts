@@ -470,6 +470,7 @@ describe('merchant API access, modes and reads', () => {
       ['to an impossible date', 'to=2026-13-45T00:00:00Z', 'to'],
       ['from 30 February (not 2 March)', 'from=2026-02-30T00:00:00Z', 'from'],
       ['to 29 February of a common year', 'to=2026-02-29T12:00:00Z', 'to'],
+      ['to 29 February of 0100, a common year', 'to=0100-02-29T12:00:00Z', 'to'],
       ['to 24:00 (not the next midnight)', 'to=2026-03-01T24:00:00Z', 'to'],
       ['to before from (invalid_range, as the reports answer it)', 'from=2026-03-02T00:00:00Z&to=2026-03-01T23:59:59.999Z', 'to'],
       ['to before from by less than a millisecond', 'from=2026-03-01T00:00:00.0009Z&to=2026-03-01T00:00:00.0001Z', 'to'],
@@ -492,6 +493,8 @@ describe('merchant API access, modes and reads', () => {
       }
       expectStatus(await lister.test.get(`/v1/invoices?from=${q('0000-01-01T00:00:00Z')}&to=${q('9999-12-31T23:59:59.999Z')}`), 200);
       expectStatus(await lister.test.get(`/v1/invoices?from=${q('0000-01-01T03:00:00+03:00')}&to=${q('9999-12-31T20:59:59.999-03:00')}`), 200);
+      // Leap days of years 0..99 by the Gregorian rule (Date.UTC would read 0000 as 1900, a common year).
+      expectStatus(await lister.test.get(`/v1/invoices?from=${q('0000-02-29T00:00:00Z')}&to=${q('0004-02-29T00:00:00Z')}`), 200);
     });
 
     it('defaults to 20 items a page', async () => {

@@ -16,7 +16,8 @@ export function calendarInstantProblem(text: string): 'format' | 'range' | null 
   const match = ISO_DATETIME.exec(text);
   if (!match) return 'format';
   const [year, month, day, hour] = match.slice(1, 5).map(Number) as [number, number, number, number];
-  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
+  const leapYear = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0); // not Date.UTC: it reads years 0..99 as 1900..1999
+  const daysInMonth = month === 2 ? (leapYear ? 29 : 28) : [4, 6, 9, 11].includes(month) ? 30 : 31;
   const instant = new Date(text).getTime();
   if (!(month >= 1 && month <= 12 && day >= 1 && day <= daysInMonth && hour <= 23 && !Number.isNaN(instant))) return 'format';
   return instant < EARLIEST_INSTANT || instant > LATEST_INSTANT ? 'range' : null;
