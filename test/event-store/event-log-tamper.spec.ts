@@ -149,10 +149,21 @@ describe('a tampered event log is found and named', () => {
 
     const more = await merchant.test.post('/v1/invoices', { orderId: orderId(), amount: '777.00', method: 'sbp' });
     expectStatus(more, 201);
+    // Everything written so far (the new invoice last): the checkpoint must reach it, not only grow.
+    const last = (
+      await gw.db.pool.query<{ commit: string; prepare: string }>(
+        'SELECT transaction_id::text AS commit, global_position::text AS prepare FROM events ORDER BY transaction_id DESC, global_position DESC LIMIT 1',
+      )
+    ).rows[0]!;
+    const covers = (position: string) => {
+      const [commit, prepare] = position.split('/').map(BigInt) as [bigint, bigint];
+      const [lastCommit, lastPrepare] = [BigInt(last.commit), BigInt(last.prepare)];
+      return commit > lastCommit || (commit === lastCommit && prepare >= lastPrepare);
+    };
     checkpoint = (
       await poll(
         () => gw.operator.http.get('/admin/v1/audit/checkpoint'),
-        (r) => r.body.events > first.body.events,
+        (r) => covers(r.body.position),
         'the checkpoint to cover the new invoice',
         60_000, // the visible horizon is the cluster's: other test files' transactions may hold it back a while
       )
