@@ -77,15 +77,20 @@ async function privateServer(settings: Readonly<Record<string, string>>): Promis
   try {
     let server = await startPrivatePostgres(data.dir, { databaseName: 'postgres', removeWhenStopped: !restart });
     if (restart) {
-      const admin = new Client({ connectionString: server.url });
-      await admin.connect();
       try {
-        for (const [name, value] of Object.entries(settings)) await admin.query(`ALTER SYSTEM SET ${name} = '${value}'`);
+        const admin = new Client({ connectionString: server.url });
+        await admin.connect();
+        try {
+          for (const [name, value] of Object.entries(settings))
+            await admin.query(`ALTER SYSTEM SET ${admin.escapeIdentifier(name)} = ${admin.escapeLiteral(value)}`);
+        } finally {
+          await admin.end();
+        }
       } finally {
-        await admin.end();
+        await server.stop();
       }
-      await server.stop();
-      server = await startPrivatePostgres(data.dir, { databaseName: 'postgres', port: Number(new URL(server.url).port), removeWhenStopped: true });
+      // Started again on whatever port is free (its old one when it still is): nobody holds its URL yet.
+      server = await startPrivatePostgres(data.dir, { databaseName: 'postgres', removeWhenStopped: true });
     }
     return {
       adminUrl: server.url,

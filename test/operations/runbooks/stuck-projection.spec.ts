@@ -205,41 +205,47 @@ describe('runbook: a stuck projection', () => {
     await twoPhase.query('SELECT pg_current_xact_id()');
     await twoPhase.query(`PREPARE TRANSACTION 'runbook-forgotten'`);
     await twoPhase.end();
-    const invoiceId = await newInvoice();
+    try {
+      const invoiceId = await newInvoice();
 
-    // Signs: the oldest transaction is the prepared one, by the name the runbook gives it.
-    await poll(
-      () => projectorMetrics(gateway),
-      (m) =>
-        (metric(m, 'event_log_invisible_events') ?? 0) >= 1 &&
-        (metric(m, 'database_oldest_transaction_seconds', { application_name: 'prepared runbook-forgotten' }) ?? 0) > 0,
-      'event_log_invisible_events and database_oldest_transaction_seconds{application_name="prepared runbook-forgotten"}',
-      15_000,
-    );
-    const ready = await poll(
-      () => readiness(gateway),
-      (r) => r.eventLog?.oldestTransaction?.applicationName === 'prepared runbook-forgotten',
-      'eventLog.oldestTransaction naming the prepared transaction',
-    );
-    expect(ready.eventLog.invisibleEvents).toBeGreaterThan(0);
-    expect(await listed(invoiceId)).toBe(false);
+      // Signs: the oldest transaction is the prepared one, by the name the runbook gives it.
+      await poll(
+        () => projectorMetrics(gateway),
+        (m) =>
+          (metric(m, 'event_log_invisible_events') ?? 0) >= 1 &&
+          (metric(m, 'database_oldest_transaction_seconds', { application_name: 'prepared runbook-forgotten' }) ?? 0) > 0,
+        'event_log_invisible_events and database_oldest_transaction_seconds{application_name="prepared runbook-forgotten"}',
+        15_000,
+      );
+      const ready = await poll(
+        () => readiness(gateway),
+        (r) => r.eventLog?.oldestTransaction?.applicationName === 'prepared runbook-forgotten',
+        'eventLog.oldestTransaction naming the prepared transaction',
+      );
+      expect(ready.eventLog.invisibleEvents).toBeGreaterThan(0);
+      expect(await listed(invoiceId)).toBe(false);
 
-    // Find it (**manual**): the runbook's queries, as printed; the second lists it.
-    const [open, prepared] = (await db.pool.query(OPEN_TRANSACTIONS_SQL)) as unknown as [{ rows: unknown[] }, { rows: { gid: string }[] }];
-    expect(open.rows).toEqual(expect.any(Array));
-    expect(prepared.rows.map((r) => r.gid)).toEqual(['runbook-forgotten']);
+      // Find it (**manual**): the runbook's queries, as printed; the second lists it.
+      const [open, prepared] = (await db.pool.query(OPEN_TRANSACTIONS_SQL)) as unknown as [{ rows: unknown[] }, { rows: { gid: string }[] }];
+      expect(open.rows).toEqual(expect.any(Array));
+      expect(prepared.rows.map((r) => r.gid)).toEqual(['runbook-forgotten']);
 
-    // End it as the step says: ROLLBACK PREPARED '<gid>'; the projections catch up on their own.
-    const rollback = fill(inlineCode(after(RUNBOOK, 'End the session that holds it'), 'ROLLBACK PREPARED'), { '<gid>': 'runbook-forgotten' });
-    expect(rollback).toBe(`ROLLBACK PREPARED 'runbook-forgotten'`);
-    await db.pool.query(rollback);
-    expect((await db.pool.query('SELECT * FROM pg_prepared_xacts')).rows).toEqual([]);
-    await poll(() => listed(invoiceId), Boolean, 'the invoice listed', 15_000);
-    await poll(
-      () => projectorMetrics(gateway),
-      (m) => metric(m, 'event_log_invisible_events') === 0,
-      'event_log_invisible_events back to 0',
-    );
+      // End it as the step says: ROLLBACK PREPARED '<gid>'; the projections catch up on their own.
+      const rollback = fill(inlineCode(after(RUNBOOK, 'End the session that holds it'), 'ROLLBACK PREPARED'), { '<gid>': 'runbook-forgotten' });
+      expect(rollback).toBe(`ROLLBACK PREPARED 'runbook-forgotten'`);
+      await db.pool.query(rollback);
+      expect((await db.pool.query('SELECT * FROM pg_prepared_xacts')).rows).toEqual([]);
+      await poll(() => listed(invoiceId), Boolean, 'the invoice listed', 15_000);
+      await poll(
+        () => projectorMetrics(gateway),
+        (m) => metric(m, 'event_log_invisible_events') === 0,
+        'event_log_invisible_events back to 0',
+      );
+    } finally {
+      // A failed step must not leave it holding the horizon for the cases after this one.
+      const left = await db.pool.query<{ gid: string }>('SELECT gid FROM pg_prepared_xacts WHERE database = current_database()');
+      for (const { gid } of left.rows) await db.pool.query(`ROLLBACK PREPARED '${gid.replace(/'/g, "''")}'`);
+    }
   });
 
   it('2. the runbook’s note holds: the embedded server `npm start` runs refuses PREPARE TRANSACTION', async () => {
