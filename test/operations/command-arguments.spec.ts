@@ -63,6 +63,20 @@ describe('commands without arguments refuse any, and do nothing', () => {
     expect(existsSync(wrong)).toBe(false);
   });
 
+  // `new Date` read 2031-02-30 as 2 March, and an instant before year 0000 in UTC gave events the API cannot echo back.
+  it.each(['2031-02-30T00:00:00Z', '0000-01-01T00:00:00+03:00', 'yesterday'])(
+    'seed-load --start %s: exit 2 naming the rule, nothing written',
+    async (start) => {
+      const proc = startProcess('seed-load', { DATABASE_URL: db.url }, ['--events', '100', '--start', start]);
+      const code = await proc.exited;
+      expect({ code, output: proc.output() }).toEqual({
+        code: 2,
+        output: expect.stringMatching(/^seed:load: --start takes an ISO 8601 instant of a real date and time in the years 0000\.\.9999 \(UTC\)/),
+      });
+      expect((await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM events')).rows[0]!.n).toBe(0);
+    },
+  );
+
   // The serving processes are configured by the environment: `npm start -- --port 4000` listened on PORT.
   it.each<Entry>(['gateway', 'api', 'projector'])('%s -- --port 4000: exit 2 naming the argument, before it serves', async (entry) => {
     const proc = startProcess(entry, { DATABASE_URL: db.url, SECRETS_KEY: randomBytes(32).toString('hex'), PORT: '0' }, ['--port', '4000']);

@@ -2,6 +2,7 @@ import { parseArgs } from 'node:util';
 import { couldNotRun, loadConfigOrExit, openInfrastructure } from '#payments/composition';
 import { COMMAND_SESSION_LIMITS } from '#platform/database';
 import { createLogger } from '#platform/logging';
+import { calendarInstantProblem } from '#platform/clock';
 import { ProgressBar } from '#event-store/projections';
 import { DEFAULT_SEED, DEFAULT_START, seedLoad, SeedRefusedError } from './seed/seed-load';
 
@@ -50,8 +51,10 @@ async function main(): Promise<void> {
   const seed = typeof values.seed === 'string' ? values.seed : DEFAULT_SEED;
   let start = DEFAULT_START;
   if (typeof values.start === 'string') {
+    if (calendarInstantProblem(values.start) !== null) {
+      fail(`--start takes an ISO 8601 instant of a real date and time in the years 0000..9999 (UTC) such as ${DEFAULT_START.toISOString()}`);
+    }
     start = new Date(values.start);
-    if (Number.isNaN(start.getTime())) fail(`--start takes an ISO 8601 time such as ${DEFAULT_START.toISOString()}`);
   }
 
   const config = loadConfigOrExit('seed:load');
