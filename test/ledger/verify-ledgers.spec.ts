@@ -174,6 +174,24 @@ describe('ledger:verify finds each corruption', () => {
     expect(found).toContainEqual(expect.objectContaining({ kind: 'unknown_in_read_model' }));
     expect(bEvents).toHaveLength(2);
   });
+  it('entry counts that differ name the first entry one side has and the other not: a deleted entry, a forged one', async () => {
+    await projectToHead(db.pool, store, ledgerProjection);
+    const middle = aEvents[1]!.data.entryId;
+    await db.pool.query(`DELETE FROM ledger_postings WHERE entry_id = $1`, [middle]);
+    await db.pool.query(`DELETE FROM ledger_entries WHERE entry_id = $1`, [middle]);
+    await db.pool.query(
+      `INSERT INTO ledger_entries (entry_id, account_id, mode, seq, kind, cause, occurred_at, log_position)
+       VALUES (gen_random_uuid(), $1, 'test', 7, 'payment_recorded', 'payment:forged', now(), '1/1')`,
+      [b.accountId],
+    );
+    const found = (await verifyBothWays()).problems;
+    expect(found).toContainEqual({ ledger: A, kind: 'entry_count_differs', detail: 'log has 3 entries, read model 2' });
+    expect(found).toContainEqual({ ledger: B, kind: 'entry_count_differs', detail: 'log has 2 entries, read model 3' });
+    const located = found.filter((p) => p.kind === 'entries_differ');
+    expect(located).toHaveLength(2);
+    expect(located.find((p) => p.ledger === A)?.detail).toMatch(new RegExp(`^entry at revision 1: log gives .*${middle}.*a-2.*, read model has no row$`));
+    expect(located.find((p) => p.ledger === B)?.detail).toMatch(/^entry at revision 7: log gives no entry, read model has .*payment:forged/);
+  });
   it('rows the read model holds for a ledger whose entries all come after its checkpoint', async () => {
     await projectToHead(db.pool, store, ledgerProjection);
     const c: LedgerId = { accountId: randomUUID(), mode: 'live' };

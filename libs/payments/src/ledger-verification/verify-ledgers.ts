@@ -342,11 +342,12 @@ export async function verifyLedgers(
       }
     }
     const n = storedCounts.get(name) ?? 0;
-    if (n !== replayed.entriesAtCheckpoint) {
+    const countDiffers = n !== replayed.entriesAtCheckpoint;
+    if (countDiffers) {
       problems.push({ ledger: name, kind: 'entry_count_differs', detail: `log has ${replayed.entriesAtCheckpoint} entries, read model ${n}` });
-    } else if (n > 0 && !repeated.has(name) && storedDigests.get(name) !== replayed.rowsDigest) {
-      differing.push(name);
     }
+    // A count that differs is located too: the entry one side has and the other not.
+    if (!repeated.has(name) && (countDiffers || (n > 0 && storedDigests.get(name) !== replayed.rowsDigest))) differing.push(name);
   }
   for (const name of differing.slice(0, ENTRIES_LOCATED)) {
     problems.push({ ledger: name, kind: 'entries_differ', detail: await firstDifferingEntry(pool, store, name, checkpoint) });
@@ -804,31 +805,55 @@ async function readModelEntryDigests(snapshot: PoolClient): Promise<Map<string, 
   return digests;
 }
 
-/** The first entry of a ledger whose rows in the read model differ from the log, up to the checkpoint: both lines. */
+/**
+ * The first entry (lowest seq) of a ledger whose rows in the read model differ from the
+ * log, up to the checkpoint, both lines: one the log has and the read model not, one the
+ * read model has and the log not, or one whose rows differ. A page of the stream at a time.
+ */
 async function firstDifferingEntry(pool: Pool, store: EventStore, name: string, checkpoint: Position): Promise<string> {
   const ledger = ledgerIdFromStream(name)!;
   const rows = new EntryRows();
+  const line = entryLineSql(`(SELECT string_agg(${POSTING_LINE_SQL}, ',' ORDER BY p.ordinal) FROM ledger_postings p WHERE p.entry_id = e.entry_id)`);
+  const differs = (seq: string, expected: string | undefined, actual: string | undefined) =>
+    `entry at revision ${seq}: log gives ${expected === undefined ? 'no entry' : expected.trim()}, read model has ${actual === undefined ? 'no row' : actual.trim()}`;
   for (let from = 0n; ;) {
     const page = await store.readStream(name, { fromRevision: from, maxCount: PAGE });
+    // The rows of the seqs this page covers: up to the next page's first revision (the last page: PAGE of them).
+    const until = page.length === PAGE ? page[page.length - 1]!.revision + 1n : from + BigInt(PAGE);
     const stored = new Map(
       (
         await pool.query<{ seq: string; line: string }>(
-          `SELECT e.seq::text AS seq,
-                  ${entryLineSql(`(SELECT string_agg(${POSTING_LINE_SQL}, ',' ORDER BY p.ordinal) FROM ledger_postings p WHERE p.entry_id = e.entry_id)`)} AS line
-             FROM ledger_entries e WHERE e.account_id = $1 AND e.mode = $2 AND e.seq >= $3 AND e.seq < $3 + $4`,
-          [ledger.accountId, ledger.mode, from.toString(), PAGE],
+          `SELECT e.seq::text AS seq, ${line} AS line
+             FROM ledger_entries e WHERE e.account_id = $1 AND e.mode = $2 AND e.seq >= $3 AND e.seq < $4`,
+          [ledger.accountId, ledger.mode, from.toString(), until.toString()],
         )
       ).rows.map((r) => [r.seq, r.line]),
     );
+    let first: { seq: bigint; detail: string } | null = null;
     for (const event of page) {
       if (event.type !== 'LedgerEntryPosted' || comparePositions(event.position, checkpoint) > 0) continue;
+      const seq = event.revision.toString();
       const expected = rows.next(event.revision, event.position, event.data as unknown as LedgerEntryPostedData);
-      const actual = stored.get(event.revision.toString());
-      if (actual !== expected) {
-        return `entry at revision ${event.revision}: log gives ${expected.trim()}, read model has ${actual === undefined ? 'no row' : actual.trim()}`;
-      }
+      const actual = stored.get(seq);
+      stored.delete(seq);
+      if (actual !== expected && first === null) first = { seq: event.revision, detail: differs(seq, expected, actual) };
     }
-    if (page.length < PAGE) return 'its entries in the read model differ from the log (their rows are in another order)';
-    from = page[page.length - 1]!.revision + 1n;
+    // What is left the log does not have (up to the checkpoint).
+    for (const [seq, actual] of stored) {
+      if (first === null || BigInt(seq) < first.seq) first = { seq: BigInt(seq), detail: differs(seq, undefined, actual) };
+    }
+    if (first) return first.detail;
+    if (page.length < PAGE) {
+      const beyond = (
+        await pool.query<{ seq: string; line: string }>(
+          `SELECT e.seq::text AS seq, ${line} AS line FROM ledger_entries e
+            WHERE e.account_id = $1 AND e.mode = $2 AND (e.seq < 0 OR e.seq >= $3) ORDER BY e.seq LIMIT 1`,
+          [ledger.accountId, ledger.mode, until.toString()],
+        )
+      ).rows[0];
+      if (beyond) return differs(beyond.seq, undefined, beyond.line);
+      return 'its entries in the read model differ from the log (their rows are in another order)';
+    }
+    from = until;
   }
 }
