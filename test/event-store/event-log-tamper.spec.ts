@@ -8,7 +8,7 @@
  * before the next one.
  */
 import { createPublicKey, generateKeyPairSync, randomUUID, verify } from 'node:crypto';
-import { describeProblem, eventChainHash, LogProblem, PostgresEventStore, verifyEventLog } from '#event-store';
+import { describeProblem, eventChainHash, extendLogCheckpoints, LogCheckpoint, LogProblem, PostgresEventStore, verifyEventLog } from '#event-store';
 import { loadConfig, ConfigError } from '#payments/composition';
 import { startProcess } from '../support/gateway-process';
 import { api, expectStatus, InvoiceGateway, Json, Merchant, orderId, poll, startInvoiceGateway } from '../support/merchant-fixtures';
@@ -245,6 +245,83 @@ describe('a tampered event log is found and named', () => {
       expect(found[0]!.kind).toBe('event_missing');
     } finally {
       await restore([target]);
+    }
+    expect(await problems()).toEqual([]);
+  });
+
+  /**
+   * Deletes the last `n` events of the log, as a tamperer would: each stream row set back
+   * to its last remaining event (or removed); the recorded checkpoints first extended over
+   * the whole log (as GET /admin/v1/audit/checkpoint does). `restore` puts it all back.
+   */
+  async function cutTail(n: number): Promise<{ covered: LogCheckpoint; before: EventRow; restore: () => Promise<void> }> {
+    const pool = gw.db.pool;
+    // events.transaction_id: the xid8, not the text COLUMNS names it by (which orders 999 after 1000).
+    const newestFirst = `SELECT ${COLUMNS} FROM events ORDER BY events.transaction_id DESC, events.global_position DESC`;
+    const tail = (await pool.query<EventRow>(`${newestFirst} LIMIT ${n}`)).rows.reverse();
+    const before = (await pool.query<EventRow>(`${newestFirst} OFFSET ${n} LIMIT 1`)).rows[0]!;
+    const covered = await extendLogCheckpoints(pool);
+    expect(covered.position).toBe(positionOf(tail[n - 1]!));
+    const names = [...new Set(tail.map((r) => r.stream_name))];
+    const heads = (
+      await pool.query<{ stream_name: string; revision: string; chain_hashes: Buffer[] }>(
+        'SELECT stream_name, revision::text AS revision, chain_hashes FROM event_streams WHERE stream_name = ANY($1)',
+        [names],
+      )
+    ).rows;
+    await pool.query('DELETE FROM events WHERE global_position = ANY($1::bigint[])', [tail.map((r) => r.global_position)]);
+    await pool.query('DELETE FROM event_streams s WHERE stream_name = ANY($1) AND NOT EXISTS (SELECT 1 FROM events e WHERE e.stream_name = s.stream_name)', [
+      names,
+    ]);
+    await pool.query(
+      `UPDATE event_streams s SET revision = m.revision, chain_hashes = ARRAY[m.chain_hash]
+         FROM (SELECT DISTINCT ON (stream_name) stream_name, stream_revision AS revision, chain_hash FROM events
+                WHERE stream_name = ANY($1) ORDER BY stream_name, stream_revision DESC) m
+        WHERE m.stream_name = s.stream_name`,
+      [names],
+    );
+    const restore = async () => {
+      const client = await pool.connect();
+      try {
+        await client.query('BEGIN');
+        await client.query('DELETE FROM event_streams WHERE stream_name = ANY($1)', [names]);
+        for (const h of heads) {
+          await client.query('INSERT INTO event_streams (stream_name, revision, chain_hashes) VALUES ($1, $2, $3)', [
+            h.stream_name,
+            h.revision,
+            h.chain_hashes,
+          ]);
+        }
+        for (const r of tail) await insertAs(client, r, r);
+        await client.query('COMMIT');
+      } finally {
+        client.release();
+      }
+    };
+    return { covered, before, restore };
+  }
+
+  it('the last events of the log deleted, stream rows set back, the recorded checkpoint kept: event_missing says how many', async () => {
+    const { covered, before, restore } = await cutTail(3);
+    try {
+      const events = Number(covered.events);
+      const found = await problems();
+      // The first names the first event gone and the last event the log still has; the checkpoints (a range each) count what is gone.
+      expect(found[0]).toEqual({ kind: 'event_missing', streamName: null, revision: null, position: positionOf(before), detail: expect.any(String) });
+      expect(found[0]!.detail).toMatch(
+        new RegExp(`^\\d event\\(s\\) checkpoint \\d+ recorded are not in the log, events ${events - 2} to \\d+ \\(the last with chain hash [0-9a-f]{16}\\): `),
+      );
+      expect(found[0]!.detail).toContain(
+        `its range ends at event ${events - 3}, ${before.stream_name} revision ${before.stream_revision} (position ${positionOf(before)})`,
+      );
+      const gone = found.filter((p) => p.kind === 'event_missing').map((p) => Number(/^(\d+) event\(s\) checkpoint/.exec(p.detail)?.[1]));
+      expect(gone.reduce((a, b) => a + b, 0)).toBe(3);
+      const run = await logVerify();
+      expect(run.code).toBe(1);
+      expect(run.output).toContain(`  [event_missing] at position ${positionOf(before)}: ${gone[0]} event(s) checkpoint`);
+      expect(run.output).not.toMatch(/\] {2}/);
+    } finally {
+      await restore();
     }
     expect(await problems()).toEqual([]);
   });

@@ -589,13 +589,26 @@ function explain(segment: RecordedCheckpoint, recorded: readonly Buffer[], logge
       detail: `checkpoint ${segment.seq} recorded chain hash ${hex(expected)} as event ${index(at)} of the log; the event in its place now has chain hash ${hex(found.chainHash)}: changed (or replaced) and re-hashed since`,
     };
   }
+  // The log lost events of the range when it holds fewer of them than the checkpoint recorded.
+  const lacks = recorded.length - logged.length;
+  if (expected !== undefined && expectedInLog < 0 && !found) {
+    // The range ends early: every recorded event from `at` on is gone (named at the last event the log still has).
+    const last = logged[logged.length - 1];
+    return {
+      kind: 'event_missing',
+      streamName: null,
+      revision: null,
+      position: last?.position ?? null,
+      detail: `${lacks} event(s) checkpoint ${segment.seq} recorded are not in the log, events ${index(at)} to ${segment.events} (the last with chain hash ${hex(recorded[recorded.length - 1]!)}): its range ends ${last ? `at event ${index(logged.length - 1)}, ${describe(last)}` : 'before them'} (deleted, or moved out of the range)`,
+    };
+  }
   if (expected !== undefined && expectedInLog < 0) {
     return {
       kind: 'event_missing',
       streamName: null,
       revision: null,
-      position: found?.position ?? segment.position,
-      detail: `event ${index(at)} of the log, chain hash ${hex(expected)} in checkpoint ${segment.seq}, is not in this range of the log (deleted, or moved out of the range)${found ? `; in its place is ${describe(found)}` : ''}`,
+      position: found!.position,
+      detail: `event ${index(at)} of the log, chain hash ${hex(expected)} in checkpoint ${segment.seq}, is not in this range of the log (deleted, or moved out of the range); in its place is ${describe(found!)}${lacks > 0 ? `; the range holds ${lacks} event(s) fewer than the checkpoint recorded` : ''}`,
     };
   }
   const foundInRecord = found?.chainHash ? recorded.findIndex((h) => h.equals(found.chainHash!)) : -1;
@@ -706,7 +719,8 @@ const hex = (hash: Buffer | null): string => (hash === null ? 'none' : hash.toSt
 
 /** The first problem in log terms: the earliest-named of them (problems without a position last). */
 export function describeProblem(problem: LogProblem): string {
-  const where = problem.streamName === null ? '' : `${problem.streamName}${problem.revision === null ? '' : ` revision ${problem.revision}`}`;
+  // A part that does not apply is left out (an event gone from the log has no stream here: its detail names it).
+  const where = problem.streamName === null ? '' : ` ${problem.streamName}${problem.revision === null ? '' : ` revision ${problem.revision}`}`;
   const at = problem.position === null ? '' : ` at position ${problem.position}`;
-  return `[${problem.kind}] ${where}${at}: ${problem.detail}`;
+  return `[${problem.kind}]${where}${at}: ${problem.detail}`;
 }
