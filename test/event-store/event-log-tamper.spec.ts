@@ -326,6 +326,36 @@ describe('a tampered event log is found and named', () => {
     expect(await problems()).toEqual([]);
   });
 
+  it("the last events deleted and the database's checkpoints emptied: OK, saying what only an off-site checkpoint finds", async () => {
+    const { covered, restore } = await cutTail(2);
+    const columns = 'seq, from_events, events, position_commit::text AS position_commit, position_prepare, log_hash, event_hashes';
+    const recorded = (await gw.db.pool.query<Record<string, unknown>>(`SELECT ${columns} FROM event_log_checkpoints ORDER BY seq`)).rows;
+    await gw.db.pool.query('DELETE FROM event_log_checkpoints');
+    const notChecked =
+      "not checked: a log rewritten or cut together with the database's own checkpoints is found only against a checkpoint kept off-site (log:verify --checkpoint or --expect)";
+    try {
+      expect(await problems()).toEqual([]);
+      const ok = await logVerify();
+      expect(ok.code).toBe(0);
+      expect(ok.output).toContain('OK: every stream chain recomputes from its events, every stream head matches, every recorded checkpoint is reproduced.');
+      expect(ok.output).toContain(notChecked);
+      // The off-site record finds it, and the line is not printed.
+      const offSite = await logVerify(['--expect', covered.position, covered.hash.toString('hex')]);
+      expect(offSite.code).toBe(1);
+      expect(offSite.output).not.toContain(notChecked);
+    } finally {
+      await restore();
+      for (const r of recorded) {
+        await gw.db.pool.query(
+          `INSERT INTO event_log_checkpoints (seq, from_events, events, position_commit, position_prepare, log_hash, event_hashes)
+           VALUES ($1, $2, $3, $4::text::xid8, $5, $6, $7)`,
+          [r.seq, r.from_events, r.events, r.position_commit, r.position_prepare, r.log_hash, r.event_hashes],
+        );
+      }
+    }
+    expect(await problems()).toEqual([]);
+  });
+
   it('the data of two events of one stream swapped: order_changed, both named', async () => {
     const ledger = await streamWith(3, 'ledger-');
     const [a, b] = [ledger[0]!, ledger[2]!];
