@@ -7,7 +7,8 @@
  * `audit:rotate-signing-key` the retired key still verifies what it signed and new
  * statements carry the new key; `log:verify --checkpoint` as a read-only role checks a
  * saved checkpoint and finds an edited event; the doc's curl, jq and openssl recipes run
- * as printed. The gateway runs with DATABASE_URL (the key sealed in the database); the
+ * as printed, and its psql export of the log as the read-only role too, every hash
+ * recomputed from the file. The gateway runs with DATABASE_URL (the key sealed in the database); the
  * key file of the embedded default is checked on its own.
  */
 import { createHash, createPublicKey, generateKeyPairSync, randomBytes, randomUUID, sign, verify } from 'node:crypto';
@@ -48,6 +49,45 @@ const checkpointHolds = (c: Json, keys: Json[]): boolean =>
 
 /** `text` with the character at `at` replaced by another digit or letter. */
 const oneByteChanged = (text: string, at: number): string => `${text.slice(0, at)}${text[at] === '1' ? '2' : '1'}${text.slice(at + 1)}`;
+
+/** RFC 4180 CSV (as psql's \copy ... (FORMAT csv) writes it): rows of fields. */
+function csvRows(text: string): string[][] {
+  const rows: string[][] = [[]];
+  const field = /("(?:[^"]|"")*"|[^,\n]*)(,|\n|$)/g;
+  for (let m = field.exec(text); m && m.index < text.length; m = field.exec(text)) {
+    rows[rows.length - 1]!.push(m[1]!.startsWith('"') ? m[1]!.slice(1, -1).replace(/""/g, '"') : m[1]!);
+    if (m[2] === '\n') rows.push([]);
+  }
+  return rows.filter((r) => r.length > 0);
+}
+
+/**
+ * docs/audit-log.md "What is hashed", from an exported log alone (node:crypto only): the
+ * events whose chain hash is not the one their content gives, and L(n) at `position`.
+ */
+function logHashesFromCsv(csv: string, position: string): { wrong: string[]; atCheckpoint: string | null } {
+  const [header, ...rows] = csvRows(csv);
+  const col = (name: string) => header!.indexOf(name);
+  const net = (s: string) => `${Buffer.byteLength(s, 'utf8')}:${s},`;
+  const heads = new Map<string, Buffer>();
+  const wrong: string[] = [];
+  let running = Buffer.alloc(32);
+  let atCheckpoint: string | null = null;
+  for (const r of rows) {
+    const [stream, revision] = [r[col('stream_name')]!, r[col('stream_revision')]!];
+    const content = [stream, revision, r[col('event_id')]!, r[col('event_type')]!, r[col('data')]!, r[col('metadata')]!].map(net).join('');
+    const chain = createHash('sha256')
+      .update(Buffer.concat([heads.get(stream) ?? Buffer.alloc(32), Buffer.from(content, 'utf8')]))
+      .digest();
+    if (chain.toString('hex') !== r[col('chain_hash')]!.replace(/^\\x/, '')) wrong.push(`${stream} revision ${revision}`);
+    heads.set(stream, chain);
+    running = createHash('sha256')
+      .update(Buffer.concat([running, chain]))
+      .digest();
+    if (`${r[col('transaction_id')]}/${r[col('global_position')]}` === position) atCheckpoint = running.toString('hex');
+  }
+  return { wrong, atCheckpoint };
+}
 
 describe('signed checkpoints and statements', () => {
   let gw: InvoiceGateway;
@@ -213,7 +253,14 @@ describe('signed checkpoints and statements', () => {
     const doc = readFileSync(path.join(ROOT, 'docs', 'audit-log.md'), 'utf8');
     const section = doc.slice(doc.indexOf('## Checking a proof without the gateway'), doc.indexOf('### For an auditor'));
     const [fetchAll, checkCheckpoint, checkStatement] = ['Saved answers', 'A checkpoint,', 'A statement ('].map((m) => fencedBlock(after(section, m), 'sh'));
-    const env = { PATH: process.env.PATH ?? '', GATEWAY: gw.gateway.baseUrl, ADMIN_TOKEN: gw.gateway.adminToken, SECRET_KEY: merchant.keys.test.secretKey };
+    const env = {
+      PATH: process.env.PATH ?? '',
+      GATEWAY: gw.gateway.baseUrl,
+      ADMIN_TOKEN: gw.gateway.adminToken,
+      SECRET_KEY: merchant.keys.test.secretKey,
+      // The log's export, here as the database's owner (as the read-only role: the test of log:verify --checkpoint below).
+      DATABASE_URL: gw.db.url,
+    };
     const sh = (script: string) => spawnSync('bash', ['--norc', '--noprofile', '-eo', 'pipefail', '-c', script], { cwd: files.dir, env, encoding: 'utf8' });
     expect(sh(fetchAll).status).toBe(0);
     const verified = (script: string) => {
@@ -267,6 +314,9 @@ describe('signed checkpoints and statements', () => {
   }, 60_000);
 
   it('log:verify --checkpoint as a read-only role: the signature holds, a changed checkpoint does not, an edited event is named', async () => {
+    // JSON that a text-format COPY would escape (a backslash, a quote, a line break, Cyrillic): the export must keep it as stored.
+    const awkward = await merchant.test.post('/v1/invoices', { orderId: orderId(), amount: '10.00', method: 'sbp', description: 'a\\b "c"\nд' });
+    expectStatus(awkward, 201);
     const saved = (await gw.operator.http.get('/admin/v1/audit/checkpoint')).body;
     const checkpointFile = path.join(files.dir, 'checkpoint.json');
     const keysFile = path.join(files.dir, 'keys.json');
@@ -280,6 +330,20 @@ describe('signed checkpoints and statements', () => {
     // each block; test/operations/read-only-tools.spec.ts runs them as the roles they name); no secrets key, a DATA_DIR of its own.
     const url = await makeAuditorRole({ owner: gw.db.url, createrole: gw.db.url }, role, role);
     const auditor = { DATABASE_URL: url, DATA_DIR: files.dir };
+    // The doc's export of the log, run as printed by the auditor, and each chain hash and L(n) recomputed from the file.
+    const doc = readFileSync(path.join(ROOT, 'docs', 'audit-log.md'), 'utf8');
+    const exportLog = fencedBlock(after(doc, 'Saved answers'), 'sh')
+      .split('\n')
+      .filter((line) => line.startsWith('psql '))
+      .join('\n');
+    expect(exportLog).toContain("TO 'log.csv'");
+    const exported = spawnSync('bash', ['--norc', '--noprofile', '-eo', 'pipefail', '-c', exportLog], {
+      cwd: files.dir,
+      env: { PATH: process.env.PATH ?? '', DATABASE_URL: url },
+      encoding: 'utf8',
+    });
+    expect({ status: exported.status, stderr: exported.stderr }).toEqual({ status: 0, stderr: '' });
+    expect(logHashesFromCsv(readFileSync(path.join(files.dir, 'log.csv'), 'utf8'), saved.position)).toEqual({ wrong: [], atCheckpoint: saved.hash });
     const logVerify = async (args: string[]) => {
       const run = startProcess('log-verify', auditor, args);
       return { code: await run.exited, output: run.output() };
