@@ -201,6 +201,64 @@ describe('the SDK against the gateway', () => {
     }
   });
 
+  it("a proxy's 502/504 page after the gateway refunded: retried under the same key, one refund; run out, the error says the outcome is unknown", async () => {
+    const accountId = await gw.operator.createAccount();
+    const project = await gw.operator.createProject(accountId, { holdHours: 0 });
+    const direct = new PaymentGatewayClient({ baseUrl: `${gw.baseUrl}/v1`, auth: { secretKey: project.keys.test.secretKey } });
+    const created = await direct.createInvoice({ amount: '1000.00', orderId: orderId(), method: 'sbp' });
+    expectStatus(await gw.operator.payment(created.id, 'paid'), 200);
+    await poll(
+      () => direct.getBalance(),
+      (b) => b.available !== '0.00',
+      'the paid amount to be available',
+    );
+    // nginx's pages for the first answers (the gateway acted: 202), then the gateway's own.
+    const pages = [504, 502];
+    const { answered, port, close } = await pageAnsweringProxy(gw.baseUrl, (n) => pages[n]);
+    try {
+      const waits: number[] = [];
+      const proxied = new PaymentGatewayClient({
+        baseUrl: `http://127.0.0.1:${port}/v1`,
+        auth: { secretKey: project.keys.test.secretKey },
+        sleep: async (ms) => void waits.push(ms),
+      });
+      const first = await proxied.refundInvoiceWithOutcome(created.id, { amount: '100.00' });
+      // Three attempts under one key: the first made the refund, the third is its replay.
+      expect(first).toMatchObject({ created: false, attempts: 3, refund: { amount: '100.00', status: 'pending' } });
+      expect(waits).toEqual([250, 500]);
+      expect(answered.map((a) => a.status)).toEqual([202, 202, 202]);
+      expect(new Set(answered.map((a) => a.key)).size).toBe(1);
+      expect(new Set(answered.map((a) => a.body.id))).toEqual(new Set([first.refund.id]));
+
+      // Every answer a proxy's 504: the error says the outcome is unknown and names the key to repeat with.
+      pages.length = 0;
+      pages.push(...Array.from({ length: answered.length + 5 }, () => 504));
+      const failure = await proxied.refundInvoice(created.id, { amount: '100.00' }).catch((e: unknown) => e);
+      expect(failure).toBeInstanceOf(PaymentGatewayError);
+      const { status, code, attempts, idempotencyKey, message } = failure as PaymentGatewayError;
+      expect({ status, code, attempts }).toEqual({ status: 504, code: 'unexpected_response', attempts: 5 });
+      expect(message).toContain(`The outcome is unknown: the gateway may have acted. Make the same call with the same Idempotency-Key ${idempotencyKey}`);
+      const second = answered.slice(3);
+      expect(second.map((a) => [a.status, a.key])).toEqual(Array.from({ length: 5 }, () => [202, idempotencyKey]));
+      const repeated = await direct.refundInvoice(created.id, { amount: '100.00' }, { idempotencyKey });
+      expect(repeated.id).toBe(second[0].body.id);
+
+      // Two calls, two refunds (each with its rows in two buckets), none made twice.
+      const reserved = await poll(
+        async () => {
+          const rows = new Set<string>();
+          for await (const t of direct.iterateBalanceTransactions({ type: 'refund_reserved' })) rows.add(String(t.refundId));
+          return rows;
+        },
+        (rows) => rows.size >= 2,
+        'both refunds in the balance transactions',
+      );
+      expect(reserved).toEqual(new Set([first.refund.id, repeated.id]));
+    } finally {
+      await close();
+    }
+  });
+
   it('verifyWebhook refuses a tampered body, a wrong secret, an old timestamp and a missing signature with typed errors', async () => {
     const created = await bearer.createInvoice({ amount: '500.00', orderId: orderId(), method: 'sbp' });
     expectStatus(await gw.operator.payment(created.id, 'failed'), 200);
@@ -465,6 +523,47 @@ async function answerLosingProxy(target: string, lose: (answered: number) => boo
         .finally(() => {
           if (lose(answered.length)) res.destroy();
         });
+    });
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  return {
+    answered,
+    port: (proxy.address() as AddressInfo).port,
+    close: async () => {
+      proxy.closeAllConnections();
+      await new Promise((resolve) => proxy.close(resolve));
+    },
+  };
+}
+
+/**
+ * A proxy that passes each request to the gateway and records its answer (status, the
+ * Idempotency-Key sent, body), then answers the n-th request (from 0) with an nginx-style
+ * HTML page of the status `page(n)` when it gives one, else with the gateway's answer.
+ */
+async function pageAnsweringProxy(
+  target: string,
+  page: (n: number) => number | undefined,
+): Promise<{ answered: Json[]; port: number; close(): Promise<void> }> {
+  const answered: Json[] = [];
+  const proxy = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const forwarded = ['authorization', 'content-type', 'idempotency-key'].flatMap((name) => (req.headers[name] ? [[name, String(req.headers[name])]] : []));
+      void fetch(`${target}${req.url}`, { method: req.method, headers: Object.fromEntries(forwarded), body: Buffer.concat(chunks) }).then(async (upstream) => {
+        const text = await upstream.text();
+        const status = page(answered.length);
+        answered.push({ status: upstream.status, key: req.headers['idempotency-key'], body: JSON.parse(text) });
+        if (status !== undefined) {
+          res
+            .writeHead(status, { 'content-type': 'text/html' })
+            .end(`<html><head><title>${status}</title></head><body><center><h1>${status}</h1></center><hr><center>nginx</center></body></html>`);
+        } else {
+          const replayed = upstream.headers.get('idempotent-replayed');
+          res.writeHead(upstream.status, { 'content-type': 'application/json', ...(replayed ? { 'idempotent-replayed': replayed } : {}) }).end(text);
+        }
+      });
     });
   });
   await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));

@@ -718,12 +718,15 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     expect(waits).toEqual([]);
   });
 
-  it('the policy itself: no retry past 4, none of a POST that could act twice, 429 always', () => {
+  it("the policy itself: no retry past 4, none of a POST that could act twice, 429 always, a proxy's 5xx page as no answer", () => {
     const network = { kind: 'network' } as const;
     expect(retryDelayMs(network, { retriesSoFar: 4, maxRetries: 4, repeatable: true })).toBeNull();
     expect(retryDelayMs(network, { retriesSoFar: 0, maxRetries: 4, repeatable: false })).toBeNull();
     expect(retryDelayMs({ kind: 'answer', status: 503 }, { retriesSoFar: 0, maxRetries: 4, repeatable: false })).toBeNull();
     expect(retryDelayMs({ kind: 'answer', status: 429, retryAfterSeconds: 3 }, { retriesSoFar: 0, maxRetries: 4, repeatable: false })).toBe(3000);
-    expect(retryDelayMs({ kind: 'answer', status: 502 }, { retriesSoFar: 0, maxRetries: 4, repeatable: true })).toBeNull();
+    expect(retryDelayMs({ kind: 'answer', status: 502 }, { retriesSoFar: 0, maxRetries: 4, repeatable: true })).toBe(250);
+    expect(retryDelayMs({ kind: 'answer', status: 502 }, { retriesSoFar: 0, maxRetries: 4, repeatable: false })).toBeNull();
+    expect(retryDelayMs({ kind: 'answer', status: 520, code: 'unexpected_response' }, { retriesSoFar: 1, maxRetries: 4, repeatable: true })).toBe(500);
+    expect(retryDelayMs({ kind: 'answer', status: 501, code: 'internal' }, { retriesSoFar: 0, maxRetries: 4, repeatable: true })).toBeNull();
   });
 });

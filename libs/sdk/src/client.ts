@@ -486,7 +486,9 @@ export class PaymentGatewayClient {
       const delay = retryDelayMs(outcome, context);
       if (delay === null) {
         const requestId = response.headers.get('x-request-id') ?? undefined;
-        throw new PaymentGatewayError(status, error.code, error.message, error.param, error.details, request, attempts, retryAfterSeconds, requestId, key);
+        // A proxy's 502, 504 or other 5xx page: the request may have reached the gateway, which may have acted.
+        const message = `${error.message}${unansweredOnTheWay(status, error.code) ? outcomeUnknown(spec) : ''}`;
+        throw new PaymentGatewayError(status, error.code, message, error.param, error.details, request, attempts, retryAfterSeconds, requestId, key);
       }
       await pause(delay);
       retries++;
@@ -589,6 +591,11 @@ function outcomeUnknown(spec: CallSpec): string {
       ? `orderId ${String((spec.body as { orderId?: unknown } | undefined)?.orderId)}`
       : `Idempotency-Key ${String(spec.idempotencyKey)}`;
   return `. The outcome is unknown: the gateway may have acted. Make the same call with the same ${same} to learn it (a repeat cannot act twice)`;
+}
+
+/** A proxy's answer that the gateway did not answer in time (502, 504) or another 5xx not in the API's error shape. */
+function unansweredOnTheWay(status: number, code: string): boolean {
+  return status === 502 || status === 504 || (status >= 500 && code === 'unexpected_response');
 }
 
 /** The error object of an answer; a body not in the spec's shape (a proxy's page) gets code `unexpected_response`. */

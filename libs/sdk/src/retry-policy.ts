@@ -1,7 +1,8 @@
 /**
  * The spec's retry guidance as a pure decision: retry 429 after Retry-After, 500, 503 (and
- * 408) and network failures with a delay growing from 250 ms (a 503's Retry-After when
- * longer), at most 4 retries; never 400, 401, 403, 404, 409 or 422 unchanged. A POST is retried only
+ * 408), network failures and a proxy's 502 or 504 or other 5xx not in the API's error shape
+ * (a timeout on the way: the gateway may have acted, as with no answer) with a delay growing
+ * from 250 ms (a 503's Retry-After when longer), at most 4 retries; never 400, 401, 403, 404, 409 or 422 unchanged. A POST is retried only
  * when a repeat cannot act twice: POST /invoices by its orderId, every other POST by its
  * Idempotency-Key. No one wait is longer than MAX_WAIT_SECONDS: an answer asking for more
  * is the caller's to decide.
@@ -42,7 +43,10 @@ export function retryDelayMs(outcome: AttemptOutcome, context: RetryContext): nu
     case 500:
       return backoffMs(retry);
     // 408 request_timeout: the body did not arrive, nothing was done (the gateway's documents: safe to send again).
+    // A proxy's 502 or 504 (nginx, a load balancer): the gateway did not answer it in time, like no answer.
     case 408:
+    case 502:
+    case 504:
     case 503: {
       // The spec's growing delay, or the server's Retry-After when longer (HTTP's meaning of the header: the gateway
       // asks 5 s while it rebuilds a read model, nginx 1 s), bounded as a 429's.
@@ -51,6 +55,8 @@ export function retryDelayMs(outcome: AttemptOutcome, context: RetryContext): nu
       return asked > MAX_WAIT_SECONDS ? null : Math.max(backoffMs(retry), asked * 1000);
     }
     default:
+      // A 5xx page not in the API's error shape (code unexpected_response): a proxy's, as a 502's.
+      if (outcome.status >= 500 && outcome.code === 'unexpected_response') return backoffMs(retry);
       // Never 400, 401, 403, 404, 409 or 422 (the spec's rule), not even 409
       // idempotency_key_in_use: its error carries Retry-After for the caller to decide.
       return null;
