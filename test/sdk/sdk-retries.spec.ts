@@ -20,6 +20,8 @@ import {
   retryDelayMs,
   signRequest,
 } from '../../libs/sdk/src';
+import { AppendOutcomeUnknownError, EventStoreUnavailableError } from '../../libs/event-store/src';
+import { toApiError } from '../../apps/api/src/http/errors/error.filter';
 
 /** An answer (`raw`: a body sent as it is, not as JSON), or a dropped connection. */
 type Scripted = { status: number; body?: unknown; raw?: string; headers?: Record<string, string> } | 'drop';
@@ -376,6 +378,40 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     const invoice = await failure(() => client().createInvoice({ amount: '10.00', orderId: 'order-77' }), page(201));
     expect(invoice.message).toMatch(/The outcome is unknown.*the same orderId order-77/);
     expect(waits).toEqual([]);
+  });
+
+  it("the gateway's 503 that may have been written is told from its 503 that wrote nothing by outcomeUnknown, once the retries run out", async () => {
+    // The gateway's own answers: an append whose answer was lost and not found again, and a database that did not answer.
+    const answerOf = (exception: Error): Scripted => {
+      const e = toApiError(exception);
+      return { status: e.status, body: { error: { code: e.code, message: e.message } }, headers: { ...e.headers } };
+    };
+    const maybeWritten = answerOf(new AppendOutcomeUnknownError('invoice-1', { cause: new Error('connection terminated') }));
+    const nothingWritten = answerOf(new EventStoreUnavailableError('connection refused'));
+    const failure = async (call: () => Promise<unknown>, answer: Scripted): Promise<PaymentGatewayError> => {
+      stub.script(...Array.from({ length: 5 }, () => answer));
+      const e = await call().catch((error: unknown) => error);
+      expect(e).toBeInstanceOf(PaymentGatewayError);
+      expect(e).toMatchObject({ status: 503, code: 'provider_unavailable', attempts: 5 });
+      return e as PaymentGatewayError;
+    };
+    const invoice = await failure(() => client().createInvoice({ amount: '10.00', orderId: 'order-503' }), maybeWritten);
+    expect(invoice.outcomeUnknown).toBe(true);
+    expect(invoice.message).toMatch(/\. The outcome is unknown: the gateway may have acted\. .*the same orderId order-503/);
+    const refund = await failure(() => client().refundInvoice(REFUND.invoiceId, {}, { idempotencyKey: 'refund-key-503' }), maybeWritten);
+    expect(refund).toMatchObject({ outcomeUnknown: true, idempotencyKey: 'refund-key-503' });
+    expect(refund.message).toContain('The outcome is unknown: the gateway may have acted. Make the same call with the same Idempotency-Key refund-key-503');
+
+    const nothing = await failure(() => client().refundInvoice(REFUND.invoiceId, {}, { idempotencyKey: 'refund-key-0' }), nothingWritten);
+    expect(nothing.outcomeUnknown).toBe(false);
+    expect(nothing.message).not.toMatch(/outcome/);
+    const read = await failure(() => client().getBalance(), nothingWritten);
+    expect(read.outcomeUnknown).toBe(false);
+    // A proxy's 504 page on a POST: the same mark; a 4xx of the gateway: nothing was done.
+    stub.script(...Array.from({ length: 5 }, () => ({ status: 504, raw: '<html>504 Gateway Time-out</html>' })));
+    await expect(client().refundInvoice(REFUND.invoiceId, {}, { idempotencyKey: 'k-504' })).rejects.toMatchObject({ status: 504, outcomeUnknown: true });
+    stub.script(error(409, 'conflict'));
+    await expect(client().refundInvoice(REFUND.invoiceId)).rejects.toMatchObject({ status: 409, outcomeUnknown: false });
   });
 
   it('HMAC mode signs every attempt anew over "<timestamp>.<raw body>" with the moment of the attempt', async () => {

@@ -458,7 +458,8 @@ export class PaymentGatewayClient {
         if (answer !== undefined) return { body: answer as T, status, replayed: response.headers.get('idempotent-replayed') === 'true', attempts };
         const requestId = response.headers.get('x-request-id') ?? undefined;
         const message = unexpectedAnswerMessage(spec, request, status, text);
-        throw new PaymentGatewayError(status, 'unexpected_response', message, undefined, undefined, request, attempts, undefined, requestId, key);
+        const unknown = spec.method === 'POST';
+        throw new PaymentGatewayError(status, 'unexpected_response', message, undefined, undefined, request, attempts, undefined, requestId, key, unknown);
       }
 
       const error = errorOf(text, status);
@@ -486,9 +487,11 @@ export class PaymentGatewayClient {
       const delay = retryDelayMs(outcome, context);
       if (delay === null) {
         const requestId = response.headers.get('x-request-id') ?? undefined;
-        // A proxy's 502, 504 or other 5xx page: the request may have reached the gateway, which may have acted.
-        const message = `${error.message}${unansweredOnTheWay(status, error.code) ? outcomeUnknown(spec) : ''}`;
-        throw new PaymentGatewayError(status, error.code, message, error.param, error.details, request, attempts, retryAfterSeconds, requestId, key);
+        // A proxy's 502, 504 or other 5xx page, or a 503 marked as maybe written: the gateway may have acted.
+        const unknown = spec.method === 'POST' && (unansweredOnTheWay(status, error.code) || markedMaybeWritten(status, error.message));
+        const message = `${error.message}${unknown ? outcomeUnknown(spec) : ''}`;
+        const { param, details } = error;
+        throw new PaymentGatewayError(status, error.code, message, param, details, request, attempts, retryAfterSeconds, requestId, key, unknown);
       }
       await pause(delay);
       retries++;
@@ -596,6 +599,15 @@ function outcomeUnknown(spec: CallSpec): string {
 /** A proxy's answer that the gateway did not answer in time (502, 504) or another 5xx not in the API's error shape. */
 function unansweredOnTheWay(status: number, code: string): boolean {
   return status === 502 || status === 504 || (status >= 500 && code === 'unexpected_response');
+}
+
+/**
+ * A 503 whose write may have been done: the gateway marks it (and nginx's for a write a
+ * replica got) only in its message, "… записано ли что-то …" (docs/api.md, "What is safe to
+ * retry"); its unmarked 503s, "ничего не записано" among them, wrote nothing.
+ */
+function markedMaybeWritten(status: number, message: string): boolean {
+  return status === 503 && message.includes('записано ли что-то');
 }
 
 /** The error object of an answer; a body not in the spec's shape (a proxy's page) gets code `unexpected_response`. */

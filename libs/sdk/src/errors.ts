@@ -53,6 +53,12 @@ export class PaymentGatewayError extends Error {
     readonly requestId?: string,
     /** The Idempotency-Key sent on every attempt (a refund's or payout's generated unless given; an invoice's only if given): repeat the call with it, never with a new one. */
     readonly idempotencyKey?: string,
+    /**
+     * The request may have acted (a POST: its message says so): a 2xx or 5xx page not the API's (a proxy's), a 502
+     * or 504, or a 503 marked "записано ли что-то" (docs/api.md). Repeat it with `idempotencyKey` (POST /invoices:
+     * the same orderId), never a new key. False: nothing was done (the spec: a 4xx, or a 5xx of the gateway unmarked).
+     */
+    readonly outcomeUnknown: boolean = false,
   ) {
     super(message);
   }
