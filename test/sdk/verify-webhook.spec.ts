@@ -71,6 +71,28 @@ describe('verifyWebhook', () => {
     }
   });
 
+  it("a body that is not the raw bytes (express.json's parsed object, undefined) is a WebhookVerificationError saying what to pass; an ArrayBuffer verifies", () => {
+    const bytes = Buffer.from(BODY);
+    const arrayBuffer = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
+    expect(verifyWebhook(arrayBuffer, headersOf(BODY), SECRET, { now }).id).toBe('evt-1');
+    // What a receiver gets from `req.body` when a JSON parser ran first, or when nothing read the body.
+    for (const parsed of [JSON.parse(BODY) as unknown, undefined, null, [1], 42]) {
+      const refusal = (() => {
+        try {
+          verifyWebhook(parsed as string, headersOf(BODY), SECRET, { now });
+        } catch (error) {
+          return error;
+        }
+      })();
+      expect(refusal).toBeInstanceOf(WebhookVerificationError);
+      expect(refusal).toMatchObject({ code: 'raw_body_required' });
+      const { message } = refusal as WebhookVerificationError;
+      expect(message).toContain('rawBody must be the exact bytes received');
+      expect(message).toContain("express.raw({ type: 'application/json' })");
+      expect(message).toContain('await request.text()');
+    }
+  });
+
   it('a toleranceSeconds that is not a finite number from 0 (NaN of an unset variable) is a TypeError, never "any age"', () => {
     const old = headersOf(BODY, T - 611);
     expect(codeOf(() => verifyWebhook(BODY, old, SECRET, { now }))).toBe('timestamp_invalid');

@@ -114,7 +114,9 @@ export type WebhookVerificationErrorCode =
   /** The timestamped signature's `t` is farther than the tolerance from now (a replay or a wrong clock). */
   | 'timestamp_invalid'
   /** The signed body is not a webhook event (not JSON, or without id and type). */
-  | 'payload_invalid';
+  | 'payload_invalid'
+  /** rawBody is not the bytes received (a Buffer, Uint8Array, ArrayBuffer or string): a parsed JSON body, undefined. */
+  | 'raw_body_required';
 
 export class WebhookVerificationError extends Error {
   override readonly name = 'WebhookVerificationError';

@@ -43,6 +43,25 @@ const hmacHex = (secret: string, ...parts: (string | Uint8Array)[]): string => {
 };
 
 /**
+ * The body's bytes; anything else (Express's parsed req.body, undefined when no body was
+ * read) is refused as a verification failure, so a receiver's 400 path takes it, with
+ * what to pass instead.
+ */
+function rawBytesOf(rawBody: unknown): Uint8Array {
+  if (typeof rawBody === 'string') return Buffer.from(rawBody, 'utf8');
+  if (rawBody instanceof Uint8Array) return rawBody;
+  if (rawBody instanceof ArrayBuffer) return new Uint8Array(rawBody);
+  const given =
+    rawBody === null ? 'null' : Array.isArray(rawBody) ? 'an array' : typeof rawBody === 'object' ? 'an object (a parsed JSON body?)' : typeof rawBody;
+  throw new WebhookVerificationError(
+    'raw_body_required',
+    `verifyWebhook: rawBody must be the exact bytes received (a Buffer, Uint8Array, ArrayBuffer or string), got ${given}. ` +
+      "Express: express.raw({ type: 'application/json' }) on the route, then req.body; Fastify: " +
+      "addContentTypeParser('application/json', { parseAs: 'buffer' }, …); Next.js: await request.text(); node:http: the request's chunks, Buffer.concat",
+  );
+}
+
+/**
  * Verifies a webhook delivery and returns its event:
  * - `X-Service-Signature` (the spec's): `sha256=` and the hex HMAC-SHA256 of the raw body,
  *   keyed with the project's webhook secret, compared in constant time;
@@ -51,9 +70,14 @@ const hmacHex = (secret: string, ...parts: (string | Uint8Array)[]): string => {
  *   now, so an old delivery sent again is refused.
  * `rawBody` must be the exact bytes received (not JSON re-serialised). Throws
  * WebhookVerificationError (code signature_missing, signature_invalid, timestamp_invalid,
- * payload_invalid).
+ * payload_invalid, raw_body_required).
  */
-export function verifyWebhook(rawBody: string | Uint8Array, headers: WebhookHeaders, secret: string, options: VerifyWebhookOptions = {}): WebhookEvent {
+export function verifyWebhook(
+  rawBody: string | Uint8Array | ArrayBuffer,
+  headers: WebhookHeaders,
+  secret: string,
+  options: VerifyWebhookOptions = {},
+): WebhookEvent {
   if (typeof secret !== 'string' || secret === '') throw new TypeError('verifyWebhook: the webhook secret is empty');
   // NaN (Number of an unset variable) would pass every delivery: a comparison with it is false.
   const tolerance = options.toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS;
@@ -61,7 +85,7 @@ export function verifyWebhook(rawBody: string | Uint8Array, headers: WebhookHead
     throw new TypeError(`verifyWebhook: toleranceSeconds must be a finite number of seconds from 0, got ${String(tolerance)}`);
   if (options.now !== undefined && typeof options.now !== 'function')
     throw new TypeError(`verifyWebhook: now must be a function answering the clock in ms (as Date.now), got ${typeof options.now}`);
-  const body = typeof rawBody === 'string' ? Buffer.from(rawBody, 'utf8') : rawBody;
+  const body = rawBytesOf(rawBody);
 
   // Node's req.headers and fetch's Headers join a header sent twice with ", ": a comma is in no
   // single X-Service-Signature, and a second t= in no single timestamped one.
