@@ -100,6 +100,20 @@ describe('the SDK against the gateway', () => {
     await expect(badKey.getBalance()).rejects.toMatchObject({ status: 401, code: 'unauthorized', attempts: 1 });
   });
 
+  it('a baseUrl without the version /v1 is refused at construction, not sent to answer 404 for every path', async () => {
+    const auth = { secretKey: shop.keys.test.secretKey };
+    // Without the check each call is the router's 404 not_found, which getPayoutByOrderId reads as "no such payout".
+    for (const baseUrl of [gw.baseUrl, `${gw.baseUrl}/`, `${gw.baseUrl}/v2`, `${gw.baseUrl}/v1?x=1`]) {
+      expect(() => new PaymentGatewayClient({ baseUrl, auth })).toThrow(
+        new TypeError(
+          `baseUrl: an http(s) address ending in the API's version /v1, e.g. https://pay.example.com/v1; got ${new URL(baseUrl).origin}${new URL(baseUrl).pathname}${baseUrl.includes('?') ? ' (with a query or fragment)' : ''}`,
+        ),
+      );
+    }
+    expect(() => new PaymentGatewayClient({ baseUrl: 'pay.example.com/v1', auth })).toThrow(TypeError);
+    expect(await new PaymentGatewayClient({ baseUrl: `${gw.baseUrl}/v1/`, auth }).getBalance()).toMatchObject({ currency: 'RUB' });
+  });
+
   it('iterateInvoices walks every page (limit 2 over 5 invoices: 3 requests), newest first', async () => {
     const accountId = await gw.operator.createAccount();
     const r = await gw.operator.http.post('/admin/v1/projects', { accountId, name: 'Листалка' });

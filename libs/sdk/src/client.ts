@@ -35,7 +35,7 @@ import type {
 export type Authentication = { readonly secretKey: string } | { readonly publicId: string; readonly signingSecret: string };
 
 export interface PaymentGatewayClientOptions {
-  /** The base address with the version, e.g. `https://pay.example.com/v1` (or `http://127.0.0.1:3000/v1`). */
+  /** The base address ending in the version /v1, e.g. `https://pay.example.com/v1` (or `http://127.0.0.1:3000/v1`); else a TypeError. */
   readonly baseUrl: string;
   readonly auth: Authentication;
   /** At most this many retries of one call: a whole number from 0 to 4 (default and maximum by the spec's guidance: 4). */
@@ -148,8 +148,7 @@ export class PaymentGatewayClient {
   private readonly memory: SigningMemory;
 
   constructor(options: PaymentGatewayClientOptions) {
-    if (!/^https?:\/\//.test(options.baseUrl)) throw new TypeError('baseUrl: an http(s) address with the version, e.g. https://pay.example.com/v1');
-    this.baseUrl = options.baseUrl.replace(/\/+$/, '');
+    this.baseUrl = checkBaseUrl(options.baseUrl);
     if ('secretKey' in options.auth) checkCredential('auth.secretKey', options.auth.secretKey);
     else checkCredential('auth.publicId', options.auth.publicId);
     this.#auth = options.auth;
@@ -533,6 +532,27 @@ function memoryOf(secret: string, baseUrl: string): SigningMemory {
   SIGNING_MEMORY.set(key, new WeakRef(memory));
   FORGET.register(memory, key);
   return memory;
+}
+
+/**
+ * The base address without its trailing slashes: http(s), ending in the version `/v1`. Without it every
+ * path is the gateway's 404, which getPayoutByOrderId would take for "no payout of this orderId".
+ */
+function checkBaseUrl(baseUrl: unknown): string {
+  const example = "an http(s) address ending in the API's version /v1, e.g. https://pay.example.com/v1";
+  let url: URL | undefined;
+  try {
+    url = typeof baseUrl === 'string' && /^https?:\/\//i.test(baseUrl) ? new URL(baseUrl) : undefined;
+  } catch {
+    url = undefined;
+  }
+  if (url === undefined) throw new TypeError(`baseUrl: ${example}`);
+  const trimmed = (baseUrl as string).replace(/\/+$/, '');
+  if (!/\/v1$/.test(url.pathname.replace(/\/+$/, '')) || url.search !== '' || url.hash !== '') {
+    // Shown without a query, a fragment or a user and password: the address alone.
+    throw new TypeError(`baseUrl: ${example}; got ${url.origin}${url.pathname}${url.search || url.hash ? ' (with a query or fragment)' : ''}`);
+  }
+  return trimmed;
 }
 
 /**
