@@ -39,7 +39,7 @@ describe('a tampered event log is found and named', () => {
   let checkpoint: Json;
 
   const rows = async (where: string, params: unknown[] = []): Promise<EventRow[]> =>
-    (await gw.db.pool.query<EventRow>(`SELECT ${COLUMNS} FROM events WHERE ${where} ORDER BY transaction_id, global_position`, params)).rows;
+    (await gw.db.pool.query<EventRow>(`SELECT ${COLUMNS} FROM events WHERE ${where} ORDER BY events.transaction_id, events.global_position`, params)).rows;
   const positionOf = (row: EventRow) => `${row.transaction_id}/${row.global_position}`;
 
   /** Puts rows back as they were: delete the positions and insert the saved rows at them. */
