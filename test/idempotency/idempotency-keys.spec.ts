@@ -4,8 +4,8 @@
  * (status, body, the same refund or payout), with another request 409
  * idempotency_key_conflict; concurrent requests with one key do the work once and all
  * get its answer; 4xx answers are replayed, 5xx (and 503) are not stored; a bad key is
- * 400 validation with param Idempotency-Key; keys are per key pair and mode and are
- * kept 24 hours on the gateway clock. Without the header nothing changes.
+ * 400 validation with param Idempotency-Key; keys are per project and mode (a key
+ * rotation between a request and its retry changes nothing) and are kept 24 hours on the gateway clock. Without the header nothing changes.
  */
 import { request as httpRequest } from 'node:http';
 import { randomUUID } from 'node:crypto';
@@ -235,7 +235,7 @@ describe('Idempotency-Key on merchant POSTs (CLOCK=manual)', () => {
       for (const r of replies) expect({ status: r.status, body: r.body }).toEqual({ status: 201, body: replies[0]!.body });
     });
 
-    it("keys belong to a key pair and mode: the same key with another mode's key or another project runs on its own", async () => {
+    it("keys belong to a project and mode: the same key with another mode's key or another project runs on its own", async () => {
       const m = await gw.operator.merchant();
       const n = await gw.operator.merchant();
       const key = randomUUID();
@@ -262,6 +262,60 @@ describe('Idempotency-Key on merchant POSTs (CLOCK=manual)', () => {
       const first = await send(now);
       expectStatus(first, 201);
       const retry = await send(now + 1);
+      expect({ status: retry.status, body: retry.body, replayed: retry.headers.get(REPLAYED) }).toEqual({ status: 201, body: first.body, replayed: 'true' });
+    });
+  });
+
+  describe('a key rotation between a request and its retry (the key belongs to the project and mode)', () => {
+    /** The operator rotates the merchant's key pair of `mode`: the merchant as it is afterwards (the old pair is revoked). */
+    const rotated = async (m: Merchant, mode: Mode): Promise<Merchant> => {
+      const r = await gw.operator.http.post(`/admin/v1/projects/${m.projectId}/keys/rotate`, { mode });
+      expectStatus(r, 201);
+      const after = { ...m, keys: { ...m.keys, [mode]: { secretKey: r.body.secretKey, publicKey: r.body.publicKey } } };
+      expectError(await post(m, mode, '/v1/invoices', JSON.stringify({ amount: '1.00', orderId: orderId('old') }), null), 401, 'unauthorized');
+      return after;
+    };
+
+    it('a refund retried under the new pair: the first 202 again, one refund on the invoice; the key under another project is its own', async () => {
+      const { m, invoiceId } = await refundable();
+      const key = `refund-${randomUUID()}`;
+      const body = '{"amount":"100.00"}';
+      const first = await post(m, 'test', `/v1/invoices/${invoiceId}/refund`, body, key);
+      expectStatus(first, 202);
+      const after = await rotated(m, 'test');
+      const retry = await post(after, 'test', `/v1/invoices/${invoiceId}/refund`, body, key);
+      expect({ status: retry.status, body: retry.body, replayed: retry.headers.get(REPLAYED) }).toEqual({ status: 202, body: first.body, replayed: 'true' });
+      const requested = (await eventsOf(`invoice-${invoiceId}`)).filter((e) => e.type === 'InvoiceRefundRequested');
+      expect(requested.map((e) => e.data.refundId)).toEqual([first.body.id]);
+      expect(await reservationsOf(m.accountId, 'test')).toEqual([`reserve:${first.body.id}`]);
+      // Another project's refund under the same key and body is its own.
+      const other = await refundable();
+      const theirs = await post(other.m, 'test', `/v1/invoices/${other.invoiceId}/refund`, body, key);
+      expectStatus(theirs, 202);
+      expect(theirs.headers.get(REPLAYED)).toBeNull();
+      expect(theirs.body.id).not.toBe(first.body.id);
+    });
+
+    it('a payout without orderId retried under the new pair: the same payout (201 replayed), one reservation', async () => {
+      const m = await gw.operator.merchant({ holdHours: 0 });
+      await fund(gw.operator, m, 'live', ['5000.00']);
+      const address = await payoutAddress(gw.operator, m.accountId, { method: 'sbp', account: PHONE });
+      const key = randomUUID();
+      const body = `{"amount":"150.00","addressId":${address.id}}`;
+      const first = await post(m, 'live', '/v1/payouts', body, key);
+      expectStatus(first, 201);
+      const retry = await post(await rotated(m, 'live'), 'live', '/v1/payouts', body, key);
+      expect({ status: retry.status, body: retry.body, replayed: retry.headers.get(REPLAYED) }).toEqual({ status: 201, body: first.body, replayed: 'true' });
+      expect(await reservationsOf(m.accountId, 'live')).toEqual([`reserve:po_${first.body.id}`]);
+    });
+
+    it('an invoice create retried under the new pair: its 201 again (not the 200 of an orderId repeat)', async () => {
+      const m = await gw.operator.merchant();
+      const key = randomUUID();
+      const body = JSON.stringify({ amount: '250.00', orderId: orderId('rotated') });
+      const first = await post(m, 'test', '/v1/invoices', body, key);
+      expectStatus(first, 201);
+      const retry = await post(await rotated(m, 'test'), 'test', '/v1/invoices', body, key);
       expect({ status: retry.status, body: retry.body, replayed: retry.headers.get(REPLAYED) }).toEqual({ status: 201, body: first.body, replayed: 'true' });
     });
   });

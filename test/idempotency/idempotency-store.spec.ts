@@ -34,6 +34,7 @@ describe('the idempotency key store', () => {
 
   const keyed = (over: Partial<KeyedRequest> = {}): KeyedRequest => ({
     keyId: randomUUID(),
+    projectId: randomUUID(),
     mode: 'test',
     key: randomUUID(),
     fingerprint: requestFingerprint('POST', '/v1/invoices', '{"amount":"1.00"}'),
@@ -113,16 +114,23 @@ describe('the idempotency key store', () => {
     expect(await keys.admit(r)).toMatchObject({ kind: 'run', takenOver: false });
   });
 
-  it('keys are per key pair and mode', async () => {
+  it('keys are per project and mode: another pair of the project gets the answer, and a takeover the first pair', async () => {
     const r = keyed();
-    await keys.admit(r);
+    expect(await keys.admit(r)).toMatchObject({ kind: 'run', keyId: r.keyId });
     await keys.complete(r, 201, '{}');
+    expect(await keys.admit({ ...r, keyId: randomUUID() })).toEqual({ kind: 'replay', status: 201, body: '{}' });
     for (const other of [
-      { ...r, keyId: randomUUID() },
+      { ...r, projectId: randomUUID(), keyId: randomUUID() },
       { ...r, mode: 'live' as const },
     ]) {
-      expect(await keys.admit({ ...other, fingerprint: 'another request' })).toMatchObject({ kind: 'run' });
+      expect(await keys.admit({ ...other, fingerprint: 'another request' })).toMatchObject({ kind: 'run', keyId: other.keyId });
     }
+    // A holder that died: the retry under a new pair runs it as the first pair's request.
+    const died = keyed();
+    const dying = apiProcess();
+    expect(await dying.admit(died)).toMatchObject({ kind: 'run', keyId: died.keyId });
+    dying.close();
+    expect(await apiProcess().admit({ ...died, keyId: randomUUID() })).toMatchObject({ kind: 'run', takenOver: true, keyId: died.keyId });
   });
 
   it('a key is kept 24 hours on the gateway clock and swept after', async () => {

@@ -68,6 +68,7 @@ export class IdempotencyGuard implements CanActivate {
     if (!merchant) throw new Error('IdempotencyGuard used on a route without MerchantAuthGuard');
     const keyed: KeyedRequest = {
       keyId: merchant.keyId,
+      projectId: merchant.project.id,
       mode: merchant.mode,
       key: reading.key,
       fingerprint: requestFingerprint(request.method, request.url, request.rawBody),
@@ -75,7 +76,8 @@ export class IdempotencyGuard implements CanActivate {
     const admission = await this.keys.admit(keyed);
     switch (admission.kind) {
       case 'run':
-        request.idempotency = { request: keyed, claim: admission.claim };
+        // The keyed steps are named by the key's first pair: a retry under a rotated pair reaches the same refund or payout.
+        request.idempotency = { request: { ...keyed, keyId: admission.keyId }, claim: admission.claim };
         return;
       case 'replay':
         throw new StoredAnswer(admission.status, admission.body);

@@ -44,7 +44,7 @@ import {
   webhookQueueMigration,
 } from '../webhooks/schema';
 import { webhookRetentionMigration } from '../webhooks/webhook-retention';
-import { idempotencyKeysMigration } from '../idempotency/schema';
+import { idempotencyKeysByProjectMigration, idempotencyKeysMigration } from '../idempotency/schema';
 import { payoutIdsMigration, payoutRequestKeysMigration } from '../payouts/payout-ids.schema';
 import { ledgerCauseIndexMigration } from '../ledger/ledger-cause-index';
 import { foldedStateAsJsonMigration, readModelRowsMigration } from '../read-models/folded-row';
@@ -109,4 +109,5 @@ export const allMigrations: readonly Migration[] = [
   webhookDeliveriesAcknowledgedMigration,
   scheduledHoldEndMigration,
   refundRequestsInLogMigration,
+  idempotencyKeysByProjectMigration,
 ];

@@ -6,8 +6,12 @@ import { IDEMPOTENCY_RETENTION_HOURS, KeyedRequest } from './keyed-request';
 
 /** What to do with a keyed request. */
 export type Admission =
-  /** Run it: this request holds the key (`claim`, its lease renewed until stopRenewing) until its answer is stored. */
-  | { readonly kind: 'run'; readonly claim: string; readonly takenOver: boolean }
+  /**
+   * Run it: this request holds the key (`claim`, its lease renewed until stopRenewing)
+   * until its answer is stored. `keyId`: the key pair of the key's first claimant, which
+   * names the keyed steps (this request's own pair unless it took the key over).
+   */
+  | { readonly kind: 'run'; readonly claim: string; readonly takenOver: boolean; readonly keyId: string }
   /** The key's first answer, to send again as it was. */
   | { readonly kind: 'replay'; readonly status: number; readonly body: string }
   /** The key was used with another request (method, path or body). */
@@ -32,27 +36,28 @@ export const IDEMPOTENCY_TIMING: IdempotencyTiming = { leaseSeconds: 5, waitMs: 
 const SWEEP_EVERY_MS = 60_000;
 
 const CLAIM = `
-INSERT INTO idempotency_keys (key_id, mode, idempotency_key, fingerprint, state, claim, lease_until, created_at)
-VALUES ($1, $2, $3, $4, 'started', $5, clock_timestamp() + make_interval(secs => $6), $7)
-ON CONFLICT (key_id, mode, idempotency_key) DO UPDATE SET claim = EXCLUDED.claim, lease_until = EXCLUDED.lease_until
+INSERT INTO idempotency_keys (project_id, mode, idempotency_key, key_id, fingerprint, state, claim, lease_until, created_at)
+VALUES ($1, $2, $3, $4, $5, 'started', $6, clock_timestamp() + make_interval(secs => $7), $8)
+ON CONFLICT (project_id, mode, idempotency_key) WHERE project_id IS NOT NULL
+DO UPDATE SET claim = EXCLUDED.claim, lease_until = EXCLUDED.lease_until
   WHERE idempotency_keys.state = 'started'
     AND idempotency_keys.fingerprint = EXCLUDED.fingerprint
     AND idempotency_keys.lease_until <= clock_timestamp()
-RETURNING (xmax = 0) AS fresh`;
+RETURNING (xmax = 0) AS fresh, key_id::text AS key_id`;
 
 // Every lease this process holds, in one statement by primary key: the claims still the keys' come back.
 const RENEW = `
 UPDATE idempotency_keys k SET lease_until = clock_timestamp() + make_interval(secs => $5)
-FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[]) AS held(key_id, mode, idempotency_key, claim)
-WHERE k.key_id = held.key_id AND k.mode = held.mode AND k.idempotency_key = held.idempotency_key
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[]) AS held(project_id, mode, idempotency_key, claim)
+WHERE k.project_id = held.project_id AND k.mode = held.mode AND k.idempotency_key = held.idempotency_key
   AND k.state = 'started' AND k.claim = held.claim
 RETURNING k.claim::text AS claim`;
 
-const READ = `SELECT fingerprint, state, status, body FROM idempotency_keys WHERE key_id = $1 AND mode = $2 AND idempotency_key = $3`;
+const READ = `SELECT fingerprint, state, status, body FROM idempotency_keys WHERE project_id = $1 AND mode = $2 AND idempotency_key = $3`;
 
 const COMPLETE = `
 UPDATE idempotency_keys SET state = 'completed', status = $5, body = $6, completed_at = $7
-WHERE key_id = $1 AND mode = $2 AND idempotency_key = $3 AND fingerprint = $4 AND state = 'started'`;
+WHERE project_id = $1 AND mode = $2 AND idempotency_key = $3 AND fingerprint = $4 AND state = 'started'`;
 
 interface KeyRow {
   fingerprint: string;
@@ -100,14 +105,23 @@ export class IdempotencyKeys {
     let pause = 10;
     for (;;) {
       const claim = randomUUID();
-      const claimed = await this.pool.query<{ fresh: boolean }>(
-        preparedStatement(CLAIM, [request.keyId, request.mode, request.key, request.fingerprint, claim, this.timing.leaseSeconds, this.clock.now()]),
+      const claimed = await this.pool.query<{ fresh: boolean; key_id: string }>(
+        preparedStatement(CLAIM, [
+          request.projectId,
+          request.mode,
+          request.key,
+          request.keyId,
+          request.fingerprint,
+          claim,
+          this.timing.leaseSeconds,
+          this.clock.now(),
+        ]),
       );
       if (claimed.rows[0]) {
         this.renew(request, claim);
-        return { kind: 'run', claim, takenOver: !claimed.rows[0].fresh };
+        return { kind: 'run', claim, takenOver: !claimed.rows[0].fresh, keyId: claimed.rows[0].key_id };
       }
-      const row = (await this.pool.query<KeyRow>(preparedStatement(READ, [request.keyId, request.mode, request.key]))).rows[0];
+      const row = (await this.pool.query<KeyRow>(preparedStatement(READ, [request.projectId, request.mode, request.key]))).rows[0];
       // Gone meanwhile (its holder answered 5xx and let it go): claim it again.
       if (!row) continue;
       if (row.fingerprint !== request.fingerprint) return { kind: 'conflict' };
@@ -144,18 +158,18 @@ export class IdempotencyKeys {
    */
   async complete(request: KeyedRequest, status: number, body: string): Promise<{ readonly status: number; readonly body: string } | null> {
     const stored = await this.pool.query(
-      preparedStatement(COMPLETE, [request.keyId, request.mode, request.key, request.fingerprint, status, body, this.clock.now()]),
+      preparedStatement(COMPLETE, [request.projectId, request.mode, request.key, request.fingerprint, status, body, this.clock.now()]),
     );
     if (stored.rowCount === 1) return null;
-    const row = (await this.pool.query<KeyRow>(preparedStatement(READ, [request.keyId, request.mode, request.key]))).rows[0];
+    const row = (await this.pool.query<KeyRow>(preparedStatement(READ, [request.projectId, request.mode, request.key]))).rows[0];
     return row && row.state === 'completed' && row.fingerprint === request.fingerprint ? { status: row.status!, body: row.body! } : null;
   }
 
   /** Lets the key go after an answer that is not stored (5xx): the next retry runs the request again. */
   async abandon(request: KeyedRequest, claim: string): Promise<void> {
     this.stopRenewing(claim);
-    await this.pool.query(`DELETE FROM idempotency_keys WHERE key_id = $1 AND mode = $2 AND idempotency_key = $3 AND state = 'started' AND claim = $4`, [
-      request.keyId,
+    await this.pool.query(`DELETE FROM idempotency_keys WHERE project_id = $1 AND mode = $2 AND idempotency_key = $3 AND state = 'started' AND claim = $4`, [
+      request.projectId,
       request.mode,
       request.key,
       claim,
@@ -186,7 +200,7 @@ export class IdempotencyKeys {
     try {
       const renewed = await this.pool.query<{ claim: string }>(
         preparedStatement(RENEW, [
-          held.map(([, h]) => h.request.keyId),
+          held.map(([, h]) => h.request.projectId),
           held.map(([, h]) => h.request.mode),
           held.map(([, h]) => h.request.key),
           held.map(([claim]) => claim),

@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto';
 
 /**
  * The merchant's `Idempotency-Key` header: 1 to 255 printable ASCII characters
- * (space to tilde). It names one operation of one API key pair in one mode.
+ * (space to tilde). It names one operation of one project in one mode, whichever of
+ * the project's key pairs sends it (a retry after a key rotation is the same operation).
  */
 export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
 export const IDEMPOTENCY_KEY_MAX_LENGTH = 255;
@@ -28,10 +29,17 @@ export function readIdempotencyKey(values: readonly string[]): IdempotencyKeyRea
   return { kind: 'key', key };
 }
 
-/** Who sent a keyed request and what it asked: the key pair, the mode, the key, and the request's fingerprint. */
+/** Who sent a keyed request and what it asked: the project, the key pair, the mode, the key, and the request's fingerprint. */
 export interface KeyedRequest {
-  /** The api_keys row shared by the secret and public key of one pair. */
+  /**
+   * An api_keys row (shared by the secret and public key of one pair) that names the
+   * keyed steps: the request's own pair, or, once its key is claimed, the pair of the
+   * key's first claimant (stored with the key), so a retry under a new pair reaches
+   * the same refund or payout.
+   */
   readonly keyId: string;
+  /** The key's scope, with the mode. */
+  readonly projectId: string;
   readonly mode: 'test' | 'live';
   readonly key: string;
   /** requestFingerprint of the request. */
@@ -47,8 +55,8 @@ export function requestFingerprint(method: string, path: string, rawBody: Buffer
 }
 
 /**
- * A digest naming one keyed request for good: the same key pair, mode, key and
- * request always give the same digest, another request under the same key another
+ * A digest naming one keyed request for good: the same key pair (`keyId`), mode, key
+ * and request always give the same digest, another request under the same key another
  * one. `purpose` separates the uses (a refund id, a payout claim).
  */
 export function keyedRequestDigest(purpose: string, r: KeyedRequest): Buffer {

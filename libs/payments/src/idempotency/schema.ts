@@ -27,3 +27,34 @@ CREATE TABLE idempotency_keys (
 CREATE INDEX idempotency_keys_age ON idempotency_keys (created_at);
 `,
 };
+
+/**
+ * Idempotency keys per project and mode, not per key pair: a retry sent with the new
+ * pair after a key rotation is still the same operation. Expand only: `key_id` stays
+ * (the pair that names the keyed steps, see KeyedRequest) with its primary key, which a
+ * previous version still claims by during a rolling upgrade; its rows get their
+ * project from the trigger. Two pairs of one project that used one key (before a
+ * rotation) keep the newest pair's row: the retries the merchant sends now come with
+ * it, so the answer they already got stays the key's answer. A row of a pair no longer
+ * known keeps a null project and is swept after the retention.
+ */
+export const idempotencyKeysByProjectMigration: Migration = {
+  id: 'payments:0050_idempotency_keys_by_project',
+  sql: `
+ALTER TABLE idempotency_keys ADD COLUMN project_id uuid;
+CREATE FUNCTION idempotency_keys_project() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.project_id IS NULL THEN
+    NEW.project_id := (SELECT project_id FROM api_keys WHERE id = NEW.key_id);
+  END IF;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER idempotency_keys_project BEFORE INSERT ON idempotency_keys FOR EACH ROW EXECUTE FUNCTION idempotency_keys_project();
+DELETE FROM idempotency_keys k USING api_keys a, idempotency_keys o, api_keys b
+WHERE a.id = k.key_id AND b.id = o.key_id AND b.project_id = a.project_id
+  AND o.mode = k.mode AND o.idempotency_key = k.idempotency_key
+  AND (b.created_at, b.id) > (a.created_at, a.id);
+UPDATE idempotency_keys k SET project_id = a.project_id FROM api_keys a WHERE a.id = k.key_id;
+CREATE UNIQUE INDEX idempotency_keys_project_scope ON idempotency_keys (project_id, mode, idempotency_key) WHERE project_id IS NOT NULL;
+`,
+};
