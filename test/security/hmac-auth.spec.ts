@@ -507,6 +507,30 @@ describe('HMAC request signing (mode 2) across two API processes', () => {
     });
   });
 
+  describe('a request refused 429 did not use its signature', () => {
+    it('a signed POST refused for the rate is accepted when resent byte for byte after Retry-After; a replay of it then is 401', async () => {
+      const m = await opA.merchant({ name: 'Окно' });
+      const s = signer(m, 'test', await webhookSecretOf(m.projectId));
+      const keyId = (await db.pool.query<{ id: string }>('SELECT id FROM api_keys WHERE public_key = $1', [s.publicId])).rows[0]!.id;
+      // The key's windows of the next seconds are already full (its other requests).
+      const second = clock.nowSeconds();
+      await db.pool.query(
+        `INSERT INTO rate_limit_windows (key_id, window_second, hits) SELECT $1, w, 1000 FROM generate_series($2::bigint - 2, $2::bigint + 5) AS w`,
+        [keyId, second],
+      );
+      const raw = JSON.stringify({ amount: '10.00', orderId: orderId('limited') });
+      const ts = String(freshTimestamp());
+      const headers = { 'x-public-id': s.publicId, 'x-timestamp': ts, 'x-signature': signRequest(s.secret, ts, raw), 'content-type': 'application/json' };
+      const refused = await sendRaw(a.baseUrl, 'POST', '/v1/invoices', { headers, body: raw });
+      expectApiError(refused, 429, 'rate_limited');
+      expect(refused.headers.get('retry-after')).toBe('1');
+      // Past the full windows: the very same bytes, in either process.
+      await advanceBoth(10);
+      expectStatus(await sendRaw(b.baseUrl, 'POST', '/v1/invoices', { headers, body: raw }), 201);
+      expectApiError(await sendRaw(a.baseUrl, 'POST', '/v1/invoices', { headers, body: raw }), 401, 'signature_invalid');
+    });
+  });
+
   describe('revocation: a rotated key stops at once in both processes', () => {
     it('after keys/rotate the old public key is 401 unauthorized everywhere; the new one works; the other mode is untouched', async () => {
       const m = await opA.merchant({ name: 'Ротация' });

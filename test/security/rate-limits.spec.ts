@@ -11,7 +11,7 @@
  */
 import { RunningGateway, startGateway } from '../support/gateway-process';
 import { api, Client, CYRILLIC, expectStatus, Merchant, Operator, orderId, Reply } from '../support/merchant-fixtures';
-import { GatewayClock } from '../support/signing';
+import { GatewayClock, sendRaw, signRequest } from '../support/signing';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 const ADMIN_TOKEN = 'operator-token-for-limit-tests-00042';
@@ -233,6 +233,20 @@ describe('request limits across two API processes', () => {
       const upper = await read(b.baseUrl, id.toUpperCase());
       // ...so it is the same poll and must wait like any other.
       expect({ status: upper.status, code: upper.body?.error?.code }).toEqual({ status: 429, code: 'rate_limited' });
+    });
+
+    it('a signed read refused by the poll limit did not use its signature: resent byte for byte after Retry-After → 200; its replay → 401', async () => {
+      const id = await create();
+      const secret = (await opA.http.get(`/admin/v1/projects/${shop.projectId}`)).body.webhookSecret as string;
+      await advanceBoth(0);
+      expectStatus(await read(a.baseUrl, id), 200);
+      const ts = String(clock.nowSeconds());
+      const headers = { 'x-public-id': shop.keys.test.publicKey, 'x-timestamp': ts, 'x-signature': signRequest(secret, ts, '') };
+      const seconds = expectRateLimited(await sendRaw(b.baseUrl, 'GET', `/v1/invoices/${id}`, { headers }), { min: 1, max: 3 });
+      await advanceBoth(seconds);
+      expectStatus(await sendRaw(a.baseUrl, 'GET', `/v1/invoices/${id}`, { headers }), 200);
+      const replay = await sendRaw(b.baseUrl, 'GET', `/v1/invoices/${id}`, { headers });
+      expect({ status: replay.status, code: replay.body?.error?.code }).toEqual({ status: 401, code: 'signature_invalid' });
     });
 
     it('20 concurrent reads of one invoice over both processes: exactly one is answered', async () => {

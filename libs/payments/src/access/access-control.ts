@@ -75,6 +75,12 @@ export class AccessControl {
     private readonly limits: { perSecond: number; pollIntervalSeconds: number },
   ) {}
 
+  /** Whether a signature was used already (a replay), recording nothing. */
+  async signatureUsed(signature: string): Promise<boolean> {
+    const result = await this.pool.query(preparedStatement('SELECT 1 FROM used_signatures WHERE signature = $1', [signature.toLowerCase()]));
+    return result.rowCount === 1;
+  }
+
   /** Records a signature's first use; false when it was already used (a replay). */
   async firstUseOfSignature(signature: string, now: Date): Promise<boolean> {
     await this.sweep(now);

@@ -23,7 +23,7 @@ const POLL_MARKED = 'merchant-auth:poll-marked';
  * key: with a Bearer key the guard takes the mark in the key's own lookup statement
  * (one round trip for authentication, the rate and the poll), and the route reads the
  * verdict with @PollMark(). (An HMAC request's key is known only after its signature
- * holds: the route takes the mark itself.)
+ * holds: the guard takes the mark once the request is within the rate.)
  */
 export const PollMarked = (resourceOf: PollResourceOf) => SetMetadata(POLL_MARKED, resourceOf);
 
@@ -107,22 +107,34 @@ export class MerchantAuthGuard implements CanActivate {
       // The key's lookup counts the request (and takes a read's poll mark) too: one round trip.
       // Not when parameters were sent: these reads take none (NoParameters), so the request
       // will be refused (400) and must not spend the poll.
-      const resource = sentParameters(request.query)
-        ? null
-        : this.reflector.get<PollResourceOf | undefined>(POLL_MARKED, context.getHandler())?.(request.params as Record<string, string>);
+      const resource = this.pollResource(context, request);
       const pollMark = resource ? this.access.pollMarkOf(resource, now) : null;
       const counted = await this.bearer(request, authorization, now, pollMark);
       identity = counted.identity;
       refusal = await this.access.admitCounted(counted.hits, now);
       if (counted.poll) request.pollMark = { refusal: this.access.pollVerdict(counted.poll, now) };
     } else {
-      // Counted only once the signature holds: a forged request must not spend the merchant's limit.
-      identity = await this.hmac(request, now);
+      // Counted only once the signature holds and is not a replay: neither must spend the merchant's limit.
+      const signedBy = await this.hmac(request, now);
+      identity = signedBy.identity;
       refusal = await this.access.admit(identity.keyId, now);
+      if (!refusal) {
+        const resource = this.pollResource(context, request);
+        if (resource && this.access.pollMarkOf(resource, now)) request.pollMark = { refusal: await this.access.admitPoll(identity.keyId, resource, now) };
+        // Used up only by a request the rate and the poll let through: one refused with 429 may be sent again after Retry-After.
+        // Two copies at once: one records it, the other is the replay.
+        if (!request.pollMark?.refusal && !(await this.access.firstUseOfSignature(signedBy.signature, now))) throw signatureUsed();
+      }
     }
     if (refusal) throw rateLimited(refusal.retryAfterSeconds, 'Слишком много запросов: не больше 60 в секунду на ключ');
     request.merchant = identity;
     return true;
+  }
+
+  /** The resource a poll-marked route reads; null elsewhere, or when parameters were sent (refused 400: no poll is spent). */
+  private pollResource(context: ExecutionContext, request: MerchantRequest): string | null {
+    if (sentParameters(request.query)) return null;
+    return this.reflector.get<PollResourceOf | undefined>(POLL_MARKED, context.getHandler())?.(request.params as Record<string, string>) ?? null;
   }
 
   private async bearer(
@@ -163,7 +175,8 @@ export class MerchantAuthGuard implements CanActivate {
     return counted;
   }
 
-  private async hmac(request: MerchantRequest, now: Date): Promise<MerchantIdentity> {
+  /** The key of a request whose signature holds and was not used yet (recorded as used by canActivate), and the signature. */
+  private async hmac(request: MerchantRequest, now: Date): Promise<{ identity: MerchantIdentity; signature: string }> {
     let lookedUp = false;
     const fail = (error: ApiError) => this.failures.reject(request, 'signature', error, lookedUp);
     // A repeat is refused as a repeated Authorization is: 401 naming the header, a failure of the address.
@@ -237,13 +250,14 @@ export class MerchantAuthGuard implements CanActivate {
         throw fail(mismatch());
       }
     }
-    if (!(await this.access.firstUseOfSignature(signature, now))) {
-      // A replay of the key's own request: refused, not a failure of the address.
-      throw ApiError.unauthorized('Эта подпись уже использована: каждая принимается один раз', 'signature_invalid', undefined, undefined, 'X-Timestamp');
-    }
-    return live;
+    // A replay of the key's own request: refused, not a failure of the address.
+    if (await this.access.signatureUsed(signature)) throw signatureUsed();
+    return { identity: live, signature };
   }
 }
+
+const signatureUsed = (): ApiError =>
+  ApiError.unauthorized('Эта подпись уже использована: каждая принимается один раз', 'signature_invalid', undefined, undefined, 'X-Timestamp');
 
 export function rateLimited(retryAfterSeconds: number, message: string): ApiError {
   return new ApiError(429, 'rate_limited', message, undefined, undefined, { 'Retry-After': String(retryAfterSeconds) });
