@@ -32,6 +32,8 @@ describe('AuthFailureLimiter', () => {
     // 100 failures overall, 2 per address: the 101st, wherever it comes from, waits for the overall window (from t=10 s).
     expect(limiter.fail('198.51.100.1', at(20))).toBe(50);
     expect(limiter.fail('192.0.2.77', at(20))).toBe(50);
+    // Said as the overall limit's: that address is within its own.
+    expect(limiter.refusal('192.0.2.78', at(20))).toEqual({ seconds: 50, by: 'overall' });
     // When the overall window ends, the addresses' own windows decide again.
     expect(limiter.fail('198.51.100.2', at(70))).toBeNull();
   });
@@ -42,6 +44,7 @@ describe('AuthFailureLimiter', () => {
     for (let i = 0; i < 5; i++) limiter.fail('203.0.113.2', at(30));
     // 203.0.113.2: its own window (from 30 s) ends at 90, the overall one (from 0) at 60.
     expect(limiter.fail('203.0.113.2', at(31))).toBe(59);
+    expect(limiter.refusal('203.0.113.2', at(32))).toEqual({ seconds: 58, by: 'address' });
   });
 
   it('counts an IPv6 client by its /64 and an IPv4-mapped one as IPv4', () => {

@@ -104,7 +104,10 @@ describe('failed authentication is limited per client address and overall, and o
     expect(count(flood, 401)).toBe(PER_ADDRESS);
     expect(count(flood, 429)).toBe(200 - PER_ADDRESS);
     for (const r of flood.filter((x) => x.status === 401)) expect(r.body.error.code).toBe('unauthorized');
-    for (const r of flood.filter((x) => x.status === 429)) expectRefused(r);
+    for (const r of flood.filter((x) => x.status === 429)) {
+      expectRefused(r);
+      expect(r.body.error.message).toBe('Слишком много неудачных попыток авторизации с этого адреса: повторите запрос позже');
+    }
     // A key without the tag every issued key carries was never issued: none was looked up.
     expect(await metric('auth_failure_lookups_total', 'secret_key')).toBe(0);
 
@@ -238,6 +241,10 @@ describe('failed authentication is limited per client address and overall, and o
     const typo = await merchant.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${randomSecretKey()}` } });
     tally('secret_key', [typo]);
     expectRefused(typo);
+    // Its own address is within its limit: the answer blames the server's overall count, not the address.
+    expect(typo.body.error.message).toBe(
+      `Слишком много неудачных попыток авторизации на этом сервере со всех адресов: повторите запрос через ${typo.headers['retry-after']} с`,
+    );
     expect((await merchant.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${shop.keys.live.secretKey}` } })).status).toBe(200);
     expect((await attackers[0]!.request('GET', '/v1/methods', { headers: { authorization: `Bearer ${shop.keys.test.secretKey}` } })).status).toBe(200);
     expect((await signedBalance(attackers[1]!, await now())).status).toBe(200);

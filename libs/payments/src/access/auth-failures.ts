@@ -69,6 +69,14 @@ export class AuthFailureLimiter {
 
   /** Counts one failed authentication of the client; answers null within the limits, else the seconds to wait. */
   fail(address: string, now: Date): number | null {
+    return this.refusal(address, now)?.seconds ?? null;
+  }
+
+  /**
+   * As fail, saying which limit refuses: the client's own (`address`), or only the
+   * overall one (`overall`: this client is within its own, everyone's failures are not).
+   */
+  refusal(address: string, now: Date): { readonly seconds: number; readonly by: 'address' | 'overall' } | null {
     const t = now.getTime();
     const key = clientKeyOf(address);
     let own = this.live(this.byClient.get(key), t);
@@ -85,7 +93,7 @@ export class AuthFailureLimiter {
     const waits: number[] = [];
     if (own.failures > this.limits.perAddress) waits.push(this.secondsLeft(own, t));
     if (all.failures > this.limits.overall) waits.push(this.secondsLeft(all, t));
-    return waits.length === 0 ? null : Math.max(...waits);
+    return waits.length === 0 ? null : { seconds: Math.max(...waits), by: own.failures > this.limits.perAddress ? 'address' : 'overall' };
   }
 
   /** Client addresses remembered now (for tests of the bound). */

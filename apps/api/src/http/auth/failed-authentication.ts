@@ -35,15 +35,18 @@ export class FailedAuthentication {
    */
   reject(request: FastifyRequest, kind: AuthFailureKind, error: ApiError, lookedUp = false): ApiError {
     if (lookedUp) this.observer?.lookedUp(kind);
-    const wait = this.limiter.fail(clientAddress(request), this.clock.now());
-    if (wait === null) {
+    const refusal = this.limiter.refusal(clientAddress(request), this.clock.now());
+    if (refusal === null) {
       this.observer?.failed(kind);
       return error;
     }
     this.observer?.refused(kind);
-    return new ApiError(429, 'rate_limited', 'Слишком много неудачных попыток авторизации с этого адреса: повторите запрос позже', undefined, undefined, {
-      'Retry-After': String(wait),
-    });
+    // The overall limit is not this address's doing: say so, or a client that failed once blames itself.
+    const message =
+      refusal.by === 'address'
+        ? 'Слишком много неудачных попыток авторизации с этого адреса: повторите запрос позже'
+        : `Слишком много неудачных попыток авторизации на этом сервере со всех адресов: повторите запрос через ${refusal.seconds} с`;
+    return new ApiError(429, 'rate_limited', message, undefined, undefined, { 'Retry-After': String(refusal.seconds) });
   }
 }
 
