@@ -622,7 +622,7 @@ describe('payouts over HTTP (CLOCK=manual)', () => {
       const asked = await gw.operator.advance(0);
       const r = await m.live.post('/v1/payouts', { amount: '100.00', addressId: address.id, orderId: oid });
       expectStatus(r, 201);
-      // The claim is waited out (5 s, twice), then taken over. Dated with the request's arrival, its reservation would land
+      // The claim is waited out (5 s from when it was claimed), then taken over. Dated with the request's arrival, its reservation would land
       // in a period a finance report already answered for (docs/finance-reports.md).
       expect(Date.parse(r.body.createdAt)).toBeGreaterThan(asked.getTime() + 5_000);
       expect(await h.adminBalance(m.accountId)).toMatchObject({ available: '900.00', reserved: '100.00' });

@@ -45,7 +45,7 @@ import {
 } from '../webhooks/schema';
 import { webhookRetentionMigration } from '../webhooks/webhook-retention';
 import { idempotencyKeysByProjectMigration, idempotencyKeysMigration } from '../idempotency/schema';
-import { payoutIdsMigration, payoutRequestKeysMigration } from '../payouts/payout-ids.schema';
+import { payoutIdsMigration, payoutOrderIdClaimedAtMigration, payoutRequestKeysMigration } from '../payouts/payout-ids.schema';
 import { ledgerCauseIndexMigration } from '../ledger/ledger-cause-index';
 import { foldedStateAsJsonMigration, readModelRowsMigration } from '../read-models/folded-row';
 import { auditSigningKeysMigration } from '../audit/signing-keys';
@@ -110,4 +110,5 @@ export const allMigrations: readonly Migration[] = [
   scheduledHoldEndMigration,
   refundRequestsInLogMigration,
   idempotencyKeysByProjectMigration,
+  payoutOrderIdClaimedAtMigration,
 ];

@@ -36,3 +36,17 @@ CREATE TABLE payout_request_keys (
 );
 `,
 };
+
+/** How long (database time) an orderId's claim may stay without its payout before a retry takes it over. */
+export const ORDER_ID_CLAIM_GRACE_SECONDS = 5;
+
+/**
+ * When each orderId was claimed (database time): a claim whose payout is still unwritten
+ * is taken as its dead request's once it is ORDER_ID_CLAIM_GRACE_SECONDS old, counted from
+ * the claim, not from when a retry first sees it (a retry that first waited out the dead
+ * request's Idempotency-Key lease finds the claim already that old).
+ */
+export const payoutOrderIdClaimedAtMigration: Migration = {
+  id: 'payments:0051_payout_order_id_claimed_at',
+  sql: `ALTER TABLE payout_order_ids ADD COLUMN claimed_at timestamptz NOT NULL DEFAULT clock_timestamp()`,
+};

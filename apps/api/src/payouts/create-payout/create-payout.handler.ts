@@ -5,7 +5,7 @@ import { formatMoney } from '#ledger';
 import type { KeyedRequest } from '#payments/idempotency';
 import { keyedRequestDigest } from '#payments/idempotency';
 import type { PayoutAddress } from '#payments/merchants';
-import { PayoutFlow, PayoutRequest } from '#payments/payouts';
+import { ORDER_ID_CLAIM_GRACE_SECONDS, PayoutFlow, PayoutRequest } from '#payments/payouts';
 import type { Clock } from '#platform/clock';
 
 /** POST /v1/payouts (live keys): the payout recorded under its id, the amount reserved on the live ledger, pending (or its refusal). */
@@ -51,9 +51,12 @@ export class CreatePayoutHandler implements ICommandHandler<CreatePayout> {
     keyed: KeyedRequest | null = null,
   ): Promise<{ created: boolean; payout: Payout }> {
     let now = clock.now();
+    let abandonedId: number | null = null;
     if (request.orderId !== null) {
       const repeat = await this.repeatOf(accountId, request.orderId, now);
       if (repeat.payout) return { created: false, payout: repeat.payout };
+      // A claim whose request died: ours to use, its grace already waited out (not a second time below).
+      abandonedId = repeat.abandonedId;
     }
     const requestKey = request.orderId === null && keyed !== null ? keyedRequestDigest('payout', keyed).toString('hex') : null;
     let keyedId: number | null = null;
@@ -75,6 +78,7 @@ export class CreatePayoutHandler implements ICommandHandler<CreatePayout> {
     let payoutId: number;
     if (requestKey !== null) payoutId = keyedId ?? (await this.claimIdForKey(accountId, requestKey));
     else if (request.orderId === null) payoutId = await this.nextId();
+    else if (abandonedId !== null) payoutId = abandonedId;
     else {
       const claim = await this.flow.pool.query<{ payout_id: string }>(
         `INSERT INTO payout_order_ids (account_id, order_id, payout_id) VALUES ($1, $2, nextval('payout_ids'))
@@ -123,11 +127,12 @@ export class CreatePayoutHandler implements ICommandHandler<CreatePayout> {
    * before writing its payout, or nothing (never claimed, or refused and given up).
    */
   private async repeatOf(accountId: string, orderId: string, now: Date): Promise<{ payout: Payout | null; abandonedId: number | null }> {
-    for (let attempt = 0; ; attempt++) {
-      const claimed = await this.flow.pool.query<{ payout_id: string }>('SELECT payout_id FROM payout_order_ids WHERE account_id = $1 AND order_id = $2', [
-        accountId,
-        orderId,
-      ]);
+    for (;;) {
+      const claimed = await this.flow.pool.query<{ payout_id: string; graced: boolean }>(
+        `SELECT payout_id, claimed_at <= clock_timestamp() - make_interval(secs => $3) AS graced
+           FROM payout_order_ids WHERE account_id = $1 AND order_id = $2`,
+        [accountId, orderId, ORDER_ID_CLAIM_GRACE_SECONDS],
+      );
       if (!claimed.rows[0]) return { payout: null, abandonedId: null };
       const payoutId = Number(claimed.rows[0].payout_id);
       const payout = await this.flow.load(payoutId);
@@ -144,8 +149,9 @@ export class CreatePayoutHandler implements ICommandHandler<CreatePayout> {
           throw error;
         }
       }
-      // Claimed, not yet written: the claiming request is on its way; after a grace period it is taken as dead.
-      if (attempt >= 50) return { payout: null, abandonedId: payoutId };
+      // Claimed, not yet written: the claiming request is on its way; once the claim is older than the grace it is taken
+      // as dead (counted from the claim: a retry that first waited out the dead request's key lease finds it that old).
+      if (claimed.rows[0].graced) return { payout: null, abandonedId: payoutId };
       await new Promise((r) => setTimeout(r, 100));
     }
   }
