@@ -317,6 +317,46 @@ describe('one embedded server shared by the processes of a DATA_DIR', () => {
       data.remove();
     }
   });
+  it('while the server is away, each poller says so once at warn level (no stack per retry), and again when it is back', async () => {
+    const data = dataDir();
+    try {
+      const env = { DATA_DIR: data.dir, ADMIN_TOKEN: TOKEN };
+      const gateway = await startGateway('gateway', env);
+      const ready = () => status(`${gateway.baseUrl}/health/ready`);
+      await untilTrue(async () => (await ready()) === 200, 'the gateway ready');
+      const from = gateway.output().length;
+      const lines = () =>
+        gateway
+          .output()
+          .slice(from)
+          .split('\n')
+          .filter((l) => l.startsWith('{'))
+          .map((l) => JSON.parse(l) as { level: number; msg: string; err?: unknown });
+      process.kill(postmasterOf(data.dir)!.pid, 'SIGKILL');
+      await gateway.waitForOutput(/the embedded PostgreSQL under .* is not running/);
+      // A short outage: the workers poll every 500 ms, the dispatcher every 100 ms, the projections back off from 100 ms.
+      await sleep(3_000);
+      const away = /: the database is not reached; retrying/;
+      const during = lines();
+      const again = await startGateway('api', env);
+      await untilTrue(async () => (await ready()) === 200, 'the gateway ready again');
+      const pollers = (re: RegExp) => lines().flatMap((l) => (re.test(l.msg) ? [l.msg.split(':')[0]!] : []));
+      await untilTrue(() => pollers(/: the database is reached again$/).length >= new Set(pollers(away)).size, 'every poller back');
+
+      const errors = during.filter((l) => l.level >= 50);
+      console.log(`${during.length} lines in the 3 s outage: ${errors.length} at error level, ${pollers(away).length} told the database away`);
+      // The one line that says what to do is the only error; the pollers each said once that the database is away.
+      expect(errors.map((l) => l.msg)).toEqual([expect.stringMatching(/the embedded PostgreSQL under .* is not running/)]);
+      expect(pollers(away)).toEqual(expect.arrayContaining(['worker hold-release', 'webhook dispatcher']));
+      expect(pollers(away).length).toBe(new Set(pollers(away)).size);
+      expect(during.filter((l) => away.test(l.msg) && (l.level !== 40 || l.err !== undefined))).toEqual([]);
+      expect(new Set(pollers(/: the database is reached again$/))).toEqual(new Set(pollers(away)));
+      await Promise.all([again.kill('SIGKILL'), gateway.kill('SIGKILL')]);
+    } finally {
+      data.remove();
+    }
+  });
+
   it('a server this process started that stops by itself (no postmaster.pid left): told with its own last lines', async () => {
     const data = dataDir();
     try {

@@ -6,6 +6,7 @@ import { PostgresEventStore, positionToString, readLogVisibility } from '#event-
 import type { Infrastructure } from '#payments/composition';
 import type { GatewayServices } from '#payments/services';
 import type { Logger } from '#platform/logging';
+import { DatabaseOutageLog } from '#platform/database';
 import { LogSubscriber, ProjectionRunner, ReadModelRebuilds } from '#event-store/projections';
 import { allProjections } from '#payments/read-models';
 import { releaseDueHolds } from '#payments/ledger';
@@ -82,11 +83,16 @@ export class Projector {
       allowPrivateNetworks: infra.config.webhookAllowPrivateNetworks,
       onAttempt: metrics?.onWebhookAttempt,
     });
-    dispatcher.onError = (error) =>
+    // The database away: told once per outage (and once a minute), not a stack every 100 ms.
+    const outage = new DatabaseOutageLog(log, 'webhook dispatcher');
+    dispatcher.onRound = () => outage.succeeded();
+    dispatcher.onError = (error) => {
+      if (outage.failed(error)) return;
       log.error(
         { err: error },
         'webhook dispatcher: a claim, lease renewal or batch of attempts failed (unrecorded attempts are made again when their leases run out)',
       );
+    };
     this.dispatcher = dispatcher;
     this.runners = subscribers.map(
       (p) => new ProjectionRunner(infra.pool, store, p, { log, onBatch: metrics?.onProjectionBatch, onError: metrics?.onProjectionError }),

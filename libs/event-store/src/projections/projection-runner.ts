@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import type { Pool, PoolClient, QueryResult } from 'pg';
 import type { AllSubscription, EventStore, Position } from '..';
 import { comparePositions } from '..';
+import { DatabaseOutageLog } from '#platform/database';
 import type { Logger } from '#platform/logging';
 import { silentLogger } from '#platform/logging';
 import { commitBatch, prepareBatch } from './apply-batch';
@@ -105,6 +106,8 @@ export class ProjectionRunner {
   /** A rebuild wanted the projection when this standby last tried to take it. */
   private askedFor = false;
   private readonly log: Logger;
+  /** The database away: told once per outage (and once a minute), not a stack per retry. */
+  private readonly outage: DatabaseOutageLog;
 
   constructor(
     private readonly pool: Pool,
@@ -113,6 +116,7 @@ export class ProjectionRunner {
     private readonly options: ProjectionRunnerOptions = {},
   ) {
     this.log = (options.log ?? silentLogger).child({ projection: subscriber.name });
+    this.outage = new DatabaseOutageLog(this.log, `projection ${subscriber.name}`);
     this.holder = options.holder ?? `${hostname()}:${process.pid}`;
   }
 
@@ -138,7 +142,9 @@ export class ProjectionRunner {
     let backoffMs = 100;
     while (this.running) {
       try {
-        if (!(await this.becomeActive())) {
+        const active = await this.becomeActive();
+        this.outage.succeeded();
+        if (!active) {
           this.state = this.askedFor ? 'handed_over' : 'standby';
           await this.sleep(this.options.standbyRetryMs ?? PROJECTION_STANDBY_RETRY_MS);
           continue;
@@ -161,7 +167,7 @@ export class ProjectionRunner {
         }
         this.state = 'failing';
         this.lastError = (error as Error).message;
-        this.log.error({ err: error }, 'projection batch failed; retrying');
+        if (!this.outage.failed(error)) this.log.error({ err: error }, 'projection batch failed; retrying');
         this.options.onError?.({ projection: this.subscriber.name, error: error as Error });
         await this.releaseLock();
         await this.sleep(backoffMs);

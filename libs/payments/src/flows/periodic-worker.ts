@@ -1,14 +1,17 @@
+import { DatabaseOutageLog } from '#platform/database';
 import type { Logger } from '#platform/logging';
 
 /**
- * Runs `tick` every `intervalMs`, never two at once; a failing tick is logged and the
- * next one runs as usual. Ticks read the gateway clock, so with CLOCK=manual an
- * advance is acted on within one interval.
+ * Runs `tick` every `intervalMs`, never two at once; a failing tick is logged (at
+ * error level; the database away, once per outage: DatabaseOutageLog) and the next one
+ * runs as usual. Ticks read the gateway clock, so with CLOCK=manual an advance is
+ * acted on within one interval.
  */
 export class PeriodicWorker {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
   private stopped = true;
+  private readonly outage: DatabaseOutageLog;
 
   constructor(
     readonly name: string,
@@ -17,7 +20,9 @@ export class PeriodicWorker {
     private readonly log: Logger,
     /** A tick that did this much work goes again at once: more is probably waiting. */
     private readonly fullBatch = 100,
-  ) {}
+  ) {
+    this.outage = new DatabaseOutageLog(log, `worker ${name}`, { worker: name });
+  }
 
   start(): void {
     this.stopped = false;
@@ -36,12 +41,13 @@ export class PeriodicWorker {
     this.timer = setTimeout(() => {
       this.running = this.tick()
         .then((done) => {
+          this.outage.succeeded();
           if (done > 0) this.log.info({ worker: this.name, done }, 'worker tick');
           // Work left over: go again at once.
           this.schedule(done >= this.fullBatch ? 0 : this.intervalMs);
         })
         .catch((error) => {
-          this.log.error({ err: error, worker: this.name }, 'worker tick failed');
+          if (!this.outage.failed(error)) this.log.error({ err: error, worker: this.name }, 'worker tick failed');
           this.schedule(this.intervalMs);
         });
     }, delay);

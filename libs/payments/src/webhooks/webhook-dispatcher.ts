@@ -385,6 +385,8 @@ export class WebhookDispatcher {
 
   /** Called with an error of the dispatcher's own work: a claim, a renewal or a batch of attempts that could not be recorded (their leases run out and they are made again). */
   onError?: (error: Error) => void;
+  /** Called after each round of the dispatcher's own loop that did not fail (the database reached). */
+  onRound?: () => void;
 
   /**
    * One round: renews the leases of deliveries that waited too long, claims as many
@@ -485,6 +487,7 @@ export class WebhookDispatcher {
     while (!this.stopping) {
       try {
         await this.tick();
+        this.onRound?.();
       } catch (error) {
         this.onError?.(error as Error);
       }

@@ -5,4 +5,5 @@ export * from './one-turn-batches';
 export * from './copy-rows';
 export * from './binary-copy-out';
 export * from './statement-watchdog';
+export * from './outage-log';
 export { ownSessionBackends } from './own-sessions';
