@@ -48,5 +48,7 @@ export const ORDER_ID_CLAIM_GRACE_SECONDS = 5;
  */
 export const payoutOrderIdClaimedAtMigration: Migration = {
   id: 'payments:0051_payout_order_id_claimed_at',
-  sql: `ALTER TABLE payout_order_ids ADD COLUMN claimed_at timestamptz NOT NULL DEFAULT clock_timestamp()`,
+  // now() (stable, the claim's transaction start), not clock_timestamp(): a volatile default rewrites the whole table under
+  // an exclusive lock while the previous version still serves; a stable one is stored once for the rows already there.
+  sql: `ALTER TABLE payout_order_ids ADD COLUMN claimed_at timestamptz NOT NULL DEFAULT now()`,
 };
