@@ -414,6 +414,57 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     await expect(client().refundInvoice(REFUND.invoiceId)).rejects.toMatchObject({ status: 409, outcomeUnknown: false });
   });
 
+  it('outcomeUnknown is sticky across attempts: a later answer that wrote nothing does not clear an earlier one that may have', async () => {
+    const page504: Scripted = { status: 504, raw: '<html><body>504 Gateway Time-out</body></html>', headers: { 'content-type': 'text/html' } };
+    const unmarked = error(503, 'provider_unavailable', {}, { 'retry-after': '1' });
+    const e = toApiError(new AppendOutcomeUnknownError('invoice-1', { cause: new Error('connection terminated') }));
+    const marked: Scripted = { status: e.status, body: { error: { code: e.code, message: e.message } }, headers: { ...e.headers } };
+    const inUse = error(409, 'idempotency_key_in_use', { param: 'Idempotency-Key' }, { 'retry-after': '1' });
+    const refund = async (...answers: Scripted[]) => {
+      stub.script(...answers);
+      return (await client()
+        .refundInvoice(REFUND.invoiceId, {}, { idempotencyKey: 'k-sticky' })
+        .catch((error: unknown) => error)) as PaymentGatewayError;
+    };
+    const unknownText = 'The outcome is unknown: the gateway may have acted. Make the same call with the same Idempotency-Key k-sticky';
+    // A proxy's 504, then the gateway's unmarked 503s to the end: the first may have refunded.
+    const after504 = await refund(page504, unmarked, unmarked, unmarked, unmarked);
+    expect(after504).toMatchObject({ status: 503, attempts: 5, outcomeUnknown: true, idempotencyKey: 'k-sticky' });
+    expect(after504.message).toContain(unknownText);
+    // The gateway's marked 503, then unmarked ones.
+    const afterMarked = await refund(marked, unmarked, unmarked, unmarked, unmarked);
+    expect(afterMarked).toMatchObject({ status: 503, attempts: 5, outcomeUnknown: true });
+    expect(afterMarked.message).toContain(unknownText);
+    // A 504, then 409 idempotency_key_in_use: the first attempt is still running under the key.
+    const stillRunning = await refund(page504, inUse);
+    expect(stillRunning).toMatchObject({ status: 409, code: 'idempotency_key_in_use', attempts: 2, outcomeUnknown: true });
+    expect(stillRunning.message).toContain(unknownText);
+    // Unmarked 503s only: nothing was done.
+    const nothing = await refund(unmarked, unmarked, unmarked, unmarked, unmarked);
+    expect(nothing).toMatchObject({ status: 503, attempts: 5, outcomeUnknown: false });
+    expect(nothing.message).not.toMatch(/outcome/);
+
+    // No answer: a POST's PaymentGatewayConnectionError says so in the field too (a GET's: false).
+    stub.script('drop');
+    await expect(client({ maxRetries: 0 }).refundInvoice(REFUND.invoiceId, {}, { idempotencyKey: 'k-drop' })).rejects.toMatchObject({
+      name: 'PaymentGatewayConnectionError',
+      outcomeUnknown: true,
+    });
+    stub.script('drop');
+    await expect(client({ maxRetries: 0 }).getBalance()).rejects.toMatchObject({ name: 'PaymentGatewayConnectionError', outcomeUnknown: false });
+    // Aborted in the wait after a 504: unknown; after an unmarked 503: nothing was done; before sending: nothing was sent.
+    const abortedAfter = async (answer: Scripted) => {
+      const controller = new AbortController();
+      stub.script(answer, answer);
+      const aborting = client({ sleep: async () => controller.abort() });
+      return aborting.refundInvoice(REFUND.invoiceId, {}, { idempotencyKey: 'k-abort', signal: controller.signal }).catch((error: unknown) => error);
+    };
+    expect(await abortedAfter(page504)).toMatchObject({ name: 'AbortError', attempts: 1, outcomeUnknown: true });
+    expect(await abortedAfter(unmarked)).toMatchObject({ name: 'AbortError', attempts: 1, outcomeUnknown: false });
+    const notSent = client().refundInvoice(REFUND.invoiceId, {}, { signal: AbortSignal.abort() });
+    await expect(notSent).rejects.toMatchObject({ name: 'AbortError', attempts: 0, outcomeUnknown: false });
+  });
+
   it('HMAC mode signs every attempt anew over "<timestamp>.<raw body>" with the moment of the attempt', async () => {
     const signing = signingOnClock(1_800_000_000_000, () => 7000);
     stub.script(error(503, 'provider_unavailable'), { status: 201, body: { id: 'x' } });

@@ -386,9 +386,14 @@ export class PaymentGatewayClient {
     // The caller's signal: nothing more is sent or waited for once it aborts.
     const { signal } = spec;
     let sent = 0;
+    // Sticky across the attempts of a POST: once one may have acted (no answer, a proxy's page, a marked 503, the key's
+    // first request still running), a later answer that says nothing was done speaks only for itself.
+    let mayHaveActed = false;
     const aborted = () => {
-      const message = `${request}: aborted by the caller's signal${sent > 0 ? outcomeUnknown(spec) : '; nothing was sent'}`;
-      return new PaymentGatewayAbortError(message, request, sent, { cause: signal?.reason, idempotencyKey: key });
+      const unknown = spec.method === 'POST' && mayHaveActed;
+      const said = sent === 0 ? '; nothing was sent' : spec.method === 'POST' ? '; every answer said nothing was done' : '';
+      const message = `${request}: aborted by the caller's signal${unknown ? outcomeUnknown(spec) : said}`;
+      return new PaymentGatewayAbortError(message, request, sent, { cause: signal?.reason, idempotencyKey: key, outcomeUnknown: unknown });
     };
     const pause = async (ms: number): Promise<void> => {
       if (signal === undefined) return this.sleep(ms);
@@ -438,11 +443,13 @@ export class PaymentGatewayClient {
       } catch (cause) {
         clearTimeout(timer);
         signal?.removeEventListener('abort', callerAborted);
+        // Sent without an answer (lost, timed out, or cut by the caller's signal): it may have acted.
+        mayHaveActed = true;
         if (signal?.aborted) throw aborted();
         const delay = retryDelayMs({ kind: 'network' }, context);
         if (delay === null) {
           const message = `${request}: no answer from the gateway (${(cause as Error).message})${outcomeUnknown(spec)}`;
-          throw new PaymentGatewayConnectionError(message, request, attempts, { cause, idempotencyKey: key });
+          throw new PaymentGatewayConnectionError(message, request, attempts, { cause, idempotencyKey: key, outcomeUnknown: spec.method === 'POST' });
         }
         await pause(delay);
         retries++;
@@ -482,12 +489,14 @@ export class PaymentGatewayClient {
         signedAgain++;
         continue;
       }
+      // A proxy's 502, 504 or other 5xx page, a 503 marked as maybe written, or the key's first request still running (409
+      // idempotency_key_in_use: an earlier attempt of this call, or a call before it): the gateway may have acted.
+      if (unansweredOnTheWay(status, error.code) || markedMaybeWritten(status, error.message) || keyStillRunning(status, error.code)) mayHaveActed = true;
       const outcome: AttemptOutcome = { kind: 'answer', status, code: error.code, retryAfterSeconds };
       const delay = retryDelayMs(outcome, context);
       if (delay === null) {
         const requestId = response.headers.get('x-request-id') ?? undefined;
-        // A proxy's 502, 504 or other 5xx page, or a 503 marked as maybe written: the gateway may have acted.
-        const unknown = spec.method === 'POST' && (unansweredOnTheWay(status, error.code) || markedMaybeWritten(status, error.message));
+        const unknown = spec.method === 'POST' && mayHaveActed;
         const message = `${error.message}${unknown ? outcomeUnknown(spec) : ''}`;
         const { param, details } = error;
         throw new PaymentGatewayError(status, error.code, message, param, details, request, attempts, retryAfterSeconds, requestId, key, unknown);
@@ -619,6 +628,11 @@ function outcomeUnknown(spec: CallSpec): string {
 /** A proxy's answer that the gateway did not answer in time (502, 504) or another 5xx not in the API's error shape. */
 function unansweredOnTheWay(status: number, code: string): boolean {
   return status === 502 || status === 504 || (status >= 500 && code === 'unexpected_response');
+}
+
+/** 409 idempotency_key_in_use: a request with this Idempotency-Key is still running, and may act. */
+function keyStillRunning(status: number, code: string): boolean {
+  return status === 409 && code === 'idempotency_key_in_use';
 }
 
 /**

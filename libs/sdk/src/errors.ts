@@ -54,9 +54,11 @@ export class PaymentGatewayError extends Error {
     /** The Idempotency-Key sent on every attempt (a refund's or payout's generated unless given; an invoice's only if given): repeat the call with it, never with a new one. */
     readonly idempotencyKey?: string,
     /**
-     * The request may have acted (a POST: its message says so): a 2xx or 5xx page not the API's (a proxy's), a 502
-     * or 504, or a 503 marked "записано ли что-то" (docs/api.md). Repeat it with `idempotencyKey` (POST /invoices:
-     * the same orderId), never a new key. False: nothing was done (the spec: a 4xx, or a 5xx of the gateway unmarked).
+     * A POST that may have acted (its message says so): some attempt of the call, not only the last, got no answer,
+     * a 2xx or 5xx page not the API's (a proxy's), a 502 or 504, a 503 marked "записано ли что-то" (docs/api.md), or
+     * 409 idempotency_key_in_use (the key's first request still running). Repeat it with `idempotencyKey` (POST
+     * /invoices: the same orderId), never a new key. False: no attempt acted, every answer said nothing was done (a
+     * 4xx, a 429, a 5xx of the gateway unmarked); a GET is always false.
      */
     readonly outcomeUnknown: boolean = false,
   ) {
@@ -66,42 +68,48 @@ export class PaymentGatewayError extends Error {
 
 /**
  * No answer from the gateway (connection refused or reset, timeout) after the retries the
- * rules allow. For a POST the outcome is unknown (the gateway may have acted): repeat the
- * call with `idempotencyKey` (POST /invoices: the same orderId), and it cannot act twice.
+ * rules allow. For a POST the outcome is unknown (the gateway may have acted; `outcomeUnknown`
+ * true): repeat the call with `idempotencyKey` (POST /invoices: the same orderId), and it cannot act twice.
  */
 export class PaymentGatewayConnectionError extends Error {
   override readonly name = 'PaymentGatewayConnectionError';
   /** The Idempotency-Key sent on every attempt (generated unless given), when the request carried one. */
   readonly idempotencyKey: string | undefined;
+  /** A POST: true (the last attempt got no answer, so it may have acted); a GET: false. */
+  readonly outcomeUnknown: boolean;
   constructor(
     message: string,
     readonly request: string,
     readonly attempts: number,
-    options: { cause?: unknown; idempotencyKey?: string } = {},
+    options: { cause?: unknown; idempotencyKey?: string; outcomeUnknown?: boolean } = {},
   ) {
     super(message, 'cause' in options ? { cause: options.cause } : undefined);
     this.idempotencyKey = options.idempotencyKey;
+    this.outcomeUnknown = options.outcomeUnknown ?? false;
   }
 }
 
 /**
  * The call was cancelled by the caller's `signal` (named `AbortError`, as fetch's; `cause`:
- * the signal's reason). A POST sent before it: the outcome is unknown, repeat the call with
- * `idempotencyKey` (POST /invoices: the same orderId) to learn it.
+ * the signal's reason). A POST cut in flight, or one an earlier attempt of may have acted:
+ * `outcomeUnknown` true, repeat the call with `idempotencyKey` (POST /invoices: the same orderId) to learn it.
  */
 export class PaymentGatewayAbortError extends Error {
   override readonly name = 'AbortError';
   /** The Idempotency-Key sent on every attempt (generated unless given), when the request carried one. */
   readonly idempotencyKey: string | undefined;
+  /** A POST that may have acted (as PaymentGatewayError's): cut in flight, or an earlier attempt may have; false: nothing sent, or every answer said nothing was done. */
+  readonly outcomeUnknown: boolean;
   constructor(
     message: string,
     readonly request: string,
     /** How many attempts were sent (0: none). */
     readonly attempts: number,
-    options: { cause?: unknown; idempotencyKey?: string } = {},
+    options: { cause?: unknown; idempotencyKey?: string; outcomeUnknown?: boolean } = {},
   ) {
     super(message, { cause: options.cause });
     this.idempotencyKey = options.idempotencyKey;
+    this.outcomeUnknown = options.outcomeUnknown ?? false;
   }
 }
 
