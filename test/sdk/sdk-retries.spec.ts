@@ -6,7 +6,9 @@
  * Retry-After, 500/503/network failures with a delay growing from 250 ms, at most 4
  * retries; never 400/401/403/404/409/422; a POST only when a repeat cannot act twice.
  */
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
+import path from 'node:path';
 import { inspect } from 'node:util';
 import v8 from 'node:v8';
 import vm from 'node:vm';
@@ -14,6 +16,7 @@ import type { AddressInfo } from 'node:net';
 import {
   MAX_TIMESTAMP_LEAD_SECONDS,
   MAX_WAIT_SECONDS,
+  MAYBE_WRITTEN_MARK,
   PaymentGatewayClient,
   PaymentGatewayConnectionError,
   PaymentGatewayError,
@@ -21,7 +24,8 @@ import {
   signRequest,
 } from '../../libs/sdk/src';
 import { AppendOutcomeUnknownError, EventStoreUnavailableError } from '../../libs/event-store/src';
-import { toApiError } from '../../apps/api/src/http/errors/error.filter';
+import { WriteOutcomeUnknownError } from '#platform/database';
+import { MAYBE_WRITTEN_MARK as GATEWAY_MARK, toApiError } from '../../apps/api/src/http/errors/error.filter';
 
 /** An answer (`raw`: a body sent as it is, not as JSON), or a dropped connection. */
 type Scripted = { status: number; body?: unknown; raw?: string; headers?: Record<string, string> } | 'drop';
@@ -412,6 +416,24 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     await expect(client().refundInvoice(REFUND.invoiceId, {}, { idempotencyKey: 'k-504' })).rejects.toMatchObject({ status: 504, outcomeUnknown: true });
     stub.script(error(409, 'conflict'));
     await expect(client().refundInvoice(REFUND.invoiceId)).rejects.toMatchObject({ status: 409, outcomeUnknown: false });
+  });
+
+  it("the mark of a 503 that may have written is one phrase: the gateway's constant, the SDK's copy, nginx's and docs/api.md's", () => {
+    const root = path.join(__dirname, '../..');
+    expect(MAYBE_WRITTEN_MARK).toBe(GATEWAY_MARK);
+    // deploy/nginx.conf's $unavailable_message: the write a replica got carries it, the default (nothing done) does not.
+    const map = /map "\$request_method \$upstream_bytes_sent" \$unavailable_message \{\n([\s\S]*?)\n\}/.exec(
+      readFileSync(path.join(root, 'deploy/nginx.conf'), 'utf8'),
+    );
+    const lines = map![1]!.split('\n').map((line) => line.trim());
+    expect(lines.find((line) => line.startsWith('default '))).not.toContain(MAYBE_WRITTEN_MARK);
+    expect(lines.find((line) => line.startsWith('"~^(POST|PATCH|PUT|DELETE)'))).toContain(MAYBE_WRITTEN_MARK);
+    // The gateway's two texts of a write it could not check.
+    expect(toApiError(new AppendOutcomeUnknownError('invoice-1', { cause: new Error('connection terminated') })).message).toContain(MAYBE_WRITTEN_MARK);
+    expect(toApiError(new WriteOutcomeUnknownError(new Error('connection terminated'))).message).toContain(MAYBE_WRITTEN_MARK);
+    // docs/api.md names exactly this phrase as the mark.
+    const api = readFileSync(path.join(root, 'docs/api.md'), 'utf8');
+    expect(api).toContain(`message ("${MAYBE_WRITTEN_MARK}": the SDK's and gateway's one mark)`);
   });
 
   it('outcomeUnknown is sticky across attempts: a later answer that wrote nothing does not clear an earlier one that may have', async () => {

@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { PaymentGatewayAbortError, PaymentGatewayConnectionError, PaymentGatewayError } from './errors';
-import { MAX_RETRIES, parseRetryAfter, retryDelayMs } from './retry-policy';
+import { MAX_RETRIES, MAYBE_WRITTEN_MARK, parseRetryAfter, retryDelayMs } from './retry-policy';
 import type { AttemptOutcome } from './retry-policy';
 import { signRequest } from './signing';
 import type {
@@ -637,11 +637,11 @@ function keyStillRunning(status: number, code: string): boolean {
 
 /**
  * A 503 whose write may have been done: the gateway marks it (and nginx's for a write a
- * replica got) only in its message, "… записано ли что-то …" (docs/api.md, "What is safe to
+ * replica got) only in its message, with MAYBE_WRITTEN_MARK (docs/api.md, "What is safe to
  * retry"); its unmarked 503s, "ничего не записано" among them, wrote nothing.
  */
 function markedMaybeWritten(status: number, message: string): boolean {
-  return status === 503 && message.includes('записано ли что-то');
+  return status === 503 && message.includes(MAYBE_WRITTEN_MARK);
 }
 
 /** The error object of an answer; a body not in the spec's shape (a proxy's page) gets code `unexpected_response`. */

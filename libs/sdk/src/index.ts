@@ -12,7 +12,7 @@ export type { VerifyWebhookOptions, WebhookHeaders } from './webhooks';
 export { signRequest } from './signing';
 export { verifyStatement, canonicalJson } from './statements';
 export type { AuditPublicKey } from './statements';
-export { MAX_RETRIES, FIRST_DELAY_MS, MAX_WAIT_SECONDS, backoffMs, retryDelayMs } from './retry-policy';
+export { MAX_RETRIES, FIRST_DELAY_MS, MAX_WAIT_SECONDS, MAYBE_WRITTEN_MARK, backoffMs, retryDelayMs } from './retry-policy';
 export type { AttemptOutcome, RetryContext } from './retry-policy';
 export type * from './types';
 export type { components, operations, paths, webhooks } from './generated/openapi';

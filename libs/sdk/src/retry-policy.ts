@@ -63,6 +63,13 @@ export function retryDelayMs(outcome: AttemptOutcome, context: RetryContext): nu
   }
 }
 
+/**
+ * The mark of the gateway's 503 whose write may have been done (and nginx's for a write a replica got), in its
+ * message: the error's shape has no field for it (docs/api.md, "What is safe to retry"). The gateway's own constant
+ * (apps/api/src/http/errors/error.filter.ts), copied: the package cannot import the gateway; a test keeps them equal.
+ */
+export const MAYBE_WRITTEN_MARK = 'записано ли что-то';
+
 /** Retry-After as whole seconds (the spec's form), or undefined. */
 export function parseRetryAfter(value: string | null): number | undefined {
   if (value === null || !/^\d{1,6}$/.test(value.trim())) return undefined;

@@ -142,6 +142,13 @@ const REFUSAL_STATUS: Readonly<Record<string, number>> = {
   address_not_confirmed: 422,
 };
 
+/**
+ * The one mark of a 503 whose write may have been done, in its message (the error's shape has no field for it):
+ * the gateway's two such texts and deploy/nginx.conf's for a write a replica got carry it, and the SDK (its own
+ * copy, MAYBE_WRITTEN_MARK, tested equal) reads it. Every other 503 wrote nothing.
+ */
+export const MAYBE_WRITTEN_MARK = 'записано ли что-то';
+
 export function toApiError(exception: unknown): ApiError {
   if (exception instanceof ApiError) return exception;
   if (exception instanceof Refusal) {
@@ -157,7 +164,7 @@ export function toApiError(exception: unknown): ApiError {
     return new ApiError(
       503,
       'provider_unavailable',
-      'Связь с хранилищем прервалась во время записи, и проверить, записано ли что-то, не удалось: повторяйте запрос с тем же Idempotency-Key (счёт — с тем же orderId), тогда повтор не создаст второй операции',
+      `Связь с хранилищем прервалась во время записи, и проверить, ${MAYBE_WRITTEN_MARK}, не удалось: повторяйте запрос с тем же Idempotency-Key (счёт — с тем же orderId), тогда повтор не создаст второй операции`,
       undefined,
       undefined,
       { 'Retry-After': '1' },
@@ -170,7 +177,7 @@ export function toApiError(exception: unknown): ApiError {
     return new ApiError(
       503,
       'provider_unavailable',
-      'Связь с хранилищем прервалась во время записи, и проверить, записано ли что-то, не удалось: изменение могло быть сделано — прежде чем повторять запрос, проверьте чтением (GET того, что он меняет), сделано ли оно',
+      `Связь с хранилищем прервалась во время записи, и проверить, ${MAYBE_WRITTEN_MARK}, не удалось: изменение могло быть сделано — прежде чем повторять запрос, проверьте чтением (GET того, что он меняет), сделано ли оно`,
       undefined,
       undefined,
       { 'Retry-After': '1' },
