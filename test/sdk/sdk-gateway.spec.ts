@@ -114,6 +114,32 @@ describe('the SDK against the gateway', () => {
     expect(await new PaymentGatewayClient({ baseUrl: `${gw.baseUrl}/v1/`, auth }).getBalance()).toMatchObject({ currency: 'RUB' });
   });
 
+  it('a baseUrl with a space or line break, a bare ? or #, an empty path segment or a user is refused, not sent elsewhere', async () => {
+    const auth = { secretKey: shop.keys.test.secretKey };
+    const example = "baseUrl: an http(s) address ending in the API's version /v1, e.g. https://pay.example.com/v1";
+    const { origin } = new URL(gw.baseUrl);
+    // Before, each was accepted and its calls went to another address: /v1%20/…, /v1?/…, /v1#/… (no path at all), //v1/….
+    const refused: Array<[string, string]> = [
+      [`${origin}/v1 `, '; it holds a space, tab or line break (read with it from a file?)'],
+      [`${origin}/v1\n`, '; it holds a space, tab or line break (read with it from a file?)'],
+      [` ${origin}/v1`, '; it holds a space, tab or line break (read with it from a file?)'],
+      [`${origin}/v1?`, `; got ${origin}/v1 (with a query or fragment)`],
+      [`${origin}/v1#`, `; got ${origin}/v1 (with a query or fragment)`],
+      [`${origin}//v1`, `; got ${origin}//v1 (an empty path segment)`],
+      [`${origin.replace('://', '://user:pw@')}/v1`, `; got ${origin}/v1 (with a user or password)`],
+    ];
+    for (const [baseUrl, why] of refused) {
+      expect(() => new PaymentGatewayClient({ baseUrl, auth })).toThrow(new TypeError(`${example}${why}`));
+    }
+    // Accepted: built from the parsed address (origin and path without trailing slashes), so the calls reach /v1/….
+    for (const baseUrl of [`${origin}/v1//`, `${origin}/v1/.`, `${origin.toUpperCase()}/v1`]) {
+      const sent: string[] = [];
+      const client = new PaymentGatewayClient({ baseUrl, auth, fetch: (input, init) => (sent.push(String(input)), fetch(input, init)) });
+      expect(await client.getBalance()).toMatchObject({ currency: 'RUB' });
+      expect(sent).toEqual([`${origin}/v1/balance`]);
+    }
+  });
+
   it('iterateInvoices walks every page (limit 2 over 5 invoices: 3 requests), newest first', async () => {
     const accountId = await gw.operator.createAccount();
     const r = await gw.operator.http.post('/admin/v1/projects', { accountId, name: 'Листалка' });

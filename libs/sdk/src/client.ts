@@ -544,11 +544,16 @@ function memoryOf(secret: string, baseUrl: string): SigningMemory {
 }
 
 /**
- * The base address without its trailing slashes: http(s), ending in the version `/v1`. Without it every
- * path is the gateway's 404, which getPayoutByOrderId would take for "no payout of this orderId".
+ * The base address, built from the parsed URL: its origin and path without trailing slashes; http(s), ending in the
+ * version `/v1`. Without it every path is the gateway's 404, which getPayoutByOrderId would take for "no payout of this
+ * orderId". Refused rather than mended, as each would send requests elsewhere: a space, tab or line break anywhere (read
+ * with it from a file?), a `?` or `#` even empty, an empty path segment (`//v1`), a user or password.
  */
 function checkBaseUrl(baseUrl: unknown): string {
   const example = "an http(s) address ending in the API's version /v1, e.g. https://pay.example.com/v1";
+  if (typeof baseUrl === 'string' && (/\s/.test(baseUrl) || /[^\x20-\x7e\u0080-\uffff]/.test(baseUrl))) {
+    throw new TypeError(`baseUrl: ${example}; it holds a space, tab or line break (read with it from a file?)`);
+  }
   let url: URL | undefined;
   try {
     url = typeof baseUrl === 'string' && /^https?:\/\//i.test(baseUrl) ? new URL(baseUrl) : undefined;
@@ -556,12 +561,14 @@ function checkBaseUrl(baseUrl: unknown): string {
     url = undefined;
   }
   if (url === undefined) throw new TypeError(`baseUrl: ${example}`);
-  const trimmed = (baseUrl as string).replace(/\/+$/, '');
-  if (!/\/v1$/.test(url.pathname.replace(/\/+$/, '')) || url.search !== '' || url.hash !== '') {
-    // Shown without a query, a fragment or a user and password: the address alone.
-    throw new TypeError(`baseUrl: ${example}; got ${url.origin}${url.pathname}${url.search || url.hash ? ' (with a query or fragment)' : ''}`);
-  }
-  return trimmed;
+  const path = url.pathname.replace(/\/+$/, '');
+  // Shown without a query, a fragment or a user and password: the address alone.
+  const shown = `${url.origin}${url.pathname}`;
+  if (/[?#]/.test(baseUrl as string)) throw new TypeError(`baseUrl: ${example}; got ${shown} (with a query or fragment)`);
+  if (!/\/v1$/.test(path)) throw new TypeError(`baseUrl: ${example}; got ${shown}`);
+  if (path.split('/').slice(1).includes('')) throw new TypeError(`baseUrl: ${example}; got ${shown} (an empty path segment)`);
+  if (url.username !== '' || url.password !== '') throw new TypeError(`baseUrl: ${example}; got ${shown} (with a user or password)`);
+  return `${url.origin}${path}`;
 }
 
 /**
