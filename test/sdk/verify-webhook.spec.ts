@@ -6,6 +6,7 @@
  * deliveries are in sdk-gateway.spec.ts.
  */
 import { createHmac } from 'node:crypto';
+import vm from 'node:vm';
 import { verifyWebhook, WebhookVerificationError } from '../../libs/sdk/src';
 
 // The module object itself (not an import wrapper), so the spy sees the SDK's calls.
@@ -91,6 +92,37 @@ describe('verifyWebhook', () => {
       expect(message).toContain("express.raw({ type: 'application/json' })");
       expect(message).toContain('await request.text()');
     }
+  });
+
+  it('bytes from another realm (node:vm), a DataView, another typed array or a SharedArrayBuffer verify; a refusal names what it got', () => {
+    const bytes = Buffer.from(BODY);
+    // A copy with the body at offset 17 of a larger store: a view is taken as its own bytes, not its whole buffer.
+    const store = Buffer.alloc(bytes.length + 64, 0x20);
+    bytes.copy(store, 17);
+    const shared = new SharedArrayBuffer(bytes.length);
+    new Uint8Array(shared).set(bytes);
+    const given: Array<[string, unknown]> = [
+      ['a Uint8Array of another realm', vm.runInNewContext('new Uint8Array(b)', { b: [...bytes] })],
+      ['an ArrayBuffer of another realm', vm.runInNewContext('new Uint8Array(b).buffer', { b: [...bytes] })],
+      ['a DataView', new DataView(store.buffer, store.byteOffset + 17, bytes.length)],
+      ['an Int8Array', new Int8Array(store.buffer, store.byteOffset + 17, bytes.length)],
+      ['a SharedArrayBuffer', shared],
+    ];
+    for (const [name, rawBody] of given) {
+      expect({ name, id: verifyWebhook(rawBody as Uint8Array, headersOf(BODY), SECRET, { now }).id }).toEqual({ name, id: 'evt-1' });
+    }
+    const refusalOf = (rawBody: unknown) => {
+      try {
+        verifyWebhook(rawBody as string, headersOf(BODY), SECRET, { now });
+      } catch (error) {
+        expect(error).toMatchObject({ code: 'raw_body_required' });
+        return (error as Error).message;
+      }
+      throw new Error('verified');
+    };
+    expect(refusalOf(new Map())).toContain('got an object of class Map.');
+    expect(refusalOf(new Blob([BODY]))).toContain('got an object of class Blob.');
+    expect(refusalOf(vm.runInNewContext('JSON.parse(b)', { b: BODY }))).toContain('got an object (a parsed JSON body?).');
   });
 
   it('a toleranceSeconds that is not a finite number from 0 (NaN of an unset variable) is a TypeError, never "any age"', () => {

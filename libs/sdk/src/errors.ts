@@ -123,7 +123,7 @@ export type WebhookVerificationErrorCode =
   | 'timestamp_invalid'
   /** The signed body is not a webhook event (not JSON, or without id and type). */
   | 'payload_invalid'
-  /** rawBody is not the bytes received (a Buffer, Uint8Array, ArrayBuffer or string): a parsed JSON body, undefined. */
+  /** rawBody is not the bytes received (a string, a Buffer or other view of bytes, an ArrayBuffer): a parsed JSON body, undefined. */
   | 'raw_body_required';
 
 export class WebhookVerificationError extends Error {

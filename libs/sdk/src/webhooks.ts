@@ -1,4 +1,5 @@
 import { createHmac } from 'node:crypto';
+import { types } from 'node:util';
 import { WebhookVerificationError } from './errors';
 import { hexDigestsEqual } from './signing';
 import type { WebhookEvent } from './types';
@@ -43,22 +44,35 @@ const hmacHex = (secret: string, ...parts: (string | Uint8Array)[]): string => {
 };
 
 /**
- * The body's bytes; anything else (Express's parsed req.body, undefined when no body was
- * read) is refused as a verification failure, so a receiver's 400 path takes it, with
+ * The body's bytes: a string, any view of bytes (a Buffer or Uint8Array, a DataView or another typed array, taken
+ * as its bytes) or an ArrayBuffer or SharedArrayBuffer, from this realm or another (node:vm, a worker's): told by
+ * node:util's types and ArrayBuffer.isView, not instanceof. Anything else (Express's parsed req.body, undefined when
+ * no body was read) is refused as a verification failure, so a receiver's 400 path takes it, with what it got and
  * what to pass instead.
  */
 function rawBytesOf(rawBody: unknown): Uint8Array {
   if (typeof rawBody === 'string') return Buffer.from(rawBody, 'utf8');
-  if (rawBody instanceof Uint8Array) return rawBody;
-  if (rawBody instanceof ArrayBuffer) return new Uint8Array(rawBody);
-  const given =
-    rawBody === null ? 'null' : Array.isArray(rawBody) ? 'an array' : typeof rawBody === 'object' ? 'an object (a parsed JSON body?)' : typeof rawBody;
+  if (types.isUint8Array(rawBody)) return rawBody;
+  if (ArrayBuffer.isView(rawBody)) return Buffer.from(rawBody.buffer, rawBody.byteOffset, rawBody.byteLength);
+  if (types.isAnyArrayBuffer(rawBody)) return Buffer.from(rawBody);
   throw new WebhookVerificationError(
     'raw_body_required',
-    `verifyWebhook: rawBody must be the exact bytes received (a Buffer, Uint8Array, ArrayBuffer or string), got ${given}. ` +
+    `verifyWebhook: rawBody must be the exact bytes received (a Buffer, Uint8Array, ArrayBuffer or string), got ${kindOf(rawBody)}. ` +
       "Express: express.raw({ type: 'application/json' }) on the route, then req.body; Fastify: " +
       "addContentTypeParser('application/json', { parseAs: 'buffer' }, …); Next.js: await request.text(); node:http: the request's chunks, Buffer.concat",
   );
+}
+
+/** What a refused rawBody is: a plain object is named as what it likely is, any other by its class (a Blob, a Map). */
+function kindOf(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value !== 'object') return typeof value;
+  const proto = Object.getPrototypeOf(value) as object | null;
+  // Object.prototype of any realm: its own prototype is null.
+  if (proto === null || Object.getPrototypeOf(proto) === null) return 'an object (a parsed JSON body?)';
+  const name = (proto as { constructor?: { name?: unknown } }).constructor?.name;
+  return typeof name === 'string' && name !== '' ? `an object of class ${name}` : 'an object';
 }
 
 /**
@@ -73,7 +87,7 @@ function rawBytesOf(rawBody: unknown): Uint8Array {
  * payload_invalid, raw_body_required).
  */
 export function verifyWebhook(
-  rawBody: string | Uint8Array | ArrayBuffer,
+  rawBody: string | ArrayBufferView | ArrayBufferLike,
   headers: WebhookHeaders,
   secret: string,
   options: VerifyWebhookOptions = {},
