@@ -837,5 +837,15 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     expect(retryDelayMs({ kind: 'answer', status: 502 }, { retriesSoFar: 0, maxRetries: 4, repeatable: false })).toBeNull();
     expect(retryDelayMs({ kind: 'answer', status: 520, code: 'unexpected_response' }, { retriesSoFar: 1, maxRetries: 4, repeatable: true })).toBe(500);
     expect(retryDelayMs({ kind: 'answer', status: 501, code: 'internal' }, { retriesSoFar: 0, maxRetries: 4, repeatable: true })).toBeNull();
+    // docs/sdk.md's table: a 502's or 504's Retry-After counts as a 503's (longer waited, over 60 s thrown); a 500's or another 5xx page's is not read.
+    const asking = (status: number, retryAfterSeconds: number, code?: string) =>
+      retryDelayMs({ kind: 'answer', status, retryAfterSeconds, ...(code ? { code } : {}) }, { retriesSoFar: 0, maxRetries: 4, repeatable: true });
+    expect([asking(502, 5), asking(504, 5), asking(504, 120), asking(500, 5, 'internal'), asking(520, 5, 'unexpected_response')]).toEqual([
+      5000,
+      5000,
+      null,
+      250,
+      250,
+    ]);
   });
 });

@@ -2,7 +2,7 @@
  * The spec's retry guidance as a pure decision: retry 429 after Retry-After, 500, 503 (and
  * 408), network failures and a proxy's 502 or 504 or other 5xx not in the API's error shape
  * (a timeout on the way: the gateway may have acted, as with no answer) with a delay growing
- * from 250 ms (a 503's Retry-After when longer), at most 4 retries; never 400, 401, 403, 404, 409 or 422 unchanged. A POST is retried only
+ * from 250 ms (a 408's, 502's, 503's or 504's Retry-After when longer), at most 4 retries; never 400, 401, 403, 404, 409 or 422 unchanged. A POST is retried only
  * when a repeat cannot act twice: POST /invoices by its orderId, every other POST by its
  * Idempotency-Key. No one wait is longer than MAX_WAIT_SECONDS: an answer asking for more
  * is the caller's to decide.
