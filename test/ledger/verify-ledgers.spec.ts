@@ -192,6 +192,43 @@ describe('ledger:verify finds each corruption', () => {
     expect(located.find((p) => p.ledger === A)?.detail).toMatch(new RegExp(`^entry at revision 1: log gives .*${middle}.*a-2.*, read model has no row$`));
     expect(located.find((p) => p.ledger === B)?.detail).toMatch(/^entry at revision 7: log gives no entry, read model has .*payment:forged/);
   });
+  it('the projector moving on while ledger:verify runs: the forged row is named, not an entry written after the checkpoint', async () => {
+    await projectToHead(db.pool, store, ledgerProjection);
+    await db.pool.query(
+      `INSERT INTO ledger_entries (entry_id, account_id, mode, seq, kind, cause, occurred_at, log_position)
+       VALUES (gen_random_uuid(), $1, 'live', 1000, 'payment_recorded', 'payment:forged', now(), '1/1')`,
+      [a.accountId],
+    );
+    // The first read of a stream (locating the entry that differs, in log order): an entry of a
+    // is posted and projected first, after the read model's snapshot was taken.
+    let moved = false;
+    const moving = new Proxy(store, {
+      get(target, property, receiver) {
+        if (property !== 'readStream') return Reflect.get(target, property, receiver) as unknown;
+        return async (...args: Parameters<PostgresEventStore['readStream']>) => {
+          if (!moved) {
+            moved = true;
+            await appendLedgerHistory(
+              store,
+              a,
+              [{ type: 'RecordPayment', invoiceId: 'a-3', netAmount: 1_000, feeAmount: 10, releaseAt: null, at: at(40) }],
+              aEvents,
+            );
+            await visibleHead(db.pool, store);
+            await projectToHead(db.pool, store, ledgerProjection);
+          }
+          return target.readStream(...args);
+        };
+      },
+    });
+    const found = (await verifyLedgersInLogOrder(db.pool, moving)).problems;
+    expect(moved).toBe(true);
+    expect((await db.pool.query('SELECT 1 FROM ledger_entries WHERE account_id = $1 AND seq = 3', [a.accountId])).rowCount).toBe(1);
+    expect(found).toEqual([
+      { ledger: A, kind: 'entry_count_differs', detail: 'log has 3 entries, read model 4' },
+      { ledger: A, kind: 'entries_differ', detail: expect.stringMatching(/^entry at revision 1000: log gives no entry, read model has .*payment:forged/) },
+    ]);
+  });
   it('rows the read model holds for a ledger whose entries all come after its checkpoint', async () => {
     await projectToHead(db.pool, store, ledgerProjection);
     const c: LedgerId = { accountId: randomUUID(), mode: 'live' };

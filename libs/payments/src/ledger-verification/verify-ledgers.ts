@@ -106,32 +106,23 @@ export async function verifyLedgers(
     inLogOrder?: LedgerEntriesInLogOrder;
   } = {},
 ): Promise<VerifyReport> {
+  const snapshot = readModelSnapshot(pool);
+  try {
+    return await verifyAgainst(snapshot, pool, store, options);
+  } finally {
+    snapshot.end();
+  }
+}
+
+async function verifyAgainst(
+  readModel: ReadModelSnapshot,
+  pool: Pool,
+  store: EventStore,
+  options: NonNullable<Parameters<typeof verifyLedgers>[2]>,
+): Promise<VerifyReport> {
   const problems: VerifyProblem[] = [];
   const notes: string[] = [];
-
-  // The read model and its checkpoint, as of one instant; its entries' rows, read in the
-  // same snapshot while the log is replayed, as a digest per ledger (readModelEntryDigests).
-  let snapshotTaken!: (read: { checkpoint: Position; balances: BalanceRow[]; counts: CountRow[] }) => void;
-  const snapshotRead = new Promise<{ checkpoint: Position; balances: BalanceRow[]; counts: CountRow[] }>((resolve) => (snapshotTaken = resolve));
-  const storedEntries = inTransaction(
-    pool,
-    async (snapshot) => {
-      snapshotTaken({
-        checkpoint: (await readCheckpoint(snapshot, 'ledger'))?.position ?? { commit: 0n, prepare: 0n },
-        balances: (await snapshot.query<BalanceRow>('SELECT account_id, mode, account, balance FROM ledger_balances')).rows,
-        counts: (await snapshot.query<CountRow>('SELECT account_id, mode, count(*) AS n FROM ledger_entries GROUP BY 1, 2')).rows,
-      });
-      return readModelEntryDigests(snapshot);
-    },
-    { isolation: 'REPEATABLE READ', readOnly: true },
-  );
-  storedEntries.catch(() => undefined);
-  const { checkpoint, balances, counts } = await Promise.race([
-    snapshotRead,
-    storedEntries.then((): never => {
-      throw new Error('the read model was not read');
-    }),
-  ]);
+  const { checkpoint, balances, counts } = await readModel.read;
 
   // The stored snapshots (a cache the loader checks; here each is compared with the
   // re-folded ledger): their revisions now, each one's state when its ledger is replayed.
@@ -322,7 +313,7 @@ export async function verifyLedgers(
     stored.get(name)!.set(row.account, BigInt(row.balance));
   }
   const storedCounts = new Map(counts.map((r) => [key(r.account_id, r.mode), Number(r.n)]));
-  const storedDigests = await storedEntries;
+  const storedDigests = await readModel.digests;
   const repeated = new Set(problems.filter((p) => p.kind === 'duplicate_entry' || p.kind === 'duplicate_cause').map((p) => p.ledger));
   const differing: string[] = [];
 
@@ -349,9 +340,12 @@ export async function verifyLedgers(
     // A count that differs is located too: the entry one side has and the other not.
     if (!repeated.has(name) && (countDiffers || (n > 0 && storedDigests.get(name) !== replayed.rowsDigest))) differing.push(name);
   }
-  for (const name of differing.slice(0, ENTRIES_LOCATED)) {
-    problems.push({ ledger: name, kind: 'entries_differ', detail: await firstDifferingEntry(pool, store, name, checkpoint) });
-  }
+  // Located in the read model's snapshot: rows the projector wrote since are not in it.
+  await readModel.lastly(async (client) => {
+    for (const name of differing.slice(0, ENTRIES_LOCATED)) {
+      problems.push({ ledger: name, kind: 'entries_differ', detail: await firstDifferingEntry(client, store, name, checkpoint) });
+    }
+  });
   for (const name of differing.slice(ENTRIES_LOCATED)) {
     problems.push({ ledger: name, kind: 'entries_differ', detail: 'its entries in the read model differ from the log (not located: see the ledgers above)' });
   }
@@ -360,6 +354,55 @@ export async function verifyLedgers(
   }
 
   return { ledgers: ledgers.size, entries, eventsRead, snapshotsChecked, comparedAt: checkpoint, problems, notes };
+}
+
+/** The read model as of one instant: one REPEATABLE READ transaction, open until `lastly` has run in it or `end`. */
+interface ReadModelSnapshot {
+  /** The ledger projection's checkpoint, the balances and each ledger's count of entries. */
+  readonly read: Promise<{ checkpoint: Position; balances: BalanceRow[]; counts: CountRow[] }>;
+  /** Each ledger's rows digest (readModelEntryDigests), computed while the log is replayed. */
+  readonly digests: Promise<Map<string, string>>;
+  /** Runs `work` in the snapshot, then ends it. */
+  lastly(work: (client: PoolClient) => Promise<void>): Promise<void>;
+  end(): void;
+}
+
+function readModelSnapshot(pool: Pool): ReadModelSnapshot {
+  let taken!: (read: Awaited<ReadModelSnapshot['read']>) => void;
+  let digested!: (digests: Map<string, string>) => void;
+  let last!: (work: ((client: PoolClient) => Promise<void>) | null) => void;
+  const read = new Promise<Awaited<ReadModelSnapshot['read']>>((resolve) => (taken = resolve));
+  const digests = new Promise<Map<string, string>>((resolve) => (digested = resolve));
+  const lastWork = new Promise<((client: PoolClient) => Promise<void>) | null>((resolve) => (last = resolve));
+  const ended = inTransaction(
+    pool,
+    async (client) => {
+      taken({
+        checkpoint: (await readCheckpoint(client, 'ledger'))?.position ?? { commit: 0n, prepare: 0n },
+        balances: (await client.query<BalanceRow>('SELECT account_id, mode, account, balance FROM ledger_balances')).rows,
+        counts: (await client.query<CountRow>('SELECT account_id, mode, count(*) AS n FROM ledger_entries GROUP BY 1, 2')).rows,
+      });
+      digested(await readModelEntryDigests(client));
+      const work = await lastWork;
+      if (work) await work(client);
+    },
+    { isolation: 'REPEATABLE READ', readOnly: true },
+  );
+  ended.catch(() => undefined);
+  // A transaction that failed or ended before giving what is awaited: its error.
+  const notRead = ended.then((): never => {
+    throw new Error('the read model was not read');
+  });
+  notRead.catch(() => undefined);
+  return {
+    read: Promise.race([read, notRead]),
+    digests: Promise.race([digests, notRead]),
+    lastly: (work) => {
+      last(work);
+      return ended;
+    },
+    end: () => last(null),
+  };
 }
 
 /** A ledger entry as a read of the log in log order meets it. */
@@ -806,11 +849,12 @@ async function readModelEntryDigests(snapshot: PoolClient): Promise<Map<string, 
 }
 
 /**
- * The first entry (lowest seq) of a ledger whose rows in the read model differ from the
- * log, up to the checkpoint, both lines: one the log has and the read model not, one the
- * read model has and the log not, or one whose rows differ. A page of the stream at a time.
+ * The first entry (lowest seq) of a ledger whose rows in the read model (of the snapshot
+ * `snapshot`) differ from the log, up to the checkpoint, both lines: one the log has and the
+ * read model not, one the read model has and the log not, or one whose rows differ. A page
+ * of the stream at a time.
  */
-async function firstDifferingEntry(pool: Pool, store: EventStore, name: string, checkpoint: Position): Promise<string> {
+async function firstDifferingEntry(snapshot: PoolClient, store: EventStore, name: string, checkpoint: Position): Promise<string> {
   const ledger = ledgerIdFromStream(name)!;
   const rows = new EntryRows();
   const line = entryLineSql(`(SELECT string_agg(${POSTING_LINE_SQL}, ',' ORDER BY p.ordinal) FROM ledger_postings p WHERE p.entry_id = e.entry_id)`);
@@ -822,7 +866,7 @@ async function firstDifferingEntry(pool: Pool, store: EventStore, name: string, 
     const until = page.length === PAGE ? page[page.length - 1]!.revision + 1n : from + BigInt(PAGE);
     const stored = new Map(
       (
-        await pool.query<{ seq: string; line: string }>(
+        await snapshot.query<{ seq: string; line: string }>(
           `SELECT e.seq::text AS seq, ${line} AS line
              FROM ledger_entries e WHERE e.account_id = $1 AND e.mode = $2 AND e.seq >= $3 AND e.seq < $4`,
           [ledger.accountId, ledger.mode, from.toString(), until.toString()],
@@ -831,11 +875,13 @@ async function firstDifferingEntry(pool: Pool, store: EventStore, name: string, 
     );
     let first: { seq: bigint; detail: string } | null = null;
     for (const event of page) {
-      if (event.type !== 'LedgerEntryPosted' || comparePositions(event.position, checkpoint) > 0) continue;
+      if (event.type !== 'LedgerEntryPosted') continue;
       const seq = event.revision.toString();
-      const expected = rows.next(event.revision, event.position, event.data as unknown as LedgerEntryPostedData);
       const actual = stored.get(seq);
       stored.delete(seq);
+      // An entry past the checkpoint: the read model is compared as of its checkpoint.
+      if (comparePositions(event.position, checkpoint) > 0) continue;
+      const expected = rows.next(event.revision, event.position, event.data as unknown as LedgerEntryPostedData);
       if (actual !== expected && first === null) first = { seq: event.revision, detail: differs(seq, expected, actual) };
     }
     // What is left the log does not have (up to the checkpoint).
@@ -845,7 +891,7 @@ async function firstDifferingEntry(pool: Pool, store: EventStore, name: string, 
     if (first) return first.detail;
     if (page.length < PAGE) {
       const beyond = (
-        await pool.query<{ seq: string; line: string }>(
+        await snapshot.query<{ seq: string; line: string }>(
           `SELECT e.seq::text AS seq, ${line} AS line FROM ledger_entries e
             WHERE e.account_id = $1 AND e.mode = $2 AND (e.seq < 0 OR e.seq >= $3) ORDER BY e.seq LIMIT 1`,
           [ledger.accountId, ledger.mode, until.toString()],
