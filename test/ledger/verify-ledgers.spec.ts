@@ -192,6 +192,19 @@ describe('ledger:verify finds each corruption', () => {
     expect(located.find((p) => p.ledger === A)?.detail).toMatch(new RegExp(`^entry at revision 1: log gives .*${middle}.*a-2.*, read model has no row$`));
     expect(located.find((p) => p.ledger === B)?.detail).toMatch(/^entry at revision 7: log gives no entry, read model has .*payment:forged/);
   });
+  it('a row at a negative seq is named first, not an edited entry after it', async () => {
+    await projectToHead(db.pool, store, ledgerProjection);
+    await db.pool.query(
+      `INSERT INTO ledger_entries (entry_id, account_id, mode, seq, kind, cause, occurred_at, log_position)
+       VALUES (gen_random_uuid(), $1, 'live', -1, 'payment_recorded', 'payment:forged', now(), '1/1')`,
+      [a.accountId],
+    );
+    await db.pool.query(`UPDATE ledger_entries SET cause = 'payment:edited' WHERE account_id = $1 AND seq = 1`, [a.accountId]);
+    const located = (await verifyBothWays()).problems.filter((p) => p.kind === 'entries_differ');
+    expect(located).toEqual([
+      { ledger: A, kind: 'entries_differ', detail: expect.stringMatching(/^entry at revision -1: log gives no entry, read model has .*payment:forged/) },
+    ]);
+  });
   it('the projector moving on while ledger:verify runs: the forged row is named, not an entry written after the checkpoint', async () => {
     await projectToHead(db.pool, store, ledgerProjection);
     await db.pool.query(

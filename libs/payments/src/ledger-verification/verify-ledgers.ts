@@ -851,8 +851,8 @@ async function readModelEntryDigests(snapshot: PoolClient): Promise<Map<string, 
 /**
  * The first entry (lowest seq) of a ledger whose rows in the read model (of the snapshot
  * `snapshot`) differ from the log, up to the checkpoint, both lines: one the log has and the
- * read model not, one the read model has and the log not, or one whose rows differ. A page
- * of the stream at a time.
+ * read model not, one the read model has and the log not, or one whose rows differ. A row
+ * at a negative seq first, then a page of the stream at a time, then the first row past it.
  */
 async function firstDifferingEntry(snapshot: PoolClient, store: EventStore, name: string, checkpoint: Position): Promise<string> {
   const ledger = ledgerIdFromStream(name)!;
@@ -860,6 +860,17 @@ async function firstDifferingEntry(snapshot: PoolClient, store: EventStore, name
   const line = entryLineSql(`(SELECT string_agg(${POSTING_LINE_SQL}, ',' ORDER BY p.ordinal) FROM ledger_postings p WHERE p.entry_id = e.entry_id)`);
   const differs = (seq: string, expected: string | undefined, actual: string | undefined) =>
     `entry at revision ${seq}: log gives ${expected === undefined ? 'no entry' : expected.trim()}, read model has ${actual === undefined ? 'no row' : actual.trim()}`;
+  // The lowest row of a range of seqs, from the (account_id, mode, seq) index: no revision is negative.
+  const lowest = async (range: string, bound: bigint) =>
+    (
+      await snapshot.query<{ seq: string; line: string }>(
+        `SELECT e.seq::text AS seq, ${line} AS line FROM ledger_entries e
+          WHERE e.account_id = $1 AND e.mode = $2 AND e.seq ${range} $3 ORDER BY e.seq LIMIT 1`,
+        [ledger.accountId, ledger.mode, bound.toString()],
+      )
+    ).rows[0];
+  const negative = await lowest('<', 0n);
+  if (negative) return differs(negative.seq, undefined, negative.line);
   for (let from = 0n; ;) {
     const page = await store.readStream(name, { fromRevision: from, maxCount: PAGE });
     // The rows of the seqs this page covers: up to the next page's first revision (the last page: PAGE of them).
@@ -890,13 +901,7 @@ async function firstDifferingEntry(snapshot: PoolClient, store: EventStore, name
     }
     if (first) return first.detail;
     if (page.length < PAGE) {
-      const beyond = (
-        await snapshot.query<{ seq: string; line: string }>(
-          `SELECT e.seq::text AS seq, ${line} AS line FROM ledger_entries e
-            WHERE e.account_id = $1 AND e.mode = $2 AND (e.seq < 0 OR e.seq >= $3) ORDER BY e.seq LIMIT 1`,
-          [ledger.accountId, ledger.mode, until.toString()],
-        )
-      ).rows[0];
+      const beyond = await lowest('>=', until);
       if (beyond) return differs(beyond.seq, undefined, beyond.line);
       return 'its entries in the read model differ from the log (their rows are in another order)';
     }
