@@ -326,6 +326,50 @@ describe('a tampered event log is found and named', () => {
     expect(await problems()).toEqual([]);
   });
 
+  it('the last events deleted across checkpoints of two events each: the first line gives how many are gone in all, no checkpoint "starts after"', async () => {
+    // The gateway is stopped: events appended by the test, one at a time (each its own transaction).
+    const store = new PostgresEventStore(gw.db.pool);
+    try {
+      for (let i = 0; i < 6; i++) await store.appendToStream(`audit-cut-${randomUUID()}`, [{ id: randomUUID(), type: 'Probed', data: { n: i } }]);
+    } finally {
+      await store.close();
+    }
+    const count = async () => BigInt((await gw.db.pool.query<{ n: string }>('SELECT count(*) AS n FROM events')).rows[0]!.n);
+    // Recorded in segments of two events (the checkpoint route records up to CHECKPOINT_SEGMENT_EVENTS per row).
+    await poll(
+      async () => (await extendLogCheckpoints(gw.db.pool, { segmentEvents: 2 })).events === (await count()),
+      (done) => done,
+      'the checkpoints to cover the log',
+    );
+    // Five events, or four where five would start the cut at a segment's start: it ends a range early, then two ranges gone.
+    const starts = (await gw.db.pool.query<{ from_events: string }>('SELECT from_events::text FROM event_log_checkpoints')).rows.map((r) =>
+      BigInt(r.from_events),
+    );
+    const total = await count();
+    const n = starts.includes(total - 5n) ? 4 : 5;
+    expect(starts.filter((start) => start > total - BigInt(n)).length).toBeGreaterThanOrEqual(2);
+    const { covered, before, restore } = await cutTail(n);
+    try {
+      const found = await problems();
+      expect(found.filter((p) => p.detail.includes('starts after'))).toEqual([]);
+      expect(found[0]).toEqual({ kind: 'event_missing', streamName: null, revision: null, position: positionOf(before), detail: expect.any(String) });
+      expect(found[0]!.detail).toMatch(
+        new RegExp(`; ${n} recorded event\\(s\\) are gone in all, events ${covered.events - BigInt(n) + 1n} to ${covered.events}$`),
+      );
+      const lines = found.map((p) => /^(\d+) event\(s\) checkpoint \d+ recorded are not in the log, events/.exec(p.detail));
+      expect(lines.every((l) => l !== null)).toBe(true);
+      expect(lines.reduce((a, l) => a + Number(l![1]), 0)).toBe(n);
+      const run = await logVerify();
+      expect(run.code).toBe(1);
+      expect(run.output).toContain(`  [event_missing] at position ${positionOf(before)}: `);
+      expect(run.output).toContain(`${n} recorded event(s) are gone in all`);
+      expect(run.output).not.toContain('starts after');
+    } finally {
+      await restore();
+    }
+    expect(await problems()).toEqual([]);
+  });
+
   it("the last events deleted and the database's checkpoints emptied: OK, saying what only an off-site checkpoint finds", async () => {
     const { covered, restore } = await cutTail(2);
     const columns = 'seq, from_events, events, position_commit::text AS position_commit, position_prepare, log_hash, event_hashes';

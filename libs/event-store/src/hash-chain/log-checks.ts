@@ -454,6 +454,11 @@ export class LogOrderCheck {
   /** The events of the segment: each as the columns it is in and its row there. */
   private segmentColumns: LoggedColumns[] = [];
   private segmentRows: number[] = [];
+  /** A checkpoint starting after more events than the log has so far: a problem only if the log goes on (else it ended before it). */
+  private startsAfter: LogProblem | null = null;
+  /** The first range that ended early (its line's index in `problems`) and the end of the last checkpoint: the recorded events gone. */
+  private cut: { line: number; lacks: bigint } | null = null;
+  private recordedEnd = 0n;
   checkpointsCompared = 0;
 
   get events(): bigint {
@@ -471,14 +476,18 @@ export class LogOrderCheck {
     this.segmentRows = [];
     const previous = this.lastCompared;
     this.segmentBase = this.diverged && previous && previous.events === checkpoint.fromEvents ? previous : null;
+    if (checkpoint.events > this.recordedEnd) this.recordedEnd = checkpoint.events;
     if (checkpoint.fromEvents !== this.count) {
-      this.problems.push({
+      const problem: LogProblem = {
         kind: 'chain_hash_mismatch',
         streamName: null,
         revision: null,
         position: checkpoint.position,
         detail: `checkpoint ${checkpoint.seq} starts after event ${checkpoint.fromEvents}, the log has ${this.count} before it`,
-      });
+      };
+      // Fewer events than its start: reported when the next event comes; a log that ends first lost them (the cut's line counts them).
+      if (checkpoint.fromEvents > this.count) this.startsAfter ??= problem;
+      else this.problems.push(problem);
     }
   }
 
@@ -502,6 +511,8 @@ export class LogOrderCheck {
 
   /** The next event of the log: row `i` of `columns` (its stream's order is not checked here). */
   eventInColumns(columns: LoggedColumns, i: number): void {
+    if (this.startsAfter) this.problems.push(this.startsAfter);
+    this.startsAfter = null;
     this.running.add(columns.hashless[i] === 1 ? null : columns.chainHashes, i * CHAIN_HASH_BYTES);
     this.count += 1n;
     if (this.segment) {
@@ -513,6 +524,16 @@ export class LogOrderCheck {
 
   finish(): void {
     this.closeSegment();
+    // A cut tail crossing checkpoints: its first line says how many recorded events are gone in all.
+    const cut = this.cut;
+    const gone = this.recordedEnd - this.count;
+    if (cut && gone > cut.lacks) {
+      const line = this.problems[cut.line]!;
+      this.problems[cut.line] = {
+        ...line,
+        detail: `${line.detail}; ${gone} recorded event(s) are gone in all, events ${this.count + 1n} to ${this.recordedEnd}`,
+      };
+    }
   }
 
   private closeSegment(): void {
@@ -534,14 +555,17 @@ export class LogOrderCheck {
       for (let at = 0; at + CHAIN_HASH_BYTES <= segment.eventHashes.length; at += CHAIN_HASH_BYTES) {
         recorded.push(segment.eventHashes.subarray(at, at + CHAIN_HASH_BYTES));
       }
-      this.problems.push(
-        explain(
-          segment,
-          recorded,
-          rows.map((row, k) => columns[k]!.event(row)),
-          differsAt,
-        ),
+      const problem = explain(
+        segment,
+        recorded,
+        rows.map((row, k) => columns[k]!.event(row)),
+        differsAt,
       );
+      // The range ended early, the log with it (it ends a segment only at the next checkpoint or the end).
+      if (this.cut === null && problem.kind === 'event_missing' && this.count < segment.events && rows.length < recorded.length) {
+        this.cut = { line: this.problems.length, lacks: BigInt(recorded.length - rows.length) };
+      }
+      this.problems.push(problem);
       return;
     }
     const lastEvent = rows.length === 0 ? undefined : columns[rows.length - 1]!.event(rows[rows.length - 1]!);
