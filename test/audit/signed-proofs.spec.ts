@@ -339,7 +339,8 @@ describe('signed checkpoints and statements', () => {
     expect(exportLog).toContain("TO 'log.csv'");
     const exported = spawnSync('bash', ['--norc', '--noprofile', '-eo', 'pipefail', '-c', exportLog], {
       cwd: files.dir,
-      env: { PATH: process.env.PATH ?? '', DATABASE_URL: url },
+      // A client encoding other than UTF-8 (an auditor's Windows locale): the file is UTF-8 all the same, д one character.
+      env: { PATH: process.env.PATH ?? '', DATABASE_URL: url, PGCLIENTENCODING: 'WIN1251' },
       encoding: 'utf8',
     });
     expect({ status: exported.status, stderr: exported.stderr }).toEqual({ status: 0, stderr: '' });
