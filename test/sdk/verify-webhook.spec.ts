@@ -125,6 +125,23 @@ describe('verifyWebhook', () => {
     expect(refusalOf(vm.runInNewContext('JSON.parse(b)', { b: BODY }))).toContain('got an object (a parsed JSON body?).');
   });
 
+  it('verifies and parses one private copy: bytes the caller changes meanwhile (shared memory) are not what it returns', () => {
+    const bytes = Buffer.from(BODY);
+    for (const memory of ['SharedArrayBuffer', 'Uint8Array'] as const) {
+      const store = memory === 'SharedArrayBuffer' ? new SharedArrayBuffer(bytes.length) : new ArrayBuffer(bytes.length);
+      const view = new Uint8Array(store);
+      view.set(bytes);
+      // Another thread writing the memory between the signature checks and the parse, here from the clock callback.
+      const forged = Buffer.from(BODY.replace('evt-1', 'evt-9'));
+      const changing = () => {
+        view.set(forged);
+        return now();
+      };
+      const given = memory === 'SharedArrayBuffer' ? store : view;
+      expect({ memory, id: verifyWebhook(given as Uint8Array, headersOf(BODY), SECRET, { now: changing }).id }).toEqual({ memory, id: 'evt-1' });
+    }
+  });
+
   it('a toleranceSeconds that is not a finite number from 0 (NaN of an unset variable) is a TypeError, never "any age"', () => {
     const old = headersOf(BODY, T - 611);
     expect(codeOf(() => verifyWebhook(BODY, old, SECRET, { now }))).toBe('timestamp_invalid');

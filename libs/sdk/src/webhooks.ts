@@ -51,10 +51,12 @@ const hmacHex = (secret: string, ...parts: (string | Uint8Array)[]): string => {
  * what to pass instead.
  */
 function rawBytesOf(rawBody: unknown): Uint8Array {
+  // Always a private copy: the signature checks and the parse must read the same bytes, also when the caller's memory
+  // changes meanwhile (a SharedArrayBuffer another thread writes).
   if (typeof rawBody === 'string') return Buffer.from(rawBody, 'utf8');
-  if (types.isUint8Array(rawBody)) return rawBody;
-  if (ArrayBuffer.isView(rawBody)) return Buffer.from(rawBody.buffer, rawBody.byteOffset, rawBody.byteLength);
-  if (types.isAnyArrayBuffer(rawBody)) return Buffer.from(rawBody);
+  if (types.isUint8Array(rawBody)) return Buffer.from(rawBody);
+  if (ArrayBuffer.isView(rawBody)) return Buffer.from(new Uint8Array(rawBody.buffer, rawBody.byteOffset, rawBody.byteLength));
+  if (types.isAnyArrayBuffer(rawBody)) return Buffer.from(new Uint8Array(rawBody));
   throw new WebhookVerificationError(
     'raw_body_required',
     `verifyWebhook: rawBody must be the exact bytes received (a Buffer, Uint8Array, ArrayBuffer or string), got ${kindOf(rawBody)}. ` +
