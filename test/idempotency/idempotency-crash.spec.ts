@@ -12,7 +12,7 @@
 import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import { RunningGateway, startGateway } from '../support/gateway-process';
-import { expectStatus, Json, Merchant, Operator, poll, Reply } from '../support/merchant-fixtures';
+import { expectError, expectStatus, Json, Merchant, Operator, poll, Reply } from '../support/merchant-fixtures';
 import { fund, paidInvoice, payoutAddress, PHONE } from '../support/money-out-fixtures';
 import { sendRaw } from '../support/signing';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
@@ -149,6 +149,49 @@ describe('SIGKILL between the grant and the stored answer of a keyed request', (
     expect(await reservationsOf(m.accountId, 'live')).toEqual(reserved);
     const list = await sendRaw(gateway!.baseUrl, 'GET', '/v1/payouts', { headers: { authorization: `Bearer ${m.keys.live.secretKey}` } });
     expect(list.body.items.map((p: Json) => p.id)).toEqual([retry.body.id]);
+    await gateway!.kill();
+    gateway = null;
+  });
+  it('payout killed before its reservation; the retry answers 503; after a key rotation the retry reaches the same payout', async () => {
+    let operator = await start();
+    const m = await operator.merchant({ holdHours: 0 });
+    await fund(operator, m, 'live', ['3000.00']);
+    const address = await payoutAddress(operator, m.accountId, { method: 'sbp', account: PHONE });
+    const key = randomUUID();
+    const body = `{"amount":"400.00","addressId":${address.id}}`;
+    const payoutsRequested = async (): Promise<string[]> =>
+      (
+        await db.pool.query<{ stream: string }>(`SELECT stream_name AS stream FROM events WHERE event_type = 'PayoutRequested' AND data->>'accountId' = $1`, [
+          m.accountId,
+        ])
+      ).rows.map((r) => r.stream);
+
+    operator = await killWhileHeld(HOLD_RESERVATION, () => keyedPost(m, 'live', '/v1/payouts', body, key));
+    const written = await payoutsRequested();
+    expect(written).toHaveLength(1);
+
+    // The retry under the old pair meets a transient failure of its reservation: 503, nothing stored.
+    await db.pool.query(`CREATE FUNCTION fail_reserve() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION 'reservations fail for this test' USING ERRCODE = '57P01'; END $$`);
+    await db.pool.query(`CREATE TRIGGER fail_reserve BEFORE INSERT ON events FOR EACH ROW
+      WHEN (NEW.event_type = 'LedgerEntryPosted' AND NEW.data->>'cause' LIKE 'reserve:%') EXECUTE FUNCTION fail_reserve()`);
+    try {
+      expectStatus(await keyedPost(m, 'live', '/v1/payouts', body, key), 503);
+    } finally {
+      await db.pool.query('DROP TRIGGER fail_reserve ON events');
+    }
+
+    // The operator rotates the live pair; the merchant retries under the new one.
+    const rotated = await operator.http.post(`/admin/v1/projects/${m.projectId}/keys/rotate`, { mode: 'live' });
+    expectStatus(rotated, 201);
+    const after = { ...m, keys: { ...m.keys, live: { secretKey: rotated.body.secretKey, publicKey: rotated.body.publicKey } } } as Merchant;
+    const retry = await keyedPost(after, 'live', '/v1/payouts', body, key);
+    expectStatus(retry, 201);
+    expect(await payoutsRequested()).toEqual(written);
+    expect(await reservationsOf(m.accountId, 'live')).toEqual([`reserve:po_${retry.body.id}`]);
+    // Another request under the key stays refused: the key names the first payout.
+    const other = await keyedPost(after, 'live', '/v1/payouts', `{"amount":"300.00","addressId":${address.id}}`, key);
+    expectError(other, 409, 'idempotency_key_conflict', 'Idempotency-Key');
     await gateway!.kill();
     gateway = null;
   });

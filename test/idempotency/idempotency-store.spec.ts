@@ -106,12 +106,13 @@ describe('the idempotency key store', () => {
     expect(await keys.admit(r)).toEqual({ kind: 'replay', status: 202, body: '{"by":"first"}' });
   });
 
-  it('a key let go after a 5xx runs again on the next request', async () => {
+  it("a key let go after a 5xx runs again at once on the next request, as its first pair's; another request is refused", async () => {
     const r = keyed();
     const first = await keys.admit(r);
     if (first.kind !== 'run') throw new Error('not run');
     await keys.abandon(r, first.claim);
-    expect(await keys.admit(r)).toMatchObject({ kind: 'run', takenOver: false });
+    expect(await keys.admit({ ...r, fingerprint: 'another request' })).toEqual({ kind: 'conflict' });
+    expect(await keys.admit({ ...r, keyId: randomUUID() })).toMatchObject({ kind: 'run', takenOver: true, keyId: r.keyId });
   });
 
   it('keys are per project and mode: another pair of the project gets the answer, and a takeover the first pair', async () => {

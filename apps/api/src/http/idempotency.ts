@@ -109,7 +109,7 @@ export const Keyed = createParamDecorator(
 /**
  * Stores the answer of every keyed request that ran, before it is sent, and stops
  * renewing its lease: a 2xx or 4xx becomes the key's answer (if another run of the key
- * stored one first, that one is sent instead); a 5xx lets the key go, so a retry can
+ * stored one first, that one is sent instead); a 5xx ends its lease (the row stays), so a retry can
  * succeed. Should storing fail, the answer still goes out and the key stays held until
  * its lease runs out: the retry then runs the keyed steps again, which reach the same result.
  */

@@ -122,7 +122,7 @@ export class IdempotencyKeys {
         return { kind: 'run', claim, takenOver: !claimed.rows[0].fresh, keyId: claimed.rows[0].key_id };
       }
       const row = (await this.pool.query<KeyRow>(preparedStatement(READ, [request.projectId, request.mode, request.key]))).rows[0];
-      // Gone meanwhile (its holder answered 5xx and let it go): claim it again.
+      // Gone meanwhile (swept): claim it again.
       if (!row) continue;
       if (row.fingerprint !== request.fingerprint) return { kind: 'conflict' };
       if (row.state === 'completed') return { kind: 'replay', status: row.status!, body: row.body! };
@@ -165,15 +165,18 @@ export class IdempotencyKeys {
     return row && row.state === 'completed' && row.fingerprint === request.fingerprint ? { status: row.status!, body: row.body! } : null;
   }
 
-  /** Lets the key go after an answer that is not stored (5xx): the next retry runs the request again. */
+  /**
+   * Lets the key go after an answer that is not stored (5xx): its lease ends now, so the
+   * next retry takes it over at once and runs the request again. The row stays, with its
+   * first pair and fingerprint: the retry (under any pair of the project) reaches what
+   * the first run may have written, and another request under the key is refused.
+   */
   async abandon(request: KeyedRequest, claim: string): Promise<void> {
     this.stopRenewing(claim);
-    await this.pool.query(`DELETE FROM idempotency_keys WHERE project_id = $1 AND mode = $2 AND idempotency_key = $3 AND state = 'started' AND claim = $4`, [
-      request.projectId,
-      request.mode,
-      request.key,
-      claim,
-    ]);
+    await this.pool.query(
+      `UPDATE idempotency_keys SET lease_until = clock_timestamp() WHERE project_id = $1 AND mode = $2 AND idempotency_key = $3 AND state = 'started' AND claim = $4`,
+      [request.projectId, request.mode, request.key, claim],
+    );
   }
 
   /**
