@@ -1,19 +1,25 @@
 /**
- * Migration payments:0050 scopes idempotency keys by project and mode instead of key
- * pair. On a database with rows written by the previous version (no project): each row
- * gets its pair's project (a revoked pair's too); two pairs of one project that used one
- * key keep the newest pair's row; a row of an unknown pair keeps a null project. After
- * it, a retry under the project's current pair finds a key of its revoked pair, and a
- * row the previous version still writes during the rolling upgrade gets its project.
+ * Migrations payments:0050, 0052 and 0053 scope idempotency keys by project and mode
+ * instead of key pair. On a database with rows written by the previous version (no
+ * project): each row gets its pair's project (a revoked pair's too); two pairs of one
+ * project that used one key keep the newest pair's row; a row of an unknown pair keeps a
+ * null project. While they run, the previous version goes on claiming and reading keys
+ * (no lock of the whole table held through the backfill), and cannot write a second row
+ * of one key in a project. After them, a retry under the project's current pair finds a
+ * key of its revoked pair, and a row the previous version still writes gets its project.
  */
 import { randomUUID } from 'node:crypto';
+import { Client } from 'pg';
 import { migrate } from '#platform/database';
 import { allMigrations } from '#payments/composition';
 import { IdempotencyKeys, requestFingerprint } from '#payments/idempotency';
 import { ManualClock } from '#platform/clock';
+import { poll } from '../support/merchant-fixtures';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
-const BY_PROJECT = 'payments:0050_idempotency_keys_by_project';
+/** The migrations to project scope. */
+const BY_PROJECT = allMigrations.map((m) => m.id).filter((id) => /^payments:005\d_idempotency_keys/.test(id));
+const HOLD_LOCK = 7_420_050;
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -65,10 +71,10 @@ async function oldRow(pair: string, mode: string, key: string, body: string | nu
 }
 
 it('backfills the project of each row, keeps the newest pair of a collision, and scopes the keys by project from then on', async () => {
-  expect(allMigrations.map((m) => m.id)).toContain(BY_PROJECT);
+  expect(BY_PROJECT).toContain('payments:0050_idempotency_keys_by_project');
   await migrate(
     db.pool,
-    allMigrations.filter((m) => m.id !== BY_PROJECT),
+    allMigrations.filter((m) => !BY_PROJECT.includes(m.id)),
   );
 
   const day = (n: number) => new Date(Date.UTC(2026, 0, n));
@@ -85,7 +91,60 @@ it('backfills the project of each row, keeps the newest pair of a collision, and
   await oldRow(unknownPair, 'test', 'both', '{"by":"nobody"}');
   await oldRow(b, 'test', 'running', null);
 
-  expect(await migrate(db.pool, allMigrations)).toEqual([BY_PROJECT]);
+  // The backfill is held on its first row (a trigger waits on a lock the test holds) while the previous version serves.
+  const holder = new Client({ connectionString: db.url });
+  const previous = new Client({ connectionString: db.url });
+  await holder.connect();
+  await previous.connect();
+  let migrating: Promise<string[]> | null = null;
+  try {
+    await holder.query('SELECT pg_advisory_lock($1)', [HOLD_LOCK]);
+    await db.pool.query(`CREATE FUNCTION hold_for_test() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN PERFORM pg_advisory_xact_lock(${HOLD_LOCK}); RETURN COALESCE(NEW, OLD); END $$`);
+    await db.pool.query('CREATE TRIGGER hold_for_test BEFORE UPDATE OR DELETE ON idempotency_keys FOR EACH ROW EXECUTE FUNCTION hold_for_test()');
+    migrating = migrate(db.pool, allMigrations);
+    await poll(
+      async () => (await db.pool.query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = $1`, [HOLD_LOCK])).rowCount,
+      (n) => n !== 0,
+      'the backfill waiting on the test lock',
+    );
+    // The previous version's statements are not queued behind the migration: they would fail on the lock timeout.
+    await previous.query(`SET lock_timeout = '3s'`);
+    const read = await previous.query('SELECT state FROM idempotency_keys WHERE key_id = $1 AND mode = $2 AND idempotency_key = $3', [
+      a,
+      'test',
+      'revoked only',
+    ]);
+    expect(read.rows).toEqual([{ state: 'completed' }]);
+    await previous.query(
+      `INSERT INTO idempotency_keys (key_id, mode, idempotency_key, fingerprint, state, claim, lease_until, created_at)
+       VALUES ($1, 'test', 'claimed meanwhile', $2, 'started', $3, clock_timestamp() + interval '5 seconds', now())
+       ON CONFLICT (key_id, mode, idempotency_key) DO NOTHING`,
+      [c, fingerprint, randomUUID()],
+    );
+    // A key another pair of the project holds is refused to it, as the unique index will refuse it: no duplicate to build the index on.
+    await expect(
+      previous.query(
+        `INSERT INTO idempotency_keys (key_id, mode, idempotency_key, fingerprint, state, claim, lease_until, created_at)
+         VALUES ($1, 'test', 'revoked only', $2, 'started', $3, clock_timestamp() + interval '5 seconds', now())
+         ON CONFLICT (key_id, mode, idempotency_key) DO NOTHING`,
+        [c, fingerprint, randomUUID()],
+      ),
+    ).rejects.toMatchObject({ code: '23505' });
+    await holder.query('SELECT pg_advisory_unlock($1)', [HOLD_LOCK]);
+    expect(await migrating).toEqual(BY_PROJECT);
+  } finally {
+    await holder.query('SELECT pg_advisory_unlock_all()');
+    await migrating?.catch(() => undefined);
+    await db.pool.query('DROP TRIGGER IF EXISTS hold_for_test ON idempotency_keys');
+    await holder.end();
+    await previous.end();
+  }
+  const index = await db.pool.query(
+    `SELECT i.indisvalid AS valid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = 'idempotency_keys_project_scope'`,
+  );
+  expect(index.rows).toEqual([{ valid: true }]);
+  await db.pool.query(`DELETE FROM idempotency_keys WHERE idempotency_key = 'claimed meanwhile'`);
   const rows = await db.pool.query<{ key_id: string; project_id: string | null; mode: string; idempotency_key: string; body: string | null }>(
     'SELECT key_id::text, project_id::text, mode, idempotency_key, body FROM idempotency_keys ORDER BY idempotency_key, mode, body',
   );

@@ -44,7 +44,12 @@ import {
   webhookQueueMigration,
 } from '../webhooks/schema';
 import { webhookRetentionMigration } from '../webhooks/webhook-retention';
-import { idempotencyKeysByProjectMigration, idempotencyKeysMigration } from '../idempotency/schema';
+import {
+  idempotencyKeysByProjectMigration,
+  idempotencyKeysMigration,
+  idempotencyKeysProjectBackfillMigration,
+  idempotencyKeysProjectScopeMigration,
+} from '../idempotency/schema';
 import { payoutIdsMigration, payoutOrderIdClaimedAtMigration, payoutRequestKeysMigration } from '../payouts/payout-ids.schema';
 import { ledgerCauseIndexMigration } from '../ledger/ledger-cause-index';
 import { foldedStateAsJsonMigration, readModelRowsMigration } from '../read-models/folded-row';
@@ -111,4 +116,6 @@ export const allMigrations: readonly Migration[] = [
   refundRequestsInLogMigration,
   idempotencyKeysByProjectMigration,
   payoutOrderIdClaimedAtMigration,
+  idempotencyKeysProjectBackfillMigration,
+  idempotencyKeysProjectScopeMigration,
 ];

@@ -30,13 +30,15 @@ CREATE INDEX idempotency_keys_age ON idempotency_keys (created_at);
 
 /**
  * Idempotency keys per project and mode, not per key pair: a retry sent with the new
- * pair after a key rotation is still the same operation. Expand only: `key_id` stays
- * (the pair that names the keyed steps, see KeyedRequest) with its primary key, which a
- * previous version still claims by during a rolling upgrade; its rows get their
- * project from the trigger. Two pairs of one project that used one key (before a
- * rotation) keep the newest pair's row: the retries the merchant sends now come with
- * it, so the answer they already got stays the key's answer. A row of a pair no longer
- * known keeps a null project and is swept after the retention.
+ * pair after a key rotation is still the same operation. Expand only, in three steps so
+ * that the previous version goes on claiming and reading keys during a rolling upgrade
+ * (each step holds the table only briefly): this one adds `project_id` (metadata only)
+ * and the trigger that gives the previous version's rows (claimed by the primary key,
+ * `key_id` stays: the pair that names the keyed steps, see KeyedRequest) their project,
+ * and refuses such a row (23505, as the unique index will) when another pair of the
+ * project already holds the key, so no duplicate can appear before the index is built
+ * (one key at a time: an advisory lock per key). A row of a pair no longer known keeps a
+ * null project and is swept after the retention.
  */
 export const idempotencyKeysByProjectMigration: Migration = {
   id: 'payments:0050_idempotency_keys_by_project',
@@ -46,15 +48,40 @@ CREATE FUNCTION idempotency_keys_project() RETURNS trigger LANGUAGE plpgsql AS $
 BEGIN
   IF NEW.project_id IS NULL THEN
     NEW.project_id := (SELECT project_id FROM api_keys WHERE id = NEW.key_id);
+    IF NEW.project_id IS NOT NULL THEN
+      PERFORM pg_advisory_xact_lock(hashtext('idempotency_keys'), hashtext(NEW.project_id::text || ' ' || NEW.mode || ' ' || NEW.idempotency_key));
+      IF EXISTS (SELECT 1 FROM api_keys a JOIN idempotency_keys k ON k.key_id = a.id
+                 WHERE a.project_id = NEW.project_id AND a.id <> NEW.key_id AND k.mode = NEW.mode AND k.idempotency_key = NEW.idempotency_key) THEN
+        RAISE unique_violation USING MESSAGE = 'idempotency key held by another key pair of the project';
+      END IF;
+    END IF;
   END IF;
   RETURN NEW;
 END $$;
 CREATE TRIGGER idempotency_keys_project BEFORE INSERT ON idempotency_keys FOR EACH ROW EXECUTE FUNCTION idempotency_keys_project();
+`,
+};
+
+/**
+ * The project of every row from before payments:0050 (row locks only: the previous
+ * version's claims of other keys go on). Two pairs of one project that used one key
+ * (before a rotation) keep the newest pair's row: the retries the merchant sends now
+ * come with it, so the answer they already got stays the key's answer.
+ */
+export const idempotencyKeysProjectBackfillMigration: Migration = {
+  id: 'payments:0052_idempotency_keys_project_backfill',
+  sql: `
 DELETE FROM idempotency_keys k USING api_keys a, idempotency_keys o, api_keys b
 WHERE a.id = k.key_id AND b.id = o.key_id AND b.project_id = a.project_id
   AND o.mode = k.mode AND o.idempotency_key = k.idempotency_key
   AND (b.created_at, b.id) > (a.created_at, a.id);
-UPDATE idempotency_keys k SET project_id = a.project_id FROM api_keys a WHERE a.id = k.key_id;
-CREATE UNIQUE INDEX idempotency_keys_project_scope ON idempotency_keys (project_id, mode, idempotency_key) WHERE project_id IS NOT NULL;
+UPDATE idempotency_keys k SET project_id = a.project_id FROM api_keys a WHERE a.id = k.key_id AND k.project_id IS NULL;
 `,
+};
+
+/** The key's scope, built concurrently: keys are claimed meanwhile (the trigger of payments:0050 keeps them unique). */
+export const idempotencyKeysProjectScopeMigration: Migration = {
+  id: 'payments:0053_idempotency_keys_project_scope',
+  sql: `CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS idempotency_keys_project_scope ON idempotency_keys (project_id, mode, idempotency_key) WHERE project_id IS NOT NULL`,
+  concurrentIndex: 'idempotency_keys_project_scope',
 };
