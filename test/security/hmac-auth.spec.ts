@@ -11,8 +11,9 @@
  * - modes and projects kept apart.
  */
 import { createHash, createHmac } from 'node:crypto';
+import { Client } from 'pg';
 import { RunningGateway, startGateway } from '../support/gateway-process';
-import { api, CYRILLIC, expectStatus, Json, Merchant, Mode, Operator, orderId, Reply } from '../support/merchant-fixtures';
+import { api, CYRILLIC, expectStatus, Json, Merchant, Mode, Operator, orderId, poll, Reply } from '../support/merchant-fixtures';
 import { GatewayClock, sendRaw, sendSigned, SignedRequest, signRequest } from '../support/signing';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
@@ -31,6 +32,9 @@ function expectApiError(reply: Reply, status: number, code: string): void {
   expect(typeof reply.body.error.message).toBe('string');
   expect(reply.body.error.message).toMatch(CYRILLIC);
 }
+
+/** An advisory lock the test holds to line concurrent copies up. */
+const HOLD_SIGNATURE = 7_420_004;
 
 describe('HMAC request signing (mode 2) across two API processes', () => {
   let db: TestDatabase;
@@ -493,6 +497,44 @@ describe('HMAC request signing (mode 2) across two API processes', () => {
       );
       expect(replies.filter((r) => r.status === 201)).toHaveLength(1);
       for (const r of replies.filter((x) => x.status !== 201)) expectApiError(r, 401, 'signature_invalid');
+    });
+
+    it("5 copies of one signed request at once: one accepted, 4 × 401 signature_invalid, the key's rate counted once", async () => {
+      const m = await opA.merchant({ name: 'Копии' });
+      const s = signer(m, 'test', await webhookSecretOf(m.projectId));
+      const keyId = (await db.pool.query<{ id: string }>('SELECT id FROM api_keys WHERE public_key = $1', [s.publicId])).rows[0]!.id;
+      const hitsOf = async (): Promise<number> =>
+        Number((await db.pool.query('SELECT COALESCE(SUM(hits), 0) AS hits FROM rate_limit_windows WHERE key_id = $1', [keyId])).rows[0].hits);
+      const raw = JSON.stringify({ amount: '10.00', orderId: orderId('copies') });
+      const ts = String(freshTimestamp());
+      const signature = signRequest(s.secret, ts, raw);
+      const headers = { 'x-public-id': s.publicId, 'x-timestamp': ts, 'x-signature': signature, 'content-type': 'application/json' };
+      const before = await hitsOf();
+      // Every copy's record of the signature waits on a lock the test holds until all five are there: each copy was judged before any record.
+      const holder = new Client({ connectionString: db.url });
+      await holder.connect();
+      try {
+        await holder.query('SELECT pg_advisory_lock($1)', [HOLD_SIGNATURE]);
+        await db.pool.query(`CREATE OR REPLACE FUNCTION hold_signature() RETURNS trigger LANGUAGE plpgsql AS $$
+          BEGIN PERFORM pg_advisory_xact_lock(${HOLD_SIGNATURE}); RETURN NEW; END $$`);
+        await db.pool.query(`CREATE TRIGGER hold_signature BEFORE INSERT ON used_signatures FOR EACH ROW
+          WHEN (NEW.signature = '${signature.toLowerCase()}') EXECUTE FUNCTION hold_signature()`);
+        const sent = Promise.all(Array.from({ length: 5 }, () => sendRaw(a.baseUrl, 'POST', '/v1/invoices', { headers, body: raw })));
+        await poll(
+          async () => (await db.pool.query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = $1`, [HOLD_SIGNATURE])).rowCount,
+          (n) => n === 5,
+          'five copies recording the signature',
+        );
+        await holder.query('SELECT pg_advisory_unlock($1)', [HOLD_SIGNATURE]);
+        const replies = await sent;
+        expect(replies.filter((r) => r.status === 201)).toHaveLength(1);
+        for (const r of replies.filter((x) => x.status !== 201)) expectApiError(r, 401, 'signature_invalid');
+        expect((await hitsOf()) - before).toBe(1);
+      } finally {
+        await holder.query('SELECT pg_advisory_unlock_all()');
+        await db.pool.query('DROP TRIGGER IF EXISTS hold_signature ON used_signatures');
+        await holder.end();
+      }
     });
 
     it('a refused request (bad timestamp or bad signature) does not use up the signature', async () => {

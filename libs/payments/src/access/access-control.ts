@@ -75,12 +75,6 @@ export class AccessControl {
     private readonly limits: { perSecond: number; pollIntervalSeconds: number },
   ) {}
 
-  /** Whether a signature was used already (a replay), recording nothing. */
-  async signatureUsed(signature: string): Promise<boolean> {
-    const result = await this.pool.query(preparedStatement('SELECT 1 FROM used_signatures WHERE signature = $1', [signature.toLowerCase()]));
-    return result.rowCount === 1;
-  }
-
   /** Records a signature's first use; false when it was already used (a replay). */
   async firstUseOfSignature(signature: string, now: Date): Promise<boolean> {
     await this.sweep(now);
@@ -88,6 +82,14 @@ export class AccessControl {
       preparedStatement('INSERT INTO used_signatures (signature, used_at) VALUES ($1, $2) ON CONFLICT (signature) DO NOTHING', [signature.toLowerCase(), now]),
     );
     return result.rowCount === 1;
+  }
+
+  /**
+   * Undoes the first use recorded at `now` (firstUseOfSignature) of a request then
+   * refused 429, so that it can be sent again as it was after Retry-After.
+   */
+  async releaseSignature(signature: string, now: Date): Promise<void> {
+    await this.pool.query(preparedStatement('DELETE FROM used_signatures WHERE signature = $1 AND used_at = $2', [signature.toLowerCase(), now]));
   }
 
   /** Counts the request in its one-second window; refuses beyond the per-key limit. */

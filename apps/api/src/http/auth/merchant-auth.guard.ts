@@ -114,17 +114,18 @@ export class MerchantAuthGuard implements CanActivate {
       refusal = await this.access.admitCounted(counted.hits, now);
       if (counted.poll) request.pollMark = { refusal: this.access.pollVerdict(counted.poll, now) };
     } else {
-      // Counted only once the signature holds and is not a replay: neither must spend the merchant's limit.
+      // Counted only once the signature holds and is recorded as used (one atomic insert): of
+      // copies sent at once, one is counted and the others are replays, which spend nothing.
       const signedBy = await this.hmac(request, now);
       identity = signedBy.identity;
+      if (!(await this.access.firstUseOfSignature(signedBy.signature, now))) throw signatureUsed();
       refusal = await this.access.admit(identity.keyId, now);
       if (!refusal) {
         const resource = this.pollResource(context, request);
         if (resource && this.access.pollMarkOf(resource, now)) request.pollMark = { refusal: await this.access.admitPoll(identity.keyId, resource, now) };
-        // Used up only by a request the rate and the poll let through: one refused with 429 may be sent again after Retry-After.
-        // Two copies at once: one records it, the other is the replay.
-        if (!request.pollMark?.refusal && !(await this.access.firstUseOfSignature(signedBy.signature, now))) throw signatureUsed();
       }
+      // Refused 429 (the rate, or the route's poll mark): the record is undone, so it may be sent again after Retry-After.
+      if (refusal || request.pollMark?.refusal) await this.access.releaseSignature(signedBy.signature, now);
     }
     if (refusal) throw rateLimited(refusal.retryAfterSeconds, 'Слишком много запросов: не больше 60 в секунду на ключ');
     request.merchant = identity;
@@ -175,7 +176,7 @@ export class MerchantAuthGuard implements CanActivate {
     return counted;
   }
 
-  /** The key of a request whose signature holds and was not used yet (recorded as used by canActivate), and the signature. */
+  /** The key of a request whose signature holds, and the signature (recorded as used by canActivate: a replay is refused there). */
   private async hmac(request: MerchantRequest, now: Date): Promise<{ identity: MerchantIdentity; signature: string }> {
     let lookedUp = false;
     const fail = (error: ApiError) => this.failures.reject(request, 'signature', error, lookedUp);
@@ -250,8 +251,6 @@ export class MerchantAuthGuard implements CanActivate {
         throw fail(mismatch());
       }
     }
-    // A replay of the key's own request: refused, not a failure of the address.
-    if (await this.access.signatureUsed(signature)) throw signatureUsed();
     return { identity: live, signature };
   }
 }
