@@ -117,7 +117,12 @@ export class CreatePayoutHandler implements ICommandHandler<CreatePayout> {
         createdAt: now.toISOString(),
       },
     });
-    // Written (or found written by an earlier run of this request): the payout exists.
+    // A claim taken over is never sure its request died: a live one, slow to write, may have written this payout first
+    // (its decide met here as a conflict, nothing emitted). The answer goes by who wrote it, not by a claim renewed while
+    // the request lives (a paused process renews nothing): a payout this request did not write answers its orderId as a
+    // repeat (200, that payout; refused, the orderId is free again and claimed anew), never 201 with another's payout.
+    if (request.orderId !== null && requested.events.length === 0) return this.create(accountId, projectId, request, clock, keyed);
+    // Written (or, keyed, found written by an earlier run of this request): the payout exists.
     return { created: true, payout: await this.flow.answerOf(requested.state, now, requested.events.length > 0 ? 'answering' : 'finishing') };
   }
 

@@ -1,0 +1,80 @@
+/**
+ * An orderId's claim taken over while its request still lives (review40): request A
+ * (400.00) claims the orderId, its PayoutRequested append waits on a lock (a live, slow
+ * request); request B (same orderId, 500.00) finds the claim older than its 5 s grace and
+ * takes it over, and its write meets A's payout. Only the request that wrote the payout
+ * is answered 201; B is a repeat of the orderId (docs/api.md: 200, the same payout).
+ *
+ * The slow append is placed with the real database: a trigger makes A's PayoutRequested
+ * (amount 40000) wait on an advisory lock the test holds.
+ */
+import { randomUUID } from 'node:crypto';
+import { Client } from 'pg';
+import { RunningGateway, startGateway } from '../support/gateway-process';
+import { expectStatus, Operator, poll } from '../support/merchant-fixtures';
+import { fund, payoutAddress, PHONE } from '../support/money-out-fixtures';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+
+const ADMIN_TOKEN = 'operator-token-for-payout-order-id-live-takeover';
+const HOLD_LOCK = 7_420_141;
+/** Longer than the claim's grace (5 s, docs/api.md), so B takes A's claim over while A still waits. */
+const HOLD_A_MS = 7_000;
+
+jest.setTimeout(120_000);
+
+describe('an orderId claim taken over while its request still writes', () => {
+  let db: TestDatabase;
+  let gateway: RunningGateway | null = null;
+  let holder: Client;
+
+  beforeAll(async () => {
+    db = await createTestDatabase({ poolSize: 2 });
+    holder = new Client({ connectionString: db.url });
+    await holder.connect();
+    await db.pool.query(`CREATE FUNCTION hold_for_test() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN PERFORM pg_advisory_xact_lock(${HOLD_LOCK}); RETURN NEW; END $$`);
+  });
+  afterAll(async () => {
+    await gateway?.kill();
+    await holder?.end();
+    await db?.drop();
+  });
+
+  it('answers 201 only to the request that wrote the payout, the other 200 with that payout', async () => {
+    gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN });
+    const operator = new Operator(gateway.baseUrl, gateway.adminToken);
+    const m = await operator.merchant({ holdHours: 0 });
+    await fund(operator, m, 'live', ['3000.00']);
+    const address = await payoutAddress(operator, m.accountId, { method: 'sbp', account: PHONE });
+    const orderId = `live-${randomUUID()}`;
+
+    await holder.query('SELECT pg_advisory_lock($1)', [HOLD_LOCK]);
+    await db.pool.query(`CREATE TRIGGER hold_for_test BEFORE INSERT ON events FOR EACH ROW
+      WHEN (NEW.event_type = 'PayoutRequested' AND NEW.data->>'amount' = '40000') EXECUTE FUNCTION hold_for_test()`);
+    const a = m.live.post('/v1/payouts', { amount: '400.00', addressId: address.id, orderId });
+    await poll(
+      async () =>
+        (await db.pool.query(`SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = $1 AND pid <> pg_backend_pid()`, [HOLD_LOCK]))
+          .rows,
+      (rows) => rows.length > 0,
+      'A writing PayoutRequested, waiting on the test lock',
+      30_000,
+    );
+    const b = m.live.post('/v1/payouts', { amount: '500.00', addressId: address.id, orderId });
+    await new Promise((r) => setTimeout(r, HOLD_A_MS));
+    await holder.query('SELECT pg_advisory_unlock($1)', [HOLD_LOCK]);
+    const [ra, rb] = await Promise.all([a, b]);
+    await db.pool.query('DROP TRIGGER hold_for_test ON events');
+
+    const written = await db.pool.query<{ amount: string }>(
+      `SELECT data->>'amount' AS amount FROM events WHERE event_type = 'PayoutRequested' AND data->>'orderId' = $1`,
+      [orderId],
+    );
+    console.log(`A answered ${ra.status} ${JSON.stringify(ra.body)}; B answered ${rb.status} ${JSON.stringify(rb.body)}`);
+    expect(written.rows).toEqual([{ amount: '40000' }]);
+    expectStatus(ra, 201);
+    expect(ra.body).toMatchObject({ orderId, amount: '400.00', status: 'pending' });
+    expectStatus(rb, 200);
+    expect(rb.body).toEqual(ra.body);
+  });
+});
