@@ -37,7 +37,7 @@ CREATE TABLE payout_request_keys (
 `,
 };
 
-/** How long (database time) an orderId's claim may stay without its payout before a retry takes it over. */
+/** How long (database time) an orderId's claim may stay without its payout before a retry takes it over (its age then starts again). */
 export const ORDER_ID_CLAIM_GRACE_SECONDS = 5;
 
 /**

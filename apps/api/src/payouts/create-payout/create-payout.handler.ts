@@ -78,8 +78,12 @@ export class CreatePayoutHandler implements ICommandHandler<CreatePayout> {
     let payoutId: number;
     if (requestKey !== null) payoutId = keyedId ?? (await this.claimIdForKey(accountId, requestKey));
     else if (request.orderId === null) payoutId = await this.nextId();
-    else if (abandonedId !== null) payoutId = abandonedId;
-    else {
+    else if (abandonedId !== null) {
+      // Looked at before the address and the rate: taken over only if still the abandoned claim it was (its request may
+      // since have written it, been refused and freed the orderId, or another retry may have taken it over first).
+      if (!(await this.takeOver(accountId, request.orderId, abandonedId))) return this.create(accountId, projectId, request, clock, keyed);
+      payoutId = abandonedId;
+    } else {
       const claim = await this.flow.pool.query<{ payout_id: string }>(
         `INSERT INTO payout_order_ids (account_id, order_id, payout_id) VALUES ($1, $2, nextval('payout_ids'))
          ON CONFLICT (account_id, order_id) DO NOTHING RETURNING payout_id`,
@@ -91,7 +95,9 @@ export class CreatePayoutHandler implements ICommandHandler<CreatePayout> {
         // (or, when that request died before writing it, the id is ours to use).
         const repeat = await this.repeatOf(accountId, request.orderId, now);
         if (repeat.payout) return { created: false, payout: repeat.payout };
-        if (repeat.abandonedId === null) return this.create(accountId, projectId, request, clock, keyed);
+        if (repeat.abandonedId === null || !(await this.takeOver(accountId, request.orderId, repeat.abandonedId))) {
+          return this.create(accountId, projectId, request, clock, keyed);
+        }
         payoutId = repeat.abandonedId;
       }
     }
@@ -159,6 +165,19 @@ export class CreatePayoutHandler implements ICommandHandler<CreatePayout> {
       if (claimed.rows[0].graced) return { payout: null, abandonedId: payoutId };
       await new Promise((r) => setTimeout(r, 100));
     }
+  }
+
+  /**
+   * Takes over an orderId's claim on `payoutId` if it is still that claim and still older than the grace: its age
+   * starts again, so a second retry waits for this one instead of taking it over too. False: released or taken meanwhile.
+   */
+  private async takeOver(accountId: string, orderId: string, payoutId: number): Promise<boolean> {
+    const taken = await this.flow.pool.query(
+      `UPDATE payout_order_ids SET claimed_at = clock_timestamp()
+        WHERE account_id = $1 AND order_id = $2 AND payout_id = $3 AND claimed_at <= clock_timestamp() - make_interval(secs => $4)`,
+      [accountId, orderId, payoutId, ORDER_ID_CLAIM_GRACE_SECONDS],
+    );
+    return taken.rowCount === 1;
   }
 
   private async resolveAddress(accountId: string, request: PayoutRequest): Promise<PayoutAddress> {
