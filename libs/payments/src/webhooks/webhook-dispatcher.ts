@@ -385,8 +385,13 @@ export class WebhookDispatcher {
 
   /** Called with an error of the dispatcher's own work: a claim, a renewal or a batch of attempts that could not be recorded (their leases run out and they are made again). */
   onError?: (error: Error) => void;
-  /** Called after each round of the dispatcher's own loop that did not fail (the database reached). */
+  /** Called after each round of the dispatcher's own loop in which a query of its own was answered (the database reached). */
   onRound?: () => void;
+  /**
+   * Whether a query of the dispatcher's own work was answered since the loop last looked: a round that did not throw
+   * may have asked nothing (no room to claim) or swallowed its failures (renewals, give-backs), which says nothing.
+   */
+  private answered = false;
 
   /**
    * One round: renews the leases of deliveries that waited too long, claims as many
@@ -416,6 +421,7 @@ export class WebhookDispatcher {
     if (now - this.secretLookAt < SECRET_LOOK_MS || this.queuedCount === 0) return;
     this.secretLookAt = now;
     const r = await this.pool.query<{ generation: string; read_at: string }>(`SELECT ${SECRET_GENERATION} AS generation, ${SECRET_READ_AT} AS read_at`);
+    this.answered = true;
     this.noteSecretGeneration(r.rows[0]!.generation, r.rows[0]!.read_at);
   }
 
@@ -487,10 +493,11 @@ export class WebhookDispatcher {
     while (!this.stopping) {
       try {
         await this.tick();
-        this.onRound?.();
+        if (this.answered) this.onRound?.();
       } catch (error) {
         this.onError?.(error as Error);
       }
+      this.answered = false;
       if (this.stopping) break;
       if (this.wanted) {
         this.wanted = false;
@@ -619,6 +626,7 @@ export class WebhookDispatcher {
           : []),
       ]),
     );
+    this.answered = true;
     if (wide) this.scanFrom = claimed.rows[0]?.scanned_to ?? this.scanFrom;
     const rows = claimed.rows.filter((row) => row.id !== null);
     // Built field by field (one shape for all; a rest-and-spread copy per row cost more than the rest of the claim's handling).
@@ -719,6 +727,7 @@ export class WebhookDispatcher {
         [stale.map((d) => d.id), stale.map((d) => d.lease_token), this.leaseMs / 1000, stale.map((d) => d.project_id)],
       );
       renewed = new Map(r.rows.map((row) => [row.id, row]));
+      this.answered = true;
     } catch (error) {
       // Not renewed: dropped unsent (the lease runs out and any dispatcher claims it again).
       this.onError?.(error as Error);
@@ -762,6 +771,7 @@ export class WebhookDispatcher {
          WHERE q.id = s.id AND q.lease_token = s.lease_token`,
         [unsent.map((d) => d.id), unsent.map((d) => d.lease_token)],
       );
+      this.answered = true;
     } catch (error) {
       this.onError?.(error as Error);
     }
@@ -898,7 +908,10 @@ export class WebhookDispatcher {
     const batch = this.finished.splice(0, this.recordBatch);
     this.recording = this.record(batch)
       .then(
-        (outcomes) => outcomes.forEach((o) => this.options.onAttempt?.(o)),
+        (outcomes) => {
+          this.answered = true;
+          outcomes.forEach((o) => this.options.onAttempt?.(o));
+        },
         (error: Error) => this.onError?.(error),
       )
       .finally(() => {
