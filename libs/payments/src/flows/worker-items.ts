@@ -1,4 +1,5 @@
 import type { Clock } from '#platform/clock';
+import { isDatabaseAway } from '#platform/database';
 import type { Logger } from '#platform/logging';
 
 export interface ItemBackoff {
@@ -26,7 +27,9 @@ interface Failing {
  * its place. Back-off is kept per process (a restart tries every item again at once).
  *
  * What counts as "done" (e.g. a refusal, which is an outcome) is for the worker's
- * `process` to decide: it returns normally; anything it throws is a failure.
+ * `process` to decide: it returns normally; anything it throws is a failure, but the
+ * database away (isDatabaseAway), which is no item's: it ends the tick, thrown to the
+ * worker, whose outage log tells it once (not a stack for each item left).
  */
 export class WorkerItems {
   private readonly failing = new Map<string, Failing>();
@@ -74,6 +77,7 @@ export class WorkerItems {
           this.log.info({ worker: this.worker, item: id, failures: failed.failures }, 'worker item processed after failing');
         }
       } catch (error) {
+        if (isDatabaseAway(error)) throw error;
         const failures = (this.failing.get(id)?.failures ?? 0) + 1;
         const delay = Math.min(this.backoff.maxDelayMs, this.backoff.firstDelayMs * 2 ** Math.min(failures - 1, 30));
         const retryAt = this.clock.now().getTime() + delay;

@@ -6,13 +6,17 @@ export const OUTAGE_RETOLD_EVERY_MS = 60_000;
 
 /**
  * A failure that is the database being away (refused, unreachable, the connection lost,
- * the server starting or stopping): isDatabaseNotReached, but for a role, password or
+ * the server starting or stopping), itself or as the cause it wraps (an append whose answer
+ * was lost with its connection): isDatabaseNotReached, but for a role, password or
  * database the server refuses, which is a configuration error and stays one.
  */
 export function isDatabaseAway(error: unknown): boolean {
-  if (!isDatabaseNotReached(error)) return false;
-  const code = (error as { code?: unknown }).code;
-  return !(typeof code === 'string' && (/^28/.test(code) || code === '3D000'));
+  for (let e = error, depth = 0; typeof e === 'object' && e !== null && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
+    if (!isDatabaseNotReached(e)) continue;
+    const code = (e as { code?: unknown }).code;
+    return !(typeof code === 'string' && (/^28/.test(code) || code === '3D000'));
+  }
+  return false;
 }
 
 /**
