@@ -242,6 +242,26 @@ describe('ledger:verify finds each corruption', () => {
       { ledger: A, kind: 'entries_differ', detail: expect.stringMatching(/^entry at revision 1000: log gives no entry, read model has .*payment:forged/) },
     ]);
   });
+  it('a forged row at the seq the log has next, past the checkpoint (the projector stuck on it), is named', async () => {
+    await projectToHead(db.pool, store, ledgerProjection);
+    // The forged row takes seq 3: the genuine entry 3 can no longer be projected (UNIQUE (account_id, mode, seq)).
+    await db.pool.query(
+      `INSERT INTO ledger_entries (entry_id, account_id, mode, seq, kind, cause, occurred_at, log_position)
+       VALUES (gen_random_uuid(), $1, 'live', 3, 'payment_recorded', 'payment:forged', now(), '1/1')`,
+      [a.accountId],
+    );
+    await appendLedgerHistory(store, a, [{ type: 'RecordPayment', invoiceId: 'a-3', netAmount: 1_000, feeAmount: 10, releaseAt: null, at: at(40) }], aEvents);
+    await visibleHead(db.pool, store);
+    const found = (await verifyBothWays()).problems;
+    expect(found).toEqual([
+      { ledger: A, kind: 'entry_count_differs', detail: 'log has 3 entries, read model 4' },
+      {
+        ledger: A,
+        kind: 'entries_differ',
+        detail: expect.stringMatching(/^entry at revision 3: log gives it only after the checkpoint, read model has a row .*payment:forged/),
+      },
+    ]);
+  });
   it('rows the read model holds for a ledger whose entries all come after its checkpoint', async () => {
     await projectToHead(db.pool, store, ledgerProjection);
     const c: LedgerId = { accountId: randomUUID(), mode: 'live' };

@@ -860,6 +860,8 @@ async function firstDifferingEntry(snapshot: PoolClient, store: EventStore, name
   const line = entryLineSql(`(SELECT string_agg(${POSTING_LINE_SQL}, ',' ORDER BY p.ordinal) FROM ledger_postings p WHERE p.entry_id = e.entry_id)`);
   const differs = (seq: string, expected: string | undefined, actual: string | undefined) =>
     `entry at revision ${seq}: log gives ${expected === undefined ? 'no entry' : expected.trim()}, read model has ${actual === undefined ? 'no row' : actual.trim()}`;
+  const afterCheckpoint = (seq: string, actual: string) =>
+    `entry at revision ${seq}: log gives it only after the checkpoint, read model has a row ${actual.trim()}`;
   // The lowest row of a range of seqs, from the (account_id, mode, seq) index: no revision is negative.
   const lowest = async (range: string, bound: bigint) =>
     (
@@ -889,9 +891,14 @@ async function firstDifferingEntry(snapshot: PoolClient, store: EventStore, name
       if (event.type !== 'LedgerEntryPosted') continue;
       const seq = event.revision.toString();
       const actual = stored.get(seq);
+      // An entry past the checkpoint: the snapshot (as of the checkpoint) has no row for it, so a
+      // row at its seq is forged or a projector bug (and the projector stalls on that seq).
+      if (comparePositions(event.position, checkpoint) > 0) {
+        if (actual !== undefined && first === null) first = { seq: event.revision, detail: afterCheckpoint(seq, actual) };
+        stored.delete(seq);
+        continue;
+      }
       stored.delete(seq);
-      // An entry past the checkpoint: the read model is compared as of its checkpoint.
-      if (comparePositions(event.position, checkpoint) > 0) continue;
       const expected = rows.next(event.revision, event.position, event.data as unknown as LedgerEntryPostedData);
       if (actual !== expected && first === null) first = { seq: event.revision, detail: differs(seq, expected, actual) };
     }
