@@ -49,6 +49,32 @@ function problemsOf(log: readonly LoggedEvent[]): LogProblem[] {
 const rehashed = (event: LoggedEvent): LoggedEvent => ({ ...event, chainHash: randomBytes(32) });
 const named = (e: LoggedEvent) => ({ streamName: e.streamName, revision: e.revision, position: e.position });
 
+/** Three checkpoints of two events each over LOG; the log without events `deleted`, each checkpoint handed in before the first event of its range the log still has. */
+function problemsWithout(deleted: readonly number[]): LogProblem[] {
+  let hash = GENESIS_HASH;
+  const running = LOG.map((e) => (hash = nextLogHash(hash, e.chainHash!)));
+  const recorded: RecordedCheckpoint[] = [0, 2, 4].map((from, k) => ({
+    seq: BigInt(k + 1),
+    fromEvents: BigInt(from),
+    events: BigInt(from + 2),
+    position: LOG[from + 1]!.position,
+    hash: running[from + 1]!,
+    eventHashes: Buffer.concat(LOG.slice(from, from + 2).map((e) => e.chainHash!)),
+  }));
+  const check = new LogOrderCheck();
+  let next = 0;
+  LOG.forEach((event, i) => {
+    if (deleted.includes(i)) return;
+    while (next < recorded.length && recorded[next]!.fromEvents <= BigInt(i)) check.checkpoint(recorded[next++]!);
+    check.event(event);
+  });
+  while (next < recorded.length) check.checkpoint(recorded[next++]!);
+  check.finish();
+  return check.problems;
+}
+/** A problem's kind and detail, hashes as H. */
+const line = (p: LogProblem) => `${p.kind}: ${p.detail.replace(/[0-9a-f]{16}/g, 'H')}`;
+
 describe('LogOrderCheck against recorded checkpoints', () => {
   it('an untouched log matches both', () => {
     expect(problemsOf(LOG)).toEqual([]);
@@ -120,5 +146,21 @@ describe('LogOrderCheck against recorded checkpoints', () => {
       expect.objectContaining({ kind: 'chain_hash_mismatch', ...named(LOG[0]!) }),
       expect.objectContaining({ kind: 'chain_hash_mismatch', ...named(LOG[2]!) }),
     ]);
+  });
+
+  it('an event deleted inside each of two ranges, the log going on to the last: no tail cut is said', () => {
+    const two = problemsWithout([0, 2]);
+    expect(two.map(line).join('\n')).not.toContain('gone in all');
+    expect(two.map(line)).toEqual([
+      expect.stringMatching(/^event_missing: /),
+      'chain_hash_mismatch: checkpoint 2 starts after event 2, the log has 1 before it',
+      expect.stringMatching(/^event_missing: /),
+      'chain_hash_mismatch: checkpoint 3 starts after event 4, the log has 2 before it',
+      expect.stringMatching(/^chain_hash_mismatch: the log gives running hash H after 4 events/),
+    ]);
+    // The log cut in the first range, the later two gone with it: the first line counts them all, no "starts after".
+    const cut = problemsWithout([1, 2, 3, 4, 5]);
+    expect(cut.map((p) => p.detail).join('\n')).not.toContain('starts after');
+    expect(cut[0]!.detail).toMatch(/; 5 recorded event\(s\) are gone in all, events 2 to 6$/);
   });
 });

@@ -456,8 +456,11 @@ export class LogOrderCheck {
   private segmentRows: number[] = [];
   /** A checkpoint starting after more events than the log has so far: a problem only if the log goes on (else it ended before it). */
   private startsAfter: LogProblem | null = null;
-  /** The first range that ended early (its line's index in `problems`) and the end of the last checkpoint: the recorded events gone. */
-  private cut: { line: number; lacks: bigint } | null = null;
+  /**
+   * The first range that ended early with no event of the log after it (its line, and the recorded
+   * events it still has): the log ends there if no event comes, and lost the recorded events after.
+   */
+  private cut: { line: LogProblem; through: bigint; events: bigint; count: bigint } | null = null;
   private recordedEnd = 0n;
   checkpointsCompared = 0;
 
@@ -524,14 +527,13 @@ export class LogOrderCheck {
 
   finish(): void {
     this.closeSegment();
-    // A cut tail crossing checkpoints: its first line says how many recorded events are gone in all.
+    // A cut tail crossing checkpoints (no event after the range that ended early): its line says how many recorded events are gone in all.
     const cut = this.cut;
-    const gone = this.recordedEnd - this.count;
-    if (cut && gone > cut.lacks) {
-      const line = this.problems[cut.line]!;
-      this.problems[cut.line] = {
-        ...line,
-        detail: `${line.detail}; ${gone} recorded event(s) are gone in all, events ${this.count + 1n} to ${this.recordedEnd}`,
+    if (cut && cut.count === this.count && this.recordedEnd > cut.events) {
+      const at = this.problems.indexOf(cut.line);
+      this.problems[at] = {
+        ...cut.line,
+        detail: `${cut.line.detail}; ${this.recordedEnd - cut.through} recorded event(s) are gone in all, events ${cut.through + 1n} to ${this.recordedEnd}`,
       };
     }
   }
@@ -561,9 +563,9 @@ export class LogOrderCheck {
         rows.map((row, k) => columns[k]!.event(row)),
         differsAt,
       );
-      // The range ended early, the log with it (it ends a segment only at the next checkpoint or the end).
-      if (this.cut === null && problem.kind === 'event_missing' && this.count < segment.events && rows.length < recorded.length) {
-        this.cut = { line: this.problems.length, lacks: BigInt(recorded.length - rows.length) };
+      // The range ended early: the log ends there if no event comes after it (finish). Later ranges with no event keep the first.
+      if (problem.kind === 'event_missing' && this.count < segment.events && rows.length < recorded.length && this.cut?.count !== this.count) {
+        this.cut = { line: problem, through: segment.fromEvents + BigInt(rows.length), events: segment.events, count: this.count };
       }
       this.problems.push(problem);
       return;
