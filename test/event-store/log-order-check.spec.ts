@@ -163,4 +163,16 @@ describe('LogOrderCheck against recorded checkpoints', () => {
     expect(cut.map((p) => p.detail).join('\n')).not.toContain('starts after');
     expect(cut[0]!.detail).toMatch(/; 5 recorded event\(s\) are gone in all, events 2 to 6$/);
   });
+
+  it('an event deleted from the first range and the whole second range, the log going on: each checkpoint that "starts after" is named, in log order', () => {
+    const whole = problemsWithout([0, 2, 3]);
+    expect(whole.map(line).join('\n')).not.toContain('gone in all');
+    expect(whole.map(line)).toEqual([
+      expect.stringMatching(/^event_missing: /),
+      'chain_hash_mismatch: checkpoint 2 starts after event 2, the log has 1 before it',
+      expect.stringMatching(/^event_missing: /),
+      'chain_hash_mismatch: checkpoint 3 starts after event 4, the log has 1 before it',
+      expect.stringMatching(/^chain_hash_mismatch: the log gives running hash H after 3 events/),
+    ]);
+  });
 });

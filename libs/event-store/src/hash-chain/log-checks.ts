@@ -454,8 +454,11 @@ export class LogOrderCheck {
   /** The events of the segment: each as the columns it is in and its row there. */
   private segmentColumns: LoggedColumns[] = [];
   private segmentRows: number[] = [];
-  /** A checkpoint starting after more events than the log has so far: a problem only if the log goes on (else it ended before it). */
-  private startsAfter: LogProblem | null = null;
+  /**
+   * The checkpoints starting after more events than the log has, since its last event: their
+   * lines stand in `problems` in log order, and are taken out if the log ends first (it lost them).
+   */
+  private startsAfter: LogProblem[] = [];
   /**
    * The first range that ended early with no event of the log after it (its line, and the recorded
    * events it still has): the log ends there if no event comes, and lost the recorded events after.
@@ -488,9 +491,9 @@ export class LogOrderCheck {
         position: checkpoint.position,
         detail: `checkpoint ${checkpoint.seq} starts after event ${checkpoint.fromEvents}, the log has ${this.count} before it`,
       };
-      // Fewer events than its start: reported when the next event comes; a log that ends first lost them (the cut's line counts them).
-      if (checkpoint.fromEvents > this.count) this.startsAfter ??= problem;
-      else this.problems.push(problem);
+      // Fewer events than its start: kept only if another event comes; a log that ends first lost them (the cut's line counts them).
+      if (checkpoint.fromEvents > this.count) this.startsAfter.push(problem);
+      this.problems.push(problem);
     }
   }
 
@@ -514,8 +517,7 @@ export class LogOrderCheck {
 
   /** The next event of the log: row `i` of `columns` (its stream's order is not checked here). */
   eventInColumns(columns: LoggedColumns, i: number): void {
-    if (this.startsAfter) this.problems.push(this.startsAfter);
-    this.startsAfter = null;
+    if (this.startsAfter.length > 0) this.startsAfter = [];
     this.running.add(columns.hashless[i] === 1 ? null : columns.chainHashes, i * CHAIN_HASH_BYTES);
     this.count += 1n;
     if (this.segment) {
@@ -527,6 +529,10 @@ export class LogOrderCheck {
 
   finish(): void {
     this.closeSegment();
+    // The log ended before these checkpoints' ranges: not "starts after", the cut's line counts their events.
+    const lost = new Set(this.startsAfter);
+    for (let i = this.problems.length - 1; i >= 0; i--) if (lost.has(this.problems[i]!)) this.problems.splice(i, 1);
+    this.startsAfter = [];
     // A cut tail crossing checkpoints (no event after the range that ended early): its line says how many recorded events are gone in all.
     const cut = this.cut;
     if (cut && cut.count === this.count && this.recordedEnd > cut.events) {
