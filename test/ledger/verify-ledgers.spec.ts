@@ -262,6 +262,32 @@ describe('ledger:verify finds each corruption', () => {
       },
     ]);
   });
+  it('a verification failing while the read model is digested returns only when its transaction has ended', async () => {
+    await projectToHead(db.pool, store, ledgerProjection);
+    const locker = await db.pool.connect();
+    try {
+      // The digest of the rows (it reads the postings) waits on this lock: it is still running when the log fails.
+      await locker.query('BEGIN');
+      await locker.query('LOCK TABLE ledger_postings IN ACCESS EXCLUSIVE MODE');
+      const lockerPid = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      const unreachable = new Proxy(store, {
+        get(target, property, receiver) {
+          if (property === 'headPosition') return () => Promise.reject(new Error('the log is unreachable'));
+          return Reflect.get(target, property, receiver) as unknown;
+        },
+      });
+      await expect(verifyLedgers(db.pool, unreachable)).rejects.toThrow('the log is unreachable');
+      const open = await db.pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_stat_activity
+          WHERE datname = current_database() AND pid <> pg_backend_pid() AND pid <> $1 AND xact_start IS NOT NULL`,
+        [lockerPid],
+      );
+      expect(open.rows[0]!.n).toBe(0);
+    } finally {
+      await locker.query('ROLLBACK');
+      locker.release();
+    }
+  });
   it('rows the read model holds for a ledger whose entries all come after its checkpoint', async () => {
     await projectToHead(db.pool, store, ledgerProjection);
     const c: LedgerId = { accountId: randomUUID(), mode: 'live' };

@@ -110,7 +110,7 @@ export async function verifyLedgers(
   try {
     return await verifyAgainst(snapshot, pool, store, options);
   } finally {
-    snapshot.end();
+    await snapshot.end();
   }
 }
 
@@ -364,7 +364,8 @@ interface ReadModelSnapshot {
   readonly digests: Promise<Map<string, string>>;
   /** Runs `work` in the snapshot, then ends it. */
   lastly(work: (client: PoolClient) => Promise<void>): Promise<void>;
-  end(): void;
+  /** Ends the snapshot (a digest still running is cancelled): settles when its transaction has. */
+  end(): Promise<void>;
 }
 
 function readModelSnapshot(pool: Pool): ReadModelSnapshot {
@@ -374,15 +375,28 @@ function readModelSnapshot(pool: Pool): ReadModelSnapshot {
   const read = new Promise<Awaited<ReadModelSnapshot['read']>>((resolve) => (taken = resolve));
   const digests = new Promise<Map<string, string>>((resolve) => (digested = resolve));
   const lastWork = new Promise<((client: PoolClient) => Promise<void>) | null>((resolve) => (last = resolve));
+  // Ended before the digests were read (the verification failed): they are not read, or their query is cancelled.
+  // The connection is kept until the cancel is sent (it must not reach a query the pool runs next).
+  let stopped = false;
+  let digesting: number | null = null;
+  let cancelling: Promise<unknown> = Promise.resolve();
   const ended = inTransaction(
     pool,
     async (client) => {
+      const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
       taken({
         checkpoint: (await readCheckpoint(client, 'ledger'))?.position ?? { commit: 0n, prepare: 0n },
         balances: (await client.query<BalanceRow>('SELECT account_id, mode, account, balance FROM ledger_balances')).rows,
         counts: (await client.query<CountRow>('SELECT account_id, mode, count(*) AS n FROM ledger_entries GROUP BY 1, 2')).rows,
       });
-      digested(await readModelEntryDigests(client));
+      if (stopped) return;
+      digesting = pid;
+      try {
+        digested(await readModelEntryDigests(client));
+      } finally {
+        digesting = null;
+        await cancelling;
+      }
       const work = await lastWork;
       if (work) await work(client);
     },
@@ -394,14 +408,23 @@ function readModelSnapshot(pool: Pool): ReadModelSnapshot {
     throw new Error('the read model was not read');
   });
   notRead.catch(() => undefined);
+  const readOrNot = Promise.race([read, notRead]);
+  const digestsOrNot = Promise.race([digests, notRead]);
+  // Not awaited when the verification failed first (its digest then cancelled).
+  digestsOrNot.catch(() => undefined);
   return {
-    read: Promise.race([read, notRead]),
-    digests: Promise.race([digests, notRead]),
+    read: readOrNot,
+    digests: digestsOrNot,
     lastly: (work) => {
       last(work);
       return ended;
     },
-    end: () => last(null),
+    end: async () => {
+      stopped = true;
+      last(null);
+      if (digesting !== null) cancelling = pool.query('SELECT pg_cancel_backend($1)', [digesting]).catch(() => undefined);
+      await ended.catch(() => undefined);
+    },
   };
 }
 
