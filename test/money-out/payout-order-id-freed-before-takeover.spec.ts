@@ -14,6 +14,7 @@ import { Client } from 'pg';
 import { RunningGateway, startGateway } from '../support/gateway-process';
 import { expectStatus, Operator, poll } from '../support/merchant-fixtures';
 import { fund, payoutAddress, PHONE } from '../support/money-out-fixtures';
+import { heldWrites, HeldWrites } from '../support/held-writes';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 const ADMIN_TOKEN = 'operator-token-for-payout-order-id-freed';
@@ -24,21 +25,18 @@ jest.setTimeout(120_000);
 describe('an abandoned orderId claim freed before the retry uses it', () => {
   let db: TestDatabase;
   let gateway: RunningGateway | null = null;
-  let holder: Client;
+  let held: HeldWrites;
   let tableHolder: Client;
 
   beforeAll(async () => {
     db = await createTestDatabase({ poolSize: 2 });
-    holder = new Client({ connectionString: db.url });
     tableHolder = new Client({ connectionString: db.url });
-    await holder.connect();
     await tableHolder.connect();
-    await db.pool.query(`CREATE FUNCTION hold_for_test() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN PERFORM pg_advisory_xact_lock(${HOLD_LOCK}); RETURN NEW; END $$`);
+    held = await heldWrites(db, HOLD_LOCK);
   });
   afterAll(async () => {
     await gateway?.kill();
-    await holder?.end();
+    await held?.end();
     await tableHolder?.end();
     await db?.drop();
   });
@@ -59,15 +57,9 @@ describe('an abandoned orderId claim freed before the retry uses it', () => {
     const address = await payoutAddress(operator, m.accountId, { method: 'sbp', account: PHONE });
     const orderId = `freed-${randomUUID()}`;
 
-    await holder.query('SELECT pg_advisory_lock($1)', [HOLD_LOCK]);
-    await db.pool.query(`CREATE TRIGGER hold_for_test BEFORE INSERT ON events FOR EACH ROW
-      WHEN (NEW.event_type = 'PayoutRequested' AND NEW.data->>'amount' = '90000') EXECUTE FUNCTION hold_for_test()`);
+    await held.hold('BEFORE INSERT ON events', `NEW.event_type = 'PayoutRequested' AND NEW.data->>'amount' = '90000'`);
     const a = m.live.post('/v1/payouts', { amount: '900.00', addressId: address.id, orderId });
-    await waiting(
-      'A writing PayoutRequested, waiting on the test lock',
-      `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = $1 AND pid <> pg_backend_pid()`,
-      [HOLD_LOCK],
-    );
+    await held.waiting('A writing PayoutRequested');
     await tableHolder.query('BEGIN');
     await tableHolder.query('LOCK TABLE payout_addresses IN ACCESS EXCLUSIVE MODE');
     // B waits in repeatOf until A's claim is 5 s old, takes it as abandoned, then waits on the address read.
@@ -77,11 +69,10 @@ describe('an abandoned orderId claim freed before the retry uses it', () => {
       `SELECT l.pid FROM pg_locks l WHERE l.locktype = 'relation' AND NOT l.granted AND l.relation = 'payout_addresses'::regclass`,
       [],
     );
-    await holder.query('SELECT pg_advisory_unlock($1)', [HOLD_LOCK]);
+    await held.release();
     const ra = await a;
     await tableHolder.query('COMMIT');
     const rb = await b;
-    await db.pool.query('DROP TRIGGER hold_for_test ON events');
     console.log(`A answered ${ra.status} ${JSON.stringify(ra.body)}; B answered ${rb.status} ${JSON.stringify(rb.body)}`);
 
     expectStatus(ra, 422);

@@ -9,10 +9,10 @@
  * (amount 40000) wait on an advisory lock the test holds.
  */
 import { randomUUID } from 'node:crypto';
-import { Client } from 'pg';
 import { RunningGateway, startGateway } from '../support/gateway-process';
-import { expectStatus, Operator, poll } from '../support/merchant-fixtures';
+import { expectStatus, Operator } from '../support/merchant-fixtures';
 import { fund, payoutAddress, PHONE } from '../support/money-out-fixtures';
+import { heldWrites, HeldWrites } from '../support/held-writes';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 const ADMIN_TOKEN = 'operator-token-for-payout-order-id-live-takeover';
@@ -25,18 +25,15 @@ jest.setTimeout(120_000);
 describe('an orderId claim taken over while its request still writes', () => {
   let db: TestDatabase;
   let gateway: RunningGateway | null = null;
-  let holder: Client;
+  let held: HeldWrites;
 
   beforeAll(async () => {
     db = await createTestDatabase({ poolSize: 2 });
-    holder = new Client({ connectionString: db.url });
-    await holder.connect();
-    await db.pool.query(`CREATE FUNCTION hold_for_test() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN PERFORM pg_advisory_xact_lock(${HOLD_LOCK}); RETURN NEW; END $$`);
+    held = await heldWrites(db, HOLD_LOCK);
   });
   afterAll(async () => {
     await gateway?.kill();
-    await holder?.end();
+    await held?.end();
     await db?.drop();
   });
 
@@ -48,23 +45,13 @@ describe('an orderId claim taken over while its request still writes', () => {
     const address = await payoutAddress(operator, m.accountId, { method: 'sbp', account: PHONE });
     const orderId = `live-${randomUUID()}`;
 
-    await holder.query('SELECT pg_advisory_lock($1)', [HOLD_LOCK]);
-    await db.pool.query(`CREATE TRIGGER hold_for_test BEFORE INSERT ON events FOR EACH ROW
-      WHEN (NEW.event_type = 'PayoutRequested' AND NEW.data->>'amount' = '40000') EXECUTE FUNCTION hold_for_test()`);
+    await held.hold('BEFORE INSERT ON events', `NEW.event_type = 'PayoutRequested' AND NEW.data->>'amount' = '40000'`);
     const a = m.live.post('/v1/payouts', { amount: '400.00', addressId: address.id, orderId });
-    await poll(
-      async () =>
-        (await db.pool.query(`SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = $1 AND pid <> pg_backend_pid()`, [HOLD_LOCK]))
-          .rows,
-      (rows) => rows.length > 0,
-      'A writing PayoutRequested, waiting on the test lock',
-      30_000,
-    );
+    await held.waiting('A writing PayoutRequested');
     const b = m.live.post('/v1/payouts', { amount: '500.00', addressId: address.id, orderId });
     await new Promise((r) => setTimeout(r, HOLD_A_MS));
-    await holder.query('SELECT pg_advisory_unlock($1)', [HOLD_LOCK]);
+    await held.release();
     const [ra, rb] = await Promise.all([a, b]);
-    await db.pool.query('DROP TRIGGER hold_for_test ON events');
 
     const written = await db.pool.query<{ amount: string }>(
       `SELECT data->>'amount' AS amount FROM events WHERE event_type = 'PayoutRequested' AND data->>'orderId' = $1`,

@@ -11,11 +11,11 @@
  * a trigger makes the PayoutRequested append wait on an advisory lock the test holds.
  */
 import { randomUUID } from 'node:crypto';
-import { Client } from 'pg';
 import { RunningGateway, startGateway } from '../support/gateway-process';
-import { expectStatus, Merchant, Operator, poll, Reply } from '../support/merchant-fixtures';
+import { expectStatus, Merchant, Operator, Reply } from '../support/merchant-fixtures';
 import { fund, payoutAddress, PHONE } from '../support/money-out-fixtures';
 import { sendRaw } from '../support/signing';
+import { heldWrites, HeldWrites } from '../support/held-writes';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 const ADMIN_TOKEN = 'operator-token-for-payout-order-id-takeover';
@@ -30,19 +30,16 @@ describe('a keyed payout with orderId, its gateway killed between the claim and 
   let db: TestDatabase;
   let gateway: RunningGateway | null = null;
   let api: RunningGateway | null = null;
-  let holder: Client;
+  let held: HeldWrites;
 
   beforeAll(async () => {
     db = await createTestDatabase({ poolSize: 2 });
-    holder = new Client({ connectionString: db.url });
-    await holder.connect();
-    await db.pool.query(`CREATE FUNCTION hold_for_test() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN PERFORM pg_advisory_xact_lock(${HOLD_LOCK}); RETURN NEW; END $$`);
+    held = await heldWrites(db, HOLD_LOCK);
   });
   afterAll(async () => {
     await gateway?.kill('SIGKILL');
     await api?.kill();
-    await holder?.end();
+    await held?.end();
     await db?.drop();
   });
 
@@ -63,22 +60,9 @@ describe('a keyed payout with orderId, its gateway killed between the claim and 
     const orderId = `takeover-${randomUUID()}`;
     const body = JSON.stringify({ amount: '400.00', addressId: address.id, orderId });
 
-    await holder.query('SELECT pg_advisory_lock($1)', [HOLD_LOCK]);
-    await db.pool.query(`CREATE TRIGGER hold_for_test BEFORE INSERT ON events FOR EACH ROW
-      WHEN (NEW.event_type = 'PayoutRequested') EXECUTE FUNCTION hold_for_test()`);
+    await held.hold('BEFORE INSERT ON events', `NEW.event_type = 'PayoutRequested'`);
     const inFlight = keyedPost(gateway.baseUrl, m, body, key).catch(() => null);
-    const waiting = await poll(
-      async () =>
-        (
-          await db.pool.query<{ pid: number }>(
-            `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = $1 AND pid <> pg_backend_pid()`,
-            [HOLD_LOCK],
-          )
-        ).rows,
-      (rows) => rows.length > 0,
-      'the gateway writing PayoutRequested, waiting on the test lock',
-      30_000,
-    );
+    const waiting = await held.waiting('the gateway writing PayoutRequested');
     const claimed = await db.pool.query<{ payout_id: string }>('SELECT payout_id FROM payout_order_ids WHERE account_id = $1 AND order_id = $2', [
       m.accountId,
       orderId,
@@ -89,9 +73,8 @@ describe('a keyed payout with orderId, its gateway killed between the claim and 
     gateway = null;
     expect(await inFlight).toBeNull();
     // The dead process's connections die with it: end the one that waits.
-    for (const { pid } of waiting) await db.pool.query('SELECT pg_terminate_backend($1)', [pid]);
-    await db.pool.query('DROP TRIGGER hold_for_test ON events');
-    await holder.query('SELECT pg_advisory_unlock($1)', [HOLD_LOCK]);
+    for (const pid of waiting) await db.pool.query('SELECT pg_terminate_backend($1)', [pid]);
+    await held.release();
 
     const retry = await keyedPost(api.baseUrl, m, body, key);
     const tookMs = Math.round(performance.now() - killedAt);
