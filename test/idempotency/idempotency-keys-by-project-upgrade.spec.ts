@@ -5,7 +5,8 @@
  * project that used one key keep the newest pair's row; a row of an unknown pair keeps a
  * null project. While they run, the previous version goes on claiming and reading keys
  * (no lock of the whole table held through the backfill), and cannot write a second row
- * of one key in a project. After them, a retry under the project's current pair finds a
+ * of one key in a project; its sweep of old rows does not wait for the backfill (filled in
+ * small committed batches, oldest first). After them, a retry under the project's current pair finds a
  * key of its revoked pair, and a row the previous version still writes gets its project.
  */
 import { randomUUID } from 'node:crypto';
@@ -90,8 +91,16 @@ it('backfills the project of each row, keeps the newest pair of a collision, and
   await oldRow(other.pairs[0]!, 'test', 'both', '{"by":"other"}');
   await oldRow(unknownPair, 'test', 'both', '{"by":"nobody"}');
   await oldRow(b, 'test', 'running', null);
+  // Past the retention (the previous version's sweep deletes it), then more than one batch of the backfill, then the row it is held on.
+  const hour = 3_600_000;
+  const fill = (key: string, at: string) =>
+    `INSERT INTO idempotency_keys (key_id, mode, idempotency_key, fingerprint, state, claim, lease_until, created_at)
+     SELECT $1, 'live', ${key}, $2, 'started', gen_random_uuid(), now(), ${at} FROM generate_series(1, $3) AS i`;
+  await db.pool.query(fill(`'expired'`, `now() - interval '48 hours'`), [c, fingerprint, 1]);
+  await db.pool.query(fill(`'filler ' || i`, `now() - interval '2 hours' + i * interval '1 ms'`), [other.pairs[0], fingerprint, 1_000]);
+  await db.pool.query(fill(`'held'`, `now() + interval '1 hour'`), [other.pairs[0], fingerprint, 1]);
 
-  // The backfill is held on its first row (a trigger waits on a lock the test holds) while the previous version serves.
+  // The backfill is held on a row past its first batch (a trigger waits on a lock the test holds) while the previous version serves.
   const holder = new Client({ connectionString: db.url });
   const previous = new Client({ connectionString: db.url });
   await holder.connect();
@@ -101,7 +110,9 @@ it('backfills the project of each row, keeps the newest pair of a collision, and
     await holder.query('SELECT pg_advisory_lock($1)', [HOLD_LOCK]);
     await db.pool.query(`CREATE FUNCTION hold_for_test() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN PERFORM pg_advisory_xact_lock(${HOLD_LOCK}); RETURN COALESCE(NEW, OLD); END $$`);
-    await db.pool.query('CREATE TRIGGER hold_for_test BEFORE UPDATE OR DELETE ON idempotency_keys FOR EACH ROW EXECUTE FUNCTION hold_for_test()');
+    await db.pool.query(
+      `CREATE TRIGGER hold_for_test BEFORE UPDATE ON idempotency_keys FOR EACH ROW WHEN (OLD.idempotency_key = 'held') EXECUTE FUNCTION hold_for_test()`,
+    );
     migrating = migrate(db.pool, allMigrations);
     await poll(
       async () => (await db.pool.query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = $1`, [HOLD_LOCK])).rowCount,
@@ -116,6 +127,9 @@ it('backfills the project of each row, keeps the newest pair of a collision, and
       'revoked only',
     ]);
     expect(read.rows).toEqual([{ state: 'completed' }]);
+    // Its sweep (once a minute, on a keyed POST) deletes the expired row, already backfilled, without waiting on the backfill.
+    const swept = await previous.query('DELETE FROM idempotency_keys WHERE created_at < $1', [new Date(Date.now() - 24 * hour)]);
+    expect(swept.rowCount).toBe(1);
     await previous.query(
       `INSERT INTO idempotency_keys (key_id, mode, idempotency_key, fingerprint, state, claim, lease_until, created_at)
        VALUES ($1, 'test', 'claimed meanwhile', $2, 'started', $3, clock_timestamp() + interval '5 seconds', now())
@@ -141,10 +155,20 @@ it('backfills the project of each row, keeps the newest pair of a collision, and
     await previous.end();
   }
   const index = await db.pool.query(
-    `SELECT i.indisvalid AS valid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = 'idempotency_keys_project_scope'`,
+    `SELECT c.relname AS name, i.indisvalid AS valid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+     WHERE c.relname IN ('idempotency_keys_project_scope', 'api_keys_project') ORDER BY c.relname`,
   );
-  expect(index.rows).toEqual([{ valid: true }]);
-  await db.pool.query(`DELETE FROM idempotency_keys WHERE idempotency_key = 'claimed meanwhile'`);
+  // The trigger of 0050 reads api_keys by project: indexed.
+  expect(index.rows).toEqual([
+    { name: 'api_keys_project', valid: true },
+    { name: 'idempotency_keys_project_scope', valid: true },
+  ]);
+  const filled = await db.pool.query(`SELECT count(*)::int AS n FROM idempotency_keys WHERE key_id = $1 AND mode = 'live' AND project_id = $2`, [
+    other.pairs[0],
+    other.id,
+  ]);
+  expect(filled.rows).toEqual([{ n: 1_001 }]);
+  await db.pool.query(`DELETE FROM idempotency_keys WHERE idempotency_key = 'claimed meanwhile' OR (key_id = $1 AND mode = 'live')`, [other.pairs[0]]);
   const rows = await db.pool.query<{ key_id: string; project_id: string | null; mode: string; idempotency_key: string; body: string | null }>(
     'SELECT key_id::text, project_id::text, mode, idempotency_key, body FROM idempotency_keys ORDER BY idempotency_key, mode, body',
   );

@@ -45,6 +45,7 @@ import {
 } from '../webhooks/schema';
 import { webhookRetentionMigration } from '../webhooks/webhook-retention';
 import {
+  apiKeysByProjectMigration,
   idempotencyKeysByProjectMigration,
   idempotencyKeysMigration,
   idempotencyKeysProjectBackfillMigration,
@@ -114,6 +115,8 @@ export const allMigrations: readonly Migration[] = [
   webhookDeliveriesAcknowledgedMigration,
   scheduledHoldEndMigration,
   refundRequestsInLogMigration,
+  // Before 0050: its trigger reads api_keys by project.
+  apiKeysByProjectMigration,
   idempotencyKeysByProjectMigration,
   payoutOrderIdClaimedAtMigration,
   idempotencyKeysProjectBackfillMigration,

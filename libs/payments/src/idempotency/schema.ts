@@ -29,6 +29,18 @@ CREATE INDEX idempotency_keys_age ON idempotency_keys (created_at);
 };
 
 /**
+ * The key pairs of a project, for the trigger of payments:0050, which looks them up on
+ * every row the previous version claims, under a lock per key (no index had api_keys by
+ * project for revoked pairs). Built concurrently, before that migration: keys are issued
+ * meanwhile.
+ */
+export const apiKeysByProjectMigration: Migration = {
+  id: 'payments:0054_api_keys_by_project',
+  sql: `CREATE INDEX CONCURRENTLY IF NOT EXISTS api_keys_project ON api_keys (project_id)`,
+  concurrentIndex: 'api_keys_project',
+};
+
+/**
  * Idempotency keys per project and mode, not per key pair: a retry sent with the new
  * pair after a key rotation is still the same operation. Expand only, in three steps so
  * that the previous version goes on claiming and reading keys during a rolling upgrade
@@ -63,10 +75,15 @@ CREATE TRIGGER idempotency_keys_project BEFORE INSERT ON idempotency_keys FOR EA
 };
 
 /**
- * The project of every row from before payments:0050 (row locks only: the previous
- * version's claims of other keys go on). Two pairs of one project that used one key
- * (before a rotation) keep the newest pair's row: the retries the merchant sends now
- * come with it, so the answer they already got stays the key's answer.
+ * The project of every row from before payments:0050. Two pairs of one project that used
+ * one key (before a rotation) keep the newest pair's row: the retries the merchant sends
+ * now come with it, so the answer they already got stays the key's answer (`sql`, its
+ * own transaction; the trigger of 0050 lets no new collision in after it). Then the
+ * project is filled 1,000 rows per committed batch, oldest first: one statement over
+ * the table would hold every old row locked until it ends, and the previous version's
+ * sweep, takeovers and answers of those rows would wait for it (past the statement
+ * timeout on a large table). Filled here rather than lazily by the new code, which
+ * would then have to look a key up under both namings.
  */
 export const idempotencyKeysProjectBackfillMigration: Migration = {
   id: 'payments:0052_idempotency_keys_project_backfill',
@@ -75,7 +92,12 @@ DELETE FROM idempotency_keys k USING api_keys a, idempotency_keys o, api_keys b
 WHERE a.id = k.key_id AND b.id = o.key_id AND b.project_id = a.project_id
   AND o.mode = k.mode AND o.idempotency_key = k.idempotency_key
   AND (b.created_at, b.id) > (a.created_at, a.id);
-UPDATE idempotency_keys k SET project_id = a.project_id FROM api_keys a WHERE a.id = k.key_id AND k.project_id IS NULL;
+`,
+  batch: `
+UPDATE idempotency_keys k SET project_id = a.project_id FROM api_keys a
+WHERE a.id = k.key_id AND k.project_id IS NULL AND (k.key_id, k.mode, k.idempotency_key) IN (
+  SELECT o.key_id, o.mode, o.idempotency_key FROM idempotency_keys o JOIN api_keys b ON b.id = o.key_id
+  WHERE o.project_id IS NULL ORDER BY o.created_at LIMIT 1000)
 `,
 };
 

@@ -16,6 +16,13 @@ export interface Migration {
    * leaves the index invalid: it is dropped and built again.
    */
   readonly concurrentIndex?: string;
+  /**
+   * One statement run after `sql` (itself committed first), again and again, each run in
+   * its own transaction, until it changes no row: a backfill of a large table in small
+   * batches (a LIMIT in the statement), so that no row stays locked for longer than one
+   * batch while the previous version serves. The migration is recorded after the last.
+   */
+  readonly batch?: string;
 }
 
 const MIGRATION_ID = /^[a-z][a-z-]*:\d{4}_[a-z0-9_]+$/;
@@ -28,6 +35,8 @@ export class MigrationError extends Error {}
 export class MigrationFailedError extends MigrationError {}
 
 const checksum = (sql: string): string => createHash('sha256').update(sql).digest('hex');
+/** The checksum of a migration's text: its sql, and its batch statement when it has one. */
+const textChecksum = (m: Migration): string => checksum(m.batch === undefined ? m.sql : `${m.sql}\n${m.batch}`);
 
 /**
  * Applies, in the order of the list (the composition root's), every migration not
@@ -72,20 +81,26 @@ export async function migrate(pool: Pool, migrations: readonly Migration[]): Pro
       for (const migration of migrations) {
         const known = applied.get(migration.id);
         if (known !== undefined) {
-          if (known !== checksum(migration.sql)) {
+          if (known !== textChecksum(migration)) {
             throw new MigrationError(`migration ${migration.id} was changed after it was applied; add a new migration instead`);
           }
           continue;
         }
         try {
-          if (migration.concurrentIndex === undefined) {
+          if (migration.concurrentIndex !== undefined) {
+            await buildIndexConcurrently(client, migration.concurrentIndex, migration.sql);
+            await client.query('INSERT INTO migrations_applied (id, checksum) VALUES ($1, $2)', [migration.id, textChecksum(migration)]);
+          } else if (migration.batch !== undefined) {
+            const batch = migration.batch;
+            await inTransactionOn(client, () => client.query(migration.sql));
+            let changed = 1;
+            while (changed > 0) changed = (await inTransactionOn(client, () => client.query(batch))).rowCount ?? 0;
+            await client.query('INSERT INTO migrations_applied (id, checksum) VALUES ($1, $2)', [migration.id, textChecksum(migration)]);
+          } else {
             await inTransactionOn(client, async () => {
               await client.query(migration.sql);
-              await client.query('INSERT INTO migrations_applied (id, checksum) VALUES ($1, $2)', [migration.id, checksum(migration.sql)]);
+              await client.query('INSERT INTO migrations_applied (id, checksum) VALUES ($1, $2)', [migration.id, textChecksum(migration)]);
             });
-          } else {
-            await buildIndexConcurrently(client, migration.concurrentIndex, migration.sql);
-            await client.query('INSERT INTO migrations_applied (id, checksum) VALUES ($1, $2)', [migration.id, checksum(migration.sql)]);
           }
         } catch (error) {
           throw (
@@ -152,7 +167,7 @@ export async function checkMigrated(pool: Pool, migrations: readonly Migration[]
         'a gateway of this version applies them when it starts',
     );
   }
-  const changed = migrations.filter((m) => applied.get(m.id) !== checksum(m.sql)).map((m) => m.id);
+  const changed = migrations.filter((m) => applied.get(m.id) !== textChecksum(m)).map((m) => m.id);
   if (changed.length > 0) {
     throw new MigrationError(`the database applied another text of migration(s) ${changed.join(', ')}: it was migrated by another version of the gateway`);
   }
