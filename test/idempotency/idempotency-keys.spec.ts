@@ -147,6 +147,26 @@ describe('Idempotency-Key on merchant POSTs (CLOCK=manual)', () => {
       expect({ status: again.status, body: again.body }).toEqual({ status: 202, body: r.body });
     });
 
+    it('a first request answered 503 with nothing written leaves nothing under its key: another request may use it', async () => {
+      const { m, invoiceId } = await refundable();
+      const path = `/v1/invoices/${invoiceId}/refund`;
+      // The database goes away at the refund's first write (a trigger refusing with a connection-class code): 503, nothing written.
+      await gw.db.pool.query(`CREATE OR REPLACE FUNCTION fail_refund_request() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'refund requests fail for this test' USING ERRCODE = '57P01'; END $$`);
+      await gw.db.pool.query(`CREATE OR REPLACE TRIGGER fail_refund_request BEFORE INSERT ON events FOR EACH ROW
+        WHEN (NEW.event_type = 'InvoiceRefundRequested') EXECUTE FUNCTION fail_refund_request()`);
+      const key = randomUUID();
+      try {
+        expectError(await post(m, 'test', path, '{"amount":"50.00"}', key), 503, 'provider_unavailable');
+      } finally {
+        await gw.db.pool.query('DROP TRIGGER IF EXISTS fail_refund_request ON events');
+      }
+      expect(await eventsOf(`invoice-${invoiceId}`)).not.toContainEqual(expect.objectContaining({ type: 'InvoiceRefundRequested' }));
+      const other = await post(m, 'test', path, '{"amount":"60.00"}', key);
+      expectStatus(other, 202);
+      expect(other.body).toMatchObject({ amount: '60.00' });
+    });
+
     it('12 concurrent requests with one key: one runs, every one gets its answer, one refund and one reservation', async () => {
       const { m, invoiceId } = await refundable();
       const key = randomUUID();

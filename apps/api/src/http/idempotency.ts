@@ -12,9 +12,16 @@ import { IDEMPOTENCY_KEYS } from './tokens';
 interface RunningKey {
   readonly request: KeyedRequest;
   readonly claim: string;
+  /** The key was claimed before (a run that died or answered 5xx): that run may have written. */
+  readonly takenOver: boolean;
 }
 
-type KeyedFastifyRequest = FastifyRequest & { merchant?: MerchantIdentity; rawBody?: Buffer; idempotency?: RunningKey };
+type KeyedFastifyRequest = FastifyRequest & { merchant?: MerchantIdentity; rawBody?: Buffer; idempotency?: RunningKey; outcomeUnknown?: true };
+
+/** Said by the error filter of a 503 whose first write may have been done (AppendOutcomeUnknownError, WriteOutcomeUnknownError). */
+export function markOutcomeUnknown(request: FastifyRequest): void {
+  (request as KeyedFastifyRequest).outcomeUnknown = true;
+}
 
 /** Sent with an answer that is the stored first answer of its Idempotency-Key. */
 export const IDEMPOTENT_REPLAY_HEADER = 'idempotent-replayed';
@@ -77,7 +84,7 @@ export class IdempotencyGuard implements CanActivate {
     switch (admission.kind) {
       case 'run':
         // The keyed steps are named by the key's first pair: a retry under a rotated pair reaches the same refund or payout.
-        request.idempotency = { request: { ...keyed, keyId: admission.keyId }, claim: admission.claim };
+        request.idempotency = { request: { ...keyed, keyId: admission.keyId }, claim: admission.claim, takenOver: admission.takenOver };
         return;
       case 'replay':
         throw new StoredAnswer(admission.status, admission.body);
@@ -109,8 +116,8 @@ export const Keyed = createParamDecorator(
 /**
  * Stores the answer of every keyed request that ran, before it is sent, and stops
  * renewing its lease: a 2xx or 4xx becomes the key's answer (if another run of the key
- * stored one first, that one is sent instead); a 5xx ends its lease (the row stays), so a retry can
- * succeed. Should storing fail, the answer still goes out and the key stays held until
+ * stored one first, that one is sent instead); a 5xx lets the key go when it was claimed fresh and
+ * the answer says nothing was written, else ends its lease (the row stays), so a retry can succeed. Should storing fail, the answer still goes out and the key stays held until
  * its lease runs out: the retry then runs the keyed steps again, which reach the same result.
  */
 export function registerIdempotencyHook(fastify: FastifyInstance, keys: IdempotencyKeys, log: Logger): void {
@@ -134,7 +141,9 @@ async function storeAnswer(
 ): Promise<unknown> {
   try {
     if (reply.statusCode >= 500 || typeof payload !== 'string') {
-      await keys.abandon(running.request, running.claim);
+      // A first run whose 5xx means nothing was written (docs/api.md, "Commit points") leaves nothing under the key.
+      const nothingWritten = reply.statusCode >= 500 && !running.takenOver && request.outcomeUnknown !== true;
+      await keys.abandon(running.request, running.claim, nothingWritten);
       return payload;
     }
     const first = await keys.complete(running.request, reply.statusCode, payload);

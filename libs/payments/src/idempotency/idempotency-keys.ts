@@ -166,15 +166,19 @@ export class IdempotencyKeys {
   }
 
   /**
-   * Lets the key go after an answer that is not stored (5xx): its lease ends now, so the
-   * next retry takes it over at once and runs the request again. The row stays, with its
-   * first pair and fingerprint: the retry (under any pair of the project) reaches what
-   * the first run may have written, and another request under the key is refused.
+   * Ends the claim after an answer that is not stored (5xx). `release`: nothing was
+   * written under the key (a fresh claim answered by a 5xx that says so), so its row is
+   * deleted and the key may name any request. Otherwise its lease ends now, so the next
+   * retry takes it over at once and runs the request again; the row stays, with its
+   * first pair and fingerprint: the retry (under any pair of the project) reaches what an
+   * earlier run may have written, and another request under the key is refused.
    */
-  async abandon(request: KeyedRequest, claim: string): Promise<void> {
+  async abandon(request: KeyedRequest, claim: string, release = false): Promise<void> {
     this.stopRenewing(claim);
     await this.pool.query(
-      `UPDATE idempotency_keys SET lease_until = clock_timestamp() WHERE project_id = $1 AND mode = $2 AND idempotency_key = $3 AND state = 'started' AND claim = $4`,
+      release
+        ? `DELETE FROM idempotency_keys WHERE project_id = $1 AND mode = $2 AND idempotency_key = $3 AND state = 'started' AND claim = $4`
+        : `UPDATE idempotency_keys SET lease_until = clock_timestamp() WHERE project_id = $1 AND mode = $2 AND idempotency_key = $3 AND state = 'started' AND claim = $4`,
       [request.projectId, request.mode, request.key, claim],
     );
   }

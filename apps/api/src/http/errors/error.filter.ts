@@ -5,7 +5,7 @@ import type { Logger } from '#platform/logging';
 import { AppendOutcomeUnknownError, EventStoreUnavailableError } from '#event-store';
 import { WriteOutcomeUnknownError } from '#platform/database';
 import { DueHoldsRaceError } from '#payments/ledger';
-import { StoredAnswer } from '../idempotency';
+import { markOutcomeUnknown, StoredAnswer } from '../idempotency';
 import { ApiError } from './api-error';
 
 /**
@@ -22,6 +22,8 @@ export class ErrorFilter implements ExceptionFilter {
     // Not an error: the first answer of an Idempotency-Key, sent again as it was.
     if (exception instanceof StoredAnswer) return exception.send(reply);
     const request = host.switchToHttp().getRequest<FastifyRequest>();
+    // Its key is kept (lease ended): the retry must reach what the write may have done.
+    if (exception instanceof AppendOutcomeUnknownError || exception instanceof WriteOutcomeUnknownError) markOutcomeUnknown(request);
     const found = bodyCutOff(exception, request) ?? parserRefusal(exception, request) ?? toApiError(exception);
     const error = isRouteMiss(exception, request, found) ? routeMiss(request) : found;
     // A 5xx the API decided on (ApiError: a read model being rebuilt) is an answer, logged by its request line; any other is a failure.
