@@ -1,5 +1,5 @@
 /**
- * Migrations payments:0050, 0052 and 0053 scope idempotency keys by project and mode
+ * Migrations payments:0050, 0055, 0052 and 0053 scope idempotency keys by project and mode
  * instead of key pair. On a database with rows written by the previous version (no
  * project): each row gets its pair's project (a revoked pair's too); two pairs of one
  * project that used one key keep the newest pair's row; a row of an unknown pair keeps a
@@ -202,4 +202,58 @@ it('backfills the project of each row, keeps the newest pair of a collision, and
   await oldRow(c, 'test', 'from the old version', '{"by":"C"}');
   const written = await db.pool.query('SELECT project_id::text FROM idempotency_keys WHERE key_id = $1 AND idempotency_key = $2', [c, 'from the old version']);
   expect(written.rows).toEqual([{ project_id: shop.id }]);
+});
+
+it('the backfill goes on past a batch whose rows the previous version swept meanwhile, until no row is left without its project', async () => {
+  const earlier = db;
+  db = await createTestDatabase({ migrate: false });
+  const sweeper = new Client({ connectionString: db.url });
+  try {
+    await migrate(
+      db.pool,
+      allMigrations.filter((m) => !BY_PROJECT.includes(m.id)),
+    );
+    const shop = await project('live', [new Date(Date.UTC(2026, 0, 1))]);
+    // 1,000 rows past the 24 hours (the first batch's, oldest first) and 5 younger ones, as the previous version wrote them.
+    await db.pool.query(
+      `INSERT INTO idempotency_keys (key_id, mode, idempotency_key, fingerprint, state, claim, lease_until, status, body, created_at, completed_at)
+       SELECT $1, 'live', 'key-' || n, $2, 'completed', gen_random_uuid(), now(), 202, '{}', now() - interval '2 days' + n * interval '1 ms', now()
+       FROM generate_series(1, 1005) AS n`,
+      [shop.pairs[0], fingerprint],
+    );
+    await db.pool.query(`UPDATE idempotency_keys SET created_at = now() WHERE idempotency_key IN ('key-1001', 'key-1002', 'key-1003', 'key-1004', 'key-1005')`);
+    const backfillAndScope = BY_PROJECT.filter((id) => /_project_(backfill|scope)$/.test(id));
+    expect(backfillAndScope).toHaveLength(2);
+    await migrate(
+      db.pool,
+      allMigrations.filter((m) => !backfillAndScope.includes(m.id)),
+    );
+
+    // The previous version's sweep deletes the expired rows; its transaction is open while the first batch reaches them.
+    await sweeper.connect();
+    await sweeper.query('BEGIN');
+    expect((await sweeper.query(`DELETE FROM idempotency_keys WHERE created_at < now() - interval '1 day'`)).rowCount).toBe(1000);
+    const migrating = migrate(db.pool, allMigrations);
+    await poll(
+      async () =>
+        (
+          await db.pool.query(
+            `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE idempotency_keys%' AND pid <> pg_backend_pid()`,
+          )
+        ).rows,
+      (rows) => rows.length > 0,
+      'the first batch waiting on the rows the sweep deletes',
+    );
+    await sweeper.query('COMMIT');
+    expect(await migrating).toEqual(backfillAndScope);
+
+    const left = await db.pool.query<{ project_id: string | null; n: number }>(
+      'SELECT project_id::text, count(*)::int AS n FROM idempotency_keys GROUP BY project_id',
+    );
+    expect(left.rows).toEqual([{ project_id: shop.id, n: 5 }]);
+  } finally {
+    await sweeper.end().catch(() => undefined);
+    await db.drop();
+    db = earlier;
+  }
 });

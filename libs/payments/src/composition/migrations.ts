@@ -50,6 +50,7 @@ import {
   idempotencyKeysMigration,
   idempotencyKeysProjectBackfillMigration,
   idempotencyKeysProjectScopeMigration,
+  idempotencyKeysUnfilledMigration,
 } from '../idempotency/schema';
 import { payoutIdsMigration, payoutOrderIdClaimedAtMigration, payoutRequestKeysMigration } from '../payouts/payout-ids.schema';
 import { ledgerCauseIndexMigration } from '../ledger/ledger-cause-index';
@@ -119,6 +120,7 @@ export const allMigrations: readonly Migration[] = [
   apiKeysByProjectMigration,
   idempotencyKeysByProjectMigration,
   payoutOrderIdClaimedAtMigration,
+  idempotencyKeysUnfilledMigration,
   idempotencyKeysProjectBackfillMigration,
   idempotencyKeysProjectScopeMigration,
 ];

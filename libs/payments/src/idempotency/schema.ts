@@ -93,12 +93,29 @@ WHERE a.id = k.key_id AND b.id = o.key_id AND b.project_id = a.project_id
   AND o.mode = k.mode AND o.idempotency_key = k.idempotency_key
   AND (b.created_at, b.id) > (a.created_at, a.id);
 `,
+  // Its rows are those it took up (filled, or deleted meanwhile by the previous version's sweep): the batches end only when
+  // no row is left to fill, not at one whose rows the sweep happened to delete first.
   batch: `
-UPDATE idempotency_keys k SET project_id = a.project_id FROM api_keys a
-WHERE a.id = k.key_id AND k.project_id IS NULL AND (k.key_id, k.mode, k.idempotency_key) IN (
-  SELECT o.key_id, o.mode, o.idempotency_key FROM idempotency_keys o JOIN api_keys b ON b.id = o.key_id
-  WHERE o.project_id IS NULL ORDER BY o.created_at LIMIT 1000)
+WITH todo AS (
+  SELECT o.key_id, o.mode, o.idempotency_key, b.project_id FROM idempotency_keys o JOIN api_keys b ON b.id = o.key_id
+  WHERE o.project_id IS NULL ORDER BY o.created_at LIMIT 1000),
+filled AS (
+  UPDATE idempotency_keys k SET project_id = t.project_id FROM todo t
+  WHERE (k.key_id, k.mode, k.idempotency_key) = (t.key_id, t.mode, t.idempotency_key) AND k.project_id IS NULL RETURNING 1)
+SELECT (SELECT count(*) FROM filled) AS filled FROM todo
 `,
+};
+
+/**
+ * The rows still without a project, oldest first, built concurrently before the backfill:
+ * each of its batches then reads its 1,000 rows from here instead of walking past every
+ * row already filled (quadratic on a large table). Empty once filled: rows written since
+ * 0050 have their project.
+ */
+export const idempotencyKeysUnfilledMigration: Migration = {
+  id: 'payments:0055_idempotency_keys_unfilled',
+  sql: `CREATE INDEX CONCURRENTLY IF NOT EXISTS idempotency_keys_unfilled ON idempotency_keys (created_at) WHERE project_id IS NULL`,
+  concurrentIndex: 'idempotency_keys_unfilled',
 };
 
 /** The key's scope, built concurrently: keys are claimed meanwhile (the trigger of payments:0050 keeps them unique). */

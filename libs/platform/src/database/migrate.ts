@@ -18,7 +18,8 @@ export interface Migration {
   readonly concurrentIndex?: string;
   /**
    * One statement run after `sql` (itself committed first), again and again, each run in
-   * its own transaction, until it changes no row: a backfill of a large table in small
+   * its own transaction, until it returns or changes no row (a SELECT over the rows it
+   * took up, to end only when none is left): a backfill of a large table in small
    * batches (a LIMIT in the statement), so that no row stays locked for longer than one
    * batch while the previous version serves. The migration is recorded after the last.
    */
