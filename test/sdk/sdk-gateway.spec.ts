@@ -39,6 +39,20 @@ describe('the SDK against the gateway', () => {
 
   const orderId = () => `sdk-${randomUUID()}`;
   const noWait = async () => {};
+  /** A project of its own (hold 0 h) with a paid 1,000.00 invoice whose amount is available, and a client of its test key. */
+  const paidInvoiceOfNewProject = async () => {
+    const accountId = await gw.operator.createAccount();
+    const project = await gw.operator.createProject(accountId, { holdHours: 0 });
+    const direct = new PaymentGatewayClient({ baseUrl: `${gw.baseUrl}/v1`, auth: { secretKey: project.keys.test.secretKey } });
+    const created = await direct.createInvoice({ amount: '1000.00', orderId: orderId(), method: 'sbp' });
+    expectStatus(await gw.operator.payment(created.id, 'paid'), 200);
+    await poll(
+      () => direct.getBalance(),
+      (b) => b.available !== '0.00',
+      'the paid amount to be available',
+    );
+    return { project, direct, created };
+  };
 
   beforeAll(async () => {
     gw = await startInvoiceGateway({ CLOCK: 'manual', REFUND_PROCESSING_SECONDS: '1', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
@@ -198,16 +212,7 @@ describe('the SDK against the gateway', () => {
   });
 
   it('a refund whose every answer is lost: the error names its Idempotency-Key, and the call repeated with it is the same refund', async () => {
-    const accountId = await gw.operator.createAccount();
-    const project = await gw.operator.createProject(accountId, { holdHours: 0 });
-    const direct = new PaymentGatewayClient({ baseUrl: `${gw.baseUrl}/v1`, auth: { secretKey: project.keys.test.secretKey } });
-    const created = await direct.createInvoice({ amount: '1000.00', orderId: orderId(), method: 'sbp' });
-    expectStatus(await gw.operator.payment(created.id, 'paid'), 200);
-    await poll(
-      () => direct.getBalance(),
-      (b) => b.available !== '0.00',
-      'the paid amount to be available',
-    );
+    const { project, direct, created } = await paidInvoiceOfNewProject();
     // A proxy that passes each request to the gateway and drops every answer (a timeout after the gateway acted).
     const { answered, port, close } = await answerLosingProxy(gw.baseUrl, () => true);
     try {
@@ -242,16 +247,7 @@ describe('the SDK against the gateway', () => {
   });
 
   it("a proxy's 502/504 page after the gateway refunded: retried under the same key, one refund; run out, the error says the outcome is unknown", async () => {
-    const accountId = await gw.operator.createAccount();
-    const project = await gw.operator.createProject(accountId, { holdHours: 0 });
-    const direct = new PaymentGatewayClient({ baseUrl: `${gw.baseUrl}/v1`, auth: { secretKey: project.keys.test.secretKey } });
-    const created = await direct.createInvoice({ amount: '1000.00', orderId: orderId(), method: 'sbp' });
-    expectStatus(await gw.operator.payment(created.id, 'paid'), 200);
-    await poll(
-      () => direct.getBalance(),
-      (b) => b.available !== '0.00',
-      'the paid amount to be available',
-    );
+    const { project, direct, created } = await paidInvoiceOfNewProject();
     // nginx's pages for the first answers (the gateway acted: 202), then the gateway's own.
     const pages = [504, 502];
     const { answered, port, close } = await pageAnsweringProxy(gw.baseUrl, (n) => pages[n]);
