@@ -94,14 +94,14 @@ WHERE a.id = k.key_id AND b.id = o.key_id AND b.project_id = a.project_id
   AND (b.created_at, b.id) > (a.created_at, a.id);
 `,
   // Its rows are those it took up (filled, or deleted meanwhile by the previous version's sweep): the batches end only when
-  // no row is left to fill, not at one whose rows the sweep happened to delete first.
+  // no row is left to fill, not at one whose rows the sweep happened to delete first. Rows are updated by their address
+  // (ctid, a TID scan), so a batch reads its 1,000 rows, not every row still to fill (a row changed meanwhile waits for the next).
   batch: `
 WITH todo AS (
-  SELECT o.key_id, o.mode, o.idempotency_key, b.project_id FROM idempotency_keys o JOIN api_keys b ON b.id = o.key_id
+  SELECT o.ctid AS row, b.project_id FROM idempotency_keys o JOIN api_keys b ON b.id = o.key_id
   WHERE o.project_id IS NULL ORDER BY o.created_at LIMIT 1000),
 filled AS (
-  UPDATE idempotency_keys k SET project_id = t.project_id FROM todo t
-  WHERE (k.key_id, k.mode, k.idempotency_key) = (t.key_id, t.mode, t.idempotency_key) AND k.project_id IS NULL RETURNING 1)
+  UPDATE idempotency_keys k SET project_id = t.project_id FROM todo t WHERE k.ctid = t.row AND k.project_id IS NULL RETURNING 1)
 SELECT (SELECT count(*) FROM filled) AS filled FROM todo
 `,
 };
