@@ -14,6 +14,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { Client as PgClient, Pool } from 'pg';
 import { keyIdOf } from '#platform/secrets';
+import { allMigrations } from '#payments/composition';
 import { RunningGateway, RunningProcess, startGateway, startProcess, temporaryDataDir } from '../support/gateway-process';
 import { expectStatus, Json, Operator, orderId, poll } from '../support/merchant-fixtures';
 import { sendSigned } from '../support/signing';
@@ -114,10 +115,14 @@ describe('webhook secrets sealed at rest with SECRETS_KEY, and its rotation', ()
     await gateway.kill();
     gateway = null;
 
-    // A process with another key refuses to start, naming the key the secrets need.
+    // A process with another key refuses to start, naming the key the secrets need, before it migrates anything: a
+    // new version's replica started without the key must not change a database the old version serves.
+    const last = allMigrations[allMigrations.length - 1]!.id;
+    await db.pool.query('DELETE FROM migrations_applied WHERE id = $1', [last]); // as if this process's version were newer
     const stranger = startProcess('api', { ...env(hex(key())), PORT: '0' });
     expect(await stranger.exited).toBe(1);
     expect(stranger.output()).toContain(`sealed with key ${keyIdOf(k1)}`);
+    expect((await db.pool.query('SELECT id FROM migrations_applied WHERE id = $1', [last])).rows).toEqual([]);
 
     // Rotation: every process runs with SECRETS_KEY=new,old; the command re-seals; then SECRETS_KEY=new.
     gateway = await startGateway('gateway', env(`${hex(k2)},${hex(k1)}`));

@@ -130,19 +130,20 @@ export async function openInfrastructure(
   let followerPool: Pool | null = null;
   let clockSync: ManualClockSync | null = null;
   try {
-    if (readOnly) {
-      await checkMigrated(pool, allMigrations);
-    } else {
-      const applied = await migrate(pool, allMigrations);
-      if (applied.length > 0) log.info({ versions: applied }, 'schema migrations applied');
-    }
-    // Every stored secret must open with this process's keys.
-    if (secrets) {
+    // Every stored secret must open with this process's keys: judged before migrating, so a process refused for its
+    // configuration changes nothing (a new version's replica started without the key must not migrate a shared database).
+    if (secrets && (await pool.query<{ t: string | null }>(`SELECT to_regclass('projects')::text AS t`)).rows[0]!.t !== null) {
       await checkWebhookSecretKeys(pool, secrets).catch((error: unknown) => {
         // Nothing was sealed with a key just made (the stored secrets need another): a restore missing its key file keeps none.
         if (keyFileMade) rmSync(keyFile, { force: true });
         throw error;
       });
+    }
+    if (readOnly) {
+      await checkMigrated(pool, allMigrations);
+    } else {
+      const applied = await migrate(pool, allMigrations);
+      if (applied.length > 0) log.info({ versions: applied }, 'schema migrations applied');
     }
 
     // The log is ordered by transaction ids: a server behind them (a logical restore) would hide every new event,
