@@ -49,8 +49,8 @@ function problemsOf(log: readonly LoggedEvent[]): LogProblem[] {
 const rehashed = (event: LoggedEvent): LoggedEvent => ({ ...event, chainHash: randomBytes(32) });
 const named = (e: LoggedEvent) => ({ streamName: e.streamName, revision: e.revision, position: e.position });
 
-/** Three checkpoints of two events each over LOG; the log without events `deleted`, each checkpoint handed in before the first event of its range the log still has. */
-function problemsWithout(deleted: readonly number[]): LogProblem[] {
+/** Three checkpoints of two events each over LOG, with the log's running hash over its events as they are. */
+function threeCheckpoints(): RecordedCheckpoint[] {
   let hash = GENESIS_HASH;
   const running = LOG.map((e) => (hash = nextLogHash(hash, e.chainHash!)));
   const recorded: RecordedCheckpoint[] = [0, 2, 4].map((from, k) => ({
@@ -61,6 +61,12 @@ function problemsWithout(deleted: readonly number[]): LogProblem[] {
     hash: running[from + 1]!,
     eventHashes: Buffer.concat(LOG.slice(from, from + 2).map((e) => e.chainHash!)),
   }));
+  return recorded;
+}
+
+/** Three checkpoints of two events each over LOG; the log without events `deleted`, each checkpoint handed in before the first event of its range the log still has. */
+function problemsWithout(deleted: readonly number[]): LogProblem[] {
+  const recorded = threeCheckpoints();
   const check = new LogOrderCheck();
   let next = 0;
   LOG.forEach((event, i) => {
@@ -113,16 +119,7 @@ describe('LogOrderCheck against recorded checkpoints', () => {
 
   it('after a checkpoint the log does not reproduce, each later one is judged on its own events: only those holding a change fail', () => {
     // Three checkpoints of two events each; the log's running hash goes on over the events as they are.
-    let hash = GENESIS_HASH;
-    const running = LOG.map((e) => (hash = nextLogHash(hash, e.chainHash!)));
-    const recorded: RecordedCheckpoint[] = [0, 2, 4].map((from, k) => ({
-      seq: BigInt(k + 1),
-      fromEvents: BigInt(from),
-      events: BigInt(from + 2),
-      position: LOG[from + 1]!.position,
-      hash: running[from + 1]!,
-      eventHashes: Buffer.concat(LOG.slice(from, from + 2).map((e) => e.chainHash!)),
-    }));
+    const recorded = threeCheckpoints();
     const problemsAgainstThree = (log: readonly LoggedEvent[]) => {
       const check = new LogOrderCheck();
       log.forEach((event, i) => {

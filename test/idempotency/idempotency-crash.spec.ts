@@ -45,6 +45,15 @@ describe('SIGKILL between the grant and the stored answer of a keyed request', (
     await db?.drop();
   });
 
+  /** A started gateway's merchant with 3,000.00 live available and a payout address: a 400.00 payout's body to it. */
+  const payoutMerchant = async () => {
+    const operator = await start();
+    const m = await operator.merchant({ holdHours: 0 });
+    await fund(operator, m, 'live', ['3000.00']);
+    const address = await payoutAddress(operator, m.accountId, { method: 'sbp', account: PHONE });
+    return { m, address, body: `{"amount":"400.00","addressId":${address.id}}` };
+  };
+
   const keyedPost = (m: Merchant, mode: 'test' | 'live', path: string, body: string, key: string): Promise<Reply> =>
     sendRaw(gateway!.baseUrl, 'POST', path, {
       headers: { authorization: `Bearer ${m.keys[mode].secretKey}`, 'content-type': 'application/json', 'idempotency-key': key },
@@ -130,14 +139,10 @@ describe('SIGKILL between the grant and the stored answer of a keyed request', (
   });
 
   it('payout without orderId: killed before its answer was stored; the retry answers the same payout, the only one', async () => {
-    let operator = await start();
-    const m = await operator.merchant({ holdHours: 0 });
-    await fund(operator, m, 'live', ['3000.00']);
-    const address = await payoutAddress(operator, m.accountId, { method: 'sbp', account: PHONE });
+    const { m, body } = await payoutMerchant();
     const key = randomUUID();
-    const body = `{"amount":"400.00","addressId":${address.id}}`;
 
-    operator = await killWhileHeld(HOLD_ANSWER, () => keyedPost(m, 'live', '/v1/payouts', body, key));
+    await killWhileHeld(HOLD_ANSWER, () => keyedPost(m, 'live', '/v1/payouts', body, key));
     const reserved = await reservationsOf(m.accountId, 'live');
     expect(reserved).toHaveLength(1);
 
@@ -153,12 +158,8 @@ describe('SIGKILL between the grant and the stored answer of a keyed request', (
     gateway = null;
   });
   it('payout killed before its reservation; the retry answers 503; after a key rotation the retry reaches the same payout', async () => {
-    let operator = await start();
-    const m = await operator.merchant({ holdHours: 0 });
-    await fund(operator, m, 'live', ['3000.00']);
-    const address = await payoutAddress(operator, m.accountId, { method: 'sbp', account: PHONE });
+    const { m, address, body } = await payoutMerchant();
     const key = randomUUID();
-    const body = `{"amount":"400.00","addressId":${address.id}}`;
     const payoutsRequested = async (): Promise<string[]> =>
       (
         await db.pool.query<{ stream: string }>(`SELECT stream_name AS stream FROM events WHERE event_type = 'PayoutRequested' AND data->>'accountId' = $1`, [
@@ -166,7 +167,7 @@ describe('SIGKILL between the grant and the stored answer of a keyed request', (
         ])
       ).rows.map((r) => r.stream);
 
-    operator = await killWhileHeld(HOLD_RESERVATION, () => keyedPost(m, 'live', '/v1/payouts', body, key));
+    const operator = await killWhileHeld(HOLD_RESERVATION, () => keyedPost(m, 'live', '/v1/payouts', body, key));
     const written = await payoutsRequested();
     expect(written).toHaveLength(1);
 

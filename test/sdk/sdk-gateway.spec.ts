@@ -561,15 +561,7 @@ async function answerLosingProxy(target: string, lose: (answered: number) => boo
         });
     });
   });
-  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
-  return {
-    answered,
-    port: (proxy.address() as AddressInfo).port,
-    close: async () => {
-      proxy.closeAllConnections();
-      await new Promise((resolve) => proxy.close(resolve));
-    },
-  };
+  return listening(proxy, answered);
 }
 
 /**
@@ -602,6 +594,11 @@ async function pageAnsweringProxy(
       });
     });
   });
+  return listening(proxy, answered);
+}
+
+/** The proxy listening on a free local port, with what it recorded and how to close it. */
+async function listening(proxy: http.Server, answered: Json[]): Promise<{ answered: Json[]; port: number; close(): Promise<void> }> {
   await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
   return {
     answered,
