@@ -167,6 +167,26 @@ describe('Idempotency-Key on merchant POSTs (CLOCK=manual)', () => {
       expect(other.body).toMatchObject({ amount: '60.00' });
     });
 
+    it('a first request answered 500 keeps its key bound to it (a failure of no known kind may have written): another body is 409, the same one runs', async () => {
+      const { m, invoiceId } = await refundable();
+      const path = `/v1/invoices/${invoiceId}/refund`;
+      // An unexpected failure at the refund's first write (a trigger refusing with internal_error): 500.
+      await gw.db.pool.query(`CREATE OR REPLACE FUNCTION fail_refund_request() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'refund requests fail for this test' USING ERRCODE = 'XX000'; END $$`);
+      await gw.db.pool.query(`CREATE OR REPLACE TRIGGER fail_refund_request BEFORE INSERT ON events FOR EACH ROW
+        WHEN (NEW.event_type = 'InvoiceRefundRequested') EXECUTE FUNCTION fail_refund_request()`);
+      const key = randomUUID();
+      try {
+        expectError(await post(m, 'test', path, '{"amount":"50.00"}', key), 500, 'internal');
+      } finally {
+        await gw.db.pool.query('DROP TRIGGER IF EXISTS fail_refund_request ON events');
+      }
+      expectError(await post(m, 'test', path, '{"amount":"60.00"}', key), 409, 'idempotency_key_conflict');
+      const retry = await post(m, 'test', path, '{"amount":"50.00"}', key);
+      expectStatus(retry, 202);
+      expect(retry.body).toMatchObject({ amount: '50.00' });
+    });
+
     it('12 concurrent requests with one key: one runs, every one gets its answer, one refund and one reservation', async () => {
       const { m, invoiceId } = await refundable();
       const key = randomUUID();

@@ -16,11 +16,11 @@ interface RunningKey {
   readonly takenOver: boolean;
 }
 
-type KeyedFastifyRequest = FastifyRequest & { merchant?: MerchantIdentity; rawBody?: Buffer; idempotency?: RunningKey; outcomeUnknown?: true };
+type KeyedFastifyRequest = FastifyRequest & { merchant?: MerchantIdentity; rawBody?: Buffer; idempotency?: RunningKey; nothingWritten?: true };
 
-/** Said by the error filter of a 503 whose first write may have been done (AppendOutcomeUnknownError, WriteOutcomeUnknownError). */
-export function markOutcomeUnknown(request: FastifyRequest): void {
-  (request as KeyedFastifyRequest).outcomeUnknown = true;
+/** Said by the error filter of a 5xx whose kind means that nothing was written (wroteNothing). */
+export function markNothingWritten(request: FastifyRequest): void {
+  (request as KeyedFastifyRequest).nothingWritten = true;
 }
 
 /** Sent with an answer that is the stored first answer of its Idempotency-Key. */
@@ -117,7 +117,7 @@ export const Keyed = createParamDecorator(
  * Stores the answer of every keyed request that ran, before it is sent, and stops
  * renewing its lease: a 2xx or 4xx becomes the key's answer (if another run of the key
  * stored one first, that one is sent instead); a 5xx lets the key go when it was claimed fresh and
- * the answer says nothing was written, else ends its lease (the row stays), so a retry can succeed. Should storing fail, the answer still goes out and the key stays held until
+ * its error is known to have written nothing, else ends its lease (the row stays), so a retry can succeed. Should storing fail, the answer still goes out and the key stays held until
  * its lease runs out: the retry then runs the keyed steps again, which reach the same result.
  */
 export function registerIdempotencyHook(fastify: FastifyInstance, keys: IdempotencyKeys, log: Logger): void {
@@ -141,8 +141,8 @@ async function storeAnswer(
 ): Promise<unknown> {
   try {
     if (reply.statusCode >= 500 || typeof payload !== 'string') {
-      // A first run whose 5xx means nothing was written (docs/api.md, "Commit points") leaves nothing under the key.
-      const nothingWritten = reply.statusCode >= 500 && !running.takenOver && request.outcomeUnknown !== true;
+      // A first run whose 5xx is known to have written nothing (docs/api.md, "Commit points") leaves nothing under the key.
+      const nothingWritten = reply.statusCode >= 500 && !running.takenOver && request.nothingWritten === true;
       await keys.abandon(running.request, running.claim, nothingWritten);
       return payload;
     }

@@ -5,7 +5,7 @@ import type { Logger } from '#platform/logging';
 import { AppendOutcomeUnknownError, EventStoreUnavailableError } from '#event-store';
 import { WriteOutcomeUnknownError } from '#platform/database';
 import { DueHoldsRaceError } from '#payments/ledger';
-import { markOutcomeUnknown, StoredAnswer } from '../idempotency';
+import { markNothingWritten, StoredAnswer } from '../idempotency';
 import { ApiError } from './api-error';
 
 /**
@@ -22,10 +22,10 @@ export class ErrorFilter implements ExceptionFilter {
     // Not an error: the first answer of an Idempotency-Key, sent again as it was.
     if (exception instanceof StoredAnswer) return exception.send(reply);
     const request = host.switchToHttp().getRequest<FastifyRequest>();
-    // Its key is kept (lease ended): the retry must reach what the write may have done.
-    if (exception instanceof AppendOutcomeUnknownError || exception instanceof WriteOutcomeUnknownError) markOutcomeUnknown(request);
     const found = bodyCutOff(exception, request) ?? parserRefusal(exception, request) ?? toApiError(exception);
     const error = isRouteMiss(exception, request, found) ? routeMiss(request) : found;
+    // Only a 5xx known to have written nothing lets its Idempotency-Key go; any other keeps it (lease ended) for the retry.
+    if (error.status >= 500 && wroteNothing(exception)) markNothingWritten(request);
     // A 5xx the API decided on (ApiError: a read model being rebuilt) is an answer, logged by its request line; any other is a failure.
     if (error.status >= 500 && !(exception instanceof ApiError)) {
       // request.log is the request's child logger: the line carries its requestId.
@@ -225,6 +225,17 @@ export function toApiError(exception: unknown): ApiError {
     if (status < 500) return new ApiError(status, 'validation', 'Некорректный запрос');
   }
   return new ApiError(500, 'internal', 'Внутренняя ошибка сервера');
+}
+
+/**
+ * A failure that wrote nothing, by its kind (docs/api.md, "Commit points"): an answer the API decided on, the
+ * database or event store away before the first write or that write found not written, a statement cancelled by
+ * its timeout, a hold release racing the request. Not a write whose outcome is unknown, nor an unexpected error.
+ */
+export function wroteNothing(exception: unknown): boolean {
+  if (exception instanceof AppendOutcomeUnknownError || exception instanceof WriteOutcomeUnknownError) return false;
+  if (exception instanceof ApiError || exception instanceof DueHoldsRaceError || exception instanceof EventStoreUnavailableError) return true;
+  return isDatabaseUnavailable(exception) || (typeof exception === 'object' && exception !== null && (exception as { code?: unknown }).code === '57014');
 }
 
 /** The database cannot be reached, went away mid-request, or is shutting down or starting. */
