@@ -9,7 +9,7 @@
 import pino from 'pino';
 import { AppendOutcomeUnknownError } from '#event-store';
 import { ManualClock } from '#platform/clock';
-import { isDatabaseAway } from '#platform/database';
+import { DatabaseOutageLog, isDatabaseAway } from '#platform/database';
 import { WorkerItems } from '#payments/flows';
 
 const socketError = (code: string, syscall?: string) => Object.assign(new Error(`${syscall ?? 'read'} ${code}`), { code, syscall });
@@ -20,6 +20,20 @@ describe('the database away, behind a wrapper and under a worker’s items', () 
     expect(isDatabaseAway(new Error('outer', { cause: new Error('middle', { cause: socketError('ECONNREFUSED', 'connect') }) }))).toBe(true);
     expect(isDatabaseAway(new AppendOutcomeUnknownError('payout-1', { cause: new TypeError('x is undefined') }))).toBe(false);
     expect(isDatabaseAway(new Error('outer', { cause: Object.assign(new Error('password authentication failed'), { code: '28P01' }) }))).toBe(false);
+  });
+
+  it('an outage log never told it ended (requests) counts a failure after a quiet interval as a new outage', async () => {
+    const lines: { level: number; msg: string; failures: number }[] = [];
+    const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as { level: number; msg: string; failures: number }) });
+    const outage = new DatabaseOutageLog(log, 'API requests', {}, 200, 'answering 503 provider_unavailable');
+    for (let i = 0; i < 5; i++) expect(outage.failed(socketError('ECONNREFUSED', 'connect'))).toBe(true);
+    expect(outage.failed(new Error('a bug'))).toBe(false);
+    await new Promise((r) => setTimeout(r, 250));
+    expect(outage.failed(socketError('ECONNRESET'))).toBe(true);
+    expect(lines.map((l) => [l.level, l.msg, l.failures])).toEqual([
+      [40, 'API requests: the database is not reached; answering 503 provider_unavailable (said again once a minute while it lasts)', 1],
+      [40, 'API requests: the database is not reached; answering 503 provider_unavailable (said again once a minute while it lasts)', 1],
+    ]);
   });
 
   it('the first item meeting the database away ends the tick without an error line; a real failure is still logged', async () => {

@@ -317,7 +317,7 @@ describe('one embedded server shared by the processes of a DATA_DIR', () => {
       data.remove();
     }
   });
-  it('while the server is away, each poller says so once at warn level (no stack per retry), and again when it is back', async () => {
+  it('while the server is away, each poller says so once at warn level (no stack per retry), and again when it is back; requests answered 503 once too', async () => {
     const data = dataDir();
     try {
       const env = { DATA_DIR: data.dir, ADMIN_TOKEN: TOKEN };
@@ -335,22 +335,31 @@ describe('one embedded server shared by the processes of a DATA_DIR', () => {
       process.kill(postmasterOf(data.dir)!.pid, 'SIGKILL');
       await gateway.waitForOutput(/the embedded PostgreSQL under .* is not running/);
       // A short outage: the workers poll every 500 ms, the dispatcher every 100 ms, the projections back off from 100 ms.
-      await sleep(3_000);
-      const away = /: the database is not reached; retrying/;
+      // Requests meanwhile answer 503: 30 of them, 10 at a time.
+      const answered: number[] = [];
+      for (let round = 0; round < 3; round++) {
+        const get = () => fetch(`${gateway.baseUrl}/admin/v1/webhook-deliveries`, { headers: { authorization: `Bearer ${TOKEN}` } });
+        answered.push(...(await Promise.all(Array.from({ length: 10 }, () => get().then((r) => r.status)))));
+        await sleep(1_000);
+      }
+      expect(answered).toEqual(Array(30).fill(503));
+      const away = /: the database is not reached; (retrying|answering 503)/;
       const during = lines();
       const again = await startGateway('api', env);
       await untilTrue(async () => (await ready()) === 200, 'the gateway ready again');
       const pollers = (re: RegExp) => lines().flatMap((l) => (re.test(l.msg) ? [l.msg.split(':')[0]!] : []));
-      await untilTrue(() => pollers(/: the database is reached again$/).length >= new Set(pollers(away)).size, 'every poller back');
+      // Requests are not told back (no request tells the database is reached: the pollers do).
+      const polling = () => new Set(pollers(away).filter((name) => name !== 'API requests'));
+      await untilTrue(() => pollers(/: the database is reached again$/).length >= polling().size, 'every poller back');
 
       const errors = during.filter((l) => l.level >= 50);
       console.log(`${during.length} lines in the 3 s outage: ${errors.length} at error level, ${pollers(away).length} told the database away`);
-      // The one line that says what to do is the only error; the pollers each said once that the database is away.
+      // The one line that says what to do is the only error; the pollers and the requests each said once that the database is away.
       expect(errors.map((l) => l.msg)).toEqual([expect.stringMatching(/the embedded PostgreSQL under .* is not running/)]);
-      expect(pollers(away)).toEqual(expect.arrayContaining(['worker hold-release', 'webhook dispatcher']));
+      expect(pollers(away)).toEqual(expect.arrayContaining(['worker hold-release', 'webhook dispatcher', 'API requests']));
       expect(pollers(away).length).toBe(new Set(pollers(away)).size);
       expect(during.filter((l) => away.test(l.msg) && (l.level !== 40 || l.err !== undefined))).toEqual([]);
-      expect(new Set(pollers(/: the database is reached again$/))).toEqual(new Set(pollers(away)));
+      expect(new Set(pollers(/: the database is reached again$/))).toEqual(polling());
       await Promise.all([again.kill('SIGKILL'), gateway.kill('SIGKILL')]);
     } finally {
       data.remove();

@@ -32,6 +32,7 @@ export class DatabaseOutageLog {
   private failures = 0;
   private since = 0;
   private toldAt = 0;
+  private lastFailureAt = 0;
 
   constructor(
     private readonly log: Logger,
@@ -40,14 +41,21 @@ export class DatabaseOutageLog {
     /** Fields every line carries (the worker's or projection's name). */
     private readonly fields: Readonly<Record<string, unknown>> = {},
     private readonly retoldEveryMs = OUTAGE_RETOLD_EVERY_MS,
+    /** What the poller does meanwhile, as the lines say it. */
+    private readonly meanwhile = 'retrying',
   ) {}
 
-  /** A failed round: true when it was the database away (told or counted here), false for the caller to log. */
+  /**
+   * A failed round: true when it was the database away (told or counted here), false for the caller to log. A
+   * failure after a quiet retoldEveryMs starts a new outage (for callers that never learn it ended: requests).
+   */
   failed(error: unknown): boolean {
     if (!isDatabaseAway(error)) return false;
     const now = performance.now();
+    if (this.failures > 0 && now - this.lastFailureAt >= this.retoldEveryMs) this.failures = 0;
     if (this.failures === 0) this.since = now;
     this.failures++;
+    this.lastFailureAt = now;
     if (this.failures === 1 || now - this.toldAt >= this.retoldEveryMs) {
       this.toldAt = now;
       this.log.warn(
@@ -57,7 +65,7 @@ export class DatabaseOutageLog {
           failures: this.failures,
           awayMs: Math.round(now - this.since),
         },
-        `${this.poller}: the database is not reached; retrying (said again once a minute while it lasts)`,
+        `${this.poller}: the database is not reached; ${this.meanwhile} (said again once a minute while it lasts)`,
       );
     }
     return true;

@@ -3,7 +3,7 @@ import { ArgumentsHost, Catch, ExceptionFilter, HttpException } from '@nestjs/co
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from '#platform/logging';
 import { AppendOutcomeUnknownError, EventStoreUnavailableError } from '#event-store';
-import { WriteOutcomeUnknownError } from '#platform/database';
+import { DatabaseOutageLog, WriteOutcomeUnknownError } from '#platform/database';
 import { DueHoldsRaceError } from '#payments/ledger';
 import { markNothingWritten, StoredAnswer } from '../idempotency';
 import { ApiError } from './api-error';
@@ -15,7 +15,12 @@ import { ApiError } from './api-error';
  */
 @Catch()
 export class ErrorFilter implements ExceptionFilter {
-  constructor(private readonly log: Logger) {}
+  /** Requests that found the database away: told at warn once an outage (and once a minute), not a stack each. */
+  private readonly outage: DatabaseOutageLog;
+
+  constructor(private readonly log: Logger) {
+    this.outage = new DatabaseOutageLog(log, 'API requests', {}, undefined, 'answering 503 provider_unavailable');
+  }
 
   catch(exception: unknown, host: ArgumentsHost): void {
     const reply = host.switchToHttp().getResponse<FastifyReply>();
@@ -27,7 +32,8 @@ export class ErrorFilter implements ExceptionFilter {
     // Only a 5xx known to have written nothing lets its Idempotency-Key go; any other keeps it (lease ended) for the retry.
     if (error.status >= 500 && wroteNothing(exception)) markNothingWritten(request);
     // A 5xx the API decided on (ApiError: a read model being rebuilt) is an answer, logged by its request line; any other is a failure.
-    if (error.status >= 500 && !(exception instanceof ApiError)) {
+    const toldAway = error.status === 503 && wroteNothing(exception) && this.outage.failed(exception);
+    if (error.status >= 500 && !(exception instanceof ApiError) && !toldAway) {
       // request.log is the request's child logger: the line carries its requestId.
       (request.log ?? this.log).error({ err: exception, method: request.method, url: request.url }, 'request failed');
     }
