@@ -59,6 +59,19 @@ describe('Idempotency-Key on merchant POSTs (CLOCK=manual)', () => {
   };
 
   describe('POST /v1/invoices/{id}/refund', () => {
+    /** `send`'s answer while the refund's first write (InvoiceRefundRequested) fails with SQLSTATE `code` (a trigger). */
+    async function failingRefundRequest<T>(code: string, send: () => Promise<T>): Promise<T> {
+      await gw.db.pool.query(`CREATE OR REPLACE FUNCTION fail_refund_request() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'refund requests fail for this test' USING ERRCODE = '${code}'; END $$`);
+      await gw.db.pool.query(`CREATE OR REPLACE TRIGGER fail_refund_request BEFORE INSERT ON events FOR EACH ROW
+        WHEN (NEW.event_type = 'InvoiceRefundRequested') EXECUTE FUNCTION fail_refund_request()`);
+      try {
+        return await send();
+      } finally {
+        await gw.db.pool.query('DROP TRIGGER IF EXISTS fail_refund_request ON events');
+      }
+    }
+
     it('the same key and body twice: the same 202 with the same refund, one refund on the invoice and one reservation', async () => {
       const { m, invoiceId } = await refundable();
       const key = randomUUID();
@@ -150,17 +163,9 @@ describe('Idempotency-Key on merchant POSTs (CLOCK=manual)', () => {
     it('a first request answered 503 with nothing written leaves nothing under its key: another request may use it', async () => {
       const { m, invoiceId } = await refundable();
       const path = `/v1/invoices/${invoiceId}/refund`;
-      // The database goes away at the refund's first write (a trigger refusing with a connection-class code): 503, nothing written.
-      await gw.db.pool.query(`CREATE OR REPLACE FUNCTION fail_refund_request() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN RAISE EXCEPTION 'refund requests fail for this test' USING ERRCODE = '57P01'; END $$`);
-      await gw.db.pool.query(`CREATE OR REPLACE TRIGGER fail_refund_request BEFORE INSERT ON events FOR EACH ROW
-        WHEN (NEW.event_type = 'InvoiceRefundRequested') EXECUTE FUNCTION fail_refund_request()`);
+      // The database goes away at the refund's first write (a connection-class code): 503, nothing written.
       const key = randomUUID();
-      try {
-        expectError(await post(m, 'test', path, '{"amount":"50.00"}', key), 503, 'provider_unavailable');
-      } finally {
-        await gw.db.pool.query('DROP TRIGGER IF EXISTS fail_refund_request ON events');
-      }
+      expectError(await failingRefundRequest('57P01', () => post(m, 'test', path, '{"amount":"50.00"}', key)), 503, 'provider_unavailable');
       expect(await eventsOf(`invoice-${invoiceId}`)).not.toContainEqual(expect.objectContaining({ type: 'InvoiceRefundRequested' }));
       const other = await post(m, 'test', path, '{"amount":"60.00"}', key);
       expectStatus(other, 202);
@@ -170,17 +175,9 @@ describe('Idempotency-Key on merchant POSTs (CLOCK=manual)', () => {
     it('a first request answered 500 keeps its key bound to it (a failure of no known kind may have written): another body is 409, the same one runs', async () => {
       const { m, invoiceId } = await refundable();
       const path = `/v1/invoices/${invoiceId}/refund`;
-      // An unexpected failure at the refund's first write (a trigger refusing with internal_error): 500.
-      await gw.db.pool.query(`CREATE OR REPLACE FUNCTION fail_refund_request() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN RAISE EXCEPTION 'refund requests fail for this test' USING ERRCODE = 'XX000'; END $$`);
-      await gw.db.pool.query(`CREATE OR REPLACE TRIGGER fail_refund_request BEFORE INSERT ON events FOR EACH ROW
-        WHEN (NEW.event_type = 'InvoiceRefundRequested') EXECUTE FUNCTION fail_refund_request()`);
+      // An unexpected failure at the refund's first write (internal_error): 500.
       const key = randomUUID();
-      try {
-        expectError(await post(m, 'test', path, '{"amount":"50.00"}', key), 500, 'internal');
-      } finally {
-        await gw.db.pool.query('DROP TRIGGER IF EXISTS fail_refund_request ON events');
-      }
+      expectError(await failingRefundRequest('XX000', () => post(m, 'test', path, '{"amount":"50.00"}', key)), 500, 'internal');
       expectError(await post(m, 'test', path, '{"amount":"60.00"}', key), 409, 'idempotency_key_conflict');
       const retry = await post(m, 'test', path, '{"amount":"50.00"}', key);
       expectStatus(retry, 202);
