@@ -16,6 +16,7 @@ import { ReadStream as ClientReadStream } from '@eventstore/db-client/dist/strea
 import { Subscription as ClientSubscription } from '@eventstore/db-client/dist/streams/utils/Subscription';
 import { toApiError } from '../../apps/api/src/http/errors/error.filter';
 import {
+  AppendOutcomeUnknownError,
   AppendTooLargeError,
   EventStoreUnavailableError,
   Position,
@@ -859,8 +860,9 @@ describe('EventStoreDB adapter: positions', () => {
       });
       expect(await settleAppendPosition(append(3, at(33)), failing, [0, 0])).toEqual(at(33));
       expect(failing).toHaveBeenCalledTimes(3);
-      await expect(settleAppendPosition(append(3, null), failing, [0])).rejects.toBeInstanceOf(EventStoreUnavailableError);
-      await expect(settleAppendPosition(append(3, null, 'another-id'), async () => event, [0])).rejects.toBeInstanceOf(EventStoreUnavailableError);
+      // Committed: an outcome unknown to the caller (a 503 that keeps the request's Idempotency-Key), never "nothing written".
+      await expect(settleAppendPosition(append(3, null), failing, [0])).rejects.toBeInstanceOf(AppendOutcomeUnknownError);
+      await expect(settleAppendPosition(append(3, null, 'another-id'), async () => event, [0])).rejects.toBeInstanceOf(AppendOutcomeUnknownError);
     });
   });
 });

@@ -1,6 +1,6 @@
 import { END as ESDB_END } from '@eventstore/db-client';
 import type { ReadPosition } from '@eventstore/db-client';
-import { comparePositions, EventStoreUnavailableError, Position, RecordedEvent } from '../event-store';
+import { AppendOutcomeUnknownError, comparePositions, EventStoreUnavailableError, Position, RecordedEvent } from '../event-store';
 import { ClientRecordedEvent, isSystemEvent, ReadPage, toPosition, toReadPosition, toRecordedEvent, toUnavailable } from './mapping';
 
 /** A read of the client: its ReadStream (a Readable of resolved events that can cancel its gRPC call). */
@@ -160,7 +160,7 @@ export async function caughtUpCheckpoint(
  * revision (the event at a revision never changes, so the read cannot race with
  * other appends), checking its id. The append has committed by then, so a failed
  * read is tried again (`retryDelaysMs`) before giving up; then the answer's position
- * serves if there is one, else EventStoreUnavailableError (the append is not lost:
+ * serves if there is one, else AppendOutcomeUnknownError (the append is not lost:
  * a retry with the same ids is recognised and answers its position).
  */
 export async function settleAppendPosition(
@@ -183,8 +183,6 @@ export async function settleAppendPosition(
     await new Promise((resolve) => setTimeout(resolve, delay));
   }
   if (append.reported) return append.reported;
-  throw new EventStoreUnavailableError(
-    `stream ${append.streamName}: the append committed but its position could not be read; a retry with the same event ids is recognised`,
-    { cause: readError },
-  );
+  // Written, so never "nothing written" (EventStoreUnavailableError lets a request's Idempotency-Key go): outcome unknown to the caller.
+  throw new AppendOutcomeUnknownError(append.streamName, { cause: readError });
 }
