@@ -22,17 +22,22 @@ describe('the database away, behind a wrapper and under a worker’s items', () 
     expect(isDatabaseAway(new Error('outer', { cause: Object.assign(new Error('password authentication failed'), { code: '28P01' }) }))).toBe(false);
   });
 
-  it('an outage log never told it ended (requests) counts a failure after a quiet interval as a new outage', async () => {
-    const lines: { level: number; msg: string; failures: number }[] = [];
-    const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as { level: number; msg: string; failures: number }) });
-    const outage = new DatabaseOutageLog(log, 'API requests', {}, 200, 'answering 503 provider_unavailable');
-    for (let i = 0; i < 5; i++) expect(outage.failed(socketError('ECONNREFUSED', 'connect'))).toBe(true);
-    expect(outage.failed(new Error('a bug'))).toBe(false);
+  it('an outage log never told it ended (requests) counts a failure after a quiet interval as a new outage; a poller’s runs on', async () => {
+    const lines: { level: number; msg: string; failures: number; url?: string }[] = [];
+    const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as (typeof lines)[number]) });
+    const requests = new DatabaseOutageLog(log, 'API requests', { retoldEveryMs: 200, meanwhile: 'answering 503', quietEndsOutage: true });
+    const poller = new DatabaseOutageLog(log, 'worker w', { retoldEveryMs: 200 });
+    for (let i = 0; i < 5; i++) expect(requests.failed(socketError('ECONNREFUSED', 'connect'), { url: `/${i}` })).toBe(true);
+    expect(requests.failed(new Error('a bug'))).toBe(false);
+    expect(poller.failed(socketError('ECONNREFUSED', 'connect'))).toBe(true);
     await new Promise((r) => setTimeout(r, 250));
-    expect(outage.failed(socketError('ECONNRESET'))).toBe(true);
-    expect(lines.map((l) => [l.level, l.msg, l.failures])).toEqual([
-      [40, 'API requests: the database is not reached; answering 503 provider_unavailable (said again once a minute while it lasts)', 1],
-      [40, 'API requests: the database is not reached; answering 503 provider_unavailable (said again once a minute while it lasts)', 1],
+    expect(requests.failed(socketError('ECONNRESET'), { url: '/5' })).toBe(true);
+    expect(poller.failed(socketError('ECONNRESET'))).toBe(true);
+    expect(lines.map((l) => [l.level, l.msg, l.failures, l.url])).toEqual([
+      [40, 'API requests: the database is not reached; answering 503 (said again once a minute while it lasts)', 1, '/0'],
+      [40, 'worker w: the database is not reached; retrying (said again once a minute while it lasts)', 1, undefined],
+      [40, 'API requests: the database is not reached; answering 503 (said again once a minute while it lasts)', 1, '/5'],
+      [40, 'worker w: the database is not reached; retrying (said again once a minute while it lasts)', 2, undefined],
     ]);
   });
 

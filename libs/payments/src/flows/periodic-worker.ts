@@ -21,7 +21,7 @@ export class PeriodicWorker {
     /** A tick that did this much work goes again at once: more is probably waiting. */
     private readonly fullBatch = 100,
   ) {
-    this.outage = new DatabaseOutageLog(log, `worker ${name}`, { worker: name });
+    this.outage = new DatabaseOutageLog(log, `worker ${name}`, { fields: { worker: name } });
   }
 
   start(): void {

@@ -28,31 +28,39 @@ export function isDatabaseAway(error: unknown): boolean {
  * caller's to log at error level. Without this, every poller wrote a stack trace every
  * 100 ms for as long as the outage lasted.
  */
+export interface OutageLogOptions {
+  /** Fields every line carries (the worker's or projection's name). */
+  readonly fields?: Readonly<Record<string, unknown>>;
+  readonly retoldEveryMs?: number;
+  /** What the caller does meanwhile, as the lines say it (default: retrying). */
+  readonly meanwhile?: string;
+  /** A failure after a quiet retoldEveryMs starts a new outage: for a caller never told that one ended (requests). */
+  readonly quietEndsOutage?: boolean;
+}
+
 export class DatabaseOutageLog {
   private failures = 0;
   private since = 0;
   private toldAt = 0;
   private lastFailureAt = 0;
+  private readonly fields: Readonly<Record<string, unknown>>;
+  private readonly retoldEveryMs: number;
 
   constructor(
     private readonly log: Logger,
     /** Who polls, as the lines say it ("worker hold-release"). */
     private readonly poller: string,
-    /** Fields every line carries (the worker's or projection's name). */
-    private readonly fields: Readonly<Record<string, unknown>> = {},
-    private readonly retoldEveryMs = OUTAGE_RETOLD_EVERY_MS,
-    /** What the poller does meanwhile, as the lines say it. */
-    private readonly meanwhile = 'retrying',
-  ) {}
+    private readonly options: OutageLogOptions = {},
+  ) {
+    this.fields = options.fields ?? {};
+    this.retoldEveryMs = options.retoldEveryMs ?? OUTAGE_RETOLD_EVERY_MS;
+  }
 
-  /**
-   * A failed round: true when it was the database away (told or counted here), false for the caller to log. A
-   * failure after a quiet retoldEveryMs starts a new outage (for callers that never learn it ended: requests).
-   */
-  failed(error: unknown): boolean {
+  /** A failed round: true when it was the database away (told or counted here), false for the caller to log. `told`: fields of the line if one is told. */
+  failed(error: unknown, told: Readonly<Record<string, unknown>> = {}): boolean {
     if (!isDatabaseAway(error)) return false;
     const now = performance.now();
-    if (this.failures > 0 && now - this.lastFailureAt >= this.retoldEveryMs) this.failures = 0;
+    if (this.options.quietEndsOutage && this.failures > 0 && now - this.lastFailureAt >= this.retoldEveryMs) this.failures = 0;
     if (this.failures === 0) this.since = now;
     this.failures++;
     this.lastFailureAt = now;
@@ -61,11 +69,12 @@ export class DatabaseOutageLog {
       this.log.warn(
         {
           ...this.fields,
+          ...told,
           reason: (error as Error).message || String((error as { code?: unknown }).code),
           failures: this.failures,
           awayMs: Math.round(now - this.since),
         },
-        `${this.poller}: the database is not reached; ${this.meanwhile} (said again once a minute while it lasts)`,
+        `${this.poller}: the database is not reached; ${this.options.meanwhile ?? 'retrying'} (said again once a minute while it lasts)`,
       );
     }
     return true;
