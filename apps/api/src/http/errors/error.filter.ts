@@ -3,7 +3,7 @@ import { ArgumentsHost, Catch, ExceptionFilter, HttpException } from '@nestjs/co
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from '#platform/logging';
 import { AppendOutcomeUnknownError, EventStoreUnavailableError } from '#event-store';
-import { DatabaseOutageLog, WriteOutcomeUnknownError } from '#platform/database';
+import { DatabaseOutageLog, isDatabaseNotReached, WriteOutcomeUnknownError } from '#platform/database';
 import { DueHoldsRaceError } from '#payments/ledger';
 import { markNothingWritten, StoredAnswer } from '../idempotency';
 import { ApiError } from './api-error';
@@ -15,11 +15,22 @@ import { ApiError } from './api-error';
  */
 @Catch()
 export class ErrorFilter implements ExceptionFilter {
-  /** Requests that found the database away: told at warn once an outage (and once a minute), not a stack each. */
-  private readonly outage: DatabaseOutageLog;
+  /** Requests that found the database away, by reason: each told at warn once an outage (and once a minute), not a stack each. */
+  private readonly outages = new Map<string, DatabaseOutageLog>();
 
-  constructor(private readonly log: Logger) {
-    this.outage = new DatabaseOutageLog(log, 'API requests', {}, undefined, 'answering 503 provider_unavailable');
+  constructor(private readonly log: Logger) {}
+
+  /** Whether the failure of `request` was the database away, told (or counted) by its reason's outage log. */
+  private toldAway(exception: unknown, request: FastifyRequest): boolean {
+    const reason = reasonOf(exception);
+    let outage = this.outages.get(reason);
+    if (outage === undefined) {
+      // A handful of reasons in practice; past that, each failure is logged as it is.
+      if (this.outages.size >= 20) return false;
+      outage = new DatabaseOutageLog(this.log, `API requests (${reason})`, { meanwhile: 'answering 503 provider_unavailable', quietEndsOutage: true });
+      this.outages.set(reason, outage);
+    }
+    return outage.failed(exception, { requestId: request.id, method: request.method, url: request.url });
   }
 
   catch(exception: unknown, host: ArgumentsHost): void {
@@ -32,8 +43,8 @@ export class ErrorFilter implements ExceptionFilter {
     // Only a 5xx known to have written nothing lets its Idempotency-Key go; any other keeps it (lease ended) for the retry.
     if (error.status >= 500 && wroteNothing(exception)) markNothingWritten(request);
     // A 5xx the API decided on (ApiError: a read model being rebuilt) is an answer, logged by its request line; any other is a failure.
-    const toldAway = error.status === 503 && wroteNothing(exception) && this.outage.failed(exception);
-    if (error.status >= 500 && !(exception instanceof ApiError) && !toldAway) {
+    const told = error.status === 503 && wroteNothing(exception) && this.toldAway(exception, request);
+    if (error.status >= 500 && !(exception instanceof ApiError) && !told) {
       // request.log is the request's child logger: the line carries its requestId.
       (request.log ?? this.log).error({ err: exception, method: request.method, url: request.url }, 'request failed');
     }
@@ -244,9 +255,18 @@ export function wroteNothing(exception: unknown): boolean {
   return isDatabaseUnavailable(exception) || (typeof exception === 'object' && exception !== null && (exception as { code?: unknown }).code === '57014');
 }
 
+/** An outage's reason for its log line: the innermost error's code, else its message's start. */
+function reasonOf(exception: unknown): string {
+  let e = exception as { code?: unknown; message?: unknown; cause?: unknown };
+  for (let depth = 0; typeof e.cause === 'object' && e.cause !== null && depth < 8; depth++) e = e.cause as typeof e;
+  return typeof e.code === 'string' ? e.code : String(e.message).slice(0, 40);
+}
+
 /** The database cannot be reached, went away mid-request, or is shutting down or starting. */
 export function isDatabaseUnavailable(exception: unknown): boolean {
   if (typeof exception !== 'object' || exception === null) return false;
+  // Not let in (unreachable, a missing socket, refused role: nothing sent, so nothing written).
+  if (isDatabaseNotReached(exception)) return true;
   const code = (exception as { code?: unknown }).code;
   if (typeof code === 'string') {
     // Socket errors, and PostgreSQL's connection exceptions (08xxx), insufficient resources (53xxx: a full disk,
