@@ -9,6 +9,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import os from 'node:os';
 import path from 'node:path';
 import type { CreatePayoutRequest, Event, WebhookEvent } from '../../libs/sdk/src';
+import { OPENAPI_DOCUMENT } from '../../apps/api/src/docs/openapi-document';
 
 const ROOT = path.resolve(__dirname, '../..');
 const SDK = path.join(ROOT, 'libs/sdk');
@@ -83,6 +84,18 @@ describe('the SDK package (libs/sdk)', () => {
       expect(files).toContain(file);
     }
     expect(files.filter((f) => f.startsWith('src/') || (f.endsWith('.ts') && !f.endsWith('.d.ts')))).toEqual([]);
+  });
+
+  it("docs/sdk.md's method table names every operation of the document, each with a method of the client", () => {
+    const operations = Object.values(OPENAPI_DOCUMENT.paths).flatMap((item) =>
+      Object.values(item as Record<string, { operationId?: string }>).flatMap((op) => (typeof op === 'object' && op?.operationId ? [op.operationId] : [])),
+    );
+    const doc = readFileSync(path.join(ROOT, 'docs/sdk.md'), 'utf8');
+    const table = doc.slice(doc.indexOf('| Method | Operation |'));
+    const named = new Set([...table.slice(0, table.indexOf('\n\n')).matchAll(/`(\w+)\(/g)].map((m) => m[1]!));
+    const client = readFileSync(path.join(SDK, 'src/client.ts'), 'utf8');
+    expect(operations.length).toBeGreaterThan(10);
+    expect(operations.filter((id) => !named.has(id) || !new RegExp(`^  (async )?${id}\\(`, 'm').test(client))).toEqual([]);
   });
 
   it("docs/sdk.md names the tarball that sdk:pack makes now (the package's version)", () => {
