@@ -68,8 +68,8 @@ export class DatabaseOutageLog {
       this.toldAt = now;
       this.log.warn(
         {
-          ...this.fields,
           ...told,
+          ...this.fields,
           reason: (error as Error).message || String((error as { code?: unknown }).code),
           failures: this.failures,
           awayMs: Math.round(now - this.since),

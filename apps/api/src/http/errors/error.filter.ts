@@ -3,7 +3,7 @@ import { ArgumentsHost, Catch, ExceptionFilter, HttpException } from '@nestjs/co
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from '#platform/logging';
 import { AppendOutcomeUnknownError, EventStoreUnavailableError } from '#event-store';
-import { DatabaseOutageLog, isDatabaseNotReached, WriteOutcomeUnknownError } from '#platform/database';
+import { DatabaseOutageLog, isDatabaseAway, isDatabaseNotReached, WriteOutcomeUnknownError } from '#platform/database';
 import { DueHoldsRaceError } from '#payments/ledger';
 import { markNothingWritten, StoredAnswer } from '../idempotency';
 import { ApiError } from './api-error';
@@ -22,6 +22,8 @@ export class ErrorFilter implements ExceptionFilter {
 
   /** Whether the failure of `request` was the database away, told (or counted) by its reason's outage log. */
   private toldAway(exception: unknown, request: FastifyRequest): boolean {
+    // Only an outage takes a reason's place (not a statement timeout, a hold race, a refused password).
+    if (!isDatabaseAway(exception)) return false;
     const reason = reasonOf(exception);
     let outage = this.outages.get(reason);
     if (outage === undefined) {
@@ -255,11 +257,16 @@ export function wroteNothing(exception: unknown): boolean {
   return isDatabaseUnavailable(exception) || (typeof exception === 'object' && exception !== null && (exception as { code?: unknown }).code === '57014');
 }
 
-/** An outage's reason for its log line: the innermost error's code, else its message's start. */
+/** An outage's reason for its log line: the first code along the error and its causes (never a message: it may name an account). */
 function reasonOf(exception: unknown): string {
-  let e = exception as { code?: unknown; message?: unknown; cause?: unknown };
-  for (let depth = 0; typeof e.cause === 'object' && e.cause !== null && depth < 8; depth++) e = e.cause as typeof e;
-  return typeof e.code === 'string' ? e.code : String(e.message).slice(0, 40);
+  for (
+    let e = exception as { code?: unknown; cause?: unknown } | null, depth = 0;
+    typeof e === 'object' && e !== null && depth < 8;
+    e = e.cause as typeof e, depth++
+  ) {
+    if (typeof e.code === 'string') return e.code;
+  }
+  return 'connection lost';
 }
 
 /** The database cannot be reached, went away mid-request, or is shutting down or starting. */
