@@ -1007,16 +1007,18 @@ describe('the error contract under fuzzing', () => {
       },
     );
 
-    it.each(['{"amount":[{"__proto__":false}],"orderId":"x"}', '{"amount":"10.00","orderId":"x","customFields":{"constructor":{"prototype":{}}}}'])(
-      'valid JSON with a name the parser refuses (%s) → 400 validation, param body, saying which rule',
-      async (text) => {
-        for (const e of WITH_BODY) {
-          const r = await call(e, text);
-          expectApiError(r, 400, 'validation', 'body');
-          expect(r.body.error.message).toBe('В теле запроса есть запрещённое имя поля: __proto__ или constructor с prototype внутри');
-        }
-      },
-    );
+    it.each([
+      ['{"amount":[{"__proto__":false}],"orderId":"x"}', 'amount[0].__proto__'],
+      ['{"amount":"10.00","orderId":"x","customFields":{"__proto__":1}}', 'customFields.__proto__'],
+      ['{"amount":"10.00","orderId":"x","customFields":{"constructor":{"prototype":{}}}}', 'customFields.constructor.prototype'],
+      ['{"__proto__":{"admin":true}}', '__proto__'],
+    ])('valid JSON with a name the parser refuses (%s) → 400 validation naming its path (%s), saying which rule', async (text, param) => {
+      for (const e of WITH_BODY) {
+        const r = await call(e, text);
+        expectApiError(r, 400, 'validation', param);
+        expect(r.body.error.message).toBe(`${param}: запрещённое имя поля (__proto__ или constructor с prototype внутри)`);
+      }
+    });
 
     it('a body of more than 64 KB → 413 in the error shape; exactly 64 KB is read', async () => {
       const bodyOf = (bytes: number) => {

@@ -90,12 +90,41 @@ function parserRefusal(exception: unknown, request: FastifyRequest): ApiError | 
   // told to send UTF-8, as bytes that are not UTF-8 are.
   if (raw.subarray(0, 4).includes(0) || (raw[0] === 0xfe && raw[1] === 0xff) || (raw[0] === 0xff && raw[1] === 0xfe))
     return new ApiError(400, 'validation', 'Тело запроса не является корректным JSON: текст должен быть в кодировке UTF-8', 'body');
+  let parsed: unknown;
   try {
-    JSON.parse(raw.toString('utf8'));
+    parsed = JSON.parse(raw.toString('utf8'));
   } catch {
     return null;
   }
-  return new ApiError(400, 'validation', 'В теле запроса есть запрещённое имя поля: __proto__ или constructor с prototype внутри', 'body');
+  const param = forbiddenNamePath(parsed);
+  if (param === null) return new ApiError(400, 'validation', 'В теле запроса есть запрещённое имя поля: __proto__ или constructor с prototype внутри', 'body');
+  return new ApiError(400, 'validation', `${param}: запрещённое имя поля (__proto__ или constructor с prototype внутри)`, param);
+}
+
+/**
+ * The path (`customFields.__proto__`, `a[0].constructor.prototype`) of the first name the
+ * parser refuses, as the duplicate-name check writes paths, or null. A walk with an
+ * explicit stack: the body already parsed, so its depth is any and nothing is recursed.
+ */
+export function forbiddenNamePath(value: unknown): string | null {
+  const stack: [unknown, string][] = [[value, '']];
+  const pathOf = (parent: string, name: string) => (parent === '' ? name : `${parent}.${name}`);
+  while (stack.length > 0) {
+    const [item, path] = stack.pop()!;
+    if (typeof item !== 'object' || item === null) continue;
+    if (Array.isArray(item)) {
+      for (let i = item.length - 1; i >= 0; i--) stack.push([item[i], `${path}[${i}]`]);
+      continue;
+    }
+    const entries = Object.entries(item);
+    for (const [name, child] of entries) {
+      if (name === '__proto__') return pathOf(path, name);
+      if (name === 'constructor' && typeof child === 'object' && child !== null && Object.hasOwn(child, 'prototype'))
+        return pathOf(pathOf(path, name), 'prototype');
+    }
+    for (let i = entries.length - 1; i >= 0; i--) stack.push([entries[i]![1], pathOf(path, entries[i]![0])]);
+  }
+  return null;
 }
 
 /**
