@@ -255,7 +255,6 @@ describe('POST /invoices', () => {
       ['amount " 100.00"', { amount: ' 100.00' }, 'amount'],
       ['amount true', { amount: true }, 'amount'],
       ['amount an object', { amount: { value: '100.00' } }, 'amount'],
-      ['amount above the money maximum', { amount: '1000000000.01' }, 'amount'],
       ['orderId missing', { orderId: undefined }, 'orderId'],
       ['orderId empty', { orderId: '' }, 'orderId'],
       ['orderId of 129 characters', { orderId: 'x'.repeat(129) }, 'orderId'],
@@ -266,7 +265,8 @@ describe('POST /invoices', () => {
       ['method SBP (case matters)', { method: 'SBP' }, 'method'],
       ['customerFeePct -1', { customerFeePct: -1 }, 'customerFeePct'],
       ['customerFeePct "abc"', { customerFeePct: 'abc' }, 'customerFeePct'],
-      ['customerFeePct 101', { customerFeePct: 101 }, 'customerFeePct'],
+      ['customerFeePct 1.00001 (more than four decimals)', { customerFeePct: 1.00001 }, 'customerFeePct'],
+      ['customerFeePct 150.00001 (more than four decimals, above 100)', { customerFeePct: 150.00001 }, 'customerFeePct'],
       ['customerFeeShare 101', { customerFeeShare: 101 }, 'customerFeeShare'],
       ['customerFeeShare -1', { customerFeeShare: -1 }, 'customerFeeShare'],
       ['customerFeeShare 50.5', { customerFeeShare: 50.5 }, 'customerFeeShare'],
@@ -588,6 +588,39 @@ describe('POST /invoices', () => {
       });
       // The whole fee on the merchant: nothing on top, the amount itself is payable.
       expectStatus(await m.test.post('/v1/invoices', { amount: '1000000000.00', orderId: orderId(), method: 'card', customerFeePct: 0 }), 201);
+    });
+
+    it('a well-formed amount above the largest one, of any size, string or number → 422 amount_out_of_range, not 400', async () => {
+      const post = (amount: string) =>
+        shop.test.raw('POST', '/v1/invoices', {
+          body: `{"amount":${amount},"orderId":"${orderId()}"}`,
+          headers: { authorization: `Bearer ${shop.keys.test.secretKey}`, 'content-type': 'application/json' },
+        });
+      const thirty = '123456789012345678901234567890';
+      const answers = [];
+      // A number of 400 digits is Infinity to JSON.parse: judged on its literal, it is too much, not a 500.
+      for (const amount of ['"1000000000.01"', '1000000000.01', '"9999999999.99"', `"${thirty}.00"`, thirty, `${thirty}.5`, '1' + '0'.repeat(400)]) {
+        const r = await post(amount);
+        answers.push({ amount: amount.slice(0, 40), status: r.status, code: r.body?.error?.code, param: r.body?.error?.param });
+      }
+      expect(answers).toEqual(answers.map(({ amount }) => ({ amount, status: 422, code: 'amount_out_of_range', param: 'amount' })));
+      // With a method, the same answer as one kopeck past its maximum.
+      const card = await shop.test.post('/v1/invoices', { amount: '1000000000.01', orderId: orderId(), method: 'card' });
+      expectError(card, 422, 'amount_out_of_range');
+      expect(card.body.error).toMatchObject({ param: 'amount', message: 'Сумма для способа card должна быть от 10.00 до 600000.00' });
+      // Still the format rules first: too many decimals or an exponent is 400 at any size.
+      for (const amount of ['"1000000000.001"', '1000000000.001', '1e10', '"1e10"']) expectError(await post(amount), 400, 'validation', 'amount');
+    });
+
+    it('customerFeePct above 100 is above every rate → 422 customer_fee_pct_too_high, as 3.01 on a 3.00 % rate', async () => {
+      for (const pct of ['100.0001', '150', '1' + '0'.repeat(400)]) {
+        const r = await shop.test.raw('POST', '/v1/invoices', {
+          body: `{"amount":"1000.00","orderId":"${orderId()}","method":"card","customerFeePct":${pct}}`,
+          headers: { authorization: `Bearer ${shop.keys.test.secretKey}`, 'content-type': 'application/json' },
+        });
+        expectError(r, 422, 'customer_fee_pct_too_high');
+        expect(r.body.error).toMatchObject({ param: 'customerFeePct', message: 'customerFeePct не может быть больше ставки 3.00 %' });
+      }
     });
 
     it('crypto without USDT acceptance → 422 method_unavailable, in both modes', async () => {

@@ -548,6 +548,16 @@ describe('payouts over HTTP (CLOCK=manual)', () => {
       expect(await h.adminBalance(usdt.accountId)).toMatchObject({ available: '1000.00', reserved: '0.00' });
     });
 
+    it.each([['1000000000.01'], [1000000000.01], ['123456789012345678901234567890.00'], [1e20]])(
+      'amount %j above the largest amount 1000000000.00: 422 amount_out_of_range, not 400 (and nothing reserved)',
+      async (amount) => {
+        const r = await m.live.post('/v1/payouts', { amount, addressId: confirmed.id });
+        expectError(r, 422, 'amount_out_of_range', 'amount');
+        expect(r.body.error.message).toBe('Сумма выплаты больше максимальной (1000000000.00 ₽)');
+        await expectUntouched();
+      },
+    );
+
     it('above the available balance: 422 insufficient_balance (and nothing reserved)', async () => {
       expectError(await m.live.post('/v1/payouts', { amount: '1000.01', addressId: confirmed.id }), 422, 'insufficient_balance', 'amount');
       expectError(await m.live.post('/v1/payouts', { amount: '5000.00', addressId: confirmed.id, orderId: orderId() }), 422, 'insufficient_balance', 'amount');

@@ -462,6 +462,10 @@ describe('refunds (CLOCK=manual, REFUND_PROCESSING_SECONDS=10)', () => {
 
       expectError(await refund(m.live, invoiceId, { amount: '1000.01' }), 422, 'refund_exceeds_amount', 'amount');
       expectError(await refund(m.live, invoiceId, { amount: 1500 }), 422, 'refund_exceeds_amount', 'amount');
+      // Above the largest amount of money, of any size, is still more than the remainder (not 400, not a 500); 1e20 is sent as 21 digits.
+      for (const amount of ['1000000000.01', 1000000000.01, '123456789012345678901234567890.00', 1e20]) {
+        expectError(await refund(m.live, invoiceId, { amount }), 422, 'refund_exceeds_amount', 'amount');
+      }
 
       await accepted(m.live, invoiceId, { amount: '600.00' });
       // 400.00 left while the first is pending.

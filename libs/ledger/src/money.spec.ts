@@ -2,7 +2,9 @@ import fc from 'fast-check';
 import {
   MAX_MONEY_KOPECKS,
   MAX_PERCENT_RATE,
+  MONEY_ABOVE_MAXIMUM,
   MoneyFormatError,
+  PERCENT_ABOVE_MAXIMUM,
   PERCENT_SCALE,
   PercentFormatError,
   addKopecks,
@@ -10,7 +12,9 @@ import {
   formatPercent,
   isKopecks,
   parseMoney,
+  parseMoneyOfAnySize,
   parsePercent,
+  parsePercentOfAnySize,
   percentOf,
   shareOfRate,
   subtractKopecks,
@@ -297,6 +301,45 @@ describe('kopeck arithmetic', () => {
     [null, false],
   ])('isKopecks(%p) is %p', (value, expected) => {
     expect(isKopecks(value)).toBe(expected);
+  });
+});
+
+describe('parseMoneyOfAnySize and parsePercentOfAnySize', () => {
+  it.each<[unknown, string | undefined]>([
+    ['1000000000.01', undefined],
+    ['9'.repeat(400) + '.00', undefined],
+    [1_000_000_000.01, undefined],
+    [1e21, undefined],
+    [1e30, '1' + '0'.repeat(30)],
+    [Infinity, '1' + '0'.repeat(400)], // what JSON.parse makes of 401 digits: judged on the literal
+  ])('a well-formed amount above the maximum, %p, is MONEY_ABOVE_MAXIMUM (a safe integer above every limit)', (value, literal) => {
+    expect(parseMoneyOfAnySize(value, literal)).toBe(MONEY_ABOVE_MAXIMUM);
+    expect(MONEY_ABOVE_MAXIMUM).toBe(MAX_MONEY_KOPECKS + 1);
+  });
+
+  it.each<[unknown, string | undefined, string]>([
+    ['1000000000.001', undefined, 'too_many_decimals'],
+    [1_000_000_000.001, undefined, 'too_many_decimals'],
+    [1e21, '1e21', 'exponent'],
+    ['1e21', undefined, 'exponent'],
+    [Infinity, undefined, 'not_finite'],
+    ['-1000000000.01', undefined, 'negative'],
+  ])('the format rules still refuse %p (%p): %s', (value, literal, reason) => {
+    expect(refusal(() => parseMoneyOfAnySize(value, literal), MoneyFormatError).reason).toBe(reason);
+  });
+
+  it('is parseMoney up to the maximum; percentages above 100 are PERCENT_ABOVE_MAXIMUM', () => {
+    expect(parseMoneyOfAnySize('1000000000.00')).toBe(MAX_MONEY_KOPECKS);
+    expect(parseMoneyOfAnySize(10.5, '10.50')).toBe(1050);
+    expect(parsePercentOfAnySize(100)).toBe(MAX_PERCENT_RATE);
+    for (const [value, literal] of [
+      [150, undefined],
+      [100.0001, undefined],
+      [Infinity, '9'.repeat(400)],
+    ] as const) {
+      expect(parsePercentOfAnySize(value, literal)).toBe(PERCENT_ABOVE_MAXIMUM);
+    }
+    expect(refusal(() => parsePercentOfAnySize(150.00001), PercentFormatError).reason).toBe('too_many_decimals');
   });
 });
 

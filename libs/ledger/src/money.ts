@@ -130,9 +130,9 @@ const JSON_NUMBER = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
  * text whose value is `value`; otherwise the caller is wrong and a TypeError is thrown.
  * Without `rawLiteral` the float is read through its shortest round-trip decimal text
  * (`String(n)`: 0.29 → "0.29" → 29 kopecks, 0.1 + 0.2 → "0.30000000000000004" → refused):
- * above the maximum → 'too_large' (checked first, which covers every n ≥ 1e21 whose text
- * would have an exponent); a tiny non-zero value whose text has an exponent (1e-7) →
- * 'too_many_decimals', since it necessarily has more than two decimals.
+ * more than two decimals → 'too_many_decimals', then above the maximum → 'too_large'
+ * (every n ≥ 1e21, whose text has an exponent, is); a tiny non-zero value whose text has
+ * an exponent (1e-7) → 'too_many_decimals', since it necessarily has more decimals.
  *
  * Anything else (boolean, null, undefined, object, array, bigint, …) → 'type'.
  * `rawLiteral` is ignored when `value` is a string.
@@ -186,11 +186,10 @@ function parseNumberLiteral(value: number, rawLiteral: string, rules: DecimalRul
 function parseFloatValue(value: number, rules: DecimalRules): number {
   if (!Number.isFinite(value)) return rules.fail('not_finite');
   if (value < 0) return rules.fail('negative');
-  if (value > rules.maxWhole) return rules.fail('too_large');
   // Shortest round-trip text: exactly the decimal the sender meant, when it fits in a double.
   const text = String(value);
-  // Below the maximum an exponent only appears for 0 < value < 1e-6: more decimals than allowed.
-  if (/[eE]/.test(text)) return rules.fail(value > 0 && value < 1 ? 'too_many_decimals' : 'exponent');
+  // An exponent appears for value ≥ 1e21 (an integer, above any maximum) and for 0 < value < 1e-6 (too many decimals).
+  if (/[eE]/.test(text)) return rules.fail(value > rules.maxWhole ? 'too_large' : value > 0 && value < 1 ? 'too_many_decimals' : 'exponent');
   const match = PLAIN_DECIMAL.exec(text);
   if (match === null) return rules.fail('format');
   const [, integerDigits, fraction = ''] = match;
@@ -207,6 +206,35 @@ function toUnits(integerDigits: string, fraction: string, rules: DecimalRules): 
   const units = Number(significant || '0') * 10 ** rules.decimals + Number(fraction.padEnd(rules.decimals, '0'));
   if (units > rules.maxUnits) return rules.fail('too_large');
   return units;
+}
+
+/**
+ * What a well-formed amount above MAX_MONEY_KOPECKS reads as where a request's own limits
+ * say "too much" (an invoice's amount, a refund, a payout: 422, not 400): one kopeck above
+ * the maximum, so above every limit, and a safe integer whatever was sent.
+ */
+export const MONEY_ABOVE_MAXIMUM: Kopecks = MAX_MONEY_KOPECKS + 1;
+
+/** parseMoney, but a well-formed amount of any size above the maximum is MONEY_ABOVE_MAXIMUM, not 'too_large'. */
+export function parseMoneyOfAnySize(value: unknown, rawLiteral?: string): Kopecks {
+  return aboveMaximumAs(MONEY_ABOVE_MAXIMUM, () => parseMoney(value, rawLiteral));
+}
+
+/** What a well-formed percentage above 100 reads as where a limit below it refuses it (customerFeePct: above every rate). */
+export const PERCENT_ABOVE_MAXIMUM: PercentRate = MAX_PERCENT_RATE + 1;
+
+/** parsePercent, but a well-formed percentage of any size above 100 is PERCENT_ABOVE_MAXIMUM, not 'too_large'. */
+export function parsePercentOfAnySize(value: unknown, rawLiteral?: string): PercentRate {
+  return aboveMaximumAs(PERCENT_ABOVE_MAXIMUM, () => parsePercent(value, rawLiteral));
+}
+
+function aboveMaximumAs(aboveMaximum: number, parse: () => number): number {
+  try {
+    return parse();
+  } catch (error) {
+    if ((error instanceof MoneyFormatError || error instanceof PercentFormatError) && error.reason === 'too_large') return aboveMaximum;
+    throw error;
+  }
 }
 
 /** Two decimals, '-' for negatives: 12345 → "123.45", 5 → "0.05", -250 → "-2.50". Throws RangeError on a non-safe-integer. */

@@ -1,7 +1,8 @@
 import { applyDecorators } from '@nestjs/common';
 import { IsInt, isString, IsString, Matches, Max, Min, ValidateBy, ValidateIf, ValidationArguments, ValidationOptions } from 'class-validator';
 import type { ValidationMetadata } from 'class-validator/types/metadata/ValidationMetadata';
-import { MAX_MONEY_KOPECKS, MoneyFormatError, parseMoney, parsePercent, PercentFormatError } from '#ledger';
+import type { Kopecks, PercentRate } from '#ledger';
+import { MAX_MONEY_KOPECKS, MoneyFormatError, parseMoney, parseMoneyOfAnySize, parsePercent, parsePercentOfAnySize, PercentFormatError } from '#ledger';
 import { calendarInstantProblem, isCalendarInstant } from '#platform/clock';
 import { pageSeq, parseCursor } from './cursor';
 import type { SchemaObject } from '../docs/openapi-document';
@@ -166,15 +167,35 @@ function decimalProblem(
     throw error;
   }
 }
+const anySize = (args: ValidationArguments): boolean => (args.constraints[0] as { anySize?: boolean }).anySize === true;
 const moneyProblem = (value: unknown, args: ValidationArguments): Problem | null => {
-  const problem = decimalProblem('money', parseMoney, value, args);
+  const problem = decimalProblem('money', anySize(args) ? parseMoneyOfAnySize : parseMoney, value, args);
   const positive = (args.constraints[0] as { positive?: string }).positive;
-  return problem ?? (positive !== undefined && parseMoney(value) === 0 ? { code: 'out_of_range', message: positive } : null);
+  return problem ?? (positive !== undefined && moneyAsSent(args.object, args.property) === 0 ? { code: 'out_of_range', message: positive } : null);
 };
 const percentProblem = (value: unknown, args: ValidationArguments): Problem | null =>
   (args.constraints[0] as { numberOnly?: boolean }).numberOnly && typeof value !== 'number'
     ? { code: 'invalid_type', message: 'ожидается число' }
-    : decimalProblem('percent', parsePercent, value, args);
+    : decimalProblem('percent', anySize(args) ? parsePercentOfAnySize : parsePercent, value, args);
+
+/**
+ * A validated IsMoney field of a request, read from its literal: with `anySize`, an amount
+ * above the largest one (MAX_MONEY_KOPECKS) is MONEY_ABOVE_MAXIMUM, which the route's own
+ * limit refuses as too much (422), never the float JSON.parse made of it.
+ */
+export const moneyAsSent = (request: object, property: string): Kopecks => {
+  const value = (request as Record<string, unknown>)[property];
+  return parseMoneyOfAnySize(value, literalAt(request, property, value));
+};
+/** A validated IsPercent field of a request, read from its literal; with `anySize`, above 100 is PERCENT_ABOVE_MAXIMUM. */
+export const percentAsSent = (request: object, property: string): PercentRate => {
+  const value = (request as Record<string, unknown>)[property];
+  return parsePercentOfAnySize(value, literalAt(request, property, value));
+};
+const literalAt = (request: object, property: string, value: unknown): string | undefined => {
+  const literal = literalOf(request, property, value);
+  return literal === UNACCOUNTED ? undefined : literal;
+};
 
 // Integers: JSON.parse reads `1440.0000000000000001` as 1440 and `1e3` as 1000, so IsInt, Min and Max on the parsed number would take them.
 
@@ -224,10 +245,15 @@ export const IsInteger = (min: number, max: number, options?: ValidationOptions)
     IsInt(options),
   );
 
-/** Money as written: a string with two decimals, or a number whose literal has at most two; `positive`: zero refused with this message. */
-export const IsMoney = (options: { positive?: string } = {}) => rule('money', (v, args) => moneyProblem(v, args) === null, [options]);
-/** A percent as written: up to four decimals, 0 to 100; `numberOnly`: a JSON number, not a string. */
-export const IsPercent = (options: { numberOnly?: boolean } = {}) => rule('percent', (v, args) => percentProblem(v, args) === null, [options]);
+/**
+ * Money as written: a string with two decimals, or a number whose literal has at most two;
+ * `positive`: zero refused with this message; `anySize`: no upper bound here (the route's
+ * limit answers 422 for too much; read the value with moneyAsSent), else at most 1,000,000,000.00.
+ */
+export const IsMoney = (options: { positive?: string; anySize?: boolean } = {}) => rule('money', (v, args) => moneyProblem(v, args) === null, [options]);
+/** A percent as written: up to four decimals, 0 to 100 (`anySize`: any size, read with percentAsSent); `numberOnly`: a JSON number, not a string. */
+export const IsPercent = (options: { numberOnly?: boolean; anySize?: boolean } = {}) =>
+  rule('percent', (v, args) => percentProblem(v, args) === null, [options]);
 
 // ---------------------------------------------------------------------------
 // The answer of a broken constraint
@@ -293,19 +319,20 @@ export const ANSWERS: Readonly<Record<string, readonly [code: string | ((args: V
 // What the OpenAPI documents say of our constraints (class-validator-jsonschema converters)
 // ---------------------------------------------------------------------------
 
-/** A money string: digits, a point, exactly two decimals, at most 1 000 000 000.00 (leading zeros allowed). */
+/** A money string: digits, a point, exactly two decimals, at most 1 000 000 000.00 (leading zeros allowed); ANY_: of any size. */
 const MONEY_STRING_PATTERN = '^0*(?:\\d{1,9}\\.\\d{2}|1000000000\\.00)$';
+const ANY_MONEY_STRING_PATTERN = '^\\d+\\.\\d{2}$';
 /** A percent string: up to four decimals, from 0 to 100. */
 const PERCENT_STRING_PATTERN = '^0*(?:\\d{1,2}(?:\\.\\d{1,4})?|100(?:\\.0{1,4})?)$';
 /** A string with a NUL or a lone surrogate (Ajv's unicode expressions see a lone surrogate as a code point of its own). */
 const UNSTORABLE_TEXT: SchemaObject = { type: 'string', pattern: '[\\u0000\\uD800-\\uDFFF]' };
-const PERCENT_NUMBER: SchemaObject = {
+const percentNumber = (anySize: boolean): SchemaObject => ({
   type: 'number',
   minimum: 0,
-  maximum: 100,
+  ...(anySize ? {} : { maximum: 100 }),
   multipleOf: 0.0001,
   description: 'Число процентов, не больше четырёх знаков после точки, как записано в теле (без экспоненты и лишних нулей)',
-};
+});
 
 /** The schema fragment each of our constraints states (class-validator-jsonschema's `additionalConverters`). */
 export const CONVERTERS: Readonly<Record<string, SchemaObject | ((meta: ValidationMetadata) => SchemaObject)>> = {
@@ -324,17 +351,24 @@ export const CONVERTERS: Readonly<Record<string, SchemaObject | ((meta: Validati
   maxJsonBytes: (meta) => ({ maxProperties: Math.floor(meta.constraints[0] / 6) }),
   money: (meta) => ({
     oneOf: [
-      { type: 'string', pattern: MONEY_STRING_PATTERN, description: 'Строка: рубли, точка и ровно две цифры копеек' },
+      {
+        type: 'string',
+        pattern: meta.constraints[0].anySize ? ANY_MONEY_STRING_PATTERN : MONEY_STRING_PATTERN,
+        description: 'Строка: рубли, точка и ровно две цифры копеек',
+      },
       {
         type: 'number',
         minimum: meta.constraints[0].positive !== undefined ? 0.01 : 0,
-        maximum: MAX_MONEY_KOPECKS / 100,
+        ...(meta.constraints[0].anySize ? {} : { maximum: MAX_MONEY_KOPECKS / 100 }),
         multipleOf: 0.01,
         description: 'Число рублей, не больше двух знаков после точки, как записано в теле (без экспоненты и лишних нулей)',
       },
     ],
   }),
-  percent: (meta) => (meta.constraints[0].numberOnly ? PERCENT_NUMBER : { oneOf: [{ type: 'string', pattern: PERCENT_STRING_PATTERN }, PERCENT_NUMBER] }),
+  percent: (meta) =>
+    meta.constraints[0].numberOnly
+      ? percentNumber(meta.constraints[0].anySize === true)
+      : { oneOf: [{ type: 'string', pattern: PERCENT_STRING_PATTERN }, percentNumber(false)] },
 };
 
 /**

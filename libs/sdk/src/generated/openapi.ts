@@ -455,7 +455,7 @@ export interface components {
         /** @description Тело POST /invoices; неизвестные поля: 400 validation */
         CreateInvoiceRequest: {
             /**
-             * @description Сумма в рублях: строка Money или число; в ответах всегда строка
+             * @description Сумма в рублях: строка Money или число; в ответах всегда строка. Выше максимума способа или проекта: 422 amount_out_of_range
              * @example 1500.00
              * @example 1500
              */
@@ -655,7 +655,7 @@ export interface components {
         };
         /** @description Тело возврата (необязательно): без amount возвращается весь невозвращённый остаток */
         RefundInvoiceRequest: {
-            /** @description Сумма частичного возврата */
+            /** @description Сумма частичного возврата; больше невозвращённого остатка: 422 refund_exceeds_amount */
             amount?: string | number;
         };
         /** @description Возврат */
@@ -865,7 +865,7 @@ export interface components {
         };
         /** @description Заявка на выплату: addressId или пара method + account уже подтверждённых реквизитов */
         CreatePayoutRequest: {
-            /** @description Сумма в рублях, списывается с available; комиссия вычитается из неё. Не меньше минимума способа (100.00 по умолчанию) */
+            /** @description Сумма в рублях, списывается с available; комиссия вычитается из неё. Не меньше минимума способа (100.00 по умолчанию) и не больше 1000000000.00: иначе 422 amount_out_of_range */
             amount: string | number;
             /** @description Подтверждённые реквизиты; обязателен, если не заданы method + account */
             addressId?: number;
@@ -1389,7 +1389,7 @@ export interface operations {
             /**
              * @description Запрос корректен, но не может быть выполнен
              *
-             *     - `amount_out_of_range`: сумма ниже минимума или выше максимума способа оплаты или проекта (для выплат: ниже минимальной выплаты)
+             *     - `amount_out_of_range`: сумма ниже минимума или выше максимума способа оплаты или проекта (для выплат: ниже минимальной выплаты или выше 1000000000.00)
              *     - `method_unavailable`: способ оплаты отключён в проекте или временно недоступен
              *     - `customer_fee_pct_too_high`: customerFeePct выше ставки мерчанта для способа оплаты
              */
@@ -3031,7 +3031,7 @@ export interface operations {
              * @description Заявка невозможна: реквизиты не подтверждены, сумма ниже минимума способа или больше available
              *
              *     - `address_not_confirmed`: реквизиты для выплаты не подтверждены
-             *     - `amount_out_of_range`: сумма ниже минимума или выше максимума способа оплаты или проекта (для выплат: ниже минимальной выплаты)
+             *     - `amount_out_of_range`: сумма ниже минимума или выше максимума способа оплаты или проекта (для выплат: ниже минимальной выплаты или выше 1000000000.00)
              *     - `insufficient_balance`: недостаточно доступного баланса мерчанта
              */
             422: {

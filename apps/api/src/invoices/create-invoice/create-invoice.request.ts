@@ -2,7 +2,6 @@ import { IsIn, IsObject, IsOptional, IsString, Matches, ValidateNested } from 'c
 import { JSONSchema } from 'class-validator-jsonschema';
 import type { FeePayer, InvoiceRequest } from '#domain';
 import { FEE_PAYERS, METHOD_CODES } from '#domain';
-import { parseMoney, parsePercent } from '#ledger';
 import {
   E164,
   EMAIL,
@@ -11,6 +10,8 @@ import {
   IsInteger,
   IsMoney,
   IsPercent,
+  moneyAsSent,
+  percentAsSent,
   MAX_JSON_DEPTH,
   MaxJsonBytes,
   MaxLength,
@@ -59,8 +60,11 @@ export class Customer {
 @JSONSchema({ description: 'Тело POST /invoices; неизвестные поля: 400 validation' })
 export class CreateInvoiceRequest {
   @Required()
-  @IsMoney()
-  @JSONSchema({ description: 'Сумма в рублях: строка Money или число; в ответах всегда строка', examples: ['1500.00', 1500] })
+  @IsMoney({ anySize: true })
+  @JSONSchema({
+    description: 'Сумма в рублях: строка Money или число; в ответах всегда строка. Выше максимума способа или проекта: 422 amount_out_of_range',
+    examples: ['1500.00', 1500],
+  })
   amount!: string | number;
 
   @Required()
@@ -84,7 +88,7 @@ export class CreateInvoiceRequest {
   method?: (typeof METHOD_CODES)[number] | null;
 
   @IsOptional()
-  @IsPercent({ numberOnly: true })
+  @IsPercent({ numberOnly: true, anySize: true })
   @JSONSchema({
     description:
       'Процент от суммы, который покупатель платит сверх неё: от 0 до ставки мерчанта для способа; остаток ставки платит мерчант. ' +
@@ -167,10 +171,10 @@ export function toInvoiceRequest(r: CreateInvoiceRequest): InvoiceRequest {
     name: r.customer?.name ?? null,
   };
   return {
-    amount: parseMoney(r.amount),
+    amount: moneyAsSent(r, 'amount'),
     orderId: r.orderId,
     method: r.method ?? null,
-    customerFeePct: r.customerFeePct == null ? null : parsePercent(r.customerFeePct),
+    customerFeePct: r.customerFeePct == null ? null : percentAsSent(r, 'customerFeePct'),
     customerFeeShare: r.customerFeeShare ?? null,
     feePayer: r.feePayer ?? null,
     description: r.description ?? null,

@@ -1,7 +1,7 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import { canonicalPayoutAccount, isUsdtMethod, Payout, payoutAmounts, usdtFor, Refusal } from '#domain';
-import { formatMoney } from '#ledger';
+import { formatMoney, MAX_MONEY_KOPECKS } from '#ledger';
 import type { KeyedRequest } from '#payments/idempotency';
 import { keyedRequestDigest } from '#payments/idempotency';
 import type { PayoutAddress } from '#payments/merchants';
@@ -71,6 +71,10 @@ export class CreatePayoutHandler implements ICommandHandler<CreatePayout> {
     const terms = this.flow.terms[address.method];
     if (request.amount < terms.min) {
       throw new Refusal('amount_out_of_range', `Сумма выплаты меньше минимальной (${formatMoney(terms.min)} ₽ для ${address.method})`, 'amount');
+    }
+    // A well-formed amount above the largest one the gateway handles (read as MONEY_ABOVE_MAXIMUM) is too much, whatever the balance.
+    if (request.amount > MAX_MONEY_KOPECKS) {
+      throw new Refusal('amount_out_of_range', `Сумма выплаты больше максимальной (${formatMoney(MAX_MONEY_KOPECKS)} ₽)`, 'amount');
     }
     const amounts = payoutAmounts(request.amount, terms);
     const rate = isUsdtMethod(address.method) ? await this.flow.usdtRate.rubPerUsdt() : null;

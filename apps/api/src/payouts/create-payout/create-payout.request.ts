@@ -20,8 +20,11 @@ const together = (other: string) => (args: ValidationArguments) =>
 } as SchemaObject as DecoratorSchema)
 export class CreatePayoutRequest {
   @Required()
-  @IsMoney()
-  @JSONSchema({ description: 'Сумма в рублях, списывается с available; комиссия вычитается из неё. Не меньше минимума способа (100.00 по умолчанию)' })
+  @IsMoney({ anySize: true })
+  @JSONSchema({
+    description:
+      'Сумма в рублях, списывается с available; комиссия вычитается из неё. Не меньше минимума способа (100.00 по умолчанию) и не больше 1000000000.00: иначе 422 amount_out_of_range',
+  })
   amount!: string | number;
 
   @ValidateIf((r: CreatePayoutRequest) => r.addressId !== undefined || (r.method === undefined && r.account === undefined))

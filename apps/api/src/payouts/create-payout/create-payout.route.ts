@@ -5,9 +5,9 @@ import type { Clock } from '#platform/clock';
 import { payoutView } from '#payments';
 import type { MerchantIdentity } from '#payments/merchants';
 import type { KeyedRequest } from '#payments/idempotency';
-import { parseMoney } from '#ledger';
 import { ApiError } from '../../http/errors/api-error';
 import { NoParameters, readBody, validRequest } from '../../http/request-pipe';
+import { moneyAsSent } from '../../http/request-rules';
 import { IdempotencyGuard, Keyed } from '../../http/idempotency';
 import { CLOCK_TOKEN } from '../../http/tokens';
 import { Merchant, MerchantAuthGuard } from '../../http/auth/merchant-auth.guard';
@@ -33,12 +33,13 @@ export class CreatePayoutRoute {
   ) {
     if (merchant.mode !== 'live') throw new ApiError(403, 'test_mode', 'Выплаты создаются только боевым ключом (sk_live_)');
     // Read after the key's mode is checked: a test key is refused whatever it sends.
-    const { amount, addressId, method, account, orderId, comment } = await readBody(CreatePayoutRequest, body);
+    const request = await readBody(CreatePayoutRequest, body);
+    const { addressId, method, account, orderId, comment } = request;
     const { created, payout } = await this.commands.execute(
       new CreatePayout(
         merchant.project.accountId,
         merchant.project.id,
-        { amount: parseMoney(amount), addressId, method, account, orderId: orderId ?? null, comment: comment ?? null },
+        { amount: moneyAsSent(request, 'amount'), addressId, method, account, orderId: orderId ?? null, comment: comment ?? null },
         this.clock,
         keyed,
       ),

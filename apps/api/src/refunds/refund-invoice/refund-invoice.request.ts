@@ -5,7 +5,7 @@ import { IsMoney, Optional } from '../../http/request-rules';
 @JSONSchema({ description: 'Тело возврата (необязательно): без amount возвращается весь невозвращённый остаток' })
 export class RefundInvoiceRequest {
   @Optional()
-  @IsMoney({ positive: 'сумма возврата должна быть больше нуля' })
-  @JSONSchema({ description: 'Сумма частичного возврата' })
+  @IsMoney({ positive: 'сумма возврата должна быть больше нуля', anySize: true })
+  @JSONSchema({ description: 'Сумма частичного возврата; больше невозвращённого остатка: 422 refund_exceeds_amount' })
   amount?: string | number;
 }

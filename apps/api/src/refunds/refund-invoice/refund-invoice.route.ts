@@ -5,8 +5,8 @@ import { refundView } from '#payments';
 import type { MerchantIdentity } from '#payments/merchants';
 import type { KeyedRequest } from '#payments/idempotency';
 import { IdempotencyGuard, Keyed } from '../../http/idempotency';
-import { parseMoney } from '#ledger';
 import { NoParameters, validOptionalBody, validRequest } from '../../http/request-pipe';
+import { moneyAsSent } from '../../http/request-rules';
 import { RefundInvoiceRequest } from './refund-invoice.request';
 import { RefundInvoice } from './refund-invoice.handler';
 import { CLOCK_TOKEN } from '../../http/tokens';
@@ -36,7 +36,7 @@ export class RefundInvoiceRoute {
     @Query(validRequest) _query: NoParameters,
     @Keyed() keyed: KeyedRequest | null,
   ) {
-    const amount = body.amount === undefined ? null : parseMoney(body.amount);
+    const amount = body.amount === undefined ? null : moneyAsSent(body, 'amount');
     const refund = await this.commands.execute(new RefundInvoice(merchant.project, merchant.mode, invoiceId, amount, this.clock.now(), keyed));
     return refundView(refund);
   }
