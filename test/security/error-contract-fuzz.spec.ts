@@ -1020,6 +1020,15 @@ describe('the error contract under fuzzing', () => {
       }
     });
 
+    it('such a name behind a path longer than 200 characters → 400 naming the body, not echoing the path', async () => {
+      const text = JSON.stringify({ amount: '10.00', orderId: 'x', customFields: { ['k'.repeat(5_000)]: { constructor: { prototype: 1 } } } });
+      for (const e of WITH_BODY) {
+        const r = await call(e, text);
+        expectApiError(r, 400, 'validation', 'body');
+        expect(JSON.stringify(r.body).length).toBeLessThan(1_000);
+      }
+    });
+
     it('a body of more than 64 KB → 413 in the error shape; exactly 64 KB is read', async () => {
       const bodyOf = (bytes: number) => {
         const base = JSON.stringify({ amount: '10.00', orderId: 'x', description: '' });

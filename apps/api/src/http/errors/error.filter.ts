@@ -97,13 +97,15 @@ function parserRefusal(exception: unknown, request: FastifyRequest): ApiError | 
     return null;
   }
   const param = forbiddenNamePath(parsed);
-  if (param === null) return new ApiError(400, 'validation', 'В теле запроса есть запрещённое имя поля: __proto__ или constructor с prototype внутри', 'body');
+  // A path longer than a field's name could be (a long key, deep nesting) is not echoed: the body is named instead.
+  if (param === null || param.length > 200)
+    return new ApiError(400, 'validation', 'В теле запроса есть запрещённое имя поля: __proto__ или constructor с prototype внутри', 'body');
   return new ApiError(400, 'validation', `${param}: запрещённое имя поля (__proto__ или constructor с prototype внутри)`, param);
 }
 
 /**
- * The path (`customFields.__proto__`, `a[0].constructor.prototype`) of the first name the
- * parser refuses, as the duplicate-name check writes paths, or null. A walk with an
+ * The path (`customFields.__proto__`, `a[0].constructor.prototype`) of a name the parser
+ * refuses (an object's own names before its children's), as the duplicate-name check writes paths, or null. A walk with an
  * explicit stack: the body already parsed, so its depth is any and nothing is recursed.
  */
 export function forbiddenNamePath(value: unknown): string | null {
