@@ -204,6 +204,15 @@ describe('GET /v1/balance/transactions', () => {
     for (const t of payments) expect(signed(t.amount)).toBeGreaterThan(0);
     const csv = await fetch(`${gw.baseUrl}/v1/balance/transactions`, { headers: { authorization: `Bearer ${m.keys.live.secretKey}`, accept: 'text/csv' } });
     expect(csv.headers.get('content-type')).toMatch(/^text\/csv/);
+    // A download named by mode and period, as the operator's reports are.
+    expect(csv.headers.get('content-disposition')).toBe('attachment; filename="balance-transactions-live.csv"');
+    const period = await fetch(`${gw.baseUrl}/v1/balance/transactions?format=csv&from=2026-01-01T00:00:00Z&to=2026-02-01T00:00:00.500Z`, {
+      headers: { authorization: `Bearer ${m.keys.live.secretKey}` },
+    });
+    expect(period.headers.get('content-disposition')).toBe(
+      'attachment; filename="balance-transactions-live-from-20260101T000000Z-to-20260201T000000.500Z.csv"',
+    );
+    await period.text();
     const lines = (await csv.text()).trimEnd().split('\r\n');
     expect(lines[0]).toBe('id,type,amount,bucket,balanceAfter,fee,currency,createdAt,availableAt,invoiceId,refundId,payoutId');
     expect(lines.slice(1).map((l) => l.split(',')[0])).toEqual(all.map((t) => t.id));

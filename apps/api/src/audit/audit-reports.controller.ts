@@ -11,7 +11,7 @@ import { AdminTokenGuard } from '../http/auth/admin-token.guard';
 import { validRequest } from '../http/request-pipe';
 import { CLOCK_TOKEN } from '../http/tokens';
 import { AccountStatementQuery, ReconciliationQuery, TrialBalanceQuery } from './audit-reports.request';
-import { CSV_CONTENT_TYPE, csvRecord, wantsCsv } from './csv';
+import { CSV_CONTENT_TYPE, csvRecord, fileStamp, wantsCsv } from './csv';
 import { parseAccountId } from '../ledger/ledger-audit.controller';
 import { ReadsModels } from '../http/read-models';
 import { BALANCE_NOT_KNOWN_YET, FOLLOWED, pastInstant, period, postedThrough, REPORT_PERIOD_NOT_ENDED } from './report-instants';
@@ -179,11 +179,6 @@ function reconciliationCsv(report: ReconciliationReport): string {
 }
 
 /** An instant in a file name: 20250301T100000Z, with its milliseconds when it has any (20250301T100000.009Z), so two reports never share a name. */
-const stamp = (d: Date) =>
-  d
-    .toISOString()
-    .replace(/[-:]/g, '')
-    .replace(/\.000Z$/, 'Z');
 
 /** Finance reports for the operator: statements, the trial balance, reconciliation. */
 @Controller('admin/v1')
@@ -214,7 +209,7 @@ export class AuditReportsController {
     const head = { accountId, mode: query.mode, from: from.toISOString(), to: to.toISOString() };
     const body = Readable.from(statementText(reader, head, csv), { objectMode: false });
     void reply.status(200).header('content-type', csv ? CSV_CONTENT_TYPE : JSON_CONTENT_TYPE);
-    if (csv) void reply.header('content-disposition', `attachment; filename="statement-${accountId}-${query.mode}-${stamp(from)}-${stamp(to)}.csv"`);
+    if (csv) void reply.header('content-disposition', `attachment; filename="statement-${accountId}-${query.mode}-${fileStamp(from)}-${fileStamp(to)}.csv"`);
     return reply.send(body);
   }
 
@@ -230,7 +225,7 @@ export class AuditReportsController {
       return reply
         .status(200)
         .header('content-type', CSV_CONTENT_TYPE)
-        .header('content-disposition', `attachment; filename="trial-balance-${stamp(asOf)}.csv"`)
+        .header('content-disposition', `attachment; filename="trial-balance-${fileStamp(asOf)}.csv"`)
         .send(trialBalanceCsv(tb));
     }
     return reply
@@ -252,7 +247,7 @@ export class AuditReportsController {
       return reply
         .status(200)
         .header('content-type', CSV_CONTENT_TYPE)
-        .header('content-disposition', `attachment; filename="reconciliation-${stamp(from)}-${stamp(to)}.csv"`)
+        .header('content-disposition', `attachment; filename="reconciliation-${fileStamp(from)}-${fileStamp(to)}.csv"`)
         .send(reconciliationCsv(report));
     }
     return reply

@@ -12,6 +12,16 @@ export function csvRecord(fields: readonly (string | number | null | undefined)[
 
 export const CSV_CONTENT_TYPE = 'text/csv; charset=utf-8';
 
+/** An instant in a file name: ISO 8601 basic (`20261201T093000Z`; milliseconds only when not zero). */
+export const fileStamp = (d: Date) =>
+  d
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.000Z$/, 'Z');
+
+/** Content-Disposition of a CSV download named `name` (ASCII only: ids, modes and stamps). */
+export const csvAttachment = (name: string) => `attachment; filename="${name}.csv"`;
+
 /** Whether the client asked for CSV: `format=csv`, or no `format` and an Accept header naming text/csv. */
 export function wantsCsv(format: string | undefined, accept: string | undefined): boolean {
   if (format !== undefined) return format === 'csv';

@@ -11,7 +11,7 @@ import { validRequest } from '../http/request-pipe';
 import { Merchant, MerchantAuthGuard } from '../http/auth/merchant-auth.guard';
 import { ReadsModels } from '../http/read-models';
 import { HeavyRead } from '../http/heavy-reads';
-import { CSV_CONTENT_TYPE, csvRecord, wantsCsv } from '../audit/csv';
+import { csvAttachment, CSV_CONTENT_TYPE, csvRecord, fileStamp, wantsCsv } from '../audit/csv';
 import { ListBalanceTransactionsQuery } from './list-balance-transactions.request';
 import type { Clock } from '#platform/clock';
 import { CLOCK_TOKEN } from '../http/tokens';
@@ -82,9 +82,12 @@ export class BalanceTransactionsController {
       await postedThrough(this.queries, filter.to, now, FOLLOWED.ledger, { accountId: filter.accountId, mode: filter.mode });
     }
     if (wantsCsv(query.format, accept)) {
+      // Named by mode and period (its ends that were given), as the operator's report downloads are.
+      const period = `${filter.from ? `-from-${fileStamp(filter.from)}` : ''}${filter.to ? `-to-${fileStamp(filter.to)}` : ''}`;
       return reply
         .status(200)
         .header('content-type', CSV_CONTENT_TYPE)
+        .header('content-disposition', csvAttachment(`balance-transactions-${filter.mode}${period}`))
         .send(Readable.from(this.csv(filter), { objectMode: false }));
     }
     const page = await this.queries.execute(new ListBalanceTransactions(filter));
