@@ -1029,6 +1029,18 @@ describe('the error contract under fuzzing', () => {
       }
     });
 
+    it('a name given twice behind a path longer than 200 characters → 400 duplicate_field naming the body; at 200 the path', async () => {
+      const twice = (key: string) => `{"amount":"10.00","orderId":"x","customFields":{"${key}":1,"${key}":2}}`;
+      for (const e of WITH_BODY) {
+        const long = await call(e, twice('k'.repeat(30_000)));
+        expectApiError(long, 400, 'validation', 'body');
+        expect(long.body.error.details).toEqual([expect.objectContaining({ param: 'body', code: 'duplicate_field' })]);
+        expect(JSON.stringify(long.body).length).toBeLessThan(1_000);
+        const key = 'k'.repeat(200 - 'customFields.'.length);
+        expectApiError(await call(e, twice(key)), 400, 'validation', `customFields.${key}`);
+      }
+    });
+
     it('a body of more than 64 KB → 413 in the error shape; exactly 64 KB is read', async () => {
       const bodyOf = (bytes: number) => {
         const base = JSON.stringify({ amount: '10.00', orderId: 'x', description: '' });

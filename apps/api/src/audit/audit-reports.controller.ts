@@ -178,8 +178,6 @@ function reconciliationCsv(report: ReconciliationReport): string {
   return lines.join('');
 }
 
-/** An instant in a file name: 20250301T100000Z, with its milliseconds when it has any (20250301T100000.009Z), so two reports never share a name. */
-
 /** Finance reports for the operator: statements, the trial balance, reconciliation. */
 @Controller('admin/v1')
 @UseGuards(AdminTokenGuard)

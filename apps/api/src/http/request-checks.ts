@@ -1,6 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError } from './errors/api-error';
+import { ApiError, LONGEST_ECHOED_PATH } from './errors/api-error';
 import { duplicateJsonName } from './duplicate-json-names';
 import { RAW_BODIES } from './number-literals';
 
@@ -121,7 +121,10 @@ function refuseUnreadableBodies(request: FastifyRequest, reply: FastifyReply, do
   if (body !== null) RAW_BODIES.set(body, raw!);
   const name = body !== null ? duplicateJsonName(raw!.toString('utf8')) : null;
   if (name !== null) {
-    void sendError(reply, ApiError.validation([{ param: name, code: 'duplicate_field', message: `${name}: поле указано в теле запроса дважды` }]));
+    // A path too long to echo (a long name, deep nesting) is not: the body is named instead.
+    const param = name.length > LONGEST_ECHOED_PATH ? 'body' : name;
+    const message = param === name ? `${name}: поле указано в теле запроса дважды` : 'body: одно из полей (путь длиннее 200 символов) указано дважды';
+    void sendError(reply, ApiError.validation([{ param, code: 'duplicate_field', message }]));
     return;
   }
   done();

@@ -22,6 +22,9 @@ export interface ErrorBody {
  * API's Bearer keys (HMAC mode has no Authorization scheme of its own) and the operator
  * token, each its own realm.
  */
+/** The longest path of a body's field that an answer echoes (param, message, details): past it, the answer names the body. */
+export const LONGEST_ECHOED_PATH = 200;
+
 export const MERCHANT_CHALLENGE = 'Bearer realm="gateway"';
 export const OPERATOR_CHALLENGE = 'Bearer realm="operator"';
 

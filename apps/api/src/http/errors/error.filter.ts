@@ -6,7 +6,7 @@ import { AppendOutcomeUnknownError, EventStoreUnavailableError } from '#event-st
 import { DatabaseOutageLog, isDatabaseAway, isDatabaseNotReached, WriteOutcomeUnknownError } from '#platform/database';
 import { DueHoldsRaceError } from '#payments/ledger';
 import { markNothingWritten, StoredAnswer } from '../idempotency';
-import { ApiError } from './api-error';
+import { ApiError, LONGEST_ECHOED_PATH } from './api-error';
 
 /**
  * Every failure leaves the API in the spec's error shape. Nothing internal (stack,
@@ -98,7 +98,7 @@ function parserRefusal(exception: unknown, request: FastifyRequest): ApiError | 
   }
   const param = forbiddenNamePath(parsed);
   // A path longer than a field's name could be (a long key, deep nesting) is not echoed: the body is named instead.
-  if (param === null || param.length > 200)
+  if (param === null || param.length > LONGEST_ECHOED_PATH)
     return new ApiError(400, 'validation', 'В теле запроса есть запрещённое имя поля: __proto__ или constructor с prototype внутри', 'body');
   return new ApiError(400, 'validation', `${param}: запрещённое имя поля (__proto__ или constructor с prototype внутри)`, param);
 }
