@@ -109,6 +109,42 @@ describe('ledger audit over HTTP and ledger:verify', () => {
     expect(test.body).toMatchObject({ available: '1.00', entries: 1 });
   });
 
+  it('reads a UUID account id in either case, and answers 404 not_found for an unknown account as a statement does', async () => {
+    const upper = ledger.accountId.toUpperCase();
+    const balance = await get(`/admin/v1/accounts/${upper}/balance?mode=live`);
+    expect(balance.status).toBe(200);
+    expect(balance.body).toMatchObject({ accountId: ledger.accountId, available: '865.00', entries: 5 });
+    const asOf = await get(`/admin/v1/accounts/${upper}/balance?mode=live&asOf=2025-03-01T10:30:00Z`);
+    expect(asOf.body).toMatchObject({ accountId: ledger.accountId, pending: '965.00', entries: 1 });
+    const entries = await get(`/admin/v1/accounts/${upper}/ledger?mode=live`);
+    expect(entries.status).toBe(200);
+    expect({ accountId: entries.body.accountId, items: entries.body.items.length }).toEqual({ accountId: ledger.accountId, items: 5 });
+
+    for (const id of [randomUUID(), 'deadbeef']) {
+      for (const path of [
+        `balance?mode=live`,
+        `balance?mode=live&asOf=2025-03-01T10:30:00Z`,
+        `ledger?mode=live`,
+        `statement?mode=live&from=2025-01-01T00:00:00Z&to=2025-04-01T00:00:00Z`,
+      ]) {
+        const result = await get(`/admin/v1/accounts/${id}/${path}`);
+        expect({ path, status: result.status, code: result.body.error?.code }).toEqual({ path, status: 404, code: 'not_found' });
+      }
+    }
+
+    // An account of the registry without entries yet is known: zeros, not 404.
+    const created = await fetch(`${gateway.baseUrl}/admin/v1/accounts`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'ООО Ромашка', email: 'ops@example.com' }),
+    });
+    expect(created.status).toBe(201);
+    const account = ((await created.json()) as { id: string }).id;
+    const empty = await get(`/admin/v1/accounts/${account.toUpperCase()}/balance?mode=test`);
+    expect(empty.body).toMatchObject({ accountId: account, available: '0.00', entries: 0 });
+    expect((await get(`/admin/v1/accounts/${account}/ledger?mode=test`)).body).toMatchObject({ accountId: account, items: [] });
+  });
+
   it('refuses bad audit requests in the error shape', async () => {
     const cases: [string, string][] = [
       [`/admin/v1/accounts/${ledger.accountId}/ledger`, 'mode'],

@@ -7,7 +7,13 @@ import { PayoutAddresses, Registry } from './merchants';
 import { PayoutFlow } from './payouts/payout-flow';
 import { EVENT_STORE, READ_MODELS } from './payments.tokens';
 import { ReadStreamHandler } from './streams/read-stream.query';
-import { AwaitPostedThroughHandler, GetAccountStatementHandler, GetReconciliationHandler, GetTrialBalanceHandler } from './audit/audit-reports.query';
+import {
+  AwaitPostedThroughHandler,
+  GetAccountStatementHandler,
+  GetReconciliationHandler,
+  GetTrialBalanceHandler,
+  IsAccountKnownHandler,
+} from './audit/audit-reports.query';
 import { RefundFlow } from './refunds/refund-flow';
 import { ExpireInvoiceHandler } from './invoices/expire-invoice.command';
 import { AdvanceRefundHandler } from './refunds/advance-refund.command';
@@ -75,6 +81,7 @@ export const QUERY_HANDLERS: readonly Type[] = [
   GetProjectHandler,
   ReadStreamHandler,
   GetAccountStatementHandler,
+  IsAccountKnownHandler,
   GetTrialBalanceHandler,
   AwaitPostedThroughHandler,
   GetReconciliationHandler,

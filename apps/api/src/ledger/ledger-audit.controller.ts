@@ -1,7 +1,9 @@
 import { Controller, Get, Inject, Param, Query, Req, UseGuards } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
 import { QueryBus } from '@nestjs/cqrs';
-import { formatMoney, LEDGER_ACCOUNTS, LedgerState } from '#ledger';
+import { isUuid } from '#domain';
+import { formatMoney, LEDGER_ACCOUNTS, LedgerId, LedgerState } from '#ledger';
+import { IsAccountKnown } from '#payments/audit';
 import { GetBalanceAsOf } from '#payments/balance';
 import { GetLedgerBalance } from '#payments/balance';
 import { GetLedgerEntries } from '#payments/ledger';
@@ -18,12 +20,12 @@ import { ReportBuilds } from '../audit/report-builds';
 
 const ACCOUNT_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
-/** The `{id}` of an account's audit route (any text id a ledger may have), or 400 on `id`. */
+/** The `{id}` of an account's audit route (any text id a ledger may have; a UUID in either case, read lower-cased), or 400 on `id`. */
 export function parseAccountId(id: string): string {
   if (!ACCOUNT_ID.test(id)) {
     throw ApiError.validation([{ param: 'id', code: 'invalid', message: 'id счёта: от 1 до 64 латинских букв, цифр, _ или -' }]);
   }
-  return id;
+  return isUuid(id) ? id.toLowerCase() : id;
 }
 
 const balancesOnWire = (state: Pick<LedgerState, 'balances' | 'entries'>) => ({
@@ -51,6 +53,7 @@ export class LedgerAuditController {
   async entries(@Param('id') id: string, @Query(validRequest) query: LedgerEntriesQuery) {
     const accountId = parseAccountId(id);
     const ledgerMode = query.mode;
+    await this.known({ accountId, mode: ledgerMode });
     const page = await this.queries.execute(
       new GetLedgerEntries({ accountId, mode: ledgerMode }, cursorSeqOf(query.cursor) ?? -1, pageSizeOf(query.limit, 100)),
     );
@@ -83,15 +86,22 @@ export class LedgerAuditController {
     const accountId = parseAccountId(id);
     const ledger = { accountId, mode: query.mode };
     if (query.asOf === undefined) {
+      await this.known(ledger);
       const state = await this.queries.execute(new GetLedgerBalance(ledger));
       return { accountId, mode: ledger.mode, asOf: this.clock.now().toISOString(), ...balancesOnWire(state) };
     }
     const now = this.clock.now();
     const instant = pastInstant(new Date(query.asOf), now, 'asOf', BALANCE_NOT_KNOWN_YET);
+    await this.known(ledger);
     await postedThrough(this.queries, instant, now, FOLLOWED.log, ledger);
     const { lastEntryAt, ...state } = await this.builds.inTurn({ log: request.log }, { report: 'balance-as-of', accountId, mode: ledger.mode }, () =>
       this.queries.execute(new GetBalanceAsOf(ledger, instant)),
     );
     return { accountId, mode: ledger.mode, asOf: instant.toISOString(), lastEntryAt, ...balancesOnWire(state) };
+  }
+
+  /** 404 not_found for an account neither of the registry nor a ledger with entries, as for a statement. */
+  private async known(ledger: LedgerId): Promise<void> {
+    if (!(await this.queries.execute(new IsAccountKnown(ledger)))) throw ApiError.notFound('not_found', 'Аккаунт не найден');
   }
 }

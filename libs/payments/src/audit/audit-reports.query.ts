@@ -4,6 +4,7 @@ import type { Pool } from 'pg';
 import type { EventStore, Position } from '#event-store';
 import type { LedgerId, TrialBalance } from '#ledger';
 import { EVENT_STORE, READ_MODELS } from '../payments.tokens';
+import { LedgerBook } from '../ledger';
 import { AccountStatementReader, accountKnown, openAccountStatement } from './account-statement';
 import { reconcilePeriod, ReconciliationReport } from './reconciliation';
 import { trialBalanceFromLog } from './trial-balance';
@@ -30,6 +31,28 @@ export class GetAccountStatementHandler implements IQueryHandler<GetAccountState
   async execute(query: GetAccountStatement): Promise<AccountStatementReader | null> {
     if (!(await accountKnown(this.pool, query.ledger.accountId))) return null;
     return openAccountStatement(this.pool, query.ledger, query.from, query.to);
+  }
+}
+
+/**
+ * Audit: whether an account is known: of the registry or a ledger with entries (accountKnown),
+ * or this ledger's entries in the log (not projected yet).
+ */
+export class IsAccountKnown extends Query<boolean> {
+  constructor(readonly ledger: LedgerId) {
+    super();
+  }
+}
+
+@QueryHandler(IsAccountKnown)
+export class IsAccountKnownHandler implements IQueryHandler<IsAccountKnown> {
+  constructor(
+    @Inject(READ_MODELS) private readonly pool: Pool,
+    @Inject(LedgerBook) private readonly ledgers: LedgerBook,
+  ) {}
+
+  async execute(query: IsAccountKnown): Promise<boolean> {
+    return (await accountKnown(this.pool, query.ledger.accountId)) || (await this.ledgers.hasEntries(query.ledger));
   }
 }
 

@@ -392,6 +392,16 @@ export class LedgerBook {
     }
   }
 
+  /** Whether the ledger has an entry in the log (its stream exists), read or projected yet or not. */
+  async hasEntries(ledger: LedgerId): Promise<boolean> {
+    try {
+      return (await this.store.readStream(ledgerStreamName(ledger), { maxCount: 1 })).length > 0;
+    } catch (error) {
+      if (error instanceof StreamNotFoundError) return false;
+      throw error;
+    }
+  }
+
   /** The ledger's current state, from the log (snapshot plus the entries after it). */
   async current(ledger: LedgerId): Promise<LedgerState> {
     return (await loadState(this.store, ledgerStreamName(ledger), ledgerDecider, this.snapshotPolicy)).state;
