@@ -195,6 +195,33 @@ describe('payouts over HTTP (CLOCK=manual)', () => {
       expect(elsewhere.body.id).not.toBe(added.body.id);
     });
 
+    it('the same detail again with another bank or label: 409 conflict naming the way on, nothing changed', async () => {
+      const accountId = await gw.operator.createAccount();
+      const added = await addAddress(accountId, { method: 'sbp', account: PHONE, bank: 'Сбербанк', label: 'Основная' });
+      expectStatus(added, 201);
+      for (const other of [
+        { bank: 'Т-Банк', label: 'Основная' },
+        { bank: 'Сбербанк', label: 'Новая подпись' },
+        { bank: 'Сбербанк' },
+        { label: 'Основная' },
+        { bank: null, label: null },
+      ]) {
+        const again = await addAddress(accountId, { method: 'sbp', account: '+7 916 123 45 67', ...other });
+        expectError(again, 409, 'conflict');
+        expect(again.body.error.message).toMatch(/другим банком или подписью.*изменить их нельзя.*прежними bank и label/);
+        expect(again.body.error.message).toContain(`id ${added.body.id}`);
+      }
+      const same = await addAddress(accountId, { method: 'sbp', account: PHONE, bank: 'Сбербанк', label: 'Основная' });
+      expectStatus(same, 200);
+      expect(same.body).toEqual(added.body);
+
+      // Without bank and label, again without them: the same detail.
+      const bare = await addAddress(accountId, { method: 'usdt_trc20', account: TRC20 });
+      expectStatus(bare, 201);
+      expectStatus(await addAddress(accountId, { method: 'usdt_trc20', account: TRC20, bank: null }), 200);
+      expectError(await addAddress(accountId, { method: 'usdt_trc20', account: TRC20, label: 'Кошелёк' }), 409, 'conflict');
+    });
+
     it.each([
       ['sbp', '12345'],
       ['sbp', '+1 916 123 45 67'],

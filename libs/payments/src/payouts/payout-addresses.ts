@@ -67,7 +67,8 @@ const MAX_ID = Number.MAX_SAFE_INTEGER;
 /**
  * Payout details of merchant accounts: added and confirmed by the operator (the
  * confirmation stands in for the e-mail link), listed to merchants once confirmed.
- * One detail per account, method and canonical account: adding it again returns it.
+ * One detail per account, method and canonical account: adding it again returns it,
+ * marked `differs` when the existing one has another bank or label (nothing changes it).
  */
 export class PayoutAddresses {
   constructor(private readonly pool: Pool) {}
@@ -76,7 +77,7 @@ export class PayoutAddresses {
     accountId: string,
     detail: { method: PayoutMethod; account: string; bank: string | null; label: string | null },
     now: Date,
-  ): Promise<{ address: PayoutAddress; created: boolean }> {
+  ): Promise<{ address: PayoutAddress; created: boolean; differs: boolean }> {
     const account = canonicalPayoutAccount(detail.method, detail.account);
     if (account === null) throw new RangeError('not a payout account of this method');
     const inserted = await writeStatement<Row>(
@@ -85,13 +86,14 @@ export class PayoutAddresses {
        VALUES ($1, $2, $3, $4, $5, 'unconfirmed', $6) ON CONFLICT (account_id, method, account) DO NOTHING RETURNING *`,
       [accountId, detail.method, account, detail.bank, detail.label, now],
     );
-    if (inserted.rows[0]) return { address: toAddress(inserted.rows[0]), created: true };
+    if (inserted.rows[0]) return { address: toAddress(inserted.rows[0]), created: true, differs: false };
     const existing = await this.pool.query<Row>('SELECT * FROM payout_addresses WHERE account_id = $1 AND method = $2 AND account = $3', [
       accountId,
       detail.method,
       account,
     ]);
-    return { address: toAddress(existing.rows[0]!), created: false };
+    const address = toAddress(existing.rows[0]!);
+    return { address, created: false, differs: address.bank !== detail.bank || address.label !== detail.label };
   }
 
   /** Confirms the address (again: a no-op); null when there is none. */

@@ -4,7 +4,7 @@ import type { PayoutMethod } from '#domain';
 import { PayoutAddress, PayoutAddresses } from '#payments/merchants';
 
 /** The operator adds a payout detail to a merchant account, unconfirmed (created false when it was added before). */
-export class AddPayoutAddress extends Command<{ address: PayoutAddress; created: boolean }> {
+export class AddPayoutAddress extends Command<{ address: PayoutAddress; created: boolean; differs: boolean }> {
   constructor(
     readonly accountId: string,
     readonly detail: { method: PayoutMethod; account: string; bank: string | null; label: string | null },
@@ -18,7 +18,7 @@ export class AddPayoutAddress extends Command<{ address: PayoutAddress; created:
 export class AddPayoutAddressHandler implements ICommandHandler<AddPayoutAddress> {
   constructor(@Inject(PayoutAddresses) private readonly addresses: PayoutAddresses) {}
 
-  execute(command: AddPayoutAddress): Promise<{ address: PayoutAddress; created: boolean }> {
+  execute(command: AddPayoutAddress): Promise<{ address: PayoutAddress; created: boolean; differs: boolean }> {
     return this.addresses.add(command.accountId, command.detail, command.now);
   }
 }

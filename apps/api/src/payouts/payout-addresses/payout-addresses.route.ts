@@ -64,7 +64,10 @@ export class PayoutAddressesAdminRoute {
     @Inject(CLOCK_TOKEN) private readonly clock: Clock,
   ) {}
 
-  /** A payout detail of the account, unconfirmed until confirmed (201; 200 when it was added before). */
+  /**
+   * A payout detail of the account, unconfirmed until confirmed (201; 200 when it was added
+   * before with the same bank and label; with others 409, nothing changed: no route changes a detail).
+   */
   @Post('accounts/:id/payout-addresses')
   async addAddress(
     @Param('id') accountId: string,
@@ -74,9 +77,16 @@ export class PayoutAddressesAdminRoute {
   ) {
     const { method, account, bank, label } = body;
     if (!isUuid(accountId) || !(await this.queries.execute(new GetAccount(accountId)))) throw ApiError.notFound('not_found', 'Аккаунт не найден');
-    const { address, created } = await this.commands.execute(
+    const { address, created, differs } = await this.commands.execute(
       new AddPayoutAddress(accountId, { method, account, bank: bank ?? null, label: label ?? null }, this.clock.now()),
     );
+    if (differs) {
+      throw new ApiError(
+        409,
+        'conflict',
+        `Реквизит уже добавлен (id ${address.id}) с другим банком или подписью; изменить их нельзя (такого маршрута нет): повторите запрос с прежними bank и label, чтобы получить его`,
+      );
+    }
     return reply.status(created ? 201 : 200).send(addressView(address));
   }
 
