@@ -97,6 +97,35 @@ describe('endpoint health', () => {
     expect((await gw.operator.http.get(`/admin/v1/projects/${shop.projectId}`)).body.webhookDisabledAt).toBeNull();
     expect((await request(gw.baseUrl, 'GET', `/admin/accounts/${shop.accountId}?mode=test`, { cookie })).html).not.toContain('вебхуки отключены');
   });
+
+  it('enabling an endpoint that is not disabled leaves its failing streak as it is: still disabled 3 days after the first failure', async () => {
+    receiver.answer = () => ({ status: 500, body: 'down' });
+    const base = receiver.received.length;
+    await paid();
+    await receiver.waitFor((r) => r.length === base + 1, 'the first attempt');
+    // Half a day of failed retries, then the operator presses enable "to be safe": nothing is disabled, nothing failed to resend.
+    const early = RETRY_SCHEDULE_SECONDS.slice(0, -1);
+    for (const [i, delay] of early.entries()) {
+      await gw.operator.advance(delay);
+      await receiver.waitFor((r) => r.length === base + i + 2, `retry ${i + 1}`);
+    }
+    const enabled = await gw.operator.http.post(`/admin/v1/projects/${shop.projectId}/webhook-endpoint/enable`, {});
+    expect(enabled.status).toBe(202);
+    expect(enabled.body).toEqual({ projectId: shop.projectId, resent: 0 });
+    // The last retry fails (day 2), a new event on day 2 fails and is retried past 3 days since the first failure.
+    await gw.operator.advance(RETRY_SCHEDULE_SECONDS[RETRY_SCHEDULE_SECONDS.length - 1]!);
+    await receiver.waitFor((r) => r.length === base + RETRY_SCHEDULE_SECONDS.length + 1, 'the last retry');
+    await gw.operator.advance(12 * 3600);
+    await paid();
+    await receiver.waitFor((r) => r.length === base + RETRY_SCHEDULE_SECONDS.length + 2, 'the second event');
+    await gw.operator.advance(24 * 3600);
+    const project = await poll(
+      async () => (await gw.operator.http.get(`/admin/v1/projects/${shop.projectId}`)).body,
+      (p: Json) => p.webhookDisabledAt !== null,
+      'the endpoint disabled 3 days after its first failure, not 3 days after the enable',
+    );
+    expect(project.webhookDisabledAt).toMatch(/^\d{4}-\d{2}-\d{2}T/);
+  });
 });
 
 describe('endpoint health of a receiver that never answers', () => {

@@ -5,7 +5,10 @@ import { inTransaction } from '#platform/database';
 import { READ_MODELS } from '../payments.tokens';
 import { resendFailedDeliveries } from './webhook-dispatcher';
 
-/** The operator re-enables a project's endpoint and resends its failed deliveries: how many; null for an unknown project. */
+/**
+ * The operator re-enables a project's endpoint (one not disabled keeps its failing streak) and
+ * resends its failed deliveries: how many; null for an unknown project.
+ */
 export class EnableWebhookEndpoint extends Command<number | null> {
   constructor(
     /** Lower case. */
@@ -27,7 +30,13 @@ export class EnableWebhookEndpointHandler implements ICommandHandler<EnableWebho
    */
   async execute({ projectId, now }: EnableWebhookEndpoint): Promise<number | null> {
     return inTransaction(this.pool, async (tx) => {
-      await tx.query('UPDATE projects SET webhook_disabled_at = NULL, webhook_enabled_at = $2 WHERE id = $1', [projectId, now]);
+      // Only a disabled endpoint is re-enabled now: one still on keeps its failing streak (endpoint-health.ts), so
+      // pressing enable on a failing endpoint does not put off its disabling.
+      await tx.query(
+        `UPDATE projects SET webhook_enabled_at = CASE WHEN webhook_disabled_at IS NULL THEN webhook_enabled_at ELSE $2 END,
+                             webhook_disabled_at = NULL WHERE id = $1`,
+        [projectId, now],
+      );
       return resendFailedDeliveries(tx, projectId, now);
     });
   }
