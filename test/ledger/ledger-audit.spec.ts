@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { PostgresEventStore, PostgresSnapshotStore } from '#event-store';
 import { LedgerId } from '#ledger';
 import { LedgerBook } from '#payments/ledger';
+import { accountKnown } from '#payments/audit';
 import { RunningGateway, startGateway, startProcess } from '../support/gateway-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
@@ -143,6 +144,31 @@ describe('ledger audit over HTTP and ledger:verify', () => {
     const empty = await get(`/admin/v1/accounts/${account.toUpperCase()}/balance?mode=test`);
     expect(empty.body).toMatchObject({ accountId: account, available: '0.00', entries: 0 });
     expect((await get(`/admin/v1/accounts/${account}/ledger?mode=test`)).body).toMatchObject({ accountId: account, items: [] });
+  });
+
+  it("whether an account is known is read by the registry's key: an index lookup, not a read of every account", async () => {
+    const client = await db.pool.connect();
+    try {
+      await client.query('BEGIN');
+      // Without sequential scans, a predicate the key's index cannot serve still reads every row (of the table or its index).
+      await client.query('SET LOCAL enable_seqscan = off');
+      const plans: string[] = [];
+      const spy = {
+        query: async (text: string, values: unknown[]) => {
+          const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${text}`, values);
+          plans.push(rows.map((r) => r['QUERY PLAN']).join('\n'));
+          return client.query(text, values);
+        },
+      };
+      expect(await accountKnown(spy as never, ledger.accountId)).toBe(true);
+      expect(await accountKnown(spy as never, 'deadbeef')).toBe(false);
+      // Neither a sequential scan nor a walk of the whole index filtering each key (`id::text = $1`).
+      for (const plan of plans) expect(plan).not.toMatch(/Seq Scan on accounts|on accounts .*\n\s+Filter:/);
+      expect(plans[0]).toMatch(/on accounts .*\n\s+Index Cond: \(id = /);
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
+    }
   });
 
   it('refuses bad audit requests in the error shape', async () => {

@@ -1,5 +1,6 @@
 import type { Pool } from 'pg';
 import { AccountBalances, LEDGER_ACCOUNTS, LedgerAccount, LedgerId, zeroAccountBalances } from '#ledger';
+import { isUuid } from '#domain';
 import { LedgerEntryDbRow, LedgerEntryRow, toLedgerEntryRow } from '../ledger';
 
 /** Entries read per keyset page of a statement. */
@@ -28,9 +29,10 @@ export interface AccountStatementReader {
 
 /** Whether the account is known: a merchant account of the registry, or a ledger with entries. */
 export async function accountKnown(pool: Pick<Pool, 'query'>, accountId: string): Promise<boolean> {
+  // The registry by its key (a uuid: an id of another shape is in no row of it); `id::text = $1` would read every row.
   const { rows } = await pool.query<{ known: boolean }>(
-    `SELECT EXISTS (SELECT 1 FROM accounts WHERE id::text = $1) OR EXISTS (SELECT 1 FROM ledger_entries WHERE account_id = $1) AS known`,
-    [accountId],
+    `SELECT EXISTS (SELECT 1 FROM accounts WHERE id = $2::uuid) OR EXISTS (SELECT 1 FROM ledger_entries WHERE account_id = $1) AS known`,
+    [accountId, isUuid(accountId) ? accountId : null],
   );
   return rows[0]!.known;
 }
