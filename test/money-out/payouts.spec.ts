@@ -208,7 +208,8 @@ describe('payouts over HTTP (CLOCK=manual)', () => {
       ]) {
         const again = await addAddress(accountId, { method: 'sbp', account: '+7 916 123 45 67', ...other });
         expectError(again, 409, 'conflict');
-        expect(again.body.error.message).toMatch(/другим банком или подписью.*изменить их нельзя.*прежними bank и label/);
+        // The stored bank and label are named: the operator has no other route that reads them.
+        expect(again.body.error.message).toMatch(/другим банком или подписью: bank "Сбербанк", label "Основная"; изменить их нельзя.*с этими bank и label/);
         expect(again.body.error.message).toContain(`id ${added.body.id}`);
       }
       const same = await addAddress(accountId, { method: 'sbp', account: PHONE, bank: 'Сбербанк', label: 'Основная' });

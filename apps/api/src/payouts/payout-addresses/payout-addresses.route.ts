@@ -84,7 +84,7 @@ export class PayoutAddressesAdminRoute {
       throw new ApiError(
         409,
         'conflict',
-        `Реквизит уже добавлен (id ${address.id}) с другим банком или подписью; изменить их нельзя (такого маршрута нет): повторите запрос с прежними bank и label, чтобы получить его`,
+        `Реквизит уже добавлен (id ${address.id}) с другим банком или подписью: bank ${JSON.stringify(address.bank)}, label ${JSON.stringify(address.label)}; изменить их нельзя (такого маршрута нет): повторите запрос с этими bank и label, чтобы получить его`,
       );
     }
     return reply.status(created ? 201 : 200).send(addressView(address));
