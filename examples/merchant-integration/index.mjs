@@ -96,12 +96,13 @@ async function operator(path, body) {
 async function payOnSandboxPage(invoiceUrl) {
   const page = await fetch(invoiceUrl);
   const html = await page.text();
-  const token = /name="formToken" value="([^"]+)"/.exec(html)?.[1];
-  if (!page.ok || token === undefined) throw new Error(`the payment page ${invoiceUrl} has no sandbox form (HTTP ${page.status})`);
+  // The form's hidden fields: its token, and the method and total the buyer confirms.
+  const fields = Object.fromEntries([...html.matchAll(/<input type="hidden" name="([^"]+)" value="([^"]*)">/g)].map((m) => [m[1], m[2]]));
+  if (!page.ok || fields.formToken === undefined) throw new Error(`the payment page ${invoiceUrl} has no sandbox form (HTTP ${page.status})`);
   const paid = await fetch(`${invoiceUrl}/sandbox`, {
     method: 'POST',
     headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ formToken: token, outcome: 'paid' }).toString(),
+    body: new URLSearchParams({ ...fields, outcome: 'paid' }).toString(),
     redirect: 'manual',
   });
   if (paid.status !== 303 && paid.status !== 302) throw new Error(`the sandbox payment answered HTTP ${paid.status}`);

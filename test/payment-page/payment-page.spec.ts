@@ -85,6 +85,15 @@ describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pa
     return match[1]!;
   }
 
+  /** What the sandbox form of the invoice's page carries as shown to the buyer: its method and payable total (hidden fields). */
+  async function shownTerms(id: string): Promise<{ method: string; payableAmount: string }> {
+    const shown = await page(`/pay/${id}`);
+    const method = /<input type="hidden" name="method" value="([^"]+)">/.exec(shown.html)?.[1];
+    const payableAmount = /<input type="hidden" name="payableAmount" value="([^"]+)">/.exec(shown.html)?.[1];
+    if (method === undefined || payableAmount === undefined) throw new Error(`no method and total in the sandbox form of ${id}:\n${shown.html}`);
+    return { method, payableAmount };
+  }
+
   function expectHtml(headers: Headers): void {
     expect(headers.get('content-type')).toBe('text/html; charset=utf-8');
   }
@@ -224,7 +233,7 @@ describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pa
 
   it('the paid page does not claim the shop already knows of the payment (its webhook may still be failing)', async () => {
     const invoice = await createInvoice({ method: 'card' });
-    expect((await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid' })).status).toBe(303);
+    expect((await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid', ...(await shownTerms(invoice.id)) })).status).toBe(303);
     const shown = await page(`/pay/${invoice.id}`);
     expect(shown.html).toContain('<h1>Оплачено</h1>');
     expect(shown.html).not.toContain('уже знает');
@@ -234,7 +243,7 @@ describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pa
   it('sandbox "Оплатить" records the payment and redirects (303) to successUrl; the invoice is paid', async () => {
     const successUrl = 'https://shop.example/thanks?order=42&src=pay';
     const invoice = await createInvoice({ method: 'sbp', successUrl, failUrl: 'https://shop.example/sorry' });
-    const paid = await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid' });
+    const paid = await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid', ...(await shownTerms(invoice.id)) });
     expect(paid.status).toBe(303);
     expect(paid.location).toBe(successUrl);
     expectSecurityHeaders(paid.headers);
@@ -258,11 +267,58 @@ describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pa
     expect(choose.status).toBe(409);
   });
 
+  it('"Оплатить" pays the method and total the page showed: changed since (another tab), missing or altered, it is a 409 page with the invoice now; nothing recorded', async () => {
+    const successUrl = 'https://shop.example/paid';
+    const invoice = await createInvoice({ successUrl });
+    const paidEvents = async () =>
+      (
+        await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM events WHERE stream_name = $1 AND event_type = 'InvoicePaid'`, [
+          `invoice-${invoice.id}`,
+        ])
+      ).rows[0]!.n;
+    expect((await submit(`/pay/${invoice.id}/method`, { method: 'sbp' })).status).toBe(303);
+    // Tab A shows SBP at 1 015,00 ₽, and its form carries them.
+    const tabA = await page(`/pay/${invoice.id}`);
+    expect(tabA.html).toContain('<dd class="total">1 015,00 ₽</dd>');
+    const seen = await shownTerms(invoice.id);
+    expect(seen).toEqual({ method: 'sbp', payableAmount: '1015.00' });
+    // Tab B switches to the card (1 030,00 ₽); then tab A's "Оплатить".
+    expect((await submit(`/pay/${invoice.id}/method`, { method: 'card' })).status).toBe(303);
+    const staleForms: Record<string, string>[] = [
+      { outcome: 'paid', ...seen },
+      { outcome: 'paid' },
+      { outcome: 'paid', method: 'card' },
+      { outcome: 'paid', method: 'card', payableAmount: '1015.00' },
+      { outcome: 'paid', method: 'card', payableAmount: '1030' },
+    ];
+    for (const form of staleForms) {
+      const stale = await submit(`/pay/${invoice.id}/sandbox`, form);
+      expectPage(stale, 409);
+      expect(stale.html).toContain('Способ оплаты или сумма к оплате изменились');
+      // The invoice as it is now, with a form to confirm it again.
+      expect(stale.html).toContain('<dd class="total">1 030,00 ₽</dd>');
+      expect(stale.html).toContain('<dt>Способ оплаты</dt><dd>Банковская карта</dd>');
+      expect(stale.html).toContain('<input type="hidden" name="method" value="card">');
+      expect(stale.html).toContain('<input type="hidden" name="payableAmount" value="1030.00">');
+      expect(stale.html).toMatch(/<input type="hidden" name="formToken" value="[^"]+">/);
+      expect(await paidEvents()).toBe(0);
+    }
+    expect(await json('GET', `/v1/invoices/${invoice.id}`, undefined, testKey)).toMatchObject({ body: { status: 'pending', method: 'card' } });
+    // Confirmed again, as now shown: paid with the card at 1 030,00 ₽.
+    const confirmed = await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid', ...(await shownTerms(invoice.id)) });
+    expect(confirmed.status).toBe(303);
+    expect(confirmed.location).toBe(successUrl);
+    expect(await paidEvents()).toBe(1);
+    const paid = await json('GET', `/v1/invoices/${invoice.id}`, undefined, testKey);
+    expect(paid.body).toMatchObject({ status: 'paid', method: 'card', payableAmount: '1030.00' });
+  });
+
   it('sandbox "Оплатить" sent several times at once (two tabs, a retried request): each answered with the same redirect', async () => {
     const successUrl = 'https://shop.example/ok';
     for (let round = 0; round < 3; round++) {
       const invoice = await createInvoice({ method: 'card', successUrl });
-      const clicks = await Promise.all(Array.from({ length: 4 }, () => submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid' })));
+      const terms = await shownTerms(invoice.id);
+      const clicks = await Promise.all(Array.from({ length: 4 }, () => submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid', ...terms })));
       expect(clicks.map((c) => [c.status, c.location])).toEqual(Array.from({ length: 4 }, () => [303, successUrl]));
       expect(await invoiceStatus(invoice.id)).toBe('paid');
     }
@@ -292,7 +348,7 @@ describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pa
     const bad = await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'maybe' });
     expect(bad.status).toBe(400);
     expectHtml(bad.headers);
-    const paid = await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid' });
+    const paid = await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid', ...(await shownTerms(invoice.id)) });
     expect(paid.status).toBe(303);
     expect(paid.location).toBe(`/pay/${invoice.id}`);
     expect((await page(`/pay/${invoice.id}`)).html).toContain('<h1>Оплачено</h1>');
@@ -406,7 +462,7 @@ describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pa
     expect(shown.html).not.toContain('<b>');
     expect(shown.html).toContain('&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;quotes&#39;');
     expect(shown.html).toContain('&lt;b&gt;');
-    const paid = await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid' });
+    const paid = await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid', ...(await shownTerms(invoice.id)) });
     expect(paid.status).toBe(303);
     expect(paid.location).toBe('https://shop.example/ok?q=%22%3E%3Cscript%3Ealert(1)%3C/script%3E');
     const done = await page(`/pay/${invoice.id}`);
@@ -442,7 +498,11 @@ describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pa
       await expectRefusedForm(await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid' }, { referer: 'https://evil.example/pay' }), invoice.id);
       await expectRefusedForm(await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid' }, { origin: `${gateway.baseUrl}.evil.example` }), invoice.id);
       expect(await invoiceStatus(invoice.id)).toBe('created');
-      const viaReferer = await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid' }, { referer: `${gateway.baseUrl}/pay/${invoice.id}` });
+      const viaReferer = await submit(
+        `/pay/${invoice.id}/sandbox`,
+        { outcome: 'paid', ...(await shownTerms(invoice.id)) },
+        { referer: `${gateway.baseUrl}/pay/${invoice.id}` },
+      );
       expect(viaReferer.status).toBe(303);
       expect(await invoiceStatus(invoice.id)).toBe('paid');
     });
@@ -455,7 +515,7 @@ describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pa
       const first = await formTokenOf(invoice.id);
       const second = await formTokenOf(invoice.id);
       expect(first).not.toBe(second);
-      const paid = await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid', formToken: first }, {});
+      const paid = await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid', formToken: first, ...(await shownTerms(invoice.id)) }, {});
       expect(paid.status).toBe(303);
       expect(await invoiceStatus(invoice.id)).toBe('paid');
     });

@@ -3,7 +3,7 @@ import type { ArgumentsHost, ExceptionFilter } from '@nestjs/common';
 import { CommandBus } from '@nestjs/cqrs';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Clock } from '#platform/clock';
-import { invoiceStatusAt, isMethodCode, isUuid, MAX_METHOD_CHOICES, Refusal } from '#domain';
+import { confirmedTermsHold, invoiceStatusAt, isMethodCode, isUuid, MAX_METHOD_CHOICES, Refusal } from '#domain';
 import type { Invoice, InvoiceCreatedData } from '#domain';
 import { createLogger } from '#platform/logging';
 import type { Logger } from '#platform/logging';
@@ -236,8 +236,21 @@ export class PaymentPageController {
         renderErrorPage({ title: 'Сначала выберите способ оплаты', message: 'Выберите способ оплаты на странице счёта.', backHref: pagePath(created) }),
       );
     }
+    // "Оплатить" pays what the page showed: if the method or the total changed since (another tab), the page
+    // as it is now, to confirm again; nothing recorded. The method goes with the payment, so a change made
+    // between this check and the append cannot make it pay another method.
+    const confirmed = { method: formField(body, 'method'), payableAmount: formField(body, 'payableAmount') };
+    if (outcome === 'paid' && !confirmedTermsHold(invoice, confirmed)) {
+      throw new PageError(
+        409,
+        renderInvoicePage(invoice, now, {
+          formToken: this.forms.issue(created.invoiceId, now),
+          notice: 'Способ оплаты или сумма к оплате изменились, например в другой вкладке. Проверьте их ниже и нажмите «Оплатить» ещё раз.',
+        }),
+      );
+    }
     try {
-      await this.commands.execute(new RecordPaymentResult(created.invoiceId, outcome, null, now));
+      await this.commands.execute(new RecordPaymentResult(created.invoiceId, outcome, outcome === 'paid' ? invoice.method : null, now));
     } catch (error) {
       // Clicks at once (two tabs, a retried request): another one recorded this outcome first; answer as it was answered.
       if ((await this.find(id)).status === outcome) return redirect(reply, afterPayment(created, outcome));

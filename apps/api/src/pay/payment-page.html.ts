@@ -112,6 +112,7 @@ button:focus-visible,a:focus-visible{outline:3px solid #84adff;outline-offset:2p
 .secondary:hover{background:#fef3f2}
 .note{margin:0 0 .75rem;padding:.75rem .9rem;border-radius:10px;font-size:.925rem}
 .note.test{background:#fff8e6;color:#6b4300;border:1px solid #fde7a8}
+.note.warn{background:#fef3f2;color:#912018;border:1px solid #fecdca}
 .note.info{background:#eef4ff;color:#1e3a8a;border:1px solid #c7d7fe}
 .status{display:flex;align-items:center;gap:.75rem;margin-bottom:.5rem}
 .icon{flex:none;display:inline-flex;align-items:center;justify-content:center;width:2.5rem;height:2.5rem;border-radius:50%;font-size:1.3rem;font-weight:700;color:#fff}
@@ -211,6 +212,12 @@ ${options}
 </form>`;
 }
 
+/** What the buyer confirms with "Оплатить": the method and the total shown (a payment is refused if they changed since). */
+function confirmedFields(invoice: Invoice): string {
+  if (invoice.method === null) return '';
+  return `\n<input type="hidden" name="method" value="${escapeHtml(invoice.method)}">\n<input type="hidden" name="payableAmount" value="${formatMoney(invoice.amounts.payableAmount)}">`;
+}
+
 function paymentSection(invoice: Invoice, formToken: string | undefined): string {
   const created = invoice.created!;
   const change =
@@ -219,7 +226,7 @@ function paymentSection(invoice: Invoice, formToken: string | undefined): string
       : '';
   if (created.mode === 'test') {
     return `<p class="note test"><strong>Тестовый режим.</strong> Деньги не списываются: выберите, чем закончится оплата.</p>
-<form method="post" action="${payPath(invoice)}/sandbox" class="actions">${tokenField(formToken)}
+<form method="post" action="${payPath(invoice)}/sandbox" class="actions">${tokenField(formToken)}${confirmedFields(invoice)}
 <button type="submit" class="primary" name="outcome" value="paid">Оплатить</button>
 <button type="submit" class="secondary" name="outcome" value="failed">Отклонить</button>
 </form>
@@ -256,6 +263,8 @@ export interface InvoicePageOptions {
   readonly changeMethod?: boolean;
   /** This rendering's form token (page-form-token.ts), sent back with the page's POSTs. */
   readonly formToken?: string;
+  /** A notice above the summary (the method or total changed since the buyer's page was shown). */
+  readonly notice?: string;
 }
 
 /** The whole page for an invoice, as of `now`. */
@@ -280,9 +289,10 @@ ${link}`;
   } else {
     title = 'Оплата заказа';
     const choose = invoice.method === null || (options.changeMethod === true && buyerChoosesMethod(invoice));
+    const notice = options.notice === undefined ? '' : `<p class="note warn" role="alert">${escapeHtml(options.notice)}</p>\n`;
     content = `${badge}<h1>Оплата заказа</h1>
 ${heading(invoice)}
-${summary(invoice, status)}
+${notice}${summary(invoice, status)}
 ${choose ? methodForm(invoice, options.formToken) : paymentSection(invoice, options.formToken)}`;
   }
   return htmlDocument(title, `<div class="card">\n${content}\n</div>\n${footer(invoice)}`);

@@ -228,6 +228,22 @@ export const MAX_REFUNDS_PER_INVOICE = 100;
 /** The method choices the buyer has left on the invoice (0 once it is no longer open). */
 export const methodChoicesLeft = (s: Invoice): number => (isOpen(s) ? Math.max(0, MAX_METHOD_CHOICES - s.methodChoices) : 0);
 
+/** What the buyer confirmed on the payment page: the method and the payable total it showed (formatMoney text, "1015.00"). */
+export interface ConfirmedTerms {
+  readonly method: string | undefined;
+  readonly payableAmount: string | undefined;
+}
+
+/**
+ * Whether a payment may go ahead on what the buyer confirmed: the invoice has a method,
+ * and it and the payable total are the ones the buyer saw. A method changed since (in
+ * another tab, at once), or a confirmation without them, does not hold: the buyer is
+ * shown the invoice as it is now and confirms again.
+ */
+export function confirmedTermsHold(s: Invoice, confirmed: ConfirmedTerms): boolean {
+  return s.method !== null && confirmed.method === s.method && confirmed.payableAmount === formatMoney(s.amounts.payableAmount);
+}
+
 /** The amounts of an invoice once the buyer pays with `method`, at the rate fixed at creation. */
 function amountsFor(created: InvoiceCreatedData, method: MethodCode): InvoiceAmounts | null {
   const rate = created.methodRates[method];
