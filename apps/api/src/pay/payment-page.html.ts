@@ -98,13 +98,14 @@ dd{margin:0;text-align:right;font-variant-numeric:tabular-nums;overflow-wrap:any
 .nw{white-space:nowrap}
 h2{font-size:1.05rem;margin:1.25rem 0 .6rem}
 form{margin:0}
-.methods{display:grid;gap:.6rem}
+.methods{display:grid;grid-template-columns:minmax(0,1fr);gap:.6rem}
 button{font:inherit;cursor:pointer;border-radius:10px;border:1px solid transparent;padding:.85rem 1rem;width:100%}
 button:focus-visible,a:focus-visible{outline:3px solid #84adff;outline-offset:2px}
-.method{display:grid;grid-template-columns:1fr auto;align-items:center;gap:.1rem 1rem;text-align:left;background:#fff;border-color:#d0d5dd;color:#1b2330}
+.method{display:flex;flex-wrap:wrap;justify-content:space-between;align-items:baseline;gap:.1rem 1rem;text-align:left;background:#fff;border-color:#d0d5dd;color:#1b2330}
 .method:hover{border-color:#2e6be6;background:#f5f8ff}
+.method .title{min-width:0;overflow-wrap:anywhere}
 .method .sum{font-weight:700;font-variant-numeric:tabular-nums}
-.method .fee{grid-column:1/-1;color:#667085;font-size:.85rem}
+.method .fee{flex-basis:100%;color:#667085;font-size:.85rem}
 .actions{display:grid;gap:.6rem;margin-top:.75rem}
 .primary{background:#2e6be6;color:#fff;font-weight:600}
 .primary:hover{background:#2256c5}
