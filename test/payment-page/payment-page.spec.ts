@@ -414,6 +414,38 @@ describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pa
     });
   });
 
+  it('a page form sent as another media type (multipart, XML) is a 415 page saying to send the form, whatever Accept says; nothing recorded', async () => {
+    const invoice = await createInvoice({});
+    const multipart = new FormData();
+    multipart.set('method', 'card');
+    const bodies: [string, RequestInit][] = [
+      ['multipart', { body: multipart }],
+      ['xml', { body: '<method>card</method>', headers: { 'content-type': 'application/xml' } }],
+    ];
+    for (const accept of [undefined, '*/*', 'application/json', BROWSER_ACCEPT]) {
+      for (const [kind, init] of bodies) {
+        for (const form of ['method', 'sandbox']) {
+          const response = await fetch(`${gateway.baseUrl}/pay/${invoice.id}/${form}`, {
+            method: 'POST',
+            redirect: 'manual',
+            ...init,
+            headers: { origin: gateway.baseUrl, ...(accept === undefined ? {} : { accept }), ...(init.headers as Record<string, string> | undefined) },
+          });
+          const html = plain(await response.text());
+          const seen = { accept, kind, form, status: response.status, title: /<h1>([^<]*)<\/h1>/.exec(html)?.[1] };
+          expect(seen).toEqual({ accept, kind, form, status: 415, title: 'Форма не принята' });
+          expectPage(response, 415);
+          expect(html).toContain('application/x-www-form-urlencoded');
+          expect(html).toContain(`href="/pay/${invoice.id}"`);
+        }
+      }
+    }
+    expect(await json('GET', `/v1/invoices/${invoice.id}`, undefined, testKey)).toMatchObject({ body: { status: 'created', method: null } });
+    // A body over 64 KB is not read as anyone's form: the error shape for a client that does not ask for HTML (the page for a browser: above).
+    const tooLarge = await submit(`/pay/${invoice.id}/method`, { method: 'sbp', padding: 'x'.repeat(70 * 1024) });
+    expect({ status: tooLarge.status, type: tooLarge.headers.get('content-type') }).toEqual({ status: 413, type: 'application/json; charset=utf-8' });
+  });
+
   it('a wrong method or a trailing slash under an invoice\'s address is a 405 (with Allow) or 404 page, not "Счёт не найден"', async () => {
     const invoice = await createInvoice({ method: 'sbp' });
     const browser = { accept: BROWSER_ACCEPT };

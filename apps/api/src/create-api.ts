@@ -15,7 +15,7 @@ import { ApiDependencies, ApiSecurity, AppModule } from './app.module';
 import { FailedAuthentication } from './http/auth/failed-authentication';
 import { OperatorToken } from './http/auth/operator-token';
 import { ApiError } from './http/errors/api-error';
-import { ErrorFilter } from './http/errors/error.filter';
+import { ErrorFilter, toApiError } from './http/errors/error.filter';
 import { PaymentPageErrorFilter } from './pay/payment-page.controller';
 import { ConsoleErrorFilter } from './console/console.controller';
 import { registerIdempotencyHook } from './http/idempotency';
@@ -105,13 +105,17 @@ function clientErrorAnswer(code: string | undefined): { error: ApiError; reason:
  * The filter of a path's HTML pages: a browser (Accept: text/html) on the buyer's
  * payment page (/pay) or the operator console (/admin outside /admin/v1) gets a page
  * also for the errors met before any of their controllers (an unknown address, a
- * malformed one, a body too large); null otherwise: the spec's error shape. Judged by the
- * route that took the request, or the decoded path when none did, as the router reads
- * it: `/admin/v%31/...` is the operator API, not the console.
+ * malformed one, a body too large); null otherwise: the spec's error shape. A form of the
+ * payment page refused before its controller (its media type) is a page whatever Accept
+ * says; a body over 64 KB is not read as anyone's form. Judged by the route that took
+ * the request, or the decoded path when none did, as the router reads it:
+ * `/admin/v%31/...` is the operator API, not the console.
  */
-function pageErrorsOf(request: FastifyRequest): ExceptionFilter | null {
+function pageErrorsOf(request: FastifyRequest, exception: unknown): ExceptionFilter | null {
+  const route = routeOf(request);
+  if (route !== null && route.startsWith('/pay/') && toApiError(exception).status !== 413) return PAYMENT_PAGE_ERRORS;
   if (!(request.headers.accept ?? '').includes('text/html')) return null;
-  const path = routeOf(request) ?? decodedPath(request.url);
+  const path = route ?? decodedPath(request.url);
   const under = (prefix: string) => path === prefix || path.startsWith(`${prefix}/`);
   if (under('/pay')) return PAYMENT_PAGE_ERRORS;
   if (under('/admin') && !under('/admin/v1')) return CONSOLE_ERRORS;
@@ -138,7 +142,7 @@ class ErrorsByPath implements ExceptionFilter {
   constructor(private readonly api: ErrorFilter) {}
 
   catch(exception: unknown, host: ArgumentsHost): void {
-    (pageErrorsOf(host.switchToHttp().getRequest<FastifyRequest>()) ?? this.api).catch(exception, host);
+    (pageErrorsOf(host.switchToHttp().getRequest<FastifyRequest>(), exception) ?? this.api).catch(exception, host);
   }
 }
 
@@ -227,7 +231,7 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
       reply.raw.once('finish', () => recordResponse(metrics, request, reply, performance.now() - started));
       void reply.header(REQUEST_ID_HEADER, request.id);
       const malformed = new ApiError(400, 'validation', 'Некорректный адрес запроса', 'path');
-      const page = pageErrorsOf(request);
+      const page = pageErrorsOf(request, malformed);
       return page ? page.catch(malformed, httpHost(request, reply)) : sendError(reply, malformed);
     },
     // What Node's HTTP parser refuses (headers too large, garbage) never reaches a route.

@@ -55,6 +55,13 @@ function buyerError(status: number, code: string, backHref: string | null) {
   if (status === 409) {
     return { title: 'Действие недоступно', message: 'Счёт уже оплачен, отклонён или закрыт, либо срок его оплаты истёк.', backHref };
   }
+  if (status === 415) {
+    return {
+      title: 'Форма не принята',
+      message: 'Форма страницы счёта отправляется как обычная веб-форма (application/x-www-form-urlencoded). Вернитесь к счёту и повторите действие на нём.',
+      backHref,
+    };
+  }
   if (code === 'method_unavailable') return { title: 'Способ оплаты недоступен', message: 'Этот способ оплаты нельзя выбрать для этого счёта.', backHref };
   if (status < 500) return { title: 'Некорректный запрос', message: 'Запрос не удалось выполнить. Вернитесь к счёту и попробуйте ещё раз.', backHref };
   return { title: 'Что-то пошло не так', message: 'Сервис временно не смог обработать запрос. Попробуйте обновить страницу через минуту.', backHref };
