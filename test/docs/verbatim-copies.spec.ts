@@ -6,14 +6,12 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { BRIEF_COPIES } from '../support/verbatim-copies';
 
 const ROOT = path.resolve(__dirname, '../..');
 const SHARED = path.resolve(ROOT, '../shared');
 
-const COPIES = [
-  ['docs/design.md', 'DESIGN.md'],
-  ['docs/api/payment-gateway-api-v1.md', 'spec/payment-gateway-api-v1.md'],
-] as const;
+const COPIES = BRIEF_COPIES.map((c) => [c.copy, c.original] as const);
 
 describe('verbatim copies of the briefs', () => {
   if (!existsSync(path.join(SHARED, 'DESIGN.md'))) {
