@@ -8,6 +8,8 @@
 import { randomUUID } from 'node:crypto';
 import { ManualClock } from '#platform/clock';
 import { IdempotencyKeys, KeyedRequest, readIdempotencyKey, requestFingerprint } from '#payments/idempotency';
+import { Client, Pool } from 'pg';
+import { poll } from '../support/merchant-fixtures';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 describe('the idempotency key store', () => {
@@ -47,6 +49,46 @@ describe('the idempotency key store', () => {
     expect(first).toMatchObject({ kind: 'run', takenOver: false });
     expect(await keys.complete(r, 201, '{"id":"a"}')).toBeNull();
     expect(await keys.admit(r)).toEqual({ kind: 'replay', status: 201, body: '{"id":"a"}' });
+  });
+
+  it('requests with one key that claim it at the same instant: one runs, the others wait for it (never the table key violated)', async () => {
+    // The claims are held at their insert (a trigger waiting on a lock they share) and let go together, so that
+    // several get past the arbiter's check before any has inserted: rounds of 8, as concurrent API processes claim.
+    const pool = new Pool({ connectionString: db.url, max: 10 });
+    const store = new IdempotencyKeys(pool, clock, { leaseSeconds: 5, waitMs: 5_000 });
+    const holder = new Client({ connectionString: db.url });
+    await holder.connect();
+    await db.pool.query(`CREATE FUNCTION claims_wait_together() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN PERFORM pg_advisory_xact_lock_shared(4711); RETURN NEW; END $$`);
+    await db.pool.query('CREATE TRIGGER claims_wait_together BEFORE INSERT ON idempotency_keys FOR EACH ROW EXECUTE FUNCTION claims_wait_together()');
+    try {
+      for (let round = 0; round < 5; round++) {
+        await holder.query('SELECT pg_advisory_lock(4711)');
+        const r = keyed();
+        const admissions = Array.from({ length: 8 }, () =>
+          store.admit(r).then(
+            (a) => a,
+            (e: Error) => e.message,
+          ),
+        );
+        await poll(
+          async () => (await db.pool.query(`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND objid = 4711 AND NOT granted`)).rows[0].n,
+          (n: number) => n === 8,
+          'the 8 claims waiting together',
+        );
+        await holder.query('SELECT pg_advisory_unlock(4711)');
+        // The one that runs answers; the others get its answer.
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        await store.complete(r, 201, `{"round":${round}}`);
+        const kinds = (await Promise.all(admissions)).map((a) => (typeof a === 'string' ? a : a.kind));
+        expect(kinds.sort()).toEqual(['replay', 'replay', 'replay', 'replay', 'replay', 'replay', 'replay', 'run']);
+      }
+    } finally {
+      await db.pool.query('DROP TRIGGER IF EXISTS claims_wait_together ON idempotency_keys');
+      await holder.end();
+      store.close();
+      await pool.end();
+    }
   });
 
   it('another request under the key is a conflict, while it runs and after', async () => {

@@ -77,6 +77,16 @@ const RENEW_AT_MOST_MS = 120_000;
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
+ * The claim's insert met another of the same key and pair in the table's primary key (key pair, mode, key),
+ * which ON CONFLICT, arbitrated by the project's key, does not take: two claims past the arbiter's check at once.
+ * Null to claim again (the other's row then conflicts as usual); any other failure is thrown on.
+ */
+function claimedMeanwhile(error: unknown): null {
+  if ((error as { code?: unknown }).code === '23505' && (error as { constraint?: unknown }).constraint === 'idempotency_keys_pkey') return null;
+  throw error;
+}
+
+/**
  * The idempotency keys of merchant POSTs, shared by every API process (a table):
  * the first request with a key runs, a repeat with the same request gets its answer
  * again, a repeat with another request is refused, and a repeat while the first
@@ -105,18 +115,22 @@ export class IdempotencyKeys {
     let pause = 10;
     for (;;) {
       const claim = randomUUID();
-      const claimed = await this.pool.query<{ fresh: boolean; key_id: string }>(
-        preparedStatement(CLAIM, [
-          request.projectId,
-          request.mode,
-          request.key,
-          request.keyId,
-          request.fingerprint,
-          claim,
-          this.timing.leaseSeconds,
-          this.clock.now(),
-        ]),
-      );
+      const claimed = await this.pool
+        .query<{ fresh: boolean; key_id: string }>(
+          preparedStatement(CLAIM, [
+            request.projectId,
+            request.mode,
+            request.key,
+            request.keyId,
+            request.fingerprint,
+            claim,
+            this.timing.leaseSeconds,
+            this.clock.now(),
+          ]),
+        )
+        .catch(claimedMeanwhile);
+      // Another claim of the key, of the same pair, inserted at the same instant: read it as any other.
+      if (claimed === null) continue;
       if (claimed.rows[0]) {
         this.renew(request, claim);
         return { kind: 'run', claim, takenOver: !claimed.rows[0].fresh, keyId: claimed.rows[0].key_id };
