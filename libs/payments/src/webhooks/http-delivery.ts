@@ -1,7 +1,7 @@
 import { lookup as dnsLookup, LookupAddress } from 'node:dns';
 import { isIP, Socket } from 'node:net';
 import { networkInterfaces } from 'node:os';
-import { Agent, buildConnector, Dispatcher } from 'undici';
+import { Agent, buildConnector, Client, Dispatcher, Pool } from 'undici';
 import { webhookAddressRefusal } from './webhook-address';
 import { WEBHOOK_REPLY_BODY_LIMIT, WEBHOOK_REPLY_TIMEOUT_MS } from './webhook-rules';
 
@@ -53,7 +53,9 @@ export interface WebhookPoster {
  * The webhook HTTP client: POSTs over keep-alive connections pooled per origin
  * (undici's Agent), no redirect followed (a 3xx is not an acknowledgement), the reply
  * read up to the body limit, the whole attempt cut at 10 seconds (a status received by
- * then is the answer, with its body as far as it came).
+ * then is the answer, with its body as far as it came). A request met by the close of
+ * a reused connection before any reply byte (RFC 9112 §9.3.1: a server may close an idle
+ * connection at any time) is sent once more, on a new connection, within the attempt.
  *
  * Unless private networks are allowed, only a globally routable address that is not
  * the host's own is connected to, and no attempt is sent while its URL's host is
@@ -109,16 +111,23 @@ export class WebhookHttpClient implements WebhookPoster {
         this.connectionsOpened++;
         callback(null, socket!);
       });
+    // Our own timer cuts the whole attempt; undici's per-phase limits stay above it.
+    const limits = { headersTimeout: this.timeoutMs + 1000, bodyTimeout: this.timeoutMs + 1000 };
     this.agent = new Agent({
       connect,
       keepAliveTimeout: options.keepAliveMs ?? 4000,
       keepAliveMaxTimeout: options.keepAliveMs ?? 4000,
       clientTtl: options.connectionTtlMs ?? 60_000,
-      // Our own timer cuts the whole attempt; undici's per-phase limits stay above it.
-      headersTimeout: this.timeoutMs + 1000,
-      bodyTimeout: this.timeoutMs + 1000,
+      ...limits,
+      // Each pooled connection tells an attempt whether it was reused and whether a reply byte came.
+      factory: (origin, agentOptions) =>
+        new Pool(origin, { ...agentOptions, factory: (o, clientOptions) => new NotingClient(o, clientOptions as Client.Options) }),
     });
+    this.freshClient = (origin) => new Client(origin, { connect, ...limits });
   }
+
+  /** A client of one new connection to `origin` (the second send of an attempt whose reused connection closed first). */
+  private readonly freshClient: (origin: string) => Client;
 
   /** Why an attempt to `host` is refused now (null: it is not); a host name is resolved for it. */
   private hostRefusal(host: string): Promise<string | null> {
@@ -171,6 +180,8 @@ export class WebhookHttpClient implements WebhookPoster {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
+        // The one-connection client of a second send closes once its request is done.
+        if (fresh) void (fresh as Client).close().catch(() => undefined);
         // After undici has made the connection free again (a reply's end schedules that for
         // the next check phase, setImmediate): the next attempt then reuses it instead of
         // opening another. Scheduled once the parser's callback has returned (a microtask),
@@ -183,44 +194,58 @@ export class WebhookHttpClient implements WebhookPoster {
         finish(statusCode === null ? done(null, null, `no reply within ${late}`) : done(statusCode, kept(), `the reply's body did not end within ${late}`));
         controller?.abort(new Error('the attempt took too long'));
       }, this.timeoutMs);
-      this.agent.dispatch(
-        {
-          origin: target.origin,
-          path: target.path,
-          method: 'POST',
-          headers: {
-            ...headers,
-            'content-type': 'application/json',
-            'content-length': String(Buffer.byteLength(body)),
-            'user-agent': 'payment-gateway-webhooks/1',
-          },
-          body,
+      const request: Dispatcher.DispatchOptions = {
+        origin: target.origin,
+        path: target.path,
+        method: 'POST',
+        headers: {
+          ...headers,
+          'content-type': 'application/json',
+          'content-length': String(Buffer.byteLength(body)),
+          'user-agent': 'payment-gateway-webhooks/1',
         },
-        {
-          onRequestStart(c) {
-            controller = c;
-            if (settled) c.abort(new Error('the attempt took too long'));
-          },
-          onResponseStart(_c, status) {
-            statusCode = status;
-          },
-          onResponseData(c, chunk: Buffer) {
-            if (size < WEBHOOK_REPLY_BODY_LIMIT) chunks.push(chunk);
-            size += chunk.length;
-            if (size >= WEBHOOK_REPLY_BODY_LIMIT) {
-              // Enough for the history: the rest is not read (the connection is closed).
-              finish(done(statusCode, kept(), null));
-              c.abort(new Error('reply body limit reached'));
-            }
-          },
-          onResponseEnd() {
+        body,
+      };
+      // The connection the request went out on (told by the pool when it is written).
+      let connection: ConnectionUse | null = null;
+      let fresh: Client | null = null;
+      const resend = () => {
+        // RFC 9112 §9.3.1: a server may close an idle connection at any time, and a
+        // request that met the close on a reused connection before any reply byte is
+        // sent once more, on a new connection (once, within the same attempt).
+        if (settled) return;
+        fresh = this.freshClient(target.origin);
+        fresh.dispatch(request, handler);
+      };
+      const handler: Dispatcher.DispatchHandler = {
+        onRequestStart(c) {
+          controller = c;
+          if (settled) c.abort(new Error('the attempt took too long'));
+        },
+        onResponseStart(_c, status) {
+          statusCode = status;
+        },
+        onResponseData(c, chunk: Buffer) {
+          if (size < WEBHOOK_REPLY_BODY_LIMIT) chunks.push(chunk);
+          size += chunk.length;
+          if (size >= WEBHOOK_REPLY_BODY_LIMIT) {
+            // Enough for the history: the rest is not read (the connection is closed).
             finish(done(statusCode, kept(), null));
-          },
-          onResponseError(_c, error) {
-            finish(done(statusCode, statusCode === null ? null : kept(), errorText(error)));
-          },
+            c.abort(new Error('reply body limit reached'));
+          }
         },
-      );
+        onResponseEnd() {
+          finish(done(statusCode, kept(), null));
+        },
+        onResponseError(_c, error) {
+          if (!settled && fresh === null && statusCode === null && connection?.reused && !connection.replied() && closedConnection(error)) {
+            queueMicrotask(resend);
+            return;
+          }
+          finish(done(statusCode, statusCode === null ? null : kept(), errorText(error)));
+        },
+      };
+      this.agent.dispatch({ ...request, [kOnConnection]: (use: ConnectionUse) => (connection = use) } as Dispatcher.DispatchOptions, handler);
     });
   }
 
@@ -228,6 +253,69 @@ export class WebhookHttpClient implements WebhookPoster {
   async close(): Promise<void> {
     await this.agent.close();
   }
+}
+
+/** What a pooled connection tells an attempt whose request it carries (given as `kOnConnection` in the dispatch options). */
+interface ConnectionUse {
+  /** Whether the connection carried a request before this one. */
+  readonly reused: boolean;
+  /** Whether any byte came over it since this request was written. */
+  replied(): boolean;
+}
+
+const kOnConnection = Symbol('webhook connection use');
+
+/**
+ * One pooled connection at a time (undici's Client) that tells the attempt whose
+ * request it writes whether the connection was reused, and later whether any reply
+ * byte came: a request whose reused connection closed before any is sent again.
+ */
+class NotingClient extends Client {
+  private readonly noted: { socket: Socket | null; requests: number };
+
+  constructor(origin: string | URL, options: Client.Options) {
+    const noted = { socket: null as Socket | null, requests: 0 };
+    const connect = options.connect as buildConnector.connector;
+    super(origin, {
+      ...options,
+      connect: (connectOptions, callback) =>
+        connect(connectOptions, (error, socket) => {
+          if (error) return callback(error, null);
+          Object.assign(noted, { socket, requests: 0 });
+          callback(null, socket!);
+        }),
+    });
+    this.noted = noted;
+  }
+
+  override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+    const tell = (options as { [kOnConnection]?: (use: ConnectionUse) => void })[kOnConnection];
+    // The pool hands over undici's own (legacy) handler; its onConnect is called as the request is written on the connection.
+    const inner = handler as Dispatcher.DispatchHandler & { onConnect?(abort: (e?: Error) => void, context: object): void };
+    if (!tell || typeof inner.onConnect !== 'function') return super.dispatch(options, handler);
+    const noted = this.noted;
+    const noting = new Proxy(inner, {
+      get(target, key) {
+        if (key === 'onConnect') {
+          return (abort: (e?: Error) => void, context: object) => {
+            const socket = noted.socket;
+            const readBefore = socket?.bytesRead ?? 0;
+            tell({ reused: noted.requests++ > 0, replied: () => (socket?.bytesRead ?? 0) > readBefore });
+            return target.onConnect!(abort, context);
+          };
+        }
+        const value: unknown = Reflect.get(target, key, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    return super.dispatch(options, noting);
+  }
+}
+
+/** Whether an exchange failed because its connection closed or was reset (not a limit or an abort of ours). */
+function closedConnection(error: unknown): boolean {
+  const code = (error as { code?: string } | null)?.code;
+  return code === 'UND_ERR_SOCKET' || code === 'ECONNRESET' || code === 'EPIPE';
 }
 
 /** What an attempt needs of its URL: the origin, the path with the query, the host as the guard checks it. */
