@@ -507,8 +507,9 @@ describe('a gauge that could not be read is left out of the scrape', () => {
       'database_oldest_transaction_seconds',
       'projection_lag_events',
       'webhook_queue_depth',
+      'webhook_endpoints_disabled',
     ];
-    const UNLABELLED = ['event_log_invisible_events', 'event_log_invisible_oldest_seconds'];
+    const UNLABELLED = ['event_log_invisible_events', 'event_log_invisible_oldest_seconds', 'webhook_endpoints_disabled'];
     const failures = (s: readonly Sample[], gauge: string) => valueOf(s, 'metrics_collect_failures_total', { gauge }) ?? 0;
     try {
       const [, url] = await projector.waitForOutput(/metrics and health \(METRICS_PORT, no token\): (http:\/\/127\.0\.0\.1:\d+)\/metrics/);

@@ -11,6 +11,7 @@ import { formTokenOf, login, request } from '../console/console-fixture';
 import { randomUUID } from 'node:crypto';
 import { disableFailingEndpoints, resendDelivery, RETRY_SCHEDULE_SECONDS } from '#payments/webhooks';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { metric } from '../support/runbooks';
 
 describe('endpoint health', () => {
   let gw: InvoiceGateway;
@@ -47,6 +48,8 @@ describe('endpoint health', () => {
     // The receiver has the attempt before the dispatcher records its outcome: wait for the record.
     const failing = await poll(events, (items) => items.every((e) => e.deliveryStatus !== 'pending'), 'both attempts recorded');
     expect(failing.map((e) => e.deliveryStatus)).toEqual(['failing', 'failing']);
+    const history = (await gw.operator.http.get(`/admin/v1/webhook-deliveries?projectId=${shop.projectId}`)).body.items as Json[];
+    const firstFailure = history.flatMap((d) => d.attempts.map((a: Json) => a.at as string)).sort()[0];
 
     // Past 3 days since the first failure: disabled, the pending retry stopped.
     await gw.operator.advance(24 * 3600);
@@ -60,6 +63,18 @@ describe('endpoint health', () => {
     const sent = receiver.received.length;
     const disabledAt = (await gw.operator.http.get(`/admin/v1/projects/${shop.projectId}`)).body.webhookDisabledAt;
     expect(disabledAt).toMatch(/^\d{4}-\d{2}-\d{2}T/);
+    // The operator sees it where the retries and the queue went quiet: one warn line naming the project, the
+    // URL's host (not its path or query), when the failures began and the deliveries stopped; and a gauge.
+    const disabledLines = gw.gateway
+      .output()
+      .split('\n')
+      .filter((line) => line.includes('webhook endpoint disabled'))
+      .map((line) => JSON.parse(line) as Json);
+    expect(disabledLines).toEqual([expect.objectContaining({ level: 40, projectId: shop.projectId, host: new URL(receiver.url).host, stoppedDeliveries: 1 })]);
+    expect(disabledLines[0]!.failingSince).toBe(firstFailure);
+    expect(JSON.stringify(disabledLines[0])).not.toContain(new URL(receiver.url).pathname);
+    const scrape = await fetch(`${gw.baseUrl}/metrics`, { headers: { authorization: `Bearer ${gw.gateway.adminToken}` } });
+    expect(metric(await scrape.text(), 'webhook_endpoints_disabled')).toBe(1);
 
     // Resending one delivery, or the project's failed ones, is refused while disabled (409 conflict, nothing
     // queued): only enabling the endpoint sends again what it is owed.
@@ -95,6 +110,8 @@ describe('endpoint health', () => {
     expect(new Set(receiver.received.slice(sent).map((w) => w.body.id))).toEqual(new Set(owed.map((e) => e.id)));
     await poll(events, (items) => items.every((e) => e.deliveryStatus === 'delivered'), 'all delivered');
     expect((await gw.operator.http.get(`/admin/v1/projects/${shop.projectId}`)).body.webhookDisabledAt).toBeNull();
+    const rescrape = await fetch(`${gw.baseUrl}/metrics`, { headers: { authorization: `Bearer ${gw.gateway.adminToken}` } });
+    expect(metric(await rescrape.text(), 'webhook_endpoints_disabled')).toBe(0);
     expect((await request(gw.baseUrl, 'GET', `/admin/accounts/${shop.accountId}?mode=test`, { cookie })).html).not.toContain('вебхуки отключены');
   });
 
@@ -175,7 +192,7 @@ describe('endpoint health of a receiver that never answers', () => {
     const refused = await retriedProject(now, 4, { status: null, error: 'connect ECONNREFUSED 203.0.113.7:443' });
     const failing = await retriedProject(now, 4, { status: 500, error: null });
     const recent = await retriedProject(now, 2, { status: null, error: 'no reply within 10 s' });
-    expect(new Set(await disableFailingEndpoints(db.pool, now))).toEqual(new Set([silent, refused, failing]));
+    expect(new Set((await disableFailingEndpoints(db.pool, now)).map((d) => d.projectId))).toEqual(new Set([silent, refused, failing]));
     const { rows } = await db.pool.query<{ id: string; disabled: boolean }>(
       'SELECT id, webhook_disabled_at IS NOT NULL AS disabled FROM projects WHERE id = $1',
       [recent],
@@ -189,7 +206,7 @@ describe('endpoint health of a receiver that never answers', () => {
     const stayed = await retriedProject(now, 4, { status: 500, error: null });
     // The merchant changed the URL (PATCH webhookUrl); the old URL's retries go on as queued.
     await db.pool.query(`UPDATE projects SET webhook_url = 'https://shop.example/new-hooks' WHERE id = $1`, [moved]);
-    const disabled = await disableFailingEndpoints(db.pool, now);
+    const disabled = (await disableFailingEndpoints(db.pool, now)).map((d) => d.projectId);
     expect(disabled).toContain(stayed);
     expect(disabled).not.toContain(moved);
   });
@@ -205,7 +222,7 @@ describe('endpoint health of a receiver that never answers', () => {
       [back, daysAgo(5), daysAgo(3), daysAgo(1)],
     );
     const control = await retriedProject(now, 4, { status: 500, error: null });
-    const disabled = await disableFailingEndpoints(db.pool, now);
+    const disabled = (await disableFailingEndpoints(db.pool, now)).map((d) => d.projectId);
     expect(disabled).toContain(control);
     expect(disabled).not.toContain(back);
   });
@@ -232,7 +249,7 @@ describe('endpoint health of a receiver that never answers', () => {
         'the health check waiting for the project',
       );
       await resending.query('COMMIT');
-      expect(await health).toEqual([project]);
+      expect(await health).toEqual([expect.objectContaining({ projectId: project, host: 'shop.example', stoppedDeliveries: 2 })]);
     } finally {
       resending.release();
     }

@@ -16,10 +16,10 @@ import { ProjectorModule } from './projector.module';
 import { allReactors } from '#payments/reactors';
 import { completeDueRefunds } from '#payments/refunds';
 import { recoverHalfDoneFlows } from '#payments/flows';
-import { disableFailingEndpoints, sweepRetention } from '#payments/webhooks';
+import { disableFailingEndpoints, ENDPOINT_FAILING_DAYS, sweepRetention } from '#payments/webhooks';
 import { WorkerItems } from '#payments/flows';
 import { WebhookDispatcher, webhookOutbox } from '#payments/webhooks';
-import { GatewayMetrics, projectionLag, webhookQueueDepth } from '#payments/observability';
+import { disabledWebhookEndpoints, GatewayMetrics, projectionLag, webhookQueueDepth } from '#payments/observability';
 
 /** One projection in the readiness report. */
 export interface ProjectionReport {
@@ -105,6 +105,7 @@ export class Projector {
       metrics.addProjectionLagSource(this.lag);
       if (this.logVisibility) metrics.addLogVisibilitySource(this.logVisibility);
       metrics.addWebhookQueueSource(() => webhookQueueDepth(infra.pool, infra.clock));
+      metrics.addDisabledEndpointsSource(() => disabledWebhookEndpoints(infra.pool));
     }
     // Each worker's items fail alone: logged, counted, retried after a back-off.
     const items = (worker: string) => new WorkerItems(worker, infra.clock, log, metrics?.onWorkerItemFailure);
@@ -124,7 +125,28 @@ export class Projector {
       ),
       // A sweep of whole tables by age (no items to fail alone).
       new PeriodicWorker('retention', 5000, sweepRetention(infra.pool, infra.clock, infra.config.webhookRetentionDays), log, 1000),
-      new PeriodicWorker('endpoint-health', 5000, async () => (await disableFailingEndpoints(infra.pool, infra.clock.now())).length, log),
+      new PeriodicWorker(
+        'endpoint-health',
+        5000,
+        async () => {
+          const disabled = await disableFailingEndpoints(infra.pool, infra.clock.now());
+          // The operator's sign: once disabled, the endpoint's retries and queue go quiet.
+          for (const e of disabled) {
+            log.warn(
+              {
+                worker: 'endpoint-health',
+                projectId: e.projectId,
+                host: e.host,
+                failingSince: e.failingSince.toISOString(),
+                stoppedDeliveries: e.stoppedDeliveries,
+              },
+              `webhook endpoint disabled: every attempt failed for ${ENDPOINT_FAILING_DAYS} days; POST /admin/v1/projects/{id}/webhook-endpoint/enable resends what is owed`,
+            );
+          }
+          return disabled.length;
+        },
+        log,
+      ),
     ];
   }
 

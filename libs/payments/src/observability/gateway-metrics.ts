@@ -397,6 +397,27 @@ export class GatewayMetrics {
     this.collectFailures.inc({ gauge: 'webhook_queue_depth' }, 0);
   }
 
+  /** webhook_endpoints_disabled, read at each scrape (no number when it cannot be read). */
+  addDisabledEndpointsSource(read: () => Promise<number>): void {
+    const collectFailures = this.collectFailures;
+    const log = this.log;
+    new Gauge({
+      name: 'webhook_endpoints_disabled',
+      help: 'Projects whose webhook endpoint is disabled after every attempt failed for 3 days: their webhooks are recorded failed, not sent, until the operator enables it',
+      registers: [this.registry],
+      async collect() {
+        try {
+          this.set(await read());
+        } catch (error) {
+          this.remove();
+          collectFailures.inc({ gauge: 'webhook_endpoints_disabled' });
+          log?.warn({ err: error }, 'disabled webhook endpoints could not be read for /metrics');
+        }
+      },
+    });
+    this.collectFailures.inc({ gauge: 'webhook_endpoints_disabled' }, 0);
+  }
+
   /** The text exposition format (Prometheus 0.0.4). */
   async exposition(): Promise<{ contentType: string; body: string }> {
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };

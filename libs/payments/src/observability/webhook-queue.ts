@@ -15,3 +15,13 @@ export async function webhookQueueDepth(pool: Pool, clock: Clock): Promise<Webho
   );
   return { pending: Number(result.rows[0]!.pending), due: Number(result.rows[0]!.due) };
 }
+
+/**
+ * Projects whose webhook endpoint is disabled (endpoint health: every attempt failed for
+ * 3 days): their deliveries are recorded failed, not sent, so the queue and the retry
+ * rate say nothing of them. One count over `projects`, a table of a few rows per merchant.
+ */
+export async function disabledWebhookEndpoints(pool: Pool): Promise<number> {
+  const result = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM projects WHERE webhook_disabled_at IS NOT NULL`);
+  return result.rows[0]!.n;
+}

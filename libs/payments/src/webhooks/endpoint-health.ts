@@ -17,8 +17,19 @@ export const webhookEndpointHealthMigration: Migration = {
   sql: `ALTER TABLE projects ADD COLUMN webhook_disabled_at timestamptz, ADD COLUMN webhook_enabled_at timestamptz;`,
 };
 
-/** Disables every endpoint failing for ENDPOINT_FAILING_DAYS as of `now`; answers the projects disabled. */
-export async function disableFailingEndpoints(pool: Pool, now: Date): Promise<string[]> {
+/** An endpoint just disabled, as the operator's log line tells it. */
+export interface DisabledEndpoint {
+  readonly projectId: string;
+  /** The host (and port) of its URL: the path and query may carry the merchant's own tokens. */
+  readonly host: string;
+  /** Its first failed attempt of the streak. */
+  readonly failingSince: Date;
+  /** Its pending deliveries stopped (failed) by the disabling. */
+  readonly stoppedDeliveries: number;
+}
+
+/** Disables every endpoint failing for ENDPOINT_FAILING_DAYS as of `now`; answers the endpoints disabled. */
+export async function disableFailingEndpoints(pool: Pool, now: Date): Promise<DisabledEndpoint[]> {
   // An attempt without a status code (no answer in time, refused, TLS or DNS) failed too.
   // Only attempts at the project's current URL since it last took effect (project_webhook_settings) count: a
   // changed URL is a new endpoint, and one changed back starts afresh too.
@@ -29,7 +40,7 @@ export async function disableFailingEndpoints(pool: Pool, now: Date): Promise<st
   // after the projects are disabled, so a resend that committed while the first waited for a project's lock
   // (it holds the project for share) is seen and stopped too, not left queued against a disabled endpoint.
   return inTransaction(pool, async (tx) => {
-    const r = await tx.query<{ id: string }>(
+    const r = await tx.query<{ id: string; url: string; since: Date }>(
       `WITH candidates AS (
        SELECT DISTINCT d.project_id FROM webhook_queue q JOIN webhook_deliveries d ON d.id = q.id WHERE q.attempts_made > 0),
      attempts AS (
@@ -50,20 +61,32 @@ export async function disableFailingEndpoints(pool: Pool, now: Date): Promise<st
        -- Checked again on the row as it is once locked: not disabled meanwhile, nor re-enabled since the streak was read.
        UPDATE projects p SET webhook_disabled_at = $1 FROM streak s
        WHERE p.id = s.project_id AND s.since <= $1::timestamptz - make_interval(days => $2)
-         AND p.webhook_disabled_at IS NULL AND coalesce(p.webhook_enabled_at, '-infinity') = s.enabled_at RETURNING p.id)
-     SELECT id FROM disabled`,
+         AND p.webhook_disabled_at IS NULL AND coalesce(p.webhook_enabled_at, '-infinity') = s.enabled_at RETURNING p.id, p.webhook_url AS url, s.since)
+     SELECT id, url, since FROM disabled`,
       [now, ENDPOINT_FAILING_DAYS],
     );
-    const disabled = r.rows.map((row) => row.id);
-    if (disabled.length > 0) {
-      await tx.query(
-        `WITH stopped AS (
-           UPDATE webhook_deliveries d SET status = 'failed', next_attempt_at = NULL
-           WHERE d.project_id = ANY ($1::uuid[]) AND d.status = 'pending' RETURNING d.id)
-         DELETE FROM webhook_queue q USING stopped WHERE q.id = stopped.id`,
-        [disabled],
-      );
-    }
-    return disabled;
+    if (r.rows.length === 0) return [];
+    const stopped = await tx.query<{ project_id: string; n: number }>(
+      `WITH stopped AS (
+         UPDATE webhook_deliveries d SET status = 'failed', next_attempt_at = NULL
+         WHERE d.project_id = ANY ($1::uuid[]) AND d.status = 'pending' RETURNING d.id, d.project_id),
+       dequeued AS (DELETE FROM webhook_queue q USING stopped WHERE q.id = stopped.id)
+       SELECT project_id, count(*)::int AS n FROM stopped GROUP BY project_id`,
+      [r.rows.map((row) => row.id)],
+    );
+    return r.rows.map((row) => ({
+      projectId: row.id,
+      host: hostOf(row.url),
+      failingSince: row.since,
+      stoppedDeliveries: stopped.rows.find((s) => s.project_id === row.id)?.n ?? 0,
+    }));
   });
+}
+
+function hostOf(url: string): string {
+  try {
+    return new URL(url).host;
+  } catch {
+    return 'an unparsable URL';
+  }
 }
