@@ -218,8 +218,9 @@ export const invoiceStatusAt = (s: Invoice, at: string): InvoiceStatus => (isOpe
 export const MAX_METHOD_CHOICES = 20;
 
 /**
- * How many refunds one invoice takes, whatever became of them (a refused or failed one
- * counts too: each adds its events to the invoice's stream). Plenty for an order
+ * How many refunds one invoice takes, whatever became of them (a failed one counts too:
+ * each adds its events to the invoice's stream; one refused for want of balance, never
+ * shown, does not). Plenty for an order
  * refunded line by line, while every read and command of the invoice, which folds its
  * stream, stays a few hundred events at most.
  */

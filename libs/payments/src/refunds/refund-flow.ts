@@ -98,7 +98,7 @@ export class RefundFlow {
 
   /**
    * Takes a requested refund as far as it goes: its refund (pending or later), or
-   * PaymentsError 422 insufficient_balance when the ledger refused it. A refusal is
+   * the Refusal 422 insufficient_balance when the ledger refused it. A refusal is
    * the request's answer only when `by` is 'answering' (the request that was granted,
    * still to answer): the refund is then never shown. Anyone else (the recovery
    * worker, a retry under the same Idempotency-Key) finishes a refund that may have
@@ -121,9 +121,9 @@ export class RefundFlow {
       accountId: created.accountId,
       mode: created.mode,
       amount: asked.amount,
-      // When it was asked for: what a 202 given before this step already said.
+      // When it was asked for: what a 202 given before this step already said; processed the processing time after it.
       createdAt: asked.requestedAt,
-      processAt: new Date(now.getTime() + this.processingSeconds * 1000).toISOString(),
+      processAt: new Date(Date.parse(asked.requestedAt) + this.processingSeconds * 1000).toISOString(),
     };
     if (asked.status === 'requested') {
       const ledger = { accountId: created.accountId, mode: created.mode };
