@@ -52,9 +52,14 @@ async function countingReceiver(host = '127.0.0.1', delayMs = 0, port = 0): Prom
     });
   });
   server.on('connection', () => receiver.connections++);
+  return Object.assign(receiver, await listening(server, host, port));
+}
+
+/** `server` listening on host:port (0: any free one): its /hooks URL, its port, and a close that drops every connection. */
+async function listening(server: http.Server, host = '127.0.0.1', port = 0): Promise<{ url: string; port: number; close(): Promise<void> }> {
   await new Promise<void>((resolve) => server.listen(port, host, resolve));
   const address = server.address() as AddressInfo;
-  Object.assign(receiver, {
+  return {
     url: `http://${host}:${address.port}/hooks`,
     port: address.port,
     close: () =>
@@ -62,8 +67,7 @@ async function countingReceiver(host = '127.0.0.1', delayMs = 0, port = 0): Prom
         server.closeAllConnections();
         server.close(() => resolve());
       }),
-  });
-  return receiver;
+  };
 }
 
 describe('the webhook dispatcher over keep-alive connections (real PostgreSQL, real receivers)', () => {
@@ -170,6 +174,73 @@ describe('the webhook dispatcher over keep-alive connections (real PostgreSQL, r
     } finally {
       await slowA.close();
       await slowB.close();
+    }
+  });
+
+  // A receiver that closes idle keep-alive connections (closingReceiver, below).
+  it('every delivery succeeds at its first attempt: a request met by the close of its reused connection before any reply byte is sent again on a new one', async () => {
+    const receiver = await closingReceiver();
+    const dispatcher = new WebhookDispatcher(db.pool, registry, clock, { concurrency: 4, perUrlConcurrency: 2, allowPrivateNetworks: true });
+    try {
+      await enqueue(receiver.url, 30);
+      dispatcher.start();
+      const deadline = Date.now() + 30_000;
+      const settled = async () =>
+        (
+          await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM webhook_deliveries WHERE url = $1 AND (status <> 'pending' OR attempts_made > 0)`, [
+            receiver.url,
+          ])
+        ).rows[0]!.n;
+      while ((await settled()) !== '30') {
+        if (Date.now() > deadline) throw new Error('the deliveries were not attempted in time');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    } finally {
+      await dispatcher.stop();
+      await receiver.close();
+    }
+    const rows = await db.pool.query<{ status: string; attempts: string; codes: (number | null)[] }>(
+      `SELECT d.status, count(a.*) AS attempts, array_agg(a.status_code) AS codes
+         FROM webhook_deliveries d LEFT JOIN webhook_attempts a ON a.delivery_id = d.id WHERE d.url = $1 GROUP BY d.id`,
+      [receiver.url],
+    );
+    expect(rows.rows).toHaveLength(30);
+    expect(rows.rows.filter((r) => !(r.status === 'delivered' && r.attempts === '1' && r.codes[0] === 200))).toEqual([]);
+    // The closes happened (each then answered on a new connection).
+    expect(receiver.closed).toBeGreaterThan(0);
+    expect(receiver.requests).toBe(30 + receiver.closed);
+  });
+
+  it('sends again only once, only after a reused connection closed, and never after a reply byte', async () => {
+    const receiver = await closingReceiver();
+    const client = new WebhookHttpClient({ allowPrivateNetworks: true });
+    const post = () => client.post(receiver.url, '{}', {});
+    try {
+      // A new connection closed before any reply: the attempt fails, sent once.
+      receiver.mode = 'close-all';
+      expect(await post()).toMatchObject({ statusCode: null, body: null, error: expect.any(String) });
+      expect(receiver.requests).toBe(1);
+
+      // A reused connection closed, then the new one too: sent twice, no more.
+      receiver.mode = 'first-only';
+      receiver.requests = 0;
+      expect(await post()).toMatchObject({ statusCode: 200, error: null });
+      expect(await post()).toMatchObject({ statusCode: null, error: expect.any(String) });
+      expect(receiver.requests).toBe(3);
+    } finally {
+      await client.close();
+    }
+    const other = new WebhookHttpClient({ allowPrivateNetworks: true });
+    try {
+      // Part of a reply came on the reused connection before it closed: not sent again.
+      receiver.mode = 'partial';
+      receiver.requests = 0;
+      expect(await other.post(receiver.url, '{}', {})).toMatchObject({ statusCode: 200, error: null });
+      expect(await other.post(receiver.url, '{}', {})).toMatchObject({ statusCode: null, error: expect.any(String) });
+      expect(receiver.requests).toBe(2);
+    } finally {
+      await other.close();
+      await receiver.close();
     }
   });
 });
@@ -404,100 +475,6 @@ async function closingReceiver(): Promise<{ url: string; mode: string; requests:
     req.on('end', () => res.writeHead(200).end('ok'));
   });
   server.keepAliveTimeout = 0;
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  Object.assign(receiver, {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  });
-  return receiver;
+  const { url, close } = await listening(server);
+  return Object.assign(receiver, { url, close });
 }
-
-describe('a receiver that closes idle keep-alive connections', () => {
-  let db: TestDatabase;
-  let registry: Registry;
-  let projectId: string;
-  const clock = new SystemClock();
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    registry = new Registry(db.pool, new SecretBox(fixedKeys([randomBytes(32)])));
-    projectId = (await webhookProject(registry, clock.now())).id;
-  });
-  afterAll(async () => {
-    await db.drop();
-  });
-
-  it('every delivery succeeds at its first attempt: a request met by the close of its reused connection before any reply byte is sent again on a new one', async () => {
-    const receiver = await closingReceiver();
-    const dispatcher = new WebhookDispatcher(db.pool, registry, clock, { concurrency: 4, perUrlConcurrency: 2, allowPrivateNetworks: true });
-    try {
-      await db.pool.query(
-        queued(`INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, next_attempt_at, created_at)
-         SELECT gen_random_uuid(), gen_random_uuid(), 'invoice.paid', $1, $2, '{}', true, 'pending', $4, $4 FROM generate_series(1, $3)`),
-        [projectId, receiver.url, 30, clock.now()],
-      );
-      dispatcher.start();
-      const deadline = Date.now() + 30_000;
-      const settled = async () =>
-        (
-          await db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM webhook_deliveries WHERE url = $1 AND (status <> 'pending' OR attempts_made > 0)`, [
-            receiver.url,
-          ])
-        ).rows[0]!.n;
-      while ((await settled()) !== '30') {
-        if (Date.now() > deadline) throw new Error('the deliveries were not attempted in time');
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    } finally {
-      await dispatcher.stop();
-      await receiver.close();
-    }
-    const rows = await db.pool.query<{ status: string; attempts: string; codes: (number | null)[] }>(
-      `SELECT d.status, count(a.*) AS attempts, array_agg(a.status_code) AS codes
-         FROM webhook_deliveries d LEFT JOIN webhook_attempts a ON a.delivery_id = d.id WHERE d.url = $1 GROUP BY d.id`,
-      [receiver.url],
-    );
-    expect(rows.rows).toHaveLength(30);
-    expect(rows.rows.filter((r) => !(r.status === 'delivered' && r.attempts === '1' && r.codes[0] === 200))).toEqual([]);
-    // The closes happened (each then answered on a new connection).
-    expect(receiver.closed).toBeGreaterThan(0);
-    expect(receiver.requests).toBe(30 + receiver.closed);
-  });
-
-  it('sends again only once, only after a reused connection closed, and never after a reply byte', async () => {
-    const receiver = await closingReceiver();
-    const client = new WebhookHttpClient({ allowPrivateNetworks: true });
-    const post = () => client.post(receiver.url, '{}', {});
-    try {
-      // A new connection closed before any reply: the attempt fails, sent once.
-      receiver.mode = 'close-all';
-      expect(await post()).toMatchObject({ statusCode: null, body: null, error: expect.any(String) });
-      expect(receiver.requests).toBe(1);
-
-      // A reused connection closed, then the new one too: sent twice, no more.
-      receiver.mode = 'first-only';
-      receiver.requests = 0;
-      expect(await post()).toMatchObject({ statusCode: 200, error: null });
-      expect(await post()).toMatchObject({ statusCode: null, error: expect.any(String) });
-      expect(receiver.requests).toBe(3);
-    } finally {
-      await client.close();
-    }
-    const other = new WebhookHttpClient({ allowPrivateNetworks: true });
-    try {
-      // Part of a reply came on the reused connection before it closed: not sent again.
-      receiver.mode = 'partial';
-      receiver.requests = 0;
-      expect(await other.post(receiver.url, '{}', {})).toMatchObject({ statusCode: 200, error: null });
-      expect(await other.post(receiver.url, '{}', {})).toMatchObject({ statusCode: null, error: expect.any(String) });
-      expect(receiver.requests).toBe(2);
-    } finally {
-      await other.close();
-      await receiver.close();
-    }
-  });
-});
