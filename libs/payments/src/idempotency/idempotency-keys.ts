@@ -129,8 +129,15 @@ export class IdempotencyKeys {
           ]),
         )
         .catch(claimedMeanwhile);
-      // Another claim of the key, of the same pair, inserted at the same instant: read it as any other.
-      if (claimed === null) continue;
+      // Another claim of the key, of the same pair, inserted at the same instant: wait as for any other holder, then
+      // claim again (its row then conflicts as usual). A row the claim cannot see (another project's, none) ends busy.
+      if (claimed === null) {
+        const left = deadline - performance.now();
+        if (left <= 0) return { kind: 'busy' };
+        await sleep(Math.min(pause, left));
+        pause = Math.min(pause * 2, 200);
+        continue;
+      }
       if (claimed.rows[0]) {
         this.renew(request, claim);
         return { kind: 'run', claim, takenOver: !claimed.rows[0].fresh, keyId: claimed.rows[0].key_id };
