@@ -276,6 +276,8 @@ describe('refunds and payouts whose flow is not finished', () => {
     it('the ledger reserves it first, once; then it fails (200) and the money is back', async () => {
       const m = await instantMerchant(gw.operator);
       const refund = await unfundedRefund(m, '100.00');
+      // Not created yet (the clock stands: the recovery worker waits 5 s of it), so the failing request creates it.
+      expect(await eventsOf(`refund-${refund.id}`)).toEqual([]);
 
       const failed = await gw.operator.http.post(`/admin/v1/refunds/${refund.id}/fail`, { reason: 'банк отказал' });
       expectStatus(failed, 200);
@@ -286,7 +288,7 @@ describe('refunds and payouts whose flow is not finished', () => {
       expect(await closesOf(m, 'test')).toEqual([`release:${refund.id}`]);
       const events = await eventsOf(`refund-${refund.id}`);
       expect(events.map((e) => e.type)).toEqual(['RefundCreated', 'RefundFailed']);
-      // Created by the failing request itself, due 3600 s after the refund's request.
+      // Due 3600 s after the refund's request.
       expect(Date.parse(events[0].data.processAt) - Date.parse(refund.createdAt)).toBe(3600_000);
       // Again: 200, the same refund.
       expect((await gw.operator.http.post(`/admin/v1/refunds/${refund.id}/fail`, {})).body).toEqual(failed.body);
