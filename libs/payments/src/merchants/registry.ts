@@ -541,8 +541,9 @@ export class Registry {
       },
     );
     if (r.rowCount === 0) return null;
-    // This process knows the new secret at once (a memory only: every request that holds is looked up).
-    for (const { public_key } of r.rows) if (public_key !== null) this.knownPublicIds.markLive(public_key, secret);
+    // This process forgets what it remembered, and its next request looks the secret up: remembering this one would keep
+    // a rotation's secret that another, committed after it but answered before it, replaced (the one in force refused).
+    for (const { public_key } of r.rows) if (public_key !== null) this.knownPublicIds.forget(public_key);
     return secret;
   }
 
