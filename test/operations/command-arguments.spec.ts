@@ -6,12 +6,13 @@
  * that work on the gateway's data refuse a DATA_DIR that holds none. A command that
  * cannot reach its database could not run: exit 2, as for the others, in one line.
  */
-import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { startProcess, type Entry } from '../support/gateway-process';
+import { RunningGateway, startGateway, startProcess, temporaryDataDir, type Entry } from '../support/gateway-process';
+import { ADMIN_TOKEN, Operator } from '../support/merchant-fixtures';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 describe('commands without arguments refuse any, and do nothing', () => {
@@ -117,5 +118,72 @@ describe('commands whose database cannot be reached', () => {
       output: expect.stringMatching(new RegExp(`^${command}[^\\n]* connect ECONNREFUSED 127\\.0\\.0\\.1:${closedPort}\\n$`)),
     });
     expect(proc.output()).not.toContain('not-printed');
+  });
+});
+
+// The gateway on DATA_DIR with SECRETS_KEY, a project's webhook secret sealed with it; the commands run beside it.
+describe('commands on the gateway’s data with a secrets key it does not hold, or with AUDIT_SIGNING_KEY', () => {
+  const data = temporaryDataDir();
+  const held = randomBytes(32).toString('hex');
+  const unrelated = randomBytes(32).toString('hex');
+  const signingKeyFile = path.join(data.dir, 'audit-signing.key');
+  let gateway: RunningGateway | null = null;
+  const listedKeys = async () =>
+    ((await (await fetch(`${gateway!.baseUrl}/v1/audit/keys`)).json()) as { keys: { kid: string; validUntil: string | null }[] }).keys;
+
+  beforeAll(async () => {
+    gateway = await startGateway('api', { DATA_DIR: data.dir, SECRETS_KEY: held, ADMIN_TOKEN });
+    await new Operator(gateway.baseUrl, ADMIN_TOKEN).merchant();
+    await listedKeys(); // the key file made and published
+  });
+  afterAll(async () => {
+    await gateway?.kill();
+    data.remove();
+  });
+
+  // It exited 1 ("failed"), as if it had run: the process was only given the wrong key.
+  it('secrets:rotate-key with an unrelated SECRETS_KEY: exit 2 (configuration) naming the keys, nothing changed', async () => {
+    const proc = startProcess('secrets-rotate-key', { DATA_DIR: data.dir, SECRETS_KEY: unrelated });
+    const code = await proc.exited;
+    expect({ code, output: proc.output() }).toEqual({
+      code: 2,
+      output: expect.stringMatching(
+        /^secrets:rotate-key failed: webhook secrets of \d+ project\(s\) are sealed with key [0-9a-f]{8}, which this process does not hold/,
+      ),
+    });
+  });
+
+  // Its job is the signing key in DATA_DIR: it refused (exit 1) for want of the webhook secrets' key, which the runbook does not give it.
+  it.each([
+    ['without SECRETS_KEY', {}],
+    ['with an unrelated SECRETS_KEY', { SECRETS_KEY: unrelated }],
+  ])('audit:rotate-signing-key on DATA_DIR %s: rotates the key file (exit 0), no secrets key made', async (_name, env: Record<string, string>) => {
+    const before = (await listedKeys()).find((k) => k.validUntil === null)!.kid;
+    const proc = startProcess('audit-rotate-signing-key', { DATA_DIR: data.dir, ...env });
+    const code = await proc.exited;
+    expect({ code, output: proc.output() }).toEqual({
+      code: 0,
+      output: expect.stringContaining(`key ${before} retired, still listed by GET /v1/audit/keys`),
+    });
+    const current = (await listedKeys()).find((k) => k.validUntil === null)!.kid;
+    expect(proc.output()).toContain(`key ${current} signs from now on (${signingKeyFile})`);
+    expect(existsSync(path.join(data.dir, 'secrets.key'))).toBe(false);
+  });
+
+  // A refusal for its configuration exited 1 ("failed").
+  it('audit:rotate-signing-key with AUDIT_SIGNING_KEY set: exit 2 saying to set a new key there, nothing changed', async () => {
+    const keysBefore = await listedKeys();
+    const fileBefore = readFileSync(signingKeyFile, 'utf8');
+    const pem = generateKeyPairSync('ed25519').privateKey.export({ format: 'pem', type: 'pkcs8' }).toString();
+    const proc = startProcess('audit-rotate-signing-key', { DATA_DIR: data.dir, SECRETS_KEY: held, AUDIT_SIGNING_KEY: pem });
+    const code = await proc.exited;
+    expect({ code, output: proc.output() }).toEqual({
+      code: 2,
+      output: expect.stringMatching(
+        /^audit:rotate-signing-key: AUDIT_SIGNING_KEY is set, .*set a new key there .* on every process and restart them.*Nothing was changed\n$/,
+      ),
+    });
+    expect(await listedKeys()).toEqual(keysBefore);
+    expect(readFileSync(signingKeyFile, 'utf8')).toBe(fileBefore);
   });
 });

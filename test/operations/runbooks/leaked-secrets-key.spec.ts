@@ -321,7 +321,8 @@ describe('runbook: a leaked secrets key, with a stored secret that does not open
     await db.pool.query('UPDATE projects SET webhook_secret = $2 WHERE id = $1', [foreign.projectId, stray]);
     before = { file: readFileSync(keyFile, 'utf8'), secrets: await stored() };
     const notStarted = await runCommand('secrets-rotate-key', env);
-    expect(notStarted.code).toBe(1);
+    // A key the process was not given is its configuration: exit 2, as the runbook says.
+    expect(notStarted.code).toBe(2);
     expect(notStarted.output).toContain(`sealed with key ${strayBox.currentKeyId}, which this process does not hold`);
     await unchanged(before);
 

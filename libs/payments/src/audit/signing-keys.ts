@@ -112,7 +112,8 @@ export class RetiredSigningKeyError extends Error {
 
 export interface SigningKeySettings {
   readonly config: { readonly auditSigningKey: KeyObject | null; readonly databaseUrl: string | null; readonly dataDir: string };
-  readonly secrets: SecretBox;
+  /** Needed only where the key is sealed in the database (DATABASE_URL without AUDIT_SIGNING_KEY). */
+  readonly secrets?: SecretBox;
 }
 
 /** Signs with the current key, publishing it first when it is new (a key set or rotated by configuration retires the one before). */
@@ -182,7 +183,7 @@ export class AuditSigningKeys {
     const key = createPrivateKey(pem);
     const kid = kidOf(createPublicKey(key));
     if (this.where === 'file') writeSecretFile(this.file, pem);
-    const sealed = this.where === 'database' ? this.settings.secrets.seal(pem, `audit-signing-key:${kid}`) : null;
+    const sealed = this.where === 'database' ? this.box.seal(pem, `audit-signing-key:${kid}`) : null;
     return { retired: await this.publish(kid, publicPem(key), sealed, first), current: kid };
   }
 
@@ -191,9 +192,14 @@ export class AuditSigningKeys {
     const row = await currentRow(this.pool);
     if (!row?.sealed) return 0;
     const owner = `audit-signing-key:${row.kid}`;
-    const sealed = this.settings.secrets.seal(this.settings.secrets.open(row.sealed, owner), owner);
+    const sealed = this.box.seal(this.box.open(row.sealed, owner), owner);
     await this.pool.query('UPDATE audit_signing_keys SET sealed_private_key = $2 WHERE kid = $1', [row.kid, sealed]);
     return 1;
+  }
+
+  private get box(): SecretBox {
+    if (!this.settings.secrets) throw new Error('the audit signing key is sealed in the database: this process needs the secrets key');
+    return this.settings.secrets;
   }
 
   private get source(): string {
@@ -222,7 +228,7 @@ export class AuditSigningKeys {
       await this.rotate(true);
       row = (await currentRow(this.pool))!;
     }
-    return { kid: row.kid, key: createPrivateKey(this.settings.secrets.open(row.sealed!, `audit-signing-key:${row.kid}`)) };
+    return { kid: row.kid, key: createPrivateKey(this.box.open(row.sealed!, `audit-signing-key:${row.kid}`)) };
   }
 
   /**

@@ -19,7 +19,7 @@ import { allMigrations } from './migrations';
 import { EventStore, PostgresEventStore } from '#event-store';
 import { checkServerPastEventLog } from '#event-store/postgres';
 import type { Logger } from '#platform/logging';
-import { checkWebhookSecretKeys } from '../merchants/webhook-secrets';
+import { checkWebhookSecretKeys, WebhookSecretKeysNotHeldError } from '../merchants/webhook-secrets';
 import { SecretBox, secretKeySource, secretsKeyFileOf } from '#platform/secrets';
 import { existsSync, rmSync } from 'node:fs';
 
@@ -199,13 +199,16 @@ export async function openInfrastructure(
 /**
  * A command's failure that means it could not run (exit 2; 1 is for one that ran and
  * failed, docs/operations.md): no database under DATA_DIR, the database not reached or
- * the role refused, or a schema it cannot bring to (or find at) this version; not a migration whose own SQL failed (MigrationFailedError: the schema changed).
+ * the role refused, a schema it cannot bring to (or find at) this version, or stored
+ * secrets sealed with a key it was not given (checked before anything is written); not a
+ * migration whose own SQL failed (MigrationFailedError: the schema changed).
  */
 export function couldNotRun(error: unknown): boolean {
   // A migration that failed after others were applied changed the database: a failure (1), not a refusal (2).
   return (
     error instanceof NoEmbeddedDatabaseError ||
     error instanceof DatabaseNotReachedError ||
+    error instanceof WebhookSecretKeysNotHeldError ||
     (error instanceof MigrationError && !(error instanceof MigrationFailedError))
   );
 }

@@ -38,10 +38,15 @@ export function openWebhookSecret(stored: string, projectId: string, secrets: Se
   }
 }
 
+/** Stored webhook secrets are sealed with a key this process was not given: its configuration, nothing was changed. */
+export class WebhookSecretKeysNotHeldError extends Error {
+  override readonly name = 'WebhookSecretKeysNotHeldError';
+}
+
 /**
- * Refuses to start when a stored secret is sealed with a key this process does not
- * hold (another SECRETS_KEY, or another DATA_DIR's key file): better than answering
- * every HMAC request and webhook of those projects with an error.
+ * Refuses to start (WebhookSecretKeysNotHeldError) when a stored secret is sealed with
+ * a key this process does not hold (another SECRETS_KEY, or another DATA_DIR's key
+ * file): better than answering every HMAC request and webhook of those projects with an error.
  */
 export async function checkWebhookSecretKeys(pool: Pool, box: SecretBox): Promise<void> {
   const r = await pool.query<{ key_id: string; projects: string }>(
@@ -52,7 +57,7 @@ export async function checkWebhookSecretKeys(pool: Pool, box: SecretBox): Promis
   const held = new Set(box.keyIds());
   const missing = r.rows.filter((row) => !held.has(row.key_id));
   if (missing.length > 0) {
-    throw new Error(
+    throw new WebhookSecretKeysNotHeldError(
       `webhook secrets of ${missing.map((m) => `${m.projects} project(s) are sealed with key ${m.key_id}`).join(', ')}, ` +
         `which this process does not hold (it holds ${[...held].join(', ')}): give every process of one database the same SECRETS_KEY ` +
         '(or the same DATA_DIR/secrets.key)',
