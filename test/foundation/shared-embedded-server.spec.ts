@@ -169,6 +169,38 @@ describe('one embedded server shared by the processes of a DATA_DIR', () => {
     }
   });
 
+  // log:verify printed its OK and audit:rotate-signing-key its new key, then exited 130: a script read "not done".
+  it('a Ctrl-C once the outcome is decided (verdict printed, rotation committed) exits with the outcome, and the server is stopped', async () => {
+    const data = dataDir();
+    try {
+      const seed = startProcess('seed-load', { DATA_DIR: data.dir }, ['--events', '500']);
+      expect(await seed.exited).toBe(0);
+      for (const [entry, printed] of [
+        ['log-verify', /^OK: /m],
+        ['audit-rotate-signing-key', /signs from now on/],
+      ] as const) {
+        // As a terminal runs it, alone on the server it starts (and stops while it closes).
+        const command = startProcess(entry, { DATA_DIR: data.dir }, [], { ownProcessGroup: true });
+        await command.waitForOutput(printed);
+        // Held there (it may have ended already: then there is nothing to interrupt), Ctrl-C, and on.
+        const held = (signal: NodeJS.Signals, pid: number) => {
+          try {
+            process.kill(pid, signal);
+          } catch {
+            // ended
+          }
+        };
+        held('SIGSTOP', command.child.pid!);
+        held('SIGINT', -command.child.pid!);
+        held('SIGCONT', command.child.pid!);
+        expect({ entry, code: await command.exited }).toEqual({ entry, code: 0 });
+        await untilTrue(() => postmasterOf(data.dir) === null, 'the server stopped');
+      }
+    } finally {
+      data.remove();
+    }
+  });
+
   it('ledger:verify that finds a difference (exit 1) leaves the server to the API on it, and alone stops the server it started', async () => {
     const data = dataDir();
     try {

@@ -1,6 +1,6 @@
 import { loadConfigOrExit, refuseArgumentsOrExit } from '#payments/composition';
 import { openInfrastructure } from '#payments/composition';
-import { COMMAND_SESSION_LIMITS } from '#platform/database';
+import { COMMAND_SESSION_LIMITS, outcomeDecided } from '#platform/database';
 import { ledgerEntriesOf, verifyLedgers, VerifyReport } from '#payments/ledger-verification';
 import { createLogger } from '#platform/logging';
 import { ProgressBar } from '#event-store/projections';
@@ -79,6 +79,7 @@ async function main(): Promise<void> {
     failed ||= chains.failed;
     out.push(...chains.lines);
     process.stdout.write(`${out.join('\n')}\n`);
+    outcomeDecided(failed ? 1 : 0); // the verdict is printed: a Ctrl-C while it closes does not change it
   } finally {
     await infra.close();
   }

@@ -2,7 +2,7 @@ import { createPublicKey, verify } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { loadConfigOrExit, openInfrastructure } from '#payments/composition';
 import type { PublishedKey } from '#payments/audit';
-import { COMMAND_SESSION_LIMITS } from '#platform/database';
+import { COMMAND_SESSION_LIMITS, outcomeDecided } from '#platform/database';
 import { kidNamesKey } from '#platform/secrets';
 import { verifyChainedLog, verifyEventLogInWorker, visibleLogEvents } from '#event-store';
 import type { EventStoreDbEventStore } from '#event-store/eventstoredb';
@@ -180,6 +180,7 @@ async function main(): Promise<void> {
     failed = result.failed;
     result.lines.splice(2, 0, `read in ${((Date.now() - started) / 1000).toFixed(1)} s; peak RSS ${Math.round(process.resourceUsage().maxRSS / 1024)} MiB`);
     process.stdout.write(`${result.lines.join('\n')}\n`);
+    outcomeDecided(failed ? 1 : 0); // the verdict is printed: a Ctrl-C while it closes does not change it
   } finally {
     await infra.close();
   }

@@ -2,7 +2,7 @@ import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { comparePositions, Position, visibleLogEvents } from '#event-store';
 import { couldNotRun, InfrastructureWithoutSecrets, loadConfigOrExit, openInfrastructure, servingSessions } from '#payments/composition';
-import { COMMAND_SESSION_LIMITS, NoEmbeddedDatabaseError } from '#platform/database';
+import { COMMAND_SESSION_LIMITS, NoEmbeddedDatabaseError, outcomeDecided } from '#platform/database';
 import { createLogger, Logger } from '#platform/logging';
 import {
   announceRebuild,
@@ -144,6 +144,7 @@ async function main(): Promise<void> {
             }),
           ];
     const seconds = (Date.now() - started) / 1000;
+    outcomeDecided(0); // rebuilt: a Ctrl-C from here on (the summary, the hand-back) does not make it "interrupted"
     bar.update(1, logEvents === null ? 'done' : `the log read to its head (about ${logEvents} log events)`, true);
     const byName = new Map(results.flatMap((r) => r.projections).map((r) => [r.projection, r]));
     const rebuilt = selected.map((p) => byName.get(p.name)!);

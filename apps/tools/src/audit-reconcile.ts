@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import { formatMoney } from '#ledger';
 import { awaitPostedThrough, reconcilePeriod, REPORTED_READ_MODELS } from '#payments/audit';
 import { loadConfigOrExit, openInfrastructure } from '#payments/composition';
-import { COMMAND_SESSION_LIMITS } from '#platform/database';
+import { COMMAND_SESSION_LIMITS, outcomeDecided } from '#platform/database';
 import { createLogger } from '#platform/logging';
 import { calendarInstantProblem } from '#platform/clock';
 
@@ -79,7 +79,9 @@ async function main(): Promise<number> {
         `${d.kind} ${d.flow} ${d.flowId} ledger ${d.mode}/${d.accountId} entry ${d.entryId ?? '-'} cause ${d.cause}${amounts}: ${d.detail}\n`,
       );
     }
-    return report.differences.length > 0 ? 1 : 0;
+    const code = report.differences.length > 0 ? 1 : 0;
+    outcomeDecided(code); // the verdict is printed: a Ctrl-C while it closes does not change it
+    return code;
   } finally {
     await infra.close();
   }

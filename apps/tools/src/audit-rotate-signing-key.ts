@@ -1,6 +1,7 @@
 import { couldNotRun, loadConfigOrExit, openInfrastructure, refuseArgumentsOrExit } from '#payments/composition';
 import { AuditSigningKeys } from '#payments/audit';
 import { createLogger } from '#platform/logging';
+import { outcomeDecided } from '#platform/database';
 
 /**
  * `npm run audit:rotate-signing-key`: a new Ed25519 key signs the checkpoints and
@@ -29,6 +30,8 @@ async function main(): Promise<void> {
   try {
     const keys = new AuditSigningKeys(infra.pool, infra, infra.clock);
     const { retired, current } = await keys.rotate();
+    // Committed: a Ctrl-C while it closes does not make it "interrupted".
+    outcomeDecided(0);
     process.stdout.write(
       `audit:rotate-signing-key: key ${current} signs from now on (${keys.where === 'file' ? keys.file : 'sealed in the database'}); ` +
         `${retired === null ? 'no key was current before' : `key ${retired} retired, still listed by GET /v1/audit/keys`}.\n`,

@@ -1,7 +1,7 @@
 import { loadConfigOrExit } from '#payments/composition';
 import { comparePositions, positionToString } from '#event-store';
 import { openInfrastructure } from '#payments/composition';
-import { COMMAND_SESSION_LIMITS } from '#platform/database';
+import { COMMAND_SESSION_LIMITS, outcomeDecided } from '#platform/database';
 import { createLogger } from '#platform/logging';
 import { allProjections, formatChecksums, READ_MODEL_TABLES, readModelsInOneSnapshot } from '#payments/read-models';
 
@@ -43,6 +43,7 @@ async function main(): Promise<void> {
     }
     process.stderr.write(`${notes.join('\n')}\n`);
     process.stdout.write(`${formatChecksums(checksums)}\n`);
+    outcomeDecided(0); // printed: a Ctrl-C while it closes does not change the outcome
   } finally {
     await infra.close();
   }

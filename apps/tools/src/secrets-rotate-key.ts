@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { couldNotRun, loadConfigOrExit, refuseArgumentsOrExit } from '#payments/composition';
 import { openInfrastructure } from '#payments/composition';
 import { createLogger } from '#platform/logging';
+import { outcomeDecided } from '#platform/database';
 import { resealWebhookSecrets, unopenableWebhookSecrets } from '#payments/merchants';
 import { AuditSigningKeys } from '#payments/audit';
 import type { Infrastructure } from '#payments/composition';
@@ -49,6 +50,7 @@ async function main(): Promise<void> {
     try {
       await refuseUnopenable(infra);
       const [resealed, signing] = await reseal(infra);
+      outcomeDecided(0); // every secret sealed again: a Ctrl-C from here on does not make it "interrupted"
       const current = infra.secrets.currentKeyId;
       process.stdout.write(
         `secrets:rotate-key: ${resealed} webhook secret(s) sealed again with key ${current} (the first of SECRETS_KEY); every secret is now under it.\n` +
@@ -75,6 +77,7 @@ async function main(): Promise<void> {
     const [resealed, signing] = await reseal(infra);
     if (infra.secrets.currentKeyId !== keyIdOf(fresh)) throw new Error(`${source.file} changed during the rotation; run it again`);
     writeKeyFile(source.file, [fresh, before[0]!]);
+    outcomeDecided(0); // the rotation is done: a Ctrl-C from here on does not make it "interrupted"
     process.stdout.write(
       `secrets:rotate-key: new key ${keyIdOf(fresh)} in ${source.file}; ${resealed} webhook secret(s) sealed again with it.\n` +
         `  The previous key ${keyIdOf(before[0]!)} stays in the file to open anything written during the rotation; older ones were dropped.\n` +

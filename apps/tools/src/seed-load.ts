@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { couldNotRun, loadConfigOrExit, openInfrastructure } from '#payments/composition';
-import { COMMAND_SESSION_LIMITS } from '#platform/database';
+import { COMMAND_SESSION_LIMITS, outcomeDecided } from '#platform/database';
 import { createLogger } from '#platform/logging';
 import { calendarInstantProblem } from '#platform/clock';
 import { ProgressBar } from '#event-store/projections';
@@ -85,6 +85,7 @@ async function main(): Promise<void> {
         },
       },
     );
+    outcomeDecided(0); // the history is written: a Ctrl-C from here on does not make it "interrupted"
     const c = (key: string) => result.counts[key] ?? 0;
     const payoutRefusals = Object.entries(result.counts)
       .filter(([k]) => k.startsWith('PayoutRefused:'))

@@ -709,9 +709,23 @@ function releaseShutdownSignals(): void {
 /**
  * A process of DATA_DIR with no handler of its own for SIGINT, SIGTERM or SIGHUP exits
  * 128 + the signal's number (130 for Ctrl-C), so that its 'exit' hook leaves the server
- * to the others on it or stops it (killed by the signal, it would leave it running).
+ * to the others on it or stops it (killed by the signal, it would leave it running);
+ * with the exit code of its outcome once that is decided (outcomeDecided).
  */
 let fallbackSignalHandlers = false;
+let decidedExitCode: number | null = null;
+
+/**
+ * A command's outcome is decided (its work committed, or its verdict printed): a stop
+ * signal from now on (while it closes its pools, stops the embedded server) ends the
+ * process with `code`, not as interrupted (130, 143, 129), which would tell a script the
+ * work did not happen. The code the command exits with afterwards is the same.
+ */
+export function outcomeDecided(code: number): void {
+  decidedExitCode = code;
+  installFallbackSignalHandlers();
+}
+
 function installFallbackSignalHandlers(): void {
   if (fallbackSignalHandlers) return;
   fallbackSignalHandlers = true;
@@ -721,7 +735,7 @@ function installFallbackSignalHandlers(): void {
     ['SIGHUP', 129],
   ] as const) {
     process.on(signal, () => {
-      if (process.listenerCount(signal) === 1) process.exit(code);
+      if (process.listenerCount(signal) === 1) process.exit(decidedExitCode ?? code);
     });
   }
 }
