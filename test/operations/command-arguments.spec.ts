@@ -89,6 +89,29 @@ describe('commands without arguments refuse any, and do nothing', () => {
   });
 });
 
+// log:verify printed its usage and exited 2; rebuild, read-models:checksum and audit:reconcile said "unknown option --help".
+describe('--help', () => {
+  const dataDir = path.join(tmpdir(), `help-${randomBytes(4).toString('hex')}`);
+  it.each<Entry>([
+    'gateway',
+    'api',
+    'projector',
+    'rebuild',
+    'ledger-verify',
+    'log-verify',
+    'seed-load',
+    'read-models-checksum',
+    'secrets-rotate-key',
+    'audit-reconcile',
+    'audit-rotate-signing-key',
+  ])('%s -- --help: its usage on stdout, exit 0, nothing touched', async (entry) => {
+    const proc = startProcess(entry, { DATA_DIR: dataDir }, ['--help']);
+    const code = await proc.exited;
+    expect({ code, output: proc.output() }).toEqual({ code: 0, output: expect.stringMatching(/^usage: /) });
+    expect(existsSync(dataDir)).toBe(false);
+  });
+});
+
 describe('commands whose database cannot be reached', () => {
   /** A port nobody listens on: taken, then closed again. */
   let closedPort: number;

@@ -1,6 +1,6 @@
 import { createPublicKey, verify } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { loadConfigOrExit, openInfrastructure } from '#payments/composition';
+import { loadConfigOrExit, openInfrastructure, usageOnHelp } from '#payments/composition';
 import type { PublishedKey } from '#payments/audit';
 import { COMMAND_SESSION_LIMITS, outcomeDecided } from '#platform/database';
 import { kidNamesKey } from '#platform/secrets';
@@ -136,6 +136,7 @@ function signedCheckpoint(file: string, keys: readonly PublishedKey[]): { positi
  * no secrets key are enough.
  */
 async function main(): Promise<void> {
+  usageOnHelp(USAGE);
   const { expected, checkpoints, keys } = parseArguments(process.argv.slice(2));
   const keysListed = keys === null ? null : readKeysFile(keys);
   const started = Date.now();

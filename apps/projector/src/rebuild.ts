@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { comparePositions, Position, visibleLogEvents } from '#event-store';
-import { couldNotRun, InfrastructureWithoutSecrets, loadConfigOrExit, openInfrastructure, servingSessions } from '#payments/composition';
+import { couldNotRun, InfrastructureWithoutSecrets, loadConfigOrExit, openInfrastructure, servingSessions, usageOnHelp } from '#payments/composition';
 import { COMMAND_SESSION_LIMITS, NoEmbeddedDatabaseError, outcomeDecided } from '#platform/database';
 import { createLogger, Logger } from '#platform/logging';
 import {
@@ -49,8 +49,13 @@ import type { RebuildPassMessage, RebuildPassWork } from './rebuild-pass.worker'
  */
 export const REBUILD_ANNOUNCE_MS = 3_000;
 
+const USAGE =
+  'usage: npm run projections:rebuild [-- name... --batch-size N --from-events --handover-wait S]\n' +
+  `  name: a read model (all when none): ${allProjections.map((p) => p.name).join(', ')}; --batch-size 1..50000; --handover-wait 1..3600 s (15)`;
+
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
+  usageOnHelp(USAGE);
   let batchSize: number | undefined;
   let handoverWaitSeconds: number | undefined;
   let fromEvents = false;

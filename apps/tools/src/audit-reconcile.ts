@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { formatMoney } from '#ledger';
 import { awaitPostedThrough, reconcilePeriod, REPORTED_READ_MODELS } from '#payments/audit';
-import { loadConfigOrExit, openInfrastructure } from '#payments/composition';
+import { loadConfigOrExit, openInfrastructure, usageOnHelp } from '#payments/composition';
 import { COMMAND_SESSION_LIMITS, outcomeDecided } from '#platform/database';
 import { createLogger } from '#platform/logging';
 import { calendarInstantProblem } from '#platform/clock';
@@ -15,6 +15,7 @@ import { calendarInstantProblem } from '#platform/clock';
  * Reads only: a read-only database role and no secrets key are enough.
  */
 async function main(): Promise<number> {
+  usageOnHelp('usage: npm run audit:reconcile -- --from <ISO 8601> --to <ISO 8601>   (the period (from, to], e.g. 2026-11-01T00:00:00Z)');
   let values: { from?: string; to?: string };
   try {
     const parsed = parseArgs({ options: { from: { type: 'string' }, to: { type: 'string' } }, strict: true, tokens: true });

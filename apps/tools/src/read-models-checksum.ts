@@ -1,4 +1,4 @@
-import { loadConfigOrExit } from '#payments/composition';
+import { loadConfigOrExit, usageOnHelp } from '#payments/composition';
 import { comparePositions, positionToString } from '#event-store';
 import { openInfrastructure } from '#payments/composition';
 import { COMMAND_SESSION_LIMITS, outcomeDecided } from '#platform/database';
@@ -15,6 +15,7 @@ import { allProjections, formatChecksums, READ_MODEL_TABLES, readModelsInOneSnap
  */
 async function main(): Promise<void> {
   const tables = process.argv.slice(2);
+  usageOnHelp(`usage: npm run read-models:checksum [table...]\n  tables (all when none): ${READ_MODEL_TABLES.join(', ')}`);
   const option = tables.find((t) => t.startsWith('-'));
   if (option) fail(`unknown option ${option}`);
   const unknown = tables.filter((t) => !READ_MODEL_TABLES.includes(t));

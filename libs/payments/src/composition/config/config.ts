@@ -412,6 +412,13 @@ export function loadConfigOrExit(command: string, env: Env = process.env): Gatew
   }
 }
 
+/** `--help` (or `-h`) among a command's arguments: its usage on stdout and exit 0, before it reads or writes anything. */
+export function usageOnHelp(usage: string, args: readonly string[] = process.argv.slice(2)): void {
+  if (!args.some((a) => a === '--help' || a === '-h')) return;
+  process.stdout.write(`${usage}\n`);
+  process.exit(0);
+}
+
 /**
  * For a command that takes no arguments (its settings are environment variables): any
  * argument goes to stderr under the command's name and the process exits with code 2
@@ -420,6 +427,7 @@ export function loadConfigOrExit(command: string, env: Env = process.env): Gatew
  */
 export function refuseArgumentsOrExit(command: string, args: readonly string[] = process.argv.slice(2)): void {
   if (args.length === 0) return;
+  usageOnHelp(`usage: ${command} takes no arguments; its settings are environment variables (docs/configuration.md)`, args);
   process.stderr.write(`${command}: takes no arguments, got ${args.join(' ')} (its settings are environment variables: docs/configuration.md)\n`);
   process.exit(2);
 }
