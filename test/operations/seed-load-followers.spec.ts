@@ -19,6 +19,7 @@ const ADMIN_TOKEN = 'seed-load-followers-operator-token-0123456789';
 describe('seed:load then start', () => {
   let db: TestDatabase;
   let store: PostgresEventStore;
+  let summary = '';
 
   beforeAll(async () => {
     db = await createTestDatabase();
@@ -26,10 +27,24 @@ describe('seed:load then start', () => {
     const seed = startProcess('seed-load', { DATABASE_URL: db.url }, ['--events', '3000', '--seed', 'followers', '--days', '3']);
     expect({ code: await seed.exited, output: seed.output() }).toEqual({ code: 0, output: expect.stringContaining('seeded ') });
     expect(seed.output()).toContain(`at the head of the history (nothing to re-derive): ${[...REACTOR_NAMES, WEBHOOK_OUTBOX].join(', ')}`);
+    summary = seed.output();
   }, 120_000);
   afterAll(async () => {
     await store?.close();
     await db?.drop();
+  });
+
+  // "reserved 463 (paid 376, rejected 44, cancelled 39)" left out the payouts still open at the end of the history.
+  it('its payout line adds up: the reserved are paid, rejected, cancelled or still open, as the log has them', async () => {
+    const line = /payouts requested \d+: reserved (\d+) \(paid (\d+), rejected (\d+), cancelled (\d+), still open (\d+)\)/.exec(summary);
+    expect(line).not.toBeNull();
+    const [reserved, paid, rejected, cancelled, open] = line!.slice(1).map(Number) as [number, number, number, number, number];
+    expect(paid + rejected + cancelled + open).toBe(reserved);
+    const settled = await db.pool.query<{ n: number }>(
+      `SELECT count(DISTINCT stream_name)::int AS n FROM events WHERE event_type IN ('PayoutPaid', 'PayoutRejected', 'PayoutCancelled')`,
+    );
+    const reservedStreams = await db.pool.query<{ n: number }>(`SELECT count(DISTINCT stream_name)::int AS n FROM events WHERE event_type = 'PayoutReserved'`);
+    expect(open).toBe(reservedStreams.rows[0]!.n - settled.rows[0]!.n);
   });
 
   it('leaves every reactor and the webhook outbox at the head of the log it wrote', async () => {

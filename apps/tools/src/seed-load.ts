@@ -91,12 +91,14 @@ async function main(): Promise<void> {
       .filter(([k]) => k.startsWith('PayoutRefused:'))
       .map(([k, n]) => `${k.slice('PayoutRefused:'.length)} ${n}`)
       .join(', ');
+    // Reserved and not settled by the end of the history (pending, approved, processing): listed so that the parts add up.
+    const openPayouts = c('PayoutReserved') - c('PayoutPaid') - c('PayoutRejected') - c('PayoutCancelled');
     const lines = [
       `seeded ${result.eventsWritten} events in ${result.appends} appends in ${result.seconds.toFixed(1)} s (${Math.round(result.eventsWritten / Math.max(result.seconds, 0.001))} events/s)`,
       `  merchants ${result.merchants}, projects ${result.projects}; simulated ${result.from.toISOString()} to ${result.until.toISOString()}`,
       `  invoices ${c('InvoiceCreated')}: paid ${c('InvoicePaid')}, failed ${c('InvoiceFailed')}, expired ${c('InvoiceExpired')}`,
       `  refunds requested ${c('InvoiceRefundRequested')}: succeeded ${c('RefundSucceeded')}, failed ${c('RefundFailed')}, refused for want of balance ${c('RefundRefused')}`,
-      `  payouts requested ${c('PayoutRequested')}: reserved ${c('PayoutReserved')} (paid ${c('PayoutPaid')}, rejected ${c('PayoutRejected')}, cancelled ${c('PayoutCancelled')}), refused ${c('PayoutRefused')}${payoutRefusals ? ` (${payoutRefusals})` : ''}`,
+      `  payouts requested ${c('PayoutRequested')}: reserved ${c('PayoutReserved')} (paid ${c('PayoutPaid')}, rejected ${c('PayoutRejected')}, cancelled ${c('PayoutCancelled')}, still open ${openPayouts}), refused ${c('PayoutRefused')}${payoutRefusals ? ` (${payoutRefusals})` : ''}`,
       `  ledger entries ${c('LedgerEntryPosted')}`,
       `  at the head of the history (nothing to re-derive): ${result.followers.atHead.join(', ') || 'none'}`,
       ...(result.followers.toCatchUp.length > 0 ? [`  left to catch up on the log: ${result.followers.toCatchUp.join(', ')}`] : []),
