@@ -180,6 +180,27 @@ describe('the verify and audit commands with a read-only role and no secrets key
     expect(r.output).toMatch(/reconciliation .*: 3 paid invoices, 0 succeeded refunds, 1 paid payouts, \d+ entries; 0 difference\(s\)/);
   });
 
+  // A projections:rebuild killed half-way left its mark and a checkpoint behind; with no projector running, "run it again
+  // in a moment" never helped.
+  it('audit:reconcile on a read model left mid-rebuild says so and to run projections:rebuild (exit 2)', async () => {
+    const saved = (await db.pool.query('SELECT * FROM projection_checkpoints WHERE projection = $1', ['payouts'])).rows[0];
+    await db.pool.query(`UPDATE projection_checkpoints SET rebuild_started_at = now(), commit_position = 0, prepare_position = 0 WHERE projection = 'payouts'`);
+    try {
+      const r = await run('audit-reconcile', auditor(), ['--from', '2000-01-01T00:00:00Z', '--to', new Date().toISOString()]);
+      expect(r).toEqual({
+        code: 2,
+        output: expect.stringMatching(/^audit:reconcile: the read model\(s\) payouts are being rebuilt, .*run npm run projections:rebuild/),
+      });
+    } finally {
+      await db.pool.query('UPDATE projection_checkpoints SET rebuild_started_at = $2, commit_position = $3, prepare_position = $4 WHERE projection = $1', [
+        'payouts',
+        saved.rebuild_started_at,
+        saved.commit_position,
+        saved.prepare_position,
+      ]);
+    }
+  });
+
   it('read-models:checksum exits 0 and prints the checksums the owner computes', async () => {
     const r = await run('read-models-checksum', auditor());
     expect(r.code).toBe(0);

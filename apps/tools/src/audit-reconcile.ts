@@ -5,6 +5,7 @@ import { loadConfigOrExit, openInfrastructure, usageOnHelp } from '#payments/com
 import { COMMAND_SESSION_LIMITS, outcomeDecided } from '#platform/database';
 import { createLogger } from '#platform/logging';
 import { calendarInstantProblem } from '#platform/clock';
+import { readCheckpoint } from '#event-store/projections';
 
 /**
  * `npm run audit:reconcile -- --from <ISO> --to <ISO>`: paid invoices, succeeded refunds
@@ -60,6 +61,17 @@ async function main(): Promise<number> {
           `audit:reconcile: the database's manual clock reads ${new Date(now.getTime() + ahead).toISOString()}: if the gateway runs with CLOCK=manual, run this command with CLOCK=manual too\n`,
         );
       }
+      return 2;
+    }
+    // A read model it reads still marked as being rebuilt (as the API answers 503 for it): waiting would not help when
+    // the rebuild was stopped half-way and no projector runs to finish it.
+    const rebuilding: string[] = [];
+    for (const { name } of Object.values(REPORTED_READ_MODELS)) if ((await readCheckpoint(infra.pool, name))?.rebuildStartedAt) rebuilding.push(name);
+    if (rebuilding.length > 0) {
+      process.stderr.write(
+        `audit:reconcile: the read model(s) ${rebuilding.join(', ')} are being rebuilt, their figures not final: when no projections:rebuild ` +
+          'runs any more (one was stopped before it ended), run npm run projections:rebuild (or start the gateway: its projectors finish it); then run this again\n',
+      );
       return 2;
     }
     // As the API's report: answered once final (every entry dated up to --to posted and read), so it never changes afterwards.
