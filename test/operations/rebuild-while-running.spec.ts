@@ -233,4 +233,26 @@ describe('projections:rebuild while the gateway runs', () => {
     await projectorLiveAgain();
     await expectReadsRight();
   });
+
+  // The refusal said "stop that projector (or let its batch finish)" when the holder was another rebuild.
+  it('a second rebuild while one holds the projection: exit 2 saying another rebuild holds it until it ends; the first ends well', async () => {
+    const first = startProcess('rebuild', { DATABASE_URL: db.url }, ['invoices']);
+    await first.waitForOutput(/took over invoices/);
+    // Held where it is, its locks with it (its session lives), while the second one asks.
+    process.kill(first.child.pid!, 'SIGSTOP');
+    try {
+      const second = startProcess('rebuild', { DATABASE_URL: db.url }, ['--handover-wait', '1', 'invoices']);
+      expect({ code: await second.exited, output: second.output() }).toEqual({
+        code: 2,
+        output: expect.stringMatching(
+          /projection invoices is being rebuilt by \S+ \(projections:rebuild\), another rebuild, which holds it until it ends .*wait for that rebuild to end .*nothing was changed/,
+        ),
+      });
+    } finally {
+      process.kill(first.child.pid!, 'SIGCONT');
+    }
+    expect(await first.exited).toBe(0);
+    await projectorLiveAgain();
+    await expectReadsRight();
+  });
 });

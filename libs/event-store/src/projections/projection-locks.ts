@@ -29,6 +29,9 @@ export async function activeLease(db: Pick<Pool | PoolClient, 'query'>, projecti
   return row === undefined ? null : { holder: row.holder, acquiredAt: row.acquired_at.getTime() };
 }
 
+/** How a rebuild names itself as a projection's holder (its lease), after its host and pid. */
+const REBUILD_HOLDER = '(projections:rebuild)';
+
 /** A projection whose active instance did not hand it over in time: nothing was changed. */
 export class ProjectionHeldError extends Error {
   constructor(
@@ -36,9 +39,14 @@ export class ProjectionHeldError extends Error {
     readonly holder: string | null,
     readonly waitedMs: number,
   ) {
+    const waited = `${Math.round(waitedMs / 1000)} s`;
     super(
-      `projection ${projection} is held by ${holder ?? 'another session'}, which did not hand it over within ${Math.round(waitedMs / 1000)} s: ` +
-        'stop that projector (or let its batch finish) and run the command again; nothing was changed',
+      // Another rebuild hands nothing over: it holds the projection until it ends.
+      holder?.endsWith(REBUILD_HOLDER)
+        ? `projection ${projection} is being rebuilt by ${holder}, another rebuild, which holds it until it ends (waited ${waited}): ` +
+            'wait for that rebuild to end (or stop it: the projectors finish it), then run the command again if still needed; nothing was changed'
+        : `projection ${projection} is held by ${holder ?? 'another session'}, which did not hand it over within ${waited}: ` +
+            'stop that projector (or let its batch finish) and run the command again; nothing was changed',
     );
     this.name = 'ProjectionHeldError';
   }
@@ -76,7 +84,7 @@ export class HeldProjectionLocks {
     names: readonly string[],
     options: { holder?: string; renewMs?: number; waitMs?: number; log?: Logger } = {},
   ): Promise<HeldProjectionLocks> {
-    const holder = options.holder ?? `${hostname()}:${process.pid} (projections:rebuild)`;
+    const holder = options.holder ?? `${hostname()}:${process.pid} ${REBUILD_HOLDER}`;
     const waitMs = options.waitMs ?? PROJECTION_HANDOVER_WAIT_MS;
     const client = await pool.connect();
     try {
