@@ -17,6 +17,26 @@ describe('CredentialMemory', () => {
     expect(memory.isDead('pk_test_a')).toBe(false);
   });
 
+  it('a credential forgotten while its probe runs (its secret rotated): the probe remembers nothing, and the next sighting probes anew', async () => {
+    const memory = new CredentialMemory<string>();
+    let release!: (found: string | null) => void;
+    const before = memory.probe(
+      'pk_test_a',
+      () => new Promise<string | null>((resolve) => (release = resolve)),
+      (found) => found,
+    );
+    memory.forget('pk_test_a');
+    const after = memory.probe(
+      'pk_test_a',
+      () => Promise.resolve('whsec_new'),
+      (found) => found,
+    );
+    release('whsec_old');
+    expect(await before).toBe('whsec_old');
+    expect(await after).toBe('whsec_new');
+    expect(memory.seenLive('pk_test_a')).toBe('whsec_new');
+  });
+
   it('a credential found dead stays dead; a failed lookup is forgotten and asked again', async () => {
     const memory = new CredentialMemory<true>();
     expect(

@@ -19,6 +19,8 @@ export class CredentialMemory<Seen> {
   private readonly probes = new Map<string, Promise<unknown>>();
   /** Moves at every `forgetLive`: a probe that read the database before it remembers nothing. */
   private epoch = 0;
+  /** Moves at every `forget`: a probe running then may have read what was forgotten, and remembers nothing. */
+  private forgets = 0;
 
   /** `max`: entries kept of each fact (the oldest are forgotten first, and then only cost a lookup again). */
   constructor(private readonly max = 100_000) {}
@@ -40,9 +42,11 @@ export class CredentialMemory<Seen> {
     remember(this.seen, credential, what, this.max);
   }
 
-  /** What was seen of one credential is out of date: its next sighting is probed again. */
+  /** What was seen of one credential is out of date: its next sighting is probed again (not joined to a probe begun before). */
   forget(credential: string): void {
     this.seen.delete(credential);
+    this.probes.delete(credential);
+    this.forgets++;
   }
 
   /** What was seen of every live credential may be out of date; dead ones stay dead. */
@@ -60,15 +64,20 @@ export class CredentialMemory<Seen> {
     const running = this.probes.get(credential);
     if (running) return running as Promise<Found | null>;
     const epoch = this.epoch;
-    const probe = lookUp().then(
+    const forgets = this.forgets;
+    // Only its own entry: a `forget` meanwhile may have let a newer probe of the credential begin.
+    const done = () => {
+      if (this.probes.get(credential) === probe) this.probes.delete(credential);
+    };
+    const probe: Promise<Found | null> = lookUp().then(
       (found) => {
-        this.probes.delete(credential);
+        done();
         if (found === null) this.markDead(credential);
-        else if (this.epoch === epoch) this.markLive(credential, remembered(found));
+        else if (this.epoch === epoch && this.forgets === forgets) this.markLive(credential, remembered(found));
         return found;
       },
       (error: unknown) => {
-        this.probes.delete(credential);
+        done();
         throw error;
       },
     );
