@@ -110,6 +110,11 @@ describe('--help', () => {
     expect({ code, output: proc.output() }).toEqual({ code: 0, output: expect.stringMatching(/^usage: /) });
     expect(existsSync(dataDir)).toBe(false);
   });
+
+  it('-h as the value of another option is that value, not help: log:verify -- --checkpoint -h reads a file -h (exit 2, no such file)', async () => {
+    const proc = startProcess('log-verify', { DATA_DIR: dataDir }, ['--checkpoint', '-h']);
+    expect({ code: await proc.exited, usage: /^usage: /.test(proc.output()) }).toEqual({ code: 2, usage: false });
+  });
 });
 
 describe('commands whose database cannot be reached', () => {
