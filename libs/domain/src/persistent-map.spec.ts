@@ -10,7 +10,11 @@ describe('PersistentMap', () => {
   it('answers as a Map would, and every earlier version keeps its own entries', () => {
     // Few distinct keys, so sets often replace; short and long keys alike.
     // rf_10unw and rf_1xwba (and rf_10unt and rf_1xwbb) share a 32-bit hash: one bucket.
-    const key = fc.oneof(fc.constantFrom('a', 'b', 'rf_1', '', 'rf_10unw', 'rf_1xwba', 'rf_10unt', 'rf_1xwbb'), fc.string({ maxLength: 30 }));
+    // `__proto__` and `constructor`: names a plain object treats apart.
+    const key = fc.oneof(
+      fc.constantFrom('a', 'b', 'rf_1', '', 'rf_10unw', 'rf_1xwba', 'rf_10unt', 'rf_1xwbb', '__proto__', 'constructor'),
+      fc.string({ maxLength: 30 }),
+    );
     fc.assert(
       fc.property(fc.array(fc.tuple(key, fc.integer()), { maxLength: 300 }), (sets) => {
         let map = deepFreeze(PersistentMap.empty<number>());

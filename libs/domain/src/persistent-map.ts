@@ -88,7 +88,8 @@ export class PersistentMap<V> {
     const visit = (node: Trie<V> | undefined): void => {
       if (node === undefined) return;
       if (isBranch(node)) node.forEach(visit);
-      else for (const [k, v] of node.entries) record[k] = v;
+      // Defined, not assigned: a key `__proto__` would set the record's prototype instead of an entry.
+      else for (const [k, v] of node.entries) Object.defineProperty(record, k, { value: v, enumerable: true, writable: true, configurable: true });
     };
     visit(this.root);
     return record;
