@@ -37,6 +37,25 @@ describe('CredentialMemory', () => {
     expect(memory.seenLive('pk_test_a')).toBe('whsec_new');
   });
 
+  it('after every live credential is forgotten (a secret changed elsewhere), a sighting does not join a probe begun before', async () => {
+    const memory = new CredentialMemory<string>();
+    let release!: (found: string | null) => void;
+    const before = memory.probe(
+      'pk_test_a',
+      () => new Promise<string | null>((resolve) => (release = resolve)),
+      (found) => found,
+    );
+    memory.forgetLive();
+    const after = memory.probe(
+      'pk_test_a',
+      () => Promise.resolve('whsec_new'),
+      (found) => found,
+    );
+    release('whsec_old');
+    expect([await before, await after]).toEqual(['whsec_old', 'whsec_new']);
+    expect(memory.seenLive('pk_test_a')).toBe('whsec_new');
+  });
+
   it('a credential found dead stays dead; a failed lookup is forgotten and asked again', async () => {
     const memory = new CredentialMemory<true>();
     expect(

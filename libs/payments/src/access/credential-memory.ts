@@ -52,6 +52,7 @@ export class CredentialMemory<Seen> {
   /** What was seen of every live credential may be out of date; dead ones stay dead. */
   forgetLive(): void {
     this.seen.clear();
+    this.probes.clear();
     this.epoch++;
   }
 

@@ -412,7 +412,7 @@ export function loadConfigOrExit(command: string, env: Env = process.env): Gatew
   }
 }
 
-/** `--help` (or `-h`) among a command's arguments: its usage on stdout and exit 0, before it reads or writes anything. */
+/** `--help` (or `-h`) as a command's first argument: its usage on stdout and exit 0, before it reads or writes anything. */
 export function usageOnHelp(usage: string, args: readonly string[] = process.argv.slice(2)): void {
   // The first argument only: elsewhere it may be an option's value (`--checkpoint -h`, a file), which must not read as help.
   if (args[0] !== '--help' && args[0] !== '-h') return;
