@@ -17,7 +17,10 @@ describe('CredentialMemory', () => {
     expect(memory.isDead('pk_test_a')).toBe(false);
   });
 
-  it('a credential forgotten while its probe runs (its secret rotated): the probe remembers nothing, and the next sighting probes anew', async () => {
+  it.each([
+    ['one credential forgotten (its secret rotated here)', (memory: CredentialMemory<string>) => memory.forget('pk_test_a')],
+    ['every live credential forgotten (a secret changed elsewhere)', (memory: CredentialMemory<string>) => memory.forgetLive()],
+  ])('%s while its probe runs: the probe remembers nothing, and the next sighting probes anew', async (_, forget) => {
     const memory = new CredentialMemory<string>();
     let release!: (found: string | null) => void;
     const before = memory.probe(
@@ -25,27 +28,7 @@ describe('CredentialMemory', () => {
       () => new Promise<string | null>((resolve) => (release = resolve)),
       (found) => found,
     );
-    memory.forget('pk_test_a');
-    const after = memory.probe(
-      'pk_test_a',
-      () => Promise.resolve('whsec_new'),
-      (found) => found,
-    );
-    release('whsec_old');
-    expect(await before).toBe('whsec_old');
-    expect(await after).toBe('whsec_new');
-    expect(memory.seenLive('pk_test_a')).toBe('whsec_new');
-  });
-
-  it('after every live credential is forgotten (a secret changed elsewhere), a sighting does not join a probe begun before', async () => {
-    const memory = new CredentialMemory<string>();
-    let release!: (found: string | null) => void;
-    const before = memory.probe(
-      'pk_test_a',
-      () => new Promise<string | null>((resolve) => (release = resolve)),
-      (found) => found,
-    );
-    memory.forgetLive();
+    forget(memory);
     const after = memory.probe(
       'pk_test_a',
       () => Promise.resolve('whsec_new'),
