@@ -84,8 +84,8 @@ describe('canonical JSON is the jsonb text of PostgreSQL', () => {
   });
 
   it('for random JSON values (property, seeded)', async () => {
-    const seed = Number(process.env.SEED ?? Date.now() % 2 ** 31);
-    process.stdout.write(`canonical JSON property seed: ${seed}\n`);
+    const seed = Number(process.env.TEST_SEED ?? Date.now() % 2 ** 31);
+    process.stdout.write(`canonical JSON property seed: ${seed} (replay: TEST_SEED=${seed})\n`);
     // PostgreSQL stores neither \u0000 nor lone surrogates in jsonb: strings without them.
     const text = fc.string({ unit: 'binary' }).map((s) => s.replaceAll('\u0000', '').replace(/[\ud800-\udfff]/g, ''));
     const { json: value } = fc.letrec((tie) => ({
@@ -112,8 +112,8 @@ describe('canonical JSON is the jsonb text of PostgreSQL', () => {
 
 describe("an event's chain hash in one buffer", () => {
   it('is SHA-256(previous ‖ content) as defined, for any text and a previous hash of any length (property, seeded)', () => {
-    const seed = Number(process.env.SEED ?? Date.now() % 2 ** 31);
-    process.stdout.write(`event chain hash property seed: ${seed}\n`);
+    const seed = Number(process.env.TEST_SEED ?? Date.now() % 2 ** 31);
+    process.stdout.write(`event chain hash property seed: ${seed} (replay: TEST_SEED=${seed})\n`);
     const text = fc.string({ unit: 'binary' });
     fc.assert(
       fc.property(
@@ -136,8 +136,8 @@ describe("an event's chain hash in one buffer", () => {
   });
 
   it("the log's running hash is SHA-256(previous ‖ chain hash), for hashes of any bytes (property, seeded)", () => {
-    const seed = Number(process.env.SEED ?? Date.now() % 2 ** 31);
-    process.stdout.write(`running hash property seed: ${seed}\n`);
+    const seed = Number(process.env.TEST_SEED ?? Date.now() % 2 ** 31);
+    process.stdout.write(`running hash property seed: ${seed} (replay: TEST_SEED=${seed})\n`);
     fc.assert(
       fc.property(fc.uint8Array({ minLength: 32, maxLength: 32 }), fc.uint8Array({ minLength: 0, maxLength: 40 }), (previous, chainHash) => {
         const [p, c] = [Buffer.from(previous), Buffer.from(chainHash)];
@@ -150,8 +150,8 @@ describe("an event's chain hash in one buffer", () => {
 
 describe('the digests a verification takes as hex', () => {
   it("an event's chain hash taken over the UTF-8 bytes of a row's fields (any order, anything between them), its previous hash at an offset of a larger buffer, is eventChainHash's as hex (property, seeded)", () => {
-    const seed = Number(process.env.SEED ?? Date.now() % 2 ** 31);
-    process.stdout.write(`chain hash over row bytes property seed: ${seed}\n`);
+    const seed = Number(process.env.TEST_SEED ?? Date.now() % 2 ** 31);
+    process.stdout.write(`chain hash over row bytes property seed: ${seed} (replay: TEST_SEED=${seed})\n`);
     const text = fc.string({ unit: 'binary' });
     // Data sometimes longer than the digest's first input buffer (4 KiB): it grows.
     const data = fc.oneof(text, fc.string({ unit: 'binary', minLength: 1500, maxLength: 3000 }));
@@ -191,8 +191,8 @@ describe('the digests a verification takes as hex', () => {
   });
 
   it('the running hash folded in one reused buffer gives nextLogHash at every step, an event without a chain hash as 32 zero bytes (property, seeded)', () => {
-    const seed = Number(process.env.SEED ?? Date.now() % 2 ** 31);
-    process.stdout.write(`running hash fold property seed: ${seed}\n`);
+    const seed = Number(process.env.TEST_SEED ?? Date.now() % 2 ** 31);
+    process.stdout.write(`running hash fold property seed: ${seed} (replay: TEST_SEED=${seed})\n`);
     fc.assert(
       fc.property(fc.array(fc.option(fc.uint8Array({ minLength: 32, maxLength: 32 }), { nil: null }), { maxLength: 20 }), (chain) => {
         const folded = new RunningLogHash();

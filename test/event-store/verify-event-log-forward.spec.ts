@@ -129,8 +129,8 @@ describe('verifyEventLog up to a position, handing events on', () => {
 
 describe('a column of texts posted between threads as UTF-8 bytes', () => {
   it('gives back every text, whatever its characters and length (property, seeded)', () => {
-    const seed = Number(process.env.SEED ?? Date.now() % 2 ** 31);
-    process.stdout.write(`text column property seed: ${seed}\n`);
+    const seed = Number(process.env.TEST_SEED ?? Date.now() % 2 ** 31);
+    process.stdout.write(`text column property seed: ${seed} (replay: TEST_SEED=${seed})\n`);
     const texts = fc.array(fc.oneof(fc.string({ unit: 'grapheme', maxLength: 300 }), fc.string({ maxLength: 5 }), fc.constant('ёжик 💳 €')), { maxLength: 40 });
     fc.assert(
       fc.property(texts, fc.array(fc.boolean(), { minLength: 40, maxLength: 40 }), (given, asBytes) => {

@@ -11,7 +11,7 @@
  * (the document says them in words); error-contract-fuzz sends those.
  * So is the depth of customFields (at most 32 levels): one recursive schema takes any
  * depth, the validator counts it; a sample deeper than that must be refused by the server.
- * The seed is printed; rerun one with FC_SEED=<seed>.
+ * The seed is printed; rerun one with TEST_SEED=<seed>.
  */
 import fc from 'fast-check';
 import Ajv2020 from 'ajv/dist/2020';
@@ -25,9 +25,9 @@ import { RefundInvoiceRequest } from '../../apps/api/src/refunds/refund-invoice/
 import { anyText, INVOICE_FIELDS, invoiceWith, nested, numberLiteral, wrongTypeFor } from '../support/request-fuzz';
 import { refusalOf } from '../support/request-reading';
 
-const seed = process.env.FC_SEED ? Number(process.env.FC_SEED) : Date.now() ^ (Math.random() * 0x100000000);
+const seed = process.env.TEST_SEED ? Number(process.env.TEST_SEED) : Date.now() ^ (Math.random() * 0x100000000);
 
-console.log(`request-agreement seed: ${seed}`);
+console.log(`request-agreement seed: ${seed} (replay: TEST_SEED=${seed})`);
 
 const ajv = new Ajv2020({ strict: true, strictRequired: false, allErrors: true, allowUnionTypes: true });
 addFormats(ajv);
