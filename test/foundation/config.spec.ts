@@ -253,6 +253,14 @@ describe('configuration from the environment', () => {
     });
   });
 
+  // The driver's own text ("connect ECONNREFUSED 127.0.0.1:9") named no variable to change.
+  it('a gateway whose DATABASE_URL is not reached exits 1 naming DATABASE_URL and the database, not its password', async () => {
+    const proc = startProcess('gateway', { DATABASE_URL: 'postgres://nobody:s3cret-pa55@127.0.0.1:9/none' });
+    expect(await proc.exited).toBe(1);
+    expect(proc.output()).toContain('(DATABASE_URL: the database 127.0.0.1:9/none was not reached)\n');
+    expect(proc.output()).not.toContain('s3cret-pa55');
+  });
+
   // pino refused the level with a stack trace before the configuration was read.
   it.each(['gateway', 'ledger-verify'] as const)('%s with LOG_LEVEL=loud stops with the message and exit code 2', async (entry) => {
     const proc = startProcess(entry, { LOG_LEVEL: 'loud', DATABASE_URL: 'postgres://nobody:nothing@127.0.0.1:9/none' });

@@ -394,6 +394,7 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
       const run = startProcess('gateway', { DATA_DIR: own.dir, PORT: String(port) });
       expect(await run.exited).toBe(1);
       expect(run.output()).toContain('The gateway could not start: listen EADDRINUSE');
+      expect(run.output()).toContain(`${port} (PORT: another process listens on it; set PORT to another port)\n`);
       // The projector stopped before the log was closed (it logged into the closed stream: an uncaught error).
       expect(run.output()).not.toMatch(/SonicBoom|^\s+at /m);
       // The embedded server it started is stopped by then.

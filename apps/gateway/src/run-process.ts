@@ -3,6 +3,8 @@ import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { loadConfigOrExit, openInfrastructure, refuseArgumentsOrExit, ServingRole, servingApplicationName, urlHostOf } from '#payments/composition';
+import type { GatewayConfig } from '#payments/composition';
+import { DatabaseNotReachedError } from '#platform/database';
 import { createLogger, exitAfterLogs } from '#platform/logging';
 import { createServices } from '#payments/services';
 import { WEBHOOK_EVENTS } from '#payments/merchants';
@@ -222,13 +224,32 @@ export async function runProcess(roles: ProcessRoles, signals: StopSignals = cat
       return;
     }
     log.fatal({ err: error }, 'the gateway could not start');
-    process.stderr.write(`The gateway could not start: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.stderr.write(`The gateway could not start: ${startFailure(error, config)}\n`);
     for (const close of started.reverse())
       await Promise.resolve()
         .then(close)
         .catch(() => undefined);
     exitAfterLogs(log, 1);
   }
+}
+
+/**
+ * Why the start failed, naming the variable to change where the error's own text does not:
+ * a driver's "connect ECONNREFUSED" or "listen EADDRINUSE" says nothing of DATABASE_URL or PORT.
+ */
+function startFailure(error: unknown, config: GatewayConfig): string {
+  const message = error instanceof Error ? error.message : String(error);
+  const { code, port } = error as { code?: unknown; port?: unknown };
+  if (error instanceof DatabaseNotReachedError && config.databaseUrl !== null) {
+    const url = new URL(config.databaseUrl.replace('@/', '@localhost/'));
+    return `${message} (DATABASE_URL: the database ${url.hostname || 'localhost'}:${url.port || 5432}${url.pathname} was not reached)`;
+  }
+  if (code === 'EADDRINUSE' || code === 'EACCES') {
+    const variable = port === config.metricsPort ? 'METRICS_PORT' : port === config.port ? 'PORT' : null;
+    const why = code === 'EADDRINUSE' ? 'another process listens on it' : 'a port below 1024 needs privileges';
+    if (variable !== null) return `${message} (${variable}: ${why}; set ${variable} to another port)`;
+  }
+  return message;
 }
 
 /** A signal came while the process started: what started is stopped, and the process exits 0. */
