@@ -9,7 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { STREAM_APPEND_LOCK_NAMESPACE } from '#event-store/postgres';
-import { advanceCheckpoint, ensureCheckpoint, ZERO } from '#event-store/projections';
+import { advanceCheckpoint, ensureCheckpoint, readCheckpointPositions, ZERO } from '#event-store/projections';
 import { awaitPostedThrough, LEDGER_POSTERS, POSTED_WAIT_MS, REPORTED_READ_MODELS } from '#payments/audit';
 import type { Follower, ReportedLedger } from '#payments/audit';
 import { PostgresEventStore } from '#event-store';
@@ -207,6 +207,57 @@ describe('awaitPostedThrough', () => {
       const now = new Date();
       expect(await awaitPostedThrough(db.pool, store, now, now, [ledger], { waitMs: 3_000 })).toBe(true);
       expect(await awaitPostedThrough(db.pool, store, now, new Date(now.getTime() + 10_000), [ledger], { waitMs: 3_000 })).toBe(false);
+    } finally {
+      await store.close();
+      await db.drop();
+    }
+  });
+
+  // A busy merchant's refunds kept refund_outcomes seconds behind the head: every report of every merchant, of any
+  // past period, answered 503 until the refunds stopped, though no entry still to come could be dated in it.
+  it('waits only for events that change figures as of the instant: a reactor behind on later outcomes holds back no report of an earlier one', async () => {
+    const db = await createTestDatabase({ poolSize: 2 });
+    const store = new PostgresEventStore(db.pool);
+    const { ledger, refunds, payouts } = REPORTED_READ_MODELS;
+    try {
+      for (const f of [...LEDGER_POSTERS, refunds, payouts, ledger]) await ensureCheckpoint(db.pool, f.name);
+      const caughtUp = async () => {
+        const head = (await visibleHead(db.pool, store))!;
+        const names = [...LEDGER_POSTERS, refunds, payouts, ledger].map((f) => f.name);
+        const stored = await readCheckpointPositions(db.pool, names);
+        for (const name of names) await advanceCheckpoint(db.pool, name, stored.get(name)!, head, 0);
+      };
+      await store.appendToStream('invoice-start', [{ id: randomUUID(), type: 'Noted', data: {} }]);
+      await caughtUp();
+      const at = new Date(Date.now() - 60_000);
+      const later = new Date(at.getTime() + 1).toISOString();
+      const earlier = new Date(at.getTime() - 1).toISOString();
+      const posted = () => awaitPostedThrough(db.pool, store, new Date(), at, [ledger], { waitMs: 300 });
+      expect(await posted()).toBe(true);
+      // Outcomes, payments and requests dated after the instant, none handled yet: the figures as of it are final.
+      await store.appendToStream('refund-later', [{ id: randomUUID(), type: 'RefundSucceeded', data: { at: later } }]);
+      await store.appendToStream('payout-later', [{ id: randomUUID(), type: 'PayoutPaid', data: { at: later } }]);
+      await store.appendToStream('invoice-later', [
+        { id: randomUUID(), type: 'InvoicePaid', data: { paidAt: later } },
+        { id: randomUUID(), type: 'InvoiceRefundRequested', data: { at: later } },
+      ]);
+      await store.appendToStream('payout-requested-later', [{ id: randomUUID(), type: 'PayoutRequested', data: { createdAt: later } }]);
+      await store.appendToStream('refund-later', [{ id: randomUUID(), type: 'RefundCreated', data: {} }], { expectedRevision: 0n });
+      expect(await posted()).toBe(true);
+      // Each of them dated at or before it (or not dated): waited for until its follower has handled it.
+      for (const [stream, event] of [
+        ['refund-earlier', { type: 'RefundFailed', data: { at: earlier } }],
+        ['payout-earlier', { type: 'PayoutCancelled', data: { at: earlier } }],
+        ['invoice-earlier', { type: 'InvoicePaid', data: { paidAt: earlier } }],
+        ['invoice-asked', { type: 'InvoiceRefundRequested', data: { at: earlier } }],
+        ['payout-asked', { type: 'PayoutRequested', data: { createdAt: earlier } }],
+        ['refund-undated', { type: 'RefundSucceeded', data: {} }],
+      ] as const) {
+        await store.appendToStream(stream, [{ id: randomUUID(), ...event }]);
+        expect([stream, await posted()]).toEqual([stream, false]);
+        await caughtUp();
+        expect([stream, await posted()]).toEqual([stream, true]);
+      }
     } finally {
       await store.close();
       await db.drop();

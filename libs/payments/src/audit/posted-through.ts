@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Pool } from 'pg';
-import { AllFilter, comparePositions, EventStore, matchesFilter, Position, PostgresEventStore } from '#event-store';
+import { AllFilter, comparePositions, EventStore, matchesFilter, Position, PostgresEventStore, RecordedEvent } from '#event-store';
 import { readCheckpointPositions } from '#event-store/projections';
 import { PAYMENTS_TO_LEDGER, PAYMENTS_TO_LEDGER_FILTER } from '../reactors/payments-to-ledger.reactor';
 import { PAYOUT_OUTCOMES_FILTER, REFUND_OUTCOMES_FILTER } from '../reactors/refund-and-payout-outcomes.reactor';
@@ -26,15 +26,35 @@ export const POSTED_WAIT_MS = 5_000;
 export interface Follower {
   readonly name: string;
   readonly filter?: AllFilter;
+  /**
+   * The earliest instant (ms) whose figures an event it takes changes: the date of the entry a
+   * reactor posts for it, of the requested flow a read model adds. Events changing only later
+   * figures are not waited for by a report of an earlier instant (a busy merchant's reactor, seconds
+   * behind the head, holds back no report of a past period). Unset: every event is waited for.
+   */
+  readonly changesFrom?: (event: RecordedEvent) => number;
 }
 
 const followerOf = (p: { name: string; filter?: AllFilter }): Follower => ({ name: p.name, filter: p.filter });
 
-/** The reactors that post a flow's ledger entries dated with the time of its event, after it. */
+/** An event's instant field in ms; one that is not an instant changes figures of any instant. */
+const instantOf = (value: unknown): number => (typeof value === 'string' && !Number.isNaN(Date.parse(value)) ? Date.parse(value) : -Infinity);
+const field = (event: RecordedEvent, name: string): unknown => (event.data as Record<string, unknown> | null)?.[name];
+
+/** The reactors that post a flow's ledger entries dated with the time of its event (paidAt, the outcome's at), after it. */
 export const LEDGER_POSTERS: readonly Follower[] = [
-  { name: PAYMENTS_TO_LEDGER, filter: PAYMENTS_TO_LEDGER_FILTER },
-  { name: REFUND_OUTCOMES, filter: REFUND_OUTCOMES_FILTER },
-  { name: PAYOUT_OUTCOMES, filter: PAYOUT_OUTCOMES_FILTER },
+  { name: PAYMENTS_TO_LEDGER, filter: PAYMENTS_TO_LEDGER_FILTER, changesFrom: (e) => instantOf(field(e, 'paidAt')) },
+  { name: REFUND_OUTCOMES, filter: REFUND_OUTCOMES_FILTER, changesFrom: (e) => instantOf(field(e, 'at')) },
+  { name: PAYOUT_OUTCOMES, filter: PAYOUT_OUTCOMES_FILTER, changesFrom: (e) => instantOf(field(e, 'at')) },
+];
+
+/**
+ * The read models halfDoneFlows reads, for the flows they add as requested (dated with the
+ * request); their other events only take a flow out of `requested`, which a report waits for anyway.
+ */
+const REQUESTED_FLOWS: readonly Follower[] = [
+  { ...followerOf(refundsProjection), changesFrom: (e) => (e.type === 'InvoiceRefundRequested' ? instantOf(field(e, 'at')) : Infinity) },
+  { ...followerOf(payoutsProjection), changesFrom: (e) => (e.type === 'PayoutRequested' ? instantOf(field(e, 'createdAt')) : Infinity) },
 ];
 
 /** The read models the reports read. */
@@ -74,18 +94,15 @@ export async function awaitPostedThrough(
   const early = at.getTime() + POSTING_MARGIN_MS - now.getTime();
   if (early > waitMs) return false;
   if (early > 0) await sleep(early);
-  const { refunds, payouts } = REPORTED_READ_MODELS;
   // Each step against one head, read once: under steady traffic the head never stands still.
   const posters = await settledHead(pool, store, deadline);
   if (posters === undefined) return false;
-  const posted = await until(
-    deadline,
-    async () => (await allReached(pool, store, [...LEDGER_POSTERS, refunds, payouts], posters)) && !(await halfDoneFlows(pool, at, options.ledger)),
-  );
+  const postersReached = reachedThrough(pool, store, [...LEDGER_POSTERS, ...REQUESTED_FLOWS], posters, at.getTime());
+  const posted = await until(deadline, async () => (await postersReached()) && !(await halfDoneFlows(pool, at, options.ledger)));
   if (!posted) return false;
   const read = await settledHead(pool, store, deadline);
   if (read === undefined) return false;
-  return until(deadline, () => allReached(pool, store, readers, read));
+  return until(deadline, reachedThrough(pool, store, readers, read, Infinity));
 }
 
 async function until(deadline: number, done: () => Promise<boolean>): Promise<boolean> {
@@ -114,30 +131,51 @@ async function settledHead(pool: Pick<Pool, 'query'>, store: Pick<EventStore, 'h
   return store.headPosition();
 }
 
-/** Whether each follower has handled every event up to `head` that its filter takes. */
-async function allReached(
+/**
+ * Whether each follower has handled every event up to `head` that its filter takes and that
+ * changes figures as of `at` (ms; Infinity: every event), asked again and again: the events
+ * past a checkpoint are read once, up to the first such one, which the checkpoint must pass.
+ */
+function reachedThrough(
   pool: Pick<Pool, 'query'>,
   store: Pick<EventStore, 'readAll'>,
   followers: readonly Follower[],
   head: Position | null,
-): Promise<boolean> {
-  if (head === null || followers.length === 0) return true;
-  const stored = await readCheckpointPositions(
-    pool,
-    followers.map((f) => f.name),
-  );
-  for (const follower of followers) {
-    const checkpoint = stored.get(follower.name);
-    if (checkpoint === undefined) return false;
-    if (comparePositions(checkpoint, head) >= 0) continue;
-    // A stored checkpoint trails the events its follower skipped (on PostgreSQL for up to CHECKPOINT_DEFER_MS, on
-    // EventStoreDB until a server checkpoint): the events after it up to the head that it would take say whether it is done.
-    const after = await store.readAll({ after: checkpoint, maxCount: 1_000 });
-    const upToHead = after.filter((e) => comparePositions(e.position, head) <= 0);
-    if (upToHead.length === after.length && after.length === 1_000) return false;
-    if (upToHead.some((e) => matchesFilter(follower.filter, e))) return false;
-  }
-  return true;
+  at: number,
+): () => Promise<boolean> {
+  /** Per follower: the events up to here are read; the first that changes the figures, if any was met. */
+  const scanned = new Map<string, { through: Position; pending: Position | null }>();
+  return async () => {
+    if (head === null || followers.length === 0) return true;
+    const stored = await readCheckpointPositions(
+      pool,
+      followers.map((f) => f.name),
+    );
+    for (const follower of followers) {
+      const checkpoint = stored.get(follower.name);
+      if (checkpoint === undefined) return false;
+      if (comparePositions(checkpoint, head) >= 0) continue;
+      // A stored checkpoint trails the events its follower skipped (on PostgreSQL for up to CHECKPOINT_DEFER_MS, on
+      // EventStoreDB until a server checkpoint): the events after it up to the head say whether it is done.
+      let seen = scanned.get(follower.name);
+      if (seen?.pending && comparePositions(checkpoint, seen.pending) < 0) return false;
+      let from = seen && comparePositions(seen.through, checkpoint) > 0 ? seen.through : checkpoint;
+      for (;;) {
+        const page = await store.readAll({ after: from, maxCount: 1_000 });
+        const upToHead = page.filter((e) => comparePositions(e.position, head) <= 0);
+        const pending = upToHead.find((e) => matchesFilter(follower.filter, e) && (follower.changesFrom?.(e) ?? -Infinity) <= at);
+        if (pending) {
+          scanned.set(follower.name, { through: pending.position, pending: pending.position });
+          return false;
+        }
+        from = upToHead.at(-1)?.position ?? from;
+        seen = { through: from, pending: null };
+        scanned.set(follower.name, seen);
+        if (upToHead.length < page.length || page.length < 1_000) break;
+      }
+    }
+    return true;
+  };
 }
 
 /**
