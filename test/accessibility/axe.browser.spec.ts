@@ -12,12 +12,14 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { axeViolations as violations } from '../support/axe';
 import { launchDebianChromium } from '../support/chromium';
 import { expectStatus, InvoiceGateway, Merchant, poll, startInvoiceGateway } from '../support/merchant-fixtures';
+import { startWebhookReceiver, WebhookReceiver } from '../support/webhook-receiver';
 
 describe('accessibility: axe-core finds no violation on any page', () => {
   let gw: InvoiceGateway;
   let browser: Browser;
   let context: BrowserContext;
   let merchant: Merchant;
+  let receiver: WebhookReceiver;
   const pay: Record<string, string> = {};
 
   async function invoice(mode: 'test' | 'live', method?: string): Promise<string> {
@@ -28,9 +30,11 @@ describe('accessibility: axe-core finds no violation on any page', () => {
 
   beforeAll(async () => {
     // CLOCK=manual: an invoice expires and a refund completes when the test moves the clock.
-    // WEBHOOK_ALLOW_PRIVATE_NETWORKS: a webhook URL on this host (nothing listens there), so the merchant's page lists deliveries.
+    // WEBHOOK_ALLOW_PRIVATE_NETWORKS: a receiver on this host that answers 500 with a text, so the merchant's page lists deliveries with their replies.
     gw = await startInvoiceGateway({ CLOCK: 'manual', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
-    merchant = await gw.operator.merchant({ name: 'Книжная лавка', holdHours: 0, webhookUrl: 'http://127.0.0.1:9/hooks' } as never);
+    receiver = await startWebhookReceiver();
+    receiver.answer = () => ({ status: 500, body: '<html><body><h1>500</h1> invalid signature \u202Ekcatta</body></html>' });
+    merchant = await gw.operator.merchant({ name: 'Книжная лавка', holdHours: 0, webhookUrl: receiver.url } as never);
     const expiring = await invoice('test', 'sbp');
     await gw.operator.advance(2 * 3600);
     pay['expired'] = expiring;
@@ -63,8 +67,8 @@ describe('accessibility: axe-core finds no violation on any page', () => {
     }
     await poll(
       () => gw.operator.http.get(`/admin/v1/webhook-deliveries?projectId=${merchant.projectId}`),
-      (r) => r.body.items.length > 0,
-      'a webhook delivery listed',
+      (r) => r.body.items.some((d: { attempts: { body: string | null }[] }) => d.attempts.some((a) => a.body)),
+      'a webhook delivery listed with the reply to its attempt',
     );
     browser = await launchDebianChromium();
     context = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'ru-RU', bypassCSP: true });
@@ -72,6 +76,7 @@ describe('accessibility: axe-core finds no violation on any page', () => {
   afterAll(async () => {
     await browser?.close();
     await gw?.close();
+    await receiver?.close();
   });
 
   async function check(path: string): Promise<string[]> {
@@ -164,7 +169,7 @@ describe('accessibility: axe-core finds no violation on any page', () => {
       ]) {
         await page.goto(`${gw.baseUrl}${path}`);
         // The test mode's page has the table of webhook deliveries (with its «Отправить снова» column).
-        if (name === 'merchant, test mode') expect(await page.locator('table.deliveries').count()).toBe(1);
+        if (name === 'merchant, test mode') expect(await page.locator('table.deliveries li.attempt', { hasText: 'ответ:' }).count()).toBeGreaterThan(0);
         found[name!] = await violations(page);
       }
     } finally {

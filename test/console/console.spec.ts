@@ -142,6 +142,30 @@ describe('operator console at /admin (HTTP)', () => {
     }
   });
 
+  it("each webhook attempt shows the receiver's reply: escaped, its first 200 characters, a bidi override as a visible \\u202E", async () => {
+    const failing = await startWebhookReceiver();
+    const prefix = '<b>boom</b> & "x" \u202Eevil ';
+    failing.answer = () => ({ status: 500, body: `${prefix}${'я'.repeat(300)}` });
+    try {
+      const shop = await operator.merchant({ name: 'Получатель отвечает 500', holdHours: 0, webhookUrl: failing.url } as never);
+      const created = await shop.test.post('/v1/invoices', { amount: '10.00', orderId: `reply-${randomUUID()}`, method: 'sbp' });
+      expectStatus(created, 201);
+      expectStatus(await operator.payment(created.body.id, 'paid'), 200);
+      const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
+      const page = await poll(
+        () => get(`/admin/accounts/${shop.accountId}?mode=test`, cookie),
+        (p) => p.html.includes('HTTP 500'),
+        'the failed attempt on the merchant page',
+      );
+      const shown = `&lt;b&gt;boom&lt;/b&gt; &amp; &quot;x&quot; \\u202Eevil ${'я'.repeat(200 - [...prefix].length)}…`;
+      expect(page.html).toContain(`<div class="small muted">ответ: <bdi class="given">${shown}</bdi></div>`);
+      expect(page.html).not.toContain('\u202E');
+      expect(page.html).not.toContain('<b>boom');
+    } finally {
+      await failing.close();
+    }
+  });
+
   it('the merchant page: balances, the plot (three series from the log), volumes per UTC day, ledger entries with postings', async () => {
     const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
     const page = await poll(

@@ -292,6 +292,7 @@ export class ConsoleController {
             at: new Date(a.at).toISOString(),
             statusCode: a.status_code,
             error: a.error,
+            body: a.body,
             durationMs: a.duration_ms,
             superseded: a.superseded,
           })),

@@ -1,5 +1,5 @@
 import type { BalancePoint, DailyVolume } from '#ledger';
-import { AccountPage, renderAccountPage } from './console.html';
+import { AccountPage, excerpt, renderAccountPage } from './console.html';
 
 /** A merchant page with `entries` ledger entries (each a point of the plot) and payments on `days` days. */
 function accountPage(entries: number, days: number, deliveries: AccountPage['deliveries'] = []): string {
@@ -64,5 +64,22 @@ describe('the merchant page’s webhook deliveries', () => {
       'Отправить снова invoice.paid 2026-01-01 12:00:00 UTC, доставка 0b1e2c3d-0000-4000-8000-000000000001',
       'Отправить снова invoice.paid 2026-01-01 12:00:00 UTC, доставка 0b1e2c3d-0000-4000-8000-000000000002',
     ]);
+  });
+});
+
+describe("a receiver's reply under its attempt (excerpt)", () => {
+  it.each([
+    ['a short reply whole', 200, 'bad signature', 'bad signature'],
+    ['whitespace runs as one space', 200, '  <h1>Error</h1>\r\n\t<p>bad\n\nsignature</p>\n', '<h1>Error</h1> <p>bad signature</p>'],
+    [
+      'bidi marks, overrides and isolates, and controls as visible escapes',
+      200,
+      'a\u202Eb\u2066c\u200Fd\u0000e\u001Bf\u0085g',
+      'a\\u202Eb\\u2066c\\u200Fd\\u0000e\\u001Bf\\u0085g',
+    ],
+    ['its first characters then «…» (code points: an emoji stays whole)', 5, '🌼🌼🌼🌼🌼🌼', '🌼🌼🌼🌼🌼…'],
+    ['exactly as long as shown: no «…»', 5, 'abcde', 'abcde'],
+  ] as const)('%s', (_, max, body, shown) => {
+    expect(excerpt(body, max)).toBe(shown);
   });
 });

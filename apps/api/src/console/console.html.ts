@@ -117,6 +117,19 @@ const time = (at: Date | string) => {
  * right-to-left override in it cannot reverse what the page draws after it.
  */
 const given = (text: string) => `<bdi class="given">${escapeHtml(text)}</bdi>`;
+/** C0 and C1 controls and the bidi marks, embeddings, overrides and isolates: in a receiver's reply they would act, not show. */
+// eslint-disable-next-line no-control-regex
+const ACTING = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+/**
+ * A text from outside (a receiver's reply) as one readable line: whitespace runs as a
+ * space, its first `max` characters then «…», every control or bidi character as a
+ * visible \uXXXX (an override in it reverses nothing). Escape it for HTML after.
+ */
+export function excerpt(text: string, max: number): string {
+  const chars = [...text.replace(/\s+/g, ' ').trim()];
+  const shown = chars.length > max ? `${chars.slice(0, max).join('')}…` : chars.join('');
+  return shown.replace(ACTING, (c) => `\\u${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`);
+}
 /** The same isolation in plain text (a page title, the plot's title): FIRST STRONG ISOLATE … POP DIRECTIONAL ISOLATE. */
 const isolated = (text: string) => `\u2068${text}\u2069`;
 const money = (kopecks: number) => `<span class="nw">${escapeHtml(formatRubles(kopecks))}</span>`;
@@ -216,6 +229,8 @@ export interface DeliveryView {
     readonly at: string;
     readonly statusCode: number | null;
     readonly error: string | null;
+    /** The receiver's reply body as kept (up to 4 KiB), or null. */
+    readonly body: string | null;
     readonly durationMs: number;
     readonly superseded: boolean;
   }[];
@@ -320,6 +335,12 @@ const endpointState = (p: AccountPage['projects'][number], page: AccountPage, fo
     ? ` <span class="badge bad">вебхуки отключены ${time(p.webhookDisabledAt)}</span> ${postButton(`/admin/projects/${encodeURIComponent(p.id)}/webhook-endpoint/enable`, page, formToken, 'Включить и отправить долг')}`
     : '';
 
+/** What the receiver answered, shortened, under its attempt (a blank reply: nothing). */
+const reply = (body: string | null) => {
+  const shown = body === null ? '' : excerpt(body, REPLY_SHOWN);
+  return shown ? `<div class="small muted">ответ: ${given(shown)}</div>` : '';
+};
+
 function deliveriesSection(page: AccountPage, formToken: string): string {
   if (page.deliveries.length === 0) return '<p class="muted">Доставок нет.</p>';
   const rows = page.deliveries
@@ -328,7 +349,7 @@ function deliveriesSection(page: AccountPage, formToken: string): string {
         ? `<ol class="attempts">${d.attempts
             .map(
               (a) =>
-                `<li class="attempt">${time(a.at)} — ${a.statusCode === null ? 'без ответа' : `HTTP ${a.statusCode}`}${a.error ? `: ${given(a.error)}` : ''}, ${a.durationMs} мс${a.superseded ? ' <span class="muted">(не учтена)</span>' : ''}</li>`,
+                `<li class="attempt">${time(a.at)} — ${a.statusCode === null ? 'без ответа' : `HTTP ${a.statusCode}`}${a.error ? `: ${given(a.error)}` : ''}, ${a.durationMs} мс${a.superseded ? ' <span class="muted">(не учтена)</span>' : ''}${reply(a.body)}</li>`,
             )
             .join('')}</ol>`
         : '<span class="muted small">попыток ещё не было</span>';
@@ -349,6 +370,8 @@ function deliveriesSection(page: AccountPage, formToken: string): string {
 }
 
 export const DELIVERIES_SHOWN = 20;
+/** Characters of a receiver's reply shown under its attempt (the operator API has it whole). */
+export const REPLY_SHOWN = 200;
 
 export function renderAccountPage(page: AccountPage, chrome: ConsoleChrome & { formToken: string }): string {
   const { account, mode } = page;
