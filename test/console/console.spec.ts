@@ -257,6 +257,33 @@ describe('operator console at /admin (HTTP)', () => {
     }
   });
 
+  it('a query parameter an address does not take (mistyped, bracketed) → a 400 page naming it and what the address takes; nothing done', async () => {
+    const cookie = await login(gateway.baseUrl, ADMIN_TOKEN);
+    const account = `/admin/accounts/${merchant.accountId}`;
+    const takesNothing = 'он не принимает параметров.';
+    for (const [path, named, takes] of [
+      [`${account}?Mode=TEST`, 'Mode', 'он принимает только mode (test или live), entriesAfter'],
+      [`${account}?mode[]=test`, 'mode[]', 'он принимает только mode (test или live), entriesAfter'],
+      [`${account}?mode=test&entriesafter=24`, 'entriesafter', 'он принимает только mode (test или live), entriesAfter'],
+      ['/admin?foo=1', 'foo', 'он принимает только after (идентификатор аккаунта'],
+      ['/admin?After=x', 'After', 'он принимает только after'],
+      ['/admin/system?mode=test', 'mode', takesNothing],
+      [`${account}?\u202Eevil=1`, '\\u202Eevil', 'он принимает только mode'],
+    ] as const) {
+      const page = await get(path, cookie);
+      expect({ path, status: page.status }).toEqual({ path, status: 400 });
+      expect(page.html).toContain('Некорректный запрос');
+      expect(page.html).toContain(`Параметра «${named}» у этого адреса нет: ${takes}`);
+    }
+    const login400 = await get('/admin/login?next=/admin');
+    expect([login400.status, login400.html.includes(`Параметра «next» у этого адреса нет: ${takesNothing}`)]).toEqual([400, true]);
+    // A POST with one does nothing: the session stays open.
+    const token = formTokenOf((await get('/admin', cookie)).html);
+    const logout = await request(gateway.baseUrl, 'POST', '/admin/logout?x=1', { cookie, form: { formToken: token } });
+    expect([logout.status, logout.setCookie]).toEqual([400, null]);
+    expect((await get('/admin', cookie)).status).toBe(200);
+  });
+
   // These were the API's JSON to a browser too: no controller of the console was reached.
   it('an address the console does not have, or a malformed one → an HTML page to a browser; the operator API keeps the error shape', async () => {
     const browser = { accept: 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8' };

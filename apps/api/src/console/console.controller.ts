@@ -27,6 +27,7 @@ import {
   CONSOLE_CSS,
   CONSOLE_ICON,
   DELIVERIES_SHOWN,
+  excerpt,
   TRANSACTIONS_SHOWN,
   FORM_TOKEN_FIELD,
   Mode,
@@ -151,6 +152,24 @@ const badRequest = (message: string, session: Session | null) =>
 const notFound = (message: string, session: Session) =>
   new ConsolePageError(404, renderMessagePage('Не найдено', message, { formToken: session.formToken }, { href: '/admin', label: 'К мерчантам' }));
 
+/** The query parameters of the merchant page and of the merchants page, each with what it takes. */
+const ACCOUNT_QUERY = { mode: 'test или live', entriesAfter: 'номер последней проводки предыдущей страницы' };
+const MERCHANTS_QUERY = { after: 'идентификатор аккаунта из ссылки «Следующая страница»' };
+
+/**
+ * A parameter the address does not take (a mistyped `Mode=test`, `mode[]=test`) is refused,
+ * as the operator API refuses one: ignored, it would show another page (the live ledger) as if asked.
+ */
+function refuseUnknownParameters(query: unknown, takes: Readonly<Record<string, string>>, session: Session | null): void {
+  const unknown = Object.keys(query ?? {}).find((name) => !Object.hasOwn(takes, name));
+  if (unknown === undefined) return;
+  const known = Object.entries(takes).map(([name, what]) => `${name} (${what})`);
+  throw badRequest(
+    `Параметра «${excerpt(unknown, 40)}» у этого адреса нет: ${known.length ? `он принимает только ${known.join(', ')}` : 'он не принимает параметров'}.`,
+    session,
+  );
+}
+
 function modeOf(value: unknown, session: Session): Mode {
   if (value === undefined) return 'live';
   if (value === 'test' || value === 'live') return value;
@@ -191,7 +210,8 @@ export class ConsoleController {
   }
 
   @Get('login')
-  loginForm(@Res() reply: FastifyReply) {
+  loginForm(@Query() query: unknown, @Res() reply: FastifyReply) {
+    refuseUnknownParameters(query, {}, null);
     return sendHtml(reply, 200, renderLoginPage(null));
   }
 
@@ -201,7 +221,8 @@ export class ConsoleController {
    * limits it is answered 429.
    */
   @Post('login')
-  async login(@Body() body: unknown, @Req() request: FastifyRequest, @Res() reply: FastifyReply) {
+  async login(@Body() body: unknown, @Query() query: unknown, @Req() request: FastifyRequest, @Res() reply: FastifyReply) {
+    refuseUnknownParameters(query, {}, null);
     if (!this.token.matches(formField(body, 'token'))) {
       const refusal = this.failures.reject(request, 'operator_token', ApiError.unauthorized('Неверный токен оператора'));
       if (refusal.status === 429) throw refusal;
@@ -214,8 +235,9 @@ export class ConsoleController {
   }
 
   @Post('logout')
-  async logout(@Body() body: unknown, @Req() request: FastifyRequest, @Res() reply: FastifyReply) {
+  async logout(@Body() body: unknown, @Query() query: unknown, @Req() request: FastifyRequest, @Res() reply: FastifyReply) {
     const session = await this.session(request);
+    refuseUnknownParameters(query, {}, session);
     this.requireFormToken(session, body);
     await this.sessions.close(session.id);
     request.log.info({ ip: request.ip }, 'operator console: session closed (logout)');
@@ -225,8 +247,10 @@ export class ConsoleController {
   /** Merchants: accounts with their projects and balances per mode, a page at a time. */
   @ReadsModels('ledger')
   @Get()
-  async merchants(@Query('after') after: unknown, @Req() request: FastifyRequest, @Res() reply: FastifyReply) {
+  async merchants(@Query() query: Record<string, unknown>, @Req() request: FastifyRequest, @Res() reply: FastifyReply) {
     const session = await this.session(request);
+    refuseUnknownParameters(query, MERCHANTS_QUERY, session);
+    const after = query.after;
     // An id that names no account would read as an empty list ("no accounts"): refused as a bad link, like one that is no id.
     if (after !== undefined && (!isUuid(after) || !(await this.queries.execute(new GetAccount(after.toLowerCase())))))
       throw badRequest('Параметр after: идентификатор аккаунта из ссылки «Следующая страница».', session);
@@ -257,6 +281,7 @@ export class ConsoleController {
     const session = await this.session(request);
     const account = isUuid(id) ? await this.queries.execute(new GetAccount(id.toLowerCase())) : null;
     if (!account) throw notFound('Такого аккаунта нет.', session);
+    refuseUnknownParameters(query, ACCOUNT_QUERY, session);
     const mode = modeOf(query.mode, session);
     const entriesAfter = query.entriesAfter;
     let afterSeq = -1;
@@ -330,8 +355,9 @@ export class ConsoleController {
 
   /** Sends a webhook delivery again (the operator API's resend), then back to the merchant page. */
   @Post('webhook-deliveries/:id/resend')
-  async resend(@Param('id') id: string, @Body() body: unknown, @Req() request: FastifyRequest, @Res() reply: FastifyReply) {
+  async resend(@Param('id') id: string, @Body() body: unknown, @Query() query: unknown, @Req() request: FastifyRequest, @Res() reply: FastifyReply) {
     const session = await this.session(request);
+    refuseUnknownParameters(query, {}, session);
     this.requireFormToken(session, body);
     const back = merchantPageOf(body);
     let resent;
@@ -351,8 +377,9 @@ export class ConsoleController {
 
   /** Re-enables a project's webhook endpoint disabled for failing and resends what it is owed, then back to the merchant page. */
   @Post('projects/:id/webhook-endpoint/enable')
-  async enableEndpoint(@Param('id') id: string, @Body() body: unknown, @Req() request: FastifyRequest, @Res() reply: FastifyReply) {
+  async enableEndpoint(@Param('id') id: string, @Body() body: unknown, @Query() query: unknown, @Req() request: FastifyRequest, @Res() reply: FastifyReply) {
     const session = await this.session(request);
+    refuseUnknownParameters(query, {}, session);
     this.requireFormToken(session, body);
     const back = merchantPageOf(body);
     const resent = isUuid(id) ? await this.commands.execute(new EnableWebhookEndpoint(id.toLowerCase(), this.clock.now())) : null;
@@ -362,8 +389,9 @@ export class ConsoleController {
 
   /** Projection lag per projection and the audit checkpoint of the log. */
   @Get('system')
-  async system(@Req() request: FastifyRequest, @Res() reply: FastifyReply) {
+  async system(@Query() query: unknown, @Req() request: FastifyRequest, @Res() reply: FastifyReply) {
     const session = await this.session(request);
+    refuseUnknownParameters(query, {}, session);
     const lags = await this.queries.execute(new GetProjectionLag());
     let checkpoint;
     try {
