@@ -98,6 +98,22 @@ describe('operator console at /admin (HTTP)', () => {
     expect(merchants.status).toBe(200);
   });
 
+  it('a token pasted with spaces, tabs or newlines around it logs in and is no failure of the address; one with a space inside is wrong', async () => {
+    const address = { 'x-forwarded-for': '203.0.113.78' };
+    for (let i = 0; i < LOGIN_FAILURE_LIMIT + 1; i += 1) {
+      const token = [` ${ADMIN_TOKEN}`, `${ADMIN_TOKEN} `, `\t${ADMIN_TOKEN}\r\n`, `\n ${ADMIN_TOKEN} \n`][i % 4]!;
+      const padded = await request(second.baseUrl, 'POST', '/admin/login', { form: { token }, headers: address });
+      expect({ token, status: padded.status, location: padded.location }).toEqual({ token, status: 303, location: '/admin' });
+      expect(padded.setCookie).toMatch(/^operator_session=/);
+    }
+    // Past the limit's count of padded logins, a wrong token is still a first failure (401), not a 429.
+    const inside = await request(second.baseUrl, 'POST', '/admin/login', {
+      form: { token: `${ADMIN_TOKEN.slice(0, 8)} ${ADMIN_TOKEN.slice(8)}` },
+      headers: address,
+    });
+    expect(inside.status).toBe(401);
+  });
+
   it('the cookie is Secure when the request came over https (X-Forwarded-Proto from a trusted proxy, TRUSTED_PROXIES)', async () => {
     const viaProxy = await request(gateway.baseUrl, 'POST', '/admin/login', { form: { token: ADMIN_TOKEN }, headers: { 'x-forwarded-proto': 'https' } });
     expect(viaProxy.status).toBe(303);
