@@ -1,4 +1,5 @@
-import { ConfigError, loadConfig } from '#payments/composition';
+import { readFileSync } from 'node:fs';
+import { ConfigError, GATEWAY_VARIABLES, loadConfig, misspelledVariables } from '#payments/composition';
 import { ManualClock } from '#platform/clock';
 import { startProcess } from '../support/gateway-process';
 
@@ -259,6 +260,51 @@ describe('configuration from the environment', () => {
     expect(await proc.exited).toBe(1);
     expect(proc.output()).toContain('(DATABASE_URL: the database 127.0.0.1:9/none was not reached)\n');
     expect(proc.output()).not.toContain('s3cret-pa55');
+  });
+
+  // CLOK=manual ran the gateway on the system clock without a word (and PROT=8080 on port 3000).
+  describe('a variable that looks misspelt', () => {
+    it('is named with the one meant: a letter added, dropped, changed or swapped, or another case; others are not', () => {
+      const env = {
+        CLOK: 'manual',
+        PROT: '8080',
+        DATA_DIRR: '/d',
+        WEBHOOK_ALLOW_PRIVATE_NETWORK: 'true',
+        port: '1',
+        LOGLEVEL: 'info',
+        HOME: '/root',
+        PATH: '/bin',
+        PWD: '/',
+        TZ: 'UTC',
+        PORT: '3000',
+      };
+      expect(misspelledVariables(env)).toEqual([
+        ['CLOK', 'CLOCK'],
+        ['PROT', 'PORT'],
+        ['DATA_DIRR', 'DATA_DIR'],
+        ['WEBHOOK_ALLOW_PRIVATE_NETWORK', 'WEBHOOK_ALLOW_PRIVATE_NETWORKS'],
+        ['port', 'PORT'],
+        ['LOGLEVEL', 'LOG_LEVEL'],
+      ]);
+    });
+
+    it('is looked for among exactly the variables the gateway reads, which configuration.md lists', () => {
+      const read = new Set<string>();
+      loadConfig(
+        new Proxy({ EVENT_STORE: 'eventstoredb', EVENTSTORE_CONNECTION_STRING: 'esdb://localhost:2113?tls=false' } as Record<string, string | undefined>, {
+          get: (target, name: string) => (read.add(name), target[name]),
+        }),
+      );
+      expect([...read].sort()).toEqual([...GATEWAY_VARIABLES, 'AUDIT_CHECKPOINT_KEY'].sort());
+      const documented = [...readFileSync('docs/configuration.md', 'utf8').matchAll(/^\| `([A-Z_]+)` \|/gm)].map((m) => m[1]);
+      expect(documented.sort()).toEqual([...GATEWAY_VARIABLES].sort());
+    });
+
+    it('a gateway started with one says so on stderr', async () => {
+      const proc = startProcess('gateway', { CLOK: 'manual', DATABASE_URL: 'postgres://nobody:nothing@127.0.0.1:9/none' });
+      expect(await proc.exited).toBe(1);
+      expect(proc.output()).toContain('gateway: CLOK is not read (did you mean CLOCK?)\n');
+    });
   });
 
   // pino refused the level with a stack trace before the configuration was read.

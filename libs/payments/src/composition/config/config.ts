@@ -404,7 +404,9 @@ function readPayoutTerms(raw: string | undefined, problems: string[]): Record<Pa
  */
 export function loadConfigOrExit(command: string, env: Env = process.env): GatewayConfig {
   try {
-    return loadConfig(env);
+    const config = loadConfig(env);
+    for (const [given, meant] of misspelledVariables(env)) process.stderr.write(`${command}: ${given} is not read (did you mean ${meant}?)\n`);
+    return config;
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     process.stderr.write(`${command}: ${error.message}\n`);
@@ -431,4 +433,61 @@ export function refuseArgumentsOrExit(command: string, args: readonly string[] =
   usageOnHelp(`usage: ${command} takes no arguments; its settings are environment variables (docs/configuration.md)`, args);
   process.stderr.write(`${command}: takes no arguments, got ${args.join(' ')} (its settings are environment variables: docs/configuration.md)\n`);
   process.exit(2);
+}
+
+/** The variables the gateway reads (docs/configuration.md's table). */
+export const GATEWAY_VARIABLES = [
+  'HOST',
+  'PORT',
+  'DATABASE_URL',
+  'DATA_DIR',
+  'EVENT_STORE',
+  'EVENTSTORE_CONNECTION_STRING',
+  'ADMIN_TOKEN',
+  'CLOCK',
+  'LOG_LEVEL',
+  'PUBLIC_URL',
+  'RATE_LIMIT_PER_SECOND',
+  'POLL_INTERVAL_SECONDS',
+  'REFUND_PROCESSING_SECONDS',
+  'USDT_RUB_RATE',
+  'PAYOUT_TERMS',
+  'WEBHOOK_ALLOW_PRIVATE_NETWORKS',
+  'WEBHOOK_RETENTION_DAYS',
+  'SECRETS_KEY',
+  'AUDIT_SIGNING_KEY',
+  'AUTH_FAILURE_LIMIT_PER_ADDRESS',
+  'AUTH_FAILURE_LIMIT_OVERALL',
+  'TRUSTED_PROXIES',
+  'METRICS_PORT',
+] as const;
+
+/**
+ * Set variables that look like a misspelt one the gateway reads (`CLOK`, `PROT`,
+ * `DATA_DIRR`, `port`: one letter added, dropped, changed or swapped, or another case),
+ * each with the one meant: the gateway would otherwise run on its default unawares.
+ */
+export function misspelledVariables(env: Env): [given: string, meant: string][] {
+  const known = new Set<string>(GATEWAY_VARIABLES);
+  const found: [string, string][] = [];
+  for (const [name, value] of Object.entries(env)) {
+    if (value === undefined || known.has(name) || name.length < 4) continue;
+    const meant = GATEWAY_VARIABLES.find((v) => v === name.toUpperCase() || oneEditApart(v, name));
+    if (meant !== undefined) found.push([name, meant]);
+  }
+  return found;
+}
+
+/** Whether two names differ by one letter added, dropped or changed, or two neighbours swapped. */
+function oneEditApart(a: string, b: string): boolean {
+  if (Math.abs(a.length - b.length) > 1) return false;
+  let i = 0;
+  while (i < a.length && i < b.length && a[i] === b[i]) i++;
+  const rest = (x: string, y: string) => x === y;
+  return (
+    rest(a.slice(i + 1), b.slice(i + 1)) || // changed
+    rest(a.slice(i + 1), b.slice(i)) || // dropped from b
+    rest(a.slice(i), b.slice(i + 1)) || // added in b
+    (a[i] === b[i + 1] && a[i + 1] === b[i] && rest(a.slice(i + 2), b.slice(i + 2))) // swapped
+  );
 }
