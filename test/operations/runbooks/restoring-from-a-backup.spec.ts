@@ -1,11 +1,12 @@
 /**
  * The runbook "Restoring from a backup" of docs/operations.md, executed (issue 33), on
  * the embedded server (DATA_DIR) with an API process and a projector process apart:
- * a history (payments, a payout), the checksums taken, every process stopped, the
- * server found stopped, DATA_DIR copied with `cp -a`; after the backup point a key
- * rotation, a payout and an invoice. The copy is then restored and the gateway started
- * on it: the server is past the log (the runbook's query), every projection is live
- * with lag 0, ledger:verify exits 0 and the checksums equal those of the backup; of
+ * a history (payments, a payout, a refund still pending), every process stopped, the
+ * checksums taken, the server found stopped, DATA_DIR copied with `cp -a`; after the
+ * backup point a key rotation, a payout and an invoice. The copy is then restored, its
+ * checksums equal those of the backup before the gateway starts on it (after, the
+ * refund completes and they differ), the server is past the log (the runbook's query),
+ * every projection is live with lag 0 and ledger:verify exits 0; of
  * step 5, the old key works again until rotated again, the payout sequence is moved
  * past the lost id with the printed setval, and a repeated orderId gets its invoice
  * id. A database whose server is behind its log's transaction ids (what a logical
@@ -19,8 +20,8 @@ import path from 'node:path';
 import { Client as PgClient } from 'pg';
 import { PostgresEventStore } from '#event-store';
 import { RunningGateway, startGateway, startProcess, temporaryDataDir } from '../../support/gateway-process';
-import { api, expectStatus, Operator, orderId } from '../../support/merchant-fixtures';
-import { fund, payoutAddress, PHONE } from '../../support/money-out-fixtures';
+import { api, expectStatus, Operator, orderId, poll } from '../../support/merchant-fixtures';
+import { fund, paidInvoice, payoutAddress, PHONE } from '../../support/money-out-fixtures';
 import {
   after,
   checksumLines,
@@ -40,6 +41,15 @@ jest.setTimeout(180_000);
 
 const RUNBOOK = docSection('Restoring from a backup');
 const SAFE_SQL = fencedBlock(after(RUNBOOK, '3. '), 'sql');
+/** Where `phrase` first stands in `text`, line breaks read as spaces; it must stand there. */
+function placeOf(text: string, phrase: string): number {
+  const at = text.replace(/\s+/g, ' ').indexOf(phrase);
+  if (at < 0) throw new Error(`the runbook text has no "${phrase}"`);
+  return at;
+}
+
+/** A refund made just before the backup is still pending at it (CLOCK=manual: due when the test moves the clock). */
+const REFUND_PROCESSING_SECONDS = 60;
 
 async function query<T extends Record<string, unknown>>(url: string, sql: string): Promise<T[]> {
   const client = new PgClient({ connectionString: url });
@@ -65,27 +75,34 @@ describe('runbook: restoring from a backup (the embedded server under DATA_DIR)'
   });
 
   it('a physical copy of the stopped DATA_DIR restores: past the log, live, verified, the same checksums; what came after the backup is gone', async () => {
-    gateway = await startDeployment({ DATA_DIR: data.dir });
+    // The manual clock, so that a refund pending at the backup comes due only after the restore, when the test moves it.
+    const env = { DATA_DIR: data.dir, CLOCK: 'manual', REFUND_PROCESSING_SECONDS: String(REFUND_PROCESSING_SECONDS) };
+    gateway = await startDeployment(env);
     const { operator } = gateway;
     const shop = await operator.merchant({ holdHours: 0 });
     await fund(operator, shop, 'live', ['3000.00', '2000.00']);
     const address = await payoutAddress(operator, shop.accountId, { method: 'sbp', account: PHONE, bank: 'Сбербанк' });
     const payout = await shop.live.post('/v1/payouts', { amount: '500.00', addressId: address.id, orderId: orderId('payout') });
     expectStatus(payout, 201);
+    const refunded = await paidInvoice(operator, shop.live, '1000.00');
+    const refund = await shop.live.post(`/v1/invoices/${refunded}/refund`, { amount: '400.00' });
+    expectStatus(refund, 202);
     await everyProjectionLive(gateway);
 
-    // Take the backup: the checksums, every process stopped, the server stopped with them, DATA_DIR copied with owners and modes.
-    const checksums = checksumLines(await runCommandOk('read-models-checksum', { DATA_DIR: data.dir }));
-    expect(checksums.length).toBeGreaterThan(5);
+    // Take the backup: every process stopped, then the checksums, the server stopped, DATA_DIR copied with owners and modes.
+    const backupSteps = after(RUNBOOK, '**Take a physical backup.**');
+    expect(placeOf(backupSteps, 'stop every gateway process')).toBeLessThan(placeOf(backupSteps, 'read-models:checksum'));
     await gateway.stop();
     gateway = null;
+    const checksums = checksumLines(await runCommandOk('read-models-checksum', { DATA_DIR: data.dir }));
+    expect(checksums.length).toBeGreaterThan(5);
     expect(existsSync(path.join(data.dir, 'postgres', 'postmaster.pid'))).toBe(false);
     expect(inlineCode(RUNBOOK, 'cp ')).toBe('cp -a');
     const copy = spawnSync('cp', ['-a', `${data.dir}/.`, restored.dir], { encoding: 'utf8' });
     expect(copy.stderr).toBe('');
 
     // After the backup point, on the original: the live key rotated, a payout, an invoice.
-    alone = await startGateway('api', { DATA_DIR: data.dir });
+    alone = await startGateway('api', env);
     const laterOperator = new Operator(alone.baseUrl, alone.adminToken);
     const rotated = await laterOperator.http.post(`/admin/v1/projects/${shop.projectId}/keys/rotate`, { mode: 'live' });
     expectStatus(rotated, 201);
@@ -99,17 +116,30 @@ describe('runbook: restoring from a backup (the embedded server under DATA_DIR)'
     await alone.kill();
     alone = null;
 
-    // 1-2. Everything stopped; DATA_DIR points at the restored copy. 4. The gateway starts with its key file.
-    gateway = await startDeployment({ DATA_DIR: restored.dir });
+    // 1-2. Everything stopped; DATA_DIR points at the restored copy.
+    // 4. Its checksums, before the gateway starts on it, are the backup's.
+    const restoreSteps = after(RUNBOOK, '**Restore (PostgreSQL event store).**');
+    expect(placeOf(restoreSteps, 'read-models:checksum')).toBeLessThan(placeOf(restoreSteps, 'Start the gateway'));
+    expect(checksumLines(await runCommandOk('read-models-checksum', { DATA_DIR: restored.dir }))).toEqual(checksums);
+    // 5. The gateway starts with its key file.
+    gateway = await startDeployment({ ...env, DATA_DIR: restored.dir });
     // 3. It started, so its own check passed; the runbook's query says the same of the restored server.
     expect(await query(embeddedDatabaseUrl(restored.dir), SAFE_SQL)).toEqual([{ safe: true }]);
     await everyProjectionLive(gateway);
     expect(await runCommandOk('ledger-verify', { DATA_DIR: restored.dir })).toContain('OK: every entry balances');
-    expect(checksumLines(await runCommandOk('read-models-checksum', { DATA_DIR: restored.dir }))).toEqual(checksums);
-
-    // 5. The key rotated after the backup point is undone: the old key works again, until rotated again.
-    const now = gateway.operator;
+    // Why step 4 comes first: the restore comes after the refund pending at the backup fell due, and the gateway completes it.
     const oldLive = api(gateway.api.baseUrl, shop.keys.live.secretKey);
+    await gateway.operator.advance(REFUND_PROCESSING_SECONDS + 1);
+    await poll(
+      async () => (await oldLive.get(`/v1/refunds/${refund.body.id}`)).body,
+      (r) => r.status === 'succeeded',
+      'the refund pending at the backup to succeed',
+    );
+    await everyProjectionLive(gateway);
+    expect(checksumLines(await runCommandOk('read-models-checksum', { DATA_DIR: restored.dir }))).not.toEqual(checksums);
+
+    // 6. The key rotated after the backup point is undone: the old key works again, until rotated again.
+    const now = gateway.operator;
     expectStatus(await oldLive.get('/v1/balance'), 200);
     expect((await api(gateway.api.baseUrl, rotated.body.secretKey).get('/v1/balance')).status).toBe(401);
     const again = await now.http.post(`/admin/v1/projects/${shop.projectId}/keys/rotate`, { mode: 'live' });
