@@ -3,19 +3,22 @@
  * the embedded server (DATA_DIR) with an API process and a projector process apart:
  * a history (payments, a payout, a refund still pending), every process stopped, the
  * checksums taken, the server found stopped, DATA_DIR copied with `cp -a`; after the
- * backup point a key rotation, a payout and an invoice. The copy is then restored, its
- * checksums equal those of the backup before the gateway starts on it (after, the
- * refund completes and they differ), the server is past the log (the runbook's query),
- * every projection is live with lag 0 and ledger:verify exits 0; of
- * step 5, the old key works again until rotated again, the payout sequence is moved
- * past the lost id with the printed setval, and a repeated orderId gets its invoice
+ * backup point a key rotation, a payout, an invoice and a checkpoint recorded off-site
+ * with the keys then published. The copy is then restored: its checksums equal those of
+ * the backup before the gateway starts on it (after, the refund completes and they
+ * differ), the server is past the log (the runbook's query), every projection is live
+ * with lag 0 and ledger:verify exits 0; of step 6, the checkpoint fails log:verify (its
+ * key is gone; with the saved keys, the log it names), the old key works again until
+ * rotated again, the payout sequence is moved past the lost id with the printed setval,
+ * and a repeated orderId gets its invoice
  * id. A database whose server is behind its log's transaction ids (what a logical
  * restore gives) is refused at start. The EventStoreDB part cannot run here (no
  * EventStoreDB server on the build machines).
  */
 import { randomUUID } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client as PgClient } from 'pg';
 import { PostgresEventStore } from '#event-store';
@@ -32,6 +35,7 @@ import {
   fencedBlock,
   fill,
   inlineCode,
+  runCommand,
   runCommandOk,
   startDeployment,
 } from '../../support/runbooks';
@@ -64,6 +68,8 @@ async function query<T extends Record<string, unknown>>(url: string, sql: string
 describe('runbook: restoring from a backup (the embedded server under DATA_DIR)', () => {
   const data = temporaryDataDir();
   const restored = temporaryDataDir();
+  /** Where the operator keeps what must outlive a restore: a checkpoint and the published keys. */
+  const offSite = mkdtempSync(path.join(tmpdir(), 'off-site-'));
   let gateway: Deployment | null = null;
   let alone: RunningGateway | null = null;
 
@@ -72,6 +78,7 @@ describe('runbook: restoring from a backup (the embedded server under DATA_DIR)'
     await gateway?.stop();
     data.remove();
     restored.remove();
+    rmSync(offSite, { recursive: true, force: true });
   });
 
   it('a physical copy of the stopped DATA_DIR restores: past the log, live, verified, the same checksums; what came after the backup is gone', async () => {
@@ -113,6 +120,15 @@ describe('runbook: restoring from a backup (the embedded server under DATA_DIR)'
     const retriedOrder = orderId('retried');
     const invoiceAfter = await rotatedLive.post('/v1/invoices', { amount: '700.00', orderId: retriedOrder, method: 'sbp' });
     expectStatus(invoiceAfter, 201);
+    // A checkpoint recorded off-site after the backup point, and the keys published then (its key made for it).
+    const checkpoint = await laterOperator.http.get('/admin/v1/audit/checkpoint');
+    expectStatus(checkpoint, 200);
+    const keys = await api(alone.baseUrl).get('/v1/audit/keys');
+    expectStatus(keys, 200);
+    const checkpointFile = path.join(offSite, 'checkpoint.json');
+    const keysFile = path.join(offSite, 'keys.json');
+    writeFileSync(checkpointFile, JSON.stringify(checkpoint.body));
+    writeFileSync(keysFile, JSON.stringify(keys.body));
     await alone.kill();
     alone = null;
 
@@ -138,7 +154,18 @@ describe('runbook: restoring from a backup (the embedded server under DATA_DIR)'
     await everyProjectionLive(gateway);
     expect(checksumLines(await runCommandOk('read-models-checksum', { DATA_DIR: restored.dir }))).not.toEqual(checksums);
 
-    // 6. The key rotated after the backup point is undone: the old key works again, until rotated again.
+    // 6. The checkpoint signed after the backup point never verifies again: its key is gone with the restore, and
+    // with the saved keys its signature holds but the log it names is gone, as on a cut log.
+    const [keyGoneBefore, keyGoneAfter] = inlineCode(RUNBOOK, 'no public key with kid').split('…');
+    const withoutKeys = await runCommand('log-verify', { DATA_DIR: restored.dir }, ['--checkpoint', checkpointFile]);
+    expect(withoutKeys.code).toBe(1);
+    expect(withoutKeys.output).toContain(`FAILED: ${checkpointFile}: ${keyGoneBefore}${checkpoint.body.kid}${keyGoneAfter}`);
+    const withKeys = await runCommand('log-verify', { DATA_DIR: restored.dir }, ['--checkpoint', checkpointFile, '--keys', keysFile]);
+    expect(withKeys.code).toBe(1);
+    expect(withKeys.output).toContain(`signature holds under key ${checkpoint.body.kid}`);
+    expect(withKeys.output).toMatch(new RegExp(`FAILED: (the off-site checkpoint )?at position ${checkpoint.body.position} `));
+
+    // The key rotated after the backup point is undone: the old key works again, until rotated again.
     const now = gateway.operator;
     expectStatus(await oldLive.get('/v1/balance'), 200);
     expect((await api(gateway.api.baseUrl, rotated.body.secretKey).get('/v1/balance')).status).toBe(401);
