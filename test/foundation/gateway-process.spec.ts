@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, rmSync, symlinkSync, watch, writeFileSync } from 'node:fs';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, watch, writeFileSync } from 'node:fs';
 import { AddressInfo, connect, createServer } from 'node:net';
 import path from 'node:path';
 import { Client, Pool } from 'pg';
@@ -383,6 +383,45 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
       own.remove();
     }
   });
+
+  (asRoot ? it : it.skip)(
+    'as root, a DATA_DIR the postgres user cannot reach, or on a read-only filesystem, is refused saying why (needs root)',
+    async () => {
+      const own = temporaryDataDir();
+      try {
+        // A folder on the way that only its owner may pass (a home folder of mode 700): initdb alone said only "Permission denied".
+        const closed = path.join(own.dir, 'home');
+        mkdirSync(closed, { mode: 0o700 });
+        chmodSync(closed, 0o700);
+        const dataDir = path.join(closed, 'data');
+        const refused = startProcess('gateway', { DATA_DIR: dataDir, PORT: '0' });
+        expect(await refused.exited).toBe(1);
+        expect(refused.output()).toContain(
+          `The gateway could not start: the embedded PostgreSQL runs as the postgres user (the gateway runs as root), which cannot pass through ${closed} on the way to DATA_DIR ${dataDir}: let other users pass (chmod o+x ${closed})`,
+        );
+        // As it says: once others may pass, the same DATA_DIR starts.
+        chmodSync(closed, 0o711);
+        const started = await startGateway('gateway', { DATA_DIR: dataDir });
+        expect(await started.kill('SIGTERM')).toBe(0);
+
+        // A read-only filesystem: a tmpfs mounted read-only in a mount namespace of its own (mkdir alone said ENOENT).
+        const readOnly = path.join(own.dir, 'read-only');
+        mkdirSync(readOnly);
+        const onReadOnly = spawnSync(
+          'unshare',
+          ['-m', 'sh', '-c', 'mount -t tmpfs -o ro tmpfs "$1" && exec "$0" "$2"', process.execPath, readOnly, path.resolve('dist/apps/gateway/src/main.js')],
+          { env: { PATH: process.env.PATH ?? '', DATA_DIR: path.join(readOnly, 'data'), PORT: '0' }, encoding: 'utf8', timeout: 60_000 },
+        );
+        expect(onReadOnly.status).toBe(1);
+        expect(onReadOnly.stderr).toContain(
+          `The gateway could not start: DATA_DIR ${path.join(readOnly, 'data')} is on a read-only filesystem (${readOnly} cannot be written)`,
+        );
+      } finally {
+        own.remove();
+      }
+    },
+    90_000,
+  );
 
   it('a start that fails (the port taken) exits 1 saying why, after stopping what it started: no error after it, no server left behind', async () => {
     // A data directory of its own: the one above keeps the server the SIGKILLed gateway left (a reused server is left running).

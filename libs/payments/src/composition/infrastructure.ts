@@ -7,6 +7,7 @@ import {
   DatabaseNotReachedError,
   EmbeddedDatabase,
   isDatabaseNotReached,
+  makeTraversable,
   migrate,
   MigrationError,
   MigrationFailedError,
@@ -111,6 +112,8 @@ export async function openInfrastructure(
   const withSecrets = !readOnly && options.secrets !== false;
   const createDatabase = !readOnly && options.createDatabase !== false;
   if (config.databaseUrl === null && !createDatabase) requireEmbeddedCluster(config.dataDir);
+  // DATA_DIR made before the key file is written there: a read-only filesystem is named as one.
+  if (config.databaseUrl === null && createDatabase) makeTraversable(config.dataDir);
   // A key file this start makes (none under DATA_DIR yet): removed again if the database's secrets need another key.
   const keyFile = withSecrets && config.secretsKeys === null ? secretsKeyFileOf(config.dataDir) : null;
   const keyFileMade = keyFile !== null && !existsSync(keyFile);

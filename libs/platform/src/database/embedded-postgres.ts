@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { accessSync, chmodSync, constants, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { createServer } from 'node:net';
 import path from 'node:path';
@@ -212,6 +212,13 @@ async function startServer(
     onLog: (m: string) => said(String(m).trimEnd()),
     onError: (m: unknown) => said(String(m).trimEnd()),
   });
+  const blocked = folderServerCannotPass(root);
+  if (blocked !== null) {
+    throw new Error(
+      `the embedded PostgreSQL runs as the ${USER} user (the gateway runs as root), which cannot pass through ${blocked} on the way to ` +
+        `DATA_DIR ${root}: let other users pass (chmod o+x ${blocked}), or set DATA_DIR to a folder they can reach`,
+    );
+  }
   rmSync(path.join(root, INITDB_PASSWORD_DIR), { recursive: true, force: true });
   if (!existsSync(path.join(clusterDir, 'PG_VERSION'))) await initialiseWithPrivatePasswordFile(root, () => server.initialise());
   await startPostmaster(clusterDir, port, server, said, lastLines, on);
@@ -817,7 +824,57 @@ export function makeTraversable(dir: string): void {
     missing.unshift(current);
     current = path.dirname(current);
   }
-  mkdirSync(dir, { recursive: true });
+  try {
+    mkdirSync(dir, { recursive: true });
+  } catch (error) {
+    // A recursive mkdir on a read-only filesystem says ENOENT: named for what it is when the folder above it cannot be written.
+    const code = (error as NodeJS.ErrnoException).code;
+    if ((code === 'EROFS' || code === 'ENOENT') && readOnlyFilesystem(current)) {
+      throw new Error(`DATA_DIR ${path.resolve(dir)} is on a read-only filesystem (${current} cannot be written): set DATA_DIR to a folder on a writable one`, {
+        cause: error,
+      });
+    }
+    throw error;
+  }
   for (const created of missing) chmodSync(created, 0o755);
   chmodSync(dir, 0o755);
+}
+
+function readOnlyFilesystem(folder: string): boolean {
+  try {
+    accessSync(folder, constants.W_OK);
+    return false;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EROFS';
+  }
+}
+
+/**
+ * As root, the server runs as the `postgres` user: the first existing folder on the way
+ * to `dir` (from /) that user may not pass through, where initdb and the server would say
+ * only "Permission denied"; null when there is none or the process is not root. Tried as
+ * that user, as the server is spawned (its groups, ACLs), when it exists; else (the first
+ * initdb makes it) only a folder others may pass passes.
+ */
+function folderServerCannotPass(dir: string): string | null {
+  if (process.getuid?.() !== 0) return null;
+  const folders: string[] = [];
+  for (let folder = path.resolve(dir); ; folder = path.dirname(folder)) {
+    if (existsSync(folder)) folders.unshift(folder);
+    if (folder === path.dirname(folder)) break;
+  }
+  const id = (flag: string) => {
+    const r = spawnSync('id', [flag, USER], { encoding: 'utf8' });
+    return r.status === 0 && /^\d+$/.test(r.stdout.trim()) ? Number(r.stdout.trim()) : null;
+  };
+  const [uid, gid] = [id('-u'), id('-g')];
+  if (uid === null || gid === null) return folders.find((folder) => (statSync(folder).mode & 0o001) === 0) ?? null;
+  const tried = spawnSync('sh', ['-c', 'for d do [ -x "$d" ] || { printf %s "$d"; exit 3; }; done', 'sh', ...folders], {
+    uid,
+    gid,
+    cwd: '/',
+    encoding: 'utf8',
+  });
+  // Anything but its verdict (sh not run, another failure): not this check's to refuse; the server says what it says.
+  return tried.status === 3 && tried.stdout !== '' ? tried.stdout : null;
 }
