@@ -399,6 +399,30 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
         expect(refused.output()).toContain(
           `The gateway could not start: the embedded PostgreSQL runs as the postgres user (the gateway runs as root), which cannot pass through ${closed} on the way to DATA_DIR ${dataDir}: let other users pass (chmod o+x ${closed})`,
         );
+        // The gateway itself installed there (a clone in root's home), DATA_DIR elsewhere: initdb's spawn crashed the
+        // process with an unhandled EACCES. The repository bind-mounted under the closed folder, in a mount namespace of its own.
+        const installed = path.join(closed, 'repo');
+        mkdirSync(installed);
+        const fromClosed = spawnSync(
+          'unshare',
+          [
+            '-m',
+            'sh',
+            '-c',
+            'mount --bind "$1" "$2" && exec "$0" "$3"',
+            process.execPath,
+            process.cwd(),
+            installed,
+            path.join(installed, 'dist/apps/gateway/src/main.js'),
+          ],
+          { env: { PATH: process.env.PATH ?? '', DATA_DIR: path.join(own.dir, 'elsewhere'), PORT: '0' }, encoding: 'utf8', timeout: 60_000 },
+        );
+        expect(fromClosed.status).toBe(1);
+        expect(fromClosed.stderr).toContain(
+          `The gateway could not start: the embedded PostgreSQL runs as the postgres user (the gateway runs as root), which cannot pass through ${closed} on the way to its programs in ${installed}/node_modules/`,
+        );
+        expect(fromClosed.stderr).toContain(`let other users pass (chmod o+x ${closed}), or install the gateway in a folder they can reach`);
+
         // As it says: once others may pass, the same DATA_DIR starts.
         chmodSync(closed, 0o711);
         const started = await startGateway('gateway', { DATA_DIR: dataDir });

