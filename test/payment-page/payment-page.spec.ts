@@ -529,6 +529,11 @@ describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pa
       await expectRefusedForm(await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid' }, { origin: 'null' }), invoice.id);
       await expectRefusedForm(await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid' }, { referer: 'https://evil.example/pay' }), invoice.id);
       await expectRefusedForm(await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid' }, { origin: `${gateway.baseUrl}.evil.example` }), invoice.id);
+      // The gateway's host under the other scheme (served over http here) is another origin.
+      await expectRefusedForm(
+        await submit(`/pay/${invoice.id}/sandbox`, { outcome: 'paid' }, { origin: gateway.baseUrl.replace('http:', 'https:') }),
+        invoice.id,
+      );
       expect(await invoiceStatus(invoice.id)).toBe('created');
       const viaReferer = await submit(
         `/pay/${invoice.id}/sandbox`,

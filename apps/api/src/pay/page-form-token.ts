@@ -46,22 +46,20 @@ export class PageFormTokens {
 /**
  * The request comes from a page of the gateway itself: its Origin (or, when a browser
  * sent none, its Referer) is the public URL's origin or the origin of the Host it was
- * sent to. `Origin: null` (what a browser sends under `Referrer-Policy: no-referrer`,
- * as on the payment page) is not an origin: such a POST needs its form token.
+ * sent to, under the scheme it came with (`protocol`: X-Forwarded-Proto only from
+ * TRUSTED_PROXIES), so a page on the plain-http origin of an https gateway is another
+ * site. `Origin: null` (what a browser sends under `Referrer-Policy: no-referrer`, as
+ * on the payment page) is not an origin: such a POST needs its form token.
  */
-export function fromGatewayItself(headers: Readonly<Record<string, string | string[] | undefined>>, publicUrl: string): boolean {
+export function fromGatewayItself(headers: Readonly<Record<string, string | string[] | undefined>>, protocol: string, publicUrl: string): boolean {
   const one = (name: string) => {
     const value = headers[name];
     return Array.isArray(value) ? value[0] : value;
   };
   const host = one('host');
   const allowed = new Set<string>([originOf(publicUrl)].filter((o): o is string => o !== null));
-  if (host) {
-    for (const scheme of ['http', 'https']) {
-      const origin = originOf(`${scheme}://${host}`);
-      if (origin) allowed.add(origin);
-    }
-  }
+  const hostOrigin = host ? originOf(`${protocol}://${host}`) : null;
+  if (hostOrigin) allowed.add(hostOrigin);
   const origin = one('origin');
   if (origin !== undefined) return origin !== 'null' && allowed.has(origin.toLowerCase());
   const referer = one('referer');

@@ -273,7 +273,7 @@ export class PaymentPageController {
    */
   private requireOwnPage(request: FastifyRequest, created: InvoiceCreatedData, body: unknown): void {
     if (this.forms.verify(created.invoiceId, formField(body, FORM_TOKEN_FIELD), this.clock.now())) return;
-    if (fromGatewayItself(request.headers, this.publicUrl.value)) return;
+    if (fromGatewayItself(request.headers, request.protocol, this.publicUrl.value)) return;
     throw new PageError(
       403,
       renderErrorPage({
