@@ -109,4 +109,23 @@ describe('the gateway behind deploy/nginx.conf', () => {
     expect(await submit(`/pay/${id}/method`, { method: 'card' }, { origin: base })).toBe(303);
     expect((await json('GET', `/v1/invoices/${id}`, undefined, testKey)).body.method).toBe('card');
   });
+
+  it("a client's own X-Forwarded-Proto: https over plain http does not make the console's session cookie Secure", async () => {
+    for (const headers of [{}, { 'x-forwarded-proto': 'https' }] as Record<string, string>[]) {
+      const login = await fetch(`${base}/admin/login`, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
+        body: new URLSearchParams({ token: ADMIN_TOKEN }).toString(),
+      });
+      await login.text();
+      expect(login.status).toBe(303);
+      const attributes = login.headers
+        .get('set-cookie')!
+        .split(';')
+        .map((a) => a.trim());
+      expect({ headers, attributes }).toEqual({ headers, attributes: expect.arrayContaining(['HttpOnly', 'SameSite=Strict']) });
+      expect({ headers, attributes }).toEqual({ headers, attributes: expect.not.arrayContaining(['Secure']) });
+    }
+  });
 });
