@@ -76,10 +76,35 @@ describe('Cache-Control: no-store on every API answer, and a public readiness th
     for (const [what, reply, status] of replies) {
       expect({ what, status: reply.status, cacheControl: reply.headers.get('cache-control') }).toEqual({ what, status, cacheControl: 'no-store' });
     }
-    // Refused by Node's HTTP parser before any route: still not cacheable.
-    const garbage = await rawExchange(gw.baseUrl, 'GARBAGE\r\n\r\n');
-    expect(garbage).toMatch(/^HTTP\/1\.1 400 /);
-    expect(garbage).toMatch(/\r\nCache-Control: no-store\r\n/i);
+    // Refused by Node's HTTP parser before any route, on either port: still not cacheable, in the error shape.
+    const refusals: [string, string, number][] = [
+      ['garbage', 'GARBAGE\r\n\r\n', 400],
+      ['control character in a header', 'GET /metrics HTTP/1.1\r\nHost: a\r\nX: \x01\r\n\r\n', 400],
+      ['two Content-Length', 'GET /metrics HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n', 400],
+      ['headers too large', `GET /metrics HTTP/1.1\r\nHost: a\r\nX: ${'x'.repeat(20_000)}\r\n\r\n`, 431],
+    ];
+    for (const [port, base] of [
+      ['API', gw.baseUrl],
+      ['METRICS_PORT', metricsPortUrl],
+    ]) {
+      for (const [what, bytes, status] of refusals) {
+        const answer = await rawExchange(base!, bytes);
+        const [head = '', body = ''] = answer.split('\r\n\r\n');
+        expect({
+          port,
+          what,
+          status: head.split(' ')[1],
+          noStore: /\r\nCache-Control: no-store(\r\n|$)/i.test(head),
+          body: JSON.parse(body || 'null'),
+        }).toEqual({
+          port,
+          what,
+          status: String(status),
+          noStore: true,
+          body: { error: expect.objectContaining({ code: 'validation', param: 'request' }) },
+        });
+      }
+    }
   });
 
   it('GET /health/ready: the status only without a token; the detail with the operator token and on the metrics port; a wrong token is 401', async () => {

@@ -23,11 +23,10 @@ import { registerRequestChecks, routeOf, sendError } from './http/request-checks
 import { useAsyncResourceBindingWithoutDeprecatedAccessor } from './http/async-resource-binding';
 import { IdempotencyKeys } from '#payments/idempotency';
 import { registerMetricsRoute } from './health/metrics-endpoint';
+import { clientErrorHandler, endRaw, rawAnswerOf, rawErrorAnswer, REQUEST_TIMEOUT_MS, trackResponses } from './http/client-errors';
 
 /** Largest request body the API reads (customFields are at most 2 KB; the rest is small). */
 export const BODY_LIMIT_BYTES = 64 * 1024;
-/** Within how long a request's headers and body must have arrived (then 408). */
-const REQUEST_TIMEOUT_MS = 60_000;
 /** How often Node looks for requests past that time: the 408 comes within this much after it (Node's default is 30 s). */
 const TIMEOUT_CHECK_INTERVAL_MS = 1_000;
 
@@ -39,66 +38,11 @@ const originFormOf = (target: string): string => {
   return rest.startsWith('/') ? rest : `/${rest}`;
 };
 
-/** The responses of each connection not yet closed (trackResponses): what a connection still owes when its next bytes are not HTTP. */
-const OPEN_RESPONSES = new WeakMap<Socket, Set<ServerResponse>>();
-
-function trackResponses(server: Server): void {
-  server.on('request', (request: IncomingMessage, response: ServerResponse) => {
-    let open = OPEN_RESPONSES.get(request.socket);
-    if (!open) OPEN_RESPONSES.set(request.socket, (open = new Set()));
-    open.add(response);
-    response.once('close', () => open.delete(response));
-  });
-}
-
 /** How many Host headers the raw headers (name, value, name, value...) hold: counted without an array per request. */
 function hostHeaders(raw: readonly string[]): number {
   let n = 0;
   for (let i = 0; i < raw.length; i += 2) if (raw[i]!.length === 4 && raw[i]!.toLowerCase() === 'host') n++;
   return n;
-}
-
-/** The status clientErrorHandler wrote on a connection: the answer of the request it cut off (a 408 for a body that never came whole). */
-const RAW_ANSWERS = new WeakMap<Socket, number>();
-
-/** How long a connection answered with raw bytes is left for its client to read them and close its side. */
-const RAW_ANSWER_LINGER_MS = 5_000;
-
-/**
- * Writes a raw answer and closes the connection: `end` closes only this side, and a
- * client that never closes its own would hold the socket for the life of the process
- * (no request is left to time out on it). Destroyed after the linger, not at once: a
- * reset could cut off the answer before the client has read it.
- */
-function endRaw(socket: Socket, text: string): void {
-  socket.end(text);
-  setTimeout(() => socket.destroy(), RAW_ANSWER_LINGER_MS).unref();
-}
-
-/** An error answer as the bytes written on a socket no response owns, closing the connection. */
-const rawErrorAnswer = (error: ApiError, reason: string): string => {
-  const body = JSON.stringify(error.body());
-  return (
-    `HTTP/1.1 ${error.status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
-    Object.entries(error.headers)
-      .map(([name, value]) => `${name}: ${value}\r\n`)
-      .join('') +
-    `Cache-Control: no-store\r\nX-Request-Id: ${randomUUID()}\r\nConnection: close\r\n\r\n${body}`
-  );
-};
-
-/** The answer to a request Node's HTTP parser refused: too large, too slow, or not HTTP. */
-function clientErrorAnswer(code: string | undefined): { error: ApiError; reason: string } {
-  if (code === 'HPE_HEADER_OVERFLOW') {
-    return { error: new ApiError(431, 'validation', 'Заголовки или адрес запроса слишком длинные', 'request'), reason: 'Request Header Fields Too Large' };
-  }
-  if (code === 'ERR_HTTP_REQUEST_TIMEOUT' || code === 'ERR_HTTP_HEADERS_TIMEOUT') {
-    return {
-      error: new ApiError(408, 'request_timeout', 'Запрос не был получен целиком за 60 секунд: отправьте его снова', 'request'),
-      reason: 'Request Timeout',
-    };
-  }
-  return { error: new ApiError(400, 'validation', 'Некорректный HTTP-запрос', 'request'), reason: 'Bad Request' };
 }
 
 /**
@@ -164,7 +108,7 @@ function recordResponse(metrics: GatewayMetrics | undefined, request: FastifyReq
   if (RECORDED.has(request)) return;
   RECORDED.add(request);
   const route = request.is404 ? UNMATCHED_ROUTE : (request.routeOptions.url ?? UNMATCHED_ROUTE);
-  const written = clientGone ? RAW_ANSWERS.get(request.raw.socket) : undefined;
+  const written = clientGone ? rawAnswerOf(request.raw.socket) : undefined;
   const status = written ?? reply.statusCode;
   metrics?.observeRequest(request.method, route, status, durationMs / 1000);
   const line = {
@@ -235,17 +179,7 @@ export async function createApi(deps: ApiDependencies, log: Logger, observabilit
       return page ? page.catch(malformed, httpHost(request, reply)) : sendError(reply, malformed);
     },
     // What Node's HTTP parser refuses (headers too large, garbage) never reaches a route.
-    clientErrorHandler: (error: Error & { code?: string }, socket: Socket) => {
-      if (!socket.writable) return socket.destroy();
-      const answer = clientErrorAnswer(error.code);
-      RAW_ANSWERS.set(socket, answer.error.status);
-      const text = rawErrorAnswer(answer.error, answer.reason);
-      // The requests read whole before the bad bytes (pipelined on the connection) are
-      // answered first: they were carried out. One whose body never came whole (a timeout,
-      // a bad chunk) is not waited for.
-      const owed = [...(OPEN_RESPONSES.get(socket) ?? [])].filter((res) => res.req.complete && !res.writableFinished);
-      void Promise.all(owed.map((res) => new Promise((done) => res.once('close', done)))).then(() => endRaw(socket, text));
-    },
+    clientErrorHandler,
   });
   const fastify = adapter.getInstance();
   // The methods any route takes: the Allow of a CONNECT's 405 (added before the first route).

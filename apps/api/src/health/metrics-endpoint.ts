@@ -9,6 +9,7 @@ import type { FailedAuthentication } from '../http/auth/failed-authentication';
 import type { OperatorToken } from '../http/auth/operator-token';
 import { ApiError, OPERATOR_CHALLENGE } from '../http/errors/api-error';
 import { authorizationOf } from '../http/auth/authorization-header';
+import { clientErrorHandler, REQUEST_TIMEOUT_MS, trackResponses } from '../http/client-errors';
 import { readiness, ReadinessProbe } from './readiness';
 
 /**
@@ -68,7 +69,8 @@ export async function startMetricsServer(
   probe: ReadinessProbe,
   log: Logger,
 ): Promise<MetricsServer> {
-  const server = http.createServer((request, response) => {
+  // Node's parser refusals answered as on the API's port; its time limit with them.
+  const server = http.createServer({ requestTimeout: REQUEST_TIMEOUT_MS }, (request, response) => {
     const requestId = requestIdOf(request.headers[REQUEST_ID_HEADER]);
     response.setHeader('X-Request-Id', requestId);
     response.setHeader('Cache-Control', 'no-store');
@@ -96,6 +98,8 @@ export async function startMetricsServer(
       json(404, new ApiError(404, 'not_found', 'Такого адреса нет: здесь только /metrics и /health').body());
     }
   });
+  server.on('clientError', clientErrorHandler);
+  trackResponses(server);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(listen.port, listen.host, () => {
