@@ -158,6 +158,9 @@ describe('configuration from the environment', () => {
     [{ AUTH_FAILURE_LIMIT_OVERALL: 'many' }, 'AUTH_FAILURE_LIMIT_OVERALL must be a positive integer'],
     [{ TRUSTED_PROXIES: 'nginx' }, 'TRUSTED_PROXIES must be IP addresses or CIDR ranges'],
     [{ TRUSTED_PROXIES: '10.0.0.0/33' }, 'TRUSTED_PROXIES must be IP addresses or CIDR ranges'],
+    // Accepted before, then Fastify refused it once the database was up: exit 1, the variable unnamed.
+    [{ TRUSTED_PROXIES: '0.0.0.0/0' }, `TRUSTED_PROXIES must list the proxies' addresses or ranges, not a /0 range ("0.0.0.0/0")`],
+    [{ TRUSTED_PROXIES: '10.0.0.1, ::/00' }, `TRUSTED_PROXIES must list the proxies' addresses or ranges, not a /0 range ("::/00")`],
     [{ WEBHOOK_RETENTION_DAYS: '0' }, 'WEBHOOK_RETENTION_DAYS must be a positive integer'],
     // Accepted before, then every retention sweep failed: now minus the period is no timestamp PostgreSQL or JavaScript takes.
     [{ WEBHOOK_RETENTION_DAYS: '999999999' }, 'WEBHOOK_RETENTION_DAYS must be a positive integer of at most 36500'],
@@ -305,6 +308,11 @@ describe('configuration from the environment', () => {
       expect(await proc.exited).toBe(1);
       expect(proc.output()).toContain('gateway: CLOK is not read (did you mean CLOCK?)\n');
     });
+  it('a gateway with TRUSTED_PROXIES=0.0.0.0/0 stops before the database with the message and exit code 2', async () => {
+    // Never reached: the configuration is refused before any connection.
+    const proc = startProcess('gateway', { TRUSTED_PROXIES: '0.0.0.0/0', DATABASE_URL: 'postgres://nobody:nothing@127.0.0.1:9/none' });
+    expect(await proc.exited).toBe(2);
+    expect(proc.output()).toContain('it would believe the X-Forwarded-For of every peer');
   });
 
   // pino refused the level with a stack trace before the configuration was read.

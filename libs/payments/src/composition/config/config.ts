@@ -246,6 +246,12 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
     .filter((p) => p !== '');
   for (const proxy of trustedProxies) {
     if (!isAddressOrRange(proxy)) problems.push(`TRUSTED_PROXIES must be IP addresses or CIDR ranges separated by commas, such as 10.0.0.0/8, got "${proxy}"`);
+    // Refused by Fastify's proxy-addr only once the database was up (exit 1, unnamed).
+    else if (Number(proxy.split('/')[1]) === 0) {
+      problems.push(
+        `TRUSTED_PROXIES must list the proxies' addresses or ranges, not a /0 range ("${proxy}"): it would believe the X-Forwarded-For of every peer, so any client could name its own address`,
+      );
+    }
   }
 
   if (problems.length > 0) throw new ConfigError(problems);
