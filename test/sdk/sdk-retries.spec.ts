@@ -384,6 +384,46 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     expect(waits).toEqual([]);
   });
 
+  it("a 2xx JSON that is not the operation's answer, a 2xx status the spec does not give it, or a redirect (not followed) is unexpected_response", async () => {
+    const failure = async (call: () => Promise<unknown>, ...answers: Scripted[]): Promise<PaymentGatewayError> => {
+      stub.script(...answers);
+      const e = await call().catch((error: unknown) => error);
+      expect(e).toBeInstanceOf(PaymentGatewayError);
+      // One request, not retried, none sent on to a redirect's Location.
+      expect(stub.attempts).toHaveLength(1);
+      return e as PaymentGatewayError;
+    };
+    const ok: Scripted = { status: 200, body: { status: 'ok' } };
+    const list: Scripted = { status: 200, body: { items: [], nextCursor: null, hasMore: false } };
+    // A proxy's JSON 200 after the gateway made the refund or invoice: neither an answer nor "it already existed".
+    const refund = await failure(() => client().refundInvoice(REFUND.invoiceId, {}, { idempotencyKey: 'k-ok' }), ok);
+    expect(refund).toMatchObject({ status: 200, code: 'unexpected_response', outcomeUnknown: true, idempotencyKey: 'k-ok', attempts: 1 });
+    expect(refund.message).toMatch(/HTTP 200, a status this operation never answers \(only 202\).*The outcome is unknown/);
+    // The refund itself with a 200: the spec gives the refund's POST a 202 only.
+    await failure(() => client().refundInvoice(REFUND.invoiceId, {}, { idempotencyKey: 'k-200' }), { status: 200, body: REFUND });
+    const invoice = await failure(() => client().createInvoiceWithOutcome({ amount: '10.00', orderId: 'order-ok' }), ok);
+    expect(invoice).toMatchObject({ status: 200, code: 'unexpected_response', outcomeUnknown: true });
+    expect(invoice.message).toMatch(
+      /HTTP 200 with JSON that is not this operation's answer \(no string id\): \{"status":"ok"\}\. The outcome is unknown.*orderId order-ok/,
+    );
+    await expect(failure(() => client().createPayout({ amount: '100.00', addressId: 1 }), { status: 201, body: { id: 'x' } })).resolves.toMatchObject({
+      outcomeUnknown: true,
+    });
+    // A 301 after the POST was forwarded: fetch once sent it on as a GET and returned the invoice list as the create's answer.
+    const moved = await failure(
+      () => client().createInvoiceWithOutcome({ amount: '10.00', orderId: 'order-301' }),
+      { status: 301, raw: '', headers: { location: '/v1/invoices' } },
+      list,
+    );
+    expect(moved).toMatchObject({ status: 301, code: 'unexpected_response', outcomeUnknown: true, request: 'POST /invoices' });
+    expect(moved.message).toMatch(/HTTP 301, a redirect \(to \/v1\/invoices\), not followed.*The outcome is unknown/);
+    // A read: the same code, nothing to be unknown.
+    expect(await failure(() => client().getBalance(), list)).toMatchObject({ status: 200, code: 'unexpected_response', outcomeUnknown: false });
+    const found = await failure(() => client().getInvoice(REFUND.invoiceId), { status: 302, raw: '', headers: { location: '/login' } }, ok);
+    expect(found).toMatchObject({ status: 302, code: 'unexpected_response', outcomeUnknown: false });
+    expect(waits).toEqual([]);
+  });
+
   it("the gateway's 503 that may have been written is told from its 503 that wrote nothing by outcomeUnknown, once the retries run out", async () => {
     // The gateway's own answers: an append whose answer was lost and not found again, and a database that did not answer.
     const answerOf = (exception: Error): Scripted => {
@@ -522,7 +562,7 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
   it('HMAC mode: a request with a body already signed in this second waits for the next second (each signature is accepted once)', async () => {
     const signing = signingOnClock(1_800_000_000_500, (ms) => ms);
     const stamps = () => stub.attempts.map((a) => a.headers['x-timestamp']);
-    stub.script(...Array.from({ length: 3 }, () => ({ status: 200, body: BALANCE })));
+    stub.script({ status: 200, body: BALANCE }, { status: 200, body: { id: '00000000-0000-4000-8000-000000000001' } }, { status: 200, body: BALANCE });
     await signing.getBalance();
     await signing.getInvoice('00000000-0000-4000-8000-000000000001');
     await signing.getBalance();

@@ -90,9 +90,18 @@ interface Answer<T> {
 
 type Query = Readonly<Record<string, string | number | undefined>>;
 
+/**
+ * The least an operation's answer holds, checked before it is returned: a field and its JSON type (a resource's `id`,
+ * a list's `items`). A proxy's JSON or a page a redirect led to lacks it: not the API's answer.
+ */
+type Holds = readonly [field: string, type: 'string' | 'number' | 'array'];
+
 interface CallSpec {
   readonly method: 'GET' | 'POST';
   readonly path: string;
+  readonly holds: Holds;
+  /** The 2xx statuses the spec gives the operation (default: 200). */
+  readonly statuses?: readonly number[];
   readonly query?: Query;
   readonly body?: unknown;
   readonly idempotencyKey?: string;
@@ -124,6 +133,11 @@ const defaultSleep = (ms: number, signal?: AbortSignal) =>
 export const MAX_TIMESTAMP_LEAD_SECONDS = 0;
 /** How many times a 401 signature_invalid with param X-Timestamp (a second another process of the key used) is signed again, each in a later second. */
 const SIGNATURE_RETRIES = 3;
+const ID: Holds = ['id', 'string'];
+const NUMBER_ID: Holds = ['id', 'number'];
+const ITEMS: Holds = ['items', 'array'];
+/** A create's statuses: 201 made by this request, 200 the orderId's existing one. */
+const CREATED_OR_EXISTING = [200, 201];
 /** The longest timeoutMs: Node's timers take 32-bit delays (a longer one fires after 1 ms). */
 const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 /** The gateway's window for X-Timestamp: ±300 s of its clock. */
@@ -184,14 +198,23 @@ export class PaymentGatewayClient {
 
   /** createInvoice, telling a new invoice (201: `created` true) from the orderId's existing one (200: false). */
   async createInvoiceWithOutcome(body: CreateInvoiceRequest, options: PostOptions = {}): Promise<Creation & { readonly invoice: InvoiceCreated }> {
-    const spec: CallSpec = { method: 'POST', path: '/invoices', body, idempotencyKey: options.idempotencyKey, repeatable: true, signal: options.signal };
+    const spec: CallSpec = {
+      method: 'POST',
+      path: '/invoices',
+      holds: ID,
+      statuses: CREATED_OR_EXISTING,
+      body,
+      idempotencyKey: options.idempotencyKey,
+      repeatable: true,
+      signal: options.signal,
+    };
     const answer = await this.exchange<InvoiceCreated>(spec);
     return { invoice: answer.body, ...creation(answer) };
   }
 
   /** GET /invoices (listInvoices): one page. */
   listInvoices(query: ListInvoicesQuery = {}, options: CallOptions = {}): Promise<InvoiceList> {
-    return this.call({ method: 'GET', path: '/invoices', query, repeatable: true, signal: options.signal });
+    return this.call({ method: 'GET', path: '/invoices', holds: ITEMS, query, repeatable: true, signal: options.signal });
   }
 
   /** Every invoice that matches `query`, newest first, page after page (GET /invoices with each nextCursor). */
@@ -201,7 +224,7 @@ export class PaymentGatewayClient {
 
   /** GET /invoices/{id} (getInvoice). */
   getInvoice(id: string, options: CallOptions = {}): Promise<Invoice> {
-    return this.call({ method: 'GET', path: `/invoices/${encodeURIComponent(id)}`, repeatable: true, signal: options.signal });
+    return this.call({ method: 'GET', path: `/invoices/${encodeURIComponent(id)}`, holds: ID, repeatable: true, signal: options.signal });
   }
 
   // Refunds -----------------------------------------------------------------
@@ -220,6 +243,8 @@ export class PaymentGatewayClient {
     const answer = await this.exchange<Refund>({
       method: 'POST',
       path: `/invoices/${encodeURIComponent(invoiceId)}/refund`,
+      holds: ID,
+      statuses: [202],
       body,
       idempotencyKey: options.idempotencyKey ?? this.newIdempotencyKey(),
       repeatable: true,
@@ -230,36 +255,36 @@ export class PaymentGatewayClient {
 
   /** GET /refunds/{id} (getRefund). */
   getRefund(id: string, options: CallOptions = {}): Promise<Refund> {
-    return this.call({ method: 'GET', path: `/refunds/${encodeURIComponent(id)}`, repeatable: true, signal: options.signal });
+    return this.call({ method: 'GET', path: `/refunds/${encodeURIComponent(id)}`, holds: ID, repeatable: true, signal: options.signal });
   }
 
   // Reference data ----------------------------------------------------------
 
   /** GET /methods (listMethods). */
   listMethods(options: CallOptions = {}): Promise<MethodList> {
-    return this.call({ method: 'GET', path: '/methods', repeatable: true, signal: options.signal });
+    return this.call({ method: 'GET', path: '/methods', holds: ['methods', 'array'], repeatable: true, signal: options.signal });
   }
 
   /** GET /balance (getBalance). */
   getBalance(options: CallOptions = {}): Promise<Balance> {
-    return this.call({ method: 'GET', path: '/balance', repeatable: true, signal: options.signal });
+    return this.call({ method: 'GET', path: '/balance', holds: ['available', 'string'], repeatable: true, signal: options.signal });
   }
 
   /** GET /statements (getStatement): the signed statement of (from, to]; check it with verifyStatement and listAuditKeys. */
   getStatement(query: StatementQuery, options: CallOptions = {}): Promise<Statement> {
-    return this.call({ method: 'GET', path: '/statements', query, repeatable: true, signal: options.signal });
+    return this.call({ method: 'GET', path: '/statements', holds: ['transactions', 'array'], query, repeatable: true, signal: options.signal });
   }
 
   /** GET /audit/keys (listAuditKeys): the gateway's public signing keys, retired ones included. */
   listAuditKeys(options: CallOptions = {}): Promise<AuditKeyList> {
-    return this.call({ method: 'GET', path: '/audit/keys', repeatable: true, signal: options.signal });
+    return this.call({ method: 'GET', path: '/audit/keys', holds: ['keys', 'array'], repeatable: true, signal: options.signal });
   }
 
   // Payouts -----------------------------------------------------------------
 
   /** GET /payout-addresses (listPayoutAddresses). */
   listPayoutAddresses(options: CallOptions = {}): Promise<PayoutAddressList> {
-    return this.call({ method: 'GET', path: '/payout-addresses', repeatable: true, signal: options.signal });
+    return this.call({ method: 'GET', path: '/payout-addresses', holds: ITEMS, repeatable: true, signal: options.signal });
   }
 
   /** POST /payouts (createPayout): live keys only. Retried under its Idempotency-Key. */
@@ -270,18 +295,27 @@ export class PaymentGatewayClient {
   /** createPayout, telling a new request (201: `created` true) from the orderId's existing one (200) or a key's replay (false). */
   async createPayoutWithOutcome(body: CreatePayoutRequest, options: PostOptions = {}): Promise<Creation & { readonly payout: Payout }> {
     const idempotencyKey = options.idempotencyKey ?? this.newIdempotencyKey();
-    const answer = await this.exchange<Payout>({ method: 'POST', path: '/payouts', body, idempotencyKey, repeatable: true, signal: options.signal });
+    const answer = await this.exchange<Payout>({
+      method: 'POST',
+      path: '/payouts',
+      holds: NUMBER_ID,
+      statuses: CREATED_OR_EXISTING,
+      body,
+      idempotencyKey,
+      repeatable: true,
+      signal: options.signal,
+    });
     return { payout: answer.body, ...creation(answer) };
   }
 
   /** GET /payouts (listPayouts): one page. */
   listPayouts(query: ListPayoutsQuery = {}, options: CallOptions = {}): Promise<PayoutList> {
-    return this.call({ method: 'GET', path: '/payouts', query, repeatable: true, signal: options.signal });
+    return this.call({ method: 'GET', path: '/payouts', holds: ITEMS, query, repeatable: true, signal: options.signal });
   }
 
   /** GET /payouts?orderId= (listPayouts with orderId): the one payout of this orderId, or 404 not_found. */
   getPayoutByOrderId(orderId: string, options: CallOptions = {}): Promise<Payout> {
-    return this.call({ method: 'GET', path: '/payouts', query: { orderId }, repeatable: true, signal: options.signal });
+    return this.call({ method: 'GET', path: '/payouts', holds: NUMBER_ID, query: { orderId }, repeatable: true, signal: options.signal });
   }
 
   /** Every payout that matches `query`, newest first, page after page. */
@@ -291,7 +325,7 @@ export class PaymentGatewayClient {
 
   /** GET /events (listEvents): one page of the project's webhook events, each with its deliveryStatus. */
   listEvents(query: ListEventsQuery = {}, options: CallOptions = {}): Promise<EventList> {
-    return this.call({ method: 'GET', path: '/events', query, repeatable: true, signal: options.signal });
+    return this.call({ method: 'GET', path: '/events', holds: ITEMS, query, repeatable: true, signal: options.signal });
   }
 
   /** Every event that matches `query` (e.g. `{deliveryStatus: 'failing'}`: what a receiver missed), the last queued first. */
@@ -301,12 +335,12 @@ export class PaymentGatewayClient {
 
   /** GET /events/{id} (getEvent): the webhook's body. */
   getEvent(id: string, options: CallOptions = {}): Promise<WebhookEvent> {
-    return this.call({ method: 'GET', path: `/events/${encodeURIComponent(id)}`, repeatable: true, signal: options.signal });
+    return this.call({ method: 'GET', path: `/events/${encodeURIComponent(id)}`, holds: ID, repeatable: true, signal: options.signal });
   }
 
   /** GET /balance/transactions (listBalanceTransactions): one page (JSON). */
   listBalanceTransactions(query: ListBalanceTransactionsQuery = {}, options: CallOptions = {}): Promise<BalanceTransactionList> {
-    return this.call({ method: 'GET', path: '/balance/transactions', query, repeatable: true, signal: options.signal });
+    return this.call({ method: 'GET', path: '/balance/transactions', holds: ITEMS, query, repeatable: true, signal: options.signal });
   }
 
   /** Every movement of the balance that matches `query` (e.g. `{payoutId}`), newest first. */
@@ -319,7 +353,7 @@ export class PaymentGatewayClient {
 
   /** GET /payouts/{id} (getPayout). */
   getPayout(id: number, options: CallOptions = {}): Promise<Payout> {
-    return this.call({ method: 'GET', path: `/payouts/${encodeURIComponent(String(id))}`, repeatable: true, signal: options.signal });
+    return this.call({ method: 'GET', path: `/payouts/${encodeURIComponent(String(id))}`, holds: NUMBER_ID, repeatable: true, signal: options.signal });
   }
 
   // The wire ----------------------------------------------------------------
@@ -437,7 +471,10 @@ export class PaymentGatewayClient {
       signal?.addEventListener('abort', callerAborted, { once: true });
       try {
         sent++;
-        response = await this.fetch(url, { method: spec.method, headers, body: spec.body === undefined ? undefined : rawBody, signal: attempt.signal });
+        // A redirect is not followed: the API answers none, and fetch would send a POST's redirect on as a GET and return
+        // what that answers (a list) as the create's answer.
+        const init = { method: spec.method, headers, body: spec.body === undefined ? undefined : rawBody, signal: attempt.signal, redirect: 'manual' } as const;
+        response = await this.fetch(url, init);
         status = response.status;
         text = await response.text();
       } catch (cause) {
@@ -457,13 +494,17 @@ export class PaymentGatewayClient {
       }
       clearTimeout(timer);
       signal?.removeEventListener('abort', callerAborted);
-      if (status >= 200 && status < 300) {
-        // Every operation answers a JSON object (none a 2xx without a body): anything else did not come from the gateway as it
-        // is (a proxy's page), and what a POST did is unknown.
+      if (status < 400) {
+        // Every operation answers a JSON object holding its resource, with a 2xx status the spec gives it (none a 2xx without
+        // a body, none a 3xx): anything else did not come from the gateway as it is (a proxy's page or JSON, a redirect), and
+        // what a POST did is unknown.
         const answer = jsonObjectOf(text);
-        if (answer !== undefined) return { body: answer as T, status, replayed: response.headers.get('idempotent-replayed') === 'true', attempts };
+        const expected = status >= 200 && status < 300 && (spec.statuses ?? [200]).includes(status);
+        if (expected && answer !== undefined && holds(answer, spec.holds)) {
+          return { body: answer as T, status, replayed: response.headers.get('idempotent-replayed') === 'true', attempts };
+        }
         const requestId = response.headers.get('x-request-id') ?? undefined;
-        const message = unexpectedAnswerMessage(spec, request, status, text);
+        const message = unexpectedAnswerMessage(spec, request, response, text, answer !== undefined);
         const unknown = spec.method === 'POST';
         throw new PaymentGatewayError(status, 'unexpected_response', message, undefined, undefined, request, attempts, undefined, requestId, key, unknown);
       }
@@ -612,10 +653,28 @@ function jsonObjectOf(text: string): object | undefined {
   }
 }
 
-/** What a 2xx answer that is not the API's JSON says (for a POST, with outcomeUnknown). */
-function unexpectedAnswerMessage(spec: CallSpec, request: string, status: number, text: string): string {
-  const answer = `${request}: HTTP ${status} with ${text === '' ? 'an empty body' : `an answer that is not the API's JSON: ${text.slice(0, 200)}`}`;
-  return `${answer}${outcomeUnknown(spec)}`;
+/** The answer holds the operation's field with its JSON type. */
+function holds(answer: object, [field, type]: Holds): boolean {
+  const value: unknown = Object.hasOwn(answer, field) ? (answer as Record<string, unknown>)[field] : undefined;
+  return type === 'array' ? Array.isArray(value) : typeof value === type;
+}
+
+/** What an answer below 400 that is not the operation's says (for a POST, with outcomeUnknown). */
+function unexpectedAnswerMessage(spec: CallSpec, request: string, response: Response, text: string, json: boolean): string {
+  const { status } = response;
+  const shown = text.slice(0, 200);
+  const statuses = spec.statuses ?? [200];
+  const why =
+    status < 200 || status >= 300
+      ? `, a redirect (to ${response.headers.get('location') ?? 'nowhere'}), not followed: the API answers none`
+      : !statuses.includes(status)
+        ? `, a status this operation never answers (only ${statuses.join(' or ')}): ${shown}`
+        : text === ''
+          ? ' with an empty body'
+          : json
+            ? ` with JSON that is not this operation's answer (no ${spec.holds[1]} ${spec.holds[0]}): ${shown}`
+            : ` with an answer that is not the API's JSON: ${shown}`;
+  return `${request}: HTTP ${status}${why}${outcomeUnknown(spec)}`;
 }
 
 /**
