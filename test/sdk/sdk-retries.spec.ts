@@ -220,6 +220,45 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     expect(waits).toEqual([]);
   });
 
+  it("Retry-After as an HTTP-date (a proxy's) is waited: counted from the answer's Date, else from the local clock", async () => {
+    const DATE = 'Tue, 01 Dec 2026 12:00:00 GMT';
+    const page = (status: number, retryAfter: string, date = DATE): Scripted => ({
+      status,
+      raw: '<html>Service Unavailable</html>',
+      headers: { 'content-type': 'text/html', date, 'retry-after': retryAfter },
+    });
+    stub.script(page(503, 'Tue, 01 Dec 2026 12:00:10 GMT'), page(429, 'Tue, 01 Dec 2026 12:00:03 GMT'), { status: 200, body: BALANCE });
+    await expect(client().getBalance()).resolves.toEqual(BALANCE);
+    expect(waits).toEqual([10_000, 3000]);
+    // The obsolete forms RFC 9110 has recipients accept; a date past is no wait.
+    waits = [];
+    stub.script(page(429, 'Tuesday, 01-Dec-26 12:00:02 GMT'), page(429, 'Tue Dec  1 12:00:04 2026'), page(429, 'Mon, 30 Nov 2026 12:00:00 GMT'), {
+      status: 200,
+      body: BALANCE,
+    });
+    await expect(client().getBalance()).resolves.toEqual(BALANCE);
+    expect(waits).toEqual([2000, 4000, 0]);
+    // Over 60 s: thrown at once, with the seconds asked.
+    waits = [];
+    stub.script(page(503, 'Tue, 01 Dec 2026 12:02:00 GMT'), { status: 200, body: BALANCE });
+    await expect(client().getBalance()).rejects.toMatchObject({ status: 503, code: 'unexpected_response', retryAfterSeconds: 120, attempts: 1 });
+    expect(waits).toEqual([]);
+    // No Date header: the local clock (the client's `now`).
+    const now = Date.parse(DATE);
+    const answers = [new Date(now + 7000).toUTCString(), undefined];
+    const noDate = client({
+      now: () => now,
+      fetch: async () => {
+        const retryAfter = answers.shift();
+        return retryAfter === undefined
+          ? new Response(JSON.stringify(BALANCE), { status: 200 })
+          : new Response('<html>Too Many Requests</html>', { status: 429, headers: { 'retry-after': retryAfter } });
+      },
+    });
+    await expect(noDate.getBalance()).resolves.toEqual(BALANCE);
+    expect(waits).toEqual([7000]);
+  });
+
   it('408 request_timeout (the body did not arrive: nothing was done) is sent again like a 503', async () => {
     const timedOut = (): Scripted => error(408, 'request_timeout');
     stub.script(timedOut(), { status: 202, body: REFUND });

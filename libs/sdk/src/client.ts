@@ -510,7 +510,7 @@ export class PaymentGatewayClient {
       }
 
       const error = errorOf(text, status);
-      const retryAfterSeconds = parseRetryAfter(response.headers.get('retry-after'));
+      const retryAfterSeconds = parseRetryAfter(response.headers.get('retry-after'), response.headers.get('date'), this.now());
       // A clock off by more than the window: take the gateway's time once and sign again (nothing ran).
       if (status === 401 && error.code === 'timestamp_invalid' && !('secretKey' in this.#auth) && !clockCorrected) {
         const serverSeconds = serverTimeOf(response.headers);

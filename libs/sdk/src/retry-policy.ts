@@ -70,8 +70,24 @@ export function retryDelayMs(outcome: AttemptOutcome, context: RetryContext): nu
  */
 export const MAYBE_WRITTEN_MARK = 'записано ли что-то';
 
-/** Retry-After as whole seconds (the spec's form), or undefined. */
-export function parseRetryAfter(value: string | null): number | undefined {
-  if (value === null || !/^\d{1,6}$/.test(value.trim())) return undefined;
-  return Number(value.trim());
+/**
+ * Retry-After in whole seconds, or undefined: delay-seconds (the spec's form) or an HTTP-date (RFC 9110, a proxy's),
+ * counted from the answer's Date header when it has one (the clocks of the two may differ), else from the local clock
+ * `nowMs`; a date past is 0.
+ */
+export function parseRetryAfter(value: string | null, answerDate: string | null, nowMs: number): number | undefined {
+  const given = value?.trim() ?? '';
+  if (/^\d{1,6}$/.test(given)) return Number(given);
+  const at = httpDateMs(given);
+  if (at === undefined) return undefined;
+  const from = httpDateMs(answerDate?.trim() ?? '') ?? nowMs;
+  return Math.max(0, Math.ceil((at - from) / 1000));
+}
+
+/** An HTTP-date in ms: IMF-fixdate, or the obsolete RFC 850 and asctime forms that RFC 9110 has recipients accept (all GMT). */
+function httpDateMs(value: string): number | undefined {
+  const imfOrRfc850 = /^[A-Za-z]{3,9}, \d{2}[ -][A-Za-z]{3}[ -]\d{2}(\d{2})? \d{2}:\d{2}:\d{2} GMT$/;
+  const asctime = /^[A-Za-z]{3} [A-Za-z]{3} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}$/;
+  const ms = imfOrRfc850.test(value) ? Date.parse(value) : asctime.test(value) ? Date.parse(`${value} GMT`) : NaN;
+  return Number.isFinite(ms) ? ms : undefined;
 }
