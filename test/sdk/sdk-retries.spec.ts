@@ -906,6 +906,24 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     expect(waits).toEqual([]);
   });
 
+  it('a clockOffsetSeconds that is not a whole number of seconds (a string from the environment, NaN, a fraction) is refused at construction', async () => {
+    const signing = (clockOffsetSeconds: unknown) =>
+      client({ auth: { publicId: 'pk_test_stub', signingSecret: secret }, now: () => 1_800_000_000_000, clockOffsetSeconds: clockOffsetSeconds as number });
+    for (const [offset, shown] of [
+      ['10', '"10"'],
+      [NaN, 'NaN'],
+      [0.5, '0.5'],
+      [Infinity, 'Infinity'],
+      [1e300, '1e+300'],
+      [null, 'null'],
+    ] as const) {
+      expect(() => signing(offset)).toThrow(new TypeError(`clockOffsetSeconds: a whole number of seconds (negative allowed), got ${shown}`));
+    }
+    stub.script({ status: 200, body: BALANCE });
+    await expect(signing(-30).getBalance()).resolves.toEqual(BALANCE);
+    expect(stub.attempts.map((a) => a.headers['x-timestamp'])).toEqual(['1799999970']);
+  });
+
   it("the policy itself: no retry past 4, none of a POST that could act twice, 429 always, a proxy's 5xx page as no answer", () => {
     const network = { kind: 'network' } as const;
     expect(retryDelayMs(network, { retriesSoFar: 4, maxRetries: 4, repeatable: true })).toBeNull();

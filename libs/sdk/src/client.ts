@@ -48,7 +48,7 @@ export interface PaymentGatewayClientOptions {
   readonly sleep?: (ms: number) => Promise<void>;
   /** The local clock in ms for X-Timestamp (default Date.now). */
   readonly now?: () => number;
-  /** Seconds to add to the local clock for X-Timestamp (default 0; learnt from the gateway on a 401 timestamp_invalid). */
+  /** Whole seconds to add to the local clock for X-Timestamp (default 0; learnt from the gateway on a 401 timestamp_invalid); else a TypeError. */
   readonly clockOffsetSeconds?: number;
   /** Makes the Idempotency-Key of a POST that is not given one (default: a random UUID). */
   readonly newIdempotencyKey?: () => string;
@@ -174,6 +174,12 @@ export class PaymentGatewayClient {
     if (typeof timeoutMs !== 'number' || !Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > MAX_TIMEOUT_MS)
       throw new TypeError(`timeoutMs: a whole number of milliseconds from 1 to ${MAX_TIMEOUT_MS}, got ${String(timeoutMs)}`);
     this.timeoutMs = timeoutMs;
+    // Added to the clock and sent in X-Timestamp: a string would be joined to it, NaN or a fraction sent as it is.
+    const offset = options.clockOffsetSeconds;
+    if (offset !== undefined && (typeof offset !== 'number' || !Number.isSafeInteger(offset)))
+      throw new TypeError(
+        `clockOffsetSeconds: a whole number of seconds (negative allowed), got ${typeof offset === 'string' ? JSON.stringify(offset) : String(offset)}`,
+      );
     this.fetch = options.fetch ?? globalThis.fetch;
     this.sleep = options.sleep ?? defaultSleep;
     this.now = options.now ?? Date.now;
@@ -181,7 +187,7 @@ export class PaymentGatewayClient {
     this.memory = 'signingSecret' in this.#auth ? memoryOf(this.#auth.signingSecret, this.baseUrl) : newSigningMemory();
     // Given up front, the offset is the first client's: once one has signed or learnt the gateway's clock, that stands.
     const { learnt, used } = this.memory;
-    if (options.clockOffsetSeconds !== undefined && !learnt && used.size === 0) this.memory.offsetSeconds = options.clockOffsetSeconds;
+    if (offset !== undefined && !learnt && used.size === 0) this.memory.offsetSeconds = offset;
   }
 
   /** Seconds added to the local clock for X-Timestamp (HMAC mode), as given or as learnt from the gateway. */
