@@ -128,6 +128,54 @@ describe('the SDK package (libs/sdk)', () => {
     }
   });
 
+  it('compiles for a consumer with exactOptionalPropertyTypes (tsc --init): every option and query parameter takes undefined as not given', () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'sdk-exact-'));
+    try {
+      const consumer = [
+        `import { PaymentGatewayClient, PaymentGatewayConnectionError, retryDelayMs, verifyStatement, verifyWebhook } from ${JSON.stringify(path.join(SDK, 'dist/index.js'))};`,
+        'declare const text: string | undefined;',
+        'declare const count: number | undefined;',
+        'declare const signal: AbortSignal | undefined;',
+        // The tsconfig below is in effect: an explicit undefined for a property declared without it does not compile.
+        '// @ts-expect-error exactOptionalPropertyTypes',
+        'export const exact: { a?: string } = { a: text };',
+        'const options = { maxRetries: count, timeoutMs: count, fetch: undefined, sleep: undefined, now: undefined, clockOffsetSeconds: count };',
+        "const client = new PaymentGatewayClient({ baseUrl: 'http://127.0.0.1:1/v1', auth: { secretKey: 'sk_test_x' }, ...options, newIdempotencyKey: undefined });",
+        'export const calls = [',
+        "  client.refundInvoice('id', {}, { idempotencyKey: text, signal }),",
+        '  client.getBalance({ signal }),',
+        '  client.listInvoices({ limit: count, cursor: text }),',
+        '  client.listPayouts({ cursor: text }),',
+        '  client.listEvents({ cursor: text }),',
+        '  client.listBalanceTransactions({ cursor: text, payoutId: count }),',
+        "  client.getStatement({ from: '2026-01-01T00:00:00Z', to: '2026-02-01T00:00:00Z' }),",
+        '];',
+        "export const event = verifyWebhook('{}', {}, 'whsec_x', { toleranceSeconds: count, requireTimestamp: undefined, now: undefined });",
+        "export const lost = new PaymentGatewayConnectionError('m', 'GET /balance', 1, { idempotencyKey: text, outcomeUnknown: undefined });",
+        "export const delay = retryDelayMs({ kind: 'answer', status: 503, code: text, retryAfterSeconds: count }, { retriesSoFar: 0, maxRetries: 4, repeatable: true });",
+        "export const verified = verifyStatement('{}', [{ kid: 'k', alg: 'Ed25519', publicKey: 'p', validFrom: text }]);",
+      ];
+      writeFileSync(path.join(dir, 'consumer.ts'), `${consumer.join('\n')}\n`);
+      // What `tsc --init` (TypeScript 6) writes that bears on types, with the declarations checked too (skipLibCheck off).
+      const compilerOptions = {
+        strict: true,
+        exactOptionalPropertyTypes: true,
+        noUncheckedIndexedAccess: true,
+        skipLibCheck: false,
+        noEmit: true,
+        target: 'ES2022',
+        module: 'node20',
+        typeRoots: [path.join(ROOT, 'node_modules/@types')],
+        types: ['node'],
+      };
+      writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions, files: ['consumer.ts'] }));
+      const tsc = spawnSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', '.'], { cwd: dir, encoding: 'utf8' });
+      expect({ status: tsc.status, output: tsc.stdout + tsc.stderr }).toEqual({ status: 0, output: '' });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('has no runtime dependency: the built code requires only node: modules and its own files', () => {
     const manifest = JSON.parse(readFileSync(path.join(SDK, 'package.json'), 'utf8'));
     expect(manifest.dependencies).toBeUndefined();

@@ -39,19 +39,19 @@ export interface PaymentGatewayClientOptions {
   readonly baseUrl: string;
   readonly auth: Authentication;
   /** At most this many retries of one call: a whole number from 0 to 4 (default and maximum by the spec's guidance: 4). */
-  readonly maxRetries?: number;
+  readonly maxRetries?: number | undefined;
   /** One attempt's time limit in ms, a whole number from 1 to 2^31 − 1 (default 30 000); a timeout counts as a network failure. */
-  readonly timeoutMs?: number;
+  readonly timeoutMs?: number | undefined;
   /** The fetch to use (default: the global fetch of Node ≥ 20). */
-  readonly fetch?: typeof fetch;
+  readonly fetch?: typeof fetch | undefined;
   /** How to wait between attempts (default: setTimeout); tests pass their own. A call's signal ends the wait either way. */
-  readonly sleep?: (ms: number) => Promise<void>;
+  readonly sleep?: ((ms: number) => Promise<void>) | undefined;
   /** The local clock in ms for X-Timestamp (default Date.now). */
-  readonly now?: () => number;
+  readonly now?: (() => number) | undefined;
   /** Whole seconds to add to the local clock for X-Timestamp (default 0; learnt from the gateway on a 401 timestamp_invalid); else a TypeError. */
-  readonly clockOffsetSeconds?: number;
+  readonly clockOffsetSeconds?: number | undefined;
   /** Makes the Idempotency-Key of a POST that is not given one (default: a random UUID). */
-  readonly newIdempotencyKey?: () => string;
+  readonly newIdempotencyKey?: (() => string) | undefined;
 }
 
 export interface CallOptions {
@@ -59,12 +59,12 @@ export interface CallOptions {
    * Cancels this call: the request in flight and any wait before a retry. The call then
    * rejects with a PaymentGatewayAbortError (name `AbortError`; `cause`: the signal's reason).
    */
-  readonly signal?: AbortSignal;
+  readonly signal?: AbortSignal | undefined;
 }
 
 export interface PostOptions extends CallOptions {
   /** The Idempotency-Key to send (default: a new one per call, reused by its retries). */
-  readonly idempotencyKey?: string;
+  readonly idempotencyKey?: string | undefined;
 }
 
 /**

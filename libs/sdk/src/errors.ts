@@ -81,7 +81,7 @@ export class PaymentGatewayConnectionError extends Error {
     message: string,
     readonly request: string,
     readonly attempts: number,
-    options: { cause?: unknown; idempotencyKey?: string; outcomeUnknown?: boolean } = {},
+    options: { cause?: unknown; idempotencyKey?: string | undefined; outcomeUnknown?: boolean | undefined } = {},
   ) {
     super(message, 'cause' in options ? { cause: options.cause } : undefined);
     this.idempotencyKey = options.idempotencyKey;
@@ -105,7 +105,7 @@ export class PaymentGatewayAbortError extends Error {
     readonly request: string,
     /** How many attempts were sent (0: none). */
     readonly attempts: number,
-    options: { cause?: unknown; idempotencyKey?: string; outcomeUnknown?: boolean } = {},
+    options: { cause?: unknown; idempotencyKey?: string | undefined; outcomeUnknown?: boolean | undefined } = {},
   ) {
     super(message, { cause: options.cause });
     this.idempotencyKey = options.idempotencyKey;

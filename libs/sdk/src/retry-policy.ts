@@ -15,7 +15,8 @@ export const MAX_WAIT_SECONDS = 60;
 
 /** What came back from one attempt. */
 export type AttemptOutcome =
-  { readonly kind: 'answer'; readonly status: number; readonly code?: string; readonly retryAfterSeconds?: number } | { readonly kind: 'network' };
+  | { readonly kind: 'answer'; readonly status: number; readonly code?: string | undefined; readonly retryAfterSeconds?: number | undefined }
+  | { readonly kind: 'network' };
 
 export interface RetryContext {
   /** Retries made so far (0 after the first attempt). */

@@ -5,8 +5,8 @@ export interface AuditPublicKey {
   readonly kid: string;
   readonly alg: string;
   readonly publicKey: string;
-  readonly validFrom?: string;
-  readonly validUntil?: string | null;
+  readonly validFrom?: string | undefined;
+  readonly validUntil?: string | null | undefined;
 }
 
 /** Canonical JSON (RFC 8785, JCS) for the values a statement holds: no whitespace, object keys sorted by UTF-16 code units. */

@@ -22,7 +22,7 @@ export type Payout = Schemas['Payout'];
 export type PayoutList = Schemas['PayoutList'];
 export type Statement = Schemas['Statement'];
 export type AuditKeyList = Schemas['AuditKeyList'];
-export type StatementQuery = operations['getStatement']['parameters']['query'];
+export type StatementQuery = Query<operations['getStatement']['parameters']['query']>;
 export type ErrorBody = Schemas['Error'];
 export type ErrorDetail = NonNullable<ErrorBody['error']['details']>[number];
 
@@ -39,9 +39,11 @@ export type EventList = Omit<Schemas['EventList'], 'items'> & { items: Event[] }
 export type BalanceTransaction = Schemas['BalanceTransaction'];
 export type BalanceTransactionList = Schemas['BalanceTransactionList'];
 
-export type ListInvoicesQuery = NonNullable<operations['listInvoices']['parameters']['query']>;
-export type ListEventsQuery = NonNullable<operations['listEvents']['parameters']['query']>;
+/** A query whose optional parameters also take undefined: the client sends none for it (exactOptionalPropertyTypes lets it be passed). */
+type Query<T> = { [K in keyof T]: undefined extends T[K] ? T[K] | undefined : T[K] };
+export type ListInvoicesQuery = Query<NonNullable<operations['listInvoices']['parameters']['query']>>;
+export type ListEventsQuery = Query<NonNullable<operations['listEvents']['parameters']['query']>>;
 /** JSON pages (the CSV export is a plain GET with format=csv). */
-export type ListBalanceTransactionsQuery = Omit<NonNullable<operations['listBalanceTransactions']['parameters']['query']>, 'format'>;
+export type ListBalanceTransactionsQuery = Query<Omit<NonNullable<operations['listBalanceTransactions']['parameters']['query']>, 'format'>>;
 /** GET /payouts without orderId (with orderId the answer is one payout: getPayoutByOrderId). */
-export type ListPayoutsQuery = Omit<NonNullable<operations['listPayouts']['parameters']['query']>, 'orderId'>;
+export type ListPayoutsQuery = Query<Omit<NonNullable<operations['listPayouts']['parameters']['query']>, 'orderId'>>;

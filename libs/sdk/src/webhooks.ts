@@ -9,14 +9,14 @@ export type WebhookHeaders = { get(name: string): string | null } | Readonly<Rec
 
 export interface VerifyWebhookOptions {
   /** How far the timestamped signature's `t` may be from now, in seconds (default 300; not a finite number ≥ 0: a TypeError). */
-  readonly toleranceSeconds?: number;
+  readonly toleranceSeconds?: number | undefined;
   /**
    * Refuse a delivery without X-Service-Signature-Timestamped (default true: a replayed
    * delivery is refused). false accepts the spec's plain signature alone (checked when present).
    */
-  readonly requireTimestamp?: boolean;
+  readonly requireTimestamp?: boolean | undefined;
   /** A function answering the receiver's clock in ms (default Date.now; not a function: a TypeError). */
-  readonly now?: () => number;
+  readonly now?: (() => number) | undefined;
 }
 
 export const SIGNATURE_HEADER = 'x-service-signature';
