@@ -850,6 +850,28 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     expect(waits).toEqual([]);
   });
 
+  it('an id that is empty, "." or ".." (a dot segment: another address) is refused with a TypeError naming the argument, nothing sent', async () => {
+    stub.script();
+    const calls: [string, () => Promise<unknown>][] = [
+      ['id: ', () => client().getInvoice('.')],
+      ['id: ', () => client().getRefund('..')],
+      ['id: ', () => client().getEvent('')],
+      ['id: ', () => client().getInvoice(undefined as unknown as string)],
+      ['invoiceId: ', () => client().refundInvoice('..', { amount: '1.00' })],
+      ['invoiceId: ', () => client().refundInvoiceWithOutcome('.')],
+    ];
+    for (const [name, call] of calls) {
+      const failure = await call().catch((e: unknown) => e);
+      expect(failure).toBeInstanceOf(TypeError);
+      expect((failure as Error).message).toMatch(new RegExp(`^${name}an id \\(a non-empty string other than "\\." and "\\.\\."\\), got `));
+    }
+    expect(stub.attempts).toEqual([]);
+    // Dots inside an id are its own: sent as they are.
+    stub.script({ status: 200, body: { id: 'a..b' } });
+    await expect(client().getInvoice('a..b')).resolves.toEqual({ id: 'a..b' });
+    expect(stub.attempts.map((a) => a.url)).toEqual(['/v1/invoices/a..b']);
+  });
+
   it('a secret key or public id with a line break, a space at an end or a letter HTTP cannot carry is refused at construction, never shown', async () => {
     const refusal = (auth: ConstructorParameters<typeof PaymentGatewayClient>[0]['auth']): Error => {
       try {

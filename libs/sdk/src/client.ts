@@ -229,8 +229,8 @@ export class PaymentGatewayClient {
   }
 
   /** GET /invoices/{id} (getInvoice). */
-  getInvoice(id: string, options: CallOptions = {}): Promise<Invoice> {
-    return this.call({ method: 'GET', path: `/invoices/${encodeURIComponent(id)}`, holds: ID, repeatable: true, signal: options.signal });
+  async getInvoice(id: string, options: CallOptions = {}): Promise<Invoice> {
+    return this.call({ method: 'GET', path: `/invoices/${segment('id', id)}`, holds: ID, repeatable: true, signal: options.signal });
   }
 
   // Refunds -----------------------------------------------------------------
@@ -248,7 +248,7 @@ export class PaymentGatewayClient {
   ): Promise<Creation & { readonly refund: Refund }> {
     const answer = await this.exchange<Refund>({
       method: 'POST',
-      path: `/invoices/${encodeURIComponent(invoiceId)}/refund`,
+      path: `/invoices/${segment('invoiceId', invoiceId)}/refund`,
       holds: ID,
       statuses: [202],
       body,
@@ -260,8 +260,8 @@ export class PaymentGatewayClient {
   }
 
   /** GET /refunds/{id} (getRefund). */
-  getRefund(id: string, options: CallOptions = {}): Promise<Refund> {
-    return this.call({ method: 'GET', path: `/refunds/${encodeURIComponent(id)}`, holds: ID, repeatable: true, signal: options.signal });
+  async getRefund(id: string, options: CallOptions = {}): Promise<Refund> {
+    return this.call({ method: 'GET', path: `/refunds/${segment('id', id)}`, holds: ID, repeatable: true, signal: options.signal });
   }
 
   // Reference data ----------------------------------------------------------
@@ -340,8 +340,8 @@ export class PaymentGatewayClient {
   }
 
   /** GET /events/{id} (getEvent): the webhook's body. */
-  getEvent(id: string, options: CallOptions = {}): Promise<WebhookEvent> {
-    return this.call({ method: 'GET', path: `/events/${encodeURIComponent(id)}`, holds: ID, repeatable: true, signal: options.signal });
+  async getEvent(id: string, options: CallOptions = {}): Promise<WebhookEvent> {
+    return this.call({ method: 'GET', path: `/events/${segment('id', id)}`, holds: ID, repeatable: true, signal: options.signal });
   }
 
   /** GET /balance/transactions (listBalanceTransactions): one page (JSON). */
@@ -629,6 +629,17 @@ function checkCredential(name: string, value: unknown): void {
   if (!/^[\x21-\x7e]+$/.test(value)) {
     throw new TypeError(`${name}: only printable ASCII without spaces can be sent in a header; the value is not shown`);
   }
+}
+
+/**
+ * An id as one segment of the path, refused (a TypeError naming the argument, nothing sent) when empty or `.` or `..`:
+ * URL reads those as dot segments, another address, whose route's 404 or 405 would pass for the resource's.
+ */
+function segment(name: string, id: unknown): string {
+  if (typeof id !== 'string' || id === '' || id === '.' || id === '..') {
+    throw new TypeError(`${name}: an id (a non-empty string other than "." and ".."), got ${typeof id === 'string' ? JSON.stringify(id) : String(id)}`);
+  }
+  return encodeURIComponent(id);
 }
 
 /** A create's outcome: made by this answer (a 201 or 202 that is not a replay), or already there. */
