@@ -308,6 +308,8 @@ describe('configuration from the environment', () => {
       expect(await proc.exited).toBe(1);
       expect(proc.output()).toContain('gateway: CLOK is not read (did you mean CLOCK?)\n');
     });
+  });
+
   it('a gateway with TRUSTED_PROXIES=0.0.0.0/0 stops before the database with the message and exit code 2', async () => {
     // Never reached: the configuration is refused before any connection.
     const proc = startProcess('gateway', { TRUSTED_PROXIES: '0.0.0.0/0', DATABASE_URL: 'postgres://nobody:nothing@127.0.0.1:9/none' });
