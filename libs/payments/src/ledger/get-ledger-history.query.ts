@@ -15,9 +15,11 @@ export interface LedgerHistory {
 }
 
 /**
- * The console's plot and daily volumes of one ledger: every entry of its stream in
- * the event store (not the read model), folded with the ledger's own `evolve` in one
- * pass; memory bounded by the points kept and the days with payments.
+ * The console's plot and daily volumes of one ledger: the entries of its stream in the
+ * event store (not the read model), folded with the ledger's own `evolve`; memory bounded
+ * by the points kept and the days with payments. The folds of the last ledgers viewed are
+ * kept, so a view folds only the entries appended since the one before (the stream is
+ * append-only): a merchant of 100,000 entries took seconds per view, on the serving process.
  */
 export class GetLedgerHistory extends Query<LedgerHistory> {
   constructor(
@@ -28,18 +30,47 @@ export class GetLedgerHistory extends Query<LedgerHistory> {
   }
 }
 
+/** Ledgers whose folds a process keeps (the least recently viewed dropped first). */
+export const LEDGER_HISTORIES_KEPT = 8;
+
+interface Fold {
+  readonly history: BalanceHistory;
+  readonly days: DailyVolumes;
+}
+
 @QueryHandler(GetLedgerHistory)
 export class GetLedgerHistoryHandler implements IQueryHandler<GetLedgerHistory> {
+  /** By ledger and maxPoints, in order of last view: the fold, as of its last view (views of one ledger take turns). */
+  private readonly folds = new Map<string, Promise<Fold>>();
+
   constructor(@Inject(LedgerBook) private readonly ledgers: LedgerBook) {}
 
   async execute(query: GetLedgerHistory): Promise<LedgerHistory> {
-    const history = new BalanceHistory(query.maxPoints);
-    const days = new DailyVolumes();
-    await this.ledgers.forEachEntry(query.ledger, (entry) => {
-      history.add(entry);
-      days.add(entry);
-      return true;
-    });
-    return { entries: history.entries, points: history.points(), days: days.newestFirst() };
+    const key = `${query.ledger.mode}:${query.ledger.accountId}:${query.maxPoints ?? ''}`;
+    const before = this.folds.get(key);
+    const fold = (async (): Promise<Fold> => {
+      const fold = (await before?.catch(() => null)) ?? { history: new BalanceHistory(query.maxPoints), days: new DailyVolumes() };
+      await this.ledgers.forEachEntry(
+        query.ledger,
+        (entry) => {
+          fold.history.add(entry);
+          fold.days.add(entry);
+          return true;
+        },
+        BigInt(fold.history.entries),
+      );
+      return fold;
+    })();
+    this.folds.delete(key);
+    this.folds.set(key, fold);
+    while (this.folds.size > LEDGER_HISTORIES_KEPT) this.folds.delete(this.folds.keys().next().value!);
+    try {
+      const { history, days } = await fold;
+      return { entries: history.entries, points: history.points(), days: days.newestFirst() };
+    } catch (error) {
+      // Part of it may be folded: the next view starts again from the first entry.
+      if (this.folds.get(key) === fold) this.folds.delete(key);
+      throw error;
+    }
   }
 }

@@ -438,11 +438,11 @@ export class LedgerBook {
   }
 
   /**
-   * Every entry of the ledger in log order, read from its stream a page at a time
-   * (none for a ledger without entries), until `visit` answers false.
+   * Every entry of the ledger in log order from revision `from` (its `from`+1-th entry: the
+   * stream holds only entries), read from its stream a page at a time (none for a ledger
+   * without entries), until `visit` answers false.
    */
-  async forEachEntry(ledger: LedgerId, visit: (entry: LedgerEvent['data']) => boolean): Promise<void> {
-    let from = 0n;
+  async forEachEntry(ledger: LedgerId, visit: (entry: LedgerEvent['data']) => boolean, from = 0n): Promise<void> {
     for (;;) {
       let page;
       try {
