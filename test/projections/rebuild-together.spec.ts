@@ -238,7 +238,9 @@ describe('projections rebuilt in one pass over the log', () => {
     await leaveResetByRebuild('refunds');
     const log = await store.readAll({ after: 'start', maxCount: 1_000_000 });
     const payoutIndexes = log.flatMap((e, i) => (matchesFilter(payoutsProjection.filter, e) ? [i] : []));
-    const cut = payoutIndexes[Math.floor(payoutIndexes.length / 2)]! + 1;
+    // The first batch ends right after a payout near the middle, at a place that is not a page boundary
+    // (with a random history, the middle payout itself can end a page of 700).
+    const cut = payoutIndexes.slice(Math.floor(payoutIndexes.length / 2)).find((i) => (i + 1) % 700 !== 0)! + 1;
     expect(cut % 700).not.toBe(0);
     const firstPage = log.slice(0, cut);
     await applyBatchWithCheckpoint(db.pool, payoutsProjection, {
