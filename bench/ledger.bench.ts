@@ -15,7 +15,7 @@ import {
   ledgerStreamName,
   stateViolations,
 } from '#ledger';
-import { LEDGER_FOLD_VERSION, ledgerSnapshotOf } from '#ledger';
+import { currentLedgerFoldVersion, ledgerSnapshotOf } from '#ledger';
 import { LEDGER_SNAPSHOT_EVERY, LedgerBook, LedgerRequest } from '#payments/ledger';
 import { PostgresLedgerCauseIndex } from '#payments/ledger';
 import type { BenchContext, BenchSection } from './run';
@@ -38,7 +38,7 @@ import { fixed, Table } from './table';
  *   2. The snapshot LedgerBook would have written: it snapshots after every 500th entry
  *      (revisions 499, 999, ...), so the seeded ledger gets exactly that last snapshot
  *      (of 1,000,000 entries: at revision 999,999, the last one; of 100 entries: none),
- *      with LEDGER_FOLD_VERSION and the state folded up to that revision (and its digest).
+ *      with currentLedgerFoldVersion() and the state folded up to that revision (and its digest).
  *   3. The ledger read model's entries (`ledger_entries`, the cause index a ledger longer
  *      than the window of recent causes looks new causes up in), derived from the seeded
  *      stream in one INSERT ... SELECT, as the ledger projection would have written them.
@@ -364,7 +364,7 @@ async function seedLedger(store: PostgresEventStore, pool: Pool, count: number, 
   if (snapshotState !== null) {
     // Exactly what LedgerBook would have saved after its last snapshot-taking command.
     snapshotRevision = BigInt(snapshotEntries - 1);
-    await new PostgresSnapshotStore(pool).save(stream, snapshotRevision, LEDGER_FOLD_VERSION, ledgerSnapshotOf(snapshotState));
+    await new PostgresSnapshotStore(pool).save(stream, snapshotRevision, currentLedgerFoldVersion(), ledgerSnapshotOf(snapshotState));
   }
   return { ledger, entries: count, snapshotRevision, state };
 }

@@ -5,7 +5,7 @@ import { comparePositions, PostgresSnapshotStore } from '#event-store';
 import { advanceCheckpoint, ensureCheckpoint, readCheckpoint, ZERO } from '#event-store/projections';
 import type { PayoutMethod } from '#domain';
 import { tronAddressOf } from '#domain';
-import { LEDGER_FOLD_VERSION, ledgerSnapshotOf } from '#ledger';
+import { currentLedgerFoldVersion, ledgerSnapshotOf } from '#ledger';
 import { LEDGER_SNAPSHOT_EVERY } from '#payments/ledger';
 import { PayoutAddress, PayoutAddresses, ProjectSettings, Registry, WEBHOOK_EVENTS } from '#payments/merchants';
 import { LaggingProjection, projectionLag } from '#payments/observability';
@@ -241,7 +241,7 @@ async function writeBatch(
   };
   await Promise.all(Array.from({ length: Math.min(concurrency, queue.length) }, worker));
 
-  await Promise.all(batch.snapshots.map((s) => snapshots.save(s.streamName, s.revision, LEDGER_FOLD_VERSION, ledgerSnapshotOf(s.state))));
+  await Promise.all(batch.snapshots.map((s) => snapshots.save(s.streamName, s.revision, currentLedgerFoldVersion(), ledgerSnapshotOf(s.state))));
   if (batch.claims.length > 0) {
     await deps.pool.query(
       `INSERT INTO payout_order_ids (account_id, order_id, payout_id)

@@ -10,7 +10,7 @@ import {
   Balances,
   LEDGER_ACCOUNTS,
   LEDGER_CATEGORY,
-  LEDGER_FOLD_VERSION,
+  currentLedgerFoldVersion,
   MERCHANT_ACCOUNTS,
   LedgerEntryPostedData,
   ledgerEntryId,
@@ -133,7 +133,7 @@ async function verifyAgainst(
   ).rows;
   const snapshots = new Map<string, bigint>();
   for (const row of snapshotRows) {
-    if (row.schema_version === LEDGER_FOLD_VERSION) snapshots.set(row.stream_name, BigInt(row.revision));
+    if (row.schema_version === currentLedgerFoldVersion()) snapshots.set(row.stream_name, BigInt(row.revision));
   }
   const staleSnapshots = snapshotRows.length - snapshots.size;
   if (staleSnapshots > 0) {
@@ -269,7 +269,7 @@ async function verifyAgainst(
             : ((
                 await pool.query<{ revision: string; state: unknown }>(
                   'SELECT revision, state FROM aggregate_snapshots WHERE stream_name = $1 AND schema_version = $2',
-                  [name, LEDGER_FOLD_VERSION],
+                  [name, currentLedgerFoldVersion()],
                 )
               ).rows.map((r) => ({ revision: BigInt(r.revision), stored: r.state }))[0] ?? null);
         const check = checkOf(name, true, snapshot);
@@ -522,7 +522,7 @@ async function snapshotsCheckedWithoutTheirWindows(pool: Pool): Promise<Map<stri
          LEFT JOIN events e ON e.stream_name = s.stream_name AND e.stream_revision = s.revision
          WHERE s.stream_name LIKE '${LEDGER_CATEGORY}-%' AND s.schema_version = $1 AND s.stream_name > $2
          ORDER BY s.stream_name LIMIT ${SNAPSHOTS_AT_ONCE}`,
-        [LEDGER_FOLD_VERSION, after],
+        [currentLedgerFoldVersion(), after],
       )
     ).rows;
     if (rows.length === 0) return checked;

@@ -13,7 +13,7 @@ import {
   LedgerCommand,
   holdsToRelease,
   RELEASES_PER_DECISION,
-  LEDGER_FOLD_VERSION,
+  currentLedgerFoldVersion,
   LedgerError,
   LedgerEvent,
   LedgerId,
@@ -153,7 +153,7 @@ export class LedgerBook {
     this.observer = options.observer ?? {};
     this.snapshotPolicy = {
       store: snapshots,
-      schemaVersion: LEDGER_FOLD_VERSION,
+      schemaVersion: currentLedgerFoldVersion(),
       every: LEDGER_SNAPSHOT_EVERY,
       encode: ledgerSnapshotOf,
       check: checkLedgerSnapshot,
