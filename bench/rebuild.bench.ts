@@ -1,7 +1,6 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
-import path from 'node:path';
 import { promisify } from 'node:util';
 import { Client, Pool } from 'pg';
 import { COMMAND_SESSION_LIMITS, createPool, readBinaryCopy } from '#platform/database';
@@ -10,7 +9,6 @@ import { Projection, ProjectionRunner, readCheckpoint, resetProjection } from '#
 import { comparePositions } from '#event-store';
 import { allProjections, readModelChecksums } from '#payments/read-models';
 import type { BenchContext, BenchSection } from './run';
-import { VERIFICATION_NODE_FLAGS } from '../apps/projector/src/verification-heap';
 import { repoRoot } from './paths';
 import { seedHistory } from './history';
 import { fixed, integer, SummaryRow, Table } from './table';
@@ -100,7 +98,7 @@ async function measure(context: BenchContext, events: number): Promise<{ seedTab
 
       context.progress(`rebuild: round ${round}/${rounds}, projections:rebuild over ${logEvents} events`);
       await settle(pool);
-      const rebuilt = await command('rebuild.js', env);
+      const rebuilt = await command('projections:rebuild', env);
       rebuilds.push({ seconds: rebuilt.seconds, rss: peakRss(rebuilt.output) });
       // Where its time went, as the command tells it (per projection, the pass's reads).
       for (const line of rebuilt.output.split('\n').filter((l) => /^(rebuilt |marked |read |pass)/.test(l.trim())))
@@ -114,11 +112,11 @@ async function measure(context: BenchContext, events: number): Promise<{ seedTab
 
       context.progress(`rebuild: round ${round}/${rounds}, ledger:verify and log:verify over ${logEvents} events`);
       await settle(pool);
-      const ledger = await command('ledger-verify.js', env);
+      const ledger = await command('ledger:verify', env);
       if (!ledger.output.includes('OK: every entry balances')) throw new Error(`ledger:verify did not pass:\n${ledger.output}`);
       ledgerVerifies.push({ seconds: ledger.seconds, rss: peakRss(ledger.output) });
       await settle(pool);
-      const chains = await command('log-verify.js', env);
+      const chains = await command('log:verify', env);
       if (!chains.output.includes('OK: every stream chain recomputes')) throw new Error(`log:verify did not pass:\n${chains.output}`);
       logVerifies.push({ seconds: chains.seconds, rss: peakRss(chains.output) });
     }
@@ -257,13 +255,19 @@ function peakRss(output: string): number {
   return Number(match[1]);
 }
 
-/** Runs a compiled command of apps/projector and times it (process start included). */
-async function command(file: string, env: Record<string, string>): Promise<{ seconds: number; output: string }> {
+/**
+ * Runs an operator command as the docs tell an operator to run it, `npm run <script>`
+ * (its build check, npm's start and the script's Node flags included), and times it
+ * from start to exit.
+ */
+async function command(
+  script: 'projections:rebuild' | 'ledger:verify' | 'log:verify',
+  env: Record<string, string>,
+): Promise<{ seconds: number; output: string }> {
   const started = Date.now();
-  // The verification runs with the flags its npm script gives it (decision 0123).
-  const flags = file === 'ledger-verify.js' || file === 'log-verify.js' ? VERIFICATION_NODE_FLAGS : [];
-  const { stdout } = await run(process.execPath, [...flags, path.join(repoRoot(), 'dist/apps/projector/src', file)], {
-    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ...env },
+  const { stdout } = await run('npm', ['run', '--silent', script], {
+    cwd: repoRoot(),
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'warn', ...env },
     maxBuffer: 16 * 1024 * 1024,
   });
   return { seconds: (Date.now() - started) / 1000, output: stdout };

@@ -1,6 +1,6 @@
 /**
  * The verification commands run with the heap flags of decision 0123: the npm scripts
- * give exactly VERIFICATION_NODE_FLAGS (the bench passes the constant itself), and this
+ * give exactly VERIFICATION_NODE_FLAGS (the bench runs the scripts), and this
  * Node accepts them (an unknown flag would stop the command before it starts).
  */
 import { execFile } from 'node:child_process';

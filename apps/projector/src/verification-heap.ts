@@ -6,7 +6,6 @@
  * to several times what was live. These flags make V8 collect in step with what the
  * verification holds: semi-spaces of 4 MB, and a full collection once the old generation
  * has grown by a quarter. They cap nothing: a gateway with more ledgers gets a larger
- * heap, collected as often. The npm scripts pass them (a test checks it) and so does
- * the bench.
+ * heap, collected as often. The npm scripts pass them (a test checks it); the bench runs the scripts.
  */
 export const VERIFICATION_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=4', '--heap-growing-percent=25'];
