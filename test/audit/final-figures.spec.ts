@@ -9,7 +9,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { STREAM_APPEND_LOCK_NAMESPACE } from '#event-store/postgres';
-import { advanceCheckpoint, ensureCheckpoint, readCheckpointPositions, ZERO } from '#event-store/projections';
+import { advanceCheckpoint, ensureCheckpoint, readCheckpointPositions, resetProjection, ZERO } from '#event-store/projections';
+import { refundsProjection } from '#payments/refunds';
 import { awaitPostedThrough, LEDGER_POSTERS, POSTED_WAIT_MS, REPORTED_READ_MODELS } from '#payments/audit';
 import type { Follower, ReportedLedger } from '#payments/audit';
 import { PostgresEventStore } from '#event-store';
@@ -258,6 +259,42 @@ describe('awaitPostedThrough', () => {
         await caughtUp();
         expect([stream, await posted()]).toEqual([stream, true]);
       }
+    } finally {
+      await store.close();
+      await db.drop();
+    }
+  });
+
+  // The wait remembers how far past a checkpoint it has read. A rebuild empties the read model and sets its checkpoint
+  // back: what was read past the old checkpoint says nothing of the emptied table, whose half-done refund is gone.
+  it('a checkpoint set back while a report waits (its read model rebuilt) is followed again from where it is now', async () => {
+    const db = await createTestDatabase({ poolSize: 2 });
+    const store = new PostgresEventStore(db.pool);
+    const { ledger, refunds, payouts } = REPORTED_READ_MODELS;
+    const names = [...LEDGER_POSTERS, refunds, payouts, ledger].map((f) => f.name);
+    try {
+      for (const name of names) await ensureCheckpoint(db.pool, name);
+      const at = new Date(Date.now() - 60_000);
+      const earlier = new Date(at.getTime() - 1).toISOString();
+      // A refund requested before the instant, in the refunds read model and not yet funded: the report waits for it.
+      await store.appendToStream('invoice-asked', [{ id: randomUUID(), type: 'InvoiceRefundRequested', data: { at: earlier } }]);
+      const head = (await visibleHead(db.pool, store))!;
+      const stored = await readCheckpointPositions(db.pool, names);
+      for (const name of names) await advanceCheckpoint(db.pool, name, stored.get(name)!, head, 0);
+      await db.pool.query(
+        `INSERT INTO refunds (id, invoice_id, project_id, account_id, mode, amount, status, requested_at)
+         VALUES ('rf_asked', $1, $1, $1, 'live', 100, 'requested', $2)`,
+        [randomUUID(), earlier],
+      );
+      // A later request, not yet handled: the wait reads past the refunds checkpoint and finds nothing to wait for there.
+      await store.appendToStream('invoice-later', [
+        { id: randomUUID(), type: 'InvoiceRefundRequested', data: { at: new Date(at.getTime() + 1).toISOString() } },
+      ]);
+      const answered = awaitPostedThrough(db.pool, store, new Date(), at, [], { waitMs: 1_500 });
+      await sleep(300);
+      await resetProjection(db.pool, refundsProjection);
+      // Old: answered true once the table was empty, the request before the instant not yet projected again.
+      expect(await answered).toBe(false);
     } finally {
       await store.close();
       await db.drop();

@@ -97,12 +97,12 @@ export async function awaitPostedThrough(
   // Each step against one head, read once: under steady traffic the head never stands still.
   const posters = await settledHead(pool, store, deadline);
   if (posters === undefined) return false;
-  const postersReached = reachedThrough(pool, store, [...LEDGER_POSTERS, ...REQUESTED_FLOWS], posters, at.getTime());
+  const postersReached = reachedThrough(pool, store, [...LEDGER_POSTERS, ...REQUESTED_FLOWS], posters, at.getTime(), deadline);
   const posted = await until(deadline, async () => (await postersReached()) && !(await halfDoneFlows(pool, at, options.ledger)));
   if (!posted) return false;
   const read = await settledHead(pool, store, deadline);
   if (read === undefined) return false;
-  return until(deadline, reachedThrough(pool, store, readers, read, Infinity));
+  return until(deadline, reachedThrough(pool, store, readers, read, Infinity, deadline));
 }
 
 async function until(deadline: number, done: () => Promise<boolean>): Promise<boolean> {
@@ -142,9 +142,13 @@ function reachedThrough(
   followers: readonly Follower[],
   head: Position | null,
   at: number,
+  deadline: number,
 ): () => Promise<boolean> {
-  /** Per follower: the events up to here are read; the first that changes the figures, if any was met. */
-  const scanned = new Map<string, { through: Position; pending: Position | null }>();
+  /**
+   * Per follower: its checkpoint when last asked, the events up to `through` read, and the first of
+   * them that changes the figures, if one was met.
+   */
+  const scanned = new Map<string, { checkpoint: Position; through: Position; pending: Position | null }>();
   return async () => {
     if (head === null || followers.length === 0) return true;
     const stored = await readCheckpointPositions(
@@ -158,20 +162,27 @@ function reachedThrough(
       // A stored checkpoint trails the events its follower skipped (on PostgreSQL for up to CHECKPOINT_DEFER_MS, on
       // EventStoreDB until a server checkpoint): the events after it up to the head say whether it is done.
       let seen = scanned.get(follower.name);
-      if (seen?.pending && comparePositions(checkpoint, seen.pending) < 0) return false;
+      // A checkpoint set back (its read model rebuilt from the start, emptied meanwhile): what was read past it says nothing.
+      if (seen && comparePositions(checkpoint, seen.checkpoint) < 0) seen = undefined;
+      if (seen?.pending && comparePositions(checkpoint, seen.pending) < 0) {
+        scanned.set(follower.name, { ...seen, checkpoint });
+        return false;
+      }
       let from = seen && comparePositions(seen.through, checkpoint) > 0 ? seen.through : checkpoint;
       for (;;) {
         const page = await store.readAll({ after: from, maxCount: 1_000 });
         const upToHead = page.filter((e) => comparePositions(e.position, head) <= 0);
         const pending = upToHead.find((e) => matchesFilter(follower.filter, e) && (follower.changesFrom?.(e) ?? -Infinity) <= at);
         if (pending) {
-          scanned.set(follower.name, { through: pending.position, pending: pending.position });
+          scanned.set(follower.name, { checkpoint, through: pending.position, pending: pending.position });
           return false;
         }
         from = upToHead.at(-1)?.position ?? from;
-        seen = { through: from, pending: null };
+        seen = { checkpoint, through: from, pending: null };
         scanned.set(follower.name, seen);
         if (upToHead.length < page.length || page.length < 1_000) break;
+        // A long way behind the head: the rest is read at the next ask, if the wait has time left.
+        if (Date.now() >= deadline) return false;
       }
     }
     return true;
