@@ -6,17 +6,18 @@ import type { LedgerBook } from './ledger-book';
 function streams() {
   const entries = new Map<string, LedgerEntryPostedData[]>();
   const read: number[] = [];
-  let failNext = false;
+  /** The next read fails after handing over this many entries (0: before the first). */
+  let failAfter: number | null = null;
   const book = {
     async forEachEntry(ledger: LedgerId, visit: (entry: LedgerEntryPostedData) => boolean, from = 0n) {
       await Promise.resolve();
-      if (failNext) {
-        failNext = false;
-        throw new Error('the store went away');
-      }
+      const failsAt = failAfter;
+      failAfter = null;
+      if (failsAt === 0) throw new Error('the store went away');
       const stream = entries.get(`${ledger.mode}_${ledger.accountId}`) ?? [];
       let n = 0;
       for (const entry of stream.slice(Number(from))) {
+        if (n === failsAt) throw new Error('the store went away');
         n++;
         if (!visit(entry)) break;
       }
@@ -47,7 +48,7 @@ function streams() {
       } as unknown as LedgerEntryPostedData);
     }
   };
-  return { book: book as unknown as LedgerBook, append, read, failNextRead: () => (failNext = true) };
+  return { book: book as unknown as LedgerBook, append, read, failNextRead: (after = 0) => (failAfter = after) };
 }
 
 const merchant: LedgerId = { accountId: '6b0f7f4e-1f1c-4d5e-9a3c-0b8f3f1a2c11', mode: 'live' };
@@ -89,5 +90,25 @@ describe('GetLedgerHistory', () => {
     read.length = 0;
     await handler.execute(new GetLedgerHistory(merchant));
     expect(read).toEqual([25]);
+  });
+
+  it('a fold that failed part-way is not kept; the test and live ledgers of one account are folded apart', async () => {
+    const { book, append, failNextRead } = streams();
+    const handler = new GetLedgerHistoryHandler(book);
+    const sandbox: LedgerId = { ...merchant, mode: 'test' };
+    const whole = async (ledger: LedgerId) => new GetLedgerHistoryHandler(book).execute(new GetLedgerHistory(ledger, 8));
+    append(merchant, 10);
+    append(sandbox, 3);
+    await handler.execute(new GetLedgerHistory(merchant, 8));
+    append(merchant, 10);
+    // Four of the ten new entries folded, then the read fails: the next view must not add to that half-advanced fold.
+    failNextRead(4);
+    await expect(handler.execute(new GetLedgerHistory(merchant, 8))).rejects.toThrow('the store went away');
+    const live = await handler.execute(new GetLedgerHistory(merchant, 8));
+    expect(live.entries).toBe(20);
+    expect(live).toEqual(await whole(merchant));
+    const test = await handler.execute(new GetLedgerHistory(sandbox, 8));
+    expect(test.entries).toBe(3);
+    expect(test).toEqual(await whole(sandbox));
   });
 });
