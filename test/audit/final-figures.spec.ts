@@ -300,4 +300,43 @@ describe('awaitPostedThrough', () => {
       await db.drop();
     }
   });
+
+  // The same rebuild landing between the wait's two reads: its checkpoints (all at the head), then the half-done flows,
+  // which found the table just emptied. The checkpoints are read again after the half-done check.
+  it('a read model rebuilt between the checkpoints and the half-done check holds the report back', async () => {
+    const db = await createTestDatabase({ poolSize: 2 });
+    const store = new PostgresEventStore(db.pool);
+    const { ledger, refunds, payouts } = REPORTED_READ_MODELS;
+    const names = [...LEDGER_POSTERS, refunds, payouts, ledger].map((f) => f.name);
+    try {
+      for (const name of names) await ensureCheckpoint(db.pool, name);
+      const at = new Date(Date.now() - 60_000);
+      const earlier = new Date(at.getTime() - 1).toISOString();
+      await store.appendToStream('invoice-asked', [{ id: randomUUID(), type: 'InvoiceRefundRequested', data: { at: earlier } }]);
+      const head = (await visibleHead(db.pool, store))!;
+      const stored = await readCheckpointPositions(db.pool, names);
+      for (const name of names) await advanceCheckpoint(db.pool, name, stored.get(name)!, head, 0);
+      await db.pool.query(
+        `INSERT INTO refunds (id, invoice_id, project_id, account_id, mode, amount, status, requested_at)
+         VALUES ('rf_asked', $1, $1, $1, 'live', 100, 'requested', $2)`,
+        [randomUUID(), earlier],
+      );
+      let rebuilt = false;
+      const pool = {
+        query: async (text: string, values?: unknown[]) => {
+          if (!rebuilt && text.includes("FROM refunds WHERE status = 'requested'")) {
+            rebuilt = true;
+            await resetProjection(db.pool, refundsProjection);
+          }
+          return db.pool.query(text, values);
+        },
+      } as unknown as typeof db.pool;
+      // Old: answered true, the half-done check having read the emptied table.
+      expect(await awaitPostedThrough(pool, store, new Date(), at, [], { waitMs: 1_000 })).toBe(false);
+      expect(rebuilt).toBe(true);
+    } finally {
+      await store.close();
+      await db.drop();
+    }
+  });
 });

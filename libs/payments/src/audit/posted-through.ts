@@ -98,11 +98,18 @@ export async function awaitPostedThrough(
   const posters = await settledHead(pool, store, deadline);
   if (posters === undefined) return false;
   const postersReached = reachedThrough(pool, store, [...LEDGER_POSTERS, ...REQUESTED_FLOWS], posters, at.getTime(), deadline);
-  const posted = await until(deadline, async () => (await postersReached()) && !(await halfDoneFlows(pool, at, options.ledger)));
+  const posted = await until(
+    deadline,
+    async () =>
+      (await postersReached.reached()) &&
+      !(await halfDoneFlows(pool, at, options.ledger)) &&
+      // A read model rebuilt between the two reads (emptied, its checkpoint set back in one transaction): the half-done check read it empty.
+      !(await postersReached.setBack()),
+  );
   if (!posted) return false;
   const read = await settledHead(pool, store, deadline);
   if (read === undefined) return false;
-  return until(deadline, reachedThrough(pool, store, readers, read, Infinity, deadline));
+  return until(deadline, reachedThrough(pool, store, readers, read, Infinity, deadline).reached);
 }
 
 async function until(deadline: number, done: () => Promise<boolean>): Promise<boolean> {
@@ -143,21 +150,22 @@ function reachedThrough(
   head: Position | null,
   at: number,
   deadline: number,
-): () => Promise<boolean> {
+): { reached(): Promise<boolean>; setBack(): Promise<boolean> } {
   /**
    * Per follower: its checkpoint when last asked, the events up to `through` read, and the first of
    * them that changes the figures, if one was met.
    */
   const scanned = new Map<string, { checkpoint: Position; through: Position; pending: Position | null }>();
-  return async () => {
+  /** Each follower's checkpoint when `reached` last asked. */
+  const lastAsked = new Map<string, Position>();
+  const names = followers.map((f) => f.name);
+  const reached = async (): Promise<boolean> => {
     if (head === null || followers.length === 0) return true;
-    const stored = await readCheckpointPositions(
-      pool,
-      followers.map((f) => f.name),
-    );
+    const stored = await readCheckpointPositions(pool, names);
     for (const follower of followers) {
       const checkpoint = stored.get(follower.name);
       if (checkpoint === undefined) return false;
+      lastAsked.set(follower.name, checkpoint);
       if (comparePositions(checkpoint, head) >= 0) continue;
       // A stored checkpoint trails the events its follower skipped (on PostgreSQL for up to CHECKPOINT_DEFER_MS, on
       // EventStoreDB until a server checkpoint): the events after it up to the head say whether it is done.
@@ -187,6 +195,16 @@ function reachedThrough(
     }
     return true;
   };
+  /** Whether a checkpoint is now behind where `reached` last found it (its read model rebuilt since). */
+  const setBack = async (): Promise<boolean> => {
+    if (lastAsked.size === 0) return false;
+    const stored = await readCheckpointPositions(pool, [...lastAsked.keys()]);
+    return [...lastAsked].some(([name, asked]) => {
+      const now = stored.get(name);
+      return now === undefined || comparePositions(now, asked) < 0;
+    });
+  };
+  return { reached, setBack };
 }
 
 /**
