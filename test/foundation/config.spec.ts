@@ -44,7 +44,7 @@ describe('configuration from the environment', () => {
       SECRETS_KEY: `${hex}, ${base64}`,
       AUTH_FAILURE_LIMIT_PER_ADDRESS: '5',
       AUTH_FAILURE_LIMIT_OVERALL: '50',
-      TRUSTED_PROXIES: '10.0.0.0/8, 172.18.0.2,fd00::/8',
+      TRUSTED_PROXIES: '10.0.0.0/8, 172.18.0.2,fd00::/8, ::ffff:10.0.0.0/104',
       WEBHOOK_RETENTION_DAYS: '7',
     });
     expect(config).toMatchObject({
@@ -52,7 +52,7 @@ describe('configuration from the environment', () => {
       secretsKeys: [Buffer.from(hex, 'hex'), Buffer.alloc(32, 7)],
       authFailureLimitPerAddress: 5,
       authFailureLimitOverall: 50,
-      trustedProxies: ['10.0.0.0/8', '172.18.0.2', 'fd00::/8'],
+      trustedProxies: ['10.0.0.0/8', '172.18.0.2', 'fd00::/8', '::ffff:10.0.0.0/104'],
       webhookRetentionDays: 7,
     });
   });
@@ -161,6 +161,11 @@ describe('configuration from the environment', () => {
     // Accepted before, then Fastify refused it once the database was up: exit 1, the variable unnamed.
     [{ TRUSTED_PROXIES: '0.0.0.0/0' }, `TRUSTED_PROXIES must list the proxies' addresses or ranges, not a /0 range ("0.0.0.0/0")`],
     [{ TRUSTED_PROXIES: '10.0.0.1, ::/00' }, `TRUSTED_PROXIES must list the proxies' addresses or ranges, not a /0 range ("::/00")`],
+    // proxy-addr compares an IPv4 peer with an IPv6 range as ::ffff:a.b.c.d: these trusted every IPv4 client (review 65).
+    ...['::ffff:0.0.0.0/96', '::ffff:0:0/96', '::/64', '::/1'].map((range): [Record<string, string>, string] => [
+      { TRUSTED_PROXIES: `10.0.0.1,${range}` },
+      `TRUSTED_PROXIES must list the proxies' addresses or ranges, not one that holds every IPv4 address ("${range}")`,
+    ]),
     [{ WEBHOOK_RETENTION_DAYS: '0' }, 'WEBHOOK_RETENTION_DAYS must be a positive integer'],
     // Accepted before, then every retention sweep failed: now minus the period is no timestamp PostgreSQL or JavaScript takes.
     [{ WEBHOOK_RETENTION_DAYS: '999999999' }, 'WEBHOOK_RETENTION_DAYS must be a positive integer of at most 36500'],

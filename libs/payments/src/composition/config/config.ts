@@ -61,6 +61,7 @@ export interface GatewayConfig {
   readonly webhookRetentionDays: number;
 }
 
+import ipaddr from 'ipaddr.js';
 import type { KeyObject } from 'node:crypto';
 import { isIP } from 'node:net';
 import { parseSigningKey } from '../../audit/signing-keys';
@@ -251,6 +252,10 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
       problems.push(
         `TRUSTED_PROXIES must list the proxies' addresses or ranges, not a /0 range ("${proxy}"): it would believe the X-Forwarded-For of every peer, so any client could name its own address`,
       );
+    } else if (holdsEveryIpv4Peer(proxy)) {
+      problems.push(
+        `TRUSTED_PROXIES must list the proxies' addresses or ranges, not one that holds every IPv4 address ("${proxy}"): an IPv4 peer is compared as ::ffff:a.b.c.d, so it would believe the X-Forwarded-For of every IPv4 peer and any client could name its own address`,
+      );
     }
   }
 
@@ -311,6 +316,16 @@ function urlProblem(text: string, fallback = text): string | null {
     }
   }
   return url.port === '' || Number(url.port) >= 1 ? null : `its port must be from 1 to 65535, got ${url.port}`;
+}
+
+/** The IPv4-mapped IPv6 addresses, ::ffff:0:0/96: proxy-addr compares an IPv4 peer with an IPv6 range as one of them. */
+const IPV4_MAPPED = ipaddr.parseCIDR('::ffff:0:0/96')[0];
+
+/** An IPv6 range that holds all of ::ffff:0:0/96 (::ffff:0.0.0.0/96, ::/64, ::/1): it trusts every IPv4 peer. */
+function holdsEveryIpv4Peer(range: string): boolean {
+  if (!range.includes('/')) return false;
+  const [address, bits] = ipaddr.parseCIDR(range);
+  return address.kind() === 'ipv6' && bits <= 96 && IPV4_MAPPED.match(address, bits);
 }
 
 function isAddressOrRange(text: string): boolean {
