@@ -285,6 +285,11 @@ describe('configuration from the environment', () => {
         PWD: '/',
         TZ: 'UTC',
         PORT: '3000',
+        // Set by Marathon and Mesos for every task (review 65: each was named as a misspelt PORT or HOST).
+        PORT0: '31000',
+        PORT1: '31001',
+        PORTS: '31000,31001',
+        HOST0: '10.0.0.5',
       };
       expect(misspelledVariables(env)).toEqual([
         ['CLOK', 'CLOCK'],
@@ -312,6 +317,13 @@ describe('configuration from the environment', () => {
       const proc = startProcess('gateway', { CLOK: 'manual', DATABASE_URL: 'postgres://nobody:nothing@127.0.0.1:9/none' });
       expect(await proc.exited).toBe(1);
       expect(proc.output()).toContain('gateway: CLOK is not read (did you mean CLOCK?)\n');
+    });
+
+    // Review 65: the hint came only with a configuration that loaded; here the misspelling is why it does not.
+    it('a gateway refused for a variable it lacks names the misspelt one given', async () => {
+      const proc = startProcess('gateway', { EVENT_STORE: 'eventstoredb', EVENTSTORE_CONNECTION_STRNG: 'esdb://localhost:2113?tls=false' });
+      expect(await proc.exited).toBe(2);
+      expect(proc.output()).toContain('gateway: EVENTSTORE_CONNECTION_STRNG is not read (did you mean EVENTSTORE_CONNECTION_STRING?)\n');
     });
   });
 

@@ -424,13 +424,18 @@ function readPayoutTerms(raw: string | undefined, problems: string[]): Record<Pa
  * stderr under the command's name and the process exits with code 2.
  */
 export function loadConfigOrExit(command: string, env: Env = process.env): GatewayConfig {
+  const tellMisspelt = () => {
+    for (const [given, meant] of misspelledVariables(env)) process.stderr.write(`${command}: ${given} is not read (did you mean ${meant}?)\n`);
+  };
   try {
     const config = loadConfig(env);
-    for (const [given, meant] of misspelledVariables(env)) process.stderr.write(`${command}: ${given} is not read (did you mean ${meant}?)\n`);
+    tellMisspelt();
     return config;
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     process.stderr.write(`${command}: ${error.message}\n`);
+    // The misspelling may be why (EVENTSTORE_CONNECTION_STRNG: "… is required").
+    tellMisspelt();
     process.exit(2);
   }
 }
@@ -488,11 +493,14 @@ export const GATEWAY_VARIABLES = [
  * `DATA_DIRR`, `port`: one letter added, dropped, changed or swapped, or another case),
  * each with the one meant: the gateway would otherwise run on its default unawares.
  */
+/** PORT0, PORT1, PORTS, HOST0: what Marathon and Mesos set for every task, not a misspelt PORT or HOST. */
+const PLATFORM_PORTS_AND_HOSTS = /^(PORT|HOST)(\d+|S)$/;
+
 export function misspelledVariables(env: Env): [given: string, meant: string][] {
   const known = new Set<string>(GATEWAY_VARIABLES);
   const found: [string, string][] = [];
   for (const [name, value] of Object.entries(env)) {
-    if (value === undefined || known.has(name) || name.length < 4) continue;
+    if (value === undefined || known.has(name) || name.length < 4 || PLATFORM_PORTS_AND_HOSTS.test(name)) continue;
     const meant = GATEWAY_VARIABLES.find((v) => v === name.toUpperCase() || oneEditApart(v, name));
     if (meant !== undefined) found.push([name, meant]);
   }
