@@ -15,7 +15,7 @@ import { awaitPostedThrough, LEDGER_POSTERS, POSTED_WAIT_MS, REPORTED_READ_MODEL
 import type { Follower, ReportedLedger } from '#payments/audit';
 import { PostgresEventStore } from '#event-store';
 import { expectStatus, InvoiceGateway, Json, orderId, poll, Reply, sleep, startInvoiceGateway } from '../support/merchant-fixtures';
-import { createTestDatabase } from '../support/test-database';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { fund, instantMerchant, PHONE, payoutAddress } from '../support/money-out-fixtures';
 import { visibleHead } from '../support/project-to-head';
 
@@ -265,9 +265,11 @@ describe('awaitPostedThrough', () => {
     }
   });
 
-  // The wait remembers how far past a checkpoint it has read. A rebuild empties the read model and sets its checkpoint
-  // back: what was read past the old checkpoint says nothing of the emptied table, whose half-done refund is gone.
-  it('a checkpoint set back while a report waits (its read model rebuilt) is followed again from where it is now', async () => {
+  /**
+   * A database whose followers are all at the head of a log holding one refund requested a minute ago (`at`) and in
+   * the refunds read model, not yet funded: a report as of `at` waits for it.
+   */
+  async function withRequestedRefund(test: (db: TestDatabase, store: PostgresEventStore, at: Date) => Promise<void>): Promise<void> {
     const db = await createTestDatabase({ poolSize: 2 });
     const store = new PostgresEventStore(db.pool);
     const { ledger, refunds, payouts } = REPORTED_READ_MODELS;
@@ -276,7 +278,6 @@ describe('awaitPostedThrough', () => {
       for (const name of names) await ensureCheckpoint(db.pool, name);
       const at = new Date(Date.now() - 60_000);
       const earlier = new Date(at.getTime() - 1).toISOString();
-      // A refund requested before the instant, in the refunds read model and not yet funded: the report waits for it.
       await store.appendToStream('invoice-asked', [{ id: randomUUID(), type: 'InvoiceRefundRequested', data: { at: earlier } }]);
       const head = (await visibleHead(db.pool, store))!;
       const stored = await readCheckpointPositions(db.pool, names);
@@ -286,6 +287,17 @@ describe('awaitPostedThrough', () => {
          VALUES ('rf_asked', $1, $1, $1, 'live', 100, 'requested', $2)`,
         [randomUUID(), earlier],
       );
+      await test(db, store, at);
+    } finally {
+      await store.close();
+      await db.drop();
+    }
+  }
+
+  // The wait remembers how far past a checkpoint it has read. A rebuild empties the read model and sets its checkpoint
+  // back: what was read past the old checkpoint says nothing of the emptied table, whose half-done refund is gone.
+  it('a checkpoint set back while a report waits (its read model rebuilt) is followed again from where it is now', () =>
+    withRequestedRefund(async (db, store, at) => {
       // A later request, not yet handled: the wait reads past the refunds checkpoint and finds nothing to wait for there.
       await store.appendToStream('invoice-later', [
         { id: randomUUID(), type: 'InvoiceRefundRequested', data: { at: new Date(at.getTime() + 1).toISOString() } },
@@ -295,32 +307,12 @@ describe('awaitPostedThrough', () => {
       await resetProjection(db.pool, refundsProjection);
       // Old: answered true once the table was empty, the request before the instant not yet projected again.
       expect(await answered).toBe(false);
-    } finally {
-      await store.close();
-      await db.drop();
-    }
-  });
+    }));
 
   // The same rebuild landing between the wait's two reads: its checkpoints (all at the head), then the half-done flows,
   // which found the table just emptied. The checkpoints are read again after the half-done check.
-  it('a read model rebuilt between the checkpoints and the half-done check holds the report back', async () => {
-    const db = await createTestDatabase({ poolSize: 2 });
-    const store = new PostgresEventStore(db.pool);
-    const { ledger, refunds, payouts } = REPORTED_READ_MODELS;
-    const names = [...LEDGER_POSTERS, refunds, payouts, ledger].map((f) => f.name);
-    try {
-      for (const name of names) await ensureCheckpoint(db.pool, name);
-      const at = new Date(Date.now() - 60_000);
-      const earlier = new Date(at.getTime() - 1).toISOString();
-      await store.appendToStream('invoice-asked', [{ id: randomUUID(), type: 'InvoiceRefundRequested', data: { at: earlier } }]);
-      const head = (await visibleHead(db.pool, store))!;
-      const stored = await readCheckpointPositions(db.pool, names);
-      for (const name of names) await advanceCheckpoint(db.pool, name, stored.get(name)!, head, 0);
-      await db.pool.query(
-        `INSERT INTO refunds (id, invoice_id, project_id, account_id, mode, amount, status, requested_at)
-         VALUES ('rf_asked', $1, $1, $1, 'live', 100, 'requested', $2)`,
-        [randomUUID(), earlier],
-      );
+  it('a read model rebuilt between the checkpoints and the half-done check holds the report back', () =>
+    withRequestedRefund(async (db, store, at) => {
       let rebuilt = false;
       const pool = {
         query: async (text: string, values?: unknown[]) => {
@@ -334,9 +326,5 @@ describe('awaitPostedThrough', () => {
       // Old: answered true, the half-done check having read the emptied table.
       expect(await awaitPostedThrough(pool, store, new Date(), at, [], { waitMs: 1_000 })).toBe(false);
       expect(rebuilt).toBe(true);
-    } finally {
-      await store.close();
-      await db.drop();
-    }
-  });
+    }));
 });
