@@ -163,6 +163,15 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     });
   };
 
+  /** The error of a call the stub answers once with `answers`: one request, not retried (nothing says it failed), none sent on to a redirect's Location. */
+  const failsAtOnce = async (call: () => Promise<unknown>, ...answers: Scripted[]): Promise<PaymentGatewayError> => {
+    stub.script(...answers);
+    const e = await call().catch((error: unknown) => error);
+    expect(e).toBeInstanceOf(PaymentGatewayError);
+    expect(stub.attempts).toHaveLength(1);
+    return e as PaymentGatewayError;
+  };
+
   beforeAll(async () => {
     stub = await startStub();
   });
@@ -399,57 +408,41 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
 
   it("a 2xx answer that is not the API's JSON (a proxy's page, an empty body) is unexpected_response; a POST's says its outcome is unknown", async () => {
     const page = (status: number): Scripted => ({ status, raw: '<html><body>Вход в сеть</body></html>', headers: { 'content-type': 'text/html' } });
-    const failure = async (call: () => Promise<unknown>, ...answers: Scripted[]): Promise<PaymentGatewayError> => {
-      stub.script(...answers);
-      const e = await call().catch((error: unknown) => error);
-      expect(e).toBeInstanceOf(PaymentGatewayError);
-      // Not retried: nothing says the request failed.
-      expect(stub.attempts).toHaveLength(1);
-      return e as PaymentGatewayError;
-    };
-    const read = await failure(() => client().getBalance(), page(200));
+    const read = await failsAtOnce(() => client().getBalance(), page(200));
     expect(read).toMatchObject({ status: 200, code: 'unexpected_response', request: 'GET /balance', attempts: 1 });
     expect(read.message).toContain('<html><body>Вход в сеть');
     expect(read.message).not.toMatch(/outcome/);
     for (const answer of [{ status: 200 }, { status: 200, raw: 'null' }, { status: 200, raw: '"ok"' }]) {
-      expect(await failure(() => client().getInvoice(REFUND.invoiceId), answer)).toMatchObject({ status: 200, code: 'unexpected_response' });
+      expect(await failsAtOnce(() => client().getInvoice(REFUND.invoiceId), answer)).toMatchObject({ status: 200, code: 'unexpected_response' });
     }
 
-    const refund = await failure(() => client().refundInvoice(REFUND.invoiceId, {}, { idempotencyKey: 'refund-key-7' }), { status: 202 });
+    const refund = await failsAtOnce(() => client().refundInvoice(REFUND.invoiceId, {}, { idempotencyKey: 'refund-key-7' }), { status: 202 });
     expect(refund).toMatchObject({ status: 202, code: 'unexpected_response', request: `POST /invoices/${REFUND.invoiceId}/refund` });
     expect(refund.message).toMatch(/empty body\. The outcome is unknown: the gateway may have acted\. .*the same Idempotency-Key refund-key-7/);
-    const invoice = await failure(() => client().createInvoice({ amount: '10.00', orderId: 'order-77' }), page(201));
+    const invoice = await failsAtOnce(() => client().createInvoice({ amount: '10.00', orderId: 'order-77' }), page(201));
     expect(invoice.message).toMatch(/The outcome is unknown.*the same orderId order-77/);
     expect(waits).toEqual([]);
   });
 
   it("a 2xx JSON that is not the operation's answer, a 2xx status the spec does not give it, or a redirect (not followed) is unexpected_response", async () => {
-    const failure = async (call: () => Promise<unknown>, ...answers: Scripted[]): Promise<PaymentGatewayError> => {
-      stub.script(...answers);
-      const e = await call().catch((error: unknown) => error);
-      expect(e).toBeInstanceOf(PaymentGatewayError);
-      // One request, not retried, none sent on to a redirect's Location.
-      expect(stub.attempts).toHaveLength(1);
-      return e as PaymentGatewayError;
-    };
     const ok: Scripted = { status: 200, body: { status: 'ok' } };
     const list: Scripted = { status: 200, body: { items: [], nextCursor: null, hasMore: false } };
     // A proxy's JSON 200 after the gateway made the refund or invoice: neither an answer nor "it already existed".
-    const refund = await failure(() => client().refundInvoice(REFUND.invoiceId, {}, { idempotencyKey: 'k-ok' }), ok);
+    const refund = await failsAtOnce(() => client().refundInvoice(REFUND.invoiceId, {}, { idempotencyKey: 'k-ok' }), ok);
     expect(refund).toMatchObject({ status: 200, code: 'unexpected_response', outcomeUnknown: true, idempotencyKey: 'k-ok', attempts: 1 });
     expect(refund.message).toMatch(/HTTP 200, a status this operation never answers \(only 202\).*The outcome is unknown/);
     // The refund itself with a 200: the spec gives the refund's POST a 202 only.
-    await failure(() => client().refundInvoice(REFUND.invoiceId, {}, { idempotencyKey: 'k-200' }), { status: 200, body: REFUND });
-    const invoice = await failure(() => client().createInvoiceWithOutcome({ amount: '10.00', orderId: 'order-ok' }), ok);
+    await failsAtOnce(() => client().refundInvoice(REFUND.invoiceId, {}, { idempotencyKey: 'k-200' }), { status: 200, body: REFUND });
+    const invoice = await failsAtOnce(() => client().createInvoiceWithOutcome({ amount: '10.00', orderId: 'order-ok' }), ok);
     expect(invoice).toMatchObject({ status: 200, code: 'unexpected_response', outcomeUnknown: true });
     expect(invoice.message).toMatch(
       /HTTP 200 with JSON that is not this operation's answer \(no string id\): \{"status":"ok"\}\. The outcome is unknown.*orderId order-ok/,
     );
-    await expect(failure(() => client().createPayout({ amount: '100.00', addressId: 1 }), { status: 201, body: { id: 'x' } })).resolves.toMatchObject({
+    await expect(failsAtOnce(() => client().createPayout({ amount: '100.00', addressId: 1 }), { status: 201, body: { id: 'x' } })).resolves.toMatchObject({
       outcomeUnknown: true,
     });
     // A 301 after the POST was forwarded: fetch once sent it on as a GET and returned the invoice list as the create's answer.
-    const moved = await failure(
+    const moved = await failsAtOnce(
       () => client().createInvoiceWithOutcome({ amount: '10.00', orderId: 'order-301' }),
       { status: 301, raw: '', headers: { location: '/v1/invoices' } },
       list,
@@ -457,8 +450,8 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     expect(moved).toMatchObject({ status: 301, code: 'unexpected_response', outcomeUnknown: true, request: 'POST /invoices' });
     expect(moved.message).toMatch(/HTTP 301, a redirect \(to \/v1\/invoices\), not followed.*The outcome is unknown/);
     // A read: the same code, nothing to be unknown.
-    expect(await failure(() => client().getBalance(), list)).toMatchObject({ status: 200, code: 'unexpected_response', outcomeUnknown: false });
-    const found = await failure(() => client().getInvoice(REFUND.invoiceId), { status: 302, raw: '', headers: { location: '/login' } }, ok);
+    expect(await failsAtOnce(() => client().getBalance(), list)).toMatchObject({ status: 200, code: 'unexpected_response', outcomeUnknown: false });
+    const found = await failsAtOnce(() => client().getInvoice(REFUND.invoiceId), { status: 302, raw: '', headers: { location: '/login' } }, ok);
     expect(found).toMatchObject({ status: 302, code: 'unexpected_response', outcomeUnknown: false });
     expect(waits).toEqual([]);
   });
