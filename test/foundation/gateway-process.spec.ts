@@ -174,13 +174,19 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
     const own = temporaryDataDir();
     const secretsKey = 'ab'.repeat(32);
     try {
-      const gateway = await startGateway('gateway', { DATA_DIR: own.dir, ADMIN_TOKEN, SECRETS_KEY: secretsKey, LANG: 'C.UTF-8' });
+      const gateway = await startGateway('gateway', {
+        DATA_DIR: own.dir,
+        ADMIN_TOKEN,
+        SECRETS_KEY: secretsKey,
+        LANG: 'C.UTF-8',
+        PG_OOM_ADJUST_FILE: '/proc/self/oom_score_adj',
+      });
       try {
         const environ = readFileSync(`/proc/${postmasterPid(own.dir, 0)}/environ`, 'utf8');
         expect(environ).not.toContain(ADMIN_TOKEN);
         expect(environ).not.toContain(secretsKey);
         expect(environ.split('\0').filter((v) => /^(ADMIN_TOKEN|SECRETS_KEY|DATA_DIR)=/.test(v))).toEqual([]);
-        expect(environ.split('\0')).toEqual(expect.arrayContaining(['LC_MESSAGES=C', 'LANG=C.UTF-8']));
+        expect(environ.split('\0')).toEqual(expect.arrayContaining(['LC_MESSAGES=C', 'LANG=C.UTF-8', 'PG_OOM_ADJUST_FILE=/proc/self/oom_score_adj']));
       } finally {
         expect(await gateway.kill('SIGTERM')).toBe(0);
       }

@@ -413,13 +413,14 @@ async function lock() {
 `;
 
 /**
- * What of the gateway's environment the postmaster gets: the search path, the temp folder and
- * the locale and time zone variables it reads, not ADMIN_TOKEN, SECRETS_KEY or a connection
- * string, which every backend would inherit (readable in /proc by the postgres user, and
- * by SQL that runs a program).
+ * What of the gateway's environment the postmaster gets: the search paths, the temp folder,
+ * the locale and time zone variables and PostgreSQL's own OOM settings, not ADMIN_TOKEN,
+ * SECRETS_KEY or a connection string, which every backend would inherit (readable in /proc
+ * by the postgres user, and by SQL that runs a program).
  */
 function serverEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  return Object.fromEntries(Object.entries(env).filter(([name]) => /^(PATH|HOME|TMPDIR|TZ|LANG|LANGUAGE|LC_[A-Z]+)$/.test(name)));
+  const kept = /^(PATH|LD_LIBRARY_PATH|HOME|TMPDIR|TZ|LANG|LANGUAGE|LC_[A-Z]+|PG_OOM_ADJUST_(FILE|VALUE))$/;
+  return Object.fromEntries(Object.entries(env).filter(([name]) => kept.test(name)));
 }
 
 /**
