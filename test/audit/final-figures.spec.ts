@@ -327,4 +327,32 @@ describe('awaitPostedThrough', () => {
       expect(await awaitPostedThrough(pool, store, new Date(), at, [], { waitMs: 1_000 })).toBe(false);
       expect(rebuilt).toBe(true);
     }));
+
+  // Review 66: the rebuild may also refill the table past the old checkpoint before the checkpoints are read again.
+  // Its mark (rebuild_started_at) stays until it has caught up: a report waits while one is set.
+  it('a read model rebuilt and refilled between the half-done check and the second read of the checkpoints holds it back', () =>
+    withRequestedRefund(async (db, store, at) => {
+      const head = (await visibleHead(db.pool, store))!;
+      let rebuilt = false;
+      const pool = {
+        query: async (text: string, values?: unknown[]) => {
+          if (rebuilt || !text.includes("FROM refunds WHERE status = 'requested'")) return db.pool.query(text, values);
+          rebuilt = true;
+          const saved = (await db.pool.query('SELECT * FROM refunds')).rows[0] as Record<string, unknown>;
+          await resetProjection(db.pool, refundsProjection);
+          const answer = await db.pool.query(text, values);
+          // The refill: the same row again, the checkpoint back at the head.
+          await db.pool.query(
+            `INSERT INTO refunds (id, invoice_id, project_id, account_id, mode, amount, status, requested_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+            [saved.id, saved.invoice_id, saved.project_id, saved.account_id, saved.mode, saved.amount, saved.status, saved.requested_at],
+          );
+          await advanceCheckpoint(db.pool, refundsProjection.name, ZERO, head, 1);
+          return answer;
+        },
+      } as unknown as typeof db.pool;
+      // Before: answered true, the half-done check having read the emptied table and the checkpoint being back.
+      expect(await awaitPostedThrough(pool, store, new Date(), at, [], { waitMs: 1_000 })).toBe(false);
+      expect(rebuilt).toBe(true);
+    }));
 });

@@ -104,7 +104,7 @@ export async function awaitPostedThrough(
       (await postersReached.reached()) &&
       !(await halfDoneFlows(pool, at, options.ledger)) &&
       // A read model rebuilt between the two reads (emptied, its checkpoint set back in one transaction): the half-done check read it empty.
-      !(await postersReached.setBack()),
+      !(await postersReached.rebuiltSince()),
   );
   if (!posted) return false;
   const read = await settledHead(pool, store, deadline);
@@ -150,7 +150,7 @@ function reachedThrough(
   head: Position | null,
   at: number,
   deadline: number,
-): { reached(): Promise<boolean>; setBack(): Promise<boolean> } {
+): { reached(): Promise<boolean>; rebuiltSince(): Promise<boolean> } {
   /**
    * Per follower: its checkpoint when last asked, the events up to `through` read, and the first of
    * them that changes the figures, if one was met.
@@ -195,16 +195,25 @@ function reachedThrough(
     }
     return true;
   };
-  /** Whether a checkpoint is now behind where `reached` last found it (its read model rebuilt since). */
-  const setBack = async (): Promise<boolean> => {
+  /**
+   * Whether a follower's read model is marked as being rebuilt (rebuild_started_at: set before it is emptied, cleared
+   * once it has caught up again), or its checkpoint is behind where `reached` last found it: either way what was read of
+   * it meanwhile may have been an emptied or partial table.
+   */
+  const rebuiltSince = async (): Promise<boolean> => {
     if (lastAsked.size === 0) return false;
-    const stored = await readCheckpointPositions(pool, [...lastAsked.keys()]);
+    const rows = await pool.query<{ projection: string; commit_position: string; prepare_position: string; marked: boolean }>(
+      `SELECT projection, commit_position, prepare_position, rebuild_started_at IS NOT NULL AS marked
+       FROM projection_checkpoints WHERE projection = ANY($1)`,
+      [[...lastAsked.keys()]],
+    );
+    const now = new Map(rows.rows.map((r) => [r.projection, r]));
     return [...lastAsked].some(([name, asked]) => {
-      const now = stored.get(name);
-      return now === undefined || comparePositions(now, asked) < 0;
+      const row = now.get(name);
+      return row === undefined || row.marked || comparePositions({ commit: BigInt(row.commit_position), prepare: BigInt(row.prepare_position) }, asked) < 0;
     });
   };
-  return { reached, setBack };
+  return { reached, rebuiltSince };
 }
 
 /**
