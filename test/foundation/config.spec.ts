@@ -161,8 +161,8 @@ describe('configuration from the environment', () => {
     // Accepted before, then Fastify refused it once the database was up: exit 1, the variable unnamed.
     [{ TRUSTED_PROXIES: '0.0.0.0/0' }, `TRUSTED_PROXIES must list the proxies' addresses or ranges, not a /0 range ("0.0.0.0/0")`],
     [{ TRUSTED_PROXIES: '10.0.0.1, ::/00' }, `TRUSTED_PROXIES must list the proxies' addresses or ranges, not a /0 range ("::/00")`],
-    // proxy-addr compares an IPv4 peer with an IPv6 range as ::ffff:a.b.c.d: these trusted every IPv4 client (review 65).
-    ...['::ffff:0.0.0.0/96', '::ffff:0:0/96', '::/64', '::/1'].map((range): [Record<string, string>, string] => [
+    // proxy-addr compares an IPv4 peer with an IPv4-mapped range as ::ffff:a.b.c.d: these trusted every IPv4 client (review 65).
+    ...['::ffff:0.0.0.0/96', '::ffff:0:0/96', '::FFFF:0:0/096'].map((range): [Record<string, string>, string] => [
       { TRUSTED_PROXIES: `10.0.0.1,${range}` },
       `TRUSTED_PROXIES must list the proxies' addresses or ranges, not one that holds every IPv4 address ("${range}")`,
     ]),

@@ -318,14 +318,14 @@ function urlProblem(text: string, fallback = text): string | null {
   return url.port === '' || Number(url.port) >= 1 ? null : `its port must be from 1 to 65535, got ${url.port}`;
 }
 
-/** The IPv4-mapped IPv6 addresses, ::ffff:0:0/96: proxy-addr compares an IPv4 peer with an IPv6 range as one of them. */
-const IPV4_MAPPED = ipaddr.parseCIDR('::ffff:0:0/96')[0];
-
-/** An IPv6 range that holds all of ::ffff:0:0/96 (::ffff:0.0.0.0/96, ::/64, ::/1): it trusts every IPv4 peer. */
+/**
+ * ::ffff:0.0.0.0/96 (::ffff:0:0/96): proxy-addr compares an IPv4 peer with an IPv4-mapped range of a prefix of 96 or
+ * more as ::ffff:a.b.c.d, so this one, an IPv4 /0 in IPv6 form, trusts every IPv4 peer.
+ */
 function holdsEveryIpv4Peer(range: string): boolean {
   if (!range.includes('/')) return false;
   const [address, bits] = ipaddr.parseCIDR(range);
-  return address.kind() === 'ipv6' && bits <= 96 && IPV4_MAPPED.match(address, bits);
+  return address.kind() === 'ipv6' && (address as ipaddr.IPv6).isIPv4MappedAddress() && bits === 96;
 }
 
 function isAddressOrRange(text: string): boolean {
