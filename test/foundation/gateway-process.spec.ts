@@ -180,13 +180,17 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
         SECRETS_KEY: secretsKey,
         LANG: 'C.UTF-8',
         PG_OOM_ADJUST_FILE: '/proc/self/oom_score_adj',
+        // Where glibc finds locales: a cluster whose postgresql.conf names one found there needs it (review 66).
+        LOCPATH: '/usr/lib/locale',
       });
       try {
         const environ = readFileSync(`/proc/${postmasterPid(own.dir, 0)}/environ`, 'utf8');
         expect(environ).not.toContain(ADMIN_TOKEN);
         expect(environ).not.toContain(secretsKey);
         expect(environ.split('\0').filter((v) => /^(ADMIN_TOKEN|SECRETS_KEY|DATA_DIR)=/.test(v))).toEqual([]);
-        expect(environ.split('\0')).toEqual(expect.arrayContaining(['LC_MESSAGES=C', 'LANG=C.UTF-8', 'PG_OOM_ADJUST_FILE=/proc/self/oom_score_adj']));
+        expect(environ.split('\0')).toEqual(
+          expect.arrayContaining(['LC_MESSAGES=C', 'LANG=C.UTF-8', 'PG_OOM_ADJUST_FILE=/proc/self/oom_score_adj', 'LOCPATH=/usr/lib/locale']),
+        );
       } finally {
         expect(await gateway.kill('SIGTERM')).toBe(0);
       }

@@ -414,12 +414,13 @@ async function lock() {
 
 /**
  * What of the gateway's environment the postmaster gets: the search paths, the temp folder,
- * the locale and time zone variables and PostgreSQL's own OOM settings, not ADMIN_TOKEN,
+ * the locale (and where to find them) and time zone variables and PostgreSQL's own OOM settings, not ADMIN_TOKEN,
  * SECRETS_KEY or a connection string, which every backend would inherit (readable in /proc
  * by the postgres user, and by SQL that runs a program).
  */
 function serverEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  const kept = /^(PATH|LD_LIBRARY_PATH|HOME|TMPDIR|TZ|LANG|LANGUAGE|LC_[A-Z]+|PG_OOM_ADJUST_(FILE|VALUE))$/;
+  // LOCPATH, GUIX_LOCPATH, LOCALE_ARCHIVE: where glibc finds the locales initdb wrote into postgresql.conf.
+  const kept = /^(PATH|LD_LIBRARY_PATH|HOME|TMPDIR|TZ|LANG|LANGUAGE|LC_[A-Z]+|LOCPATH|GUIX_LOCPATH|LOCALE_ARCHIVE|PG_OOM_ADJUST_(FILE|VALUE))$/;
   return Object.fromEntries(Object.entries(env).filter(([name]) => kept.test(name)));
 }
 
