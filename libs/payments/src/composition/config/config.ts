@@ -488,14 +488,14 @@ export const GATEWAY_VARIABLES = [
   'METRICS_PORT',
 ] as const;
 
+/** PORT0, PORT1, PORTS, HOST0: what Marathon and Mesos set for every task, not a misspelt PORT or HOST. */
+const PLATFORM_PORTS_AND_HOSTS = /^(PORT|HOST)(\d+|S)$/;
+
 /**
  * Set variables that look like a misspelt one the gateway reads (`CLOK`, `PROT`,
  * `DATA_DIRR`, `port`: one letter added, dropped, changed or swapped, or another case),
  * each with the one meant: the gateway would otherwise run on its default unawares.
  */
-/** PORT0, PORT1, PORTS, HOST0: what Marathon and Mesos set for every task, not a misspelt PORT or HOST. */
-const PLATFORM_PORTS_AND_HOSTS = /^(PORT|HOST)(\d+|S)$/;
-
 export function misspelledVariables(env: Env): [given: string, meant: string][] {
   const known = new Set<string>(GATEWAY_VARIABLES);
   const found: [string, string][] = [];
