@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import { promisify } from 'node:util';
@@ -22,12 +23,12 @@ const run = promisify(execFile);
  * with --quick). Then, in alternating rounds, every read model is rebuilt from
  * position zero two ways: as the command did before the one-pass rebuild (rebuildProjection,
  * a runner per projection, one after another, in this process, with today's
- * projections, each from its events) and `projections:rebuild` itself (the compiled
- * command, in a process of its own: passes at once on two threads, each reading its
+ * projections, each from its events) and `npm run projections:rebuild` as an operator runs
+ * it (npm, the build check, the command in a process of its own: passes at once on two threads, each reading its
  * part of the log, the stream catalog computed in SQL; it prints its peak RSS, both
  * threads'); the read models of both must have the same checksums, which also checks
- * the catalog's SQL against its events at that size. Then `ledger:verify` and
- * `log:verify` (the compiled commands) over the same log. Each round first measures the
+ * the catalog's SQL against its events at that size. Then `npm run ledger:verify` and
+ * `npm run log:verify` over the same log. Each round first measures the
  * physical floor on the same database (floorRead: one binary COPY of the whole log, read
  * to its end and discarded), and every command is reported as a ratio to it, beside the
  * goal of issue 35 (rebuild ≤ 3×, each verification ≤ 2×; printed, not asserted).
@@ -265,9 +266,10 @@ async function command(
   env: Record<string, string>,
 ): Promise<{ seconds: number; output: string }> {
   const started = Date.now();
+  // The scripts' `node` is the first on PATH, as for an operator; the bench's own node goes first on it.
   const { stdout } = await run('npm', ['run', '--silent', script], {
     cwd: repoRoot(),
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'warn', ...env },
+    env: { PATH: `${path.dirname(process.execPath)}${path.delimiter}${process.env.PATH ?? ''}`, HOME: process.env.HOME ?? '', LOG_LEVEL: 'warn', ...env },
     maxBuffer: 16 * 1024 * 1024,
   });
   return { seconds: (Date.now() - started) / 1000, output: stdout };
