@@ -46,13 +46,24 @@ export async function readCheckpoint(db: Queryable, projection: string): Promise
   };
 }
 
-/** The stored positions of the named projections (those with a checkpoint row), by name. */
-export async function readCheckpointPositions(db: Queryable, projections: readonly string[]): Promise<Map<string, Position>> {
-  const rows = await db.query<{ projection: string; commit_position: string; prepare_position: string }>(
-    'SELECT projection, commit_position, prepare_position FROM projection_checkpoints WHERE projection = ANY($1)',
+/** The stored positions of the named projections (those with a checkpoint row), by name, and whether each is marked as being rebuilt. */
+export async function readCheckpointStates(
+  db: Queryable,
+  projections: readonly string[],
+): Promise<Map<string, { readonly position: Position; readonly rebuilding: boolean }>> {
+  const rows = await db.query<{ projection: string; commit_position: string; prepare_position: string; rebuilding: boolean }>(
+    `SELECT projection, commit_position, prepare_position, rebuild_started_at IS NOT NULL AS rebuilding
+     FROM projection_checkpoints WHERE projection = ANY($1)`,
     [projections],
   );
-  return new Map(rows.rows.map((r) => [r.projection, { commit: BigInt(r.commit_position), prepare: BigInt(r.prepare_position) }]));
+  return new Map(
+    rows.rows.map((r) => [r.projection, { position: { commit: BigInt(r.commit_position), prepare: BigInt(r.prepare_position) }, rebuilding: r.rebuilding }]),
+  );
+}
+
+/** The stored positions of the named projections (those with a checkpoint row), by name. */
+export async function readCheckpointPositions(db: Queryable, projections: readonly string[]): Promise<Map<string, Position>> {
+  return new Map([...(await readCheckpointStates(db, projections))].map(([name, state]) => [name, state.position]));
 }
 
 /** Compare-and-set: moves the checkpoint from `from` to `to` or throws CheckpointMovedError. */

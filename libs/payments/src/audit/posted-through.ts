@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Pool } from 'pg';
 import { AllFilter, comparePositions, EventStore, matchesFilter, Position, PostgresEventStore, RecordedEvent } from '#event-store';
-import { readCheckpointPositions } from '#event-store/projections';
+import { readCheckpointPositions, readCheckpointStates } from '#event-store/projections';
 import { PAYMENTS_TO_LEDGER, PAYMENTS_TO_LEDGER_FILTER } from '../reactors/payments-to-ledger.reactor';
 import { PAYOUT_OUTCOMES_FILTER, REFUND_OUTCOMES_FILTER } from '../reactors/refund-and-payout-outcomes.reactor';
 import { PAYOUT_OUTCOMES, REFUND_OUTCOMES } from '../flows/outcomes';
@@ -202,15 +202,10 @@ function reachedThrough(
    */
   const rebuiltSince = async (): Promise<boolean> => {
     if (lastAsked.size === 0) return false;
-    const rows = await pool.query<{ projection: string; commit_position: string; prepare_position: string; marked: boolean }>(
-      `SELECT projection, commit_position, prepare_position, rebuild_started_at IS NOT NULL AS marked
-       FROM projection_checkpoints WHERE projection = ANY($1)`,
-      [[...lastAsked.keys()]],
-    );
-    const now = new Map(rows.rows.map((r) => [r.projection, r]));
+    const now = await readCheckpointStates(pool, [...lastAsked.keys()]);
     return [...lastAsked].some(([name, asked]) => {
-      const row = now.get(name);
-      return row === undefined || row.marked || comparePositions({ commit: BigInt(row.commit_position), prepare: BigInt(row.prepare_position) }, asked) < 0;
+      const state = now.get(name);
+      return state === undefined || state.rebuilding || comparePositions(state.position, asked) < 0;
     });
   };
   return { reached, rebuiltSince };
