@@ -199,6 +199,38 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
     }
   });
 
+  it('initdb, at the first start, does not hold the operator token or the secrets key either', async () => {
+    const own = temporaryDataDir();
+    const secretsKey = 'cd'.repeat(32);
+    // initdb lives a second or two: its environment is read from /proc while it runs (every 5 ms).
+    const seen = new Map<number, string>();
+    const watcher = setInterval(() => {
+      for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+        try {
+          if (seen.has(Number(pid))) continue;
+          const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+          if (cmdline.includes(`--pgdata=${own.dir}`)) seen.set(Number(pid), readFileSync(`/proc/${pid}/environ`, 'utf8'));
+        } catch {
+          // Ended meanwhile.
+        }
+      }
+    }, 5);
+    try {
+      const gateway = await startGateway('gateway', { DATA_DIR: own.dir, ADMIN_TOKEN, SECRETS_KEY: secretsKey });
+      clearInterval(watcher);
+      expect(await gateway.kill('SIGTERM')).toBe(0);
+      expect(seen.size).toBeGreaterThan(0);
+      for (const environ of seen.values()) {
+        expect(environ.split('\0').filter((v) => /^(ADMIN_TOKEN|SECRETS_KEY|DATA_DIR)=/.test(v))).toEqual([]);
+        expect(environ).not.toContain(secretsKey);
+        expect(environ.split('\0')).toEqual(expect.arrayContaining([expect.stringMatching(/^PATH=/)]));
+      }
+    } finally {
+      clearInterval(watcher);
+      own.remove();
+    }
+  });
+
   it('a read-only command leaves the server to the gateway using it, also after the server ended every session (a backend crashed)', async () => {
     const own = temporaryDataDir();
     try {

