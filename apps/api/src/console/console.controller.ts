@@ -224,7 +224,8 @@ export class ConsoleController {
   async login(@Body() body: unknown, @Query() query: unknown, @Req() request: FastifyRequest, @Res() reply: FastifyReply) {
     refuseUnknownParameters(query, {}, null);
     // A token has no whitespace (the configuration refuses one): what a paste brings around it is no failure.
-    if (!this.token.matches(formField(body, 'token')?.replace(/^[ \t\r\n]+|[ \t\r\n]+$/g, ''))) {
+    // String.prototype.trim: linear; a regex anchored at the end took quadratic time on a long run of inner spaces (review 67).
+    if (!this.token.matches(formField(body, 'token')?.trim())) {
       const refusal = this.failures.reject(request, 'operator_token', ApiError.unauthorized('Неверный токен оператора'));
       if (refusal.status === 429) throw refusal;
       request.log.warn({ ip: request.ip }, 'operator console: login with a wrong token');
