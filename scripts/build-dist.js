@@ -1,13 +1,16 @@
 // What the start commands and the tools run before dist/: `tsc -b tsconfig.build.json`
 // (an incremental build: nothing compiled when dist/ is up to date) where TypeScript is
-// installed, as in a checkout after `npm install`. The production image has no
-// TypeScript (`npm prune --omit=dev`): there dist/ is the one the image was built with,
-// and the commands run it as it is. Hand-written because `npm run build` needs tsc, and
-// running tsc here, in this process, spares each command a second npm.
+// installed, as in a checkout after `npm install`. The production image has neither
+// TypeScript (`npm prune --omit=dev`) nor the sources' tsconfig.build.json: there dist/
+// is the one the image was built with, and the commands run it as it is. A checkout
+// without TypeScript (`npm install --omit=dev`) is refused: its dist/ may be older than
+// its sources. Hand-written because `npm run build` needs tsc, and running tsc here, in
+// this process, spares each command a second npm.
 const fs = require('node:fs');
 const path = require('node:path');
 
 const root = path.resolve(__dirname, '..');
+const config = path.join(root, 'tsconfig.build.json');
 
 let tsc;
 try {
@@ -16,13 +19,13 @@ try {
   tsc = null;
 }
 
-if (tsc === null) {
-  if (!fs.existsSync(path.join(root, 'dist', 'apps'))) {
-    process.stderr.write('dist/ is not built and TypeScript is not installed: run `npm install` (or `npm ci`) first, then the command again\n');
-    process.exit(2);
-  }
-} else {
+if (tsc !== null) {
   // tsc reads its arguments from process.argv and exits with its status (0: built or up to date).
-  process.argv = [process.argv[0], tsc, '-b', path.join(root, 'tsconfig.build.json')];
+  process.argv = [process.argv[0], tsc, '-b', config];
   require(tsc);
+} else if (fs.existsSync(config) || !fs.existsSync(path.join(root, 'dist', 'apps'))) {
+  process.stderr.write(
+    'TypeScript is not installed, so dist/ cannot be built from the sources: run `npm install` (or `npm ci`) first, then the command again\n',
+  );
+  process.exit(2);
 }

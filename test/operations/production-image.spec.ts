@@ -16,13 +16,18 @@ import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 const ROOT = path.resolve(__dirname, '../..');
 
-/** The image's /app: what the Dockerfile's last stage copies, dist/ only when asked. */
-function imageLayout(withDist: boolean): string {
+/**
+ * The image's /app: what the Dockerfile's last stage copies, dist/ only when asked; with `sources`, a
+ * checkout installed without its dev dependencies instead (`npm install --omit=dev`: the sources' build
+ * configuration is there).
+ */
+function imageLayout(withDist: boolean, sources = false): string {
   const app = mkdtempSync(path.join(tmpdir(), 'production-image-'));
   copyFileSync(path.join(ROOT, 'package.json'), path.join(app, 'package.json'));
   mkdirSync(path.join(app, 'scripts'));
   copyFileSync(path.join(ROOT, 'scripts', 'build-dist.js'), path.join(app, 'scripts', 'build-dist.js'));
   if (withDist) symlinkSync(path.join(ROOT, 'dist'), path.join(app, 'dist'));
+  if (sources) copyFileSync(path.join(ROOT, 'tsconfig.build.json'), path.join(app, 'tsconfig.build.json'));
   const lock = JSON.parse(readFileSync(path.join(ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, { dev?: boolean }> };
   for (const [key, entry] of Object.entries(lock.packages)) {
     if (entry.dev || !/^node_modules\/(@[^/]+\/)?[^/]+$/.test(key)) continue;
@@ -92,6 +97,15 @@ describe('operator commands in the production image (no TypeScript)', () => {
     folders.push(app);
     const run = await npmRun(app, 'log:verify', { DATABASE_URL: db.url });
     expect(run.code).toBe(2);
-    expect(run.output).toContain('dist/ is not built and TypeScript is not installed: run `npm install` (or `npm ci`) first');
+    expect(run.output).toContain('TypeScript is not installed, so dist/ cannot be built from the sources: run `npm install` (or `npm ci`) first');
+  });
+
+  it('a checkout without TypeScript does not run its dist/, which may be older than its sources (exit 2; review 67)', async () => {
+    const app = imageLayout(true, true);
+    folders.push(app);
+    const run = await npmRun(app, 'log:verify', { DATABASE_URL: db.url });
+    expect(run.code).toBe(2);
+    expect(run.output).toContain('TypeScript is not installed, so dist/ cannot be built from the sources');
+    expect(run.output).not.toContain('OK: every stream chain');
   });
 });
