@@ -22,6 +22,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client as PgClient } from 'pg';
 import { PostgresEventStore } from '#event-store';
+import { EMBEDDED_DATABASE_NAME } from '#platform/database';
 import { RunningGateway, startGateway, startProcess, temporaryDataDir } from '../../support/gateway-process';
 import { api, expectStatus, Operator, orderId, poll } from '../../support/merchant-fixtures';
 import { fund, paidInvoice, payoutAddress, PHONE } from '../../support/money-out-fixtures';
@@ -39,6 +40,7 @@ import {
   runCommandOk,
   startDeployment,
 } from '../../support/runbooks';
+import { startPrivatePostgres } from '../../support/private-postgres';
 import { createTestDatabase } from '../../support/test-database';
 
 jest.setTimeout(180_000);
@@ -133,14 +135,20 @@ describe('runbook: restoring from a backup (the embedded server under DATA_DIR)'
     alone = null;
 
     // 1-2. Everything stopped; DATA_DIR points at the restored copy.
+    // 3. Before anything starts on it, the runbook's query on its server says it is past every stored event (review 67:
+    // it ran after the gateway had started and written, where it always holds).
+    const server = await startPrivatePostgres(restored.dir, { databaseName: EMBEDDED_DATABASE_NAME });
+    try {
+      expect(await query(server.url, SAFE_SQL)).toEqual([{ safe: true }]);
+    } finally {
+      await server.stop();
+    }
     // 4. Its checksums, before the gateway starts on it, are the backup's.
     const restoreSteps = after(RUNBOOK, '**Restore (PostgreSQL event store).**');
     expect(placeOf(restoreSteps, 'read-models:checksum')).toBeLessThan(placeOf(restoreSteps, 'Start the gateway'));
     expect(checksumLines(await runCommandOk('read-models-checksum', { DATA_DIR: restored.dir }))).toEqual(checksums);
     // 5. The gateway starts with its key file.
     gateway = await startDeployment({ ...env, DATA_DIR: restored.dir });
-    // 3. It started, so its own check passed; the runbook's query says the same of the restored server.
-    expect(await query(embeddedDatabaseUrl(restored.dir), SAFE_SQL)).toEqual([{ safe: true }]);
     await everyProjectionLive(gateway);
     expect(await runCommandOk('ledger-verify', { DATA_DIR: restored.dir })).toContain('OK: every entry balances');
     // Why step 4 comes first: the restore comes after the refund pending at the backup fell due, and the gateway completes it.
@@ -154,8 +162,9 @@ describe('runbook: restoring from a backup (the embedded server under DATA_DIR)'
     await everyProjectionLive(gateway);
     expect(checksumLines(await runCommandOk('read-models-checksum', { DATA_DIR: restored.dir }))).not.toEqual(checksums);
 
-    // 6. The checkpoint signed after the backup point never verifies again: its key is gone with the restore, and
-    // with the saved keys its signature holds but the log it names is gone, as on a cut log.
+    // 6. The checkpoint naming a position past the backup point no longer verifies: its key is gone with the restore,
+    // and with the saved keys its signature holds but the log it names is not there: cut, or rewritten where new
+    // events took its positions again.
     const [keyGoneBefore, keyGoneAfter] = inlineCode(RUNBOOK, 'no public key with kid').split('…');
     const withoutKeys = await runCommand('log-verify', { DATA_DIR: restored.dir }, ['--checkpoint', checkpointFile]);
     expect(withoutKeys.code).toBe(1);
