@@ -11,6 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { ENTRY_POINTS, scriptOf } from '../support/gateway-process';
 import { VERBATIM_COPIES } from '../support/verbatim-copies';
 
 const ROOT = path.resolve(__dirname, '../..');
@@ -25,6 +26,25 @@ describe('tool commands on an up-to-date build', () => {
       const built = command.startsWith('node scripts/build-dist.js && ') || scripts[`pre${name}`] === 'node scripts/build-dist.js';
       expect({ name, built }).toEqual({ name, built: true });
     }
+  });
+
+  it('the entry points the tests start are the npm scripts’ own, with their node flags', () => {
+    const named = Object.fromEntries(ENTRY_POINTS.map((entry) => [entry, scriptOf(entry)]));
+    expect(Object.fromEntries(Object.entries(named).map(([entry, script]) => [entry, script.name]))).toEqual({
+      gateway: 'start',
+      api: 'start:api',
+      projector: 'start:projector',
+      rebuild: 'projections:rebuild',
+      'ledger-verify': 'ledger:verify',
+      'log-verify': 'log:verify',
+      'seed-load': 'seed:load',
+      'read-models-checksum': 'read-models:checksum',
+      'secrets-rotate-key': 'secrets:rotate-key',
+      'audit-reconcile': 'audit:reconcile',
+      'audit-rotate-signing-key': 'audit:rotate-signing-key',
+    });
+    expect(named['ledger-verify']!.nodeFlags).toEqual(['--max-semi-space-size=4', '--heap-growing-percent=25']);
+    expect(named.gateway!.nodeFlags).toEqual([]);
   });
 
   it('compiles nothing: tsc -b finds the build up to date', () => {

@@ -1,5 +1,5 @@
 import { ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { makeTraversable } from '#platform/database';
 import { STARTED_PROCESSES } from './started-processes';
@@ -32,6 +32,24 @@ const ENTRIES: Record<Entry, string> = {
   'audit-rotate-signing-key': 'dist/apps/tools/src/audit-rotate-signing-key.js',
 };
 
+/** Every entry point the tests start. */
+export const ENTRY_POINTS = Object.keys(ENTRIES) as Entry[];
+
+const SCRIPTS: Record<string, string> = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')).scripts;
+
+/**
+ * The npm script that runs `entry` (its command ends in `node [flags] <entry>`) and the node flags it gives: the
+ * tests start an entry as its script does once past its build step (the jest set-up built dist/).
+ */
+export function scriptOf(entry: Entry): { name: string; nodeFlags: string[] } {
+  const found = Object.entries(SCRIPTS).flatMap(([name, command]) => {
+    const match = /(?:^|&& )node((?: --\S+)*) (\S+)$/.exec(command);
+    return match && match[2] === ENTRIES[entry] ? [{ name, nodeFlags: match[1]!.trim().split(' ').filter(Boolean) }] : [];
+  });
+  if (found.length !== 1) throw new Error(`${found.length} npm scripts run ${ENTRIES[entry]}`);
+  return found[0]!;
+}
+
 /** The PUBLIC_URL a test gives start:projector, which refuses to start without one (it serves no page to take an address from). */
 export const PROJECTOR_PUBLIC_URL = 'https://pay.example.com';
 
@@ -50,7 +68,7 @@ export interface RunningProcess {
  * nothing else: the log level is a user's (info) unless the test sets it and says why.
  */
 export function startProcess(entry: Entry, env: Record<string, string>, args: string[] = [], options: { ownProcessGroup?: boolean } = {}): RunningProcess {
-  const child = spawn(process.execPath, [path.join(ROOT, ENTRIES[entry]), ...args], {
+  const child = spawn(process.execPath, [...scriptOf(entry).nodeFlags, path.join(ROOT, ENTRIES[entry]), ...args], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
