@@ -14,7 +14,8 @@ WORKDIR /app
 COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules node_modules
 COPY --from=build /app/dist dist
-# The npm scripts' build step: without TypeScript (pruned) it runs dist/ as built here.
+# The npm scripts' build step: without TypeScript (pruned) and without tsconfig.build.json (never copied
+# here: the step would take this for a checkout and refuse) it runs dist/ as built here.
 COPY --from=build /app/scripts/build-dist.js scripts/build-dist.js
 USER node
 # Overridden per service in docker-compose.yml.

@@ -25,7 +25,7 @@ if (tsc !== null) {
   require(tsc);
 } else if (fs.existsSync(config) || !fs.existsSync(path.join(root, 'dist', 'apps'))) {
   process.stderr.write(
-    'TypeScript is not installed, so dist/ cannot be built from the sources: run `npm install` (or `npm ci`) first, then the command again\n',
+    'TypeScript is not installed, so dist/ cannot be built from the sources: run `npm install --include=dev` first (npm leaves dev dependencies out under NODE_ENV=production), then the command again\n',
   );
   process.exit(2);
 }

@@ -81,6 +81,21 @@ describe('operator commands in the production image (no TypeScript)', () => {
     for (const folder of folders) rmSync(folder, { recursive: true, force: true });
   });
 
+  it('the layout is the Dockerfile’s: dev dependencies pruned; the last stage copies these and no tsconfig.build.json', () => {
+    const dockerfile = readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
+    const stages = dockerfile.split(/^FROM /m);
+    expect(stages[1]).toMatch(/^RUN npm run build && npm prune --omit=dev$/m);
+    const copied = [...stages[stages.length - 1]!.matchAll(/^COPY --from=build \/app\/(\S+) (\S+)$/gm)].map((m) => [m[1], m[2]]);
+    expect(copied).toEqual([
+      ['package.json', './'],
+      ['node_modules', 'node_modules'],
+      ['dist', 'dist'],
+      ['scripts/build-dist.js', 'scripts/build-dist.js'],
+    ]);
+    const instructions = stages[stages.length - 1]!.split('\n').filter((line) => !line.startsWith('#'));
+    expect(instructions.filter((line) => /tsconfig|^COPY (?!--from=build \/app\/\S)/.test(line))).toEqual([]);
+  });
+
   it('run the dist/ the image was built with', async () => {
     const app = imageLayout(true);
     folders.push(app);
@@ -97,7 +112,7 @@ describe('operator commands in the production image (no TypeScript)', () => {
     folders.push(app);
     const run = await npmRun(app, 'log:verify', { DATABASE_URL: db.url });
     expect(run.code).toBe(2);
-    expect(run.output).toContain('TypeScript is not installed, so dist/ cannot be built from the sources: run `npm install` (or `npm ci`) first');
+    expect(run.output).toContain('TypeScript is not installed, so dist/ cannot be built from the sources: run `npm install --include=dev` first');
   });
 
   it('a checkout without TypeScript does not run its dist/, which may be older than its sources (exit 2; review 67)', async () => {
