@@ -15,6 +15,7 @@ import { verifyLedgers, VerifyProblem, VerifyReport } from '#payments/ledger-ver
 import { ledgerProjection } from '#payments/read-models';
 import { appendLedgerHistory, freshPayments } from '../support/ledger-history';
 import { projectToHead, visibleHead } from '../support/project-to-head';
+import { poll } from '../support/merchant-fixtures';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { verifyLedgersInLogOrder } from '../support/verify-ledgers-in-log-order';
 
@@ -266,13 +267,29 @@ describe('ledger:verify finds each corruption', () => {
     await projectToHead(db.pool, store, ledgerProjection);
     const locker = await db.pool.connect();
     try {
-      // The digest of the rows (it reads the postings) waits on this lock: it is still running when the log fails.
+      // The digest of the rows (the first of its reads to plan on the postings) waits on this lock of their index, held
+      // by REINDEX: it is still running when the log fails. (A lock of the table would stop the verification before its
+      // snapshot, where it locks the tables it reads; REINDEX's own lock of the table does not conflict with that.)
       await locker.query('BEGIN');
-      await locker.query('LOCK TABLE ledger_postings IN ACCESS EXCLUSIVE MODE');
+      await locker.query('REINDEX INDEX ledger_postings_pkey');
       const lockerPid = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
       const unreachable = new Proxy(store, {
         get(target, property, receiver) {
-          if (property === 'headPosition') return () => Promise.reject(new Error('the log is unreachable'));
+          // Fails once the digest waits for the lock.
+          if (property === 'headPosition')
+            return async () => {
+              await poll(
+                async () =>
+                  (
+                    await locker.query<{ n: number }>(
+                      `SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND wait_event_type = 'Lock' AND query LIKE '%ledger_postings%'`,
+                    )
+                  ).rows[0]!.n,
+                (n) => n === 1,
+                'the digest to wait for the lock',
+              );
+              throw new Error('the log is unreachable');
+            };
           return Reflect.get(target, property, receiver) as unknown;
         },
       });

@@ -5,7 +5,7 @@ import { loadConfigOrExit, openInfrastructure, usageOnHelp } from '#payments/com
 import { COMMAND_SESSION_LIMITS, outcomeDecided } from '#platform/database';
 import { createLogger } from '#platform/logging';
 import { calendarInstantProblem } from '#platform/clock';
-import { readCheckpoint } from '#event-store/projections';
+import { readCheckpoint, ReadModelRebuildingError } from '#event-store/projections';
 
 /**
  * `npm run audit:reconcile -- --from <ISO> --to <ISO>`: paid invoices, succeeded refunds
@@ -67,13 +67,7 @@ async function main(): Promise<number> {
     // the rebuild was stopped half-way and no projector runs to finish it.
     const rebuilding: string[] = [];
     for (const { name } of Object.values(REPORTED_READ_MODELS)) if ((await readCheckpoint(infra.pool, name))?.rebuildStartedAt) rebuilding.push(name);
-    if (rebuilding.length > 0) {
-      process.stderr.write(
-        `audit:reconcile: the read model(s) ${rebuilding.join(', ')} are being rebuilt, their figures not final: when no projections:rebuild ` +
-          'runs any more (one was stopped before it ended), run npm run projections:rebuild (or start the gateway: its projectors finish it); then run this again\n',
-      );
-      return 2;
-    }
+    if (rebuilding.length > 0) return beingRebuilt(rebuilding);
     // As the API's report: answered once final (every entry dated up to --to posted and read), so it never changes afterwards.
     if (!(await awaitPostedThrough(infra.pool, infra.store, now, to, Object.values(REPORTED_READ_MODELS)))) {
       process.stderr.write(
@@ -81,7 +75,14 @@ async function main(): Promise<number> {
       );
       return 2;
     }
-    const report = await reconcilePeriod(infra.pool, from, to);
+    let report: Awaited<ReturnType<typeof reconcilePeriod>>;
+    try {
+      report = await reconcilePeriod(infra.pool, from, to);
+    } catch (error) {
+      // Marked since the look above (a rebuild started while this waited): its snapshot saw the mark.
+      if (error instanceof ReadModelRebuildingError) return beingRebuilt(error.projections);
+      throw error;
+    }
     const c = report.checked;
     process.stdout.write(
       `reconciliation ${report.from} .. ${report.to}: ${c.paidInvoices} paid invoices, ${c.succeededRefunds} succeeded refunds, ${c.paidPayouts} paid payouts, ${c.entries} entries; ${report.differences.length} difference(s)\n`,
@@ -98,6 +99,14 @@ async function main(): Promise<number> {
   } finally {
     await infra.close();
   }
+}
+
+function beingRebuilt(names: readonly string[]): number {
+  process.stderr.write(
+    `audit:reconcile: the read model(s) ${names.join(', ')} are being rebuilt, their figures not final: when no projections:rebuild ` +
+      'runs any more (one was stopped before it ended), run npm run projections:rebuild (or start the gateway: its projectors finish it); then run this again\n',
+  );
+  return 2;
 }
 
 const money = (r: Readonly<Record<string, number>>) =>

@@ -43,14 +43,16 @@ export const readModelsOf = (reflector: Reflector, context: ExecutionContext): s
 /** Throws the 503 provider_unavailable (Retry-After) of @ReadsModels when one of `projections` is being rebuilt. */
 export async function refuseWhileRebuilt(rebuilds: ReadModelRebuilds, projections: readonly string[]): Promise<void> {
   const busy = await rebuilds.rebuilding(projections);
-  if (busy.length > 0) {
-    throw new ApiError(
-      503,
-      'provider_unavailable',
-      `Данные (${busy.join(', ')}) пересобираются из журнала событий: повторите запрос через ${REBUILD_RETRY_AFTER_SECONDS} секунд`,
-      undefined,
-      undefined,
-      { 'Retry-After': String(REBUILD_RETRY_AFTER_SECONDS) },
-    );
-  }
+  if (busy.length > 0) throw whileRebuilt(busy);
 }
+
+/** The 503 provider_unavailable (Retry-After) of a read model being rebuilt: also of one found marked by a query that read it (ReadModelRebuildingError). */
+export const whileRebuilt = (busy: readonly string[]) =>
+  new ApiError(
+    503,
+    'provider_unavailable',
+    `Данные (${busy.join(', ')}) пересобираются из журнала событий: повторите запрос через ${REBUILD_RETRY_AFTER_SECONDS} секунд`,
+    undefined,
+    undefined,
+    { 'Retry-After': String(REBUILD_RETRY_AFTER_SECONDS) },
+  );

@@ -93,3 +93,30 @@ export class ReadModelRebuilds {
     return this.refreshing;
   }
 }
+
+/**
+ * Read models found marked as being rebuilt in the snapshot that read them: what was
+ * read of them may be empty or partial (a rebuild empties its tables with TRUNCATE),
+ * so nothing built from it is answered. The API answers it as @ReadsModels does (503).
+ */
+export class ReadModelRebuildingError extends Error {
+  constructor(readonly projections: readonly string[]) {
+    super(`read model(s) being rebuilt: ${projections.join(', ')}`);
+    this.name = 'ReadModelRebuildingError';
+  }
+}
+
+/**
+ * SQL for the names among `names` (a text[] parameter, e.g. `$1`) marked as being
+ * rebuilt, as a text[], as of the snapshot of the statement it is part of. A rebuild
+ * marks its read models before, or in the transaction where, it empties them, so a
+ * statement that reads their tables and this sees the mark whenever it read them
+ * emptied or part refilled.
+ */
+export const markedForRebuildSql = (names: string) =>
+  `ARRAY(SELECT projection FROM projection_checkpoints WHERE projection = ANY(${names}::text[]) AND rebuild_started_at IS NOT NULL ORDER BY projection)`;
+
+/** Throws ReadModelRebuildingError when `marked` (read with markedForRebuildSql) names any read model. */
+export function refuseMarkedForRebuild(marked: readonly string[]): void {
+  if (marked.length > 0) throw new ReadModelRebuildingError(marked);
+}

@@ -1,10 +1,15 @@
 import type { Pool } from 'pg';
 import { AccountBalances, LEDGER_ACCOUNTS, LedgerAccount, LedgerId, zeroAccountBalances } from '#ledger';
 import { isUuid } from '#domain';
+import { markedForRebuildSql, refuseMarkedForRebuild } from '#event-store/projections';
 import { LedgerEntryDbRow, LedgerEntryRow, toLedgerEntryRow } from '../ledger';
+import { ledgerProjection } from '../ledger/ledger.read-model';
 
 /** Entries read per keyset page of a statement. */
 export const STATEMENT_PAGE = 500;
+
+/** The read model a statement reads, whose rebuild mark each of its queries reads too. */
+const LEDGER_MODEL = [ledgerProjection.name];
 
 /**
  * A statement of one ledger over (from, to]: its opening balances (every entry that
@@ -17,7 +22,10 @@ export const STATEMENT_PAGE = 500;
  * statement, and the pages read only entries up to that `seq`. The ledger projection
  * writes a ledger's entries in stream order and never changes or removes one, so the
  * entries up to that `seq` are exactly those the opening saw, however long the
- * statement takes to stream.
+ * statement takes to stream. Except while it is rebuilt: then its tables are emptied and
+ * filled again, so every query also reads the ledger's rebuild mark in its own snapshot,
+ * and a mark stops the statement (ReadModelRebuildingError) rather than letting it end
+ * short with a wrong closing balance.
  */
 export interface AccountStatementReader {
   readonly opening: AccountBalances;
@@ -49,7 +57,7 @@ export async function openAccountStatement(
   // (OFFSET 0 keeps that plan), so the cost follows this ledger's entries after `from`, not
   // the postings of every ledger before it (a hash join over all of them). The balances and
   // the entries are one snapshot of one statement, written together by the projection.
-  const sums = await pool.query<{ through_seq: string; account: string | null; balance: string | null }>(
+  const sums = await pool.query<{ rebuilding: string[]; through_seq: string; account: string | null; balance: string | null }>(
     `WITH head AS (SELECT COALESCE(max(seq), -1) AS through_seq FROM ledger_entries WHERE account_id = $1 AND mode = $2),
           later AS (
             SELECT p.account, sum(p.amount) AS amount
@@ -61,9 +69,10 @@ export async function openAccountStatement(
           opening AS (
             SELECT account, COALESCE(now.balance, 0) - COALESCE(later.amount, 0) AS balance
             FROM now FULL JOIN later USING (account))
-     SELECT head.through_seq, opening.account, opening.balance FROM head LEFT JOIN opening ON true`,
-    [ledger.accountId, ledger.mode, from],
+     SELECT ${markedForRebuildSql('$4')} AS rebuilding, head.through_seq, opening.account, opening.balance FROM head LEFT JOIN opening ON true`,
+    [ledger.accountId, ledger.mode, from, LEDGER_MODEL],
   );
+  refuseMarkedForRebuild(sums.rows[0]!.rebuilding);
   const throughSeq = Number(sums.rows[0]!.through_seq);
   const opening = zeroAccountBalances();
   for (const row of sums.rows) {
@@ -72,15 +81,20 @@ export async function openAccountStatement(
   async function* pages(): AsyncGenerator<readonly LedgerEntryRow[]> {
     let afterSeq = -1;
     for (;;) {
-      const { rows } = await pool.query<LedgerEntryDbRow>(
-        `SELECT e.entry_id, e.seq, e.kind, e.cause, e.occurred_at, e.log_position,
-                COALESCE((SELECT json_agg(json_build_object('account', p.account, 'amount', p.amount) ORDER BY p.ordinal)
-                          FROM ledger_postings p WHERE p.entry_id = e.entry_id), '[]') AS postings
-         FROM ledger_entries e
-         WHERE e.account_id = $1 AND e.mode = $2 AND e.seq > $3 AND e.seq <= $4 AND e.occurred_at > $5 AND e.occurred_at <= $6
-         ORDER BY e.seq LIMIT $7`,
-        [ledger.accountId, ledger.mode, afterSeq, throughSeq, from, to, pageSize],
+      // One row even for an empty page: the mark, beside no entry.
+      const result = await pool.query<Partial<LedgerEntryDbRow> & { rebuilding: string[] }>(
+        `SELECT ${markedForRebuildSql('$8')} AS rebuilding, page.* FROM (SELECT) one LEFT JOIN LATERAL (
+           SELECT e.entry_id, e.seq, e.kind, e.cause, e.occurred_at, e.log_position,
+                  COALESCE((SELECT json_agg(json_build_object('account', p.account, 'amount', p.amount) ORDER BY p.ordinal)
+                            FROM ledger_postings p WHERE p.entry_id = e.entry_id), '[]') AS postings
+           FROM ledger_entries e
+           WHERE e.account_id = $1 AND e.mode = $2 AND e.seq > $3 AND e.seq <= $4 AND e.occurred_at > $5 AND e.occurred_at <= $6
+           ORDER BY e.seq LIMIT $7) page ON true
+         ORDER BY page.seq`,
+        [ledger.accountId, ledger.mode, afterSeq, throughSeq, from, to, pageSize, LEDGER_MODEL],
       );
+      refuseMarkedForRebuild(result.rows[0]!.rebuilding);
+      const rows = result.rows.filter((r): r is LedgerEntryDbRow & { rebuilding: string[] } => r.entry_id != null);
       if (rows.length > 0) {
         yield rows.map(toLedgerEntryRow);
       }

@@ -383,6 +383,9 @@ function readModelSnapshot(pool: Pool): ReadModelSnapshot {
   const ended = inTransaction(
     pool,
     async (client) => {
+      // Before the snapshot (LOCK takes none): a rebuild's TRUNCATE, not MVCC-safe, would
+      // otherwise make a table first read after it commits read empty beside the checkpoint before it.
+      await client.query('LOCK TABLE ledger_balances, ledger_entries, ledger_postings IN ACCESS SHARE MODE');
       const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
       taken({
         checkpoint: (await readCheckpoint(client, 'ledger'))?.position ?? { commit: 0n, prepare: 0n },

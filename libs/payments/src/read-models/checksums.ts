@@ -45,7 +45,19 @@ const quote = (identifier: string): string => `"${identifier.replace(/"/g, '""')
  * read in one snapshot.
  */
 export async function readModelChecksums(pool: Pool, tables: readonly string[] = READ_MODEL_TABLES): Promise<TableChecksum[]> {
-  return inTransaction(pool, (client) => checksumsInSnapshot(client, tables), { isolation: 'REPEATABLE READ', readOnly: true });
+  return inTransaction(
+    pool,
+    async (client) => {
+      await lockForSnapshot(client, tables);
+      return checksumsInSnapshot(client, tables);
+    },
+    { isolation: 'REPEATABLE READ', readOnly: true },
+  );
+}
+
+/** ACCESS SHARE on `tables`, the transaction's first statement: a TRUNCATE has then committed before its snapshot or waits for its end. */
+async function lockForSnapshot(client: PoolClient, tables: readonly string[]): Promise<void> {
+  if (tables.length > 0) await client.query(`LOCK TABLE ${tables.map(quote).join(', ')} IN ACCESS SHARE MODE`);
 }
 
 /** Where a projection's read model stands in the log. */
@@ -80,6 +92,9 @@ export async function readModelsInOneSnapshot(
   const read = await inTransaction(
     pool,
     async (client) => {
+      // Locked before the snapshot (LOCK takes none): a rebuild's TRUNCATE, not MVCC-safe, committed
+      // after the snapshot would make a table read empty beside the checkpoint from before it.
+      await lockForSnapshot(client, tables);
       // The first statement takes the snapshot: the head and the checkpoints before the tables.
       const inSnapshot = head ? null : await visibleLogHead(client);
       const standings: ReadModelStanding[] = [];

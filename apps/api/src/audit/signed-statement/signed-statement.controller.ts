@@ -3,6 +3,7 @@ import { Controller, Get, Inject, Injectable, Param, Query, Res, UseGuards } fro
 import { QueryBus } from '@nestjs/cqrs';
 import type { FastifyReply } from 'fastify';
 import { extendLogCheckpoints, logCheckpointAt, PostgresEventStore } from '#event-store';
+import { markedForRebuildSql, refuseMarkedForRebuild } from '#event-store/projections';
 import { balanceMovementsOf, formatMoney, LedgerId, StatementBalances } from '#ledger';
 import type { AccountBalances } from '#ledger';
 import { AuditSigningKeys, canonicalJcs, GetAccountStatement } from '#payments/audit';
@@ -111,13 +112,18 @@ export class SignedStatements {
   private async checkpoint(ledger: LedgerId, to: Date, throughSeq: number) {
     const { pool, store } = this.infrastructure;
     if (!(store instanceof PostgresEventStore)) return null;
+    // With the ledger's rebuild mark (one row even when no entry is found): an entry missing from a ledger being
+    // refilled would sign a statement naming no checkpoint.
     const last = (
-      await pool.query<{ log_position: string }>(
-        'SELECT log_position FROM ledger_entries WHERE account_id = $1 AND mode = $2 AND occurred_at <= $3 AND seq <= $4 ORDER BY seq DESC LIMIT 1',
-        [ledger.accountId, ledger.mode, to, throughSeq],
+      await pool.query<{ rebuilding: string[]; log_position: string | null }>(
+        `SELECT ${markedForRebuildSql('$5')} AS rebuilding, e.log_position FROM (SELECT) one LEFT JOIN LATERAL (
+           SELECT log_position FROM ledger_entries WHERE account_id = $1 AND mode = $2 AND occurred_at <= $3 AND seq <= $4 ORDER BY seq DESC LIMIT 1
+         ) e ON true`,
+        [ledger.accountId, ledger.mode, to, throughSeq, ['ledger']],
       )
-    ).rows[0];
-    if (!last) return null;
+    ).rows[0]!;
+    refuseMarkedForRebuild(last.rebuilding);
+    if (last.log_position === null) return null;
     let c = await logCheckpointAt(pool, last.log_position);
     if (c === null) {
       await extendLogCheckpoints(pool);

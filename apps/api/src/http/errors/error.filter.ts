@@ -4,9 +4,11 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from '#platform/logging';
 import { AppendOutcomeUnknownError, EventStoreUnavailableError } from '#event-store';
 import { DatabaseOutageLog, isDatabaseAway, isDatabaseNotReached, WriteOutcomeUnknownError } from '#platform/database';
+import { ReadModelRebuildingError } from '#event-store/projections';
 import { DueHoldsRaceError } from '#payments/ledger';
 import { markNothingWritten, StoredAnswer } from '../idempotency';
 import { ApiError, LONGEST_ECHOED_PATH } from './api-error';
+import { whileRebuilt } from '../read-models';
 
 /**
  * Every failure leaves the API in the spec's error shape. Nothing internal (stack,
@@ -44,9 +46,10 @@ export class ErrorFilter implements ExceptionFilter {
     const error = isRouteMiss(exception, request, found) ? routeMiss(request) : found;
     // Only a 5xx known to have written nothing lets its Idempotency-Key go; any other keeps it (lease ended) for the retry.
     if (error.status >= 500 && wroteNothing(exception)) markNothingWritten(request);
-    // A 5xx the API decided on (ApiError: a read model being rebuilt) is an answer, logged by its request line; any other is a failure.
-    const told = error.status === 503 && wroteNothing(exception) && this.toldAway(exception, request);
-    if (error.status >= 500 && !(exception instanceof ApiError) && !told) {
+    // A 5xx the API decided on (ApiError, or a read model found being rebuilt) is an answer, logged by its request line; any other is a failure.
+    const decided = exception instanceof ApiError || exception instanceof ReadModelRebuildingError;
+    const told = !decided && error.status === 503 && wroteNothing(exception) && this.toldAway(exception, request);
+    if (error.status >= 500 && !decided && !told) {
       // request.log is the request's child logger: the line carries its requestId.
       (request.log ?? this.log).error({ err: exception, method: request.method, url: request.url }, 'request failed');
     }
@@ -235,6 +238,7 @@ export function toApiError(exception: unknown): ApiError {
       { 'Retry-After': '1' },
     );
   }
+  if (exception instanceof ReadModelRebuildingError) return whileRebuilt(exception.projections);
   if (exception instanceof DueHoldsRaceError) {
     // Its due holds still being released by the worker (a read or an operator's step that advances a payout): nothing written.
     return new ApiError(503, 'provider_unavailable', 'Баланс сейчас пересчитывается: повторите запрос через секунду', undefined, undefined, {
@@ -285,6 +289,7 @@ export function toApiError(exception: unknown): ApiError {
 export function wroteNothing(exception: unknown): boolean {
   if (exception instanceof AppendOutcomeUnknownError || exception instanceof WriteOutcomeUnknownError) return false;
   if (exception instanceof ApiError || exception instanceof DueHoldsRaceError || exception instanceof EventStoreUnavailableError) return true;
+  if (exception instanceof ReadModelRebuildingError) return true;
   return isDatabaseUnavailable(exception) || (typeof exception === 'object' && exception !== null && (exception as { code?: unknown }).code === '57014');
 }
 
