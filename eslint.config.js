@@ -1,11 +1,14 @@
 // Lint: typescript-eslint's recommended rules, Prettier's style (prettier --check), and the
 // dependency rules of the layout (eslint-plugin-boundaries): pure libraries import only
 // each other, libraries never import apps, and a library is entered only through its
-// index (or a capability's index, `#payments/invoices`). See docs/architecture.md.
+// index (or a capability's index, `#payments/invoices`). See docs/architecture.md. No regular
+// expression whose time grows faster than its input (eslint-plugin-regexp): a request's text
+// reaches many of them.
 const js = require('@eslint/js');
 const tseslint = require('typescript-eslint');
 const boundaries = require('eslint-plugin-boundaries');
 const prettier = require('eslint-config-prettier');
+const regexp = require('eslint-plugin-regexp');
 
 const PURE = ['domain', 'ledger'];
 const LIBRARIES = ['payments', 'event-store', 'platform', ...PURE];
@@ -80,6 +83,14 @@ module.exports = tseslint.config(
       'no-useless-assignment': 'off',
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
     },
+  },
+  {
+    // A regular expression that a long enough text makes take quadratic or worse time
+    // (the gateway's and the SDK's code; tests and benches read their own texts).
+    files: ['apps/**/*.ts', 'libs/**/*.ts'],
+    ignores: ['**/*.spec.ts'],
+    plugins: { regexp },
+    rules: { 'regexp/no-super-linear-move': 'error', 'regexp/no-super-linear-backtracking': 'error' },
   },
   {
     // The pure libraries: no I/O, no framework, no driver.

@@ -73,6 +73,7 @@ describe('configuration from the environment', () => {
     ['https://pay.example.com:8443/gateway/', 'https://pay.example.com:8443/gateway'],
     ['http://[::1]:65535', 'http://[::1]:65535'],
     ['http://127.0.0.1:3000/', 'http://127.0.0.1:3000'],
+    ['https://pay.example.com/a//b///', 'https://pay.example.com/a//b'],
   ])('takes PUBLIC_URL %s', (url, publicUrl) => {
     expect(loadConfig({ PUBLIC_URL: url }).publicUrl).toBe(publicUrl);
   });

@@ -687,6 +687,12 @@ describe('payment page rendering (pure)', () => {
   it('formats rubles exactly and links only to http(s) URLs', () => {
     expect(plain(formatRubles(123_456_789))).toBe('1 234 567,89 ₽');
     expect(plain(formatRubles(5))).toBe('0,05 ₽');
+    expect([100_00, 1_030_00, 123_456_00, -1_234_567_00].map((k) => plain(formatRubles(k)))).toEqual([
+      '100,00 ₽',
+      '1 030,00 ₽',
+      '123 456,00 ₽',
+      '-1 234 567,00 ₽',
+    ]);
     expect(safeHttpUrl('javascript:alert(1)')).toBeNull();
     expect(safeHttpUrl('data:text/html,hi')).toBeNull();
     expect(safeHttpUrl('/relative')).toBeNull();

@@ -608,7 +608,7 @@ function checkBaseUrl(baseUrl: unknown): string {
     url = undefined;
   }
   if (url === undefined) throw new TypeError(`baseUrl: ${example}`);
-  const path = url.pathname.replace(/\/+$/, '');
+  const path = url.pathname.replace(/(?<!\/)\/+$/, '');
   // Shown without a query, a fragment or a user and password: the address alone.
   const shown = `${url.origin}${url.pathname}`;
   if (/[?#]/.test(baseUrl as string)) throw new TypeError(`baseUrl: ${example}; got ${shown} (with a query or fragment)`);

@@ -39,9 +39,9 @@ export function markdown(text: string, headingLevel = 3): string {
   };
   for (const raw of text.split('\n')) {
     const line = raw.trim();
-    const heading = /^#{1,6}\s+(.*)$/.exec(line);
-    const bullet = /^[-*]\s+(.*)$/.exec(line);
-    const numbered = /^\d+\.\s+(.*)$/.exec(line);
+    const heading = /^#{1,6}\s+(\S.*)$/.exec(line);
+    const bullet = /^[-*]\s+(\S.*)$/.exec(line);
+    const numbered = /^\d+\.\s+(\S.*)$/.exec(line);
     if (line === '') {
       flushParagraph();
       flushList();

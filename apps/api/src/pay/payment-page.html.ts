@@ -40,7 +40,8 @@ export function formatRubles(amount: Kopecks): string {
   const [whole, fraction] = formatMoney(amount).split('.') as [string, string];
   const sign = whole.startsWith('-') ? '-' : '';
   const digits = sign ? whole.slice(1) : whole;
-  const grouped = digits.replace(/\B(?=(\d{3})+(?!\d))/g, NBSP);
+  let grouped = digits;
+  for (let at = digits.length - 3; at > 0; at -= 3) grouped = `${grouped.slice(0, at)}${NBSP}${grouped.slice(at)}`;
   return `${sign}${grouped},${fraction}${NBSP}₽`;
 }
 

@@ -25,7 +25,7 @@ export const DEFAULT_AUTH_FAILURE_LIMITS: AuthFailureLimits = { perAddress: 20, 
  * single IPv6 addresses would count nothing).
  */
 export function clientKeyOf(address: string): string {
-  const bare = address.replace(/%.*$/, '');
+  const bare = address.split('%', 1)[0]!;
   if (isIP(bare) === 0) return address;
   let parsed = ipaddr.parse(bare);
   if (parsed.kind() === 'ipv6') {

@@ -20,7 +20,7 @@ const GLOBAL_UNICAST_V6 = ipaddr.parseCIDR('2000::/3');
 
 /** The address as ipaddr.js parses it, IPv4-mapped IPv6 as IPv4, zone index dropped; null when it is not an IP address. */
 function parseAddress(address: string): ipaddr.IPv4 | ipaddr.IPv6 | null {
-  const bare = address.replace(/^\[|\]$/g, '').replace(/%.*$/, '');
+  const bare = address.replace(/^\[|\]$/g, '').split('%', 1)[0]!;
   const family = isIP(bare);
   if (family === 0) return null;
   // IPv6 first in the WHATWG URL parser's form (hex groups only): ipaddr.js reads a

@@ -39,12 +39,12 @@ export function statementTimeoutIn(options: string): number | null | undefined {
  * its bound outside transactions or with SET LOCAL).
  */
 export function statementBoundChange(text: string): { local: boolean; ms: number | null } | null {
-  const set = /^\s*SET\s+(SESSION\s+|LOCAL\s+)?statement[_-]timeout\s*(?:=|TO)\s*(?:'([^']*)'|([^\s;']+))\s*;?\s*$/i.exec(text);
+  const set = /^\s*SET\s+(SESSION\s+|LOCAL\s+)?statement[_-]timeout\s*(?:=|TO)\s*(?:'([^']*)'|([^\s;']+))\s*(?:;\s*)?$/i.exec(text);
   if (set) {
     const value = set[2] ?? set[3]!;
     return { local: /LOCAL/i.test(set[1] ?? ''), ms: /^default$/i.test(value) ? null : (durationMs(value.trim()) ?? NaN) };
   }
-  return /^\s*RESET\s+(?:statement[_-]timeout|ALL)\s*;?\s*$/i.test(text) ? { local: false, ms: null } : null;
+  return /^\s*RESET\s+(?:statement[_-]timeout|ALL)\s*(?:;\s*)?$/i.test(text) ? { local: false, ms: null } : null;
 }
 
 /**

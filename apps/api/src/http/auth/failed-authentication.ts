@@ -56,6 +56,6 @@ export class FailedAuthentication {
  * peer that sent it: made-up names must not each get a count of their own.
  */
 export function clientAddress(request: FastifyRequest): string {
-  const named = request.ip.replace(/%.*$/, '');
+  const named = request.ip.split('%', 1)[0]!;
   return isIP(named) !== 0 ? request.ip : (request.socket.remoteAddress ?? request.ip);
 }

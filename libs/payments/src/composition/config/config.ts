@@ -175,7 +175,7 @@ export function loadConfig(env: Env = process.env): GatewayConfig {
       problems.push(
         `PUBLIC_URL must be an http(s) URL such as https://pay.example.com (a port from 1 to 65535, an IPv6 host in brackets), got "${publicUrlRaw}": ${problem}`,
       );
-    } else publicUrl = publicUrlRaw.replace(/\/+$/, '');
+    } else publicUrl = publicUrlRaw.replace(/(?<!\/)\/+$/, '');
   }
 
   const rateRaw = blankToUndefined(env.RATE_LIMIT_PER_SECOND) ?? '60';
