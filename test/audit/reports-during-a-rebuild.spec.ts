@@ -14,12 +14,13 @@
  */
 import { Client as PgClient } from 'pg';
 import { PostgresEventStore } from '#event-store';
-import { announceRebuild, ReadModelRebuildingError, resetForRebuild } from '#event-store/projections';
+import { ReadModelRebuildingError, resetProjection } from '#event-store/projections';
 import { openAccountStatement, reconcilePeriod } from '#payments/audit';
-import { ledgerProjection } from '#payments/ledger';
+import { ledgerProjection, ListBalanceTransactions, ListBalanceTransactionsHandler } from '#payments/ledger';
 import { verifyLedgers } from '#payments/ledger-verification';
-import { readModelsInOneSnapshot } from '#payments/read-models';
+import { lockReadModelTables, readModelsInOneSnapshot } from '#payments/read-models';
 import { toApiError, wroteNothing } from '../../apps/api/src/http/errors/error.filter';
+import { loggedWhenCutOff } from '../../apps/api/src/http/read-models';
 import { appendLedgerHistory, freshPayments } from '../support/ledger-history';
 import { projectToHead, visibleHead } from '../support/project-to-head';
 import { poll } from '../support/merchant-fixtures';
@@ -55,7 +56,8 @@ async function acrossAReset<T>(url: string, projection: { name: string; tables: 
     );
     await rebuild.query(
       `INSERT INTO projection_checkpoints (projection, rebuild_started_at) VALUES ($1, now())
-       ON CONFLICT (projection) DO UPDATE SET rebuild_started_at = now(), commit_position = 0, prepare_position = 0, events_applied = 0`,
+       ON CONFLICT (projection) DO UPDATE SET rebuild_started_at = now(), commit_position = 0, prepare_position = 0, events_applied = 0,
+         resets = projection_checkpoints.resets + 1`,
       [projection.name],
     );
     await rebuild.query(`TRUNCATE ${projection.tables.join(', ')}`);
@@ -70,9 +72,10 @@ describe('reports read by the library while a rebuild empties their read models'
   let db: TestDatabase;
   const LEDGER = { accountId: 'acc-rebuilt', mode: 'live' as const };
   const ENTRIES = 1_200; // three pages of a statement (500)
+  const [FROM, TO] = [new Date('2024-12-31T00:00:00Z'), new Date('2025-02-01T00:00:00Z')];
 
-  beforeAll(async () => {
-    db = await createTestDatabase();
+  /** The ledger of ENTRIES payments to available, one a minute, none marked: as written by its projection (again). */
+  async function fillLedger(): Promise<void> {
     const id = (n: string) => `('10000000-0000-4000-8000-' || lpad(${n}::text, 12, '0'))::uuid`;
     await db.pool.query(
       `INSERT INTO ledger_entries (entry_id, account_id, mode, seq, kind, cause, occurred_at, log_position)
@@ -81,35 +84,50 @@ describe('reports read by the library while a rebuild empties their read models'
        FROM generate_series(1, ${ENTRIES}) AS n`,
     );
     await db.pool.query(
-      `INSERT INTO ledger_postings (entry_id, ordinal, account, amount)
-       SELECT ${id('n')}, o, CASE o WHEN 0 THEN 'available' ELSE 'acquiring_clearing' END, CASE o WHEN 0 THEN n ELSE -n END
+      `INSERT INTO ledger_postings (entry_id, ordinal, account, amount, balance_after)
+       SELECT ${id('n')}, o, CASE o WHEN 0 THEN 'available' ELSE 'acquiring_clearing' END, CASE o WHEN 0 THEN n ELSE -n END,
+              CASE o WHEN 0 THEN n * (n + 1) / 2 ELSE -n * (n + 1) / 2 END
        FROM generate_series(1, ${ENTRIES}) AS n, generate_series(0, 1) AS o`,
     );
     await db.pool.query(
       `INSERT INTO ledger_balances (account_id, mode, account, balance)
        VALUES ('acc-rebuilt', 'live', 'available', ${(ENTRIES * (ENTRIES + 1)) / 2}), ('acc-rebuilt', 'live', 'acquiring_clearing', ${(-ENTRIES * (ENTRIES + 1)) / 2})`,
     );
+    await db.pool.query(`UPDATE projection_checkpoints SET rebuild_started_at = NULL WHERE projection = 'ledger'`);
+  }
+
+  /** A whole rebuild of the ledger, from its reset (the projector's own: mark, TRUNCATE, counted) to its mark cleared. */
+  async function rebuildTheLedger(): Promise<void> {
+    await resetProjection(db.pool, ledgerProjection);
+    await fillLedger();
+  }
+
+  const refusal = (read: Promise<unknown>) =>
+    read.then(
+      () => null,
+      (error: unknown) => error,
+    );
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  beforeEach(async () => {
+    await db.pool.query('TRUNCATE ledger_postings, ledger_entries, ledger_balances');
+    await fillLedger();
   }, 60_000);
   afterAll(async () => {
     await db?.drop();
   });
 
-  it('a statement whose ledger a rebuild empties between two pages stops, rather than ending short', async () => {
-    const whole = await openAccountStatement(db.pool, LEDGER, new Date('2024-12-31T00:00:00Z'), new Date('2025-02-01T00:00:00Z'));
+  it('a statement whose ledger a reset empties as its next page is read stops, rather than ending short', async () => {
+    const whole = await openAccountStatement(db.pool, LEDGER, FROM, TO);
     let entries = 0;
     for await (const page of whole.pages()) entries += page.length;
     expect(entries).toBe(ENTRIES);
 
-    const reader = await openAccountStatement(db.pool, LEDGER, new Date('2024-12-31T00:00:00Z'), new Date('2025-02-01T00:00:00Z'));
-    const pages = reader.pages();
+    const pages = (await openAccountStatement(db.pool, LEDGER, FROM, TO)).pages();
     expect((await pages.next()).value).toHaveLength(500);
-    // projections:rebuild: marks, then (after its announce wait) empties in a transaction of its own.
-    await announceRebuild(db.pool, [ledgerProjection]);
-    await resetForRebuild(db.pool, [ledgerProjection]);
-    const stopped = await pages.next().then(
-      () => null,
-      (error: unknown) => error,
-    );
+    const stopped = await refusal(acrossAReset(db.url, ledgerProjection, () => pages.next()));
     expect(stopped).toBeInstanceOf(ReadModelRebuildingError);
     expect(stopped).toMatchObject({ projections: ['ledger'] });
     // The API answers it as a route marked @ReadsModels answers during a rebuild: a 503 that wrote nothing.
@@ -120,8 +138,55 @@ describe('reports read by the library while a rebuild empties their read models'
       body: { error: { code: 'provider_unavailable', message: 'Данные (ledger) пересобираются из журнала событий: повторите запрос через 5 секунд' } },
       wroteNothing: true,
     });
-    // And a statement opened now is refused at its opening.
-    await expect(openAccountStatement(db.pool, LEDGER, new Date('2024-12-31T00:00:00Z'), new Date('2025-02-01T00:00:00Z'))).rejects.toThrow(
+    // And while it is marked, a statement is refused at its start.
+    await expect(openAccountStatement(db.pool, LEDGER, FROM, TO)).rejects.toThrow(ReadModelRebuildingError);
+  });
+
+  it('a streamed answer cut off by a later page is logged, and the error goes on to cut the response', async () => {
+    const warned: { fields: object; message: string }[] = [];
+    const log = { warn: (fields: object, message: string) => warned.push({ fields, message }) };
+    const pages = (await openAccountStatement(db.pool, LEDGER, FROM, TO)).pages();
+    const sent: number[] = [];
+    const streamed = (async () => {
+      for await (const page of loggedWhenCutOff(pages, log, { report: 'statement' })) {
+        sent.push(page.length);
+        if (sent.length === 1) await rebuildTheLedger();
+      }
+    })();
+    expect(await refusal(streamed)).toBeInstanceOf(ReadModelRebuildingError);
+    expect({ sent, warned }).toEqual({
+      sent: [500],
+      warned: [
+        {
+          fields: { report: 'statement', chunksSent: 1, reason: 'read model(s) being rebuilt: ledger' },
+          message: 'streamed answer cut off mid-body: the client has an incomplete file',
+        },
+      ],
+    });
+  });
+
+  it('a statement stops when a whole rebuild of its ledger began and ended between two of its pages', async () => {
+    const pages = (await openAccountStatement(db.pool, LEDGER, FROM, TO)).pages();
+    expect((await pages.next()).value).toHaveLength(500);
+    await rebuildTheLedger();
+    expect(await refusal(pages.next())).toMatchObject({ projections: ['ledger'] });
+    // A statement opened after it reads the rebuilt ledger.
+    let entries = 0;
+    for await (const page of (await openAccountStatement(db.pool, LEDGER, FROM, TO)).pages()) entries += page.length;
+    expect(entries).toBe(ENTRIES);
+  });
+
+  it('a balance-transactions export stops when its ledger is reset, or rebuilt whole, between two of its pages', async () => {
+    const list = new ListBalanceTransactionsHandler(db.pool);
+    const filter = { accountId: LEDGER.accountId, mode: LEDGER.mode, limit: 500 };
+    const first = await list.execute(new ListBalanceTransactions({ ...filter, before: null }));
+    expect(first.items).toHaveLength(500);
+    const next = () => list.execute(new ListBalanceTransactions({ ...filter, before: first.items[499]!.position }, first.rebuildState));
+    expect((await next()).items).toHaveLength(500);
+
+    await rebuildTheLedger();
+    expect(await refusal(next())).toMatchObject({ projections: ['ledger'] });
+    expect(await refusal(acrossAReset(db.url, ledgerProjection, () => list.execute(new ListBalanceTransactions({ ...filter, before: null }))))).toBeInstanceOf(
       ReadModelRebuildingError,
     );
   });
@@ -129,13 +194,51 @@ describe('reports read by the library while a rebuild empties their read models'
   it('reconciliation begun before a reset of a read model it reads is refused, not answered from the emptied table', async () => {
     // Read models with nothing in them, none marked: the ledger's entries above name no flow.
     await db.pool.query('TRUNCATE ledger_postings, ledger_entries, ledger_balances');
-    await db.pool.query('UPDATE projection_checkpoints SET rebuild_started_at = NULL');
     const [from, to] = [new Date('2025-01-01T00:00:00Z'), new Date('2025-02-01T00:00:00Z')];
     await expect(reconcilePeriod(db.pool, from, to)).resolves.toMatchObject({ differences: [] });
 
     const report = acrossAReset(db.url, { name: 'payouts', tables: ['payouts'] }, () => reconcilePeriod(db.pool, from, to));
     await expect(report).rejects.toThrow(ReadModelRebuildingError);
     await expect(report).rejects.toMatchObject({ projections: ['payouts'] });
+  });
+
+  it('readers lock the read-model tables in the order a reset truncates them, whatever order they name them in', async () => {
+    // A TRUNCATE under way holds ledger_entries: a reader that asks for (entries, postings) in that order would wait
+    // holding nothing; in the reset's order it holds postings (first) and waits for entries, as the TRUNCATE would.
+    const truncating = new PgClient({ connectionString: db.url });
+    await truncating.connect();
+    const reader = await db.pool.connect();
+    try {
+      await truncating.query('BEGIN');
+      await truncating.query('LOCK TABLE ledger_entries IN ACCESS EXCLUSIVE MODE');
+      await reader.query('BEGIN');
+      const locked = lockReadModelTables(reader, ['ledger_entries', 'ledger_postings']);
+      locked.catch(() => undefined);
+      await poll(
+        async () =>
+          (
+            await truncating.query<{ relation: string; granted: boolean }>(
+              `SELECT c.relname AS relation, l.granted FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+               WHERE l.pid <> pg_backend_pid() AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                 AND c.relname IN ('ledger_entries', 'ledger_postings') AND l.mode = 'AccessShareLock' ORDER BY c.relname`,
+            )
+          ).rows,
+        (rows) => rows.some((r) => !r.granted),
+        'the reader to wait for ledger_entries',
+      ).then((rows) =>
+        expect(rows).toEqual([
+          { relation: 'ledger_entries', granted: false },
+          { relation: 'ledger_postings', granted: true },
+        ]),
+      );
+      await truncating.query('COMMIT');
+      await locked;
+    } finally {
+      // The holder first: the reader may still wait for it.
+      await truncating.end();
+      await reader.query('ROLLBACK').catch(() => undefined);
+      reader.release();
+    }
   });
 });
 

@@ -2,8 +2,9 @@
  * `read-models:checksum` prints where each read model stands against the head of the
  * log, all of the checksums' one snapshot (docs/operations.md): it locks the tables it
  * reads before it takes its snapshot, so an append and a projection's checkpoint moved
- * while it waits for a table (held by a lock the test holds on `invoices`) are printed
- * with the rows of that moment, and no read model is printed ahead of the head.
+ * while it waits for a table are printed with the rows of that moment; once its snapshot
+ * is taken, what moves while it reads (held at the `invoices` index) is not printed. No
+ * read model is printed ahead of the head.
  */
 import { randomUUID } from 'node:crypto';
 import type { PoolClient } from 'pg';
@@ -36,7 +37,12 @@ describe('read-models:checksum reads the head and the checkpoints in its snapsho
       to.prepare.toString(),
     ]);
 
-  it('an append and a checkpoint moved while it waits for a table are printed, no read model past the head', async () => {
+  /**
+   * Runs the command while a session holds `hold` (in a transaction), and once the
+   * command waits for it appends an event and moves the invoices checkpoint to it: what
+   * it printed, and the positions before and after.
+   */
+  async function checksumWhileHeld(hold: string): Promise<{ first: Position; second: Position; head: string; invoices: string }> {
     const first = await append();
     await ensureCheckpoint(db.pool, 'invoices');
     await moveInvoicesTo(first);
@@ -47,15 +53,11 @@ describe('read-models:checksum reads the head and the checkpoints in its snapsho
       'the first event to be visible',
       60_000,
     );
-
     const lock: PoolClient = await db.pool.connect();
-    let output = '';
-    let second: Position | undefined;
     try {
       await lock.query('BEGIN');
-      await lock.query('LOCK TABLE invoices IN ACCESS EXCLUSIVE MODE');
+      await lock.query(hold);
       const run = startProcess('read-models-checksum', { DATABASE_URL: db.url }, ['invoices']);
-      // The command waits for the lock before its snapshot.
       await poll(
         async () =>
           (
@@ -64,23 +66,36 @@ describe('read-models:checksum reads the head and the checkpoints in its snapsho
             )
           ).rowCount,
         (n) => n === 1,
-        'read-models:checksum to wait for the lock on invoices',
+        'read-models:checksum to wait for the lock',
         60_000,
       );
       // Meanwhile the log grows and the projection follows it.
-      second = await append();
+      const second = await append();
       await moveInvoicesTo(second);
       await lock.query('COMMIT');
       expect(await run.exited).toBe(0);
-      output = run.output();
+      const output = run.output();
+      const head = /^log head: (\d+\/\d+)$/m.exec(output)?.[1];
+      const invoices = /^ {2}invoices: at (\d+\/\d+)/m.exec(output)?.[1];
+      expect({ head, invoices }).toEqual({ head: expect.any(String), invoices: expect.any(String) });
+      // No read model printed past the head.
+      expect(comparePositions(positionFromString(invoices!), positionFromString(head!))).toBeLessThanOrEqual(0);
+      return { first, second, head: head!, invoices: invoices! };
     } finally {
       await lock.query('ROLLBACK').catch(() => undefined);
       lock.release();
     }
+  }
 
-    const head = /^log head: (\d+\/\d+)$/m.exec(output)?.[1];
-    const invoices = /^ {2}invoices: at (\d+\/\d+)/m.exec(output)?.[1];
-    expect({ head, invoices }).toEqual({ head: expect.any(String), invoices: positionToString(second!) });
-    expect(comparePositions(positionFromString(invoices!), positionFromString(head!))).toBeLessThanOrEqual(0);
+  it('waiting for a table, it has taken no snapshot yet: it prints what was moved meanwhile', async () => {
+    // A TRUNCATE's lock: the command locks its tables before its snapshot.
+    const { second, invoices } = await checksumWhileHeld('LOCK TABLE invoices IN ACCESS EXCLUSIVE MODE');
+    expect(invoices).toBe(positionToString(second));
+  }, 120_000);
+
+  it('waiting inside its read, it prints the head and the checkpoints of its snapshot, not what moved meanwhile', async () => {
+    // REINDEX holds the table's index (the checksum's read waits for it) but not the table against the command's lock.
+    const { first, invoices } = await checksumWhileHeld('REINDEX INDEX invoices_pkey');
+    expect(invoices).toBe(positionToString(first));
   }, 120_000);
 });

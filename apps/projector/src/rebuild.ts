@@ -79,7 +79,9 @@ async function main(): Promise<void> {
   const known = new Map(allProjections.map((p) => [p.name, p]));
   const unknown = names.filter((n) => !known.has(n));
   if (unknown.length > 0) fail(`unknown projection ${unknown.join(', ')}; known: ${[...known.keys()].join(', ')}`);
-  const selected = names.length > 0 ? [...new Set(names)].map((n) => known.get(n)!) : [...allProjections];
+  // In allProjections' order, whatever the order named: the reset's TRUNCATE then takes the tables in the order every
+  // reader's LOCK takes them (lockReadModelTables), so none of them waits for the other in a cycle.
+  const selected = allProjections.filter((p) => names.length === 0 || names.includes(p.name));
 
   const config = loadConfigOrExit('projections:rebuild');
   const logLevel = config.logLevel ?? 'warn';

@@ -79,8 +79,13 @@ async function main(): Promise<number> {
     try {
       report = await reconcilePeriod(infra.pool, from, to);
     } catch (error) {
-      // Marked since the look above (a rebuild started while this waited): its snapshot saw the mark.
-      if (error instanceof ReadModelRebuildingError) return beingRebuilt(error.projections);
+      // Marked since the look above (a rebuild began while this waited): its snapshot saw the mark.
+      if (error instanceof ReadModelRebuildingError) {
+        process.stderr.write(
+          `audit:reconcile: a rebuild of the read model(s) ${error.projections.join(', ')} began while this ran, its figures not final: run this again when it has ended\n`,
+        );
+        return 2;
+      }
       throw error;
     }
     const c = report.checked;

@@ -13,7 +13,7 @@ import { CLOCK_TOKEN } from '../http/tokens';
 import { AccountStatementQuery, ReconciliationQuery, TrialBalanceQuery } from './audit-reports.request';
 import { CSV_CONTENT_TYPE, csvRecord, fileStamp, wantsCsv } from './csv';
 import { parseAccountId } from '../ledger/ledger-audit.controller';
-import { ReadsModels } from '../http/read-models';
+import { loggedWhenCutOff, ReadsModels } from '../http/read-models';
 import { BALANCE_NOT_KNOWN_YET, FOLLOWED, pastInstant, period, postedThrough, REPORT_PERIOD_NOT_ENDED } from './report-instants';
 
 const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
@@ -205,7 +205,9 @@ export class AuditReportsController {
     if (reader === null) throw ApiError.notFound('not_found', 'Аккаунт не найден');
     const csv = wantsCsv(query.format, accept);
     const head = { accountId, mode: query.mode, from: from.toISOString(), to: to.toISOString() };
-    const body = Readable.from(statementText(reader, head, csv), { objectMode: false });
+    const body = Readable.from(loggedWhenCutOff(statementText(reader, head, csv), reply.log, { report: 'statement', accountId, mode: query.mode }), {
+      objectMode: false,
+    });
     void reply.status(200).header('content-type', csv ? CSV_CONTENT_TYPE : JSON_CONTENT_TYPE);
     if (csv) void reply.header('content-disposition', `attachment; filename="statement-${accountId}-${query.mode}-${fileStamp(from)}-${fileStamp(to)}.csv"`);
     return reply.send(body);

@@ -3,13 +3,14 @@ import { Controller, Get, Headers, Inject, Query, Res, UseGuards } from '@nestjs
 import { QueryBus } from '@nestjs/cqrs';
 import type { FastifyReply } from 'fastify';
 import { formatMoney } from '#ledger';
+import type { RebuildState } from '#event-store/projections';
 import { BalanceTransaction, BalanceTransactionFilter, ListBalanceTransactions } from '#payments/ledger';
 import type { MerchantIdentity } from '#payments/merchants';
 import { encodeCursor } from '../http/cursor';
 import { periodPageOf } from '../http/period-page.request';
 import { validRequest } from '../http/request-pipe';
 import { Merchant, MerchantAuthGuard } from '../http/auth/merchant-auth.guard';
-import { ReadsModels } from '../http/read-models';
+import { loggedWhenCutOff, ReadsModels } from '../http/read-models';
 import { HeavyRead } from '../http/heavy-reads';
 import { csvAttachment, CSV_CONTENT_TYPE, csvRecord, fileStamp, wantsCsv } from '../audit/csv';
 import { ListBalanceTransactionsQuery } from './list-balance-transactions.request';
@@ -88,7 +89,7 @@ export class BalanceTransactionsController {
         .status(200)
         .header('content-type', CSV_CONTENT_TYPE)
         .header('content-disposition', csvAttachment(`balance-transactions-${filter.mode}${period}`))
-        .send(Readable.from(this.csv(filter), { objectMode: false }));
+        .send(Readable.from(loggedWhenCutOff(this.csv(filter), reply.log, { export: 'balance-transactions', mode: filter.mode }), { objectMode: false }));
     }
     const page = await this.queries.execute(new ListBalanceTransactions(filter));
     return reply.status(200).send({
@@ -101,8 +102,11 @@ export class BalanceTransactionsController {
   /** The CSV, a page per query: the next page is read only when the socket took the previous one. */
   private async *csv(filter: BalanceTransactionFilter): AsyncGenerator<string> {
     yield csvRecord(CSV_COLUMNS);
+    // The pages of one ledger: a rebuild begun since the first (even one ended since) cuts the file off.
+    let since: RebuildState | undefined;
     for (let before = filter.before, more = true; more;) {
-      const page = await this.queries.execute(new ListBalanceTransactions({ ...filter, before, limit: CSV_PAGE }));
+      const page = await this.queries.execute(new ListBalanceTransactions({ ...filter, before, limit: CSV_PAGE }, since));
+      since ??= page.rebuildState;
       yield page.items
         .map((t) => {
           const view = balanceTransactionView(t);

@@ -56,3 +56,22 @@ export const whileRebuilt = (busy: readonly string[]) =>
     undefined,
     { 'Retry-After': String(REBUILD_RETRY_AFTER_SECONDS) },
   );
+
+/**
+ * The body of an answer streamed from a read model a page at a time (a statement, a CSV
+ * export): an error after the headers went out (a rebuild found by a later page) cuts
+ * the response off mid-body, which Fastify does without a log line (request logging is
+ * off) and before the request is recorded; so it is logged here, at warn.
+ */
+export async function* loggedWhenCutOff<T>(body: AsyncIterable<T>, log: { warn(fields: object, message: string): void }, fields: object): AsyncGenerator<T> {
+  let chunks = 0;
+  try {
+    for await (const chunk of body) {
+      chunks++;
+      yield chunk;
+    }
+  } catch (error) {
+    log.warn({ ...fields, chunksSent: chunks, reason: (error as Error).message }, 'streamed answer cut off mid-body: the client has an incomplete file');
+    throw error;
+  }
+}

@@ -95,9 +95,11 @@ export class ReadModelRebuilds {
 }
 
 /**
- * Read models found marked as being rebuilt in the snapshot that read them: what was
- * read of them may be empty or partial (a rebuild empties its tables with TRUNCATE),
- * so nothing built from it is answered. The API answers it as @ReadsModels does (503).
+ * Read models found being rebuilt by a reader: marked in the snapshot of one of its
+ * statements, or emptied again (their resets moved) since its first one. What was read
+ * of them may be empty, partial or of two builds (a rebuild empties its tables with
+ * TRUNCATE and fills them again), so nothing built from it is answered. The API answers
+ * it as @ReadsModels does (503).
  */
 export class ReadModelRebuildingError extends Error {
   constructor(readonly projections: readonly string[]) {
@@ -106,17 +108,29 @@ export class ReadModelRebuildingError extends Error {
   }
 }
 
-/**
- * SQL for the names among `names` (a text[] parameter, e.g. `$1`) marked as being
- * rebuilt, as a text[], as of the snapshot of the statement it is part of. A rebuild
- * marks its read models before, or in the transaction where, it empties them, so a
- * statement that reads their tables and this sees the mark whenever it read them
- * emptied or part refilled.
- */
-export const markedForRebuildSql = (names: string) =>
-  `ARRAY(SELECT projection FROM projection_checkpoints WHERE projection = ANY(${names}::text[]) AND rebuild_started_at IS NOT NULL ORDER BY projection)`;
+/** The rebuild state of some read models as one statement saw them: those marked, and how often they have been emptied in all. */
+export interface RebuildState {
+  readonly marked: readonly string[];
+  readonly resets: string;
+}
 
-/** Throws ReadModelRebuildingError when `marked` (read with markedForRebuildSql) names any read model. */
-export function refuseMarkedForRebuild(marked: readonly string[]): void {
-  if (marked.length > 0) throw new ReadModelRebuildingError(marked);
+/**
+ * SQL for the RebuildState (as json) of the read models among `names` (a text[]
+ * parameter, e.g. `$1`), as of the snapshot of the statement it is part of. A rebuild
+ * marks its read models before, or in the transaction where, it empties them, and counts
+ * the emptying there (projection_checkpoints.resets): a statement that reads their
+ * tables and this sees the mark whenever it read them emptied or part refilled.
+ */
+export const rebuildStateSql = (names: string) =>
+  `(SELECT json_build_object('marked', coalesce(array_agg(projection ORDER BY projection) FILTER (WHERE rebuild_started_at IS NOT NULL), '{}'),
+                             'resets', coalesce(sum(resets), 0)::text)
+      FROM projection_checkpoints WHERE projection = ANY(${names}::text[]))`;
+
+/**
+ * Throws ReadModelRebuildingError when `state` marks one of `names`, or (`since`: the
+ * state of the reader's first statement) when they have been emptied since.
+ */
+export function refuseRebuilt(names: readonly string[], state: RebuildState, since?: RebuildState): void {
+  if (state.marked.length > 0) throw new ReadModelRebuildingError(state.marked);
+  if (since !== undefined && state.resets !== since.resets) throw new ReadModelRebuildingError(names);
 }

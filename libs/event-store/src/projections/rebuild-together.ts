@@ -135,10 +135,11 @@ export async function resetForRebuild(pool: Pool, projections: readonly Projecti
       await deferAutovacuum(tx, p.name, p.tables);
     }
     await tx.query(
-      `INSERT INTO projection_checkpoints (projection, commit_position, prepare_position, events_applied, updated_at, rebuild_started_at)
-       SELECT projection, 0, 0, 0, now(), now() FROM unnest($1::text[]) AS p(projection)
+      `INSERT INTO projection_checkpoints (projection, commit_position, prepare_position, events_applied, updated_at, rebuild_started_at, resets)
+       SELECT projection, 0, 0, 0, now(), now(), 1 FROM unnest($1::text[]) AS p(projection)
        ON CONFLICT (projection) DO UPDATE SET commit_position = 0, prepare_position = 0, events_applied = 0,
-         updated_at = now(), rebuild_started_at = coalesce(projection_checkpoints.rebuild_started_at, now())`,
+         updated_at = now(), rebuild_started_at = coalesce(projection_checkpoints.rebuild_started_at, now()),
+         resets = projection_checkpoints.resets + 1`,
       [projections.map((p) => p.name)],
     );
   });

@@ -53,3 +53,14 @@ CREATE TABLE projection_handovers (
 );
 `,
 };
+
+/**
+ * How many times each projection's read model has been emptied for a rebuild, in the
+ * transaction that empties it, never cleared: a reader that reads a model across
+ * several statements (a statement, an export) compares it with the count its first
+ * statement read, and so finds a rebuild that began and ended between two of them.
+ */
+export const projectionResetsMigration: Migration = {
+  id: 'event-store:0012_projection_resets',
+  sql: `ALTER TABLE projection_checkpoints ADD COLUMN resets bigint NOT NULL DEFAULT 0;`,
+};

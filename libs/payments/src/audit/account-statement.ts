@@ -1,15 +1,15 @@
 import type { Pool } from 'pg';
 import { AccountBalances, LEDGER_ACCOUNTS, LedgerAccount, LedgerId, zeroAccountBalances } from '#ledger';
 import { isUuid } from '#domain';
-import { markedForRebuildSql, refuseMarkedForRebuild } from '#event-store/projections';
+import { RebuildState, rebuildStateSql, refuseRebuilt } from '#event-store/projections';
 import { LedgerEntryDbRow, LedgerEntryRow, toLedgerEntryRow } from '../ledger';
 import { ledgerProjection } from '../ledger/ledger.read-model';
 
 /** Entries read per keyset page of a statement. */
 export const STATEMENT_PAGE = 500;
 
-/** The read model a statement reads, whose rebuild mark each of its queries reads too. */
-const LEDGER_MODEL = [ledgerProjection.name];
+/** The read model a statement reads, whose rebuild state each of its queries reads too. */
+export const LEDGER_MODEL: readonly string[] = [ledgerProjection.name];
 
 /**
  * A statement of one ledger over (from, to]: its opening balances (every entry that
@@ -22,10 +22,11 @@ const LEDGER_MODEL = [ledgerProjection.name];
  * statement, and the pages read only entries up to that `seq`. The ledger projection
  * writes a ledger's entries in stream order and never changes or removes one, so the
  * entries up to that `seq` are exactly those the opening saw, however long the
- * statement takes to stream. Except while it is rebuilt: then its tables are emptied and
- * filled again, so every query also reads the ledger's rebuild mark in its own snapshot,
- * and a mark stops the statement (ReadModelRebuildingError) rather than letting it end
- * short with a wrong closing balance.
+ * statement takes to stream. Except across a rebuild, which empties its tables and fills
+ * them again: every query also reads the ledger's rebuild state (rebuildStateSql) in its
+ * own snapshot, and a mark, or a rebuild begun since the opening (even one ended since),
+ * stops the statement (ReadModelRebuildingError) rather than letting it end short or mix
+ * two builds, with a closing balance neither held.
  */
 export interface AccountStatementReader {
   readonly opening: AccountBalances;
@@ -33,15 +34,22 @@ export interface AccountStatementReader {
   readonly throughSeq: number;
   /** The entries, page after page (each page one query). */
   pages(): AsyncGenerator<readonly LedgerEntryRow[]>;
+  /** The ledger's rebuild state as the opening read it: a later read of the ledger compares its own with it (refuseRebuilt). */
+  readonly rebuildState: RebuildState;
 }
 
-/** Whether the account is known: a merchant account of the registry, or a ledger with entries. */
+/**
+ * Whether the account is known: a merchant account of the registry, or a ledger with
+ * entries (ReadModelRebuildingError while the ledger is rebuilt: an emptied one knows none).
+ */
 export async function accountKnown(pool: Pick<Pool, 'query'>, accountId: string): Promise<boolean> {
   // The registry by its key (a uuid: an id of another shape is in no row of it); `id::text = $1` would read every row.
-  const { rows } = await pool.query<{ known: boolean }>(
-    `SELECT EXISTS (SELECT 1 FROM accounts WHERE id = $2::uuid) OR EXISTS (SELECT 1 FROM ledger_entries WHERE account_id = $1) AS known`,
-    [accountId, isUuid(accountId) ? accountId : null],
+  const { rows } = await pool.query<{ known: boolean; rebuild: RebuildState }>(
+    `SELECT EXISTS (SELECT 1 FROM accounts WHERE id = $2::uuid) OR EXISTS (SELECT 1 FROM ledger_entries WHERE account_id = $1) AS known,
+            ${rebuildStateSql('$3')} AS rebuild`,
+    [accountId, isUuid(accountId) ? accountId : null, LEDGER_MODEL],
   );
+  refuseRebuilt(LEDGER_MODEL, rows[0]!.rebuild);
   return rows[0]!.known;
 }
 
@@ -57,7 +65,7 @@ export async function openAccountStatement(
   // (OFFSET 0 keeps that plan), so the cost follows this ledger's entries after `from`, not
   // the postings of every ledger before it (a hash join over all of them). The balances and
   // the entries are one snapshot of one statement, written together by the projection.
-  const sums = await pool.query<{ rebuilding: string[]; through_seq: string; account: string | null; balance: string | null }>(
+  const sums = await pool.query<{ rebuild: RebuildState; through_seq: string; account: string | null; balance: string | null }>(
     `WITH head AS (SELECT COALESCE(max(seq), -1) AS through_seq FROM ledger_entries WHERE account_id = $1 AND mode = $2),
           later AS (
             SELECT p.account, sum(p.amount) AS amount
@@ -69,10 +77,11 @@ export async function openAccountStatement(
           opening AS (
             SELECT account, COALESCE(now.balance, 0) - COALESCE(later.amount, 0) AS balance
             FROM now FULL JOIN later USING (account))
-     SELECT ${markedForRebuildSql('$4')} AS rebuilding, head.through_seq, opening.account, opening.balance FROM head LEFT JOIN opening ON true`,
+     SELECT ${rebuildStateSql('$4')} AS rebuild, head.through_seq, opening.account, opening.balance FROM head LEFT JOIN opening ON true`,
     [ledger.accountId, ledger.mode, from, LEDGER_MODEL],
   );
-  refuseMarkedForRebuild(sums.rows[0]!.rebuilding);
+  const rebuildState = sums.rows[0]!.rebuild;
+  refuseRebuilt(LEDGER_MODEL, rebuildState);
   const throughSeq = Number(sums.rows[0]!.through_seq);
   const opening = zeroAccountBalances();
   for (const row of sums.rows) {
@@ -82,8 +91,8 @@ export async function openAccountStatement(
     let afterSeq = -1;
     for (;;) {
       // One row even for an empty page: the mark, beside no entry.
-      const result = await pool.query<Partial<LedgerEntryDbRow> & { rebuilding: string[] }>(
-        `SELECT ${markedForRebuildSql('$8')} AS rebuilding, page.* FROM (SELECT) one LEFT JOIN LATERAL (
+      const result = await pool.query<Partial<LedgerEntryDbRow> & { rebuild: RebuildState }>(
+        `SELECT ${rebuildStateSql('$8')} AS rebuild, page.* FROM (SELECT) one LEFT JOIN LATERAL (
            SELECT e.entry_id, e.seq, e.kind, e.cause, e.occurred_at, e.log_position,
                   COALESCE((SELECT json_agg(json_build_object('account', p.account, 'amount', p.amount) ORDER BY p.ordinal)
                             FROM ledger_postings p WHERE p.entry_id = e.entry_id), '[]') AS postings
@@ -93,8 +102,8 @@ export async function openAccountStatement(
          ORDER BY page.seq`,
         [ledger.accountId, ledger.mode, afterSeq, throughSeq, from, to, pageSize, LEDGER_MODEL],
       );
-      refuseMarkedForRebuild(result.rows[0]!.rebuilding);
-      const rows = result.rows.filter((r): r is LedgerEntryDbRow & { rebuilding: string[] } => r.entry_id != null);
+      refuseRebuilt(LEDGER_MODEL, result.rows[0]!.rebuild, rebuildState);
+      const rows = result.rows.filter((r): r is LedgerEntryDbRow & { rebuild: RebuildState } => r.entry_id != null);
       if (rows.length > 0) {
         yield rows.map(toLedgerEntryRow);
       }
@@ -102,5 +111,5 @@ export async function openAccountStatement(
       afterSeq = Number(rows[rows.length - 1]!.seq);
     }
   }
-  return { opening, throughSeq, pages };
+  return { opening, throughSeq, pages, rebuildState };
 }

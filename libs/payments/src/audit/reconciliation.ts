@@ -1,7 +1,8 @@
 import type { Pool, PoolClient } from 'pg';
 import { isUuid, payoutReservationId } from '#domain';
-import { markedForRebuildSql, refuseMarkedForRebuild } from '#event-store/projections';
+import { RebuildState, rebuildStateSql, refuseRebuilt } from '#event-store/projections';
 import { REPORTED_READ_MODELS } from './posted-through';
+import { lockReadModelTables } from '../read-models/checksums';
 import {
   causesExplainedBy,
   causesOfFlow,
@@ -179,7 +180,7 @@ function namedBy(cause: string): { readonly flow: 'invoice' | 'refund' | 'payout
   return null;
 }
 
-/** The read models reconciliation reads, and their tables it reads. */
+/** The read models reconciliation reads, and their tables its queries read (each locked before its snapshot). */
 const RECONCILED_MODELS = Object.values(REPORTED_READ_MODELS).map((m) => m.name);
 const RECONCILED_TABLES = ['invoices', 'refunds', 'payouts', 'ledger_entries', 'ledger_postings'];
 
@@ -206,14 +207,10 @@ export async function reconcilePeriod(pool: Pick<Pool, 'connect'>, from: Date, t
   const client = await pool.connect();
   try {
     await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
-    // Locked before the snapshot is taken (LOCK takes none): a rebuild's TRUNCATE, which
-    // is not MVCC-safe, then either committed before the snapshot, which sees its mark,
-    // or waits until this ends. Without it, a table first read after a TRUNCATE committed
-    // would read empty in a snapshot taken before it.
-    await client.query(`LOCK TABLE ${RECONCILED_TABLES.join(', ')} IN ACCESS SHARE MODE`);
-    refuseMarkedForRebuild(
-      (await client.query<{ rebuilding: string[] }>(`SELECT ${markedForRebuildSql('$1')} AS rebuilding`, [RECONCILED_MODELS])).rows[0]!.rebuilding,
-    );
+    // Before the snapshot: a reset's TRUNCATE committed before it (its mark seen below) or waits for this to end.
+    await lockReadModelTables(client, RECONCILED_TABLES);
+    const state = await client.query<{ rebuild: RebuildState }>(`SELECT ${rebuildStateSql('$1')} AS rebuild`, [RECONCILED_MODELS]);
+    refuseRebuilt(RECONCILED_MODELS, state.rows[0]!.rebuild);
     const period: ReconciliationPeriod = { from: from.toISOString(), to: to.toISOString() };
     const reader = new PeriodReader(client, from, to);
     const differences: ReconciliationDifference[] = [];

@@ -12,6 +12,7 @@ import {
   projectionDeferredIndexesMigration,
   projectionHandoversMigration,
   projectionLeasesMigration,
+  projectionResetsMigration,
   projectionsMigration,
 } from '#event-store/projections';
 import { streamCatalogMigration, streamCatalogOneIndexMigration } from '../streams/stream-catalog.read-model';
@@ -123,4 +124,5 @@ export const allMigrations: readonly Migration[] = [
   idempotencyKeysUnfilledMigration,
   idempotencyKeysProjectBackfillMigration,
   idempotencyKeysProjectScopeMigration,
+  projectionResetsMigration,
 ];

@@ -21,6 +21,7 @@ import {
   recentCausesOf,
 } from '#ledger';
 import { readCheckpoint } from '#event-store/projections';
+import { lockReadModelTables } from '../read-models/checksums';
 
 export interface VerifyProblem {
   readonly ledger: string;
@@ -383,9 +384,8 @@ function readModelSnapshot(pool: Pool): ReadModelSnapshot {
   const ended = inTransaction(
     pool,
     async (client) => {
-      // Before the snapshot (LOCK takes none): a rebuild's TRUNCATE, not MVCC-safe, would
-      // otherwise make a table first read after it commits read empty beside the checkpoint before it.
-      await client.query('LOCK TABLE ledger_balances, ledger_entries, ledger_postings IN ACCESS SHARE MODE');
+      // Before the snapshot: the tables this transaction reads, with the checkpoint of the same moment.
+      await lockReadModelTables(client, ['ledger_balances', 'ledger_entries', 'ledger_postings']);
       const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
       taken({
         checkpoint: (await readCheckpoint(client, 'ledger'))?.position ?? { commit: 0n, prepare: 0n },

@@ -3,7 +3,19 @@ import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
 import type { Pool } from 'pg';
 import { balanceTransactionOf, balanceTransactionSource, payoutCauses } from '#ledger';
 import type { BalanceTransactionType, EntryKind, Kopecks, LedgerMode, MerchantAccount } from '#ledger';
+import { RebuildState, rebuildStateSql, refuseRebuilt } from '#event-store/projections';
 import { READ_MODELS } from '../payments.tokens';
+import { ledgerProjection } from './ledger.read-model';
+
+/** The read model the list reads, whose rebuild state each page reads with its rows. */
+const LEDGER_MODEL: readonly string[] = [ledgerProjection.name];
+
+/** A page of a ledger's balance transactions, with the ledger's rebuild state its query read. */
+export interface BalanceTransactionsPage {
+  readonly items: readonly BalanceTransaction[];
+  readonly hasMore: boolean;
+  readonly rebuildState: RebuildState;
+}
 
 /** One movement of a merchant's balance (amounts in kopecks). */
 export interface BalanceTransaction {
@@ -35,9 +47,16 @@ export interface BalanceTransactionFilter {
   readonly limit: number;
 }
 
-/** A ledger's balance transactions, newest first, a page at a time. */
-export class ListBalanceTransactions extends Query<{ readonly items: readonly BalanceTransaction[]; readonly hasMore: boolean }> {
-  constructor(readonly filter: BalanceTransactionFilter) {
+/**
+ * A ledger's balance transactions, newest first, a page at a time. ReadModelRebuildingError
+ * while the ledger is rebuilt, or (`since`: the first page's state, for the pages of one
+ * export) when it has been emptied since that page: the pages would not be of one ledger.
+ */
+export class ListBalanceTransactions extends Query<BalanceTransactionsPage> {
+  constructor(
+    readonly filter: BalanceTransactionFilter,
+    readonly since?: RebuildState,
+  ) {
     super();
   }
 }
@@ -46,7 +65,7 @@ export class ListBalanceTransactions extends Query<{ readonly items: readonly Ba
 export class ListBalanceTransactionsHandler implements IQueryHandler<ListBalanceTransactions> {
   constructor(@Inject(READ_MODELS) private readonly pool: Pool) {}
 
-  async execute({ filter }: ListBalanceTransactions): Promise<{ readonly items: readonly BalanceTransaction[]; readonly hasMore: boolean }> {
+  async execute({ filter, since }: ListBalanceTransactions): Promise<BalanceTransactionsPage> {
     const params: unknown[] = [filter.accountId, filter.mode];
     const where = ['e.account_id = $1', 'e.mode = $2'];
     const add = (sql: string, ...values: unknown[]) => where.push(sql.replace(/\?/g, () => `$${params.push(values.shift())}`));
@@ -59,7 +78,8 @@ export class ListBalanceTransactionsHandler implements IQueryHandler<ListBalance
     if (filter.from !== undefined) add('e.occurred_at >= ?', filter.from);
     if (filter.to !== undefined) add('e.occurred_at < ?', filter.to);
     if (filter.before !== null) add('e.seq <= ? AND e.seq * 8 + p.ordinal < ?', Math.floor(filter.before / 8), filter.before);
-    const rows = await this.pool.query<{
+    const result = await this.pool.query<{
+      rebuild: RebuildState;
       seq: string;
       entry_id: string;
       kind: EntryKind;
@@ -72,14 +92,21 @@ export class ListBalanceTransactionsHandler implements IQueryHandler<ListBalance
       balance_after: string;
       fee: string | null;
     }>(
-      `SELECT e.seq, e.entry_id, e.kind, e.cause, e.occurred_at, e.available_at, p.ordinal, p.account, p.amount, p.balance_after,
-              (SELECT f.amount FROM ledger_postings f WHERE f.entry_id = e.entry_id AND f.account = 'fees') AS fee
-       FROM ledger_entries e JOIN ledger_postings p ON p.entry_id = e.entry_id AND p.account IN ('pending', 'available', 'reserved')
-       WHERE ${where.join(' AND ')}
-       ORDER BY e.seq DESC, p.ordinal DESC LIMIT $${params.push(filter.limit + 1)}`,
+      // One row even for an empty page: the state, beside no transaction.
+      `WITH page AS (
+         SELECT e.seq, e.entry_id, e.kind, e.cause, e.occurred_at, e.available_at, p.ordinal, p.account, p.amount, p.balance_after,
+                (SELECT f.amount FROM ledger_postings f WHERE f.entry_id = e.entry_id AND f.account = 'fees') AS fee
+         FROM ledger_entries e JOIN ledger_postings p ON p.entry_id = e.entry_id AND p.account IN ('pending', 'available', 'reserved')
+         WHERE ${where.join(' AND ')}
+         ORDER BY e.seq DESC, p.ordinal DESC LIMIT $${params.push(filter.limit + 1)})
+       SELECT ${rebuildStateSql(`$${params.push(LEDGER_MODEL)}`)} AS rebuild, page.* FROM (SELECT) one LEFT JOIN page ON true
+       ORDER BY page.seq DESC, page.ordinal DESC`,
       params,
     );
-    const items = rows.rows.slice(0, filter.limit).map((r): BalanceTransaction => {
+    const rebuildState = result.rows[0]!.rebuild;
+    refuseRebuilt(LEDGER_MODEL, rebuildState, since);
+    const rows = result.rows.filter((r) => r.seq !== null);
+    const items = rows.slice(0, filter.limit).map((r): BalanceTransaction => {
       const of = balanceTransactionOf(r.kind, r.cause)!;
       const amount = Number(r.amount);
       // A payment's money is available when its hold ends (at once without one); a released hold's, when released.
@@ -101,6 +128,6 @@ export class ListBalanceTransactionsHandler implements IQueryHandler<ListBalance
         payoutId: of.payoutId,
       };
     });
-    return { items, hasMore: rows.rows.length > filter.limit };
+    return { items, hasMore: rows.length > filter.limit, rebuildState };
   }
 }

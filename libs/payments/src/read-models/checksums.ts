@@ -48,16 +48,25 @@ export async function readModelChecksums(pool: Pool, tables: readonly string[] =
   return inTransaction(
     pool,
     async (client) => {
-      await lockForSnapshot(client, tables);
+      await lockReadModelTables(client, tables);
       return checksumsInSnapshot(client, tables);
     },
     { isolation: 'REPEATABLE READ', readOnly: true },
   );
 }
 
-/** ACCESS SHARE on `tables`, the transaction's first statement: a TRUNCATE has then committed before its snapshot or waits for its end. */
-async function lockForSnapshot(client: PoolClient, tables: readonly string[]): Promise<void> {
-  if (tables.length > 0) await client.query(`LOCK TABLE ${tables.map(quote).join(', ')} IN ACCESS SHARE MODE`);
+/**
+ * ACCESS SHARE on `tables`, as a transaction's first statement (LOCK takes no snapshot):
+ * a rebuild's TRUNCATE, which is not MVCC-safe, has then committed before the snapshot
+ * or waits for the transaction's end, instead of making a table read after it read
+ * empty beside what was read before it. In READ_MODEL_TABLES' order, the order a reset
+ * truncates them in (projections:rebuild sorts the models it resets): a reader queued
+ * behind a TRUNCATE holds no table the TRUNCATE still needs.
+ */
+export async function lockReadModelTables(client: Pick<PoolClient, 'query'>, tables: readonly string[]): Promise<void> {
+  const rank = (t: string) => (READ_MODEL_TABLES.includes(t) ? READ_MODEL_TABLES.indexOf(t) : READ_MODEL_TABLES.length);
+  const ordered = [...tables].sort((a, b) => rank(a) - rank(b));
+  if (ordered.length > 0) await client.query(`LOCK TABLE ${ordered.map(quote).join(', ')} IN ACCESS SHARE MODE`);
 }
 
 /** Where a projection's read model stands in the log. */
@@ -92,9 +101,7 @@ export async function readModelsInOneSnapshot(
   const read = await inTransaction(
     pool,
     async (client) => {
-      // Locked before the snapshot (LOCK takes none): a rebuild's TRUNCATE, not MVCC-safe, committed
-      // after the snapshot would make a table read empty beside the checkpoint from before it.
-      await lockForSnapshot(client, tables);
+      await lockReadModelTables(client, tables);
       // The first statement takes the snapshot: the head and the checkpoints before the tables.
       const inSnapshot = head ? null : await visibleLogHead(client);
       const standings: ReadModelStanding[] = [];

@@ -3,10 +3,10 @@ import { Controller, Get, Inject, Injectable, Param, Query, Res, UseGuards } fro
 import { QueryBus } from '@nestjs/cqrs';
 import type { FastifyReply } from 'fastify';
 import { extendLogCheckpoints, logCheckpointAt, PostgresEventStore } from '#event-store';
-import { markedForRebuildSql, refuseMarkedForRebuild } from '#event-store/projections';
+import { RebuildState, rebuildStateSql, refuseRebuilt } from '#event-store/projections';
 import { balanceMovementsOf, formatMoney, LedgerId, StatementBalances } from '#ledger';
 import type { AccountBalances } from '#ledger';
-import { AuditSigningKeys, canonicalJcs, GetAccountStatement } from '#payments/audit';
+import { AuditSigningKeys, canonicalJcs, GetAccountStatement, LEDGER_MODEL } from '#payments/audit';
 import type { Infrastructure } from '#payments/composition';
 import type { MerchantIdentity } from '#payments/merchants';
 import { AdminTokenGuard } from '../../http/auth/admin-token.guard';
@@ -98,7 +98,7 @@ export class SignedStatements {
       opening: buckets(reader.opening),
       closing: buckets(running.closing()),
       transactions: [] as never[],
-      checkpoint: await this.checkpoint(ledger, to, reader.throughSeq),
+      checkpoint: await this.checkpoint(ledger, to, reader.throughSeq, reader.rebuildState),
     };
     const head = headOf(document);
     const unsigned = Buffer.concat([head, ...movements.splice(0), CLOSE]);
@@ -109,20 +109,20 @@ export class SignedStatements {
   }
 
   /** The log's checkpoint at the ledger's last entry at or before `to` (null: none, or a log without checkpoints: EventStoreDB). */
-  private async checkpoint(ledger: LedgerId, to: Date, throughSeq: number) {
+  private async checkpoint(ledger: LedgerId, to: Date, throughSeq: number, since: RebuildState) {
     const { pool, store } = this.infrastructure;
     if (!(store instanceof PostgresEventStore)) return null;
-    // With the ledger's rebuild mark (one row even when no entry is found): an entry missing from a ledger being
+    // With the ledger's rebuild state (one row even when no entry is found): an entry missing from a ledger being
     // refilled would sign a statement naming no checkpoint.
     const last = (
-      await pool.query<{ rebuilding: string[]; log_position: string | null }>(
-        `SELECT ${markedForRebuildSql('$5')} AS rebuilding, e.log_position FROM (SELECT) one LEFT JOIN LATERAL (
+      await pool.query<{ rebuild: RebuildState; log_position: string | null }>(
+        `SELECT ${rebuildStateSql('$5')} AS rebuild, e.log_position FROM (SELECT) one LEFT JOIN LATERAL (
            SELECT log_position FROM ledger_entries WHERE account_id = $1 AND mode = $2 AND occurred_at <= $3 AND seq <= $4 ORDER BY seq DESC LIMIT 1
          ) e ON true`,
-        [ledger.accountId, ledger.mode, to, throughSeq, ['ledger']],
+        [ledger.accountId, ledger.mode, to, throughSeq, LEDGER_MODEL],
       )
     ).rows[0]!;
-    refuseMarkedForRebuild(last.rebuilding);
+    refuseRebuilt(LEDGER_MODEL, last.rebuild, since);
     if (last.log_position === null) return null;
     let c = await logCheckpointAt(pool, last.log_position);
     if (c === null) {
