@@ -14,7 +14,7 @@
  */
 import { Client as PgClient } from 'pg';
 import { PostgresEventStore } from '#event-store';
-import { ReadModelRebuildingError, resetProjection } from '#event-store/projections';
+import { ReadModelRebuildingError, resetForRebuild, resetProjection } from '#event-store/projections';
 import { openAccountStatement, reconcilePeriod } from '#payments/audit';
 import { ledgerProjection, ListBalanceTransactions, ListBalanceTransactionsHandler } from '#payments/ledger';
 import { verifyLedgers } from '#payments/ledger-verification';
@@ -278,4 +278,46 @@ describe('the operator snapshots of a read model while a rebuild empties it', ()
       standing: { projection: 'ledger', position: { commit: 0n, prepare: 0n }, rebuilding: true },
     });
   });
+});
+
+describe('a reset while a reader still holds the tables', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  it('steps out of the lock queue in turns, naming the holder, so that other readers are not held behind it; then empties', async () => {
+    await db.pool.query(`INSERT INTO ledger_balances (account_id, mode, account, balance) VALUES ('acc-held', 'live', 'available', 1)`);
+    // A ledger:verify under way: its tables locked in its snapshot's transaction.
+    const verify = new PgClient({ connectionString: db.url, application_name: 'gateway-ledger-verify' });
+    await verify.connect();
+    const waits: (readonly string[])[] = [];
+    let reset: Promise<void> | undefined;
+    try {
+      await verify.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+      await lockReadModelTables(verify, ['ledger_balances']);
+      reset = resetForRebuild(db.pool, [ledgerProjection], { onWait: (holders) => waits.push(holders) });
+      reset.catch(() => undefined);
+      await poll(
+        async () => waits.length,
+        (n) => n >= 1,
+        'the reset to step out of the queue',
+      );
+      expect(waits[0]).toEqual([expect.stringMatching(/^gateway-ledger-verify \(pid \d+\)$/)]);
+      // Another reader of the table gets through while the reset still waits (behind a waiting TRUNCATE it would wait for good).
+      const read = db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM ledger_balances');
+      read.catch(() => undefined);
+      let timer: NodeJS.Timeout | undefined;
+      const stuck = new Promise((resolve) => (timer = setTimeout(() => resolve('stuck'), 15_000)));
+      const readOrStuck = await Promise.race([read.then((r) => r.rows[0]!.n), stuck]).finally(() => clearTimeout(timer));
+      expect(readOrStuck).toBe(1);
+    } finally {
+      await verify.end();
+    }
+    await reset;
+    expect((await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM ledger_balances')).rows[0]!.n).toBe(0);
+  }, 60_000);
 });

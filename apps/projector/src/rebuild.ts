@@ -14,6 +14,7 @@ import {
   RebuildProgress,
   rebuildProjectionsTogether,
   RebuildTogetherResult,
+  RESET_LOCK_WAIT_MS,
   resetForRebuild,
 } from '#event-store/projections';
 import { allProjections, rebuildPassesOf } from '#payments/read-models';
@@ -116,7 +117,19 @@ async function main(): Promise<void> {
         ? `marked as being rebuilt; waited ${REBUILD_ANNOUNCE_MS / 1000} s for the serving processes (${serving} sessions) to see it\n`
         : 'marked as being rebuilt; no serving process is connected to the database: nothing to wait for\n',
     );
-    await resetForRebuild(infra.pool, selected);
+    let told = '';
+    await resetForRebuild(infra.pool, selected, {
+      onWait: (holders) => {
+        const now = holders.join(', ');
+        if (now !== told) {
+          process.stdout.write(
+            `waiting to empty the read models: ${now || 'another session'} still reads them (a ledger:verify, a checksum, a report?); ` +
+              `readers wait behind each try, so it steps aside every ${RESET_LOCK_WAIT_MS / 1000} s until they end (or stop them)\n`,
+          );
+        }
+        told = now;
+      },
+    });
     const bar = new ProgressBar('projections'.padEnd(16));
     // Progress through the log, in log events (each once, never a sum over the projections): how far the
     // slowest projection that reads the log page by page has come (one computed in SQL is done at once).

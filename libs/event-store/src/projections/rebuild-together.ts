@@ -120,29 +120,64 @@ export async function announceRebuild(pool: Pool, projections: readonly Projecti
   );
 }
 
+/** How long a reset's TRUNCATE stands in its tables' lock queue (where every reader of them waits behind it) before it steps out. */
+export const RESET_LOCK_WAIT_MS = 2_000;
+/** How long it then lets the readers through before it queues again. */
+const RESET_RETRY_MS = 1_000;
+
 /**
  * Empties the projections' tables, drops their secondary indexes and switches their
  * autovacuum off (both undone when each projection's pass ends: deferSecondaryIndexes,
  * deferAutovacuum) and moves their checkpoints back to zero, marked as being rebuilt,
- * in one transaction. The caller holds every projection's lock.
+ * counting the reset (`resets`), in one transaction. The caller holds every projection's
+ * lock. A session still reading the tables (a `ledger:verify`, a checksum or a report
+ * that locked them) makes the TRUNCATE wait, and every reader queues behind a waiting
+ * TRUNCATE: so it waits at most RESET_LOCK_WAIT_MS at a time, tells `onWait` who holds
+ * the tables, and tries again until they have let them go.
  */
-export async function resetForRebuild(pool: Pool, projections: readonly Projection[]): Promise<void> {
+export async function resetForRebuild(
+  pool: Pool,
+  projections: readonly Projection[],
+  options: { onWait?: (holders: readonly string[]) => void } = {},
+): Promise<void> {
   const tables = projections.flatMap((p) => p.tables);
-  await inTransaction(pool, async (tx) => {
-    if (tables.length > 0) await tx.query(`TRUNCATE ${tables.join(', ')}`);
-    for (const p of projections) {
-      await deferSecondaryIndexes(tx, p.name, p.tables, p.primaryKeyBuiltAfterRebuild);
-      await deferAutovacuum(tx, p.name, p.tables);
+  for (;;) {
+    try {
+      await inTransaction(pool, async (tx) => {
+        await tx.query(`SET LOCAL lock_timeout = ${RESET_LOCK_WAIT_MS}`);
+        if (tables.length > 0) await tx.query(`TRUNCATE ${tables.join(', ')}`);
+        for (const p of projections) {
+          await deferSecondaryIndexes(tx, p.name, p.tables, p.primaryKeyBuiltAfterRebuild);
+          await deferAutovacuum(tx, p.name, p.tables);
+        }
+        await tx.query(
+          `INSERT INTO projection_checkpoints (projection, commit_position, prepare_position, events_applied, updated_at, rebuild_started_at, resets)
+           SELECT projection, 0, 0, 0, now(), now(), 1 FROM unnest($1::text[]) AS p(projection)
+           ON CONFLICT (projection) DO UPDATE SET commit_position = 0, prepare_position = 0, events_applied = 0,
+             updated_at = now(), rebuild_started_at = coalesce(projection_checkpoints.rebuild_started_at, now()),
+             resets = projection_checkpoints.resets + 1`,
+          [projections.map((p) => p.name)],
+        );
+      });
+      return;
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== '55P03') throw error;
     }
-    await tx.query(
-      `INSERT INTO projection_checkpoints (projection, commit_position, prepare_position, events_applied, updated_at, rebuild_started_at, resets)
-       SELECT projection, 0, 0, 0, now(), now(), 1 FROM unnest($1::text[]) AS p(projection)
-       ON CONFLICT (projection) DO UPDATE SET commit_position = 0, prepare_position = 0, events_applied = 0,
-         updated_at = now(), rebuild_started_at = coalesce(projection_checkpoints.rebuild_started_at, now()),
-         resets = projection_checkpoints.resets + 1`,
-      [projections.map((p) => p.name)],
-    );
-  });
+    options.onWait?.(await tableHolders(pool, tables));
+    await new Promise((resolve) => setTimeout(resolve, RESET_RETRY_MS));
+  }
+}
+
+/** The other sessions holding a lock on any of `tables`: `application_name (pid N)`. */
+async function tableHolders(pool: Pool, tables: readonly string[]): Promise<string[]> {
+  const { rows } = await pool.query<{ holder: string }>(
+    `SELECT DISTINCT coalesce(nullif(a.application_name, ''), 'a session') || ' (pid ' || a.pid || ')' AS holder
+       FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+      WHERE l.granted AND l.relation = ANY(SELECT to_regclass(t)::oid FROM unnest($1::text[]) AS t) AND a.pid <> pg_backend_pid()
+      ORDER BY 1`,
+    [tables],
+  );
+  return rows.map((r) => r.holder);
 }
 
 /**
