@@ -79,6 +79,9 @@ describe("a receiver's reply under its attempt (excerpt)", () => {
     ],
     ['its first characters then «…» (code points: an emoji stays whole)', 5, '🌼🌼🌼🌼🌼🌼', '🌼🌼🌼🌼🌼…'],
     ['exactly as long as shown: no «…»', 5, 'abcde', 'abcde'],
+    ['cut between graphemes: an accent is not left off its letter', 4, 'cafe\u0301', 'caf…'],
+    ['cut between graphemes: a flag is not halved', 4, 'ab 🇷🇺 cd', 'ab …'],
+    ['a flag that fits stays whole', 7, 'ab 🇷🇺 cd', 'ab 🇷🇺 c…'],
   ] as const)('%s', (_, max, body, shown) => {
     expect(excerpt(body, max)).toBe(shown);
   });

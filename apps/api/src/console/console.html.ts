@@ -120,14 +120,26 @@ const given = (text: string) => `<bdi class="given">${escapeHtml(text)}</bdi>`;
 /** C0 and C1 controls and the bidi marks, embeddings, overrides and isolates: in a receiver's reply they would act, not show. */
 // eslint-disable-next-line no-control-regex
 const ACTING = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+const GRAPHEMES = new Intl.Segmenter(undefined, { granularity: 'grapheme' });
 /**
  * A text from outside (a receiver's reply) as one readable line: whitespace runs as a
- * space, its first `max` characters then «…», every control or bidi character as a
- * visible \uXXXX (an override in it reverses nothing). Escape it for HTML after.
+ * space, at most its first `max` characters (code points), cut between two graphemes (a
+ * letter keeps its accents, a flag its two halves), then «…», every control or bidi
+ * character as a visible \uXXXX (an override in it reverses nothing). Escape it for HTML after.
  */
 export function excerpt(text: string, max: number): string {
-  const chars = [...text.replace(/\s+/g, ' ').trim()];
-  const shown = chars.length > max ? `${chars.slice(0, max).join('')}…` : chars.join('');
+  const line = text.replace(/\s+/g, ' ').trim();
+  let shown = '';
+  let count = 0;
+  for (const { segment } of GRAPHEMES.segment(line)) {
+    const size = [...segment].length;
+    if (count + size > max) {
+      shown += '…';
+      break;
+    }
+    shown += segment;
+    count += size;
+  }
   return shown.replace(ACTING, (c) => `\\u${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`);
 }
 /** The same isolation in plain text (a page title, the plot's title): FIRST STRONG ISOLATE … POP DIRECTIONAL ISOLATE. */
