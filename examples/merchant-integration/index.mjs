@@ -15,7 +15,7 @@ import http from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { PaymentGatewayClient, PaymentGatewayError, verifyWebhook, WebhookVerificationError } from '../../libs/sdk/dist/index.js';
 
-const GATEWAY_URL = (process.env.GATEWAY_URL ?? 'http://127.0.0.1:3000').replace(/\/+$/, '');
+const GATEWAY_URL = (process.env.GATEWAY_URL ?? 'http://127.0.0.1:3000').replace(/(?<!\/)\/+$/, '');
 const ADMIN_TOKEN = process.env.ADMIN_TOKEN;
 const WEBHOOK_PORT = Number(process.env.WEBHOOK_PORT ?? 4000);
 const TIMEOUT_MS = Number(process.env.TIMEOUT_SECONDS ?? 60) * 1000;

@@ -160,8 +160,8 @@ describe('ledger audit over HTTP and ledger:verify', () => {
           return client.query(text, values);
         },
       };
-      expect(await accountKnown(spy as never, ledger.accountId)).toBe(true);
-      expect(await accountKnown(spy as never, 'deadbeef')).toBe(false);
+      expect((await accountKnown(spy as never, ledger.accountId)).known).toBe(true);
+      expect((await accountKnown(spy as never, 'deadbeef')).known).toBe(false);
       // Neither a sequential scan nor a walk of the whole index filtering each key (`id::text = $1`).
       for (const plan of plans) expect(plan).not.toMatch(/Seq Scan on accounts|on accounts .*\n\s+Filter:/);
       expect(plans[0]).toMatch(/on accounts .*\n\s+Index Cond: \(id = /);

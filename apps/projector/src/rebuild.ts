@@ -17,7 +17,7 @@ import {
   RESET_LOCK_WAIT_MS,
   resetForRebuild,
 } from '#event-store/projections';
-import { allProjections, rebuildPassesOf } from '#payments/read-models';
+import { allProjections, projectionsNamed, rebuildPassesOf } from '#payments/read-models';
 import type { RebuildPassMessage, RebuildPassWork } from './rebuild-pass.worker';
 
 /**
@@ -80,9 +80,7 @@ async function main(): Promise<void> {
   const known = new Map(allProjections.map((p) => [p.name, p]));
   const unknown = names.filter((n) => !known.has(n));
   if (unknown.length > 0) fail(`unknown projection ${unknown.join(', ')}; known: ${[...known.keys()].join(', ')}`);
-  // In allProjections' order, whatever the order named: the reset's TRUNCATE then takes the tables in the order every
-  // reader's LOCK takes them (lockReadModelTables), so none of them waits for the other in a cycle.
-  const selected = allProjections.filter((p) => names.length === 0 || names.includes(p.name));
+  const selected = projectionsNamed(names);
 
   const config = loadConfigOrExit('projections:rebuild');
   const logLevel = config.logLevel ?? 'warn';
@@ -124,7 +122,7 @@ async function main(): Promise<void> {
         if (now !== told) {
           process.stdout.write(
             `waiting to empty the read models: ${now || 'another session'} still reads them (a ledger:verify, a checksum, a report?); ` +
-              `readers wait behind each try, so it steps aside every ${RESET_LOCK_WAIT_MS / 1000} s until they end (or stop them)\n`,
+              `it waits at most ${RESET_LOCK_WAIT_MS} ms at a time (readers queue behind it meanwhile) and tries again until they end (or stop them)\n`,
           );
         }
         told = now;

@@ -89,7 +89,11 @@ export class BalanceTransactionsController {
         .status(200)
         .header('content-type', CSV_CONTENT_TYPE)
         .header('content-disposition', csvAttachment(`balance-transactions-${filter.mode}${period}`))
-        .send(Readable.from(loggedWhenCutOff(this.csv(filter), reply.log, { export: 'balance-transactions', mode: filter.mode }), { objectMode: false }));
+        .send(
+          Readable.from(loggedWhenCutOff(this.csv(filter), reply.log, { export: 'balance-transactions', accountId: filter.accountId, mode: filter.mode }), {
+            objectMode: false,
+          }),
+        );
     }
     const page = await this.queries.execute(new ListBalanceTransactions(filter));
     return reply.status(200).send({

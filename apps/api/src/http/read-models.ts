@@ -71,7 +71,8 @@ export async function* loggedWhenCutOff<T>(body: AsyncIterable<T>, log: { warn(f
       yield chunk;
     }
   } catch (error) {
-    log.warn({ ...fields, chunksSent: chunks, reason: (error as Error).message }, 'streamed answer cut off mid-body: the client has an incomplete file');
+    // Chunks produced, not received: the stream reads ahead of the socket. A client gone ends the body without an error: not logged.
+    log.warn({ ...fields, chunksProduced: chunks, reason: (error as Error).message }, 'streamed answer cut off mid-body: the client has an incomplete file');
     throw error;
   }
 }

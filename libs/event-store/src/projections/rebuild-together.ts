@@ -120,20 +120,26 @@ export async function announceRebuild(pool: Pool, projections: readonly Projecti
   );
 }
 
-/** How long a reset's TRUNCATE stands in its tables' lock queue (where every reader of them waits behind it) before it steps out. */
-export const RESET_LOCK_WAIT_MS = 2_000;
+/**
+ * How long a reset stands in its tables' lock queue (where every reader of them waits
+ * behind it) before it steps out: shorter than PostgreSQL's deadlock_timeout (1 s), so a
+ * reader that took one of the tables by its query and queued for another behind the
+ * reset is let through, not found in a deadlock.
+ */
+export const RESET_LOCK_WAIT_MS = 200;
 /** How long it then lets the readers through before it queues again. */
-const RESET_RETRY_MS = 1_000;
+const RESET_RETRY_MS = 500;
 
 /**
  * Empties the projections' tables, drops their secondary indexes and switches their
  * autovacuum off (both undone when each projection's pass ends: deferSecondaryIndexes,
- * deferAutovacuum) and moves their checkpoints back to zero, marked as being rebuilt,
- * counting the reset (`resets`), in one transaction. The caller holds every projection's
- * lock. A session still reading the tables (a `ledger:verify`, a checksum or a report
- * that locked them) makes the TRUNCATE wait, and every reader queues behind a waiting
- * TRUNCATE: so it waits at most RESET_LOCK_WAIT_MS at a time, tells `onWait` who holds
- * the tables, and tries again until they have let them go.
+ * deferAutovacuum) and moves their checkpoints back to zero, marked as being rebuilt, in
+ * one transaction (the TRUNCATE counts the reset: count_projection_reset). The caller
+ * holds every projection's lock. It first locks the tables, waiting at most
+ * RESET_LOCK_WAIT_MS: a session still reading them (a `ledger:verify`, a checksum, a
+ * report, a statement's page) would make it wait with every later reader queued behind
+ * it, or wait for it in a cycle. Not granted, it tells `onWait` who holds them and tries
+ * again until they have let them go.
  */
 export async function resetForRebuild(
   pool: Pool,
@@ -145,23 +151,26 @@ export async function resetForRebuild(
     try {
       await inTransaction(pool, async (tx) => {
         await tx.query(`SET LOCAL lock_timeout = ${RESET_LOCK_WAIT_MS}`);
+        if (tables.length > 0) await tx.query(`LOCK TABLE ${tables.join(', ')} IN ACCESS EXCLUSIVE MODE`);
+        await tx.query('SET LOCAL lock_timeout = 0');
         if (tables.length > 0) await tx.query(`TRUNCATE ${tables.join(', ')}`);
         for (const p of projections) {
           await deferSecondaryIndexes(tx, p.name, p.tables, p.primaryKeyBuiltAfterRebuild);
           await deferAutovacuum(tx, p.name, p.tables);
         }
         await tx.query(
-          `INSERT INTO projection_checkpoints (projection, commit_position, prepare_position, events_applied, updated_at, rebuild_started_at, resets)
-           SELECT projection, 0, 0, 0, now(), now(), 1 FROM unnest($1::text[]) AS p(projection)
+          `INSERT INTO projection_checkpoints (projection, commit_position, prepare_position, events_applied, updated_at, rebuild_started_at)
+           SELECT projection, 0, 0, 0, now(), now() FROM unnest($1::text[]) AS p(projection)
            ON CONFLICT (projection) DO UPDATE SET commit_position = 0, prepare_position = 0, events_applied = 0,
-             updated_at = now(), rebuild_started_at = coalesce(projection_checkpoints.rebuild_started_at, now()),
-             resets = projection_checkpoints.resets + 1`,
+             updated_at = now(), rebuild_started_at = coalesce(projection_checkpoints.rebuild_started_at, now())`,
           [projections.map((p) => p.name)],
         );
       });
       return;
     } catch (error) {
-      if ((error as { code?: unknown }).code !== '55P03') throw error;
+      // Not granted in time; or (should a reader still close a cycle with it) chosen as a deadlock's victim.
+      const code = (error as { code?: unknown }).code;
+      if (code !== '55P03' && code !== '40P01') throw error;
     }
     options.onWait?.(await tableHolders(pool, tables));
     await new Promise((resolve) => setTimeout(resolve, RESET_RETRY_MS));

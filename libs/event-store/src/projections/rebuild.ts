@@ -22,10 +22,10 @@ export async function resetProjection(pool: Pool, projection: Projection): Promi
   await inTransaction(pool, async (tx) => {
     if (projection.tables.length > 0) await tx.query(`TRUNCATE ${projection.tables.join(', ')}`);
     await tx.query(
-      `INSERT INTO projection_checkpoints (projection, commit_position, prepare_position, events_applied, updated_at, rebuild_started_at, resets)
-       VALUES ($1, 0, 0, 0, now(), now(), 1)
+      `INSERT INTO projection_checkpoints (projection, commit_position, prepare_position, events_applied, updated_at, rebuild_started_at)
+       VALUES ($1, 0, 0, 0, now(), now())
        ON CONFLICT (projection) DO UPDATE SET commit_position = 0, prepare_position = 0, events_applied = 0,
-         updated_at = now(), rebuild_started_at = now(), resets = projection_checkpoints.resets + 1`,
+         updated_at = now(), rebuild_started_at = now()`,
       [projection.name],
     );
   });

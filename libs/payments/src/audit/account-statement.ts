@@ -40,17 +40,17 @@ export interface AccountStatementReader {
 
 /**
  * Whether the account is known: a merchant account of the registry, or a ledger with
- * entries (ReadModelRebuildingError while the ledger is rebuilt: an emptied one knows none).
+ * entries; with the ledger's rebuild state read with them (an emptied ledger knows none:
+ * a reader that answers from the ledger refuses while it is rebuilt).
  */
-export async function accountKnown(pool: Pick<Pool, 'query'>, accountId: string): Promise<boolean> {
+export async function accountKnown(pool: Pick<Pool, 'query'>, accountId: string): Promise<{ known: boolean; rebuild: RebuildState }> {
   // The registry by its key (a uuid: an id of another shape is in no row of it); `id::text = $1` would read every row.
   const { rows } = await pool.query<{ known: boolean; rebuild: RebuildState }>(
     `SELECT EXISTS (SELECT 1 FROM accounts WHERE id = $2::uuid) OR EXISTS (SELECT 1 FROM ledger_entries WHERE account_id = $1) AS known,
             ${rebuildStateSql('$3')} AS rebuild`,
     [accountId, isUuid(accountId) ? accountId : null, LEDGER_MODEL],
   );
-  refuseRebuilt(LEDGER_MODEL, rows[0]!.rebuild);
-  return rows[0]!.known;
+  return rows[0]!;
 }
 
 export async function openAccountStatement(

@@ -5,7 +5,8 @@ import type { EventStore, Position } from '#event-store';
 import type { LedgerId, TrialBalance } from '#ledger';
 import { EVENT_STORE, READ_MODELS } from '../payments.tokens';
 import { LedgerBook } from '../ledger';
-import { AccountStatementReader, accountKnown, openAccountStatement } from './account-statement';
+import { refuseRebuilt } from '#event-store/projections';
+import { AccountStatementReader, accountKnown, LEDGER_MODEL, openAccountStatement } from './account-statement';
 import { reconcilePeriod, ReconciliationReport } from './reconciliation';
 import { trialBalanceFromLog } from './trial-balance';
 import { awaitPostedThrough, Follower, ReportedLedger } from './posted-through';
@@ -29,7 +30,9 @@ export class GetAccountStatementHandler implements IQueryHandler<GetAccountState
   constructor(@Inject(READ_MODELS) private readonly pool: Pool) {}
 
   async execute(query: GetAccountStatement): Promise<AccountStatementReader | null> {
-    if (!(await accountKnown(this.pool, query.ledger.accountId))) return null;
+    const account = await accountKnown(this.pool, query.ledger.accountId);
+    refuseRebuilt(LEDGER_MODEL, account.rebuild);
+    if (!account.known) return null;
     return openAccountStatement(this.pool, query.ledger, query.from, query.to);
   }
 }
@@ -52,7 +55,8 @@ export class IsAccountKnownHandler implements IQueryHandler<IsAccountKnown> {
   ) {}
 
   async execute(query: IsAccountKnown): Promise<boolean> {
-    return (await accountKnown(this.pool, query.ledger.accountId)) || (await this.ledgers.hasEntries(query.ledger));
+    // Not refused while the ledger is rebuilt: the log answers for a ledger the emptied read model does not know.
+    return (await accountKnown(this.pool, query.ledger.accountId)).known || (await this.ledgers.hasEntries(query.ledger));
   }
 }
 

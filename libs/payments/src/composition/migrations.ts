@@ -56,6 +56,7 @@ import {
 import { payoutIdsMigration, payoutOrderIdClaimedAtMigration, payoutRequestKeysMigration } from '../payouts/payout-ids.schema';
 import { ledgerCauseIndexMigration } from '../ledger/ledger-cause-index';
 import { foldedStateAsJsonMigration, readModelRowsMigration } from '../read-models/folded-row';
+import { readModelResetsCountedMigration } from '../read-models';
 import { auditSigningKeysMigration } from '../audit/signing-keys';
 import { merchantEventsMigration } from '../events/merchant-events';
 import { webhookEndpointHealthMigration } from '../webhooks/endpoint-health';
@@ -125,4 +126,5 @@ export const allMigrations: readonly Migration[] = [
   idempotencyKeysProjectBackfillMigration,
   idempotencyKeysProjectScopeMigration,
   projectionResetsMigration,
+  readModelResetsCountedMigration,
 ];
