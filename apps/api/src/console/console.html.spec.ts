@@ -81,6 +81,8 @@ describe("a receiver's reply under its attempt (excerpt)", () => {
     ['exactly as long as shown: no «…»', 5, 'abcde', 'abcde'],
     ['cut between graphemes: an accent is not left off its letter', 4, 'cafe\u0301', 'caf…'],
     ['cut between graphemes: a flag is not halved', 4, 'ab 🇷🇺 cd', 'ab …'],
+    ['a first grapheme longer than shown: its first code points', 5, `e${'\u0301'.repeat(10)}xyz`, `e${'\u0301'.repeat(4)}…`],
+    ['nothing', 5, '', ''],
     ['a flag that fits stays whole', 7, 'ab 🇷🇺 cd', 'ab 🇷🇺 c…'],
   ] as const)('%s', (_, max, body, shown) => {
     expect(excerpt(body, max)).toBe(shown);

@@ -128,13 +128,18 @@ const GRAPHEMES = new Intl.Segmenter(undefined, { granularity: 'grapheme' });
  * character as a visible \uXXXX (an override in it reverses nothing). Escape it for HTML after.
  */
 export function excerpt(text: string, max: number): string {
-  const line = text.replace(/\s+/g, ' ').trim();
+  // 2·max+2 code units hold max+1 code points: enough to decide the cut, whatever the length of the text.
+  const line = text
+    .replace(/\s+/g, ' ')
+    .trim()
+    .slice(0, 2 * max + 2);
   let shown = '';
   let count = 0;
   for (const { segment } of GRAPHEMES.segment(line)) {
     const size = [...segment].length;
     if (count + size > max) {
-      shown += '…';
+      // A first grapheme longer than max (a letter under many marks): its first code points.
+      shown = count === 0 ? `${[...segment].slice(0, max).join('')}…` : `${shown}…`;
       break;
     }
     shown += segment;

@@ -127,10 +127,12 @@ export const rebuildStateSql = (names: string) =>
       FROM projection_checkpoints WHERE projection = ANY(${names}::text[]))`;
 
 /**
- * Throws ReadModelRebuildingError when `state` marks one of `names`, or (`since`: the
- * state of the reader's first statement) when they have been emptied since.
+ * Throws ReadModelRebuildingError when `state`, a reader's first statement's, marks one
+ * of `names` (what it read may be emptied or part refilled); or, for a later statement
+ * (`since`: the first one's state), when they have been emptied since. A mark alone does
+ * not stop a reader under way: until the emptying, what it reads is whole.
  */
 export function refuseRebuilt(names: readonly string[], state: RebuildState, since?: RebuildState): void {
-  if (state.marked.length > 0) throw new ReadModelRebuildingError(state.marked);
+  if (since === undefined && state.marked.length > 0) throw new ReadModelRebuildingError(state.marked);
   if (since !== undefined && state.resets !== since.resets) throw new ReadModelRebuildingError(names);
 }

@@ -136,10 +136,11 @@ const RESET_RETRY_MS = 500;
  * deferAutovacuum) and moves their checkpoints back to zero, marked as being rebuilt, in
  * one transaction (the TRUNCATE counts the reset: count_projection_reset). The caller
  * holds every projection's lock. It first locks the tables, waiting at most
- * RESET_LOCK_WAIT_MS: a session still reading them (a `ledger:verify`, a checksum, a
- * report, a statement's page) would make it wait with every later reader queued behind
- * it, or wait for it in a cycle. Not granted, it tells `onWait` who holds them and tries
- * again until they have let them go.
+ * RESET_LOCK_WAIT_MS for each: a session still reading them (a `ledger:verify`, a
+ * checksum, a report, a statement's page) would make it wait with every later reader
+ * queued behind it, or wait for it in a cycle. Not granted, it tells `onWait` who holds
+ * them and tries again until they have let them go; when only autovacuum holds them, the
+ * next try waits past deadlock_timeout, after which PostgreSQL cancels the autovacuum.
  */
 export async function resetForRebuild(
   pool: Pool,
@@ -147,10 +148,12 @@ export async function resetForRebuild(
   options: { onWait?: (holders: readonly string[]) => void } = {},
 ): Promise<void> {
   const tables = projections.flatMap((p) => p.tables);
+  // Waiting past deadlock_timeout lets PostgreSQL cancel an autovacuum that holds a table: done when only autovacuum holds them.
+  let waitMs = RESET_LOCK_WAIT_MS;
   for (;;) {
     try {
       await inTransaction(pool, async (tx) => {
-        await tx.query(`SET LOCAL lock_timeout = ${RESET_LOCK_WAIT_MS}`);
+        await tx.query(`SET LOCAL lock_timeout = ${waitMs}`);
         if (tables.length > 0) await tx.query(`LOCK TABLE ${tables.join(', ')} IN ACCESS EXCLUSIVE MODE`);
         await tx.query('SET LOCAL lock_timeout = 0');
         if (tables.length > 0) await tx.query(`TRUNCATE ${tables.join(', ')}`);
@@ -172,21 +175,25 @@ export async function resetForRebuild(
       const code = (error as { code?: unknown }).code;
       if (code !== '55P03' && code !== '40P01') throw error;
     }
-    options.onWait?.(await tableHolders(pool, tables));
+    const holders = await tableHolders(pool, tables);
+    options.onWait?.(holders.map((h) => h.name));
+    waitMs = holders.length > 0 && holders.every((h) => h.autovacuum) ? holders[0]!.deadlockTimeoutMs + RESET_LOCK_WAIT_MS : RESET_LOCK_WAIT_MS;
     await new Promise((resolve) => setTimeout(resolve, RESET_RETRY_MS));
   }
 }
 
-/** The other sessions holding a lock on any of `tables`: `application_name (pid N)`. */
-async function tableHolders(pool: Pool, tables: readonly string[]): Promise<string[]> {
-  const { rows } = await pool.query<{ holder: string }>(
-    `SELECT DISTINCT coalesce(nullif(a.application_name, ''), 'a session') || ' (pid ' || a.pid || ')' AS holder
+/** The other sessions holding a lock on any of `tables`: `application_name (pid N)` (an autovacuum by its kind), and whether each is an autovacuum. */
+async function tableHolders(pool: Pool, tables: readonly string[]): Promise<{ name: string; autovacuum: boolean; deadlockTimeoutMs: number }[]> {
+  const { rows } = await pool.query<{ name: string; autovacuum: boolean; deadlock_timeout_ms: number }>(
+    `SELECT DISTINCT coalesce(nullif(a.application_name, ''), a.backend_type) || ' (pid ' || a.pid || ')' AS name,
+            a.backend_type = 'autovacuum worker' AS autovacuum,
+            (SELECT setting::int FROM pg_settings WHERE name = 'deadlock_timeout') AS deadlock_timeout_ms
        FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
       WHERE l.granted AND l.relation = ANY(SELECT to_regclass(t)::oid FROM unnest($1::text[]) AS t) AND a.pid <> pg_backend_pid()
       ORDER BY 1`,
     [tables],
   );
-  return rows.map((r) => r.holder);
+  return rows.map((r) => ({ name: r.name, autovacuum: r.autovacuum, deadlockTimeoutMs: r.deadlock_timeout_ms }));
 }
 
 /**

@@ -55,21 +55,22 @@ CREATE TABLE projection_handovers (
 };
 
 /**
- * How many times each projection's read model has been emptied (TRUNCATE), never
- * cleared: a reader that reads a model across several statements (a statement, an
+ * A count that grows each time a projection's read model is emptied with TRUNCATE (by
+ * one per table emptied), never cleared: a reader that reads a model across several statements (a statement, an
  * export) compares it with the count its first statement read, and so finds a rebuild
  * that began and ended between two of them. Counted by count_projection_reset, a
  * trigger AFTER TRUNCATE on each read-model table (payments:0056), in the emptying
- * transaction, whoever empties it (a rebuild, a migration, psql). The lock timeout: the
+ * transaction, whoever empties it as a role that may write the checkpoints (a rebuild, a
+ * migration, psql; a DELETE is not counted). The lock timeout: the
  * ALTER waits for a running ledger:verify or checksum, and everything that reads the
  * checkpoints would queue behind it; the start fails instead, and the next one retries.
  */
 export const projectionResetsMigration: Migration = {
   id: 'event-store:0012_projection_resets',
   sql: `
-SET LOCAL lock_timeout = '5s';
-ALTER TABLE projection_checkpoints ADD COLUMN resets bigint NOT NULL DEFAULT 0;
-CREATE FUNCTION count_projection_reset() RETURNS trigger LANGUAGE plpgsql AS $fn$
+SET LOCAL lock_timeout = '2s';
+ALTER TABLE projection_checkpoints ADD COLUMN IF NOT EXISTS resets bigint NOT NULL DEFAULT 0;
+CREATE OR REPLACE FUNCTION count_projection_reset() RETURNS trigger LANGUAGE plpgsql AS $fn$
 BEGIN
   INSERT INTO projection_checkpoints (projection, resets) VALUES (TG_ARGV[0], 1)
   ON CONFLICT (projection) DO UPDATE SET resets = projection_checkpoints.resets + 1;

@@ -54,14 +54,14 @@ export const readModelResetsCountedMigration: Migration = {
   id: 'payments:0056_read_model_resets_counted',
   sql: `
 SET LOCAL lock_timeout = '5s';
-CREATE TRIGGER stream_catalog_reset_counted AFTER TRUNCATE ON stream_catalog FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('stream_catalog');
-CREATE TRIGGER ledger_postings_reset_counted AFTER TRUNCATE ON ledger_postings FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('ledger');
-CREATE TRIGGER ledger_entries_reset_counted AFTER TRUNCATE ON ledger_entries FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('ledger');
-CREATE TRIGGER ledger_balances_reset_counted AFTER TRUNCATE ON ledger_balances FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('ledger');
-CREATE TRIGGER ledger_open_holds_reset_counted AFTER TRUNCATE ON ledger_open_holds FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('ledger');
-CREATE TRIGGER invoices_reset_counted AFTER TRUNCATE ON invoices FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('invoices');
-CREATE TRIGGER refunds_reset_counted AFTER TRUNCATE ON refunds FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('refunds');
-CREATE TRIGGER payouts_reset_counted AFTER TRUNCATE ON payouts FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('payouts');
+CREATE OR REPLACE TRIGGER stream_catalog_reset_counted AFTER TRUNCATE ON stream_catalog FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('stream_catalog');
+CREATE OR REPLACE TRIGGER ledger_postings_reset_counted AFTER TRUNCATE ON ledger_postings FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('ledger');
+CREATE OR REPLACE TRIGGER ledger_entries_reset_counted AFTER TRUNCATE ON ledger_entries FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('ledger');
+CREATE OR REPLACE TRIGGER ledger_balances_reset_counted AFTER TRUNCATE ON ledger_balances FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('ledger');
+CREATE OR REPLACE TRIGGER ledger_open_holds_reset_counted AFTER TRUNCATE ON ledger_open_holds FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('ledger');
+CREATE OR REPLACE TRIGGER invoices_reset_counted AFTER TRUNCATE ON invoices FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('invoices');
+CREATE OR REPLACE TRIGGER refunds_reset_counted AFTER TRUNCATE ON refunds FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('refunds');
+CREATE OR REPLACE TRIGGER payouts_reset_counted AFTER TRUNCATE ON payouts FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('payouts');
 `,
 };
 
