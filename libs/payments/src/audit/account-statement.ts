@@ -3,13 +3,10 @@ import { AccountBalances, LEDGER_ACCOUNTS, LedgerAccount, LedgerId, zeroAccountB
 import { isUuid } from '#domain';
 import { RebuildState, rebuildStateSql, refuseRebuilt } from '#event-store/projections';
 import { LedgerEntryDbRow, LedgerEntryRow, toLedgerEntryRow } from '../ledger';
-import { ledgerProjection } from '../ledger/ledger.read-model';
+import { LEDGER_MODEL } from '../ledger/ledger.read-model';
 
 /** Entries read per keyset page of a statement. */
 export const STATEMENT_PAGE = 500;
-
-/** The read model a statement reads, whose rebuild state each of its queries reads too. */
-export const LEDGER_MODEL: readonly string[] = [ledgerProjection.name];
 
 /**
  * A statement of one ledger over (from, to]: its opening balances (every entry that

@@ -5,10 +5,7 @@ import { balanceTransactionOf, balanceTransactionSource, payoutCauses } from '#l
 import type { BalanceTransactionType, EntryKind, Kopecks, LedgerMode, MerchantAccount } from '#ledger';
 import { RebuildState, rebuildStateSql, refuseRebuilt } from '#event-store/projections';
 import { READ_MODELS } from '../payments.tokens';
-import { ledgerProjection } from './ledger.read-model';
-
-/** The read model the list reads, whose rebuild state each page reads with its rows. */
-const LEDGER_MODEL: readonly string[] = [ledgerProjection.name];
+import { LEDGER_MODEL } from './ledger.read-model';
 
 /** A page of a ledger's balance transactions, with the ledger's rebuild state its query read. */
 export interface BalanceTransactionsPage {

@@ -272,6 +272,9 @@ export const ledgerProjection: Projection = {
   },
 };
 
+/** The ledger read model, as the readers that read its rebuild state name it (rebuildStateSql). */
+export const LEDGER_MODEL: readonly string[] = [ledgerProjection.name];
+
 interface EntryOfBatch {
   readonly event: RecordedEvent;
   readonly ledger: LedgerId;

@@ -6,7 +6,8 @@ import { extendLogCheckpoints, logCheckpointAt, PostgresEventStore } from '#even
 import { RebuildState, rebuildStateSql, refuseRebuilt } from '#event-store/projections';
 import { balanceMovementsOf, formatMoney, LedgerId, StatementBalances } from '#ledger';
 import type { AccountBalances } from '#ledger';
-import { AuditSigningKeys, canonicalJcs, GetAccountStatement, LEDGER_MODEL } from '#payments/audit';
+import { AuditSigningKeys, canonicalJcs, GetAccountStatement } from '#payments/audit';
+import { LEDGER_MODEL } from '#payments/ledger';
 import type { Infrastructure } from '#payments/composition';
 import type { MerchantIdentity } from '#payments/merchants';
 import { AdminTokenGuard } from '../../http/auth/admin-token.guard';
