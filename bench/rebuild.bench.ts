@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import { Client, Pool } from 'pg';
 import { COMMAND_SESSION_LIMITS, createPool, readBinaryCopy } from '#platform/database';
 import { PostgresEventStore } from '#event-store';
-import { Projection, ProjectionRunner, readCheckpoint, resetProjection } from '#event-store/projections';
+import { Projection, ProjectionRunner, readCheckpoint, resetForRebuild } from '#event-store/projections';
 import { comparePositions } from '#event-store';
 import { allProjections, readModelChecksums } from '#payments/read-models';
 import type { BenchContext, BenchSection } from './run';
@@ -296,7 +296,7 @@ async function ownDatabase(serverUrl: string): Promise<{ url: string; drop(): Pr
 /** The baseline: a projection reset and built again by a runner of its own, from zero to the head of the log. */
 async function rebuildWithRunner(pool: Pool, store: PostgresEventStore, projection: Projection): Promise<void> {
   const head = await store.headPosition();
-  await resetProjection(pool, projection);
+  await resetForRebuild(pool, [projection], { keepIndexes: true });
   const runner = new ProjectionRunner(pool, store, projection, { standbyRetryMs: 500 });
   runner.start();
   try {

@@ -9,7 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { STREAM_APPEND_LOCK_NAMESPACE } from '#event-store/postgres';
-import { advanceCheckpoint, ensureCheckpoint, readCheckpointPositions, resetProjection, ZERO } from '#event-store/projections';
+import { advanceCheckpoint, ensureCheckpoint, readCheckpointPositions, resetForRebuild, ZERO } from '#event-store/projections';
 import { refundsProjection } from '#payments/refunds';
 import { awaitPostedThrough, LEDGER_POSTERS, POSTED_WAIT_MS, REPORTED_READ_MODELS } from '#payments/audit';
 import type { Follower, ReportedLedger } from '#payments/audit';
@@ -304,7 +304,7 @@ describe('awaitPostedThrough', () => {
       ]);
       const answered = awaitPostedThrough(db.pool, store, new Date(), at, [], { waitMs: 1_500 });
       await sleep(300);
-      await resetProjection(db.pool, refundsProjection);
+      await resetForRebuild(db.pool, [refundsProjection], { keepIndexes: true });
       // Old: answered true once the table was empty, the request before the instant not yet projected again.
       expect(await answered).toBe(false);
     }));
@@ -318,7 +318,7 @@ describe('awaitPostedThrough', () => {
         query: async (text: string, values?: unknown[]) => {
           if (!rebuilt && text.includes("FROM refunds WHERE status = 'requested'")) {
             rebuilt = true;
-            await resetProjection(db.pool, refundsProjection);
+            await resetForRebuild(db.pool, [refundsProjection], { keepIndexes: true });
           }
           return db.pool.query(text, values);
         },
@@ -339,7 +339,7 @@ describe('awaitPostedThrough', () => {
           if (rebuilt || !text.includes("FROM refunds WHERE status = 'requested'")) return db.pool.query(text, values);
           rebuilt = true;
           const saved = (await db.pool.query('SELECT * FROM refunds')).rows[0] as Record<string, unknown>;
-          await resetProjection(db.pool, refundsProjection);
+          await resetForRebuild(db.pool, [refundsProjection], { keepIndexes: true });
           const answer = await db.pool.query(text, values);
           // The refill: the same row again, the checkpoint back at the head.
           await db.pool.query(

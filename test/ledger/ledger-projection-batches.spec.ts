@@ -9,7 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { PostgresEventStore, RecordedEvent } from '#event-store';
-import { rebuildProjectionsTogether, resetProjection } from '#event-store/projections';
+import { rebuildProjectionsTogether, resetForRebuild } from '#event-store/projections';
 import { inTransaction } from '#platform/database';
 import type { LedgerId } from '#ledger';
 import type { LedgerRequest } from '#payments/ledger';
@@ -106,7 +106,7 @@ describe('the batched ledger projection', () => {
 
     // Random batch sizes, through the runner.
     const batchSize = rng.int(2, 200);
-    await resetProjection(db.pool, ledgerProjection);
+    await resetForRebuild(db.pool, [ledgerProjection], { keepIndexes: true });
     await projectToHead(db.pool, store, ledgerProjection, batchSize);
     expect({ batchSize, tables: await ledgerChecksums() }).toEqual({ batchSize, tables: oneByOne });
 

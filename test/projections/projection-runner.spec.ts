@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { PoolClient } from 'pg';
 import { comparePositions, Position, PostgresEventStore, RecordedEvent } from '#event-store';
-import { Projection, ProjectionRunner, Reactor, readCheckpoint, resetProjection } from '#event-store/projections';
+import { Projection, ProjectionRunner, Reactor, readCheckpoint, resetForRebuild } from '#event-store/projections';
 import { createPool } from '#platform/database';
 import { streamCatalogProjection } from '#payments/read-models';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
@@ -332,7 +332,7 @@ describe('stream catalog and rebuild', () => {
     expect(row.rows[0]).toMatchObject({ category: 'catalog', event_count: '3', last_revision: '2', last_event_type: 'Step2' });
     const liveSum = await checksum();
 
-    await resetProjection(db.pool, streamCatalogProjection);
+    await resetForRebuild(db.pool, [streamCatalogProjection], { keepIndexes: true });
     expect((await db.pool.query('SELECT count(*)::int AS n FROM stream_catalog')).rows[0].n).toBe(0);
     const again = new ProjectionRunner(db.pool, store, streamCatalogProjection, { batchSize: 4 });
     again.start();

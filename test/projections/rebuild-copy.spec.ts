@@ -8,7 +8,7 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { matchesFilter, PostgresEventStore, RecordedEvent } from '#event-store';
-import { rebuildProjectionsTogether, resetProjection } from '#event-store/projections';
+import { rebuildProjectionsTogether, resetForRebuild } from '#event-store/projections';
 import { inTransaction } from '#platform/database';
 import { loadConfig } from '#payments/composition';
 import {
@@ -79,7 +79,7 @@ describe('a rebuild that writes its pages by COPY', () => {
   it('a large batch applied again changes nothing; one whose entries are partly stored writes only the others (savepoint fallback)', async () => {
     const events = (await store.readAll({ maxCount: 100_000 })).filter((e) => matchesFilter(ledgerProjection.filter, e));
     expect(events.length).toBeGreaterThan(2 * LEDGER_COPY_MIN_ENTRIES);
-    await resetProjection(db.pool, ledgerProjection);
+    await resetForRebuild(db.pool, [ledgerProjection], { keepIndexes: true });
     // The first part of the history (by COPY: a large batch), then all of it in one large batch, then all of it again.
     const part = LEDGER_COPY_MIN_ENTRIES + Math.floor((events.length - LEDGER_COPY_MIN_ENTRIES) / 2);
     await inTransaction(db.pool, (tx) => ledgerProjection.apply(tx, events.slice(0, part), undefined));
@@ -92,7 +92,7 @@ describe('a rebuild that writes its pages by COPY', () => {
   it('the stream catalog: a large batch of begun streams applied again changes nothing (savepoint fallback)', async () => {
     const events = await store.readAll({ maxCount: 100_000 });
     const tables = [...streamCatalogProjection.tables];
-    await resetProjection(db.pool, streamCatalogProjection);
+    await resetForRebuild(db.pool, [streamCatalogProjection], { keepIndexes: true });
     await inTransaction(db.pool, (tx) => streamCatalogProjection.apply(tx, events.slice(0, Math.floor(events.length / 2)), undefined));
     await inTransaction(db.pool, (tx) => streamCatalogProjection.apply(tx, events, undefined));
     await inTransaction(db.pool, (tx) => streamCatalogProjection.apply(tx, events, undefined));
@@ -103,7 +103,7 @@ describe('a rebuild that writes its pages by COPY', () => {
     for (const projection of [invoicesProjection]) {
       const events = (await store.readAll({ maxCount: 100_000 })).filter((e) => matchesFilter(projection.filter, e));
       expect({ projection: projection.name, many: events.length > FOLD_COPY_MIN_ROWS }).toEqual({ projection: projection.name, many: true });
-      await resetProjection(db.pool, projection);
+      await resetForRebuild(db.pool, [projection], { keepIndexes: true });
       const half = Math.floor(events.length / 2);
       await inTransaction(db.pool, (tx) => projection.apply(tx, events.slice(0, half)));
       await inTransaction(db.pool, (tx) => projection.apply(tx, events));
@@ -194,14 +194,14 @@ describe('open holds by COPY', () => {
     const second = [...invoices, ...more].map((invoice, i) => payment(first.length + i, account, invoice, 5000 + i));
 
     // The same entries in small batches: the INSERT alone.
-    await resetProjection(db.pool, ledgerProjection);
+    await resetForRebuild(db.pool, [ledgerProjection], { keepIndexes: true });
     const all = [...first, ...second];
     for (let i = 0; i < all.length; i += 10) await inTransaction(db.pool, (tx) => ledgerProjection.apply(tx, all.slice(i, i + 10), undefined));
     const bySmallBatches = await holds();
     const ledgerTables = [...ledgerProjection.tables];
     const smallTables = await readModelChecksums(db.pool, ledgerTables);
 
-    await resetProjection(db.pool, ledgerProjection);
+    await resetForRebuild(db.pool, [ledgerProjection], { keepIndexes: true });
     await inTransaction(db.pool, (tx) => ledgerProjection.apply(tx, first, undefined));
     expect(Number((await db.pool.query('SELECT count(*) AS n FROM ledger_open_holds')).rows[0].n)).toBe(invoices.length);
     await inTransaction(db.pool, (tx) => ledgerProjection.apply(tx, second, undefined));

@@ -2,7 +2,6 @@ export * from './projection';
 export * from './reactor';
 export * from './checkpoints';
 export * from './projection-runner';
-export * from './rebuild';
 export * from './progress-bar';
 export * from './schema';
 export * from './apply-batch';

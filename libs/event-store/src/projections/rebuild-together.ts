@@ -8,7 +8,17 @@ import { advanceCheckpoint, CheckpointMovedError, ensureCheckpoint, readCheckpoi
 import { deferAutovacuum, deferSecondaryIndexes, restoreDeferredIndexes } from './deferred-indexes';
 import type { Projection } from './projection';
 import { HeldProjectionLocks } from './projection-locks';
-import type { RebuildProgress } from './rebuild';
+
+/** One projection's progress in a rebuild, for a progress bar. */
+export interface RebuildProgress {
+  readonly projection: string;
+  readonly eventsApplied: bigint;
+  /** Rough share of the log done, from log positions. */
+  readonly fraction: number;
+  readonly done: boolean;
+  /** False: computed from the log's table in SQL, in one statement (Projection.rebuildInDatabase), not read through the log page by page. */
+  readonly readsLog: boolean;
+}
 
 /** Log events read per page by a rebuild of several projections (each projection's batch is a page). */
 export const REBUILD_PAGE_EVENTS = 10_000;
@@ -141,11 +151,13 @@ const RESET_RETRY_MS = 500;
  * queued behind it, or wait for it in a cycle. Not granted, it tells `onWait` who holds
  * them and tries again until they have let them go; when only autovacuum holds them, the
  * next try waits past deadlock_timeout, after which PostgreSQL cancels the autovacuum.
+ * `keepIndexes`: for a projection's own runner to build again from zero (a test, the
+ * bench's baseline), which restores no deferred index.
  */
 export async function resetForRebuild(
   pool: Pool,
   projections: readonly Projection[],
-  options: { onWait?: (holders: readonly string[]) => void } = {},
+  options: { onWait?: (holders: readonly string[]) => void; keepIndexes?: boolean } = {},
 ): Promise<void> {
   const tables = projections.flatMap((p) => p.tables);
   // Waiting past deadlock_timeout lets PostgreSQL cancel an autovacuum that holds a table: done when only autovacuum holds them.
@@ -157,7 +169,7 @@ export async function resetForRebuild(
         if (tables.length > 0) await tx.query(`LOCK TABLE ${tables.join(', ')} IN ACCESS EXCLUSIVE MODE`);
         await tx.query('SET LOCAL lock_timeout = 0');
         if (tables.length > 0) await tx.query(`TRUNCATE ${tables.join(', ')}`);
-        for (const p of projections) {
+        for (const p of options.keepIndexes ? [] : projections) {
           await deferSecondaryIndexes(tx, p.name, p.tables, p.primaryKeyBuiltAfterRebuild);
           await deferAutovacuum(tx, p.name, p.tables);
         }
