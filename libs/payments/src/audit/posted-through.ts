@@ -65,6 +65,9 @@ export const REPORTED_READ_MODELS = {
   payouts: followerOf(payoutsProjection),
 } as const;
 
+/** Their tables. */
+export const REPORTED_TABLES: readonly string[] = [ledgerProjection, invoicesProjection, refundsProjection, payoutsProjection].flatMap((p) => p.tables);
+
 /**
  * Waits until no ledger entry dated at or before `at` is still to come, so that a report
  * as of `at` never changes afterwards (a signed statement least of all), in two steps:

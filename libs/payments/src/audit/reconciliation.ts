@@ -1,8 +1,8 @@
 import type { Pool, PoolClient } from 'pg';
 import { isUuid, payoutReservationId } from '#domain';
 import { RebuildState, rebuildStateSql, refuseRebuilt } from '#event-store/projections';
-import { REPORTED_READ_MODELS } from './posted-through';
-import { lockReadModelTables } from '../read-models/checksums';
+import { REPORTED_READ_MODELS, REPORTED_TABLES } from './posted-through';
+import { lockReadModelTables } from '../read-models/table-locks';
 import {
   causesExplainedBy,
   causesOfFlow,
@@ -180,9 +180,8 @@ function namedBy(cause: string): { readonly flow: 'invoice' | 'refund' | 'payout
   return null;
 }
 
-/** The read models reconciliation reads, and their tables its queries read (each locked before its snapshot). */
+/** The read models reconciliation reads (their tables locked before its snapshot). */
 const RECONCILED_MODELS = Object.values(REPORTED_READ_MODELS).map((m) => m.name);
-const RECONCILED_TABLES = ['invoices', 'refunds', 'payouts', 'ledger_entries', 'ledger_postings'];
 
 /**
  * Reconciles the period (from, to] from the read models, in one REPEATABLE READ
@@ -208,7 +207,7 @@ export async function reconcilePeriod(pool: Pick<Pool, 'connect'>, from: Date, t
   try {
     await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
     // Before the snapshot: a reset's TRUNCATE committed before it (its mark seen below) or waits for this to end.
-    await lockReadModelTables(client, RECONCILED_TABLES);
+    await lockReadModelTables(client, REPORTED_TABLES);
     const state = await client.query<{ rebuild: RebuildState }>(`SELECT ${rebuildStateSql('$1')} AS rebuild`, [RECONCILED_MODELS]);
     refuseRebuilt(RECONCILED_MODELS, state.rows[0]!.rebuild);
     const period: ReconciliationPeriod = { from: from.toISOString(), to: to.toISOString() };

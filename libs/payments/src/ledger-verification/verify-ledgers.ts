@@ -21,7 +21,8 @@ import {
   recentCausesOf,
 } from '#ledger';
 import { readCheckpoint } from '#event-store/projections';
-import { lockReadModelTables } from '../read-models/checksums';
+import { lockReadModelTables } from '../read-models/table-locks';
+import { ledgerProjection } from '../ledger/ledger.read-model';
 
 export interface VerifyProblem {
   readonly ledger: string;
@@ -385,7 +386,7 @@ function readModelSnapshot(pool: Pool): ReadModelSnapshot {
     pool,
     async (client) => {
       // Before the snapshot: the tables this transaction reads, with the checkpoint of the same moment.
-      await lockReadModelTables(client, ['ledger_balances', 'ledger_entries', 'ledger_postings']);
+      await lockReadModelTables(client, ledgerProjection.tables);
       const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
       taken({
         checkpoint: (await readCheckpoint(client, 'ledger'))?.position ?? { commit: 0n, prepare: 0n },

@@ -2,11 +2,7 @@ import type { Pool, PoolClient } from 'pg';
 import { inTransaction } from '#platform/database';
 import { Position, visibleLogHead } from '#event-store';
 import { readCheckpoint } from '#event-store/projections';
-import { invoicesProjection } from '../invoices/invoices.read-model';
-import { ledgerProjection } from '../ledger/ledger.read-model';
-import { payoutsProjection } from '../payouts/payouts.read-model';
-import { refundsProjection } from '../refunds/refunds.read-model';
-import { streamCatalogProjection } from '../streams/stream-catalog.read-model';
+import { lockReadModelTables, quoteIdentifier as quote, READ_MODEL_TABLES } from './table-locks';
 
 /** One read-model table's content, summed up. */
 export interface TableChecksum {
@@ -16,22 +12,11 @@ export interface TableChecksum {
   readonly md5: string;
 }
 
-/** Every table the read-model projections write (what projections:rebuild empties and rebuilds). */
-export const READ_MODEL_TABLES: readonly string[] = [
-  streamCatalogProjection,
-  ledgerProjection,
-  invoicesProjection,
-  refundsProjection,
-  payoutsProjection,
-].flatMap((p) => p.tables);
-
 interface Column {
   readonly name: string;
   readonly identity: boolean;
   readonly json: boolean;
 }
-
-const quote = (identifier: string): string => `"${identifier.replace(/"/g, '""')}"`;
 
 /**
  * A checksum of each read-model table, to compare a live read model with a rebuilt
@@ -53,20 +38,6 @@ export async function readModelChecksums(pool: Pool, tables: readonly string[] =
     },
     { isolation: 'REPEATABLE READ', readOnly: true },
   );
-}
-
-/**
- * ACCESS SHARE on `tables`, as a transaction's first statement (LOCK takes no snapshot):
- * a rebuild's TRUNCATE, which is not MVCC-safe, has then committed before the snapshot
- * or waits for the transaction's end, instead of making a table read after it read
- * empty beside what was read before it. In READ_MODEL_TABLES' order, the order a reset
- * truncates them in (projections:rebuild sorts the models it resets): a reader queued
- * behind a TRUNCATE holds no table the TRUNCATE still needs.
- */
-export async function lockReadModelTables(client: Pick<PoolClient, 'query'>, tables: readonly string[]): Promise<void> {
-  const rank = (t: string) => (READ_MODEL_TABLES.includes(t) ? READ_MODEL_TABLES.indexOf(t) : READ_MODEL_TABLES.length);
-  const ordered = [...tables].sort((a, b) => rank(a) - rank(b));
-  if (ordered.length > 0) await client.query(`LOCK TABLE ${ordered.map(quote).join(', ')} IN ACCESS SHARE MODE`);
 }
 
 /** Where a projection's read model stands in the log. */

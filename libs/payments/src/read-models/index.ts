@@ -13,9 +13,6 @@ export * from '../refunds/refunds.read-model';
 export * from '../payouts/payouts.read-model';
 export * from '../ledger/ledger-cause-index';
 
-/** Every projection the projector runs, by name. */
-export const allProjections: readonly Projection[] = [streamCatalogProjection, ledgerProjection, invoicesProjection, refundsProjection, payoutsProjection];
-
 /**
  * How `projections:rebuild` shares the read models between passes that run at once,
  * each on a thread of its own reading only its part of the log (decision 0095). A
@@ -39,13 +36,6 @@ export function rebuildPassesOf(selected: readonly Projection[]): Projection[][]
 }
 
 /**
- * The read models named, in allProjections' order whatever the order named (every one
- * when none is): a reset then takes their tables in the order every snapshot reader
- * locks them (lockReadModelTables).
- */
-export const projectionsNamed = (names: readonly string[]): Projection[] => allProjections.filter((p) => names.length === 0 || names.includes(p.name));
-
-/**
  * Every emptying of a read-model table counted for its projection (projection_checkpoints.resets,
  * event-store:0012), in the emptying transaction. A table added to a read model later gets its
  * trigger in the migration that creates it (a test checks that each has one).
@@ -65,5 +55,6 @@ CREATE OR REPLACE TRIGGER payouts_reset_counted AFTER TRUNCATE ON payouts FOR EA
 `,
 };
 
+export * from './table-locks';
 export * from './checksums';
 export * from './folded-row';
