@@ -23,7 +23,8 @@ import { toApiError, wroteNothing } from '../../apps/api/src/http/errors/error.f
 import { loggedWhenCutOff } from '../../apps/api/src/http/read-models';
 import { appendLedgerHistory, freshPayments } from '../support/ledger-history';
 import { projectToHead, visibleHead } from '../support/project-to-head';
-import { poll } from '../support/merchant-fixtures';
+import { request as httpRequest, IncomingMessage } from 'node:http';
+import { logLinesWith, poll, startInvoiceGateway } from '../support/merchant-fixtures';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 /** The sessions of the database other than `client`'s that wait for a table's lock. */
@@ -396,4 +397,59 @@ describe('a reset while a reader still holds the tables', () => {
     await reset;
     expect((await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM ledger_balances')).rows[0]!.n).toBe(0);
   }, 60_000);
+});
+
+// The CSV's pages read the ledger's rebuild state of its first page (`since`): the route must hand it on, page to page.
+describe('a merchant downloading the balance-transactions CSV while the ledger is emptied', () => {
+  it('gets a file cut off, never a clean end with rows missing, and the gateway logs the cut', async () => {
+    const gw = await startInvoiceGateway();
+    try {
+      const merchant = await gw.operator.merchant();
+      // More pages (1,000 rows) than the sockets buffer while the client does not read: the export waits mid-file.
+      const ENTRIES = 60_000;
+      const id = (n: string) => `('20000000-0000-4000-8000-' || lpad(${n}::text, 12, '0'))::uuid`;
+      await gw.db.pool.query(
+        `INSERT INTO ledger_entries (entry_id, account_id, mode, seq, kind, cause, occurred_at, log_position)
+         SELECT ${id('n')}, $1, 'test', n, 'payment_recorded', 'payment:inv-' || n, '2025-01-01T00:00:00Z'::timestamptz + n * interval '1 minute', '0/' || n
+         FROM generate_series(1, ${ENTRIES}) AS n`,
+        [merchant.accountId],
+      );
+      await gw.db.pool.query(
+        `INSERT INTO ledger_postings (entry_id, ordinal, account, amount, balance_after)
+         SELECT ${id('n')}, o, CASE o WHEN 0 THEN 'available' ELSE 'acquiring_clearing' END, CASE o WHEN 0 THEN n ELSE -n END,
+                CASE o WHEN 0 THEN n * (n + 1) / 2 ELSE -n * (n + 1) / 2 END
+         FROM generate_series(1::bigint, ${ENTRIES}) AS n, generate_series(0, 1) AS o`,
+      );
+      const requestId = `csv-cut-${merchant.accountId}`;
+      const response = await new Promise<IncomingMessage>((resolve, reject) => {
+        const request = httpRequest(`${gw.baseUrl}/v1/balance/transactions?format=csv`, {
+          agent: false,
+          headers: { authorization: `Bearer ${merchant.keys.test.secretKey}`, 'x-request-id': requestId },
+        });
+        request.once('response', (r) => (r.pause(), resolve(r)));
+        request.once('error', reject);
+        request.end();
+      });
+      expect(response.statusCode).toBe(200);
+      // The export has sent what the sockets take and waits; the ledger is emptied by hand (counted as a reset).
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      await gw.db.pool.query('TRUNCATE ledger_postings, ledger_entries, ledger_balances');
+      let rows = -1; // the header
+      let cut: unknown = null;
+      try {
+        for await (const chunk of response) rows += String(chunk).split('\n').length - 1;
+      } catch (error) {
+        cut = error;
+      }
+      // Old (the route not handing the state on): a clean end, tens of thousands of rows short.
+      expect({ cut: cut !== null, whole: rows === ENTRIES }).toEqual({ cut: true, whole: false });
+      await poll(
+        async () => logLinesWith(gw.gateway, requestId).filter((l) => /streamed answer cut off mid-body/.test(String(l.msg))).length,
+        (n) => n === 1,
+        'the cut to be logged',
+      );
+    } finally {
+      await gw.close();
+    }
+  }, 120_000);
 });
