@@ -1,5 +1,5 @@
 /**
- * The plans append_event_group keeps (event-store:0008). PL/pgSQL caches the plan of each
+ * The plans append_event_group keeps (event-store:0001). PL/pgSQL caches the plan of each
  * statement of a function per session, and after five calls it may keep a generic plan
  * made from the statistics of that moment. A gateway starts on an empty (or young) log:
  * the duplicate-id check planned then as a scan of the whole events table was kept by the

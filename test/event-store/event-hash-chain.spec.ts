@@ -2,8 +2,7 @@
  * The hash chain of the PostgreSQL event store (docs/audit-log.md): the append path
  * (SQL, event_chain_hashes) and the TypeScript definition (chainContent over
  * canonicalJson) give the same hashes byte for byte; canonicalJson is PostgreSQL's
- * jsonb text for any JSON value; the migration gives a log written without chains the
- * chains the append path would have written; the checkpoint follows the log.
+ * jsonb text for any JSON value; the checkpoint follows the log.
  */
 import { createHash, randomUUID } from 'node:crypto';
 import fc from 'fast-check';
@@ -24,8 +23,6 @@ import {
   RunningLogHash,
   verifyEventLog,
 } from '#event-store';
-import { migrate } from '#platform/database';
-import { allMigrations } from '#payments/composition';
 import { visibleHead } from '../support/project-to-head';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
@@ -243,68 +240,6 @@ describe('the append path writes the chain TypeScript computes', () => {
     expect(await storedHashes(db.pool, stream)).toEqual(expectedHashes(stream, asAppended));
     const report = await verifyEventLog(db.pool);
     expect(report.problems).toEqual([]);
-  });
-});
-
-describe('the migration gives an old log its chains', () => {
-  it('equal to what the append path writes for the same events', async () => {
-    const before = allMigrations.findIndex((m) => m.id === 'event-store:0005_event_hash_chain');
-    const old = await createTestDatabase({ migrate: false });
-    try {
-      await migrate(old.pool, allMigrations.slice(0, before));
-      // The history as the old append path wrote it: no chain hash, no chain head.
-      const streams = [`order-${randomUUID()}`, `ledger-${randomUUID()}`, `payout-${randomUUID()}`];
-      const history = streams.map((s, n) => ({
-        stream: s,
-        events: Array.from({ length: 3 + n }, (_, i) =>
-          event(`Step${i}`, { i, amount: (i + 1) * 1_000, note: `шаг ${i}`, x: i === 2 ? 1e-7 : i }, { by: 'test' }),
-        ),
-      }));
-      for (let i = 0; i < 5; i++) {
-        for (const { stream, events } of history) {
-          const e = events[i];
-          if (!e) continue;
-          await old.pool.query(`INSERT INTO event_streams (stream_name, revision) VALUES ($1, $2) ON CONFLICT (stream_name) DO UPDATE SET revision = $2`, [
-            stream,
-            i,
-          ]);
-          await old.pool.query(`INSERT INTO events (stream_name, stream_revision, event_id, event_type, data, metadata) VALUES ($1, $2, $3, $4, $5, $6)`, [
-            stream,
-            i,
-            e.id,
-            e.type,
-            JSON.stringify(e.data),
-            JSON.stringify(e.metadata ?? {}),
-          ]);
-        }
-      }
-      expect(await migrate(old.pool, allMigrations)).toEqual(allMigrations.slice(before).map((m) => m.id));
-
-      // The same history appended by the append path, on a fresh store.
-      const fresh = await createTestDatabase();
-      const freshStore = new PostgresEventStore(fresh.pool);
-      try {
-        for (const { stream, events } of history) {
-          for (const e of events) await freshStore.appendToStream(stream, [e]);
-          const migrated = await storedHashes(old.pool, stream);
-          expect(migrated).toHaveLength(events.length);
-          expect(migrated).toEqual(await storedHashes(fresh.pool, stream));
-          expect(migrated).toEqual(expectedHashes(stream, events));
-        }
-        // And the migrated log goes on: a new append chains from the migrated head, and it verifies.
-        const oldStore = new PostgresEventStore(old.pool);
-        const next = event('After', { migrated: true });
-        await oldStore.appendToStream(history[0]!.stream, [next]);
-        await oldStore.close();
-        expect(await storedHashes(old.pool, history[0]!.stream)).toEqual(expectedHashes(history[0]!.stream, [...history[0]!.events, next]));
-        expect((await verifyEventLog(old.pool)).problems).toEqual([]);
-      } finally {
-        await freshStore.close();
-        await fresh.drop();
-      }
-    } finally {
-      await old.drop();
-    }
   });
 });
 

@@ -53,7 +53,7 @@ describe('PostgreSQL event store specifics', () => {
     // Transaction A takes its global position first and stays open...
     const slow = await local.pool.connect();
     await slow.query('BEGIN');
-    // (Every event carries its chain hash, NOT NULL since event-store:0005: computed as the append path does.)
+    // (Every event carries its chain hash, NOT NULL: computed as the append path does.)
     const earlyId = randomUUID();
     const earlyHashes = `event_chain_hashes(NULL, 'order-early', 0, jsonb_build_array(jsonb_build_object('id', $1::text, 'type', 'Early', 'data', '{}'::jsonb, 'metadata', '{}'::jsonb)))`;
     await slow.query(`INSERT INTO event_streams (stream_name, revision, chain_hashes) VALUES ('order-early', 0, ${earlyHashes})`, [earlyId]);

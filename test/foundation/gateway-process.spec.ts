@@ -622,7 +622,7 @@ describe('the gateway against a DATABASE_URL', () => {
       // An event appended by anyone reaches the projector process's read model.
       const pool = new Pool({ connectionString: db.url });
       try {
-        // (With its chain hash, NOT NULL since event-store:0005, computed as the append path does.)
+        // (With its chain hash, NOT NULL, computed as the append path does.)
         const probeId = randomUUID();
         const hashes = `event_chain_hashes(NULL, 'probe-1', 0, '[{"id": "${probeId}", "type": "Probed", "data": {}, "metadata": {}}]')`;
         await pool.query(

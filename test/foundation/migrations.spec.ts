@@ -1,7 +1,5 @@
-import { Client } from 'pg';
 import { checkMigrated, createPool, migrate, MigrationError } from '#platform/database';
 import { allMigrations } from '#payments/composition';
-import { refundRequestsInLogMigration } from '#payments/refunds';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 describe('schema migrations', () => {
@@ -57,56 +55,6 @@ describe('schema migrations', () => {
     expect(table.rows[0].t).toBeNull();
     const row = await db.pool.query(`SELECT 1 FROM migrations_applied WHERE id = 'test:0001_broken'`);
     expect(row.rowCount).toBe(0);
-  });
-
-  it('an index of the events built concurrently: appends go on while it waits and builds; one left invalid is built again', async () => {
-    const fresh = await createTestDatabase({ migrate: false });
-    const writer = new Client({ connectionString: fresh.url, application_name: 'migration-test-writer' });
-    const appender = new Client({ connectionString: fresh.url, application_name: 'migration-test-appender' });
-    const index = refundRequestsInLogMigration.concurrentIndex!;
-    const valid = async () =>
-      (await fresh.pool.query<{ valid: boolean }>('SELECT indisvalid AS valid FROM pg_index WHERE indexrelid = to_regclass($1)', [index])).rows.map(
-        (r) => r.valid,
-      );
-    const append = (n: number) =>
-      appender.query(
-        `INSERT INTO events (stream_name, stream_revision, event_id, event_type, data, chain_hash) VALUES ('migration-test', $1, gen_random_uuid(), 'Appended', '{}', decode(repeat('00', 32), 'hex'))`,
-        [n],
-      );
-    try {
-      await migrate(
-        fresh.pool,
-        allMigrations.filter((m) => m !== refundRequestsInLogMigration),
-      );
-      await Promise.all([writer.connect(), appender.connect()]);
-      // A serving replica's transaction that writes the events, open while another replica starts and migrates.
-      await writer.query('BEGIN');
-      await writer.query('LOCK TABLE events IN ROW EXCLUSIVE MODE');
-      const migrating = migrate(fresh.pool, allMigrations);
-      migrating.catch(() => undefined);
-      for (let i = 0; ; i++) {
-        const waiting = await fresh.pool.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'CREATE INDEX%'`);
-        if (waiting.rowCount !== 0) break;
-        if (i > 200) throw new Error('the migration never waited for the open transaction');
-        await new Promise((resolve) => setTimeout(resolve, 25));
-      }
-      // An append meanwhile is not queued behind the build (a plain CREATE INDEX would hold it past this bound).
-      await appender.query('SET statement_timeout = 2000');
-      await append(0);
-      await writer.query('COMMIT');
-      expect(await migrating).toEqual([refundRequestsInLogMigration.id]);
-      expect(await valid()).toEqual([true]);
-
-      // A build cut short leaves the index invalid: the next start drops it and builds it again.
-      await fresh.pool.query('UPDATE pg_index SET indisvalid = false WHERE indexrelid = to_regclass($1)', [index]);
-      await fresh.pool.query('DELETE FROM migrations_applied WHERE id = $1', [refundRequestsInLogMigration.id]);
-      expect(await migrate(fresh.pool, allMigrations)).toEqual([refundRequestsInLogMigration.id]);
-      expect(await valid()).toEqual([true]);
-    } finally {
-      await writer.end().catch(() => undefined);
-      await appender.end().catch(() => undefined);
-      await fresh.drop();
-    }
   });
 
   it('are named <library>:<NNNN>_<name>, each once', async () => {

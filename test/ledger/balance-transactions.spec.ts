@@ -12,7 +12,6 @@ import { Client, expectError, expectStatus, InvoiceGateway, Json, Merchant, orde
 import { balanceOf, fromKopecks, paidInvoice, payoutAddress, PHONE, toKopecks, transition } from '../support/money-out-fixtures';
 import { fastCheckSeed, seededRandom } from '../support/test-seed';
 import { login, request } from '../console/console-fixture';
-import { balanceTransactionsMigration } from '#payments/ledger';
 
 const signed = (money: string): number => (money.startsWith('-') ? -toKopecks(money.slice(1)) : toKopecks(money));
 const total = (b: { available: string; pending: string; reserved: string }) => signed(b.available) + signed(b.pending) + signed(b.reserved);
@@ -260,20 +259,6 @@ describe('GET /v1/balance/transactions', () => {
     expect((await m.live.get('/v1/balance/transactions?from=2026-01-01T00:00:00.0000001Z&to=2026-01-01T00:00:00.000000100Z')).body).toMatchObject({
       items: [],
     });
-  });
-
-  it("the migration seeds what the projection writes: each posting's balance after it, each held payment's end of hold", async () => {
-    const q = (sql: string) => gw.db.pool.query(sql).then((r) => r.rows);
-    const postings = await q('SELECT entry_id, ordinal, balance_after FROM ledger_postings ORDER BY entry_id, ordinal');
-    const holds = await q(`SELECT entry_id, available_at FROM ledger_entries WHERE available_at IS NOT NULL ORDER BY entry_id`);
-    expect(holds.length).toBeGreaterThan(0);
-    await q('UPDATE ledger_postings SET balance_after = NULL; UPDATE ledger_entries SET available_at = NULL');
-    for (const statement of balanceTransactionsMigration.sql.split(';').filter((s) => s.trim().startsWith('UPDATE'))) await q(statement);
-    expect(await q('SELECT entry_id, ordinal, balance_after FROM ledger_postings ORDER BY entry_id, ordinal')).toEqual(postings);
-    // Every hold here was released: the seed knows the release's time, at or after the scheduled end.
-    const seeded = await q(`SELECT entry_id, available_at FROM ledger_entries WHERE available_at IS NOT NULL ORDER BY entry_id`);
-    expect(seeded.map((h) => h.entry_id)).toEqual(holds.map((h) => h.entry_id));
-    seeded.forEach((h, i) => expect(h.available_at.getTime()).toBeGreaterThanOrEqual(holds[i].available_at.getTime()));
   });
 
   it('a CSV of 100,000 rows streams in flat memory', async () => {

@@ -1,5 +1,4 @@
-import type { Pool } from 'pg';
-import { projectWebhookSettingsMigration, Registry, WEBHOOK_EVENTS } from '#payments/merchants';
+import { Registry, WEBHOOK_EVENTS } from '#payments/merchants';
 
 type CreatedProject = Awaited<ReturnType<Registry['createProject']>>['project'];
 
@@ -24,19 +23,4 @@ export async function webhookProject(registry: Registry, now: Date, webhookUrl =
     now,
   );
   return project;
-}
-
-/**
- * Runs `write` (projects made through today's Registry) on a database migrated only up to
- * an older migration: the Registry also writes project_webhook_settings
- * (payments:0046), which is made for the call and dropped after it, so that the upgrade
- * under test then creates and fills it from `projects` as on a deployed database.
- */
-export async function onOlderSchema<T>(pool: Pick<Pool, 'query'>, write: () => Promise<T>): Promise<T> {
-  await pool.query(projectWebhookSettingsMigration.sql);
-  try {
-    return await write();
-  } finally {
-    await pool.query('DROP TABLE project_webhook_settings');
-  }
 }

@@ -26,10 +26,8 @@ import {
   webhookSignature,
   webhookTimestampedSignature,
 } from '#payments/webhooks';
-import { migrate } from '#platform/database';
-import { allMigrations } from '#payments/composition';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
-import { onOlderSchema, webhookProject } from '../support/webhook-project';
+import { webhookProject } from '../support/webhook-project';
 import { emptyWebhookTables, queued } from '../support/webhook-queue';
 
 let db: TestDatabase;
@@ -835,67 +833,6 @@ describe('a batch recorded in one statement', () => {
       }
       // The next round starts from delivered rows made due again.
       for (const id of ids) await resendDelivery(db.pool, id, clock.now());
-    }
-  });
-});
-
-describe('payments:0027_webhook_attempts_recorded on a database with history', () => {
-  it('counts the history already there: the next attempt is numbered after it', async () => {
-    const old = await createTestDatabase({ migrate: false });
-    try {
-      // The schema as it was before 0027 (the later migrations come after it).
-      const at0027 = allMigrations.findIndex((m) => m.id === 'payments:0027_webhook_attempts_recorded');
-      await migrate(old.pool, allMigrations.slice(0, at0027));
-      const oldRegistry = new Registry(old.pool, new SecretBox(fixedKeys([randomBytes(32)])));
-      const project = await onOlderSchema(old.pool, () => webhookProject(oldRegistry, clock.now()));
-      const [withHistory, without] = [randomUUID(), randomUUID()];
-      for (const id of [withHistory, without]) {
-        await old.pool.query(
-          `INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, attempts_made, next_attempt_at, created_at)
-           VALUES ($1, $2, 'invoice.paid', $3, 'https://shop.example/hooks', '{}', true, 'pending', $4, $5, $5)`,
-          [id, randomUUID(), project.id, id === withHistory ? 2 : 0, clock.now()],
-        );
-      }
-      // Three attempts before the migration: two counted, one superseded.
-      for (const [attempt, superseded] of [
-        [1, false],
-        [2, true],
-        [3, false],
-      ] as const) {
-        await old.pool.query(
-          `INSERT INTO webhook_attempts (delivery_id, attempt, at, status_code, body, duration_ms, error, superseded) VALUES ($1, $2, $3, 500, 'нет', 5, null, $4)`,
-          [withHistory, attempt, clock.now(), superseded],
-        );
-      }
-      expect(await migrate(old.pool, allMigrations)).toEqual(allMigrations.slice(at0027).map((m) => m.id));
-      const poster = heldPoster();
-      const outcomes: WebhookAttemptOutcome[] = [];
-      const dispatcher = new WebhookDispatcher(old.pool, oldRegistry, clock, {
-        concurrency: 8,
-        slowStart: false,
-        allowPrivateNetworks: false,
-        client: poster,
-        onAttempt: (o) => outcomes.push(o),
-      });
-      expect(await dispatcher.tick()).toBe(2);
-      await until(() => poster.posted.length === 2, 'two attempts');
-      for (const p of poster.posted) p.answer({ statusCode: 500, body: 'снова', durationMs: 3, error: null });
-      await dispatcher.drain();
-      expect(outcomes).toEqual(['retry', 'retry']);
-      const attempts = await old.pool.query<{ delivery_id: string; attempt: number }>(
-        'SELECT delivery_id, attempt FROM webhook_attempts ORDER BY delivery_id, attempt',
-      );
-      expect(attempts.rows.filter((r) => r.delivery_id === withHistory).map((r) => r.attempt)).toEqual([1, 2, 3, 4]);
-      expect(attempts.rows.filter((r) => r.delivery_id === without).map((r) => r.attempt)).toEqual([1]);
-      // The third counted attempt: the schedule's third delay (30 min).
-      const row = await old.pool.query<{ attempts_made: number; next_attempt_at: Date }>(
-        'SELECT attempts_made, next_attempt_at FROM webhook_deliveries WHERE id = $1',
-        [withHistory],
-      );
-      expect(row.rows[0]!.attempts_made).toBe(3);
-      expect(row.rows[0]!.next_attempt_at.getTime()).toBe(now + 1800_000);
-    } finally {
-      await old.drop();
     }
   });
 });

@@ -349,7 +349,7 @@ describe('leases of the claims', () => {
 });
 
 describe('the queue’s pages', () => {
-  it('a claim’s lease updates stay on their pages as heap-only tuples (no new index entries) on pages filled since payments:0030', async () => {
+  it('a claim’s lease updates stay on their pages as heap-only tuples (no new index entries)', async () => {
     // One URL's cap of deliveries of 300 bytes each, as a dispatcher claims them.
     await enqueue('https://busy.example/hooks', 1_000, -100_000, 300);
     const client = await db.pool.connect();

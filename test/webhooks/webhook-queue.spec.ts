@@ -1,13 +1,11 @@
 /**
  * The pending deliveries apart from the history (decision 0094; real
- * PostgreSQL). payments:0031 carries a database's deliveries over (pending ones into
- * `webhook_queue` with their leases, tokens, attempts and schedule base; finished ones
- * stay history only). An outcome takes the delivery off the queue (delivered, failed)
+ * PostgreSQL). An outcome takes the delivery off the queue (delivered, failed)
  * or reschedules it there, and updates its record in `webhook_deliveries` as a
  * heap-only tuple (no index entry). The resend puts a finished delivery back in the
  * queue, or makes its queue row due now with its lease dropped. A queue row exists
  * exactly while its record is pending (no foreign key: the writers keep them together). The attempts' history
- * has no foreign key since payments:0032: the retention sweep, running while attempts
+ * has no foreign key: the retention sweep, running while attempts
  * are recorded, leaves no attempt without its delivery.
  *
  * Dispatchers here run with `slowStart: false` (every URL has all its slots at once):
@@ -17,12 +15,10 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import { ManualClock } from '#platform/clock';
 import { fixedKeys, SecretBox } from '#platform/secrets';
-import { migrate } from '#platform/database';
-import { allMigrations } from '#payments/composition';
 import { Registry } from '#payments/merchants';
 import { AttemptResult, resendDelivery, sweepWebhookHistory, WebhookAttemptOutcome, WebhookDispatcher, WebhookPoster } from '#payments/webhooks';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
-import { onOlderSchema, webhookProject } from '../support/webhook-project';
+import { webhookProject } from '../support/webhook-project';
 import { rehearsingPool } from '../support/rehearsing-pool';
 import { emptyWebhookTables, queued } from '../support/webhook-queue';
 import { seededRandom } from '../support/test-seed';
@@ -275,77 +271,5 @@ describe('retention without the history’s foreign key', () => {
     expect(new Set(left.rows.map((r) => r.id))).toEqual(kept);
     for (const row of left.rows) expect(row).toMatchObject({ status: 'delivered', attempts: 2 });
     expect(await queueApartFromPendingRecords(db.pool)).toEqual({ queuedNotPending: 0, pendingNotQueued: 0 });
-  });
-});
-
-describe('payments:0031_webhook_queue_apart_from_history on a database with deliveries', () => {
-  it('queues the pending deliveries with their leases, attempts and schedule base, keeps finished ones as history, and the dispatcher goes on from there', async () => {
-    const old = await createTestDatabase({ migrate: false });
-    try {
-      const at0031 = allMigrations.findIndex((m) => m.id === 'payments:0031_webhook_queue_apart_from_history');
-      await migrate(old.pool, allMigrations.slice(0, at0031));
-      const oldRegistry = new Registry(old.pool, new SecretBox(fixedKeys([randomBytes(32)])));
-      const project = await onOlderSchema(old.pool, () => webhookProject(oldRegistry, clock.now()));
-      const [pending, leased, retried, delivered, failed] = [randomUUID(), randomUUID(), randomUUID(), randomUUID(), randomUUID()];
-      const token = randomUUID();
-      const insert = (id: string, status: string, attemptsMade: number, scheduleBase: number, next: Date | null, leaseToken: string | null, seconds: number) =>
-        old.pool.query(
-          `INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, attempts_made, attempts_recorded, schedule_base,
-                                           next_attempt_at, leased_until, lease_token, created_at)
-           VALUES ($1, $2, 'invoice.paid', $3, 'https://shop.example/hooks', '{}', true, $4, $5, $5, $6, $7,
-                   CASE WHEN $8::uuid IS NULL THEN NULL ELSE clock_timestamp() + make_interval(secs => $9) END, $8, $10)`,
-          [id, randomUUID(), project.id, status, attemptsMade, scheduleBase, next, leaseToken, seconds, clock.now()],
-        );
-      await insert(pending, 'pending', 0, 0, clock.now(), null, 0);
-      await insert(leased, 'pending', 0, 0, clock.now(), token, 60);
-      await insert(retried, 'pending', 4, 2, new Date(now - 1000), null, 0);
-      await insert(delivered, 'delivered', 1, 0, null, null, 0);
-      await insert(failed, 'failed', 7, 0, null, null, 0);
-      expect(await migrate(old.pool, allMigrations)).toEqual(allMigrations.slice(at0031).map((m) => m.id));
-      expect(await queueApartFromPendingRecords(old.pool)).toEqual({ queuedNotPending: 0, pendingNotQueued: 0 });
-      const queue = await old.pool.query(
-        'SELECT id, next_attempt_at, attempts_made, schedule_base, lease_token, leased_until IS NOT NULL AS leased FROM webhook_queue ORDER BY seq',
-      );
-      expect(queue.rows).toEqual([
-        { id: pending, next_attempt_at: clock.now(), attempts_made: 0, schedule_base: 0, lease_token: null, leased: false },
-        { id: leased, next_attempt_at: clock.now(), attempts_made: 0, schedule_base: 0, lease_token: token, leased: true },
-        { id: retried, next_attempt_at: new Date(now - 1000), attempts_made: 4, schedule_base: 2, lease_token: null, leased: false },
-      ]);
-      const records = await old.pool.query('SELECT id, status, attempts_made FROM webhook_deliveries ORDER BY seq');
-      expect(records.rows).toEqual([
-        { id: pending, status: 'pending', attempts_made: 0 },
-        { id: leased, status: 'pending', attempts_made: 0 },
-        { id: retried, status: 'pending', attempts_made: 4 },
-        { id: delivered, status: 'delivered', attempts_made: 1 },
-        { id: failed, status: 'failed', attempts_made: 7 },
-      ]);
-      // The dispatcher takes the two not leased; the one whose lease runs on stays with its holder.
-      const outcomes: WebhookAttemptOutcome[] = [];
-      const d = new WebhookDispatcher(old.pool, oldRegistry, clock, {
-        concurrency: 4,
-        slowStart: false,
-        allowPrivateNetworks: true,
-        client: answering(500),
-        onAttempt: (o) => outcomes.push(o),
-      });
-      expect(await d.tick()).toBe(2);
-      await d.drain();
-      await d.stop();
-      expect(outcomes).toEqual(['retry', 'retry']);
-      const after = await old.pool.query('SELECT id, attempts_made, next_attempt_at, lease_token FROM webhook_queue ORDER BY seq');
-      expect(after.rows).toEqual([
-        { id: pending, attempts_made: 1, next_attempt_at: new Date(now + 60_000), lease_token: null },
-        { id: leased, attempts_made: 0, next_attempt_at: clock.now(), lease_token: token },
-        // Its fifth attempt, the third since its resend: the schedule's third delay (30 min).
-        { id: retried, attempts_made: 5, next_attempt_at: new Date(now + 1_800_000), lease_token: null },
-      ]);
-      expect(
-        await old.pool.query('SELECT count(*)::int AS n FROM pg_constraint WHERE conrelid = $1::regclass AND contype = $2', ['webhook_attempts', 'f']),
-      ).toMatchObject({
-        rows: [{ n: 0 }],
-      });
-    } finally {
-      await old.drop();
-    }
   });
 });

@@ -13,7 +13,7 @@ import { createHash, hash } from 'node:crypto';
  *   first: a checkpoint is (position of event n, n, running hash).
  *
  * PostgreSQL computes the chain hash in SQL when it inserts an event (event_chain_hashes,
- * migration event-store:0005) over `data::text`, which is canonicalJson's output for the
+ * migration event-store:0001) over `data::text`, which is canonicalJson's output for the
  * same value; EventStoreDB's adapter computes it here and carries it in the metadata.
  */
 

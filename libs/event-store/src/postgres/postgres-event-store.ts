@@ -217,7 +217,7 @@ export class PostgresEventStore implements EventStore {
 
   /**
    * Group commit (decision 0099): the appends of one event-loop turn go to PostgreSQL as
-   * one statement and one transaction (append_event_group, event-store:0009), each with
+   * one statement and one transaction (append_event_group, event-store:0001), each with
    * its own expected revision and answer; an append alone in its turn is the single
    * statement below. A group whose statement fails wrote nothing (one transaction): its
    * appends are then made one by one, in arrival order, each with its own answer.

@@ -1,18 +1,46 @@
 import type { Migration } from '#platform/database';
 
 /**
- * The PostgreSQL event store. `events.transaction_id` records the writing
- * transaction (pg_current_xact_id()); readers of the global log take only rows of
- * transactions below the oldest one still running and order by
- * (transaction_id, global_position), so a transaction that took its positions
- * early but committed late is never skipped.
+ * The PostgreSQL event log.
+ *
+ * - `events.transaction_id` records the writing transaction (pg_current_xact_id()):
+ *   readers of the global log take only rows of transactions below the oldest one still
+ *   running and order by (transaction_id, global_position), so a transaction that took
+ *   its positions early but committed late is never skipped.
+ * - The hash chain of each stream (docs/audit-log.md, decision 0099): every event's
+ *   `chain_hash` = SHA-256(previous chain hash of its stream ‖ its content), computed by
+ *   the statement that inserts it (event_chain_hashes) over the jsonb text of its data
+ *   and metadata, the same bytes as chainContent/canonicalJson in #event-store/hash-chain.
+ *   The stream row keeps the chain hashes of its latest append (the last is the chain's
+ *   head): the append's UPDATE of that row, which already serialises a stream's appends,
+ *   reads the head and computes the new hashes once.
+ * - Checkpoints of the whole log (decision 0100): each row extends the previous one by
+ *   the events visible after it, in log order, with the running hash after its last event
+ *   and the chain hashes of its events (32 bytes each), so that a verification names the
+ *   first event the log no longer holds where the checkpoint saw it. Written when a
+ *   checkpoint is asked for, never by an append.
+ * - Group commit (decision 0099): the appends one process makes in one turn of its event
+ *   loop are one call of append_event_group, one transaction, each append with its own
+ *   expected revision and answer. The advisory locks of all the group's streams are
+ *   taken first, in one order (APPEND_LOCK in postgres-event-store.ts). A group whose
+ *   streams and event ids are all distinct and whose appends each carry events (a turn of
+ *   creations) is written by one set-based statement; any other runs the loop, per
+ *   append in arrival order what the single append does. An append one of whose event
+ *   ids is stored writes nothing and is answered `ids_stored` (the caller then looks
+ *   whether it was a retry or a reused id); one whose expectation fails writes nothing
+ *   and is answered the stream's revision at that point (`revision_then`, null: no
+ *   stream). Every table is reached by key whatever the plan cache holds: PL/pgSQL keeps
+ *   a generic plan per session, and one made on a young log (an empty table) would scan
+ *   or hash-join the whole events table on every call; hence no sequential scan, hash or
+ *   merge join in the function.
  */
-export const eventStoreMigration: Migration = {
-  id: 'event-store:0001_event_store',
+export const eventLogMigration: Migration = {
+  id: 'event-store:0001_event_log',
   sql: `
 CREATE TABLE event_streams (
   stream_name text PRIMARY KEY,
-  revision bigint NOT NULL
+  revision bigint NOT NULL,
+  chain_hashes bytea[]
 );
 
 CREATE TABLE events (
@@ -25,31 +53,23 @@ CREATE TABLE events (
   data jsonb NOT NULL,
   metadata jsonb NOT NULL DEFAULT '{}'::jsonb,
   created_at timestamptz NOT NULL DEFAULT now(),
+  chain_hash bytea NOT NULL,
   CONSTRAINT events_stream_revision_unique UNIQUE (stream_name, stream_revision),
   CONSTRAINT events_event_id_unique UNIQUE (event_id)
 );
 
 CREATE INDEX events_log_order ON events (transaction_id, global_position);
-`,
-};
 
-/**
- * The hash chain of each stream (docs/audit-log.md, decision 0099). Every event gets
- * `chain_hash` = SHA-256(previous chain hash of its stream ‖ its content), computed by
- * the statement that inserts it (event_chain_hashes) over the jsonb text of its data
- * and metadata: the same bytes as chainContent/canonicalJson in #event-store/hash-chain.
- * The stream row keeps the chain hashes of its latest append (the last is the stream's
- * chain head): the append's UPDATE of that row, which already serialises the appends of
- * a stream, reads the head and computes the new hashes once.
- *
- * Events stored before this migration get their chains here, stream by stream in
- * revision order, exactly as the append path would have written them.
- */
-export const eventHashChainMigration: Migration = {
-  id: 'event-store:0005_event_hash_chain',
-  sql: `
-ALTER TABLE events ADD COLUMN chain_hash bytea;
-ALTER TABLE event_streams ADD COLUMN chain_hashes bytea[];
+CREATE TABLE event_log_checkpoints (
+  seq bigint PRIMARY KEY,
+  from_events bigint NOT NULL,
+  events bigint NOT NULL,
+  position_commit xid8 NOT NULL,
+  position_prepare bigint NOT NULL,
+  log_hash bytea NOT NULL,
+  event_hashes bytea NOT NULL,
+  CONSTRAINT event_log_checkpoints_segment CHECK (events > from_events AND octet_length(event_hashes) = 32 * (events - from_events))
+);
 
 -- The chain hashes of events appended after previous (NULL: a stream's first events),
 -- the first at first_revision; events: a JSON array of {id, type, data, metadata}. An
@@ -87,100 +107,9 @@ BEGIN
 END
 $fn$;
 
-DO $fill$
-DECLARE
-  event record;
-  stream text := NULL;
-  hash bytea;
-BEGIN
-  CREATE TEMP TABLE event_chain_fill (global_position bigint PRIMARY KEY, chain_hash bytea NOT NULL) ON COMMIT DROP;
-  FOR event IN SELECT global_position, stream_name, stream_revision, event_id, event_type, data, metadata
-               FROM events ORDER BY stream_name, stream_revision LOOP
-    IF event.stream_name IS DISTINCT FROM stream THEN
-      stream := event.stream_name;
-      hash := NULL;
-    END IF;
-    hash := (event_chain_hashes(hash, event.stream_name, event.stream_revision,
-               jsonb_build_array(jsonb_build_object('id', event.event_id, 'type', event.event_type, 'data', event.data, 'metadata', event.metadata))))[1];
-    INSERT INTO event_chain_fill VALUES (event.global_position, hash);
-  END LOOP;
-  UPDATE events SET chain_hash = f.chain_hash FROM event_chain_fill f WHERE f.global_position = events.global_position;
-END
-$fill$;
-
-UPDATE event_streams s SET chain_hashes = ARRAY[head.chain_hash]
-FROM (SELECT DISTINCT ON (stream_name) stream_name, chain_hash FROM events ORDER BY stream_name, stream_revision DESC) head
-WHERE head.stream_name = s.stream_name;
-
-ALTER TABLE events ALTER COLUMN chain_hash SET NOT NULL;
-`,
-};
-
-/**
- * Checkpoints of the whole log (decision 0100): each row extends the previous one by the
- * events visible after it, in log order, with the running hash after its last event and
- * the chain hashes of its events (32 bytes each), so that a verification names the
- * first event the log no longer holds where the checkpoint saw it. Written lazily (when
- * a checkpoint is asked for), never by an append.
- */
-export const eventLogCheckpointsMigration: Migration = {
-  id: 'event-store:0006_event_log_checkpoints',
-  sql: `
-CREATE TABLE event_log_checkpoints (
-  seq bigint PRIMARY KEY,
-  from_events bigint NOT NULL,
-  events bigint NOT NULL,
-  position_commit xid8 NOT NULL,
-  position_prepare bigint NOT NULL,
-  log_hash bytea NOT NULL,
-  event_hashes bytea NOT NULL,
-  CONSTRAINT event_log_checkpoints_segment CHECK (events > from_events AND octet_length(event_hashes) = 32 * (events - from_events))
-);
-`,
-};
-
-/**
- * Group commit of appends (decision 0099): the appends one process makes in one turn
- * of its event loop go to PostgreSQL as one call of append_event_group, one transaction,
- * each with its own expected revision and its own answer. Per append, in arrival order,
- * exactly what the single append statement does: the stream row moved by its kind of
- * expectation (the chain hashes computed from the head that row holds, so two appends
- * to one stream in a group chain one after the other), then its events inserted. An
- * append one of whose event ids is already stored writes nothing and is answered
- * `ids_stored` (the caller then looks, as after a refused single append, whether it was
- * a retry or a reused id); one whose expectation does not hold writes nothing and is
- * answered the stream's revision at that point of the group (`revision_then`, null: no
- * stream), which its conflict names; the others are written.
- * The advisory locks of all the group's streams are taken first, in one order, before
- * any write (see APPEND_LOCK in postgres-event-store.ts).
- */
-interface AppendEventGroupParts {
-  readonly create: string;
-  readonly settings: string;
-  readonly declarations: string;
-  readonly duplicateIdCheck: string;
-  /** The events' parameter: a jsonb[] (event-store:0007) or one jsonb array (0009). */
-  readonly eventsType?: 'jsonb[]' | 'jsonb';
-  /** What comes before the loop: the group's locks (and in 0009 the set-based path). */
-  readonly beforeLoop?: string;
-}
-
-const LOCKS_ONE_BY_ONE = `  FOR lock_key IN SELECT DISTINCT hashtext(s) FROM unnest(group_streams) AS s ORDER BY 1 LOOP
-    PERFORM pg_advisory_xact_lock(5406117, lock_key);
-  END LOOP;
-`;
-
-const appendEventGroupFunction = ({
-  create,
-  settings,
-  declarations,
-  duplicateIdCheck,
-  eventsType = 'jsonb[]',
-  beforeLoop = LOCKS_ONE_BY_ONE,
-}: AppendEventGroupParts): string => `
-${create} append_event_group(group_streams text[], group_kinds text[], group_expected bigint[], group_events ${eventsType})
+CREATE FUNCTION append_event_group(group_streams text[], group_kinds text[], group_expected bigint[], group_events jsonb)
 RETURNS TABLE (append_ord int, appended_revision bigint, appended_position bigint, appended_commit text, ids_stored boolean, revision_then bigint)
-LANGUAGE plpgsql${settings} AS $fn$
+LANGUAGE plpgsql SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off AS $fn$
 DECLARE
   lock_key int;
   v_stream text;
@@ -192,131 +121,10 @@ DECLARE
   v_hashes bytea[];
   v_position bigint;
   v_commit text := NULL;
-${declarations}BEGIN
-${beforeLoop}  FOR i IN 1 .. cardinality(group_streams) LOOP
-    v_stream := group_streams[i];
-    v_kind := group_kinds[i];
-    v_expected := group_expected[i];
-    v_events := ${eventsType === 'jsonb' ? 'group_events -> (i - 1)' : 'group_events[i]'};
-    v_count := jsonb_array_length(v_events);
-    append_ord := i;
-    appended_revision := NULL;
-    appended_position := NULL;
-    appended_commit := NULL;
-    ids_stored := false;
-    revision_then := NULL;
-${duplicateIdCheck}      ids_stored := true;
-      RETURN NEXT;
-      CONTINUE;
-    END IF;
-    IF v_kind = 'no_stream' THEN
-      INSERT INTO event_streams AS s (stream_name, revision, chain_hashes) VALUES (v_stream, v_count - 1, event_chain_hashes(NULL, v_stream, 0, v_events))
-      ON CONFLICT (stream_name) DO NOTHING RETURNING s.revision, s.chain_hashes INTO v_revision, v_hashes;
-    ELSIF v_kind = 'any' THEN
-      INSERT INTO event_streams AS s (stream_name, revision, chain_hashes) VALUES (v_stream, v_count - 1, event_chain_hashes(NULL, v_stream, 0, v_events))
-      ON CONFLICT (stream_name) DO UPDATE SET revision = s.revision + v_count,
-        chain_hashes = event_chain_hashes(s.chain_hashes[cardinality(s.chain_hashes)], v_stream, s.revision + 1, v_events)
-      RETURNING s.revision, s.chain_hashes INTO v_revision, v_hashes;
-    ELSIF v_kind = 'stream_exists' THEN
-      UPDATE event_streams AS s SET revision = s.revision + v_count,
-        chain_hashes = event_chain_hashes(s.chain_hashes[cardinality(s.chain_hashes)], v_stream, s.revision + 1, v_events)
-      WHERE s.stream_name = v_stream RETURNING s.revision, s.chain_hashes INTO v_revision, v_hashes;
-    ELSE
-      UPDATE event_streams AS s SET revision = v_expected + v_count,
-        chain_hashes = event_chain_hashes(s.chain_hashes[cardinality(s.chain_hashes)], v_stream, s.revision + 1, v_events)
-      WHERE s.stream_name = v_stream AND s.revision = v_expected RETURNING s.revision, s.chain_hashes INTO v_revision, v_hashes;
-    END IF;
-    IF NOT FOUND THEN
-      SELECT s.revision INTO revision_then FROM event_streams AS s WHERE s.stream_name = v_stream;
-      RETURN NEXT;
-      CONTINUE;
-    END IF;
-    WITH inserted AS (
-      INSERT INTO events (stream_name, stream_revision, event_id, event_type, data, metadata, chain_hash)
-      SELECT v_stream, v_revision - v_count + e.ord, (e.value->>'id')::uuid, e.value->>'type', e.value->'data', e.value->'metadata', v_hashes[e.ord::int]
-      FROM jsonb_array_elements(v_events) WITH ORDINALITY AS e(value, ord)
-      ORDER BY e.ord
-      RETURNING global_position
-    )
-    SELECT max(global_position) INTO v_position FROM inserted;
-    IF v_commit IS NULL THEN
-      v_commit := pg_current_xact_id()::text;
-    END IF;
-    appended_revision := v_revision;
-    appended_position := v_position;
-    appended_commit := v_commit;
-    RETURN NEXT;
-  END LOOP;
-END
-$fn$;
-`;
-
-export const appendEventGroupMigration: Migration = {
-  id: 'event-store:0007_append_event_group',
-  sql: appendEventGroupFunction({
-    create: 'CREATE FUNCTION',
-    settings: '',
-    declarations: '',
-    duplicateIdCheck: `    IF EXISTS (SELECT 1 FROM events e WHERE e.event_id IN (SELECT (x.value->>'id')::uuid FROM jsonb_array_elements(v_events) AS x(value))) THEN
-`,
-  }),
-};
-
-/**
- * append_event_group finds its rows by index whatever the planner knew when it first
- * planned them (decision 0099). PL/pgSQL keeps each statement's plan for the session,
- * generic after five calls, and a pool's connections live long: planned on a young log
- * (an empty table, no ANALYZE yet), the duplicate-id check became a hash join over the
- * whole events table (the planner assumes 100 rows from jsonb_array_elements) and stayed
- * so while the log grew: every grouped append read the whole log, milliseconds per append
- * at 20,000 events. Every statement of the function reaches its rows by a key (the
- * stream row by name, events by id), so the function runs with sequential scans
- * disabled: a plan made on an empty table still uses the index. The ids are also one
- * array looked up in one index scan.
- */
-export const appendEventGroupIdCheckMigration: Migration = {
-  id: 'event-store:0008_append_event_group_id_check_by_index',
-  sql: appendEventGroupFunction({
-    create: 'CREATE OR REPLACE FUNCTION',
-    settings: ' SET enable_seqscan = off',
-    declarations: `  v_ids uuid[];
-`,
-    duplicateIdCheck: `    v_ids := ARRAY(SELECT (x.value->>'id')::uuid FROM jsonb_array_elements(v_events) AS x(value));
-    IF EXISTS (SELECT 1 FROM events e WHERE e.event_id = ANY (v_ids)) THEN
-`,
-  }),
-};
-
-/**
- * append_event_group as a few set-based statements (decision 0099). The function above
- * runs some ten statements per append, each with its executor's start and end, and that
- * was the largest part of PostgreSQL's work per created invoice (pg_stat_statements
- * under the POST bench, docs/benchmarks.md). A group whose streams and event ids are all
- * distinct, and whose appends each carry events (a turn of creations: invoices,
- * refunds, payouts), has appends that cannot meet: each is decided from its stream as
- * the statement finds it, after the locks of all the group's streams are taken in one
- * order, and the whole group is written by one statement (the stream rows, then the
- * events in arrival order). Any other group runs the loop as before. The events come as
- * one jsonb array of the appends' arrays instead of a jsonb[] (no array literal to
- * escape and parse). Every table is reached by key whatever the plan cache holds (see
- * event-store:0008): no sequential scan, and no hash or merge join, which on a plan made
- * on a young log walked the whole index of event ids on every call.
- */
-export const appendEventGroupSetBasedMigration: Migration = {
-  id: 'event-store:0009_append_event_group_set_based',
-  sql:
-    'DROP FUNCTION append_event_group(text[], text[], bigint[], jsonb[]);\n' +
-    appendEventGroupFunction({
-      create: 'CREATE FUNCTION',
-      settings: ' SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off',
-      declarations: `  v_ids uuid[];
+  v_ids uuid[];
   v_stored uuid[];
-`,
-      duplicateIdCheck: `    v_ids := ARRAY(SELECT (x.value->>'id')::uuid FROM jsonb_array_elements(v_events) AS x(value));
-    IF EXISTS (SELECT 1 FROM events e WHERE e.event_id = ANY (v_ids)) THEN
-`,
-      eventsType: 'jsonb',
-      beforeLoop: `  PERFORM pg_advisory_xact_lock(5406117, k.lock_key)
+BEGIN
+  PERFORM pg_advisory_xact_lock(5406117, k.lock_key)
   FROM (SELECT DISTINCT hashtext(s) AS lock_key FROM unnest(group_streams) AS s ORDER BY 1) AS k;
 
   -- Every event id of the group, read from the JSON once.
@@ -376,6 +184,63 @@ export const appendEventGroupSetBasedMigration: Migration = {
     ORDER BY a.ord;
     RETURN;
   END IF;
+  FOR i IN 1 .. cardinality(group_streams) LOOP
+    v_stream := group_streams[i];
+    v_kind := group_kinds[i];
+    v_expected := group_expected[i];
+    v_events := group_events -> (i - 1);
+    v_count := jsonb_array_length(v_events);
+    append_ord := i;
+    appended_revision := NULL;
+    appended_position := NULL;
+    appended_commit := NULL;
+    ids_stored := false;
+    revision_then := NULL;
+    v_ids := ARRAY(SELECT (x.value->>'id')::uuid FROM jsonb_array_elements(v_events) AS x(value));
+    IF EXISTS (SELECT 1 FROM events e WHERE e.event_id = ANY (v_ids)) THEN
+      ids_stored := true;
+      RETURN NEXT;
+      CONTINUE;
+    END IF;
+    IF v_kind = 'no_stream' THEN
+      INSERT INTO event_streams AS s (stream_name, revision, chain_hashes) VALUES (v_stream, v_count - 1, event_chain_hashes(NULL, v_stream, 0, v_events))
+      ON CONFLICT (stream_name) DO NOTHING RETURNING s.revision, s.chain_hashes INTO v_revision, v_hashes;
+    ELSIF v_kind = 'any' THEN
+      INSERT INTO event_streams AS s (stream_name, revision, chain_hashes) VALUES (v_stream, v_count - 1, event_chain_hashes(NULL, v_stream, 0, v_events))
+      ON CONFLICT (stream_name) DO UPDATE SET revision = s.revision + v_count,
+        chain_hashes = event_chain_hashes(s.chain_hashes[cardinality(s.chain_hashes)], v_stream, s.revision + 1, v_events)
+      RETURNING s.revision, s.chain_hashes INTO v_revision, v_hashes;
+    ELSIF v_kind = 'stream_exists' THEN
+      UPDATE event_streams AS s SET revision = s.revision + v_count,
+        chain_hashes = event_chain_hashes(s.chain_hashes[cardinality(s.chain_hashes)], v_stream, s.revision + 1, v_events)
+      WHERE s.stream_name = v_stream RETURNING s.revision, s.chain_hashes INTO v_revision, v_hashes;
+    ELSE
+      UPDATE event_streams AS s SET revision = v_expected + v_count,
+        chain_hashes = event_chain_hashes(s.chain_hashes[cardinality(s.chain_hashes)], v_stream, s.revision + 1, v_events)
+      WHERE s.stream_name = v_stream AND s.revision = v_expected RETURNING s.revision, s.chain_hashes INTO v_revision, v_hashes;
+    END IF;
+    IF NOT FOUND THEN
+      SELECT s.revision INTO revision_then FROM event_streams AS s WHERE s.stream_name = v_stream;
+      RETURN NEXT;
+      CONTINUE;
+    END IF;
+    WITH inserted AS (
+      INSERT INTO events (stream_name, stream_revision, event_id, event_type, data, metadata, chain_hash)
+      SELECT v_stream, v_revision - v_count + e.ord, (e.value->>'id')::uuid, e.value->>'type', e.value->'data', e.value->'metadata', v_hashes[e.ord::int]
+      FROM jsonb_array_elements(v_events) WITH ORDINALITY AS e(value, ord)
+      ORDER BY e.ord
+      RETURNING global_position
+    )
+    SELECT max(global_position) INTO v_position FROM inserted;
+    IF v_commit IS NULL THEN
+      v_commit := pg_current_xact_id()::text;
+    END IF;
+    appended_revision := v_revision;
+    appended_position := v_position;
+    appended_commit := v_commit;
+    RETURN NEXT;
+  END LOOP;
+END
+$fn$;
 `,
-    }),
 };

@@ -1,43 +1,5 @@
 import type { Pool, PoolClient } from 'pg';
-import type { Migration } from '#platform/database';
 import { inTransaction } from '#platform/database';
-
-/**
- * The secondary indexes a rebuild has dropped from a projection's emptied tables, with
- * the statement that makes each again (decision 0095). A row is written in the same
- * transaction that empties the tables and drops the index, and deleted in the same
- * transaction that makes the index again: whenever a rebuild stops, the table says
- * which indexes are missing, and whoever goes on with the projection makes them.
- */
-export const projectionDeferredIndexesMigration: Migration = {
-  id: 'event-store:0009_projection_deferred_indexes',
-  sql: `
-CREATE TABLE projection_deferred_indexes (
-  projection text NOT NULL,
-  index_name text NOT NULL,
-  create_statement text NOT NULL,
-  deferred_at timestamptz NOT NULL DEFAULT now(),
-  PRIMARY KEY (projection, index_name)
-);
-`,
-};
-
-/**
- * The tables a rebuild has taken out of autovacuum while it fills them (decision 0095):
- * recorded in the transaction that empties them and switches autovacuum off, deleted
- * in the transaction that switches it on again (with the indexes, restoreDeferredIndexes).
- */
-export const projectionDeferredAutovacuumMigration: Migration = {
-  id: 'event-store:0010_projection_deferred_autovacuum',
-  sql: `
-CREATE TABLE projection_deferred_autovacuum (
-  projection text NOT NULL,
-  table_name text NOT NULL,
-  deferred_at timestamptz NOT NULL DEFAULT now(),
-  PRIMARY KEY (projection, table_name)
-);
-`,
-};
 
 /**
  * Inside the transaction that empties `tables`: switches autovacuum off for them and

@@ -11,7 +11,7 @@ import { writeStatement, type Migration } from '#platform/database';
  * does not log the operators out.
  */
 export const operatorSessionsMigration: Migration = {
-  id: 'payments:0024_operator_sessions',
+  id: 'payments:0013_operator_sessions',
   sql: `
 CREATE TABLE operator_sessions (
   session_hash bytea PRIMARY KEY,

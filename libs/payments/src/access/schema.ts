@@ -1,13 +1,16 @@
 import type { Migration } from '#platform/database';
 
 /**
- * Shared by every API process (so the limits hold however many serve one key).
- * UNLOGGED: short-lived counters that need no crash safety or replication.
+ * Shared by every API process (so the limits hold however many serve one key). The
+ * counters (rate windows, poll marks) are UNLOGGED: losing them in a crash only resets a
+ * limit for a second or an interval. Used signatures are logged: an UNLOGGED table is
+ * emptied by crash recovery, after which a captured HMAC request could be replayed
+ * within its 300 s timestamp window.
  */
 export const accessControlMigration: Migration = {
   id: 'payments:0006_access_control',
   sql: `
-CREATE UNLOGGED TABLE used_signatures (
+CREATE TABLE used_signatures (
   signature text PRIMARY KEY,
   used_at timestamptz NOT NULL
 );
@@ -27,18 +30,5 @@ CREATE UNLOGGED TABLE poll_marks (
   PRIMARY KEY (key_id, resource)
 );
 CREATE INDEX poll_marks_age ON poll_marks (last_at);
-`,
-};
-
-/**
- * Used signatures survive a crash: an UNLOGGED table is emptied by crash recovery,
- * after which a captured HMAC request could be replayed within its 300 s timestamp
- * window. The counters (rate windows, poll marks) stay unlogged: losing them only
- * resets a limit for a second or an interval.
- */
-export const usedSignaturesLoggedMigration: Migration = {
-  id: 'payments:0017_used_signatures_logged',
-  sql: `
-ALTER TABLE used_signatures SET LOGGED;
 `,
 };

@@ -19,7 +19,7 @@ import { kidOf, SecretBox, writeSecretFile, writeSecretFileOnce } from '#platfor
  * and a retired key never becomes current again (RetiredSigningKeyError).
  */
 export const auditSigningKeysMigration: Migration = {
-  id: 'payments:0038_audit_signing_keys',
+  id: 'payments:0014_audit_signing_keys',
   sql: `
 CREATE TABLE audit_signing_keys (
   kid text PRIMARY KEY,

@@ -11,7 +11,7 @@ import type { Migration } from '#platform/database';
  * before this table are not known).
  */
 export const merchantEventsMigration: Migration = {
-  id: 'payments:0039_merchant_events',
+  id: 'payments:0015_merchant_events',
   sql: `
 CREATE TABLE merchant_events (
   seq bigint GENERATED ALWAYS AS IDENTITY,

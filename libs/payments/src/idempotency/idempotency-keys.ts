@@ -38,7 +38,7 @@ const SWEEP_EVERY_MS = 60_000;
 const CLAIM = `
 INSERT INTO idempotency_keys (project_id, mode, idempotency_key, key_id, fingerprint, state, claim, lease_until, created_at)
 VALUES ($1, $2, $3, $4, $5, 'started', $6, clock_timestamp() + make_interval(secs => $7), $8)
-ON CONFLICT (project_id, mode, idempotency_key) WHERE project_id IS NOT NULL
+ON CONFLICT (project_id, mode, idempotency_key)
 DO UPDATE SET claim = EXCLUDED.claim, lease_until = EXCLUDED.lease_until
   WHERE idempotency_keys.state = 'started'
     AND idempotency_keys.fingerprint = EXCLUDED.fingerprint
@@ -77,16 +77,6 @@ const RENEW_AT_MOST_MS = 120_000;
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
- * The claim's insert met another of the same key and pair in the table's primary key (key pair, mode, key),
- * which ON CONFLICT, arbitrated by the project's key, does not take: two claims past the arbiter's check at once.
- * Null to claim again (the other's row then conflicts as usual); any other failure is thrown on.
- */
-function claimedMeanwhile(error: unknown): null {
-  if ((error as { code?: unknown }).code === '23505' && (error as { constraint?: unknown }).constraint === 'idempotency_keys_pkey') return null;
-  throw error;
-}
-
-/**
  * The idempotency keys of merchant POSTs, shared by every API process (a table):
  * the first request with a key runs, a repeat with the same request gets its answer
  * again, a repeat with another request is refused, and a repeat while the first
@@ -115,29 +105,18 @@ export class IdempotencyKeys {
     let pause = 10;
     for (;;) {
       const claim = randomUUID();
-      const claimed = await this.pool
-        .query<{ fresh: boolean; key_id: string }>(
-          preparedStatement(CLAIM, [
-            request.projectId,
-            request.mode,
-            request.key,
-            request.keyId,
-            request.fingerprint,
-            claim,
-            this.timing.leaseSeconds,
-            this.clock.now(),
-          ]),
-        )
-        .catch(claimedMeanwhile);
-      // Another claim of the key, of the same pair, inserted at the same instant: wait as for any other holder, then
-      // claim again (its row then conflicts as usual). A row the claim cannot see (another project's, none) ends busy.
-      if (claimed === null) {
-        const left = deadline - performance.now();
-        if (left <= 0) return { kind: 'busy' };
-        await sleep(Math.min(pause, left));
-        pause = Math.min(pause * 2, 200);
-        continue;
-      }
+      const claimed = await this.pool.query<{ fresh: boolean; key_id: string }>(
+        preparedStatement(CLAIM, [
+          request.projectId,
+          request.mode,
+          request.key,
+          request.keyId,
+          request.fingerprint,
+          claim,
+          this.timing.leaseSeconds,
+          this.clock.now(),
+        ]),
+      );
       if (claimed.rows[0]) {
         this.renew(request, claim);
         return { kind: 'run', claim, takenOver: !claimed.rows[0].fresh, keyId: claimed.rows[0].key_id };

@@ -6,13 +6,20 @@ import { INVOICE_CATEGORY, isPaid } from '#domain';
 import type { Kopecks } from '#ledger';
 import { foldBatchIntoTable, FoldedTable } from '../read-models/folded-row';
 
+/**
+ * The invoices read model: the row in the read model's own shape (`item`, json: the text
+ * as written, decision 0095) with the figures finance reads as columns. A merchant's
+ * list is read through the merchant's own rows only: `seq` (order of arrival, so an
+ * invoice projected later lands above every page already read) is unique per merchant
+ * by `invoices_list`, and a window of creation times has its own index. A unique index
+ * on `seq` alone let PostgreSQL answer a filtered first page by walking every
+ * merchant's newer invoices, a cost that grew with the whole gateway's history.
+ */
 export const invoicesReadModelMigration: Migration = {
-  id: 'payments:0004_read_model_invoices',
+  id: 'payments:0005_read_model_invoices',
   sql: `
 CREATE TABLE invoices (
-  -- Order of arrival in the read model: lists page newest first on it, so an invoice
-  -- projected later always lands above every page already read.
-  seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+  seq bigint GENERATED ALWAYS AS IDENTITY,
   id uuid PRIMARY KEY,
   project_id uuid NOT NULL,
   account_id uuid NOT NULL,
@@ -24,33 +31,17 @@ CREATE TABLE invoices (
   created_at timestamptz NOT NULL,
   expires_at timestamptz NOT NULL,
   paid_at timestamptz,
-  -- the invoice folded from its stream up to last_revision (what list items show)
-  state jsonb NOT NULL,
-  last_revision bigint NOT NULL
+  last_revision bigint NOT NULL,
+  net_amount bigint NOT NULL,
+  fee_amount bigint NOT NULL,
+  available_at timestamptz,
+  item json NOT NULL
 );
 CREATE UNIQUE INDEX invoices_order ON invoices (project_id, mode, order_id);
-CREATE INDEX invoices_list ON invoices (project_id, mode, seq DESC);
-CREATE INDEX invoices_open_by_expiry ON invoices (expires_at) WHERE status IN ('created', 'pending');
-`,
-};
-
-/**
- * A merchant's list is read through the merchant's own rows only. With a unique index
- * on `seq` alone, PostgreSQL answered a filtered first page (`from`/`to` far back, a
- * rare `status`) by walking every merchant's newer invoices down that index: a cost
- * that grew with the whole gateway's history (221,182 rows read for 21 on a
- * 1,000,000-event log). `seq` stays unique (an identity, now checked per merchant), and
- * a window of creation times is found by its own index. An index set aside by a rebuild
- * that stopped is not made again in its old form.
- */
-export const invoiceListsByMerchantMigration: Migration = {
-  id: 'payments:0044_invoice_lists_by_merchant',
-  sql: `
-ALTER TABLE invoices DROP CONSTRAINT IF EXISTS invoices_seq_key;
-DROP INDEX IF EXISTS invoices_list;
 CREATE UNIQUE INDEX invoices_list ON invoices (project_id, mode, seq DESC);
 CREATE INDEX invoices_created ON invoices (project_id, mode, created_at);
-DELETE FROM projection_deferred_indexes WHERE index_name IN ('invoices_seq_key', 'invoices_list');
+CREATE INDEX invoices_open_by_expiry ON invoices (expires_at) WHERE status IN ('created', 'pending');
+CREATE TRIGGER invoices_reset_counted AFTER TRUNCATE ON invoices FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('invoices');
 `,
 };
 

@@ -1,15 +1,7 @@
 import type { Pool } from 'pg';
-import type { Migration } from '#platform/database';
 import { preparedStatement } from '#platform/database';
 import type { LedgerId } from '#ledger';
 import type { LedgerCauseIndex } from './ledger-book';
-
-export const ledgerCauseIndexMigration: Migration = {
-  id: 'payments:0012_ledger_entries_cause_index',
-  sql: `
-CREATE INDEX ledger_entries_cause ON ledger_entries (account_id, mode, cause);
-`,
-};
 
 /**
  * The causes a ledger has posted, from the `ledger` read model. The projection

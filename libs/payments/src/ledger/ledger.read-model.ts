@@ -42,6 +42,19 @@ const POSTING_COPY_COLUMNS: readonly CopyColumn[] = [
   { name: 'balance_after', type: 'bigint' },
 ];
 
+/**
+ * The ledger's read model.
+ *
+ * - No foreign key from a posting to its entry: it checked every posting against the
+ *   entries' index, two thirds of the time of a rebuild's posting inserts. The ledger
+ *   projection alone writes both tables, each entry with its postings in one batch, and
+ *   empties them together; nothing deletes an entry (decision 0095).
+ * - Balance transactions (GET /v1/balance/transactions) come from the journal: each
+ *   posting to a merchant account carries that account's balance after it, and a
+ *   payment entry the time its hold ends (`available_at`, the hold's scheduled end).
+ *   Pages of one type are served by the kind index, the newest-first pages by the
+ *   (account_id, mode, seq) key; the cause index answers PostgresLedgerCauseIndex.
+ */
 export const ledgerReadModelMigration: Migration = {
   id: 'payments:0002_read_model_ledger',
   sql: `
@@ -54,13 +67,17 @@ CREATE TABLE ledger_entries (
   cause text NOT NULL,
   occurred_at timestamptz NOT NULL,
   log_position text NOT NULL,
+  available_at timestamptz,
   UNIQUE (account_id, mode, seq)
 );
+CREATE INDEX ledger_entries_cause ON ledger_entries (account_id, mode, cause);
+CREATE INDEX ledger_entries_kind ON ledger_entries (account_id, mode, kind, seq);
 CREATE TABLE ledger_postings (
-  entry_id uuid NOT NULL REFERENCES ledger_entries (entry_id) ON DELETE CASCADE,
+  entry_id uuid NOT NULL,
   ordinal smallint NOT NULL,
   account text NOT NULL,
   amount bigint NOT NULL,
+  balance_after bigint,
   PRIMARY KEY (entry_id, ordinal)
 );
 CREATE TABLE ledger_balances (
@@ -70,12 +87,6 @@ CREATE TABLE ledger_balances (
   balance bigint NOT NULL,
   PRIMARY KEY (account_id, mode, account)
 );
-`,
-};
-
-export const ledgerOpenHoldsMigration: Migration = {
-  id: 'payments:0005_read_model_ledger_open_holds',
-  sql: `
 CREATE TABLE ledger_open_holds (
   account_id text NOT NULL,
   mode text NOT NULL,
@@ -85,77 +96,10 @@ CREATE TABLE ledger_open_holds (
   PRIMARY KEY (account_id, mode, invoice_id)
 );
 CREATE INDEX ledger_open_holds_due ON ledger_open_holds (release_at);
-`,
-};
-
-/**
- * The postings' foreign key to their entry checked every posting against the entries'
- * index, one lookup per row: two thirds of the time of a rebuild's posting inserts.
- * The ledger projection alone writes both tables, each entry with its postings in one
- * batch, and empties them together (TRUNCATE of both); nothing deletes an entry.
- * See decision 0095.
- */
-export const ledgerPostingsWithoutForeignKeyMigration: Migration = {
-  id: 'payments:0021_ledger_postings_without_foreign_key',
-  sql: `ALTER TABLE ledger_postings DROP CONSTRAINT IF EXISTS ledger_postings_entry_id_fkey;`,
-};
-
-/**
- * Balance transactions (GET /v1/balance/transactions) from the journal: each posting to
- * a merchant account carries that account's balance after it, and a payment entry the
- * time its hold ends (the projection writes both from here on). The seed computes the
- * balances from the postings; a payment whose hold was already released gets the time
- * of its release (a rebuild writes the scheduled time). Pages of one type are served
- * by the kind index; the newest-first pages by the (account_id, mode, seq) key.
- */
-export const balanceTransactionsMigration: Migration = {
-  id: 'payments:0040_ledger_balance_transactions',
-  sql: `
-ALTER TABLE ledger_entries ADD COLUMN available_at timestamptz;
-ALTER TABLE ledger_postings ADD COLUMN balance_after bigint;
-UPDATE ledger_postings p SET balance_after = w.after
-FROM (SELECT p.entry_id, p.ordinal, sum(p.amount) OVER (PARTITION BY e.account_id, e.mode, p.account ORDER BY e.seq, p.ordinal) AS after
-      FROM ledger_entries e JOIN ledger_postings p USING (entry_id) WHERE p.account IN ('pending', 'available', 'reserved')) w
-WHERE p.entry_id = w.entry_id AND p.ordinal = w.ordinal;
-UPDATE ledger_entries e SET available_at = h.release_at FROM ledger_open_holds h
-WHERE e.kind = 'payment_recorded' AND e.account_id = h.account_id AND e.mode = h.mode AND e.cause = 'payment:' || h.invoice_id;
-UPDATE ledger_entries e SET available_at = r.occurred_at FROM ledger_entries r
-WHERE e.kind = 'payment_recorded' AND r.account_id = e.account_id AND r.mode = e.mode AND r.cause = 'hold_release:' || substr(e.cause, 9);
-CREATE INDEX ledger_entries_kind ON ledger_entries (account_id, mode, kind, seq);
-`,
-};
-
-/**
- * 0040 gave a payment whose hold was already released the time of its release, where the
- * projection writes the hold's scheduled end (`hold.releaseAt`): ledger:verify found those
- * rows different from the log, and a rebuild changed their availableAt. Each such row gets
- * the scheduled time from its own event in the log (the entry at its stream and revision),
- * in place: no table emptied, no 503 while a large ledger is projected again. A log not in
- * this database (EventStoreDB) has no such rows here: then the ledger is emptied and left
- * with the rebuild mark, as payments:0042 does, and the projector writes it again.
- */
-export const scheduledHoldEndMigration: Migration = {
-  id: 'payments:0048_ledger_scheduled_hold_end',
-  sql: `
-UPDATE ledger_entries e SET available_at = (ev.data->'hold'->>'releaseAt')::timestamptz
-  FROM ledger_entries r, events ev
- WHERE e.kind = 'payment_recorded' AND r.account_id = e.account_id AND r.mode = e.mode AND r.cause = 'hold_release:' || substr(e.cause, 9)
-   AND ev.stream_name = 'ledger-' || e.mode || '_' || e.account_id AND ev.stream_revision = e.seq AND ev.data->>'entryId' = e.entry_id::text
-   AND e.available_at IS DISTINCT FROM (ev.data->'hold'->>'releaseAt')::timestamptz;
-DO $fn$
-BEGIN
-  IF EXISTS (SELECT 1 FROM ledger_entries e JOIN ledger_entries r
-               ON r.account_id = e.account_id AND r.mode = e.mode AND r.cause = 'hold_release:' || substr(e.cause, 9)
-              WHERE e.kind = 'payment_recorded' AND NOT EXISTS (
-                SELECT 1 FROM events ev WHERE ev.stream_name = 'ledger-' || e.mode || '_' || e.account_id
-                   AND ev.stream_revision = e.seq AND ev.data->>'entryId' = e.entry_id::text)) THEN
-    TRUNCATE ledger_postings, ledger_entries, ledger_balances, ledger_open_holds;
-    UPDATE projection_checkpoints
-       SET commit_position = 0, prepare_position = 0, events_applied = 0, updated_at = now(), rebuild_started_at = now()
-     WHERE projection = 'ledger';
-  END IF;
-END
-$fn$;
+CREATE TRIGGER ledger_postings_reset_counted AFTER TRUNCATE ON ledger_postings FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('ledger');
+CREATE TRIGGER ledger_entries_reset_counted AFTER TRUNCATE ON ledger_entries FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('ledger');
+CREATE TRIGGER ledger_balances_reset_counted AFTER TRUNCATE ON ledger_balances FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('ledger');
+CREATE TRIGGER ledger_open_holds_reset_counted AFTER TRUNCATE ON ledger_open_holds FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('ledger');
 `,
 };
 

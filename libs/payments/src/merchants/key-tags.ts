@@ -73,7 +73,7 @@ export class KeyTags {
 
 /** The key-tag key: one row, written once by the first process that needs it (KeyTags.load). */
 export const keyTagKeyMigration: Migration = {
-  id: 'payments:0036_key_tag_key',
+  id: 'payments:0004_key_tag_key',
   sql: `
 CREATE TABLE key_tag_key (
   id smallint PRIMARY KEY CHECK (id = 1),

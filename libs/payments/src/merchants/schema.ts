@@ -1,7 +1,21 @@
 import type { Migration } from '#platform/database';
 
+/**
+ * The registry: accounts, their projects and the projects' API key pairs.
+ *
+ * - `webhook_secret_changes` counts the statements that changed projects.webhook_secret
+ *   (a replaced secret after a leak, a re-sealing): the API processes watch it and
+ *   forget the secrets they remember for public ids when it moves
+ *   (Registry.followWebhookSecretChanges), so a secret changed by hand in SQL holds in
+ *   every process within a poll.
+ * - `project_webhook_settings`: a project's webhook settings from each change on
+ *   (gateway clock), written at creation and at each change. The outbox addresses an
+ *   event with the settings in force when it happened, not when it reaches the outbox
+ *   (a lagging or stopped projector), so a subscription change applies to events from
+ *   then on.
+ */
 export const registryMigration: Migration = {
-  id: 'payments:0003_registry_accounts_projects_keys',
+  id: 'payments:0003_registry',
   sql: `
 CREATE TABLE accounts (
   id uuid PRIMARY KEY,
@@ -25,7 +39,11 @@ CREATE TABLE projects (
   -- secret namespace of the project's invoice ids (derived from orderId, not guessable)
   id_namespace uuid NOT NULL,
   created_at timestamptz NOT NULL,
-  updated_at timestamptz NOT NULL
+  updated_at timestamptz NOT NULL,
+  webhook_disabled_at timestamptz,
+  webhook_enabled_at timestamptz,
+  -- Webhook secrets are stored sealed (AES-256-GCM, libs/secrets): the table refuses a plain one.
+  CONSTRAINT projects_webhook_secret_sealed CHECK (webhook_secret LIKE 'sealed:v1:%')
 );
 CREATE INDEX projects_account ON projects (account_id);
 
@@ -39,26 +57,9 @@ CREATE TABLE api_keys (
   revoked_at timestamptz
 );
 CREATE UNIQUE INDEX api_keys_one_active_per_mode ON api_keys (project_id, mode) WHERE revoked_at IS NULL;
-`,
-};
+CREATE INDEX api_keys_project ON api_keys (project_id);
 
-/** Webhook secrets are stored sealed (AES-256-GCM, libs/secrets): the table refuses a plain one. */
-export const webhookSecretsSealedMigration: Migration = {
-  id: 'payments:0016_projects_webhook_secret_sealed',
-  sql: `
-ALTER TABLE projects ADD CONSTRAINT projects_webhook_secret_sealed CHECK (webhook_secret LIKE 'sealed:v1:%') NOT VALID;
-`,
-};
-
-/**
- * How many times a statement changed projects.webhook_secret (a replaced secret after
- * a leak, or a re-sealing): the API processes watch it and forget the secrets they
- * remember for public ids when it moves (Registry.followWebhookSecretChanges), so a
- * secret changed by hand in SQL holds in every process within a poll.
- */
-export const webhookSecretChangesMigration: Migration = {
-  id: 'payments:0037_webhook_secret_changes',
-  sql: `
+-- How many times a statement changed projects.webhook_secret: see above.
 CREATE TABLE webhook_secret_changes (
   only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
   generation bigint NOT NULL
@@ -71,19 +72,8 @@ BEGIN
 END $$;
 CREATE TRIGGER projects_webhook_secret_changes AFTER UPDATE OF webhook_secret ON projects
   FOR EACH STATEMENT EXECUTE FUNCTION count_webhook_secret_changes();
-`,
-};
 
-/**
- * A project's webhook settings from each change on (gateway clock): the outbox addresses
- * an event with the settings in force when it happened, not when it reaches the outbox
- * (a lagging or stopped projector), so a subscription change applies to events from
- * then on. Filled at creation and at each change; a project's settings before this
- * table existed count from its creation.
- */
-export const projectWebhookSettingsMigration: Migration = {
-  id: 'payments:0046_project_webhook_settings',
-  sql: `
+-- Each project's webhook settings from each change on: see above.
 CREATE TABLE project_webhook_settings (
   project_id uuid NOT NULL REFERENCES projects (id),
   valid_from timestamptz NOT NULL,
@@ -91,6 +81,5 @@ CREATE TABLE project_webhook_settings (
   webhook_events text[] NOT NULL,
   PRIMARY KEY (project_id, valid_from)
 );
-INSERT INTO project_webhook_settings SELECT id, created_at, webhook_url, webhook_events FROM projects;
 `,
 };

@@ -3,7 +3,7 @@ import { outcomeOf, writeStatement, type Migration } from '#platform/database';
 import { canonicalPayoutAccount, PayoutMethod } from '#domain';
 
 export const payoutAddressesMigration: Migration = {
-  id: 'payments:0007_registry_payout_addresses',
+  id: 'payments:0007_payout_addresses',
   sql: `
 CREATE TABLE payout_addresses (
   id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -8,6 +8,7 @@ import type { Projection } from '#event-store/projections';
 import { foldBatchIntoTable, FoldedTable } from '../read-models/folded-row';
 import { pageOf, ReadModelPage } from '../invoices/invoices.read-model';
 
+/** The payouts read model: the row in its own shape (`item`, json), the figures finance reads as columns. */
 export const payoutsReadModelMigration: Migration = {
   id: 'payments:0010_read_model_payouts',
   sql: `
@@ -21,11 +22,15 @@ CREATE TABLE payouts (
   -- requested and refused are never shown; the others are the spec's statuses
   status text NOT NULL,
   created_at timestamptz NOT NULL,
-  state jsonb NOT NULL,
-  last_revision bigint NOT NULL
+  last_revision bigint NOT NULL,
+  amount bigint NOT NULL,
+  fee_amount bigint NOT NULL,
+  processed_at timestamptz,
+  item json NOT NULL
 );
 CREATE INDEX payouts_list ON payouts (account_id, seq DESC);
 CREATE INDEX payouts_requested ON payouts (created_at) WHERE status = 'requested';
+CREATE TRIGGER payouts_reset_counted AFTER TRUNCATE ON payouts FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('payouts');
 `,
 };
 

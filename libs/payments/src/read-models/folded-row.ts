@@ -1,52 +1,6 @@
 import type { PoolClient } from 'pg';
 import type { RecordedEvent } from '#event-store';
 import { copyRowsInto, CopyType, CopyValue } from '#platform/database';
-import type { Migration } from '#platform/database';
-
-/**
- * The folded states of invoices and payouts as `json` (the text as written) instead of
- * `jsonb` (decision 0095): PostgreSQL only checks the text when a row is written, where
- * `jsonb` built and sorted a tree of every state (converting each number), three times
- * the work, and stored it larger. Every reader still gets the same value: the gateway
- * reads `state` whole (pg parses json and jsonb alike), the reconciliation reads fields
- * with `->` and `->>`, which json has too, and readModelChecksums sums a json column as
- * its jsonb text, so a table converted here sums as before. The conversion rewrites both
- * tables once (an exclusive lock for the time it takes).
- */
-export const foldedStateAsJsonMigration: Migration = {
-  id: 'payments:0035_folded_state_as_json',
-  sql: `
-ALTER TABLE invoices ALTER COLUMN state TYPE json USING state::json;
-ALTER TABLE payouts ALTER COLUMN state TYPE json USING state::json;
-`,
-};
-
-/**
- * The invoices and payouts tables keep rows in their read models' own shapes (`item`)
- * instead of the aggregates' folded states, with the figures finance reads as columns.
- * Both tables are emptied and their projections set back to the start of the log with
- * the rebuild mark: until the projector has caught up, a list answers 503 and the
- * workers that read these tables wait, as after an interrupted projections:rebuild.
- */
-export const readModelRowsMigration: Migration = {
-  id: 'payments:0042_read_model_rows',
-  sql: `
-TRUNCATE invoices, payouts;
-ALTER TABLE invoices DROP COLUMN state,
-  ADD COLUMN net_amount bigint NOT NULL,
-  ADD COLUMN fee_amount bigint NOT NULL,
-  ADD COLUMN available_at timestamptz,
-  ADD COLUMN item json NOT NULL;
-ALTER TABLE payouts DROP COLUMN state,
-  ADD COLUMN amount bigint NOT NULL,
-  ADD COLUMN fee_amount bigint NOT NULL,
-  ADD COLUMN processed_at timestamptz,
-  ADD COLUMN item json NOT NULL;
-UPDATE projection_checkpoints
-   SET commit_position = 0, prepare_position = 0, events_applied = 0, updated_at = now(), rebuild_started_at = now()
- WHERE projection IN ('invoices', 'payouts');
-`,
-};
 
 /**
  * From how many new rows a batch writes them by COPY rather than by the upsert: below it

@@ -1,5 +1,4 @@
 import type { Projection } from '#event-store/projections';
-import type { Migration } from '#platform/database';
 import { invoicesProjection } from '../invoices/invoices.read-model';
 import { ledgerProjection } from '../ledger/ledger.read-model';
 import { streamCatalogProjection } from '../streams/stream-catalog.read-model';
@@ -34,26 +33,6 @@ export function rebuildPassesOf(selected: readonly Projection[]): Projection[][]
   passes[0]!.push(...unplaced);
   return passes.filter((pass) => pass.length > 0);
 }
-
-/**
- * Every emptying of a read-model table counted for its projection (projection_checkpoints.resets,
- * event-store:0012), in the emptying transaction. A table added to a read model later gets its
- * trigger in the migration that creates it (a test checks that each has one).
- */
-export const readModelResetsCountedMigration: Migration = {
-  id: 'payments:0056_read_model_resets_counted',
-  sql: `
-SET LOCAL lock_timeout = '5s';
-CREATE OR REPLACE TRIGGER stream_catalog_reset_counted AFTER TRUNCATE ON stream_catalog FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('stream_catalog');
-CREATE OR REPLACE TRIGGER ledger_postings_reset_counted AFTER TRUNCATE ON ledger_postings FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('ledger');
-CREATE OR REPLACE TRIGGER ledger_entries_reset_counted AFTER TRUNCATE ON ledger_entries FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('ledger');
-CREATE OR REPLACE TRIGGER ledger_balances_reset_counted AFTER TRUNCATE ON ledger_balances FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('ledger');
-CREATE OR REPLACE TRIGGER ledger_open_holds_reset_counted AFTER TRUNCATE ON ledger_open_holds FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('ledger');
-CREATE OR REPLACE TRIGGER invoices_reset_counted AFTER TRUNCATE ON invoices FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('invoices');
-CREATE OR REPLACE TRIGGER refunds_reset_counted AFTER TRUNCATE ON refunds FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('refunds');
-CREATE OR REPLACE TRIGGER payouts_reset_counted AFTER TRUNCATE ON payouts FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('payouts');
-`,
-};
 
 export * from './table-locks';
 export * from './checksums';

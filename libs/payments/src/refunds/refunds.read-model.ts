@@ -24,6 +24,10 @@ CREATE TABLE refunds (
 CREATE INDEX refunds_requested ON refunds (requested_at) WHERE status = 'requested';
 CREATE INDEX refunds_due ON refunds (process_at) WHERE status = 'pending';
 CREATE INDEX refunds_invoice ON refunds (invoice_id);
+CREATE TRIGGER refunds_reset_counted AFTER TRUNCATE ON refunds FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('refunds');
+-- The PostgreSQL log's refund requests by refund id, so that a refund answered 202 is found before this read model
+-- has it (invoiceOfRefund). Partial: only those events carry an entry.
+CREATE INDEX events_refund_requests ON events ((data->>'refundId')) WHERE event_type = 'InvoiceRefundRequested';
 `,
 };
 
@@ -176,17 +180,6 @@ export const refundsProjection: Projection = {
       );
     }
   },
-};
-
-/**
- * The PostgreSQL log's refund requests by refund id, so that a refund answered 202 is
- * found before the refunds read model has it (invoiceOfRefund). Partial: only those
- * events carry an entry. Built concurrently: appends go on meanwhile.
- */
-export const refundRequestsInLogMigration: Migration = {
-  id: 'payments:0049_refund_requests_in_log',
-  sql: `CREATE INDEX CONCURRENTLY IF NOT EXISTS events_refund_requests ON events ((data->>'refundId')) WHERE event_type = 'InvoiceRefundRequested'`,
-  concurrentIndex: 'events_refund_requests',
 };
 
 /**

@@ -7,6 +7,13 @@ import { copyRowsUnlessTaken } from '#platform/database';
 /** From how many streams begun in a batch their rows go by COPY (a rebuild's pages). */
 export const STREAM_CATALOG_COPY_MIN_ROWS = 256;
 
+/**
+ * The catalog keeps one index, on the stream's name: a second on (category, name) would
+ * put every new stream into two randomly keyed B-trees, and on a large log nearly each
+ * such insert writes its leaf page whole into the WAL after a checkpoint
+ * (docs/benchmarks.md). Nothing in the gateway reads the catalog by category; an
+ * auditor's query by category scans it (one row per stream).
+ */
 export const streamCatalogMigration: Migration = {
   id: 'payments:0001_read_model_stream_catalog',
   sql: `
@@ -19,23 +26,7 @@ CREATE TABLE stream_catalog (
   first_event_at timestamptz NOT NULL,
   last_event_at timestamptz NOT NULL
 );
-CREATE INDEX stream_catalog_category ON stream_catalog (category, stream_name);
-`,
-};
-
-/**
- * The catalog keeps one index, on the stream's name: a second on (category, name) put
- * every new stream into two randomly keyed B-trees, and on a large log nearly each
- * such insert writes its leaf page whole into the WAL after a checkpoint
- * (docs/benchmarks.md). Nothing in the gateway reads the catalog by category; an
- * auditor's query by category scans it (one row per stream).
- */
-export const streamCatalogOneIndexMigration: Migration = {
-  id: 'payments:0043_stream_catalog_one_index',
-  sql: `
-DROP INDEX IF EXISTS stream_catalog_category;
--- A rebuild interrupted while it had the index set aside must not create it again.
-DELETE FROM projection_deferred_indexes WHERE index_name = 'stream_catalog_category';
+CREATE TRIGGER stream_catalog_reset_counted AFTER TRUNCATE ON stream_catalog FOR EACH STATEMENT EXECUTE FUNCTION count_projection_reset('stream_catalog');
 `,
 };
 

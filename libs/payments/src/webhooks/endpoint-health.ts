@@ -1,5 +1,5 @@
 import type { Pool } from 'pg';
-import { inTransaction, Migration } from '#platform/database';
+import { inTransaction } from '#platform/database';
 
 /**
  * Endpoint health: a project's webhook endpoint whose attempts have all failed for
@@ -11,11 +11,6 @@ import { inTransaction, Migration } from '#platform/database';
  * which resends every failed delivery still kept: what the merchant is owed.
  */
 export const ENDPOINT_FAILING_DAYS = 3;
-
-export const webhookEndpointHealthMigration: Migration = {
-  id: 'payments:0041_webhook_endpoint_health',
-  sql: `ALTER TABLE projects ADD COLUMN webhook_disabled_at timestamptz, ADD COLUMN webhook_enabled_at timestamptz;`,
-};
 
 /** An endpoint just disabled, as the operator's log line tells it. */
 export interface DisabledEndpoint {

@@ -1,5 +1,4 @@
 import type { Pool } from 'pg';
-import type { Migration } from '#platform/database';
 
 /**
  * How long the webhook history is kept: a delivery that is finished (delivered, or
@@ -66,11 +65,3 @@ export async function sweepWebhookHistory(pool: Pool, now: Date, retentionDays: 
     client.release();
   }
 }
-
-/** The sweeper finds finished deliveries by age without reading the whole queue. */
-export const webhookRetentionMigration: Migration = {
-  id: 'payments:0018_webhook_deliveries_finished_by_age',
-  sql: `
-CREATE INDEX webhook_deliveries_finished ON webhook_deliveries (created_at) WHERE status <> 'pending';
-`,
-};

@@ -3,6 +3,13 @@ import type { Migration } from '../database';
 import { outcomeOf, writeStatement } from '../database/pool';
 import type { ManualClock } from './clock';
 
+/**
+ * The manual clock's offset, and the processes that follow it: each writes the offset
+ * its clock runs on (-1 until it first read one). A process is live while its follower
+ * session holds the advisory lock (MANUAL_CLOCK_FOLLOWER_NAMESPACE, id), or while it
+ * confirms through its main pool (its follower session lost): a dead one's lock goes
+ * with its session, and its row stops being confirmed.
+ */
 export const manualClockMigration: Migration = {
   id: 'platform:0001_manual_clock',
   sql: `
@@ -11,18 +18,6 @@ CREATE TABLE manual_clock (
   offset_ms bigint NOT NULL DEFAULT 0 CHECK (offset_ms >= 0)
 );
 INSERT INTO manual_clock (singleton, offset_ms) VALUES (true, 0);
-`,
-};
-
-/**
- * The processes that follow the manual clock: each writes the offset its clock runs on
- * (-1 until it first read one). A process is live while its follower session holds the
- * advisory lock (MANUAL_CLOCK_FOLLOWER_NAMESPACE, id), or while it confirms through its main
- * pool (its follower session lost): a dead one's lock goes with its session, and its row stops being confirmed.
- */
-export const manualClockFollowersMigration: Migration = {
-  id: 'platform:0002_manual_clock_followers',
-  sql: `
 CREATE TABLE manual_clock_followers (
   id serial PRIMARY KEY,
   offset_ms bigint NOT NULL,

@@ -4,26 +4,11 @@ import { inTransactionOn } from './pool';
 
 export interface Migration {
   /**
-   * `<library>:<NNNN>_<what>`, e.g. `payments:0004_read_model_invoices`: numbered within
+   * `<library>:<NNNN>_<what>`, e.g. `payments:0005_read_model_invoices`: numbered within
    * the library that owns the table, unique, never renamed once applied.
    */
   readonly id: string;
   readonly sql: string;
-  /**
-   * The index that `sql` (one `CREATE INDEX CONCURRENTLY IF NOT EXISTS`) builds outside
-   * a transaction, so that a table written all the time (the events) takes writes while
-   * it builds (a rolling restart migrates beside serving replicas). A build cut short
-   * leaves the index invalid: it is dropped and built again.
-   */
-  readonly concurrentIndex?: string;
-  /**
-   * One statement run after `sql` (itself committed first), again and again, each run in
-   * its own transaction, until it returns or changes no row (a SELECT over the rows it
-   * took up, to end only when none is left): a backfill of a large table in small
-   * batches (a LIMIT in the statement), so that no row stays locked for longer than one
-   * batch while the previous version serves. The migration is recorded after the last.
-   */
-  readonly batch?: string;
 }
 
 const MIGRATION_ID = /^[a-z][a-z-]*:\d{4}_[a-z0-9_]+$/;
@@ -36,8 +21,8 @@ export class MigrationError extends Error {}
 export class MigrationFailedError extends MigrationError {}
 
 const checksum = (sql: string): string => createHash('sha256').update(sql).digest('hex');
-/** The checksum of a migration's text: its sql, and its batch statement when it has one. */
-const textChecksum = (m: Migration): string => checksum(m.batch === undefined ? m.sql : `${m.sql}\n${m.batch}`);
+/** The checksum of a migration's text. */
+const textChecksum = (m: Migration): string => checksum(m.sql);
 
 /**
  * Applies, in the order of the list (the composition root's), every migration not
@@ -59,8 +44,7 @@ export async function migrate(pool: Pool, migrations: readonly Migration[]): Pro
     // another migrates waits for the lock meanwhile: no statement bound for this
     // session (the pool's is restored below, before the connection goes back).
     await client.query('SET statement_timeout = 0');
-    // Asked again every 100 ms, not waited for in one statement: a waiting statement holds a
-    // snapshot, which the holder's CREATE INDEX CONCURRENTLY would wait for in turn (a deadlock).
+    // Asked again every 100 ms, not waited for in one statement, which would hold a snapshot all the while.
     while (!(await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1) AS locked', [MIGRATION_LOCK])).rows[0]!.locked) {
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
@@ -88,21 +72,10 @@ export async function migrate(pool: Pool, migrations: readonly Migration[]): Pro
           continue;
         }
         try {
-          if (migration.concurrentIndex !== undefined) {
-            await buildIndexConcurrently(client, migration.concurrentIndex, migration.sql);
+          await inTransactionOn(client, async () => {
+            await client.query(migration.sql);
             await client.query('INSERT INTO migrations_applied (id, checksum) VALUES ($1, $2)', [migration.id, textChecksum(migration)]);
-          } else if (migration.batch !== undefined) {
-            const batch = migration.batch;
-            await inTransactionOn(client, () => client.query(migration.sql));
-            let changed = 1;
-            while (changed > 0) changed = (await inTransactionOn(client, () => client.query(batch))).rowCount ?? 0;
-            await client.query('INSERT INTO migrations_applied (id, checksum) VALUES ($1, $2)', [migration.id, textChecksum(migration)]);
-          } else {
-            await inTransactionOn(client, async () => {
-              await client.query(migration.sql);
-              await client.query('INSERT INTO migrations_applied (id, checksum) VALUES ($1, $2)', [migration.id, textChecksum(migration)]);
-            });
-          }
+          });
         } catch (error) {
           throw (
             (await privilegeMissing(client, error, migration.id)) ?? new MigrationFailedError(`migration ${migration.id} failed: ${(error as Error).message}`)
@@ -121,16 +94,6 @@ export async function migrate(pool: Pool, migrations: readonly Migration[]): Pro
     );
     client.release(reset);
   }
-}
-
-/** Builds `index` by `sql` outside a transaction; one left invalid by a build cut short is dropped first. */
-async function buildIndexConcurrently(client: PoolClient, index: string, sql: string): Promise<void> {
-  const invalid = await client.query(
-    'SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = $1 AND c.relnamespace = current_schema()::regnamespace AND NOT i.indisvalid',
-    [index],
-  );
-  if (invalid.rowCount !== 0) await client.query(`DROP INDEX CONCURRENTLY IF EXISTS ${index}`);
-  await client.query(sql);
 }
 
 /**
