@@ -9,8 +9,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { connect, Socket } from 'node:net';
 import path from 'node:path';
 import { Client } from 'pg';
-import { EMBEDDED_DATABASE_NAME, LEGACY_PRESENCE_NAMES, PASSWORD_FILE, PRESENCE } from '#platform/database';
-import { servingApplicationName } from '#payments/composition';
+import { EMBEDDED_DATABASE_NAME, PASSWORD_FILE, PRESENCE } from '#platform/database';
 import { spawn } from 'node:child_process';
 import { ROOT, RunningProcess, startGateway, startProcess, temporaryDataDir, PROJECTOR_PUBLIC_URL } from '../support/gateway-process';
 
@@ -502,44 +501,38 @@ describe('one embedded server shared by the processes of a DATA_DIR', () => {
     }
   });
 
-  it("the serving sessions' names counted as an older gateway's presence are the ones serving processes give them", () => {
-    expect(LEGACY_PRESENCE_NAMES).toEqual((['gateway', 'api', 'projector'] as const).map(servingApplicationName));
-  });
-
-  it('a command of this version leaves the server to an older gateway on it (no presence session, only its own): the last command then stops it', async () => {
+  it('commands, and a process that leaves through its exit hook, leave the server to a process present on it: the last command stops it', async () => {
     const data = dataDir();
     try {
-      // The server runs with nobody of this version on it: its starter was killed (as an older gateway starts its own).
+      // The server runs with only a presence session on it: its starter was killed.
       const starter = await startGateway('gateway', { DATA_DIR: data.dir, ADMIN_TOKEN: TOKEN });
       await starter.kill('SIGKILL');
       const server = postmasterOf(data.dir)!;
       expect(alive(server.pid)).toBe(true);
-      // An older gateway on it: a plain session named as versions before the presence session name a serving process's.
       const password = readFileSync(path.join(data.dir, PASSWORD_FILE), 'utf8').trim();
-      const older = new Client({
+      const present = new Client({
         host: '127.0.0.1',
         port: server.port,
         user: 'postgres',
         password,
         database: EMBEDDED_DATABASE_NAME,
-        application_name: 'gateway-gateway',
+        application_name: PRESENCE,
       });
-      older.on('error', () => undefined);
-      await older.connect();
+      present.on('error', () => undefined);
+      await present.connect();
       try {
-        // Read-only commands after a `git pull` in its checkout: each exits, the server runs on for the older gateway.
         for (const command of ['read-models-checksum', 'log-verify'] as const) {
           const run = startProcess(command, { DATA_DIR: data.dir });
           expect([command, await run.exited]).toEqual([command, 0]);
           expect([command, alive(server.pid)]).toEqual([command, true]);
-          expect((await older.query<{ one: number }>('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
         }
         // One that leaves through its 'exit' hook (process.exit without stop()) leaves it running too.
         const exits = spawn(process.execPath, ['-e', JOIN_AND_EXIT, data.dir], { cwd: ROOT, stdio: 'ignore' });
         expect(await new Promise((resolve) => exits.on('exit', resolve))).toBe(0);
         expect(alive(server.pid)).toBe(true);
+        expect((await present.query<{ one: number }>('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
       } finally {
-        await older.end().catch(() => undefined);
+        await present.end().catch(() => undefined);
       }
       // Nobody else on it: the next command to leave it stops it.
       expect(await startProcess('read-models-checksum', { DATA_DIR: data.dir }).exited).toBe(0);

@@ -454,10 +454,10 @@ describe('webhooks (CLOCK=manual, private networks allowed)', () => {
     });
   });
 
-  it("a project whose row and webhook settings drifted apart (an older version's PATCH during an upgrade across them): a PATCH with the URL it shows takes effect", async () => {
+  it('a project whose row and webhook settings drifted apart (its row changed by hand in SQL): a PATCH with the URL it shows takes effect', async () => {
     const [before, after] = [await receiver(), await receiver()];
     const m = await hookedMerchant(operator, { webhookUrl: before.url });
-    // What a process of an older version wrote: the project's row only, not its settings history.
+    // An operator's UPDATE in psql: the project's row only, not its settings history.
     await gw.db.pool.query('UPDATE projects SET webhook_url = $2 WHERE id = $1', [m.projectId, after.url]);
     expect((await operator.patchProject(m.projectId, { webhookUrl: after.url })).webhookUrl).toBe(after.url);
     const paid = await paidInvoice(operator, m.test);

@@ -464,8 +464,8 @@ export class Registry {
         [id, ...settingsParams(settings), now],
       );
       const after = this.toProject(r.rows[0]!);
-      // Against the settings history, not the row: a process of an older version wrote only the row (an upgrade across
-      // them), so a PATCH with the URL the project shows must still take effect for deliveries.
+      // Against the settings history, not the row: a row changed by hand in SQL drifts from it, and a PATCH with the URL
+      // the project shows must still take effect for deliveries.
       const last = await tx.query<{ webhook_url: string | null; webhook_events: string[] }>(
         'SELECT webhook_url, webhook_events FROM project_webhook_settings WHERE project_id = $1 ORDER BY valid_from DESC LIMIT 1',
         [id],

@@ -222,7 +222,7 @@ export function webhookOutbox(
       );
       const planned: PlannedDelivery[] = [];
       for (const [i, { message, body, project }] of addressed.entries()) {
-        // None recorded (a project made before they were): its settings now.
+        // None recorded (a project written by hand in SQL): its settings now.
         const settings = settingsAt[i] ?? { ...project, existed: true };
         if (!settings.existed && message.accountWide) continue; // a project created after the payout's event
         const subscribed = settings.webhookUrl !== null && settings.webhookEvents.includes(message.kind);

@@ -5,7 +5,6 @@ import { createServer } from 'node:net';
 import path from 'node:path';
 import { Client } from 'pg';
 import { writeSecretFileOnce } from '../secrets/secret-file';
-import { dropOwnSessions, ownSessionBackends } from './own-sessions';
 import { freeListenPort, portIsFree } from '../net/listen-port';
 
 /**
@@ -18,8 +17,7 @@ import { freeListenPort, portIsFree } from '../net/listen-port';
  *
  * Shared: each process holds one session named PRESENCE while it uses the server, and
  * the last one to stop, whichever started it, stops it (fast shutdown); one that
- * stops while another still holds its session (or, for a version from before
- * PRESENCE, a serving session: LEGACY_PRESENCE_NAMES) leaves the server running for it. So
+ * stops while another still holds its session leaves the server running for it. So
  * does one that exits without stopping (process.exit, a signal no code of its own
  * handles, an uncaught error): its 'exit' hook asks the server the same question.
  * The postmaster stopped is always the one postmaster.pid names now (one started again
@@ -37,17 +35,8 @@ export interface EmbeddedDatabase {
 
 /** The application_name of the one session each process keeps while it uses the server. */
 export const PRESENCE = 'gateway-embedded-presence';
-/**
- * The application_name of a serving process's sessions (`gateway-<role>`, as every
- * version names them: servingApplicationName of #payments/composition). Versions from before PRESENCE open none, but a serving process
- * of theirs always holds one of these (its rebuild marks are read every half second):
- * one on the server that is not this process's own counts as another process on it,
- * or a command of a newer checkout would stop the server under an older gateway.
- */
-export const LEGACY_PRESENCE_NAMES: readonly string[] = ['gateway-gateway', 'gateway-api', 'gateway-projector'];
 
 const USER = 'postgres';
-/** The password of data directories made before each got its own: replaced at their next start. */
 /** The superuser's password of one data directory, generated with it (mode 0600, beside the cluster). */
 export const PASSWORD_FILE = 'postgres-password';
 export const EMBEDDED_DATABASE_NAME = 'gateway';
@@ -280,12 +269,12 @@ const UNREACHABLE_GRACE_MS = 15_000;
 /** How long, once such a server is reached again, the others' presence is given to reopen (PRESENCE_RECONNECT_MS and a connect). */
 const REOPENED_WAIT_MS = 4 * PRESENCE_RECONNECT_MS;
 /**
- * The presence sessions on the server (PRESENCE $1, or LEGACY_PRESENCE_NAMES $2) but
- * this process's own ($3), and how long ago it took
+ * The presence sessions on the server (PRESENCE $1) but this process's own ($2), and
+ * how long ago it took
  * sessions again: a backend crash restarts its processes and ends every session; the
  * walwriter starts when crash recovery has ended (the checkpointer when it begins).
  */
-const PRESENCE_SQL = `SELECT count(*) FILTER (WHERE (application_name = $1 OR application_name = ANY($2::text[])) AND pid <> ALL($3::int[]))::int AS n,
+const PRESENCE_SQL = `SELECT count(*) FILTER (WHERE application_name = $1 AND pid <> ALL($2::int[]))::int AS n,
        coalesce(extract(epoch FROM now() - max(backend_start) FILTER (WHERE backend_type IN ('checkpointer', 'walwriter'))) * 1000, 1e9)::float8 AS restarted_ms_ago
   FROM pg_stat_activity`;
 
@@ -308,12 +297,7 @@ async function leave(on: OnServer): Promise<void> {
   const pid = server?.pid ?? (ownChildRunning(on.child) ? on.child!.pid! : null);
   if (pid === null) return;
   const running = () => currentServer(on.clusterDir)?.pid === server?.pid;
-  if (
-    server !== null &&
-    !(starting && server.pid === on.child?.pid) &&
-    (await othersPresentOn(server.port, on.password, running, ownSessionBackends(server.port)))
-  )
-    return;
+  if (server !== null && !(starting && server.pid === on.child?.pid) && (await othersPresentOn(server.port, on.password, running, []))) return;
   await stopPostmaster(pid);
 }
 
@@ -327,21 +311,19 @@ const ownChildRunning = (child: ChildProcess | null): boolean => child !== null 
  * process's presence is on it, and stops it (waiting until it is down) only if none is.
  */
 process.on('exit', () => {
-  // Dropped first, its pools' sessions too: another process exiting at the same time must not find this one still on it.
+  // Dropped first: another process exiting at the same time must not find this one still on it.
   const inputs = [...serversLeftAtExit].map((on) => {
     const presencePid = on.presence?.backendPid() ?? null;
-    const server = currentServer(on.clusterDir);
     return {
       clusterDir: on.clusterDir,
       password: on.password,
-      own: [...(presencePid === null ? [] : [presencePid]), ...(server === null ? [] : ownSessionBackends(server.port))],
+      own: presencePid === null ? [] : [presencePid],
       starting: on.presence === null,
       child: ownChildRunning(on.child) ? on.child!.pid : null,
       lock: startLocksHeld.has(on.root) ? null : startLockOf(on.root),
     };
   });
   for (const on of serversLeftAtExit) on.presence?.drop();
-  if (inputs.length > 0) dropOwnSessions();
   for (const input of inputs) {
     spawnSync(process.execPath, ['-e', LEAVE_AT_EXIT, require.resolve('pg')], {
       input: JSON.stringify(input),
@@ -389,7 +371,7 @@ async function lock() {
           continue;
         }
         try {
-          const ask = async () => (await c.query(\`${PRESENCE_SQL}\`, ['${PRESENCE}', ${JSON.stringify(LEGACY_PRESENCE_NAMES)}, o.own])).rows[0];
+          const ask = async () => (await c.query(\`${PRESENCE_SQL}\`, ['${PRESENCE}', o.own])).rows[0];
           let r = await ask();
           if (r.n === 0 && (unreachable || r.restarted_ms_ago < ${REOPENED_WAIT_MS})) {
             await sleep(unreachable ? ${REOPENED_WAIT_MS} : ${REOPENED_WAIT_MS} - r.restarted_ms_ago);
@@ -696,7 +678,7 @@ async function othersPresentOn(port: number, password: string, running: () => bo
       continue;
     }
     try {
-      const ask = async () => (await client.query<{ n: number; restarted_ms_ago: number }>(PRESENCE_SQL, [PRESENCE, LEGACY_PRESENCE_NAMES, own])).rows[0]!;
+      const ask = async () => (await client.query<{ n: number; restarted_ms_ago: number }>(PRESENCE_SQL, [PRESENCE, own])).rows[0]!;
       let answer = await ask();
       if (answer.n === 0 && (unreachable || answer.restarted_ms_ago < REOPENED_WAIT_MS)) {
         await new Promise((resolve) => setTimeout(resolve, unreachable ? REOPENED_WAIT_MS : REOPENED_WAIT_MS - answer.restarted_ms_ago));

@@ -6,4 +6,3 @@ export * from './copy-rows';
 export * from './binary-copy-out';
 export * from './statement-watchdog';
 export * from './outage-log';
-export { ownSessionBackends } from './own-sessions';

@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
-import { Client, ClientBase, Pool, PoolClient, QueryConfig, QueryResult, QueryResultRow, types } from 'pg';
-import { trackOwnSession } from './own-sessions';
+import { ClientBase, Pool, PoolClient, QueryConfig, QueryResult, QueryResultRow, types } from 'pg';
 import { statementTimeoutIn, watchStatements } from './statement-watchdog';
 
 // bigint columns (positions, revisions) come back as strings unless told otherwise;
@@ -259,9 +258,7 @@ const confirmedBackends = new WeakMap<object, Backend>();
  * server that does not answer within CONFIRM_WAIT_MS fails the connection.
  */
 async function confirmBackend(client: ClientBase): Promise<void> {
-  // This process's own session from now (also when the check fails and the connection is ended).
   client.on('error', () => undefined);
-  trackOwnSession(client as Client);
   const given = (client as unknown as { processID?: number | null }).processID;
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
