@@ -48,6 +48,21 @@ describe('schema migrations', () => {
     expect(await migrate(db.pool, allMigrations)).toEqual([]);
   });
 
+  it('refuse a database made by a pre-release build (migrations this code does not know, and not all of its own), naming it so', async () => {
+    const fresh = await createTestDatabase({ migrate: false });
+    try {
+      await migrate(fresh.pool, [allMigrations[0]!, { id: 'payments:0056_read_model_resets_counted', sql: 'SELECT 1' }]);
+      for (const check of [() => migrate(fresh.pool, allMigrations), () => checkMigrated(fresh.pool, allMigrations)]) {
+        await expect(check()).rejects.toThrow(
+          'the database was made by a build of the gateway from before its first release: 1 applied migration(s) this version does not know ' +
+            '(payments:0056_read_model_resets_counted) and not every migration of this version; make the database again',
+        );
+      }
+    } finally {
+      await fresh.drop();
+    }
+  });
+
   it('roll back a failing migration completely', async () => {
     const broken = [...allMigrations, { id: 'test:0001_broken', sql: 'CREATE TABLE half_done (x int); SELECT 1/0;' }];
     await expect(migrate(db.pool, broken)).rejects.toThrow('migration test:0001_broken failed');

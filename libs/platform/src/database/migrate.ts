@@ -140,11 +140,19 @@ export async function checkMigrated(pool: Pool, migrations: readonly Migration[]
 /**
  * A database that applied migrations this code does not know was migrated by a newer
  * version: older code would read and write tables whose meaning it does not know (a
- * downgrade is not supported: docs/operations.md, "Migrations").
+ * downgrade is not supported: docs/operations.md, "Migrations"). A newer version applied
+ * every migration of this one too, with the same text; a database that did not was made
+ * by a build from before the first release, whose history was squashed (decision 0009).
  */
 function refuseNewer(applied: ReadonlyMap<string, string>, migrations: readonly Migration[]): void {
   const known = new Set(migrations.map((m) => m.id));
   const unknown = [...applied.keys()].filter((id) => !known.has(id)).sort();
+  if (unknown.length > 0 && !migrations.every((m) => applied.get(m.id) === textChecksum(m))) {
+    throw new MigrationError(
+      `the database was made by a build of the gateway from before its first release: ${unknown.length} applied migration(s) this ` +
+        `version does not know (${unknown.join(', ')}) and not every migration of this version; make the database again`,
+    );
+  }
   if (unknown.length > 0) {
     throw new MigrationError(
       `the database was migrated by a newer version of the gateway: ${unknown.length} applied migration(s) this version does not know ` +
