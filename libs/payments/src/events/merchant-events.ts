@@ -7,8 +7,6 @@ import type { Migration } from '#platform/database';
  * Written by the webhook outbox in the transaction that enqueues the deliveries, so an
  * event is listable exactly when its delivery exists; kept WEBHOOK_RETENTION_DAYS after
  * it happened (swept before its delivery: an event happens before it is enqueued).
- * The seed copies the deliveries already there (events of unsubscribed projects from
- * before this table are not known).
  */
 export const merchantEventsMigration: Migration = {
   id: 'payments:0015_merchant_events',
@@ -25,8 +23,6 @@ CREATE TABLE merchant_events (
   delivery_id uuid,
   PRIMARY KEY (project_id, id)
 );
-INSERT INTO merchant_events (id, project_id, type, is_test, created_at, body, delivery_id)
-SELECT event_id, project_id, event_type, is_test, COALESCE((body::json->>'createdAt')::timestamptz, created_at), body, id FROM webhook_deliveries ORDER BY seq;
 CREATE INDEX merchant_events_page ON merchant_events (project_id, is_test, seq);
 CREATE INDEX merchant_events_by_age ON merchant_events (created_at);
 `,
