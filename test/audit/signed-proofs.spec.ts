@@ -374,15 +374,6 @@ describe('signed checkpoints and statements', () => {
       code: 2,
       output: expect.stringContaining('error-answer.json: not a checkpoint saved from GET /admin/v1/audit/checkpoint'),
     });
-    // One saved before checkpoints were signed with Ed25519 (HMAC, keyId): named so, with the --expect that checks what it records.
-    const hmac = path.join(files.dir, 'hmac-checkpoint.json');
-    const { position, events, hash, signedText } = saved;
-    writeFileSync(hmac, JSON.stringify({ position, events, hash, algorithm: 'HMAC-SHA256', keyId: 'a4392903', signedText, signature: 'fe'.repeat(32) }));
-    expect(await logVerify(['--checkpoint', hmac])).toEqual({
-      code: 2,
-      output: expect.stringContaining(`hmac-checkpoint.json: an HMAC-SHA256 checkpoint (saved before the gateway signed them with Ed25519)`),
-    });
-    expect((await logVerify(['--checkpoint', hmac])).output).toContain(`check what it records with --expect ${position} ${hash}`);
 
     const target = (
       await gw.db.pool.query<{ global_position: string; stream_name: string; stream_revision: string }>(

@@ -46,7 +46,6 @@ import {
   settleAppendPosition,
   SubscriptionItem,
   toAppendExpectedRevision,
-  toCreatedDate,
   toJsonObject,
   toPortAppendError,
   toPosition,
@@ -220,17 +219,6 @@ describe('EventStoreDB adapter: mapping to the client', () => {
     // a view into a larger buffer: only its own bytes
     const big = new TextEncoder().encode('xx{"b":3}yy');
     expect(toJsonObject(big.subarray(2, 9))).toEqual({ b: 3 });
-  });
-
-  it('makes a Date of the creation time (a Date, or .NET ticks since the Unix epoch)', () => {
-    const date = new Date('2024-05-01T10:00:00.123Z');
-    expect(toCreatedDate(date)).toBe(date);
-    const ticks = BigInt(date.getTime()) * 10_000n + 4567n;
-    expect(toCreatedDate(ticks)).toEqual(date);
-    expect(toCreatedDate(ticks.toString())).toEqual(date);
-    expect(toCreatedDate(Number(ticks))).toEqual(date);
-    expect(toCreatedDate(date.getTime())).toEqual(date);
-    expect(toCreatedDate(undefined)).toEqual(new Date(0));
   });
 
   it('filters on stream names on the server when it can, else on types, else leaves out system events', () => {

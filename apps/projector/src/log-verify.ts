@@ -89,7 +89,6 @@ function readKeysFile(file: string): PublishedKey[] {
 /** A saved checkpoint whose Ed25519 signature holds under its kid's public key: its position and hash (from the signed text); else why not. */
 function signedCheckpoint(file: string, keys: readonly PublishedKey[]): { position: string; hash: string; kid: string } | string {
   const c = readJsonFile(file, file) as {
-    algorithm?: unknown;
     kid?: string;
     signedText?: string;
     signature?: string;
@@ -97,13 +96,6 @@ function signedCheckpoint(file: string, keys: readonly PublishedKey[]): { positi
     events?: unknown;
     hash?: unknown;
   };
-  // Saved before checkpoints were signed with Ed25519 (decision 0156): its HMAC needs the gateway's secret, which an outsider has not.
-  if (typeof c === 'object' && c !== null && c.algorithm === 'HMAC-SHA256' && typeof c.position === 'string' && typeof c.hash === 'string') {
-    throw new Error(
-      `${file}: an HMAC-SHA256 checkpoint (saved before the gateway signed them with Ed25519): its signature cannot be checked without ` +
-        `the gateway's secret; check what it records with --expect ${c.position} ${c.hash}`,
-    );
-  }
   // Not a checkpoint at all (an error answer saved, another file): the check could not run (exit 2), nothing failed it.
   if (typeof c !== 'object' || c === null || typeof c.kid !== 'string' || typeof c.signedText !== 'string' || typeof c.signature !== 'string') {
     throw new Error(`${file}: not a checkpoint saved from GET /admin/v1/audit/checkpoint (it has no kid, signedText and signature)`);

@@ -37,8 +37,7 @@ export interface ClientRecordedEvent {
   readonly data: unknown;
   /** Parsed JSON, a Uint8Array when not JSON, undefined when empty. */
   readonly metadata?: unknown;
-  /** A Date in client 6.x; older clients gave .NET ticks (100 ns) since the Unix epoch. */
-  readonly created: unknown;
+  readonly created: Date;
   /** See toPosition: the client fills in 0/0 when the server sent none. */
   readonly position?: ClientPosition;
 }
@@ -217,7 +216,7 @@ export function toRecordedEvent(event: ClientRecordedEvent): RecordedEvent {
     data: toJsonObject(event.data),
     metadata: withoutChainHash(toJsonObject(event.metadata)),
     position,
-    createdAt: toCreatedDate(event.created),
+    createdAt: event.created,
   };
 }
 
@@ -249,20 +248,6 @@ export function toJsonObject(value: unknown): JsonObject {
 
 function isJsonObject(value: unknown): value is JsonObject {
   return typeof value === 'object' && value !== null && !Array.isArray(value) && !(value instanceof Uint8Array);
-}
-
-const TICKS_PER_MILLISECOND = 10_000n;
-
-/** The client 6.x gives a Date; earlier clients gave the raw "created" metadata: .NET ticks since the Unix epoch. */
-export function toCreatedDate(created: unknown): Date {
-  if (created instanceof Date) return created;
-  if (typeof created === 'bigint') return new Date(Number(created / TICKS_PER_MILLISECOND));
-  if (typeof created === 'string' && /^\d+$/.test(created)) return toCreatedDate(BigInt(created));
-  if (typeof created === 'number' && Number.isFinite(created)) {
-    // Ticks of today are ~1.7e16, milliseconds ~1.7e12: anything above 1e14 (year 5138 in ms) is ticks.
-    return new Date(created > 1e14 ? Math.floor(created / 10_000) : created);
-  }
-  return new Date(0);
 }
 
 /**
