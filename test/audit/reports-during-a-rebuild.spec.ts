@@ -405,12 +405,14 @@ describe('a merchant downloading the balance-transactions CSV while the ledger i
     const gw = await startInvoiceGateway();
     try {
       const merchant = await gw.operator.merchant();
-      // More pages (1,000 rows) than the sockets buffer while the client does not read: the export waits mid-file.
+      // Far more pages (1,000 rows, 300 KB with the long invoice ids) than sockets buffer while the client does not read
+      // (18 MB): the export waits mid-file.
       const ENTRIES = 60_000;
       const id = (n: string) => `('20000000-0000-4000-8000-' || lpad(${n}::text, 12, '0'))::uuid`;
       await gw.db.pool.query(
         `INSERT INTO ledger_entries (entry_id, account_id, mode, seq, kind, cause, occurred_at, log_position)
-         SELECT ${id('n')}, $1, 'test', n, 'payment_recorded', 'payment:inv-' || n, '2025-01-01T00:00:00Z'::timestamptz + n * interval '1 minute', '0/' || n
+         SELECT ${id('n')}, $1, 'test', n, 'payment_recorded', 'payment:inv-' || n || '-' || repeat('x', 200),
+                '2025-01-01T00:00:00Z'::timestamptz + n * interval '1 minute', '0/' || n
          FROM generate_series(1, ${ENTRIES}) AS n`,
         [merchant.accountId],
       );
@@ -431,8 +433,13 @@ describe('a merchant downloading the balance-transactions CSV while the ledger i
         request.end();
       });
       expect(response.statusCode).toBe(200);
-      // The export has sent what the sockets take and waits; the ledger is emptied by hand (counted as a reset).
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      // The first page has come (more than the header); the export has sent what the sockets take and waits. The ledger is
+      // then emptied by hand (counted as a reset).
+      await poll(
+        async () => response.readableLength,
+        (n) => n > 1_000,
+        'the first page of the file',
+      );
       await gw.db.pool.query('TRUNCATE ledger_postings, ledger_entries, ledger_balances');
       let rows = -1; // the header
       let cut: unknown = null;

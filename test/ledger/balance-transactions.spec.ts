@@ -261,6 +261,29 @@ describe('GET /v1/balance/transactions', () => {
     });
   });
 
+  // The ledger projection writes a held payment's availableAt as its hold's scheduled end, never the later release.
+  it("a held payment's availableAt is its hold's scheduled end (paid + 1 h), however late the hold was released", async () => {
+    let late = 0;
+    for (const m of merchants) {
+      const items = await allTransactions(m.live);
+      const payments = items.filter((t) => t.type === 'payment' && t.bucket === 'pending');
+      expect(payments.length).toBeGreaterThan(0);
+      for (const payment of payments) {
+        const invoice = (await m.live.get(`/v1/invoices/${payment.invoiceId}`)).body as Json;
+        expect({ invoice: payment.invoiceId, availableAt: payment.availableAt }).toEqual({
+          invoice: payment.invoiceId,
+          availableAt: new Date(Date.parse(invoice.paidAt) + 3_600_000).toISOString(),
+        });
+        const released = items.find((t) => t.type === 'hold_released' && t.invoiceId === payment.invoiceId)!;
+        expect(released.availableAt).toBe(released.createdAt);
+        expect(Date.parse(released.createdAt)).toBeGreaterThanOrEqual(Date.parse(payment.availableAt));
+        if (Date.parse(released.createdAt) > Date.parse(payment.availableAt)) late++;
+      }
+    }
+    // The clock jumps past the ends: most holds were released late.
+    expect(late).toBeGreaterThan(0);
+  });
+
   it('a CSV of 100,000 rows streams in flat memory', async () => {
     // A ledger of 100,000 payments written straight into the read model (the CSV reads nothing else).
     const m = await gw.operator.merchant();

@@ -120,11 +120,14 @@ describe('webhook secrets sealed at rest with SECRETS_KEY, and its rotation', ()
     const last = allMigrations[allMigrations.length - 1]!.id;
     // As if this process's version were newer: its last migration not yet applied (its record put back after).
     const [record] = (await db.pool.query('DELETE FROM migrations_applied WHERE id = $1 RETURNING *', [last])).rows;
-    const stranger = startProcess('api', { ...env(hex(key())), PORT: '0' });
-    expect(await stranger.exited).toBe(1);
-    expect(stranger.output()).toContain(`sealed with key ${keyIdOf(k1)}`);
-    expect((await db.pool.query('SELECT id FROM migrations_applied WHERE id = $1', [last])).rows).toEqual([]);
-    await db.pool.query('INSERT INTO migrations_applied (id, checksum, applied_at) VALUES ($1, $2, $3)', [record.id, record.checksum, record.applied_at]);
+    try {
+      const stranger = startProcess('api', { ...env(hex(key())), PORT: '0' });
+      expect(await stranger.exited).toBe(1);
+      expect(stranger.output()).toContain(`sealed with key ${keyIdOf(k1)}`);
+      expect((await db.pool.query('SELECT id FROM migrations_applied WHERE id = $1', [last])).rows).toEqual([]);
+    } finally {
+      await db.pool.query('INSERT INTO migrations_applied (id, checksum, applied_at) VALUES ($1, $2, $3)', [record.id, record.checksum, record.applied_at]);
+    }
 
     // Rotation: every process runs with SECRETS_KEY=new,old; the command re-seals; then SECRETS_KEY=new.
     gateway = await startGateway('gateway', env(`${hex(k2)},${hex(k1)}`));

@@ -151,8 +151,8 @@ const RESET_RETRY_MS = 500;
  * queued behind it, or wait for it in a cycle. Not granted, it tells `onWait` who holds
  * them and tries again until they have let them go; when only autovacuum holds them, the
  * next try waits past deadlock_timeout, after which PostgreSQL cancels the autovacuum.
- * `keepIndexes`: for a projection's own runner to build again from zero (a test, the
- * bench's baseline), which restores no deferred index.
+ * `keepIndexes`: the tables keep their indexes and autovacuum, for batches applied
+ * without a rebuild's pass (a test, the bench's runner baseline).
  */
 export async function resetForRebuild(
   pool: Pool,

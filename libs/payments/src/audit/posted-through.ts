@@ -9,6 +9,7 @@ import { ledgerProjection } from '../ledger/ledger.read-model';
 import { invoicesProjection } from '../invoices/invoices.read-model';
 import { refundsProjection } from '../refunds/refunds.read-model';
 import { payoutsProjection } from '../payouts/payouts.read-model';
+import { projectionsNamed } from '../read-models/table-locks';
 import type { Mode } from '#domain';
 
 /** The one ledger a report is about: an account in a mode. */
@@ -66,7 +67,7 @@ export const REPORTED_READ_MODELS = {
 } as const;
 
 /** Their tables. */
-export const REPORTED_TABLES: readonly string[] = [ledgerProjection, invoicesProjection, refundsProjection, payoutsProjection].flatMap((p) => p.tables);
+export const REPORTED_TABLES: readonly string[] = projectionsNamed(Object.values(REPORTED_READ_MODELS).map((m) => m.name)).flatMap((p) => p.tables);
 
 /**
  * Waits until no ledger entry dated at or before `at` is still to come, so that a report

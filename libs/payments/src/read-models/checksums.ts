@@ -24,8 +24,7 @@ interface Column {
  * (such as `invoices.seq`, the order of arrival): a rebuild numbers rows again from
  * where the sequence stood, so the numbers differ, but the order they define must
  * not. Such a column is replaced by the row's rank in its order. A `json` column counts
- * as its value (its `jsonb` text: key order and spaces aside), as it did when it was a
- * `jsonb` column (decision 0095). Rows are taken in
+ * as its value (its `jsonb` text: key order and spaces aside, decision 0095). Rows are taken in
  * primary-key order, values as PostgreSQL prints them in UTC, and all tables are
  * read in one snapshot.
  */
