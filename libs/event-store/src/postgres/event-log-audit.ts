@@ -830,23 +830,6 @@ async function checkpointAfter(pool: Pool, seq: bigint, lastSeq: bigint): Promis
 }
 
 /**
- * The last revision, per stream, of the visible events of one type in streams whose
- * names start with `streamNamePrefix`: what following those events through the log (a
- * filtered subscription) would learn, in one statement that sends PostgreSQL's answer
- * only (a row per stream), not the events.
- */
-export async function lastRevisionsOfType(pool: Pool, streamNamePrefix: string, eventType: string): Promise<Map<string, bigint>> {
-  const pattern = `${streamNamePrefix.replace(/[\\%_]/g, '\\$&')}%`;
-  const rows = await pool.query<{ stream_name: string; revision: string }>(
-    `SELECT stream_name, max(stream_revision) AS revision FROM events
-     WHERE stream_name LIKE $1 AND event_type = $2 AND ${VISIBLE}
-     GROUP BY stream_name`,
-    [pattern, eventType],
-  );
-  return new Map(rows.rows.map((r) => [r.stream_name, BigInt(r.revision)]));
-}
-
-/**
  * verifyEventLog with its read of the log and its chains on a thread of its own
  * (worker_threads, with a pool of its own; followLogChains) and the order check, the
  * running hash and the forwarded events on this one (LogOrderFollower, reading the

@@ -95,11 +95,6 @@ export async function verifyLedgers(
   options: {
     onProgress?: (eventsRead: number, fraction: number) => void;
     /**
-     * Which ledgers there are and up to which revision, as pass 1 would learn them from
-     * the log (PostgreSQL: lastRevisionsOfType, one statement): pass 1 is then skipped.
-     */
-    ledgerHeads?: () => Promise<ReadonlyMap<string, bigint>>;
-    /**
      * The ledger events as a read of the whole log in log order meets them (PostgreSQL:
      * the chain verification's read, decision 0123): every ledger is then replayed from
      * that one read, all at once, instead of each from its own stream; repeated causes and
@@ -199,11 +194,7 @@ async function verifyAgainst(
   async function replayEachLedger(): Promise<void> {
     // Pass 1: the ledger events of the log, in order: which ledgers, and up to which revision.
     const lastRevisions = new Map<string, bigint>();
-    if (options.ledgerHeads) {
-      for (const [name, revision] of await options.ledgerHeads()) lastRevisions.set(name, revision);
-    } else {
-      await followLedgerEvents();
-    }
+    await followLedgerEvents();
     async function followLedgerEvents(): Promise<void> {
       const subscription = store.subscribeToAll({
         filter: { streamNamePrefixes: [`${LEDGER_CATEGORY}-`], eventTypePrefixes: ['LedgerEntryPosted'] },
