@@ -1,5 +1,6 @@
 import { checkMigrated, createPool, migrate, MigrationError } from '#platform/database';
 import { allMigrations } from '#payments/composition';
+import { startGateway, startProcess } from '../support/gateway-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 describe('schema migrations', () => {
@@ -55,13 +56,34 @@ describe('schema migrations', () => {
       for (const check of [() => migrate(fresh.pool, allMigrations), () => checkMigrated(fresh.pool, allMigrations)]) {
         await expect(check()).rejects.toThrow(
           'the database was made by a build of the gateway from before its first release: 1 applied migration(s) this version does not know ' +
-            '(payments:0056_read_model_resets_counted) and not every migration of this version; make the database again',
+            '(payments:0056_read_model_resets_counted) and not every migration of this version; make the database again (the embedded one: stop the gateway, remove DATA_DIR)',
         );
       }
     } finally {
       await fresh.drop();
     }
   });
+
+  // docs/operations.md, "Migrations": the procedure as an operator meets it, on a database of its own (DATABASE_URL).
+  it('a gateway on a pre-release database refuses to start (exit 1) naming it; on the database made again it starts', async () => {
+    let fresh = await createTestDatabase({ migrate: false });
+    try {
+      await migrate(fresh.pool, [allMigrations[0]!, { id: 'payments:0056_read_model_resets_counted', sql: 'SELECT 1' }]);
+      const refused = startProcess('gateway', { DATABASE_URL: fresh.url, PORT: '0', ADMIN_TOKEN: 'operator-token-for-migration-tests-0001' });
+      expect(await refused.exited).toBe(1);
+      expect(refused.output()).toContain('The gateway could not start: the database was made by a build of the gateway from before its first release');
+      await fresh.drop();
+      fresh = await createTestDatabase({ migrate: false });
+      const started = await startGateway('gateway', { DATABASE_URL: fresh.url, ADMIN_TOKEN: 'operator-token-for-migration-tests-0001' });
+      try {
+        expect((await fetch(`${started.baseUrl}/health/ready`)).status).toBe(200);
+      } finally {
+        await started.kill('SIGTERM');
+      }
+    } finally {
+      await fresh.drop();
+    }
+  }, 120_000);
 
   it('roll back a failing migration completely', async () => {
     const broken = [...allMigrations, { id: 'test:0001_broken', sql: 'CREATE TABLE half_done (x int); SELECT 1/0;' }];

@@ -150,7 +150,7 @@ function refuseNewer(applied: ReadonlyMap<string, string>, migrations: readonly 
   if (unknown.length > 0 && !migrations.every((m) => applied.get(m.id) === textChecksum(m))) {
     throw new MigrationError(
       `the database was made by a build of the gateway from before its first release: ${unknown.length} applied migration(s) this ` +
-        `version does not know (${unknown.join(', ')}) and not every migration of this version; make the database again`,
+        `version does not know (${unknown.join(', ')}) and not every migration of this version; make the database again (the embedded one: stop the gateway, remove DATA_DIR)`,
     );
   }
   if (unknown.length > 0) {
