@@ -262,7 +262,13 @@ interface OnServer {
   presence: Presence | null;
 }
 
-/** How soon a presence session that dropped (the server restarted after a backend crash, or ended it) is opened again. */
+/**
+ * How soon a presence session that dropped is opened again after a failed try. The first
+ * try is at once: a session the server ended alone (pg_terminate_backend,
+ * idle_session_timeout) leaves this process unseen by a process leaving the server only
+ * for one connect; after a backend crash the server refuses connections until it has
+ * recovered, and the tries go on every PRESENCE_RECONNECT_MS.
+ */
 const PRESENCE_RECONNECT_MS = 500;
 /** How long a server that refuses connections (crash recovery after a backend crashed) is waited for before it is left running. */
 const UNREACHABLE_GRACE_MS = 15_000;
@@ -633,7 +639,7 @@ async function presentOn(port: number, password: string, tellGone: () => void = 
           setTimeout(retry, PRESENCE_RECONNECT_MS).unref();
         });
       };
-      setTimeout(retry, PRESENCE_RECONNECT_MS).unref();
+      retry();
     });
     await next.connect();
     if (ended) await next.end().catch(() => undefined);
