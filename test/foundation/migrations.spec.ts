@@ -3,6 +3,12 @@ import { allMigrations } from '#payments/composition';
 import { startGateway, startProcess } from '../support/gateway-process';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
+/** Two migrations of the history before the squash (decision 0009), standing in for a pre-release database. */
+const PRE_RELEASE = [
+  { id: 'event-store:0001_event_store', sql: 'CREATE TABLE events_of_a_pre_release (x int)' },
+  { id: 'payments:0056_read_model_resets_counted', sql: 'SELECT 1' },
+];
+
 describe('schema migrations', () => {
   let db: TestDatabase;
   beforeAll(async () => {
@@ -49,14 +55,15 @@ describe('schema migrations', () => {
     expect(await migrate(db.pool, allMigrations)).toEqual([]);
   });
 
-  it('refuse a database made by a pre-release build (migrations this code does not know, and not all of its own), naming it so', async () => {
+  it('refuse a database made by a pre-release build (migrations this code does not know, and not its first), naming it so', async () => {
     const fresh = await createTestDatabase({ migrate: false });
     try {
-      await migrate(fresh.pool, [allMigrations[0]!, { id: 'payments:0056_read_model_resets_counted', sql: 'SELECT 1' }]);
+      // Two ids of the history before the squash.
+      await migrate(fresh.pool, PRE_RELEASE);
       for (const check of [() => migrate(fresh.pool, allMigrations), () => checkMigrated(fresh.pool, allMigrations)]) {
         await expect(check()).rejects.toThrow(
-          'the database was made by a build of the gateway from before its first release: 1 applied migration(s) this version does not know ' +
-            '(payments:0056_read_model_resets_counted) and not every migration of this version; make the database again (the embedded one: stop the gateway, remove DATA_DIR)',
+          'the database was made by a build of the gateway from before its first release: 2 applied migration(s) this version does not know, ' +
+            'and not its first (event-store:0001_event_log); make the database again (the embedded one: stop the gateway, remove DATA_DIR)',
         );
       }
     } finally {
@@ -66,14 +73,18 @@ describe('schema migrations', () => {
 
   // docs/operations.md, "Migrations": the procedure as an operator meets it, on a database of its own (DATABASE_URL).
   it('a gateway on a pre-release database refuses to start (exit 1) naming it; on the database made again it starts', async () => {
-    let fresh = await createTestDatabase({ migrate: false });
+    const old = await createTestDatabase({ migrate: false });
     try {
-      await migrate(fresh.pool, [allMigrations[0]!, { id: 'payments:0056_read_model_resets_counted', sql: 'SELECT 1' }]);
-      const refused = startProcess('gateway', { DATABASE_URL: fresh.url, PORT: '0', ADMIN_TOKEN: 'operator-token-for-migration-tests-0001' });
+      await migrate(old.pool, PRE_RELEASE);
+      const refused = startProcess('gateway', { DATABASE_URL: old.url, PORT: '0', ADMIN_TOKEN: 'operator-token-for-migration-tests-0001' });
       expect(await refused.exited).toBe(1);
       expect(refused.output()).toContain('The gateway could not start: the database was made by a build of the gateway from before its first release');
-      await fresh.drop();
-      fresh = await createTestDatabase({ migrate: false });
+    } finally {
+      await old.drop();
+    }
+    // Made again: a new database.
+    const fresh = await createTestDatabase({ migrate: false });
+    try {
       const started = await startGateway('gateway', { DATABASE_URL: fresh.url, ADMIN_TOKEN: 'operator-token-for-migration-tests-0001' });
       try {
         expect((await fetch(`${started.baseUrl}/health/ready`)).status).toBe(200);

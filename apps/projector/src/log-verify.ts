@@ -98,7 +98,11 @@ function signedCheckpoint(file: string, keys: readonly PublishedKey[]): { positi
   };
   // Not a checkpoint at all (an error answer saved, another file): the check could not run (exit 2), nothing failed it.
   if (typeof c !== 'object' || c === null || typeof c.kid !== 'string' || typeof c.signedText !== 'string' || typeof c.signature !== 'string') {
-    throw new Error(`${file}: not a checkpoint saved from GET /admin/v1/audit/checkpoint (it has no kid, signedText and signature)`);
+    const missing =
+      c === null || typeof c !== 'object'
+        ? ['kid', 'signedText', 'signature']
+        : (['kid', 'signedText', 'signature'] as const).filter((f) => typeof c[f] !== 'string');
+    throw new Error(`${file}: not a checkpoint saved from GET /admin/v1/audit/checkpoint (it has no ${missing.join(', ')})`);
   }
   const key = keys.find((k) => k.kid === c.kid);
   if (!key) return `${file}: no public key with kid ${String(c.kid)} is listed`;

@@ -140,17 +140,17 @@ export async function checkMigrated(pool: Pool, migrations: readonly Migration[]
 /**
  * A database that applied migrations this code does not know was migrated by a newer
  * version: older code would read and write tables whose meaning it does not know (a
- * downgrade is not supported: docs/operations.md, "Migrations"). A newer version applied
- * every migration of this one too, with the same text; a database that did not was made
- * by a build from before the first release, whose history was squashed (decision 0009).
+ * downgrade is not supported: docs/operations.md, "Migrations"). A newer version's
+ * history begins with this one's first migration; a database without it was made by a
+ * build from before the first release, whose history was squashed (decision 0009).
  */
 function refuseNewer(applied: ReadonlyMap<string, string>, migrations: readonly Migration[]): void {
   const known = new Set(migrations.map((m) => m.id));
   const unknown = [...applied.keys()].filter((id) => !known.has(id)).sort();
-  if (unknown.length > 0 && !migrations.every((m) => applied.get(m.id) === textChecksum(m))) {
+  if (unknown.length > 0 && migrations.length > 0 && !applied.has(migrations[0]!.id)) {
     throw new MigrationError(
       `the database was made by a build of the gateway from before its first release: ${unknown.length} applied migration(s) this ` +
-        `version does not know (${unknown.join(', ')}) and not every migration of this version; make the database again (the embedded one: stop the gateway, remove DATA_DIR)`,
+        `version does not know, and not its first (${migrations[0]!.id}); make the database again (the embedded one: stop the gateway, remove DATA_DIR)`,
     );
   }
   if (unknown.length > 0) {
