@@ -8,13 +8,41 @@
 import { Refusal } from '#domain';
 import { randomUUID } from 'node:crypto';
 import { PostgresEventStore } from '#event-store';
-import { initialLedgerState, LEDGER_ACCOUNTS, LedgerCommand, ledgerDecider, LedgerEvent, LedgerId, ledgerEntryId, evolve, LedgerState } from '#ledger';
-import { openAccountStatement, trialBalanceFromReadModel } from '#payments/audit';
+import {
+  initialLedgerState,
+  LEDGER_ACCOUNTS,
+  LedgerCommand,
+  ledgerDecider,
+  LedgerEvent,
+  LedgerId,
+  ledgerEntryId,
+  evolve,
+  LedgerState,
+  TrialBalance,
+  TrialBalanceFold,
+} from '#ledger';
+import type { Pool } from 'pg';
+import { openAccountStatement } from '#payments/audit';
 import type { LedgerRequest } from '#payments/ledger';
 import { RunningGateway, startGateway } from '../support/gateway-process';
 import { appendLedgerHistory } from '../support/ledger-history';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { seededRandom } from '../support/test-seed';
+
+/** The trial balance's figures from the ledger read model: the oracle the log's are compared with. */
+async function trialBalanceFromReadModel(pool: Pick<Pool, 'query'>, asOf: Date): Promise<TrialBalance> {
+  const fold = new TrialBalanceFold();
+  const { rows } = await pool.query<{ account_id: string; mode: string; postings: { account: string; amount: number }[] }>(
+    `SELECT e.account_id, e.mode,
+            COALESCE((SELECT json_agg(json_build_object('account', p.account, 'amount', p.amount) ORDER BY p.ordinal)
+                      FROM ledger_postings p WHERE p.entry_id = e.entry_id), '[]') AS postings
+     FROM ledger_entries e WHERE e.occurred_at <= $1`,
+    [asOf],
+  );
+  for (const row of rows)
+    fold.apply({ accountId: row.account_id, mode: row.mode }, row.postings.map((p) => ({ account: p.account, amount: Number(p.amount) })) as never);
+  return fold.result();
+}
 
 const ADMIN_TOKEN = 'operator-token-for-audit-report-tests-42';
 const toKopecks = (money: string): number => {

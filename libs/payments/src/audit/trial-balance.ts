@@ -1,4 +1,3 @@
-import type { Pool } from 'pg';
 import type { EventStore, Position } from '#event-store';
 import { LEDGER_CATEGORY, LedgerEntryPostedData, ledgerIdFromStream, TrialBalance, TrialBalanceFold } from '#ledger';
 
@@ -35,19 +34,4 @@ export async function trialBalanceFromLog(store: EventStore, asOf: Date): Promis
     await subscription.unsubscribe();
   }
   return { ...fold.result(), logPosition };
-}
-
-/** The same figures from the ledger read model (for comparison with the log's). */
-export async function trialBalanceFromReadModel(pool: Pick<Pool, 'query'>, asOf: Date): Promise<TrialBalance> {
-  const fold = new TrialBalanceFold();
-  const { rows } = await pool.query<{ account_id: string; mode: string; postings: { account: string; amount: number }[] }>(
-    `SELECT e.account_id, e.mode,
-            COALESCE((SELECT json_agg(json_build_object('account', p.account, 'amount', p.amount) ORDER BY p.ordinal)
-                      FROM ledger_postings p WHERE p.entry_id = e.entry_id), '[]') AS postings
-     FROM ledger_entries e WHERE e.occurred_at <= $1`,
-    [asOf],
-  );
-  for (const row of rows)
-    fold.apply({ accountId: row.account_id, mode: row.mode }, row.postings.map((p) => ({ account: p.account, amount: Number(p.amount) })) as never);
-  return fold.result();
 }
