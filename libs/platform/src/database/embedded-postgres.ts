@@ -267,7 +267,8 @@ interface OnServer {
  * try is at once: a session the server ended alone (pg_terminate_backend,
  * idle_session_timeout) leaves this process unseen by a process leaving the server only
  * for one connect; after a backend crash the server refuses connections until it has
- * recovered, and the tries go on every PRESENCE_RECONNECT_MS.
+ * recovered, and the tries go on every PRESENCE_RECONNECT_MS (its absence told from the
+ * second failed one on).
  */
 const PRESENCE_RECONNECT_MS = 500;
 /** How long a server that refuses connections (crash recovery after a backend crashed) is waited for before it is left running. */
@@ -631,15 +632,16 @@ async function presentOn(port: number, password: string, tellGone: () => void = 
     next.on('end', () => {
       if (ended || client !== next) return;
       client = null;
-      const retry = (): void => {
+      const retry = (first: boolean): void => {
         if (ended) return;
         open().then(reopened, () => {
-          // Each failed reopening asks: `tellGone` tells each server's absence once.
-          if (!ended) tellGone();
-          setTimeout(retry, PRESENCE_RECONNECT_MS).unref();
+          // Each failed reopening but the first asks: `tellGone` tells each server's absence once. The first, at once,
+          // may come before this process has seen its own postmaster exit, and would tell it as another process's.
+          if (!ended && !first) tellGone();
+          setTimeout(() => retry(false), PRESENCE_RECONNECT_MS).unref();
         });
       };
-      retry();
+      retry(true);
     });
     await next.connect();
     if (ended) await next.end().catch(() => undefined);
