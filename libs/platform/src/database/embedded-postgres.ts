@@ -304,7 +304,7 @@ async function leave(on: OnServer): Promise<void> {
   const pid = server?.pid ?? (ownChildRunning(on.child) ? on.child!.pid! : null);
   if (pid === null) return;
   const running = () => currentServer(on.clusterDir)?.pid === server?.pid;
-  if (server !== null && !(starting && server.pid === on.child?.pid) && (await othersPresentOn(server.port, on.password, running, []))) return;
+  if (server !== null && !(starting && server.pid === on.child?.pid) && (await othersPresentOn(server.port, on.password, running))) return;
   await stopPostmaster(pid);
 }
 
@@ -664,14 +664,13 @@ async function presentOn(port: number, password: string, tellGone: () => void = 
 }
 
 /**
- * Whether another process's presence is on the server (this one's ended first, its
- * sessions `own` not counted). After a
+ * Whether another process's presence is on the server (this one's is ended first). After a
  * backend crash the postmaster ends every session and refuses connections while it
  * recovers; the others' presence opens again after it. So a server out of reach is
  * waited for, and left running (true) if it stays so; one whose processes restarted
  * lately is asked again once the others had time to reopen their presence.
  */
-async function othersPresentOn(port: number, password: string, running: () => boolean, own: readonly number[]): Promise<boolean> {
+async function othersPresentOn(port: number, password: string, running: () => boolean): Promise<boolean> {
   let unreachable = false;
   for (const deadline = Date.now() + UNREACHABLE_GRACE_MS; ; await new Promise((resolve) => setTimeout(resolve, 250))) {
     // A postmaster that does not answer (stopped, swamped) is out of reach too, not a wait without end.
@@ -686,7 +685,7 @@ async function othersPresentOn(port: number, password: string, running: () => bo
       continue;
     }
     try {
-      const ask = async () => (await client.query<{ n: number; restarted_ms_ago: number }>(PRESENCE_SQL, [PRESENCE, own])).rows[0]!;
+      const ask = async () => (await client.query<{ n: number; restarted_ms_ago: number }>(PRESENCE_SQL, [PRESENCE, []])).rows[0]!;
       let answer = await ask();
       if (answer.n === 0 && (unreachable || answer.restarted_ms_ago < REOPENED_WAIT_MS)) {
         await new Promise((resolve) => setTimeout(resolve, unreachable ? REOPENED_WAIT_MS : REOPENED_WAIT_MS - answer.restarted_ms_ago));
