@@ -11,7 +11,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import type { Pool } from 'pg';
 import { AccessControl, Refusal } from '#payments/access';
-import { Registry } from '#payments/merchants';
+import { Registry, RotateProjectKeys, RotateProjectKeysHandler } from '#payments/merchants';
 import { createPool } from '#platform/database';
 import { fixedKeys, SecretBox } from '#platform/secrets';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
@@ -84,7 +84,7 @@ describe('Bearer lookups of one event-loop turn', () => {
     const first = await newProject();
     const second = await newProject();
     const revokedSecret = first.keys.live.secretKey;
-    const rotated = await registry.rotateKeys(first.project.id, 'live', start);
+    const rotated = await new RotateProjectKeysHandler(registry, db.pool).execute(new RotateProjectKeys(first.project.id, 'live', start));
     const now = at(2_000);
     const secretsOfTheBatch = [
       first.keys.test.secretKey,

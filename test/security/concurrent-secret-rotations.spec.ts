@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { Pool, PoolClient } from 'pg';
 import { fixedKeys, SecretBox } from '#platform/secrets';
-import { Registry } from '#payments/merchants';
+import { Registry, RotateWebhookSecret, RotateWebhookSecretHandler } from '#payments/merchants';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { webhookProject } from '../support/webhook-project';
 
@@ -46,16 +46,17 @@ it('a rotation answered after a later one committed leaves the process rememberi
   };
   const keys = new SecretBox(fixedKeys([randomBytes(32)]));
   const registry = new Registry(pool, keys);
+  const rotation = new RotateWebhookSecretHandler(registry, pool);
   try {
     const project = await webhookProject(registry, new Date());
     const { rows } = await db.pool.query<{ public_key: string }>('SELECT public_key FROM api_keys WHERE project_id = $1 AND revoked_at IS NULL', [project.id]);
     await registry.warmUpCredentials();
 
-    const first = registry.rotateWebhookSecret(project.id, new Date());
+    const first = rotation.execute(new RotateWebhookSecret(project.id, new Date()));
     for (const until = Date.now() + 10_000; !held; await new Promise((resolve) => setTimeout(resolve, 10))) {
       if (Date.now() > until) throw new Error('the first rotation never reached its UPDATE');
     }
-    const second = await registry.rotateWebhookSecret(project.id, new Date());
+    const second = await rotation.execute(new RotateWebhookSecret(project.id, new Date()));
     releaseFirst();
     const loser = await first;
     const inForce = (await db.pool.query<{ webhook_secret: string }>('SELECT webhook_secret FROM projects WHERE id = $1', [project.id])).rows[0]!;

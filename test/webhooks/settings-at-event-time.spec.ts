@@ -12,7 +12,7 @@ import type { Clock } from '#platform/clock';
 import { fixedKeys, SecretBox } from '#platform/secrets';
 import { EventStore, handleCommand, PostgresEventStore } from '#event-store';
 import { PayoutCommand, payoutDecider, PayoutRequestedData, payoutStreamName } from '#domain';
-import { Registry, WEBHOOK_EVENTS } from '#payments/merchants';
+import { Registry, UpdateProject, UpdateProjectHandler, WEBHOOK_EVENTS } from '#payments/merchants';
 import { webhookOutbox } from '#payments/webhooks';
 import { CreateInvoice, CreateInvoiceHandler } from '../../apps/api/src/invoices/create-invoice/create-invoice.handler';
 import { RecordPaymentResult, RecordPaymentResultHandler } from '../../apps/api/src/invoices/record-payment-result/record-payment-result.handler';
@@ -73,7 +73,7 @@ async function addressedTo(projectId: string, eventType: string, subject: string
 const settings = (
   project: Awaited<ReturnType<typeof webhookProject>>,
   change: { webhookUrl?: string | null; webhookEvents?: (typeof WEBHOOK_EVENTS)[number][] },
-) => registry.updateProject(project.id, (current) => ({ ...current, ...change }), later());
+) => new UpdateProjectHandler(db.pool).execute(new UpdateProject(project.id, (current) => ({ ...current, ...change }), later()));
 
 describe('webhook settings at the time of the event', () => {
   it('an invoice paid while subscribed is sent after an unsubscription, to the URL of that time; one paid while unsubscribed is not', async () => {
@@ -94,8 +94,12 @@ describe('webhook settings at the time of the event', () => {
     const project = await webhookProject(registry, later(), 'https://shop.example/first');
     const at = later();
     // B read the clock after A but took the project's row lock first (two API processes, or skewed clocks).
-    await registry.updateProject(project.id, (current) => ({ ...current, webhookUrl: 'https://shop.example/b' }), new Date(at.getTime() + 5));
-    const landed = await registry.updateProject(project.id, (current) => ({ ...current, webhookUrl: 'https://shop.example/a' }), at);
+    await new UpdateProjectHandler(db.pool).execute(
+      new UpdateProject(project.id, (current) => ({ ...current, webhookUrl: 'https://shop.example/b' }), new Date(at.getTime() + 5)),
+    );
+    const landed = await new UpdateProjectHandler(db.pool).execute(
+      new UpdateProject(project.id, (current) => ({ ...current, webhookUrl: 'https://shop.example/a' }), at),
+    );
     expect(landed!.webhookUrl).toBe('https://shop.example/a');
     const paid = await paidInvoice(project);
     await runOutbox();

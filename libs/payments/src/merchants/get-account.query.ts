@@ -1,6 +1,9 @@
 import { Inject } from '@nestjs/common';
 import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
-import { Account, Registry } from '.';
+import type { Pool } from 'pg';
+import { READ_MODELS } from '../payments.tokens';
+import type { Account } from './registry';
+import { AccountRow, toAccount } from './project-rows';
 
 /** A merchant account, or null. */
 export class GetAccount extends Query<Account | null> {
@@ -11,9 +14,10 @@ export class GetAccount extends Query<Account | null> {
 
 @QueryHandler(GetAccount)
 export class GetAccountHandler implements IQueryHandler<GetAccount> {
-  constructor(@Inject(Registry) private readonly registry: Registry) {}
+  constructor(@Inject(READ_MODELS) private readonly pool: Pool) {}
 
-  execute(query: GetAccount): Promise<Account | null> {
-    return this.registry.account(query.accountId);
+  async execute(query: GetAccount): Promise<Account | null> {
+    const row = (await this.pool.query<AccountRow>('SELECT * FROM accounts WHERE id = $1', [query.accountId])).rows[0];
+    return row ? toAccount(row) : null;
   }
 }

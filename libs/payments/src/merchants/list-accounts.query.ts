@@ -1,6 +1,9 @@
 import { Inject } from '@nestjs/common';
 import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
-import { Account, Project, Registry } from '.';
+import type { Pool } from 'pg';
+import { READ_MODELS } from '../payments.tokens';
+import { Account, Project, Registry } from './registry';
+import { AccountRow, ProjectRow, toAccount, toProject } from './project-rows';
 
 /** One merchant account with its projects (oldest first). */
 export interface AccountWithProjects {
@@ -21,14 +24,25 @@ export class ListAccounts extends Query<{ readonly items: readonly AccountWithPr
 
 @QueryHandler(ListAccounts)
 export class ListAccountsHandler implements IQueryHandler<ListAccounts> {
-  constructor(@Inject(Registry) private readonly registry: Registry) {}
+  constructor(@Inject(READ_MODELS) private readonly pool: Pool) {}
 
-  async execute(query: ListAccounts): Promise<{ readonly items: readonly AccountWithProjects[]; readonly hasMore: boolean }> {
-    const page = await this.registry.accountsPage(query.after, query.limit);
-    const projects = page.items.length === 0 ? [] : await this.registry.projectsOfAccounts(page.items.map((a) => a.id));
+  async execute({ after, limit }: ListAccounts): Promise<{ readonly items: readonly AccountWithProjects[]; readonly hasMore: boolean }> {
+    const r = await this.pool.query<AccountRow>(
+      `SELECT * FROM accounts
+       WHERE $1::uuid IS NULL OR (created_at, id) > (SELECT created_at, id FROM accounts WHERE id = $1::uuid)
+       ORDER BY created_at, id LIMIT $2`,
+      [after, limit + 1],
+    );
+    const accounts = r.rows.slice(0, limit).map(toAccount);
+    const projects =
+      accounts.length === 0
+        ? []
+        : (
+            await this.pool.query<ProjectRow>('SELECT * FROM projects WHERE account_id = ANY($1::uuid[]) ORDER BY created_at, id', [accounts.map((a) => a.id)])
+          ).rows.map(toProject);
     return {
-      items: page.items.map((account) => ({ account, projects: projects.filter((p) => p.accountId === account.id) })),
-      hasMore: page.hasMore,
+      items: accounts.map((account) => ({ account, projects: projects.filter((p) => p.accountId === account.id) })),
+      hasMore: r.rows.length > limit,
     };
   }
 }

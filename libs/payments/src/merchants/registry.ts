@@ -1,5 +1,5 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import type { CustomTypesConfig, Pool, PoolClient } from 'pg';
+import type { CustomTypesConfig, Pool } from 'pg';
 import { types } from 'pg';
 import { parseTimestamptz } from '#event-store/postgres';
 import { countRequestInWindow, PollMarkRequest, PollMarkResult, rateWindowOf, takePollMark } from '../access/access-control';
@@ -11,6 +11,7 @@ import { openWebhookSecret, UnopenableWebhookSecretError, webhookSecretOwner } f
 import { batchedLookupParameters, batchedLookupStatement, batchesByPollInterval, SecretKeyLookup, SecretKeyLookupRequest } from './secret-key-lookups';
 import { KeyTags } from './key-tags';
 import { CredentialMemory } from '../access/credential-memory';
+import { issueKeys, ProjectRow, projectColumnsOf, recordWebhookSettings, settingsParams, toProject } from './project-rows';
 
 export const PROJECT_STATUSES = ['active', 'pending', 'rejected', 'blocked'] as const;
 export type ProjectStatus = (typeof PROJECT_STATUSES)[number];
@@ -77,57 +78,6 @@ const token = (bytes: number) => randomBytes(bytes).toString('base64url');
 
 export const methodsOf = (project: Project): MethodTerms[] => projectMethods(project.methodOverrides, project.usdtEnabled);
 
-interface AccountRow {
-  id: string;
-  name: string;
-  email: string;
-  created_at: Date;
-}
-
-const toAccount = (row: AccountRow): Account => ({ id: row.id, name: row.name, email: row.email, createdAt: row.created_at });
-
-interface ProjectRow {
-  id: string;
-  account_id: string;
-  name: string;
-  status: ProjectStatus;
-  webhook_url: string | null;
-  webhook_events: WebhookEventKind[];
-  usdt_enabled: boolean;
-  hold_hours: number;
-  methods: MethodOverrides;
-  customer_fee_share: number;
-  webhook_secret: string;
-  id_namespace: string;
-  created_at: Date;
-  updated_at: Date;
-  webhook_disabled_at: Date | null;
-}
-
-/**
- * The columns of ProjectRow, named: a prepared statement must not say `p.*`, whose
- * result type changes (and fails on every connection that prepared it) when a
- * migration adds a column while the process runs.
- */
-const PROJECT_COLUMNS = [
-  'id',
-  'account_id',
-  'name',
-  'status',
-  'webhook_url',
-  'webhook_events',
-  'usdt_enabled',
-  'hold_hours',
-  'methods',
-  'customer_fee_share',
-  'webhook_secret',
-  'id_namespace',
-  'created_at',
-  'updated_at',
-  'webhook_disabled_at',
-] as const satisfies readonly (keyof ProjectRow)[];
-const projectColumnsOf = (alias: string) => PROJECT_COLUMNS.map((c) => `${alias}.${c}`).join(', ');
-
 /**
  * Webhook secrets opened, by their sealed form and owner: every HMAC lookup reads its
  * project's row, and opening the same sealed value (AES-256-GCM) always gives the same
@@ -154,57 +104,11 @@ class OpenedWebhookSecrets {
   }
 }
 
-/** A project from its row, its webhook secret as stored (sealed: webhook-secrets.ts). */
-const toProject = (r: ProjectRow): Project => ({
-  id: r.id,
-  accountId: r.account_id,
-  name: r.name,
-  status: r.status,
-  webhookUrl: r.webhook_url,
-  webhookEvents: r.webhook_events,
-  usdtEnabled: r.usdt_enabled,
-  holdHours: r.hold_hours,
-  methodOverrides: r.methods,
-  customerFeeShare: r.customer_fee_share,
-  sealedWebhookSecret: r.webhook_secret,
-  idNamespace: r.id_namespace,
-  createdAt: r.created_at,
-  updatedAt: r.updated_at,
-  webhookDisabledAt: r.webhook_disabled_at,
-});
-
-/** The settings columns in table order: name, status, webhook_url, webhook_events, usdt_enabled, hold_hours, methods, customer_fee_share. */
-const settingsParams = (settings: ProjectSettings): unknown[] => [
-  settings.name,
-  settings.status,
-  settings.webhookUrl,
-  settings.webhookEvents,
-  settings.usdtEnabled,
-  settings.holdHours,
-  JSON.stringify(settings.methodOverrides),
-  settings.customerFeeShare,
-];
-
 /** Where and what a project's webhooks go: the part of its settings history keeps (project_webhook_settings). */
 export type WebhookSettings = Pick<ProjectSettings, 'webhookUrl' | 'webhookEvents'>;
 
 /** A project's webhook settings at an instant; `existed`: the project had them by then. */
 export type WebhookSettingsAt = WebhookSettings & { readonly existed: boolean };
-
-/**
- * The project's webhook settings from `at` on, under the project's row lock: never dated
- * before its last change (two changes whose clocks were read in the other order, or
- * processes whose clocks differ), so the last row is always the project's settings; a
- * second change at the same instant replaces the first.
- */
-async function recordWebhookSettings(tx: Pick<PoolClient, 'query'>, projectId: string, settings: WebhookSettings, at: Date): Promise<void> {
-  await tx.query(
-    `INSERT INTO project_webhook_settings (project_id, valid_from, webhook_url, webhook_events)
-     SELECT $1, greatest($2::timestamptz, max(valid_from)), $3, $4 FROM project_webhook_settings WHERE project_id = $1
-     ON CONFLICT (project_id, valid_from) DO UPDATE SET webhook_url = EXCLUDED.webhook_url, webhook_events = EXCLUDED.webhook_events`,
-    [projectId, at, settings.webhookUrl, settings.webhookEvents],
-  );
-}
 
 /** What a Bearer key's lookup found: who is calling, the request's count in its rate window, the poll mark's result (null: none asked). */
 export interface CountedLookup {
@@ -305,10 +209,6 @@ export class Registry {
     return this.tags;
   }
 
-  private toProject(row: ProjectRow): Project {
-    return toProject(row);
-  }
-
   /** A project's webhook secret in clear, from its stored form (the `webhook_secret` column, read with a webhook delivery). */
   openWebhookSecret(projectId: string, stored: string): string {
     return openWebhookSecret(stored, projectId, this.secrets);
@@ -320,7 +220,7 @@ export class Registry {
   }
 
   /** The secret opened, or null when it does not open (it is then opened, and refused naming the project, where it is used). */
-  private openedOrNull(projectId: string, stored: string): string | null {
+  openedOrNull(projectId: string, stored: string): string | null {
     try {
       return this.openedWebhookSecrets.open(stored, projectId);
     } catch (error) {
@@ -361,26 +261,6 @@ export class Registry {
     }
   }
 
-  async account(id: string): Promise<Account | null> {
-    const r = await this.pool.query<AccountRow>('SELECT * FROM accounts WHERE id = $1', [id]);
-    const row = r.rows[0];
-    return row ? toAccount(row) : null;
-  }
-
-  /**
-   * A page of the accounts, oldest first (by creation, then id): those after the
-   * account `after` (null: from the first), at most `limit`, and whether more follow.
-   */
-  async accountsPage(after: string | null, limit: number): Promise<{ readonly items: readonly Account[]; readonly hasMore: boolean }> {
-    const r = await this.pool.query<AccountRow>(
-      `SELECT * FROM accounts
-       WHERE $1::uuid IS NULL OR (created_at, id) > (SELECT created_at, id FROM accounts WHERE id = $1::uuid)
-       ORDER BY created_at, id LIMIT $2`,
-      [after, limit + 1],
-    );
-    return { items: r.rows.slice(0, limit).map(toAccount), hasMore: r.rows.length > limit };
-  }
-
   async createProject(accountId: string, settings: ProjectSettings, now: Date): Promise<{ project: Project; keys: Record<Mode, KeyPair> }> {
     // Before the transaction: loading the tags may take a connection of its own.
     const tags = await this.keyTags();
@@ -392,11 +272,11 @@ export class Registry {
           `INSERT INTO projects (id, account_id, name, status, webhook_url, webhook_events, usdt_enabled, hold_hours, methods,
            customer_fee_share, webhook_secret, id_namespace, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13) RETURNING *`,
-          [id, accountId, ...settingsParams(settings), this.secrets.seal(`whsec_${token(24)}`, webhookSecretOwner(id)), randomUUID(), now],
+          [id, accountId, ...settingsParams(settings), this.newWebhookSecret(id).sealed, randomUUID(), now],
         );
         await recordWebhookSettings(tx, id, settings, now);
-        const keys = { test: await this.issueKeys(tx, tags, id, 'test', now), live: await this.issueKeys(tx, tags, id, 'live', now) };
-        made = { project: this.toProject(row.rows[0]!), keys };
+        const keys = { test: await issueKeys(tx, tags, id, 'test', now), live: await issueKeys(tx, tags, id, 'live', now) };
+        made = { project: toProject(row.rows[0]!), keys };
         return made;
       });
     // Its COMMIT's answer lost: the project's row (written in the same transaction as its keys) tells.
@@ -408,13 +288,7 @@ export class Registry {
 
   async project(id: string): Promise<Project | null> {
     const r = await this.pool.query<ProjectRow>('SELECT * FROM projects WHERE id = $1', [id]);
-    return r.rows[0] ? this.toProject(r.rows[0]) : null;
-  }
-
-  /** Every project of the accounts, oldest first. */
-  async projectsOfAccounts(accountIds: readonly string[]): Promise<Project[]> {
-    const r = await this.pool.query<ProjectRow>('SELECT * FROM projects WHERE account_id = ANY($1::uuid[]) ORDER BY created_at, id', [accountIds]);
-    return r.rows.map((row) => this.toProject(row));
+    return r.rows[0] ? toProject(r.rows[0]) : null;
   }
 
   /**
@@ -442,112 +316,17 @@ export class Registry {
   /** Every project of the account, oldest first. */
   async projectsOfAccount(accountId: string): Promise<Project[]> {
     const r = await this.pool.query<ProjectRow>('SELECT * FROM projects WHERE account_id = $1 ORDER BY created_at, id', [accountId]);
-    return r.rows.map((row) => this.toProject(row));
+    return r.rows.map((row) => toProject(row));
   }
 
-  /**
-   * Changes a project's settings to `change` of the settings it has, read under a row lock
-   * in the same transaction: two changes at once both land, the second on the first's
-   * result (a change read before and written after would undo the other). `change` may
-   * throw to refuse; nothing is written then. Null for an unknown project.
-   */
-  async updateProject(id: string, change: (current: Project) => ProjectSettings, now: Date): Promise<Project | null> {
-    return inTransaction(this.pool, async (tx) => {
-      const current = await tx.query<ProjectRow>('SELECT * FROM projects WHERE id = $1 FOR UPDATE', [id]);
-      if (!current.rows[0]) return null;
-      const before = this.toProject(current.rows[0]);
-      const settings = change(before);
-      const r = await tx.query<ProjectRow>(
-        `UPDATE projects SET name = $2, status = $3, webhook_url = $4, webhook_events = $5, usdt_enabled = $6, hold_hours = $7,
-           methods = $8, customer_fee_share = $9, updated_at = $10
-         WHERE id = $1 RETURNING *`,
-        [id, ...settingsParams(settings), now],
-      );
-      const after = this.toProject(r.rows[0]!);
-      // Against the settings history, not the row: a row changed by hand in SQL drifts from it, and a PATCH with the URL
-      // the project shows must still take effect for deliveries.
-      const last = await tx.query<{ webhook_url: string | null; webhook_events: string[] }>(
-        'SELECT webhook_url, webhook_events FROM project_webhook_settings WHERE project_id = $1 ORDER BY valid_from DESC LIMIT 1',
-        [id],
-      );
-      const recorded = last.rows[0];
-      if (recorded?.webhook_url !== after.webhookUrl || recorded.webhook_events.join() !== after.webhookEvents.join())
-        await recordWebhookSettings(tx, id, after, now);
-      return after;
-    });
-  }
-
-  /** A new key pair for the mode; the old one stops working at once (same transaction). */
-  async rotateKeys(projectId: string, mode: Mode, now: Date): Promise<KeyPair> {
-    const tags = await this.keyTags();
-    let issued: { pair: KeyPair; revoked: { secret_key_hash: string; public_key: string }[]; webhookSecret: string | null } | null = null;
-    const write = () =>
-      inTransaction(this.pool, async (tx) => {
-        const project = await tx.query<{ webhook_secret: string }>('SELECT webhook_secret FROM projects WHERE id = $1 FOR UPDATE', [projectId]);
-        const old = await tx.query<{ secret_key_hash: string; public_key: string }>(
-          'UPDATE api_keys SET revoked_at = $3 WHERE project_id = $1 AND mode = $2 AND revoked_at IS NULL RETURNING secret_key_hash, public_key',
-          [projectId, mode, now],
-        );
-        const stored = project.rows[0]?.webhook_secret;
-        issued = {
-          pair: await this.issueKeys(tx, tags, projectId, mode, now),
-          revoked: old.rows,
-          webhookSecret: stored === undefined ? null : this.openedOrNull(projectId, stored),
-        };
-        return issued;
-      });
-    // Its COMMIT's answer lost: the new pair's row (written with the revocation) tells whether it committed.
-    const lookup = async () =>
-      issued !== null && (await this.pool.query('SELECT 1 FROM api_keys WHERE secret_key_hash = $1', [hashSecretKey(issued.pair.secretKey)])).rowCount === 1
-        ? issued
-        : null;
-    const { pair, revoked, webhookSecret } = await outcomeOf(write, lookup);
-    // Only once committed: a revocation rolled back must leave the old key live.
-    for (const key of revoked) {
-      this.knownSecretKeys.markDead(key.secret_key_hash);
-      this.knownPublicIds.markDead(key.public_key);
-    }
-    if (webhookSecret !== null) this.rememberIssued(pair, webhookSecret);
-    return pair;
-  }
-
-  /**
-   * A new webhook secret for the project, sealed for it with the current key, replacing
-   * the stored one in one statement (its trigger counts the change: every API process
-   * forgets the secrets it remembers within a poll, and an HMAC request signed with the
-   * old one is refused at its lookup from the commit on). The old one is never opened:
-   * this is also the way out for a stored secret that does not open. `projectId` as
-   * stored (lower case: the secret is sealed for it). Answers the new secret, or null
-   * for an unknown project.
-   */
-  async rotateWebhookSecret(projectId: string, now: Date): Promise<string | null> {
+  /** A new webhook secret, in clear and sealed for the project (webhook-secrets.ts). */
+  newWebhookSecret(projectId: string): { readonly secret: string; readonly sealed: string } {
     const secret = `whsec_${token(24)}`;
-    const sealed = this.secrets.seal(secret, webhookSecretOwner(projectId));
-    const liveKeys = `SELECT k.public_key FROM rotated LEFT JOIN api_keys k ON k.project_id = rotated.id AND k.revoked_at IS NULL`;
-    // Its answer lost: the stored secret tells whether it is the new one (sealed anew, so no other write stores it).
-    const r = await outcomeOf(
-      () =>
-        writeStatement<{ public_key: string }>(
-          this.pool,
-          `WITH rotated AS (UPDATE projects SET webhook_secret = $2, updated_at = $3 WHERE id = $1 RETURNING id) ${liveKeys}`,
-          [projectId, sealed, now],
-        ),
-      async () => {
-        const found = await this.pool.query<{ public_key: string }>(
-          `WITH rotated AS (SELECT id FROM projects WHERE id = $1 AND webhook_secret = $2) ${liveKeys}`,
-          [projectId, sealed],
-        );
-        return found.rowCount === 0 ? null : found;
-      },
-    );
-    if (r.rowCount === 0) return null;
-    // This process forgets what it remembered, and its next request looks the secret up: remembering this one would keep
-    // a rotation's secret that another, committed after it but answered before it, replaced (the one in force refused).
-    for (const { public_key } of r.rows) if (public_key !== null) this.knownPublicIds.forget(public_key);
-    return secret;
+    return { secret, sealed: this.secrets.seal(secret, webhookSecretOwner(projectId)) };
   }
 
-  private rememberIssued(pair: KeyPair, webhookSecret: string): void {
+  /** Keys issued by this process: live at once, with the project's webhook secret (its HMAC requests need no lookup of it). */
+  rememberIssued(pair: KeyPair, webhookSecret: string): void {
     this.knownSecretKeys.markLive(hashSecretKey(pair.secretKey), true);
     this.knownPublicIds.markLive(pair.publicKey, webhookSecret);
   }
@@ -602,19 +381,6 @@ export class Registry {
     const generation = r.rows[0]?.generation ?? null;
     if (generation !== this.webhookSecretGeneration && this.webhookSecretGeneration !== null) this.knownPublicIds.forgetLive();
     this.webhookSecretGeneration = generation;
-  }
-
-  private async issueKeys(tx: PoolClient, tags: KeyTags, projectId: string, mode: Mode, now: Date): Promise<KeyPair> {
-    const pair: KeyPair = { secretKey: tags.newSecretKey(mode), publicKey: tags.newPublicId(mode) };
-    await tx.query(`INSERT INTO api_keys (id, project_id, mode, secret_key_hash, public_key, created_at) VALUES ($1, $2, $3, $4, $5, $6)`, [
-      randomUUID(),
-      projectId,
-      mode,
-      hashSecretKey(pair.secretKey),
-      pair.publicKey,
-      now,
-    ]);
-    return pair;
   }
 
   /** Whether a secret key (by its hash) is live: issued for the mode and not revoked. Nothing is counted. */
@@ -685,7 +451,7 @@ export class Registry {
     const answer = (row: Row | undefined, pollMark: PollMarkRequest | null): CountedLookup | null =>
       row
         ? {
-            identity: { project: this.toProject(row), mode: row.key_mode, keyId: row.key_id },
+            identity: { project: toProject(row), mode: row.key_mode, keyId: row.key_id },
             hits: row.hits,
             poll: pollMark ? { taken: row.poll_taken === true, lastAt: row.poll_last_at ?? null } : null,
           }
@@ -711,6 +477,6 @@ export class Registry {
     );
     const row = r.rows[0];
     if (!row || row.key_mode !== mode) return null;
-    return { project: this.toProject(row), mode: row.key_mode, keyId: row.key_id };
+    return { project: toProject(row), mode: row.key_mode, keyId: row.key_id };
   }
 }
