@@ -1,3 +1,4 @@
+import { usageOnHelp } from '#payments/composition';
 import { CheckOptions, DEFAULT_OPTIONS, runDeployCheck } from './deploy-check/run';
 
 const USAGE = 'usage: npm run deploy:check -- [--merchants N] [--cycles-per-second N] [--warm-up-seconds N] [--keep]';
@@ -10,6 +11,7 @@ const USAGE = 'usage: npm run deploy:check -- [--merchants N] [--cycles-per-seco
  * did not; 2: it could not run (bad arguments, nginx not installed).
  */
 function parseArguments(args: readonly string[]): CheckOptions {
+  usageOnHelp(USAGE, args);
   const options: { -readonly [K in keyof CheckOptions]: CheckOptions[K] } = { ...DEFAULT_OPTIONS };
   const number = (name: string, value: string | undefined, min: number, max: number): number => {
     const n = Number(value);

@@ -42,6 +42,7 @@ describe('tool commands on an up-to-date build', () => {
       'secrets-rotate-key': 'secrets:rotate-key',
       'audit-reconcile': 'audit:reconcile',
       'audit-rotate-signing-key': 'audit:rotate-signing-key',
+      'deploy-check': 'deploy:check',
     });
     expect(named['ledger-verify']!.nodeFlags).toEqual(['--max-semi-space-size=4', '--heap-growing-percent=25']);
     expect(named.gateway!.nodeFlags).toEqual([]);

@@ -89,7 +89,8 @@ describe('commands without arguments refuse any, and do nothing', () => {
   });
 });
 
-// log:verify printed its usage and exited 2; rebuild, read-models:checksum and audit:reconcile said "unknown option --help".
+// log:verify printed its usage and exited 2; rebuild, read-models:checksum and audit:reconcile said "unknown option --help";
+// deploy:check said "unknown argument --help" (exit 2).
 describe('--help', () => {
   const dataDir = path.join(tmpdir(), `help-${randomBytes(4).toString('hex')}`);
   it.each<Entry>([
@@ -104,6 +105,7 @@ describe('--help', () => {
     'secrets-rotate-key',
     'audit-reconcile',
     'audit-rotate-signing-key',
+    'deploy-check',
   ])('%s -- --help: its usage on stdout, exit 0, nothing touched', async (entry) => {
     const proc = startProcess(entry, { DATA_DIR: dataDir }, ['--help']);
     const code = await proc.exited;

@@ -17,7 +17,8 @@ export type Entry =
   | 'read-models-checksum'
   | 'secrets-rotate-key'
   | 'audit-reconcile'
-  | 'audit-rotate-signing-key';
+  | 'audit-rotate-signing-key'
+  | 'deploy-check';
 const ENTRIES: Record<Entry, string> = {
   gateway: 'dist/apps/gateway/src/main.js',
   api: 'dist/apps/api/src/main.js',
@@ -30,6 +31,7 @@ const ENTRIES: Record<Entry, string> = {
   'secrets-rotate-key': 'dist/apps/tools/src/secrets-rotate-key.js',
   'audit-reconcile': 'dist/apps/tools/src/audit-reconcile.js',
   'audit-rotate-signing-key': 'dist/apps/tools/src/audit-rotate-signing-key.js',
+  'deploy-check': 'dist/scripts/deploy-check.js',
 };
 
 /** Every entry point the tests start. */
