@@ -26,6 +26,7 @@ import {
   WrongExpectedRevisionError,
 } from '#event-store';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { fastCheckSeed } from '../support/test-seed';
 
 let db: TestDatabase;
 let store: PostgresEventStore;
@@ -208,9 +209,7 @@ describe('appends of one turn, grouped', () => {
   });
 
   it('random groups give the same answers, revisions and hash chains as the same appends made one at a time, and the log verifies (seed printed)', async () => {
-    const seed = Number(process.env.APPEND_GROUP_SEED ?? Date.now() % 1_000_000);
-
-    console.log(`append-groups random seed: ${seed} (APPEND_GROUP_SEED=${seed} to repeat)`);
+    const seed = fastCheckSeed('append-groups random groups');
     const sequentialDb = await createTestDatabase();
     const sequential = new PostgresEventStore(sequentialDb.pool, { groupAppends: false });
     try {
@@ -257,9 +256,7 @@ describe('appends of one turn, grouped', () => {
   });
 
   it('random groups of distinct streams (written by one set-based statement): the same answers, revisions and hash chains as one at a time, retries and reused ids included (seed printed)', async () => {
-    const seed = Number(process.env.APPEND_GROUP_SEED ?? Date.now() % 1_000_000);
-
-    console.log(`append-groups distinct-streams seed: ${seed} (APPEND_GROUP_SEED=${seed} to repeat)`);
+    const seed = fastCheckSeed('append-groups distinct streams');
     const sequentialDb = await createTestDatabase();
     const sequential = new PostgresEventStore(sequentialDb.pool, { groupAppends: false });
     try {

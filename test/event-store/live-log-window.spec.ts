@@ -4,6 +4,7 @@ import type { Pool } from 'pg';
 import { AllFilter, comparePositions, LiveLogWindow, matchesFilter, PostgresEventStore, Position, RecordedEvent } from '#event-store';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { visibleHead } from '../support/project-to-head';
+import { fastCheckSeed } from '../support/test-seed';
 
 const at = (n: number): Position => ({ commit: BigInt(n), prepare: BigInt(n) });
 const event = (n: number, streamName: string, type = 'Happened'): RecordedEvent => ({
@@ -83,9 +84,7 @@ describe('LiveLogWindow: one read of the log for every live subscription', () =>
   });
 
   it('random logs and subscriptions: every subscription sees exactly its events, in order, once (seed printed)', async () => {
-    const seed = Number(process.env.WINDOW_SEED ?? Date.now() % 1_000_000);
-
-    console.log(`live-log-window random seed: ${seed} (WINDOW_SEED=${seed} to repeat)`);
+    const seed = fastCheckSeed('live-log-window');
     await fc.assert(
       fc.asyncProperty(
         fc.array(fc.tuple(fc.constantFrom('invoice-', 'payout-', 'refund-'), fc.constantFrom('Created', 'Paid')), { minLength: 1, maxLength: 120 }),

@@ -15,6 +15,7 @@ import { Registry, RotateProjectKeys, RotateProjectKeysHandler } from '#payments
 import { createPool } from '#platform/database';
 import { fixedKeys, SecretBox } from '#platform/secrets';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { fastCheckSeed } from '../support/test-seed';
 
 let db: TestDatabase;
 let secrets: SecretBox;
@@ -152,9 +153,7 @@ describe('Bearer lookups of one event-loop turn', () => {
   });
 
   it('random turns give the same counts and poll verdicts batched as the same lookups one at a time (seed printed)', async () => {
-    const seed = Number(process.env.LOOKUP_BATCH_SEED ?? Date.now() % 1_000_000);
-
-    console.log(`batched-key-lookups random seed: ${seed} (LOOKUP_BATCH_SEED=${seed} to repeat)`);
+    const seed = fastCheckSeed('batched-key-lookups');
     const access = new AccessControl(db.pool, { perSecond: 4, pollIntervalSeconds: 3 });
     const resources = [null, 'invoice:a', 'invoice:b'] as const;
     await fc.assert(
