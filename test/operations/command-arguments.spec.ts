@@ -49,13 +49,18 @@ describe('commands without arguments refuse any, and do nothing', () => {
   });
 
   // A DATA_DIR mistyped (or left at ./data) in a runbook: the rotation said it rotated a key that never existed.
-  it.each<[Entry, string]>([
+  // The read-only commands too (docs/operations.md, read-only commands: "none: exit 2").
+  it.each<[Entry, string, string[]?]>([
     ['rebuild', 'projections:rebuild: '],
     ['secrets-rotate-key', 'secrets:rotate-key failed: '],
     ['audit-rotate-signing-key', 'audit:rotate-signing-key failed: '],
-  ])('%s on a DATA_DIR without the gateway’s database: exit 2 saying so, nothing made there', async (entry, prefix) => {
+    ['ledger-verify', 'ledger:verify failed to run: '],
+    ['log-verify', 'log:verify failed to run: '],
+    ['read-models-checksum', 'read-models:checksum failed: '],
+    ['audit-reconcile', 'audit:reconcile failed: ', ['--from', '2026-01-01T00:00:00Z', '--to', '2026-01-02T00:00:00Z']],
+  ])('%s on a DATA_DIR without the gateway’s database: exit 2 saying so, nothing made there', async (entry, prefix, args = []) => {
     const wrong = path.join(dataDir, `not-the-gateway-${entry}`);
-    const proc = startProcess(entry, { DATA_DIR: wrong });
+    const proc = startProcess(entry, { DATA_DIR: wrong }, args);
     const code = await proc.exited;
     expect({ code, output: proc.output() }).toEqual({
       code: 2,
