@@ -12,10 +12,11 @@
  * rotated again, the payout sequence is moved past the lost id with the printed setval,
  * and a repeated orderId gets its invoice
  * id. A database whose server is behind its log's transaction ids (what a logical
- * restore gives) is refused at start. The EventStoreDB part cannot run here (no
- * EventStoreDB server on the build machines).
+ * restore gives) is refused at start by the processes and commands that write (exit 1)
+ * and by the verifiers (exit 2). The EventStoreDB part cannot run here (no EventStoreDB
+ * server on the build machines) but for its setval statement, plain SQL, run as printed.
  */
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -23,7 +24,7 @@ import path from 'node:path';
 import { Client as PgClient } from 'pg';
 import { PostgresEventStore } from '#event-store';
 import { EMBEDDED_DATABASE_NAME } from '#platform/database';
-import { RunningGateway, startGateway, startProcess, temporaryDataDir } from '../../support/gateway-process';
+import { Entry, RunningGateway, startGateway, startProcess, temporaryDataDir } from '../../support/gateway-process';
 import { api, expectStatus, Operator, orderId, poll } from '../../support/merchant-fixtures';
 import { fund, paidInvoice, payoutAddress, PHONE } from '../../support/money-out-fixtures';
 import {
@@ -182,9 +183,18 @@ describe('runbook: restoring from a backup (the embedded server under DATA_DIR)'
     expectStatus(again, 201);
     expect((await oldLive.get('/v1/balance')).status).toBe(401);
     const live = api(gateway.api.baseUrl, again.body.secretKey);
+    // The EventStoreDB restore's statement is plain SQL over the sequence and the stream catalog, run here as printed:
+    // from a sequence as new (its next id the first payout's), it moves the sequence past the last payout of the log.
+    const url = embeddedDatabaseUrl(restored.dir);
+    await query(url, "SELECT setval('payout_ids', 1, false)");
+    await query(url, fencedBlock(after(RUNBOOK, '**With EventStoreDB**'), 'sql'));
+    const lastPayoutSql = "SELECT max(substring(stream_name FROM 8)::int) AS id FROM events WHERE stream_name LIKE 'payout-%'";
+    const [lastPayout] = await query<{ id: number }>(url, lastPayoutSql);
+    expect(lastPayout!.id).toBeLessThan(Number(lost.body.id));
+    expect(await query(url, 'SELECT last_value::int, is_called FROM payout_ids')).toEqual([{ last_value: lastPayout!.id, is_called: true }]);
     // The payout id handed out after the backup point: the sequence moved past it, as printed.
     const setval = fill(inlineCode(RUNBOOK, "SELECT setval('payout_ids', <id>)"), { '<id>': lost.body.id });
-    await query(embeddedDatabaseUrl(restored.dir), setval);
+    await query(url, setval);
     const next = await live.post('/v1/payouts', { amount: '100.00', addressId: address.id, orderId: orderId('next') });
     expectStatus(next, 201);
     expect(Number(next.body.id)).toBe(Number(lost.body.id) + 1);
@@ -218,6 +228,18 @@ describe('runbook: restoring from a backup, a server behind the event log', () =
       } finally {
         await api.kill();
       }
+      // The commands that write, as step 3 names them (exit 1), before they write anything.
+      const writers: [Entry, string[]][] = [
+        ['rebuild', []],
+        ['seed-load', ['--events', '100']],
+        ['secrets-rotate-key', []],
+      ];
+      for (const [command, args] of writers) {
+        const writer = startProcess(command, { DATABASE_URL: db.url, SECRETS_KEY: randomBytes(32).toString('hex') }, args);
+        expect({ command, code: await writer.exited }).toEqual({ command, code: 1 });
+        expect(writer.output()).toContain('the database server is behind its event log');
+      }
+      expect((await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM events')).rows).toEqual([{ n: 1 }]);
       // The read-only commands too: they read the log below the server's horizon, which is none of it (no false OK).
       for (const command of ['log-verify', 'ledger-verify'] as const) {
         const verify = startProcess(command, { DATABASE_URL: db.url });
