@@ -168,6 +168,31 @@ describe('one embedded server shared by the processes of a DATA_DIR', () => {
     }
   });
 
+  // docs/operations.md: "130 (143, 129) ended by Ctrl-C (SIGTERM, SIGHUP) before its outcome was decided".
+  it('SIGTERM and SIGHUP of a command before its outcome is decided end it with 143 and 129, and stop the server it started', async () => {
+    const data = dataDir();
+    try {
+      const seed = startProcess('seed-load', { DATA_DIR: data.dir }, ['--events', '5000']);
+      expect(await seed.exited).toBe(0);
+      for (const [signal, code] of [
+        ['SIGTERM', 143],
+        ['SIGHUP', 129],
+      ] as const) {
+        const verify = startProcess('ledger-verify', { DATA_DIR: data.dir }, [], { ownProcessGroup: true });
+        await untilTrue(async () => (await sessionsOn(data.dir)).includes('gateway-ledger-verify'), `the verification running (${signal})`);
+        process.kill(verify.child.pid!, 'SIGSTOP');
+        const server = postmasterOf(data.dir)!;
+        process.kill(-verify.child.pid!, signal);
+        process.kill(verify.child.pid!, 'SIGCONT');
+        expect({ signal, code: await verify.exited }).toEqual({ signal, code });
+        expect(postmasterOf(data.dir)).toBeNull();
+        expect(alive(server.pid)).toBe(false);
+      }
+    } finally {
+      data.remove();
+    }
+  });
+
   // log:verify printed its OK and audit:rotate-signing-key its new key, then exited 130: a script read "not done".
   it('a Ctrl-C once the outcome is decided (verdict printed, rotation committed) exits with the outcome, and the server is stopped', async () => {
     const data = dataDir();
