@@ -1,7 +1,8 @@
 /**
- * The README's "A first request" run as a newcomer runs it: its ```sh blocks, read from
- * README.md (so doc and test cannot drift), each run by bash with the values `npm start`
- * printed in place of the placeholders: a webhook receiver and the sandbox project
+ * The README's "A first request" run as a newcomer runs it: the gateway started as the
+ * README says (the embedded server, the operator token it generates and prints), its
+ * ```sh blocks read from README.md (so doc and test cannot drift), each run by bash with
+ * the values `npm start` printed in place of the placeholders: a webhook receiver and the sandbox project
  * pointed at it, an invoice, its payment through the operator API, a refund, and the
  * receiver printing invoice.paid and refund.succeeded, all within the test's minute
  * (issue 37: the sandbox held payments 24 h, so the first refund was refused).
@@ -10,8 +11,8 @@ import { spawn, ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
-import { ROOT } from '../support/gateway-process';
-import { InvoiceGateway, Json, startInvoiceGateway } from '../support/merchant-fixtures';
+import { ROOT, RunningGateway, startGateway, temporaryDataDir } from '../support/gateway-process';
+import { Json } from '../support/merchant-fixtures';
 import { fill } from '../support/runbooks';
 
 /** The ```sh blocks of the README's section "A first request". */
@@ -57,25 +58,28 @@ function bash(script: string): { child: ChildProcess; output: () => string; exit
 }
 
 describe("the README's first request", () => {
-  let gw: InvoiceGateway;
+  let gw: RunningGateway;
+  const data = temporaryDataDir();
   let receiverGroup: ChildProcess | null = null;
   beforeAll(async () => {
-    // WEBHOOK_ALLOW_PRIVATE_NETWORKS=true: the README starts the gateway so, for its receiver on this machine.
-    gw = await startInvoiceGateway({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
+    // As the README starts it: `WEBHOOK_ALLOW_PRIVATE_NETWORKS=true npm start`, the embedded server and a generated
+    // operator token, taken from what it printed; DATA_DIR: a fresh folder of the test's own instead of ./data.
+    gw = await startGateway('gateway', { DATA_DIR: data.dir, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
   });
   afterAll(async () => {
     if (receiverGroup?.pid) process.kill(-receiverGroup.pid, 'SIGTERM');
-    await gw?.close();
+    await gw?.kill();
+    data.remove();
   });
 
   it('creates, pays and refunds an invoice of the printed sandbox project, and its receiver gets the webhooks', async () => {
-    const printed = gw.gateway.output();
+    const printed = gw.output();
     const [, project] = /created a sandbox project (\S+)/.exec(printed)!;
     const [, key] = /test secret key: (sk_test_\S+)/.exec(printed)!;
     const port = await freePort();
     const values = {
       'KEY=sk_test_…': `KEY=${key}`,
-      'ADMIN=…': `ADMIN=${gw.gateway.adminToken}`,
+      'ADMIN=…': `ADMIN=${gw.adminToken}`,
       'PROJECT=…': `PROJECT=${project}`,
       'http://127.0.0.1:3000': gw.baseUrl,
       '4000': String(port),
