@@ -186,6 +186,11 @@ describe('runbook: restoring from a backup (the embedded server under DATA_DIR)'
     // The EventStoreDB restore's statement is plain SQL over the sequence and the stream catalog, run here as printed:
     // from a sequence as new (its next id the first payout's), it moves the sequence past the last payout of the log.
     const url = embeddedDatabaseUrl(restored.dir);
+    // The runbooks' way into the embedded server, printed above them (psql; `data` is the DATA_DIR).
+    const psql = fill(fencedBlock(docSection('Runbooks'), 'sh'), { 'data/': `${restored.dir}/` });
+    const counted = spawnSync('bash', ['-c', `${psql} -tAc 'SELECT count(*) FROM events'`], { encoding: 'utf8' });
+    expect({ status: counted.status, stderr: counted.stderr }).toEqual({ status: 0, stderr: '' });
+    expect(Number(counted.stdout.trim())).toBe(Number((await query<{ n: string }>(url, 'SELECT count(*) AS n FROM events'))[0]!.n));
     await query(url, "SELECT setval('payout_ids', 1, false)");
     await query(url, fencedBlock(after(RUNBOOK, '**With EventStoreDB**'), 'sql'));
     const lastPayoutSql = "SELECT max(substring(stream_name FROM 8)::int) AS id FROM events WHERE stream_name LIKE 'payout-%'";
