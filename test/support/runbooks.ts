@@ -5,6 +5,7 @@
  * API process and a projector process apart), the npm commands as processes, and
  * the Prometheus text of /metrics.
  */
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Client as PgClient } from 'pg';
@@ -221,6 +222,29 @@ export async function runCommand(entry: Entry, env: Record<string, string>, args
 export async function runCommandOk(entry: Entry, env: Record<string, string>, args: string[] = []): Promise<string> {
   const run = await runCommand(entry, env, args);
   if (run.code !== 0) throw new Error(`${entry} ${args.join(' ')} exited ${run.code}:\n${run.output}`);
+  return run.output;
+}
+
+/**
+ * A command line as the runbook prints it (`npm run projections:rebuild ledger`), run by
+ * sh in the checkout as an operator runs it: npm, the script's build check, the command.
+ * The environment is PATH and `env` only, as for startProcess.
+ */
+export function runPrinted(commandLine: string, env: Record<string, string>): Promise<CommandRun> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('sh', ['-c', commandLine], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+    child.once('error', reject);
+    child.once('close', (code, signal) => resolve({ code: code ?? String(signal), output }));
+  });
+}
+
+/** runPrinted, and its output when it exited 0 (else the failure's message). */
+export async function runPrintedOk(commandLine: string, env: Record<string, string>): Promise<string> {
+  const run = await runPrinted(commandLine, env);
+  if (run.code !== 0) throw new Error(`${commandLine} exited ${run.code}:\n${run.output}`);
   return run.output;
 }
 

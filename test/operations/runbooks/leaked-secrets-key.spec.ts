@@ -37,6 +37,7 @@ import {
   operatorCall,
   runCommand,
   runCommandOk,
+  runPrintedOk,
   startDeployment,
 } from '../../support/runbooks';
 import { createTestDatabase, TestDatabase } from '../../support/test-database';
@@ -131,8 +132,9 @@ describe('runbook: a leaked secrets key, the key file (no SECRETS_KEY)', () => {
     // Two open payment pages: their form tokens are made with the leaked key.
     const formTokens = await Promise.all([0, 1].map(() => openPaymentPage(gateway, shop)));
 
-    const first = await runCommandOk('secrets-rotate-key', { DATA_DIR: data.dir });
-    const second = await runCommandOk('secrets-rotate-key', { DATA_DIR: data.dir });
+    const rotate = inlineCode(RUNBOOK, 'npm run secrets:rotate-key');
+    const first = await runPrintedOk(rotate, { DATA_DIR: data.dir });
+    const second = await runPrintedOk(rotate, { DATA_DIR: data.dir });
     const [current, previous] = keysInFile();
     const currentId = keyIdOf(Buffer.from(current!, 'hex'));
     expect(second).toContain(`new key ${currentId}`);
@@ -224,7 +226,10 @@ describe('runbook: a leaked secrets key, SECRETS_KEY', () => {
     // A process with only the new key, started before the command ran, refuses to start.
     expect(await refusesToStart(fresh)).toContain(`sealed with key ${idOf(leaked)}`);
     // The command with the same value.
-    const rotated = await runCommandOk('secrets-rotate-key', { DATABASE_URL: db.url, SECRETS_KEY: `${fresh},${leaked}` });
+    const rotated = await runPrintedOk(inlineCode(after(RUNBOOK, '**`SECRETS_KEY`**'), 'npm run secrets:rotate-key'), {
+      DATABASE_URL: db.url,
+      SECRETS_KEY: `${fresh},${leaked}`,
+    });
     expect(rotated).toContain(`sealed again with key ${idOf(fresh)}`);
     expect(await sealingKeyIds(db.url)).toEqual([idOf(fresh)]);
     await expectSecretsWork(gateway, shop, receiver);
@@ -252,7 +257,7 @@ describe('runbook: a leaked secrets key, SECRETS_KEY', () => {
     expect(shop.project.webhookSecret).not.toBe(known);
     const command = inlineCode(step2, 'npm run ');
     expect(command).toBe('npm run audit:rotate-signing-key');
-    const signingRotated = await runCommandOk('audit-rotate-signing-key', { DATABASE_URL: db.url, SECRETS_KEY: fresh });
+    const signingRotated = await runPrintedOk(inlineCode(step2, 'npm run audit:rotate-signing-key'), { DATABASE_URL: db.url, SECRETS_KEY: fresh });
     expect(signingRotated).toContain(`key ${leakedSigningKid} retired`);
 
     // The known secret signs nothing: a request signed with it is refused, webhooks carry the new one.

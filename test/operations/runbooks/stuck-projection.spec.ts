@@ -32,6 +32,7 @@ import {
   fencedBlock,
   fill,
   inlineCode,
+  runPrintedOk,
   metric,
   projectionState,
   projectorMetrics,
@@ -330,14 +331,16 @@ describe('runbook: a stuck projection', () => {
     const verify = await runCommand('ledger-verify', env);
     expect(verify.code).toBe(1);
 
+    // The step's three commands, as printed (npm, the build check, the command).
+    const step = after(RUNBOOK, '4. **A read model is wrong**');
     // 1. read-models:checksum for the record.
-    const recorded = checksumLines(await runCommandOk('read-models-checksum', env));
+    const recorded = checksumLines(await runPrintedOk(inlineCode(step, 'npm run read-models:checksum'), env));
     expect(recorded.filter((l) => !right.includes(l)).map((l) => l.split(/\s+/)[0])).toEqual(['ledger_balances']);
     // 2. projections:rebuild <name> with the gateway running.
-    const rebuild = await runCommandOk('rebuild', env, ['ledger']);
+    const rebuild = await runPrintedOk(fill(inlineCode(step, 'npm run projections:rebuild'), { '<name>': 'ledger' }), env);
     expect(rebuild).toMatch(/took over ledger/);
     // 3. ledger:verify.
-    expect(await runCommandOk('ledger-verify', env)).toContain('OK: every entry balances');
+    expect(await runPrintedOk(inlineCode(step, 'npm run ledger:verify'), env)).toContain('OK: every entry balances');
 
     // The read model is right again, equal to what it was before it went wrong; the projector has it back.
     expect(checksumLines(await runCommandOk('read-models-checksum', env))).toEqual(right);
