@@ -1,13 +1,16 @@
 /**
  * The rows of the merchant tables (accounts, projects, api_keys, project_webhook_settings)
  * and the statements that write them, shared by the Registry and the operator's use cases.
+ * Imports only types from registry.ts, which imports this file's values at load.
  */
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { PoolClient } from 'pg';
 import type { Mode, MethodOverrides } from '#domain';
 import type { Account, KeyPair, Project, ProjectSettings, ProjectStatus, WebhookEventKind, WebhookSettings } from './registry';
-import { hashSecretKey } from './registry';
 import type { KeyTags } from './key-tags';
+
+/** A secret key as api_keys stores it: its SHA-256, in hex. */
+export const hashSecretKey = (secret: string): string => createHash('sha256').update(secret).digest('hex');
 
 export interface AccountRow {
   id: string;

@@ -1,4 +1,4 @@
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import type { CustomTypesConfig, Pool } from 'pg';
 import { types } from 'pg';
 import { parseTimestamptz } from '#event-store/postgres';
@@ -11,7 +11,7 @@ import { openWebhookSecret, UnopenableWebhookSecretError, webhookSecretOwner } f
 import { batchedLookupParameters, batchedLookupStatement, batchesByPollInterval, SecretKeyLookup, SecretKeyLookupRequest } from './secret-key-lookups';
 import { KeyTags } from './key-tags';
 import { CredentialMemory } from '../access/credential-memory';
-import { issueKeys, ProjectRow, projectColumnsOf, recordWebhookSettings, settingsParams, toProject } from './project-rows';
+import { hashSecretKey, issueKeys, ProjectRow, projectColumnsOf, recordWebhookSettings, settingsParams, toProject } from './project-rows';
 
 export const PROJECT_STATUSES = ['active', 'pending', 'rejected', 'blocked'] as const;
 export type ProjectStatus = (typeof PROJECT_STATUSES)[number];
@@ -72,7 +72,7 @@ export interface MerchantIdentity {
   readonly keyId: string;
 }
 
-export const hashSecretKey = (secret: string): string => createHash('sha256').update(secret).digest('hex');
+export { hashSecretKey } from './project-rows';
 
 const token = (bytes: number) => randomBytes(bytes).toString('base64url');
 
