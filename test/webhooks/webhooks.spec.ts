@@ -759,6 +759,30 @@ describe('webhooks: deliveries to private addresses (WEBHOOK_ALLOW_PRIVATE_NETWO
     expect((await gw.operator.patchProject(project.id, { webhookUrl: 'https://shop.example/hooks' })).webhookUrl).toBe('https://shop.example/hooks');
   });
 
+  // 2,048 characters of CJK were accepted (about 6 KB): the outbox's batch with that project's event could not be
+  // queued (the queue's URL index takes at most 2704 bytes) and was retried for ever, every project's webhooks held back.
+  it('a webhook URL of more than 2048 bytes in UTF-8 is refused (400 too_long), however few its characters', async () => {
+    const account = await gw.operator.createAccount();
+    const webhookUrl = `https://shop.example/${'中'.repeat(700)}`;
+    expect(webhookUrl.length).toBeLessThan(2048);
+    const created = await gw.operator.http.post('/admin/v1/projects', { accountId: account, name: 'Магазин', webhookUrl });
+    expectError(created, 400, 'validation', 'webhookUrl');
+    expect(created.body.error.details).toEqual([{ param: 'webhookUrl', code: 'too_long', message: 'webhookUrl: не длиннее 2048 байт в UTF-8' }]);
+    const project = await gw.operator.createProject(account, { name: 'Магазин' });
+    expectError(await gw.operator.http.patch(`/admin/v1/projects/${project.id}`, { webhookUrl }), 400, 'validation', 'webhookUrl');
+    // At the limit it is taken, and its project's webhooks are queued.
+    const atTheLimit = `https://shop.example/${'中'.repeat((2048 - 'https://shop.example/'.length - 2) / 3)}ab`;
+    expect(Buffer.byteLength(atTheLimit)).toBe(2048);
+    expect((await gw.operator.patchProject(project.id, { webhookUrl: atTheLimit })).webhookUrl).toBe(atTheLimit);
+    const m = await hookedMerchant(gw.operator, { webhookUrl: atTheLimit });
+    await paidInvoice(gw.operator, m.test);
+    await poll(
+      async () => (await gw.db.pool.query('SELECT 1 FROM webhook_queue WHERE url = $1', [atTheLimit])).rowCount,
+      (rows) => rows !== null && rows > 0,
+      'the invoice.paid delivery queued to the URL at the limit',
+    );
+  });
+
   it('a webhook URL with a user name or password is refused when it is set: they would not be sent, and the URL is shown with each delivery', async () => {
     const account = await gw.operator.createAccount();
     const project = await gw.operator.createProject(account, { name: 'Магазин' });

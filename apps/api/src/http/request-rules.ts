@@ -292,6 +292,7 @@ export const ANSWERS: Readonly<Record<string, readonly [code: string | ((args: V
   storableText: ['invalid_character', say('символ NUL (\\u0000) и одиночные суррогаты UTF-16 не допускаются')],
   minLength: ['too_short', ({ constraints }) => (constraints[0] === 1 ? 'не может быть пустой строкой' : `не короче ${characters(constraints[0] as number)}`)],
   maxLength: ['too_long', ({ constraints }) => `не длиннее ${characters(constraints[0] as number)}`],
+  isByteLength: ['too_long', ({ constraints }) => `не длиннее ${constraints[1]} байт в UTF-8`],
   matches: ['invalid_format', say('неверный формат')],
   isUuid: ['invalid_format', say('ожидается UUID')],
   httpUrl: ['invalid_url', say('ожидается адрес http:// или https:// без пробелов, управляющих символов и обратной косой черты')],

@@ -1,4 +1,4 @@
-import { Equals, IsArray, IsBoolean, IsIn, IsObject, IsOptional, IsString, IsUUID, Matches, ValidateNested } from 'class-validator';
+import { Equals, IsArray, IsBoolean, IsByteLength, IsIn, IsObject, IsOptional, IsString, IsUUID, Matches, ValidateNested } from 'class-validator';
 import { JSONSchema } from 'class-validator-jsonschema';
 import { METHOD_CODES, MethodCode, MethodOverride, MethodOverrides } from '#domain';
 import { parseMoney, parsePercent } from '#ledger';
@@ -68,8 +68,11 @@ export abstract class ProjectSettingsFields {
   @IsString()
   @StorableText()
   @MaxLength(2048)
+  // In bytes too: the delivery queue's index takes an entry of at most 2704 bytes, and a URL it refused would hold
+  // every project's webhooks back (the outbox retries the batch).
+  @IsByteLength(0, 2048)
   @IsHttpUrl()
-  @JSONSchema({ description: 'Адрес вебхуков (http:// или https://, публичный); null: без вебхуков' })
+  @JSONSchema({ description: 'Адрес вебхуков (http:// или https://, публичный; не длиннее 2048 байт в UTF-8); null: без вебхуков' })
   webhookUrl?: string | null;
 
   // Duplicates are allowed and read as one.
