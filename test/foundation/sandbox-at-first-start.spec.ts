@@ -1,0 +1,49 @@
+/**
+ * The sandbox a first start makes on an empty database (Registry.createSandboxIfEmpty):
+ * its account and project are written together or not at all. The account was written
+ * in a transaction of its own: a start that failed before the project left an account
+ * alone, and every later start found the database "not empty" and made no sandbox, its
+ * keys never printed (review 78).
+ */
+import { randomBytes } from 'node:crypto';
+import { fixedKeys, SecretBox } from '#platform/secrets';
+import { ProjectSettings, Registry, WEBHOOK_EVENTS } from '#payments/merchants';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+
+const SANDBOX: ProjectSettings = {
+  name: 'Sandbox project',
+  status: 'active',
+  webhookUrl: null,
+  webhookEvents: [...WEBHOOK_EVENTS],
+  usdtEnabled: true,
+  holdHours: 0,
+  methodOverrides: {},
+  customerFeeShare: 100,
+};
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => {
+  await db.drop();
+});
+
+it('a first start that fails writing the project leaves nothing, and the next start makes the sandbox', async () => {
+  const registry = new Registry(db.pool, new SecretBox(fixedKeys([randomBytes(32)])));
+  const now = new Date();
+  // The project's insert fails, as a lost connection or a full disk would make it.
+  await db.pool.query(`CREATE FUNCTION refuse_project() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'disk full'; END $$`);
+  await db.pool.query('CREATE TRIGGER refuse_project BEFORE INSERT ON projects FOR EACH ROW EXECUTE FUNCTION refuse_project()');
+  await expect(registry.createSandboxIfEmpty(now, SANDBOX)).rejects.toThrow('disk full');
+  expect((await db.pool.query('SELECT count(*)::int AS n FROM accounts')).rows).toEqual([{ n: 0 }]);
+
+  await db.pool.query('DROP TRIGGER refuse_project ON projects');
+  const sandbox = await registry.createSandboxIfEmpty(now, SANDBOX);
+  expect(sandbox?.keys.test.secretKey).toMatch(/^sk_test_/);
+  expect((await db.pool.query('SELECT a.name, p.name AS project FROM accounts a JOIN projects p ON p.account_id = a.id')).rows).toEqual([
+    { name: 'Sandbox', project: 'Sandbox project' },
+  ]);
+  // Made once: a later start finds the database not empty.
+  expect(await registry.createSandboxIfEmpty(now, SANDBOX)).toBeNull();
+});
