@@ -20,6 +20,7 @@ import { Client as PgClient } from 'pg';
 import { RunningGateway, startGateway, temporaryDataDir } from '../support/gateway-process';
 import { api, expectStatus, Json, Operator, poll, Reply, sleep } from '../support/merchant-fixtures';
 import { embeddedDatabaseUrl } from '../support/runbooks';
+import { formTokenOf, login, request } from '../console/console-fixture';
 
 jest.setTimeout(120_000);
 
@@ -82,10 +83,10 @@ describe('an operator write whose commit answer is lost', () => {
    * Sends the request with every commit waiting; the gateway session that `isTheWrite` picks is terminated while
    * its commit waits, the others' waits cancelled. Answers the reply once it came.
    */
-  const withCommitAnswerLost = async (isTheWrite: (pid: number, query: string) => Promise<boolean>, send: () => Promise<Reply>): Promise<Reply> => {
+  const withCommitAnswerLost = async <T = Reply>(isTheWrite: (pid: number, query: string) => Promise<boolean>, send: () => Promise<T>): Promise<T> => {
     await synchronousStandby(true);
     try {
-      let reply: Reply | null = null;
+      let reply: T | null = null;
       let terminated = false;
       const sent = send().then((r) => (reply = r));
       while (reply === null) {
@@ -99,7 +100,7 @@ describe('an operator write whose commit answer is lost', () => {
       }
       await sent;
       expect(terminated).toBe(true);
-      return reply;
+      return reply as T;
     } finally {
       await synchronousStandby(false);
     }
@@ -149,6 +150,22 @@ describe('an operator write whose commit answer is lost', () => {
     expect(await offset()).toBe(before + 60_000);
     // The gateway runs on the moved clock: a read of it is not behind the answer.
     expect((await operator.advance(0)).getTime()).toBeGreaterThanOrEqual(new Date(reply.body.now as string).getTime());
+  });
+
+  // It answered the 503 page of a failure before any write ("nothing was done").
+  it('a console logout whose answer was lost answers the 503 page saying it may have been done', async () => {
+    const cookie = await login(gateway.baseUrl, gateway.adminToken);
+    const formToken = formTokenOf((await request(gateway.baseUrl, 'GET', '/admin', { cookie })).html);
+
+    const page = await withCommitAnswerLost(
+      async (_pid, query) => /DELETE FROM operator_sessions/.test(query),
+      () => request(gateway.baseUrl, 'POST', '/admin/logout', { cookie, form: { formToken } }),
+    );
+
+    expect(page.status).toBe(503);
+    expect(page.html).toMatch(/могло быть сделано/);
+    // It was: the session is closed.
+    expect((await request(gateway.baseUrl, 'GET', '/admin', { cookie })).location).toBe('/admin/login');
   });
 
   it('a PATCH that cannot look answers 503 saying the change may have been made', async () => {

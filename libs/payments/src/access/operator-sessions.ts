@@ -66,9 +66,9 @@ export class OperatorSessions {
     return r.rowCount === 1;
   }
 
-  /** Ends the session (logout). */
+  /** Ends the session (logout); its answer lost: WriteOutcomeUnknownError (the 503 that says it may have been done). */
   async close(sessionId: string): Promise<void> {
     if (!OPERATOR_SESSION_ID.test(sessionId)) return;
-    await this.pool.query('DELETE FROM operator_sessions WHERE session_hash = $1', [hashOf(sessionId)]);
+    await writeStatement(this.pool, 'DELETE FROM operator_sessions WHERE session_hash = $1', [hashOf(sessionId)]);
   }
 }
