@@ -81,6 +81,13 @@ describe('Bearer lookups of one event-loop turn', () => {
     expect((await registry.identifyBySecretKeyCountingRequest(keys.test.secretKey, now))?.hits).toBe(11);
   });
 
+  // The project's id in capitals (as a path may spell it) opened no webhook secret: the new keys were not remembered.
+  it('a rotation remembers the new keys with the webhook secret, however the project id is spelled', async () => {
+    const { project } = await newProject();
+    const rotated = await new RotateProjectKeysHandler(registry, db.pool).execute(new RotateProjectKeys(project.id.toUpperCase(), 'test', start));
+    expect(registry.knownPublicIds.seenLive(rotated.publicKey)).toBe(registry.webhookSecretOf(project));
+  });
+
   it('answers each lookup of a mixed batch for itself: two projects, both modes, an unknown, a revoked and a wrong-mode key count nothing', async () => {
     const first = await newProject();
     const second = await newProject();

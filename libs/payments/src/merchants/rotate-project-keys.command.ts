@@ -32,16 +32,17 @@ export class RotateProjectKeysHandler implements ICommandHandler<RotateProjectKe
     let issued: { pair: KeyPair; revoked: Revoked[]; webhookSecret: string | null } | null = null;
     const write = () =>
       inTransaction(this.pool, async (tx) => {
-        const project = await tx.query<{ webhook_secret: string }>('SELECT webhook_secret FROM projects WHERE id = $1 FOR UPDATE', [projectId]);
+        const project = await tx.query<{ id: string; webhook_secret: string }>('SELECT id, webhook_secret FROM projects WHERE id = $1 FOR UPDATE', [projectId]);
         const old = await tx.query<Revoked>(
           'UPDATE api_keys SET revoked_at = $3 WHERE project_id = $1 AND mode = $2 AND revoked_at IS NULL RETURNING secret_key_hash, public_key',
           [projectId, mode, now],
         );
-        const stored = project.rows[0]?.webhook_secret;
+        // Opened for the id as stored (lower case), which it is sealed for: `projectId` may spell it in capitals.
+        const stored = project.rows[0];
         issued = {
           pair: await issueKeys(tx, tags, projectId, mode, now),
           revoked: old.rows,
-          webhookSecret: stored === undefined ? null : this.registry.openedOrNull(projectId, stored),
+          webhookSecret: stored === undefined ? null : this.registry.openedOrNull(stored.id, stored.webhook_secret),
         };
         return issued;
       });
