@@ -7,13 +7,14 @@
  * embedded server (the interrupted run: on a database of the test's); CI installs nginx
  * (.ci/run).
  */
-import { spawn } from 'node:child_process';
+import { ChildProcess, spawn } from 'node:child_process';
 import { existsSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { findNginx } from '../../scripts/deploy-check/nginx';
 import { createTestDatabase } from '../support/test-database';
 import { ROOT } from '../support/gateway-process';
 import { descendantsOf, running } from '../support/proc-tree';
+import { STARTED_PROCESSES } from '../support/started-processes';
 
 const nginx = findNginx();
 
@@ -29,7 +30,9 @@ function startDeployCheck(databaseUrl?: string) {
         env: { ...env, DATABASE_URL: databaseUrl },
         stdio: ['ignore', 'pipe', 'pipe'],
       })
-    : spawn('npm', ['run', '--silent', 'deploy:check'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    : spawn('npm', ['run', '--silent', 'deploy:check'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  // Killed with its process group (npm, the command and what it started) if the file ends with it running (test-environment.ts).
+  (globalThis as Record<string, unknown> & { [STARTED_PROCESSES]?: Set<ChildProcess> })[STARTED_PROCESSES]?.add(child);
   let output = '';
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
   child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));

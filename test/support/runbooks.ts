@@ -5,10 +5,11 @@
  * API process and a projector process apart), the npm commands as processes, and
  * the Prometheus text of /metrics.
  */
-import { spawn } from 'node:child_process';
+import { ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Client as PgClient } from 'pg';
+import { STARTED_PROCESSES } from './started-processes';
 import { Entry, ROOT, RunningGateway, RunningProcess, startGateway, startProcess, PROJECTOR_PUBLIC_URL } from './gateway-process';
 import { api, Client, Json, Operator, poll, Reply } from './merchant-fixtures';
 
@@ -228,16 +229,31 @@ export async function runCommandOk(entry: Entry, env: Record<string, string>, ar
 /**
  * A command line as the runbook prints it (`npm run projections:rebuild ledger`), run by
  * sh in the checkout as an operator runs it: npm, the script's build check, the command.
- * The environment is PATH and `env` only, as for startProcess.
+ * The environment is PATH and `env` only, as for startProcess. Its process group is killed
+ * after `timeoutMs` (the code then 'timeout'), or when the test file ends.
  */
-export function runPrinted(commandLine: string, env: Record<string, string>): Promise<CommandRun> {
+export function runPrinted(commandLine: string, env: Record<string, string>, timeoutMs = 240_000): Promise<CommandRun> {
   return new Promise((resolve, reject) => {
-    const child = spawn('sh', ['-c', commandLine], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('sh', ['-c', commandLine], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
+    (globalThis as Record<string, unknown> & { [STARTED_PROCESSES]?: Set<ChildProcess> })[STARTED_PROCESSES]?.add(child);
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      process.kill(-child.pid!, 'SIGKILL');
+    }, timeoutMs);
     let output = '';
     child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
     child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
     child.once('error', reject);
-    child.once('close', (code, signal) => resolve({ code: code ?? String(signal), output }));
+    child.once('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code: timedOut ? 'timeout' : (code ?? String(signal)), output });
+    });
   });
 }
 

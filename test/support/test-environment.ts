@@ -47,7 +47,12 @@ export default class GatewayTestEnvironment extends NodeEnvironment {
               clearTimeout(timer);
               resolve();
             });
-            child.kill('SIGKILL');
+            // A process started as the leader of its group (npm and what its script starts) goes with its group.
+            try {
+              process.kill(-child.pid!, 'SIGKILL');
+            } catch {
+              child.kill('SIGKILL');
+            }
           }),
       ),
     );
