@@ -7,19 +7,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { fixedKeys, SecretBox } from '#platform/secrets';
-import { ProjectSettings, Registry, WEBHOOK_EVENTS } from '#payments/merchants';
+import { Registry } from '#payments/merchants';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
-
-const SANDBOX: ProjectSettings = {
-  name: 'Sandbox project',
-  status: 'active',
-  webhookUrl: null,
-  webhookEvents: [...WEBHOOK_EVENTS],
-  usdtEnabled: true,
-  holdHours: 0,
-  methodOverrides: {},
-  customerFeeShare: 100,
-};
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -35,15 +24,15 @@ it('a first start that fails writing the project leaves nothing, and the next st
   // The project's insert fails, as a lost connection or a full disk would make it.
   await db.pool.query(`CREATE FUNCTION refuse_project() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'disk full'; END $$`);
   await db.pool.query('CREATE TRIGGER refuse_project BEFORE INSERT ON projects FOR EACH ROW EXECUTE FUNCTION refuse_project()');
-  await expect(registry.createSandboxIfEmpty(now, SANDBOX)).rejects.toThrow('disk full');
+  await expect(registry.createSandboxIfEmpty(now)).rejects.toThrow('disk full');
   expect((await db.pool.query('SELECT count(*)::int AS n FROM accounts')).rows).toEqual([{ n: 0 }]);
 
   await db.pool.query('DROP TRIGGER refuse_project ON projects');
-  const sandbox = await registry.createSandboxIfEmpty(now, SANDBOX);
+  const sandbox = await registry.createSandboxIfEmpty(now);
   expect(sandbox?.keys.test.secretKey).toMatch(/^sk_test_/);
   expect((await db.pool.query('SELECT a.name, p.name AS project FROM accounts a JOIN projects p ON p.account_id = a.id')).rows).toEqual([
     { name: 'Sandbox', project: 'Sandbox project' },
   ]);
   // Made once: a later start finds the database not empty.
-  expect(await registry.createSandboxIfEmpty(now, SANDBOX)).toBeNull();
+  expect(await registry.createSandboxIfEmpty(now)).toBeNull();
 });

@@ -7,7 +7,6 @@ import type { GatewayConfig } from '#payments/composition';
 import { DatabaseNotReachedError } from '#platform/database';
 import { createLogger, exitAfterLogs } from '#platform/logging';
 import { createServices } from '#payments/services';
-import { WEBHOOK_EVENTS } from '#payments/merchants';
 import { AuditSigningKeys } from '#payments/audit';
 import { observeCommands } from '#event-store';
 import { ReadModelRebuilds, rebuildsInProgress } from '#event-store/projections';
@@ -149,17 +148,7 @@ export async function runProcess(roles: ProcessRoles, signals: StopSignals = cat
           : '  operator token: the ADMIN_TOKEN of the environment (not printed)',
         `  database: ${config.databaseUrl ? 'DATABASE_URL' : `embedded PostgreSQL under ${config.dataDir}`}; event store: ${config.eventStore}; clock: ${config.clock}`,
       ];
-      const sandbox = await services.registry.createSandboxIfEmpty(infra.clock.now(), {
-        name: 'Sandbox project',
-        status: 'active',
-        webhookUrl: null,
-        webhookEvents: [...WEBHOOK_EVENTS],
-        usdtEnabled: true,
-        // No hold: a newcomer refunds the first payment at once (decision 0155).
-        holdHours: 0,
-        methodOverrides: {},
-        customerFeeShare: 100,
-      });
+      const sandbox = await services.registry.createSandboxIfEmpty(infra.clock.now());
       if (sandbox) {
         lines.push(
           `  empty database: created a sandbox project ${sandbox.project.id} (shown once, keep them):`,

@@ -65,6 +65,19 @@ export interface ProjectSettings {
   readonly customerFeeShare: number;
 }
 
+/** The sandbox project a first start makes on an empty database (Registry.createSandboxIfEmpty). */
+export const SANDBOX_PROJECT: ProjectSettings = {
+  name: 'Sandbox project',
+  status: 'active',
+  webhookUrl: null,
+  webhookEvents: [...WEBHOOK_EVENTS],
+  usdtEnabled: true,
+  // No hold: a newcomer refunds the first payment at once (decision 0155).
+  holdHours: 0,
+  methodOverrides: {},
+  customerFeeShare: 100,
+};
+
 /** Who a merchant request is: the project and mode its key selects. */
 export interface MerchantIdentity {
   readonly project: Project;
@@ -247,7 +260,7 @@ export class Registry {
    * can call the API at once. Returns its keys (the only time they are shown), or null
    * when the database already has accounts. Two processes starting at once create one.
    */
-  async createSandboxIfEmpty(now: Date, settings: ProjectSettings): Promise<{ project: Project; keys: Record<Mode, KeyPair> } | null> {
+  async createSandboxIfEmpty(now: Date, settings: ProjectSettings = SANDBOX_PROJECT): Promise<{ project: Project; keys: Record<Mode, KeyPair> } | null> {
     const client = await this.pool.connect();
     try {
       await client.query('SELECT pg_advisory_lock(7261903185)');
