@@ -8,6 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import { fixedKeys, SecretBox } from '#platform/secrets';
 import { Registry } from '#payments/merchants';
+import { CHECKPOINT_LOCK } from '#event-store/postgres';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 let db: TestDatabase;
@@ -35,4 +36,22 @@ it('a first start that fails writing the project leaves nothing, and the next st
   ]);
   // Made once: a later start finds the database not empty.
   expect(await registry.createSandboxIfEmpty(now)).toBeNull();
+});
+
+// Its lock was the log checkpoints' (the same key): an API starting while a checkpoint was extended waited for it.
+it('is made while a log checkpoint is being extended (the two locks are apart)', async () => {
+  const other = await createTestDatabase();
+  const holder = await other.pool.connect();
+  try {
+    await holder.query('BEGIN');
+    await holder.query('SELECT pg_advisory_xact_lock($1)', [CHECKPOINT_LOCK]);
+    const registry = new Registry(other.pool, new SecretBox(fixedKeys([randomBytes(32)])));
+    const made = registry.createSandboxIfEmpty(new Date()).then((sandbox) => sandbox !== null);
+    const blocked = new Promise<string>((resolve) => setTimeout(() => resolve('waited for the checkpoint lock'), 10_000));
+    expect(await Promise.race([made, blocked])).toBe(true);
+  } finally {
+    await holder.query('ROLLBACK');
+    holder.release();
+    await other.drop();
+  }
 });

@@ -65,6 +65,12 @@ export interface ProjectSettings {
   readonly customerFeeShare: number;
 }
 
+/**
+ * The advisory lock of the first start's sandbox: its own key. It was the log checkpoints' (CHECKPOINT_LOCK), so an
+ * API starting while a checkpoint was extended waited for it, and past its statement timeout did not start.
+ */
+const SANDBOX_LOCK = 7_261_903_186;
+
 /** The sandbox project a first start makes on an empty database (Registry.createSandboxIfEmpty). */
 export const SANDBOX_PROJECT: ProjectSettings = {
   name: 'Sandbox project',
@@ -263,14 +269,14 @@ export class Registry {
   async createSandboxIfEmpty(now: Date, settings: ProjectSettings = SANDBOX_PROJECT): Promise<{ project: Project; keys: Record<Mode, KeyPair> } | null> {
     const client = await this.pool.connect();
     try {
-      await client.query('SELECT pg_advisory_lock(7261903185)');
+      await client.query('SELECT pg_advisory_lock($1)', [SANDBOX_LOCK]);
       const any = await client.query('SELECT 1 FROM accounts LIMIT 1');
       if (any.rowCount !== 0) return null;
       // The account in the project's transaction: a start that failed between the two left an account alone, and every
       // later start skipped the sandbox (its keys never printed).
       return await this.createProject(randomUUID(), settings, now, { name: 'Sandbox', email: 'sandbox@example.com' });
     } finally {
-      await client.query('SELECT pg_advisory_unlock(7261903185)').catch(() => undefined);
+      await client.query('SELECT pg_advisory_unlock($1)', [SANDBOX_LOCK]).catch(() => undefined);
       client.release();
     }
   }
