@@ -10,10 +10,10 @@ import { randomBytes } from 'node:crypto';
 import { SystemClock } from '#platform/clock';
 import { fixedKeys, SecretBox } from '#platform/secrets';
 import { EventStore, handleCommand, PostgresEventStore, RecordedEvent } from '#event-store';
-import { RefundCommand, refundDecider, refundStreamName } from '#domain';
+import { invoiceStreamName, RefundCommand, refundDecider, refundStreamName } from '#domain';
 import { findInvoice, invoiceView, newRefundId, refundView, runInvoiceCommand } from '#payments';
 import { Registry } from '#payments/merchants';
-import { webhookOutbox } from '#payments/webhooks';
+import { renderWebhook, webhookOutbox } from '#payments/webhooks';
 import { CreateInvoice, CreateInvoiceHandler } from '../../apps/api/src/invoices/create-invoice/create-invoice.handler';
 import { RecordPaymentResult, RecordPaymentResultHandler } from '../../apps/api/src/invoices/record-payment-result/record-payment-result.handler';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
@@ -179,6 +179,26 @@ describe("a refund's webhook shows the invoice as the refund's outcome left it",
     await runOutbox();
     const hook = await expectOneWebhook(succeeded!.id, 'refund.succeeded', refundId, invoiceId);
     expect(hook.invoice).toMatchObject({ status: 'partially_refunded', refundedAmount: '100.00' });
+  });
+
+  // Each refused retry of a refund (the balance short) adds its records to the invoice's stream, and the outbox read
+  // that whole stream for every one of them: a merchant retrying in a loop slowed every project's webhooks without bound.
+  it('a refund refused for want of balance is no webhook, and the outbox reads nothing for it', async () => {
+    const invoiceId = await paidInvoice();
+    const { refundId } = await requestedRefund(invoiceId, 100_00);
+    await runInvoiceCommand(store, invoiceId, { type: 'ResolveRefund', refundId, outcome: 'refused', at: clock.now().toISOString() });
+    const released = (await store.readStream(invoiceStreamName(invoiceId))).find((e) => e.type === 'InvoiceRefundReleased')!;
+    const reads: string[] = [];
+    const counting = new Proxy(store, {
+      get: (target, name, receiver) =>
+        name === 'readStream'
+          ? (stream: string, options?: object) => (reads.push(stream), target.readStream(stream, options))
+          : Reflect.get(target, name, receiver),
+    });
+    expect(await renderWebhook(counting, registry, released, () => PUBLIC_URL)).toBeNull();
+    expect(reads).toEqual([]);
+    await runOutbox();
+    expect(await deliveriesOf(released.id)).toEqual([]);
   });
 
   it('a replay of the outbox from zero enqueues nothing again and keeps every body', async () => {

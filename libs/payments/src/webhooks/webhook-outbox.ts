@@ -73,8 +73,12 @@ async function eventsOf(store: EventStore, stream: string): Promise<RecordedEven
  */
 export async function renderWebhook(store: EventStore, registry: Registry, recorded: RecordedEvent, publicUrl: () => string): Promise<WebhookMessage | null> {
   if (recorded.streamName.startsWith(`${INVOICE_CATEGORY}-`) && REFUND_RECORDS_ON_INVOICE.includes(recorded.type)) {
-    const d = recorded.data as { invoiceId: string; refundId: string };
-    return renderRefundOutcome(store, registry, d.refundId, d.invoiceId, publicUrl);
+    const d = recorded.data as { invoiceId: string; refundId: string; reason?: string };
+    // Refused for want of balance: no refund stream, never a webhook, nothing to read (a merchant retrying a refund
+    // makes these without bound, and each read the whole invoice stream).
+    if (recorded.type === 'InvoiceRefundReleased' && d.reason === 'refused') return null;
+    // The invoice up to this record of the refund: the records after it are not its.
+    return renderRefundOutcome(store, registry, d.refundId, d.invoiceId, publicUrl, Number(recorded.revision) + 1);
   }
   const kind = webhookKindOf(recorded.streamName, recorded.type);
   if (!kind) return null;
@@ -117,8 +121,10 @@ async function renderRefundOutcome(
   refundId: string,
   invoiceId: string,
   publicUrl: () => string,
+  /** How many of the invoice's first events to read, when its record of the refund is known to be among them. */
+  invoiceEventsUpTo?: number,
 ): Promise<WebhookMessage | null> {
-  const invoiceEvents = await store.readStream(invoiceStreamName(invoiceId));
+  const invoiceEvents = await store.readStream(invoiceStreamName(invoiceId), invoiceEventsUpTo === undefined ? undefined : { maxCount: invoiceEventsUpTo });
   let invoice = initialInvoice();
   let recordedOnInvoice = false;
   for (const e of invoiceEvents) {
