@@ -535,6 +535,20 @@ describe('the error contract under fuzzing', () => {
       );
     });
 
+    // A lone surrogate in webhookUrl was a 500 (a byte count that threw on it).
+    it("any text in a project's name and webhook URL (operator): a 2xx or a 400 naming the field, never a 5xx", async () => {
+      await fc.assert(
+        fc.asyncProperty(fc.constantFrom('name', 'webhookUrl', 'a webhook URL path'), anyText(), async (field, text) => {
+          const change = field === 'a webhook URL path' ? { webhookUrl: `https://shop.example/${text}` } : { [field]: text };
+          const r = await send('PATCH', `/admin/v1/projects/${scratch.projectId}`, { headers: { ...adminHeaders(), ...json }, body: JSON.stringify(change) });
+          expectContract(r, `PATCH /admin/v1/projects/{id} with ${JSON.stringify(change)}`);
+          if (r.status >= 300)
+            expect({ status: r.status, param: r.body.error.param }).toEqual({ status: 400, param: field === 'name' ? 'name' : 'webhookUrl' });
+        }),
+        { numRuns: 150 },
+      );
+    });
+
     it('random Authorization headers on every endpoint (merchant and operator): 401 unauthorized', async () => {
       const key = () => shop.keys.test.secretKey;
       const authorization = fc.oneof(

@@ -770,6 +770,10 @@ describe('webhooks: deliveries to private addresses (WEBHOOK_ALLOW_PRIVATE_NETWO
     expect(created.body.error.details).toEqual([{ param: 'webhookUrl', code: 'too_long', message: 'webhookUrl: не длиннее 2048 байт в UTF-8' }]);
     const project = await gw.operator.createProject(account, { name: 'Магазин' });
     expectError(await gw.operator.http.patch(`/admin/v1/projects/${project.id}`, { webhookUrl }), 400, 'validation', 'webhookUrl');
+    // A lone surrogate is refused as such (the byte count of class-validator's IsByteLength threw on it: a 500).
+    const lone = await gw.operator.http.patch(`/admin/v1/projects/${project.id}`, { webhookUrl: 'https://shop.example/\ud800' });
+    expectError(lone, 400, 'validation', 'webhookUrl');
+    expect(lone.body.error.details).toEqual([expect.objectContaining({ code: 'invalid_character' })]);
     // At the limit it is taken, and its project's webhooks are queued.
     const atTheLimit = `https://shop.example/${'中'.repeat((2048 - 'https://shop.example/'.length - 2) / 3)}ab`;
     expect(Buffer.byteLength(atTheLimit)).toBe(2048);

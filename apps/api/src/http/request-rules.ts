@@ -87,6 +87,8 @@ export function unstorableJson(value: unknown, depth = 0): string | null {
 /** Any JSON the database can store (see unstorableJson); the document states the text rules, the depth in words. */
 export const StorableJson = () => rule('storableJson', (v) => unstorableJson(v) === null);
 /** The size of a value as JSON text, which JSON Schema cannot count. */
+/** At most `max` bytes in UTF-8 (class-validator's IsByteLength throws on a lone surrogate: a 500). */
+export const MaxUtf8Bytes = (max: number) => rule('maxUtf8Bytes', (v) => isString(v) && Buffer.byteLength(v) <= max, [max]);
 export const MaxJsonBytes = (max: number) => rule('maxJsonBytes', (v) => Buffer.byteLength(JSON.stringify(v) ?? '') <= max, [max]);
 
 /** A character no URI holds, which WHATWG URL parsing would drop or read as `/`: whitespace, control, backslash. */
@@ -292,7 +294,7 @@ export const ANSWERS: Readonly<Record<string, readonly [code: string | ((args: V
   storableText: ['invalid_character', say('символ NUL (\\u0000) и одиночные суррогаты UTF-16 не допускаются')],
   minLength: ['too_short', ({ constraints }) => (constraints[0] === 1 ? 'не может быть пустой строкой' : `не короче ${characters(constraints[0] as number)}`)],
   maxLength: ['too_long', ({ constraints }) => `не длиннее ${characters(constraints[0] as number)}`],
-  isByteLength: ['too_long', ({ constraints }) => `не длиннее ${constraints[1]} байт в UTF-8`],
+  maxUtf8Bytes: ['too_long', ({ constraints }) => `не длиннее ${constraints[0]} байт в UTF-8`],
   matches: ['invalid_format', say('неверный формат')],
   isUuid: ['invalid_format', say('ожидается UUID')],
   httpUrl: ['invalid_url', say('ожидается адрес http:// или https:// без пробелов, управляющих символов и обратной косой черты')],

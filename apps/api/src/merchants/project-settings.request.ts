@@ -1,4 +1,4 @@
-import { Equals, IsArray, IsBoolean, IsByteLength, IsIn, IsObject, IsOptional, IsString, IsUUID, Matches, ValidateNested } from 'class-validator';
+import { Equals, IsArray, IsBoolean, IsIn, IsObject, IsOptional, IsString, IsUUID, Matches, ValidateNested } from 'class-validator';
 import { JSONSchema } from 'class-validator-jsonschema';
 import { METHOD_CODES, MethodCode, MethodOverride, MethodOverrides } from '#domain';
 import { parseMoney, parsePercent } from '#ledger';
@@ -7,7 +7,20 @@ import type { LedgerMode } from '#ledger';
 import type { ProjectSettings } from '#payments/merchants';
 import { PROJECT_STATUSES, WEBHOOK_EVENTS } from '#payments/merchants';
 import type { WebhookEventKind } from '#payments/merchants';
-import { EMAIL, IsHttpUrl, IsInteger, IsMoney, IsPercent, MaxLength, MinLength, NotBlank, Optional, Required, StorableText } from '../http/request-rules';
+import {
+  EMAIL,
+  IsHttpUrl,
+  IsInteger,
+  IsMoney,
+  IsPercent,
+  MaxLength,
+  MaxUtf8Bytes,
+  MinLength,
+  NotBlank,
+  Optional,
+  Required,
+  StorableText,
+} from '../http/request-rules';
 
 /** One payment method's settings of a project: every field optional. */
 @JSONSchema({ description: 'Настройки способа оплаты проекта; неизвестные поля: 400 validation' })
@@ -70,7 +83,7 @@ export abstract class ProjectSettingsFields {
   @MaxLength(2048)
   // In bytes too: the delivery queue's index takes an entry of at most 2704 bytes, and a URL it refused would hold
   // every project's webhooks back (the outbox retries the batch).
-  @IsByteLength(0, 2048)
+  @MaxUtf8Bytes(2048)
   @IsHttpUrl()
   @JSONSchema({ description: 'Адрес вебхуков (http:// или https://, публичный; не длиннее 2048 байт в UTF-8); null: без вебхуков' })
   webhookUrl?: string | null;
