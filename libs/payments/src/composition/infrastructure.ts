@@ -96,6 +96,9 @@ export interface InfrastructureOptions {
   readonly createDatabase?: boolean;
 }
 
+/** Connections a serving process's pool opens at most (the API's, the projector's): a server needs this many per process. */
+export const PROCESS_POOL_SIZE = 20;
+
 /** The options of a process that holds no secrets key. */
 type WithoutSecrets = InfrastructureOptions & ({ readonly access: 'read-only' } | { readonly secrets: false });
 
@@ -129,7 +132,12 @@ export async function openInfrastructure(
     });
     databaseUrl = embedded.url;
   }
-  const pool = createPool(databaseUrl, { max: options.poolSize ?? 20, applicationName: options.applicationName, limits: options.limits, readOnly });
+  const pool = createPool(databaseUrl, {
+    max: options.poolSize ?? PROCESS_POOL_SIZE,
+    applicationName: options.applicationName,
+    limits: options.limits,
+    readOnly,
+  });
   let followerPool: Pool | null = null;
   let clockSync: ManualClockSync | null = null;
   try {
