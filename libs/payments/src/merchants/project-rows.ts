@@ -19,6 +19,9 @@ export interface AccountRow {
   created_at: Date;
 }
 
+/** An account's row: id, name, email, created_at. */
+export const INSERT_ACCOUNT = 'INSERT INTO accounts (id, name, email, created_at) VALUES ($1, $2, $3, $4)';
+
 export const toAccount = (row: AccountRow): Account => ({ id: row.id, name: row.name, email: row.email, createdAt: row.created_at });
 
 export interface ProjectRow {

@@ -11,7 +11,7 @@ import { openWebhookSecret, UnopenableWebhookSecretError, webhookSecretOwner } f
 import { batchedLookupParameters, batchedLookupStatement, batchesByPollInterval, SecretKeyLookup, SecretKeyLookupRequest } from './secret-key-lookups';
 import { KeyTags } from './key-tags';
 import { CredentialMemory } from '../access/credential-memory';
-import { hashSecretKey, issueKeys, ProjectRow, projectColumnsOf, recordWebhookSettings, settingsParams, toProject } from './project-rows';
+import { hashSecretKey, INSERT_ACCOUNT, issueKeys, ProjectRow, projectColumnsOf, recordWebhookSettings, settingsParams, toProject } from './project-rows';
 
 export const PROJECT_STATUSES = ['active', 'pending', 'rejected', 'blocked'] as const;
 export type ProjectStatus = (typeof PROJECT_STATUSES)[number];
@@ -254,7 +254,7 @@ export class Registry {
     // Its answer lost: the new id's row tells whether it was written.
     return outcomeOf(
       async () => {
-        await writeStatement(this.pool, 'INSERT INTO accounts (id, name, email, created_at) VALUES ($1, $2, $3, $4)', [id, name, email, now]);
+        await writeStatement(this.pool, INSERT_ACCOUNT, [id, name, email, now]);
         return account;
       },
       async () => ((await this.pool.query('SELECT 1 FROM accounts WHERE id = $1', [id])).rowCount === 1 ? account : null),
@@ -294,8 +294,7 @@ export class Registry {
     let made: { project: Project; keys: Record<Mode, KeyPair> } | null = null;
     const write = () =>
       inTransaction(this.pool, async (tx) => {
-        if (newAccount)
-          await tx.query('INSERT INTO accounts (id, name, email, created_at) VALUES ($1, $2, $3, $4)', [accountId, newAccount.name, newAccount.email, now]);
+        if (newAccount) await tx.query(INSERT_ACCOUNT, [accountId, newAccount.name, newAccount.email, now]);
         const row = await tx.query<ProjectRow>(
           `INSERT INTO projects (id, account_id, name, status, webhook_url, webhook_events, usdt_enabled, hold_hours, methods,
            customer_fee_share, webhook_secret, id_namespace, created_at, updated_at)
