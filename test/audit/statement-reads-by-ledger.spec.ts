@@ -5,6 +5,7 @@
  * ledger_postings read by the statement's own queries, never as a time.
  */
 import { openAccountStatement } from '#payments/audit';
+import { ledgerEntriesPage } from '#payments/ledger';
 import { measuringPool } from '../support/rows-read';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
@@ -69,4 +70,19 @@ it('a statement from before the first entry opens at zero and one after the last
   expect(before.opening).toMatchObject({ available: 0, acquiring_clearing: 0 });
   const after = await openAccountStatement(db.pool, LEDGER, new Date(START + (ENTRIES + 1) * 60_000), new Date(START + (ENTRIES + 2) * 60_000));
   expect(after.opening).toMatchObject({ available: (ENTRIES * (ENTRIES + 1)) / 2, acquiring_clearing: (-ENTRIES * (ENTRIES + 1)) / 2 });
+});
+
+it("the operator's first page of a ledger (its account page) reads the postings of that page's entries only", async () => {
+  // Grouped before the LIMIT, the first page joined and aggregated all 2,000 entries' postings.
+  const measured = measuringPool(db.pool, 'ledger_postings');
+  const page = await ledgerEntriesPage(measured.pool, LEDGER, -1, 10);
+  expect(page.items.map((e) => e.cause)).toEqual(Array.from({ length: 10 }, (_, i) => `payment:inv-${i + 1}`));
+  expect(page.items[0]!.postings).toEqual([
+    { account: 'available', amount: 1 },
+    { account: 'acquiring_clearing', amount: -1 },
+  ]);
+  expect(page.hasMore).toBe(true);
+  expect(measured.rowsRead()).toBeLessThanOrEqual(40);
+  const last = await ledgerEntriesPage(db.pool, LEDGER, ENTRIES - 1, 10);
+  expect(last).toMatchObject({ items: [{ seq: ENTRIES }], hasMore: false });
 });

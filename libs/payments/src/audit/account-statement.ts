@@ -3,7 +3,7 @@ import { AccountBalances, LEDGER_ACCOUNTS, LedgerAccount, LedgerId, zeroAccountB
 import { isUuid } from '#domain';
 import { RebuildState, rebuildStateSql, refuseRebuilt } from '#event-store/projections';
 import { LedgerEntryDbRow, LedgerEntryRow, toLedgerEntryRow } from '../ledger';
-import { LEDGER_MODEL } from '../ledger/ledger.read-model';
+import { ENTRY_POSTINGS, LEDGER_MODEL } from '../ledger/ledger.read-model';
 
 /** Entries read per keyset page of a statement. */
 export const STATEMENT_PAGE = 500;
@@ -91,8 +91,7 @@ export async function openAccountStatement(
       const result = await pool.query<Partial<LedgerEntryDbRow> & { rebuild: RebuildState }>(
         `SELECT ${rebuildStateSql('$8')} AS rebuild, page.* FROM (SELECT) one LEFT JOIN LATERAL (
            SELECT e.entry_id, e.seq, e.kind, e.cause, e.occurred_at, e.log_position,
-                  COALESCE((SELECT json_agg(json_build_object('account', p.account, 'amount', p.amount) ORDER BY p.ordinal)
-                            FROM ledger_postings p WHERE p.entry_id = e.entry_id), '[]') AS postings
+                  ${ENTRY_POSTINGS} AS postings
            FROM ledger_entries e
            WHERE e.account_id = $1 AND e.mode = $2 AND e.seq > $3 AND e.seq <= $4 AND e.occurred_at > $5 AND e.occurred_at <= $6
            ORDER BY e.seq LIMIT $7) page ON true

@@ -20,6 +20,7 @@ import {
   SucceededRefundFact,
   unusedEntryDifference,
 } from '#ledger';
+import { ENTRY_POSTINGS } from '../ledger/ledger.read-model';
 
 export interface ReconciliationReport {
   readonly from: string;
@@ -67,8 +68,7 @@ type EntryRow = {
 };
 /** The entry columns; $1, $2, $3 of every entry query are the reconciled kinds, `from` and `to`. */
 const ENTRY_COLUMNS = `e.entry_id, e.account_id, e.mode, e.kind, e.cause, e.occurred_at, e.seq, e.log_position,
-  COALESCE((SELECT json_agg(json_build_object('account', p.account, 'amount', p.amount) ORDER BY p.ordinal)
-            FROM ledger_postings p WHERE p.entry_id = e.entry_id), '[]') AS postings,
+  ${ENTRY_POSTINGS} AS postings,
   (e.kind = ANY($1) AND e.occurred_at > $2 AND e.occurred_at <= $3) AS in_period`;
 const IN_PERIOD = `e.kind = ANY($1) AND e.occurred_at > $2 AND e.occurred_at <= $3`;
 /** An entry of the period, with the first entry of its ledger and cause (the period's first, then in ledger order): the one its flow takes. */

@@ -410,6 +410,10 @@ export const toLedgerEntryRow = (r: LedgerEntryDbRow): LedgerEntryRow => ({
   postings: r.postings.map((p) => ({ account: p.account, amount: Number(p.amount) })),
 });
 
+/** The postings of the ledger entry `e`, in order, as JSON (what LedgerEntryDbRow.postings holds). */
+export const ENTRY_POSTINGS = `COALESCE((SELECT json_agg(json_build_object('account', p.account, 'amount', p.amount) ORDER BY p.ordinal)
+            FROM ledger_postings p WHERE p.entry_id = e.entry_id), '[]')`;
+
 /** A page of a ledger's journal, oldest first: the entries after `afterSeq`, at most `limit`. */
 export async function ledgerEntriesPage(
   pool: Pick<Pool, 'query'>,
@@ -417,13 +421,13 @@ export async function ledgerEntriesPage(
   afterSeq: number,
   limit: number,
 ): Promise<{ readonly items: readonly LedgerEntryRow[]; readonly hasMore: boolean }> {
+  // The page's entries first, then the postings of those entries only: grouped before the
+  // LIMIT, the first page joined and aggregated the whole ledger.
   const rows = await pool.query<LedgerEntryDbRow>(
-    `SELECT e.entry_id, e.seq, e.kind, e.cause, e.occurred_at, e.log_position,
-            COALESCE(json_agg(json_build_object('account', p.account, 'amount', p.amount) ORDER BY p.ordinal)
-              FILTER (WHERE p.entry_id IS NOT NULL), '[]') AS postings
-     FROM ledger_entries e LEFT JOIN ledger_postings p USING (entry_id)
+    `SELECT e.entry_id, e.seq, e.kind, e.cause, e.occurred_at, e.log_position, ${ENTRY_POSTINGS} AS postings
+     FROM ledger_entries e
      WHERE e.account_id = $1 AND e.mode = $2 AND e.seq > $3
-     GROUP BY e.entry_id ORDER BY e.seq LIMIT $4`,
+     ORDER BY e.seq LIMIT $4`,
     [ledger.accountId, ledger.mode, afterSeq, limit + 1],
   );
   return {
