@@ -11,7 +11,7 @@
  *   for stream names with no category.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { Position, PostgresEventStore, RecordedEvent } from '#event-store';
+import { Position, PostgresEventStore, RecordedEvent, streamSummariesThrough } from '#event-store';
 import { inTransaction } from '#platform/database';
 import { loadConfig } from '#payments/composition';
 import { readModelChecksums, STREAM_CATALOG_COPY_MIN_ROWS, streamCatalogProjection, TableChecksum } from '#payments/read-models';
@@ -113,6 +113,16 @@ describe('the stream catalog rebuilt in the database', () => {
       expect(await rebuildInDatabase(log[upTo]!.position)).toBe(upTo + 1);
       expect({ upTo, checksum: await catalogChecksum(), rows: await catalog() }).toEqual({ upTo, ...byEvents });
     }
+  });
+
+  it("finds a stream's last event type by one lookup, holding no array of the stream's events", async () => {
+    // An array_agg of the stream's types grew with the stream: one ledger stream of about
+    // 45 million events passes PostgreSQL's 1 GB limit and the rebuild fails.
+    const head = (await visibleHead(db.pool, store))!;
+    const plan = await db.pool.query<{ 'QUERY PLAN': string }>(`EXPLAIN VERBOSE ${streamSummariesThrough(head)}`);
+    const text = plan.rows.map((r) => r['QUERY PLAN']).join('\n');
+    expect(text).toMatch(/events_stream_revision_unique/);
+    expect(text).not.toMatch(/array_agg/);
   });
 
   it('takes the category as streamCategory does: none for a name without one', async () => {
