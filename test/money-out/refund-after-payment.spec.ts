@@ -55,4 +55,24 @@ describe('a refund right after the payment', () => {
     ]);
     expect(entries.rows.map((r) => r.kind)).toEqual(['payment_recorded', 'hold_released', 'funds_reserved']);
   });
+
+  it("releases another invoice's due hold that it needs, as a payout does, though no worker released it yet", async () => {
+    // Before, a refund released only its own invoice's hold: with A's hold due and
+    // unreleased (the worker lagging), a refund of B was refused 422 for good under its
+    // key, while a payout of the same amount at the same moment was accepted.
+    const merchant = await operator.merchant({ holdHours: 1 });
+    const a = await paidInvoice(operator, merchant.test, '1000.00');
+    // A's payment in the ledger (no projector here): a refund of A, refused while A is held.
+    expectStatus(await merchant.test.post(`/v1/invoices/${a}/refund`, { amount: '1.00' }), 422);
+    await operator.advance(3600);
+    const b = await paidInvoice(operator, merchant.test, '1000.00');
+    const refund = await merchant.test.post(`/v1/invoices/${b}/refund`, { amount: '400.00' });
+    expectStatus(refund, 202);
+    const entries = await db.pool.query<{ kind: string; cause: string }>(
+      `SELECT data->>'kind' AS kind, data->>'cause' AS cause FROM events WHERE stream_name = $1 ORDER BY stream_revision`,
+      [`ledger-test_${merchant.accountId}`],
+    );
+    expect(entries.rows.map((r) => r.kind)).toEqual(['payment_recorded', 'reservation_refused', 'payment_recorded', 'hold_released', 'funds_reserved']);
+    expect(entries.rows[3]!.cause).toBe(`hold_release:${a}`);
+  });
 });

@@ -127,16 +127,20 @@ export class RefundFlow {
     };
     if (asked.status === 'requested') {
       const ledger = { accountId: created.accountId, mode: created.mode };
-      await this.paymentInLedger(invoice as PaidInvoice, now);
+      await this.paymentInLedger(invoice as PaidInvoice);
+      // The holds due by now that `available` needs, the earliest first, of whichever
+      // invoices (this one's too), as a payout releases them: the hold-release worker may lag.
+      const released = (await this.ledgers.releaseDueHolds(ledger, asked.amount, now.toISOString())) > 0;
       const reservation = await this.ledgers.reserve(ledger, {
         type: 'ReserveFunds',
         reservationId: refundId,
         purpose: 'refund',
         amount: asked.amount,
         // Dated with its request, whoever reserves it (the request, the recovery, a keyed
-        // retry): a 202 already said the money is reserved from then. The book moves it to
-        // no earlier than the ledger's last entry.
-        at: asked.requestedAt,
+        // retry): a 202 already said the money is reserved from then; never before the
+        // releases whose money it may take. The book moves it to no earlier than the
+        // ledger's last entry.
+        at: released && now.getTime() > Date.parse(asked.requestedAt) ? now.toISOString() : asked.requestedAt,
       });
       if (reservation.outcome === 'reserved') return this.run(refundId, { type: 'CreateRefund', data });
       // The invoice records the refusal once, as whoever gets there first says: refused
@@ -155,23 +159,17 @@ export class RefundFlow {
   }
 
   /**
-   * The invoice's payment in its ledger before a refund reserves from it: its entry and,
-   * once due, its hold's release, posted here when the process manager and the worker
-   * that post them have not yet (a refund right after the payment). Each posts once per
-   * cause, so their own posts then are repeats.
+   * The invoice's payment in its ledger before a refund reserves from it, posted here
+   * when the process manager that posts it has not yet (a refund right after the
+   * payment). It posts once per cause, so the process manager's post is then a repeat.
    */
-  private async paymentInLedger(invoice: PaidInvoice, now: Date): Promise<void> {
+  private async paymentInLedger(invoice: PaidInvoice): Promise<void> {
     const { accountId, mode, invoiceId } = invoice.created;
-    const ledger = { accountId, mode };
     const { netAmount, feeAmount } = invoice.amounts;
-    await this.ledgers.post(ledger, { type: 'RecordPayment', invoiceId, netAmount, feeAmount, releaseAt: invoice.availableAt, at: invoice.paidAt });
-    if (invoice.availableAt === null || Date.parse(invoice.availableAt) > now.getTime()) return;
-    try {
-      await this.ledgers.post(ledger, { type: 'ReleaseHold', invoiceId, at: now.toISOString() });
-    } catch (error) {
-      // Released already (or nothing held): nothing to do.
-      if (!(error instanceof Refusal && error.code === 'hold_not_found')) throw error;
-    }
+    await this.ledgers.post(
+      { accountId, mode },
+      { type: 'RecordPayment', invoiceId, netAmount, feeAmount, releaseAt: invoice.availableAt, at: invoice.paidAt },
+    );
   }
 
   /** The refund from its own stream (immediately consistent), or null. */
