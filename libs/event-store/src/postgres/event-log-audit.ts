@@ -55,15 +55,30 @@ const toRecorded = (row: CheckpointRow): RecordedCheckpoint => ({
   eventHashes: row.event_hashes,
 });
 
+/** The most checkpoint rows one transaction of extendLogCheckpoints writes (memory: 320 KB each). */
+export const CHECKPOINT_SEGMENTS_PER_TRANSACTION = 10;
+
 /**
  * The log's checkpoint at its visible head (decision 0100): the last recorded one,
  * extended first by the events that became visible after it, in log order, a segment of
  * at most CHECKPOINT_SEGMENT_EVENTS per row. Appends never wait for it: it reads the log
  * like a subscriber and serialises only with other extensions (an advisory lock), and it
  * writes after its reads, so its own transaction never holds the visible horizon back.
+ * A long backlog is extended in transactions of at most CHECKPOINT_SEGMENTS_PER_TRANSACTION
+ * rows, each committed before the next reads: memory and a transaction's work stay bounded
+ * however long the log grew since the last extension, and what one finished is kept.
  */
-export async function extendLogCheckpoints(pool: Pool, options: { segmentEvents?: number } = {}): Promise<LogCheckpoint> {
+export async function extendLogCheckpoints(pool: Pool, options: { segmentEvents?: number; segmentsPerTransaction?: number } = {}): Promise<LogCheckpoint> {
   const segmentEvents = options.segmentEvents ?? CHECKPOINT_SEGMENT_EVENTS;
+  const segmentsPerTransaction = options.segmentsPerTransaction ?? CHECKPOINT_SEGMENTS_PER_TRANSACTION;
+  for (;;) {
+    const { head, atHead } = await extendOnce(pool, segmentEvents, segmentsPerTransaction);
+    if (atHead) return head;
+  }
+}
+
+/** One transaction of extendLogCheckpoints: at most `maxSegments` rows; atHead once the visible log ran out. */
+async function extendOnce(pool: Pool, segmentEvents: number, maxSegments: number): Promise<{ head: LogCheckpoint; atHead: boolean }> {
   const client = await pool.connect();
   try {
     await client.query('BEGIN');
@@ -73,7 +88,8 @@ export async function extendLogCheckpoints(pool: Pool, options: { segmentEvents?
       let seq = last ? BigInt(last.seq) : 0n;
       let head: LogCheckpoint = last ? { position: last.position, events: BigInt(last.events), hash: last.log_hash } : EMPTY_LOG;
       const rows: unknown[][] = [];
-      for (;;) {
+      let atHead = false;
+      while (!atHead && rows.length < maxSegments) {
         const [commit, prepare] = head.position.split('/');
         const page = await client.query<{ position_commit: string; position_prepare: string; chain_hash: Buffer }>(
           `SELECT transaction_id::text AS position_commit, global_position AS position_prepare, chain_hash FROM events
@@ -81,6 +97,7 @@ export async function extendLogCheckpoints(pool: Pool, options: { segmentEvents?
            ORDER BY events.transaction_id, events.global_position LIMIT $3`,
           [commit, prepare, segmentEvents],
         );
+        atHead = page.rows.length < segmentEvents;
         if (page.rows.length === 0) break;
         let hash = head.hash;
         for (const row of page.rows) hash = nextLogHash(hash, row.chain_hash);
@@ -101,7 +118,6 @@ export async function extendLogCheckpoints(pool: Pool, options: { segmentEvents?
           Buffer.concat(page.rows.map((r) => r.chain_hash)),
         ]);
         head = next;
-        if (page.rows.length < segmentEvents) break;
       }
       for (const row of rows) {
         await client.query(
@@ -111,7 +127,7 @@ export async function extendLogCheckpoints(pool: Pool, options: { segmentEvents?
         );
       }
       await client.query('COMMIT');
-      return head;
+      return { head, atHead };
     } catch (error) {
       await client.query('ROLLBACK').catch(() => undefined);
       throw error;
