@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, watch, writeFileSync } from 'node:fs';
 import { AddressInfo, connect, createServer } from 'node:net';
 import path from 'node:path';
 import { Client, Pool } from 'pg';
 import { EMBEDDED_DATABASE_NAME, EMBEDDED_SERVER_SETTINGS, INITDB_PASSWORD_DIR, PASSWORD_FILE, PRESENCE, startLockName } from '#platform/database';
+import { STARTED_PROCESSES } from '../support/started-processes';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { ROOT, RunningGateway, startGateway, startProcess, temporaryDataDir, PROJECTOR_PUBLIC_URL } from '../support/gateway-process';
 
@@ -360,6 +361,43 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
       expect(gateway.output()).not.toMatch(/"level":(50|60)/);
       expect(existsSync(postmasterPidFile(own.dir))).toBe(false);
     } finally {
+      own.remove();
+    }
+  });
+
+  it('`npm start` signalled alone (a supervisor or `kill <pid>` sends SIGTERM to npm only) stops the gateway it runs', async () => {
+    // npm runs a script through `sh -c`; without `exec` in the script the shell stayed
+    // between them and did not pass SIGTERM on: npm exited 143 at once and the gateway
+    // ran on as an orphan, holding its port and its embedded server.
+    const own = temporaryDataDir();
+    const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? ROOT, DATA_DIR: own.dir, PORT: '0' };
+    // Its own process group, so that what it leaves running is found (and killed) by the group.
+    const npm = spawn('npm', ['start'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    try {
+      (globalThis as Record<string, unknown> & { [STARTED_PROCESSES]?: Set<ChildProcess> })[STARTED_PROCESSES]?.add(npm);
+      let output = '';
+      const listening = new Promise<void>((resolve) => {
+        const onData = (chunk: Buffer) => {
+          output += chunk.toString('utf8');
+          if (/listening on http/.test(output)) resolve();
+        };
+        npm.stdout.on('data', onData);
+        npm.stderr.on('data', onData);
+      });
+      const exited = new Promise<number | string>((resolve) => npm.once('exit', (code, signal) => resolve(code ?? String(signal))));
+      await listening;
+      process.kill(npm.pid!, 'SIGTERM');
+      expect(await exited).toBe(0);
+      expect(output).toMatch(/"msg":"stopped"/);
+      // Nothing of its process group is left, and the server it started is stopped.
+      expect(() => process.kill(-npm.pid!, 0)).toThrow(/ESRCH/);
+      expect(existsSync(postmasterPidFile(own.dir))).toBe(false);
+    } finally {
+      try {
+        process.kill(-npm.pid!, 'SIGKILL');
+      } catch {
+        // Nothing left of the group: as expected.
+      }
       own.remove();
     }
   });

@@ -17,7 +17,7 @@ describe('the verification commands’ heap flags', () => {
     ['ledger:verify', 'dist/apps/projector/src/ledger-verify.js'],
     ['log:verify', 'dist/apps/projector/src/log-verify.js'],
   ])('%s runs node with them, before its script', (name, script) => {
-    expect(scripts[name]).toBe(`node scripts/build-dist.js && node ${VERIFICATION_NODE_FLAGS.join(' ')} ${script}`);
+    expect(scripts[name]).toBe(`node scripts/build-dist.js && exec node ${VERIFICATION_NODE_FLAGS.join(' ')} ${script}`);
   });
 
   it('are accepted by this Node, which refuses a flag it does not know', async () => {

@@ -40,12 +40,12 @@ export const ENTRY_POINTS = Object.keys(ENTRIES) as Entry[];
 const SCRIPTS: Record<string, string> = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')).scripts;
 
 /**
- * The npm script that runs `entry` (its command ends in `node [flags] <entry>`) and the node flags it gives: the
+ * The npm script that runs `entry` (its command ends in `exec node [flags] <entry>`) and the node flags it gives: the
  * tests start an entry as its script does once past its build step (the jest set-up built dist/).
  */
 export function scriptOf(entry: Entry): { name: string; nodeFlags: string[] } {
   const found = Object.entries(SCRIPTS).flatMap(([name, command]) => {
-    const match = /(?:^|&& )node((?: --\S+)*) (\S+)$/.exec(command);
+    const match = /(?:^|&& )exec node((?: --\S+)*) (\S+)$/.exec(command);
     return match && match[2] === ENTRIES[entry] ? [{ name, nodeFlags: match[1]!.trim().split(' ').filter(Boolean) }] : [];
   });
   if (found.length !== 1) throw new Error(`${found.length} npm scripts run ${ENTRIES[entry]}`);

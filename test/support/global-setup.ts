@@ -26,8 +26,9 @@ export default async function globalSetup(): Promise<void> {
 }
 
 /**
- * The process-level tests start the compiled gateway (`dist/`), exactly as
- * `npm start` does; build it once for the whole run, and the SDK package with it.
+ * The process-level tests start the compiled gateway (`dist/`) with the node flags of
+ * its npm script (npm's own part, the signals it passes on: gateway-process.spec.ts);
+ * build it once for the whole run, and the SDK package with it.
  */
 function buildOnce(): void {
   const root = path.resolve(__dirname, '../..');
