@@ -365,6 +365,22 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
     }
   });
 
+  it("starts on its embedded server whatever PGSSLMODE the user's shell has", async () => {
+    // node-postgres reads PGSSLMODE when the URL says nothing: with require (or libpq's
+    // prefer) the embedded server's start failed, "The server does not support SSL connections".
+    const own = temporaryDataDir();
+    try {
+      const gateway = await startGateway('gateway', { DATA_DIR: own.dir, PGSSLMODE: 'require' });
+      try {
+        expect((await fetch(`${gateway.baseUrl}/health/ready`)).status).toBe(200);
+      } finally {
+        await gateway.kill('SIGTERM');
+      }
+    } finally {
+      own.remove();
+    }
+  });
+
   it('`npm start` signalled alone (a supervisor or `kill <pid>` sends SIGTERM to npm only) stops the gateway it runs', async () => {
     // npm runs a script through `sh -c`; without `exec` in the script the shell stayed
     // between them and did not pass SIGTERM on: npm exited 143 at once and the gateway

@@ -368,7 +368,7 @@ async function lock() {
       // processes restarted lately (a crash) is asked again once the others' presence reopened.
       let unreachable = false;
       for (const deadline = Date.now() + ${UNREACHABLE_GRACE_MS}; ; await sleep(250)) {
-        const c = new Client({ host: '127.0.0.1', port: server.port, user: 'postgres', password: o.password, database: 'postgres', connectionTimeoutMillis: 2000 });
+        const c = new Client({ host: '127.0.0.1', port: server.port, user: 'postgres', password: o.password, database: 'postgres', ssl: false, connectionTimeoutMillis: 2000 });
         c.on('error', () => undefined);
         try {
           await c.connect();
@@ -783,8 +783,13 @@ function exitHook(): { unhookEvent(event: string): void; hookedEvents(): string[
   return require(require.resolve('async-exit-hook', { paths: [embeddedDir] })) as { unhookEvent(event: string): void; hookedEvents(): string[] };
 }
 
+/**
+ * The server's URL. Without TLS whatever PGSSLMODE the user's shell has (node-postgres
+ * reads it when the URL says nothing; `require` or libpq's `prefer` failed the start):
+ * the server listens on 127.0.0.1 only and has no certificate.
+ */
 function urlFor(port: number, database: string, password: string): string {
-  return `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`;
+  return `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}?sslmode=disable`;
 }
 
 /** The postmaster and port of a live server running on this cluster directory now, if any. */
