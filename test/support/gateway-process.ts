@@ -2,7 +2,7 @@ import { ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { makeTraversable } from '#platform/database';
-import { STARTED_PROCESSES } from './started-processes';
+import { FILE_DATA_DIR, STARTED_PROCESSES } from './started-processes';
 
 export const ROOT = path.resolve(__dirname, '../..');
 
@@ -66,13 +66,24 @@ export interface RunningProcess {
 }
 
 /**
- * Starts one of the compiled entry points with the given environment (plus PATH) and
- * nothing else: the log level is a user's (info) unless the test sets it and says why.
+ * The DATA_DIR of a process the test file starts without one: a folder of the file's own,
+ * shared by its processes as one deployment's are (the secrets key made by the first
+ * start, as on a fresh install), never the checkout's ./data. Removed when the file ends.
+ */
+export function fileDataDir(): string {
+  const realm = globalThis as Record<string, unknown>;
+  return ((realm[FILE_DATA_DIR] as string | undefined) ??= temporaryDataDir().dir);
+}
+
+/**
+ * Starts one of the compiled entry points with the given environment (plus PATH and, unless
+ * given, the file's DATA_DIR) and nothing else: the log level is a user's (info) unless the
+ * test sets it and says why.
  */
 export function startProcess(entry: Entry, env: Record<string, string>, args: string[] = [], options: { ownProcessGroup?: boolean } = {}): RunningProcess {
   const child = spawn(process.execPath, [...scriptOf(entry).nodeFlags, path.join(ROOT, ENTRIES[entry]), ...args], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', ...env },
+    env: { PATH: process.env.PATH ?? '', DATA_DIR: env.DATA_DIR ?? fileDataDir(), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
     // As a terminal runs it: the leader of its process group, which Ctrl-C signals whole.
     detached: options.ownProcessGroup === true,

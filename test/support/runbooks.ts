@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Client as PgClient } from 'pg';
 import { STARTED_PROCESSES } from './started-processes';
-import { Entry, ROOT, RunningGateway, RunningProcess, startGateway, startProcess, PROJECTOR_PUBLIC_URL } from './gateway-process';
+import { Entry, fileDataDir, ROOT, RunningGateway, RunningProcess, startGateway, startProcess, PROJECTOR_PUBLIC_URL } from './gateway-process';
 import { api, Client, Json, Operator, poll, Reply } from './merchant-fixtures';
 
 export const OPERATIONS_MD = path.join(ROOT, 'docs', 'operations.md');
@@ -236,7 +236,7 @@ export function runPrinted(commandLine: string, env: Record<string, string>, tim
   return new Promise((resolve, reject) => {
     const child = spawn('sh', ['-c', commandLine], {
       cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '', ...env },
+      env: { PATH: process.env.PATH ?? '', DATA_DIR: env.DATA_DIR ?? fileDataDir(), ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: true,
     });

@@ -1,6 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
+import { rmSync } from 'node:fs';
 import NodeEnvironment from 'jest-environment-node';
-import { STARTED_PROCESSES } from './started-processes';
+import { FILE_DATA_DIR, STARTED_PROCESSES } from './started-processes';
 
 /**
  * Jest workers send each file's results to the parent as JSON, serialised in the
@@ -60,6 +61,8 @@ export default class GatewayTestEnvironment extends NodeEnvironment {
       process.stderr.write(
         `killed ${running.length} process(es) the test file left running: ${running.map((c) => c.spawnargs.slice(1).join(' ')).join('; ')}\n`,
       );
+    const dataDir = this.global[FILE_DATA_DIR] as string | undefined;
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
     await super.teardown();
   }
 }
