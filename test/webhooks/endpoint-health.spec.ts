@@ -9,7 +9,7 @@ import { expectStatus, InvoiceGateway, Json, Merchant, orderId, poll } from '../
 import { hookedGateway, WebhookReceiver } from '../support/webhook-receiver';
 import { formTokenOf, login, request } from '../console/console-fixture';
 import { randomUUID } from 'node:crypto';
-import { disableFailingEndpoints, resendDelivery, RETRY_SCHEDULE_SECONDS } from '#payments/webhooks';
+import { disableFailingEndpoints, resendDelivery, resendFailedDeliveries, RETRY_SCHEDULE_SECONDS } from '#payments/webhooks';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { metric } from '../support/runbooks';
 
@@ -225,6 +225,36 @@ describe('endpoint health of a receiver that never answers', () => {
     const disabled = (await disableFailingEndpoints(db.pool, now)).map((d) => d.projectId);
     expect(disabled).toContain(control);
     expect(disabled).not.toContain(back);
+  });
+
+  it("resends a project's failed deliveries in statements of at most a batch each, all in one transaction", async () => {
+    // One statement of them all passed the statement timeout past a million or so (a month
+    // of failures of a busy endpoint): the endpoint could then never be re-enabled.
+    const now = new Date('2025-06-14T12:00:00Z');
+    const project = await retriedProject(now, 1, { status: 500, error: null });
+    await db.pool.query(
+      `INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, attempts_made, next_attempt_at, created_at)
+       SELECT gen_random_uuid(), gen_random_uuid(), 'invoice.paid', $1, 'https://shop.example/hooks', '{}', true, 'failed', 7, NULL, $2
+       FROM generate_series(1, 7)`,
+      [project, new Date(now.getTime() - 86_400_000)],
+    );
+    // Rows each statement puts in the queue, by transaction.
+    await db.pool.query(`CREATE TABLE queued_by_statement (tx xid8, rows int)`);
+    await db.pool.query(`CREATE FUNCTION count_queued() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN INSERT INTO queued_by_statement SELECT pg_current_xact_id(), count(*) FROM new_rows; RETURN NULL; END $$`);
+    await db.pool.query(
+      `CREATE TRIGGER count_queued AFTER INSERT ON webhook_queue REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION count_queued()`,
+    );
+    try {
+      expect(await resendFailedDeliveries(db.pool, project, now, 3)).toBe(7);
+      const statements = await db.pool.query<{ tx: string; rows: number }>(`SELECT tx::text, rows FROM queued_by_statement WHERE rows > 0`);
+      expect(statements.rows.map((r) => r.rows)).toEqual([3, 3, 1]);
+      expect(new Set(statements.rows.map((r) => r.tx)).size).toBe(1);
+      const left = await db.pool.query(`SELECT 1 FROM webhook_deliveries WHERE project_id = $1 AND status = 'failed'`, [project]);
+      expect(left.rows).toEqual([]);
+    } finally {
+      await db.pool.query(`DROP TRIGGER count_queued ON webhook_queue; DROP FUNCTION count_queued(); DROP TABLE queued_by_statement`);
+    }
   });
 
   it('a resend that commits while the health check waits for the project is stopped with the others: nothing stays queued against a disabled endpoint', async () => {

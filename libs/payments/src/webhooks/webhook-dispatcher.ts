@@ -1,5 +1,5 @@
 import type { Pool, PoolClient } from 'pg';
-import { preparedStatement, writeStatement } from '#platform/database';
+import { inTransaction, preparedStatement, writeStatement } from '#platform/database';
 import type { Clock } from '#platform/clock';
 import { Refusal } from '#domain';
 import type { Registry } from '../merchants';
@@ -1058,38 +1058,61 @@ export async function resendDelivery(
   return row.id && row.next_attempt_at ? { id: row.id, nextAttemptAt: row.next_attempt_at } : null;
 }
 
+/** The most failed deliveries one statement of resendFailedDeliveries resends. */
+export const RESEND_BATCH = 5_000;
+
+interface ResendBatchRow {
+  found: number;
+  disabled: boolean;
+  /** Failed deliveries the statement took (at most the batch), and the last of them by id. */
+  taken: number;
+  last: string | null;
+  resent: number;
+}
+
 /**
  * The operator's resend of every `failed` delivery of one project (after its receiver
- * was fixed): each as `resendDelivery` does it, in one statement, the project locked for
- * share first, then the records in id order as a batch of records locks them. The
- * number resent, or null when there is no such project; refused (conflict) while the
- * project's endpoint is disabled (re-enabling it resends them).
+ * was fixed): each as `resendDelivery` does it, the project locked for share first, then
+ * the records in id order as a batch of records locks them, at most `batch` a statement
+ * (a month of failures is millions: one statement of them all passed the statement
+ * timeout, and the endpoint could never be enabled), all in one transaction: one commit
+ * point, so a 5xx still means nothing was resent. The number resent, or null when there is
+ * no such project; refused (conflict) while the project's endpoint is disabled
+ * (re-enabling it resends them).
  */
-export async function resendFailedDeliveries(pool: Pick<Pool, 'connect' | 'query'> | PoolClient, projectId: string, now: Date): Promise<number | null> {
-  const result = await writeStatement<{ found: number; disabled: boolean; resent: number }>(
-    pool,
-    `WITH project AS (
-       SELECT id, webhook_disabled_at IS NOT NULL AS disabled FROM projects WHERE id = $1 FOR SHARE),
-     failed AS (
-       SELECT id FROM webhook_deliveries WHERE project_id = $1 AND status = 'failed' AND NOT EXISTS (SELECT 1 FROM project WHERE disabled)
-       ORDER BY id FOR NO KEY UPDATE),
-     delivery AS (
-       UPDATE webhook_deliveries d SET status = 'pending', next_attempt_at = $2
-       FROM failed f WHERE d.id = f.id AND d.status = 'failed' RETURNING d.id, d.seq, d.url, d.attempts_made, d.next_attempt_at),
-     queued AS (
-       INSERT INTO webhook_queue (id, seq, url, next_attempt_at, attempts_made, schedule_base)
-       SELECT id, seq, url, next_attempt_at, attempts_made, attempts_made FROM delivery
-       ON CONFLICT (id) DO UPDATE
-       SET next_attempt_at = excluded.next_attempt_at, attempts_made = excluded.attempts_made, schedule_base = excluded.schedule_base,
-           leased_until = NULL, lease_token = NULL
-       RETURNING 1)
-     SELECT (SELECT count(*) FROM project)::int AS found, coalesce((SELECT disabled FROM project), false) AS disabled,
-            (SELECT count(*) FROM queued)::int AS resent`,
-    [projectId, now],
-  );
-  const row = result.rows[0]!;
-  if (row.disabled) throw endpointDisabled(projectId);
-  return row.found === 0 ? null : row.resent;
+export async function resendFailedDeliveries(on: Pool | PoolClient, projectId: string, now: Date, batch = RESEND_BATCH): Promise<number | null> {
+  if (!('release' in on)) return inTransaction(on, (tx) => resendFailedDeliveries(tx, projectId, now, batch));
+  let resent = 0;
+  for (let after: string | null = null; ;) {
+    const result = await on.query<ResendBatchRow>(
+      `WITH project AS (
+         SELECT id, webhook_disabled_at IS NOT NULL AS disabled FROM projects WHERE id = $1 FOR SHARE),
+       failed AS (
+         SELECT id FROM webhook_deliveries
+         WHERE project_id = $1 AND status = 'failed' AND ($3::uuid IS NULL OR id > $3::uuid) AND NOT EXISTS (SELECT 1 FROM project WHERE disabled)
+         ORDER BY id LIMIT $4 FOR NO KEY UPDATE),
+       delivery AS (
+         UPDATE webhook_deliveries d SET status = 'pending', next_attempt_at = $2
+         FROM failed f WHERE d.id = f.id AND d.status = 'failed' RETURNING d.id, d.seq, d.url, d.attempts_made, d.next_attempt_at),
+       queued AS (
+         INSERT INTO webhook_queue (id, seq, url, next_attempt_at, attempts_made, schedule_base)
+         SELECT id, seq, url, next_attempt_at, attempts_made, attempts_made FROM delivery
+         ON CONFLICT (id) DO UPDATE
+         SET next_attempt_at = excluded.next_attempt_at, attempts_made = excluded.attempts_made, schedule_base = excluded.schedule_base,
+             leased_until = NULL, lease_token = NULL
+         RETURNING 1)
+       SELECT (SELECT count(*) FROM project)::int AS found, coalesce((SELECT disabled FROM project), false) AS disabled,
+              (SELECT count(*) FROM failed)::int AS taken, (SELECT max(id::text) FROM failed) AS last,
+              (SELECT count(*) FROM queued)::int AS resent`,
+      [projectId, now, after, batch],
+    );
+    const row: ResendBatchRow = result.rows[0]!;
+    if (row.disabled) throw endpointDisabled(projectId);
+    if (row.found === 0) return null;
+    resent += row.resent;
+    if (row.taken < batch) return resent;
+    after = row.last;
+  }
 }
 
 /** PostgreSQL text holds no NUL and no lone surrogate: a receiver's reply may have either. */
