@@ -258,3 +258,36 @@ describe('request limits across two API processes', () => {
     });
   });
 });
+
+describe('the 429 messages say the limits configured', () => {
+  let db: TestDatabase;
+  let gateway: RunningGateway;
+  let operator: Operator;
+
+  beforeAll(async () => {
+    db = await createTestDatabase({ poolSize: 2 });
+    // Other limits than the spec's, which an operator may set: the messages said 60 and 3 whatever was set.
+    gateway = await startGateway('api', { DATABASE_URL: db.url, ADMIN_TOKEN, RATE_LIMIT_PER_SECOND: '5', POLL_INTERVAL_SECONDS: '10' });
+    operator = new Operator(gateway.baseUrl, ADMIN_TOKEN);
+  });
+  afterAll(async () => {
+    await gateway?.kill();
+    await db?.drop();
+  });
+
+  it('the rate per key and the poll interval of one invoice', async () => {
+    const shop = await operator.merchant({ name: 'Лимиты' });
+    const created = await shop.test.post('/v1/invoices', { amount: '100.00', orderId: orderId('limits') });
+    expectStatus(created, 201);
+    await new Promise((r) => setTimeout(r, 1_100));
+    const first = await shop.test.get(`/v1/invoices/${created.body.id}`);
+    expectStatus(first, 200);
+    const polled = await shop.test.get(`/v1/invoices/${created.body.id}`);
+    expectRateLimited(polled);
+    expect(polled.body.error.message).toBe('Один счёт можно запрашивать не чаще раза в 10 секунд: ждите вебхук');
+    const burst = await Promise.all(Array.from({ length: 20 }, () => shop.test.get('/v1/invoices')));
+    const refused = burst.find((r) => r.status === 429)!;
+    expectRateLimited(refused);
+    expect(refused.body.error.message).toBe('Слишком много запросов: не больше 5 в секунду на ключ');
+  });
+});

@@ -7,7 +7,7 @@
 import type { BalancePoint, DailyVolume } from '#ledger';
 import { escapeHtml, formatRubles } from '../pay/payment-page.html';
 import { renderBalancePlot } from './balance-plot.svg';
-import { plural } from './plural';
+import { plural } from '../http/plural';
 
 export const CONSOLE_CSS = `*{box-sizing:border-box}
 body{margin:0;background:#f2f4f7;color:#1b2330;font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans","Liberation Sans","DejaVu Sans",sans-serif}

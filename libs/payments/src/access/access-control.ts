@@ -72,7 +72,8 @@ export class AccessControl {
 
   constructor(
     private readonly pool: Pool,
-    private readonly limits: { perSecond: number; pollIntervalSeconds: number },
+    /** As configured (RATE_LIMIT_PER_SECOND, POLL_INTERVAL_SECONDS): the 429s' messages say them. */
+    readonly limits: { readonly perSecond: number; readonly pollIntervalSeconds: number },
   ) {}
 
   /** Records a signature's first use; false when it was already used (a replay). */

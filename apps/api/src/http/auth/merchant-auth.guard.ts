@@ -7,6 +7,7 @@ import type { Clock } from '#platform/clock';
 import { hashSecretKey } from '#payments/merchants';
 import type { MerchantIdentity, Registry } from '#payments/merchants';
 import { ApiError } from '../errors/api-error';
+import { plural } from '../plural';
 import { authorizationOf, repeatedHeader } from './authorization-header';
 import { sentParameters } from '../request-pipe';
 import type { FailedAuthentication } from './failed-authentication';
@@ -127,7 +128,7 @@ export class MerchantAuthGuard implements CanActivate {
       // Refused 429 (the rate, or the route's poll mark): the record is undone, so it may be sent again after Retry-After.
       if (refusal || request.pollMark?.refusal) await this.access.releaseSignature(signedBy.signature, now);
     }
-    if (refusal) throw rateLimited(refusal.retryAfterSeconds, 'Слишком много запросов: не больше 60 в секунду на ключ');
+    if (refusal) throw rateLimited(refusal.retryAfterSeconds, `Слишком много запросов: не больше ${this.access.limits.perSecond} в секунду на ключ`);
     request.merchant = identity;
     return true;
   }
@@ -257,6 +258,12 @@ export class MerchantAuthGuard implements CanActivate {
 
 const signatureUsed = (): ApiError =>
   ApiError.unauthorized('Эта подпись уже использована: каждая принимается один раз', 'signature_invalid', undefined, undefined, 'X-Timestamp');
+
+/** The 429 of a poll-marked read: `what` («Один счёт», «Одну выплату») at most once per the configured interval. */
+export function pollRefused(retryAfterSeconds: number, what: string, intervalSeconds: number): ApiError {
+  const seconds = plural(intervalSeconds, 'секунду', 'секунды', 'секунд');
+  return rateLimited(retryAfterSeconds, `${what} можно запрашивать не чаще раза в ${intervalSeconds} ${seconds}: ждите вебхук`);
+}
 
 export function rateLimited(retryAfterSeconds: number, message: string): ApiError {
   return new ApiError(429, 'rate_limited', message, undefined, undefined, { 'Retry-After': String(retryAfterSeconds) });

@@ -9,7 +9,7 @@ import { isUuid } from '#domain';
 import { ApiError } from '../../http/errors/api-error';
 import { ACCESS_CONTROL, CLOCK_TOKEN, PUBLIC_URL } from '../../http/tokens';
 import type { PublicUrl } from '../../http/tokens';
-import { Merchant, MerchantAuthGuard, PollMark, PollMarked, PollMarkTaken, rateLimited } from '../../http/auth/merchant-auth.guard';
+import { Merchant, MerchantAuthGuard, PollMark, PollMarked, PollMarkTaken, pollRefused } from '../../http/auth/merchant-auth.guard';
 import { GetInvoice } from './get-invoice.handler';
 
 /** The poll mark of one invoice: one resource however its id is spelled (UUIDs are case-insensitive); none for what is not an invoice id. */
@@ -38,7 +38,7 @@ export class GetInvoiceRoute {
     // Not an invoice id (a NUL, another shape): no invoice, and nothing of it reaches the database.
     if (resource === null) throw ApiError.notFound('invoice_not_found', 'Счёт не найден');
     const refusal = taken ? taken.refusal : await this.access.admitPoll(merchant.keyId, resource, this.clock.now());
-    if (refusal) throw rateLimited(refusal.retryAfterSeconds, 'Один счёт можно запрашивать не чаще раза в 3 секунды: ждите вебхук');
+    if (refusal) throw pollRefused(refusal.retryAfterSeconds, 'Один счёт', this.access.limits.pollIntervalSeconds);
     const invoice = await this.queries.execute(new GetInvoice(merchant.project, merchant.mode, id));
     // Current: past its expiresAt an open invoice is expired (no payment is taken), before the expiry worker records it.
     return invoiceView(invoice, this.publicUrl.value, this.clock.now().toISOString());

@@ -7,7 +7,7 @@ import { payoutView } from '#payments';
 import type { MerchantIdentity } from '#payments/merchants';
 import { ApiError } from '../../http/errors/api-error';
 import { ACCESS_CONTROL, CLOCK_TOKEN } from '../../http/tokens';
-import { Merchant, MerchantAuthGuard, PollMark, PollMarked, PollMarkTaken, rateLimited } from '../../http/auth/merchant-auth.guard';
+import { Merchant, MerchantAuthGuard, PollMark, PollMarked, PollMarkTaken, pollRefused } from '../../http/auth/merchant-auth.guard';
 import { GetPayout } from './get-payout.handler';
 
 /** A payout id in a path: a positive integer in its plain spelling, or nothing. */
@@ -43,7 +43,7 @@ export class GetPayoutRoute {
     const payoutId = payoutIdOf(id);
     if (payoutId === null) throw notFound();
     const refusal = taken ? taken.refusal : await this.access.admitPoll(merchant.keyId, payoutPollResource({ id })!, this.clock.now());
-    if (refusal) throw rateLimited(refusal.retryAfterSeconds, 'Одну выплату можно запрашивать не чаще раза в 3 секунды: ждите вебхук');
+    if (refusal) throw pollRefused(refusal.retryAfterSeconds, 'Одну выплату', this.access.limits.pollIntervalSeconds);
     if (merchant.mode !== 'live') throw notFound();
     return payoutView(await this.queries.execute(new GetPayout(merchant.project.accountId, payoutId, this.clock.now())));
   }
