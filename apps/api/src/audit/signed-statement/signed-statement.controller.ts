@@ -8,6 +8,7 @@ import { balanceMovementsOf, formatMoney, LedgerId, StatementBalances } from '#l
 import type { AccountBalances } from '#ledger';
 import { AuditSigningKeys, canonicalJcs, GetAccountStatement } from '#payments/audit';
 import { LEDGER_MODEL } from '#payments/ledger';
+import type { LedgerEntryRow } from '#payments/ledger';
 import type { Infrastructure } from '#payments/composition';
 import type { MerchantIdentity } from '#payments/merchants';
 import { AdminTokenGuard } from '../../http/auth/admin-token.guard';
@@ -79,16 +80,7 @@ export class SignedStatements {
     const reader = await this.queries.execute(new GetAccountStatement(ledger, from, to));
     if (reader === null) return null;
     const running = new StatementBalances(reader.opening);
-    const movements: Buffer[] = [];
-    for await (const page of reader.pages()) {
-      const texts: string[] = [];
-      for (const entry of page) {
-        running.apply(entry.postings);
-        for (const m of balanceMovementsOf({ ...entry, occurredAt: entry.occurredAt.toISOString() }))
-          texts.push(canonicalJcs({ ...m, amount: formatMoney(m.amount) }));
-      }
-      if (texts.length > 0) movements.push(Buffer.from(`${movements.length > 0 ? ',' : ''}${texts.join(',')}`, 'utf8'));
-    }
+    const movements = await movementTexts(reader.pages(), running);
     const document = {
       object: 'statement',
       accountId: ledger.accountId,
@@ -132,6 +124,40 @@ export class SignedStatements {
     }
     return c && { position: c.position, events: Number(c.events), hash: c.hash.toString('hex') };
   }
+}
+
+/**
+ * The most movements (`transactions`) one signed statement holds. It is signed whole, so it
+ * is held whole in memory (about 190 bytes a movement, twice while it is joined): without a
+ * bound a merchant's statement from 2000 could take the API process's memory. Longer
+ * periods are asked in parts; one part's closing balances are the next one's opening.
+ */
+export const MAX_STATEMENT_TRANSACTIONS = 500_000;
+
+/**
+ * The movements of the statement's entries as canonical text, comma-joined, a buffer a
+ * page, applied to `running` as they come; refused (400 on `from`) past `max` movements.
+ */
+export async function movementTexts(
+  pages: AsyncIterable<readonly LedgerEntryRow[]>,
+  running: StatementBalances,
+  max = MAX_STATEMENT_TRANSACTIONS,
+): Promise<Buffer[]> {
+  const movements: Buffer[] = [];
+  let count = 0;
+  for await (const page of pages) {
+    const texts: string[] = [];
+    for (const entry of page) {
+      running.apply(entry.postings);
+      for (const m of balanceMovementsOf({ ...entry, occurredAt: entry.occurredAt.toISOString() }))
+        texts.push(canonicalJcs({ ...m, amount: formatMoney(m.amount) }));
+    }
+    count += texts.length;
+    if (count > max)
+      throw ApiError.validation([{ param: 'from', code: 'too_many_transactions', message: `from: в периоде больше ${max} движений: запросите его частями` }]);
+    if (texts.length > 0) movements.push(Buffer.from(`${movements.length > 0 ? ',' : ''}${texts.join(',')}`, 'utf8'));
+  }
+  return movements;
 }
 
 /** A document's canonical text without the `]}` that closes its (empty) `transactions`, the key that sorts last. */
