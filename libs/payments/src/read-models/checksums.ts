@@ -1,5 +1,6 @@
+import { createHash } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
-import { inTransaction } from '#platform/database';
+import { copyTextOut, inTransaction } from '#platform/database';
 import { Position, visibleLogHead } from '#event-store';
 import { readCheckpoint } from '#event-store/projections';
 import { lockReadModelTables, quoteIdentifier as quote, READ_MODEL_TABLES } from './table-locks';
@@ -93,33 +94,57 @@ async function checksumsInSnapshot(client: PoolClient, tables: readonly string[]
   await client.query('SET LOCAL extra_float_digits = 3');
   const out: TableChecksum[] = [];
   for (const table of tables) {
-    const columns = (
-      await client.query<{ name: string; identity: string; type: string }>(
-        `SELECT column_name AS name, is_identity AS identity, data_type AS type FROM information_schema.columns
+    const { digest: rowDigest, from: rowsFrom, order } = await rowDigests(client, table);
+    // md5 of the rows' md5s joined in key order, hashed here as they stream: joined in the
+    // server (string_agg) the text passed PostgreSQL's 1 GB limit at 33.5 million rows.
+    const digest = createHash('md5');
+    let rows = 0;
+    const select = `SELECT ${rowDigest} FROM ${rowsFrom} ORDER BY ${order}`;
+    for await (const chunk of copyTextOut(client, select)) {
+      let from = 0;
+      for (let newline = chunk.indexOf(10); newline !== -1; newline = chunk.indexOf(10, from)) {
+        digest.update(chunk.subarray(from, newline));
+        rows += 1;
+        from = newline + 1;
+      }
+      digest.update(chunk.subarray(from));
+    }
+    out.push({ table, rows, md5: digest.digest('hex') });
+  }
+  return out;
+}
+
+/**
+ * How a table's rows are checksummed: `digest`, each row's md5 (its identity columns as
+ * their rank, json as jsonb), over `from`, in `order` (the primary key, else every other
+ * column). The table's checksum is the md5 of these digests joined in that order.
+ */
+export async function rowDigests(client: Pick<PoolClient, 'query'>, table: string): Promise<{ digest: string; from: string; order: string }> {
+  const columns = (
+    await client.query<{ name: string; identity: string; type: string }>(
+      `SELECT column_name AS name, is_identity AS identity, data_type AS type FROM information_schema.columns
            WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position`,
-        [table],
-      )
-    ).rows.map((r): Column => ({ name: r.name, identity: r.identity === 'YES', json: r.type === 'json' }));
-    if (columns.length === 0) throw new Error(`no read-model table ${table}`);
-    const key = (
-      await client.query<{ name: string }>(
-        `SELECT a.attname AS name FROM pg_index i
+      [table],
+    )
+  ).rows.map((r): Column => ({ name: r.name, identity: r.identity === 'YES', json: r.type === 'json' }));
+  if (columns.length === 0) throw new Error(`no read-model table ${table}`);
+  const key = (
+    await client.query<{ name: string }>(
+      `SELECT a.attname AS name FROM pg_index i
            JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
            WHERE i.indrelid = $1::regclass AND i.indisprimary
            ORDER BY array_position(i.indkey::int2[], a.attnum)`,
-        [quote(table)],
-      )
-    ).rows.map((r) => r.name);
-    const order = (key.length > 0 ? key : columns.filter((c) => !c.identity).map((c) => c.name)).map(quote).join(', ');
-    const ranks = columns.filter((c) => c.identity).map((c) => `rank() OVER (ORDER BY ${quote(c.name)}) AS ${quote(`${c.name}_rank`)}`);
-    const values = columns.map((c) => (c.identity ? quote(`${c.name}_rank`) : c.json ? `${quote(c.name)}::jsonb` : quote(c.name))).join(', ');
-    const result = await client.query<{ rows: string; md5: string }>(
-      `SELECT count(*) AS rows, md5(coalesce(string_agg(md5(ROW(${values})::text), '' ORDER BY ${order}), '')) AS md5
-         FROM (SELECT t.*${ranks.map((r) => `, ${r}`).join('')} FROM ${quote(table)} t) t`,
-    );
-    out.push({ table, rows: Number(result.rows[0]!.rows), md5: result.rows[0]!.md5 });
-  }
-  return out;
+      [quote(table)],
+    )
+  ).rows.map((r) => r.name);
+  const order = (key.length > 0 ? key : columns.filter((c) => !c.identity).map((c) => c.name)).map(quote).join(', ');
+  const ranks = columns.filter((c) => c.identity).map((c) => `rank() OVER (ORDER BY ${quote(c.name)}) AS ${quote(`${c.name}_rank`)}`);
+  const values = columns.map((c) => (c.identity ? quote(`${c.name}_rank`) : c.json ? `${quote(c.name)}::jsonb` : quote(c.name))).join(', ');
+  return {
+    digest: `md5(ROW(${values})::text)`,
+    from: `(SELECT t.*${ranks.map((r) => `, ${r}`).join('')} FROM ${quote(table)} t) t`,
+    order,
+  };
 }
 
 /** One line per table: name, rows, md5 (what `npm run read-models:checksum` prints). */

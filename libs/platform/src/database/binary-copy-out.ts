@@ -1,4 +1,4 @@
-import type { Pool } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import { to as copyTo } from 'pg-copy-streams';
 
 /** The signature that opens COPY's binary format (PostgreSQL docs, "COPY", Binary Format), read and written alike. */
@@ -161,4 +161,13 @@ export async function readBinaryCopy(
   } finally {
     client.release(failed);
   }
+}
+
+/**
+ * The text-format COPY of `select` on `client`, in its transaction and snapshot, as its
+ * chunks arrive (lines cut anywhere between chunks). A read stopped halfway leaves the
+ * client unusable: the caller ends its transaction with an error.
+ */
+export function copyTextOut(client: PoolClient, select: string): AsyncIterable<Buffer> {
+  return client.query(copyTo(`COPY (${select}) TO STDOUT`)) as unknown as AsyncIterable<Buffer>;
 }
