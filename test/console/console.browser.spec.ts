@@ -34,6 +34,7 @@ describe('operator console in a real browser (Debian Chromium via playwright-cor
   beforeAll(async () => {
     db = await createTestDatabase({ poolSize: 2 });
     receiver = await startWebhookReceiver();
+    // CLOCK=manual: the console's times are moved by the test. WEBHOOK_ALLOW_PRIVATE_NETWORKS: the receiver listens on 127.0.0.1.
     gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN, CLOCK: 'manual', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
     operator = new Operator(gateway.baseUrl, ADMIN_TOKEN);
     await operator.merchant({ name: 'Цветочный магазин', holdHours: 0 });

@@ -30,6 +30,9 @@ describe('operator console at /admin (HTTP)', () => {
   beforeAll(async () => {
     db = await createTestDatabase({ poolSize: 2 });
     receiver = await startWebhookReceiver();
+    // CLOCK=manual: the console's times and the sessions' expiry are moved by the test. TRUSTED_PROXIES: the login
+    // limit per client address (X-Forwarded-For) and the Secure cookie behind https are tested as behind a proxy.
+    // WEBHOOK_ALLOW_PRIVATE_NETWORKS: the receiver listens on 127.0.0.1.
     const env = { DATABASE_URL: db.url, ADMIN_TOKEN, CLOCK: 'manual', TRUSTED_PROXIES: '127.0.0.1', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' };
     gateway = await startGateway('gateway', env);
     second = await startGateway('api', env);

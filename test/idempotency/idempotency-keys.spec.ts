@@ -19,6 +19,7 @@ describe('Idempotency-Key on merchant POSTs (CLOCK=manual)', () => {
   let gw: InvoiceGateway;
 
   beforeAll(async () => {
+    // CLOCK=manual: a key's 24 hours pass (and the gateway's time is read) through the operator's clock.
     gw = await startInvoiceGateway({ CLOCK: 'manual' });
   });
   afterAll(async () => {

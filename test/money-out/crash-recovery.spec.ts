@@ -30,6 +30,8 @@ interface PayoutAttempt {
 describe('SIGKILL during a stream of refunds and payouts', () => {
   let db: TestDatabase;
   let gateway: RunningGateway | null = null;
+  // REFUND_PROCESSING_SECONDS=1: every refund completes within the test's wait on the system clock (completion then
+  // comes before the recovery's grace of 5 s; recovery, then completion, is tested on the manual clock: unfinished-flows.spec.ts).
   const env = () => ({ DATABASE_URL: db.url, ADMIN_TOKEN, REFUND_PROCESSING_SECONDS: '1' });
 
   beforeAll(async () => {

@@ -51,6 +51,7 @@ describe('payout transitions (operator API, CLOCK=manual)', () => {
   let gw: InvoiceGateway;
 
   beforeAll(async () => {
+    // CLOCK=manual: the tests read the gateway's time through the operator's clock (advance 0).
     gw = await startInvoiceGateway({ CLOCK: 'manual' });
   });
   afterAll(async () => {

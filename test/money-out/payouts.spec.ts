@@ -1074,6 +1074,7 @@ describe('GET /v1/payouts/{id} poll limit (POLL_INTERVAL_SECONDS 3, CLOCK=manual
   const h = helpersOf(() => gw);
 
   beforeAll(async () => {
+    // CLOCK=manual: the poll interval's seconds pass through the operator's clock, to the second.
     gw = await startInvoiceGateway({ CLOCK: 'manual' });
   });
   afterAll(async () => {

@@ -38,6 +38,7 @@ describe('periodic workers: each item fails alone', () => {
   });
 
   it('BUG: a refund request that throws a non-payments error does not stop recovery of the others, nor a bad pending refund their completion', async () => {
+    // REFUND_PROCESSING_SECONDS=1: the refunds complete within the test's wait, on the system clock.
     gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN, REFUND_PROCESSING_SECONDS: '1' });
     const operator = new Operator(gateway.baseUrl, gateway.adminToken);
     const merchant = await instantMerchant(operator);

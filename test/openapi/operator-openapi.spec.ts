@@ -23,6 +23,7 @@ describe('the operator OpenAPI document', () => {
   let gw: InvoiceGateway;
 
   beforeAll(async () => {
+    // CLOCK=manual: POST /admin/v1/clock/advance, one of the documented routes, answers only on it.
     gw = await startInvoiceGateway({ CLOCK: 'manual' });
   });
   afterAll(async () => {

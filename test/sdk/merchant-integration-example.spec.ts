@@ -30,6 +30,8 @@ function runExample(env: Record<string, string>): Promise<{ code: number | null;
 describe('examples/merchant-integration against a started gateway', () => {
   let gw: InvoiceGateway;
   beforeAll(async () => {
+    // CLOCK=manual: the test ticks the gateway's clock while the example runs. REFUND_PROCESSING_SECONDS=1: refunds complete within the
+    // test's wait. WEBHOOK_ALLOW_PRIVATE_NETWORKS: the example's receiver listens on 127.0.0.1.
     gw = await startInvoiceGateway({ CLOCK: 'manual', REFUND_PROCESSING_SECONDS: '1', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
   });
   afterAll(() => gw?.close());

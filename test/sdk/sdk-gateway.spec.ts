@@ -55,6 +55,8 @@ describe('the SDK against the gateway', () => {
   };
 
   beforeAll(async () => {
+    // CLOCK=manual: the test moves the gateway's clock past a refund's processing. REFUND_PROCESSING_SECONDS=1: refunds complete within the
+    // test's wait. WEBHOOK_ALLOW_PRIVATE_NETWORKS: the SDK's receiver listens on 127.0.0.1.
     gw = await startInvoiceGateway({ CLOCK: 'manual', REFUND_PROCESSING_SECONDS: '1', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
     receiver = await startWebhookReceiver();
     const accountId = await gw.operator.createAccount();

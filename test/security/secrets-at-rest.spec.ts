@@ -79,6 +79,7 @@ describe('webhook secrets sealed at rest with SECRETS_KEY, and its rotation', ()
   let gateway: RunningGateway | null = null;
   const k1 = key();
   const k2 = key();
+  // WEBHOOK_ALLOW_PRIVATE_NETWORKS: the receiver listens on 127.0.0.1.
   const env = (secretsKey: string) => ({ DATABASE_URL: db.url, ADMIN_TOKEN, SECRETS_KEY: secretsKey, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
 
   beforeAll(async () => {
@@ -172,6 +173,7 @@ describe('the key file under DATA_DIR, rotated while the gateway runs', () => {
   });
 
   it('is generated once with mode 0600; secrets:rotate-key re-seals everything with a new key and the running gateway follows', async () => {
+    // WEBHOOK_ALLOW_PRIVATE_NETWORKS: the receiver listens on 127.0.0.1.
     const env = { DATABASE_URL: db.url, DATA_DIR: data.dir, ADMIN_TOKEN, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' };
     gateway = await startGateway('gateway', env);
     const operator = new Operator(gateway.baseUrl, ADMIN_TOKEN);

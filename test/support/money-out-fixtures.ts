@@ -7,7 +7,10 @@ import { Client, expectStatus, InvoiceGateway, Json, Merchant, Mode, Operator, o
 /** The recovery worker takes over a request left half-done for this long (RECOVERY_GRACE_SECONDS), on the gateway clock. */
 export const RECOVERY_GRACE_SECONDS = 5;
 
-/** A gateway on the manual clock whose refunds stay pending while a test moves the clock for the recovery worker. */
+/**
+ * A gateway on the manual clock whose refunds stay pending while a test moves the clock for the recovery worker;
+ * POLL_INTERVAL_SECONDS=0: the tests read a refund's invoice or a payout again at once to see what the worker did.
+ */
 export const startRecoveryGateway = (): Promise<InvoiceGateway> =>
   startInvoiceGateway({ CLOCK: 'manual', REFUND_PROCESSING_SECONDS: '3600', POLL_INTERVAL_SECONDS: '0' });
 

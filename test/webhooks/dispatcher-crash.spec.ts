@@ -31,6 +31,7 @@ describe('SIGKILL of the dispatcher with deliveries in flight', () => {
   });
 
   it('delivers every event at least once and resends only what was not recorded', async () => {
+    // WEBHOOK_ALLOW_PRIVATE_NETWORKS: the receiver listens on 127.0.0.1 (the guarded path: keep-alive-delivery.spec.ts).
     gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
     let operator = new Operator(gateway.baseUrl, gateway.adminToken);
     const merchant = await operator.merchant({ webhookUrl: receiver.url } as never);
@@ -50,6 +51,7 @@ describe('SIGKILL of the dispatcher with deliveries in flight', () => {
 
     receiver.answer = () => ({ status: 200, body: 'ok' });
     const restartedAt = Date.now();
+    // WEBHOOK_ALLOW_PRIVATE_NETWORKS: the receiver listens on 127.0.0.1 (the guarded path: keep-alive-delivery.spec.ts).
     gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
     operator = new Operator(gateway.baseUrl, gateway.adminToken);
 

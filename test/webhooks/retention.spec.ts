@@ -19,6 +19,8 @@ describe('retention of the webhook history and of used signatures (WEBHOOK_RETEN
   let failing: WebhookReceiver;
 
   beforeAll(async () => {
+    // CLOCK=manual: the retention's days pass through the operator's clock. WEBHOOK_ALLOW_PRIVATE_NETWORKS: the receiver
+    // listens on 127.0.0.1. WEBHOOK_RETENTION_DAYS=2: what the test checks.
     gw = await startInvoiceGateway({ CLOCK: 'manual', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_RETENTION_DAYS: '2' });
     hooks = await startWebhookReceiver();
     failing = await startWebhookReceiver();

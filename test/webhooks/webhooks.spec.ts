@@ -706,6 +706,7 @@ describe('webhooks: deliveries to private addresses (WEBHOOK_ALLOW_PRIVATE_NETWO
   let hooks: WebhookReceiver;
 
   beforeAll(async () => {
+    // CLOCK=manual: the retry schedule's hours and days pass through the operator's clock.
     gw = await startInvoiceGateway({ CLOCK: 'manual' });
     hooks = await startWebhookReceiver();
   });
