@@ -72,3 +72,48 @@ it('a payout finished after its request is reserved no earlier than the holds it
   const reserved = entries.find((e) => e.kind === 'funds_reserved')!;
   expect(Date.parse(reserved.occurredAt)).toBeGreaterThanOrEqual(Date.parse(released.occurredAt));
 });
+
+it('any reservation is dated no earlier than the latest-dated entry of its ledger, not only the last one in log order', async () => {
+  // Before, the book dated it no earlier than the ledger's last entry in log order: a
+  // payment posted late (dated when it was paid) after a release hid the release's time,
+  // and a refund reserved after both but dated with its request sat before the money it
+  // took: the balance as of an instant between them showed available below zero.
+  const book = new LedgerBook(new PostgresEventStore(db.pool), new PostgresSnapshotStore(db.pool));
+  const ledger = { accountId: randomUUID(), mode: 'live' as const };
+  await book.post(ledger, {
+    type: 'RecordPayment',
+    invoiceId: 'inv_a',
+    netAmount: 100_000,
+    feeAmount: 0,
+    releaseAt: '2026-01-01T10:00:00.000Z',
+    at: '2026-01-01T09:00:00.000Z',
+  });
+  // The worker releases A's hold at 10:00:05; then the projector posts C, paid at 09:30.
+  await book.post(ledger, { type: 'ReleaseHold', invoiceId: 'inv_a', at: '2026-01-01T10:00:05.000Z' });
+  await book.post(ledger, {
+    type: 'RecordPayment',
+    invoiceId: 'inv_c',
+    netAmount: 5_000,
+    feeAmount: 0,
+    releaseAt: '2026-01-01T11:00:00.000Z',
+    at: '2026-01-01T09:30:00.000Z',
+  });
+  // A refund asked at 10:00:01, reserved now (the recovery, a slow request), dated with its request.
+  const reserved = await book.reserve(ledger, {
+    type: 'ReserveFunds',
+    reservationId: 'rf_late',
+    purpose: 'refund',
+    amount: 100_000,
+    at: '2026-01-01T10:00:01.000Z',
+  });
+  expect(reserved.outcome).toBe('reserved');
+  const entry = await db.pool.query<{ at: string }>(
+    `SELECT data->>'occurredAt' AS at FROM events WHERE stream_name = $1 AND data->>'kind' = 'funds_reserved'`,
+    [`ledger-live_${ledger.accountId}`],
+  );
+  expect(entry.rows).toEqual([{ at: '2026-01-01T10:00:05.000Z' }]);
+  for (const instant of ['2026-01-01T10:00:03.000Z', '2026-01-01T10:00:05.000Z', '2026-01-01T10:00:06.000Z']) {
+    const asOf = await book.balancesAsOf(ledger, new Date(instant));
+    expect({ instant, available: asOf.balances.available >= 0 }).toEqual({ instant, available: true });
+  }
+});

@@ -21,7 +21,7 @@ import {
 import { OpenHold, OpenHolds } from './open-holds';
 
 /** Bump when LedgerState changes shape. (A change of what the fold computes changes the fold version by itself.) */
-export const LEDGER_STATE_VERSION = 4;
+export const LEDGER_STATE_VERSION = 5;
 
 /** A ledger's state as stored: its open holds as the record by invoice id. */
 export type StoredLedgerState = Omit<LedgerState, 'holds'> & { readonly holds: Readonly<Record<string, OpenHold>> };
@@ -223,6 +223,8 @@ function shapeProblems(state: unknown): string[] {
   }
   if (!Array.isArray(state.recentPayouts)) problems.push('recent payouts are malformed');
   if (!isCount(state.entries)) problems.push('the entry count is not a count');
+  if (state.latestAt !== null && (typeof state.latestAt !== 'string' || Number.isNaN(Date.parse(state.latestAt))))
+    problems.push('the latest entry time is malformed');
   return problems;
 }
 

@@ -111,7 +111,17 @@ export interface LedgerState {
   readonly recentCauses: readonly (readonly string[])[];
   readonly recentPayouts: readonly RecentPayout[];
   readonly entries: number;
+  /**
+   * The latest `occurredAt` of the ledger's entries (ISO 8601), null before the first:
+   * entries are not in time order in the log (a payment is dated when it was paid, and
+   * may be posted after a release), and a reservation is never dated before an entry
+   * whose money it may take.
+   */
+  readonly latestAt: string | null;
 }
+
+/** The later of an entry's time and the ledger's latest (as instants; ISO texts may differ in form). */
+export const laterOf = (at: string, latest: string | null): string => (latest !== null && Date.parse(latest) > Date.parse(at) ? latest : at);
 
 export const RECENT_CAUSES_KEPT = 2000;
 const CAUSE_CHUNK = 64;
@@ -164,6 +174,7 @@ export const initialLedgerState = (): LedgerState => ({
   recentCauses: [],
   recentPayouts: [],
   entries: 0,
+  latestAt: null,
 });
 
 // ---------------------------------------------------------------------------------
@@ -391,9 +402,11 @@ export function decide(command: LedgerCommand, state: LedgerState): LedgerEvent[
     case 'ReserveFunds': {
       if (!isAmount(command.amount)) return new Refusal<LedgerErrorCode>('invalid_amount', 'Сумма резерва должна быть положительным целым числом копеек');
       const reservation = { id: command.reservationId, purpose: command.purpose, amount: command.amount };
+      // Never dated before an entry already in the ledger (a release whose money it may take).
+      const occurredAt = laterOf(command.at, state.latestAt);
       const refusal = reservationRefusal(command, state);
       if (refusal) {
-        if (command.recordRefusal) return entry('reservation_refused', [], { reservation, refusal: refusal.code });
+        if (command.recordRefusal) return entry('reservation_refused', [], { reservation, refusal: refusal.code, occurredAt });
         return new Refusal<LedgerErrorCode>(refusal.code, refusal.message);
       }
       return entry(
@@ -402,7 +415,7 @@ export function decide(command: LedgerCommand, state: LedgerState): LedgerEvent[
           { account: 'available', amount: -command.amount },
           { account: 'reserved', amount: command.amount },
         ],
-        { reservation, payoutFingerprint: command.payout?.fingerprint },
+        { reservation, payoutFingerprint: command.payout?.fingerprint, occurredAt },
       );
     }
     case 'SettleReservation': {
@@ -564,6 +577,7 @@ export function evolve(state: LedgerState, event: LedgerEvent): LedgerState {
     recentCauses: rememberCause(state.recentCauses, e.cause),
     recentPayouts: rememberPayout(state.recentPayouts, e),
     entries: state.entries + 1,
+    latestAt: laterOf(e.occurredAt, state.latestAt),
   };
 }
 
@@ -619,7 +633,9 @@ export function foldLedger(events: readonly LedgerEvent[], from: LedgerState = i
   const reservations: Record<string, OpenReservation> = { ...from.reservations };
   let recentCauses = from.recentCauses;
   let recentPayouts = from.recentPayouts;
+  let latestAt = from.latestAt;
   for (const { data: e } of events) {
+    latestAt = laterOf(e.occurredAt, latestAt);
     for (const p of e.postings) balances[p.account] = balances[p.account] + p.amount;
     if (e.kind === 'payment_recorded' && e.hold) holds = holds.with(e.hold.invoiceId, { amount: e.hold.amount, releaseAt: e.hold.releaseAt });
     else if (e.kind === 'hold_released' && e.invoiceId !== undefined) holds = holds.without(e.invoiceId);
@@ -631,7 +647,7 @@ export function foldLedger(events: readonly LedgerEvent[], from: LedgerState = i
     recentCauses = rememberCause(recentCauses, e.cause);
     if (recentPayouts.length > 0 || e.payoutFingerprint !== undefined) recentPayouts = rememberPayout(recentPayouts, e);
   }
-  return { balances, holds, reservations, recentCauses, recentPayouts, entries: from.entries + events.length };
+  return { balances, holds, reservations, recentCauses, recentPayouts, entries: from.entries + events.length, latestAt };
 }
 
 /**
@@ -650,6 +666,7 @@ export class LedgerReplay {
   private recentCauses: LedgerState['recentCauses'];
   private recentPayouts: LedgerState['recentPayouts'];
   private entries: number;
+  private latestAt: string | null;
   private held: number;
   private reserved: number;
 
@@ -663,6 +680,7 @@ export class LedgerReplay {
     this.recentCauses = from.recentCauses;
     this.recentPayouts = from.recentPayouts;
     this.entries = from.entries;
+    this.latestAt = from.latestAt;
     this.held = Object.values(this.holds).reduce((s, h) => s + h.amount, 0);
     this.reserved = Object.values(this.reservations).reduce((s, r) => s + r.amount, 0);
   }
@@ -687,6 +705,7 @@ export class LedgerReplay {
     if (this.options.recentCauses) this.recentCauses = rememberCause(this.recentCauses, e.cause);
     if (this.recentPayouts.length > 0 || e.payoutFingerprint !== undefined) this.recentPayouts = rememberPayout(this.recentPayouts, e);
     this.entries++;
+    this.latestAt = laterOf(e.occurredAt, this.latestAt);
   }
 
   /** What `stateViolations(this.state(), entryId)` gives. */
@@ -720,6 +739,7 @@ export class LedgerReplay {
       recentCauses: this.recentCauses,
       recentPayouts: this.recentPayouts,
       entries: this.entries,
+      latestAt: this.latestAt,
     };
   }
 }

@@ -181,12 +181,8 @@ export class LedgerBook {
       onDuplicateEventId: 'already_handled',
       onDuplicateEventIdRefused: (refusal) => refusals.push(refusal),
       metadata: { accountId: ledger.accountId, mode: ledger.mode },
-      prepare: async (asked, loaded) => {
-        const toDecide = asked.type === 'ReserveFunds' ? await this.notBeforeLastEntry(streamName, asked, loaded.revision) : asked;
-        return needsCauseLookup(toDecide, loaded.state)
-          ? { ...toDecide, postedBeforeWindow: (await this.olderEntryOf(ledger, cause, loaded.state)) !== null }
-          : toDecide;
-      },
+      prepare: async (asked, loaded) =>
+        needsCauseLookup(asked, loaded.state) ? { ...asked, postedBeforeWindow: (await this.olderEntryOf(ledger, cause, loaded.state)) !== null } : asked,
     });
     for (const refusal of refusals) await this.reportRefusedRepeat(streamName, cause, refusal);
     if (!result.ok) throw result.failure;
@@ -224,20 +220,6 @@ export class LedgerBook {
       released += result.events.length;
       if (result.events.length < RELEASES_PER_DECISION) return released;
     }
-  }
-
-  /**
-   * A reservation is decided on the ledger as it is, in log order, but dated with its
-   * request: one decided after entries dated later than that request (a payment posted
-   * meanwhile, a hold released) would sit before the money it took, and a balance as of
-   * an instant between them would show `available` below zero. It is dated no earlier
-   * than the ledger's last entry.
-   */
-  private async notBeforeLastEntry<C extends { readonly at: string }>(streamName: string, command: C, revision: bigint): Promise<C> {
-    if (revision < 0n) return command;
-    const [last] = await this.store.readStream(streamName, { fromRevision: revision, maxCount: 1 });
-    const lastAt = (last?.data as { occurredAt?: unknown } | undefined)?.occurredAt;
-    return typeof lastAt === 'string' && Date.parse(lastAt) > Date.parse(command.at) ? { ...command, at: lastAt } : command;
   }
 
   /**

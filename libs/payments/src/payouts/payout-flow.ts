@@ -122,7 +122,10 @@ export class PayoutFlow {
     if (payout.status !== 'requested') return payout;
     const r = payout.requested;
     const ledger: LedgerId = { accountId: r.accountId, mode: 'live' };
-    const released = await this.releaseDueHolds(ledger, r.amount, now);
+    // Money is available from its payment's availableAt, not from the hold-release worker's
+    // next tick: the holds due by now that the amount needs are released first, the earliest
+    // first, together (LedgerBook.releaseDueHolds); the worker's own release is then a repeat.
+    await this.ledgers.releaseDueHolds(ledger, r.amount, now.toISOString());
     const reservation = await this.ledgers.reserve(
       ledger,
       {
@@ -130,8 +133,8 @@ export class PayoutFlow {
         reservationId: payoutReservationId(payoutId),
         purpose: 'payout',
         amount: r.amount,
-        // Never dated before the releases whose money it may take (a run finishing the payout later than its request).
-        at: released && now.getTime() > Date.parse(r.createdAt) ? now.toISOString() : r.createdAt,
+        // Dated with its request; the ledger dates it no earlier than its latest entry (a release whose money it may take).
+        at: r.createdAt,
         payout: {
           fingerprint: `${r.amount}|${r.addressId}`,
           duplicateWindowSeconds: r.orderId === null ? DUPLICATE_PAYOUT_WINDOW_SECONDS : null,
@@ -179,19 +182,6 @@ export class PayoutFlow {
       }),
     );
     return moved.filter(Boolean).length;
-  }
-
-  /**
-   * Money is available for a payout from its payment's `availableAt`, not from the
-   * hold-release worker's next tick (nor after a backlog of holds due together): the
-   * holds due by `now` are released here before the reservation, the earliest first, as
-   * many as the amount needs (holdsToRelease), as a refund releases its invoice's hold.
-   * They are released together, a few hundred to an append to the ledger
-   * (LedgerBook.releaseDueHolds), however many fell due at once. Each release posts once per cause, so the worker's
-   * own is then a repeat.
-   */
-  private async releaseDueHolds(ledger: LedgerId, amount: Kopecks, now: Date): Promise<boolean> {
-    return (await this.ledgers.releaseDueHolds(ledger, amount, now.toISOString())) > 0;
   }
 
   async releaseClaim(accountId: string, orderId: string, payoutId: number): Promise<void> {

@@ -130,17 +130,16 @@ export class RefundFlow {
       await this.paymentInLedger(invoice as PaidInvoice);
       // The holds due by now that `available` needs, the earliest first, of whichever
       // invoices (this one's too), as a payout releases them: the hold-release worker may lag.
-      const released = (await this.ledgers.releaseDueHolds(ledger, asked.amount, now.toISOString())) > 0;
+      await this.ledgers.releaseDueHolds(ledger, asked.amount, now.toISOString());
       const reservation = await this.ledgers.reserve(ledger, {
         type: 'ReserveFunds',
         reservationId: refundId,
         purpose: 'refund',
         amount: asked.amount,
         // Dated with its request, whoever reserves it (the request, the recovery, a keyed
-        // retry): a 202 already said the money is reserved from then; never before the
-        // releases whose money it may take. The book moves it to no earlier than the
-        // ledger's last entry.
-        at: released && now.getTime() > Date.parse(asked.requestedAt) ? now.toISOString() : asked.requestedAt,
+        // retry): a 202 already said the money is reserved from then. The ledger dates it
+        // no earlier than its latest entry (a release whose money it may take).
+        at: asked.requestedAt,
       });
       if (reservation.outcome === 'reserved') return this.run(refundId, { type: 'CreateRefund', data });
       // The invoice records the refusal once, as whoever gets there first says: refused
