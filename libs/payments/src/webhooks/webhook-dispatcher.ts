@@ -1020,6 +1020,13 @@ export const endpointDisabled = (projectId: string): Refusal<'conflict'> =>
     `Адрес вебхуков проекта отключён после 3 дней отказов, и доставки на него не отправляются. Включите его (POST /admin/v1/projects/${projectId}/webhook-endpoint/enable или «Включить и отправить долг» в консоли): это отправит снова всё, что ему задолжали`,
   );
 
+/** A resend's deliveries (the CTE `delivery`) put back in the queue with a fresh schedule and no lease. */
+const QUEUE_AGAIN = `INSERT INTO webhook_queue (id, seq, url, next_attempt_at, attempts_made, schedule_base)
+  SELECT id, seq, url, next_attempt_at, attempts_made, attempts_made FROM delivery
+  ON CONFLICT (id) DO UPDATE
+  SET next_attempt_at = excluded.next_attempt_at, attempts_made = excluded.attempts_made, schedule_base = excluded.schedule_base,
+      leased_until = NULL, lease_token = NULL`;
+
 /**
  * The operator's resend: the delivery is due again now with a fresh retry schedule
  * (same id and body): back in the queue, or its queue row made due now. Its lease
@@ -1043,12 +1050,7 @@ export async function resendDelivery(
        UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $2
        WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM project WHERE disabled) RETURNING id, seq, url, attempts_made, next_attempt_at),
      queued AS (
-       INSERT INTO webhook_queue (id, seq, url, next_attempt_at, attempts_made, schedule_base)
-       SELECT id, seq, url, next_attempt_at, attempts_made, attempts_made FROM delivery
-       ON CONFLICT (id) DO UPDATE
-       SET next_attempt_at = excluded.next_attempt_at, attempts_made = excluded.attempts_made, schedule_base = excluded.schedule_base,
-           leased_until = NULL, lease_token = NULL
-       RETURNING id, next_attempt_at)
+       ${QUEUE_AGAIN} RETURNING id, next_attempt_at)
      SELECT (SELECT id FROM queued) AS id, (SELECT next_attempt_at FROM queued) AS next_attempt_at,
             (SELECT id FROM project) AS project_id, (SELECT disabled FROM project) AS disabled`,
     [id, now],
@@ -1064,7 +1066,7 @@ export const RESEND_BATCH = 5_000;
 interface ResendBatchRow {
   found: number;
   disabled: boolean;
-  /** Failed deliveries the statement took (at most the batch), and the last of them by id. */
+  /** Failed deliveries the statement took (at most the batch), and the last of them by seq. */
   taken: number;
   last: string | null;
   resent: number;
@@ -1073,7 +1075,8 @@ interface ResendBatchRow {
 /**
  * The operator's resend of every `failed` delivery of one project (after its receiver
  * was fixed): each as `resendDelivery` does it, the project locked for share first, then
- * the records in id order as a batch of records locks them, at most `batch` a statement
+ * the records in id order as a batch of records locks them, at most `batch` a statement,
+ * taken in seq order through the project's index (the work of all batches is one pass)
  * (a month of failures is millions: one statement of them all passed the statement
  * timeout, and the endpoint could never be enabled), all in one transaction: one commit
  * point, so a 5xx still means nothing was resent. The number resent, or null when there is
@@ -1087,24 +1090,21 @@ export async function resendFailedDeliveries(on: Pool | PoolClient, projectId: s
     const result = await on.query<ResendBatchRow>(
       `WITH project AS (
          SELECT id, webhook_disabled_at IS NOT NULL AS disabled FROM projects WHERE id = $1 FOR SHARE),
+       batch AS (
+         SELECT id, seq FROM webhook_deliveries
+         WHERE project_id = $1 AND status = 'failed' AND seq > $3 AND NOT EXISTS (SELECT 1 FROM project WHERE disabled)
+         ORDER BY seq LIMIT $4),
        failed AS (
-         SELECT id FROM webhook_deliveries
-         WHERE project_id = $1 AND status = 'failed' AND ($3::uuid IS NULL OR id > $3::uuid) AND NOT EXISTS (SELECT 1 FROM project WHERE disabled)
-         ORDER BY id LIMIT $4 FOR NO KEY UPDATE),
+         SELECT id FROM webhook_deliveries WHERE id IN (SELECT id FROM batch) ORDER BY id FOR NO KEY UPDATE),
        delivery AS (
          UPDATE webhook_deliveries d SET status = 'pending', next_attempt_at = $2
          FROM failed f WHERE d.id = f.id AND d.status = 'failed' RETURNING d.id, d.seq, d.url, d.attempts_made, d.next_attempt_at),
        queued AS (
-         INSERT INTO webhook_queue (id, seq, url, next_attempt_at, attempts_made, schedule_base)
-         SELECT id, seq, url, next_attempt_at, attempts_made, attempts_made FROM delivery
-         ON CONFLICT (id) DO UPDATE
-         SET next_attempt_at = excluded.next_attempt_at, attempts_made = excluded.attempts_made, schedule_base = excluded.schedule_base,
-             leased_until = NULL, lease_token = NULL
-         RETURNING 1)
+         ${QUEUE_AGAIN} RETURNING 1)
        SELECT (SELECT count(*) FROM project)::int AS found, coalesce((SELECT disabled FROM project), false) AS disabled,
-              (SELECT count(*) FROM failed)::int AS taken, (SELECT max(id::text) FROM failed) AS last,
+              (SELECT count(*) FROM batch)::int AS taken, (SELECT max(seq) FROM batch)::text AS last,
               (SELECT count(*) FROM queued)::int AS resent`,
-      [projectId, now, after, batch],
+      [projectId, now, after ?? '0', batch],
     );
     const row: ResendBatchRow = result.rows[0]!;
     if (row.disabled) throw endpointDisabled(projectId);
