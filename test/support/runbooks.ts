@@ -293,7 +293,7 @@ export function embeddedDatabaseUrl(dataDir: string): string {
     .split('\n')[3]!
     .trim();
   const password = readFileSync(path.join(dataDir, 'postgres-password'), 'utf8').trim();
-  return `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/gateway`;
+  return `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/gateway?sslmode=disable`;
 }
 
 /** The checksum lines of read-models:checksum (table, rows, md5), without its notes on stderr. */

@@ -188,8 +188,13 @@ describe('runbook: restoring from a backup (the embedded server under DATA_DIR)'
     const url = embeddedDatabaseUrl(restored.dir);
     // The runbooks' way into the embedded server, printed above them (psql; `data` is the DATA_DIR).
     const psql = fill(fencedBlock(docSection('Runbooks'), 'sh'), { 'data/': `${restored.dir}/` });
-    // -w: a password the line did not give is a failure here, not a prompt that waits.
-    const counted = spawnSync('bash', ['-c', `${psql} -w -tAc 'SELECT count(*) FROM events'`], { encoding: 'utf8', timeout: 30_000 });
+    // -w: a password the line did not give is a failure here, not a prompt that waits. PGSSLMODE=require, as in the
+    // shell of an operator who also uses a cloud PostgreSQL: the embedded server has no TLS, and the line says so.
+    const counted = spawnSync('bash', ['-c', `${psql} -w -tAc 'SELECT count(*) FROM events'`], {
+      encoding: 'utf8',
+      timeout: 30_000,
+      env: { ...process.env, PGSSLMODE: 'require' },
+    });
     expect({ status: counted.status, stderr: counted.status === 0 ? '' : counted.stderr }).toEqual({ status: 0, stderr: '' });
     expect(Number(counted.stdout.trim())).toBe(Number((await query<{ n: string }>(url, 'SELECT count(*) AS n FROM events'))[0]!.n));
     await query(url, "SELECT setval('payout_ids', 1, false)");
