@@ -965,7 +965,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
       get: {
         operationId: 'getStatement',
         summary: 'Подписанная выписка',
-        description: 'Выписка по балансу аккаунта в режиме ключа за период (from, to], подписанная ключом шлюза; проверяется открытым ключом (GET /audit/keys, verifyStatement в SDK).',
+        description: 'Выписка по балансу аккаунта в режиме ключа за период (from, to], подписанная ключом шлюза; проверяется открытым ключом (GET /audit/keys, verifyStatement в SDK). Не больше 500 000 движений (transactions): за период с большим числом — 400 validation с кодом too_many_transactions на from; запрашивайте период частями (закрывающий остаток одной части — начальный следующей).',
         tags: ['Аудит'],
         parameters: queryParameters(PeriodQuery),
         responses: { '200': ok('Выписка (канонический JSON)', ref('Statement')), '400': VALIDATION, '401': UNAUTHORIZED, '429': RATE_LIMITED, '500': INTERNAL },

@@ -134,7 +134,7 @@ export interface paths {
         };
         /**
          * Подписанная выписка
-         * @description Выписка по балансу аккаунта в режиме ключа за период (from, to], подписанная ключом шлюза; проверяется открытым ключом (GET /audit/keys, verifyStatement в SDK).
+         * @description Выписка по балансу аккаунта в режиме ключа за период (from, to], подписанная ключом шлюза; проверяется открытым ключом (GET /audit/keys, verifyStatement в SDK). Не больше 500 000 движений (transactions): за период с большим числом — 400 validation с кодом too_many_transactions на from; запрашивайте период частями (закрывающий остаток одной части — начальный следующей).
          */
         get: operations["getStatement"];
         put?: never;
