@@ -1,7 +1,6 @@
 import { Inject } from '@nestjs/common';
 import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import type { Pool } from 'pg';
-import { inTransaction } from '#platform/database';
 import { READ_MODELS } from '../payments.tokens';
 import { resendFailedDeliveries } from './webhook-dispatcher';
 
@@ -24,20 +23,21 @@ export class EnableWebhookEndpointHandler implements ICommandHandler<EnableWebho
   constructor(@Inject(READ_MODELS) private readonly pool: Pool) {}
 
   /**
-   * One transaction, one commit point: the endpoint enabled and what it is owed resent
-   * together, so a failure of the resend leaves the endpoint disabled and a 5xx means
-   * nothing was written (its COMMIT's answer lost: the marked 503, it may have been).
+   * The endpoint enabled in the transaction of the first batch of the resend, so a failure
+   * there leaves it disabled and a 5xx means nothing was written; a failure of a later batch
+   * (or a COMMIT's answer lost) is the marked 503: it may have been done (resendFailedDeliveries).
    */
   async execute({ projectId, now }: EnableWebhookEndpoint): Promise<number | null> {
-    return inTransaction(this.pool, async (tx) => {
+    return resendFailedDeliveries(this.pool, projectId, now, {
       // Only a disabled endpoint is re-enabled now: one still on keeps its failing streak (endpoint-health.ts), so
       // pressing enable on a failing endpoint does not put off its disabling.
-      await tx.query(
-        `UPDATE projects SET webhook_enabled_at = CASE WHEN webhook_disabled_at IS NULL THEN webhook_enabled_at ELSE $2 END,
-                             webhook_disabled_at = NULL WHERE id = $1`,
-        [projectId, now],
-      );
-      return resendFailedDeliveries(tx, projectId, now);
+      first: async (tx) => {
+        await tx.query(
+          `UPDATE projects SET webhook_enabled_at = CASE WHEN webhook_disabled_at IS NULL THEN webhook_enabled_at ELSE $2 END,
+                               webhook_disabled_at = NULL WHERE id = $1`,
+          [projectId, now],
+        );
+      },
     });
   }
 }

@@ -1,5 +1,5 @@
 import type { Pool, PoolClient } from 'pg';
-import { inTransaction, preparedStatement, writeStatement } from '#platform/database';
+import { inTransaction, preparedStatement, writeStatement, WriteOutcomeUnknownError } from '#platform/database';
 import type { Clock } from '#platform/clock';
 import { Refusal } from '#domain';
 import type { Registry } from '../merchants';
@@ -1075,20 +1075,52 @@ interface ResendBatchRow {
 /**
  * The operator's resend of every `failed` delivery of one project (after its receiver
  * was fixed): each as `resendDelivery` does it, the project locked for share first, then
- * the records in id order as a batch of records locks them, at most `batch` a statement,
- * taken in seq order through the project's index (the work of all batches is one pass)
- * (a month of failures is millions: one statement of them all passed the statement
- * timeout, and the endpoint could never be enabled), all in one transaction: one commit
- * point, so a 5xx still means nothing was resent. The number resent, or null when there is
- * no such project; refused (conflict) while the project's endpoint is disabled
- * (re-enabling it resends them).
+ * the records in id order as a batch of records locks them, at most `batch` a
+ * transaction, taken in seq order through the project's index (all batches read the
+ * project's deliveries once). A month of failures is millions: one statement of them all
+ * passed the statement timeout (the endpoint could never be enabled), and one transaction
+ * of them all would hide every event appended meanwhile from every subscriber of the
+ * cluster until it ended. `first` runs in the first batch's transaction (the endpoint
+ * enabled with it). A failure before that commits: nothing was written; after it, a
+ * WriteOutcomeUnknownError (the marked 503: it may have been done, in part), and a repeat
+ * resends the rest. The number resent, or null when there is no such project; refused
+ * (conflict) while the project's endpoint is disabled (re-enabling it resends them).
  */
-export async function resendFailedDeliveries(on: Pool | PoolClient, projectId: string, now: Date, batch = RESEND_BATCH): Promise<number | null> {
-  if (!('release' in on)) return inTransaction(on, (tx) => resendFailedDeliveries(tx, projectId, now, batch));
-  let resent = 0;
-  for (let after: string | null = null; ;) {
-    const result = await on.query<ResendBatchRow>(
-      `WITH project AS (
+export async function resendFailedDeliveries(
+  pool: Pool,
+  projectId: string,
+  now: Date,
+  options: { readonly batch?: number; readonly first?: (tx: PoolClient) => Promise<void> } = {},
+): Promise<number | null> {
+  const batch = options.batch ?? RESEND_BATCH;
+  let done = await inTransaction(pool, async (tx) => {
+    await options.first?.(tx);
+    return resendBatch(tx, projectId, now, '0', batch);
+  });
+  if (done === null) return null;
+  let resent = done.resent;
+  try {
+    while (done !== null && done.taken === batch) {
+      const after: string = done.last!;
+      done = await inTransaction(pool, (tx) => resendBatch(tx, projectId, now, after, batch));
+      resent += done?.resent ?? 0;
+    }
+  } catch (error) {
+    throw error instanceof WriteOutcomeUnknownError ? error : new WriteOutcomeUnknownError(error);
+  }
+  return resent;
+}
+
+/** One batch of resendFailedDeliveries: the failed deliveries after seq `after`; null for no such project. */
+async function resendBatch(
+  tx: PoolClient,
+  projectId: string,
+  now: Date,
+  after: string,
+  batch: number,
+): Promise<{ readonly resent: number; readonly taken: number; readonly last: string | null } | null> {
+  const result = await tx.query<ResendBatchRow>(
+    `WITH project AS (
          SELECT id, webhook_disabled_at IS NOT NULL AS disabled FROM projects WHERE id = $1 FOR SHARE),
        batch AS (
          SELECT id, seq FROM webhook_deliveries
@@ -1104,15 +1136,11 @@ export async function resendFailedDeliveries(on: Pool | PoolClient, projectId: s
        SELECT (SELECT count(*) FROM project)::int AS found, coalesce((SELECT disabled FROM project), false) AS disabled,
               (SELECT count(*) FROM batch)::int AS taken, (SELECT max(seq) FROM batch)::text AS last,
               (SELECT count(*) FROM queued)::int AS resent`,
-      [projectId, now, after ?? '0', batch],
-    );
-    const row: ResendBatchRow = result.rows[0]!;
-    if (row.disabled) throw endpointDisabled(projectId);
-    if (row.found === 0) return null;
-    resent += row.resent;
-    if (row.taken < batch) return resent;
-    after = row.last;
-  }
+    [projectId, now, after, batch],
+  );
+  const row = result.rows[0]!;
+  if (row.disabled) throw endpointDisabled(projectId);
+  return row.found === 0 ? null : { resent: row.resent, taken: row.taken, last: row.last };
 }
 
 /** PostgreSQL text holds no NUL and no lone surrogate: a receiver's reply may have either. */
