@@ -65,6 +65,30 @@ it('the opening of a statement of the last ten minutes reads the postings of tho
   expect(measured.rowsRead()).toBeLessThanOrEqual(80);
 });
 
+// The entries after `from` were found by the ledger's key and their time filtered: the opening and the first page each
+// read every entry of the ledger, a year of them for a statement of one day.
+it("a statement of the last ten minutes reads the ledger's entries of those minutes only, not the ledger's whole history", async () => {
+  const measured = measuringPool(db.pool, 'ledger_entries');
+  const statement = await openAccountStatement(measured.pool, LEDGER, new Date(START + (ENTRIES - 10) * 60_000), new Date(START + ENTRIES * 60_000));
+  expect(measured.rowsRead()).toBeLessThanOrEqual(40);
+  const entries = [];
+  for await (const page of statement.pages()) entries.push(...page);
+  expect(entries).toHaveLength(10);
+  expect(measured.rowsRead()).toBeLessThanOrEqual(80);
+});
+
+// An old period of a busy ledger: its pages read the period's entries, not every entry up to the ledger's head.
+it('the pages of a statement of ten minutes long past read those minutes only', async () => {
+  const measured = measuringPool(db.pool, 'ledger_entries');
+  const statement = await openAccountStatement(measured.pool, LEDGER, new Date(START + 100 * 60_000), new Date(START + 110 * 60_000));
+  expect(statement.opening).toMatchObject({ available: (100 * 101) / 2 });
+  const opening = measured.rowsRead();
+  const entries = [];
+  for await (const page of statement.pages()) entries.push(...page);
+  expect(entries.map((e) => e.cause)).toEqual(Array.from({ length: 10 }, (_, i) => `payment:inv-${101 + i}`));
+  expect(measured.rowsRead() - opening).toBeLessThanOrEqual(40);
+});
+
 it('a statement from before the first entry opens at zero and one after the last at the balances', async () => {
   const before = await openAccountStatement(db.pool, LEDGER, new Date(START), new Date(START + 60_000));
   expect(before.opening).toMatchObject({ available: 0, acquiring_clearing: 0 });

@@ -58,12 +58,24 @@ export async function openAccountStatement(
   pageSize: number = STATEMENT_PAGE,
 ): Promise<AccountStatementReader> {
   // The opening is the balances now less what every entry after `from` posted: the entries
-  // after `from` are read by the ledger's own index and their postings one entry at a time
+  // after `from` are read by the ledger's time index and their postings one entry at a time
   // (OFFSET 0 keeps that plan), so the cost follows this ledger's entries after `from`, not
-  // the postings of every ledger before it (a hash join over all of them). The balances and
-  // the entries are one snapshot of one statement, written together by the projection.
-  const sums = await pool.query<{ rebuild: RebuildState; through_seq: string; account: string | null; balance: string | null }>(
+  // the postings of every ledger before it (a hash join over all of them). The pages read
+  // the seq span of the period's entries (entries are not in time order: a payment may be
+  // posted after a later release), found in the same index. The balances and the entries
+  // are one snapshot of one statement, written together by the projection.
+  const sums = await pool.query<{
+    rebuild: RebuildState;
+    through_seq: string;
+    first_seq: string | null;
+    last_seq: string | null;
+    account: string | null;
+    balance: string | null;
+  }>(
     `WITH head AS (SELECT COALESCE(max(seq), -1) AS through_seq FROM ledger_entries WHERE account_id = $1 AND mode = $2),
+          span AS (
+            SELECT min(seq) AS first_seq, max(seq) AS last_seq FROM ledger_entries
+            WHERE account_id = $1 AND mode = $2 AND occurred_at > $3 AND occurred_at <= $5),
           later AS (
             SELECT p.account, sum(p.amount) AS amount
             FROM ledger_entries e
@@ -74,18 +86,22 @@ export async function openAccountStatement(
           opening AS (
             SELECT account, COALESCE(now.balance, 0) - COALESCE(later.amount, 0) AS balance
             FROM now FULL JOIN later USING (account))
-     SELECT ${rebuildStateSql('$4')} AS rebuild, head.through_seq, opening.account, opening.balance FROM head LEFT JOIN opening ON true`,
-    [ledger.accountId, ledger.mode, from, LEDGER_MODEL],
+     SELECT ${rebuildStateSql('$4')} AS rebuild, head.through_seq, span.first_seq, span.last_seq, opening.account, opening.balance
+     FROM head CROSS JOIN span LEFT JOIN opening ON true`,
+    [ledger.accountId, ledger.mode, from, LEDGER_MODEL, to],
   );
   const rebuildState = sums.rows[0]!.rebuild;
   refuseRebuilt(LEDGER_MODEL, rebuildState);
   const throughSeq = Number(sums.rows[0]!.through_seq);
+  // No entry in the period: one page query still reads the mark (an empty span after the head).
+  const firstSeq = Number(sums.rows[0]!.first_seq ?? throughSeq + 1);
+  const lastSeq = Number(sums.rows[0]!.last_seq ?? throughSeq);
   const opening = zeroAccountBalances();
   for (const row of sums.rows) {
     if (row.account !== null && (LEDGER_ACCOUNTS as readonly string[]).includes(row.account)) opening[row.account as LedgerAccount] = Number(row.balance);
   }
   async function* pages(): AsyncGenerator<readonly LedgerEntryRow[]> {
-    let afterSeq = -1;
+    let afterSeq = firstSeq - 1;
     for (;;) {
       // One row even for an empty page: the mark, beside no entry.
       const result = await pool.query<Partial<LedgerEntryDbRow> & { rebuild: RebuildState }>(
@@ -96,7 +112,7 @@ export async function openAccountStatement(
            WHERE e.account_id = $1 AND e.mode = $2 AND e.seq > $3 AND e.seq <= $4 AND e.occurred_at > $5 AND e.occurred_at <= $6
            ORDER BY e.seq LIMIT $7) page ON true
          ORDER BY page.seq`,
-        [ledger.accountId, ledger.mode, afterSeq, throughSeq, from, to, pageSize, LEDGER_MODEL],
+        [ledger.accountId, ledger.mode, afterSeq, lastSeq, from, to, pageSize, LEDGER_MODEL],
       );
       refuseRebuilt(LEDGER_MODEL, result.rows[0]!.rebuild, rebuildState);
       const rows = result.rows.filter((r): r is LedgerEntryDbRow & { rebuild: RebuildState } => r.entry_id != null);

@@ -3,7 +3,7 @@ import { eventLogMigration, snapshotsMigration } from '#event-store/postgres';
 import { projectionsMigration } from '#event-store/projections';
 import { manualClockMigration } from '#platform/clock';
 import { streamCatalogMigration } from '../streams/stream-catalog.read-model';
-import { ledgerReadModelMigration } from '../ledger/ledger.read-model';
+import { ledgerEntriesByTimeMigration, ledgerReadModelMigration } from '../ledger/ledger.read-model';
 import { registryMigration } from '../merchants/schema';
 import { keyTagKeyMigration } from '../merchants/key-tags';
 import { accessControlMigration } from '../access/schema';
@@ -42,4 +42,5 @@ export const allMigrations: readonly Migration[] = [
   operatorSessionsMigration,
   auditSigningKeysMigration,
   merchantEventsMigration,
+  ledgerEntriesByTimeMigration,
 ];

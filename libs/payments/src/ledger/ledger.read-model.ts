@@ -104,6 +104,17 @@ CREATE TRIGGER ledger_open_holds_reset_counted AFTER TRUNCATE ON ledger_open_hol
 };
 
 /**
+ * A ledger's entries by the time they occurred, for a statement over (from, to]: its
+ * opening reads the entries after `from` and its pages the seq span of the period's
+ * entries, where the (account_id, mode, seq) key read every entry of the ledger for
+ * both. An entry's seq is in the index, so the span is read from it alone.
+ */
+export const ledgerEntriesByTimeMigration: Migration = {
+  id: 'payments:0016_ledger_entries_by_time',
+  sql: `CREATE INDEX ledger_entries_time ON ledger_entries (account_id, mode, occurred_at) INCLUDE (seq);`,
+};
+
+/**
  * Journal entries with their postings, and the balance of every account, for the
  * audit API and GET /balance. Idempotent: an entry already stored is skipped, and
  * balances move only for entries stored by this batch.
