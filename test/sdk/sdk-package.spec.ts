@@ -2,14 +2,20 @@
  * The SDK as a package: its types are what openapi-typescript makes of the served
  * document now (a change to the document without `npm run sdk:types` fails here), `npm
  * pack` lists the built files and nothing else, and the built code needs nothing but
- * Node's own modules.
+ * Node's own modules. Then examples/merchant-integration run as docs/sdk.md tells a
+ * merchant to: the gateway as `WEBHOOK_ALLOW_PRIVATE_NETWORKS=true npm start` starts it
+ * (the embedded server, its real clock, the operator token it prints), then
+ * `ADMIN_TOKEN=<the printed token> npm run example`, each step printed. One file: `npm
+ * run sdk:pack` and `npm run example` each build libs/sdk/dist again, in place, which a
+ * file running beside them would read half written.
  */
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { CreatePayoutRequest, Event, WebhookEvent } from '../../libs/sdk/src';
 import { OPENAPI_DOCUMENT } from '../../apps/api/src/docs/openapi-document';
+import { RunningGateway, startGateway, temporaryDataDir } from '../support/gateway-process';
 
 const ROOT = path.resolve(__dirname, '../..');
 const SDK = path.join(ROOT, 'libs/sdk');
@@ -105,15 +111,17 @@ describe('the SDK package (libs/sdk)', () => {
     expect(new Set(named)).toEqual(new Set([`payment-gateway-sdk-${version}.tgz`]));
   });
 
-  it('installs from its tarball into an empty project and loads there with plain Node', () => {
+  it('installs from the tarball `npm run sdk:pack` makes into an empty project, as docs/sdk.md says, and loads there with plain Node', () => {
     const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+    const { version } = JSON.parse(readFileSync(path.join(SDK, 'package.json'), 'utf8')) as { version: string };
+    const tarball = path.join(SDK, `payment-gateway-sdk-${version}.tgz`);
     const dir = mkdtempSync(path.join(os.tmpdir(), 'sdk-consumer-'));
     try {
-      const packed = spawnSync(npm, ['pack', '--json', '--ignore-scripts', '--pack-destination', dir], { cwd: SDK, encoding: 'utf8' });
-      expect(packed.status).toBe(0);
-      const [{ filename }] = JSON.parse(packed.stdout) as [{ filename: string }];
+      const packed = spawnSync(npm, ['run', '--silent', 'sdk:pack'], { cwd: ROOT, encoding: 'utf8' });
+      expect({ status: packed.status, stderr: packed.status === 0 ? '' : packed.stderr }).toEqual({ status: 0, stderr: '' });
+      expect(existsSync(tarball)).toBe(true);
       writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'merchant-shop', version: '1.0.0', private: true }));
-      const installed = spawnSync(npm, ['install', '--offline', '--no-audit', '--no-fund', path.join(dir, filename)], { cwd: dir, encoding: 'utf8' });
+      const installed = spawnSync(npm, ['install', '--offline', '--no-audit', '--no-fund', tarball], { cwd: dir, encoding: 'utf8' });
       expect({ status: installed.status, stderr: installed.status === 0 ? '' : installed.stderr }).toEqual({ status: 0, stderr: '' });
       const script = [
         "const sdk = require('@payment-gateway/sdk');",
@@ -125,6 +133,7 @@ describe('the SDK package (libs/sdk)', () => {
       expect(JSON.parse(run.stdout)).toEqual(['function', 'function', 'function', 4]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
+      rmSync(tarball, { force: true });
     }
   });
 
@@ -193,4 +202,55 @@ describe('the SDK package (libs/sdk)', () => {
     expect([...required].filter((m) => !m.startsWith('node:') && !m.startsWith('./'))).toEqual([]);
     expect(required).toContain('node:crypto');
   });
+});
+
+function npmRunExample(env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('npm', ['run', '--silent', 'example'], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? ROOT, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
+    child.on('error', reject);
+    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+describe("docs/sdk.md's example against a gateway started as the page says", () => {
+  let gw: RunningGateway;
+  const data = temporaryDataDir();
+  beforeAll(async () => {
+    const page = readFileSync(path.join(ROOT, 'docs/sdk.md'), 'utf8');
+    expect(page).toContain('WEBHOOK_ALLOW_PRIVATE_NETWORKS=true npm start');
+    expect(page).toContain('ADMIN_TOKEN=<the printed operator token> npm run example');
+    // DATA_DIR: a fresh folder of the test's own instead of ./data (its embedded server, its secrets key).
+    gw = await startGateway('gateway', { DATA_DIR: data.dir, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' });
+  });
+  afterAll(async () => {
+    await gw?.kill();
+    data.remove();
+  });
+
+  it('exits 0 after every step of the integration, each printed', async () => {
+    // GATEWAY_URL and WEBHOOK_PORT=0: the gateway listens on a free port, and the receiver takes one, where the page's
+    // defaults (3000, 4000) may be taken by another test file running beside this one.
+    const result = await npmRunExample({ GATEWAY_URL: gw.baseUrl, ADMIN_TOKEN: gw.adminToken, WEBHOOK_PORT: '0' });
+    if (result.code !== 0) throw new Error(`npm run example exited ${result.code}:\n${result.stdout}\n${result.stderr}`);
+    const lines = result.stdout.trim().split('\n');
+    expect(lines).toEqual([
+      expect.stringMatching(/^0\. sandbox project [0-9a-f-]{36}, webhooks to http:\/\/127\.0\.0\.1:\d+\/webhooks$/),
+      expect.stringMatching(/^1\. invoice created: [0-9a-f-]{36}, 1500\.00 RUB, the buyer pays \d+\.\d{2}, page http:\/\/\S+\/pay\/[0-9a-f-]{36}$/),
+      '2. paid on the sandbox payment page',
+      expect.stringMatching(/^3\. webhook invoice\.paid verified: event \S+, invoice paid, net \d+\.\d{2}$/),
+      expect.stringMatching(/^4\. refund requested: rf_\S+, 500\.00 RUB, pending$/),
+      '5. webhook refund.succeeded verified: refund succeeded, invoice partially_refunded',
+      expect.stringMatching(/^6\. balance: available \d+\.\d{2}, pending 0\.00, reserved 0\.00 RUB$/),
+      'done',
+    ]);
+    expect(result.stderr).toBe('');
+  }, 120_000);
 });
