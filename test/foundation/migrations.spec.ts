@@ -1,3 +1,4 @@
+import { Client } from 'pg';
 import { checkMigrated, createPool, migrate, MigrationError } from '#platform/database';
 import { allMigrations } from '#payments/composition';
 import { startGateway, startProcess } from '../support/gateway-process';
@@ -110,5 +111,87 @@ describe('schema migrations', () => {
     expect(new Set(allMigrations.map((m) => m.id)).size).toBe(allMigrations.length);
     await expect(migrate(db.pool, [{ id: '7', sql: 'SELECT 1' }])).rejects.toThrow('migration id "7" is not <library>:<NNNN>_<name>');
     await expect(migrate(db.pool, [allMigrations[0]!, allMigrations[0]!])).rejects.toThrow('duplicate migration ids');
+  });
+});
+
+// payments:0016 built its index in the migration's transaction: on a large ledger, every event appended during the
+// build was hidden from every log reader of the cluster (the transaction id it held), and the ledger's writes waited.
+describe('an index added to a large table (Migration.concurrentIndex)', () => {
+  const INDEX = allMigrations.find((m) => m.concurrentIndex === 'ledger_entries_time')!;
+  const before = allMigrations.filter((m) => m !== INDEX);
+  let db: TestDatabase;
+  beforeAll(async () => {
+    // A server of its own: the test reads the cluster's oldest open transaction, which any other file's would move.
+    db = await createTestDatabase({ migrate: false, serverOfItsOwn: true });
+    await migrate(db.pool, before);
+    await db.pool.query(
+      `INSERT INTO ledger_entries (entry_id, account_id, mode, seq, kind, cause, occurred_at, log_position)
+       SELECT gen_random_uuid(), 'acc-' || (n % 1000), 'live', n, 'payment_recorded', 'payment:inv-' || n, now() - n * interval '1 second', '0/' || n
+       FROM generate_series(1, 1000000) AS n`,
+    );
+  }, 120_000);
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  const indexState = async () =>
+    (await db.pool.query<{ valid: boolean }>(`SELECT indisvalid AS valid FROM pg_index WHERE indexrelid = to_regclass('ledger_entries_time')`)).rows[0]?.valid;
+
+  it('is built outside a transaction: what commits during the build is visible at once, and the table takes writes', async () => {
+    await db.pool.query('CREATE TABLE marks (n int)');
+    // The ledger's writer: a write that waits for the table's lock more than 100 ms fails (55P03) and is counted.
+    const writer = new Client({ connectionString: db.url });
+    await writer.connect();
+    await writer.query(`SET lock_timeout = '100ms'`);
+    const migrating = migrate(db.pool, allMigrations);
+    let done = false;
+    void migrating.finally(() => (done = true)).catch(() => undefined);
+    let checks = 0;
+    let hidden = 0;
+    let blocked = 0;
+    try {
+      for (let seq = 1_000_000; !done; seq += 1) {
+        if ((await db.pool.query('SELECT 1 FROM pg_stat_progress_create_index')).rowCount === 0) continue;
+        // A transaction committed now: older than the cluster's oldest open one, so a reader of the log sees what it wrote?
+        const { x } = (await db.pool.query<{ x: string }>('INSERT INTO marks VALUES (1) RETURNING pg_current_xact_id()::text AS x')).rows[0]!;
+        const seen = await db.pool.query<{ hidden: boolean }>(`SELECT pg_snapshot_xmin(pg_current_snapshot()) <= $1::xid8 AS hidden`, [x]);
+        if (seen.rows[0]!.hidden) hidden += 1;
+        await writer
+          .query(
+            `INSERT INTO ledger_entries (entry_id, account_id, mode, seq, kind, cause, occurred_at, log_position)
+             VALUES (gen_random_uuid(), 'acc-new', 'live', $1, 'payment_recorded', $2, now(), '0/0')`,
+            [seq, `payment:new-${seq}`],
+          )
+          .catch((error: { code?: string }) => {
+            if (error.code !== '55P03') throw error;
+            blocked += 1;
+          });
+        checks += 1;
+      }
+    } finally {
+      await writer.end();
+    }
+    expect(await migrating).toEqual([INDEX.id]);
+    expect(checks).toBeGreaterThan(0);
+    expect({ hidden, blocked }).toEqual({ hidden: 0, blocked: 0 });
+    expect(await indexState()).toBe(true);
+  }, 120_000);
+
+  it('a build cut short (the index left invalid) is dropped and made again; one that ended before its row was recorded is kept', async () => {
+    await db.pool.query(`UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'ledger_entries_time'::regclass`);
+    await db.pool.query(`DELETE FROM migrations_applied WHERE id = $1`, [INDEX.id]);
+    expect(await indexState()).toBe(false);
+    expect(await migrate(db.pool, allMigrations)).toEqual([INDEX.id]);
+    expect(await indexState()).toBe(true);
+    await db.pool.query(`DELETE FROM migrations_applied WHERE id = $1`, [INDEX.id]);
+    expect(await migrate(db.pool, allMigrations)).toEqual([INDEX.id]);
+    expect(await indexState()).toBe(true);
+    await expect(checkMigrated(db.pool, allMigrations)).resolves.toBeUndefined();
+  });
+
+  it('is one CREATE INDEX CONCURRENTLY IF NOT EXISTS of the named index', async () => {
+    await expect(
+      migrate(db.pool, [...allMigrations, { id: 'test:0001_index', concurrentIndex: 'x', sql: 'CREATE INDEX x ON ledger_entries (kind)' }]),
+    ).rejects.toThrow('an index built concurrently is one CREATE INDEX CONCURRENTLY IF NOT EXISTS x statement');
   });
 });

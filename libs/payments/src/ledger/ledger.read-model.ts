@@ -107,11 +107,13 @@ CREATE TRIGGER ledger_open_holds_reset_counted AFTER TRUNCATE ON ledger_open_hol
  * A ledger's entries by the time they occurred, for a statement over (from, to]: its
  * opening reads the entries after `from` and its pages the seq span of the period's
  * entries, where the (account_id, mode, seq) key read every entry of the ledger for
- * both. An entry's seq is in the index, so the span is read from it alone.
+ * both. An entry's seq is in the index, so the span is read from it alone. Built
+ * concurrently: the table may be large when a gateway upgrades.
  */
 export const ledgerEntriesByTimeMigration: Migration = {
   id: 'payments:0016_ledger_entries_by_time',
-  sql: `CREATE INDEX ledger_entries_time ON ledger_entries (account_id, mode, occurred_at) INCLUDE (seq);`,
+  concurrentIndex: 'ledger_entries_time',
+  sql: 'CREATE INDEX CONCURRENTLY IF NOT EXISTS ledger_entries_time ON ledger_entries (account_id, mode, occurred_at) INCLUDE (seq)',
 };
 
 /**

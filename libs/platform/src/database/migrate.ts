@@ -9,9 +9,20 @@ export interface Migration {
    */
   readonly id: string;
   readonly sql: string;
+  /**
+   * An index added to a table that may already be large: its name, and `sql` is its
+   * `CREATE INDEX CONCURRENTLY IF NOT EXISTS <name> ...`, run outside a transaction. In the
+   * migration's transaction a plain CREATE INDEX holds a transaction id for the whole
+   * build, which hides every event appended meanwhile from every log reader of the
+   * cluster (the log shows only what is older than the oldest open transaction), and it
+   * blocks the table's writes. A build cut short leaves the index invalid: it is dropped
+   * and built again; one that ended before its row was recorded is kept.
+   */
+  readonly concurrentIndex?: string;
 }
 
 const MIGRATION_ID = /^[a-z][a-z-]*:\d{4}_[a-z0-9_]+$/;
+const INDEX_NAME = /^[a-z_][a-z0-9_]*$/;
 
 /** Arbitrary constant: the advisory lock that serialises migrations across processes. */
 const MIGRATION_LOCK = 7_261_903_184;
@@ -37,6 +48,11 @@ export async function migrate(pool: Pool, migrations: readonly Migration[]): Pro
   const malformed = ids.find((id) => !MIGRATION_ID.test(id));
   if (malformed !== undefined) throw new MigrationError(`migration id ${JSON.stringify(malformed)} is not <library>:<NNNN>_<name>`);
   if (new Set(ids).size !== ids.length) throw new MigrationError('duplicate migration ids');
+  for (const { id, sql, concurrentIndex: index } of migrations) {
+    if (index !== undefined && !(INDEX_NAME.test(index) && sql.startsWith(`CREATE INDEX CONCURRENTLY IF NOT EXISTS ${index} `))) {
+      throw new MigrationError(`migration ${id}: an index built concurrently is one CREATE INDEX CONCURRENTLY IF NOT EXISTS ${index} statement`);
+    }
+  }
 
   const client = await pool.connect();
   try {
@@ -72,10 +88,15 @@ export async function migrate(pool: Pool, migrations: readonly Migration[]): Pro
           continue;
         }
         try {
-          await inTransactionOn(client, async () => {
-            await client.query(migration.sql);
+          if (migration.concurrentIndex !== undefined) {
+            await buildIndexConcurrently(client, migration.concurrentIndex, migration.sql);
             await client.query('INSERT INTO migrations_applied (id, checksum) VALUES ($1, $2)', [migration.id, textChecksum(migration)]);
-          });
+          } else {
+            await inTransactionOn(client, async () => {
+              await client.query(migration.sql);
+              await client.query('INSERT INTO migrations_applied (id, checksum) VALUES ($1, $2)', [migration.id, textChecksum(migration)]);
+            });
+          }
         } catch (error) {
           throw (
             (await privilegeMissing(client, error, migration.id)) ?? new MigrationFailedError(`migration ${migration.id} failed: ${(error as Error).message}`)
@@ -94,6 +115,13 @@ export async function migrate(pool: Pool, migrations: readonly Migration[]): Pro
     );
     client.release(reset);
   }
+}
+
+/** Migration.concurrentIndex: an invalid index of that name (a build cut short) dropped, then the build, each outside a transaction. */
+async function buildIndexConcurrently(client: PoolClient, index: string, sql: string): Promise<void> {
+  const invalid = await client.query(`SELECT 1 FROM pg_index WHERE indexrelid = to_regclass($1) AND NOT indisvalid`, [index]);
+  if (invalid.rowCount !== 0) await client.query(`DROP INDEX CONCURRENTLY IF EXISTS ${index}`);
+  await client.query(sql);
 }
 
 /**
