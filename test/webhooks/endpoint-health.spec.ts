@@ -9,7 +9,8 @@ import { expectStatus, InvoiceGateway, Json, Merchant, orderId, poll } from '../
 import { hookedGateway, WebhookReceiver } from '../support/webhook-receiver';
 import { formTokenOf, login, request } from '../console/console-fixture';
 import { randomUUID } from 'node:crypto';
-import { disableFailingEndpoints, resendDelivery, resendFailedDeliveries, RETRY_SCHEDULE_SECONDS } from '#payments/webhooks';
+import { disableFailingEndpoints, resendDelivery, resendFailedDeliveries, ResendCutShortError, RETRY_SCHEDULE_SECONDS } from '#payments/webhooks';
+import { MAYBE_WRITTEN_MARK, toApiError, wroteNothing } from '../../apps/api/src/http/errors/error.filter';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { metric } from '../support/runbooks';
 
@@ -254,6 +255,68 @@ describe('endpoint health of a receiver that never answers', () => {
       expect(left.rows).toEqual([]);
     } finally {
       await db.pool.query(`DROP TRIGGER count_queued ON webhook_queue; DROP FUNCTION count_queued(); DROP TABLE queued_by_statement`);
+    }
+  });
+
+  /** A project with seven failed deliveries, and a trigger run by each batch's queue insert (its body: plpgsql statements). */
+  async function failedProjectWithTrigger(now: Date, body: string): Promise<{ project: string; drop: () => Promise<void> }> {
+    const project = await retriedProject(now, 1, { status: 500, error: null });
+    await db.pool.query(
+      `INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, attempts_made, next_attempt_at, created_at)
+       SELECT gen_random_uuid(), gen_random_uuid(), 'invoice.paid', $1, 'https://shop.example/hooks', '{}', true, 'failed', 7, NULL, $2
+       FROM generate_series(1, 7)`,
+      [project, new Date(now.getTime() - 86_400_000)],
+    );
+    await db.pool.query(`CREATE TABLE batches_run (n int)`);
+    await db.pool.query(`CREATE FUNCTION after_batch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN ${body} RETURN NULL; END $$`);
+    await db.pool.query(`CREATE TRIGGER after_batch AFTER INSERT ON webhook_queue FOR EACH STATEMENT EXECUTE FUNCTION after_batch()`);
+    const drop = async () => {
+      await db.pool.query(`DROP TRIGGER IF EXISTS after_batch ON webhook_queue; DROP FUNCTION IF EXISTS after_batch(); DROP TABLE IF EXISTS batches_run`);
+    };
+    return { project, drop };
+  }
+
+  // A later batch's failure was answered as a lost connection (the marked 503's text), also the refusal of an
+  // endpoint disabled meanwhile, whose 409 says what to do.
+  it('a later batch that finds the endpoint disabled meanwhile is refused (conflict), as the first would be', async () => {
+    const now = new Date('2025-06-15T12:00:00Z');
+    // The health check disables the endpoint once the first batch is queued (in its transaction, here).
+    const { project, drop } = await failedProjectWithTrigger(now, `UPDATE projects SET webhook_disabled_at = now() WHERE webhook_disabled_at IS NULL;`);
+    try {
+      await expect(resendFailedDeliveries(db.pool, project, now, { batch: 3 })).rejects.toMatchObject({
+        code: 'conflict',
+        message: expect.stringContaining('отключён'),
+      });
+    } finally {
+      await drop();
+    }
+  });
+
+  it('a later batch that fails otherwise: the batches before it stay resent, told as such (the marked 503), and a repeat resends the rest', async () => {
+    const now = new Date('2025-06-16T12:00:00Z');
+    const { project, drop } = await failedProjectWithTrigger(
+      now,
+      `INSERT INTO batches_run VALUES (1); IF (SELECT count(*) FROM batches_run) = 2 THEN RAISE EXCEPTION 'the second batch fails'; END IF;`,
+    );
+    try {
+      const failure = await resendFailedDeliveries(db.pool, project, now, { batch: 3 }).then(
+        () => null,
+        (error: unknown) => error,
+      );
+      expect(failure).toBeInstanceOf(ResendCutShortError);
+      expect((failure as ResendCutShortError).resent).toBe(3);
+      const answer = toApiError(failure);
+      expect(answer.status).toBe(503);
+      expect(answer.body().error.message).toContain(MAYBE_WRITTEN_MARK);
+      expect(answer.body().error.message).toContain('не меньше 3 доставок');
+      expect(wroteNothing(failure)).toBe(false);
+      const left = async () => (await db.pool.query(`SELECT 1 FROM webhook_deliveries WHERE project_id = $1 AND status = 'failed'`, [project])).rowCount;
+      expect(await left()).toBe(4);
+      await drop();
+      expect(await resendFailedDeliveries(db.pool, project, now, { batch: 3 })).toBe(4);
+      expect(await left()).toBe(0);
+    } finally {
+      await drop();
     }
   });
 

@@ -1,5 +1,5 @@
 import type { Pool, PoolClient } from 'pg';
-import { inTransaction, preparedStatement, writeStatement, WriteOutcomeUnknownError } from '#platform/database';
+import { inTransaction, preparedStatement, writeStatement } from '#platform/database';
 import type { Clock } from '#platform/clock';
 import { Refusal } from '#domain';
 import type { Registry } from '../merchants';
@@ -1082,9 +1082,10 @@ interface ResendBatchRow {
  * of them all would hide every event appended meanwhile from every subscriber of the
  * cluster until it ended. `first` runs in the first batch's transaction (the endpoint
  * enabled with it). A failure before that commits: nothing was written; after it, a
- * WriteOutcomeUnknownError (the marked 503: it may have been done, in part), and a repeat
- * resends the rest. The number resent, or null when there is no such project; refused
- * (conflict) while the project's endpoint is disabled (re-enabling it resends them).
+ * ResendCutShortError (the marked 503: done in part), and a repeat resends the rest. The
+ * number resent, or null when there is no such project; refused (conflict) while the
+ * project's endpoint is disabled (re-enabling it resends them), also when a later batch
+ * finds it disabled: the health check that disabled it stopped what was resent with it.
  */
 export async function resendFailedDeliveries(
   pool: Pool,
@@ -1106,9 +1107,21 @@ export async function resendFailedDeliveries(
       resent += done?.resent ?? 0;
     }
   } catch (error) {
-    throw error instanceof WriteOutcomeUnknownError ? error : new WriteOutcomeUnknownError(error);
+    if (error instanceof Refusal) throw error;
+    throw new ResendCutShortError(resent, error);
   }
   return resent;
+}
+
+/** resendFailedDeliveries failed after its first batch committed: `resent` (or more, when the last commit's answer was lost) stay resent. */
+export class ResendCutShortError extends Error {
+  constructor(
+    readonly resent: number,
+    cause: unknown,
+  ) {
+    super(`the resend of failed deliveries was cut short after ${resent} of them: ${(cause as Error)?.message ?? String(cause)}`, { cause });
+    this.name = 'ResendCutShortError';
+  }
 }
 
 /** One batch of resendFailedDeliveries: the failed deliveries after seq `after`; null for no such project. */

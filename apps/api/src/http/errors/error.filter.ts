@@ -6,6 +6,7 @@ import { AppendOutcomeUnknownError, EventStoreUnavailableError } from '#event-st
 import { DatabaseOutageLog, isDatabaseAway, isDatabaseNotReached, WriteOutcomeUnknownError } from '#platform/database';
 import { ReadModelRebuildingError } from '#event-store/projections';
 import { DueHoldsRaceError } from '#payments/ledger';
+import { ResendCutShortError } from '#payments/webhooks';
 import { markNothingWritten, StoredAnswer } from '../idempotency';
 import { ApiError, LONGEST_ECHOED_PATH } from './api-error';
 import { whileRebuilt } from '../read-models';
@@ -199,7 +200,7 @@ const REFUSAL_STATUS: Readonly<Record<string, number>> = {
 
 /**
  * The one mark of a 503 whose write may have been done, in its message (the error's shape has no field for it):
- * the gateway's two such texts and deploy/nginx.conf's for a write a replica got carry it, and the SDK (its own
+ * the gateway's three such texts and deploy/nginx.conf's for a write a replica got carry it, and the SDK (its own
  * copy, MAYBE_WRITTEN_MARK, tested equal) reads it. Every other 503 wrote nothing.
  */
 export const MAYBE_WRITTEN_MARK = 'записано ли что-то';
@@ -233,6 +234,17 @@ export function toApiError(exception: unknown): ApiError {
       503,
       'provider_unavailable',
       `Связь с хранилищем прервалась во время записи, и проверить, ${MAYBE_WRITTEN_MARK}, не удалось: изменение могло быть сделано — прежде чем повторять запрос, проверьте чтением (GET того, что он меняет), сделано ли оно`,
+      undefined,
+      undefined,
+      { 'Retry-After': '1' },
+    );
+  }
+  if (exception instanceof ResendCutShortError) {
+    // Batches of a resend committed before one failed: those stay resent, and a repeat resends the rest.
+    return new ApiError(
+      503,
+      'provider_unavailable',
+      `Повторная отправка прервалась на середине: не меньше ${exception.resent} доставок уже снова в очереди, остальные — нет (${MAYBE_WRITTEN_MARK} сверх того, неизвестно); повторите запрос — он отправит оставшиеся`,
       undefined,
       undefined,
       { 'Retry-After': '1' },
@@ -287,7 +299,7 @@ export function toApiError(exception: unknown): ApiError {
  * its timeout, a hold release racing the request. Not a write whose outcome is unknown, nor an unexpected error.
  */
 export function wroteNothing(exception: unknown): boolean {
-  if (exception instanceof AppendOutcomeUnknownError || exception instanceof WriteOutcomeUnknownError) return false;
+  if (exception instanceof AppendOutcomeUnknownError || exception instanceof WriteOutcomeUnknownError || exception instanceof ResendCutShortError) return false;
   if (exception instanceof ApiError || exception instanceof DueHoldsRaceError || exception instanceof EventStoreUnavailableError) return true;
   if (exception instanceof ReadModelRebuildingError) return true;
   return isDatabaseUnavailable(exception) || (typeof exception === 'object' && exception !== null && (exception as { code?: unknown }).code === '57014');
