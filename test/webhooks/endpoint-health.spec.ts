@@ -228,37 +228,7 @@ describe('endpoint health of a receiver that never answers', () => {
     expect(disabled).not.toContain(back);
   });
 
-  it("resends a project's failed deliveries in batches, each batch a statement and a transaction of its own", async () => {
-    // One statement of them all passed the statement timeout past a million or so (a month
-    // of failures of a busy endpoint): the endpoint could then never be re-enabled.
-    const now = new Date('2025-06-14T12:00:00Z');
-    const project = await retriedProject(now, 1, { status: 500, error: null });
-    await db.pool.query(
-      `INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, attempts_made, next_attempt_at, created_at)
-       SELECT gen_random_uuid(), gen_random_uuid(), 'invoice.paid', $1, 'https://shop.example/hooks', '{}', true, 'failed', 7, NULL, $2
-       FROM generate_series(1, 7)`,
-      [project, new Date(now.getTime() - 86_400_000)],
-    );
-    // Rows each statement puts in the queue, by transaction.
-    await db.pool.query(`CREATE TABLE queued_by_statement (tx xid8, rows int)`);
-    await db.pool.query(`CREATE FUNCTION count_queued() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN INSERT INTO queued_by_statement SELECT pg_current_xact_id(), count(*) FROM new_rows; RETURN NULL; END $$`);
-    await db.pool.query(
-      `CREATE TRIGGER count_queued AFTER INSERT ON webhook_queue REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION count_queued()`,
-    );
-    try {
-      expect(await resendFailedDeliveries(db.pool, project, now, { batch: 3 })).toBe(7);
-      const statements = await db.pool.query<{ tx: string; rows: number }>(`SELECT tx::text, rows FROM queued_by_statement WHERE rows > 0`);
-      expect(statements.rows.map((r) => r.rows)).toEqual([3, 3, 1]);
-      expect(new Set(statements.rows.map((r) => r.tx)).size).toBe(3);
-      const left = await db.pool.query(`SELECT 1 FROM webhook_deliveries WHERE project_id = $1 AND status = 'failed'`, [project]);
-      expect(left.rows).toEqual([]);
-    } finally {
-      await db.pool.query(`DROP TRIGGER count_queued ON webhook_queue; DROP FUNCTION count_queued(); DROP TABLE queued_by_statement`);
-    }
-  });
-
-  /** A project with seven failed deliveries, and a trigger run by each batch's queue insert (its body: plpgsql statements). */
+  /** A project with seven failed deliveries, and a trigger run by each batch's queue insert (its body: plpgsql statements over `new_rows`). */
   async function failedProjectWithTrigger(now: Date, body: string): Promise<{ project: string; drop: () => Promise<void> }> {
     const project = await retriedProject(now, 1, { status: 500, error: null });
     await db.pool.query(
@@ -267,14 +237,34 @@ describe('endpoint health of a receiver that never answers', () => {
        FROM generate_series(1, 7)`,
       [project, new Date(now.getTime() - 86_400_000)],
     );
-    await db.pool.query(`CREATE TABLE batches_run (n int)`);
+    await db.pool.query(`CREATE TABLE batches_run (tx xid8, rows int)`);
     await db.pool.query(`CREATE FUNCTION after_batch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN ${body} RETURN NULL; END $$`);
-    await db.pool.query(`CREATE TRIGGER after_batch AFTER INSERT ON webhook_queue FOR EACH STATEMENT EXECUTE FUNCTION after_batch()`);
+    await db.pool.query(
+      `CREATE TRIGGER after_batch AFTER INSERT ON webhook_queue REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION after_batch()`,
+    );
     const drop = async () => {
       await db.pool.query(`DROP TRIGGER IF EXISTS after_batch ON webhook_queue; DROP FUNCTION IF EXISTS after_batch(); DROP TABLE IF EXISTS batches_run`);
     };
     return { project, drop };
   }
+
+  it("resends a project's failed deliveries in batches, each batch a statement and a transaction of its own", async () => {
+    // One statement of them all passed the statement timeout past a million or so (a month
+    // of failures of a busy endpoint): the endpoint could then never be re-enabled.
+    const now = new Date('2025-06-14T12:00:00Z');
+    // Rows each statement puts in the queue, by transaction.
+    const { project, drop } = await failedProjectWithTrigger(now, `INSERT INTO batches_run SELECT pg_current_xact_id(), count(*) FROM new_rows;`);
+    try {
+      expect(await resendFailedDeliveries(db.pool, project, now, { batch: 3 })).toBe(7);
+      const statements = await db.pool.query<{ tx: string; rows: number }>(`SELECT tx::text, rows FROM batches_run WHERE rows > 0`);
+      expect(statements.rows.map((r) => r.rows)).toEqual([3, 3, 1]);
+      expect(new Set(statements.rows.map((r) => r.tx)).size).toBe(3);
+      const left = await db.pool.query(`SELECT 1 FROM webhook_deliveries WHERE project_id = $1 AND status = 'failed'`, [project]);
+      expect(left.rows).toEqual([]);
+    } finally {
+      await drop();
+    }
+  });
 
   // A later batch's failure was answered as a lost connection (the marked 503's text), also the refusal of an
   // endpoint disabled meanwhile, whose 409 says what to do.
@@ -296,7 +286,7 @@ describe('endpoint health of a receiver that never answers', () => {
     const now = new Date('2025-06-16T12:00:00Z');
     const { project, drop } = await failedProjectWithTrigger(
       now,
-      `INSERT INTO batches_run VALUES (1); IF (SELECT count(*) FROM batches_run) = 2 THEN RAISE EXCEPTION 'the second batch fails'; END IF;`,
+      `INSERT INTO batches_run VALUES (NULL, 0); IF (SELECT count(*) FROM batches_run) = 2 THEN RAISE EXCEPTION 'the second batch fails'; END IF;`,
     );
     try {
       const failure = await resendFailedDeliveries(db.pool, project, now, { batch: 3 }).then(
