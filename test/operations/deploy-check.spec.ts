@@ -9,7 +9,6 @@
  */
 import { ChildProcess, spawn } from 'node:child_process';
 import { existsSync, rmSync } from 'node:fs';
-import path from 'node:path';
 import { findNginx } from '../../scripts/deploy-check/nginx';
 import { createTestDatabase } from '../support/test-database';
 import { ROOT } from '../support/gateway-process';
@@ -19,18 +18,17 @@ import { STARTED_PROCESSES } from '../support/started-processes';
 const nginx = findNginx();
 
 /**
- * `npm run deploy:check` as the operator runs it; with a database URL, the compiled command
- * itself on that server (signalled directly: npm's shell would not pass a SIGTERM on).
+ * `npm run deploy:check` as the operator runs it (with a database URL: on that server), npm
+ * the leader of its process group, as a terminal starts it; signalled through npm, which
+ * passes a signal on to the command (`exec node` in the script).
  */
 function startDeployCheck(databaseUrl?: string) {
-  const env = { PATH: process.env.PATH ?? '', ...(process.env.NGINX_BIN ? { NGINX_BIN: process.env.NGINX_BIN } : {}) };
-  const child = databaseUrl
-    ? spawn(process.execPath, [path.join(ROOT, 'dist/scripts/deploy-check.js')], {
-        cwd: ROOT,
-        env: { ...env, DATABASE_URL: databaseUrl },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      })
-    : spawn('npm', ['run', '--silent', 'deploy:check'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const env = {
+    PATH: process.env.PATH ?? '',
+    ...(process.env.NGINX_BIN ? { NGINX_BIN: process.env.NGINX_BIN } : {}),
+    ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
+  };
+  const child = spawn('npm', ['run', '--silent', 'deploy:check'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   // Killed with its process group (npm, the command and what it started) if the file ends with it running (test-environment.ts).
   (globalThis as Record<string, unknown> & { [STARTED_PROCESSES]?: Set<ChildProcess> })[STARTED_PROCESSES]?.add(child);
   let output = '';
