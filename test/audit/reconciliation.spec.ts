@@ -444,6 +444,7 @@ describe('reconciliation on a seeded random history', () => {
 });
 
 describe('reconciliation through the gateway (CLOCK=manual)', () => {
+  /** REFUND_PROCESSING_SECONDS as npm start has it. */
   const PROCESSING_SECONDS = 10;
   let gw: InvoiceGateway;
   let m: Merchant;
@@ -465,7 +466,8 @@ describe('reconciliation through the gateway (CLOCK=manual)', () => {
   const period = () => `?from=${start.toISOString()}&to=${end.toISOString()}`;
 
   beforeAll(async () => {
-    gw = await startInvoiceGateway({ CLOCK: 'manual', REFUND_PROCESSING_SECONDS: String(PROCESSING_SECONDS) });
+    // CLOCK=manual: the period's hours, the hold and the refund's processing pass on the operator's clock.
+    gw = await startInvoiceGateway({ CLOCK: 'manual' });
     start = new Date((await gw.operator.advance(0)).getTime() - 1_000);
     m = await gw.operator.merchant({ holdHours: 1 });
     heldInvoice = await paidInvoice(gw.operator, m.live, '3000.00');

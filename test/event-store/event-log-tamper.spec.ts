@@ -98,7 +98,9 @@ describe('a tampered event log is found and named', () => {
   const named = (row: EventRow) => ({ streamName: row.stream_name, revision: BigInt(row.stream_revision), position: positionOf(row) });
 
   beforeAll(async () => {
-    gw = await startInvoiceGateway({ CLOCK: 'manual', AUDIT_SIGNING_KEY, REFUND_PROCESSING_SECONDS: '10' });
+    // CLOCK=manual: the refund's processing (REFUND_PROCESSING_SECONDS, 10 s by default) passes on the operator's clock.
+    // AUDIT_SIGNING_KEY: the test checks signatures against the public half of a key of its own.
+    gw = await startInvoiceGateway({ CLOCK: 'manual', AUDIT_SIGNING_KEY });
     merchant = await gw.operator.merchant({ holdHours: 0 });
     const invoices: Json[] = [];
     for (let i = 0; i < 4; i++) {

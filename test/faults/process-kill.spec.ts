@@ -63,6 +63,7 @@ describe('SIGKILL of the API and of the projector under load (split deployment)'
   const env = () => ({
     DATABASE_URL: db.url,
     ADMIN_TOKEN,
+    // The campaign's refunds complete within its convergence wait, not 10 s after each was asked for.
     REFUND_PROCESSING_SECONDS: '1',
     // The load Sends more than 60 requests a second with one key; the rate limit has its own suite (rate-limits.spec.ts).
     RATE_LIMIT_PER_SECOND: '1000000',

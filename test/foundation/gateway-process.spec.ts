@@ -35,6 +35,7 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
   afterAll(() => data.remove());
 
   it('starts, answers health, prints the operator token, and keeps its data across a restart', async () => {
+    // CLOCK=manual: the test moves the clock and finds it where it was left after the restart (the folder keeps it).
     const env = { DATA_DIR: data.dir, CLOCK: 'manual' };
     const first = await startGateway('gateway', env);
     try {

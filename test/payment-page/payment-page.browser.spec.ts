@@ -52,7 +52,7 @@ describe('payment page in a real browser (Debian Chromium via playwright-core)',
     shopUrl = `http://127.0.0.1:${(shop.address() as AddressInfo).port}`;
 
     db = await createTestDatabase();
-    gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN, CLOCK: 'manual' });
+    gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN });
     const account = await json('POST', '/admin/v1/accounts', { name: 'Книжная лавка', email: 'books@example.com' }, ADMIN_TOKEN);
     expect(account.status).toBe(201);
     const project = await json('POST', '/admin/v1/projects', { accountId: account.body.id, name: 'Книжная лавка' }, ADMIN_TOKEN);

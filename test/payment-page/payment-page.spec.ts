@@ -114,6 +114,7 @@ describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pa
     gateway = await startGateway('gateway', {
       DATABASE_URL: db.url,
       ADMIN_TOKEN,
+      // A day and a minute pass on the operator's clock: the form token's age, an invoice's lifetime.
       CLOCK: 'manual',
       // Reads one invoice (or payout) several times in a row to follow its state; the poll rule has its own suite (rate-limits.spec.ts).
       POLL_INTERVAL_SECONDS: '0',

@@ -290,6 +290,7 @@ describe('the error contract under fuzzing', () => {
 
   beforeAll(async () => {
     gw = await startInvoiceGateway({
+      // The fuzz sends POST /admin/v1/clock/advance too, which only a manual clock serves (and leaves as it was).
       CLOCK: 'manual',
       // Thousands of requests from one address and key, failing ones on purpose: the limits have suites of their own.
       AUTH_FAILURE_LIMIT_PER_ADDRESS: '1000000',

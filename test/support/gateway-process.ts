@@ -153,7 +153,8 @@ export async function startGateway(entry: 'gateway' | 'api', env: Record<string,
   // another setting passes it in `env` and says why.
   const proc = startProcess(entry, { PORT: '0', ...env });
   const [, url] = await proc.waitForOutput(/listening on (http:\/\/127\.0\.0\.1:\d+)/);
-  // A token given in the environment is never printed; a generated one is, once.
+  // A token given in the environment is never printed; a generated one is, once. A test gives one where it calls the
+  // operator API or starts a second process with it; the generated, printed one: gateway-process.spec.ts and the README's.
   const adminToken = env.ADMIN_TOKEN ?? (await proc.waitForOutput(/operator token \(ADMIN_TOKEN, generated for this run\): (\S+)/))[1]!;
   return { ...proc, baseUrl: url!, adminToken };
 }

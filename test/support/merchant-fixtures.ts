@@ -143,6 +143,10 @@ export interface InvoiceGateway {
   close(): Promise<void>;
 }
 
+/**
+ * The operator token of the fixture's gateways: set, not generated and printed as by `npm start`, so that a second
+ * process and the test's own calls share it (the generated one: gateway-process.spec.ts, readme-first-request.spec.ts).
+ */
 export const ADMIN_TOKEN = 'operator-token-for-invoice-tests-0042';
 
 /** `serverOfItsOwn`: its database on a private server, for a file that holds the cluster's horizon (test-database.ts says why). */

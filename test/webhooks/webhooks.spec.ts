@@ -125,8 +125,9 @@ describe('webhooks (CLOCK=manual, private networks allowed)', () => {
 
   beforeAll(async () => {
     gw = await startInvoiceGateway({
+      // The retry schedule's hours and days, and the refund's processing, pass on the operator's clock.
       CLOCK: 'manual',
-      REFUND_PROCESSING_SECONDS: '10',
+      // The receiver listens on 127.0.0.1.
       WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
       // Reads one invoice (or payout) several times in a row to follow its state; the poll rule has its own suite (rate-limits.spec.ts).
       POLL_INTERVAL_SECONDS: '0',
