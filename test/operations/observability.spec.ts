@@ -27,6 +27,7 @@ import {
   UUID,
 } from '../support/merchant-fixtures';
 import { paidInvoice } from '../support/money-out-fixtures';
+import { after, docSection } from '../support/runbooks';
 import { createTestDatabase } from '../support/test-database';
 import { startWebhookReceiver, WebhookReceiver } from '../support/webhook-receiver';
 
@@ -368,6 +369,11 @@ describe('observability of a running gateway (API + projector in one process)', 
         );
         expect(valueOf(trailing, 'event_log_invisible_oldest_seconds', {})).toBeGreaterThanOrEqual(0);
         expect(series(trailing, 'database_oldest_transaction_seconds', { application_name: 'visibility-test-holder', database: 'postgres' })).toHaveLength(1);
+        // The alerts docs/operations.md suggests for this case name series of this scrape, as an operator would paste them.
+        const alerts = after(docSection('What the operator sees'), 'Suggested alerts:').split('\n\n')[0]!;
+        const alerted = [...new Set([...alerts.matchAll(/`[^`]*?\b([a-z][a-z0-9_]*_(?:seconds|total|events))\b[^`]*`/g)].map((m) => m[1]!))];
+        expect(alerted).toEqual(['event_log_invisible_oldest_seconds', 'database_oldest_transaction_seconds', 'metrics_collect_failures_total']);
+        for (const name of alerted) expect({ name, series: series(trailing, name, {}).length > 0 }).toEqual({ name, series: true });
 
         const ready = await poll(
           () => api(gw.baseUrl, ADMIN_TOKEN).get('/health/ready'),
