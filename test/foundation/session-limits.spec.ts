@@ -6,9 +6,10 @@
  * keepalive is on at the server's end, migrations are exempt from the statement
  * bound, and an operator's own `options` in DATABASE_URL still apply.
  */
-import type { Pool } from 'pg';
+import { Client, type Pool } from 'pg';
 import { COMMAND_SESSION_LIMITS, createPool, migrate, SERVING_SESSION_LIMITS, SessionLimits } from '#platform/database';
 import { readLogVisibility } from '#event-store';
+import { after, docSection, fencedBlock } from '../support/runbooks';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 let db: TestDatabase;
@@ -28,14 +29,10 @@ afterAll(async () => {
   await db.drop();
 });
 
-const settings = async (p: Pool) =>
-  (
-    await p.query<Record<string, string>>(
-      `SELECT current_setting('statement_timeout') AS statement, current_setting('idle_in_transaction_session_timeout') AS idle,
+const SETTINGS_SQL = `SELECT current_setting('statement_timeout') AS statement, current_setting('idle_in_transaction_session_timeout') AS idle,
               current_setting('tcp_keepalives_idle') AS keepalive_idle, current_setting('tcp_keepalives_interval') AS keepalive_interval,
-              current_setting('tcp_keepalives_count') AS keepalive_count`,
-    )
-  ).rows[0];
+              current_setting('tcp_keepalives_count') AS keepalive_count`;
+const settings = async (p: Pool) => (await p.query<Record<string, string>>(SETTINGS_SQL)).rows[0];
 
 async function until(condition: () => Promise<boolean>, what: string, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -112,6 +109,35 @@ describe('session limits of the gateway’s pools', () => {
       )
     ).rows[0]!;
     expect(r).toEqual({ statement: '12345ms', work_mem: '8MB', idle: '10s' });
+  });
+
+  it("the doc's example options in the URL apply as printed", async () => {
+    const example = /\(`postgres:\/\/…\/gateway\?(options=[^`]+)`\)/.exec(docSection("The gateway's own sessions"))![1]!;
+    const url = new URL(db.url);
+    url.searchParams.set('options', new URLSearchParams(example).get('options')!);
+    expect((await settings(pool(undefined, url.toString()))).statement).toBe('1min');
+  });
+
+  // The doc named one of the five settings and left "the four others" to the operator.
+  it("behind a pooler that drops startup options, the role settings the doc prints give a session the gateway's own values", async () => {
+    const owned = await createTestDatabase({ ownerRole: true });
+    try {
+      const printed = fencedBlock(after(docSection("The gateway's own sessions"), 'PgBouncer'), 'sql');
+      expect(printed.match(/^ALTER ROLE gateway SET /gm)).toHaveLength(5);
+      // As its own role, on its own database: the role is the test's (roles are the cluster's).
+      await owned.pool.query(printed.replace(/ROLE gateway /g, `ROLE ${owned.owner} `));
+      const gatewaySession = await settings(pool(undefined, owned.url));
+      // A session opened without the gateway's options, as the pooler opens it.
+      const plain = new Client({ connectionString: owned.url });
+      await plain.connect();
+      try {
+        expect((await plain.query<Record<string, string>>(SETTINGS_SQL)).rows[0]).toEqual(gatewaySession);
+      } finally {
+        await plain.end();
+      }
+    } finally {
+      await owned.drop();
+    }
   });
 
   it('migrations run without the statement bound, and the session gets its bound back', async () => {
