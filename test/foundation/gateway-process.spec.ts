@@ -5,6 +5,7 @@ import { AddressInfo, connect, createServer } from 'node:net';
 import path from 'node:path';
 import { Client, Pool } from 'pg';
 import { EMBEDDED_DATABASE_NAME, EMBEDDED_SERVER_SETTINGS, INITDB_PASSWORD_DIR, PASSWORD_FILE, PRESENCE, startLockName } from '#platform/database';
+import { poll } from '../support/merchant-fixtures';
 import { STARTED_PROCESSES } from '../support/started-processes';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { ROOT, RunningGateway, startGateway, startProcess, temporaryDataDir, PROJECTOR_PUBLIC_URL } from '../support/gateway-process';
@@ -28,6 +29,28 @@ async function untilTrue(check: () => Promise<boolean>, timeoutMs = 20_000): Pro
     if (Date.now() > deadline) throw new Error('condition not met in time');
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/** The README's "What `npm start` prints", a pattern per line: the address, folder, token, project and keys as placeholders. */
+function readmeBanner(dataDir: string): RegExp[] {
+  const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+  const block = /^## What `npm start` prints\n\n```\n([\s\S]*?)^```/m.exec(readme)![1]!;
+  const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  return block
+    .trimEnd()
+    .split('\n')
+    .map(
+      (line) =>
+        new RegExp(
+          `^${escape(line)
+            .replaceAll(escape('http://127.0.0.1:3000'), 'http://127\\.0\\.0\\.1:\\d+')
+            .replaceAll(escape('./data'), escape(dataDir))
+            .replaceAll('<token>', '\\S{20,}')
+            .replaceAll('<project id>', '[0-9a-f-]{36}')
+            .replaceAll('sk_test_…', 'sk_test_\\S+')
+            .replaceAll('pk_test_…', 'pk_test_\\S+')}$`,
+        ),
+    );
 }
 
 describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR', () => {
@@ -382,7 +405,7 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
     }
   });
 
-  it('`npm start` signalled alone (a supervisor or `kill <pid>` sends SIGTERM to npm only) stops the gateway it runs', async () => {
+  it('`npm start` prints what the README shows, and signalled alone (a supervisor or `kill <pid>` sends SIGTERM to npm only) stops the gateway it runs', async () => {
     // npm runs a script through `sh -c`; without `exec` in the script the shell stayed
     // between them and did not pass SIGTERM on: npm exited 143 at once and the gateway
     // ran on as an orphan, holding its port and its embedded server.
@@ -403,6 +426,15 @@ describe('npm start without DATABASE_URL: the embedded PostgreSQL under DATA_DIR
       });
       const exited = new Promise<number | string>((resolve) => npm.once('exit', (code, signal) => resolve(code ?? String(signal))));
       await listening;
+      // PORT=0: a free port where the README's 3000 may be taken; DATA_DIR: the test's own folder, not ./data.
+      await poll(
+        async () => output,
+        (text) => text.includes('try: curl'),
+        'the sandbox project printed',
+      );
+      const printed = output.split('\n').filter((line) => !line.startsWith('{') && !line.startsWith('>') && line.trim() !== '');
+      const shown = readmeBanner(own.dir);
+      expect(printed.slice(0, shown.length)).toEqual(shown.map((line) => expect.stringMatching(line)));
       process.kill(npm.pid!, 'SIGTERM');
       expect(await exited).toBe(0);
       expect(output).toMatch(/"msg":"stopped"/);
