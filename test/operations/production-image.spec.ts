@@ -8,10 +8,12 @@
  * packages package-lock.json does not mark dev) and runs the commands in it with
  * symlinks kept as paths, so a package the image lacks is not found through the checkout.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { PROJECTOR_PUBLIC_URL } from '../support/gateway-process';
+import { STARTED_PROCESSES } from '../support/started-processes';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 const ROOT = path.resolve(__dirname, '../..');
@@ -52,20 +54,51 @@ function npmOnPath(folder: string): string {
   return [folder, ...rest].join(path.delimiter);
 }
 
-function npmRun(app: string, command: string, env: Record<string, string>): Promise<{ code: number | null; output: string }> {
+/** `npm run <command> [-- args]` in the layout, with PATH, HOME and `env` only (not the test runner's environment). */
+function npmRun(app: string, command: string, env: Record<string, string>, args: string[] = []): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve, reject) => {
-    const PATH = npmOnPath(path.join(app, '.npm-on-path'));
-    const child = spawn('npm', ['run', command], {
-      cwd: app,
-      env: { ...process.env, ...env, PATH, NODE_OPTIONS: '--preserve-symlinks --preserve-symlinks-main' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = npmStart(app, command, env, args);
     let output = '';
     child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, output }));
   });
+}
+
+function npmStart(app: string, command: string, env: Record<string, string>, args: string[] = []) {
+  const PATH = npmOnPath(path.join(app, '.npm-on-path'));
+  return spawn('npm', ['run', '--silent', command, ...(args.length > 0 ? ['--', ...args] : [])], {
+    cwd: app,
+    env: { PATH, HOME: process.env.HOME ?? app, ...env, NODE_OPTIONS: '--preserve-symlinks --preserve-symlinks-main' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+}
+
+/** A start command until it serves (its line `serving`), then SIGTERM through npm: its exit code and output. */
+async function serveThenStop(app: string, command: string, env: Record<string, string>, serving: RegExp): Promise<{ code: number | null; output: string }> {
+  const child = npmStart(app, command, env);
+  (globalThis as Record<string, unknown> & { [STARTED_PROCESSES]?: Set<ChildProcess> })[STARTED_PROCESSES]?.add(child);
+  let output = '';
+  const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${command} did not print ${serving} within 60 s:\n${output}`)), 60_000);
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      if (serving.test(output)) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    void closed.then(() => {
+      clearTimeout(timer);
+      reject(new Error(`${command} exited before serving:\n${output}`));
+    });
+  });
+  child.kill('SIGTERM');
+  return { code: await closed, output };
 }
 
 describe('operator commands in the production image (no TypeScript)', () => {
@@ -106,6 +139,38 @@ describe('operator commands in the production image (no TypeScript)', () => {
     const ledgerVerify = await npmRun(app, 'ledger:verify', { DATABASE_URL: db.url });
     expect({ code: ledgerVerify.code, output: ledgerVerify.output }).toEqual({ code: 0, output: expect.stringContaining('OK: every entry balances') });
   });
+
+  it('run every other command docs/operations.md lists for the image: the start commands serve and stop, the others finish', async () => {
+    const app = imageLayout(true);
+    folders.push(app);
+    const own = await createTestDatabase({ poolSize: 1 });
+    try {
+      const env = { DATABASE_URL: own.url, DATA_DIR: path.join(app, 'data') };
+      const finished = async (command: string, args: string[] = []) => {
+        const run = await npmRun(app, command, env, args);
+        expect({ command, code: run.code, output: run.code === 0 ? '' : run.output }).toEqual({ command, code: 0, output: '' });
+      };
+      await finished('seed:load', ['--events', '300', '--seed', 'image']);
+      await finished('projections:rebuild');
+      await finished('read-models:checksum');
+      await finished('audit:reconcile', ['--from', '2024-01-01T00:00:00Z', '--to', '2024-02-01T00:00:00Z']);
+      // The key commands rotate the deployment's keys: here they load and answer --help, what a missing package would stop.
+      await finished('secrets:rotate-key', ['--help']);
+      await finished('audit:rotate-signing-key', ['--help']);
+      // PORT=0 and METRICS_PORT=0: free ports. The split processes share an operator token; the projector needs PUBLIC_URL.
+      const split = { ...env, ADMIN_TOKEN: 'production-image-operator-token-0001', PORT: '0', METRICS_PORT: '0' };
+      for (const [command, serving, extra] of [
+        ['start', /listening on http/, {}],
+        ['start:api', /listening on http/, {}],
+        ['start:projector', /running \d+ projections/, { PUBLIC_URL: PROJECTOR_PUBLIC_URL }],
+      ] as const) {
+        const run = await serveThenStop(app, command, { ...split, ...extra }, serving);
+        expect({ command, code: run.code }).toEqual({ command, code: 0 });
+      }
+    } finally {
+      await own.drop();
+    }
+  }, 180_000);
 
   it('without dist/ and without TypeScript, say what to run (exit 2)', async () => {
     const app = imageLayout(false);
