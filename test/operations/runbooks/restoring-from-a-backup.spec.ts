@@ -37,8 +37,8 @@ import {
   fencedBlock,
   fill,
   inlineCode,
-  runCommand,
-  runCommandOk,
+  runPrinted,
+  runPrintedOk,
   startDeployment,
 } from '../../support/runbooks';
 import { startPrivatePostgres } from '../../support/private-postgres';
@@ -104,7 +104,8 @@ describe('runbook: restoring from a backup (the embedded server under DATA_DIR)'
     expect(placeOf(backupSteps, 'stop every gateway process')).toBeLessThan(placeOf(backupSteps, 'read-models:checksum'));
     await gateway.stop();
     gateway = null;
-    const checksums = checksumLines(await runCommandOk('read-models-checksum', { DATA_DIR: data.dir }));
+    const CHECKSUM = inlineCode(backupSteps, 'npm run read-models:checksum');
+    const checksums = checksumLines(await runPrintedOk(CHECKSUM, { DATA_DIR: data.dir }));
     expect(checksums.length).toBeGreaterThan(5);
     expect(existsSync(path.join(data.dir, 'postgres', 'postmaster.pid'))).toBe(false);
     expect(inlineCode(RUNBOOK, 'cp ')).toBe('cp -a');
@@ -117,6 +118,10 @@ describe('runbook: restoring from a backup (the embedded server under DATA_DIR)'
     const rotated = await laterOperator.http.post(`/admin/v1/projects/${shop.projectId}/keys/rotate`, { mode: 'live' });
     expectStatus(rotated, 201);
     const rotatedLive = api(alone.baseUrl, rotated.body.secretKey);
+    const webhookSecret = (await laterOperator.http.get(`/admin/v1/projects/${shop.projectId}`)).body.webhookSecret as string;
+    const rotatedSecret = await laterOperator.http.post(`/admin/v1/projects/${shop.projectId}/webhook-secret/rotate`);
+    expectStatus(rotatedSecret, 201);
+    expect((await laterOperator.http.get(`/admin/v1/projects/${shop.projectId}`)).body.webhookSecret).not.toBe(webhookSecret);
     const lost = await rotatedLive.post('/v1/payouts', { amount: '100.00', addressId: address.id, orderId: orderId('lost') });
     expectStatus(lost, 201);
     expect(Number(lost.body.id)).toBe(Number(payout.body.id) + 1);
@@ -147,11 +152,11 @@ describe('runbook: restoring from a backup (the embedded server under DATA_DIR)'
     // 4. Its checksums, before the gateway starts on it, are the backup's.
     const restoreSteps = after(RUNBOOK, '**Restore (PostgreSQL event store).**');
     expect(placeOf(restoreSteps, 'read-models:checksum')).toBeLessThan(placeOf(restoreSteps, 'Start the gateway'));
-    expect(checksumLines(await runCommandOk('read-models-checksum', { DATA_DIR: restored.dir }))).toEqual(checksums);
+    expect(checksumLines(await runPrintedOk(CHECKSUM, { DATA_DIR: restored.dir }))).toEqual(checksums);
     // 5. The gateway starts with its key file.
     gateway = await startDeployment({ ...env, DATA_DIR: restored.dir });
     await everyProjectionLive(gateway);
-    expect(await runCommandOk('ledger-verify', { DATA_DIR: restored.dir })).toContain('OK: every entry balances');
+    expect(await runPrintedOk(inlineCode(restoreSteps, 'npm run ledger:verify'), { DATA_DIR: restored.dir })).toContain('OK: every entry balances');
     // Why step 4 comes first: the restore comes after the refund pending at the backup fell due, and the gateway completes it.
     const oldLive = api(gateway.api.baseUrl, shop.keys.live.secretKey);
     await gateway.operator.advance(REFUND_PROCESSING_SECONDS + 1);
@@ -161,16 +166,17 @@ describe('runbook: restoring from a backup (the embedded server under DATA_DIR)'
       'the refund pending at the backup to succeed',
     );
     await everyProjectionLive(gateway);
-    expect(checksumLines(await runCommandOk('read-models-checksum', { DATA_DIR: restored.dir }))).not.toEqual(checksums);
+    expect(checksumLines(await runPrintedOk(CHECKSUM, { DATA_DIR: restored.dir }))).not.toEqual(checksums);
 
     // 6. The checkpoint naming a position past the backup point no longer verifies: its key is gone with the restore,
     // and with the saved keys its signature holds but the log it names is not there: cut, or rewritten where new
     // events took its positions again.
     const [keyGoneBefore, keyGoneAfter] = inlineCode(RUNBOOK, 'no public key with kid').split('…');
-    const withoutKeys = await runCommand('log-verify', { DATA_DIR: restored.dir }, ['--checkpoint', checkpointFile]);
+    expect(inlineCode(RUNBOOK, 'log:verify --checkpoint')).toBe('log:verify --checkpoint');
+    const withoutKeys = await runPrinted(`npm run log:verify -- --checkpoint ${checkpointFile}`, { DATA_DIR: restored.dir });
     expect(withoutKeys.code).toBe(1);
     expect(withoutKeys.output).toContain(`FAILED: ${checkpointFile}: ${keyGoneBefore}${checkpoint.body.kid}${keyGoneAfter}`);
-    const withKeys = await runCommand('log-verify', { DATA_DIR: restored.dir }, ['--checkpoint', checkpointFile, '--keys', keysFile]);
+    const withKeys = await runPrinted(`npm run log:verify -- --checkpoint ${checkpointFile} --keys ${keysFile}`, { DATA_DIR: restored.dir });
     expect(withKeys.code).toBe(1);
     expect(withKeys.output).toContain(`signature holds under key ${checkpoint.body.kid}`);
     expect(withKeys.output).toMatch(new RegExp(`FAILED: (the off-site checkpoint )?at position ${checkpoint.body.position} `));
@@ -183,6 +189,11 @@ describe('runbook: restoring from a backup (the embedded server under DATA_DIR)'
     expectStatus(again, 201);
     expect((await oldLive.get('/v1/balance')).status).toBe(401);
     const live = api(gateway.api.baseUrl, again.body.secretKey);
+    // So is the webhook secret rotated after it: the old one signs again, until rotated again.
+    expect((await now.http.get(`/admin/v1/projects/${shop.projectId}`)).body.webhookSecret).toBe(webhookSecret);
+    const secretAgain = await now.http.post(`/admin/v1/projects/${shop.projectId}/webhook-secret/rotate`);
+    expectStatus(secretAgain, 201);
+    expect((await now.http.get(`/admin/v1/projects/${shop.projectId}`)).body.webhookSecret).not.toBe(webhookSecret);
     // The EventStoreDB restore's statement is plain SQL over the sequence and the stream catalog, run here as printed:
     // from a sequence as new (its next id the first payout's), it moves the sequence past the last payout of the log.
     const url = embeddedDatabaseUrl(restored.dir);
