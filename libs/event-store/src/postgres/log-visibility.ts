@@ -13,8 +13,12 @@ export interface OldestTransaction {
   readonly pid: number | null;
   /** pg_stat_activity's state: active, idle in transaction, ...; `prepared` for a prepared transaction. */
   readonly state: string | null;
-  /** Seconds since it began (for a prepared transaction: since it was prepared). */
-  readonly ageSeconds: number;
+  /**
+   * Seconds since it began (for a prepared transaction: since it was prepared); null for
+   * another role's session when the gateway's role is not in pg_read_all_stats, which
+   * shows it only by its transaction id, application, database and pid.
+   */
+  readonly ageSeconds: number | null;
 }
 
 /**
@@ -31,8 +35,7 @@ export interface LogVisibility {
   readonly oldestInvisibleSeconds: number;
   /**
    * The oldest transaction of the cluster holding a transaction id, whoever runs it;
-   * null when there is none (or none the gateway's role may see: sessions of other
-   * roles show only to members of pg_read_all_stats).
+   * null when there is none.
    */
   readonly oldestTransaction: OldestTransaction | null;
 }
@@ -47,6 +50,7 @@ export async function readLogVisibility(pool: Pick<Pool, 'query'>): Promise<LogV
     pid: number | null;
     state: string | null;
     age_seconds: number | null;
+    found: boolean;
   }>(
     `WITH trail AS (
        SELECT count(*)::int AS invisible_events,
@@ -57,14 +61,16 @@ export async function readLogVisibility(pool: Pick<Pool, 'query'>): Promise<LogV
      oldest AS (
        SELECT * FROM (
          SELECT application_name, datname::text AS database, pid, state,
-                greatest(extract(epoch FROM clock_timestamp() - xact_start), 0)::float8 AS age_seconds, age(backend_xid) AS xid_age
+                -- NULL where xact_start is hidden (another role's session, without pg_read_all_stats); greatest() would make it 0.
+                CASE WHEN xact_start IS NOT NULL THEN greatest(extract(epoch FROM clock_timestamp() - xact_start), 0)::float8 END AS age_seconds,
+                age(backend_xid) AS xid_age
          FROM pg_stat_activity WHERE backend_xid IS NOT NULL
          UNION ALL
          SELECT 'prepared ' || gid, database::text, NULL, 'prepared',
                 greatest(extract(epoch FROM clock_timestamp() - prepared), 0)::float8, age(transaction)
          FROM pg_prepared_xacts) running
        ORDER BY xid_age DESC LIMIT 1)
-     SELECT trail.*, oldest.application_name, oldest.database, oldest.pid, oldest.state, oldest.age_seconds
+     SELECT trail.*, oldest.application_name, oldest.database, oldest.pid, oldest.state, oldest.age_seconds, oldest.xid_age IS NOT NULL AS found
      FROM trail LEFT JOIN oldest ON true`,
     [TRAIL_COUNT_LIMIT],
   );
@@ -72,9 +78,8 @@ export async function readLogVisibility(pool: Pick<Pool, 'query'>): Promise<LogV
   return {
     invisibleEvents: row.invisible_events,
     oldestInvisibleSeconds: row.oldest_invisible_seconds,
-    oldestTransaction:
-      row.age_seconds === null
-        ? null
-        : { applicationName: row.application_name ?? '', database: row.database, pid: row.pid, state: row.state, ageSeconds: row.age_seconds },
+    oldestTransaction: !row.found
+      ? null
+      : { applicationName: row.application_name ?? '', database: row.database, pid: row.pid, state: row.state, ageSeconds: row.age_seconds },
   };
 }

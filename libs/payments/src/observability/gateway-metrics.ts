@@ -353,14 +353,18 @@ export class GatewayMetrics {
     });
     new Gauge({
       name: 'database_oldest_transaction_seconds',
-      help: 'Age of the oldest transaction of the PostgreSQL cluster holding a transaction id (it holds the visible event log back), by its application_name and database; 0 with empty labels when there is none',
+      help: 'Age of the oldest transaction of the PostgreSQL cluster holding a transaction id (it holds the visible event log back), by its application_name and database; 0 with empty labels when there is none; where its start is hidden (another role, without pg_read_all_stats), the age of the oldest event it hides',
       labelNames: ['application_name', 'database'] as const,
       registers: [this.registry],
       async collect() {
         try {
-          const oldest = (await once()).oldestTransaction;
+          const visibility = await once();
+          const oldest = visibility.oldestTransaction;
           this.reset();
-          this.set({ application_name: oldest?.applicationName ?? '', database: oldest?.database ?? '' }, oldest?.ageSeconds ?? 0);
+          // An age the role may not see (another role's session, without pg_read_all_stats): at least as old as the
+          // oldest event it hides, which was appended after it began; never 0, which no alert would see.
+          const age = oldest === null ? 0 : (oldest.ageSeconds ?? visibility.oldestInvisibleSeconds);
+          this.set({ application_name: oldest?.applicationName ?? '', database: oldest?.database ?? '' }, age);
         } catch (error) {
           this.reset();
           failed('database_oldest_transaction_seconds', error);
