@@ -20,23 +20,29 @@ import { allProjections } from '#payments/read-models';
 import { fixedKeys, SecretBox } from '#platform/secrets';
 import { Random } from '../../apps/tools/src/seed/random';
 import { seedLoad } from '../../apps/tools/src/seed/seed-load';
-import { startProcess } from '../support/gateway-process';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { ROOT, startProcess } from '../support/gateway-process';
+import { runPrinted } from '../support/runbooks';
 import { expectStatus, InvoiceGateway, Json, Merchant, orderId, poll, startInvoiceGateway } from '../support/merchant-fixtures';
 import { paidInvoice, payoutAddress, PHONE, transition } from '../support/money-out-fixtures';
 import { projectToHead } from '../support/project-to-head';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { seededRandom } from '../support/test-seed';
 
-/** Runs the compiled `audit:reconcile` against a database: its exit code and output. */
+/** The command line docs/operator-api.md prints, `<ISO>` for each bound. */
+const RECONCILE_LINE = /`(npm run audit:reconcile -- --from <ISO> --to <ISO>)`/.exec(readFileSync(path.join(ROOT, 'docs/operator-api.md'), 'utf8'))![1]!;
+
+/** `audit:reconcile` as the doc prints it (npm, the build check, the command) against a database: its exit code and output. */
 async function reconcileScript(
   databaseUrl: string,
   from: string,
   to: string,
   env: Record<string, string> = {},
 ): Promise<{ code: number | string; output: string }> {
-  const run = startProcess('audit-reconcile', { DATABASE_URL: databaseUrl, ...env }, ['--from', from, '--to', to]);
-  const code = await run.exited;
-  return { code, output: run.output() };
+  const run = await runPrinted(RECONCILE_LINE.replace('<ISO>', from).replace('<ISO>', to), { DATABASE_URL: databaseUrl, ...env });
+  // Without npm's own lines before the command's (the script's name and its command line).
+  return { code: run.code, output: run.output.replace(/^\n?(> .*\n)+\n/, '') };
 }
 
 /**
