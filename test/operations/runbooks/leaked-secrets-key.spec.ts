@@ -18,6 +18,7 @@
  *   refused, the leaked signing key retired and a new one, sealed with the new key,
  *   signs. The rotate call itself is tested in key-leak.spec.ts.
  */
+import { execSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -35,8 +36,7 @@ import {
   embeddedDatabaseUrl,
   inlineCode,
   operatorCall,
-  runCommand,
-  runCommandOk,
+  runPrinted,
   runPrintedOk,
   startDeployment,
 } from '../../support/runbooks';
@@ -188,7 +188,9 @@ describe('runbook: a leaked secrets key, SECRETS_KEY', () => {
   let receiver: WebhookReceiver;
   let gateway: Deployment | null = null;
   const leaked = randomBytes(32).toString('base64');
-  const fresh = randomBytes(32).toString('base64');
+  // The new key as the runbook has it made (`openssl rand -base64 32`).
+  const printedKeyCommand = inlineCode(after(RUNBOOK, '**`SECRETS_KEY`**'), 'openssl rand');
+  const fresh = execSync(printedKeyCommand, { encoding: 'utf8' }).trim();
   const idOf = (key: string) => keyIdOf(Buffer.from(key, 'base64'));
 
   const start = async (secretsKey: string) =>
@@ -212,6 +214,7 @@ describe('runbook: a leaked secrets key, SECRETS_KEY', () => {
 
   it('new,old on every process, the command, then new alone; then step 2: the leaked key opens nothing, the known secrets sign nothing', async () => {
     expect(after(RUNBOOK, '**`SECRETS_KEY`**')).toMatch(/set\s+`SECRETS_KEY=<new>,<old>` on every process/);
+    expect({ printedKeyCommand, bytes: Buffer.from(fresh, 'base64').length }).toEqual({ printedKeyCommand: 'openssl rand -base64 32', bytes: 32 });
     gateway = await start(leaked);
     const shop = await gateway.operator.merchant({ webhookUrl: receiver.url } as never);
     await expectSecretsWork(gateway, shop, receiver);
@@ -298,6 +301,7 @@ describe('runbook: a leaked secrets key, with a stored secret that does not open
   it('secrets:rotate-key changes nothing, naming each project and the rotate call; after the call it rotates', async () => {
     // The choice the runbook prints.
     expect(after(RUNBOOK, '**Seal everything with a new key**')).toMatch(/does not open, it changes\s+nothing \(exit 1\) and names each\s+such project/);
+    // ADMIN_TOKEN: the test makes the runbook's rotate calls with it.
     const env = { DATABASE_URL: db.url, DATA_DIR: data.dir, ADMIN_TOKEN };
     gateway = await startGateway('api', env);
     const operator = new Operator(gateway.baseUrl, ADMIN_TOKEN);
@@ -313,7 +317,8 @@ describe('runbook: a leaked secrets key, with a stored secret that does not open
       expect(await stored()).toEqual(before.secrets);
     };
     let before = { file: readFileSync(keyFile, 'utf8'), secrets: await stored() };
-    const refused = await runCommand('secrets-rotate-key', env);
+    const printed = inlineCode(RUNBOOK, 'npm run secrets:rotate-key');
+    const refused = await runPrinted(printed, env);
     expect(refused.code).toBe(1);
     expect(refused.output).toContain(`the webhook secret of project ${misplaced.projectId} does not open`);
     expect(refused.output).toContain(`POST /admin/v1/projects/${misplaced.projectId}/webhook-secret/rotate`);
@@ -325,7 +330,7 @@ describe('runbook: a leaked secrets key, with a stored secret that does not open
     const stray = strayBox.seal(`whsec_${randomBytes(24).toString('base64url')}`, webhookSecretOwner(foreign.projectId));
     await db.pool.query('UPDATE projects SET webhook_secret = $2 WHERE id = $1', [foreign.projectId, stray]);
     before = { file: readFileSync(keyFile, 'utf8'), secrets: await stored() };
-    const notStarted = await runCommand('secrets-rotate-key', env);
+    const notStarted = await runPrinted(printed, env);
     // A key the process was not given is its configuration: exit 2, as the runbook says.
     expect(notStarted.code).toBe(2);
     expect(notStarted.output).toContain(`sealed with key ${strayBox.currentKeyId}, which this process does not hold`);
@@ -333,7 +338,7 @@ describe('runbook: a leaked secrets key, with a stored secret that does not open
 
     // The way out: the call for each (on the process started before them), then the command.
     for (const m of [misplaced, foreign]) expectStatus(await operator.http.post(`/admin/v1/projects/${m.projectId}/webhook-secret/rotate`), 201);
-    const rotated = await runCommandOk('secrets-rotate-key', env);
+    const rotated = await runPrintedOk(printed, env);
     const current = keyIdOf(Buffer.from(readFileSync(keyFile, 'utf8').trim().split('\n')[0]!, 'hex'));
     expect(rotated).toContain(`new key ${current}`);
     expect(await sealingKeyIds(db.url)).toEqual([current]);
