@@ -1,7 +1,9 @@
 import { Client } from 'pg';
-import { checkMigrated, createPool, migrate, MigrationError } from '#platform/database';
+import { checkMigrated, createPool, EMBEDDED_DATABASE_NAME, migrate, MigrationError } from '#platform/database';
 import { allMigrations } from '#payments/composition';
-import { startGateway, startProcess } from '../support/gateway-process';
+import { rmSync } from 'node:fs';
+import { startGateway, startProcess, temporaryDataDir } from '../support/gateway-process';
+import { startPrivatePostgres } from '../support/private-postgres';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 /** Two migrations of the history before the squash (decision 0009), standing in for a pre-release database. */
@@ -77,7 +79,7 @@ describe('schema migrations', () => {
     const old = await createTestDatabase({ migrate: false });
     try {
       await migrate(old.pool, PRE_RELEASE);
-      const refused = startProcess('gateway', { DATABASE_URL: old.url, PORT: '0', ADMIN_TOKEN: 'operator-token-for-migration-tests-0001' });
+      const refused = startProcess('gateway', { DATABASE_URL: old.url, PORT: '0' });
       expect(await refused.exited).toBe(1);
       expect(refused.output()).toContain('The gateway could not start: the database was made by a build of the gateway from before its first release');
     } finally {
@@ -86,7 +88,7 @@ describe('schema migrations', () => {
     // Made again: a new database.
     const fresh = await createTestDatabase({ migrate: false });
     try {
-      const started = await startGateway('gateway', { DATABASE_URL: fresh.url, ADMIN_TOKEN: 'operator-token-for-migration-tests-0001' });
+      const started = await startGateway('gateway', { DATABASE_URL: fresh.url });
       try {
         expect((await fetch(`${started.baseUrl}/health/ready`)).status).toBe(200);
       } finally {
@@ -94,6 +96,40 @@ describe('schema migrations', () => {
       }
     } finally {
       await fresh.drop();
+    }
+  }, 120_000);
+
+  // The same with the embedded server, as the refusal tells it: stop the gateway, remove DATA_DIR, start again.
+  it('on the embedded server under DATA_DIR: refused at start, naming what to do; done as said, it starts', async () => {
+    const data = temporaryDataDir();
+    try {
+      const first = await startGateway('gateway', { DATA_DIR: data.dir });
+      expect(await first.kill('SIGTERM')).toBe(0);
+      // Its history made a pre-release one.
+      const server = await startPrivatePostgres(data.dir, { databaseName: EMBEDDED_DATABASE_NAME });
+      try {
+        const client = new Client({ connectionString: server.url });
+        await client.connect();
+        await client.query('DELETE FROM migrations_applied');
+        await client.end();
+        const pool = createPool(server.url, { max: 1 });
+        await migrate(pool, PRE_RELEASE);
+        await pool.end();
+      } finally {
+        await server.stop();
+      }
+      const refused = startProcess('gateway', { DATA_DIR: data.dir, PORT: '0' });
+      expect(await refused.exited).toBe(1);
+      expect(refused.output()).toContain('make the database again (the embedded one: stop the gateway, remove DATA_DIR)');
+      rmSync(data.dir, { recursive: true, force: true });
+      const again = await startGateway('gateway', { DATA_DIR: data.dir });
+      try {
+        expect((await fetch(`${again.baseUrl}/health/ready`)).status).toBe(200);
+      } finally {
+        await again.kill('SIGTERM');
+      }
+    } finally {
+      data.remove();
     }
   }, 120_000);
 
