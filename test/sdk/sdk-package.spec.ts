@@ -121,6 +121,7 @@ describe('the SDK package (libs/sdk)', () => {
       expect({ status: packed.status, stderr: packed.status === 0 ? '' : packed.stderr }).toEqual({ status: 0, stderr: '' });
       expect(existsSync(tarball)).toBe(true);
       writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'merchant-shop', version: '1.0.0', private: true }));
+      // --offline: the package has no dependency to fetch, and the run must not depend on the registry; --no-audit, --no-fund: no notices.
       const installed = spawnSync(npm, ['install', '--offline', '--no-audit', '--no-fund', tarball], { cwd: dir, encoding: 'utf8' });
       expect({ status: installed.status, stderr: installed.status === 0 ? '' : installed.stderr }).toEqual({ status: 0, stderr: '' });
       const script = [
