@@ -122,4 +122,16 @@ describe("the README's first request", () => {
     const events = jsonValues(receiver.output()).slice(1);
     expect(events.map((e) => e.type)).toEqual(['invoice.paid', 'refund.succeeded']);
   });
+
+  it("docs/security.md's sandbox on a laptop: the same start, and its PATCH points the project's webhooks at a local receiver", async () => {
+    const security = readFileSync(path.join(ROOT, 'docs/security.md'), 'utf8');
+    const section = /^### A sandbox on a laptop\n([\s\S]*?)^#/m.exec(security)![1]!;
+    const [start, ...patch] = /^```sh\n([\s\S]*?)^```/m.exec(section)![1]!.trimEnd().split('\n');
+    // The gateway of this file was started so.
+    expect(start).toBe('WEBHOOK_ALLOW_PRIVATE_NETWORKS=true npm start');
+    const [, project] = /created a sandbox project (\S+)/.exec(gw.output())!;
+    const run = bash(fill(patch.join('\n'), { 'http://127.0.0.1:3000': gw.baseUrl, '<project id>': project!, '<operator token>': gw.adminToken }));
+    expect(await run.exited).toBe(0);
+    expect(jsonValues(run.output())).toEqual([expect.objectContaining({ id: project, webhookUrl: 'http://127.0.0.1:8080/hooks' })]);
+  });
 });
