@@ -4,6 +4,7 @@ import { allMigrations } from '#payments/composition';
 import { rmSync } from 'node:fs';
 import { startGateway, startProcess, temporaryDataDir } from '../support/gateway-process';
 import { startPrivatePostgres } from '../support/private-postgres';
+import { poll } from '../support/merchant-fixtures';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 
 /** Two migrations of the history before the squash (decision 0009), standing in for a pre-release database. */
@@ -172,6 +173,8 @@ describe('an index added to a large table (Migration.concurrentIndex)', () => {
 
   const indexState = async () =>
     (await db.pool.query<{ valid: boolean }>(`SELECT indisvalid AS valid FROM pg_index WHERE indexrelid = to_regclass('ledger_entries_time')`)).rows[0]?.valid;
+  /** The index's oid: another after a build, the same where it was kept. */
+  const indexOid = async () => (await db.pool.query<{ oid: string | null }>(`SELECT to_regclass('ledger_entries_time')::oid::text AS oid`)).rows[0]!.oid;
 
   it('is built outside a transaction: what commits during the build is visible at once, and the table takes writes', async () => {
     await db.pool.query('CREATE TABLE marks (n int)');
@@ -187,7 +190,8 @@ describe('an index added to a large table (Migration.concurrentIndex)', () => {
     let blocked = 0;
     try {
       for (let seq = 1_000_000; !done; seq += 1) {
-        if ((await db.pool.query('SELECT 1 FROM pg_stat_progress_create_index')).rowCount === 0) continue;
+        // Past its first, catalog transaction (phase 'initializing'), which holds a transaction id until it commits.
+        if ((await db.pool.query(`SELECT 1 FROM pg_stat_progress_create_index WHERE phase <> 'initializing'`)).rowCount === 0) continue;
         // A transaction committed now: older than the cluster's oldest open one, so a reader of the log sees what it wrote?
         const { x } = (await db.pool.query<{ x: string }>('INSERT INTO marks VALUES (1) RETURNING pg_current_xact_id()::text AS x')).rows[0]!;
         const seen = await db.pool.query<{ hidden: boolean }>(`SELECT pg_snapshot_xmin(pg_current_snapshot()) <= $1::xid8 AS hidden`, [x]);
@@ -217,12 +221,49 @@ describe('an index added to a large table (Migration.concurrentIndex)', () => {
     await db.pool.query(`UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'ledger_entries_time'::regclass`);
     await db.pool.query(`DELETE FROM migrations_applied WHERE id = $1`, [INDEX.id]);
     expect(await indexState()).toBe(false);
+    const cut = await indexOid();
     expect(await migrate(db.pool, allMigrations)).toEqual([INDEX.id]);
     expect(await indexState()).toBe(true);
+    const built = await indexOid();
+    expect(built).not.toBe(cut);
     await db.pool.query(`DELETE FROM migrations_applied WHERE id = $1`, [INDEX.id]);
     expect(await migrate(db.pool, allMigrations)).toEqual([INDEX.id]);
     expect(await indexState()).toBe(true);
+    expect(await indexOid()).toBe(built);
     await expect(checkMigrated(db.pool, allMigrations)).resolves.toBeUndefined();
+  });
+
+  // The build waits for every transaction of its database older than it, readers too (a ledger:verify, a dump): the
+  // start said nothing while it waited.
+  it('tells, as it starts and while it waits, the sessions whose transactions the build waits for', async () => {
+    await db.pool.query(`DROP INDEX ledger_entries_time`);
+    await db.pool.query(`DELETE FROM migrations_applied WHERE id = $1`, [INDEX.id]);
+    const report = new Client({ connectionString: db.url, application_name: 'a-long-report' });
+    await report.connect();
+    try {
+      await report.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      await report.query('SELECT count(*) FROM ledger_entries');
+      const told: string[][] = [];
+      const migrating = migrate(db.pool, allMigrations, {
+        onIndexBuild: (index, waitingFor) => told.push([index, ...waitingFor.map((s) => s.applicationName)]),
+        waitReportMs: 100,
+      });
+      await poll(
+        async () => told,
+        (t) => t.length >= 2,
+        'two reports of the build',
+      );
+      expect(told.slice(0, 2)).toEqual([
+        ['ledger_entries_time', 'a-long-report'],
+        ['ledger_entries_time', 'a-long-report'],
+      ]);
+      expect(await indexState()).not.toBe(true);
+      await report.query('COMMIT');
+      expect(await migrating).toEqual([INDEX.id]);
+      expect(await indexState()).toBe(true);
+    } finally {
+      await report.end();
+    }
   });
 
   it('is one CREATE INDEX CONCURRENTLY IF NOT EXISTS of the named index', async () => {

@@ -153,7 +153,15 @@ export async function openInfrastructure(
     if (readOnly) {
       await checkMigrated(pool, allMigrations);
     } else {
-      const applied = await migrate(pool, allMigrations);
+      const applied = await migrate(pool, allMigrations, {
+        onIndexBuild: (index, waitingFor) =>
+          waitingFor.length === 0
+            ? log.info({ index }, 'schema migration: building an index concurrently')
+            : log.warn(
+                { index, waitingFor },
+                'schema migration: the index build waits for these sessions of the database to end their transactions; the gateway starts after it',
+              ),
+      });
       if (applied.length > 0) log.info({ versions: applied }, 'schema migrations applied');
     }
 

@@ -21,6 +21,25 @@ export interface Migration {
   readonly concurrentIndex?: string;
 }
 
+/** A session whose transaction a concurrent index build waits for (it began before the build). */
+export interface WaitedForSession {
+  readonly pid: number;
+  readonly applicationName: string;
+  readonly state: string | null;
+  readonly transactionSeconds: number | null;
+}
+
+export interface MigrateOptions {
+  /**
+   * Told as a concurrent index build starts, and then every `waitReportMs` (default 30 s)
+   * while it runs, with the sessions of its database whose transactions began before it:
+   * the build waits for each of them to end (a long report, a `ledger:verify`, a dump),
+   * and the process starts only after it.
+   */
+  readonly onIndexBuild?: (index: string, waitingFor: readonly WaitedForSession[]) => void;
+  readonly waitReportMs?: number;
+}
+
 const MIGRATION_ID = /^[a-z][a-z-]*:\d{4}_[a-z0-9_]+$/;
 const INDEX_NAME = /^[a-z_][a-z0-9_]*$/;
 
@@ -43,7 +62,7 @@ const textChecksum = (m: Migration): string => checksum(m.sql);
  * An applied migration whose text has changed since is refused: history is never
  * rewritten under a running database.
  */
-export async function migrate(pool: Pool, migrations: readonly Migration[]): Promise<string[]> {
+export async function migrate(pool: Pool, migrations: readonly Migration[], options: MigrateOptions = {}): Promise<string[]> {
   const ids = migrations.map((m) => m.id);
   const malformed = ids.find((id) => !MIGRATION_ID.test(id));
   if (malformed !== undefined) throw new MigrationError(`migration id ${JSON.stringify(malformed)} is not <library>:<NNNN>_<name>`);
@@ -89,7 +108,7 @@ export async function migrate(pool: Pool, migrations: readonly Migration[]): Pro
         }
         try {
           if (migration.concurrentIndex !== undefined) {
-            await buildIndexConcurrently(client, migration.concurrentIndex, migration.sql);
+            await buildIndexConcurrently(client, pool, migration.concurrentIndex, migration.sql, options);
             await client.query('INSERT INTO migrations_applied (id, checksum) VALUES ($1, $2)', [migration.id, textChecksum(migration)]);
           } else {
             await inTransactionOn(client, async () => {
@@ -117,11 +136,42 @@ export async function migrate(pool: Pool, migrations: readonly Migration[]): Pro
   }
 }
 
-/** Migration.concurrentIndex: an invalid index of that name (a build cut short) dropped, then the build, each outside a transaction. */
-async function buildIndexConcurrently(client: PoolClient, index: string, sql: string): Promise<void> {
+/**
+ * Migration.concurrentIndex: an invalid index of that name (a build cut short) dropped, then the build, each outside a
+ * transaction; reported to `onIndexBuild` as it starts and while it runs, with the sessions it waits for (read on `pool`).
+ */
+async function buildIndexConcurrently(client: PoolClient, pool: Pool, index: string, sql: string, options: MigrateOptions): Promise<void> {
   const invalid = await client.query(`SELECT 1 FROM pg_index WHERE indexrelid = to_regclass($1) AND NOT indisvalid`, [index]);
   if (invalid.rowCount !== 0) await client.query(`DROP INDEX CONCURRENTLY IF EXISTS ${index}`);
-  await client.query(sql);
+  const report = options.onIndexBuild;
+  if (report === undefined) {
+    await client.query(sql);
+    return;
+  }
+  const own = (await client.query<{ pid: number; at: Date }>('SELECT pg_backend_pid() AS pid, clock_timestamp() AS at')).rows[0]!;
+  const waitedFor = async (): Promise<WaitedForSession[]> =>
+    (
+      await pool.query<WaitedForSession>(
+        `SELECT pid, application_name AS "applicationName", state,
+                extract(epoch FROM clock_timestamp() - xact_start)::float8 AS "transactionSeconds"
+         FROM pg_stat_activity
+         WHERE datname = current_database() AND pid <> $1 AND pid <> pg_backend_pid() AND xact_start < $2
+         ORDER BY xact_start`,
+        [own.pid, own.at],
+      )
+    ).rows;
+  const tell = () =>
+    waitedFor().then(
+      (sessions) => report(index, sessions),
+      () => undefined, // a report that could not be read: the build goes on, the next one tries again
+    );
+  await tell();
+  const timer = setInterval(() => void tell(), options.waitReportMs ?? 30_000);
+  try {
+    await client.query(sql);
+  } finally {
+    clearInterval(timer);
+  }
 }
 
 /**
