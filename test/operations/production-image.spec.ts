@@ -66,19 +66,22 @@ function npmRun(app: string, command: string, env: Record<string, string>, args:
   });
 }
 
+/** npm the leader of its process group, as a terminal starts it: what a failed test leaves is killed with the group (test-environment.ts). */
 function npmStart(app: string, command: string, env: Record<string, string>, args: string[] = []) {
   const PATH = npmOnPath(path.join(app, '.npm-on-path'));
-  return spawn('npm', ['run', '--silent', command, ...(args.length > 0 ? ['--', ...args] : [])], {
+  const child = spawn('npm', ['run', '--silent', command, ...(args.length > 0 ? ['--', ...args] : [])], {
     cwd: app,
     env: { PATH, HOME: process.env.HOME ?? app, ...env, NODE_OPTIONS: '--preserve-symlinks --preserve-symlinks-main' },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
   });
+  (globalThis as Record<string, unknown> & { [STARTED_PROCESSES]?: Set<ChildProcess> })[STARTED_PROCESSES]?.add(child);
+  return child;
 }
 
 /** A start command until it serves (its line `serving`), then SIGTERM through npm: its exit code and output. */
 async function serveThenStop(app: string, command: string, env: Record<string, string>, serving: RegExp): Promise<{ code: number | null; output: string }> {
   const child = npmStart(app, command, env);
-  (globalThis as Record<string, unknown> & { [STARTED_PROCESSES]?: Set<ChildProcess> })[STARTED_PROCESSES]?.add(child);
   let output = '';
   const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
   await new Promise<void>((resolve, reject) => {
