@@ -309,14 +309,27 @@ describe('runbook: a key leak', () => {
       expect(p.output()).not.toContain(newToken);
     }
 
-    // 4. What it may have done: the review queries and the streams of the operator API.
-    const keys = await db.pool.query<{ created_at: Date; revoked_at: Date | null }>('SELECT created_at, revoked_at FROM api_keys WHERE project_id = $1', [
-      shop.projectId,
+    // 4. What it may have done: the columns and the operator API's streams the step names, read as printed.
+    const review = after(OPERATOR_TOKEN_PART, '4. Review what it may have done');
+    const columns = [...review.matchAll(/`([a-z_]+)\.([a-z_]+)`(?:\/`([a-z_]+)`)?/g)].map(
+      (m) => [m[1]!, ...m.slice(2).filter(Boolean)] as [string, ...string[]],
+    );
+    expect(columns).toEqual([
+      ['projects', 'created_at'],
+      ['api_keys', 'created_at', 'revoked_at'],
+      ['payout_addresses', 'confirmed_at'],
     ]);
+    for (const [table, ...named] of columns) await db.pool.query(`SELECT ${named.join(', ')} FROM ${table} ORDER BY ${named[0]} DESC LIMIT 10`);
+    const keys = await db.pool.query<{ revoked_at: Date | null }>('SELECT revoked_at FROM api_keys WHERE project_id = $1', [shop.projectId]);
     expect(keys.rows.filter((k) => k.revoked_at !== null).length).toBeGreaterThan(0);
-    await db.pool.query('SELECT created_at FROM projects');
-    await db.pool.query('SELECT confirmed_at FROM payout_addresses');
+    const streams = [...review.matchAll(/`GET (\/admin\/v1\/streams\/(\w+)-<id>)`/g)].map((m) => [m[1]!, m[2]!] as const);
+    expect(streams.map(([, kind]) => kind)).toEqual(['payout', 'invoice']);
     const invoice = await api(first.baseUrl, shop.keys.test.secretKey).post('/v1/invoices', { amount: '100.00', orderId: orderId('review'), method: 'sbp' });
-    expectStatus(await api(first.baseUrl, newToken).get(`/admin/v1/streams/invoice-${invoice.body.id}`), 200);
+    const operatorApi = api(first.baseUrl, newToken);
+    const invoiceStream = await operatorApi.get(streams[1]![0].replace('<id>', invoice.body.id));
+    expectStatus(invoiceStream, 200);
+    expect(invoiceStream.body.events[0].type).toBe('InvoiceCreated');
+    // No payout here: the route answers for one that is not, in the error shape.
+    expectError(await operatorApi.get(streams[0]![0].replace('<id>', '999999')), 404, 'not_found');
   });
 });
