@@ -22,13 +22,18 @@ const nginx = findNginx();
  * the leader of its process group, as a terminal starts it; signalled through npm, which
  * passes a signal on to the command (`exec node` in the script).
  */
-function startDeployCheck(databaseUrl?: string) {
+function startDeployCheck(databaseUrl?: string, args: string[] = []) {
   const env = {
     PATH: process.env.PATH ?? '',
     ...(process.env.NGINX_BIN ? { NGINX_BIN: process.env.NGINX_BIN } : {}),
     ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
   };
-  const child = spawn('npm', ['run', '--silent', 'deploy:check'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const child = spawn('npm', ['run', '--silent', 'deploy:check', ...(args.length > 0 ? ['--', ...args] : [])], {
+    cwd: ROOT,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
   // Killed with its process group (npm, the command and what it started) if the file ends with it running (test-environment.ts).
   (globalThis as Record<string, unknown> & { [STARTED_PROCESSES]?: Set<ChildProcess> })[STARTED_PROCESSES]?.add(child);
   let output = '';
@@ -58,7 +63,8 @@ describe('npm run deploy:check', () => {
   it('interrupted (SIGTERM) once the deployment runs: exit 2, none of the processes it started is left running, its folder removed', async () => {
     const own = await createTestDatabase({ migrate: false, poolSize: 1 });
     try {
-      const run = startDeployCheck(own.url);
+      // With the options docs/operations.md lists (but --keep), passed through npm as printed: a smaller load.
+      const run = startDeployCheck(own.url, ['--merchants', '2', '--cycles-per-second', '5', '--warm-up-seconds', '1']);
       const deadline = Date.now() + 120_000;
       while (!/deploy:check: [\d.]+ s: nginx \S+ on http/.test(run.output())) {
         if (Date.now() > deadline || run.child.exitCode !== null) throw new Error(`the deployment did not come up:\n${run.output()}`);
