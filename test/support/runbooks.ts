@@ -229,8 +229,10 @@ export async function runCommandOk(entry: Entry, env: Record<string, string>, ar
 /**
  * A command line as the runbook prints it (`npm run projections:rebuild ledger`), run by
  * sh in the checkout as an operator runs it: npm, the script's build check, the command.
- * The environment is PATH and `env` only, as for startProcess. Its process group is killed
- * after `timeoutMs` (the code then 'timeout'), or when the test file ends.
+ * The environment is PATH and `env` only, as for startProcess. After `timeoutMs` its process
+ * group is sent SIGTERM, as Ctrl-C would stop it (a command then stops what it started, such
+ * as its own embedded server, in a group of its own), and SIGKILL 10 s later; the code is then
+ * 'timeout'. The group is killed too when the test file ends.
  */
 export function runPrinted(commandLine: string, env: Record<string, string>, timeoutMs = 240_000): Promise<CommandRun> {
   return new Promise((resolve, reject) => {
@@ -242,17 +244,27 @@ export function runPrinted(commandLine: string, env: Record<string, string>, tim
     });
     (globalThis as Record<string, unknown> & { [STARTED_PROCESSES]?: Set<ChildProcess> })[STARTED_PROCESSES]?.add(child);
     let timedOut = false;
+    const signal = (name: NodeJS.Signals) => {
+      try {
+        process.kill(-child.pid!, name);
+      } catch {
+        // The group has ended.
+      }
+    };
+    let killer: NodeJS.Timeout | undefined;
     const timer = setTimeout(() => {
       timedOut = true;
-      process.kill(-child.pid!, 'SIGKILL');
+      signal('SIGTERM');
+      killer = setTimeout(() => signal('SIGKILL'), 10_000);
     }, timeoutMs);
     let output = '';
     child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
     child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
     child.once('error', reject);
-    child.once('close', (code, signal) => {
+    child.once('close', (code, ended) => {
       clearTimeout(timer);
-      resolve({ code: timedOut ? 'timeout' : (code ?? String(signal)), output });
+      clearTimeout(killer);
+      resolve({ code: timedOut ? 'timeout' : (code ?? String(ended)), output });
     });
   });
 }
