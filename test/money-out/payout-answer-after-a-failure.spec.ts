@@ -7,7 +7,7 @@
  * then 404 everywhere.
  */
 import { randomUUID } from 'node:crypto';
-import { AppendOutcomeUnknownError, EventToAppend, ExpectedRevision, PostgresEventStore } from '#event-store';
+import { AppendOutcomeUnknownError, EventToAppend, ExpectedRevision, PostgresEventStore, ReadStreamOptions } from '#event-store';
 import { DEFAULT_PAYOUT_TERMS, payoutAmounts, Refusal } from '#domain';
 import { FixedUsdtRate, PayoutFlow } from '#payments/payouts';
 import type { LedgerBook } from '#payments/ledger';
@@ -20,6 +20,22 @@ class RefusalAnswerLost extends PostgresEventStore {
     const result = await super.appendToStream(streamName, events, options);
     if (events.some((e) => e.type === 'PayoutRefused')) throw new AppendOutcomeUnknownError(streamName, { cause: new Error('connection lost') });
     return result;
+  }
+}
+
+/** As RefusalAnswerLost, and the database stays away after it: the payout cannot be read again either. */
+class RefusalAnswerLostDatabaseAway extends RefusalAnswerLost {
+  away = false;
+  override async appendToStream(streamName: string, events: readonly EventToAppend[], options: { expectedRevision?: ExpectedRevision } = {}) {
+    try {
+      return await super.appendToStream(streamName, events, options);
+    } finally {
+      this.away ||= events.some((e) => e.type === 'PayoutRefused');
+    }
+  }
+  override async readStream(streamName: string, options?: ReadStreamOptions) {
+    if (this.away) throw connectionLost();
+    return super.readStream(streamName, options);
   }
 }
 
@@ -90,5 +106,18 @@ it('a refusal recorded before the answer was lost is the answer, not the payout 
   expect(answer).toBeInstanceOf(Refusal);
   expect(answer).toMatchObject({ code: 'too_many_pending' });
   expect((await flow.load(910_002)).status).toBe('refused');
+  await store.close();
+});
+
+it('a refusal whose recording may have committed, the payout unreadable after, is the marked 503: never "pending"', async () => {
+  const store = new RefusalAnswerLostDatabaseAway(db.pool);
+  const flow = flowOn(store, async () => ({ outcome: 'refused', refusal: 'too_many_pending' }));
+  const { payout, now } = await written(flow, 910_003);
+  // Answered 201 pending, it was stored under the request's Idempotency-Key: refused, the payout was then 404 forever.
+  const answer = await flow.answerOf(payout, now, 'answering').catch((error: unknown) => error);
+  expect(answer).toBeInstanceOf(AppendOutcomeUnknownError);
+  // The database back, the retry under the same key (finishing) reads the refusal.
+  store.away = false;
+  await expect(flow.answerOf(payout, now, 'finishing')).rejects.toMatchObject({ code: 'too_many_pending' });
   await store.close();
 });

@@ -19,7 +19,7 @@ import type { Kopecks, LedgerId } from '#ledger';
 import type { LedgerBook } from '../ledger';
 import type { PayoutAddresses } from '../merchants';
 import { applyPayoutOutcome, awaitOutcomeMoved, PAYOUT_OUTCOME_EVENTS } from '../flows/outcomes';
-import { FlowObserver, tellLeftToRecovery } from '../flows/flow-observer';
+import { FlowObserver, recordingRefusal, RefusalOutcomeUnknownError, tellLeftToRecovery } from '../flows/flow-observer';
 
 /** Where the USDT rate of a payout comes from. */
 export interface UsdtRateSource {
@@ -102,7 +102,8 @@ export class PayoutFlow {
       const recorded = await this.load(payoutId).catch(() => null);
       if (recorded?.status === 'refused') throw REFUSALS[recorded.refusal]();
       if (recorded !== null && recorded.status !== 'none' && recorded.status !== 'requested') return recorded;
-      if (by === 'finishing') throw error;
+      // Still requested, or unreadable after a refusal whose recording may have committed (then never shown).
+      if (by === 'finishing' || (recorded === null && error instanceof RefusalOutcomeUnknownError)) throw error;
       tellLeftToRecovery(this.observer, 'payout', String(payoutId), error);
       return written;
     }
@@ -143,12 +144,13 @@ export class PayoutFlow {
       },
       (reservationIds) => this.moveFinishedOutcomes(reservationIds),
     );
-    const recorded = await this.run(payoutId, {
+    const recording = this.run(payoutId, {
       type: 'RecordReservation',
       outcome: reservation.outcome === 'reserved' ? 'reserved' : reservation.refusal,
       at: now.toISOString(),
       mayBeAnswered: by === 'finishing',
     });
+    const recorded = await (reservation.outcome === 'reserved' ? recording : recordingRefusal(by, recording));
     if (recorded.status === 'refused') {
       // The refusal is recorded and is the answer; should freeing the orderId fail, the next request with it frees it (repeatOf).
       if (r.orderId !== null) await this.releaseClaim(r.accountId, r.orderId, payoutId).catch(() => undefined);

@@ -23,7 +23,7 @@ import { formatMoney } from '#ledger';
 import type { LedgerBook } from '../ledger';
 import { findInvoice } from '../invoices/invoice-stream';
 import { awaitOutcomeMoved } from '../flows/outcomes';
-import type { FlowObserver } from '../flows/flow-observer';
+import { FlowObserver, recordingRefusal } from '../flows/flow-observer';
 import { invoiceOfRefund } from './refunds.read-model';
 
 const ALPHABET = '0123456789abcdefghijklmnopqrstuvwxyz';
@@ -144,12 +144,15 @@ export class RefundFlow {
       if (reservation.outcome === 'reserved') return this.run(refundId, { type: 'CreateRefund', data });
       // The invoice records the refusal once, as whoever gets there first says: refused
       // (answered 422, never shown) or failed (a refund that may have been answered).
-      const resolved = await handleCommand(this.store, invoiceStreamName(invoiceId), invoiceDecider, {
-        type: 'ResolveRefund',
-        refundId,
-        outcome: by === 'answering' ? 'refused' : 'failed',
-        at: now.toISOString(),
-      });
+      const resolved = await recordingRefusal(
+        by,
+        handleCommand(this.store, invoiceStreamName(invoiceId), invoiceDecider, {
+          type: 'ResolveRefund',
+          refundId,
+          outcome: by === 'answering' ? 'refused' : 'failed',
+          at: now.toISOString(),
+        }),
+      );
       if (!resolved.ok) throw resolved.failure;
       if (isPaid(resolved.state) && resolved.state.refunds.get(refundId)!.status === 'refused') throw insufficientBalance();
     }

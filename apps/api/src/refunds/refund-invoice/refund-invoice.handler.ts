@@ -8,7 +8,7 @@ import { EVENT_STORE } from '#payments';
 import type { Project } from '#payments/merchants';
 import type { KeyedRequest } from '#payments/idempotency';
 import { grantedRefund, newRefundId, RefundFlow, refundIdFor } from '#payments/refunds';
-import { tellLeftToRecovery } from '#payments/flows';
+import { RefusalOutcomeUnknownError, tellLeftToRecovery } from '#payments/flows';
 
 /** POST /v1/invoices/{id}/refund: the invoice grants the amount, the ledger reserves it, the refund is created pending (or 422 insufficient_balance). */
 export class RefundInvoice extends Command<Refund> {
@@ -66,7 +66,8 @@ export class RefundInvoiceHandler implements ICommandHandler<RefundInvoice> {
     try {
       return await this.flow.advance(id, refundId, now, granted.events.length > 0 ? 'answering' : 'finishing', granted.state);
     } catch (error) {
-      if (error instanceof Refusal) throw error;
+      // A refusal, or one whose recording may have committed (never shown): not "pending".
+      if (error instanceof Refusal || error instanceof RefusalOutcomeUnknownError) throw error;
       tellLeftToRecovery(this.flow.observer, 'refund', refundId, error);
       if (!isPaid(granted.state)) throw error;
       return grantedRefund(granted.state, refundId, this.flow.processingSeconds);
