@@ -681,11 +681,18 @@ describe('POST /invoices', () => {
       },
     );
 
-    it('blocking an active project stops live invoices at once; activating it again allows them', async () => {
+    it('blocking an active project stops new live invoices at once, not the repeat of one created; activating it again allows them', async () => {
       const m = await gw.operator.merchant();
-      expectStatus(await m.live.post('/v1/invoices', { amount: '100.00', orderId: orderId() }), 201);
+      const first = { amount: '100.00', orderId: orderId() };
+      const created = await m.live.post('/v1/invoices', first);
+      expectStatus(created, 201);
       await gw.operator.patchProject(m.projectId, { status: 'blocked' });
       expectError(await m.live.post('/v1/invoices', { amount: '100.00', orderId: orderId() }), 403, 'project_not_active');
+      // The invoice exists (and stays payable): its orderId's repeat answers it, as the spec says a repeat always may.
+      const repeated = await m.live.post('/v1/invoices', first);
+      expectStatus(repeated, 200);
+      expect(repeated.body.id).toBe(created.body.id);
+      expectError(await m.live.post('/v1/invoices', { ...first, amount: '200.00' }), 409, 'order_id_conflict');
       expectStatus(await m.test.post('/v1/invoices', { amount: '100.00', orderId: orderId() }), 201);
       await gw.operator.patchProject(m.projectId, { status: 'active' });
       expectStatus(await m.live.post('/v1/invoices', { amount: '100.00', orderId: orderId() }), 201);

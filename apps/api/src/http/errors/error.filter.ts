@@ -186,6 +186,7 @@ const REFUSAL_STATUS: Readonly<Record<string, number>> = {
   invoice_not_found: 404,
   not_found: 404,
   address_not_found: 404,
+  project_not_active: 403,
   conflict: 409,
   order_id_conflict: 409,
   too_many_pending: 409,

@@ -42,6 +42,12 @@ export class CreateInvoiceHandler implements ICommandHandler<CreateInvoice> {
   async execute({ project, mode, request, now }: CreateInvoice): Promise<{ created: boolean; invoice: Invoice }> {
     const invoiceId = invoiceIdFor(project.idNamespace, mode, request.orderId);
     const stream = invoiceStreamName(invoiceId);
+    // A live key of a project not active creates no invoice; the invoice of an orderId created before is still its repeat.
+    if (mode === 'live' && project.status !== 'active') {
+      const existing = await loadState<InvoiceState, InvoiceEvent>(this.store, stream, invoiceDecider);
+      if (existing.state.status !== 'none') return repeat(existing.state, request, project);
+      throw new Refusal('project_not_active', `Проект не активен (статус ${project.status}): боевой ключ не может создавать счета`);
+    }
     // A repeat is compared with the stored invoice, not planned again: the project's
     // settings may have changed since, and the first answer still stands.
     let planned: ReturnType<typeof planInvoice>;

@@ -4,7 +4,6 @@ import type { FastifyReply } from 'fastify';
 import type { Clock } from '#platform/clock';
 import { invoiceCreatedView, invoiceView } from '#payments';
 import type { MerchantIdentity } from '#payments/merchants';
-import { ApiError } from '../../http/errors/api-error';
 import { CLOCK_TOKEN, PUBLIC_URL } from '../../http/tokens';
 import type { PublicUrl } from '../../http/tokens';
 import { IdempotencyGuard } from '../../http/idempotency';
@@ -31,9 +30,6 @@ export class CreateInvoiceRoute {
     @Query(validRequest) _query: NoParameters,
   ) {
     const request = toInvoiceRequest(body);
-    if (merchant.mode === 'live' && merchant.project.status !== 'active') {
-      throw new ApiError(403, 'project_not_active', `Проект не активен (статус ${merchant.project.status}): боевой ключ не может создавать счета`);
-    }
     const now = this.clock.now();
     const { created, invoice } = await this.commands.execute(new CreateInvoice(merchant.project, merchant.mode, request, now));
     // A repeat of the orderId answers the invoice as it stands: expired past its expiresAt, as GET by id says.
