@@ -310,6 +310,12 @@ describe('the OpenAPI document', () => {
     }
   });
 
+  it('scopes Idempotency-Key as the gateway does: the project and mode, whichever key pair sends it (idempotency-keys.spec.ts)', () => {
+    const texts = [doc.info.description ?? '', JSON.stringify(doc.paths), JSON.stringify(doc.components)];
+    for (const text of texts) expect(text).not.toMatch(/(той же|этой|другой) пар(ой|ы) ключей/);
+    expect(doc.info.description).toContain('Ключ принадлежит проекту и режиму, какой бы парой ключей ни был отправлен запрос');
+  });
+
   it('the schemas say what the spec says (spot checks)', () => {
     const s = doc.components.schemas;
     const validate = (name: string, value: unknown) => compile({ $ref: `#/components/schemas/${name}` })(value);

@@ -1251,7 +1251,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Ключ идемпотентности: от 1 до 255 печатных символов ASCII (например UUID). Повтор с тем же ключом и тем же запросом (метод, адрес, тело байт в байт) той же парой ключей возвращает первый ответ (тот же статус и тело, тот же возврат или выплата) с заголовком Idempotent-Replayed: true; с другим запросом: 409 idempotency_key_conflict. Ответы 2xx и 4xx сохраняются, 5xx нет. Ключ хранится 24 часа. Неверный ключ: 400 validation, param Idempotency-Key. */
+                /** @description Ключ идемпотентности: от 1 до 255 печатных символов ASCII (например UUID). Повтор с тем же ключом и тем же запросом (метод, адрес, тело байт в байт) в том же проекте и режиме (любой его парой ключей) возвращает первый ответ (тот же статус и тело, тот же возврат или выплата) с заголовком Idempotent-Replayed: true; с другим запросом: 409 idempotency_key_conflict. Ответы 2xx и 4xx сохраняются, 5xx нет. Ключ хранится 24 часа. Неверный ключ: 400 validation, param Idempotency-Key. */
                 "Idempotency-Key"?: string;
             };
             path?: never;
@@ -1318,7 +1318,7 @@ export interface operations {
             /**
              * @description Проект не активен
              *
-             *     - `project_not_active`: проект не прошёл модерацию, отклонён или заблокирован: боевой ключ не может создавать счета
+             *     - `project_not_active`: проект не прошёл модерацию, отклонён или заблокирован: боевой ключ не может создавать новые счета (повтор orderId уже созданного счёта отвечает им)
              */
             403: {
                 headers: {
@@ -1345,7 +1345,7 @@ export interface operations {
              * @description orderId занят счётом с другими параметрами; или конфликт Idempotency-Key
              *
              *     - `order_id_conflict`: orderId уже занят счётом с другими параметрами (amount, method, customerFeePct)
-             *     - `idempotency_key_conflict`: Idempotency-Key уже использован этой парой ключей с другим запросом (метод, адрес или тело); param: Idempotency-Key
+             *     - `idempotency_key_conflict`: Idempotency-Key уже использован в этом проекте и режиме с другим запросом (метод, адрес или тело); param: Idempotency-Key
              *     - `idempotency_key_in_use`: запрос с этим Idempotency-Key ещё выполняется дольше, чем ждёт повтор; повторить после Retry-After, ответ будет ответом первого запроса
              */
             409: {
@@ -1572,7 +1572,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Ключ идемпотентности: от 1 до 255 печатных символов ASCII (например UUID). Повтор с тем же ключом и тем же запросом (метод, адрес, тело байт в байт) той же парой ключей возвращает первый ответ (тот же статус и тело, тот же возврат или выплата) с заголовком Idempotent-Replayed: true; с другим запросом: 409 idempotency_key_conflict. Ответы 2xx и 4xx сохраняются, 5xx нет. Ключ хранится 24 часа. Неверный ключ: 400 validation, param Idempotency-Key. */
+                /** @description Ключ идемпотентности: от 1 до 255 печатных символов ASCII (например UUID). Повтор с тем же ключом и тем же запросом (метод, адрес, тело байт в байт) в том же проекте и режиме (любой его парой ключей) возвращает первый ответ (тот же статус и тело, тот же возврат или выплата) с заголовком Idempotent-Replayed: true; с другим запросом: 409 idempotency_key_conflict. Ответы 2xx и 4xx сохраняются, 5xx нет. Ключ хранится 24 часа. Неверный ключ: 400 validation, param Idempotency-Key. */
                 "Idempotency-Key"?: string;
             };
             path: {
@@ -1658,7 +1658,7 @@ export interface operations {
              * @description Счёт не в статусе paid или partially_refunded, или по нему уже 100 возвратов; или конфликт Idempotency-Key
              *
              *     - `conflict`: возврат по счёту не в статусе paid или partially_refunded или сверх 100 возвратов по одному счёту
-             *     - `idempotency_key_conflict`: Idempotency-Key уже использован этой парой ключей с другим запросом (метод, адрес или тело); param: Idempotency-Key
+             *     - `idempotency_key_conflict`: Idempotency-Key уже использован в этом проекте и режиме с другим запросом (метод, адрес или тело); param: Idempotency-Key
              *     - `idempotency_key_in_use`: запрос с этим Idempotency-Key ещё выполняется дольше, чем ждёт повтор; повторить после Retry-After, ответ будет ответом первого запроса
              */
             409: {
@@ -2878,7 +2878,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Ключ идемпотентности: от 1 до 255 печатных символов ASCII (например UUID). Повтор с тем же ключом и тем же запросом (метод, адрес, тело байт в байт) той же парой ключей возвращает первый ответ (тот же статус и тело, тот же возврат или выплата) с заголовком Idempotent-Replayed: true; с другим запросом: 409 idempotency_key_conflict. Ответы 2xx и 4xx сохраняются, 5xx нет. Ключ хранится 24 часа. Неверный ключ: 400 validation, param Idempotency-Key. */
+                /** @description Ключ идемпотентности: от 1 до 255 печатных символов ASCII (например UUID). Повтор с тем же ключом и тем же запросом (метод, адрес, тело байт в байт) в том же проекте и режиме (любой его парой ключей) возвращает первый ответ (тот же статус и тело, тот же возврат или выплата) с заголовком Idempotent-Replayed: true; с другим запросом: 409 idempotency_key_conflict. Ответы 2xx и 4xx сохраняются, 5xx нет. Ключ хранится 24 часа. Неверный ключ: 400 validation, param Idempotency-Key. */
                 "Idempotency-Key"?: string;
             };
             path?: never;
@@ -2986,7 +2986,7 @@ export interface operations {
              *
              *     - `too_many_pending`: уже три заявки на выплату в обработке (pending, approved или processing)
              *     - `duplicate_request`: выплата без orderId повторяет сумму и реквизиты заявки, созданной меньше минуты назад
-             *     - `idempotency_key_conflict`: Idempotency-Key уже использован этой парой ключей с другим запросом (метод, адрес или тело); param: Idempotency-Key
+             *     - `idempotency_key_conflict`: Idempotency-Key уже использован в этом проекте и режиме с другим запросом (метод, адрес или тело); param: Idempotency-Key
              *     - `idempotency_key_in_use`: запрос с этим Idempotency-Key ещё выполняется дольше, чем ждёт повтор; повторить после Retry-After, ответ будет ответом первого запроса
              */
             409: {
