@@ -157,6 +157,30 @@ describe('the idempotency key store', () => {
     expect(await keys.admit({ ...r, keyId: randomUUID() })).toMatchObject({ kind: 'run', takenOver: true, keyId: r.keyId });
   });
 
+  it('a release that failed with the database away (a 503 that wrote nothing) is done once it is back: the key is free', async () => {
+    // The store's pool while the database is away for its DELETE (the 503's cause), back afterwards.
+    let away = false;
+    const pool = {
+      query: (...args: Parameters<Pool['query']>) =>
+        away && /^DELETE/.test(String(args[0])) ? Promise.reject(new Error('ECONNREFUSED')) : db.pool.query(...args),
+    };
+    const store = new IdempotencyKeys(pool as unknown as Pool, clock, { leaseSeconds: 0.6, waitMs: 2_000 });
+    processes.push(store);
+    const r = keyed();
+    const first = await store.admit(r);
+    if (first.kind !== 'run') throw new Error('not run');
+    away = true;
+    await expect(store.abandon(r, first.claim, true)).rejects.toThrow('ECONNREFUSED');
+    away = false;
+    // Retried at the store's next tick (a third of its lease): the key names any request again, not 409 for 24 hours.
+    await poll(
+      async () => (await db.pool.query('SELECT count(*)::int AS n FROM idempotency_keys WHERE idempotency_key = $1', [r.key])).rows[0].n,
+      (n: number) => n === 0,
+      'the key released',
+    );
+    expect(await keys.admit({ ...r, fingerprint: 'another request' })).toMatchObject({ kind: 'run', takenOver: false });
+  });
+
   it('keys are per project and mode: another pair of the project gets the answer, and a takeover the first pair', async () => {
     const r = keyed();
     expect(await keys.admit(r)).toMatchObject({ kind: 'run', keyId: r.keyId });

@@ -89,7 +89,13 @@ export class IdempotencyKeys {
   private lastSweep = Number.NEGATIVE_INFINITY;
   /** The claims this process holds, each with its key and when its renewal ends (performance.now()). */
   private readonly held = new Map<string, { readonly request: KeyedRequest; readonly until: number }>();
-  /** The one timer renewing every held lease; null when none is held. */
+  /**
+   * Releases asked for and not done: the 503 that wrote nothing was usually the database
+   * going away, and the release with it. Tried again at each tick until done (guarded by
+   * the claim, so a takeover's row is never deleted); the oldest forgotten past 10,000.
+   */
+  private readonly unreleased = new Map<string, KeyedRequest>();
+  /** The one timer renewing every held lease and retrying releases; null when there is neither. */
   private renewals: NodeJS.Timeout | null = null;
   private renewing = false;
 
@@ -140,7 +146,11 @@ export class IdempotencyKeys {
    */
   stopRenewing(claim: string): void {
     this.held.delete(claim);
-    if (this.held.size === 0 && this.renewals !== null) {
+    this.stopTimerIfIdle();
+  }
+
+  private stopTimerIfIdle(): void {
+    if (this.held.size === 0 && this.unreleased.size === 0 && this.renewals !== null) {
       clearInterval(this.renewals);
       this.renewals = null;
     }
@@ -148,7 +158,9 @@ export class IdempotencyKeys {
 
   /** Stops renewing every lease this process holds. */
   close(): void {
+    this.unreleased.clear();
     for (const claim of [...this.held.keys()]) this.stopRenewing(claim);
+    this.stopTimerIfIdle();
   }
 
   /**
@@ -175,12 +187,31 @@ export class IdempotencyKeys {
    */
   async abandon(request: KeyedRequest, claim: string, release = false): Promise<void> {
     this.stopRenewing(claim);
-    await this.pool.query(
-      release
-        ? `DELETE FROM idempotency_keys WHERE project_id = $1 AND mode = $2 AND idempotency_key = $3 AND state = 'started' AND claim = $4`
-        : `UPDATE idempotency_keys SET lease_until = clock_timestamp() WHERE project_id = $1 AND mode = $2 AND idempotency_key = $3 AND state = 'started' AND claim = $4`,
-      [request.projectId, request.mode, request.key, claim],
-    );
+    if (!release) {
+      await this.pool.query(
+        `UPDATE idempotency_keys SET lease_until = clock_timestamp() WHERE project_id = $1 AND mode = $2 AND idempotency_key = $3 AND state = 'started' AND claim = $4`,
+        [request.projectId, request.mode, request.key, claim],
+      );
+      return;
+    }
+    try {
+      await this.release(request, claim);
+    } catch (error) {
+      // Kept to be released at the next ticks (the lease ends on its own meanwhile).
+      this.unreleased.set(claim, request);
+      if (this.unreleased.size > 10_000) this.unreleased.delete(this.unreleased.keys().next().value!);
+      this.tick();
+      throw error;
+    }
+  }
+
+  private async release(request: KeyedRequest, claim: string): Promise<void> {
+    await this.pool.query(`DELETE FROM idempotency_keys WHERE project_id = $1 AND mode = $2 AND idempotency_key = $3 AND state = 'started' AND claim = $4`, [
+      request.projectId,
+      request.mode,
+      request.key,
+      claim,
+    ]);
   }
 
   /**
@@ -192,6 +223,11 @@ export class IdempotencyKeys {
    */
   private renew(request: KeyedRequest, claim: string): void {
     this.held.set(claim, { request, until: performance.now() + RENEW_AT_MOST_MS });
+    this.tick();
+  }
+
+  /** Starts the one timer if it is not running. */
+  private tick(): void {
     if (this.renewals !== null) return;
     this.renewals = setInterval(() => void this.renewHeld(), (this.timing.leaseSeconds * 1000) / 3);
     this.renewals.unref();
@@ -199,12 +235,14 @@ export class IdempotencyKeys {
 
   private async renewHeld(): Promise<void> {
     if (this.renewing) return;
-    const now = performance.now();
-    for (const [claim, { until }] of this.held) if (now > until) this.stopRenewing(claim);
-    const held = [...this.held];
-    if (held.length === 0) return;
     this.renewing = true;
     try {
+      await this.retryReleases();
+      const now = performance.now();
+      for (const [claim, { until }] of this.held) if (now > until) this.stopRenewing(claim);
+      this.stopTimerIfIdle();
+      const held = [...this.held];
+      if (held.length === 0) return;
       const renewed = await this.pool.query<{ claim: string }>(
         preparedStatement(RENEW, [
           held.map(([, h]) => h.request.projectId),
@@ -220,6 +258,18 @@ export class IdempotencyKeys {
       // Tried again at the next tick.
     } finally {
       this.renewing = false;
+    }
+  }
+
+  /** The releases not done yet, in order, until one fails (the database still away). */
+  private async retryReleases(): Promise<void> {
+    for (const [claim, request] of this.unreleased) {
+      try {
+        await this.release(request, claim);
+      } catch {
+        return;
+      }
+      this.unreleased.delete(claim);
     }
   }
 
