@@ -13,6 +13,7 @@ import { FixedUsdtRate, PayoutFlow } from '#payments/payouts';
 import type { LedgerBook } from '#payments/ledger';
 import type { PayoutAddresses } from '#payments/merchants';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { MAYBE_WRITTEN_MARK, toApiError, wroteNothing } from '../../apps/api/src/http/errors/error.filter';
 
 /** The log, but the answer to an append that refuses a payout is lost after it was written (and cannot be checked). */
 class RefusalAnswerLost extends PostgresEventStore {
@@ -119,5 +120,24 @@ it('a refusal whose recording may have committed, the payout unreadable after, i
   // The database back, the retry under the same key (finishing) reads the refusal.
   store.away = false;
   await expect(flow.answerOf(payout, now, 'finishing')).rejects.toMatchObject({ code: 'too_many_pending' });
+  await store.close();
+});
+
+it('a repeat that made the reservation and failed to record it answers the marked 503, not "nothing written"', async () => {
+  // The append recording the reservation fails before it is sent (nothing of it written): the ledger's reservation stands.
+  class ReservedNotRecorded extends PostgresEventStore {
+    override async appendToStream(streamName: string, events: readonly EventToAppend[], options: { expectedRevision?: ExpectedRevision } = {}) {
+      if (events.some((e) => e.type === 'PayoutReserved')) throw connectionLost();
+      return super.appendToStream(streamName, events, options);
+    }
+  }
+  const store = new ReservedNotRecorded(db.pool);
+  const flow = flowOn(store, async () => ({ outcome: 'reserved' }));
+  const { payout, now } = await written(flow, 910_004);
+  const answer = await flow.answerOf(payout, now, 'finishing').catch((error: unknown) => error);
+  // It was the plain 503 (nothing written) while `available` showed the money reserved.
+  expect(wroteNothing(answer)).toBe(false);
+  expect(toApiError(answer)).toMatchObject({ status: 503, message: expect.stringContaining(MAYBE_WRITTEN_MARK) });
+  expect((await flow.load(910_004)).status).toBe('requested');
   await store.close();
 });

@@ -1,4 +1,5 @@
 import { AppendOutcomeUnknownError } from '#event-store';
+import { Refusal } from '#domain';
 
 /**
  * What the refund and payout commands tell the process (metrics, logs). A command
@@ -34,11 +35,40 @@ export class RefusalOutcomeUnknownError extends AppendOutcomeUnknownError {
   }
 }
 
-/** Recording a refusal for the request still to answer: an unknown outcome becomes RefusalOutcomeUnknownError. */
-export async function recordingRefusal<T>(by: 'answering' | 'finishing', record: Promise<T>): Promise<T> {
+/**
+ * A driver that finishes a flow for someone else (a repeat by orderId or key, a GET, an
+ * operator's step) made the ledger's reservation, then the step recording it failed:
+ * not "nothing written", since `available` already shows the money reserved. A marked
+ * 503; the same request again continues from there (the reservation is made once).
+ */
+export class StepsCutShortError extends Error {
+  constructor(
+    readonly flow: 'refund' | 'payout',
+    readonly id: string,
+    options: { cause: unknown },
+  ) {
+    super(`${flow} ${id}: reserved in the ledger, the step after it failed`, options);
+    this.name = 'StepsCutShortError';
+  }
+}
+
+/**
+ * The step after the ledger's decision, its failure as it is to be answered. Refused (the
+ * ledger moved nothing): for the request still to answer, an unknown outcome of recording
+ * the refusal is RefusalOutcomeUnknownError. Reserved: for anyone finishing, a failure
+ * that is neither a refusal nor an unknown outcome (marked already) is StepsCutShortError.
+ */
+export async function afterLedgerDecision<T>(
+  decision: { by: 'answering' | 'finishing'; refused: boolean; flow: 'refund' | 'payout'; id: string },
+  step: Promise<T>,
+): Promise<T> {
   try {
-    return await record;
+    return await step;
   } catch (error) {
-    throw by === 'answering' && error instanceof AppendOutcomeUnknownError ? new RefusalOutcomeUnknownError(error) : error;
+    const { by, refused, flow, id } = decision;
+    if (refused) throw by === 'answering' && error instanceof AppendOutcomeUnknownError ? new RefusalOutcomeUnknownError(error) : error;
+    throw by === 'finishing' && !(error instanceof Refusal) && !(error instanceof AppendOutcomeUnknownError)
+      ? new StepsCutShortError(flow, id, { cause: error })
+      : error;
   }
 }

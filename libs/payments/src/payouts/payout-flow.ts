@@ -19,7 +19,7 @@ import type { Kopecks, LedgerId } from '#ledger';
 import type { LedgerBook } from '../ledger';
 import type { PayoutAddresses } from '../merchants';
 import { applyPayoutOutcome, awaitOutcomeMoved, PAYOUT_OUTCOME_EVENTS } from '../flows/outcomes';
-import { FlowObserver, recordingRefusal, RefusalOutcomeUnknownError, tellLeftToRecovery } from '../flows/flow-observer';
+import { afterLedgerDecision, FlowObserver, RefusalOutcomeUnknownError, tellLeftToRecovery } from '../flows/flow-observer';
 
 /** Where the USDT rate of a payout comes from. */
 export interface UsdtRateSource {
@@ -91,7 +91,8 @@ export class PayoutFlow {
    * for the run that wrote it, answered as written (pending) and left to the recovery
    * worker, which shows any refusal it meets. A repeat (by orderId or key) never answers
    * a payout still requested: the run that wrote it may yet refuse it unseen, so the
-   * repeat fails (5xx, it wrote nothing) and is sent again.
+   * repeat fails (5xx; the marked StepsCutShortError when it made the reservation) and
+   * is sent again.
    */
   async answerOf(written: Payout, now: Date, by: 'answering' | 'finishing'): Promise<Payout> {
     const payoutId = written.requested.payoutId;
@@ -150,7 +151,7 @@ export class PayoutFlow {
       at: now.toISOString(),
       mayBeAnswered: by === 'finishing',
     });
-    const recorded = await (reservation.outcome === 'reserved' ? recording : recordingRefusal(by, recording));
+    const recorded = await afterLedgerDecision({ by, refused: reservation.outcome !== 'reserved', flow: 'payout', id: String(payoutId) }, recording);
     if (recorded.status === 'refused') {
       // The refusal is recorded and is the answer; should freeing the orderId fail, the next request with it frees it (repeatOf).
       if (r.orderId !== null) await this.releaseClaim(r.accountId, r.orderId, payoutId).catch(() => undefined);
@@ -201,8 +202,8 @@ export class PayoutFlow {
    * shown, with its reason), so that a payout once shown is never refused unseen
    * afterwards. 404 not_found: unknown, another account's (`accountId` given), or
    * refused before it was ever shown (its request answered so). When the decision cannot
-   * be had now (the ledger busy past the statement timeout), its error is thrown (503)
-   * and nothing more is written than the due holds it may have released.
+   * be had now (the ledger busy past the statement timeout), its error is thrown (503,
+   * marked when the reservation was made: StepsCutShortError).
    */
   async decided(payoutId: number, now: Date, accountId?: string): Promise<Payout> {
     if (!Number.isSafeInteger(payoutId) || payoutId < 1) throw payoutNotFound();

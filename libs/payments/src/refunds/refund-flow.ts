@@ -23,7 +23,7 @@ import { formatMoney } from '#ledger';
 import type { LedgerBook } from '../ledger';
 import { findInvoice } from '../invoices/invoice-stream';
 import { awaitOutcomeMoved } from '../flows/outcomes';
-import { FlowObserver, recordingRefusal } from '../flows/flow-observer';
+import { afterLedgerDecision, FlowObserver } from '../flows/flow-observer';
 import { invoiceOfRefund } from './refunds.read-model';
 
 const ALPHABET = '0123456789abcdefghijklmnopqrstuvwxyz';
@@ -141,11 +141,12 @@ export class RefundFlow {
         // no earlier than its latest entry (a release whose money it may take).
         at: asked.requestedAt,
       });
-      if (reservation.outcome === 'reserved') return this.run(refundId, { type: 'CreateRefund', data });
+      const decision = { by, refused: reservation.outcome !== 'reserved', flow: 'refund', id: refundId } as const;
+      if (!decision.refused) return afterLedgerDecision(decision, this.run(refundId, { type: 'CreateRefund', data }));
       // The invoice records the refusal once, as whoever gets there first says: refused
       // (answered 422, never shown) or failed (a refund that may have been answered).
-      const resolved = await recordingRefusal(
-        by,
+      const resolved = await afterLedgerDecision(
+        decision,
         handleCommand(this.store, invoiceStreamName(invoiceId), invoiceDecider, {
           type: 'ResolveRefund',
           refundId,

@@ -7,6 +7,7 @@ import { DatabaseOutageLog, isDatabaseAway, isDatabaseNotReached, WriteOutcomeUn
 import { ReadModelRebuildingError } from '#event-store/projections';
 import { DueHoldsRaceError } from '#payments/ledger';
 import { ResendCutShortError } from '#payments/webhooks';
+import { StepsCutShortError } from '#payments/flows';
 import { markNothingWritten, StoredAnswer } from '../idempotency';
 import { ApiError, LONGEST_ECHOED_PATH } from './api-error';
 import { whileRebuilt } from '../read-models';
@@ -201,7 +202,7 @@ const REFUSAL_STATUS: Readonly<Record<string, number>> = {
 
 /**
  * The one mark of a 503 whose write may have been done, in its message (the error's shape has no field for it):
- * the gateway's three such texts and deploy/nginx.conf's for a write a replica got carry it, and the SDK (its own
+ * the gateway's four such texts and deploy/nginx.conf's for a write a replica got carry it, and the SDK (its own
  * copy, MAYBE_WRITTEN_MARK, tested equal) reads it. Every other 503 wrote nothing.
  */
 export const MAYBE_WRITTEN_MARK = 'записано ли что-то';
@@ -246,6 +247,17 @@ export function toApiError(exception: unknown): ApiError {
       503,
       'provider_unavailable',
       `Повторная отправка прервалась на середине: не меньше ${exception.resent} доставок уже снова в очереди, остальные — нет (${MAYBE_WRITTEN_MARK} сверх того, неизвестно); повторите запрос — он отправит оставшиеся`,
+      undefined,
+      undefined,
+      { 'Retry-After': '1' },
+    );
+  }
+  if (exception instanceof StepsCutShortError) {
+    // A repeat, a GET or an operator's step that finished someone's refund or payout: the reservation is made, its record not.
+    return new ApiError(
+      503,
+      'provider_unavailable',
+      `Резерв средств под ${exception.flow === 'refund' ? 'возврат' : 'выплату'} записан в балансе, следующий шаг прервался (${MAYBE_WRITTEN_MARK} сверх резерва, неизвестно): повторите запрос — он продолжит с того же места, второго резерва не будет`,
       undefined,
       undefined,
       { 'Retry-After': '1' },
@@ -301,6 +313,7 @@ export function toApiError(exception: unknown): ApiError {
  */
 export function wroteNothing(exception: unknown): boolean {
   if (exception instanceof AppendOutcomeUnknownError || exception instanceof WriteOutcomeUnknownError || exception instanceof ResendCutShortError) return false;
+  if (exception instanceof StepsCutShortError) return false;
   if (exception instanceof ApiError || exception instanceof DueHoldsRaceError || exception instanceof EventStoreUnavailableError) return true;
   if (exception instanceof ReadModelRebuildingError) return true;
   return isDatabaseUnavailable(exception) || (typeof exception === 'object' && exception !== null && (exception as { code?: unknown }).code === '57014');
