@@ -11,6 +11,7 @@ import { formTokenOf, login, request } from '../console/console-fixture';
 import { randomUUID } from 'node:crypto';
 import { disableFailingEndpoints, resendDelivery, resendFailedDeliveries, ResendCutShortError, RETRY_SCHEDULE_SECONDS } from '#payments/webhooks';
 import { MAYBE_WRITTEN_MARK, toApiError, wroteNothing } from '../../apps/api/src/http/errors/error.filter';
+import { OPERATOR_OPENAPI_DOCUMENT } from '../../apps/api/src/docs/operator-document';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { metric } from '../support/runbooks';
 
@@ -277,6 +278,13 @@ describe('endpoint health of a receiver that never answers', () => {
         code: 'conflict',
         message: expect.stringContaining('отключён'),
       });
+      // The first batch stays resent: the operator document of both routes that resend says so (it said "nothing sent",
+      // and enable listed no 409).
+      expect((await db.pool.query(`SELECT 1 FROM webhook_deliveries WHERE project_id = $1 AND status = 'failed'`, [project])).rowCount).toBe(4);
+      for (const path of ['/projects/{id}/webhook-deliveries/resend-failed', '/projects/{id}/webhook-endpoint/enable']) {
+        const conflict = (OPERATOR_OPENAPI_DOCUMENT.paths[path]!.post!.responses as Record<string, { description: string }>)['409'];
+        expect({ path, description: conflict?.description }).toEqual({ path, description: expect.stringContaining('уже снова в очереди') });
+      }
     } finally {
       await drop();
     }

@@ -1587,7 +1587,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Возврат принят, статус pending (повтор с тем же Idempotency-Key: тот же возврат) */
+            /** @description Возврат принят, статус pending (повтор с тем же Idempotency-Key: тот же возврат, в его текущем статусе; failed, если баланс его отклонил после первого ответа) */
             202: {
                 headers: {
                     /** @description true: это сохранённый первый ответ на запрос с тем же Idempotency-Key, отправленный снова (запрос не выполнялся повторно) */
