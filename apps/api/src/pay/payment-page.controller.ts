@@ -12,7 +12,7 @@ import { findInvoice } from '#payments/invoices';
 import type { EventStore } from '#event-store';
 import { EVENT_STORE } from '#payments';
 import { RecordPaymentResult } from '../invoices/record-payment-result/record-payment-result.handler';
-import { bodyCutOff, isRouteMiss, toApiError } from '../http/errors/error.filter';
+import { bodyCutOff, isRouteMiss, MAYBE_WRITTEN_MARK, toApiError } from '../http/errors/error.filter';
 import { CLOCK_TOKEN, PAGE_FORM_TOKENS, PUBLIC_URL } from '../http/tokens';
 import type { PublicUrl } from '../http/tokens';
 import { FORM_TOKEN_FIELD, fromGatewayItself } from './page-form-token';
@@ -51,7 +51,7 @@ class PageError extends Error {
 const backHrefOf = (id: unknown): string | null => (isUuid(id) ? `/pay/${id.toLowerCase()}` : null);
 
 /** What the buyer reads for a refusal of the invoice service (its own messages are for logs, not buyers). */
-function buyerError(status: number, code: string, backHref: string | null) {
+function buyerError(status: number, code: string, backHref: string | null, maybeDone = false) {
   if (status === 409) {
     return { title: 'Действие недоступно', message: 'Счёт уже оплачен, отклонён или закрыт, либо срок его оплаты истёк.', backHref };
   }
@@ -64,6 +64,14 @@ function buyerError(status: number, code: string, backHref: string | null) {
   }
   if (code === 'method_unavailable') return { title: 'Способ оплаты недоступен', message: 'Этот способ оплаты нельзя выбрать для этого счёта.', backHref };
   if (status < 500) return { title: 'Некорректный запрос', message: 'Запрос не удалось выполнить. Вернитесь к счёту и попробуйте ещё раз.', backHref };
+  if (maybeDone) {
+    // The marked 503 (MAYBE_WRITTEN_MARK): the choice or payment may be recorded; the invoice page shows whether.
+    return {
+      title: 'Не удалось подтвердить действие',
+      message: 'Связь с сервисом прервалась, и действие могло быть записано. Откройте страницу счёта заново и проверьте его статус, прежде чем нажимать снова.',
+      backHref,
+    };
+  }
   return { title: 'Что-то пошло не так', message: 'Сервис временно не смог обработать запрос. Попробуйте обновить страницу через минуту.', backHref };
 }
 
@@ -99,7 +107,8 @@ export class PaymentPageErrorFilter implements ExceptionFilter {
     const backHref = backHrefOf((request.params as { id?: unknown } | undefined)?.id);
     // The error's own headers too: a 503's Retry-After (a database outage) as on every other route.
     for (const [name, value] of Object.entries(error.headers)) void reply.header(name, value);
-    void sendHtml(reply, error.status, renderErrorPage(buyerError(error.status, error.code, backHref)));
+    const maybeDone = error.status === 503 && error.message.includes(MAYBE_WRITTEN_MARK);
+    void sendHtml(reply, error.status, renderErrorPage(buyerError(error.status, error.code, backHref, maybeDone)));
   }
 }
 
@@ -260,7 +269,8 @@ export class PaymentPageController {
       await this.commands.execute(new RecordPaymentResult(created.invoiceId, outcome, outcome === 'paid' ? invoice.method : null, now));
     } catch (error) {
       // Clicks at once (two tabs, a retried request): another one recorded this outcome first; answer as it was answered.
-      if ((await this.find(id)).status === outcome) return redirect(reply, afterPayment(created, outcome));
+      // A read that fails too (the database still away) does not replace the write's own error: its outcome may be unknown.
+      if ((await this.find(id).catch(() => null))?.status === outcome) return redirect(reply, afterPayment(created, outcome));
       throw error;
     }
     return redirect(reply, afterPayment(created, outcome));
