@@ -8,7 +8,8 @@
  * its commit stand). The setting is reset after each case.
  *
  * - A write that can look whether it happened answers what it made: key rotation (the
- *   new pair's row), account creation (the new id's row), the clock (the stored offset).
+ *   new pair's row), account creation (the new id's row), a payout detail (its row), the
+ *   clock (the stored offset).
  * - One that cannot (PATCH) answers 503 with the marked message: the change may have
  *   been made, check before repeating (not "nothing was done").
  *
@@ -134,6 +135,17 @@ describe('an operator write whose commit answer is lost', () => {
     );
     expectStatus(reply, 201);
     expect(await rows('SELECT id FROM accounts WHERE name = $1', [name])).toEqual([{ id: reply.body.id }]);
+  });
+
+  // It answered the marked 503 telling the operator to check "with a GET", and no operator GET of a detail exists.
+  it('a payout detail whose answer was lost is answered as found (200, as adding it again is), and there is one', async () => {
+    const account = await operator.createAccount();
+    const reply = await withCommitAnswerLost(
+      async (_pid, query) => /INSERT INTO payout_addresses/.test(query),
+      () => operator.http.post(`/admin/v1/accounts/${account}/payout-addresses`, { method: 'sbp', account: '+79001112233' }),
+    );
+    expectStatus(reply, 200);
+    expect(await rows('SELECT id::int FROM payout_addresses WHERE account_id = $1', [account])).toEqual([{ id: reply.body.id }]);
   });
 
   it('the clock advance answers 200 when the move committed, and moved once', async () => {

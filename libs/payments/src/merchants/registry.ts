@@ -3,7 +3,7 @@ import type { CustomTypesConfig, Pool } from 'pg';
 import { types } from 'pg';
 import { parseTimestamptz } from '#event-store/postgres';
 import { countRequestInWindow, PollMarkRequest, PollMarkResult, rateWindowOf, takePollMark } from '../access/access-control';
-import { inTransaction, OneTurnBatches, outcomeOf, preparedStatement, writeStatement } from '#platform/database';
+import { inTransaction, OneTurnBatches, outcomeOf, preparedStatement, writeStatement, WriteOutcomeUnknownError } from '#platform/database';
 import { MethodOverrides, projectMethods, MethodTerms } from '#domain';
 import type { Mode } from '#domain';
 import { SecretBox } from '#platform/secrets';
@@ -251,14 +251,18 @@ export class Registry {
   async createAccount(name: string, email: string, now: Date): Promise<Account> {
     const id = randomUUID();
     const account = { id, name, email, createdAt: now };
-    // Its answer lost: the new id's row tells whether it was written.
+    // Its answer lost: the new id's row tells whether it was written. Not even that: its id was never told, and no
+    // operator route lists accounts; the console's list does.
     return outcomeOf(
       async () => {
         await writeStatement(this.pool, INSERT_ACCOUNT, [id, name, email, now]);
         return account;
       },
       async () => ((await this.pool.query('SELECT 1 FROM accounts WHERE id = $1', [id])).rowCount === 1 ? account : null),
-    );
+    ).catch((error: unknown) => {
+      if (error instanceof WriteOutcomeUnknownError) error.howToCheck = `список мерчантов в консоли (/admin): есть ли там «${name}», созданный сейчас`;
+      throw error;
+    });
   }
 
   /**

@@ -80,13 +80,27 @@ export class PayoutAddresses {
   ): Promise<{ address: PayoutAddress; created: boolean; differs: boolean }> {
     const account = canonicalPayoutAccount(detail.method, detail.account);
     if (account === null) throw new RangeError('not a payout account of this method');
-    const inserted = await writeStatement<Row>(
-      this.pool,
-      `INSERT INTO payout_addresses (account_id, method, account, bank, label, status, created_at)
-       VALUES ($1, $2, $3, $4, $5, 'unconfirmed', $6) ON CONFLICT (account_id, method, account) DO NOTHING RETURNING *`,
-      [accountId, detail.method, account, detail.bank, detail.label, now],
+    // Its answer lost: the detail looked up, and answered as found (as adding it again is).
+    const inserted = await outcomeOf<{ row: Row | null }>(
+      async () => {
+        const written = await writeStatement<Row>(
+          this.pool,
+          `INSERT INTO payout_addresses (account_id, method, account, bank, label, status, created_at)
+           VALUES ($1, $2, $3, $4, $5, 'unconfirmed', $6) ON CONFLICT (account_id, method, account) DO NOTHING RETURNING *`,
+          [accountId, detail.method, account, detail.bank, detail.label, now],
+        );
+        return { row: written.rows[0] ?? null };
+      },
+      async () => {
+        const found = await this.pool.query('SELECT 1 FROM payout_addresses WHERE account_id = $1 AND method = $2 AND account = $3', [
+          accountId,
+          detail.method,
+          account,
+        ]);
+        return found.rowCount === 1 ? { row: null } : null;
+      },
     );
-    if (inserted.rows[0]) return { address: toAddress(inserted.rows[0]), created: true, differs: false };
+    if (inserted.row) return { address: toAddress(inserted.row), created: true, differs: false };
     const existing = await this.pool.query<Row>('SELECT * FROM payout_addresses WHERE account_id = $1 AND method = $2 AND account = $3', [
       accountId,
       detail.method,

@@ -232,6 +232,9 @@ export class WriteOutcomeUnknownError extends Error {
     super(`the outcome of a write is unknown: ${reasonOf(cause)}`, { cause });
     this.name = 'WriteOutcomeUnknownError';
   }
+
+  /** Where the one who asked for the write can see whether it was done, when not a GET of what it changes (the API's 503 says it). */
+  howToCheck: string | null = null;
 }
 
 /**

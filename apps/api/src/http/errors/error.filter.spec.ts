@@ -4,7 +4,11 @@
  * checked, a 503 that says the outcome is unknown and how to retry safely.
  */
 import { AppendOutcomeUnknownError, EventStoreUnavailableError } from '#event-store';
+import { randomBytes } from 'node:crypto';
+import type { Pool } from 'pg';
 import { WriteOutcomeUnknownError } from '#platform/database';
+import { fixedKeys, SecretBox } from '#platform/secrets';
+import { Registry } from '#payments/merchants';
 import { DueHoldsRaceError } from '#payments/ledger';
 import { toApiError } from './error.filter';
 
@@ -55,4 +59,19 @@ describe('toApiError: the store did not answer', () => {
     });
     expect(answer.message).not.toMatch(/Idempotency-Key/);
   });
+});
+
+// A new account's id was never told and no operator route lists accounts: "check with a GET" pointed nowhere.
+it('an account whose write and look-up both failed: the 503 names the console list to check, not a GET', async () => {
+  const lost = Object.assign(new Error('Connection terminated unexpectedly'), { code: '57P01' });
+  // The connection breaks during the INSERT; the look-up finds the database away too.
+  const client = { query: () => Promise.reject(lost), release: () => undefined };
+  const pool = { connect: async () => client, query: () => Promise.reject(lost) } as unknown as Pool;
+  const registry = new Registry(pool, new SecretBox(fixedKeys([randomBytes(32)])));
+  const error = await registry.createAccount('ООО Сомнение', 'doubt@example.com', new Date()).catch((e: unknown) => e);
+  expect(error).toBeInstanceOf(WriteOutcomeUnknownError);
+  const answer = toApiError(error);
+  expect(answer.status).toBe(503);
+  expect(answer.message).toContain('список мерчантов в консоли (/admin): есть ли там «ООО Сомнение»');
+  expect(answer.message).not.toContain('GET');
 });

@@ -235,7 +235,7 @@ export function toApiError(exception: unknown): ApiError {
     return new ApiError(
       503,
       'provider_unavailable',
-      `Связь с хранилищем прервалась во время записи, и проверить, ${MAYBE_WRITTEN_MARK}, не удалось: изменение могло быть сделано — прежде чем повторять запрос, проверьте чтением (GET того, что он меняет), сделано ли оно`,
+      `Связь с хранилищем прервалась во время записи, и проверить, ${MAYBE_WRITTEN_MARK}, не удалось: изменение могло быть сделано — прежде чем повторять запрос, проверьте, сделано ли оно: ${exception.howToCheck ?? 'GET того, что он меняет'}`,
       undefined,
       undefined,
       { 'Retry-After': '1' },
