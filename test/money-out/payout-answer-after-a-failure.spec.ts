@@ -141,3 +141,20 @@ it('a repeat that made the reservation and failed to record it answers the marke
   expect((await flow.load(910_004)).status).toBe('requested');
   await store.close();
 });
+
+it('a refusal whose recording may yet commit, the payout read requested, is the marked 503 too: never "pending"', async () => {
+  // The append's answer lost before it committed, and its server process not known to have ended: it may commit later.
+  class RefusalInDoubt extends PostgresEventStore {
+    override async appendToStream(streamName: string, events: readonly EventToAppend[], options: { expectedRevision?: ExpectedRevision } = {}) {
+      if (events.some((e) => e.type === 'PayoutRefused')) throw new AppendOutcomeUnknownError(streamName, { cause: connectionLost() });
+      return super.appendToStream(streamName, events, options);
+    }
+  }
+  const store = new RefusalInDoubt(db.pool);
+  const flow = flowOn(store, async () => ({ outcome: 'refused', refusal: 'too_many_pending' }));
+  const { payout, now } = await written(flow, 910_005);
+  const answer = await flow.answerOf(payout, now, 'answering').catch((error: unknown) => error);
+  expect(answer).toBeInstanceOf(AppendOutcomeUnknownError);
+  expect((await flow.load(910_005)).status).toBe('requested');
+  await store.close();
+});

@@ -103,8 +103,9 @@ export class PayoutFlow {
       const recorded = await this.load(payoutId).catch(() => null);
       if (recorded?.status === 'refused') throw REFUSALS[recorded.refusal]();
       if (recorded !== null && recorded.status !== 'none' && recorded.status !== 'requested') return recorded;
-      // Still requested, or unreadable after a refusal whose recording may have committed (then never shown).
-      if (by === 'finishing' || (recorded === null && error instanceof RefusalOutcomeUnknownError)) throw error;
+      // Still requested (or unreadable) after a refusal whose recording may yet commit (its server process not
+      // known to have ended): never shown then, so not "pending" but the marked 503.
+      if (by === 'finishing' || error instanceof RefusalOutcomeUnknownError) throw error;
       tellLeftToRecovery(this.observer, 'payout', String(payoutId), error);
       return written;
     }
