@@ -181,6 +181,30 @@ describe('the idempotency key store', () => {
     expect(await keys.admit({ ...r, fingerprint: 'another request' })).toMatchObject({ kind: 'run', takenOver: false });
   });
 
+  it("a release retried while the database hangs never holds up the renewal of a running request's lease", async () => {
+    let deletes: 'fail' | 'hang' = 'fail';
+    const textOf = (query: unknown) => (typeof query === 'string' ? query : (query as { text: string }).text);
+    const pool = {
+      query: (...args: Parameters<Pool['query']>) => {
+        if (!/^\s*DELETE/.test(textOf(args[0]))) return db.pool.query(...args);
+        return deletes === 'fail' ? Promise.reject(new Error('ECONNREFUSED')) : new Promise(() => undefined);
+      },
+    };
+    const store = new IdempotencyKeys(pool as unknown as Pool, clock, { leaseSeconds: 0.6, waitMs: 300 });
+    processes.push(store);
+    const released = keyed();
+    const first = await store.admit(released);
+    if (first.kind !== 'run') throw new Error('not run');
+    await expect(store.abandon(released, first.claim, true)).rejects.toThrow('ECONNREFUSED');
+    // The retried release now waits without end (a connection never given), while another request runs.
+    deletes = 'hang';
+    const running = keyed();
+    expect(await store.admit(running)).toMatchObject({ kind: 'run' });
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    // Its lease (0.6 s) renewed all along: a repeat waits for it and is told busy, never let in to run it a second time.
+    expect(await keys.admit(running)).toEqual({ kind: 'busy' });
+  });
+
   it('keys are per project and mode: another pair of the project gets the answer, and a takeover the first pair', async () => {
     const r = keyed();
     expect(await keys.admit(r)).toMatchObject({ kind: 'run', keyId: r.keyId });

@@ -53,6 +53,13 @@ WHERE k.project_id = held.project_id AND k.mode = held.mode AND k.idempotency_ke
   AND k.state = 'started' AND k.claim = held.claim
 RETURNING k.claim::text AS claim`;
 
+/** The releases still to do, in one claim-guarded statement (a takeover's row has another claim, and stays). */
+const RELEASE_ALL = `
+DELETE FROM idempotency_keys k
+USING unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[]) AS released(project_id, mode, idempotency_key, claim)
+WHERE k.project_id = released.project_id AND k.mode = released.mode AND k.idempotency_key = released.idempotency_key
+  AND k.state = 'started' AND k.claim = released.claim`;
+
 const READ = `SELECT fingerprint, state, status, body FROM idempotency_keys WHERE project_id = $1 AND mode = $2 AND idempotency_key = $3`;
 
 const COMPLETE = `
@@ -98,6 +105,8 @@ export class IdempotencyKeys {
   /** The one timer renewing every held lease and retrying releases; null when there is neither. */
   private renewals: NodeJS.Timeout | null = null;
   private renewing = false;
+  private releasing = false;
+  private closed = false;
 
   constructor(
     private readonly pool: Pool,
@@ -158,6 +167,7 @@ export class IdempotencyKeys {
 
   /** Stops renewing every lease this process holds. */
   close(): void {
+    this.closed = true;
     this.unreleased.clear();
     for (const claim of [...this.held.keys()]) this.stopRenewing(claim);
     this.stopTimerIfIdle();
@@ -198,6 +208,7 @@ export class IdempotencyKeys {
       await this.release(request, claim);
     } catch (error) {
       // Kept to be released at the next ticks (the lease ends on its own meanwhile).
+      if (this.closed) throw error;
       this.unreleased.set(claim, request);
       if (this.unreleased.size > 10_000) this.unreleased.delete(this.unreleased.keys().next().value!);
       this.tick();
@@ -228,49 +239,65 @@ export class IdempotencyKeys {
 
   /** Starts the one timer if it is not running. */
   private tick(): void {
-    if (this.renewals !== null) return;
+    if (this.renewals !== null || this.closed) return;
     this.renewals = setInterval(() => void this.renewHeld(), (this.timing.leaseSeconds * 1000) / 3);
     this.renewals.unref();
   }
 
   private async renewHeld(): Promise<void> {
+    // Beside the renewals, never before them: a release waiting for a connection must not hold a lease up.
+    void this.retryReleases();
     if (this.renewing) return;
     this.renewing = true;
     try {
-      await this.retryReleases();
-      const now = performance.now();
-      for (const [claim, { until }] of this.held) if (now > until) this.stopRenewing(claim);
-      this.stopTimerIfIdle();
-      const held = [...this.held];
-      if (held.length === 0) return;
-      const renewed = await this.pool.query<{ claim: string }>(
-        preparedStatement(RENEW, [
-          held.map(([, h]) => h.request.projectId),
-          held.map(([, h]) => h.request.mode),
-          held.map(([, h]) => h.request.key),
-          held.map(([claim]) => claim),
-          this.timing.leaseSeconds,
-        ]),
-      );
-      const still = new Set(renewed.rows.map((r) => r.claim));
-      for (const [claim] of held) if (!still.has(claim)) this.stopRenewing(claim);
+      await this.renewLeases();
     } catch {
       // Tried again at the next tick.
     } finally {
       this.renewing = false;
     }
+    this.stopTimerIfIdle();
   }
 
-  /** The releases not done yet, in order, until one fails (the database still away). */
+  private async renewLeases(): Promise<void> {
+    const now = performance.now();
+    for (const [claim, { until }] of this.held) if (now > until) this.stopRenewing(claim);
+    const held = [...this.held];
+    if (held.length === 0) return;
+    const renewed = await this.pool.query<{ claim: string }>(
+      preparedStatement(RENEW, [
+        held.map(([, h]) => h.request.projectId),
+        held.map(([, h]) => h.request.mode),
+        held.map(([, h]) => h.request.key),
+        held.map(([claim]) => claim),
+        this.timing.leaseSeconds,
+      ]),
+    );
+    const still = new Set(renewed.rows.map((r) => r.claim));
+    for (const [claim] of held) if (!still.has(claim)) this.stopRenewing(claim);
+  }
+
+  /** The releases not done yet, together; kept for the next tick should the database still be away. */
   private async retryReleases(): Promise<void> {
-    for (const [claim, request] of this.unreleased) {
-      try {
-        await this.release(request, claim);
-      } catch {
-        return;
-      }
-      this.unreleased.delete(claim);
+    const released = [...this.unreleased];
+    if (released.length === 0 || this.releasing) return;
+    this.releasing = true;
+    try {
+      await this.pool.query(
+        preparedStatement(RELEASE_ALL, [
+          released.map(([, r]) => r.projectId),
+          released.map(([, r]) => r.mode),
+          released.map(([, r]) => r.key),
+          released.map(([claim]) => claim),
+        ]),
+      );
+      for (const [claim] of released) this.unreleased.delete(claim);
+    } catch {
+      // Tried again at the next tick.
+    } finally {
+      this.releasing = false;
     }
+    this.stopTimerIfIdle();
   }
 
   /** Forgets keys older than the retention, at most once a minute (gateway clock) per process. */
