@@ -14,6 +14,7 @@ import type { Project } from '#payments/merchants';
 import { RefundFlow } from '#payments/refunds';
 import { RefundInvoice, RefundInvoiceHandler } from '../../apps/api/src/refunds/refund-invoice/refund-invoice.handler';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { MAYBE_WRITTEN_MARK, toApiError, wroteNothing } from '../../apps/api/src/http/errors/error.filter';
 
 const connectionLost = () => Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' });
 
@@ -42,16 +43,15 @@ afterAll(async () => {
   await db?.drop();
 });
 
-it('a refusal whose recording may have committed, the invoice unreadable after, is the marked 503: never "pending"', async () => {
-  const store = new RefusalAnswerLostDatabaseAway(db.pool);
-  // A ledger whose available balance is short of the refund: it refuses the reservation.
-  const ledgers = {
-    post: async () => ({}),
-    releaseDueHolds: async () => 0,
-    reserve: async () => ({ outcome: 'refused', refusal: 'insufficient_balance' }),
-  } as unknown as LedgerBook;
-  const handler = new RefundInvoiceHandler(store, new RefundFlow(store, ledgers, 60, db.pool));
+/** A ledger whose available balance is short of any refund: it refuses the reservation. */
+const refusingLedger = {
+  post: async () => ({}),
+  releaseDueHolds: async () => 0,
+  reserve: async () => ({ outcome: 'refused', refusal: 'insufficient_balance' }),
+} as unknown as LedgerBook;
 
+/** A paid invoice of 1000.00 of a new project, in `store`. */
+async function paidInvoice(store: PostgresEventStore): Promise<{ invoiceId: string; project: Project; at: Date }> {
   const invoiceId = randomUUID();
   const project = { id: randomUUID(), accountId: randomUUID() } as Project;
   const at = new Date();
@@ -77,7 +77,13 @@ it('a refusal whose recording may have committed, the invoice unreadable after, 
     invoiceStreamName(invoiceId),
     events.map((e) => ({ id: randomUUID(), type: e.type, data: e.data as never })),
   );
+  return { invoiceId, project, at };
+}
 
+it('a refusal whose recording may have committed, the invoice unreadable after, is the marked 503: never "pending"', async () => {
+  const store = new RefusalAnswerLostDatabaseAway(db.pool);
+  const handler = new RefundInvoiceHandler(store, new RefundFlow(store, refusingLedger, 60, db.pool));
+  const { invoiceId, project, at } = await paidInvoice(store);
   const keyed = { keyId: randomUUID(), projectId: project.id, mode: 'live' as const, key: 'K', fingerprint: 'f' };
   const refund = () => handler.execute(new RefundInvoice(project, 'live', invoiceId, 50_000, at, keyed));
   const answer = await refund().catch((error: unknown) => error);
@@ -85,5 +91,34 @@ it('a refusal whose recording may have committed, the invoice unreadable after, 
   // The database back, the retry under the same key reads the refusal: 422, as the first run would have said.
   store.away = false;
   await expect(refund()).rejects.toMatchObject({ code: 'insufficient_balance' });
+  await store.close();
+});
+
+// The operator's refund fail (RefundFlow.finished) of a refund granted only: the ledger refuses, the invoice takes the
+// amount back (visible: a new refund can take it), then the refund's own stream fails. It answered "nothing written".
+it('finishing a refused refund whose last step fails after the invoice took the amount back: the marked 503', async () => {
+  class RefundStreamAway extends PostgresEventStore {
+    override async appendToStream(streamName: string, events: readonly EventToAppend[], options: { expectedRevision?: ExpectedRevision } = {}) {
+      if (streamName.startsWith('refund-')) throw connectionLost();
+      return super.appendToStream(streamName, events, options);
+    }
+  }
+  const store = new RefundStreamAway(db.pool);
+  const flow = new RefundFlow(store, refusingLedger, 60, db.pool);
+  const { invoiceId, at } = await paidInvoice(store);
+  const refundId = 'rf_' + 'a'.repeat(24);
+  await store.appendToStream(invoiceStreamName(invoiceId), [
+    {
+      id: randomUUID(),
+      type: 'InvoiceRefundRequested',
+      data: { invoiceId, refundId, projectId: randomUUID(), accountId: randomUUID(), mode: 'live', amount: 50_000, at: at.toISOString() },
+    },
+  ]);
+  const answer = await flow.advance(invoiceId, refundId, at, 'finishing').catch((error: unknown) => error);
+  expect(wroteNothing(answer)).toBe(false);
+  expect(toApiError(answer)).toMatchObject({ status: 503, message: expect.stringContaining(MAYBE_WRITTEN_MARK) });
+  expect(toApiError(answer).message).toContain('Отказ баланса записан');
+  const released = (await store.readStream(invoiceStreamName(invoiceId))).filter((e) => e.type === 'InvoiceRefundReleased');
+  expect(released.map((e) => e.data.reason)).toEqual(['failed']);
   await store.close();
 });

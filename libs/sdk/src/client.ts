@@ -721,7 +721,7 @@ function keyStillRunning(status: number, code: string): boolean {
 /**
  * A 503 whose write may have been done: the gateway marks it (and nginx's for a write a
  * replica got) only in its message, with MAYBE_WRITTEN_MARK (docs/api.md, "What is safe to
- * retry"); its unmarked 503s, "ничего не записано" among them, wrote nothing.
+ * retry"); its unmarked 503s wrote nothing.
  */
 function markedMaybeWritten(status: number, message: string): boolean {
   return status === 503 && message.includes(MAYBE_WRITTEN_MARK);

@@ -37,38 +37,41 @@ export class RefusalOutcomeUnknownError extends AppendOutcomeUnknownError {
 
 /**
  * A driver that finishes a flow for someone else (a repeat by orderId or key, a GET, an
- * operator's step) made the ledger's reservation, then the step recording it failed:
- * not "nothing written", since `available` already shows the money reserved. A marked
- * 503; the same request again continues from there (the reservation is made once).
+ * operator's step) got the ledger's decision written, then the next step failed: not
+ * "nothing written", since `available` already shows the money reserved (`reserved`), or
+ * the invoice already has a refused refund's amount back (`refused`). A marked 503; the
+ * same request again continues from there (each step is made once).
  */
 export class StepsCutShortError extends Error {
   constructor(
     readonly flow: 'refund' | 'payout',
     readonly id: string,
+    readonly done: 'reserved' | 'refused',
     options: { cause: unknown },
   ) {
-    super(`${flow} ${id}: reserved in the ledger, the step after it failed`, options);
+    super(`${flow} ${id}: ${done} in the ledger, the step after it failed`, options);
     this.name = 'StepsCutShortError';
   }
 }
 
 /**
- * The step after the ledger's decision, its failure as it is to be answered. Refused (the
+ * A step after the ledger's decision, its failure as it is to be answered. Refused (the
  * ledger moved nothing): for the request still to answer, an unknown outcome of recording
- * the refusal is RefusalOutcomeUnknownError. Reserved: for anyone finishing, a failure
- * that is neither a refusal nor an unknown outcome (marked already) is StepsCutShortError.
+ * the refusal is RefusalOutcomeUnknownError. For anyone finishing, once something visible
+ * is written (`done`: the reservation, or a refused refund's amount back on its invoice),
+ * a failure that is neither a refusal nor an unknown outcome (marked already) is StepsCutShortError.
  */
 export async function afterLedgerDecision<T>(
-  decision: { by: 'answering' | 'finishing'; refused: boolean; flow: 'refund' | 'payout'; id: string },
+  decision: { by: 'answering' | 'finishing'; refused: boolean; flow: 'refund' | 'payout'; id: string; done?: 'reserved' | 'refused' },
   step: Promise<T>,
 ): Promise<T> {
   try {
     return await step;
   } catch (error) {
     const { by, refused, flow, id } = decision;
-    if (refused) throw by === 'answering' && error instanceof AppendOutcomeUnknownError ? new RefusalOutcomeUnknownError(error) : error;
-    throw by === 'finishing' && !(error instanceof Refusal) && !(error instanceof AppendOutcomeUnknownError)
-      ? new StepsCutShortError(flow, id, { cause: error })
-      : error;
+    const done = decision.done ?? (refused ? null : 'reserved');
+    if (refused && by === 'answering' && error instanceof AppendOutcomeUnknownError) throw new RefusalOutcomeUnknownError(error);
+    const marked = error instanceof Refusal || error instanceof AppendOutcomeUnknownError;
+    throw by === 'finishing' && done !== null && !marked ? new StepsCutShortError(flow, id, done, { cause: error }) : error;
   }
 }

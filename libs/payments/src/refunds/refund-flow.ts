@@ -157,8 +157,12 @@ export class RefundFlow {
       if (!resolved.ok) throw resolved.failure;
       if (isPaid(resolved.state) && resolved.state.refunds.get(refundId)!.status === 'refused') throw insufficientBalance();
     }
-    // Failed on the invoice without a refund stream: the ledger refused a refund that may have been answered.
-    return this.run(refundId, { type: 'CreateUnfundedRefund', data, at: now.toISOString(), reason: 'insufficient_balance' });
+    // Failed on the invoice without a refund stream: the ledger refused a refund that may have been answered (its amount
+    // back in the invoice's remainder: visible, so a failure now is not "nothing written").
+    return afterLedgerDecision(
+      { by, refused: true, flow: 'refund', id: refundId, done: 'refused' },
+      this.run(refundId, { type: 'CreateUnfundedRefund', data, at: now.toISOString(), reason: 'insufficient_balance' }),
+    );
   }
 
   /**

@@ -253,11 +253,14 @@ export function toApiError(exception: unknown): ApiError {
     );
   }
   if (exception instanceof StepsCutShortError) {
-    // A repeat, a GET or an operator's step that finished someone's refund or payout: the reservation is made, its record not.
+    // A repeat, a GET or an operator's step that finished someone's refund or payout: the ledger's decision is recorded, the next step not.
+    const what = exception.flow === 'refund' ? 'возврат' : 'выплату';
+    const done =
+      exception.done === 'reserved' ? `Резерв средств под ${what} записан в балансе` : 'Отказ баланса записан (сумма возврата снова доступна в счёте)';
     return new ApiError(
       503,
       'provider_unavailable',
-      `Резерв средств под ${exception.flow === 'refund' ? 'возврат' : 'выплату'} записан в балансе, следующий шаг прервался (${MAYBE_WRITTEN_MARK} сверх резерва, неизвестно): повторите запрос — он продолжит с того же места, второго резерва не будет`,
+      `${done}, следующий шаг прервался (${MAYBE_WRITTEN_MARK} сверх того, неизвестно): повторите запрос — он продолжит с того же места, второй раз ничего не будет сделано`,
       undefined,
       undefined,
       { 'Retry-After': '1' },
@@ -280,11 +283,12 @@ export function toApiError(exception: unknown): ApiError {
   }
   if ((exception as { code?: unknown }).code === '57014') {
     // The statement timeout of the serving sessions (30 s) cancelled a query: its
-    // transaction rolled back, so nothing was written. An answer, not a 500.
+    // transaction rolled back. An answer, not a 500. (A step before it may have
+    // released due holds, as the hold-release worker would: not said "nothing written".)
     return new ApiError(
       503,
       'provider_unavailable',
-      'Запрос не уложился в отведённое время и был прерван, ничего не записано: повторите его позже (отчёт — за более короткий период)',
+      'Запрос не уложился в отведённое время и был прерван: повторите его позже (отчёт — за более короткий период)',
       undefined,
       undefined,
       { 'Retry-After': '1' },
