@@ -3,7 +3,7 @@ import type { CustomTypesConfig, Pool } from 'pg';
 import { types } from 'pg';
 import { parseTimestamptz } from '#event-store/postgres';
 import { countRequestInWindow, PollMarkRequest, PollMarkResult, rateWindowOf, takePollMark } from '../access/access-control';
-import { inTransaction, OneTurnBatches, outcomeOf, preparedStatement, writeStatement, WriteOutcomeUnknownError } from '#platform/database';
+import { inTransaction, OneTurnBatches, outcomeOf, preparedStatement, writeStatement } from '#platform/database';
 import { MethodOverrides, projectMethods, MethodTerms } from '#domain';
 import type { Mode } from '#domain';
 import { SecretBox } from '#platform/secrets';
@@ -259,10 +259,8 @@ export class Registry {
         return account;
       },
       async () => ((await this.pool.query('SELECT 1 FROM accounts WHERE id = $1', [id])).rowCount === 1 ? account : null),
-    ).catch((error: unknown) => {
-      if (error instanceof WriteOutcomeUnknownError) error.howToCheck = `список мерчантов в консоли (/admin): есть ли там «${name}», созданный сейчас`;
-      throw error;
-    });
+      `список мерчантов в консоли (/admin): есть ли там «${name}», созданный сейчас`,
+    );
   }
 
   /**

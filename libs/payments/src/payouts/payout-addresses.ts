@@ -99,6 +99,7 @@ export class PayoutAddresses {
         ]);
         return found.rowCount === 1 ? { row: null } : null;
       },
+      'повторите запрос: добавление того же реквизита ответит им же',
     );
     if (inserted.row) return { address: toAddress(inserted.row), created: true, differs: false };
     const existing = await this.pool.query<Row>('SELECT * FROM payout_addresses WHERE account_id = $1 AND method = $2 AND account = $3', [
@@ -125,6 +126,7 @@ export class PayoutAddresses {
         const found = await this.pool.query<Row>(`SELECT * FROM payout_addresses WHERE id = $1 AND status = 'confirmed'`, [id]);
         return found.rowCount === 0 ? null : found;
       },
+      'повторите запрос: подтверждение подтверждённого реквизита ответит им же',
     );
     return r.rows[0] ? toAddress(r.rows[0]) : null;
   }

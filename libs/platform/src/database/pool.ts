@@ -346,11 +346,13 @@ export async function writeStatement<R extends QueryResultRow = QueryResultRow>(
  * process not known to have ended (nothing found then proves nothing), or no answer
  * within LOOK_DEADLINE_MS: the write's WriteOutcomeUnknownError.
  */
-export async function outcomeOf<T>(write: () => Promise<T>, lookup: () => Promise<T | null>): Promise<T> {
+export async function outcomeOf<T>(write: () => Promise<T>, lookup: () => Promise<T | null>, howToCheck: string | null = null): Promise<T> {
   try {
     return await write();
   } catch (error) {
     if (!(error instanceof WriteOutcomeUnknownError)) throw error;
+    // Said by the 503 when the look cannot tell either.
+    error.howToCheck ??= howToCheck;
     const look = (async () => ({ final: await settled(error), found: await lookup() }))();
     // A server that does not answer (frozen) would hold each of the look's statements up to its bound: unknown sooner.
     let timer: NodeJS.Timeout | undefined;

@@ -4,11 +4,12 @@
  * checked, a 503 that says the outcome is unknown and how to retry safely.
  */
 import { AppendOutcomeUnknownError, EventStoreUnavailableError } from '#event-store';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import { WriteOutcomeUnknownError } from '#platform/database';
 import { fixedKeys, SecretBox } from '#platform/secrets';
 import { Registry } from '#payments/merchants';
+import { PayoutAddresses } from '#payments/payouts';
 import { DueHoldsRaceError } from '#payments/ledger';
 import { toApiError } from './error.filter';
 
@@ -61,17 +62,33 @@ describe('toApiError: the store did not answer', () => {
   });
 });
 
-// A new account's id was never told and no operator route lists accounts: "check with a GET" pointed nowhere.
-it('an account whose write and look-up both failed: the 503 names the console list to check, not a GET', async () => {
+// A write whose write and look-up both failed (the database away): where to check. A new account's id was never told
+// and no operator route lists accounts; a payout detail has no operator GET: "check with a GET" pointed nowhere.
+describe('the 503 of an operator write whose write and look-up both failed names where to check, not a GET', () => {
   const lost = Object.assign(new Error('Connection terminated unexpectedly'), { code: '57P01' });
-  // The connection breaks during the INSERT; the look-up finds the database away too.
+  // The connection breaks during the write; the look-up finds the database away too.
   const client = { query: () => Promise.reject(lost), release: () => undefined };
   const pool = { connect: async () => client, query: () => Promise.reject(lost) } as unknown as Pool;
-  const registry = new Registry(pool, new SecretBox(fixedKeys([randomBytes(32)])));
-  const error = await registry.createAccount('ООО Сомнение', 'doubt@example.com', new Date()).catch((e: unknown) => e);
-  expect(error).toBeInstanceOf(WriteOutcomeUnknownError);
-  const answer = toApiError(error);
-  expect(answer.status).toBe(503);
-  expect(answer.message).toContain('список мерчантов в консоли (/admin): есть ли там «ООО Сомнение»');
-  expect(answer.message).not.toContain('GET');
+  const answerOf = async (write: Promise<unknown>) => {
+    const error = await write.catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(WriteOutcomeUnknownError);
+    const answer = toApiError(error);
+    expect(answer.status).toBe(503);
+    expect(answer.message).not.toContain('GET');
+    return answer.message;
+  };
+
+  it('an account: the console list', async () => {
+    const registry = new Registry(pool, new SecretBox(fixedKeys([randomBytes(32)])));
+    expect(await answerOf(registry.createAccount('ООО Сомнение', 'doubt@example.com', new Date()))).toContain(
+      'список мерчантов в консоли (/admin): есть ли там «ООО Сомнение»',
+    );
+  });
+
+  it('a payout detail added or confirmed: repeat it, it answers the same detail', async () => {
+    const addresses = new PayoutAddresses(pool);
+    const detail = { method: 'sbp' as const, account: '+79001112233', bank: null, label: null };
+    expect(await answerOf(addresses.add(randomUUID(), detail, new Date()))).toContain('повторите запрос: добавление того же реквизита');
+    expect(await answerOf(addresses.confirm(7, new Date()))).toContain('повторите запрос: подтверждение');
+  });
 });
