@@ -92,6 +92,13 @@ export function invoiceRowView(row: InvoiceRow, publicUrl: string): InvoiceView 
   };
 }
 
+/** A row's Invoice at `at`: an open invoice past its expiresAt is expired (as invoiceView with `at` says), before the expiry worker records it. */
+export function invoiceRowViewAt(row: InvoiceRow, publicUrl: string, at: string): InvoiceView {
+  const view = invoiceRowView(row, publicUrl);
+  const open = row.status === 'created' || row.status === 'pending';
+  return open && Date.parse(at) >= Date.parse(row.expiresAt) ? { ...view, status: 'expired' } : view;
+}
+
 export function invoiceCreatedView(view: InvoiceView): InvoiceCreatedView {
   const { id, url, status, amount, feePct, feeAmount, customerFeePct, customerFeeShare, customerFeeAmount, payableAmount, netAmount, feePayer, expiresAt } =
     view;

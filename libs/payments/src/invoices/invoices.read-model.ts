@@ -183,6 +183,8 @@ export interface InvoiceListFilter {
   /** The id of the previous page's last invoice: its seq now, if it has one, stands for `before` (a rebuild renumbers). */
   readonly beforeId?: string | null;
   readonly limit: number;
+  /** With `status`: the status at this instant (an open invoice past its expiresAt is expired, as its GET says). */
+  readonly at?: Date;
 }
 
 /** A page of a list read from a read model: its items, whether more follow, and the seq to continue below. */
@@ -195,6 +197,8 @@ export interface ReadModelPage<T> {
 
 export type InvoicePage = ReadModelPage<InvoiceRow>;
 
+const OPEN: readonly InvoiceStatus[] = ['created', 'pending'];
+
 /** A page of the invoices table, newest first (order of arrival). */
 export async function listInvoices(pool: Pick<Pool, 'query'>, filter: InvoiceListFilter): Promise<InvoicePage> {
   const where = ['project_id = $1', 'mode = $2'];
@@ -204,7 +208,12 @@ export async function listInvoices(pool: Pick<Pool, 'query'>, filter: InvoiceLis
     where.push(sql.replace('?', `$${params.length}`));
   };
   if (filter.orderId !== undefined) add('order_id = ?', filter.orderId);
-  if (filter.status !== undefined) add('status = ?', filter.status);
+  if (filter.status !== undefined && filter.at !== undefined && OPEN.includes(filter.status)) {
+    add('status = ?', filter.status);
+    add('expires_at > ?', filter.at);
+  } else if (filter.status === 'expired' && filter.at !== undefined) {
+    add(`(status = 'expired' OR (status IN ('created', 'pending') AND expires_at <= ?))`, filter.at);
+  } else if (filter.status !== undefined) add('status = ?', filter.status);
   if (filter.from !== undefined) add('created_at >= ?', filter.from);
   if (filter.to !== undefined) add('created_at < ?', filter.to);
   if (filter.before !== null) {
