@@ -6,11 +6,14 @@
  * - By orderId (0 or 1 item) it is a lookup: it read only the read model and answered
  *   no item for an invoice just answered 201, which a client takes for "no such order".
  *   It reads the invoice's stream now, as GET /invoices/{id} does (review 89 M1).
+ * - A period that has ended was listed at once, without an invoice of it the read model
+ *   lacked; reaching it later, above the pages read, the invoice was skipped for good.
+ *   It is listed once final, as the balance transactions are (review 89 M2).
  * - An open invoice past its expiresAt was listed (and filtered) created or pending
  *   until the expiry worker, in the projector, recorded it; its GET already said expired
  *   (review 89 L1).
  *
- * CLOCK=manual: the second case moves the clock past an invoice's expiresAt.
+ * CLOCK=manual: the cases move the clock past a period's end and an invoice's expiresAt.
  */
 import { expectStatus, InvoiceGateway, orderId, poll, startInvoiceGateway } from '../support/merchant-fixtures';
 import { PROJECTOR_PUBLIC_URL, startProcess } from '../support/gateway-process';
@@ -48,6 +51,33 @@ describe('the invoice list while its read model trails', () => {
     expect((await m.live.get(`/v1/invoices?orderId=${q(order)}`)).body.items).toEqual([]);
     const other = await gw.operator.merchant();
     expect((await other.test.get(`/v1/invoices?orderId=${q(order)}`)).body.items).toEqual([]);
+  });
+
+  it('a period that has ended is listed once final: until the read model has every invoice of it, 503 and Retry-After', async () => {
+    const m = await gw.operator.merchant();
+    const created = await m.test.post('/v1/invoices', { amount: '100.00', orderId: orderId('in-period') });
+    expectStatus(created, 201);
+    await gw.operator.advance(60);
+    const to = new Date(Date.parse(created.body.createdAt) + 1_000).toISOString();
+    // The period has ended, the invoice is not in the read model (no projector runs): a page of it would skip it for good.
+    const early = await m.test.get(`/v1/invoices?to=${q(to)}`);
+    expect({ status: early.status, code: early.body.error?.code, retryAfter: early.headers.get('retry-after') }).toEqual({
+      status: 503,
+      code: 'provider_unavailable',
+      retryAfter: '1',
+    });
+    const projector = startProcess('projector', { DATABASE_URL: gw.db.url, PUBLIC_URL: PROJECTOR_PUBLIC_URL, CLOCK: 'manual' });
+    try {
+      const listed = await poll(
+        () => m.test.get(`/v1/invoices?to=${q(to)}`),
+        (r) => r.status === 200,
+        'the period final',
+        60_000,
+      );
+      expect(listed.body.items.map((i: { id: string }) => i.id)).toEqual([created.body.id]);
+    } finally {
+      await projector.kill();
+    }
   });
 
   it('an open invoice past its expiresAt is listed expired, and filtered so, before the expiry worker records it', async () => {

@@ -34,6 +34,7 @@ const { ledger, invoices, refunds, payouts } = REPORTED_READ_MODELS;
 export const FOLLOWED = {
   log: [],
   ledger: [ledger],
+  invoices: [invoices],
   flows: [ledger, invoices, refunds, payouts],
 } as const satisfies Record<string, readonly Follower[]>;
 
