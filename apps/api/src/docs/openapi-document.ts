@@ -911,7 +911,7 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
         parameters: [{ ...invoiceIdParam, description: 'Идентификатор возвращаемого счёта' }, idempotencyKeyParam],
         requestBody: { required: false, content: jsonBody(ref('RefundInvoiceRequest')) },
         responses: {
-          '202': okKeyed('Возврат принят, статус pending (повтор с тем же Idempotency-Key: тот же возврат, в его текущем статусе; failed, если баланс его отклонил после первого ответа)', ref('Refund')),
+          '202': okKeyed('Возврат принят, статус pending (повтор с тем же Idempotency-Key: первый ответ; если он не был сохранён (5xx), тот же возврат в его текущем статусе: failed, если баланс его отклонил)', ref('Refund')),
           '400': VALIDATION,
           '413': PAYLOAD_TOO_LARGE,
           '415': UNSUPPORTED_MEDIA_TYPE,
