@@ -182,11 +182,11 @@ describe('the idempotency key store', () => {
   });
 
   it("a release retried while the database hangs never holds up the renewal of a running request's lease", async () => {
-    let deletes: 'fail' | 'hang' = 'fail';
+    let deletes: 'pass' | 'fail' | 'hang' = 'pass';
     const textOf = (query: unknown) => (typeof query === 'string' ? query : (query as { text: string }).text);
     const pool = {
       query: (...args: Parameters<Pool['query']>) => {
-        if (!/^\s*DELETE/.test(textOf(args[0]))) return db.pool.query(...args);
+        if (deletes === 'pass' || !/^\s*DELETE/.test(textOf(args[0]))) return db.pool.query(...args);
         return deletes === 'fail' ? Promise.reject(new Error('ECONNREFUSED')) : new Promise(() => undefined);
       },
     };
@@ -195,6 +195,7 @@ describe('the idempotency key store', () => {
     const released = keyed();
     const first = await store.admit(released);
     if (first.kind !== 'run') throw new Error('not run');
+    deletes = 'fail';
     await expect(store.abandon(released, first.claim, true)).rejects.toThrow('ECONNREFUSED');
     // The retried release now waits without end (a connection never given), while another request runs.
     deletes = 'hang';
