@@ -24,6 +24,7 @@ import { ResolveAll, WebhookDispatcher, WebhookHttpClient } from '#payments/webh
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { webhookProject } from '../support/webhook-project';
 import { queued } from '../support/webhook-queue';
+import { poll } from '../support/merchant-fixtures';
 
 /** A receiver that counts connections, requests, and requests being answered at once; answers 200 after `delayMs` (never when negative). */
 interface CountingReceiver {
@@ -376,6 +377,35 @@ describe('the address guard with pooled connections (a rule and a resolver of th
       expect(attempt.error).toMatch(/refused: shop\.test resolves to 127\.0\.0\.2, which is not a globally routable address \(test rule\)/);
       expect({ requests: refused.requests, connections: refused.connections }).toEqual(before);
       expect(client.connectionsOpened).toBe(0);
+    } finally {
+      await client.close();
+    }
+  });
+
+  // The check's lookup ran before the attempt's timer: a name server that did not answer stretched the attempt past its
+  // 15 s lease, and the delivery was claimed and sent again after the receiver had answered 2xx.
+  it('a name that takes longer than the attempt’s limit to resolve ends the attempt at that limit: nothing is sent', async () => {
+    let resolved = 0;
+    const slowResolve: ResolveAll = (hostname, callback) =>
+      setTimeout(() => {
+        resolved++;
+        resolveAll(hostname, callback);
+      }, 1_500);
+    const client = new WebhookHttpClient({ allowPrivateNetworks: false, resolveAll: slowResolve, addressRefusal: rule, timeoutMs: 500 });
+    try {
+      answer = ['127.0.0.1'];
+      const before = allowed.requests;
+      const attempt = await post(client);
+      expect(attempt).toMatchObject({ statusCode: null, body: null, error: 'no reply within 0.5 s (the host name did not resolve in time)' });
+      // Ended before the name resolved; once it has, nothing is sent for that attempt.
+      expect(resolved).toBe(0);
+      await poll(
+        async () => resolved,
+        (n) => n === 1,
+        'the slow lookup answered',
+      );
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(allowed.requests).toBe(before);
     } finally {
       await client.close();
     }

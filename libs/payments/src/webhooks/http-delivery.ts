@@ -161,9 +161,17 @@ export class WebhookHttpClient implements WebhookPoster {
     if (typeof target === 'string') return Promise.resolve(attemptResult(started, null, null, target));
     // Without a refusal rule (private networks allowed) nothing is awaited before the request.
     if (this.refusal === null) return this.exchange(target, body, headers, started);
-    return this.hostRefusal(target.host).then((refused) =>
-      refused ? attemptResult(started, null, null, refused) : this.exchange(target, body, headers, started),
-    );
+    // The check's lookup counts in the attempt's limit, as the connection's does: a name server that does not answer
+    // must not stretch an attempt past its lease (the delivery would be claimed and sent again).
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<string>((resolve) => {
+      timer = setTimeout(() => resolve(`no reply within ${this.timeoutMs / 1000} s (the host name did not resolve in time)`), this.timeoutMs);
+    });
+    return Promise.race([this.hostRefusal(target.host).then((refused) => ({ refused })), late.then((error) => ({ error }))]).then((checked) => {
+      clearTimeout(timer);
+      if ('error' in checked) return attemptResult(started, null, null, checked.error);
+      return checked.refused ? attemptResult(started, null, null, checked.refused) : this.exchange(target, body, headers, started);
+    });
   }
 
   /** The request and its reply (the guard has let the attempt through). */
@@ -188,12 +196,16 @@ export class WebhookHttpClient implements WebhookPoster {
         // so it runs right after undici's, in the same check phase, not a turn later.
         queueMicrotask(() => setImmediate(resolve, result));
       };
-      const timer = setTimeout(() => {
-        // A status that came in time is the receiver's answer (spec: a 2xx within 10 seconds); its body is kept as far as it came.
-        const late = `${this.timeoutMs / 1000} s`;
-        finish(statusCode === null ? done(null, null, `no reply within ${late}`) : done(statusCode, kept(), `the reply's body did not end within ${late}`));
-        controller?.abort(new Error('the attempt took too long'));
-      }, this.timeoutMs);
+      const timer = setTimeout(
+        () => {
+          // A status that came in time is the receiver's answer (spec: a 2xx within 10 seconds); its body is kept as far as it came.
+          const late = `${this.timeoutMs / 1000} s`;
+          finish(statusCode === null ? done(null, null, `no reply within ${late}`) : done(statusCode, kept(), `the reply's body did not end within ${late}`));
+          controller?.abort(new Error('the attempt took too long'));
+        },
+        // What is left of the attempt's limit after the host name's check.
+        Math.max(0, this.timeoutMs - (performance.now() - started)),
+      );
       const request: Dispatcher.DispatchOptions = {
         origin: target.origin,
         path: target.path,
