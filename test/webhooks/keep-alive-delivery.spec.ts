@@ -19,7 +19,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { SystemClock } from '#platform/clock';
 import { fixedKeys, SecretBox } from '#platform/secrets';
-import { Registry } from '#payments/merchants';
+import { Registry, UnopenableWebhookSecretError } from '#payments/merchants';
 import { ResolveAll, WebhookDispatcher, WebhookHttpClient } from '#payments/webhooks';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { webhookProject } from '../support/webhook-project';
@@ -110,6 +110,39 @@ describe('the webhook dispatcher over keep-alive connections (real PostgreSQL, r
     }
     await dispatcher.stop();
   }
+
+  // A dispatcher whose key file is stale (a key rotation not copied to it) recorded a failed attempt per claim: every
+  // delivery spent its 7 attempts and the merchant's healthy endpoint was disabled after 3 days.
+  it('a delivery it cannot sign (the secret does not open with its key) is not attempted nor charged; one that can sends it', async () => {
+    const receiver = await countingReceiver();
+    try {
+      await enqueue(receiver.url, 3);
+      const stale = new Registry(db.pool, new SecretBox(fixedKeys([randomBytes(32)])));
+      const errors: Error[] = [];
+      const options = { concurrency: 4, allowPrivateNetworks: true, leaseSeconds: 1 };
+      const unsigned = new WebhookDispatcher(db.pool, stale, clock, options);
+      unsigned.onError = (error) => errors.push(error);
+      unsigned.start();
+      await poll(
+        async () => errors.length,
+        (n) => n >= 6,
+        'every delivery claimed twice and not signed',
+      );
+      await unsigned.stop();
+      expect(errors[0]).toBeInstanceOf(UnopenableWebhookSecretError);
+      const charged = await db.pool.query(
+        `SELECT d.attempts_made, (SELECT count(*)::int FROM webhook_attempts a WHERE a.delivery_id = d.id) AS recorded
+           FROM webhook_deliveries d WHERE d.url = $1`,
+        [receiver.url],
+      );
+      expect(charged.rows).toEqual(Array.from({ length: 3 }, () => ({ attempts_made: 0, recorded: 0 })));
+      expect(receiver.requests).toBe(0);
+      await deliverAll(new WebhookDispatcher(db.pool, registry, clock, options), [receiver.url], 3);
+      expect(receiver.requests).toBe(3);
+    } finally {
+      await receiver.close();
+    }
+  });
 
   it('reuses its connections: 300 deliveries to one receiver over a handful of connections', async () => {
     const receiver = await countingReceiver();

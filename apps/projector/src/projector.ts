@@ -18,6 +18,7 @@ import { completeDueRefunds } from '#payments/refunds';
 import { recoverHalfDoneFlows } from '#payments/flows';
 import { disableFailingEndpoints, ENDPOINT_FAILING_DAYS, sweepRetention } from '#payments/webhooks';
 import { WorkerItems } from '#payments/flows';
+import { UnopenableWebhookSecretError } from '#payments/merchants';
 import { WebhookDispatcher, webhookOutbox } from '#payments/webhooks';
 import { disabledWebhookEndpoints, GatewayMetrics, projectionLag, webhookQueueDepth } from '#payments/observability';
 
@@ -86,7 +87,17 @@ export class Projector {
     // The database away: told once per outage (and once a minute), not a stack every 100 ms.
     const outage = new DatabaseOutageLog(log, 'webhook dispatcher');
     dispatcher.onRound = () => outage.succeeded();
+    // A project whose secret does not open here: told once a minute per project, not at every claim of its deliveries.
+    const unsignable = new Map<string, number>();
     dispatcher.onError = (error) => {
+      if (error instanceof UnopenableWebhookSecretError) {
+        const last = unsignable.get(error.projectId) ?? -Infinity;
+        if (performance.now() - last < 60_000) return;
+        if (unsignable.size >= 1000) unsignable.clear();
+        unsignable.set(error.projectId, performance.now());
+        log.error({ err: error }, 'webhook dispatcher: a delivery cannot be signed here; nothing is sent or charged to the merchant until the secret opens');
+        return;
+      }
       if (outage.failed(error)) return;
       log.error(
         { err: error },

@@ -2,7 +2,7 @@ import type { Pool, PoolClient } from 'pg';
 import { inTransaction, preparedStatement, writeStatement } from '#platform/database';
 import type { Clock } from '#platform/clock';
 import { Refusal } from '#domain';
-import type { Registry } from '../merchants';
+import { type Registry, UnopenableWebhookSecretError } from '../merchants';
 import { AttemptResult, WebhookHttpClient, WebhookPoster } from './http-delivery';
 import {
   attemptOutcome,
@@ -817,6 +817,7 @@ export class WebhookDispatcher {
               'webhook-signature': standardWebhookSignature(d.event_id, unixSeconds, d.body, secret),
             });
     } catch (error) {
+      if (error instanceof UnopenableWebhookSecretError) return this.notSignable(d, error);
       attempt = Promise.reject(error as Error);
     }
     void attempt
@@ -849,6 +850,25 @@ export class WebhookDispatcher {
         )
           this.wake();
       });
+  }
+
+  /**
+   * A delivery this process cannot sign: its project's secret does not open with this
+   * process's key (a key file left stale by a key rotation, a sealed value altered). The
+   * gateway's fault, not the endpoint's: nothing is sent and no attempt recorded, so the
+   * merchant's retry schedule and the endpoint's health are not charged. Its lease runs
+   * out and it is claimed again (by a process that can open it, once the key is right).
+   */
+  private notSignable(d: ClaimedDelivery, error: Error): void {
+    this.inFlight--;
+    const left = (this.inFlightByUrl.get(d.url) ?? 1) - 1;
+    if (left > 0) this.inFlightByUrl.set(d.url, left);
+    else this.inFlightByUrl.delete(d.url);
+    this.held--;
+    this.onError?.(error);
+    this.notify();
+    // Not from here: the next of a batch of such deliveries would come back here, one stack frame deeper each.
+    setImmediate(() => this.startQueued());
   }
 
   /** Deliveries of a URL back to one slot beyond what it may now hold: given back, the latest first. */
