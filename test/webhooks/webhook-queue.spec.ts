@@ -16,7 +16,15 @@ import type { Pool } from 'pg';
 import { ManualClock } from '#platform/clock';
 import { fixedKeys, SecretBox } from '#platform/secrets';
 import { Registry } from '#payments/merchants';
-import { AttemptResult, resendDelivery, sweepWebhookHistory, WebhookAttemptOutcome, WebhookDispatcher, WebhookPoster } from '#payments/webhooks';
+import {
+  AttemptResult,
+  resendDelivery,
+  resendFailedDeliveries,
+  sweepWebhookHistory,
+  WebhookAttemptOutcome,
+  WebhookDispatcher,
+  WebhookPoster,
+} from '#payments/webhooks';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { webhookProject } from '../support/webhook-project';
 import { rehearsingPool } from '../support/rehearsing-pool';
@@ -163,6 +171,39 @@ describe('the resend', () => {
       { attempt: 1, superseded: false },
       { attempt: 2, superseded: false },
     ]);
+  });
+
+  // A resend went to the URL stored when the webhook was queued: after the merchant moved, up to 30 days of signed
+  // customer data to a host they left (whose domain may have changed hands).
+  it("goes to the project's URL now, not the one the delivery was first made for: one resent and the failed ones", async () => {
+    const [one, failed] = await enqueue(2);
+    await db.pool.query(`UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL WHERE id = $1`, [failed]);
+    await db.pool.query('DELETE FROM webhook_queue WHERE id = $1', [failed]);
+    await db.pool.query(`UPDATE projects SET webhook_url = 'https://moved.example/hooks' WHERE id = $1`, [projectId]);
+    try {
+      expect(await resendDelivery(db.pool, one!, clock.now())).toEqual({ id: one, nextAttemptAt: clock.now() });
+      expect(await resendFailedDeliveries(db.pool, projectId, clock.now())).toBe(1);
+      const urls = await db.pool.query(
+        `SELECT d.url AS delivery, q.url AS queued FROM webhook_deliveries d JOIN webhook_queue q ON q.id = d.id WHERE d.id = ANY($1::uuid[])`,
+        [[one, failed]],
+      );
+      expect(urls.rows).toEqual([
+        { delivery: 'https://moved.example/hooks', queued: 'https://moved.example/hooks' },
+        { delivery: 'https://moved.example/hooks', queued: 'https://moved.example/hooks' },
+      ]);
+      const posted: string[] = [];
+      const poster: WebhookPoster = {
+        post: async (url) => (posted.push(url), { statusCode: 200, body: 'ok', durationMs: 1, error: null }),
+        close: async () => undefined,
+      };
+      const d = new WebhookDispatcher(db.pool, registry, clock, { concurrency: 4, slowStart: false, allowPrivateNetworks: true, client: poster });
+      await d.tick();
+      await d.drain();
+      await d.stop();
+      expect(posted).toEqual(['https://moved.example/hooks', 'https://moved.example/hooks']);
+    } finally {
+      await db.pool.query(`UPDATE projects SET webhook_url = 'https://shop.example/hooks' WHERE id = $1`, [projectId]);
+    }
   });
 
   it('makes a leased pending delivery due now, its token dropped; an unknown delivery is null', async () => {

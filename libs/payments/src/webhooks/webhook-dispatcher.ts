@@ -1040,11 +1040,15 @@ export const endpointDisabled = (projectId: string): Refusal<'conflict'> =>
     `Адрес вебхуков проекта отключён после 3 дней отказов, и доставки на него не отправляются. Включите его (POST /admin/v1/projects/${projectId}/webhook-endpoint/enable или «Включить и отправить долг» в консоли): это отправит снова всё, что ему задолжали`,
   );
 
-/** A resend's deliveries (the CTE `delivery`) put back in the queue with a fresh schedule and no lease. */
+/**
+ * A resend's deliveries (the CTE `delivery`, addressed to the project's URL now: one the merchant left, whose
+ * domain may have changed hands since, gets no resent customer data) put back in the queue with a fresh schedule
+ * and no lease.
+ */
 const QUEUE_AGAIN = `INSERT INTO webhook_queue (id, seq, url, next_attempt_at, attempts_made, schedule_base)
   SELECT id, seq, url, next_attempt_at, attempts_made, attempts_made FROM delivery
   ON CONFLICT (id) DO UPDATE
-  SET next_attempt_at = excluded.next_attempt_at, attempts_made = excluded.attempts_made, schedule_base = excluded.schedule_base,
+  SET url = excluded.url, next_attempt_at = excluded.next_attempt_at, attempts_made = excluded.attempts_made, schedule_base = excluded.schedule_base,
       leased_until = NULL, lease_token = NULL`;
 
 /**
@@ -1064,10 +1068,10 @@ export async function resendDelivery(
   const updated = await writeStatement<{ id: string | null; next_attempt_at: Date | null; project_id: string | null; disabled: boolean | null }>(
     pool,
     `WITH project AS (
-       SELECT p.id, p.webhook_disabled_at IS NOT NULL AS disabled FROM projects p
+       SELECT p.id, p.webhook_disabled_at IS NOT NULL AS disabled, p.webhook_url FROM projects p
        WHERE p.id = (SELECT project_id FROM webhook_deliveries WHERE id = $1) FOR SHARE),
      delivery AS (
-       UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $2
+       UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $2, url = coalesce((SELECT webhook_url FROM project), url)
        WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM project WHERE disabled) RETURNING id, seq, url, attempts_made, next_attempt_at),
      queued AS (
        ${QUEUE_AGAIN} RETURNING id, next_attempt_at)
@@ -1154,7 +1158,7 @@ async function resendBatch(
 ): Promise<{ readonly resent: number; readonly taken: number; readonly last: string | null } | null> {
   const result = await tx.query<ResendBatchRow>(
     `WITH project AS (
-         SELECT id, webhook_disabled_at IS NOT NULL AS disabled FROM projects WHERE id = $1 FOR SHARE),
+         SELECT id, webhook_disabled_at IS NOT NULL AS disabled, webhook_url FROM projects WHERE id = $1 FOR SHARE),
        batch AS (
          SELECT id, seq FROM webhook_deliveries
          WHERE project_id = $1 AND status = 'failed' AND seq > $3 AND NOT EXISTS (SELECT 1 FROM project WHERE disabled)
@@ -1162,7 +1166,7 @@ async function resendBatch(
        failed AS (
          SELECT id FROM webhook_deliveries WHERE id IN (SELECT id FROM batch) ORDER BY id FOR NO KEY UPDATE),
        delivery AS (
-         UPDATE webhook_deliveries d SET status = 'pending', next_attempt_at = $2
+         UPDATE webhook_deliveries d SET status = 'pending', next_attempt_at = $2, url = coalesce((SELECT webhook_url FROM project), d.url)
          FROM failed f WHERE d.id = f.id AND d.status = 'failed' RETURNING d.id, d.seq, d.url, d.attempts_made, d.next_attempt_at),
        queued AS (
          ${QUEUE_AGAIN} RETURNING 1)
