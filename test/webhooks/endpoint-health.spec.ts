@@ -6,7 +6,7 @@
  * refused connection) are failures too.
  */
 import { expectStatus, InvoiceGateway, Json, Merchant, orderId, poll } from '../support/merchant-fixtures';
-import { hookedGateway, WebhookReceiver } from '../support/webhook-receiver';
+import { hookedGateway, startWebhookReceiver, WebhookReceiver } from '../support/webhook-receiver';
 import { formTokenOf, login, request } from '../console/console-fixture';
 import { randomUUID } from 'node:crypto';
 import { disableFailingEndpoints, resendDelivery, resendFailedDeliveries, ResendCutShortError, RETRY_SCHEDULE_SECONDS } from '#payments/webhooks';
@@ -115,6 +115,26 @@ describe('endpoint health', () => {
     const rescrape = await fetch(`${gw.baseUrl}/metrics`, { headers: { authorization: `Bearer ${gw.gateway.adminToken}` } });
     expect(metric(await rescrape.text(), 'webhook_endpoints_disabled')).toBe(0);
     expect((await request(gw.baseUrl, 'GET', `/admin/accounts/${shop.accountId}?mode=test`, { cookie })).html).not.toContain('вебхуки отключены');
+  });
+
+  // A disabled endpoint stayed off after the merchant moved to a working URL: every event after it was recorded
+  // failed, never posted, until someone pressed enable (review 90 F4).
+  it('a new URL is a new endpoint: a PATCH to another URL turns a disabled endpoint on; the same URL keeps it off', async () => {
+    const moved = await startWebhookReceiver();
+    try {
+      const m = await gw.operator.merchant({ webhookUrl: receiver.url } as never);
+      const disabled = async () => (await gw.operator.http.get(`/admin/v1/projects/${m.projectId}`)).body.webhookDisabledAt;
+      await gw.db.pool.query('UPDATE projects SET webhook_disabled_at = now() WHERE id = $1', [m.projectId]);
+      expectStatus(await gw.operator.http.patch(`/admin/v1/projects/${m.projectId}`, { webhookUrl: receiver.url }), 200);
+      expect(await disabled()).not.toBeNull();
+      expectStatus(await gw.operator.http.patch(`/admin/v1/projects/${m.projectId}`, { webhookUrl: moved.url }), 200);
+      expect(await disabled()).toBeNull();
+      const created = await m.test.post('/v1/invoices', { amount: '300.00', orderId: orderId('moved'), method: 'sbp' });
+      expectStatus(await gw.operator.payment(created.body.id, 'paid'), 200);
+      await moved.waitFor((r) => r.some((w) => w.body?.data?.invoice?.id === created.body.id), 'the webhook at the new URL');
+    } finally {
+      await moved.close();
+    }
   });
 
   it('enabling an endpoint that is not disabled leaves its failing streak as it is: still disabled 3 days after the first failure', async () => {
