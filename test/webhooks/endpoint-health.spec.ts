@@ -338,6 +338,49 @@ describe('endpoint health of a receiver that never answers', () => {
     }
   });
 
+  // The health check's update locked the project's pending deliveries in scan order, a batch of attempt records locks
+  // them in id order: the two deadlocked, and a record batch aborted so lost its attempts (made again, to every
+  // merchant of the batch).
+  it('stops the pending deliveries locking them in id order, as a batch of records does: the two never deadlock', async () => {
+    const now = new Date('2025-06-12T12:00:00Z');
+    const project = await retriedProject(now, 4, { status: 500, error: null });
+    // Queued in this order: the later id first (a scan by the project's seq meets it first).
+    const [high, low] = ['ffffffff-ffff-4fff-bfff-ffffffffffff', '00000000-0000-4000-8000-000000000001'];
+    for (const id of [high, low]) {
+      await db.pool.query(
+        `INSERT INTO webhook_deliveries (id, event_id, event_type, project_id, url, body, is_test, status, attempts_made, next_attempt_at, created_at)
+         VALUES ($1, $2, 'invoice.paid', $3, 'https://shop.example/hooks', '{}', true, 'pending', 1, $4, $4)`,
+        [id, randomUUID(), project, now],
+      );
+      await db.pool.query(
+        `INSERT INTO webhook_queue (id, seq, url, next_attempt_at, attempts_made, schedule_base) SELECT id, seq, url, next_attempt_at, 1, 0 FROM webhook_deliveries WHERE id = $1`,
+        [id],
+      );
+    }
+    // A batch of records: the lower id locked, then the higher, in one transaction.
+    const batch = await db.pool.connect();
+    try {
+      await batch.query('BEGIN');
+      await batch.query('SELECT id FROM webhook_deliveries WHERE id = $1 FOR NO KEY UPDATE', [low]);
+      const health = disableFailingEndpoints(db.pool, now);
+      await poll(
+        async () =>
+          (
+            await db.pool.query<{ n: number }>(
+              `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+            )
+          ).rows[0]!.n,
+        (n) => n > 0,
+        'the health check waiting for the batch',
+      );
+      await batch.query('SELECT id FROM webhook_deliveries WHERE id = $1 FOR NO KEY UPDATE', [high]);
+      await batch.query('COMMIT');
+      expect(await health).toEqual([expect.objectContaining({ projectId: project, stoppedDeliveries: 3 })]);
+    } finally {
+      batch.release();
+    }
+  });
+
   it('a resend that commits while the health check waits for the project is stopped with the others: nothing stays queued against a disabled endpoint', async () => {
     const now = new Date('2025-06-13T12:00:00Z');
     const project = await retriedProject(now, 4, { status: 500, error: null });

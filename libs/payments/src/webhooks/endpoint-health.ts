@@ -62,9 +62,13 @@ export async function disableFailingEndpoints(pool: Pool, now: Date): Promise<Di
     );
     if (r.rows.length === 0) return [];
     const stopped = await tx.query<{ project_id: string; n: number }>(
-      `WITH stopped AS (
+      // Locked in id order first, as a batch of attempt records locks them (in scan order the two could deadlock,
+      // and a record batch aborted so loses its attempts: made again, other merchants' too).
+      `WITH locked AS MATERIALIZED (
+         SELECT id FROM webhook_deliveries WHERE project_id = ANY ($1::uuid[]) AND status = 'pending' ORDER BY id FOR NO KEY UPDATE),
+       stopped AS (
          UPDATE webhook_deliveries d SET status = 'failed', next_attempt_at = NULL
-         WHERE d.project_id = ANY ($1::uuid[]) AND d.status = 'pending' RETURNING d.id, d.project_id),
+         FROM locked l WHERE d.id = l.id AND d.status = 'pending' RETURNING d.id, d.project_id),
        dequeued AS (DELETE FROM webhook_queue q USING stopped WHERE q.id = stopped.id)
        SELECT project_id, count(*)::int AS n FROM stopped GROUP BY project_id`,
       [r.rows.map((row) => row.id)],
