@@ -176,6 +176,16 @@ describe('endpoint health of a receiver that never answers', () => {
     await db?.drop();
   });
 
+  /** Until a session of this database waits for a lock (`what` names it). */
+  const someoneWaitsForALock = (what: string) =>
+    poll(
+      async () =>
+        (await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`))
+          .rows[0]!.n,
+      (n) => n > 0,
+      what,
+    );
+
   /** A project whose one delivery is still being retried, with an attempt a day for `days` days, each ending as `attempt` says. */
   async function retriedProject(now: Date, days: number, attempt: { status: number | null; error: string | null }): Promise<string> {
     const account = randomUUID();
@@ -363,16 +373,7 @@ describe('endpoint health of a receiver that never answers', () => {
       await batch.query('BEGIN');
       await batch.query('SELECT id FROM webhook_deliveries WHERE id = $1 FOR NO KEY UPDATE', [low]);
       const health = disableFailingEndpoints(db.pool, now);
-      await poll(
-        async () =>
-          (
-            await db.pool.query<{ n: number }>(
-              `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
-            )
-          ).rows[0]!.n,
-        (n) => n > 0,
-        'the health check waiting for the batch',
-      );
+      await someoneWaitsForALock('the health check waiting for the batch');
       await batch.query('SELECT id FROM webhook_deliveries WHERE id = $1 FOR NO KEY UPDATE', [high]);
       await batch.query('COMMIT');
       expect(await health).toEqual([expect.objectContaining({ projectId: project, stoppedDeliveries: 3 })]);
@@ -397,16 +398,7 @@ describe('endpoint health of a receiver that never answers', () => {
       await resending.query('BEGIN');
       expect(await resendDelivery(resending, failed, now)).toMatchObject({ id: failed });
       const health = disableFailingEndpoints(db.pool, now);
-      await poll(
-        async () =>
-          (
-            await db.pool.query<{ n: number }>(
-              `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
-            )
-          ).rows[0]!.n,
-        (n) => n > 0,
-        'the health check waiting for the project',
-      );
+      await someoneWaitsForALock('the health check waiting for the project');
       await resending.query('COMMIT');
       expect(await health).toEqual([expect.objectContaining({ projectId: project, host: 'shop.example', stoppedDeliveries: 2 })]);
     } finally {
