@@ -444,6 +444,30 @@ describe('the address guard with pooled connections (a rule and a resolver of th
     }
   });
 
+  it('the lookup counts in the limit: a reply that comes within it after the request but past it after the lookup is no reply', async () => {
+    const slowReceiver = await countingReceiver('127.0.0.1', 400);
+    let lookups = 0;
+    const slowResolve: ResolveAll = (hostname, callback) =>
+      setTimeout(() => {
+        lookups++;
+        resolveAll(hostname, callback);
+      }, 300);
+    const client = new WebhookHttpClient({ allowPrivateNetworks: false, resolveAll: slowResolve, addressRefusal: rule, timeoutMs: 600 });
+    try {
+      answer = ['127.0.0.1'];
+      const attempts = await Promise.all(
+        [1, 2, 3].map(() => client.post(`http://shop.test:${slowReceiver.port}/hooks`, '{}', { 'x-service-event': 'invoice.paid' })),
+      );
+      // 300 ms to resolve and 400 ms to answer: past 600 ms, not the 1 s a fresh timer after the lookup would allow.
+      expect(attempts.map((a) => a.error)).toEqual(['no reply within 0.6 s', 'no reply within 0.6 s', 'no reply within 0.6 s']);
+      // The three attempts at once shared the check's one lookup (then the connections'): not one each.
+      expect(lookups).toBeLessThan(6);
+    } finally {
+      await client.close();
+      await slowReceiver.close();
+    }
+  });
+
   it('an IP literal is checked before connecting; with WEBHOOK_ALLOW_PRIVATE_NETWORKS nothing is refused', async () => {
     const guarded = new WebhookHttpClient({ allowPrivateNetworks: false, resolveAll, addressRefusal: rule });
     const open = new WebhookHttpClient({ allowPrivateNetworks: true, resolveAll });

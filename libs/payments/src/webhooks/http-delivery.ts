@@ -23,6 +23,25 @@ export type ResolveAll = (hostname: string, callback: (error: Error | null, addr
 
 const systemResolveAll: ResolveAll = (hostname, callback) => dnsLookup(hostname, { all: true }, (error, addresses) => callback(error, error ? [] : addresses));
 
+/**
+ * One lookup of a host name at a time, its answer shared by every caller meanwhile (attempts' checks, connections): a
+ * name whose server does not answer holds one of libuv's 4 lookup threads, not one more per attempt cut at its limit,
+ * which would leave the other merchants' lookups queued behind them past theirs.
+ */
+function oneLookupPerName(resolveAll: ResolveAll): ResolveAll {
+  const pending = new Map<string, Parameters<ResolveAll>[1][]>();
+  return (hostname, callback) => {
+    const waiting = pending.get(hostname);
+    if (waiting) return void waiting.push(callback);
+    pending.set(hostname, [callback]);
+    resolveAll(hostname, (error, addresses) => {
+      const callbacks = pending.get(hostname) ?? [];
+      pending.delete(hostname);
+      for (const answer of callbacks) answer(error, addresses);
+    });
+  };
+}
+
 export interface WebhookClientOptions {
   /** WEBHOOK_ALLOW_PRIVATE_NETWORKS: no address is refused. */
   readonly allowPrivateNetworks: boolean;
@@ -84,7 +103,7 @@ export class WebhookHttpClient implements WebhookPoster {
 
   constructor(options: WebhookClientOptions) {
     this.timeoutMs = options.timeoutMs ?? WEBHOOK_REPLY_TIMEOUT_MS;
-    this.resolveAll = options.resolveAll ?? systemResolveAll;
+    this.resolveAll = oneLookupPerName(options.resolveAll ?? systemResolveAll);
     this.refusal = options.allowPrivateNetworks ? null : (options.addressRefusal ?? ((address) => webhookAddressRefusal(address, hostAddresses())));
     const refusal = this.refusal;
     const resolveAll = this.resolveAll;
