@@ -206,6 +206,17 @@ describe('the resend', () => {
     }
   });
 
+  it('is refused (409 conflict) when the project has no URL now: not sent to the one the merchant left', async () => {
+    const [one] = await enqueue(1);
+    await db.pool.query('UPDATE projects SET webhook_url = NULL WHERE id = $1', [projectId]);
+    try {
+      await expect(resendDelivery(db.pool, one!, clock.now())).rejects.toMatchObject({ code: 'conflict', message: expect.stringContaining('нет адреса') });
+      await expect(resendFailedDeliveries(db.pool, projectId, clock.now())).rejects.toMatchObject({ code: 'conflict' });
+    } finally {
+      await db.pool.query(`UPDATE projects SET webhook_url = 'https://shop.example/hooks' WHERE id = $1`, [projectId]);
+    }
+  });
+
   it('makes a leased pending delivery due now, its token dropped; an unknown delivery is null', async () => {
     const [id] = await enqueue(1);
     await db.pool.query(

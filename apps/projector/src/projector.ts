@@ -92,9 +92,12 @@ export class Projector {
     dispatcher.onError = (error) => {
       if (error instanceof UnopenableWebhookSecretError) {
         const last = unsignable.get(error.projectId) ?? -Infinity;
-        if (performance.now() - last < 60_000) return;
-        if (unsignable.size >= 1000) unsignable.clear();
-        unsignable.set(error.projectId, performance.now());
+        const now = performance.now();
+        if (now - last < 60_000) return;
+        // Bounded without a flood: entries older than a minute go; past 1,000 projects at once, the others wait their turn.
+        if (unsignable.size >= 1000) for (const [id, at] of unsignable) if (now - at >= 60_000) unsignable.delete(id);
+        if (unsignable.size >= 1000) return;
+        unsignable.set(error.projectId, now);
         log.error({ err: error }, 'webhook dispatcher: a delivery cannot be signed here; nothing is sent or charged to the merchant until the secret opens');
         return;
       }

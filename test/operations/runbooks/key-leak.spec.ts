@@ -266,7 +266,7 @@ describe('runbook: a key leak', () => {
         `${p.baseUrl} accepting the new secret`,
       );
     }
-    // The delivery waited, pending: sent once its claim's lease runs out (15 s), signed with the new secret.
+    // The delivery waited, pending: sent once the projector claims its URL again (15 s after it could not sign), signed with the new secret.
     await receiver.waitFor((r) => r.some((w) => w.body?.data?.invoice?.id === invoiceId), 'the webhook signed with the new secret', 40_000);
     expect(
       validSignature(

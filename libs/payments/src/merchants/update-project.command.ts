@@ -33,10 +33,11 @@ export class UpdateProjectHandler implements ICommandHandler<UpdateProject> {
       if (!current.rows[0]) return null;
       const settings = change(toProject(current.rows[0]));
       const r = await tx.query<ProjectRow>(
-        // A new URL is a new endpoint: one disabled for failing (endpoint-health.ts) is on again, as `enable` turns it.
+        // A new URL is a new endpoint: one disabled for failing (endpoint-health.ts) is on again, as `enable` turns it;
+        // its streak starts afresh (a health check that read the old URL's is refused by the changed enabled_at).
         `UPDATE projects SET name = $2, status = $3, webhook_url = $4, webhook_events = $5, usdt_enabled = $6, hold_hours = $7,
            methods = $8, customer_fee_share = $9, updated_at = $10,
-           webhook_enabled_at = CASE WHEN webhook_url IS DISTINCT FROM $4 AND webhook_disabled_at IS NOT NULL THEN $10 ELSE webhook_enabled_at END,
+           webhook_enabled_at = CASE WHEN webhook_url IS DISTINCT FROM $4 THEN $10 ELSE webhook_enabled_at END,
            webhook_disabled_at = CASE WHEN webhook_url IS DISTINCT FROM $4 THEN NULL ELSE webhook_disabled_at END
          WHERE id = $1 RETURNING *`,
         [id, ...settingsParams(settings), now],

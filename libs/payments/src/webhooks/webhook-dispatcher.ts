@@ -13,6 +13,9 @@ import {
   webhookTimestampedSignature,
 } from './webhook-rules';
 
+/** How long a dispatcher leaves out of its claims a URL whose project's secret it cannot open (real time). */
+const UNSIGNABLE_URL_LEFT_OUT_MS = 15_000;
+
 /** How long a claimed delivery is out of other dispatchers' reach (real time): one attempt (at most 10 s) and a margin. */
 export const WEBHOOK_LEASE_SECONDS = 15;
 
@@ -361,6 +364,8 @@ export class WebhookDispatcher {
   private lastWideClaim = -Infinity;
   /** Where the next look past the earliest due rows starts in the URLs' order (it goes round them, a part per claim). */
   private scanFrom = '';
+  /** URLs whose project's secret this dispatcher could not open, left out of its claims until the time given (performance.now()). */
+  private readonly unsignableUrls = new Map<string, number>();
   /** Called whenever something moved (drain waits on it). */
   private readonly watchers = new Set<() => void>();
 
@@ -608,7 +613,8 @@ export class WebhookDispatcher {
         if (slots > this.firstSlots && !busy.has(url)) busy.set(url, perUrl - this.allowance(slots));
         else this.dryUrls.delete(url);
       }
-    const excluded = wide ? inHand : inHand.filter((url) => busy.get(url)! >= perUrl);
+    for (const [url, until] of this.unsignableUrls) if (until <= leasedAt) this.unsignableUrls.delete(url);
+    const excluded = [...(wide ? inHand : inHand.filter((url) => busy.get(url)! >= perUrl)), ...this.unsignableUrls.keys()];
     const claimed = await this.pool.query<ClaimedRow & { scanned_to?: string | null }>(
       preparedStatement(wide ? CLAIM_LOOKING_BEHIND : CLAIM_EARLIEST, [
         this.clock.now(),
@@ -864,9 +870,12 @@ export class WebhookDispatcher {
     const left = (this.inFlightByUrl.get(d.url) ?? 1) - 1;
     if (left > 0) this.inFlightByUrl.set(d.url, left);
     else this.inFlightByUrl.delete(d.url);
-    this.held--;
+    // Its URL is left out of this dispatcher's claims for as long as a lease, and the delivery given back at once: another
+    // dispatcher (one that can open the secret) sends it without waiting for a lease this one would only renew.
+    if (this.unsignableUrls.size >= 1000) this.unsignableUrls.clear();
+    this.unsignableUrls.set(d.url, performance.now() + UNSIGNABLE_URL_LEFT_OUT_MS);
+    void this.giveBack([d]);
     this.onError?.(error);
-    this.notify();
     // Not from here: the next of a batch of such deliveries would come back here, one stack frame deeper each.
     setImmediate(() => this.startQueued());
   }
@@ -1034,11 +1043,19 @@ export class WebhookDispatcher {
  * The operator's resend refused: the project's endpoint is disabled (3 days failing),
  * its deliveries are not sent; re-enabling it sends again what it is owed.
  */
-export const endpointDisabled = (projectId: string): Refusal<'conflict'> =>
+export const endpointDisabled = (projectId: string, noUrl = false): Refusal<'conflict'> =>
   new Refusal(
     'conflict',
-    `Адрес вебхуков проекта отключён после 3 дней отказов, и доставки на него не отправляются. Включите его (POST /admin/v1/projects/${projectId}/webhook-endpoint/enable или «Включить и отправить долг» в консоли): это отправит снова всё, что ему задолжали`,
+    noUrl
+      ? 'У проекта нет адреса вебхуков (мерчант отписался): отправлять некуда; задайте webhookUrl (PATCH проекта), и повтор отправит на него'
+      : `Адрес вебхуков проекта отключён после 3 дней отказов, и доставки на него не отправляются. Включите его (POST /admin/v1/projects/${projectId}/webhook-endpoint/enable или «Включить и отправить долг» в консоли): это отправит снова всё, что ему задолжали`,
   );
+
+/** The project has no webhook URL now (a resend has nowhere to go, not even the URL the merchant left). */
+async function hasNoUrl(pool: Pick<Pool, 'query'> | PoolClient, projectId: string): Promise<boolean> {
+  const r = await pool.query<{ none: boolean }>('SELECT webhook_url IS NULL AS none FROM projects WHERE id = $1', [projectId]);
+  return r.rows[0]?.none === true;
+}
 
 /**
  * A resend's deliveries (the CTE `delivery`, addressed to the project's URL now: one the merchant left, whose
@@ -1068,10 +1085,10 @@ export async function resendDelivery(
   const updated = await writeStatement<{ id: string | null; next_attempt_at: Date | null; project_id: string | null; disabled: boolean | null }>(
     pool,
     `WITH project AS (
-       SELECT p.id, p.webhook_disabled_at IS NOT NULL AS disabled, p.webhook_url FROM projects p
+       SELECT p.id, p.webhook_disabled_at IS NOT NULL OR p.webhook_url IS NULL AS disabled, p.webhook_url FROM projects p
        WHERE p.id = (SELECT project_id FROM webhook_deliveries WHERE id = $1) FOR SHARE),
      delivery AS (
-       UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $2, url = coalesce((SELECT webhook_url FROM project), url)
+       UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $2, url = (SELECT webhook_url FROM project)
        WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM project WHERE disabled) RETURNING id, seq, url, attempts_made, next_attempt_at),
      queued AS (
        ${QUEUE_AGAIN} RETURNING id, next_attempt_at)
@@ -1080,7 +1097,7 @@ export async function resendDelivery(
     [id, now],
   );
   const row = updated.rows[0]!;
-  if (row.disabled && row.project_id) throw endpointDisabled(row.project_id);
+  if (row.disabled && row.project_id) throw endpointDisabled(row.project_id, await hasNoUrl(pool, row.project_id));
   return row.id && row.next_attempt_at ? { id: row.id, nextAttemptAt: row.next_attempt_at } : null;
 }
 
@@ -1158,7 +1175,7 @@ async function resendBatch(
 ): Promise<{ readonly resent: number; readonly taken: number; readonly last: string | null } | null> {
   const result = await tx.query<ResendBatchRow>(
     `WITH project AS (
-         SELECT id, webhook_disabled_at IS NOT NULL AS disabled, webhook_url FROM projects WHERE id = $1 FOR SHARE),
+         SELECT id, webhook_disabled_at IS NOT NULL OR webhook_url IS NULL AS disabled, webhook_url FROM projects WHERE id = $1 FOR SHARE),
        batch AS (
          SELECT id, seq FROM webhook_deliveries
          WHERE project_id = $1 AND status = 'failed' AND seq > $3 AND NOT EXISTS (SELECT 1 FROM project WHERE disabled)
@@ -1166,7 +1183,7 @@ async function resendBatch(
        failed AS (
          SELECT id FROM webhook_deliveries WHERE id IN (SELECT id FROM batch) ORDER BY id FOR NO KEY UPDATE),
        delivery AS (
-         UPDATE webhook_deliveries d SET status = 'pending', next_attempt_at = $2, url = coalesce((SELECT webhook_url FROM project), d.url)
+         UPDATE webhook_deliveries d SET status = 'pending', next_attempt_at = $2, url = (SELECT webhook_url FROM project)
          FROM failed f WHERE d.id = f.id AND d.status = 'failed' RETURNING d.id, d.seq, d.url, d.attempts_made, d.next_attempt_at),
        queued AS (
          ${QUEUE_AGAIN} RETURNING 1)
@@ -1176,7 +1193,7 @@ async function resendBatch(
     [projectId, now, after, batch],
   );
   const row = result.rows[0]!;
-  if (row.disabled) throw endpointDisabled(projectId);
+  if (row.disabled) throw endpointDisabled(projectId, await hasNoUrl(tx, projectId));
   return row.found === 0 ? null : { resent: row.resent, taken: row.taken, last: row.last };
 }
 
