@@ -281,7 +281,8 @@ describe('a 5xx means nothing happened: answers after the first commit', () => {
   });
 
   it('enabling a webhook endpoint is one commit: its resend cancelled, the 503 left the endpoint disabled; the retry does both', async () => {
-    const m = await gw.operator.merchant();
+    // With a webhook URL: a resend has somewhere to go (a project without one is refused, 409).
+    const m = await gw.operator.merchant({ webhookUrl: 'https://shop.example/hooks' } as never);
     const project = () => gw.operator.http.get(`/admin/v1/projects/${m.projectId}`);
     // Disabled for failing, with one delivery owed (as endpoint health and the outbox leave them).
     await gw.db.pool.query('UPDATE projects SET webhook_disabled_at = $2 WHERE id = $1', [m.projectId, new Date('2025-01-01T00:00:00Z')]);
