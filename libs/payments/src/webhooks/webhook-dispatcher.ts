@@ -829,10 +829,7 @@ export class WebhookDispatcher {
     void attempt
       .catch((error: Error): AttemptResult => ({ statusCode: null, body: null, durationMs: 0, error: error.message }))
       .then((result) => {
-        this.inFlight--;
-        const left = (this.inFlightByUrl.get(d.url) ?? 1) - 1;
-        if (left > 0) this.inFlightByUrl.set(d.url, left);
-        else this.inFlightByUrl.delete(d.url);
+        this.leftFlight(d.url);
         const widened = posted && this.adjustSlots(d.url, result.statusCode !== null);
         if (posted && result.statusCode === null) this.giveBackBeyondAllowance(d.url);
         if (this.finished.length === 0) this.oldestFinishedAt = performance.now();
@@ -862,14 +859,11 @@ export class WebhookDispatcher {
    * A delivery this process cannot sign: its project's secret does not open with this
    * process's key (a key file left stale by a key rotation, a sealed value altered). The
    * gateway's fault, not the endpoint's: nothing is sent and no attempt recorded, so the
-   * merchant's retry schedule and the endpoint's health are not charged. Its lease runs
-   * out and it is claimed again (by a process that can open it, once the key is right).
+   * merchant's retry schedule and the endpoint's health are not charged. It is given back
+   * at once, for a process that can open the secret (this one once the key is right).
    */
   private notSignable(d: ClaimedDelivery, error: Error): void {
-    this.inFlight--;
-    const left = (this.inFlightByUrl.get(d.url) ?? 1) - 1;
-    if (left > 0) this.inFlightByUrl.set(d.url, left);
-    else this.inFlightByUrl.delete(d.url);
+    this.leftFlight(d.url);
     // Its URL is left out of this dispatcher's claims for as long as a lease, and the delivery given back at once: another
     // dispatcher (one that can open the secret) sends it without waiting for a lease this one would only renew.
     if (this.unsignableUrls.size >= 1000) this.unsignableUrls.clear();
@@ -878,6 +872,14 @@ export class WebhookDispatcher {
     this.onError?.(error);
     // Not from here: the next of a batch of such deliveries would come back here, one stack frame deeper each.
     setImmediate(() => this.startQueued());
+  }
+
+  /** An attempt of `url` no longer in flight. */
+  private leftFlight(url: string): void {
+    this.inFlight--;
+    const left = (this.inFlightByUrl.get(url) ?? 1) - 1;
+    if (left > 0) this.inFlightByUrl.set(url, left);
+    else this.inFlightByUrl.delete(url);
   }
 
   /** Deliveries of a URL back to one slot beyond what it may now hold: given back, the latest first. */
@@ -1051,12 +1053,6 @@ export const endpointDisabled = (projectId: string, noUrl = false): Refusal<'con
       : `Адрес вебхуков проекта отключён после 3 дней отказов, и доставки на него не отправляются. Включите его (POST /admin/v1/projects/${projectId}/webhook-endpoint/enable или «Включить и отправить долг» в консоли): это отправит снова всё, что ему задолжали`,
   );
 
-/** The project has no webhook URL now (a resend has nowhere to go, not even the URL the merchant left). */
-async function hasNoUrl(pool: Pick<Pool, 'query'> | PoolClient, projectId: string): Promise<boolean> {
-  const r = await pool.query<{ none: boolean }>('SELECT webhook_url IS NULL AS none FROM projects WHERE id = $1', [projectId]);
-  return r.rows[0]?.none === true;
-}
-
 /**
  * A resend's deliveries (the CTE `delivery`, addressed to the project's URL now: one the merchant left, whose
  * domain may have changed hands since, gets no resent customer data) put back in the queue with a fresh schedule
@@ -1082,10 +1078,16 @@ export async function resendDelivery(
   id: string,
   now: Date,
 ): Promise<{ id: string; nextAttemptAt: Date } | null> {
-  const updated = await writeStatement<{ id: string | null; next_attempt_at: Date | null; project_id: string | null; disabled: boolean | null }>(
+  const updated = await writeStatement<{
+    id: string | null;
+    next_attempt_at: Date | null;
+    project_id: string | null;
+    disabled: boolean | null;
+    no_url: boolean | null;
+  }>(
     pool,
     `WITH project AS (
-       SELECT p.id, p.webhook_disabled_at IS NOT NULL OR p.webhook_url IS NULL AS disabled, p.webhook_url FROM projects p
+       SELECT p.id, p.webhook_disabled_at IS NOT NULL OR p.webhook_url IS NULL AS disabled, p.webhook_url IS NULL AS no_url, p.webhook_url FROM projects p
        WHERE p.id = (SELECT project_id FROM webhook_deliveries WHERE id = $1) FOR SHARE),
      delivery AS (
        UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $2, url = (SELECT webhook_url FROM project)
@@ -1093,11 +1095,11 @@ export async function resendDelivery(
      queued AS (
        ${QUEUE_AGAIN} RETURNING id, next_attempt_at)
      SELECT (SELECT id FROM queued) AS id, (SELECT next_attempt_at FROM queued) AS next_attempt_at,
-            (SELECT id FROM project) AS project_id, (SELECT disabled FROM project) AS disabled`,
+            (SELECT id FROM project) AS project_id, (SELECT disabled FROM project) AS disabled, (SELECT no_url FROM project) AS no_url`,
     [id, now],
   );
   const row = updated.rows[0]!;
-  if (row.disabled && row.project_id) throw endpointDisabled(row.project_id, await hasNoUrl(pool, row.project_id));
+  if (row.disabled && row.project_id) throw endpointDisabled(row.project_id, row.no_url === true);
   return row.id && row.next_attempt_at ? { id: row.id, nextAttemptAt: row.next_attempt_at } : null;
 }
 
@@ -1107,6 +1109,8 @@ export const RESEND_BATCH = 5_000;
 interface ResendBatchRow {
   found: number;
   disabled: boolean;
+  /** The project has no webhook URL now: a resend has nowhere to go (not even the URL the merchant left). */
+  no_url: boolean;
   /** Failed deliveries the statement took (at most the batch), and the last of them by seq. */
   taken: number;
   last: string | null;
@@ -1175,7 +1179,7 @@ async function resendBatch(
 ): Promise<{ readonly resent: number; readonly taken: number; readonly last: string | null } | null> {
   const result = await tx.query<ResendBatchRow>(
     `WITH project AS (
-         SELECT id, webhook_disabled_at IS NOT NULL OR webhook_url IS NULL AS disabled, webhook_url FROM projects WHERE id = $1 FOR SHARE),
+         SELECT id, webhook_disabled_at IS NOT NULL OR webhook_url IS NULL AS disabled, webhook_url IS NULL AS no_url, webhook_url FROM projects WHERE id = $1 FOR SHARE),
        batch AS (
          SELECT id, seq FROM webhook_deliveries
          WHERE project_id = $1 AND status = 'failed' AND seq > $3 AND NOT EXISTS (SELECT 1 FROM project WHERE disabled)
@@ -1188,12 +1192,13 @@ async function resendBatch(
        queued AS (
          ${QUEUE_AGAIN} RETURNING 1)
        SELECT (SELECT count(*) FROM project)::int AS found, coalesce((SELECT disabled FROM project), false) AS disabled,
+              coalesce((SELECT no_url FROM project), false) AS no_url,
               (SELECT count(*) FROM batch)::int AS taken, (SELECT max(seq) FROM batch)::text AS last,
               (SELECT count(*) FROM queued)::int AS resent`,
     [projectId, now, after, batch],
   );
   const row = result.rows[0]!;
-  if (row.disabled) throw endpointDisabled(projectId, await hasNoUrl(tx, projectId));
+  if (row.disabled) throw endpointDisabled(projectId, row.no_url);
   return row.found === 0 ? null : { resent: row.resent, taken: row.taken, last: row.last };
 }
 
