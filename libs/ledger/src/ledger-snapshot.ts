@@ -15,6 +15,7 @@ import {
   LedgerState,
   Posting,
   RECENT_CAUSES_KEPT,
+  RECENT_PAYOUT_WINDOW_MS,
   rememberedCauses,
   stateViolations,
 } from './ledger';
@@ -94,7 +95,12 @@ function canonicalEntries(): LedgerEvent[] {
             { account: 'reserved', amount: 5_000 },
           ],
           m,
-          { reservation: reservation(`po_${i}`, 'payout', 5_000), payoutFingerprint: `fp_${i % 3}` },
+          {
+            reservation: reservation(`po_${i}`, 'payout', 5_000),
+            payoutFingerprint: `fp_${i % 3}`,
+            // Every other one reserved late, three minutes after its request.
+            ...(i % 20 === 2 ? { payoutRequestedAt: new Date(t0 + (m - 3) * 60_000).toISOString() } : {}),
+          },
         );
         break;
       case 3:
@@ -169,7 +175,7 @@ const sha256 = (text: string): Buffer => createHash('sha256').update(text).diges
 /**
  * The version of the ledger's snapshots, derived from the fold itself: a hash of the
  * states that folding the canonical entries gives (with `foldLedger` and with
- * `evolve`), of the window's size and of LEDGER_STATE_VERSION, as a positive 31-bit
+ * `evolve`), of the windows' sizes and of LEDGER_STATE_VERSION, as a positive 31-bit
  * integer (the column's type). A change of what the fold computes changes it, so
  * snapshots folded by older code are ignored without anyone remembering to bump it.
  */
@@ -180,7 +186,7 @@ export function ledgerFoldVersion(
   const canonical = canonicalEntries();
   const folded = fold(canonical);
   const evolved = canonical.reduce(step, initialLedgerState());
-  const hash = sha256(`${LEDGER_STATE_VERSION}|${RECENT_CAUSES_KEPT}|${canonicalJson(folded)}|${canonicalJson(evolved)}`);
+  const hash = sha256(`${LEDGER_STATE_VERSION}|${RECENT_CAUSES_KEPT}|${RECENT_PAYOUT_WINDOW_MS}|${canonicalJson(folded)}|${canonicalJson(evolved)}`);
   return hash.readUInt32BE(0) & 0x7fffffff;
 }
 

@@ -1185,8 +1185,8 @@ describe('ledger: payout reservations and recorded refusals', () => {
     entryId: idOf(`reserve:${id}`),
   });
 
-  /** A payout reservation as decide posts it: with its fingerprint. */
-  const payoutReserved = (id: string, amount: number, fingerprint: string, when = at()): LedgerEvent =>
+  /** A payout reservation as decide posts it: with its fingerprint, and the request's time when dated later. */
+  const payoutReserved = (id: string, amount: number, fingerprint: string, when = at(), requestedAt = when): LedgerEvent =>
     entry(
       'funds_reserved',
       `reserve:${id}`,
@@ -1195,7 +1195,11 @@ describe('ledger: payout reservations and recorded refusals', () => {
         { account: 'reserved', amount },
       ],
       when,
-      { reservation: { id, purpose: 'payout', amount }, payoutFingerprint: fingerprint },
+      {
+        reservation: { id, purpose: 'payout', amount },
+        payoutFingerprint: fingerprint,
+        ...(requestedAt !== when ? { payoutRequestedAt: requestedAt } : {}),
+      },
     );
   const payoutSettled = (id: string, amount: number, fee: number, when = at()): LedgerEvent =>
     entry(
@@ -1344,6 +1348,34 @@ describe('ledger: payout reservations and recorded refusals', () => {
       given([...first, reservationReleased('po_1', 'payout', 10_000, atSec(10))])
         .when(reservePayout('po_2', 10_000, rules('fp'), atSec(20)))
         .thenFails('duplicate_request');
+    });
+
+    it('the window counts from each request, also when a reservation was made late (by recovery)', () => {
+      // A requested at 0 s, reserved at 40 s behind a refund dated 40 s.
+      const lateA = [...funded, fundsReserved('rf_1', 'refund', 100, atSec(40))];
+      given(lateA)
+        .when(reservePayout('po_1', 10_000, rules('fp'), atSec(0)))
+        .then([payoutReserved('po_1', 10_000, 'fp', atSec(40), atSec(0))]);
+      const reservedLate = [...lateA, payoutReserved('po_1', 10_000, 'fp', atSec(40), atSec(0))];
+      // B 62 s after A's request: no duplicate (the entry's date, 40 s, would have said one).
+      given(reservedLate)
+        .when(reservePayout('po_2', 10_000, rules('fp'), atSec(62)))
+        .then([payoutReserved('po_2', 10_000, 'fp', atSec(62))]);
+      given(reservedLate)
+        .when(reservePayout('po_2', 10_000, rules('fp'), atSec(59)))
+        .thenFails('duplicate_request');
+    });
+
+    it('a request reserved late is a duplicate of one requested less than a minute after it', () => {
+      // A requested at 0 s and B at 30 s; B reserved first, then entries until 61 s.
+      const bFirst = [...first.slice(0, -1), payoutReserved('po_2', 10_000, 'fp', atSec(30)), paymentAvailable('inv_2', 1, 0, atSec(61))];
+      given(bFirst)
+        .when(reservePayout('po_1', 10_000, rules('fp'), atSec(0)))
+        .thenFails('duplicate_request');
+      // A request more than a minute before it is not.
+      given(bFirst)
+        .when(reservePayout('po_3', 10_000, rules('fp'), atSec(-31)))
+        .then([payoutReserved('po_3', 10_000, 'fp', atSec(61), atSec(-31))]);
     });
 
     it('a refused request was never created: it does not make a duplicate', () => {
@@ -1495,31 +1527,47 @@ describe('ledger: payout reservations and recorded refusals', () => {
   });
 
   describe('recentPayouts', () => {
-    it('remembers the payouts reserved within RECENT_PAYOUT_WINDOW_MS of the latest entry, oldest first', () => {
-      expect(RECENT_PAYOUT_WINDOW_MS).toBe(60_000);
+    it('remembers the payouts requested within RECENT_PAYOUT_WINDOW_MS of the latest entry, oldest first', () => {
+      expect(RECENT_PAYOUT_WINDOW_MS).toBe(300_000);
       const history = [
         ...funded,
         payoutReserved('po_1', 1_000, 'a', atSec(0)),
         payoutReserved('po_2', 1_000, 'b', atSec(30)),
-        payoutReserved('po_3', 1_000, 'c', atSec(59)),
+        payoutReserved('po_3', 1_000, 'c', atSec(299)),
       ];
       expect(foldLedger(history).recentPayouts).toEqual([
         { fingerprint: 'a', at: atSec(0) },
         { fingerprint: 'b', at: atSec(30) },
-        { fingerprint: 'c', at: atSec(59) },
+        { fingerprint: 'c', at: atSec(299) },
       ]);
-      // Any later entry forgets those a minute or more older than itself.
-      const later = [...history, paymentAvailable('inv_2', 1, 0, atSec(60))];
+      // The ledger's latest time forgets those requested five minutes or more before it.
+      const later = [...history, paymentAvailable('inv_2', 1, 0, atSec(300))];
       expect(foldLedger(later).recentPayouts).toEqual([
         { fingerprint: 'b', at: atSec(30) },
-        { fingerprint: 'c', at: atSec(59) },
+        { fingerprint: 'c', at: atSec(299) },
       ]);
-      expect(foldLedger([...later, paymentAvailable('inv_3', 1, 0, atSec(500))]).recentPayouts).toEqual([]);
+      // An entry dated earlier than the latest (a payment posted late) forgets nothing more.
+      expect(foldLedger([...later, paymentAvailable('inv_3', 1, 0, atSec(10))]).recentPayouts).toEqual(foldLedger(later).recentPayouts);
+      expect(foldLedger([...later, paymentAvailable('inv_4', 1, 0, atSec(900))]).recentPayouts).toEqual([]);
+    });
+
+    it('a payout reserved late is remembered by when it was requested', () => {
+      const late = [...funded, paymentAvailable('inv_2', 1, 0, atSec(40)), payoutReserved('po_1', 1_000, 'a', atSec(40), atSec(5))];
+      expect(foldLedger(late).recentPayouts).toEqual([{ fingerprint: 'a', at: atSec(5) }]);
     });
 
     type Op =
       | { readonly op: 'pay'; readonly amount: number }
-      | { readonly op: 'payout'; readonly id: number; readonly amount: number; readonly fp: number; readonly window: number | null; readonly record: boolean }
+      | {
+          readonly op: 'payout';
+          readonly id: number;
+          readonly amount: number;
+          readonly fp: number;
+          readonly window: number | null;
+          readonly record: boolean;
+          /** Requested this many seconds before the clock (reserved late, by recovery). */
+          readonly lateSeconds: number;
+        }
       | { readonly op: 'refund'; readonly id: number; readonly amount: number; readonly record: boolean }
       | { readonly op: 'settle' | 'release'; readonly id: number; readonly payout: boolean };
 
@@ -1534,6 +1582,7 @@ describe('ledger: payout reservations and recorded refusals', () => {
           fp: fc.nat({ max: 2 }),
           window: fc.constantFrom(60, 30, null),
           record: fc.boolean(),
+          lateSeconds: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 400 })),
         }),
       },
       {
@@ -1550,7 +1599,7 @@ describe('ledger: payout reservations and recorded refusals', () => {
         arbitrary: fc.record({ op: fc.constantFrom('settle' as const, 'release' as const), id: fc.nat({ max: 11 }), payout: fc.boolean() }),
       },
     );
-    const steps = fc.array(fc.record({ advanceSeconds: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 90 })), op }), {
+    const steps = fc.array(fc.record({ advanceSeconds: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 200 })), op }), {
       maxLength: 50,
     });
 
@@ -1577,7 +1626,8 @@ describe('ledger: payout reservations and recorded refusals', () => {
           const events: LedgerEvent[] = [];
           for (const step of plan) {
             clock += step.advanceSeconds * 1000;
-            const decision = ledgerDecider.decide(commandOf(step.op, new Date(clock).toISOString()), byEvolve);
+            const when = clock - (step.op.op === 'payout' ? step.op.lateSeconds * 1000 : 0);
+            const decision = ledgerDecider.decide(commandOf(step.op, new Date(when).toISOString()), byEvolve);
             if (!Array.isArray(decision)) continue;
             for (const event of decision) byEvolve = ledgerModule.evolve(byEvolve, event);
             events.push(...decision);
@@ -1588,13 +1638,13 @@ describe('ledger: payout reservations and recorded refusals', () => {
             const half = Math.floor(events.length / 2);
             expect(foldLedger(events.slice(half), foldLedger(events.slice(0, half)))).toEqual(byEvolve);
           }
-          // The payouts remembered are exactly those reserved within the window of the latest entry.
+          // The payouts remembered are exactly those requested within the window of the latest entry.
           if (events.length > 0) {
-            const latest = Date.parse(events[events.length - 1]!.data.occurredAt);
+            const latest = Math.max(...events.map((e) => Date.parse(e.data.occurredAt)));
             const expected = events
               .filter((e) => e.data.kind === 'funds_reserved' && e.data.payoutFingerprint !== undefined)
-              .filter((e) => latest - Date.parse(e.data.occurredAt) < RECENT_PAYOUT_WINDOW_MS)
-              .map((e) => ({ fingerprint: e.data.payoutFingerprint, at: e.data.occurredAt }));
+              .map((e) => ({ fingerprint: e.data.payoutFingerprint, at: e.data.payoutRequestedAt ?? e.data.occurredAt }))
+              .filter((p) => latest - Date.parse(p.at) < RECENT_PAYOUT_WINDOW_MS);
             expect(byEvolve.recentPayouts).toEqual(expected);
           }
         }),

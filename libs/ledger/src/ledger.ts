@@ -77,6 +77,8 @@ export interface LedgerEntryPostedData {
   readonly refusal?: ReservationRefusal;
   /** funds_reserved for a payout: its fingerprint, for the duplicate window. */
   readonly payoutFingerprint?: string;
+  /** funds_reserved for a payout reserved after a later entry: when it was requested (the window's start). */
+  readonly payoutRequestedAt?: string;
 }
 
 export type LedgerEvent = { readonly type: 'LedgerEntryPosted'; readonly data: LedgerEntryPostedData };
@@ -85,13 +87,16 @@ export interface OpenReservation {
   readonly purpose: ReservationPurpose;
   readonly amount: Kopecks;
 }
-/** A payout reserved recently (within the duplicate window of the latest entry). */
+/** A payout reserved recently, with the time it was requested. */
 export interface RecentPayout {
   readonly fingerprint: string;
   readonly at: string;
 }
-/** How long recent payouts are remembered: the longest duplicate window. */
-export const RECENT_PAYOUT_WINDOW_MS = 60_000;
+/**
+ * How long a payout is remembered after it was requested, by the ledger's latest time: the
+ * one-minute duplicate window plus the time recovery may take to reserve a payout late.
+ */
+export const RECENT_PAYOUT_WINDOW_MS = 5 * 60_000;
 
 /**
  * Everything a decision needs, and nothing that grows with history: balances, the
@@ -415,7 +420,13 @@ export function decide(command: LedgerCommand, state: LedgerState): LedgerEvent[
           { account: 'available', amount: -command.amount },
           { account: 'reserved', amount: command.amount },
         ],
-        { reservation, payoutFingerprint: command.payout?.fingerprint, occurredAt },
+        {
+          reservation,
+          payoutFingerprint: command.payout?.fingerprint,
+          // The duplicate window counts from the request, also when the entry is dated later.
+          ...(command.payout && occurredAt !== command.at ? { payoutRequestedAt: command.at } : {}),
+          occurredAt,
+        },
       );
     }
     case 'SettleReservation': {
@@ -520,7 +531,8 @@ function reservationRefusal(command: ReserveFunds, state: LedgerState): { code: 
     if (rules.duplicateWindowSeconds !== null) {
       const at = Date.parse(command.at);
       const windowMs = rules.duplicateWindowSeconds * 1000;
-      if (state.recentPayouts.some((p) => p.fingerprint === rules.fingerprint && at - Date.parse(p.at) < windowMs)) {
+      // Either order: a request reserved late is checked against one requested after it.
+      if (state.recentPayouts.some((p) => p.fingerprint === rules.fingerprint && Math.abs(at - Date.parse(p.at)) < windowMs)) {
         return {
           code: 'duplicate_request',
           message: 'Такая же выплата (сумма и реквизит) создана меньше минуты назад: укажите orderId, если это новая заявка',
@@ -534,11 +546,15 @@ function reservationRefusal(command: ReserveFunds, state: LedgerState): { code: 
   return null;
 }
 
-/** The payouts to remember after `e`: those within the window of its time, plus its own. */
-function rememberPayout(recent: readonly RecentPayout[], e: LedgerEntryPostedData): readonly RecentPayout[] {
-  const at = Date.parse(e.occurredAt);
-  const kept = recent.filter((p) => at - Date.parse(p.at) < RECENT_PAYOUT_WINDOW_MS);
-  if (e.kind === 'funds_reserved' && e.payoutFingerprint !== undefined) kept.push({ fingerprint: e.payoutFingerprint, at: e.occurredAt });
+/** The payouts to remember after `e`, given the ledger's latest time with it: those requested within the window. */
+function rememberPayout(recent: readonly RecentPayout[], e: LedgerEntryPostedData, latestAt: string): readonly RecentPayout[] {
+  const latest = Date.parse(latestAt);
+  const remembered = (at: string): boolean => latest - Date.parse(at) < RECENT_PAYOUT_WINDOW_MS;
+  const kept = recent.filter((p) => remembered(p.at));
+  if (e.kind === 'funds_reserved' && e.payoutFingerprint !== undefined) {
+    const at = e.payoutRequestedAt ?? e.occurredAt;
+    if (remembered(at)) kept.push({ fingerprint: e.payoutFingerprint, at });
+  }
   return kept.length === recent.length && kept.every((p, i) => p === recent[i]) ? recent : kept;
 }
 
@@ -570,14 +586,15 @@ export function evolve(state: LedgerState, event: LedgerEvent): LedgerState {
       break;
   }
 
+  const latestAt = laterOf(e.occurredAt, state.latestAt);
   return {
     balances,
     holds,
     reservations,
     recentCauses: rememberCause(state.recentCauses, e.cause),
-    recentPayouts: rememberPayout(state.recentPayouts, e),
+    recentPayouts: rememberPayout(state.recentPayouts, e, latestAt),
     entries: state.entries + 1,
-    latestAt: laterOf(e.occurredAt, state.latestAt),
+    latestAt,
   };
 }
 
@@ -645,7 +662,7 @@ export function foldLedger(events: readonly LedgerEvent[], from: LedgerState = i
       delete reservations[e.reservation.id];
     }
     recentCauses = rememberCause(recentCauses, e.cause);
-    if (recentPayouts.length > 0 || e.payoutFingerprint !== undefined) recentPayouts = rememberPayout(recentPayouts, e);
+    if (recentPayouts.length > 0 || e.payoutFingerprint !== undefined) recentPayouts = rememberPayout(recentPayouts, e, latestAt);
   }
   return { balances, holds, reservations, recentCauses, recentPayouts, entries: from.entries + events.length, latestAt };
 }
@@ -703,9 +720,9 @@ export class LedgerReplay {
       delete this.reservations[e.reservation.id];
     }
     if (this.options.recentCauses) this.recentCauses = rememberCause(this.recentCauses, e.cause);
-    if (this.recentPayouts.length > 0 || e.payoutFingerprint !== undefined) this.recentPayouts = rememberPayout(this.recentPayouts, e);
     this.entries++;
     this.latestAt = laterOf(e.occurredAt, this.latestAt);
+    if (this.recentPayouts.length > 0 || e.payoutFingerprint !== undefined) this.recentPayouts = rememberPayout(this.recentPayouts, e, this.latestAt);
   }
 
   /** What `stateViolations(this.state(), entryId)` gives. */
