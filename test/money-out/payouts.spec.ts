@@ -679,6 +679,10 @@ describe('payouts over HTTP (CLOCK=manual)', () => {
       const byAccount = await m.live.post('/v1/payouts', { amount: '300.00', method: 'sbp', account: PHONE, orderId: oid });
       expectStatus(byAccount, 200);
       expect(byAccount.body).toEqual(first);
+      // The orderId names the payout: a repeat with another amount and detail answers the first (docs/api.md).
+      const otherBody = await m.live.post('/v1/payouts', { amount: '900.00', method: 'sbp', account: '+79990001122', orderId: oid });
+      expectStatus(otherBody, 200);
+      expect(otherBody.body).toEqual(first);
 
       expect(await h.adminBalance(m.accountId)).toMatchObject({ available: '700.00', reserved: '300.00' });
       await waitForBalance(m.live, { available: '700.00', reserved: '300.00' });
