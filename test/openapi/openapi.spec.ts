@@ -316,6 +316,12 @@ describe('the OpenAPI document', () => {
     expect(doc.info.description).toContain('Ключ принадлежит проекту и режиму, какой бы парой ключей ни был отправлен запрос');
   });
 
+  it('says how to send a full refund: an empty body labelled JSON is refused (input-edges.spec.ts)', () => {
+    const refund = doc.paths['/invoices/{id}/refund']!.post!;
+    expect(refund.description).toContain('Полный возврат: тело {} или запрос без тела и без Content-Type');
+    expect(refund.description).toContain('пустое тело с Content-Type application/json — 400');
+  });
+
   it('the schemas say what the spec says (spot checks)', () => {
     const s = doc.components.schemas;
     const validate = (name: string, value: unknown) => compile({ $ref: `#/components/schemas/${name}` })(value);

@@ -906,7 +906,9 @@ export const OPENAPI_DOCUMENT: OpenApiDocument = {
         summary: 'Вернуть оплату',
         description:
           'Полный (без amount) или частичный возврат счёта в статусе paid или partially_refunded. Сумма сразу резервируется из доступного баланса (available) ' +
-          'мерчанта в режиме ключа; итог приходит вебхуком refund.succeeded или refund.failed (тогда сумма возвращается в available).',
+          'мерчанта в режиме ключа; итог приходит вебхуком refund.succeeded или refund.failed (тогда сумма возвращается в available). ' +
+          'Полный возврат: тело {} или запрос без тела и без Content-Type; пустое тело с Content-Type application/json — 400 (это не JSON): ' +
+          'потерянная по дороге сумма не должна стать полным возвратом.',
         tags: ['Возвраты'],
         parameters: [{ ...invoiceIdParam, description: 'Идентификатор возвращаемого счёта' }, idempotencyKeyParam],
         requestBody: { required: false, content: jsonBody(ref('RefundInvoiceRequest')) },

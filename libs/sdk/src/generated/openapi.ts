@@ -59,7 +59,7 @@ export interface paths {
         put?: never;
         /**
          * Вернуть оплату
-         * @description Полный (без amount) или частичный возврат счёта в статусе paid или partially_refunded. Сумма сразу резервируется из доступного баланса (available) мерчанта в режиме ключа; итог приходит вебхуком refund.succeeded или refund.failed (тогда сумма возвращается в available).
+         * @description Полный (без amount) или частичный возврат счёта в статусе paid или partially_refunded. Сумма сразу резервируется из доступного баланса (available) мерчанта в режиме ключа; итог приходит вебхуком refund.succeeded или refund.failed (тогда сумма возвращается в available). Полный возврат: тело {} или запрос без тела и без Content-Type; пустое тело с Content-Type application/json — 400 (это не JSON): потерянная по дороге сумма не должна стать полным возвратом.
          */
         post: operations["refundInvoice"];
         delete?: never;
