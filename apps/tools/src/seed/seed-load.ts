@@ -11,7 +11,7 @@ import { PayoutAddress, PayoutAddresses, ProjectSettings, Registry, WEBHOOK_EVEN
 import { LaggingProjection, projectionLag } from '#payments/observability';
 import { PAYOUT_OUTCOMES, REFUND_OUTCOMES } from '#payments/flows';
 import { PAYMENTS_TO_LEDGER, PAYMENTS_TO_LEDGER_FILTER, PAYOUT_OUTCOMES_FILTER, REFUND_OUTCOMES_FILTER } from '#payments/reactors';
-import { DEFAULT_WEBHOOK_RETENTION_DAYS, retentionHorizon, WEBHOOK_OUTBOX, WEBHOOK_OUTBOX_FILTER } from '#payments/webhooks';
+import { DEFAULT_WEBHOOK_RETENTION_DAYS, moveOutboxReach, retentionHorizon, WEBHOOK_OUTBOX, WEBHOOK_OUTBOX_FILTER } from '#payments/webhooks';
 import type { Clock } from '#platform/clock';
 import type { SecretBox } from '#platform/secrets';
 import { HistoryBatch, HistoryGenerator, HistoryTerms, SeedMerchant } from './history';
@@ -162,6 +162,9 @@ export async function seedLoad(
   // reaches into it, the outbox is left to do so. A follower behind before the load is left to catch up on everything.
   const recent =
     generator.clock.getTime() >= retentionHorizon(deps.clock?.now() ?? new Date(), deps.webhookRetentionDays ?? DEFAULT_WEBHOOK_RETENTION_DAYS).getTime();
+  // Its past is the outbox's too, as after a gateway that ran along with it: an event older than the retention period
+  // is not recorded again (webhook_outbox_reach).
+  if (last.position !== null) await moveOutboxReach(deps.pool, last.position);
   const atHead: string[] = [];
   const toCatchUp: string[] = [];
   for (const { name } of FOLLOWED_BY_THE_LOAD) {

@@ -82,3 +82,21 @@ CREATE INDEX webhook_queue_due ON webhook_queue (next_attempt_at);
 CREATE INDEX webhook_queue_url_due ON webhook_queue (url, next_attempt_at);
 `,
 };
+
+/**
+ * `webhook_outbox_reach`: the furthest position in the log the webhook outbox has
+ * reached (one row), which a checkpoint moved back by hand does not move. The outbox
+ * does not enqueue an event at or below it that is older than WEBHOOK_RETENTION_DAYS
+ * (its delivery may have been swept, and must not be sent twice); an event above it,
+ * however old, is enqueued (after a long stop, a webhook is late, not lost).
+ */
+export const webhookOutboxReachMigration: Migration = {
+  id: 'payments:0017_webhook_outbox_reach',
+  sql: `
+CREATE TABLE webhook_outbox_reach (
+  singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+  commit_position numeric(20) NOT NULL,
+  prepare_position numeric(20) NOT NULL
+);
+`,
+};

@@ -1,6 +1,6 @@
 import type { Pool, PoolClient } from 'pg';
 import type { Clock } from '#platform/clock';
-import { AllFilter, EventStore, RecordedEvent, StreamNotFoundError } from '#event-store';
+import { AllFilter, comparePositions, EventStore, Position, RecordedEvent, StreamNotFoundError } from '#event-store';
 import {
   evolveInvoice,
   initialInvoice,
@@ -171,6 +171,9 @@ export interface PlannedDelivery {
   readonly body: string;
   readonly isTest: boolean;
   readonly createdAt: string;
+  /** The event that made it, and whether it happened before the retention period (its delivery may have been swept). */
+  readonly position: Position;
+  readonly pastRetention: boolean;
 }
 
 /**
@@ -179,8 +182,8 @@ export interface PlannedDelivery {
  * and records the event for every project it is meant for (merchant_events).
  * Its queue is never emptied by a rebuild: replaying the log enqueues nothing twice
  * (delivery ids are derived from event and project), so nothing is sent again; and
- * an event older than the retention period, whose delivery the retention sweeper may
- * have deleted, is not enqueued at all.
+ * an event it reached before (webhook_outbox_reach) that is older than the retention
+ * period, whose delivery the retention sweeper may have deleted, is not enqueued again.
  *
  * Rendering reads other streams and the registry: it happens in `prepare`, before the
  * batch's transaction opens, and the transaction only inserts the rendered rows (an
@@ -200,7 +203,7 @@ export function webhookOutbox(
   registry: Registry,
   clock: Clock,
   publicUrl: () => string,
-  /** WEBHOOK_RETENTION_DAYS: an event older than this is not enqueued (its delivery may have been swept already). */
+  /** WEBHOOK_RETENTION_DAYS: an event older than this is not enqueued again (its delivery may have been swept already). */
   retentionDays: number = DEFAULT_WEBHOOK_RETENTION_DAYS,
 ): Projection<PlannedDelivery[]> {
   return {
@@ -211,15 +214,14 @@ export function webhookOutbox(
       const now = clock.now();
       // A refund's webhook rendered from both its events when the batch holds both: planned once.
       const eventIds = new Set<string>();
-      const addressed: { message: WebhookMessage; body: string; project: Project }[] = [];
+      const addressed: { message: WebhookMessage; body: string; project: Project; position: Position }[] = [];
+      const horizon = retentionHorizon(now, retentionDays).getTime();
       for (const recorded of events) {
         const message = await renderWebhook(store, registry, recorded, publicUrl);
         if (!message || eventIds.has(message.envelope.id)) continue;
         eventIds.add(message.envelope.id);
-        // A replay (or a rebuild) after the retention period must not send swept deliveries again.
-        if (Date.parse(message.envelope.createdAt) < retentionHorizon(now, retentionDays).getTime()) continue;
         const body = JSON.stringify(message.envelope);
-        for (const project of message.projects) addressed.push({ message, body, project });
+        for (const project of message.projects) addressed.push({ message, body, project, position: recorded.position });
       }
       // Addressed with the settings in force when the event happened (a change made since applies to later events),
       // read for the whole batch at once.
@@ -227,7 +229,7 @@ export function webhookOutbox(
         addressed.map(({ message, project }) => ({ projectId: project.id, at: new Date(message.envelope.createdAt) })),
       );
       const planned: PlannedDelivery[] = [];
-      for (const [i, { message, body, project }] of addressed.entries()) {
+      for (const [i, { message, body, project, position }] of addressed.entries()) {
         // None recorded (a project written by hand in SQL): its settings now.
         const settings = settingsAt[i] ?? { ...project, existed: true };
         if (!settings.existed && message.accountWide) continue; // a project created after the payout's event
@@ -241,11 +243,18 @@ export function webhookOutbox(
           body,
           isTest: message.envelope.isTest,
           createdAt: message.envelope.createdAt,
+          position,
+          pastRetention: Date.parse(message.envelope.createdAt) < horizon,
         });
       }
       return planned;
     },
-    async apply(tx: PoolClient, _events: readonly RecordedEvent[], events: PlannedDelivery[]) {
+    async apply(tx: PoolClient, recorded: readonly RecordedEvent[], all: PlannedDelivery[]) {
+      // An event the outbox reached before (its checkpoint moved back by hand) that is older than the retention period
+      // is not enqueued again: its delivery may have been swept, and must not be sent twice. One never reached is, however
+      // old (a projector stopped longer than the period): a webhook is never lost.
+      const reach = await reachOfTheOutbox(tx, recorded);
+      const events = all.filter((d) => !(d.pastRetention && reach !== null && comparePositions(d.position, reach) <= 0));
       await recordMerchantEvents(
         tx,
         events.map((d) => ({ ...d, deliveryId: d.url === null ? null : d.id })),
@@ -281,6 +290,30 @@ export function webhookOutbox(
       );
     },
   };
+}
+
+/**
+ * The furthest position the outbox had reached before this batch (null: none yet), moved to the batch's last event,
+ * locked for the batch's transaction. The checkpoint can be moved back by hand; this is not.
+ */
+async function reachOfTheOutbox(tx: PoolClient, recorded: readonly RecordedEvent[]): Promise<Position | null> {
+  const before = await tx.query<{ commit_position: string; prepare_position: string }>(
+    'SELECT commit_position, prepare_position FROM webhook_outbox_reach FOR UPDATE',
+  );
+  const reach = before.rows[0] ? { commit: BigInt(before.rows[0].commit_position), prepare: BigInt(before.rows[0].prepare_position) } : null;
+  const last = recorded.at(-1)?.position;
+  if (last !== undefined && (reach === null || comparePositions(last, reach) > 0)) await moveOutboxReach(tx, last);
+  return reach;
+}
+
+/** Moves the outbox's reach forward to `to` (never back): also for a load that leaves its history's past unsent. */
+export async function moveOutboxReach(db: Pick<PoolClient, 'query'>, to: Position): Promise<void> {
+  await db.query(
+    `INSERT INTO webhook_outbox_reach (commit_position, prepare_position) VALUES ($1, $2)
+     ON CONFLICT (singleton) DO UPDATE SET commit_position = $1, prepare_position = $2
+     WHERE (webhook_outbox_reach.commit_position, webhook_outbox_reach.prepare_position) < ($1::numeric, $2::numeric)`,
+    [to.commit.toString(), to.prepare.toString()],
+  );
 }
 
 /** A row of the delivery history, with its attempts in order. */

@@ -5,8 +5,8 @@ import type { Pool } from 'pg';
  * failed for good) goes with its attempts once its last attempt and its enqueueing
  * are older than the retention period (WEBHOOK_RETENTION_DAYS, default 30) on the
  * gateway clock. Pending deliveries are never swept (their schedule ends within 39
- * hours, unless no dispatcher can sign them: they wait, pending, until one can). The outbox does not enqueue an event older than the same period
- * (webhookOutbox), so a replay or a rebuild can never send a swept delivery again.
+ * hours, unless no dispatcher can sign them: they wait, pending, until one can). The outbox does not enqueue again an event older than the same period
+ * that it already passed (webhookOutbox), so a replay can never send a swept delivery again.
  */
 export const DEFAULT_WEBHOOK_RETENTION_DAYS = 30;
 

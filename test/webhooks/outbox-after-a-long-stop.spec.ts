@@ -1,0 +1,84 @@
+/**
+ * The webhook outbox after a stop longer than WEBHOOK_RETENTION_DAYS (real PostgreSQL,
+ * the real projection runner): the events it never reached are enqueued when it comes
+ * back, however old, so a webhook is late but not lost. Before, it skipped every event
+ * older than the period, without a trace: no delivery and no GET /v1/events record.
+ * An event it did reach, whose delivery the sweeper may have deleted, is still not
+ * enqueued again when its checkpoint is moved back (retention.spec.ts on a gateway).
+ */
+import type { Pool } from 'pg';
+import { randomBytes } from 'node:crypto';
+import { fixedKeys, SecretBox } from '#platform/secrets';
+import { Clock, SystemClock } from '#platform/clock';
+import { comparePositions, PostgresEventStore } from '#event-store';
+import { CreateInvoice, CreateInvoiceHandler } from '../../apps/api/src/invoices/create-invoice/create-invoice.handler';
+import { RecordPaymentResult, RecordPaymentResultHandler } from '../../apps/api/src/invoices/record-payment-result/record-payment-result.handler';
+import { ProjectionRunner } from '#event-store/projections';
+import { Registry } from '#payments/merchants';
+import { DEFAULT_WEBHOOK_RETENTION_DAYS, webhookOutbox } from '#payments/webhooks';
+import { createTestDatabase, TestDatabase } from '../support/test-database';
+import { webhookProject } from '../support/webhook-project';
+import { invoiceRequest } from '../support/invoice-request';
+
+const SECRETS = new SecretBox(fixedKeys([randomBytes(32)]));
+const DAY = 86_400_000;
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => {
+  await db.drop();
+});
+
+/** Runs the outbox, on a clock `daysLater` ahead of the events, until it has passed the log's head; then stops it. */
+async function runOutboxToTheHead(pool: Pool, registry: Registry, daysLater: number): Promise<void> {
+  const store = new PostgresEventStore(pool, { pollIntervalMs: 10 });
+  const head = await store.headPosition();
+  const later: Clock = { now: () => new Date(Date.now() + daysLater * DAY) };
+  const runner = new ProjectionRunner(
+    pool,
+    store,
+    webhookOutbox(store, registry, later, () => 'http://127.0.0.1:3000'),
+  );
+  runner.start();
+  try {
+    for (const deadline = Date.now() + 30_000; !(runner.status().checkpoint && head && comparePositions(runner.status().checkpoint!, head) >= 0);) {
+      if (Date.now() > deadline) throw new Error('the outbox did not reach the head');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  } finally {
+    await runner.stop();
+    await store.close();
+  }
+}
+
+it('enqueues the events it never reached after a stop longer than the retention period, and not again after a rewind', async () => {
+  const clock = new SystemClock();
+  const store = new PostgresEventStore(db.pool);
+  const registry = new Registry(db.pool, SECRETS);
+  const project = await webhookProject(registry, clock.now(), 'http://127.0.0.1:9/hooks');
+  const { invoice } = await new CreateInvoiceHandler(store).execute(
+    new CreateInvoice(project, 'test', invoiceRequest({ amount: 100_00, orderId: 'long-stop' }), clock.now()),
+  );
+  const invoiceId = invoice.created.invoiceId;
+  await new RecordPaymentResultHandler(store, registry).execute(new RecordPaymentResult(invoiceId, 'paid', null, clock.now()));
+  await store.close();
+
+  // The outbox comes back a day after the period: the payment is older than it, and was never reached.
+  const daysLater = DEFAULT_WEBHOOK_RETENTION_DAYS + 1;
+  await runOutboxToTheHead(db.pool, registry, daysLater);
+  const enqueued = await db.pool.query<{ body: string; status: string }>('SELECT body, status FROM webhook_deliveries');
+  expect(enqueued.rows.map((r) => ({ invoice: JSON.parse(r.body).data.invoice.id, type: JSON.parse(r.body).type, status: r.status }))).toEqual([
+    { invoice: invoiceId, type: 'invoice.paid', status: 'pending' },
+  ]);
+  const recorded = await db.pool.query('SELECT type FROM merchant_events WHERE project_id = $1', [project.id]);
+  expect(recorded.rows).toEqual([{ type: 'invoice.paid' }]);
+
+  // Its delivery finished and was swept; the checkpoint is moved back by hand: the event is not enqueued again.
+  await db.pool.query('DELETE FROM webhook_queue');
+  await db.pool.query('DELETE FROM webhook_deliveries');
+  await db.pool.query(`UPDATE projection_checkpoints SET commit_position = 0, prepare_position = 0 WHERE projection = 'webhook_outbox'`);
+  await runOutboxToTheHead(db.pool, registry, daysLater);
+  expect((await db.pool.query('SELECT 1 FROM webhook_deliveries')).rows).toEqual([]);
+});
