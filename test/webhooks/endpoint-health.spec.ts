@@ -259,6 +259,26 @@ describe('endpoint health of a receiver that never answers', () => {
     expect(disabled).not.toContain(back);
   });
 
+  it("a resend to the project's new URL does not bring the old URL's failures: the new endpoint starts with none", async () => {
+    const now = new Date('2025-06-13T12:00:00Z');
+    const daysAgo = (n: number) => new Date(now.getTime() - n * 86_400_000);
+    // The URL changed 4.5 days ago; the delivery queued before went on failing at the old URL for 4 days, then ended.
+    const moved = await retriedProject(now, 4, { status: 500, error: null });
+    await db.pool.query(`UPDATE projects SET webhook_url = 'https://shop.example/new-hooks' WHERE id = $1`, [moved]);
+    await db.pool.query(
+      `INSERT INTO project_webhook_settings (project_id, valid_from, webhook_url, webhook_events) VALUES ($1, $2, 'https://shop.example/new-hooks', '{}')`,
+      [moved, daysAgo(4.5)],
+    );
+    await db.pool.query(`DELETE FROM webhook_queue q USING webhook_deliveries d WHERE q.id = d.id AND d.project_id = $1`, [moved]);
+    await db.pool.query(`UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL WHERE project_id = $1`, [moved]);
+
+    // The operator resends it: it goes to the new URL, which has failed nothing yet.
+    expect(await resendFailedDeliveries(db.pool, moved, now)).toBe(1);
+    const { rows } = await db.pool.query<{ url: string }>('SELECT url FROM webhook_deliveries WHERE project_id = $1', [moved]);
+    expect(rows).toEqual([{ url: 'https://shop.example/new-hooks' }]);
+    expect((await disableFailingEndpoints(db.pool, now)).map((d) => d.projectId)).not.toContain(moved);
+  });
+
   /** A project with seven failed deliveries, and a trigger run by each batch's queue insert (its body: plpgsql statements over `new_rows`). */
   async function failedProjectWithTrigger(now: Date, body: string): Promise<{ project: string; drop: () => Promise<void> }> {
     const project = await retriedProject(now, 1, { status: 500, error: null });

@@ -27,7 +27,8 @@ export interface DisabledEndpoint {
 export async function disableFailingEndpoints(pool: Pool, now: Date): Promise<DisabledEndpoint[]> {
   // An attempt without a status code (no answer in time, refused, TLS or DNS) failed too.
   // Only attempts at the project's current URL since it last took effect (project_webhook_settings) count: a
-  // changed URL is a new endpoint, and one changed back starts afresh too.
+  // changed URL is a new endpoint, and one changed back starts afresh too. Attempts of a delivery made before a resend
+  // sent it to another URL (addressed_at) were made at the old one.
   // Only projects with a pending delivery that has failed (a small scan of the queue) are
   // looked at; of those, attempts of the last ENDPOINT_FAILING_DAYS + 1 days suffice: a
   // streak that old starts inside them.
@@ -47,7 +48,8 @@ export async function disableFailingEndpoints(pool: Pool, now: Date): Promise<Di
                                                                 WHERE o.project_id = p.id AND o.webhook_url IS DISTINCT FROM p.webhook_url), '-infinity')) url
        JOIN webhook_deliveries d ON d.project_id = c.project_id AND d.url = p.webhook_url JOIN webhook_attempts a ON a.delivery_id = d.id
        WHERE d.created_at > $1::timestamptz - make_interval(days => $2 + 3) AND a.at > $1::timestamptz - make_interval(days => $2 + 1)
-         AND NOT a.superseded AND a.at > coalesce(p.webhook_enabled_at, '-infinity') AND a.at > url.since),
+         AND NOT a.superseded AND a.at > coalesce(p.webhook_enabled_at, '-infinity') AND a.at > url.since
+         AND a.at > coalesce(d.addressed_at, '-infinity')),
      streak AS (
        SELECT project_id, min(at) FILTER (WHERE NOT ok AND at > last_ok) AS since, min(enabled_at) AS enabled_at
        FROM (SELECT *, coalesce(max(at) FILTER (WHERE ok) OVER (PARTITION BY project_id), '-infinity') AS last_ok FROM attempts) t

@@ -100,3 +100,12 @@ CREATE TABLE webhook_outbox_reach (
 );
 `,
 };
+
+/**
+ * `webhook_deliveries.addressed_at`: when a resend last sent the delivery to another URL than
+ * its attempts so far went to (null: none did). Its earlier attempts were made at the old URL.
+ */
+export const webhookDeliveryAddressedAtMigration: Migration = {
+  id: 'payments:0018_webhook_delivery_addressed_at',
+  sql: `ALTER TABLE webhook_deliveries ADD COLUMN addressed_at timestamptz;`,
+};

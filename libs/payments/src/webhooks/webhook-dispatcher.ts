@@ -1065,6 +1065,12 @@ const QUEUE_AGAIN = `INSERT INTO webhook_queue (id, seq, url, next_attempt_at, a
       leased_until = NULL, lease_token = NULL`;
 
 /**
+ * A resend's SET of `addressed_at` ($2, the resend's time) when it sends a delivery to another URL than its attempts
+ * went to: endpoint health counts only its attempts since, so the new URL's streak does not start with the old one's.
+ */
+const READDRESSED_AT = `addressed_at = CASE WHEN url IS DISTINCT FROM (SELECT webhook_url FROM project) THEN $2::timestamptz ELSE addressed_at END`;
+
+/**
  * The operator's resend: the delivery is due again now with a fresh retry schedule
  * (same id and body): back in the queue, or its queue row made due now. Its lease
  * token is dropped, so an attempt started before the resend cannot overwrite what the
@@ -1090,7 +1096,7 @@ export async function resendDelivery(
        SELECT p.id, p.webhook_disabled_at IS NOT NULL OR p.webhook_url IS NULL AS disabled, p.webhook_url IS NULL AS no_url, p.webhook_url FROM projects p
        WHERE p.id = (SELECT project_id FROM webhook_deliveries WHERE id = $1) FOR SHARE),
      delivery AS (
-       UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $2, url = (SELECT webhook_url FROM project)
+       UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $2, url = (SELECT webhook_url FROM project), ${READDRESSED_AT}
        WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM project WHERE disabled) RETURNING id, seq, url, attempts_made, next_attempt_at),
      queued AS (
        ${QUEUE_AGAIN} RETURNING id, next_attempt_at)
@@ -1187,7 +1193,7 @@ async function resendBatch(
        failed AS (
          SELECT id FROM webhook_deliveries WHERE id IN (SELECT id FROM batch) ORDER BY id FOR NO KEY UPDATE),
        delivery AS (
-         UPDATE webhook_deliveries d SET status = 'pending', next_attempt_at = $2, url = (SELECT webhook_url FROM project)
+         UPDATE webhook_deliveries d SET status = 'pending', next_attempt_at = $2, url = (SELECT webhook_url FROM project), ${READDRESSED_AT}
          FROM failed f WHERE d.id = f.id AND d.status = 'failed' RETURNING d.id, d.seq, d.url, d.attempts_made, d.next_attempt_at),
        queued AS (
          ${QUEUE_AGAIN} RETURNING 1)
