@@ -22,7 +22,7 @@ import {
 import { OpenHold, OpenHolds } from './open-holds';
 
 /** Bump when LedgerState changes shape. (A change of what the fold computes changes the fold version by itself.) */
-export const LEDGER_STATE_VERSION = 5;
+export const LEDGER_STATE_VERSION = 6;
 
 /** A ledger's state as stored: its open holds as the record by invoice id. */
 export type StoredLedgerState = Omit<LedgerState, 'holds'> & { readonly holds: Readonly<Record<string, OpenHold>> };

@@ -1366,6 +1366,17 @@ describe('ledger: payout reservations and recorded refusals', () => {
         .thenFails('duplicate_request');
     });
 
+    it('two requests both reserved late, long after they were made, are still compared', () => {
+      // A requested at 0 s and B at 30 s; recovery reserves both after 420 s, behind an entry dated 420 s.
+      const lateBoth = [...funded, paymentAvailable('inv_2', 1, 0, atSec(420))];
+      given(lateBoth)
+        .when(reservePayout('po_1', 10_000, rules('fp'), atSec(0)))
+        .then([payoutReserved('po_1', 10_000, 'fp', atSec(420), atSec(0))]);
+      given([...lateBoth, payoutReserved('po_1', 10_000, 'fp', atSec(420), atSec(0))])
+        .when(reservePayout('po_2', 10_000, rules('fp'), atSec(30)))
+        .thenFails('duplicate_request');
+    });
+
     it('a request reserved late is a duplicate of one requested less than a minute after it', () => {
       // A requested at 0 s and B at 30 s; B reserved first, then entries until 61 s.
       const bFirst = [...first.slice(0, -1), payoutReserved('po_2', 10_000, 'fp', atSec(30)), paymentAvailable('inv_2', 1, 0, atSec(61))];
@@ -1527,7 +1538,7 @@ describe('ledger: payout reservations and recorded refusals', () => {
   });
 
   describe('recentPayouts', () => {
-    it('remembers the payouts requested within RECENT_PAYOUT_WINDOW_MS of the latest entry, oldest first', () => {
+    it('remembers the payouts reserved within RECENT_PAYOUT_WINDOW_MS of the latest entry, oldest first', () => {
       expect(RECENT_PAYOUT_WINDOW_MS).toBe(300_000);
       const history = [
         ...funded,
@@ -1540,7 +1551,7 @@ describe('ledger: payout reservations and recorded refusals', () => {
         { fingerprint: 'b', at: atSec(30) },
         { fingerprint: 'c', at: atSec(299) },
       ]);
-      // The ledger's latest time forgets those requested five minutes or more before it.
+      // The ledger's latest time forgets those reserved five minutes or more before it.
       const later = [...history, paymentAvailable('inv_2', 1, 0, atSec(300))];
       expect(foldLedger(later).recentPayouts).toEqual([
         { fingerprint: 'b', at: atSec(30) },
@@ -1551,9 +1562,10 @@ describe('ledger: payout reservations and recorded refusals', () => {
       expect(foldLedger([...later, paymentAvailable('inv_4', 1, 0, atSec(900))]).recentPayouts).toEqual([]);
     });
 
-    it('a payout reserved late is remembered by when it was requested', () => {
-      const late = [...funded, paymentAvailable('inv_2', 1, 0, atSec(40)), payoutReserved('po_1', 1_000, 'a', atSec(40), atSec(5))];
-      expect(foldLedger(late).recentPayouts).toEqual([{ fingerprint: 'a', at: atSec(5) }]);
+    it('a payout reserved late is remembered by when it was requested, and kept by when it was reserved', () => {
+      const late = [...funded, paymentAvailable('inv_2', 1, 0, atSec(400)), payoutReserved('po_1', 1_000, 'a', atSec(400), atSec(5))];
+      expect(foldLedger(late).recentPayouts).toEqual([{ fingerprint: 'a', at: atSec(5), reservedAt: atSec(400) }]);
+      expect(foldLedger([...late, paymentAvailable('inv_3', 1, 0, atSec(700))]).recentPayouts).toEqual([]);
     });
 
     type Op =
@@ -1638,13 +1650,17 @@ describe('ledger: payout reservations and recorded refusals', () => {
             const half = Math.floor(events.length / 2);
             expect(foldLedger(events.slice(half), foldLedger(events.slice(0, half)))).toEqual(byEvolve);
           }
-          // The payouts remembered are exactly those requested within the window of the latest entry.
+          // The payouts remembered are exactly those reserved within the window of the latest entry.
           if (events.length > 0) {
             const latest = Math.max(...events.map((e) => Date.parse(e.data.occurredAt)));
             const expected = events
               .filter((e) => e.data.kind === 'funds_reserved' && e.data.payoutFingerprint !== undefined)
-              .map((e) => ({ fingerprint: e.data.payoutFingerprint, at: e.data.payoutRequestedAt ?? e.data.occurredAt }))
-              .filter((p) => latest - Date.parse(p.at) < RECENT_PAYOUT_WINDOW_MS);
+              .filter((e) => latest - Date.parse(e.data.occurredAt) < RECENT_PAYOUT_WINDOW_MS)
+              .map((e) =>
+                e.data.payoutRequestedAt === undefined
+                  ? { fingerprint: e.data.payoutFingerprint, at: e.data.occurredAt }
+                  : { fingerprint: e.data.payoutFingerprint, at: e.data.payoutRequestedAt, reservedAt: e.data.occurredAt },
+              );
             expect(byEvolve.recentPayouts).toEqual(expected);
           }
         }),

@@ -87,14 +87,15 @@ export interface OpenReservation {
   readonly purpose: ReservationPurpose;
   readonly amount: Kopecks;
 }
-/** A payout reserved recently, with the time it was requested. */
+/** A payout reserved recently: when it was requested, and when reserved if later (by recovery). */
 export interface RecentPayout {
   readonly fingerprint: string;
   readonly at: string;
+  readonly reservedAt?: string;
 }
 /**
- * How long a payout is remembered after it was requested, by the ledger's latest time: the
- * one-minute duplicate window plus the time recovery may take to reserve a payout late.
+ * How long a payout is remembered after it was reserved, by the ledger's latest time: the
+ * one-minute duplicate window plus the time recovery may take to reserve its repeat late.
  */
 export const RECENT_PAYOUT_WINDOW_MS = 5 * 60_000;
 
@@ -546,14 +547,20 @@ function reservationRefusal(command: ReserveFunds, state: LedgerState): { code: 
   return null;
 }
 
-/** The payouts to remember after `e`, given the ledger's latest time with it: those requested within the window. */
+/**
+ * The payouts to remember after `e`, given the ledger's latest time with it: those reserved within the window
+ * (so two payouts both reserved late by recovery are still compared), each with its request's time.
+ */
 function rememberPayout(recent: readonly RecentPayout[], e: LedgerEntryPostedData, latestAt: string): readonly RecentPayout[] {
   const latest = Date.parse(latestAt);
-  const remembered = (at: string): boolean => latest - Date.parse(at) < RECENT_PAYOUT_WINDOW_MS;
-  const kept = recent.filter((p) => remembered(p.at));
+  const remembered = (p: RecentPayout): boolean => latest - Date.parse(p.reservedAt ?? p.at) < RECENT_PAYOUT_WINDOW_MS;
+  const kept = recent.filter(remembered);
   if (e.kind === 'funds_reserved' && e.payoutFingerprint !== undefined) {
-    const at = e.payoutRequestedAt ?? e.occurredAt;
-    if (remembered(at)) kept.push({ fingerprint: e.payoutFingerprint, at });
+    const payout: RecentPayout =
+      e.payoutRequestedAt === undefined
+        ? { fingerprint: e.payoutFingerprint, at: e.occurredAt }
+        : { fingerprint: e.payoutFingerprint, at: e.payoutRequestedAt, reservedAt: e.occurredAt };
+    if (remembered(payout)) kept.push(payout);
   }
   return kept.length === recent.length && kept.every((p, i) => p === recent[i]) ? recent : kept;
 }
