@@ -2,7 +2,8 @@
  * The webhook outbox after a stop longer than WEBHOOK_RETENTION_DAYS (real PostgreSQL,
  * the real projection runner): the events it never reached are enqueued when it comes
  * back, however old, so a webhook is late but not lost. Before, it skipped every event
- * older than the period, without a trace: no delivery and no GET /v1/events record.
+ * older than the period, without a trace. A seed:load while the outbox is behind leaves
+ * it all that it never reached.
  * An event it did reach, whose delivery the sweeper may have deleted, is still not
  * enqueued again when its checkpoint is moved back (retention.spec.ts on a gateway).
  */
@@ -15,7 +16,10 @@ import { CreateInvoice, CreateInvoiceHandler } from '../../apps/api/src/invoices
 import { RecordPaymentResult, RecordPaymentResultHandler } from '../../apps/api/src/invoices/record-payment-result/record-payment-result.handler';
 import { ProjectionRunner } from '#event-store/projections';
 import { Registry } from '#payments/merchants';
-import { DEFAULT_WEBHOOK_RETENTION_DAYS, webhookOutbox } from '#payments/webhooks';
+import { DEFAULT_WEBHOOK_RETENTION_DAYS, retentionHorizon, webhookOutbox } from '#payments/webhooks';
+import { sweepMerchantEvents } from '#payments/events';
+import { loadConfig } from '#payments/composition';
+import { seedLoad } from '../../apps/tools/src/seed/seed-load';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { webhookProject } from '../support/webhook-project';
 import { invoiceRequest } from '../support/invoice-request';
@@ -24,10 +28,10 @@ const SECRETS = new SecretBox(fixedKeys([randomBytes(32)]));
 const DAY = 86_400_000;
 
 let db: TestDatabase;
-beforeAll(async () => {
+beforeEach(async () => {
   db = await createTestDatabase();
 });
-afterAll(async () => {
+afterEach(async () => {
   await db.drop();
 });
 
@@ -53,10 +57,10 @@ async function runOutboxToTheHead(pool: Pool, registry: Registry, daysLater: num
   }
 }
 
-it('enqueues the events it never reached after a stop longer than the retention period, and not again after a rewind', async () => {
+/** A paid invoice of a project with a webhook URL: its invoice.paid event, which the outbox has not reached. */
+async function paidInvoiceOfAHookedProject(registry: Registry): Promise<{ invoiceId: string; projectId: string }> {
   const clock = new SystemClock();
   const store = new PostgresEventStore(db.pool);
-  const registry = new Registry(db.pool, SECRETS);
   const project = await webhookProject(registry, clock.now(), 'http://127.0.0.1:9/hooks');
   const { invoice } = await new CreateInvoiceHandler(store).execute(
     new CreateInvoice(project, 'test', invoiceRequest({ amount: 100_00, orderId: 'long-stop' }), clock.now()),
@@ -64,6 +68,12 @@ it('enqueues the events it never reached after a stop longer than the retention 
   const invoiceId = invoice.created.invoiceId;
   await new RecordPaymentResultHandler(store, registry).execute(new RecordPaymentResult(invoiceId, 'paid', null, clock.now()));
   await store.close();
+  return { invoiceId, projectId: project.id };
+}
+
+it('enqueues the events it never reached after a stop longer than the retention period, and not again after a rewind', async () => {
+  const registry = new Registry(db.pool, SECRETS);
+  const { invoiceId, projectId } = await paidInvoiceOfAHookedProject(registry);
 
   // The outbox comes back a day after the period: the payment is older than it, and was never reached.
   const daysLater = DEFAULT_WEBHOOK_RETENTION_DAYS + 1;
@@ -72,7 +82,9 @@ it('enqueues the events it never reached after a stop longer than the retention 
   expect(enqueued.rows.map((r) => ({ invoice: JSON.parse(r.body).data.invoice.id, type: JSON.parse(r.body).type, status: r.status }))).toEqual([
     { invoice: invoiceId, type: 'invoice.paid', status: 'pending' },
   ]);
-  const recorded = await db.pool.query('SELECT type FROM merchant_events WHERE project_id = $1', [project.id]);
+  // Its GET /v1/events record is kept as long as the delivery: the retention sweep goes by when it was recorded.
+  await sweepMerchantEvents(db.pool, retentionHorizon(new Date(Date.now() + daysLater * DAY), DEFAULT_WEBHOOK_RETENTION_DAYS));
+  const recorded = await db.pool.query('SELECT type FROM merchant_events WHERE project_id = $1', [projectId]);
   expect(recorded.rows).toEqual([{ type: 'invoice.paid' }]);
 
   // Its delivery finished and was swept; the checkpoint is moved back by hand: the event is not enqueued again.
@@ -81,4 +93,18 @@ it('enqueues the events it never reached after a stop longer than the retention 
   await db.pool.query(`UPDATE projection_checkpoints SET commit_position = 0, prepare_position = 0 WHERE projection = 'webhook_outbox'`);
   await runOutboxToTheHead(db.pool, registry, daysLater);
   expect((await db.pool.query('SELECT 1 FROM webhook_deliveries')).rows).toEqual([]);
+});
+
+it('a seed:load while the outbox is behind leaves what it never reached to it', async () => {
+  const registry = new Registry(db.pool, SECRETS);
+  const { invoiceId } = await paidInvoiceOfAHookedProject(registry);
+  // The load writes after the payment, which the outbox has not reached: it is left behind, to catch up.
+  const store = new PostgresEventStore(db.pool, { pollIntervalMs: 10 });
+  const loaded = await seedLoad({ pool: db.pool, store, terms: loadConfig({}), secrets: SECRETS }, { events: 300, seed: 'outbox behind', days: 2 });
+  await store.close();
+  expect(loaded.followers.toCatchUp).toContain('webhook_outbox');
+
+  await runOutboxToTheHead(db.pool, registry, DEFAULT_WEBHOOK_RETENTION_DAYS + 1);
+  const enqueued = await db.pool.query<{ body: string }>('SELECT body FROM webhook_deliveries');
+  expect(enqueued.rows.map((r) => JSON.parse(r.body).data.invoice.id)).toEqual([invoiceId]);
 });

@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { SystemClock } from '#platform/clock';
 import { fixedKeys, SecretBox } from '#platform/secrets';
-import { EventStore, handleCommand, PostgresEventStore, RecordedEvent } from '#event-store';
+import { comparePositions, EventStore, handleCommand, PostgresEventStore, RecordedEvent } from '#event-store';
 import { invoiceStreamName, RefundCommand, refundDecider, refundStreamName } from '#domain';
 import { findInvoice, invoiceView, newRefundId, refundView, runInvoiceCommand } from '#payments';
 import { Registry } from '#payments/merchants';
@@ -121,6 +121,22 @@ describe("a refund's webhook shows the invoice as the refund's outcome left it",
     const hook = await expectOneWebhook(succeeded!.id, 'refund.succeeded', refundId, invoiceId);
     expect(hook.invoice).toMatchObject({ status: 'partially_refunded', refundedAmount: '300.00' });
     expect(hook.refund).toMatchObject({ id: refundId, status: 'succeeded', amount: '300.00' });
+  });
+
+  it("rendered from either of its two events, it names the earlier one's position: what the outbox's reach is compared with", async () => {
+    const invoiceId = await paidInvoice();
+    const { refundId, succeeded } = await succeededRefund(invoiceId, 100_00);
+    const invoiceEvents = await store.readStream(invoiceStreamName(invoiceId));
+    const record = invoiceEvents.find((e) => e.type === 'InvoiceRefunded' && (e.data as { refundId: string }).refundId === refundId)!;
+    expect(comparePositions(succeeded.position, record.position)).toBeLessThan(0);
+    for (const from of [succeeded, record]) {
+      const message = await renderWebhook(store, registry, from, () => PUBLIC_URL);
+      expect({ from: from.type, id: message?.envelope.id, first: message?.firstRenderedAt }).toEqual({
+        from: from.type,
+        id: succeeded.id,
+        first: succeeded.position,
+      });
+    }
   });
 
   it('refund.succeeded of the whole remainder, both recorded before the outbox runs: refunded', async () => {

@@ -162,9 +162,10 @@ export async function seedLoad(
   // reaches into it, the outbox is left to do so. A follower behind before the load is left to catch up on everything.
   const recent =
     generator.clock.getTime() >= retentionHorizon(deps.clock?.now() ?? new Date(), deps.webhookRetentionDays ?? DEFAULT_WEBHOOK_RETENTION_DAYS).getTime();
-  // Its past is the outbox's too, as after a gateway that ran along with it: an event older than the retention period
-  // is not recorded again (webhook_outbox_reach).
-  if (last.position !== null) await moveOutboxReach(deps.pool, last.position);
+  // Its past is the outbox's too, as after a gateway that ran along with it (an event older than the retention period
+  // is not recorded again: webhook_outbox_reach); unless the outbox was behind before the load: then what it never
+  // reached, the load's events with it, is all left for it to record.
+  if (last.position !== null && caughtUp.has(WEBHOOK_OUTBOX)) await moveOutboxReach(deps.pool, last.position);
   const atHead: string[] = [];
   const toCatchUp: string[] = [];
   for (const { name } of FOLLOWED_BY_THE_LOAD) {

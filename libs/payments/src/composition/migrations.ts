@@ -16,7 +16,7 @@ import { webhookDeliveryAddressedAtMigration, webhookOutboxReachMigration, webho
 import { idempotencyKeysMigration } from '../idempotency/schema';
 import { payoutIdsMigration } from '../payouts/payout-ids.schema';
 import { auditSigningKeysMigration } from '../audit/signing-keys';
-import { merchantEventsMigration } from '../events/merchant-events';
+import { merchantEventsMigration, merchantEventsRecordedAtMigration } from '../events/merchant-events';
 
 /**
  * Every schema change of the gateway, in version order: one migration per library's
@@ -45,4 +45,5 @@ export const allMigrations: readonly Migration[] = [
   ledgerEntriesByTimeMigration,
   webhookOutboxReachMigration,
   webhookDeliveryAddressedAtMigration,
+  merchantEventsRecordedAtMigration,
 ];

@@ -98,6 +98,9 @@ CREATE TABLE webhook_outbox_reach (
   commit_position numeric(20) NOT NULL,
   prepare_position numeric(20) NOT NULL
 );
+-- On a database the outbox already followed, it has reached at least its checkpoint.
+INSERT INTO webhook_outbox_reach (commit_position, prepare_position)
+SELECT commit_position, prepare_position FROM projection_checkpoints WHERE projection = 'webhook_outbox';
 `,
 };
 

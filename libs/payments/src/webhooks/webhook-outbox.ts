@@ -36,6 +36,11 @@ export interface WebhookMessage {
   readonly projects: readonly Project[];
   /** Meant for every project of the account (a payout's): not for one created after the event. */
   readonly accountWide?: boolean;
+  /**
+   * A refund's: the first of the two events it can be rendered from, the one from which the outbox may have enqueued
+   * it already (webhook_outbox_reach is compared with it).
+   */
+  readonly firstRenderedAt?: Position;
 }
 
 const NAMESPACE = Buffer.from('3b0e9c1d5a7f4e2b8c6d1f0a9e8b7c6d', 'hex');
@@ -126,15 +131,15 @@ async function renderRefundOutcome(
 ): Promise<WebhookMessage | null> {
   const invoiceEvents = await store.readStream(invoiceStreamName(invoiceId), invoiceEventsUpTo === undefined ? undefined : { maxCount: invoiceEventsUpTo });
   let invoice = initialInvoice();
-  let recordedOnInvoice = false;
+  let record: RecordedEvent | undefined;
   for (const e of invoiceEvents) {
     invoice = evolveInvoice(invoice, { type: e.type, data: e.data } as InvoiceEvent);
     if (REFUND_RECORDS_ON_INVOICE.includes(e.type) && (e.data as { refundId: string }).refundId === refundId) {
-      recordedOnInvoice = true;
+      record = e;
       break;
     }
   }
-  if (!recordedOnInvoice || invoice.status === 'none') return null;
+  if (!record || invoice.status === 'none') return null;
   const refundEvents = await eventsOf(store, refundStreamName(refundId));
   // A refund has one outcome (RefundSucceeded or RefundFailed): the first event that is a webhook.
   const outcomeAt = refundEvents.findIndex((e) => webhookKindOf(e.streamName, e.type) !== null);
@@ -157,6 +162,7 @@ async function renderRefundOutcome(
       data: { refund: refundView(refund), invoice: invoiceView(invoice, publicUrl()) },
     },
     projects: project ? [project] : [],
+    firstRenderedAt: comparePositions(record.position, outcome.position) < 0 ? record.position : outcome.position,
   };
 }
 
@@ -171,7 +177,7 @@ export interface PlannedDelivery {
   readonly body: string;
   readonly isTest: boolean;
   readonly createdAt: string;
-  /** The event that made it, and whether it happened before the retention period (its delivery may have been swept). */
+  /** The (first) event that makes it, and whether it happened before the retention period (its delivery may have been swept). */
   readonly position: Position;
   readonly pastRetention: boolean;
 }
@@ -221,7 +227,8 @@ export function webhookOutbox(
         if (!message || eventIds.has(message.envelope.id)) continue;
         eventIds.add(message.envelope.id);
         const body = JSON.stringify(message.envelope);
-        for (const project of message.projects) addressed.push({ message, body, project, position: recorded.position });
+        const position = message.firstRenderedAt ?? recorded.position;
+        for (const project of message.projects) addressed.push({ message, body, project, position });
       }
       // Addressed with the settings in force when the event happened (a change made since applies to later events),
       // read for the whole batch at once.
@@ -255,9 +262,12 @@ export function webhookOutbox(
       // old (a projector stopped longer than the period): a webhook is never lost.
       const reach = await reachOfTheOutbox(tx, recorded);
       const events = all.filter((d) => !(d.pastRetention && reach !== null && comparePositions(d.position, reach) <= 0));
+      // One time for the records and the deliveries: an event's record is swept no later than its delivery.
+      const now = clock.now();
       await recordMerchantEvents(
         tx,
         events.map((d) => ({ ...d, deliveryId: d.url === null ? null : d.id })),
+        now,
       );
       const planned = events.filter((d): d is PlannedDelivery & { url: string } => d.url !== null);
       if (planned.length === 0) return;
@@ -285,7 +295,7 @@ export function webhookOutbox(
           planned.map((d) => d.url),
           planned.map((d) => d.body),
           planned.map((d) => d.isTest),
-          clock.now(),
+          now,
         ],
       );
     },
