@@ -196,6 +196,24 @@ describe('payment page over HTTP (GET /pay/{id}, POST /pay/{id}/method, POST /pa
     expect(view.body).toMatchObject({ status: 'pending', method: 'card', customerFeeAmount: '30.00', payableAmount: '1030.00' });
   });
 
+  it('a method turned off after an invoice was created stays choosable on it (docs/api.md "Fees"); new invoices do not get it', async () => {
+    const account = await json('POST', '/admin/v1/accounts', { name: 'Пекарня', email: 'bakery@example.com' }, ADMIN_TOKEN);
+    const project = await json('POST', '/admin/v1/projects', { accountId: account.body.id, name: 'Пекарня онлайн' }, ADMIN_TOKEN);
+    const key = project.body.keys.test.secretKey;
+    const open = await createInvoice({}, key);
+    const off = await json('PATCH', `/admin/v1/projects/${project.body.id}`, { methods: { card: { enabled: false } } }, ADMIN_TOKEN);
+    expect(off.status).toBe(200);
+    expect((await json('GET', '/v1/methods', undefined, key)).body.methods).toEqual(
+      expect.arrayContaining([expect.objectContaining({ code: 'card', enabled: false })]),
+    );
+    const refused = await json('POST', '/v1/invoices', { amount: '1000.00', orderId: `order-off-${randomUUID()}`, method: 'card' }, key);
+    expect({ status: refused.status, code: refused.body.error?.code }).toEqual({ status: 422, code: 'method_unavailable' });
+
+    expect((await page(`/pay/${open.id}`)).html).toContain('name="method" value="card"');
+    expect((await submit(`/pay/${open.id}/method`, { method: 'card' })).status).toBe(303);
+    expect((await json('GET', `/v1/invoices/${open.id}`, undefined, key)).body).toMatchObject({ status: 'pending', method: 'card' });
+  });
+
   it(`bounds the buyer's method choices at ${METHOD_CHOICE_LIMIT} an invoice (then a 409 page, the method kept); the same method again records nothing`, async () => {
     const invoice = await createInvoice({});
     const methodEvents = async () =>
