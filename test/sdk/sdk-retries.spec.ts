@@ -843,6 +843,36 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     expect(waits).toEqual([]);
   });
 
+  it('a refund whose amount is undefined (lost on the way) is refused, nothing sent: JSON would drop it and refund the whole remainder', async () => {
+    stub.script({ status: 202, body: REFUND });
+    const lost: string | undefined = undefined;
+    const failure = await client()
+      .refundInvoice(REFUND.invoiceId, { amount: lost })
+      .catch((e: unknown) => e);
+    expect(failure).toBeInstanceOf(TypeError);
+    expect((failure as Error).message).toBe('refundInvoice: amount is undefined; omit it for a full refund of the remainder. Nothing was sent');
+    expect(stub.attempts).toEqual([]);
+    // A full refund omits it: the body {}.
+    await expect(client().refundInvoice(REFUND.invoiceId)).resolves.toEqual(REFUND);
+    expect(stub.attempts.map((a) => a.body)).toEqual(['{}']);
+  });
+
+  it('a newIdempotencyKey that answers no key (a forgotten return) is refused, nothing sent: the call would be retried without one', async () => {
+    stub.script({ status: 202, body: REFUND });
+    for (const answer of [undefined, '', 42]) {
+      const failure = await client({ newIdempotencyKey: () => answer as unknown as string })
+        .refundInvoice(REFUND.invoiceId, { amount: '1.00' })
+        .catch((e: unknown) => e);
+      expect(failure).toBeInstanceOf(TypeError);
+      expect((failure as Error).message).toMatch(/^idempotencyKey \(or newIdempotencyKey's result\): a non-empty string, got .*Nothing was sent$/);
+      const payout = await client({ newIdempotencyKey: () => answer as unknown as string })
+        .createPayout({ amount: '100.00', addressId: 1 })
+        .catch((e: unknown) => e);
+      expect(payout).toBeInstanceOf(TypeError);
+    }
+    expect(stub.attempts).toEqual([]);
+  });
+
   it('an id that is empty, "." or ".." (a dot segment: another address) is refused with a TypeError naming the argument, nothing sent', async () => {
     stub.script();
     const calls: [string, () => Promise<unknown>][] = [
@@ -882,6 +912,12 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
       expect(failure.message).not.toMatch(/SeCrEt|Se Crt/);
     }
     for (const key of keys) expect(refusal({ publicId: key.replace('sk_', 'pk_'), signingSecret: secret }).message).toMatch(/^auth\.publicId: /);
+    // The signing secret too, read from a file or the environment as they are (a line break would sign every request wrongly).
+    for (const key of keys) {
+      const failure = refusal({ publicId: 'pk_live_Pub42', signingSecret: key.replace('sk_live_', 'whsec_') });
+      expect(failure.message).toMatch(/^auth\.signingSecret: /);
+      expect(failure.message).not.toMatch(/SeCrEt|Se Crt/);
+    }
     // A key that holds is taken; nothing was sent for the ones refused.
     stub.script({ status: 200, body: BALANCE });
     await expect(client({ auth: { secretKey: 'sk_live_SeCrEt42' } }).getBalance()).resolves.toEqual(BALANCE);

@@ -160,6 +160,26 @@ describe('verifyWebhook', () => {
     );
   });
 
+  it('a now that answers no finite number (a forgotten return, an ISO text) is a TypeError, never "any age"', () => {
+    const old = 1_000_000_000; // 2001
+    const replayed = headersOf(BODY, old);
+    for (const answer of [undefined, new Date(T * 1000).toISOString(), NaN]) {
+      expect(() => verifyWebhook(BODY, replayed, SECRET, { now: () => answer as unknown as number })).toThrow(TypeError);
+    }
+    expect(codeOf(() => verifyWebhook(BODY, replayed, SECRET, { now }))).toBe('timestamp_invalid');
+  });
+
+  it("with mode, refuses a delivery of the other mode (test and live share the project's URL and secret)", () => {
+    const live = JSON.stringify({ ...JSON.parse(BODY), isTest: false });
+    expect(codeOf(() => verifyWebhook(BODY, headersOf(BODY), SECRET, { now, mode: 'live' }))).toBe('mode_mismatch');
+    expect(verifyWebhook(live, headersOf(live), SECRET, { now, mode: 'live' }).isTest).toBe(false);
+    expect(verifyWebhook(BODY, headersOf(BODY), SECRET, { now, mode: 'test' }).isTest).toBe(true);
+    expect(codeOf(() => verifyWebhook(live, headersOf(live), SECRET, { now, mode: 'test' }))).toBe('mode_mismatch');
+    // Without it, both (isTest tells them apart); another value is a TypeError.
+    expect(verifyWebhook(BODY, headersOf(BODY), SECRET, { now }).isTest).toBe(true);
+    expect(() => verifyWebhook(BODY, headersOf(BODY), SECRET, { now, mode: 'prod' as 'live' })).toThrow(TypeError);
+  });
+
   it('refuses a signed body that is not an event, and a malformed timestamped header', () => {
     expect(codeOf(() => verifyWebhook('[1]', headersOf('[1]'), SECRET, { now }))).toBe('payload_invalid');
     expect(codeOf(() => verifyWebhook('nope', headersOf('nope'), SECRET, { now }))).toBe('payload_invalid');

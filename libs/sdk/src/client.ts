@@ -164,7 +164,11 @@ export class PaymentGatewayClient {
   constructor(options: PaymentGatewayClientOptions) {
     this.baseUrl = checkBaseUrl(options.baseUrl);
     if ('secretKey' in options.auth) checkCredential('auth.secretKey', options.auth.secretKey);
-    else checkCredential('auth.publicId', options.auth.publicId);
+    else {
+      checkCredential('auth.publicId', options.auth.publicId);
+      // Never sent, but read from a file or the environment as the others: a line break with it signs every request wrongly.
+      checkCredential('auth.signingSecret', options.auth.signingSecret);
+    }
     this.#auth = options.auth;
     const maxRetries = options.maxRetries ?? MAX_RETRIES;
     if (typeof maxRetries !== 'number' || !Number.isInteger(maxRetries) || maxRetries < 0 || maxRetries > MAX_RETRIES)
@@ -246,13 +250,17 @@ export class PaymentGatewayClient {
     body: RefundInvoiceRequest = {},
     options: PostOptions = {},
   ): Promise<Creation & { readonly refund: Refund }> {
+    // JSON drops an undefined amount: the request would refund the whole remainder (the gateway refuses a body that
+    // lost its amount on the way for the same reason). A full refund omits amount.
+    if (typeof body === 'object' && body !== null && Object.hasOwn(body, 'amount') && body.amount === undefined)
+      throw new TypeError('refundInvoice: amount is undefined; omit it for a full refund of the remainder. Nothing was sent');
     const answer = await this.exchange<Refund>({
       method: 'POST',
       path: `/invoices/${segment('invoiceId', invoiceId)}/refund`,
       holds: ID,
       statuses: [202],
       body,
-      idempotencyKey: options.idempotencyKey ?? this.newIdempotencyKey(),
+      idempotencyKey: this.keyOf(options),
       repeatable: true,
       signal: options.signal,
     });
@@ -300,7 +308,7 @@ export class PaymentGatewayClient {
 
   /** createPayout, telling a new request (201: `created` true) from the orderId's existing one (200) or a key's replay (false). */
   async createPayoutWithOutcome(body: CreatePayoutRequest, options: PostOptions = {}): Promise<Creation & { readonly payout: Payout }> {
-    const idempotencyKey = options.idempotencyKey ?? this.newIdempotencyKey();
+    const idempotencyKey = this.keyOf(options);
     const answer = await this.exchange<Payout>({
       method: 'POST',
       path: '/payouts',
@@ -408,6 +416,20 @@ export class PaymentGatewayClient {
 
   private async call<T>(spec: CallSpec): Promise<T> {
     return (await this.exchange<T>(spec)).body;
+  }
+
+  /**
+   * The Idempotency-Key of a refund or payout: the one given, else a new one; refused (a TypeError, nothing sent) when
+   * none came (a newIdempotencyKey that forgot its return), since the call is retried on the strength of it. What a
+   * header cannot carry is refused where the headers are made.
+   */
+  private keyOf(options: PostOptions): string {
+    const key: unknown = options.idempotencyKey ?? this.newIdempotencyKey();
+    if (typeof key !== 'string' || key === '')
+      throw new TypeError(
+        `idempotencyKey (or newIdempotencyKey's result): a non-empty string, got ${key === '' ? 'an empty one' : typeof key}. Nothing was sent`,
+      );
+    return key;
   }
 
   private async exchange<T>(spec: CallSpec): Promise<Answer<T>> {

@@ -124,7 +124,9 @@ export type WebhookVerificationErrorCode =
   /** The signed body is not a webhook event (not JSON, or without id and type). */
   | 'payload_invalid'
   /** rawBody is not the bytes received (a string, a Buffer or other view of bytes, an ArrayBuffer): a parsed JSON body, undefined. */
-  | 'raw_body_required';
+  | 'raw_body_required'
+  /** A delivery of the other mode than `options.mode` (isTest). */
+  | 'mode_mismatch';
 
 export class WebhookVerificationError extends Error {
   override readonly name = 'WebhookVerificationError';

@@ -15,8 +15,14 @@ export interface VerifyWebhookOptions {
    * delivery is refused). false accepts the spec's plain signature alone (checked when present).
    */
   readonly requireTimestamp?: boolean | undefined;
-  /** A function answering the receiver's clock in ms (default Date.now; not a function: a TypeError). */
+  /** A function answering the receiver's clock in ms (default Date.now; not a function, or an answer not a finite number: a TypeError). */
   readonly now?: (() => number) | undefined;
+  /**
+   * The mode the receiver serves: test and live deliveries of a project share its URL and secret, and anyone with the
+   * test key can pay a test invoice (of any orderId) in the sandbox. Given, a delivery of the other mode is refused
+   * (`mode_mismatch`); not given, both are returned (`isTest` tells them apart).
+   */
+  readonly mode?: 'live' | 'test' | undefined;
 }
 
 export const SIGNATURE_HEADER = 'x-service-signature';
@@ -86,7 +92,7 @@ function kindOf(value: unknown): string {
  *   now, so an old delivery sent again is refused.
  * `rawBody` must be the exact bytes received (not JSON re-serialised). Throws
  * WebhookVerificationError (code signature_missing, signature_invalid, timestamp_invalid,
- * payload_invalid, raw_body_required).
+ * payload_invalid, raw_body_required, mode_mismatch).
  */
 export function verifyWebhook(
   rawBody: string | ArrayBufferView | ArrayBufferLike,
@@ -101,6 +107,8 @@ export function verifyWebhook(
     throw new TypeError(`verifyWebhook: toleranceSeconds must be a finite number of seconds from 0, got ${String(tolerance)}`);
   if (options.now !== undefined && typeof options.now !== 'function')
     throw new TypeError(`verifyWebhook: now must be a function answering the clock in ms (as Date.now), got ${typeof options.now}`);
+  if (options.mode !== undefined && options.mode !== 'live' && options.mode !== 'test')
+    throw new TypeError(`verifyWebhook: mode must be 'live' or 'test', got ${String(options.mode)}`);
   const body = rawBytesOf(rawBody);
 
   // Node's req.headers and fetch's Headers join a header sent twice with ", ": a comma is in no
@@ -135,7 +143,11 @@ export function verifyWebhook(
     const matches = v1.map((candidate) => hexDigestsEqual(expected, candidate)).some(Boolean);
     if (!matches)
       throw new WebhookVerificationError('signature_invalid', 'X-Service-Signature-Timestamped does not match the timestamp, the body and the secret');
-    const nowSeconds = Math.floor((options.now ?? Date.now)() / 1000);
+    const nowMs: unknown = (options.now ?? Date.now)();
+    // NaN (a now that forgot its return, or answers a Date or a string) would pass every timestamp.
+    if (typeof nowMs !== 'number' || !Number.isFinite(nowMs))
+      throw new TypeError(`verifyWebhook: now() must answer the clock in ms (a finite number, as Date.now), got ${String(nowMs)}`);
+    const nowSeconds = Math.floor(nowMs / 1000);
     if (Math.abs(nowSeconds - Number(t[0])) > tolerance) {
       throw new WebhookVerificationError('timestamp_invalid', `the delivery's timestamp ${t[0]} is more than ${tolerance} s from now (${nowSeconds})`);
     }
@@ -150,6 +162,9 @@ export function verifyWebhook(
   const e = event as Partial<WebhookEvent> | null;
   if (typeof e !== 'object' || e === null || typeof e.id !== 'string' || typeof e.type !== 'string' || typeof e.data !== 'object') {
     throw new WebhookVerificationError('payload_invalid', 'the body is not a webhook event {id, type, createdAt, isTest, data}');
+  }
+  if (options.mode !== undefined && e.isTest !== (options.mode === 'test')) {
+    throw new WebhookVerificationError('mode_mismatch', `a ${e.isTest === true ? 'test' : 'live'} delivery, and this receiver serves ${options.mode} ones`);
   }
   return event as WebhookEvent;
 }
