@@ -9,8 +9,8 @@
  * differ), the server is past the log (the runbook's query), every projection is live
  * with lag 0 and ledger:verify exits 0; of step 6, the checkpoint fails log:verify (its
  * key is gone; with the saved keys, the log it names), the old key works again until
- * rotated again, the payout sequence is moved past the lost id with the printed setval,
- * and a repeated orderId gets its invoice
+ * rotated again, the payout sequence is moved past the lost id with the printed setval, a
+ * payout's orderId first used after the backup makes a new payout, and a repeated orderId gets its invoice
  * id. A database whose server is behind its log's transaction ids (what a logical
  * restore gives) is refused at start by the processes and commands that write (exit 1)
  * and by the read-only commands (the verifiers here: exit 2). The EventStoreDB part cannot run here (no EventStoreDB
@@ -122,7 +122,8 @@ describe('runbook: restoring from a backup (the embedded server under DATA_DIR)'
     const rotatedSecret = await laterOperator.http.post(`/admin/v1/projects/${shop.projectId}/webhook-secret/rotate`);
     expectStatus(rotatedSecret, 201);
     expect((await laterOperator.http.get(`/admin/v1/projects/${shop.projectId}`)).body.webhookSecret).not.toBe(webhookSecret);
-    const lost = await rotatedLive.post('/v1/payouts', { amount: '100.00', addressId: address.id, orderId: orderId('lost') });
+    const lostOrder = orderId('lost');
+    const lost = await rotatedLive.post('/v1/payouts', { amount: '100.00', addressId: address.id, orderId: lostOrder });
     expectStatus(lost, 201);
     expect(Number(lost.body.id)).toBe(Number(payout.body.id) + 1);
     const retriedOrder = orderId('retried');
@@ -220,6 +221,11 @@ describe('runbook: restoring from a backup (the embedded server under DATA_DIR)'
     const next = await live.post('/v1/payouts', { amount: '100.00', addressId: address.id, orderId: orderId('next') });
     expectStatus(next, 201);
     expect(Number(next.body.id)).toBe(Number(lost.body.id) + 1);
+    // A payout requested again with the orderId first used after the backup point is a new payout (its claim is gone).
+    expect(placeOf(RUNBOOK, 'first used after it is a new payout')).toBeGreaterThan(0);
+    const repeated = await live.post('/v1/payouts', { amount: '100.00', addressId: address.id, orderId: lostOrder });
+    expectStatus(repeated, 201);
+    expect(Number(repeated.body.id)).toBe(Number(next.body.id) + 1);
     // A merchant repeating the invoice of the same orderId gets the same invoice id.
     const retried = await live.post('/v1/invoices', { amount: '700.00', orderId: retriedOrder, method: 'sbp' });
     expectStatus(retried, 201);
