@@ -16,9 +16,10 @@ import { CreateInvoice, CreateInvoiceHandler } from '../../apps/api/src/invoices
 import { RecordPaymentResult, RecordPaymentResultHandler } from '../../apps/api/src/invoices/record-payment-result/record-payment-result.handler';
 import { ProjectionRunner } from '#event-store/projections';
 import { Registry } from '#payments/merchants';
-import { DEFAULT_WEBHOOK_RETENTION_DAYS, retentionHorizon, webhookOutbox } from '#payments/webhooks';
+import { DEFAULT_WEBHOOK_RETENTION_DAYS, retentionHorizon, webhookOutbox, webhookOutboxReachMigration } from '#payments/webhooks';
 import { sweepMerchantEvents } from '#payments/events';
-import { loadConfig } from '#payments/composition';
+import { allMigrations, loadConfig } from '#payments/composition';
+import { migrate } from '#platform/database';
 import { seedLoad } from '../../apps/tools/src/seed/seed-load';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { webhookProject } from '../support/webhook-project';
@@ -107,4 +108,18 @@ it('a seed:load while the outbox is behind leaves what it never reached to it', 
   await runOutboxToTheHead(db.pool, registry, DEFAULT_WEBHOOK_RETENTION_DAYS + 1);
   const enqueued = await db.pool.query<{ body: string }>('SELECT body FROM webhook_deliveries');
   expect(enqueued.rows.map((r) => JSON.parse(r.body).data.invoice.id)).toEqual([invoiceId]);
+});
+
+it('on a database the outbox already followed, the migration starts its reach at its checkpoint', async () => {
+  const older = await createTestDatabase({ migrate: false });
+  try {
+    const before = allMigrations.indexOf(webhookOutboxReachMigration);
+    await migrate(older.pool, allMigrations.slice(0, before));
+    await older.pool.query(`INSERT INTO projection_checkpoints (projection, commit_position, prepare_position) VALUES ('webhook_outbox', 4242, 17)`);
+    await migrate(older.pool, allMigrations);
+    const reach = await older.pool.query('SELECT commit_position::text AS commit, prepare_position::text AS prepare FROM webhook_outbox_reach');
+    expect(reach.rows).toEqual([{ commit: '4242', prepare: '17' }]);
+  } finally {
+    await older.drop();
+  }
 });
