@@ -303,7 +303,7 @@ describe('the SDK against the gateway', () => {
     const w = await arrival(receiver, 'invoice.failed', created.id);
     const t = Number(w.headers['x-service-timestamp']);
     // The second header: t is the delivery's X-Service-Timestamp (the gateway clock).
-    expect(w.headers['x-service-signature-timestamped']).toMatch(new RegExp(`^t=${t},v1=[0-9a-f]{64}$`));
+    expect(w.headers['x-service-signature-timestamped']).toMatch(new RegExp(`^t=${t},v2=[0-9a-f]{64}$`));
     const at = (seconds: number) => () => seconds * 1000;
     const refusal = (f: () => unknown): WebhookVerificationError => {
       try {
@@ -323,12 +323,25 @@ describe('the SDK against the gateway', () => {
     // A tolerance read from an unset variable (NaN) is the receiver's mistake, not "any age".
     expect(() => verifyWebhook(w.rawBody, w.headers, shop.secret, { now: at(t + 611), toleranceSeconds: Number(undefined) })).toThrow(TypeError);
 
-    // A replay with a fresh t but the old v1 does not match: the timestamp is signed.
+    // A replay with a fresh t but the old v2 does not match: the timestamp is signed.
     const forgedT = {
       ...w.headers,
       'x-service-signature-timestamped': String(w.headers['x-service-signature-timestamped']).replace(`t=${t}`, `t=${t + 1000}`),
     };
     expect(refusal(() => verifyWebhook(w.rawBody, forgedT, shop.secret, { now: at(t + 1000) })).code).toBe('signature_invalid');
+
+    // The delivery's parts are no API credential: its t and MAC as X-Timestamp and X-Signature over its body, sent to
+    // the API with the project's public id, are refused (the same secret signs both; the webhook's MAC has a prefix).
+    const mac = /v2=([0-9a-f]{64})$/.exec(String(w.headers['x-service-signature-timestamped']))![1]!;
+    const replayed = await fetch(`${gw.baseUrl}/v1/invoices`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-public-id': shop.keys.test.publicKey, 'x-timestamp': String(t), 'x-signature': mac },
+      body: w.rawBody,
+    });
+    expect({ status: replayed.status, code: ((await replayed.json()) as { error: { code: string } }).error.code }).toEqual({
+      status: 401,
+      code: 'signature_invalid',
+    });
 
     const { ['x-service-signature']: _s, ...unsigned } = w.headers;
     expect(refusal(() => verifyWebhook(w.rawBody, unsigned, shop.secret)).code).toBe('signature_missing');

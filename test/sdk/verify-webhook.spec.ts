@@ -19,7 +19,7 @@ const BODY = JSON.stringify({ id: 'evt-1', type: 'invoice.paid', createdAt: '202
 const mac = (text: string, secret = SECRET) => createHmac('sha256', secret).update(text).digest('hex');
 const headersOf = (body: string, t = T) => ({
   'x-service-signature': `sha256=${mac(body)}`,
-  'x-service-signature-timestamped': `t=${t},v1=${mac(`${t}.${body}`)}`,
+  'x-service-signature-timestamped': `t=${t},v2=${mac(`webhook.${t}.${body}`)}`,
   'x-service-timestamp': String(t),
 });
 const now = () => T * 1000;
@@ -48,7 +48,7 @@ describe('verifyWebhook', () => {
     const spy = jest.spyOn(nodeCrypto, 'timingSafeEqual');
     const short = { ...headersOf(BODY), 'x-service-signature': `sha256=${mac(BODY).slice(0, 62)}` };
     expect(codeOf(() => verifyWebhook(BODY, short, SECRET, { now }))).toBe('signature_invalid');
-    const long = { ...headersOf(BODY), 'x-service-signature-timestamped': `t=${T},v1=${mac(`${T}.${BODY}`)}00` };
+    const long = { ...headersOf(BODY), 'x-service-signature-timestamped': `t=${T},v2=${mac(`webhook.${T}.${BODY}`)}00` };
     expect(codeOf(() => verifyWebhook(BODY, long, SECRET, { now }))).toBe('signature_invalid');
     expect(spy).toHaveBeenCalledTimes(1); // only the first (valid-length) X-Service-Signature of `long`
   });
@@ -180,10 +180,17 @@ describe('verifyWebhook', () => {
     expect(() => verifyWebhook(BODY, headersOf(BODY), SECRET, { now, mode: 'prod' as 'live' })).toThrow(TypeError);
   });
 
+  it('a MAC over "<t>.<body>" (the API\'s HMAC credential with the same secret) is no timestamped webhook signature', () => {
+    const apiShaped = { ...headersOf(BODY), 'x-service-signature-timestamped': `t=${T},v2=${mac(`${T}.${BODY}`)}` };
+    expect(codeOf(() => verifyWebhook(BODY, apiShaped, SECRET, { now }))).toBe('signature_invalid');
+    const oldLabel = { ...headersOf(BODY), 'x-service-signature-timestamped': `t=${T},v1=${mac(`${T}.${BODY}`)}` };
+    expect(codeOf(() => verifyWebhook(BODY, oldLabel, SECRET, { now }))).toBe('signature_invalid');
+  });
+
   it('refuses a signed body that is not an event, and a malformed timestamped header', () => {
     expect(codeOf(() => verifyWebhook('[1]', headersOf('[1]'), SECRET, { now }))).toBe('payload_invalid');
     expect(codeOf(() => verifyWebhook('nope', headersOf('nope'), SECRET, { now }))).toBe('payload_invalid');
-    const malformed = { ...headersOf(BODY), 'x-service-signature-timestamped': `v1=${mac(`${T}.${BODY}`)}` };
+    const malformed = { ...headersOf(BODY), 'x-service-signature-timestamped': `v2=${mac(`webhook.${T}.${BODY}`)}` };
     expect(codeOf(() => verifyWebhook(BODY, malformed, SECRET, { now }))).toBe('signature_invalid');
   });
 });

@@ -92,13 +92,13 @@ export function validSignature(webhook: ReceivedWebhook, secret: string): boolea
   return webhook.headers['x-service-signature'] === `sha256=${createHmac('sha256', secret).update(webhook.rawBody).digest('hex')}`;
 }
 
-/** The second signature: `t=<X-Service-Timestamp>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">`, written from the docs. */
+/** The second signature: `t=<X-Service-Timestamp>,v2=<hex HMAC-SHA256 of "webhook.<t>.<raw body>">`, written from the docs. */
 export function validTimestampedSignature(webhook: ReceivedWebhook, secret: string): boolean {
   const t = webhook.headers['x-service-timestamp'];
   const mac = createHmac('sha256', secret)
-    .update(`${String(t)}.${webhook.rawBody}`)
+    .update(`webhook.${String(t)}.${webhook.rawBody}`)
     .digest('hex');
-  return webhook.headers['x-service-signature-timestamped'] === `t=${String(t)},v1=${mac}`;
+  return webhook.headers['x-service-signature-timestamped'] === `t=${String(t)},v2=${mac}`;
 }
 
 /**

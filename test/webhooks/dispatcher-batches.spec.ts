@@ -141,7 +141,7 @@ describe('attempts recorded in batches', () => {
     for (const p of poster.posted) {
       expect(p.headers['x-service-signature']).toBe(webhookSignature(p.body, secret));
       expect(p.headers['x-service-timestamp']).toBe(String(Math.floor(attemptAt / 1000)));
-      // The second signature covers the same timestamp too: t=<X-Service-Timestamp>,v1=<HMAC of "<t>.<body>">.
+      // The second signature covers the same timestamp too: t=<X-Service-Timestamp>,v2=<HMAC of "webhook.<t>.<body>">.
       expect(p.headers['x-service-signature-timestamped']).toBe(webhookTimestampedSignature(p.body, secret, Math.floor(attemptAt / 1000)));
       expect(ids).toContain(p.headers['x-service-delivery-id']);
     }

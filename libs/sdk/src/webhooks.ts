@@ -88,7 +88,7 @@ function kindOf(value: unknown): string {
  * - `X-Service-Signature` (the spec's): `sha256=` and the hex HMAC-SHA256 of the raw body,
  *   keyed with the project's webhook secret, compared in constant time;
  * - `X-Service-Signature-Timestamped` (optional with `requireTimestamp: false`):
- *   `t=<unix seconds>,v1=<hex>` over `<t>.<raw body>`, and `t` within `toleranceSeconds` of
+ *   `t=<unix seconds>,v2=<hex>` over `webhook.<t>.<raw body>`, and `t` within `toleranceSeconds` of
  *   now, so an old delivery sent again is refused.
  * `rawBody` must be the exact bytes received (not JSON re-serialised). Throws
  * WebhookVerificationError (code signature_missing, signature_invalid, timestamp_invalid,
@@ -134,13 +134,14 @@ export function verifyWebhook(
     }
     const t = fields.get('t');
     if (t !== undefined && t.length > 1) throw new WebhookVerificationError('signature_missing', 'X-Service-Signature-Timestamped is sent twice');
-    const v1 = fields.get('v1') ?? [];
-    if (t === undefined || t.length !== 1 || !/^\d{1,12}$/.test(t[0]!) || v1.length === 0) {
-      throw new WebhookVerificationError('signature_invalid', 'X-Service-Signature-Timestamped is not t=<unix seconds>,v1=<hex>');
+    const v2 = fields.get('v2') ?? [];
+    if (t === undefined || t.length !== 1 || !/^\d{1,12}$/.test(t[0]!) || v2.length === 0) {
+      throw new WebhookVerificationError('signature_invalid', 'X-Service-Signature-Timestamped is not t=<unix seconds>,v2=<hex>');
     }
-    const expected = hmacHex(secret, `${t[0]}.`, body);
-    // Every v1 is compared (no early exit on a match), each in constant time.
-    const matches = v1.map((candidate) => hexDigestsEqual(expected, candidate)).some(Boolean);
+    // `webhook.` first: apart from the API's HMAC credential over `<X-Timestamp>.<body>` with the same secret.
+    const expected = hmacHex(secret, `webhook.${t[0]}.`, body);
+    // Every v2 is compared (no early exit on a match), each in constant time.
+    const matches = v2.map((candidate) => hexDigestsEqual(expected, candidate)).some(Boolean);
     if (!matches)
       throw new WebhookVerificationError('signature_invalid', 'X-Service-Signature-Timestamped does not match the timestamp, the body and the secret');
     const nowMs: unknown = (options.now ?? Date.now)();

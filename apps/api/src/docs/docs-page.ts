@@ -337,7 +337,7 @@ if (event.type === 'invoice.paid') markPaid(event.data.invoice.orderId, event.id
 
 const WEBHOOK_VERIFICATION_HTML = `<section class="intro" id="webhook-verification">
 <h3>Проверка подписи</h3>
-<p>Каждая доставка несёт две подписи на webhook_secret проекта: <code>X-Service-Signature</code> (<code>sha256=</code> и hex HMAC-SHA256 сырого тела, как в спецификации) и <code>X-Service-Signature-Timestamped</code> (<code>t=&lt;секунды Unix&gt;,v1=&lt;hex HMAC-SHA256 строки «t.сырое тело»&gt;</code>). Проверяйте сырые байты тела, сравнивайте за постоянное время (<code>crypto.timingSafeEqual</code> после проверки длины) и отклоняйте доставку, если <code>t</code> дальше допуска от ваших часов: так старую доставку нельзя прислать повторно. Обработка идемпотентна по <code>id</code> события.</p>
+<p>Каждая доставка несёт две подписи на webhook_secret проекта: <code>X-Service-Signature</code> (<code>sha256=</code> и hex HMAC-SHA256 сырого тела, как в спецификации) и <code>X-Service-Signature-Timestamped</code> (<code>t=&lt;секунды Unix&gt;,v2=&lt;hex HMAC-SHA256 строки «webhook.t.сырое тело»&gt;</code>). Проверяйте сырые байты тела, сравнивайте за постоянное время (<code>crypto.timingSafeEqual</code> после проверки длины) и отклоняйте доставку, если <code>t</code> дальше допуска от ваших часов: так старую доставку нельзя прислать повторно. Обработка идемпотентна по <code>id</code> события.</p>
 <pre tabindex="0" class="sdk"><code>${escapeHtml(WEBHOOK_VERIFICATION_SNIPPET)}</code></pre>
 </section>`;
 

@@ -675,9 +675,10 @@ const WEBHOOK_HEADERS: readonly ParameterObject[] = [
     in: 'header',
     required: true,
     description:
-      'Подпись, которая покрывает и время: `t=<секунды Unix>,v1=<hex>`, где hex: HMAC-SHA256 строки `<t>.<сырое тело>` на webhook_secret проекта, t равно X-Service-Timestamp. ' +
+      'Подпись, которая покрывает и время: `t=<секунды Unix>,v2=<hex>`, где hex: HMAC-SHA256 строки `webhook.<t>.<сырое тело>` на webhook_secret проекта, t равно X-Service-Timestamp ' +
+      '(префикс `webhook.` отличает её от подписи запросов к API, `<X-Timestamp>.<тело>` на том же секрете). ' +
       'Получатель проверяет подпись и отклоняет доставку, если t дальше допуска (например 300 секунд) от его часов: так старую доставку нельзя прислать повторно.',
-    schema: { type: 'string', pattern: '^t=\\d+,v1=[0-9a-f]{64}$' },
+    schema: { type: 'string', pattern: '^t=\\d+,v2=[0-9a-f]{64}$' },
   },
   // Standard Webhooks (https://www.standardwebhooks.com/), so that a stock verifier can check a delivery (decision 0065).
   {

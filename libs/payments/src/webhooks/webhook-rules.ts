@@ -37,12 +37,14 @@ export function webhookSignature(body: string | Buffer, secret: string): string 
 export const TIMESTAMPED_SIGNATURE_HEADER = 'x-service-signature-timestamped';
 
 /**
- * `X-Service-Signature-Timestamped`: `t=<unix seconds>,v1=<hex>`, the hex HMAC-SHA256 of
- * `<t>.<exact body>` keyed with the project's webhook secret; `t` is the attempt's
- * X-Service-Timestamp (the gateway clock).
+ * `X-Service-Signature-Timestamped`: `t=<unix seconds>,v2=<hex>`, the hex HMAC-SHA256 of
+ * `webhook.<t>.<exact body>` keyed with the project's webhook secret; `t` is the attempt's
+ * X-Service-Timestamp (the gateway clock). The `webhook.` prefix keeps it apart from the
+ * spec's HMAC API credential, `<X-Timestamp>.<body>` with the same secret: without it a
+ * delivery seen by anyone would be a signed API request for 300 s.
  */
 export function webhookTimestampedSignature(body: string | Buffer, secret: string, unixSeconds: number): string {
-  return `t=${unixSeconds},v1=${createHmac('sha256', secret).update(`${unixSeconds}.`).update(body).digest('hex')}`;
+  return `t=${unixSeconds},v2=${createHmac('sha256', secret).update(`webhook.${unixSeconds}.`).update(body).digest('hex')}`;
 }
 
 /**

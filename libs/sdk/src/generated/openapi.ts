@@ -3223,7 +3223,7 @@ export interface operations {
                 "X-Service-Delivery-Id": string;
                 /** @description Тестовый режим: true или false */
                 "X-Service-Test": "true" | "false";
-                /** @description Подпись, которая покрывает и время: `t=<секунды Unix>,v1=<hex>`, где hex: HMAC-SHA256 строки `<t>.<сырое тело>` на webhook_secret проекта, t равно X-Service-Timestamp. Получатель проверяет подпись и отклоняет доставку, если t дальше допуска (например 300 секунд) от его часов: так старую доставку нельзя прислать повторно. */
+                /** @description Подпись, которая покрывает и время: `t=<секунды Unix>,v2=<hex>`, где hex: HMAC-SHA256 строки `webhook.<t>.<сырое тело>` на webhook_secret проекта, t равно X-Service-Timestamp (префикс `webhook.` отличает её от подписи запросов к API, `<X-Timestamp>.<тело>` на том же секрете). Получатель проверяет подпись и отклоняет доставку, если t дальше допуска (например 300 секунд) от его часов: так старую доставку нельзя прислать повторно. */
                 "X-Service-Signature-Timestamped": string;
                 /** @description Standard Webhooks: id события (поле id тела), одинаковый во всех попытках и повторах */
                 "webhook-id": string;
@@ -3274,7 +3274,7 @@ export interface operations {
                 "X-Service-Delivery-Id": string;
                 /** @description Тестовый режим: true или false */
                 "X-Service-Test": "true" | "false";
-                /** @description Подпись, которая покрывает и время: `t=<секунды Unix>,v1=<hex>`, где hex: HMAC-SHA256 строки `<t>.<сырое тело>` на webhook_secret проекта, t равно X-Service-Timestamp. Получатель проверяет подпись и отклоняет доставку, если t дальше допуска (например 300 секунд) от его часов: так старую доставку нельзя прислать повторно. */
+                /** @description Подпись, которая покрывает и время: `t=<секунды Unix>,v2=<hex>`, где hex: HMAC-SHA256 строки `webhook.<t>.<сырое тело>` на webhook_secret проекта, t равно X-Service-Timestamp (префикс `webhook.` отличает её от подписи запросов к API, `<X-Timestamp>.<тело>` на том же секрете). Получатель проверяет подпись и отклоняет доставку, если t дальше допуска (например 300 секунд) от его часов: так старую доставку нельзя прислать повторно. */
                 "X-Service-Signature-Timestamped": string;
                 /** @description Standard Webhooks: id события (поле id тела), одинаковый во всех попытках и повторах */
                 "webhook-id": string;
@@ -3325,7 +3325,7 @@ export interface operations {
                 "X-Service-Delivery-Id": string;
                 /** @description Тестовый режим: true или false */
                 "X-Service-Test": "true" | "false";
-                /** @description Подпись, которая покрывает и время: `t=<секунды Unix>,v1=<hex>`, где hex: HMAC-SHA256 строки `<t>.<сырое тело>` на webhook_secret проекта, t равно X-Service-Timestamp. Получатель проверяет подпись и отклоняет доставку, если t дальше допуска (например 300 секунд) от его часов: так старую доставку нельзя прислать повторно. */
+                /** @description Подпись, которая покрывает и время: `t=<секунды Unix>,v2=<hex>`, где hex: HMAC-SHA256 строки `webhook.<t>.<сырое тело>` на webhook_secret проекта, t равно X-Service-Timestamp (префикс `webhook.` отличает её от подписи запросов к API, `<X-Timestamp>.<тело>` на том же секрете). Получатель проверяет подпись и отклоняет доставку, если t дальше допуска (например 300 секунд) от его часов: так старую доставку нельзя прислать повторно. */
                 "X-Service-Signature-Timestamped": string;
                 /** @description Standard Webhooks: id события (поле id тела), одинаковый во всех попытках и повторах */
                 "webhook-id": string;
@@ -3376,7 +3376,7 @@ export interface operations {
                 "X-Service-Delivery-Id": string;
                 /** @description Тестовый режим: true или false */
                 "X-Service-Test": "true" | "false";
-                /** @description Подпись, которая покрывает и время: `t=<секунды Unix>,v1=<hex>`, где hex: HMAC-SHA256 строки `<t>.<сырое тело>` на webhook_secret проекта, t равно X-Service-Timestamp. Получатель проверяет подпись и отклоняет доставку, если t дальше допуска (например 300 секунд) от его часов: так старую доставку нельзя прислать повторно. */
+                /** @description Подпись, которая покрывает и время: `t=<секунды Unix>,v2=<hex>`, где hex: HMAC-SHA256 строки `webhook.<t>.<сырое тело>` на webhook_secret проекта, t равно X-Service-Timestamp (префикс `webhook.` отличает её от подписи запросов к API, `<X-Timestamp>.<тело>` на том же секрете). Получатель проверяет подпись и отклоняет доставку, если t дальше допуска (например 300 секунд) от его часов: так старую доставку нельзя прислать повторно. */
                 "X-Service-Signature-Timestamped": string;
                 /** @description Standard Webhooks: id события (поле id тела), одинаковый во всех попытках и повторах */
                 "webhook-id": string;
@@ -3427,7 +3427,7 @@ export interface operations {
                 "X-Service-Delivery-Id": string;
                 /** @description Тестовый режим: true или false */
                 "X-Service-Test": "true" | "false";
-                /** @description Подпись, которая покрывает и время: `t=<секунды Unix>,v1=<hex>`, где hex: HMAC-SHA256 строки `<t>.<сырое тело>` на webhook_secret проекта, t равно X-Service-Timestamp. Получатель проверяет подпись и отклоняет доставку, если t дальше допуска (например 300 секунд) от его часов: так старую доставку нельзя прислать повторно. */
+                /** @description Подпись, которая покрывает и время: `t=<секунды Unix>,v2=<hex>`, где hex: HMAC-SHA256 строки `webhook.<t>.<сырое тело>` на webhook_secret проекта, t равно X-Service-Timestamp (префикс `webhook.` отличает её от подписи запросов к API, `<X-Timestamp>.<тело>` на том же секрете). Получатель проверяет подпись и отклоняет доставку, если t дальше допуска (например 300 секунд) от его часов: так старую доставку нельзя прислать повторно. */
                 "X-Service-Signature-Timestamped": string;
                 /** @description Standard Webhooks: id события (поле id тела), одинаковый во всех попытках и повторах */
                 "webhook-id": string;
@@ -3478,7 +3478,7 @@ export interface operations {
                 "X-Service-Delivery-Id": string;
                 /** @description Тестовый режим: true или false */
                 "X-Service-Test": "true" | "false";
-                /** @description Подпись, которая покрывает и время: `t=<секунды Unix>,v1=<hex>`, где hex: HMAC-SHA256 строки `<t>.<сырое тело>` на webhook_secret проекта, t равно X-Service-Timestamp. Получатель проверяет подпись и отклоняет доставку, если t дальше допуска (например 300 секунд) от его часов: так старую доставку нельзя прислать повторно. */
+                /** @description Подпись, которая покрывает и время: `t=<секунды Unix>,v2=<hex>`, где hex: HMAC-SHA256 строки `webhook.<t>.<сырое тело>` на webhook_secret проекта, t равно X-Service-Timestamp (префикс `webhook.` отличает её от подписи запросов к API, `<X-Timestamp>.<тело>` на том же секрете). Получатель проверяет подпись и отклоняет доставку, если t дальше допуска (например 300 секунд) от его часов: так старую доставку нельзя прислать повторно. */
                 "X-Service-Signature-Timestamped": string;
                 /** @description Standard Webhooks: id события (поле id тела), одинаковый во всех попытках и повторах */
                 "webhook-id": string;
@@ -3529,7 +3529,7 @@ export interface operations {
                 "X-Service-Delivery-Id": string;
                 /** @description Тестовый режим: true или false */
                 "X-Service-Test": "true" | "false";
-                /** @description Подпись, которая покрывает и время: `t=<секунды Unix>,v1=<hex>`, где hex: HMAC-SHA256 строки `<t>.<сырое тело>` на webhook_secret проекта, t равно X-Service-Timestamp. Получатель проверяет подпись и отклоняет доставку, если t дальше допуска (например 300 секунд) от его часов: так старую доставку нельзя прислать повторно. */
+                /** @description Подпись, которая покрывает и время: `t=<секунды Unix>,v2=<hex>`, где hex: HMAC-SHA256 строки `webhook.<t>.<сырое тело>` на webhook_secret проекта, t равно X-Service-Timestamp (префикс `webhook.` отличает её от подписи запросов к API, `<X-Timestamp>.<тело>` на том же секрете). Получатель проверяет подпись и отклоняет доставку, если t дальше допуска (например 300 секунд) от его часов: так старую доставку нельзя прислать повторно. */
                 "X-Service-Signature-Timestamped": string;
                 /** @description Standard Webhooks: id события (поле id тела), одинаковый во всех попытках и повторах */
                 "webhook-id": string;
