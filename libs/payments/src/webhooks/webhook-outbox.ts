@@ -36,11 +36,6 @@ export interface WebhookMessage {
   readonly projects: readonly Project[];
   /** Meant for every project of the account (a payout's): not for one created after the event. */
   readonly accountWide?: boolean;
-  /**
-   * A refund's: the first of the two events it can be rendered from, the one from which the outbox may have enqueued
-   * it already (webhook_outbox_reach is compared with it).
-   */
-  readonly firstRenderedAt?: Position;
 }
 
 const NAMESPACE = Buffer.from('3b0e9c1d5a7f4e2b8c6d1f0a9e8b7c6d', 'hex');
@@ -162,7 +157,6 @@ async function renderRefundOutcome(
       data: { refund: refundView(refund), invoice: invoiceView(invoice, publicUrl()) },
     },
     projects: project ? [project] : [],
-    firstRenderedAt: comparePositions(record.position, outcome.position) < 0 ? record.position : outcome.position,
   };
 }
 
@@ -177,7 +171,7 @@ export interface PlannedDelivery {
   readonly body: string;
   readonly isTest: boolean;
   readonly createdAt: string;
-  /** The (first) event that makes it, and whether it happened before the retention period (its delivery may have been swept). */
+  /** The event it is rendered from, and whether it happened before the retention period (its delivery may have been swept). */
   readonly position: Position;
   readonly pastRetention: boolean;
 }
@@ -227,8 +221,9 @@ export function webhookOutbox(
         if (!message || eventIds.has(message.envelope.id)) continue;
         eventIds.add(message.envelope.id);
         const body = JSON.stringify(message.envelope);
-        const position = message.firstRenderedAt ?? recorded.position;
-        for (const project of message.projects) addressed.push({ message, body, project, position });
+        // Compared with the reach by the event it is rendered from now: a refund's webhook, rendered from the later of
+        // its two events when the earlier met the other missing, is never lost (at most sent again, under its id).
+        for (const project of message.projects) addressed.push({ message, body, project, position: recorded.position });
       }
       // Addressed with the settings in force when the event happened (a change made since applies to later events),
       // read for the whole batch at once.
