@@ -12,7 +12,12 @@ import { invoicesReadModelMigration } from '../invoices/invoices.read-model';
 import { payoutAddressesMigration } from '../payouts/payout-addresses';
 import { refundsReadModelMigration } from '../refunds/refunds.read-model';
 import { payoutsReadModelMigration } from '../payouts/payouts.read-model';
-import { webhookDeliveryAddressedAtMigration, webhookOutboxReachMigration, webhookQueueMigration } from '../webhooks/schema';
+import {
+  webhookDeliveryAddressedAtMigration,
+  webhookOutboxReachFromCheckpointMigration,
+  webhookOutboxReachMigration,
+  webhookQueueMigration,
+} from '../webhooks/schema';
 import { idempotencyKeysMigration } from '../idempotency/schema';
 import { payoutIdsMigration } from '../payouts/payout-ids.schema';
 import { auditSigningKeysMigration } from '../audit/signing-keys';
@@ -46,4 +51,5 @@ export const allMigrations: readonly Migration[] = [
   webhookOutboxReachMigration,
   webhookDeliveryAddressedAtMigration,
   merchantEventsRecordedAtMigration,
+  webhookOutboxReachFromCheckpointMigration,
 ];

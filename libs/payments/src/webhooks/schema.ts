@@ -98,9 +98,22 @@ CREATE TABLE webhook_outbox_reach (
   commit_position numeric(20) NOT NULL,
   prepare_position numeric(20) NOT NULL
 );
--- On a database the outbox already followed, it has reached at least its checkpoint.
+`,
+};
+
+/**
+ * On a database the outbox already followed, its reach starts at least at its checkpoint (0017 made the table empty:
+ * a checkpoint moved back before the outbox's first batch would have set it low). Forward only.
+ */
+export const webhookOutboxReachFromCheckpointMigration: Migration = {
+  id: 'payments:0020_webhook_outbox_reach_from_checkpoint',
+  sql: `
 INSERT INTO webhook_outbox_reach (commit_position, prepare_position)
-SELECT commit_position, prepare_position FROM projection_checkpoints WHERE projection = 'webhook_outbox';
+SELECT commit_position, prepare_position FROM projection_checkpoints WHERE projection = 'webhook_outbox'
+ON CONFLICT (singleton) DO UPDATE SET commit_position = excluded.commit_position, prepare_position = excluded.prepare_position
+WHERE (webhook_outbox_reach.commit_position, webhook_outbox_reach.prepare_position) < (excluded.commit_position, excluded.prepare_position);
+-- A gateway process of the code before recorded_at (a rolling deploy) still records events.
+ALTER TABLE merchant_events ALTER COLUMN recorded_at SET DEFAULT now();
 `,
 };
 
