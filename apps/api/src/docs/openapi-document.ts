@@ -196,7 +196,7 @@ const ERROR_TEXT: Readonly<Record<string, string>> = {
   conflict: `возврат по счёту не в статусе paid или partially_refunded или сверх ${MAX_REFUNDS_PER_INVOICE} возвратов по одному счёту`,
   too_many_pending: 'уже три заявки на выплату в обработке (pending, approved или processing)',
   amount_out_of_range: 'сумма ниже минимума или выше максимума способа оплаты или проекта (для выплат: ниже минимальной выплаты или выше 1000000000.00)',
-  method_unavailable: 'способ оплаты отключён в проекте или временно недоступен',
+  method_unavailable: 'способ оплаты отключён в проекте или временно недоступен (для открытого счёта: не среди способов, закреплённых при его создании)',
   customer_fee_pct_too_high: 'customerFeePct выше ставки мерчанта для способа оплаты',
   refund_exceeds_amount: 'сумма возврата больше невозвращённого остатка',
   insufficient_balance: 'недостаточно доступного баланса мерчанта',
