@@ -113,6 +113,17 @@ it('a seed:load while the outbox is behind leaves what it never reached to it', 
   expect(enqueued.rows.map((r) => JSON.parse(r.body).data.invoice.id)).toEqual([invoiceId]);
 });
 
+it('a seed:load after events the outbox does not take (its checkpoint a little behind them) leaves it at the head', async () => {
+  // An invoice created, not paid: no webhook event; the outbox's checkpoint is still at the start, behind it.
+  const store = new PostgresEventStore(db.pool, { pollIntervalMs: 10 });
+  const project = await webhookProject(new Registry(db.pool, SECRETS), new Date(), 'http://127.0.0.1:9/hooks');
+  await new CreateInvoiceHandler(store).execute(new CreateInvoice(project, 'test', invoiceRequest({ amount: 100_00, orderId: 'unpaid' }), new Date()));
+  const loaded = await seedLoad({ pool: db.pool, store, terms: loadConfig({}), secrets: SECRETS }, { events: 300, seed: 'outbox idle', days: 2 });
+  await store.close();
+  expect(loaded.followers.atHead).toContain('webhook_outbox');
+  expect((await db.pool.query('SELECT 1 FROM webhook_outbox_reach')).rows).toHaveLength(1);
+});
+
 it('on a database the outbox already followed, a migration starts its reach at its checkpoint, never back', async () => {
   const reachAfterMigrating = async (reachBefore: [number, number] | null): Promise<unknown> => {
     const older = await createTestDatabase({ migrate: false });
