@@ -13,7 +13,15 @@ const kidOf = (key: KeyObject) =>
     .digest('hex')
     .slice(0, 16);
 const pem = (key: KeyObject) => key.export({ format: 'pem', type: 'spki' }).toString();
-const CONTENT = { object: 'statement', accountId: 'acc-1', closing: { available: '100.00' }, transactions: [] };
+const CONTENT = {
+  object: 'statement',
+  accountId: 'acc-1',
+  mode: 'live',
+  from: '2026-11-01T00:00:00.000Z',
+  to: '2026-12-01T00:00:00.000Z',
+  closing: { available: '100.00' },
+  transactions: [],
+};
 const signed = (privateKey: KeyObject, kid: string) => ({
   ...CONTENT,
   signature: { kid, alg: 'Ed25519', value: sign(null, Buffer.from(canonicalJson(CONTENT)), privateKey).toString('base64') },
@@ -29,6 +37,18 @@ describe('verifyStatement', () => {
     expect(verifyStatement(doc, [listed])).toBe(true);
     expect(verifyStatement(JSON.stringify(doc), { keys: [listed] })).toBe(true);
     expect(verifyStatement({ ...doc, accountId: 'acc-2' }, [listed])).toBe(false);
+  });
+
+  it('with what it must be of, refuses a well-signed statement of another mode, account or period', () => {
+    const doc = signed(gateway.privateKey, kid);
+    const november = { accountId: 'acc-1', mode: 'live' as const, from: '2026-11-01T00:00:00Z', to: new Date('2026-12-01T00:00:00Z') };
+    expect(verifyStatement(doc, [listed], november)).toBe(true);
+    expect(verifyStatement(doc, [listed], { ...november, mode: 'test' })).toBe(false);
+    expect(verifyStatement(doc, [listed], { ...november, accountId: 'acc-2' })).toBe(false);
+    expect(verifyStatement(doc, [listed], { ...november, from: '2026-10-01T00:00:00Z' })).toBe(false);
+    expect(verifyStatement(doc, [listed], { ...november, to: '2026-11-30T00:00:00Z' })).toBe(false);
+    // Nothing expected: the signature alone, as before.
+    expect(verifyStatement(doc, [listed])).toBe(true);
   });
 
   it('a listed key whose kid is not its own never verifies, even what it signed', () => {

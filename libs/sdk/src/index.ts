@@ -11,7 +11,7 @@ export { verifyWebhook, SIGNATURE_HEADER, TIMESTAMPED_SIGNATURE_HEADER, DEFAULT_
 export type { VerifyWebhookOptions, WebhookHeaders } from './webhooks';
 export { signRequest } from './signing';
 export { verifyStatement, canonicalJson } from './statements';
-export type { AuditPublicKey } from './statements';
+export type { AuditPublicKey, ExpectedStatement } from './statements';
 export { MAX_RETRIES, FIRST_DELAY_MS, MAX_WAIT_SECONDS, MAYBE_WRITTEN_MARK, backoffMs, retryDelayMs } from './retry-policy';
 export type { AttemptOutcome, RetryContext } from './retry-policy';
 export type * from './types';

@@ -30,15 +30,38 @@ function kidNamesKey(kid: string, key: KeyObject): boolean {
   );
 }
 
+/** What the statement must be of: the signature alone does not say it is the one asked for. */
+export interface ExpectedStatement {
+  readonly accountId?: string | undefined;
+  readonly mode?: 'live' | 'test' | undefined;
+  /** The period (from, to]: compared as instants. */
+  readonly from?: string | Date | undefined;
+  readonly to?: string | Date | undefined;
+}
+
 /**
  * Whether a statement (GET /v1/statements; the text received or its parsed JSON) carries
  * the gateway's Ed25519 signature, made by the key of its `signature.kid` among `keys`
  * (GET /v1/audit/keys, retired keys included), over the statement without `signature`
  * in canonical JSON; a key whose kid is not the digest of its public key never verifies.
+ * With `expected`, also that it is a statement of that account, mode and period: a signed
+ * test-mode statement, or another period's, is as well signed as the one asked for.
  * Uses node:crypto only; nothing is fetched.
  */
-export function verifyStatement(doc: string | object, keys: readonly AuditPublicKey[] | { readonly keys: readonly AuditPublicKey[] }): boolean {
-  const { signature, ...signed } = (typeof doc === 'string' ? JSON.parse(doc) : doc) as { signature?: { kid?: string; alg?: string; value?: string } };
+export function verifyStatement(
+  doc: string | object,
+  keys: readonly AuditPublicKey[] | { readonly keys: readonly AuditPublicKey[] },
+  expected: ExpectedStatement = {},
+): boolean {
+  const { signature, ...signed } = (typeof doc === 'string' ? JSON.parse(doc) : doc) as {
+    signature?: { kid?: string; alg?: string; value?: string };
+    object?: unknown;
+    accountId?: unknown;
+    mode?: unknown;
+    from?: unknown;
+    to?: unknown;
+  };
+  if (!isOf(signed, expected)) return false;
   const key = (Array.isArray(keys) ? (keys as readonly AuditPublicKey[]) : (keys as { readonly keys: readonly AuditPublicKey[] }).keys).find(
     (k) => k.kid === signature?.kid && k.alg === 'Ed25519',
   );
@@ -47,4 +70,18 @@ export function verifyStatement(doc: string | object, keys: readonly AuditPublic
   // A listed key whose kid is not its own (a key put in another's place) never verifies.
   if (!kidNamesKey(key.kid, publicKey)) return false;
   return verify(null, Buffer.from(canonicalJson(signed), 'utf8'), publicKey, Buffer.from(signature.value, 'base64'));
+}
+
+const sameInstant = (given: unknown, wanted: string | Date): boolean =>
+  typeof given === 'string' && Date.parse(given) === (wanted instanceof Date ? wanted.getTime() : Date.parse(wanted)) && !Number.isNaN(Date.parse(given));
+
+/** Whether the statement's own fields are the ones expected (each one given). */
+function isOf(doc: { object?: unknown; accountId?: unknown; mode?: unknown; from?: unknown; to?: unknown }, expected: ExpectedStatement): boolean {
+  if (Object.values(expected).every((v) => v === undefined)) return true;
+  if (doc.object !== 'statement') return false;
+  if (expected.accountId !== undefined && doc.accountId !== expected.accountId) return false;
+  if (expected.mode !== undefined && doc.mode !== expected.mode) return false;
+  if (expected.from !== undefined && !sameInstant(doc.from, expected.from)) return false;
+  if (expected.to !== undefined && !sameInstant(doc.to, expected.to)) return false;
+  return true;
 }
