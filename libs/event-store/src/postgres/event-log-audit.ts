@@ -179,13 +179,14 @@ export async function logCheckpointAt(pool: Pick<Pool, 'query'>, position: strin
  * (streamHeadsDiffering). The log read is one statement streamed by COPY (decision
  * 0123) up to a visibility horizon taken when the read starts (the events a reader of
  * the log sees; an append still in flight is verified by the next run). The recorded
- * checkpoints compared are those recorded before the read starts (one recorded during
- * it may cover events after its horizon: the next run compares it). Memory: a few
+ * checkpoints compared are those recorded before the read starts and, with `upTo`, ending
+ * at it or before (one recorded during it may cover events after its horizon: the next run
+ * compares it). Memory: a few
  * pages, one checkpoint segment, the recent streams, and the names of the streams
  * flagged; nothing that grows with the log.
  */
 export async function verifyEventLog(pool: Pool, options: PostgresLogVerifyOptions = {}): Promise<EventLogReport> {
-  const order = await LogOrderFollower.start(pool, options.at ?? []);
+  const order = await LogOrderFollower.start(pool, options.at ?? [], options.upTo ?? null);
   const forward = options.forward;
   const chains = await followLogChains(pool, options, async (page, forwarded) => {
     await order.page(page);
@@ -345,11 +346,18 @@ export class LogOrderFollower {
     private nextCheckpoint: RecordedCheckpoint | null,
   ) {}
 
-  static async start(pool: Pool, at: readonly string[]): Promise<LogOrderFollower> {
+  static async start(pool: Pool, at: readonly string[], upTo: Position | null = null): Promise<LogOrderFollower> {
     // The checkpoints recorded before the read of the log starts: each covers events that were
     // visible then, so within what the read takes. One recorded during the read may cover
-    // events after its horizon: it is left to the next run.
-    const last = (await pool.query<{ seq: string }>('SELECT coalesce(max(seq), 0) AS seq FROM event_log_checkpoints')).rows[0]!.seq;
+    // events after its horizon: it is left to the next run. A read bounded by `upTo`, chosen
+    // before, takes only those that end at it or before (one recorded meanwhile may end past it).
+    const last = (
+      await pool.query<{ seq: string }>(
+        `SELECT coalesce(max(seq), 0) AS seq FROM event_log_checkpoints
+         WHERE $1::text IS NULL OR (position_commit, position_prepare) <= ($1::text::xid8, $2::bigint)`,
+        [upTo?.commit.toString() ?? null, upTo?.prepare.toString() ?? null],
+      )
+    ).rows[0]!.seq;
     const recordedBefore = BigInt(last);
     return new LogOrderFollower(pool, new Set(at), recordedBefore, await checkpointAfter(pool, 0n, recordedBefore));
   }
@@ -869,7 +877,7 @@ export async function verifyEventLogInWorker(
   } = {},
 ): Promise<EventLogReport> {
   const forward = options.forward;
-  const order = await LogOrderFollower.start(pool, options.at ?? []);
+  const order = await LogOrderFollower.start(pool, options.at ?? [], options.upTo ?? null);
   const worker = new Worker(join(__dirname, 'event-log-audit-worker.js'), {
     workerData: {
       databaseUrl,
