@@ -1,4 +1,7 @@
-import { comparePositions, describeProblem, EventLogReport, positionFromString } from '#event-store';
+import { comparePositions, describeProblem, EventLogReport, GENESIS_HASH, LogCheckpoint, positionFromString } from '#event-store';
+
+/** The checkpoint of the log before its first event (a fresh install's): every log starts with it. */
+const EMPTY_LOG_AT = '0/0';
 
 /**
  * The lines log:verify (and ledger:verify) print about the hash chains of the event log;
@@ -21,7 +24,7 @@ export function logReportLines(
   let offSite = 0;
   for (const [position, hash] of expected) {
     offSite++;
-    const got = report.at.get(position);
+    const got: LogCheckpoint | undefined = report.at.get(position) ?? (position === EMPTY_LOG_AT ? { position, events: 0n, hash: GENESIS_HASH } : undefined);
     if (!got) {
       failed = true;
       lines.push(`FAILED: the off-site checkpoint at position ${position} names no event of the log`);
