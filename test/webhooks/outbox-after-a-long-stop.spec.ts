@@ -8,7 +8,7 @@
  * enqueued again when its checkpoint is moved back (retention.spec.ts on a gateway).
  */
 import type { Pool } from 'pg';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { fixedKeys, SecretBox } from '#platform/secrets';
 import { Clock, SystemClock } from '#platform/clock';
 import { comparePositions, PostgresEventStore } from '#event-store';
@@ -16,11 +16,19 @@ import { CreateInvoice, CreateInvoiceHandler } from '../../apps/api/src/invoices
 import { RecordPaymentResult, RecordPaymentResultHandler } from '../../apps/api/src/invoices/record-payment-result/record-payment-result.handler';
 import { ProjectionRunner } from '#event-store/projections';
 import { Registry } from '#payments/merchants';
-import { DEFAULT_WEBHOOK_RETENTION_DAYS, retentionHorizon, webhookOutbox, webhookOutboxReachFromCheckpointMigration } from '#payments/webhooks';
+import {
+  DEFAULT_WEBHOOK_RETENTION_DAYS,
+  retentionHorizon,
+  WEBHOOK_OUTBOX,
+  WEBHOOK_OUTBOX_FILTER,
+  webhookOutbox,
+  webhookOutboxReachFromCheckpointMigration,
+} from '#payments/webhooks';
 import { sweepMerchantEvents } from '#payments/events';
 import { allMigrations, loadConfig } from '#payments/composition';
 import { migrate } from '#platform/database';
-import { seedLoad } from '../../apps/tools/src/seed/seed-load';
+import { hasEventsLeft, seedLoad } from '../../apps/tools/src/seed/seed-load';
+import { InMemoryEventStore } from '../support/in-memory-event-store';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { webhookProject } from '../support/webhook-project';
 import { invoiceRequest } from '../support/invoice-request';
@@ -122,6 +130,16 @@ it('a seed:load after events the outbox does not take (its checkpoint a little b
   await store.close();
   expect(loaded.followers.atHead).toContain('webhook_outbox');
   expect((await db.pool.query('SELECT 1 FROM webhook_outbox_reach')).rows).toHaveLength(1);
+});
+
+it('on another event store, a follower is behind by the events it takes in the log there, not by the empty events table', async () => {
+  const elsewhere = new InMemoryEventStore();
+  const behind = async () => hasEventsLeft(db.pool, elsewhere, { name: WEBHOOK_OUTBOX, filter: WEBHOOK_OUTBOX_FILTER });
+  expect(await behind()).toBe(false);
+  await elsewhere.appendToStream('invoice-x', [{ id: randomUUID(), type: 'InvoiceCreated', data: {} }]);
+  expect(await behind()).toBe(false);
+  await elsewhere.appendToStream('invoice-x', [{ id: randomUUID(), type: 'InvoicePaid', data: {} }]);
+  expect(await behind()).toBe(true);
 });
 
 it('on a database the outbox already followed, a migration starts its reach at its checkpoint, never back', async () => {
