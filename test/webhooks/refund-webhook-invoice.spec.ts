@@ -142,6 +142,24 @@ describe("a refund's webhook shows the invoice as the refund's outcome left it",
     await expectOneWebhook(succeeded!.id, 'refund.succeeded', refundId, invoiceId);
   });
 
+  it('met first without the record, then both met in one batch after a checkpoint moved back, past the period: enqueued', async () => {
+    const invoiceId = await paidInvoice();
+    const { refundId, data } = await requestedRefund(invoiceId, 150_00);
+    await onRefund(refundId, { type: 'CreateRefund', data });
+    const [succeeded] = await onRefund(refundId, { type: 'CompleteRefund', at: clock.now().toISOString() });
+    await runOutbox();
+    await resolve(invoiceId, refundId, 'succeeded');
+    // The outbox's checkpoint moved back by hand before the outcome; it meets outcome and record in one batch.
+    await db.pool.query(`UPDATE projection_checkpoints SET commit_position = 0, prepare_position = 0, events_applied = 0 WHERE projection = 'webhook_outbox'`);
+    const later = { now: () => new Date(Date.now() + (DEFAULT_WEBHOOK_RETENTION_DAYS + 1) * 86_400_000) };
+    await projectToHead(
+      db.pool,
+      store,
+      webhookOutbox(store, registry, later, () => PUBLIC_URL),
+    );
+    await expectOneWebhook(succeeded!.id, 'refund.succeeded', refundId, invoiceId);
+  });
+
   it('refund.succeeded of the whole remainder, both recorded before the outbox runs: refunded', async () => {
     const invoiceId = await paidInvoice();
     await succeededRefund(invoiceId, 400_00);

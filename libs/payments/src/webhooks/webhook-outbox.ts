@@ -218,11 +218,15 @@ export function webhookOutbox(
       const horizon = retentionHorizon(now, retentionDays).getTime();
       for (const recorded of events) {
         const message = await renderWebhook(store, registry, recorded, publicUrl);
-        if (!message || eventIds.has(message.envelope.id)) continue;
+        if (!message) continue;
+        // Compared with the reach by the later event it is rendered from: a refund's webhook, which the earlier of its
+        // two events met the other missing (a checkpoint moved back since), is never lost (at most sent again, its id).
+        if (eventIds.has(message.envelope.id)) {
+          for (const a of addressed) if (a.message.envelope.id === message.envelope.id) a.position = recorded.position;
+          continue;
+        }
         eventIds.add(message.envelope.id);
         const body = JSON.stringify(message.envelope);
-        // Compared with the reach by the event it is rendered from now: a refund's webhook, rendered from the later of
-        // its two events when the earlier met the other missing, is never lost (at most sent again, under its id).
         for (const project of message.projects) addressed.push({ message, body, project, position: recorded.position });
       }
       // Addressed with the settings in force when the event happened (a change made since applies to later events),
