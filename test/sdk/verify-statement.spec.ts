@@ -47,8 +47,9 @@ describe('verifyStatement', () => {
     expect(verifyStatement(doc, [listed], { ...november, accountId: 'acc-2' })).toBe(false);
     expect(verifyStatement(doc, [listed], { ...november, from: '2026-10-01T00:00:00Z' })).toBe(false);
     expect(verifyStatement(doc, [listed], { ...november, to: '2026-11-30T00:00:00Z' })).toBe(false);
-    // Nothing expected: the signature alone, as before.
+    // Nothing expected: the signature alone, as before; expected with nothing in it (unset variables) is a TypeError.
     expect(verifyStatement(doc, [listed])).toBe(true);
+    expect(() => verifyStatement(doc, [listed], { accountId: undefined, mode: undefined })).toThrow(TypeError);
   });
 
   it('a listed key whose kid is not its own never verifies, even what it signed', () => {
