@@ -16,6 +16,10 @@ describe('logReportLines', () => {
     expect(empty.lines).toContain('off-site checkpoint at position 0/0 (0 events) reproduced');
     const forged = logReportLines(report, [['0/0', Buffer.alloc(32, 1).toString('hex')]]);
     expect(forged.failed).toBe(true);
+    // It holds for every log: it is no off-site check of this one, whose limit is still said.
+    expect(empty.lines.some((line) => line.startsWith('not checked: a log rewritten or cut'))).toBe(true);
+    const real = logReportLines(report, [['7/3', head.hash.toString('hex')]]);
+    expect(real.lines.some((line) => line.startsWith('not checked:'))).toBe(false);
   });
 
   it('a position the log does not reach still fails', () => {
