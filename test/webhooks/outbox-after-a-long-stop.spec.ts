@@ -133,7 +133,7 @@ it('a seed:load after events the outbox does not take (its checkpoint a little b
 });
 
 it('on another event store, a follower is behind by the events it takes in the log there, not by the empty events table', async () => {
-  const elsewhere = new InMemoryEventStore();
+  const elsewhere = new InMemoryEventStore({ eventIds: 'unique_in_store' });
   const behind = async () => hasEventsLeft(db.pool, elsewhere, { name: WEBHOOK_OUTBOX, filter: WEBHOOK_OUTBOX_FILTER });
   expect(await behind()).toBe(false);
   await elsewhere.appendToStream('invoice-x', [{ id: randomUUID(), type: 'InvoiceCreated', data: {} }]);
