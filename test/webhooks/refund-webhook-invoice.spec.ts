@@ -123,41 +123,39 @@ describe("a refund's webhook shows the invoice as the refund's outcome left it",
     expect(hook.refund).toMatchObject({ id: refundId, status: 'succeeded', amount: '300.00' });
   });
 
-  it("met first without the invoice's record, then recorded after a stop longer than the retention period: still enqueued", async () => {
+  /** A refund's outcome the outbox passes before the invoice records it (nothing to render then); the record comes after. */
+  async function outcomeMetBeforeItsRecord(amount: number): Promise<{ invoiceId: string; refundId: string; succeeded: RecordedEvent }> {
     const invoiceId = await paidInvoice();
-    const { refundId, data } = await requestedRefund(invoiceId, 200_00);
+    const { refundId, data } = await requestedRefund(invoiceId, amount);
     await onRefund(refundId, { type: 'CreateRefund', data });
     const [succeeded] = await onRefund(refundId, { type: 'CompleteRefund', at: clock.now().toISOString() });
-    // The outbox passes the outcome while the invoice has not recorded it (nothing to render yet).
     await runOutbox();
     expect(await deliveriesOf(succeeded!.id)).toEqual([]);
-    // The record comes, and the outbox meets it only after the retention period (a stopped reactor, a stopped projector).
     await resolve(invoiceId, refundId, 'succeeded');
-    const later = { now: () => new Date(Date.now() + (DEFAULT_WEBHOOK_RETENTION_DAYS + 1) * 86_400_000) };
-    await projectToHead(
+    return { invoiceId, refundId, succeeded: succeeded! };
+  }
+
+  /** The outbox run a day past the retention period: every event here is older than it. */
+  const runOutboxPastRetention = () =>
+    projectToHead(
       db.pool,
       store,
-      webhookOutbox(store, registry, later, () => PUBLIC_URL),
+      webhookOutbox(store, registry, { now: () => new Date(Date.now() + (DEFAULT_WEBHOOK_RETENTION_DAYS + 1) * 86_400_000) }, () => PUBLIC_URL),
     );
-    await expectOneWebhook(succeeded!.id, 'refund.succeeded', refundId, invoiceId);
+
+  it("met first without the invoice's record, then recorded after a stop longer than the retention period: still enqueued", async () => {
+    const { invoiceId, refundId, succeeded } = await outcomeMetBeforeItsRecord(200_00);
+    // The outbox meets the record only after the retention period (a stopped reactor, a stopped projector).
+    await runOutboxPastRetention();
+    await expectOneWebhook(succeeded.id, 'refund.succeeded', refundId, invoiceId);
   });
 
   it('met first without the record, then both met in one batch after a checkpoint moved back, past the period: enqueued', async () => {
-    const invoiceId = await paidInvoice();
-    const { refundId, data } = await requestedRefund(invoiceId, 150_00);
-    await onRefund(refundId, { type: 'CreateRefund', data });
-    const [succeeded] = await onRefund(refundId, { type: 'CompleteRefund', at: clock.now().toISOString() });
-    await runOutbox();
-    await resolve(invoiceId, refundId, 'succeeded');
+    const { invoiceId, refundId, succeeded } = await outcomeMetBeforeItsRecord(150_00);
     // The outbox's checkpoint moved back by hand before the outcome; it meets outcome and record in one batch.
     await db.pool.query(`UPDATE projection_checkpoints SET commit_position = 0, prepare_position = 0, events_applied = 0 WHERE projection = 'webhook_outbox'`);
-    const later = { now: () => new Date(Date.now() + (DEFAULT_WEBHOOK_RETENTION_DAYS + 1) * 86_400_000) };
-    await projectToHead(
-      db.pool,
-      store,
-      webhookOutbox(store, registry, later, () => PUBLIC_URL),
-    );
-    await expectOneWebhook(succeeded!.id, 'refund.succeeded', refundId, invoiceId);
+    await runOutboxPastRetention();
+    await expectOneWebhook(succeeded.id, 'refund.succeeded', refundId, invoiceId);
   });
 
   it('refund.succeeded of the whole remainder, both recorded before the outbox runs: refunded', async () => {
