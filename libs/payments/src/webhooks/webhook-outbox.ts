@@ -126,15 +126,15 @@ async function renderRefundOutcome(
 ): Promise<WebhookMessage | null> {
   const invoiceEvents = await store.readStream(invoiceStreamName(invoiceId), invoiceEventsUpTo === undefined ? undefined : { maxCount: invoiceEventsUpTo });
   let invoice = initialInvoice();
-  let record: RecordedEvent | undefined;
+  let recordedOnInvoice = false;
   for (const e of invoiceEvents) {
     invoice = evolveInvoice(invoice, { type: e.type, data: e.data } as InvoiceEvent);
     if (REFUND_RECORDS_ON_INVOICE.includes(e.type) && (e.data as { refundId: string }).refundId === refundId) {
-      record = e;
+      recordedOnInvoice = true;
       break;
     }
   }
-  if (!record || invoice.status === 'none') return null;
+  if (!recordedOnInvoice || invoice.status === 'none') return null;
   const refundEvents = await eventsOf(store, refundStreamName(refundId));
   // A refund has one outcome (RefundSucceeded or RefundFailed): the first event that is a webhook.
   const outcomeAt = refundEvents.findIndex((e) => webhookKindOf(e.streamName, e.type) !== null);
