@@ -11,10 +11,9 @@ import type { Pool } from 'pg';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { fixedKeys, SecretBox } from '#platform/secrets';
 import { Clock, SystemClock } from '#platform/clock';
-import { comparePositions, PostgresEventStore } from '#event-store';
+import { PostgresEventStore } from '#event-store';
 import { CreateInvoice, CreateInvoiceHandler } from '../../apps/api/src/invoices/create-invoice/create-invoice.handler';
 import { RecordPaymentResult, RecordPaymentResultHandler } from '../../apps/api/src/invoices/record-payment-result/record-payment-result.handler';
-import { ProjectionRunner } from '#event-store/projections';
 import { Registry } from '#payments/merchants';
 import {
   DEFAULT_WEBHOOK_RETENTION_DAYS,
@@ -29,6 +28,7 @@ import { allMigrations, loadConfig } from '#payments/composition';
 import { migrate } from '#platform/database';
 import { hasEventsLeft, seedLoad } from '../../apps/tools/src/seed/seed-load';
 import { InMemoryEventStore } from '../support/in-memory-event-store';
+import { projectToHead } from '../support/project-to-head';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { webhookProject } from '../support/webhook-project';
 import { invoiceRequest } from '../support/invoice-request';
@@ -46,25 +46,17 @@ afterEach(async () => {
   await db.drop();
 });
 
-/** Runs the outbox, on a clock `daysLater` ahead of the events, until it has passed the log's head; then stops it. */
+/** Runs the outbox, on a clock `daysLater` ahead of the events, until it has passed the log's visible head; then stops it. */
 async function runOutboxToTheHead(pool: Pool, registry: Registry, daysLater: number): Promise<void> {
   const store = new PostgresEventStore(pool, { pollIntervalMs: 10 });
-  const head = await store.headPosition();
   const later: Clock = { now: () => new Date(Date.now() + daysLater * DAY) };
-  const runner = new ProjectionRunner(
-    pool,
-    store,
-    webhookOutbox(store, registry, later, () => 'http://127.0.0.1:3000'),
-  );
-  runner.start();
   try {
-    // Another suite's open transaction on the shared server may hold the log's visible end back a while.
-    for (const deadline = Date.now() + 120_000; !(runner.status().checkpoint && head && comparePositions(runner.status().checkpoint!, head) >= 0);) {
-      if (Date.now() > deadline) throw new Error('the outbox did not reach the head');
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await projectToHead(
+      pool,
+      store,
+      webhookOutbox(store, registry, later, () => 'http://127.0.0.1:3000'),
+    );
   } finally {
-    await runner.stop();
     await store.close();
   }
 }
