@@ -75,8 +75,8 @@ export function verifyStatement(
   return verify(null, Buffer.from(canonicalJson(signed), 'utf8'), publicKey, Buffer.from(signature.value, 'base64'));
 }
 
-const sameInstant = (given: unknown, wanted: string | Date): boolean =>
-  typeof given === 'string' && Date.parse(given) === (wanted instanceof Date ? wanted.getTime() : Date.parse(wanted)) && !Number.isNaN(Date.parse(given));
+/** Both the same instant (NaN, a text that is none, equals nothing). */
+const sameInstant = (given: unknown, wanted: string | Date): boolean => typeof given === 'string' && Date.parse(given) === new Date(wanted).getTime();
 
 /** Whether the statement's own fields are the ones expected (each one given). */
 function isOf(doc: { object?: unknown; accountId?: unknown; mode?: unknown; from?: unknown; to?: unknown }, expected: ExpectedStatement): boolean {
