@@ -392,18 +392,29 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     expect((read as Error).message).not.toMatch(/outcome/);
   });
 
-  it('409 idempotency_key_in_use (the same key still running) is not repeated: the typed error carries its Retry-After', async () => {
+  it('409 idempotency_key_in_use (the same key still running) is repeated with the same key after its Retry-After; other 409s are not', async () => {
+    // Review 96 F7: the usual cause is the call's own first attempt outliving timeoutMs while the gateway still works on it.
     stub.script(error(409, 'idempotency_key_in_use', { param: 'Idempotency-Key' }, { 'retry-after': '1' }), { status: 202, body: REFUND });
+    const refund = await client().refundInvoice(REFUND.invoiceId, {}, { idempotencyKey: 'k' });
+    expect(refund).toMatchObject({ id: REFUND.id });
+    expect(stub.attempts.map((a) => a.headers['idempotency-key'])).toEqual(['k', 'k']);
+    expect(waits).toEqual([1000]);
+    // Still running after every retry: thrown with its Retry-After, and the outcome unknown (that request may act).
+    const inUse = error(409, 'idempotency_key_in_use', { param: 'Idempotency-Key' }, { 'retry-after': '1' });
+    stub.script(inUse, inUse, inUse, inUse, inUse);
     const failure = await client()
-      .refundInvoice(REFUND.invoiceId, {}, { idempotencyKey: 'k' })
+      .refundInvoice(REFUND.invoiceId, {}, { idempotencyKey: 'k2' })
       .catch((e: unknown) => e);
     expect(failure).toBeInstanceOf(PaymentGatewayError);
-    expect({ status: (failure as PaymentGatewayError).status, code: (failure as PaymentGatewayError).code }).toEqual({
+    expect(failure).toMatchObject({ status: 409, code: 'idempotency_key_in_use', attempts: 5, retryAfterSeconds: 1, outcomeUnknown: true });
+    // A 409 of the request itself is its answer: never repeated.
+    stub.script(error(409, 'duplicate_request'), { status: 201, body: {} });
+    await expect(client().createPayout({ amount: '100.00', addressId: 1 }, { idempotencyKey: 'k3' })).rejects.toMatchObject({
       status: 409,
-      code: 'idempotency_key_in_use',
+      code: 'duplicate_request',
+      attempts: 1,
+      outcomeUnknown: false,
     });
-    expect(stub.attempts).toHaveLength(1);
-    expect(waits).toEqual([]);
   });
 
   it("a 2xx answer that is not the API's JSON (a proxy's page, an empty body) is unexpected_response; a POST's says its outcome is unknown", async () => {
@@ -483,6 +494,17 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     expect(nothing.message).not.toMatch(/outcome/);
     const read = await failure(() => client().getBalance(), nothingWritten);
     expect(read.outcomeUnknown).toBe(false);
+    // The gateway's 500s to the end (review 96 F4): an unexpected error, after which the gateway keeps the key, not knowing
+    // what was written; a GET's is false.
+    const internal = error(500, 'internal');
+    stub.script(internal, internal, internal, internal, internal);
+    const after500 = await client()
+      .createPayout({ amount: '100.00', addressId: 1 }, { idempotencyKey: 'k-500' })
+      .catch((e: unknown) => e);
+    expect(after500).toMatchObject({ status: 500, attempts: 5, outcomeUnknown: true, idempotencyKey: 'k-500' });
+    expect((after500 as Error).message).toContain('Make the same call with the same Idempotency-Key k-500');
+    stub.script(internal, internal, internal, internal, internal);
+    await expect(client().getBalance()).rejects.toMatchObject({ status: 500, attempts: 5, outcomeUnknown: false });
     // A proxy's 504 page on a POST: the same mark; a 4xx of the gateway: nothing was done.
     stub.script(...Array.from({ length: 5 }, () => ({ status: 504, raw: '<html>504 Gateway Time-out</html>' })));
     await expect(client().refundInvoice(REFUND.invoiceId, {}, { idempotencyKey: 'k-504' })).rejects.toMatchObject({ status: 504, outcomeUnknown: true });
@@ -529,9 +551,9 @@ describe('SDK retry rules (local stub server, injected sleep)', () => {
     const afterMarked = await refund(marked, unmarked, unmarked, unmarked, unmarked);
     expect(afterMarked).toMatchObject({ status: 503, attempts: 5, outcomeUnknown: true });
     expect(afterMarked.message).toContain(unknownText);
-    // A 504, then 409 idempotency_key_in_use: the first attempt is still running under the key.
-    const stillRunning = await refund(page504, inUse);
-    expect(stillRunning).toMatchObject({ status: 409, code: 'idempotency_key_in_use', attempts: 2, outcomeUnknown: true });
+    // A 504, then 409 idempotency_key_in_use to the end: the first attempt is still running under the key.
+    const stillRunning = await refund(page504, inUse, inUse, inUse, inUse);
+    expect(stillRunning).toMatchObject({ status: 409, code: 'idempotency_key_in_use', attempts: 5, outcomeUnknown: true });
     expect(stillRunning.message).toContain(unknownText);
     // Unmarked 503s only: nothing was done.
     const nothing = await refund(unmarked, unmarked, unmarked, unmarked, unmarked);

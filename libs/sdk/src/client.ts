@@ -558,9 +558,11 @@ export class PaymentGatewayClient {
         signedAgain++;
         continue;
       }
-      // A proxy's 502, 504 or other 5xx page, a 503 marked as maybe written, or the key's first request still running (409
-      // idempotency_key_in_use: an earlier attempt of this call, or a call before it): the gateway may have acted.
-      if (unansweredOnTheWay(status, error.code) || markedMaybeWritten(status, error.message) || keyStillRunning(status, error.code)) mayHaveActed = true;
+      // A proxy's 502, 504 or other 5xx page, a 503 marked as maybe written, a 500 (an unexpected error: the gateway keeps
+      // the key, not knowing what it wrote), or the key's first request still running (409 idempotency_key_in_use: an
+      // earlier attempt of this call, or a call before it): the gateway may have acted.
+      if (unansweredOnTheWay(status, error.code) || status === 500 || markedMaybeWritten(status, error.message) || keyStillRunning(status, error.code))
+        mayHaveActed = true;
       const outcome: AttemptOutcome = { kind: 'answer', status, code: error.code, retryAfterSeconds };
       const delay = retryDelayMs(outcome, context);
       if (delay === null) {

@@ -55,10 +55,10 @@ export class PaymentGatewayError extends Error {
     readonly idempotencyKey?: string,
     /**
      * A POST that may have acted (its message says so): some attempt of the call, not only the last, got no answer,
-     * a 2xx or 5xx page not the API's (a proxy's), a redirect, a 502 or 504, a 503 marked "записано ли что-то" (docs/api.md), or
-     * 409 idempotency_key_in_use (the key's first request still running). Repeat it with `idempotencyKey` (POST
-     * /invoices: the same orderId), never a new key. False: no attempt acted, every answer said nothing was done (a
-     * 4xx, a 429, a 5xx of the gateway unmarked); a GET is always false.
+     * a 2xx or 5xx page not the API's (a proxy's), a redirect, a 500, a 502 or 504, a 503 marked "записано ли что-то"
+     * (docs/api.md), or 409 idempotency_key_in_use (the key's first request still running). Repeat it with `idempotencyKey`
+     * (POST /invoices: the same orderId), never a new key. False: no attempt acted, every answer said nothing was done (a
+     * 4xx, a 429, the gateway's unmarked 503); a GET is always false.
      */
     readonly outcomeUnknown: boolean = false,
   ) {

@@ -2,7 +2,8 @@
  * The spec's retry guidance as a pure decision: retry 429 after Retry-After, 500, 503 (and
  * 408), network failures and a proxy's 502 or 504 or other 5xx not in the API's error shape
  * (a timeout on the way: the gateway may have acted, as with no answer) with a delay growing
- * from 250 ms (a 408's, 502's, 503's or 504's Retry-After when longer), at most 4 retries; never 400, 401, 403, 404, 409 or 422 unchanged. A POST is retried only
+ * from 250 ms (a 408's, 502's, 503's or 504's Retry-After when longer), at most 4 retries; never 400, 401, 403, 404, 409 or 422 unchanged
+ * but the 409 idempotency_key_in_use of a keyed POST (its key still running: the same key cannot act twice). A POST is retried only
  * when a repeat cannot act twice: POST /invoices by its orderId, every other POST by its
  * Idempotency-Key. No one wait is longer than MAX_WAIT_SECONDS: an answer asking for more
  * is the caller's to decide.
@@ -48,7 +49,11 @@ export function retryDelayMs(outcome: AttemptOutcome, context: RetryContext): nu
     case 408:
     case 502:
     case 504:
-    case 503: {
+    case 503:
+    // 409 idempotency_key_in_use: this key's first request is still running (often this call's own attempt that outlived
+    // timeoutMs); the same key again cannot act twice, and gets that request's answer once stored. The one 409 retried.
+    case 409: {
+      if (outcome.status === 409 && outcome.code !== 'idempotency_key_in_use') return null;
       // The spec's growing delay, or the server's Retry-After when longer (HTTP's meaning of the header: the gateway
       // asks 5 s while it rebuilds a read model, nginx 1 s), bounded as a 429's.
       const asked = outcome.retryAfterSeconds;
@@ -58,8 +63,7 @@ export function retryDelayMs(outcome: AttemptOutcome, context: RetryContext): nu
     default:
       // A 5xx page not in the API's error shape (code unexpected_response): a proxy's, as a 502's.
       if (outcome.status >= 500 && outcome.code === 'unexpected_response') return backoffMs(retry);
-      // Never 400, 401, 403, 404, 409 or 422 (the spec's rule), not even 409
-      // idempotency_key_in_use: its error carries Retry-After for the caller to decide.
+      // Never 400, 401, 403, 404, 409 (but idempotency_key_in_use, above) or 422: the spec's rule.
       return null;
   }
 }
