@@ -50,9 +50,9 @@ export function retryDelayMs(outcome: AttemptOutcome, context: RetryContext): nu
     case 502:
     case 504:
     case 503:
-    // 409 idempotency_key_in_use: this key's first request is still running (often this call's own attempt that outlived
-    // timeoutMs); the same key again cannot act twice, and gets that request's answer once stored. The one 409 retried.
     case 409: {
+      // 409 idempotency_key_in_use: this key's first request is still running (often this call's own attempt that outlived
+      // timeoutMs); the same key again cannot act twice, and gets that request's answer once stored. The one 409 retried.
       if (outcome.status === 409 && outcome.code !== 'idempotency_key_in_use') return null;
       // The spec's growing delay, or the server's Retry-After when longer (HTTP's meaning of the header: the gateway
       // asks 5 s while it rebuilds a read model, nginx 1 s), bounded as a 429's.
