@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import {
   AllSubscription,
+  AppendTooLateError,
   comparePositions,
   DuplicateEventIdError,
   EventStore,
@@ -85,6 +86,15 @@ export function eventStoreContract(
         expect(conflict).toBeInstanceOf(WrongExpectedRevisionError);
         expect((conflict as WrongExpectedRevisionError).actual).toBe(2n);
         expect(await store.readStream(stream('b'))).toHaveLength(3);
+      });
+
+      it('an append whose notAfter has passed is refused with AppendTooLateError, nothing written; one in time is written', async () => {
+        await store.appendToStream(stream('dated'), [event()], { expectedRevision: 'no_stream' });
+        const late = await store.appendToStream(stream('dated'), [event()], { expectedRevision: 0n, notAfter: new Date(Date.now() - 1) }).catch((e) => e);
+        expect(late).toBeInstanceOf(AppendTooLateError);
+        expect(await store.readStream(stream('dated'))).toHaveLength(1);
+        const inTime = await store.appendToStream(stream('dated'), [event()], { expectedRevision: 0n, notAfter: new Date(Date.now() + 60_000) });
+        expect(inTime.nextExpectedRevision).toBe(1n);
       });
 
       it('an exact revision on a stream that does not exist conflicts', async () => {

@@ -1,11 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import {
   AppendOutcomeUnknownError,
+  AppendTooLateError,
   comparePositions,
   DuplicateEventIdError,
   EventStoreUnavailableError,
   PostgresEventStore,
   RecordedEvent,
+  STREAM_APPEND_LOCK_NAMESPACE,
+  StreamNotFoundError,
 } from '#event-store';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { eventStoreContract } from './event-store.contract';
@@ -78,6 +81,40 @@ describe('PostgreSQL event store specifics', () => {
     await consuming;
     await subscription.unsubscribe();
     expect(received.map((e) => e.type)).toEqual(['Early', 'Late']);
+  });
+
+  it('an append with notAfter is checked by its statement once written: held past it (a lock, a stall), it is rolled back', async () => {
+    const streamName = `dated-${randomUUID()}`;
+    await localStore.appendToStream(streamName, [{ id: randomUUID(), type: 'A', data: {} }], { expectedRevision: 'no_stream' });
+    // Another append of the stream holds its lock for 600 ms: this one, sent in time, writes after its deadline.
+    const holder = await local.pool.connect();
+    await holder.query('SELECT pg_advisory_lock($1, hashtext($2))', [STREAM_APPEND_LOCK_NAMESPACE, streamName]);
+    const late = localStore
+      .appendToStream(streamName, [{ id: randomUUID(), type: 'B', data: {} }], { expectedRevision: 0n, notAfter: new Date(Date.now() + 200) })
+      .catch((e: unknown) => e);
+    await new Promise((r) => setTimeout(r, 600));
+    await holder.query('SELECT pg_advisory_unlock($1, hashtext($2))', [STREAM_APPEND_LOCK_NAMESPACE, streamName]);
+    holder.release();
+    expect(await late).toBeInstanceOf(AppendTooLateError);
+    const stored = await localStore.readStream(streamName);
+    expect(stored.map((e) => e.type)).toEqual(['A']);
+    // The stream's revision did not move: the next append at revision 0 is written.
+    const next = await localStore.appendToStream(streamName, [{ id: randomUUID(), type: 'C', data: {} }], { expectedRevision: 0n });
+    expect(next.nextExpectedRevision).toBe(1n);
+  });
+
+  it('an append with notAfter is not grouped: appends of the same turn without one are written as a group beside it', async () => {
+    const names = [0, 1, 2].map(() => `dated-turn-${randomUUID()}`);
+    const results = await Promise.all([
+      localStore
+        .appendToStream(names[0]!, [{ id: randomUUID(), type: 'A', data: {} }], { expectedRevision: 'no_stream', notAfter: new Date(Date.now() - 1) })
+        .catch((e: unknown) => e),
+      localStore.appendToStream(names[1]!, [{ id: randomUUID(), type: 'A', data: {} }], { expectedRevision: 'no_stream' }),
+      localStore.appendToStream(names[2]!, [{ id: randomUUID(), type: 'A', data: {} }], { expectedRevision: 'no_stream' }),
+    ]);
+    expect(results[0]).toBeInstanceOf(AppendTooLateError);
+    expect(results.slice(1).map((r) => (r as { nextExpectedRevision: bigint }).nextExpectedRevision)).toEqual([0n, 0n]);
+    await expect(localStore.readStream(names[0]!)).rejects.toBeInstanceOf(StreamNotFoundError);
   });
 
   it('refuses event ids already used by another append', async () => {

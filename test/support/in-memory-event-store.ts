@@ -1,6 +1,8 @@
 import {
   AllSubscription,
+  AppendOptions,
   AppendResult,
+  AppendTooLateError,
   DuplicateEventIdError,
   EventStore,
   EventToAppend,
@@ -51,8 +53,9 @@ export class InMemoryEventStore implements EventStore {
     return this.log.length;
   }
 
-  async appendToStream(streamName: string, events: readonly EventToAppend[], options: { expectedRevision?: ExpectedRevision } = {}): Promise<AppendResult> {
+  async appendToStream(streamName: string, events: readonly EventToAppend[], options: AppendOptions = {}): Promise<AppendResult> {
     await Promise.resolve(); // an append is asynchronous, as it is on a real store
+    if (options.notAfter && Date.now() > options.notAfter.getTime()) throw new AppendTooLateError(streamName, options.notAfter);
     // As stored: JSON, made before anything is written (an event without one is refused).
     const json = events.map((e) => ({ data: eventJson(streamName, e, 'data'), metadata: eventJson(streamName, e, 'metadata') }));
     const expected = options.expectedRevision ?? 'any';

@@ -1,6 +1,7 @@
 import { newEventId } from './event-ids';
 import type { Decider } from '#domain';
 import {
+  AppendTooLateError,
   DuplicateEventIdError,
   EventStore,
   EventToAppend,
@@ -109,6 +110,23 @@ export interface HandleOptions<Event, Command = unknown, State = unknown> {
    * stream found there is loaded and the command decided again, as on any conflict.
    */
   readonly expectNoStream?: boolean;
+  /** The command is dated by its decision: appended within `withinMs` of its date, or decided again with a fresh one. */
+  readonly dated?: DatedByDecision<Command>;
+}
+
+/**
+ * A command dated with the clock's time when it is decided (a payment, a hold's release): a report
+ * of a past instant counts on every entry dated by then being in the log a margin after it. The
+ * append carries that deadline (AppendOptions.notAfter); a decision past it (a stall, a full pool)
+ * is made again on the stream as it is then, dated then, instead of landing in a closed past.
+ */
+export interface DatedByDecision<Command> {
+  /** The command's date (ISO 8601), or undefined: this command is not dated by its decision. */
+  readonly at: (command: Command) => string | undefined;
+  readonly redate: (command: Command, at: string) => Command;
+  /** The clock the date comes from. */
+  readonly now: () => Date;
+  readonly withinMs: number;
 }
 
 /** A decision whose events the store refused because it already holds their ids. */
@@ -218,6 +236,7 @@ async function decideAndAppend<State, Command, Event extends { type: string; dat
   onAttempt?: (attempt: number) => void,
 ): Promise<HandleResult<State, Event, Failure>> {
   const maxAttempts = options.maxAttempts ?? 100;
+  const { dated } = options;
   for (let attempt = 1; ; attempt++) {
     onAttempt?.(attempt);
     const loaded: LoadedState<State> =
@@ -229,6 +248,14 @@ async function decideAndAppend<State, Command, Event extends { type: string; dat
     if (decision.length === 0) {
       return { ok: true, state: loaded.state, events: [], revision: loaded.revision, position: null, attempts: attempt };
     }
+    // The deadline of a dated decision, on this host's clock; one already past is made again, dated now.
+    const date = dated?.at(command);
+    const left = date === undefined ? Infinity : Date.parse(date) + dated!.withinMs - dated!.now().getTime();
+    if (left <= 0) {
+      if (attempt >= maxAttempts) throw new AppendTooLateError(streamName, new Date(Date.parse(date!) + dated!.withinMs));
+      command = dated!.redate(command, dated!.now().toISOString());
+      continue;
+    }
     const toAppend: EventToAppend[] = decision.map((event, i) => ({
       id: options.eventId ? options.eventId(event, i) : newEventId(),
       type: event.type,
@@ -238,6 +265,7 @@ async function decideAndAppend<State, Command, Event extends { type: string; dat
     try {
       const result = await store.appendToStream(streamName, toAppend, {
         expectedRevision: loaded.revision < 0n ? 'no_stream' : loaded.revision,
+        ...(left === Infinity ? {} : { notAfter: new Date(Date.now() + left) }),
       });
       const state = decision.reduce(decider.evolve, loaded.state);
       if (options.snapshots) {
@@ -249,6 +277,10 @@ async function decideAndAppend<State, Command, Event extends { type: string; dat
       }
       return { ok: true, state, events: decision, revision: result.nextExpectedRevision, position: result.position, attempts: attempt };
     } catch (error) {
+      if (error instanceof AppendTooLateError && attempt < maxAttempts) {
+        command = dated!.redate(command, dated!.now().toISOString());
+        continue;
+      }
       if (error instanceof DuplicateEventIdError && options.onDuplicateEventId === 'already_handled') {
         options.onDuplicateEventIdRefused?.({ eventIds: error.eventIds, events: decision, decidedOn: loaded.revision });
         // A stale decision: the stream moved after it was loaded. Decide again on what it holds now.

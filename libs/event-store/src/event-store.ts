@@ -110,8 +110,19 @@ export interface AllSubscription extends AsyncIterable<SubscriptionBatch> {
   unsubscribe(): Promise<void>;
 }
 
+export interface AppendOptions {
+  readonly expectedRevision?: ExpectedRevision;
+  /**
+   * An append dated by its decision (an entry a report of a past instant must hold): refused with
+   * AppendTooLateError, nothing written, unless it is in the log by this instant of this host's clock
+   * (Date.now): on PostgreSQL its transaction has begun by then (checked by the statement, after it
+   * wrote, on the server's clock), elsewhere the append is sent by then. Never grouped with others.
+   */
+  readonly notAfter?: Date;
+}
+
 export interface EventStore {
-  appendToStream(streamName: string, events: readonly EventToAppend[], options?: { expectedRevision?: ExpectedRevision }): Promise<AppendResult>;
+  appendToStream(streamName: string, events: readonly EventToAppend[], options?: AppendOptions): Promise<AppendResult>;
 
   /** The stream's events; StreamNotFoundError when it has none. */
   readStream(streamName: string, options?: ReadStreamOptions): Promise<RecordedEvent[]>;
@@ -214,6 +225,17 @@ export class UnserializableEventError extends Error {
   ) {
     super(`stream ${streamName}: the ${part} of event ${eventId} cannot be written as JSON`, options);
     this.name = 'UnserializableEventError';
+  }
+}
+
+/** An append with `notAfter` not in the log by then (AppendOptions): nothing written; decide again with a fresh date. */
+export class AppendTooLateError extends Error {
+  constructor(
+    readonly streamName: string,
+    readonly notAfter: Date,
+  ) {
+    super(`stream ${streamName}: the append was not in the log by ${notAfter.toISOString()}; nothing written`);
+    this.name = 'AppendTooLateError';
   }
 }
 

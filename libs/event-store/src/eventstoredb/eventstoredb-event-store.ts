@@ -6,7 +6,9 @@ import {
   AppendResult,
   DuplicateEventIdError,
   EventStore,
+  AppendOptions,
   AppendOutcomeUnknownError,
+  AppendTooLateError,
   EventStoreUnavailableError,
   EventToAppend,
   ExpectedRevision,
@@ -96,11 +98,13 @@ export class EventStoreDbEventStore implements EventStore {
     return new EventStoreDbEventStore(EventStoreDBClient.connectionString(connectionString), settingsFromConnectionString(connectionString));
   }
 
-  async appendToStream(streamName: string, events: readonly EventToAppend[], options: { expectedRevision?: ExpectedRevision } = {}): Promise<AppendResult> {
+  async appendToStream(streamName: string, events: readonly EventToAppend[], options: AppendOptions = {}): Promise<AppendResult> {
     const expected = options.expectedRevision ?? 'any';
     if (events.length === 0) return this.checkOnly(streamName, expected);
     toProposedEvents(streamName, events); // refuses an event without JSON before anything is read or sent
     const proposed = toProposedEvents(streamName, withChainHashes(streamName, await this.chainHead(streamName, expected), events));
+    // Checked as it is sent: EventStoreDB has no transaction to check it in (docs/event-stores.md).
+    if (options.notAfter && Date.now() > options.notAfter.getTime()) throw new AppendTooLateError(streamName, options.notAfter);
 
     let result: ClientAppendResult;
     try {

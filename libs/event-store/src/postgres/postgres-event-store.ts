@@ -2,8 +2,10 @@ import type { CustomTypesConfig, Pool } from 'pg';
 import { types } from 'pg';
 import {
   AllSubscription,
+  AppendOptions,
   AppendOutcomeUnknownError,
   AppendResult,
+  AppendTooLateError,
   DuplicateEventIdError,
   eventJson,
   EventStore,
@@ -25,6 +27,7 @@ import { LiveLogWindow, WindowPage } from './live-log-window';
 import { LogTailSignal } from './log-tail-signal';
 import { parseTimestamptz } from './timestamptz';
 import { readLogByCopy } from './log-read-by-copy';
+import { APPEND_TOO_LATE_SQLSTATE } from './schema';
 
 interface EventRow {
   global_position: string;
@@ -148,6 +151,7 @@ interface PendingAppend {
   readonly expected: ExpectedRevision;
   /** The events as the statement takes them: a JSON array of {id, type, data, metadata}. */
   readonly eventsJson: string;
+  readonly notAfter?: Date | undefined;
 }
 
 interface Settle<T> {
@@ -198,7 +202,7 @@ export class PostgresEventStore implements EventStore {
           );
   }
 
-  async appendToStream(streamName: string, events: readonly EventToAppend[], options: { expectedRevision?: ExpectedRevision } = {}): Promise<AppendResult> {
+  async appendToStream(streamName: string, events: readonly EventToAppend[], options: AppendOptions = {}): Promise<AppendResult> {
     const expected = options.expectedRevision ?? 'any';
     if (events.length === 0) return this.checkOnly(streamName, expected);
 
@@ -210,8 +214,9 @@ export class PostgresEventStore implements EventStore {
           `{"id":${JSON.stringify(e.id)},"type":${JSON.stringify(e.type)},"data":${eventJson(streamName, e, 'data')},"metadata":${eventJson(streamName, e, 'metadata')}}`,
       )
       .join(',')}]`;
-    const append: PendingAppend = { streamName, events, expected, eventsJson };
-    if (!this.appendsOfTheTurn) return this.appendAlone(append);
+    const append: PendingAppend = { streamName, events, expected, eventsJson, notAfter: options.notAfter };
+    // One with a deadline alone: the group's statement would make its lateness every append's failure.
+    if (!this.appendsOfTheTurn || append.notAfter) return this.appendAlone(append);
     return new Promise((resolve, reject) => this.appendsOfTheTurn!.add({ ...append, resolve, reject }));
   }
 
@@ -301,17 +306,22 @@ export class PostgresEventStore implements EventStore {
   }
 
   /** One append, one statement: the stream row moved by its expectation, then its events inserted. */
-  private async appendAlone({ streamName, events, expected, eventsJson }: PendingAppend): Promise<AppendResult> {
+  private async appendAlone({ streamName, events, expected, eventsJson, notAfter }: PendingAppend): Promise<AppendResult> {
+    if (notAfter && Date.now() > notAfter.getTime()) throw new AppendTooLateError(streamName, notAfter);
     const kind = typeof expected === 'bigint' ? 'exact' : expected;
     const params: unknown[] = [streamName, events.length, eventsJson];
     if (typeof expected === 'bigint') params.push(expected.toString());
+    if (notAfter) params.push(notAfter.toISOString());
+    // A deadline is checked once the statement has written (its transaction has begun): on time, every report that
+    // waits for the transactions begun before it sees this one (event-store:0004).
+    const inTime = notAfter ? `, event_append_in_time($${params.length}::timestamptz)` : '';
     const sql = `
       WITH append_lock AS (${APPEND_LOCK}), stream AS (${STREAM_CLAIM[kind]})
       INSERT INTO events (stream_name, stream_revision, event_id, event_type, data, metadata, chain_hash)
       SELECT $1, stream.revision - $2 + e.ord, (e.value->>'id')::uuid, e.value->>'type', e.value->'data', e.value->'metadata', stream.chain_hashes[e.ord::int]
       FROM stream, jsonb_array_elements($3::jsonb) WITH ORDINALITY AS e(value, ord)
       ORDER BY e.ord
-      RETURNING global_position, transaction_id::text AS transaction_id, stream_revision`;
+      RETURNING global_position, transaction_id::text AS transaction_id, stream_revision${inTime}`;
 
     try {
       const result = await writeStatement<{ global_position: string; transaction_id: string; stream_revision: string }>(
@@ -326,6 +336,7 @@ export class PostgresEventStore implements EventStore {
         position: { commit: BigInt(last.transaction_id), prepare: BigInt(last.global_position) },
       };
     } catch (error) {
+      if (notAfter && (error as { code?: string }).code === APPEND_TOO_LATE_SQLSTATE) throw new AppendTooLateError(streamName, notAfter);
       if ((error as { code?: string; constraint?: string }).constraint === 'events_event_id_unique') {
         return this.afterRefusedAppend(streamName, events, expected);
       }

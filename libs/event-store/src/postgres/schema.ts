@@ -244,3 +244,24 @@ END
 $fn$;
 `,
 };
+
+/** The error event_append_in_time raises: the append's deadline passed (AppendTooLateError). */
+export const APPEND_TOO_LATE_SQLSTATE = 'GWL01';
+
+/**
+ * Appends dated by their decision carry a deadline (AppendOptions.notAfter), checked by the
+ * statement once it has written, on the server's clock: an append not in time is rolled back.
+ */
+export const appendDeadlineMigration: Migration = {
+  id: 'event-store:0004_append_deadline',
+  sql: `
+CREATE FUNCTION event_append_in_time(deadline timestamptz) RETURNS boolean LANGUAGE plpgsql VOLATILE AS $fn$
+BEGIN
+  IF clock_timestamp() > deadline THEN
+    RAISE EXCEPTION 'append past its deadline %', deadline USING ERRCODE = '${APPEND_TOO_LATE_SQLSTATE}';
+  END IF;
+  RETURN true;
+END
+$fn$;
+`,
+};

@@ -1,5 +1,5 @@
 import type { Migration } from '#platform/database';
-import { eventLogMigration, snapshotsMigration } from '#event-store/postgres';
+import { appendDeadlineMigration, eventLogMigration, snapshotsMigration } from '#event-store/postgres';
 import { projectionsMigration } from '#event-store/projections';
 import { manualClockMigration } from '#platform/clock';
 import { streamCatalogMigration } from '../streams/stream-catalog.read-model';
@@ -52,4 +52,5 @@ export const allMigrations: readonly Migration[] = [
   webhookDeliveryAddressedAtMigration,
   merchantEventsRecordedAtMigration,
   webhookOutboxReachFromCheckpointMigration,
+  appendDeadlineMigration,
 ];
