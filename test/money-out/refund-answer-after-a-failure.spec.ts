@@ -12,6 +12,7 @@ import { invoiceAmounts, InvoiceEvent, invoiceStreamName } from '#domain';
 import type { LedgerBook } from '#payments/ledger';
 import type { Project } from '#payments/merchants';
 import { RefundFlow } from '#payments/refunds';
+import { SystemClock } from '#platform/clock';
 import { RefundInvoice, RefundInvoiceHandler } from '../../apps/api/src/refunds/refund-invoice/refund-invoice.handler';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { MAYBE_WRITTEN_MARK, toApiError, wroteNothing } from '../../apps/api/src/http/errors/error.filter';
@@ -82,7 +83,7 @@ async function paidInvoice(store: PostgresEventStore): Promise<{ invoiceId: stri
 
 it('a refusal whose recording may have committed, the invoice unreadable after, is the marked 503: never "pending"', async () => {
   const store = new RefusalAnswerLostDatabaseAway(db.pool);
-  const handler = new RefundInvoiceHandler(store, new RefundFlow(store, refusingLedger, 60, db.pool));
+  const handler = new RefundInvoiceHandler(store, new RefundFlow(store, refusingLedger, 60, db.pool), new SystemClock());
   const { invoiceId, project, at } = await paidInvoice(store);
   const keyed = { keyId: randomUUID(), projectId: project.id, mode: 'live' as const, key: 'K', fingerprint: 'f' };
   const refund = () => handler.execute(new RefundInvoice(project, 'live', invoiceId, 50_000, at, keyed));

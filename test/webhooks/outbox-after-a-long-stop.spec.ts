@@ -70,7 +70,7 @@ async function paidInvoiceOfAHookedProject(registry: Registry): Promise<{ invoic
     new CreateInvoice(project, 'test', invoiceRequest({ amount: 100_00, orderId: 'long-stop' }), clock.now()),
   );
   const invoiceId = invoice.created.invoiceId;
-  await new RecordPaymentResultHandler(store, registry).execute(new RecordPaymentResult(invoiceId, 'paid', null, clock.now()));
+  await new RecordPaymentResultHandler(store, registry, clock).execute(new RecordPaymentResult(invoiceId, 'paid', null, clock.now()));
   await store.close();
   return { invoiceId, projectId: project.id };
 }

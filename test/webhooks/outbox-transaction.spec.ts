@@ -65,7 +65,7 @@ it('renders every webhook of a batch with no transaction of the runner open, the
   const registry = new Registry(db.pool, SECRETS);
   const project = await webhookProject(registry, clock.now(), 'http://127.0.0.1:9/hooks');
   const create = new CreateInvoiceHandler(setupStore);
-  const pay = new RecordPaymentResultHandler(setupStore, registry);
+  const pay = new RecordPaymentResultHandler(setupStore, registry, clock);
   const paid: string[] = [];
   for (let i = 0; i < 4; i++) {
     const { invoice } = await create.execute(new CreateInvoice(project, 'test', invoiceRequest({ amount: 100_00 + i, orderId: `order-${i}` }), clock.now()));

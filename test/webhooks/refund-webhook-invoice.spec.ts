@@ -50,7 +50,7 @@ async function paidInvoice(): Promise<string> {
     new CreateInvoice(project, 'test', invoiceRequest({ amount: 1000_00, orderId: `refund-hook-${randomBytes(6).toString('hex')}` }), clock.now()),
   );
   const invoiceId = invoice.created.invoiceId;
-  await new RecordPaymentResultHandler(store, registry).execute(new RecordPaymentResult(invoiceId, 'paid', null, clock.now()));
+  await new RecordPaymentResultHandler(store, registry, clock).execute(new RecordPaymentResult(invoiceId, 'paid', null, clock.now()));
   return invoiceId;
 }
 

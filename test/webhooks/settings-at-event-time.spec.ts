@@ -56,7 +56,9 @@ async function paidInvoice(project: Awaited<ReturnType<typeof webhookProject>>, 
   const { invoice } = await new CreateInvoiceHandler(store).execute(
     new CreateInvoice(project, 'test', invoiceRequest({ amount: 1000_00, orderId: `at-${randomBytes(6).toString('hex')}` }), at()),
   );
-  await new RecordPaymentResultHandler(store, registry).execute(new RecordPaymentResult(invoice.created.invoiceId, 'paid', null, at()));
+  // Paid by a process whose clock reads `at` (behind, in one case).
+  const paidAt = at();
+  await new RecordPaymentResultHandler(store, registry, { now: () => paidAt }).execute(new RecordPaymentResult(invoice.created.invoiceId, 'paid', null, paidAt));
   return invoice.created.invoiceId;
 }
 

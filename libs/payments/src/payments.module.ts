@@ -5,7 +5,7 @@ import type { GatewayServices } from './services';
 import { LedgerBook } from './ledger';
 import { PayoutAddresses, Registry } from './merchants';
 import { PayoutFlow } from './payouts/payout-flow';
-import { EVENT_STORE, READ_MODELS } from './payments.tokens';
+import { EVENT_STORE, GATEWAY_CLOCK, READ_MODELS } from './payments.tokens';
 import { ReadStreamHandler } from './streams/read-stream.query';
 import {
   AwaitPostedThroughHandler,
@@ -111,6 +111,7 @@ export class PaymentsModule {
       { provide: PayoutAddresses, useValue: services.payoutAddresses },
       { provide: READ_MODELS, useValue: pool },
       { provide: EVENT_STORE, useValue: store },
+      { provide: GATEWAY_CLOCK, useValue: services.clock },
       ...COMMAND_HANDLERS,
       ...QUERY_HANDLERS,
       ...appHandlers,

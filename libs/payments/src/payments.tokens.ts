@@ -4,3 +4,5 @@
 export const READ_MODELS = Symbol('ReadModels');
 /** The event store (the operator's raw stream reads). */
 export const EVENT_STORE = Symbol('EventStore');
+/** The gateway clock (the API's CLOCK_TOKEN is this one). */
+export const GATEWAY_CLOCK = Symbol('Clock');

@@ -4,7 +4,7 @@ export const INFRASTRUCTURE = Symbol('Infrastructure');
 export const OPERATOR_TOKEN = Symbol('OperatorToken');
 export const FAILED_AUTHENTICATION = Symbol('FailedAuthentication');
 export const READINESS = Symbol('Readiness');
-export const CLOCK_TOKEN = Symbol('Clock');
+export { GATEWAY_CLOCK as CLOCK_TOKEN } from '#payments';
 export const REGISTRY = Symbol('Registry');
 export const PUBLIC_URL = Symbol('PublicUrl');
 export const ACCESS_CONTROL = Symbol('AccessControl');

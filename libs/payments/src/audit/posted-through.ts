@@ -11,6 +11,7 @@ import { refundsProjection } from '../refunds/refunds.read-model';
 import { payoutsProjection } from '../payouts/payouts.read-model';
 import { projectionsNamed } from '../read-models/table-locks';
 import type { Mode } from '#domain';
+import { POSTING_MARGIN_MS } from '../flows/decided-now';
 
 /** The one ledger a report is about: an account in a mode. */
 export interface ReportedLedger {
@@ -18,8 +19,6 @@ export interface ReportedLedger {
   readonly mode: Mode;
 }
 
-/** An entry is decided before it is appended: one dated at or before an instant is in the log by this much after it. */
-export const POSTING_MARGIN_MS = 1_000;
 /** How long a report waits for its figures to be final before it answers 503 (Retry-After: 1). */
 export const POSTED_WAIT_MS = 5_000;
 

@@ -3,3 +3,4 @@ export * from './flow-recovery.worker';
 export * from './outcomes';
 export * from './periodic-worker';
 export * from './worker-items';
+export * from './decided-now';

@@ -1,4 +1,4 @@
-import type { EventStore } from '#event-store';
+import type { DatedByDecision, EventStore } from '#event-store';
 import { handleCommand, loadState } from '#event-store';
 import { Invoice, InvoiceCommand, invoiceDecider, InvoiceEvent, InvoiceState, invoiceStreamName, isUuid, Mode, Refusal } from '#domain';
 import type { Project } from '../merchants';
@@ -30,9 +30,14 @@ export async function invoiceOfProject(store: EventStore, project: Project, mode
  * revision (retrying on a conflict): the invoice it leaves, or the decider's refusal
  * as the API's error. A missing stream folds to no invoice, which the decider refuses (404).
  */
-export async function runInvoiceCommand(store: EventStore, invoiceId: string, command: InvoiceCommand): Promise<Invoice> {
+export async function runInvoiceCommand(
+  store: EventStore,
+  invoiceId: string,
+  command: InvoiceCommand,
+  dated?: DatedByDecision<InvoiceCommand>,
+): Promise<Invoice> {
   if (!isUuid(invoiceId)) throw invoiceNotFound();
-  const result = await handleCommand(store, invoiceStreamName(invoiceId.toLowerCase()), invoiceDecider, command);
+  const result = await handleCommand(store, invoiceStreamName(invoiceId.toLowerCase()), invoiceDecider, command, { dated });
   if (!result.ok) throw result.failure;
   return invoiceIn(result.state);
 }

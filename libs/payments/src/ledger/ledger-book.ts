@@ -1,4 +1,6 @@
-import type { EventStore, RecordedEvent, RefusedDecision, SnapshotPolicy, SnapshotStore } from '#event-store';
+import type { DatedByDecision, EventStore, RecordedEvent, RefusedDecision, SnapshotPolicy, SnapshotStore } from '#event-store';
+import type { Clock } from '#platform/clock';
+import { decidedNow } from '../flows/decided-now';
 import { END, handleCommand, loadState, StreamNotFoundError } from '#event-store';
 import {
   BalancesAsOf,
@@ -106,6 +108,8 @@ export interface LedgerBookOptions {
   /** Where causes older than the window are looked up first (default: none, the stream is read). */
   readonly causes?: LedgerCauseIndex;
   readonly observer?: LedgerBookObserver;
+  /** The gateway clock a hold's release is dated with when decided (unset: dated as given). */
+  readonly clock?: Clock;
 }
 
 /**
@@ -151,6 +155,7 @@ export class LedgerBook {
   ) {
     this.causes = options.causes ?? NO_CAUSE_INDEX;
     this.observer = options.observer ?? {};
+    this.released = options.clock ? releasesDated(options.clock) : undefined;
     this.snapshotPolicy = {
       store: snapshots,
       schemaVersion: currentLedgerFoldVersion(),
@@ -168,6 +173,9 @@ export class LedgerBook {
    */
   private readonly snapshotPolicy: SnapshotPolicy<LedgerState>;
 
+  /** A hold's release is dated by its decision (the worker's time); every other entry by the event it posts for. */
+  private readonly released: DatedByDecision<LedgerCommand> | undefined;
+
   /** Posts the request's entry, or refuses it with a LedgerError. Idempotent per cause. */
   async post(ledger: LedgerId, request: LedgerRequest): Promise<Posted> {
     const cause = causeOf(request as LedgerCommand);
@@ -181,6 +189,7 @@ export class LedgerBook {
       onDuplicateEventId: 'already_handled',
       onDuplicateEventIdRefused: (refusal) => refusals.push(refusal),
       metadata: { accountId: ledger.accountId, mode: ledger.mode },
+      dated: this.released,
       prepare: async (asked, loaded) =>
         needsCauseLookup(asked, loaded.state) ? { ...asked, postedBeforeWindow: (await this.olderEntryOf(ledger, cause, loaded.state)) !== null } : asked,
     });
@@ -443,3 +452,9 @@ export class LedgerBook {
 }
 
 export type { LedgerError };
+
+/** ReleaseHold dated by its decision: in the log within DECIDED_TO_LOGGED_MS of its `at`, or released again, dated then. */
+function releasesDated(clock: Clock): DatedByDecision<LedgerCommand> {
+  const byAt = decidedNow<LedgerCommand>(clock);
+  return { ...byAt, at: (command) => (command.type === 'ReleaseHold' ? command.at : undefined) };
+}

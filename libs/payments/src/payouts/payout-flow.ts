@@ -1,5 +1,7 @@
 import type { Pool } from 'pg';
-import type { EventStore, Position } from '#event-store';
+import type { DatedByDecision, EventStore, Position } from '#event-store';
+import type { Clock } from '#platform/clock';
+import { decidedNow } from '../flows/decided-now';
 import { handleCommand, loadState, StreamNotFoundError } from '#event-store';
 import {
   Payout,
@@ -81,7 +83,14 @@ export class PayoutFlow {
     readonly terms: Readonly<Record<PayoutMethod, PayoutTerms>>,
     readonly usdtRate: UsdtRateSource,
     private readonly observer: FlowObserver = {},
-  ) {}
+    /** The gateway clock its commands are dated with when decided (unset: their dates are kept as given). */
+    clock?: Clock,
+  ) {
+    this.dated = clock ? payoutCommandsDated(clock) : undefined;
+  }
+
+  /** Every command of a payout's stream is dated by its decision (a request's `createdAt`, an operator's or the flow's `at`). */
+  private readonly dated: DatedByDecision<PayoutCommand> | undefined;
 
   /**
    * The answer of a request whose payout is written: the payout as the next steps
@@ -245,10 +254,20 @@ export class PayoutFlow {
     payoutId: number,
     command: PayoutCommand,
   ): Promise<{ readonly state: Payout; readonly events: readonly PayoutEvent[]; readonly position: Position | null }> {
-    const result = await handleCommand(this.store, payoutStreamName(payoutId), payoutDecider, command);
+    const result = await handleCommand(this.store, payoutStreamName(payoutId), payoutDecider, command, { dated: this.dated });
     if (!result.ok) throw result.failure.code === 'conflict' ? new Refusal('conflict', result.failure.message) : payoutNotFound();
     const { state } = result;
     if (state.status === 'none') throw payoutNotFound();
     return { state, events: result.events, position: result.position };
   }
+}
+
+/** A payout's commands dated by their decision: a request by its `createdAt`, every other by its `at`. */
+function payoutCommandsDated(clock: Clock): DatedByDecision<PayoutCommand> {
+  const byAt = decidedNow<PayoutCommand>(clock);
+  return {
+    ...byAt,
+    at: (command) => (command.type === 'RequestPayout' ? command.data.createdAt : byAt.at(command)),
+    redate: (command, at) => (command.type === 'RequestPayout' ? { ...command, data: { ...command.data, createdAt: at } } : byAt.redate(command, at)),
+  };
 }

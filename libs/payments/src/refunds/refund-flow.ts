@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { Pool } from 'pg';
-import type { EventStore } from '#event-store';
+import type { DatedByDecision, EventStore } from '#event-store';
+import type { Clock } from '#platform/clock';
+import { decidedNow } from '../flows/decided-now';
 import { KeyedRequest, keyedRequestDigest } from '../idempotency/keyed-request';
 import { handleCommand, loadState } from '#event-store';
 import {
@@ -94,7 +96,14 @@ export class RefundFlow {
     readonly processingSeconds: number,
     private readonly pool: Pool,
     readonly observer: FlowObserver = {},
-  ) {}
+    /** The gateway clock its commands are dated with when decided (unset: their dates are kept as given). */
+    clock?: Clock,
+  ) {
+    this.dated = clock ? decidedNow(clock) : undefined;
+  }
+
+  /** Every command of a refund's stream is dated by its decision (the flow's own time, a worker's, an operator's). */
+  private readonly dated: DatedByDecision<RefundCommand> | undefined;
 
   /**
    * Takes a requested refund as far as it goes: its refund (pending or later), or
@@ -224,7 +233,7 @@ export class RefundFlow {
    */
   async run(refundId: string, command: RefundCommand, awaitMoney = false): Promise<Refund> {
     if (!REFUND_ID.test(refundId)) throw refundNotFound();
-    const result = await handleCommand(this.store, refundStreamName(refundId), refundDecider, command);
+    const result = await handleCommand(this.store, refundStreamName(refundId), refundDecider, command, { dated: this.dated });
     if (result.ok) {
       if (result.state.status === 'none') throw refundNotFound();
       if (awaitMoney) await awaitOutcomeMoved(this.pool, result, this.observer, 'refund', refundId);

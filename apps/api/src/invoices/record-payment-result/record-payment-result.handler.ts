@@ -6,6 +6,9 @@ import type { Invoice, MethodCode } from '#domain';
 import { EVENT_STORE } from '#payments';
 import { findInvoice, runInvoiceCommand } from '#payments/invoices';
 import { Registry } from '#payments/merchants';
+import { decidedNow } from '#payments/flows';
+import type { Clock } from '#platform/clock';
+import { CLOCK_TOKEN } from '../../http/tokens';
 
 /** The acquirer's answer for an invoice (the operator API, or the sandbox buttons of the payment page). */
 export class RecordPaymentResult extends Command<Invoice> {
@@ -24,6 +27,7 @@ export class RecordPaymentResultHandler implements ICommandHandler<RecordPayment
   constructor(
     @Inject(EVENT_STORE) private readonly store: EventStore,
     @Inject(Registry) private readonly registry: Registry,
+    @Inject(CLOCK_TOKEN) private readonly clock: Clock,
   ) {}
 
   async execute({ invoiceId, outcome, method, now }: RecordPaymentResult): Promise<Invoice> {
@@ -31,13 +35,19 @@ export class RecordPaymentResultHandler implements ICommandHandler<RecordPayment
     if (!invoice) throw new Refusal('invoice_not_found', 'Счёт не найден');
     // The hold is the project's at the time of payment.
     const project = await this.registry.project(invoice.created.projectId);
-    return runInvoiceCommand(this.store, invoiceId, {
-      type: 'RecordPaymentResult',
-      outcome,
-      method,
-      at: now.toISOString(),
-      holdHours: project?.holdHours ?? 24,
-      reason: outcome === 'failed' ? 'declined by the acquirer' : undefined,
-    });
+    // Dated by its decision (paidAt: the payment's entry is dated with it).
+    return runInvoiceCommand(
+      this.store,
+      invoiceId,
+      {
+        type: 'RecordPaymentResult',
+        outcome,
+        method,
+        at: now.toISOString(),
+        holdHours: project?.holdHours ?? 24,
+        reason: outcome === 'failed' ? 'declined by the acquirer' : undefined,
+      },
+      decidedNow(this.clock),
+    );
   }
 }

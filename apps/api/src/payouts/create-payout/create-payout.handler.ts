@@ -133,7 +133,9 @@ export class CreatePayoutHandler implements ICommandHandler<CreatePayout> {
     // repeat (200, that payout; refused, the orderId is free again and claimed anew), never 201 with another's payout.
     if (request.orderId !== null && requested.events.length === 0) return this.create(accountId, projectId, request, clock, keyed);
     // Written (or, keyed, found written by an earlier run of this request): the payout exists.
-    return { created: true, payout: await this.flow.answerOf(requested.state, now, requested.events.length > 0 ? 'answering' : 'finishing') };
+    // The flow's steps (due holds released, the reservation) go by the request's date: dated again if it was late.
+    const decidedAt = requested.events.length > 0 ? new Date(requested.state.requested.createdAt) : now;
+    return { created: true, payout: await this.flow.answerOf(requested.state, decidedAt, requested.events.length > 0 ? 'answering' : 'finishing') };
   }
 
   /**

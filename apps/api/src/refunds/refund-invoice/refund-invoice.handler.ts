@@ -8,7 +8,9 @@ import { EVENT_STORE } from '#payments';
 import type { Project } from '#payments/merchants';
 import type { KeyedRequest } from '#payments/idempotency';
 import { grantedRefund, newRefundId, RefundFlow, refundIdFor } from '#payments/refunds';
-import { RefusalOutcomeUnknownError, tellLeftToRecovery } from '#payments/flows';
+import { decidedNow, RefusalOutcomeUnknownError, tellLeftToRecovery } from '#payments/flows';
+import type { Clock } from '#platform/clock';
+import { CLOCK_TOKEN } from '../../http/tokens';
 
 /** POST /v1/invoices/{id}/refund: the invoice grants the amount, the ledger reserves it, the refund is created pending (or 422 insufficient_balance). */
 export class RefundInvoice extends Command<Refund> {
@@ -40,6 +42,7 @@ export class RefundInvoiceHandler implements ICommandHandler<RefundInvoice> {
   constructor(
     @Inject(EVENT_STORE) private readonly store: EventStore,
     @Inject(RefundFlow) private readonly flow: RefundFlow,
+    @Inject(CLOCK_TOKEN) private readonly clock: Clock,
   ) {}
 
   async execute({ project, mode, invoiceId, amount, now, keyed }: RefundInvoice): Promise<Refund> {
@@ -52,6 +55,8 @@ export class RefundInvoiceHandler implements ICommandHandler<RefundInvoice> {
       invoiceDecider,
       { type: 'RequestRefund', refundId, amount, at: now.toISOString() },
       {
+        // The refund's request, dated by its grant: a report of an instant after it holds it.
+        dated: decidedNow(this.clock),
         // Another project's or mode's invoice is not found, and nothing is written to it.
         prepare: async (command, loaded) => {
           const s = loaded.state;
@@ -63,8 +68,11 @@ export class RefundInvoiceHandler implements ICommandHandler<RefundInvoice> {
     if (!granted.ok) throw granted.failure;
     // Granted: the refund exists. Its own answer (the refund, or the refusal it could
     // record) when the next steps go through; otherwise the refund as granted, pending.
+    // The flow's steps (due holds released, the reservation) go by the request's date: dated again if it was late.
+    const requestedAt = granted.events.find((e) => e.type === 'InvoiceRefundRequested')?.data.at;
+    const decidedAt = requestedAt === undefined ? now : new Date(requestedAt);
     try {
-      return await this.flow.advance(id, refundId, now, granted.events.length > 0 ? 'answering' : 'finishing', granted.state);
+      return await this.flow.advance(id, refundId, decidedAt, granted.events.length > 0 ? 'answering' : 'finishing', granted.state);
     } catch (error) {
       // A refusal, or one whose recording may have committed (never shown): not "pending".
       if (error instanceof Refusal || error instanceof RefusalOutcomeUnknownError) throw error;
