@@ -7,7 +7,17 @@
  * dated then (review 98 F4).
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { AppendOptions, AppendResult, EventToAppend, PostgresEventStore, ReadStreamOptions, RecordedEvent } from '#event-store';
+import {
+  AppendOptions,
+  AppendResult,
+  AppendTooLateError,
+  DatedByDecision,
+  EventToAppend,
+  handleCommand,
+  PostgresEventStore,
+  ReadStreamOptions,
+  RecordedEvent,
+} from '#event-store';
 import { LedgerId, ledgerStreamName } from '#ledger';
 import { LedgerBook } from '#payments/ledger';
 import { DECIDED_TO_LOGGED_MS } from '#payments/flows';
@@ -19,6 +29,8 @@ import { CreateInvoice, CreateInvoiceHandler } from '../../apps/api/src/invoices
 import { RecordPaymentResult, RecordPaymentResultHandler } from '../../apps/api/src/invoices/record-payment-result/record-payment-result.handler';
 import { RefundInvoice, RefundInvoiceHandler } from '../../apps/api/src/refunds/refund-invoice/refund-invoice.handler';
 import { InMemorySnapshotStore } from '../support/in-memory-snapshot-store';
+import { InMemoryEventStore } from '../support/in-memory-event-store';
+import { toApiError, wroteNothing } from '../../apps/api/src/http/errors/error.filter';
 import { createTestDatabase, TestDatabase } from '../support/test-database';
 import { webhookProject } from '../support/webhook-project';
 import { invoiceRequest } from '../support/invoice-request';
@@ -119,5 +131,40 @@ describe('a payment and a refund request stalled between their decision and thei
     const entries = await store.readStream(ledgerStreamName({ accountId: project.accountId, mode: 'test' }));
     expect(entries.at(-1)!.data).toMatchObject({ cause: expect.stringContaining(refund.created.refundId), occurredAt: new Date(T0 + 2_000).toISOString() });
     await store.close();
+  });
+});
+
+interface Note {
+  readonly type: string;
+  readonly at: string;
+}
+
+describe('a decision late on every try', () => {
+  it('gives up after maxAttempts with AppendTooLateError, nothing written, which the API answers 503 (nothing written)', async () => {
+    const store = new InMemoryEventStore({ eventIds: 'unique_in_store' });
+    let clockMs = T0;
+    const dated: DatedByDecision<Note> = {
+      at: (c) => c.at,
+      redate: (c, at) => ({ ...c, at }),
+      now: () => new Date((clockMs += 2_000)), // every read of the clock is 2 s on: each decision is late by its append
+      withinMs: DECIDED_TO_LOGGED_MS,
+    };
+    const decider = {
+      initialState: () => null,
+      evolve: () => null,
+      decide: (c: Note) => [{ type: 'Noted', data: { at: c.at } }],
+    };
+    const failure = await handleCommand(store, 'notes-1', decider, { type: 'Note', at: new Date(T0).toISOString() }, { dated, maxAttempts: 3 }).catch(
+      (e: unknown) => e,
+    );
+    expect(failure).toBeInstanceOf(AppendTooLateError);
+    expect(store.size).toBe(0);
+    const answer = toApiError(failure);
+    expect({ status: answer.status, code: answer.code, retryAfter: answer.headers?.['Retry-After'] }).toEqual({
+      status: 503,
+      code: 'provider_unavailable',
+      retryAfter: '1',
+    });
+    expect(wroteNothing(failure)).toBe(true);
   });
 });

@@ -2,7 +2,7 @@ import { Refusal } from '#domain';
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException } from '@nestjs/common';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from '#platform/logging';
-import { AppendOutcomeUnknownError, EventStoreUnavailableError } from '#event-store';
+import { AppendOutcomeUnknownError, AppendTooLateError, EventStoreUnavailableError } from '#event-store';
 import { DatabaseOutageLog, isDatabaseAway, isDatabaseNotReached, WriteOutcomeUnknownError } from '#platform/database';
 import { ReadModelRebuildingError } from '#event-store/projections';
 import { DueHoldsRaceError } from '#payments/ledger';
@@ -267,6 +267,12 @@ export function toApiError(exception: unknown): ApiError {
     );
   }
   if (exception instanceof ReadModelRebuildingError) return whileRebuilt(exception.projections);
+  if (exception instanceof AppendTooLateError) {
+    // A decision dated by the clock that missed its deadline again and again (each try rolled back): nothing written.
+    return new ApiError(503, 'provider_unavailable', 'Сервис перегружен: операция не записана, повторите запрос через секунду', undefined, undefined, {
+      'Retry-After': '1',
+    });
+  }
   if (exception instanceof DueHoldsRaceError) {
     // Its due holds still being released by the worker (a read or an operator's step that advances a payout): nothing written.
     return new ApiError(503, 'provider_unavailable', 'Баланс сейчас пересчитывается: повторите запрос через секунду', undefined, undefined, {
@@ -319,6 +325,7 @@ export function wroteNothing(exception: unknown): boolean {
   if (exception instanceof AppendOutcomeUnknownError || exception instanceof WriteOutcomeUnknownError || exception instanceof ResendCutShortError) return false;
   if (exception instanceof StepsCutShortError) return false;
   if (exception instanceof ApiError || exception instanceof DueHoldsRaceError || exception instanceof EventStoreUnavailableError) return true;
+  if (exception instanceof AppendTooLateError) return true;
   if (exception instanceof ReadModelRebuildingError) return true;
   return isDatabaseUnavailable(exception) || (typeof exception === 'object' && exception !== null && (exception as { code?: unknown }).code === '57014');
 }
