@@ -386,4 +386,28 @@ describe('signed statements built a page at a time, reports built in turns', () 
     expect(line).toMatchObject({ route: '/v1/statements', status: 503, clientGone: true });
     expect(lines()).toHaveLength(1);
   }, 60_000);
+
+  it('a statement the read model gets wrong (one posting row edited) is not signed: 500, and signed again once the row is right', async () => {
+    // Review 98 F2: signed from the read model alone, a wrong row signed once would stay validly signed after it is mended.
+    const [from, to] = ['2025-01-03T00:00:00.000Z', '2025-01-06T12:00:00.000Z'];
+    const intact = await merchantStatement(from, to);
+    expect(intact.status).toBe(200);
+    const edited = (delta: number) =>
+      gw.db.pool.query(
+        `UPDATE ledger_postings SET amount = amount + $4 WHERE account = 'pending' AND entry_id = (
+           SELECT entry_id FROM ledger_entries WHERE account_id = $1 AND mode = 'test' AND occurred_at > $2 AND occurred_at <= $3
+             AND kind = 'payment_recorded' ORDER BY seq LIMIT 1)`,
+        [ledger.accountId, from, to, delta],
+      );
+    expect((await edited(100)).rowCount).toBe(1);
+    try {
+      for (const answer of [await merchantStatement(from, to), await operatorStatement(from, to)]) {
+        expect(answer.status).toBe(500);
+        expect(JSON.parse(answer.text)).toEqual({ error: { code: 'internal', message: expect.any(String) } });
+      }
+    } finally {
+      await edited(-100);
+    }
+    expect((await merchantStatement(from, to)).text).toBe(intact.text);
+  });
 });

@@ -14,6 +14,7 @@ import {
   GetTrialBalanceHandler,
   IsAccountKnownHandler,
 } from './audit/audit-reports.query';
+import { GetStatementInLogHandler } from './audit/statement-in-log';
 import { RefundFlow } from './refunds/refund-flow';
 import { ExpireInvoiceHandler } from './invoices/expire-invoice.command';
 import { AdvanceRefundHandler } from './refunds/advance-refund.command';
@@ -81,6 +82,7 @@ export const QUERY_HANDLERS: readonly Type[] = [
   GetProjectHandler,
   ReadStreamHandler,
   GetAccountStatementHandler,
+  GetStatementInLogHandler,
   IsAccountKnownHandler,
   GetTrialBalanceHandler,
   AwaitPostedThroughHandler,

@@ -5,3 +5,4 @@ export * from './trial-balance';
 export * from './get-log-checkpoint.query';
 export * from './signing-keys';
 export * from './posted-through';
+export * from './statement-in-log';

@@ -1,12 +1,13 @@
+import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { Controller, Get, Inject, Injectable, Param, Query, Res, UseGuards } from '@nestjs/common';
 import { QueryBus } from '@nestjs/cqrs';
 import type { FastifyReply } from 'fastify';
 import { extendLogCheckpoints, logCheckpointAt, PostgresEventStore } from '#event-store';
 import { RebuildState, rebuildStateSql, refuseRebuilt } from '#event-store/projections';
-import { balanceMovementsOf, formatMoney, LedgerId, StatementBalances } from '#ledger';
+import { formatMoney, LedgerId, StatementBalances } from '#ledger';
 import type { AccountBalances } from '#ledger';
-import { AuditSigningKeys, canonicalJcs, GetAccountStatement } from '#payments/audit';
+import { AuditSigningKeys, canonicalJcs, GetAccountStatement, GetStatementInLog, movementTextsOf, StatementDisagreesWithLogError } from '#payments/audit';
 import { LEDGER_MODEL } from '#payments/ledger';
 import type { LedgerEntryRow } from '#payments/ledger';
 import type { Infrastructure } from '#payments/composition';
@@ -81,6 +82,8 @@ export class SignedStatements {
     if (reader === null) return null;
     const running = new StatementBalances(reader.opening);
     const movements = await movementTexts(reader.pages(), running);
+    // Signed only as the log gives it: a wrong row of the read model signed once would stay validly signed.
+    await this.checkAgainstLog(ledger, from, to, { opening: reader.opening, closing: running.closing(), movements });
     const document = {
       object: 'statement',
       accountId: ledger.accountId,
@@ -99,6 +102,25 @@ export class SignedStatements {
     const signedHead = headOf({ ...document, signature });
     const rest = unsigned.subarray(head.length);
     return { chunks: [signedHead, rest], length: signedHead.length + rest.length };
+  }
+
+  /** The statement's balances and movements are the ledger's in the log (GetStatementInLog), else StatementDisagreesWithLogError: nothing signed. */
+  private async checkAgainstLog(
+    ledger: LedgerId,
+    from: Date,
+    to: Date,
+    built: { readonly opening: AccountBalances; readonly closing: AccountBalances; readonly movements: readonly Buffer[] },
+  ): Promise<void> {
+    const inLog = await this.queries.execute(new GetStatementInLog(ledger, from, to));
+    const digest = createHash('sha256');
+    for (const chunk of built.movements) digest.update(chunk);
+    const differs = (a: AccountBalances, b: AccountBalances) => canonicalJcs(buckets(a)) !== canonicalJcs(buckets(b));
+    const what = [
+      ...(differs(built.opening, inLog.opening) ? ['opening'] : []),
+      ...(differs(built.closing, inLog.closing) ? ['closing'] : []),
+      ...(digest.digest('hex') !== inLog.movementsDigest ? ['movements'] : []),
+    ];
+    if (what.length > 0) throw new StatementDisagreesWithLogError(ledger, what);
   }
 
   /** The log's checkpoint at the ledger's last entry at or before `to` (null: none, or a log without checkpoints: EventStoreDB). */
@@ -149,8 +171,7 @@ export async function movementTexts(
     const texts: string[] = [];
     for (const entry of page) {
       running.apply(entry.postings);
-      for (const m of balanceMovementsOf({ ...entry, occurredAt: entry.occurredAt.toISOString() }))
-        texts.push(canonicalJcs({ ...m, amount: formatMoney(m.amount) }));
+      texts.push(...movementTextsOf({ ...entry, occurredAt: entry.occurredAt.toISOString() }));
     }
     count += texts.length;
     if (count > max)
