@@ -14,6 +14,7 @@ import {
   DatedByDecision,
   EventToAppend,
   handleCommand,
+  MAX_REDATES,
   PostgresEventStore,
   ReadStreamOptions,
   RecordedEvent,
@@ -91,6 +92,16 @@ describe('a hold release stalled between its decision and its append', () => {
     await store.close();
   });
 
+  it("a refund's or payout's release of the due holds it needs (ReleaseDueHolds), stalled, is dated when it reached the log", async () => {
+    // Review 100 F1: undated, a stalled release decided again kept its first date, inside a period a report had closed.
+    const { store, book, ledger } = await dueHold();
+    store.stall = 'reading';
+    expect(await book.releaseDueHolds(ledger, 100_00, clock.now().toISOString())).toBe(1);
+    const [release] = (await store.readStream(ledgerStreamName(ledger))).slice(-1);
+    expect(release!.data).toMatchObject({ kind: 'hold_released', occurredAt: new Date(T0 + 2_000).toISOString() });
+    await store.close();
+  });
+
   it('in time: dated when decided', async () => {
     const { store, book, ledger, invoiceId } = await dueHold();
     const { entry } = await book.post(ledger, { type: 'ReleaseHold', invoiceId, at: clock.now().toISOString() });
@@ -119,6 +130,25 @@ describe('a payment and a refund request stalled between their decision and thei
     await store.close();
   });
 
+  it('a payment that came before expiry and reached the log after it (dated again) is still paid: expiry goes by when it came', async () => {
+    // Review 100 F2: dated again past expiresAt, the payment was refused 409 though the buyer was charged.
+    now = T0;
+    const store = new StallingStore(db.pool);
+    const registry = new Registry(db.pool, new SecretBox(fixedKeys([randomBytes(32)])));
+    const project = await webhookProject(registry, clock.now());
+    const created = new Date(T0 - 59_500); // expires at T0 + 0.5 s
+    const { invoice } = await new CreateInvoiceHandler(store).execute(
+      new CreateInvoice(project, 'test', invoiceRequest({ amount: 1000_00, orderId: `dated-${randomUUID()}`, expireMinutes: 1 }), created),
+    );
+    expect(invoice.created.expiresAt).toBe(new Date(T0 + 500).toISOString());
+    store.stall = 'reading';
+    const paid = await new RecordPaymentResultHandler(store, registry, clock).execute(
+      new RecordPaymentResult(invoice.created.invoiceId, 'paid', null, clock.now()),
+    );
+    expect(paid.status === 'paid' && paid.paidAt).toBe(new Date(T0 + 2_000).toISOString());
+    await store.close();
+  });
+
   it('a refund requested late is requested when it reached the log, and its reservation is dated so', async () => {
     const { store, registry, project, invoiceId } = await setUp();
     await new RecordPaymentResultHandler(store, registry, clock).execute(new RecordPaymentResult(invoiceId, 'paid', null, clock.now()));
@@ -140,7 +170,7 @@ interface Note {
 }
 
 describe('a decision late on every try', () => {
-  it('gives up after maxAttempts with AppendTooLateError, nothing written, which the API answers 503 (nothing written)', async () => {
+  it('gives up after MAX_REDATES with AppendTooLateError, nothing written, which the API answers 503 (nothing written)', async () => {
     const store = new InMemoryEventStore({ eventIds: 'unique_in_store' });
     let clockMs = T0;
     const dated: DatedByDecision<Note> = {
@@ -154,10 +184,12 @@ describe('a decision late on every try', () => {
       evolve: () => null,
       decide: (c: Note) => [{ type: 'Noted', data: { at: c.at } }],
     };
-    const failure = await handleCommand(store, 'notes-1', decider, { type: 'Note', at: new Date(T0).toISOString() }, { dated, maxAttempts: 3 }).catch(
-      (e: unknown) => e,
-    );
+    let decisions = 0;
+    const counted = { ...decider, decide: (c: Note) => (decisions++, decider.decide(c)) };
+    const failure = await handleCommand(store, 'notes-1', counted, { type: 'Note', at: new Date(T0).toISOString() }, { dated }).catch((e: unknown) => e);
     expect(failure).toBeInstanceOf(AppendTooLateError);
+    // Decided again at most MAX_REDATES times (not maxAttempts, 100, as conflicts are), each after a short pause.
+    expect(decisions).toBe(MAX_REDATES + 1);
     expect(store.size).toBe(0);
     const answer = toApiError(failure);
     expect({ status: answer.status, code: answer.code, retryAfter: answer.headers?.['Retry-After'] }).toEqual({

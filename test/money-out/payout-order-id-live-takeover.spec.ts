@@ -2,8 +2,10 @@
  * An orderId's claim taken over while its request still lives (review40): request A
  * (400.00) claims the orderId, its PayoutRequested append waits on a lock (a live, slow
  * request); request B (same orderId, 500.00) finds the claim older than its 5 s grace and
- * takes it over, and its write meets A's payout. Only the request that wrote the payout
- * is answered 201; B is a repeat of the orderId (docs/api.md: 200, the same payout).
+ * takes it over and writes its payout. A's append, held past its deadline (a request is
+ * dated when decided: docs/finance-reports.md), is rolled back and decided again, and meets
+ * B's payout. Only the request that wrote the payout is answered 201; A is a repeat of the
+ * orderId (docs/api.md: 200, the same payout).
  *
  * The slow append is placed with the real database: a trigger makes A's PayoutRequested
  * (amount 40000) wait on an advisory lock the test holds.
@@ -37,7 +39,7 @@ describe('an orderId claim taken over while its request still writes', () => {
     await db?.drop();
   });
 
-  it('answers 201 only to the request that wrote the payout, the other 200 with that payout', async () => {
+  it('answers 201 only to the request that wrote the payout (B: A was too late), the other 200 with that payout', async () => {
     gateway = await startGateway('gateway', { DATABASE_URL: db.url, ADMIN_TOKEN });
     const operator = new Operator(gateway.baseUrl, gateway.adminToken);
     const m = await operator.merchant({ holdHours: 0 });
@@ -58,10 +60,10 @@ describe('an orderId claim taken over while its request still writes', () => {
       [orderId],
     );
     console.log(`A answered ${ra.status} ${JSON.stringify(ra.body)}; B answered ${rb.status} ${JSON.stringify(rb.body)}`);
-    expect(written.rows).toEqual([{ amount: '40000' }]);
-    expectStatus(ra, 201);
-    expect(ra.body).toMatchObject({ orderId, amount: '400.00', status: 'pending' });
-    expectStatus(rb, 200);
-    expect(rb.body).toEqual(ra.body);
+    expect(written.rows).toEqual([{ amount: '50000' }]);
+    expectStatus(rb, 201);
+    expect(rb.body).toMatchObject({ orderId, amount: '500.00', status: 'pending' });
+    expectStatus(ra, 200);
+    expect(ra.body).toEqual(rb.body);
   });
 });

@@ -114,6 +114,9 @@ export interface HandleOptions<Event, Command = unknown, State = unknown> {
   readonly dated?: DatedByDecision<Command>;
 }
 
+/** How many times one command is decided again for a deadline missed: more means the store is too slow to keep any. */
+export const MAX_REDATES = 5;
+
 /**
  * A command dated with the clock's time when it is decided (a payment, a hold's release): a report
  * of a past instant counts on every entry dated by then being in the log a margin after it. The
@@ -237,6 +240,13 @@ async function decideAndAppend<State, Command, Event extends { type: string; dat
 ): Promise<HandleResult<State, Event, Failure>> {
   const maxAttempts = options.maxAttempts ?? 100;
   const { dated } = options;
+  let redated = 0;
+  /** Dated again, after a short jittered pause (a stall is load: no tight loop of reads), at most MAX_REDATES times. */
+  const redate = async (late: Command, deadline: Date): Promise<Command> => {
+    if (++redated > MAX_REDATES) throw new AppendTooLateError(streamName, deadline);
+    await new Promise((r) => setTimeout(r, Math.random() * 20 * redated));
+    return dated!.redate(late, dated!.now().toISOString());
+  };
   for (let attempt = 1; ; attempt++) {
     onAttempt?.(attempt);
     const loaded: LoadedState<State> =
@@ -252,8 +262,7 @@ async function decideAndAppend<State, Command, Event extends { type: string; dat
     const date = dated?.at(command);
     const left = date === undefined ? Infinity : Date.parse(date) + dated!.withinMs - dated!.now().getTime();
     if (left <= 0) {
-      if (attempt >= maxAttempts) throw new AppendTooLateError(streamName, new Date(Date.parse(date!) + dated!.withinMs));
-      command = dated!.redate(command, dated!.now().toISOString());
+      command = await redate(command, new Date(Date.parse(date!) + dated!.withinMs));
       continue;
     }
     const toAppend: EventToAppend[] = decision.map((event, i) => ({
@@ -277,8 +286,8 @@ async function decideAndAppend<State, Command, Event extends { type: string; dat
       }
       return { ok: true, state, events: decision, revision: result.nextExpectedRevision, position: result.position, attempts: attempt };
     } catch (error) {
-      if (error instanceof AppendTooLateError && attempt < maxAttempts) {
-        command = dated!.redate(command, dated!.now().toISOString());
+      if (error instanceof AppendTooLateError && dated) {
+        command = await redate(command, error.notAfter);
         continue;
       }
       if (error instanceof DuplicateEventIdError && options.onDuplicateEventId === 'already_handled') {

@@ -190,6 +190,8 @@ export type InvoiceCommand =
       /** The method the buyer paid with, when the acquirer tells it. */
       readonly method: MethodCode | null;
       readonly at: string;
+      /** When the result came, if the decision was dated again later for its append (decidedNow): the expiry is judged by it. */
+      readonly receivedAt?: string;
       /** The project's hold at the time of payment. */
       readonly holdHours: number;
       readonly reason?: string;
@@ -276,7 +278,7 @@ export function decideInvoice(command: InvoiceCommand, s: InvoiceState): Invoice
     }
     case 'RecordPaymentResult': {
       if (!isOpen(s)) return new Refusal('conflict', `Счёт в статусе ${s.status}: результат оплаты уже получен или счёт закрыт`);
-      if (hasExpired(s, command.at)) return new Refusal('conflict', 'Срок оплаты счёта истёк');
+      if (hasExpired(s, command.receivedAt ?? command.at)) return new Refusal('conflict', 'Срок оплаты счёта истёк');
       const events: InvoiceEvent[] = [];
       let method = s.method;
       let amounts = s.amounts;

@@ -1,4 +1,6 @@
 import type { DatedByDecision, EventStore } from '#event-store';
+import type { Clock } from '#platform/clock';
+import { decidedNow } from '../flows/decided-now';
 import { handleCommand, loadState } from '#event-store';
 import { Invoice, InvoiceCommand, invoiceDecider, InvoiceEvent, InvoiceState, invoiceStreamName, isUuid, Mode, Refusal } from '#domain';
 import type { Project } from '../merchants';
@@ -23,6 +25,20 @@ export async function invoiceOfProject(store: EventStore, project: Project, mode
   const invoice = await findInvoice(store, invoiceId);
   if (!invoice || invoice.created.projectId !== project.id || invoice.created.mode !== mode) throw invoiceNotFound();
   return invoice;
+}
+
+/**
+ * The acquirer's result dated by its decision (paidAt: the payment's entry is dated with it); dated again when
+ * late, it keeps when it came (`receivedAt`), by which the invoice's expiry is judged: a result that came in time
+ * is never refused as expired for a stall.
+ */
+export function paymentResultDated(clock: Clock): DatedByDecision<InvoiceCommand> {
+  const byAt = decidedNow<InvoiceCommand>(clock);
+  return {
+    ...byAt,
+    redate: (command, at) =>
+      command.type === 'RecordPaymentResult' ? { ...command, receivedAt: command.receivedAt ?? command.at, at } : byAt.redate(command, at),
+  };
 }
 
 /**

@@ -173,7 +173,7 @@ export class LedgerBook {
    */
   private readonly snapshotPolicy: SnapshotPolicy<LedgerState>;
 
-  /** A hold's release is dated by its decision (the worker's time); every other entry by the event it posts for. */
+  /** A hold's release is dated by its decision; every other entry by the event it posts for. */
   private readonly released: DatedByDecision<LedgerCommand> | undefined;
 
   /** Posts the request's entry, or refuses it with a LedgerError. Idempotent per cause. */
@@ -219,6 +219,7 @@ export class LedgerBook {
         onDuplicateEventId: 'already_handled',
         maxAttempts,
         metadata: { accountId: ledger.accountId, mode: ledger.mode },
+        dated: this.released,
       });
       if (!result.ok) throw result.failure;
       // Every attempt lost to the worker: not "nothing due" (a reservation would then be refused for good on
@@ -453,8 +454,12 @@ export class LedgerBook {
 
 export type { LedgerError };
 
-/** ReleaseHold dated by its decision: in the log within DECIDED_TO_LOGGED_MS of its `at`, or released again, dated then. */
+/**
+ * A hold's release dated by its decision (the worker's ReleaseHold, a refund's or payout's ReleaseDueHolds): in the log
+ * within DECIDED_TO_LOGGED_MS of its `at`, or released again, dated then (never at a stalled decision's date, in a
+ * period a report may have closed meanwhile).
+ */
 function releasesDated(clock: Clock): DatedByDecision<LedgerCommand> {
   const byAt = decidedNow<LedgerCommand>(clock);
-  return { ...byAt, at: (command) => (command.type === 'ReleaseHold' ? command.at : undefined) };
+  return { ...byAt, at: (command) => (command.type === 'ReleaseHold' || command.type === 'ReleaseDueHolds' ? command.at : undefined) };
 }

@@ -4,9 +4,8 @@ import { Command, CommandHandler, ICommandHandler } from '@nestjs/cqrs';
 import type { EventStore } from '#event-store';
 import type { Invoice, MethodCode } from '#domain';
 import { EVENT_STORE } from '#payments';
-import { findInvoice, runInvoiceCommand } from '#payments/invoices';
+import { findInvoice, paymentResultDated, runInvoiceCommand } from '#payments/invoices';
 import { Registry } from '#payments/merchants';
-import { decidedNow } from '#payments/flows';
 import type { Clock } from '#platform/clock';
 import { CLOCK_TOKEN } from '../../http/tokens';
 
@@ -35,7 +34,6 @@ export class RecordPaymentResultHandler implements ICommandHandler<RecordPayment
     if (!invoice) throw new Refusal('invoice_not_found', 'Счёт не найден');
     // The hold is the project's at the time of payment.
     const project = await this.registry.project(invoice.created.projectId);
-    // Dated by its decision (paidAt: the payment's entry is dated with it).
     return runInvoiceCommand(
       this.store,
       invoiceId,
@@ -47,7 +45,7 @@ export class RecordPaymentResultHandler implements ICommandHandler<RecordPayment
         holdHours: project?.holdHours ?? 24,
         reason: outcome === 'failed' ? 'declined by the acquirer' : undefined,
       },
-      decidedNow(this.clock),
+      paymentResultDated(this.clock),
     );
   }
 }
