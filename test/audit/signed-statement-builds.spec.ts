@@ -394,7 +394,7 @@ describe('signed statements built a page at a time, reports built in turns', () 
     expect(intact.status).toBe(200);
     const edited = (delta: number) =>
       gw.db.pool.query(
-        `UPDATE ledger_postings SET amount = amount + $4 WHERE account = 'pending' AND entry_id = (
+        `UPDATE ledger_postings SET amount = amount + $4 WHERE account IN ('pending', 'available') AND entry_id = (
            SELECT entry_id FROM ledger_entries WHERE account_id = $1 AND mode = 'test' AND occurred_at > $2 AND occurred_at <= $3
              AND kind = 'payment_recorded' ORDER BY seq LIMIT 1)`,
         [ledger.accountId, from, to, delta],
