@@ -72,9 +72,12 @@ export class SignedStatements {
     pastInstant(to, now, 'to', SIGNED_PERIOD_NOT_ENDED);
     // Signed once final: the same period is the same bytes every time.
     await postedThrough(this.queries, to, now, FOLLOWED.ledger, ledger);
-    return this.builds.inTurn(request, { report: 'signed-statement', accountId: ledger.accountId, mode: ledger.mode }, () => this.build(ledger, from, to), [
-      'ledger',
-    ]);
+    // Built again once if it differs from the log: an entry appended between its two reads (the read model first) is not a fault.
+    const built = () =>
+      this.build(ledger, from, to).catch((error: unknown) =>
+        error instanceof StatementDisagreesWithLogError ? this.build(ledger, from, to) : Promise.reject(error),
+      );
+    return this.builds.inTurn(request, { report: 'signed-statement', accountId: ledger.accountId, mode: ledger.mode }, built, ['ledger']);
   }
 
   private async build(ledger: LedgerId, from: Date, to: Date): Promise<SignedStatementText | null> {
