@@ -58,7 +58,9 @@ async function paidInvoice(project: Awaited<ReturnType<typeof webhookProject>>, 
   );
   // Paid by a process whose clock reads `at` (behind, in one case).
   const paidAt = at();
-  await new RecordPaymentResultHandler(store, registry, { now: () => paidAt }).execute(new RecordPaymentResult(invoice.created.invoiceId, 'paid', null, paidAt));
+  await new RecordPaymentResultHandler(store, registry, { now: () => paidAt }).execute(
+    new RecordPaymentResult(invoice.created.invoiceId, 'paid', null, paidAt),
+  );
   return invoice.created.invoiceId;
 }
 
