@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Inject } from '@nestjs/common';
 import { IQueryHandler, Query, QueryHandler } from '@nestjs/cqrs';
-import { AccountBalances, balanceMovementsOf, formatMoney, LedgerAccount, LedgerId, zeroAccountBalances } from '#ledger';
+import { AccountBalances, BalancesAsOfFold, balanceMovementsOf, formatMoney, LedgerId } from '#ledger';
 import type { Kopecks } from '#ledger';
 import { LedgerBook } from '../ledger';
 import { canonicalJcs } from './signing-keys';
@@ -45,20 +45,14 @@ export class GetStatementInLogHandler implements IQueryHandler<GetStatementInLog
   constructor(@Inject(LedgerBook) private readonly ledgers: LedgerBook) {}
 
   async execute({ ledger, from, to }: GetStatementInLog): Promise<StatementInLog> {
-    const [start, end] = [from.getTime(), to.getTime()];
-    const opening = zeroAccountBalances();
-    const closing = zeroAccountBalances();
+    const [opening, closing] = [new BalancesAsOfFold(from), new BalancesAsOfFold(to)];
     const digest = createHash('sha256');
     let first = true;
     await this.ledgers.forEachEntry(ledger, (entry) => {
+      opening.apply(entry);
+      closing.apply(entry);
       const occurredAt = new Date(entry.occurredAt);
-      const at = occurredAt.getTime();
-      if (at > end) return true;
-      for (const p of entry.postings) {
-        if (at <= start) opening[p.account as LedgerAccount] += p.amount;
-        closing[p.account as LedgerAccount] += p.amount;
-      }
-      if (at > start) {
+      if (occurredAt > from && occurredAt <= to) {
         for (const text of movementTextsOf({ ...entry, occurredAt: occurredAt.toISOString() })) {
           digest.update(first ? text : `,${text}`);
           first = false;
@@ -66,7 +60,7 @@ export class GetStatementInLogHandler implements IQueryHandler<GetStatementInLog
       }
       return true;
     });
-    return { opening, closing, movementsDigest: digest.digest('hex') };
+    return { opening: opening.result().balances, closing: closing.result().balances, movementsDigest: digest.digest('hex') };
   }
 }
 
