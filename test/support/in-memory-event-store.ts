@@ -2,7 +2,7 @@ import {
   AllSubscription,
   AppendOptions,
   AppendResult,
-  AppendTooLateError,
+  refuseLateAppend,
   DuplicateEventIdError,
   EventStore,
   EventToAppend,
@@ -55,7 +55,7 @@ export class InMemoryEventStore implements EventStore {
 
   async appendToStream(streamName: string, events: readonly EventToAppend[], options: AppendOptions = {}): Promise<AppendResult> {
     await Promise.resolve(); // an append is asynchronous, as it is on a real store
-    if (options.notAfter && Date.now() > options.notAfter.getTime()) throw new AppendTooLateError(streamName, options.notAfter);
+    refuseLateAppend(streamName, options.notAfter);
     // As stored: JSON, made before anything is written (an event without one is refused).
     const json = events.map((e) => ({ data: eventJson(streamName, e, 'data'), metadata: eventJson(streamName, e, 'metadata') }));
     const expected = options.expectedRevision ?? 'any';

@@ -239,6 +239,11 @@ export class AppendTooLateError extends Error {
   }
 }
 
+/** Refuses, before anything is sent, an append whose `notAfter` has passed on this host's clock (every store's first check). */
+export function refuseLateAppend(streamName: string, notAfter: Date | undefined): void {
+  if (notAfter && Date.now() > notAfter.getTime()) throw new AppendTooLateError(streamName, notAfter);
+}
+
 /** The store refused an append larger than it accepts at once (EventStoreDB's maximum append size): nothing written. */
 export class AppendTooLargeError extends Error {
   constructor(

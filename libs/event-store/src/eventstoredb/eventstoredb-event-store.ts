@@ -8,7 +8,7 @@ import {
   EventStore,
   AppendOptions,
   AppendOutcomeUnknownError,
-  AppendTooLateError,
+  refuseLateAppend,
   EventStoreUnavailableError,
   EventToAppend,
   ExpectedRevision,
@@ -104,7 +104,7 @@ export class EventStoreDbEventStore implements EventStore {
     toProposedEvents(streamName, events); // refuses an event without JSON before anything is read or sent
     const proposed = toProposedEvents(streamName, withChainHashes(streamName, await this.chainHead(streamName, expected), events));
     // Checked as it is sent: EventStoreDB has no transaction to check it in (docs/event-stores.md).
-    if (options.notAfter && Date.now() > options.notAfter.getTime()) throw new AppendTooLateError(streamName, options.notAfter);
+    refuseLateAppend(streamName, options.notAfter);
 
     let result: ClientAppendResult;
     try {

@@ -6,6 +6,7 @@ import {
   AppendOutcomeUnknownError,
   AppendResult,
   AppendTooLateError,
+  refuseLateAppend,
   DuplicateEventIdError,
   eventJson,
   EventStore,
@@ -307,7 +308,7 @@ export class PostgresEventStore implements EventStore {
 
   /** One append, one statement: the stream row moved by its expectation, then its events inserted. */
   private async appendAlone({ streamName, events, expected, eventsJson, notAfter }: PendingAppend): Promise<AppendResult> {
-    if (notAfter && Date.now() > notAfter.getTime()) throw new AppendTooLateError(streamName, notAfter);
+    refuseLateAppend(streamName, notAfter);
     const kind = typeof expected === 'bigint' ? 'exact' : expected;
     const params: unknown[] = [streamName, events.length, eventsJson];
     if (typeof expected === 'bigint') params.push(expected.toString());
