@@ -133,7 +133,8 @@ const rowOf = (row: InvoiceRow | null): InvoiceRow => {
   return row;
 };
 
-const invoicesTable: FoldedTable<InvoiceRow | null> = {
+/** The invoices table as a fold of the log: the projection writes it, ledger:verify folds it again to check it. */
+export const invoicesTable: FoldedTable<InvoiceRow | null> = {
   table: 'invoices',
   idType: 'uuid',
   idOf: (e) => (e.data as { invoiceId: string }).invoiceId,

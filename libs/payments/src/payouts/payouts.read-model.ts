@@ -122,7 +122,8 @@ const rowOf = (row: PayoutRow | null): PayoutRow => {
   return row;
 };
 
-const payoutsTable: FoldedTable<PayoutRow | null> = {
+/** The payouts table as a fold of the log: the projection writes it, ledger:verify folds it again to check it. */
+export const payoutsTable: FoldedTable<PayoutRow | null> = {
   table: 'payouts',
   idType: 'bigint',
   idOf: (e) => (e.data as { payoutId: number }).payoutId,

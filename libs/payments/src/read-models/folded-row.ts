@@ -17,19 +17,28 @@ export interface FoldedColumn<S> {
 }
 
 /**
+ * A read-model table as a fold of the log, one row per flow: the row before the flow's
+ * first event, how each event moves it, and its columns. ledger:verify folds the log
+ * again with it to check the table (verifyFlowReadModels).
+ */
+export interface RowFold<S> {
+  /** The id of the row an event belongs to (from its data), or null for an event that moves no row. */
+  idOf(event: RecordedEvent): string | number | null;
+  initial(): S;
+  evolve(row: S, event: RecordedEvent): S;
+  readonly columns: readonly FoldedColumn<S>[];
+}
+
+/**
  * A table that keeps one row per stream in the read model's own shape (`item` json: the
  * text JSON.stringify wrote, decision 0095) with the stream revision it has reached
  * (`last_revision`), plus columns derived from the row for queries.
  */
-export interface FoldedTable<S> {
+export interface FoldedTable<S> extends RowFold<S> {
   readonly table: 'invoices' | 'payouts';
   readonly idType: 'uuid' | 'bigint';
   /** The id of the row an event belongs to (from its data). */
   idOf(event: RecordedEvent): string | number;
-  /** The row before the stream's first event. */
-  initial(): S;
-  evolve(row: S, event: RecordedEvent): S;
-  readonly columns: readonly FoldedColumn<S>[];
 }
 
 /**
