@@ -1,7 +1,7 @@
 import { loadConfigOrExit, refuseArgumentsOrExit } from '#payments/composition';
 import { openInfrastructure } from '#payments/composition';
 import { COMMAND_SESSION_LIMITS, outcomeDecided } from '#platform/database';
-import { ledgerEntriesOf, verifyLedgers, VerifyReport } from '#payments/ledger-verification';
+import { ledgerEntriesOf, verifyFlowReadModels, verifyLedgers, VerifyReport } from '#payments/ledger-verification';
 import { createLogger } from '#platform/logging';
 import { ProgressBar } from '#event-store/projections';
 import { EventLogReport, verifyChainedLog, verifyEventLogInWorker } from '#event-store';
@@ -11,7 +11,8 @@ import { logReportLines } from './log-report';
 
 /**
  * `npm run ledger:verify`: replays every ledger from the event log, checks every
- * invariant, compares the rebuilt balances with the read model, recomputes the event
+ * invariant, compares the rebuilt balances with the read model and the invoices, refunds
+ * and payouts read models with the log folded again, recomputes the event
  * log's hash chains (as log:verify does, on the PostgreSQL store), prints a report and
  * exits 1 on any difference (0 when everything agrees, 2 when it could not run). Reads
  * only: a read-only database role and no secrets key are enough.
@@ -27,6 +28,9 @@ async function main(): Promise<void> {
     const bar = new ProgressBar('ledger:verify'.padEnd(16));
     const esdb = config.eventStore === 'eventstoredb' ? (infra.store as EventStoreDbEventStore) : null;
     const onProgress = (events: number, fraction: number) => bar.update(fraction, `${events} events read`);
+    // The flows reconciliation reads beside the ledger entries, checked against the log too, meanwhile.
+    const flowsChecked = verifyFlowReadModels(infra.pool, infra.store, { logHere: !esdb });
+    flowsChecked.catch(() => undefined);
     let report: VerifyReport;
     let chainsChecked: Promise<EventLogReport>;
     if (esdb) {
@@ -61,20 +65,26 @@ async function main(): Promise<void> {
     }
     bar.update(1, `${report.eventsRead} events read`, true);
     const chains = logReportLines(await chainsChecked);
+    const flows = await flowsChecked;
+    const problems = [
+      ...report.problems.map((p) => `[${p.kind}] ${p.ledger}: ${p.detail}`),
+      ...flows.problems.map((p) => `[${p.kind}] ${p.table} ${p.id}: ${p.detail}`),
+    ];
     const out: string[] = [
       `ledgers: ${report.ledgers}, journal entries: ${report.entries}, events read: ${report.eventsRead}, snapshots compared: ${report.snapshotsChecked}`,
+      `flows compared with the log: ${flows.rows.invoices} invoices, ${flows.rows.refunds} refunds, ${flows.rows.payouts} payouts`,
       `read in ${((Date.now() - started) / 1000).toFixed(1)} s; peak RSS ${Math.round(process.resourceUsage().maxRSS / 1024)} MiB`,
-      ...report.notes.map((n) => `note: ${n}`),
+      ...[...report.notes, ...flows.notes].map((n) => `note: ${n}`),
     ];
-    if (report.problems.length === 0) {
+    if (problems.length === 0) {
       out.push('OK: every entry balances, no merchant account below zero, all accounts sum to zero,');
       out.push('    no cause posted twice, every stored snapshot equals its ledger re-folded from the log,');
-      out.push('    and the read model equals the ledgers replayed from the log.');
+      out.push('    and the read models (ledgers, invoices, refunds, payouts) equal the log replayed.');
     } else {
       failed = true;
-      out.push(`FAILED: ${report.problems.length} problem(s)`);
-      for (const p of report.problems.slice(0, 50)) out.push(`  [${p.kind}] ${p.ledger}: ${p.detail}`);
-      if (report.problems.length > 50) out.push(`  … and ${report.problems.length - 50} more`);
+      out.push(`FAILED: ${problems.length} problem(s)`);
+      for (const p of problems.slice(0, 50)) out.push(`  ${p}`);
+      if (problems.length > 50) out.push(`  … and ${problems.length - 50} more`);
     }
     failed ||= chains.failed;
     out.push(...chains.lines);

@@ -1,1 +1,2 @@
 export * from './verify-ledgers';
+export * from './verify-flow-read-models';
