@@ -416,6 +416,11 @@ describe('ledger: hold released', () => {
       .then([holdReleased('inv_1', 500, at(0))]);
   });
 
+  it('dates its entry as toISOString writes the instant, whatever form `at` came in (an offset, microseconds)', () => {
+    const decided = ledgerDecider.decide(recordPayment('inv_1', 500, 0, null, '2025-03-01T13:00:00.000700+03:00'), initialLedgerState());
+    expect((decided as LedgerEvent[])[0]!.data.occurredAt).toBe('2025-03-01T10:00:00.000Z');
+  });
+
   it('after a zero-net payment with a hold date: hold_not_found (no hold was opened)', () => {
     const decided = ledgerDecider.decide(recordPayment('inv_1', 0, 1_500, at(DAY)), initialLedgerState());
     expect(Array.isArray(decided)).toBe(true);

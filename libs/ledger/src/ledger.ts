@@ -348,10 +348,12 @@ export function decide(command: LedgerCommand, state: LedgerState): LedgerEvent[
   if (posted === undefined) throw new CauseHistoryMissingError(cause);
   if (posted) return [];
   if (Number.isNaN(Date.parse(command.at))) return new Refusal<LedgerErrorCode>('invalid_time', `Некорректное время решения: ${command.at}`);
+  // Dated as toISOString writes the instant: the log's folds (ms) and the read model's SQL (µs, its own zone) then agree on every period bound.
+  const occurredAt = new Date(command.at).toISOString();
   const entry = (kind: EntryKind, postings: Posting[], extra: Partial<LedgerEntryPostedData> = {}): LedgerEvent[] => [
     {
       type: 'LedgerEntryPosted',
-      data: { entryId: command.entryId, kind, cause, postings, occurredAt: command.at, ...extra },
+      data: { entryId: command.entryId, kind, cause, postings, occurredAt, ...extra },
     },
   ];
 
