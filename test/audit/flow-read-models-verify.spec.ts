@@ -6,6 +6,7 @@
  * command exits 1 (before, it compared only the ledger's tables and exited 0).
  */
 import { randomBytes } from 'node:crypto';
+import { Pool } from 'pg';
 import { PostgresEventStore } from '#event-store';
 import { loadConfig } from '#payments/composition';
 import { FlowReport, verifyFlowReadModels } from '#payments/ledger-verification';
@@ -63,7 +64,7 @@ describe('ledger:verify checks the flow read models reconciliation reads against
   it('finds every row of a seeded history equal to the log folded again, both ways; ledger:verify says so', async () => {
     const report = await bothWays();
     expect(report.problems).toEqual([]);
-    expect(report.notes).toEqual([]);
+    expect(report.notCompared).toEqual([]);
     const tables = await counts();
     expect(report.rows).toEqual(tables);
     expect(tables.refunds).toBeGreaterThan(0);
@@ -81,6 +82,11 @@ describe('ledger:verify checks the flow read models reconciliation reads against
         `SELECT id::text, fee_amount AS fee, item::text FROM invoices WHERE paid_at IS NOT NULL ORDER BY id LIMIT 1`,
       )
     ).rows[0]!;
+    const another = (
+      await db.pool.query<{ id: string; revision: string }>(`SELECT id::text, last_revision AS revision FROM invoices WHERE id > $1 ORDER BY id LIMIT 1`, [
+        invoice.id,
+      ])
+    ).rows[0]!;
     const refund = (await db.pool.query<Record<string, unknown>>(`SELECT * FROM refunds WHERE status = 'succeeded' ORDER BY id LIMIT 1`)).rows[0]!;
     const payout = (await db.pool.query<{ id: string }>(`SELECT id::text FROM payouts WHERE status = 'paid' ORDER BY id LIMIT 1`)).rows[0]!;
     const madeUp = 'rf_made_up_by_hand';
@@ -93,6 +99,8 @@ describe('ledger:verify checks the flow read models reconciliation reads against
     try {
       await db.pool.query(`UPDATE invoices SET fee_amount = fee_amount + 100, item = json_build_object('edited', true) WHERE id = $1`, [invoice.id]);
       await db.pool.query(`DELETE FROM refunds WHERE id = $1`, [refund.id]);
+      // A raised last_revision would make the projector skip the flow's next events.
+      await db.pool.query(`UPDATE invoices SET last_revision = last_revision + 5 WHERE id = $1`, [another.id]);
       await db.pool.query(`UPDATE payouts SET processed_at = processed_at + interval '1 hour' WHERE id = $1`, [payout.id]);
       await db.pool.query(
         `INSERT INTO refunds (id, invoice_id, project_id, account_id, mode, amount, status, requested_at) VALUES ($1, $2, $3, $4, $5, 1, 'succeeded', $6)`,
@@ -105,7 +113,13 @@ describe('ledger:verify checks the flow read models reconciliation reads against
         ['refunds', String(refund.id), 'missing_in_read_model'],
         ['refunds', madeUp, 'unknown_in_read_model'],
       ].sort((a, b) => (a[1]! < b[1]! ? -1 : 1));
-      expect(byRow).toEqual([['invoices', invoice.id, 'flow_differs'], ...refunds, ['payouts', payout.id, 'flow_differs']]);
+      expect(byRow).toEqual([
+        ['invoices', invoice.id, 'flow_differs'],
+        ['invoices', another.id, 'flow_differs'],
+        ...refunds,
+        ['payouts', payout.id, 'flow_differs'],
+      ]);
+      expect(report.problems[1]!.detail).toBe(`last_revision: log says ${another.revision}, read model says ${Number(another.revision) + 5}`);
       const fee = report.problems.find((p) => p.table === 'invoices')!;
       expect(fee.detail).toBe(
         `fee_amount: log says ${invoice.fee}, read model says ${Number(invoice.fee) + 100}; item: differs from the row folded from the log`,
@@ -116,7 +130,7 @@ describe('ledger:verify checks the flow read models reconciliation reads against
 
       const run = startProcess('ledger-verify', { DATABASE_URL: db.url });
       expect(await run.exited).toBe(1);
-      expect(run.output()).toContain('FAILED: 4 problem(s)');
+      expect(run.output()).toContain('FAILED: 5 problem(s)');
       expect(run.output()).toContain(`[flow_differs] invoices ${invoice.id}: fee_amount: log says ${invoice.fee}`);
       expect(run.output()).toContain(`[missing_in_read_model] refunds ${String(refund.id)}: `);
       expect(run.output()).toContain(`[unknown_in_read_model] refunds ${madeUp}: `);
@@ -124,21 +138,87 @@ describe('ledger:verify checks the flow read models reconciliation reads against
     } finally {
       await db.pool.query(`DELETE FROM refunds WHERE id = $1`, [madeUp]);
       await restoreRefund();
+      await db.pool.query(`UPDATE invoices SET last_revision = $2 WHERE id = $1`, [another.id, another.revision]);
       await db.pool.query(`UPDATE payouts SET processed_at = processed_at - interval '1 hour' WHERE id = $1`, [payout.id]);
       await db.pool.query(`UPDATE invoices SET fee_amount = $2, item = $3::json WHERE id = $1`, [invoice.id, invoice.fee, invoice.item]);
     }
     expect((await bothWays()).problems).toEqual([]);
   });
 
-  it('leaves a read model marked as being rebuilt uncompared, and says so', async () => {
-    await db.pool.query(`UPDATE projection_checkpoints SET rebuild_started_at = now() WHERE projection = 'refunds'`);
+  it('leaves a read model marked as being rebuilt uncompared: ledger:verify says the flows are not verified and exits 2', async () => {
+    // Review 102 F3: a payout edited and the mark set passed as "OK … equal the log replayed", exit 0.
+    const payout = (await db.pool.query<{ id: string }>(`SELECT id::text FROM payouts ORDER BY id LIMIT 1`)).rows[0]!;
+    await db.pool.query(`UPDATE payouts SET amount = amount * 10 WHERE id = $1`, [payout.id]);
+    await db.pool.query(`UPDATE projection_checkpoints SET rebuild_started_at = now() WHERE projection = 'payouts'`);
     try {
       const report = await bothWays();
-      expect(report.notes).toEqual(['the refunds read model is being rebuilt: not compared (run projections:rebuild)']);
-      expect(report.rows.refunds).toBe(0);
+      expect(report.notCompared).toEqual(['payouts']);
+      expect(report.rows.payouts).toBe(0);
       expect(report.rows.invoices).toBeGreaterThan(0);
+      const run = startProcess('ledger-verify', { DATABASE_URL: db.url });
+      expect(await run.exited).toBe(2);
+      expect(run.output()).toContain('NOT VERIFIED: the payouts read model(s) are being rebuilt, so not compared: run projections:rebuild, then ledger:verify');
+      expect(run.output()).not.toContain('OK: every entry balances');
     } finally {
-      await db.pool.query(`UPDATE projection_checkpoints SET rebuild_started_at = NULL WHERE projection = 'refunds'`);
+      await db.pool.query(`UPDATE projection_checkpoints SET rebuild_started_at = NULL WHERE projection = 'payouts'`);
+      await db.pool.query(`UPDATE payouts SET amount = amount / 10 WHERE id = $1`, [payout.id]);
+    }
+  });
+
+  it('a flow check that cannot run leaves the ledger verdict printed, and exits 2', async () => {
+    // Review 102 F2: the error replaced the whole report ("failed to run"), hiding the ledger's verdict.
+    const ledger = (await db.pool.query<{ account_id: string; mode: string }>(`SELECT account_id::text, mode FROM ledger_balances LIMIT 1`)).rows[0]!;
+    await db.pool.query(`ALTER TABLE refunds RENAME COLUMN completed_at TO completed_at_moved`);
+    await db.pool.query(`UPDATE ledger_balances SET balance = balance + 1 WHERE account_id = $1 AND mode = $2 AND account = 'fees'`, [
+      ledger.account_id,
+      ledger.mode,
+    ]);
+    try {
+      const run = startProcess('ledger-verify', { DATABASE_URL: db.url });
+      expect(await run.exited).toBe(1);
+      expect(run.output()).toContain('FAILED: 1 problem(s)');
+      expect(run.output()).toContain(`[balance_differs] ledger-${ledger.mode}_${ledger.account_id}: fees: `);
+      expect(run.output()).toMatch(/and the flows \(invoices, refunds, payouts\) could not be compared with the log: column .*completed_at.* does not exist/);
+    } finally {
+      await db.pool.query(`UPDATE ledger_balances SET balance = balance - 1 WHERE account_id = $1 AND mode = $2 AND account = 'fees'`, [
+        ledger.account_id,
+        ledger.mode,
+      ]);
+    }
+    try {
+      const run = startProcess('ledger-verify', { DATABASE_URL: db.url });
+      expect(await run.exited).toBe(2);
+      expect(run.output()).toContain('ledgers: ');
+      expect(run.output()).toMatch(
+        /NOT VERIFIED: the flows \(invoices, refunds, payouts\) could not be compared with the log: column .*completed_at.* does not exist/,
+      );
+    } finally {
+      await db.pool.query(`ALTER TABLE refunds RENAME COLUMN completed_at_moved TO completed_at`);
+    }
+  });
+
+  it('read in log order (as on EventStoreDB), a read longer than the idle-in-transaction bound does not end the snapshot', async () => {
+    // Review 102 F1: the snapshot's session sat idle while the whole log was read, and the command's 60 s bound killed it.
+    const boundedPool = new Pool({ connectionString: db.url, max: 2, options: '-c idle_in_transaction_session_timeout=300' });
+    const slowStore = Object.create(store) as PostgresEventStore;
+    slowStore.subscribeToAll = (options) => {
+      const subscription = store.subscribeToAll(options);
+      return {
+        unsubscribe: () => subscription.unsubscribe(),
+        async *[Symbol.asyncIterator]() {
+          for await (const batch of subscription) {
+            await new Promise((resolve) => setTimeout(resolve, 500));
+            yield batch;
+          }
+        },
+      };
+    };
+    try {
+      const report = await verifyFlowReadModels(boundedPool, slowStore, { logHere: false });
+      expect(report.problems).toEqual([]);
+      expect(report.rows).toEqual(await counts());
+    } finally {
+      await boundedPool.end();
     }
   });
 });
