@@ -14,7 +14,8 @@ import { logReportLines } from './log-report';
  * invariant, compares the rebuilt balances with the read model and the invoices, refunds
  * and payouts read models with the log folded again, recomputes the event
  * log's hash chains (as log:verify does, on the PostgreSQL store), prints a report and
- * exits 1 on any difference (0 when everything agrees, 2 when it could not run). Reads
+ * exits 1 on any difference (0 when everything agrees, 2 when it could not run or a flow
+ * read model was not compared: being rebuilt, or its check failed). Reads
  * only: a read-only database role and no secrets key are enough.
  */
 async function main(): Promise<void> {
