@@ -169,10 +169,13 @@ describe('ledger:verify checks the flow read models reconciliation reads against
     // Review 102 F2: the error replaced the whole report ("failed to run"), hiding the ledger's verdict.
     const ledger = (await db.pool.query<{ account_id: string; mode: string }>(`SELECT account_id::text, mode FROM ledger_balances LIMIT 1`)).rows[0]!;
     await db.pool.query(`ALTER TABLE refunds RENAME COLUMN completed_at TO completed_at_moved`);
-    await db.pool.query(`UPDATE ledger_balances SET balance = balance + 1 WHERE account_id = $1 AND mode = $2 AND account = 'fees'`, [
-      ledger.account_id,
-      ledger.mode,
-    ]);
+    const shiftFees = (delta: number) =>
+      db.pool.query(`UPDATE ledger_balances SET balance = balance + $3 WHERE account_id = $1 AND mode = $2 AND account = 'fees'`, [
+        ledger.account_id,
+        ledger.mode,
+        delta,
+      ]);
+    await shiftFees(1);
     try {
       const run = startProcess('ledger-verify', { DATABASE_URL: db.url });
       expect(await run.exited).toBe(1);
@@ -180,10 +183,7 @@ describe('ledger:verify checks the flow read models reconciliation reads against
       expect(run.output()).toContain(`[balance_differs] ledger-${ledger.mode}_${ledger.account_id}: fees: `);
       expect(run.output()).toMatch(/and the flows \(invoices, refunds, payouts\) could not be compared with the log: column .*completed_at.* does not exist/);
     } finally {
-      await db.pool.query(`UPDATE ledger_balances SET balance = balance - 1 WHERE account_id = $1 AND mode = $2 AND account = 'fees'`, [
-        ledger.account_id,
-        ledger.mode,
-      ]);
+      await shiftFees(-1);
     }
     try {
       const run = startProcess('ledger-verify', { DATABASE_URL: db.url });
